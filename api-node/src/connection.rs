@@ -1,0 +1,307 @@
+//! One connection from this API node to one data node, shared by every thread of the process.
+//!
+//! Sending takes the link's lock only while frames are appended and flushed. Waiting for an
+//! answer follows NDB's "poll owner" design: of all threads waiting on a connection, one owns
+//! the poller, reads the link and files every frame under the request id it answers; the others
+//! sleep on a condition variable until their answer is complete or ownership is free.
+//!
+//! Lock order: `link` before `shared`. Nobody takes `link` while holding `shared`.
+
+use std::collections::HashMap;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use rndb_config::{NodeId, TransporterKind};
+use rndb_protocol::signals::gsn;
+use rndb_transporter::{FrameHeader, TransportError, Transporter};
+
+use crate::Error;
+
+/// The most bytes of answers one request may collect before it is complete: a bound on what a
+/// misbehaving data node can make us buffer (one execute of the largest batch fits easily).
+pub const REPLY_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// The longest a poll owner sleeps before it looks at its deadline again.
+const POLL_SLEEP_MAX: Duration = Duration::from_millis(50);
+
+/// The answers gathered for one request: frames as `[signal u16][length u32][payload]`.
+#[derive(Debug, Default)]
+struct Reply {
+    frames: Vec<u8>,
+    complete: bool,
+}
+
+/// State shared between the poll owner and the waiters.
+#[derive(Debug, Default)]
+struct Shared {
+    /// Requests waiting for answers, by request id. Frames for ids not here are dropped (an
+    /// abandoned transaction's rollback answer, for example).
+    replies: HashMap<u32, Reply>,
+    /// A thread is reading the link; the others wait on the condition variable.
+    poll_owner: bool,
+    /// Set once the link failed; every waiter then fails with this error.
+    failure: Option<String>,
+}
+
+/// The poller: readiness of the link's descriptor.
+struct Poller {
+    poll: Poll,
+    events: Events,
+}
+
+/// A connection to one data node.
+pub(crate) struct Connection {
+    /// The data node at the other end.
+    pub peer: NodeId,
+    /// TCP or SHM.
+    pub kind: TransporterKind,
+    link: Mutex<Box<dyn Transporter>>,
+    poller: Mutex<Poller>,
+    shared: Mutex<Shared>,
+    answered: Condvar,
+    /// How long the poll owner polls without sleeping after it last saw input.
+    spin: Duration,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("peer", &self.peer)
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+/// The frames that answered one request, to be walked with [`Answers::iter`].
+#[derive(Debug)]
+pub(crate) struct Answers(Vec<u8>);
+
+impl Answers {
+    /// Every (signal, payload) in arrival order.
+    pub fn iter(&self) -> impl Iterator<Item = (u16, &[u8])> {
+        let mut rest = &self.0[..];
+        std::iter::from_fn(move || {
+            // The buffer was written by `file_frame` below, so its layout is trusted.
+            let signal = u16::from_le_bytes(rest.get(0..2)?.try_into().ok()?);
+            let len = u32::from_le_bytes(rest.get(2..6)?.try_into().ok()?) as usize;
+            let payload = rest.get(6..6 + len)?;
+            rest = &rest[6 + len..];
+            Some((signal, payload))
+        })
+    }
+}
+
+/// True for the signal that completes a request: everything but per-operation answers.
+fn completes_request(signal: u16) -> bool {
+    !matches!(signal, gsn::TCKEY_ROW | gsn::TCKEYREF)
+}
+
+impl Connection {
+    pub fn new(link: Box<dyn Transporter>, spin: Duration) -> Result<Connection, Error> {
+        let peer = link.peer();
+        let kind = link.kind();
+        let poll = Poll::new().map_err(|e| transport(peer, "create poller", e))?;
+        let fd = link.poll_fd();
+        poll.registry()
+            .register(&mut SourceFd(&fd), Token(0), Interest::READABLE)
+            .map_err(|e| transport(peer, "register link with poller", e))?;
+        Ok(Connection {
+            peer,
+            kind,
+            link: Mutex::new(link),
+            poller: Mutex::new(Poller {
+                poll,
+                events: Events::with_capacity(4),
+            }),
+            shared: Mutex::new(Shared::default()),
+            answered: Condvar::new(),
+            spin,
+        })
+    }
+
+    fn shared(&self) -> MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn link(&self) -> MutexGuard<'_, Box<dyn Transporter>> {
+        self.link.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers `request_id` as awaiting answers. Must happen before its signals are sent.
+    pub fn expect(&self, request_id: u32) {
+        self.shared().replies.insert(request_id, Reply::default());
+    }
+
+    /// Forgets a request (its answers, if any come, are dropped).
+    pub fn forget(&self, request_id: u32) {
+        self.shared().replies.remove(&request_id);
+    }
+
+    /// Sends frames built by `fill` and flushes them in one go. `fill` gets a `send` function
+    /// taking (header, payload).
+    pub fn send_batch(
+        &self,
+        fill: impl FnOnce(&mut dyn FnMut(&FrameHeader, &[u8]) -> Result<(), Error>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        if let Some(failure) = &self.shared().failure {
+            return Err(lost(self.peer, failure));
+        }
+        let mut link = self.link();
+        let peer = self.peer;
+        let mut send = |header: &FrameHeader, payload: &[u8]| -> Result<(), Error> {
+            link.send(header, payload).map_err(|e| match e {
+                TransportError::Overloaded { .. } => Error::ndb_detail(4021, e),
+                other => Error::Transport {
+                    node: peer,
+                    source: other,
+                },
+            })
+        };
+        fill(&mut send)?;
+        link.flush().map_err(|e| Error::Transport {
+            node: peer,
+            source: e,
+        })?;
+        Ok(())
+    }
+
+    /// Waits until the request's answer is complete, or the deadline passes (error 4012), or
+    /// the link fails (error 4010).
+    pub fn wait(&self, request_id: u32, deadline: Instant) -> Result<Answers, Error> {
+        loop {
+            let mut shared = self.shared();
+            if let Some(reply) = shared.replies.get(&request_id) {
+                if reply.complete {
+                    let reply = shared.replies.remove(&request_id).unwrap_or_default();
+                    return Ok(Answers(reply.frames));
+                }
+            }
+            if let Some(failure) = shared.failure.clone() {
+                shared.replies.remove(&request_id);
+                return Err(lost(self.peer, &failure));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                shared.replies.remove(&request_id);
+                return Err(Error::ndb_detail(
+                    4012,
+                    format!("no answer from node {}", self.peer),
+                ));
+            }
+            if shared.poll_owner {
+                let timeout = (deadline - now).min(POLL_SLEEP_MAX);
+                let _unused = self.answered.wait_timeout(shared, timeout);
+                continue;
+            }
+            shared.poll_owner = true;
+            drop(shared);
+            let result = self.poll_as_owner(request_id, deadline);
+            let mut shared = self.shared();
+            shared.poll_owner = false;
+            if let Err(reason) = result {
+                shared.failure.get_or_insert(reason);
+            }
+            drop(shared);
+            self.answered.notify_all();
+        }
+    }
+
+    /// Reads the link until `request_id` is complete, the deadline passes or the link fails.
+    /// Spins for `self.spin` after the last input, then sleeps in the poller.
+    fn poll_as_owner(&self, request_id: u32, deadline: Instant) -> Result<(), String> {
+        let mut poller = self.poller.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last_input = Instant::now();
+        loop {
+            let (delivered, mine_done) = self.receive_once(request_id)?;
+            if delivered > 0 {
+                self.answered.notify_all();
+                last_input = Instant::now();
+            }
+            if mine_done {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(());
+            }
+            if delivered > 0 || now.duration_since(last_input) < self.spin {
+                std::hint::spin_loop();
+                continue;
+            }
+            if !self.link().prepare_to_sleep() {
+                continue;
+            }
+            let timeout = (deadline - now).min(POLL_SLEEP_MAX);
+            let Poller { poll, events } = &mut *poller;
+            let polled = poll.poll(events, Some(timeout));
+            self.link().woke_up();
+            if let Err(e) = polled {
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(format!("poll: {e}"));
+                }
+            }
+        }
+    }
+
+    /// One non-blocking read of the link, filing every frame. Returns how many frames came and
+    /// whether `request_id` is now complete.
+    fn receive_once(&self, request_id: u32) -> Result<(usize, bool), String> {
+        let mut link = self.link();
+        if link.pending_send_bytes() > 0 {
+            link.flush().map_err(|e| e.to_string())?;
+        }
+        let mut shared = self.shared();
+        let mut overflow = None;
+        let delivered = link
+            .receive(&mut |header, payload| {
+                if let Err(reason) = file_frame(&mut shared.replies, header, payload) {
+                    overflow.get_or_insert(reason);
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        if let Some(reason) = overflow {
+            return Err(reason);
+        }
+        let done = shared.replies.get(&request_id).is_none_or(|r| r.complete);
+        Ok((delivered, done))
+    }
+}
+
+/// Appends one frame to the reply it answers.
+fn file_frame(
+    replies: &mut HashMap<u32, Reply>,
+    header: &FrameHeader,
+    payload: &[u8],
+) -> Result<(), String> {
+    let Some(reply) = replies.get_mut(&header.request_id) else {
+        return Ok(());
+    };
+    if reply.frames.len() + payload.len() + 6 > REPLY_BYTES_MAX {
+        return Err(format!(
+            "request {} collected more than {REPLY_BYTES_MAX} bytes of answers",
+            header.request_id
+        ));
+    }
+    reply.frames.extend_from_slice(&header.signal.to_le_bytes());
+    reply
+        .frames
+        .extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    reply.frames.extend_from_slice(payload);
+    if completes_request(header.signal) {
+        reply.complete = true;
+    }
+    Ok(())
+}
+
+fn transport(node: NodeId, context: &str, e: std::io::Error) -> Error {
+    Error::Transport {
+        node,
+        source: TransportError::io(context, e),
+    }
+}
+
+fn lost(node: NodeId, failure: &str) -> Error {
+    Error::ndb_detail(4010, format!("lost the link to node {node}: {failure}"))
+}

@@ -1,0 +1,279 @@
+//! rndb-api: the library an application links to become an API node of an rndb cluster.
+//!
+//! ```text
+//! Cluster::connect(config.ini) ──► one Connection per data node (TCP or SHM link)
+//!   │
+//!   ├─ create_table / get_table / drop_table    (DICT requests)
+//!   └─ start_transaction ──► Transaction
+//!          read / insert / update / write / delete   (defined locally, nothing sent)
+//!          execute(NoCommit | Commit | Rollback)     (all defined operations in one flush,
+//!                                                     answers gathered in one round trip)
+//! ```
+//!
+//! - [`connection`]: one link to one data node, shared by threads (NDB's poll-owner design).
+//! - [`transaction`]: operations, execute, results.
+//! - [`error`]: [`Error`], which keeps NDB's code and temporary/permanent class.
+//!
+//! Nothing here panics on what a data node or the network sends: a malformed answer closes the
+//! link and fails the waiting request with an error.
+
+#![forbid(unsafe_code)]
+
+mod connect;
+mod connection;
+mod error;
+mod transaction;
+
+pub use error::Error;
+pub use rndb_config::{NodeId, TransporterKind};
+pub use rndb_protocol::{
+    AbortOption, ColumnDef, ColumnType, ErrorClass, ExecType, LockMode, NdbError, TableDef, Value,
+};
+pub use transaction::{OpId, Transaction};
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rndb_config::ClusterConfig;
+use rndb_protocol::signals::{self, block, gsn, Refusal, TableInfo};
+use rndb_transporter::FrameHeader;
+
+use connection::{Answers, Connection};
+
+/// How an API node connects.
+#[derive(Clone, Debug)]
+pub struct ConnectOptions {
+    /// Take this API slot; `None` takes the first free slot that admits this host.
+    pub node_id: Option<NodeId>,
+    /// µs the waiting thread polls without sleeping after the last input (lower latency, one
+    /// busy core). 0 sleeps at once.
+    pub spin_us: u32,
+    /// How long connecting and the handshake may take, per data node.
+    pub connect_timeout: Duration,
+    /// Force this transporter instead of the config's choice (SHM is set up over TCP, so a link
+    /// the config makes SHM may also run as plain TCP).
+    pub transporter: Option<TransporterKind>,
+    /// How long a request may wait for its answer before it fails with error 4012.
+    pub request_timeout: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            node_id: None,
+            spin_us: 0,
+            connect_timeout: Duration::from_secs(5),
+            transporter: None,
+            request_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A connected API node. Cheap to share between threads (`&Cluster` is `Send + Sync`).
+#[derive(Debug)]
+pub struct Cluster {
+    config: ClusterConfig,
+    node_id: NodeId,
+    /// One per data node, in config order.
+    connections: Vec<Connection>,
+    /// The next request id; 0 is never used.
+    next_request_id: AtomicU32,
+    request_timeout: Duration,
+}
+
+/// A table as the dictionary knows it: its id, version and definition.
+#[derive(Clone, Debug)]
+pub struct Table(Arc<TableInner>);
+
+#[derive(Debug)]
+struct TableInner {
+    info: TableInfo,
+    key_columns: Vec<usize>,
+}
+
+impl Table {
+    fn new(info: TableInfo) -> Table {
+        let key_columns = info.def.key_columns();
+        Table(Arc::new(TableInner { info, key_columns }))
+    }
+    pub fn name(&self) -> &str {
+        &self.0.info.def.name
+    }
+    pub fn def(&self) -> &TableDef {
+        &self.0.info.def
+    }
+    pub fn id(&self) -> u32 {
+        self.0.info.table_id
+    }
+    pub fn version(&self) -> u32 {
+        self.0.info.table_version
+    }
+    /// The position of the column called `name`.
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.def().column_index(name)
+    }
+    /// Positions of the primary-key columns.
+    pub fn key_columns(&self) -> &[usize] {
+        &self.0.key_columns
+    }
+}
+
+impl Cluster {
+    /// Reads the config file and connects to every data node.
+    pub fn connect(
+        config_path: impl AsRef<Path>,
+        options: ConnectOptions,
+    ) -> Result<Cluster, Error> {
+        let config = rndb_config::parse_file(config_path.as_ref())?;
+        Cluster::connect_config(config, options)
+    }
+
+    /// Connects with an already parsed config.
+    pub fn connect_config(
+        config: ClusterConfig,
+        options: ConnectOptions,
+    ) -> Result<Cluster, Error> {
+        let (node_id, links) = connect::connect_all(&config, &options)?;
+        let spin = Duration::from_micros(u64::from(options.spin_us));
+        let connections = links
+            .into_iter()
+            .map(|link| Connection::new(link, spin))
+            .collect::<Result<_, _>>()?;
+        Ok(Cluster {
+            config,
+            node_id,
+            connections,
+            next_request_id: AtomicU32::new(1),
+            request_timeout: options.request_timeout,
+        })
+    }
+
+    /// This API node's id.
+    pub fn node_id(&self) -> NodeId {
+        self.node_id
+    }
+
+    /// The config this node connected with.
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    /// The transporter of the link to the first data node.
+    pub fn transporter_kind(&self) -> TransporterKind {
+        self.coordinator().kind
+    }
+
+    /// Sends one empty signal that the data node's execution loop answers without touching
+    /// storage: the transporter and loop cost, the baseline for everything else.
+    pub fn ping(&self) -> Result<(), Error> {
+        self.request(gsn::PING_REQ, block::QMGR, &[]).map(|_| ())
+    }
+
+    /// Creates a table on the data nodes.
+    pub fn create_table(&self, def: &TableDef) -> Result<Table, Error> {
+        def.validate()
+            .map_err(|(code, detail)| Error::ndb_detail(code, detail))?;
+        let mut payload = Vec::new();
+        signals::encode_table_def(&mut payload, def);
+        let answers = self.request(gsn::CREATE_TABLE_REQ, block::DBDICT, &payload)?;
+        self.table_answer(&answers, gsn::CREATE_TABLE_CONF)
+    }
+
+    /// Looks a table up by name (error 709 when there is none).
+    pub fn get_table(&self, name: &str) -> Result<Table, Error> {
+        let mut payload = Vec::new();
+        signals::encode_name(&mut payload, name);
+        let answers = self.request(gsn::GET_TABINFO_REQ, block::DBDICT, &payload)?;
+        self.table_answer(&answers, gsn::GET_TABINFO_CONF)
+    }
+
+    /// Drops a table and its rows (error 709 when there is none).
+    pub fn drop_table(&self, name: &str) -> Result<(), Error> {
+        let mut payload = Vec::new();
+        signals::encode_name(&mut payload, name);
+        let answers = self.request(gsn::DROP_TABLE_REQ, block::DBDICT, &payload)?;
+        match single_answer(&answers, self.coordinator().peer)? {
+            (gsn::DROP_TABLE_CONF, _) => Ok(()),
+            (signal, payload) => Err(self.refusal(signal, payload)),
+        }
+    }
+
+    /// Starts a transaction. Nothing is sent until its first `execute`.
+    pub fn start_transaction(&self) -> Result<Transaction<'_>, Error> {
+        Ok(Transaction::new(self, self.new_request_id()))
+    }
+
+    fn table_answer(&self, answers: &Answers, conf: u16) -> Result<Table, Error> {
+        let peer = self.coordinator().peer;
+        match single_answer(answers, peer)? {
+            (signal, payload) if signal == conf => TableInfo::decode(payload)
+                .map(Table::new)
+                .map_err(|e| Error::Protocol {
+                    node: peer,
+                    reason: e.to_string(),
+                }),
+            (signal, payload) => Err(self.refusal(signal, payload)),
+        }
+    }
+
+    fn refusal(&self, signal: u16, payload: &[u8]) -> Error {
+        match Refusal::decode(payload) {
+            Ok(r) => Error::Ndb(NdbError::from_wire(r.code, &r.detail)),
+            Err(e) => Error::Protocol {
+                node: self.coordinator().peer,
+                reason: format!("answer with signal {signal}: {e}"),
+            },
+        }
+    }
+
+    /// Sends one signal to the coordinator node and waits for its answer.
+    fn request(&self, signal: u16, receiver_block: u16, payload: &[u8]) -> Result<Answers, Error> {
+        let connection = self.coordinator();
+        let request_id = self.new_request_id();
+        let header = FrameHeader {
+            signal,
+            receiver_block,
+            sender_block: block::API,
+            request_id,
+        };
+        connection.expect(request_id);
+        if let Err(e) = connection.send_batch(|send| send(&header, payload)) {
+            connection.forget(request_id);
+            return Err(e);
+        }
+        connection.wait(request_id, self.deadline())
+    }
+
+    pub(crate) fn new_request_id(&self) -> u32 {
+        loop {
+            let id = self.next_request_id.fetch_add(1, Ordering::Relaxed);
+            if id != 0 {
+                return id;
+            }
+        }
+    }
+
+    pub(crate) fn deadline(&self) -> Instant {
+        Instant::now() + self.request_timeout
+    }
+
+    /// The data node that coordinates requests. With one data node it is that node; placement
+    /// by the partition of the first key comes with the multi-node cluster.
+    pub(crate) fn coordinator(&self) -> &Connection {
+        &self.connections[0]
+    }
+}
+
+/// The one (signal, payload) a dictionary request gets back.
+fn single_answer(answers: &Answers, peer: NodeId) -> Result<(u16, &[u8]), Error> {
+    let mut iter = answers.iter();
+    match (iter.next(), iter.next()) {
+        (Some(answer), None) => Ok(answer),
+        _ => Err(Error::Protocol {
+            node: peer,
+            reason: "expected exactly one answer".into(),
+        }),
+    }
+}

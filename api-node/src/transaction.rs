@@ -1,0 +1,403 @@
+//! Transactions: operations defined locally, sent together by `execute`, answered in one round
+//! trip.
+
+use rndb_protocol::schema::ROW_BYTES_MAX;
+use rndb_protocol::signals::{
+    block, gsn, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReq, TcKeyRow, FLAG_START_TRANSACTION,
+    OP_INDEX_NONE,
+};
+use rndb_protocol::{AbortOption, ExecType, LockMode, NdbError, OperationType, Value};
+use rndb_transporter::FrameHeader;
+
+use crate::connection::Answers;
+use crate::{Cluster, Error, Table};
+
+/// Names one operation of a transaction, to fetch its row or error after `execute`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OpId(usize);
+
+/// Where a transaction stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Nothing sent yet.
+    Fresh,
+    /// The data node holds a transaction record (locks, uncommitted changes).
+    Open,
+    /// Committed, rolled back or aborted: no more executes.
+    Finished,
+}
+
+/// The outcome of one operation.
+#[derive(Debug, Default)]
+struct OpResult {
+    row: Option<Vec<Value>>,
+    error: Option<NdbError>,
+}
+
+/// A transaction of one API node. Dropping an open transaction rolls it back.
+#[derive(Debug)]
+pub struct Transaction<'c> {
+    cluster: &'c Cluster,
+    /// Names this transaction on the wire (the frame header's request id).
+    request_id: u32,
+    state: State,
+    /// Operations defined since the last execute, encoded, with their result slots.
+    batch: Vec<(usize, Vec<u8>)>,
+    /// Every operation's outcome, by `OpId`.
+    results: Vec<OpResult>,
+}
+
+impl<'c> Transaction<'c> {
+    pub(crate) fn new(cluster: &'c Cluster, request_id: u32) -> Self {
+        Transaction {
+            cluster,
+            request_id,
+            state: State::Fresh,
+            batch: Vec::new(),
+            results: Vec::new(),
+        }
+    }
+
+    /// Reads the row with primary key `key` (values in key-column order).
+    pub fn read(&mut self, table: &Table, key: &[Value], lock: LockMode) -> Result<OpId, Error> {
+        check_key(table, key)?;
+        self.define(table, OperationType::Read, lock, key.to_vec(), Vec::new())
+    }
+
+    /// Inserts a whole row (every column, in column order); 630 if the key exists.
+    pub fn insert(&mut self, table: &Table, row: &[Value]) -> Result<OpId, Error> {
+        let (key, attrs) = split_row(table, row)?;
+        self.define(
+            table,
+            OperationType::Insert,
+            LockMode::Exclusive,
+            key,
+            attrs,
+        )
+    }
+
+    /// Inserts a row, or overwrites it when the key exists (NDB's writeTuple).
+    pub fn write(&mut self, table: &Table, row: &[Value]) -> Result<OpId, Error> {
+        let (key, attrs) = split_row(table, row)?;
+        self.define(table, OperationType::Write, LockMode::Exclusive, key, attrs)
+    }
+
+    /// Sets some non-key columns of an existing row (626 if there is none).
+    pub fn update(
+        &mut self,
+        table: &Table,
+        key: &[Value],
+        set: &[(usize, Value)],
+    ) -> Result<OpId, Error> {
+        check_key(table, key)?;
+        let mut attrs = Vec::with_capacity(set.len());
+        for (column, value) in set {
+            check_value(table, *column, value)?;
+            if table.def().columns[*column].primary_key {
+                return Err(Error::ndb_detail(
+                    4004,
+                    format!(
+                        "column {} is part of the primary key and cannot be updated",
+                        table.def().columns[*column].name
+                    ),
+                ));
+            }
+            attrs.push((*column as u16, value.clone()));
+        }
+        self.define(
+            table,
+            OperationType::Update,
+            LockMode::Exclusive,
+            key.to_vec(),
+            attrs,
+        )
+    }
+
+    /// Deletes the row with this key (626 if there is none).
+    pub fn delete(&mut self, table: &Table, key: &[Value]) -> Result<OpId, Error> {
+        check_key(table, key)?;
+        self.define(
+            table,
+            OperationType::Delete,
+            LockMode::Exclusive,
+            key.to_vec(),
+            Vec::new(),
+        )
+    }
+
+    /// Sends every operation defined since the last execute in one round trip. With
+    /// AbortOnError the first failed operation aborts the transaction and is returned.
+    pub fn execute(&mut self, exec: ExecType) -> Result<(), Error> {
+        self.execute_with(exec, AbortOption::AbortOnError)
+    }
+
+    /// As `execute`, choosing what a failed operation does. With IgnoreError, failed operations
+    /// report through [`Transaction::op_error`] and the rest go on.
+    pub fn execute_with(&mut self, exec: ExecType, abort: AbortOption) -> Result<(), Error> {
+        if self.state == State::Finished {
+            return Err(Error::Ndb(NdbError::new(4114)));
+        }
+        if self.state == State::Fresh && self.batch.is_empty() {
+            // Nothing was ever sent: there is nothing to commit or roll back on a data node.
+            if exec != ExecType::NoCommit {
+                self.state = State::Finished;
+            }
+            return Ok(());
+        }
+        let batch = std::mem::take(&mut self.batch);
+        let answers = self.send_and_wait(&batch, exec, abort)?;
+        self.state = if exec == ExecType::NoCommit {
+            State::Open
+        } else {
+            State::Finished
+        };
+        self.apply_answers(&batch, &answers)
+    }
+
+    /// The row a read found, once executed.
+    pub fn row(&self, op: OpId) -> Option<&[Value]> {
+        self.results.get(op.0)?.row.as_deref()
+    }
+
+    /// The error an operation got, once executed.
+    pub fn op_error(&self, op: OpId) -> Option<&NdbError> {
+        self.results.get(op.0)?.error.as_ref()
+    }
+
+    /// Ends the transaction; an open one is rolled back.
+    pub fn close(self) {}
+
+    fn define(
+        &mut self,
+        table: &Table,
+        op_type: OperationType,
+        lock_mode: LockMode,
+        key: Vec<Value>,
+        attrs: Vec<(u16, Value)>,
+    ) -> Result<OpId, Error> {
+        if self.state == State::Finished {
+            return Err(Error::Ndb(NdbError::new(4114)));
+        }
+        let op_index = self.batch.len() as u32;
+        let starts = self.state == State::Fresh && op_index == 0;
+        let req = TcKeyReq {
+            flags: if starts { FLAG_START_TRANSACTION } else { 0 },
+            op_index,
+            op_type,
+            lock_mode,
+            table_id: table.id(),
+            table_version: table.version(),
+            key,
+            attrs,
+        };
+        let mut payload = Vec::with_capacity(64);
+        req.encode(&mut payload);
+        let id = self.results.len();
+        self.results.push(OpResult::default());
+        self.batch.push((id, payload));
+        Ok(OpId(id))
+    }
+
+    fn send_and_wait(
+        &self,
+        batch: &[(usize, Vec<u8>)],
+        exec: ExecType,
+        abort: AbortOption,
+    ) -> Result<Answers, Error> {
+        let connection = self.cluster.coordinator();
+        let header = |signal| FrameHeader {
+            signal,
+            receiver_block: block::DBTC,
+            sender_block: block::API,
+            request_id: self.request_id,
+        };
+        let execute = TcExecuteReq {
+            flags: if self.state == State::Fresh {
+                FLAG_START_TRANSACTION
+            } else {
+                0
+            },
+            exec_type: exec,
+            abort_option: abort,
+            op_count: batch.len() as u32,
+        };
+        let mut execute_payload = Vec::with_capacity(8);
+        execute.encode(&mut execute_payload);
+        connection.expect(self.request_id);
+        let sent = connection.send_batch(|send| {
+            let op_header = header(gsn::TCKEYREQ);
+            for (_, payload) in batch {
+                send(&op_header, payload)?;
+            }
+            send(&header(gsn::TC_EXECUTE_REQ), &execute_payload)
+        });
+        if let Err(e) = sent {
+            connection.forget(self.request_id);
+            return Err(e);
+        }
+        connection.wait(self.request_id, self.cluster.deadline())
+    }
+
+    /// Files rows and errors under their operations; returns the execute's overall outcome.
+    fn apply_answers(
+        &mut self,
+        batch: &[(usize, Vec<u8>)],
+        answers: &Answers,
+    ) -> Result<(), Error> {
+        let peer = self.cluster.coordinator().peer;
+        let malformed = |reason: String| Error::Protocol { node: peer, reason };
+        let op_slot = |op_index: u32| {
+            batch
+                .get(op_index as usize)
+                .map(|(id, _)| *id)
+                .ok_or_else(|| {
+                    malformed(format!(
+                        "answer names operation {op_index} of a batch of {}",
+                        batch.len()
+                    ))
+                })
+        };
+        for (signal, payload) in answers.iter() {
+            match signal {
+                gsn::TCKEY_ROW => {
+                    let row = TcKeyRow::decode(payload).map_err(|e| malformed(e.to_string()))?;
+                    self.results[op_slot(row.op_index)?].row = Some(row.values);
+                }
+                gsn::TCKEYREF => {
+                    let r = TcKeyRef::decode(payload).map_err(|e| malformed(e.to_string()))?;
+                    self.results[op_slot(r.op_index)?].error = Some(NdbError::new(r.code));
+                }
+                gsn::TC_EXECUTE_CONF => return Ok(()),
+                gsn::TC_EXECUTE_REF => {
+                    let r = TcExecuteRef::decode(payload).map_err(|e| malformed(e.to_string()))?;
+                    self.state = State::Finished;
+                    let error = NdbError::from_wire(r.code, &r.detail);
+                    if r.op_index != OP_INDEX_NONE {
+                        self.results[op_slot(r.op_index)?]
+                            .error
+                            .get_or_insert(error.clone());
+                    }
+                    return Err(Error::Ndb(error));
+                }
+                other => {
+                    return Err(malformed(format!(
+                        "unexpected signal {other} in an execute's answer"
+                    )))
+                }
+            }
+        }
+        Err(malformed(
+            "an execute's answer ended without TC_EXECUTE_CONF or TC_EXECUTE_REF".into(),
+        ))
+    }
+}
+
+impl Drop for Transaction<'_> {
+    fn drop(&mut self) {
+        if self.state != State::Open {
+            return;
+        }
+        // Roll back without waiting: the answer, when it comes, is dropped because nobody
+        // expects this request id any more.
+        let connection = self.cluster.coordinator();
+        let execute = TcExecuteReq {
+            flags: 0,
+            exec_type: ExecType::Rollback,
+            abort_option: AbortOption::AbortOnError,
+            op_count: 0,
+        };
+        let mut payload = Vec::with_capacity(8);
+        execute.encode(&mut payload);
+        let header = FrameHeader {
+            signal: gsn::TC_EXECUTE_REQ,
+            receiver_block: block::DBTC,
+            sender_block: block::API,
+            request_id: self.request_id,
+        };
+        // A failure here means the link is gone, and the data node aborts the transaction
+        // itself when the link closes.
+        let _ = connection.send_batch(|send| send(&header, &payload));
+    }
+}
+
+fn check_value(table: &Table, column: usize, value: &Value) -> Result<(), Error> {
+    let Some(def) = table.def().columns.get(column) else {
+        return Err(Error::ndb_detail(
+            4004,
+            format!("table {} has no column {column}", table.name()),
+        ));
+    };
+    if *value == Value::Null && !def.nullable {
+        return Err(Error::ndb_detail(840, format!("column {}", def.name)));
+    }
+    if !value.fits(def.column_type) {
+        return Err(Error::ndb_detail(
+            4209,
+            format!("column {} is {}, got {value:?}", def.name, def.column_type),
+        ));
+    }
+    Ok(())
+}
+
+fn check_key(table: &Table, key: &[Value]) -> Result<(), Error> {
+    let key_columns = table.key_columns();
+    if key.len() != key_columns.len() {
+        return Err(Error::ndb_detail(
+            4116,
+            format!(
+                "table {} has {} key columns, got {} values",
+                table.name(),
+                key_columns.len(),
+                key.len()
+            ),
+        ));
+    }
+    for (value, &column) in key.iter().zip(key_columns) {
+        if *value == Value::Null {
+            return Err(Error::ndb_detail(
+                839,
+                format!("key column {}", table.def().columns[column].name),
+            ));
+        }
+        check_value(table, column, value)?;
+    }
+    Ok(())
+}
+
+/// (column position, value) pairs to set.
+type Attrs = Vec<(u16, Value)>;
+
+/// Splits a whole row into key values and (column, value) pairs for the other columns.
+fn split_row(table: &Table, row: &[Value]) -> Result<(Vec<Value>, Attrs), Error> {
+    let columns = &table.def().columns;
+    if row.len() != columns.len() {
+        return Err(Error::ndb_detail(
+            4116,
+            format!(
+                "table {} has {} columns, got {} values",
+                table.name(),
+                columns.len(),
+                row.len()
+            ),
+        ));
+    }
+    let bytes: usize = row.iter().map(Value::stored_bytes).sum();
+    if bytes > ROW_BYTES_MAX {
+        return Err(Error::ndb_detail(
+            738,
+            format!("row of {bytes} bytes, limit {ROW_BYTES_MAX}"),
+        ));
+    }
+    let mut key = Vec::with_capacity(table.key_columns().len());
+    let mut attrs = Vec::with_capacity(columns.len());
+    for (column, value) in row.iter().enumerate() {
+        check_value(table, column, value)?;
+        if columns[column].primary_key {
+            key.push(value.clone());
+        } else {
+            attrs.push((column as u16, value.clone()));
+        }
+    }
+    check_key(table, &key)?;
+    Ok((key, attrs))
+}

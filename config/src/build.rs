@@ -1,0 +1,193 @@
+//! The third pass: typed sections to the nodes of a [`ClusterConfig`], with node ids assigned,
+//! node groups formed and links chosen.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::Diag;
+use crate::groups;
+use crate::ids::{self, IdRequest};
+use crate::layered::{collect_defaults, Layered};
+use crate::links;
+use crate::model::{ApiSlotConfig, ClusterConfig, DataNodeConfig, MgmNodeConfig, NodeId, NodeKind};
+use crate::params::{param_table, ParamDefault, SectionKind};
+use crate::syntax::Target;
+use crate::values::TypedSection;
+
+/// A data node before its id and group are settled.
+pub(crate) struct DataDraft {
+    pub config: DataNodeConfig,
+    pub id: IdRequest,
+    /// The explicit Nodegroup, if any.
+    pub nodegroup: Option<u32>,
+    /// NoOfReplicas, or `None` when the file gave a rejected value.
+    pub replicas: Option<u32>,
+    pub replicas_line: usize,
+}
+
+/// Builds the cluster from the typed sections, reporting every inconsistency in `diag`.
+pub(crate) fn build(sections: &[TypedSection], source: &Path, diag: &mut Diag) -> ClusterConfig {
+    let defaults = collect_defaults(sections);
+    let mut data = Vec::new();
+    let mut mgm = Vec::new();
+    let mut api = Vec::new();
+    let mut link_sections = Vec::new();
+    for section in sections {
+        let Target::Instance(kind) = section.target else {
+            continue;
+        };
+        let layered = Layered::new(kind, Some(section), &defaults);
+        check_required(&layered, diag);
+        match kind {
+            SectionKind::Ndbd => data.push(data_draft(&layered)),
+            SectionKind::Mgm => mgm.push((mgm_node(&layered), id_request(&layered, NodeKind::Mgm))),
+            SectionKind::Api => api.push((api_slot(&layered), id_request(&layered, NodeKind::Api))),
+            SectionKind::Tcp | SectionKind::Shm => link_sections.push(layered),
+        }
+    }
+    let requests: Vec<&IdRequest> = data
+        .iter()
+        .map(|d| &d.id)
+        .chain(mgm.iter().map(|(_, r)| r))
+        .chain(api.iter().map(|(_, r)| r))
+        .collect();
+    let assigned = ids::assign(&requests, diag);
+    let mut assigned = assigned.into_iter();
+    let data: Vec<DataDraft> = data
+        .into_iter()
+        .zip(assigned.by_ref())
+        .filter_map(|(mut d, id)| {
+            id.map(|id| {
+                d.config.node_id = id;
+                d
+            })
+        })
+        .collect();
+    let mgm_nodes = with_ids(mgm, assigned.by_ref(), |n, id| n.node_id = id);
+    let api_slots = with_ids(api, assigned.by_ref(), |n, id| n.node_id = id);
+    if data.is_empty() {
+        diag.error(
+            0,
+            None,
+            None,
+            "no data node: the file needs at least one [ndbd] section",
+        );
+    }
+    let no_of_replicas = groups::check_replicas(&data, diag);
+    let (data_nodes, node_groups) = groups::form(data, no_of_replicas, diag);
+    let no_of_replicas = no_of_replicas.unwrap_or(1);
+    let mut config = ClusterConfig {
+        source: PathBuf::from(source),
+        no_of_replicas,
+        data_nodes,
+        mgm_nodes,
+        api_slots,
+        node_groups,
+        links: Vec::new(),
+        warnings: Vec::new(),
+    };
+    config.links = links::choose(&config, &link_sections, &defaults, diag);
+    config
+}
+
+/// Reports every required parameter the section (and its defaults) leaves out.
+fn check_required(layered: &Layered<'_>, diag: &mut Diag) {
+    let required = param_table()
+        .iter()
+        .filter(|p| p.applies_to(layered.kind) && p.default == ParamDefault::Required);
+    for param in required {
+        if layered.setting(param.name).is_none() && !layered.rejected(param.name) {
+            let section = layered.section_name();
+            diag.error(
+                layered.line(),
+                section,
+                Some(param.name),
+                "required but not given",
+            );
+        }
+    }
+}
+
+/// Keeps the nodes that got an id, with the id written in.
+fn with_ids<T>(
+    nodes: Vec<(T, IdRequest)>,
+    ids: impl Iterator<Item = Option<NodeId>>,
+    set: impl Fn(&mut T, NodeId),
+) -> Vec<T> {
+    nodes
+        .into_iter()
+        .zip(ids)
+        .filter_map(|((mut node, _), id)| {
+            let id = id?;
+            set(&mut node, id);
+            Some(node)
+        })
+        .collect()
+}
+
+fn id_request(layered: &Layered<'_>, kind: NodeKind) -> IdRequest {
+    IdRequest {
+        kind,
+        explicit: layered
+            .opt_int("NodeId")
+            .and_then(|n| u16::try_from(n).ok()),
+        rejected: layered.rejected("NodeId"),
+        line: layered.line_of("NodeId"),
+        section: layered.section_name().unwrap_or_default().to_string(),
+    }
+}
+
+fn data_draft(l: &Layered<'_>) -> DataDraft {
+    let config = DataNodeConfig {
+        node_id: NodeId(0),
+        host_name: l.text("HostName").unwrap_or_default(),
+        server_port: l.opt_int("ServerPort").and_then(|n| u16::try_from(n).ok()),
+        data_dir: PathBuf::from(l.text("DataDir").unwrap_or_default()),
+        node_group: 0,
+        data_memory_bytes: l.int("DataMemory"),
+        max_no_of_concurrent_operations: l.u32("MaxNoOfConcurrentOperations"),
+        max_no_of_concurrent_transactions: l.u32("MaxNoOfConcurrentTransactions"),
+        max_no_of_concurrent_scans: l.u32("MaxNoOfConcurrentScans"),
+        batch_size_per_local_scan: l.u32("BatchSizePerLocalScan"),
+        max_no_of_tables: l.u32("MaxNoOfTables"),
+        max_no_of_ordered_indexes: l.u32("MaxNoOfOrderedIndexes"),
+        max_no_of_unique_hash_indexes: l.u32("MaxNoOfUniqueHashIndexes"),
+        transaction_deadlock_detection_timeout_ms: l.u32("TransactionDeadlockDetectionTimeout"),
+        transaction_inactive_timeout_ms: l.u32("TransactionInactiveTimeout"),
+        heartbeat_interval_db_db_ms: l.u32("HeartbeatIntervalDbDb"),
+        heartbeat_interval_db_api_ms: l.u32("HeartbeatIntervalDbApi"),
+        time_between_global_checkpoints_ms: l.u32("TimeBetweenGlobalCheckpoints"),
+        use_shm: l.bool("UseShm"),
+        max_no_of_execution_threads: l.u32("MaxNoOfExecutionThreads"),
+        scheduler_spin_timer_us: l.u32("SchedulerSpinTimer"),
+        line: l.line(),
+    };
+    DataDraft {
+        config,
+        id: id_request(l, NodeKind::Data),
+        nodegroup: l.opt_int("Nodegroup").and_then(|n| u32::try_from(n).ok()),
+        replicas: (!l.rejected("NoOfReplicas")).then(|| l.u32("NoOfReplicas")),
+        replicas_line: l.line_of("NoOfReplicas"),
+    }
+}
+
+fn mgm_node(l: &Layered<'_>) -> MgmNodeConfig {
+    MgmNodeConfig {
+        node_id: NodeId(0),
+        host_name: l.text("HostName").unwrap_or_default(),
+        port_number: u16::try_from(l.int("PortNumber")).unwrap_or(u16::MAX),
+        arbitration_rank: l.u32("ArbitrationRank"),
+        line: l.line(),
+    }
+}
+
+fn api_slot(l: &Layered<'_>) -> ApiSlotConfig {
+    ApiSlotConfig {
+        node_id: NodeId(0),
+        node_id_explicit: l.opt_int("NodeId").is_some(),
+        host_name: l.text("HostName").filter(|h| !h.is_empty()),
+        batch_size: l.u32("BatchSize"),
+        batch_byte_size: l.u32("BatchByteSize"),
+        max_scan_batch_size: l.u32("MaxScanBatchSize"),
+        line: l.line(),
+    }
+}

@@ -1,0 +1,75 @@
+//! rndb-config: a MySQL Cluster `config.ini` to a typed [`ClusterConfig`], or every error in
+//! the file, each with its file, line, section and parameter.
+//!
+//! # How a file flows through the crate
+//!
+//! 1. `syntax` splits the text into sections of `Name=value` entries (aliases folded: `[db]`
+//!    is `[ndbd]`, `[mysqld]` is `[api]`, `[mgm]` is `[ndb_mgmd]`), reporting malformed lines,
+//!    unknown sections and parameters outside any section.
+//! 2. `values` checks each entry against the one parameter table ([`param_table`]): known name
+//!    (else the closest known name is suggested), right type, inside the range, given once.
+//!    Parameters rndb recognises but does not implement produce a warning and are ignored.
+//! 3. `build` looks every parameter up in its section, then in the `[… default]` sections of
+//!    its kind (wherever they are in the file), then in the table; `ids` assigns node ids,
+//!    `groups` forms node groups and `links` chooses one link per pair of nodes that talk.
+//!
+//! Every pass writes into one collector, so a file with many mistakes reports all of them.
+//! The crate does no IO beyond reading the file [`parse_file`] is given.
+//!
+//! # Choices where NDB leaves room
+//!
+//! - Node ids: explicit NodeIds are taken first; data nodes without one get the lowest free id
+//!   in 1..=144, then management nodes and then API slots the lowest free id in 1..=255, each
+//!   in file order.
+//! - A data node without ServerPort listens on [`DATA_NODE_PORT_BASE`] + NodeId.
+//! - MaxNoOfExecutionThreads 0 (the default) or 1 means one execution thread (NDB's
+//!   single-threaded `ndbd`); 2..=72 asks for that many.
+//! - A management node is optional. `[computer]` and `[system]` sections are ignored with a
+//!   warning. A parameter given twice in one section is an error.
+
+#![forbid(unsafe_code)]
+
+mod build;
+mod error;
+mod groups;
+mod ids;
+mod layered;
+mod links;
+pub mod model;
+mod params;
+mod query;
+mod syntax;
+mod values;
+
+use std::path::Path;
+
+pub use error::{ConfigError, ConfigErrors};
+pub use model::*;
+pub use params::{
+    find_param, format_number, param_table, ParamDefault, ParamInfo, ParamType, SectionKind,
+    MAX_INT_RNIL,
+};
+pub use query::node_type_name;
+
+/// Reads and parses the config file at `path`.
+///
+/// A file that cannot be read gives one error naming it (line 0).
+pub fn parse_file(path: &Path) -> Result<ClusterConfig, ConfigErrors> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => parse_str(&text, path),
+        Err(err) => Err(ConfigErrors::whole_file(
+            path,
+            format!("cannot read the file: {err}"),
+        )),
+    }
+}
+
+/// Parses config.ini `text`; `source` names the file in messages and in the result.
+pub fn parse_str(text: &str, source: &Path) -> Result<ClusterConfig, ConfigErrors> {
+    let mut diag = error::Diag::new(source);
+    let raw = syntax::split_sections(text, &mut diag);
+    let typed = values::type_sections(raw, &mut diag);
+    let config = build::build(&typed, source, &mut diag);
+    let warnings = diag.into_result()?;
+    Ok(ClusterConfig { warnings, ..config })
+}

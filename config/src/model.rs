@@ -1,0 +1,264 @@
+//! The typed result of parsing a config.ini: what every other crate reads.
+//!
+//! Everything here is plain data, resolved and validated: defaults applied, node groups formed,
+//! every API slot given a node id, every link between two nodes that talk chosen.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// A node id as NDB numbers them: data nodes 1..=144, other nodes 1..=255.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(pub u16);
+
+impl NodeId {
+    /// Highest node id a data node may have (NDB's MAX_NDB_NODES - 1).
+    pub const DATA_MAX: u16 = 144;
+    /// Highest node id any node may have.
+    pub const MAX: u16 = 255;
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// The kind of a node, from the section that declared it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NodeKind {
+    /// `[ndbd]` / `[db]`.
+    Data,
+    /// `[ndb_mgmd]` / `[mgm]`.
+    Mgm,
+    /// `[mysqld]` / `[api]`.
+    Api,
+}
+
+/// Which transporter a link uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TransporterKind {
+    Tcp,
+    Shm,
+}
+
+impl fmt::Display for TransporterKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TransporterKind::Tcp => "TCP",
+            TransporterKind::Shm => "SHM",
+        })
+    }
+}
+
+/// The base of the derived data-node port: a data node without `ServerPort` listens on
+/// `DATA_NODE_PORT_BASE + NodeId` (node 1 → 11861), so every process that reads the same file
+/// agrees on it without a management server.
+pub const DATA_NODE_PORT_BASE: u16 = 11860;
+
+/// A whole cluster, as one config.ini describes it.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// The file this was read from (used in messages).
+    pub source: PathBuf,
+    /// NoOfReplicas, the same for every data node (from `[ndbd default]` or the nodes).
+    pub no_of_replicas: u32,
+    /// Data nodes in file order.
+    pub data_nodes: Vec<DataNodeConfig>,
+    /// Management nodes in file order.
+    pub mgm_nodes: Vec<MgmNodeConfig>,
+    /// API slots in file order; each has a node id (explicit, or the lowest id left free).
+    pub api_slots: Vec<ApiSlotConfig>,
+    /// Node groups, in group-id order; each holds exactly NoOfReplicas data nodes.
+    pub node_groups: Vec<NodeGroup>,
+    /// One link per pair of nodes that talk (data↔data, api↔data, mgm↔data), node1 < node2.
+    pub links: Vec<LinkConfig>,
+    /// Parameters rndb recognises but does not implement yet, and other non-fatal remarks.
+    pub warnings: Vec<ConfigWarning>,
+}
+
+/// One `[ndbd]` section with its defaults applied.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DataNodeConfig {
+    pub node_id: NodeId,
+    pub host_name: String,
+    /// ServerPort when given; see [`ClusterConfig::data_node_port`] for the derived port.
+    pub server_port: Option<u16>,
+    pub data_dir: PathBuf,
+    /// The node group this node belongs to (explicit `Nodegroup` or formed in file order).
+    pub node_group: u32,
+    pub data_memory_bytes: u64,
+    pub max_no_of_concurrent_operations: u32,
+    pub max_no_of_concurrent_transactions: u32,
+    pub max_no_of_concurrent_scans: u32,
+    pub batch_size_per_local_scan: u32,
+    pub max_no_of_tables: u32,
+    pub max_no_of_ordered_indexes: u32,
+    pub max_no_of_unique_hash_indexes: u32,
+    pub transaction_deadlock_detection_timeout_ms: u32,
+    /// 0 means "never time out" is *not* NDB's meaning: NDB's default is effectively unlimited
+    /// (4294967039); we keep the raw value, and treat values ≥ 2^31 as unlimited.
+    pub transaction_inactive_timeout_ms: u32,
+    pub heartbeat_interval_db_db_ms: u32,
+    pub heartbeat_interval_db_api_ms: u32,
+    pub time_between_global_checkpoints_ms: u32,
+    pub use_shm: bool,
+    pub max_no_of_execution_threads: u32,
+    /// SchedulerSpinTimer: µs the execution loop spins (polls without sleeping) after its last
+    /// piece of work before it sleeps. NDB default 0.
+    pub scheduler_spin_timer_us: u32,
+    /// Line of the section header, for messages.
+    pub line: usize,
+}
+
+/// One `[ndb_mgmd]` section.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MgmNodeConfig {
+    pub node_id: NodeId,
+    pub host_name: String,
+    pub port_number: u16,
+    pub arbitration_rank: u32,
+    pub line: usize,
+}
+
+/// One `[api]` / `[mysqld]` slot.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiSlotConfig {
+    pub node_id: NodeId,
+    /// True when the file gave the NodeId; false when it was assigned (lowest free id).
+    pub node_id_explicit: bool,
+    /// Only a process on this host may take the slot; `None` admits any host.
+    pub host_name: Option<String>,
+    pub batch_size: u32,
+    pub batch_byte_size: u32,
+    pub max_scan_batch_size: u32,
+    pub line: usize,
+}
+
+/// A node group: NoOfReplicas data nodes that hold the same partitions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeGroup {
+    pub id: u32,
+    /// Members in file order.
+    pub nodes: Vec<NodeId>,
+}
+
+/// The link between two nodes that talk, and its transporter settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkConfig {
+    /// Always `node1 < node2`.
+    pub node1: NodeId,
+    pub node2: NodeId,
+    pub kind: TransporterKind,
+    /// True when a `[tcp]`/`[shm]` section named this pair.
+    pub explicit: bool,
+    pub send_buffer_memory_bytes: u64,
+    /// TCP only (ReceiveBufferMemory); for SHM the same default applies and is unused.
+    pub receive_buffer_memory_bytes: u64,
+    pub checksum: bool,
+    /// OverloadLimit in bytes as given (0 = 80 % of SendBufferMemory); see `overload_limit`.
+    pub overload_limit_bytes: u64,
+    /// SHM only: ShmSize.
+    pub shm_size_bytes: u64,
+    /// SHM only: ShmSpintime in µs.
+    pub shm_spintime_us: u32,
+}
+
+impl LinkConfig {
+    /// The pending-send bytes above which the link reports overload (error 1218).
+    pub fn overload_limit(&self) -> u64 {
+        if self.overload_limit_bytes == 0 {
+            self.send_buffer_memory_bytes / 10 * 8
+        } else {
+            self.overload_limit_bytes.min(self.send_buffer_memory_bytes)
+        }
+    }
+
+    /// The other end of the link, seen from `me`.
+    pub fn peer_of(&self, me: NodeId) -> Option<NodeId> {
+        if self.node1 == me {
+            Some(self.node2)
+        } else if self.node2 == me {
+            Some(self.node1)
+        } else {
+            None
+        }
+    }
+}
+
+/// A non-fatal remark about the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigWarning {
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+impl ClusterConfig {
+    /// The data node with this id.
+    pub fn data_node(&self, id: NodeId) -> Option<&DataNodeConfig> {
+        self.data_nodes.iter().find(|n| n.node_id == id)
+    }
+
+    /// The API slot with this id.
+    pub fn api_slot(&self, id: NodeId) -> Option<&ApiSlotConfig> {
+        self.api_slots.iter().find(|n| n.node_id == id)
+    }
+
+    /// What kind of node `id` is, if it is in the file.
+    pub fn node_kind(&self, id: NodeId) -> Option<NodeKind> {
+        if self.data_node(id).is_some() {
+            Some(NodeKind::Data)
+        } else if self.api_slot(id).is_some() {
+            Some(NodeKind::Api)
+        } else if self.mgm_nodes.iter().any(|n| n.node_id == id) {
+            Some(NodeKind::Mgm)
+        } else {
+            None
+        }
+    }
+
+    /// The link between `a` and `b`, in either order.
+    pub fn link(&self, a: NodeId, b: NodeId) -> Option<&LinkConfig> {
+        let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+        self.links.iter().find(|l| l.node1 == lo && l.node2 == hi)
+    }
+
+    /// The TCP port data node `id` listens on: ServerPort, or `DATA_NODE_PORT_BASE + id`.
+    pub fn data_node_port(&self, id: NodeId) -> Option<u16> {
+        let node = self.data_node(id)?;
+        Some(node.server_port.unwrap_or(DATA_NODE_PORT_BASE + id.0))
+    }
+
+    /// A 64-bit identity of the cluster: a stable hash (xxh3) of every node's id, kind, host and
+    /// port and every link's pair and kind. Two processes that read files describing the same
+    /// cluster agree on it; a process reading another cluster's file does not.
+    pub fn cluster_id(&self) -> u64 {
+        let mut canon = String::new();
+        for n in &self.data_nodes {
+            let port = self.data_node_port(n.node_id).unwrap_or(0);
+            canon.push_str(&format!("D{}@{}:{};", n.node_id, n.host_name, port));
+        }
+        for n in &self.mgm_nodes {
+            canon.push_str(&format!(
+                "M{}@{}:{};",
+                n.node_id, n.host_name, n.port_number
+            ));
+        }
+        for n in &self.api_slots {
+            canon.push_str(&format!(
+                "A{}@{};",
+                n.node_id,
+                n.host_name.as_deref().unwrap_or("")
+            ));
+        }
+        for l in &self.links {
+            canon.push_str(&format!("L{}-{}:{};", l.node1, l.node2, l.kind));
+        }
+        xxhash_rust::xxh3::xxh3_64(canon.as_bytes())
+    }
+}

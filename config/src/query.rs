@@ -1,0 +1,134 @@
+//! Reading a resolved value back by its NDB parameter name, as `ndb_config --query` does.
+
+use crate::model::{ClusterConfig, LinkConfig, NodeId, NodeKind};
+use crate::params::{find_param, SectionKind};
+
+impl ClusterConfig {
+    /// The value of parameter `name` (NDB spelling, any case) for node `id`, as text.
+    ///
+    /// Besides the table's names this knows the pseudo-field `type` (`ndbd`, `mgmd` or `api`)
+    /// and ndb_config's short names `id` and `host`. A parameter of the node's section that
+    /// rndb does not implement reads as an empty string; a name that is no parameter of the
+    /// node's section (or no node `id`) gives `None`.
+    pub fn param_value(&self, id: NodeId, name: &str) -> Option<String> {
+        let kind = self.node_kind(id)?;
+        let name = canonical_query_name(name);
+        if name == "type" {
+            return Some(node_type_name(kind).to_string());
+        }
+        let section = match kind {
+            NodeKind::Data => SectionKind::Ndbd,
+            NodeKind::Mgm => SectionKind::Mgm,
+            NodeKind::Api => SectionKind::Api,
+        };
+        let info = find_param(section, &name)?;
+        if !info.implemented {
+            return Some(String::new());
+        }
+        match kind {
+            NodeKind::Data => self
+                .data_node(id)
+                .and_then(|n| data_value(self, n.node_id, info.name)),
+            NodeKind::Mgm => {
+                let node = self.mgm_nodes.iter().find(|n| n.node_id == id)?;
+                match info.name {
+                    "NodeId" => Some(node.node_id.to_string()),
+                    "HostName" => Some(node.host_name.clone()),
+                    "PortNumber" => Some(node.port_number.to_string()),
+                    "ArbitrationRank" => Some(node.arbitration_rank.to_string()),
+                    _ => None,
+                }
+            }
+            NodeKind::Api => {
+                let slot = self.api_slot(id)?;
+                match info.name {
+                    "NodeId" => Some(slot.node_id.to_string()),
+                    "HostName" => Some(slot.host_name.clone().unwrap_or_default()),
+                    "BatchSize" => Some(slot.batch_size.to_string()),
+                    "BatchByteSize" => Some(slot.batch_byte_size.to_string()),
+                    "MaxScanBatchSize" => Some(slot.max_scan_batch_size.to_string()),
+                    _ => None,
+                }
+            }
+        }
+    }
+}
+
+impl LinkConfig {
+    /// The value of link parameter `name` (NDB spelling, any case), as text; `type` gives
+    /// `TCP` or `SHM`. `None` for a name that is no parameter of this kind of link.
+    pub fn param_value(&self, name: &str) -> Option<String> {
+        let name = canonical_query_name(name);
+        if name == "type" {
+            return Some(self.kind.to_string());
+        }
+        let section = match self.kind {
+            crate::model::TransporterKind::Tcp => SectionKind::Tcp,
+            crate::model::TransporterKind::Shm => SectionKind::Shm,
+        };
+        let info = find_param(section, &name)?;
+        let value = match info.name {
+            "NodeId1" => self.node1.to_string(),
+            "NodeId2" => self.node2.to_string(),
+            "SendBufferMemory" => self.send_buffer_memory_bytes.to_string(),
+            "ReceiveBufferMemory" => self.receive_buffer_memory_bytes.to_string(),
+            "Checksum" => u8::from(self.checksum).to_string(),
+            "OverloadLimit" => self.overload_limit_bytes.to_string(),
+            "ShmSize" => self.shm_size_bytes.to_string(),
+            "ShmSpintime" => self.shm_spintime_us.to_string(),
+            _ => String::new(),
+        };
+        Some(value)
+    }
+}
+
+/// `ndbd`, `mgmd` or `api`: the names `ndb_config --type` takes.
+pub fn node_type_name(kind: NodeKind) -> &'static str {
+    match kind {
+        NodeKind::Data => "ndbd",
+        NodeKind::Mgm => "mgmd",
+        NodeKind::Api => "api",
+    }
+}
+
+/// Folds ndb_config's short names (`id`, `host`, `nodeid`, `type`) onto the table's.
+fn canonical_query_name(name: &str) -> String {
+    match name.to_ascii_lowercase().as_str() {
+        "id" => "NodeId".to_string(),
+        "host" => "HostName".to_string(),
+        "type" => "type".to_string(),
+        _ => name.to_string(),
+    }
+}
+
+fn data_value(config: &ClusterConfig, id: NodeId, name: &str) -> Option<String> {
+    let n = config.data_node(id)?;
+    let value = match name {
+        "NodeId" => n.node_id.to_string(),
+        "HostName" => n.host_name.clone(),
+        "ServerPort" => config.data_node_port(id)?.to_string(),
+        "DataDir" => n.data_dir.display().to_string(),
+        "NoOfReplicas" => config.no_of_replicas.to_string(),
+        "DataMemory" => n.data_memory_bytes.to_string(),
+        "MaxNoOfConcurrentOperations" => n.max_no_of_concurrent_operations.to_string(),
+        "MaxNoOfConcurrentTransactions" => n.max_no_of_concurrent_transactions.to_string(),
+        "MaxNoOfConcurrentScans" => n.max_no_of_concurrent_scans.to_string(),
+        "BatchSizePerLocalScan" => n.batch_size_per_local_scan.to_string(),
+        "MaxNoOfTables" => n.max_no_of_tables.to_string(),
+        "MaxNoOfOrderedIndexes" => n.max_no_of_ordered_indexes.to_string(),
+        "MaxNoOfUniqueHashIndexes" => n.max_no_of_unique_hash_indexes.to_string(),
+        "TransactionDeadlockDetectionTimeout" => {
+            n.transaction_deadlock_detection_timeout_ms.to_string()
+        }
+        "TransactionInactiveTimeout" => n.transaction_inactive_timeout_ms.to_string(),
+        "HeartbeatIntervalDbDb" => n.heartbeat_interval_db_db_ms.to_string(),
+        "HeartbeatIntervalDbApi" => n.heartbeat_interval_db_api_ms.to_string(),
+        "TimeBetweenGlobalCheckpoints" => n.time_between_global_checkpoints_ms.to_string(),
+        "Nodegroup" => n.node_group.to_string(),
+        "UseShm" => u8::from(n.use_shm).to_string(),
+        "MaxNoOfExecutionThreads" => n.max_no_of_execution_threads.to_string(),
+        "SchedulerSpinTimer" => n.scheduler_spin_timer_us.to_string(),
+        _ => return None,
+    };
+    Some(value)
+}

@@ -1,0 +1,65 @@
+//! DIH: which partition a key belongs to, and which nodes hold each partition.
+//!
+//! A key's distribution hash is xxh3 (never a randomly seeded hasher) of its canonical encoding,
+//! so every data node and every API node place it alike. Partitions are spread over node
+//! groups; each partition has a primary replica and NoOfReplicas−1 backups inside its group,
+//! primaries rotated over the group's nodes.
+
+use rndb_config::{ClusterConfig, NodeId};
+
+/// The partition map of this cluster (the same for every table).
+#[derive(Debug, Clone)]
+pub struct Dih {
+    /// For each partition: its replicas, the primary first.
+    partitions: Vec<Vec<NodeId>>,
+}
+
+impl Dih {
+    /// NDB's default for single-threaded data nodes: one partition per data node, so that each
+    /// node is the primary of as many partitions as any other.
+    pub fn new(config: &ClusterConfig) -> Dih {
+        let mut partitions = Vec::new();
+        let replicas = config.no_of_replicas.max(1) as usize;
+        for rotation in 0..replicas {
+            for group in &config.node_groups {
+                let mut nodes = group.nodes.clone();
+                let len = nodes.len().max(1);
+                nodes.rotate_left(rotation % len);
+                partitions.push(nodes);
+            }
+        }
+        if partitions.is_empty() {
+            // A config always has a data node; this keeps the map usable all the same.
+            partitions.push(
+                config
+                    .data_nodes
+                    .iter()
+                    .map(|n| n.node_id)
+                    .take(1)
+                    .collect(),
+            );
+        }
+        Dih { partitions }
+    }
+
+    pub fn partition_count(&self) -> u32 {
+        self.partitions.len() as u32
+    }
+
+    /// The partition of a key, from its distribution hash.
+    pub fn partition_of(&self, hash: u64) -> u32 {
+        (hash % self.partitions.len() as u64) as u32
+    }
+
+    /// The replicas of a partition, primary first.
+    pub fn replicas(&self, partition: u32) -> &[NodeId] {
+        self.partitions
+            .get(partition as usize)
+            .map_or(&[], Vec::as_slice)
+    }
+}
+
+/// The distribution hash of an encoded key.
+pub fn key_hash(key_bytes: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(key_bytes)
+}

@@ -1,0 +1,428 @@
+//! The kernel: NDB's blocks on one data node, and the job queue through which they signal each
+//! other.
+//!
+//! Frames from API nodes enter through [`Kernel::on_frame`]; internal signals (TC → LQH and back)
+//! go through the job queue, run by [`Kernel::run_jobs`]. The same handler runs whether a signal
+//! came from this node's queue or, later, from another data node's link: only routing differs.
+
+pub mod acc;
+pub mod dict;
+pub mod dih;
+pub mod lqh;
+pub mod tc;
+pub mod tup;
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use rndb_config::{ClusterConfig, DataNodeConfig, NodeId};
+use rndb_protocol::signals::{
+    self, block, gsn, Refusal, TableInfo, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReq, TcKeyRow,
+};
+use rndb_protocol::{DecodeError, NdbError};
+use rndb_transporter::FrameHeader;
+
+use acc::TransId;
+use lqh::{LqhAnswer, LqhKeyReq};
+use tc::{ApiAnswer, TcAction};
+
+/// Why a frame could not be sent.
+#[derive(Debug)]
+pub enum SendFailure {
+    /// The link's send buffer is full even after a flush (NDB error 1218).
+    Overloaded,
+    /// The link is gone or failed; it is being closed.
+    Gone,
+}
+
+/// Where blocks put frames for other nodes.
+pub trait Outbox {
+    /// Encodes one frame for node `to` with `encode` filling the payload.
+    fn send(
+        &mut self,
+        to: NodeId,
+        header: FrameHeader,
+        encode: &mut dyn FnMut(&mut Vec<u8>),
+    ) -> Result<(), SendFailure>;
+}
+
+/// Signals between blocks of this node, named after NDB's (LQHKEYREQ, LQHKEYCONF, ...); more
+/// blocks' signals join them as the blocks arrive.
+#[derive(Debug)]
+#[allow(clippy::enum_variant_names)]
+enum Signal {
+    LqhKeyReq(LqhKeyReq),
+    LqhAnswer(LqhAnswer),
+    LqhCommitReq(TransId),
+    LqhAbortReq(TransId),
+    /// LQH finished a commit or abort.
+    LqhFinished(TransId),
+}
+
+/// The blocks of one data node.
+#[derive(Debug)]
+pub struct Kernel {
+    me: NodeId,
+    dict: dict::Dict,
+    dih: dih::Dih,
+    tc: tc::Tc,
+    lqh: lqh::Lqh,
+    jobs: VecDeque<Signal>,
+    /// Reused for encoding keys.
+    key_scratch: Vec<u8>,
+}
+
+/// A frame from a peer that could not be understood: the link must be closed.
+#[derive(Debug)]
+pub struct ProtocolViolation(pub String);
+
+impl From<DecodeError> for ProtocolViolation {
+    fn from(e: DecodeError) -> Self {
+        ProtocolViolation(e.to_string())
+    }
+}
+
+impl Kernel {
+    pub fn new(config: &ClusterConfig, node: &DataNodeConfig) -> Kernel {
+        // NDB's "unlimited" TransactionInactiveTimeout is 4294967039; anything this large means
+        // no timeout.
+        let inactive = node.transaction_inactive_timeout_ms;
+        let inactive_timeout =
+            (inactive < 1 << 31).then(|| Duration::from_millis(u64::from(inactive)));
+        Kernel {
+            me: node.node_id,
+            dict: dict::Dict::new(node.max_no_of_tables),
+            dih: dih::Dih::new(config),
+            tc: tc::Tc::new(
+                node.max_no_of_concurrent_transactions,
+                node.max_no_of_concurrent_operations,
+                Duration::from_millis(u64::from(node.transaction_deadlock_detection_timeout_ms)),
+                inactive_timeout,
+            ),
+            lqh: lqh::Lqh::new(node.data_memory_bytes),
+            jobs: VecDeque::new(),
+            key_scratch: Vec::with_capacity(256),
+        }
+    }
+
+    /// Handles one frame from node `from`. An error means the peer broke the protocol.
+    pub fn on_frame(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        payload: &[u8],
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) -> Result<(), ProtocolViolation> {
+        match header.signal {
+            gsn::TCKEYREQ => self.on_key_req(
+                from,
+                header.request_id,
+                TcKeyReq::decode(payload)?,
+                out,
+                now,
+            ),
+            gsn::TC_EXECUTE_REQ => {
+                let trans = tc::trans_id(from, header.request_id);
+                if let Some(answer) =
+                    self.tc
+                        .on_execute_req(trans, TcExecuteReq::decode(payload)?, now)
+                {
+                    self.answer_api(trans, answer, out);
+                }
+                self.complete(trans, out, now);
+            }
+            gsn::PING_REQ => reply(out, from, header, gsn::PING_CONF, &mut |_| {}),
+            gsn::CREATE_TABLE_REQ => {
+                self.create_table(from, header, signals::decode_table_def(payload)?, out)
+            }
+            gsn::GET_TABINFO_REQ => {
+                let name = signals::decode_name(payload)?;
+                match self.dict.by_name(&name) {
+                    Ok(table) => reply(out, from, header, gsn::GET_TABINFO_CONF, &mut |b| {
+                        table.info.encode(b)
+                    }),
+                    Err(e) => refuse(out, from, header, gsn::GET_TABINFO_REF, &e),
+                }
+            }
+            gsn::DROP_TABLE_REQ => {
+                self.drop_table(from, header, &signals::decode_name(payload)?, out, now)
+            }
+            other => return Err(ProtocolViolation(format!("unknown signal {other}"))),
+        }
+        Ok(())
+    }
+
+    /// Runs queued signals until none is left.
+    pub fn run_jobs(&mut self, out: &mut dyn Outbox, now: Instant) {
+        while let Some(signal) = self.jobs.pop_front() {
+            match signal {
+                Signal::LqhKeyReq(req) => {
+                    if let Some(answer) = self.lqh.execute(&self.dict, req) {
+                        self.jobs.push_back(Signal::LqhAnswer(answer));
+                    }
+                }
+                Signal::LqhAnswer(answer) => self.on_lqh_answer(answer, out, now),
+                Signal::LqhCommitReq(trans) => {
+                    let granted = self.lqh.commit(trans);
+                    self.resume(granted);
+                    self.jobs.push_back(Signal::LqhFinished(trans));
+                }
+                Signal::LqhAbortReq(trans) => {
+                    let granted = self.lqh.abort(trans);
+                    self.resume(granted);
+                    self.jobs.push_back(Signal::LqhFinished(trans));
+                }
+                Signal::LqhFinished(trans) => {
+                    if let Some(answer) = self.tc.on_finished(trans) {
+                        self.answer_api(trans, answer, out);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Aborts transactions whose lock waits or idle time ran out.
+    pub fn on_timer(&mut self, now: Instant) {
+        for trans in self.tc.expired(now) {
+            self.jobs.push_back(Signal::LqhAbortReq(trans));
+        }
+    }
+
+    /// An API node's link closed: its transactions are rolled back and their locks released.
+    pub fn on_disconnect(&mut self, node: NodeId) {
+        for trans in self.tc.abandon_node(node) {
+            self.jobs.push_back(Signal::LqhAbortReq(trans));
+        }
+    }
+
+    pub fn memory_used_bytes(&self) -> u64 {
+        self.lqh.memory_used_bytes()
+    }
+
+    pub fn transaction_count(&self) -> usize {
+        self.tc.transaction_count()
+    }
+
+    fn on_key_req(
+        &mut self,
+        from: NodeId,
+        request_id: u32,
+        req: TcKeyReq,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        let trans = tc::trans_id(from, request_id);
+        match self.tc.on_key_req(trans, req.flags, req.op_index, now) {
+            None => {}
+            Some(Err(error)) => self.answer_api(
+                trans,
+                ApiAnswer::KeyRef {
+                    op_index: req.op_index,
+                    code: error.code,
+                },
+                out,
+            ),
+            Some(Ok(_)) => match self.build_lqh_req(trans, req) {
+                Ok(lqh_req) => self.jobs.push_back(Signal::LqhKeyReq(lqh_req)),
+                Err((op_index, error)) => {
+                    self.answer_api(
+                        trans,
+                        ApiAnswer::KeyRef {
+                            op_index,
+                            code: error.code,
+                        },
+                        out,
+                    );
+                    self.tc.on_refused_before_dispatch(trans, op_index, error);
+                }
+            },
+        }
+    }
+
+    /// Checks the operation against the dictionary, encodes its key and picks its fragment.
+    fn build_lqh_req(
+        &mut self,
+        trans: TransId,
+        req: TcKeyReq,
+    ) -> Result<LqhKeyReq, (u32, NdbError)> {
+        let table = self
+            .dict
+            .for_operation(req.table_id, req.table_version)
+            .map_err(|e| (req.op_index, e))?;
+        self.key_scratch.clear();
+        tup::encode_key(
+            &table.info.def,
+            &table.key_columns,
+            &req.key,
+            &mut self.key_scratch,
+        )
+        .map_err(|e| (req.op_index, e))?;
+        let partition = self.dih.partition_of(dih::key_hash(&self.key_scratch));
+        debug_assert!(
+            self.dih.replicas(partition).contains(&self.me),
+            "single-node routing"
+        );
+        Ok(LqhKeyReq {
+            trans,
+            op_index: req.op_index,
+            op_type: req.op_type,
+            lock_mode: req.lock_mode,
+            table_id: req.table_id,
+            fragment: partition % table.fragment_count.max(1),
+            key_bytes: self.key_scratch.as_slice().into(),
+            key: req.key,
+            attrs: req.attrs,
+        })
+    }
+
+    fn on_lqh_answer(&mut self, answer: LqhAnswer, out: &mut dyn Outbox, now: Instant) {
+        let (trans, op_index, result) = match answer {
+            LqhAnswer::Conf {
+                trans,
+                op_index,
+                row,
+            } => (trans, op_index, Ok(row)),
+            LqhAnswer::Ref {
+                trans,
+                op_index,
+                error,
+            } => (trans, op_index, Err(error)),
+        };
+        if let Some(api_answer) = self.tc.on_lqh_answer(trans, op_index, result) {
+            self.answer_api(trans, api_answer, out);
+        }
+        self.complete(trans, out, now);
+    }
+
+    /// Ends the transaction's execute if it is complete.
+    fn complete(&mut self, trans: TransId, out: &mut dyn Outbox, now: Instant) {
+        match self.tc.try_complete(trans, now) {
+            None => {}
+            Some(Ok(answer)) => self.answer_api(trans, answer, out),
+            Some(Err(TcAction::Commit(t))) => self.jobs.push_back(Signal::LqhCommitReq(t)),
+            Some(Err(TcAction::Abort(t))) => self.jobs.push_back(Signal::LqhAbortReq(t)),
+            Some(Err(TcAction::Dispatch)) => {}
+        }
+    }
+
+    /// Operations whose locks were granted run again, in the order they were granted.
+    fn resume(&mut self, granted: Vec<LqhKeyReq>) {
+        self.jobs.extend(granted.into_iter().map(Signal::LqhKeyReq));
+    }
+
+    fn answer_api(&mut self, trans: TransId, answer: ApiAnswer, out: &mut dyn Outbox) {
+        let (api, request_id) = tc::trans_parts(trans);
+        let header = |signal| FrameHeader {
+            signal,
+            receiver_block: block::API,
+            sender_block: block::DBTC,
+            request_id,
+        };
+        let sent = match &answer {
+            ApiAnswer::Row { op_index, row } => out.send(api, header(gsn::TCKEY_ROW), &mut |b| {
+                TcKeyRow::encode_parts(b, *op_index, row)
+            }),
+            ApiAnswer::KeyRef { op_index, code } => {
+                out.send(api, header(gsn::TCKEYREF), &mut |b| {
+                    TcKeyRef {
+                        op_index: *op_index,
+                        code: *code,
+                    }
+                    .encode(b)
+                })
+            }
+            ApiAnswer::ExecuteConf => out.send(api, header(gsn::TC_EXECUTE_CONF), &mut |_| {}),
+            ApiAnswer::ExecuteRef { error, op_index } => {
+                out.send(api, header(gsn::TC_EXECUTE_REF), &mut |b| {
+                    TcExecuteRef {
+                        code: error.code,
+                        op_index: *op_index,
+                        detail: error.message.clone(),
+                    }
+                    .encode(b)
+                })
+            }
+        };
+        if let (Err(SendFailure::Overloaded), ApiAnswer::Row { op_index, .. }) = (sent, &answer) {
+            // The row does not fit the API's send buffer: the operation fails with 1218, which
+            // the execute reports (a retry with a smaller batch may succeed).
+            self.tc.on_send_failure(
+                trans,
+                *op_index,
+                NdbError::with_detail(
+                    1218,
+                    format!("answer to node {api} does not fit its send buffer"),
+                ),
+            );
+        }
+    }
+
+    fn create_table(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        def: rndb_protocol::TableDef,
+        out: &mut dyn Outbox,
+    ) {
+        let fragment_count = self.dih.partition_count();
+        match self.dict.create(def, fragment_count) {
+            Ok(table) => {
+                let info: TableInfo = table.info.clone();
+                self.lqh.create_fragments(info.table_id, fragment_count);
+                tracing::info!(table = %info.def.name, id = info.table_id, "created table");
+                reply(out, from, header, gsn::CREATE_TABLE_CONF, &mut |b| {
+                    info.encode(b)
+                });
+            }
+            Err(e) => refuse(out, from, header, gsn::CREATE_TABLE_REF, &e),
+        }
+    }
+
+    fn drop_table(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        name: &str,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        match self.dict.drop_table(name) {
+            Ok(table_id) => {
+                for answer in self.lqh.drop_fragments(table_id) {
+                    self.on_lqh_answer(answer, out, now);
+                }
+                tracing::info!(table = %name, id = table_id, "dropped table");
+                reply(out, from, header, gsn::DROP_TABLE_CONF, &mut |_| {});
+            }
+            Err(e) => refuse(out, from, header, gsn::DROP_TABLE_REF, &e),
+        }
+    }
+}
+
+/// Answers a request frame with `signal`, echoing its request id.
+fn reply(
+    out: &mut dyn Outbox,
+    to: NodeId,
+    request: &FrameHeader,
+    signal: u16,
+    encode: &mut dyn FnMut(&mut Vec<u8>),
+) {
+    let header = FrameHeader {
+        signal,
+        receiver_block: request.sender_block,
+        sender_block: request.receiver_block,
+        request_id: request.request_id,
+    };
+    // A failed send closes the link (Gone) or is a full buffer the peer is not draining; the
+    // peer's request then times out on its side.
+    let _ = out.send(to, header, encode);
+}
+
+fn refuse(out: &mut dyn Outbox, to: NodeId, request: &FrameHeader, signal: u16, error: &NdbError) {
+    let refusal = Refusal {
+        code: error.code,
+        detail: error.message.clone(),
+    };
+    reply(out, to, request, signal, &mut |b| refusal.encode(b));
+}

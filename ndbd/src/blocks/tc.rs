@@ -1,0 +1,370 @@
+//! TC: the transaction coordinator. Owns each transaction's state, sends its operations to LQH,
+//! answers the API, and runs commit and abort.
+//!
+//! One execute, seen from TC: the API's `TcKeyReq`s arrive and go to LQH at once (a lock wait
+//! holds only that operation); LQH's answers are forwarded as they come (rows, errors); when the
+//! `TcExecuteReq` has arrived and no operation is outstanding, TC ends the execute: NoCommit
+//! answers at once, Commit and Rollback go through LQH first. A transaction whose operations
+//! have been outstanding longer than TransactionDeadlockDetectionTimeout is aborted with 266; one
+//! idle longer than TransactionInactiveTimeout is aborted silently, and its next request is
+//! refused with 237.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use rndb_config::NodeId;
+use rndb_protocol::signals::{TcExecuteReq, FLAG_START_TRANSACTION, OP_INDEX_NONE};
+use rndb_protocol::{AbortOption, ExecType, NdbError, Value};
+
+use super::acc::TransId;
+
+/// What TC asks of the kernel after handling a signal.
+#[derive(Debug)]
+pub enum TcAction {
+    /// Send the operation to LQH (the kernel builds the `LqhKeyReq`).
+    Dispatch,
+    /// Commit the transaction in LQH, then answer.
+    Commit(TransId),
+    /// Abort the transaction in LQH, then answer as `AbortReply` says.
+    Abort(TransId),
+}
+
+/// How an abort is answered once LQH has undone everything.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AbortReply {
+    /// The API asked for a rollback: TC_EXECUTE_CONF.
+    Conf,
+    /// The execute failed: TC_EXECUTE_REF with this error and operation.
+    Ref(NdbError, u32),
+    /// Nobody is waiting (the API left, or the transaction was idle too long).
+    Silent,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Running executes.
+    Active,
+    /// Waiting for LQH to commit.
+    Committing,
+    /// Waiting for LQH to abort.
+    Aborting(AbortReply),
+}
+
+/// One transaction's record.
+#[derive(Debug)]
+struct TcTransaction {
+    phase: Phase,
+    /// Operations received in the current execute.
+    ops_received: u32,
+    /// Operations sent to LQH and not answered yet.
+    ops_outstanding: u32,
+    /// Operation records this transaction holds (released when it ends).
+    operations: u32,
+    /// The execute request, once it has arrived.
+    execute: Option<TcExecuteReq>,
+    /// The first failed operation of the current execute.
+    first_error: Option<(NdbError, u32)>,
+    /// When the current execute's operations went to LQH.
+    dispatched_at: Instant,
+    /// When the API last sent anything for this transaction.
+    last_activity: Instant,
+}
+
+/// An answer TC sends to the API.
+#[derive(Debug)]
+pub enum ApiAnswer {
+    Row { op_index: u32, row: Vec<Value> },
+    KeyRef { op_index: u32, code: u32 },
+    ExecuteConf,
+    ExecuteRef { error: NdbError, op_index: u32 },
+}
+
+/// The TC block.
+#[derive(Debug)]
+pub struct Tc {
+    transactions: HashMap<TransId, TcTransaction>,
+    operations_in_use: u32,
+    /// MaxNoOfConcurrentTransactions.
+    transactions_max: u32,
+    /// MaxNoOfConcurrentOperations.
+    operations_max: u32,
+    deadlock_timeout: Duration,
+    /// None when TransactionInactiveTimeout is "unlimited".
+    inactive_timeout: Option<Duration>,
+}
+
+/// Names a transaction: the API node and its request id.
+pub fn trans_id(api: NodeId, request_id: u32) -> TransId {
+    (u64::from(api.0) << 32) | u64::from(request_id)
+}
+
+/// The API node and request id of a transaction.
+pub fn trans_parts(trans: TransId) -> (NodeId, u32) {
+    (NodeId((trans >> 32) as u16), trans as u32)
+}
+
+impl Tc {
+    pub fn new(
+        transactions_max: u32,
+        operations_max: u32,
+        deadlock_timeout: Duration,
+        inactive_timeout: Option<Duration>,
+    ) -> Tc {
+        Tc {
+            transactions: HashMap::new(),
+            operations_in_use: 0,
+            transactions_max,
+            operations_max,
+            deadlock_timeout,
+            inactive_timeout,
+        }
+    }
+
+    pub fn transaction_count(&self) -> usize {
+        self.transactions.len()
+    }
+
+    /// An operation arrived. `Ok(Dispatch)` sends it to LQH; `Err` answers it at once with an
+    /// error (recorded for the execute); `Ok` with nothing happens when the operation must be
+    /// dropped (its transaction is unknown: the execute will say why).
+    pub fn on_key_req(
+        &mut self,
+        trans: TransId,
+        flags: u8,
+        op_index: u32,
+        now: Instant,
+    ) -> Option<Result<TcAction, NdbError>> {
+        if !self.transactions.contains_key(&trans) {
+            if flags & FLAG_START_TRANSACTION == 0
+                || self.transactions.len() >= self.transactions_max as usize
+            {
+                return None;
+            }
+            self.transactions.insert(trans, TcTransaction::new(now));
+        }
+        let t = self.transactions.get_mut(&trans)?;
+        if t.phase != Phase::Active {
+            return None;
+        }
+        if t.ops_received == 0 && t.ops_outstanding == 0 {
+            t.dispatched_at = now;
+        }
+        t.ops_received += 1;
+        t.last_activity = now;
+        if self.operations_in_use >= self.operations_max {
+            let error = NdbError::with_detail(
+                234,
+                format!("MaxNoOfConcurrentOperations={}", self.operations_max),
+            );
+            t.first_error.get_or_insert((error.clone(), op_index));
+            return Some(Err(error));
+        }
+        self.operations_in_use += 1;
+        t.operations += 1;
+        t.ops_outstanding += 1;
+        Some(Ok(TcAction::Dispatch))
+    }
+
+    /// An operation was refused before it reached LQH (bad table, bad key): counts as answered.
+    pub fn on_refused_before_dispatch(&mut self, trans: TransId, op_index: u32, error: NdbError) {
+        if let Some(t) = self.transactions.get_mut(&trans) {
+            t.ops_outstanding = t.ops_outstanding.saturating_sub(1);
+            t.first_error.get_or_insert((error, op_index));
+        }
+    }
+
+    /// LQH answered an operation. Returns what to tell the API (nothing once the transaction is
+    /// being aborted).
+    pub fn on_lqh_answer(
+        &mut self,
+        trans: TransId,
+        op_index: u32,
+        result: Result<Option<Vec<Value>>, NdbError>,
+    ) -> Option<ApiAnswer> {
+        let t = self.transactions.get_mut(&trans)?;
+        t.ops_outstanding = t.ops_outstanding.saturating_sub(1);
+        if t.phase != Phase::Active {
+            return None;
+        }
+        match result {
+            Ok(Some(row)) => Some(ApiAnswer::Row { op_index, row }),
+            Ok(None) => None,
+            Err(error) => {
+                let code = error.code;
+                t.first_error.get_or_insert((error, op_index));
+                Some(ApiAnswer::KeyRef { op_index, code })
+            }
+        }
+    }
+
+    /// Records an error for an operation whose answer could not be sent (1218).
+    pub fn on_send_failure(&mut self, trans: TransId, op_index: u32, error: NdbError) {
+        if let Some(t) = self.transactions.get_mut(&trans) {
+            t.first_error.get_or_insert((error, op_index));
+        }
+    }
+
+    /// The API's execute request arrived. Returns an immediate answer when the transaction is
+    /// unknown or the request is inconsistent.
+    pub fn on_execute_req(
+        &mut self,
+        trans: TransId,
+        req: TcExecuteReq,
+        now: Instant,
+    ) -> Option<ApiAnswer> {
+        let Some(t) = self.transactions.get_mut(&trans) else {
+            return Some(unknown_transaction_answer(&req, self.transactions_max));
+        };
+        if t.phase != Phase::Active || t.execute.is_some() {
+            return Some(ApiAnswer::ExecuteRef {
+                error: NdbError::with_detail(
+                    4000,
+                    "execute while the previous one is still running",
+                ),
+                op_index: OP_INDEX_NONE,
+            });
+        }
+        if req.op_count != t.ops_received {
+            let detail = format!(
+                "execute announces {} operations, {} arrived",
+                req.op_count, t.ops_received
+            );
+            t.first_error = Some((NdbError::with_detail(4000, detail), OP_INDEX_NONE));
+            t.execute = Some(TcExecuteReq {
+                abort_option: AbortOption::AbortOnError,
+                ..req
+            });
+        } else {
+            t.execute = Some(req);
+        }
+        t.last_activity = now;
+        None
+    }
+
+    /// Ends the current execute of `trans` if it is complete: every operation answered and the
+    /// execute request in. Returns the answer to send now, or the LQH action to start.
+    pub fn try_complete(
+        &mut self,
+        trans: TransId,
+        now: Instant,
+    ) -> Option<Result<ApiAnswer, TcAction>> {
+        let t = self.transactions.get_mut(&trans)?;
+        if t.phase != Phase::Active || t.ops_outstanding > 0 {
+            return None;
+        }
+        let execute = t.execute.take()?;
+        t.ops_received = 0;
+        t.last_activity = now;
+        let failed = t.first_error.take();
+        if let (Some((error, op_index)), AbortOption::AbortOnError) = (failed, execute.abort_option)
+        {
+            t.phase = Phase::Aborting(AbortReply::Ref(error, op_index));
+            return Some(Err(TcAction::Abort(trans)));
+        }
+        match execute.exec_type {
+            ExecType::NoCommit => Some(Ok(ApiAnswer::ExecuteConf)),
+            ExecType::Commit => {
+                t.phase = Phase::Committing;
+                Some(Err(TcAction::Commit(trans)))
+            }
+            ExecType::Rollback => {
+                t.phase = Phase::Aborting(AbortReply::Conf);
+                Some(Err(TcAction::Abort(trans)))
+            }
+        }
+    }
+
+    /// LQH finished committing or aborting: the record goes, and this is the API's answer.
+    pub fn on_finished(&mut self, trans: TransId) -> Option<ApiAnswer> {
+        let t = self.transactions.remove(&trans)?;
+        self.operations_in_use = self.operations_in_use.saturating_sub(t.operations);
+        match t.phase {
+            Phase::Committing | Phase::Aborting(AbortReply::Conf) => Some(ApiAnswer::ExecuteConf),
+            Phase::Aborting(AbortReply::Ref(error, op_index)) => {
+                Some(ApiAnswer::ExecuteRef { error, op_index })
+            }
+            Phase::Aborting(AbortReply::Silent) | Phase::Active => None,
+        }
+    }
+
+    /// Transactions to abort now: lock waits past TransactionDeadlockDetectionTimeout (answered
+    /// with 266) and idle transactions past TransactionInactiveTimeout (aborted silently).
+    pub fn expired(&mut self, now: Instant) -> Vec<TransId> {
+        let mut expired = Vec::new();
+        for (&trans, t) in &mut self.transactions {
+            if t.phase != Phase::Active {
+                continue;
+            }
+            if t.ops_outstanding > 0 && now.duration_since(t.dispatched_at) > self.deadlock_timeout
+            {
+                let detail = format!(
+                    "lock wait exceeded TransactionDeadlockDetectionTimeout={} ms",
+                    self.deadlock_timeout.as_millis()
+                );
+                t.phase = Phase::Aborting(AbortReply::Ref(
+                    NdbError::with_detail(266, detail),
+                    OP_INDEX_NONE,
+                ));
+                expired.push(trans);
+            } else if t.ops_outstanding == 0 && t.execute.is_none() && t.ops_received == 0 {
+                if let Some(limit) = self.inactive_timeout {
+                    if now.duration_since(t.last_activity) > limit {
+                        t.phase = Phase::Aborting(AbortReply::Silent);
+                        expired.push(trans);
+                    }
+                }
+            }
+        }
+        expired
+    }
+
+    /// Every transaction of an API node that left: aborted without an answer.
+    pub fn abandon_node(&mut self, api: NodeId) -> Vec<TransId> {
+        let mut abandoned = Vec::new();
+        for (&trans, t) in &mut self.transactions {
+            if trans_parts(trans).0 == api {
+                t.phase = Phase::Aborting(AbortReply::Silent);
+                abandoned.push(trans);
+            }
+        }
+        abandoned
+    }
+}
+
+impl TcTransaction {
+    fn new(now: Instant) -> Self {
+        TcTransaction {
+            phase: Phase::Active,
+            ops_received: 0,
+            ops_outstanding: 0,
+            operations: 0,
+            execute: None,
+            first_error: None,
+            dispatched_at: now,
+            last_activity: now,
+        }
+    }
+}
+
+/// The answer to an execute for a transaction TC does not know.
+fn unknown_transaction_answer(req: &TcExecuteReq, transactions_max: u32) -> ApiAnswer {
+    if req.flags & FLAG_START_TRANSACTION == 0 {
+        // The API believes the transaction is open: it was aborted here, which only happens on
+        // its own (TransactionInactiveTimeout) without the API being told.
+        return ApiAnswer::ExecuteRef {
+            error: NdbError::with_detail(237, "aborted after TransactionInactiveTimeout"),
+            op_index: OP_INDEX_NONE,
+        };
+    }
+    if req.op_count == 0 {
+        return ApiAnswer::ExecuteConf;
+    }
+    // A new transaction whose operations found no free transaction record.
+    ApiAnswer::ExecuteRef {
+        error: NdbError::with_detail(
+            233,
+            format!("MaxNoOfConcurrentTransactions={transactions_max}"),
+        ),
+        op_index: OP_INDEX_NONE,
+    }
+}

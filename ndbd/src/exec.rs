@@ -1,0 +1,351 @@
+//! The execution loop: one thread that polls every link, runs the kernel's blocks, and sleeps
+//! in one place.
+//!
+//! Each turn: wait for input (spinning for SchedulerSpinTimer µs after the last work, then
+//! sleeping in the poller until input, a new link or the next timer tick), read every ready
+//! link into the inbox, hand each frame to the kernel, run the job queue, run timers, flush
+//! every link that has output, and close links that failed. A link that fails is closed alone;
+//! the loop goes on serving the others.
+
+use std::collections::HashSet;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use rndb_config::NodeId;
+use rndb_transporter::registry::Registry;
+use rndb_transporter::{FlushStatus, FrameHeader, TransportError, Transporter};
+
+use crate::blocks::{Kernel, Outbox, SendFailure};
+use crate::listener::Connected;
+
+/// The poller token of the wake-up that announces new links.
+pub const WAKER_TOKEN: Token = Token(usize::MAX - 1);
+/// How often timers (lock-wait and inactivity timeouts) run.
+pub const TIMER_TICK: Duration = Duration::from_millis(10);
+/// The longest sleep while a link has output the kernel would not take yet.
+const RETRY_FLUSH_AFTER: Duration = Duration::from_millis(1);
+
+/// The loop's state. Lives on the execution thread.
+pub struct ExecLoop {
+    kernel: Kernel,
+    registry: Registry,
+    poll: Poll,
+    events: Events,
+    new_links: Receiver<Box<dyn Transporter>>,
+    connected: Connected,
+    /// SchedulerSpinTimer.
+    spin: Duration,
+    shutdown: Arc<AtomicBool>,
+    /// Payload bytes of the frames read this turn.
+    inbox: Vec<u8>,
+    /// The frames read this turn: sender, header, payload range in `inbox`.
+    inbox_frames: Vec<(NodeId, FrameHeader, Range<usize>)>,
+    /// Links that delivered frames last turn and may hold more without a new readiness event.
+    hot: Vec<NodeId>,
+    /// Links with output not yet taken by the kernel.
+    dirty: HashSet<NodeId>,
+    /// Links to close this turn, with the reason.
+    broken: Vec<(NodeId, String)>,
+    /// Reused payload buffer for outgoing frames.
+    scratch: Vec<u8>,
+}
+
+impl std::fmt::Debug for ExecLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecLoop")
+            .field("links", &self.registry)
+            .field("spin", &self.spin)
+            .finish()
+    }
+}
+
+impl ExecLoop {
+    pub fn new(
+        kernel: Kernel,
+        poll: Poll,
+        new_links: Receiver<Box<dyn Transporter>>,
+        connected: Connected,
+        spin: Duration,
+        shutdown: Arc<AtomicBool>,
+    ) -> ExecLoop {
+        ExecLoop {
+            kernel,
+            registry: Registry::new(),
+            poll,
+            events: Events::with_capacity(1024),
+            new_links,
+            connected,
+            spin,
+            shutdown,
+            inbox: Vec::with_capacity(1 << 20),
+            inbox_frames: Vec::with_capacity(4096),
+            hot: Vec::new(),
+            dirty: HashSet::new(),
+            broken: Vec::new(),
+            scratch: Vec::with_capacity(1 << 16),
+        }
+    }
+
+    /// Runs until the shutdown flag is set.
+    pub fn run(&mut self) {
+        let mut last_work = Instant::now();
+        let mut next_tick = last_work + TIMER_TICK;
+        while !self.shutdown.load(Ordering::Relaxed) {
+            let slept = self.wait(last_work, next_tick);
+            let now = Instant::now();
+            let mut worked = self.read_links(slept);
+            worked |= self.dispatch(now);
+            if now >= next_tick {
+                self.kernel.on_timer(now);
+                next_tick = now + TIMER_TICK;
+                worked |= self.run_jobs(now);
+            }
+            self.flush_links();
+            worked |= self.close_broken(now);
+            if worked {
+                last_work = now;
+            }
+        }
+        tracing::info!("execution loop stopped");
+        self.flush_links();
+    }
+
+    /// Waits for input: spins (a zero-timeout poll) while the last work is recent, sleeps
+    /// otherwise. Returns true when it slept.
+    fn wait(&mut self, last_work: Instant, next_tick: Instant) -> bool {
+        let now = Instant::now();
+        let mut timeout = if now.duration_since(last_work) < self.spin || !self.hot.is_empty() {
+            Duration::ZERO
+        } else {
+            next_tick.saturating_duration_since(now)
+        };
+        if !self.dirty.is_empty() {
+            timeout = timeout.min(RETRY_FLUSH_AFTER);
+        }
+        let sleeping = !timeout.is_zero() && self.prepare_to_sleep();
+        if !sleeping {
+            timeout = Duration::ZERO;
+        }
+        if let Err(e) = self.poll.poll(&mut self.events, Some(timeout)) {
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                tracing::error!("poll: {e}");
+            }
+        }
+        if sleeping {
+            for (_, link) in self.registry.iter_mut() {
+                link.woke_up();
+            }
+        }
+        sleeping
+    }
+
+    /// Tells every link the loop is about to sleep; false if one has input meanwhile.
+    fn prepare_to_sleep(&mut self) -> bool {
+        self.registry
+            .iter_mut()
+            .all(|(_, link)| link.prepare_to_sleep())
+    }
+
+    /// Reads every link that may have input into the inbox. Returns true if any frame came.
+    fn read_links(&mut self, slept: bool) -> bool {
+        let mut ready: Vec<NodeId> = std::mem::take(&mut self.hot);
+        for event in self.events.iter() {
+            if event.token() == WAKER_TOKEN {
+                continue;
+            }
+            ready.push(NodeId(event.token().0 as u16));
+        }
+        if self.events.iter().any(|e| e.token() == WAKER_TOKEN) {
+            self.accept_new_links();
+        }
+        for (node, link) in self.registry.iter_mut() {
+            if link.input_pending() || (slept && link.kind() == rndb_config::TransporterKind::Shm) {
+                ready.push(node);
+            }
+        }
+        ready.sort_unstable();
+        ready.dedup();
+        self.inbox.clear();
+        self.inbox_frames.clear();
+        for node in ready {
+            let Some(link) = self.registry.get_mut(node) else {
+                continue;
+            };
+            let (inbox, frames) = (&mut self.inbox, &mut self.inbox_frames);
+            let received = link.receive(&mut |header, payload| {
+                let start = inbox.len();
+                inbox.extend_from_slice(payload);
+                frames.push((node, *header, start..inbox.len()));
+            });
+            match received {
+                Ok(0) => {}
+                Ok(_) => self.hot.push(node),
+                Err(TransportError::Closed { .. }) => {
+                    self.broken.push((node, "peer closed the link".into()))
+                }
+                Err(e) => self.broken.push((node, e.to_string())),
+            }
+        }
+        !self.inbox_frames.is_empty()
+    }
+
+    /// Hands the inbox to the kernel, then runs its jobs.
+    fn dispatch(&mut self, now: Instant) -> bool {
+        if self.inbox_frames.is_empty() {
+            return self.run_jobs(now);
+        }
+        let frames = std::mem::take(&mut self.inbox_frames);
+        let mut out = LinkOutbox {
+            registry: &mut self.registry,
+            scratch: &mut self.scratch,
+            dirty: &mut self.dirty,
+            broken: &mut self.broken,
+        };
+        for (node, header, range) in &frames {
+            if let Err(violation) =
+                self.kernel
+                    .on_frame(*node, header, &self.inbox[range.clone()], &mut out, now)
+            {
+                out.broken
+                    .push((*node, format!("protocol violation: {}", violation.0)));
+            }
+        }
+        self.inbox_frames = frames;
+        self.run_jobs(now);
+        true
+    }
+
+    fn run_jobs(&mut self, now: Instant) -> bool {
+        let mut out = LinkOutbox {
+            registry: &mut self.registry,
+            scratch: &mut self.scratch,
+            dirty: &mut self.dirty,
+            broken: &mut self.broken,
+        };
+        self.kernel.run_jobs(&mut out, now);
+        !self.dirty.is_empty()
+    }
+
+    fn flush_links(&mut self) {
+        let dirty: Vec<NodeId> = self.dirty.drain().collect();
+        for node in dirty {
+            let Some(link) = self.registry.get_mut(node) else {
+                continue;
+            };
+            match link.flush() {
+                Ok(FlushStatus::Done) => {}
+                Ok(FlushStatus::Pending) => {
+                    self.dirty.insert(node);
+                }
+                Err(e) => self.broken.push((node, format!("flush: {e}"))),
+            }
+        }
+    }
+
+    /// Closes failed links; the kernel aborts their transactions.
+    fn close_broken(&mut self, now: Instant) -> bool {
+        if self.broken.is_empty() {
+            return false;
+        }
+        let broken = std::mem::take(&mut self.broken);
+        for (node, reason) in broken {
+            let Some(link) = self.registry.remove(node) else {
+                continue;
+            };
+            let _ = self
+                .poll
+                .registry()
+                .deregister(&mut SourceFd(&link.poll_fd()));
+            drop(link);
+            self.hot.retain(|&n| n != node);
+            self.dirty.remove(&node);
+            self.connected
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&node);
+            tracing::info!(node = %node, "link closed: {reason}");
+            self.kernel.on_disconnect(node);
+        }
+        self.run_jobs(now);
+        self.flush_links();
+        true
+    }
+
+    fn accept_new_links(&mut self) {
+        while let Ok(link) = self.new_links.try_recv() {
+            let node = link.peer();
+            let fd = link.poll_fd();
+            if let Err(e) = self.poll.registry().register(
+                &mut SourceFd(&fd),
+                Token(usize::from(node.0)),
+                Interest::READABLE,
+            ) {
+                tracing::warn!(node = %node, "register link with poller: {e}");
+                self.connected
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&node);
+                continue;
+            }
+            if let Some(old) = self.registry.insert(link) {
+                // Admission reserves the node id, so this cannot happen; keep the new link.
+                tracing::error!(node = %node, "replaced an existing link");
+                drop(old);
+            }
+            // Input may have arrived before registration.
+            self.hot.push(node);
+        }
+    }
+}
+
+/// The kernel's view of the links: frames are appended to their send buffers and flushed at
+/// the end of the turn.
+struct LinkOutbox<'a> {
+    registry: &'a mut Registry,
+    scratch: &'a mut Vec<u8>,
+    dirty: &'a mut HashSet<NodeId>,
+    broken: &'a mut Vec<(NodeId, String)>,
+}
+
+impl Outbox for LinkOutbox<'_> {
+    fn send(
+        &mut self,
+        to: NodeId,
+        header: FrameHeader,
+        encode: &mut dyn FnMut(&mut Vec<u8>),
+    ) -> Result<(), SendFailure> {
+        self.scratch.clear();
+        encode(self.scratch);
+        let Some(link) = self.registry.get_mut(to) else {
+            return Err(SendFailure::Gone);
+        };
+        let mut result = link.send(&header, self.scratch);
+        if let Err(TransportError::Overloaded { .. }) = result {
+            // Make room by pushing what is buffered, then try once more.
+            if let Err(e) = link.flush() {
+                self.broken.push((to, format!("flush: {e}")));
+                return Err(SendFailure::Gone);
+            }
+            result = link.send(&header, self.scratch);
+        }
+        match result {
+            Ok(()) => {
+                self.dirty.insert(to);
+                Ok(())
+            }
+            Err(TransportError::Overloaded { .. }) => {
+                self.dirty.insert(to);
+                Err(SendFailure::Overloaded)
+            }
+            Err(e) => {
+                self.broken.push((to, format!("send: {e}")));
+                Err(SendFailure::Gone)
+            }
+        }
+    }
+}

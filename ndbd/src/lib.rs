@@ -1,0 +1,72 @@
+//! rndb-ndbd: the data node.
+//!
+//! ```text
+//!  acceptor thread ── handshake threads ──(new links)──┐
+//!                                                      ▼
+//!  execution thread: ExecLoop ── poll links ── Kernel { TC, LQH, ACC, TUP, DIH, DICT } ── flush
+//! ```
+//!
+//! - [`listener`]: binds the node's port and admits connections (handshake, registry rules).
+//! - [`exec`]: the execution loop: spin-then-sleep polling, dispatch, timers, flushing.
+//! - [`blocks`]: NDB's blocks and the job queue they signal through.
+//!
+//! **Architecture Invariant:** only the execution thread touches the kernel; there is no lock on
+//! the data path.
+
+#![forbid(unsafe_code)]
+
+pub mod blocks;
+pub mod exec;
+pub mod listener;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use anyhow::Context;
+use rndb_config::{ClusterConfig, NodeId};
+
+/// Starts data node `me` of `config` and serves until `shutdown` is set.
+pub fn run(config: ClusterConfig, me: NodeId, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
+    let node = config
+        .data_node(me)
+        .with_context(|| {
+            format!(
+                "--ndb-nodeid={me} is not a data node ([ndbd] NodeId) in {}",
+                config.source.display()
+            )
+        })?
+        .clone();
+    if node.max_no_of_execution_threads > 1 {
+        tracing::warn!(
+            "MaxNoOfExecutionThreads={} is not implemented yet: running one execution thread",
+            node.max_no_of_execution_threads
+        );
+    }
+    std::fs::create_dir_all(&node.data_dir)
+        .with_context(|| format!("create DataDir {}", node.data_dir.display()))?;
+    let listener = listener::bind(&config, me)?;
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+    let poll = mio::Poll::new().context("create poller")?;
+    let waker =
+        Arc::new(mio::Waker::new(poll.registry(), exec::WAKER_TOKEN).context("create waker")?);
+    let (links_tx, links_rx) = mpsc::channel();
+    let connected = listener::Connected::default();
+    let kernel = blocks::Kernel::new(&config, &node);
+    let config = Arc::new(config);
+    listener::spawn_acceptor(
+        listener,
+        config.clone(),
+        me,
+        connected.clone(),
+        links_tx,
+        waker,
+    )
+    .context("start acceptor thread")?;
+    let spin = Duration::from_micros(u64::from(node.scheduler_spin_timer_us));
+    tracing::info!(node = %me, port, data_memory = node.data_memory_bytes, spin_us = node.scheduler_spin_timer_us, "data node started");
+    let mut exec = exec::ExecLoop::new(kernel, poll, links_rx, connected, spin, shutdown);
+    exec.run();
+    tracing::info!(node = %me, "data node stopped");
+    Ok(())
+}

@@ -1,0 +1,165 @@
+//! The listening socket and the handshakes of new connections.
+//!
+//! Handshakes run on short-lived threads, never on the execution thread, so a peer that
+//! connects and then says nothing costs the node nothing but a thread for at most
+//! `HANDSHAKE_TIMEOUT`. An admitted link is handed to the execution thread through a channel
+//! and a poller wake-up.
+
+use std::collections::HashSet;
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{bail, Context};
+use rndb_config::{ClusterConfig, NodeId, TransporterKind};
+use rndb_transporter::handshake::HANDSHAKE_TIMEOUT;
+use rndb_transporter::registry::server_handshake;
+use rndb_transporter::tcp::TcpLink;
+use rndb_transporter::{LinkSettings, TransportError, Transporter};
+
+/// The most handshakes in progress at once; further connections are closed at once.
+pub const HANDSHAKES_IN_FLIGHT_MAX: usize = 64;
+
+/// Node ids with a live (or being admitted) link to this node; the execution thread removes an
+/// id when its link closes.
+pub type Connected = Arc<Mutex<HashSet<NodeId>>>;
+
+/// Binds the data node's port: ServerPort, or the derived port, on the address its HostName
+/// resolves to. A port in use is a fatal error that says which.
+pub fn bind(config: &ClusterConfig, me: NodeId) -> anyhow::Result<TcpListener> {
+    let node = config.data_node(me).with_context(|| {
+        format!(
+            "node {me} is not a data node in {}",
+            config.source.display()
+        )
+    })?;
+    let port = config.data_node_port(me).unwrap_or_default();
+    let host = node.host_name.as_str();
+    let addr: SocketAddr = (host, port)
+        .to_socket_addrs()
+        .with_context(|| format!("resolve HostName={host} of node {me}"))?
+        .min_by_key(|a| a.is_ipv6())
+        .with_context(|| format!("HostName={host} of node {me} resolves to no address"))?;
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )
+    .context("create listening socket")?;
+    // Lets a restarted node bind while old connections linger in TIME_WAIT.
+    socket.set_reuse_address(true).context("set SO_REUSEADDR")?;
+    if let Err(e) = socket.bind(&addr.into()) {
+        let what = if node.server_port.is_some() {
+            "ServerPort"
+        } else {
+            "derived port (11860 + NodeId)"
+        };
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            bail!("port {port} ({what} of node {me} in {}) is already in use on {host}: is another ndbd running?", config.source.display());
+        }
+        bail!("bind {addr} ({what} of node {me}): {e}");
+    }
+    socket.listen(1024).context("listen")?;
+    Ok(socket.into())
+}
+
+/// Accepts connections for ever, admitting each on its own thread.
+pub fn spawn_acceptor(
+    listener: TcpListener,
+    config: Arc<ClusterConfig>,
+    me: NodeId,
+    connected: Connected,
+    links: Sender<Box<dyn Transporter>>,
+    waker: Arc<mio::Waker>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    std::thread::Builder::new().name("acceptor".into()).spawn(move || loop {
+        let (stream, addr) = match listener.accept() {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!("accept: {e}");
+                continue;
+            }
+        };
+        if in_flight.fetch_add(1, Ordering::AcqRel) >= HANDSHAKES_IN_FLIGHT_MAX {
+            in_flight.fetch_sub(1, Ordering::AcqRel);
+            tracing::warn!(%addr, "closed connection: {HANDSHAKES_IN_FLIGHT_MAX} handshakes already in progress");
+            continue;
+        }
+        let job = Handshake { config: config.clone(), me, connected: connected.clone(), links: links.clone(), waker: waker.clone() };
+        let in_flight = in_flight.clone();
+        let spawned = std::thread::Builder::new().name("handshake".into()).spawn(move || {
+            job.run(stream, addr);
+            in_flight.fetch_sub(1, Ordering::AcqRel);
+        });
+        if let Err(e) = spawned {
+            tracing::warn!(%addr, "closed connection: spawn handshake thread: {e}");
+        }
+    })
+}
+
+/// Everything one handshake thread needs.
+struct Handshake {
+    config: Arc<ClusterConfig>,
+    me: NodeId,
+    connected: Connected,
+    links: Sender<Box<dyn Transporter>>,
+    waker: Arc<mio::Waker>,
+}
+
+impl Handshake {
+    fn run(self, mut stream: TcpStream, addr: SocketAddr) {
+        let reserved = std::cell::Cell::new(None);
+        let claim = |id: NodeId| {
+            let mut connected = self.connected.lock().unwrap_or_else(|p| p.into_inner());
+            if !connected.insert(id) {
+                return true;
+            }
+            reserved.set(Some(id));
+            false
+        };
+        let result = server_handshake(&mut stream, &self.config, self.me, claim, HANDSHAKE_TIMEOUT)
+            .and_then(|(hello, link)| {
+                open_link(
+                    stream,
+                    hello.from,
+                    hello.transporter,
+                    &LinkSettings::from_link(link),
+                )
+            });
+        match result {
+            Ok(link) => {
+                tracing::info!(%addr, node = %link.peer(), kind = %link.kind(), "node connected");
+                if self.links.send(link).is_ok() && self.waker.wake().is_ok() {
+                    return;
+                }
+                tracing::warn!(%addr, "execution thread gone; dropping the new link");
+            }
+            Err(TransportError::Refused { code, message }) => {
+                tracing::warn!(%addr, code, "refused connection: {message}");
+            }
+            Err(e) => tracing::warn!(%addr, "closed connection during handshake: {e}"),
+        }
+        if let Some(id) = reserved.get() {
+            self.connected
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+        }
+    }
+}
+
+fn open_link(
+    stream: TcpStream,
+    peer: NodeId,
+    kind: TransporterKind,
+    settings: &LinkSettings,
+) -> Result<Box<dyn Transporter>, TransportError> {
+    match kind {
+        TransporterKind::Tcp => Ok(Box::new(TcpLink::new(stream, peer, settings)?)),
+        TransporterKind::Shm => Err(TransportError::Handshake(format!(
+            "node {peer} asked for a shared-memory link, which this data node does not serve yet"
+        ))),
+    }
+}

@@ -1,0 +1,65 @@
+//! `ndbd`: starts one data node of a cluster described by a config.ini.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Parser;
+use rndb_config::NodeId;
+
+/// The rndb data node.
+#[derive(Parser, Debug)]
+#[command(name = "ndbd", version, about = "rndb data node")]
+struct Args {
+    /// The cluster's config.ini.
+    #[arg(long = "config-file", visible_alias = "config_file", short = 'f')]
+    config_file: PathBuf,
+    /// This node's NodeId (a [ndbd] section of the config).
+    #[arg(long = "ndb-nodeid", visible_alias = "ndb_nodeid")]
+    ndb_nodeid: u16,
+    /// Start from empty. rndb keeps no files yet, so every start is an initial start; the flag
+    /// is accepted for compatibility with NDB's command line.
+    #[arg(long)]
+    initial: bool,
+    /// Stay in the foreground (rndb never daemonizes; accepted for compatibility).
+    #[arg(long)]
+    nodaemon: bool,
+    /// Stay in the foreground (rndb never daemonizes; accepted for compatibility).
+    #[arg(long)]
+    foreground: bool,
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RNDB_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    if let Err(e) = run() {
+        eprintln!("ndbd: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let config = match rndb_config::parse_file(&args.config_file) {
+        Ok(config) => config,
+        Err(errors) => anyhow::bail!("{} has errors:\n{errors}", args.config_file.display()),
+    };
+    for warning in &config.warnings {
+        tracing::warn!("{}: {warning}", args.config_file.display());
+    }
+    let shutdown = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, shutdown.clone()).context("install signal handler")?;
+    }
+    if args.initial {
+        tracing::info!("--initial: starting with an empty database");
+    }
+    rndb_ndbd::run(config, NodeId(args.ndb_nodeid), shutdown)
+}

@@ -1,0 +1,165 @@
+//! NDB's error codes, messages and classifications (from ndberror.c), for the codes rndb
+//! produces. A code travels on the wire as a u32; the message and class are looked up here, so
+//! data node and API agree on them.
+
+use std::fmt;
+
+/// NDB's error classification. Temporary classes mean a retry may succeed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorClass {
+    NoDataFound,
+    ConstraintViolation,
+    TemporaryResource,
+    InsufficientSpace,
+    Timeout,
+    Overload,
+    NodeRecovery,
+    NodeShutdown,
+    UnknownResult,
+    SchemaError,
+    ApplicationError,
+    InternalError,
+}
+
+impl ErrorClass {
+    /// True for the classes where NDB says a retry may succeed.
+    pub fn is_temporary(self) -> bool {
+        matches!(
+            self,
+            ErrorClass::TemporaryResource
+                | ErrorClass::Timeout
+                | ErrorClass::Overload
+                | ErrorClass::NodeRecovery
+                | ErrorClass::NodeShutdown
+                | ErrorClass::UnknownResult
+        )
+    }
+}
+
+use ErrorClass::*;
+
+/// Every code rndb produces: code, class, NDB's message.
+const ERRORS: &[(u32, ErrorClass, &str)] = &[
+    (626, NoDataFound, "Tuple did not exist"),
+    (630, ConstraintViolation, "Tuple already existed when attempting to insert"),
+    (839, ConstraintViolation, "Illegal null attribute"),
+    (840, ConstraintViolation, "Trying to set a NOT NULL attribute to NULL"),
+    (893, ConstraintViolation, "Constraint violation e.g. duplicate value in unique index"),
+    (266, Timeout, "Time-out in NDB, probably caused by deadlock"),
+    (237, Timeout, "Transaction had timed out when trying to commit it"),
+    (827, InsufficientSpace, "Out of memory in Ndb Kernel, table data (increase DataMemory)"),
+    (826, InsufficientSpace, "Too many tables and attributes (increase MaxNoOfAttributes or MaxNoOfTables)"),
+    (233, TemporaryResource, "Out of transaction records in transaction coordinator (increase MaxNoOfConcurrentTransactions)"),
+    (234, TemporaryResource, "Out of operation records in transaction coordinator (increase MaxNoOfConcurrentOperations)"),
+    (245, TemporaryResource, "Too many active scans, increase MaxNoOfConcurrentScans"),
+    (1218, TemporaryResource, "Send Buffers overloaded in NDB kernel"),
+    (4021, TemporaryResource, "Out of Send Buffer space in NDB API"),
+    (4006, Overload, "Connect failure - out of connection objects (increase MaxNoOfConcurrentTransactions)"),
+    (286, NodeRecovery, "Node failure caused abort of transaction"),
+    (4010, NodeRecovery, "Node failure caused abort of transaction"),
+    (280, NodeShutdown, "Transaction aborted due to node shutdown"),
+    (4009, UnknownResult, "Cluster Failure"),
+    (4012, UnknownResult, "Request ndbd time-out, maybe due to high load or communication problems"),
+    (241, SchemaError, "Invalid schema object version"),
+    (709, SchemaError, "No such table existed"),
+    (721, SchemaError, "Schema object with given name already exists"),
+    (738, SchemaError, "Record too big"),
+    (740, SchemaError, "Nullable primary key not supported"),
+    (4241, SchemaError, "Invalid schema object name"),
+    (4317, SchemaError, "Invalid number of columns"),
+    (4327, SchemaError, "Table has no primary key"),
+    (4004, ApplicationError, "Attribute name or id not found in the table"),
+    (4114, ApplicationError, "Transaction is already completed"),
+    (4116, ApplicationError, "Operation was not defined correctly, probably missing a key"),
+    (4209, ApplicationError, "Length parameter in equal/setValue is incorrect"),
+    (1702, ApplicationError, "Node already connected"),
+    (1704, ApplicationError, "Node type mismatch"),
+    (4000, InternalError, "Malformed signal"),
+];
+
+/// An error NDB-style: a code, its class and its message, plus optional detail.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NdbError {
+    pub code: u32,
+    pub class: ErrorClass,
+    pub message: String,
+}
+
+impl NdbError {
+    /// The error with NDB's message for `code` (unknown codes are internal errors).
+    pub fn new(code: u32) -> Self {
+        match ERRORS.iter().find(|(c, _, _)| *c == code) {
+            Some((_, class, message)) => NdbError {
+                code,
+                class: *class,
+                message: message.to_string(),
+            },
+            None => NdbError {
+                code,
+                class: InternalError,
+                message: format!("Unknown error code {code}"),
+            },
+        }
+    }
+
+    /// The error for `code` with detail appended to NDB's message.
+    pub fn with_detail(code: u32, detail: impl fmt::Display) -> Self {
+        let mut e = NdbError::new(code);
+        e.message = format!("{}: {detail}", e.message);
+        e
+    }
+
+    /// The error as it arrives on the wire: a code and the full message the sender formatted
+    /// (empty means NDB's standard message).
+    pub fn from_wire(code: u32, message: &str) -> Self {
+        let mut e = NdbError::new(code);
+        if !message.is_empty() {
+            e.message = message.to_string();
+        }
+        e
+    }
+
+    /// True when a retry may succeed.
+    pub fn is_temporary(&self) -> bool {
+        self.class.is_temporary()
+    }
+}
+
+impl fmt::Display for NdbError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = if self.is_temporary() {
+            "temporary"
+        } else {
+            "permanent"
+        };
+        write!(
+            f,
+            "error {} ({kind}, {:?}): {}",
+            self.code, self.class, self.message
+        )
+    }
+}
+
+impl std::error::Error for NdbError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_classified_as_ndb_does() {
+        for (i, (code, _, _)) in ERRORS.iter().enumerate() {
+            assert!(
+                ERRORS[..i].iter().all(|(c, _, _)| c != code),
+                "code {code} listed twice"
+            );
+        }
+        assert!(NdbError::new(266).is_temporary());
+        assert!(NdbError::new(1218).is_temporary());
+        assert!(!NdbError::new(626).is_temporary());
+        assert!(!NdbError::new(630).is_temporary());
+        assert!(!NdbError::new(827).is_temporary());
+        assert_eq!(NdbError::new(626).message, "Tuple did not exist");
+    }
+}

@@ -1,0 +1,27 @@
+//! rndb-protocol: the signals that data nodes and API nodes exchange, and their byte encodings.
+//!
+//! Both `rndb-ndbd` and `rndb-api` depend on this crate, so neither duplicates the other's
+//! encoding. A signal travels as the payload of one transporter frame; the frame header's signal
+//! number says which struct of [`signals`] the payload holds, and its request id names the
+//! transaction (or dictionary request) the signal belongs to.
+//!
+//! - [`codec`]: a bounds-checked little-endian reader and a writer.
+//! - [`schema`]: column types, values, table definitions, lock modes, execute types.
+//! - [`error`]: NDB's error codes with their classification (temporary or permanent).
+//! - [`signals`]: signal numbers and the payload of each signal.
+//!
+//! Signals come in NDB's families: `…Req` asks, `…Conf` answers yes, `…Ref` answers no with an
+//! error code.
+
+#![forbid(unsafe_code)]
+
+pub mod codec;
+pub mod error;
+pub mod schema;
+pub mod signals;
+
+pub use codec::{DecodeError, Reader, Writer};
+pub use error::{ErrorClass, NdbError};
+pub use schema::{
+    AbortOption, ColumnDef, ColumnType, ExecType, LockMode, OperationType, TableDef, Value,
+};

@@ -1,0 +1,383 @@
+//! Tables, columns, values and the small enums every operation carries.
+
+use crate::codec::{DecodeError, Reader, Writer};
+use std::fmt;
+
+/// The largest declared length of a Varchar or Varbinary column, in bytes.
+pub const COLUMN_BYTES_MAX: u16 = 8000;
+/// The largest encoded row (NDB's classic limit of 14 000 bytes per row), so that a key request
+/// carrying a whole row always fits in one frame.
+pub const ROW_BYTES_MAX: usize = 14_000;
+/// The most columns a table may have.
+pub const COLUMNS_MAX: usize = 128;
+/// The longest table or column name, in bytes.
+pub const NAME_BYTES_MAX: usize = 128;
+
+/// A column's type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ColumnType {
+    Int32,
+    UInt32,
+    Int64,
+    UInt64,
+    Float64,
+    /// UTF-8 text of at most `n` bytes, compared as bytes (a binary collation).
+    Varchar(u16),
+    /// Bytes, at most `n` of them.
+    Varbinary(u16),
+}
+
+impl fmt::Display for ColumnType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ColumnType::Int32 => write!(f, "Int32"),
+            ColumnType::UInt32 => write!(f, "UInt32"),
+            ColumnType::Int64 => write!(f, "Int64"),
+            ColumnType::UInt64 => write!(f, "UInt64"),
+            ColumnType::Float64 => write!(f, "Float64"),
+            ColumnType::Varchar(n) => write!(f, "Varchar({n})"),
+            ColumnType::Varbinary(n) => write!(f, "Varbinary({n})"),
+        }
+    }
+}
+
+/// One column of a table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColumnDef {
+    pub name: String,
+    pub column_type: ColumnType,
+    pub nullable: bool,
+    /// Part of the primary key (primary-key columns are never nullable).
+    pub primary_key: bool,
+}
+
+impl ColumnDef {
+    /// A NOT NULL column outside the primary key.
+    pub fn new(name: &str, column_type: ColumnType) -> Self {
+        ColumnDef {
+            name: name.to_string(),
+            column_type,
+            nullable: false,
+            primary_key: false,
+        }
+    }
+    /// A primary-key column.
+    pub fn key(name: &str, column_type: ColumnType) -> Self {
+        ColumnDef {
+            primary_key: true,
+            ..ColumnDef::new(name, column_type)
+        }
+    }
+    /// A nullable column.
+    pub fn nullable(name: &str, column_type: ColumnType) -> Self {
+        ColumnDef {
+            nullable: true,
+            ..ColumnDef::new(name, column_type)
+        }
+    }
+}
+
+/// A table: a name and its columns in order. The primary key is the columns marked
+/// `primary_key`, in column order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableDef {
+    pub name: String,
+    pub columns: Vec<ColumnDef>,
+}
+
+impl TableDef {
+    pub fn new(name: &str, columns: Vec<ColumnDef>) -> Self {
+        TableDef {
+            name: name.to_string(),
+            columns,
+        }
+    }
+
+    /// Positions of the primary-key columns, in column order.
+    pub fn key_columns(&self) -> Vec<usize> {
+        (0..self.columns.len())
+            .filter(|&i| self.columns[i].primary_key)
+            .collect()
+    }
+
+    /// The position of the column called `name`.
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+
+    /// Checks the definition itself: names, lengths, a non-empty primary key that is not
+    /// nullable. Returns NDB's error code and a message.
+    pub fn validate(&self) -> Result<(), (u32, String)> {
+        if self.name.is_empty() || self.name.len() > NAME_BYTES_MAX {
+            return Err((
+                4241,
+                format!("table name must be 1..={NAME_BYTES_MAX} bytes"),
+            ));
+        }
+        if self.columns.is_empty() || self.columns.len() > COLUMNS_MAX {
+            return Err((4317, format!("a table needs 1..={COLUMNS_MAX} columns")));
+        }
+        for (i, c) in self.columns.iter().enumerate() {
+            if c.name.is_empty() || c.name.len() > NAME_BYTES_MAX {
+                return Err((
+                    4241,
+                    format!("column {i}: name must be 1..={NAME_BYTES_MAX} bytes"),
+                ));
+            }
+            if self.columns[..i].iter().any(|o| o.name == c.name) {
+                return Err((721, format!("column name {} is used twice", c.name)));
+            }
+            if let ColumnType::Varchar(n) | ColumnType::Varbinary(n) = c.column_type {
+                if n == 0 || n > COLUMN_BYTES_MAX {
+                    return Err((
+                        738,
+                        format!("column {}: length must be 1..={COLUMN_BYTES_MAX}", c.name),
+                    ));
+                }
+            }
+            if c.primary_key && c.nullable {
+                return Err((
+                    740,
+                    format!("Nullable primary key not supported: column {}", c.name),
+                ));
+            }
+        }
+        if !self.columns.iter().any(|c| c.primary_key) {
+            return Err((4327, "a table needs a primary key".to_string()));
+        }
+        if self.row_bytes_max() > ROW_BYTES_MAX {
+            return Err((
+                738,
+                format!(
+                    "Record too big: at most {} bytes, limit {ROW_BYTES_MAX}",
+                    self.row_bytes_max()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The largest encoded size of one row of this table.
+    pub fn row_bytes_max(&self) -> usize {
+        2 + self
+            .columns
+            .iter()
+            .map(|c| Value::encoded_bytes_max(c.column_type))
+            .sum::<usize>()
+    }
+
+    pub fn encode(&self, w: &mut Writer<'_>) {
+        w.str16(&self.name).u16(self.columns.len() as u16);
+        for c in &self.columns {
+            let (tag, len) = match c.column_type {
+                ColumnType::Int32 => (1, 0),
+                ColumnType::UInt32 => (2, 0),
+                ColumnType::Int64 => (3, 0),
+                ColumnType::UInt64 => (4, 0),
+                ColumnType::Float64 => (5, 0),
+                ColumnType::Varchar(n) => (6, n),
+                ColumnType::Varbinary(n) => (7, n),
+            };
+            let flags = u8::from(c.nullable) | (u8::from(c.primary_key) << 1);
+            w.str16(&c.name).u8(tag).u16(len).u8(flags);
+        }
+    }
+
+    pub fn decode(r: &mut Reader<'_>) -> Result<TableDef, DecodeError> {
+        let name = r.str16()?.to_string();
+        let count = usize::from(r.u16()?);
+        if count > COLUMNS_MAX {
+            return Err(r.error(format!("{count} columns, at most {COLUMNS_MAX}")));
+        }
+        let mut columns = Vec::with_capacity(count);
+        for _ in 0..count {
+            let name = r.str16()?.to_string();
+            let tag = r.u8()?;
+            let len = r.u16()?;
+            let flags = r.u8()?;
+            let column_type = match tag {
+                1 => ColumnType::Int32,
+                2 => ColumnType::UInt32,
+                3 => ColumnType::Int64,
+                4 => ColumnType::UInt64,
+                5 => ColumnType::Float64,
+                6 => ColumnType::Varchar(len),
+                7 => ColumnType::Varbinary(len),
+                t => return Err(r.error(format!("unknown column type tag {t}"))),
+            };
+            if flags & !3 != 0 {
+                return Err(r.error(format!("unknown column flags {flags:#x}")));
+            }
+            columns.push(ColumnDef {
+                name,
+                column_type,
+                nullable: flags & 1 != 0,
+                primary_key: flags & 2 != 0,
+            });
+        }
+        Ok(TableDef { name, columns })
+    }
+}
+
+/// One column value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Null,
+    Int32(i32),
+    UInt32(u32),
+    Int64(i64),
+    UInt64(u64),
+    Float64(f64),
+    Varchar(String),
+    Varbinary(Vec<u8>),
+}
+
+impl Value {
+    /// The largest encoding of a value of type `t` (tag included).
+    pub fn encoded_bytes_max(t: ColumnType) -> usize {
+        match t {
+            ColumnType::Int32 | ColumnType::UInt32 => 5,
+            ColumnType::Int64 | ColumnType::UInt64 | ColumnType::Float64 => 9,
+            ColumnType::Varchar(n) | ColumnType::Varbinary(n) => 3 + usize::from(n),
+        }
+    }
+
+    /// True when this value may be stored in a column of type `t` (NULL is checked separately).
+    pub fn fits(&self, t: ColumnType) -> bool {
+        match (self, t) {
+            (Value::Null, _) => true,
+            (Value::Int32(_), ColumnType::Int32)
+            | (Value::UInt32(_), ColumnType::UInt32)
+            | (Value::Int64(_), ColumnType::Int64)
+            | (Value::UInt64(_), ColumnType::UInt64)
+            | (Value::Float64(_), ColumnType::Float64) => true,
+            (Value::Varchar(s), ColumnType::Varchar(n)) => s.len() <= usize::from(n),
+            (Value::Varbinary(b), ColumnType::Varbinary(n)) => b.len() <= usize::from(n),
+            _ => false,
+        }
+    }
+
+    /// Appends the value: a tag byte, then fixed-width little-endian data, or a u16 length and
+    /// bytes for Varchar/Varbinary.
+    pub fn encode(&self, w: &mut Writer<'_>) {
+        match self {
+            Value::Null => w.u8(0),
+            Value::Int32(v) => w.u8(1).u32(*v as u32),
+            Value::UInt32(v) => w.u8(2).u32(*v),
+            Value::Int64(v) => w.u8(3).u64(*v as u64),
+            Value::UInt64(v) => w.u8(4).u64(*v),
+            Value::Float64(v) => w.u8(5).u64(v.to_bits()),
+            Value::Varchar(s) => w.u8(6).str16(s),
+            Value::Varbinary(b) => w.u8(7).bytes16(b),
+        };
+    }
+
+    pub fn decode(r: &mut Reader<'_>) -> Result<Value, DecodeError> {
+        Ok(match r.u8()? {
+            0 => Value::Null,
+            1 => Value::Int32(r.u32()? as i32),
+            2 => Value::UInt32(r.u32()?),
+            3 => Value::Int64(r.u64()? as i64),
+            4 => Value::UInt64(r.u64()?),
+            5 => Value::Float64(f64::from_bits(r.u64()?)),
+            6 => Value::Varchar(r.str16()?.to_string()),
+            7 => Value::Varbinary(r.bytes16()?.to_vec()),
+            t => return Err(r.error(format!("unknown value tag {t}"))),
+        })
+    }
+
+    /// Bytes this value occupies in storage (its encoding).
+    pub fn stored_bytes(&self) -> usize {
+        match self {
+            Value::Null => 1,
+            Value::Int32(_) | Value::UInt32(_) => 5,
+            Value::Int64(_) | Value::UInt64(_) | Value::Float64(_) => 9,
+            Value::Varchar(s) => 3 + s.len(),
+            Value::Varbinary(b) => 3 + b.len(),
+        }
+    }
+}
+
+/// Encodes a list of values with a u16 count.
+pub fn encode_values(w: &mut Writer<'_>, values: &[Value]) {
+    w.u16(values.len() as u16);
+    for v in values {
+        v.encode(w);
+    }
+}
+
+/// Decodes a list written by [`encode_values`], at most `max` values.
+pub fn decode_values(r: &mut Reader<'_>, max: usize) -> Result<Vec<Value>, DecodeError> {
+    let count = usize::from(r.u16()?);
+    if count > max {
+        return Err(r.error(format!("{count} values, at most {max}")));
+    }
+    let mut values = Vec::with_capacity(count);
+    for _ in 0..count {
+        values.push(Value::decode(r)?);
+    }
+    Ok(values)
+}
+
+macro_rules! wire_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $num:expr),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name { $($(#[$vmeta])* $variant = $num),+ }
+
+        impl $name {
+            /// The wire byte.
+            pub fn to_u8(self) -> u8 { self as u8 }
+            /// From the wire byte, `None` when unknown.
+            pub fn from_u8(v: u8) -> Option<Self> {
+                match v { $($num => Some($name::$variant),)+ _ => None }
+            }
+        }
+    };
+}
+
+wire_enum!(
+    /// How a read locks the row (NDB's LockMode).
+    LockMode {
+        /// Reads the last committed value; takes no lock and never waits.
+        CommittedRead = 0,
+        /// A shared lock held until the transaction ends.
+        Read = 1,
+        /// An exclusive lock held until the transaction ends.
+        Exclusive = 2,
+    }
+);
+
+wire_enum!(
+    /// What `execute` does after sending the operations (NDB's ExecType).
+    ExecType {
+        /// Run the operations, keep locks and changes private to the transaction.
+        NoCommit = 0,
+        /// Run the operations and commit the transaction.
+        Commit = 1,
+        /// Undo everything the transaction did and release its locks.
+        Rollback = 2,
+    }
+);
+
+wire_enum!(
+    /// What an operation error does to the transaction (NDB's AbortOption).
+    AbortOption {
+        /// The first failed operation aborts the whole transaction.
+        AbortOnError = 0,
+        /// A failed operation reports its error; the others go on.
+        IgnoreError = 1,
+    }
+);
+
+wire_enum!(
+    /// The kind of a key operation.
+    OperationType {
+        Read = 0,
+        Insert = 1,
+        Update = 2,
+        /// Insert, or overwrite if the row exists (NDB's writeTuple).
+        Write = 3,
+        Delete = 4,
+    }
+);

@@ -1,0 +1,360 @@
+//! Signal numbers and payloads.
+//!
+//! A transaction is named by the frame header's request id (chosen by the API node, unique per
+//! connection). Operations travel as one `TcKeyReq` each; the `TcExecuteReq` that follows them
+//! says how many were sent and what to do at the end (NoCommit, Commit, Rollback). The data node
+//! answers each read with a `TcKeyRow`, each operation error with a `TcKeyRef`, and the execute
+//! as a whole with `TcExecuteConf` or `TcExecuteRef`. All of an execute's signals go out in one
+//! flush, so a batch costs one round trip.
+
+use crate::codec::{DecodeError, Reader, Writer};
+use crate::schema::{
+    decode_values, encode_values, AbortOption, ExecType, LockMode, OperationType, TableDef, Value,
+    COLUMNS_MAX,
+};
+
+/// Signal numbers (NDB calls them GSNs). Transporter handshake signals use 0xFFF0 and above.
+pub mod gsn {
+    pub const PING_REQ: u16 = 1;
+    pub const PING_CONF: u16 = 2;
+    pub const CREATE_TABLE_REQ: u16 = 10;
+    pub const CREATE_TABLE_CONF: u16 = 11;
+    pub const CREATE_TABLE_REF: u16 = 12;
+    pub const DROP_TABLE_REQ: u16 = 13;
+    pub const DROP_TABLE_CONF: u16 = 14;
+    pub const DROP_TABLE_REF: u16 = 15;
+    pub const GET_TABINFO_REQ: u16 = 16;
+    pub const GET_TABINFO_CONF: u16 = 17;
+    pub const GET_TABINFO_REF: u16 = 18;
+    pub const TCKEYREQ: u16 = 20;
+    pub const TCKEY_ROW: u16 = 21;
+    pub const TCKEYREF: u16 = 22;
+    pub const TC_EXECUTE_REQ: u16 = 23;
+    pub const TC_EXECUTE_CONF: u16 = 24;
+    pub const TC_EXECUTE_REF: u16 = 25;
+}
+
+/// Block numbers, as NDB numbers its kernel blocks. API-side receivers use `API`.
+pub mod block {
+    pub const DBTC: u16 = 245;
+    pub const DBDIH: u16 = 246;
+    pub const DBLQH: u16 = 247;
+    pub const DBACC: u16 = 248;
+    pub const DBTUP: u16 = 249;
+    pub const DBDICT: u16 = 250;
+    pub const QMGR: u16 = 252;
+    pub const API: u16 = 0x8000;
+}
+
+/// Flag on `TcKeyReq` and `TcExecuteReq`: this is the first signal of a new transaction.
+pub const FLAG_START_TRANSACTION: u8 = 1;
+/// The op index meaning "no particular operation" in `TcExecuteRef`.
+pub const OP_INDEX_NONE: u32 = u32::MAX;
+
+/// A negative answer: NDB's error code and detail text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub code: u32,
+    pub detail: String,
+}
+
+impl Refusal {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        Writer::new(out).u32(self.code).str16(&self.detail);
+    }
+    pub fn decode(buf: &[u8]) -> Result<Refusal, DecodeError> {
+        let mut r = Reader::new(buf, "Ref");
+        let refusal = Refusal {
+            code: r.u32()?,
+            detail: r.str16()?.to_string(),
+        };
+        r.finish()?;
+        Ok(refusal)
+    }
+}
+
+/// Names a table in a request.
+pub fn encode_name(out: &mut Vec<u8>, name: &str) {
+    Writer::new(out).str16(name);
+}
+
+pub fn decode_name(buf: &[u8]) -> Result<String, DecodeError> {
+    let mut r = Reader::new(buf, "table name");
+    let name = r.str16()?.to_string();
+    r.finish()?;
+    Ok(name)
+}
+
+/// CREATE_TABLE_REQ carries a `TableDef`; GET_TABINFO_CONF carries id, version and definition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableInfo {
+    pub table_id: u32,
+    pub table_version: u32,
+    pub def: TableDef,
+}
+
+impl TableInfo {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::new(out);
+        w.u32(self.table_id).u32(self.table_version);
+        self.def.encode(&mut w);
+    }
+    pub fn decode(buf: &[u8]) -> Result<TableInfo, DecodeError> {
+        let mut r = Reader::new(buf, "TableInfo");
+        let table_id = r.u32()?;
+        let table_version = r.u32()?;
+        let def = TableDef::decode(&mut r)?;
+        r.finish()?;
+        Ok(TableInfo {
+            table_id,
+            table_version,
+            def,
+        })
+    }
+}
+
+pub fn encode_table_def(out: &mut Vec<u8>, def: &TableDef) {
+    def.encode(&mut Writer::new(out));
+}
+
+pub fn decode_table_def(buf: &[u8]) -> Result<TableDef, DecodeError> {
+    let mut r = Reader::new(buf, "TableDef");
+    let def = TableDef::decode(&mut r)?;
+    r.finish()?;
+    Ok(def)
+}
+
+/// One key operation of a transaction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TcKeyReq {
+    /// `FLAG_START_TRANSACTION` or 0.
+    pub flags: u8,
+    /// Position of this operation in the execute (0-based), echoed in answers.
+    pub op_index: u32,
+    pub op_type: OperationType,
+    pub lock_mode: LockMode,
+    pub table_id: u32,
+    pub table_version: u32,
+    /// Primary-key values in key-column order.
+    pub key: Vec<Value>,
+    /// Non-key values to set: (column position, value).
+    pub attrs: Vec<(u16, Value)>,
+}
+
+impl TcKeyReq {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::new(out);
+        w.u8(self.flags)
+            .u32(self.op_index)
+            .u8(self.op_type.to_u8())
+            .u8(self.lock_mode.to_u8())
+            .u32(self.table_id)
+            .u32(self.table_version);
+        encode_values(&mut w, &self.key);
+        w.u16(self.attrs.len() as u16);
+        for (column, value) in &self.attrs {
+            w.u16(*column);
+            value.encode(&mut w);
+        }
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<TcKeyReq, DecodeError> {
+        let mut r = Reader::new(buf, "TCKEYREQ");
+        let flags = r.u8()?;
+        let op_index = r.u32()?;
+        let op_type =
+            OperationType::from_u8(r.u8()?).ok_or_else(|| r.error("unknown operation type"))?;
+        let lock_mode = LockMode::from_u8(r.u8()?).ok_or_else(|| r.error("unknown lock mode"))?;
+        let table_id = r.u32()?;
+        let table_version = r.u32()?;
+        let key = decode_values(&mut r, COLUMNS_MAX)?;
+        let attr_count = usize::from(r.u16()?);
+        if attr_count > COLUMNS_MAX {
+            return Err(r.error(format!("{attr_count} attributes, at most {COLUMNS_MAX}")));
+        }
+        let mut attrs = Vec::with_capacity(attr_count);
+        for _ in 0..attr_count {
+            let column = r.u16()?;
+            attrs.push((column, Value::decode(&mut r)?));
+        }
+        r.finish()?;
+        Ok(TcKeyReq {
+            flags,
+            op_index,
+            op_type,
+            lock_mode,
+            table_id,
+            table_version,
+            key,
+            attrs,
+        })
+    }
+}
+
+/// The row a read found (NDB's TRANSID_AI): every column, in column order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TcKeyRow {
+    pub op_index: u32,
+    pub values: Vec<Value>,
+}
+
+impl TcKeyRow {
+    /// Encodes without building a `TcKeyRow` (the data node writes straight from storage).
+    pub fn encode_parts(out: &mut Vec<u8>, op_index: u32, values: &[Value]) {
+        let mut w = Writer::new(out);
+        w.u32(op_index);
+        encode_values(&mut w, values);
+    }
+    pub fn decode(buf: &[u8]) -> Result<TcKeyRow, DecodeError> {
+        let mut r = Reader::new(buf, "TCKEY_ROW");
+        let op_index = r.u32()?;
+        let values = decode_values(&mut r, COLUMNS_MAX)?;
+        r.finish()?;
+        Ok(TcKeyRow { op_index, values })
+    }
+}
+
+/// One operation failed (sent for every failed operation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcKeyRef {
+    pub op_index: u32,
+    pub code: u32,
+}
+
+impl TcKeyRef {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        Writer::new(out).u32(self.op_index).u32(self.code);
+    }
+    pub fn decode(buf: &[u8]) -> Result<TcKeyRef, DecodeError> {
+        let mut r = Reader::new(buf, "TCKEYREF");
+        let v = TcKeyRef {
+            op_index: r.u32()?,
+            code: r.u32()?,
+        };
+        r.finish()?;
+        Ok(v)
+    }
+}
+
+/// Ends a batch of operations: how many were sent and what to do next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcExecuteReq {
+    pub flags: u8,
+    pub exec_type: ExecType,
+    pub abort_option: AbortOption,
+    /// Operations sent in this execute (the data node checks none went missing).
+    pub op_count: u32,
+}
+
+impl TcExecuteReq {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        Writer::new(out)
+            .u8(self.flags)
+            .u8(self.exec_type.to_u8())
+            .u8(self.abort_option.to_u8())
+            .u32(self.op_count);
+    }
+    pub fn decode(buf: &[u8]) -> Result<TcExecuteReq, DecodeError> {
+        let mut r = Reader::new(buf, "TC_EXECUTE_REQ");
+        let flags = r.u8()?;
+        let exec_type = ExecType::from_u8(r.u8()?).ok_or_else(|| r.error("unknown exec type"))?;
+        let abort_option =
+            AbortOption::from_u8(r.u8()?).ok_or_else(|| r.error("unknown abort option"))?;
+        let op_count = r.u32()?;
+        r.finish()?;
+        Ok(TcExecuteReq {
+            flags,
+            exec_type,
+            abort_option,
+            op_count,
+        })
+    }
+}
+
+/// The execute failed as a whole; the transaction is aborted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcExecuteRef {
+    pub code: u32,
+    /// The operation that caused it, or `OP_INDEX_NONE`.
+    pub op_index: u32,
+    pub detail: String,
+}
+
+impl TcExecuteRef {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        Writer::new(out)
+            .u32(self.code)
+            .u32(self.op_index)
+            .str16(&self.detail);
+    }
+    pub fn decode(buf: &[u8]) -> Result<TcExecuteRef, DecodeError> {
+        let mut r = Reader::new(buf, "TC_EXECUTE_REF");
+        let v = TcExecuteRef {
+            code: r.u32()?,
+            op_index: r.u32()?,
+            detail: r.str16()?.to_string(),
+        };
+        r.finish()?;
+        Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{ColumnDef, ColumnType};
+
+    #[test]
+    fn key_req_round_trips() {
+        let req = TcKeyReq {
+            flags: FLAG_START_TRANSACTION,
+            op_index: 7,
+            op_type: OperationType::Write,
+            lock_mode: LockMode::Exclusive,
+            table_id: 3,
+            table_version: 1,
+            key: vec![Value::UInt32(5), Value::Varchar("k".into())],
+            attrs: vec![
+                (2, Value::Null),
+                (3, Value::Float64(1.5)),
+                (4, Value::Varbinary(vec![1, 2])),
+            ],
+        };
+        let mut buf = Vec::new();
+        req.encode(&mut buf);
+        assert_eq!(TcKeyReq::decode(&buf), Ok(req));
+        assert!(TcKeyReq::decode(&buf[..buf.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn table_info_round_trips() {
+        let def = TableDef::new(
+            "t",
+            vec![
+                ColumnDef::key("id", ColumnType::Int64),
+                ColumnDef::nullable("v", ColumnType::Varchar(10)),
+            ],
+        );
+        let info = TableInfo {
+            table_id: 1,
+            table_version: 2,
+            def,
+        };
+        let mut buf = Vec::new();
+        info.encode(&mut buf);
+        assert_eq!(TableInfo::decode(&buf), Ok(info));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decoders_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
+            let _ = TcKeyReq::decode(&bytes);
+            let _ = TcKeyRow::decode(&bytes);
+            let _ = TcKeyRef::decode(&bytes);
+            let _ = TcExecuteReq::decode(&bytes);
+            let _ = TcExecuteRef::decode(&bytes);
+            let _ = TableInfo::decode(&bytes);
+            let _ = Refusal::decode(&bytes);
+        }
+    }
+}

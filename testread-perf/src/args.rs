@@ -1,0 +1,222 @@
+//! The command line: what to measure, over which transporters, against which cluster.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::{Parser, ValueEnum};
+use rndb_api::{LockMode, TransporterKind};
+
+/// NDB's testReadPerf for rndb: loads a table, then measures serial versus batched access for
+/// each access type over each transporter, and prints µs per row, rows per second and the p50
+/// and p99 latency of one execute.
+#[derive(Parser, Debug)]
+#[command(name = "testread-perf", version, after_help = AFTER_HELP)]
+pub struct Args {
+    /// The cluster's config.ini [default: config/examples/single.ini, looked up in the current
+    /// directory, then in the rndb workspace this binary was built from]
+    #[arg(long = "config-file", value_name = "FILE")]
+    pub config_file: Option<PathBuf>,
+
+    /// Start the config's data nodes as child processes (with --initial, in a temporary
+    /// directory), run, and stop them on exit, on error and on Ctrl-C
+    #[arg(long)]
+    pub local: bool,
+
+    /// The ndbd executable --local starts [default: ndbd next to this executable, first
+    /// (re)built with cargo when this binary runs from its workspace's target directory]
+    #[arg(long, value_name = "PATH")]
+    pub ndbd: Option<PathBuf>,
+
+    /// Rows to load (NDB's default is 1000000; 100000 loads in a few seconds)
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub size: u32,
+
+    /// Consecutive rows read per measurement (NDB's published figures use 20; its default is 1000)
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    pub range: u32,
+
+    /// Measurements per access type and transporter (NDB's default is 3; more gives stable
+    /// percentiles)
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub iterations: u32,
+
+    /// Access types to measure, comma-separated, in this order
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "ping,serial_pk,batch_pk")]
+    pub access: Vec<Access>,
+
+    /// Transporters to measure, comma-separated: each gets its own API connection that forces
+    /// that link kind
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "tcp")]
+    pub transporter: Vec<Transporter>,
+
+    /// Output: a table, or one JSON document on stdout
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+
+    /// µs the API's waiting thread spins before it sleeps [default: the API's default]
+    #[arg(long, value_name = "N")]
+    pub spin_us: Option<u32>,
+
+    /// Seed for the random start row of each measurement [default: random, printed in the output]
+    #[arg(long, value_name = "S")]
+    pub seed: Option<u64>,
+
+    /// Lock mode of the reads (NDB's testReadPerf uses a shared lock, released at rollback)
+    #[arg(long, value_enum, default_value_t = Lock::Read)]
+    pub lock: Lock,
+}
+
+const AFTER_HELP: &str = "\
+One measurement reads `range` consecutive rows from a random start row in one transaction that \
+is never committed (executed with NoCommit, then rolled back), as NDB's testReadPerf does. \
+serial_pk executes once per row, batch_pk once per measurement, ping sends `range` empty \
+signals (the transporter and execution-loop floor). Each access type first runs one untimed \
+warm-up measurement.
+
+Example: testread-perf --local --config-file config/examples/local.ini --transporter tcp,shm";
+
+/// An access type, named as DESIGN.md §7 names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, ValueEnum)]
+pub enum Access {
+    /// `range` empty round trips: the floor under every other access type.
+    #[value(name = "ping")]
+    Ping,
+    /// `range` primary-key reads, one execute each.
+    #[value(name = "serial_pk")]
+    SerialPk,
+    /// `range` primary-key reads in one execute.
+    #[value(name = "batch_pk")]
+    BatchPk,
+    /// As serial_pk, through the unique hash index (not implemented yet).
+    #[value(name = "serial_unique")]
+    SerialUnique,
+    /// As batch_pk, through the unique hash index (not implemented yet).
+    #[value(name = "batch_unique")]
+    BatchUnique,
+    /// One ordered-index scan with an equality bound per row (not implemented yet).
+    #[value(name = "index_eq")]
+    IndexEq,
+    /// One ordered-index scan over the range (not implemented yet).
+    #[value(name = "index_range")]
+    IndexRange,
+    /// index_range with sorted output (not implemented yet).
+    #[value(name = "index_ordered")]
+    IndexOrdered,
+    /// A full table scan with a pushed-down filter (not implemented yet).
+    #[value(name = "scan_filter")]
+    ScanFilter,
+}
+
+impl Access {
+    /// The access types this version measures.
+    pub const IMPLEMENTED: [Access; 3] = [Access::Ping, Access::SerialPk, Access::BatchPk];
+
+    /// The name on the command line and in the output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Access::Ping => "ping",
+            Access::SerialPk => "serial_pk",
+            Access::BatchPk => "batch_pk",
+            Access::SerialUnique => "serial_unique",
+            Access::BatchUnique => "batch_unique",
+            Access::IndexEq => "index_eq",
+            Access::IndexRange => "index_range",
+            Access::IndexOrdered => "index_ordered",
+            Access::ScanFilter => "scan_filter",
+        }
+    }
+}
+
+/// A transporter to force.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, ValueEnum)]
+pub enum Transporter {
+    Tcp,
+    Shm,
+}
+
+impl Transporter {
+    pub fn kind(self) -> TransporterKind {
+        match self {
+            Transporter::Tcp => TransporterKind::Tcp,
+            Transporter::Shm => TransporterKind::Shm,
+        }
+    }
+
+    /// The lower-case name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transporter::Tcp => "tcp",
+            Transporter::Shm => "shm",
+        }
+    }
+}
+
+/// How results are printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+/// The lock mode of the measured reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Lock {
+    /// No lock; reads the last committed value.
+    Committed,
+    /// A shared lock held until the transaction ends.
+    Read,
+    /// An exclusive lock held until the transaction ends.
+    Exclusive,
+}
+
+impl Lock {
+    pub fn mode(self) -> LockMode {
+        match self {
+            Lock::Committed => LockMode::CommittedRead,
+            Lock::Read => LockMode::Read,
+            Lock::Exclusive => LockMode::Exclusive,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Lock::Committed => "committed",
+            Lock::Read => "read",
+            Lock::Exclusive => "exclusive",
+        }
+    }
+}
+
+impl Args {
+    /// Checks what clap cannot: implemented access types, range within size; and removes
+    /// repeated list entries, keeping the first.
+    pub fn validate(&mut self) -> Result<()> {
+        dedup(&mut self.access);
+        dedup(&mut self.transporter);
+        for access in &self.access {
+            if !Access::IMPLEMENTED.contains(access) {
+                let implemented: Vec<&str> = Access::IMPLEMENTED.iter().map(|a| a.name()).collect();
+                bail!(
+                    "access type {} is not implemented yet (implemented: {})",
+                    access.name(),
+                    implemented.join(", ")
+                );
+            }
+        }
+        if self.range > self.size {
+            bail!("--range {} is larger than --size {}", self.range, self.size);
+        }
+        Ok(())
+    }
+}
+
+/// Removes later repeats from `items`, keeping the order of first appearance.
+fn dedup<T: PartialEq + Copy>(items: &mut Vec<T>) {
+    let mut kept: Vec<T> = Vec::with_capacity(items.len());
+    for item in items.iter() {
+        if !kept.contains(item) {
+            kept.push(*item);
+        }
+    }
+    *items = kept;
+}

@@ -1,0 +1,119 @@
+//! Proves that when a client process dies in the middle of a transaction, the data node notices
+//! the closed link, aborts the transaction and releases its locks, and goes on serving.
+//!
+//! The client is this test executable run again in a child role: the parent re-executes itself
+//! with `--exact hold_a_lock_as_child` and an environment variable naming the config.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use rndb_api::{ColumnDef, ColumnType, ExecType, LockMode, TableDef, Value};
+use rndb_tests::ops::{insert_committed, read_with, recreate_table};
+use rndb_tests::{wait_until, ClusterSpec, TestCluster};
+
+/// Set in the child's environment to the config path; the child test does nothing without it.
+const CHILD_CONFIG_ENV: &str = "RNDB_TEST_DISCONNECT_CHILD_CONFIG";
+/// The line the child prints once it holds the lock.
+const LOCKED_LINE: &str = "locked";
+/// How long the child holds the lock if nobody kills it.
+const CHILD_HOLD: Duration = Duration::from_secs(60);
+/// How long the parent waits for the child to say it holds the lock.
+const CHILD_READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn table_def() -> TableDef {
+    TableDef::new(
+        "held",
+        vec![ColumnDef::key("id", ColumnType::UInt32), ColumnDef::new("v", ColumnType::UInt32)],
+    )
+}
+
+/// The child role: connects, locks row 1 with an update that is never committed, says so, and
+/// waits to be killed. Run normally (without the environment variable) it does nothing.
+#[test]
+fn hold_a_lock_as_child() {
+    let Some(config) = std::env::var_os(CHILD_CONFIG_ENV) else {
+        return;
+    };
+    let api = rndb_api::Cluster::connect(&config, rndb_api::ConnectOptions::default())
+        .expect("child: connect");
+    let table = api.get_table("held").expect("child: find the table");
+    let mut transaction = api.start_transaction().expect("child: start");
+    transaction.update(&table, &[Value::UInt32(1)], &[(1, Value::UInt32(666))]).expect("define");
+    transaction.execute(ExecType::NoCommit).expect("child: lock the row");
+    println!("{LOCKED_LINE}");
+    std::thread::sleep(CHILD_HOLD);
+}
+
+/// Kills the child when the test ends, however it ends.
+struct ChildGuard(Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_lock_holder(cluster: &TestCluster) -> ChildGuard {
+    let exe = std::env::current_exe().expect("find this test executable");
+    let child = Command::new(exe)
+        .args(["--exact", "hold_a_lock_as_child", "--nocapture", "--test-threads", "1"])
+        .env(CHILD_CONFIG_ENV, cluster.config_path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn the child client");
+    ChildGuard(child)
+}
+
+/// Waits (bounded) until the child prints the locked line.
+fn wait_for_lock(child: &mut ChildGuard) {
+    let stdout = child.0.stdout.take().expect("the child's stdout is piped");
+    let (lines_tx, lines_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    loop {
+        match lines_rx.recv_timeout(CHILD_READY_TIMEOUT) {
+            Ok(line) if line.trim() == LOCKED_LINE => return,
+            Ok(_) => continue,
+            Err(e) => panic!("the child did not report holding the lock: {e}"),
+        }
+    }
+}
+
+#[test]
+fn a_killed_client_releases_its_locks() {
+    let spec = ClusterSpec::new().deadlock_timeout_ms(200);
+    let mut cluster = TestCluster::start(spec).expect("start the cluster");
+    let api = cluster.connect().expect("connect");
+    let table = recreate_table(&api, &table_def()).expect("create the table");
+    insert_committed(&api, &table, &[vec![Value::UInt32(1), Value::UInt32(1)]]).expect("insert");
+
+    let mut child = spawn_lock_holder(&cluster);
+    wait_for_lock(&mut child);
+    let blocked = read_with(&api, &table, &[Value::UInt32(1)], LockMode::Exclusive);
+    assert_eq!(blocked.map_err(|e| e.code()).err(), Some(Some(266)), "the child holds the lock");
+
+    child.0.kill().expect("kill -9 the child");
+    child.0.wait().expect("reap the child");
+    let row = wait_until("the dead client's lock to be released", Duration::from_secs(20), || {
+        match read_with(&api, &table, &[Value::UInt32(1)], LockMode::Exclusive) {
+            Ok(row) => Ok(Some(row)),
+            Err(e) if e.code() == Some(266) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    })
+    .expect("lock the row after the client died");
+    assert_eq!(row[1], Value::UInt32(1), "the dead client's update was rolled back");
+    let node = cluster.data_node_ids()[0];
+    assert!(cluster.is_running(node), "the data node survived the client's death");
+}

@@ -1,0 +1,85 @@
+//! Proves that a data node with little DataMemory refuses inserts with error 827 when full
+//! instead of growing or crashing, keeps serving reads and deletes, and accepts inserts again
+//! once deletes have freed memory.
+
+use rndb_api::{Cluster, ColumnDef, ColumnType, ExecType, Table, TableDef, Value};
+use rndb_tests::ops::{read_committed, recreate_table};
+use rndb_tests::{assert_ndb_code, ClusterSpec, TestCluster};
+
+/// Bytes of payload per row: big, so that 1M of DataMemory fills after a few hundred rows.
+const PAYLOAD_BYTES: usize = 2000;
+/// Rows inserted per transaction while filling.
+const ROWS_PER_EXECUTE: u32 = 10;
+/// An upper bound on rows that can fit in 1M with this payload, so filling always ends.
+const ROWS_MAX: u32 = 1024 * 1024 / PAYLOAD_BYTES as u32 + 1000;
+
+fn row(id: u32) -> Vec<Value> {
+    let byte = (id % 251) as u8;
+    vec![Value::UInt32(id), Value::Varbinary(vec![byte; PAYLOAD_BYTES])]
+}
+
+/// Inserts rows `first..first + count` in one transaction and commits.
+fn insert_range(api: &Cluster, table: &Table, first: u32, count: u32) -> Result<(), rndb_api::Error> {
+    let mut transaction = api.start_transaction()?;
+    for id in first..first + count {
+        transaction.insert(table, &row(id))?;
+    }
+    transaction.execute(ExecType::Commit)
+}
+
+/// Inserts until the node answers 827; returns how many rows went in.
+fn fill(api: &Cluster, table: &Table) -> u32 {
+    let mut inserted = 0;
+    loop {
+        assert!(inserted < ROWS_MAX, "{inserted} rows of {PAYLOAD_BYTES} bytes fit in 1M of DataMemory");
+        match insert_range(api, table, inserted, ROWS_PER_EXECUTE) {
+            Ok(()) => inserted += ROWS_PER_EXECUTE,
+            Err(e) if e.code() == Some(827) => break,
+            Err(e) => panic!("insert rows {inserted}.. failed with {e}, expected success or 827"),
+        }
+    }
+    // The batch that failed was aborted as a whole; fill the last rows one at a time.
+    while insert_range(api, table, inserted, 1).is_ok() {
+        inserted += 1;
+    }
+    assert_ndb_code(insert_range(api, table, inserted, 1), 827, "insert into a full node");
+    inserted
+}
+
+#[test]
+fn a_full_node_refuses_inserts_with_827_and_recovers_after_deletes() {
+    let cluster =
+        TestCluster::start(ClusterSpec::new().data_memory("1M")).expect("start the cluster");
+    let api = cluster.connect().expect("connect");
+    let def = TableDef::new(
+        "blobs",
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("payload", ColumnType::Varbinary(PAYLOAD_BYTES as u16)),
+        ],
+    );
+    let table = recreate_table(&api, &def).expect("create the table");
+    let inserted = fill(&api, &table);
+    assert!(inserted > 0, "some rows fit before the node is full");
+
+    for id in [0, inserted / 2, inserted - 1] {
+        let found = read_committed(&api, &table, &[Value::UInt32(id)]).expect("read when full");
+        assert_eq!(found, row(id), "row {id} is intact");
+    }
+    assert_ndb_code(
+        read_committed(&api, &table, &[Value::UInt32(inserted)]),
+        626,
+        "the refused row is not there",
+    );
+
+    let freed = inserted / 2;
+    let mut transaction = api.start_transaction().expect("start");
+    for id in 0..freed {
+        transaction.delete(&table, &[Value::UInt32(id)]).expect("define a delete");
+    }
+    transaction.execute(ExecType::Commit).expect("delete half the rows of a full node");
+
+    insert_range(&api, &table, inserted, ROWS_PER_EXECUTE).expect("insert after the deletes");
+    let found = read_committed(&api, &table, &[Value::UInt32(inserted)]).expect("read it back");
+    assert_eq!(found, row(inserted));
+}

@@ -1,0 +1,371 @@
+//! The first exchange on a new TCP connection, before any link frame: the client says who it
+//! is and what link it wants, the server admits or refuses it.
+//!
+//! Each message is one ordinary frame (see [`crate::frame`]) with a reserved signal number and
+//! never a checksum, whatever the link's setting, so both ends can read it before they agree on
+//! anything. Block numbers and request id are zero.
+//!
+//! | signal | name | direction | payload |
+//! |---|---|---|---|
+//! | `0xFFF0` | HELLO | client → server | [`Hello`], 23 bytes |
+//! | `0xFFF1` | HELLO_CONF | server → client | server node id (u16) |
+//! | `0xFFF2` | HELLO_REF | server → client | error code (u32), message length (u16), UTF-8 message |
+//!
+//! ```text
+//! HELLO payload (all little-endian)
+//! offset  size  field
+//!  0      4     magic b"RNDB"
+//!  4      4     protocol version (PROTOCOL_VERSION)
+//!  8      8     cluster id (ClusterConfig::cluster_id)
+//! 16      2     from node id
+//! 18      2     to node id
+//! 20      1     from node kind: 1 data, 2 mgm, 3 api
+//! 21      1     wanted transporter: 1 TCP, 2 SHM
+//! 22      1     checksum: 0 or 1
+//! ```
+//!
+//! The helpers here block, each bounded by a timeout (normally [`HANDSHAKE_TIMEOUT`]), and read
+//! exactly one frame's bytes, so frames the peer sends right after the handshake stay in the
+//! socket for the link.
+#![forbid(unsafe_code)]
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use rndb_config::{ClusterConfig, NodeKind};
+
+use crate::frame::{self, Decoded, FrameHeader, FRAME_HEADER_BYTES};
+use crate::{NodeId, TransportError, TransporterKind};
+
+/// The version of the wire protocol (handshake and frames). Peers must agree exactly.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// The first four bytes of a HELLO payload.
+pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";
+/// Signal number of HELLO.
+pub const SIGNAL_HELLO: u16 = 0xFFF0;
+/// Signal number of HELLO_CONF.
+pub const SIGNAL_HELLO_CONF: u16 = 0xFFF1;
+/// Signal number of HELLO_REF.
+pub const SIGNAL_HELLO_REF: u16 = 0xFFF2;
+/// Bytes in a HELLO payload.
+pub const HELLO_BYTES: usize = 23;
+/// Bytes in a HELLO_CONF payload.
+pub const HELLO_CONF_BYTES: usize = 2;
+/// The longest HELLO_REF message; longer messages are cut at a character boundary.
+pub const REFUSAL_MESSAGE_BYTES_MAX: usize = 1024;
+/// The longest handshake frame; a peer announcing more is refused at once.
+pub const HANDSHAKE_FRAME_BYTES_MAX: usize = FRAME_HEADER_BYTES + 6 + REFUSAL_MESSAGE_BYTES_MAX;
+/// How long a handshake may take, from connect (or accept) to HELLO_CONF.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What a connecting node says about itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hello {
+    /// The sender's [`PROTOCOL_VERSION`].
+    pub protocol_version: u32,
+    /// The sender's `ClusterConfig::cluster_id()`: both must have read the same cluster.
+    pub cluster_id: u64,
+    /// The connecting node.
+    pub from: NodeId,
+    /// The node it wants to reach.
+    pub to: NodeId,
+    /// What kind of node the connecting node is.
+    pub from_kind: NodeKind,
+    /// The link kind it expects for this pair.
+    pub transporter: TransporterKind,
+    /// The Checksum setting it expects for this pair.
+    pub checksum: bool,
+}
+
+/// What the server said when it admitted us.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HelloAccepted {
+    /// The server's node id (equal to the `to` of our hello).
+    pub server_node: NodeId,
+}
+
+impl Hello {
+    /// The hello `from` sends to `to`, from the config both read.
+    pub fn for_link(config: &ClusterConfig, from: NodeId, to: NodeId) -> Result<Hello, TransportError> {
+        let from_kind = config
+            .node_kind(from)
+            .ok_or_else(|| TransportError::Handshake(format!("node {from} is not in the config")))?;
+        let link = config.link(from, to).ok_or_else(|| {
+            TransportError::Handshake(format!("the config has no link between nodes {from} and {to}"))
+        })?;
+        Ok(Hello {
+            protocol_version: PROTOCOL_VERSION,
+            cluster_id: config.cluster_id(),
+            from,
+            to,
+            from_kind,
+            transporter: link.kind,
+            checksum: link.checksum,
+        })
+    }
+
+    /// The 23 payload bytes of this hello.
+    pub fn encode(&self) -> [u8; HELLO_BYTES] {
+        let mut bytes = [0u8; HELLO_BYTES];
+        bytes[0..4].copy_from_slice(&HELLO_MAGIC);
+        bytes[4..8].copy_from_slice(&self.protocol_version.to_le_bytes());
+        bytes[8..16].copy_from_slice(&self.cluster_id.to_le_bytes());
+        bytes[16..18].copy_from_slice(&self.from.0.to_le_bytes());
+        bytes[18..20].copy_from_slice(&self.to.0.to_le_bytes());
+        bytes[20] = node_kind_code(self.from_kind);
+        bytes[21] = transporter_code(self.transporter);
+        bytes[22] = u8::from(self.checksum);
+        bytes
+    }
+
+    /// Parses a HELLO payload; anything but exactly 23 well-formed bytes is an error.
+    pub fn decode(payload: &[u8]) -> Result<Hello, TransportError> {
+        let bytes: &[u8; HELLO_BYTES] = payload.try_into().map_err(|_| {
+            bad(format!("HELLO payload is {} bytes, expected {HELLO_BYTES}", payload.len()))
+        })?;
+        if bytes[0..4] != HELLO_MAGIC {
+            return Err(bad(format!("bad magic {:02x?}, expected \"RNDB\"", &bytes[0..4])));
+        }
+        let from_kind = match bytes[20] {
+            1 => NodeKind::Data,
+            2 => NodeKind::Mgm,
+            3 => NodeKind::Api,
+            other => return Err(bad(format!("unknown node kind {other}"))),
+        };
+        let transporter = match bytes[21] {
+            1 => TransporterKind::Tcp,
+            2 => TransporterKind::Shm,
+            other => return Err(bad(format!("unknown transporter kind {other}"))),
+        };
+        let checksum = match bytes[22] {
+            0 => false,
+            1 => true,
+            other => return Err(bad(format!("checksum flag {other} is neither 0 nor 1"))),
+        };
+        Ok(Hello {
+            protocol_version: u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]),
+            cluster_id: u64::from_le_bytes([
+                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15],
+            ]),
+            from: NodeId(u16::from_le_bytes([bytes[16], bytes[17]])),
+            to: NodeId(u16::from_le_bytes([bytes[18], bytes[19]])),
+            from_kind,
+            transporter,
+            checksum,
+        })
+    }
+}
+
+/// The client side: sends `hello`, waits for the answer. A HELLO_REF becomes
+/// [`TransportError::Refused`]; anything else unexpected is [`TransportError::Handshake`].
+/// Leaves the stream blocking; `TcpLink::new` makes it non-blocking.
+pub fn client_handshake(
+    stream: &mut TcpStream,
+    hello: &Hello,
+    timeout: Duration,
+) -> Result<HelloAccepted, TransportError> {
+    let deadline = Instant::now() + timeout;
+    write_frame(stream, SIGNAL_HELLO, &hello.encode(), deadline)
+        .map_err(|e| context(e, format!("send HELLO to node {}", hello.to)))?;
+    let mut buf = Vec::new();
+    let header = read_frame(stream, &mut buf, deadline)
+        .map_err(|e| context(e, format!("read answer from node {}", hello.to)))?;
+    let payload = &buf[FRAME_HEADER_BYTES..];
+    match header.signal {
+        SIGNAL_HELLO_CONF => {
+            let accepted = decode_conf(payload)?;
+            if accepted.server_node != hello.to {
+                return Err(bad(format!(
+                    "connected to node {} but node {} answered",
+                    hello.to, accepted.server_node
+                )));
+            }
+            Ok(accepted)
+        }
+        SIGNAL_HELLO_REF => Err(decode_ref(payload)?),
+        other => Err(bad(format!("expected HELLO_CONF or HELLO_REF, got signal {other:#06x}"))),
+    }
+}
+
+/// The server side, first step: reads the client's HELLO. The caller decides (see
+/// `registry::admit`) and answers with [`server_accept`] or [`server_refuse`].
+pub fn server_read_hello(stream: &mut TcpStream, timeout: Duration) -> Result<Hello, TransportError> {
+    let deadline = Instant::now() + timeout;
+    let mut buf = Vec::new();
+    let header = read_frame(stream, &mut buf, deadline).map_err(|e| context(e, "read HELLO"))?;
+    if header.signal != SIGNAL_HELLO {
+        return Err(bad(format!("expected HELLO, got signal {:#06x}", header.signal)));
+    }
+    Hello::decode(&buf[FRAME_HEADER_BYTES..])
+}
+
+/// The server side, admitting: sends HELLO_CONF carrying our node id `me`.
+pub fn server_accept(stream: &mut TcpStream, me: NodeId, timeout: Duration) -> Result<(), TransportError> {
+    let deadline = Instant::now() + timeout;
+    write_frame(stream, SIGNAL_HELLO_CONF, &me.0.to_le_bytes(), deadline)
+        .map_err(|e| context(e, "send HELLO_CONF"))
+}
+
+/// The server side, refusing: sends HELLO_REF with an error code and a message (cut to
+/// [`REFUSAL_MESSAGE_BYTES_MAX`]). The caller then drops the stream.
+pub fn server_refuse(
+    stream: &mut TcpStream,
+    code: u32,
+    message: &str,
+    timeout: Duration,
+) -> Result<(), TransportError> {
+    let deadline = Instant::now() + timeout;
+    write_frame(stream, SIGNAL_HELLO_REF, &encode_ref(code, message), deadline)
+        .map_err(|e| context(e, "send HELLO_REF"))
+}
+
+/// The HELLO_REF payload for a code and message.
+pub fn encode_ref(code: u32, message: &str) -> Vec<u8> {
+    let mut cut = message.len().min(REFUSAL_MESSAGE_BYTES_MAX);
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let message = &message.as_bytes()[..cut];
+    let mut payload = Vec::with_capacity(6 + message.len());
+    payload.extend_from_slice(&code.to_le_bytes());
+    payload.extend_from_slice(&(message.len() as u16).to_le_bytes());
+    payload.extend_from_slice(message);
+    payload
+}
+
+/// Parses a HELLO_REF payload into the `Refused` error it stands for.
+pub fn decode_ref(payload: &[u8]) -> Result<TransportError, TransportError> {
+    let (Some(code_bytes), Some(len_bytes)) = (payload.get(0..4), payload.get(4..6)) else {
+        return Err(bad(format!("HELLO_REF payload of {} bytes is too short", payload.len())));
+    };
+    let code = u32::from_le_bytes([code_bytes[0], code_bytes[1], code_bytes[2], code_bytes[3]]);
+    let message_bytes = usize::from(u16::from_le_bytes([len_bytes[0], len_bytes[1]]));
+    let Some(message) = payload.get(6..).filter(|rest| rest.len() == message_bytes) else {
+        return Err(bad(format!(
+            "HELLO_REF announces a {message_bytes}-byte message in a {}-byte payload",
+            payload.len()
+        )));
+    };
+    let message = String::from_utf8_lossy(message).into_owned();
+    Ok(TransportError::Refused { code, message })
+}
+
+fn decode_conf(payload: &[u8]) -> Result<HelloAccepted, TransportError> {
+    let bytes: [u8; HELLO_CONF_BYTES] = payload.try_into().map_err(|_| {
+        bad(format!("HELLO_CONF payload is {} bytes, expected {HELLO_CONF_BYTES}", payload.len()))
+    })?;
+    Ok(HelloAccepted { server_node: NodeId(u16::from_le_bytes(bytes)) })
+}
+
+fn node_kind_code(kind: NodeKind) -> u8 {
+    match kind {
+        NodeKind::Data => 1,
+        NodeKind::Mgm => 2,
+        NodeKind::Api => 3,
+    }
+}
+
+fn transporter_code(kind: TransporterKind) -> u8 {
+    match kind {
+        TransporterKind::Tcp => 1,
+        TransporterKind::Shm => 2,
+    }
+}
+
+/// Writes one unchecksummed frame, blocking until `deadline`.
+fn write_frame(
+    stream: &mut TcpStream,
+    signal: u16,
+    payload: &[u8],
+    deadline: Instant,
+) -> Result<(), TransportError> {
+    let header = FrameHeader { signal, ..FrameHeader::default() };
+    let mut bytes = Vec::with_capacity(frame::encoded_len(payload.len(), false));
+    frame::encode_into(&mut bytes, &header, payload, false)?;
+    stream.set_nonblocking(false).map_err(|e| TransportError::io("set blocking", e))?;
+    stream
+        .set_write_timeout(Some(remaining(deadline)?))
+        .map_err(|e| TransportError::io("set write timeout", e))?;
+    stream.write_all(&bytes).map_err(io_failure)
+}
+
+/// Reads exactly one unchecksummed frame into `buf` (header included) and returns its header.
+/// The length is checked as soon as the header arrives, so an oversized or garbage frame fails
+/// without waiting for its body.
+fn read_frame(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    deadline: Instant,
+) -> Result<FrameHeader, TransportError> {
+    stream.set_nonblocking(false).map_err(|e| TransportError::io("set blocking", e))?;
+    buf.resize(FRAME_HEADER_BYTES, 0);
+    read_exact_until(stream, buf, deadline)?;
+    let frame_len = match frame::decode(buf, false) {
+        Ok(Decoded::NeedMore) => usize::try_from(u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]))
+            .unwrap_or(usize::MAX),
+        Ok(Decoded::Frame { frame_len, .. }) => frame_len,
+        Err(e) => return Err(bad(e.to_string())),
+    };
+    if frame_len > HANDSHAKE_FRAME_BYTES_MAX {
+        return Err(bad(format!(
+            "handshake frame of {frame_len} bytes exceeds {HANDSHAKE_FRAME_BYTES_MAX}"
+        )));
+    }
+    buf.resize(frame_len, 0);
+    read_exact_until(stream, &mut buf[FRAME_HEADER_BYTES..], deadline)?;
+    match frame::decode(buf, false) {
+        Ok(Decoded::Frame { header, .. }) => Ok(header),
+        Ok(Decoded::NeedMore) => Err(bad("handshake frame incomplete".to_string())),
+        Err(e) => Err(bad(e.to_string())),
+    }
+}
+
+/// `read_exact` with the socket's read timeout renewed to what is left before `deadline`.
+fn read_exact_until(stream: &mut TcpStream, mut buf: &mut [u8], deadline: Instant) -> Result<(), TransportError> {
+    while !buf.is_empty() {
+        stream
+            .set_read_timeout(Some(remaining(deadline)?))
+            .map_err(|e| TransportError::io("set read timeout", e))?;
+        match stream.read(buf) {
+            Ok(0) => return Err(bad("peer closed the connection".to_string())),
+            Ok(read_bytes) => buf = &mut buf[read_bytes..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io_failure(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Time left before `deadline`, or a timeout error when none is.
+fn remaining(deadline: Instant) -> Result<Duration, TransportError> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(bad("timed out".to_string()));
+    }
+    Ok(left)
+}
+
+/// Maps a socket error: a timeout is a handshake failure, the rest stay io errors.
+fn io_failure(e: io::Error) -> TransportError {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => bad("timed out".to_string()),
+        _ => TransportError::io("socket", e),
+    }
+}
+
+fn bad(message: String) -> TransportError {
+    TransportError::Handshake(message)
+}
+
+/// Prefixes what we were doing to a handshake or io error; other errors pass unchanged.
+fn context(e: TransportError, doing: impl Into<String>) -> TransportError {
+    let doing = doing.into();
+    match e {
+        TransportError::Handshake(message) => TransportError::Handshake(format!("{doing}: {message}")),
+        TransportError::Io { context, source } => {
+            TransportError::Io { context: format!("{doing}: {context}"), source }
+        }
+        other => other,
+    }
+}

@@ -1,0 +1,98 @@
+//! rndb-transporter: every byte between two rndb nodes moves through here.
+//!
+//! - [`frame`]: the wire frame (header, payload, optional CRC-32 trailer), its encoder and its
+//!   validating decoder.
+//! - [`Transporter`]: the trait every link implements; a node's execution loop only sees this.
+//! - [`tcp`]: the TCP link (non-blocking, TCP_NODELAY, one contiguous bounded send buffer pushed
+//!   with as few `send` calls as the kernel allows).
+//! - [`handshake`]: the first exchange on a new connection (version, cluster identity, node ids).
+//! - [`registry`]: node id → link, and the admission rules a data node applies to a handshake.
+//! - [`settings`]: [`LinkSettings`], the per-link limits (Checksum, SendBufferMemory,
+//!   OverloadLimit, ReceiveBufferMemory) every link kind reads from the config.
+//! - [`conformance`]: test bodies every link kind must pass, generic over a factory of connected
+//!   pairs ([`conformance::LinkPair`]); each transporter's integration test runs them.
+//!
+//! A frame's path: the caller [`Transporter::send`]s a header and payload, which the link encodes
+//! into its bounded send buffer (or answers Overloaded, NDB 1218); [`Transporter::flush`] pushes
+//! the whole batch in as few system calls as possible; on the peer, [`Transporter::receive`]
+//! reads what arrived, validates each frame with [`frame::decode`] and hands it to a callback.
+//! A new TCP connection first runs the [`handshake`]; a data node checks the peer's hello with
+//! [`registry::admit`] and keeps the resulting link in its [`registry::Registry`].
+//!
+//! **Architecture Invariant:** this crate knows nothing of tables, rows or transactions; it moves
+//! opaque payloads tagged with a signal number.
+
+pub mod conformance;
+pub mod frame;
+pub mod handshake;
+pub mod registry;
+pub mod settings;
+pub mod tcp;
+pub mod shm;
+
+mod error;
+
+pub use error::TransportError;
+pub use frame::{FrameHeader, FRAME_BYTES_MAX, FRAME_HEADER_BYTES};
+pub use settings::LinkSettings;
+pub use rndb_config::{NodeId, TransporterKind};
+
+use std::os::fd::RawFd;
+
+/// What a flush achieved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushStatus {
+    /// The send buffer is empty.
+    Done,
+    /// The socket (or ring) is full; bytes remain buffered. Flush again when it is writable.
+    Pending,
+}
+
+/// One link to one peer node. Frames go out through a bounded send buffer and a flush; frames
+/// come in through `receive`, which never blocks.
+pub trait Transporter: Send {
+    /// The node at the other end.
+    fn peer(&self) -> NodeId;
+
+    /// Which kind of link this is.
+    fn kind(&self) -> TransporterKind;
+
+    /// Appends one frame to the send buffer. Nothing is written to the peer until `flush`.
+    /// A full send buffer returns [`TransportError::Overloaded`] (NDB error 1218) and leaves the
+    /// buffer as it was; a payload over the frame limit returns [`TransportError::FrameTooLarge`].
+    fn send(&mut self, header: &FrameHeader, payload: &[u8]) -> Result<(), TransportError>;
+
+    /// Pushes the send buffer to the peer in as few system calls as possible.
+    fn flush(&mut self) -> Result<FlushStatus, TransportError>;
+
+    /// Reads whatever has arrived, without blocking, and calls `on_frame` for every complete,
+    /// validated frame in order. Returns the number of frames delivered. A peer that closed
+    /// returns [`TransportError::Closed`]; a bad frame returns [`TransportError::BadFrame`], after
+    /// which the link must be dropped.
+    fn receive(
+        &mut self,
+        on_frame: &mut dyn FnMut(&FrameHeader, &[u8]),
+    ) -> Result<usize, TransportError>;
+
+    /// Bytes appended by `send` but not yet accepted by the peer's socket or ring.
+    fn pending_send_bytes(&self) -> usize;
+
+    /// The descriptor a poller waits on for this link's input (for SHM: the liveness/wake-up
+    /// TCP socket).
+    fn poll_fd(&self) -> RawFd;
+
+    /// True when input may be ready without the descriptor becoming readable (an SHM ring that
+    /// holds frames). A loop that spins checks this instead of making a system call.
+    fn input_pending(&self) -> bool {
+        false
+    }
+
+    /// Called by a loop that is about to sleep in the poller. Returns false when input arrived
+    /// meanwhile (the caller must not sleep). SHM links announce "I am going to sleep" here.
+    fn prepare_to_sleep(&mut self) -> bool {
+        true
+    }
+
+    /// Called after the loop wakes from the poller.
+    fn woke_up(&mut self) {}
+}

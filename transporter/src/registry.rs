@@ -1,0 +1,302 @@
+//! The links of one node, by peer node id, and the rules a node applies before it accepts a
+//! connection.
+//!
+//! Admission refusals carry codes in NDB's QMGR range (1700). 1702 and 1704 are NDB's own; the
+//! others are rndb's, chosen clear of NDB's 1701 (node already reserved) and 1703 (node failure
+//! handling not completed):
+//!
+//! | code | constant | meaning |
+//! |---|---|---|
+//! | 1702 | [`REFUSE_ALREADY_CONNECTED`] | node already connected (NDB) |
+//! | 1704 | [`REFUSE_NODE_TYPE_MISMATCH`] | node type mismatch (NDB) |
+//! | 1710 | [`REFUSE_VERSION_MISMATCH`] | protocol version differs |
+//! | 1711 | [`REFUSE_CLUSTER_MISMATCH`] | cluster id differs: the two read different configs |
+//! | 1712 | [`REFUSE_WRONG_NODE`] | the hello is addressed to another node |
+//! | 1713 | [`REFUSE_UNKNOWN_NODE`] | the connecting node id is not in the config |
+//! | 1714 | [`REFUSE_NO_LINK`] | the config has no link between the two nodes |
+//! | 1715 | [`REFUSE_TRANSPORTER_MISMATCH`] | the hello wants another transporter than the config's |
+//! | 1716 | [`REFUSE_CHECKSUM_MISMATCH`] | the hello's Checksum differs from the link's |
+//! | 1717 | [`REFUSE_HOST_NOT_ALLOWED`] | the peer's address does not match the node's HostName |
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::net::{IpAddr, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use rndb_config::{ClusterConfig, LinkConfig, NodeKind};
+
+use crate::handshake::{self, Hello, PROTOCOL_VERSION};
+use crate::{NodeId, TransportError, Transporter, TransporterKind};
+
+/// NDB 1702: the node already has a live link to us.
+pub const REFUSE_ALREADY_CONNECTED: u32 = 1702;
+/// NDB 1704: the hello's node kind is not the config's kind for that node id.
+pub const REFUSE_NODE_TYPE_MISMATCH: u32 = 1704;
+/// The peer speaks another protocol version.
+pub const REFUSE_VERSION_MISMATCH: u32 = 1710;
+/// The peer read a config describing another cluster.
+pub const REFUSE_CLUSTER_MISMATCH: u32 = 1711;
+/// The hello is addressed to another node id than ours.
+pub const REFUSE_WRONG_NODE: u32 = 1712;
+/// The connecting node id is not in the config.
+pub const REFUSE_UNKNOWN_NODE: u32 = 1713;
+/// The config has no link between the connecting node and us.
+pub const REFUSE_NO_LINK: u32 = 1714;
+/// The hello asks for another transporter than the link's.
+pub const REFUSE_TRANSPORTER_MISMATCH: u32 = 1715;
+/// The hello's Checksum setting differs from the link's.
+pub const REFUSE_CHECKSUM_MISMATCH: u32 = 1716;
+/// The connection comes from an address the node's HostName does not resolve to.
+pub const REFUSE_HOST_NOT_ALLOWED: u32 = 1717;
+
+/// Why a node refused a hello: an error code from the table above and a message that names the
+/// node and the parameter at fault.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub code: u32,
+    pub message: String,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// The links of one node, indexed by peer node id. At most one link per peer.
+#[derive(Default)]
+pub struct Registry {
+    /// Slot `i` holds the link to node `i`; grown on insert, never shrunk.
+    links: Vec<Option<Box<dyn Transporter>>>,
+    /// How many slots hold a link.
+    link_count: usize,
+}
+
+impl Registry {
+    /// An empty registry with room for every node id NDB allows.
+    pub fn new() -> Registry {
+        let mut links = Vec::new();
+        links.resize_with(usize::from(NodeId::MAX) + 1, || None);
+        Registry { links, link_count: 0 }
+    }
+
+    /// Adds a link under its peer's id. Returns the link that was there before, if any, which
+    /// the caller should treat as a bug (admission refuses a second link with 1702).
+    pub fn insert(&mut self, link: Box<dyn Transporter>) -> Option<Box<dyn Transporter>> {
+        let index = usize::from(link.peer().0);
+        if index >= self.links.len() {
+            self.links.resize_with(index + 1, || None);
+        }
+        let previous = self.links[index].replace(link);
+        if previous.is_none() {
+            self.link_count += 1;
+        }
+        previous
+    }
+
+    /// Removes and returns the link to `peer`.
+    pub fn remove(&mut self, peer: NodeId) -> Option<Box<dyn Transporter>> {
+        let previous = self.links.get_mut(usize::from(peer.0))?.take();
+        if previous.is_some() {
+            self.link_count -= 1;
+        }
+        previous
+    }
+
+    /// The link to `peer`.
+    pub fn get_mut(&mut self, peer: NodeId) -> Option<&mut (dyn Transporter + 'static)> {
+        self.links.get_mut(usize::from(peer.0))?.as_deref_mut()
+    }
+
+    /// True when a link to `peer` is registered.
+    pub fn contains(&self, peer: NodeId) -> bool {
+        self.links.get(usize::from(peer.0)).is_some_and(Option::is_some)
+    }
+
+    /// Every link, in node-id order.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (NodeId, &mut (dyn Transporter + 'static))> {
+        self.links
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(index, slot)| Some((NodeId(index as u16), slot.as_deref_mut()?)))
+    }
+
+    /// The peers with a link, in node-id order.
+    pub fn peers(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.links
+            .iter()
+            .enumerate()
+            .filter(|(_, slot)| slot.is_some())
+            .map(|(index, _)| NodeId(index as u16))
+    }
+
+    /// How many links are registered.
+    pub fn len(&self) -> usize {
+        self.link_count
+    }
+
+    /// True when no link is registered.
+    pub fn is_empty(&self) -> bool {
+        self.link_count == 0
+    }
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry").field("peers", &self.peers().collect::<Vec<_>>()).finish()
+    }
+}
+
+/// Decides whether node `me` accepts `hello` from `peer_addr`, and returns the link config for
+/// the pair when it does. `connected` tells whether a node already has a live link to us.
+pub fn admit<'c>(
+    config: &'c ClusterConfig,
+    me: NodeId,
+    hello: &Hello,
+    peer_addr: IpAddr,
+    connected: impl Fn(NodeId) -> bool,
+) -> Result<&'c LinkConfig, Refusal> {
+    let from = hello.from;
+    if hello.protocol_version != PROTOCOL_VERSION {
+        return refuse(REFUSE_VERSION_MISMATCH, format!(
+            "node {from} speaks protocol version {}, node {me} speaks {PROTOCOL_VERSION}",
+            hello.protocol_version
+        ));
+    }
+    if hello.cluster_id != config.cluster_id() {
+        return refuse(REFUSE_CLUSTER_MISMATCH, format!(
+            "node {from} read a different cluster config (cluster id {:#018x}) than node {me} \
+             ({:#018x}, from {})",
+            hello.cluster_id,
+            config.cluster_id(),
+            config.source.display()
+        ));
+    }
+    if hello.to != me {
+        return refuse(REFUSE_WRONG_NODE, format!(
+            "node {from} asked for node {} but reached node {me}: check ServerPort/HostName",
+            hello.to
+        ));
+    }
+    let Some(config_kind) = config.node_kind(from) else {
+        return refuse(REFUSE_UNKNOWN_NODE, format!("node {from} is not in the config: no NodeId={from}"));
+    };
+    if config_kind != hello.from_kind {
+        return refuse(REFUSE_NODE_TYPE_MISMATCH, format!(
+            "Node type mismatch: node {from} says it is {} but the config declares NodeId={from} as {}",
+            kind_name(hello.from_kind),
+            kind_name(config_kind)
+        ));
+    }
+    let Some(link) = config.link(from, me) else {
+        return refuse(REFUSE_NO_LINK, format!(
+            "the config has no link between node {from} ({}) and node {me}",
+            kind_name(config_kind)
+        ));
+    };
+    check_link(link, hello, me)?;
+    check_host(config, from, config_kind, peer_addr)?;
+    if connected(from) {
+        return refuse(REFUSE_ALREADY_CONNECTED, format!(
+            "Node already connected: node {from} already has a link to node {me}"
+        ));
+    }
+    Ok(link)
+}
+
+/// The whole server side of a handshake on an accepted stream: reads the hello, applies
+/// [`admit`], and answers. A refusal is sent to the peer and returned as
+/// [`TransportError::Refused`]; the caller logs it and drops the stream.
+pub fn server_handshake<'c>(
+    stream: &mut TcpStream,
+    config: &'c ClusterConfig,
+    me: NodeId,
+    connected: impl Fn(NodeId) -> bool,
+    timeout: Duration,
+) -> Result<(Hello, &'c LinkConfig), TransportError> {
+    let peer_addr = stream.peer_addr().map_err(|e| TransportError::io("read peer address", e))?;
+    let hello = handshake::server_read_hello(stream, timeout)?;
+    match admit(config, me, &hello, peer_addr.ip(), connected) {
+        Ok(link) => {
+            handshake::server_accept(stream, me, timeout)?;
+            Ok((hello, link))
+        }
+        Err(refusal) => {
+            // The peer may already be gone; the refusal we return is what matters here.
+            let _ = handshake::server_refuse(stream, refusal.code, &refusal.message, timeout);
+            Err(TransportError::Refused { code: refusal.code, message: refusal.message })
+        }
+    }
+}
+
+/// The hello must want the transporter and Checksum the config gives the pair. A pair the
+/// config makes SHM may also run as plain TCP (the SHM link is set up over that TCP connection
+/// anyway), so that one config can compare both transporters; TCP never becomes SHM.
+fn check_link(link: &LinkConfig, hello: &Hello, me: NodeId) -> Result<(), Refusal> {
+    let from = hello.from;
+    let tcp_on_shm = link.kind == TransporterKind::Shm && hello.transporter == TransporterKind::Tcp;
+    if link.kind != hello.transporter && !tcp_on_shm {
+        return refuse(REFUSE_TRANSPORTER_MISMATCH, format!(
+            "node {from} wants a {} link but the config gives nodes {from} and {me} a {} link",
+            hello.transporter, link.kind
+        ));
+    }
+    if link.checksum != hello.checksum {
+        return refuse(REFUSE_CHECKSUM_MISMATCH, format!(
+            "node {from} has Checksum={} but the config gives the link between nodes {from} and \
+             {me} Checksum={}",
+            u8::from(hello.checksum),
+            u8::from(link.checksum)
+        ));
+    }
+    Ok(())
+}
+
+/// The peer's address must be one the node's HostName resolves to. A HostName that resolves to
+/// a loopback address admits any loopback address (a local process may connect from 127.0.0.1
+/// to a name that /etc/hosts maps to 127.0.1.1). An API slot without HostName admits any host.
+fn check_host(
+    config: &ClusterConfig,
+    from: NodeId,
+    kind: NodeKind,
+    peer_addr: IpAddr,
+) -> Result<(), Refusal> {
+    let host_name = match kind {
+        NodeKind::Data => config.data_node(from).map(|n| n.host_name.as_str()),
+        NodeKind::Api => config.api_slot(from).and_then(|s| s.host_name.as_deref()),
+        NodeKind::Mgm => {
+            config.mgm_nodes.iter().find(|n| n.node_id == from).map(|n| n.host_name.as_str())
+        }
+    };
+    let Some(host_name) = host_name.filter(|h| !h.is_empty()) else {
+        return Ok(());
+    };
+    let peer_addr = peer_addr.to_canonical();
+    let resolved = (host_name, 0).to_socket_addrs().map_err(|e| Refusal {
+        code: REFUSE_HOST_NOT_ALLOWED,
+        message: format!("cannot resolve HostName={host_name} of node {from}: {e}"),
+    })?;
+    let allowed = resolved.map(|a| a.ip().to_canonical()).any(|ip| {
+        ip == peer_addr || (ip.is_loopback() && peer_addr.is_loopback())
+    });
+    if allowed {
+        return Ok(());
+    }
+    refuse(REFUSE_HOST_NOT_ALLOWED, format!(
+        "node {from} connected from {peer_addr}, which is not its HostName={host_name}"
+    ))
+}
+
+fn refuse<T>(code: u32, message: String) -> Result<T, Refusal> {
+    Err(Refusal { code, message })
+}
+
+fn kind_name(kind: NodeKind) -> &'static str {
+    match kind {
+        NodeKind::Data => "a data node ([ndbd])",
+        NodeKind::Mgm => "a management node ([ndb_mgmd])",
+        NodeKind::Api => "an API node ([api])",
+    }
+}

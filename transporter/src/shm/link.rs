@@ -1,0 +1,421 @@
+//! [`ShmLink`]: the [`Transporter`] over a segment's two rings and the pair's TCP socket.
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rndb_config::LinkConfig;
+
+use super::ring::{Consumer, Producer, RingError};
+use super::segment::{MappedBytes, MappedControl, Segment};
+use super::setup::Role;
+use super::{SHM_LIVENESS_CHECK_INTERVAL_US, SHM_WAKE_BYTE};
+use crate::frame::{self, Decoded, FRAME_BYTES_MAX};
+use crate::settings::LinkSettings;
+use crate::{FlushStatus, FrameHeader, NodeId, TransportError, Transporter, TransporterKind};
+
+/// Wake-up bytes read from the TCP socket per system call.
+const WAKE_DRAIN_BYTES: usize = 64;
+
+/// A corruption a test can inject into this link's inbound ring, to check that the receiver
+/// answers [`TransportError::BadFrame`] instead of misbehaving. Writes are atomic stores, so a
+/// fault is memory-safe even while the peer runs.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShmFault {
+    /// Overwrites the inbound ring's published tail.
+    InboundTail(u64),
+    /// Overwrites the length word of the next unread inbound record (it must have arrived).
+    InboundRecordLength(u32),
+}
+
+/// One SHM link to one peer. Frames go through the segment's rings; the TCP socket carries only
+/// wake-up bytes, and its EOF tells that the peer process is gone.
+pub struct ShmLink {
+    peer: NodeId,
+    /// The pair's TCP connection, non-blocking: wake-up bytes both ways, EOF = peer gone.
+    stream: TcpStream,
+    /// Our outbound ring (ring 0 for the server, ring 1 for the client).
+    producer: Producer<MappedControl, MappedBytes>,
+    /// Our inbound ring.
+    consumer: Consumer<MappedControl, MappedBytes>,
+    /// Kept for fault injection: the inbound ring's data area.
+    inbound_bytes: MappedBytes,
+    /// Kept for fault injection: the inbound ring's control block.
+    inbound_control: MappedControl,
+    /// Checksum=1: frames carry (and must carry) a CRC-32 trailer.
+    checksum: bool,
+    /// Pending send bytes (unpublished ring bytes + overflow) above which `send` answers 1218.
+    send_limit_bytes: usize,
+    /// ShmSpintime: how long the caller's loop should spin before sleeping.
+    spintime_us: u32,
+    /// One encoded frame on its way into the ring; capacity kept, so sending does not allocate.
+    scratch: Vec<u8>,
+    /// Frame bytes written into the ring since the last publish (slot padding not counted).
+    unpublished_frame_bytes: usize,
+    /// Encoded frames that did not fit in the ring, oldest first, from `overflow_start`.
+    overflow: Vec<u8>,
+    overflow_start: usize,
+    /// The frame being delivered: copied out of the ring before it is validated, so the peer
+    /// cannot change bytes between the check and the use.
+    receive_frame: Box<[u8]>,
+    /// Set when we may have slept (a wake-up byte may be waiting); cleared by a socket check.
+    socket_check_due: bool,
+    last_socket_check: Instant,
+    /// The socket reported EOF; every further `receive` returns `Closed`.
+    peer_closed: bool,
+    segment_path: PathBuf,
+}
+
+impl ShmLink {
+    pub(crate) fn new(
+        stream: TcpStream,
+        peer: NodeId,
+        segment: Arc<Segment>,
+        role: Role,
+        link: &LinkConfig,
+    ) -> Result<ShmLink, TransportError> {
+        stream
+            .set_read_timeout(None)
+            .and_then(|()| stream.set_write_timeout(None))
+            .and_then(|()| stream.set_nonblocking(true))
+            .and_then(|()| stream.set_nodelay(true))
+            .map_err(|e| {
+                TransportError::io(format!("SHM link to node {peer}: configure socket"), e)
+            })?;
+        let (outbound_index, inbound_index) = match role {
+            Role::Server => (0, 1),
+            Role::Client => (1, 0),
+        };
+        let (out_control, out_bytes) = Segment::ring(&segment, outbound_index);
+        let (in_control, in_bytes) = Segment::ring(&segment, inbound_index);
+        let (inbound_control, inbound_bytes) = Segment::ring(&segment, inbound_index);
+        Ok(ShmLink {
+            peer,
+            stream,
+            producer: Producer::new(out_control, out_bytes, FRAME_BYTES_MAX),
+            consumer: Consumer::new(in_control, in_bytes, FRAME_BYTES_MAX),
+            inbound_bytes,
+            inbound_control,
+            checksum: link.checksum,
+            send_limit_bytes: LinkSettings::from_link(link).send_limit_bytes(),
+            spintime_us: link.shm_spintime_us,
+            scratch: Vec::with_capacity(FRAME_BYTES_MAX),
+            unpublished_frame_bytes: 0,
+            overflow: Vec::new(),
+            overflow_start: 0,
+            receive_frame: vec![0u8; FRAME_BYTES_MAX].into_boxed_slice(),
+            socket_check_due: true,
+            last_socket_check: Instant::now(),
+            peer_closed: false,
+            segment_path: segment.path().to_owned(),
+        })
+    }
+
+    /// ShmSpintime: how long the caller's loop should spin on `input_pending` before it calls
+    /// `prepare_to_sleep` and sleeps in its poller.
+    pub fn spintime(&self) -> Duration {
+        Duration::from_micros(u64::from(self.spintime_us))
+    }
+
+    /// The segment file's path (already unlinked once set-up finished; for logs and tests).
+    pub fn segment_path(&self) -> &Path {
+        &self.segment_path
+    }
+
+    /// Corrupts the inbound ring as `fault` says (tests only).
+    #[doc(hidden)]
+    pub fn inject_fault(&mut self, fault: ShmFault) {
+        use std::sync::atomic::Ordering;
+        match fault {
+            ShmFault::InboundTail(tail) => {
+                self.inbound_control
+                    .tail
+                    .word
+                    .store(tail, Ordering::Release);
+            }
+            ShmFault::InboundRecordLength(length) => {
+                let head = self.inbound_control.head.word.load(Ordering::Acquire);
+                let offset = (head % self.inbound_bytes_capacity() as u64) as usize;
+                self.inbound_bytes.store_word(offset, length);
+            }
+        }
+    }
+
+    /// Writes `bytes` into the outbound ring as one record, exactly as given (they need not be a
+    /// valid frame), and publishes it: a test plays a broken peer with it. Fails with
+    /// `Overloaded` when the ring has no room or frames are still waiting to be flushed.
+    #[doc(hidden)]
+    pub fn send_raw_record(&mut self, bytes: &[u8]) -> Result<(), TransportError> {
+        let padded_len = bytes.len().max(super::ring::RECORD_BYTES_MIN);
+        let mut record = bytes.to_vec();
+        record.resize(padded_len, 0);
+        let written = self.pending_send_bytes() == 0
+            && self
+                .producer
+                .try_write_bytes(&record)
+                .map_err(|e| self.ring_error(e))?;
+        if !written {
+            return Err(TransportError::Overloaded {
+                peer: self.peer,
+                pending_bytes: self.pending_send_bytes(),
+                limit_bytes: self.send_limit_bytes,
+            });
+        }
+        if self.producer.publish() {
+            self.wake_peer()?;
+        }
+        Ok(())
+    }
+
+    fn inbound_bytes_capacity(&self) -> usize {
+        use super::ring::RingBytes;
+        self.inbound_bytes.capacity_bytes()
+    }
+
+    fn bad_frame(&self, reason: impl Into<String>) -> TransportError {
+        TransportError::BadFrame {
+            peer: self.peer,
+            reason: reason.into(),
+        }
+    }
+
+    fn ring_error(&self, error: RingError) -> TransportError {
+        self.bad_frame(format!("SHM ring: {}", error.reason))
+    }
+
+    /// Copies whole frames from the overflow buffer into the ring while they fit.
+    fn drain_overflow(&mut self) -> Result<(), TransportError> {
+        while self.overflow_start < self.overflow.len() {
+            let rest = &self.overflow[self.overflow_start..];
+            let frame_len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+            match self.producer.try_write(&rest[..frame_len]) {
+                Ok(true) => {
+                    self.overflow_start += frame_len;
+                    self.unpublished_frame_bytes += frame_len;
+                }
+                Ok(false) => break,
+                Err(error) => return Err(self.ring_error(error)),
+            }
+        }
+        if self.overflow_start == self.overflow.len() {
+            self.overflow.clear();
+            self.overflow_start = 0;
+        }
+        Ok(())
+    }
+
+    /// Appends the frame in `scratch` to the overflow buffer, compacting it first when more than
+    /// half of it is already sent.
+    fn push_overflow(&mut self) {
+        if self.overflow_start > 0 && self.overflow_start * 2 >= self.overflow.len() {
+            self.overflow.drain(..self.overflow_start);
+            self.overflow_start = 0;
+        }
+        self.overflow.extend_from_slice(&self.scratch);
+    }
+
+    /// Writes one wake-up byte. A full socket buffer already holds wake-up bytes, so
+    /// `WouldBlock` is fine.
+    fn wake_peer(&mut self) -> Result<(), TransportError> {
+        match (&self.stream).write(&[SHM_WAKE_BYTE]) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
+            Err(e) if is_disconnect(&e) => Err(TransportError::Closed { peer: self.peer }),
+            Err(e) => Err(TransportError::io(
+                format!("wake node {} over TCP", self.peer),
+                e,
+            )),
+        }
+    }
+
+    /// Reads and discards wake-up bytes; notes EOF (the peer process is gone).
+    fn drain_socket(&mut self) -> Result<(), TransportError> {
+        self.socket_check_due = false;
+        self.last_socket_check = Instant::now();
+        let mut bytes = [0u8; WAKE_DRAIN_BYTES];
+        loop {
+            match (&self.stream).read(&mut bytes) {
+                Ok(0) => {
+                    self.peer_closed = true;
+                    return Ok(());
+                }
+                Ok(read_bytes) => {
+                    if bytes[..read_bytes].iter().any(|&b| b != SHM_WAKE_BYTE) {
+                        return Err(self.bad_frame("unexpected bytes on the SHM wake-up socket"));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if is_disconnect(&e) => {
+                    self.peer_closed = true;
+                    return Ok(());
+                }
+                Err(e) => {
+                    return Err(TransportError::io(
+                        format!("read SHM wake-ups from node {}", self.peer),
+                        e,
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Delivers every record published when the call began.
+    fn receive_ring(
+        &mut self,
+        on_frame: &mut dyn FnMut(&FrameHeader, &[u8]),
+    ) -> Result<usize, TransportError> {
+        match self.consumer.refresh() {
+            Ok(true) => {}
+            Ok(false) => return Ok(0),
+            Err(error) => return Err(self.ring_error(error)),
+        }
+        let mut delivered_count = 0;
+        loop {
+            let record_len = match self.consumer.pop_into(&mut self.receive_frame) {
+                Ok(Some(record_len)) => record_len,
+                Ok(None) => return Ok(delivered_count),
+                Err(error) => return Err(self.ring_error(error)),
+            };
+            let record = &self.receive_frame[..record_len];
+            match frame::decode(record, self.checksum) {
+                Ok(Decoded::Frame {
+                    header,
+                    payload,
+                    frame_len,
+                }) if frame_len == record_len => {
+                    on_frame(&header, payload);
+                    delivered_count += 1;
+                }
+                Ok(_) => return Err(self.bad_frame("SHM record length disagrees with its frame")),
+                Err(error) => return Err(self.bad_frame(error.to_string())),
+            }
+        }
+    }
+}
+
+fn is_disconnect(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionAborted
+    )
+}
+
+impl Transporter for ShmLink {
+    fn peer(&self) -> NodeId {
+        self.peer
+    }
+
+    fn kind(&self) -> TransporterKind {
+        TransporterKind::Shm
+    }
+
+    fn send(&mut self, header: &FrameHeader, payload: &[u8]) -> Result<(), TransportError> {
+        let frame_len = frame::encoded_len(payload.len(), self.checksum);
+        if frame_len > FRAME_BYTES_MAX {
+            return Err(TransportError::FrameTooLarge {
+                bytes: frame_len,
+                limit: FRAME_BYTES_MAX,
+            });
+        }
+        let pending_bytes = self.pending_send_bytes();
+        if pending_bytes + frame_len > self.send_limit_bytes {
+            return Err(TransportError::Overloaded {
+                peer: self.peer,
+                pending_bytes,
+                limit_bytes: self.send_limit_bytes,
+            });
+        }
+        self.scratch.clear();
+        frame::encode_into(&mut self.scratch, header, payload, self.checksum)?;
+        // Frames stay in order: while older frames wait in the overflow buffer, new ones queue
+        // behind them.
+        if self.overflow_start == self.overflow.len() {
+            match self.producer.try_write(&self.scratch) {
+                Ok(true) => {
+                    self.unpublished_frame_bytes += frame_len;
+                    return Ok(());
+                }
+                Ok(false) => {}
+                Err(error) => return Err(self.ring_error(error)),
+            }
+        }
+        self.push_overflow();
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<FlushStatus, TransportError> {
+        self.drain_overflow()?;
+        self.unpublished_frame_bytes = 0;
+        if self.producer.publish() {
+            self.wake_peer()?;
+        }
+        if self.overflow.is_empty() {
+            Ok(FlushStatus::Done)
+        } else {
+            Ok(FlushStatus::Pending)
+        }
+    }
+
+    fn receive(
+        &mut self,
+        on_frame: &mut dyn FnMut(&FrameHeader, &[u8]),
+    ) -> Result<usize, TransportError> {
+        if self.peer_closed {
+            return Err(TransportError::Closed { peer: self.peer });
+        }
+        let delivered_count = self.receive_ring(on_frame)?;
+        let check_interval = Duration::from_micros(SHM_LIVENESS_CHECK_INTERVAL_US);
+        let socket_check_due = self.socket_check_due
+            || (delivered_count == 0 && self.last_socket_check.elapsed() >= check_interval);
+        if socket_check_due {
+            self.drain_socket()?;
+        }
+        if self.peer_closed && delivered_count == 0 {
+            return Err(TransportError::Closed { peer: self.peer });
+        }
+        Ok(delivered_count)
+    }
+
+    fn pending_send_bytes(&self) -> usize {
+        self.unpublished_frame_bytes + (self.overflow.len() - self.overflow_start)
+    }
+
+    fn poll_fd(&self) -> RawFd {
+        self.stream.as_raw_fd()
+    }
+
+    fn input_pending(&self) -> bool {
+        self.peer_closed || self.consumer.input_pending()
+    }
+
+    fn prepare_to_sleep(&mut self) -> bool {
+        // After a sleep a wake-up byte may wait on the socket: look at it on the next receive.
+        self.socket_check_due = true;
+        self.consumer.prepare_to_sleep()
+    }
+
+    fn woke_up(&mut self) {
+        self.consumer.woke_up();
+    }
+}
+
+impl fmt::Debug for ShmLink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShmLink")
+            .field("peer", &self.peer)
+            .field("segment_path", &self.segment_path)
+            .field("pending_send_bytes", &self.pending_send_bytes())
+            .field("peer_closed", &self.peer_closed)
+            .finish_non_exhaustive()
+    }
+}

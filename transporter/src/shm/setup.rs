@@ -1,0 +1,204 @@
+//! The SHM set-up exchange, run on the link's TCP connection after the node handshake.
+//!
+//! ```text
+//! server -> client, offer (280 bytes, little-endian)
+//! 0    4    magic "RSHO"
+//! 4    4    segment layout version
+//! 8    8    segment bytes
+//! 16   2    path length n (1..=256)
+//! 18   6    reserved (zero)
+//! 24   256  path bytes (n used, the rest zero)
+//!
+//! client -> server, ack (8 bytes, little-endian)
+//! 0    4    magic "RSHA"
+//! 4    4    status: 0 = attached, 1 = refused (the client logs why)
+//! ```
+//!
+//! The server unlinks the file as soon as the ack arrives (or the exchange fails), so the file
+//! never outlives the set-up; the two mappings stay until each side drops its link.
+#![forbid(unsafe_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rndb_config::LinkConfig;
+
+use super::link::ShmLink;
+use super::segment::{Segment, SegmentSpec, HEADER_FLAG_CHECKSUM};
+use super::{SHM_LAYOUT_VERSION, SHM_SETUP_TIMEOUT_MS};
+use crate::{NodeId, TransportError};
+
+const OFFER_MAGIC: u32 = u32::from_le_bytes(*b"RSHO");
+const ACK_MAGIC: u32 = u32::from_le_bytes(*b"RSHA");
+const OFFER_PATH_BYTES_MAX: usize = 256;
+const OFFER_BYTES: usize = 24 + OFFER_PATH_BYTES_MAX;
+const ACK_BYTES: usize = 8;
+const ACK_ATTACHED: u32 = 0;
+const ACK_REFUSED: u32 = 1;
+
+/// Which end of the link this process is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// Created the segment; sends on ring 0, receives on ring 1.
+    Server,
+    /// Attached to it; sends on ring 1, receives on ring 0.
+    Client,
+}
+
+/// The data node side: creates the segment, offers it to the client over `stream`, waits
+/// (at most [`SHM_SETUP_TIMEOUT_MS`] per step) for the client's ack, and unlinks the file.
+/// `stream` must be connected and past the node handshake.
+pub fn server_setup(
+    stream: TcpStream,
+    peer: NodeId,
+    me: NodeId,
+    cluster_id: u64,
+    link: &LinkConfig,
+) -> Result<ShmLink, TransportError> {
+    prepare_stream(&stream)?;
+    let spec = SegmentSpec {
+        cluster_id,
+        server_node: me,
+        client_node: peer,
+        segment_bytes: link.shm_size_bytes,
+        checksum: link.checksum,
+    };
+    // On any error below, dropping `segment` unlinks the file.
+    let mut segment = Segment::create(&spec)?;
+    let offer = encode_offer(segment.path(), spec.segment_bytes)?;
+    (&stream)
+        .write_all(&offer)
+        .map_err(|e| TransportError::io(format!("SHM set-up with node {peer}: send offer"), e))?;
+    let mut ack = [0u8; ACK_BYTES];
+    (&stream)
+        .read_exact(&mut ack)
+        .map_err(|e| TransportError::io(format!("SHM set-up with node {peer}: read ack"), e))?;
+    segment.unlink()?;
+    let status = u32::from_le_bytes([ack[4], ack[5], ack[6], ack[7]]);
+    if u32::from_le_bytes([ack[0], ack[1], ack[2], ack[3]]) != ACK_MAGIC || status != ACK_ATTACHED {
+        return Err(TransportError::Handshake(format!(
+            "SHM set-up with node {peer}: client refused the segment (status {status})"
+        )));
+    }
+    ShmLink::new(stream, peer, Arc::new(segment), Role::Server, link)
+}
+
+/// The API node side: reads the server's offer, attaches to the segment, validates it against
+/// this link's config and acks. A segment that fails validation is refused (the server is told)
+/// and the error says why.
+pub fn client_setup(
+    stream: TcpStream,
+    me: NodeId,
+    peer: NodeId,
+    link: &LinkConfig,
+) -> Result<ShmLink, TransportError> {
+    prepare_stream(&stream)?;
+    let mut offer = [0u8; OFFER_BYTES];
+    (&stream)
+        .read_exact(&mut offer)
+        .map_err(|e| TransportError::io(format!("SHM set-up with node {peer}: read offer"), e))?;
+    let attached = decode_offer(&offer)
+        .and_then(|(path, segment_bytes)| check_size(segment_bytes, link).map(|()| path))
+        .and_then(|path| Segment::attach(&path, link.shm_size_bytes))
+        .and_then(|segment| check_identity(&segment, me, peer, link).map(|()| segment));
+    let status = if attached.is_ok() {
+        ACK_ATTACHED
+    } else {
+        ACK_REFUSED
+    };
+    let mut ack = [0u8; ACK_BYTES];
+    ack[..4].copy_from_slice(&ACK_MAGIC.to_le_bytes());
+    ack[4..].copy_from_slice(&status.to_le_bytes());
+    let ack_sent = (&stream).write_all(&ack);
+    let segment = attached?;
+    ack_sent
+        .map_err(|e| TransportError::io(format!("SHM set-up with node {peer}: send ack"), e))?;
+    ShmLink::new(stream, peer, Arc::new(segment), Role::Client, link)
+}
+
+/// Blocking mode with bounded waits for the set-up exchange.
+fn prepare_stream(stream: &TcpStream) -> Result<(), TransportError> {
+    let timeout = Some(Duration::from_millis(SHM_SETUP_TIMEOUT_MS));
+    stream
+        .set_nonblocking(false)
+        .and_then(|()| stream.set_read_timeout(timeout))
+        .and_then(|()| stream.set_write_timeout(timeout))
+        .map_err(|e| TransportError::io("SHM set-up: configure TCP socket", e))
+}
+
+fn encode_offer(
+    path: &std::path::Path,
+    segment_bytes: u64,
+) -> Result<[u8; OFFER_BYTES], TransportError> {
+    let path_bytes = path.as_os_str().as_encoded_bytes();
+    if path_bytes.is_empty() || path_bytes.len() > OFFER_PATH_BYTES_MAX {
+        return Err(TransportError::Handshake(format!(
+            "SHM path {} too long",
+            path.display()
+        )));
+    }
+    let mut offer = [0u8; OFFER_BYTES];
+    offer[0..4].copy_from_slice(&OFFER_MAGIC.to_le_bytes());
+    offer[4..8].copy_from_slice(&SHM_LAYOUT_VERSION.to_le_bytes());
+    offer[8..16].copy_from_slice(&segment_bytes.to_le_bytes());
+    offer[16..18].copy_from_slice(&(path_bytes.len() as u16).to_le_bytes());
+    offer[24..24 + path_bytes.len()].copy_from_slice(path_bytes);
+    Ok(offer)
+}
+
+fn decode_offer(offer: &[u8; OFFER_BYTES]) -> Result<(PathBuf, u64), TransportError> {
+    let refuse = |reason: String| Err(TransportError::Handshake(format!("SHM offer: {reason}")));
+    let magic = u32::from_le_bytes([offer[0], offer[1], offer[2], offer[3]]);
+    let version = u32::from_le_bytes([offer[4], offer[5], offer[6], offer[7]]);
+    let mut size = [0u8; 8];
+    size.copy_from_slice(&offer[8..16]);
+    let segment_bytes = u64::from_le_bytes(size);
+    let path_len = u16::from_le_bytes([offer[16], offer[17]]) as usize;
+    if magic != OFFER_MAGIC {
+        return refuse(format!("bad magic {magic:#010x}"));
+    }
+    if version != SHM_LAYOUT_VERSION {
+        return refuse(format!(
+            "layout version {version}, this build speaks {SHM_LAYOUT_VERSION}"
+        ));
+    }
+    if path_len == 0 || path_len > OFFER_PATH_BYTES_MAX {
+        return refuse(format!("path length {path_len}"));
+    }
+    let Ok(path) = std::str::from_utf8(&offer[24..24 + path_len]) else {
+        return refuse("path is not UTF-8".into());
+    };
+    Ok((PathBuf::from(path), segment_bytes))
+}
+
+fn check_size(segment_bytes: u64, link: &LinkConfig) -> Result<(), TransportError> {
+    if segment_bytes != link.shm_size_bytes {
+        return Err(TransportError::Handshake(format!(
+            "SHM offer of {segment_bytes} bytes, but this link's ShmSize is {}",
+            link.shm_size_bytes
+        )));
+    }
+    Ok(())
+}
+
+/// The segment must be for this pair of nodes and this link's Checksum setting.
+fn check_identity(
+    segment: &Segment,
+    me: NodeId,
+    peer: NodeId,
+    link: &LinkConfig,
+) -> Result<(), TransportError> {
+    let header = segment.header();
+    let checksum = header.flags & HEADER_FLAG_CHECKSUM != 0;
+    if header.server_node != peer.0 || header.client_node != me.0 || checksum != link.checksum {
+        return Err(TransportError::Handshake(format!(
+            "SHM segment is for server {} / client {} with Checksum={checksum}; expected \
+             server {peer} / client {me} with Checksum={}",
+            header.server_node, header.client_node, link.checksum
+        )));
+    }
+    Ok(())
+}

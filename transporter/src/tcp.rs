@@ -1,0 +1,272 @@
+//! The TCP link: a non-blocking socket with TCP_NODELAY, one contiguous bounded send buffer that
+//! a flush pushes with as few `send` calls as the kernel allows, and a fixed receive buffer that
+//! is decoded in place.
+//!
+//! Sending appends whole frames to the send buffer; `flush` writes from `send_offset` to the end
+//! and advances `send_offset` over what the kernel took. The buffer is compacted (the unsent tail
+//! moved to the front) only when an append would not fit behind it, so partial writes cost no
+//! copying. Receiving reads into the free space behind the undecoded bytes, delivers every whole
+//! frame, and moves the partial frame left over (less than [`FRAME_BYTES_MAX`]) to the front.
+#![forbid(unsafe_code)]
+
+use std::io::{self, Read};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+
+use socket2::SockRef;
+
+use crate::frame::{self, Decoded, FrameHeader, FRAME_BYTES_MAX};
+use crate::{FlushStatus, LinkSettings, NodeId, TransportError, Transporter, TransporterKind};
+
+/// The most reads one `receive` call makes, so one busy peer cannot starve the other links of
+/// a loop that polls many. Each read can fill the whole free part of the receive buffer.
+pub const RECEIVE_READS_PER_CALL_MAX: usize = 8;
+
+/// One TCP link to one peer node.
+pub struct TcpLink {
+    /// The connected socket, non-blocking with TCP_NODELAY from construction on.
+    stream: TcpStream,
+    /// The node at the other end; fixed.
+    peer: NodeId,
+    /// Checksum=1 on this link: frames out carry a CRC-32 trailer, frames in must.
+    checksum: bool,
+    /// Pending bytes above which `send` answers Overloaded; fixed.
+    send_limit_bytes: usize,
+    /// Encoded frames; bytes before `send_offset` are already written. Its capacity is reserved
+    /// at construction and never grows.
+    send_buffer: Vec<u8>,
+    /// How many bytes at the front of `send_buffer` the kernel has taken.
+    send_offset: usize,
+    /// Bytes read from the socket; `[receive_start, receive_end)` is not yet decoded.
+    receive_buffer: Box<[u8]>,
+    /// Start of the undecoded bytes (the start of a partial frame).
+    receive_start: usize,
+    /// End of the bytes read so far.
+    receive_end: usize,
+    /// Set when the peer closed while frames were still being delivered; the next `receive`
+    /// reports `Closed`.
+    peer_closed: bool,
+    /// Set when the peer sent a bad frame; every later `receive` reports it again.
+    bad_frame_reason: Option<String>,
+}
+
+impl TcpLink {
+    /// Wraps a connected stream (after the handshake) as a link to `peer`. Switches the socket to
+    /// non-blocking with TCP_NODELAY and allocates both buffers.
+    pub fn new(
+        stream: TcpStream,
+        peer: NodeId,
+        settings: &LinkSettings,
+    ) -> Result<TcpLink, TransportError> {
+        stream
+            .set_nonblocking(true)
+            .map_err(|e| TransportError::io(format!("link to node {peer}: set non-blocking"), e))?;
+        stream
+            .set_nodelay(true)
+            .map_err(|e| TransportError::io(format!("link to node {peer}: set TCP_NODELAY"), e))?;
+        let send_limit_bytes = settings.send_limit_bytes();
+        Ok(TcpLink {
+            stream,
+            peer,
+            checksum: settings.checksum,
+            send_limit_bytes,
+            send_buffer: Vec::with_capacity(send_limit_bytes),
+            send_offset: 0,
+            receive_buffer: vec![0u8; settings.receive_buffer_bytes_effective()].into_boxed_slice(),
+            receive_start: 0,
+            receive_end: 0,
+            peer_closed: false,
+            bad_frame_reason: None,
+        })
+    }
+
+    /// The local address of the socket.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.stream.local_addr()
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.stream.peer_addr()
+    }
+
+    /// The pending-bytes limit this link enforces.
+    pub fn send_limit_bytes(&self) -> usize {
+        self.send_limit_bytes
+    }
+
+    /// Moves the unsent tail of the send buffer to its front.
+    fn compact_send_buffer(&mut self) {
+        self.send_buffer.copy_within(self.send_offset.., 0);
+        self.send_buffer.truncate(self.send_buffer.len() - self.send_offset);
+        self.send_offset = 0;
+    }
+
+    /// Moves the undecoded bytes of the receive buffer to its front.
+    fn compact_receive_buffer(&mut self) {
+        if self.receive_start > 0 {
+            self.receive_buffer.copy_within(self.receive_start..self.receive_end, 0);
+            self.receive_end -= self.receive_start;
+            self.receive_start = 0;
+        }
+    }
+
+    /// One read into the free space. `Ok(None)` means the socket has nothing now; `Ok(Some(0))`
+    /// means the peer closed.
+    fn read_once(&mut self) -> Result<Option<usize>, TransportError> {
+        loop {
+            match self.stream.read(&mut self.receive_buffer[self.receive_end..]) {
+                Ok(read_bytes) => return Ok(Some(read_bytes)),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if is_disconnect(&e) => return Ok(Some(0)),
+                Err(e) => {
+                    return Err(TransportError::io(format!("link to node {}: read", self.peer), e))
+                }
+            }
+        }
+    }
+
+    /// Delivers every whole frame in the undecoded bytes and returns how many.
+    fn deliver(
+        &mut self,
+        on_frame: &mut dyn FnMut(&FrameHeader, &[u8]),
+    ) -> Result<usize, TransportError> {
+        let mut delivered = 0;
+        loop {
+            let undecoded = &self.receive_buffer[self.receive_start..self.receive_end];
+            match frame::decode(undecoded, self.checksum) {
+                Ok(Decoded::Frame { header, payload, frame_len }) => {
+                    on_frame(&header, payload);
+                    self.receive_start += frame_len;
+                    delivered += 1;
+                }
+                Ok(Decoded::NeedMore) => return Ok(delivered),
+                Err(e) => {
+                    let reason = e.to_string();
+                    self.bad_frame_reason = Some(reason.clone());
+                    return Err(TransportError::BadFrame { peer: self.peer, reason });
+                }
+            }
+        }
+    }
+}
+
+impl Transporter for TcpLink {
+    fn peer(&self) -> NodeId {
+        self.peer
+    }
+
+    fn kind(&self) -> TransporterKind {
+        TransporterKind::Tcp
+    }
+
+    fn send(&mut self, header: &FrameHeader, payload: &[u8]) -> Result<(), TransportError> {
+        let frame_len = frame::encoded_len(payload.len(), self.checksum);
+        if frame_len > FRAME_BYTES_MAX {
+            return Err(TransportError::FrameTooLarge { bytes: frame_len, limit: FRAME_BYTES_MAX });
+        }
+        let pending_bytes = self.pending_send_bytes();
+        if pending_bytes + frame_len > self.send_limit_bytes {
+            return Err(TransportError::Overloaded {
+                peer: self.peer,
+                pending_bytes,
+                limit_bytes: self.send_limit_bytes,
+            });
+        }
+        if self.send_buffer.len() + frame_len > self.send_buffer.capacity() {
+            self.compact_send_buffer();
+        }
+        frame::encode_into(&mut self.send_buffer, header, payload, self.checksum)?;
+        debug_assert!(self.pending_send_bytes() <= self.send_limit_bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<FlushStatus, TransportError> {
+        let socket = SockRef::from(&self.stream);
+        while self.send_offset < self.send_buffer.len() {
+            match socket.send_with_flags(&self.send_buffer[self.send_offset..], libc::MSG_NOSIGNAL) {
+                Ok(0) => return Err(TransportError::Closed { peer: self.peer }),
+                Ok(sent_bytes) => self.send_offset += sent_bytes,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(FlushStatus::Pending),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if is_disconnect(&e) => return Err(TransportError::Closed { peer: self.peer }),
+                Err(e) => {
+                    return Err(TransportError::io(format!("link to node {}: send", self.peer), e))
+                }
+            }
+        }
+        self.send_buffer.clear();
+        self.send_offset = 0;
+        Ok(FlushStatus::Done)
+    }
+
+    fn receive(
+        &mut self,
+        on_frame: &mut dyn FnMut(&FrameHeader, &[u8]),
+    ) -> Result<usize, TransportError> {
+        if let Some(reason) = &self.bad_frame_reason {
+            return Err(TransportError::BadFrame { peer: self.peer, reason: reason.clone() });
+        }
+        if self.peer_closed {
+            return Err(TransportError::Closed { peer: self.peer });
+        }
+        let mut delivered = 0;
+        for _ in 0..RECEIVE_READS_PER_CALL_MAX {
+            self.compact_receive_buffer();
+            let free_bytes = self.receive_buffer.len() - self.receive_end;
+            debug_assert!(free_bytes >= FRAME_BYTES_MAX, "a partial frame is below the limit");
+            match self.read_once()? {
+                None => break,
+                Some(0) => {
+                    self.peer_closed = true;
+                    if delivered == 0 {
+                        return Err(TransportError::Closed { peer: self.peer });
+                    }
+                    break;
+                }
+                Some(read_bytes) => {
+                    self.receive_end += read_bytes;
+                    delivered += self.deliver(on_frame)?;
+                    if read_bytes < free_bytes {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(delivered)
+    }
+
+    fn pending_send_bytes(&self) -> usize {
+        self.send_buffer.len() - self.send_offset
+    }
+
+    fn poll_fd(&self) -> RawFd {
+        self.stream.as_raw_fd()
+    }
+}
+
+impl std::fmt::Debug for TcpLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpLink")
+            .field("peer", &self.peer)
+            .field("fd", &self.stream.as_raw_fd())
+            .field("checksum", &self.checksum)
+            .field("pending_send_bytes", &self.pending_send_bytes())
+            .field("send_limit_bytes", &self.send_limit_bytes)
+            .field("undecoded_bytes", &(self.receive_end - self.receive_start))
+            .finish()
+    }
+}
+
+/// True for the errors that mean the peer is gone rather than that we misused the socket.
+fn is_disconnect(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::NotConnected
+            | io::ErrorKind::UnexpectedEof
+    )
+}
