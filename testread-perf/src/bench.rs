@@ -117,15 +117,8 @@ pub struct Workload<'a> {
 impl Workload<'_> {
     /// One untimed warm-up measurement, then `iterations` timed ones from random start rows.
     pub fn measure(&self, access: Access, rng: &mut StdRng) -> Result<Measured> {
-        let mut measured = Measured {
-            rows: 0,
-            executes: 0,
-            elapsed: Duration::ZERO,
-            execute_ns: Histogram::new_with_bounds(1, LATENCY_NS_MAX, LATENCY_SIGNIFICANT_DIGITS)
-                .context("create a latency histogram")?,
-        };
-        let mut warm_up = Measured { execute_ns: measured.execute_ns.clone(), ..measured };
-        self.measure_once(access, self.random_start(rng), &mut warm_up)?;
+        let mut measured = Measured::new()?;
+        self.measure_once(access, self.random_start(rng), &mut Measured::new()?)?;
         for _ in 0..self.iterations {
             self.shutdown.check()?;
             let start = self.random_start(rng);
@@ -194,6 +187,16 @@ impl Workload<'_> {
 }
 
 impl Measured {
+    fn new() -> Result<Measured> {
+        Ok(Measured {
+            rows: 0,
+            executes: 0,
+            elapsed: Duration::ZERO,
+            execute_ns: Histogram::new_with_bounds(1, LATENCY_NS_MAX, LATENCY_SIGNIFICANT_DIGITS)
+                .context("create a latency histogram")?,
+        })
+    }
+
     fn record_execute(&mut self, latency: Duration, rows: u64) {
         let ns = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX).clamp(1, LATENCY_NS_MAX);
         self.execute_ns.saturating_record(ns);

@@ -1,1 +1,164 @@
-fn main() {}
+//! testread-perf: NDB's testReadPerf for rndb.
+//!
+//! It connects to a cluster (or, with `--local`, starts the config's data nodes first), creates
+//! and loads its table, then for each transporter connects an API node that forces that link
+//! kind and, for each access type, runs `--iterations` measurements of `--range` rows. It prints
+//! µs per row, rows per second and the p50/p99 latency of one execute, as a table or as one
+//! JSON document on stdout; every diagnostic goes to stderr.
+//!
+//! - `args`: the command line.
+//! - `local`: `--local` data nodes as child processes, Ctrl-C handling.
+//! - `bench`: the table, the load, the measurement loops.
+//! - `report`: figures, table and JSON output.
+#![forbid(unsafe_code)]
+
+mod args;
+mod bench;
+mod local;
+mod report;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{anyhow, Context, Result};
+use clap::Parser;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rndb_api::{Cluster, ConnectOptions, LockMode, Table, TransporterKind};
+
+use args::{Args, Format, Transporter};
+use bench::Workload;
+use local::{Interrupted, LocalCluster, Shutdown};
+use report::{Figures, Params, Report};
+
+/// The config used without `--config-file`, relative to the current directory or the workspace.
+const DEFAULT_CONFIG: &str = "config/examples/single.ini";
+
+fn main() -> ExitCode {
+    let mut args = Args::parse();
+    match args.validate().and_then(|()| run(&args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<Interrupted>() => {
+            eprintln!("testread-perf: interrupted");
+            ExitCode::from(130)
+        }
+        Err(e) => {
+            eprintln!("testread-perf: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<()> {
+    let shutdown = Shutdown::install()?;
+    let config_path = resolve_config(args.config_file.as_deref())?;
+    let config = rndb_config::parse_file(&config_path)
+        .map_err(|e| anyhow!("{e}"))
+        .with_context(|| format!("read {}", config_path.display()))?;
+    for warning in &config.warnings {
+        eprintln!("testread-perf: {}: {warning}", config_path.display());
+    }
+    let _local = match args.local {
+        true => {
+            let ndbd = local::find_ndbd(args.ndbd.as_deref())?;
+            Some(LocalCluster::start(&config, &config_path, &ndbd, &shutdown)?)
+        }
+        false => None,
+    };
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut results = Vec::new();
+    let mut table: Option<Table> = None;
+    for &transporter in &args.transporter {
+        shutdown.check()?;
+        let cluster = connect(&config_path, transporter, args.spin_us)?;
+        let table = match &table {
+            Some(t) => t.clone(),
+            None => table.insert(bench::create_and_load(&cluster, args.size, &shutdown)?).clone(),
+        };
+        results.extend(measure_transporter(args, &cluster, &table, transporter, &mut rng, &shutdown)?);
+    }
+    let report = Report {
+        tool: "testread-perf",
+        version: 1,
+        params: Params::new(args, config_path.display().to_string(), seed),
+        results,
+    };
+    match args.format {
+        Format::Table => println!("{}", report.to_table()),
+        Format::Json => println!("{}", report.to_json()),
+    }
+    Ok(())
+}
+
+/// Runs every access type over one connected transporter.
+fn measure_transporter(
+    args: &Args,
+    cluster: &Cluster,
+    table: &Table,
+    transporter: Transporter,
+    rng: &mut StdRng,
+    shutdown: &Shutdown,
+) -> Result<Vec<Figures>> {
+    let lock: LockMode = args.lock.mode();
+    let workload = Workload {
+        cluster,
+        table,
+        size: args.size,
+        range: args.range,
+        iterations: args.iterations,
+        lock,
+        shutdown,
+    };
+    let mut figures = Vec::new();
+    for &access in &args.access {
+        eprintln!("testread-perf: measuring {} over {}", access.name(), transporter.name());
+        let measured = workload
+            .measure(access, rng)
+            .with_context(|| format!("measure {} over {}", access.name(), transporter.name()))?;
+        figures.push(Figures::new(transporter, access, &measured));
+    }
+    Ok(figures)
+}
+
+/// Connects an API node that forces `transporter` on its links.
+fn connect(config_path: &Path, transporter: Transporter, spin_us: Option<u32>) -> Result<Cluster> {
+    let mut options = ConnectOptions::default();
+    options.transporter = Some(transporter.kind());
+    if let Some(spin_us) = spin_us {
+        options.spin_us = spin_us;
+    }
+    let cluster = Cluster::connect(config_path, options).with_context(|| {
+        let hint = match transporter.kind() {
+            TransporterKind::Shm => {
+                " (SHM needs UseShm=1 on the data node and the same HostName on both nodes)"
+            }
+            TransporterKind::Tcp => "",
+        };
+        format!("connect over {}{hint}", transporter.kind())
+    })?;
+    cluster.ping().with_context(|| format!("ping over {}", transporter.kind()))?;
+    eprintln!(
+        "testread-perf: connected as API node {} over {}",
+        cluster.node_id(),
+        cluster.transporter_kind()
+    );
+    Ok(cluster)
+}
+
+/// The config file: the one given, else [`DEFAULT_CONFIG`] in the current directory, else in
+/// the workspace this binary was built from.
+fn resolve_config(given: Option<&Path>) -> Result<PathBuf> {
+    if let Some(path) = given {
+        return Ok(path.to_path_buf());
+    }
+    let here = PathBuf::from(DEFAULT_CONFIG);
+    if here.is_file() {
+        return Ok(here);
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(DEFAULT_CONFIG);
+    if workspace.is_file() {
+        return Ok(workspace);
+    }
+    Err(anyhow!("no --config-file given and no {DEFAULT_CONFIG} here or in {}", workspace.display()))
+}

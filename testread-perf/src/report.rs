@@ -1,0 +1,139 @@
+//! Turning measurements into figures, and printing them as a table or as one JSON document.
+
+use comfy_table::{presets, CellAlignment, Table};
+use serde::Serialize;
+
+use crate::args::{Access, Args, Transporter};
+use crate::bench::Measured;
+
+/// The JSON document `--format json` prints. `version` changes when a field changes meaning or
+/// goes away; new fields may appear without a version change.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub tool: &'static str,
+    pub version: u32,
+    pub params: Params,
+    pub results: Vec<Figures>,
+}
+
+/// The run's parameters, as given or defaulted.
+#[derive(Debug, Serialize)]
+pub struct Params {
+    pub config_file: String,
+    pub local: bool,
+    pub size: u32,
+    pub range: u32,
+    pub iterations: u32,
+    pub access: Vec<&'static str>,
+    pub transporter: Vec<&'static str>,
+    pub lock: &'static str,
+    pub spin_us: Option<u32>,
+    pub seed: u64,
+}
+
+impl Params {
+    pub fn new(args: &Args, config_file: String, seed: u64) -> Params {
+        Params {
+            config_file,
+            local: args.local,
+            size: args.size,
+            range: args.range,
+            iterations: args.iterations,
+            access: args.access.iter().map(|a| a.name()).collect(),
+            transporter: args.transporter.iter().map(|t| t.name()).collect(),
+            lock: args.lock.name(),
+            spin_us: args.spin_us,
+            seed,
+        }
+    }
+}
+
+/// The figures for one access type over one transporter.
+#[derive(Debug, Serialize)]
+pub struct Figures {
+    pub transporter: &'static str,
+    pub access: &'static str,
+    pub rows: u64,
+    pub executes: u64,
+    pub us_per_row: f64,
+    pub rows_per_sec: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+}
+
+impl Figures {
+    pub fn new(transporter: Transporter, access: Access, measured: &Measured) -> Figures {
+        let seconds = measured.elapsed.as_secs_f64();
+        let rows = measured.rows as f64;
+        let quantile_us = |q: f64| measured.execute_ns.value_at_quantile(q) as f64 / 1000.0;
+        Figures {
+            transporter: transporter.name(),
+            access: access.name(),
+            rows: measured.rows,
+            executes: measured.executes,
+            us_per_row: round3(if rows > 0.0 { seconds * 1e6 / rows } else { 0.0 }),
+            rows_per_sec: round3(if seconds > 0.0 { rows / seconds } else { 0.0 }),
+            p50_us: round3(quantile_us(0.50)),
+            p99_us: round3(quantile_us(0.99)),
+        }
+    }
+}
+
+/// Rounds to three decimals: nanosecond resolution for µs figures, enough for rates.
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+impl Report {
+    /// The report as one line of JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a report always serializes")
+    }
+
+    /// The report as text: a parameter line, then a table with one row per access type and
+    /// one column group (µs/row, rows/s, p50, p99) per transporter.
+    pub fn to_table(&self) -> String {
+        let p = &self.params;
+        let mut out = format!(
+            "testread-perf: {} rows, range {}, {} iterations, lock {}, seed {}, config {}\n",
+            p.size, p.range, p.iterations, p.lock, p.seed, p.config_file
+        );
+        let mut table = Table::new();
+        table.load_preset(presets::UTF8_FULL_CONDENSED);
+        let mut header = vec!["access".to_string()];
+        for transporter in &p.transporter {
+            let t = transporter.to_uppercase();
+            header.extend([
+                format!("{t} µs/row"),
+                format!("{t} rows/s"),
+                format!("{t} p50 µs"),
+                format!("{t} p99 µs"),
+            ]);
+        }
+        table.set_header(header);
+        for access in &p.access {
+            let mut cells = vec![access.to_string()];
+            for transporter in &p.transporter {
+                let found = self
+                    .results
+                    .iter()
+                    .find(|f| f.access == *access && f.transporter == *transporter);
+                cells.extend(match found {
+                    Some(f) => [
+                        format!("{:.2}", f.us_per_row),
+                        format!("{:.0}", f.rows_per_sec),
+                        format!("{:.1}", f.p50_us),
+                        format!("{:.1}", f.p99_us),
+                    ],
+                    None => ["-", "-", "-", "-"].map(String::from),
+                });
+            }
+            table.add_row(cells);
+        }
+        for column in table.column_iter_mut().skip(1) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+        out.push_str(&table.to_string());
+        out
+    }
+}
