@@ -6,7 +6,7 @@ use rndb_config::{ClusterConfig, DataNodeConfig, LinkConfig, NodeId, Transporter
 use rndb_transporter::handshake::{self, Hello};
 use rndb_transporter::settings::LinkSettings;
 use rndb_transporter::tcp::TcpLink;
-use rndb_transporter::{TransportError, Transporter};
+use rndb_transporter::{shm, TransportError, Transporter};
 
 use crate::{ConnectOptions, Error};
 
@@ -126,16 +126,13 @@ fn open_link(
     link: &LinkConfig,
     kind: TransporterKind,
 ) -> Result<Box<dyn Transporter>, TransportError> {
-    let _ = me;
     match kind {
         TransporterKind::Tcp => Ok(Box::new(TcpLink::new(
             stream,
             peer,
             &LinkSettings::from_link(link),
         )?)),
-        TransporterKind::Shm => Err(TransportError::Handshake(
-            "the shared-memory transporter is not wired into the API yet".into(),
-        )),
+        TransporterKind::Shm => Ok(Box::new(shm::client_setup(stream, me, peer, link)?)),
     }
 }
 

@@ -43,6 +43,8 @@ struct Shared {
     poll_owner: bool,
     /// Set once the link failed; every waiter then fails with this error.
     failure: Option<String>,
+    /// Threads sleeping on the condition variable.
+    waiters: usize,
 }
 
 /// The poller: readiness of the link's descriptor.
@@ -192,7 +194,12 @@ impl Connection {
             }
             if shared.poll_owner {
                 let timeout = (deadline - now).min(POLL_SLEEP_MAX);
-                let _unused = self.answered.wait_timeout(shared, timeout);
+                shared.waiters += 1;
+                let (mut shared, _) = self
+                    .answered
+                    .wait_timeout(shared, timeout)
+                    .unwrap_or_else(|p| p.into_inner());
+                shared.waiters -= 1;
                 continue;
             }
             shared.poll_owner = true;
@@ -203,8 +210,11 @@ impl Connection {
             if let Err(reason) = result {
                 shared.failure.get_or_insert(reason);
             }
+            let waiting = shared.waiters > 0;
             drop(shared);
-            self.answered.notify_all();
+            if waiting {
+                self.answered.notify_all();
+            }
         }
     }
 
@@ -213,20 +223,27 @@ impl Connection {
     fn poll_as_owner(&self, request_id: u32, deadline: Instant) -> Result<(), String> {
         let mut poller = self.poller.lock().unwrap_or_else(|p| p.into_inner());
         let mut last_input = Instant::now();
+        // The poller is edge-triggered and keeps readiness until someone waits on it, so a read
+        // before the first sleep is needed only when the last reader left input behind, or to
+        // spin.
+        let mut read_now = self.link().input_pending() || !self.spin.is_zero();
         loop {
-            let (delivered, mine_done) = self.receive_once(request_id)?;
-            if delivered > 0 {
-                self.answered.notify_all();
-                last_input = Instant::now();
+            if read_now {
+                let (delivered, mine_done) = self.receive_once(request_id)?;
+                if delivered > 0 {
+                    self.wake_waiters();
+                    last_input = Instant::now();
+                }
+                if mine_done {
+                    return Ok(());
+                }
             }
-            if mine_done {
-                return Ok(());
-            }
+            read_now = true;
             let now = Instant::now();
             if now >= deadline {
                 return Ok(());
             }
-            if delivered > 0 || now.duration_since(last_input) < self.spin {
+            if now.duration_since(last_input) < self.spin || self.link().input_pending() {
                 std::hint::spin_loop();
                 continue;
             }
@@ -242,6 +259,14 @@ impl Connection {
                     return Err(format!("poll: {e}"));
                 }
             }
+        }
+    }
+
+    /// Wakes threads waiting for answers, if there are any: a condition variable's notify is a
+    /// system call even with nobody waiting.
+    fn wake_waiters(&self) {
+        if self.shared().waiters > 0 {
+            self.answered.notify_all();
         }
     }
 

@@ -139,7 +139,11 @@ impl Cluster {
         let spin = Duration::from_micros(u64::from(options.spin_us));
         let connections = links
             .into_iter()
-            .map(|link| Connection::new(link, spin))
+            .map(|link| {
+                // An SHM link asks for its ShmSpintime; the option may ask for more.
+                let link_spin = link.spin_time().max(spin);
+                Connection::new(link, link_spin)
+            })
             .collect::<Result<_, _>>()?;
         Ok(Cluster {
             config,

@@ -39,13 +39,16 @@ pub struct ExecLoop {
     new_links: Receiver<Box<dyn Transporter>>,
     connected: Connected,
     /// SchedulerSpinTimer.
+    spin_base: Duration,
+    /// How long to spin after the last work: SchedulerSpinTimer, or the longest ShmSpintime of
+    /// the live links if that is longer. Recomputed when links come and go.
     spin: Duration,
     shutdown: Arc<AtomicBool>,
     /// Payload bytes of the frames read this turn.
     inbox: Vec<u8>,
     /// The frames read this turn: sender, header, payload range in `inbox`.
     inbox_frames: Vec<(NodeId, FrameHeader, Range<usize>)>,
-    /// Links that delivered frames last turn and may hold more without a new readiness event.
+    /// New links, which may hold input that arrived before they were registered.
     hot: Vec<NodeId>,
     /// Links with output not yet taken by the kernel.
     dirty: HashSet<NodeId>,
@@ -60,6 +63,7 @@ impl std::fmt::Debug for ExecLoop {
         f.debug_struct("ExecLoop")
             .field("links", &self.registry)
             .field("spin", &self.spin)
+            .field("spin_base", &self.spin_base)
             .finish()
     }
 }
@@ -80,6 +84,7 @@ impl ExecLoop {
             events: Events::with_capacity(1024),
             new_links,
             connected,
+            spin_base: spin,
             spin,
             shutdown,
             inbox: Vec::with_capacity(1 << 20),
@@ -119,7 +124,12 @@ impl ExecLoop {
     /// otherwise. Returns true when it slept.
     fn wait(&mut self, last_work: Instant, next_tick: Instant) -> bool {
         let now = Instant::now();
-        let mut timeout = if now.duration_since(last_work) < self.spin || !self.hot.is_empty() {
+        let input_waiting = !self.hot.is_empty()
+            || self
+                .registry
+                .iter_mut()
+                .any(|(_, link)| link.input_pending());
+        let mut timeout = if now.duration_since(last_work) < self.spin || input_waiting {
             Duration::ZERO
         } else {
             next_tick.saturating_duration_since(now)
@@ -183,8 +193,7 @@ impl ExecLoop {
                 frames.push((node, *header, start..inbox.len()));
             });
             match received {
-                Ok(0) => {}
-                Ok(_) => self.hot.push(node),
+                Ok(_) => {}
                 Err(TransportError::Closed { .. }) => {
                     self.broken.push((node, "peer closed the link".into()))
                 }
@@ -271,6 +280,7 @@ impl ExecLoop {
             tracing::info!(node = %node, "link closed: {reason}");
             self.kernel.on_disconnect(node);
         }
+        self.update_spin();
         self.run_jobs(now);
         self.flush_links();
         true
@@ -300,6 +310,16 @@ impl ExecLoop {
             // Input may have arrived before registration.
             self.hot.push(node);
         }
+        self.update_spin();
+    }
+
+    fn update_spin(&mut self) {
+        let links_spin = self
+            .registry
+            .iter_mut()
+            .map(|(_, link)| link.spin_time())
+            .max();
+        self.spin = links_spin.unwrap_or_default().max(self.spin_base);
     }
 }
 

@@ -46,6 +46,10 @@ pub fn run(config: ClusterConfig, me: NodeId, shutdown: Arc<AtomicBool>) -> anyh
     std::fs::create_dir_all(&node.data_dir)
         .with_context(|| format!("create DataDir {}", node.data_dir.display()))?;
     let listener = listener::bind(&config, me)?;
+    let stale = rndb_transporter::shm::clean_stale_segments(config.cluster_id());
+    if stale > 0 {
+        tracing::info!("removed {stale} shared-memory segments left by crashed processes");
+    }
     let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
     let poll = mio::Poll::new().context("create poller")?;
     let waker =

@@ -12,11 +12,11 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context};
-use rndb_config::{ClusterConfig, NodeId, TransporterKind};
+use rndb_config::{ClusterConfig, LinkConfig, NodeId, TransporterKind};
 use rndb_transporter::handshake::HANDSHAKE_TIMEOUT;
 use rndb_transporter::registry::server_handshake;
 use rndb_transporter::tcp::TcpLink;
-use rndb_transporter::{LinkSettings, TransportError, Transporter};
+use rndb_transporter::{shm, LinkSettings, TransportError, Transporter};
 
 /// The most handshakes in progress at once; further connections are closed at once.
 pub const HANDSHAKES_IN_FLIGHT_MAX: usize = 64;
@@ -120,14 +120,7 @@ impl Handshake {
             false
         };
         let result = server_handshake(&mut stream, &self.config, self.me, claim, HANDSHAKE_TIMEOUT)
-            .and_then(|(hello, link)| {
-                open_link(
-                    stream,
-                    hello.from,
-                    hello.transporter,
-                    &LinkSettings::from_link(link),
-                )
-            });
+            .and_then(|(hello, link)| self.open_link(stream, hello.from, hello.transporter, link));
         match result {
             Ok(link) => {
                 tracing::info!(%addr, node = %link.peer(), kind = %link.kind(), "node connected");
@@ -150,16 +143,28 @@ impl Handshake {
     }
 }
 
-fn open_link(
-    stream: TcpStream,
-    peer: NodeId,
-    kind: TransporterKind,
-    settings: &LinkSettings,
-) -> Result<Box<dyn Transporter>, TransportError> {
-    match kind {
-        TransporterKind::Tcp => Ok(Box::new(TcpLink::new(stream, peer, settings)?)),
-        TransporterKind::Shm => Err(TransportError::Handshake(format!(
-            "node {peer} asked for a shared-memory link, which this data node does not serve yet"
-        ))),
+impl Handshake {
+    /// Turns an admitted connection into the link the peer asked for. An SHM link is set up over
+    /// the same connection, which then stays open as its liveness and wake-up channel.
+    fn open_link(
+        &self,
+        stream: TcpStream,
+        peer: NodeId,
+        kind: TransporterKind,
+        link: &LinkConfig,
+    ) -> Result<Box<dyn Transporter>, TransportError> {
+        match kind {
+            TransporterKind::Tcp => Ok(Box::new(TcpLink::new(
+                stream,
+                peer,
+                &LinkSettings::from_link(link),
+            )?)),
+            TransporterKind::Shm => {
+                let cluster_id = self.config.cluster_id();
+                Ok(Box::new(shm::server_setup(
+                    stream, peer, self.me, cluster_id, link,
+                )?))
+            }
+        }
     }
 }

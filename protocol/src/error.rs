@@ -75,6 +75,14 @@ const ERRORS: &[(u32, ErrorClass, &str)] = &[
     (4209, ApplicationError, "Length parameter in equal/setValue is incorrect"),
     (1702, ApplicationError, "Node already connected"),
     (1704, ApplicationError, "Node type mismatch"),
+    (1710, ApplicationError, "Protocol version mismatch"),
+    (1711, ApplicationError, "Node read a different cluster configuration"),
+    (1712, ApplicationError, "Connection reached another node than the one asked for"),
+    (1713, ApplicationError, "Node id is not in the cluster configuration"),
+    (1714, ApplicationError, "No link between these nodes in the cluster configuration"),
+    (1715, ApplicationError, "Transporter kind does not match the configuration"),
+    (1716, ApplicationError, "Checksum setting does not match the configuration"),
+    (1717, ApplicationError, "Peer address does not match the node's HostName"),
     (4000, InternalError, "Malformed signal"),
 ];
 

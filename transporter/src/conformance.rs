@@ -42,24 +42,39 @@ pub trait LinkPair {
 /// checksums.
 pub fn ordering<P: LinkPair>() {
     for checksum in [false, true] {
-        let (mut a, mut b) = P::make(LinkSettings { checksum, ..LinkSettings::default() });
-        transfer(a.as_mut(), b.as_mut(), ORDERING_FRAME_COUNT, |index| index % 300);
+        let (mut a, mut b) = P::make(LinkSettings {
+            checksum,
+            ..LinkSettings::default()
+        });
+        transfer(a.as_mut(), b.as_mut(), ORDERING_FRAME_COUNT, |index| {
+            index % 300
+        });
         // And the other direction over the same pair.
-        transfer(b.as_mut(), a.as_mut(), ORDERING_FRAME_COUNT / 10, |index| index % 50);
+        transfer(b.as_mut(), a.as_mut(), ORDERING_FRAME_COUNT / 10, |index| {
+            index % 50
+        });
     }
 }
 
 /// Many sends and one flush: the send buffer accounts for every byte, and the receiver gets
 /// every frame.
 pub fn batches<P: LinkPair>() {
-    let (mut a, mut b) = P::make(LinkSettings { checksum: true, ..LinkSettings::default() });
+    let (mut a, mut b) = P::make(LinkSettings {
+        checksum: true,
+        ..LinkSettings::default()
+    });
     let frame_count = 100;
     let mut expected_bytes = 0;
     for index in 0..frame_count {
         let payload = payload_for(index, 20 + index);
-        a.send(&header_for(index), &payload).expect("a batch of 100 small frames fits");
+        a.send(&header_for(index), &payload)
+            .expect("a batch of 100 small frames fits");
         expected_bytes += frame::encoded_len(payload.len(), true);
-        assert_eq!(a.pending_send_bytes(), expected_bytes, "pending bytes after send {index}");
+        assert_eq!(
+            a.pending_send_bytes(),
+            expected_bytes,
+            "pending bytes after send {index}"
+        );
     }
     match a.flush().expect("flush a batch") {
         FlushStatus::Done => assert_eq!(a.pending_send_bytes(), 0, "Done means nothing pending"),
@@ -78,17 +93,32 @@ pub fn batches<P: LinkPair>() {
 /// FrameTooLarge and leaves the send buffer unchanged.
 pub fn large_frames<P: LinkPair>() {
     for checksum in [false, true] {
-        let (mut a, mut b) = P::make(LinkSettings { checksum, ..LinkSettings::default() });
+        let (mut a, mut b) = P::make(LinkSettings {
+            checksum,
+            ..LinkSettings::default()
+        });
         let trailer_bytes = if checksum { FRAME_TRAILER_BYTES } else { 0 };
         let payload_bytes_max = FRAME_BYTES_MAX - FRAME_HEADER_BYTES - trailer_bytes;
         let frame_count = 100;
-        transfer(a.as_mut(), b.as_mut(), frame_count, |index| payload_bytes_max - index % 3);
-        a.send(&header_for(frame_count), &payload_for(frame_count, 1)).expect("a small frame");
+        transfer(a.as_mut(), b.as_mut(), frame_count, |index| {
+            payload_bytes_max - index % 3
+        });
+        a.send(&header_for(frame_count), &payload_for(frame_count, 1))
+            .expect("a small frame");
         let pending_bytes = a.pending_send_bytes();
         let too_large = vec![0u8; payload_bytes_max + 1];
-        let err = a.send(&header_for(0), &too_large).expect_err("over the frame limit");
-        assert!(matches!(err, TransportError::FrameTooLarge { .. }), "got {err:?}");
-        assert_eq!(a.pending_send_bytes(), pending_bytes, "a refused frame changes nothing");
+        let err = a
+            .send(&header_for(0), &too_large)
+            .expect_err("over the frame limit");
+        assert!(
+            matches!(err, TransportError::FrameTooLarge { .. }),
+            "got {err:?}"
+        );
+        assert_eq!(
+            a.pending_send_bytes(),
+            pending_bytes,
+            "a refused frame changes nothing"
+        );
         let mut received = 0;
         wait_until("the frame after the refused one arrives", || {
             flush(a.as_mut());
@@ -111,10 +141,17 @@ pub fn back_pressure<P: LinkPair>() {
     let payload_bytes = 1000;
     let mut sent = 0;
     loop {
-        assert!(sent * payload_bytes < BACK_PRESSURE_BYTES_MAX, "never overloaded");
+        assert!(
+            sent * payload_bytes < BACK_PRESSURE_BYTES_MAX,
+            "never overloaded"
+        );
         match a.send(&header_for(sent), &payload_for(sent, payload_bytes)) {
             Ok(()) => sent += 1,
-            Err(TransportError::Overloaded { pending_bytes, limit_bytes, .. }) => {
+            Err(TransportError::Overloaded {
+                pending_bytes,
+                limit_bytes,
+                ..
+            }) => {
                 assert_eq!(pending_bytes, a.pending_send_bytes());
                 assert!(pending_bytes <= limit_bytes);
                 assert!(limit_bytes <= settings.send_limit_bytes());
@@ -126,15 +163,23 @@ pub fn back_pressure<P: LinkPair>() {
     }
     let pending_bytes = a.pending_send_bytes();
     let again = a.send(&header_for(sent), &payload_for(sent, payload_bytes));
-    assert!(matches!(again, Err(TransportError::Overloaded { .. })), "still full: {again:?}");
-    assert_eq!(a.pending_send_bytes(), pending_bytes, "Overloaded leaves the buffer unchanged");
+    assert!(
+        matches!(again, Err(TransportError::Overloaded { .. })),
+        "still full: {again:?}"
+    );
+    assert_eq!(
+        a.pending_send_bytes(),
+        pending_bytes,
+        "Overloaded leaves the buffer unchanged"
+    );
     let mut received = 0;
     wait_until("the peer drains the sender", || {
         flush(a.as_mut());
         received += receive_checked(b.as_mut(), received, |_| payload_bytes);
         received == sent && a.pending_send_bytes() == 0
     });
-    a.send(&header_for(sent), &payload_for(sent, payload_bytes)).expect("room again");
+    a.send(&header_for(sent), &payload_for(sent, payload_bytes))
+        .expect("room again");
     wait_until("the frame after the drain arrives", || {
         flush(a.as_mut());
         received += receive_checked(b.as_mut(), received, |_| payload_bytes);
@@ -148,7 +193,8 @@ pub fn peer_death<P: LinkPair>() {
     let (mut a, mut b) = P::make(LinkSettings::default());
     let peer = a.peer();
     for index in 0..10 {
-        b.send(&header_for(index), &payload_for(index, 8)).expect("send before dying");
+        b.send(&header_for(index), &payload_for(index, 8))
+            .expect("send before dying");
     }
     wait_until("the last frames leave", || {
         b.flush().expect("flush before dying") == FlushStatus::Done
@@ -172,20 +218,31 @@ pub fn peer_death<P: LinkPair>() {
         }
     });
     assert!(closed);
-    assert_eq!(received, 10, "frames sent before the peer died are delivered");
+    assert_eq!(
+        received, 10,
+        "frames sent before the peer died are delivered"
+    );
 }
 
 /// Raw bytes that are not a valid frame make `receive` return BadFrame naming the peer, after
 /// delivering the valid frames before them. Skipped when the factory cannot inject bytes.
 pub fn bad_frames<P: LinkPair>() {
     for case in bad_frame_cases() {
-        let settings = LinkSettings { checksum: case.checksum, ..LinkSettings::default() };
+        let settings = LinkSettings {
+            checksum: case.checksum,
+            ..LinkSettings::default()
+        };
         let Some((mut link, mut write_raw)) = P::make_raw(settings) else {
             return;
         };
         let mut valid = Vec::new();
-        frame::encode_into(&mut valid, &header_for(0), &payload_for(0, 5), case.checksum)
-            .expect("encode the valid frame");
+        frame::encode_into(
+            &mut valid,
+            &header_for(0),
+            &payload_for(0, 5),
+            case.checksum,
+        )
+        .expect("encode the valid frame");
         write_raw(&valid).expect("inject a valid frame");
         write_raw(&case.bytes).expect("inject garbage");
         let mut received = 0;
@@ -206,8 +263,16 @@ pub fn bad_frames<P: LinkPair>() {
             }
         });
         let reason = reason.unwrap_or_default();
-        assert!(reason.contains(case.reason), "{}: reason {reason:?}", case.name);
-        assert_eq!(received, 1, "{}: the valid frame before the garbage arrives", case.name);
+        assert!(
+            reason.contains(case.reason),
+            "{}: reason {reason:?}",
+            case.name
+        );
+        assert_eq!(
+            received, 1,
+            "{}: the valid frame before the garbage arrives",
+            case.name
+        );
     }
 }
 
@@ -243,7 +308,11 @@ fn transfer(
         received += receive_checked(b, received, &payload_bytes);
         received == frame_count
     });
-    assert_eq!(a.pending_send_bytes(), 0, "everything received means nothing pending");
+    assert_eq!(
+        a.pending_send_bytes(),
+        0,
+        "everything received means nothing pending"
+    );
 }
 
 /// One `receive` on `link`, expecting frames numbered from `first_index`; returns how many came.
@@ -257,8 +326,14 @@ fn receive_checked(
         check_frame(index, header, payload, payload_bytes(index));
         index += 1;
     };
-    let delivered = link.receive(&mut on_frame).unwrap_or_else(|e| panic!("receive: {e}"));
-    assert_eq!(delivered, index - first_index, "receive counts what it delivered");
+    let delivered = link
+        .receive(&mut on_frame)
+        .unwrap_or_else(|e| panic!("receive: {e}"));
+    assert_eq!(
+        delivered,
+        index - first_index,
+        "receive counts what it delivered"
+    );
     delivered
 }
 
@@ -272,7 +347,10 @@ fn flush(link: &mut dyn Transporter) {
 fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + WAIT_DEADLINE;
     while !condition() {
-        assert!(Instant::now() < deadline, "timed out after {WAIT_DEADLINE:?} waiting until {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {WAIT_DEADLINE:?} waiting until {what}"
+        );
         std::thread::yield_now();
     }
 }
@@ -293,13 +371,26 @@ fn payload_byte(index: usize, offset: usize) -> u8 {
 
 /// The payload of test frame `index`: a pattern that differs from frame to frame.
 fn payload_for(index: usize, payload_bytes: usize) -> Vec<u8> {
-    (0..payload_bytes).map(|offset| payload_byte(index, offset)).collect()
+    (0..payload_bytes)
+        .map(|offset| payload_byte(index, offset))
+        .collect()
 }
 
 fn check_frame(index: usize, header: &FrameHeader, payload: &[u8], payload_bytes: usize) {
-    assert_eq!(*header, header_for(index), "frame {index}: wrong header (lost or reordered?)");
-    assert_eq!(payload.len(), payload_bytes, "frame {index}: payload length");
-    let intact = payload.iter().enumerate().all(|(offset, &b)| b == payload_byte(index, offset));
+    assert_eq!(
+        *header,
+        header_for(index),
+        "frame {index}: wrong header (lost or reordered?)"
+    );
+    assert_eq!(
+        payload.len(),
+        payload_bytes,
+        "frame {index}: payload length"
+    );
+    let intact = payload
+        .iter()
+        .enumerate()
+        .all(|(offset, &b)| b == payload_byte(index, offset));
     assert!(intact, "frame {index}: payload corrupted");
 }
 
@@ -328,15 +419,49 @@ fn bad_frame_cases() -> Vec<BadFrameCase> {
     };
     let mut corrupted = encoded(true);
     corrupted[FRAME_HEADER_BYTES + 3] ^= 0x01;
-    let case = |name, checksum, bytes, reason| BadFrameCase { name, checksum, bytes, reason };
+    let case = |name, checksum, bytes, reason| BadFrameCase {
+        name,
+        checksum,
+        bytes,
+        reason,
+    };
     vec![
-        case("length below the header", false, raw_frame(8, 0, 16), "below the minimum"),
-        case("length above the limit, header only", false,
-            ((FRAME_BYTES_MAX + 1) as u32).to_le_bytes().to_vec(), "exceeds the limit"),
-        case("length u32::MAX", true, u32::MAX.to_le_bytes().to_vec(), "exceeds the limit"),
-        case("unknown flag bits", false, raw_frame(16, 0x0004, 16), "unknown flag bits"),
-        case("checksum flag on a plain link", false, encoded(true), "checksum flag"),
-        case("no checksum flag on a checksum link", true, encoded(false), "checksum flag"),
+        case(
+            "length below the header",
+            false,
+            raw_frame(8, 0, 16),
+            "below the minimum",
+        ),
+        case(
+            "length above the limit, header only",
+            false,
+            ((FRAME_BYTES_MAX + 1) as u32).to_le_bytes().to_vec(),
+            "exceeds the limit",
+        ),
+        case(
+            "length u32::MAX",
+            true,
+            u32::MAX.to_le_bytes().to_vec(),
+            "exceeds the limit",
+        ),
+        case(
+            "unknown flag bits",
+            false,
+            raw_frame(16, 0x0004, 16),
+            "unknown flag bits",
+        ),
+        case(
+            "checksum flag on a plain link",
+            false,
+            encoded(true),
+            "checksum flag",
+        ),
+        case(
+            "no checksum flag on a checksum link",
+            true,
+            encoded(false),
+            "checksum flag",
+        ),
         case("CRC mismatch", true, corrupted, "CRC-32 mismatch"),
     ]
 }

@@ -6,7 +6,11 @@ use rndb_config::NodeId;
 pub enum TransportError {
     /// The send buffer cannot take this frame (NDB error 1218, temporary).
     #[error("Send Buffers overloaded in NDB kernel (1218): link to node {peer} has {pending_bytes} bytes pending, limit {limit_bytes}")]
-    Overloaded { peer: NodeId, pending_bytes: usize, limit_bytes: usize },
+    Overloaded {
+        peer: NodeId,
+        pending_bytes: usize,
+        limit_bytes: usize,
+    },
     /// A frame longer than the frame limit was offered or announced.
     #[error("frame of {bytes} bytes exceeds the limit of {limit} bytes")]
     FrameTooLarge { bytes: usize, limit: usize },
@@ -24,12 +28,18 @@ pub enum TransportError {
     Refused { code: u32, message: String },
     /// An operating-system error, with what we were doing.
     #[error("{context}: {source}")]
-    Io { context: String, source: std::io::Error },
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
 }
 
 impl TransportError {
     /// Wraps an io error with a verb-phrase context.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        TransportError::Io { context: context.into(), source }
+        TransportError::Io {
+            context: context.into(),
+            source,
+        }
     }
 }

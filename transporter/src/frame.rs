@@ -26,7 +26,8 @@ pub const FRAME_TRAILER_BYTES: usize = 4;
 /// The largest frame, header and trailer included (NDB's limit of 32 KiB per message).
 pub const FRAME_BYTES_MAX: usize = 32 * 1024;
 /// The largest payload a frame can carry.
-pub const FRAME_PAYLOAD_BYTES_MAX: usize = FRAME_BYTES_MAX - FRAME_HEADER_BYTES - FRAME_TRAILER_BYTES;
+pub const FRAME_PAYLOAD_BYTES_MAX: usize =
+    FRAME_BYTES_MAX - FRAME_HEADER_BYTES - FRAME_TRAILER_BYTES;
 /// Flag bit: a CRC-32 trailer follows the payload.
 pub const FLAG_CHECKSUM: u16 = 1;
 
@@ -54,7 +55,11 @@ const _: () = assert!(FRAME_BYTES_MAX <= u32::MAX as usize);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decoded<'a> {
     /// One whole, validated frame; the next frame starts `frame_len` bytes later.
-    Frame { header: FrameHeader, payload: &'a [u8], frame_len: usize },
+    Frame {
+        header: FrameHeader,
+        payload: &'a [u8],
+        frame_len: usize,
+    },
     /// The bytes so far are a valid beginning of a frame; read more and decode again.
     NeedMore,
 }
@@ -65,7 +70,10 @@ pub enum Decoded<'a> {
 pub enum FrameError {
     /// The length field is smaller than the header (and trailer, when one is announced).
     #[error("frame length {length_bytes} is below the minimum of {min_bytes} bytes")]
-    LengthTooSmall { length_bytes: usize, min_bytes: usize },
+    LengthTooSmall {
+        length_bytes: usize,
+        min_bytes: usize,
+    },
     /// The length field is larger than [`FRAME_BYTES_MAX`].
     #[error("frame length {length_bytes} exceeds the limit of {FRAME_BYTES_MAX} bytes")]
     LengthTooLarge { length_bytes: usize },
@@ -117,7 +125,10 @@ pub fn encode_to_slice(
 ) -> Result<usize, TransportError> {
     let frame_len = checked_len(payload.len(), checksum)?;
     if out.len() < frame_len {
-        return Err(TransportError::FrameTooLarge { bytes: frame_len, limit: out.len() });
+        return Err(TransportError::FrameTooLarge {
+            bytes: frame_len,
+            limit: out.len(),
+        });
     }
     let payload_end = FRAME_HEADER_BYTES + payload.len();
     out[..FRAME_HEADER_BYTES].copy_from_slice(&header_bytes(header, frame_len, checksum));
@@ -140,7 +151,9 @@ pub fn decode(buf: &[u8], expect_checksum: bool) -> Result<Decoded<'_>, FrameErr
     };
     let frame_len = length_bytes as usize;
     if frame_len > FRAME_BYTES_MAX {
-        return Err(FrameError::LengthTooLarge { length_bytes: frame_len });
+        return Err(FrameError::LengthTooLarge {
+            length_bytes: frame_len,
+        });
     }
     if frame_len < FRAME_HEADER_BYTES {
         return Err(FrameError::LengthTooSmall {
@@ -155,7 +168,11 @@ pub fn decode(buf: &[u8], expect_checksum: bool) -> Result<Decoded<'_>, FrameErr
     if buf.len() < frame_len {
         return Ok(Decoded::NeedMore);
     }
-    let payload_end = if expect_checksum { frame_len - FRAME_TRAILER_BYTES } else { frame_len };
+    let payload_end = if expect_checksum {
+        frame_len - FRAME_TRAILER_BYTES
+    } else {
+        frame_len
+    };
     if expect_checksum {
         let trailer = read_u32(buf, payload_end).unwrap_or_default();
         let computed = crc32fast::hash(&buf[..payload_end]);
@@ -169,20 +186,31 @@ pub fn decode(buf: &[u8], expect_checksum: bool) -> Result<Decoded<'_>, FrameErr
         sender_block: read_u16(buf, 10).unwrap_or_default(),
         request_id: read_u32(buf, 12).unwrap_or_default(),
     };
-    Ok(Decoded::Frame { header, payload: &buf[FRAME_HEADER_BYTES..payload_end], frame_len })
+    Ok(Decoded::Frame {
+        header,
+        payload: &buf[FRAME_HEADER_BYTES..payload_end],
+        frame_len,
+    })
 }
 
 /// The frame length for a payload, or `FrameTooLarge`.
 fn checked_len(payload_len: usize, checksum: bool) -> Result<usize, TransportError> {
     let frame_len = encoded_len(payload_len, checksum);
     if frame_len > FRAME_BYTES_MAX {
-        return Err(TransportError::FrameTooLarge { bytes: frame_len, limit: FRAME_BYTES_MAX });
+        return Err(TransportError::FrameTooLarge {
+            bytes: frame_len,
+            limit: FRAME_BYTES_MAX,
+        });
     }
     Ok(frame_len)
 }
 
 /// The 16 header bytes of a frame of `frame_len` bytes (checked by the caller).
-fn header_bytes(header: &FrameHeader, frame_len: usize, checksum: bool) -> [u8; FRAME_HEADER_BYTES] {
+fn header_bytes(
+    header: &FrameHeader,
+    frame_len: usize,
+    checksum: bool,
+) -> [u8; FRAME_HEADER_BYTES] {
     let flags: u16 = if checksum { FLAG_CHECKSUM } else { 0 };
     let mut bytes = [0u8; FRAME_HEADER_BYTES];
     bytes[0..4].copy_from_slice(&(frame_len as u32).to_le_bytes());
@@ -201,11 +229,17 @@ fn check_flags(flags: u16, frame_len: usize, expect_checksum: bool) -> Result<()
     }
     let found = flags & FLAG_CHECKSUM != 0;
     if found != expect_checksum {
-        return Err(FrameError::ChecksumFlagMismatch { expected: expect_checksum, found });
+        return Err(FrameError::ChecksumFlagMismatch {
+            expected: expect_checksum,
+            found,
+        });
     }
     let min_bytes = encoded_len(0, expect_checksum);
     if frame_len < min_bytes {
-        return Err(FrameError::LengthTooSmall { length_bytes: frame_len, min_bytes });
+        return Err(FrameError::LengthTooSmall {
+            length_bytes: frame_len,
+            min_bytes,
+        });
     }
     Ok(())
 }
@@ -225,8 +259,12 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const HEADER: FrameHeader =
-        FrameHeader { signal: 0x1234, receiver_block: 7, sender_block: 9, request_id: 0xDEAD_BEEF };
+    const HEADER: FrameHeader = FrameHeader {
+        signal: 0x1234,
+        receiver_block: 7,
+        sender_block: 9,
+        request_id: 0xDEAD_BEEF,
+    };
 
     /// Raw frame bytes with a chosen length field and flags, for cases the encoder refuses to make.
     fn raw(length_bytes: u32, flags: u16, rest: &[u8]) -> Vec<u8> {
@@ -244,11 +282,19 @@ mod tests {
     }
 
     fn check(input: &[u8], expect_checksum: bool, expected: Result<Decoded<'_>, FrameError>) {
-        assert_eq!(decode(input, expect_checksum), expected, "input {input:02x?}");
+        assert_eq!(
+            decode(input, expect_checksum),
+            expected,
+            "input {input:02x?}"
+        );
     }
 
     fn frame(payload: &[u8], frame_len: usize) -> Result<Decoded<'_>, FrameError> {
-        Ok(Decoded::Frame { header: HEADER, payload, frame_len })
+        Ok(Decoded::Frame {
+            header: HEADER,
+            payload,
+            frame_len,
+        })
     }
 
     #[test]
@@ -276,39 +322,75 @@ mod tests {
     #[test]
     fn bad_lengths_fail_before_the_rest_arrives() {
         let too_large = (FRAME_BYTES_MAX + 1) as u32;
-        check(&too_large.to_le_bytes(), false, Err(FrameError::LengthTooLarge {
-            length_bytes: FRAME_BYTES_MAX + 1,
-        }));
-        check(&u32::MAX.to_le_bytes(), true, Err(FrameError::LengthTooLarge {
-            length_bytes: u32::MAX as usize,
-        }));
-        check(&15u32.to_le_bytes(), false, Err(FrameError::LengthTooSmall {
-            length_bytes: 15,
-            min_bytes: 16,
-        }));
-        check(&0u32.to_le_bytes(), true, Err(FrameError::LengthTooSmall {
-            length_bytes: 0,
-            min_bytes: 16,
-        }));
+        check(
+            &too_large.to_le_bytes(),
+            false,
+            Err(FrameError::LengthTooLarge {
+                length_bytes: FRAME_BYTES_MAX + 1,
+            }),
+        );
+        check(
+            &u32::MAX.to_le_bytes(),
+            true,
+            Err(FrameError::LengthTooLarge {
+                length_bytes: u32::MAX as usize,
+            }),
+        );
+        check(
+            &15u32.to_le_bytes(),
+            false,
+            Err(FrameError::LengthTooSmall {
+                length_bytes: 15,
+                min_bytes: 16,
+            }),
+        );
+        check(
+            &0u32.to_le_bytes(),
+            true,
+            Err(FrameError::LengthTooSmall {
+                length_bytes: 0,
+                min_bytes: 16,
+            }),
+        );
         // With a trailer announced, the frame must also hold the trailer.
-        check(&raw(18, FLAG_CHECKSUM, &[]), true, Err(FrameError::LengthTooSmall {
-            length_bytes: 18,
-            min_bytes: 20,
-        }));
+        check(
+            &raw(18, FLAG_CHECKSUM, &[]),
+            true,
+            Err(FrameError::LengthTooSmall {
+                length_bytes: 18,
+                min_bytes: 20,
+            }),
+        );
     }
 
     #[test]
     fn bad_flags_fail() {
-        check(&raw(16, 0x0002, &[]), false, Err(FrameError::UnknownFlags { flags: 2 }));
-        check(&raw(16, 0x8001, &[]), true, Err(FrameError::UnknownFlags { flags: 0x8001 }));
-        check(&raw(20, FLAG_CHECKSUM, &[]), false, Err(FrameError::ChecksumFlagMismatch {
-            expected: false,
-            found: true,
-        }));
-        check(&raw(16, 0, &[]), true, Err(FrameError::ChecksumFlagMismatch {
-            expected: true,
-            found: false,
-        }));
+        check(
+            &raw(16, 0x0002, &[]),
+            false,
+            Err(FrameError::UnknownFlags { flags: 2 }),
+        );
+        check(
+            &raw(16, 0x8001, &[]),
+            true,
+            Err(FrameError::UnknownFlags { flags: 0x8001 }),
+        );
+        check(
+            &raw(20, FLAG_CHECKSUM, &[]),
+            false,
+            Err(FrameError::ChecksumFlagMismatch {
+                expected: false,
+                found: true,
+            }),
+        );
+        check(
+            &raw(16, 0, &[]),
+            true,
+            Err(FrameError::ChecksumFlagMismatch {
+                expected: true,
+                found: false,
+            }),
+        );
     }
 
     #[test]
@@ -321,7 +403,10 @@ mod tests {
             // what must never happen is a frame being delivered.
             let result = decode(&bad, true);
             let delivered = matches!(result, Ok(Decoded::Frame { .. }));
-            assert!(!delivered, "flipping byte {index} went unnoticed: {result:?}");
+            assert!(
+                !delivered,
+                "flipping byte {index} went unnoticed: {result:?}"
+            );
         }
     }
 
@@ -333,8 +418,14 @@ mod tests {
         assert_eq!(out.len(), 3 + FRAME_BYTES_MAX);
         let over = vec![0u8; FRAME_PAYLOAD_BYTES_MAX + 1];
         let err = encode_into(&mut out, &HEADER, &over, true).expect_err("one byte too many");
-        assert!(matches!(err, TransportError::FrameTooLarge { bytes, .. } if bytes == FRAME_BYTES_MAX + 1));
-        assert_eq!(out.len(), 3 + FRAME_BYTES_MAX, "a refused frame leaves the buffer unchanged");
+        assert!(
+            matches!(err, TransportError::FrameTooLarge { bytes, .. } if bytes == FRAME_BYTES_MAX + 1)
+        );
+        assert_eq!(
+            out.len(),
+            3 + FRAME_BYTES_MAX,
+            "a refused frame leaves the buffer unchanged"
+        );
     }
 
     #[test]
@@ -344,7 +435,13 @@ mod tests {
         assert_eq!(&slot[..frame_len], &encoded(b"abc", true)[..]);
         let mut small = [0u8; 18];
         let err = encode_to_slice(&mut small, &HEADER, b"abc", false).expect_err("slot too small");
-        assert!(matches!(err, TransportError::FrameTooLarge { bytes: 19, limit: 18 }));
+        assert!(matches!(
+            err,
+            TransportError::FrameTooLarge {
+                bytes: 19,
+                limit: 18
+            }
+        ));
     }
 
     proptest! {

@@ -87,12 +87,18 @@ pub struct HelloAccepted {
 
 impl Hello {
     /// The hello `from` sends to `to`, from the config both read.
-    pub fn for_link(config: &ClusterConfig, from: NodeId, to: NodeId) -> Result<Hello, TransportError> {
-        let from_kind = config
-            .node_kind(from)
-            .ok_or_else(|| TransportError::Handshake(format!("node {from} is not in the config")))?;
+    pub fn for_link(
+        config: &ClusterConfig,
+        from: NodeId,
+        to: NodeId,
+    ) -> Result<Hello, TransportError> {
+        let from_kind = config.node_kind(from).ok_or_else(|| {
+            TransportError::Handshake(format!("node {from} is not in the config"))
+        })?;
         let link = config.link(from, to).ok_or_else(|| {
-            TransportError::Handshake(format!("the config has no link between nodes {from} and {to}"))
+            TransportError::Handshake(format!(
+                "the config has no link between nodes {from} and {to}"
+            ))
         })?;
         Ok(Hello {
             protocol_version: PROTOCOL_VERSION,
@@ -122,10 +128,16 @@ impl Hello {
     /// Parses a HELLO payload; anything but exactly 23 well-formed bytes is an error.
     pub fn decode(payload: &[u8]) -> Result<Hello, TransportError> {
         let bytes: &[u8; HELLO_BYTES] = payload.try_into().map_err(|_| {
-            bad(format!("HELLO payload is {} bytes, expected {HELLO_BYTES}", payload.len()))
+            bad(format!(
+                "HELLO payload is {} bytes, expected {HELLO_BYTES}",
+                payload.len()
+            ))
         })?;
         if bytes[0..4] != HELLO_MAGIC {
-            return Err(bad(format!("bad magic {:02x?}, expected \"RNDB\"", &bytes[0..4])));
+            return Err(bad(format!(
+                "bad magic {:02x?}, expected \"RNDB\"",
+                &bytes[0..4]
+            )));
         }
         let from_kind = match bytes[20] {
             1 => NodeKind::Data,
@@ -146,7 +158,8 @@ impl Hello {
         Ok(Hello {
             protocol_version: u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]),
             cluster_id: u64::from_le_bytes([
-                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15],
+                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14],
+                bytes[15],
             ]),
             from: NodeId(u16::from_le_bytes([bytes[16], bytes[17]])),
             to: NodeId(u16::from_le_bytes([bytes[18], bytes[19]])),
@@ -184,24 +197,36 @@ pub fn client_handshake(
             Ok(accepted)
         }
         SIGNAL_HELLO_REF => Err(decode_ref(payload)?),
-        other => Err(bad(format!("expected HELLO_CONF or HELLO_REF, got signal {other:#06x}"))),
+        other => Err(bad(format!(
+            "expected HELLO_CONF or HELLO_REF, got signal {other:#06x}"
+        ))),
     }
 }
 
 /// The server side, first step: reads the client's HELLO. The caller decides (see
 /// `registry::admit`) and answers with [`server_accept`] or [`server_refuse`].
-pub fn server_read_hello(stream: &mut TcpStream, timeout: Duration) -> Result<Hello, TransportError> {
+pub fn server_read_hello(
+    stream: &mut TcpStream,
+    timeout: Duration,
+) -> Result<Hello, TransportError> {
     let deadline = Instant::now() + timeout;
     let mut buf = Vec::new();
     let header = read_frame(stream, &mut buf, deadline).map_err(|e| context(e, "read HELLO"))?;
     if header.signal != SIGNAL_HELLO {
-        return Err(bad(format!("expected HELLO, got signal {:#06x}", header.signal)));
+        return Err(bad(format!(
+            "expected HELLO, got signal {:#06x}",
+            header.signal
+        )));
     }
     Hello::decode(&buf[FRAME_HEADER_BYTES..])
 }
 
 /// The server side, admitting: sends HELLO_CONF carrying our node id `me`.
-pub fn server_accept(stream: &mut TcpStream, me: NodeId, timeout: Duration) -> Result<(), TransportError> {
+pub fn server_accept(
+    stream: &mut TcpStream,
+    me: NodeId,
+    timeout: Duration,
+) -> Result<(), TransportError> {
     let deadline = Instant::now() + timeout;
     write_frame(stream, SIGNAL_HELLO_CONF, &me.0.to_le_bytes(), deadline)
         .map_err(|e| context(e, "send HELLO_CONF"))
@@ -216,8 +241,13 @@ pub fn server_refuse(
     timeout: Duration,
 ) -> Result<(), TransportError> {
     let deadline = Instant::now() + timeout;
-    write_frame(stream, SIGNAL_HELLO_REF, &encode_ref(code, message), deadline)
-        .map_err(|e| context(e, "send HELLO_REF"))
+    write_frame(
+        stream,
+        SIGNAL_HELLO_REF,
+        &encode_ref(code, message),
+        deadline,
+    )
+    .map_err(|e| context(e, "send HELLO_REF"))
 }
 
 /// The HELLO_REF payload for a code and message.
@@ -237,7 +267,10 @@ pub fn encode_ref(code: u32, message: &str) -> Vec<u8> {
 /// Parses a HELLO_REF payload into the `Refused` error it stands for.
 pub fn decode_ref(payload: &[u8]) -> Result<TransportError, TransportError> {
     let (Some(code_bytes), Some(len_bytes)) = (payload.get(0..4), payload.get(4..6)) else {
-        return Err(bad(format!("HELLO_REF payload of {} bytes is too short", payload.len())));
+        return Err(bad(format!(
+            "HELLO_REF payload of {} bytes is too short",
+            payload.len()
+        )));
     };
     let code = u32::from_le_bytes([code_bytes[0], code_bytes[1], code_bytes[2], code_bytes[3]]);
     let message_bytes = usize::from(u16::from_le_bytes([len_bytes[0], len_bytes[1]]));
@@ -253,9 +286,14 @@ pub fn decode_ref(payload: &[u8]) -> Result<TransportError, TransportError> {
 
 fn decode_conf(payload: &[u8]) -> Result<HelloAccepted, TransportError> {
     let bytes: [u8; HELLO_CONF_BYTES] = payload.try_into().map_err(|_| {
-        bad(format!("HELLO_CONF payload is {} bytes, expected {HELLO_CONF_BYTES}", payload.len()))
+        bad(format!(
+            "HELLO_CONF payload is {} bytes, expected {HELLO_CONF_BYTES}",
+            payload.len()
+        ))
     })?;
-    Ok(HelloAccepted { server_node: NodeId(u16::from_le_bytes(bytes)) })
+    Ok(HelloAccepted {
+        server_node: NodeId(u16::from_le_bytes(bytes)),
+    })
 }
 
 fn node_kind_code(kind: NodeKind) -> u8 {
@@ -280,10 +318,15 @@ fn write_frame(
     payload: &[u8],
     deadline: Instant,
 ) -> Result<(), TransportError> {
-    let header = FrameHeader { signal, ..FrameHeader::default() };
+    let header = FrameHeader {
+        signal,
+        ..FrameHeader::default()
+    };
     let mut bytes = Vec::with_capacity(frame::encoded_len(payload.len(), false));
     frame::encode_into(&mut bytes, &header, payload, false)?;
-    stream.set_nonblocking(false).map_err(|e| TransportError::io("set blocking", e))?;
+    stream
+        .set_nonblocking(false)
+        .map_err(|e| TransportError::io("set blocking", e))?;
     stream
         .set_write_timeout(Some(remaining(deadline)?))
         .map_err(|e| TransportError::io("set write timeout", e))?;
@@ -298,12 +341,16 @@ fn read_frame(
     buf: &mut Vec<u8>,
     deadline: Instant,
 ) -> Result<FrameHeader, TransportError> {
-    stream.set_nonblocking(false).map_err(|e| TransportError::io("set blocking", e))?;
+    stream
+        .set_nonblocking(false)
+        .map_err(|e| TransportError::io("set blocking", e))?;
     buf.resize(FRAME_HEADER_BYTES, 0);
     read_exact_until(stream, buf, deadline)?;
     let frame_len = match frame::decode(buf, false) {
-        Ok(Decoded::NeedMore) => usize::try_from(u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]))
-            .unwrap_or(usize::MAX),
+        Ok(Decoded::NeedMore) => {
+            usize::try_from(u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]))
+                .unwrap_or(usize::MAX)
+        }
         Ok(Decoded::Frame { frame_len, .. }) => frame_len,
         Err(e) => return Err(bad(e.to_string())),
     };
@@ -322,7 +369,11 @@ fn read_frame(
 }
 
 /// `read_exact` with the socket's read timeout renewed to what is left before `deadline`.
-fn read_exact_until(stream: &mut TcpStream, mut buf: &mut [u8], deadline: Instant) -> Result<(), TransportError> {
+fn read_exact_until(
+    stream: &mut TcpStream,
+    mut buf: &mut [u8],
+    deadline: Instant,
+) -> Result<(), TransportError> {
     while !buf.is_empty() {
         stream
             .set_read_timeout(Some(remaining(deadline)?))
@@ -362,10 +413,13 @@ fn bad(message: String) -> TransportError {
 fn context(e: TransportError, doing: impl Into<String>) -> TransportError {
     let doing = doing.into();
     match e {
-        TransportError::Handshake(message) => TransportError::Handshake(format!("{doing}: {message}")),
-        TransportError::Io { context, source } => {
-            TransportError::Io { context: format!("{doing}: {context}"), source }
+        TransportError::Handshake(message) => {
+            TransportError::Handshake(format!("{doing}: {message}"))
         }
+        TransportError::Io { context, source } => TransportError::Io {
+            context: format!("{doing}: {context}"),
+            source,
+        },
         other => other,
     }
 }

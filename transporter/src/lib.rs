@@ -27,15 +27,15 @@ pub mod frame;
 pub mod handshake;
 pub mod registry;
 pub mod settings;
-pub mod tcp;
 pub mod shm;
+pub mod tcp;
 
 mod error;
 
 pub use error::TransportError;
 pub use frame::{FrameHeader, FRAME_BYTES_MAX, FRAME_HEADER_BYTES};
-pub use settings::LinkSettings;
 pub use rndb_config::{NodeId, TransporterKind};
+pub use settings::LinkSettings;
 
 use std::os::fd::RawFd;
 
@@ -95,4 +95,10 @@ pub trait Transporter: Send {
 
     /// Called after the loop wakes from the poller.
     fn woke_up(&mut self) {}
+
+    /// How long a loop serving this link should spin after its last input before it sleeps
+    /// (ShmSpintime for SHM links; TCP links ask for none).
+    fn spin_time(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
 }

@@ -79,7 +79,10 @@ impl Registry {
     pub fn new() -> Registry {
         let mut links = Vec::new();
         links.resize_with(usize::from(NodeId::MAX) + 1, || None);
-        Registry { links, link_count: 0 }
+        Registry {
+            links,
+            link_count: 0,
+        }
     }
 
     /// Adds a link under its peer's id. Returns the link that was there before, if any, which
@@ -112,7 +115,9 @@ impl Registry {
 
     /// True when a link to `peer` is registered.
     pub fn contains(&self, peer: NodeId) -> bool {
-        self.links.get(usize::from(peer.0)).is_some_and(Option::is_some)
+        self.links
+            .get(usize::from(peer.0))
+            .is_some_and(Option::is_some)
     }
 
     /// Every link, in node-id order.
@@ -145,7 +150,9 @@ impl Registry {
 
 impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Registry").field("peers", &self.peers().collect::<Vec<_>>()).finish()
+        f.debug_struct("Registry")
+            .field("peers", &self.peers().collect::<Vec<_>>())
+            .finish()
     }
 }
 
@@ -160,28 +167,40 @@ pub fn admit<'c>(
 ) -> Result<&'c LinkConfig, Refusal> {
     let from = hello.from;
     if hello.protocol_version != PROTOCOL_VERSION {
-        return refuse(REFUSE_VERSION_MISMATCH, format!(
-            "node {from} speaks protocol version {}, node {me} speaks {PROTOCOL_VERSION}",
-            hello.protocol_version
-        ));
+        return refuse(
+            REFUSE_VERSION_MISMATCH,
+            format!(
+                "node {from} speaks protocol version {}, node {me} speaks {PROTOCOL_VERSION}",
+                hello.protocol_version
+            ),
+        );
     }
     if hello.cluster_id != config.cluster_id() {
-        return refuse(REFUSE_CLUSTER_MISMATCH, format!(
-            "node {from} read a different cluster config (cluster id {:#018x}) than node {me} \
+        return refuse(
+            REFUSE_CLUSTER_MISMATCH,
+            format!(
+                "node {from} read a different cluster config (cluster id {:#018x}) than node {me} \
              ({:#018x}, from {})",
-            hello.cluster_id,
-            config.cluster_id(),
-            config.source.display()
-        ));
+                hello.cluster_id,
+                config.cluster_id(),
+                config.source.display()
+            ),
+        );
     }
     if hello.to != me {
-        return refuse(REFUSE_WRONG_NODE, format!(
-            "node {from} asked for node {} but reached node {me}: check ServerPort/HostName",
-            hello.to
-        ));
+        return refuse(
+            REFUSE_WRONG_NODE,
+            format!(
+                "node {from} asked for node {} but reached node {me}: check ServerPort/HostName",
+                hello.to
+            ),
+        );
     }
     let Some(config_kind) = config.node_kind(from) else {
-        return refuse(REFUSE_UNKNOWN_NODE, format!("node {from} is not in the config: no NodeId={from}"));
+        return refuse(
+            REFUSE_UNKNOWN_NODE,
+            format!("node {from} is not in the config: no NodeId={from}"),
+        );
     };
     if config_kind != hello.from_kind {
         return refuse(REFUSE_NODE_TYPE_MISMATCH, format!(
@@ -191,17 +210,21 @@ pub fn admit<'c>(
         ));
     }
     let Some(link) = config.link(from, me) else {
-        return refuse(REFUSE_NO_LINK, format!(
-            "the config has no link between node {from} ({}) and node {me}",
-            kind_name(config_kind)
-        ));
+        return refuse(
+            REFUSE_NO_LINK,
+            format!(
+                "the config has no link between node {from} ({}) and node {me}",
+                kind_name(config_kind)
+            ),
+        );
     };
     check_link(link, hello, me)?;
     check_host(config, from, config_kind, peer_addr)?;
     if connected(from) {
-        return refuse(REFUSE_ALREADY_CONNECTED, format!(
-            "Node already connected: node {from} already has a link to node {me}"
-        ));
+        return refuse(
+            REFUSE_ALREADY_CONNECTED,
+            format!("Node already connected: node {from} already has a link to node {me}"),
+        );
     }
     Ok(link)
 }
@@ -216,7 +239,9 @@ pub fn server_handshake<'c>(
     connected: impl Fn(NodeId) -> bool,
     timeout: Duration,
 ) -> Result<(Hello, &'c LinkConfig), TransportError> {
-    let peer_addr = stream.peer_addr().map_err(|e| TransportError::io("read peer address", e))?;
+    let peer_addr = stream
+        .peer_addr()
+        .map_err(|e| TransportError::io("read peer address", e))?;
     let hello = handshake::server_read_hello(stream, timeout)?;
     match admit(config, me, &hello, peer_addr.ip(), connected) {
         Ok(link) => {
@@ -226,7 +251,10 @@ pub fn server_handshake<'c>(
         Err(refusal) => {
             // The peer may already be gone; the refusal we return is what matters here.
             let _ = handshake::server_refuse(stream, refusal.code, &refusal.message, timeout);
-            Err(TransportError::Refused { code: refusal.code, message: refusal.message })
+            Err(TransportError::Refused {
+                code: refusal.code,
+                message: refusal.message,
+            })
         }
     }
 }
@@ -238,18 +266,24 @@ fn check_link(link: &LinkConfig, hello: &Hello, me: NodeId) -> Result<(), Refusa
     let from = hello.from;
     let tcp_on_shm = link.kind == TransporterKind::Shm && hello.transporter == TransporterKind::Tcp;
     if link.kind != hello.transporter && !tcp_on_shm {
-        return refuse(REFUSE_TRANSPORTER_MISMATCH, format!(
-            "node {from} wants a {} link but the config gives nodes {from} and {me} a {} link",
-            hello.transporter, link.kind
-        ));
+        return refuse(
+            REFUSE_TRANSPORTER_MISMATCH,
+            format!(
+                "node {from} wants a {} link but the config gives nodes {from} and {me} a {} link",
+                hello.transporter, link.kind
+            ),
+        );
     }
     if link.checksum != hello.checksum {
-        return refuse(REFUSE_CHECKSUM_MISMATCH, format!(
+        return refuse(
+            REFUSE_CHECKSUM_MISMATCH,
+            format!(
             "node {from} has Checksum={} but the config gives the link between nodes {from} and \
              {me} Checksum={}",
             u8::from(hello.checksum),
             u8::from(link.checksum)
-        ));
+        ),
+        );
     }
     Ok(())
 }
@@ -266,9 +300,11 @@ fn check_host(
     let host_name = match kind {
         NodeKind::Data => config.data_node(from).map(|n| n.host_name.as_str()),
         NodeKind::Api => config.api_slot(from).and_then(|s| s.host_name.as_deref()),
-        NodeKind::Mgm => {
-            config.mgm_nodes.iter().find(|n| n.node_id == from).map(|n| n.host_name.as_str())
-        }
+        NodeKind::Mgm => config
+            .mgm_nodes
+            .iter()
+            .find(|n| n.node_id == from)
+            .map(|n| n.host_name.as_str()),
     };
     let Some(host_name) = host_name.filter(|h| !h.is_empty()) else {
         return Ok(());
@@ -278,15 +314,16 @@ fn check_host(
         code: REFUSE_HOST_NOT_ALLOWED,
         message: format!("cannot resolve HostName={host_name} of node {from}: {e}"),
     })?;
-    let allowed = resolved.map(|a| a.ip().to_canonical()).any(|ip| {
-        ip == peer_addr || (ip.is_loopback() && peer_addr.is_loopback())
-    });
+    let allowed = resolved
+        .map(|a| a.ip().to_canonical())
+        .any(|ip| ip == peer_addr || (ip.is_loopback() && peer_addr.is_loopback()));
     if allowed {
         return Ok(());
     }
-    refuse(REFUSE_HOST_NOT_ALLOWED, format!(
-        "node {from} connected from {peer_addr}, which is not its HostName={host_name}"
-    ))
+    refuse(
+        REFUSE_HOST_NOT_ALLOWED,
+        format!("node {from} connected from {peer_addr}, which is not its HostName={host_name}"),
+    )
 }
 
 fn refuse<T>(code: u32, message: String) -> Result<T, Refusal> {

@@ -44,7 +44,9 @@ impl LinkSettings {
     /// The pending send bytes a link accepts before it answers Overloaded: the smaller of
     /// OverloadLimit and SendBufferMemory, but never below [`SEND_LIMIT_BYTES_MIN`].
     pub fn send_limit_bytes(&self) -> usize {
-        self.overload_limit_bytes.min(self.send_buffer_bytes_max).max(SEND_LIMIT_BYTES_MIN)
+        self.overload_limit_bytes
+            .min(self.send_buffer_bytes_max)
+            .max(SEND_LIMIT_BYTES_MIN)
     }
 
     /// The receive buffer size a link allocates: ReceiveBufferMemory, but never below
@@ -94,16 +96,28 @@ mod tests {
         let settings = LinkSettings::from_link(&link);
         assert!(settings.checksum);
         assert_eq!(settings.send_limit_bytes(), send_limit_bytes, "{link:?}");
-        assert_eq!(settings.receive_buffer_bytes_effective(), receive_bytes, "{link:?}");
+        assert_eq!(
+            settings.receive_buffer_bytes_effective(),
+            receive_bytes,
+            "{link:?}"
+        );
     }
 
     #[test]
     fn limits_follow_the_config() {
         let mib = 1024 * 1024;
-        check(link(2 * mib, 0, 2 * mib), 2 * mib as usize / 10 * 8, 2 * mib as usize);
+        check(
+            link(2 * mib, 0, 2 * mib),
+            2 * mib as usize / 10 * 8,
+            2 * mib as usize,
+        );
         check(link(2 * mib, mib, 4 * mib), mib as usize, 4 * mib as usize);
         check(link(mib, 2 * mib, mib), mib as usize, mib as usize);
-        check(link(1000, 0, 1000), SEND_LIMIT_BYTES_MIN, RECEIVE_BUFFER_BYTES_MIN);
+        check(
+            link(1000, 0, 1000),
+            SEND_LIMIT_BYTES_MIN,
+            RECEIVE_BUFFER_BYTES_MIN,
+        );
     }
 
     #[test]

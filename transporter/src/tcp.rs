@@ -48,6 +48,10 @@ pub struct TcpLink {
     peer_closed: bool,
     /// Set when the peer sent a bad frame; every later `receive` reports it again.
     bad_frame_reason: Option<String>,
+    /// Set when the last `receive` stopped at its read limit with the socket possibly not
+    /// drained: an edge-triggered poller will not report those bytes again, so the caller must
+    /// read again before it sleeps.
+    maybe_more_input: bool,
 }
 
 impl TcpLink {
@@ -77,6 +81,7 @@ impl TcpLink {
             receive_end: 0,
             peer_closed: false,
             bad_frame_reason: None,
+            maybe_more_input: false,
         })
     }
 
@@ -98,14 +103,16 @@ impl TcpLink {
     /// Moves the unsent tail of the send buffer to its front.
     fn compact_send_buffer(&mut self) {
         self.send_buffer.copy_within(self.send_offset.., 0);
-        self.send_buffer.truncate(self.send_buffer.len() - self.send_offset);
+        self.send_buffer
+            .truncate(self.send_buffer.len() - self.send_offset);
         self.send_offset = 0;
     }
 
     /// Moves the undecoded bytes of the receive buffer to its front.
     fn compact_receive_buffer(&mut self) {
         if self.receive_start > 0 {
-            self.receive_buffer.copy_within(self.receive_start..self.receive_end, 0);
+            self.receive_buffer
+                .copy_within(self.receive_start..self.receive_end, 0);
             self.receive_end -= self.receive_start;
             self.receive_start = 0;
         }
@@ -115,13 +122,19 @@ impl TcpLink {
     /// means the peer closed.
     fn read_once(&mut self) -> Result<Option<usize>, TransportError> {
         loop {
-            match self.stream.read(&mut self.receive_buffer[self.receive_end..]) {
+            match self
+                .stream
+                .read(&mut self.receive_buffer[self.receive_end..])
+            {
                 Ok(read_bytes) => return Ok(Some(read_bytes)),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if is_disconnect(&e) => return Ok(Some(0)),
                 Err(e) => {
-                    return Err(TransportError::io(format!("link to node {}: read", self.peer), e))
+                    return Err(TransportError::io(
+                        format!("link to node {}: read", self.peer),
+                        e,
+                    ))
                 }
             }
         }
@@ -136,7 +149,11 @@ impl TcpLink {
         loop {
             let undecoded = &self.receive_buffer[self.receive_start..self.receive_end];
             match frame::decode(undecoded, self.checksum) {
-                Ok(Decoded::Frame { header, payload, frame_len }) => {
+                Ok(Decoded::Frame {
+                    header,
+                    payload,
+                    frame_len,
+                }) => {
                     on_frame(&header, payload);
                     self.receive_start += frame_len;
                     delivered += 1;
@@ -145,7 +162,10 @@ impl TcpLink {
                 Err(e) => {
                     let reason = e.to_string();
                     self.bad_frame_reason = Some(reason.clone());
-                    return Err(TransportError::BadFrame { peer: self.peer, reason });
+                    return Err(TransportError::BadFrame {
+                        peer: self.peer,
+                        reason,
+                    });
                 }
             }
         }
@@ -164,7 +184,10 @@ impl Transporter for TcpLink {
     fn send(&mut self, header: &FrameHeader, payload: &[u8]) -> Result<(), TransportError> {
         let frame_len = frame::encoded_len(payload.len(), self.checksum);
         if frame_len > FRAME_BYTES_MAX {
-            return Err(TransportError::FrameTooLarge { bytes: frame_len, limit: FRAME_BYTES_MAX });
+            return Err(TransportError::FrameTooLarge {
+                bytes: frame_len,
+                limit: FRAME_BYTES_MAX,
+            });
         }
         let pending_bytes = self.pending_send_bytes();
         if pending_bytes + frame_len > self.send_limit_bytes {
@@ -185,14 +208,20 @@ impl Transporter for TcpLink {
     fn flush(&mut self) -> Result<FlushStatus, TransportError> {
         let socket = SockRef::from(&self.stream);
         while self.send_offset < self.send_buffer.len() {
-            match socket.send_with_flags(&self.send_buffer[self.send_offset..], libc::MSG_NOSIGNAL) {
+            match socket.send_with_flags(&self.send_buffer[self.send_offset..], libc::MSG_NOSIGNAL)
+            {
                 Ok(0) => return Err(TransportError::Closed { peer: self.peer }),
                 Ok(sent_bytes) => self.send_offset += sent_bytes,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(FlushStatus::Pending),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if is_disconnect(&e) => return Err(TransportError::Closed { peer: self.peer }),
+                Err(e) if is_disconnect(&e) => {
+                    return Err(TransportError::Closed { peer: self.peer })
+                }
                 Err(e) => {
-                    return Err(TransportError::io(format!("link to node {}: send", self.peer), e))
+                    return Err(TransportError::io(
+                        format!("link to node {}: send", self.peer),
+                        e,
+                    ))
                 }
             }
         }
@@ -206,17 +235,29 @@ impl Transporter for TcpLink {
         on_frame: &mut dyn FnMut(&FrameHeader, &[u8]),
     ) -> Result<usize, TransportError> {
         if let Some(reason) = &self.bad_frame_reason {
-            return Err(TransportError::BadFrame { peer: self.peer, reason: reason.clone() });
+            return Err(TransportError::BadFrame {
+                peer: self.peer,
+                reason: reason.clone(),
+            });
         }
         if self.peer_closed {
             return Err(TransportError::Closed { peer: self.peer });
         }
         let mut delivered = 0;
+        // Stays true only if every read filled the buffer: then the socket may hold more.
+        self.maybe_more_input = true;
         for _ in 0..RECEIVE_READS_PER_CALL_MAX {
             self.compact_receive_buffer();
             let free_bytes = self.receive_buffer.len() - self.receive_end;
-            debug_assert!(free_bytes >= FRAME_BYTES_MAX, "a partial frame is below the limit");
-            match self.read_once()? {
+            debug_assert!(
+                free_bytes >= FRAME_BYTES_MAX,
+                "a partial frame is below the limit"
+            );
+            let read = self.read_once();
+            if !matches!(read, Ok(Some(n)) if n >= free_bytes) {
+                self.maybe_more_input = false;
+            }
+            match read? {
                 None => break,
                 Some(0) => {
                     self.peer_closed = true;
@@ -239,6 +280,10 @@ impl Transporter for TcpLink {
 
     fn pending_send_bytes(&self) -> usize {
         self.send_buffer.len() - self.send_offset
+    }
+
+    fn input_pending(&self) -> bool {
+        self.maybe_more_input
     }
 
     fn poll_fd(&self) -> RawFd {

@@ -220,18 +220,21 @@ impl ShmLink {
         self.overflow.extend_from_slice(&self.scratch);
     }
 
-    /// Writes one wake-up byte. A full socket buffer already holds wake-up bytes, so
-    /// `WouldBlock` is fine.
+    /// Writes one wake-up byte. A full socket buffer already holds unread wake-up bytes, so
+    /// `WouldBlock` is fine; an interrupted write wrote nothing and is retried, or the sleeper
+    /// would never wake.
     fn wake_peer(&mut self) -> Result<(), TransportError> {
-        match (&self.stream).write(&[SHM_WAKE_BYTE]) {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
-            Err(e) if is_disconnect(&e) => Err(TransportError::Closed { peer: self.peer }),
-            Err(e) => Err(TransportError::io(
-                format!("wake node {} over TCP", self.peer),
-                e,
-            )),
+        loop {
+            return match (&self.stream).write(&[SHM_WAKE_BYTE]) {
+                Ok(_) => Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if is_disconnect(&e) => Err(TransportError::Closed { peer: self.peer }),
+                Err(e) => Err(TransportError::io(
+                    format!("wake node {} over TCP", self.peer),
+                    e,
+                )),
+            };
         }
     }
 
@@ -313,6 +316,10 @@ fn is_disconnect(error: &io::Error) -> bool {
 impl Transporter for ShmLink {
     fn peer(&self) -> NodeId {
         self.peer
+    }
+
+    fn spin_time(&self) -> Duration {
+        self.spintime()
     }
 
     fn kind(&self) -> TransporterKind {

@@ -11,7 +11,7 @@
 //!
 //! client -> server, ack (8 bytes, little-endian)
 //! 0    4    magic "RSHA"
-//! 4    4    status: 0 = attached, 1 = refused (the client logs why)
+//! 4    4    status: 0 = attached, 1 = refused (the client's own error says why)
 //! ```
 //!
 //! The server unlinks the file as soon as the ack arrives (or the exchange fails), so the file
