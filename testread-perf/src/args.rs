@@ -41,7 +41,12 @@ pub struct Args {
     pub iterations: u32,
 
     /// Access types to measure, comma-separated, in this order
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "ping,serial_pk,batch_pk")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "ping,serial_pk,batch_pk"
+    )]
     pub access: Vec<Access>,
 
     /// Transporters to measure, comma-separated: each gets its own API connection that forces
@@ -61,7 +66,8 @@ pub struct Args {
     #[arg(long, value_name = "S")]
     pub seed: Option<u64>,
 
-    /// Lock mode of the reads (NDB's testReadPerf uses a shared lock, released at rollback)
+    /// Lock mode of the reads (read, the default of NDB's readTuple(), takes a shared lock that
+    /// the rollback at the end of each measurement releases)
     #[arg(long, value_enum, default_value_t = Lock::Read)]
     pub lock: Lock,
 }

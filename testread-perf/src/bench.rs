@@ -55,16 +55,22 @@ pub fn create_and_load(cluster: &Cluster, size: u32, shutdown: &Shutdown) -> Res
         Err(e) if e.code() == Some(709) => {}
         Err(e) => return Err(e).context("drop the old benchmark table"),
     }
-    let table = cluster.create_table(&table_def()).context("create the benchmark table")?;
+    let table = cluster
+        .create_table(&table_def())
+        .context("create the benchmark table")?;
     let progress = progress_bar(u64::from(size));
     let started = Instant::now();
     let mut first = 0;
     while first < size {
         shutdown.check()?;
         let count = LOAD_BATCH_ROWS.min(size - first);
-        let mut transaction = cluster.start_transaction().context("start a load transaction")?;
+        let mut transaction = cluster
+            .start_transaction()
+            .context("start a load transaction")?;
         for pk in first..first + count {
-            transaction.insert(&table, &row(pk)).context("define an insert")?;
+            transaction
+                .insert(&table, &row(pk))
+                .context("define an insert")?;
         }
         transaction
             .execute(ExecType::Commit)
@@ -73,7 +79,10 @@ pub fn create_and_load(cluster: &Cluster, size: u32, shutdown: &Shutdown) -> Res
         progress.set_position(u64::from(first));
     }
     progress.finish_and_clear();
-    eprintln!("testread-perf: loaded {size} rows in {:.2?}", started.elapsed());
+    eprintln!(
+        "testread-perf: loaded {size} rows in {:.2?}",
+        started.elapsed()
+    );
     Ok(table)
 }
 
@@ -154,11 +163,16 @@ impl Workload<'_> {
 
     /// `range` primary-key reads in one transaction, one execute each, then a rollback.
     fn serial_pk(&self, start: u32, into: &mut Measured) -> Result<()> {
-        let mut transaction = self.cluster.start_transaction().context("start a transaction")?;
+        let mut transaction = self
+            .cluster
+            .start_transaction()
+            .context("start a transaction")?;
         for pk in start..start + self.range {
             let op = transaction.read(self.table, &[Value::UInt32(pk)], self.lock)?;
             let began = Instant::now();
-            transaction.execute(ExecType::NoCommit).with_context(|| format!("read row {pk}"))?;
+            transaction
+                .execute(ExecType::NoCommit)
+                .with_context(|| format!("read row {pk}"))?;
             into.record_execute(began.elapsed(), 1);
             check_row(transaction.row(op), pk)?;
         }
@@ -168,10 +182,16 @@ impl Workload<'_> {
 
     /// `range` primary-key reads in one execute, then a rollback.
     fn batch_pk(&self, start: u32, into: &mut Measured) -> Result<()> {
-        let mut transaction = self.cluster.start_transaction().context("start a transaction")?;
+        let mut transaction = self
+            .cluster
+            .start_transaction()
+            .context("start a transaction")?;
         let mut ops = Vec::with_capacity(self.range as usize);
         for pk in start..start + self.range {
-            ops.push((pk, transaction.read(self.table, &[Value::UInt32(pk)], self.lock)?));
+            ops.push((
+                pk,
+                transaction.read(self.table, &[Value::UInt32(pk)], self.lock)?,
+            ));
         }
         let began = Instant::now();
         transaction
@@ -198,7 +218,9 @@ impl Measured {
     }
 
     fn record_execute(&mut self, latency: Duration, rows: u64) {
-        let ns = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX).clamp(1, LATENCY_NS_MAX);
+        let ns = u64::try_from(latency.as_nanos())
+            .unwrap_or(u64::MAX)
+            .clamp(1, LATENCY_NS_MAX);
         self.execute_ns.saturating_record(ns);
         self.executes += 1;
         self.rows += rows;

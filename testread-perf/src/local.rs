@@ -44,9 +44,14 @@ impl Shutdown {
         Ok(Shutdown(flag))
     }
 
+    /// True once SIGINT or SIGTERM has arrived.
+    pub fn requested(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
     /// Returns an error once a signal has arrived.
     pub fn check(&self) -> Result<()> {
-        if self.0.load(Ordering::Relaxed) {
+        if self.requested() {
             bail!(Interrupted);
         }
         Ok(())
@@ -88,7 +93,10 @@ impl LocalCluster {
             .prefix("testread-perf-")
             .tempdir()
             .context("create a directory for the data nodes")?;
-        let mut cluster = LocalCluster { nodes: Vec::new(), dir };
+        let mut cluster = LocalCluster {
+            nodes: Vec::new(),
+            dir,
+        };
         for node in &config.data_nodes {
             let addr = node_addr(config, node.node_id)?;
             if TcpStream::connect_timeout(&addr, PROBE_TIMEOUT).is_ok() {
@@ -104,14 +112,18 @@ impl LocalCluster {
         for index in 0..cluster.nodes.len() {
             let id = cluster.nodes[index].0;
             cluster.wait_serving(index, node_addr(config, id)?, shutdown)?;
-            eprintln!("testread-perf: data node {id} serves on {}", node_addr(config, id)?);
+            eprintln!(
+                "testread-perf: data node {id} serves on {}",
+                node_addr(config, id)?
+            );
         }
         Ok(cluster)
     }
 
     fn spawn(&self, ndbd: &Path, config_path: &Path, id: NodeId) -> Result<Child> {
         let log_path = self.log_path(id);
-        let log = File::create(&log_path).with_context(|| format!("create {}", log_path.display()))?;
+        let log =
+            File::create(&log_path).with_context(|| format!("create {}", log_path.display()))?;
         let log_err = log.try_clone().context("duplicate the log file handle")?;
         Command::new(ndbd)
             .arg("--config-file")
@@ -134,9 +146,15 @@ impl LocalCluster {
         let id = self.nodes[index].0;
         loop {
             shutdown.check()?;
-            let child = self.nodes[index].1.as_mut().ok_or_else(|| anyhow!("node {id} reaped"))?;
+            let child = self.nodes[index]
+                .1
+                .as_mut()
+                .ok_or_else(|| anyhow!("node {id} reaped"))?;
             if let Some(status) = child.try_wait().context("poll a data node")? {
-                bail!("data node {id} exited with {status} while starting\n{}", self.log_tail(id));
+                bail!(
+                    "data node {id} exited with {status} while starting\n{}",
+                    self.log_tail(id)
+                );
             }
             if TcpStream::connect_timeout(&addr, PROBE_TIMEOUT).is_ok() {
                 return Ok(());
@@ -173,7 +191,9 @@ impl Drop for LocalCluster {
         }
         let deadline = Instant::now() + STOP_GRACE;
         for (id, slot) in &mut self.nodes {
-            let Some(mut child) = slot.take() else { continue };
+            let Some(mut child) = slot.take() else {
+                continue;
+            };
             while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
                 std::thread::sleep(POLL_INTERVAL);
             }
@@ -188,13 +208,22 @@ impl Drop for LocalCluster {
 
 /// The address data node `id` listens on, from its HostName and port.
 fn node_addr(config: &ClusterConfig, id: NodeId) -> Result<SocketAddr> {
-    let node = config.data_node(id).ok_or_else(|| anyhow!("no data node {id}"))?;
-    let port = config.data_node_port(id).ok_or_else(|| anyhow!("no port for data node {id}"))?;
+    let node = config
+        .data_node(id)
+        .ok_or_else(|| anyhow!("no data node {id}"))?;
+    let port = config
+        .data_node_port(id)
+        .ok_or_else(|| anyhow!("no port for data node {id}"))?;
     (node.host_name.as_str(), port)
         .to_socket_addrs()
         .with_context(|| format!("resolve HostName={} of data node {id}", node.host_name))?
         .next()
-        .ok_or_else(|| anyhow!("HostName={} of data node {id} has no address", node.host_name))
+        .ok_or_else(|| {
+            anyhow!(
+                "HostName={} of data node {id} has no address",
+                node.host_name
+            )
+        })
 }
 
 /// Sends SIGTERM through kill(1), since this crate has no unsafe code to call kill(2).
@@ -219,13 +248,18 @@ pub fn find_ndbd(explicit: Option<&Path>) -> Result<PathBuf> {
         return Ok(path.to_path_buf());
     }
     let exe = std::env::current_exe().context("find this executable")?;
-    let dir = exe.parent().ok_or_else(|| anyhow!("{} has no directory", exe.display()))?;
+    let dir = exe
+        .parent()
+        .ok_or_else(|| anyhow!("{} has no directory", exe.display()))?;
     let candidate = dir.join("ndbd");
     if let Err(e) = build_ndbd(dir) {
         if !candidate.is_file() {
             return Err(e);
         }
-        eprintln!("testread-perf: warning: {e:#}; using the existing {}", candidate.display());
+        eprintln!(
+            "testread-perf: warning: {e:#}; using the existing {}",
+            candidate.display()
+        );
     }
     if !candidate.is_file() {
         bail!(
@@ -250,7 +284,15 @@ fn build_ndbd(dir: &Path) -> Result<()> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command
-        .args(["build", "--quiet", "-p", "rndb-ndbd", "--bin", "ndbd", "--manifest-path"])
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "rndb-ndbd",
+            "--bin",
+            "ndbd",
+            "--manifest-path",
+        ])
         .arg(&manifest)
         .arg("--target-dir")
         .arg(target_dir);

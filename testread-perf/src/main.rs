@@ -36,9 +36,18 @@ const DEFAULT_CONFIG: &str = "config/examples/single.ini";
 
 fn main() -> ExitCode {
     let mut args = Args::parse();
-    match args.validate().and_then(|()| run(&args)) {
+    let shutdown = match Shutdown::install() {
+        Ok(shutdown) => shutdown,
+        Err(e) => {
+            eprintln!("testread-perf: error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match args.validate().and_then(|()| run(&args, &shutdown)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.is::<Interrupted>() => {
+        // A Ctrl-C in a terminal also reaches --local data nodes (same process group), so the
+        // run may fail on a closed link before it sees the flag: that is still an interruption.
+        Err(e) if e.is::<Interrupted>() || shutdown.requested() => {
             eprintln!("testread-perf: interrupted");
             ExitCode::from(130)
         }
@@ -49,8 +58,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: &Args) -> Result<()> {
-    let shutdown = Shutdown::install()?;
+fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
     let config_path = resolve_config(args.config_file.as_deref())?;
     let config = rndb_config::parse_file(&config_path)
         .map_err(|e| anyhow!("{e}"))
@@ -58,13 +66,18 @@ fn run(args: &Args) -> Result<()> {
     for warning in &config.warnings {
         eprintln!("testread-perf: {}: {warning}", config_path.display());
     }
-    let _local = match args.local {
-        true => {
-            let ndbd = local::find_ndbd(args.ndbd.as_deref())?;
-            Some(LocalCluster::start(&config, &config_path, &ndbd, &shutdown)?)
-        }
-        false => None,
+    // Held until `run` returns, however it returns: dropping it stops the data nodes.
+    let _local = if args.local {
+        let ndbd = local::find_ndbd(args.ndbd.as_deref())?;
+        Some(LocalCluster::start(&config, &config_path, &ndbd, shutdown)?)
+    } else {
+        None
     };
+    // Connect over every transporter but the first once before the load and the measurements,
+    // so a transporter the cluster refuses fails the run at once, not after minutes.
+    for &transporter in args.transporter.iter().skip(1) {
+        drop(connect(&config_path, transporter, args.spin_us)?);
+    }
     let seed = args.seed.unwrap_or_else(rand::random);
     let mut rng = StdRng::seed_from_u64(seed);
     let mut results = Vec::new();
@@ -74,9 +87,18 @@ fn run(args: &Args) -> Result<()> {
         let cluster = connect(&config_path, transporter, args.spin_us)?;
         let table = match &table {
             Some(t) => t.clone(),
-            None => table.insert(bench::create_and_load(&cluster, args.size, &shutdown)?).clone(),
+            None => table
+                .insert(bench::create_and_load(&cluster, args.size, shutdown)?)
+                .clone(),
         };
-        results.extend(measure_transporter(args, &cluster, &table, transporter, &mut rng, &shutdown)?);
+        results.extend(measure_transporter(
+            args,
+            &cluster,
+            &table,
+            transporter,
+            &mut rng,
+            shutdown,
+        )?);
     }
     let report = Report {
         tool: "testread-perf",
@@ -112,7 +134,11 @@ fn measure_transporter(
     };
     let mut figures = Vec::new();
     for &access in &args.access {
-        eprintln!("testread-perf: measuring {} over {}", access.name(), transporter.name());
+        eprintln!(
+            "testread-perf: measuring {} over {}",
+            access.name(),
+            transporter.name()
+        );
         let measured = workload
             .measure(access, rng)
             .with_context(|| format!("measure {} over {}", access.name(), transporter.name()))?;
@@ -123,11 +149,12 @@ fn measure_transporter(
 
 /// Connects an API node that forces `transporter` on its links.
 fn connect(config_path: &Path, transporter: Transporter, spin_us: Option<u32>) -> Result<Cluster> {
-    let mut options = ConnectOptions::default();
-    options.transporter = Some(transporter.kind());
-    if let Some(spin_us) = spin_us {
-        options.spin_us = spin_us;
-    }
+    let defaults = ConnectOptions::default();
+    let options = ConnectOptions {
+        transporter: Some(transporter.kind()),
+        spin_us: spin_us.unwrap_or(defaults.spin_us),
+        ..defaults
+    };
     let cluster = Cluster::connect(config_path, options).with_context(|| {
         let hint = match transporter.kind() {
             TransporterKind::Shm => {
@@ -137,7 +164,9 @@ fn connect(config_path: &Path, transporter: Transporter, spin_us: Option<u32>) -
         };
         format!("connect over {}{hint}", transporter.kind())
     })?;
-    cluster.ping().with_context(|| format!("ping over {}", transporter.kind()))?;
+    cluster
+        .ping()
+        .with_context(|| format!("ping over {}", transporter.kind()))?;
     eprintln!(
         "testread-perf: connected as API node {} over {}",
         cluster.node_id(),
@@ -156,9 +185,14 @@ fn resolve_config(given: Option<&Path>) -> Result<PathBuf> {
     if here.is_file() {
         return Ok(here);
     }
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(DEFAULT_CONFIG);
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(DEFAULT_CONFIG);
     if workspace.is_file() {
         return Ok(workspace);
     }
-    Err(anyhow!("no --config-file given and no {DEFAULT_CONFIG} here or in {}", workspace.display()))
+    Err(anyhow!(
+        "no --config-file given and no {DEFAULT_CONFIG} here or in {}",
+        workspace.display()
+    ))
 }

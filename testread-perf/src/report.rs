@@ -71,7 +71,11 @@ impl Figures {
             access: access.name(),
             rows: measured.rows,
             executes: measured.executes,
-            us_per_row: round3(if rows > 0.0 { seconds * 1e6 / rows } else { 0.0 }),
+            us_per_row: round3(if rows > 0.0 {
+                seconds * 1e6 / rows
+            } else {
+                0.0
+            }),
             rows_per_sec: round3(if seconds > 0.0 { rows / seconds } else { 0.0 }),
             p50_us: round3(quantile_us(0.50)),
             p99_us: round3(quantile_us(0.99)),

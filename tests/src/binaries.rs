@@ -83,7 +83,15 @@ fn build_binaries(dir: &Path) -> Result<(), String> {
     }
     let mut command = Command::new(cargo);
     command
-        .args(["build", "--quiet", "--bins", "-p", "rndb-ndbd", "-p", "rndb-testread-perf"])
+        .args([
+            "build",
+            "--quiet",
+            "--bins",
+            "-p",
+            "rndb-ndbd",
+            "-p",
+            "rndb-testread-perf",
+        ])
         .arg("--manifest-path")
         .arg(&manifest)
         .arg("--target-dir")

@@ -62,7 +62,9 @@ impl TestCluster {
         let mut attempt = 1;
         loop {
             let mut cluster = TestCluster::prepare(&spec)?;
-            let started = cluster.spawn_all(&ndbd).and_then(|()| cluster.wait_serving());
+            let started = cluster
+                .spawn_all(&ndbd)
+                .and_then(|()| cluster.wait_serving());
             match started {
                 Ok(()) => return Ok(cluster),
                 Err(e) if attempt < START_ATTEMPTS && cluster.port_was_taken() => {
@@ -116,16 +118,19 @@ impl TestCluster {
 
     /// Connects an API node in API slot `id`.
     pub fn connect_as(&self, id: NodeId) -> Result<rndb_api::Cluster> {
-        let mut options = ConnectOptions::default();
-        options.node_id = Some(id);
-        self.connect_with(options)
+        self.connect_with(ConnectOptions {
+            node_id: Some(id),
+            ..ConnectOptions::default()
+        })
     }
 
     /// Connects an API node with `options` and pings the cluster once.
     pub fn connect_with(&self, options: ConnectOptions) -> Result<rndb_api::Cluster> {
         let cluster = rndb_api::Cluster::connect(&self.config_path, options)
             .with_context(|| format!("connect to the cluster of {}", self.config_path.display()))?;
-        cluster.ping().context("ping the cluster after connecting")?;
+        cluster
+            .ping()
+            .context("ping the cluster after connecting")?;
         Ok(cluster)
     }
 
@@ -141,8 +146,12 @@ impl TestCluster {
     pub fn kill_node(&mut self, id: NodeId) -> Result<()> {
         let node = self.node_mut(id)?;
         if let Some(mut child) = node.child.take() {
-            child.kill().with_context(|| format!("kill data node {id}"))?;
-            child.wait().with_context(|| format!("reap data node {id}"))?;
+            child
+                .kill()
+                .with_context(|| format!("kill data node {id}"))?;
+            child
+                .wait()
+                .with_context(|| format!("reap data node {id}"))?;
         }
         Ok(())
     }
@@ -175,17 +184,31 @@ impl TestCluster {
         let WrittenConfig { path, ports } = spec.write(dir.path())?;
         let config = rndb_config::parse_file(&path).map_err(|e| {
             let text = fs::read_to_string(&path).unwrap_or_default();
-            anyhow!("the harness wrote a config the parser rejects:\n{e}\n--- config.ini ---\n{text}")
+            anyhow!(
+                "the harness wrote a config the parser rejects:\n{e}\n--- config.ini ---\n{text}"
+            )
         })?;
         let nodes = spec
             .data_node_ids()
             .into_iter()
             .map(|id| {
                 let log_path = dir.path().join(format!("ndbd-{id}.log"));
-                (id, NodeProcess { child: None, log_path })
+                (
+                    id,
+                    NodeProcess {
+                        child: None,
+                        log_path,
+                    },
+                )
             })
             .collect();
-        Ok(TestCluster { nodes, config, config_path: path, ports, dir })
+        Ok(TestCluster {
+            nodes,
+            config,
+            config_path: path,
+            ports,
+            dir,
+        })
     }
 
     /// Spawns every data node with `--initial`, its output going to its log file.
@@ -217,12 +240,18 @@ impl TestCluster {
     fn wait_serving(&mut self) -> Result<()> {
         for id in self.data_node_ids() {
             let addr = self.addr(id);
-            wait_until(&format!("data node {id} to listen on {addr}"), START_TIMEOUT, || {
-                if let Some(status) = self.exit_status(id)? {
-                    bail!("data node {id} exited with {status} before serving");
-                }
-                Ok(TcpStream::connect_timeout(&addr, PROBE_TIMEOUT).ok().map(drop))
-            })?;
+            wait_until(
+                &format!("data node {id} to listen on {addr}"),
+                START_TIMEOUT,
+                || {
+                    if let Some(status) = self.exit_status(id)? {
+                        bail!("data node {id} exited with {status} before serving");
+                    }
+                    Ok(TcpStream::connect_timeout(&addr, PROBE_TIMEOUT)
+                        .ok()
+                        .map(drop))
+                },
+            )?;
         }
         Ok(())
     }
@@ -231,7 +260,9 @@ impl TestCluster {
     fn exit_status(&mut self, id: NodeId) -> Result<Option<ExitStatus>> {
         let node = self.node_mut(id)?;
         match node.child.as_mut() {
-            Some(child) => child.try_wait().with_context(|| format!("poll data node {id}")),
+            Some(child) => child
+                .try_wait()
+                .with_context(|| format!("poll data node {id}")),
             None => bail!("data node {id} is not running"),
         }
     }
@@ -251,7 +282,10 @@ impl TestCluster {
             let log = self.log(id);
             let lines: Vec<&str> = log.lines().collect();
             let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
-            out.push_str(&format!("\n--- data node {id} log (last {} lines) ---\n", tail.len()));
+            out.push_str(&format!(
+                "\n--- data node {id} log (last {} lines) ---\n",
+                tail.len()
+            ));
             out.push_str(&tail.join("\n"));
         }
         out
@@ -295,7 +329,9 @@ fn stop_child(mut child: Child, id: NodeId) -> Result<ExitStatus> {
     match exited {
         Ok(status) => Ok(status),
         Err(_) => {
-            child.kill().with_context(|| format!("kill data node {id}"))?;
+            child
+                .kill()
+                .with_context(|| format!("kill data node {id}"))?;
             child.wait().with_context(|| format!("reap data node {id}"))
         }
     }
@@ -310,4 +346,3 @@ fn send_sigterm(child: &Child) {
         .stderr(Stdio::null())
         .status();
 }
-

@@ -41,7 +41,10 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// [`TestCluster::start`] retries with new ports when that happens.
 pub fn free_port() -> u16 {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("read the bound address").port()
+    listener
+        .local_addr()
+        .expect("read the bound address")
+        .port()
 }
 
 /// Calls `check` every [`POLL_INTERVAL`] until it returns `Some`, an error, or `timeout` has
@@ -68,6 +71,10 @@ pub fn wait_until<T>(
 pub fn assert_ndb_code<T: Debug>(result: Result<T, rndb_api::Error>, code: u32, what: &str) {
     match result {
         Ok(value) => panic!("{what}: expected NDB error {code}, got success {value:?}"),
-        Err(e) => assert_eq!(e.code(), Some(code), "{what}: expected NDB error {code}, got {e}"),
+        Err(e) => assert_eq!(
+            e.code(),
+            Some(code),
+            "{what}: expected NDB error {code}, got {e}"
+        ),
     }
 }

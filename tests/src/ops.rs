@@ -3,7 +3,11 @@
 use rndb_api::{Cluster, Error, ExecType, LockMode, Table, Value};
 
 /// Reads the row with `key` in a transaction of its own, without locking (CommittedRead).
-pub fn read_committed(cluster: &Cluster, table: &Table, key: &[Value]) -> Result<Vec<Value>, Error> {
+pub fn read_committed(
+    cluster: &Cluster,
+    table: &Table,
+    key: &[Value],
+) -> Result<Vec<Value>, Error> {
     read_with(cluster, table, key, LockMode::CommittedRead)
 }
 
@@ -23,7 +27,11 @@ pub fn read_with(
 }
 
 /// Inserts `rows` in one transaction and commits.
-pub fn insert_committed(cluster: &Cluster, table: &Table, rows: &[Vec<Value>]) -> Result<(), Error> {
+pub fn insert_committed(
+    cluster: &Cluster,
+    table: &Table,
+    rows: &[Vec<Value>],
+) -> Result<(), Error> {
     let mut transaction = cluster.start_transaction()?;
     for row in rows {
         transaction.insert(table, row)?;

@@ -80,7 +80,10 @@ impl ClusterSpec {
 
     /// Sets the number of data nodes (1..=[`DATA_NODE_COUNT_MAX`]).
     pub fn data_nodes(mut self, count: u16) -> Self {
-        assert!((1..=DATA_NODE_COUNT_MAX).contains(&count), "data node count {count}");
+        assert!(
+            (1..=DATA_NODE_COUNT_MAX).contains(&count),
+            "data node count {count}"
+        );
         self.data_node_count = count;
         self
     }
@@ -93,7 +96,10 @@ impl ClusterSpec {
 
     /// Sets the number of API slots (1..=[`API_SLOT_COUNT_MAX`]).
     pub fn api_slots(mut self, count: u16) -> Self {
-        assert!((1..=API_SLOT_COUNT_MAX).contains(&count), "API slot count {count}");
+        assert!(
+            (1..=API_SLOT_COUNT_MAX).contains(&count),
+            "API slot count {count}"
+        );
         self.api_slot_count = count;
         self
     }
@@ -136,19 +142,26 @@ impl ClusterSpec {
 
     /// The data node ids, in file order.
     pub fn data_node_ids(&self) -> Vec<NodeId> {
-        (0..self.data_node_count).map(|i| NodeId(DATA_NODE_ID_FIRST + i)).collect()
+        (0..self.data_node_count)
+            .map(|i| NodeId(DATA_NODE_ID_FIRST + i))
+            .collect()
     }
 
     /// The API slot ids, in file order.
     pub fn api_node_ids(&self) -> Vec<NodeId> {
-        (0..self.api_slot_count).map(|i| NodeId(API_NODE_ID_FIRST + i)).collect()
+        (0..self.api_slot_count)
+            .map(|i| NodeId(API_NODE_ID_FIRST + i))
+            .collect()
     }
 
     /// Picks a free port for every data node, creates every DataDir under `dir` and writes
     /// `dir/config.ini`.
     pub fn write(&self, dir: &Path) -> Result<WrittenConfig> {
-        let ports: BTreeMap<NodeId, u16> =
-            self.data_node_ids().into_iter().map(|id| (id, free_port())).collect();
+        let ports: BTreeMap<NodeId, u16> = self
+            .data_node_ids()
+            .into_iter()
+            .map(|id| (id, free_port()))
+            .collect();
         for id in self.data_node_ids() {
             let data_dir = data_dir(dir, id);
             fs::create_dir_all(&data_dir)

@@ -40,23 +40,36 @@ struct Fixture {
 impl Fixture {
     fn start() -> Fixture {
         // An explicit [tcp] section gives this one link a CRC-32 on every frame.
-        let checksum_link = format!("[tcp]\nNodeId1={DATA_NODE}\nNodeId2={CHECKSUM_SLOT}\nChecksum=1");
+        let checksum_link =
+            format!("[tcp]\nNodeId1={DATA_NODE}\nNodeId2={CHECKSUM_SLOT}\nChecksum=1");
         let spec = ClusterSpec::new().api_slots(4).extra(&checksum_link);
         let cluster = TestCluster::start(spec).expect("start the cluster");
         assert_eq!(
-            cluster.config().link(DATA_NODE, CHECKSUM_SLOT).map(|l| l.checksum),
+            cluster
+                .config()
+                .link(DATA_NODE, CHECKSUM_SLOT)
+                .map(|l| l.checksum),
             Some(true),
             "the harness config gives the checksum slot a checksummed link"
         );
-        let api = cluster.connect_as(GOOD_SLOT).expect("connect the good client");
+        let api = cluster
+            .connect_as(GOOD_SLOT)
+            .expect("connect the good client");
         let def = TableDef::new(
             "canary",
-            vec![ColumnDef::key("id", ColumnType::UInt32), ColumnDef::new("v", ColumnType::UInt64)],
+            vec![
+                ColumnDef::key("id", ColumnType::UInt32),
+                ColumnDef::new("v", ColumnType::UInt64),
+            ],
         );
         let table = recreate_table(&api, &def).expect("create the table");
         insert_committed(&api, &table, &[vec![Value::UInt32(1), Value::UInt64(42)]])
             .expect("insert the canary row");
-        Fixture { cluster, api, table }
+        Fixture {
+            cluster,
+            api,
+            table,
+        }
     }
 
     /// The good client reads its row, and the data node process is alive.
@@ -65,7 +78,10 @@ impl Fixture {
         let row = read_committed(&self.api, &self.table, &[Value::UInt32(1)])
             .unwrap_or_else(|e| panic!("the good client fails after {after}: {e}"));
         assert_eq!(row[1], Value::UInt64(42), "after {after}");
-        assert!(self.cluster.is_running(DATA_NODE), "the data node died after {after}");
+        assert!(
+            self.cluster.is_running(DATA_NODE),
+            "the data node died after {after}"
+        );
     }
 
     fn raw_connection(&self) -> TcpStream {
@@ -98,7 +114,9 @@ impl Fixture {
 /// is still open after [`CLOSE_TIMEOUT`].
 #[track_caller]
 fn assert_closed_by_node(stream: &mut TcpStream, what: &str) {
-    stream.set_read_timeout(Some(Duration::from_millis(100))).expect("set read timeout");
+    stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .expect("set read timeout");
     let deadline = Instant::now() + CLOSE_TIMEOUT;
     let mut buf = [0u8; 4096];
     loop {
@@ -109,13 +127,21 @@ fn assert_closed_by_node(stream: &mut TcpStream, what: &str) {
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(_) => return,
         }
-        assert!(Instant::now() < deadline, "the node kept the connection open after {what}");
+        assert!(
+            Instant::now() < deadline,
+            "the node kept the connection open after {what}"
+        );
     }
 }
 
 /// The bytes of one frame.
 fn frame_bytes(signal: u16, receiver_block: u16, payload: &[u8], checksum: bool) -> Vec<u8> {
-    let header = FrameHeader { signal, receiver_block, sender_block: block::API, request_id: 1 };
+    let header = FrameHeader {
+        signal,
+        receiver_block,
+        sender_block: block::API,
+        request_id: 1,
+    };
     let mut bytes = Vec::new();
     frame::encode_into(&mut bytes, &header, payload, checksum).expect("encode a frame");
     bytes
@@ -140,8 +166,14 @@ fn garbage_before_the_handshake_closes_only_that_connection() {
     fixture.send_and_expect_close("an HTTP request", b"GET / HTTP/1.1\r\nHost: rndb\r\n\r\n");
     fixture.send_and_expect_close("a 1 GiB length field", &header_announcing(1 << 30));
     fixture.send_and_expect_close("a length below the header size", &header_announcing(3));
-    fixture.send_and_expect_close("a frame that is not HELLO", &frame_bytes(gsn::PING_REQ, block::QMGR, &[], false));
-    fixture.send_and_expect_close("a truncated HELLO payload", &hello_frame(&[b'R', b'N', b'D', b'B', 1, 0]));
+    fixture.send_and_expect_close(
+        "a frame that is not HELLO",
+        &frame_bytes(gsn::PING_REQ, block::QMGR, &[], false),
+    );
+    fixture.send_and_expect_close(
+        "a truncated HELLO payload",
+        &hello_frame(&[b'R', b'N', b'D', b'B', 1, 0]),
+    );
 }
 
 #[test]
@@ -156,24 +188,75 @@ fn malformed_or_refused_handshakes_close_only_that_connection() {
     fixture.send_and_expect_close("a HELLO with an unknown node kind", &hello_frame(&bad_kind));
 
     let refusals = [
-        ("an unknown node id", Hello { from: NodeId(200), ..good }, 1713),
-        ("another cluster's id", Hello { cluster_id: good.cluster_id ^ 1, ..good }, 1711),
-        ("another protocol version", Hello { protocol_version: good.protocol_version + 1, ..good }, 1710),
-        ("the wrong data node", Hello { to: NodeId(2), ..good }, 1712),
-        ("a data node's kind for an API slot", Hello { from_kind: rndb_config::NodeKind::Data, ..good }, 1704),
-        ("the wrong Checksum", Hello { checksum: !good.checksum, ..good }, 1716),
+        (
+            "an unknown node id",
+            Hello {
+                from: NodeId(200),
+                ..good
+            },
+            1713,
+        ),
+        (
+            "another cluster's id",
+            Hello {
+                cluster_id: good.cluster_id ^ 1,
+                ..good
+            },
+            1711,
+        ),
+        (
+            "another protocol version",
+            Hello {
+                protocol_version: good.protocol_version + 1,
+                ..good
+            },
+            1710,
+        ),
+        (
+            "the wrong data node",
+            Hello {
+                to: NodeId(2),
+                ..good
+            },
+            1712,
+        ),
+        (
+            "a data node's kind for an API slot",
+            Hello {
+                from_kind: rndb_config::NodeKind::Data,
+                ..good
+            },
+            1704,
+        ),
+        (
+            "the wrong Checksum",
+            Hello {
+                checksum: !good.checksum,
+                ..good
+            },
+            1716,
+        ),
     ];
     for (what, hello, code) in refusals {
-        fixture.assert_healthy(&format!("(before) a HELLO with {what}"));
-        let mut stream = fixture.raw_connection();
-        match handshake::client_handshake(&mut stream, &hello, HANDSHAKE_TIMEOUT) {
+        fixture.expect_refusal(&format!("a HELLO with {what}"), &hello, code);
+    }
+}
+
+impl Fixture {
+    /// Sends `hello` on a new raw connection and asserts that the node refuses it with `code`
+    /// and then closes the connection.
+    #[track_caller]
+    fn expect_refusal(&mut self, what: &str, hello: &Hello, code: u32) {
+        self.assert_healthy(&format!("(before) {what}"));
+        let mut stream = self.raw_connection();
+        match handshake::client_handshake(&mut stream, hello, HANDSHAKE_TIMEOUT) {
             Err(TransportError::Refused { code: got, .. }) => {
-                assert_eq!(got, code, "refusal code for a HELLO with {what}");
+                assert_eq!(got, code, "refusal code for {what}");
             }
-            other => panic!("a HELLO with {what}: expected refusal {code}, got {other:?}"),
+            other => panic!("{what}: expected refusal {code}, got {other:?}"),
         }
-        assert_closed_by_node(&mut stream, &format!("a HELLO with {what}"));
-        fixture.assert_healthy(&format!("a HELLO with {what}"));
+        assert_closed_by_node(&mut stream, what);
+        self.assert_healthy(what);
     }
 }
 
@@ -184,25 +267,35 @@ fn a_bad_crc_closes_the_link_and_frees_the_slot() {
     let mut bytes = frame_bytes(gsn::PING_REQ, block::QMGR, &[1, 2, 3, 4], true);
     let payload_at = frame::FRAME_HEADER_BYTES;
     bytes[payload_at] ^= 0x5A;
-    stream.write_all(&bytes).expect("send a frame with a bad CRC");
+    stream
+        .write_all(&bytes)
+        .expect("send a frame with a bad CRC");
     assert_closed_by_node(&mut stream, "a frame with a bad CRC");
     fixture.assert_healthy("a frame with a bad CRC");
-    wait_until("the node to log the bad frame", Duration::from_secs(5), || {
-        let log = fixture.cluster.log(DATA_NODE).to_ascii_lowercase();
-        Ok((log.contains("crc") || log.contains("checksum")).then_some(()))
-    })
+    wait_until(
+        "the node to log the bad frame",
+        Duration::from_secs(5),
+        || {
+            let log = fixture.cluster.log(DATA_NODE).to_ascii_lowercase();
+            Ok((log.contains("crc") || log.contains("checksum")).then_some(()))
+        },
+    )
     .expect("the node logs why it closed the link");
 
     // The slot is free again once the node has dropped the link: a new handshake is admitted.
     let hello = Hello::for_link(fixture.cluster.config(), CHECKSUM_SLOT, DATA_NODE).expect("hello");
-    wait_until("the checksum slot to be free again", Duration::from_secs(10), || {
-        let mut stream = fixture.raw_connection();
-        match handshake::client_handshake(&mut stream, &hello, HANDSHAKE_TIMEOUT) {
-            Ok(_) => Ok(Some(())),
-            Err(TransportError::Refused { code: 1702, .. }) => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    })
+    wait_until(
+        "the checksum slot to be free again",
+        Duration::from_secs(10),
+        || {
+            let mut stream = fixture.raw_connection();
+            match handshake::client_handshake(&mut stream, &hello, HANDSHAKE_TIMEOUT) {
+                Ok(_) => Ok(Some(())),
+                Err(TransportError::Refused { code: 1702, .. }) => Ok(None),
+                Err(e) => Err(e.into()),
+            }
+        },
+    )
     .expect("reconnect in the slot of the closed link");
 }
 
@@ -227,8 +320,18 @@ fn malformed_signals_after_the_handshake_do_not_hurt_the_node() {
     let mut fixture = Fixture::start();
     let mut stream = fixture.handshaken_connection(PLAIN_SLOT);
     let cases: [(&str, u16, u16, &[u8]); 4] = [
-        ("a TCKEYREQ with a garbage payload", gsn::TCKEYREQ, block::DBTC, &[0xEE; 40]),
-        ("a CREATE_TABLE_REQ with a truncated payload", gsn::CREATE_TABLE_REQ, block::DBDICT, &[5]),
+        (
+            "a TCKEYREQ with a garbage payload",
+            gsn::TCKEYREQ,
+            block::DBTC,
+            &[0xEE; 40],
+        ),
+        (
+            "a CREATE_TABLE_REQ with a truncated payload",
+            gsn::CREATE_TABLE_REQ,
+            block::DBDICT,
+            &[5],
+        ),
         ("an unknown signal number", 0x7777, block::DBTC, &[]),
         ("a signal for an unknown block", gsn::PING_REQ, 0x1234, &[]),
     ];
@@ -243,7 +346,9 @@ fn malformed_signals_after_the_handshake_do_not_hurt_the_node() {
 fn a_connection_that_stops_mid_header_is_closed_after_the_handshake_timeout() {
     let mut fixture = Fixture::start();
     let mut stream = fixture.raw_connection();
-    stream.write_all(&[20, 0, 0]).expect("send three bytes of a header");
+    stream
+        .write_all(&[20, 0, 0])
+        .expect("send three bytes of a header");
     fixture.assert_healthy("a stalled handshake, while it stalls");
     assert_closed_by_node(&mut stream, "a handshake that stops mid-header");
     fixture.assert_healthy("a handshake that stops mid-header");

@@ -15,8 +15,9 @@ use rndb_tests::{wait_until, ClusterSpec, TestCluster};
 
 /// Set in the child's environment to the config path; the child test does nothing without it.
 const CHILD_CONFIG_ENV: &str = "RNDB_TEST_DISCONNECT_CHILD_CONFIG";
-/// The line the child prints once it holds the lock.
-const LOCKED_LINE: &str = "locked";
+/// What the child prints once it holds the lock. libtest prints "test name ... " without a
+/// newline before the test runs, so the parent looks for this text anywhere in a line.
+const LOCKED_LINE: &str = "rndb-disconnect-child: locked";
 /// How long the child holds the lock if nobody kills it.
 const CHILD_HOLD: Duration = Duration::from_secs(60);
 /// How long the parent waits for the child to say it holds the lock.
@@ -25,7 +26,10 @@ const CHILD_READY_TIMEOUT: Duration = Duration::from_secs(30);
 fn table_def() -> TableDef {
     TableDef::new(
         "held",
-        vec![ColumnDef::key("id", ColumnType::UInt32), ColumnDef::new("v", ColumnType::UInt32)],
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("v", ColumnType::UInt32),
+        ],
     )
 }
 
@@ -40,8 +44,12 @@ fn hold_a_lock_as_child() {
         .expect("child: connect");
     let table = api.get_table("held").expect("child: find the table");
     let mut transaction = api.start_transaction().expect("child: start");
-    transaction.update(&table, &[Value::UInt32(1)], &[(1, Value::UInt32(666))]).expect("define");
-    transaction.execute(ExecType::NoCommit).expect("child: lock the row");
+    transaction
+        .update(&table, &[Value::UInt32(1)], &[(1, Value::UInt32(666))])
+        .expect("define");
+    transaction
+        .execute(ExecType::NoCommit)
+        .expect("child: lock the row");
     println!("{LOCKED_LINE}");
     std::thread::sleep(CHILD_HOLD);
 }
@@ -59,7 +67,13 @@ impl Drop for ChildGuard {
 fn spawn_lock_holder(cluster: &TestCluster) -> ChildGuard {
     let exe = std::env::current_exe().expect("find this test executable");
     let child = Command::new(exe)
-        .args(["--exact", "hold_a_lock_as_child", "--nocapture", "--test-threads", "1"])
+        .args([
+            "--exact",
+            "hold_a_lock_as_child",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
         .env(CHILD_CONFIG_ENV, cluster.config_path())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -83,7 +97,7 @@ fn wait_for_lock(child: &mut ChildGuard) {
     });
     loop {
         match lines_rx.recv_timeout(CHILD_READY_TIMEOUT) {
-            Ok(line) if line.trim() == LOCKED_LINE => return,
+            Ok(line) if line.contains(LOCKED_LINE) => return,
             Ok(_) => continue,
             Err(e) => panic!("the child did not report holding the lock: {e}"),
         }
@@ -101,19 +115,32 @@ fn a_killed_client_releases_its_locks() {
     let mut child = spawn_lock_holder(&cluster);
     wait_for_lock(&mut child);
     let blocked = read_with(&api, &table, &[Value::UInt32(1)], LockMode::Exclusive);
-    assert_eq!(blocked.map_err(|e| e.code()).err(), Some(Some(266)), "the child holds the lock");
+    assert_eq!(
+        blocked.map_err(|e| e.code()).err(),
+        Some(Some(266)),
+        "the child holds the lock"
+    );
 
     child.0.kill().expect("kill -9 the child");
     child.0.wait().expect("reap the child");
-    let row = wait_until("the dead client's lock to be released", Duration::from_secs(20), || {
-        match read_with(&api, &table, &[Value::UInt32(1)], LockMode::Exclusive) {
+    let row = wait_until(
+        "the dead client's lock to be released",
+        Duration::from_secs(20),
+        || match read_with(&api, &table, &[Value::UInt32(1)], LockMode::Exclusive) {
             Ok(row) => Ok(Some(row)),
             Err(e) if e.code() == Some(266) => Ok(None),
             Err(e) => Err(e.into()),
-        }
-    })
+        },
+    )
     .expect("lock the row after the client died");
-    assert_eq!(row[1], Value::UInt32(1), "the dead client's update was rolled back");
+    assert_eq!(
+        row[1],
+        Value::UInt32(1),
+        "the dead client's update was rolled back"
+    );
     let node = cluster.data_node_ids()[0];
-    assert!(cluster.is_running(node), "the data node survived the client's death");
+    assert!(
+        cluster.is_running(node),
+        "the data node survived the client's death"
+    );
 }

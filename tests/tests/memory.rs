@@ -15,11 +15,19 @@ const ROWS_MAX: u32 = 1024 * 1024 / PAYLOAD_BYTES as u32 + 1000;
 
 fn row(id: u32) -> Vec<Value> {
     let byte = (id % 251) as u8;
-    vec![Value::UInt32(id), Value::Varbinary(vec![byte; PAYLOAD_BYTES])]
+    vec![
+        Value::UInt32(id),
+        Value::Varbinary(vec![byte; PAYLOAD_BYTES]),
+    ]
 }
 
 /// Inserts rows `first..first + count` in one transaction and commits.
-fn insert_range(api: &Cluster, table: &Table, first: u32, count: u32) -> Result<(), rndb_api::Error> {
+fn insert_range(
+    api: &Cluster,
+    table: &Table,
+    first: u32,
+    count: u32,
+) -> Result<(), rndb_api::Error> {
     let mut transaction = api.start_transaction()?;
     for id in first..first + count {
         transaction.insert(table, &row(id))?;
@@ -31,7 +39,10 @@ fn insert_range(api: &Cluster, table: &Table, first: u32, count: u32) -> Result<
 fn fill(api: &Cluster, table: &Table) -> u32 {
     let mut inserted = 0;
     loop {
-        assert!(inserted < ROWS_MAX, "{inserted} rows of {PAYLOAD_BYTES} bytes fit in 1M of DataMemory");
+        assert!(
+            inserted < ROWS_MAX,
+            "{inserted} rows of {PAYLOAD_BYTES} bytes fit in 1M of DataMemory"
+        );
         match insert_range(api, table, inserted, ROWS_PER_EXECUTE) {
             Ok(()) => inserted += ROWS_PER_EXECUTE,
             Err(e) if e.code() == Some(827) => break,
@@ -42,7 +53,11 @@ fn fill(api: &Cluster, table: &Table) -> u32 {
     while insert_range(api, table, inserted, 1).is_ok() {
         inserted += 1;
     }
-    assert_ndb_code(insert_range(api, table, inserted, 1), 827, "insert into a full node");
+    assert_ndb_code(
+        insert_range(api, table, inserted, 1),
+        827,
+        "insert into a full node",
+    );
     inserted
 }
 
@@ -60,6 +75,7 @@ fn a_full_node_refuses_inserts_with_827_and_recovers_after_deletes() {
     );
     let table = recreate_table(&api, &def).expect("create the table");
     let inserted = fill(&api, &table);
+    eprintln!("{inserted} rows of {PAYLOAD_BYTES} bytes filled 1M of DataMemory");
     assert!(inserted > 0, "some rows fit before the node is full");
 
     for id in [0, inserted / 2, inserted - 1] {
@@ -75,9 +91,13 @@ fn a_full_node_refuses_inserts_with_827_and_recovers_after_deletes() {
     let freed = inserted / 2;
     let mut transaction = api.start_transaction().expect("start");
     for id in 0..freed {
-        transaction.delete(&table, &[Value::UInt32(id)]).expect("define a delete");
+        transaction
+            .delete(&table, &[Value::UInt32(id)])
+            .expect("define a delete");
     }
-    transaction.execute(ExecType::Commit).expect("delete half the rows of a full node");
+    transaction
+        .execute(ExecType::Commit)
+        .expect("delete half the rows of a full node");
 
     insert_range(&api, &table, inserted, ROWS_PER_EXECUTE).expect("insert after the deletes");
     let found = read_committed(&api, &table, &[Value::UInt32(inserted)]).expect("read it back");

@@ -39,8 +39,14 @@ fn typed_row(id: u32) -> Vec<Value> {
         Value::Float64(f64::from(id) / 3.0),
         Value::Varchar(format!("row {id}")),
         Value::Varbinary(id.to_le_bytes().to_vec()),
-        if id % 2 == 0 { Value::Null } else { Value::Varchar(format!("n{id}")) },
-        if id % 3 == 0 { Value::Null } else { Value::Int64(n) },
+        match id % 2 {
+            0 => Value::Null,
+            _ => Value::Varchar(format!("n{id}")),
+        },
+        match id % 3 {
+            0 => Value::Null,
+            _ => Value::Int64(n),
+        },
     ]
 }
 
@@ -108,7 +114,10 @@ fn start() -> (TestCluster, Cluster) {
 #[track_caller]
 fn assert_row(api: &Cluster, table: &Table, key: &[Value], expected: &[Value]) {
     let row = read_committed(api, table, key).expect("read the row");
-    assert!(rows_identical(&row, expected), "read {row:?}, expected {expected:?}");
+    assert!(
+        rows_identical(&row, expected),
+        "read {row:?}, expected {expected:?}"
+    );
 }
 
 #[test]
@@ -122,7 +131,11 @@ fn every_column_type_round_trips_exactly() {
         assert_row(&api, &table, &row[..1], row);
     }
     let found = api.get_table("typed").expect("look the table up");
-    assert_eq!(found.def(), &typed_def("typed"), "the dictionary keeps the definition");
+    assert_eq!(
+        found.def(),
+        &typed_def("typed"),
+        "the dictionary keeps the definition"
+    );
 }
 
 #[test]
@@ -133,9 +146,17 @@ fn update_write_and_delete_by_primary_key() {
     insert_committed(&api, &table, &[typed_row(10)]).expect("insert");
 
     let mut transaction = api.start_transaction().expect("start");
-    let set = [(2, Value::UInt32(99)), (6, Value::Varchar("changed".into())), (8, Value::Null)];
-    transaction.update(&table, &key, &set).expect("define the update");
-    transaction.execute(ExecType::Commit).expect("commit the update");
+    let set = [
+        (2, Value::UInt32(99)),
+        (6, Value::Varchar("changed".into())),
+        (8, Value::Null),
+    ];
+    transaction
+        .update(&table, &key, &set)
+        .expect("define the update");
+    transaction
+        .execute(ExecType::Commit)
+        .expect("commit the update");
     let mut expected = typed_row(10);
     for (column, value) in set {
         expected[column] = value;
@@ -151,20 +172,38 @@ fn update_write_and_delete_by_primary_key() {
 
     let mut transaction = api.start_transaction().expect("start");
     transaction.delete(&table, &key).expect("define the delete");
-    transaction.execute(ExecType::Commit).expect("commit the delete");
-    assert_ndb_code(read_committed(&api, &table, &key), 626, "read a deleted row");
+    transaction
+        .execute(ExecType::Commit)
+        .expect("commit the delete");
+    assert_ndb_code(
+        read_committed(&api, &table, &key),
+        626,
+        "read a deleted row",
+    );
     let mut transaction = api.start_transaction().expect("start");
     transaction.delete(&table, &key).expect("define the delete");
-    assert_ndb_code(transaction.execute(ExecType::Commit), 626, "delete a missing row");
+    assert_ndb_code(
+        transaction.execute(ExecType::Commit),
+        626,
+        "delete a missing row",
+    );
     let mut transaction = api.start_transaction().expect("start");
-    transaction.update(&table, &key, &[(1, Value::Int32(1))]).expect("define the update");
-    assert_ndb_code(transaction.execute(ExecType::Commit), 626, "update a missing row");
+    transaction
+        .update(&table, &key, &[(1, Value::Int32(1))])
+        .expect("define the update");
+    assert_ndb_code(
+        transaction.execute(ExecType::Commit),
+        626,
+        "update a missing row",
+    );
 }
 
 fn write_committed(api: &Cluster, table: &Table, row: &[Value]) {
     let mut transaction = api.start_transaction().expect("start");
     transaction.write(table, row).expect("define the write");
-    transaction.execute(ExecType::Commit).expect("commit the write");
+    transaction
+        .execute(ExecType::Commit)
+        .expect("commit the write");
 }
 
 #[test]
@@ -179,9 +218,15 @@ fn composite_keys_name_distinct_rows() {
         ],
     );
     let table = recreate_table(&api, &def).expect("create the table");
-    let row = |a: i32, b: &str, v: u64| vec![Value::Int32(a), Value::UInt64(v), Value::Varchar(b.into())];
+    let row =
+        |a: i32, b: &str, v: u64| vec![Value::Int32(a), Value::UInt64(v), Value::Varchar(b.into())];
     let key = |a: i32, b: &str| vec![Value::Int32(a), Value::Varchar(b.into())];
-    let rows = [row(1, "x", 1), row(1, "y", 2), row(2, "x", 3), row(-1, "", 4)];
+    let rows = [
+        row(1, "x", 1),
+        row(1, "y", 2),
+        row(2, "x", 3),
+        row(-1, "", 4),
+    ];
     insert_committed(&api, &table, &rows).expect("insert");
     assert_ndb_code(
         insert_committed(&api, &table, &[row(1, "y", 9)]),
@@ -193,13 +238,23 @@ fn composite_keys_name_distinct_rows() {
     }
 
     let mut transaction = api.start_transaction().expect("start");
-    transaction.update(&table, &key(1, "y"), &[(1, Value::UInt64(20))]).expect("update");
+    transaction
+        .update(&table, &key(1, "y"), &[(1, Value::UInt64(20))])
+        .expect("update");
     transaction.delete(&table, &key(1, "x")).expect("delete");
     transaction.execute(ExecType::Commit).expect("commit");
-    assert_ndb_code(read_committed(&api, &table, &key(1, "x")), 626, "read the deleted row");
+    assert_ndb_code(
+        read_committed(&api, &table, &key(1, "x")),
+        626,
+        "read the deleted row",
+    );
     assert_row(&api, &table, &key(1, "y"), &row(1, "y", 20));
     assert_row(&api, &table, &key(2, "x"), &row(2, "x", 3));
-    assert_ndb_code(read_committed(&api, &table, &key(1, "z")), 626, "read a key never inserted");
+    assert_ndb_code(
+        read_committed(&api, &table, &key(1, "z")),
+        626,
+        "read a key never inserted",
+    );
 }
 
 /// The key of a row of the composite table: columns `a` and `b`, in column order.
@@ -217,34 +272,61 @@ fn a_hundred_operations_in_one_execute() {
     let mut transaction = api.start_transaction().expect("start");
     let ops: Vec<_> = rows
         .iter()
-        .map(|row| transaction.read(&table, &row[..1], LockMode::Read).expect("define a read"))
+        .map(|row| {
+            transaction
+                .read(&table, &row[..1], LockMode::Read)
+                .expect("define a read")
+        })
         .collect();
-    transaction.execute(ExecType::NoCommit).expect("read 100 rows in one execute");
+    transaction
+        .execute(ExecType::NoCommit)
+        .expect("read 100 rows in one execute");
     for (op, row) in ops.iter().zip(&rows) {
         let found = transaction.row(*op).expect("each read has its row");
-        assert!(rows_identical(found, row), "read {found:?}, expected {row:?}");
+        assert!(
+            rows_identical(found, row),
+            "read {found:?}, expected {row:?}"
+        );
     }
     transaction.close();
 
     let mut transaction = api.start_transaction().expect("start");
     for row in &rows {
-        transaction.update(&table, &row[..1], &[(1, Value::Int32(-5))]).expect("define");
+        transaction
+            .update(&table, &row[..1], &[(1, Value::Int32(-5))])
+            .expect("define");
     }
-    transaction.execute(ExecType::Commit).expect("update 100 rows in one execute");
+    transaction
+        .execute(ExecType::Commit)
+        .expect("update 100 rows in one execute");
     let mut transaction = api.start_transaction().expect("start");
     for row in &rows {
-        transaction.delete(&table, &row[..1]).expect("define a delete");
+        transaction
+            .delete(&table, &row[..1])
+            .expect("define a delete");
     }
-    transaction.execute(ExecType::Commit).expect("delete 100 rows in one execute");
+    transaction
+        .execute(ExecType::Commit)
+        .expect("delete 100 rows in one execute");
 
     let mut transaction = api.start_transaction().expect("start");
     let ops: Vec<_> = rows
         .iter()
-        .map(|row| transaction.read(&table, &row[..1], LockMode::CommittedRead).expect("read"))
+        .map(|row| {
+            transaction
+                .read(&table, &row[..1], LockMode::CommittedRead)
+                .expect("read")
+        })
         .collect();
-    transaction.execute_with(ExecType::Commit, AbortOption::IgnoreError).expect("execute");
+    transaction
+        .execute_with(ExecType::Commit, AbortOption::IgnoreError)
+        .expect("execute");
     for op in ops {
-        assert_eq!(transaction.op_error(op).map(|e| e.code), Some(626), "every row is gone");
+        assert_eq!(
+            transaction.op_error(op).map(|e| e.code),
+            Some(626),
+            "every row is gone"
+        );
     }
 }
 
@@ -257,8 +339,14 @@ fn a_dropped_table_is_gone() {
     assert_ndb_code(api.get_table("dropme"), 709, "look up a dropped table");
     assert_ndb_code(api.drop_table("dropme"), 709, "drop a dropped table");
 
-    let again = api.create_table(&typed_def("dropme")).expect("create it again");
-    assert_ndb_code(read_committed(&api, &again, &[Value::UInt32(1)]), 626, "old rows are gone");
+    let again = api
+        .create_table(&typed_def("dropme"))
+        .expect("create it again");
+    assert_ndb_code(
+        read_committed(&api, &again, &[Value::UInt32(1)]),
+        626,
+        "old rows are gone",
+    );
 }
 
 #[test]
@@ -268,9 +356,18 @@ fn null_in_a_not_null_column_is_refused() {
     let mut row = typed_row(3);
     row[1] = Value::Null;
     let result = insert_committed(&api, &table, &row_list(row));
-    let code = result.expect_err("inserting NULL into a NOT NULL column fails").code();
-    assert!(matches!(code, Some(839 | 840)), "expected NDB error 839 or 840, got {code:?}");
-    assert_ndb_code(read_committed(&api, &table, &[Value::UInt32(3)]), 626, "nothing was inserted");
+    let code = result
+        .expect_err("inserting NULL into a NOT NULL column fails")
+        .code();
+    assert!(
+        matches!(code, Some(839 | 840)),
+        "expected NDB error 839 or 840, got {code:?}"
+    );
+    assert_ndb_code(
+        read_committed(&api, &table, &[Value::UInt32(3)]),
+        626,
+        "nothing was inserted",
+    );
 }
 
 fn row_list(row: Vec<Value>) -> Vec<Vec<Value>> {

@@ -24,7 +24,10 @@ fn start(spec: ClusterSpec) -> (TestCluster, Cluster, Table) {
     let api = cluster.connect().expect("connect");
     let def = TableDef::new(
         "accounts",
-        vec![ColumnDef::key("id", ColumnType::UInt32), ColumnDef::new("balance", ColumnType::Int64)],
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("balance", ColumnType::Int64),
+        ],
     );
     let table = recreate_table(&api, &def).expect("create the table");
     let rows: Vec<Vec<Value>> = (1..=3).map(|id| row(id, 10 * i64::from(id))).collect();
@@ -51,34 +54,66 @@ fn no_commit_changes_are_private_and_commit_publishes_them() {
     let spec = ClusterSpec::new().deadlock_timeout_ms(LONG_DEADLOCK_TIMEOUT_MS);
     let (_cluster, api, table) = start(spec);
     let mut writer = api.start_transaction().expect("start");
-    writer.update(&table, &key(1), &[(1, Value::Int64(11))]).expect("define");
-    writer.execute(ExecType::NoCommit).expect("update without commit");
+    writer
+        .update(&table, &key(1), &[(1, Value::Int64(11))])
+        .expect("define");
+    writer
+        .execute(ExecType::NoCommit)
+        .expect("update without commit");
 
-    let own = writer.read(&table, &key(1), LockMode::Exclusive).expect("define");
-    writer.execute(ExecType::NoCommit).expect("read inside the transaction");
-    assert_eq!(writer.row(own).expect("row")[1], Value::Int64(11), "a transaction sees itself");
+    let own = writer
+        .read(&table, &key(1), LockMode::Exclusive)
+        .expect("define");
+    writer
+        .execute(ExecType::NoCommit)
+        .expect("read inside the transaction");
+    assert_eq!(
+        writer.row(own).expect("row")[1],
+        Value::Int64(11),
+        "a transaction sees itself"
+    );
 
     // A CommittedRead that waited for the lock would fail with 266 after 20 s instead.
-    assert_eq!(committed_balance(&api, &table, 1), Value::Int64(10), "others see the old value");
+    assert_eq!(
+        committed_balance(&api, &table, 1),
+        Value::Int64(10),
+        "others see the old value"
+    );
 
     writer.execute(ExecType::Commit).expect("commit");
-    assert_eq!(committed_balance(&api, &table, 1), Value::Int64(11), "commit publishes at once");
+    assert_eq!(
+        committed_balance(&api, &table, 1),
+        Value::Int64(11),
+        "commit publishes at once"
+    );
 }
 
 #[test]
 fn rollback_undoes_every_change() {
     let (_cluster, api, table) = start(ClusterSpec::new());
     let mut transaction = api.start_transaction().expect("start");
-    transaction.update(&table, &key(1), &[(1, Value::Int64(-1))]).expect("define");
+    transaction
+        .update(&table, &key(1), &[(1, Value::Int64(-1))])
+        .expect("define");
     transaction.insert(&table, &row(4, 40)).expect("define");
     transaction.delete(&table, &key(2)).expect("define");
-    transaction.execute(ExecType::NoCommit).expect("change without commit");
+    transaction
+        .execute(ExecType::NoCommit)
+        .expect("change without commit");
     transaction.execute(ExecType::Rollback).expect("roll back");
-    assert_ndb_code(transaction.execute(ExecType::Commit), 4114, "execute after rollback");
+    assert_ndb_code(
+        transaction.execute(ExecType::Commit),
+        4114,
+        "execute after rollback",
+    );
 
     assert_eq!(committed_balance(&api, &table, 1), Value::Int64(10));
     assert_eq!(committed_balance(&api, &table, 2), Value::Int64(20));
-    assert_ndb_code(read_committed(&api, &table, &key(4)), 626, "the insert was undone");
+    assert_ndb_code(
+        read_committed(&api, &table, &key(4)),
+        626,
+        "the insert was undone",
+    );
     read_with(&api, &table, &key(1), LockMode::Exclusive).expect("the locks were released");
 }
 
@@ -87,8 +122,12 @@ fn dropping_an_open_transaction_rolls_it_back_and_frees_its_locks() {
     let spec = ClusterSpec::new().deadlock_timeout_ms(SHORT_DEADLOCK_TIMEOUT_MS);
     let (_cluster, api, table) = start(spec);
     let mut transaction = api.start_transaction().expect("start");
-    transaction.update(&table, &key(3), &[(1, Value::Int64(0))]).expect("define");
-    transaction.execute(ExecType::NoCommit).expect("update without commit");
+    transaction
+        .update(&table, &key(3), &[(1, Value::Int64(0))])
+        .expect("define");
+    transaction
+        .execute(ExecType::NoCommit)
+        .expect("update without commit");
     drop(transaction);
     let locked = read_with(&api, &table, &key(3), LockMode::Exclusive).expect("lock after drop");
     assert_eq!(locked[1], Value::Int64(30), "the update was rolled back");
@@ -98,7 +137,11 @@ fn dropping_an_open_transaction_rolls_it_back_and_frees_its_locks() {
 fn reading_a_missing_row_is_626() {
     let (_cluster, api, table) = start(ClusterSpec::new());
     for lock in [LockMode::CommittedRead, LockMode::Read, LockMode::Exclusive] {
-        assert_ndb_code(read_with(&api, &table, &key(999), lock), 626, "read a missing row");
+        assert_ndb_code(
+            read_with(&api, &table, &key(999), lock),
+            626,
+            "read a missing row",
+        );
     }
 }
 
@@ -107,18 +150,32 @@ fn a_lock_wait_ends_in_266_after_the_deadlock_timeout() {
     let spec = ClusterSpec::new().deadlock_timeout_ms(SHORT_DEADLOCK_TIMEOUT_MS);
     let (_cluster, api, table) = start(spec);
     let mut holder = api.start_transaction().expect("start");
-    holder.update(&table, &key(2), &[(1, Value::Int64(21))]).expect("define");
-    holder.execute(ExecType::NoCommit).expect("take the exclusive lock");
+    holder
+        .update(&table, &key(2), &[(1, Value::Int64(21))])
+        .expect("define");
+    holder
+        .execute(ExecType::NoCommit)
+        .expect("take the exclusive lock");
 
     for lock in [LockMode::Exclusive, LockMode::Read] {
         let result = read_with(&api, &table, &key(2), lock);
         let error = result.expect_err("a locked row cannot be read with a lock");
-        assert_eq!(error.code(), Some(266), "{lock:?} read of a locked row: {error}");
+        assert_eq!(
+            error.code(),
+            Some(266),
+            "{lock:?} read of a locked row: {error}"
+        );
         assert!(error.is_temporary(), "266 is temporary: {error}");
     }
-    assert_eq!(committed_balance(&api, &table, 2), Value::Int64(20), "CommittedRead never waits");
+    assert_eq!(
+        committed_balance(&api, &table, 2),
+        Value::Int64(20),
+        "CommittedRead never waits"
+    );
 
-    holder.execute(ExecType::Rollback).expect("release the lock");
+    holder
+        .execute(ExecType::Rollback)
+        .expect("release the lock");
     read_with(&api, &table, &key(2), LockMode::Exclusive).expect("lock the released row");
 }
 
@@ -128,21 +185,35 @@ fn inserting_a_key_another_transaction_inserted_waits_then_266() {
     let (_cluster, api, table) = start(spec);
     let mut first = api.start_transaction().expect("start");
     first.insert(&table, &row(7, 70)).expect("define");
-    first.execute(ExecType::NoCommit).expect("insert without commit");
+    first
+        .execute(ExecType::NoCommit)
+        .expect("insert without commit");
 
-    assert_ndb_code(insert_committed(&api, &table, &[row(7, 71)]), 266, "insert while locked");
-    first.execute(ExecType::Commit).expect("commit the first insert");
+    assert_ndb_code(
+        insert_committed(&api, &table, &[row(7, 71)]),
+        266,
+        "insert while locked",
+    );
+    first
+        .execute(ExecType::Commit)
+        .expect("commit the first insert");
     assert_eq!(committed_balance(&api, &table, 7), Value::Int64(70));
 }
 
 #[test]
 fn inserting_a_key_another_transaction_commits_is_630() {
     let (_cluster, api, table) = start(ClusterSpec::new());
-    assert_ndb_code(insert_committed(&api, &table, &[row(1, 0)]), 630, "insert an existing key");
+    assert_ndb_code(
+        insert_committed(&api, &table, &[row(1, 0)]),
+        630,
+        "insert an existing key",
+    );
 
     let mut first = api.start_transaction().expect("start");
     first.insert(&table, &row(8, 80)).expect("define");
-    first.execute(ExecType::NoCommit).expect("insert without commit");
+    first
+        .execute(ExecType::NoCommit)
+        .expect("insert without commit");
     let (ready_tx, ready_rx) = mpsc::channel();
     let second = std::thread::scope(|scope| {
         let second = scope.spawn(|| {
@@ -152,7 +223,9 @@ fn inserting_a_key_another_transaction_commits_is_630() {
         ready_rx.recv().expect("the second inserter started");
         // Whether the second insert arrives before or after this commit, it must get 630:
         // either it waited for the lock and then found the row, or it found the row at once.
-        first.execute(ExecType::Commit).expect("commit the first insert");
+        first
+            .execute(ExecType::Commit)
+            .expect("commit the first insert");
         second.join().expect("the second inserter did not panic")
     });
     assert_ndb_code(second, 630, "insert a key another transaction committed");
@@ -166,20 +239,31 @@ fn an_idle_transaction_is_aborted_and_its_locks_released() {
         .inactive_timeout_ms(500);
     let (_cluster, api, table) = start(spec);
     let mut idle = api.start_transaction().expect("start");
-    idle.update(&table, &key(1), &[(1, Value::Int64(-100))]).expect("define");
-    idle.execute(ExecType::NoCommit).expect("take the lock and go idle");
+    idle.update(&table, &key(1), &[(1, Value::Int64(-100))])
+        .expect("define");
+    idle.execute(ExecType::NoCommit)
+        .expect("take the lock and go idle");
 
-    let locked = wait_until("the idle transaction's lock to be released", Duration::from_secs(20), || {
-        match read_with(&api, &table, &key(1), LockMode::Exclusive) {
+    let locked = wait_until(
+        "the idle transaction's lock to be released",
+        Duration::from_secs(20),
+        || match read_with(&api, &table, &key(1), LockMode::Exclusive) {
             Ok(row) => Ok(Some(row)),
             Err(e) if e.code() == Some(266) => Ok(None),
             Err(e) => Err(e.into()),
-        }
-    })
+        },
+    )
     .expect("the data node aborts the idle transaction");
-    assert_eq!(locked[1], Value::Int64(10), "the idle transaction's update was undone");
+    assert_eq!(
+        locked[1],
+        Value::Int64(10),
+        "the idle transaction's update was undone"
+    );
     let late = idle.execute(ExecType::Commit);
-    assert!(late.is_err(), "an aborted transaction cannot commit, got {late:?}");
+    assert!(
+        late.is_err(),
+        "an aborted transaction cannot commit, got {late:?}"
+    );
     assert_eq!(committed_balance(&api, &table, 1), Value::Int64(10));
 }
 
@@ -187,12 +271,20 @@ fn an_idle_transaction_is_aborted_and_its_locks_released() {
 fn ignore_error_reports_each_operation_and_commits_the_rest() {
     let (_cluster, api, table) = start(ClusterSpec::new());
     let mut transaction = api.start_transaction().expect("start");
-    let found = transaction.read(&table, &key(1), LockMode::Read).expect("define");
-    let missing = transaction.read(&table, &key(99), LockMode::Read).expect("define");
+    let found = transaction
+        .read(&table, &key(1), LockMode::Read)
+        .expect("define");
+    let missing = transaction
+        .read(&table, &key(99), LockMode::Read)
+        .expect("define");
     let duplicate = transaction.insert(&table, &row(2, 0)).expect("define");
     let fresh = transaction.insert(&table, &row(5, 50)).expect("define");
-    let absent = transaction.update(&table, &key(98), &[(1, Value::Int64(1))]).expect("define");
-    transaction.execute_with(ExecType::Commit, AbortOption::IgnoreError).expect("execute");
+    let absent = transaction
+        .update(&table, &key(98), &[(1, Value::Int64(1))])
+        .expect("define");
+    transaction
+        .execute_with(ExecType::Commit, AbortOption::IgnoreError)
+        .expect("execute");
 
     assert!(transaction.op_error(found).is_none());
     assert_eq!(transaction.row(found).expect("row")[1], Value::Int64(10));
@@ -200,8 +292,16 @@ fn ignore_error_reports_each_operation_and_commits_the_rest() {
     assert_eq!(transaction.op_error(duplicate).map(|e| e.code), Some(630));
     assert!(transaction.op_error(fresh).is_none());
     assert_eq!(transaction.op_error(absent).map(|e| e.code), Some(626));
-    assert_eq!(committed_balance(&api, &table, 5), Value::Int64(50), "the good insert committed");
-    assert_eq!(committed_balance(&api, &table, 2), Value::Int64(20), "the duplicate changed nothing");
+    assert_eq!(
+        committed_balance(&api, &table, 5),
+        Value::Int64(50),
+        "the good insert committed"
+    );
+    assert_eq!(
+        committed_balance(&api, &table, 2),
+        Value::Int64(20),
+        "the duplicate changed nothing"
+    );
 }
 
 #[test]
@@ -210,7 +310,13 @@ fn abort_on_error_aborts_the_whole_transaction() {
     let mut transaction = api.start_transaction().expect("start");
     transaction.insert(&table, &row(6, 60)).expect("define");
     transaction.insert(&table, &row(2, 0)).expect("define");
-    let error = transaction.execute(ExecType::Commit).expect_err("the duplicate aborts");
+    let error = transaction
+        .execute(ExecType::Commit)
+        .expect_err("the duplicate aborts");
     assert_eq!(error.code(), Some(630), "{error}");
-    assert_ndb_code(read_committed(&api, &table, &key(6)), 626, "nothing was committed");
+    assert_ndb_code(
+        read_committed(&api, &table, &key(6)),
+        626,
+        "nothing was committed",
+    );
 }

@@ -1,0 +1,167 @@
+//! Proves that the `testread-perf` binary, run with `--local` against a temporary config,
+//! starts its own data node, measures every requested access type, prints one JSON document
+//! in the documented schema with `rows == range * iterations`, and stops its data node; and
+//! that it refuses unknown or unimplemented access types with a message naming the valid ones.
+
+use std::net::TcpStream;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use rndb_tests::{ndbd_path, testread_perf_path, wait_until, ClusterSpec};
+use serde_json::Value as Json;
+
+const RANGE: u64 = 10;
+const ITERATIONS: u64 = 3;
+const ACCESS: [&str; 3] = ["ping", "serial_pk", "batch_pk"];
+
+fn run(args: &[&str]) -> Output {
+    let exe = testread_perf_path().expect("find testread-perf");
+    Command::new(exe)
+        .args(args)
+        .output()
+        .expect("run testread-perf")
+}
+
+#[test]
+fn local_run_prints_the_json_schema() {
+    let dir = tempfile::tempdir().expect("create a directory");
+    let written = ClusterSpec::new()
+        .write(dir.path())
+        .expect("write the config");
+    let ndbd = ndbd_path().expect("find ndbd");
+    let (range, iterations) = (RANGE.to_string(), ITERATIONS.to_string());
+    let output = run(&[
+        "--local",
+        "--config-file",
+        written.path.to_str().expect("a UTF-8 temp path"),
+        "--ndbd",
+        ndbd.to_str().expect("a UTF-8 target path"),
+        "--size",
+        "200",
+        "--range",
+        &range,
+        "--iterations",
+        &iterations,
+        "--access",
+        &ACCESS.join(","),
+        "--transporter",
+        "tcp",
+        "--format",
+        "json",
+        "--seed",
+        "7",
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "testread-perf failed: {}\n{stderr}",
+        output.status
+    );
+    let stdout = String::from_utf8(output.stdout).expect("UTF-8 output");
+    let report: Json = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("stdout is one JSON document ({e}):\n{stdout}"));
+    check_report(&report);
+
+    // The data node was stopped when testread-perf exited: its port no longer accepts.
+    let addr = (
+        "127.0.0.1",
+        written
+            .ports
+            .values()
+            .next()
+            .copied()
+            .expect("a data node port"),
+    );
+    wait_until(
+        "the local data node to be stopped",
+        Duration::from_secs(10),
+        || Ok(TcpStream::connect(addr).is_err().then_some(())),
+    )
+    .expect("testread-perf stops its data nodes");
+}
+
+fn check_report(report: &Json) {
+    assert_eq!(report["tool"], "testread-perf");
+    assert_eq!(report["version"], 1);
+    let params = &report["params"];
+    assert_eq!(params["range"], RANGE);
+    assert_eq!(params["iterations"], ITERATIONS);
+    assert_eq!(params["size"], 200);
+    assert_eq!(params["seed"], 7);
+    let results = report["results"].as_array().expect("results is an array");
+    assert_eq!(
+        results.len(),
+        ACCESS.len(),
+        "one result per access type: {results:?}"
+    );
+    for access in ACCESS {
+        let result = results
+            .iter()
+            .find(|r| r["access"] == access)
+            .unwrap_or_else(|| panic!("no result for {access}: {results:?}"));
+        assert_eq!(result["transporter"], "tcp");
+        assert_eq!(
+            result["rows"],
+            RANGE * ITERATIONS,
+            "{access}: rows == range * iterations"
+        );
+        let executes = result["executes"].as_u64().expect("executes is a count");
+        let expected = if access == "batch_pk" {
+            ITERATIONS
+        } else {
+            RANGE * ITERATIONS
+        };
+        assert_eq!(executes, expected, "{access}: executes");
+        for field in ["us_per_row", "rows_per_sec", "p50_us", "p99_us"] {
+            let figure = result[field]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{access}.{field}"));
+            assert!(
+                figure > 0.0 && figure.is_finite(),
+                "{access}.{field} = {figure}"
+            );
+        }
+        let (p50, p99) = (result["p50_us"].as_f64(), result["p99_us"].as_f64());
+        assert!(p50 <= p99, "{access}: p50 {p50:?} <= p99 {p99:?}");
+    }
+}
+
+#[test]
+fn unknown_access_types_are_refused_with_the_valid_names() {
+    let output = run(&["--access", "serial_pk,bogus"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for name in [
+        "bogus",
+        "serial_pk",
+        "batch_pk",
+        "index_range",
+        "scan_filter",
+    ] {
+        assert!(stderr.contains(name), "the error names {name}:\n{stderr}");
+    }
+}
+
+#[test]
+fn unimplemented_access_types_are_refused_not_faked() {
+    let output = run(&["--access", "index_eq"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not implemented"), "says why:\n{stderr}");
+    assert!(
+        stderr.contains("batch_pk"),
+        "names what is implemented:\n{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "prints no figures");
+}
+
+#[test]
+fn a_range_larger_than_the_table_is_refused() {
+    let output = run(&["--size", "10", "--range", "20"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--range 20 is larger than --size 10"),
+        "{stderr}"
+    );
+}
