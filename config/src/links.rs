@@ -4,6 +4,8 @@
 //! `[tcp default]`/`[shm default]` ones. Otherwise data↔data is TCP; API↔data is SHM when the
 //! data node has `UseShm=1` and the API slot's HostName equals the data node's (non-empty);
 //! everything else is TCP. Implicit links take the `default` section values of their kind.
+//! A TCP link (explicit or implicit) to which `UseIoUring=1` applies, from its own `[tcp]`
+//! section or `[tcp default]`, becomes a Uring link: TCP on the wire, io_uring in the process.
 
 use std::collections::BTreeMap;
 
@@ -70,7 +72,7 @@ fn implicit_kind(config: &ClusterConfig, node1: NodeId, node2: NodeId) -> Transp
 
 fn section_of(kind: TransporterKind) -> SectionKind {
     match kind {
-        TransporterKind::Tcp => SectionKind::Tcp,
+        TransporterKind::Tcp | TransporterKind::Uring => SectionKind::Tcp,
         TransporterKind::Shm => SectionKind::Shm,
     }
 }
@@ -163,6 +165,7 @@ fn talks(config: &ClusterConfig, a: NodeId, b: NodeId) -> bool {
 fn link(node1: NodeId, node2: NodeId, l: &Layered<'_>, explicit: bool) -> LinkConfig {
     let kind = match l.kind {
         SectionKind::Shm => TransporterKind::Shm,
+        _ if l.bool("UseIoUring") => TransporterKind::Uring,
         _ => TransporterKind::Tcp,
     };
     LinkConfig {

@@ -39,6 +39,9 @@ pub enum NodeKind {
 pub enum TransporterKind {
     Tcp,
     Shm,
+    /// TCP on the wire, with the bytes moved by io_uring (`UseIoUring=1` on a TCP link; an
+    /// rndb extension, not in NDB).
+    Uring,
 }
 
 impl fmt::Display for TransporterKind {
@@ -46,6 +49,7 @@ impl fmt::Display for TransporterKind {
         f.write_str(match self {
             TransporterKind::Tcp => "TCP",
             TransporterKind::Shm => "SHM",
+            TransporterKind::Uring => "URING",
         })
     }
 }

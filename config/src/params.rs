@@ -429,6 +429,7 @@ static PARAMS: &[ParamInfo] = &[
     p(TCP, "ReceiveBufferMemory", Size, I(2 * M), 16 * K, MAX_INT_RNIL, "Receive buffer of the link"),
     p(TCP, "Checksum", Bool, B(false), BOOL.0, BOOL.1, "Check every frame with a CRC-32"),
     p(SHM, "Checksum", Bool, B(true), BOOL.0, BOOL.1, "Check every frame with a CRC-32"),
+    p(TCP, "UseIoUring", Bool, B(false), BOOL.0, BOOL.1, "rndb extension, not in NDB: move this TCP link's bytes with io_uring"),
     p(LINKS, "OverloadLimit", Size, I(0), 0, MAX_INT_RNIL, "Pending send bytes that mean overload; 0 = 80% of SendBufferMemory"),
     p(SHM, "ShmSize", Size, I(4 * M), 64 * K, MAX_INT_RNIL, "Size of the shared memory segment"),
     p(SHM, "ShmSpintime", Int, I(0), 0, 2000, "Microseconds a receiver spins before it sleeps"),

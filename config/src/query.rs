@@ -56,14 +56,16 @@ impl ClusterConfig {
 
 impl LinkConfig {
     /// The value of link parameter `name` (NDB spelling, any case), as text; `type` gives
-    /// `TCP` or `SHM`. `None` for a name that is no parameter of this kind of link.
+    /// `TCP`, `SHM` or `URING`. `None` for a name that is no parameter of this kind of link.
     pub fn param_value(&self, name: &str) -> Option<String> {
         let name = canonical_query_name(name);
         if name == "type" {
             return Some(self.kind.to_string());
         }
         let section = match self.kind {
-            crate::model::TransporterKind::Tcp => SectionKind::Tcp,
+            crate::model::TransporterKind::Tcp | crate::model::TransporterKind::Uring => {
+                SectionKind::Tcp
+            }
             crate::model::TransporterKind::Shm => SectionKind::Shm,
         };
         let info = find_param(section, &name)?;
@@ -76,6 +78,7 @@ impl LinkConfig {
             "OverloadLimit" => self.overload_limit_bytes.to_string(),
             "ShmSize" => self.shm_size_bytes.to_string(),
             "ShmSpintime" => self.shm_spintime_us.to_string(),
+            "UseIoUring" => u8::from(self.kind == crate::model::TransporterKind::Uring).to_string(),
             _ => String::new(),
         };
         Some(value)

@@ -150,6 +150,32 @@ fn explicit_link_section_wins_and_keeps_its_values() {
 }
 
 #[test]
+fn use_io_uring_makes_tcp_links_uring() {
+    check(
+        "[ndbd default]\nNoOfReplicas=1\nUseShm=1\nHostName=h\n[ndbd]\nNodeId=1\n\
+         [api]\nNodeId=10\nHostName=h\n[api]\nNodeId=11\n[api]\nNodeId=12\n\
+         [tcp]\nNodeId1=1\nNodeId2=11\nUseIoUring=1\n",
+        "replicas 1
+         data 1 h group 0
+         api 10 h explicit
+         api 11 * explicit
+         api 12 * explicit
+         link 1-10 SHM
+         link 1-11 URING explicit
+         link 1-12 TCP",
+    );
+    let config = parse("[ndbd]\nNodeId=1\nNoOfReplicas=1\n[api]\n[tcp default]\nUseIoUring=yes\n");
+    let link = config.link(NodeId(1), NodeId(2)).expect("link 1-2");
+    assert_eq!(link.kind, TransporterKind::Uring);
+    assert_eq!(link.param_value("type").as_deref(), Some("URING"));
+    assert_eq!(link.param_value("UseIoUring").as_deref(), Some("1"));
+    assert_eq!(
+        link.param_value("ReceiveBufferMemory").as_deref(),
+        Some("2097152")
+    );
+}
+
+#[test]
 fn defaults_apply_wherever_they_are() {
     let config = parse("[ndbd]\nNodeId=1\n[ndbd default]\nNoOfReplicas=1\nDataMemory=1G\n");
     assert_eq!(config.no_of_replicas, 1);
