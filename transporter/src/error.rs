@@ -26,6 +26,12 @@ pub enum TransportError {
     /// The peer refused our handshake with an error code (see `registry` for the codes).
     #[error("handshake refused ({code}): {message}")]
     Refused { code: u32, message: String },
+    /// The kernel refuses io_uring (ENOSYS, or EPERM from `kernel.io_uring_disabled` or a
+    /// seccomp filter), so a Uring link cannot be made; a TCP link carries the same bytes.
+    #[error(
+        "io_uring is not available on this kernel ({reason}): use a TCP link (remove UseIoUring=1)"
+    )]
+    UringUnavailable { reason: String },
     /// An operating-system error, with what we were doing.
     #[error("{context}: {source}")]
     Io {

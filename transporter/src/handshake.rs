@@ -20,7 +20,7 @@
 //! 16      2     from node id
 //! 18      2     to node id
 //! 20      1     from node kind: 1 data, 2 mgm, 3 api
-//! 21      1     wanted transporter: 1 TCP, 2 SHM
+//! 21      1     wanted transporter: 1 TCP, 2 SHM, 3 URING (TCP moved by io_uring)
 //! 22      1     checksum: 0 or 1
 //! ```
 //!
@@ -148,6 +148,7 @@ impl Hello {
         let transporter = match bytes[21] {
             1 => TransporterKind::Tcp,
             2 => TransporterKind::Shm,
+            3 => TransporterKind::Uring,
             other => return Err(bad(format!("unknown transporter kind {other}"))),
         };
         let checksum = match bytes[22] {
@@ -308,6 +309,7 @@ fn transporter_code(kind: TransporterKind) -> u8 {
     match kind {
         TransporterKind::Tcp => 1,
         TransporterKind::Shm => 2,
+        TransporterKind::Uring => 3,
     }
 }
 

@@ -5,6 +5,12 @@
 //! - [`Transporter`]: the trait every link implements; a node's execution loop only sees this.
 //! - [`tcp`]: the TCP link (non-blocking, TCP_NODELAY, one contiguous bounded send buffer pushed
 //!   with as few `send` calls as the kernel allows).
+//! - [`uring`]: the io_uring link (`UseIoUring=1` on a TCP link): the TCP link's frames and
+//!   buffers, the bytes moved by one SEND SQE per flush and one RECV SQE per read, each submitted
+//!   with `MSG_DONTWAIT` so it completes inline; readiness still comes from epoll on the socket.
+//!   Where the kernel refuses io_uring, [`uring::open_link_or_tcp`] falls back to a TCP link.
+//! - [`shm`]: the shared-memory link (two SPSC rings in `/dev/shm`), set up over a TCP
+//!   connection that stays open as its liveness and wake-up channel.
 //! - [`handshake`]: the first exchange on a new connection (version, cluster identity, node ids).
 //! - [`registry`]: node id → link, and the admission rules a data node applies to a handshake.
 //! - [`settings`]: [`LinkSettings`], the per-link limits (Checksum, SendBufferMemory,
@@ -16,11 +22,15 @@
 //! into its bounded send buffer (or answers Overloaded, NDB 1218); [`Transporter::flush`] pushes
 //! the whole batch in as few system calls as possible; on the peer, [`Transporter::receive`]
 //! reads what arrived, validates each frame with [`frame::decode`] and hands it to a callback.
-//! A new TCP connection first runs the [`handshake`]; a data node checks the peer's hello with
-//! [`registry::admit`] and keeps the resulting link in its [`registry::Registry`].
+//! Every link kind starts as a TCP connection, which runs the [`handshake`]; a data node checks
+//! the peer's hello with [`registry::admit`] and keeps the resulting link in its
+//! [`registry::Registry`].
 //!
 //! **Architecture Invariant:** this crate knows nothing of tables, rows or transactions; it moves
 //! opaque payloads tagged with a signal number.
+//!
+//! **Architecture Invariant:** `unsafe` lives only in [`shm`] and [`uring`], each block with a
+//! `// SAFETY:` comment; every other module says `#![forbid(unsafe_code)]`.
 
 pub mod conformance;
 pub mod frame;
@@ -29,6 +39,7 @@ pub mod registry;
 pub mod settings;
 pub mod shm;
 pub mod tcp;
+pub mod uring;
 
 mod error;
 

@@ -260,12 +260,12 @@ pub fn server_handshake<'c>(
 }
 
 /// The hello must want the transporter and Checksum the config gives the pair. A pair the
-/// config makes SHM may also run as plain TCP (the SHM link is set up over that TCP connection
-/// anyway), so that one config can compare both transporters; TCP never becomes SHM.
+/// config makes SHM may also run as plain TCP or Uring (the SHM link is set up over a TCP
+/// connection anyway), and TCP and Uring links stand in for each other (both are TCP on the wire), so that
+/// one config can compare transporters; a TCP or Uring link never becomes SHM.
 fn check_link(link: &LinkConfig, hello: &Hello, me: NodeId) -> Result<(), Refusal> {
     let from = hello.from;
-    let tcp_on_shm = link.kind == TransporterKind::Shm && hello.transporter == TransporterKind::Tcp;
-    if link.kind != hello.transporter && !tcp_on_shm {
+    if !transporter_allowed(link.kind, hello.transporter) {
         return refuse(
             REFUSE_TRANSPORTER_MISMATCH,
             format!(
@@ -286,6 +286,16 @@ fn check_link(link: &LinkConfig, hello: &Hello, me: NodeId) -> Result<(), Refusa
         );
     }
     Ok(())
+}
+
+/// True when a client may ask for `wanted` on a link the config makes `configured`.
+fn transporter_allowed(configured: TransporterKind, wanted: TransporterKind) -> bool {
+    use TransporterKind::{Shm, Tcp, Uring};
+    match (configured, wanted) {
+        (Shm, Shm | Tcp | Uring) => true,
+        (Tcp | Uring, Tcp | Uring) => true,
+        (Tcp | Uring, Shm) => false,
+    }
 }
 
 /// The peer's address must be one the node's HostName resolves to. A HostName that resolves to

@@ -305,7 +305,7 @@ impl std::fmt::Debug for TcpLink {
 }
 
 /// True for the errors that mean the peer is gone rather than that we misused the socket.
-fn is_disconnect(e: &io::Error) -> bool {
+pub(crate) fn is_disconnect(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::ConnectionReset

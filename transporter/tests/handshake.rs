@@ -49,6 +49,21 @@ fn hello_round_trips() {
     assert_eq!(Hello::decode(&bytes).expect("decode"), hello);
 }
 
+#[test]
+fn every_transporter_kind_round_trips_with_its_code() {
+    for (kind, code) in [
+        (TransporterKind::Tcp, 1),
+        (TransporterKind::Shm, 2),
+        (TransporterKind::Uring, 3),
+    ] {
+        let mut hello = api_hello();
+        hello.transporter = kind;
+        let bytes = hello.encode();
+        assert_eq!(bytes[21], code, "{kind}");
+        assert_eq!(Hello::decode(&bytes).expect("decode"), hello);
+    }
+}
+
 fn check_decode_fails(patch: impl Fn(&mut Vec<u8>), expected: &str) {
     let mut bytes = api_hello().encode().to_vec();
     patch(&mut bytes);

@@ -109,6 +109,45 @@ fn refuses_peers_that_disagree_on_the_link() {
     );
 }
 
+/// TCP and Uring links are both TCP on the wire, so a client may ask for either on either; an
+/// SHM link also takes either; SHM is refused on a TCP or Uring link.
+#[test]
+fn tcp_and_uring_stand_in_for_each_other() {
+    for (configured, wanted, admitted) in [
+        (TransporterKind::Tcp, TransporterKind::Uring, true),
+        (TransporterKind::Uring, TransporterKind::Tcp, true),
+        (TransporterKind::Uring, TransporterKind::Uring, true),
+        (TransporterKind::Shm, TransporterKind::Uring, true),
+        (TransporterKind::Uring, TransporterKind::Shm, false),
+        (TransporterKind::Tcp, TransporterKind::Shm, false),
+    ] {
+        let mut config = common::cluster();
+        for link in &mut config.links {
+            if (link.node1, link.node2) == (NodeId(1), NodeId(10)) {
+                link.kind = configured;
+            }
+        }
+        let mut hello = hello(&config, 10, 1);
+        hello.transporter = wanted;
+        let result = admit(
+            &config,
+            NodeId(1),
+            &hello,
+            LOCAL.parse().expect("address"),
+            |_| false,
+        );
+        match result {
+            Ok(_) => assert!(admitted, "{wanted} on a {configured} link was admitted"),
+            Err(refusal) => {
+                assert!(!admitted, "{wanted} on a {configured} link: {refusal}");
+                assert_eq!(refusal.code, REFUSE_TRANSPORTER_MISMATCH);
+                let phrase = format!("wants a {wanted} link");
+                assert!(refusal.message.contains(&phrase), "{refusal}");
+            }
+        }
+    }
+}
+
 #[test]
 fn refuses_wrong_hosts_and_second_connections() {
     let config = common::cluster();
