@@ -159,6 +159,13 @@ impl Handshake {
                 peer,
                 &LinkSettings::from_link(link),
             )?)),
+            // Where io_uring is unavailable this logs a warning naming the fallback and makes a
+            // TCP link; the peer cannot tell, the bytes on the wire are the same.
+            TransporterKind::Uring => rndb_transporter::uring::open_link_or_tcp(
+                stream,
+                peer,
+                &LinkSettings::from_link(link),
+            ),
             TransporterKind::Shm => {
                 let cluster_id = self.config.cluster_id();
                 Ok(Box::new(shm::server_setup(
