@@ -9,7 +9,7 @@ use rndb_api::{LockMode, TransporterKind};
 /// NDB's testReadPerf for rndb: loads a table, then measures serial versus batched access for
 /// each access type over each transporter, and prints µs per row, rows per second and the p50
 /// and p99 latency of one execute.
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Clone)]
 #[command(name = "testread-perf", version, after_help = AFTER_HELP)]
 pub struct Args {
     /// The cluster's config.ini [default: config/examples/single.ini, looked up in the current
@@ -50,8 +50,8 @@ pub struct Args {
     pub access: Vec<Access>,
 
     /// Transporters to measure, comma-separated: each gets its own API connection that forces
-    /// that link kind
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "tcp")]
+    /// that link kind [default: tcp, plus shm when the config gives API nodes SHM links]
+    #[arg(long, value_enum, value_delimiter = ',')]
     pub transporter: Vec<Transporter>,
 
     /// Output: a table, or one JSON document on stdout

@@ -66,6 +66,12 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
     for warning in &config.warnings {
         eprintln!("testread-perf: {}: {warning}", config_path.display());
     }
+    let mut resolved = args.clone();
+    if resolved.transporter.is_empty() {
+        resolved.transporter = default_transporters(&config);
+    }
+    let args = &resolved;
+    let transporters = &args.transporter;
     // Held until `run` returns, however it returns: dropping it stops the data nodes.
     let _local = if args.local {
         let ndbd = local::find_ndbd(args.ndbd.as_deref())?;
@@ -75,14 +81,14 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
     };
     // Connect over every transporter but the first once before the load and the measurements,
     // so a transporter the cluster refuses fails the run at once, not after minutes.
-    for &transporter in args.transporter.iter().skip(1) {
+    for &transporter in transporters.iter().skip(1) {
         drop(connect(&config_path, transporter, args.spin_us)?);
     }
     let seed = args.seed.unwrap_or_else(rand::random);
     let mut rng = StdRng::seed_from_u64(seed);
     let mut results = Vec::new();
     let mut table: Option<Table> = None;
-    for &transporter in &args.transporter {
+    for &transporter in transporters {
         shutdown.check()?;
         let cluster = connect(&config_path, transporter, args.spin_us)?;
         let table = match &table {
@@ -111,6 +117,22 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
         Format::Json => println!("{}", report.to_json()),
     }
     Ok(())
+}
+
+/// TCP, and every other kind of link the config gives API nodes to data nodes, so that one run
+/// shows the config's interconnects side by side.
+fn default_transporters(config: &rndb_config::ClusterConfig) -> Vec<Transporter> {
+    let mut transporters = vec![Transporter::Tcp];
+    let api_link_is_shm = config.links.iter().any(|link| {
+        let api_end = [link.node1, link.node2]
+            .into_iter()
+            .any(|n| config.api_slot(n).is_some());
+        api_end && link.kind == rndb_config::TransporterKind::Shm
+    });
+    if api_link_is_shm {
+        transporters.push(Transporter::Shm);
+    }
+    transporters
 }
 
 /// Runs every access type over one connected transporter.

@@ -134,6 +134,11 @@ impl TestCluster {
         Ok(cluster)
     }
 
+    /// The process id of data node `id`, while it runs.
+    pub fn pid(&self, id: NodeId) -> Option<u32> {
+        self.nodes.get(&id)?.child.as_ref().map(Child::id)
+    }
+
     /// True while data node `id` has not exited.
     pub fn is_running(&mut self, id: NodeId) -> bool {
         let Some(child) = self.nodes.get_mut(&id).and_then(|n| n.child.as_mut()) else {
