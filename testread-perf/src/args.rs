@@ -138,6 +138,8 @@ impl Access {
 pub enum Transporter {
     Tcp,
     Shm,
+    /// TCP bytes moved with io_uring (rndb's UseIoUring links).
+    Uring,
 }
 
 impl Transporter {
@@ -145,6 +147,7 @@ impl Transporter {
         match self {
             Transporter::Tcp => TransporterKind::Tcp,
             Transporter::Shm => TransporterKind::Shm,
+            Transporter::Uring => TransporterKind::Uring,
         }
     }
 
@@ -153,6 +156,7 @@ impl Transporter {
         match self {
             Transporter::Tcp => "tcp",
             Transporter::Shm => "shm",
+            Transporter::Uring => "uring",
         }
     }
 }

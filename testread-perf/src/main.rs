@@ -119,8 +119,8 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
     Ok(())
 }
 
-/// TCP, and every other kind of link the config gives API nodes to data nodes, so that one run
-/// shows the config's interconnects side by side.
+/// TCP, and SHM when the config gives API nodes SHM links to data nodes, so that one run shows
+/// the config's interconnects side by side (io_uring is asked for with `--transporter`).
 fn default_transporters(config: &rndb_config::ClusterConfig) -> Vec<Transporter> {
     let mut transporters = vec![Transporter::Tcp];
     let api_link_is_shm = config.links.iter().any(|link| {
@@ -182,7 +182,7 @@ fn connect(config_path: &Path, transporter: Transporter, spin_us: Option<u32>) -
             TransporterKind::Shm => {
                 " (SHM needs UseShm=1 on the data node and the same HostName on both nodes)"
             }
-            TransporterKind::Tcp => "",
+            TransporterKind::Tcp | TransporterKind::Uring => "",
         };
         format!("connect over {}{hint}", transporter.kind())
     })?;
