@@ -95,9 +95,10 @@ impl Answers {
     }
 }
 
-/// True for the signal that completes a request: everything but per-operation answers.
+/// True for the signal that completes a request: everything but per-operation answers and
+/// scan rows (a scan batch is complete with its SCAN_TABCONF or SCAN_TABREF).
 fn completes_request(signal: u16) -> bool {
-    !matches!(signal, gsn::TCKEY_ROW | gsn::TCKEYREF)
+    !matches!(signal, gsn::TCKEY_ROW | gsn::TCKEYREF | gsn::SCAN_ROWS)
 }
 
 impl Connection {

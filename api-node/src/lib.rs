@@ -4,14 +4,18 @@
 //! Cluster::connect(config.ini) ──► one Connection per data node (TCP or SHM link)
 //!   │
 //!   ├─ create_table / get_table / drop_table    (DICT requests)
+//!   ├─ create_index / get_index / drop_index    (unique hash and ordered indexes)
 //!   └─ start_transaction ──► Transaction
 //!          read / insert / update / write / delete   (defined locally, nothing sent)
+//!          read_unique / update_unique / delete_unique (through a unique index)
 //!          execute(NoCommit | Commit | Rollback)     (all defined operations in one flush,
 //!                                                     answers gathered in one round trip)
+//!          scan_table / scan_index ──► Scan          (an iterator; batches fetched on demand)
 //! ```
 //!
 //! - [`connection`]: one link to one data node, shared by threads (NDB's poll-owner design).
 //! - [`transaction`]: operations, execute, results.
+//! - [`scan`]: scans read as iterators, with filters, ranges, order and lock modes.
 //! - [`error`]: [`Error`], which keeps NDB's code and temporary/permanent class.
 //!
 //! Nothing here panics on what a data node or the network sends: a malformed answer closes the
@@ -22,13 +26,18 @@
 mod connect;
 mod connection;
 mod error;
+mod scan;
 mod transaction;
 
 pub use error::Error;
 pub use rndb_config::{NodeId, TransporterKind};
+pub use rndb_protocol::filter::{CmpOp, Filter, GroupOp};
+pub use rndb_protocol::scan::{BoundType, KeyRange as IndexRange, RangeEnd};
 pub use rndb_protocol::{
-    AbortOption, ColumnDef, ColumnType, ErrorClass, ExecType, LockMode, NdbError, TableDef, Value,
+    AbortOption, ColumnDef, ColumnType, ErrorClass, ExecType, IndexKind, LockMode, NdbError,
+    TableDef, Value,
 };
+pub use scan::{Scan, ScanOptions};
 pub use transaction::{OpId, Transaction};
 
 use std::path::Path;
@@ -37,7 +46,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rndb_config::ClusterConfig;
-use rndb_protocol::signals::{self, block, gsn, Refusal, TableInfo};
+use rndb_protocol::signals::{
+    self, block, gsn, CreateIndexReq, IndexInfo, IndexName, Refusal, TableInfo,
+};
 use rndb_transporter::FrameHeader;
 
 use connection::{Answers, Connection};
@@ -117,6 +128,67 @@ impl Table {
     /// Positions of the primary-key columns.
     pub fn key_columns(&self) -> &[usize] {
         &self.0.key_columns
+    }
+}
+
+/// An index to create: a unique hash index or an ordered index on columns of a table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexDef {
+    pub name: String,
+    pub kind: IndexKind,
+    /// Column names, in index order.
+    pub columns: Vec<String>,
+}
+
+impl IndexDef {
+    /// A unique hash index on `columns`.
+    pub fn unique(name: &str, columns: &[&str]) -> IndexDef {
+        IndexDef::new(name, IndexKind::Unique, columns)
+    }
+    /// An ordered index on `columns`.
+    pub fn ordered(name: &str, columns: &[&str]) -> IndexDef {
+        IndexDef::new(name, IndexKind::Ordered, columns)
+    }
+    fn new(name: &str, kind: IndexKind, columns: &[&str]) -> IndexDef {
+        IndexDef {
+            name: name.to_string(),
+            kind,
+            columns: columns.iter().map(|c| c.to_string()).collect(),
+        }
+    }
+}
+
+/// An index as the dictionary knows it, with its table.
+#[derive(Clone, Debug)]
+pub struct Index(Arc<IndexInner>);
+
+#[derive(Debug)]
+struct IndexInner {
+    info: IndexInfo,
+    columns: Vec<usize>,
+    table: Table,
+}
+
+impl Index {
+    pub fn name(&self) -> &str {
+        &self.0.info.name
+    }
+    pub fn kind(&self) -> IndexKind {
+        self.0.info.kind
+    }
+    pub fn id(&self) -> u32 {
+        self.0.info.index_id
+    }
+    pub fn version(&self) -> u32 {
+        self.0.info.index_version
+    }
+    /// The indexed table.
+    pub fn table(&self) -> &Table {
+        &self.0.table
+    }
+    /// Positions of the indexed columns in the table, in index order.
+    pub fn columns(&self) -> &[usize] {
+        &self.0.columns
     }
 }
 
@@ -204,6 +276,76 @@ impl Cluster {
         }
     }
 
+    /// Creates a unique hash index or an ordered index on `table`. An index on a table that
+    /// holds rows is built from them (a unique index refuses duplicates with 893).
+    pub fn create_index(&self, table: &Table, def: &IndexDef) -> Result<Index, Error> {
+        let mut payload = Vec::new();
+        CreateIndexReq {
+            table: table.name().to_string(),
+            index: def.name.clone(),
+            kind: def.kind,
+            columns: def.columns.clone(),
+        }
+        .encode(&mut payload);
+        let answers = self.request(gsn::CREATE_INDEX_REQ, block::DBDICT, &payload)?;
+        self.index_answer(table, &answers, gsn::CREATE_INDEX_CONF)
+    }
+
+    /// Looks up index `name` of `table` (4243 when there is none).
+    pub fn get_index(&self, table: &Table, name: &str) -> Result<Index, Error> {
+        let payload = index_name(table, name);
+        let answers = self.request(gsn::GET_INDEX_REQ, block::DBDICT, &payload)?;
+        self.index_answer(table, &answers, gsn::GET_INDEX_CONF)
+    }
+
+    /// Drops index `name` of `table` (4243 when there is none).
+    pub fn drop_index(&self, table: &Table, name: &str) -> Result<(), Error> {
+        let payload = index_name(table, name);
+        let answers = self.request(gsn::DROP_INDEX_REQ, block::DBDICT, &payload)?;
+        match single_answer(&answers, self.coordinator().peer)? {
+            (gsn::DROP_INDEX_CONF, _) => Ok(()),
+            (signal, payload) => Err(self.refusal(signal, payload)),
+        }
+    }
+
+    fn index_answer(&self, table: &Table, answers: &Answers, conf: u16) -> Result<Index, Error> {
+        let peer = self.coordinator().peer;
+        let malformed = |reason: String| Error::Protocol { node: peer, reason };
+        match single_answer(answers, peer)? {
+            (signal, payload) if signal == conf => {
+                let info = IndexInfo::decode(payload).map_err(|e| malformed(e.to_string()))?;
+                if info.table_id != table.id() {
+                    return Err(Error::ndb_detail(
+                        241,
+                        format!("table {} was dropped and created again", table.name()),
+                    ));
+                }
+                let columns: Vec<usize> = info.columns.iter().map(|&c| usize::from(c)).collect();
+                if columns.iter().any(|&c| c >= table.def().columns.len()) {
+                    return Err(malformed("index names a column the table lacks".into()));
+                }
+                Ok(Index(Arc::new(IndexInner {
+                    info,
+                    columns,
+                    table: table.clone(),
+                })))
+            }
+            (signal, payload) => Err(self.refusal(signal, payload)),
+        }
+    }
+
+    /// This API node's scan batch sizes: BatchSize, BatchByteSize, MaxScanBatchSize of its
+    /// `[api]` slot (NDB's defaults when the slot is not found).
+    pub(crate) fn scan_batch_defaults(&self) -> (u32, u32, u32) {
+        self.config
+            .api_slots
+            .iter()
+            .find(|s| s.node_id == self.node_id)
+            .map_or((256, 16 * 1024, 256 * 1024), |s| {
+                (s.batch_size, s.batch_byte_size, s.max_scan_batch_size)
+            })
+    }
+
     /// Starts a transaction. Nothing is sent until its first `execute`.
     pub fn start_transaction(&self) -> Result<Transaction<'_>, Error> {
         Ok(Transaction::new(self, self.new_request_id()))
@@ -268,6 +410,16 @@ impl Cluster {
     pub(crate) fn coordinator(&self) -> &Connection {
         &self.connections[0]
     }
+}
+
+fn index_name(table: &Table, name: &str) -> Vec<u8> {
+    let mut payload = Vec::new();
+    IndexName {
+        table: table.name().to_string(),
+        index: name.to_string(),
+    }
+    .encode(&mut payload);
+    payload
 }
 
 /// The one (signal, payload) a dictionary request gets back.

@@ -1,16 +1,37 @@
 //! Transactions: operations defined locally, sent together by `execute`, answered in one round
 //! trip.
 
+use rndb_protocol::scan::{ScanTabReq, SCAN_FLAG_DESCENDING, SCAN_FLAG_START_TRANSACTION};
 use rndb_protocol::schema::ROW_BYTES_MAX;
 use rndb_protocol::signals::{
     block, gsn, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReq, TcKeyRow, FLAG_START_TRANSACTION,
     OP_INDEX_NONE,
 };
-use rndb_protocol::{AbortOption, ExecType, LockMode, NdbError, OperationType, Value};
+use rndb_protocol::{AbortOption, ExecType, IndexKind, LockMode, NdbError, OperationType, Value};
 use rndb_transporter::FrameHeader;
 
 use crate::connection::Answers;
-use crate::{Cluster, Error, Table};
+use crate::scan::{batch_sizes, Scan, ScanOptions};
+use crate::{Cluster, Error, Index, Table};
+
+/// What an operation works on: a table by primary key, or a unique index by its key.
+#[derive(Clone, Copy, Debug)]
+struct Target {
+    /// TCKEYREQ or TCINDXREQ.
+    signal: u16,
+    id: u32,
+    version: u32,
+}
+
+impl Target {
+    fn table(table: &Table) -> Target {
+        Target {
+            signal: gsn::TCKEYREQ,
+            id: table.id(),
+            version: table.version(),
+        }
+    }
+}
 
 /// Names one operation of a transaction, to fetch its row or error after `execute`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -41,8 +62,8 @@ pub struct Transaction<'c> {
     /// Names this transaction on the wire (the frame header's request id).
     request_id: u32,
     state: State,
-    /// Operations defined since the last execute, encoded, with their result slots.
-    batch: Vec<(usize, Vec<u8>)>,
+    /// Operations defined since the last execute: result slot, signal, encoded payload.
+    batch: Vec<(usize, u16, Vec<u8>)>,
     /// Every operation's outcome, by `OpId`.
     results: Vec<OpResult>,
 }
@@ -61,14 +82,20 @@ impl<'c> Transaction<'c> {
     /// Reads the row with primary key `key` (values in key-column order).
     pub fn read(&mut self, table: &Table, key: &[Value], lock: LockMode) -> Result<OpId, Error> {
         check_key(table, key)?;
-        self.define(table, OperationType::Read, lock, key.to_vec(), Vec::new())
+        self.define(
+            Target::table(table),
+            OperationType::Read,
+            lock,
+            key.to_vec(),
+            Vec::new(),
+        )
     }
 
     /// Inserts a whole row (every column, in column order); 630 if the key exists.
     pub fn insert(&mut self, table: &Table, row: &[Value]) -> Result<OpId, Error> {
         let (key, attrs) = split_row(table, row)?;
         self.define(
-            table,
+            Target::table(table),
             OperationType::Insert,
             LockMode::Exclusive,
             key,
@@ -79,7 +106,13 @@ impl<'c> Transaction<'c> {
     /// Inserts a row, or overwrites it when the key exists (NDB's writeTuple).
     pub fn write(&mut self, table: &Table, row: &[Value]) -> Result<OpId, Error> {
         let (key, attrs) = split_row(table, row)?;
-        self.define(table, OperationType::Write, LockMode::Exclusive, key, attrs)
+        self.define(
+            Target::table(table),
+            OperationType::Write,
+            LockMode::Exclusive,
+            key,
+            attrs,
+        )
     }
 
     /// Sets some non-key columns of an existing row (626 if there is none).
@@ -90,22 +123,9 @@ impl<'c> Transaction<'c> {
         set: &[(usize, Value)],
     ) -> Result<OpId, Error> {
         check_key(table, key)?;
-        let mut attrs = Vec::with_capacity(set.len());
-        for (column, value) in set {
-            check_value(table, *column, value)?;
-            if table.def().columns[*column].primary_key {
-                return Err(Error::ndb_detail(
-                    4004,
-                    format!(
-                        "column {} is part of the primary key and cannot be updated",
-                        table.def().columns[*column].name
-                    ),
-                ));
-            }
-            attrs.push((*column as u16, value.clone()));
-        }
+        let attrs = check_set(table, set)?;
         self.define(
-            table,
+            Target::table(table),
             OperationType::Update,
             LockMode::Exclusive,
             key.to_vec(),
@@ -117,12 +137,144 @@ impl<'c> Transaction<'c> {
     pub fn delete(&mut self, table: &Table, key: &[Value]) -> Result<OpId, Error> {
         check_key(table, key)?;
         self.define(
-            table,
+            Target::table(table),
             OperationType::Delete,
             LockMode::Exclusive,
             key.to_vec(),
             Vec::new(),
         )
+    }
+
+    /// Reads the row whose unique-index columns equal `key` (values in index-column order):
+    /// two hops in the data node, the index's hidden table and then the base table.
+    pub fn read_unique(
+        &mut self,
+        index: &Index,
+        key: &[Value],
+        lock: LockMode,
+    ) -> Result<OpId, Error> {
+        let target = unique_target(index, key)?;
+        self.define(target, OperationType::Read, lock, key.to_vec(), Vec::new())
+    }
+
+    /// Sets non-key columns of the row found through a unique index (626 if there is none).
+    /// Changing an indexed column moves the row's index entry.
+    pub fn update_unique(
+        &mut self,
+        index: &Index,
+        key: &[Value],
+        set: &[(usize, Value)],
+    ) -> Result<OpId, Error> {
+        let target = unique_target(index, key)?;
+        let attrs = check_set(index.table(), set)?;
+        self.define(
+            target,
+            OperationType::Update,
+            LockMode::Exclusive,
+            key.to_vec(),
+            attrs,
+        )
+    }
+
+    /// Deletes the row found through a unique index (626 if there is none).
+    pub fn delete_unique(&mut self, index: &Index, key: &[Value]) -> Result<OpId, Error> {
+        let target = unique_target(index, key)?;
+        self.define(
+            target,
+            OperationType::Delete,
+            LockMode::Exclusive,
+            key.to_vec(),
+            Vec::new(),
+        )
+    }
+
+    /// Starts a full-table scan in this transaction and waits for its first batch. Filters,
+    /// lock mode, parallelism and batch sizes come from `options` (ranges and order are for
+    /// index scans and are refused here).
+    pub fn scan_table(&mut self, table: &Table, options: &ScanOptions) -> Result<Scan<'c>, Error> {
+        if !options.ranges.is_empty() || options.sorted || options.descending {
+            return Err(Error::ndb_detail(
+                4259,
+                "ranges and order need an ordered index scan",
+            ));
+        }
+        self.start_scan(table, None, options)
+    }
+
+    /// Starts an ordered-index scan over `options.ranges` (all of the index when empty) and
+    /// waits for its first batch. A sorted scan merges the fragments' streams in index order.
+    pub fn scan_index(&mut self, index: &Index, options: &ScanOptions) -> Result<Scan<'c>, Error> {
+        if index.kind() != IndexKind::Ordered {
+            return Err(Error::ndb_detail(
+                4243,
+                format!("{} is not an ordered index", index.name()),
+            ));
+        }
+        self.start_scan(index.table(), Some(index), options)
+    }
+
+    fn start_scan(
+        &mut self,
+        table: &Table,
+        index: Option<&Index>,
+        options: &ScanOptions,
+    ) -> Result<Scan<'c>, Error> {
+        if self.state == State::Finished {
+            return Err(Error::Ndb(NdbError::new(4114)));
+        }
+        let (batch_rows, batch_bytes, batch_bytes_total) = batch_sizes(self.cluster, options)?;
+        let mut flags = 0;
+        if self.state == State::Fresh {
+            flags |= SCAN_FLAG_START_TRANSACTION;
+        }
+        if options.descending {
+            flags |= SCAN_FLAG_DESCENDING;
+        }
+        let req = ScanTabReq {
+            flags,
+            trans_request_id: self.request_id,
+            table_id: table.id(),
+            table_version: table.version(),
+            index_id: index.map_or(0, Index::id),
+            index_version: index.map_or(0, Index::version),
+            lock_mode: options.lock,
+            parallelism: if options.sorted {
+                0
+            } else {
+                options.parallelism
+            },
+            batch_rows,
+            batch_bytes,
+            batch_bytes_total,
+            ranges: options.ranges.clone(),
+            filter: options.filter.clone(),
+        };
+        let mut payload = Vec::with_capacity(64);
+        req.encode(&mut payload);
+        let scan_id = self.cluster.new_request_id();
+        let header = FrameHeader {
+            signal: gsn::SCAN_TABREQ,
+            receiver_block: block::DBTC,
+            sender_block: block::API,
+            request_id: scan_id,
+        };
+        let connection = self.cluster.coordinator();
+        connection.expect(scan_id);
+        if let Err(e) = connection.send_batch(|send| send(&header, &payload)) {
+            connection.forget(scan_id);
+            return Err(e);
+        }
+        let sort = index
+            .filter(|_| options.sorted)
+            .map(|i| (i.columns().to_vec(), options.descending));
+        let scan = Scan::open(self.cluster, table.clone(), scan_id, sort);
+        // The data node attaches the transaction before anything else can fail, so it exists
+        // now unless no transaction record was free (233) or it had timed out (237).
+        let attached = !matches!(scan.as_ref().err().and_then(Error::code), Some(233 | 237));
+        if self.state == State::Fresh && attached {
+            self.state = State::Open;
+        }
+        scan
     }
 
     /// Sends every operation defined since the last execute in one round trip. With
@@ -169,7 +321,7 @@ impl<'c> Transaction<'c> {
 
     fn define(
         &mut self,
-        table: &Table,
+        target: Target,
         op_type: OperationType,
         lock_mode: LockMode,
         key: Vec<Value>,
@@ -185,8 +337,8 @@ impl<'c> Transaction<'c> {
             op_index,
             op_type,
             lock_mode,
-            table_id: table.id(),
-            table_version: table.version(),
+            table_id: target.id,
+            table_version: target.version,
             key,
             attrs,
         };
@@ -194,13 +346,13 @@ impl<'c> Transaction<'c> {
         req.encode(&mut payload);
         let id = self.results.len();
         self.results.push(OpResult::default());
-        self.batch.push((id, payload));
+        self.batch.push((id, target.signal, payload));
         Ok(OpId(id))
     }
 
     fn send_and_wait(
         &self,
-        batch: &[(usize, Vec<u8>)],
+        batch: &[(usize, u16, Vec<u8>)],
         exec: ExecType,
         abort: AbortOption,
     ) -> Result<Answers, Error> {
@@ -225,9 +377,8 @@ impl<'c> Transaction<'c> {
         execute.encode(&mut execute_payload);
         connection.expect(self.request_id);
         let sent = connection.send_batch(|send| {
-            let op_header = header(gsn::TCKEYREQ);
-            for (_, payload) in batch {
-                send(&op_header, payload)?;
+            for (_, signal, payload) in batch {
+                send(&header(*signal), payload)?;
             }
             send(&header(gsn::TC_EXECUTE_REQ), &execute_payload)
         });
@@ -241,7 +392,7 @@ impl<'c> Transaction<'c> {
     /// Files rows and errors under their operations; returns the execute's overall outcome.
     fn apply_answers(
         &mut self,
-        batch: &[(usize, Vec<u8>)],
+        batch: &[(usize, u16, Vec<u8>)],
         answers: &Answers,
     ) -> Result<(), Error> {
         let peer = self.cluster.coordinator().peer;
@@ -249,7 +400,7 @@ impl<'c> Transaction<'c> {
         let op_slot = |op_index: u32| {
             batch
                 .get(op_index as usize)
-                .map(|(id, _)| *id)
+                .map(|(id, _, _)| *id)
                 .ok_or_else(|| {
                     malformed(format!(
                         "answer names operation {op_index} of a batch of {}",
@@ -337,6 +488,62 @@ fn check_value(table: &Table, column: usize, value: &Value) -> Result<(), Error>
         ));
     }
     Ok(())
+}
+
+/// Checks (column, value) pairs for an update: existing non-key columns, fitting values.
+fn check_set(table: &Table, set: &[(usize, Value)]) -> Result<Attrs, Error> {
+    let mut attrs = Vec::with_capacity(set.len());
+    for (column, value) in set {
+        check_value(table, *column, value)?;
+        if table.def().columns[*column].primary_key {
+            return Err(Error::ndb_detail(
+                4004,
+                format!(
+                    "column {} is part of the primary key and cannot be updated",
+                    table.def().columns[*column].name
+                ),
+            ));
+        }
+        attrs.push((*column as u16, value.clone()));
+    }
+    Ok(attrs)
+}
+
+/// The target of an operation through a unique index, after checking its key: one non-NULL
+/// value per index column, each fitting its column.
+fn unique_target(index: &Index, key: &[Value]) -> Result<Target, Error> {
+    if index.kind() != IndexKind::Unique {
+        return Err(Error::ndb_detail(
+            4243,
+            format!("{} is not a unique index", index.name()),
+        ));
+    }
+    let columns = index.columns();
+    if key.len() != columns.len() {
+        return Err(Error::ndb_detail(
+            4116,
+            format!(
+                "index {} has {} columns, got {} values",
+                index.name(),
+                columns.len(),
+                key.len()
+            ),
+        ));
+    }
+    for (value, &column) in key.iter().zip(columns) {
+        if *value == Value::Null {
+            return Err(Error::ndb_detail(
+                4116,
+                format!("NULL never matches unique index {}", index.name()),
+            ));
+        }
+        check_value(index.table(), column, value)?;
+    }
+    Ok(Target {
+        signal: gsn::TCINDXREQ,
+        id: index.id(),
+        version: index.version(),
+    })
 }
 
 fn check_key(table: &Table, key: &[Value]) -> Result<(), Error> {

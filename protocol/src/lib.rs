@@ -9,6 +9,8 @@
 //! - [`schema`]: column types, values, table definitions, lock modes, execute types.
 //! - [`error`]: NDB's error codes with their classification (temporary or permanent).
 //! - [`signals`]: signal numbers and the payload of each signal.
+//! - [`scan`]: the scan signals (SCAN_TABREQ, SCAN_NEXTREQ, SCAN_ROWS, SCAN_TABCONF).
+//! - [`filter`]: pushed-down scan filters, their encoding and their meaning.
 //!
 //! Signals come in NDB's families: `…Req` asks, `…Conf` answers yes, `…Ref` answers no with an
 //! error code.
@@ -17,11 +19,14 @@
 
 pub mod codec;
 pub mod error;
+pub mod filter;
+pub mod scan;
 pub mod schema;
 pub mod signals;
 
 pub use codec::{DecodeError, Reader, Writer};
 pub use error::{ErrorClass, NdbError};
 pub use schema::{
-    AbortOption, ColumnDef, ColumnType, ExecType, LockMode, OperationType, TableDef, Value,
+    AbortOption, ColumnDef, ColumnType, ExecType, IndexKind, LockMode, OperationType, TableDef,
+    Value,
 };

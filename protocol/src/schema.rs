@@ -381,3 +381,13 @@ wire_enum!(
         Delete = 4,
     }
 );
+
+wire_enum!(
+    /// The kind of a secondary index.
+    IndexKind {
+        /// A unique hash index: a hidden table keyed by the indexed columns.
+        Unique = 1,
+        /// An ordered index: one ordered structure per fragment, for range scans.
+        Ordered = 2,
+    }
+);

@@ -9,8 +9,8 @@
 
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::schema::{
-    decode_values, encode_values, AbortOption, ExecType, LockMode, OperationType, TableDef, Value,
-    COLUMNS_MAX,
+    decode_values, encode_values, AbortOption, ExecType, IndexKind, LockMode, OperationType,
+    TableDef, Value, COLUMNS_MAX, NAME_BYTES_MAX,
 };
 
 /// Signal numbers (NDB calls them GSNs). Transporter handshake signals use 0xFFF0 and above.
@@ -32,6 +32,23 @@ pub mod gsn {
     pub const TC_EXECUTE_REQ: u16 = 23;
     pub const TC_EXECUTE_CONF: u16 = 24;
     pub const TC_EXECUTE_REF: u16 = 25;
+    /// A key operation through a unique hash index (NDB's TCINDXREQ): a `TcKeyReq` whose table
+    /// id and version name the index and whose key is the unique columns' values.
+    pub const TCINDXREQ: u16 = 26;
+    pub const CREATE_INDEX_REQ: u16 = 30;
+    pub const CREATE_INDEX_CONF: u16 = 31;
+    pub const CREATE_INDEX_REF: u16 = 32;
+    pub const DROP_INDEX_REQ: u16 = 33;
+    pub const DROP_INDEX_CONF: u16 = 34;
+    pub const DROP_INDEX_REF: u16 = 35;
+    pub const GET_INDEX_REQ: u16 = 36;
+    pub const GET_INDEX_CONF: u16 = 37;
+    pub const GET_INDEX_REF: u16 = 38;
+    pub const SCAN_TABREQ: u16 = 40;
+    pub const SCAN_TABCONF: u16 = 41;
+    pub const SCAN_TABREF: u16 = 42;
+    pub const SCAN_NEXTREQ: u16 = 43;
+    pub const SCAN_ROWS: u16 = 44;
 }
 
 /// Block numbers, as NDB numbers its kernel blocks. API-side receivers use `API`.
@@ -122,6 +139,130 @@ pub fn decode_table_def(buf: &[u8]) -> Result<TableDef, DecodeError> {
     let def = TableDef::decode(&mut r)?;
     r.finish()?;
     Ok(def)
+}
+
+/// The most columns an index may have.
+pub const INDEX_COLUMNS_MAX: usize = 32;
+
+/// CREATE_INDEX_REQ: an index on a table, by names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreateIndexReq {
+    pub table: String,
+    pub index: String,
+    pub kind: IndexKind,
+    /// Column names, in index order.
+    pub columns: Vec<String>,
+}
+
+impl CreateIndexReq {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::new(out);
+        w.str16(&self.table)
+            .str16(&self.index)
+            .u8(self.kind.to_u8())
+            .u16(self.columns.len() as u16);
+        for c in &self.columns {
+            w.str16(c);
+        }
+    }
+    pub fn decode(buf: &[u8]) -> Result<CreateIndexReq, DecodeError> {
+        let mut r = Reader::new(buf, "CREATE_INDEX_REQ");
+        let table = r.str16()?.to_string();
+        let index = r.str16()?.to_string();
+        let kind = IndexKind::from_u8(r.u8()?).ok_or_else(|| r.error("unknown index kind"))?;
+        let count = usize::from(r.u16()?);
+        if count > INDEX_COLUMNS_MAX {
+            return Err(r.error(format!("{count} columns, at most {INDEX_COLUMNS_MAX}")));
+        }
+        let columns = (0..count)
+            .map(|_| r.str16().map(str::to_string))
+            .collect::<Result<_, _>>()?;
+        r.finish()?;
+        Ok(CreateIndexReq {
+            table,
+            index,
+            kind,
+            columns,
+        })
+    }
+}
+
+/// DROP_INDEX_REQ and GET_INDEX_REQ: an index named by its table and its own name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexName {
+    pub table: String,
+    pub index: String,
+}
+
+impl IndexName {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        Writer::new(out).str16(&self.table).str16(&self.index);
+    }
+    pub fn decode(buf: &[u8]) -> Result<IndexName, DecodeError> {
+        let mut r = Reader::new(buf, "index name");
+        let v = IndexName {
+            table: r.str16()?.to_string(),
+            index: r.str16()?.to_string(),
+        };
+        r.finish()?;
+        Ok(v)
+    }
+}
+
+/// CREATE_INDEX_CONF and GET_INDEX_CONF: the index as operations name it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexInfo {
+    pub index_id: u32,
+    pub index_version: u32,
+    pub table_id: u32,
+    pub table_version: u32,
+    pub kind: IndexKind,
+    pub name: String,
+    /// Positions of the indexed columns in the table, in index order.
+    pub columns: Vec<u16>,
+}
+
+impl IndexInfo {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::new(out);
+        w.u32(self.index_id)
+            .u32(self.index_version)
+            .u32(self.table_id)
+            .u32(self.table_version)
+            .u8(self.kind.to_u8())
+            .str16(&self.name)
+            .u16(self.columns.len() as u16);
+        for c in &self.columns {
+            w.u16(*c);
+        }
+    }
+    pub fn decode(buf: &[u8]) -> Result<IndexInfo, DecodeError> {
+        let mut r = Reader::new(buf, "IndexInfo");
+        let index_id = r.u32()?;
+        let index_version = r.u32()?;
+        let table_id = r.u32()?;
+        let table_version = r.u32()?;
+        let kind = IndexKind::from_u8(r.u8()?).ok_or_else(|| r.error("unknown index kind"))?;
+        let name = r.str16()?.to_string();
+        if name.len() > NAME_BYTES_MAX {
+            return Err(r.error("index name too long"));
+        }
+        let count = usize::from(r.u16()?);
+        if count > INDEX_COLUMNS_MAX {
+            return Err(r.error(format!("{count} columns, at most {INDEX_COLUMNS_MAX}")));
+        }
+        let columns = (0..count).map(|_| r.u16()).collect::<Result<_, _>>()?;
+        r.finish()?;
+        Ok(IndexInfo {
+            index_id,
+            index_version,
+            table_id,
+            table_version,
+            kind,
+            name,
+            columns,
+        })
+    }
 }
 
 /// One key operation of a transaction.
@@ -355,6 +496,9 @@ mod tests {
             let _ = TcExecuteRef::decode(&bytes);
             let _ = TableInfo::decode(&bytes);
             let _ = Refusal::decode(&bytes);
+            let _ = CreateIndexReq::decode(&bytes);
+            let _ = IndexName::decode(&bytes);
+            let _ = IndexInfo::decode(&bytes);
         }
     }
 }

@@ -44,6 +44,8 @@ pub struct ClusterSpec {
     scheduler_spin_timer_us: Option<u32>,
     /// Raw lines appended at the end of the file (extra `[tcp]` sections, say).
     extra_lines: Vec<String>,
+    /// Further `[ndbd default]` parameters as (name, value), in the order given.
+    data_node_params: Vec<(String, String)>,
 }
 
 impl Default for ClusterSpec {
@@ -59,6 +61,7 @@ impl Default for ClusterSpec {
             use_shm: false,
             scheduler_spin_timer_us: None,
             extra_lines: Vec::new(),
+            data_node_params: Vec::new(),
         }
     }
 }
@@ -134,6 +137,13 @@ impl ClusterSpec {
         self
     }
 
+    /// Sets any data node parameter in `[ndbd default]` (MaxNoOfOrderedIndexes, say).
+    pub fn data_node_param(mut self, name: &str, value: &str) -> Self {
+        self.data_node_params
+            .push((name.to_string(), value.to_string()));
+        self
+    }
+
     /// Appends raw lines (one or several, separated by newlines) at the end of the file.
     pub fn extra(mut self, lines: &str) -> Self {
         self.extra_lines.extend(lines.lines().map(str::to_string));
@@ -191,6 +201,9 @@ impl ClusterSpec {
         }
         if let Some(us) = self.scheduler_spin_timer_us {
             set("SchedulerSpinTimer", us.to_string());
+        }
+        for (name, value) in &self.data_node_params {
+            set(name, value.clone());
         }
         for id in self.data_node_ids() {
             let port = ports.get(&id).copied().unwrap_or_else(free_port);

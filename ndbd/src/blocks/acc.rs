@@ -4,6 +4,11 @@
 //! by the transaction holding the exclusive lock), and the lock with its FIFO queue of waiting
 //! operations. A slot exists while it has a row, an uncommitted change, a lock holder or a
 //! waiter; it is removed as soon as it has none.
+//!
+//! Slots live in a slab ([`SlotStore`]): a vector of slots with stable ids and a free list, and
+//! a hash map from key to slot id. A full-table scan walks the slab by slot id, so its cursor is
+//! one integer that stays valid while rows come and go (NDB's TUP scans by page and row id);
+//! an ordered index (TUX) refers to rows by slot id too.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -119,6 +124,11 @@ impl<W> Lock<W> {
         granted
     }
 
+    /// Takes every queued operation off the lock, in queue order, without granting them.
+    pub fn take_waiters(&mut self) -> Vec<W> {
+        self.waiters.drain(..).map(|w| w.work).collect()
+    }
+
     /// True when nobody holds or waits for the lock.
     pub fn is_idle(&self) -> bool {
         self.exclusive.is_none() && self.shared.is_empty() && self.waiters.is_empty()
@@ -135,22 +145,24 @@ pub struct Pending {
 /// Everything the fragment knows about one key.
 #[derive(Debug)]
 pub struct RowSlot<W> {
+    /// The canonical key encoding.
+    pub key: Box<[u8]>,
     pub committed: Option<Row>,
     pub pending: Option<Pending>,
     pub lock: Lock<W>,
 }
 
-impl<W> Default for RowSlot<W> {
-    fn default() -> Self {
+impl<W> RowSlot<W> {
+    /// An empty slot for `key`.
+    pub fn new(key: Box<[u8]>) -> Self {
         RowSlot {
+            key,
             committed: None,
             pending: None,
             lock: Lock::default(),
         }
     }
-}
 
-impl<W> RowSlot<W> {
     /// The image `trans` sees: its own uncommitted change if it made one, else the committed row.
     pub fn visible_to(&self, trans: TransId) -> Option<&Row> {
         match &self.pending {
@@ -165,8 +177,108 @@ impl<W> RowSlot<W> {
     }
 }
 
-/// The hash index of one fragment: encoded primary key → slot.
-pub type HashIndex<W> = HashMap<Box<[u8]>, RowSlot<W>>;
+/// The slot id of a row in its fragment: stable while the slot exists.
+pub type SlotId = u32;
+
+/// The slots of one fragment and its hash index (encoded primary key → slot id).
+#[derive(Debug)]
+pub struct SlotStore<W> {
+    /// Slots by id; `None` is a free id (listed in `free`).
+    slots: Vec<Option<RowSlot<W>>>,
+    /// Free slot ids, reused last-freed first.
+    free: Vec<SlotId>,
+    by_key: HashMap<Box<[u8]>, SlotId>,
+}
+
+impl<W> Default for SlotStore<W> {
+    fn default() -> Self {
+        SlotStore {
+            slots: Vec::new(),
+            free: Vec::new(),
+            by_key: HashMap::new(),
+        }
+    }
+}
+
+impl<W> SlotStore<W> {
+    /// The slot id of `key`, if it has a slot.
+    pub fn id_of(&self, key: &[u8]) -> Option<SlotId> {
+        self.by_key.get(key).copied()
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<&RowSlot<W>> {
+        self.slot(self.id_of(key)?)
+    }
+
+    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut RowSlot<W>> {
+        let id = self.id_of(key)?;
+        self.slot_mut(id)
+    }
+
+    pub fn slot(&self, id: SlotId) -> Option<&RowSlot<W>> {
+        self.slots.get(id as usize)?.as_ref()
+    }
+
+    pub fn slot_mut(&mut self, id: SlotId) -> Option<&mut RowSlot<W>> {
+        self.slots.get_mut(id as usize)?.as_mut()
+    }
+
+    /// One past the highest slot id in use or free: a scan's end.
+    pub fn id_end(&self) -> SlotId {
+        self.slots.len() as SlotId
+    }
+
+    /// Keys with a slot.
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+
+    /// Creates an empty slot for `key` (which must not have one) and returns its id.
+    pub fn insert(&mut self, key: Box<[u8]>) -> SlotId {
+        debug_assert!(!self.by_key.contains_key(&key), "key already has a slot");
+        let slot = RowSlot::new(key.clone());
+        let id = match self.free.pop() {
+            Some(id) => {
+                debug_assert!(self.slots[id as usize].is_none(), "free slot in use");
+                self.slots[id as usize] = Some(slot);
+                id
+            }
+            None => {
+                self.slots.push(Some(slot));
+                (self.slots.len() - 1) as SlotId
+            }
+        };
+        self.by_key.insert(key, id);
+        id
+    }
+
+    /// Removes the slot with id `id` and returns it.
+    pub fn remove(&mut self, id: SlotId) -> Option<RowSlot<W>> {
+        let slot = self.slots.get_mut(id as usize)?.take()?;
+        self.by_key.remove(&slot.key);
+        self.free.push(id);
+        Some(slot)
+    }
+
+    /// Every slot, emptying the store.
+    pub fn drain(&mut self) -> impl Iterator<Item = RowSlot<W>> + '_ {
+        self.by_key.clear();
+        self.free.clear();
+        self.slots.drain(..).flatten()
+    }
+
+    /// Every occupied slot with its id.
+    pub fn iter(&self) -> impl Iterator<Item = (SlotId, &RowSlot<W>)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(id, s)| Some((id as SlotId, s.as_ref()?)))
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -209,6 +321,22 @@ mod tests {
         assert!(lock.try_acquire(1, LockKind::Shared));
         lock.release(1);
         assert_eq!(lock.grant_waiters(), vec![2]);
+    }
+
+    #[test]
+    fn slot_ids_are_stable_and_reused() {
+        let mut store: SlotStore<TransId> = SlotStore::default();
+        let a = store.insert(b"a"[..].into());
+        let b = store.insert(b"b"[..].into());
+        assert_ne!(a, b);
+        assert_eq!(store.id_of(b"b"), Some(b));
+        assert!(store.remove(a).is_some());
+        assert_eq!(store.id_of(b"a"), None);
+        assert_eq!(store.id_of(b"b"), Some(b), "other ids do not move");
+        let c = store.insert(b"c"[..].into());
+        assert_eq!(c, a, "a freed id is reused");
+        assert_eq!(store.len(), 2);
+        assert_eq!(store.iter().count(), 2);
     }
 
     #[test]

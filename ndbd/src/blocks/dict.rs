@@ -1,9 +1,36 @@
-//! DICT: the tables of this data node, their ids, versions and definitions.
+//! DICT: the tables and indexes of this data node, their ids, versions and definitions.
+//!
+//! A unique hash index is stored as a *hidden table*, as NDB stores it: its primary key is the
+//! indexed columns and its one other column, `NDB$PK`, holds the base row's canonical primary
+//! key encoding. The hidden table has fragments like any table (partitioned by the unique key)
+//! but no name in the table namespace. An ordered index has no table: TUX keeps one ordered
+//! structure per fragment of its base table.
 
 use std::collections::HashMap;
 
-use rndb_protocol::signals::TableInfo;
-use rndb_protocol::{NdbError, TableDef};
+use rndb_protocol::schema::{COLUMN_BYTES_MAX, NAME_BYTES_MAX};
+use rndb_protocol::signals::{CreateIndexReq, IndexInfo, TableInfo, INDEX_COLUMNS_MAX};
+use rndb_protocol::{ColumnDef, ColumnType, IndexKind, NdbError, TableDef, Value};
+
+/// The name of the hidden table column that holds the base row's encoded primary key.
+pub const UNIQUE_PK_COLUMN: &str = "NDB$PK";
+
+/// A unique hash index as base-table writes need it.
+#[derive(Clone, Debug)]
+pub struct UniqueRef {
+    pub index_id: u32,
+    pub hidden_table_id: u32,
+    /// Indexed columns' positions in the base table, in index order.
+    pub columns: Vec<usize>,
+}
+
+/// An ordered index as base-table writes and scans need it.
+#[derive(Clone, Debug)]
+pub struct OrderedRef {
+    pub index_id: u32,
+    /// Indexed columns' positions in the base table, in index order.
+    pub columns: Vec<usize>,
+}
 
 /// A table as the kernel uses it: its definition plus what every operation needs fast.
 #[derive(Debug)]
@@ -13,26 +40,50 @@ pub struct Table {
     pub key_columns: Vec<usize>,
     /// Fragments (partitions) of the table; DIH decides which key goes to which.
     pub fragment_count: u32,
+    /// Unique hash indexes to maintain on every write.
+    pub unique: Vec<UniqueRef>,
+    /// Ordered indexes to maintain on every write.
+    pub ordered: Vec<OrderedRef>,
+    /// The unique index this table stores, when it is a hidden index table.
+    pub hidden_for: Option<u32>,
 }
 
-/// The dictionary. Table ids are never reused while the node runs, so an operation naming a
-/// dropped table's id can never reach a newer table.
+/// An index: what the API names and what operations need.
+#[derive(Clone, Debug)]
+pub struct Index {
+    pub info: IndexInfo,
+    /// Indexed columns' positions in the base table, in index order.
+    pub columns: Vec<usize>,
+    /// The hidden table of a unique index.
+    pub hidden_table_id: Option<u32>,
+}
+
+/// The dictionary. Table and index ids share one space and are never reused while the node
+/// runs, so an operation naming a dropped object's id can never reach a newer one.
 #[derive(Debug)]
 pub struct Dict {
     tables: HashMap<u32, Table>,
     by_name: HashMap<String, u32>,
-    next_table_id: u32,
+    indexes: HashMap<u32, Index>,
+    next_id: u32,
     /// MaxNoOfTables.
     tables_max: u32,
+    /// MaxNoOfOrderedIndexes.
+    ordered_max: u32,
+    /// MaxNoOfUniqueHashIndexes.
+    unique_max: u32,
 }
 
 impl Dict {
-    pub fn new(tables_max: u32) -> Dict {
+    pub fn new(tables_max: u32, ordered_max: u32, unique_max: u32) -> Dict {
         Dict {
             tables: HashMap::new(),
             by_name: HashMap::new(),
-            next_table_id: 1,
+            indexes: HashMap::new(),
+            next_id: 1,
             tables_max,
+            ordered_max,
+            unique_max,
         }
     }
 
@@ -44,16 +95,22 @@ impl Dict {
         if self.by_name.contains_key(&def.name) {
             return Err(NdbError::with_detail(721, format!("table {}", def.name)));
         }
-        if self.tables.len() >= self.tables_max as usize {
+        let visible = self.tables.values().filter(|t| t.hidden_for.is_none());
+        if visible.count() >= self.tables_max as usize {
             return Err(NdbError::with_detail(
                 826,
                 format!("MaxNoOfTables={} reached", self.tables_max),
             ));
         }
-        let table_id = self.next_table_id;
-        self.next_table_id += 1;
+        let table_id = self.insert_table(def, fragment_count, None);
+        let name = self.tables[&table_id].info.def.name.clone();
+        self.by_name.insert(name, table_id);
+        Ok(&self.tables[&table_id])
+    }
+
+    fn insert_table(&mut self, def: TableDef, fragment_count: u32, hidden_for: Option<u32>) -> u32 {
+        let table_id = self.new_id();
         let key_columns = def.key_columns();
-        self.by_name.insert(def.name.clone(), table_id);
         let table = Table {
             info: TableInfo {
                 table_id,
@@ -62,18 +119,39 @@ impl Dict {
             },
             key_columns,
             fragment_count,
+            unique: Vec::new(),
+            ordered: Vec::new(),
+            hidden_for,
         };
-        Ok(self.tables.entry(table_id).or_insert(table))
+        self.tables.insert(table_id, table);
+        table_id
     }
 
-    /// Drops a table by name; returns its id (709 if there is none).
-    pub fn drop_table(&mut self, name: &str) -> Result<u32, NdbError> {
+    fn new_id(&mut self) -> u32 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// Drops a table by name with its indexes; returns its id and the ids of its hidden index
+    /// tables, whose fragments go too (709 if there is none).
+    pub fn drop_table(&mut self, name: &str) -> Result<(u32, Vec<u32>), NdbError> {
         let id = self
             .by_name
             .remove(name)
             .ok_or_else(|| NdbError::with_detail(709, format!("table {name}")))?;
-        self.tables.remove(&id);
-        Ok(id)
+        let mut hidden = Vec::new();
+        if let Some(table) = self.tables.remove(&id) {
+            for u in &table.unique {
+                self.indexes.remove(&u.index_id);
+                self.tables.remove(&u.hidden_table_id);
+                hidden.push(u.hidden_table_id);
+            }
+            for o in &table.ordered {
+                self.indexes.remove(&o.index_id);
+            }
+        }
+        Ok((id, hidden))
     }
 
     pub fn by_name(&self, name: &str) -> Result<&Table, NdbError> {
@@ -88,6 +166,7 @@ impl Dict {
         let table = self
             .tables
             .get(&table_id)
+            .filter(|t| t.hidden_for.is_none())
             .ok_or_else(|| NdbError::with_detail(709, format!("table id {table_id}")))?;
         if table.info.table_version != table_version {
             return Err(NdbError::with_detail(
@@ -101,7 +180,208 @@ impl Dict {
         Ok(table)
     }
 
+    /// The index an operation or scan names: 4243 if it is gone, 241 if its version changed.
+    pub fn index_for_operation(&self, index_id: u32, version: u32) -> Result<&Index, NdbError> {
+        let index = self
+            .indexes
+            .get(&index_id)
+            .ok_or_else(|| NdbError::with_detail(4243, format!("index id {index_id}")))?;
+        if index.info.index_version != version {
+            return Err(NdbError::with_detail(
+                241,
+                format!("index {} has another version", index.info.name),
+            ));
+        }
+        Ok(index)
+    }
+
     pub fn get(&self, table_id: u32) -> Option<&Table> {
         self.tables.get(&table_id)
+    }
+
+    /// The index `name` of table `table`: 709 without the table, 4243 without the index.
+    pub fn index_by_name(&self, table: &str, name: &str) -> Result<&Index, NdbError> {
+        let table = self.by_name(table)?;
+        let id = table
+            .unique
+            .iter()
+            .map(|u| u.index_id)
+            .chain(table.ordered.iter().map(|o| o.index_id))
+            .find(|id| self.indexes.get(id).is_some_and(|i| i.info.name == name));
+        id.and_then(|id| self.indexes.get(&id)).ok_or_else(|| {
+            NdbError::with_detail(
+                4243,
+                format!("index {name} on table {}", table.info.def.name),
+            )
+        })
+    }
+
+    /// Creates an index. For a unique index this also creates its hidden table (whose
+    /// fragments the caller creates); an ordered index must then be built by the caller, who
+    /// drops it again if that fails.
+    pub fn create_index(
+        &mut self,
+        req: &CreateIndexReq,
+        fragment_count: u32,
+    ) -> Result<Index, NdbError> {
+        let columns = self.check_index(req)?;
+        let table_id = self.by_name(&req.table)?.info.table_id;
+        let index_id = self.new_id();
+        let hidden_table_id = match req.kind {
+            IndexKind::Unique => {
+                let def = self.hidden_table_def(table_id, index_id, &columns)?;
+                Some(self.insert_table(def, fragment_count, Some(index_id)))
+            }
+            IndexKind::Ordered => None,
+        };
+        let table = self
+            .tables
+            .get_mut(&table_id)
+            .ok_or_else(|| NdbError::with_detail(709, format!("table {}", req.table)))?;
+        let info = IndexInfo {
+            index_id,
+            index_version: 1,
+            table_id,
+            table_version: table.info.table_version,
+            kind: req.kind,
+            name: req.index.clone(),
+            columns: columns.iter().map(|&c| c as u16).collect(),
+        };
+        match hidden_table_id {
+            Some(hidden_table_id) => table.unique.push(UniqueRef {
+                index_id,
+                hidden_table_id,
+                columns: columns.clone(),
+            }),
+            None => table.ordered.push(OrderedRef {
+                index_id,
+                columns: columns.clone(),
+            }),
+        }
+        let index = Index {
+            info,
+            columns,
+            hidden_table_id,
+        };
+        self.indexes.insert(index_id, index.clone());
+        Ok(index)
+    }
+
+    /// Checks an index request against the table and the limits; returns the column positions.
+    fn check_index(&self, req: &CreateIndexReq) -> Result<Vec<usize>, NdbError> {
+        let table = self.by_name(&req.table)?;
+        if req.index.is_empty() || req.index.len() > NAME_BYTES_MAX {
+            return Err(NdbError::with_detail(
+                4241,
+                format!("index name must be 1..={NAME_BYTES_MAX} bytes"),
+            ));
+        }
+        if self.index_by_name(&req.table, &req.index).is_ok() {
+            return Err(NdbError::with_detail(721, format!("index {}", req.index)));
+        }
+        if req.columns.is_empty() || req.columns.len() > INDEX_COLUMNS_MAX {
+            return Err(NdbError::with_detail(
+                4317,
+                format!("an index needs 1..={INDEX_COLUMNS_MAX} columns"),
+            ));
+        }
+        let mut columns = Vec::with_capacity(req.columns.len());
+        for name in &req.columns {
+            let column = table.info.def.column_index(name).ok_or_else(|| {
+                NdbError::with_detail(4004, format!("table {} has no column {name}", req.table))
+            })?;
+            if columns.contains(&column) {
+                return Err(NdbError::with_detail(
+                    4317,
+                    format!("column {name} is listed twice"),
+                ));
+            }
+            columns.push(column);
+        }
+        let (count, max, code, param) = match req.kind {
+            IndexKind::Ordered => (
+                self.count(IndexKind::Ordered),
+                self.ordered_max,
+                903,
+                "MaxNoOfOrderedIndexes",
+            ),
+            IndexKind::Unique => (
+                self.count(IndexKind::Unique),
+                self.unique_max,
+                707,
+                "MaxNoOfUniqueHashIndexes",
+            ),
+        };
+        if count >= max as usize {
+            return Err(NdbError::with_detail(
+                code,
+                format!("{param}={max} reached"),
+            ));
+        }
+        Ok(columns)
+    }
+
+    fn count(&self, kind: IndexKind) -> usize {
+        self.indexes
+            .values()
+            .filter(|i| i.info.kind == kind)
+            .count()
+    }
+
+    /// The hidden table of a unique index: the indexed columns as its key, then `NDB$PK`.
+    fn hidden_table_def(
+        &self,
+        table_id: u32,
+        index_id: u32,
+        columns: &[usize],
+    ) -> Result<TableDef, NdbError> {
+        let base = &self.tables[&table_id];
+        let pk_bytes: usize = base
+            .key_columns
+            .iter()
+            .map(|&c| Value::encoded_bytes_max(base.info.def.columns[c].column_type))
+            .sum();
+        if pk_bytes > usize::from(COLUMN_BYTES_MAX) {
+            return Err(NdbError::with_detail(
+                738,
+                format!("primary key of up to {pk_bytes} bytes is too long for a unique index"),
+            ));
+        }
+        let mut defs: Vec<ColumnDef> = columns
+            .iter()
+            .map(|&c| {
+                let column = &base.info.def.columns[c];
+                ColumnDef::key(&column.name, column.column_type)
+            })
+            .collect();
+        defs.push(ColumnDef::new(
+            UNIQUE_PK_COLUMN,
+            ColumnType::Varbinary(pk_bytes.max(1) as u16),
+        ));
+        let def = TableDef::new(&format!("NDB$INDEX_{index_id}_UI"), defs);
+        def.validate()
+            .map_err(|(code, detail)| NdbError::with_detail(code, detail))?;
+        Ok(def)
+    }
+
+    /// Drops an index; returns it (with its hidden table id, whose fragments go too).
+    pub fn drop_index(&mut self, table: &str, name: &str) -> Result<Index, NdbError> {
+        let index = self.index_by_name(table, name)?.clone();
+        self.remove_index(index.info.index_id);
+        Ok(index)
+    }
+
+    /// Forgets an index by id (also used to undo a failed ordered-index build).
+    pub fn remove_index(&mut self, index_id: u32) {
+        let Some(index) = self.indexes.remove(&index_id) else {
+            return;
+        };
+        if let Some(hidden) = index.hidden_table_id {
+            self.tables.remove(&hidden);
+        }
+        if let Some(table) = self.tables.get_mut(&index.info.table_id) {
+            table.unique.retain(|u| u.index_id != index_id);
+            table.ordered.retain(|o| o.index_id != index_id);
+        }
     }
 }

@@ -7,6 +7,11 @@
 
 use rndb_config::{ClusterConfig, NodeId};
 
+/// Partitions each data node is the primary of: NDB 8's default (PartitionsPerNode=2, which
+/// rndb's config does not read yet). More than one gives every table several fragments even on
+/// one data node, so scans run in parallel over fragments and sorted scans merge.
+pub const PARTITIONS_PER_NODE: usize = 2;
+
 /// The partition map of this cluster (the same for every table).
 #[derive(Debug, Clone)]
 pub struct Dih {
@@ -15,17 +20,19 @@ pub struct Dih {
 }
 
 impl Dih {
-    /// NDB's default for single-threaded data nodes: one partition per data node, so that each
-    /// node is the primary of as many partitions as any other.
+    /// [`PARTITIONS_PER_NODE`] partitions per data node, primaries rotated over each group's
+    /// nodes, so that each node is the primary of as many partitions as any other.
     pub fn new(config: &ClusterConfig) -> Dih {
         let mut partitions = Vec::new();
         let replicas = config.no_of_replicas.max(1) as usize;
-        for rotation in 0..replicas {
-            for group in &config.node_groups {
-                let mut nodes = group.nodes.clone();
-                let len = nodes.len().max(1);
-                nodes.rotate_left(rotation % len);
-                partitions.push(nodes);
+        for _ in 0..PARTITIONS_PER_NODE {
+            for rotation in 0..replicas {
+                for group in &config.node_groups {
+                    let mut nodes = group.nodes.clone();
+                    let len = nodes.len().max(1);
+                    nodes.rotate_left(rotation % len);
+                    partitions.push(nodes);
+                }
             }
         }
         if partitions.is_empty() {

@@ -6,9 +6,44 @@ use std::collections::HashMap;
 
 use rndb_protocol::{LockMode, NdbError, OperationType, Value};
 
-use super::acc::{HashIndex, LockKind, Pending, Row, RowSlot, TransId, Waiter};
+use super::acc::{LockKind, Pending, Row, RowSlot, SlotId, SlotStore, TransId, Waiter};
 use super::dict::{Dict, Table};
 use super::tup::{self, DataMemory};
+use super::tux::OrderedIndex;
+
+/// Names a scan: the API node id in the high bits and the scan id in the low 32.
+pub type ScanKey = u64;
+
+/// Work parked in a row lock's queue until the lock is granted.
+#[derive(Debug)]
+pub enum LqhWork {
+    /// A key operation, run again when granted.
+    Key(LqhKeyReq),
+    /// A scan of one fragment, resumed at the row it waits for.
+    Scan { scan: ScanKey, fragment: u32 },
+}
+
+/// Why TC sent a key operation, which decides what happens with its answer.
+#[derive(Clone, Debug)]
+pub enum OpRole {
+    /// An operation the API defined: answered to the API.
+    Api,
+    /// The first hop of an operation through a unique index: a read of the index table, whose
+    /// answer names the base row the second hop works on.
+    UniqueLookup(Box<UniqueLookup>),
+    /// Index maintenance fired by a base-table write (NDB's trigger): its failure fails the
+    /// base operation (a duplicate becomes 893) and aborts the transaction.
+    Trigger,
+}
+
+/// The base-table operation that follows a unique-index lookup.
+#[derive(Clone, Debug)]
+pub struct UniqueLookup {
+    pub base_table_id: u32,
+    pub op_type: OperationType,
+    pub lock_mode: LockMode,
+    pub attrs: Vec<(u16, Value)>,
+}
 
 /// One key operation, as TC hands it to LQH.
 #[derive(Debug)]
@@ -24,41 +59,64 @@ pub struct LqhKeyReq {
     pub key_bytes: Box<[u8]>,
     pub key: Vec<Value>,
     pub attrs: Vec<(u16, Value)>,
+    pub role: OpRole,
+}
+
+/// A change of a unique index's hidden table that a base-table write fired.
+#[derive(Debug)]
+pub struct IndexChange {
+    pub hidden_table_id: u32,
+    /// Insert (a new unique value) or Delete (an old one).
+    pub op_type: OperationType,
+    /// The unique columns' values: the hidden table's key.
+    pub key: Vec<Value>,
+    /// The base row's canonical primary key (the hidden row's value).
+    pub pk: Box<[u8]>,
 }
 
 /// LQH's answer to one operation.
 #[derive(Debug)]
 pub enum LqhAnswer {
-    /// Done; a read carries its row.
+    /// Done; a read carries its row, a write the index changes it fired.
     Conf {
         trans: TransId,
         op_index: u32,
         row: Option<Vec<Value>>,
+        role: OpRole,
+        fired: Vec<IndexChange>,
     },
     /// Failed with an NDB error.
     Ref {
         trans: TransId,
         op_index: u32,
         error: NdbError,
+        role: OpRole,
     },
 }
 
 /// A row a transaction touched (locked, or queued for).
 #[derive(Debug)]
-struct RowRef {
-    table_id: u32,
-    fragment: u32,
-    key: Box<[u8]>,
+pub(super) struct RowRef {
+    pub table_id: u32,
+    pub fragment: u32,
+    pub key: Box<[u8]>,
+}
+
+/// One fragment: its rows (ACC slots with TUP images) and its ordered indexes (TUX).
+#[derive(Debug, Default)]
+pub struct Fragment {
+    pub rows: SlotStore<LqhWork>,
+    pub ordered: Vec<OrderedIndex>,
 }
 
 /// The LQH block with its fragments.
 #[derive(Debug)]
 pub struct Lqh {
-    /// Per table, its fragments' hash indexes.
-    fragments: HashMap<u32, Vec<HashIndex<LqhKeyReq>>>,
+    /// Per table, its fragments.
+    pub(super) fragments: HashMap<u32, Vec<Fragment>>,
     /// Rows each live transaction touched.
-    trans_rows: HashMap<TransId, Vec<RowRef>>,
-    memory: DataMemory,
+    pub(super) trans_rows: HashMap<TransId, Vec<RowRef>>,
+    pub(super) memory: DataMemory,
 }
 
 impl Lqh {
@@ -72,25 +130,107 @@ impl Lqh {
 
     pub fn create_fragments(&mut self, table_id: u32, count: u32) {
         self.fragments
-            .insert(table_id, (0..count).map(|_| HashIndex::new()).collect());
+            .insert(table_id, (0..count).map(|_| Fragment::default()).collect());
     }
 
     /// Drops a table's fragments and frees their memory. Operations queued on its rows fail
-    /// with 709.
-    pub fn drop_fragments(&mut self, table_id: u32) -> Vec<LqhAnswer> {
+    /// with 709; scans queued on them are returned, to be resumed (they then find the table
+    /// gone).
+    pub fn drop_fragments(&mut self, table_id: u32) -> (Vec<LqhAnswer>, Vec<(ScanKey, u32)>) {
         let mut answers = Vec::new();
-        for index in self.fragments.remove(&table_id).unwrap_or_default() {
-            for (key, mut slot) in index {
-                self.memory.free(charged_bytes(&key, &slot));
-                for req in drain_waiters(&mut slot) {
-                    answers.push(refuse(
-                        &req,
-                        NdbError::with_detail(709, "the table was dropped"),
-                    ));
+        let mut scans = Vec::new();
+        for mut fragment in self.fragments.remove(&table_id).unwrap_or_default() {
+            for index in &mut fragment.ordered {
+                index.clear(&mut self.memory);
+            }
+            for mut slot in fragment.rows.drain() {
+                self.memory.free(charged_bytes(&slot));
+                for work in drain_waiters(&mut slot) {
+                    match work {
+                        LqhWork::Key(req) => answers.push(refuse(
+                            &req,
+                            NdbError::with_detail(709, "the table was dropped"),
+                        )),
+                        LqhWork::Scan { scan, fragment } => scans.push((scan, fragment)),
+                    }
                 }
             }
         }
-        answers
+        (answers, scans)
+    }
+
+    /// Builds an ordered index over every row of a table's fragments (committed and
+    /// uncommitted images alike). On failure (902) nothing of it remains.
+    pub fn build_ordered(
+        &mut self,
+        table_id: u32,
+        index_id: u32,
+        columns: &[usize],
+    ) -> Result<(), NdbError> {
+        let Some(fragments) = self.fragments.get_mut(&table_id) else {
+            return Err(NdbError::with_detail(709, format!("table id {table_id}")));
+        };
+        let mut result = Ok(());
+        for fragment in fragments.iter_mut() {
+            let mut index = OrderedIndex::new(index_id, columns.to_vec());
+            for (id, slot) in fragment.rows.iter() {
+                if result.is_err() {
+                    break;
+                }
+                let pending = slot.pending.as_ref().and_then(|p| p.image.as_ref());
+                let keys = [slot.committed.as_ref(), pending]
+                    .into_iter()
+                    .flatten()
+                    .map(|row| index.entry_key(row, &slot.key))
+                    .collect();
+                result = index.add_all(keys, id, &mut self.memory);
+            }
+            fragment.ordered.push(index);
+        }
+        if result.is_err() {
+            self.drop_ordered(table_id, index_id);
+        }
+        result
+    }
+
+    /// Stores a committed row outside any transaction (building a unique index's hidden table
+    /// from existing rows): 630 if the key exists, 827 without memory.
+    pub fn insert_committed(
+        &mut self,
+        table_id: u32,
+        fragment: u32,
+        key: Box<[u8]>,
+        row: Row,
+    ) -> Result<(), NdbError> {
+        let Some(fragment) = self
+            .fragments
+            .get_mut(&table_id)
+            .and_then(|f| f.get_mut(fragment as usize))
+        else {
+            return Err(NdbError::with_detail(709, format!("table id {table_id}")));
+        };
+        if fragment.rows.id_of(&key).is_some() {
+            return Err(NdbError::new(630));
+        }
+        self.memory
+            .reserve(tup::slot_bytes(&key) + tup::row_bytes(&row))?;
+        let id = fragment.rows.insert(key);
+        if let Some(slot) = fragment.rows.slot_mut(id) {
+            slot.committed = Some(row);
+        }
+        Ok(())
+    }
+
+    /// Removes an ordered index from every fragment of its table, freeing its memory.
+    pub fn drop_ordered(&mut self, table_id: u32, index_id: u32) {
+        for fragment in self.fragments.get_mut(&table_id).into_iter().flatten() {
+            for index in &mut fragment.ordered {
+                if index.index_id == index_id {
+                    index.clear(&mut self.memory);
+                }
+            }
+            fragment.ordered.retain(|i| i.index_id != index_id);
+        }
     }
 
     pub fn memory_used_bytes(&self) -> u64 {
@@ -106,7 +246,7 @@ impl Lqh {
                 NdbError::with_detail(709, format!("table id {}", req.table_id)),
             ));
         };
-        let Some(index) = self
+        let Some(fragment) = self
             .fragments
             .get_mut(&req.table_id)
             .and_then(|f| f.get_mut(req.fragment as usize))
@@ -121,7 +261,8 @@ impl Lqh {
         };
         let kind = match (req.op_type, req.lock_mode) {
             (OperationType::Read, LockMode::CommittedRead) => {
-                let row = index
+                let row = fragment
+                    .rows
                     .get(&req.key_bytes)
                     .and_then(|s| s.visible_to(req.trans));
                 return Some(read_answer(&req, row));
@@ -129,79 +270,72 @@ impl Lqh {
             (OperationType::Read, LockMode::Read) => LockKind::Shared,
             _ => LockKind::Exclusive,
         };
-        if !index.contains_key(&req.key_bytes) {
-            if matches!(
-                req.op_type,
-                OperationType::Read | OperationType::Update | OperationType::Delete
-            ) {
-                return Some(refuse(&req, NdbError::new(626)));
+        let id = match fragment.rows.id_of(&req.key_bytes) {
+            Some(id) => id,
+            None => {
+                if matches!(
+                    req.op_type,
+                    OperationType::Read | OperationType::Update | OperationType::Delete
+                ) {
+                    return Some(refuse(&req, NdbError::new(626)));
+                }
+                if let Err(e) = self.memory.reserve(tup::slot_bytes(&req.key_bytes)) {
+                    return Some(refuse(&req, e));
+                }
+                fragment.rows.insert(req.key_bytes.clone())
             }
-            if let Err(e) = self.memory.reserve(tup::slot_bytes(&req.key_bytes)) {
-                return Some(refuse(&req, e));
-            }
-            index.insert(req.key_bytes.clone(), RowSlot::default());
-        }
-        let Some(slot) = index.get_mut(&req.key_bytes) else {
-            return Some(refuse(&req, NdbError::with_detail(4000, "slot vanished")));
         };
-        let touched = RowRef {
-            table_id: req.table_id,
-            fragment: req.fragment,
-            key: req.key_bytes.clone(),
-        };
-        let rows = self.trans_rows.entry(req.trans).or_default();
+        let slot = fragment.rows.slot_mut(id)?;
         if !slot.lock.held_by(req.trans) {
-            rows.push(touched);
+            self.trans_rows.entry(req.trans).or_default().push(RowRef {
+                table_id: req.table_id,
+                fragment: req.fragment,
+                key: req.key_bytes.clone(),
+            });
         }
         if !slot.lock.try_acquire(req.trans, kind) {
             slot.lock.enqueue(Waiter {
                 trans: req.trans,
                 kind,
-                work: req,
+                work: LqhWork::Key(req),
             });
             return None;
         }
-        Some(apply(slot, table, &mut self.memory, &req))
+        Some(apply(fragment, id, table, &mut self.memory, &req))
     }
 
     /// Makes every change of `trans` the committed image and releases its locks. Returns the
-    /// operations whose locks were granted, to be run again.
-    pub fn commit(&mut self, trans: TransId) -> Vec<LqhKeyReq> {
+    /// work whose locks were granted, to be run again.
+    pub fn commit(&mut self, trans: TransId) -> Vec<LqhWork> {
         self.finish(trans, true)
     }
 
     /// Discards every change of `trans`, drops its queued operations and releases its locks.
-    pub fn abort(&mut self, trans: TransId) -> Vec<LqhKeyReq> {
+    pub fn abort(&mut self, trans: TransId) -> Vec<LqhWork> {
         self.finish(trans, false)
     }
 
-    fn finish(&mut self, trans: TransId, commit: bool) -> Vec<LqhKeyReq> {
+    fn finish(&mut self, trans: TransId, commit: bool) -> Vec<LqhWork> {
         let mut granted = Vec::new();
         for row in self.trans_rows.remove(&trans).unwrap_or_default() {
-            let Some(index) = self
+            let Some(fragment) = self
                 .fragments
                 .get_mut(&row.table_id)
                 .and_then(|f| f.get_mut(row.fragment as usize))
             else {
                 continue;
             };
-            let Some(slot) = index.get_mut(&row.key) else {
+            let Some(id) = fragment.rows.id_of(&row.key) else {
                 continue;
             };
-            if slot.pending.as_ref().is_some_and(|p| p.trans == trans) {
-                if let Some(pending) = slot.pending.take() {
-                    let freed = if commit {
-                        std::mem::replace(&mut slot.committed, pending.image)
-                    } else {
-                        pending.image
-                    };
-                    self.memory.free(freed.as_deref().map_or(0, tup::row_bytes));
-                }
-            }
+            finish_row(fragment, id, trans, commit, &mut self.memory);
+            let Some(slot) = fragment.rows.slot_mut(id) else {
+                continue;
+            };
             slot.lock.release(trans);
             granted.extend(slot.lock.grant_waiters());
             if slot.is_empty() {
-                index.remove(&row.key);
+                fragment.rows.remove(id);
                 self.memory.free(tup::slot_bytes(&row.key));
             }
         }
@@ -209,13 +343,53 @@ impl Lqh {
     }
 }
 
+/// Commits or discards the uncommitted image `trans` holds on a slot, keeping the ordered
+/// indexes in step: the entries of the image that goes away are removed unless the image that
+/// stays has the same entry.
+fn finish_row(
+    fragment: &mut Fragment,
+    id: SlotId,
+    trans: TransId,
+    commit: bool,
+    memory: &mut DataMemory,
+) {
+    let Some(slot) = fragment.rows.slot_mut(id) else {
+        return;
+    };
+    if slot.pending.as_ref().is_none_or(|p| p.trans != trans) {
+        return;
+    }
+    let Some(pending) = slot.pending.take() else {
+        return;
+    };
+    let (gone, stays) = if commit {
+        let old = std::mem::replace(&mut slot.committed, pending.image);
+        (old, slot.committed.as_ref())
+    } else {
+        (pending.image, slot.committed.as_ref())
+    };
+    if let Some(gone) = &gone {
+        for index in &mut fragment.ordered {
+            let stale = index.entry_key(gone, &slot.key);
+            if stays.is_none_or(|s| index.entry_key(s, &slot.key) != stale) {
+                index.remove(&stale, memory);
+            }
+        }
+    }
+    memory.free(gone.as_deref().map_or(0, tup::row_bytes));
+}
+
 /// Runs an operation that holds the lock it needs.
 fn apply(
-    slot: &mut RowSlot<LqhKeyReq>,
+    fragment: &mut Fragment,
+    id: SlotId,
     table: &Table,
     memory: &mut DataMemory,
     req: &LqhKeyReq,
 ) -> LqhAnswer {
+    let Some(slot) = fragment.rows.slot(id) else {
+        return refuse(req, NdbError::with_detail(4000, "slot vanished"));
+    };
     let def = &table.info.def;
     let current = slot.visible_to(req.trans);
     let image: Result<Option<Row>, NdbError> = match req.op_type {
@@ -236,29 +410,111 @@ fn apply(
         }
         OperationType::Delete => Ok(None),
     };
-    match image.and_then(|image| set_pending(slot, req.trans, image, memory)) {
+    let image = match image {
+        Ok(image) => image,
+        Err(error) => return refuse(req, error),
+    };
+    let fired = fire_unique(table, &slot.key, current, image.as_deref());
+    match set_pending(fragment, id, req.trans, image, memory) {
         Ok(()) => LqhAnswer::Conf {
             trans: req.trans,
             op_index: req.op_index,
             row: None,
+            role: req.role.clone(),
+            fired,
         },
         Err(error) => refuse(req, error),
     }
 }
 
-/// Records `image` as the transaction's uncommitted change, charging its memory first.
+/// The unique-index changes a write from `old` to `new` fires: for each unique index whose
+/// values changed, delete the old entry and insert the new one. A value with a NULL in a
+/// unique column has no entry (NULLs never collide, as in NDB).
+fn fire_unique(
+    table: &Table,
+    pk: &[u8],
+    old: Option<&Row>,
+    new: Option<&[Value]>,
+) -> Vec<IndexChange> {
+    let mut fired = Vec::new();
+    for unique in &table.unique {
+        let values = |row: &[Value]| -> Option<Vec<Value>> {
+            let key: Vec<Value> = unique.columns.iter().map(|&c| row[c].clone()).collect();
+            (!key.contains(&Value::Null)).then_some(key)
+        };
+        let old_key = old.and_then(|r| values(r));
+        let new_key = new.and_then(values);
+        if old_key == new_key {
+            continue;
+        }
+        for (op_type, key) in [
+            (OperationType::Delete, old_key),
+            (OperationType::Insert, new_key),
+        ] {
+            if let Some(key) = key {
+                fired.push(IndexChange {
+                    hidden_table_id: unique.hidden_table_id,
+                    op_type,
+                    key,
+                    pk: pk.into(),
+                });
+            }
+        }
+    }
+    fired
+}
+
+/// Records `image` as the transaction's uncommitted change, charging its memory and its
+/// ordered-index entries first (827 or 902, and nothing changed, when they do not fit).
 fn set_pending(
-    slot: &mut RowSlot<LqhKeyReq>,
+    fragment: &mut Fragment,
+    id: SlotId,
     trans: TransId,
     image: Option<Row>,
     memory: &mut DataMemory,
 ) -> Result<(), NdbError> {
+    let Fragment { rows, ordered } = fragment;
+    let Some(slot) = rows.slot_mut(id) else {
+        return Err(NdbError::with_detail(4000, "slot vanished"));
+    };
     debug_assert!(
         slot.pending.as_ref().is_none_or(|p| p.trans == trans),
         "uncommitted change of another transaction under an exclusive lock"
     );
-    memory.reserve(image.as_deref().map_or(0, tup::row_bytes))?;
+    let image_bytes = image.as_deref().map_or(0, tup::row_bytes);
+    memory.reserve(image_bytes)?;
+    if let Some(new) = &image {
+        let mut entry_bytes = 0;
+        let keys: Vec<Box<[u8]>> = ordered
+            .iter()
+            .map(|ix| ix.entry_key(new, &slot.key))
+            .collect();
+        for (ix, key) in ordered.iter().zip(&keys) {
+            if !ix.entries.contains_key(key) {
+                entry_bytes += super::tux::entry_bytes(key);
+            }
+        }
+        if let Err(e) = memory.reserve(entry_bytes) {
+            memory.free(image_bytes);
+            return Err(NdbError::with_detail(902, e.message));
+        }
+        for (ix, key) in ordered.iter_mut().zip(keys) {
+            if !ix.entries.contains_key(&key) {
+                ix.insert_prepaid(key, id);
+            }
+        }
+    }
     if let Some(old) = slot.pending.take() {
+        if let Some(old_image) = &old.image {
+            for ix in ordered.iter_mut() {
+                let stale = ix.entry_key(old_image, &slot.key);
+                let kept_by =
+                    |r: Option<&Row>| r.is_some_and(|r| ix.entry_key(r, &slot.key) == stale);
+                if !kept_by(slot.committed.as_ref()) && !kept_by(image.as_ref()) {
+                    ix.remove(&stale, memory);
+                }
+            }
+        }
         memory.free(old.image.as_deref().map_or(0, tup::row_bytes));
     }
     slot.pending = Some(Pending { trans, image });
@@ -271,6 +527,8 @@ fn read_answer(req: &LqhKeyReq, row: Option<&Row>) -> LqhAnswer {
             trans: req.trans,
             op_index: req.op_index,
             row: Some(row.to_vec()),
+            role: req.role.clone(),
+            fired: Vec::new(),
         },
         None => refuse(req, NdbError::new(626)),
     }
@@ -281,30 +539,19 @@ fn refuse(req: &LqhKeyReq, error: NdbError) -> LqhAnswer {
         trans: req.trans,
         op_index: req.op_index,
         error,
+        role: req.role.clone(),
     }
 }
 
 /// Bytes a slot is charged in all: key, committed image, uncommitted image.
-fn charged_bytes(key: &[u8], slot: &RowSlot<LqhKeyReq>) -> u64 {
+fn charged_bytes(slot: &RowSlot<LqhWork>) -> u64 {
     let image = |r: Option<&Row>| r.map_or(0, |r| tup::row_bytes(r));
-    tup::slot_bytes(key)
+    tup::slot_bytes(&slot.key)
         + image(slot.committed.as_ref())
         + image(slot.pending.as_ref().and_then(|p| p.image.as_ref()))
 }
 
-/// Takes every queued operation off a slot's lock.
-fn drain_waiters(slot: &mut RowSlot<LqhKeyReq>) -> Vec<LqhKeyReq> {
-    let mut reqs = Vec::new();
-    loop {
-        let granted = slot.lock.grant_waiters();
-        if granted.is_empty() {
-            break;
-        }
-        reqs.extend(granted);
-        // Release everything so the next waiters can be taken too.
-        for r in &reqs {
-            slot.lock.release(r.trans);
-        }
-    }
-    reqs
+/// Takes every queued piece of work off a slot's lock.
+fn drain_waiters(slot: &mut RowSlot<LqhWork>) -> Vec<LqhWork> {
+    slot.lock.take_waiters()
 }

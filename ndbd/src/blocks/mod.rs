@@ -4,26 +4,36 @@
 //! Frames from API nodes enter through [`Kernel::on_frame`]; internal signals (TC → LQH and back)
 //! go through the job queue, run by [`Kernel::run_jobs`]. The same handler runs whether a signal
 //! came from this node's queue or, later, from another data node's link: only routing differs.
+//!
+//! `index.rs` holds the kernel's unique-index paths (dictionary requests, the two hops of an
+//! operation through a unique index, index maintenance fired by writes); `scan.rs` holds TC's
+//! scan records and batches.
 
 pub mod acc;
 pub mod dict;
 pub mod dih;
+mod index;
 pub mod lqh;
+pub mod lqh_scan;
+mod scan;
 pub mod tc;
 pub mod tup;
+pub mod tux;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use rndb_config::{ClusterConfig, DataNodeConfig, NodeId};
+use rndb_protocol::scan::{ScanNextReq, ScanTabReq};
 use rndb_protocol::signals::{
-    self, block, gsn, Refusal, TableInfo, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReq, TcKeyRow,
+    self, block, gsn, CreateIndexReq, IndexName, Refusal, TableInfo, TcExecuteRef, TcExecuteReq,
+    TcKeyRef, TcKeyReq, TcKeyRow,
 };
 use rndb_protocol::{DecodeError, NdbError};
 use rndb_transporter::FrameHeader;
 
 use acc::TransId;
-use lqh::{LqhAnswer, LqhKeyReq};
+use lqh::{LqhAnswer, LqhKeyReq, LqhWork, OpRole, ScanKey};
 use tc::{ApiAnswer, TcAction};
 
 /// Why a frame could not be sent.
@@ -57,6 +67,11 @@ enum Signal {
     LqhAbortReq(TransId),
     /// LQH finished a commit or abort.
     LqhFinished(TransId),
+    /// A row lock a scan waited for was granted.
+    ScanResume {
+        scan: ScanKey,
+        fragment: u32,
+    },
 }
 
 /// The blocks of one data node.
@@ -67,6 +82,7 @@ pub struct Kernel {
     dih: dih::Dih,
     tc: tc::Tc,
     lqh: lqh::Lqh,
+    scans: scan::Scans,
     jobs: VecDeque<Signal>,
     /// Reused for encoding keys.
     key_scratch: Vec<u8>,
@@ -91,7 +107,11 @@ impl Kernel {
             (inactive < 1 << 31).then(|| Duration::from_millis(u64::from(inactive)));
         Kernel {
             me: node.node_id,
-            dict: dict::Dict::new(node.max_no_of_tables),
+            dict: dict::Dict::new(
+                node.max_no_of_tables,
+                node.max_no_of_ordered_indexes,
+                node.max_no_of_unique_hash_indexes,
+            ),
             dih: dih::Dih::new(config),
             tc: tc::Tc::new(
                 node.max_no_of_concurrent_transactions,
@@ -100,6 +120,7 @@ impl Kernel {
                 inactive_timeout,
             ),
             lqh: lqh::Lqh::new(node.data_memory_bytes),
+            scans: scan::Scans::new(node.max_no_of_concurrent_scans),
             jobs: VecDeque::new(),
             key_scratch: Vec::with_capacity(256),
         }
@@ -115,13 +136,35 @@ impl Kernel {
         now: Instant,
     ) -> Result<(), ProtocolViolation> {
         match header.signal {
-            gsn::TCKEYREQ => self.on_key_req(
+            gsn::TCKEYREQ | gsn::TCINDXREQ => self.on_key_req(
                 from,
                 header.request_id,
                 TcKeyReq::decode(payload)?,
+                header.signal == gsn::TCINDXREQ,
                 out,
                 now,
             ),
+            gsn::SCAN_TABREQ => {
+                self.on_scan_req(from, header, ScanTabReq::decode(payload)?, out, now)
+            }
+            gsn::SCAN_NEXTREQ => {
+                self.on_scan_next(from, header, ScanNextReq::decode(payload)?, out, now)
+            }
+            gsn::CREATE_INDEX_REQ => {
+                self.create_index(from, header, CreateIndexReq::decode(payload)?, out)
+            }
+            gsn::DROP_INDEX_REQ => {
+                self.drop_index(from, header, IndexName::decode(payload)?, out, now)
+            }
+            gsn::GET_INDEX_REQ => {
+                let name = IndexName::decode(payload)?;
+                match self.dict.index_by_name(&name.table, &name.index) {
+                    Ok(index) => reply(out, from, header, gsn::GET_INDEX_CONF, &mut |b| {
+                        index.info.encode(b)
+                    }),
+                    Err(e) => refuse(out, from, header, gsn::GET_INDEX_REF, &e),
+                }
+            }
             gsn::TC_EXECUTE_REQ => {
                 let trans = tc::trans_id(from, header.request_id);
                 if let Some(answer) =
@@ -162,6 +205,7 @@ impl Kernel {
                         self.jobs.push_back(Signal::LqhAnswer(answer));
                     }
                 }
+                Signal::ScanResume { scan, fragment } => self.resume_scan(scan, fragment, out, now),
                 Signal::LqhAnswer(answer) => self.on_lqh_answer(answer, out, now),
                 Signal::LqhCommitReq(trans) => {
                     let granted = self.lqh.commit(trans);
@@ -174,7 +218,13 @@ impl Kernel {
                     self.jobs.push_back(Signal::LqhFinished(trans));
                 }
                 Signal::LqhFinished(trans) => {
-                    if let Some(answer) = self.tc.on_finished(trans) {
+                    let answer = self.tc.on_finished(trans);
+                    let scan_error = match &answer {
+                        Some(ApiAnswer::ExecuteRef { error, .. }) => error.clone(),
+                        _ => NdbError::with_detail(4120, "the scan's transaction ended"),
+                    };
+                    self.close_scans_of(trans, &scan_error, out);
+                    if let Some(answer) = answer {
                         self.answer_api(trans, answer, out);
                     }
                 }
@@ -191,6 +241,7 @@ impl Kernel {
 
     /// An API node's link closed: its transactions are rolled back and their locks released.
     pub fn on_disconnect(&mut self, node: NodeId) {
+        self.abandon_scans(node);
         for trans in self.tc.abandon_node(node) {
             self.jobs.push_back(Signal::LqhAbortReq(trans));
         }
@@ -204,11 +255,16 @@ impl Kernel {
         self.tc.transaction_count()
     }
 
+    pub fn scan_count(&self) -> usize {
+        self.scans.count()
+    }
+
     fn on_key_req(
         &mut self,
         from: NodeId,
         request_id: u32,
         req: TcKeyReq,
+        via_index: bool,
         out: &mut dyn Outbox,
         now: Instant,
     ) {
@@ -223,7 +279,11 @@ impl Kernel {
                 },
                 out,
             ),
-            Some(Ok(_)) => match self.build_lqh_req(trans, req) {
+            Some(Ok(_)) => match if via_index {
+                self.build_unique_lookup(trans, req)
+            } else {
+                self.build_lqh_req(trans, req)
+            } {
                 Ok(lqh_req) => self.jobs.push_back(Signal::LqhKeyReq(lqh_req)),
                 Err((op_index, error)) => {
                     self.answer_api(
@@ -273,22 +333,51 @@ impl Kernel {
             key_bytes: self.key_scratch.as_slice().into(),
             key: req.key,
             attrs: req.attrs,
+            role: OpRole::Api,
         })
     }
 
     fn on_lqh_answer(&mut self, answer: LqhAnswer, out: &mut dyn Outbox, now: Instant) {
-        let (trans, op_index, result) = match answer {
+        let (trans, op_index, result, role, fired) = match answer {
             LqhAnswer::Conf {
                 trans,
                 op_index,
                 row,
-            } => (trans, op_index, Ok(row)),
+                role,
+                fired,
+            } => (trans, op_index, Ok(row), role, fired),
             LqhAnswer::Ref {
                 trans,
                 op_index,
                 error,
-            } => (trans, op_index, Err(error)),
+                role,
+            } => (trans, op_index, Err(error), role, Vec::new()),
         };
+        let result = match role {
+            OpRole::Api => result,
+            OpRole::UniqueLookup(lookup) => match result {
+                // The index row names the base row: the second hop goes out, and the
+                // operation stays outstanding until it answers.
+                Ok(row) => match self.unique_second_hop(trans, op_index, *lookup, row) {
+                    Ok(req) => return self.jobs.push_back(Signal::LqhKeyReq(req)),
+                    Err(error) => Err(error),
+                },
+                Err(error) => Err(error),
+            },
+            OpRole::Trigger => match result {
+                Ok(_) => {
+                    self.tc.on_internal_done(trans);
+                    return self.complete(trans, out, now);
+                }
+                Err(error) => {
+                    self.tc.force_abort(trans);
+                    Err(index::trigger_error(error))
+                }
+            },
+        };
+        for change in fired {
+            self.fire(trans, op_index, change);
+        }
         if let Some(api_answer) = self.tc.on_lqh_answer(trans, op_index, result) {
             self.answer_api(trans, api_answer, out);
         }
@@ -306,9 +395,12 @@ impl Kernel {
         }
     }
 
-    /// Operations whose locks were granted run again, in the order they were granted.
-    fn resume(&mut self, granted: Vec<LqhKeyReq>) {
-        self.jobs.extend(granted.into_iter().map(Signal::LqhKeyReq));
+    /// Work whose locks were granted runs again, in the order it was granted.
+    fn resume(&mut self, granted: Vec<LqhWork>) {
+        self.jobs.extend(granted.into_iter().map(|work| match work {
+            LqhWork::Key(req) => Signal::LqhKeyReq(req),
+            LqhWork::Scan { scan, fragment } => Signal::ScanResume { scan, fragment },
+        }));
     }
 
     fn answer_api(&mut self, trans: TransId, answer: ApiAnswer, out: &mut dyn Outbox) {
@@ -388,14 +480,28 @@ impl Kernel {
         now: Instant,
     ) {
         match self.dict.drop_table(name) {
-            Ok(table_id) => {
-                for answer in self.lqh.drop_fragments(table_id) {
-                    self.on_lqh_answer(answer, out, now);
+            Ok((table_id, hidden)) => {
+                for id in std::iter::once(table_id).chain(hidden) {
+                    self.drop_fragments(id, out, now);
                 }
                 tracing::info!(table = %name, id = table_id, "dropped table");
                 reply(out, from, header, gsn::DROP_TABLE_CONF, &mut |_| {});
             }
             Err(e) => refuse(out, from, header, gsn::DROP_TABLE_REF, &e),
+        }
+    }
+}
+
+impl Kernel {
+    /// Drops a table's fragments: operations queued on its rows fail, scans queued on them
+    /// resume and find the table gone.
+    fn drop_fragments(&mut self, table_id: u32, out: &mut dyn Outbox, now: Instant) {
+        let (answers, scans) = self.lqh.drop_fragments(table_id);
+        for answer in answers {
+            self.on_lqh_answer(answer, out, now);
+        }
+        for (scan, fragment) in scans {
+            self.jobs.push_back(Signal::ScanResume { scan, fragment });
         }
     }
 }

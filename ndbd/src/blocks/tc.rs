@@ -64,6 +64,8 @@ struct TcTransaction {
     execute: Option<TcExecuteReq>,
     /// The first failed operation of the current execute.
     first_error: Option<(NdbError, u32)>,
+    /// A triggered index operation failed: the transaction aborts whatever the abort option.
+    must_abort: bool,
     /// When the current execute's operations went to LQH.
     dispatched_at: Instant,
     /// When the API last sent anything for this transaction.
@@ -197,6 +199,98 @@ impl Tc {
         }
     }
 
+    /// Takes an operation record for work TC starts itself (index maintenance fired by a
+    /// write), counted as outstanding like an API operation: 234 when none is free.
+    pub fn add_internal_op(&mut self, trans: TransId) -> Result<(), NdbError> {
+        let Some(t) = self.transactions.get_mut(&trans) else {
+            return Err(NdbError::with_detail(
+                4000,
+                "internal operation of an unknown transaction",
+            ));
+        };
+        if self.operations_in_use >= self.operations_max {
+            return Err(NdbError::with_detail(
+                234,
+                format!("MaxNoOfConcurrentOperations={}", self.operations_max),
+            ));
+        }
+        self.operations_in_use += 1;
+        t.operations += 1;
+        t.ops_outstanding += 1;
+        Ok(())
+    }
+
+    /// An internal operation finished without anything to tell the API.
+    pub fn on_internal_done(&mut self, trans: TransId) {
+        if let Some(t) = self.transactions.get_mut(&trans) {
+            t.ops_outstanding = t.ops_outstanding.saturating_sub(1);
+        }
+    }
+
+    /// The transaction must abort at the end of this execute, whatever its abort option.
+    pub fn force_abort(&mut self, trans: TransId) {
+        if let Some(t) = self.transactions.get_mut(&trans) {
+            t.must_abort = true;
+        }
+    }
+
+    /// A scan starts in `trans`: creates the transaction when `start` is set (233 when no
+    /// record is free); refuses a transaction that is unknown or ending.
+    pub fn attach_scan(
+        &mut self,
+        trans: TransId,
+        start: bool,
+        now: Instant,
+    ) -> Result<(), NdbError> {
+        if !self.transactions.contains_key(&trans) {
+            if !start {
+                return Err(NdbError::with_detail(
+                    237,
+                    "the scan's transaction was aborted after TransactionInactiveTimeout",
+                ));
+            }
+            if self.transactions.len() >= self.transactions_max as usize {
+                return Err(NdbError::with_detail(
+                    233,
+                    format!("MaxNoOfConcurrentTransactions={}", self.transactions_max),
+                ));
+            }
+            self.transactions.insert(trans, TcTransaction::new(now));
+        }
+        self.touch(trans, now)
+    }
+
+    /// The API did something for `trans` (a scan batch): it is not idle. Refuses a transaction
+    /// that is unknown or ending (4114).
+    pub fn touch(&mut self, trans: TransId, now: Instant) -> Result<(), NdbError> {
+        match self.transactions.get_mut(&trans) {
+            Some(t) if t.phase == Phase::Active => {
+                t.last_activity = now;
+                Ok(())
+            }
+            _ => Err(NdbError::with_detail(
+                4114,
+                "the scan's transaction has ended",
+            )),
+        }
+    }
+
+    /// A scan of `trans` waits for a row lock: counted like an outstanding operation, so the
+    /// lock wait is bounded by TransactionDeadlockDetectionTimeout.
+    pub fn scan_wait_started(&mut self, trans: TransId, now: Instant) {
+        if let Some(t) = self.transactions.get_mut(&trans) {
+            if t.ops_outstanding == 0 {
+                t.dispatched_at = now;
+            }
+            t.ops_outstanding += 1;
+        }
+    }
+
+    /// A scan's lock wait ended.
+    pub fn scan_wait_ended(&mut self, trans: TransId) {
+        self.on_internal_done(trans);
+    }
+
     /// Records an error for an operation whose answer could not be sent (1218).
     pub fn on_send_failure(&mut self, trans: TransId, op_index: u32, error: NdbError) {
         if let Some(t) = self.transactions.get_mut(&trans) {
@@ -256,8 +350,8 @@ impl Tc {
         t.ops_received = 0;
         t.last_activity = now;
         let failed = t.first_error.take();
-        if let (Some((error, op_index)), AbortOption::AbortOnError) = (failed, execute.abort_option)
-        {
+        let abort = execute.abort_option == AbortOption::AbortOnError || t.must_abort;
+        if let (Some((error, op_index)), true) = (failed, abort) {
             t.phase = Phase::Aborting(AbortReply::Ref(error, op_index));
             return Some(Err(TcAction::Abort(trans)));
         }
@@ -340,6 +434,7 @@ impl TcTransaction {
             operations: 0,
             execute: None,
             first_error: None,
+            must_abort: false,
             dispatched_at: now,
             last_activity: now,
         }

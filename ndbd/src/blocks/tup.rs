@@ -3,7 +3,11 @@
 //! Every byte a fragment holds — keys, committed rows and uncommitted images — counts against
 //! the node's DataMemory. An operation that would grow past it fails with NDB error 827; reads
 //! and deletes never need memory, so a full node keeps serving them.
+//!
+//! TUP also evaluates pushed-down scan filters against row images ([`filter_matches`]), and
+//! checks a filter against the table before a scan starts ([`check_filter`]).
 
+use rndb_protocol::filter::Filter;
 use rndb_protocol::{NdbError, TableDef, Value};
 
 use super::acc::Row;
@@ -158,4 +162,45 @@ pub fn encode_key(
         value.encode(&mut w);
     }
     Ok(())
+}
+
+/// Evaluates a scan filter against a row image (the semantics are documented with
+/// [`Filter`]: a comparison with NULL is false).
+pub fn filter_matches(filter: &Filter, row: &[Value]) -> bool {
+    filter.matches(row)
+}
+
+/// Checks a filter against a table: every column exists and every constant fits its column's
+/// type (4004 and 4209 otherwise), so evaluation never meets a type mismatch.
+pub fn check_filter(def: &TableDef, filter: &Filter) -> Result<(), NdbError> {
+    match filter {
+        Filter::Cmp { column, value, .. } => {
+            let Some(cdef) = def.columns.get(usize::from(*column)) else {
+                return Err(NdbError::with_detail(
+                    4004,
+                    format!("filter names column {column} of table {}", def.name),
+                ));
+            };
+            if *value == Value::Null || !value.fits(cdef.column_type) {
+                return Err(NdbError::with_detail(
+                    4209,
+                    format!(
+                        "filter compares column {} ({}) with {value:?}",
+                        cdef.name, cdef.column_type
+                    ),
+                ));
+            }
+            Ok(())
+        }
+        Filter::IsNull(column) | Filter::IsNotNull(column) => {
+            if def.columns.get(usize::from(*column)).is_none() {
+                return Err(NdbError::with_detail(
+                    4004,
+                    format!("filter names column {column} of table {}", def.name),
+                ));
+            }
+            Ok(())
+        }
+        Filter::Group { children, .. } => children.iter().try_for_each(|c| check_filter(def, c)),
+    }
 }

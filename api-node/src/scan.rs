@@ -1,0 +1,369 @@
+//! Scans: a full-table or ordered-index scan read as an iterator of rows, fetched in batches.
+//!
+//! `Transaction::scan_table` / `scan_index` send SCAN_TABREQ and wait for the first batch;
+//! the iterator then hands out buffered rows and asks for the next batch (SCAN_NEXTREQ, a new
+//! request id each time) only when the rows it holds are used up, so the scan holds at most one
+//! batch per fragment. A sorted index scan keeps one row buffered per unfinished fragment and
+//! merges them by the index columns, fetching more only from the fragment that ran dry.
+//! Dropping a scan before its end closes it on the data node without waiting;
+//! [`Scan::close`] waits for the close to be acknowledged.
+
+use std::cmp::Ordering;
+use std::collections::VecDeque;
+
+use rndb_protocol::filter::{value_cmp, Filter};
+use rndb_protocol::scan::{
+    decode_scan_rows, KeyRange, ScanNextReq, ScanTabConf, SCAN_BATCH_BYTES_MAX,
+    SCAN_BATCH_BYTES_TOTAL_MAX, SCAN_BATCH_ROWS_MAX,
+};
+use rndb_protocol::signals::{block, gsn, Refusal};
+use rndb_protocol::{LockMode, NdbError, Value};
+use rndb_transporter::FrameHeader;
+
+use crate::connection::Answers;
+use crate::{Cluster, Error, Table};
+
+/// How a scan reads. The defaults: CommittedRead, every fragment at once, the batch sizes of
+/// this API node's `[api]` slot (BatchSize, BatchByteSize, MaxScanBatchSize), no filter, and
+/// for index scans the whole index, unsorted, ascending.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScanOptions {
+    /// CommittedRead never waits; Read and Exclusive lock every row returned until the
+    /// transaction ends.
+    pub lock: LockMode,
+    /// Fragments scanned at once; 0 means all (a sorted scan always uses all).
+    pub parallelism: u16,
+    /// Rows per fragment per batch (1..=992); `None` takes BatchSize.
+    pub batch_rows: Option<u32>,
+    /// Bytes per fragment per batch; `None` takes BatchByteSize.
+    pub batch_bytes: Option<u32>,
+    /// A condition evaluated in the data node; only matching rows are returned.
+    pub filter: Option<Filter>,
+    /// Index scans: the ranges to read (empty = the whole index).
+    pub ranges: Vec<KeyRange>,
+    /// Index scans: return rows in index order, merged across fragments.
+    pub sorted: bool,
+    /// Index scans: walk from high to low keys.
+    pub descending: bool,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        ScanOptions {
+            lock: LockMode::CommittedRead,
+            parallelism: 0,
+            batch_rows: None,
+            batch_bytes: None,
+            filter: None,
+            ranges: Vec::new(),
+            sorted: false,
+            descending: false,
+        }
+    }
+}
+
+/// How the rows of a sorted scan compare: by these columns, maybe reversed.
+#[derive(Debug)]
+struct SortKey {
+    columns: Vec<usize>,
+    descending: bool,
+}
+
+/// An open scan. Iterating yields rows (every column, in table order) or the error that ended
+/// the scan.
+#[derive(Debug)]
+pub struct Scan<'c> {
+    cluster: &'c Cluster,
+    table: Table,
+    scan_id: u32,
+    sort: Option<SortKey>,
+    /// Rows received and not handed out yet, per fragment.
+    buffers: Vec<VecDeque<Vec<Value>>>,
+    /// Fragments that have no more rows.
+    done: Vec<bool>,
+    /// The data node has freed the scan (it ran out, failed or was closed).
+    finished: bool,
+}
+
+/// Batch sizes checked against NDB's limits.
+pub(crate) fn batch_sizes(
+    cluster: &Cluster,
+    options: &ScanOptions,
+) -> Result<(u32, u32, u32), Error> {
+    let (rows, bytes, total) = cluster.scan_batch_defaults();
+    let rows = options.batch_rows.unwrap_or(rows);
+    let bytes = options.batch_bytes.unwrap_or(bytes);
+    if !(1..=SCAN_BATCH_ROWS_MAX).contains(&rows) {
+        return Err(Error::ndb_detail(
+            4000,
+            format!("batch of {rows} rows: BatchSize must be 1..={SCAN_BATCH_ROWS_MAX}"),
+        ));
+    }
+    if !(1..=SCAN_BATCH_BYTES_MAX).contains(&bytes) {
+        return Err(Error::ndb_detail(
+            4000,
+            format!("batch of {bytes} bytes: BatchByteSize must be 1..={SCAN_BATCH_BYTES_MAX}"),
+        ));
+    }
+    Ok((rows, bytes, total.clamp(1, SCAN_BATCH_BYTES_TOTAL_MAX)))
+}
+
+impl<'c> Scan<'c> {
+    /// A scan whose SCAN_TABREQ went out under request id `scan_id`; waits for its first
+    /// batch.
+    pub(crate) fn open(
+        cluster: &'c Cluster,
+        table: Table,
+        scan_id: u32,
+        sort: Option<(Vec<usize>, bool)>,
+    ) -> Result<Scan<'c>, Error> {
+        let mut scan = Scan {
+            cluster,
+            table,
+            scan_id,
+            sort: sort.map(|(columns, descending)| SortKey {
+                columns,
+                descending,
+            }),
+            buffers: Vec::new(),
+            done: Vec::new(),
+            finished: false,
+        };
+        let answers = cluster
+            .coordinator()
+            .wait(scan_id, cluster.deadline())
+            .inspect_err(|_| scan.finished = true)?;
+        scan.take_batch(&answers)?;
+        Ok(scan)
+    }
+
+    /// The table the rows come from.
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// Closes the scan on the data node and waits until it has freed it.
+    pub fn close(mut self) -> Result<(), Error> {
+        if self.finished {
+            return Ok(());
+        }
+        self.finished = true;
+        let request_id = self.send_next(true, &[])?;
+        self.cluster
+            .coordinator()
+            .wait(request_id, self.cluster.deadline())
+            .map(|_| ())
+    }
+
+    /// Sends SCAN_NEXTREQ under a new request id and returns it.
+    fn send_next(&self, close: bool, fragments: &[u16]) -> Result<u32, Error> {
+        let connection = self.cluster.coordinator();
+        let request_id = self.cluster.new_request_id();
+        let mut payload = Vec::with_capacity(16);
+        ScanNextReq {
+            scan_id: self.scan_id,
+            close,
+            fragments: fragments.to_vec(),
+        }
+        .encode(&mut payload);
+        let header = FrameHeader {
+            signal: gsn::SCAN_NEXTREQ,
+            receiver_block: block::DBTC,
+            sender_block: block::API,
+            request_id,
+        };
+        connection.expect(request_id);
+        if let Err(e) = connection.send_batch(|send| send(&header, &payload)) {
+            connection.forget(request_id);
+            return Err(e);
+        }
+        Ok(request_id)
+    }
+
+    /// Asks for the next batch of `fragments` (empty: whatever the data node picks) and files
+    /// its rows.
+    fn fetch(&mut self, fragments: &[u16]) -> Result<(), Error> {
+        let request_id = self.send_next(false, fragments)?;
+        let answers = self
+            .cluster
+            .coordinator()
+            .wait(request_id, self.cluster.deadline())?;
+        self.take_batch(&answers)
+    }
+
+    /// Files one batch's answers: rows into their fragments' buffers, then the fragments'
+    /// states. A SCAN_TABREF ends the scan with its error.
+    fn take_batch(&mut self, answers: &Answers) -> Result<(), Error> {
+        let peer = self.cluster.coordinator().peer;
+        let malformed = |reason: String| Error::Protocol { node: peer, reason };
+        let mut conf = None;
+        for (signal, payload) in answers.iter() {
+            match signal {
+                gsn::SCAN_ROWS => {}
+                gsn::SCAN_TABCONF => {
+                    conf = Some(ScanTabConf::decode(payload).map_err(|e| malformed(e.to_string()))?)
+                }
+                gsn::SCAN_TABREF => {
+                    self.finished = true;
+                    let r = Refusal::decode(payload).map_err(|e| malformed(e.to_string()))?;
+                    return Err(Error::Ndb(NdbError::from_wire(r.code, &r.detail)));
+                }
+                other => {
+                    return Err(malformed(format!(
+                        "unexpected signal {other} in a scan batch"
+                    )))
+                }
+            }
+        }
+        let Some(conf) = conf else {
+            return Err(malformed("a scan batch ended without SCAN_TABCONF".into()));
+        };
+        let count = usize::from(conf.fragment_count);
+        if self.buffers.is_empty() {
+            self.buffers = (0..count).map(|_| VecDeque::new()).collect();
+            self.done = vec![false; count];
+        } else if self.buffers.len() != count {
+            return Err(malformed(format!(
+                "scan of {} fragments now has {count}",
+                self.buffers.len()
+            )));
+        }
+        let width = self.table.def().columns.len();
+        for (signal, payload) in answers.iter() {
+            if signal != gsn::SCAN_ROWS {
+                continue;
+            }
+            let buffers = &mut self.buffers;
+            decode_scan_rows(payload, &mut |fragment, values| {
+                let reader = rndb_protocol::Reader::new(&[], "SCAN_ROWS");
+                if values.len() != width {
+                    return Err(reader.error(format!(
+                        "row of {} columns, table has {width}",
+                        values.len()
+                    )));
+                }
+                match buffers.get_mut(usize::from(fragment)) {
+                    Some(buffer) => {
+                        buffer.push_back(values);
+                        Ok(())
+                    }
+                    None => Err(reader.error(format!("fragment {fragment} of {count}"))),
+                }
+            })
+            .map_err(|e| malformed(e.to_string()))?;
+        }
+        for f in &conf.fragments {
+            self.done[usize::from(f.fragment)] = f.done;
+        }
+        self.finished = conf.finished;
+        if self.finished {
+            self.done.iter_mut().for_each(|d| *d = true);
+        }
+        Ok(())
+    }
+
+    /// The next row of an unsorted scan.
+    fn next_unsorted(&mut self) -> Result<Option<Vec<Value>>, Error> {
+        loop {
+            if let Some(row) = self.buffers.iter_mut().find_map(VecDeque::pop_front) {
+                return Ok(Some(row));
+            }
+            if self.finished {
+                return Ok(None);
+            }
+            self.fetch(&[])?;
+        }
+    }
+
+    /// The next row of a sorted scan: the smallest (or largest) head of the fragments, once
+    /// every unfinished fragment has a row buffered.
+    fn next_sorted(&mut self) -> Result<Option<Vec<Value>>, Error> {
+        loop {
+            let dry: Vec<u16> = (0..self.buffers.len())
+                .filter(|&f| self.buffers[f].is_empty() && !self.done[f])
+                .map(|f| f as u16)
+                .collect();
+            if dry.is_empty() || self.finished {
+                break;
+            }
+            self.fetch(&dry)?;
+        }
+        let Some(sort) = &self.sort else {
+            return Ok(None);
+        };
+        let mut best: Option<usize> = None;
+        for (f, buffer) in self.buffers.iter().enumerate() {
+            let Some(head) = buffer.front() else { continue };
+            let better = match best.and_then(|b| self.buffers[b].front()) {
+                None => true,
+                Some(current) => sort.compare(head, current) == Ordering::Less,
+            };
+            if better {
+                best = Some(f);
+            }
+        }
+        Ok(best.and_then(|f| self.buffers[f].pop_front()))
+    }
+}
+
+impl SortKey {
+    /// Orders two rows by the index columns (NULL first), reversed when descending.
+    fn compare(&self, a: &[Value], b: &[Value]) -> Ordering {
+        let mut ordering = Ordering::Equal;
+        for &c in &self.columns {
+            ordering = match (&a[c], &b[c]) {
+                (Value::Null, Value::Null) => Ordering::Equal,
+                (Value::Null, _) => Ordering::Less,
+                (_, Value::Null) => Ordering::Greater,
+                (x, y) => value_cmp(x, y).unwrap_or(Ordering::Equal),
+            };
+            if ordering != Ordering::Equal {
+                break;
+            }
+        }
+        if self.descending {
+            ordering.reverse()
+        } else {
+            ordering
+        }
+    }
+}
+
+impl Iterator for Scan<'_> {
+    type Item = Result<Vec<Value>, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let next = if self.sort.is_some() {
+            self.next_sorted()
+        } else {
+            self.next_unsorted()
+        };
+        match next {
+            Ok(row) => row.map(Ok),
+            Err(e) => {
+                // The scan cannot go on after an error; its record is closed below.
+                self.buffers.iter_mut().for_each(VecDeque::clear);
+                if !self.finished {
+                    self.finished = true;
+                    if let Ok(id) = self.send_next(true, &[]) {
+                        self.cluster.coordinator().forget(id);
+                    }
+                }
+                self.done.iter_mut().for_each(|d| *d = true);
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+impl Drop for Scan<'_> {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        // Close without waiting: the answer is dropped, as nobody expects its request id.
+        if let Ok(id) = self.send_next(true, &[]) {
+            self.cluster.coordinator().forget(id);
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! The kernel's index paths: CREATE_INDEX / DROP_INDEX, the two hops of an operation through a
+//! unique hash index, and the index maintenance a base-table write fires.
+//!
+//! An operation through a unique index (TCINDXREQ) first reads the index's hidden table by the
+//! unique key (CommittedRead for a CommittedRead operation, else a shared lock that keeps the
+//! unique value stable until the transaction ends), then runs the API's operation on the base
+//! row the index row names. It counts as one outstanding operation across both hops.
+//!
+//! A write to a table with unique indexes fires, per index whose values changed, a delete of
+//! the old index row and an insert of the new one (NDB's triggers): TC runs them in the same
+//! transaction, so a rollback takes them back. A duplicate (630 on the hidden table) fails the
+//! base operation with 893 and aborts the transaction.
+
+use std::time::Instant;
+
+use rndb_config::NodeId;
+use rndb_protocol::signals::{gsn, CreateIndexReq, IndexName, TcKeyReq};
+use rndb_protocol::{IndexKind, LockMode, NdbError, OperationType, Reader, Value};
+use rndb_transporter::FrameHeader;
+
+use super::acc::TransId;
+use super::dict::Index;
+use super::lqh::{IndexChange, LqhKeyReq, OpRole, UniqueLookup};
+use super::{dih, refuse, reply, tup, Kernel, Outbox, Signal};
+
+/// What a failed index-maintenance operation means to the base operation.
+pub fn trigger_error(error: NdbError) -> NdbError {
+    if error.code == 630 {
+        NdbError::with_detail(893, "duplicate value in a unique index")
+    } else {
+        error
+    }
+}
+
+impl Kernel {
+    /// CREATE_INDEX_REQ: records the index, then builds it from the table's rows.
+    pub(super) fn create_index(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        req: CreateIndexReq,
+        out: &mut dyn Outbox,
+    ) {
+        let fragment_count = self.dih.partition_count();
+        let created = self
+            .dict
+            .create_index(&req, fragment_count)
+            .and_then(|index| self.build_index(&index).map(|()| index));
+        match created {
+            Ok(index) => {
+                tracing::info!(table = %req.table, index = %req.index, kind = ?req.kind, "created index");
+                reply(out, from, header, gsn::CREATE_INDEX_CONF, &mut |b| {
+                    index.info.encode(b)
+                });
+            }
+            Err(e) => refuse(out, from, header, gsn::CREATE_INDEX_REF, &e),
+        }
+    }
+
+    /// Builds a new index from the rows its table holds; on failure nothing of it remains.
+    fn build_index(&mut self, index: &Index) -> Result<(), NdbError> {
+        let table_id = index.info.table_id;
+        let index_id = index.info.index_id;
+        let result = match index.hidden_table_id {
+            None => self.lqh.build_ordered(table_id, index_id, &index.columns),
+            Some(hidden) => {
+                self.lqh
+                    .create_fragments(hidden, self.dih.partition_count());
+                self.build_unique(table_id, hidden, &index.columns)
+            }
+        };
+        if result.is_err() {
+            if let Some(hidden) = index.hidden_table_id {
+                let _ = self.lqh.drop_fragments(hidden);
+            }
+            self.dict.remove_index(index_id);
+        }
+        result
+    }
+
+    /// Fills a unique index's hidden table from the committed rows of its base table (893 on
+    /// a duplicate). Rows that transactions are changing right now are indexed by their
+    /// committed image; NDB builds under a table lock instead.
+    fn build_unique(
+        &mut self,
+        table_id: u32,
+        hidden: u32,
+        columns: &[usize],
+    ) -> Result<(), NdbError> {
+        let Some(hidden_table) = self.dict.get(hidden) else {
+            return Err(NdbError::with_detail(709, "hidden index table"));
+        };
+        let mut entries = Vec::new();
+        for fragment in self.lqh.fragments.get(&table_id).into_iter().flatten() {
+            for (_, slot) in fragment.rows.iter() {
+                let Some(row) = &slot.committed else { continue };
+                let key: Vec<Value> = columns.iter().map(|&c| row[c].clone()).collect();
+                if !key.contains(&Value::Null) {
+                    entries.push((key, slot.key.clone()));
+                }
+            }
+        }
+        let pk_column = (hidden_table.info.def.columns.len() - 1) as u16;
+        let mut key_bytes = Vec::new();
+        for (key, pk) in entries {
+            key_bytes.clear();
+            tup::encode_key(
+                &hidden_table.info.def,
+                &hidden_table.key_columns,
+                &key,
+                &mut key_bytes,
+            )?;
+            let fragment = self.dih.partition_of(dih::key_hash(&key_bytes))
+                % hidden_table.fragment_count.max(1);
+            let row = tup::build_row(
+                &hidden_table.info.def,
+                &hidden_table.key_columns,
+                &key,
+                &[(pk_column, Value::Varbinary(pk.to_vec()))],
+            )?;
+            self.lqh
+                .insert_committed(hidden, fragment, key_bytes.as_slice().into(), row)
+                .map_err(trigger_error)?;
+        }
+        Ok(())
+    }
+
+    /// DROP_INDEX_REQ: forgets the index and frees its structures.
+    pub(super) fn drop_index(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        name: IndexName,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        match self.dict.drop_index(&name.table, &name.index) {
+            Ok(index) => {
+                match (index.info.kind, index.hidden_table_id) {
+                    (IndexKind::Unique, Some(hidden)) => self.drop_fragments(hidden, out, now),
+                    _ => self
+                        .lqh
+                        .drop_ordered(index.info.table_id, index.info.index_id),
+                }
+                tracing::info!(table = %name.table, index = %name.index, "dropped index");
+                reply(out, from, header, gsn::DROP_INDEX_CONF, &mut |_| {});
+            }
+            Err(e) => refuse(out, from, header, gsn::DROP_INDEX_REF, &e),
+        }
+    }
+
+    /// The first hop of an operation through a unique index: a read of the hidden table.
+    pub(super) fn build_unique_lookup(
+        &mut self,
+        trans: TransId,
+        req: TcKeyReq,
+    ) -> Result<LqhKeyReq, (u32, NdbError)> {
+        let fail = |e| (req.op_index, e);
+        let index = self
+            .dict
+            .index_for_operation(req.table_id, req.table_version)
+            .map_err(fail)?;
+        let Some(hidden) = index.hidden_table_id.and_then(|id| self.dict.get(id)) else {
+            return Err(fail(NdbError::with_detail(
+                4243,
+                format!("{} is not a unique hash index", index.info.name),
+            )));
+        };
+        if !matches!(
+            req.op_type,
+            OperationType::Read | OperationType::Update | OperationType::Delete
+        ) {
+            return Err(fail(NdbError::with_detail(
+                4116,
+                "only read, update and delete go through a unique index",
+            )));
+        }
+        self.key_scratch.clear();
+        tup::encode_key(
+            &hidden.info.def,
+            &hidden.key_columns,
+            &req.key,
+            &mut self.key_scratch,
+        )
+        .map_err(fail)?;
+        let partition = self.dih.partition_of(dih::key_hash(&self.key_scratch));
+        let lock_mode = match req.lock_mode {
+            LockMode::CommittedRead if req.op_type == OperationType::Read => {
+                LockMode::CommittedRead
+            }
+            _ => LockMode::Read,
+        };
+        Ok(LqhKeyReq {
+            trans,
+            op_index: req.op_index,
+            op_type: OperationType::Read,
+            lock_mode,
+            table_id: hidden.info.table_id,
+            fragment: partition % hidden.fragment_count.max(1),
+            key_bytes: self.key_scratch.as_slice().into(),
+            key: req.key,
+            attrs: Vec::new(),
+            role: OpRole::UniqueLookup(Box::new(UniqueLookup {
+                base_table_id: index.info.table_id,
+                op_type: req.op_type,
+                lock_mode: req.lock_mode,
+                attrs: req.attrs,
+            })),
+        })
+    }
+
+    /// The second hop: the API's operation on the base row the index row names.
+    pub(super) fn unique_second_hop(
+        &mut self,
+        trans: TransId,
+        op_index: u32,
+        lookup: UniqueLookup,
+        index_row: Option<Vec<Value>>,
+    ) -> Result<LqhKeyReq, NdbError> {
+        let Some(Value::Varbinary(pk)) = index_row.and_then(|mut row| row.pop()) else {
+            return Err(NdbError::with_detail(
+                4000,
+                "index row without a primary key",
+            ));
+        };
+        let Some(table) = self.dict.get(lookup.base_table_id) else {
+            return Err(NdbError::with_detail(709, "the indexed table was dropped"));
+        };
+        let mut reader = Reader::new(&pk, "indexed primary key");
+        let key = (0..table.key_columns.len())
+            .map(|_| Value::decode(&mut reader))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| NdbError::with_detail(4000, e))?;
+        let partition = self.dih.partition_of(dih::key_hash(&pk));
+        Ok(LqhKeyReq {
+            trans,
+            op_index,
+            op_type: lookup.op_type,
+            lock_mode: lookup.lock_mode,
+            table_id: lookup.base_table_id,
+            fragment: partition % table.fragment_count.max(1),
+            key_bytes: pk.into_boxed_slice(),
+            key,
+            attrs: lookup.attrs,
+            role: OpRole::Api,
+        })
+    }
+
+    /// Starts one index-maintenance operation fired by the base operation `op_index`.
+    pub(super) fn fire(&mut self, trans: TransId, op_index: u32, change: IndexChange) {
+        let Some(hidden) = self.dict.get(change.hidden_table_id) else {
+            // The index was dropped while the write ran: nothing to maintain.
+            return;
+        };
+        self.key_scratch.clear();
+        let encoded = tup::encode_key(
+            &hidden.info.def,
+            &hidden.key_columns,
+            &change.key,
+            &mut self.key_scratch,
+        );
+        let fragment =
+            self.dih.partition_of(dih::key_hash(&self.key_scratch)) % hidden.fragment_count.max(1);
+        let pk_column = (hidden.info.def.columns.len() - 1) as u16;
+        let attrs = match change.op_type {
+            OperationType::Insert => vec![(pk_column, Value::Varbinary(change.pk.to_vec()))],
+            _ => Vec::new(),
+        };
+        let req = LqhKeyReq {
+            trans,
+            op_index,
+            op_type: change.op_type,
+            lock_mode: LockMode::Exclusive,
+            table_id: change.hidden_table_id,
+            fragment,
+            key_bytes: self.key_scratch.as_slice().into(),
+            key: change.key,
+            attrs,
+            role: OpRole::Trigger,
+        };
+        if let Err(error) = encoded.and_then(|()| self.tc.add_internal_op(trans)) {
+            self.tc.force_abort(trans);
+            self.tc.on_send_failure(trans, op_index, error);
+            return;
+        }
+        self.jobs.push_back(Signal::LqhKeyReq(req));
+    }
+}
