@@ -8,13 +8,20 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::Rng;
-use rndb_api::{Cluster, ColumnDef, ColumnType, ExecType, LockMode, Table, TableDef, Value};
+use rndb_api::{
+    BoundType, Cluster, CmpOp, ColumnDef, ColumnType, ExecType, Filter, Index, IndexDef,
+    IndexRange, LockMode, ScanOptions, Table, TableDef, Transaction, Value,
+};
 
 use crate::args::Access;
 use crate::local::Shutdown;
 
 /// The benchmark table's name.
 pub const TABLE_NAME: &str = "testread_perf";
+/// The ordered index on the primary key, as NDB's testReadPerf creates it.
+pub const ORDERED_INDEX_NAME: &str = "testread_perf_ordered";
+/// The unique hash index on the primary key, as NDB's testReadPerf creates it.
+pub const UNIQUE_INDEX_NAME: &str = "testread_perf_unique";
 /// Rows inserted per transaction while loading (each transaction commits).
 pub const LOAD_BATCH_ROWS: u32 = 1000;
 /// The largest latency the histograms hold (one minute, in ns); longer ones are clamped.
@@ -48,7 +55,8 @@ fn row(pk: u32) -> [Value; 5] {
     ]
 }
 
-/// Drops the table if it exists, creates it, and loads rows `0..size`.
+/// Drops the table if it exists, creates it with an ordered index and a unique hash index on
+/// the primary key (NDB's testReadPerf `--create_drop`), and loads rows `0..size`.
 pub fn create_and_load(cluster: &Cluster, size: u32, shutdown: &Shutdown) -> Result<Table> {
     match cluster.drop_table(TABLE_NAME) {
         Ok(()) => {}
@@ -58,6 +66,12 @@ pub fn create_and_load(cluster: &Cluster, size: u32, shutdown: &Shutdown) -> Res
     let table = cluster
         .create_table(&table_def())
         .context("create the benchmark table")?;
+    cluster
+        .create_index(&table, &IndexDef::ordered(ORDERED_INDEX_NAME, &["pk"]))
+        .context("create the ordered index")?;
+    cluster
+        .create_index(&table, &IndexDef::unique(UNIQUE_INDEX_NAME, &["pk"]))
+        .context("create the unique hash index")?;
     let progress = progress_bar(u64::from(size));
     let started = Instant::now();
     let mut first = 0;
@@ -109,6 +123,16 @@ pub struct Measured {
     pub elapsed: Duration,
     /// The latency of each execute, in ns.
     pub execute_ns: Histogram<u64>,
+    /// Rows the data node looked at (scan_filter: the whole table per scan), when that differs
+    /// from the rows returned.
+    pub examined: u64,
+}
+
+/// The indexes an access type reads through.
+#[derive(Debug)]
+struct Indexes {
+    unique: Index,
+    ordered: Index,
 }
 
 /// What every measurement needs.
@@ -126,13 +150,24 @@ pub struct Workload<'a> {
 impl Workload<'_> {
     /// One untimed warm-up measurement, then `iterations` timed ones from random start rows.
     pub fn measure(&self, access: Access, rng: &mut StdRng) -> Result<Measured> {
+        let indexes = Indexes {
+            unique: self
+                .cluster
+                .get_index(self.table, UNIQUE_INDEX_NAME)
+                .context("look up the unique hash index")?,
+            ordered: self
+                .cluster
+                .get_index(self.table, ORDERED_INDEX_NAME)
+                .context("look up the ordered index")?,
+        };
         let mut measured = Measured::new()?;
-        self.measure_once(access, self.random_start(rng), &mut Measured::new()?)?;
+        let start = self.random_start(rng);
+        self.measure_once(access, &indexes, start, &mut Measured::new()?)?;
         for _ in 0..self.iterations {
             self.shutdown.check()?;
             let start = self.random_start(rng);
             let began = Instant::now();
-            self.measure_once(access, start, &mut measured)?;
+            self.measure_once(access, &indexes, start, &mut measured)?;
             measured.elapsed += began.elapsed();
         }
         Ok(measured)
@@ -142,13 +177,40 @@ impl Workload<'_> {
         rng.gen_range(0..=self.size - self.range)
     }
 
-    fn measure_once(&self, access: Access, start: u32, into: &mut Measured) -> Result<()> {
+    fn measure_once(
+        &self,
+        access: Access,
+        indexes: &Indexes,
+        start: u32,
+        into: &mut Measured,
+    ) -> Result<()> {
         match access {
             Access::Ping => self.ping(into),
-            Access::SerialPk => self.serial_pk(start, into),
-            Access::BatchPk => self.batch_pk(start, into),
-            other => bail!("access type {} is not implemented yet", other.name()),
+            Access::SerialPk => self.serial_reads(None, start, into),
+            Access::BatchPk => self.batch_reads(None, start, into),
+            Access::SerialUnique => self.serial_reads(Some(&indexes.unique), start, into),
+            Access::BatchUnique => self.batch_reads(Some(&indexes.unique), start, into),
+            Access::IndexEq => self.index_eq(&indexes.ordered, start, into),
+            Access::IndexRange => self.index_range(&indexes.ordered, false, start, into),
+            Access::IndexOrdered => self.index_range(&indexes.ordered, true, start, into),
+            Access::ScanFilter => self.scan_filter(start, into),
+            // `Args::validate` expands `all` before anything is measured.
+            Access::All => bail!("`all` names every access type; it is not one to measure"),
         }
+    }
+
+    /// Defines a read of row `pk` by primary key or, with `unique`, through the unique index.
+    fn define_read(
+        &self,
+        transaction: &mut Transaction<'_>,
+        unique: Option<&Index>,
+        pk: u32,
+    ) -> Result<rndb_api::OpId> {
+        let key = [Value::UInt32(pk)];
+        Ok(match unique {
+            None => transaction.read(self.table, &key, self.lock)?,
+            Some(index) => transaction.read_unique(index, &key, self.lock)?,
+        })
     }
 
     /// `range` empty round trips.
@@ -161,14 +223,15 @@ impl Workload<'_> {
         Ok(())
     }
 
-    /// `range` primary-key reads in one transaction, one execute each, then a rollback.
-    fn serial_pk(&self, start: u32, into: &mut Measured) -> Result<()> {
+    /// `range` reads (by primary key, or through the unique index) in one transaction, one
+    /// execute each, then a rollback.
+    fn serial_reads(&self, unique: Option<&Index>, start: u32, into: &mut Measured) -> Result<()> {
         let mut transaction = self
             .cluster
             .start_transaction()
             .context("start a transaction")?;
         for pk in start..start + self.range {
-            let op = transaction.read(self.table, &[Value::UInt32(pk)], self.lock)?;
+            let op = self.define_read(&mut transaction, unique, pk)?;
             let began = Instant::now();
             transaction
                 .execute(ExecType::NoCommit)
@@ -180,18 +243,16 @@ impl Workload<'_> {
         Ok(())
     }
 
-    /// `range` primary-key reads in one execute, then a rollback.
-    fn batch_pk(&self, start: u32, into: &mut Measured) -> Result<()> {
+    /// `range` reads (by primary key, or through the unique index) in one execute, then a
+    /// rollback.
+    fn batch_reads(&self, unique: Option<&Index>, start: u32, into: &mut Measured) -> Result<()> {
         let mut transaction = self
             .cluster
             .start_transaction()
             .context("start a transaction")?;
         let mut ops = Vec::with_capacity(self.range as usize);
         for pk in start..start + self.range {
-            ops.push((
-                pk,
-                transaction.read(self.table, &[Value::UInt32(pk)], self.lock)?,
-            ));
+            ops.push((pk, self.define_read(&mut transaction, unique, pk)?));
         }
         let began = Instant::now();
         transaction
@@ -206,11 +267,124 @@ impl Workload<'_> {
     }
 }
 
+impl Workload<'_> {
+    /// `range` ordered-index scans, each with an equality bound on one primary key (one round
+    /// trip each: the scan's first batch is its last), in one transaction.
+    fn index_eq(&self, index: &Index, start: u32, into: &mut Measured) -> Result<()> {
+        let mut transaction = self
+            .cluster
+            .start_transaction()
+            .context("start a transaction")?;
+        for pk in start..start + self.range {
+            let options = ScanOptions {
+                lock: self.lock,
+                ranges: vec![IndexRange::eq(vec![Value::UInt32(pk)])],
+                ..ScanOptions::default()
+            };
+            let began = Instant::now();
+            let rows = collect(transaction.scan_index(index, &options)?)
+                .with_context(|| format!("scan for row {pk}"))?;
+            into.record_execute(began.elapsed(), rows.len() as u64);
+            check_rows(&rows, pk, 1)?;
+        }
+        transaction.close();
+        Ok(())
+    }
+
+    /// One ordered-index scan over `start <= pk < start + range`, sorted (merged over the
+    /// fragments) or not.
+    fn index_range(
+        &self,
+        index: &Index,
+        sorted: bool,
+        start: u32,
+        into: &mut Measured,
+    ) -> Result<()> {
+        let range = IndexRange::all()
+            .bound(BoundType::LE, vec![Value::UInt32(start)])
+            .bound(BoundType::GT, vec![Value::UInt32(start + self.range)]);
+        let options = ScanOptions {
+            lock: self.lock,
+            ranges: vec![range],
+            sorted,
+            ..ScanOptions::default()
+        };
+        let mut transaction = self
+            .cluster
+            .start_transaction()
+            .context("start a transaction")?;
+        let began = Instant::now();
+        let mut rows = collect(transaction.scan_index(index, &options)?)
+            .with_context(|| format!("scan rows {start}..{}", start + self.range))?;
+        into.record_execute(began.elapsed(), rows.len() as u64);
+        if !sorted {
+            rows.sort_by_key(|r| match r[0] {
+                Value::UInt32(pk) => pk,
+                _ => u32::MAX,
+            });
+        }
+        check_rows(&rows, start, self.range)?;
+        transaction.close();
+        Ok(())
+    }
+
+    /// One full-table scan whose pushed-down filter selects `start <= pk < start + range`:
+    /// the data node examines every row.
+    fn scan_filter(&self, start: u32, into: &mut Measured) -> Result<()> {
+        let filter = Filter::and(vec![
+            Filter::cmp(0, CmpOp::Ge, Value::UInt32(start)),
+            Filter::cmp(0, CmpOp::Lt, Value::UInt32(start + self.range)),
+        ]);
+        let options = ScanOptions {
+            lock: self.lock,
+            filter: Some(filter),
+            ..ScanOptions::default()
+        };
+        let mut transaction = self
+            .cluster
+            .start_transaction()
+            .context("start a transaction")?;
+        let began = Instant::now();
+        let mut rows = collect(transaction.scan_table(self.table, &options)?)
+            .with_context(|| format!("scan for rows {start}..{}", start + self.range))?;
+        into.record_execute(began.elapsed(), rows.len() as u64);
+        into.examined += u64::from(self.size);
+        rows.sort_by_key(|r| match r[0] {
+            Value::UInt32(pk) => pk,
+            _ => u32::MAX,
+        });
+        check_rows(&rows, start, self.range)?;
+        transaction.close();
+        Ok(())
+    }
+}
+
+/// Reads a scan to its end.
+fn collect(scan: rndb_api::Scan<'_>) -> Result<Vec<Vec<Value>>> {
+    Ok(scan.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// A scan must return exactly rows `first..first + count`, in that order.
+fn check_rows(rows: &[Vec<Value>], first: u32, count: u32) -> Result<()> {
+    if rows.len() != count as usize {
+        bail!(
+            "the scan for rows {first}..{} returned {} rows",
+            first + count,
+            rows.len()
+        );
+    }
+    for (pk, found) in (first..).zip(rows) {
+        check_row(Some(found), pk)?;
+    }
+    Ok(())
+}
+
 impl Measured {
     fn new() -> Result<Measured> {
         Ok(Measured {
             rows: 0,
             executes: 0,
+            examined: 0,
             elapsed: Duration::ZERO,
             execute_ns: Histogram::new_with_bounds(1, LATENCY_NS_MAX, LATENCY_SIGNIFICANT_DIGITS)
                 .context("create a latency histogram")?,

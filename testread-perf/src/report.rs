@@ -59,6 +59,24 @@ pub struct Figures {
     pub rows_per_sec: f64,
     pub p50_us: f64,
     pub p99_us: f64,
+    /// Rows the data node examined per second, for access types that look at more rows than
+    /// they return (scan_filter); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub examined_rows_per_sec: Option<f64>,
+}
+
+/// NDB's published testReadPerf figures (2005; 2 data nodes, dual AMD MP1900+, 20 records per
+/// access), in µs per row: (TCP/IP sockets, SCI sockets). DESIGN.md §7 lists them.
+pub fn ndb_2005_us_per_row(access: &str) -> Option<(f64, f64)> {
+    match access {
+        "serial_pk" => Some((400.0, 160.0)),
+        "batch_pk" => Some((28.0, 22.0)),
+        "serial_unique" => Some((500.0, 250.0)),
+        "batch_unique" => Some((70.0, 36.0)),
+        "index_eq" => Some((1250.0, 750.0)),
+        "index_range" => Some((24.0, 12.0)),
+        _ => None,
+    }
 }
 
 impl Figures {
@@ -79,6 +97,8 @@ impl Figures {
             rows_per_sec: round3(if seconds > 0.0 { rows / seconds } else { 0.0 }),
             p50_us: round3(quantile_us(0.50)),
             p99_us: round3(quantile_us(0.99)),
+            examined_rows_per_sec: (measured.examined > 0 && seconds > 0.0)
+                .then(|| round3(measured.examined as f64 / seconds)),
         }
     }
 }
@@ -114,6 +134,10 @@ impl Report {
                 format!("{t} p99 µs"),
             ]);
         }
+        header.extend([
+            "NDB 2005 TCP µs/row".to_string(),
+            "NDB 2005 SCI µs/row".to_string(),
+        ]);
         table.set_header(header);
         for access in &p.access {
             let mut cells = vec![access.to_string()];
@@ -132,12 +156,28 @@ impl Report {
                     None => ["-", "-", "-", "-"].map(String::from),
                 });
             }
+            cells.extend(match ndb_2005_us_per_row(access) {
+                Some((tcp, sci)) => [format!("{tcp:.0}"), format!("{sci:.0}")],
+                None => ["-", "-"].map(String::from),
+            });
             table.add_row(cells);
         }
         for column in table.column_iter_mut().skip(1) {
             column.set_cell_alignment(CellAlignment::Right);
         }
         out.push_str(&table.to_string());
+        for f in &self.results {
+            if let Some(rate) = f.examined_rows_per_sec {
+                out.push_str(&format!(
+                    "\n{} over {}: the data node examined {rate:.0} rows/s",
+                    f.access, f.transporter
+                ));
+            }
+        }
+        out.push_str(
+            "\nNDB 2005: NDB's published testReadPerf figures, 2 data nodes, dual AMD MP1900+, \
+             20 records per access (not measured here).",
+        );
         out
     }
 }
