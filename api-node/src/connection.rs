@@ -15,6 +15,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use rndb_config::{NodeId, TransporterKind};
 use rndb_protocol::signals::gsn;
+use rndb_transporter::spin::AdaptiveSpin;
 use rndb_transporter::{FrameHeader, TransportError, Transporter};
 
 use crate::Error;
@@ -47,10 +48,12 @@ struct Shared {
     waiters: usize,
 }
 
-/// The poller: readiness of the link's descriptor.
+/// The poller: readiness of the link's descriptor, and how long its owner spins first.
 struct Poller {
     poll: Poll,
     events: Events,
+    /// The spin budget, adapted to whether spinning pays off on this machine.
+    spin: AdaptiveSpin,
 }
 
 /// A connection to one data node.
@@ -63,8 +66,6 @@ pub(crate) struct Connection {
     poller: Mutex<Poller>,
     shared: Mutex<Shared>,
     answered: Condvar,
-    /// How long the poll owner polls without sleeping after it last saw input.
-    spin: Duration,
 }
 
 impl std::fmt::Debug for Connection {
@@ -117,10 +118,10 @@ impl Connection {
             poller: Mutex::new(Poller {
                 poll,
                 events: Events::with_capacity(4),
+                spin: AdaptiveSpin::new(spin),
             }),
             shared: Mutex::new(Shared::default()),
             answered: Condvar::new(),
-            spin,
         })
     }
 
@@ -220,20 +221,27 @@ impl Connection {
     }
 
     /// Reads the link until `request_id` is complete, the deadline passes or the link fails.
-    /// Spins for `self.spin` after the last input, then sleeps in the poller.
+    /// Spins for the poller's adaptive budget after the last input, then sleeps in the poller.
     fn poll_as_owner(&self, request_id: u32, deadline: Instant) -> Result<(), String> {
         let mut poller = self.poller.lock().unwrap_or_else(|p| p.into_inner());
         let mut last_input = Instant::now();
+        let budget = poller.spin.budget();
+        // Whether this wait's spin was judged: input while spinning, or the spin ran out.
+        let mut judged = budget.is_zero();
         // The poller is edge-triggered and keeps readiness until someone waits on it, so a read
         // before the first sleep is needed only when the last reader left input behind, or to
         // spin.
-        let mut read_now = self.link().input_pending() || !self.spin.is_zero();
+        let mut read_now = self.link().input_pending() || !budget.is_zero();
         loop {
             if read_now {
                 let (delivered, mine_done) = self.receive_once(request_id)?;
                 if delivered > 0 {
                     self.wake_waiters();
                     last_input = Instant::now();
+                    if !judged {
+                        poller.spin.record(true);
+                        judged = true;
+                    }
                 }
                 if mine_done {
                     return Ok(());
@@ -244,15 +252,20 @@ impl Connection {
             if now >= deadline {
                 return Ok(());
             }
-            if now.duration_since(last_input) < self.spin || self.link().input_pending() {
+            if now.duration_since(last_input) < budget || self.link().input_pending() {
                 std::hint::spin_loop();
                 continue;
+            }
+            if !judged {
+                // The whole spin passed without input: spinning did not pay this time.
+                poller.spin.record(false);
+                judged = true;
             }
             if !self.link().prepare_to_sleep() {
                 continue;
             }
             let timeout = (deadline - now).min(POLL_SLEEP_MAX);
-            let Poller { poll, events } = &mut *poller;
+            let Poller { poll, events, .. } = &mut *poller;
             let polled = poll.poll(events, Some(timeout));
             self.link().woke_up();
             if let Err(e) = polled {

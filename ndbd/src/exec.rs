@@ -18,6 +18,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use rndb_config::NodeId;
 use rndb_transporter::registry::Registry;
+use rndb_transporter::spin::AdaptiveSpin;
 use rndb_transporter::{FlushStatus, FrameHeader, TransportError, Transporter};
 
 use crate::blocks::{Kernel, Outbox, SendFailure};
@@ -40,9 +41,10 @@ pub struct ExecLoop {
     connected: Connected,
     /// SchedulerSpinTimer.
     spin_base: Duration,
-    /// How long to spin after the last work: SchedulerSpinTimer, or the longest ShmSpintime of
-    /// the live links if that is longer. Recomputed when links come and go.
-    spin: Duration,
+    /// How long to spin after the last work, at most SchedulerSpinTimer or the longest
+    /// ShmSpintime of the live links (recomputed when links come and go), less when spinning
+    /// has not been paying off (see `rndb_transporter::spin`).
+    spin: AdaptiveSpin,
     shutdown: Arc<AtomicBool>,
     /// Payload bytes of the frames read this turn.
     inbox: Vec<u8>,
@@ -62,7 +64,7 @@ impl std::fmt::Debug for ExecLoop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ExecLoop")
             .field("links", &self.registry)
-            .field("spin", &self.spin)
+            .field("spin", &self.spin.configured())
             .field("spin_base", &self.spin_base)
             .finish()
     }
@@ -85,7 +87,7 @@ impl ExecLoop {
             new_links,
             connected,
             spin_base: spin,
-            spin,
+            spin: AdaptiveSpin::new(spin),
             shutdown,
             inbox: Vec::with_capacity(1 << 20),
             inbox_frames: Vec::with_capacity(4096),
@@ -98,10 +100,10 @@ impl ExecLoop {
 
     /// Runs until the shutdown flag is set.
     pub fn run(&mut self) {
-        let mut last_work = Instant::now();
-        let mut next_tick = last_work + TIMER_TICK;
+        let mut idle = Idle::new(Instant::now(), self.spin.budget());
+        let mut next_tick = idle.since + TIMER_TICK;
         while !self.shutdown.load(Ordering::Relaxed) {
-            let slept = self.wait(last_work, next_tick);
+            let slept = self.wait(&mut idle, next_tick);
             let now = Instant::now();
             let mut worked = self.read_links(slept);
             worked |= self.dispatch(now);
@@ -113,7 +115,10 @@ impl ExecLoop {
             self.flush_links();
             worked |= self.close_broken(now);
             if worked {
-                last_work = now;
+                if !idle.slept && !idle.recorded && !idle.budget.is_zero() {
+                    self.spin.record(true);
+                }
+                idle = Idle::new(now, self.spin.budget());
             }
         }
         tracing::info!("execution loop stopped");
@@ -122,14 +127,20 @@ impl ExecLoop {
 
     /// Waits for input: spins (a zero-timeout poll) while the last work is recent, sleeps
     /// otherwise. Returns true when it slept.
-    fn wait(&mut self, last_work: Instant, next_tick: Instant) -> bool {
+    fn wait(&mut self, idle: &mut Idle, next_tick: Instant) -> bool {
         let now = Instant::now();
+        let spinning = now.duration_since(idle.since) < idle.budget;
+        if !spinning && !idle.budget.is_zero() && !idle.recorded {
+            // The whole spin passed without input: spinning did not pay this time.
+            self.spin.record(false);
+            idle.recorded = true;
+        }
         let input_waiting = !self.hot.is_empty()
             || self
                 .registry
                 .iter_mut()
                 .any(|(_, link)| link.input_pending());
-        let mut timeout = if now.duration_since(last_work) < self.spin || input_waiting {
+        let mut timeout = if spinning || input_waiting {
             Duration::ZERO
         } else {
             next_tick.saturating_duration_since(now)
@@ -147,6 +158,7 @@ impl ExecLoop {
             }
         }
         if sleeping {
+            idle.slept = true;
             for (_, link) in self.registry.iter_mut() {
                 link.woke_up();
             }
@@ -319,7 +331,32 @@ impl ExecLoop {
             .iter_mut()
             .map(|(_, link)| link.spin_time())
             .max();
-        self.spin = links_spin.unwrap_or_default().max(self.spin_base);
+        self.spin
+            .set_configured(links_spin.unwrap_or_default().max(self.spin_base));
+    }
+}
+
+/// The loop's state between two pieces of work.
+#[derive(Debug)]
+struct Idle {
+    /// When the last work ended.
+    since: Instant,
+    /// How long this idle period may spin.
+    budget: Duration,
+    /// The loop slept in the poller during this idle period.
+    slept: bool,
+    /// The outcome of this period's spin was recorded.
+    recorded: bool,
+}
+
+impl Idle {
+    fn new(since: Instant, budget: Duration) -> Idle {
+        Idle {
+            since,
+            budget,
+            slept: false,
+            recorded: false,
+        }
     }
 }
 

@@ -11,6 +11,7 @@
 //!   Where the kernel refuses io_uring, [`uring::open_link_or_tcp`] falls back to a TCP link.
 //! - [`shm`]: the shared-memory link (two SPSC rings in `/dev/shm`), set up over a TCP
 //!   connection that stays open as its liveness and wake-up channel.
+//! - [`spin`]: adaptive spin-then-sleep budgets for receive loops.
 //! - [`handshake`]: the first exchange on a new connection (version, cluster identity, node ids).
 //! - [`registry`]: node id → link, and the admission rules a data node applies to a handshake.
 //! - [`settings`]: [`LinkSettings`], the per-link limits (Checksum, SendBufferMemory,
@@ -38,6 +39,7 @@ pub mod handshake;
 pub mod registry;
 pub mod settings;
 pub mod shm;
+pub mod spin;
 pub mod tcp;
 pub mod uring;
 
