@@ -237,11 +237,11 @@ impl Connection {
                 let (delivered, mine_done) = self.receive_once(request_id)?;
                 if delivered > 0 {
                     self.wake_waiters();
-                    last_input = Instant::now();
                     if !judged {
-                        poller.spin.record(true);
+                        poller.spin.record(Some(last_input.elapsed()));
                         judged = true;
                     }
+                    last_input = Instant::now();
                 }
                 if mine_done {
                     return Ok(());
@@ -258,7 +258,7 @@ impl Connection {
             }
             if !judged {
                 // The whole spin passed without input: spinning did not pay this time.
-                poller.spin.record(false);
+                poller.spin.record(None);
                 judged = true;
             }
             if !self.link().prepare_to_sleep() {

@@ -38,7 +38,7 @@ pub(crate) fn build(sections: &[TypedSection], source: &Path, diag: &mut Diag) -
         let layered = Layered::new(kind, Some(section), &defaults);
         check_required(&layered, diag);
         match kind {
-            SectionKind::Ndbd => data.push(data_draft(&layered)),
+            SectionKind::Ndbd => data.push(data_draft(&layered, diag)),
             SectionKind::Mgm => mgm.push((mgm_node(&layered), id_request(&layered, NodeKind::Mgm))),
             SectionKind::Api => api.push((api_slot(&layered), id_request(&layered, NodeKind::Api))),
             SectionKind::Tcp | SectionKind::Shm => link_sections.push(layered),
@@ -136,7 +136,7 @@ fn id_request(layered: &Layered<'_>, kind: NodeKind) -> IdRequest {
     }
 }
 
-fn data_draft(l: &Layered<'_>) -> DataDraft {
+fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
     let config = DataNodeConfig {
         node_id: NodeId(0),
         host_name: l.text("HostName").unwrap_or_default(),
@@ -159,6 +159,7 @@ fn data_draft(l: &Layered<'_>) -> DataDraft {
         use_shm: l.bool("UseShm"),
         max_no_of_execution_threads: l.u32("MaxNoOfExecutionThreads"),
         scheduler_spin_timer_us: l.u32("SchedulerSpinTimer"),
+        lock_execute_thread_to_cpu: cpu_list(l, diag),
         line: l.line(),
     };
     DataDraft {
@@ -189,5 +190,66 @@ fn api_slot(l: &Layered<'_>) -> ApiSlotConfig {
         batch_byte_size: l.u32("BatchByteSize"),
         max_scan_batch_size: l.u32("MaxScanBatchSize"),
         line: l.line(),
+    }
+}
+
+/// The most CPUs a CPU list may name (a bound on what a config line can make us allocate).
+const CPU_ID_MAX: usize = 4095;
+
+/// LockExecuteThreadToCPU as a list of CPU ids: comma-separated ids and `a-b` ranges, as NDB
+/// writes them. A malformed list is an error at its line; an absent one is empty.
+fn cpu_list(l: &Layered<'_>, diag: &mut Diag) -> Vec<usize> {
+    const NAME: &str = "LockExecuteThreadToCPU";
+    let Some(text) = l.text(NAME) else {
+        return Vec::new();
+    };
+    match parse_cpu_list(&text) {
+        Ok(cpus) => cpus,
+        Err(reason) => {
+            let line = l.line_of(NAME);
+            diag.error(line, l.section_name(), Some(NAME), reason);
+            Vec::new()
+        }
+    }
+}
+
+/// Parses `0`, `0-3`, `1,3,5-6` into sorted, distinct CPU ids.
+pub(crate) fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
+    let mut cpus = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let (first, last) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let parse = |s: &str| {
+            s.parse::<usize>()
+                .ok()
+                .filter(|&n| n <= CPU_ID_MAX)
+                .ok_or_else(|| format!("{text:?} is not a CPU list (like 1, 0-3 or 0,2); CPU ids are 0..={CPU_ID_MAX}"))
+        };
+        let (first, last) = (parse(first)?, parse(last)?);
+        if first > last {
+            return Err(format!("CPU range {part} runs backwards"));
+        }
+        cpus.extend(first..=last);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_cpu_list;
+
+    #[test]
+    fn cpu_lists_parse_as_ndb_writes_them() {
+        assert_eq!(parse_cpu_list("1"), Ok(vec![1]));
+        assert_eq!(parse_cpu_list("0-3"), Ok(vec![0, 1, 2, 3]));
+        assert_eq!(parse_cpu_list("5, 1,2-3,2"), Ok(vec![1, 2, 3, 5]));
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("one").is_err());
+        assert!(parse_cpu_list("").is_err());
+        assert!(parse_cpu_list("0-99999999").is_err());
     }
 }

@@ -110,6 +110,8 @@ pub struct DataNodeConfig {
     /// SchedulerSpinTimer: µs the execution loop spins (polls without sleeping) after its last
     /// piece of work before it sleeps. NDB default 0.
     pub scheduler_spin_timer_us: u32,
+    /// LockExecuteThreadToCPU: the CPUs the execution thread is bound to (empty: not bound).
+    pub lock_execute_thread_to_cpu: Vec<usize>,
     /// Line of the section header, for messages.
     pub line: usize,
 }

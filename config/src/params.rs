@@ -370,7 +370,7 @@ static PARAMS: &[ParamInfo] = &[
     later(DB, "TotalSendBufferMemory", Size, I(0), 0, MAX_INT_RNIL, "Send buffer memory for all links"),
     later(DB, "ExtraSendBufferMemory", Size, I(0), 0, MAX_INT_RNIL, "Extra send buffer memory"),
     later(DB, "RealtimeScheduler", Bool, B(false), BOOL.0, BOOL.1, "Real-time scheduling of threads"),
-    later(DB, "LockExecuteThreadToCPU", Str, Unset, TEXT.0, TEXT.1, "CPUs for execution threads"),
+    p(DB, "LockExecuteThreadToCPU", Str, Unset, TEXT.0, TEXT.1, "CPUs the execution thread is bound to, e.g. 1 or 0-1 or 0,2"),
     later(DB, "LockMaintThreadsToCPU", Int, Unset, 0, 65535, "CPU for maintenance threads"),
     later(DB, "ThreadConfig", Str, Unset, TEXT.0, TEXT.1, "Thread layout of ndbmtd"),
     later(DB, "SchedulerExecutionTimer", Int, I(50), 0, 11000, "Microseconds of execution before sending"),

@@ -131,6 +131,14 @@ fn data_value(config: &ClusterConfig, id: NodeId, name: &str) -> Option<String> 
         "UseShm" => u8::from(n.use_shm).to_string(),
         "MaxNoOfExecutionThreads" => n.max_no_of_execution_threads.to_string(),
         "SchedulerSpinTimer" => n.scheduler_spin_timer_us.to_string(),
+        "LockExecuteThreadToCPU" => {
+            let cpus: Vec<String> = n
+                .lock_execute_thread_to_cpu
+                .iter()
+                .map(usize::to_string)
+                .collect();
+            cpus.join(",")
+        }
         _ => return None,
     };
     Some(value)

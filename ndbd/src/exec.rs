@@ -116,7 +116,7 @@ impl ExecLoop {
             worked |= self.close_broken(now);
             if worked {
                 if !idle.slept && !idle.recorded && !idle.budget.is_zero() {
-                    self.spin.record(true);
+                    self.spin.record(Some(now.duration_since(idle.since)));
                 }
                 idle = Idle::new(now, self.spin.budget());
             }
@@ -132,7 +132,7 @@ impl ExecLoop {
         let spinning = now.duration_since(idle.since) < idle.budget;
         if !spinning && !idle.budget.is_zero() && !idle.recorded {
             // The whole spin passed without input: spinning did not pay this time.
-            self.spin.record(false);
+            self.spin.record(None);
             idle.recorded = true;
         }
         let input_waiting = !self.hot.is_empty()

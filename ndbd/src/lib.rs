@@ -69,8 +69,29 @@ pub fn run(config: ClusterConfig, me: NodeId, shutdown: Arc<AtomicBool>) -> anyh
     .context("start acceptor thread")?;
     let spin = Duration::from_micros(u64::from(node.scheduler_spin_timer_us));
     tracing::info!(node = %me, port, data_memory = node.data_memory_bytes, spin_us = node.scheduler_spin_timer_us, "data node started");
+    bind_to_cpus(&node.lock_execute_thread_to_cpu)
+        .with_context(|| format!("LockExecuteThreadToCPU of node {me}"))?;
     let mut exec = exec::ExecLoop::new(kernel, poll, links_rx, connected, spin, shutdown);
     exec.run();
     tracing::info!(node = %me, "data node stopped");
+    Ok(())
+}
+
+/// Binds the calling thread (the execution thread; the acceptor was started before, so it is
+/// not bound) to `cpus`, as NDB's LockExecuteThreadToCPU does. An empty list leaves it free.
+fn bind_to_cpus(cpus: &[usize]) -> anyhow::Result<()> {
+    if cpus.is_empty() {
+        return Ok(());
+    }
+    let mut set = nix::sched::CpuSet::new();
+    for &cpu in cpus {
+        set.set(cpu)
+            .with_context(|| format!("CPU {cpu} is beyond what this system supports"))?;
+    }
+    let available = std::thread::available_parallelism().map_or(0, usize::from);
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).with_context(|| {
+        format!("bind the execution thread to CPUs {cpus:?} (this machine has {available} CPUs)")
+    })?;
+    tracing::info!(?cpus, "execution thread bound to CPUs");
     Ok(())
 }

@@ -310,3 +310,32 @@ fn build_ndbd(dir: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+/// Binds this process (its measuring thread) to the CPUs the local data nodes' execution
+/// threads are not bound to (LockExecuteThreadToCPU), so that client and data node never share
+/// a core: on a machine with few cores, a client woken on the data node's core would make every
+/// spin-then-sleep round trip wait for the other. Leaves the process free when the data nodes
+/// are not bound or would leave no CPU over.
+pub fn bind_away_from_data_nodes(config: &rndb_config::ClusterConfig) -> Result<()> {
+    let taken: std::collections::BTreeSet<usize> = config
+        .data_nodes
+        .iter()
+        .flat_map(|n| n.lock_execute_thread_to_cpu.iter().copied())
+        .collect();
+    if taken.is_empty() {
+        return Ok(());
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let free: Vec<usize> = (0..cpus).filter(|cpu| !taken.contains(cpu)).collect();
+    if free.is_empty() {
+        return Ok(());
+    }
+    let mut set = nix::sched::CpuSet::new();
+    for &cpu in &free {
+        set.set(cpu).with_context(|| format!("CPU {cpu}"))?;
+    }
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+        .with_context(|| format!("bind testread-perf to CPUs {free:?}"))?;
+    eprintln!("testread-perf: bound to CPUs {free:?} (the data nodes run on {taken:?})");
+    Ok(())
+}

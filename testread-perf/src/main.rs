@@ -75,7 +75,9 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
     // Held until `run` returns, however it returns: dropping it stops the data nodes.
     let _local = if args.local {
         let ndbd = local::find_ndbd(args.ndbd.as_deref())?;
-        Some(LocalCluster::start(&config, &config_path, &ndbd, shutdown)?)
+        let local = LocalCluster::start(&config, &config_path, &ndbd, shutdown)?;
+        local::bind_away_from_data_nodes(&config)?;
+        Some(local)
     } else {
         None
     };

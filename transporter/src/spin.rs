@@ -6,14 +6,21 @@
 //! and a round trip costs two whole spin times. The scheduler does not separate them, because
 //! at any moment only one of the two is runnable. So the budget halves every time a spin ends
 //! without input, doubles back (up to the configured ShmSpintime / SchedulerSpinTimer) every
-//! time input arrives while spinning, and once it has decayed, one wait in
+//! time input arrives early in a spin, and once it has decayed, one wait in
 //! [`PROBE_EVERY_WAITS`] tries the full budget again in case the processes were moved apart.
+//!
+//! Input that arrives while spinning but late (after [`PAYOFF_WITHIN`]) counts as a failure:
+//! on a shared core the scheduler may preempt the spinner to run the peer, so the answer does
+//! come "while spinning", only no sooner than if we had slept.
 
 use std::time::Duration;
 
 /// Once the budget has decayed below [`FLOOR`], one wait in this many spins for the configured
 /// time again, to notice when spinning would pay off again.
 pub const PROBE_EVERY_WAITS: u32 = 256;
+/// Input later than this into a spin means spinning did not pay: sleeping and being woken
+/// (about 5-10 µs here) would have cost no more.
+pub const PAYOFF_WITHIN: Duration = Duration::from_micros(20);
 /// A budget below this is treated as "not spinning".
 const FLOOR: Duration = Duration::from_micros(1);
 
@@ -62,9 +69,10 @@ impl AdaptiveSpin {
         Duration::ZERO
     }
 
-    /// Records how the wait went: input arrived while spinning, or the spin ran out.
-    pub fn record(&mut self, input_while_spinning: bool) {
-        if input_while_spinning {
+    /// Records how the wait went: input arrived `Some(after)` this long into the spin, or the
+    /// spin ran out (`None`).
+    pub fn record(&mut self, input_after: Option<Duration>) {
+        if input_after.is_some_and(|after| after <= PAYOFF_WITHIN) {
             self.current = (self.current * 2 + FLOOR).min(self.configured);
         } else {
             self.current /= 2;
@@ -81,7 +89,7 @@ mod tests {
         let mut spin = AdaptiveSpin::new(Duration::from_micros(100));
         assert_eq!(spin.budget(), Duration::from_micros(100));
         for _ in 0..10 {
-            spin.record(false);
+            spin.record(None);
         }
         assert_eq!(spin.budget(), Duration::ZERO);
         let probes = (0..PROBE_EVERY_WAITS * 2)
@@ -89,9 +97,16 @@ mod tests {
             .count();
         assert_eq!(probes, 2, "one probe per {PROBE_EVERY_WAITS} waits");
         for _ in 0..20 {
-            spin.record(true);
+            spin.record(Some(Duration::from_micros(2)));
         }
         assert_eq!(spin.budget(), Duration::from_micros(100));
+        for _ in 0..10 {
+            spin.record(Some(Duration::from_micros(70)));
+        }
+        assert!(
+            spin.budget() < Duration::from_micros(1),
+            "late input does not count as payoff"
+        );
     }
 
     #[test]
@@ -99,7 +114,7 @@ mod tests {
         let mut spin = AdaptiveSpin::new(Duration::ZERO);
         for _ in 0..1000 {
             assert!(spin.budget().is_zero());
-            spin.record(true);
+            spin.record(Some(Duration::ZERO));
         }
     }
 }

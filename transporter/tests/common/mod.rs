@@ -41,6 +41,7 @@ pub fn data_node(id: u16, host_name: &str) -> DataNodeConfig {
         use_shm: false,
         max_no_of_execution_threads: 1,
         scheduler_spin_timer_us: 0,
+        lock_execute_thread_to_cpu: Vec::new(),
         line: 1,
     }
 }
