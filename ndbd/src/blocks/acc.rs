@@ -36,11 +36,52 @@ pub struct Waiter<W> {
     pub work: W,
 }
 
+/// The shared holders of a lock. Most locks have at most one, kept inline, so that a shared
+/// lock (every row a Read scan returns) costs no allocation.
+#[derive(Debug, Default)]
+struct SharedHolders {
+    first: Option<TransId>,
+    more: Vec<TransId>,
+}
+
+impl SharedHolders {
+    fn contains(&self, trans: &TransId) -> bool {
+        self.first == Some(*trans) || self.more.contains(trans)
+    }
+
+    fn any_other_than(&self, trans: TransId) -> bool {
+        self.first.is_some_and(|t| t != trans) || self.more.iter().any(|&t| t != trans)
+    }
+
+    fn insert(&mut self, trans: TransId) {
+        if self.contains(&trans) {
+            return;
+        }
+        if self.first.is_none() {
+            self.first = Some(trans);
+        } else {
+            self.more.push(trans);
+        }
+    }
+
+    fn remove(&mut self, trans: TransId) {
+        if self.first == Some(trans) {
+            self.first = self.more.pop();
+        } else {
+            self.more.retain(|&t| t != trans);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+}
+
 /// A row lock: one exclusive holder or any number of shared holders, and a FIFO queue.
 #[derive(Debug)]
 pub struct Lock<W> {
     exclusive: Option<TransId>,
-    shared: Vec<TransId>,
+    shared: SharedHolders,
     waiters: VecDeque<Waiter<W>>,
 }
 
@@ -48,7 +89,7 @@ impl<W> Default for Lock<W> {
     fn default() -> Self {
         Lock {
             exclusive: None,
-            shared: Vec::new(),
+            shared: SharedHolders::default(),
             waiters: VecDeque::new(),
         }
     }
@@ -72,7 +113,7 @@ impl<W> Lock<W> {
     fn grant_if_compatible(&mut self, trans: TransId, kind: LockKind) -> bool {
         match kind {
             LockKind::Exclusive => {
-                let others_share = self.shared.iter().any(|&t| t != trans);
+                let others_share = self.shared.any_other_than(trans);
                 match self.exclusive {
                     Some(holder) => holder == trans,
                     None if others_share => false,
@@ -85,9 +126,7 @@ impl<W> Lock<W> {
             LockKind::Shared => match self.exclusive {
                 Some(holder) => holder == trans,
                 None => {
-                    if !self.shared.contains(&trans) {
-                        self.shared.push(trans);
-                    }
+                    self.shared.insert(trans);
                     true
                 }
             },
@@ -104,7 +143,7 @@ impl<W> Lock<W> {
         if self.exclusive == Some(trans) {
             self.exclusive = None;
         }
-        self.shared.retain(|&t| t != trans);
+        self.shared.remove(trans);
         self.waiters.retain(|w| w.trans != trans);
     }
 

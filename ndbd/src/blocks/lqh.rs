@@ -94,12 +94,14 @@ pub enum LqhAnswer {
     },
 }
 
-/// A row a transaction touched (locked, or queued for).
+/// A row a transaction touched (locked, or queued for), by slot id: a slot is removed only when
+/// nobody holds or waits for its lock, and only the transaction's own commit or abort releases
+/// what it holds or waits for, so the id stays valid until then.
 #[derive(Debug)]
 pub(super) struct RowRef {
     pub table_id: u32,
     pub fragment: u32,
-    pub key: Box<[u8]>,
+    pub slot: SlotId,
 }
 
 /// One fragment: its rows (ACC slots with TUP images) and its ordered indexes (TUX).
@@ -290,7 +292,7 @@ impl Lqh {
             self.trans_rows.entry(req.trans).or_default().push(RowRef {
                 table_id: req.table_id,
                 fragment: req.fragment,
-                key: req.key_bytes.clone(),
+                slot: id,
             });
         }
         if !slot.lock.try_acquire(req.trans, kind) {
@@ -317,26 +319,34 @@ impl Lqh {
 
     fn finish(&mut self, trans: TransId, commit: bool) -> Vec<LqhWork> {
         let mut granted = Vec::new();
-        for row in self.trans_rows.remove(&trans).unwrap_or_default() {
-            let Some(fragment) = self
-                .fragments
-                .get_mut(&row.table_id)
-                .and_then(|f| f.get_mut(row.fragment as usize))
+        let Lqh {
+            fragments,
+            trans_rows,
+            memory,
+        } = self;
+        // Rows of one transaction mostly belong to one table: look its fragments up once.
+        let mut table: Option<(u32, &mut Vec<Fragment>)> = None;
+        for row in trans_rows.remove(&trans).unwrap_or_default() {
+            if table.as_ref().is_none_or(|(id, _)| *id != row.table_id) {
+                table = fragments.get_mut(&row.table_id).map(|f| (row.table_id, f));
+            }
+            let Some(fragment) = table
+                .as_mut()
+                .and_then(|(_, f)| f.get_mut(row.fragment as usize))
             else {
                 continue;
             };
-            let Some(id) = fragment.rows.id_of(&row.key) else {
-                continue;
-            };
-            finish_row(fragment, id, trans, commit, &mut self.memory);
+            let id = row.slot;
+            finish_row(fragment, id, trans, commit, memory);
             let Some(slot) = fragment.rows.slot_mut(id) else {
                 continue;
             };
             slot.lock.release(trans);
             granted.extend(slot.lock.grant_waiters());
             if slot.is_empty() {
-                fragment.rows.remove(id);
-                self.memory.free(tup::slot_bytes(&row.key));
+                if let Some(slot) = fragment.rows.remove(id) {
+                    memory.free(tup::slot_bytes(&slot.key));
+                }
             }
         }
         granted

@@ -113,15 +113,22 @@ impl Lqh {
             return Err(NdbError::with_detail(709, "the scanned table was dropped"));
         };
         let rows = &mut frag.rows;
+        // The rows a locking scan locks are recorded for its transaction's commit or abort; the
+        // list is looked up once per batch, not once per row.
+        let mut locked = match def.lock {
+            LockMode::CommittedRead => None,
+            LockMode::Read | LockMode::Exclusive => Some(trans_rows.entry(def.trans).or_default()),
+        };
         // Looks at one row unless the batch is full; `None` means stop here with that end.
-        let mut visit = |slot: Option<&mut RowSlot<LqhWork>>,
+        let mut visit = |id: SlotId,
+                         slot: Option<&mut RowSlot<LqhWork>>,
                          index: Option<(&OrderedIndex, &[u8])>| {
             if progress.full(&limits) {
                 return Some(BatchEnd::More);
             }
             progress.examined += 1;
             let slot = slot?;
-            match visit_row(slot, def, fragment, index, trans_rows) {
+            match visit_row(id, slot, def, fragment, index, locked.as_deref_mut()) {
                 Visit::Emit(row) => {
                     progress.rows += 1;
                     progress.bytes += emit(row) as u32;
@@ -134,7 +141,7 @@ impl Lqh {
         match cursor {
             Cursor::Slot(next) => {
                 while *next < rows.id_end() {
-                    if let Some(end) = visit(rows.slot_mut(*next), None) {
+                    if let Some(end) = visit(*next, rows.slot_mut(*next), None) {
                         return Ok(end);
                     }
                     *next += 1;
@@ -154,7 +161,7 @@ impl Lqh {
 
 /// Looks at one row (if the slot exists) of an index entry (if any); `Some` stops the batch
 /// with that end.
-type RowVisitor<'a> = dyn FnMut(Option<&mut RowSlot<LqhWork>>, Option<(&OrderedIndex, &[u8])>) -> Option<BatchEnd>
+type RowVisitor<'a> = dyn FnMut(SlotId, Option<&mut RowSlot<LqhWork>>, Option<(&OrderedIndex, &[u8])>) -> Option<BatchEnd>
     + 'a;
 
 /// Walks an ordered index's ranges from the cursor (`range`, `from`), visiting each entry's
@@ -191,7 +198,7 @@ fn walk_index(
                 };
                 let slot = rows.slot_mut(id);
                 debug_assert!(slot.is_some(), "index entry without a row");
-                if let Some(end) = visit(slot, Some((index, entry))) {
+                if let Some(end) = visit(id, slot, Some((index, entry))) {
                     *from = Bound::Included(entry.clone());
                     return end;
                 }
@@ -211,19 +218,25 @@ fn as_ref(bound: &Bound<Box<[u8]>>) -> Bound<&[u8]> {
     }
 }
 
-/// Decides what the scan does with one row, taking its lock when the scan locks.
+/// Decides what the scan does with one row (slot `id`), taking its lock when the scan locks.
 fn visit_row<'s>(
+    id: SlotId,
     slot: &'s mut RowSlot<LqhWork>,
     def: &ScanDef,
     fragment: u32,
     index: Option<(&OrderedIndex, &[u8])>,
-    trans_rows: &mut std::collections::HashMap<TransId, Vec<RowRef>>,
+    locked: Option<&mut Vec<RowRef>>,
 ) -> Visit<'s> {
+    // Without an uncommitted image the only entries of a row are its committed image's, so
+    // only a row with one needs its entry checked against the image the scan sees.
+    let check_entry = slot.pending.is_some();
     let qualifies = |row: &Row, pk: &[u8]| {
         index.is_none_or(|(ix, entry)| {
-            let mut scratch = Vec::with_capacity(entry.len());
-            ix.encode_entry(row, pk, &mut scratch);
-            scratch == entry
+            !check_entry || {
+                let mut scratch = Vec::with_capacity(entry.len());
+                ix.encode_entry(row, pk, &mut scratch);
+                scratch == entry
+            }
         }) && def
             .filter
             .as_ref()
@@ -246,10 +259,14 @@ fn visit_row<'s>(
         {
             return Visit::Skip;
         }
-        trans_rows.entry(def.trans).or_default().push(RowRef {
+        let Some(locked) = locked else {
+            debug_assert!(false, "a locking scan without its row list");
+            return Visit::Skip;
+        };
+        locked.push(RowRef {
             table_id: def.table_id,
             fragment,
-            key: slot.key.clone(),
+            slot: id,
         });
     }
     if !slot.lock.try_acquire(def.trans, kind) {
