@@ -39,7 +39,8 @@ pub struct ScanOptions {
     pub batch_bytes: Option<u32>,
     /// A condition evaluated in the data node; only matching rows are returned.
     pub filter: Option<Filter>,
-    /// Index scans: the ranges to read (empty = the whole index).
+    /// Index scans: the ranges to read (empty = the whole index). They are walked in index
+    /// order whatever order they are given in; a row in two overlapping ranges comes twice.
     pub ranges: Vec<KeyRange>,
     /// Index scans: return rows in index order, merged across fragments.
     pub sorted: bool,

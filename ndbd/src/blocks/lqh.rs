@@ -565,3 +565,112 @@ fn charged_bytes(slot: &RowSlot<LqhWork>) -> u64 {
 fn drain_waiters(slot: &mut RowSlot<LqhWork>) -> Vec<LqhWork> {
     slot.lock.take_waiters()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rndb_protocol::signals::CreateIndexReq;
+    use rndb_protocol::{ColumnDef, ColumnType, IndexKind, TableDef};
+
+    /// A table `t(id key, a Int32)` with an ordered index on `a`, one fragment.
+    fn setup() -> (Dict, Lqh, u32) {
+        let mut dict = Dict::new(10, 10, 10);
+        let def = TableDef::new(
+            "t",
+            vec![
+                ColumnDef::key("id", ColumnType::UInt32),
+                ColumnDef::new("a", ColumnType::Int32),
+            ],
+        );
+        let table_id = dict.create(def, 1).expect("create").info.table_id;
+        let mut lqh = Lqh::new(1 << 20);
+        lqh.create_fragments(table_id, 1);
+        let req = CreateIndexReq {
+            table: "t".into(),
+            index: "by_a".into(),
+            kind: IndexKind::Ordered,
+            columns: vec!["a".into()],
+        };
+        let index = dict.create_index(&req, 1).expect("create index");
+        lqh.build_ordered(table_id, index.info.index_id, &index.columns)
+            .expect("build");
+        (dict, lqh, table_id)
+    }
+
+    fn op(trans: TransId, table_id: u32, op_type: OperationType, id: u32, a: i32) -> LqhKeyReq {
+        let mut key_bytes = Vec::new();
+        Value::UInt32(id).encode(&mut rndb_protocol::Writer::new(&mut key_bytes));
+        LqhKeyReq {
+            trans,
+            op_index: 0,
+            op_type,
+            lock_mode: LockMode::Exclusive,
+            table_id,
+            fragment: 0,
+            key_bytes: key_bytes.into_boxed_slice(),
+            key: vec![Value::UInt32(id)],
+            attrs: vec![(1, Value::Int32(a))],
+            role: OpRole::Api,
+        }
+    }
+
+    fn run(lqh: &mut Lqh, dict: &Dict, req: LqhKeyReq) {
+        match lqh.execute(dict, req) {
+            Some(LqhAnswer::Conf { .. }) => {}
+            other => panic!("operation failed: {other:?}"),
+        }
+    }
+
+    fn entry_count(lqh: &Lqh, table_id: u32) -> usize {
+        lqh.fragments[&table_id][0].ordered[0].entries.len()
+    }
+
+    /// Index entries follow committed and uncommitted images, and DataMemory returns to zero
+    /// once every row is gone and the index is dropped.
+    #[test]
+    fn index_entries_and_memory_follow_every_change() {
+        let (dict, mut lqh, t) = setup();
+        for id in 0..10 {
+            run(
+                &mut lqh,
+                &dict,
+                op(1, t, OperationType::Insert, id, id as i32),
+            );
+        }
+        lqh.commit(1);
+        assert_eq!(entry_count(&lqh, t), 10);
+        // An uncommitted update adds an entry; a second update replaces it; abort drops it.
+        run(&mut lqh, &dict, op(2, t, OperationType::Update, 3, 100));
+        assert_eq!(entry_count(&lqh, t), 11);
+        run(&mut lqh, &dict, op(2, t, OperationType::Update, 3, 200));
+        assert_eq!(entry_count(&lqh, t), 11);
+        lqh.abort(2);
+        assert_eq!(entry_count(&lqh, t), 10);
+        // A committed update moves the entry; an update to the same value keeps one entry.
+        run(&mut lqh, &dict, op(3, t, OperationType::Update, 4, 400));
+        run(&mut lqh, &dict, op(3, t, OperationType::Update, 5, 5));
+        lqh.commit(3);
+        assert_eq!(entry_count(&lqh, t), 10);
+        for id in 0..10 {
+            run(&mut lqh, &dict, op(4, t, OperationType::Delete, id, 0));
+        }
+        assert_eq!(
+            entry_count(&lqh, t),
+            10,
+            "deletes keep the committed entries until commit"
+        );
+        lqh.commit(4);
+        assert_eq!(entry_count(&lqh, t), 0);
+        assert_eq!(lqh.memory_used_bytes(), 0, "every byte is returned");
+        // Rebuilt over loaded rows, then dropped: memory returns to what the rows take.
+        for id in 0..5 {
+            run(&mut lqh, &dict, op(5, t, OperationType::Insert, id, 1));
+        }
+        lqh.commit(5);
+        let rows_only = lqh.memory_used_bytes();
+        lqh.build_ordered(t, 99, &[1]).expect("second index");
+        assert!(lqh.memory_used_bytes() > rows_only);
+        lqh.drop_ordered(t, 99);
+        assert_eq!(lqh.memory_used_bytes(), rows_only);
+    }
+}
