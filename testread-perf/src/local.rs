@@ -311,12 +311,21 @@ fn build_ndbd(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Binds this process (its measuring thread) to the CPUs the local data nodes' execution
-/// threads are not bound to (LockExecuteThreadToCPU), so that client and data node never share
-/// a core: on a machine with few cores, a client woken on the data node's core would make every
-/// spin-then-sleep round trip wait for the other. Leaves the process free when the data nodes
-/// are not bound or would leave no CPU over.
-pub fn bind_away_from_data_nodes(config: &rndb_config::ClusterConfig) -> Result<()> {
+/// Places this process (its measuring thread) for the transporter about to be measured, when
+/// the local data nodes' execution threads are bound (LockExecuteThreadToCPU):
+///
+/// - SHM: on the CPUs the data nodes leave free. Both sides spin on the ring, which pays only
+///   when each has a core; sharing one, each spin only delays the other.
+/// - TCP and io_uring: on the data nodes' CPUs. Both sides sleep in the kernel between
+///   messages, and on this kind of VM waking a halted vCPU costs tens of µs per hop (measured:
+///   a TCP ping ~7 µs on one core, ~75 µs across two), while a wake-up on the same core is a
+///   context switch.
+///
+/// Leaves the process free when the data nodes are not bound or there is no CPU to choose.
+pub fn place_for(
+    config: &rndb_config::ClusterConfig,
+    kind: rndb_config::TransporterKind,
+) -> Result<()> {
     let taken: std::collections::BTreeSet<usize> = config
         .data_nodes
         .iter()
@@ -326,16 +335,19 @@ pub fn bind_away_from_data_nodes(config: &rndb_config::ClusterConfig) -> Result<
         return Ok(());
     }
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    let free: Vec<usize> = (0..cpus).filter(|cpu| !taken.contains(cpu)).collect();
-    if free.is_empty() {
+    let chosen: Vec<usize> = match kind {
+        rndb_config::TransporterKind::Shm => (0..cpus).filter(|cpu| !taken.contains(cpu)).collect(),
+        _ => taken.iter().copied().filter(|&cpu| cpu < cpus).collect(),
+    };
+    if chosen.is_empty() {
         return Ok(());
     }
     let mut set = nix::sched::CpuSet::new();
-    for &cpu in &free {
+    for &cpu in &chosen {
         set.set(cpu).with_context(|| format!("CPU {cpu}"))?;
     }
     nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
-        .with_context(|| format!("bind testread-perf to CPUs {free:?}"))?;
-    eprintln!("testread-perf: bound to CPUs {free:?} (the data nodes run on {taken:?})");
+        .with_context(|| format!("bind testread-perf to CPUs {chosen:?}"))?;
+    eprintln!("testread-perf: measuring {kind} from CPUs {chosen:?} (data nodes on {taken:?})");
     Ok(())
 }

@@ -76,7 +76,6 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
     let _local = if args.local {
         let ndbd = local::find_ndbd(args.ndbd.as_deref())?;
         let local = LocalCluster::start(&config, &config_path, &ndbd, shutdown)?;
-        local::bind_away_from_data_nodes(&config)?;
         Some(local)
     } else {
         None
@@ -92,6 +91,9 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
     let mut table: Option<Table> = None;
     for &transporter in transporters {
         shutdown.check()?;
+        if args.local {
+            local::place_for(&config, transporter.kind())?;
+        }
         let cluster = connect(&config_path, transporter, args.spin_us)?;
         let table = match &table {
             Some(t) => t.clone(),
