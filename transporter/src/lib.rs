@@ -90,6 +90,24 @@ pub trait Transporter: Send {
     /// Bytes appended by `send` but not yet accepted by the peer's socket or ring.
     fn pending_send_bytes(&self) -> usize;
 
+    /// How many more encoded bytes `send` accepts before it answers Overloaded: a batch of
+    /// frames whose [`Transporter::encoded_frame_bytes`] add up to at most this is appended
+    /// whole. A caller that must send a batch all-or-nothing checks this first.
+    fn send_capacity_bytes(&self) -> usize {
+        usize::MAX
+    }
+
+    /// The bytes a frame with `payload_bytes` of payload takes in this link's send buffer
+    /// (header, payload and, with Checksum=1, the CRC-32 trailer).
+    fn encoded_frame_bytes(&self, payload_bytes: usize) -> usize {
+        frame::encoded_len(payload_bytes, false)
+    }
+
+    /// Shuts the connection down in both directions (the socket stays open until the link is
+    /// dropped), so the peer sees the close now, even while this side keeps the link. Used
+    /// when this side has given the link up; every later call may fail.
+    fn shutdown(&mut self) {}
+
     /// The descriptor a poller waits on for this link's input (for SHM: the liveness/wake-up
     /// TCP socket).
     fn poll_fd(&self) -> RawFd;

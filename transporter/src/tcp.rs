@@ -49,8 +49,8 @@ pub struct TcpLink {
     /// Set when the peer sent a bad frame; every later `receive` reports it again.
     bad_frame_reason: Option<String>,
     /// Set when the last `receive` stopped at its read limit with the socket possibly not
-    /// drained: an edge-triggered poller will not report those bytes again, so the caller must
-    /// read again before it sleeps.
+    /// drained, or saw the peer's close behind frames it delivered: an edge-triggered poller
+    /// will not report either again, so the caller must receive again before it sleeps.
     maybe_more_input: bool,
 }
 
@@ -244,34 +244,40 @@ impl Transporter for TcpLink {
             return Err(TransportError::Closed { peer: self.peer });
         }
         let mut delivered = 0;
-        // Stays true only if every read filled the buffer: then the socket may hold more.
-        self.maybe_more_input = true;
-        for _ in 0..RECEIVE_READS_PER_CALL_MAX {
+        self.maybe_more_input = false;
+        // Read until the socket says WouldBlock, even after a short read: the poller is
+        // edge-triggered, and a peer that sends its last frames and closes at once delivers
+        // data and FIN together, so a short read that took the data leaves the EOF unread with
+        // no further event to come. The price is one more `read` (EAGAIN) per receive with
+        // input.
+        let mut reads = 0;
+        loop {
+            if reads == RECEIVE_READS_PER_CALL_MAX {
+                // Not drained: the caller must come back before it sleeps.
+                self.maybe_more_input = true;
+                break;
+            }
+            reads += 1;
             self.compact_receive_buffer();
-            let free_bytes = self.receive_buffer.len() - self.receive_end;
             debug_assert!(
-                free_bytes >= FRAME_BYTES_MAX,
+                self.receive_buffer.len() - self.receive_end >= FRAME_BYTES_MAX,
                 "a partial frame is below the limit"
             );
-            let read = self.read_once();
-            if !matches!(read, Ok(Some(n)) if n >= free_bytes) {
-                self.maybe_more_input = false;
-            }
-            match read? {
+            match self.read_once()? {
                 None => break,
                 Some(0) => {
                     self.peer_closed = true;
                     if delivered == 0 {
                         return Err(TransportError::Closed { peer: self.peer });
                     }
+                    // The frames before the close go out now, the close on the next call,
+                    // which the caller makes without waiting for the poller.
+                    self.maybe_more_input = true;
                     break;
                 }
                 Some(read_bytes) => {
                     self.receive_end += read_bytes;
                     delivered += self.deliver(on_frame)?;
-                    if read_bytes < free_bytes {
-                        break;
-                    }
                 }
             }
         }
@@ -280,6 +286,20 @@ impl Transporter for TcpLink {
 
     fn pending_send_bytes(&self) -> usize {
         self.send_buffer.len() - self.send_offset
+    }
+
+    fn send_capacity_bytes(&self) -> usize {
+        self.send_limit_bytes
+            .saturating_sub(self.pending_send_bytes())
+    }
+
+    fn encoded_frame_bytes(&self, payload_bytes: usize) -> usize {
+        frame::encoded_len(payload_bytes, self.checksum)
+    }
+
+    fn shutdown(&mut self) {
+        // NotConnected (the peer is already gone) is as good as done.
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
     }
 
     fn input_pending(&self) -> bool {

@@ -140,7 +140,8 @@ pub struct UringLink {
     /// Set when the peer sent a bad frame; every later `receive` reports it again.
     bad_frame_reason: Option<String>,
     /// Set when the last `receive` stopped at its RECV limit with the socket possibly not
-    /// drained, or with a RECV in flight: the caller must receive again before it sleeps.
+    /// drained, with a RECV in flight, or after seeing the peer's close behind frames it
+    /// delivered: the caller must receive again before it sleeps.
     maybe_more_input: bool,
 }
 
@@ -459,28 +460,39 @@ impl Transporter for UringLink {
             return Err(TransportError::Closed { peer: self.peer });
         }
         let mut delivered = 0;
-        for _ in 0..RECEIVE_SUBMITS_PER_CALL_MAX {
-            let (received, requested) = self.recv_once()?;
-            // True only while every RECV filled what it asked for (the socket may hold more)
-            // or one is still in flight.
-            self.maybe_more_input =
-                self.recv_in_flight.is_some() || received.is_some_and(|n| n >= requested);
+        self.maybe_more_input = false;
+        // RECV until the socket says EAGAIN, even after a short one: the poller is
+        // edge-triggered, and a peer that sends its last frames and closes at once delivers
+        // data and FIN together, so a short RECV that took the data leaves the EOF unread with
+        // no further event to come (see the TCP link).
+        let mut submits = 0;
+        loop {
+            if submits == RECEIVE_SUBMITS_PER_CALL_MAX {
+                // Not drained: the caller must come back before it sleeps.
+                self.maybe_more_input = true;
+                break;
+            }
+            submits += 1;
+            let (received, _requested) = self.recv_once()?;
             match received {
-                None => break,
+                None => {
+                    // EAGAIN, or a RECV still in flight: then the caller must come back.
+                    self.maybe_more_input = self.recv_in_flight.is_some();
+                    break;
+                }
                 Some(0) => {
                     self.peer_closed = true;
-                    self.maybe_more_input = false;
                     if delivered == 0 {
                         return Err(TransportError::Closed { peer: self.peer });
                     }
+                    // The frames before the close go out now, the close on the next call,
+                    // which the caller makes without waiting for the poller.
+                    self.maybe_more_input = true;
                     break;
                 }
                 Some(received_bytes) => {
                     self.receive_end += received_bytes;
                     delivered += self.deliver(on_frame)?;
-                    if received_bytes < requested {
-                        break;
-                    }
                 }
             }
         }
@@ -489,6 +501,20 @@ impl Transporter for UringLink {
 
     fn pending_send_bytes(&self) -> usize {
         self.send_buffer.len() - self.send_offset
+    }
+
+    fn send_capacity_bytes(&self) -> usize {
+        self.send_limit_bytes
+            .saturating_sub(self.pending_send_bytes())
+    }
+
+    fn encoded_frame_bytes(&self, payload_bytes: usize) -> usize {
+        frame::encoded_len(payload_bytes, self.checksum)
+    }
+
+    fn shutdown(&mut self) {
+        // NotConnected (the peer is already gone) is as good as done.
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
     }
 
     fn input_pending(&self) -> bool {

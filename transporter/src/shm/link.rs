@@ -397,6 +397,20 @@ impl Transporter for ShmLink {
         self.unpublished_frame_bytes + (self.overflow.len() - self.overflow_start)
     }
 
+    fn send_capacity_bytes(&self) -> usize {
+        self.send_limit_bytes
+            .saturating_sub(self.pending_send_bytes())
+    }
+
+    fn encoded_frame_bytes(&self, payload_bytes: usize) -> usize {
+        frame::encoded_len(payload_bytes, self.checksum)
+    }
+
+    fn shutdown(&mut self) {
+        // NotConnected (the peer is already gone) is as good as done.
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    }
+
     fn poll_fd(&self) -> RawFd {
         self.stream.as_raw_fd()
     }
