@@ -16,7 +16,7 @@ use mio::{Events, Interest, Poll, Token};
 use rndb_config::{NodeId, TransporterKind};
 use rndb_protocol::signals::gsn;
 use rndb_transporter::spin::AdaptiveSpin;
-use rndb_transporter::{FrameHeader, TransportError, Transporter};
+use rndb_transporter::{FrameHeader, TransportError, Transporter, FRAME_BYTES_MAX};
 
 use crate::Error;
 
@@ -26,6 +26,10 @@ pub const REPLY_BYTES_MAX: usize = 64 * 1024 * 1024;
 
 /// The longest a poll owner sleeps before it looks at its deadline again.
 const POLL_SLEEP_MAX: Duration = Duration::from_millis(50);
+
+/// The longest a poll owner sleeps while the link still holds bytes a flush could not push
+/// (the socket or ring was full): it flushes again after this.
+const POLL_SLEEP_SEND_PENDING: Duration = Duration::from_millis(1);
 
 /// The answers gathered for one request: frames as `[signal u16][length u32][payload]`.
 #[derive(Debug, Default)]
@@ -143,32 +147,76 @@ impl Connection {
         self.shared().replies.remove(&request_id);
     }
 
-    /// Sends frames built by `fill` and flushes them in one go. `fill` gets a `send` function
-    /// taking (header, payload).
-    pub fn send_batch(
-        &self,
-        fill: impl FnOnce(&mut dyn FnMut(&FrameHeader, &[u8]) -> Result<(), Error>) -> Result<(), Error>,
-    ) -> Result<(), Error> {
+    /// Appends `frames` to the link and flushes them in one go, all or nothing: when the whole
+    /// batch does not fit in the link's send buffer (after a flush of what is pending), nothing
+    /// is appended and the answer is 4021 (out of send buffer space, temporary). Any other
+    /// failure of the link fails the connection for good (see [`Connection::fail`]).
+    pub fn send_batch(&self, frames: &[(FrameHeader, &[u8])]) -> Result<(), Error> {
         if let Some(failure) = &self.shared().failure {
             return Err(lost(self.peer, failure));
         }
         let mut link = self.link();
-        let peer = self.peer;
-        let mut send = |header: &FrameHeader, payload: &[u8]| -> Result<(), Error> {
-            link.send(header, payload).map_err(|e| match e {
-                TransportError::Overloaded { .. } => Error::ndb_detail(4021, e),
-                other => Error::Transport {
-                    node: peer,
-                    source: other,
-                },
-            })
-        };
-        fill(&mut send)?;
-        link.flush().map_err(|e| Error::Transport {
-            node: peer,
-            source: e,
-        })?;
+        let mut batch_bytes = 0usize;
+        for (_, payload) in frames {
+            let frame_bytes = link.encoded_frame_bytes(payload.len());
+            if frame_bytes > FRAME_BYTES_MAX {
+                return Err(Error::Transport {
+                    node: self.peer,
+                    source: TransportError::FrameTooLarge {
+                        bytes: frame_bytes,
+                        limit: FRAME_BYTES_MAX,
+                    },
+                });
+            }
+            batch_bytes += frame_bytes;
+        }
+        if batch_bytes > link.send_capacity_bytes() && link.pending_send_bytes() > 0 {
+            // Older frames may still be buffered: push them out first to make room.
+            if let Err(e) = link.flush() {
+                return Err(self.fail(&mut link, e));
+            }
+        }
+        let capacity_bytes = link.send_capacity_bytes();
+        if batch_bytes > capacity_bytes {
+            return Err(Error::ndb_detail(
+                4021,
+                format!(
+                    "a batch of {batch_bytes} bytes to node {} does not fit in the {capacity_bytes} \
+                     bytes of send buffer free; nothing was sent",
+                    self.peer
+                ),
+            ));
+        }
+        for (header, payload) in frames {
+            // Checked above to fit, so a failure here is the link's, not the batch's.
+            if let Err(e) = link.send(header, payload) {
+                return Err(self.fail(&mut link, e));
+            }
+        }
+        if let Err(e) = link.flush() {
+            return Err(self.fail(&mut link, e));
+        }
         Ok(())
+    }
+
+    /// Gives the link up for good: shuts its socket down, so the data node sees this API leave
+    /// at once and aborts its transactions and frees its locks, and records `reason`, so every
+    /// waiter and every later request fails with 4010. Takes `shared` under the held `link`
+    /// lock (the lock order).
+    fn fail(&self, link: &mut MutexGuard<'_, Box<dyn Transporter>>, e: TransportError) -> Error {
+        link.shutdown();
+        let waiting = {
+            let mut shared = self.shared();
+            shared.failure.get_or_insert_with(|| e.to_string());
+            shared.waiters > 0
+        };
+        if waiting {
+            self.answered.notify_all();
+        }
+        Error::Transport {
+            node: self.peer,
+            source: e,
+        }
     }
 
     /// Waits until the request's answer is complete, or the deadline passes (error 4012), or
@@ -207,6 +255,12 @@ impl Connection {
             shared.poll_owner = true;
             drop(shared);
             let result = self.poll_as_owner(request_id, deadline);
+            if result.is_err() {
+                // The connection is given up (below): shut the socket down so the data node
+                // sees this API leave instead of keeping its transactions, locks and slot. Taken
+                // before `shared` (the lock order).
+                self.link().shutdown();
+            }
             let mut shared = self.shared();
             shared.poll_owner = false;
             if let Err(reason) = result {
@@ -261,10 +315,24 @@ impl Connection {
                 poller.spin.record(None);
                 judged = true;
             }
+            // Bytes a flush left behind (socket or ring full) are pushed before the sleep; if
+            // some still remain, the sleep is short, so they go out soon after room appears.
+            let send_pending = {
+                let mut link = self.link();
+                if link.pending_send_bytes() > 0 {
+                    link.flush().map_err(|e| e.to_string())?;
+                }
+                link.pending_send_bytes() > 0
+            };
             if !self.link().prepare_to_sleep() {
                 continue;
             }
-            let timeout = (deadline - now).min(POLL_SLEEP_MAX);
+            let sleep_max = if send_pending {
+                POLL_SLEEP_SEND_PENDING
+            } else {
+                POLL_SLEEP_MAX
+            };
+            let timeout = (deadline - now).min(sleep_max);
             let Poller { poll, events, .. } = &mut *poller;
             let polled = poll.poll(events, Some(timeout));
             self.link().woke_up();

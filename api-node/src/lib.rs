@@ -385,7 +385,7 @@ impl Cluster {
             request_id,
         };
         connection.expect(request_id);
-        if let Err(e) = connection.send_batch(|send| send(&header, payload)) {
+        if let Err(e) = connection.send_batch(&[(header, payload)]) {
             connection.forget(request_id);
             return Err(e);
         }

@@ -174,7 +174,7 @@ impl<'c> Scan<'c> {
             request_id,
         };
         connection.expect(request_id);
-        if let Err(e) = connection.send_batch(|send| send(&header, &payload)) {
+        if let Err(e) = connection.send_batch(&[(header, &payload)]) {
             connection.forget(request_id);
             return Err(e);
         }

@@ -8,7 +8,7 @@ use rndb_protocol::signals::{
     OP_INDEX_NONE,
 };
 use rndb_protocol::{AbortOption, ExecType, IndexKind, LockMode, NdbError, OperationType, Value};
-use rndb_transporter::FrameHeader;
+use rndb_transporter::{FrameHeader, TransportError};
 
 use crate::connection::Answers;
 use crate::scan::{batch_sizes, Scan, ScanOptions};
@@ -46,6 +46,14 @@ enum State {
     Open,
     /// Committed, rolled back or aborted: no more executes.
     Finished,
+    /// Aborted by the API because an execute failed on the way (its batch was refused, 4021;
+    /// no answer in time, 4012; the link failed, 4010): no more executes (4114), as in NDB,
+    /// where such a transaction must be closed and the application retries with a new one.
+    /// Unlike `Finished`, the data node may still hold the transaction record (what was sent
+    /// started it), so dropping rolls it back. Never reusing the transaction after a timeout
+    /// also means a late answer to the timed-out execute, which carries the same request id,
+    /// cannot complete a later one.
+    Abandoned,
 }
 
 /// The outcome of one operation.
@@ -56,6 +64,12 @@ struct OpResult {
 }
 
 /// A transaction of one API node. Dropping an open transaction rolls it back.
+///
+/// An `execute` that fails on the way rather than with the data node's answer (4021: the batch
+/// did not fit in the send buffer, and nothing of it was sent; 4012: no answer in time; 4010 or
+/// a transport error: the link failed) aborts the transaction, as NDB does: every later execute
+/// or operation fails with 4114, dropping rolls back whatever the data node holds, and the
+/// application retries the whole transaction with a new one (all three errors are temporary).
 #[derive(Debug)]
 pub struct Transaction<'c> {
     cluster: &'c Cluster,
@@ -219,9 +233,7 @@ impl<'c> Transaction<'c> {
         index: Option<&Index>,
         options: &ScanOptions,
     ) -> Result<Scan<'c>, Error> {
-        if self.state == State::Finished {
-            return Err(Error::Ndb(NdbError::new(4114)));
-        }
+        self.check_usable()?;
         let (batch_rows, batch_bytes, batch_bytes_total) = batch_sizes(self.cluster, options)?;
         let mut flags = 0;
         if self.state == State::Fresh {
@@ -260,7 +272,7 @@ impl<'c> Transaction<'c> {
         };
         let connection = self.cluster.coordinator();
         connection.expect(scan_id);
-        if let Err(e) = connection.send_batch(|send| send(&header, &payload)) {
+        if let Err(e) = connection.send_batch(&[(header, &payload)]) {
             connection.forget(scan_id);
             return Err(e);
         }
@@ -286,9 +298,7 @@ impl<'c> Transaction<'c> {
     /// As `execute`, choosing what a failed operation does. With IgnoreError, failed operations
     /// report through [`Transaction::op_error`] and the rest go on.
     pub fn execute_with(&mut self, exec: ExecType, abort: AbortOption) -> Result<(), Error> {
-        if self.state == State::Finished {
-            return Err(Error::Ndb(NdbError::new(4114)));
-        }
+        self.check_usable()?;
         if self.state == State::Fresh && self.batch.is_empty() {
             // Nothing was ever sent: there is nothing to commit or roll back on a data node.
             if exec != ExecType::NoCommit {
@@ -297,7 +307,19 @@ impl<'c> Transaction<'c> {
             return Ok(());
         }
         let batch = std::mem::take(&mut self.batch);
-        let answers = self.send_and_wait(&batch, exec, abort)?;
+        let answers = match self.send_and_wait(&batch, exec, abort) {
+            Ok(answers) => answers,
+            Err((e, sent)) => {
+                // Nothing of a Fresh transaction reached the data node only if the batch was
+                // refused whole; otherwise it may hold a record that drop must roll back.
+                self.state = if self.state == State::Fresh && !sent {
+                    State::Finished
+                } else {
+                    State::Abandoned
+                };
+                return Err(e);
+            }
+        };
         self.state = if exec == ExecType::NoCommit {
             State::Open
         } else {
@@ -319,6 +341,14 @@ impl<'c> Transaction<'c> {
     /// Ends the transaction; an open one is rolled back.
     pub fn close(self) {}
 
+    /// 4114 once the transaction has ended (committed, rolled back, aborted or abandoned).
+    fn check_usable(&self) -> Result<(), Error> {
+        match self.state {
+            State::Fresh | State::Open => Ok(()),
+            State::Finished | State::Abandoned => Err(Error::Ndb(NdbError::new(4114))),
+        }
+    }
+
     fn define(
         &mut self,
         target: Target,
@@ -327,9 +357,7 @@ impl<'c> Transaction<'c> {
         key: Vec<Value>,
         attrs: Vec<(u16, Value)>,
     ) -> Result<OpId, Error> {
-        if self.state == State::Finished {
-            return Err(Error::Ndb(NdbError::new(4114)));
-        }
+        self.check_usable()?;
         let op_index = self.batch.len() as u32;
         let starts = self.state == State::Fresh && op_index == 0;
         let req = TcKeyReq {
@@ -350,12 +378,14 @@ impl<'c> Transaction<'c> {
         Ok(OpId(id))
     }
 
+    /// Sends the batch and its TC_EXECUTE_REQ and waits for the answer. On error, also says
+    /// whether anything was sent (a refused batch sends nothing).
     fn send_and_wait(
         &self,
         batch: &[(usize, u16, Vec<u8>)],
         exec: ExecType,
         abort: AbortOption,
-    ) -> Result<Answers, Error> {
+    ) -> Result<Answers, (Error, bool)> {
         let connection = self.cluster.coordinator();
         let header = |signal| FrameHeader {
             signal,
@@ -376,17 +406,32 @@ impl<'c> Transaction<'c> {
         let mut execute_payload = Vec::with_capacity(8);
         execute.encode(&mut execute_payload);
         connection.expect(self.request_id);
-        let sent = connection.send_batch(|send| {
-            for (_, signal, payload) in batch {
-                send(&header(*signal), payload)?;
-            }
-            send(&header(gsn::TC_EXECUTE_REQ), &execute_payload)
-        });
-        if let Err(e) = sent {
+        let frames: Vec<(FrameHeader, &[u8])> = batch
+            .iter()
+            .map(|(_, signal, payload)| (header(*signal), &payload[..]))
+            .chain(std::iter::once((
+                header(gsn::TC_EXECUTE_REQ),
+                &execute_payload[..],
+            )))
+            .collect();
+        if let Err(e) = connection.send_batch(&frames) {
             connection.forget(self.request_id);
-            return Err(e);
+            // send_batch appends all or nothing; a failure after appending fails the link, and
+            // then what went out no longer matters: the data node aborts on the close.
+            let refused_whole = matches!(e.code(), Some(4021 | 4010))
+                || matches!(
+                    e,
+                    Error::Transport {
+                        source: TransportError::FrameTooLarge { .. },
+                        ..
+                    }
+                );
+            let sent = !refused_whole;
+            return Err((e, sent));
         }
-        connection.wait(self.request_id, self.cluster.deadline())
+        connection
+            .wait(self.request_id, self.cluster.deadline())
+            .map_err(|e| (e, true))
     }
 
     /// Files rows and errors under their operations; returns the execute's overall outcome.
@@ -445,7 +490,7 @@ impl<'c> Transaction<'c> {
 
 impl Drop for Transaction<'_> {
     fn drop(&mut self) {
-        if self.state != State::Open {
+        if !matches!(self.state, State::Open | State::Abandoned) {
             return;
         }
         // Roll back without waiting: the answer, when it comes, is dropped because nobody
@@ -467,7 +512,7 @@ impl Drop for Transaction<'_> {
         };
         // A failure here means the link is gone, and the data node aborts the transaction
         // itself when the link closes.
-        let _ = connection.send_batch(|send| send(&header, &payload));
+        let _ = connection.send_batch(&[(header, &payload)]);
     }
 }
 
