@@ -133,9 +133,15 @@ impl<W> Lock<W> {
         }
     }
 
-    /// Queues an operation until the lock can be granted.
+    /// Queues an operation until the lock can be granted. An upgrade (a current shared holder
+    /// asking for the exclusive lock) goes to the front: the waiters behind it wait for the
+    /// upgrader anyway, and queued behind them it would wait for them: a needless deadlock.
     pub fn enqueue(&mut self, waiter: Waiter<W>) {
-        self.waiters.push_back(waiter);
+        if self.held_by(waiter.trans) {
+            self.waiters.push_front(waiter);
+        } else {
+            self.waiters.push_back(waiter);
+        }
     }
 
     /// Releases whatever `trans` holds and drops its queued operations.
@@ -150,9 +156,21 @@ impl<W> Lock<W> {
     /// Grants queued operations in FIFO order while they are compatible, and returns them to be
     /// run.
     pub fn grant_waiters(&mut self) -> Vec<W> {
+        self.grant_live_waiters(&|_| true)
+    }
+
+    /// As [`grant_waiters`](Self::grant_waiters), but a waiter whose transaction is no longer
+    /// `live` (its commit or abort has started) is never granted: it is dropped with whatever
+    /// that transaction holds here, so its work cannot run after its transaction ended and the
+    /// waiters behind it move up.
+    pub fn grant_live_waiters(&mut self, live: &dyn Fn(TransId) -> bool) -> Vec<W> {
         let mut granted = Vec::new();
         while let Some(front) = self.waiters.front() {
             let (trans, kind) = (front.trans, front.kind);
+            if !live(trans) {
+                self.release(trans);
+                continue;
+            }
             if !self.grant_if_compatible(trans, kind) {
                 break;
             }
@@ -360,6 +378,32 @@ mod tests {
         assert!(lock.try_acquire(1, LockKind::Shared));
         lock.release(1);
         assert_eq!(lock.grant_waiters(), vec![2]);
+    }
+
+    #[test]
+    fn an_upgrade_goes_ahead_of_waiters_that_wait_for_it() {
+        let mut lock: Lock<TransId> = Lock::default();
+        assert!(lock.try_acquire(1, LockKind::Shared));
+        assert!(lock.try_acquire(2, LockKind::Shared));
+        assert!(!lock.try_acquire(3, LockKind::Exclusive));
+        lock.enqueue(waiter(3, LockKind::Exclusive));
+        assert!(!lock.try_acquire(1, LockKind::Exclusive));
+        lock.enqueue(waiter(1, LockKind::Exclusive));
+        lock.release(2);
+        assert_eq!(lock.grant_waiters(), vec![1], "the upgrader first");
+        lock.release(1);
+        assert_eq!(lock.grant_waiters(), vec![3]);
+    }
+
+    #[test]
+    fn waiters_of_ended_transactions_are_never_granted() {
+        let mut lock: Lock<TransId> = Lock::default();
+        assert!(lock.try_acquire(1, LockKind::Exclusive));
+        lock.enqueue(waiter(2, LockKind::Exclusive));
+        lock.enqueue(waiter(3, LockKind::Shared));
+        lock.release(1);
+        assert_eq!(lock.grant_live_waiters(&|t| t != 2), vec![3]);
+        assert!(!lock.held_by(2));
     }
 
     #[test]

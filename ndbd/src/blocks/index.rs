@@ -248,6 +248,10 @@ impl Kernel {
 
     /// Starts one index-maintenance operation fired by the base operation `op_index`.
     pub(super) fn fire(&mut self, trans: TransId, op_index: u32, change: IndexChange) {
+        if !self.tc.is_active(trans) {
+            // The transaction is ending: its write is being undone, and so is nothing here.
+            return;
+        }
         let Some(hidden) = self.dict.get(change.hidden_table_id) else {
             // The index was dropped while the write ran: nothing to maintain.
             return;

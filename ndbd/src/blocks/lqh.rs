@@ -307,17 +307,65 @@ impl Lqh {
     }
 
     /// Makes every change of `trans` the committed image and releases its locks. Returns the
-    /// work whose locks were granted, to be run again.
-    pub fn commit(&mut self, trans: TransId) -> Vec<LqhWork> {
-        self.finish(trans, true)
+    /// work whose locks were granted, to be run again: only work of transactions that are
+    /// still `live` (a waiter of a transaction whose own commit or abort has started is dropped
+    /// instead, so that none of its work runs after that).
+    pub fn commit(&mut self, trans: TransId, live: &dyn Fn(TransId) -> bool) -> Vec<LqhWork> {
+        self.finish(trans, true, live)
     }
 
     /// Discards every change of `trans`, drops its queued operations and releases its locks.
-    pub fn abort(&mut self, trans: TransId) -> Vec<LqhWork> {
-        self.finish(trans, false)
+    /// Returns the granted work, as [`commit`](Self::commit).
+    pub fn abort(&mut self, trans: TransId, live: &dyn Fn(TransId) -> bool) -> Vec<LqhWork> {
+        self.finish(trans, false, live)
     }
 
-    fn finish(&mut self, trans: TransId, commit: bool) -> Vec<LqhWork> {
+    /// True while `trans` holds or waits for a row here.
+    pub fn touches_rows(&self, trans: TransId) -> bool {
+        self.trans_rows.contains_key(&trans)
+    }
+
+    /// Work of a transaction that ended is dropped instead of run (its commit or abort started
+    /// before the work's turn came). If that transaction's commit or abort has already run
+    /// here, a lock the work was granted is released, and the work it grants is returned.
+    pub fn drop_work(&mut self, req: &LqhKeyReq, live: &dyn Fn(TransId) -> bool) -> Vec<LqhWork> {
+        if self.trans_rows.contains_key(&req.trans) {
+            // Its commit or abort is still to run and releases everything it holds.
+            return Vec::new();
+        }
+        let Some(rows) = self
+            .fragments
+            .get_mut(&req.table_id)
+            .and_then(|f| f.get_mut(req.fragment as usize))
+            .map(|f| &mut f.rows)
+        else {
+            return Vec::new();
+        };
+        let Some(id) = rows.id_of(&req.key_bytes) else {
+            return Vec::new();
+        };
+        let Some(slot) = rows.slot_mut(id) else {
+            return Vec::new();
+        };
+        if !slot.lock.held_by(req.trans) {
+            return Vec::new();
+        }
+        slot.lock.release(req.trans);
+        let granted = slot.lock.grant_live_waiters(live);
+        if slot.is_empty() {
+            if let Some(slot) = rows.remove(id) {
+                self.memory.free(tup::slot_bytes(&slot.key));
+            }
+        }
+        granted
+    }
+
+    fn finish(
+        &mut self,
+        trans: TransId,
+        commit: bool,
+        live: &dyn Fn(TransId) -> bool,
+    ) -> Vec<LqhWork> {
         let mut granted = Vec::new();
         let Lqh {
             fragments,
@@ -342,7 +390,7 @@ impl Lqh {
                 continue;
             };
             slot.lock.release(trans);
-            granted.extend(slot.lock.grant_waiters());
+            granted.extend(slot.lock.grant_live_waiters(live));
             if slot.is_empty() {
                 if let Some(slot) = fragment.rows.remove(id) {
                     memory.free(tup::slot_bytes(&slot.key));
@@ -637,19 +685,19 @@ mod tests {
                 op(1, t, OperationType::Insert, id, id as i32),
             );
         }
-        lqh.commit(1);
+        lqh.commit(1, &|_| true);
         assert_eq!(entry_count(&lqh, t), 10);
         // An uncommitted update adds an entry; a second update replaces it; abort drops it.
         run(&mut lqh, &dict, op(2, t, OperationType::Update, 3, 100));
         assert_eq!(entry_count(&lqh, t), 11);
         run(&mut lqh, &dict, op(2, t, OperationType::Update, 3, 200));
         assert_eq!(entry_count(&lqh, t), 11);
-        lqh.abort(2);
+        lqh.abort(2, &|_| true);
         assert_eq!(entry_count(&lqh, t), 10);
         // A committed update moves the entry; an update to the same value keeps one entry.
         run(&mut lqh, &dict, op(3, t, OperationType::Update, 4, 400));
         run(&mut lqh, &dict, op(3, t, OperationType::Update, 5, 5));
-        lqh.commit(3);
+        lqh.commit(3, &|_| true);
         assert_eq!(entry_count(&lqh, t), 10);
         for id in 0..10 {
             run(&mut lqh, &dict, op(4, t, OperationType::Delete, id, 0));
@@ -659,14 +707,14 @@ mod tests {
             10,
             "deletes keep the committed entries until commit"
         );
-        lqh.commit(4);
+        lqh.commit(4, &|_| true);
         assert_eq!(entry_count(&lqh, t), 0);
         assert_eq!(lqh.memory_used_bytes(), 0, "every byte is returned");
         // Rebuilt over loaded rows, then dropped: memory returns to what the rows take.
         for id in 0..5 {
             run(&mut lqh, &dict, op(5, t, OperationType::Insert, id, 1));
         }
-        lqh.commit(5);
+        lqh.commit(5, &|_| true);
         let rows_only = lqh.memory_used_bytes();
         lqh.build_ordered(t, 99, &[1]).expect("second index");
         assert!(lqh.memory_used_bytes() > rows_only);

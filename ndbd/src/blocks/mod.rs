@@ -20,6 +20,9 @@ pub mod tc;
 pub mod tup;
 pub mod tux;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -54,6 +57,12 @@ pub trait Outbox {
         header: FrameHeader,
         encode: &mut dyn FnMut(&mut Vec<u8>),
     ) -> Result<(), SendFailure>;
+
+    /// Closes the link to node `to` (a peer that does not take its answers); the kernel hears
+    /// of it through [`Kernel::on_disconnect`].
+    fn close(&mut self, to: NodeId, reason: String) {
+        let _ = (to, reason);
+    }
 }
 
 /// Signals between blocks of this node, named after NDB's (LQHKEYREQ, LQHKEYCONF, ...); more
@@ -201,6 +210,15 @@ impl Kernel {
         while let Some(signal) = self.jobs.pop_front() {
             match signal {
                 Signal::LqhKeyReq(req) => {
+                    if !self.tc.is_active(req.trans) {
+                        // Its transaction's commit or abort started while the operation was
+                        // queued (a second hop, index maintenance, a granted lock): it must
+                        // not run any more.
+                        let tc = &self.tc;
+                        let granted = self.lqh.drop_work(&req, &|t| tc.is_active(t));
+                        self.resume(granted);
+                        continue;
+                    }
                     if let Some(answer) = self.lqh.execute(&self.dict, req) {
                         self.jobs.push_back(Signal::LqhAnswer(answer));
                     }
@@ -208,16 +226,25 @@ impl Kernel {
                 Signal::ScanResume { scan, fragment } => self.resume_scan(scan, fragment, out, now),
                 Signal::LqhAnswer(answer) => self.on_lqh_answer(answer, out, now),
                 Signal::LqhCommitReq(trans) => {
-                    let granted = self.lqh.commit(trans);
+                    let tc = &self.tc;
+                    let granted = self.lqh.commit(trans, &|t| tc.is_active(t));
                     self.resume(granted);
                     self.jobs.push_back(Signal::LqhFinished(trans));
                 }
                 Signal::LqhAbortReq(trans) => {
-                    let granted = self.lqh.abort(trans);
+                    let tc = &self.tc;
+                    let granted = self.lqh.abort(trans, &|t| tc.is_active(t));
                     self.resume(granted);
                     self.jobs.push_back(Signal::LqhFinished(trans));
                 }
                 Signal::LqhFinished(trans) => {
+                    // The invariant that keeps locks from leaking: no work of a transaction
+                    // runs in LQH once TC has started its commit or abort, so when TC forgets
+                    // it, LQH holds nothing of it.
+                    debug_assert!(
+                        !self.lqh.touches_rows(trans),
+                        "transaction {trans:#x} touched rows after its commit or abort"
+                    );
                     let answer = self.tc.on_finished(trans);
                     let scan_error = match &answer {
                         Some(ApiAnswer::ExecuteRef { error, .. }) => error.clone(),
@@ -395,7 +422,9 @@ impl Kernel {
         }
     }
 
-    /// Work whose locks were granted runs again, in the order it was granted.
+    /// Work whose locks were granted runs again, in the order it was granted. (LQH grants only
+    /// work of live transactions; the guards in `run_jobs` and `resume_scan` drop work whose
+    /// transaction ended before its turn.)
     fn resume(&mut self, granted: Vec<LqhWork>) {
         self.jobs.extend(granted.into_iter().map(|work| match work {
             LqhWork::Key(req) => Signal::LqhKeyReq(req),

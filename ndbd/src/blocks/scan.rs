@@ -332,9 +332,14 @@ impl Kernel {
         if !state.waiting {
             return;
         }
+        let trans = record.def.trans;
+        if !self.tc.is_active(trans) {
+            // The transaction's commit or abort started: the scan takes no more locks (its
+            // record goes when the transaction ends).
+            return;
+        }
         state.waiting = false;
         record.waiting -= 1;
-        let trans = record.def.trans;
         self.tc.scan_wait_ended(trans);
         self.run_fragment(key, fragment as u16, now, out);
         self.end_batch_if_ready(key, out);

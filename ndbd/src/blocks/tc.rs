@@ -9,7 +9,7 @@
 //! idle longer than TransactionInactiveTimeout is aborted silently, and its next request is
 //! refused with 237.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use rndb_config::NodeId;
@@ -93,6 +93,10 @@ pub struct Tc {
     deadlock_timeout: Duration,
     /// None when TransactionInactiveTimeout is "unlimited".
     inactive_timeout: Option<Duration>,
+    /// Transactions recently aborted for inactivity (at most MaxNoOfConcurrentTransactions,
+    /// oldest forgotten first), so that an execute arriving late is told 237.
+    timed_out: HashSet<TransId>,
+    timed_out_order: VecDeque<TransId>,
 }
 
 /// Names a transaction: the API node and its request id.
@@ -119,7 +123,17 @@ impl Tc {
             operations_max,
             deadlock_timeout,
             inactive_timeout,
+            timed_out: HashSet::new(),
+            timed_out_order: VecDeque::new(),
         }
+    }
+
+    /// True while `trans` runs executes: neither its commit nor its abort has started. Only
+    /// then may its operations run in LQH.
+    pub fn is_active(&self, trans: TransId) -> bool {
+        self.transactions
+            .get(&trans)
+            .is_some_and(|t| t.phase == Phase::Active)
     }
 
     pub fn transaction_count(&self) -> usize {
@@ -202,10 +216,14 @@ impl Tc {
     /// Takes an operation record for work TC starts itself (index maintenance fired by a
     /// write), counted as outstanding like an API operation: 234 when none is free.
     pub fn add_internal_op(&mut self, trans: TransId) -> Result<(), NdbError> {
-        let Some(t) = self.transactions.get_mut(&trans) else {
+        let Some(t) = self
+            .transactions
+            .get_mut(&trans)
+            .filter(|t| t.phase == Phase::Active)
+        else {
             return Err(NdbError::with_detail(
                 4000,
-                "internal operation of an unknown transaction",
+                "internal operation of a transaction that ended",
             ));
         };
         if self.operations_in_use >= self.operations_max {
@@ -307,6 +325,12 @@ impl Tc {
         now: Instant,
     ) -> Option<ApiAnswer> {
         let Some(t) = self.transactions.get_mut(&trans) else {
+            if self.timed_out.remove(&trans) {
+                return Some(ApiAnswer::ExecuteRef {
+                    error: NdbError::with_detail(237, "aborted after TransactionInactiveTimeout"),
+                    op_index: OP_INDEX_NONE,
+                });
+            }
             return Some(unknown_transaction_answer(&req, self.transactions_max));
         };
         if t.phase != Phase::Active || t.execute.is_some() {
@@ -400,13 +424,25 @@ impl Tc {
                     OP_INDEX_NONE,
                 ));
                 expired.push(trans);
-            } else if t.ops_outstanding == 0 && t.execute.is_none() && t.ops_received == 0 {
+            } else if t.ops_outstanding == 0 && t.execute.is_none() {
+                // Idle: nothing runs for it and no execute is pending, whether or not
+                // operations of an execute whose TC_EXECUTE_REQ never came arrived (their
+                // locks must not outlive TransactionInactiveTimeout, counted from the last
+                // signal the API sent for the transaction).
                 if let Some(limit) = self.inactive_timeout {
                     if now.duration_since(t.last_activity) > limit {
                         t.phase = Phase::Aborting(AbortReply::Silent);
                         expired.push(trans);
+                        if t.ops_received > 0 && self.timed_out.insert(trans) {
+                            self.timed_out_order.push_back(trans);
+                        }
                     }
                 }
+            }
+        }
+        while self.timed_out_order.len() > self.transactions_max as usize {
+            if let Some(old) = self.timed_out_order.pop_front() {
+                self.timed_out.remove(&old);
             }
         }
         expired

@@ -1,0 +1,713 @@
+//! Kernel-level regression tests: signals in, frames out, with a fake outbox that can refuse
+//! sends (an overloaded or gone link).
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use rndb_config::NodeId;
+use rndb_protocol::scan::{ScanTabReq, SCAN_FLAG_START_TRANSACTION};
+use rndb_protocol::signals::{
+    self, block, gsn, CreateIndexReq, Refusal, TableInfo, TcExecuteRef, TcExecuteReq, TcKeyReq,
+    FLAG_START_TRANSACTION,
+};
+use rndb_protocol::{
+    AbortOption, ColumnDef, ColumnType, ExecType, IndexKind, LockMode, OperationType, TableDef,
+    Value,
+};
+use rndb_transporter::FrameHeader;
+
+use super::{Kernel, Outbox, SendFailure};
+
+/// Records every frame sent; sends to nodes in `overloaded` fail with `Overloaded`.
+#[derive(Default)]
+struct Out {
+    frames: Vec<(NodeId, u16, u32, Vec<u8>)>,
+    overloaded: HashSet<NodeId>,
+    closed: Vec<(NodeId, String)>,
+}
+
+impl Outbox for Out {
+    fn send(
+        &mut self,
+        to: NodeId,
+        h: FrameHeader,
+        enc: &mut dyn FnMut(&mut Vec<u8>),
+    ) -> Result<(), SendFailure> {
+        if self.overloaded.contains(&to) {
+            return Err(SendFailure::Overloaded);
+        }
+        let mut b = Vec::new();
+        enc(&mut b);
+        self.frames.push((to, h.signal, h.request_id, b));
+        Ok(())
+    }
+
+    fn close(&mut self, to: NodeId, reason: String) {
+        self.closed.push((to, reason));
+    }
+}
+
+const INI: &str = "[ndbd default]\nNoOfReplicas=1\nDataMemory=16M\n\
+TransactionDeadlockDetectionTimeout=100\n[ndbd]\nNodeId=1\nHostName=127.0.0.1\n\
+[api]\nNodeId=50\nHostName=127.0.0.1\n[api]\nNodeId=51\nHostName=127.0.0.1\n";
+
+fn kernel_with(extra: &str) -> Kernel {
+    let ini = INI.replace("[ndbd]\n", &format!("{extra}[ndbd]\n"));
+    let config = rndb_config::parse_str(&ini, Path::new("t.ini")).expect("config");
+    let node = config.data_nodes[0].clone();
+    Kernel::new(&config, &node)
+}
+
+fn hdr(signal: u16, rid: u32) -> FrameHeader {
+    FrameHeader {
+        signal,
+        receiver_block: block::DBTC,
+        sender_block: block::API,
+        request_id: rid,
+    }
+}
+
+fn frame(k: &mut Kernel, out: &mut Out, from: u16, signal: u16, rid: u32, payload: &[u8]) {
+    frame_at(k, out, from, signal, rid, payload, Instant::now());
+}
+
+fn frame_at(
+    k: &mut Kernel,
+    out: &mut Out,
+    from: u16,
+    signal: u16,
+    rid: u32,
+    payload: &[u8],
+    now: Instant,
+) {
+    k.on_frame(NodeId(from), &hdr(signal, rid), payload, out, now)
+        .map_err(|e| e.0)
+        .expect("frame");
+    k.run_jobs(out, now);
+}
+
+fn key_req(t: &TableInfo, start: bool, op_type: OperationType, key: i32, val: i32) -> Vec<u8> {
+    let req = TcKeyReq {
+        flags: if start { FLAG_START_TRANSACTION } else { 0 },
+        op_index: 0,
+        op_type,
+        lock_mode: if op_type == OperationType::Read {
+            LockMode::Read
+        } else {
+            LockMode::Exclusive
+        },
+        table_id: t.table_id,
+        table_version: t.table_version,
+        key: vec![Value::Int32(key)],
+        attrs: if matches!(op_type, OperationType::Delete | OperationType::Read) {
+            vec![]
+        } else {
+            vec![(1, Value::Int32(val))]
+        },
+    };
+    let mut b = Vec::new();
+    req.encode(&mut b);
+    b
+}
+
+fn exec_req(start: bool, exec_type: ExecType, abort_option: AbortOption, ops: u32) -> Vec<u8> {
+    let ex = TcExecuteReq {
+        flags: if start { FLAG_START_TRANSACTION } else { 0 },
+        exec_type,
+        abort_option,
+        op_count: ops,
+    };
+    let mut b = Vec::new();
+    ex.encode(&mut b);
+    b
+}
+
+/// One operation and its execute, as the API sends them.
+#[allow(clippy::too_many_arguments)]
+fn op_at(
+    k: &mut Kernel,
+    out: &mut Out,
+    from: u16,
+    rid: u32,
+    t: &TableInfo,
+    start: bool,
+    op_type: OperationType,
+    key: i32,
+    val: i32,
+    exec: ExecType,
+    now: Instant,
+) {
+    let b = key_req(t, start, op_type, key, val);
+    frame_at(k, out, from, gsn::TCKEYREQ, rid, &b, now);
+    let b = exec_req(start, exec, AbortOption::AbortOnError, 1);
+    frame_at(k, out, from, gsn::TC_EXECUTE_REQ, rid, &b, now);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn op(
+    k: &mut Kernel,
+    out: &mut Out,
+    from: u16,
+    rid: u32,
+    t: &TableInfo,
+    start: bool,
+    op_type: OperationType,
+    key: i32,
+    val: i32,
+    exec: ExecType,
+) {
+    op_at(
+        k,
+        out,
+        from,
+        rid,
+        t,
+        start,
+        op_type,
+        key,
+        val,
+        exec,
+        Instant::now(),
+    );
+}
+
+/// The execute answer (CONF or REF) last sent for `rid`.
+fn answered(out: &Out, rid: u32) -> Option<u16> {
+    out.frames
+        .iter()
+        .rev()
+        .find(|(_, s, r, _)| *r == rid && (*s == gsn::TC_EXECUTE_CONF || *s == gsn::TC_EXECUTE_REF))
+        .map(|x| x.1)
+}
+
+fn execute_ref(out: &Out, rid: u32) -> TcExecuteRef {
+    let (_, _, _, b) = out
+        .frames
+        .iter()
+        .rev()
+        .find(|(_, s, r, _)| *r == rid && *s == gsn::TC_EXECUTE_REF)
+        .expect("TC_EXECUTE_REF");
+    TcExecuteRef::decode(b).expect("decode")
+}
+
+fn create_table(k: &mut Kernel, out: &mut Out) -> TableInfo {
+    let def = TableDef::new(
+        "t",
+        vec![
+            ColumnDef::key("k", ColumnType::Int32),
+            ColumnDef::new("v", ColumnType::Int32),
+        ],
+    );
+    let mut b = Vec::new();
+    signals::encode_table_def(&mut b, &def);
+    frame(k, out, 50, gsn::CREATE_TABLE_REQ, 1, &b);
+    let (_, signal, _, payload) = out.frames.last().expect("answer");
+    assert_eq!(*signal, gsn::CREATE_TABLE_CONF);
+    TableInfo::decode(payload).expect("table info")
+}
+
+/// A kernel with table `t(k, v)` holding committed rows 1 and 2.
+fn setup_with(extra: &str) -> (Kernel, Out, TableInfo) {
+    let mut k = kernel_with(extra);
+    let mut out = Out::default();
+    let info = create_table(&mut k, &mut out);
+    for (rid, key) in [(2, 1), (3, 2)] {
+        op(
+            &mut k,
+            &mut out,
+            50,
+            rid,
+            &info,
+            true,
+            OperationType::Insert,
+            key,
+            0,
+            ExecType::Commit,
+        );
+        assert_eq!(answered(&out, rid), Some(gsn::TC_EXECUTE_CONF));
+    }
+    (k, out, info)
+}
+
+fn setup() -> (Kernel, Out, TableInfo) {
+    setup_with("")
+}
+
+/// Both rows can be written by a fresh transaction and no memory is left behind.
+fn assert_rows_free(k: &mut Kernel, out: &mut Out, t: &TableInfo, base_mem: u64, now: Instant) {
+    assert_eq!(k.transaction_count(), 0, "every transaction ended");
+    for (rid, key) in [(90_001, 1), (90_002, 2)] {
+        op_at(
+            k,
+            out,
+            51,
+            rid,
+            t,
+            true,
+            OperationType::Update,
+            key,
+            9,
+            ExecType::Commit,
+            now,
+        );
+        assert_eq!(
+            answered(out, rid),
+            Some(gsn::TC_EXECUTE_CONF),
+            "row {key} is free"
+        );
+    }
+    assert_eq!(k.memory_used_bytes(), base_mem, "no DataMemory leaked");
+    assert!(k.lqh.trans_rows.is_empty(), "no row list leaked");
+}
+
+/// Defect 1: T1 and T2 of one API node are aborted together (disconnect); T1's abort grants
+/// its lock to T2's waiting update, which must not run after T2's own abort.
+#[test]
+fn disconnect_with_a_waiter_releases_every_lock() {
+    for trial in 0..40u32 {
+        let (mut k, mut out, t) = setup();
+        let base_mem = k.memory_used_bytes();
+        let (r1, r2) = (1000 + trial * 7, 5000 + trial * 13);
+        let u = OperationType::Update;
+        op(
+            &mut k,
+            &mut out,
+            50,
+            r1,
+            &t,
+            true,
+            u,
+            1,
+            11,
+            ExecType::NoCommit,
+        );
+        assert_eq!(answered(&out, r1), Some(gsn::TC_EXECUTE_CONF));
+        op(
+            &mut k,
+            &mut out,
+            50,
+            r2,
+            &t,
+            true,
+            u,
+            1,
+            22,
+            ExecType::NoCommit,
+        );
+        assert_eq!(answered(&out, r2), None, "waits");
+        k.on_disconnect(NodeId(50));
+        k.run_jobs(&mut out, Instant::now());
+        assert_rows_free(&mut k, &mut out, &t, base_mem, Instant::now());
+    }
+}
+
+/// Defect 1: two deadlock victims expire in the same timer tick.
+#[test]
+fn deadlock_victims_expiring_together_release_every_lock() {
+    let (mut k, mut out, t) = setup();
+    let base_mem = k.memory_used_bytes();
+    let now = Instant::now();
+    let u = OperationType::Update;
+    let nc = ExecType::NoCommit;
+    op_at(&mut k, &mut out, 50, 100, &t, true, u, 1, 1, nc, now);
+    op_at(&mut k, &mut out, 51, 200, &t, true, u, 2, 2, nc, now);
+    op_at(&mut k, &mut out, 50, 100, &t, false, u, 2, 1, nc, now);
+    op_at(&mut k, &mut out, 51, 200, &t, false, u, 1, 2, nc, now);
+    let later = now + Duration::from_millis(500);
+    k.on_timer(later);
+    k.run_jobs(&mut out, later);
+    assert_eq!(answered(&out, 100), Some(gsn::TC_EXECUTE_REF));
+    assert_eq!(answered(&out, 200), Some(gsn::TC_EXECUTE_REF));
+    assert_rows_free(&mut k, &mut out, &t, base_mem, later);
+}
+
+/// Defect 1: a Read-lock scan in a deadlock is resumed after its transaction's abort.
+#[test]
+fn a_scan_resumed_after_its_abort_takes_no_lock() {
+    for trial in 0..20u32 {
+        let (mut k, mut out, t) = setup();
+        let base_mem = k.memory_used_bytes();
+        let now = Instant::now();
+        let (r1, r2) = (100 + trial * 3, 900 + trial * 11);
+        let u = OperationType::Update;
+        let nc = ExecType::NoCommit;
+        op_at(&mut k, &mut out, 50, r1, &t, true, u, 1, 1, nc, now);
+        op_at(&mut k, &mut out, 51, r2, &t, true, u, 2, 2, nc, now);
+        let scan = scan_req(&t, r2, LockMode::Read, 0);
+        frame_at(
+            &mut k,
+            &mut out,
+            51,
+            gsn::SCAN_TABREQ,
+            7000 + trial,
+            &scan,
+            now,
+        );
+        op_at(&mut k, &mut out, 50, r1, &t, false, u, 2, 1, nc, now);
+        let later = now + Duration::from_millis(500);
+        k.on_timer(later);
+        k.run_jobs(&mut out, later);
+        assert_eq!(k.scan_count(), 0);
+        assert_rows_free(&mut k, &mut out, &t, base_mem, later);
+    }
+}
+
+fn scan_req(t: &TableInfo, trans_rid: u32, lock_mode: LockMode, flags: u8) -> Vec<u8> {
+    let scan = ScanTabReq {
+        flags,
+        trans_request_id: trans_rid,
+        table_id: t.table_id,
+        table_version: t.table_version,
+        index_id: 0,
+        index_version: 0,
+        lock_mode,
+        parallelism: 0,
+        batch_rows: 100,
+        batch_bytes: 1 << 16,
+        batch_bytes_total: 1 << 20,
+        ranges: vec![],
+        filter: None,
+    };
+    let mut b = Vec::new();
+    scan.encode(&mut b);
+    b
+}
+
+/// Defect 2: a transaction whose operations arrived but whose execute never did is aborted
+/// after TransactionInactiveTimeout, and its locks go.
+#[test]
+fn operations_without_an_execute_time_out() {
+    let (mut k, mut out, t) = setup_with("TransactionInactiveTimeout=100\n");
+    let base_mem = k.memory_used_bytes();
+    let now = Instant::now();
+    let b = key_req(&t, true, OperationType::Update, 1, 5);
+    frame_at(&mut k, &mut out, 50, gsn::TCKEYREQ, 77, &b, now);
+    assert_eq!(k.transaction_count(), 1);
+    k.on_timer(now + Duration::from_millis(50));
+    k.run_jobs(&mut out, now + Duration::from_millis(50));
+    assert_eq!(k.transaction_count(), 1, "not idle long enough yet");
+    let later = now + Duration::from_millis(500);
+    k.on_timer(later);
+    k.run_jobs(&mut out, later);
+    assert_rows_free(&mut k, &mut out, &t, base_mem, later);
+    // The execute arriving late is told why.
+    let b = exec_req(true, ExecType::Commit, AbortOption::AbortOnError, 1);
+    frame_at(&mut k, &mut out, 50, gsn::TC_EXECUTE_REQ, 77, &b, later);
+    assert_eq!(execute_ref(&out, 77).code, 237);
+}
+
+/// Defect 3: an execute answer that meets a full send buffer is sent once it drains.
+#[test]
+#[ignore = "PENDING"]
+fn an_execute_answer_survives_an_overloaded_link() {
+    let (mut k, mut out, t) = setup();
+    out.overloaded.insert(NodeId(50));
+    op(
+        &mut k,
+        &mut out,
+        50,
+        10,
+        &t,
+        true,
+        OperationType::Update,
+        1,
+        3,
+        ExecType::Commit,
+    );
+    // A ping and a dictionary request answered while the link is full wait their turn too.
+    frame(&mut k, &mut out, 50, gsn::PING_REQ, 11, &[]);
+    frame(
+        &mut k,
+        &mut out,
+        50,
+        gsn::GET_TABINFO_REQ,
+        12,
+        &name_payload("t"),
+    );
+    assert_eq!(answered(&out, 10), None);
+    assert_eq!(k.transaction_count(), 0, "committed all the same");
+    out.overloaded.clear();
+    k.run_jobs(&mut out, Instant::now());
+    let sent: Vec<(u16, u32)> = out.frames.iter().map(|f| (f.1, f.2)).collect();
+    let tail = &sent[sent.len() - 3..];
+    assert_eq!(
+        tail,
+        [
+            (gsn::TC_EXECUTE_CONF, 10),
+            (gsn::PING_CONF, 11),
+            (gsn::GET_TABINFO_CONF, 12)
+        ],
+        "answers go out in order"
+    );
+    assert!(out.closed.is_empty());
+}
+
+fn name_payload(name: &str) -> Vec<u8> {
+    let mut b = Vec::new();
+    signals::encode_name(&mut b, name);
+    b
+}
+
+/// Defect 3: a scan's final answer survives an overloaded link.
+#[test]
+#[ignore = "PENDING"]
+fn a_scan_answer_survives_an_overloaded_link() {
+    let (mut k, mut out, t) = setup();
+    out.overloaded.insert(NodeId(51));
+    let scan = scan_req(
+        &t,
+        600,
+        LockMode::CommittedRead,
+        SCAN_FLAG_START_TRANSACTION,
+    );
+    frame(&mut k, &mut out, 51, gsn::SCAN_TABREQ, 601, &scan);
+    assert!(!out.frames.iter().any(|f| f.2 == 601));
+    out.overloaded.clear();
+    k.run_jobs(&mut out, Instant::now());
+    let answer = out
+        .frames
+        .iter()
+        .rev()
+        .find(|f| f.2 == 601)
+        .expect("answer");
+    // The rows did not fit: the scan is refused with 1218, and the API hears it.
+    assert_eq!(answer.1, gsn::SCAN_TABREF);
+    assert_eq!(Refusal::decode(&answer.3).expect("refusal").code, 1218);
+}
+
+/// Defect 3: an API node that never drains its answers past the bound loses its link.
+#[test]
+#[ignore = "PENDING"]
+fn unsent_answers_past_the_bound_close_the_link() {
+    let mut k = kernel_with("MaxNoOfConcurrentTransactions=32\nMaxNoOfConcurrentScans=2\n");
+    let mut out = Out::default();
+    out.overloaded.insert(NodeId(50));
+    for rid in 0..200 {
+        frame(&mut k, &mut out, 50, gsn::PING_REQ, rid, &[]);
+        if !out.closed.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(out.closed.len(), 1, "the link is closed once");
+    assert_eq!(out.closed[0].0, NodeId(50));
+    k.on_disconnect(NodeId(50));
+    out.overloaded.clear();
+    k.run_jobs(&mut out, Instant::now());
+    assert!(out.frames.is_empty(), "nothing is sent to a closed link");
+}
+
+/// An outbox that refuses every TCKEY_ROW (the row does not fit the send buffer).
+#[derive(Default)]
+struct RowsDontFit(Out);
+
+impl Outbox for RowsDontFit {
+    fn send(
+        &mut self,
+        to: NodeId,
+        h: FrameHeader,
+        enc: &mut dyn FnMut(&mut Vec<u8>),
+    ) -> Result<(), SendFailure> {
+        if h.signal == gsn::TCKEY_ROW {
+            return Err(SendFailure::Overloaded);
+        }
+        self.0.send(to, h, enc)
+    }
+}
+
+/// Defect 4: under IgnoreError, a read whose row could not be sent fails the execute (1218)
+/// instead of reporting neither row nor error.
+#[test]
+#[ignore = "PENDING"]
+fn a_lost_row_is_reported_under_ignore_error() {
+    let (mut k, out, t) = setup();
+    let mut out = RowsDontFit(out);
+    let now = Instant::now();
+    let b = key_req(&t, true, OperationType::Read, 1, 0);
+    k.on_frame(NodeId(50), &hdr(gsn::TCKEYREQ, 20), &b, &mut out, now)
+        .expect("frame");
+    let b = exec_req(true, ExecType::Commit, AbortOption::IgnoreError, 1);
+    k.on_frame(NodeId(50), &hdr(gsn::TC_EXECUTE_REQ, 20), &b, &mut out, now)
+        .expect("frame");
+    k.run_jobs(&mut out, now);
+    assert_eq!(answered(&out.0, 20), Some(gsn::TC_EXECUTE_REF));
+    let r = execute_ref(&out.0, 20);
+    assert_eq!((r.code, r.op_index), (1218, 0));
+    assert_eq!(k.transaction_count(), 0);
+}
+
+/// Defect 5: rows a locking scan locks take operation records; none free is 234.
+#[test]
+#[ignore = "PENDING"]
+fn locking_scans_are_bounded_by_operation_records() {
+    let (mut k, mut out, t) = setup_with("MaxNoOfConcurrentOperations=32\n");
+    for key in 10..60 {
+        let rid = 1000 + key as u32;
+        op(
+            &mut k,
+            &mut out,
+            50,
+            rid,
+            &t,
+            true,
+            OperationType::Insert,
+            key,
+            0,
+            ExecType::Commit,
+        );
+        assert_eq!(answered(&out, rid), Some(gsn::TC_EXECUTE_CONF));
+    }
+    let base_mem = k.memory_used_bytes();
+    let scan = scan_req(&t, 700, LockMode::Exclusive, SCAN_FLAG_START_TRANSACTION);
+    frame(&mut k, &mut out, 51, gsn::SCAN_TABREQ, 701, &scan);
+    let answer = out
+        .frames
+        .iter()
+        .rev()
+        .find(|f| f.2 == 701)
+        .expect("answer");
+    assert_eq!(answer.1, gsn::SCAN_TABREF);
+    assert_eq!(Refusal::decode(&answer.3).expect("refusal").code, 234);
+    // The locks it took stay with its transaction until the transaction ends.
+    let b = exec_req(false, ExecType::Rollback, AbortOption::AbortOnError, 0);
+    frame(&mut k, &mut out, 51, gsn::TC_EXECUTE_REQ, 700, &b);
+    assert_eq!(answered(&out, 700), Some(gsn::TC_EXECUTE_CONF));
+    assert_rows_free(&mut k, &mut out, &t, base_mem, Instant::now());
+}
+
+/// Defect 6: a unique index is not built while the table has uncommitted changes (701).
+#[test]
+#[ignore = "PENDING"]
+fn a_unique_index_waits_for_uncommitted_changes() {
+    let (mut k, mut out, t) = setup();
+    op(
+        &mut k,
+        &mut out,
+        50,
+        30,
+        &t,
+        true,
+        OperationType::Update,
+        1,
+        7,
+        ExecType::NoCommit,
+    );
+    let req = CreateIndexReq {
+        table: "t".into(),
+        index: "u".into(),
+        kind: IndexKind::Unique,
+        columns: vec!["v".into()],
+    };
+    let mut b = Vec::new();
+    req.encode(&mut b);
+    frame(&mut k, &mut out, 50, gsn::CREATE_INDEX_REQ, 31, &b);
+    let answer = out.frames.last().expect("answer");
+    assert_eq!(answer.1, gsn::CREATE_INDEX_REF);
+    assert_eq!(Refusal::decode(&answer.3).expect("refusal").code, 701);
+    let b = exec_req(false, ExecType::Commit, AbortOption::AbortOnError, 0);
+    frame(&mut k, &mut out, 50, gsn::TC_EXECUTE_REQ, 30, &b);
+    assert_eq!(answered(&out, 30), Some(gsn::TC_EXECUTE_CONF));
+    frame(
+        &mut k,
+        &mut out,
+        50,
+        gsn::CREATE_INDEX_REQ,
+        32,
+        &req_bytes(&req),
+    );
+    assert_eq!(out.frames.last().expect("answer").1, gsn::CREATE_INDEX_CONF);
+}
+
+fn req_bytes(req: &CreateIndexReq) -> Vec<u8> {
+    let mut b = Vec::new();
+    req.encode(&mut b);
+    b
+}
+
+/// Defect 7: a shared holder's upgrade goes ahead of an exclusive waiter that waits for it.
+#[test]
+fn a_lock_upgrade_does_not_wait_behind_its_own_waiter() {
+    let (mut k, mut out, t) = setup();
+    let now = Instant::now();
+    let r = OperationType::Read;
+    let nc = ExecType::NoCommit;
+    op_at(&mut k, &mut out, 50, 40, &t, true, r, 1, 0, nc, now); // T1 shares row 1
+    op_at(&mut k, &mut out, 51, 41, &t, true, r, 1, 0, nc, now); // T2 shares row 1
+    let u = OperationType::Update;
+    op_at(
+        &mut k,
+        &mut out,
+        51,
+        42,
+        &t,
+        true,
+        u,
+        1,
+        5,
+        ExecType::Commit,
+        now,
+    ); // T3 waits
+    op_at(
+        &mut k,
+        &mut out,
+        50,
+        40,
+        &t,
+        false,
+        u,
+        1,
+        6,
+        ExecType::Commit,
+        now,
+    ); // T1 upgrades
+    assert_eq!(
+        answered(&out, 40),
+        Some(gsn::TC_EXECUTE_CONF),
+        "upgrade waits"
+    );
+    let b = exec_req(false, ExecType::Commit, AbortOption::AbortOnError, 0);
+    frame_at(&mut k, &mut out, 51, gsn::TC_EXECUTE_REQ, 41, &b, now); // T2 ends
+    let count = |rid| {
+        out.frames
+            .iter()
+            .filter(|f| f.2 == rid && f.1 == gsn::TC_EXECUTE_CONF)
+            .count()
+    };
+    assert_eq!(count(40), 2, "T1's upgrade was granted and committed");
+    assert_eq!(count(42), 1, "T3 ran after T1");
+    assert_eq!(k.transaction_count(), 0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Defect 8: no payload of any signal makes the kernel panic.
+    #[test]
+    fn on_frame_never_panics(
+        signal in prop::sample::select(vec![
+            gsn::TCKEYREQ, gsn::TCINDXREQ, gsn::TC_EXECUTE_REQ, gsn::SCAN_TABREQ,
+            gsn::SCAN_NEXTREQ, gsn::CREATE_TABLE_REQ, gsn::DROP_TABLE_REQ, gsn::GET_TABINFO_REQ,
+            gsn::CREATE_INDEX_REQ, gsn::DROP_INDEX_REQ, gsn::GET_INDEX_REQ, gsn::PING_REQ, 999,
+        ]),
+        rid in 0u32..4,
+        payload in prop::collection::vec(any::<u8>(), 0..64),
+        head in prop::collection::vec(any::<u8>(), 0..3),
+    ) {
+        let (mut k, mut out, t) = setup();
+        // Start from a valid prefix (a known table id) as often as from noise.
+        let mut bytes = Vec::new();
+        if head.len() == 1 {
+            bytes.extend(key_req(&t, true, OperationType::Update, 1, 1));
+            bytes.truncate(usize::from(head[0]) % (bytes.len() + 1));
+        }
+        bytes.extend(payload);
+        let now = Instant::now();
+        let _ = k.on_frame(NodeId(50), &hdr(signal, rid), &bytes, &mut out, now);
+        k.run_jobs(&mut out, now);
+        k.on_timer(now + Duration::from_secs(10));
+        k.on_disconnect(NodeId(50));
+        k.run_jobs(&mut out, now + Duration::from_secs(10));
+        prop_assert_eq!(k.transaction_count(), 0);
+    }
+}
