@@ -99,6 +99,25 @@ impl Fixture {
         stream
     }
 
+    /// As [`Fixture::handshaken_connection`], retrying while the node still holds the slot
+    /// for an earlier connection it has not yet seen close (bounded by [`CLOSE_TIMEOUT`]).
+    fn handshaken_connection_when_free(&self, from: NodeId, what: &str) -> TcpStream {
+        let hello = Hello::for_link(self.cluster.config(), from, DATA_NODE).expect("hello");
+        wait_until(
+            &format!("a handshake as node {from} before {what}"),
+            CLOSE_TIMEOUT,
+            || {
+                let mut stream = self.raw_connection();
+                Ok(
+                    handshake::client_handshake(&mut stream, &hello, HANDSHAKE_TIMEOUT)
+                        .ok()
+                        .map(|_| stream),
+                )
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// Sends `bytes` on a new raw connection and asserts that the node closes it.
     fn send_and_expect_close(&mut self, what: &str, bytes: &[u8]) {
         self.assert_healthy(&format!("(before) {what}"));
@@ -130,6 +149,29 @@ fn assert_closed_by_node(stream: &mut TcpStream, what: &str) {
         assert!(
             Instant::now() < deadline,
             "the node kept the connection open after {what}"
+        );
+    }
+}
+
+/// Waits until the node answers on `stream` (any bytes) or closes it; panics if it does
+/// neither within [`CLOSE_TIMEOUT`].
+#[track_caller]
+fn assert_answered_or_closed(stream: &mut TcpStream, what: &str) {
+    stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .expect("set read timeout");
+    let deadline = Instant::now() + CLOSE_TIMEOUT;
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(_) => return, // an answer, or EOF
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return, // reset: closed
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the node neither answered nor closed the connection after {what}"
         );
     }
 }
@@ -318,7 +360,6 @@ fn an_oversized_frame_after_the_handshake_closes_the_link() {
 #[test]
 fn malformed_signals_after_the_handshake_do_not_hurt_the_node() {
     let mut fixture = Fixture::start();
-    let mut stream = fixture.handshaken_connection(PLAIN_SLOT);
     let cases: [(&str, u16, u16, &[u8]); 4] = [
         (
             "a TCKEYREQ with a garbage payload",
@@ -336,8 +377,16 @@ fn malformed_signals_after_the_handshake_do_not_hurt_the_node() {
         ("a signal for an unknown block", gsn::PING_REQ, 0x1234, &[]),
     ];
     for (what, signal, receiver, payload) in cases {
-        // The node may answer with a Ref or close the link; either way it must keep serving.
-        let _ = stream.write_all(&frame_bytes(signal, receiver, payload, false));
+        // Each case on its own connection: a case that makes the node close the link must not
+        // leave the next one writing to a closed socket. The slot is free again once the node
+        // has seen the previous connection go.
+        let mut stream = fixture.handshaken_connection_when_free(PLAIN_SLOT, what);
+        stream
+            .write_all(&frame_bytes(signal, receiver, payload, false))
+            .unwrap_or_else(|e| panic!("send {what} on a fresh connection: {e}"));
+        // The node must react: answer (a Ref) or close the link; either way it keeps serving.
+        assert_answered_or_closed(&mut stream, what);
+        drop(stream);
         fixture.assert_healthy(what);
     }
 }

@@ -5,6 +5,7 @@
 //! rows stay locked until the transaction ends and can be updated in it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -374,21 +375,42 @@ fn locking_scans_hold_their_locks_and_rows_can_be_updated() {
         .update(&table, &[Value::UInt32(4)], &[(1, Value::Int64(44))])
         .unwrap();
     holder.execute(ExecType::NoCommit).unwrap();
+    // The holder's lock is confirmed (its NoCommit execute returned). The scan runs on its own
+    // thread and reports its outcome on a channel: it must not return while the lock is held
+    // (a bounded check, well inside the 400 ms lock-wait timeout, so the wait cannot turn into
+    // 266), and must return the committed value once the holder commits.
+    let (started_tx, started_rx) = mpsc::channel();
+    let (done_tx, done_rx) = mpsc::channel();
     std::thread::scope(|s| {
         s.spawn(|| {
-            std::thread::sleep(Duration::from_millis(100));
-            holder.execute(ExecType::Commit).unwrap();
+            let mut tx = api.start_transaction().unwrap();
+            let read = ScanOptions {
+                lock: LockMode::Read,
+                ..options.clone()
+            };
+            started_tx.send(()).unwrap();
+            let rows = tx
+                .scan_table(&table, &read)
+                .and_then(|scan| scan.collect::<Result<Vec<_>, _>>());
+            if rows.is_ok() {
+                tx.execute(ExecType::Commit).unwrap();
+            }
+            done_tx.send(rows).unwrap();
         });
-        let mut tx = api.start_transaction().unwrap();
-        let read = ScanOptions {
-            lock: LockMode::Read,
-            ..options.clone()
-        };
-        let rows = tx
-            .scan_table(&table, &read)
-            .unwrap()
-            .collect::<Result<Vec<_>, _>>()
-            .unwrap();
+        started_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the scanning thread starts");
+        match done_rx.recv_timeout(Duration::from_millis(100)) {
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            other => {
+                panic!("the Read scan returned while a row it must read was locked: {other:?}")
+            }
+        }
+        holder.execute(ExecType::Commit).unwrap();
+        let rows = done_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the scan goes on once the holder commits")
+            .expect("the scan succeeds");
         let rows = sorted_by_id(rows);
         assert_eq!(rows.len(), 9);
         assert_eq!(
@@ -396,7 +418,6 @@ fn locking_scans_hold_their_locks_and_rows_can_be_updated() {
             Value::Int64(44),
             "the scan read the committed value"
         );
-        tx.execute(ExecType::Commit).unwrap();
     });
 
     // A scan that waits longer than TransactionDeadlockDetectionTimeout fails with 266.
