@@ -145,7 +145,7 @@ impl ExecLoop {
         } else {
             next_tick.saturating_duration_since(now)
         };
-        if !self.dirty.is_empty() {
+        if !self.dirty.is_empty() || self.kernel.has_unsent_answers() {
             timeout = timeout.min(RETRY_FLUSH_AFTER);
         }
         let sleeping = !timeout.is_zero() && self.prepare_to_sleep();
@@ -404,5 +404,9 @@ impl Outbox for LinkOutbox<'_> {
                 Err(SendFailure::Gone)
             }
         }
+    }
+
+    fn close(&mut self, to: NodeId, reason: String) {
+        self.broken.push((to, reason));
     }
 }

@@ -43,18 +43,61 @@ impl Kernel {
     ) {
         let fragment_count = self.dih.partition_count();
         let created = self
-            .dict
-            .create_index(&req, fragment_count)
+            .unique_build_possible(&req)
+            .and_then(|()| self.dict.create_index(&req, fragment_count))
             .and_then(|index| self.build_index(&index).map(|()| index));
         match created {
             Ok(index) => {
                 tracing::info!(table = %req.table, index = %req.index, kind = ?req.kind, "created index");
-                reply(out, from, header, gsn::CREATE_INDEX_CONF, &mut |b| {
-                    index.info.encode(b)
-                });
+                reply(
+                    &mut self.unsent,
+                    out,
+                    from,
+                    header,
+                    gsn::CREATE_INDEX_CONF,
+                    &mut |b| index.info.encode(b),
+                );
             }
-            Err(e) => refuse(out, from, header, gsn::CREATE_INDEX_REF, &e),
+            Err(e) => refuse(
+                &mut self.unsent,
+                out,
+                from,
+                header,
+                gsn::CREATE_INDEX_REF,
+                &e,
+            ),
         }
+    }
+
+    /// A unique index is built from committed rows, so it is refused (701, temporary) while a
+    /// transaction has an uncommitted change in its table: the change's index maintenance was
+    /// never fired, and its commit would leave the index inconsistent. (NDB builds under a
+    /// table lock instead.) Writes that run after the build fire its maintenance as usual.
+    fn unique_build_possible(&self, req: &CreateIndexReq) -> Result<(), NdbError> {
+        if req.kind != IndexKind::Unique {
+            return Ok(());
+        }
+        let Ok(table) = self.dict.by_name(&req.table) else {
+            // The dictionary says why.
+            return Ok(());
+        };
+        let busy = self
+            .lqh
+            .fragments
+            .get(&table.info.table_id)
+            .into_iter()
+            .flatten()
+            .any(|f| f.rows.iter().any(|(_, slot)| slot.pending.is_some()));
+        if busy {
+            return Err(NdbError::with_detail(
+                701,
+                format!(
+                    "table {} has uncommitted changes; retry the unique index when they end",
+                    req.table
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Builds a new index from the rows its table holds; on failure nothing of it remains.
@@ -143,9 +186,16 @@ impl Kernel {
                         .drop_ordered(index.info.table_id, index.info.index_id),
                 }
                 tracing::info!(table = %name.table, index = %name.index, "dropped index");
-                reply(out, from, header, gsn::DROP_INDEX_CONF, &mut |_| {});
+                reply(
+                    &mut self.unsent,
+                    out,
+                    from,
+                    header,
+                    gsn::DROP_INDEX_CONF,
+                    &mut |_| {},
+                );
             }
-            Err(e) => refuse(out, from, header, gsn::DROP_INDEX_REF, &e),
+            Err(e) => refuse(&mut self.unsent, out, from, header, gsn::DROP_INDEX_REF, &e),
         }
     }
 
@@ -283,8 +333,7 @@ impl Kernel {
             role: OpRole::Trigger,
         };
         if let Err(error) = encoded.and_then(|()| self.tc.add_internal_op(trans)) {
-            self.tc.force_abort(trans);
-            self.tc.on_send_failure(trans, op_index, error);
+            self.tc.on_trigger_refused(trans, op_index, error);
             return;
         }
         self.jobs.push_back(Signal::LqhKeyReq(req));

@@ -80,6 +80,8 @@ enum Visit<'a> {
     Emit(&'a Row),
     Skip,
     Wait,
+    /// The row needs a lock and no operation record is free.
+    NoRecord,
 }
 
 impl Progress {
@@ -90,8 +92,11 @@ impl Progress {
 
 impl Lqh {
     /// Runs one fragment's batch from `cursor`, calling `emit` with each row to return (it
-    /// answers with the bytes the row took). Fails with 709 when the table is gone and 4243
-    /// when the index is.
+    /// answers with the bytes the row took). Each row a locking scan locks (or queues for)
+    /// takes one of the `records` free operation records (MaxNoOfConcurrentOperations), which
+    /// its transaction holds until it ends. Fails with 709 when the table is gone, 4243 when
+    /// the index is, and 234 when a row needs a lock and no record is free.
+    #[allow(clippy::too_many_arguments)]
     pub fn scan_batch(
         &mut self,
         def: &ScanDef,
@@ -99,6 +104,7 @@ impl Lqh {
         cursor: &mut Cursor,
         limits: BatchLimits,
         progress: &mut Progress,
+        records: &mut u32,
         emit: &mut dyn FnMut(&[Value]) -> usize,
     ) -> Result<BatchEnd, NdbError> {
         let Lqh {
@@ -119,6 +125,7 @@ impl Lqh {
             LockMode::CommittedRead => None,
             LockMode::Read | LockMode::Exclusive => Some(trans_rows.entry(def.trans).or_default()),
         };
+        let mut out_of_records = false;
         // Looks at one row unless the batch is full; `None` means stop here with that end.
         let mut visit = |id: SlotId,
                          slot: Option<&mut RowSlot<LqhWork>>,
@@ -128,7 +135,15 @@ impl Lqh {
             }
             progress.examined += 1;
             let slot = slot?;
-            match visit_row(id, slot, def, fragment, index, locked.as_deref_mut()) {
+            match visit_row(
+                id,
+                slot,
+                def,
+                fragment,
+                index,
+                locked.as_deref_mut(),
+                records,
+            ) {
                 Visit::Emit(row) => {
                     progress.rows += 1;
                     progress.bytes += emit(row) as u32;
@@ -136,26 +151,38 @@ impl Lqh {
                 }
                 Visit::Skip => None,
                 Visit::Wait => Some(BatchEnd::Wait),
+                Visit::NoRecord => {
+                    out_of_records = true;
+                    Some(BatchEnd::More)
+                }
             }
         };
-        match cursor {
-            Cursor::Slot(next) => {
+        let end = match cursor {
+            Cursor::Slot(next) => 'walk: {
                 while *next < rows.id_end() {
                     if let Some(end) = visit(*next, rows.slot_mut(*next), None) {
-                        return Ok(end);
+                        break 'walk end;
                     }
                     *next += 1;
                 }
-                Ok(BatchEnd::Done)
+                BatchEnd::Done
             }
             Cursor::Index { range, from } => {
                 let index_id = def.index_id.unwrap_or_default();
                 let Some(index) = frag.ordered.iter().find(|i| i.index_id == index_id) else {
                     return Err(NdbError::with_detail(4243, "the scanned index was dropped"));
                 };
-                Ok(walk_index(index, rows, def, range, from, &mut visit))
+                walk_index(index, rows, def, range, from, &mut visit)
             }
+        };
+        if out_of_records {
+            return Err(NdbError::with_detail(
+                234,
+                "no operation record is free for the rows a locking scan locks \
+                 (MaxNoOfConcurrentOperations)",
+            ));
         }
+        Ok(end)
     }
 }
 
@@ -226,6 +253,7 @@ fn visit_row<'s>(
     fragment: u32,
     index: Option<(&OrderedIndex, &[u8])>,
     locked: Option<&mut Vec<RowRef>>,
+    records: &mut u32,
 ) -> Visit<'s> {
     // Without an uncommitted image the only entries of a row are its committed image's, so
     // only a row with one needs its entry checked against the image the scan sees.
@@ -263,6 +291,10 @@ fn visit_row<'s>(
             debug_assert!(false, "a locking scan without its row list");
             return Visit::Skip;
         };
+        if *records == 0 {
+            return Visit::NoRecord;
+        }
+        *records -= 1;
         locked.push(RowRef {
             table_id: def.table_id,
             fragment,

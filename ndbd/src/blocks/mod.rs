@@ -10,6 +10,7 @@
 //! scan records and batches.
 
 pub mod acc;
+mod answers;
 pub mod dict;
 pub mod dih;
 mod index;
@@ -93,6 +94,8 @@ pub struct Kernel {
     lqh: lqh::Lqh,
     scans: scan::Scans,
     jobs: VecDeque<Signal>,
+    /// Final answers waiting for a send buffer.
+    unsent: answers::Unsent,
     /// Reused for encoding keys.
     key_scratch: Vec<u8>,
 }
@@ -131,6 +134,11 @@ impl Kernel {
             lqh: lqh::Lqh::new(node.data_memory_bytes),
             scans: scan::Scans::new(node.max_no_of_concurrent_scans),
             jobs: VecDeque::new(),
+            unsent: answers::Unsent::new(
+                node.max_no_of_concurrent_transactions as usize
+                    + node.max_no_of_concurrent_scans as usize
+                    + answers::OTHER_REQUESTS_MAX,
+            ),
             key_scratch: Vec::with_capacity(256),
         }
     }
@@ -168,10 +176,15 @@ impl Kernel {
             gsn::GET_INDEX_REQ => {
                 let name = IndexName::decode(payload)?;
                 match self.dict.index_by_name(&name.table, &name.index) {
-                    Ok(index) => reply(out, from, header, gsn::GET_INDEX_CONF, &mut |b| {
-                        index.info.encode(b)
-                    }),
-                    Err(e) => refuse(out, from, header, gsn::GET_INDEX_REF, &e),
+                    Ok(index) => reply(
+                        &mut self.unsent,
+                        out,
+                        from,
+                        header,
+                        gsn::GET_INDEX_CONF,
+                        &mut |b| index.info.encode(b),
+                    ),
+                    Err(e) => refuse(&mut self.unsent, out, from, header, gsn::GET_INDEX_REF, &e),
                 }
             }
             gsn::TC_EXECUTE_REQ => {
@@ -184,17 +197,36 @@ impl Kernel {
                 }
                 self.complete(trans, out, now);
             }
-            gsn::PING_REQ => reply(out, from, header, gsn::PING_CONF, &mut |_| {}),
+            gsn::PING_REQ => reply(
+                &mut self.unsent,
+                out,
+                from,
+                header,
+                gsn::PING_CONF,
+                &mut |_| {},
+            ),
             gsn::CREATE_TABLE_REQ => {
                 self.create_table(from, header, signals::decode_table_def(payload)?, out)
             }
             gsn::GET_TABINFO_REQ => {
                 let name = signals::decode_name(payload)?;
                 match self.dict.by_name(&name) {
-                    Ok(table) => reply(out, from, header, gsn::GET_TABINFO_CONF, &mut |b| {
-                        table.info.encode(b)
-                    }),
-                    Err(e) => refuse(out, from, header, gsn::GET_TABINFO_REF, &e),
+                    Ok(table) => reply(
+                        &mut self.unsent,
+                        out,
+                        from,
+                        header,
+                        gsn::GET_TABINFO_CONF,
+                        &mut |b| table.info.encode(b),
+                    ),
+                    Err(e) => refuse(
+                        &mut self.unsent,
+                        out,
+                        from,
+                        header,
+                        gsn::GET_TABINFO_REF,
+                        &e,
+                    ),
                 }
             }
             gsn::DROP_TABLE_REQ => {
@@ -207,6 +239,8 @@ impl Kernel {
 
     /// Runs queued signals until none is left.
     pub fn run_jobs(&mut self, out: &mut dyn Outbox, now: Instant) {
+        // Final answers that found a full send buffer go first.
+        self.unsent.retry(out);
         while let Some(signal) = self.jobs.pop_front() {
             match signal {
                 Signal::LqhKeyReq(req) => {
@@ -268,10 +302,17 @@ impl Kernel {
 
     /// An API node's link closed: its transactions are rolled back and their locks released.
     pub fn on_disconnect(&mut self, node: NodeId) {
+        self.unsent.forget(node);
         self.abandon_scans(node);
         for trans in self.tc.abandon_node(node) {
             self.jobs.push_back(Signal::LqhAbortReq(trans));
         }
+    }
+
+    /// True when final answers wait for a send buffer to drain (the loop should come back
+    /// soon to retry them).
+    pub fn has_unsent_answers(&self) -> bool {
+        !self.unsent.is_empty()
     }
 
     pub fn memory_used_bytes(&self) -> u64 {
@@ -440,37 +481,49 @@ impl Kernel {
             sender_block: block::DBTC,
             request_id,
         };
-        let sent = match &answer {
-            ApiAnswer::Row { op_index, row } => out.send(api, header(gsn::TCKEY_ROW), &mut |b| {
-                TcKeyRow::encode_parts(b, *op_index, row)
-            }),
-            ApiAnswer::KeyRef { op_index, code } => {
+        let (sent, op_index) = match &answer {
+            ApiAnswer::Row { op_index, row } => (
+                out.send(api, header(gsn::TCKEY_ROW), &mut |b| {
+                    TcKeyRow::encode_parts(b, *op_index, row)
+                }),
+                *op_index,
+            ),
+            ApiAnswer::KeyRef { op_index, code } => (
                 out.send(api, header(gsn::TCKEYREF), &mut |b| {
                     TcKeyRef {
                         op_index: *op_index,
                         code: *code,
                     }
                     .encode(b)
-                })
+                }),
+                *op_index,
+            ),
+            // The execute's answer ends the API's request: it is kept until it can be sent.
+            ApiAnswer::ExecuteConf => {
+                return self
+                    .unsent
+                    .send(out, api, header(gsn::TC_EXECUTE_CONF), &mut |_| {})
             }
-            ApiAnswer::ExecuteConf => out.send(api, header(gsn::TC_EXECUTE_CONF), &mut |_| {}),
             ApiAnswer::ExecuteRef { error, op_index } => {
-                out.send(api, header(gsn::TC_EXECUTE_REF), &mut |b| {
-                    TcExecuteRef {
-                        code: error.code,
-                        op_index: *op_index,
-                        detail: error.message.clone(),
-                    }
-                    .encode(b)
-                })
+                return self
+                    .unsent
+                    .send(out, api, header(gsn::TC_EXECUTE_REF), &mut |b| {
+                        TcExecuteRef {
+                            code: error.code,
+                            op_index: *op_index,
+                            detail: error.message.clone(),
+                        }
+                        .encode(b)
+                    })
             }
         };
-        if let (Err(SendFailure::Overloaded), ApiAnswer::Row { op_index, .. }) = (sent, &answer) {
-            // The row does not fit the API's send buffer: the operation fails with 1218, which
-            // the execute reports (a retry with a smaller batch may succeed).
+        if let Err(SendFailure::Overloaded) = sent {
+            // The row or error does not fit the API's send buffer: the execute fails with
+            // 1218 naming the operation, whatever its abort option, and the transaction
+            // aborts (a retry with a smaller batch may succeed).
             self.tc.on_send_failure(
                 trans,
-                *op_index,
+                op_index,
                 NdbError::with_detail(
                     1218,
                     format!("answer to node {api} does not fit its send buffer"),
@@ -492,11 +545,23 @@ impl Kernel {
                 let info: TableInfo = table.info.clone();
                 self.lqh.create_fragments(info.table_id, fragment_count);
                 tracing::info!(table = %info.def.name, id = info.table_id, "created table");
-                reply(out, from, header, gsn::CREATE_TABLE_CONF, &mut |b| {
-                    info.encode(b)
-                });
+                reply(
+                    &mut self.unsent,
+                    out,
+                    from,
+                    header,
+                    gsn::CREATE_TABLE_CONF,
+                    &mut |b| info.encode(b),
+                );
             }
-            Err(e) => refuse(out, from, header, gsn::CREATE_TABLE_REF, &e),
+            Err(e) => refuse(
+                &mut self.unsent,
+                out,
+                from,
+                header,
+                gsn::CREATE_TABLE_REF,
+                &e,
+            ),
         }
     }
 
@@ -514,9 +579,16 @@ impl Kernel {
                     self.drop_fragments(id, out, now);
                 }
                 tracing::info!(table = %name, id = table_id, "dropped table");
-                reply(out, from, header, gsn::DROP_TABLE_CONF, &mut |_| {});
+                reply(
+                    &mut self.unsent,
+                    out,
+                    from,
+                    header,
+                    gsn::DROP_TABLE_CONF,
+                    &mut |_| {},
+                );
             }
-            Err(e) => refuse(out, from, header, gsn::DROP_TABLE_REF, &e),
+            Err(e) => refuse(&mut self.unsent, out, from, header, gsn::DROP_TABLE_REF, &e),
         }
     }
 }
@@ -535,8 +607,10 @@ impl Kernel {
     }
 }
 
-/// Answers a request frame with `signal`, echoing its request id.
+/// Answers a request frame with `signal`, echoing its request id; an answer that meets a full
+/// send buffer is kept and sent later.
 fn reply(
+    unsent: &mut answers::Unsent,
     out: &mut dyn Outbox,
     to: NodeId,
     request: &FrameHeader,
@@ -549,15 +623,20 @@ fn reply(
         sender_block: request.receiver_block,
         request_id: request.request_id,
     };
-    // A failed send closes the link (Gone) or is a full buffer the peer is not draining; the
-    // peer's request then times out on its side.
-    let _ = out.send(to, header, encode);
+    unsent.send(out, to, header, encode);
 }
 
-fn refuse(out: &mut dyn Outbox, to: NodeId, request: &FrameHeader, signal: u16, error: &NdbError) {
+fn refuse(
+    unsent: &mut answers::Unsent,
+    out: &mut dyn Outbox,
+    to: NodeId,
+    request: &FrameHeader,
+    signal: u16,
+    error: &NdbError,
+) {
     let refusal = Refusal {
         code: error.code,
         detail: error.message.clone(),
     };
-    reply(out, to, request, signal, &mut |b| refusal.encode(b));
+    reply(unsent, out, to, request, signal, &mut |b| refusal.encode(b));
 }

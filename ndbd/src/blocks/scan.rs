@@ -27,6 +27,7 @@ use rndb_transporter::frame::FRAME_PAYLOAD_BYTES_MAX;
 use rndb_transporter::FrameHeader;
 
 use super::acc::TransId;
+use super::answers::Unsent;
 use super::dict::Dict;
 use super::lqh::ScanKey;
 use super::lqh_scan::{BatchEnd, BatchLimits, Cursor, Progress, ScanDef};
@@ -115,7 +116,7 @@ impl Kernel {
         let trans = tc::trans_id(from, req.trans_request_id);
         match self.open_scan(from, key, trans, &req, now) {
             Ok(()) => self.start_batch(key, header.request_id, &[], out, now),
-            Err(e) => scan_ref(out, from, header.request_id, &e),
+            Err(e) => scan_ref(&mut self.unsent, out, from, header.request_id, &e),
         }
     }
 
@@ -197,17 +198,18 @@ impl Kernel {
         let key = scan_key(from, req.scan_id);
         let Some(record) = self.scans.records.get(&key) else {
             let error = NdbError::with_detail(4120, format!("no open scan {}", req.scan_id));
-            return scan_ref(out, from, header.request_id, &error);
+            return scan_ref(&mut self.unsent, out, from, header.request_id, &error);
         };
         if record.request.is_some() {
             let error = NdbError::with_detail(4000, "next batch asked while one is running");
-            return scan_ref(out, from, header.request_id, &error);
+            return scan_ref(&mut self.unsent, out, from, header.request_id, &error);
         }
         let trans = record.def.trans;
         if req.close {
             let fragment_count = record.fragments.len() as u16;
             self.scans.records.remove(&key);
             return scan_conf(
+                &mut self.unsent,
                 out,
                 from,
                 header.request_id,
@@ -218,7 +220,7 @@ impl Kernel {
         }
         if let Err(e) = self.tc.touch(trans, now) {
             self.scans.records.remove(&key);
-            return scan_ref(out, from, header.request_id, &e);
+            return scan_ref(&mut self.unsent, out, from, header.request_id, &e);
         }
         self.start_batch(key, header.request_id, &req.fragments, out, now);
     }
@@ -251,7 +253,7 @@ impl Kernel {
                 .find(|&&f| record.fragments.get(usize::from(f)).is_none_or(|s| s.done));
             if let Some(f) = bad {
                 let error = NdbError::with_detail(4000, format!("fragment {f} is done or unknown"));
-                return scan_ref(out, record.api, request_id, &error);
+                return scan_ref(&mut self.unsent, out, record.api, request_id, &error);
             }
             list
         };
@@ -292,14 +294,19 @@ impl Kernel {
             }
             bytes
         };
+        let free = self.tc.operations_free();
+        let mut records = free;
         let end = self.lqh.scan_batch(
             def,
             u32::from(fragment),
             &mut state.cursor,
             *limits,
             &mut state.progress,
+            &mut records,
             &mut emit,
         );
+        // The rows it locked hold operation records until the transaction ends.
+        self.tc.take_scan_records(def.trans, free - records);
         match end {
             Ok(BatchEnd::More) => {}
             Ok(BatchEnd::Done) => state.done = true,
@@ -369,7 +376,7 @@ impl Kernel {
         }
         if let Some(error) = record.failure.take() {
             self.scans.records.remove(&key);
-            return scan_ref(out, api, request_id, &error);
+            return scan_ref(&mut self.unsent, out, api, request_id, &error);
         }
         let batches = std::mem::take(&mut record.in_request)
             .into_iter()
@@ -389,7 +396,15 @@ impl Kernel {
         if finished {
             self.scans.records.remove(&key);
         }
-        scan_conf(out, api, request_id, fragment_count, finished, batches);
+        scan_conf(
+            &mut self.unsent,
+            out,
+            api,
+            request_id,
+            fragment_count,
+            finished,
+            batches,
+        );
     }
 
     /// Closes the scans of a transaction that ended; a running batch is refused with `error`.
@@ -409,7 +424,7 @@ impl Kernel {
         for key in keys {
             if let Some(record) = self.scans.records.remove(&key) {
                 if let Some(request_id) = record.request {
-                    scan_ref(out, record.api, request_id, error);
+                    scan_ref(&mut self.unsent, out, record.api, request_id, error);
                 }
             }
         }
@@ -552,6 +567,7 @@ fn header(signal: u16, request_id: u32) -> FrameHeader {
 }
 
 fn scan_conf(
+    unsent: &mut Unsent,
     out: &mut dyn Outbox,
     api: NodeId,
     request_id: u32,
@@ -564,18 +580,24 @@ fn scan_conf(
         finished,
         fragments,
     };
-    // A failed send means the link is going; the API's request then fails on its side.
-    let _ = out.send(api, header(gsn::SCAN_TABCONF, request_id), &mut |b| {
+    // The batch's answer ends the API's request: kept until it can be sent.
+    unsent.send(out, api, header(gsn::SCAN_TABCONF, request_id), &mut |b| {
         conf.encode(b)
     });
 }
 
-fn scan_ref(out: &mut dyn Outbox, api: NodeId, request_id: u32, error: &NdbError) {
+fn scan_ref(
+    unsent: &mut Unsent,
+    out: &mut dyn Outbox,
+    api: NodeId,
+    request_id: u32,
+    error: &NdbError,
+) {
     let refusal = Refusal {
         code: error.code,
         detail: error.message.clone(),
     };
-    let _ = out.send(api, header(gsn::SCAN_TABREF, request_id), &mut |b| {
+    unsent.send(out, api, header(gsn::SCAN_TABREF, request_id), &mut |b| {
         refusal.encode(b)
     });
 }

@@ -66,6 +66,10 @@ struct TcTransaction {
     first_error: Option<(NdbError, u32)>,
     /// A triggered index operation failed: the transaction aborts whatever the abort option.
     must_abort: bool,
+    /// An operation's row or error could not be sent (1218): the execute fails with it and
+    /// the transaction aborts, whatever the abort option, since the API cannot learn that
+    /// operation's outcome otherwise.
+    lost_answer: Option<(NdbError, u32)>,
     /// When the current execute's operations went to LQH.
     dispatched_at: Instant,
     /// When the API last sent anything for this transaction.
@@ -238,6 +242,23 @@ impl Tc {
         Ok(())
     }
 
+    /// Operation records not in use (MaxNoOfConcurrentOperations less those held).
+    pub fn operations_free(&self) -> u32 {
+        self.operations_max.saturating_sub(self.operations_in_use)
+    }
+
+    /// A locking scan of `trans` locked `count` rows: each holds an operation record until the
+    /// transaction ends.
+    pub fn take_scan_records(&mut self, trans: TransId, count: u32) {
+        if count == 0 {
+            return;
+        }
+        if let Some(t) = self.transactions.get_mut(&trans) {
+            self.operations_in_use += count;
+            t.operations += count;
+        }
+    }
+
     /// An internal operation finished without anything to tell the API.
     pub fn on_internal_done(&mut self, trans: TransId) {
         if let Some(t) = self.transactions.get_mut(&trans) {
@@ -309,9 +330,19 @@ impl Tc {
         self.on_internal_done(trans);
     }
 
-    /// Records an error for an operation whose answer could not be sent (1218).
+    /// Records an error for an operation whose answer could not be sent (1218): the execute
+    /// fails and the transaction aborts, whatever its abort option.
     pub fn on_send_failure(&mut self, trans: TransId, op_index: u32, error: NdbError) {
         if let Some(t) = self.transactions.get_mut(&trans) {
+            t.lost_answer.get_or_insert((error, op_index));
+        }
+    }
+
+    /// Index maintenance could not start (234): the base operation fails with it and the
+    /// transaction aborts, whatever its abort option.
+    pub fn on_trigger_refused(&mut self, trans: TransId, op_index: u32, error: NdbError) {
+        if let Some(t) = self.transactions.get_mut(&trans) {
+            t.must_abort = true;
             t.first_error.get_or_insert((error, op_index));
         }
     }
@@ -373,8 +404,16 @@ impl Tc {
         let execute = t.execute.take()?;
         t.ops_received = 0;
         t.last_activity = now;
-        let failed = t.first_error.take();
-        let abort = execute.abort_option == AbortOption::AbortOnError || t.must_abort;
+        let first_error = t.first_error.take();
+        let lost_answer = t.lost_answer.take();
+        let abort_on_error = execute.abort_option == AbortOption::AbortOnError;
+        let abort = abort_on_error || t.must_abort || lost_answer.is_some();
+        // The first error, as the API saw it, unless errors are ignored: then the lost answer.
+        let failed = if abort_on_error || t.must_abort {
+            first_error.or(lost_answer)
+        } else {
+            lost_answer.or(first_error)
+        };
         if let (Some((error, op_index)), true) = (failed, abort) {
             t.phase = Phase::Aborting(AbortReply::Ref(error, op_index));
             return Some(Err(TcAction::Abort(trans)));
@@ -471,6 +510,7 @@ impl TcTransaction {
             execute: None,
             first_error: None,
             must_abort: false,
+            lost_answer: None,
             dispatched_at: now,
             last_activity: now,
         }

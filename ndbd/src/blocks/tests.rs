@@ -400,7 +400,6 @@ fn operations_without_an_execute_time_out() {
 
 /// Defect 3: an execute answer that meets a full send buffer is sent once it drains.
 #[test]
-#[ignore = "PENDING"]
 fn an_execute_answer_survives_an_overloaded_link() {
     let (mut k, mut out, t) = setup();
     out.overloaded.insert(NodeId(50));
@@ -452,7 +451,6 @@ fn name_payload(name: &str) -> Vec<u8> {
 
 /// Defect 3: a scan's final answer survives an overloaded link.
 #[test]
-#[ignore = "PENDING"]
 fn a_scan_answer_survives_an_overloaded_link() {
     let (mut k, mut out, t) = setup();
     out.overloaded.insert(NodeId(51));
@@ -479,7 +477,6 @@ fn a_scan_answer_survives_an_overloaded_link() {
 
 /// Defect 3: an API node that never drains its answers past the bound loses its link.
 #[test]
-#[ignore = "PENDING"]
 fn unsent_answers_past_the_bound_close_the_link() {
     let mut k = kernel_with("MaxNoOfConcurrentTransactions=32\nMaxNoOfConcurrentScans=2\n");
     let mut out = Out::default();
@@ -519,7 +516,6 @@ impl Outbox for RowsDontFit {
 /// Defect 4: under IgnoreError, a read whose row could not be sent fails the execute (1218)
 /// instead of reporting neither row nor error.
 #[test]
-#[ignore = "PENDING"]
 fn a_lost_row_is_reported_under_ignore_error() {
     let (mut k, out, t) = setup();
     let mut out = RowsDontFit(out);
@@ -539,7 +535,6 @@ fn a_lost_row_is_reported_under_ignore_error() {
 
 /// Defect 5: rows a locking scan locks take operation records; none free is 234.
 #[test]
-#[ignore = "PENDING"]
 fn locking_scans_are_bounded_by_operation_records() {
     let (mut k, mut out, t) = setup_with("MaxNoOfConcurrentOperations=32\n");
     for key in 10..60 {
@@ -578,7 +573,6 @@ fn locking_scans_are_bounded_by_operation_records() {
 
 /// Defect 6: a unique index is not built while the table has uncommitted changes (701).
 #[test]
-#[ignore = "PENDING"]
 fn a_unique_index_waits_for_uncommitted_changes() {
     let (mut k, mut out, t) = setup();
     op(
