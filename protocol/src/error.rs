@@ -65,6 +65,7 @@ const ERRORS: &[(u32, ErrorClass, &str)] = &[
     (4009, UnknownResult, "Cluster Failure"),
     (4012, UnknownResult, "Request ndbd time-out, maybe due to high load or communication problems"),
     (241, SchemaError, "Invalid schema object version"),
+    (701, TemporaryResource, "System busy with other schema operation"),
     (709, SchemaError, "No such table existed"),
     (721, SchemaError, "Schema object with given name already exists"),
     (738, SchemaError, "Record too big"),

@@ -70,6 +70,22 @@ pub struct Args {
     /// the rollback at the end of each measurement releases)
     #[arg(long, value_enum, default_value_t = Lock::Read)]
     pub lock: Lock,
+
+    /// Run the concurrency sweep instead of the access types: at each level (comma-separated,
+    /// e.g. 1,2,4,...,4096) that many client threads share one API connection, each with one
+    /// primary-key transaction in flight; prints throughput and p50/p99/p99.9 latency per level
+    #[arg(long, value_delimiter = ',', value_name = "LEVELS",
+          value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub concurrency: Vec<u32>,
+
+    /// How long each sweep level runs, in milliseconds
+    #[arg(long, default_value_t = 1000, value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub duration_ms: u64,
+
+    /// Fraction of sweep transactions that update their row instead of reading it (0..=1)
+    #[arg(long, default_value_t = 0.0, value_name = "F")]
+    pub write_ratio: f64,
 }
 
 const AFTER_HELP: &str = "\
@@ -230,6 +246,9 @@ impl Args {
             .collect();
         dedup(&mut self.access);
         dedup(&mut self.transporter);
+        if !(0.0..=1.0).contains(&self.write_ratio) {
+            bail!("--write-ratio {} is outside 0..=1", self.write_ratio);
+        }
         if self.range > self.size {
             bail!("--range {} is larger than --size {}", self.range, self.size);
         }

@@ -16,6 +16,7 @@ mod args;
 mod bench;
 mod local;
 mod report;
+mod sweep;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -101,14 +102,25 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
                 .insert(bench::create_and_load(&cluster, args.size, shutdown)?)
                 .clone(),
         };
-        results.extend(measure_transporter(
-            args,
-            &cluster,
-            &table,
-            transporter,
-            &mut rng,
-            shutdown,
-        )?);
+        if args.concurrency.is_empty() {
+            results.extend(measure_transporter(
+                args,
+                &cluster,
+                &table,
+                transporter,
+                &mut rng,
+                shutdown,
+            )?);
+        } else {
+            results.extend(sweep_transporter(
+                args,
+                &cluster,
+                &table,
+                transporter,
+                seed,
+                shutdown,
+            )?);
+        }
     }
     let report = Report {
         tool: "testread-perf",
@@ -117,6 +129,7 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
         results,
     };
     match args.format {
+        Format::Table if !args.concurrency.is_empty() => println!("{}", report.to_sweep_table()),
         Format::Table => println!("{}", report.to_table()),
         Format::Json => println!("{}", report.to_json()),
     }
@@ -169,6 +182,40 @@ fn measure_transporter(
             .measure(access, rng)
             .with_context(|| format!("measure {} over {}", access.name(), transporter.name()))?;
         figures.push(Figures::new(transporter, access, &measured));
+    }
+    Ok(figures)
+}
+
+/// Runs every level of the concurrency sweep over one connected transporter.
+fn sweep_transporter(
+    args: &Args,
+    cluster: &Cluster,
+    table: &Table,
+    transporter: Transporter,
+    seed: u64,
+    shutdown: &Shutdown,
+) -> Result<Vec<Figures>> {
+    let sweep = sweep::Sweep {
+        cluster,
+        table,
+        size: args.size,
+        lock: args.lock.mode(),
+        write_ratio: args.write_ratio,
+        duration: std::time::Duration::from_millis(args.duration_ms),
+        seed,
+        shutdown,
+    };
+    let mut figures = Vec::new();
+    for &level in &args.concurrency {
+        shutdown.check()?;
+        eprintln!(
+            "testread-perf: {level} in flight over {}",
+            transporter.name()
+        );
+        let measured = sweep
+            .level(level)
+            .with_context(|| format!("sweep level {level} over {}", transporter.name()))?;
+        figures.push(Figures::from_level(transporter, &measured));
     }
     Ok(figures)
 }

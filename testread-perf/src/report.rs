@@ -63,6 +63,15 @@ pub struct Figures {
     /// they return (scan_filter); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub examined_rows_per_sec: Option<f64>,
+    /// Sweep results only: client threads, each with one transaction in flight.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// Sweep results only: the 99.9th percentile of one transaction, in µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p999_us: Option<f64>,
+    /// Sweep results only: transactions that failed with a temporary error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temporary_errors: Option<u64>,
 }
 
 /// NDB's published testReadPerf figures (2005; 2 data nodes, dual AMD MP1900+, 20 records per
@@ -99,6 +108,34 @@ impl Figures {
             p99_us: round3(quantile_us(0.99)),
             examined_rows_per_sec: (measured.examined > 0 && seconds > 0.0)
                 .then(|| round3(measured.examined as f64 / seconds)),
+            concurrency: None,
+            p999_us: None,
+            temporary_errors: None,
+        }
+    }
+
+    /// The figures of one sweep level: a row is a committed transaction.
+    pub fn from_level(transporter: Transporter, level: &crate::sweep::Level) -> Figures {
+        let seconds = level.elapsed.as_secs_f64();
+        let quantile_us = |q: f64| level.latency_ns.value_at_quantile(q) as f64 / 1000.0;
+        let rows = level.transactions as f64;
+        Figures {
+            transporter: transporter.name(),
+            access: "serial_pk",
+            rows: level.transactions,
+            executes: level.transactions,
+            us_per_row: round3(if rows > 0.0 {
+                seconds * 1e6 / rows
+            } else {
+                0.0
+            }),
+            rows_per_sec: round3(if seconds > 0.0 { rows / seconds } else { 0.0 }),
+            p50_us: round3(quantile_us(0.50)),
+            p99_us: round3(quantile_us(0.99)),
+            examined_rows_per_sec: None,
+            concurrency: Some(level.concurrency),
+            p999_us: Some(round3(quantile_us(0.999))),
+            temporary_errors: Some(level.temporary_errors),
         }
     }
 }
@@ -112,6 +149,55 @@ impl Report {
     /// The report as one line of JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a report always serializes")
+    }
+
+    /// The sweep as text: one row per concurrency level, one column group (transactions/s,
+    /// p50, p99, p99.9) per transporter.
+    pub fn to_sweep_table(&self) -> String {
+        let p = &self.params;
+        let mut out = format!(
+            "testread-perf sweep: {} rows, lock {}, seed {}, config {}\n",
+            p.size, p.lock, p.seed, p.config_file
+        );
+        let mut table = Table::new();
+        table.load_preset(presets::UTF8_FULL_CONDENSED);
+        let mut header = vec!["in flight".to_string()];
+        for transporter in &p.transporter {
+            let t = transporter.to_uppercase();
+            header.extend([
+                format!("{t} tx/s"),
+                format!("{t} p50 µs"),
+                format!("{t} p99 µs"),
+                format!("{t} p99.9 µs"),
+            ]);
+        }
+        table.set_header(header);
+        let mut levels: Vec<u32> = self.results.iter().filter_map(|f| f.concurrency).collect();
+        levels.dedup();
+        for level in levels {
+            let mut cells = vec![level.to_string()];
+            for transporter in &p.transporter {
+                let found = self
+                    .results
+                    .iter()
+                    .find(|f| f.concurrency == Some(level) && f.transporter == *transporter);
+                cells.extend(match found {
+                    Some(f) => [
+                        format!("{:.0}", f.rows_per_sec),
+                        format!("{:.1}", f.p50_us),
+                        format!("{:.1}", f.p99_us),
+                        format!("{:.1}", f.p999_us.unwrap_or_default()),
+                    ],
+                    None => ["-", "-", "-", "-"].map(String::from),
+                });
+            }
+            table.add_row(cells);
+        }
+        for column in table.column_iter_mut().skip(1) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+        out.push_str(&table.to_string());
+        out
     }
 
     /// The report as text: a parameter line, then a table with one row per access type and

@@ -171,3 +171,69 @@ fn a_range_larger_than_the_table_is_refused() {
         "{stderr}"
     );
 }
+
+#[test]
+fn the_concurrency_sweep_reports_every_level_with_its_concurrency() {
+    let dir = tempfile::tempdir().expect("create a directory");
+    let written = ClusterSpec::new()
+        .write(dir.path())
+        .expect("write the config");
+    let ndbd = ndbd_path().expect("find ndbd");
+    let output = run(&[
+        "--local",
+        "--config-file",
+        written.path.to_str().expect("a UTF-8 temp path"),
+        "--ndbd",
+        ndbd.to_str().expect("a UTF-8 target path"),
+        "--size",
+        "200",
+        "--concurrency",
+        "1,8",
+        "--duration-ms",
+        "200",
+        "--write-ratio",
+        "0.5",
+        "--transporter",
+        "tcp",
+        "--format",
+        "json",
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "testread-perf failed: {}\n{stderr}",
+        output.status
+    );
+    let report: Json = serde_json::from_str(String::from_utf8_lossy(&output.stdout).trim())
+        .expect("stdout is one JSON document");
+    let results = report["results"].as_array().expect("a results array");
+    let levels: Vec<u64> = results
+        .iter()
+        .filter_map(|r| r["concurrency"].as_u64())
+        .collect();
+    assert_eq!(levels, vec![1, 8], "one result per level, in order");
+    for result in results {
+        assert_eq!(result["transporter"], "tcp");
+        assert_eq!(result["access"], "serial_pk");
+        assert!(
+            result["rows"].as_u64().is_some_and(|n| n > 0),
+            "transactions committed: {result}"
+        );
+        let (p50, p99, p999) = (&result["p50_us"], &result["p99_us"], &result["p999_us"]);
+        assert!(
+            p50.as_f64() <= p99.as_f64() && p99.as_f64() <= p999.as_f64(),
+            "{result}"
+        );
+    }
+}
+
+#[test]
+fn a_concurrency_past_the_limit_is_refused() {
+    let output = run(&["--concurrency", "1,5000"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("5000"),
+        "the refusal names the value: {stderr}"
+    );
+}

@@ -1,0 +1,159 @@
+//! The concurrency sweep: for each level N, N client threads share one API connection and each
+//! keeps one transaction in flight — a primary-key read (or, with `--write-ratio`, an update)
+//! and its commit — for a fixed time. Threads, not NDB's asynchronous API: rndb's API has no
+//! asynchronous interface yet, so concurrency here is that many threads, each blocked on its
+//! own transaction while the connection's poll owner serves them all.
+
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use hdrhistogram::Histogram;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rndb_api::{Cluster, ExecType, LockMode, Table, Value};
+
+use crate::local::Shutdown;
+
+/// Stack size of a sweep thread: they only run short transactions, and 4096 of them must fit.
+const THREAD_STACK_BYTES: usize = 256 * 1024;
+/// The most threads one level may ask for.
+pub const CONCURRENCY_MAX: u32 = 4096;
+
+/// What one level of the sweep measured.
+#[derive(Debug)]
+pub struct Level {
+    pub concurrency: u32,
+    /// Committed transactions.
+    pub transactions: u64,
+    /// Transactions that failed with a temporary error (retried by the next iteration).
+    pub temporary_errors: u64,
+    pub elapsed: Duration,
+    /// Latency of each committed transaction, in ns.
+    pub latency_ns: Histogram<u64>,
+}
+
+/// The parameters every thread of a level shares.
+#[derive(Debug)]
+pub struct Sweep<'a> {
+    pub cluster: &'a Cluster,
+    pub table: &'a Table,
+    pub size: u32,
+    pub lock: LockMode,
+    pub write_ratio: f64,
+    pub duration: Duration,
+    pub seed: u64,
+    pub shutdown: &'a Shutdown,
+}
+
+impl Sweep<'_> {
+    /// Runs one level: `concurrency` threads for `duration`, started together.
+    pub fn level(&self, concurrency: u32) -> Result<Level> {
+        if concurrency == 0 || concurrency > CONCURRENCY_MAX {
+            bail!("concurrency {concurrency} is outside 1..={CONCURRENCY_MAX}");
+        }
+        let start = Barrier::new(concurrency as usize + 1);
+        let results: Vec<Result<Thread>> = std::thread::scope(|scope| {
+            let mut handles = Vec::with_capacity(concurrency as usize);
+            for index in 0..concurrency {
+                let start = &start;
+                let spawned = std::thread::Builder::new()
+                    .name(format!("sweep-{index}"))
+                    .stack_size(THREAD_STACK_BYTES)
+                    .spawn_scoped(scope, move || self.thread(index, start));
+                match spawned {
+                    Ok(handle) => handles.push(handle),
+                    Err(e) => {
+                        // The threads already started wait at the barrier: let them go, they
+                        // see the deadline passed at once.
+                        return vec![Err(anyhow::anyhow!("start sweep thread {index}: {e}"))];
+                    }
+                }
+            }
+            start.wait();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| bail!("a sweep thread panicked"))
+                })
+                .collect()
+        });
+        merge(concurrency, results)
+    }
+
+    /// One client thread: transactions back to back until the deadline.
+    fn thread(&self, index: u32, start: &Barrier) -> Result<Thread> {
+        let mut rng = StdRng::seed_from_u64(self.seed ^ u64::from(index).wrapping_mul(0x9E37_79B9));
+        let mut latency_ns = Histogram::new_with_bounds(1, 60_000_000_000, 3)?;
+        let (mut committed, mut temporary) = (0u64, 0u64);
+        start.wait();
+        let begun = Instant::now();
+        let deadline = begun + self.duration;
+        while Instant::now() < deadline && !self.shutdown.requested() {
+            let key = Value::UInt32(rng.gen_range(0..self.size));
+            let write = rng.gen_bool(self.write_ratio);
+            let t0 = Instant::now();
+            match self.transaction(key, write, &mut rng) {
+                Ok(()) => {
+                    committed += 1;
+                    latency_ns.saturating_record(t0.elapsed().as_nanos() as u64);
+                }
+                Err(e) if e.is_temporary() => temporary += 1,
+                Err(e) => return Err(e).context(format!("sweep thread {index}")),
+            }
+        }
+        Ok(Thread {
+            committed,
+            temporary,
+            elapsed: begun.elapsed(),
+            latency_ns,
+        })
+    }
+
+    fn transaction(
+        &self,
+        key: Value,
+        write: bool,
+        rng: &mut StdRng,
+    ) -> Result<(), rndb_api::Error> {
+        let mut tx = self.cluster.start_transaction()?;
+        if write {
+            let column = self.table.def().columns.len() - 1;
+            tx.update(self.table, &[key], &[(column, Value::UInt64(rng.gen()))])?;
+        } else {
+            tx.read(self.table, &[key], self.lock)?;
+        }
+        tx.execute(ExecType::Commit)
+    }
+}
+
+/// What one thread measured.
+#[derive(Debug)]
+struct Thread {
+    committed: u64,
+    temporary: u64,
+    elapsed: Duration,
+    latency_ns: Histogram<u64>,
+}
+
+fn merge(concurrency: u32, results: Vec<Result<Thread>>) -> Result<Level> {
+    let mut level = Level {
+        concurrency,
+        transactions: 0,
+        temporary_errors: 0,
+        elapsed: Duration::ZERO,
+        latency_ns: Histogram::new_with_bounds(1, 60_000_000_000, 3)?,
+    };
+    for result in results {
+        let thread = result?;
+        level.transactions += thread.committed;
+        level.temporary_errors += thread.temporary;
+        level.elapsed = level.elapsed.max(thread.elapsed);
+        level
+            .latency_ns
+            .add(&thread.latency_ns)
+            .context("merge latency histograms")?;
+    }
+    Ok(level)
+}
