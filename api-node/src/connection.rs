@@ -7,8 +7,10 @@
 //!
 //! Lock order: `link` before `shared`. Nobody takes `link` while holding `shared`.
 
-use std::collections::HashMap;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use mio::unix::SourceFd;
@@ -24,6 +26,13 @@ use crate::Error;
 /// misbehaving data node can make us buffer (one execute of the largest batch fits easily).
 pub const REPLY_BYTES_MAX: usize = 64 * 1024 * 1024;
 
+/// Waiters parked at once past which the connection starts its receive thread.
+const RECEIVE_THREAD_AFTER_PARKED: usize = 8;
+/// How long the receive thread owns the poller in one turn before it lets a waiter have it.
+const RECEIVE_THREAD_TURN: Duration = Duration::from_millis(200);
+/// The request id the receive thread waits on: 0 is never given to a request.
+const RECEIVE_THREAD_REQUEST_ID: u32 = 0;
+
 /// The longest a poll owner sleeps before it looks at its deadline again.
 const POLL_SLEEP_MAX: Duration = Duration::from_millis(50);
 
@@ -36,6 +45,8 @@ const POLL_SLEEP_SEND_PENDING: Duration = Duration::from_millis(1);
 struct Reply {
     frames: Vec<u8>,
     complete: bool,
+    /// The thread parked waiting for this request, woken (alone) when it completes.
+    waiter: Option<Thread>,
 }
 
 /// State shared between the poll owner and the waiters.
@@ -44,12 +55,63 @@ struct Shared {
     /// Requests waiting for answers, by request id. Frames for ids not here are dropped (an
     /// abandoned transaction's rollback answer, for example).
     replies: HashMap<u32, Reply>,
-    /// A thread is reading the link; the others wait on the condition variable.
+    /// A thread is reading the link; the others are parked.
     poll_owner: bool,
     /// Set once the link failed; every waiter then fails with this error.
     failure: Option<String>,
-    /// Threads sleeping on the condition variable.
-    waiters: usize,
+    /// Parked waiters in arrival order: when the poll owner leaves, the first whose request is
+    /// still open takes over. Entries of finished requests are skipped.
+    parked: VecDeque<u32>,
+}
+
+impl Shared {
+    /// Takes the thread parked on `request_id`, to be unparked once the locks are released.
+    fn take_waiter(&mut self, request_id: u32) -> Option<Thread> {
+        self.replies.get_mut(&request_id)?.waiter.take()
+    }
+
+    /// The next parked waiter whose request is still open: it becomes the poll owner (or, if
+    /// another thread took ownership meanwhile, parks and registers again).
+    fn next_owner(&mut self) -> Option<Thread> {
+        while let Some(id) = self.parked.pop_front() {
+            if let Some(reply) = self.replies.get_mut(&id) {
+                if !reply.complete {
+                    if let Some(thread) = reply.waiter.take() {
+                        return Some(thread);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Registers the calling thread as parked on `request_id` (once per park).
+    fn park_here(&mut self, request_id: u32) {
+        let Some(reply) = self.replies.get_mut(&request_id) else {
+            return;
+        };
+        if reply.waiter.is_some() {
+            return;
+        }
+        reply.waiter = Some(std::thread::current());
+        self.parked.push_back(request_id);
+        // Entries of requests completed without a handover stay queued until popped; drop them
+        // when they outnumber the open requests, so the queue stays bounded by those.
+        if self.parked.len() > 2 * self.replies.len() + 64 {
+            let replies = &self.replies;
+            self.parked
+                .retain(|id| replies.get(id).is_some_and(|r| !r.complete));
+        }
+    }
+
+    /// Every parked thread (the link failed: all must see it).
+    fn all_waiters(&mut self) -> Vec<Thread> {
+        self.parked.clear();
+        self.replies
+            .values_mut()
+            .filter_map(|r| r.waiter.take())
+            .collect()
+    }
 }
 
 /// The poller: readiness of the link's descriptor, and how long its owner spins first.
@@ -69,7 +131,12 @@ pub(crate) struct Connection {
     link: Mutex<Box<dyn Transporter>>,
     poller: Mutex<Poller>,
     shared: Mutex<Shared>,
-    answered: Condvar,
+    /// This connection itself, for starting the receive thread.
+    this: Weak<Connection>,
+    /// The receive thread was started (it runs until `close`).
+    receiver_started: AtomicBool,
+    /// Set by `close`: the receive thread stops.
+    closing: AtomicBool,
 }
 
 impl std::fmt::Debug for Connection {
@@ -107,7 +174,7 @@ fn completes_request(signal: u16) -> bool {
 }
 
 impl Connection {
-    pub fn new(link: Box<dyn Transporter>, spin: Duration) -> Result<Connection, Error> {
+    pub fn new(link: Box<dyn Transporter>, spin: Duration) -> Result<Arc<Connection>, Error> {
         let peer = link.peer();
         let kind = link.kind();
         let poll = Poll::new().map_err(|e| transport(peer, "create poller", e))?;
@@ -115,18 +182,68 @@ impl Connection {
         poll.registry()
             .register(&mut SourceFd(&fd), Token(0), Interest::READABLE)
             .map_err(|e| transport(peer, "register link with poller", e))?;
-        Ok(Connection {
+        let poller = Mutex::new(Poller {
+            poll,
+            events: Events::with_capacity(4),
+            spin: AdaptiveSpin::new(spin),
+        });
+        Ok(Arc::new_cyclic(|this| Connection {
             peer,
             kind,
             link: Mutex::new(link),
-            poller: Mutex::new(Poller {
-                poll,
-                events: Events::with_capacity(4),
-                spin: AdaptiveSpin::new(spin),
-            }),
+            poller,
             shared: Mutex::new(Shared::default()),
-            answered: Condvar::new(),
-        })
+            this: this.clone(),
+            receiver_started: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
+        }))
+    }
+
+    /// Stops the receive thread, if one runs (the link closes when the last reference goes).
+    pub fn close(&self) {
+        self.closing.store(true, Ordering::Relaxed);
+    }
+
+    /// Starts the receive thread once [`RECEIVE_THREAD_AFTER_PARKED`] threads wait at once.
+    /// With that many waiters, handing the poller from one finished thread to the next makes
+    /// every handover wait for a thread to be scheduled among many runnable ones, and nobody
+    /// reads the link meanwhile; a thread that only receives keeps reading (NDB's API starts a
+    /// receive thread past a number of threads in the same way).
+    fn maybe_start_receiver(&self, parked: usize) {
+        if parked < RECEIVE_THREAD_AFTER_PARKED
+            || self.receiver_started.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let Some(this) = self.this.upgrade() else {
+            return;
+        };
+        let spawned = std::thread::Builder::new()
+            .name(format!("rndb-recv-{}", self.peer))
+            .spawn(move || this.receive_until_closed());
+        if let Err(e) = spawned {
+            // Waiters keep handing the poller over among themselves, as before.
+            tracing::warn!(node = %self.peer, "start receive thread: {e}");
+            self.receiver_started.store(false, Ordering::Release);
+        }
+    }
+
+    /// The receive thread: owns the poller whenever no waiter does, in turns of
+    /// [`RECEIVE_THREAD_TURN`], on a request id no request uses, until `close` or failure.
+    fn receive_until_closed(self: Arc<Self>) {
+        while !self.closing.load(Ordering::Relaxed) {
+            self.expect(RECEIVE_THREAD_REQUEST_ID);
+            let turn = self.wait(
+                RECEIVE_THREAD_REQUEST_ID,
+                Instant::now() + RECEIVE_THREAD_TURN,
+            );
+            if let Err(e) = turn {
+                if e.code() != Some(4012) {
+                    break;
+                }
+            }
+        }
+        self.forget(RECEIVE_THREAD_REQUEST_ID);
     }
 
     fn shared(&self) -> MutexGuard<'_, Shared> {
@@ -205,14 +322,12 @@ impl Connection {
     /// lock (the lock order).
     fn fail(&self, link: &mut MutexGuard<'_, Box<dyn Transporter>>, e: TransportError) -> Error {
         link.shutdown();
-        let waiting = {
+        let waiters = {
             let mut shared = self.shared();
             shared.failure.get_or_insert_with(|| e.to_string());
-            shared.waiters > 0
+            shared.all_waiters()
         };
-        if waiting {
-            self.answered.notify_all();
-        }
+        waiters.iter().for_each(Thread::unpark);
         Error::Transport {
             node: self.peer,
             source: e,
@@ -243,13 +358,13 @@ impl Connection {
                 ));
             }
             if shared.poll_owner {
-                let timeout = (deadline - now).min(POLL_SLEEP_MAX);
-                shared.waiters += 1;
-                let (mut shared, _) = self
-                    .answered
-                    .wait_timeout(shared, timeout)
-                    .unwrap_or_else(|p| p.into_inner());
-                shared.waiters -= 1;
+                // Park until the owner completes this request or hands ownership over. A wake-up
+                // that comes before the park is not lost: it makes the park return at once.
+                shared.park_here(request_id);
+                let parked = shared.parked.len();
+                drop(shared);
+                self.maybe_start_receiver(parked);
+                std::thread::park_timeout((deadline - now).min(POLL_SLEEP_MAX));
                 continue;
             }
             shared.poll_owner = true;
@@ -263,14 +378,15 @@ impl Connection {
             }
             let mut shared = self.shared();
             shared.poll_owner = false;
-            if let Err(reason) = result {
-                shared.failure.get_or_insert(reason);
-            }
-            let waiting = shared.waiters > 0;
+            let wake = match result {
+                Err(reason) => {
+                    shared.failure.get_or_insert(reason);
+                    shared.all_waiters()
+                }
+                Ok(()) => shared.next_owner().into_iter().collect(),
+            };
             drop(shared);
-            if waiting {
-                self.answered.notify_all();
-            }
+            wake.iter().for_each(Thread::unpark);
         }
     }
 
@@ -290,7 +406,6 @@ impl Connection {
             if read_now {
                 let (delivered, mine_done) = self.receive_once(request_id)?;
                 if delivered > 0 {
-                    self.wake_waiters();
                     if !judged {
                         poller.spin.record(Some(last_input.elapsed()));
                         judged = true;
@@ -344,16 +459,9 @@ impl Connection {
         }
     }
 
-    /// Wakes threads waiting for answers, if there are any: a condition variable's notify is a
-    /// system call even with nobody waiting.
-    fn wake_waiters(&self) {
-        if self.shared().waiters > 0 {
-            self.answered.notify_all();
-        }
-    }
-
-    /// One non-blocking read of the link, filing every frame. Returns how many frames came and
-    /// whether `request_id` is now complete.
+    /// One non-blocking read of the link, filing every frame and waking the threads whose
+    /// requests it completed. Returns how many frames came and whether `request_id` is now
+    /// complete.
     fn receive_once(&self, request_id: u32) -> Result<(usize, bool), String> {
         let mut link = self.link();
         if link.pending_send_bytes() > 0 {
@@ -361,29 +469,41 @@ impl Connection {
         }
         let mut shared = self.shared();
         let mut overflow = None;
+        let mut completed = Vec::new();
         let delivered = link
-            .receive(&mut |header, payload| {
-                if let Err(reason) = file_frame(&mut shared.replies, header, payload) {
-                    overflow.get_or_insert(reason);
-                }
-            })
+            .receive(
+                &mut |header, payload| match file_frame(&mut shared.replies, header, payload) {
+                    Ok(true) => completed.push(header.request_id),
+                    Ok(false) => {}
+                    Err(reason) => {
+                        overflow.get_or_insert(reason);
+                    }
+                },
+            )
             .map_err(|e| e.to_string())?;
         if let Some(reason) = overflow {
             return Err(reason);
         }
         let done = shared.replies.get(&request_id).is_none_or(|r| r.complete);
+        let wake: Vec<Thread> = completed
+            .into_iter()
+            .filter_map(|id| shared.take_waiter(id))
+            .collect();
+        drop(shared);
+        drop(link);
+        wake.iter().for_each(Thread::unpark);
         Ok((delivered, done))
     }
 }
 
-/// Appends one frame to the reply it answers.
+/// Appends one frame to the reply it answers. Returns true when the frame completed it.
 fn file_frame(
     replies: &mut HashMap<u32, Reply>,
     header: &FrameHeader,
     payload: &[u8],
-) -> Result<(), String> {
+) -> Result<bool, String> {
     let Some(reply) = replies.get_mut(&header.request_id) else {
-        return Ok(());
+        return Ok(false);
     };
     if reply.frames.len() + payload.len() + 6 > REPLY_BYTES_MAX {
         return Err(format!(
@@ -396,10 +516,11 @@ fn file_frame(
         .frames
         .extend_from_slice(&(payload.len() as u32).to_le_bytes());
     reply.frames.extend_from_slice(payload);
-    if completes_request(header.signal) {
+    let completes = completes_request(header.signal);
+    if completes {
         reply.complete = true;
     }
-    Ok(())
+    Ok(completes)
 }
 
 fn transport(node: NodeId, context: &str, e: std::io::Error) -> Error {

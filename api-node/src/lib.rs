@@ -88,7 +88,7 @@ pub struct Cluster {
     config: ClusterConfig,
     node_id: NodeId,
     /// One per data node, in config order.
-    connections: Vec<Connection>,
+    connections: Vec<Arc<Connection>>,
     /// The next request id; 0 is never used.
     next_request_id: AtomicU32,
     request_timeout: Duration,
@@ -409,6 +409,15 @@ impl Cluster {
     /// by the partition of the first key comes with the multi-node cluster.
     pub(crate) fn coordinator(&self) -> &Connection {
         &self.connections[0]
+    }
+}
+
+impl Drop for Cluster {
+    /// Stops the connections' receive threads; each link closes when its last user lets go.
+    fn drop(&mut self) {
+        for connection in &self.connections {
+            connection.close();
+        }
     }
 }
 

@@ -172,8 +172,12 @@ impl Report {
             ]);
         }
         table.set_header(header);
-        let mut levels: Vec<u32> = self.results.iter().filter_map(|f| f.concurrency).collect();
-        levels.dedup();
+        let mut levels: Vec<u32> = Vec::new();
+        for level in self.results.iter().filter_map(|f| f.concurrency) {
+            if !levels.contains(&level) {
+                levels.push(level);
+            }
+        }
         for level in levels {
             let mut cells = vec![level.to_string()];
             for transporter in &p.transporter {
