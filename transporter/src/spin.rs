@@ -71,10 +71,14 @@ impl AdaptiveSpin {
     /// Records how the wait went: input arrived `Some(after)` this long into the spin, or the
     /// spin ran out (`None`).
     pub fn record(&mut self, input_after: Option<Duration>) {
-        if input_after.is_some() {
-            self.current = (self.current * 2 + FLOOR).min(self.configured);
-        } else {
-            self.current /= 2;
+        match input_after {
+            // Grow to at least four times the wait that just paid off: doubling from a decayed
+            // budget of a few hundred ns would never catch up with a peer's turnaround of a
+            // few µs, and the pair would stay asleep (measured: 85 µs per SHM read, not 2).
+            Some(after) => {
+                self.current = ((self.current * 2).max(after * 4) + FLOOR).min(self.configured);
+            }
+            None => self.current /= 2,
         }
     }
 }
@@ -95,6 +99,9 @@ mod tests {
             .filter(|_| !spin.budget().is_zero())
             .count();
         assert_eq!(probes, 2, "one probe per {PROBE_EVERY_WAITS} waits");
+        // A probe that pays off after 2 µs brings the budget back to where 2 µs waits pay.
+        spin.record(Some(Duration::from_micros(2)));
+        assert!(spin.budget() >= Duration::from_micros(8));
         for _ in 0..20 {
             spin.record(Some(Duration::from_micros(2)));
         }
