@@ -5,9 +5,14 @@
 //! cores the scheduler may put both processes on one core; then a spinner only delays the peer,
 //! and a round trip costs two whole spin times. The scheduler does not separate them, because
 //! at any moment only one of the two is runnable. So the budget halves every time a spin ends
-//! without input, doubles back (up to the configured ShmSpintime / SchedulerSpinTimer) every
-//! time input arrives while spinning, and once it has decayed, one wait in
-//! [`PROBE_EVERY_WAITS`] tries the full budget again in case the processes were moved apart.
+//! without input, returns to the configured ShmSpintime / SchedulerSpinTimer every time input
+//! arrives while spinning, and once it has decayed, one wait in [`PROBE_EVERY_WAITS`] tries the
+//! full budget again in case the processes were moved apart.
+//!
+//! A success restores the whole budget rather than growing it step by step: the gaps between a
+//! client's requests alternate (short inside a measurement, longer between measurements), and a
+//! budget grown from the short gaps kept failing on the long ones and decaying again, leaving
+//! both sides asleep for whole runs (SHM batch and range scans at 60-90 µs instead of 7-30).
 //!
 //! Input that arrives late in a spin still counts as payoff. Counting it as a failure (the
 //! scheduler may have preempted the spinner to run the peer on a shared core) was tried and
@@ -72,12 +77,7 @@ impl AdaptiveSpin {
     /// spin ran out (`None`).
     pub fn record(&mut self, input_after: Option<Duration>) {
         match input_after {
-            // Grow to at least four times the wait that just paid off: doubling from a decayed
-            // budget of a few hundred ns would never catch up with a peer's turnaround of a
-            // few µs, and the pair would stay asleep (measured: 85 µs per SHM read, not 2).
-            Some(after) => {
-                self.current = ((self.current * 2).max(after * 4) + FLOOR).min(self.configured);
-            }
+            Some(_) => self.current = self.configured,
             None => self.current /= 2,
         }
     }
