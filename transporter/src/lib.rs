@@ -33,6 +33,7 @@
 //! **Architecture Invariant:** `unsafe` lives only in [`shm`] and [`uring`], each block with a
 //! `// SAFETY:` comment; every other module says `#![forbid(unsafe_code)]`.
 
+mod buffers;
 pub mod conformance;
 pub mod frame;
 pub mod handshake;

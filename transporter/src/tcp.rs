@@ -2,8 +2,8 @@
 //! a flush pushes with as few `send` calls as the kernel allows, and a fixed receive buffer that
 //! is decoded in place.
 //!
-//! Sending appends whole frames to the send buffer; `flush` writes from `send_offset` to the end
-//! and advances `send_offset` over what the kernel took. The buffer is compacted (the unsent tail
+//! Sending appends whole frames to the send buffer; `flush` writes from the send buffer's offset to the end
+//! and advances that offset over what the kernel took. The buffer is compacted (the unsent tail
 //! moved to the front) only when an append would not fit behind it, so partial writes cost no
 //! copying. Receiving reads into the free space behind the undecoded bytes, delivers every whole
 //! frame, and moves the partial frame left over (less than [`FRAME_BYTES_MAX`]) to the front.
@@ -15,7 +15,8 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use socket2::SockRef;
 
-use crate::frame::{self, Decoded, FrameHeader, FRAME_BYTES_MAX};
+use crate::buffers::{self, SendBuffer};
+use crate::frame::{self, FrameHeader, FRAME_BYTES_MAX};
 use crate::{FlushStatus, LinkSettings, NodeId, TransportError, Transporter, TransporterKind};
 
 /// The most reads one `receive` call makes, so one busy peer cannot starve the other links of
@@ -30,13 +31,9 @@ pub struct TcpLink {
     peer: NodeId,
     /// Checksum=1 on this link: frames out carry a CRC-32 trailer, frames in must.
     checksum: bool,
-    /// Pending bytes above which `send` answers Overloaded; fixed.
-    send_limit_bytes: usize,
-    /// Encoded frames; bytes before `send_offset` are already written. Its capacity is reserved
-    /// at construction and never grows.
-    send_buffer: Vec<u8>,
-    /// How many bytes at the front of `send_buffer` the kernel has taken.
-    send_offset: usize,
+    /// Encoded frames not yet taken by the kernel, bounded by the send limit. Its capacity is
+    /// reserved at construction and never grows, so a pointer into it stays valid.
+    send_buffer: SendBuffer,
     /// Bytes read from the socket; `[receive_start, receive_end)` is not yet decoded.
     receive_buffer: Box<[u8]>,
     /// Start of the undecoded bytes (the start of a partial frame).
@@ -73,9 +70,7 @@ impl TcpLink {
             stream,
             peer,
             checksum: settings.checksum,
-            send_limit_bytes,
-            send_buffer: Vec::with_capacity(send_limit_bytes),
-            send_offset: 0,
+            send_buffer: SendBuffer::new(send_limit_bytes),
             receive_buffer: vec![0u8; settings.receive_buffer_bytes_effective()].into_boxed_slice(),
             receive_start: 0,
             receive_end: 0,
@@ -97,15 +92,7 @@ impl TcpLink {
 
     /// The pending-bytes limit this link enforces.
     pub fn send_limit_bytes(&self) -> usize {
-        self.send_limit_bytes
-    }
-
-    /// Moves the unsent tail of the send buffer to its front.
-    fn compact_send_buffer(&mut self) {
-        self.send_buffer.copy_within(self.send_offset.., 0);
-        self.send_buffer
-            .truncate(self.send_buffer.len() - self.send_offset);
-        self.send_offset = 0;
+        self.send_buffer.limit_bytes
     }
 
     /// Moves the undecoded bytes of the receive buffer to its front.
@@ -140,33 +127,24 @@ impl TcpLink {
         }
     }
 
-    /// Delivers every whole frame in the undecoded bytes and returns how many.
+    /// Delivers every whole frame in the undecoded bytes and returns how many. A bad frame is
+    /// remembered: every later `receive` reports it again.
     fn deliver(
         &mut self,
         on_frame: &mut dyn FnMut(&FrameHeader, &[u8]),
     ) -> Result<usize, TransportError> {
-        let mut delivered = 0;
-        loop {
-            let undecoded = &self.receive_buffer[self.receive_start..self.receive_end];
-            match frame::decode(undecoded, self.checksum) {
-                Ok(Decoded::Frame {
-                    header,
-                    payload,
-                    frame_len,
-                }) => {
-                    on_frame(&header, payload);
-                    self.receive_start += frame_len;
-                    delivered += 1;
-                }
-                Ok(Decoded::NeedMore) => return Ok(delivered),
-                Err(e) => {
-                    let reason = e.to_string();
-                    self.bad_frame_reason = Some(reason.clone());
-                    return Err(TransportError::BadFrame {
-                        peer: self.peer,
-                        reason,
-                    });
-                }
+        let undecoded = &self.receive_buffer[self.receive_start..self.receive_end];
+        match buffers::deliver_frames(undecoded, self.checksum, on_frame) {
+            Ok((delivered, consumed)) => {
+                self.receive_start += consumed;
+                Ok(delivered)
+            }
+            Err(reason) => {
+                self.bad_frame_reason = Some(reason.clone());
+                Err(TransportError::BadFrame {
+                    peer: self.peer,
+                    reason,
+                })
             }
         }
     }
@@ -182,36 +160,19 @@ impl Transporter for TcpLink {
     }
 
     fn send(&mut self, header: &FrameHeader, payload: &[u8]) -> Result<(), TransportError> {
-        let frame_len = frame::encoded_len(payload.len(), self.checksum);
-        if frame_len > FRAME_BYTES_MAX {
-            return Err(TransportError::FrameTooLarge {
-                bytes: frame_len,
-                limit: FRAME_BYTES_MAX,
-            });
-        }
-        let pending_bytes = self.pending_send_bytes();
-        if pending_bytes + frame_len > self.send_limit_bytes {
-            return Err(TransportError::Overloaded {
-                peer: self.peer,
-                pending_bytes,
-                limit_bytes: self.send_limit_bytes,
-            });
-        }
-        if self.send_buffer.len() + frame_len > self.send_buffer.capacity() {
-            self.compact_send_buffer();
-        }
-        frame::encode_into(&mut self.send_buffer, header, payload, self.checksum)?;
-        debug_assert!(self.pending_send_bytes() <= self.send_limit_bytes);
-        Ok(())
+        self.send_buffer
+            .append(self.peer, header, payload, self.checksum)
     }
 
     fn flush(&mut self) -> Result<FlushStatus, TransportError> {
         let socket = SockRef::from(&self.stream);
-        while self.send_offset < self.send_buffer.len() {
-            match socket.send_with_flags(&self.send_buffer[self.send_offset..], libc::MSG_NOSIGNAL)
-            {
+        while self.send_buffer.pending_bytes() > 0 {
+            match socket.send_with_flags(
+                &self.send_buffer.bytes[self.send_buffer.offset..],
+                libc::MSG_NOSIGNAL,
+            ) {
                 Ok(0) => return Err(TransportError::Closed { peer: self.peer }),
-                Ok(sent_bytes) => self.send_offset += sent_bytes,
+                Ok(sent_bytes) => self.send_buffer.offset += sent_bytes,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(FlushStatus::Pending),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if is_disconnect(&e) => {
@@ -226,7 +187,6 @@ impl Transporter for TcpLink {
             }
         }
         self.send_buffer.clear();
-        self.send_offset = 0;
         Ok(FlushStatus::Done)
     }
 
@@ -285,11 +245,12 @@ impl Transporter for TcpLink {
     }
 
     fn pending_send_bytes(&self) -> usize {
-        self.send_buffer.len() - self.send_offset
+        self.send_buffer.pending_bytes()
     }
 
     fn send_capacity_bytes(&self) -> usize {
-        self.send_limit_bytes
+        self.send_buffer
+            .limit_bytes
             .saturating_sub(self.pending_send_bytes())
     }
 
@@ -318,7 +279,7 @@ impl std::fmt::Debug for TcpLink {
             .field("fd", &self.stream.as_raw_fd())
             .field("checksum", &self.checksum)
             .field("pending_send_bytes", &self.pending_send_bytes())
-            .field("send_limit_bytes", &self.send_limit_bytes)
+            .field("send_limit_bytes", &self.send_buffer.limit_bytes)
             .field("undecoded_bytes", &(self.receive_end - self.receive_start))
             .finish()
     }

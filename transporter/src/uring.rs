@@ -6,7 +6,7 @@
 //!
 //! - `flush` puts the whole unsent part of the send buffer in one SEND SQE, submits it and reaps
 //!   its completion: one `io_uring_enter` per flush, whatever the number of frames in the batch.
-//!   A partial send advances `send_offset` and submits the rest; EAGAIN answers
+//!   A partial send advances the send buffer's offset and submits the rest; EAGAIN answers
 //!   [`FlushStatus::Pending`].
 //! - `receive` puts one RECV SQE over the free part of the receive buffer, submits it and peeks
 //!   the completion queue (never `submit_and_wait`), then decodes in place as the TCP link does.
@@ -44,7 +44,8 @@ use std::sync::OnceLock;
 
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
-use crate::frame::{self, Decoded, FrameHeader, FRAME_BYTES_MAX};
+use crate::buffers::{self, SendBuffer};
+use crate::frame::{self, FrameHeader, FRAME_BYTES_MAX};
 use crate::tcp::{is_disconnect, TcpLink};
 use crate::{FlushStatus, LinkSettings, NodeId, TransportError, Transporter, TransporterKind};
 
@@ -112,13 +113,9 @@ pub struct UringLink {
     peer: NodeId,
     /// Checksum=1 on this link: frames out carry a CRC-32 trailer, frames in must.
     checksum: bool,
-    /// Pending bytes above which `send` answers Overloaded; fixed.
-    send_limit_bytes: usize,
-    /// Encoded frames; bytes before `send_offset` are already sent. Its capacity is reserved at
-    /// construction and never grows, so a SEND's pointer into it stays valid.
-    send_buffer: Vec<u8>,
-    /// How many bytes at the front of `send_buffer` the kernel has taken.
-    send_offset: usize,
+    /// Encoded frames not yet taken by the kernel, bounded by the send limit. Its capacity is
+    /// reserved at construction and never grows, so a pointer into it stays valid.
+    send_buffer: SendBuffer,
     /// Bytes received; `[receive_start, receive_end)` is not yet decoded. Never reallocated, so
     /// a RECV's pointer into it stays valid.
     receive_buffer: Box<[u8]>,
@@ -170,9 +167,7 @@ impl UringLink {
             stream,
             peer,
             checksum: settings.checksum,
-            send_limit_bytes,
-            send_buffer: Vec::with_capacity(send_limit_bytes),
-            send_offset: 0,
+            send_buffer: SendBuffer::new(send_limit_bytes),
             receive_buffer: vec![0u8; settings.receive_buffer_bytes_effective()].into_boxed_slice(),
             receive_start: 0,
             receive_end: 0,
@@ -197,7 +192,7 @@ impl UringLink {
 
     /// The pending-bytes limit this link enforces.
     pub fn send_limit_bytes(&self) -> usize {
-        self.send_limit_bytes
+        self.send_buffer.limit_bytes
     }
 
     /// Queues `entry` and submits it (with anything else queued), without waiting.
@@ -257,13 +252,13 @@ impl UringLink {
 
     /// One SEND of the unsent bytes, waited for. Returns the bytes sent or -errno.
     fn send_once(&mut self) -> Result<i32, TransportError> {
-        let unsent = &self.send_buffer[self.send_offset..];
+        let unsent = &self.send_buffer.bytes[self.send_buffer.offset..];
         let len = u32::try_from(unsent.len()).unwrap_or(u32::MAX);
         let entry = opcode::Send::new(types::Fd(self.stream.as_raw_fd()), unsent.as_ptr(), len)
             .flags(libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
             .build()
             .user_data(USER_DATA_SEND);
-        // SAFETY: the SEND reads `len` bytes of `send_buffer` from `send_offset`. This function
+        // SAFETY: the SEND reads `len` bytes of `send_buffer.bytes` from `send_buffer.offset`. This function
         // holds `&mut self` until the completion is reaped below, so nothing writes, moves or
         // frees the buffer meanwhile (its capacity is reserved and never grows).
         unsafe { self.submit(&entry, "send")? };
@@ -345,41 +340,24 @@ impl UringLink {
         }
     }
 
-    /// Moves the unsent tail of the send buffer to its front.
-    fn compact_send_buffer(&mut self) {
-        self.send_buffer.copy_within(self.send_offset.., 0);
-        self.send_buffer
-            .truncate(self.send_buffer.len() - self.send_offset);
-        self.send_offset = 0;
-    }
-
-    /// Delivers every whole frame in the undecoded bytes and returns how many.
+    /// Delivers every whole frame in the undecoded bytes and returns how many. A bad frame is
+    /// remembered: every later `receive` reports it again.
     fn deliver(
         &mut self,
         on_frame: &mut dyn FnMut(&FrameHeader, &[u8]),
     ) -> Result<usize, TransportError> {
-        let mut delivered = 0;
-        loop {
-            let undecoded = &self.receive_buffer[self.receive_start..self.receive_end];
-            match frame::decode(undecoded, self.checksum) {
-                Ok(Decoded::Frame {
-                    header,
-                    payload,
-                    frame_len,
-                }) => {
-                    on_frame(&header, payload);
-                    self.receive_start += frame_len;
-                    delivered += 1;
-                }
-                Ok(Decoded::NeedMore) => return Ok(delivered),
-                Err(e) => {
-                    let reason = e.to_string();
-                    self.bad_frame_reason = Some(reason.clone());
-                    return Err(TransportError::BadFrame {
-                        peer: self.peer,
-                        reason,
-                    });
-                }
+        let undecoded = &self.receive_buffer[self.receive_start..self.receive_end];
+        match buffers::deliver_frames(undecoded, self.checksum, on_frame) {
+            Ok((delivered, consumed)) => {
+                self.receive_start += consumed;
+                Ok(delivered)
+            }
+            Err(reason) => {
+                self.bad_frame_reason = Some(reason.clone());
+                Err(TransportError::BadFrame {
+                    peer: self.peer,
+                    reason,
+                })
             }
         }
     }
@@ -395,37 +373,18 @@ impl Transporter for UringLink {
     }
 
     fn send(&mut self, header: &FrameHeader, payload: &[u8]) -> Result<(), TransportError> {
-        let frame_len = frame::encoded_len(payload.len(), self.checksum);
-        if frame_len > FRAME_BYTES_MAX {
-            return Err(TransportError::FrameTooLarge {
-                bytes: frame_len,
-                limit: FRAME_BYTES_MAX,
-            });
-        }
-        let pending_bytes = self.pending_send_bytes();
-        if pending_bytes + frame_len > self.send_limit_bytes {
-            return Err(TransportError::Overloaded {
-                peer: self.peer,
-                pending_bytes,
-                limit_bytes: self.send_limit_bytes,
-            });
-        }
-        if self.send_buffer.len() + frame_len > self.send_buffer.capacity() {
-            self.compact_send_buffer();
-        }
-        frame::encode_into(&mut self.send_buffer, header, payload, self.checksum)?;
-        debug_assert!(self.pending_send_bytes() <= self.send_limit_bytes);
-        Ok(())
+        self.send_buffer
+            .append(self.peer, header, payload, self.checksum)
     }
 
     fn flush(&mut self) -> Result<FlushStatus, TransportError> {
         // Each round either sends at least one byte or ends the flush.
-        while self.send_offset < self.send_buffer.len() {
+        while self.send_buffer.pending_bytes() > 0 {
             match self.send_once()? {
                 0 => return Err(TransportError::Closed { peer: self.peer }),
                 sent @ 1.. => {
-                    let sent = (sent as usize).min(self.send_buffer.len() - self.send_offset);
-                    self.send_offset += sent;
+                    let sent = (sent as usize).min(self.send_buffer.pending_bytes());
+                    self.send_buffer.offset += sent;
                 }
                 errno if errno == -libc::EAGAIN => return Ok(FlushStatus::Pending),
                 errno if errno == -libc::EINTR => continue,
@@ -442,7 +401,6 @@ impl Transporter for UringLink {
             }
         }
         self.send_buffer.clear();
-        self.send_offset = 0;
         Ok(FlushStatus::Done)
     }
 
@@ -500,11 +458,12 @@ impl Transporter for UringLink {
     }
 
     fn pending_send_bytes(&self) -> usize {
-        self.send_buffer.len() - self.send_offset
+        self.send_buffer.pending_bytes()
     }
 
     fn send_capacity_bytes(&self) -> usize {
-        self.send_limit_bytes
+        self.send_buffer
+            .limit_bytes
             .saturating_sub(self.pending_send_bytes())
     }
 
@@ -576,7 +535,7 @@ impl std::fmt::Debug for UringLink {
             .field("ring_fd", &self.ring.as_raw_fd())
             .field("checksum", &self.checksum)
             .field("pending_send_bytes", &self.pending_send_bytes())
-            .field("send_limit_bytes", &self.send_limit_bytes)
+            .field("send_limit_bytes", &self.send_buffer.limit_bytes)
             .field("undecoded_bytes", &(self.receive_end - self.receive_start))
             .field("recv_in_flight", &self.recv_in_flight)
             .finish()
