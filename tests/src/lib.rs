@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 mod binaries;
+mod child;
 mod cluster;
 pub mod ops;
 mod spec;
@@ -27,6 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 
 pub use binaries::{binary_path, ndbd_path, testread_perf_path};
+pub use child::ChildTest;
 pub use cluster::{TestCluster, START_TIMEOUT, STOP_GRACE};
 pub use spec::{
     data_dir, ClusterSpec, WrittenConfig, API_NODE_ID_FIRST, API_SLOT_COUNT_MAX,

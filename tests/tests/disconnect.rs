@@ -4,14 +4,11 @@
 //! The client is this test executable run again in a child role: the parent re-executes itself
 //! with `--exact hold_a_lock_as_child` and an environment variable naming the config.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use rndb_api::{ColumnDef, ColumnType, ExecType, LockMode, TableDef, Value};
 use rndb_tests::ops::{insert_committed, read_with, recreate_table};
-use rndb_tests::{wait_until, ClusterSpec, TestCluster};
+use rndb_tests::{wait_until, ChildTest, ClusterSpec, TestCluster};
 
 /// Set in the child's environment to the config path; the child test does nothing without it.
 const CHILD_CONFIG_ENV: &str = "RNDB_TEST_DISCONNECT_CHILD_CONFIG";
@@ -54,56 +51,6 @@ fn hold_a_lock_as_child() {
     std::thread::sleep(CHILD_HOLD);
 }
 
-/// Kills the child when the test ends, however it ends.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn_lock_holder(cluster: &TestCluster) -> ChildGuard {
-    let exe = std::env::current_exe().expect("find this test executable");
-    let child = Command::new(exe)
-        .args([
-            "--exact",
-            "hold_a_lock_as_child",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(CHILD_CONFIG_ENV, cluster.config_path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the child client");
-    ChildGuard(child)
-}
-
-/// Waits (bounded) until the child prints the locked line.
-fn wait_for_lock(child: &mut ChildGuard) {
-    let stdout = child.0.stdout.take().expect("the child's stdout is piped");
-    let (lines_tx, lines_rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if lines_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    loop {
-        match lines_rx.recv_timeout(CHILD_READY_TIMEOUT) {
-            Ok(line) if line.contains(LOCKED_LINE) => return,
-            Ok(_) => continue,
-            Err(e) => panic!("the child did not report holding the lock: {e}"),
-        }
-    }
-}
-
 #[test]
 fn a_killed_client_releases_its_locks() {
     let spec = ClusterSpec::new().deadlock_timeout_ms(200);
@@ -112,8 +59,14 @@ fn a_killed_client_releases_its_locks() {
     let table = recreate_table(&api, &table_def()).expect("create the table");
     insert_committed(&api, &table, &[vec![Value::UInt32(1), Value::UInt32(1)]]).expect("insert");
 
-    let mut child = spawn_lock_holder(&cluster);
-    wait_for_lock(&mut child);
+    let mut child = ChildTest::spawn(
+        "hold_a_lock_as_child",
+        (CHILD_CONFIG_ENV, cluster.config_path().as_os_str()),
+    )
+    .expect("spawn the child client");
+    child
+        .wait_for_line(LOCKED_LINE, CHILD_READY_TIMEOUT)
+        .expect("the child holds the lock");
     let blocked = read_with(&api, &table, &[Value::UInt32(1)], LockMode::Exclusive);
     assert_eq!(
         blocked.map_err(|e| e.code()).err(),
@@ -121,8 +74,7 @@ fn a_killed_client_releases_its_locks() {
         "the child holds the lock"
     );
 
-    child.0.kill().expect("kill -9 the child");
-    child.0.wait().expect("reap the child");
+    child.kill().expect("kill -9 the child");
     let row = wait_until(
         "the dead client's lock to be released",
         Duration::from_secs(20),

@@ -5,9 +5,6 @@
 //!
 //! The killed client is this test executable run again in a child role.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use rndb_api::{
@@ -15,7 +12,7 @@ use rndb_api::{
     Value,
 };
 use rndb_tests::ops::{insert_committed, read_with, recreate_table};
-use rndb_tests::{wait_until, ClusterSpec, TestCluster};
+use rndb_tests::{wait_until, ChildTest, ClusterSpec, TestCluster};
 
 /// Set in the child's environment to the config path; the child test does nothing without it.
 const CHILD_CONFIG_ENV: &str = "RNDB_TEST_SHM_CHILD_CONFIG";
@@ -61,49 +58,14 @@ fn hold_a_lock_over_shm_as_child() {
     std::thread::sleep(CHILD_HOLD);
 }
 
-/// Kills the child when the test ends, however it ends.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn_child(cluster: &TestCluster) -> ChildGuard {
-    let exe = std::env::current_exe().expect("find this test executable");
-    let child = Command::new(exe)
-        .args([
-            "--exact",
-            "hold_a_lock_over_shm_as_child",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(CHILD_CONFIG_ENV, cluster.config_path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the child client");
-    let mut guard = ChildGuard(child);
-    let stdout = guard.0.stdout.take().expect("the child's stdout is piped");
-    let (lines_tx, lines_rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    loop {
-        match lines_rx.recv_timeout(WAIT) {
-            Ok(line) if line.contains(LOCKED_LINE) => return guard,
-            Ok(_) => continue,
-            Err(e) => panic!("the child did not report holding the lock: {e}"),
-        }
-    }
+fn spawn_child(cluster: &TestCluster) -> ChildTest {
+    let env = (CHILD_CONFIG_ENV, cluster.config_path().as_os_str());
+    let mut child =
+        ChildTest::spawn("hold_a_lock_over_shm_as_child", env).expect("spawn the child");
+    child
+        .wait_for_line(LOCKED_LINE, WAIT)
+        .expect("the child holds the lock");
+    child
 }
 
 /// How many shared-memory segments the process maps (a segment stays mapped, its file already
@@ -150,8 +112,7 @@ fn a_client_killed_over_shm_frees_its_segment_and_locks() {
         "the child holds the lock"
     );
 
-    child.0.kill().expect("kill -9 the child");
-    child.0.wait().expect("reap the child");
+    child.kill().expect("kill -9 the child");
     wait_until(
         "the data node unmaps the dead client's segment",
         WAIT,
