@@ -59,6 +59,10 @@ impl fmt::Display for TransporterKind {
 /// agrees on it without a management server.
 pub const DATA_NODE_PORT_BASE: u16 = 11860;
 
+/// The smallest ShmSize rndb accepts: a 4 KiB segment header and two rings of 128 KiB
+/// (the shared-memory transporter checks that its layout agrees).
+pub const SHM_SIZE_BYTES_MIN: u64 = 4096 + 2 * 128 * 1024;
+
 /// A whole cluster, as one config.ini describes it.
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {

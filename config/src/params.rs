@@ -431,7 +431,8 @@ static PARAMS: &[ParamInfo] = &[
     p(SHM, "Checksum", Bool, B(true), BOOL.0, BOOL.1, "Check every frame with a CRC-32"),
     p(TCP, "UseIoUring", Bool, B(false), BOOL.0, BOOL.1, "rndb extension, not in NDB: move this TCP link's bytes with io_uring"),
     p(LINKS, "OverloadLimit", Size, I(0), 0, MAX_INT_RNIL, "Pending send bytes that mean overload; 0 = 80% of SendBufferMemory"),
-    p(SHM, "ShmSize", Size, I(4 * M), 64 * K, MAX_INT_RNIL, "Size of the shared memory segment"),
+    // NDB's minimum is 64K; rndb's segment needs a 4K header and two rings of at least 128K.
+    p(SHM, "ShmSize", Size, I(4 * M), crate::model::SHM_SIZE_BYTES_MIN, MAX_INT_RNIL, "Size of the shared memory segment"),
     p(SHM, "ShmSpintime", Int, I(0), 0, 2000, "Microseconds a receiver spins before it sleeps"),
     later(SHM, "ShmKey", Int, Unset, 0, MAX_INT_RNIL, "Key of the segment; rndb names segments itself"),
     later(SHM, "Signum", Int, Unset, 0, 65535, "Deprecated wake-up signal"),

@@ -88,6 +88,8 @@ pub const SHM_RING_BYTES_MIN: usize = 128 * 1024;
 pub const SHM_RING_BYTES_MAX: usize = 1 << 30;
 /// The smallest ShmSize a link accepts.
 pub const SHM_SEGMENT_BYTES_MIN: u64 = (SHM_HEADER_BYTES + 2 * SHM_RING_BYTES_MIN) as u64;
+// The config refuses a ShmSize below what a segment needs, so set-up never meets one.
+const _: () = assert!(SHM_SEGMENT_BYTES_MIN == rndb_config::SHM_SIZE_BYTES_MIN);
 /// The largest ShmSize a link accepts (and the most a client maps on a peer's word).
 pub const SHM_SEGMENT_BYTES_MAX: u64 = (SHM_HEADER_BYTES + 2 * SHM_RING_BYTES_MAX) as u64;
 /// How long each step of the set-up exchange over TCP may take.
