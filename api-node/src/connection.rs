@@ -396,8 +396,10 @@ impl Connection {
         let mut poller = self.poller.lock().unwrap_or_else(|p| p.into_inner());
         let mut last_input = Instant::now();
         let budget = poller.spin.budget();
-        // Whether this wait's spin was judged: input while spinning, or the spin ran out.
-        let mut judged = budget.is_zero();
+        // Whether this wait's spin was judged: input while spinning, or the spin ran out. A wait
+        // whose request had to wake the data node is not judged: its answer is late by that
+        // wake-up whether or not spinning pays.
+        let mut judged = budget.is_zero() || self.link().take_woke_peer();
         // The poller is edge-triggered and keeps readiness until someone waits on it, so a read
         // before the first sleep is needed only when the last reader left input behind, or to
         // spin.

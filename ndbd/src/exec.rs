@@ -119,6 +119,9 @@ impl ExecLoop {
                     self.spin.record(Some(now.duration_since(idle.since)));
                 }
                 idle = Idle::new(now, self.spin.budget());
+                // An answer that had to wake its peer comes back late by that wake-up: this
+                // idle period says nothing about whether spinning pays, so it is not judged.
+                idle.recorded = self.took_woke_peer();
             }
         }
         tracing::info!("execution loop stopped");
@@ -323,6 +326,15 @@ impl ExecLoop {
             self.hot.push(node);
         }
         self.update_spin();
+    }
+
+    /// True when a flush since the last call woke a sleeping peer (flags of every link taken).
+    fn took_woke_peer(&mut self) -> bool {
+        let mut woke = false;
+        for (_, link) in self.registry.iter_mut() {
+            woke |= link.take_woke_peer();
+        }
+        woke
     }
 
     fn update_spin(&mut self) {

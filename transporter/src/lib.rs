@@ -128,6 +128,12 @@ pub trait Transporter: Send {
     /// Called after the loop wakes from the poller.
     fn woke_up(&mut self) {}
 
+    /// True (once) when a flush since the last call found the peer asleep and woke it: the
+    /// peer's answer is then late by a wake-up, which says nothing about whether spinning pays.
+    fn take_woke_peer(&mut self) -> bool {
+        false
+    }
+
     /// How long a loop serving this link should spin after its last input before it sleeps
     /// (ShmSpintime for SHM links; TCP links ask for none).
     fn spin_time(&self) -> std::time::Duration {

@@ -66,6 +66,9 @@ pub struct ShmLink {
     receive_frame: Box<[u8]>,
     /// Set when we may have slept (a wake-up byte may be waiting); cleared by a socket check.
     socket_check_due: bool,
+    /// Set when a publish found the peer asleep and wrote it a wake-up byte; taken by
+    /// `take_woke_peer`.
+    woke_peer: bool,
     last_socket_check: Instant,
     /// The socket reported EOF; every further `receive` returns `Closed`.
     peer_closed: bool,
@@ -111,6 +114,7 @@ impl ShmLink {
             overflow_start: 0,
             receive_frame: vec![0u8; FRAME_BYTES_MAX].into_boxed_slice(),
             socket_check_due: true,
+            woke_peer: false,
             last_socket_check: Instant::now(),
             peer_closed: false,
             segment_path: segment.path().to_owned(),
@@ -224,6 +228,7 @@ impl ShmLink {
     /// `WouldBlock` is fine; an interrupted write wrote nothing and is retried, or the sleeper
     /// would never wake.
     fn wake_peer(&mut self) -> Result<(), TransportError> {
+        self.woke_peer = true;
         loop {
             return match (&self.stream).write(&[SHM_WAKE_BYTE]) {
                 Ok(_) => Ok(()),
@@ -320,6 +325,10 @@ impl Transporter for ShmLink {
 
     fn spin_time(&self) -> Duration {
         self.spintime()
+    }
+
+    fn take_woke_peer(&mut self) -> bool {
+        std::mem::take(&mut self.woke_peer)
     }
 
     fn kind(&self) -> TransporterKind {
