@@ -321,17 +321,22 @@ fn build_ndbd(dir: &Path) -> Result<()> {
 ///   a TCP ping ~7 µs on one core, ~75 µs across two), while a wake-up on the same core is a
 ///   context switch.
 ///
+/// - The concurrency sweep (`throughput`): not placed at all. Its client threads range from one
+///   (which would want the placement above) to thousands (which must not crowd the data node's
+///   core); the scheduler balances them.
+///
 /// Leaves the process free when the data nodes are not bound or there is no CPU to choose.
 pub fn place_for(
     config: &rndb_config::ClusterConfig,
     kind: rndb_config::TransporterKind,
+    throughput: bool,
 ) -> Result<()> {
     let taken: std::collections::BTreeSet<usize> = config
         .data_nodes
         .iter()
         .flat_map(|n| n.lock_execute_thread_to_cpu.iter().copied())
         .collect();
-    if taken.is_empty() {
+    if taken.is_empty() || throughput {
         return Ok(());
     }
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);

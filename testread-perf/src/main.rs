@@ -93,7 +93,7 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
     for &transporter in transporters {
         shutdown.check()?;
         if args.local {
-            local::place_for(&config, transporter.kind())?;
+            local::place_for(&config, transporter.kind(), !args.concurrency.is_empty())?;
         }
         let cluster = connect(&config_path, transporter, args.spin_us)?;
         let table = match &table {
