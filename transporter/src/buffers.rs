@@ -1,6 +1,6 @@
 //! The buffer handling the TCP and io_uring links share: appending a frame to a bounded send
-//! buffer, and delivering the whole frames of a receive buffer. Only how bytes reach the socket
-//! differs between the two links.
+//! buffer, and delivering the whole frames of a receive buffer with the link's sticky end
+//! states (peer closed, bad frame). Only how bytes reach the socket differs between the links.
 
 use crate::frame::{self, Decoded, FrameHeader, FRAME_BYTES_MAX};
 use crate::{NodeId, TransportError};
@@ -68,6 +68,11 @@ impl SendBuffer {
         self.offset = 0;
     }
 
+    /// Bytes `append` would still take.
+    pub fn capacity_bytes(&self) -> usize {
+        self.limit_bytes.saturating_sub(self.pending_bytes())
+    }
+
     /// Forgets everything (the link is being shut down).
     pub fn clear(&mut self) {
         self.bytes.clear();
@@ -75,9 +80,85 @@ impl SendBuffer {
     }
 }
 
+/// A link's receive buffer: `bytes[start..end]` is read and not yet decoded. Never reallocated,
+/// so a pointer into it (an io_uring RECV) stays valid.
+#[derive(Debug)]
+pub(crate) struct ReceiveBuffer {
+    pub bytes: Box<[u8]>,
+    /// Start of the undecoded bytes (the start of a partial frame).
+    pub start: usize,
+    /// End of the bytes received so far.
+    pub end: usize,
+    /// Set when the peer closed while frames were still being delivered; every later `receive`
+    /// reports `Closed`.
+    pub peer_closed: bool,
+    /// Set when the peer sent a bad frame; every later `receive` reports it again.
+    bad_frame_reason: Option<String>,
+}
+
+impl ReceiveBuffer {
+    pub fn new(size_bytes: usize) -> ReceiveBuffer {
+        ReceiveBuffer {
+            bytes: vec![0u8; size_bytes].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            peer_closed: false,
+            bad_frame_reason: None,
+        }
+    }
+
+    /// The error every `receive` reports once the peer sent a bad frame or closed.
+    pub fn sticky_error(&self, peer: NodeId) -> Result<(), TransportError> {
+        if let Some(reason) = &self.bad_frame_reason {
+            return Err(TransportError::BadFrame {
+                peer,
+                reason: reason.clone(),
+            });
+        }
+        if self.peer_closed {
+            return Err(TransportError::Closed { peer });
+        }
+        Ok(())
+    }
+
+    /// Moves the undecoded bytes to the front.
+    pub fn compact(&mut self) {
+        if self.start > 0 {
+            self.bytes.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+    }
+
+    /// Bytes read and not yet decoded.
+    pub fn undecoded_bytes(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Delivers every whole undecoded frame in order and returns how many. A bad frame is
+    /// remembered: every later `sticky_error` reports it.
+    pub fn deliver(
+        &mut self,
+        peer: NodeId,
+        checksum: bool,
+        on_frame: &mut dyn FnMut(&FrameHeader, &[u8]),
+    ) -> Result<usize, TransportError> {
+        match deliver_frames(&self.bytes[self.start..self.end], checksum, on_frame) {
+            Ok((delivered, consumed)) => {
+                self.start += consumed;
+                Ok(delivered)
+            }
+            Err(reason) => {
+                self.bad_frame_reason = Some(reason.clone());
+                Err(TransportError::BadFrame { peer, reason })
+            }
+        }
+    }
+}
+
 /// Delivers every whole frame at the front of `undecoded`, in order. Returns how many frames
 /// and how many bytes it consumed, or the reason the next frame is bad.
-pub(crate) fn deliver_frames(
+fn deliver_frames(
     undecoded: &[u8],
     checksum: bool,
     on_frame: &mut dyn FnMut(&FrameHeader, &[u8]),

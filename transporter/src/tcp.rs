@@ -15,7 +15,7 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use socket2::SockRef;
 
-use crate::buffers::{self, SendBuffer};
+use crate::buffers::{ReceiveBuffer, SendBuffer};
 use crate::frame::{self, FrameHeader, FRAME_BYTES_MAX};
 use crate::{FlushStatus, LinkSettings, NodeId, TransportError, Transporter, TransporterKind};
 
@@ -34,17 +34,8 @@ pub struct TcpLink {
     /// Encoded frames not yet taken by the kernel, bounded by the send limit. Its capacity is
     /// reserved at construction and never grows, so a pointer into it stays valid.
     send_buffer: SendBuffer,
-    /// Bytes read from the socket; `[receive_start, receive_end)` is not yet decoded.
-    receive_buffer: Box<[u8]>,
-    /// Start of the undecoded bytes (the start of a partial frame).
-    receive_start: usize,
-    /// End of the bytes read so far.
-    receive_end: usize,
-    /// Set when the peer closed while frames were still being delivered; the next `receive`
-    /// reports `Closed`.
-    peer_closed: bool,
-    /// Set when the peer sent a bad frame; every later `receive` reports it again.
-    bad_frame_reason: Option<String>,
+    /// Bytes read and not yet decoded, and the sticky end states (peer closed, bad frame).
+    receive: ReceiveBuffer,
     /// Set when the last `receive` stopped at its read limit with the socket possibly not
     /// drained, or saw the peer's close behind frames it delivered: an edge-triggered poller
     /// will not report either again, so the caller must receive again before it sleeps.
@@ -71,11 +62,7 @@ impl TcpLink {
             peer,
             checksum: settings.checksum,
             send_buffer: SendBuffer::new(send_limit_bytes),
-            receive_buffer: vec![0u8; settings.receive_buffer_bytes_effective()].into_boxed_slice(),
-            receive_start: 0,
-            receive_end: 0,
-            peer_closed: false,
-            bad_frame_reason: None,
+            receive: ReceiveBuffer::new(settings.receive_buffer_bytes_effective()),
             maybe_more_input: false,
         })
     }
@@ -95,23 +82,13 @@ impl TcpLink {
         self.send_buffer.limit_bytes
     }
 
-    /// Moves the undecoded bytes of the receive buffer to its front.
-    fn compact_receive_buffer(&mut self) {
-        if self.receive_start > 0 {
-            self.receive_buffer
-                .copy_within(self.receive_start..self.receive_end, 0);
-            self.receive_end -= self.receive_start;
-            self.receive_start = 0;
-        }
-    }
-
     /// One read into the free space. `Ok(None)` means the socket has nothing now; `Ok(Some(0))`
     /// means the peer closed.
     fn read_once(&mut self) -> Result<Option<usize>, TransportError> {
         loop {
             match self
                 .stream
-                .read(&mut self.receive_buffer[self.receive_end..])
+                .read(&mut self.receive.bytes[self.receive.end..])
             {
                 Ok(read_bytes) => return Ok(Some(read_bytes)),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
@@ -123,28 +100,6 @@ impl TcpLink {
                         e,
                     ))
                 }
-            }
-        }
-    }
-
-    /// Delivers every whole frame in the undecoded bytes and returns how many. A bad frame is
-    /// remembered: every later `receive` reports it again.
-    fn deliver(
-        &mut self,
-        on_frame: &mut dyn FnMut(&FrameHeader, &[u8]),
-    ) -> Result<usize, TransportError> {
-        let undecoded = &self.receive_buffer[self.receive_start..self.receive_end];
-        match buffers::deliver_frames(undecoded, self.checksum, on_frame) {
-            Ok((delivered, consumed)) => {
-                self.receive_start += consumed;
-                Ok(delivered)
-            }
-            Err(reason) => {
-                self.bad_frame_reason = Some(reason.clone());
-                Err(TransportError::BadFrame {
-                    peer: self.peer,
-                    reason,
-                })
             }
         }
     }
@@ -194,15 +149,7 @@ impl Transporter for TcpLink {
         &mut self,
         on_frame: &mut dyn FnMut(&FrameHeader, &[u8]),
     ) -> Result<usize, TransportError> {
-        if let Some(reason) = &self.bad_frame_reason {
-            return Err(TransportError::BadFrame {
-                peer: self.peer,
-                reason: reason.clone(),
-            });
-        }
-        if self.peer_closed {
-            return Err(TransportError::Closed { peer: self.peer });
-        }
+        self.receive.sticky_error(self.peer)?;
         let mut delivered = 0;
         self.maybe_more_input = false;
         // Read until the socket says WouldBlock, even after a short read: the poller is
@@ -218,15 +165,15 @@ impl Transporter for TcpLink {
                 break;
             }
             reads += 1;
-            self.compact_receive_buffer();
+            self.receive.compact();
             debug_assert!(
-                self.receive_buffer.len() - self.receive_end >= FRAME_BYTES_MAX,
+                self.receive.bytes.len() - self.receive.end >= FRAME_BYTES_MAX,
                 "a partial frame is below the limit"
             );
             match self.read_once()? {
                 None => break,
                 Some(0) => {
-                    self.peer_closed = true;
+                    self.receive.peer_closed = true;
                     if delivered == 0 {
                         return Err(TransportError::Closed { peer: self.peer });
                     }
@@ -236,8 +183,8 @@ impl Transporter for TcpLink {
                     break;
                 }
                 Some(read_bytes) => {
-                    self.receive_end += read_bytes;
-                    delivered += self.deliver(on_frame)?;
+                    self.receive.end += read_bytes;
+                    delivered += self.receive.deliver(self.peer, self.checksum, on_frame)?;
                 }
             }
         }
@@ -249,9 +196,7 @@ impl Transporter for TcpLink {
     }
 
     fn send_capacity_bytes(&self) -> usize {
-        self.send_buffer
-            .limit_bytes
-            .saturating_sub(self.pending_send_bytes())
+        self.send_buffer.capacity_bytes()
     }
 
     fn encoded_frame_bytes(&self, payload_bytes: usize) -> usize {
@@ -280,7 +225,7 @@ impl std::fmt::Debug for TcpLink {
             .field("checksum", &self.checksum)
             .field("pending_send_bytes", &self.pending_send_bytes())
             .field("send_limit_bytes", &self.send_buffer.limit_bytes)
-            .field("undecoded_bytes", &(self.receive_end - self.receive_start))
+            .field("undecoded_bytes", &self.receive.undecoded_bytes())
             .finish()
     }
 }

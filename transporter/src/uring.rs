@@ -44,7 +44,7 @@ use std::sync::OnceLock;
 
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
-use crate::buffers::{self, SendBuffer};
+use crate::buffers::{ReceiveBuffer, SendBuffer};
 use crate::frame::{self, FrameHeader, FRAME_BYTES_MAX};
 use crate::tcp::{is_disconnect, TcpLink};
 use crate::{FlushStatus, LinkSettings, NodeId, TransportError, Transporter, TransporterKind};
@@ -116,14 +116,9 @@ pub struct UringLink {
     /// Encoded frames not yet taken by the kernel, bounded by the send limit. Its capacity is
     /// reserved at construction and never grows, so a pointer into it stays valid.
     send_buffer: SendBuffer,
-    /// Bytes received; `[receive_start, receive_end)` is not yet decoded. Never reallocated, so
-    /// a RECV's pointer into it stays valid.
-    receive_buffer: Box<[u8]>,
-    /// Start of the undecoded bytes (the start of a partial frame).
-    receive_start: usize,
-    /// End of the bytes received so far.
-    receive_end: usize,
-    /// `Some(len)` while a RECV of `len` bytes into `receive_buffer[receive_end..]` has been
+    /// Bytes read and not yet decoded, and the sticky end states (peer closed, bad frame).
+    receive: ReceiveBuffer,
+    /// `Some(len)` while a RECV of `len` bytes into `receive.bytes[receive.end..]` has been
     /// submitted and its completion not yet reaped: the kernel may write that region, so the
     /// buffer is neither compacted nor freed until it completes.
     recv_in_flight: Option<usize>,
@@ -131,11 +126,6 @@ pub struct UringLink {
     recv_result: Option<i32>,
     /// A reaped SEND result (bytes or -errno) not yet acted on.
     send_result: Option<i32>,
-    /// Set when the peer closed while frames were still being delivered; the next `receive`
-    /// reports `Closed`.
-    peer_closed: bool,
-    /// Set when the peer sent a bad frame; every later `receive` reports it again.
-    bad_frame_reason: Option<String>,
     /// Set when the last `receive` stopped at its RECV limit with the socket possibly not
     /// drained, with a RECV in flight, or after seeing the peer's close behind frames it
     /// delivered: the caller must receive again before it sleeps.
@@ -168,14 +158,10 @@ impl UringLink {
             peer,
             checksum: settings.checksum,
             send_buffer: SendBuffer::new(send_limit_bytes),
-            receive_buffer: vec![0u8; settings.receive_buffer_bytes_effective()].into_boxed_slice(),
-            receive_start: 0,
-            receive_end: 0,
+            receive: ReceiveBuffer::new(settings.receive_buffer_bytes_effective()),
             recv_in_flight: None,
             recv_result: None,
             send_result: None,
-            peer_closed: false,
-            bad_frame_reason: None,
             maybe_more_input: false,
         })
     }
@@ -284,7 +270,7 @@ impl UringLink {
             }
             None => {
                 self.compact_receive_buffer();
-                let free = &mut self.receive_buffer[self.receive_end..];
+                let free = &mut self.receive.bytes[self.receive.end..];
                 debug_assert!(
                     free.len() >= FRAME_BYTES_MAX,
                     "a partial frame is below the limit"
@@ -299,9 +285,9 @@ impl UringLink {
                 .build()
                 .user_data(USER_DATA_RECV);
                 self.recv_in_flight = Some(requested);
-                // SAFETY: the RECV writes at most `requested` bytes at `receive_end`. While
+                // SAFETY: the RECV writes at most `requested` bytes at `receive.end`. While
                 // `recv_in_flight` is set, nothing reads, compacts or frees that region:
-                // `recv_once` skips compaction, `deliver` reads only below `receive_end`, and
+                // `recv_once` skips compaction, `deliver` reads only below `receive.end`, and
                 // `Drop` waits for the completion (or leaks the buffer).
                 unsafe { self.submit(&entry, "receive")? };
                 requested
@@ -332,34 +318,7 @@ impl UringLink {
     /// Moves the undecoded bytes of the receive buffer to its front.
     fn compact_receive_buffer(&mut self) {
         debug_assert!(self.recv_in_flight.is_none());
-        if self.receive_start > 0 {
-            self.receive_buffer
-                .copy_within(self.receive_start..self.receive_end, 0);
-            self.receive_end -= self.receive_start;
-            self.receive_start = 0;
-        }
-    }
-
-    /// Delivers every whole frame in the undecoded bytes and returns how many. A bad frame is
-    /// remembered: every later `receive` reports it again.
-    fn deliver(
-        &mut self,
-        on_frame: &mut dyn FnMut(&FrameHeader, &[u8]),
-    ) -> Result<usize, TransportError> {
-        let undecoded = &self.receive_buffer[self.receive_start..self.receive_end];
-        match buffers::deliver_frames(undecoded, self.checksum, on_frame) {
-            Ok((delivered, consumed)) => {
-                self.receive_start += consumed;
-                Ok(delivered)
-            }
-            Err(reason) => {
-                self.bad_frame_reason = Some(reason.clone());
-                Err(TransportError::BadFrame {
-                    peer: self.peer,
-                    reason,
-                })
-            }
-        }
+        self.receive.compact();
     }
 }
 
@@ -408,15 +367,7 @@ impl Transporter for UringLink {
         &mut self,
         on_frame: &mut dyn FnMut(&FrameHeader, &[u8]),
     ) -> Result<usize, TransportError> {
-        if let Some(reason) = &self.bad_frame_reason {
-            return Err(TransportError::BadFrame {
-                peer: self.peer,
-                reason: reason.clone(),
-            });
-        }
-        if self.peer_closed {
-            return Err(TransportError::Closed { peer: self.peer });
-        }
+        self.receive.sticky_error(self.peer)?;
         let mut delivered = 0;
         self.maybe_more_input = false;
         // RECV until the socket says EAGAIN, even after a short one: the poller is
@@ -439,7 +390,7 @@ impl Transporter for UringLink {
                     break;
                 }
                 Some(0) => {
-                    self.peer_closed = true;
+                    self.receive.peer_closed = true;
                     if delivered == 0 {
                         return Err(TransportError::Closed { peer: self.peer });
                     }
@@ -449,8 +400,8 @@ impl Transporter for UringLink {
                     break;
                 }
                 Some(received_bytes) => {
-                    self.receive_end += received_bytes;
-                    delivered += self.deliver(on_frame)?;
+                    self.receive.end += received_bytes;
+                    delivered += self.receive.deliver(self.peer, self.checksum, on_frame)?;
                 }
             }
         }
@@ -462,9 +413,7 @@ impl Transporter for UringLink {
     }
 
     fn send_capacity_bytes(&self) -> usize {
-        self.send_buffer
-            .limit_bytes
-            .saturating_sub(self.pending_send_bytes())
+        self.send_buffer.capacity_bytes()
     }
 
     fn encoded_frame_bytes(&self, payload_bytes: usize) -> usize {
@@ -494,7 +443,7 @@ impl Drop for UringLink {
                 peer = %self.peer,
                 "io_uring RECV not confirmed cancelled; leaking its receive buffer"
             );
-            std::mem::forget(std::mem::take(&mut self.receive_buffer));
+            std::mem::forget(std::mem::take(&mut self.receive.bytes));
         }
     }
 }
@@ -536,7 +485,7 @@ impl std::fmt::Debug for UringLink {
             .field("checksum", &self.checksum)
             .field("pending_send_bytes", &self.pending_send_bytes())
             .field("send_limit_bytes", &self.send_buffer.limit_bytes)
-            .field("undecoded_bytes", &(self.receive_end - self.receive_start))
+            .field("undecoded_bytes", &self.receive.undecoded_bytes())
             .field("recv_in_flight", &self.recv_in_flight)
             .finish()
     }
@@ -667,7 +616,7 @@ mod tests {
     }
 
     fn park_a_recv(link: &mut UringLink) {
-        let free = &mut link.receive_buffer[link.receive_end..];
+        let free = &mut link.receive.bytes[link.receive.end..];
         let requested = free.len();
         let entry = opcode::Recv::new(
             types::Fd(link.stream.as_raw_fd()),
