@@ -1,12 +1,9 @@
 //! Choosing an API slot and opening a link to every data node.
 
-use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::ToSocketAddrs;
 
-use rndb_config::{ClusterConfig, DataNodeConfig, LinkConfig, NodeId, TransporterKind};
-use rndb_transporter::handshake::{self, Hello};
-use rndb_transporter::settings::LinkSettings;
-use rndb_transporter::tcp::TcpLink;
-use rndb_transporter::{shm, TransportError, Transporter};
+use rndb_config::{ClusterConfig, DataNodeConfig, NodeId};
+use rndb_transporter::{TransportError, Transporter};
 
 use crate::{ConnectOptions, Error};
 
@@ -94,66 +91,20 @@ fn connect_one(
     options: &ConnectOptions,
 ) -> Result<Box<dyn Transporter>, Error> {
     let peer = data.node_id;
-    let fail = |reason: String| Error::Connect { node: peer, reason };
-    let link = config.link(me, peer).ok_or_else(|| {
-        fail(format!(
-            "the config has no link between nodes {me} and {peer}"
-        ))
-    })?;
-    let kind = options.transporter.unwrap_or(link.kind);
-    let addr = resolve(data, config)?;
-    let mut stream = TcpStream::connect_timeout(&addr, options.connect_timeout)
-        .map_err(|e| fail(format!("TCP connect to {addr}: {e}")))?;
-    let mut hello = Hello::for_link(config, me, peer).map_err(|e| fail(e.to_string()))?;
-    hello.transporter = kind;
-    match handshake::client_handshake(&mut stream, &hello, options.connect_timeout) {
-        Ok(_) => {}
-        Err(TransportError::Refused { code, message }) => {
-            return Err(Error::ndb_detail(
-                code,
-                format!("node {peer} refused node {me}: {message}"),
-            ));
+    rndb_transporter::connect::connect_to_data_node(
+        config,
+        me,
+        data,
+        options.transporter,
+        options.connect_timeout,
+    )
+    .map_err(|e| match e {
+        TransportError::Refused { code, message } => {
+            Error::ndb_detail(code, format!("node {peer} refused node {me}: {message}"))
         }
-        Err(e) => return Err(fail(format!("handshake: {e}"))),
-    }
-    open_link(stream, me, peer, link, kind).map_err(|e| fail(e.to_string()))
-}
-
-fn open_link(
-    stream: TcpStream,
-    me: NodeId,
-    peer: NodeId,
-    link: &LinkConfig,
-    kind: TransporterKind,
-) -> Result<Box<dyn Transporter>, TransportError> {
-    match kind {
-        TransporterKind::Tcp => Ok(Box::new(TcpLink::new(
-            stream,
-            peer,
-            &LinkSettings::from_link(link),
-        )?)),
-        TransporterKind::Shm => Ok(Box::new(shm::client_setup(stream, me, peer, link)?)),
-        // Where io_uring is unavailable this warns, naming the fallback, and makes a TCP link;
-        // the data node cannot tell, the bytes on the wire are the same.
-        TransporterKind::Uring => {
-            rndb_transporter::uring::open_link_or_tcp(stream, peer, &LinkSettings::from_link(link))
-        }
-    }
-}
-
-fn resolve(data: &DataNodeConfig, config: &ClusterConfig) -> Result<SocketAddr, Error> {
-    let port = config.data_node_port(data.node_id).unwrap_or(0);
-    let addrs = (data.host_name.as_str(), port)
-        .to_socket_addrs()
-        .map_err(|e| Error::Connect {
-            node: data.node_id,
-            reason: format!("resolve HostName {}: {e}", data.host_name),
-        })?;
-    let mut addrs: Vec<SocketAddr> = addrs.collect();
-    // Prefer IPv4: NDB configs name hosts like "localhost", and data nodes bind IPv4.
-    addrs.sort_by_key(|a| matches!(a.ip(), IpAddr::V6(_)));
-    addrs.into_iter().next().ok_or_else(|| Error::Connect {
-        node: data.node_id,
-        reason: format!("HostName {} resolves to no address", data.host_name),
+        e => Error::Connect {
+            node: peer,
+            reason: e.to_string(),
+        },
     })
 }

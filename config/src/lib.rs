@@ -37,6 +37,7 @@ mod layered;
 mod links;
 pub mod model;
 mod params;
+pub mod partition;
 mod query;
 mod syntax;
 mod values;
@@ -49,6 +50,7 @@ pub use params::{
     find_param, format_number, param_table, ParamDefault, ParamInfo, ParamType, SectionKind,
     MAX_INT_RNIL,
 };
+pub use partition::{key_hash, PartitionMap, PARTITIONS_PER_NODE};
 pub use query::node_type_name;
 
 /// Reads and parses the config file at `path`.

@@ -1,6 +1,7 @@
 //! Tables, columns, values and the small enums every operation carries.
 
 use crate::codec::{DecodeError, Reader, Writer};
+use crate::error::NdbError;
 use std::fmt;
 
 /// The largest declared length of a Varchar or Varbinary column, in bytes.
@@ -391,3 +392,37 @@ wire_enum!(
         Ordered = 2,
     }
 );
+
+/// Checks key values against the key columns' types (the API checks too; the node never trusts
+/// it) and encodes them canonically: the encoding is the hash-index key and the distribution
+/// key.
+pub fn encode_key(
+    def: &TableDef,
+    key_columns: &[usize],
+    key: &[Value],
+    out: &mut Vec<u8>,
+) -> Result<(), NdbError> {
+    if key.len() != key_columns.len() {
+        return Err(NdbError::with_detail(
+            4116,
+            format!(
+                "table {} has {} key columns, got {}",
+                def.name,
+                key_columns.len(),
+                key.len()
+            ),
+        ));
+    }
+    let mut w = Writer::new(out);
+    for (&column, value) in key_columns.iter().zip(key) {
+        let cdef = &def.columns[column];
+        if *value == Value::Null || !value.fits(cdef.column_type) {
+            return Err(NdbError::with_detail(
+                4209,
+                format!("key column {} is {}", cdef.name, cdef.column_type),
+            ));
+        }
+        value.encode(&mut w);
+    }
+    Ok(())
+}

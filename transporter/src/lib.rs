@@ -35,6 +35,7 @@
 
 mod buffers;
 pub mod conformance;
+pub mod connect;
 pub mod frame;
 pub mod handshake;
 pub mod registry;

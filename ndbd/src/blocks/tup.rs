@@ -130,39 +130,7 @@ pub fn apply_attrs(
     Ok(())
 }
 
-/// Checks key values against the key columns' types (the API checks too; the node never trusts
-/// it) and encodes them canonically: the encoding is the hash-index key and the distribution
-/// key.
-pub fn encode_key(
-    def: &TableDef,
-    key_columns: &[usize],
-    key: &[Value],
-    out: &mut Vec<u8>,
-) -> Result<(), NdbError> {
-    if key.len() != key_columns.len() {
-        return Err(NdbError::with_detail(
-            4116,
-            format!(
-                "table {} has {} key columns, got {}",
-                def.name,
-                key_columns.len(),
-                key.len()
-            ),
-        ));
-    }
-    let mut w = rndb_protocol::Writer::new(out);
-    for (&column, value) in key_columns.iter().zip(key) {
-        let cdef = &def.columns[column];
-        if *value == Value::Null || !value.fits(cdef.column_type) {
-            return Err(NdbError::with_detail(
-                4209,
-                format!("key column {} is {}", cdef.name, cdef.column_type),
-            ));
-        }
-        value.encode(&mut w);
-    }
-    Ok(())
-}
+pub use rndb_protocol::schema::encode_key;
 
 /// Evaluates a scan filter against a row image (the semantics are documented with
 /// [`Filter`]: a comparison with NULL is false).
