@@ -1,0 +1,767 @@
+//! Proves that four data nodes with NoOfReplicas=2 form one cluster: rows spread over every node
+//! and both node groups, every commit (single- or multi-node, one batch or a bank workload of
+//! concurrent transfers) leaves equal rows on the primary and the backup while rollbacks leave
+//! nothing on either, lock waits across nodes end in 266, and tables created or dropped through
+//! one node are seen by every node and every API node.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use rndb_api::{
+    AbortOption, Cluster, ColumnDef, ColumnType, ConnectOptions, Error, ExecType, LockMode, NodeId,
+    ScanOptions, Table, TableDef, Value,
+};
+use rndb_config::ClusterConfig;
+use rndb_tests::ops::{insert_committed, recreate_table};
+use rndb_tests::{assert_ndb_code, ClusterSpec, TestCluster, START_TIMEOUT};
+
+/// Data nodes in every cluster of this file: two node groups of two.
+const DATA_NODE_COUNT: u16 = 4;
+/// NoOfReplicas: a primary and one backup per partition.
+const REPLICA_COUNT: u32 = 2;
+/// API slots: enough for the two API nodes some tests connect, with room to spare.
+const API_SLOT_COUNT: u16 = 4;
+/// The replica index of the primary and of the backup, for `read_from_replica`.
+const PRIMARY: usize = 0;
+const BACKUP: usize = 1;
+/// How far `keys_by_primary` looks for keys before it gives up: with four nodes and a hash
+/// partitioning, a few hundred ids are plenty.
+const KEY_SEARCH_MAX: u32 = 100_000;
+
+/// Accounts in the bank test, and what each holds at the start.
+const ACCOUNT_COUNT: u32 = 100;
+const OPENING_BALANCE: i64 = 1000;
+/// Client threads making transfers, each on the one shared API node.
+const TRANSFER_THREAD_COUNT: u64 = 8;
+/// How long the transfer threads and the scanner run.
+const BANK_RUN: Duration = Duration::from_secs(3);
+/// The largest amount one transfer moves.
+const TRANSFER_AMOUNT_MAX: u64 = 100;
+/// Lock waits in the bank test: short, so the rare deadlock between two transfers (or a transfer
+/// and the locking scan) costs little, and long enough that ordinary waits succeed.
+const BANK_DEADLOCK_TIMEOUT_MS: u32 = 500;
+/// Lock waits in the lock test: short, so 266 comes quickly.
+const SHORT_DEADLOCK_TIMEOUT_MS: u32 = 200;
+/// How long a request of this file may wait for its answer: far above every lock wait, so a
+/// lock wait that never ends or an answer that never comes fails a test with 4012 within
+/// seconds rather than the default minute.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `accounts(id UInt32 key, balance Int64)`.
+fn accounts_def(name: &str) -> TableDef {
+    TableDef::new(
+        name,
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("balance", ColumnType::Int64),
+        ],
+    )
+}
+
+fn row(id: u32, balance: i64) -> Vec<Value> {
+    vec![Value::UInt32(id), Value::Int64(balance)]
+}
+
+fn key(id: u32) -> [Value; 1] {
+    [Value::UInt32(id)]
+}
+
+/// The spec every test starts from: four data nodes in two node groups of two.
+fn spec() -> ClusterSpec {
+    ClusterSpec::new()
+        .data_nodes(DATA_NODE_COUNT)
+        .replicas(REPLICA_COUNT)
+        .api_slots(API_SLOT_COUNT)
+}
+
+/// Connects an API node that gives up on a request after [`REQUEST_TIMEOUT`]. It waits up to
+/// [`START_TIMEOUT`] for the data nodes to have connected to each other (the cluster to have
+/// started), as four nodes starting at once may take longer than one.
+#[track_caller]
+fn connect(cluster: &TestCluster) -> Cluster {
+    cluster
+        .connect_with(ConnectOptions {
+            request_timeout: REQUEST_TIMEOUT,
+            connect_timeout: START_TIMEOUT,
+            ..ConnectOptions::default()
+        })
+        .expect("connect an API node")
+}
+
+/// Starts the cluster of `spec`, connects one API node and creates `accounts`.
+fn start(spec: ClusterSpec) -> (TestCluster, Cluster, Table) {
+    let cluster = TestCluster::start(spec).expect("start four data nodes");
+    let api = connect(&cluster);
+    let table = recreate_table(&api, &accounts_def("accounts")).expect("create accounts");
+    (cluster, api, table)
+}
+
+/// The node group of data node `node`, as the config forms them.
+#[track_caller]
+fn group_of(config: &ClusterConfig, node: NodeId) -> u32 {
+    config
+        .node_groups
+        .iter()
+        .find(|group| group.nodes.contains(&node))
+        .unwrap_or_else(|| panic!("data node {node} is in no node group"))
+        .id
+}
+
+/// The replicas of the row with id `id`, primary first, checked to be a primary and a backup
+/// on two different nodes of one node group.
+#[track_caller]
+fn replicas(api: &Cluster, table: &Table, id: u32) -> Vec<NodeId> {
+    let nodes = api.replicas_of(table, &key(id)).expect("replicas_of");
+    assert_eq!(
+        nodes.len(),
+        REPLICA_COUNT as usize,
+        "key {id} has replicas {nodes:?}"
+    );
+    assert_ne!(nodes[0], nodes[1], "key {id}: primary and backup coincide");
+    assert_eq!(
+        group_of(api.config(), nodes[0]),
+        group_of(api.config(), nodes[1]),
+        "key {id}: primary and backup {nodes:?} are in one node group"
+    );
+    nodes
+}
+
+/// The primary replica's node of the row with id `id`.
+#[track_caller]
+fn primary(api: &Cluster, table: &Table, id: u32) -> NodeId {
+    replicas(api, table, id)[0]
+}
+
+/// `per_node` ids for each data node whose primary replica is that node, the smallest ids
+/// first. Panics if some node is the primary of no key in the first [`KEY_SEARCH_MAX`] ids.
+#[track_caller]
+fn keys_by_primary(api: &Cluster, table: &Table, per_node: usize) -> BTreeMap<NodeId, Vec<u32>> {
+    let mut keys: BTreeMap<NodeId, Vec<u32>> = api
+        .config()
+        .data_nodes
+        .iter()
+        .map(|node| (node.node_id, Vec::new()))
+        .collect();
+    for id in 0..KEY_SEARCH_MAX {
+        if keys.values().all(|ids| ids.len() >= per_node) {
+            return keys;
+        }
+        let ids = keys
+            .get_mut(&primary(api, table, id))
+            .expect("the primary is a data node of the config");
+        if ids.len() < per_node {
+            ids.push(id);
+        }
+    }
+    panic!("no {per_node} keys for every primary in ids below {KEY_SEARCH_MAX}: {keys:?}");
+}
+
+/// The id of an `accounts` row.
+#[track_caller]
+fn id_of(row: &[Value]) -> u32 {
+    match row {
+        [Value::UInt32(id), _] => *id,
+        other => panic!("an accounts row starts with a UInt32, got {other:?}"),
+    }
+}
+
+/// The balance of an `accounts` row.
+#[track_caller]
+fn balance(row: &[Value]) -> i64 {
+    match row {
+        [Value::UInt32(_), Value::Int64(balance)] => *balance,
+        other => panic!("an accounts row is (UInt32, Int64), got {other:?}"),
+    }
+}
+
+/// Reads the rows with `ids` from replica `replica` in one transaction (CommittedReads, each
+/// served by the node holding that replica): `Some(row)`, or `None` where the replica has no
+/// such row (626). Any other error fails the test.
+#[track_caller]
+fn replica_rows(
+    api: &Cluster,
+    table: &Table,
+    ids: &[u32],
+    replica: usize,
+) -> Vec<Option<Vec<Value>>> {
+    let mut transaction = api.start_transaction().expect("start");
+    let ops: Vec<_> = ids
+        .iter()
+        .map(|&id| {
+            transaction
+                .read_from_replica(table, &key(id), replica)
+                .expect("define a replica read")
+        })
+        .collect();
+    transaction
+        .execute_with(ExecType::Commit, AbortOption::IgnoreError)
+        .unwrap_or_else(|e| panic!("read {} rows from replica {replica}: {e}", ids.len()));
+    ids.iter()
+        .zip(ops)
+        .map(|(id, op)| match transaction.op_error(op) {
+            None => Some(
+                transaction
+                    .row(op)
+                    .unwrap_or_else(|| panic!("replica {replica} read of {id} has no row"))
+                    .to_vec(),
+            ),
+            Some(e) if e.code == 626 => None,
+            Some(e) => panic!("read key {id} from replica {replica}: {e}"),
+        })
+        .collect()
+}
+
+/// Asserts that both replicas of every id in `ids` hold exactly `expected(id)` (`None`: no
+/// row on either).
+#[track_caller]
+fn assert_replicas_hold(
+    api: &Cluster,
+    table: &Table,
+    ids: &[u32],
+    expected: impl Fn(u32) -> Option<Vec<Value>>,
+    what: &str,
+) {
+    let primaries = replica_rows(api, table, ids, PRIMARY);
+    let backups = replica_rows(api, table, ids, BACKUP);
+    for ((&id, on_primary), on_backup) in ids.iter().zip(primaries).zip(backups) {
+        let nodes = replicas(api, table, id);
+        let want = expected(id);
+        assert_eq!(
+            on_primary, want,
+            "{what}: key {id} on its primary, node {}",
+            nodes[0]
+        );
+        assert_eq!(
+            on_backup, want,
+            "{what}: key {id} on its backup, node {}",
+            nodes[1]
+        );
+    }
+}
+
+/// Runs a full-table scan in a transaction of its own and returns (sum of balances, rows).
+fn scan_total(api: &Cluster, table: &Table, lock: LockMode) -> Result<(i64, usize), Error> {
+    let mut transaction = api.start_transaction()?;
+    let options = ScanOptions {
+        lock,
+        ..ScanOptions::default()
+    };
+    let mut total = 0;
+    let mut count = 0;
+    for row in transaction.scan_table(table, &options)? {
+        total += balance(&row?);
+        count += 1;
+    }
+    // Ending the transaction releases the shared locks of a locking scan.
+    transaction.execute(ExecType::Commit)?;
+    Ok((total, count))
+}
+
+#[test]
+fn rows_spread_over_every_node_and_both_node_groups() {
+    let (cluster, api, table) = start(spec());
+    let config = api.config();
+    assert_eq!(config.node_groups.len(), 2, "four nodes, two replicas");
+    for group in &config.node_groups {
+        assert_eq!(group.nodes.len(), 2, "node group {}", group.id);
+    }
+    let grouped: BTreeSet<NodeId> = config
+        .node_groups
+        .iter()
+        .flat_map(|g| g.nodes.iter().copied())
+        .collect();
+    let all_nodes: BTreeSet<NodeId> = cluster.data_node_ids().into_iter().collect();
+    assert_eq!(grouped, all_nodes, "every data node is in one node group");
+
+    let ids: Vec<u32> = (0..200).collect();
+    let rows: Vec<_> = ids.iter().map(|&id| row(id, i64::from(id) * 3)).collect();
+    insert_committed(&api, &table, &rows).expect("insert 200 rows");
+
+    let mut primaries = BTreeMap::<NodeId, usize>::new();
+    let mut groups = BTreeSet::new();
+    for &id in &ids {
+        let nodes = replicas(&api, &table, id);
+        *primaries.entry(nodes[0]).or_default() += 1;
+        groups.insert(group_of(config, nodes[0]));
+    }
+    let primary_nodes: BTreeSet<NodeId> = primaries.keys().copied().collect();
+    assert_eq!(
+        primary_nodes, all_nodes,
+        "every node is the primary of some of 200 rows: {primaries:?}"
+    );
+    let all_groups: BTreeSet<u32> = config.node_groups.iter().map(|g| g.id).collect();
+    assert_eq!(groups, all_groups, "rows land in both node groups");
+
+    // A scan covers every partition on every node: each row exactly once, whichever node's TC
+    // runs it (a transaction's first key operation places its TC on that key's primary).
+    let mut scanned = scan_rows(&api, &table, None);
+    scanned.sort_by_key(|r| id_of(r));
+    assert_eq!(scanned, rows, "a scan returns every row once");
+    for (node, ids) in keys_by_primary(&api, &table, 1) {
+        let mut scanned = scan_rows(&api, &table, Some(ids[0]));
+        scanned.sort_by_key(|r| id_of(r));
+        assert_eq!(
+            scanned, rows,
+            "a scan in a transaction started on node {node}"
+        );
+    }
+}
+
+/// Scans the whole table with CommittedRead in one transaction, which first reads the row
+/// with id `first_read` (placing the transaction's TC on that row's primary) when given.
+fn scan_rows(api: &Cluster, table: &Table, first_read: Option<u32>) -> Vec<Vec<Value>> {
+    let mut transaction = api.start_transaction().expect("start");
+    if let Some(id) = first_read {
+        transaction
+            .read(table, &key(id), LockMode::CommittedRead)
+            .expect("define");
+        transaction
+            .execute(ExecType::NoCommit)
+            .unwrap_or_else(|e| panic!("read {id} before the scan: {e}"));
+    }
+    let rows = transaction
+        .scan_table(table, &ScanOptions::default())
+        .unwrap_or_else(|e| panic!("start a scan after reading {first_read:?}: {e}"))
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("scan after reading {first_read:?}: {e}"));
+    transaction.execute(ExecType::Commit).expect("commit");
+    rows
+}
+
+#[test]
+fn committed_rows_read_the_same_from_primary_and_backup() {
+    let (_cluster, api, table) = start(spec());
+    let ids: Vec<u32> = (0..120).collect();
+    let rows: Vec<_> = ids.iter().map(|&id| row(id, i64::from(id) + 7)).collect();
+    insert_committed(&api, &table, &rows).expect("insert");
+    assert_replicas_hold(
+        &api,
+        &table,
+        &ids,
+        |id| Some(row(id, i64::from(id) + 7)),
+        "after the insert",
+    );
+
+    // Updates and deletes reach the backup too: update every second row, delete every third.
+    let mut transaction = api.start_transaction().expect("start");
+    for &id in &ids {
+        if id % 3 == 0 {
+            transaction.delete(&table, &key(id)).expect("define");
+        } else if id % 2 == 0 {
+            transaction
+                .update(&table, &key(id), &[(1, Value::Int64(-i64::from(id)))])
+                .expect("define");
+        }
+    }
+    transaction
+        .execute(ExecType::Commit)
+        .expect("update and delete");
+    assert_replicas_hold(
+        &api,
+        &table,
+        &ids,
+        |id| match (id % 3, id % 2) {
+            (0, _) => None,
+            (_, 0) => Some(row(id, -i64::from(id))),
+            _ => Some(row(id, i64::from(id) + 7)),
+        },
+        "after updates and deletes",
+    );
+
+    let mut transaction = api.start_transaction().expect("start");
+    assert_ndb_code(
+        transaction.read_from_replica(&table, &key(1), REPLICA_COUNT as usize),
+        4116,
+        "read from a replica beyond NoOfReplicas",
+    );
+}
+
+#[test]
+fn a_rollback_leaves_nothing_on_either_replica() {
+    let (_cluster, api, table) = start(spec());
+    let by_node = keys_by_primary(&api, &table, 12);
+    let ids: Vec<u32> = by_node.values().flatten().copied().collect();
+    // The first six ids on each node exist before; the others are new in each transaction.
+    let existing: Vec<u32> = by_node.values().flat_map(|v| &v[..6]).copied().collect();
+    let fresh: Vec<u32> = by_node.values().flat_map(|v| &v[6..]).copied().collect();
+    let rows: Vec<_> = existing.iter().map(|&id| row(id, 500)).collect();
+    insert_committed(&api, &table, &rows).expect("insert the existing rows");
+    let untouched = |id: u32| existing.contains(&id).then(|| row(id, 500));
+
+    // An explicit rollback after NoCommit inserts, updates and deletes on every node.
+    let mut transaction = api.start_transaction().expect("start");
+    for &id in &fresh {
+        transaction.insert(&table, &row(id, 1)).expect("define");
+    }
+    for &id in &existing {
+        if id % 2 == 0 {
+            transaction.delete(&table, &key(id)).expect("define");
+        } else {
+            transaction
+                .update(&table, &key(id), &[(1, Value::Int64(0))])
+                .expect("define");
+        }
+    }
+    transaction
+        .execute(ExecType::NoCommit)
+        .expect("change without commit");
+    transaction.execute(ExecType::Rollback).expect("roll back");
+    assert_replicas_hold(&api, &table, &ids, untouched, "after a rollback");
+
+    // An execute that fails with AbortOnError: new rows on every node, and in the middle of the
+    // batch an insert of an existing key (630).
+    let mut transaction = api.start_transaction().expect("start");
+    let (before, after) = fresh.split_at(fresh.len() / 2);
+    for &id in before {
+        transaction.insert(&table, &row(id, 2)).expect("define");
+    }
+    let duplicate = transaction
+        .insert(&table, &row(existing[0], 2))
+        .expect("define");
+    for &id in after {
+        transaction.insert(&table, &row(id, 2)).expect("define");
+    }
+    let error = transaction
+        .execute(ExecType::Commit)
+        .expect_err("a duplicate insert aborts the transaction");
+    assert_eq!(error.code(), Some(630), "{error}");
+    assert_eq!(transaction.op_error(duplicate).map(|e| e.code), Some(630));
+    assert_replicas_hold(&api, &table, &ids, untouched, "after an aborted commit");
+
+    // The same ids insert cleanly afterwards: nothing of the aborted transaction stayed behind.
+    let rows: Vec<_> = fresh.iter().map(|&id| row(id, 3)).collect();
+    insert_committed(&api, &table, &rows).expect("insert the new rows for real");
+    assert_replicas_hold(
+        &api,
+        &table,
+        &ids,
+        |id| Some(row(id, if fresh.contains(&id) { 3 } else { 500 })),
+        "after the insert",
+    );
+}
+
+/// Moves `amount` from account `from` to account `to` in one transaction: both rows read with
+/// exclusive locks, then both updated, then commit.
+fn transfer(api: &Cluster, table: &Table, from: u32, to: u32, amount: i64) -> Result<(), Error> {
+    let mut transaction = api.start_transaction()?;
+    let from_op = transaction.read(table, &key(from), LockMode::Exclusive)?;
+    let to_op = transaction.read(table, &key(to), LockMode::Exclusive)?;
+    transaction.execute(ExecType::NoCommit)?;
+    let read_balance = |op| balance(transaction.row(op).expect("a locked read returns its row"));
+    let (from_balance, to_balance) = (read_balance(from_op), read_balance(to_op));
+    transaction.update(
+        table,
+        &key(from),
+        &[(1, Value::Int64(from_balance - amount))],
+    )?;
+    transaction.update(table, &key(to), &[(1, Value::Int64(to_balance + amount))])?;
+    transaction.execute(ExecType::Commit)
+}
+
+/// A small seeded generator (xorshift64*): each thread picks the same sequence of transfers in
+/// every run (how the threads interleave still varies).
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    /// A number in `0..bound`.
+    fn below(&mut self, bound: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % bound
+    }
+}
+
+/// What one transfer thread did.
+#[derive(Debug, Default)]
+struct TransferCounts {
+    committed: u64,
+    temporary_errors: u64,
+}
+
+/// Makes random transfers until `deadline`; a transfer that fails with a temporary error is
+/// retried whole with a new transaction, any other error fails the test.
+fn transfer_until(api: &Cluster, table: &Table, seed: u64, deadline: Instant) -> TransferCounts {
+    let mut rng = Rng::new(seed);
+    let mut counts = TransferCounts::default();
+    while Instant::now() < deadline {
+        let from = rng.below(u64::from(ACCOUNT_COUNT)) as u32;
+        let to = (from + 1 + rng.below(u64::from(ACCOUNT_COUNT) - 1) as u32) % ACCOUNT_COUNT;
+        let amount = 1 + rng.below(TRANSFER_AMOUNT_MAX) as i64;
+        while Instant::now() < deadline {
+            match transfer(api, table, from, to, amount) {
+                Ok(()) => {
+                    counts.committed += 1;
+                    break;
+                }
+                Err(e) if e.is_temporary() => counts.temporary_errors += 1,
+                Err(e) => panic!("transfer {amount} from {from} to {to}: {e}"),
+            }
+        }
+    }
+    counts
+}
+
+/// What the scanner thread saw.
+#[derive(Debug, Default)]
+struct ScanCounts {
+    /// Locking scans that completed, each with the full total.
+    consistent: u64,
+    /// CommittedRead scans that completed, each with every account once.
+    committed_read: u64,
+    temporary_errors: u64,
+}
+
+/// Scans `accounts` until `deadline`, alternating a scan with shared locks (which must see the
+/// whole total: the locks hold until the scan's transaction ends, so no transfer is half
+/// seen) and a CommittedRead scan (whose total may be off in the middle of transfers, but which
+/// must see every account exactly once).
+fn scan_until(api: &Cluster, table: &Table, deadline: Instant) -> ScanCounts {
+    let mut counts = ScanCounts::default();
+    let expected_total = i64::from(ACCOUNT_COUNT) * OPENING_BALANCE;
+    while Instant::now() < deadline {
+        match scan_total(api, table, LockMode::Read) {
+            Ok((total, count)) => {
+                assert_eq!(count, ACCOUNT_COUNT as usize, "a locking scan's rows");
+                assert_eq!(total, expected_total, "a locking scan's total");
+                counts.consistent += 1;
+            }
+            Err(e) if e.is_temporary() => counts.temporary_errors += 1,
+            Err(e) => panic!("locking scan: {e}"),
+        }
+        match scan_total(api, table, LockMode::CommittedRead) {
+            Ok((_, count)) => {
+                assert_eq!(count, ACCOUNT_COUNT as usize, "a CommittedRead scan's rows");
+                counts.committed_read += 1;
+            }
+            Err(e) if e.is_temporary() => counts.temporary_errors += 1,
+            Err(e) => panic!("CommittedRead scan: {e}"),
+        }
+    }
+    counts
+}
+
+#[test]
+fn concurrent_transfers_across_nodes_keep_the_total_on_both_replicas() {
+    let spec = spec().deadlock_timeout_ms(BANK_DEADLOCK_TIMEOUT_MS);
+    let (cluster, api, table) = start(spec);
+    let ids: Vec<u32> = (0..ACCOUNT_COUNT).collect();
+    let rows: Vec<_> = ids.iter().map(|&id| row(id, OPENING_BALANCE)).collect();
+    insert_committed(&api, &table, &rows).expect("open the accounts");
+    // The scanner is a second API node, so the workload also crosses API nodes.
+    let scanner_api = connect(&cluster);
+
+    let deadline = Instant::now() + BANK_RUN;
+    let (transfers, scans) = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..TRANSFER_THREAD_COUNT)
+            .map(|seed| {
+                let (api, table) = (&api, &table);
+                scope.spawn(move || transfer_until(api, table, seed, deadline))
+            })
+            .collect();
+        let scanner = scope.spawn(|| scan_until(&scanner_api, &table, deadline));
+        let transfers: Vec<TransferCounts> = workers
+            .into_iter()
+            .map(|w| w.join().expect("a transfer thread panicked"))
+            .collect();
+        (
+            transfers,
+            scanner.join().expect("the scanner thread panicked"),
+        )
+    });
+    let committed: u64 = transfers.iter().map(|c| c.committed).sum();
+    eprintln!("transfers {transfers:?}, scans {scans:?}");
+    assert!(committed > 0, "no transfer committed: {transfers:?}");
+    assert!(
+        scans.consistent > 0,
+        "no locking scan completed during the run: {scans:?}"
+    );
+
+    let expected_total = i64::from(ACCOUNT_COUNT) * OPENING_BALANCE;
+    let (total, count) =
+        scan_total(&api, &table, LockMode::CommittedRead).expect("scan after the run");
+    assert_eq!(count, ACCOUNT_COUNT as usize, "every account, once");
+    assert_eq!(
+        total, expected_total,
+        "transfers neither create nor destroy money"
+    );
+
+    let primaries = replica_rows(&api, &table, &ids, PRIMARY);
+    let backups = replica_rows(&api, &table, &ids, BACKUP);
+    assert_eq!(
+        primaries, backups,
+        "primary and backup hold the same balances"
+    );
+    let replica_total = |rows: &[Option<Vec<Value>>]| -> i64 {
+        rows.iter()
+            .map(|r| balance(r.as_deref().expect("every account exists")))
+            .sum()
+    };
+    assert_eq!(
+        replica_total(&primaries),
+        expected_total,
+        "on the primaries"
+    );
+    assert_eq!(replica_total(&backups), expected_total, "on the backups");
+}
+
+#[test]
+fn a_lock_wait_across_nodes_ends_in_266_and_the_retry_succeeds() {
+    let spec = spec().deadlock_timeout_ms(SHORT_DEADLOCK_TIMEOUT_MS);
+    let (cluster, api, table) = start(spec);
+    let config = api.config();
+    // The contended row's primary is in one node group; B starts on a row of the other, so
+    // B's TC is a node of that other group and its lock wait is on a remote node.
+    let by_node = keys_by_primary(&api, &table, 1);
+    let contended = by_node.values().next().expect("a data node")[0];
+    let contended_group = group_of(config, primary(&api, &table, contended));
+    let first = *by_node
+        .iter()
+        .find(|(node, _)| group_of(config, **node) != contended_group)
+        .expect("a node of the other node group")
+        .1
+        .first()
+        .expect("a key");
+    insert_committed(&api, &table, &[row(contended, 10), row(first, 20)]).expect("insert");
+
+    let other_api = connect(&cluster);
+    let mut holder = api.start_transaction().expect("start A");
+    holder
+        .update(&table, &key(contended), &[(1, Value::Int64(11))])
+        .expect("define");
+    holder
+        .execute(ExecType::NoCommit)
+        .expect("A takes the exclusive lock");
+
+    let waiter = |value: i64| -> Result<(), Error> {
+        let mut transaction = other_api.start_transaction()?;
+        transaction.update(&table, &key(first), &[(1, Value::Int64(value))])?;
+        transaction.update(&table, &key(contended), &[(1, Value::Int64(value))])?;
+        transaction.execute(ExecType::Commit)
+    };
+    let error = waiter(30).expect_err("B waits for A's lock and times out");
+    assert_eq!(error.code(), Some(266), "B's lock wait: {error}");
+    assert!(error.is_temporary(), "266 is temporary: {error}");
+    let ids = [contended, first];
+    assert_replicas_hold(
+        &api,
+        &table,
+        &ids,
+        |id| Some(row(id, if id == contended { 10 } else { 20 })),
+        "B aborted and A has not committed",
+    );
+
+    holder.execute(ExecType::Commit).expect("A commits");
+    assert_replicas_hold(
+        &api,
+        &table,
+        &ids,
+        |id| Some(row(id, if id == contended { 11 } else { 20 })),
+        "A committed",
+    );
+    waiter(31).expect("B' gets both locks once A has committed");
+    assert_replicas_hold(&api, &table, &ids, |id| Some(row(id, 31)), "B' committed");
+}
+
+#[test]
+fn one_execute_writes_to_every_node_and_both_replicas() {
+    let (_cluster, api, table) = start(spec());
+    let by_node = keys_by_primary(&api, &table, 13);
+    let ids: Vec<u32> = by_node.values().flatten().copied().take(50).collect();
+    let primaries: BTreeSet<NodeId> = ids.iter().map(|&id| primary(&api, &table, id)).collect();
+    assert_eq!(
+        primaries.len(),
+        DATA_NODE_COUNT as usize,
+        "50 rows on every node"
+    );
+
+    let mut transaction = api.start_transaction().expect("start");
+    for &id in &ids {
+        transaction
+            .insert(&table, &row(id, i64::from(id) * 2))
+            .expect("define");
+    }
+    transaction
+        .execute(ExecType::Commit)
+        .expect("insert 50 rows on four nodes in one execute");
+    assert_replicas_hold(
+        &api,
+        &table,
+        &ids,
+        |id| Some(row(id, i64::from(id) * 2)),
+        "after one execute of 50 inserts",
+    );
+
+    let mut transaction = api.start_transaction().expect("start");
+    for &id in &ids {
+        transaction.delete(&table, &key(id)).expect("define");
+    }
+    transaction
+        .execute(ExecType::Commit)
+        .expect("delete 50 rows on four nodes in one execute");
+    assert_replicas_hold(
+        &api,
+        &table,
+        &ids,
+        |_| None,
+        "after one execute of 50 deletes",
+    );
+}
+
+#[test]
+fn a_table_created_through_one_node_is_on_every_node_until_dropped() {
+    let cluster = TestCluster::start(spec()).expect("start four data nodes");
+    let creator = connect(&cluster);
+    let created = recreate_table(&creator, &accounts_def("shared")).expect("create shared");
+    let user = connect(&cluster);
+    assert_ne!(creator.node_id(), user.node_id(), "two API nodes");
+
+    let table = user
+        .get_table("shared")
+        .expect("the second API node finds the table");
+    assert_eq!(
+        (table.id(), table.version(), table.def()),
+        (created.id(), created.version(), created.def()),
+        "both API nodes see one table"
+    );
+
+    // One key per data node as primary, so every node's TC and LQH run on the new table.
+    let by_node = keys_by_primary(&user, &table, 1);
+    for (node, ids) in &by_node {
+        let id = ids[0];
+        insert_committed(&user, &table, &[row(id, 1)])
+            .unwrap_or_else(|e| panic!("insert a row whose primary is node {node}: {e}"));
+        let mut transaction = user.start_transaction().expect("start");
+        transaction
+            .update(&table, &key(id), &[(1, Value::Int64(2))])
+            .expect("define");
+        transaction
+            .execute(ExecType::Commit)
+            .unwrap_or_else(|e| panic!("update a row whose primary is node {node}: {e}"));
+        assert_replicas_hold(&user, &table, &[id], |id| Some(row(id, 2)), "updated");
+        assert_replicas_hold(&creator, &table, &[id], |id| Some(row(id, 2)), "updated");
+    }
+
+    creator.drop_table("shared").expect("drop shared");
+    assert_ndb_code(user.get_table("shared"), 709, "look up the dropped table");
+    assert_ndb_code(
+        creator.get_table("shared"),
+        709,
+        "look up the dropped table",
+    );
+    for (node, ids) in &by_node {
+        let mut transaction = user.start_transaction().expect("start");
+        transaction
+            .read(&table, &key(ids[0]), LockMode::CommittedRead)
+            .expect("define");
+        assert_ndb_code(
+            transaction.execute(ExecType::Commit),
+            709,
+            &format!("read the dropped table on node {node}"),
+        );
+    }
+}
