@@ -45,7 +45,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rndb_config::ClusterConfig;
+use rndb_config::{key_hash, ClusterConfig, PartitionMap};
+use rndb_protocol::lqh::{self, ApiRegConf};
 use rndb_protocol::signals::{
     self, block, gsn, CreateIndexReq, IndexInfo, IndexName, Refusal, TableInfo,
 };
@@ -89,6 +90,8 @@ pub struct Cluster {
     node_id: NodeId,
     /// One per data node, in config order.
     connections: Vec<Arc<Connection>>,
+    /// Where every key lives: the same map the data nodes build from the same config.
+    partitions: PartitionMap,
     /// The next request id; 0 is never used.
     next_request_id: AtomicU32,
     request_timeout: Duration,
@@ -217,13 +220,101 @@ impl Cluster {
                 Connection::new(link, link_spin)
             })
             .collect::<Result<_, _>>()?;
-        Ok(Cluster {
+        let partitions = PartitionMap::new(&config);
+        let cluster = Cluster {
             config,
             node_id,
             connections,
+            partitions,
             next_request_id: AtomicU32::new(1),
             request_timeout: options.request_timeout,
-        })
+        };
+        cluster.wait_until_started(options.connect_timeout)?;
+        Ok(cluster)
+    }
+
+    /// Waits until every data node says the cluster has started (all data nodes connected to
+    /// each other), as NDB's `wait_until_ready`; 4009 Cluster Failure after `timeout`.
+    fn wait_until_started(&self, timeout: Duration) -> Result<(), Error> {
+        let deadline = Instant::now() + timeout;
+        let mut pending: Vec<&Arc<Connection>> = self.connections.iter().collect();
+        let mut last = String::new();
+        while !pending.is_empty() {
+            let mut still = Vec::new();
+            for connection in pending {
+                let answers =
+                    self.request_to(connection, lqh::gsn::API_REGREQ, block::QMGR, &[])?;
+                let (signal, payload) = single_answer(&answers, connection.peer)?;
+                let conf = (signal == lqh::gsn::API_REGCONF)
+                    .then(|| ApiRegConf::decode(payload).ok())
+                    .flatten()
+                    .ok_or_else(|| Error::Protocol {
+                        node: connection.peer,
+                        reason: format!("answer {signal} to API_REGREQ"),
+                    })?;
+                if !conf.started {
+                    last = format!(
+                        "data node {} sees {} of {} data nodes",
+                        connection.peer, conf.data_nodes_up, conf.data_nodes
+                    );
+                    still.push(connection);
+                }
+            }
+            pending = still;
+            if pending.is_empty() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::ndb_detail(
+                    4009,
+                    format!("the cluster did not start within {timeout:?}: {last}"),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    /// The partition map: which partition each key belongs to and the nodes of each.
+    pub fn partition_map(&self) -> &PartitionMap {
+        &self.partitions
+    }
+
+    /// The nodes holding the row with primary key `key` of `table`, primary replica first.
+    pub fn replicas_of(&self, table: &Table, key: &[Value]) -> Result<Vec<NodeId>, Error> {
+        let mut bytes = Vec::new();
+        rndb_protocol::schema::encode_key(table.def(), table.key_columns(), key, &mut bytes)
+            .map_err(Error::Ndb)?;
+        let partition = self.partitions.partition_of(key_hash(&bytes));
+        Ok(self.partitions.replicas(partition).to_vec())
+    }
+
+    /// The primary replica's node of the partition of a key (values in key order); the hint
+    /// that places a transaction's TC. Key values are encoded as the data node encodes them;
+    /// a key the node will refuse still gets a node.
+    pub(crate) fn primary_of_key(&self, key: &[Value]) -> NodeId {
+        let mut bytes = Vec::with_capacity(32);
+        let mut w = rndb_protocol::Writer::new(&mut bytes);
+        for value in key {
+            value.encode(&mut w);
+        }
+        let partition = self.partitions.partition_of(key_hash(&bytes));
+        self.partitions
+            .primary(partition)
+            .unwrap_or_else(|| self.coordinator().peer)
+    }
+
+    /// The link to data node `node` (the coordinator's when `node` is not a data node).
+    pub(crate) fn connection_to(&self, node: NodeId) -> &Connection {
+        match self.connections.iter().find(|c| c.peer == node) {
+            Some(connection) => connection,
+            None => self.coordinator(),
+        }
+    }
+
+    /// Links to every data node, in config order.
+    pub(crate) fn connections(&self) -> &[Arc<Connection>] {
+        &self.connections
     }
 
     /// This API node's id.
@@ -376,7 +467,17 @@ impl Cluster {
 
     /// Sends one signal to the coordinator node and waits for its answer.
     fn request(&self, signal: u16, receiver_block: u16, payload: &[u8]) -> Result<Answers, Error> {
-        let connection = self.coordinator();
+        self.request_to(self.coordinator(), signal, receiver_block, payload)
+    }
+
+    /// Sends one signal to `connection`'s data node and waits for its answer.
+    fn request_to(
+        &self,
+        connection: &Connection,
+        signal: u16,
+        receiver_block: u16,
+        payload: &[u8],
+    ) -> Result<Answers, Error> {
         let request_id = self.new_request_id();
         let header = FrameHeader {
             signal,
@@ -405,10 +506,13 @@ impl Cluster {
         Instant::now() + self.request_timeout
     }
 
-    /// The data node that coordinates requests. With one data node it is that node; placement
-    /// by the partition of the first key comes with the multi-node cluster.
+    /// The data node that takes dictionary requests: the one with the lowest node id (NDB's
+    /// DICT master), which passes schema changes to every other data node.
     pub(crate) fn coordinator(&self) -> &Connection {
-        &self.connections[0]
+        self.connections
+            .iter()
+            .min_by_key(|c| c.peer)
+            .unwrap_or(&self.connections[0])
     }
 }
 

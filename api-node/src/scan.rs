@@ -1,10 +1,12 @@
 //! Scans: a full-table or ordered-index scan read as an iterator of rows, fetched in batches.
 //!
-//! `Transaction::scan_table` / `scan_index` send SCAN_TABREQ and wait for the first batch;
+//! `Transaction::scan_table` / `scan_index` send SCAN_TABREQ to every data node (each scans
+//! the fragments whose primary replica it holds) and wait for each one's first batch;
 //! the iterator then hands out buffered rows and asks for the next batch (SCAN_NEXTREQ, a new
 //! request id each time) only when the rows it holds are used up, so the scan holds at most one
 //! batch per fragment. A sorted index scan keeps one row buffered per unfinished fragment and
-//! merges them by the index columns, fetching more only from the fragment that ran dry.
+//! merges them by the index columns across every node's fragments, fetching more only from the
+//! fragments that ran dry.
 //! Dropping a scan before its end closes it on the data node without waiting;
 //! [`Scan::close`] waits for the close to be acknowledged.
 
@@ -20,7 +22,7 @@ use rndb_protocol::signals::{block, gsn, Refusal};
 use rndb_protocol::{LockMode, NdbError, Value};
 use rndb_transporter::FrameHeader;
 
-use crate::connection::Answers;
+use crate::connection::{Answers, Connection};
 use crate::{Cluster, Error, Table};
 
 /// How a scan reads. The defaults: CommittedRead, every fragment at once, the batch sizes of
@@ -76,13 +78,21 @@ struct SortKey {
 pub struct Scan<'c> {
     cluster: &'c Cluster,
     table: Table,
-    scan_id: u32,
     sort: Option<SortKey>,
+    /// One part per data node, each over the fragments whose primary replica it holds.
+    parts: Vec<Part<'c>>,
+}
+
+/// The scan of one data node's fragments.
+#[derive(Debug)]
+struct Part<'c> {
+    connection: &'c Connection,
+    scan_id: u32,
     /// Rows received and not handed out yet, per fragment.
     buffers: Vec<VecDeque<Vec<Value>>>,
     /// Fragments that have no more rows.
     done: Vec<bool>,
-    /// The data node has freed the scan (it ran out, failed or was closed).
+    /// The data node has freed its scan (it ran out, failed or was closed).
     finished: bool,
 }
 
@@ -110,32 +120,55 @@ pub(crate) fn batch_sizes(
 }
 
 impl<'c> Scan<'c> {
-    /// A scan whose SCAN_TABREQ went out under request id `scan_id`; waits for its first
-    /// batch.
+    /// A scan whose SCAN_TABREQs went out, one per data node under its scan id; waits for
+    /// every part's first batch.
     pub(crate) fn open(
         cluster: &'c Cluster,
         table: Table,
-        scan_id: u32,
+        parts: Vec<(&'c Connection, u32)>,
         sort: Option<(Vec<usize>, bool)>,
     ) -> Result<Scan<'c>, Error> {
         let mut scan = Scan {
             cluster,
             table,
-            scan_id,
             sort: sort.map(|(columns, descending)| SortKey {
                 columns,
                 descending,
             }),
-            buffers: Vec::new(),
-            done: Vec::new(),
-            finished: false,
+            parts: parts
+                .into_iter()
+                .map(|(connection, scan_id)| Part {
+                    connection,
+                    scan_id,
+                    buffers: Vec::new(),
+                    done: Vec::new(),
+                    finished: false,
+                })
+                .collect(),
         };
-        let answers = cluster
-            .coordinator()
-            .wait(scan_id, cluster.deadline())
-            .inspect_err(|_| scan.finished = true)?;
-        scan.take_batch(&answers)?;
-        Ok(scan)
+        let waits: Vec<(usize, u32)> = scan
+            .parts
+            .iter()
+            .enumerate()
+            .map(|(i, part)| (i, part.scan_id))
+            .collect();
+        let mut first_error = None;
+        for (i, request_id) in waits {
+            let part = &mut scan.parts[i];
+            let result = part
+                .connection
+                .wait(request_id, cluster.deadline())
+                .and_then(|answers| part.take_batch(&scan.table, &answers));
+            if let Err(e) = result {
+                part.finished = true;
+                first_error.get_or_insert(e);
+            }
+        }
+        match first_error {
+            // Dropping the scan closes the parts that did open.
+            Some(e) => Err(e),
+            None => Ok(scan),
+        }
     }
 
     /// The table the rows come from.
@@ -143,23 +176,120 @@ impl<'c> Scan<'c> {
         &self.table
     }
 
-    /// Closes the scan on the data node and waits until it has freed it.
+    /// Closes the scan on every data node and waits until each has freed it.
     pub fn close(mut self) -> Result<(), Error> {
-        if self.finished {
-            return Ok(());
+        let mut waits = Vec::new();
+        for part in self.parts.iter_mut().filter(|p| !p.finished) {
+            part.finished = true;
+            waits.push((part.connection, part.send_next(self.cluster, true, &[])?));
         }
-        self.finished = true;
-        let request_id = self.send_next(true, &[])?;
-        self.cluster
-            .coordinator()
-            .wait(request_id, self.cluster.deadline())
-            .map(|_| ())
+        for (connection, request_id) in waits {
+            connection.wait(request_id, self.cluster.deadline())?;
+        }
+        Ok(())
+    }
+
+    /// Asks each listed part for its next batch of the given fragments (empty: whatever the
+    /// data node picks), all at once, then files the answers.
+    fn fetch(&mut self, requests: &[(usize, Vec<u16>)]) -> Result<(), Error> {
+        let mut waits = Vec::with_capacity(requests.len());
+        for (i, fragments) in requests {
+            let part = &self.parts[*i];
+            waits.push((*i, part.send_next(self.cluster, false, fragments)?));
+        }
+        for (i, request_id) in waits {
+            let part = &mut self.parts[i];
+            let answers = part.connection.wait(request_id, self.cluster.deadline())?;
+            part.take_batch(&self.table, &answers)?;
+        }
+        Ok(())
+    }
+
+    /// The next row of an unsorted scan.
+    fn next_unsorted(&mut self) -> Result<Option<Vec<Value>>, Error> {
+        loop {
+            let row = self
+                .parts
+                .iter_mut()
+                .flat_map(|p| p.buffers.iter_mut())
+                .find_map(VecDeque::pop_front);
+            if let Some(row) = row {
+                return Ok(Some(row));
+            }
+            let requests: Vec<(usize, Vec<u16>)> = (0..self.parts.len())
+                .filter(|&i| !self.parts[i].finished)
+                .map(|i| (i, Vec::new()))
+                .collect();
+            if requests.is_empty() {
+                return Ok(None);
+            }
+            self.fetch(&requests)?;
+        }
+    }
+
+    /// The next row of a sorted scan: the smallest (or largest) head of every part's
+    /// fragments, once every unfinished fragment has a row buffered.
+    fn next_sorted(&mut self) -> Result<Option<Vec<Value>>, Error> {
+        loop {
+            let requests: Vec<(usize, Vec<u16>)> = self
+                .parts
+                .iter()
+                .enumerate()
+                .filter(|(_, part)| !part.finished)
+                .map(|(i, part)| (i, part.dry_fragments()))
+                .filter(|(_, dry)| !dry.is_empty())
+                .collect();
+            if requests.is_empty() {
+                break;
+            }
+            self.fetch(&requests)?;
+        }
+        let Some(sort) = &self.sort else {
+            return Ok(None);
+        };
+        let mut best: Option<(usize, usize)> = None;
+        for (p, part) in self.parts.iter().enumerate() {
+            for (f, buffer) in part.buffers.iter().enumerate() {
+                let Some(head) = buffer.front() else { continue };
+                let better = match best.and_then(|(bp, bf)| self.parts[bp].buffers[bf].front()) {
+                    None => true,
+                    Some(current) => sort.compare(head, current) == Ordering::Less,
+                };
+                if better {
+                    best = Some((p, f));
+                }
+            }
+        }
+        Ok(best.and_then(|(p, f)| self.parts[p].buffers[f].pop_front()))
+    }
+
+    /// Ends the scan after an error: every part still open is closed without waiting.
+    fn abandon(&mut self) {
+        for part in self.parts.iter_mut() {
+            part.buffers.iter_mut().for_each(VecDeque::clear);
+            part.done.iter_mut().for_each(|d| *d = true);
+            if !part.finished {
+                part.finished = true;
+                if let Ok(id) = part.send_next(self.cluster, true, &[]) {
+                    part.connection.forget(id);
+                }
+            }
+        }
+    }
+}
+
+impl Part<'_> {
+    /// Unfinished fragments with no row buffered.
+    fn dry_fragments(&self) -> Vec<u16> {
+        (0..self.buffers.len())
+            .filter(|&f| self.buffers[f].is_empty() && !self.done[f])
+            .map(|f| f as u16)
+            .collect()
     }
 
     /// Sends SCAN_NEXTREQ under a new request id and returns it.
-    fn send_next(&self, close: bool, fragments: &[u16]) -> Result<u32, Error> {
-        let connection = self.cluster.coordinator();
-        let request_id = self.cluster.new_request_id();
+    fn send_next(&self, cluster: &Cluster, close: bool, fragments: &[u16]) -> Result<u32, Error> {
+        let request_id = cluster.new_request_id();
         let mut payload = Vec::with_capacity(16);
         ScanNextReq {
             scan_id: self.scan_id,
@@ -173,29 +303,18 @@ impl<'c> Scan<'c> {
             sender_block: block::API,
             request_id,
         };
-        connection.expect(request_id);
-        if let Err(e) = connection.send_batch(&[(header, &payload)]) {
-            connection.forget(request_id);
+        self.connection.expect(request_id);
+        if let Err(e) = self.connection.send_batch(&[(header, &payload)]) {
+            self.connection.forget(request_id);
             return Err(e);
         }
         Ok(request_id)
     }
 
-    /// Asks for the next batch of `fragments` (empty: whatever the data node picks) and files
-    /// its rows.
-    fn fetch(&mut self, fragments: &[u16]) -> Result<(), Error> {
-        let request_id = self.send_next(false, fragments)?;
-        let answers = self
-            .cluster
-            .coordinator()
-            .wait(request_id, self.cluster.deadline())?;
-        self.take_batch(&answers)
-    }
-
     /// Files one batch's answers: rows into their fragments' buffers, then the fragments'
     /// states. A SCAN_TABREF ends the scan with its error.
-    fn take_batch(&mut self, answers: &Answers) -> Result<(), Error> {
-        let peer = self.cluster.coordinator().peer;
+    fn take_batch(&mut self, table: &Table, answers: &Answers) -> Result<(), Error> {
+        let peer = self.connection.peer;
         let malformed = |reason: String| Error::Protocol { node: peer, reason };
         let mut conf = None;
         for (signal, payload) in answers.iter() {
@@ -220,7 +339,7 @@ impl<'c> Scan<'c> {
             return Err(malformed("a scan batch ended without SCAN_TABCONF".into()));
         };
         let count = usize::from(conf.fragment_count);
-        if self.buffers.is_empty() {
+        if self.buffers.is_empty() && self.done.is_empty() {
             self.buffers = (0..count).map(|_| VecDeque::new()).collect();
             self.done = vec![false; count];
         } else if self.buffers.len() != count {
@@ -229,7 +348,7 @@ impl<'c> Scan<'c> {
                 self.buffers.len()
             )));
         }
-        let width = self.table.def().columns.len();
+        let width = table.def().columns.len();
         for (signal, payload) in answers.iter() {
             if signal != gsn::SCAN_ROWS {
                 continue;
@@ -254,56 +373,21 @@ impl<'c> Scan<'c> {
             .map_err(|e| malformed(e.to_string()))?;
         }
         for f in &conf.fragments {
-            self.done[usize::from(f.fragment)] = f.done;
+            match self.done.get_mut(usize::from(f.fragment)) {
+                Some(done) => *done = f.done,
+                None => {
+                    return Err(malformed(format!(
+                        "batch names fragment {} of {count}",
+                        f.fragment
+                    )))
+                }
+            }
         }
         self.finished = conf.finished;
         if self.finished {
             self.done.iter_mut().for_each(|d| *d = true);
         }
         Ok(())
-    }
-
-    /// The next row of an unsorted scan.
-    fn next_unsorted(&mut self) -> Result<Option<Vec<Value>>, Error> {
-        loop {
-            if let Some(row) = self.buffers.iter_mut().find_map(VecDeque::pop_front) {
-                return Ok(Some(row));
-            }
-            if self.finished {
-                return Ok(None);
-            }
-            self.fetch(&[])?;
-        }
-    }
-
-    /// The next row of a sorted scan: the smallest (or largest) head of the fragments, once
-    /// every unfinished fragment has a row buffered.
-    fn next_sorted(&mut self) -> Result<Option<Vec<Value>>, Error> {
-        loop {
-            let dry: Vec<u16> = (0..self.buffers.len())
-                .filter(|&f| self.buffers[f].is_empty() && !self.done[f])
-                .map(|f| f as u16)
-                .collect();
-            if dry.is_empty() || self.finished {
-                break;
-            }
-            self.fetch(&dry)?;
-        }
-        let Some(sort) = &self.sort else {
-            return Ok(None);
-        };
-        let mut best: Option<usize> = None;
-        for (f, buffer) in self.buffers.iter().enumerate() {
-            let Some(head) = buffer.front() else { continue };
-            let better = match best.and_then(|b| self.buffers[b].front()) {
-                None => true,
-                Some(current) => sort.compare(head, current) == Ordering::Less,
-            };
-            if better {
-                best = Some(f);
-            }
-        }
-        Ok(best.and_then(|f| self.buffers[f].pop_front()))
     }
 }
 
@@ -342,15 +426,8 @@ impl Iterator for Scan<'_> {
         match next {
             Ok(row) => row.map(Ok),
             Err(e) => {
-                // The scan cannot go on after an error; its record is closed below.
-                self.buffers.iter_mut().for_each(VecDeque::clear);
-                if !self.finished {
-                    self.finished = true;
-                    if let Ok(id) = self.send_next(true, &[]) {
-                        self.cluster.coordinator().forget(id);
-                    }
-                }
-                self.done.iter_mut().for_each(|d| *d = true);
+                // The scan cannot go on after an error; its records are closed.
+                self.abandon();
                 Some(Err(e))
             }
         }
@@ -359,12 +436,7 @@ impl Iterator for Scan<'_> {
 
 impl Drop for Scan<'_> {
     fn drop(&mut self) {
-        if self.finished {
-            return;
-        }
-        // Close without waiting: the answer is dropped, as nobody expects its request id.
-        if let Ok(id) = self.send_next(true, &[]) {
-            self.cluster.coordinator().forget(id);
-        }
+        // Close without waiting: the answers are dropped, as nobody expects their request ids.
+        self.abandon();
     }
 }

@@ -5,14 +5,15 @@ use rndb_protocol::scan::{ScanTabReq, SCAN_FLAG_DESCENDING, SCAN_FLAG_START_TRAN
 use rndb_protocol::schema::ROW_BYTES_MAX;
 use rndb_protocol::signals::{
     block, gsn, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReq, TcKeyRow, FLAG_START_TRANSACTION,
-    OP_INDEX_NONE,
+    OP_INDEX_NONE, REPLICA_PRIMARY,
 };
 use rndb_protocol::{AbortOption, ExecType, IndexKind, LockMode, NdbError, OperationType, Value};
 use rndb_transporter::{FrameHeader, TransportError};
 
 use crate::connection::Answers;
+use crate::connection::Connection;
 use crate::scan::{batch_sizes, Scan, ScanOptions};
-use crate::{Cluster, Error, Index, Table};
+use crate::{Cluster, Error, Index, NodeId, Table};
 
 /// What an operation works on: a table by primary key, or a unique index by its key.
 #[derive(Clone, Copy, Debug)]
@@ -75,6 +76,12 @@ pub struct Transaction<'c> {
     cluster: &'c Cluster,
     /// Names this transaction on the wire (the frame header's request id).
     request_id: u32,
+    /// The data node whose TC runs this transaction: the primary replica of the first
+    /// operation's key (NDB's transaction hint), chosen when the first operation is defined.
+    tc_node: Option<NodeId>,
+    /// Other data nodes where this transaction's scans attached it: its commit or rollback is
+    /// passed to them too, after the TC's.
+    scan_nodes: Vec<NodeId>,
     state: State,
     /// Operations defined since the last execute: result slot, signal, encoded payload.
     batch: Vec<(usize, u16, Vec<u8>)>,
@@ -87,6 +94,8 @@ impl<'c> Transaction<'c> {
         Transaction {
             cluster,
             request_id,
+            tc_node: None,
+            scan_nodes: Vec::new(),
             state: State::Fresh,
             batch: Vec::new(),
             results: Vec::new(),
@@ -102,6 +111,33 @@ impl<'c> Transaction<'c> {
             lock,
             key.to_vec(),
             Vec::new(),
+        )
+    }
+
+    /// Reads the committed row with primary key `key` from one replica of its partition:
+    /// 0 is the primary, 1 the first backup, and so on (see [`Cluster::replicas_of`]). A
+    /// CommittedRead: it takes no lock and sees what the last commit left on that replica.
+    pub fn read_from_replica(
+        &mut self,
+        table: &Table,
+        key: &[Value],
+        replica: usize,
+    ) -> Result<OpId, Error> {
+        check_key(table, key)?;
+        let replicas = self.cluster.config().no_of_replicas.max(1) as usize;
+        if replica >= replicas {
+            return Err(Error::ndb_detail(
+                4116,
+                format!("replica {replica} asked for, but NoOfReplicas={replicas}"),
+            ));
+        }
+        self.define_at(
+            Target::table(table),
+            OperationType::Read,
+            LockMode::CommittedRead,
+            key.to_vec(),
+            Vec::new(),
+            replica as u8,
         )
     }
 
@@ -261,25 +297,44 @@ impl<'c> Transaction<'c> {
             ranges: options.ranges.clone(),
             filter: options.filter.clone(),
         };
-        let mut payload = Vec::with_capacity(64);
-        req.encode(&mut payload);
-        let scan_id = self.cluster.new_request_id();
-        let header = FrameHeader {
-            signal: gsn::SCAN_TABREQ,
-            receiver_block: block::DBTC,
-            sender_block: block::API,
-            request_id: scan_id,
-        };
-        let connection = self.cluster.coordinator();
-        connection.expect(scan_id);
-        if let Err(e) = connection.send_batch(&[(header, &payload)]) {
-            connection.forget(scan_id);
-            return Err(e);
+        // The TC node runs the transaction; the scan goes to every data node, each over the
+        // fragments it holds the primary replica of. Another node attaches the transaction
+        // (creating its record there if needed), and hears of its end from `finish_elsewhere`.
+        let tc_node = *self
+            .tc_node
+            .get_or_insert_with(|| self.cluster.coordinator().peer);
+        let cluster: &'c Cluster = self.cluster;
+        let mut parts = Vec::with_capacity(cluster.connections().len());
+        for connection in cluster.connections() {
+            let mut req = req.clone();
+            if connection.peer != tc_node {
+                req.flags |= SCAN_FLAG_START_TRANSACTION;
+                if !self.scan_nodes.contains(&connection.peer) {
+                    self.scan_nodes.push(connection.peer);
+                }
+            }
+            let mut payload = Vec::with_capacity(64);
+            req.encode(&mut payload);
+            let scan_id = cluster.new_request_id();
+            let header = FrameHeader {
+                signal: gsn::SCAN_TABREQ,
+                receiver_block: block::DBTC,
+                sender_block: block::API,
+                request_id: scan_id,
+            };
+            connection.expect(scan_id);
+            if let Err(e) = connection.send_batch(&[(header, &payload)]) {
+                connection.forget(scan_id);
+                // The parts already sent close when their scan is dropped.
+                drop(Scan::open(cluster, table.clone(), parts, None));
+                return Err(e);
+            }
+            parts.push((connection.as_ref(), scan_id));
         }
         let sort = index
             .filter(|_| options.sorted)
             .map(|i| (i.columns().to_vec(), options.descending));
-        let scan = Scan::open(self.cluster, table.clone(), scan_id, sort);
+        let scan = Scan::open(cluster, table.clone(), parts, sort);
         // The data node attaches the transaction before anything else can fail, so it exists
         // now unless no transaction record was free (233) or it had timed out (237).
         let attached = !matches!(scan.as_ref().err().and_then(Error::code), Some(233 | 237));
@@ -325,7 +380,46 @@ impl<'c> Transaction<'c> {
         } else {
             State::Finished
         };
-        self.apply_answers(&batch, &answers)
+        let result = self.apply_answers(&batch, &answers);
+        if self.state == State::Finished {
+            let end = if exec == ExecType::Commit && result.is_ok() {
+                ExecType::Commit
+            } else {
+                ExecType::Rollback
+            };
+            self.finish_elsewhere(end);
+        }
+        result
+    }
+
+    /// Passes the transaction's end to the other data nodes its scans attached it on, once
+    /// its TC has ended it (a commit there releases the scan's locks; nothing else of the
+    /// transaction is there). Nobody waits for their answers.
+    fn finish_elsewhere(&mut self, exec: ExecType) {
+        if self.scan_nodes.is_empty() {
+            return;
+        }
+        let execute = TcExecuteReq {
+            flags: 0,
+            exec_type: exec,
+            abort_option: AbortOption::AbortOnError,
+            op_count: 0,
+        };
+        let mut payload = Vec::with_capacity(8);
+        execute.encode(&mut payload);
+        let header = FrameHeader {
+            signal: gsn::TC_EXECUTE_REQ,
+            receiver_block: block::DBTC,
+            sender_block: block::API,
+            request_id: self.request_id,
+        };
+        for node in std::mem::take(&mut self.scan_nodes) {
+            // A failure means the link is gone, and that node aborts the transaction itself.
+            let _ = self
+                .cluster
+                .connection_to(node)
+                .send_batch(&[(header, &payload)]);
+        }
     }
 
     /// The row a read found, once executed.
@@ -340,6 +434,16 @@ impl<'c> Transaction<'c> {
 
     /// Ends the transaction; an open one is rolled back.
     pub fn close(self) {}
+
+    /// The link to this transaction's TC node (a scan that starts a transaction makes the
+    /// first data node its TC).
+    fn connection(&self) -> &'c Connection {
+        let cluster: &'c Cluster = self.cluster;
+        match self.tc_node {
+            Some(node) => cluster.connection_to(node),
+            None => cluster.coordinator(),
+        }
+    }
 
     /// 4114 once the transaction has ended (committed, rolled back, aborted or abandoned).
     fn check_usable(&self) -> Result<(), Error> {
@@ -357,7 +461,22 @@ impl<'c> Transaction<'c> {
         key: Vec<Value>,
         attrs: Vec<(u16, Value)>,
     ) -> Result<OpId, Error> {
+        self.define_at(target, op_type, lock_mode, key, attrs, REPLICA_PRIMARY)
+    }
+
+    fn define_at(
+        &mut self,
+        target: Target,
+        op_type: OperationType,
+        lock_mode: LockMode,
+        key: Vec<Value>,
+        attrs: Vec<(u16, Value)>,
+        replica: u8,
+    ) -> Result<OpId, Error> {
         self.check_usable()?;
+        if self.tc_node.is_none() {
+            self.tc_node = Some(self.cluster.primary_of_key(&key));
+        }
         let op_index = self.batch.len() as u32;
         let starts = self.state == State::Fresh && op_index == 0;
         let req = TcKeyReq {
@@ -367,6 +486,7 @@ impl<'c> Transaction<'c> {
             lock_mode,
             table_id: target.id,
             table_version: target.version,
+            replica,
             key,
             attrs,
         };
@@ -386,7 +506,7 @@ impl<'c> Transaction<'c> {
         exec: ExecType,
         abort: AbortOption,
     ) -> Result<Answers, (Error, bool)> {
-        let connection = self.cluster.coordinator();
+        let connection = self.connection();
         let header = |signal| FrameHeader {
             signal,
             receiver_block: block::DBTC,
@@ -440,7 +560,7 @@ impl<'c> Transaction<'c> {
         batch: &[(usize, u16, Vec<u8>)],
         answers: &Answers,
     ) -> Result<(), Error> {
-        let peer = self.cluster.coordinator().peer;
+        let peer = self.connection().peer;
         let malformed = |reason: String| Error::Protocol { node: peer, reason };
         let op_slot = |op_index: u32| {
             batch
@@ -491,11 +611,13 @@ impl<'c> Transaction<'c> {
 impl Drop for Transaction<'_> {
     fn drop(&mut self) {
         if !matches!(self.state, State::Open | State::Abandoned) {
+            self.finish_elsewhere(ExecType::Rollback);
             return;
         }
+        self.finish_elsewhere(ExecType::Rollback);
         // Roll back without waiting: the answer, when it comes, is dropped because nobody
         // expects this request id any more.
-        let connection = self.cluster.coordinator();
+        let connection = self.connection();
         let execute = TcExecuteReq {
             flags: 0,
             exec_type: ExecType::Rollback,

@@ -293,7 +293,13 @@ impl ExecLoop {
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&node);
             tracing::info!(node = %node, "link closed: {reason}");
-            self.kernel.on_disconnect(node);
+            let mut out = LinkOutbox {
+                registry: &mut self.registry,
+                scratch: &mut self.scratch,
+                dirty: &mut self.dirty,
+                broken: &mut self.broken,
+            };
+            self.kernel.on_disconnect(node, &mut out);
         }
         self.update_spin();
         self.run_jobs(now);
@@ -324,6 +330,7 @@ impl ExecLoop {
             }
             // Input may have arrived before registration.
             self.hot.push(node);
+            self.kernel.on_connect(node);
         }
         self.update_spin();
     }

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //!  acceptor thread ── handshake threads ──(new links)──┐
+//!  connector thread (to data nodes with lower ids) ────┤
 //!                                                      ▼
 //!  execution thread: ExecLoop ── poll links ── Kernel { TC, LQH, ACC, TUP, DIH, DICT } ── flush
 //! ```
@@ -63,10 +64,12 @@ pub fn run(config: ClusterConfig, me: NodeId, shutdown: Arc<AtomicBool>) -> anyh
         config.clone(),
         me,
         connected.clone(),
-        links_tx,
-        waker,
+        links_tx.clone(),
+        waker.clone(),
     )
     .context("start acceptor thread")?;
+    listener::spawn_connector(config.clone(), me, connected.clone(), links_tx, waker)
+        .context("start connector thread")?;
     let spin = Duration::from_micros(u64::from(node.scheduler_spin_timer_us));
     tracing::info!(node = %me, port, data_memory = node.data_memory_bytes, spin_us = node.scheduler_spin_timer_us, "data node started");
     bind_to_cpus(&node.lock_execute_thread_to_cpu)

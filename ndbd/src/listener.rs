@@ -99,6 +99,89 @@ pub fn spawn_acceptor(
     })
 }
 
+/// How long the connector waits between attempts to reach a data node that is not up yet.
+const CONNECT_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Connects to every data node with a lower node id (those with higher ids connect to this
+/// one), retrying until each has been reached once, then ends. A data node lost later is not
+/// reconnected: node restart is not implemented.
+pub fn spawn_connector(
+    config: Arc<ClusterConfig>,
+    me: NodeId,
+    connected: Connected,
+    links: Sender<Box<dyn Transporter>>,
+    waker: Arc<mio::Waker>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let mut pending: Vec<NodeId> = config
+        .data_nodes
+        .iter()
+        .map(|n| n.node_id)
+        .filter(|&n| n < me)
+        .collect();
+    std::thread::Builder::new()
+        .name("connector".into())
+        .spawn(move || {
+            let mut attempts = 0u64;
+            while !pending.is_empty() {
+                pending.retain(|&peer| {
+                    !connect_peer(&config, me, peer, &connected, &links, &waker, attempts)
+                });
+                attempts += 1;
+                if !pending.is_empty() {
+                    std::thread::sleep(CONNECT_RETRY);
+                }
+            }
+        })
+}
+
+/// One attempt to reach data node `peer`. True when the link is up (or the node is gone).
+fn connect_peer(
+    config: &ClusterConfig,
+    me: NodeId,
+    peer: NodeId,
+    connected: &Connected,
+    links: &Sender<Box<dyn Transporter>>,
+    waker: &mio::Waker,
+    attempt: u64,
+) -> bool {
+    let Some(data) = config.data_node(peer) else {
+        return true;
+    };
+    let link =
+        rndb_transporter::connect::connect_to_data_node(config, me, data, None, HANDSHAKE_TIMEOUT);
+    match link {
+        Ok(link) => {
+            let fresh = connected
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(peer);
+            if !fresh {
+                tracing::warn!(node = %peer, "data node already has a link; dropping the second");
+                return true;
+            }
+            tracing::info!(node = %peer, kind = %link.kind(), "connected to data node");
+            if links.send(link).is_err() || waker.wake().is_err() {
+                tracing::warn!(node = %peer, "execution thread gone; dropping the new link");
+            }
+            true
+        }
+        Err(TransportError::Refused { code, message }) => {
+            // A mismatched config never heals, but the peer may be restarted with the right
+            // one: keep trying, and say why it fails.
+            if attempt.is_multiple_of(100) {
+                tracing::error!(node = %peer, code, "data node refused this node: {message}");
+            }
+            false
+        }
+        Err(e) => {
+            if attempt.is_multiple_of(100) {
+                tracing::info!(node = %peer, "waiting for data node: {e}");
+            }
+            false
+        }
+    }
+}
+
 /// Everything one handshake thread needs.
 struct Handshake {
     config: Arc<ClusterConfig>,

@@ -20,6 +20,7 @@
 pub mod codec;
 pub mod error;
 pub mod filter;
+pub mod lqh;
 pub mod scan;
 pub mod schema;
 pub mod signals;

@@ -65,6 +65,8 @@ pub mod block {
 
 /// Flag on `TcKeyReq` and `TcExecuteReq`: this is the first signal of a new transaction.
 pub const FLAG_START_TRANSACTION: u8 = 1;
+/// `TcKeyReq::replica` for the primary replica (the default).
+pub const REPLICA_PRIMARY: u8 = 0;
 /// The op index meaning "no particular operation" in `TcExecuteRef`.
 pub const OP_INDEX_NONE: u32 = u32::MAX;
 
@@ -276,6 +278,9 @@ pub struct TcKeyReq {
     pub lock_mode: LockMode,
     pub table_id: u32,
     pub table_version: u32,
+    /// Which replica serves a CommittedRead: [`REPLICA_PRIMARY`], or the n-th replica of the
+    /// key's partition (1 = first backup). Other operations always run on the primary.
+    pub replica: u8,
     /// Primary-key values in key-column order.
     pub key: Vec<Value>,
     /// Non-key values to set: (column position, value).
@@ -290,7 +295,8 @@ impl TcKeyReq {
             .u8(self.op_type.to_u8())
             .u8(self.lock_mode.to_u8())
             .u32(self.table_id)
-            .u32(self.table_version);
+            .u32(self.table_version)
+            .u8(self.replica);
         encode_values(&mut w, &self.key);
         w.u16(self.attrs.len() as u16);
         for (column, value) in &self.attrs {
@@ -308,6 +314,7 @@ impl TcKeyReq {
         let lock_mode = LockMode::from_u8(r.u8()?).ok_or_else(|| r.error("unknown lock mode"))?;
         let table_id = r.u32()?;
         let table_version = r.u32()?;
+        let replica = r.u8()?;
         let key = decode_values(&mut r, COLUMNS_MAX)?;
         let attr_count = usize::from(r.u16()?);
         if attr_count > COLUMNS_MAX {
@@ -326,6 +333,7 @@ impl TcKeyReq {
             lock_mode,
             table_id,
             table_version,
+            replica,
             key,
             attrs,
         })
@@ -454,6 +462,7 @@ mod tests {
             lock_mode: LockMode::Exclusive,
             table_id: 3,
             table_version: 1,
+            replica: 1,
             key: vec![Value::UInt32(5), Value::Varchar("k".into())],
             attrs: vec![
                 (2, Value::Null),

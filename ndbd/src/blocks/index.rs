@@ -13,15 +13,13 @@
 
 use std::time::Instant;
 
-use rndb_config::NodeId;
-use rndb_protocol::signals::{gsn, CreateIndexReq, IndexName, TcKeyReq};
+use rndb_protocol::signals::{CreateIndexReq, IndexName, TcKeyReq, REPLICA_PRIMARY};
 use rndb_protocol::{IndexKind, LockMode, NdbError, OperationType, Reader, Value};
-use rndb_transporter::FrameHeader;
 
 use super::acc::TransId;
 use super::dict::Index;
 use super::lqh::{IndexChange, LqhKeyReq, OpRole, UniqueLookup};
-use super::{dih, refuse, reply, tup, Kernel, Outbox, Signal};
+use super::{dih, tup, Kernel, Outbox};
 
 /// What a failed index-maintenance operation means to the base operation.
 pub fn trigger_error(error: NdbError) -> NdbError {
@@ -33,40 +31,18 @@ pub fn trigger_error(error: NdbError) -> NdbError {
 }
 
 impl Kernel {
-    /// CREATE_INDEX_REQ: records the index, then builds it from the table's rows.
-    pub(super) fn create_index(
-        &mut self,
-        from: NodeId,
-        header: &FrameHeader,
-        req: CreateIndexReq,
-        out: &mut dyn Outbox,
-    ) {
+    /// CREATE_INDEX_REQ: records the index, then builds it from the table's rows; answers
+    /// the CONF payload.
+    pub(super) fn apply_create_index(&mut self, req: CreateIndexReq) -> Result<Vec<u8>, NdbError> {
         let fragment_count = self.dih.partition_count();
-        let created = self
+        let index = self
             .unique_build_possible(&req)
             .and_then(|()| self.dict.create_index(&req, fragment_count))
-            .and_then(|index| self.build_index(&index).map(|()| index));
-        match created {
-            Ok(index) => {
-                tracing::info!(table = %req.table, index = %req.index, kind = ?req.kind, "created index");
-                reply(
-                    &mut self.unsent,
-                    out,
-                    from,
-                    header,
-                    gsn::CREATE_INDEX_CONF,
-                    &mut |b| index.info.encode(b),
-                );
-            }
-            Err(e) => refuse(
-                &mut self.unsent,
-                out,
-                from,
-                header,
-                gsn::CREATE_INDEX_REF,
-                &e,
-            ),
-        }
+            .and_then(|index| self.build_index(&index).map(|()| index))?;
+        tracing::info!(table = %req.table, index = %req.index, kind = ?req.kind, "created index");
+        let mut conf = Vec::new();
+        index.info.encode(&mut conf);
+        Ok(conf)
     }
 
     /// A unique index is built from committed rows, so it is refused (701, temporary) while a
@@ -155,6 +131,14 @@ impl Kernel {
             )?;
             let fragment = self.dih.partition_of(dih::key_hash(&key_bytes))
                 % hidden_table.fragment_count.max(1);
+            if !self.dih.replicas(fragment).contains(&self.me) {
+                // The index row belongs to another node group: building through the cluster
+                // is not implemented (an empty table's index fills as rows are written).
+                return Err(NdbError::with_detail(
+                    4003,
+                    "building a unique index over existing rows across node groups is not implemented yet: create it before loading the table",
+                ));
+            }
             let row = tup::build_row(
                 &hidden_table.info.def,
                 &hidden_table.key_columns,
@@ -169,34 +153,21 @@ impl Kernel {
     }
 
     /// DROP_INDEX_REQ: forgets the index and frees its structures.
-    pub(super) fn drop_index(
+    pub(super) fn apply_drop_index(
         &mut self,
-        from: NodeId,
-        header: &FrameHeader,
         name: IndexName,
         out: &mut dyn Outbox,
         now: Instant,
-    ) {
-        match self.dict.drop_index(&name.table, &name.index) {
-            Ok(index) => {
-                match (index.info.kind, index.hidden_table_id) {
-                    (IndexKind::Unique, Some(hidden)) => self.drop_fragments(hidden, out, now),
-                    _ => self
-                        .lqh
-                        .drop_ordered(index.info.table_id, index.info.index_id),
-                }
-                tracing::info!(table = %name.table, index = %name.index, "dropped index");
-                reply(
-                    &mut self.unsent,
-                    out,
-                    from,
-                    header,
-                    gsn::DROP_INDEX_CONF,
-                    &mut |_| {},
-                );
-            }
-            Err(e) => refuse(&mut self.unsent, out, from, header, gsn::DROP_INDEX_REF, &e),
+    ) -> Result<Vec<u8>, NdbError> {
+        let index = self.dict.drop_index(&name.table, &name.index)?;
+        match (index.info.kind, index.hidden_table_id) {
+            (IndexKind::Unique, Some(hidden)) => self.drop_fragments(hidden, out, now),
+            _ => self
+                .lqh
+                .drop_ordered(index.info.table_id, index.info.index_id),
         }
+        tracing::info!(table = %name.table, index = %name.index, "dropped index");
+        Ok(Vec::new())
     }
 
     /// The first hop of an operation through a unique index: a read of the hidden table.
@@ -256,6 +227,7 @@ impl Kernel {
                 lock_mode: req.lock_mode,
                 attrs: req.attrs,
             })),
+            chain: Vec::new(),
         })
     }
 
@@ -293,11 +265,18 @@ impl Kernel {
             key,
             attrs: lookup.attrs,
             role: OpRole::Api,
+            chain: Vec::new(),
         })
     }
 
     /// Starts one index-maintenance operation fired by the base operation `op_index`.
-    pub(super) fn fire(&mut self, trans: TransId, op_index: u32, change: IndexChange) {
+    pub(super) fn fire(
+        &mut self,
+        trans: TransId,
+        op_index: u32,
+        change: IndexChange,
+        out: &mut dyn Outbox,
+    ) {
         if !self.tc.is_active(trans) {
             // The transaction is ending: its write is being undone, and so is nothing here.
             return;
@@ -331,11 +310,12 @@ impl Kernel {
             key: change.key,
             attrs,
             role: OpRole::Trigger,
+            chain: Vec::new(),
         };
         if let Err(error) = encoded.and_then(|()| self.tc.add_internal_op(trans)) {
             self.tc.on_trigger_refused(trans, op_index, error);
             return;
         }
-        self.jobs.push_back(Signal::LqhKeyReq(req));
+        self.dispatch(req, REPLICA_PRIMARY, out);
     }
 }

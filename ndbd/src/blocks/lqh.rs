@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use rndb_config::NodeId;
 use rndb_protocol::{LockMode, NdbError, OperationType, Value};
 
 use super::acc::{LockKind, Pending, Row, RowSlot, SlotId, SlotStore, TransId, Waiter};
@@ -34,6 +35,9 @@ pub enum OpRole {
     /// Index maintenance fired by a base-table write (NDB's trigger): its failure fails the
     /// base operation (a duplicate becomes 893) and aborts the transaction.
     Trigger,
+    /// An operation whose TC is on node `tc_node` (or whose role TC keeps under `token`
+    /// while a replica on another node runs it): the answer goes back to that TC.
+    Remote { tc_node: NodeId, token: u32 },
 }
 
 /// The base-table operation that follows a unique-index lookup.
@@ -46,7 +50,7 @@ pub struct UniqueLookup {
 }
 
 /// One key operation, as TC hands it to LQH.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct LqhKeyReq {
     pub trans: TransId,
     /// The operation's index in its execute, echoed back to the API.
@@ -60,6 +64,8 @@ pub struct LqhKeyReq {
     pub key: Vec<Value>,
     pub attrs: Vec<(u16, Value)>,
     pub role: OpRole,
+    /// Replicas that run a write after this node, in order: the last one answers TC.
+    pub chain: Vec<NodeId>,
 }
 
 /// A change of a unique index's hidden table that a base-table write fired.
@@ -659,6 +665,7 @@ mod tests {
             key: vec![Value::UInt32(id)],
             attrs: vec![(1, Value::Int32(a))],
             role: OpRole::Api,
+            chain: Vec::new(),
         }
     }
 

@@ -13,10 +13,12 @@ pub mod acc;
 mod answers;
 pub mod dict;
 pub mod dih;
+mod dist;
 mod index;
 pub mod lqh;
 pub mod lqh_scan;
 mod scan;
+mod schema_ops;
 pub mod tc;
 pub mod tup;
 pub mod tux;
@@ -28,10 +30,11 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use rndb_config::{ClusterConfig, DataNodeConfig, NodeId};
+use rndb_protocol::lqh::gsn as dgsn;
 use rndb_protocol::scan::{ScanNextReq, ScanTabReq};
 use rndb_protocol::signals::{
-    self, block, gsn, CreateIndexReq, IndexName, Refusal, TableInfo, TcExecuteRef, TcExecuteReq,
-    TcKeyRef, TcKeyReq, TcKeyRow,
+    self, block, gsn, IndexName, Refusal, TableInfo, TcExecuteRef, TcExecuteReq, TcKeyRef,
+    TcKeyReq, TcKeyRow, REPLICA_PRIMARY,
 };
 use rndb_protocol::{DecodeError, NdbError};
 use rndb_transporter::FrameHeader;
@@ -73,10 +76,24 @@ pub trait Outbox {
 enum Signal {
     LqhKeyReq(LqhKeyReq),
     LqhAnswer(LqhAnswer),
-    LqhCommitReq(TransId),
-    LqhAbortReq(TransId),
-    /// LQH finished a commit or abort.
-    LqhFinished(TransId),
+    /// TC: start the next round of a transaction's commit or abort (or end it, when the last
+    /// round is done).
+    TcRound(TransId),
+    /// LQH: commit what the transaction holds on this node, then confirm to its TC.
+    LqhCommit {
+        trans: TransId,
+        tc_node: NodeId,
+    },
+    /// LQH: undo what the transaction holds on this node, then confirm to its TC.
+    LqhAbort {
+        trans: TransId,
+        tc_node: NodeId,
+    },
+    /// TC: a participant confirmed the current round.
+    RoundDone {
+        trans: TransId,
+        node: NodeId,
+    },
     /// A row lock a scan waited for was granted.
     ScanResume {
         scan: ScanKey,
@@ -93,6 +110,10 @@ pub struct Kernel {
     tc: tc::Tc,
     lqh: lqh::Lqh,
     scans: scan::Scans,
+    /// Membership, other nodes' transactions here, and operations out on other nodes.
+    dist: dist::Dist,
+    /// Schema changes this node coordinates as DICT master.
+    schema: schema_ops::SchemaOps,
     jobs: VecDeque<Signal>,
     /// Final answers waiting for a send buffer.
     unsent: answers::Unsent,
@@ -125,7 +146,10 @@ impl Kernel {
                 node.max_no_of_unique_hash_indexes,
             ),
             dih: dih::Dih::new(config),
+            dist: dist::Dist::new(config, node.node_id),
+            schema: schema_ops::SchemaOps::default(),
             tc: tc::Tc::new(
+                node.node_id,
                 node.max_no_of_concurrent_transactions,
                 node.max_no_of_concurrent_operations,
                 Duration::from_millis(u64::from(node.transaction_deadlock_detection_timeout_ms)),
@@ -152,6 +176,9 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) -> Result<(), ProtocolViolation> {
+        if !self.dist.started() && self.refuse_before_start(from, header, out) {
+            return Ok(());
+        }
         match header.signal {
             gsn::TCKEYREQ | gsn::TCINDXREQ => self.on_key_req(
                 from,
@@ -167,12 +194,17 @@ impl Kernel {
             gsn::SCAN_NEXTREQ => {
                 self.on_scan_next(from, header, ScanNextReq::decode(payload)?, out, now)
             }
-            gsn::CREATE_INDEX_REQ => {
-                self.create_index(from, header, CreateIndexReq::decode(payload)?, out)
+            gsn::CREATE_INDEX_REQ
+            | gsn::DROP_INDEX_REQ
+            | gsn::CREATE_TABLE_REQ
+            | gsn::DROP_TABLE_REQ => self.on_schema_req(from, header, payload, out, now)?,
+            signal if schema_ops::is_schema_answer(signal) && self.dist.is_data_node(from) => {
+                self.on_schema_answer(from, header, payload, out, now)?
             }
-            gsn::DROP_INDEX_REQ => {
-                self.drop_index(from, header, IndexName::decode(payload)?, out, now)
+            dgsn::LQHKEYREQ..=dgsn::LQH_ABORTCONF => {
+                self.on_data_node_frame(from, header, payload)?
             }
+            dgsn::API_REGREQ => self.api_reg(from, header, out),
             gsn::GET_INDEX_REQ => {
                 let name = IndexName::decode(payload)?;
                 match self.dict.index_by_name(&name.table, &name.index) {
@@ -205,9 +237,6 @@ impl Kernel {
                 gsn::PING_CONF,
                 &mut |_| {},
             ),
-            gsn::CREATE_TABLE_REQ => {
-                self.create_table(from, header, signals::decode_table_def(payload)?, out)
-            }
             gsn::GET_TABINFO_REQ => {
                 let name = signals::decode_name(payload)?;
                 match self.dict.by_name(&name) {
@@ -229,9 +258,6 @@ impl Kernel {
                     ),
                 }
             }
-            gsn::DROP_TABLE_REQ => {
-                self.drop_table(from, header, &signals::decode_name(payload)?, out, now)
-            }
             other => return Err(ProtocolViolation(format!("unknown signal {other}"))),
         }
         Ok(())
@@ -243,69 +269,98 @@ impl Kernel {
         self.unsent.retry(out);
         while let Some(signal) = self.jobs.pop_front() {
             match signal {
-                Signal::LqhKeyReq(req) => {
-                    if !self.tc.is_active(req.trans) {
-                        // Its transaction's commit or abort started while the operation was
-                        // queued (a second hop, index maintenance, a granted lock): it must
-                        // not run any more.
-                        let tc = &self.tc;
-                        let granted = self.lqh.drop_work(&req, &|t| tc.is_active(t));
-                        self.resume(granted);
-                        continue;
-                    }
-                    if let Some(answer) = self.lqh.execute(&self.dict, req) {
-                        self.jobs.push_back(Signal::LqhAnswer(answer));
-                    }
-                }
+                Signal::LqhKeyReq(req) => self.run_lqh_key_req(req, out),
                 Signal::ScanResume { scan, fragment } => self.resume_scan(scan, fragment, out, now),
                 Signal::LqhAnswer(answer) => self.on_lqh_answer(answer, out, now),
-                Signal::LqhCommitReq(trans) => {
-                    let tc = &self.tc;
-                    let granted = self.lqh.commit(trans, &|t| tc.is_active(t));
-                    self.resume(granted);
-                    self.jobs.push_back(Signal::LqhFinished(trans));
-                }
-                Signal::LqhAbortReq(trans) => {
-                    let tc = &self.tc;
-                    let granted = self.lqh.abort(trans, &|t| tc.is_active(t));
-                    self.resume(granted);
-                    self.jobs.push_back(Signal::LqhFinished(trans));
-                }
-                Signal::LqhFinished(trans) => {
-                    // The invariant that keeps locks from leaking: no work of a transaction
-                    // runs in LQH once TC has started its commit or abort, so when TC forgets
-                    // it, LQH holds nothing of it.
-                    debug_assert!(
-                        !self.lqh.touches_rows(trans),
-                        "transaction {trans:#x} touched rows after its commit or abort"
-                    );
-                    let answer = self.tc.on_finished(trans);
-                    let scan_error = match &answer {
-                        Some(ApiAnswer::ExecuteRef { error, .. }) => error.clone(),
-                        _ => NdbError::with_detail(4120, "the scan's transaction ended"),
-                    };
-                    self.close_scans_of(trans, &scan_error, out);
-                    if let Some(answer) = answer {
-                        self.answer_api(trans, answer, out);
+                Signal::TcRound(trans) => self.tc_round(trans, out),
+                Signal::LqhCommit { trans, tc_node } => self.lqh_finish(trans, tc_node, true, out),
+                Signal::LqhAbort { trans, tc_node } => self.lqh_finish(trans, tc_node, false, out),
+                Signal::RoundDone { trans, node } => {
+                    if self.tc.round_done(trans, node) {
+                        self.tc_round(trans, out);
                     }
                 }
             }
         }
     }
 
-    /// Aborts transactions whose lock waits or idle time ran out.
-    pub fn on_timer(&mut self, now: Instant) {
-        for trans in self.tc.expired(now) {
-            self.jobs.push_back(Signal::LqhAbortReq(trans));
+    /// The transaction's commit or abort is over on every participant: TC forgets it and
+    /// answers the API.
+    fn finish_transaction(&mut self, trans: TransId, out: &mut dyn Outbox) {
+        // The invariant that keeps locks from leaking: no work of a transaction runs in LQH
+        // once TC has started its commit or abort, so when TC forgets it, LQH holds nothing
+        // of it (this node is always a participant, and its round has run).
+        debug_assert!(
+            !self.lqh.touches_rows(trans),
+            "transaction {trans:#x} touched rows after its commit or abort"
+        );
+        self.dist.forget_operations_of(trans);
+        let answer = self.tc.on_finished(trans);
+        let scan_error = match &answer {
+            Some(ApiAnswer::ExecuteRef { error, .. }) => error.clone(),
+            _ => NdbError::with_detail(4120, "the scan's transaction ended"),
+        };
+        self.close_scans_of(trans, &scan_error, out);
+        if let Some(answer) = answer {
+            self.answer_api(trans, answer, out);
         }
     }
 
-    /// An API node's link closed: its transactions are rolled back and their locks released.
-    pub fn on_disconnect(&mut self, node: NodeId) {
+    /// Aborts transactions whose lock waits or idle time ran out.
+    pub fn on_timer(&mut self, now: Instant) {
+        for trans in self.tc.expired(now) {
+            self.jobs.push_back(Signal::TcRound(trans));
+        }
+    }
+
+    /// Before the cluster has started, an API node's transactions and scans are refused with
+    /// 4009 (key operations silently: the execute that follows them is refused). True when
+    /// the frame was handled so.
+    fn refuse_before_start(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        out: &mut dyn Outbox,
+    ) -> bool {
+        if self.dist.is_data_node(from) {
+            return false;
+        }
+        let error = NdbError::with_detail(
+            4009,
+            "the cluster has not started: not every data node is connected",
+        );
+        match header.signal {
+            gsn::TCKEYREQ | gsn::TCINDXREQ => {}
+            gsn::TC_EXECUTE_REQ => {
+                let trans = tc::trans_id(from, header.request_id);
+                self.answer_api(
+                    trans,
+                    ApiAnswer::ExecuteRef {
+                        error,
+                        op_index: signals::OP_INDEX_NONE,
+                    },
+                    out,
+                );
+            }
+            gsn::SCAN_TABREQ | gsn::SCAN_NEXTREQ => {
+                scan::scan_ref(&mut self.unsent, out, from, header.request_id, &error)
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// A link closed. An API node's transactions are rolled back and their locks released; a
+    /// data node's loss aborts what touched it.
+    pub fn on_disconnect(&mut self, node: NodeId, out: &mut dyn Outbox) {
+        if self.dist.is_data_node(node) {
+            self.unsent.forget(node);
+            return self.on_data_node_lost(node, out);
+        }
         self.unsent.forget(node);
         self.abandon_scans(node);
         for trans in self.tc.abandon_node(node) {
-            self.jobs.push_back(Signal::LqhAbortReq(trans));
+            self.jobs.push_back(Signal::TcRound(trans));
         }
     }
 
@@ -337,6 +392,7 @@ impl Kernel {
         now: Instant,
     ) {
         let trans = tc::trans_id(from, request_id);
+        let mut req_replica = req.replica;
         match self.tc.on_key_req(trans, req.flags, req.op_index, now) {
             None => {}
             Some(Err(error)) => self.answer_api(
@@ -348,11 +404,12 @@ impl Kernel {
                 out,
             ),
             Some(Ok(_)) => match if via_index {
+                req_replica = REPLICA_PRIMARY;
                 self.build_unique_lookup(trans, req)
             } else {
                 self.build_lqh_req(trans, req)
             } {
-                Ok(lqh_req) => self.jobs.push_back(Signal::LqhKeyReq(lqh_req)),
+                Ok(lqh_req) => self.dispatch(lqh_req, req_replica, out),
                 Err((op_index, error)) => {
                     self.answer_api(
                         trans,
@@ -387,10 +444,6 @@ impl Kernel {
         )
         .map_err(|e| (req.op_index, e))?;
         let partition = self.dih.partition_of(dih::key_hash(&self.key_scratch));
-        debug_assert!(
-            self.dih.replicas(partition).contains(&self.me),
-            "single-node routing"
-        );
         Ok(LqhKeyReq {
             trans,
             op_index: req.op_index,
@@ -402,10 +455,17 @@ impl Kernel {
             key: req.key,
             attrs: req.attrs,
             role: OpRole::Api,
+            chain: Vec::new(),
         })
     }
 
     fn on_lqh_answer(&mut self, answer: LqhAnswer, out: &mut dyn Outbox, now: Instant) {
+        // The answer of an operation another node's TC (or this node's, through another
+        // node's replica) sent: to that TC, or, here, back to the role TC kept for it.
+        let answer = match self.route_answer(answer, out) {
+            Some(answer) => answer,
+            None => return,
+        };
         let (trans, op_index, result, role, fired) = match answer {
             LqhAnswer::Conf {
                 trans,
@@ -422,12 +482,13 @@ impl Kernel {
             } => (trans, op_index, Err(error), role, Vec::new()),
         };
         let result = match role {
-            OpRole::Api => result,
+            // `route_answer` gave every answer for this TC its role back.
+            OpRole::Api | OpRole::Remote { .. } => result,
             OpRole::UniqueLookup(lookup) => match result {
                 // The index row names the base row: the second hop goes out, and the
                 // operation stays outstanding until it answers.
                 Ok(row) => match self.unique_second_hop(trans, op_index, *lookup, row) {
-                    Ok(req) => return self.jobs.push_back(Signal::LqhKeyReq(req)),
+                    Ok(req) => return self.dispatch(req, REPLICA_PRIMARY, out),
                     Err(error) => Err(error),
                 },
                 Err(error) => Err(error),
@@ -444,7 +505,7 @@ impl Kernel {
             },
         };
         for change in fired {
-            self.fire(trans, op_index, change);
+            self.fire(trans, op_index, change, out);
         }
         if let Some(api_answer) = self.tc.on_lqh_answer(trans, op_index, result) {
             self.answer_api(trans, api_answer, out);
@@ -457,8 +518,9 @@ impl Kernel {
         match self.tc.try_complete(trans, now) {
             None => {}
             Some(Ok(answer)) => self.answer_api(trans, answer, out),
-            Some(Err(TcAction::Commit(t))) => self.jobs.push_back(Signal::LqhCommitReq(t)),
-            Some(Err(TcAction::Abort(t))) => self.jobs.push_back(Signal::LqhAbortReq(t)),
+            Some(Err(TcAction::Commit(t)) | Err(TcAction::Abort(t))) => {
+                self.jobs.push_back(Signal::TcRound(t))
+            }
             Some(Err(TcAction::Dispatch)) => {}
         }
     }
@@ -532,64 +594,31 @@ impl Kernel {
         }
     }
 
-    fn create_table(
-        &mut self,
-        from: NodeId,
-        header: &FrameHeader,
-        def: rndb_protocol::TableDef,
-        out: &mut dyn Outbox,
-    ) {
+    /// Creates a table here; answers the CONF payload (its id, version and definition).
+    fn apply_create_table(&mut self, def: rndb_protocol::TableDef) -> Result<Vec<u8>, NdbError> {
         let fragment_count = self.dih.partition_count();
-        match self.dict.create(def, fragment_count) {
-            Ok(table) => {
-                let info: TableInfo = table.info.clone();
-                self.lqh.create_fragments(info.table_id, fragment_count);
-                tracing::info!(table = %info.def.name, id = info.table_id, "created table");
-                reply(
-                    &mut self.unsent,
-                    out,
-                    from,
-                    header,
-                    gsn::CREATE_TABLE_CONF,
-                    &mut |b| info.encode(b),
-                );
-            }
-            Err(e) => refuse(
-                &mut self.unsent,
-                out,
-                from,
-                header,
-                gsn::CREATE_TABLE_REF,
-                &e,
-            ),
-        }
+        let table = self.dict.create(def, fragment_count)?;
+        let info: TableInfo = table.info.clone();
+        self.lqh.create_fragments(info.table_id, fragment_count);
+        tracing::info!(table = %info.def.name, id = info.table_id, "created table");
+        let mut conf = Vec::new();
+        info.encode(&mut conf);
+        Ok(conf)
     }
 
-    fn drop_table(
+    /// Drops a table, its indexes and rows here.
+    fn apply_drop_table(
         &mut self,
-        from: NodeId,
-        header: &FrameHeader,
         name: &str,
         out: &mut dyn Outbox,
         now: Instant,
-    ) {
-        match self.dict.drop_table(name) {
-            Ok((table_id, hidden)) => {
-                for id in std::iter::once(table_id).chain(hidden) {
-                    self.drop_fragments(id, out, now);
-                }
-                tracing::info!(table = %name, id = table_id, "dropped table");
-                reply(
-                    &mut self.unsent,
-                    out,
-                    from,
-                    header,
-                    gsn::DROP_TABLE_CONF,
-                    &mut |_| {},
-                );
-            }
-            Err(e) => refuse(&mut self.unsent, out, from, header, gsn::DROP_TABLE_REF, &e),
+    ) -> Result<Vec<u8>, NdbError> {
+        let (table_id, hidden) = self.dict.drop_table(name)?;
+        for id in std::iter::once(table_id).chain(hidden) {
+            self.drop_fragments(id, out, now);
         }
+        tracing::info!(table = %name, id = table_id, "dropped table");
+        Ok(Vec::new())
     }
 }
 

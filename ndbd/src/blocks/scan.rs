@@ -59,6 +59,9 @@ struct FragmentState {
 pub struct ScanRecord {
     api: NodeId,
     def: ScanDef,
+    /// The fragments this node scans (those it holds the primary replica of; the API scans
+    /// every data node), by their number in this scan, which answers use.
+    fragment_ids: Vec<u32>,
     fragments: Vec<FragmentState>,
     /// Fragments a batch request without a list covers.
     parallelism: usize,
@@ -141,7 +144,13 @@ impl Kernel {
                 format!("MaxNoOfConcurrentScans={}", self.scans.scans_max),
             ));
         }
-        let (def, fragment_count) = build_scan_def(&self.dict, key, trans, req)?;
+        let (def, table_fragments) = build_scan_def(&self.dict, key, trans, req)?;
+        let fragment_ids: Vec<u32> = self
+            .dih
+            .primary_partitions(self.me)
+            .filter(|&f| (f as usize) < table_fragments)
+            .collect();
+        let fragment_count = fragment_ids.len();
         let parallelism = match usize::from(req.parallelism) {
             0 => fragment_count,
             p => p.min(fragment_count),
@@ -173,6 +182,7 @@ impl Kernel {
         let record = ScanRecord {
             api: from,
             def,
+            fragment_ids,
             fragments,
             parallelism,
             limits,
@@ -273,6 +283,7 @@ impl Kernel {
         let ScanRecord {
             api,
             def,
+            fragment_ids,
             fragments,
             limits,
             request,
@@ -282,7 +293,10 @@ impl Kernel {
             ..
         } = record;
         let (api, request_id) = (*api, request.unwrap_or_default());
-        let Some(state) = fragments.get_mut(usize::from(fragment)) else {
+        let (Some(state), Some(&fragment_id)) = (
+            fragments.get_mut(usize::from(fragment)),
+            fragment_ids.get(usize::from(fragment)),
+        ) else {
             return;
         };
         let mut emit = |row: &[Value]| {
@@ -298,7 +312,7 @@ impl Kernel {
         let mut records = free;
         let end = self.lqh.scan_batch(
             def,
-            u32::from(fragment),
+            fragment_id,
             &mut state.cursor,
             *limits,
             &mut state.progress,
@@ -326,14 +340,17 @@ impl Kernel {
     pub(super) fn resume_scan(
         &mut self,
         key: ScanKey,
-        fragment: u32,
+        fragment_id: u32,
         out: &mut dyn Outbox,
         now: Instant,
     ) {
         let Some(record) = self.scans.records.get_mut(&key) else {
             return;
         };
-        let Some(state) = record.fragments.get_mut(fragment as usize) else {
+        let Some(fragment) = record.fragment_ids.iter().position(|&f| f == fragment_id) else {
+            return;
+        };
+        let Some(state) = record.fragments.get_mut(fragment) else {
             return;
         };
         if !state.waiting {
@@ -586,7 +603,7 @@ fn scan_conf(
     });
 }
 
-fn scan_ref(
+pub(super) fn scan_ref(
     unsent: &mut Unsent,
     out: &mut dyn Outbox,
     api: NodeId,

@@ -70,6 +70,13 @@ struct TcTransaction {
     /// the transaction aborts, whatever the abort option, since the API cannot learn that
     /// operation's outcome otherwise.
     lost_answer: Option<(NdbError, u32)>,
+    /// Data nodes whose LQH may hold rows of this transaction (this node always; `true`
+    /// when the node holds backup replicas of rows it wrote). Commit and abort go to each.
+    participants: Vec<(NodeId, bool)>,
+    /// Nodes whose commit or abort confirmation is still to come.
+    awaiting: Vec<NodeId>,
+    /// The commit runs in two rounds: nodes with backup replicas first, then the rest.
+    commit_round: u8,
     /// When the current execute's operations went to LQH.
     dispatched_at: Instant,
     /// When the API last sent anything for this transaction.
@@ -88,6 +95,8 @@ pub enum ApiAnswer {
 /// The TC block.
 #[derive(Debug)]
 pub struct Tc {
+    /// This data node.
+    me: NodeId,
     transactions: HashMap<TransId, TcTransaction>,
     operations_in_use: u32,
     /// MaxNoOfConcurrentTransactions.
@@ -115,12 +124,14 @@ pub fn trans_parts(trans: TransId) -> (NodeId, u32) {
 
 impl Tc {
     pub fn new(
+        me: NodeId,
         transactions_max: u32,
         operations_max: u32,
         deadlock_timeout: Duration,
         inactive_timeout: Option<Duration>,
     ) -> Tc {
         Tc {
+            me,
             transactions: HashMap::new(),
             operations_in_use: 0,
             transactions_max,
@@ -138,6 +149,13 @@ impl Tc {
         self.transactions
             .get(&trans)
             .is_some_and(|t| t.phase == Phase::Active)
+    }
+
+    /// True while `trans` is committing (its commit rounds run).
+    pub fn is_committing(&self, trans: TransId) -> bool {
+        self.transactions
+            .get(&trans)
+            .is_some_and(|t| t.phase == Phase::Committing)
     }
 
     pub fn transaction_count(&self) -> usize {
@@ -160,7 +178,8 @@ impl Tc {
             {
                 return None;
             }
-            self.transactions.insert(trans, TcTransaction::new(now));
+            self.transactions
+                .insert(trans, TcTransaction::new(self.me, now));
         }
         let t = self.transactions.get_mut(&trans)?;
         if t.phase != Phase::Active {
@@ -294,7 +313,8 @@ impl Tc {
                     format!("MaxNoOfConcurrentTransactions={}", self.transactions_max),
                 ));
             }
-            self.transactions.insert(trans, TcTransaction::new(now));
+            self.transactions
+                .insert(trans, TcTransaction::new(self.me, now));
         }
         self.touch(trans, now)
     }
@@ -431,6 +451,94 @@ impl Tc {
         }
     }
 
+    /// Node `node` may hold rows of `trans` from now on (`backup`: replicas other than the
+    /// primary, which commit first).
+    pub fn add_participant(&mut self, trans: TransId, node: NodeId, backup: bool) {
+        if let Some(t) = self.transactions.get_mut(&trans) {
+            match t.participants.iter_mut().find(|(n, _)| *n == node) {
+                Some((_, b)) => *b |= backup,
+                None => t.participants.push((node, backup)),
+            }
+        }
+    }
+
+    /// Starts the next round of the commit or the abort of `trans` and returns the nodes to
+    /// send it to (empty when it is over). A commit goes first to the nodes holding backup
+    /// replicas, then to the others (NDB's linear commit: the primary last); an abort goes to
+    /// every participant at once.
+    pub fn next_round(&mut self, trans: TransId) -> Vec<NodeId> {
+        let Some(t) = self.transactions.get_mut(&trans) else {
+            return Vec::new();
+        };
+        let nodes: Vec<NodeId> = match (&t.phase, t.commit_round) {
+            (Phase::Committing, 0) => {
+                t.commit_round = 1;
+                let backups: Vec<NodeId> = t
+                    .participants
+                    .iter()
+                    .filter(|(_, backup)| *backup)
+                    .map(|(n, _)| *n)
+                    .collect();
+                if backups.is_empty() {
+                    t.commit_round = 2;
+                    t.participants.iter().map(|(n, _)| *n).collect()
+                } else {
+                    backups
+                }
+            }
+            (Phase::Committing, 1) => {
+                t.commit_round = 2;
+                t.participants
+                    .iter()
+                    .filter(|(_, backup)| !*backup)
+                    .map(|(n, _)| *n)
+                    .collect()
+            }
+            (Phase::Aborting(_), 0) => {
+                t.commit_round = 2;
+                t.participants.iter().map(|(n, _)| *n).collect()
+            }
+            _ => Vec::new(),
+        };
+        t.awaiting.clone_from(&nodes);
+        nodes
+    }
+
+    /// Node `node` confirmed the current round of `trans`'s commit or abort. True when the
+    /// round is complete.
+    pub fn round_done(&mut self, trans: TransId, node: NodeId) -> bool {
+        let Some(t) = self.transactions.get_mut(&trans) else {
+            return false;
+        };
+        let before = t.awaiting.len();
+        t.awaiting.retain(|n| *n != node);
+        before > 0 && t.awaiting.is_empty()
+    }
+
+    /// Transactions that wait for a confirmation from `node`.
+    pub fn awaiting_node(&self, node: NodeId) -> Vec<TransId> {
+        self.transactions
+            .iter()
+            .filter(|(_, t)| t.awaiting.contains(&node))
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// Active transactions with rows on `node`: they abort with `error` (the node failed).
+    pub fn fail_participant(&mut self, node: NodeId, error: &NdbError) -> Vec<TransId> {
+        let mut failed = Vec::new();
+        for (&trans, t) in &mut self.transactions {
+            if t.phase == Phase::Active && t.participants.iter().any(|(n, _)| *n == node) {
+                t.participants.retain(|(n, _)| *n != node);
+                t.phase = Phase::Aborting(AbortReply::Ref(error.clone(), OP_INDEX_NONE));
+                failed.push(trans);
+            } else {
+                t.participants.retain(|(n, _)| *n != node);
+            }
+        }
+        failed
+    }
+
     /// LQH finished committing or aborting: the record goes, and this is the API's answer.
     pub fn on_finished(&mut self, trans: TransId) -> Option<ApiAnswer> {
         let t = self.transactions.remove(&trans)?;
@@ -491,9 +599,18 @@ impl Tc {
     pub fn abandon_node(&mut self, api: NodeId) -> Vec<TransId> {
         let mut abandoned = Vec::new();
         for (&trans, t) in &mut self.transactions {
-            if trans_parts(trans).0 == api {
-                t.phase = Phase::Aborting(AbortReply::Silent);
-                abandoned.push(trans);
+            if trans_parts(trans).0 != api {
+                continue;
+            }
+            match &mut t.phase {
+                Phase::Active => {
+                    t.phase = Phase::Aborting(AbortReply::Silent);
+                    abandoned.push(trans);
+                }
+                // A commit or abort that started runs to its end (replicas may already have
+                // committed); only its answer goes nowhere.
+                Phase::Aborting(reply) => *reply = AbortReply::Silent,
+                Phase::Committing => {}
             }
         }
         abandoned
@@ -501,8 +618,11 @@ impl Tc {
 }
 
 impl TcTransaction {
-    fn new(now: Instant) -> Self {
+    fn new(me: NodeId, now: Instant) -> Self {
         TcTransaction {
+            participants: vec![(me, false)],
+            awaiting: Vec::new(),
+            commit_round: 0,
             phase: Phase::Active,
             ops_received: 0,
             ops_outstanding: 0,

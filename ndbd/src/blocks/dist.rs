@@ -1,0 +1,665 @@
+//! The kernel across data nodes: membership, routing operations to the replicas that run them,
+//! replication along each partition's replicas, and the rounds of commit and abort.
+//!
+//! ```text
+//!  API ─TCKEYREQ─► TC (node A) ─LQHKEYREQ─► LQH primary (node P) ─LQHKEYREQ─► LQH backup (B)
+//!                     ▲                                                          │
+//!                     └──────────────────────── LQHKEYCONF ──────────────────────┘
+//!  commit: TC ─LQH_COMMITREQ─► nodes holding backup replicas ─CONF─► TC
+//!             ─LQH_COMMITREQ─► the other participants (the primaries) ─CONF─► TC ─► API
+//! ```
+//!
+//! - TC sends an operation to its partition's primary replica (a CommittedRead may go to the
+//!   replica the API asked for). A write carries the chain of backups: each replica runs it and
+//!   passes it on, and the last one answers TC, so TC hears of a write only once every replica
+//!   holds it (locked, uncommitted).
+//! - A node that runs an operation for another node's TC records the transaction as *foreign*
+//!   until that TC's commit or abort arrives; the record is what keeps its queued work alive.
+//!   Foreign transactions that ended are remembered for a while, so that an operation arriving
+//!   late (the abort overtook it) is refused instead of taking locks nobody would release.
+//! - Commit goes first to the nodes holding backup replicas, then to the others (NDB's linear
+//!   commit, primary last); the API hears of it when every participant confirmed. Abort goes to
+//!   every participant at once. This node is always a participant of its own transactions.
+//! - The same code runs whether the next hop is this node (a job) or another (a frame): only
+//!   routing differs.
+//!
+//! Node failure is not handled yet beyond keeping the survivors consistent and serving: a data
+//! node whose link drops is marked failed; transactions touching it abort with 286, operations
+//! sent to it fail with 4010, and its foreign transactions here are rolled back.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+
+use rndb_config::{ClusterConfig, NodeId};
+use rndb_protocol::lqh::{
+    self, gsn as lgsn, ApiRegConf, FiredChange, LqhKeyConf, LqhKeyRef, TransSignal,
+};
+use rndb_protocol::signals::block;
+use rndb_protocol::{LockMode, NdbError, OperationType};
+use rndb_transporter::FrameHeader;
+
+use super::acc::TransId;
+use super::lqh::{IndexChange, LqhAnswer, LqhKeyReq, OpRole};
+use super::{reply, Kernel, Outbox, ProtocolViolation, SendFailure, Signal};
+
+/// An operation out on another node, as this node's TC remembers it.
+#[derive(Debug)]
+struct RemoteOp {
+    role: OpRole,
+    /// The node it was sent to.
+    to: NodeId,
+    op_index: u32,
+}
+
+/// Foreign transactions remembered after they end here.
+const ENDED_REMEMBERED: usize = 64 * 1024;
+
+/// The node's view of the cluster and of work crossing nodes.
+#[derive(Debug)]
+pub(super) struct Dist {
+    me: NodeId,
+    /// Every data node of the config, this one included, in id order.
+    data_nodes: Vec<NodeId>,
+    /// Other data nodes with a live link.
+    up: BTreeSet<NodeId>,
+    /// Every data node has been connected once: the cluster serves requests.
+    started: bool,
+    /// Operations this node's TC sent to another node, by transaction and token: the role TC
+    /// keeps for the answer, and the node the operation went to.
+    remote_ops: BTreeMap<(TransId, u32), RemoteOp>,
+    next_token: u32,
+    /// Transactions of other nodes' TCs that hold or wait for rows here, with their TC.
+    foreign: HashMap<TransId, NodeId>,
+    ended: HashSet<TransId>,
+    ended_order: VecDeque<TransId>,
+}
+
+impl Dist {
+    pub fn new(config: &ClusterConfig, me: NodeId) -> Dist {
+        let mut data_nodes: Vec<NodeId> = config.data_nodes.iter().map(|n| n.node_id).collect();
+        data_nodes.sort_unstable();
+        let started = data_nodes.iter().all(|&n| n == me);
+        Dist {
+            me,
+            data_nodes,
+            up: BTreeSet::new(),
+            started,
+            remote_ops: BTreeMap::new(),
+            next_token: 1,
+            foreign: HashMap::new(),
+            ended: HashSet::new(),
+            ended_order: VecDeque::new(),
+        }
+    }
+
+    pub fn is_data_node(&self, node: NodeId) -> bool {
+        self.data_nodes.binary_search(&node).is_ok()
+    }
+
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    /// NDB's DICT master: the data node with the lowest id.
+    pub fn master(&self) -> NodeId {
+        self.data_nodes.first().copied().unwrap_or(self.me)
+    }
+
+    /// The other data nodes with a live link.
+    pub fn peers_up(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.up.iter().copied()
+    }
+
+    /// True while `trans` is another node's transaction with work here.
+    pub fn is_foreign(&self, trans: TransId) -> bool {
+        self.foreign.contains_key(&trans)
+    }
+
+    /// Forgets the operations of a transaction that ended (answers that come late are dropped).
+    pub fn forget_operations_of(&mut self, trans: TransId) {
+        let keys: Vec<(TransId, u32)> = self
+            .remote_ops
+            .range((trans, 0)..=(trans, u32::MAX))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in keys {
+            self.remote_ops.remove(&key);
+        }
+    }
+
+    fn stash(&mut self, trans: TransId, op_index: u32, role: OpRole, to: NodeId) -> u32 {
+        let token = self.next_token;
+        self.next_token = self.next_token.wrapping_add(1).max(1);
+        self.remote_ops
+            .insert((trans, token), RemoteOp { role, to, op_index });
+        token
+    }
+
+    fn end_foreign(&mut self, trans: TransId) {
+        if self.foreign.remove(&trans).is_none() {
+            return;
+        }
+        if self.ended.insert(trans) {
+            self.ended_order.push_back(trans);
+        }
+        while self.ended_order.len() > ENDED_REMEMBERED {
+            if let Some(old) = self.ended_order.pop_front() {
+                self.ended.remove(&old);
+            }
+        }
+    }
+}
+
+/// True while work of `trans` may run in LQH here: its TC (this node's) is running executes,
+/// or another node's TC has not ended it yet.
+pub(super) fn live(tc: &super::tc::Tc, dist: &Dist, trans: TransId) -> bool {
+    tc.is_active(trans) || dist.is_foreign(trans)
+}
+
+fn is_committed_read(req_type: OperationType, lock: LockMode) -> bool {
+    req_type == OperationType::Read && lock == LockMode::CommittedRead
+}
+
+fn header(signal: u16, receiver_block: u16, sender_block: u16) -> FrameHeader {
+    FrameHeader {
+        signal,
+        receiver_block,
+        sender_block,
+        request_id: 0,
+    }
+}
+
+impl Kernel {
+    /// A link came up. When it completes the set of data nodes, the cluster has started.
+    pub fn on_connect(&mut self, node: NodeId) {
+        if !self.dist.is_data_node(node) {
+            return;
+        }
+        self.dist.up.insert(node);
+        if !self.dist.started && self.dist.up.len() + 1 == self.dist.data_nodes.len() {
+            self.dist.started = true;
+            tracing::info!(data_nodes = ?self.dist.data_nodes, "cluster started: every data node is connected");
+        } else if self.dist.started && self.dist.up.len() + 1 == self.dist.data_nodes.len() {
+            tracing::warn!(node = %node, "data node reconnected after a failure; node restart is not implemented, so its partitions may be stale");
+        }
+    }
+
+    /// A data node's link closed: what it held for this node's transactions is lost, and what
+    /// its transactions held here is rolled back.
+    pub(super) fn on_data_node_lost(&mut self, node: NodeId, out: &mut dyn Outbox) {
+        self.dist.up.remove(&node);
+        tracing::error!(node = %node, "data node failed: transactions touching it abort (node failure handling is not implemented yet)");
+        // Its transactions' rows here.
+        let orphans: Vec<TransId> = self
+            .dist
+            .foreign
+            .iter()
+            .filter(|(_, tc)| **tc == node)
+            .map(|(t, _)| *t)
+            .collect();
+        for trans in orphans {
+            self.lqh_finish(trans, node, false, out);
+        }
+        // Operations out on it.
+        let lost: Vec<((TransId, u32), u32)> = self
+            .dist
+            .remote_ops
+            .iter()
+            .filter(|(_, op)| op.to == node)
+            .map(|(k, op)| (*k, op.op_index))
+            .collect();
+        for ((trans, token), op_index) in &lost {
+            let answer = LqhAnswer::Ref {
+                trans: *trans,
+                op_index: *op_index,
+                error: NdbError::with_detail(4010, format!("data node {node} failed")),
+                role: OpRole::Remote {
+                    tc_node: self.me,
+                    token: *token,
+                },
+            };
+            self.jobs.push_back(Signal::LqhAnswer(answer));
+        }
+        // This TC's transactions with rows there.
+        let error = NdbError::with_detail(286, format!("data node {node} failed"));
+        for trans in self.tc.fail_participant(node, &error) {
+            self.jobs.push_back(Signal::TcRound(trans));
+        }
+        for trans in self.tc.awaiting_node(node) {
+            self.jobs.push_back(Signal::RoundDone { trans, node });
+        }
+        self.schema_node_lost(node, out);
+    }
+
+    /// API_REGREQ: whether the cluster has started.
+    pub(super) fn api_reg(&mut self, from: NodeId, request: &FrameHeader, out: &mut dyn Outbox) {
+        let conf = ApiRegConf {
+            started: self.dist.started,
+            data_nodes_up: self.dist.up.len() as u16 + 1,
+            data_nodes: self.dist.data_nodes.len() as u16,
+        };
+        reply(
+            &mut self.unsent,
+            out,
+            from,
+            request,
+            lgsn::API_REGCONF,
+            &mut |b| conf.encode(b),
+        );
+    }
+
+    /// TC: sends an operation to the replica that runs it (`replica` chooses one for a
+    /// CommittedRead; everything else runs on the primary) and records the nodes that will
+    /// hold its rows.
+    pub(super) fn dispatch(&mut self, mut req: LqhKeyReq, replica: u8, out: &mut dyn Outbox) {
+        let replicas = self.dih.replicas(req.fragment).to_vec();
+        let Some(&primary) = replicas.first() else {
+            let error =
+                NdbError::with_detail(4000, format!("partition {} has no replica", req.fragment));
+            let answer = LqhAnswer::Ref {
+                trans: req.trans,
+                op_index: req.op_index,
+                error,
+                role: req.role,
+            };
+            return self.jobs.push_back(Signal::LqhAnswer(answer));
+        };
+        let committed_read = is_committed_read(req.op_type, req.lock_mode);
+        let target = if committed_read {
+            replicas
+                .get(usize::from(replica))
+                .copied()
+                .unwrap_or(primary)
+        } else {
+            primary
+        };
+        if req.op_type != OperationType::Read {
+            for (i, &node) in replicas.iter().enumerate() {
+                self.tc.add_participant(req.trans, node, i > 0);
+            }
+            req.chain = replicas[1..].to_vec();
+        } else if !committed_read {
+            self.tc.add_participant(req.trans, primary, false);
+        }
+        if target == self.me {
+            self.jobs.push_back(Signal::LqhKeyReq(req));
+        } else {
+            self.send_lqh_key_req(target, req, out);
+        }
+    }
+
+    /// LQH: runs an operation here; a write that succeeded goes on to the next replica of its
+    /// chain, anything else is answered.
+    pub(super) fn run_lqh_key_req(&mut self, req: LqhKeyReq, out: &mut dyn Outbox) {
+        let committed_read = is_committed_read(req.op_type, req.lock_mode);
+        let remote = matches!(req.role, OpRole::Remote { .. });
+        // A CommittedRead for another node takes no lock and belongs to no transaction here.
+        let exempt = committed_read && remote;
+        if !exempt && !live(&self.tc, &self.dist, req.trans) {
+            // Its transaction's commit or abort started while the operation was queued (a
+            // second hop, index maintenance, a granted lock, a replica's turn): it must not run
+            // any more.
+            let (tc, dist) = (&self.tc, &self.dist);
+            let granted = self.lqh.drop_work(&req, &|t| live(tc, dist, t));
+            self.resume(granted);
+            return;
+        }
+        let forward = (!req.chain.is_empty()).then(|| req.clone());
+        let Some(answer) = self.lqh.execute(&self.dict, req) else {
+            // Waits for a lock; it runs again, chain and all, when granted.
+            return;
+        };
+        match (answer, forward) {
+            (LqhAnswer::Conf { .. }, Some(mut next)) => {
+                let to = next.chain.remove(0);
+                self.send_lqh_key_req(to, next, out);
+            }
+            (answer, _) => self.jobs.push_back(Signal::LqhAnswer(answer)),
+        }
+    }
+
+    /// Sends an operation to node `to`'s LQH. Its role stays with this node's TC (under a
+    /// token) unless another node's TC already keeps it.
+    fn send_lqh_key_req(&mut self, to: NodeId, req: LqhKeyReq, out: &mut dyn Outbox) {
+        let (tc_node, token) = match req.role {
+            OpRole::Remote { tc_node, token } => (tc_node, token),
+            role => (self.me, self.dist.stash(req.trans, req.op_index, role, to)),
+        };
+        let wire = lqh::LqhKeyReq {
+            trans: req.trans,
+            tc_node: tc_node.0,
+            token,
+            op_index: req.op_index,
+            op_type: req.op_type,
+            lock_mode: req.lock_mode,
+            table_id: req.table_id,
+            fragment: req.fragment,
+            key_bytes: req.key_bytes.to_vec(),
+            key: req.key,
+            attrs: req.attrs,
+            chain: req.chain.iter().map(|n| n.0).collect(),
+        };
+        let sent = out.send(
+            to,
+            header(lgsn::LQHKEYREQ, block::DBLQH, block::DBTC),
+            &mut |b| wire.encode(b),
+        );
+        if let Err(failure) = sent {
+            let error = match failure {
+                SendFailure::Gone => {
+                    NdbError::with_detail(4010, format!("data node {to} is not connected"))
+                }
+                SendFailure::Overloaded => NdbError::with_detail(
+                    1218,
+                    format!("the send buffer to data node {to} is full"),
+                ),
+            };
+            let answer = LqhAnswer::Ref {
+                trans: wire.trans,
+                op_index: wire.op_index,
+                error,
+                role: OpRole::Remote { tc_node, token },
+            };
+            self.jobs.push_back(Signal::LqhAnswer(answer));
+        }
+    }
+
+    /// An answer whose TC is elsewhere goes there; one whose role this node's TC keeps gets
+    /// it back. Returns the answer for this node's TC, if any.
+    pub(super) fn route_answer(
+        &mut self,
+        answer: LqhAnswer,
+        out: &mut dyn Outbox,
+    ) -> Option<LqhAnswer> {
+        let (trans, role) = match &answer {
+            LqhAnswer::Conf { trans, role, .. } | LqhAnswer::Ref { trans, role, .. } => {
+                (*trans, role)
+            }
+        };
+        let OpRole::Remote { tc_node, token } = *role else {
+            return Some(answer);
+        };
+        if tc_node == self.me {
+            // Stale when the transaction ended meanwhile.
+            let role = self.dist.remote_ops.remove(&(trans, token))?.role;
+            return Some(match answer {
+                LqhAnswer::Conf {
+                    trans,
+                    op_index,
+                    row,
+                    fired,
+                    ..
+                } => LqhAnswer::Conf {
+                    trans,
+                    op_index,
+                    row,
+                    role,
+                    fired,
+                },
+                LqhAnswer::Ref {
+                    trans,
+                    op_index,
+                    error,
+                    ..
+                } => LqhAnswer::Ref {
+                    trans,
+                    op_index,
+                    error,
+                    role,
+                },
+            });
+        }
+        // A TC that is gone hears nothing; its transactions here are rolled back when its
+        // link's loss is handled.
+        let _ = match answer {
+            LqhAnswer::Conf {
+                trans,
+                op_index,
+                row,
+                fired,
+                ..
+            } => {
+                let conf = LqhKeyConf {
+                    trans,
+                    token,
+                    op_index,
+                    row,
+                    fired: fired
+                        .into_iter()
+                        .map(|c| FiredChange {
+                            hidden_table_id: c.hidden_table_id,
+                            op_type: c.op_type,
+                            key: c.key,
+                            pk: c.pk.into_vec(),
+                        })
+                        .collect(),
+                };
+                out.send(
+                    tc_node,
+                    header(lgsn::LQHKEYCONF, block::DBTC, block::DBLQH),
+                    &mut |b| conf.encode(b),
+                )
+            }
+            LqhAnswer::Ref {
+                trans,
+                op_index,
+                error,
+                ..
+            } => {
+                let refusal = LqhKeyRef {
+                    trans,
+                    token,
+                    op_index,
+                    code: error.code,
+                    detail: error.message,
+                };
+                out.send(
+                    tc_node,
+                    header(lgsn::LQHKEYREF, block::DBTC, block::DBLQH),
+                    &mut |b| refusal.encode(b),
+                )
+            }
+        };
+        None
+    }
+
+    /// Frames of the data-node protocol. Only data nodes may send them.
+    pub(super) fn on_data_node_frame(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        payload: &[u8],
+    ) -> Result<(), ProtocolViolation> {
+        if !self.dist.is_data_node(from) {
+            return Err(ProtocolViolation(format!(
+                "signal {} is for data nodes, and node {from} is not one",
+                header.signal
+            )));
+        }
+        match header.signal {
+            lgsn::LQHKEYREQ => self.on_remote_key_req(lqh::LqhKeyReq::decode(payload)?)?,
+            lgsn::LQHKEYCONF => {
+                let conf = LqhKeyConf::decode(payload)?;
+                let answer = LqhAnswer::Conf {
+                    trans: conf.trans,
+                    op_index: conf.op_index,
+                    row: conf.row,
+                    role: OpRole::Remote {
+                        tc_node: self.me,
+                        token: conf.token,
+                    },
+                    fired: conf
+                        .fired
+                        .into_iter()
+                        .map(|c| IndexChange {
+                            hidden_table_id: c.hidden_table_id,
+                            op_type: c.op_type,
+                            key: c.key,
+                            pk: c.pk.into_boxed_slice(),
+                        })
+                        .collect(),
+                };
+                self.jobs.push_back(Signal::LqhAnswer(answer));
+            }
+            lgsn::LQHKEYREF => {
+                let r = LqhKeyRef::decode(payload)?;
+                let answer = LqhAnswer::Ref {
+                    trans: r.trans,
+                    op_index: r.op_index,
+                    error: NdbError::from_wire(r.code, &r.detail),
+                    role: OpRole::Remote {
+                        tc_node: self.me,
+                        token: r.token,
+                    },
+                };
+                self.jobs.push_back(Signal::LqhAnswer(answer));
+            }
+            lgsn::LQH_COMMITREQ | lgsn::LQH_ABORTREQ => {
+                let trans = TransSignal::decode(payload)?.trans;
+                self.jobs
+                    .push_back(if header.signal == lgsn::LQH_COMMITREQ {
+                        Signal::LqhCommit {
+                            trans,
+                            tc_node: from,
+                        }
+                    } else {
+                        Signal::LqhAbort {
+                            trans,
+                            tc_node: from,
+                        }
+                    });
+            }
+            lgsn::LQH_COMMITCONF | lgsn::LQH_ABORTCONF => {
+                let trans = TransSignal::decode(payload)?.trans;
+                self.jobs.push_back(Signal::RoundDone { trans, node: from });
+            }
+            other => return Err(ProtocolViolation(format!("unknown signal {other}"))),
+        }
+        Ok(())
+    }
+
+    fn on_remote_key_req(&mut self, wire: lqh::LqhKeyReq) -> Result<(), ProtocolViolation> {
+        let tc_node = NodeId(wire.tc_node);
+        let chain: Vec<NodeId> = wire.chain.iter().map(|&n| NodeId(n)).collect();
+        if let Some(bad) = std::iter::once(tc_node)
+            .chain(chain.iter().copied())
+            .find(|&n| !self.dist.is_data_node(n))
+        {
+            return Err(ProtocolViolation(format!(
+                "LQHKEYREQ names node {bad}, which is not a data node"
+            )));
+        }
+        let req = LqhKeyReq {
+            trans: wire.trans,
+            op_index: wire.op_index,
+            op_type: wire.op_type,
+            lock_mode: wire.lock_mode,
+            table_id: wire.table_id,
+            fragment: wire.fragment,
+            key_bytes: wire.key_bytes.into_boxed_slice(),
+            key: wire.key,
+            attrs: wire.attrs,
+            role: OpRole::Remote {
+                tc_node,
+                token: wire.token,
+            },
+            chain,
+        };
+        if tc_node != self.me && !is_committed_read(req.op_type, req.lock_mode) {
+            if self.dist.ended.contains(&req.trans) {
+                // The transaction's abort overtook this operation: refused, so that it takes
+                // no lock nobody would release. (Its TC no longer waits for the answer.)
+                let answer = LqhAnswer::Ref {
+                    trans: req.trans,
+                    op_index: req.op_index,
+                    error: NdbError::with_detail(4010, "the transaction already ended here"),
+                    role: req.role,
+                };
+                self.jobs.push_back(Signal::LqhAnswer(answer));
+                return Ok(());
+            }
+            self.dist.foreign.entry(req.trans).or_insert(tc_node);
+        }
+        self.jobs.push_back(Signal::LqhKeyReq(req));
+        Ok(())
+    }
+
+    /// TC: the next round of a commit or an abort, or the end of the transaction when every
+    /// round is done.
+    pub(super) fn tc_round(&mut self, trans: TransId, out: &mut dyn Outbox) {
+        let commit = self.tc.is_committing(trans);
+        let nodes = self.tc.next_round(trans);
+        if nodes.is_empty() {
+            return self.finish_transaction(trans, out);
+        }
+        for node in nodes {
+            if node == self.me {
+                self.jobs.push_back(if commit {
+                    Signal::LqhCommit {
+                        trans,
+                        tc_node: node,
+                    }
+                } else {
+                    Signal::LqhAbort {
+                        trans,
+                        tc_node: node,
+                    }
+                });
+            } else if !self.dist.up.contains(&node) {
+                // Nothing of it can be reached there any more.
+                self.jobs.push_back(Signal::RoundDone { trans, node });
+            } else {
+                let signal = if commit {
+                    lgsn::LQH_COMMITREQ
+                } else {
+                    lgsn::LQH_ABORTREQ
+                };
+                // Kept until it can be sent: a commit must not be lost to a full buffer.
+                self.unsent.send(
+                    out,
+                    node,
+                    header(signal, block::DBLQH, block::DBTC),
+                    &mut |b| TransSignal { trans }.encode(b),
+                );
+            }
+        }
+    }
+
+    /// LQH: commits or undoes what `trans` holds here and confirms to its TC.
+    pub(super) fn lqh_finish(
+        &mut self,
+        trans: TransId,
+        tc_node: NodeId,
+        commit: bool,
+        out: &mut dyn Outbox,
+    ) {
+        if tc_node != self.me {
+            // First, so that none of its own queued work is granted.
+            self.dist.end_foreign(trans);
+        }
+        let (tc, dist) = (&self.tc, &self.dist);
+        let granted = if commit {
+            self.lqh.commit(trans, &|t| live(tc, dist, t))
+        } else {
+            self.lqh.abort(trans, &|t| live(tc, dist, t))
+        };
+        self.resume(granted);
+        if tc_node == self.me {
+            self.jobs.push_back(Signal::RoundDone {
+                trans,
+                node: self.me,
+            });
+        } else if self.dist.up.contains(&tc_node) {
+            let signal = if commit {
+                lgsn::LQH_COMMITCONF
+            } else {
+                lgsn::LQH_ABORTCONF
+            };
+            self.unsent.send(
+                out,
+                tc_node,
+                header(signal, block::DBTC, block::DBLQH),
+                &mut |b| TransSignal { trans }.encode(b),
+            );
+        }
+    }
+}

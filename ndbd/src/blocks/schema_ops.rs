@@ -1,0 +1,330 @@
+//! Schema changes on every data node: create and drop of tables and indexes reach every data
+//! node before the API hears of them, and one that fails anywhere fails everywhere.
+//!
+//! API nodes send schema changes to the DICT master (the data node with the lowest id). The
+//! master runs one change at a time (others queue): it applies the change itself, passes the
+//! same request to every other data node, and compares their answers with its own (the same
+//! table and index ids, since every dictionary has seen the same changes in the same order).
+//! When one refuses, the change is undone where it was applied (a create is dropped again) and
+//! the API gets the refusal. A drop cannot be undone; a drop refused somewhere is reported.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use rndb_config::NodeId;
+use rndb_protocol::signals::{self, block, gsn, CreateIndexReq, IndexName, Refusal};
+use rndb_protocol::NdbError;
+use rndb_transporter::FrameHeader;
+
+use super::{refuse, reply, Kernel, Outbox, ProtocolViolation};
+
+/// Schema changes waiting while one runs, at most.
+const QUEUED_MAX: usize = 64;
+
+/// The master's schema changes: the running one and those waiting.
+#[derive(Debug, Default)]
+pub(super) struct SchemaOps {
+    current: Option<SchemaOp>,
+    queue: VecDeque<(NodeId, FrameHeader, Vec<u8>)>,
+    next_id: u32,
+}
+
+/// A schema change the master has applied and passed on.
+#[derive(Debug)]
+struct SchemaOp {
+    /// The API node that asked, and its request.
+    api: NodeId,
+    header: FrameHeader,
+    /// The request id the other data nodes answer.
+    request_id: u32,
+    payload: Vec<u8>,
+    /// The master's CONF payload, which every node's must equal.
+    conf: Vec<u8>,
+    awaiting: Vec<NodeId>,
+    succeeded: Vec<NodeId>,
+    failure: Option<NdbError>,
+}
+
+/// The CONF and REF signals answering a schema request.
+fn answers_of(request: u16) -> (u16, u16) {
+    match request {
+        gsn::CREATE_TABLE_REQ => (gsn::CREATE_TABLE_CONF, gsn::CREATE_TABLE_REF),
+        gsn::DROP_TABLE_REQ => (gsn::DROP_TABLE_CONF, gsn::DROP_TABLE_REF),
+        gsn::CREATE_INDEX_REQ => (gsn::CREATE_INDEX_CONF, gsn::CREATE_INDEX_REF),
+        _ => (gsn::DROP_INDEX_CONF, gsn::DROP_INDEX_REF),
+    }
+}
+
+/// True for the answers data nodes send the master.
+pub(super) fn is_schema_answer(signal: u16) -> bool {
+    matches!(
+        signal,
+        gsn::CREATE_TABLE_CONF
+            | gsn::CREATE_TABLE_REF
+            | gsn::DROP_TABLE_CONF
+            | gsn::DROP_TABLE_REF
+            | gsn::CREATE_INDEX_CONF
+            | gsn::CREATE_INDEX_REF
+            | gsn::DROP_INDEX_CONF
+            | gsn::DROP_INDEX_REF
+    )
+}
+
+/// The request that takes a change back, when there is one.
+fn undo_of(signal: u16, payload: &[u8]) -> Option<(u16, Vec<u8>)> {
+    let mut undo = Vec::new();
+    match signal {
+        gsn::CREATE_TABLE_REQ => {
+            let def = signals::decode_table_def(payload).ok()?;
+            signals::encode_name(&mut undo, &def.name);
+            Some((gsn::DROP_TABLE_REQ, undo))
+        }
+        gsn::CREATE_INDEX_REQ => {
+            let req = CreateIndexReq::decode(payload).ok()?;
+            IndexName {
+                table: req.table,
+                index: req.index,
+            }
+            .encode(&mut undo);
+            Some((gsn::DROP_INDEX_REQ, undo))
+        }
+        _ => None,
+    }
+}
+
+/// Decodes a schema request without applying it (a queued request is checked on arrival).
+fn check_payload(signal: u16, payload: &[u8]) -> Result<(), ProtocolViolation> {
+    match signal {
+        gsn::CREATE_TABLE_REQ => signals::decode_table_def(payload).map(drop)?,
+        gsn::DROP_TABLE_REQ => signals::decode_name(payload).map(drop)?,
+        gsn::CREATE_INDEX_REQ => CreateIndexReq::decode(payload).map(drop)?,
+        _ => IndexName::decode(payload).map(drop)?,
+    }
+    Ok(())
+}
+
+impl Kernel {
+    /// CREATE/DROP TABLE/INDEX from an API node (coordinated here when this is the master) or
+    /// from the master (applied and answered).
+    pub(super) fn on_schema_req(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        payload: &[u8],
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) -> Result<(), ProtocolViolation> {
+        check_payload(header.signal, payload)?;
+        let (conf_signal, ref_signal) = answers_of(header.signal);
+        if self.dist.is_data_node(from) {
+            match self.apply_schema(header.signal, payload, out, now) {
+                Ok(conf) => reply(&mut self.unsent, out, from, header, conf_signal, &mut |b| {
+                    b.extend_from_slice(&conf)
+                }),
+                Err(e) => refuse(&mut self.unsent, out, from, header, ref_signal, &e),
+            }
+            return Ok(());
+        }
+        let refusal = if !self.dist.started() {
+            Some(NdbError::with_detail(
+                4009,
+                "the cluster has not started: not every data node is connected",
+            ))
+        } else if self.me != self.dist.master() {
+            Some(NdbError::with_detail(
+                702,
+                format!(
+                    "Request to non-master: schema changes go to data node {}",
+                    self.dist.master()
+                ),
+            ))
+        } else if self.schema.current.is_some() && self.schema.queue.len() >= QUEUED_MAX {
+            Some(NdbError::with_detail(
+                701,
+                format!("{QUEUED_MAX} schema changes already wait"),
+            ))
+        } else {
+            None
+        };
+        if let Some(error) = refusal {
+            refuse(&mut self.unsent, out, from, header, ref_signal, &error);
+            return Ok(());
+        }
+        self.schema
+            .queue
+            .push_back((from, *header, payload.to_vec()));
+        self.next_schema_op(out, now);
+        Ok(())
+    }
+
+    /// Starts queued schema changes until one has to wait for other nodes.
+    fn next_schema_op(&mut self, out: &mut dyn Outbox, now: Instant) {
+        while self.schema.current.is_none() {
+            let Some((api, header, payload)) = self.schema.queue.pop_front() else {
+                return;
+            };
+            let (conf_signal, ref_signal) = answers_of(header.signal);
+            let conf = match self.apply_schema(header.signal, &payload, out, now) {
+                Ok(conf) => conf,
+                Err(e) => {
+                    refuse(&mut self.unsent, out, api, &header, ref_signal, &e);
+                    continue;
+                }
+            };
+            let peers: Vec<NodeId> = self.dist.peers_up().collect();
+            if peers.is_empty() {
+                reply(&mut self.unsent, out, api, &header, conf_signal, &mut |b| {
+                    b.extend_from_slice(&conf)
+                });
+                continue;
+            }
+            self.schema.next_id = self.schema.next_id.wrapping_add(1).max(1);
+            let request_id = self.schema.next_id;
+            for &peer in &peers {
+                let to_peer = FrameHeader {
+                    signal: header.signal,
+                    receiver_block: block::DBDICT,
+                    sender_block: block::DBDICT,
+                    request_id,
+                };
+                self.unsent
+                    .send(out, peer, to_peer, &mut |b| b.extend_from_slice(&payload));
+            }
+            self.schema.current = Some(SchemaOp {
+                api,
+                header,
+                request_id,
+                payload,
+                conf,
+                awaiting: peers,
+                succeeded: Vec::new(),
+                failure: None,
+            });
+        }
+    }
+
+    /// A data node answered the running schema change.
+    pub(super) fn on_schema_answer(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        payload: &[u8],
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) -> Result<(), ProtocolViolation> {
+        let Some(op) = self.schema.current.as_mut() else {
+            // An undo's answer, or one for a change that already ended.
+            return Ok(());
+        };
+        if header.request_id != op.request_id || !op.awaiting.contains(&from) {
+            return Ok(());
+        }
+        op.awaiting.retain(|&n| n != from);
+        let (conf_signal, _) = answers_of(op.header.signal);
+        if header.signal == conf_signal {
+            op.succeeded.push(from);
+            if payload != op.conf.as_slice() {
+                op.failure.get_or_insert(NdbError::with_detail(
+                    4000,
+                    format!("data node {from} applied the schema change differently from the master: the dictionaries differ"),
+                ));
+            }
+        } else {
+            let refusal = Refusal::decode(payload)?;
+            op.failure.get_or_insert(NdbError::from_wire(
+                refusal.code,
+                &format!("data node {from}: {}", refusal.detail),
+            ));
+        }
+        if op.awaiting.is_empty() {
+            self.end_schema_op(out, now);
+        }
+        Ok(())
+    }
+
+    /// A data node failed: the running schema change fails if it waited for that node.
+    pub(super) fn schema_node_lost(&mut self, node: NodeId, out: &mut dyn Outbox) {
+        let Some(op) = self.schema.current.as_mut() else {
+            return;
+        };
+        if !op.awaiting.contains(&node) {
+            return;
+        }
+        op.awaiting.retain(|&n| n != node);
+        op.failure.get_or_insert(NdbError::with_detail(
+            4009,
+            format!("data node {node} failed during the schema change"),
+        ));
+        if op.awaiting.is_empty() {
+            self.end_schema_op(out, Instant::now());
+        }
+    }
+
+    fn end_schema_op(&mut self, out: &mut dyn Outbox, now: Instant) {
+        let Some(op) = self.schema.current.take() else {
+            return;
+        };
+        let (conf_signal, ref_signal) = answers_of(op.header.signal);
+        match op.failure {
+            None => reply(
+                &mut self.unsent,
+                out,
+                op.api,
+                &op.header,
+                conf_signal,
+                &mut |b| b.extend_from_slice(&op.conf),
+            ),
+            Some(error) => {
+                if let Some((undo, payload)) = undo_of(op.header.signal, &op.payload) {
+                    if let Err(e) = self.apply_schema(undo, &payload, out, now) {
+                        tracing::error!("undo of a failed schema change failed here: {e}");
+                    }
+                    for node in op.succeeded {
+                        let header = FrameHeader {
+                            signal: undo,
+                            receiver_block: block::DBDICT,
+                            sender_block: block::DBDICT,
+                            request_id: 0,
+                        };
+                        self.unsent
+                            .send(out, node, header, &mut |b| b.extend_from_slice(&payload));
+                    }
+                }
+                tracing::warn!("schema change failed on a data node: {error}");
+                refuse(
+                    &mut self.unsent,
+                    out,
+                    op.api,
+                    &op.header,
+                    ref_signal,
+                    &error,
+                );
+            }
+        }
+        self.next_schema_op(out, now);
+    }
+
+    /// Applies a schema change to this node; answers its CONF payload.
+    fn apply_schema(
+        &mut self,
+        signal: u16,
+        payload: &[u8],
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) -> Result<Vec<u8>, NdbError> {
+        let malformed = |e: rndb_protocol::DecodeError| NdbError::with_detail(4000, e.to_string());
+        match signal {
+            gsn::CREATE_TABLE_REQ => {
+                self.apply_create_table(signals::decode_table_def(payload).map_err(malformed)?)
+            }
+            gsn::DROP_TABLE_REQ => {
+                let name = signals::decode_name(payload).map_err(malformed)?;
+                self.apply_drop_table(&name, out, now)
+            }
+            gsn::CREATE_INDEX_REQ => {
+                self.apply_create_index(CreateIndexReq::decode(payload).map_err(malformed)?)
+            }
+            _ => self.apply_drop_index(IndexName::decode(payload).map_err(malformed)?, out, now),
+        }
+    }
+}

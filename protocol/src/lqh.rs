@@ -1,0 +1,352 @@
+//! Signals between data nodes: a transaction coordinator (TC) on one node sends key operations
+//! to the LQH of the node holding the partition's primary replica, which runs them and passes
+//! writes along the partition's backups (NDB's LQHKEYREQ chain); the last replica answers TC.
+//! Commit and abort go to every node that holds rows of the transaction.
+//!
+//! A transaction keeps the id the API's TC gave it (`TransId`: the API node id in the high 32
+//! bits, the API's request id in the low 32), so every node names it alike.
+
+use crate::codec::{DecodeError, Reader, Writer};
+use crate::schema::{decode_values, encode_values, LockMode, OperationType, Value, COLUMNS_MAX};
+
+/// Signal numbers of the data-node protocol (continuing [`crate::signals::gsn`]).
+pub mod gsn {
+    /// A key operation for a fragment's replica: [`LqhKeyReq`].
+    pub const LQHKEYREQ: u16 = 60;
+    /// The operation succeeded on every replica: [`LqhKeyConf`].
+    pub const LQHKEYCONF: u16 = 61;
+    /// The operation failed: [`LqhKeyRef`].
+    pub const LQHKEYREF: u16 = 62;
+    /// Commit everything the transaction holds on this node: [`TransSignal`].
+    pub const LQH_COMMITREQ: u16 = 63;
+    pub const LQH_COMMITCONF: u16 = 64;
+    /// Undo everything the transaction holds on this node: [`TransSignal`].
+    pub const LQH_ABORTREQ: u16 = 65;
+    pub const LQH_ABORTCONF: u16 = 66;
+    /// An API node asks whether the cluster has started (NDB's API_REGREQ).
+    pub const API_REGREQ: u16 = 67;
+    /// [`ApiRegConf`].
+    pub const API_REGCONF: u16 = 68;
+}
+
+/// Most replicas a partition has (NoOfReplicas is 1..=4).
+pub const REPLICAS_MAX: usize = 4;
+/// Most index changes one write fires (one delete and one insert per unique index).
+pub const FIRED_MAX: usize = 2 * 64;
+
+/// One key operation sent to a replica's LQH.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LqhKeyReq {
+    pub trans: u64,
+    /// The node whose TC runs the transaction: the last replica answers it.
+    pub tc_node: u16,
+    /// TC's name for this operation, echoed in the answer.
+    pub token: u32,
+    pub op_index: u32,
+    pub op_type: OperationType,
+    pub lock_mode: LockMode,
+    pub table_id: u32,
+    pub fragment: u32,
+    /// The canonical key encoding.
+    pub key_bytes: Vec<u8>,
+    pub key: Vec<Value>,
+    pub attrs: Vec<(u16, Value)>,
+    /// Replicas still to run the operation after this one, in order (backups of a write).
+    pub chain: Vec<u16>,
+}
+
+impl LqhKeyReq {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::new(out);
+        w.u64(self.trans)
+            .u16(self.tc_node)
+            .u32(self.token)
+            .u32(self.op_index)
+            .u8(self.op_type.to_u8())
+            .u8(self.lock_mode.to_u8())
+            .u32(self.table_id)
+            .u32(self.fragment)
+            .bytes16(&self.key_bytes);
+        encode_values(&mut w, &self.key);
+        encode_attrs(&mut w, &self.attrs);
+        w.u8(self.chain.len() as u8);
+        for node in &self.chain {
+            w.u16(*node);
+        }
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<LqhKeyReq, DecodeError> {
+        let mut r = Reader::new(buf, "LQHKEYREQ");
+        let trans = r.u64()?;
+        let tc_node = r.u16()?;
+        let token = r.u32()?;
+        let op_index = r.u32()?;
+        let op_type =
+            OperationType::from_u8(r.u8()?).ok_or_else(|| r.error("unknown operation type"))?;
+        let lock_mode = LockMode::from_u8(r.u8()?).ok_or_else(|| r.error("unknown lock mode"))?;
+        let table_id = r.u32()?;
+        let fragment = r.u32()?;
+        let key_bytes = r.bytes16()?.to_vec();
+        let key = decode_values(&mut r, COLUMNS_MAX)?;
+        let attrs = decode_attrs(&mut r)?;
+        let chain_len = usize::from(r.u8()?);
+        if chain_len >= REPLICAS_MAX {
+            return Err(r.error(format!("chain of {chain_len} replicas")));
+        }
+        let chain = (0..chain_len).map(|_| r.u16()).collect::<Result<_, _>>()?;
+        r.finish()?;
+        Ok(LqhKeyReq {
+            trans,
+            tc_node,
+            token,
+            op_index,
+            op_type,
+            lock_mode,
+            table_id,
+            fragment,
+            key_bytes,
+            key,
+            attrs,
+            chain,
+        })
+    }
+}
+
+/// A change of a unique index's hidden table that a write fired (TC runs it as a trigger).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FiredChange {
+    pub hidden_table_id: u32,
+    pub op_type: OperationType,
+    pub key: Vec<Value>,
+    pub pk: Vec<u8>,
+}
+
+/// The operation succeeded on every replica.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LqhKeyConf {
+    pub trans: u64,
+    pub token: u32,
+    pub op_index: u32,
+    /// A read's row.
+    pub row: Option<Vec<Value>>,
+    /// Index changes a write fired.
+    pub fired: Vec<FiredChange>,
+}
+
+impl LqhKeyConf {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::new(out);
+        w.u64(self.trans).u32(self.token).u32(self.op_index);
+        match &self.row {
+            Some(row) => {
+                w.u8(1);
+                encode_values(&mut w, row);
+            }
+            None => {
+                w.u8(0);
+            }
+        }
+        w.u16(self.fired.len() as u16);
+        for change in &self.fired {
+            w.u32(change.hidden_table_id).u8(change.op_type.to_u8());
+            encode_values(&mut w, &change.key);
+            w.bytes16(&change.pk);
+        }
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<LqhKeyConf, DecodeError> {
+        let mut r = Reader::new(buf, "LQHKEYCONF");
+        let trans = r.u64()?;
+        let token = r.u32()?;
+        let op_index = r.u32()?;
+        let row = match r.u8()? {
+            0 => None,
+            1 => Some(decode_values(&mut r, COLUMNS_MAX)?),
+            other => return Err(r.error(format!("row flag {other}"))),
+        };
+        let count = usize::from(r.u16()?);
+        if count > FIRED_MAX {
+            return Err(r.error(format!("{count} index changes, at most {FIRED_MAX}")));
+        }
+        let mut fired = Vec::with_capacity(count);
+        for _ in 0..count {
+            let hidden_table_id = r.u32()?;
+            let op_type =
+                OperationType::from_u8(r.u8()?).ok_or_else(|| r.error("unknown operation type"))?;
+            let key = decode_values(&mut r, COLUMNS_MAX)?;
+            let pk = r.bytes16()?.to_vec();
+            fired.push(FiredChange {
+                hidden_table_id,
+                op_type,
+                key,
+                pk,
+            });
+        }
+        r.finish()?;
+        Ok(LqhKeyConf {
+            trans,
+            token,
+            op_index,
+            row,
+            fired,
+        })
+    }
+}
+
+/// The operation failed on a replica (nothing of it stays once the transaction aborts).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LqhKeyRef {
+    pub trans: u64,
+    pub token: u32,
+    pub op_index: u32,
+    pub code: u32,
+    pub detail: String,
+}
+
+impl LqhKeyRef {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        Writer::new(out)
+            .u64(self.trans)
+            .u32(self.token)
+            .u32(self.op_index)
+            .u32(self.code)
+            .str16(&self.detail);
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<LqhKeyRef, DecodeError> {
+        let mut r = Reader::new(buf, "LQHKEYREF");
+        let v = LqhKeyRef {
+            trans: r.u64()?,
+            token: r.u32()?,
+            op_index: r.u32()?,
+            code: r.u32()?,
+            detail: r.str16()?.to_string(),
+        };
+        r.finish()?;
+        Ok(v)
+    }
+}
+
+/// LQH_COMMITREQ/CONF and LQH_ABORTREQ/CONF: a transaction by id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TransSignal {
+    pub trans: u64,
+}
+
+impl TransSignal {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        Writer::new(out).u64(self.trans);
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<TransSignal, DecodeError> {
+        let mut r = Reader::new(buf, "transaction signal");
+        let v = TransSignal { trans: r.u64()? };
+        r.finish()?;
+        Ok(v)
+    }
+}
+
+/// API_REGCONF: whether the cluster has started, as this data node sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ApiRegConf {
+    /// Every data node of the config is connected to this one and the cluster serves requests.
+    pub started: bool,
+    /// Data nodes this one has links to, itself included.
+    pub data_nodes_up: u16,
+    /// Data nodes in the config.
+    pub data_nodes: u16,
+}
+
+impl ApiRegConf {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        Writer::new(out)
+            .u8(u8::from(self.started))
+            .u16(self.data_nodes_up)
+            .u16(self.data_nodes);
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<ApiRegConf, DecodeError> {
+        let mut r = Reader::new(buf, "API_REGCONF");
+        let v = ApiRegConf {
+            started: r.u8()? != 0,
+            data_nodes_up: r.u16()?,
+            data_nodes: r.u16()?,
+        };
+        r.finish()?;
+        Ok(v)
+    }
+}
+
+fn encode_attrs(w: &mut Writer<'_>, attrs: &[(u16, Value)]) {
+    w.u16(attrs.len() as u16);
+    for (column, value) in attrs {
+        w.u16(*column);
+        value.encode(w);
+    }
+}
+
+fn decode_attrs(r: &mut Reader<'_>) -> Result<Vec<(u16, Value)>, DecodeError> {
+    let count = usize::from(r.u16()?);
+    if count > COLUMNS_MAX {
+        return Err(r.error(format!("{count} attributes, at most {COLUMNS_MAX}")));
+    }
+    let mut attrs = Vec::with_capacity(count);
+    for _ in 0..count {
+        let column = r.u16()?;
+        attrs.push((column, Value::decode(r)?));
+    }
+    Ok(attrs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lqh_signals_round_trip() {
+        let req = LqhKeyReq {
+            trans: 0x0033_0000_0007,
+            tc_node: 1,
+            token: 9,
+            op_index: 2,
+            op_type: OperationType::Update,
+            lock_mode: LockMode::Exclusive,
+            table_id: 4,
+            fragment: 3,
+            key_bytes: vec![1, 2, 3],
+            key: vec![Value::UInt32(5)],
+            attrs: vec![(1, Value::Int64(-3)), (2, Value::Null)],
+            chain: vec![2],
+        };
+        let mut buf = Vec::new();
+        req.encode(&mut buf);
+        assert_eq!(LqhKeyReq::decode(&buf), Ok(req));
+        assert!(LqhKeyReq::decode(&buf[..buf.len() - 1]).is_err());
+        let conf = LqhKeyConf {
+            trans: 1,
+            token: 2,
+            op_index: 3,
+            row: Some(vec![Value::Varchar("x".into())]),
+            fired: vec![FiredChange {
+                hidden_table_id: 7,
+                op_type: OperationType::Insert,
+                key: vec![Value::Int32(1)],
+                pk: vec![9, 9],
+            }],
+        };
+        let mut buf = Vec::new();
+        conf.encode(&mut buf);
+        assert_eq!(LqhKeyConf::decode(&buf), Ok(conf));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decoders_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
+            let _ = LqhKeyReq::decode(&bytes);
+            let _ = LqhKeyConf::decode(&bytes);
+            let _ = LqhKeyRef::decode(&bytes);
+            let _ = TransSignal::decode(&bytes);
+            let _ = ApiRegConf::decode(&bytes);
+        }
+    }
+}
