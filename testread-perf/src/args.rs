@@ -71,6 +71,13 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Lock::Read)]
     pub lock: Lock,
 
+    /// serial_pk and serial_unique start a new transaction for every row, placed on the node
+    /// holding the row's primary replica (NDB's startTransaction(table, key) hint) and
+    /// committed, instead of NDB testReadPerf's one never-committed transaction per measurement
+    /// (whose coordinator, placed by the first row, forwards reads of other nodes' rows)
+    #[arg(long)]
+    pub transaction_per_row: bool,
+
     /// Run the concurrency sweep instead of the access types: at each level (comma-separated,
     /// e.g. 1,2,4,...,4096) that many client threads share one API connection, each with one
     /// primary-key transaction in flight; prints throughput and p50/p99/p99.9 latency per level
@@ -132,6 +139,10 @@ pub enum Access {
     /// A full table scan with a pushed-down filter.
     #[value(name = "scan_filter")]
     ScanFilter,
+    /// `range` primary-key updates, each its own committed transaction (coordinated on the
+    /// row's primary replica): the cost of a synchronously replicated commit.
+    #[value(name = "serial_write")]
+    SerialWrite,
     /// Every access type above, in this order.
     #[value(name = "all")]
     All,
@@ -139,7 +150,7 @@ pub enum Access {
 
 impl Access {
     /// Every access type, in the order `all` runs them.
-    pub const EVERY: [Access; 9] = [
+    pub const EVERY: [Access; 10] = [
         Access::Ping,
         Access::SerialPk,
         Access::BatchPk,
@@ -149,6 +160,7 @@ impl Access {
         Access::IndexRange,
         Access::IndexOrdered,
         Access::ScanFilter,
+        Access::SerialWrite,
     ];
 
     /// The name on the command line and in the output.
@@ -163,6 +175,7 @@ impl Access {
             Access::IndexRange => "index_range",
             Access::IndexOrdered => "index_ordered",
             Access::ScanFilter => "scan_filter",
+            Access::SerialWrite => "serial_write",
             Access::All => "all",
         }
     }

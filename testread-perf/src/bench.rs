@@ -144,6 +144,8 @@ pub struct Workload<'a> {
     pub range: u32,
     pub iterations: u32,
     pub lock: LockMode,
+    /// Serial reads use one committed transaction per row (see `Args::transaction_per_row`).
+    pub transaction_per_row: bool,
     pub shutdown: &'a Shutdown,
 }
 
@@ -194,6 +196,7 @@ impl Workload<'_> {
             Access::IndexRange => self.index_range(&indexes.ordered, false, start, into),
             Access::IndexOrdered => self.index_range(&indexes.ordered, true, start, into),
             Access::ScanFilter => self.scan_filter(start, into),
+            Access::SerialWrite => self.serial_writes(start, into),
             // `Args::validate` expands `all` before anything is measured.
             Access::All => bail!("`all` names every access type; it is not one to measure"),
         }
@@ -226,6 +229,9 @@ impl Workload<'_> {
     /// `range` reads (by primary key, or through the unique index) in one transaction, one
     /// execute each, then a rollback.
     fn serial_reads(&self, unique: Option<&Index>, start: u32, into: &mut Measured) -> Result<()> {
+        if self.transaction_per_row {
+            return self.serial_read_transactions(unique, start, into);
+        }
         let mut transaction = self
             .cluster
             .start_transaction()
@@ -240,6 +246,52 @@ impl Workload<'_> {
             check_row(transaction.row(op), pk)?;
         }
         transaction.close();
+        Ok(())
+    }
+
+    /// `range` reads, each in its own transaction (placed by its key) committed in the same
+    /// execute.
+    fn serial_read_transactions(
+        &self,
+        unique: Option<&Index>,
+        start: u32,
+        into: &mut Measured,
+    ) -> Result<()> {
+        for pk in start..start + self.range {
+            let mut transaction = self
+                .cluster
+                .start_transaction()
+                .context("start a transaction")?;
+            let op = self.define_read(&mut transaction, unique, pk)?;
+            let began = Instant::now();
+            transaction
+                .execute(ExecType::Commit)
+                .with_context(|| format!("read row {pk}"))?;
+            into.record_execute(began.elapsed(), 1);
+            check_row(transaction.row(op), pk)?;
+        }
+        Ok(())
+    }
+
+    /// `range` updates, each its own transaction committed in one execute. The row keeps its
+    /// values (every replica still writes, logs nothing yet, and commits), so reads stay
+    /// checkable.
+    fn serial_writes(&self, start: u32, into: &mut Measured) -> Result<()> {
+        for pk in start..start + self.range {
+            let mut transaction = self
+                .cluster
+                .start_transaction()
+                .context("start a transaction")?;
+            let values = row(pk);
+            transaction
+                .update(self.table, &values[..1], &[(1, values[1].clone())])
+                .context("define an update")?;
+            let began = Instant::now();
+            transaction
+                .execute(ExecType::Commit)
+                .with_context(|| format!("update row {pk}"))?;
+            into.record_execute(began.elapsed(), 1);
+        }
         Ok(())
     }
 

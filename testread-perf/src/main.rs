@@ -169,6 +169,7 @@ fn measure_transporter(
         range: args.range,
         iterations: args.iterations,
         lock,
+        transaction_per_row: args.transaction_per_row,
         shutdown,
     };
     let mut figures = Vec::new();

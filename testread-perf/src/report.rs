@@ -27,6 +27,7 @@ pub struct Params {
     pub access: Vec<&'static str>,
     pub transporter: Vec<&'static str>,
     pub lock: &'static str,
+    pub transaction_per_row: bool,
     pub spin_us: Option<u32>,
     pub seed: u64,
 }
@@ -42,6 +43,7 @@ impl Params {
             access: args.access.iter().map(|a| a.name()).collect(),
             transporter: args.transporter.iter().map(|t| t.name()).collect(),
             lock: args.lock.name(),
+            transaction_per_row: args.transaction_per_row,
             spin_us: args.spin_us,
             seed,
         }
@@ -209,8 +211,18 @@ impl Report {
     pub fn to_table(&self) -> String {
         let p = &self.params;
         let mut out = format!(
-            "testread-perf: {} rows, range {}, {} iterations, lock {}, seed {}, config {}\n",
-            p.size, p.range, p.iterations, p.lock, p.seed, p.config_file
+            "testread-perf: {} rows, range {}, {} iterations, lock {}{}, seed {}, config {}\n",
+            p.size,
+            p.range,
+            p.iterations,
+            p.lock,
+            if p.transaction_per_row {
+                ", a transaction per row"
+            } else {
+                ""
+            },
+            p.seed,
+            p.config_file
         );
         let mut table = Table::new();
         table.load_preset(presets::UTF8_FULL_CONDENSED);
