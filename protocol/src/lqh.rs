@@ -29,6 +29,18 @@ pub mod gsn {
     pub const API_REGCONF: u16 = 68;
 }
 
+/// `LqhKeyReq::flags`: the last replica commits the whole transaction on its node as soon as
+/// the operation succeeds there (TC has decided to commit, and nothing else of the transaction
+/// can fail), and says so in its LQHKEYCONF.
+pub const LQHKEY_COMMIT_AT_LAST_REPLICA: u8 = 1;
+/// `LqhKeyReq::flags`: the operation runs on a backup replica (the primary already ran it).
+pub const LQHKEY_BACKUP: u8 = 2;
+/// `LqhKeyRef::flags`: a backup replica refused an operation its primary ran: the replicas
+/// would differ, so the transaction must abort whatever its abort option.
+pub const LQHKEYREF_BACKUP: u8 = 1;
+/// `LqhKeyConf::flags`: the transaction is committed on the answering node.
+pub const LQHKEYCONF_COMMITTED: u8 = 1;
+
 /// Most replicas a partition has (NoOfReplicas is 1..=4).
 pub const REPLICAS_MAX: usize = 4;
 /// Most index changes one write fires (one delete and one insert per unique index).
@@ -53,6 +65,8 @@ pub struct LqhKeyReq {
     pub attrs: Vec<(u16, Value)>,
     /// Replicas still to run the operation after this one, in order (backups of a write).
     pub chain: Vec<u16>,
+    /// [`LQHKEY_COMMIT_AT_LAST_REPLICA`], [`LQHKEY_BACKUP`].
+    pub flags: u8,
 }
 
 impl LqhKeyReq {
@@ -73,6 +87,7 @@ impl LqhKeyReq {
         for node in &self.chain {
             w.u16(*node);
         }
+        w.u8(self.flags);
     }
 
     pub fn decode(buf: &[u8]) -> Result<LqhKeyReq, DecodeError> {
@@ -94,6 +109,7 @@ impl LqhKeyReq {
             return Err(r.error(format!("chain of {chain_len} replicas")));
         }
         let chain = (0..chain_len).map(|_| r.u16()).collect::<Result<_, _>>()?;
+        let flags = r.u8()?;
         r.finish()?;
         Ok(LqhKeyReq {
             trans,
@@ -108,6 +124,7 @@ impl LqhKeyReq {
             key,
             attrs,
             chain,
+            flags,
         })
     }
 }
@@ -131,12 +148,17 @@ pub struct LqhKeyConf {
     pub row: Option<Vec<Value>>,
     /// Index changes a write fired.
     pub fired: Vec<FiredChange>,
+    /// [`LQHKEYCONF_COMMITTED`] or 0.
+    pub flags: u8,
 }
 
 impl LqhKeyConf {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = Writer::new(out);
-        w.u64(self.trans).u32(self.token).u32(self.op_index);
+        w.u64(self.trans)
+            .u32(self.token)
+            .u32(self.op_index)
+            .u8(self.flags);
         match &self.row {
             Some(row) => {
                 w.u8(1);
@@ -159,6 +181,7 @@ impl LqhKeyConf {
         let trans = r.u64()?;
         let token = r.u32()?;
         let op_index = r.u32()?;
+        let flags = r.u8()?;
         let row = match r.u8()? {
             0 => None,
             1 => Some(decode_values(&mut r, COLUMNS_MAX)?),
@@ -189,6 +212,7 @@ impl LqhKeyConf {
             op_index,
             row,
             fired,
+            flags,
         })
     }
 }
@@ -201,6 +225,8 @@ pub struct LqhKeyRef {
     pub op_index: u32,
     pub code: u32,
     pub detail: String,
+    /// [`LQHKEYREF_BACKUP`] or 0.
+    pub flags: u8,
 }
 
 impl LqhKeyRef {
@@ -210,7 +236,8 @@ impl LqhKeyRef {
             .u32(self.token)
             .u32(self.op_index)
             .u32(self.code)
-            .str16(&self.detail);
+            .str16(&self.detail)
+            .u8(self.flags);
     }
 
     pub fn decode(buf: &[u8]) -> Result<LqhKeyRef, DecodeError> {
@@ -221,6 +248,7 @@ impl LqhKeyRef {
             op_index: r.u32()?,
             code: r.u32()?,
             detail: r.str16()?.to_string(),
+            flags: r.u8()?,
         };
         r.finish()?;
         Ok(v)
@@ -317,6 +345,7 @@ mod tests {
             key: vec![Value::UInt32(5)],
             attrs: vec![(1, Value::Int64(-3)), (2, Value::Null)],
             chain: vec![2],
+            flags: LQHKEY_COMMIT_AT_LAST_REPLICA,
         };
         let mut buf = Vec::new();
         req.encode(&mut buf);
@@ -333,6 +362,7 @@ mod tests {
                 key: vec![Value::Int32(1)],
                 pk: vec![9, 9],
             }],
+            flags: LQHKEYCONF_COMMITTED,
         };
         let mut buf = Vec::new();
         conf.encode(&mut buf);

@@ -5,6 +5,7 @@
 //! one node are seen by every node and every API node.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rndb_api::{
@@ -33,13 +34,16 @@ const ACCOUNT_COUNT: u32 = 100;
 const OPENING_BALANCE: i64 = 1000;
 /// Client threads making transfers, each on the one shared API node.
 const TRANSFER_THREAD_COUNT: u64 = 8;
-/// How long the transfer threads and the scanner run.
+/// How long the transfer threads and the scanner run at least.
 const BANK_RUN: Duration = Duration::from_secs(3);
+/// The run goes on past `BANK_RUN` until the scanner has completed a locking scan (each one
+/// may lose a deadlock against the transfers and retry), at most this much longer.
+const BANK_RUN_EXTRA_MAX: Duration = Duration::from_secs(20);
 /// The largest amount one transfer moves.
 const TRANSFER_AMOUNT_MAX: u64 = 100;
 /// Lock waits in the bank test: short, so the rare deadlock between two transfers (or a transfer
 /// and the locking scan) costs little, and long enough that ordinary waits succeed.
-const BANK_DEADLOCK_TIMEOUT_MS: u32 = 500;
+const BANK_DEADLOCK_TIMEOUT_MS: u32 = 100;
 /// Lock waits in the lock test: short, so 266 comes quickly.
 const SHORT_DEADLOCK_TIMEOUT_MS: u32 = 200;
 /// How long a request of this file may wait for its answer: far above every lock wait, so a
@@ -485,20 +489,23 @@ struct TransferCounts {
 
 /// Makes random transfers until `deadline`; a transfer that fails with a temporary error is
 /// retried whole with a new transaction, any other error fails the test.
-fn transfer_until(api: &Cluster, table: &Table, seed: u64, deadline: Instant) -> TransferCounts {
+fn transfer_until(api: &Cluster, table: &Table, seed: u64, stop: &AtomicBool) -> TransferCounts {
     let mut rng = Rng::new(seed);
     let mut counts = TransferCounts::default();
-    while Instant::now() < deadline {
+    while !stop.load(Ordering::Relaxed) {
         let from = rng.below(u64::from(ACCOUNT_COUNT)) as u32;
         let to = (from + 1 + rng.below(u64::from(ACCOUNT_COUNT) - 1) as u32) % ACCOUNT_COUNT;
         let amount = 1 + rng.below(TRANSFER_AMOUNT_MAX) as i64;
-        while Instant::now() < deadline {
+        while !stop.load(Ordering::Relaxed) {
             match transfer(api, table, from, to, amount) {
                 Ok(()) => {
                     counts.committed += 1;
                     break;
                 }
-                Err(e) if e.is_temporary() => counts.temporary_errors += 1,
+                Err(e) if e.is_temporary() => {
+                    eprintln!("TEMP {e}");
+                    counts.temporary_errors += 1
+                }
                 Err(e) => panic!("transfer {amount} from {from} to {to}: {e}"),
             }
         }
@@ -520,17 +527,21 @@ struct ScanCounts {
 /// whole total: the locks hold until the scan's transaction ends, so no transfer is half
 /// seen) and a CommittedRead scan (whose total may be off in the middle of transfers, but which
 /// must see every account exactly once).
-fn scan_until(api: &Cluster, table: &Table, deadline: Instant) -> ScanCounts {
+fn scan_until(api: &Cluster, table: &Table, deadline: Instant, stop: &AtomicBool) -> ScanCounts {
     let mut counts = ScanCounts::default();
     let expected_total = i64::from(ACCOUNT_COUNT) * OPENING_BALANCE;
-    while Instant::now() < deadline {
+    let cap = deadline + BANK_RUN_EXTRA_MAX;
+    while Instant::now() < cap && (Instant::now() < deadline || counts.consistent == 0) {
         match scan_total(api, table, LockMode::Read) {
             Ok((total, count)) => {
                 assert_eq!(count, ACCOUNT_COUNT as usize, "a locking scan's rows");
                 assert_eq!(total, expected_total, "a locking scan's total");
                 counts.consistent += 1;
             }
-            Err(e) if e.is_temporary() => counts.temporary_errors += 1,
+            Err(e) if e.is_temporary() => {
+                eprintln!("STEMP {e}");
+                counts.temporary_errors += 1
+            }
             Err(e) => panic!("locking scan: {e}"),
         }
         match scan_total(api, table, LockMode::CommittedRead) {
@@ -542,6 +553,7 @@ fn scan_until(api: &Cluster, table: &Table, deadline: Instant) -> ScanCounts {
             Err(e) => panic!("CommittedRead scan: {e}"),
         }
     }
+    stop.store(true, Ordering::Relaxed);
     counts
 }
 
@@ -556,14 +568,25 @@ fn concurrent_transfers_across_nodes_keep_the_total_on_both_replicas() {
     let scanner_api = connect(&cluster);
 
     let deadline = Instant::now() + BANK_RUN;
+    let stop = AtomicBool::new(false);
     let (transfers, scans) = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..TRANSFER_THREAD_COUNT)
             .map(|seed| {
-                let (api, table) = (&api, &table);
-                scope.spawn(move || transfer_until(api, table, seed, deadline))
+                let (api, table, stop) = (&api, &table, &stop);
+                scope.spawn(move || transfer_until(api, table, seed, stop))
             })
             .collect();
-        let scanner = scope.spawn(|| scan_until(&scanner_api, &table, deadline));
+        // The scanner ends the run (transfers stop when it does), even if it panics.
+        let scanner = scope.spawn(|| {
+            struct StopOnDrop<'a>(&'a AtomicBool);
+            impl Drop for StopOnDrop<'_> {
+                fn drop(&mut self) {
+                    self.0.store(true, Ordering::Relaxed);
+                }
+            }
+            let _guard = StopOnDrop(&stop);
+            scan_until(&scanner_api, &table, deadline, &stop)
+        });
         let transfers: Vec<TransferCounts> = workers
             .into_iter()
             .map(|w| w.join().expect("a transfer thread panicked"))
@@ -764,4 +787,68 @@ fn a_table_created_through_one_node_is_on_every_node_until_dropped() {
             &format!("read the dropped table on node {node}"),
         );
     }
+}
+
+/// A transaction of one write, committed in the execute that defines it, takes the short path:
+/// its coordinator sits on the row's primary, and the backup commits as soon as it holds the
+/// write (no separate commit round). Each such insert, update and delete must still be on both
+/// replicas when the execute returns, and one that fails must leave nothing anywhere.
+#[test]
+fn one_write_transactions_commit_on_both_replicas() {
+    let (_cluster, api, table) = start(spec());
+    let by_node = keys_by_primary(&api, &table, 5);
+    let ids: Vec<u32> = by_node.values().flatten().copied().collect();
+    let commit_one = |define: &dyn Fn(&mut rndb_api::Transaction<'_>)| {
+        let mut transaction = api.start_transaction().expect("start");
+        define(&mut transaction);
+        transaction.execute(ExecType::Commit)
+    };
+    for &id in &ids {
+        commit_one(&|t| {
+            t.insert(&table, &row(id, 10)).expect("define");
+        })
+        .expect("insert");
+    }
+    for replica in [PRIMARY, BACKUP] {
+        let rows = replica_rows(&api, &table, &ids, replica);
+        assert!(
+            rows.iter()
+                .zip(&ids)
+                .all(|(r, &id)| r.as_deref() == Some(&row(id, 10)[..])),
+            "replica {replica} holds every inserted row"
+        );
+    }
+    for &id in &ids {
+        commit_one(&|t| {
+            t.update(&table, &key(id), &[(1, Value::Int64(20))])
+                .expect("define");
+        })
+        .expect("update");
+    }
+    // A duplicate insert fails on the primary: nothing changes on either replica.
+    for &id in &ids {
+        assert_ndb_code(
+            commit_one(&|t| {
+                t.insert(&table, &row(id, 99)).expect("define");
+            }),
+            630,
+            "insert of an existing row",
+        );
+    }
+    for replica in [PRIMARY, BACKUP] {
+        let rows = replica_rows(&api, &table, &ids, replica);
+        assert!(
+            rows.iter()
+                .zip(&ids)
+                .all(|(r, &id)| r.as_deref() == Some(&row(id, 20)[..])),
+            "replica {replica} holds every update and no failed insert"
+        );
+    }
+    for &id in &ids {
+        commit_one(&|t| {
+            t.delete(&table, &key(id)).expect("define");
+        })
+        .expect("delete");
+    }
+    assert_replicas_hold(&api, &table, &ids, |_| None, "one-row deletes");
 }

@@ -216,6 +216,8 @@ impl Kernel {
                     tc_node: self.me,
                     token: *token,
                 },
+                // What other replicas hold of it may differ: the transaction aborts.
+                backup: true,
             };
             self.jobs.push_back(Signal::LqhAnswer(answer));
         }
@@ -260,6 +262,7 @@ impl Kernel {
                 op_index: req.op_index,
                 error,
                 role: req.role,
+                backup: false,
             };
             return self.jobs.push_back(Signal::LqhAnswer(answer));
         };
@@ -304,17 +307,64 @@ impl Kernel {
             return;
         }
         let forward = (!req.chain.is_empty()).then(|| req.clone());
+        let commit_here = req.commit_at_last && req.chain.is_empty();
+        let (trans, role_is_local) = (req.trans, !remote);
         let Some(answer) = self.lqh.execute(&self.dict, req) else {
             // Waits for a lock; it runs again, chain and all, when granted.
             return;
         };
         match (answer, forward) {
-            (LqhAnswer::Conf { .. }, Some(mut next)) => {
+            (LqhAnswer::Conf { fired, .. }, Some(mut next)) => {
                 let to = next.chain.remove(0);
+                next.backup = true;
+                if next.chain.is_empty() && role_is_local && fired.is_empty() {
+                    // This node's TC coordinates: when the transaction's fate now hangs
+                    // only on this write's last replica, that replica commits at once,
+                    // saving the commit round trip.
+                    let mut replicas = vec![self.me, to];
+                    replicas.extend(&next.chain);
+                    next.commit_at_last = self.tc.start_early_commit(trans, &replicas);
+                }
                 self.send_lqh_key_req(to, next, out);
+            }
+            (
+                LqhAnswer::Conf {
+                    trans,
+                    op_index,
+                    row,
+                    role,
+                    fired,
+                    ..
+                },
+                None,
+            ) if commit_here => {
+                let tc_node = match role {
+                    OpRole::Remote { tc_node, .. } => tc_node,
+                    _ => self.me,
+                };
+                self.commit_here(trans, tc_node);
+                self.jobs.push_back(Signal::LqhAnswer(LqhAnswer::Conf {
+                    trans,
+                    op_index,
+                    row,
+                    role,
+                    fired,
+                    committed: true,
+                }));
             }
             (answer, _) => self.jobs.push_back(Signal::LqhAnswer(answer)),
         }
+    }
+
+    /// The last replica's early commit: everything the transaction holds here is committed
+    /// without waiting for TC's commit round (TC will not send one here).
+    fn commit_here(&mut self, trans: TransId, tc_node: NodeId) {
+        if tc_node != self.me {
+            self.dist.end_foreign(trans);
+        }
+        let (tc, dist) = (&self.tc, &self.dist);
+        let granted = self.lqh.commit(trans, &|t| live(tc, dist, t));
+        self.resume(granted);
     }
 
     /// Sends an operation to node `to`'s LQH. Its role stays with this node's TC (under a
@@ -337,6 +387,11 @@ impl Kernel {
             key: req.key,
             attrs: req.attrs,
             chain: req.chain.iter().map(|n| n.0).collect(),
+            flags: if req.commit_at_last {
+                lqh::LQHKEY_COMMIT_AT_LAST_REPLICA
+            } else {
+                0
+            } | if req.backup { lqh::LQHKEY_BACKUP } else { 0 },
         };
         let sent = out.send(
             to,
@@ -358,6 +413,7 @@ impl Kernel {
                 op_index: wire.op_index,
                 error,
                 role: OpRole::Remote { tc_node, token },
+                backup: req.backup,
             };
             self.jobs.push_back(Signal::LqhAnswer(answer));
         }
@@ -387,6 +443,7 @@ impl Kernel {
                     op_index,
                     row,
                     fired,
+                    committed,
                     ..
                 } => LqhAnswer::Conf {
                     trans,
@@ -394,17 +451,20 @@ impl Kernel {
                     row,
                     role,
                     fired,
+                    committed,
                 },
                 LqhAnswer::Ref {
                     trans,
                     op_index,
                     error,
+                    backup,
                     ..
                 } => LqhAnswer::Ref {
                     trans,
                     op_index,
                     error,
                     role,
+                    backup,
                 },
             });
         }
@@ -416,9 +476,15 @@ impl Kernel {
                 op_index,
                 row,
                 fired,
+                committed,
                 ..
             } => {
                 let conf = LqhKeyConf {
+                    flags: if committed {
+                        lqh::LQHKEYCONF_COMMITTED
+                    } else {
+                        0
+                    },
                     trans,
                     token,
                     op_index,
@@ -443,9 +509,11 @@ impl Kernel {
                 trans,
                 op_index,
                 error,
+                backup,
                 ..
             } => {
                 let refusal = LqhKeyRef {
+                    flags: if backup { lqh::LQHKEYREF_BACKUP } else { 0 },
                     trans,
                     token,
                     op_index,
@@ -479,7 +547,13 @@ impl Kernel {
             lgsn::LQHKEYREQ => self.on_remote_key_req(lqh::LqhKeyReq::decode(payload)?)?,
             lgsn::LQHKEYCONF => {
                 let conf = LqhKeyConf::decode(payload)?;
+                let committed = conf.flags & lqh::LQHKEYCONF_COMMITTED != 0;
+                if committed {
+                    // The last replica committed on its own: no commit round goes there.
+                    self.tc.participant_committed(conf.trans, from);
+                }
                 let answer = LqhAnswer::Conf {
+                    committed,
                     trans: conf.trans,
                     op_index: conf.op_index,
                     row: conf.row,
@@ -510,6 +584,7 @@ impl Kernel {
                         tc_node: self.me,
                         token: r.token,
                     },
+                    backup: r.flags & lqh::LQHKEYREF_BACKUP != 0,
                 };
                 self.jobs.push_back(Signal::LqhAnswer(answer));
             }
@@ -563,6 +638,8 @@ impl Kernel {
                 token: wire.token,
             },
             chain,
+            commit_at_last: wire.flags & lqh::LQHKEY_COMMIT_AT_LAST_REPLICA != 0,
+            backup: wire.flags & lqh::LQHKEY_BACKUP != 0,
         };
         if tc_node != self.me && !is_committed_read(req.op_type, req.lock_mode) {
             if self.dist.ended.contains(&req.trans) {
@@ -573,6 +650,7 @@ impl Kernel {
                     op_index: req.op_index,
                     error: NdbError::with_detail(4010, "the transaction already ended here"),
                     role: req.role,
+                    backup: req.backup,
                 };
                 self.jobs.push_back(Signal::LqhAnswer(answer));
                 return Ok(());

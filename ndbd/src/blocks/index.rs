@@ -228,6 +228,8 @@ impl Kernel {
                 attrs: req.attrs,
             })),
             chain: Vec::new(),
+            commit_at_last: false,
+            backup: false,
         })
     }
 
@@ -266,6 +268,8 @@ impl Kernel {
             attrs: lookup.attrs,
             role: OpRole::Api,
             chain: Vec::new(),
+            commit_at_last: false,
+            backup: false,
         })
     }
 
@@ -311,6 +315,8 @@ impl Kernel {
             attrs,
             role: OpRole::Trigger,
             chain: Vec::new(),
+            commit_at_last: false,
+            backup: false,
         };
         if let Err(error) = encoded.and_then(|()| self.tc.add_internal_op(trans)) {
             self.tc.on_trigger_refused(trans, op_index, error);

@@ -66,6 +66,11 @@ pub struct LqhKeyReq {
     pub role: OpRole,
     /// Replicas that run a write after this node, in order: the last one answers TC.
     pub chain: Vec<NodeId>,
+    /// The last replica commits the transaction on its node when the operation succeeds (TC
+    /// decided to commit, and nothing else of the transaction can fail).
+    pub commit_at_last: bool,
+    /// This replica is a backup: the primary already ran the operation.
+    pub backup: bool,
 }
 
 /// A change of a unique index's hidden table that a base-table write fired.
@@ -90,6 +95,8 @@ pub enum LqhAnswer {
         row: Option<Vec<Value>>,
         role: OpRole,
         fired: Vec<IndexChange>,
+        /// The transaction is committed on this node (see `LqhKeyReq::commit_at_last`).
+        committed: bool,
     },
     /// Failed with an NDB error.
     Ref {
@@ -97,6 +104,8 @@ pub enum LqhAnswer {
         op_index: u32,
         error: NdbError,
         role: OpRole,
+        /// A backup replica refused what its primary ran: the transaction must abort.
+        backup: bool,
     },
 }
 
@@ -486,6 +495,7 @@ fn apply(
             row: None,
             role: req.role.clone(),
             fired,
+            committed: false,
         },
         Err(error) => refuse(req, error),
     }
@@ -593,6 +603,7 @@ fn read_answer(req: &LqhKeyReq, row: Option<&Row>) -> LqhAnswer {
             row: Some(row.to_vec()),
             role: req.role.clone(),
             fired: Vec::new(),
+            committed: false,
         },
         None => refuse(req, NdbError::new(626)),
     }
@@ -604,6 +615,7 @@ fn refuse(req: &LqhKeyReq, error: NdbError) -> LqhAnswer {
         op_index: req.op_index,
         error,
         role: req.role.clone(),
+        backup: req.backup,
     }
 }
 
@@ -666,6 +678,8 @@ mod tests {
             attrs: vec![(1, Value::Int32(a))],
             role: OpRole::Api,
             chain: Vec::new(),
+            commit_at_last: false,
+            backup: false,
         }
     }
 

@@ -456,6 +456,8 @@ impl Kernel {
             attrs: req.attrs,
             role: OpRole::Api,
             chain: Vec::new(),
+            commit_at_last: false,
+            backup: false,
         })
     }
 
@@ -473,13 +475,21 @@ impl Kernel {
                 row,
                 role,
                 fired,
+                ..
             } => (trans, op_index, Ok(row), role, fired),
             LqhAnswer::Ref {
                 trans,
                 op_index,
                 error,
                 role,
-            } => (trans, op_index, Err(error), role, Vec::new()),
+                backup,
+            } => {
+                if backup {
+                    // The primary holds what a backup refused: the replicas would differ.
+                    self.tc.force_abort(trans);
+                }
+                (trans, op_index, Err(error), role, Vec::new())
+            }
         };
         let result = match role {
             // `route_answer` gave every answer for this TC its role back.

@@ -77,6 +77,9 @@ struct TcTransaction {
     awaiting: Vec<NodeId>,
     /// The commit runs in two rounds: nodes with backup replicas first, then the rest.
     commit_round: u8,
+    /// The last operation went to its last replica with the order to commit there: the
+    /// transaction commits unless that operation fails, and nothing may abort it meanwhile.
+    early_commit: bool,
     /// When the current execute's operations went to LQH.
     dispatched_at: Instant,
     /// When the API last sent anything for this transaction.
@@ -462,6 +465,37 @@ impl Tc {
         }
     }
 
+    /// True when the operation being passed to its last replica (`replicas` are the nodes of
+    /// its partition) may have that replica commit at once: the execute asks for Commit, no
+    /// operation failed or is outstanding besides this one, and no node outside `replicas`
+    /// holds rows of the transaction. Then only this operation's own failure can stop the
+    /// commit, and it leaves nothing on the last replica. Marks the transaction so that nothing
+    /// aborts it meanwhile.
+    pub fn start_early_commit(&mut self, trans: TransId, replicas: &[NodeId]) -> bool {
+        let Some(t) = self.transactions.get_mut(&trans) else {
+            return false;
+        };
+        let commits = t
+            .execute
+            .is_some_and(|e| e.exec_type == ExecType::Commit && e.op_count == t.ops_received);
+        let ok = t.phase == Phase::Active
+            && commits
+            && t.ops_outstanding == 1
+            && t.first_error.is_none()
+            && t.lost_answer.is_none()
+            && !t.must_abort
+            && t.participants.iter().all(|(n, _)| replicas.contains(n));
+        t.early_commit |= ok;
+        ok
+    }
+
+    /// `node` committed the transaction on its own (an early commit): no round goes to it.
+    pub fn participant_committed(&mut self, trans: TransId, node: NodeId) {
+        if let Some(t) = self.transactions.get_mut(&trans) {
+            t.participants.retain(|(n, _)| *n != node);
+        }
+    }
+
     /// Starts the next round of the commit or the abort of `trans` and returns the nodes to
     /// send it to (empty when it is over). A commit goes first to the nodes holding backup
     /// replicas, then to the others (NDB's linear commit: the primary last); an abort goes to
@@ -557,7 +591,7 @@ impl Tc {
     pub fn expired(&mut self, now: Instant) -> Vec<TransId> {
         let mut expired = Vec::new();
         for (&trans, t) in &mut self.transactions {
-            if t.phase != Phase::Active {
+            if t.phase != Phase::Active || t.early_commit {
                 continue;
             }
             if t.ops_outstanding > 0 && now.duration_since(t.dispatched_at) > self.deadlock_timeout
@@ -603,6 +637,8 @@ impl Tc {
                 continue;
             }
             match &mut t.phase {
+                // An early commit runs to its end like a commit.
+                Phase::Active if t.early_commit => {}
                 Phase::Active => {
                     t.phase = Phase::Aborting(AbortReply::Silent);
                     abandoned.push(trans);
@@ -623,6 +659,7 @@ impl TcTransaction {
             participants: vec![(me, false)],
             awaiting: Vec::new(),
             commit_round: 0,
+            early_commit: false,
             phase: Phase::Active,
             ops_received: 0,
             ops_outstanding: 0,
