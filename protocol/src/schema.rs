@@ -84,14 +84,27 @@ impl ColumnDef {
 pub struct TableDef {
     pub name: String,
     pub columns: Vec<ColumnDef>,
+    /// NDB's READ_BACKUP table option: a CommittedRead may be served by any replica of the
+    /// row's partition, the coordinator's own node when it holds one (else the primary).
+    pub read_backup: bool,
 }
+
+/// Table flag bits on the wire.
+const TABLE_FLAG_READ_BACKUP: u8 = 1;
 
 impl TableDef {
     pub fn new(name: &str, columns: Vec<ColumnDef>) -> Self {
         TableDef {
             name: name.to_string(),
             columns,
+            read_backup: false,
         }
+    }
+
+    /// Sets the READ_BACKUP option (see [`TableDef::read_backup`]).
+    pub fn with_read_backup(mut self, read_backup: bool) -> Self {
+        self.read_backup = read_backup;
+        self
     }
 
     /// Positions of the primary-key columns, in column order.
@@ -182,6 +195,11 @@ impl TableDef {
             let flags = u8::from(c.nullable) | (u8::from(c.primary_key) << 1);
             w.str16(&c.name).u8(tag).u16(len).u8(flags);
         }
+        w.u8(if self.read_backup {
+            TABLE_FLAG_READ_BACKUP
+        } else {
+            0
+        });
     }
 
     pub fn decode(r: &mut Reader<'_>) -> Result<TableDef, DecodeError> {
@@ -216,7 +234,15 @@ impl TableDef {
                 primary_key: flags & 2 != 0,
             });
         }
-        Ok(TableDef { name, columns })
+        let flags = r.u8()?;
+        if flags & !TABLE_FLAG_READ_BACKUP != 0 {
+            return Err(r.error(format!("unknown table flags {flags:#x}")));
+        }
+        Ok(TableDef {
+            name,
+            columns,
+            read_backup: flags & TABLE_FLAG_READ_BACKUP != 0,
+        })
     }
 }
 

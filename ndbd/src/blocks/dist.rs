@@ -33,7 +33,7 @@ use rndb_config::{ClusterConfig, NodeId};
 use rndb_protocol::lqh::{
     self, gsn as lgsn, ApiRegConf, FiredChange, LqhKeyConf, LqhKeyRef, TransSignal,
 };
-use rndb_protocol::signals::block;
+use rndb_protocol::signals::{block, REPLICA_PRIMARY};
 use rndb_protocol::{LockMode, NdbError, OperationType};
 use rndb_transporter::FrameHeader;
 
@@ -267,7 +267,17 @@ impl Kernel {
             return self.jobs.push_back(Signal::LqhAnswer(answer));
         };
         let committed_read = is_committed_read(req.op_type, req.lock_mode);
-        let target = if committed_read {
+        let read_backup = committed_read
+            && replica == REPLICA_PRIMARY
+            && replicas.contains(&self.me)
+            && self
+                .dict
+                .get(req.table_id)
+                .is_some_and(|t| t.info.def.read_backup);
+        let target = if read_backup {
+            // READ_BACKUP: the nearest replica is this node's.
+            self.me
+        } else if committed_read {
             replicas
                 .get(usize::from(replica))
                 .copied()

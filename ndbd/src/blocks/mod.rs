@@ -24,6 +24,8 @@ pub mod tup;
 pub mod tux;
 
 #[cfg(test)]
+mod dist_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::VecDeque;

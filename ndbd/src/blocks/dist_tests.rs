@@ -1,0 +1,502 @@
+//! The distributed kernel paths on two kernels wired to each other in memory (NoOfReplicas=2,
+//! one node group): schema changes reach both, writes land on both replicas, READ_BACKUP reads
+//! stay on the coordinator's node, a one-write transaction commits at its backup without a
+//! commit round, a backup's refusal aborts the transaction, and a late operation of an ended
+//! transaction cannot take a lock.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+use rndb_config::{key_hash, NodeId, PartitionMap};
+use rndb_protocol::lqh::{self, gsn as dgsn};
+use rndb_protocol::signals::{self, block, gsn, TableInfo, TcExecuteReq, TcKeyReq, TcKeyRow};
+use rndb_protocol::{
+    AbortOption, ColumnDef, ColumnType, ExecType, LockMode, OperationType, TableDef, Value,
+};
+use rndb_transporter::FrameHeader;
+
+use super::{Kernel, Outbox, SendFailure};
+
+const INI: &str = "[ndbd default]\nNoOfReplicas=2\nDataMemory=16M\n\
+TransactionDeadlockDetectionTimeout=100\n[ndbd]\nNodeId=1\nHostName=127.0.0.1\n\
+[ndbd]\nNodeId=2\nHostName=127.0.0.1\n[api]\nNodeId=50\nHostName=127.0.0.1\n";
+
+const API: NodeId = NodeId(50);
+
+/// Frames one kernel sent during one step.
+#[derive(Default)]
+struct Sent(Vec<(NodeId, FrameHeader, Vec<u8>)>);
+
+impl Outbox for Sent {
+    fn send(
+        &mut self,
+        to: NodeId,
+        header: FrameHeader,
+        encode: &mut dyn FnMut(&mut Vec<u8>),
+    ) -> Result<(), SendFailure> {
+        let mut payload = Vec::new();
+        encode(&mut payload);
+        self.0.push((to, header, payload));
+        Ok(())
+    }
+}
+
+/// Two data nodes and what reached the API node.
+struct Sim {
+    kernels: BTreeMap<NodeId, Kernel>,
+    map: PartitionMap,
+    /// Frames for the API node: (from, signal, request id, payload).
+    api: Vec<(NodeId, u16, u32, Vec<u8>)>,
+    /// Data-node frames delivered so far, by signal.
+    delivered: BTreeMap<u16, usize>,
+    /// The abort option of the executes `op` sends.
+    abort: AbortOption,
+}
+
+impl Sim {
+    fn new() -> Sim {
+        Sim::with_node2_memory(None)
+    }
+
+    /// Node 2's DataMemory may be smaller than node 1's.
+    fn with_node2_memory(bytes: Option<u64>) -> Sim {
+        let config = rndb_config::parse_str(INI, Path::new("t.ini")).expect("config");
+        let mut kernels = BTreeMap::new();
+        for node in &config.data_nodes {
+            let mut node = node.clone();
+            if node.node_id == NodeId(2) {
+                node.data_memory_bytes = bytes.unwrap_or(node.data_memory_bytes);
+            }
+            let mut kernel = Kernel::new(&config, &node);
+            for other in &config.data_nodes {
+                if other.node_id != node.node_id {
+                    kernel.on_connect(other.node_id);
+                }
+            }
+            kernels.insert(node.node_id, kernel);
+        }
+        Sim {
+            kernels,
+            map: PartitionMap::new(&config),
+            api: Vec::new(),
+            delivered: BTreeMap::new(),
+            abort: AbortOption::AbortOnError,
+        }
+    }
+
+    /// The API sends `frames` to node `to`; every frame between data nodes is delivered until
+    /// none is left.
+    fn send(&mut self, to: NodeId, frames: &[(u16, u32, Vec<u8>)]) {
+        let now = Instant::now();
+        let mut pending: Vec<(NodeId, NodeId, FrameHeader, Vec<u8>)> = frames
+            .iter()
+            .map(|(signal, rid, payload)| {
+                let header = FrameHeader {
+                    signal: *signal,
+                    receiver_block: block::DBTC,
+                    sender_block: block::API,
+                    request_id: *rid,
+                };
+                (API, to, header, payload.clone())
+            })
+            .collect();
+        // As the execution loop does: every frame that arrived is handed over, then the jobs
+        // run, then what they sent goes out.
+        while !pending.is_empty() {
+            let mut next = Vec::new();
+            for (&node, kernel) in self.kernels.iter_mut() {
+                let mut sent = Sent::default();
+                for (from, _, header, payload) in pending.iter().filter(|f| f.1 == node) {
+                    if *from != API {
+                        *self.delivered.entry(header.signal).or_default() += 1;
+                    }
+                    kernel
+                        .on_frame(*from, header, payload, &mut sent, now)
+                        .map_err(|e| e.0)
+                        .expect("frame");
+                }
+                kernel.run_jobs(&mut sent, now);
+                let to = node;
+                for (dest, header, payload) in sent.0 {
+                    if dest == API {
+                        self.api
+                            .push((to, header.signal, header.request_id, payload));
+                    } else {
+                        next.push((to, dest, header, payload));
+                    }
+                }
+            }
+            pending = next;
+        }
+    }
+
+    fn delivered(&self, signal: u16) -> usize {
+        self.delivered.get(&signal).copied().unwrap_or(0)
+    }
+
+    /// The execute answer for request `rid`.
+    fn answer(&self, rid: u32) -> u16 {
+        self.api
+            .iter()
+            .rev()
+            .find(|(_, s, r, _)| {
+                *r == rid && matches!(*s, gsn::TC_EXECUTE_CONF | gsn::TC_EXECUTE_REF)
+            })
+            .map(|x| x.1)
+            .expect("an execute answer")
+    }
+
+    fn row(&self, rid: u32) -> Option<Vec<Value>> {
+        self.api
+            .iter()
+            .find(|(_, s, r, _)| *r == rid && *s == gsn::TCKEY_ROW)
+            .map(|(_, _, _, b)| TcKeyRow::decode(b).expect("row").values)
+    }
+
+    fn create_table(&mut self, name: &str, read_backup: bool) -> TableInfo {
+        let def = TableDef::new(
+            name,
+            vec![
+                ColumnDef::key("k", ColumnType::Int32),
+                ColumnDef::new("v", ColumnType::Int32),
+            ],
+        )
+        .with_read_backup(read_backup);
+        let mut b = Vec::new();
+        signals::encode_table_def(&mut b, &def);
+        self.send(NodeId(1), &[(gsn::CREATE_TABLE_REQ, 900, b)]);
+        let (_, signal, _, payload) = self.api.last().expect("answer");
+        assert_eq!(*signal, gsn::CREATE_TABLE_CONF, "created on both nodes");
+        TableInfo::decode(payload).expect("table info")
+    }
+
+    /// Nodes holding `key`'s partition, primary first.
+    fn replicas(&self, key: i32) -> Vec<NodeId> {
+        self.map
+            .replicas(self.map.partition_of(key_hash(&key_bytes(key))))
+            .to_vec()
+    }
+
+    /// A key whose primary replica is `node`.
+    fn key_on(&self, node: NodeId) -> i32 {
+        (0..).find(|&k| self.replicas(k)[0] == node).expect("a key")
+    }
+
+    /// One operation with its execute, as a fresh transaction, through node `tc`.
+    #[allow(clippy::too_many_arguments)]
+    fn op(
+        &mut self,
+        tc: NodeId,
+        rid: u32,
+        table: &TableInfo,
+        op_type: OperationType,
+        lock_mode: LockMode,
+        key: i32,
+        value: i32,
+        exec: ExecType,
+    ) -> u16 {
+        let req = TcKeyReq {
+            flags: signals::FLAG_START_TRANSACTION,
+            op_index: 0,
+            op_type,
+            lock_mode,
+            table_id: table.table_id,
+            table_version: table.table_version,
+            replica: signals::REPLICA_PRIMARY,
+            key: vec![Value::Int32(key)],
+            attrs: match op_type {
+                OperationType::Read | OperationType::Delete => Vec::new(),
+                _ => vec![(1, Value::Int32(value))],
+            },
+        };
+        let mut op = Vec::new();
+        req.encode(&mut op);
+        let mut execute = Vec::new();
+        TcExecuteReq {
+            flags: signals::FLAG_START_TRANSACTION,
+            exec_type: exec,
+            abort_option: self.abort,
+            op_count: 1,
+        }
+        .encode(&mut execute);
+        self.send(
+            tc,
+            &[
+                (gsn::TCKEYREQ, rid, op),
+                (gsn::TC_EXECUTE_REQ, rid, execute),
+            ],
+        );
+        self.answer(rid)
+    }
+
+    /// The committed value of `key` on node `node`'s replica, read there directly.
+    fn value_on(&mut self, node: NodeId, rid: u32, table: &TableInfo, key: i32) -> Option<i32> {
+        let before = self.delivered(dgsn::LQHKEYREQ);
+        let answer = self.op(
+            node,
+            rid,
+            table,
+            OperationType::Read,
+            LockMode::CommittedRead,
+            key,
+            0,
+            ExecType::Commit,
+        );
+        if self.delivered(dgsn::LQHKEYREQ) != before || answer != gsn::TC_EXECUTE_CONF {
+            return None;
+        }
+        match self.row(rid)?.get(1) {
+            Some(Value::Int32(v)) => Some(*v),
+            _ => None,
+        }
+    }
+}
+
+#[test]
+fn schema_and_writes_reach_both_replicas() {
+    let mut sim = Sim::new();
+    let table = sim.create_table("t", true);
+    for node in [NodeId(1), NodeId(2)] {
+        assert!(
+            sim.kernels[&node].dict.get(table.table_id).is_some(),
+            "node {node} knows the table"
+        );
+    }
+    let key = sim.key_on(NodeId(2));
+    // Coordinated on node 1, primary on node 2: the write crosses to node 2 and back.
+    let answer = sim.op(
+        NodeId(1),
+        1,
+        &table,
+        OperationType::Insert,
+        LockMode::Exclusive,
+        key,
+        7,
+        ExecType::Commit,
+    );
+    assert_eq!(answer, gsn::TC_EXECUTE_CONF);
+    // READ_BACKUP: each node reads its own replica, with no frame to the other.
+    assert_eq!(sim.value_on(NodeId(1), 2, &table, key), Some(7), "backup");
+    assert_eq!(sim.value_on(NodeId(2), 3, &table, key), Some(7), "primary");
+    for kernel in sim.kernels.values() {
+        assert_eq!(kernel.transaction_count(), 0, "nothing left open");
+    }
+}
+
+#[test]
+fn committed_reads_go_to_the_primary_unless_the_table_reads_backups() {
+    let mut sim = Sim::new();
+    let plain = sim.create_table("plain", false);
+    let key = sim.key_on(NodeId(2));
+    sim.op(
+        NodeId(2),
+        1,
+        &plain,
+        OperationType::Insert,
+        LockMode::Exclusive,
+        key,
+        5,
+        ExecType::Commit,
+    );
+    let before = sim.delivered(dgsn::LQHKEYREQ);
+    sim.op(
+        NodeId(1),
+        2,
+        &plain,
+        OperationType::Read,
+        LockMode::CommittedRead,
+        key,
+        0,
+        ExecType::Commit,
+    );
+    assert_eq!(
+        sim.delivered(dgsn::LQHKEYREQ),
+        before + 1,
+        "without READ_BACKUP node 1 asks the primary"
+    );
+    assert_eq!(
+        sim.row(2).and_then(|r| r.get(1).cloned()),
+        Some(Value::Int32(5))
+    );
+}
+
+#[test]
+fn a_one_write_transaction_commits_at_its_backup_without_a_commit_round() {
+    let mut sim = Sim::new();
+    let table = sim.create_table("t", false);
+    let key = sim.key_on(NodeId(1));
+    let commits = sim.delivered(dgsn::LQH_COMMITREQ);
+    let answer = sim.op(
+        NodeId(1),
+        1,
+        &table,
+        OperationType::Insert,
+        LockMode::Exclusive,
+        key,
+        3,
+        ExecType::Commit,
+    );
+    assert_eq!(answer, gsn::TC_EXECUTE_CONF);
+    assert_eq!(sim.delivered(dgsn::LQHKEYREQ), 1, "one hop to the backup");
+    assert_eq!(
+        sim.delivered(dgsn::LQH_COMMITREQ),
+        commits,
+        "the backup committed on its own"
+    );
+    // Both replicas hold it, committed: node 2 reads its own (backup) replica only through
+    // READ_BACKUP, so check its storage directly.
+    for node in [NodeId(1), NodeId(2)] {
+        assert_eq!(
+            sim.kernels[&node].transaction_count(),
+            0,
+            "node {node} holds no transaction"
+        );
+        assert!(
+            !sim.kernels[&node]
+                .lqh
+                .trans_rows
+                .contains_key(&super::tc::trans_id(API, 1)),
+            "node {node} holds no row of it"
+        );
+    }
+    // A NoCommit write then a Commit: two rounds, backups first.
+    let answer = sim.op(
+        NodeId(1),
+        2,
+        &table,
+        OperationType::Update,
+        LockMode::Exclusive,
+        key,
+        4,
+        ExecType::NoCommit,
+    );
+    assert_eq!(answer, gsn::TC_EXECUTE_CONF);
+    let mut execute = Vec::new();
+    TcExecuteReq {
+        flags: 0,
+        exec_type: ExecType::Commit,
+        abort_option: AbortOption::AbortOnError,
+        op_count: 0,
+    }
+    .encode(&mut execute);
+    sim.send(NodeId(1), &[(gsn::TC_EXECUTE_REQ, 2, execute)]);
+    assert_eq!(sim.answer(2), gsn::TC_EXECUTE_CONF);
+    assert_eq!(
+        sim.delivered(dgsn::LQH_COMMITREQ),
+        commits + 1,
+        "a commit round went to the backup"
+    );
+    assert_eq!(sim.value_on(NodeId(1), 3, &table, key), Some(4));
+}
+
+#[test]
+fn an_operation_arriving_after_its_transactions_abort_takes_no_lock() {
+    let mut sim = Sim::new();
+    let table = sim.create_table("t", false);
+    let key = sim.key_on(NodeId(2));
+    // Node 1 coordinates transaction (50, 7); its abort reaches node 2 first, then a late
+    // write of it arrives.
+    let trans = super::tc::trans_id(API, 7);
+    let mut abort = Vec::new();
+    lqh::TransSignal { trans }.encode(&mut abort);
+    let mut write = Vec::new();
+    let fragment = sim.map.partition_of(key_hash(&key_bytes(key)));
+    lqh::LqhKeyReq {
+        trans,
+        tc_node: 1,
+        token: 1,
+        op_index: 0,
+        op_type: OperationType::Insert,
+        lock_mode: LockMode::Exclusive,
+        table_id: table.table_id,
+        fragment,
+        key_bytes: key_bytes(key),
+        key: vec![Value::Int32(key)],
+        attrs: vec![(1, Value::Int32(1))],
+        chain: Vec::new(),
+        flags: 0,
+    }
+    .encode(&mut write);
+    let now = Instant::now();
+    let node2 = sim.kernels.get_mut(&NodeId(2)).expect("node 2");
+    let mut sent = Sent::default();
+    // The transaction first touched node 2 (so it is known there), then aborted.
+    for (signal, payload) in [
+        (dgsn::LQHKEYREQ, write.clone()),
+        (dgsn::LQH_ABORTREQ, abort),
+        (dgsn::LQHKEYREQ, write),
+    ] {
+        let header = FrameHeader {
+            signal,
+            receiver_block: block::DBLQH,
+            sender_block: block::DBTC,
+            request_id: 0,
+        };
+        node2
+            .on_frame(NodeId(1), &header, &payload, &mut sent, now)
+            .map_err(|e| e.0)
+            .expect("frame");
+        node2.run_jobs(&mut sent, now);
+    }
+    assert!(
+        !node2.lqh.trans_rows.contains_key(&trans),
+        "the late write holds nothing"
+    );
+    let refused = sent
+        .0
+        .iter()
+        .filter(|(_, h, _)| h.signal == dgsn::LQHKEYREF)
+        .count();
+    assert_eq!(refused, 1, "the late write is refused");
+}
+
+#[test]
+fn a_write_its_backup_refuses_aborts_whatever_the_abort_option() {
+    // Node 2 has room for few rows; node 1 for many.
+    let mut sim = Sim::with_node2_memory(Some(4 * 1024));
+    let table = sim.create_table("t", false);
+    sim.abort = AbortOption::IgnoreError;
+    let mut refused = None;
+    for rid in 1..10_000 {
+        let key = rid as i32;
+        let answer = sim.op(
+            NodeId(1),
+            rid,
+            &table,
+            OperationType::Insert,
+            LockMode::Exclusive,
+            key,
+            1,
+            ExecType::Commit,
+        );
+        if answer == gsn::TC_EXECUTE_REF {
+            refused = Some((rid, key));
+            break;
+        }
+    }
+    let (rid, key) = refused.expect("node 2 runs out of DataMemory");
+    let error = sim
+        .api
+        .iter()
+        .rev()
+        .find(|(_, s, r, _)| *r == rid && *s == gsn::TC_EXECUTE_REF)
+        .map(|(_, _, _, b)| signals::TcExecuteRef::decode(b).expect("ref").code);
+    assert_eq!(error, Some(827), "the backup's error");
+    for node in [NodeId(1), NodeId(2)] {
+        let kernel = &sim.kernels[&node];
+        assert_eq!(kernel.transaction_count(), 0);
+        let holds = kernel.lqh.fragments[&table.table_id].iter().any(|f| {
+            f.rows
+                .iter()
+                .any(|(_, slot)| &slot.key[..] == key_bytes(key).as_slice())
+        });
+        assert!(!holds, "node {node} holds nothing of the refused insert");
+    }
+}
+
+fn key_bytes(key: i32) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    Value::Int32(key).encode(&mut rndb_protocol::Writer::new(&mut bytes));
+    bytes
+}
