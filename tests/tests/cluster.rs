@@ -852,3 +852,39 @@ fn one_write_transactions_commit_on_both_replicas() {
     }
     assert_replicas_hold(&api, &table, &ids, |_| None, "one-row deletes");
 }
+
+/// CPU time (user + system, in clock ticks) process `pid` has used, from /proc.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc stat");
+    // The command name (field 2) may hold spaces; the fields after it are space-separated.
+    let after_name = &stat[stat.rfind(')').expect("stat format") + 2..];
+    let fields: Vec<&str> = after_name.split(' ').collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
+    fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime")
+}
+
+/// Four data nodes with the default spin settings share two cores: idle, each sleeps in its
+/// poller instead of spinning. Over one second of idleness every node uses a small fraction of
+/// a core (a spinning node would use all of one).
+#[test]
+fn idle_data_nodes_sleep() {
+    let (cluster, _api, _table) = start(spec());
+    let pids: Vec<(NodeId, u32)> = cluster
+        .data_node_ids()
+        .into_iter()
+        .map(|id| (id, cluster.pid(id).expect("running")))
+        .collect();
+    let before: Vec<u64> = pids.iter().map(|&(_, pid)| cpu_ticks(pid)).collect();
+    let window = Duration::from_secs(1);
+    // The measurement window itself, not a wait for some condition.
+    std::thread::sleep(window);
+    // The bound: clock ticks are 1/100 s on Linux (USER_HZ); a spinning node gains
+    // about 100 in one second, a sleeping one a few (timers every 10 ms).
+    for ((node, pid), before) in pids.iter().zip(before) {
+        let used = cpu_ticks(*pid) - before;
+        assert!(
+            used < 25,
+            "idle data node {node} used {used} ticks of CPU in {window:?}: it spins"
+        );
+    }
+}
