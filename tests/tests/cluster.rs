@@ -888,3 +888,55 @@ fn idle_data_nodes_sleep() {
         );
     }
 }
+
+/// A data node that dies is not recovered yet (node failure handling is a later step), but it
+/// costs only what it held: transactions that need it fail at once with a temporary error,
+/// those on the other node group go on, and no survivor hangs or exits.
+#[test]
+fn a_dead_data_node_fails_only_what_needs_it() {
+    let (mut cluster, api, table) = start(spec());
+    let by_node = keys_by_primary(&api, &table, 3);
+    let victim = NodeId(4);
+    let victim_group = group_of(cluster.config(), victim);
+    let survivor_keys: Vec<u32> = by_node
+        .iter()
+        .filter(|(node, _)| group_of(cluster.config(), **node) != victim_group)
+        .flat_map(|(_, keys)| keys.iter().copied())
+        .collect();
+    let lost_key = by_node[&NodeId(3)][0];
+    for &id in survivor_keys.iter().chain([&lost_key]) {
+        insert_committed(&api, &table, &[row(id, 1)]).expect("insert before the failure");
+    }
+    cluster.kill_node(victim).expect("kill node 4");
+
+    // A write whose backup was on the dead node fails with a temporary error, without hanging.
+    let mut transaction = api.start_transaction().expect("start");
+    transaction
+        .update(&table, &key(lost_key), &[(1, Value::Int64(2))])
+        .expect("define");
+    let error = transaction
+        .execute(ExecType::Commit)
+        .expect_err("a write whose backup is dead cannot commit");
+    assert!(error.is_temporary(), "a temporary error: {error}");
+
+    // The other node group serves reads and writes as before.
+    for &id in &survivor_keys {
+        let mut transaction = api.start_transaction().expect("start");
+        transaction
+            .update(&table, &key(id), &[(1, Value::Int64(5))])
+            .expect("define");
+        transaction
+            .execute(ExecType::Commit)
+            .unwrap_or_else(|e| panic!("update of {id} on the surviving group: {e}"));
+    }
+    assert_replicas_hold(
+        &api,
+        &table,
+        &survivor_keys,
+        |id| Some(row(id, 5)),
+        "after node 4 died",
+    );
+    for node in [NodeId(1), NodeId(2), NodeId(3)] {
+        assert!(cluster.is_running(node), "data node {node} still runs");
+    }
+}
