@@ -13,7 +13,7 @@ use serde_json::Value as Json;
 
 const RANGE: u64 = 10;
 const ITERATIONS: u64 = 3;
-const ACCESS: [&str; 9] = [
+const ACCESS: [&str; 10] = [
     "ping",
     "serial_pk",
     "batch_pk",
@@ -23,6 +23,7 @@ const ACCESS: [&str; 9] = [
     "index_range",
     "index_ordered",
     "scan_filter",
+    "serial_write",
 ];
 /// The access types that make one execute (one scan, or one batch) per measurement.
 const ONE_EXECUTE_PER_MEASUREMENT: [&str; 5] = [
@@ -236,4 +237,66 @@ fn a_concurrency_past_the_limit_is_refused() {
         stderr.contains("5000"),
         "the refusal names the value: {stderr}"
     );
+}
+
+/// `--local` starts every data node of a multi-node config, and the cluster serves every
+/// access type, reads placed by their key (`--transaction-per-row`) and replicated writes.
+#[test]
+fn local_run_starts_every_data_node_of_the_config() {
+    let dir = tempfile::tempdir().expect("create a directory");
+    let written = ClusterSpec::new()
+        .data_nodes(4)
+        .replicas(2)
+        .write(dir.path())
+        .expect("write the config");
+    let ndbd = ndbd_path().expect("find ndbd");
+    let output = run(&[
+        "--local",
+        "--config-file",
+        written.path.to_str().expect("a UTF-8 temp path"),
+        "--ndbd",
+        ndbd.to_str().expect("a UTF-8 target path"),
+        "--size",
+        "200",
+        "--range",
+        "10",
+        "--iterations",
+        "3",
+        "--access",
+        "all",
+        "--transaction-per-row",
+        "--transporter",
+        "tcp",
+        "--format",
+        "json",
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "testread-perf failed: {}\n{stderr}",
+        output.status
+    );
+    for id in 1..=4 {
+        assert!(
+            stderr.contains(&format!("data node {id} serves on")),
+            "data node {id} was started:\n{stderr}"
+        );
+    }
+    let report: Json = serde_json::from_str(String::from_utf8_lossy(&output.stdout).trim())
+        .expect("one JSON document");
+    assert_eq!(report["params"]["transaction_per_row"], true);
+    let results = report["results"].as_array().expect("results");
+    assert_eq!(results.len(), ACCESS.len(), "every access type ran");
+    for &port in written.ports.values() {
+        wait_until(
+            "every local data node to be stopped",
+            Duration::from_secs(10),
+            || {
+                Ok(TcpStream::connect(("127.0.0.1", port))
+                    .is_err()
+                    .then_some(()))
+            },
+        )
+        .expect("testread-perf stops its data nodes");
+    }
 }
