@@ -47,6 +47,8 @@ struct Reply {
     complete: bool,
     /// The thread parked waiting for this request, woken (alone) when it completes.
     waiter: Option<Thread>,
+    /// Collected by [`Connection::take_async_done`] rather than by a waiting thread.
+    asynchronous: bool,
 }
 
 /// State shared between the poll owner and the waiters.
@@ -62,6 +64,8 @@ struct Shared {
     /// Parked waiters in arrival order: when the poll owner leaves, the first whose request is
     /// still open takes over. Entries of finished requests are skipped.
     parked: VecDeque<u32>,
+    /// Asynchronous requests completed and not collected yet, in completion order.
+    async_done: Vec<u32>,
 }
 
 impl Shared {
@@ -259,6 +263,33 @@ impl Connection {
         self.shared().replies.insert(request_id, Reply::default());
     }
 
+    /// Registers `request_id` as awaiting answers that [`Connection::take_async_done`] collects.
+    pub fn expect_async(&self, request_id: u32) {
+        let reply = Reply {
+            asynchronous: true,
+            ..Reply::default()
+        };
+        self.shared().replies.insert(request_id, reply);
+    }
+
+    /// The asynchronous requests completed since the last call, with their answers.
+    pub fn take_async_done(&self) -> Vec<(u32, Answers)> {
+        let mut shared = self.shared();
+        let done = std::mem::take(&mut shared.async_done);
+        done.into_iter()
+            .filter_map(|id| {
+                let reply = shared.replies.remove(&id)?;
+                Some((id, Answers(reply.frames)))
+            })
+            .collect()
+    }
+
+    /// The error every request on this connection fails with once its link failed.
+    pub fn failure(&self) -> Option<Error> {
+        let failure = self.shared().failure.clone()?;
+        Some(lost(self.peer, &failure))
+    }
+
     /// Forgets a request (its answers, if any come, are dropped).
     pub fn forget(&self, request_id: u32) {
         self.shared().replies.remove(&request_id);
@@ -337,25 +368,35 @@ impl Connection {
     /// Waits until the request's answer is complete, or the deadline passes (error 4012), or
     /// the link fails (error 4010).
     pub fn wait(&self, request_id: u32, deadline: Instant) -> Result<Answers, Error> {
+        let complete = self.await_reply(request_id, deadline);
+        let reply = self.shared().replies.remove(&request_id);
+        match complete {
+            Ok(true) => Ok(Answers(reply.unwrap_or_default().frames)),
+            Ok(false) => Err(Error::ndb_detail(
+                4012,
+                format!("no answer from node {}", self.peer),
+            )),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads the link (as poll owner, or parked while another thread is) until the request's
+    /// answer is complete (true; it stays filed), the deadline passes (false), or the link
+    /// fails. A request nobody expects counts as complete.
+    pub fn await_reply(&self, request_id: u32, deadline: Instant) -> Result<bool, Error> {
         loop {
             let mut shared = self.shared();
-            if let Some(reply) = shared.replies.get(&request_id) {
-                if reply.complete {
-                    let reply = shared.replies.remove(&request_id).unwrap_or_default();
-                    return Ok(Answers(reply.frames));
-                }
+            match shared.replies.get(&request_id) {
+                Some(reply) if reply.complete => return Ok(true),
+                Some(_) => {}
+                None => return Ok(true),
             }
             if let Some(failure) = shared.failure.clone() {
-                shared.replies.remove(&request_id);
                 return Err(lost(self.peer, &failure));
             }
             let now = Instant::now();
             if now >= deadline {
-                shared.replies.remove(&request_id);
-                return Err(Error::ndb_detail(
-                    4012,
-                    format!("no answer from node {}", self.peer),
-                ));
+                return Ok(false);
             }
             if shared.poll_owner {
                 // Park until the owner completes this request or hands ownership over. A wake-up
@@ -487,10 +528,13 @@ impl Connection {
             return Err(reason);
         }
         let done = shared.replies.get(&request_id).is_none_or(|r| r.complete);
-        let wake: Vec<Thread> = completed
-            .into_iter()
-            .filter_map(|id| shared.take_waiter(id))
-            .collect();
+        let mut wake: Vec<Thread> = Vec::with_capacity(completed.len());
+        for id in completed {
+            if shared.replies.get(&id).is_some_and(|r| r.asynchronous) {
+                shared.async_done.push(id);
+            }
+            wake.extend(shared.take_waiter(id));
+        }
         drop(shared);
         drop(link);
         wake.iter().for_each(Thread::unpark);

@@ -11,11 +11,15 @@
 //!          execute(NoCommit | Commit | Rollback)     (all defined operations in one flush,
 //!                                                     answers gathered in one round trip)
 //!          scan_table / scan_index ──► Scan          (an iterator; batches fetched on demand)
+//!   async_executor ──► AsyncExecutor               (many transactions in flight from one
+//!          prepare / send / poll                    thread: NDB's executeAsynchPrepare and
+//!                                                   sendPollNdb)
 //! ```
 //!
 //! - [`connection`]: one link to one data node, shared by threads (NDB's poll-owner design).
 //! - [`transaction`]: operations, execute, results.
 //! - [`scan`]: scans read as iterators, with filters, ranges, order and lock modes.
+//! - [`asynch`]: the asynchronous executor.
 //! - [`error`]: [`Error`], which keeps NDB's code and temporary/permanent class.
 //!
 //! Nothing here panics on what a data node or the network sends: a malformed answer closes the
@@ -23,12 +27,14 @@
 
 #![forbid(unsafe_code)]
 
+mod asynch;
 mod connect;
 mod connection;
 mod error;
 mod scan;
 mod transaction;
 
+pub use asynch::{AsyncExecutor, Completion};
 pub use error::Error;
 pub use rndb_config::{NodeId, TransporterKind};
 pub use rndb_protocol::filter::{CmpOp, Filter, GroupOp};
@@ -435,6 +441,20 @@ impl Cluster {
             .map_or((256, 16 * 1024, 256 * 1024), |s| {
                 (s.batch_size, s.batch_byte_size, s.max_scan_batch_size)
             })
+    }
+
+    /// An executor that keeps many transactions in flight from one thread (NDB's
+    /// asynchronous API), holding at most MaxNoOfConcurrentTransactions (the smallest of the
+    /// data nodes') at once.
+    pub fn async_executor(&self) -> AsyncExecutor<'_> {
+        let limit = self
+            .config
+            .data_nodes
+            .iter()
+            .map(|n| n.max_no_of_concurrent_transactions)
+            .min()
+            .unwrap_or(4096);
+        AsyncExecutor::new(self, limit as usize)
     }
 
     /// Starts a transaction. Nothing is sent until its first `execute`.

@@ -34,6 +34,27 @@ impl Target {
     }
 }
 
+/// What `begin_execute` leaves to do.
+pub(crate) enum Begun<'c> {
+    /// Nothing to send: this is the execute's outcome.
+    Done(Result<(), Error>),
+    /// Send `frames` to `connection` (expecting answers under the transaction's request id),
+    /// then hand the answers to `complete_execute` with `sent`.
+    Send {
+        connection: &'c Connection,
+        frames: Vec<(FrameHeader, Vec<u8>)>,
+        sent: Sent,
+    },
+}
+
+/// An execute on its way: what its answers are matched against.
+#[derive(Debug)]
+pub(crate) struct Sent {
+    /// The result slot of each operation, by op index.
+    ops: Vec<usize>,
+    exec: ExecType,
+}
+
 /// Names one operation of a transaction, to fetch its row or error after `execute`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct OpId(usize);
@@ -353,34 +374,116 @@ impl<'c> Transaction<'c> {
     /// As `execute`, choosing what a failed operation does. With IgnoreError, failed operations
     /// report through [`Transaction::op_error`] and the rest go on.
     pub fn execute_with(&mut self, exec: ExecType, abort: AbortOption) -> Result<(), Error> {
-        self.check_usable()?;
+        match self.begin_execute(exec, abort) {
+            Begun::Done(result) => result,
+            Begun::Send {
+                connection,
+                frames,
+                sent,
+            } => {
+                connection.expect(self.request_id);
+                let refs: Vec<(FrameHeader, &[u8])> =
+                    frames.iter().map(|(h, p)| (*h, &p[..])).collect();
+                if let Err(e) = connection.send_batch(&refs) {
+                    connection.forget(self.request_id);
+                    return Err(self.send_failed(e));
+                }
+                let answers = connection.wait(self.request_id, self.cluster.deadline());
+                self.complete_execute(sent, answers)
+            }
+        }
+    }
+
+    /// The first half of an execute: takes the operations defined since the last one and
+    /// encodes them with their TC_EXECUTE_REQ, for the TC node's connection. An execute that
+    /// needs no round trip (nothing was ever sent, or the transaction cannot be used) is done
+    /// at once.
+    pub(crate) fn begin_execute(&mut self, exec: ExecType, abort: AbortOption) -> Begun<'c> {
+        if let Err(e) = self.check_usable() {
+            return Begun::Done(Err(e));
+        }
         if self.state == State::Fresh && self.batch.is_empty() {
             // Nothing was ever sent: there is nothing to commit or roll back on a data node.
             if exec != ExecType::NoCommit {
                 self.state = State::Finished;
             }
-            return Ok(());
+            return Begun::Done(Ok(()));
         }
         let batch = std::mem::take(&mut self.batch);
-        let answers = match self.send_and_wait(&batch, exec, abort) {
+        let header = |signal| FrameHeader {
+            signal,
+            receiver_block: block::DBTC,
+            sender_block: block::API,
+            request_id: self.request_id,
+        };
+        let execute = TcExecuteReq {
+            flags: if self.state == State::Fresh {
+                FLAG_START_TRANSACTION
+            } else {
+                0
+            },
+            exec_type: exec,
+            abort_option: abort,
+            op_count: batch.len() as u32,
+        };
+        let mut execute_payload = Vec::with_capacity(8);
+        execute.encode(&mut execute_payload);
+        let mut frames = Vec::with_capacity(batch.len() + 1);
+        let mut ops = Vec::with_capacity(batch.len());
+        for (id, signal, payload) in batch {
+            ops.push(id);
+            frames.push((header(signal), payload));
+        }
+        frames.push((header(gsn::TC_EXECUTE_REQ), execute_payload));
+        Begun::Send {
+            connection: self.connection(),
+            frames,
+            sent: Sent { ops, exec },
+        }
+    }
+
+    /// The execute's frames could not be sent: the transaction ends (see the type's docs).
+    pub(crate) fn send_failed(&mut self, e: Error) -> Error {
+        // send_batch appends all or nothing; a failure after appending fails the link, and then
+        // what went out no longer matters: the data node aborts on the close.
+        let refused_whole = matches!(e.code(), Some(4021 | 4010))
+            || matches!(
+                e,
+                Error::Transport {
+                    source: TransportError::FrameTooLarge { .. },
+                    ..
+                }
+            );
+        // Nothing of a Fresh transaction reached the data node only if the batch was refused
+        // whole; otherwise it may hold a record that drop must roll back.
+        self.state = if self.state == State::Fresh && refused_whole {
+            State::Finished
+        } else {
+            State::Abandoned
+        };
+        e
+    }
+
+    /// The second half of an execute: files its answers (or fails with the wait's error).
+    pub(crate) fn complete_execute(
+        &mut self,
+        sent: Sent,
+        answers: Result<Answers, Error>,
+    ) -> Result<(), Error> {
+        let answers = match answers {
             Ok(answers) => answers,
-            Err((e, sent)) => {
-                // Nothing of a Fresh transaction reached the data node only if the batch was
-                // refused whole; otherwise it may hold a record that drop must roll back.
-                self.state = if self.state == State::Fresh && !sent {
-                    State::Finished
-                } else {
-                    State::Abandoned
-                };
+            Err(e) => {
+                self.state = State::Abandoned;
                 return Err(e);
             }
         };
+        let exec = sent.exec;
         self.state = if exec == ExecType::NoCommit {
             State::Open
         } else {
             State::Finished
         };
-        let result = self.apply_answers(&batch, &answers);
+        let result = self.apply_answers(&sent.ops, &answers);
         if self.state == State::Finished {
             let end = if exec == ExecType::Commit && result.is_ok() {
                 ExecType::Commit
@@ -390,6 +493,18 @@ impl<'c> Transaction<'c> {
             self.finish_elsewhere(end);
         }
         result
+    }
+
+    /// Its execute was sent and will never be waited for: dropping it rolls it back.
+    pub(crate) fn abandon(&mut self) {
+        if self.state != State::Finished {
+            self.state = State::Abandoned;
+        }
+    }
+
+    /// The request id that names this transaction on the wire.
+    pub(crate) fn request_id(&self) -> u32 {
+        self.request_id
     }
 
     /// Passes the transaction's end to the other data nodes its scans attached it on, once
@@ -498,80 +613,17 @@ impl<'c> Transaction<'c> {
         Ok(OpId(id))
     }
 
-    /// Sends the batch and its TC_EXECUTE_REQ and waits for the answer. On error, also says
-    /// whether anything was sent (a refused batch sends nothing).
-    fn send_and_wait(
-        &self,
-        batch: &[(usize, u16, Vec<u8>)],
-        exec: ExecType,
-        abort: AbortOption,
-    ) -> Result<Answers, (Error, bool)> {
-        let connection = self.connection();
-        let header = |signal| FrameHeader {
-            signal,
-            receiver_block: block::DBTC,
-            sender_block: block::API,
-            request_id: self.request_id,
-        };
-        let execute = TcExecuteReq {
-            flags: if self.state == State::Fresh {
-                FLAG_START_TRANSACTION
-            } else {
-                0
-            },
-            exec_type: exec,
-            abort_option: abort,
-            op_count: batch.len() as u32,
-        };
-        let mut execute_payload = Vec::with_capacity(8);
-        execute.encode(&mut execute_payload);
-        connection.expect(self.request_id);
-        let frames: Vec<(FrameHeader, &[u8])> = batch
-            .iter()
-            .map(|(_, signal, payload)| (header(*signal), &payload[..]))
-            .chain(std::iter::once((
-                header(gsn::TC_EXECUTE_REQ),
-                &execute_payload[..],
-            )))
-            .collect();
-        if let Err(e) = connection.send_batch(&frames) {
-            connection.forget(self.request_id);
-            // send_batch appends all or nothing; a failure after appending fails the link, and
-            // then what went out no longer matters: the data node aborts on the close.
-            let refused_whole = matches!(e.code(), Some(4021 | 4010))
-                || matches!(
-                    e,
-                    Error::Transport {
-                        source: TransportError::FrameTooLarge { .. },
-                        ..
-                    }
-                );
-            let sent = !refused_whole;
-            return Err((e, sent));
-        }
-        connection
-            .wait(self.request_id, self.cluster.deadline())
-            .map_err(|e| (e, true))
-    }
-
     /// Files rows and errors under their operations; returns the execute's overall outcome.
-    fn apply_answers(
-        &mut self,
-        batch: &[(usize, u16, Vec<u8>)],
-        answers: &Answers,
-    ) -> Result<(), Error> {
+    fn apply_answers(&mut self, ops: &[usize], answers: &Answers) -> Result<(), Error> {
         let peer = self.connection().peer;
         let malformed = |reason: String| Error::Protocol { node: peer, reason };
         let op_slot = |op_index: u32| {
-            batch
-                .get(op_index as usize)
-                .map(|(id, _, _)| *id)
-                .ok_or_else(|| {
-                    malformed(format!(
-                        "answer names operation {op_index} of a batch of {}",
-                        batch.len()
-                    ))
-                })
+            ops.get(op_index as usize).copied().ok_or_else(|| {
+                malformed(format!(
+                    "answer names operation {op_index} of a batch of {}",
+                    ops.len()
+                ))
+            })
         };
         for (signal, payload) in answers.iter() {
             match signal {

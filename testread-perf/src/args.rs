@@ -93,6 +93,30 @@ pub struct Args {
     /// Fraction of sweep transactions that update their row instead of reading it (0..=1)
     #[arg(long, default_value_t = 0.0, value_name = "F")]
     pub write_ratio: f64,
+
+    /// How the sweep keeps transactions in flight: `threads` (one client thread per
+    /// transaction, each executing synchronously) or `async` (one thread with NDB's
+    /// asynchronous API: prepare, send together, poll completions)
+    #[arg(long, value_enum, default_value_t = InFlight::Threads)]
+    pub in_flight: InFlight,
+}
+
+/// How the concurrency sweep keeps transactions in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum InFlight {
+    /// A client thread per transaction in flight.
+    Threads,
+    /// One thread with the asynchronous executor.
+    Async,
+}
+
+impl InFlight {
+    pub fn name(self) -> &'static str {
+        match self {
+            InFlight::Threads => "threads",
+            InFlight::Async => "async",
+        }
+    }
 }
 
 const AFTER_HELP: &str = "\

@@ -213,9 +213,11 @@ fn sweep_transporter(
             "testread-perf: {level} in flight over {}",
             transporter.name()
         );
-        let measured = sweep
-            .level(level)
-            .with_context(|| format!("sweep level {level} over {}", transporter.name()))?;
+        let measured = match args.in_flight {
+            args::InFlight::Threads => sweep.level(level),
+            args::InFlight::Async => sweep.level_async(level),
+        }
+        .with_context(|| format!("sweep level {level} over {}", transporter.name()))?;
         figures.push(Figures::from_level(transporter, &measured));
     }
     Ok(figures)

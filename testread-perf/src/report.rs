@@ -28,6 +28,8 @@ pub struct Params {
     pub transporter: Vec<&'static str>,
     pub lock: &'static str,
     pub transaction_per_row: bool,
+    /// How the concurrency sweep keeps transactions in flight (`threads` or `async`).
+    pub in_flight: &'static str,
     pub spin_us: Option<u32>,
     pub seed: u64,
 }
@@ -44,6 +46,7 @@ impl Params {
             transporter: args.transporter.iter().map(|t| t.name()).collect(),
             lock: args.lock.name(),
             transaction_per_row: args.transaction_per_row,
+            in_flight: args.in_flight.name(),
             spin_us: args.spin_us,
             seed,
         }
@@ -158,8 +161,8 @@ impl Report {
     pub fn to_sweep_table(&self) -> String {
         let p = &self.params;
         let mut out = format!(
-            "testread-perf sweep: {} rows, lock {}, seed {}, config {}\n",
-            p.size, p.lock, p.seed, p.config_file
+            "testread-perf sweep ({} in flight): {} rows, lock {}, seed {}, config {}\n",
+            p.in_flight, p.size, p.lock, p.seed, p.config_file
         );
         let mut table = Table::new();
         table.load_preset(presets::UTF8_FULL_CONDENSED);

@@ -1,8 +1,9 @@
-//! The concurrency sweep: for each level N, N client threads share one API connection and each
-//! keeps one transaction in flight — a primary-key read (or, with `--write-ratio`, an update)
-//! and its commit — for a fixed time. Threads, not NDB's asynchronous API: rndb's API has no
-//! asynchronous interface yet, so concurrency here is that many threads, each blocked on its
-//! own transaction while the connection's poll owner serves them all.
+//! The concurrency sweep: for each level N, N transactions are kept in flight — each a
+//! primary-key read (or, with `--write-ratio`, an update) and its commit — for a fixed time,
+//! either by N client threads sharing one API connection, each blocked on its own transaction
+//! while the connection's poll owner serves them all (`--in-flight threads`), or by one thread
+//! with the asynchronous executor (`--in-flight async`: prepare N, send them together, and
+//! replace each as it completes).
 
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -11,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use rndb_api::{Cluster, ExecType, LockMode, Table, Value};
+use rndb_api::{AbortOption, AsyncExecutor, Cluster, ExecType, LockMode, Table, Value};
 
 use crate::local::Shutdown;
 
@@ -117,6 +118,16 @@ impl Sweep<'_> {
         write: bool,
         rng: &mut StdRng,
     ) -> Result<(), rndb_api::Error> {
+        self.define(key, write, rng)?.execute(ExecType::Commit)
+    }
+
+    /// A transaction with the sweep's one operation defined.
+    fn define(
+        &self,
+        key: Value,
+        write: bool,
+        rng: &mut StdRng,
+    ) -> Result<rndb_api::Transaction<'_>, rndb_api::Error> {
         let mut tx = self.cluster.start_transaction()?;
         if write {
             let column = self.table.def().columns.len() - 1;
@@ -124,7 +135,73 @@ impl Sweep<'_> {
         } else {
             tx.read(self.table, &[key], self.lock)?;
         }
-        tx.execute(ExecType::Commit)
+        Ok(tx)
+    }
+
+    /// Runs one level with the asynchronous executor: one thread keeps `concurrency`
+    /// transactions in flight for `duration`, replacing each as it completes.
+    pub fn level_async(&self, concurrency: u32) -> Result<Level> {
+        let mut executor = self.cluster.async_executor();
+        if concurrency as usize > executor.limit() {
+            bail!(
+                "{concurrency} transactions in flight exceed MaxNoOfConcurrentTransactions={}",
+                executor.limit()
+            );
+        }
+        let mut rng = StdRng::seed_from_u64(self.seed);
+        let mut latency_ns = Histogram::new_with_bounds(1, 60_000_000_000, 3)?;
+        let (mut committed, mut temporary) = (0u64, 0u64);
+        let mut started: std::collections::HashMap<u64, Instant> = Default::default();
+        let mut next_tag = 0u64;
+        let begun = Instant::now();
+        let deadline = begun + self.duration;
+        for _ in 0..concurrency {
+            self.prepare_one(&mut executor, &mut rng, &mut next_tag, &mut started)?;
+        }
+        while !executor.is_empty() {
+            for done in executor.send_poll(1, Duration::from_millis(100)) {
+                let elapsed = started.remove(&done.tag).map(|t0| t0.elapsed());
+                match done.result {
+                    Ok(()) => {
+                        committed += 1;
+                        if let Some(elapsed) = elapsed {
+                            latency_ns.saturating_record(elapsed.as_nanos() as u64);
+                        }
+                    }
+                    Err(e) if e.is_temporary() => temporary += 1,
+                    Err(e) => return Err(e).context("an asynchronous sweep transaction"),
+                }
+                if Instant::now() < deadline && !self.shutdown.requested() {
+                    self.prepare_one(&mut executor, &mut rng, &mut next_tag, &mut started)?;
+                }
+            }
+        }
+        merge(
+            concurrency,
+            vec![Ok(Thread {
+                committed,
+                temporary,
+                elapsed: begun.elapsed(),
+                latency_ns,
+            })],
+        )
+    }
+
+    /// Starts one more sweep transaction in `executor`, timed from now.
+    fn prepare_one<'s>(
+        &'s self,
+        executor: &mut AsyncExecutor<'s>,
+        rng: &mut StdRng,
+        next_tag: &mut u64,
+        started: &mut std::collections::HashMap<u64, Instant>,
+    ) -> Result<()> {
+        let key = Value::UInt32(rng.gen_range(0..self.size));
+        let write = rng.gen_bool(self.write_ratio);
+        let tx = self.define(key, write, rng)?;
+        *next_tag += 1;
+        started.insert(*next_tag, Instant::now());
+        executor.prepare(tx, ExecType::Commit, AbortOption::AbortOnError, *next_tag)?;
+        Ok(())
     }
 }
 

@@ -80,6 +80,9 @@ struct TcTransaction {
     /// The last operation went to its last replica with the order to commit there: the
     /// transaction commits unless that operation fails, and nothing may abort it meanwhile.
     early_commit: bool,
+    /// A rollback arrived while an execute was still running: the transaction aborts when
+    /// that execute's operations are done (an API that gave up waiting, or dropped it).
+    rollback_requested: bool,
     /// When the current execute's operations went to LQH.
     dispatched_at: Instant,
     /// When the API last sent anything for this transaction.
@@ -387,6 +390,13 @@ impl Tc {
             }
             return Some(unknown_transaction_answer(&req, self.transactions_max));
         };
+        if t.phase == Phase::Active && t.execute.is_some() && req.exec_type == ExecType::Rollback {
+            // Answered when the running execute ends, by the abort (an early commit is
+            // already decided and goes on).
+            t.rollback_requested |= !t.early_commit;
+            t.last_activity = now;
+            return None;
+        }
         if t.phase != Phase::Active || t.execute.is_some() {
             return Some(ApiAnswer::ExecuteRef {
                 error: NdbError::with_detail(
@@ -427,6 +437,10 @@ impl Tc {
         let execute = t.execute.take()?;
         t.ops_received = 0;
         t.last_activity = now;
+        if t.rollback_requested {
+            t.phase = Phase::Aborting(AbortReply::Conf);
+            return Some(Err(TcAction::Abort(trans)));
+        }
         let first_error = t.first_error.take();
         let lost_answer = t.lost_answer.take();
         let abort_on_error = execute.abort_option == AbortOption::AbortOnError;
@@ -660,6 +674,7 @@ impl TcTransaction {
             awaiting: Vec::new(),
             commit_round: 0,
             early_commit: false,
+            rollback_requested: false,
             phase: Phase::Active,
             ops_received: 0,
             ops_outstanding: 0,

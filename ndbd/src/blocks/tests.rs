@@ -706,3 +706,88 @@ proptest! {
         prop_assert_eq!(k.transaction_count(), 0);
     }
 }
+
+/// A rollback that arrives while the transaction's execute still runs (the API stopped
+/// waiting, or dropped it) is not refused: the transaction aborts as soon as that execute's
+/// operations are done, and releases what they took.
+#[test]
+fn a_rollback_during_a_running_execute_aborts_when_it_ends() {
+    let mut k = kernel_with("");
+    let mut out = Out::default();
+    let t = create_table(&mut k, &mut out);
+    op(
+        &mut k,
+        &mut out,
+        50,
+        1,
+        &t,
+        true,
+        OperationType::Insert,
+        1,
+        10,
+        ExecType::Commit,
+    );
+    assert_eq!(answered(&out, 1), Some(gsn::TC_EXECUTE_CONF));
+    // Transaction 2 holds the row; transaction 3's update waits for it.
+    op(
+        &mut k,
+        &mut out,
+        50,
+        2,
+        &t,
+        true,
+        OperationType::Update,
+        1,
+        20,
+        ExecType::NoCommit,
+    );
+    assert_eq!(answered(&out, 2), Some(gsn::TC_EXECUTE_CONF));
+    op(
+        &mut k,
+        &mut out,
+        50,
+        3,
+        &t,
+        true,
+        OperationType::Update,
+        1,
+        30,
+        ExecType::NoCommit,
+    );
+    assert_eq!(answered(&out, 3), None, "waits for the lock");
+    let rollback = exec_req(false, ExecType::Rollback, AbortOption::AbortOnError, 0);
+    frame(&mut k, &mut out, 50, gsn::TC_EXECUTE_REQ, 3, &rollback);
+    assert_eq!(
+        answered(&out, 3),
+        None,
+        "answered when the running execute ends"
+    );
+    let commit = exec_req(false, ExecType::Commit, AbortOption::AbortOnError, 0);
+    frame(&mut k, &mut out, 50, gsn::TC_EXECUTE_REQ, 2, &commit);
+    assert_eq!(answered(&out, 2), Some(gsn::TC_EXECUTE_CONF));
+    assert_eq!(
+        answered(&out, 3),
+        Some(gsn::TC_EXECUTE_CONF),
+        "the rollback is done"
+    );
+    assert_eq!(k.transaction_count(), 0, "both transactions ended");
+    // Transaction 2's value stands; transaction 3's update is gone and its lock free.
+    op(
+        &mut k,
+        &mut out,
+        50,
+        4,
+        &t,
+        true,
+        OperationType::Read,
+        1,
+        0,
+        ExecType::Commit,
+    );
+    let row = out
+        .frames
+        .iter()
+        .find(|(_, s, r, _)| *r == 4 && *s == gsn::TCKEY_ROW)
+        .map(|(_, _, _, b)| signals::TcKeyRow::decode(b).expect("row").values);
+    assert_eq!(row, Some(vec![Value::Int32(1), Value::Int32(20)]));
+}

@@ -1,0 +1,345 @@
+//! Many transactions in flight from one thread: NDB's asynchronous API
+//! (`executeAsynchPrepare`, `sendPollNdb`).
+//!
+//! ```text
+//! prepare(tx, Commit) ─► prepared ─send()─► in flight ─poll()─► Completion { tx, result }
+//!                        (encoded)   one flush per data node      (answers filed by the
+//!                                    for every prepared execute    connection's poll owner)
+//! ```
+//!
+//! `prepare` encodes a transaction's execute without sending it; `send` sends every prepared
+//! execute, grouped by the data node that coordinates it, so a node receives all of them in one
+//! flush (NDB's adaptive send: many transactions' signals to one node coalesce); `poll` returns
+//! executes whose answers have come, waiting (reading the links) until at least `min` have.
+//! The executor holds at most MaxNoOfConcurrentTransactions transactions (prepared or in
+//! flight); past that `prepare` fails with 4006.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use rndb_config::NodeId;
+use rndb_protocol::{AbortOption, ExecType};
+use rndb_transporter::FrameHeader;
+
+use crate::connection::Connection;
+use crate::transaction::{Begun, Sent};
+use crate::{Cluster, Error, Transaction};
+
+/// Bytes of frames one send takes at most: prepared executes to one node go out in sends of
+/// about this size (each flushed once), so one send never needs more send buffer than this.
+const SEND_CHUNK_BYTES: usize = 64 * 1024;
+
+/// A finished execute, handed back with its transaction.
+#[derive(Debug)]
+pub struct Completion<'c> {
+    /// What the application passed to `prepare`, to tell completions apart.
+    pub tag: u64,
+    /// The transaction, with its rows and errors filed (read them as after `execute`).
+    pub transaction: Transaction<'c>,
+    /// The execute's outcome, as `execute_with` would have returned it.
+    pub result: Result<(), Error>,
+}
+
+/// One execute between `prepare` and its completion.
+struct Pending<'c> {
+    tag: u64,
+    transaction: Transaction<'c>,
+    connection: &'c Connection,
+    sent: Sent,
+    /// Until `send`: the encoded frames.
+    frames: Vec<(FrameHeader, Vec<u8>)>,
+    deadline: Instant,
+}
+
+/// Runs many transactions' executes at once from one thread. See the module docs.
+pub struct AsyncExecutor<'c> {
+    cluster: &'c Cluster,
+    prepared: Vec<Pending<'c>>,
+    /// Sent executes by TC node and request id.
+    in_flight: HashMap<(NodeId, u32), Pending<'c>>,
+    /// Sent executes in send order: the oldest is the one `poll` waits for.
+    order: VecDeque<(NodeId, u32)>,
+    /// Completed without a round trip, or failed before sending; handed out by the next poll.
+    ready: Vec<Completion<'c>>,
+    /// MaxNoOfConcurrentTransactions.
+    limit: usize,
+}
+
+impl std::fmt::Debug for AsyncExecutor<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncExecutor")
+            .field("prepared", &self.prepared.len())
+            .field("in_flight", &self.in_flight.len())
+            .field("ready", &self.ready.len())
+            .field("limit", &self.limit)
+            .finish()
+    }
+}
+
+impl<'c> AsyncExecutor<'c> {
+    pub(crate) fn new(cluster: &'c Cluster, limit: usize) -> AsyncExecutor<'c> {
+        AsyncExecutor {
+            cluster,
+            prepared: Vec::new(),
+            in_flight: HashMap::new(),
+            order: VecDeque::new(),
+            ready: Vec::new(),
+            limit,
+        }
+    }
+
+    /// Transactions held: prepared, in flight, or completed and not yet polled.
+    pub fn len(&self) -> usize {
+        self.prepared.len() + self.in_flight.len() + self.ready.len()
+    }
+
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The most transactions this executor holds at once (MaxNoOfConcurrentTransactions).
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// NDB's `executeAsynchPrepare`: encodes the execute of `transaction` (the operations
+    /// defined since its last execute) to be sent by the next [`send`](Self::send). `tag` comes
+    /// back in its [`Completion`]. Fails with 4006 when the executor already holds
+    /// MaxNoOfConcurrentTransactions transactions; the transaction is then dropped (rolled
+    /// back if it was open).
+    pub fn prepare(
+        &mut self,
+        mut transaction: Transaction<'c>,
+        exec: ExecType,
+        abort: AbortOption,
+        tag: u64,
+    ) -> Result<(), Error> {
+        if self.len() >= self.limit {
+            return Err(Error::ndb_detail(
+                4006,
+                format!(
+                    "{} transactions in flight: MaxNoOfConcurrentTransactions={}",
+                    self.len(),
+                    self.limit
+                ),
+            ));
+        }
+        match transaction.begin_execute(exec, abort) {
+            Begun::Done(result) => self.ready.push(Completion {
+                tag,
+                transaction,
+                result,
+            }),
+            Begun::Send {
+                connection,
+                frames,
+                sent,
+            } => self.prepared.push(Pending {
+                tag,
+                transaction,
+                connection,
+                sent,
+                frames,
+                deadline: Instant::now(),
+            }),
+        }
+        Ok(())
+    }
+
+    /// Sends every prepared execute: per data node, as few sends (each one flush) as the
+    /// frames need. An execute whose send fails completes with that error at the next poll.
+    pub fn send(&mut self) {
+        if self.prepared.is_empty() {
+            return;
+        }
+        let mut by_node: Vec<(NodeId, Vec<Pending<'c>>)> = Vec::new();
+        for pending in self.prepared.drain(..) {
+            let node = pending.connection.peer;
+            match by_node.iter_mut().find(|(n, _)| *n == node) {
+                Some((_, list)) => list.push(pending),
+                None => by_node.push((node, vec![pending])),
+            }
+        }
+        for (node, list) in by_node {
+            let mut chunk: Vec<Pending<'c>> = Vec::new();
+            let mut chunk_bytes = 0;
+            for pending in list {
+                let bytes: usize = pending.frames.iter().map(|(_, p)| p.len() + 32).sum();
+                if !chunk.is_empty() && chunk_bytes + bytes > SEND_CHUNK_BYTES {
+                    self.send_chunk(node, std::mem::take(&mut chunk));
+                    chunk_bytes = 0;
+                }
+                chunk_bytes += bytes;
+                chunk.push(pending);
+            }
+            self.send_chunk(node, chunk);
+        }
+    }
+
+    /// Sends the executes of `chunk`, all to `node`, in one batch.
+    fn send_chunk(&mut self, node: NodeId, chunk: Vec<Pending<'c>>) {
+        let Some(connection) = chunk.first().map(|p| p.connection) else {
+            return;
+        };
+        for pending in &chunk {
+            connection.expect_async(pending.transaction.request_id());
+        }
+        let frames: Vec<(FrameHeader, &[u8])> = chunk
+            .iter()
+            .flat_map(|p| p.frames.iter().map(|(h, b)| (*h, &b[..])))
+            .collect();
+        let sent = connection.send_batch(&frames);
+        drop(frames);
+        match sent {
+            Ok(()) => {
+                let deadline = self.cluster.deadline();
+                for mut pending in chunk {
+                    let id = pending.transaction.request_id();
+                    pending.frames = Vec::new();
+                    pending.deadline = deadline;
+                    self.order.push_back((node, id));
+                    self.in_flight.insert((node, id), pending);
+                }
+            }
+            Err(e) => {
+                for mut pending in chunk {
+                    connection.forget(pending.transaction.request_id());
+                    let error = pending.transaction.send_failed(echo(&e));
+                    self.ready.push(Completion {
+                        tag: pending.tag,
+                        transaction: pending.transaction,
+                        result: Err(error),
+                    });
+                }
+            }
+        }
+    }
+
+    /// NDB's `pollNdb`: the executes that have completed, waiting up to `timeout` until at
+    /// least `min` have (fewer when fewer are held). Executes past the API's request timeout
+    /// complete with 4012, those on a failed link with 4010.
+    pub fn poll(&mut self, min: usize, timeout: Duration) -> Vec<Completion<'c>> {
+        let until = Instant::now() + timeout;
+        let mut done = std::mem::take(&mut self.ready);
+        loop {
+            self.collect(&mut done);
+            let wanted = min.min(done.len() + self.in_flight.len());
+            let now = Instant::now();
+            if done.len() >= wanted || self.in_flight.is_empty() || now >= until {
+                return done;
+            }
+            // Wait for the oldest execute still in flight; the connection's poll owner files
+            // every other answer it reads meanwhile.
+            let Some(&(node, id)) = self.order.front() else {
+                return done;
+            };
+            let Some(pending) = self.in_flight.get(&(node, id)) else {
+                self.order.pop_front();
+                continue;
+            };
+            let connection = pending.connection;
+            let wait_until = until.min(pending.deadline);
+            if let Err(e) = connection.await_reply(id, wait_until) {
+                self.fail_node(node, &e, &mut done);
+            }
+        }
+    }
+
+    /// NDB's `sendPollNdb`: [`send`](Self::send), then [`poll`](Self::poll).
+    pub fn send_poll(&mut self, min: usize, timeout: Duration) -> Vec<Completion<'c>> {
+        self.send();
+        self.poll(min, timeout)
+    }
+
+    /// Moves every execute whose answer is filed (or whose time ran out) into `done`.
+    fn collect(&mut self, done: &mut Vec<Completion<'c>>) {
+        if self.in_flight.is_empty() {
+            return;
+        }
+        let cluster: &'c Cluster = self.cluster;
+        for connection in cluster.connections() {
+            for (id, answers) in connection.take_async_done() {
+                if let Some(mut pending) = self.in_flight.remove(&(connection.peer, id)) {
+                    let result = pending
+                        .transaction
+                        .complete_execute(pending.sent, Ok(answers));
+                    done.push(Completion {
+                        tag: pending.tag,
+                        transaction: pending.transaction,
+                        result,
+                    });
+                }
+            }
+            if let Some(e) = connection.failure() {
+                let peer = connection.peer;
+                self.fail_node(peer, &e, done);
+            }
+        }
+        let now = Instant::now();
+        while let Some(&(node, id)) = self.order.front() {
+            match self.in_flight.get(&(node, id)) {
+                None => {
+                    self.order.pop_front();
+                }
+                Some(pending) if pending.deadline <= now => {
+                    let mut pending = self.in_flight.remove(&(node, id)).expect("present");
+                    self.order.pop_front();
+                    pending.connection.forget(id);
+                    let error = Error::ndb_detail(4012, format!("no answer from node {node}"));
+                    let result = pending
+                        .transaction
+                        .complete_execute(pending.sent, Err(error));
+                    done.push(Completion {
+                        tag: pending.tag,
+                        transaction: pending.transaction,
+                        result,
+                    });
+                }
+                Some(_) => break,
+            }
+        }
+    }
+
+    /// Every execute in flight to `node` fails with `e` (its link failed).
+    fn fail_node(&mut self, node: NodeId, e: &Error, done: &mut Vec<Completion<'c>>) {
+        let ids: Vec<(NodeId, u32)> = self
+            .in_flight
+            .keys()
+            .filter(|(n, _)| *n == node)
+            .copied()
+            .collect();
+        for key in ids {
+            if let Some(mut pending) = self.in_flight.remove(&key) {
+                pending.connection.forget(key.1);
+                let result = pending
+                    .transaction
+                    .complete_execute(pending.sent, Err(echo(e)));
+                done.push(Completion {
+                    tag: pending.tag,
+                    transaction: pending.transaction,
+                    result,
+                });
+            }
+        }
+    }
+}
+
+impl Drop for AsyncExecutor<'_> {
+    /// Executes still in flight are abandoned: their transactions roll back when dropped.
+    fn drop(&mut self) {
+        for ((_, id), mut pending) in self.in_flight.drain() {
+            pending.connection.forget(id);
+            pending.transaction.abandon();
+        }
+    }
+}
+
+/// The same error again, for each of several executes one failure ended (NDB errors keep their
+/// code; others become 4010, the link's failure).
+fn echo(e: &Error) -> Error {
+    match e {
+        Error::Ndb(n) => Error::Ndb(n.clone()),
+        other => Error::ndb_detail(4010, other.to_string()),
+    }
+}
