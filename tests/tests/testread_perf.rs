@@ -175,6 +175,13 @@ fn a_range_larger_than_the_table_is_refused() {
 
 #[test]
 fn the_concurrency_sweep_reports_every_level_with_its_concurrency() {
+    for mode in ["threads", "async"] {
+        sweep_reports_every_level(mode);
+    }
+}
+
+/// One sweep with transactions kept in flight by `mode` (`--in-flight`).
+fn sweep_reports_every_level(mode: &str) {
     let dir = tempfile::tempdir().expect("create a directory");
     let written = ClusterSpec::new()
         .write(dir.path())
@@ -194,6 +201,8 @@ fn the_concurrency_sweep_reports_every_level_with_its_concurrency() {
         "200",
         "--write-ratio",
         "0.5",
+        "--in-flight",
+        mode,
         "--transporter",
         "tcp",
         "--format",
@@ -202,11 +211,12 @@ fn the_concurrency_sweep_reports_every_level_with_its_concurrency() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "testread-perf failed: {}\n{stderr}",
+        "testread-perf ({mode}) failed: {}\n{stderr}",
         output.status
     );
     let report: Json = serde_json::from_str(String::from_utf8_lossy(&output.stdout).trim())
         .expect("stdout is one JSON document");
+    assert_eq!(report["params"]["in_flight"], mode);
     let results = report["results"].as_array().expect("a results array");
     let levels: Vec<u64> = results
         .iter()
