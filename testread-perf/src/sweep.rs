@@ -18,6 +18,8 @@ use crate::local::Shutdown;
 
 /// Stack size of a sweep thread: they only run short transactions, and 4096 of them must fit.
 const THREAD_STACK_BYTES: usize = 256 * 1024;
+/// The asynchronous sweep refills once 1/this of its transactions have completed.
+const ASYNC_POLL_FRACTION: usize = 8;
 /// The most threads one level may ask for.
 pub const CONCURRENCY_MAX: u32 = 4096;
 
@@ -159,7 +161,11 @@ impl Sweep<'_> {
             self.prepare_one(&mut executor, &mut rng, &mut next_tag, &mut started)?;
         }
         while !executor.is_empty() {
-            for done in executor.send_poll(1, Duration::from_millis(100)) {
+            // Waiting for an eighth of what is in flight (at least one) before refilling makes
+            // each send carry many transactions, as flexAsynch's send-all-poll-all does, while
+            // the rest stay in flight.
+            let min = (executor.len() / ASYNC_POLL_FRACTION).max(1);
+            for done in executor.send_poll(min, Duration::from_millis(100)) {
                 let elapsed = started.remove(&done.tag).map(|t0| t0.elapsed());
                 match done.result {
                     Ok(()) => {
