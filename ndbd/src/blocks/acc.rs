@@ -6,11 +6,14 @@
 //! waiter; it is removed as soon as it has none.
 //!
 //! Slots live in a slab ([`SlotStore`]): a vector of slots with stable ids and a free list, and
-//! a hash map from key to slot id. A full-table scan walks the slab by slot id, so its cursor is
+//! a hash table of (key hash, slot id) pairs: a lookup compares the 64-bit hash before it looks
+//! at the slot's key, and no key is stored twice. A full-table scan walks the slab by slot id, so its cursor is
 //! one integer that stays valid while rows come and go (NDB's TUP scans by page and row id);
 //! an ordered index (TUX) refers to rows by slot id too.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use hashbrown::HashTable;
 
 use rndb_protocol::Value;
 
@@ -199,11 +202,57 @@ pub struct Pending {
     pub image: Option<Row>,
 }
 
+/// Keys up to this many bytes live inside their slot.
+const KEY_INLINE_BYTES: usize = 22;
+
+/// A slot's key: inside the slot when short (a lookup then compares it on the cache line it
+/// already loaded to reach the slot, with no pointer to follow), on the heap when longer.
+#[derive(Clone, PartialEq, Eq)]
+pub enum SlotKey {
+    Inline {
+        len: u8,
+        bytes: [u8; KEY_INLINE_BYTES],
+    },
+    Heap(Box<[u8]>),
+}
+
+impl SlotKey {
+    pub fn new(key: &[u8]) -> SlotKey {
+        if key.len() <= KEY_INLINE_BYTES {
+            let mut bytes = [0; KEY_INLINE_BYTES];
+            bytes[..key.len()].copy_from_slice(key);
+            SlotKey::Inline {
+                len: key.len() as u8,
+                bytes,
+            }
+        } else {
+            SlotKey::Heap(key.into())
+        }
+    }
+}
+
+impl std::ops::Deref for SlotKey {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            SlotKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            SlotKey::Heap(bytes) => bytes,
+        }
+    }
+}
+
+impl std::fmt::Debug for SlotKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SlotKey({:02x?})", &**self)
+    }
+}
+
 /// Everything the fragment knows about one key.
 #[derive(Debug)]
 pub struct RowSlot<W> {
     /// The canonical key encoding.
-    pub key: Box<[u8]>,
+    pub key: SlotKey,
     pub committed: Option<Row>,
     pub pending: Option<Pending>,
     pub lock: Lock<W>,
@@ -211,9 +260,9 @@ pub struct RowSlot<W> {
 
 impl<W> RowSlot<W> {
     /// An empty slot for `key`.
-    pub fn new(key: Box<[u8]>) -> Self {
+    pub fn new(key: &[u8]) -> Self {
         RowSlot {
-            key,
+            key: SlotKey::new(key),
             committed: None,
             pending: None,
             lock: Lock::default(),
@@ -238,13 +287,22 @@ impl<W> RowSlot<W> {
 pub type SlotId = u32;
 
 /// The slots of one fragment and its hash index (encoded primary key → slot id).
-#[derive(Debug)]
 pub struct SlotStore<W> {
     /// Slots by id; `None` is a free id (listed in `free`).
     slots: Vec<Option<RowSlot<W>>>,
     /// Free slot ids, reused last-freed first.
     free: Vec<SlotId>,
-    by_key: HashMap<Box<[u8]>, SlotId>,
+    /// (hash of the key, slot id) of every slot.
+    index: HashTable<(u64, SlotId)>,
+}
+
+impl<W> std::fmt::Debug for SlotStore<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlotStore")
+            .field("slots", &self.index.len())
+            .field("free", &self.free.len())
+            .finish()
+    }
 }
 
 impl<W> Default for SlotStore<W> {
@@ -252,15 +310,35 @@ impl<W> Default for SlotStore<W> {
         SlotStore {
             slots: Vec::new(),
             free: Vec::new(),
-            by_key: HashMap::new(),
+            index: HashTable::new(),
         }
     }
+}
+
+/// The hash-index hash of a key: xxh3 (as the distribution hash), remixed so that its low bits,
+/// which pick the bucket, do not repeat the bits that picked the key's partition.
+fn index_hash(key: &[u8]) -> u64 {
+    let h = xxhash_rust::xxh3::xxh3_64(key);
+    // splitmix64's finalizer.
+    let h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    let h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
 }
 
 impl<W> SlotStore<W> {
     /// The slot id of `key`, if it has a slot.
     pub fn id_of(&self, key: &[u8]) -> Option<SlotId> {
-        self.by_key.get(key).copied()
+        let hash = index_hash(key);
+        let slots = &self.slots;
+        self.index
+            .find(hash, |&(h, id)| {
+                h == hash
+                    && slots
+                        .get(id as usize)
+                        .and_then(Option::as_ref)
+                        .is_some_and(|s| &*s.key == key)
+            })
+            .map(|&(_, id)| id)
     }
 
     pub fn get(&self, key: &[u8]) -> Option<&RowSlot<W>> {
@@ -287,17 +365,18 @@ impl<W> SlotStore<W> {
 
     /// Keys with a slot.
     pub fn len(&self) -> usize {
-        self.by_key.len()
+        self.index.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_key.is_empty()
+        self.index.is_empty()
     }
 
     /// Creates an empty slot for `key` (which must not have one) and returns its id.
     pub fn insert(&mut self, key: Box<[u8]>) -> SlotId {
-        debug_assert!(!self.by_key.contains_key(&key), "key already has a slot");
-        let slot = RowSlot::new(key.clone());
+        debug_assert!(self.id_of(&key).is_none(), "key already has a slot");
+        let hash = index_hash(&key);
+        let slot = RowSlot::new(&key);
         let id = match self.free.pop() {
             Some(id) => {
                 debug_assert!(self.slots[id as usize].is_none(), "free slot in use");
@@ -309,21 +388,24 @@ impl<W> SlotStore<W> {
                 (self.slots.len() - 1) as SlotId
             }
         };
-        self.by_key.insert(key, id);
+        self.index.insert_unique(hash, (hash, id), |&(h, _)| h);
         id
     }
 
     /// Removes the slot with id `id` and returns it.
     pub fn remove(&mut self, id: SlotId) -> Option<RowSlot<W>> {
         let slot = self.slots.get_mut(id as usize)?.take()?;
-        self.by_key.remove(&slot.key);
+        let hash = index_hash(&slot.key);
+        if let Ok(entry) = self.index.find_entry(hash, |&(_, i)| i == id) {
+            entry.remove();
+        }
         self.free.push(id);
         Some(slot)
     }
 
     /// Every slot, emptying the store.
     pub fn drain(&mut self) -> impl Iterator<Item = RowSlot<W>> + '_ {
-        self.by_key.clear();
+        self.index.clear();
         self.free.clear();
         self.slots.drain(..).flatten()
     }
@@ -420,6 +502,31 @@ mod tests {
         assert_eq!(c, a, "a freed id is reused");
         assert_eq!(store.len(), 2);
         assert_eq!(store.iter().count(), 2);
+    }
+
+    #[test]
+    fn short_and_long_keys_are_found_and_removed() {
+        let mut store: SlotStore<TransId> = SlotStore::default();
+        // Distinct first bytes; lengths from 1 to twice what fits inline.
+        let keys: Vec<Vec<u8>> = (0..200u8)
+            .map(|i| {
+                let mut key = vec![i];
+                key.resize(1 + usize::from(i) % (2 * KEY_INLINE_BYTES), 0xab);
+                key
+            })
+            .collect();
+        let ids: Vec<SlotId> = keys.iter().map(|k| store.insert(k[..].into())).collect();
+        for (key, &id) in keys.iter().zip(&ids) {
+            assert_eq!(store.id_of(key), Some(id));
+            assert_eq!(&*store.slot(id).expect("slot").key, &key[..]);
+        }
+        for &id in ids.iter().step_by(2) {
+            store.remove(id);
+        }
+        for (i, key) in keys.iter().enumerate() {
+            assert_eq!(store.id_of(key).is_some(), i % 2 == 1, "key {i}");
+        }
+        assert_eq!(store.len(), 100);
     }
 
     #[test]

@@ -115,7 +115,7 @@ impl Kernel {
                 let Some(row) = &slot.committed else { continue };
                 let key: Vec<Value> = columns.iter().map(|&c| row[c].clone()).collect();
                 if !key.contains(&Value::Null) {
-                    entries.push((key, slot.key.clone()));
+                    entries.push((key, Box::<[u8]>::from(&*slot.key)));
                 }
             }
         }
