@@ -40,7 +40,8 @@ pub struct Completion<'c> {
     pub result: Result<(), Error>,
 }
 
-/// One execute between `prepare` and its completion.
+/// One execute between `prepare` and its completion. Several executors may share a cluster
+/// (one per thread): each collects only the answers of its own executes.
 struct Pending<'c> {
     tag: u64,
     transaction: Transaction<'c>,
@@ -240,8 +241,27 @@ impl<'c> AsyncExecutor<'c> {
             };
             let connection = pending.connection;
             let wait_until = until.min(pending.deadline);
-            if let Err(e) = connection.await_reply(id, wait_until) {
-                self.fail_node(node, &e, &mut done);
+            match connection.await_reply(id, wait_until) {
+                Err(e) => self.fail_node(node, &e, &mut done),
+                Ok(true) if !connection.is_expected(id) => {
+                    // Its answer was taken by someone else (it cannot be collected): the
+                    // execute's outcome is unknown.
+                    if let Some(mut pending) = self.in_flight.remove(&(node, id)) {
+                        let error = Error::ndb_detail(
+                            4012,
+                            format!("the answer from node {node} was lost"),
+                        );
+                        let result = pending
+                            .transaction
+                            .complete_execute(pending.sent, Err(error));
+                        done.push(Completion {
+                            tag: pending.tag,
+                            transaction: pending.transaction,
+                            result,
+                        });
+                    }
+                }
+                Ok(_) => {}
             }
         }
     }
@@ -259,7 +279,10 @@ impl<'c> AsyncExecutor<'c> {
         }
         let cluster: &'c Cluster = self.cluster;
         for connection in cluster.connections() {
-            for (id, answers) in connection.take_async_done() {
+            let peer = connection.peer;
+            let in_flight = &self.in_flight;
+            let answered = connection.take_async_done(|id| in_flight.contains_key(&(peer, id)));
+            for (id, answers) in answered {
                 if let Some(mut pending) = self.in_flight.remove(&(connection.peer, id)) {
                     let result = pending
                         .transaction

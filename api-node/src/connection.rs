@@ -272,16 +272,27 @@ impl Connection {
         self.shared().replies.insert(request_id, reply);
     }
 
-    /// The asynchronous requests completed since the last call, with their answers.
-    pub fn take_async_done(&self) -> Vec<(u32, Answers)> {
+    /// The asynchronous requests completed since the last call that `mine` claims (an
+    /// executor takes only its own), with their answers.
+    pub fn take_async_done(&self, mine: impl Fn(u32) -> bool) -> Vec<(u32, Answers)> {
         let mut shared = self.shared();
         let done = std::mem::take(&mut shared.async_done);
-        done.into_iter()
-            .filter_map(|id| {
-                let reply = shared.replies.remove(&id)?;
-                Some((id, Answers(reply.frames)))
-            })
-            .collect()
+        let mut taken = Vec::new();
+        for id in done {
+            if !mine(id) {
+                shared.async_done.push(id);
+                continue;
+            }
+            if let Some(reply) = shared.replies.remove(&id) {
+                taken.push((id, Answers(reply.frames)));
+            }
+        }
+        taken
+    }
+
+    /// True while `request_id` is registered (its answers are being collected).
+    pub fn is_expected(&self, request_id: u32) -> bool {
+        self.shared().replies.contains_key(&request_id)
     }
 
     /// The error every request on this connection fails with once its link failed.

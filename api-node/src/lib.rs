@@ -98,7 +98,7 @@ pub struct Cluster {
     connections: Vec<Arc<Connection>>,
     /// Where every key lives: the same map the data nodes build from the same config.
     partitions: PartitionMap,
-    /// The next request id; 0 is never used.
+    /// The next request id (starting at a random value); 0 is never used.
     next_request_id: AtomicU32,
     request_timeout: Duration,
 }
@@ -232,7 +232,7 @@ impl Cluster {
             node_id,
             connections,
             partitions,
-            next_request_id: AtomicU32::new(1),
+            next_request_id: AtomicU32::new(first_request_id()),
             request_timeout: options.request_timeout,
         };
         cluster.wait_until_started(options.connect_timeout)?;
@@ -543,6 +543,16 @@ impl Drop for Cluster {
             connection.close();
         }
     }
+}
+
+/// Where this process's request ids start: random, so that an application restarted on the same
+/// API slot does not reuse the transaction ids its previous run had (data nodes remember ended
+/// transactions for a while and refuse work of them).
+fn first_request_id() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    (hasher.finish() as u32).max(1)
 }
 
 fn index_name(table: &Table, name: &str) -> Vec<u8> {

@@ -179,30 +179,52 @@ impl<'c> Scan<'c> {
     /// Closes the scan on every data node and waits until each has freed it.
     pub fn close(mut self) -> Result<(), Error> {
         let mut waits = Vec::new();
+        let mut first_error = None;
         for part in self.parts.iter_mut().filter(|p| !p.finished) {
             part.finished = true;
-            waits.push((part.connection, part.send_next(self.cluster, true, &[])?));
+            match part.send_next(self.cluster, true, &[]) {
+                Ok(id) => waits.push((part.connection, id)),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
         }
+        // Every close sent is waited for, so that no answer stays registered.
         for (connection, request_id) in waits {
-            connection.wait(request_id, self.cluster.deadline())?;
+            if let Err(e) = connection.wait(request_id, self.cluster.deadline()) {
+                first_error.get_or_insert(e);
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Asks each listed part for its next batch of the given fragments (empty: whatever the
     /// data node picks), all at once, then files the answers.
     fn fetch(&mut self, requests: &[(usize, Vec<u16>)]) -> Result<(), Error> {
         let mut waits = Vec::with_capacity(requests.len());
+        let mut first_error = None;
         for (i, fragments) in requests {
             let part = &self.parts[*i];
-            waits.push((*i, part.send_next(self.cluster, false, fragments)?));
+            match part.send_next(self.cluster, false, fragments) {
+                Ok(id) => waits.push((*i, id)),
+                Err(e) => {
+                    first_error = Some(e);
+                    break;
+                }
+            }
         }
+        // Every batch asked for is waited for, so that no answer stays registered.
         for (i, request_id) in waits {
             let part = &mut self.parts[i];
-            let answers = part.connection.wait(request_id, self.cluster.deadline())?;
-            part.take_batch(&self.table, &answers)?;
+            let taken = part
+                .connection
+                .wait(request_id, self.cluster.deadline())
+                .and_then(|answers| part.take_batch(&self.table, &answers));
+            if let Err(e) = taken {
+                first_error.get_or_insert(e);
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     /// The next row of an unsorted scan.

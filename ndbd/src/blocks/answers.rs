@@ -21,8 +21,13 @@ pub struct Unsent {
     queues: HashMap<NodeId, VecDeque<(FrameHeader, Vec<u8>)>>,
     /// Nodes whose link is being closed: their answers are dropped.
     closing: HashSet<NodeId>,
-    /// Answers kept per node at most.
+    /// Answers kept per API node at most.
     max: usize,
+    /// Data nodes, and how many signals are kept for one at most: a data node link carries
+    /// operations, answers and commit rounds of every transaction both nodes run, up to
+    /// MaxNoOfConcurrentOperations + 2 × MaxNoOfConcurrentTransactions.
+    data_nodes: HashSet<NodeId>,
+    data_node_max: usize,
 }
 
 impl Unsent {
@@ -31,7 +36,16 @@ impl Unsent {
             queues: HashMap::new(),
             closing: HashSet::new(),
             max,
+            data_nodes: HashSet::new(),
+            data_node_max: max,
         }
+    }
+
+    /// Links to `nodes` keep up to `max` signals each.
+    pub fn with_data_nodes(mut self, nodes: impl IntoIterator<Item = NodeId>, max: usize) -> Self {
+        self.data_nodes = nodes.into_iter().collect();
+        self.data_node_max = max;
+        self
     }
 
     /// Sends a final answer, or keeps it when the node's send buffer is full (or answers
@@ -53,18 +67,23 @@ impl Unsent {
                 Err(SendFailure::Overloaded) => {}
             }
         }
+        let max = if self.data_nodes.contains(&to) {
+            self.data_node_max
+        } else {
+            self.max
+        };
         let queue = self.queues.entry(to).or_default();
-        if queue.len() >= self.max {
+        if queue.len() >= max {
             tracing::warn!(
                 node = %to,
                 kept = queue.len(),
-                "closing the link: the API node does not read its answers"
+                "closing the link: the node does not read what is sent to it"
             );
             self.queues.remove(&to);
             self.closing.insert(to);
             out.close(
                 to,
-                format!("more than {} answers wait for its send buffer", self.max),
+                format!("more than {max} answers wait for its send buffer"),
             );
             return;
         }

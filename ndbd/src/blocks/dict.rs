@@ -127,6 +127,18 @@ impl Dict {
         table_id
     }
 
+    /// The id the next table or index gets.
+    pub fn next_id(&self) -> u32 {
+        self.next_id
+    }
+
+    /// Moves the id counter forward to `next` (never back: ids are never reused). Data nodes
+    /// that follow the DICT master set it to the master's before each schema change, so that a
+    /// change one of them refused leaves no gap between their ids.
+    pub fn advance_next_id(&mut self, next: u32) {
+        self.next_id = self.next_id.max(next);
+    }
+
     fn new_id(&mut self) -> u32 {
         let id = self.next_id;
         self.next_id += 1;

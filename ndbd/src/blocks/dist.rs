@@ -48,6 +48,8 @@ struct RemoteOp {
     /// The node it was sent to.
     to: NodeId,
     op_index: u32,
+    /// It was sent with the order to commit at that (last) replica.
+    commit_at_last: bool,
 }
 
 /// Foreign transactions remembered after they end here.
@@ -126,18 +128,23 @@ impl Dist {
         }
     }
 
-    fn stash(&mut self, trans: TransId, op_index: u32, role: OpRole, to: NodeId) -> u32 {
+    fn stash(&mut self, trans: TransId, req: &LqhKeyReq, to: NodeId) -> u32 {
         let token = self.next_token;
         self.next_token = self.next_token.wrapping_add(1).max(1);
-        self.remote_ops
-            .insert((trans, token), RemoteOp { role, to, op_index });
+        let op = RemoteOp {
+            role: req.role.clone(),
+            to,
+            op_index: req.op_index,
+            commit_at_last: req.commit_at_last,
+        };
+        self.remote_ops.insert((trans, token), op);
         token
     }
 
+    /// Another node's transaction ended here (or was told to end before any of its work came):
+    /// its record goes, and it is remembered so that late work of it is refused.
     fn end_foreign(&mut self, trans: TransId) {
-        if self.foreign.remove(&trans).is_none() {
-            return;
-        }
+        self.foreign.remove(&trans);
         if self.ended.insert(trans) {
             self.ended_order.push_back(trans);
         }
@@ -382,7 +389,7 @@ impl Kernel {
     fn send_lqh_key_req(&mut self, to: NodeId, req: LqhKeyReq, out: &mut dyn Outbox) {
         let (tc_node, token) = match req.role {
             OpRole::Remote { tc_node, token } => (tc_node, token),
-            role => (self.me, self.dist.stash(req.trans, req.op_index, role, to)),
+            _ => (self.me, self.dist.stash(req.trans, &req, to)),
         };
         let wire = lqh::LqhKeyReq {
             trans: req.trans,
@@ -478,9 +485,10 @@ impl Kernel {
                 },
             });
         }
-        // A TC that is gone hears nothing; its transactions here are rolled back when its
+        // Kept until it can be sent (a TC waits for it, and a lost one would hold its locks); a
+        // TC that is gone hears nothing, and its transactions here are rolled back when its
         // link's loss is handled.
-        let _ = match answer {
+        match answer {
             LqhAnswer::Conf {
                 trans,
                 op_index,
@@ -509,7 +517,8 @@ impl Kernel {
                         })
                         .collect(),
                 };
-                out.send(
+                self.unsent.send(
+                    out,
                     tc_node,
                     header(lgsn::LQHKEYCONF, block::DBTC, block::DBLQH),
                     &mut |b| conf.encode(b),
@@ -530,13 +539,14 @@ impl Kernel {
                     code: error.code,
                     detail: error.message,
                 };
-                out.send(
+                self.unsent.send(
+                    out,
                     tc_node,
                     header(lgsn::LQHKEYREF, block::DBTC, block::DBLQH),
                     &mut |b| refusal.encode(b),
                 )
             }
-        };
+        }
         None
     }
 
@@ -557,9 +567,15 @@ impl Kernel {
             lgsn::LQHKEYREQ => self.on_remote_key_req(lqh::LqhKeyReq::decode(payload)?)?,
             lgsn::LQHKEYCONF => {
                 let conf = LqhKeyConf::decode(payload)?;
-                let committed = conf.flags & lqh::LQHKEYCONF_COMMITTED != 0;
+                // The last replica committed on its own: no commit round goes there. Believed
+                // only for an operation this TC sent to that very node with the order to.
+                let committed = conf.flags & lqh::LQHKEYCONF_COMMITTED != 0
+                    && self
+                        .dist
+                        .remote_ops
+                        .get(&(conf.trans, conf.token))
+                        .is_some_and(|op| op.to == from && op.commit_at_last);
                 if committed {
-                    // The last replica committed on its own: no commit round goes there.
                     self.tc.participant_committed(conf.trans, from);
                 }
                 let answer = LqhAnswer::Conf {
@@ -600,6 +616,12 @@ impl Kernel {
             }
             lgsn::LQH_COMMITREQ | lgsn::LQH_ABORTREQ => {
                 let trans = TransSignal::decode(payload)?.trans;
+                let owner = self.dist.foreign.get(&trans).copied();
+                if owner.is_some_and(|tc| tc != from) || (owner.is_none() && self.tc.knows(trans)) {
+                    // Not that node's transaction here: nothing of it is touched.
+                    tracing::warn!(node = %from, trans, "commit or abort of a transaction another TC runs; ignored");
+                    return Ok(());
+                }
                 self.jobs
                     .push_back(if header.signal == lgsn::LQH_COMMITREQ {
                         Signal::LqhCommit {
@@ -648,9 +670,15 @@ impl Kernel {
                 token: wire.token,
             },
             chain,
-            commit_at_last: wire.flags & lqh::LQHKEY_COMMIT_AT_LAST_REPLICA != 0,
+            // Only another node's TC orders an early commit here (never this node's own).
+            commit_at_last: tc_node != self.me
+                && wire.flags & lqh::LQHKEY_COMMIT_AT_LAST_REPLICA != 0,
             backup: wire.flags & lqh::LQHKEY_BACKUP != 0,
         };
+        if tc_node != self.me && !self.dist.up.contains(&tc_node) {
+            // Its coordinator failed: nobody would commit, abort or hear of it.
+            return Ok(());
+        }
         if tc_node != self.me && !is_committed_read(req.op_type, req.lock_mode) {
             if self.dist.ended.contains(&req.trans) {
                 // The transaction's abort overtook this operation: refused, so that it takes
@@ -680,7 +708,11 @@ impl Kernel {
             return self.finish_transaction(trans, out);
         }
         for node in nodes {
-            if node == self.me {
+            if node == self.me && self.dist.is_foreign(trans) {
+                // This node's own record of another node's transaction (its scans attached
+                // it here): that TC commits or aborts what the transaction holds here.
+                self.jobs.push_back(Signal::RoundDone { trans, node });
+            } else if node == self.me {
                 self.jobs.push_back(if commit {
                     Signal::LqhCommit {
                         trans,

@@ -61,12 +61,27 @@ impl Sim {
 
     /// Node 2's DataMemory may be smaller than node 1's.
     fn with_node2_memory(bytes: Option<u64>) -> Sim {
-        let config = rndb_config::parse_str(INI, Path::new("t.ini")).expect("config");
+        Sim::with_nodes(2, bytes)
+    }
+
+    /// `count` data nodes with NoOfReplicas=2 (count even) or one group of three.
+    fn with_nodes(count: u16, node2_bytes: Option<u64>) -> Sim {
+        let mut ini = INI.to_string();
+        for id in 3..=count {
+            ini = ini.replace(
+                "[api]",
+                &format!("[ndbd]\nNodeId={id}\nHostName=127.0.0.1\n[api]"),
+            );
+        }
+        if count % 2 == 1 {
+            ini = ini.replace("NoOfReplicas=2", &format!("NoOfReplicas={count}"));
+        }
+        let config = rndb_config::parse_str(&ini, Path::new("t.ini")).expect("config");
         let mut kernels = BTreeMap::new();
         for node in &config.data_nodes {
             let mut node = node.clone();
             if node.node_id == NodeId(2) {
-                node.data_memory_bytes = bytes.unwrap_or(node.data_memory_bytes);
+                node.data_memory_bytes = node2_bytes.unwrap_or(node.data_memory_bytes);
             }
             let mut kernel = Kernel::new(&config, &node);
             for other in &config.data_nodes {
@@ -390,43 +405,12 @@ fn a_one_write_transaction_commits_at_its_backup_without_a_commit_round() {
     assert_eq!(sim.value_on(NodeId(1), 3, &table, key), Some(4));
 }
 
-#[test]
-fn an_operation_arriving_after_its_transactions_abort_takes_no_lock() {
-    let mut sim = Sim::new();
-    let table = sim.create_table("t", false);
-    let key = sim.key_on(NodeId(2));
-    // Node 1 coordinates transaction (50, 7); its abort reaches node 2 first, then a late
-    // write of it arrives.
-    let trans = super::tc::trans_id(API, 7);
-    let mut abort = Vec::new();
-    lqh::TransSignal { trans }.encode(&mut abort);
-    let mut write = Vec::new();
-    let fragment = sim.map.partition_of(key_hash(&key_bytes(key)));
-    lqh::LqhKeyReq {
-        trans,
-        tc_node: 1,
-        token: 1,
-        op_index: 0,
-        op_type: OperationType::Insert,
-        lock_mode: LockMode::Exclusive,
-        table_id: table.table_id,
-        fragment,
-        key_bytes: key_bytes(key),
-        key: vec![Value::Int32(key)],
-        attrs: vec![(1, Value::Int32(1))],
-        chain: Vec::new(),
-        flags: 0,
-    }
-    .encode(&mut write);
+/// Delivers `frames` (signal, payload) from node 1 to node 2 and returns what node 2 sent.
+fn deliver_to_node2(sim: &mut Sim, frames: Vec<(u16, Vec<u8>)>) -> Sent {
     let now = Instant::now();
     let node2 = sim.kernels.get_mut(&NodeId(2)).expect("node 2");
     let mut sent = Sent::default();
-    // The transaction first touched node 2 (so it is known there), then aborted.
-    for (signal, payload) in [
-        (dgsn::LQHKEYREQ, write.clone()),
-        (dgsn::LQH_ABORTREQ, abort),
-        (dgsn::LQHKEYREQ, write),
-    ] {
+    for (signal, payload) in frames {
         let header = FrameHeader {
             signal,
             receiver_block: block::DBLQH,
@@ -439,16 +423,95 @@ fn an_operation_arriving_after_its_transactions_abort_takes_no_lock() {
             .expect("frame");
         node2.run_jobs(&mut sent, now);
     }
+    sent
+}
+
+/// An insert of `key` for transaction `trans` coordinated on node 1, as LQHKEYREQ.
+fn late_write(sim: &Sim, table: &TableInfo, trans: u64, key: i32) -> Vec<u8> {
+    let mut write = Vec::new();
+    lqh::LqhKeyReq {
+        trans,
+        tc_node: 1,
+        token: 1,
+        op_index: 0,
+        op_type: OperationType::Insert,
+        lock_mode: LockMode::Exclusive,
+        table_id: table.table_id,
+        fragment: sim.map.partition_of(key_hash(&key_bytes(key))),
+        key_bytes: key_bytes(key),
+        key: vec![Value::Int32(key)],
+        attrs: vec![(1, Value::Int32(1))],
+        chain: Vec::new(),
+        flags: 0,
+    }
+    .encode(&mut write);
+    write
+}
+
+#[test]
+fn an_operation_arriving_after_its_transactions_abort_takes_no_lock() {
+    let mut sim = Sim::new();
+    let table = sim.create_table("t", false);
+    let key = sim.key_on(NodeId(2));
+    // Transaction (50, 7) touched node 2 before its abort; transaction (50, 8) never did: in
+    // both, a write that the abort overtook arrives after it.
+    for (rid, touched_first) in [(7, true), (8, false)] {
+        let trans = super::tc::trans_id(API, rid);
+        let mut abort = Vec::new();
+        lqh::TransSignal { trans }.encode(&mut abort);
+        let write = late_write(&sim, &table, trans, key);
+        let mut frames = Vec::new();
+        if touched_first {
+            frames.push((dgsn::LQHKEYREQ, write.clone()));
+        }
+        frames.push((dgsn::LQH_ABORTREQ, abort));
+        frames.push((dgsn::LQHKEYREQ, write));
+        let sent = deliver_to_node2(&mut sim, frames);
+        let node2 = &sim.kernels[&NodeId(2)];
+        assert!(
+            !node2.lqh.trans_rows.contains_key(&trans),
+            "transaction {rid}: the late write holds nothing"
+        );
+        let refused = sent
+            .0
+            .iter()
+            .filter(|(_, h, _)| h.signal == dgsn::LQHKEYREF)
+            .count();
+        assert_eq!(refused, 1, "transaction {rid}: the late write is refused");
+    }
+}
+
+/// A node that does not coordinate a transaction cannot end it elsewhere: a commit from
+/// another node than the one whose operations a node holds is ignored.
+#[test]
+fn only_a_transactions_own_tc_commits_it() {
+    let mut sim = Sim::with_nodes(3, None);
+    let table = sim.create_table("t", false);
+    let key = sim.key_on(NodeId(2));
+    let trans = super::tc::trans_id(API, 9);
+    let write = late_write(&sim, &table, trans, key);
+    deliver_to_node2(&mut sim, vec![(dgsn::LQHKEYREQ, write)]);
+    assert!(sim.kernels[&NodeId(2)].lqh.trans_rows.contains_key(&trans));
+    // Node 3 claims to commit it.
+    let mut commit = Vec::new();
+    lqh::TransSignal { trans }.encode(&mut commit);
+    let header = FrameHeader {
+        signal: dgsn::LQH_COMMITREQ,
+        receiver_block: block::DBLQH,
+        sender_block: block::DBTC,
+        request_id: 0,
+    };
+    let node2 = sim.kernels.get_mut(&NodeId(2)).expect("node 2");
+    let mut sent = Sent::default();
+    node2
+        .on_frame(NodeId(3), &header, &commit, &mut sent, Instant::now())
+        .map_err(|e| e.0)
+        .expect("frame");
+    node2.run_jobs(&mut sent, Instant::now());
     assert!(
-        !node2.lqh.trans_rows.contains_key(&trans),
-        "the late write holds nothing"
+        node2.lqh.trans_rows.contains_key(&trans),
+        "the write still waits for node 1's decision"
     );
-    let refused = sent
-        .0
-        .iter()
-        .filter(|(_, h, _)| h.signal == dgsn::LQHKEYREF)
-        .count();
-    assert_eq!(refused, 1, "the late write is refused");
 }
 
 #[test]

@@ -164,6 +164,12 @@ impl Kernel {
                 node.max_no_of_concurrent_transactions as usize
                     + node.max_no_of_concurrent_scans as usize
                     + answers::OTHER_REQUESTS_MAX,
+            )
+            .with_data_nodes(
+                config.data_nodes.iter().map(|n| n.node_id),
+                node.max_no_of_concurrent_operations as usize
+                    + 2 * node.max_no_of_concurrent_transactions as usize
+                    + answers::OTHER_REQUESTS_MAX,
             ),
             key_scratch: Vec::with_capacity(256),
         }
@@ -291,9 +297,10 @@ impl Kernel {
     fn finish_transaction(&mut self, trans: TransId, out: &mut dyn Outbox) {
         // The invariant that keeps locks from leaking: no work of a transaction runs in LQH
         // once TC has started its commit or abort, so when TC forgets it, LQH holds nothing
-        // of it (this node is always a participant, and its round has run).
+        // of it (this node is always a participant, and its round has run), unless another
+        // node's TC runs it and this record was only its scans' (that TC ends it here).
         debug_assert!(
-            !self.lqh.touches_rows(trans),
+            !self.lqh.touches_rows(trans) || self.dist.is_foreign(trans),
             "transaction {trans:#x} touched rows after its commit or abort"
         );
         self.dist.forget_operations_of(trans);

@@ -3,8 +3,9 @@
 //!
 //! API nodes send schema changes to the DICT master (the data node with the lowest id). The
 //! master runs one change at a time (others queue): it applies the change itself, passes the
-//! same request to every other data node, and compares their answers with its own (the same
-//! table and index ids, since every dictionary has seen the same changes in the same order).
+//! same request to every other data node, prefixed with the id its dictionary gave the first
+//! new object (each follower moves its id counter up to it, so a change one of them refused
+//! leaves no gap), and compares their answers with its own (the same table and index ids).
 //! When one refuses, the change is undone where it was applied (a create is dropped again) and
 //! the API gets the refusal. A drop cannot be undone; a drop refused somewhere is reported.
 
@@ -114,9 +115,21 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) -> Result<(), ProtocolViolation> {
-        check_payload(header.signal, payload)?;
         let (conf_signal, ref_signal) = answers_of(header.signal);
         if self.dist.is_data_node(from) {
+            if from != self.dist.master() {
+                return Err(ProtocolViolation(format!(
+                    "schema change from data node {from}, which is not the DICT master"
+                )));
+            }
+            // The master's id counter, then the API's request.
+            let Some((first_id, payload)) = payload.split_first_chunk::<4>() else {
+                return Err(ProtocolViolation(
+                    "schema change without the master's id".into(),
+                ));
+            };
+            check_payload(header.signal, payload)?;
+            self.dict.advance_next_id(u32::from_le_bytes(*first_id));
             match self.apply_schema(header.signal, payload, out, now) {
                 Ok(conf) => reply(&mut self.unsent, out, from, header, conf_signal, &mut |b| {
                     b.extend_from_slice(&conf)
@@ -146,6 +159,7 @@ impl Kernel {
         } else {
             None
         };
+        check_payload(header.signal, payload)?;
         if let Some(error) = refusal {
             refuse(&mut self.unsent, out, from, header, ref_signal, &error);
             return Ok(());
@@ -164,6 +178,7 @@ impl Kernel {
                 return;
             };
             let (conf_signal, ref_signal) = answers_of(header.signal);
+            let first_id = self.dict.next_id();
             let conf = match self.apply_schema(header.signal, &payload, out, now) {
                 Ok(conf) => conf,
                 Err(e) => {
@@ -187,8 +202,10 @@ impl Kernel {
                     sender_block: block::DBDICT,
                     request_id,
                 };
-                self.unsent
-                    .send(out, peer, to_peer, &mut |b| b.extend_from_slice(&payload));
+                self.unsent.send(out, peer, to_peer, &mut |b| {
+                    b.extend_from_slice(&first_id.to_le_bytes());
+                    b.extend_from_slice(&payload)
+                });
             }
             self.schema.current = Some(SchemaOp {
                 api,
@@ -279,6 +296,7 @@ impl Kernel {
                     if let Err(e) = self.apply_schema(undo, &payload, out, now) {
                         tracing::error!("undo of a failed schema change failed here: {e}");
                     }
+                    let first_id = self.dict.next_id();
                     for node in op.succeeded {
                         let header = FrameHeader {
                             signal: undo,
@@ -286,8 +304,10 @@ impl Kernel {
                             sender_block: block::DBDICT,
                             request_id: 0,
                         };
-                        self.unsent
-                            .send(out, node, header, &mut |b| b.extend_from_slice(&payload));
+                        self.unsent.send(out, node, header, &mut |b| {
+                            b.extend_from_slice(&first_id.to_le_bytes());
+                            b.extend_from_slice(&payload)
+                        });
                     }
                 }
                 tracing::warn!("schema change failed on a data node: {error}");

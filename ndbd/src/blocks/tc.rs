@@ -157,6 +157,11 @@ impl Tc {
             .is_some_and(|t| t.phase == Phase::Active)
     }
 
+    /// True while this TC has a record of `trans`.
+    pub fn knows(&self, trans: TransId) -> bool {
+        self.transactions.contains_key(&trans)
+    }
+
     /// True while `trans` is committing (its commit rounds run).
     pub fn is_committing(&self, trans: TransId) -> bool {
         self.transactions
@@ -498,6 +503,7 @@ impl Tc {
             && t.first_error.is_none()
             && t.lost_answer.is_none()
             && !t.must_abort
+            && !t.rollback_requested
             && t.participants.iter().all(|(n, _)| replicas.contains(n));
         t.early_commit |= ok;
         ok
