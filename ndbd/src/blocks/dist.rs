@@ -65,6 +65,8 @@ pub(super) struct Dist {
     up: BTreeSet<NodeId>,
     /// Every data node has been connected once: the cluster serves requests.
     started: bool,
+    /// Data nodes whose link dropped: never used again (node restart is not implemented).
+    failed: BTreeSet<NodeId>,
     /// Operations this node's TC sent to another node, by transaction and token: the role TC
     /// keeps for the answer, and the node the operation went to.
     remote_ops: BTreeMap<(TransId, u32), RemoteOp>,
@@ -85,6 +87,7 @@ impl Dist {
             data_nodes,
             up: BTreeSet::new(),
             started,
+            failed: BTreeSet::new(),
             remote_ops: BTreeMap::new(),
             next_token: 1,
             foreign: HashMap::new(),
@@ -181,19 +184,27 @@ impl Kernel {
         if !self.dist.is_data_node(node) {
             return;
         }
+        if self.dist.failed.contains(&node) {
+            // Its partitions here moved on without it; rejoining needs node restart (copying
+            // them back), which is not implemented: the link stays unused.
+            tracing::warn!(node = %node, "data node reconnected after a failure; node restart is not implemented, so it is not used again");
+            return;
+        }
         self.dist.up.insert(node);
         if !self.dist.started && self.dist.up.len() + 1 == self.dist.data_nodes.len() {
             self.dist.started = true;
             tracing::info!(data_nodes = ?self.dist.data_nodes, "cluster started: every data node is connected");
-        } else if self.dist.started && self.dist.up.len() + 1 == self.dist.data_nodes.len() {
-            tracing::warn!(node = %node, "data node reconnected after a failure; node restart is not implemented, so its partitions may be stale");
         }
     }
 
     /// A data node's link closed: what it held for this node's transactions is lost, and what
     /// its transactions held here is rolled back.
     pub(super) fn on_data_node_lost(&mut self, node: NodeId, out: &mut dyn Outbox) {
-        self.dist.up.remove(&node);
+        if !self.dist.up.remove(&node) {
+            // A link of a node that already failed (see `on_connect`): nothing was using it.
+            return;
+        }
+        self.dist.failed.insert(node);
         tracing::error!(node = %node, "data node failed: transactions touching it abort (node failure handling is not implemented yet)");
         // Its transactions' rows here.
         let orphans: Vec<TransId> = self
@@ -410,11 +421,16 @@ impl Kernel {
                 0
             } | if req.backup { lqh::LQHKEY_BACKUP } else { 0 },
         };
-        let sent = out.send(
-            to,
-            header(lgsn::LQHKEYREQ, block::DBLQH, block::DBTC),
-            &mut |b| wire.encode(b),
-        );
+        // A node that failed is never sent to again, even if it reconnected.
+        let sent = if self.dist.up.contains(&to) {
+            out.send(
+                to,
+                header(lgsn::LQHKEYREQ, block::DBLQH, block::DBTC),
+                &mut |b| wire.encode(b),
+            )
+        } else {
+            Err(SendFailure::Gone)
+        };
         if let Err(failure) = sent {
             let error = match failure {
                 SendFailure::Gone => {
