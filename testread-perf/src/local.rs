@@ -311,6 +311,14 @@ fn build_ndbd(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// CPUs of the machine, counted once, before this process binds itself anywhere (afterwards
+/// `available_parallelism` counts only the CPUs it is bound to, and the next transporter's
+/// placement would find its CPU missing and leave the process where the previous one put it).
+fn machine_cpus() -> usize {
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
+
 /// Places this process (its measuring thread) for the transporter about to be measured, when
 /// the local data nodes' execution threads are bound (LockExecuteThreadToCPU):
 ///
@@ -339,7 +347,7 @@ pub fn place_for(
     if taken.is_empty() || throughput {
         return Ok(());
     }
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let cpus = machine_cpus();
     let chosen: Vec<usize> = match kind {
         rndb_config::TransporterKind::Shm => (0..cpus).filter(|cpu| !taken.contains(cpu)).collect(),
         _ => taken.iter().copied().filter(|&cpu| cpu < cpus).collect(),
