@@ -116,6 +116,8 @@ pub struct Tc {
     /// oldest forgotten first), so that an execute arriving late is told 237.
     timed_out: HashSet<TransId>,
     timed_out_order: VecDeque<TransId>,
+    /// When `expired` looks at the transactions again.
+    next_expiry_scan: Instant,
 }
 
 /// Names a transaction: the API node and its request id.
@@ -146,6 +148,7 @@ impl Tc {
             inactive_timeout,
             timed_out: HashSet::new(),
             timed_out_order: VecDeque::new(),
+            next_expiry_scan: Instant::now(),
         }
     }
 
@@ -608,7 +611,17 @@ impl Tc {
 
     /// Transactions to abort now: lock waits past TransactionDeadlockDetectionTimeout (answered
     /// with 266) and idle transactions past TransactionInactiveTimeout (aborted silently).
+    /// Looks at every transaction, so it does so only every tenth of the shorter timeout
+    /// (between 10 and 100 ms): a timeout fires at most that much late.
     pub fn expired(&mut self, now: Instant) -> Vec<TransId> {
+        if now < self.next_expiry_scan {
+            return Vec::new();
+        }
+        let shortest = self
+            .inactive_timeout
+            .map_or(self.deadlock_timeout, |t| t.min(self.deadlock_timeout));
+        let interval = (shortest / 10).clamp(Duration::from_millis(10), Duration::from_millis(100));
+        self.next_expiry_scan = now + interval;
         let mut expired = Vec::new();
         for (&trans, t) in &mut self.transactions {
             if t.phase != Phase::Active || t.early_commit {
