@@ -27,7 +27,9 @@
 //! node whose link drops is marked failed; transactions touching it abort with 286, operations
 //! sent to it fail with 4010, and its foreign transactions here are rolled back.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use hashbrown::{HashMap, HashSet};
 
 use rndb_config::{ClusterConfig, NodeId};
 use rndb_protocol::lqh::{

@@ -2,7 +2,7 @@
 //! locks and TUP for row images and DataMemory. Keeps, per transaction, the rows it touched, so
 //! that commit and abort visit exactly those.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 use rndb_config::NodeId;
 use rndb_protocol::{LockMode, NdbError, OperationType, Value};
