@@ -246,19 +246,12 @@ impl<'c> AsyncExecutor<'c> {
                 Ok(true) if !connection.is_expected(id) => {
                     // Its answer was taken by someone else (it cannot be collected): the
                     // execute's outcome is unknown.
-                    if let Some(mut pending) = self.in_flight.remove(&(node, id)) {
+                    if let Some(pending) = self.in_flight.remove(&(node, id)) {
                         let error = Error::ndb_detail(
                             4012,
                             format!("the answer from node {node} was lost"),
                         );
-                        let result = pending
-                            .transaction
-                            .complete_execute(pending.sent, Err(error));
-                        done.push(Completion {
-                            tag: pending.tag,
-                            transaction: pending.transaction,
-                            result,
-                        });
+                        done.push(pending.complete(Err(error)));
                     }
                 }
                 Ok(_) => {}
@@ -283,15 +276,8 @@ impl<'c> AsyncExecutor<'c> {
             let in_flight = &self.in_flight;
             let answered = connection.take_async_done(|id| in_flight.contains_key(&(peer, id)));
             for (id, answers) in answered {
-                if let Some(mut pending) = self.in_flight.remove(&(connection.peer, id)) {
-                    let result = pending
-                        .transaction
-                        .complete_execute(pending.sent, Ok(answers));
-                    done.push(Completion {
-                        tag: pending.tag,
-                        transaction: pending.transaction,
-                        result,
-                    });
+                if let Some(pending) = self.in_flight.remove(&(connection.peer, id)) {
+                    done.push(pending.complete(Ok(answers)));
                 }
             }
             if let Some(e) = connection.failure() {
@@ -306,18 +292,11 @@ impl<'c> AsyncExecutor<'c> {
                     self.order.pop_front();
                 }
                 Some(pending) if pending.deadline <= now => {
-                    let mut pending = self.in_flight.remove(&(node, id)).expect("present");
+                    let pending = self.in_flight.remove(&(node, id)).expect("present");
                     self.order.pop_front();
                     pending.connection.forget(id);
                     let error = Error::ndb_detail(4012, format!("no answer from node {node}"));
-                    let result = pending
-                        .transaction
-                        .complete_execute(pending.sent, Err(error));
-                    done.push(Completion {
-                        tag: pending.tag,
-                        transaction: pending.transaction,
-                        result,
-                    });
+                    done.push(pending.complete(Err(error)));
                 }
                 Some(_) => break,
             }
@@ -333,17 +312,22 @@ impl<'c> AsyncExecutor<'c> {
             .copied()
             .collect();
         for key in ids {
-            if let Some(mut pending) = self.in_flight.remove(&key) {
+            if let Some(pending) = self.in_flight.remove(&key) {
                 pending.connection.forget(key.1);
-                let result = pending
-                    .transaction
-                    .complete_execute(pending.sent, Err(echo(e)));
-                done.push(Completion {
-                    tag: pending.tag,
-                    transaction: pending.transaction,
-                    result,
-                });
+                done.push(pending.complete(Err(echo(e))));
             }
+        }
+    }
+}
+
+impl<'c> Pending<'c> {
+    /// Files the execute's answers (or its error) and hands the transaction back.
+    fn complete(mut self, answers: Result<crate::connection::Answers, Error>) -> Completion<'c> {
+        let result = self.transaction.complete_execute(self.sent, answers);
+        Completion {
+            tag: self.tag,
+            transaction: self.transaction,
+            result,
         }
     }
 }

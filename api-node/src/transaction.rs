@@ -507,13 +507,8 @@ impl<'c> Transaction<'c> {
         self.request_id
     }
 
-    /// Passes the transaction's end to the other data nodes its scans attached it on, once
-    /// its TC has ended it (a commit there releases the scan's locks; nothing else of the
-    /// transaction is there). Nobody waits for their answers.
-    fn finish_elsewhere(&mut self, exec: ExecType) {
-        if self.scan_nodes.is_empty() {
-            return;
-        }
+    /// A TC_EXECUTE_REQ with no operations that ends the transaction with `exec`.
+    fn end_frame(&self, exec: ExecType) -> (FrameHeader, Vec<u8>) {
         let execute = TcExecuteReq {
             flags: 0,
             exec_type: exec,
@@ -528,6 +523,17 @@ impl<'c> Transaction<'c> {
             sender_block: block::API,
             request_id: self.request_id,
         };
+        (header, payload)
+    }
+
+    /// Passes the transaction's end to the other data nodes its scans attached it on, once
+    /// its TC has ended it (a commit there releases the scan's locks; nothing else of the
+    /// transaction is there). Nobody waits for their answers.
+    fn finish_elsewhere(&mut self, exec: ExecType) {
+        if self.scan_nodes.is_empty() {
+            return;
+        }
+        let (header, payload) = self.end_frame(exec);
         for node in std::mem::take(&mut self.scan_nodes) {
             // A failure means the link is gone, and that node aborts the transaction itself.
             let _ = self
@@ -670,20 +676,7 @@ impl Drop for Transaction<'_> {
         // Roll back without waiting: the answer, when it comes, is dropped because nobody
         // expects this request id any more.
         let connection = self.connection();
-        let execute = TcExecuteReq {
-            flags: 0,
-            exec_type: ExecType::Rollback,
-            abort_option: AbortOption::AbortOnError,
-            op_count: 0,
-        };
-        let mut payload = Vec::with_capacity(8);
-        execute.encode(&mut payload);
-        let header = FrameHeader {
-            signal: gsn::TC_EXECUTE_REQ,
-            receiver_block: block::DBTC,
-            sender_block: block::API,
-            request_id: self.request_id,
-        };
+        let (header, payload) = self.end_frame(ExecType::Rollback);
         // A failure here means the link is gone, and the data node aborts the transaction
         // itself when the link closes.
         let _ = connection.send_batch(&[(header, &payload)]);

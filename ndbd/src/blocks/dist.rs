@@ -751,15 +751,32 @@ impl Kernel {
                 } else {
                     lgsn::LQH_ABORTREQ
                 };
-                // Kept until it can be sent: a commit must not be lost to a full buffer.
-                self.unsent.send(
-                    out,
-                    node,
-                    header(signal, block::DBLQH, block::DBTC),
-                    &mut |b| TransSignal { trans }.encode(b),
-                );
+                self.send_trans_signal(node, signal, block::DBLQH, trans, out);
             }
         }
+    }
+
+    /// Sends a commit or abort signal naming `trans`, kept until it can be sent (a commit round
+    /// must not be lost to a full send buffer).
+    fn send_trans_signal(
+        &mut self,
+        to: NodeId,
+        signal: u16,
+        receiver_block: u16,
+        trans: TransId,
+        out: &mut dyn Outbox,
+    ) {
+        let sender_block = if receiver_block == block::DBLQH {
+            block::DBTC
+        } else {
+            block::DBLQH
+        };
+        self.unsent.send(
+            out,
+            to,
+            header(signal, receiver_block, sender_block),
+            &mut |b| TransSignal { trans }.encode(b),
+        );
     }
 
     /// LQH: commits or undoes what `trans` holds here and confirms to its TC.
@@ -792,12 +809,7 @@ impl Kernel {
             } else {
                 lgsn::LQH_ABORTCONF
             };
-            self.unsent.send(
-                out,
-                tc_node,
-                header(signal, block::DBTC, block::DBLQH),
-                &mut |b| TransSignal { trans }.encode(b),
-            );
+            self.send_trans_signal(tc_node, signal, block::DBTC, trans, out);
         }
     }
 }
