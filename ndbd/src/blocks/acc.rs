@@ -22,7 +22,7 @@ use rndb_protocol::Value;
 pub type TransId = u64;
 
 /// A stored row: every column, in column order.
-pub type Row = Box<[Value]>;
+pub type Row = std::rc::Rc<[Value]>;
 
 /// How strongly a row is locked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -39,7 +39,7 @@ use rndb_protocol::signals::{block, REPLICA_PRIMARY};
 use rndb_protocol::{LockMode, NdbError, OperationType};
 use rndb_transporter::FrameHeader;
 
-use super::acc::TransId;
+use super::acc::{Row, TransId};
 use super::lqh::{IndexChange, LqhAnswer, LqhKeyReq, OpRole};
 use super::{reply, Kernel, Outbox, ProtocolViolation, SendFailure, Signal};
 
@@ -524,7 +524,7 @@ impl Kernel {
                     trans,
                     token,
                     op_index,
-                    row,
+                    row: row.map(|r| r.to_vec()),
                     fired: fired
                         .into_iter()
                         .map(|c| FiredChange {
@@ -600,7 +600,7 @@ impl Kernel {
                     committed,
                     trans: conf.trans,
                     op_index: conf.op_index,
-                    row: conf.row,
+                    row: conf.row.map(Row::from),
                     role: OpRole::Remote {
                         tc_node: self.me,
                         token: conf.token,

@@ -16,7 +16,7 @@ use std::time::Instant;
 use rndb_protocol::signals::{CreateIndexReq, IndexName, TcKeyReq, REPLICA_PRIMARY};
 use rndb_protocol::{IndexKind, LockMode, NdbError, OperationType, Reader, Value};
 
-use super::acc::TransId;
+use super::acc::{Row, TransId};
 use super::dict::Index;
 use super::lqh::{IndexChange, LqhKeyReq, OpRole, UniqueLookup};
 use super::{dih, tup, Kernel, Outbox};
@@ -239,9 +239,9 @@ impl Kernel {
         trans: TransId,
         op_index: u32,
         lookup: UniqueLookup,
-        index_row: Option<Vec<Value>>,
+        index_row: Option<Row>,
     ) -> Result<LqhKeyReq, NdbError> {
-        let Some(Value::Varbinary(pk)) = index_row.and_then(|mut row| row.pop()) else {
+        let Some(Value::Varbinary(pk)) = index_row.and_then(|row| row.last().cloned()) else {
             return Err(NdbError::with_detail(
                 4000,
                 "index row without a primary key",

@@ -92,7 +92,8 @@ pub enum LqhAnswer {
     Conf {
         trans: TransId,
         op_index: u32,
-        row: Option<Vec<Value>>,
+        /// A read's row: the stored image itself (shared, not copied).
+        row: Option<Row>,
         role: OpRole,
         fired: Vec<IndexChange>,
         /// The transaction is committed on this node (see `LqhKeyReq::commit_at_last`).
@@ -476,7 +477,7 @@ fn apply(
         }
         OperationType::Update | OperationType::Write if current.is_some() => {
             let mut row: Vec<Value> = current.map(|r| r.to_vec()).unwrap_or_default();
-            tup::apply_attrs(def, &mut row, &req.attrs).map(|()| Some(row.into_boxed_slice()))
+            tup::apply_attrs(def, &mut row, &req.attrs).map(|()| Some(Row::from(row)))
         }
         OperationType::Write | OperationType::Update => {
             tup::build_row(def, &table.key_columns, &req.key, &req.attrs).map(Some)
@@ -600,7 +601,7 @@ fn read_answer(req: &LqhKeyReq, row: Option<&Row>) -> LqhAnswer {
         Some(row) => LqhAnswer::Conf {
             trans: req.trans,
             op_index: req.op_index,
-            row: Some(row.to_vec()),
+            row: Some(row.clone()),
             role: req.role.clone(),
             fired: Vec::new(),
             committed: false,

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use rndb_config::NodeId;
 use rndb_protocol::signals::{TcExecuteReq, FLAG_START_TRANSACTION, OP_INDEX_NONE};
-use rndb_protocol::{AbortOption, ExecType, NdbError, Value};
+use rndb_protocol::{AbortOption, ExecType, NdbError};
 
-use super::acc::TransId;
+use super::acc::{Row, TransId};
 
 /// What TC asks of the kernel after handling a signal.
 #[derive(Debug)]
@@ -96,7 +96,7 @@ struct TcTransaction {
 /// An answer TC sends to the API.
 #[derive(Debug)]
 pub enum ApiAnswer {
-    Row { op_index: u32, row: Vec<Value> },
+    Row { op_index: u32, row: Row },
     KeyRef { op_index: u32, code: u32 },
     ExecuteConf,
     ExecuteRef { error: NdbError, op_index: u32 },
@@ -236,7 +236,7 @@ impl Tc {
         &mut self,
         trans: TransId,
         op_index: u32,
-        result: Result<Option<Vec<Value>>, NdbError>,
+        result: Result<Option<Row>, NdbError>,
     ) -> Option<ApiAnswer> {
         let t = self.transactions.get_mut(&trans)?;
         t.ops_outstanding = t.ops_outstanding.saturating_sub(1);

@@ -93,7 +93,7 @@ pub fn build_row(
             ));
         }
     }
-    Ok(row.into_boxed_slice())
+    Ok(Row::from(row))
 }
 
 /// Sets (column, value) pairs on a row image, checking each against the definition.
