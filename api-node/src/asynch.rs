@@ -25,6 +25,10 @@ use crate::connection::Connection;
 use crate::transaction::{Begun, Sent};
 use crate::{Cluster, Error, Transaction};
 
+/// While executes wait on several links, the oldest's link is waited on this long at a time,
+/// and the others are read in between.
+const OTHER_LINKS_SLICE: Duration = Duration::from_millis(1);
+
 /// Bytes of frames one send takes at most: prepared executes to one node go out in sends of
 /// about this size (each flushed once), so one send never needs more send buffer than this.
 const SEND_CHUNK_BYTES: usize = 64 * 1024;
@@ -58,6 +62,8 @@ pub struct AsyncExecutor<'c> {
     prepared: Vec<Pending<'c>>,
     /// Sent executes by TC node and request id.
     in_flight: HashMap<(NodeId, u32), Pending<'c>>,
+    /// How many executes are in flight to each data node.
+    per_node: Vec<(NodeId, usize)>,
     /// Sent executes in send order: the oldest is the one `poll` waits for.
     order: VecDeque<(NodeId, u32)>,
     /// Completed without a round trip, or failed before sending; handed out by the next poll.
@@ -83,6 +89,7 @@ impl<'c> AsyncExecutor<'c> {
             cluster,
             prepared: Vec::new(),
             in_flight: HashMap::new(),
+            per_node: Vec::new(),
             order: VecDeque::new(),
             ready: Vec::new(),
             limit,
@@ -200,7 +207,7 @@ impl<'c> AsyncExecutor<'c> {
                     pending.frames = Vec::new();
                     pending.deadline = deadline;
                     self.order.push_back((node, id));
-                    self.in_flight.insert((node, id), pending);
+                    self.insert_in_flight((node, id), pending);
                 }
             }
             Err(e) => {
@@ -240,13 +247,24 @@ impl<'c> AsyncExecutor<'c> {
                 continue;
             };
             let connection = pending.connection;
-            let wait_until = until.min(pending.deadline);
+            let mut wait_until = until.min(pending.deadline);
+            // Answers on the other links are read too, a slice at a time, so that no data
+            // node's answers pile up unread while this one is waited for.
+            let others: Vec<&'c Connection> = self.other_links(node);
+            if !others.is_empty() {
+                for other in others {
+                    if let Err(e) = other.pump() {
+                        self.fail_node(other.peer, &e, &mut done);
+                    }
+                }
+                wait_until = wait_until.min(Instant::now() + OTHER_LINKS_SLICE);
+            }
             match connection.await_reply(id, wait_until) {
                 Err(e) => self.fail_node(node, &e, &mut done),
                 Ok(true) if !connection.is_expected(id) => {
                     // Its answer was taken by someone else (it cannot be collected): the
                     // execute's outcome is unknown.
-                    if let Some(pending) = self.in_flight.remove(&(node, id)) {
+                    if let Some(pending) = self.take_in_flight((node, id)) {
                         let error = Error::ndb_detail(
                             4012,
                             format!("the answer from node {node} was lost"),
@@ -265,6 +283,32 @@ impl<'c> AsyncExecutor<'c> {
         self.poll(min, timeout)
     }
 
+    /// Links other than `node`'s with executes in flight.
+    fn other_links(&self, node: NodeId) -> Vec<&'c Connection> {
+        let cluster: &'c Cluster = self.cluster;
+        self.per_node
+            .iter()
+            .filter(|&&(n, count)| n != node && count > 0)
+            .map(|&(n, _)| cluster.connection_to(n))
+            .collect()
+    }
+
+    fn insert_in_flight(&mut self, key: (NodeId, u32), pending: Pending<'c>) {
+        match self.per_node.iter_mut().find(|(n, _)| *n == key.0) {
+            Some((_, count)) => *count += 1,
+            None => self.per_node.push((key.0, 1)),
+        }
+        self.in_flight.insert(key, pending);
+    }
+
+    fn take_in_flight(&mut self, key: (NodeId, u32)) -> Option<Pending<'c>> {
+        let pending = self.in_flight.remove(&key)?;
+        if let Some((_, count)) = self.per_node.iter_mut().find(|(n, _)| *n == key.0) {
+            *count -= 1;
+        }
+        Some(pending)
+    }
+
     /// Moves every execute whose answer is filed (or whose time ran out) into `done`.
     fn collect(&mut self, done: &mut Vec<Completion<'c>>) {
         if self.in_flight.is_empty() {
@@ -276,7 +320,7 @@ impl<'c> AsyncExecutor<'c> {
             let in_flight = &self.in_flight;
             let answered = connection.take_async_done(|id| in_flight.contains_key(&(peer, id)));
             for (id, answers) in answered {
-                if let Some(pending) = self.in_flight.remove(&(connection.peer, id)) {
+                if let Some(pending) = self.take_in_flight((connection.peer, id)) {
                     done.push(pending.complete(Ok(answers)));
                 }
             }
@@ -292,7 +336,7 @@ impl<'c> AsyncExecutor<'c> {
                     self.order.pop_front();
                 }
                 Some(pending) if pending.deadline <= now => {
-                    let pending = self.in_flight.remove(&(node, id)).expect("present");
+                    let pending = self.take_in_flight((node, id)).expect("present");
                     self.order.pop_front();
                     pending.connection.forget(id);
                     let error = Error::ndb_detail(4012, format!("no answer from node {node}"));
@@ -312,7 +356,7 @@ impl<'c> AsyncExecutor<'c> {
             .copied()
             .collect();
         for key in ids {
-            if let Some(pending) = self.in_flight.remove(&key) {
+            if let Some(pending) = self.take_in_flight(key) {
                 pending.connection.forget(key.1);
                 done.push(pending.complete(Err(echo(e))));
             }

@@ -290,6 +290,38 @@ impl Connection {
         taken
     }
 
+    /// Reads whatever the link holds now, filing it, unless another thread owns the poller
+    /// (then that thread reads). Never waits.
+    pub fn pump(&self) -> Result<(), Error> {
+        {
+            let mut shared = self.shared();
+            if let Some(failure) = &shared.failure {
+                return Err(lost(self.peer, failure));
+            }
+            if shared.poll_owner {
+                return Ok(());
+            }
+            shared.poll_owner = true;
+        }
+        let result = self.receive_once(RECEIVE_THREAD_REQUEST_ID);
+        if result.is_err() {
+            self.link().shutdown();
+        }
+        let mut shared = self.shared();
+        shared.poll_owner = false;
+        let (wake, outcome) = match result {
+            Err(reason) => {
+                let error = lost(self.peer, &reason);
+                shared.failure.get_or_insert(reason);
+                (shared.all_waiters(), Err(error))
+            }
+            Ok(_) => (shared.next_owner().into_iter().collect(), Ok(())),
+        };
+        drop(shared);
+        wake.iter().for_each(Thread::unpark);
+        outcome
+    }
+
     /// True while `request_id` is registered (its answers are being collected).
     pub fn is_expected(&self, request_id: u32) -> bool {
         self.shared().replies.contains_key(&request_id)
