@@ -172,6 +172,9 @@ fn describe_table(
     out.push_str(&format!("Version: {}\n", table.version));
     out.push_str(&format!("Number of attributes: {}\n", def.columns.len()));
     out.push_str(&format!("Number of primary keys: {key_count}\n"));
+    if def.read_backup {
+        out.push_str("Table options: readbackup\n");
+    }
     out.push_str(&format!("FragmentCount: {}\n", map.partition_count()));
     out.push_str("-- Attributes --\n");
     for column in &def.columns {
@@ -313,6 +316,27 @@ id UInt32 PRIMARY KEY DISTRIBUTION KEY
 name Varchar(32) NOT NULL
 note Varbinary(8) NULL
 ";
+
+    #[test]
+    fn a_read_backup_table_says_so() {
+        let config = config(SINGLE);
+        let def = people().with_read_backup(true);
+        let head = TableHead {
+            def: &def,
+            id: 7,
+            version: 2,
+        };
+        let text = describe_table(
+            &head,
+            &config,
+            &PartitionMap::new(&config),
+            PartitionDetail::Count,
+        );
+        let expected = format!(
+            "{PEOPLE_HEAD}Table options: readbackup\nFragmentCount: 2\n{PEOPLE_ATTRIBUTES}"
+        );
+        assert_eq!(text, expected, "got:\n{text}");
+    }
 
     #[test]
     fn table_without_partition_rows() {
