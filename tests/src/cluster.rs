@@ -58,12 +58,18 @@ impl TestCluster {
     /// Writes the spec's config into a new temporary directory, starts every data node with
     /// `--initial`, and waits until each accepts TCP connections.
     pub fn start(spec: ClusterSpec) -> Result<TestCluster> {
+        TestCluster::start_without(spec, &[])
+    }
+
+    /// As [`TestCluster::start`], but data nodes `missing` are not started (see
+    /// [`TestCluster::start_node`]): the cluster waits for them.
+    pub fn start_without(spec: ClusterSpec, missing: &[NodeId]) -> Result<TestCluster> {
         let ndbd = binaries::ndbd_path()?;
         let mut attempt = 1;
         loop {
             let mut cluster = TestCluster::prepare(&spec)?;
             let started = cluster
-                .spawn_all(&ndbd)
+                .spawn_all(&ndbd, missing)
                 .and_then(|()| cluster.wait_serving());
             match started {
                 Ok(()) => return Ok(cluster),
@@ -217,33 +223,59 @@ impl TestCluster {
     }
 
     /// Spawns every data node with `--initial`, its output going to its log file.
-    fn spawn_all(&mut self, ndbd: &Path) -> Result<()> {
-        for (id, node) in &mut self.nodes {
-            let log = File::create(&node.log_path)
-                .with_context(|| format!("create {}", node.log_path.display()))?;
-            let log_err = log.try_clone().context("duplicate the log file handle")?;
-            let child = Command::new(ndbd)
-                .arg("--config-file")
-                .arg(&self.config_path)
-                .arg("--ndb-nodeid")
-                .arg(id.to_string())
-                .arg("--initial")
-                .current_dir(self.dir.path())
-                .env("RUST_BACKTRACE", "1")
-                .stdin(Stdio::null())
-                .stdout(log)
-                .stderr(log_err)
-                .spawn()
-                .with_context(|| format!("spawn {} for data node {id}", ndbd.display()))?;
-            node.child = Some(child);
+    fn spawn_all(&mut self, ndbd: &Path, missing: &[NodeId]) -> Result<()> {
+        for id in self.data_node_ids() {
+            if !missing.contains(&id) {
+                self.spawn(ndbd, id)?;
+            }
         }
         Ok(())
     }
 
-    /// Waits until every data node accepts a TCP connection on its port, failing at once when
-    /// one exits.
+    /// Starts data node `id` (left out by [`TestCluster::start_without`]) and waits until it
+    /// accepts TCP connections.
+    pub fn start_node(&mut self, id: NodeId) -> Result<()> {
+        let ndbd = binaries::ndbd_path()?;
+        self.spawn(&ndbd, id)?;
+        self.wait_serving()
+    }
+
+    fn spawn(&mut self, ndbd: &Path, id: NodeId) -> Result<()> {
+        let (config_path, dir) = (self.config_path.clone(), self.dir.path().to_path_buf());
+        let node = self.node_mut(id)?;
+        if node.child.is_some() {
+            bail!("data node {id} is already running");
+        }
+        let log = File::create(&node.log_path)
+            .with_context(|| format!("create {}", node.log_path.display()))?;
+        let log_err = log.try_clone().context("duplicate the log file handle")?;
+        let child = Command::new(ndbd)
+            .arg("--config-file")
+            .arg(&config_path)
+            .arg("--ndb-nodeid")
+            .arg(id.to_string())
+            .arg("--initial")
+            .current_dir(&dir)
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .spawn()
+            .with_context(|| format!("spawn {} for data node {id}", ndbd.display()))?;
+        node.child = Some(child);
+        Ok(())
+    }
+
+    /// Waits until every running data node accepts a TCP connection on its port, failing at
+    /// once when one exits.
     fn wait_serving(&mut self) -> Result<()> {
-        for id in self.data_node_ids() {
+        let running: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .filter(|(_, node)| node.child.is_some())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in running {
             let addr = self.addr(id);
             wait_until(
                 &format!("data node {id} to listen on {addr}"),

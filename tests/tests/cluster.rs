@@ -940,3 +940,42 @@ fn a_dead_data_node_fails_only_what_needs_it() {
         assert!(cluster.is_running(node), "data node {node} still runs");
     }
 }
+
+/// A data node that starts after the others joins them: until it runs, API nodes cannot
+/// connect (the error names it); once it has connected to its peers, the cluster serves.
+#[test]
+fn a_late_data_node_completes_the_cluster() {
+    let late = NodeId(4);
+    let mut cluster =
+        TestCluster::start_without(spec(), &[late]).expect("start three of four data nodes");
+    let refused = rndb_api::Cluster::connect(
+        cluster.config_path(),
+        ConnectOptions {
+            connect_timeout: Duration::from_millis(500),
+            ..ConnectOptions::default()
+        },
+    )
+    .expect_err("an API node cannot connect while a data node is missing");
+    assert!(
+        refused.to_string().contains(&format!("node {late}")),
+        "the error names the missing node: {refused}"
+    );
+    cluster.start_node(late).expect("start the last data node");
+    let api = connect(&cluster);
+    let table = recreate_table(&api, &accounts_def("late")).expect("create a table");
+    let by_node = keys_by_primary(&api, &table, 2);
+    let ids: Vec<u32> = by_node.values().flatten().copied().collect();
+    insert_committed(
+        &api,
+        &table,
+        &ids.iter().map(|&id| row(id, 1)).collect::<Vec<_>>(),
+    )
+    .expect("insert on every node");
+    assert_replicas_hold(
+        &api,
+        &table,
+        &ids,
+        |id| Some(row(id, 1)),
+        "after a late start",
+    );
+}

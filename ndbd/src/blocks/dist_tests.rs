@@ -2,7 +2,7 @@
 //! one node group): schema changes reach both, writes land on both replicas, READ_BACKUP reads
 //! stay on the coordinator's node, a one-write transaction commits at its backup without a
 //! commit round, a backup's refusal aborts the transaction, and a late operation of an ended
-//! transaction cannot take a lock.
+//! transaction cannot take a lock, and a node refuses API work until every data node is connected.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -562,4 +562,81 @@ fn key_bytes(key: i32) -> Vec<u8> {
     let mut bytes = Vec::new();
     Value::Int32(key).encode(&mut rndb_protocol::Writer::new(&mut bytes));
     bytes
+}
+
+/// Until every data node is connected, a data node says it has not started and refuses API
+/// work with 4009; schema changes too.
+#[test]
+fn a_node_refuses_api_work_until_every_data_node_is_connected() {
+    let config = rndb_config::parse_str(INI, Path::new("t.ini")).expect("config");
+    let mut kernel = Kernel::new(&config, &config.data_nodes[0]);
+    let now = Instant::now();
+    let mut sent = Sent::default();
+    let api_frame = |signal: u16, rid: u32| FrameHeader {
+        signal,
+        receiver_block: block::DBTC,
+        sender_block: block::API,
+        request_id: rid,
+    };
+    kernel
+        .on_frame(API, &api_frame(dgsn::API_REGREQ, 1), &[], &mut sent, now)
+        .map_err(|e| e.0)
+        .expect("frame");
+    let (_, _, payload) = sent.0.last().expect("API_REGCONF");
+    let conf = lqh::ApiRegConf::decode(payload).expect("decode");
+    assert!(!conf.started);
+    assert_eq!((conf.data_nodes_up, conf.data_nodes), (1, 2));
+
+    let mut execute = Vec::new();
+    TcExecuteReq {
+        flags: signals::FLAG_START_TRANSACTION,
+        exec_type: ExecType::Commit,
+        abort_option: AbortOption::AbortOnError,
+        op_count: 0,
+    }
+    .encode(&mut execute);
+    kernel
+        .on_frame(
+            API,
+            &api_frame(gsn::TC_EXECUTE_REQ, 2),
+            &execute,
+            &mut sent,
+            now,
+        )
+        .map_err(|e| e.0)
+        .expect("frame");
+    let (_, header, payload) = sent.0.last().expect("TC_EXECUTE_REF");
+    assert_eq!(header.signal, gsn::TC_EXECUTE_REF);
+    assert_eq!(
+        signals::TcExecuteRef::decode(payload).expect("ref").code,
+        4009
+    );
+
+    let mut def = Vec::new();
+    signals::encode_table_def(
+        &mut def,
+        &TableDef::new("t", vec![ColumnDef::key("k", ColumnType::Int32)]),
+    );
+    kernel
+        .on_frame(
+            API,
+            &api_frame(gsn::CREATE_TABLE_REQ, 3),
+            &def,
+            &mut sent,
+            now,
+        )
+        .map_err(|e| e.0)
+        .expect("frame");
+    let (_, header, payload) = sent.0.last().expect("CREATE_TABLE_REF");
+    assert_eq!(header.signal, gsn::CREATE_TABLE_REF);
+    assert_eq!(signals::Refusal::decode(payload).expect("ref").code, 4009);
+
+    // Node 2 connects: started.
+    kernel.on_connect(NodeId(2));
+    kernel
+        .on_frame(API, &api_frame(dgsn::API_REGREQ, 4), &[], &mut sent, now)
+        .map_err(|e| e.0)
+        .expect("frame");
+    let (_, _, payload) = sent.0.last().expect("API_REGCONF");
+    assert!(lqh::ApiRegConf::decode(payload).expect("decode").started);
 }
