@@ -1,8 +1,9 @@
 //! The distributed kernel paths on two kernels wired to each other in memory (NoOfReplicas=2,
 //! one node group): schema changes reach both, writes land on both replicas, READ_BACKUP reads
 //! stay on the coordinator's node, a one-write transaction commits at its backup without a
-//! commit round, a backup's refusal aborts the transaction, and a late operation of an ended
-//! transaction cannot take a lock, and a node refuses API work until every data node is connected.
+//! commit round, a backup's refusal aborts the transaction, a late operation of an ended
+//! transaction cannot take a lock, and a node refuses API work until every data node is
+//! connected.
 
 use std::collections::BTreeMap;
 use std::path::Path;
