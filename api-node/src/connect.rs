@@ -71,17 +71,34 @@ fn slot_admits_this_host(host_name: Option<&str>) -> bool {
     }
 }
 
-/// Connects as node `me` to every data node; all or nothing.
+/// Connects as node `me` to every data node that can be reached, as NDB's API does (its
+/// `wait_until_ready` then tells whether all are up). A data node that refuses (its slot is
+/// taken, the configs differ) fails the whole connect; one that cannot be reached is left out
+/// with a warning, unless none can be.
 fn connect_as(
     config: &ClusterConfig,
     me: NodeId,
     options: &ConnectOptions,
 ) -> Result<Vec<Box<dyn Transporter>>, Error> {
-    config
-        .data_nodes
-        .iter()
-        .map(|data| connect_one(config, me, data, options))
-        .collect()
+    let mut links = Vec::new();
+    let mut unreachable = None;
+    for data in &config.data_nodes {
+        match connect_one(config, me, data, options) {
+            Ok(link) => links.push(link),
+            Err(e @ Error::Connect { .. }) => {
+                tracing::warn!(
+                    "data node {} is not reachable; going on without it: {e}",
+                    data.node_id
+                );
+                unreachable.get_or_insert(e);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    match unreachable {
+        Some(e) if links.is_empty() => Err(e),
+        _ => Ok(links),
+    }
 }
 
 fn connect_one(

@@ -202,7 +202,8 @@ impl Index {
 }
 
 impl Cluster {
-    /// Reads the config file and connects to every data node.
+    /// Reads the config file and connects to every data node that can be reached (at least
+    /// one), then waits until those say the cluster has started.
     pub fn connect(
         config_path: impl AsRef<Path>,
         options: ConnectOptions,
@@ -271,6 +272,20 @@ impl Cluster {
                 break;
             }
             if Instant::now() >= deadline {
+                let missing: Vec<String> = self
+                    .config
+                    .data_nodes
+                    .iter()
+                    .map(|d| d.node_id)
+                    .filter(|&n| !self.connections.iter().any(|c| c.peer == n))
+                    .map(|n| format!("node {n}"))
+                    .collect();
+                if !missing.is_empty() {
+                    last.push_str(&format!(
+                        "; not reachable from this API node: {}",
+                        missing.join(", ")
+                    ));
+                }
                 return Err(Error::ndb_detail(
                     4009,
                     format!("the cluster did not start within {timeout:?}: {last}"),

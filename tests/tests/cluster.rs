@@ -939,10 +939,22 @@ fn a_dead_data_node_fails_only_what_needs_it() {
     for node in [NodeId(1), NodeId(2), NodeId(3)] {
         assert!(cluster.is_running(node), "data node {node} still runs");
     }
+    // A new API node connects to the data nodes that are left, and is served by them.
+    let late_api = connect(&cluster);
+    let id = survivor_keys[0];
+    let mut transaction = late_api.start_transaction().expect("start");
+    let op = transaction
+        .read(&table, &key(id), LockMode::CommittedRead)
+        .expect("define");
+    transaction
+        .execute(ExecType::Commit)
+        .expect("read through the survivors");
+    assert_eq!(transaction.row(op), Some(&row(id, 5)[..]));
 }
 
-/// A data node that starts after the others joins them: until it runs, API nodes cannot
-/// connect (the error names it); once it has connected to its peers, the cluster serves.
+/// A data node that starts after the others joins them: until it runs, the cluster has not
+/// started and API nodes cannot connect (4009, naming the missing node); once it has connected
+/// to its peers, the cluster serves.
 #[test]
 fn a_late_data_node_completes_the_cluster() {
     let late = NodeId(4);
@@ -956,6 +968,7 @@ fn a_late_data_node_completes_the_cluster() {
         },
     )
     .expect_err("an API node cannot connect while a data node is missing");
+    assert_eq!(refused.code(), Some(4009), "{refused}");
     assert!(
         refused.to_string().contains(&format!("node {late}")),
         "the error names the missing node: {refused}"
