@@ -320,14 +320,28 @@ impl Cluster {
             value.encode(&mut w);
         }
         let partition = self.partitions.partition_of(key_hash(&bytes));
+        // The first replica with a live link: the primary, or the backup that took over from a
+        // failed one.
         self.partitions
-            .primary(partition)
+            .replicas(partition)
+            .iter()
+            .copied()
+            .find(|&n| self.live_connection(n).is_some())
             .unwrap_or_else(|| self.coordinator().peer)
     }
 
-    /// The link to data node `node` (the coordinator's when `node` is not a data node).
+    /// The link to data node `node` while it works.
+    fn live_connection(&self, node: NodeId) -> Option<&Connection> {
+        self.connections
+            .iter()
+            .find(|c| c.peer == node && c.failure().is_none())
+            .map(|c| &**c)
+    }
+
+    /// The link to data node `node` (the coordinator's when `node` is not a data node or its
+    /// link failed).
     pub(crate) fn connection_to(&self, node: NodeId) -> &Connection {
-        match self.connections.iter().find(|c| c.peer == node) {
+        match self.live_connection(node) {
             Some(connection) => connection,
             None => self.coordinator(),
         }
@@ -541,11 +555,12 @@ impl Cluster {
         Instant::now() + self.request_timeout
     }
 
-    /// The data node that takes dictionary requests: the one with the lowest node id (NDB's
+    /// The data node that takes dictionary requests: the live one with the lowest node id (NDB's
     /// DICT master), which passes schema changes to every other data node.
     pub(crate) fn coordinator(&self) -> &Connection {
         self.connections
             .iter()
+            .filter(|c| c.failure().is_none())
             .min_by_key(|c| c.peer)
             .unwrap_or(&self.connections[0])
     }

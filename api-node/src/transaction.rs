@@ -326,7 +326,13 @@ impl<'c> Transaction<'c> {
             .get_or_insert_with(|| self.cluster.coordinator().peer);
         let cluster: &'c Cluster = self.cluster;
         let mut parts = Vec::with_capacity(cluster.connections().len());
-        for connection in cluster.connections() {
+        // Every data node whose link works: a failed node's fragments are scanned by the backup
+        // that took them over.
+        for connection in cluster
+            .connections()
+            .iter()
+            .filter(|c| c.failure().is_none())
+        {
             let mut req = req.clone();
             if connection.peer != tc_node {
                 req.flags |= SCAN_FLAG_START_TRANSACTION;

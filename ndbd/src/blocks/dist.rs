@@ -106,9 +106,19 @@ impl Dist {
         self.started
     }
 
-    /// NDB's DICT master: the data node with the lowest id.
+    /// NDB's DICT master: the live data node with the lowest id (every survivor of a failure
+    /// picks the same one).
     pub fn master(&self) -> NodeId {
-        self.data_nodes.first().copied().unwrap_or(self.me)
+        self.data_nodes
+            .iter()
+            .copied()
+            .find(|&n| n == self.me || self.up.contains(&n))
+            .unwrap_or(self.me)
+    }
+
+    /// True for this node and the data nodes it has a live link to.
+    pub fn is_alive(&self, node: NodeId) -> bool {
+        node == self.me || self.up.contains(&node)
     }
 
     /// The other data nodes with a live link.
@@ -273,10 +283,15 @@ impl Kernel {
     /// CommittedRead; everything else runs on the primary) and records the nodes that will
     /// hold its rows.
     pub(super) fn dispatch(&mut self, mut req: LqhKeyReq, replica: u8, out: &mut dyn Outbox) {
-        let replicas = self.dih.replicas(req.fragment).to_vec();
+        // The partition's replicas that are alive, primary first: when a primary has failed,
+        // its first live backup takes over (it holds every committed row, as replication is
+        // synchronous).
+        let replicas = self.live_replicas(req.fragment);
         let Some(&primary) = replicas.first() else {
-            let error =
-                NdbError::with_detail(4000, format!("partition {} has no replica", req.fragment));
+            let error = NdbError::with_detail(
+                4010,
+                format!("every replica of partition {} has failed", req.fragment),
+            );
             let answer = LqhAnswer::Ref {
                 trans: req.trans,
                 op_index: req.op_index,
@@ -318,6 +333,17 @@ impl Kernel {
         } else {
             self.send_lqh_key_req(target, req, out);
         }
+    }
+
+    /// The replicas of `partition` that are alive, primary first: the partition map with failed
+    /// nodes left out.
+    pub(super) fn live_replicas(&self, partition: u32) -> Vec<NodeId> {
+        self.dih
+            .replicas(partition)
+            .iter()
+            .copied()
+            .filter(|&n| self.dist.is_alive(n))
+            .collect()
     }
 
     /// LQH: runs an operation here; a write that succeeded goes on to the next replica of its

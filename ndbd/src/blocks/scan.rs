@@ -145,10 +145,11 @@ impl Kernel {
             ));
         }
         let (def, table_fragments) = build_scan_def(&self.dict, key, trans, req)?;
-        let fragment_ids: Vec<u32> = self
-            .dih
-            .primary_partitions(self.me)
+        // The partitions whose live primary is this node (its own, and those of failed
+        // primaries it took over).
+        let fragment_ids: Vec<u32> = (0..self.dih.partition_count())
             .filter(|&f| (f as usize) < table_fragments)
+            .filter(|&f| self.live_replicas(f).first() == Some(&self.me))
             .collect();
         let fragment_count = fragment_ids.len();
         let parallelism = match usize::from(req.parallelism) {
