@@ -27,6 +27,47 @@ pub mod gsn {
     pub const API_REGREQ: u16 = 67;
     /// [`ApiRegConf`].
     pub const API_REGCONF: u16 = 68;
+    /// A transaction's coordinator failed: what did it leave on your node? [`TransSignal`].
+    pub const TC_FAIL_QUERY: u16 = 69;
+    /// [`TcFailAnswer`].
+    pub const TC_FAIL_ANSWER: u16 = 70;
+}
+
+/// What a node knows of a transaction whose coordinator failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransOutcome {
+    /// Still open here, or never seen.
+    Open = 0,
+    /// Committed here.
+    Committed = 1,
+    /// Rolled back here.
+    Aborted = 2,
+}
+
+/// TC_FAIL_ANSWER: a transaction and its outcome on the answering node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcFailAnswer {
+    pub trans: u64,
+    pub outcome: TransOutcome,
+}
+
+impl TcFailAnswer {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        Writer::new(out).u64(self.trans).u8(self.outcome as u8);
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<TcFailAnswer, DecodeError> {
+        let mut r = Reader::new(buf, "TC_FAIL_ANSWER");
+        let trans = r.u64()?;
+        let outcome = match r.u8()? {
+            0 => TransOutcome::Open,
+            1 => TransOutcome::Committed,
+            2 => TransOutcome::Aborted,
+            other => return Err(r.error(format!("unknown outcome {other}"))),
+        };
+        r.finish()?;
+        Ok(TcFailAnswer { trans, outcome })
+    }
 }
 
 /// `LqhKeyReq::flags`: the last replica commits the whole transaction on its node as soon as
@@ -377,6 +418,7 @@ mod tests {
             let _ = LqhKeyRef::decode(&bytes);
             let _ = TransSignal::decode(&bytes);
             let _ = ApiRegConf::decode(&bytes);
+            let _ = TcFailAnswer::decode(&bytes);
         }
     }
 }

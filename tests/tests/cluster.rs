@@ -981,3 +981,49 @@ fn a_late_data_node_completes_the_cluster() {
         "after a late start",
     );
 }
+
+/// The bank workload goes on through the death of a data node: transfers in flight when it
+/// dies fail with temporary errors and are retried, the backups take over, and afterwards the
+/// accounts still hold the opening total — no committed transfer is lost or half applied, even
+/// those whose coordinator was the dead node.
+#[test]
+fn transfers_keep_the_total_through_a_data_node_failure() {
+    let spec = spec().deadlock_timeout_ms(BANK_DEADLOCK_TIMEOUT_MS);
+    let (mut cluster, api, table) = start(spec);
+    let ids: Vec<u32> = (0..ACCOUNT_COUNT).collect();
+    let rows: Vec<_> = ids.iter().map(|&id| row(id, OPENING_BALANCE)).collect();
+    insert_committed(&api, &table, &rows).expect("open the accounts");
+    let stop = AtomicBool::new(false);
+    let transfers: Vec<TransferCounts> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..TRANSFER_THREAD_COUNT)
+            .map(|seed| {
+                let (api, table, stop) = (&api, &table, &stop);
+                scope.spawn(move || transfer_until(api, table, seed, stop))
+            })
+            .collect();
+        // Let transfers run, kill a data node in the middle of them, let them run on.
+        let half = BANK_RUN / 2;
+        std::thread::sleep(half);
+        let killed = cluster.kill_node(NodeId(3));
+        std::thread::sleep(half);
+        stop.store(true, Ordering::Relaxed);
+        killed.expect("kill data node 3");
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("a transfer thread panicked"))
+            .collect()
+    });
+    let committed: u64 = transfers.iter().map(|c| c.committed).sum();
+    eprintln!("transfers {transfers:?}");
+    assert!(committed > 0, "no transfer committed: {transfers:?}");
+    let expected_total = i64::from(ACCOUNT_COUNT) * OPENING_BALANCE;
+    let (total, count) =
+        scan_total(&api, &table, LockMode::CommittedRead).expect("scan after the run");
+    assert_eq!(count, ACCOUNT_COUNT as usize, "every account, once");
+    assert_eq!(total, expected_total, "no transfer lost or half applied");
+    let by_key: i64 = replica_rows(&api, &table, &ids, PRIMARY)
+        .iter()
+        .map(|r| balance(r.as_deref().expect("every account is readable")))
+        .sum();
+    assert_eq!(by_key, expected_total, "read by key, the same total");
+}

@@ -29,7 +29,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use hashbrown::{HashMap, HashSet};
+use hashbrown::HashMap;
 
 use rndb_config::{ClusterConfig, NodeId};
 use rndb_protocol::lqh::{
@@ -75,8 +75,13 @@ pub(super) struct Dist {
     next_token: u32,
     /// Transactions of other nodes' TCs that hold or wait for rows here, with their TC.
     foreign: HashMap<TransId, NodeId>,
-    ended: HashSet<TransId>,
+    /// Foreign transactions that ended here, and whether they committed.
+    ended: HashMap<TransId, bool>,
     ended_order: VecDeque<TransId>,
+    /// Foreign transactions whose coordinator failed, waiting for the other survivors to say
+    /// whether any of them committed it: (the failed coordinator, nodes yet to answer,
+    /// committed somewhere).
+    resolving: HashMap<TransId, (NodeId, Vec<NodeId>, bool)>,
 }
 
 impl Dist {
@@ -93,8 +98,9 @@ impl Dist {
             remote_ops: BTreeMap::new(),
             next_token: 1,
             foreign: HashMap::new(),
-            ended: HashSet::new(),
+            ended: HashMap::new(),
             ended_order: VecDeque::new(),
+            resolving: HashMap::new(),
         }
     }
 
@@ -157,16 +163,26 @@ impl Dist {
     }
 
     /// Another node's transaction ended here (or was told to end before any of its work came):
-    /// its record goes, and it is remembered so that late work of it is refused.
-    fn end_foreign(&mut self, trans: TransId) {
+    /// its record goes, and it is remembered, with how it ended, so that late work of it is
+    /// refused and survivors of its coordinator's failure can ask.
+    fn end_foreign(&mut self, trans: TransId, committed: bool) {
         self.foreign.remove(&trans);
-        if self.ended.insert(trans) {
+        if self.ended.insert(trans, committed).is_none() {
             self.ended_order.push_back(trans);
         }
         while self.ended_order.len() > ENDED_REMEMBERED {
             if let Some(old) = self.ended_order.pop_front() {
                 self.ended.remove(&old);
             }
+        }
+    }
+
+    /// How `trans` stands here, for a survivor of its coordinator's failure.
+    fn outcome(&self, trans: TransId) -> lqh::TransOutcome {
+        match self.ended.get(&trans) {
+            Some(true) => lqh::TransOutcome::Committed,
+            Some(false) => lqh::TransOutcome::Aborted,
+            None => lqh::TransOutcome::Open,
         }
     }
 }
@@ -218,7 +234,9 @@ impl Kernel {
         }
         self.dist.failed.insert(node);
         tracing::error!(node = %node, "data node failed: transactions touching it abort (node failure handling is not implemented yet)");
-        // Its transactions' rows here.
+        // Its transactions' rows here: committed if any survivor committed them (the commit
+        // round reached it before the coordinator died), else rolled back. Every survivor asks
+        // every other, so all decide alike.
         let orphans: Vec<TransId> = self
             .dist
             .foreign
@@ -226,8 +244,29 @@ impl Kernel {
             .filter(|(_, tc)| **tc == node)
             .map(|(t, _)| *t)
             .collect();
+        let survivors: Vec<NodeId> = self.dist.up.iter().copied().collect();
         for trans in orphans {
-            self.lqh_finish(trans, node, false, out);
+            self.dist
+                .resolving
+                .insert(trans, (node, survivors.clone(), false));
+            for &peer in &survivors {
+                self.send_trans_signal(peer, lgsn::TC_FAIL_QUERY, block::DBLQH, trans, out);
+            }
+            self.resolve_if_answered(trans, out);
+        }
+        // Resolutions that waited for the node that failed now.
+        let waiting: Vec<TransId> = self
+            .dist
+            .resolving
+            .iter()
+            .filter(|(_, (_, awaiting, _))| awaiting.contains(&node))
+            .map(|(t, _)| *t)
+            .collect();
+        for trans in waiting {
+            if let Some((_, awaiting, _)) = self.dist.resolving.get_mut(&trans) {
+                awaiting.retain(|&n| n != node);
+            }
+            self.resolve_if_answered(trans, out);
         }
         // Operations out on it.
         let lost: Vec<((TransId, u32), u32)> = self
@@ -260,6 +299,21 @@ impl Kernel {
             self.jobs.push_back(Signal::RoundDone { trans, node });
         }
         self.schema_node_lost(node, out);
+    }
+
+    /// Ends a transaction whose coordinator failed once every survivor has said how it stands
+    /// there: committed if any committed it, else rolled back.
+    fn resolve_if_answered(&mut self, trans: TransId, out: &mut dyn Outbox) {
+        let Some((tc_node, awaiting, committed)) = self.dist.resolving.get(&trans) else {
+            return;
+        };
+        if !awaiting.is_empty() {
+            return;
+        }
+        let (tc_node, committed) = (*tc_node, *committed);
+        self.dist.resolving.remove(&trans);
+        tracing::info!(trans, node = %tc_node, committed, "ended a transaction whose coordinator failed");
+        self.lqh_finish(trans, tc_node, committed, out);
     }
 
     /// API_REGREQ: whether the cluster has started.
@@ -416,7 +470,7 @@ impl Kernel {
     /// without waiting for TC's commit round (TC will not send one here).
     fn commit_here(&mut self, trans: TransId, tc_node: NodeId) {
         if tc_node != self.me {
-            self.dist.end_foreign(trans);
+            self.dist.end_foreign(trans, true);
         }
         let (tc, dist) = (&self.tc, &self.dist);
         let granted = self.lqh.commit(trans, &|t| live(tc, dist, t));
@@ -600,6 +654,7 @@ impl Kernel {
         from: NodeId,
         header: &FrameHeader,
         payload: &[u8],
+        out: &mut dyn Outbox,
     ) -> Result<(), ProtocolViolation> {
         if !self.dist.is_data_node(from) {
             return Err(ProtocolViolation(format!(
@@ -679,6 +734,24 @@ impl Kernel {
                         }
                     });
             }
+            lgsn::TC_FAIL_QUERY => {
+                let trans = TransSignal::decode(payload)?.trans;
+                let answer = lqh::TcFailAnswer {
+                    trans,
+                    outcome: self.dist.outcome(trans),
+                };
+                let reply = self::header(lgsn::TC_FAIL_ANSWER, block::DBLQH, block::DBLQH);
+                self.unsent
+                    .send(out, from, reply, &mut |b| answer.encode(b));
+            }
+            lgsn::TC_FAIL_ANSWER => {
+                let answer = lqh::TcFailAnswer::decode(payload)?;
+                if let Some((_, awaiting, committed)) = self.dist.resolving.get_mut(&answer.trans) {
+                    awaiting.retain(|&n| n != from);
+                    *committed |= answer.outcome == lqh::TransOutcome::Committed;
+                }
+                self.resolve_if_answered(answer.trans, out);
+            }
             lgsn::LQH_COMMITCONF | lgsn::LQH_ABORTCONF => {
                 let trans = TransSignal::decode(payload)?.trans;
                 self.jobs.push_back(Signal::RoundDone { trans, node: from });
@@ -724,7 +797,7 @@ impl Kernel {
             return Ok(());
         }
         if tc_node != self.me && !is_committed_read(req.op_type, req.lock_mode) {
-            if self.dist.ended.contains(&req.trans) {
+            if self.dist.ended.contains_key(&req.trans) {
                 // The transaction's abort overtook this operation: refused, so that it takes
                 // no lock nobody would release. (Its TC no longer waits for the answer.)
                 let answer = LqhAnswer::Ref {
@@ -815,7 +888,7 @@ impl Kernel {
     ) {
         if tc_node != self.me {
             // First, so that none of its own queued work is granted.
-            self.dist.end_foreign(trans);
+            self.dist.end_foreign(trans, commit);
         }
         let (tc, dist) = (&self.tc, &self.dist);
         let granted = if commit {

@@ -104,8 +104,7 @@ impl Sim {
     /// The API sends `frames` to node `to`; every frame between data nodes is delivered until
     /// none is left.
     fn send(&mut self, to: NodeId, frames: &[(u16, u32, Vec<u8>)]) {
-        let now = Instant::now();
-        let mut pending: Vec<(NodeId, NodeId, FrameHeader, Vec<u8>)> = frames
+        let pending: Vec<(NodeId, NodeId, FrameHeader, Vec<u8>)> = frames
             .iter()
             .map(|(signal, rid, payload)| {
                 let header = FrameHeader {
@@ -117,6 +116,13 @@ impl Sim {
                 (API, to, header, payload.clone())
             })
             .collect();
+        self.route(pending);
+    }
+
+    /// Delivers frames (from, to, header, payload) between the kernels until none is left; what
+    /// goes to the API node is kept, what goes to a node that is gone is dropped.
+    fn route(&mut self, mut pending: Vec<(NodeId, NodeId, FrameHeader, Vec<u8>)>) {
+        let now = Instant::now();
         // As the execution loop does: every frame that arrived is handed over, then the jobs
         // run, then what they sent goes out.
         while !pending.is_empty() {
@@ -145,6 +151,21 @@ impl Sim {
             }
             pending = next;
         }
+    }
+
+    /// Node `node` dies: the others see its links close (and exchange what follows).
+    fn kill(&mut self, node: NodeId) {
+        self.kernels.remove(&node);
+        let mut pending = Vec::new();
+        for (&id, kernel) in self.kernels.iter_mut() {
+            let mut sent = Sent::default();
+            kernel.on_disconnect(node, &mut sent);
+            kernel.run_jobs(&mut sent, Instant::now());
+            for (dest, header, payload) in sent.0 {
+                pending.push((id, dest, header, payload));
+            }
+        }
+        self.route(pending);
     }
 
     fn delivered(&self, signal: u16) -> usize {
@@ -640,4 +661,77 @@ fn a_node_refuses_api_work_until_every_data_node_is_connected() {
         .expect("frame");
     let (_, _, payload) = sent.0.last().expect("API_REGCONF");
     assert!(lqh::ApiRegConf::decode(payload).expect("decode").started);
+}
+
+/// A coordinator that dies between its commit rounds leaves a transaction committed on some
+/// replicas: the survivors ask each other and commit it everywhere (here node 2 had committed,
+/// node 3 had not); with no survivor committed, they roll it back.
+#[test]
+fn survivors_of_a_failed_coordinator_agree_on_its_transactions() {
+    for committed_on_node2 in [true, false] {
+        let mut sim = Sim::with_nodes(3, None);
+        let table = sim.create_table("t", false);
+        let key = 7;
+        let trans = super::tc::trans_id(API, 42);
+        let fragment = sim.map.partition_of(key_hash(&key_bytes(key)));
+        let mut pending = Vec::new();
+        for (token, node) in [(1, NodeId(2)), (2, NodeId(3))] {
+            let mut write = Vec::new();
+            lqh::LqhKeyReq {
+                trans,
+                tc_node: 1,
+                token,
+                op_index: 0,
+                op_type: OperationType::Insert,
+                lock_mode: LockMode::Exclusive,
+                table_id: table.table_id,
+                fragment,
+                key_bytes: key_bytes(key),
+                key: vec![Value::Int32(key)],
+                attrs: vec![(1, Value::Int32(9))],
+                chain: Vec::new(),
+                flags: 0,
+            }
+            .encode(&mut write);
+            pending.push((NodeId(1), node, lqh_header(dgsn::LQHKEYREQ), write));
+        }
+        if committed_on_node2 {
+            let mut commit = Vec::new();
+            lqh::TransSignal { trans }.encode(&mut commit);
+            pending.push((
+                NodeId(1),
+                NodeId(2),
+                lqh_header(dgsn::LQH_COMMITREQ),
+                commit,
+            ));
+        }
+        // Node 1's frames arrive; what the others send back to node 1 is lost with it.
+        sim.kernels.remove(&NodeId(1));
+        sim.route(pending);
+        sim.kill(NodeId(1));
+        for node in [NodeId(2), NodeId(3)] {
+            let kernel = &sim.kernels[&node];
+            assert!(
+                !kernel.lqh.trans_rows.contains_key(&trans),
+                "node {node} holds nothing open of the transaction"
+            );
+            let committed = kernel.lqh.fragments[&table.table_id][fragment as usize]
+                .rows
+                .get(&key_bytes(key))
+                .is_some_and(|slot| slot.committed.is_some());
+            assert_eq!(
+                committed, committed_on_node2,
+                "node {node}: committed everywhere or nowhere"
+            );
+        }
+    }
+}
+
+fn lqh_header(signal: u16) -> FrameHeader {
+    FrameHeader {
+        signal,
+        receiver_block: block::DBLQH,
+        sender_block: block::DBTC,
+        request_id: 0,
+    }
 }

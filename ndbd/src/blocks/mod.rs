@@ -209,8 +209,8 @@ impl Kernel {
             signal if schema_ops::is_schema_answer(signal) && self.dist.is_data_node(from) => {
                 self.on_schema_answer(from, header, payload, out, now)?
             }
-            dgsn::LQHKEYREQ..=dgsn::LQH_ABORTCONF => {
-                self.on_data_node_frame(from, header, payload)?
+            dgsn::LQHKEYREQ..=dgsn::LQH_ABORTCONF | dgsn::TC_FAIL_QUERY | dgsn::TC_FAIL_ANSWER => {
+                self.on_data_node_frame(from, header, payload, out)?
             }
             dgsn::API_REGREQ => self.api_reg(from, header, out),
             gsn::GET_INDEX_REQ => {
