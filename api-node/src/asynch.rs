@@ -289,7 +289,7 @@ impl<'c> AsyncExecutor<'c> {
         self.per_node
             .iter()
             .filter(|&&(n, count)| n != node && count > 0)
-            .map(|&(n, _)| cluster.connection_to(n))
+            .map(|&(n, _)| cluster.connection_of(n))
             .collect()
     }
 

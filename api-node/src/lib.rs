@@ -228,7 +228,7 @@ impl Cluster {
             })
             .collect::<Result<_, _>>()?;
         let partitions = PartitionMap::new(&config);
-        let cluster = Cluster {
+        let mut cluster = Cluster {
             config,
             node_id,
             connections,
@@ -242,7 +242,31 @@ impl Cluster {
 
     /// Waits until every data node says the cluster has started (all data nodes connected to
     /// each other), as NDB's `wait_until_ready`; 4009 Cluster Failure after `timeout`.
-    fn wait_until_started(&self, timeout: Duration) -> Result<(), Error> {
+    fn wait_until_started(&mut self, timeout: Duration) -> Result<(), Error> {
+        let not_started = self.find_not_started(timeout)?;
+        if not_started.is_empty() {
+            return Ok(());
+        }
+        // Some data nodes serve, others never start (a failed node restarted alone, which the
+        // survivors refuse): go on with those that serve, as NDB's API does.
+        for peer in &not_started {
+            tracing::warn!(
+                "data node {peer} has not joined the started cluster; going on without it"
+            );
+        }
+        self.connections.retain(|c| {
+            let keep = !not_started.contains(&c.peer);
+            if !keep {
+                c.close();
+            }
+            keep
+        });
+        Ok(())
+    }
+
+    /// Waits until every connected data node says the cluster has started; after `timeout`,
+    /// returns those that do not when some do, or fails with 4009 when none does.
+    fn find_not_started(&self, timeout: Duration) -> Result<Vec<NodeId>, Error> {
         let deadline = Instant::now() + timeout;
         let mut pending: Vec<&Arc<Connection>> = self.connections.iter().collect();
         let mut last = String::new();
@@ -271,6 +295,9 @@ impl Cluster {
             if pending.is_empty() {
                 break;
             }
+            if Instant::now() >= deadline && pending.len() < self.connections.len() {
+                return Ok(pending.iter().map(|c| c.peer).collect());
+            }
             if Instant::now() >= deadline {
                 let missing: Vec<String> = self
                     .config
@@ -293,7 +320,7 @@ impl Cluster {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Ok(())
+        Ok(Vec::new())
     }
 
     /// The partition map: which partition each key belongs to and the nodes of each.
@@ -338,10 +365,9 @@ impl Cluster {
             .map(|c| &**c)
     }
 
-    /// The link to data node `node` (the coordinator's when `node` is not a data node or its
-    /// link failed).
-    pub(crate) fn connection_to(&self, node: NodeId) -> &Connection {
-        match self.live_connection(node) {
+    /// The link to data node `node`, failed or not (the coordinator's when there is none).
+    pub(crate) fn connection_of(&self, node: NodeId) -> &Connection {
+        match self.connections.iter().find(|c| c.peer == node) {
             Some(connection) => connection,
             None => self.coordinator(),
         }

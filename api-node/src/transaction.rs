@@ -1,7 +1,9 @@
 //! Transactions: operations defined locally, sent together by `execute`, answered in one round
 //! trip.
 
-use rndb_protocol::scan::{ScanTabReq, SCAN_FLAG_DESCENDING, SCAN_FLAG_START_TRANSACTION};
+use rndb_protocol::scan::{
+    ScanTabReq, SCAN_FLAG_DESCENDING, SCAN_FLAG_PART, SCAN_FLAG_START_TRANSACTION,
+};
 use rndb_protocol::schema::ROW_BYTES_MAX;
 use rndb_protocol::signals::{
     block, gsn, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReq, TcKeyRow, FLAG_START_TRANSACTION,
@@ -317,6 +319,7 @@ impl<'c> Transaction<'c> {
             batch_bytes_total,
             ranges: options.ranges.clone(),
             filter: options.filter.clone(),
+            alive: Vec::new(),
         };
         // The TC node runs the transaction; the scan goes to every data node, each over the
         // fragments it holds the primary replica of. Another node attaches the transaction
@@ -328,14 +331,18 @@ impl<'c> Transaction<'c> {
         let mut parts = Vec::with_capacity(cluster.connections().len());
         // Every data node whose link works: a failed node's fragments are scanned by the backup
         // that took them over.
-        for connection in cluster
+        let live: Vec<&'c Connection> = cluster
             .connections()
             .iter()
             .filter(|c| c.failure().is_none())
-        {
+            .map(|c| &**c)
+            .collect();
+        let mut req = req;
+        req.alive = live.iter().map(|c| c.peer.0).collect();
+        for connection in live {
             let mut req = req.clone();
             if connection.peer != tc_node {
-                req.flags |= SCAN_FLAG_START_TRANSACTION;
+                req.flags |= SCAN_FLAG_START_TRANSACTION | SCAN_FLAG_PART;
                 if !self.scan_nodes.contains(&connection.peer) {
                     self.scan_nodes.push(connection.peer);
                 }
@@ -356,7 +363,7 @@ impl<'c> Transaction<'c> {
                 drop(Scan::open(cluster, table.clone(), parts, None));
                 return Err(e);
             }
-            parts.push((connection.as_ref(), scan_id));
+            parts.push((connection, scan_id));
         }
         let sort = index
             .filter(|_| options.sorted)
@@ -544,7 +551,7 @@ impl<'c> Transaction<'c> {
             // A failure means the link is gone, and that node aborts the transaction itself.
             let _ = self
                 .cluster
-                .connection_to(node)
+                .connection_of(node)
                 .send_batch(&[(header, &payload)]);
         }
     }
@@ -567,7 +574,9 @@ impl<'c> Transaction<'c> {
     fn connection(&self) -> &'c Connection {
         let cluster: &'c Cluster = self.cluster;
         match self.tc_node {
-            Some(node) => cluster.connection_to(node),
+            // Once chosen, the TC never changes: if its link fails, so does the transaction
+            // (4010), rather than go on at a node that does not know what it did.
+            Some(node) => cluster.connection_of(node),
             None => cluster.coordinator(),
         }
     }

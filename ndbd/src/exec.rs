@@ -22,7 +22,7 @@ use rndb_transporter::spin::AdaptiveSpin;
 use rndb_transporter::{FlushStatus, FrameHeader, TransportError, Transporter};
 
 use crate::blocks::{Kernel, Outbox, SendFailure};
-use crate::listener::Connected;
+use crate::listener::{Connected, Failed};
 
 /// The poller token of the wake-up that announces new links.
 pub const WAKER_TOKEN: Token = Token(usize::MAX - 1);
@@ -39,6 +39,8 @@ pub struct ExecLoop {
     events: Events,
     new_links: Receiver<Box<dyn Transporter>>,
     connected: Connected,
+    /// Data nodes seen to fail, shared with the listener, which refuses them.
+    failed: Failed,
     /// SchedulerSpinTimer.
     spin_base: Duration,
     /// How long to spin after the last work, at most SchedulerSpinTimer or the longest
@@ -76,6 +78,7 @@ impl ExecLoop {
         poll: Poll,
         new_links: Receiver<Box<dyn Transporter>>,
         connected: Connected,
+        failed: Failed,
         spin: Duration,
         shutdown: Arc<AtomicBool>,
     ) -> ExecLoop {
@@ -86,6 +89,7 @@ impl ExecLoop {
             events: Events::with_capacity(1024),
             new_links,
             connected,
+            failed,
             spin_base: spin,
             spin: AdaptiveSpin::new(spin),
             shutdown,
@@ -300,6 +304,12 @@ impl ExecLoop {
                 broken: &mut self.broken,
             };
             self.kernel.on_disconnect(node, &mut out);
+            if self.kernel.has_failed(node) {
+                self.failed
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(node);
+            }
         }
         self.update_spin();
         self.run_jobs(now);

@@ -57,6 +57,7 @@ pub fn run(config: ClusterConfig, me: NodeId, shutdown: Arc<AtomicBool>) -> anyh
         Arc::new(mio::Waker::new(poll.registry(), exec::WAKER_TOKEN).context("create waker")?);
     let (links_tx, links_rx) = mpsc::channel();
     let connected = listener::Connected::default();
+    let failed = listener::Failed::default();
     let kernel = blocks::Kernel::new(&config, &node);
     let config = Arc::new(config);
     listener::spawn_acceptor(
@@ -64,6 +65,7 @@ pub fn run(config: ClusterConfig, me: NodeId, shutdown: Arc<AtomicBool>) -> anyh
         config.clone(),
         me,
         connected.clone(),
+        failed.clone(),
         links_tx.clone(),
         waker.clone(),
     )
@@ -74,7 +76,7 @@ pub fn run(config: ClusterConfig, me: NodeId, shutdown: Arc<AtomicBool>) -> anyh
     tracing::info!(node = %me, port, data_memory = node.data_memory_bytes, spin_us = node.scheduler_spin_timer_us, "data node started");
     bind_to_cpus(&node.lock_execute_thread_to_cpu)
         .with_context(|| format!("LockExecuteThreadToCPU of node {me}"))?;
-    let mut exec = exec::ExecLoop::new(kernel, poll, links_rx, connected, spin, shutdown);
+    let mut exec = exec::ExecLoop::new(kernel, poll, links_rx, connected, failed, spin, shutdown);
     exec.run();
     tracing::info!(node = %me, "data node stopped");
     Ok(())

@@ -25,6 +25,10 @@ pub const HANDSHAKES_IN_FLIGHT_MAX: usize = 64;
 /// id when its link closes.
 pub type Connected = Arc<Mutex<HashSet<NodeId>>>;
 
+/// Data nodes this node saw fail: their connections are closed right after the handshake
+/// (node restart is not implemented, so a failed node never rejoins).
+pub type Failed = Arc<Mutex<HashSet<NodeId>>>;
+
 /// Binds the data node's port: ServerPort, or the derived port, on the address its HostName
 /// resolves to. A port in use is a fatal error that says which.
 pub fn bind(config: &ClusterConfig, me: NodeId) -> anyhow::Result<TcpListener> {
@@ -70,6 +74,7 @@ pub fn spawn_acceptor(
     config: Arc<ClusterConfig>,
     me: NodeId,
     connected: Connected,
+    failed: Failed,
     links: Sender<Box<dyn Transporter>>,
     waker: Arc<mio::Waker>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
@@ -87,7 +92,7 @@ pub fn spawn_acceptor(
             tracing::warn!(%addr, "closed connection: {HANDSHAKES_IN_FLIGHT_MAX} handshakes already in progress");
             continue;
         }
-        let job = Handshake { config: config.clone(), me, connected: connected.clone(), links: links.clone(), waker: waker.clone() };
+        let job = Handshake { config: config.clone(), me, connected: connected.clone(), failed: failed.clone(), links: links.clone(), waker: waker.clone() };
         let in_flight = in_flight.clone();
         let spawned = std::thread::Builder::new().name("handshake".into()).spawn(move || {
             job.run(stream, addr);
@@ -187,6 +192,7 @@ struct Handshake {
     config: Arc<ClusterConfig>,
     me: NodeId,
     connected: Connected,
+    failed: Failed,
     links: Sender<Box<dyn Transporter>>,
     waker: Arc<mio::Waker>,
 }
@@ -203,7 +209,17 @@ impl Handshake {
             false
         };
         let result = server_handshake(&mut stream, &self.config, self.me, claim, HANDSHAKE_TIMEOUT)
-            .and_then(|(hello, link)| self.open_link(stream, hello.from, hello.transporter, link));
+            .and_then(|(hello, link)| {
+                let failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+                if failed.contains(&hello.from) {
+                    return Err(TransportError::Handshake(format!(
+                        "data node {} failed earlier and node restart is not implemented: it is not readmitted",
+                        hello.from
+                    )));
+                }
+                drop(failed);
+                self.open_link(stream, hello.from, hello.transporter, link)
+            });
         match result {
             Ok(link) => {
                 tracing::info!(%addr, node = %link.peer(), kind = %link.kind(), "node connected");

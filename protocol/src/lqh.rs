@@ -27,10 +27,35 @@ pub mod gsn {
     pub const API_REGREQ: u16 = 67;
     /// [`ApiRegConf`].
     pub const API_REGCONF: u16 = 68;
-    /// A transaction's coordinator failed: what did it leave on your node? [`TransSignal`].
+    /// A transaction's coordinator failed: what did it leave on your node? [`TcFailQuery`].
     pub const TC_FAIL_QUERY: u16 = 69;
     /// [`TcFailAnswer`].
     pub const TC_FAIL_ANSWER: u16 = 70;
+}
+
+/// TC_FAIL_QUERY: a transaction whose coordinator `tc_node` failed. Answered once the
+/// answering node has itself handled that failure (so everything the coordinator sent it
+/// before dying has run).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcFailQuery {
+    pub trans: u64,
+    pub tc_node: u16,
+}
+
+impl TcFailQuery {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        Writer::new(out).u64(self.trans).u16(self.tc_node);
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<TcFailQuery, DecodeError> {
+        let mut r = Reader::new(buf, "TC_FAIL_QUERY");
+        let v = TcFailQuery {
+            trans: r.u64()?,
+            tc_node: r.u16()?,
+        };
+        r.finish()?;
+        Ok(v)
+    }
 }
 
 /// What a node knows of a transaction whose coordinator failed.
@@ -419,6 +444,7 @@ mod tests {
             let _ = TransSignal::decode(&bytes);
             let _ = ApiRegConf::decode(&bytes);
             let _ = TcFailAnswer::decode(&bytes);
+            let _ = TcFailQuery::decode(&bytes);
         }
     }
 }

@@ -31,6 +31,11 @@ pub const SCAN_ROWS_PAYLOAD_BYTES_MAX: usize = 32 * 1024 - 64;
 pub const SCAN_FLAG_START_TRANSACTION: u8 = 1;
 /// Flag on `ScanTabReq`: walk the index from high to low keys.
 pub const SCAN_FLAG_DESCENDING: u8 = 2;
+/// Flag on `ScanTabReq`: this node is not the transaction's coordinator; the scan is one part
+/// of a scan the API sends to every data node.
+pub const SCAN_FLAG_PART: u8 = 4;
+/// Most data nodes a `ScanTabReq` names as alive.
+pub const SCAN_ALIVE_NODES_MAX: usize = 144;
 
 /// One end of a range: a prefix of the index columns' values, inclusive or exclusive.
 #[derive(Clone, Debug, PartialEq)]
@@ -151,6 +156,9 @@ pub struct ScanTabReq {
     /// Index ranges (empty = the whole index); only for index scans.
     pub ranges: Vec<KeyRange>,
     pub filter: Option<Filter>,
+    /// The data nodes the API scans, which it believes alive: each scans the fragments it is
+    /// the live primary of, and refuses when its own view differs (rows would be missed).
+    pub alive: Vec<u16>,
 }
 
 impl ScanTabReq {
@@ -180,6 +188,10 @@ impl ScanTabReq {
                 w.u8(1);
                 f.encode(&mut w);
             }
+        }
+        w.u16(self.alive.len() as u16);
+        for node in &self.alive {
+            w.u16(*node);
         }
     }
 
@@ -211,6 +223,13 @@ impl ScanTabReq {
             1 => Some(Filter::decode(&mut r)?),
             t => return Err(r.error(format!("unknown filter flag {t}"))),
         };
+        let alive_count = usize::from(r.u16()?);
+        if alive_count > SCAN_ALIVE_NODES_MAX {
+            return Err(r.error(format!("{alive_count} alive nodes")));
+        }
+        let alive = (0..alive_count)
+            .map(|_| r.u16())
+            .collect::<Result<_, _>>()?;
         r.finish()?;
         Ok(ScanTabReq {
             flags,
@@ -226,6 +245,7 @@ impl ScanTabReq {
             batch_bytes_total,
             ranges,
             filter,
+            alive,
         })
     }
 }
@@ -389,6 +409,7 @@ mod tests {
                 Filter::cmp(1, CmpOp::Ge, Value::Int64(-3)),
                 Filter::IsNull(2),
             ])),
+            alive: vec![1, 2],
         };
         let mut buf = Vec::new();
         req.encode(&mut buf);

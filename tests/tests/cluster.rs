@@ -892,7 +892,8 @@ fn idle_data_nodes_sleep() {
 /// A data node that dies is not restarted (node restart is a later step), but no committed row
 /// is lost and none becomes unreachable: the backups of its partitions take over as primaries,
 /// reads and writes of every key go on (after at most a temporary error while the survivors
-/// notice), a full scan still sees every row, and a new API node can connect.
+/// notice), a full scan still sees every row, a new API node can connect, and the dead node
+/// started again with an empty store is refused rather than used.
 #[test]
 fn the_backups_of_a_dead_data_node_take_over() {
     let (mut cluster, api, table) = start(spec());
@@ -939,6 +940,25 @@ fn the_backups_of_a_dead_data_node_take_over() {
     // A new API node connects to the data nodes that are left, and is served by them.
     let late_api = connect(&cluster);
     assert!(all_updated(&late_api), "a new API node reads every key");
+    drop(late_api);
+    // The dead node restarted (empty: node restart is not implemented) is refused by the
+    // survivors and never starts; a new API node goes on without it.
+    cluster.start_node(victim).expect("restart node 4");
+    let after_restart = cluster
+        .connect_with(ConnectOptions {
+            request_timeout: REQUEST_TIMEOUT,
+            connect_timeout: Duration::from_secs(1),
+            ..ConnectOptions::default()
+        })
+        .expect("connect with a restarted, refused node 4");
+    assert!(
+        all_updated(&after_restart),
+        "every key still reads its value: node 4's empty store is not used"
+    );
+    assert!(
+        all_updated(&api),
+        "the API node that saw node 4 die does not use it again either"
+    );
 }
 
 /// A data node that starts after the others joins them: until it runs, the cluster has not

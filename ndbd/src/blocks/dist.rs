@@ -82,6 +82,9 @@ pub(super) struct Dist {
     /// whether any of them committed it: (the failed coordinator, nodes yet to answer,
     /// committed somewhere).
     resolving: HashMap<TransId, (NodeId, Vec<NodeId>, bool)>,
+    /// Queries about transactions of a coordinator whose failure this node has not handled
+    /// yet (its last frames may still be queued here): (asking node, transaction, coordinator).
+    deferred_queries: Vec<(NodeId, TransId, NodeId)>,
 }
 
 impl Dist {
@@ -101,6 +104,7 @@ impl Dist {
             ended: HashMap::new(),
             ended_order: VecDeque::new(),
             resolving: HashMap::new(),
+            deferred_queries: Vec::new(),
         }
     }
 
@@ -207,6 +211,11 @@ fn header(signal: u16, receiver_block: u16, sender_block: u16) -> FrameHeader {
 }
 
 impl Kernel {
+    /// True when data node `node` was seen to fail (it is never used again).
+    pub fn has_failed(&self, node: NodeId) -> bool {
+        self.dist.failed.contains(&node)
+    }
+
     /// A link came up. When it completes the set of data nodes, the cluster has started.
     pub fn on_connect(&mut self, node: NodeId) {
         if !self.dist.is_data_node(node) {
@@ -249,10 +258,24 @@ impl Kernel {
             self.dist
                 .resolving
                 .insert(trans, (node, survivors.clone(), false));
+            let query = lqh::TcFailQuery {
+                trans,
+                tc_node: node.0,
+            };
             for &peer in &survivors {
-                self.send_trans_signal(peer, lgsn::TC_FAIL_QUERY, block::DBLQH, trans, out);
+                let frame = header(lgsn::TC_FAIL_QUERY, block::DBLQH, block::DBLQH);
+                self.unsent.send(out, peer, frame, &mut |b| query.encode(b));
             }
             self.resolve_if_answered(trans, out);
+        }
+        // Queries that waited for this node to handle the failure: everything the dead
+        // coordinator sent here has run now.
+        let (ready, still): (Vec<_>, Vec<_>) = std::mem::take(&mut self.dist.deferred_queries)
+            .into_iter()
+            .partition(|&(_, _, tc)| tc == node);
+        self.dist.deferred_queries = still;
+        for (asker, trans, _) in ready {
+            self.answer_tc_fail_query(asker, trans, out);
         }
         // Resolutions that waited for the node that failed now.
         let waiting: Vec<TransId> = self
@@ -314,6 +337,17 @@ impl Kernel {
         self.dist.resolving.remove(&trans);
         tracing::info!(trans, node = %tc_node, committed, "ended a transaction whose coordinator failed");
         self.lqh_finish(trans, tc_node, committed, out);
+    }
+
+    /// Says how `trans` stands here to `asker`, a survivor of its coordinator's failure.
+    fn answer_tc_fail_query(&mut self, asker: NodeId, trans: TransId, out: &mut dyn Outbox) {
+        let answer = lqh::TcFailAnswer {
+            trans,
+            outcome: self.dist.outcome(trans),
+        };
+        let frame = header(lgsn::TC_FAIL_ANSWER, block::DBLQH, block::DBLQH);
+        self.unsent
+            .send(out, asker, frame, &mut |b| answer.encode(b));
     }
 
     /// API_REGREQ: whether the cluster has started.
@@ -387,6 +421,21 @@ impl Kernel {
         } else {
             self.send_lqh_key_req(target, req, out);
         }
+    }
+
+    /// True when `alive` (an API node's view) names exactly the data nodes alive in this node's.
+    pub(super) fn sees_alive(&self, alive: &[u16]) -> bool {
+        let mine: Vec<u16> = self
+            .dist
+            .data_nodes
+            .iter()
+            .filter(|&&n| self.dist.is_alive(n))
+            .map(|n| n.0)
+            .collect();
+        let mut theirs = alive.to_vec();
+        theirs.sort_unstable();
+        theirs.dedup();
+        mine == theirs
     }
 
     /// The replicas of `partition` that are alive, primary first: the partition map with failed
@@ -716,7 +765,8 @@ impl Kernel {
             lgsn::LQH_COMMITREQ | lgsn::LQH_ABORTREQ => {
                 let trans = TransSignal::decode(payload)?.trans;
                 let owner = self.dist.foreign.get(&trans).copied();
-                if owner.is_some_and(|tc| tc != from) || (owner.is_none() && self.tc.knows(trans)) {
+                let own = self.tc.knows(trans) && !self.tc.is_scan_part(trans);
+                if owner.is_some_and(|tc| tc != from) || (owner.is_none() && own) {
                     // Not that node's transaction here: nothing of it is touched.
                     tracing::warn!(node = %from, trans, "commit or abort of a transaction another TC runs; ignored");
                     return Ok(());
@@ -735,14 +785,16 @@ impl Kernel {
                     });
             }
             lgsn::TC_FAIL_QUERY => {
-                let trans = TransSignal::decode(payload)?.trans;
-                let answer = lqh::TcFailAnswer {
-                    trans,
-                    outcome: self.dist.outcome(trans),
-                };
-                let reply = self::header(lgsn::TC_FAIL_ANSWER, block::DBLQH, block::DBLQH);
-                self.unsent
-                    .send(out, from, reply, &mut |b| answer.encode(b));
+                let query = lqh::TcFailQuery::decode(payload)?;
+                let tc_node = NodeId(query.tc_node);
+                if self.dist.up.contains(&tc_node) {
+                    // Not handled here yet: its last frames may still be queued.
+                    self.dist
+                        .deferred_queries
+                        .push((from, query.trans, tc_node));
+                } else {
+                    self.answer_tc_fail_query(from, query.trans, out);
+                }
             }
             lgsn::TC_FAIL_ANSWER => {
                 let answer = lqh::TcFailAnswer::decode(payload)?;

@@ -156,15 +156,25 @@ impl Sim {
     /// Node `node` dies: the others see its links close (and exchange what follows).
     fn kill(&mut self, node: NodeId) {
         self.kernels.remove(&node);
-        let mut pending = Vec::new();
-        for (&id, kernel) in self.kernels.iter_mut() {
-            let mut sent = Sent::default();
-            kernel.on_disconnect(node, &mut sent);
-            kernel.run_jobs(&mut sent, Instant::now());
-            for (dest, header, payload) in sent.0 {
-                pending.push((id, dest, header, payload));
-            }
+        let ids: Vec<NodeId> = self.kernels.keys().copied().collect();
+        for id in ids {
+            self.sees_close(id, node);
         }
+    }
+
+    /// Node `id` sees its link to `dead` close (and the others hear what follows).
+    fn sees_close(&mut self, id: NodeId, dead: NodeId) {
+        let Some(kernel) = self.kernels.get_mut(&id) else {
+            return;
+        };
+        let mut sent = Sent::default();
+        kernel.on_disconnect(dead, &mut sent);
+        kernel.run_jobs(&mut sent, Instant::now());
+        let pending = sent
+            .0
+            .into_iter()
+            .map(|(dest, header, payload)| (id, dest, header, payload))
+            .collect();
         self.route(pending);
     }
 
@@ -733,5 +743,68 @@ fn lqh_header(signal: u16) -> FrameHeader {
         receiver_block: block::DBLQH,
         sender_block: block::DBTC,
         request_id: 0,
+    }
+}
+
+/// A survivor asked about a failed coordinator's transaction before it has handled that
+/// failure itself answers only once it has: the coordinator's last commit, still queued there,
+/// counts (it would otherwise say "open", and the others would roll back what it commits).
+#[test]
+fn a_query_about_a_failed_coordinator_waits_for_its_last_frames() {
+    let mut sim = Sim::with_nodes(3, None);
+    let table = sim.create_table("t", false);
+    let key = 7;
+    let trans = super::tc::trans_id(API, 43);
+    let fragment = sim.map.partition_of(key_hash(&key_bytes(key)));
+    let mut pending = Vec::new();
+    for (token, node) in [(1, NodeId(2)), (2, NodeId(3))] {
+        let mut write = Vec::new();
+        lqh::LqhKeyReq {
+            trans,
+            tc_node: 1,
+            token,
+            op_index: 0,
+            op_type: OperationType::Insert,
+            lock_mode: LockMode::Exclusive,
+            table_id: table.table_id,
+            fragment,
+            key_bytes: key_bytes(key),
+            key: vec![Value::Int32(key)],
+            attrs: vec![(1, Value::Int32(9))],
+            chain: Vec::new(),
+            flags: 0,
+        }
+        .encode(&mut write);
+        pending.push((NodeId(1), node, lqh_header(dgsn::LQHKEYREQ), write));
+    }
+    sim.kernels.remove(&NodeId(1));
+    sim.route(pending);
+    // Node 3 sees node 1 die first and asks node 2, which has not: the query waits.
+    sim.sees_close(NodeId(3), NodeId(1));
+    assert!(
+        sim.kernels[&NodeId(3)].lqh.trans_rows.contains_key(&trans),
+        "node 3 waits for node 2's answer"
+    );
+    // Node 1's commit, sent before it died, reaches node 2 only now; then node 2 sees the close.
+    let mut commit = Vec::new();
+    lqh::TransSignal { trans }.encode(&mut commit);
+    sim.route(vec![(
+        NodeId(1),
+        NodeId(2),
+        lqh_header(dgsn::LQH_COMMITREQ),
+        commit,
+    )]);
+    sim.sees_close(NodeId(2), NodeId(1));
+    for node in [NodeId(2), NodeId(3)] {
+        let kernel = &sim.kernels[&node];
+        assert!(
+            !kernel.lqh.trans_rows.contains_key(&trans),
+            "node {node} is done"
+        );
+        let committed = kernel.lqh.fragments[&table.table_id][fragment as usize]
+            .rows
+            .get(&key_bytes(key))
+            .is_some_and(|slot| slot.committed.is_some());
+        assert!(committed, "node {node} committed, as node 2 did");
     }
 }

@@ -18,7 +18,7 @@ use rndb_config::NodeId;
 use rndb_protocol::scan::{
     encode_scan_row, FragmentBatch, KeyRange, RangeEnd, ScanNextReq, ScanTabConf, ScanTabReq,
     SCAN_BATCH_BYTES_MAX, SCAN_BATCH_BYTES_TOTAL_MAX, SCAN_BATCH_ROWS_MAX, SCAN_FLAG_DESCENDING,
-    SCAN_FLAG_START_TRANSACTION, SCAN_ROWS_PAYLOAD_BYTES_MAX,
+    SCAN_FLAG_PART, SCAN_FLAG_START_TRANSACTION, SCAN_ROWS_PAYLOAD_BYTES_MAX,
 };
 use rndb_protocol::schema::ROW_BYTES_MAX;
 use rndb_protocol::signals::{block, gsn, Refusal};
@@ -137,7 +137,19 @@ impl Kernel {
         // The transaction is attached first, so that whatever else fails, the API knows its
         // transaction exists (as a key operation that fails still starts one).
         let start = req.flags & SCAN_FLAG_START_TRANSACTION != 0;
-        self.tc.attach_scan(trans, start, now)?;
+        let part = req.flags & SCAN_FLAG_PART != 0;
+        self.tc.attach_scan(trans, start, part, now)?;
+        if !req.alive.is_empty() && !self.sees_alive(&req.alive) {
+            // Each node scans the partitions it is the live primary of: with another view of
+            // who is alive, some partitions would be scanned twice or not at all.
+            return Err(NdbError::with_detail(
+                4010,
+                format!(
+                    "the API scans data nodes {:?}, but data node {} sees another membership; retry",
+                    req.alive, self.me
+                ),
+            ));
+        }
         if self.scans.records.len() >= self.scans.scans_max as usize {
             return Err(NdbError::with_detail(
                 245,

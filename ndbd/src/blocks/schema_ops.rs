@@ -118,9 +118,17 @@ impl Kernel {
         let (conf_signal, ref_signal) = answers_of(header.signal);
         if self.dist.is_data_node(from) {
             if from != self.dist.master() {
-                return Err(ProtocolViolation(format!(
-                    "schema change from data node {from}, which is not the DICT master"
-                )));
+                // Refused, not a protocol violation: right after a master's failure, the new
+                // master may have handled it before this node did.
+                let error = NdbError::with_detail(
+                    702,
+                    format!(
+                        "schema change from data node {from}, but the DICT master here is {}",
+                        self.dist.master()
+                    ),
+                );
+                refuse(&mut self.unsent, out, from, header, ref_signal, &error);
+                return Ok(());
             }
             // The master's id counter, then the API's request.
             let Some((first_id, payload)) = payload.split_first_chunk::<4>() else {

@@ -87,6 +87,8 @@ struct TcTransaction {
     /// A rollback arrived while an execute was still running: the transaction aborts when
     /// that execute's operations are done (an API that gave up waiting, or dropped it).
     rollback_requested: bool,
+    /// Created by a scan part: another node coordinates this transaction.
+    scan_part: bool,
     /// When the current execute's operations went to LQH.
     dispatched_at: Instant,
     /// When the API last sent anything for this transaction.
@@ -316,6 +318,7 @@ impl Tc {
         &mut self,
         trans: TransId,
         start: bool,
+        part: bool,
         now: Instant,
     ) -> Result<(), NdbError> {
         if !self.transactions.contains_key(&trans) {
@@ -331,10 +334,17 @@ impl Tc {
                     format!("MaxNoOfConcurrentTransactions={}", self.transactions_max),
                 ));
             }
-            self.transactions
-                .insert(trans, TcTransaction::new(self.me, now));
+            let mut t = TcTransaction::new(self.me, now);
+            t.scan_part = part;
+            self.transactions.insert(trans, t);
         }
         self.touch(trans, now)
+    }
+
+    /// True when this node's record of `trans` was made by a scan part (another node
+    /// coordinates it).
+    pub fn is_scan_part(&self, trans: TransId) -> bool {
+        self.transactions.get(&trans).is_some_and(|t| t.scan_part)
     }
 
     /// The API did something for `trans` (a scan batch): it is not idle. Refuses a transaction
@@ -698,6 +708,7 @@ impl TcTransaction {
             commit_round: 0,
             early_commit: false,
             rollback_requested: false,
+            scan_part: false,
             phase: Phase::Active,
             ops_received: 0,
             ops_outstanding: 0,

@@ -370,6 +370,7 @@ fn scan_req(t: &TableInfo, trans_rid: u32, lock_mode: LockMode, flags: u8) -> Ve
         batch_bytes_total: 1 << 20,
         ranges: vec![],
         filter: None,
+        alive: Vec::new(),
     };
     let mut b = Vec::new();
     scan.encode(&mut b);
