@@ -57,7 +57,11 @@ pub struct ExecLoop {
     /// Links with output not yet taken by the kernel.
     dirty: HashSet<NodeId>,
     /// Links to close this turn, with the reason.
-    broken: Vec<(NodeId, String)>,
+    /// Links to close this turn: the node, the reason, and whether this node chose to close
+    /// it (its peer broke the protocol or does not read) rather than the peer being gone.
+    broken: Vec<(NodeId, String, bool)>,
+    /// Set when this node must stop (see `close_broken`).
+    fatal: Option<String>,
     /// Reused payload buffer for outgoing frames.
     scratch: Vec<u8>,
 }
@@ -98,12 +102,13 @@ impl ExecLoop {
             hot: Vec::new(),
             dirty: HashSet::new(),
             broken: Vec::new(),
+            fatal: None,
             scratch: Vec::with_capacity(1 << 16),
         }
     }
 
-    /// Runs until the shutdown flag is set.
-    pub fn run(&mut self) {
+    /// Runs until the shutdown flag is set. Fails when this node had to stop itself.
+    pub fn run(&mut self) -> Result<(), String> {
         let mut idle = Idle::new(Instant::now(), self.spin.budget());
         let mut next_tick = idle.since + TIMER_TICK;
         while !self.shutdown.load(Ordering::Relaxed) {
@@ -130,6 +135,7 @@ impl ExecLoop {
         }
         tracing::info!("execution loop stopped");
         self.flush_links();
+        self.fatal.take().map_or(Ok(()), Err)
     }
 
     /// Waits for input: spins (a zero-timeout poll) while the last work is recent, sleeps
@@ -214,9 +220,13 @@ impl ExecLoop {
             match received {
                 Ok(_) => {}
                 Err(TransportError::Closed { .. }) => {
-                    self.broken.push((node, "peer closed the link".into()))
+                    self.broken
+                        .push((node, "peer closed the link".into(), false))
                 }
-                Err(e) => self.broken.push((node, e.to_string())),
+                Err(e @ TransportError::BadFrame { .. }) => {
+                    self.broken.push((node, e.to_string(), true))
+                }
+                Err(e) => self.broken.push((node, e.to_string(), false)),
             }
         }
         !self.inbox_frames.is_empty()
@@ -240,7 +250,7 @@ impl ExecLoop {
                     .on_frame(*node, header, &self.inbox[range.clone()], &mut out, now)
             {
                 out.broken
-                    .push((*node, format!("protocol violation: {}", violation.0)));
+                    .push((*node, format!("protocol violation: {}", violation.0), true));
             }
         }
         self.inbox_frames = frames;
@@ -270,7 +280,7 @@ impl ExecLoop {
                 Ok(FlushStatus::Pending) => {
                     self.dirty.insert(node);
                 }
-                Err(e) => self.broken.push((node, format!("flush: {e}"))),
+                Err(e) => self.broken.push((node, format!("flush: {e}"), false)),
             }
         }
     }
@@ -281,7 +291,20 @@ impl ExecLoop {
             return false;
         }
         let broken = std::mem::take(&mut self.broken);
-        for (node, reason) in broken {
+        for (node, reason, ours) in broken {
+            if ours && self.kernel.is_data_node(node) && self.fatal.is_none() {
+                // The peer may still run and still see this node: each would take the other
+                // for failed and route the same partitions to different primaries. This node
+                // stops instead, so that every survivor sees the same failure (NDB shuts a
+                // node down on such an inconsistency too).
+                let fatal = format!(
+                    "closed the link to data node {node}, which may still run ({reason}): \
+                     stopping this data node so that the cluster agrees on who failed"
+                );
+                tracing::error!("{fatal}");
+                self.fatal = Some(fatal);
+                self.shutdown.store(true, Ordering::Relaxed);
+            }
             let Some(link) = self.registry.remove(node) else {
                 continue;
             };
@@ -395,7 +418,7 @@ struct LinkOutbox<'a> {
     registry: &'a mut Registry,
     scratch: &'a mut Vec<u8>,
     dirty: &'a mut HashSet<NodeId>,
-    broken: &'a mut Vec<(NodeId, String)>,
+    broken: &'a mut Vec<(NodeId, String, bool)>,
 }
 
 impl Outbox for LinkOutbox<'_> {
@@ -414,7 +437,7 @@ impl Outbox for LinkOutbox<'_> {
         if let Err(TransportError::Overloaded { .. }) = result {
             // Make room by pushing what is buffered, then try once more.
             if let Err(e) = link.flush() {
-                self.broken.push((to, format!("flush: {e}")));
+                self.broken.push((to, format!("flush: {e}"), false));
                 return Err(SendFailure::Gone);
             }
             result = link.send(&header, self.scratch);
@@ -429,13 +452,13 @@ impl Outbox for LinkOutbox<'_> {
                 Err(SendFailure::Overloaded)
             }
             Err(e) => {
-                self.broken.push((to, format!("send: {e}")));
+                self.broken.push((to, format!("send: {e}"), false));
                 Err(SendFailure::Gone)
             }
         }
     }
 
     fn close(&mut self, to: NodeId, reason: String) {
-        self.broken.push((to, reason));
+        self.broken.push((to, reason, true));
     }
 }

@@ -77,7 +77,9 @@ pub fn run(config: ClusterConfig, me: NodeId, shutdown: Arc<AtomicBool>) -> anyh
     bind_to_cpus(&node.lock_execute_thread_to_cpu)
         .with_context(|| format!("LockExecuteThreadToCPU of node {me}"))?;
     let mut exec = exec::ExecLoop::new(kernel, poll, links_rx, connected, failed, spin, shutdown);
-    exec.run();
+    if let Err(reason) = exec.run() {
+        anyhow::bail!("data node {me} stopped: {reason}");
+    }
     tracing::info!(node = %me, "data node stopped");
     Ok(())
 }

@@ -1047,3 +1047,41 @@ fn transfers_keep_the_total_through_a_data_node_failure() {
         .sum();
     assert_eq!(by_key, expected_total, "read by key, the same total");
 }
+
+/// A data node that must close its link to a data node which may still run (here: the peer
+/// breaks the protocol) stops itself, with an error saying why, rather than go on with a view
+/// of the cluster its peer does not share.
+#[test]
+fn a_data_node_that_drops_a_live_peer_stops_itself() {
+    use rndb_transporter::handshake::{self, Hello, HANDSHAKE_TIMEOUT};
+    use rndb_transporter::{tcp::TcpLink, FrameHeader, LinkSettings, Transporter};
+
+    let spec = ClusterSpec::new().data_nodes(2).replicas(2).api_slots(2);
+    let (me, impostor) = (NodeId(1), NodeId(2));
+    let mut cluster = TestCluster::start_without(spec, &[impostor]).expect("start node 1");
+    // Connect to node 1 as data node 2 and send it a signal no data node sends.
+    let config = cluster.config().clone();
+    let mut stream = std::net::TcpStream::connect(cluster.addr(me)).expect("connect");
+    let hello = Hello::for_link(&config, impostor, me).expect("hello");
+    handshake::client_handshake(&mut stream, &hello, HANDSHAKE_TIMEOUT).expect("admitted");
+    let link_config = config.link(impostor, me).expect("a link");
+    let mut link =
+        TcpLink::new(stream, me, &LinkSettings::from_link(link_config)).expect("a TCP link");
+    let header = FrameHeader {
+        signal: 9999,
+        receiver_block: 0,
+        sender_block: 0,
+        request_id: 0,
+    };
+    link.send(&header, b"nonsense").expect("queue the frame");
+    link.flush().expect("send the frame");
+    rndb_tests::wait_until("node 1 to stop itself", Duration::from_secs(10), || {
+        Ok((!cluster.is_running(me)).then_some(()))
+    })
+    .expect("node 1 stops");
+    let log = cluster.log(me);
+    assert!(
+        log.contains("stopping this data node"),
+        "the log says why:\n{log}"
+    );
+}

@@ -211,6 +211,11 @@ fn header(signal: u16, receiver_block: u16, sender_block: u16) -> FrameHeader {
 }
 
 impl Kernel {
+    /// True when `node` is a data node of the config.
+    pub fn is_data_node(&self, node: NodeId) -> bool {
+        self.dist.is_data_node(node)
+    }
+
     /// True when data node `node` was seen to fail (it is never used again).
     pub fn has_failed(&self, node: NodeId) -> bool {
         self.dist.failed.contains(&node)
