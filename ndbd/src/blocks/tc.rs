@@ -10,12 +10,11 @@
 //! refused with 237.
 
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 // hashbrown's default hasher (foldhash, randomly seeded) costs a fraction of std's SipHash for
 // these integer keys, looked up several times per operation.
 use hashbrown::{HashMap, HashSet};
-use std::time::{Duration, Instant};
-
 use rndb_config::NodeId;
 use rndb_protocol::signals::{TcExecuteReq, FLAG_START_TRANSACTION, OP_INDEX_NONE};
 use rndb_protocol::{AbortOption, ExecType, NdbError};
