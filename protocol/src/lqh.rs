@@ -31,6 +31,77 @@ pub mod gsn {
     pub const TC_FAIL_QUERY: u16 = 69;
     /// [`TcFailAnswer`].
     pub const TC_FAIL_ANSWER: u16 = 70;
+    /// Entries of a unique index being built, for a replica of their partition:
+    /// [`IndexBuildRows`].
+    pub const INDEX_BUILD_ROWS: u16 = 71;
+    /// The sender has sent all its entries of a unique index build: [`IndexBuildDone`].
+    pub const INDEX_BUILD_DONE: u16 = 72;
+}
+
+/// Most entries one INDEX_BUILD_ROWS carries.
+pub const INDEX_BUILD_ROWS_MAX: usize = 256;
+
+/// INDEX_BUILD_ROWS: unique-index entries (the unique columns' values and the base row's
+/// canonical primary key) for the hidden table `hidden_table_id`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexBuildRows {
+    pub hidden_table_id: u32,
+    pub entries: Vec<(Vec<Value>, Vec<u8>)>,
+}
+
+impl IndexBuildRows {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::new(out);
+        w.u32(self.hidden_table_id).u16(self.entries.len() as u16);
+        for (key, pk) in &self.entries {
+            encode_values(&mut w, key);
+            w.bytes16(pk);
+        }
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<IndexBuildRows, DecodeError> {
+        let mut r = Reader::new(buf, "INDEX_BUILD_ROWS");
+        let hidden_table_id = r.u32()?;
+        let count = usize::from(r.u16()?);
+        if count > INDEX_BUILD_ROWS_MAX {
+            return Err(r.error(format!("{count} entries, at most {INDEX_BUILD_ROWS_MAX}")));
+        }
+        let mut entries = Vec::with_capacity(count);
+        for _ in 0..count {
+            let key = decode_values(&mut r, COLUMNS_MAX)?;
+            let pk = r.bytes16()?.to_vec();
+            entries.push((key, pk));
+        }
+        r.finish()?;
+        Ok(IndexBuildRows {
+            hidden_table_id,
+            entries,
+        })
+    }
+}
+
+/// INDEX_BUILD_DONE: the sender's part of the build of `hidden_table_id` is sent; `code` is the
+/// NDB error its own part met (0: none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexBuildDone {
+    pub hidden_table_id: u32,
+    pub code: u32,
+}
+
+impl IndexBuildDone {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        Writer::new(out).u32(self.hidden_table_id).u32(self.code);
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<IndexBuildDone, DecodeError> {
+        let mut r = Reader::new(buf, "INDEX_BUILD_DONE");
+        let v = IndexBuildDone {
+            hidden_table_id: r.u32()?,
+            code: r.u32()?,
+        };
+        r.finish()?;
+        Ok(v)
+    }
 }
 
 /// TC_FAIL_QUERY: a transaction whose coordinator `tc_node` failed. Answered once the
@@ -445,6 +516,8 @@ mod tests {
             let _ = ApiRegConf::decode(&bytes);
             let _ = TcFailAnswer::decode(&bytes);
             let _ = TcFailQuery::decode(&bytes);
+            let _ = IndexBuildRows::decode(&bytes);
+            let _ = IndexBuildDone::decode(&bytes);
         }
     }
 }

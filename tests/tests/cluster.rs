@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rndb_api::{
-    AbortOption, Cluster, ColumnDef, ColumnType, ConnectOptions, Error, ExecType, LockMode, NodeId,
-    ScanOptions, Table, TableDef, Value,
+    AbortOption, Cluster, ColumnDef, ColumnType, ConnectOptions, Error, ExecType, IndexDef,
+    LockMode, NodeId, ScanOptions, Table, TableDef, Value,
 };
 use rndb_config::ClusterConfig;
 use rndb_tests::ops::{insert_committed, recreate_table};
@@ -1084,4 +1084,53 @@ fn a_data_node_that_drops_a_live_peer_stops_itself() {
         log.contains("stopping this data node"),
         "the log says why:\n{log}"
     );
+}
+
+/// A unique index created over rows already loaded on every node is built across the node
+/// groups (each index row lands on the replicas of its own partition): every row is found
+/// through it afterwards, and a duplicate value fails the creation (893) everywhere.
+#[test]
+fn a_unique_index_over_loaded_rows_is_built_across_node_groups() {
+    let (cluster, api, table) = start(spec());
+    let ids: Vec<u32> = (0..200).collect();
+    // balance = 10 × id: unique.
+    let rows: Vec<_> = ids.iter().map(|&id| row(id, i64::from(id) * 10)).collect();
+    insert_committed(&api, &table, &rows).expect("load the accounts");
+    let index = api
+        .create_index(&table, &IndexDef::unique("by_balance", &["balance"]))
+        .expect("create the unique index over loaded rows");
+    // Every row is found through the index, from a second API node too.
+    let other = connect(&cluster);
+    for reader in [&api, &other] {
+        let index = reader.get_index(&table, "by_balance").expect("the index");
+        let mut transaction = reader.start_transaction().expect("start");
+        let ops: Vec<_> = ids
+            .iter()
+            .map(|&id| {
+                transaction
+                    .read_unique(&index, &[Value::Int64(i64::from(id) * 10)], LockMode::Read)
+                    .expect("define")
+            })
+            .collect();
+        transaction
+            .execute(ExecType::Commit)
+            .expect("read every row through the index");
+        for (&id, op) in ids.iter().zip(ops) {
+            assert_eq!(transaction.row(op), Some(&row(id, i64::from(id) * 10)[..]));
+        }
+    }
+    api.drop_index(&table, index.name())
+        .expect("drop the index");
+    // A duplicate value: the creation fails everywhere and leaves no index.
+    insert_committed(&api, &table, &[row(1000, 50)]).expect("a second balance of 50");
+    assert_ndb_code(
+        api.create_index(&table, &IndexDef::unique("dup", &["balance"])),
+        893,
+        "a unique index over duplicate values",
+    );
+    for reader in [&api, &other] {
+        assert_ndb_code(reader.get_index(&table, "dup"), 4243, "the failed index");
+    }
+    // Writes go on afterwards.
+    insert_committed(&api, &table, &[row(1001, 7)]).expect("a write after the failed build");
 }

@@ -327,6 +327,7 @@ impl Kernel {
             self.jobs.push_back(Signal::RoundDone { trans, node });
         }
         self.schema_node_lost(node, out);
+        self.builds_node_lost(node, out);
     }
 
     /// Ends a transaction whose coordinator failed once every survivor has said how it stands
@@ -469,6 +470,21 @@ impl Kernel {
             let granted = self.lqh.drop_work(&req, &|t| live(tc, dist, t));
             self.resume(granted);
             return;
+        }
+        if req.op_type != OperationType::Read && self.builds.locks(req.table_id) {
+            // NDB builds an index under a table lock: the build's entries must not race the
+            // index maintenance of writes.
+            let answer = LqhAnswer::Ref {
+                trans: req.trans,
+                op_index: req.op_index,
+                error: NdbError::with_detail(
+                    701,
+                    format!("a unique index of table {} is being built", req.table_id),
+                ),
+                role: req.role,
+                backup: req.backup,
+            };
+            return self.jobs.push_back(Signal::LqhAnswer(answer));
         }
         let forward = (!req.chain.is_empty()).then(|| req.clone());
         let commit_here = req.commit_at_last && req.chain.is_empty();

@@ -21,6 +21,14 @@ use super::dict::Index;
 use super::lqh::{IndexChange, LqhKeyReq, OpRole, UniqueLookup};
 use super::{dih, tup, Kernel, Outbox};
 
+/// A unique index created here whose entries are still to be built (see `index_build.rs`).
+#[derive(Debug)]
+pub(super) struct PendingBuild {
+    pub base_table_id: u32,
+    pub hidden: u32,
+    pub entries: Vec<(Vec<Value>, Box<[u8]>)>,
+}
+
 /// What a failed index-maintenance operation means to the base operation.
 pub fn trigger_error(error: NdbError) -> NdbError {
     if error.code == 630 {
@@ -33,16 +41,19 @@ pub fn trigger_error(error: NdbError) -> NdbError {
 impl Kernel {
     /// CREATE_INDEX_REQ: records the index, then builds it from the table's rows; answers
     /// the CONF payload.
-    pub(super) fn apply_create_index(&mut self, req: CreateIndexReq) -> Result<Vec<u8>, NdbError> {
+    pub(super) fn apply_create_index(
+        &mut self,
+        req: CreateIndexReq,
+    ) -> Result<(Vec<u8>, Option<PendingBuild>), NdbError> {
         let fragment_count = self.dih.partition_count();
         let index = self
             .unique_build_possible(&req)
-            .and_then(|()| self.dict.create_index(&req, fragment_count))
-            .and_then(|index| self.build_index(&index).map(|()| index))?;
+            .and_then(|()| self.dict.create_index(&req, fragment_count))?;
+        let pending = self.build_index(&index)?;
         tracing::info!(table = %req.table, index = %req.index, kind = ?req.kind, "created index");
         let mut conf = Vec::new();
         index.info.encode(&mut conf);
-        Ok(conf)
+        Ok((conf, pending))
     }
 
     /// A unique index is built from committed rows, so it is refused (701, temporary) while a
@@ -76,41 +87,44 @@ impl Kernel {
         Ok(())
     }
 
-    /// Builds a new index from the rows its table holds; on failure nothing of it remains.
-    fn build_index(&mut self, index: &Index) -> Result<(), NdbError> {
+    /// Builds a new index from the rows its table holds; on failure nothing of it remains. An
+    /// ordered index is built here at once; a unique index's entries go to the replicas of
+    /// their partitions across the cluster (see `index_build.rs`): returned to be started.
+    fn build_index(&mut self, index: &Index) -> Result<Option<PendingBuild>, NdbError> {
         let table_id = index.info.table_id;
         let index_id = index.info.index_id;
-        let result = match index.hidden_table_id {
-            None => self.lqh.build_ordered(table_id, index_id, &index.columns),
+        match index.hidden_table_id {
+            None => {
+                let built = self.lqh.build_ordered(table_id, index_id, &index.columns);
+                if built.is_err() {
+                    self.dict.remove_index(index_id);
+                }
+                built.map(|()| None)
+            }
             Some(hidden) => {
                 self.lqh
                     .create_fragments(hidden, self.dih.partition_count());
-                self.build_unique(table_id, hidden, &index.columns)
+                let entries = self.unique_entries(table_id, &index.columns);
+                Ok(Some(PendingBuild {
+                    base_table_id: table_id,
+                    hidden,
+                    entries,
+                }))
             }
-        };
-        if result.is_err() {
-            if let Some(hidden) = index.hidden_table_id {
-                let _ = self.lqh.drop_fragments(hidden);
-            }
-            self.dict.remove_index(index_id);
         }
-        result
     }
 
-    /// Fills a unique index's hidden table from the committed rows of its base table (893 on
-    /// a duplicate). Rows that transactions are changing right now are indexed by their
-    /// committed image; NDB builds under a table lock instead.
-    fn build_unique(
-        &mut self,
-        table_id: u32,
-        hidden: u32,
-        columns: &[usize],
-    ) -> Result<(), NdbError> {
-        let Some(hidden_table) = self.dict.get(hidden) else {
-            return Err(NdbError::with_detail(709, "hidden index table"));
-        };
+    /// The entries (unique values, canonical primary key) of the committed rows of a table's
+    /// partitions this node is the live primary of (a value with a NULL has none). Rows that
+    /// transactions are changing right now count by their committed image; the table is
+    /// locked against writes while the index is built.
+    fn unique_entries(&self, table_id: u32, columns: &[usize]) -> Vec<(Vec<Value>, Box<[u8]>)> {
         let mut entries = Vec::new();
-        for fragment in self.lqh.fragments.get(&table_id).into_iter().flatten() {
+        let fragments = self.lqh.fragments.get(&table_id).into_iter().flatten();
+        for (partition, fragment) in fragments.enumerate() {
+            if self.live_replicas(partition as u32).first() != Some(&self.me) {
+                continue;
+            }
             for (_, slot) in fragment.rows.iter() {
                 let Some(row) = &slot.committed else { continue };
                 let key: Vec<Value> = columns.iter().map(|&c| row[c].clone()).collect();
@@ -119,37 +133,7 @@ impl Kernel {
                 }
             }
         }
-        let pk_column = (hidden_table.info.def.columns.len() - 1) as u16;
-        let mut key_bytes = Vec::new();
-        for (key, pk) in entries {
-            key_bytes.clear();
-            tup::encode_key(
-                &hidden_table.info.def,
-                &hidden_table.key_columns,
-                &key,
-                &mut key_bytes,
-            )?;
-            let fragment = self.dih.partition_of(dih::key_hash(&key_bytes))
-                % hidden_table.fragment_count.max(1);
-            if !self.dih.replicas(fragment).contains(&self.me) {
-                // The index row belongs to another node group: building through the cluster
-                // is not implemented (an empty table's index fills as rows are written).
-                return Err(NdbError::with_detail(
-                    4003,
-                    "building a unique index over existing rows across node groups is not implemented yet: create it before loading the table",
-                ));
-            }
-            let row = tup::build_row(
-                &hidden_table.info.def,
-                &hidden_table.key_columns,
-                &key,
-                &[(pk_column, Value::Varbinary(pk.to_vec()))],
-            )?;
-            self.lqh
-                .insert_committed(hidden, fragment, key_bytes.as_slice().into(), row)
-                .map_err(trigger_error)?;
-        }
-        Ok(())
+        entries
     }
 
     /// DROP_INDEX_REQ: forgets the index and frees its structures.

@@ -15,6 +15,7 @@ pub mod dict;
 pub mod dih;
 mod dist;
 mod index;
+mod index_build;
 pub mod lqh;
 pub mod lqh_scan;
 mod scan;
@@ -116,6 +117,8 @@ pub struct Kernel {
     dist: dist::Dist,
     /// Schema changes this node coordinates as DICT master.
     schema: schema_ops::SchemaOps,
+    /// Unique indexes being built over existing rows.
+    builds: index_build::Builds,
     jobs: VecDeque<Signal>,
     /// Final answers waiting for a send buffer.
     unsent: answers::Unsent,
@@ -150,6 +153,7 @@ impl Kernel {
             dih: dih::Dih::new(config),
             dist: dist::Dist::new(config, node.node_id),
             schema: schema_ops::SchemaOps::default(),
+            builds: index_build::Builds::default(),
             tc: tc::Tc::new(
                 node.node_id,
                 node.max_no_of_concurrent_transactions,
@@ -213,6 +217,9 @@ impl Kernel {
                 self.on_data_node_frame(from, header, payload, out)?
             }
             dgsn::API_REGREQ => self.api_reg(from, header, out),
+            dgsn::INDEX_BUILD_ROWS | dgsn::INDEX_BUILD_DONE => {
+                self.on_index_build_frame(from, header, payload, out)?
+            }
             gsn::GET_INDEX_REQ => {
                 let name = IndexName::decode(payload)?;
                 match self.dict.index_by_name(&name.table, &name.index) {

@@ -17,6 +17,8 @@ use rndb_protocol::signals::{self, block, gsn, CreateIndexReq, IndexName, Refusa
 use rndb_protocol::NdbError;
 use rndb_transporter::FrameHeader;
 
+use super::index::PendingBuild;
+use super::index_build::BuildReply;
 use super::{refuse, reply, Kernel, Outbox, ProtocolViolation};
 
 /// Schema changes waiting while one runs, at most.
@@ -44,6 +46,8 @@ struct SchemaOp {
     awaiting: Vec<NodeId>,
     succeeded: Vec<NodeId>,
     failure: Option<NdbError>,
+    /// The hidden table of the unique index this change builds here, until that ends.
+    building: Option<u32>,
 }
 
 /// The CONF and REF signals answering a schema request.
@@ -115,7 +119,7 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) -> Result<(), ProtocolViolation> {
-        let (conf_signal, ref_signal) = answers_of(header.signal);
+        let ref_signal = answers_of(header.signal).1;
         if self.dist.is_data_node(from) {
             if from != self.dist.master() {
                 // Refused, not a protocol violation: right after a master's failure, the new
@@ -139,10 +143,18 @@ impl Kernel {
             check_payload(header.signal, payload)?;
             self.dict.advance_next_id(u32::from_le_bytes(*first_id));
             match self.apply_schema(header.signal, payload, out, now) {
-                Ok(conf) => reply(&mut self.unsent, out, from, header, conf_signal, &mut |b| {
-                    b.extend_from_slice(&conf)
-                }),
-                Err(e) => refuse(&mut self.unsent, out, from, header, ref_signal, &e),
+                Ok((conf, Some(build))) => {
+                    // Answered when the index is built across the cluster.
+                    let hidden = build.hidden;
+                    let reply = BuildReply::Follower {
+                        master: from,
+                        request: *header,
+                        conf,
+                    };
+                    self.start_unique_build(build, reply, out);
+                    self.finish_build_if_done(hidden, out);
+                }
+                result => self.answer_schema(from, header, result.map(|(conf, _)| conf), out),
             }
             return Ok(());
         }
@@ -187,15 +199,15 @@ impl Kernel {
             };
             let (conf_signal, ref_signal) = answers_of(header.signal);
             let first_id = self.dict.next_id();
-            let conf = match self.apply_schema(header.signal, &payload, out, now) {
-                Ok(conf) => conf,
+            let (conf, build) = match self.apply_schema(header.signal, &payload, out, now) {
+                Ok(applied) => applied,
                 Err(e) => {
                     refuse(&mut self.unsent, out, api, &header, ref_signal, &e);
                     continue;
                 }
             };
             let peers: Vec<NodeId> = self.dist.peers_up().collect();
-            if peers.is_empty() {
+            if peers.is_empty() && build.is_none() {
                 reply(&mut self.unsent, out, api, &header, conf_signal, &mut |b| {
                     b.extend_from_slice(&conf)
                 });
@@ -224,7 +236,49 @@ impl Kernel {
                 awaiting: peers,
                 succeeded: Vec::new(),
                 failure: None,
+                building: build.as_ref().map(|b| b.hidden),
             });
+            if let Some(build) = build {
+                let hidden = build.hidden;
+                self.start_unique_build(build, BuildReply::Master, out);
+                self.finish_build_if_done(hidden, out);
+            }
+        }
+    }
+
+    /// This node's part of the running schema change's index build ended (the master's).
+    pub(super) fn schema_build_done(&mut self, error: Option<NdbError>, out: &mut dyn Outbox) {
+        let Some(op) = self.schema.current.as_mut() else {
+            return;
+        };
+        op.building = None;
+        if let Some(error) = error {
+            op.failure.get_or_insert(error);
+        }
+        if op.awaiting.is_empty() {
+            self.end_schema_op(out, Instant::now());
+        }
+    }
+
+    /// Answers a schema change the master passed on: CONF with `result`'s payload, or REF.
+    pub(super) fn answer_schema(
+        &mut self,
+        master: NodeId,
+        request: &FrameHeader,
+        result: Result<Vec<u8>, NdbError>,
+        out: &mut dyn Outbox,
+    ) {
+        let (conf_signal, ref_signal) = answers_of(request.signal);
+        match result {
+            Ok(conf) => reply(
+                &mut self.unsent,
+                out,
+                master,
+                request,
+                conf_signal,
+                &mut |b| b.extend_from_slice(&conf),
+            ),
+            Err(e) => refuse(&mut self.unsent, out, master, request, ref_signal, &e),
         }
     }
 
@@ -261,7 +315,7 @@ impl Kernel {
                 &format!("data node {from}: {}", refusal.detail),
             ));
         }
-        if op.awaiting.is_empty() {
+        if op.awaiting.is_empty() && op.building.is_none() {
             self.end_schema_op(out, now);
         }
         Ok(())
@@ -280,7 +334,7 @@ impl Kernel {
             4009,
             format!("data node {node} failed during the schema change"),
         ));
-        if op.awaiting.is_empty() {
+        if op.awaiting.is_empty() && op.building.is_none() {
             self.end_schema_op(out, Instant::now());
         }
     }
@@ -339,20 +393,23 @@ impl Kernel {
         payload: &[u8],
         out: &mut dyn Outbox,
         now: Instant,
-    ) -> Result<Vec<u8>, NdbError> {
+    ) -> Result<(Vec<u8>, Option<PendingBuild>), NdbError> {
         let malformed = |e: rndb_protocol::DecodeError| NdbError::with_detail(4000, e.to_string());
+        let done = |conf| (conf, None);
         match signal {
-            gsn::CREATE_TABLE_REQ => {
-                self.apply_create_table(signals::decode_table_def(payload).map_err(malformed)?)
-            }
+            gsn::CREATE_TABLE_REQ => self
+                .apply_create_table(signals::decode_table_def(payload).map_err(malformed)?)
+                .map(done),
             gsn::DROP_TABLE_REQ => {
                 let name = signals::decode_name(payload).map_err(malformed)?;
-                self.apply_drop_table(&name, out, now)
+                self.apply_drop_table(&name, out, now).map(done)
             }
             gsn::CREATE_INDEX_REQ => {
                 self.apply_create_index(CreateIndexReq::decode(payload).map_err(malformed)?)
             }
-            _ => self.apply_drop_index(IndexName::decode(payload).map_err(malformed)?, out, now),
+            _ => self
+                .apply_drop_index(IndexName::decode(payload).map_err(malformed)?, out, now)
+                .map(done),
         }
     }
 }

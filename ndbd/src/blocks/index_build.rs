@@ -1,0 +1,318 @@
+//! Building a unique index over a table that already holds rows, across node groups.
+//!
+//! An index row belongs to the partition of its unique key, which is usually in another node
+//! group than the base row's. So every data node, when it creates the index, computes the
+//! entries of the base rows it is the live primary of, inserts those whose index partition it
+//! replicates, sends the others to the replicas of their partitions (INDEX_BUILD_ROWS), and
+//! ends with INDEX_BUILD_DONE to every other live data node. A node's build is complete when it
+//! has heard DONE from every other live data node; only then does it answer the schema change
+//! (a follower to the master; the master in its own bookkeeping). Entries that arrive before
+//! the index exists here (the master's own entries outrun its request) wait in `early`.
+//!
+//! While its build runs, a node refuses writes to the indexed table (701, temporary), as NDB
+//! builds under a table lock: a write's index maintenance must not race the build's entries.
+//! A duplicate unique value anywhere fails the build (893) and so the schema change, which the
+//! master then undoes everywhere; so does a data node failing during the build.
+
+use hashbrown::HashMap;
+
+use rndb_config::NodeId;
+use rndb_protocol::lqh::{gsn as lgsn, IndexBuildDone, IndexBuildRows, INDEX_BUILD_ROWS_MAX};
+use rndb_protocol::signals::block;
+use rndb_protocol::{NdbError, Value};
+use rndb_transporter::FrameHeader;
+
+use super::index::{trigger_error, PendingBuild};
+use super::{dih, tup, Kernel, Outbox, ProtocolViolation};
+
+/// An index entry on the wire: the unique columns' values and the base row's primary key.
+type Entry = (Vec<Value>, Vec<u8>);
+
+/// Who hears of a build's outcome.
+#[derive(Debug)]
+pub(super) enum BuildReply {
+    /// This node is the master: its schema change goes on.
+    Master,
+    /// This node follows: it answers the master's request with this CONF payload (or a REF).
+    Follower {
+        master: NodeId,
+        request: FrameHeader,
+        conf: Vec<u8>,
+    },
+}
+
+/// One unique index being built on this node.
+#[derive(Debug)]
+pub(super) struct Build {
+    /// The indexed table, whose writes are refused meanwhile.
+    pub base_table_id: u32,
+    /// Other data nodes whose INDEX_BUILD_DONE is still to come.
+    awaiting: Vec<NodeId>,
+    error: Option<NdbError>,
+    reply: BuildReply,
+}
+
+/// What arrived for a hidden table this node has not created yet.
+#[derive(Debug)]
+pub(super) enum Early {
+    Rows(Vec<Entry>),
+    Done(u32),
+}
+
+/// The unique index builds of this node.
+#[derive(Debug, Default)]
+pub(super) struct Builds {
+    pub running: HashMap<u32, Build>,
+    pub early: HashMap<u32, Vec<(NodeId, Early)>>,
+}
+
+impl Builds {
+    /// True while a build of an index on `table_id` runs here.
+    pub fn locks(&self, table_id: u32) -> bool {
+        self.running.values().any(|b| b.base_table_id == table_id)
+    }
+}
+
+fn header(signal: u16) -> FrameHeader {
+    FrameHeader {
+        signal,
+        receiver_block: block::DBDICT,
+        sender_block: block::DBDICT,
+        request_id: 0,
+    }
+}
+
+impl Kernel {
+    /// Starts this node's part of building a unique index from its entries (the unique values
+    /// and primary keys of the base rows this node is the live primary of). The caller ends
+    /// it with `finish_build_if_done` (at once when no other data node is up).
+    pub(super) fn start_unique_build(
+        &mut self,
+        build: PendingBuild,
+        reply: BuildReply,
+        out: &mut dyn Outbox,
+    ) {
+        let PendingBuild {
+            base_table_id,
+            hidden,
+            entries,
+        } = build;
+        let peers: Vec<NodeId> = self.dist.peers_up().collect();
+        let mut outgoing: HashMap<NodeId, Vec<Entry>> = HashMap::new();
+        let mut error = None;
+        for (key, pk) in entries {
+            let partition = match self.index_entry_partition(hidden, &key) {
+                Ok(p) => p,
+                Err(e) => {
+                    error.get_or_insert(e);
+                    continue;
+                }
+            };
+            for node in self.live_replicas(partition) {
+                if node == self.me {
+                    if let Err(e) = self.insert_index_entry(hidden, &key, &pk) {
+                        error.get_or_insert(e);
+                    }
+                } else {
+                    outgoing
+                        .entry(node)
+                        .or_default()
+                        .push((key.clone(), pk.to_vec()));
+                }
+            }
+        }
+        for (node, entries) in outgoing {
+            for chunk in entries.chunks(INDEX_BUILD_ROWS_MAX) {
+                let rows = IndexBuildRows {
+                    hidden_table_id: hidden,
+                    entries: chunk.to_vec(),
+                };
+                self.unsent
+                    .send(out, node, header(lgsn::INDEX_BUILD_ROWS), &mut |b| {
+                        rows.encode(b)
+                    });
+            }
+        }
+        let done = IndexBuildDone {
+            hidden_table_id: hidden,
+            code: error.as_ref().map_or(0, |e: &NdbError| e.code),
+        };
+        for &peer in &peers {
+            self.unsent
+                .send(out, peer, header(lgsn::INDEX_BUILD_DONE), &mut |b| {
+                    done.encode(b)
+                });
+        }
+        self.builds.running.insert(
+            hidden,
+            Build {
+                base_table_id,
+                awaiting: peers,
+                error,
+                reply,
+            },
+        );
+        for (from, early) in self.builds.early.remove(&hidden).unwrap_or_default() {
+            match early {
+                Early::Rows(rows) => self.take_index_rows(from, hidden, rows),
+                Early::Done(code) => self.take_index_done(from, hidden, code),
+            }
+        }
+    }
+
+    /// INDEX_BUILD_ROWS and INDEX_BUILD_DONE from another data node.
+    pub(super) fn on_index_build_frame(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        payload: &[u8],
+        out: &mut dyn Outbox,
+    ) -> Result<(), ProtocolViolation> {
+        if !self.dist.is_data_node(from) {
+            return Err(ProtocolViolation(format!(
+                "index build signal from node {from}, which is not a data node"
+            )));
+        }
+        if header.signal == lgsn::INDEX_BUILD_ROWS {
+            let rows = IndexBuildRows::decode(payload)?;
+            let hidden = rows.hidden_table_id;
+            if self.builds.running.contains_key(&hidden) {
+                self.take_index_rows(from, hidden, rows.entries);
+            } else {
+                self.early_entry(hidden, from, Early::Rows(rows.entries));
+            }
+        } else {
+            let done = IndexBuildDone::decode(payload)?;
+            let hidden = done.hidden_table_id;
+            if self.builds.running.contains_key(&hidden) {
+                self.take_index_done(from, hidden, done.code);
+                self.finish_build_if_done(hidden, out);
+            } else {
+                self.early_entry(hidden, from, Early::Done(done.code));
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps what arrived for an index not created here yet (bounded: a build's entries are
+    /// bounded by the table's rows, and only data nodes send them).
+    fn early_entry(&mut self, hidden: u32, from: NodeId, early: Early) {
+        self.builds
+            .early
+            .entry(hidden)
+            .or_default()
+            .push((from, early));
+    }
+
+    fn take_index_rows(&mut self, from: NodeId, hidden: u32, rows: Vec<Entry>) {
+        let mut error = None;
+        for (key, pk) in rows {
+            if let Err(e) = self.insert_index_entry(hidden, &key, &pk) {
+                error.get_or_insert(e);
+            }
+        }
+        if let (Some(e), Some(build)) = (error, self.builds.running.get_mut(&hidden)) {
+            tracing::warn!(node = %from, hidden, "index build entry refused: {e}");
+            build.error.get_or_insert(e);
+        }
+    }
+
+    fn take_index_done(&mut self, from: NodeId, hidden: u32, code: u32) {
+        if let Some(build) = self.builds.running.get_mut(&hidden) {
+            build.awaiting.retain(|&n| n != from);
+            if code != 0 {
+                build.error.get_or_insert(NdbError::with_detail(
+                    code,
+                    format!("data node {from} building the unique index"),
+                ));
+            }
+        }
+    }
+
+    /// A data node failed: builds waiting for it fail (its entries may be missing).
+    pub(super) fn builds_node_lost(&mut self, node: NodeId, out: &mut dyn Outbox) {
+        let waiting: Vec<u32> = self
+            .builds
+            .running
+            .iter()
+            .filter(|(_, b)| b.awaiting.contains(&node))
+            .map(|(&h, _)| h)
+            .collect();
+        for hidden in waiting {
+            if let Some(build) = self.builds.running.get_mut(&hidden) {
+                build.awaiting.retain(|&n| n != node);
+                build.error.get_or_insert(NdbError::with_detail(
+                    4009,
+                    format!("data node {node} failed while the unique index was built"),
+                ));
+            }
+            self.finish_build_if_done(hidden, out);
+        }
+    }
+
+    /// Ends the build of `hidden` when every other node's part is in. True when it ended.
+    pub(super) fn finish_build_if_done(&mut self, hidden: u32, out: &mut dyn Outbox) -> bool {
+        if self
+            .builds
+            .running
+            .get(&hidden)
+            .is_none_or(|b| !b.awaiting.is_empty())
+        {
+            return false;
+        }
+        let Some(build) = self.builds.running.remove(&hidden) else {
+            return false;
+        };
+        match build.reply {
+            BuildReply::Master => self.schema_build_done(build.error, out),
+            BuildReply::Follower {
+                master,
+                request,
+                conf,
+            } => self.answer_schema(master, &request, build.error.map_or(Ok(conf), Err), out),
+        }
+        true
+    }
+
+    /// The partition of the index entry with unique values `key`.
+    fn index_entry_partition(&self, hidden: u32, key: &[Value]) -> Result<u32, NdbError> {
+        let Some(table) = self.dict.get(hidden) else {
+            return Err(NdbError::with_detail(709, "hidden index table"));
+        };
+        let mut key_bytes = Vec::new();
+        tup::encode_key(&table.info.def, &table.key_columns, key, &mut key_bytes)?;
+        Ok(self.dih.partition_of(dih::key_hash(&key_bytes)) % table.fragment_count.max(1))
+    }
+
+    /// Stores one committed entry of hidden table `hidden` (893 on a duplicate value).
+    fn insert_index_entry(
+        &mut self,
+        hidden: u32,
+        key: &[Value],
+        pk: &[u8],
+    ) -> Result<(), NdbError> {
+        let Some(table) = self.dict.get(hidden) else {
+            return Err(NdbError::with_detail(709, "hidden index table"));
+        };
+        let mut key_bytes = Vec::new();
+        tup::encode_key(&table.info.def, &table.key_columns, key, &mut key_bytes)?;
+        let fragment =
+            self.dih.partition_of(dih::key_hash(&key_bytes)) % table.fragment_count.max(1);
+        if !self.live_replicas(fragment).contains(&self.me) {
+            return Err(NdbError::with_detail(
+                4000,
+                format!("an index entry for partition {fragment}, which this node does not hold"),
+            ));
+        }
+        let pk_column = (table.info.def.columns.len() - 1) as u16;
+        let row = tup::build_row(
+            &table.info.def,
+            &table.key_columns,
+            key,
+            &[(pk_column, Value::Varbinary(pk.to_vec()))],
+        )?;
+        self.lqh
+            .insert_committed(hidden, fragment, key_bytes.into_boxed_slice(), row)
+            .map_err(trigger_error)
+    }
+}
