@@ -536,7 +536,16 @@ impl Connection {
             let timeout = (deadline - now).min(sleep_max);
             let Poller { poll, events, .. } = &mut *poller;
             let polled = poll.poll(events, Some(timeout));
-            self.link().woke_up();
+            let open_event = events
+                .iter()
+                .any(|e| e.is_readable() && !e.is_read_closed() && !e.is_error());
+            let mut link = self.link();
+            link.woke_up();
+            if open_event {
+                // The peer has not closed: the next read may stop once it comes up short.
+                link.stop_after_short_read();
+            }
+            drop(link);
             if let Err(e) = polled {
                 if e.kind() != std::io::ErrorKind::Interrupted {
                     return Err(format!("poll: {e}"));

@@ -189,11 +189,22 @@ impl ExecLoop {
     /// Reads every link that may have input into the inbox. Returns true if any frame came.
     fn read_links(&mut self, slept: bool) -> bool {
         let mut ready: Vec<NodeId> = std::mem::take(&mut self.hot);
+        // Links whose event says the peer has not closed: a short read drains them.
+        let mut open_events: Vec<NodeId> = Vec::new();
         for event in self.events.iter() {
             if event.token() == WAKER_TOKEN {
                 continue;
             }
-            ready.push(NodeId(event.token().0 as u16));
+            let node = NodeId(event.token().0 as u16);
+            ready.push(node);
+            if event.is_readable() && !event.is_read_closed() && !event.is_error() {
+                open_events.push(node);
+            }
+        }
+        for &node in &open_events {
+            if let Some(link) = self.registry.get_mut(node) {
+                link.stop_after_short_read();
+            }
         }
         if self.events.iter().any(|e| e.token() == WAKER_TOKEN) {
             self.accept_new_links();

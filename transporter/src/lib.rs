@@ -129,6 +129,12 @@ pub trait Transporter: Send {
     /// Called after the loop wakes from the poller.
     fn woke_up(&mut self) {}
 
+    /// The next `receive` answers a readiness event that did not report the peer's close: a
+    /// read shorter than the free buffer has then drained the socket, and anything arriving
+    /// later (the close included) brings a new event, so `receive` may stop there instead of
+    /// reading once more to see EAGAIN. Without this hint it reads until EAGAIN.
+    fn stop_after_short_read(&mut self) {}
+
     /// True (once) when a flush since the last call found the peer asleep and woke it: the
     /// peer's answer is then late by a wake-up, which says nothing about whether spinning pays.
     fn take_woke_peer(&mut self) -> bool {

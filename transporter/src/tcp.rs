@@ -40,6 +40,8 @@ pub struct TcpLink {
     /// drained, or saw the peer's close behind frames it delivered: an edge-triggered poller
     /// will not report either again, so the caller must receive again before it sleeps.
     maybe_more_input: bool,
+    /// The next `receive` may stop after a short read (see `stop_after_short_read`).
+    short_read_drains: bool,
 }
 
 impl TcpLink {
@@ -64,6 +66,7 @@ impl TcpLink {
             send_buffer: SendBuffer::new(send_limit_bytes),
             receive: ReceiveBuffer::new(settings.receive_buffer_bytes_effective()),
             maybe_more_input: false,
+            short_read_drains: false,
         })
     }
 
@@ -156,7 +159,8 @@ impl Transporter for TcpLink {
         // edge-triggered, and a peer that sends its last frames and closes at once delivers
         // data and FIN together, so a short read that took the data leaves the EOF unread with
         // no further event to come. The price is one more `read` (EAGAIN) per receive with
-        // input.
+        // input — saved when the caller's event said the peer had not closed.
+        let short_read_drains = std::mem::take(&mut self.short_read_drains);
         let mut reads = 0;
         loop {
             if reads == RECEIVE_READS_PER_CALL_MAX {
@@ -183,8 +187,12 @@ impl Transporter for TcpLink {
                     break;
                 }
                 Some(read_bytes) => {
+                    let free = self.receive.bytes.len() - self.receive.end;
                     self.receive.end += read_bytes;
                     delivered += self.receive.deliver(self.peer, self.checksum, on_frame)?;
+                    if short_read_drains && read_bytes < free {
+                        break;
+                    }
                 }
             }
         }
@@ -210,6 +218,10 @@ impl Transporter for TcpLink {
 
     fn input_pending(&self) -> bool {
         self.maybe_more_input
+    }
+
+    fn stop_after_short_read(&mut self) {
+        self.short_read_drains = true;
     }
 
     fn poll_fd(&self) -> RawFd {

@@ -130,6 +130,8 @@ pub struct UringLink {
     /// drained, with a RECV in flight, or after seeing the peer's close behind frames it
     /// delivered: the caller must receive again before it sleeps.
     maybe_more_input: bool,
+    /// The next `receive` may stop after a short RECV (see `stop_after_short_read`).
+    short_read_drains: bool,
 }
 
 impl UringLink {
@@ -163,6 +165,7 @@ impl UringLink {
             recv_result: None,
             send_result: None,
             maybe_more_input: false,
+            short_read_drains: false,
         })
     }
 
@@ -373,7 +376,9 @@ impl Transporter for UringLink {
         // RECV until the socket says EAGAIN, even after a short one: the poller is
         // edge-triggered, and a peer that sends its last frames and closes at once delivers
         // data and FIN together, so a short RECV that took the data leaves the EOF unread with
-        // no further event to come (see the TCP link).
+        // no further event to come (see the TCP link) — unless the caller's event said the peer
+        // had not closed.
+        let short_read_drains = std::mem::take(&mut self.short_read_drains);
         let mut submits = 0;
         loop {
             if submits == RECEIVE_SUBMITS_PER_CALL_MAX {
@@ -382,7 +387,7 @@ impl Transporter for UringLink {
                 break;
             }
             submits += 1;
-            let (received, _requested) = self.recv_once()?;
+            let (received, requested) = self.recv_once()?;
             match received {
                 None => {
                     // EAGAIN, or a RECV still in flight: then the caller must come back.
@@ -402,10 +407,17 @@ impl Transporter for UringLink {
                 Some(received_bytes) => {
                     self.receive.end += received_bytes;
                     delivered += self.receive.deliver(self.peer, self.checksum, on_frame)?;
+                    if short_read_drains && received_bytes < requested {
+                        break;
+                    }
                 }
             }
         }
         Ok(delivered)
+    }
+
+    fn stop_after_short_read(&mut self) {
+        self.short_read_drains = true;
     }
 
     fn pending_send_bytes(&self) -> usize {
