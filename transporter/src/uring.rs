@@ -53,6 +53,9 @@ use crate::{FlushStatus, LinkSettings, NodeId, TransportError, Transporter, Tran
 /// queued at a time; the kernel rounds the completion queue to twice this.
 pub const RING_ENTRIES: u32 = 8;
 
+/// The link's socket, registered as file 0 of its ring.
+const REGISTERED_SOCKET: types::Fixed = types::Fixed(0);
+
 /// The most RECVs one `receive` call submits, so one busy peer cannot starve the other links of
 /// a loop that polls many. Each RECV can fill the whole free part of the receive buffer.
 pub const RECEIVE_SUBMITS_PER_CALL_MAX: usize = 8;
@@ -147,6 +150,16 @@ impl UringLink {
         let ring = IoUring::new(RING_ENTRIES).map_err(|e| TransportError::UringUnavailable {
             reason: setup_refusal(&e),
         })?;
+        // The socket is registered with the ring, so each SQE names it by index and the
+        // kernel skips the descriptor lookup (and its reference counting) per operation.
+        ring.submitter()
+            .register_files(&[stream.as_raw_fd()])
+            .map_err(|e| {
+                TransportError::io(
+                    format!("link to node {peer}: register the socket with io_uring"),
+                    e,
+                )
+            })?;
         stream
             .set_nonblocking(true)
             .map_err(|e| TransportError::io(format!("link to node {peer}: set non-blocking"), e))?;
@@ -243,7 +256,7 @@ impl UringLink {
     fn send_once(&mut self) -> Result<i32, TransportError> {
         let unsent = &self.send_buffer.bytes[self.send_buffer.offset..];
         let len = u32::try_from(unsent.len()).unwrap_or(u32::MAX);
-        let entry = opcode::Send::new(types::Fd(self.stream.as_raw_fd()), unsent.as_ptr(), len)
+        let entry = opcode::Send::new(REGISTERED_SOCKET, unsent.as_ptr(), len)
             .flags(libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
             .build()
             .user_data(USER_DATA_SEND);
@@ -279,14 +292,11 @@ impl UringLink {
                     "a partial frame is below the limit"
                 );
                 let requested = free.len().min(u32::MAX as usize);
-                let entry = opcode::Recv::new(
-                    types::Fd(self.stream.as_raw_fd()),
-                    free.as_mut_ptr(),
-                    requested as u32,
-                )
-                .flags(libc::MSG_DONTWAIT)
-                .build()
-                .user_data(USER_DATA_RECV);
+                let entry =
+                    opcode::Recv::new(REGISTERED_SOCKET, free.as_mut_ptr(), requested as u32)
+                        .flags(libc::MSG_DONTWAIT)
+                        .build()
+                        .user_data(USER_DATA_RECV);
                 self.recv_in_flight = Some(requested);
                 // SAFETY: the RECV writes at most `requested` bytes at `receive.end`. While
                 // `recv_in_flight` is set, nothing reads, compacts or frees that region:
@@ -630,13 +640,9 @@ mod tests {
     fn park_a_recv(link: &mut UringLink) {
         let free = &mut link.receive.bytes[link.receive.end..];
         let requested = free.len();
-        let entry = opcode::Recv::new(
-            types::Fd(link.stream.as_raw_fd()),
-            free.as_mut_ptr(),
-            requested as u32,
-        )
-        .build()
-        .user_data(USER_DATA_RECV);
+        let entry = opcode::Recv::new(REGISTERED_SOCKET, free.as_mut_ptr(), requested as u32)
+            .build()
+            .user_data(USER_DATA_RECV);
         link.recv_in_flight = Some(requested);
         // SAFETY: the link owns the buffer and follows the in-flight rules from here on.
         unsafe { link.submit(&entry, "park") }.expect("submit");
