@@ -64,7 +64,14 @@ pub(super) enum Early {
 pub(super) struct Builds {
     pub running: HashMap<u32, Build>,
     pub early: HashMap<u32, Vec<(NodeId, Early)>>,
+    /// Entries (and DONE markers) held in `early`.
+    early_entries: usize,
 }
+
+/// How far past this node's id counter an index being created may be.
+const EARLY_IDS_AHEAD: u32 = 1024;
+/// Entries held at most for indexes not created here yet.
+const EARLY_ENTRIES_MAX: usize = 16 * 1024 * 1024;
 
 impl Builds {
     /// True while a build of an index on `table_id` runs here.
@@ -152,7 +159,17 @@ impl Kernel {
                 reply,
             },
         );
-        for (from, early) in self.builds.early.remove(&hidden).unwrap_or_default() {
+        let early = self.builds.early.remove(&hidden).unwrap_or_default();
+        self.builds.early_entries = self.builds.early_entries.saturating_sub(
+            early
+                .iter()
+                .map(|(_, e)| match e {
+                    Early::Rows(rows) => rows.len(),
+                    Early::Done(_) => 1,
+                })
+                .sum(),
+        );
+        for (from, early) in early {
             match early {
                 Early::Rows(rows) => self.take_index_rows(from, hidden, rows),
                 Early::Done(code) => self.take_index_done(from, hidden, code),
@@ -179,7 +196,7 @@ impl Kernel {
             if self.builds.running.contains_key(&hidden) {
                 self.take_index_rows(from, hidden, rows.entries);
             } else {
-                self.early_entry(hidden, from, Early::Rows(rows.entries));
+                self.early_entry(hidden, from, Early::Rows(rows.entries))?;
             }
         } else {
             let done = IndexBuildDone::decode(payload)?;
@@ -188,20 +205,43 @@ impl Kernel {
                 self.take_index_done(from, hidden, done.code);
                 self.finish_build_if_done(hidden, out);
             } else {
-                self.early_entry(hidden, from, Early::Done(done.code));
+                self.early_entry(hidden, from, Early::Done(done.code))?;
             }
         }
         Ok(())
     }
 
-    /// Keeps what arrived for an index not created here yet (bounded: a build's entries are
-    /// bounded by the table's rows, and only data nodes send them).
-    fn early_entry(&mut self, hidden: u32, from: NodeId, early: Early) {
+    /// Keeps what arrived for an index not created here yet: only for ids the master may have
+    /// given since this node's last schema change, and at most [`EARLY_ENTRIES_MAX`] entries in
+    /// all (past that the peer is misbehaving).
+    fn early_entry(
+        &mut self,
+        hidden: u32,
+        from: NodeId,
+        early: Early,
+    ) -> Result<(), ProtocolViolation> {
+        let next_id = self.dict.next_id();
+        if hidden < next_id || hidden > next_id.saturating_add(EARLY_IDS_AHEAD) {
+            return Err(ProtocolViolation(format!(
+                "index build entries for table id {hidden}, which is not being created"
+            )));
+        }
+        let entries = match &early {
+            Early::Rows(rows) => rows.len(),
+            Early::Done(_) => 1,
+        };
+        self.builds.early_entries += entries;
+        if self.builds.early_entries > EARLY_ENTRIES_MAX {
+            return Err(ProtocolViolation(format!(
+                "more than {EARLY_ENTRIES_MAX} index build entries for indexes not created"
+            )));
+        }
         self.builds
             .early
             .entry(hidden)
             .or_default()
             .push((from, early));
+        Ok(())
     }
 
     fn take_index_rows(&mut self, from: NodeId, hidden: u32, rows: Vec<Entry>) {
