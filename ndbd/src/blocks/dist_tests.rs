@@ -684,27 +684,14 @@ fn survivors_of_a_failed_coordinator_agree_on_its_transactions() {
         let key = 7;
         let trans = super::tc::trans_id(API, 42);
         let fragment = sim.map.partition_of(key_hash(&key_bytes(key)));
-        let mut pending = Vec::new();
-        for (token, node) in [(1, NodeId(2)), (2, NodeId(3))] {
-            let mut write = Vec::new();
-            lqh::LqhKeyReq {
-                trans,
-                tc_node: 1,
-                token,
-                op_index: 0,
-                op_type: OperationType::Insert,
-                lock_mode: LockMode::Exclusive,
-                table_id: table.table_id,
-                fragment,
-                key_bytes: key_bytes(key),
-                key: vec![Value::Int32(key)],
-                attrs: vec![(1, Value::Int32(9))],
-                chain: Vec::new(),
-                flags: 0,
-            }
-            .encode(&mut write);
-            pending.push((NodeId(1), node, lqh_header(dgsn::LQHKEYREQ), write));
-        }
+        // Node 1 (the coordinator) has its write on nodes 2 and 3.
+        let mut pending: Vec<_> = [NodeId(2), NodeId(3)]
+            .into_iter()
+            .map(|node| {
+                let write = late_write(&sim, &table, trans, key);
+                (NodeId(1), node, lqh_header(dgsn::LQHKEYREQ), write)
+            })
+            .collect();
         if committed_on_node2 {
             let mut commit = Vec::new();
             lqh::TransSignal { trans }.encode(&mut commit);
@@ -756,27 +743,14 @@ fn a_query_about_a_failed_coordinator_waits_for_its_last_frames() {
     let key = 7;
     let trans = super::tc::trans_id(API, 43);
     let fragment = sim.map.partition_of(key_hash(&key_bytes(key)));
-    let mut pending = Vec::new();
-    for (token, node) in [(1, NodeId(2)), (2, NodeId(3))] {
-        let mut write = Vec::new();
-        lqh::LqhKeyReq {
-            trans,
-            tc_node: 1,
-            token,
-            op_index: 0,
-            op_type: OperationType::Insert,
-            lock_mode: LockMode::Exclusive,
-            table_id: table.table_id,
-            fragment,
-            key_bytes: key_bytes(key),
-            key: vec![Value::Int32(key)],
-            attrs: vec![(1, Value::Int32(9))],
-            chain: Vec::new(),
-            flags: 0,
-        }
-        .encode(&mut write);
-        pending.push((NodeId(1), node, lqh_header(dgsn::LQHKEYREQ), write));
-    }
+    // Node 1 (the coordinator) has its write on nodes 2 and 3.
+    let pending: Vec<_> = [NodeId(2), NodeId(3)]
+        .into_iter()
+        .map(|node| {
+            let write = late_write(&sim, &table, trans, key);
+            (NodeId(1), node, lqh_header(dgsn::LQHKEYREQ), write)
+        })
+        .collect();
     sim.kernels.remove(&NodeId(1));
     sim.route(pending);
     // Node 3 sees node 1 die first and asks node 2, which has not: the query waits.
