@@ -324,7 +324,11 @@ impl<'c> AsyncExecutor<'c> {
                     done.push(pending.complete(Ok(answers)));
                 }
             }
-            if let Some(e) = connection.failure() {
+            if let Some(e) = connection
+                .is_failed()
+                .then(|| connection.failure())
+                .flatten()
+            {
                 let peer = connection.peer;
                 self.fail_node(peer, &e, done);
             }

@@ -141,6 +141,8 @@ pub(crate) struct Connection {
     receiver_started: AtomicBool,
     /// Set by `close`: the receive thread stops.
     closing: AtomicBool,
+    /// Set with `Shared::failure`, so that choosing a link need not take the lock.
+    failed: AtomicBool,
 }
 
 impl std::fmt::Debug for Connection {
@@ -200,6 +202,7 @@ impl Connection {
             this: this.clone(),
             receiver_started: AtomicBool::new(false),
             closing: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
         }))
     }
 
@@ -312,7 +315,7 @@ impl Connection {
         let (wake, outcome) = match result {
             Err(reason) => {
                 let error = lost(self.peer, &reason);
-                shared.failure.get_or_insert(reason);
+                self.record_failure(&mut shared, reason);
                 (shared.all_waiters(), Err(error))
             }
             Ok(_) => (shared.next_owner().into_iter().collect(), Ok(())),
@@ -325,6 +328,17 @@ impl Connection {
     /// True while `request_id` is registered (its answers are being collected).
     pub fn is_expected(&self, request_id: u32) -> bool {
         self.shared().replies.contains_key(&request_id)
+    }
+
+    /// The link failed for good (the first reason is kept).
+    fn record_failure(&self, shared: &mut Shared, reason: String) {
+        shared.failure.get_or_insert(reason);
+        self.failed.store(true, Ordering::Release);
+    }
+
+    /// True once the link failed; takes no lock.
+    pub fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
     }
 
     /// The error every request on this connection fails with once its link failed.
@@ -398,7 +412,7 @@ impl Connection {
         link.shutdown();
         let waiters = {
             let mut shared = self.shared();
-            shared.failure.get_or_insert_with(|| e.to_string());
+            self.record_failure(&mut shared, e.to_string());
             shared.all_waiters()
         };
         waiters.iter().for_each(Thread::unpark);
@@ -464,7 +478,7 @@ impl Connection {
             shared.poll_owner = false;
             let wake = match result {
                 Err(reason) => {
-                    shared.failure.get_or_insert(reason);
+                    self.record_failure(&mut shared, reason);
                     shared.all_waiters()
                 }
                 Ok(()) => shared.next_owner().into_iter().collect(),

@@ -361,7 +361,7 @@ impl Cluster {
     fn live_connection(&self, node: NodeId) -> Option<&Connection> {
         self.connections
             .iter()
-            .find(|c| c.peer == node && c.failure().is_none())
+            .find(|c| c.peer == node && !c.is_failed())
             .map(|c| &**c)
     }
 
@@ -586,7 +586,7 @@ impl Cluster {
     pub(crate) fn coordinator(&self) -> &Connection {
         self.connections
             .iter()
-            .filter(|c| c.failure().is_none())
+            .filter(|c| !c.is_failed())
             .min_by_key(|c| c.peer)
             .unwrap_or(&self.connections[0])
     }

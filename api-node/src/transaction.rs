@@ -334,7 +334,7 @@ impl<'c> Transaction<'c> {
         let live: Vec<&'c Connection> = cluster
             .connections()
             .iter()
-            .filter(|c| c.failure().is_none())
+            .filter(|c| !c.is_failed())
             .map(|c| &**c)
             .collect();
         let mut req = req;

@@ -65,11 +65,6 @@ impl PartitionMap {
         self.replicas(partition).first().copied()
     }
 
-    /// Partitions whose primary replica is `node`.
-    pub fn primary_partitions(&self, node: NodeId) -> impl Iterator<Item = u32> + '_ {
-        (0..self.partition_count()).filter(move |&p| self.primary(p) == Some(node))
-    }
-
     /// The replicas of a partition, primary first.
     pub fn replicas(&self, partition: u32) -> &[NodeId] {
         self.partitions
