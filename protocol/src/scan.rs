@@ -362,6 +362,12 @@ pub fn encode_scan_row(out: &mut Vec<u8>, fragment: u16, values: &[Value]) {
     encode_values(&mut w, values);
 }
 
+/// As [`encode_scan_row`], for values already encoded as [`encode_values`] writes them.
+pub fn encode_scan_row_encoded(out: &mut Vec<u8>, fragment: u16, encoded_values: &[u8]) {
+    out.extend_from_slice(&fragment.to_le_bytes());
+    out.extend_from_slice(encoded_values);
+}
+
 /// Decodes a SCAN_ROWS payload, calling `row` for each (fragment, values).
 pub fn decode_scan_rows(
     buf: &[u8],

@@ -313,6 +313,24 @@ impl Value {
         })
     }
 
+    /// Moves past one encoded value without building it.
+    pub fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        match r.u8()? {
+            0 => {}
+            1 | 2 => {
+                r.u32()?;
+            }
+            3..=5 => {
+                r.u64()?;
+            }
+            6 | 7 => {
+                r.bytes16()?;
+            }
+            t => return Err(r.error(format!("unknown value tag {t}"))),
+        }
+        Ok(())
+    }
+
     /// Bytes this value occupies in storage (its encoding).
     pub fn stored_bytes(&self) -> usize {
         match self {

@@ -354,6 +354,13 @@ impl TcKeyRow {
         w.u32(op_index);
         encode_values(&mut w, values);
     }
+    /// Encodes a row whose values are already encoded as [`encode_values`] writes them (the
+    /// data node stores rows that way): the bytes are copied as they are.
+    pub fn encode_encoded(out: &mut Vec<u8>, op_index: u32, encoded_values: &[u8]) {
+        out.extend_from_slice(&op_index.to_le_bytes());
+        out.extend_from_slice(encoded_values);
+    }
+
     pub fn decode(buf: &[u8]) -> Result<TcKeyRow, DecodeError> {
         let mut r = Reader::new(buf, "TCKEY_ROW");
         let op_index = r.u32()?;

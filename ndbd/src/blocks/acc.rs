@@ -15,14 +15,11 @@ use std::collections::VecDeque;
 
 use hashbrown::HashTable;
 
-use rndb_protocol::Value;
-
 /// A transaction as the kernel names it: the API node id in the high bits and the API's
 /// request id in the low 32.
 pub type TransId = u64;
 
-/// A stored row: every column, in column order.
-pub type Row = std::rc::Rc<[Value]>;
+pub use super::tup::Row;
 
 /// How strongly a row is locked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -373,10 +370,10 @@ impl<W> SlotStore<W> {
     }
 
     /// Creates an empty slot for `key` (which must not have one) and returns its id.
-    pub fn insert(&mut self, key: Box<[u8]>) -> SlotId {
-        debug_assert!(self.id_of(&key).is_none(), "key already has a slot");
-        let hash = index_hash(&key);
-        let slot = RowSlot::new(&key);
+    pub fn insert(&mut self, key: &[u8]) -> SlotId {
+        debug_assert!(self.id_of(key).is_none(), "key already has a slot");
+        let hash = index_hash(key);
+        let slot = RowSlot::new(key);
         let id = match self.free.pop() {
             Some(id) => {
                 debug_assert!(self.slots[id as usize].is_none(), "free slot in use");

@@ -39,7 +39,7 @@ use rndb_protocol::signals::{block, REPLICA_PRIMARY};
 use rndb_protocol::{LockMode, NdbError, OperationType};
 use rndb_transporter::FrameHeader;
 
-use super::acc::{Row, TransId};
+use super::acc::{Row, SlotKey, TransId};
 use super::lqh::{IndexChange, LqhAnswer, LqhKeyReq, OpRole};
 use super::{reply, Kernel, Outbox, ProtocolViolation, SendFailure, Signal};
 
@@ -199,6 +199,55 @@ pub(super) fn live(tc: &super::tc::Tc, dist: &Dist, trans: TransId) -> bool {
 
 fn is_committed_read(req_type: OperationType, lock: LockMode) -> bool {
     req_type == OperationType::Read && lock == LockMode::CommittedRead
+}
+
+/// A partition's replicas, primary first: at most [`lqh::REPLICAS_MAX`] node ids, kept inline
+/// (every key operation looks them up, so they cost no allocation).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Replicas {
+    nodes: [NodeId; lqh::REPLICAS_MAX],
+    len: usize,
+}
+
+impl Default for Replicas {
+    fn default() -> Self {
+        Replicas {
+            nodes: [NodeId(0); lqh::REPLICAS_MAX],
+            len: 0,
+        }
+    }
+}
+
+impl Replicas {
+    /// Appends `node`; the config allows no more than `REPLICAS_MAX` replicas, so a partition
+    /// map never holds more (one past that is ignored, and caught in debug builds).
+    fn push(&mut self, node: NodeId) {
+        debug_assert!(
+            self.len < self.nodes.len(),
+            "more than REPLICAS_MAX replicas"
+        );
+        if let Some(slot) = self.nodes.get_mut(self.len) {
+            *slot = node;
+            self.len += 1;
+        }
+    }
+}
+
+impl std::ops::Deref for Replicas {
+    type Target = [NodeId];
+
+    fn deref(&self) -> &[NodeId] {
+        &self.nodes[..self.len]
+    }
+}
+
+impl IntoIterator for Replicas {
+    type Item = NodeId;
+    type IntoIter = std::iter::Take<std::array::IntoIter<NodeId, { lqh::REPLICAS_MAX }>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.nodes.into_iter().take(self.len)
+    }
 }
 
 fn header(signal: u16, receiver_block: u16, sender_block: u16) -> FrameHeader {
@@ -446,13 +495,14 @@ impl Kernel {
 
     /// The replicas of `partition` that are alive, primary first: the partition map with failed
     /// nodes left out.
-    pub(super) fn live_replicas(&self, partition: u32) -> Vec<NodeId> {
-        self.dih
-            .replicas(partition)
-            .iter()
-            .copied()
-            .filter(|&n| self.dist.is_alive(n))
-            .collect()
+    pub(super) fn live_replicas(&self, partition: u32) -> Replicas {
+        let mut live = Replicas::default();
+        for &node in self.dih.replicas(partition) {
+            if self.dist.is_alive(node) {
+                live.push(node);
+            }
+        }
+        live
     }
 
     /// LQH: runs an operation here; a write that succeeded goes on to the next replica of its
@@ -674,7 +724,7 @@ impl Kernel {
                     trans,
                     token,
                     op_index,
-                    row: row.map(|r| r.to_vec()),
+                    row: row.map(|r| r.unpack()),
                     fired: fired
                         .into_iter()
                         .map(|c| FiredChange {
@@ -751,7 +801,7 @@ impl Kernel {
                     committed,
                     trans: conf.trans,
                     op_index: conf.op_index,
-                    row: conf.row.map(Row::from),
+                    row: conf.row.map(|values| Row::pack(&values)),
                     role: OpRole::Remote {
                         tc_node: self.me,
                         token: conf.token,
@@ -852,7 +902,7 @@ impl Kernel {
             lock_mode: wire.lock_mode,
             table_id: wire.table_id,
             fragment: wire.fragment,
-            key_bytes: wire.key_bytes.into_boxed_slice(),
+            key_bytes: SlotKey::new(&wire.key_bytes),
             key: wire.key,
             attrs: wire.attrs,
             role: OpRole::Remote {

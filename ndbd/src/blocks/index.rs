@@ -16,7 +16,7 @@ use std::time::Instant;
 use rndb_protocol::signals::{CreateIndexReq, IndexName, TcKeyReq, REPLICA_PRIMARY};
 use rndb_protocol::{IndexKind, LockMode, NdbError, OperationType, Reader, Value};
 
-use super::acc::{Row, TransId};
+use super::acc::{Row, SlotKey, TransId};
 use super::dict::Index;
 use super::lqh::{IndexChange, LqhKeyReq, OpRole, UniqueLookup};
 use super::{dih, tup, Kernel, Outbox};
@@ -127,7 +127,7 @@ impl Kernel {
             }
             for (_, slot) in fragment.rows.iter() {
                 let Some(row) = &slot.committed else { continue };
-                let key: Vec<Value> = columns.iter().map(|&c| row[c].clone()).collect();
+                let key: Vec<Value> = columns.iter().map(|&c| row.value(c)).collect();
                 if !key.contains(&Value::Null) {
                     entries.push((key, Box::<[u8]>::from(&*slot.key)));
                 }
@@ -202,7 +202,7 @@ impl Kernel {
             lock_mode,
             table_id: hidden.info.table_id,
             fragment: partition % hidden.fragment_count.max(1),
-            key_bytes: self.key_scratch.as_slice().into(),
+            key_bytes: SlotKey::new(&self.key_scratch),
             key: req.key,
             attrs: Vec::new(),
             role: OpRole::UniqueLookup(Box::new(UniqueLookup {
@@ -225,7 +225,7 @@ impl Kernel {
         lookup: UniqueLookup,
         index_row: Option<Row>,
     ) -> Result<LqhKeyReq, NdbError> {
-        let Some(Value::Varbinary(pk)) = index_row.and_then(|row| row.last().cloned()) else {
+        let Some(Value::Varbinary(pk)) = index_row.and_then(|row| row.unpack().pop()) else {
             return Err(NdbError::with_detail(
                 4000,
                 "index row without a primary key",
@@ -247,7 +247,7 @@ impl Kernel {
             lock_mode: lookup.lock_mode,
             table_id: lookup.base_table_id,
             fragment: partition % table.fragment_count.max(1),
-            key_bytes: pk.into_boxed_slice(),
+            key_bytes: SlotKey::new(&pk),
             key,
             attrs: lookup.attrs,
             role: OpRole::Api,
@@ -294,7 +294,7 @@ impl Kernel {
             lock_mode: LockMode::Exclusive,
             table_id: change.hidden_table_id,
             fragment,
-            key_bytes: self.key_scratch.as_slice().into(),
+            key_bytes: SlotKey::new(&self.key_scratch),
             key: change.key,
             attrs,
             role: OpRole::Trigger,

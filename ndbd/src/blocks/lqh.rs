@@ -7,7 +7,7 @@ use hashbrown::HashMap;
 use rndb_config::NodeId;
 use rndb_protocol::{LockMode, NdbError, OperationType, Value};
 
-use super::acc::{LockKind, Pending, Row, RowSlot, SlotId, SlotStore, TransId, Waiter};
+use super::acc::{LockKind, Pending, Row, RowSlot, SlotId, SlotKey, SlotStore, TransId, Waiter};
 use super::dict::{Dict, Table};
 use super::tup::{self, DataMemory};
 use super::tux::OrderedIndex;
@@ -60,7 +60,7 @@ pub struct LqhKeyReq {
     pub table_id: u32,
     pub fragment: u32,
     /// The canonical key encoding (the hash-index key).
-    pub key_bytes: Box<[u8]>,
+    pub key_bytes: SlotKey,
     pub key: Vec<Value>,
     pub attrs: Vec<(u16, Value)>,
     pub role: OpRole,
@@ -232,7 +232,7 @@ impl Lqh {
         }
         self.memory
             .reserve(tup::slot_bytes(&key) + tup::row_bytes(&row))?;
-        let id = fragment.rows.insert(key);
+        let id = fragment.rows.insert(&key);
         if let Some(slot) = fragment.rows.slot_mut(id) {
             slot.committed = Some(row);
         }
@@ -300,7 +300,7 @@ impl Lqh {
                 if let Err(e) = self.memory.reserve(tup::slot_bytes(&req.key_bytes)) {
                     return Some(refuse(&req, e));
                 }
-                fragment.rows.insert(req.key_bytes.clone())
+                fragment.rows.insert(&req.key_bytes)
             }
         };
         let slot = fragment.rows.slot_mut(id)?;
@@ -450,7 +450,7 @@ fn finish_row(
             }
         }
     }
-    memory.free(gone.as_deref().map_or(0, tup::row_bytes));
+    memory.free(gone.as_ref().map_or(0, tup::row_bytes));
 }
 
 /// Runs an operation that holds the lock it needs.
@@ -476,8 +476,8 @@ fn apply(
             Err(NdbError::new(626))
         }
         OperationType::Update | OperationType::Write if current.is_some() => {
-            let mut row: Vec<Value> = current.map(|r| r.to_vec()).unwrap_or_default();
-            tup::apply_attrs(def, &mut row, &req.attrs).map(|()| Some(Row::from(row)))
+            let mut row: Vec<Value> = current.map(Row::unpack).unwrap_or_default();
+            tup::apply_attrs(def, &mut row, &req.attrs).map(|()| Some(Row::pack(&row)))
         }
         OperationType::Write | OperationType::Update => {
             tup::build_row(def, &table.key_columns, &req.key, &req.attrs).map(Some)
@@ -488,7 +488,7 @@ fn apply(
         Ok(image) => image,
         Err(error) => return refuse(req, error),
     };
-    let fired = fire_unique(table, &slot.key, current, image.as_deref());
+    let fired = fire_unique(table, &slot.key, current, image.as_ref());
     match set_pending(fragment, id, req.trans, image, memory) {
         Ok(()) => LqhAnswer::Conf {
             trans: req.trans,
@@ -505,19 +505,14 @@ fn apply(
 /// The unique-index changes a write from `old` to `new` fires: for each unique index whose
 /// values changed, delete the old entry and insert the new one. A value with a NULL in a
 /// unique column has no entry (NULLs never collide, as in NDB).
-fn fire_unique(
-    table: &Table,
-    pk: &[u8],
-    old: Option<&Row>,
-    new: Option<&[Value]>,
-) -> Vec<IndexChange> {
+fn fire_unique(table: &Table, pk: &[u8], old: Option<&Row>, new: Option<&Row>) -> Vec<IndexChange> {
     let mut fired = Vec::new();
     for unique in &table.unique {
-        let values = |row: &[Value]| -> Option<Vec<Value>> {
-            let key: Vec<Value> = unique.columns.iter().map(|&c| row[c].clone()).collect();
+        let values = |row: &Row| -> Option<Vec<Value>> {
+            let key: Vec<Value> = unique.columns.iter().map(|&c| row.value(c)).collect();
             (!key.contains(&Value::Null)).then_some(key)
         };
-        let old_key = old.and_then(|r| values(r));
+        let old_key = old.and_then(values);
         let new_key = new.and_then(values);
         if old_key == new_key {
             continue;
@@ -556,7 +551,7 @@ fn set_pending(
         slot.pending.as_ref().is_none_or(|p| p.trans == trans),
         "uncommitted change of another transaction under an exclusive lock"
     );
-    let image_bytes = image.as_deref().map_or(0, tup::row_bytes);
+    let image_bytes = image.as_ref().map_or(0, tup::row_bytes);
     memory.reserve(image_bytes)?;
     if let Some(new) = &image {
         let mut entry_bytes = 0;
@@ -590,7 +585,7 @@ fn set_pending(
                 }
             }
         }
-        memory.free(old.image.as_deref().map_or(0, tup::row_bytes));
+        memory.free(old.image.as_ref().map_or(0, tup::row_bytes));
     }
     slot.pending = Some(Pending { trans, image });
     Ok(())
@@ -622,7 +617,7 @@ fn refuse(req: &LqhKeyReq, error: NdbError) -> LqhAnswer {
 
 /// Bytes a slot is charged in all: key, committed image, uncommitted image.
 fn charged_bytes(slot: &RowSlot<LqhWork>) -> u64 {
-    let image = |r: Option<&Row>| r.map_or(0, |r| tup::row_bytes(r));
+    let image = |r: Option<&Row>| r.map_or(0, tup::row_bytes);
     tup::slot_bytes(&slot.key)
         + image(slot.committed.as_ref())
         + image(slot.pending.as_ref().and_then(|p| p.image.as_ref()))
@@ -674,7 +669,7 @@ mod tests {
             lock_mode: LockMode::Exclusive,
             table_id,
             fragment: 0,
-            key_bytes: key_bytes.into_boxed_slice(),
+            key_bytes: SlotKey::new(&key_bytes),
             key: vec![Value::UInt32(id)],
             attrs: vec![(1, Value::Int32(a))],
             role: OpRole::Api,

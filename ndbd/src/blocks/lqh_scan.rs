@@ -12,11 +12,11 @@
 use std::ops::Bound;
 
 use rndb_protocol::filter::Filter;
-use rndb_protocol::{LockMode, NdbError, Value};
+use rndb_protocol::{LockMode, NdbError};
 
 use super::acc::{LockKind, Row, RowSlot, SlotId, SlotStore, TransId, Waiter};
 use super::lqh::{Lqh, LqhWork, RowRef, ScanKey};
-use super::tup;
+use super::tup::RowFilter;
 use super::tux::{range_is_empty, EntryRange, OrderedIndex};
 
 /// What a scan is, as every batch of every fragment needs it.
@@ -105,7 +105,7 @@ impl Lqh {
         limits: BatchLimits,
         progress: &mut Progress,
         records: &mut u32,
-        emit: &mut dyn FnMut(&[Value]) -> usize,
+        emit: &mut dyn FnMut(&Row) -> usize,
     ) -> Result<BatchEnd, NdbError> {
         let Lqh {
             fragments,
@@ -126,6 +126,7 @@ impl Lqh {
             LockMode::Read | LockMode::Exclusive => Some(trans_rows.entry(def.trans).or_default()),
         };
         let mut out_of_records = false;
+        let mut filter = def.filter.as_ref().map(RowFilter::new);
         // Looks at one row unless the batch is full; `None` means stop here with that end.
         let mut visit = |id: SlotId,
                          slot: Option<&mut RowSlot<LqhWork>>,
@@ -143,6 +144,7 @@ impl Lqh {
                 index,
                 locked.as_deref_mut(),
                 records,
+                filter.as_mut(),
             ) {
                 Visit::Emit(row) => {
                     progress.rows += 1;
@@ -246,6 +248,7 @@ fn as_ref(bound: &Bound<Box<[u8]>>) -> Bound<&[u8]> {
 }
 
 /// Decides what the scan does with one row (slot `id`), taking its lock when the scan locks.
+#[allow(clippy::too_many_arguments)]
 fn visit_row<'s>(
     id: SlotId,
     slot: &'s mut RowSlot<LqhWork>,
@@ -254,21 +257,19 @@ fn visit_row<'s>(
     index: Option<(&OrderedIndex, &[u8])>,
     locked: Option<&mut Vec<RowRef>>,
     records: &mut u32,
+    mut filter: Option<&mut RowFilter<'_>>,
 ) -> Visit<'s> {
     // Without an uncommitted image the only entries of a row are its committed image's, so
     // only a row with one needs its entry checked against the image the scan sees.
     let check_entry = slot.pending.is_some();
-    let qualifies = |row: &Row, pk: &[u8]| {
+    let mut qualifies = |row: &Row, pk: &[u8]| {
         index.is_none_or(|(ix, entry)| {
             !check_entry || {
                 let mut scratch = Vec::with_capacity(entry.len());
                 ix.encode_entry(row, pk, &mut scratch);
                 scratch == entry
             }
-        }) && def
-            .filter
-            .as_ref()
-            .is_none_or(|f| tup::filter_matches(f, row))
+        }) && filter.as_deref_mut().is_none_or(|f| f.matches(row))
     };
     let kind = match def.lock {
         LockMode::CommittedRead => {

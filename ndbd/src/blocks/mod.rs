@@ -42,7 +42,7 @@ use rndb_protocol::signals::{
 use rndb_protocol::{DecodeError, NdbError};
 use rndb_transporter::FrameHeader;
 
-use acc::TransId;
+use acc::{SlotKey, TransId};
 use lqh::{LqhAnswer, LqhKeyReq, LqhWork, OpRole, ScanKey};
 use tc::{ApiAnswer, TcAction};
 
@@ -467,7 +467,7 @@ impl Kernel {
             lock_mode: req.lock_mode,
             table_id: req.table_id,
             fragment: partition % table.fragment_count.max(1),
-            key_bytes: self.key_scratch.as_slice().into(),
+            key_bytes: SlotKey::new(&self.key_scratch),
             key: req.key,
             attrs: req.attrs,
             role: OpRole::Api,
@@ -572,7 +572,7 @@ impl Kernel {
         let (sent, op_index) = match &answer {
             ApiAnswer::Row { op_index, row } => (
                 out.send(api, header(gsn::TCKEY_ROW), &mut |b| {
-                    TcKeyRow::encode_parts(b, *op_index, row)
+                    TcKeyRow::encode_encoded(b, *op_index, row.encoded())
                 }),
                 *op_index,
             ),

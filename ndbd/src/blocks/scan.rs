@@ -16,17 +16,17 @@ use std::time::Instant;
 
 use rndb_config::NodeId;
 use rndb_protocol::scan::{
-    encode_scan_row, FragmentBatch, KeyRange, RangeEnd, ScanNextReq, ScanTabConf, ScanTabReq,
-    SCAN_BATCH_BYTES_MAX, SCAN_BATCH_BYTES_TOTAL_MAX, SCAN_BATCH_ROWS_MAX, SCAN_FLAG_DESCENDING,
-    SCAN_FLAG_PART, SCAN_FLAG_START_TRANSACTION, SCAN_ROWS_PAYLOAD_BYTES_MAX,
+    encode_scan_row_encoded, FragmentBatch, KeyRange, RangeEnd, ScanNextReq, ScanTabConf,
+    ScanTabReq, SCAN_BATCH_BYTES_MAX, SCAN_BATCH_BYTES_TOTAL_MAX, SCAN_BATCH_ROWS_MAX,
+    SCAN_FLAG_DESCENDING, SCAN_FLAG_PART, SCAN_FLAG_START_TRANSACTION, SCAN_ROWS_PAYLOAD_BYTES_MAX,
 };
 use rndb_protocol::schema::ROW_BYTES_MAX;
 use rndb_protocol::signals::{block, gsn, Refusal};
-use rndb_protocol::{IndexKind, NdbError, Value};
+use rndb_protocol::{IndexKind, NdbError};
 use rndb_transporter::frame::FRAME_PAYLOAD_BYTES_MAX;
 use rndb_transporter::FrameHeader;
 
-use super::acc::TransId;
+use super::acc::{Row, TransId};
 use super::answers::Unsent;
 use super::dict::Dict;
 use super::lqh::ScanKey;
@@ -312,9 +312,9 @@ impl Kernel {
         ) else {
             return;
         };
-        let mut emit = |row: &[Value]| {
+        let mut emit = |row: &Row| {
             let before = rows_out.len();
-            encode_scan_row(rows_out, fragment, row);
+            encode_scan_row_encoded(rows_out, fragment, row.encoded());
             let bytes = rows_out.len() - before;
             if rows_out.len() >= ROWS_FLUSH_BYTES {
                 send_rows(out, api, request_id, rows_out, failure);

@@ -4,13 +4,17 @@
 //! the node's DataMemory. An operation that would grow past it fails with NDB error 827; reads
 //! and deletes never need memory, so a full node keeps serving them.
 //!
-//! TUP also evaluates pushed-down scan filters against row images ([`filter_matches`]), and
+//! Rows are stored packed ([`Row`]): the values in their wire encoding, one allocation per
+//! image, so a read answers with one copy and a row takes a few cache lines, not one per value.
+//!
+//! TUP also evaluates pushed-down scan filters against row images ([`RowFilter`]), and
 //! checks a filter against the table before a scan starts ([`check_filter`]).
 
-use rndb_protocol::filter::Filter;
-use rndb_protocol::{NdbError, TableDef, Value};
+use std::rc::Rc;
 
-use super::acc::Row;
+use rndb_protocol::filter::Filter;
+use rndb_protocol::schema::{decode_values, encode_values};
+use rndb_protocol::{NdbError, Reader, TableDef, Value, Writer};
 
 /// Bookkeeping bytes charged per key (slot, hash entry) on top of the key itself.
 pub const SLOT_OVERHEAD_BYTES: u64 = 64;
@@ -62,9 +66,87 @@ impl DataMemory {
     }
 }
 
-/// Bytes a row image is charged.
-pub fn row_bytes(row: &[Value]) -> u64 {
-    ROW_OVERHEAD_BYTES + row.iter().map(|v| v.stored_bytes() as u64).sum::<u64>()
+/// A stored row image, packed: every column's value in column order, exactly as
+/// [`encode_values`] writes them (a u16 count, then each value's tag and data), in one shared
+/// allocation. A read answers these bytes as they are; columns are decoded when a write, a
+/// filter or an index needs them. Only [`Row::pack`] makes one, so the bytes always decode.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Row(Rc<[u8]>);
+
+impl Row {
+    /// Packs a row's values (all columns, in column order).
+    pub fn pack(values: &[Value]) -> Row {
+        let mut bytes =
+            Vec::with_capacity(2 + values.iter().map(Value::stored_bytes).sum::<usize>());
+        encode_values(&mut Writer::new(&mut bytes), values);
+        Row(bytes.into())
+    }
+
+    /// The values in their wire encoding: a u16 count, then each value.
+    pub fn encoded(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// Every column's value.
+    pub fn unpack(&self) -> Vec<Value> {
+        let mut values = Vec::new();
+        self.unpack_into(&mut values);
+        values
+    }
+
+    /// Every column's value, into `values` (cleared first; its capacity is reused).
+    pub fn unpack_into(&self, values: &mut Vec<Value>) {
+        self.unpack_prefix_into(usize::MAX, values);
+    }
+
+    /// The values of the first `columns` columns (fewer when the row has fewer), into `values`
+    /// (cleared first).
+    pub fn unpack_prefix_into(&self, columns: usize, values: &mut Vec<Value>) {
+        values.clear();
+        let mut r = Reader::new(&self.0, "stored row");
+        let decoded = r.u16().and_then(|count| {
+            (0..usize::from(count).min(columns))
+                .try_for_each(|_| Value::decode(&mut r).map(|v| values.push(v)))
+        });
+        debug_assert!(
+            decoded.is_ok(),
+            "a packed row that does not decode: {decoded:?}"
+        );
+    }
+
+    /// The value of column `column` (NULL past the last column).
+    pub fn value(&self, column: usize) -> Value {
+        let mut r = Reader::new(&self.0, "stored row");
+        let Ok(count) = r.u16() else {
+            return Value::Null;
+        };
+        if column >= usize::from(count) {
+            return Value::Null;
+        }
+        for _ in 0..column {
+            if Value::skip(&mut r).is_err() {
+                return Value::Null;
+            }
+        }
+        Value::decode(&mut r).unwrap_or(Value::Null)
+    }
+}
+
+impl std::fmt::Debug for Row {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Row").field(&self.unpack()).finish()
+    }
+}
+
+/// Decodes a row that came over the wire as values (a replica's LQHKEYCONF).
+pub fn decode_row(r: &mut Reader<'_>, max: usize) -> Result<Row, rndb_protocol::DecodeError> {
+    decode_values(r, max).map(|values| Row::pack(&values))
+}
+
+/// Bytes a row image is charged: its values' encoding and a fixed overhead.
+pub fn row_bytes(row: &Row) -> u64 {
+    // The u16 count is bookkeeping, part of the overhead.
+    ROW_OVERHEAD_BYTES + (row.encoded().len() as u64).saturating_sub(2)
 }
 
 /// Bytes a key slot is charged, without its images.
@@ -93,7 +175,7 @@ pub fn build_row(
             ));
         }
     }
-    Ok(Row::from(row))
+    Ok(Row::pack(&row))
 }
 
 /// Sets (column, value) pairs on a row image, checking each against the definition.
@@ -132,10 +214,32 @@ pub fn apply_attrs(
 
 pub use rndb_protocol::schema::encode_key;
 
-/// Evaluates a scan filter against a row image (the semantics are documented with
-/// [`Filter`]: a comparison with NULL is false).
-pub fn filter_matches(filter: &Filter, row: &[Value]) -> bool {
-    filter.matches(row)
+/// A scan filter ready to evaluate against packed rows (the semantics are documented with
+/// [`Filter`]: a comparison with NULL is false). Only the columns up to the last one the filter
+/// reads are unpacked, into a buffer reused from row to row.
+#[derive(Debug)]
+pub struct RowFilter<'f> {
+    filter: &'f Filter,
+    /// One past the highest column the filter reads.
+    columns: usize,
+    values: Vec<Value>,
+}
+
+impl<'f> RowFilter<'f> {
+    pub fn new(filter: &'f Filter) -> Self {
+        let mut read = Vec::new();
+        filter.columns(&mut read);
+        RowFilter {
+            filter,
+            columns: read.iter().max().map_or(0, |&c| usize::from(c) + 1),
+            values: Vec::new(),
+        }
+    }
+
+    pub fn matches(&mut self, row: &Row) -> bool {
+        row.unpack_prefix_into(self.columns, &mut self.values);
+        self.filter.matches(&self.values)
+    }
 }
 
 /// Checks a filter against a table: every column exists and every constant fits its column's
@@ -170,5 +274,63 @@ pub fn check_filter(def: &TableDef, filter: &Filter) -> Result<(), NdbError> {
             Ok(())
         }
         Filter::Group { children, .. } => children.iter().try_for_each(|c| check_filter(def, c)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use rndb_protocol::filter::{CmpOp, Filter};
+
+    use super::*;
+
+    fn value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<i32>().prop_map(Value::Int32),
+            any::<u32>().prop_map(Value::UInt32),
+            any::<i64>().prop_map(Value::Int64),
+            any::<u64>().prop_map(Value::UInt64),
+            (-1e9f64..1e9).prop_map(Value::Float64),
+            "[a-z]{0,12}".prop_map(Value::Varchar),
+            proptest::collection::vec(any::<u8>(), 0..12).prop_map(Value::Varbinary),
+        ]
+    }
+
+    proptest! {
+        /// A packed row gives back every value, whole, by column, and as a prefix, and is
+        /// charged what its values' encodings take.
+        #[test]
+        fn packed_rows_give_back_their_values(values in proptest::collection::vec(value(), 0..10)) {
+            let row = Row::pack(&values);
+            prop_assert_eq!(row.unpack(), values.clone());
+            for (c, v) in values.iter().enumerate() {
+                prop_assert_eq!(&row.value(c), v);
+            }
+            prop_assert_eq!(row.value(values.len()), Value::Null);
+            let mut prefix = vec![Value::Null; 3];
+            row.unpack_prefix_into(2, &mut prefix);
+            prop_assert_eq!(&prefix[..], &values[..values.len().min(2)]);
+            let stored: usize = values.iter().map(Value::stored_bytes).sum();
+            prop_assert_eq!(row_bytes(&row), ROW_OVERHEAD_BYTES + stored as u64);
+        }
+    }
+
+    /// A filter sees the columns it reads, also when they come after others.
+    #[test]
+    fn row_filter_reads_the_columns_it_names() {
+        let row = Row::pack(&[
+            Value::UInt32(7),
+            Value::Varchar("x".into()),
+            Value::Null,
+            Value::Int64(-3),
+        ]);
+        let f = Filter::and(vec![
+            Filter::cmp(3, CmpOp::Lt, Value::Int64(0)),
+            Filter::IsNull(2),
+        ]);
+        assert!(RowFilter::new(&f).matches(&row));
+        let f = Filter::cmp(0, CmpOp::Gt, Value::UInt32(7));
+        assert!(!RowFilter::new(&f).matches(&row));
     }
 }

@@ -24,7 +24,7 @@ use rndb_protocol::scan::{KeyRange, RangeEnd};
 use rndb_protocol::{NdbError, Value};
 
 use super::acc::SlotId;
-use super::tup::DataMemory;
+use super::tup::{DataMemory, Row};
 
 /// A range of entry keys: where a key range starts and ends in an ordered index.
 pub type EntryRange = (Bound<Box<[u8]>>, Bound<Box<[u8]>>);
@@ -51,17 +51,17 @@ impl OrderedIndex {
     }
 
     /// The entry key of `row` (stored under primary key `pk`).
-    pub fn entry_key(&self, row: &[Value], pk: &[u8]) -> Box<[u8]> {
+    pub fn entry_key(&self, row: &Row, pk: &[u8]) -> Box<[u8]> {
         let mut out = Vec::with_capacity(32 + pk.len());
         self.encode_entry(row, pk, &mut out);
         out.into_boxed_slice()
     }
 
     /// Writes the entry key of `row` into `out` (cleared first).
-    pub fn encode_entry(&self, row: &[Value], pk: &[u8], out: &mut Vec<u8>) {
+    pub fn encode_entry(&self, row: &Row, pk: &[u8], out: &mut Vec<u8>) {
         out.clear();
         for &c in &self.columns {
-            encode_ordered(row.get(c).unwrap_or(&Value::Null), out);
+            encode_ordered(&row.value(c), out);
         }
         out.extend_from_slice(pk);
     }
