@@ -41,6 +41,7 @@ use rndb_transporter::FrameHeader;
 
 use super::acc::{Row, SlotKey, TransId};
 use super::lqh::{IndexChange, LqhAnswer, LqhKeyReq, OpRole};
+use super::node_set::NodeSet;
 use super::{reply, Kernel, Outbox, ProtocolViolation, SendFailure, Signal};
 
 /// An operation out on another node, as this node's TC remembers it.
@@ -551,8 +552,10 @@ impl Kernel {
                     // This node's TC coordinates: when the transaction's fate now hangs
                     // only on this write's last replica, that replica commits at once,
                     // saving the commit round trip.
-                    let mut replicas = vec![self.me, to];
-                    replicas.extend(&next.chain);
+                    let replicas: NodeSet = [self.me, to]
+                        .into_iter()
+                        .chain(next.chain.iter().copied())
+                        .collect();
                     next.commit_at_last = self.tc.start_early_commit(trans, &replicas);
                 }
                 self.send_lqh_key_req(to, next, out);

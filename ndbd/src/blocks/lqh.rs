@@ -134,14 +134,24 @@ pub struct Lqh {
     pub(super) fragments: HashMap<u32, Vec<Fragment>>,
     /// Rows each live transaction touched.
     pub(super) trans_rows: HashMap<TransId, Vec<RowRef>>,
+    /// Emptied row lists of ended transactions, reused by new ones (at most
+    /// [`SPARE_ROW_LISTS`], each of at most [`SPARE_ROW_LIST_CAPACITY`] entries).
+    spare_rows: Vec<Vec<RowRef>>,
     pub(super) memory: DataMemory,
 }
+
+/// Row lists kept for reuse: enough for the transactions a busy node starts between two
+/// rounds of its loop.
+const SPARE_ROW_LISTS: usize = 4096;
+/// A longer row list is freed rather than kept.
+const SPARE_ROW_LIST_CAPACITY: usize = 1024;
 
 impl Lqh {
     pub fn new(data_memory_bytes: u64) -> Lqh {
         Lqh {
             fragments: HashMap::new(),
             trans_rows: HashMap::new(),
+            spare_rows: Vec::new(),
             memory: DataMemory::new(data_memory_bytes),
         }
     }
@@ -305,11 +315,15 @@ impl Lqh {
         };
         let slot = fragment.rows.slot_mut(id)?;
         if !slot.lock.held_by(req.trans) {
-            self.trans_rows.entry(req.trans).or_default().push(RowRef {
-                table_id: req.table_id,
-                fragment: req.fragment,
-                slot: id,
-            });
+            let spare = &mut self.spare_rows;
+            self.trans_rows
+                .entry(req.trans)
+                .or_insert_with(|| spare.pop().unwrap_or_default())
+                .push(RowRef {
+                    table_id: req.table_id,
+                    fragment: req.fragment,
+                    slot: id,
+                });
         }
         if !slot.lock.try_acquire(req.trans, kind) {
             slot.lock.enqueue(Waiter {
@@ -386,11 +400,13 @@ impl Lqh {
         let Lqh {
             fragments,
             trans_rows,
+            spare_rows,
             memory,
         } = self;
+        let mut rows = trans_rows.remove(&trans).unwrap_or_default();
         // Rows of one transaction mostly belong to one table: look its fragments up once.
         let mut table: Option<(u32, &mut Vec<Fragment>)> = None;
-        for row in trans_rows.remove(&trans).unwrap_or_default() {
+        for row in rows.drain(..) {
             if table.as_ref().is_none_or(|(id, _)| *id != row.table_id) {
                 table = fragments.get_mut(&row.table_id).map(|f| (row.table_id, f));
             }
@@ -412,6 +428,11 @@ impl Lqh {
                     memory.free(tup::slot_bytes(&slot.key));
                 }
             }
+        }
+        if spare_rows.len() < SPARE_ROW_LISTS
+            && (1..=SPARE_ROW_LIST_CAPACITY).contains(&rows.capacity())
+        {
+            spare_rows.push(rows);
         }
         granted
     }

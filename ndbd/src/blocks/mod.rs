@@ -18,6 +18,7 @@ mod index;
 mod index_build;
 pub mod lqh;
 pub mod lqh_scan;
+pub mod node_set;
 mod scan;
 mod schema_ops;
 pub mod tc;

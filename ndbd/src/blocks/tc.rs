@@ -20,6 +20,7 @@ use rndb_protocol::signals::{TcExecuteReq, FLAG_START_TRANSACTION, OP_INDEX_NONE
 use rndb_protocol::{AbortOption, ExecType, NdbError};
 
 use super::acc::{Row, TransId};
+use super::node_set::NodeSet;
 
 /// What TC asks of the kernel after handling a signal.
 #[derive(Debug)]
@@ -73,11 +74,13 @@ struct TcTransaction {
     /// the transaction aborts, whatever the abort option, since the API cannot learn that
     /// operation's outcome otherwise.
     lost_answer: Option<(NdbError, u32)>,
-    /// Data nodes whose LQH may hold rows of this transaction (this node always; `true`
-    /// when the node holds backup replicas of rows it wrote). Commit and abort go to each.
-    participants: Vec<(NodeId, bool)>,
+    /// Data nodes whose LQH may hold rows of this transaction (this node always). Commit
+    /// and abort go to each.
+    participants: NodeSet,
+    /// The participants that hold backup replicas of rows it wrote (they commit first).
+    backups: NodeSet,
     /// Nodes whose commit or abort confirmation is still to come.
-    awaiting: Vec<NodeId>,
+    awaiting: NodeSet,
     /// The commit runs in two rounds: nodes with backup replicas first, then the rest.
     commit_round: u8,
     /// The last operation went to its last replica with the order to commit there: the
@@ -493,9 +496,9 @@ impl Tc {
     /// primary, which commit first).
     pub fn add_participant(&mut self, trans: TransId, node: NodeId, backup: bool) {
         if let Some(t) = self.transactions.get_mut(&trans) {
-            match t.participants.iter_mut().find(|(n, _)| *n == node) {
-                Some((_, b)) => *b |= backup,
-                None => t.participants.push((node, backup)),
+            t.participants.insert(node);
+            if backup {
+                t.backups.insert(node);
             }
         }
     }
@@ -506,7 +509,7 @@ impl Tc {
     /// holds rows of the transaction. Then only this operation's own failure can stop the
     /// commit, and it leaves nothing on the last replica. Marks the transaction so that nothing
     /// aborts it meanwhile.
-    pub fn start_early_commit(&mut self, trans: TransId, replicas: &[NodeId]) -> bool {
+    pub fn start_early_commit(&mut self, trans: TransId, replicas: &NodeSet) -> bool {
         let Some(t) = self.transactions.get_mut(&trans) else {
             return false;
         };
@@ -520,7 +523,7 @@ impl Tc {
             && t.lost_answer.is_none()
             && !t.must_abort
             && !t.rollback_requested
-            && t.participants.iter().all(|(n, _)| replicas.contains(n));
+            && t.participants.is_subset(replicas);
         t.early_commit |= ok;
         ok
     }
@@ -528,7 +531,8 @@ impl Tc {
     /// `node` committed the transaction on its own (an early commit): no round goes to it.
     pub fn participant_committed(&mut self, trans: TransId, node: NodeId) {
         if let Some(t) = self.transactions.get_mut(&trans) {
-            t.participants.retain(|(n, _)| *n != node);
+            t.participants.remove(node);
+            t.backups.remove(node);
         }
     }
 
@@ -536,41 +540,31 @@ impl Tc {
     /// send it to (empty when it is over). A commit goes first to the nodes holding backup
     /// replicas, then to the others (NDB's linear commit: the primary last); an abort goes to
     /// every participant at once.
-    pub fn next_round(&mut self, trans: TransId) -> Vec<NodeId> {
+    pub fn next_round(&mut self, trans: TransId) -> NodeSet {
         let Some(t) = self.transactions.get_mut(&trans) else {
-            return Vec::new();
+            return NodeSet::new();
         };
-        let nodes: Vec<NodeId> = match (&t.phase, t.commit_round) {
-            (Phase::Committing, 0) => {
+        let backups = t.backups.intersection(&t.participants);
+        let nodes = match (&t.phase, t.commit_round) {
+            (Phase::Committing, 0) if !backups.is_empty() => {
                 t.commit_round = 1;
-                let backups: Vec<NodeId> = t
-                    .participants
-                    .iter()
-                    .filter(|(_, backup)| *backup)
-                    .map(|(n, _)| *n)
-                    .collect();
-                if backups.is_empty() {
-                    t.commit_round = 2;
-                    t.participants.iter().map(|(n, _)| *n).collect()
-                } else {
-                    backups
-                }
+                backups
+            }
+            (Phase::Committing, 0) => {
+                t.commit_round = 2;
+                t.participants
             }
             (Phase::Committing, 1) => {
                 t.commit_round = 2;
-                t.participants
-                    .iter()
-                    .filter(|(_, backup)| !*backup)
-                    .map(|(n, _)| *n)
-                    .collect()
+                t.participants.difference(&backups)
             }
             (Phase::Aborting(_), 0) => {
                 t.commit_round = 2;
-                t.participants.iter().map(|(n, _)| *n).collect()
+                t.participants
             }
-            _ => Vec::new(),
+            _ => NodeSet::new(),
         };
-        t.awaiting.clone_from(&nodes);
+        t.awaiting = nodes;
         nodes
     }
 
@@ -581,7 +575,7 @@ impl Tc {
             return false;
         };
         let before = t.awaiting.len();
-        t.awaiting.retain(|n| *n != node);
+        t.awaiting.remove(node);
         before > 0 && t.awaiting.is_empty()
     }
 
@@ -589,7 +583,7 @@ impl Tc {
     pub fn awaiting_node(&self, node: NodeId) -> Vec<TransId> {
         self.transactions
             .iter()
-            .filter(|(_, t)| t.awaiting.contains(&node))
+            .filter(|(_, t)| t.awaiting.contains(node))
             .map(|(id, _)| *id)
             .collect()
     }
@@ -598,13 +592,13 @@ impl Tc {
     pub fn fail_participant(&mut self, node: NodeId, error: &NdbError) -> Vec<TransId> {
         let mut failed = Vec::new();
         for (&trans, t) in &mut self.transactions {
-            if t.phase == Phase::Active && t.participants.iter().any(|(n, _)| *n == node) {
-                t.participants.retain(|(n, _)| *n != node);
+            if t.phase == Phase::Active && t.participants.remove(node) {
                 t.phase = Phase::Aborting(AbortReply::Ref(error.clone(), OP_INDEX_NONE));
                 failed.push(trans);
             } else {
-                t.participants.retain(|(n, _)| *n != node);
+                t.participants.remove(node);
             }
+            t.backups.remove(node);
         }
         failed
     }
@@ -702,8 +696,9 @@ impl Tc {
 impl TcTransaction {
     fn new(me: NodeId, now: Instant) -> Self {
         TcTransaction {
-            participants: vec![(me, false)],
-            awaiting: Vec::new(),
+            participants: [me].into_iter().collect(),
+            backups: NodeSet::new(),
+            awaiting: NodeSet::new(),
             commit_round: 0,
             early_commit: false,
             rollback_requested: false,
