@@ -42,6 +42,7 @@ use rndb_transporter::FrameHeader;
 use super::acc::{Row, SlotKey, TransId};
 use super::lqh::{IndexChange, LqhAnswer, LqhKeyReq, OpRole};
 use super::node_set::NodeSet;
+use super::tc::ApiAnswer;
 use super::{reply, Kernel, Outbox, ProtocolViolation, SendFailure, Signal};
 
 /// An operation out on another node, as this node's TC remembers it.
@@ -583,6 +584,29 @@ impl Kernel {
                     role,
                     fired,
                     committed: true,
+                }));
+            }
+            (
+                LqhAnswer::Conf {
+                    trans,
+                    op_index,
+                    row: Some(row),
+                    role: OpRole::Api,
+                    fired,
+                    committed,
+                },
+                None,
+            ) => {
+                // NDB's TRANSID_AI: a read's row goes from LQH straight to the API, while it
+                // is still in the cache; TC only counts the operation as answered.
+                self.answer_api(trans, ApiAnswer::Row { op_index, row }, out);
+                self.jobs.push_back(Signal::LqhAnswer(LqhAnswer::Conf {
+                    trans,
+                    op_index,
+                    row: None,
+                    role: OpRole::Api,
+                    fired,
+                    committed,
                 }));
             }
             (answer, _) => self.jobs.push_back(Signal::LqhAnswer(answer)),

@@ -313,7 +313,7 @@ impl Kernel {
         );
         self.dist.forget_operations_of(trans);
         let answer = self.tc.on_finished(trans);
-        let scan_error = match &answer {
+        let scan_error = || match &answer {
             Some(ApiAnswer::ExecuteRef { error, .. }) => error.clone(),
             _ => NdbError::with_detail(4120, "the scan's transaction ended"),
         };

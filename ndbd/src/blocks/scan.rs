@@ -438,10 +438,12 @@ impl Kernel {
     }
 
     /// Closes the scans of a transaction that ended; a running batch is refused with `error`.
+    /// Ends the scans of a transaction that ended, answering each waiting one with the
+    /// error `error` makes (built only when there is such a scan).
     pub(super) fn close_scans_of(
         &mut self,
         trans: TransId,
-        error: &NdbError,
+        error: &dyn Fn() -> NdbError,
         out: &mut dyn Outbox,
     ) {
         let keys: Vec<ScanKey> = self
@@ -451,10 +453,14 @@ impl Kernel {
             .filter(|(_, r)| r.def.trans == trans)
             .map(|(k, _)| *k)
             .collect();
+        if keys.is_empty() {
+            return;
+        }
+        let error = error();
         for key in keys {
             if let Some(record) = self.scans.records.remove(&key) {
                 if let Some(request_id) = record.request {
-                    scan_ref(&mut self.unsent, out, record.api, request_id, error);
+                    scan_ref(&mut self.unsent, out, record.api, request_id, &error);
                 }
             }
         }
