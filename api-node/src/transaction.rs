@@ -6,7 +6,7 @@ use rndb_protocol::scan::{
 };
 use rndb_protocol::schema::ROW_BYTES_MAX;
 use rndb_protocol::signals::{
-    block, gsn, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReq, TcKeyRow, FLAG_START_TRANSACTION,
+    block, gsn, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReqRef, TcKeyRow, FLAG_START_TRANSACTION,
     OP_INDEX_NONE, REPLICA_PRIMARY,
 };
 use rndb_protocol::{AbortOption, ExecType, IndexKind, LockMode, NdbError, OperationType, Value};
@@ -132,8 +132,8 @@ impl<'c> Transaction<'c> {
             Target::table(table),
             OperationType::Read,
             lock,
-            key.to_vec(),
-            Vec::new(),
+            key,
+            &[],
         )
     }
 
@@ -158,8 +158,8 @@ impl<'c> Transaction<'c> {
             Target::table(table),
             OperationType::Read,
             LockMode::CommittedRead,
-            key.to_vec(),
-            Vec::new(),
+            key,
+            &[],
             replica as u8,
         )
     }
@@ -171,8 +171,8 @@ impl<'c> Transaction<'c> {
             Target::table(table),
             OperationType::Insert,
             LockMode::Exclusive,
-            key,
-            attrs,
+            &key,
+            &attrs,
         )
     }
 
@@ -183,8 +183,8 @@ impl<'c> Transaction<'c> {
             Target::table(table),
             OperationType::Write,
             LockMode::Exclusive,
-            key,
-            attrs,
+            &key,
+            &attrs,
         )
     }
 
@@ -201,8 +201,8 @@ impl<'c> Transaction<'c> {
             Target::table(table),
             OperationType::Update,
             LockMode::Exclusive,
-            key.to_vec(),
-            attrs,
+            &key,
+            &attrs,
         )
     }
 
@@ -213,8 +213,8 @@ impl<'c> Transaction<'c> {
             Target::table(table),
             OperationType::Delete,
             LockMode::Exclusive,
-            key.to_vec(),
-            Vec::new(),
+            key,
+            &[],
         )
     }
 
@@ -227,7 +227,7 @@ impl<'c> Transaction<'c> {
         lock: LockMode,
     ) -> Result<OpId, Error> {
         let target = unique_target(index, key)?;
-        self.define(target, OperationType::Read, lock, key.to_vec(), Vec::new())
+        self.define(target, OperationType::Read, lock, key, &[])
     }
 
     /// Sets non-key columns of the row found through a unique index (626 if there is none).
@@ -244,8 +244,8 @@ impl<'c> Transaction<'c> {
             target,
             OperationType::Update,
             LockMode::Exclusive,
-            key.to_vec(),
-            attrs,
+            &key,
+            &attrs,
         )
     }
 
@@ -256,8 +256,8 @@ impl<'c> Transaction<'c> {
             target,
             OperationType::Delete,
             LockMode::Exclusive,
-            key.to_vec(),
-            Vec::new(),
+            key,
+            &[],
         )
     }
 
@@ -594,8 +594,8 @@ impl<'c> Transaction<'c> {
         target: Target,
         op_type: OperationType,
         lock_mode: LockMode,
-        key: Vec<Value>,
-        attrs: Vec<(u16, Value)>,
+        key: &[Value],
+        attrs: &[(u16, Value)],
     ) -> Result<OpId, Error> {
         self.define_at(target, op_type, lock_mode, key, attrs, REPLICA_PRIMARY)
     }
@@ -605,17 +605,17 @@ impl<'c> Transaction<'c> {
         target: Target,
         op_type: OperationType,
         lock_mode: LockMode,
-        key: Vec<Value>,
-        attrs: Vec<(u16, Value)>,
+        key: &[Value],
+        attrs: &[(u16, Value)],
         replica: u8,
     ) -> Result<OpId, Error> {
         self.check_usable()?;
         if self.tc_node.is_none() {
-            self.tc_node = Some(self.cluster.primary_of_key(&key));
+            self.tc_node = Some(self.cluster.primary_of_key(key));
         }
         let op_index = self.batch.len() as u32;
         let starts = self.state == State::Fresh && op_index == 0;
-        let req = TcKeyReq {
+        let req = TcKeyReqRef {
             flags: if starts { FLAG_START_TRANSACTION } else { 0 },
             op_index,
             op_type,

@@ -287,7 +287,22 @@ pub struct TcKeyReq {
     pub attrs: Vec<(u16, Value)>,
 }
 
-impl TcKeyReq {
+/// A [`TcKeyReq`] that borrows its key and values: what the API encodes from the caller's
+/// slices without copying them first.
+#[derive(Clone, Copy, Debug)]
+pub struct TcKeyReqRef<'a> {
+    pub flags: u8,
+    pub op_index: u32,
+    pub op_type: OperationType,
+    pub lock_mode: LockMode,
+    pub table_id: u32,
+    pub table_version: u32,
+    pub replica: u8,
+    pub key: &'a [Value],
+    pub attrs: &'a [(u16, Value)],
+}
+
+impl TcKeyReqRef<'_> {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = Writer::new(out);
         w.u8(self.flags)
@@ -297,12 +312,29 @@ impl TcKeyReq {
             .u32(self.table_id)
             .u32(self.table_version)
             .u8(self.replica);
-        encode_values(&mut w, &self.key);
+        encode_values(&mut w, self.key);
         w.u16(self.attrs.len() as u16);
-        for (column, value) in &self.attrs {
+        for (column, value) in self.attrs {
             w.u16(*column);
             value.encode(&mut w);
         }
+    }
+}
+
+impl TcKeyReq {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        TcKeyReqRef {
+            flags: self.flags,
+            op_index: self.op_index,
+            op_type: self.op_type,
+            lock_mode: self.lock_mode,
+            table_id: self.table_id,
+            table_version: self.table_version,
+            replica: self.replica,
+            key: &self.key,
+            attrs: &self.attrs,
+        }
+        .encode(out)
     }
 
     pub fn decode(buf: &[u8]) -> Result<TcKeyReq, DecodeError> {
