@@ -6,8 +6,8 @@ use rndb_protocol::scan::{
 };
 use rndb_protocol::schema::ROW_BYTES_MAX;
 use rndb_protocol::signals::{
-    block, gsn, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReqRef, TcKeyRow, FLAG_START_TRANSACTION,
-    OP_INDEX_NONE, REPLICA_PRIMARY,
+    block, gsn, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReqRef, TcKeyRow,
+    FLAG_START_TRANSACTION, OP_INDEX_NONE, REPLICA_PRIMARY,
 };
 use rndb_protocol::{AbortOption, ExecType, IndexKind, LockMode, NdbError, OperationType, Value};
 use rndb_transporter::{FrameHeader, TransportError};
@@ -128,13 +128,7 @@ impl<'c> Transaction<'c> {
     /// Reads the row with primary key `key` (values in key-column order).
     pub fn read(&mut self, table: &Table, key: &[Value], lock: LockMode) -> Result<OpId, Error> {
         check_key(table, key)?;
-        self.define(
-            Target::table(table),
-            OperationType::Read,
-            lock,
-            key,
-            &[],
-        )
+        self.define(Target::table(table), OperationType::Read, lock, key, &[])
     }
 
     /// Reads the committed row with primary key `key` from one replica of its partition:
@@ -201,7 +195,7 @@ impl<'c> Transaction<'c> {
             Target::table(table),
             OperationType::Update,
             LockMode::Exclusive,
-            &key,
+            key,
             &attrs,
         )
     }
@@ -244,7 +238,7 @@ impl<'c> Transaction<'c> {
             target,
             OperationType::Update,
             LockMode::Exclusive,
-            &key,
+            key,
             &attrs,
         )
     }
@@ -252,13 +246,7 @@ impl<'c> Transaction<'c> {
     /// Deletes the row found through a unique index (626 if there is none).
     pub fn delete_unique(&mut self, index: &Index, key: &[Value]) -> Result<OpId, Error> {
         let target = unique_target(index, key)?;
-        self.define(
-            target,
-            OperationType::Delete,
-            LockMode::Exclusive,
-            key,
-            &[],
-        )
+        self.define(target, OperationType::Delete, LockMode::Exclusive, key, &[])
     }
 
     /// Starts a full-table scan in this transaction and waits for its first batch. Filters,

@@ -323,6 +323,34 @@ fn index_hash(key: &[u8]) -> u64 {
 }
 
 impl<W> SlotStore<W> {
+    /// The slot id `key` probably has, by its hash alone, without reading the slot: the
+    /// first stage of warming the cache for a lookup (see `Lqh::warm`).
+    pub fn candidate(&self, key: &[u8]) -> Option<SlotId> {
+        let hash = index_hash(key);
+        self.index
+            .find(hash, |&(h, _)| h == hash)
+            .map(|&(_, id)| id)
+    }
+
+    /// Reads one byte of slot `id`: brings the slot into the cache.
+    pub fn touch_slot(&self, id: SlotId) -> u8 {
+        match self.slots.get(id as usize) {
+            Some(Some(slot)) => slot.key.first().copied().unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    /// Reads one byte of slot `id`'s committed row: brings it into the cache.
+    pub fn touch_row(&self, id: SlotId) -> u8 {
+        match self.slots.get(id as usize) {
+            Some(Some(RowSlot {
+                committed: Some(row),
+                ..
+            })) => row.encoded().first().copied().unwrap_or(0),
+            _ => 0,
+        }
+    }
+
     /// The slot id of `key`, if it has a slot.
     pub fn id_of(&self, key: &[u8]) -> Option<SlotId> {
         let hash = index_hash(key);

@@ -140,6 +140,9 @@ pub struct Lqh {
     pub(super) memory: DataMemory,
 }
 
+/// Key operations [`Lqh::warm`] looks ahead at.
+pub const WARM_MAX: usize = 16;
+
 /// Row lists kept for reuse: enough for the transactions a busy node starts between two
 /// rounds of its loop.
 const SPARE_ROW_LISTS: usize = 4096;
@@ -263,6 +266,35 @@ impl Lqh {
 
     pub fn memory_used_bytes(&self) -> u64 {
         self.memory.used_bytes()
+    }
+
+    /// Brings into the cache what running `reqs` will read, so that their cache misses
+    /// overlap instead of coming one after another: the hash-index entries first, then the
+    /// slots, then the committed rows (each stage needs the one before, and the loads of one
+    /// stage are independent of each other, so the CPU has them in flight together).
+    pub fn warm<'r>(&self, reqs: impl Iterator<Item = &'r LqhKeyReq>) {
+        let mut found: [Option<(&SlotStore<LqhWork>, SlotId)>; WARM_MAX] = [None; WARM_MAX];
+        for (entry, req) in found.iter_mut().zip(reqs) {
+            let Some(fragment) = self
+                .fragments
+                .get(&req.table_id)
+                .and_then(|f| f.get(req.fragment as usize))
+            else {
+                continue;
+            };
+            *entry = fragment
+                .rows
+                .candidate(&req.key_bytes)
+                .map(|id| (&fragment.rows, id));
+        }
+        let mut touched = 0u8;
+        for (rows, id) in found.iter().flatten() {
+            touched ^= rows.touch_slot(*id);
+        }
+        for (rows, id) in found.iter().flatten() {
+            touched ^= rows.touch_row(*id);
+        }
+        std::hint::black_box(touched);
     }
 
     /// Runs one operation. Returns `None` when it waits for a lock; it is handed back by

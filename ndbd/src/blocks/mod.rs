@@ -121,6 +121,8 @@ pub struct Kernel {
     /// Unique indexes being built over existing rows.
     builds: index_build::Builds,
     jobs: VecDeque<Signal>,
+    /// Jobs at the front of `jobs` whose rows `Lqh::warm` has brought into the cache.
+    warmed: usize,
     /// Final answers waiting for a send buffer.
     unsent: answers::Unsent,
     /// Reused for encoding keys.
@@ -165,6 +167,7 @@ impl Kernel {
             lqh: lqh::Lqh::new(node.data_memory_bytes),
             scans: scan::Scans::new(node.max_no_of_concurrent_scans),
             jobs: VecDeque::new(),
+            warmed: 0,
             unsent: answers::Unsent::new(
                 node.max_no_of_concurrent_transactions as usize
                     + node.max_no_of_concurrent_scans as usize
@@ -283,7 +286,14 @@ impl Kernel {
     pub fn run_jobs(&mut self, out: &mut dyn Outbox, now: Instant) {
         // Final answers that found a full send buffer go first.
         self.unsent.retry(out);
-        while let Some(signal) = self.jobs.pop_front() {
+        loop {
+            if self.warmed == 0 && matches!(self.jobs.front(), Some(Signal::LqhKeyReq(_))) {
+                self.warm_ahead();
+            }
+            let Some(signal) = self.jobs.pop_front() else {
+                break;
+            };
+            self.warmed = self.warmed.saturating_sub(1);
             match signal {
                 Signal::LqhKeyReq(req) => self.run_lqh_key_req(req, out),
                 Signal::ScanResume { scan, fragment } => self.resume_scan(scan, fragment, out, now),
@@ -298,6 +308,17 @@ impl Kernel {
                 }
             }
         }
+    }
+
+    /// Warms the cache for the key operations among the next jobs (see `Lqh::warm`).
+    fn warm_ahead(&mut self) {
+        let ahead = self.jobs.len().min(lqh::WARM_MAX);
+        self.lqh
+            .warm(self.jobs.iter().take(ahead).filter_map(|job| match job {
+                Signal::LqhKeyReq(req) => Some(req),
+                _ => None,
+            }));
+        self.warmed = ahead;
     }
 
     /// The transaction's commit or abort is over on every participant: TC forgets it and
