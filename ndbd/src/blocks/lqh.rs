@@ -140,8 +140,17 @@ pub struct Lqh {
     pub(super) memory: DataMemory,
 }
 
-/// Key operations [`Lqh::warm`] looks ahead at.
+/// Queued jobs [`Lqh::warm`] looks ahead at.
 pub const WARM_MAX: usize = 16;
+
+/// Work whose rows [`Lqh::warm`] brings into the cache.
+#[derive(Clone, Copy, Debug)]
+pub enum Warm<'a> {
+    /// A key operation's row.
+    Key(&'a LqhKeyReq),
+    /// The rows a transaction holds, for its commit or abort.
+    Rows(TransId),
+}
 
 /// Row lists kept for reuse: enough for the transactions a busy node starts between two
 /// rounds of its loop.
@@ -272,20 +281,25 @@ impl Lqh {
     /// overlap instead of coming one after another: the hash-index entries first, then the
     /// slots, then the committed rows (each stage needs the one before, and the loads of one
     /// stage are independent of each other, so the CPU has them in flight together).
-    pub fn warm<'r>(&self, reqs: impl Iterator<Item = &'r LqhKeyReq>) {
+    pub fn warm<'r>(&self, work: impl Iterator<Item = Warm<'r>>) {
         let mut found: [Option<(&SlotStore<LqhWork>, SlotId)>; WARM_MAX] = [None; WARM_MAX];
-        for (entry, req) in found.iter_mut().zip(reqs) {
-            let Some(fragment) = self
-                .fragments
-                .get(&req.table_id)
-                .and_then(|f| f.get(req.fragment as usize))
-            else {
-                continue;
+        let rows_of = |table_id: u32, fragment: u32| {
+            self.fragments
+                .get(&table_id)
+                .and_then(|f| f.get(fragment as usize))
+                .map(|f| &f.rows)
+        };
+        for (entry, work) in found.iter_mut().zip(work) {
+            *entry = match work {
+                Warm::Key(req) => rows_of(req.table_id, req.fragment)
+                    .and_then(|rows| Some((rows, rows.candidate(&req.key_bytes)?))),
+                // A commit or abort starts with the first row the transaction touched.
+                Warm::Rows(trans) => self
+                    .trans_rows
+                    .get(&trans)
+                    .and_then(|refs| refs.first())
+                    .and_then(|r| Some((rows_of(r.table_id, r.fragment)?, r.slot))),
             };
-            *entry = fragment
-                .rows
-                .candidate(&req.key_bytes)
-                .map(|id| (&fragment.rows, id));
         }
         let mut touched = 0u8;
         for (rows, id) in found.iter().flatten() {

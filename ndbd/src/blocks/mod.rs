@@ -287,7 +287,12 @@ impl Kernel {
         // Final answers that found a full send buffer go first.
         self.unsent.retry(out);
         loop {
-            if self.warmed == 0 && matches!(self.jobs.front(), Some(Signal::LqhKeyReq(_))) {
+            if self.warmed == 0
+                && matches!(
+                    self.jobs.front(),
+                    Some(Signal::LqhKeyReq(_) | Signal::LqhCommit { .. } | Signal::LqhAbort { .. })
+                )
+            {
                 self.warm_ahead();
             }
             let Some(signal) = self.jobs.pop_front() else {
@@ -315,7 +320,10 @@ impl Kernel {
         let ahead = self.jobs.len().min(lqh::WARM_MAX);
         self.lqh
             .warm(self.jobs.iter().take(ahead).filter_map(|job| match job {
-                Signal::LqhKeyReq(req) => Some(req),
+                Signal::LqhKeyReq(req) => Some(lqh::Warm::Key(req)),
+                Signal::LqhCommit { trans, .. } | Signal::LqhAbort { trans, .. } => {
+                    Some(lqh::Warm::Rows(*trans))
+                }
                 _ => None,
             }));
         self.warmed = ahead;
