@@ -14,9 +14,10 @@
 //! The executor holds at most MaxNoOfConcurrentTransactions transactions (prepared or in
 //! flight); past that `prepare` fails with 4006.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use hashbrown::HashMap;
 use rndb_config::NodeId;
 use rndb_protocol::{AbortOption, ExecType};
 use rndb_transporter::FrameHeader;
@@ -59,9 +60,13 @@ struct Pending<'c> {
 /// Runs many transactions' executes at once from one thread. See the module docs.
 pub struct AsyncExecutor<'c> {
     cluster: &'c Cluster,
-    prepared: Vec<Pending<'c>>,
-    /// Sent executes by TC node and request id.
-    in_flight: HashMap<(NodeId, u32), Pending<'c>>,
+    /// Boxed, like `in_flight`'s: an execute moves from here through `send`'s per-node lists
+    /// into the map, and each move should copy a pointer, not the transaction.
+    #[allow(clippy::vec_box)]
+    prepared: Vec<Box<Pending<'c>>>,
+    /// Sent executes by TC node and request id (boxed: a map entry moves 8 bytes, not the
+    /// transaction).
+    in_flight: HashMap<(NodeId, u32), Box<Pending<'c>>>,
     /// How many executes are in flight to each data node.
     per_node: Vec<(NodeId, usize)>,
     /// Sent executes in send order: the oldest is the one `poll` waits for.
@@ -143,14 +148,14 @@ impl<'c> AsyncExecutor<'c> {
                 connection,
                 frames,
                 sent,
-            } => self.prepared.push(Pending {
+            } => self.prepared.push(Box::new(Pending {
                 tag,
                 transaction,
                 connection,
                 sent,
                 frames,
                 deadline: Instant::now(),
-            }),
+            })),
         }
         Ok(())
     }
@@ -161,7 +166,7 @@ impl<'c> AsyncExecutor<'c> {
         if self.prepared.is_empty() {
             return;
         }
-        let mut by_node: Vec<(NodeId, Vec<Pending<'c>>)> = Vec::new();
+        let mut by_node: Vec<(NodeId, Vec<Box<Pending<'c>>>)> = Vec::new();
         for pending in self.prepared.drain(..) {
             let node = pending.connection.peer;
             match by_node.iter_mut().find(|(n, _)| *n == node) {
@@ -170,7 +175,7 @@ impl<'c> AsyncExecutor<'c> {
             }
         }
         for (node, list) in by_node {
-            let mut chunk: Vec<Pending<'c>> = Vec::new();
+            let mut chunk: Vec<Box<Pending<'c>>> = Vec::new();
             let mut chunk_bytes = 0;
             for pending in list {
                 let bytes: usize = pending.frames.iter().map(|(_, p)| p.len() + 32).sum();
@@ -186,7 +191,8 @@ impl<'c> AsyncExecutor<'c> {
     }
 
     /// Sends the executes of `chunk`, all to `node`, in one batch.
-    fn send_chunk(&mut self, node: NodeId, chunk: Vec<Pending<'c>>) {
+    #[allow(clippy::vec_box)] // see `prepared`
+    fn send_chunk(&mut self, node: NodeId, chunk: Vec<Box<Pending<'c>>>) {
         let Some(connection) = chunk.first().map(|p| p.connection) else {
             return;
         };
@@ -293,7 +299,7 @@ impl<'c> AsyncExecutor<'c> {
             .collect()
     }
 
-    fn insert_in_flight(&mut self, key: (NodeId, u32), pending: Pending<'c>) {
+    fn insert_in_flight(&mut self, key: (NodeId, u32), pending: Box<Pending<'c>>) {
         match self.per_node.iter_mut().find(|(n, _)| *n == key.0) {
             Some((_, count)) => *count += 1,
             None => self.per_node.push((key.0, 1)),
@@ -301,7 +307,7 @@ impl<'c> AsyncExecutor<'c> {
         self.in_flight.insert(key, pending);
     }
 
-    fn take_in_flight(&mut self, key: (NodeId, u32)) -> Option<Pending<'c>> {
+    fn take_in_flight(&mut self, key: (NodeId, u32)) -> Option<Box<Pending<'c>>> {
         let pending = self.in_flight.remove(&key)?;
         if let Some((_, count)) = self.per_node.iter_mut().find(|(n, _)| *n == key.0) {
             *count -= 1;

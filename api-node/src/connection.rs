@@ -7,12 +7,13 @@
 //!
 //! Lock order: `link` before `shared`. Nobody takes `link` while holding `shared`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
+use hashbrown::HashMap;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use rndb_config::{NodeId, TransporterKind};
@@ -40,8 +41,12 @@ const POLL_SLEEP_MAX: Duration = Duration::from_millis(50);
 /// (the socket or ring was full): it flushes again after this.
 const POLL_SLEEP_SEND_PENDING: Duration = Duration::from_millis(1);
 
+/// Bytes a request's answer buffer starts with: a key operation's row and the execute's
+/// answer fit without growing it.
+const REPLY_BYTES_INITIAL: usize = 128;
+
 /// The answers gathered for one request: frames as `[signal u16][length u32][payload]`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Reply {
     frames: Vec<u8>,
     complete: bool,
@@ -49,6 +54,17 @@ struct Reply {
     waiter: Option<Thread>,
     /// Collected by [`Connection::take_async_done`] rather than by a waiting thread.
     asynchronous: bool,
+}
+
+impl Default for Reply {
+    fn default() -> Self {
+        Reply {
+            frames: Vec::with_capacity(REPLY_BYTES_INITIAL),
+            complete: false,
+            waiter: None,
+            asynchronous: false,
+        }
+    }
 }
 
 /// State shared between the poll owner and the waiters.

@@ -24,6 +24,11 @@ use std::process::ExitCode;
 use anyhow::{anyhow, Context, Result};
 use clap::Parser;
 use rand::rngs::StdRng;
+
+/// The same allocator as the data node's (mimalloc): with thousands of transactions in flight
+/// the client allocates as fast as the data node does.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use rand::SeedableRng;
 use rndb_api::{Cluster, ConnectOptions, LockMode, Table, TransporterKind};
 
