@@ -46,7 +46,7 @@ const POLL_SLEEP_SEND_PENDING: Duration = Duration::from_millis(1);
 const REPLY_BYTES_INITIAL: usize = 128;
 
 /// The answers gathered for one request: frames as `[signal u16][length u32][payload]`.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Reply {
     frames: Vec<u8>,
     complete: bool,
@@ -56,13 +56,13 @@ struct Reply {
     asynchronous: bool,
 }
 
-impl Default for Reply {
-    fn default() -> Self {
+impl Reply {
+    /// A reply to fill, its buffer already sized for the usual answers.
+    fn expected(asynchronous: bool) -> Reply {
         Reply {
             frames: Vec::with_capacity(REPLY_BYTES_INITIAL),
-            complete: false,
-            waiter: None,
-            asynchronous: false,
+            asynchronous,
+            ..Reply::default()
         }
     }
 }
@@ -279,15 +279,13 @@ impl Connection {
 
     /// Registers `request_id` as awaiting answers. Must happen before its signals are sent.
     pub fn expect(&self, request_id: u32) {
-        self.shared().replies.insert(request_id, Reply::default());
+        let reply = Reply::expected(false);
+        self.shared().replies.insert(request_id, reply);
     }
 
     /// Registers `request_id` as awaiting answers that [`Connection::take_async_done`] collects.
     pub fn expect_async(&self, request_id: u32) {
-        let reply = Reply {
-            asynchronous: true,
-            ..Reply::default()
-        };
+        let reply = Reply::expected(true);
         self.shared().replies.insert(request_id, reply);
     }
 

@@ -24,11 +24,6 @@ use std::process::ExitCode;
 use anyhow::{anyhow, Context, Result};
 use clap::Parser;
 use rand::rngs::StdRng;
-
-/// The same allocator as the data node's (mimalloc): with thousands of transactions in flight
-/// the client allocates as fast as the data node does.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use rand::SeedableRng;
 use rndb_api::{Cluster, ConnectOptions, LockMode, Table, TransporterKind};
 
@@ -36,6 +31,11 @@ use args::{Args, Format, Transporter};
 use bench::Workload;
 use local::{Interrupted, LocalCluster, Shutdown};
 use report::{Figures, Params, Report};
+
+/// The same allocator as the data node's (mimalloc): with thousands of transactions in flight
+/// the client allocates as fast as the data node does.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The config used without `--config-file`, relative to the current directory or the workspace.
 const DEFAULT_CONFIG: &str = "config/examples/single.ini";

@@ -6,7 +6,7 @@
 //! but no name in the table namespace. An ordered index has no table: TUX keeps one ordered
 //! structure per fragment of its base table.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 use rndb_protocol::schema::{COLUMN_BYTES_MAX, NAME_BYTES_MAX};
 use rndb_protocol::signals::{CreateIndexReq, IndexInfo, TableInfo, INDEX_COLUMNS_MAX};

@@ -598,7 +598,11 @@ impl Kernel {
                 None,
             ) => {
                 // NDB's TRANSID_AI: a read's row goes from LQH straight to the API, while it
-                // is still in the cache; TC only counts the operation as answered.
+                // is still in the cache; TC only counts the operation as answered. This is
+                // safe only because the `live` check above ran in this same call: the
+                // transaction is Active, so TC would have sent the row too. Should it abort
+                // before TC takes the answer, the API files the row and then hears the
+                // execute's TC_EXECUTE_REF on the same link, after it (as in NDB).
                 self.answer_api(trans, ApiAnswer::Row { op_index, row }, out);
                 self.jobs.push_back(Signal::LqhAnswer(LqhAnswer::Conf {
                     trans,

@@ -155,8 +155,9 @@ pub enum Warm<'a> {
 /// Row lists kept for reuse: enough for the transactions a busy node starts between two
 /// rounds of its loop.
 const SPARE_ROW_LISTS: usize = 4096;
-/// A longer row list is freed rather than kept.
-const SPARE_ROW_LIST_CAPACITY: usize = 1024;
+/// A row list with room for more rows is freed rather than kept, so the spares hold at most
+/// 4096 × 64 × 12 bytes (3 MiB) however large the transactions were.
+const SPARE_ROW_LIST_CAPACITY: usize = 64;
 
 impl Lqh {
     pub fn new(data_memory_bytes: u64) -> Lqh {

@@ -121,7 +121,8 @@ pub struct Kernel {
     /// Unique indexes being built over existing rows.
     builds: index_build::Builds,
     jobs: VecDeque<Signal>,
-    /// Jobs at the front of `jobs` whose rows `Lqh::warm` has brought into the cache.
+    /// Jobs at the front of `jobs` whose rows `Lqh::warm` has brought into the cache. Counts
+    /// right because jobs are only ever taken from the front and added at the back.
     warmed: usize,
     /// Final answers waiting for a send buffer.
     unsent: answers::Unsent,
@@ -287,7 +288,10 @@ impl Kernel {
         // Final answers that found a full send buffer go first.
         self.unsent.retry(out);
         loop {
+            // One queued operation alone gains nothing from warming (it would look its row up
+            // twice), so a run of them is warmed only when another job follows.
             if self.warmed == 0
+                && self.jobs.len() > 1
                 && matches!(
                     self.jobs.front(),
                     Some(Signal::LqhKeyReq(_) | Signal::LqhCommit { .. } | Signal::LqhAbort { .. })

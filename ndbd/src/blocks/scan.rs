@@ -437,9 +437,8 @@ impl Kernel {
         );
     }
 
-    /// Closes the scans of a transaction that ended; a running batch is refused with `error`.
-    /// Ends the scans of a transaction that ended, answering each waiting one with the
-    /// error `error` makes (built only when there is such a scan).
+    /// Closes the scans of a transaction that ended; a running batch is refused with the error
+    /// `error` makes (built only when there is such a batch).
     pub(super) fn close_scans_of(
         &mut self,
         trans: TransId,

@@ -792,3 +792,71 @@ fn a_rollback_during_a_running_execute_aborts_when_it_ends() {
         .map(|(_, _, _, b)| signals::TcKeyRow::decode(b).expect("row").values);
     assert_eq!(row, Some(vec![Value::Int32(1), Value::Int32(20)]));
 }
+
+/// A read's row goes from LQH straight to the API; when a later operation of the same execute
+/// fails and aborts the transaction, the API still gets the row first and the execute's
+/// TC_EXECUTE_REF after it, and the read's lock is released.
+#[test]
+fn a_read_row_comes_before_the_ref_of_its_failed_execute() {
+    let (mut k, mut out, t) = setup();
+    let rid = 40;
+    let read = TcKeyReq {
+        flags: FLAG_START_TRANSACTION,
+        op_index: 0,
+        replica: 0,
+        op_type: OperationType::Read,
+        lock_mode: LockMode::Read,
+        table_id: t.table_id,
+        table_version: t.table_version,
+        key: vec![Value::Int32(1)],
+        attrs: vec![],
+    };
+    let duplicate = TcKeyReq {
+        flags: 0,
+        op_index: 1,
+        op_type: OperationType::Insert,
+        lock_mode: LockMode::Exclusive,
+        key: vec![Value::Int32(2)],
+        attrs: vec![(1, Value::Int32(7))],
+        ..read.clone()
+    };
+    for req in [&read, &duplicate] {
+        let mut b = Vec::new();
+        req.encode(&mut b);
+        frame(&mut k, &mut out, 50, gsn::TCKEYREQ, rid, &b);
+    }
+    let b = exec_req(false, ExecType::NoCommit, AbortOption::AbortOnError, 2);
+    frame(&mut k, &mut out, 50, gsn::TC_EXECUTE_REQ, rid, &b);
+    let signals: Vec<u16> = out
+        .frames
+        .iter()
+        .filter(|(_, _, r, _)| *r == rid)
+        .map(|f| f.1)
+        .collect();
+    let row_at = signals.iter().position(|&s| s == gsn::TCKEY_ROW);
+    let ref_at = signals.iter().position(|&s| s == gsn::TC_EXECUTE_REF);
+    assert!(
+        matches!((row_at, ref_at), (Some(row), Some(r)) if row < r),
+        "the row comes before the execute's refusal: {signals:?}"
+    );
+    assert_eq!(
+        signals.iter().filter(|&&s| s == gsn::TCKEY_ROW).count(),
+        1,
+        "the row is sent once: {signals:?}"
+    );
+    assert_eq!(execute_ref(&out, rid).code, 630);
+    // The aborted read holds no lock: another transaction updates the row at once.
+    op(
+        &mut k,
+        &mut out,
+        51,
+        41,
+        &t,
+        true,
+        OperationType::Update,
+        1,
+        5,
+        ExecType::Commit,
+    );
+    assert_eq!(answered(&out, 41), Some(gsn::TC_EXECUTE_CONF));
+}

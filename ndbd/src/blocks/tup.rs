@@ -13,7 +13,7 @@
 use std::rc::Rc;
 
 use rndb_protocol::filter::Filter;
-use rndb_protocol::schema::{decode_values, encode_values};
+use rndb_protocol::schema::encode_values;
 use rndb_protocol::{NdbError, Reader, TableDef, Value, Writer};
 
 /// Bookkeeping bytes charged per key (slot, hash entry) on top of the key itself.
@@ -136,11 +136,6 @@ impl std::fmt::Debug for Row {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("Row").field(&self.unpack()).finish()
     }
-}
-
-/// Decodes a row that came over the wire as values (a replica's LQHKEYCONF).
-pub fn decode_row(r: &mut Reader<'_>, max: usize) -> Result<Row, rndb_protocol::DecodeError> {
-    decode_values(r, max).map(|values| Row::pack(&values))
 }
 
 /// Bytes a row image is charged: its values' encoding and a fixed overhead.
