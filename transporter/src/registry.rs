@@ -72,6 +72,9 @@ pub struct Registry {
     links: Vec<Option<Box<dyn Transporter>>>,
     /// How many slots hold a link.
     link_count: usize,
+    /// One past the highest slot that holds a link: iterations stop there (they run on every
+    /// turn of a data node's loop, and node ids in use are usually far below 255).
+    end: usize,
 }
 
 impl Registry {
@@ -82,6 +85,7 @@ impl Registry {
         Registry {
             links,
             link_count: 0,
+            end: 0,
         }
     }
 
@@ -96,6 +100,7 @@ impl Registry {
         if previous.is_none() {
             self.link_count += 1;
         }
+        self.end = self.end.max(index + 1);
         previous
     }
 
@@ -104,6 +109,9 @@ impl Registry {
         let previous = self.links.get_mut(usize::from(peer.0))?.take();
         if previous.is_some() {
             self.link_count -= 1;
+            while self.end > 0 && self.links[self.end - 1].is_none() {
+                self.end -= 1;
+            }
         }
         previous
     }
@@ -122,7 +130,7 @@ impl Registry {
 
     /// Every link, in node-id order.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (NodeId, &mut (dyn Transporter + 'static))> {
-        self.links
+        self.links[..self.end]
             .iter_mut()
             .enumerate()
             .filter_map(|(index, slot)| Some((NodeId(index as u16), slot.as_deref_mut()?)))
@@ -130,7 +138,7 @@ impl Registry {
 
     /// The peers with a link, in node-id order.
     pub fn peers(&self) -> impl Iterator<Item = NodeId> + '_ {
-        self.links
+        self.links[..self.end]
             .iter()
             .enumerate()
             .filter(|(_, slot)| slot.is_some())

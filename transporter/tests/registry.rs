@@ -241,7 +241,17 @@ fn registry_keeps_one_link_per_peer() {
         [NodeId(1), NodeId(255)]
     );
     assert!(format!("{registry:?}").contains("255"));
+    // Iteration stops after the highest link: removing it, and adding a lower one, keep every
+    // link visited and nothing else.
+    assert!(registry.remove(NodeId(255)).is_some());
+    assert_eq!(registry.peers().collect::<Vec<_>>(), [NodeId(1)]);
+    assert!(registry.insert(Box::new(FakeLink(NodeId(7)))).is_none());
+    let visited: Vec<NodeId> = registry.iter_mut().map(|(id, _)| id).collect();
+    assert_eq!(visited, [NodeId(1), NodeId(7)]);
+    assert!(registry.remove(NodeId(1)).is_some() && registry.remove(NodeId(7)).is_some());
+    assert!(registry.is_empty() && registry.peers().next().is_none());
     let mut grown = Registry::default();
     grown.insert(Box::new(FakeLink(NodeId(300))));
     assert!(grown.contains(NodeId(300)));
+    assert_eq!(grown.peers().collect::<Vec<_>>(), [NodeId(300)]);
 }
