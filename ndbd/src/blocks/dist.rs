@@ -28,6 +28,7 @@
 //! sent to it fail with 4010, and its foreign transactions here are rolled back.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Instant;
 
 use hashbrown::HashMap;
 
@@ -509,7 +510,7 @@ impl Kernel {
 
     /// LQH: runs an operation here; a write that succeeded goes on to the next replica of its
     /// chain, anything else is answered.
-    pub(super) fn run_lqh_key_req(&mut self, req: LqhKeyReq, out: &mut dyn Outbox) {
+    pub(super) fn run_lqh_key_req(&mut self, req: LqhKeyReq, out: &mut dyn Outbox, now: Instant) {
         let committed_read = is_committed_read(req.op_type, req.lock_mode);
         let remote = matches!(req.role, OpRole::Remote { .. });
         // A CommittedRead for another node takes no lock and belongs to no transaction here.
@@ -604,14 +605,23 @@ impl Kernel {
                 // before TC takes the answer, the API files the row and then hears the
                 // execute's TC_EXECUTE_REF on the same link, after it (as in NDB).
                 self.answer_api(trans, ApiAnswer::Row { op_index, row }, out);
-                self.jobs.push_back(Signal::LqhAnswer(LqhAnswer::Conf {
-                    trans,
-                    op_index,
-                    row: None,
-                    role: OpRole::Api,
-                    fired,
-                    committed,
-                }));
+                if fired.is_empty() && !committed {
+                    // All TC does with such an answer is count it: done here, not through
+                    // the job queue. (The execute completes only when every operation is
+                    // counted, so answers still queued hold it back as before.)
+                    let answer = self.tc.on_lqh_answer(trans, op_index, Ok(None));
+                    debug_assert!(answer.is_none(), "a counted read answers nothing more");
+                    self.complete(trans, out, now);
+                } else {
+                    self.jobs.push_back(Signal::LqhAnswer(LqhAnswer::Conf {
+                        trans,
+                        op_index,
+                        row: None,
+                        role: OpRole::Api,
+                        fired,
+                        committed,
+                    }));
+                }
             }
             (answer, _) => self.jobs.push_back(Signal::LqhAnswer(answer)),
         }

@@ -304,7 +304,7 @@ impl Kernel {
             };
             self.warmed = self.warmed.saturating_sub(1);
             match signal {
-                Signal::LqhKeyReq(req) => self.run_lqh_key_req(req, out),
+                Signal::LqhKeyReq(req) => self.run_lqh_key_req(req, out, now),
                 Signal::ScanResume { scan, fragment } => self.resume_scan(scan, fragment, out, now),
                 Signal::LqhAnswer(answer) => self.on_lqh_answer(answer, out, now),
                 Signal::TcRound(trans) => self.tc_round(trans, out),
