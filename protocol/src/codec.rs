@@ -117,6 +117,11 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(bytes).map_err(|e| DecodeError::new(self.what, format!("{e}")))
     }
 
+    /// The bytes not read yet.
+    pub fn rest(&self) -> &'a [u8] {
+        self.buf
+    }
+
     /// Bytes not read yet.
     pub fn remaining(&self) -> usize {
         self.buf.len()

@@ -313,7 +313,8 @@ impl Value {
         })
     }
 
-    /// Moves past one encoded value without building it.
+    /// Moves past one encoded value without building it, checking it as [`Value::decode`]
+    /// would (so a value `skip` accepts, `decode` accepts).
     pub fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
         match r.u8()? {
             0 => {}
@@ -323,7 +324,10 @@ impl Value {
             3..=5 => {
                 r.u64()?;
             }
-            6 | 7 => {
+            6 => {
+                r.str16()?;
+            }
+            7 => {
                 r.bytes16()?;
             }
             t => return Err(r.error(format!("unknown value tag {t}"))),
@@ -349,6 +353,69 @@ pub fn encode_values(w: &mut Writer<'_>, values: &[Value]) {
     for v in values {
         v.encode(w);
     }
+}
+
+/// Moves past a list written by [`encode_values`] (at most `max` values), checking every value
+/// as [`decode_values`] would, and returns its bytes.
+pub fn skip_values<'a>(r: &mut Reader<'a>, max: usize) -> Result<&'a [u8], DecodeError> {
+    let start = r.rest();
+    let count = usize::from(r.u16()?);
+    if count > max {
+        return Err(r.error(format!("{count} values, at most {max}")));
+    }
+    for _ in 0..count {
+        Value::skip(r)?;
+    }
+    Ok(&start[..start.len() - r.rest().len()])
+}
+
+/// The canonical key of an encoded key (a list as [`encode_values`] writes it, already checked
+/// by [`skip_values`]), borrowed from it: the values' bytes without the count. It accepts and
+/// refuses exactly what [`encode_key`] does with the decoded values (4116 for the wrong number
+/// of values, 4209 for a NULL or a value of the wrong type or length), and the bytes are the
+/// ones `encode_key` writes.
+pub fn canonical_key<'k>(
+    def: &TableDef,
+    key_columns: &[usize],
+    encoded: &'k [u8],
+) -> Result<&'k [u8], NdbError> {
+    let malformed = || NdbError::with_detail(4000, "malformed key values");
+    let mut r = Reader::new(encoded, "key");
+    let count = usize::from(r.u16().map_err(|_| malformed())?);
+    if count != key_columns.len() {
+        return Err(NdbError::with_detail(
+            4116,
+            format!(
+                "table {} has {} key columns, got {count}",
+                def.name,
+                key_columns.len(),
+            ),
+        ));
+    }
+    for &column in key_columns {
+        let cdef = &def.columns[column];
+        let wrong = || {
+            NdbError::with_detail(
+                4209,
+                format!("key column {} is {}", cdef.name, cdef.column_type),
+            )
+        };
+        let tag = r.u8().map_err(|_| malformed())?;
+        let fits = match (tag, cdef.column_type) {
+            (1, ColumnType::Int32) | (2, ColumnType::UInt32) => r.u32().is_ok(),
+            (3, ColumnType::Int64) | (4, ColumnType::UInt64) | (5, ColumnType::Float64) => {
+                r.u64().is_ok()
+            }
+            (6, ColumnType::Varchar(n)) => r.str16().is_ok_and(|s| s.len() <= usize::from(n)),
+            (7, ColumnType::Varbinary(n)) => r.bytes16().is_ok_and(|b| b.len() <= usize::from(n)),
+            _ => false,
+        };
+        if !fits {
+            return Err(wrong());
+        }
+    }
+    r.finish().map_err(|_| malformed())?;
+    Ok(&encoded[2..])
 }
 
 /// Decodes a list written by [`encode_values`], at most `max` values.

@@ -9,8 +9,8 @@
 
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::schema::{
-    decode_values, encode_values, AbortOption, ExecType, IndexKind, LockMode, OperationType,
-    TableDef, Value, COLUMNS_MAX, NAME_BYTES_MAX,
+    decode_values, encode_values, skip_values, AbortOption, ExecType, IndexKind, LockMode,
+    OperationType, TableDef, Value, COLUMNS_MAX, NAME_BYTES_MAX,
 };
 
 /// Signal numbers (NDB calls them GSNs). Transporter handshake signals use 0xFFF0 and above.
@@ -338,6 +338,30 @@ impl TcKeyReq {
     }
 
     pub fn decode(buf: &[u8]) -> Result<TcKeyReq, DecodeError> {
+        TcKeyReqView::decode(buf).map(|view| view.to_owned())
+    }
+}
+
+/// A TCKEYREQ read in place: every field checked as [`TcKeyReq::decode`] checks it, the key
+/// and attribute values left encoded. The data node decodes them only for an operation that
+/// needs them (a read needs only the canonical key, see `schema::canonical_key`).
+#[derive(Clone, Copy, Debug)]
+pub struct TcKeyReqView<'a> {
+    pub flags: u8,
+    pub op_index: u32,
+    pub op_type: OperationType,
+    pub lock_mode: LockMode,
+    pub table_id: u32,
+    pub table_version: u32,
+    pub replica: u8,
+    /// The key values, as [`encode_values`] writes them.
+    pub key: &'a [u8],
+    /// The attributes: a u16 count, then (column u16 · value)*.
+    pub attrs: &'a [u8],
+}
+
+impl<'a> TcKeyReqView<'a> {
+    pub fn decode(buf: &'a [u8]) -> Result<TcKeyReqView<'a>, DecodeError> {
         let mut r = Reader::new(buf, "TCKEYREQ");
         let flags = r.u8()?;
         let op_index = r.u32()?;
@@ -347,18 +371,19 @@ impl TcKeyReq {
         let table_id = r.u32()?;
         let table_version = r.u32()?;
         let replica = r.u8()?;
-        let key = decode_values(&mut r, COLUMNS_MAX)?;
+        let key = skip_values(&mut r, COLUMNS_MAX)?;
+        let attrs_start = r.rest();
         let attr_count = usize::from(r.u16()?);
         if attr_count > COLUMNS_MAX {
             return Err(r.error(format!("{attr_count} attributes, at most {COLUMNS_MAX}")));
         }
-        let mut attrs = Vec::with_capacity(attr_count);
         for _ in 0..attr_count {
-            let column = r.u16()?;
-            attrs.push((column, Value::decode(&mut r)?));
+            r.u16()?;
+            Value::skip(&mut r)?;
         }
+        let attrs = &attrs_start[..attrs_start.len() - r.rest().len()];
         r.finish()?;
-        Ok(TcKeyReq {
+        Ok(TcKeyReqView {
             flags,
             op_index,
             op_type,
@@ -369,6 +394,45 @@ impl TcKeyReq {
             key,
             attrs,
         })
+    }
+
+    /// The key values (`decode` checked them, so this finds every one).
+    pub fn key_values(&self) -> Vec<Value> {
+        let values = decode_values(&mut Reader::new(self.key, "TCKEYREQ key"), COLUMNS_MAX);
+        debug_assert!(values.is_ok(), "key values decode checked: {values:?}");
+        values.unwrap_or_default()
+    }
+
+    /// The (column, value) attributes (`decode` checked them, so this finds every one).
+    pub fn attr_values(&self) -> Vec<(u16, Value)> {
+        let mut r = Reader::new(self.attrs, "TCKEYREQ attributes");
+        let count = r.u16().map_or(0, usize::from);
+        let mut attrs = Vec::with_capacity(count);
+        for _ in 0..count {
+            let column = r.u16();
+            match (column, Value::decode(&mut r)) {
+                (Ok(column), Ok(value)) => attrs.push((column, value)),
+                _ => {
+                    debug_assert!(false, "attributes decode checked");
+                    break;
+                }
+            }
+        }
+        attrs
+    }
+
+    pub fn to_owned(&self) -> TcKeyReq {
+        TcKeyReq {
+            flags: self.flags,
+            op_index: self.op_index,
+            op_type: self.op_type,
+            lock_mode: self.lock_mode,
+            table_id: self.table_id,
+            table_version: self.table_version,
+            replica: self.replica,
+            key: self.key_values(),
+            attrs: self.attr_values(),
+        }
     }
 }
 
@@ -534,10 +598,83 @@ mod tests {
         assert_eq!(TableInfo::decode(&buf), Ok(info));
     }
 
+    fn any_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(Value::Null),
+            any::<i32>().prop_map(Value::Int32),
+            any::<u32>().prop_map(Value::UInt32),
+            any::<i64>().prop_map(Value::Int64),
+            any::<u64>().prop_map(Value::UInt64),
+            (-1e6f64..1e6).prop_map(Value::Float64),
+            "[a-zé]{0,6}".prop_map(Value::Varchar),
+            proptest::collection::vec(any::<u8>(), 0..6).prop_map(Value::Varbinary),
+        ]
+    }
+
+    fn any_type() -> impl proptest::strategy::Strategy<Value = ColumnType> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(ColumnType::Int32),
+            Just(ColumnType::UInt32),
+            Just(ColumnType::Int64),
+            Just(ColumnType::UInt64),
+            Just(ColumnType::Float64),
+            (0u16..5).prop_map(ColumnType::Varchar),
+            (0u16..5).prop_map(ColumnType::Varbinary),
+        ]
+    }
+
     proptest::proptest! {
+        /// The data node's in-place key check (`canonical_key` over a `TcKeyReqView`) accepts,
+        /// refuses and encodes exactly as `encode_key` over the decoded values, and the view
+        /// decodes every message the owned decoder does, to the same request.
+        #[test]
+        fn canonical_key_agrees_with_encode_key(
+            types in proptest::collection::vec(any_type(), 1..4),
+            key in proptest::collection::vec(any_value(), 0..5),
+        ) {
+            let columns: Vec<ColumnDef> = types
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| ColumnDef::key(&format!("k{i}"), t))
+                .chain([ColumnDef::nullable("v", ColumnType::Int32)])
+                .collect();
+            let def = TableDef::new("t", columns);
+            let key_columns: Vec<usize> = (0..types.len()).collect();
+            let req = TcKeyReq {
+                flags: 0,
+                op_index: 1,
+                op_type: OperationType::Read,
+                lock_mode: LockMode::Read,
+                table_id: 1,
+                table_version: 1,
+                replica: 0,
+                key,
+                attrs: vec![(types.len() as u16, Value::Int32(3))],
+            };
+            let mut buf = Vec::new();
+            req.encode(&mut buf);
+            let view = TcKeyReqView::decode(&buf).expect("view");
+            proptest::prop_assert_eq!(&view.to_owned(), &req);
+            let mut expected = Vec::new();
+            let expected = crate::schema::encode_key(&def, &key_columns, &req.key, &mut expected)
+                .map(|()| expected);
+            let found = crate::schema::canonical_key(&def, &key_columns, view.key);
+            match (&expected, &found) {
+                (Ok(bytes), Ok(canonical)) => proptest::prop_assert_eq!(&bytes[..], *canonical),
+                (Err(e), Err(f)) => proptest::prop_assert_eq!(e.code, f.code),
+                _ => proptest::prop_assert!(false, "encode_key {:?}, canonical_key {:?}", expected, found),
+            }
+        }
+
         #[test]
         fn decoders_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
             let _ = TcKeyReq::decode(&bytes);
+            if let Ok(view) = TcKeyReqView::decode(&bytes) {
+                // What the view accepted decodes whole.
+                proptest::prop_assert_eq!(TcKeyReq::decode(&bytes), Ok(view.to_owned()));
+            }
             let _ = TcKeyRow::decode(&bytes);
             let _ = TcKeyRef::decode(&bytes);
             let _ = TcExecuteReq::decode(&bytes);

@@ -38,9 +38,9 @@ use rndb_protocol::lqh::gsn as dgsn;
 use rndb_protocol::scan::{ScanNextReq, ScanTabReq};
 use rndb_protocol::signals::{
     self, block, gsn, IndexName, Refusal, TableInfo, TcExecuteRef, TcExecuteReq, TcKeyRef,
-    TcKeyReq, TcKeyRow, REPLICA_PRIMARY,
+    TcKeyReqView, TcKeyRow, REPLICA_PRIMARY,
 };
-use rndb_protocol::{DecodeError, NdbError};
+use rndb_protocol::{DecodeError, NdbError, OperationType};
 use rndb_transporter::FrameHeader;
 
 use acc::{SlotKey, TransId};
@@ -200,7 +200,7 @@ impl Kernel {
             gsn::TCKEYREQ | gsn::TCINDXREQ => self.on_key_req(
                 from,
                 header.request_id,
-                TcKeyReq::decode(payload)?,
+                TcKeyReqView::decode(payload)?,
                 header.signal == gsn::TCINDXREQ,
                 out,
                 now,
@@ -436,7 +436,7 @@ impl Kernel {
         &mut self,
         from: NodeId,
         request_id: u32,
-        req: TcKeyReq,
+        req: TcKeyReqView<'_>,
         via_index: bool,
         out: &mut dyn Outbox,
         now: Instant,
@@ -455,7 +455,7 @@ impl Kernel {
             ),
             Some(Ok(_)) => match if via_index {
                 req_replica = REPLICA_PRIMARY;
-                self.build_unique_lookup(trans, req)
+                self.build_unique_lookup(trans, req.to_owned())
             } else {
                 self.build_lqh_req(trans, req)
             } {
@@ -479,21 +479,18 @@ impl Kernel {
     fn build_lqh_req(
         &mut self,
         trans: TransId,
-        req: TcKeyReq,
+        req: TcKeyReqView<'_>,
     ) -> Result<LqhKeyReq, (u32, NdbError)> {
         let table = self
             .dict
             .for_operation(req.table_id, req.table_version)
             .map_err(|e| (req.op_index, e))?;
-        self.key_scratch.clear();
-        tup::encode_key(
-            &table.info.def,
-            &table.key_columns,
-            &req.key,
-            &mut self.key_scratch,
-        )
-        .map_err(|e| (req.op_index, e))?;
-        let partition = self.dih.partition_of(dih::key_hash(&self.key_scratch));
+        // Checked and taken as it came: the key values are built only for an operation that
+        // stores them in a row (a read needs the canonical key alone).
+        let key_bytes =
+            rndb_protocol::schema::canonical_key(&table.info.def, &table.key_columns, req.key)
+                .map_err(|e| (req.op_index, e))?;
+        let partition = self.dih.partition_of(dih::key_hash(key_bytes));
         Ok(LqhKeyReq {
             trans,
             op_index: req.op_index,
@@ -501,9 +498,13 @@ impl Kernel {
             lock_mode: req.lock_mode,
             table_id: req.table_id,
             fragment: partition % table.fragment_count.max(1),
-            key_bytes: SlotKey::new(&self.key_scratch),
-            key: req.key,
-            attrs: req.attrs,
+            key_bytes: SlotKey::new(key_bytes),
+            key: if req.op_type == OperationType::Read {
+                Vec::new()
+            } else {
+                req.key_values()
+            },
+            attrs: req.attr_values(),
             role: OpRole::Api,
             chain: Vec::new(),
             commit_at_last: false,
