@@ -594,34 +594,21 @@ impl Kernel {
                     row: Some(row),
                     role: OpRole::Api,
                     fired,
-                    committed,
+                    committed: false,
                 },
                 None,
-            ) => {
+            ) if fired.is_empty() => {
                 // NDB's TRANSID_AI: a read's row goes from LQH straight to the API, while it
-                // is still in the cache; TC only counts the operation as answered. This is
-                // safe only because the `live` check above ran in this same call: the
-                // transaction is Active, so TC would have sent the row too. Should it abort
-                // before TC takes the answer, the API files the row and then hears the
-                // execute's TC_EXECUTE_REF on the same link, after it (as in NDB).
+                // is still in the cache, and TC counts the operation as answered in the same
+                // step (all it would do with the answer). This is safe because the `live`
+                // check above ran in this same call: the transaction is Active, so TC would
+                // have sent the row too; and the execute completes only when every operation
+                // is counted, so another operation's answer still queued holds it back, and
+                // its CONF or REF follows the row on the same link.
                 self.answer_api(trans, ApiAnswer::Row { op_index, row }, out);
-                if fired.is_empty() && !committed {
-                    // All TC does with such an answer is count it: done here, not through
-                    // the job queue. (The execute completes only when every operation is
-                    // counted, so answers still queued hold it back as before.)
-                    let answer = self.tc.on_lqh_answer(trans, op_index, Ok(None));
-                    debug_assert!(answer.is_none(), "a counted read answers nothing more");
-                    self.complete(trans, out, now);
-                } else {
-                    self.jobs.push_back(Signal::LqhAnswer(LqhAnswer::Conf {
-                        trans,
-                        op_index,
-                        row: None,
-                        role: OpRole::Api,
-                        fired,
-                        committed,
-                    }));
-                }
+                let answer = self.tc.on_lqh_answer(trans, op_index, Ok(None));
+                debug_assert!(answer.is_none(), "a counted read answers nothing more");
+                self.complete(trans, out, now);
             }
             (answer, _) => self.jobs.push_back(Signal::LqhAnswer(answer)),
         }
