@@ -316,6 +316,16 @@ impl Value {
     /// Moves past one encoded value without building it, checking it as [`Value::decode`]
     /// would (so a value `skip` accepts, `decode` accepts).
     pub fn skip(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        Value::skip_checking(r, true)
+    }
+
+    /// As [`Value::skip`], for bytes this process encoded from values itself (a stored row):
+    /// a Varchar's UTF-8 is not checked again.
+    pub fn skip_trusted(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        Value::skip_checking(r, false)
+    }
+
+    fn skip_checking(r: &mut Reader<'_>, check_utf8: bool) -> Result<(), DecodeError> {
         match r.u8()? {
             0 => {}
             1 | 2 => {
@@ -324,10 +334,10 @@ impl Value {
             3..=5 => {
                 r.u64()?;
             }
-            6 => {
+            6 if check_utf8 => {
                 r.str16()?;
             }
-            7 => {
+            6 | 7 => {
                 r.bytes16()?;
             }
             t => return Err(r.error(format!("unknown value tag {t}"))),

@@ -90,13 +90,8 @@ impl Row {
     /// Every column's value.
     pub fn unpack(&self) -> Vec<Value> {
         let mut values = Vec::new();
-        self.unpack_into(&mut values);
+        self.unpack_prefix_into(usize::MAX, &mut values);
         values
-    }
-
-    /// Every column's value, into `values` (cleared first; its capacity is reused).
-    pub fn unpack_into(&self, values: &mut Vec<Value>) {
-        self.unpack_prefix_into(usize::MAX, values);
     }
 
     /// The values of the first `columns` columns (fewer when the row has fewer), into `values`
@@ -124,31 +119,12 @@ impl Row {
             return Value::Null;
         }
         for _ in 0..column {
-            if skip_stored(&mut r).is_err() {
+            if Value::skip_trusted(&mut r).is_err() {
                 return Value::Null;
             }
         }
         Value::decode(&mut r).unwrap_or(Value::Null)
     }
-}
-
-/// Moves past one value of a stored row: as `Value::skip`, without checking a Varchar's UTF-8
-/// again (`Row::pack` wrote it from a `String`).
-fn skip_stored(r: &mut Reader<'_>) -> Result<(), rndb_protocol::DecodeError> {
-    match r.u8()? {
-        1 | 2 => {
-            r.u32()?;
-        }
-        3..=5 => {
-            r.u64()?;
-        }
-        6 | 7 => {
-            r.bytes16()?;
-        }
-        0 => {}
-        t => return Err(r.error(format!("unknown value tag {t}"))),
-    }
-    Ok(())
 }
 
 impl std::fmt::Debug for Row {
