@@ -45,6 +45,9 @@ const POLL_SLEEP_SEND_PENDING: Duration = Duration::from_millis(1);
 /// answer fit without growing it.
 const REPLY_BYTES_INITIAL: usize = 128;
 
+/// Answer bytes [`Connection::wait_streaming`] hands over at a time, while more are coming.
+const STREAM_SLICE_BYTES: usize = 512;
+
 /// The answers gathered for one request: frames as `[signal u16][length u32][payload]`.
 #[derive(Debug, Default)]
 struct Reply {
@@ -320,7 +323,7 @@ impl Connection {
             }
             shared.poll_owner = true;
         }
-        let result = self.receive_once(RECEIVE_THREAD_REQUEST_ID);
+        let result = self.receive_once(RECEIVE_THREAD_REQUEST_ID, usize::MAX);
         if result.is_err() {
             self.link().shutdown();
         }
@@ -443,22 +446,75 @@ impl Connection {
         let reply = self.shared().replies.remove(&request_id);
         match complete {
             Ok(true) => Ok(Answers(reply.unwrap_or_default().frames)),
-            Ok(false) => Err(Error::ndb_detail(
-                4012,
-                format!("no answer from node {}", self.peer),
-            )),
+            Ok(false) => Err(self.no_answer()),
             Err(e) => Err(e),
         }
+    }
+
+    /// As [`Connection::wait`], but hands the answers to `on_answers` a slice at a time, as
+    /// they arrive (at least [`STREAM_SLICE_BYTES`] each, but the last): a large execute's rows
+    /// are decoded while the data node is still working on the rest. `on_answers` runs
+    /// without any lock held.
+    pub fn wait_streaming(
+        &self,
+        request_id: u32,
+        deadline: Instant,
+        on_answers: &mut dyn FnMut(&Answers),
+    ) -> Result<(), Error> {
+        let mut slice = Answers(Vec::new());
+        loop {
+            let progress = self.await_progress(request_id, deadline, STREAM_SLICE_BYTES);
+            let mut shared = self.shared();
+            let complete = match shared.replies.get_mut(&request_id) {
+                Some(reply) if matches!(progress, Ok(true)) => {
+                    slice.0.clear();
+                    std::mem::swap(&mut reply.frames, &mut slice.0);
+                    reply.complete
+                }
+                // Forgotten (nobody expects it any more), or the wait failed.
+                _ => true,
+            };
+            if complete {
+                shared.replies.remove(&request_id);
+            }
+            drop(shared);
+            match progress {
+                Ok(true) => on_answers(&slice),
+                Ok(false) => return Err(self.no_answer()),
+                Err(e) => return Err(e),
+            }
+            if complete {
+                return Ok(());
+            }
+        }
+    }
+
+    fn no_answer(&self) -> Error {
+        Error::ndb_detail(4012, format!("no answer from node {}", self.peer))
     }
 
     /// Reads the link (as poll owner, or parked while another thread is) until the request's
     /// answer is complete (true; it stays filed), the deadline passes (false), or the link
     /// fails. A request nobody expects counts as complete.
     pub fn await_reply(&self, request_id: u32, deadline: Instant) -> Result<bool, Error> {
+        self.await_progress(request_id, deadline, usize::MAX)
+    }
+
+    /// As [`Connection::await_reply`], but also returns true once the request has
+    /// `slice_bytes` of answers filed, complete or not (a parked thread waits for the whole
+    /// answer all the same).
+    fn await_progress(
+        &self,
+        request_id: u32,
+        deadline: Instant,
+        slice_bytes: usize,
+    ) -> Result<bool, Error> {
         loop {
             let mut shared = self.shared();
             match shared.replies.get(&request_id) {
-                Some(reply) if reply.complete => return Ok(true),
+                Some(reply) if reply.complete || reply.frames.len() >= slice_bytes => {
+                    return Ok(true)
+                }
                 Some(_) => {}
                 None => return Ok(true),
             }
@@ -481,7 +537,7 @@ impl Connection {
             }
             shared.poll_owner = true;
             drop(shared);
-            let result = self.poll_as_owner(request_id, deadline);
+            let result = self.poll_as_owner(request_id, deadline, slice_bytes);
             if result.is_err() {
                 // The connection is given up (below): shut the socket down so the data node
                 // sees this API leave instead of keeping its transactions, locks and slot. Taken
@@ -502,9 +558,15 @@ impl Connection {
         }
     }
 
-    /// Reads the link until `request_id` is complete, the deadline passes or the link fails.
-    /// Spins for the poller's adaptive budget after the last input, then sleeps in the poller.
-    fn poll_as_owner(&self, request_id: u32, deadline: Instant) -> Result<(), String> {
+    /// Reads the link until `request_id` is complete or has `slice_bytes` of answers filed,
+    /// the deadline passes or the link fails. Spins for the poller's adaptive budget after the
+    /// last input, then sleeps in the poller.
+    fn poll_as_owner(
+        &self,
+        request_id: u32,
+        deadline: Instant,
+        slice_bytes: usize,
+    ) -> Result<(), String> {
         let mut poller = self.poller.lock().unwrap_or_else(|p| p.into_inner());
         let mut last_input = Instant::now();
         let budget = poller.spin.budget();
@@ -518,7 +580,7 @@ impl Connection {
         let mut read_now = self.link().input_pending() || !budget.is_zero();
         loop {
             if read_now {
-                let (delivered, mine_done) = self.receive_once(request_id)?;
+                let (delivered, mine_done) = self.receive_once(request_id, slice_bytes)?;
                 if delivered > 0 {
                     if !judged {
                         poller.spin.record(Some(last_input.elapsed()));
@@ -584,8 +646,8 @@ impl Connection {
 
     /// One non-blocking read of the link, filing every frame and waking the threads whose
     /// requests it completed. Returns how many frames came and whether `request_id` is now
-    /// complete.
-    fn receive_once(&self, request_id: u32) -> Result<(usize, bool), String> {
+    /// complete or has `slice_bytes` of answers filed.
+    fn receive_once(&self, request_id: u32, slice_bytes: usize) -> Result<(usize, bool), String> {
         let mut link = self.link();
         if link.pending_send_bytes() > 0 {
             link.flush().map_err(|e| e.to_string())?;
@@ -607,7 +669,10 @@ impl Connection {
         if let Some(reason) = overflow {
             return Err(reason);
         }
-        let done = shared.replies.get(&request_id).is_none_or(|r| r.complete);
+        let done = shared
+            .replies
+            .get(&request_id)
+            .is_none_or(|r| r.complete || r.frames.len() >= slice_bytes);
         let mut wake: Vec<Thread> = Vec::with_capacity(completed.len());
         for id in completed {
             if shared.replies.get(&id).is_some_and(|r| r.asynchronous) {

@@ -389,8 +389,22 @@ impl<'c> Transaction<'c> {
                     connection.forget(self.request_id);
                     return Err(self.send_failed(e));
                 }
-                let answers = connection.wait(self.request_id, self.cluster.deadline());
-                self.complete_execute(sent, answers)
+                // Rows are filed as they arrive, while the data node works on the rest.
+                let mut ended = None;
+                let waited = connection.wait_streaming(
+                    self.request_id,
+                    self.cluster.deadline(),
+                    &mut |answers| {
+                        if ended.is_none() {
+                            ended = self.file_answers(&sent.ops, answers);
+                        }
+                    },
+                );
+                if let Err(e) = waited {
+                    self.state = State::Abandoned;
+                    return Err(e);
+                }
+                self.conclude(sent.exec, ended)
             }
         }
     }
@@ -471,20 +485,39 @@ impl<'c> Transaction<'c> {
         sent: Sent,
         answers: Result<Answers, Error>,
     ) -> Result<(), Error> {
-        let answers = match answers {
-            Ok(answers) => answers,
+        match answers {
+            Ok(answers) => {
+                let ended = self.file_answers(&sent.ops, &answers);
+                self.conclude(sent.exec, ended)
+            }
             Err(e) => {
                 self.state = State::Abandoned;
-                return Err(e);
+                Err(e)
             }
-        };
-        let exec = sent.exec;
+        }
+    }
+
+    /// Ends an execute whose answers were all filed: `ended` is what its last answer said
+    /// (`None`: the answers ended without one).
+    fn conclude(&mut self, exec: ExecType, ended: Option<Ended>) -> Result<(), Error> {
         self.state = if exec == ExecType::NoCommit {
             State::Open
         } else {
             State::Finished
         };
-        let result = self.apply_answers(&sent.ops, &answers);
+        let result = match ended {
+            Some(Ended::Conf) => Ok(()),
+            Some(Ended::Refused(e)) => {
+                self.state = State::Finished;
+                Err(e)
+            }
+            Some(Ended::Malformed(e)) => Err(e),
+            None => Err(Error::Protocol {
+                node: self.connection().peer,
+                reason: "an execute's answer ended without TC_EXECUTE_CONF or TC_EXECUTE_REF"
+                    .into(),
+            }),
+        };
         if self.state == State::Finished {
             let end = if exec == ExecType::Commit && result.is_ok() {
                 ExecType::Commit
@@ -622,51 +655,73 @@ impl<'c> Transaction<'c> {
         Ok(OpId(id))
     }
 
-    /// Files rows and errors under their operations; returns the execute's overall outcome.
-    fn apply_answers(&mut self, ops: &[usize], answers: &Answers) -> Result<(), Error> {
-        let peer = self.connection().peer;
-        let malformed = |reason: String| Error::Protocol { node: peer, reason };
-        let op_slot = |op_index: u32| {
-            ops.get(op_index as usize).copied().ok_or_else(|| {
-                malformed(format!(
-                    "answer names operation {op_index} of a batch of {}",
-                    ops.len()
-                ))
-            })
-        };
+    /// Files rows and errors under their operations, for answers that may be only part of an
+    /// execute's. Returns how the execute ended once its last answer is among them.
+    fn file_answers(&mut self, ops: &[usize], answers: &Answers) -> Option<Ended> {
         for (signal, payload) in answers.iter() {
-            match signal {
-                gsn::TCKEY_ROW => {
-                    let row = TcKeyRow::decode(payload).map_err(|e| malformed(e.to_string()))?;
-                    self.results[op_slot(row.op_index)?].row = Some(row.values);
-                }
-                gsn::TCKEYREF => {
-                    let r = TcKeyRef::decode(payload).map_err(|e| malformed(e.to_string()))?;
-                    self.results[op_slot(r.op_index)?].error = Some(NdbError::new(r.code));
-                }
-                gsn::TC_EXECUTE_CONF => return Ok(()),
-                gsn::TC_EXECUTE_REF => {
-                    let r = TcExecuteRef::decode(payload).map_err(|e| malformed(e.to_string()))?;
-                    self.state = State::Finished;
-                    let error = NdbError::from_wire(r.code, &r.detail);
-                    if r.op_index != OP_INDEX_NONE {
-                        self.results[op_slot(r.op_index)?]
-                            .error
-                            .get_or_insert(error.clone());
-                    }
-                    return Err(Error::Ndb(error));
-                }
-                other => {
-                    return Err(malformed(format!(
-                        "unexpected signal {other} in an execute's answer"
-                    )))
+            match self.file_answer(ops, signal, payload) {
+                Ok(None) => {}
+                Ok(Some(ended)) => return Some(ended),
+                Err(reason) => {
+                    let node = self.connection().peer;
+                    return Some(Ended::Malformed(Error::Protocol { node, reason }));
                 }
             }
         }
-        Err(malformed(
-            "an execute's answer ended without TC_EXECUTE_CONF or TC_EXECUTE_REF".into(),
-        ))
+        None
     }
+
+    /// Files one answer. `Ok(Some)` for the execute's last answer; `Err` names a protocol
+    /// violation.
+    fn file_answer(
+        &mut self,
+        ops: &[usize],
+        signal: u16,
+        payload: &[u8],
+    ) -> Result<Option<Ended>, String> {
+        let op_slot = |op_index: u32| {
+            ops.get(op_index as usize).copied().ok_or_else(|| {
+                format!(
+                    "answer names operation {op_index} of a batch of {}",
+                    ops.len()
+                )
+            })
+        };
+        match signal {
+            gsn::TCKEY_ROW => {
+                let row = TcKeyRow::decode(payload).map_err(|e| e.to_string())?;
+                self.results[op_slot(row.op_index)?].row = Some(row.values);
+                Ok(None)
+            }
+            gsn::TCKEYREF => {
+                let r = TcKeyRef::decode(payload).map_err(|e| e.to_string())?;
+                self.results[op_slot(r.op_index)?].error = Some(NdbError::new(r.code));
+                Ok(None)
+            }
+            gsn::TC_EXECUTE_CONF => Ok(Some(Ended::Conf)),
+            gsn::TC_EXECUTE_REF => {
+                let r = TcExecuteRef::decode(payload).map_err(|e| e.to_string())?;
+                let error = NdbError::from_wire(r.code, &r.detail);
+                if r.op_index != OP_INDEX_NONE {
+                    self.results[op_slot(r.op_index)?]
+                        .error
+                        .get_or_insert(error.clone());
+                }
+                Ok(Some(Ended::Refused(Error::Ndb(error))))
+            }
+            other => Err(format!("unexpected signal {other} in an execute's answer")),
+        }
+    }
+}
+
+/// How an execute's answers ended.
+enum Ended {
+    /// TC_EXECUTE_CONF: every operation ran (some may have failed under IgnoreError).
+    Conf,
+    /// TC_EXECUTE_REF: the transaction was aborted with this error.
+    Refused(Error),
+    /// An answer broke the protocol.
+    Malformed(Error),
 }
 
 impl Drop for Transaction<'_> {

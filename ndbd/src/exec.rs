@@ -423,6 +423,12 @@ impl Idle {
     }
 }
 
+/// Unsent bytes at which a link is flushed in the middle of a run of jobs (see
+/// [`Outbox::flush_early`]): an SHM flush is a store to the ring, so a few rows are worth it; a
+/// socket's is a system call, worth it for one of NDB's 32 KiB send buffer pages.
+const FLUSH_EARLY_SHM_BYTES: usize = 512;
+const FLUSH_EARLY_SOCKET_BYTES: usize = 32 * 1024;
+
 /// The kernel's view of the links: frames are appended to their send buffers and flushed at
 /// the end of the turn.
 struct LinkOutbox<'a> {
@@ -471,5 +477,22 @@ impl Outbox for LinkOutbox<'_> {
 
     fn close(&mut self, to: NodeId, reason: String) {
         self.broken.push((to, reason, true));
+    }
+
+    fn flush_early(&mut self) {
+        for &node in self.dirty.iter() {
+            let Some(link) = self.registry.get_mut(node) else {
+                continue;
+            };
+            let threshold = match link.kind() {
+                rndb_config::TransporterKind::Shm => FLUSH_EARLY_SHM_BYTES,
+                _ => FLUSH_EARLY_SOCKET_BYTES,
+            };
+            if link.pending_send_bytes() >= threshold {
+                if let Err(e) = link.flush() {
+                    self.broken.push((node, format!("flush: {e}"), false));
+                }
+            }
+        }
     }
 }

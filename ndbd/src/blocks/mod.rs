@@ -47,6 +47,9 @@ use acc::{SlotKey, TransId};
 use lqh::{LqhAnswer, LqhKeyReq, LqhWork, OpRole, ScanKey};
 use tc::{ApiAnswer, TcAction};
 
+/// How many jobs run between two [`Outbox::flush_early`] calls.
+const FLUSH_EARLY_EVERY_JOBS: usize = 16;
+
 /// Why a frame could not be sent.
 #[derive(Debug)]
 pub enum SendFailure {
@@ -71,6 +74,10 @@ pub trait Outbox {
     fn close(&mut self, to: NodeId, reason: String) {
         let _ = (to, reason);
     }
+
+    /// Pushes out the links whose unsent answers have grown large, in the middle of a long run
+    /// of jobs, so that the peer starts on them while this node works on the rest.
+    fn flush_early(&mut self) {}
 }
 
 /// Signals between blocks of this node, named after NDB's (LQHKEYREQ, LQHKEYCONF, ...); more
@@ -287,6 +294,7 @@ impl Kernel {
     pub fn run_jobs(&mut self, out: &mut dyn Outbox, now: Instant) {
         // Final answers that found a full send buffer go first.
         self.unsent.retry(out);
+        let mut ran = 0usize;
         loop {
             // One queued operation alone gains nothing from warming (it would look its row up
             // twice), so a run of them is warmed only when another job follows.
@@ -303,6 +311,10 @@ impl Kernel {
                 break;
             };
             self.warmed = self.warmed.saturating_sub(1);
+            ran += 1;
+            if ran.is_multiple_of(FLUSH_EARLY_EVERY_JOBS) {
+                out.flush_early();
+            }
             match signal {
                 Signal::LqhKeyReq(req) => self.run_lqh_key_req(req, out, now),
                 Signal::ScanResume { scan, fragment } => self.resume_scan(scan, fragment, out, now),
