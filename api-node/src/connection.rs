@@ -45,8 +45,12 @@ const POLL_SLEEP_SEND_PENDING: Duration = Duration::from_millis(1);
 /// answer fit without growing it.
 const REPLY_BYTES_INITIAL: usize = 128;
 
+/// Bytes of a batch written to an SHM ring at which `send_batch` publishes them, before the
+/// rest of the batch (a publish is one store, plus a wake-up only if the data node sleeps).
+const SHM_PUBLISH_EARLY_BYTES: usize = 256;
+
 /// Answer bytes [`Connection::wait_streaming`] hands over at a time, while more are coming.
-const STREAM_SLICE_BYTES: usize = 512;
+const STREAM_SLICE_BYTES: usize = 256;
 
 /// The answers gathered for one request: frames as `[signal u16][length u32][payload]`.
 #[derive(Debug, Default)]
@@ -409,10 +413,18 @@ impl Connection {
                 ),
             ));
         }
+        let publish_early = link.kind() == TransporterKind::Shm;
         for (header, payload) in frames {
             // Checked above to fit, so a failure here is the link's, not the batch's.
             if let Err(e) = link.send(header, payload) {
                 return Err(self.fail(&mut link, e));
+            }
+            // The data node, polling the ring from its own core, starts on the first
+            // operations while the rest are still being written.
+            if publish_early && link.pending_send_bytes() >= SHM_PUBLISH_EARLY_BYTES {
+                if let Err(e) = link.flush() {
+                    return Err(self.fail(&mut link, e));
+                }
             }
         }
         if let Err(e) = link.flush() {

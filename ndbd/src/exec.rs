@@ -424,9 +424,10 @@ impl Idle {
 }
 
 /// Unsent bytes at which a link is flushed in the middle of a run of jobs (see
-/// [`Outbox::flush_early`]): an SHM flush is a store to the ring, so a few rows are worth it; a
-/// socket's is a system call, worth it for one of NDB's 32 KiB send buffer pages.
-const FLUSH_EARLY_SHM_BYTES: usize = 512;
+/// [`Outbox::flush_early`]). An SHM flush is a store to the ring, worth it for a few rows: the
+/// peer, polling from its own core, decodes them while this node works on the rest. A socket's
+/// is a system call, worth it for one of NDB's 32 KiB send buffer pages.
+const FLUSH_EARLY_SHM_BYTES: usize = 256;
 const FLUSH_EARLY_SOCKET_BYTES: usize = 32 * 1024;
 
 /// The kernel's view of the links: frames are appended to their send buffers and flushed at

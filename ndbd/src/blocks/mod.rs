@@ -48,7 +48,7 @@ use lqh::{LqhAnswer, LqhKeyReq, LqhWork, OpRole, ScanKey};
 use tc::{ApiAnswer, TcAction};
 
 /// How many jobs run between two [`Outbox::flush_early`] calls.
-const FLUSH_EARLY_EVERY_JOBS: usize = 16;
+const FLUSH_EARLY_EVERY_JOBS: usize = 4;
 
 /// Why a frame could not be sent.
 #[derive(Debug)]
