@@ -484,7 +484,10 @@ impl Connection {
                     reply.complete
                 }
                 // Forgotten (nobody expects it any more), or the wait failed.
-                _ => true,
+                _ => {
+                    slice.0.clear();
+                    true
+                }
             };
             if complete {
                 shared.replies.remove(&request_id);

@@ -1,15 +1,17 @@
 //! Proves that API nodes reach a data node over shared memory when the config says so, that a
 //! client killed with SIGKILL mid-transaction costs the data node nothing — it notices within a
-//! bounded wait, unmaps that client's segment, releases its locks and goes on serving — and that
-//! no segment file is left in /dev/shm.
+//! bounded wait, unmaps that client's segment, releases its locks and goes on serving — that no
+//! segment file is left in /dev/shm, and that a large execute, whose operations and answers
+//! stream in slices both ways, files every row and error under its own operation over SHM and
+//! TCP alike.
 //!
 //! The killed client is this test executable run again in a child role.
 
 use std::time::Duration;
 
 use rndb_api::{
-    ColumnDef, ColumnType, ConnectOptions, ExecType, LockMode, NodeId, TableDef, TransporterKind,
-    Value,
+    AbortOption, ColumnDef, ColumnType, ConnectOptions, ExecType, LockMode, NodeId, TableDef,
+    TransporterKind, Value,
 };
 use rndb_tests::ops::{insert_committed, read_with, recreate_table};
 use rndb_tests::{wait_until, ChildTest, ClusterSpec, TestCluster};
@@ -176,5 +178,61 @@ fn tcp_and_shm_clients_share_one_data_node() {
         )
         .expect("read over TCP");
         assert_eq!(row, vec![Value::UInt32(i), Value::UInt32(i * 7)]);
+    }
+}
+
+/// 3000 reads in one execute, every third of a missing row: the answers (some 60 KB) come in
+/// many slices over SHM and in more than one send over TCP, and each row and each 626 must land
+/// on its own operation.
+#[test]
+fn a_large_execute_streams_every_answer_to_its_operation() {
+    const ROWS: u32 = 3000;
+    let spec = ClusterSpec::new().use_shm(true);
+    let cluster = TestCluster::start(spec).expect("start the cluster");
+    let shm = cluster.connect().expect("connect over SHM");
+    let tcp = cluster
+        .connect_with(ConnectOptions {
+            transporter: Some(TransporterKind::Tcp),
+            ..ConnectOptions::default()
+        })
+        .expect("connect over TCP on an SHM link");
+    assert_eq!(shm.transporter_kind(), TransporterKind::Shm);
+    let table = recreate_table(&shm, &table_def()).expect("create the table");
+    let present = |i: u32| i % 3 != 0;
+    let rows: Vec<Vec<Value>> = (0..ROWS)
+        .filter(|&i| present(i))
+        .map(|i| vec![Value::UInt32(i), Value::UInt32(i * 7)])
+        .collect();
+    for chunk in rows.chunks(1000) {
+        insert_committed(&shm, &table, chunk).expect("insert a chunk");
+    }
+    for api in [&shm, &tcp] {
+        let table = api.get_table("shm_held").expect("find the table");
+        let mut transaction = api.start_transaction().expect("start");
+        let ops: Vec<_> = (0..ROWS)
+            .map(|i| {
+                transaction
+                    .read(&table, &[Value::UInt32(i)], LockMode::Read)
+                    .expect("define a read")
+            })
+            .collect();
+        transaction
+            .execute_with(ExecType::NoCommit, AbortOption::IgnoreError)
+            .expect("one execute of 3000 reads");
+        for (i, op) in (0..ROWS).zip(ops) {
+            if present(i) {
+                assert_eq!(
+                    transaction.row(op),
+                    Some(&[Value::UInt32(i), Value::UInt32(i * 7)][..]),
+                    "row {i} over {:?}",
+                    api.transporter_kind()
+                );
+                assert!(transaction.op_error(op).is_none());
+            } else {
+                assert_eq!(transaction.row(op), None, "row {i} does not exist");
+                assert_eq!(transaction.op_error(op).map(|e| e.code), Some(626));
+            }
+        }
+        transaction.close();
     }
 }
