@@ -198,7 +198,7 @@ fn a_large_execute_streams_every_answer_to_its_operation() {
         .expect("connect over TCP on an SHM link");
     assert_eq!(shm.transporter_kind(), TransporterKind::Shm);
     let table = recreate_table(&shm, &table_def()).expect("create the table");
-    let present = |i: u32| i % 3 != 0;
+    let present = |i: u32| !i.is_multiple_of(3);
     let rows: Vec<Vec<Value>> = (0..ROWS)
         .filter(|&i| present(i))
         .map(|i| vec![Value::UInt32(i), Value::UInt32(i * 7)])
