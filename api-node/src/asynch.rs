@@ -236,6 +236,8 @@ impl<'c> AsyncExecutor<'c> {
     pub fn poll(&mut self, min: usize, timeout: Duration) -> Vec<Completion<'c>> {
         let until = Instant::now() + timeout;
         let mut done = std::mem::take(&mut self.ready);
+        // Sized for what the caller waits for: growing it would move every completion again.
+        done.reserve(min.min(self.in_flight.len()));
         loop {
             self.collect(&mut done);
             let wanted = min.min(done.len() + self.in_flight.len());
