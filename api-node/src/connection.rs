@@ -19,12 +19,14 @@ use mio::{Events, Interest, Poll, Token};
 use rndb_config::{NodeId, TransporterKind};
 use rndb_protocol::signals::gsn;
 use rndb_transporter::spin::AdaptiveSpin;
-use rndb_transporter::{FrameHeader, TransportError, Transporter, FRAME_BYTES_MAX};
+use rndb_transporter::{FlushStatus, FrameHeader, TransportError, Transporter, FRAME_BYTES_MAX};
 
 use crate::Error;
 
-/// The most bytes of answers one request may collect before it is complete: a bound on what a
-/// misbehaving data node can make us buffer (one execute of the largest batch fits easily).
+/// The most bytes of answers one request may hold filed and not yet handed over: a bound on
+/// what a misbehaving data node can make us buffer (one execute of the largest batch fits
+/// easily; a streaming execute hands its answers over in slices, and its rows overwrite one
+/// result per operation).
 pub const REPLY_BYTES_MAX: usize = 64 * 1024 * 1024;
 
 /// Waiters parked at once past which the connection starts its receive thread.
@@ -373,9 +375,10 @@ impl Connection {
         self.shared().replies.remove(&request_id);
     }
 
-    /// Appends `frames` to the link and flushes them in one go, all or nothing: when the whole
-    /// batch does not fit in the link's send buffer (after a flush of what is pending), nothing
-    /// is appended and the answer is 4021 (out of send buffer space, temporary). Any other
+    /// Appends `frames` to the link and flushes them, all or nothing: when the whole batch does
+    /// not fit in the link's send buffer (after a flush of what is pending), nothing is
+    /// appended and the answer is 4021 (out of send buffer space, temporary). Over SHM the
+    /// batch is published in steps as it is appended (see `SHM_PUBLISH_EARLY_BYTES`). Any other
     /// failure of the link fails the connection for good (see [`Connection::fail`]).
     pub fn send_batch(&self, frames: &[(FrameHeader, &[u8])]) -> Result<(), Error> {
         if let Some(failure) = &self.shared().failure {
@@ -413,17 +416,20 @@ impl Connection {
                 ),
             ));
         }
-        let publish_early = link.kind() == TransporterKind::Shm;
+        let mut publish_early = link.kind() == TransporterKind::Shm;
         for (header, payload) in frames {
             // Checked above to fit, so a failure here is the link's, not the batch's.
             if let Err(e) = link.send(header, payload) {
                 return Err(self.fail(&mut link, e));
             }
             // The data node, polling the ring from its own core, starts on the first
-            // operations while the rest are still being written.
+            // operations while the rest are still being written. A full ring ends that: the
+            // rest waits for the final flush.
             if publish_early && link.pending_send_bytes() >= SHM_PUBLISH_EARLY_BYTES {
-                if let Err(e) = link.flush() {
-                    return Err(self.fail(&mut link, e));
+                match link.flush() {
+                    Ok(FlushStatus::Done) => {}
+                    Ok(FlushStatus::Pending) => publish_early = false,
+                    Err(e) => return Err(self.fail(&mut link, e)),
                 }
             }
         }
@@ -481,6 +487,8 @@ impl Connection {
                 Some(reply) if matches!(progress, Ok(true)) => {
                     slice.0.clear();
                     std::mem::swap(&mut reply.frames, &mut slice.0);
+                    // Not parked while it decodes: a handover must not pick this thread.
+                    reply.waiter = None;
                     reply.complete
                 }
                 // Forgotten (nobody expects it any more), or the wait failed.
@@ -516,8 +524,10 @@ impl Connection {
     }
 
     /// As [`Connection::await_reply`], but also returns true once the request has
-    /// `slice_bytes` of answers filed, complete or not (a parked thread waits for the whole
-    /// answer all the same).
+    /// `slice_bytes` of answers filed, complete or not. A poll owner that returns on such
+    /// progress keeps the other waiters parked (it comes back for the rest at once, and hands
+    /// the poller over when its request is complete); a parked waiter sees the progress when
+    /// it next wakes.
     fn await_progress(
         &self,
         request_id: u32,
@@ -565,6 +575,17 @@ impl Connection {
                 Err(reason) => {
                     self.record_failure(&mut shared, reason);
                     shared.all_waiters()
+                }
+                // Back only to hand a slice over: this thread polls again right after, so
+                // waking another to take the poller would only make it park again.
+                Ok(())
+                    if Instant::now() < deadline
+                        && shared
+                            .replies
+                            .get(&request_id)
+                            .is_some_and(|r| !r.complete && r.frames.len() >= slice_bytes) =>
+                {
+                    Vec::new()
                 }
                 Ok(()) => shared.next_owner().into_iter().collect(),
             };

@@ -367,7 +367,9 @@ impl<'c> Transaction<'c> {
     }
 
     /// Sends every operation defined since the last execute in one round trip. With
-    /// AbortOnError the first failed operation aborts the transaction and is returned.
+    /// AbortOnError the first failed operation aborts the transaction and is returned. Rows
+    /// are filed as they arrive: an execute that fails on the way (4010, 4012) may leave some
+    /// of its operations answered and the rest not.
     pub fn execute(&mut self, exec: ExecType) -> Result<(), Error> {
         self.execute_with(exec, AbortOption::AbortOnError)
     }
@@ -703,9 +705,17 @@ impl<'c> Transaction<'c> {
                 let r = TcExecuteRef::decode(payload).map_err(|e| e.to_string())?;
                 let error = NdbError::from_wire(r.code, &r.detail);
                 if r.op_index != OP_INDEX_NONE {
-                    self.results[op_slot(r.op_index)?]
-                        .error
-                        .get_or_insert(error.clone());
+                    match op_slot(r.op_index) {
+                        Ok(slot) => {
+                            self.results[slot].error.get_or_insert(error.clone());
+                        }
+                        // The transaction is aborted all the same; the answer broke the
+                        // protocol, and that is the error to report.
+                        Err(reason) => {
+                            let node = self.connection().peer;
+                            return Ok(Some(Ended::Refused(Error::Protocol { node, reason })));
+                        }
+                    }
                 }
                 Ok(Some(Ended::Refused(Error::Ndb(error))))
             }

@@ -64,6 +64,8 @@ pub struct ExecLoop {
     fatal: Option<String>,
     /// Reused payload buffer for outgoing frames.
     scratch: Vec<u8>,
+    /// Links an early flush found full this turn (see `LinkOutbox::stalled`).
+    stalled: Vec<NodeId>,
 }
 
 impl std::fmt::Debug for ExecLoop {
@@ -104,6 +106,7 @@ impl ExecLoop {
             broken: Vec::new(),
             fatal: None,
             scratch: Vec::with_capacity(1 << 16),
+            stalled: Vec::new(),
         }
     }
 
@@ -254,6 +257,7 @@ impl ExecLoop {
             scratch: &mut self.scratch,
             dirty: &mut self.dirty,
             broken: &mut self.broken,
+            stalled: &mut self.stalled,
         };
         for (node, header, range) in &frames {
             if let Err(violation) =
@@ -275,12 +279,14 @@ impl ExecLoop {
             scratch: &mut self.scratch,
             dirty: &mut self.dirty,
             broken: &mut self.broken,
+            stalled: &mut self.stalled,
         };
         self.kernel.run_jobs(&mut out, now);
         !self.dirty.is_empty()
     }
 
     fn flush_links(&mut self) {
+        self.stalled.clear();
         let dirty: Vec<NodeId> = self.dirty.drain().collect();
         for node in dirty {
             let Some(link) = self.registry.get_mut(node) else {
@@ -336,6 +342,7 @@ impl ExecLoop {
                 scratch: &mut self.scratch,
                 dirty: &mut self.dirty,
                 broken: &mut self.broken,
+                stalled: &mut self.stalled,
             };
             self.kernel.on_disconnect(node, &mut out);
             if self.kernel.has_failed(node) {
@@ -431,12 +438,15 @@ const FLUSH_EARLY_SHM_BYTES: usize = 256;
 const FLUSH_EARLY_SOCKET_BYTES: usize = 32 * 1024;
 
 /// The kernel's view of the links: frames are appended to their send buffers and flushed at
-/// the end of the turn.
+/// the end of the turn, or earlier by `flush_early`.
 struct LinkOutbox<'a> {
     registry: &'a mut Registry,
     scratch: &'a mut Vec<u8>,
     dirty: &'a mut HashSet<NodeId>,
     broken: &'a mut Vec<(NodeId, String, bool)>,
+    /// Links whose early flush found the socket or ring full this turn: not tried again before
+    /// the end-of-turn flush.
+    stalled: &'a mut Vec<NodeId>,
 }
 
 impl Outbox for LinkOutbox<'_> {
@@ -489,9 +499,11 @@ impl Outbox for LinkOutbox<'_> {
                 rndb_config::TransporterKind::Shm => FLUSH_EARLY_SHM_BYTES,
                 _ => FLUSH_EARLY_SOCKET_BYTES,
             };
-            if link.pending_send_bytes() >= threshold {
-                if let Err(e) = link.flush() {
-                    self.broken.push((node, format!("flush: {e}"), false));
+            if link.pending_send_bytes() >= threshold && !self.stalled.contains(&node) {
+                match link.flush() {
+                    Ok(FlushStatus::Done) => {}
+                    Ok(FlushStatus::Pending) => self.stalled.push(node),
+                    Err(e) => self.broken.push((node, format!("flush: {e}"), false)),
                 }
             }
         }
