@@ -1,8 +1,11 @@
 //! Proves that many threads sharing one API connection each get exactly their own answers —
-//! past eight waiting threads the connection hands reading to its receive thread — and that a
-//! bank-style workload of concurrent transfers keeps the total unchanged.
+//! past eight waiting threads the connection hands reading to its receive thread, and while
+//! large executes hand their answers over in slices — and that a bank-style workload of
+//! concurrent transfers keeps the total unchanged.
 
-use rndb_api::{ColumnDef, ColumnType, ExecType, LockMode, TableDef, Value};
+use rndb_api::{
+    ColumnDef, ColumnType, ConnectOptions, ExecType, LockMode, TableDef, TransporterKind, Value,
+};
 use rndb_tests::ops::{insert_committed, read_with, recreate_table};
 use rndb_tests::{ClusterSpec, TestCluster};
 
@@ -62,6 +65,59 @@ fn sixty_four_threads_on_one_connection_see_their_own_rows() {
             row[1],
             Value::Int64(i64::from(thread) * 1000 + i64::from(ROUNDS))
         );
+    }
+}
+
+/// Sixteen threads on one connection, each reading a different 500-row range in one execute,
+/// twenty times, over SHM and over TCP: every thread gets every row of its own range.
+#[test]
+fn threads_streaming_large_executes_on_one_connection_get_their_own_rows() {
+    const STREAMERS: u32 = 16;
+    const RANGE: u32 = 500;
+    let cluster = TestCluster::start(ClusterSpec::new().use_shm(true)).expect("start the cluster");
+    let shm = cluster.connect().expect("connect over SHM");
+    let tcp = cluster
+        .connect_with(ConnectOptions {
+            transporter: Some(TransporterKind::Tcp),
+            ..ConnectOptions::default()
+        })
+        .expect("connect over TCP");
+    assert_eq!(shm.transporter_kind(), TransporterKind::Shm);
+    let table = recreate_table(&shm, &table_def("streamed")).expect("create the table");
+    let rows: Vec<Vec<Value>> = (0..STREAMERS * RANGE)
+        .map(|i| vec![Value::UInt32(i), Value::Int64(i64::from(i) * 3)])
+        .collect();
+    for chunk in rows.chunks(1000) {
+        insert_committed(&shm, &table, chunk).expect("insert");
+    }
+    for api in [&shm, &tcp] {
+        let table = api.get_table("streamed").expect("find the table");
+        std::thread::scope(|scope| {
+            for thread in 0..STREAMERS {
+                let table = &table;
+                scope.spawn(move || {
+                    let first = thread * RANGE;
+                    for _ in 0..20 {
+                        let mut tx = api.start_transaction().expect("start");
+                        let ops: Vec<_> = (first..first + RANGE)
+                            .map(|id| {
+                                tx.read(table, &[Value::UInt32(id)], LockMode::CommittedRead)
+                                    .expect("define a read")
+                            })
+                            .collect();
+                        tx.execute(ExecType::Commit)
+                            .expect("one execute of 500 reads");
+                        for (id, op) in (first..first + RANGE).zip(ops) {
+                            assert_eq!(
+                                tx.row(op),
+                                Some(&[Value::UInt32(id), Value::Int64(i64::from(id) * 3)][..]),
+                                "thread {thread}, row {id}"
+                            );
+                        }
+                    }
+                });
+            }
+        });
     }
 }
 
