@@ -20,10 +20,9 @@ use std::time::{Duration, Instant};
 use hashbrown::HashMap;
 use rndb_config::NodeId;
 use rndb_protocol::{AbortOption, ExecType};
-use rndb_transporter::FrameHeader;
 
 use crate::connection::Connection;
-use crate::transaction::{Begun, Sent};
+use crate::transaction::{Begun, Encoded, Sent};
 use crate::{Cluster, Error, Transaction};
 
 /// While executes wait on several links, the oldest's link is waited on this long at a time,
@@ -53,7 +52,7 @@ struct Pending<'c> {
     connection: &'c Connection,
     sent: Sent,
     /// Until `send`: the encoded frames.
-    frames: Vec<(FrameHeader, Vec<u8>)>,
+    frames: Encoded,
     deadline: Instant,
 }
 
@@ -178,7 +177,7 @@ impl<'c> AsyncExecutor<'c> {
             let mut chunk: Vec<Box<Pending<'c>>> = Vec::new();
             let mut chunk_bytes = 0;
             for pending in list {
-                let bytes: usize = pending.frames.iter().map(|(_, p)| p.len() + 32).sum();
+                let bytes = pending.frames.size_bytes();
                 if !chunk.is_empty() && chunk_bytes + bytes > SEND_CHUNK_BYTES {
                     self.send_chunk(node, std::mem::take(&mut chunk));
                     chunk_bytes = 0;
@@ -199,18 +198,13 @@ impl<'c> AsyncExecutor<'c> {
         for pending in &chunk {
             connection.expect_async(pending.transaction.request_id());
         }
-        let frames: Vec<(FrameHeader, &[u8])> = chunk
-            .iter()
-            .flat_map(|p| p.frames.iter().map(|(h, b)| (*h, &b[..])))
-            .collect();
-        let sent = connection.send_batch(&frames);
-        drop(frames);
+        let sent = connection.send_frames(chunk.iter().flat_map(|p| p.frames.iter()));
         match sent {
             Ok(()) => {
                 let deadline = self.cluster.deadline();
                 for mut pending in chunk {
                     let id = pending.transaction.request_id();
-                    pending.frames = Vec::new();
+                    pending.frames = Encoded::default();
                     pending.deadline = deadline;
                     self.order.push_back((node, id));
                     self.insert_in_flight((node, id), pending);

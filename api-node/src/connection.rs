@@ -381,12 +381,21 @@ impl Connection {
     /// batch is published in steps as it is appended (see `SHM_PUBLISH_EARLY_BYTES`). Any other
     /// failure of the link fails the connection for good (see [`Connection::fail`]).
     pub fn send_batch(&self, frames: &[(FrameHeader, &[u8])]) -> Result<(), Error> {
+        self.send_frames(frames.iter().copied())
+    }
+
+    /// [`Connection::send_batch`] for frames that are not in a slice (it walks them twice: to
+    /// size the batch, then to append it).
+    pub fn send_frames<'a>(
+        &self,
+        frames: impl Iterator<Item = (FrameHeader, &'a [u8])> + Clone,
+    ) -> Result<(), Error> {
         if let Some(failure) = &self.shared().failure {
             return Err(lost(self.peer, failure));
         }
         let mut link = self.link();
         let mut batch_bytes = 0usize;
-        for (_, payload) in frames {
+        for (_, payload) in frames.clone() {
             let frame_bytes = link.encoded_frame_bytes(payload.len());
             if frame_bytes > FRAME_BYTES_MAX {
                 return Err(Error::Transport {
@@ -419,7 +428,7 @@ impl Connection {
         let mut publish_early = link.kind() == TransporterKind::Shm;
         for (header, payload) in frames {
             // Checked above to fit, so a failure here is the link's, not the batch's.
-            if let Err(e) = link.send(header, payload) {
+            if let Err(e) = link.send(&header, payload) {
                 return Err(self.fail(&mut link, e));
             }
             // The data node, polling the ring from its own core, starts on the first

@@ -44,16 +44,60 @@ pub(crate) enum Begun<'c> {
     /// then hand the answers to `complete_execute` with `sent`.
     Send {
         connection: &'c Connection,
-        frames: Vec<(FrameHeader, Vec<u8>)>,
+        frames: Encoded,
         sent: Sent,
     },
+}
+
+/// Bytes and frames an execute's encoding starts with.
+const ENCODED_BYTES_INITIAL: usize = 256;
+const ENCODED_FRAMES_INITIAL: usize = 4;
+
+/// Frames encoded back to back: every payload in one buffer, and each frame's header with the
+/// range of its payload (one allocation per execute, not one per operation).
+#[derive(Debug, Default)]
+pub(crate) struct Encoded {
+    bytes: Vec<u8>,
+    frames: Vec<(FrameHeader, u32, u32)>,
+}
+
+impl Encoded {
+    /// Appends a frame whose payload `encode` writes.
+    fn push(&mut self, header: FrameHeader, encode: impl FnOnce(&mut Vec<u8>)) {
+        if self.frames.capacity() == 0 {
+            // Room for a few operations and the execute's frame without growing.
+            self.bytes.reserve(ENCODED_BYTES_INITIAL);
+            self.frames.reserve(ENCODED_FRAMES_INITIAL);
+        }
+        let start = self.bytes.len() as u32;
+        encode(&mut self.bytes);
+        self.frames.push((header, start, self.bytes.len() as u32));
+    }
+
+    /// Every frame, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (FrameHeader, &[u8])> + Clone {
+        self.frames
+            .iter()
+            .map(|&(header, start, end)| (header, &self.bytes[start as usize..end as usize]))
+    }
+
+    /// Bytes the frames take, headers included (an estimate for sizing sends).
+    pub fn size_bytes(&self) -> usize {
+        self.bytes.len() + 32 * self.frames.len()
+    }
+
+    fn len(&self) -> usize {
+        self.frames.len()
+    }
 }
 
 /// An execute on its way: what its answers are matched against.
 #[derive(Debug)]
 pub(crate) struct Sent {
-    /// The result slot of each operation, by op index.
-    ops: Vec<usize>,
+    /// The result slot of its operation 0; its operations' slots follow in order.
+    first: usize,
+    /// How many operations it sent.
+    count: usize,
     exec: ExecType,
 }
 
@@ -106,8 +150,9 @@ pub struct Transaction<'c> {
     /// passed to them too, after the TC's.
     scan_nodes: Vec<NodeId>,
     state: State,
-    /// Operations defined since the last execute: result slot, signal, encoded payload.
-    batch: Vec<(usize, u16, Vec<u8>)>,
+    /// Operations defined since the last execute, encoded; their result slots are the last
+    /// `batch.len()` of `results`.
+    batch: Encoded,
     /// Every operation's outcome, by `OpId`.
     results: Vec<OpResult>,
 }
@@ -120,7 +165,7 @@ impl<'c> Transaction<'c> {
             tc_node: None,
             scan_nodes: Vec::new(),
             state: State::Fresh,
-            batch: Vec::new(),
+            batch: Encoded::default(),
             results: Vec::new(),
         }
     }
@@ -385,9 +430,7 @@ impl<'c> Transaction<'c> {
                 sent,
             } => {
                 connection.expect(self.request_id);
-                let refs: Vec<(FrameHeader, &[u8])> =
-                    frames.iter().map(|(h, p)| (*h, &p[..])).collect();
-                if let Err(e) = connection.send_batch(&refs) {
+                if let Err(e) = connection.send_frames(frames.iter()) {
                     connection.forget(self.request_id);
                     return Err(self.send_failed(e));
                 }
@@ -398,7 +441,7 @@ impl<'c> Transaction<'c> {
                     self.cluster.deadline(),
                     &mut |answers| {
                         if ended.is_none() {
-                            ended = self.file_answers(&sent.ops, answers);
+                            ended = self.file_answers(&sent, answers);
                         }
                     },
                 );
@@ -419,20 +462,15 @@ impl<'c> Transaction<'c> {
         if let Err(e) = self.check_usable() {
             return Begun::Done(Err(e));
         }
-        if self.state == State::Fresh && self.batch.is_empty() {
+        if self.state == State::Fresh && self.batch.len() == 0 {
             // Nothing was ever sent: there is nothing to commit or roll back on a data node.
             if exec != ExecType::NoCommit {
                 self.state = State::Finished;
             }
             return Begun::Done(Ok(()));
         }
-        let batch = std::mem::take(&mut self.batch);
-        let header = |signal| FrameHeader {
-            signal,
-            receiver_block: block::DBTC,
-            sender_block: block::API,
-            request_id: self.request_id,
-        };
+        let mut frames = std::mem::take(&mut self.batch);
+        let count = frames.len();
         let execute = TcExecuteReq {
             flags: if self.state == State::Fresh {
                 FLAG_START_TRANSACTION
@@ -441,21 +479,17 @@ impl<'c> Transaction<'c> {
             },
             exec_type: exec,
             abort_option: abort,
-            op_count: batch.len() as u32,
+            op_count: count as u32,
         };
-        let mut execute_payload = Vec::with_capacity(8);
-        execute.encode(&mut execute_payload);
-        let mut frames = Vec::with_capacity(batch.len() + 1);
-        let mut ops = Vec::with_capacity(batch.len());
-        for (id, signal, payload) in batch {
-            ops.push(id);
-            frames.push((header(signal), payload));
-        }
-        frames.push((header(gsn::TC_EXECUTE_REQ), execute_payload));
+        frames.push(self.header(gsn::TC_EXECUTE_REQ), |b| execute.encode(b));
         Begun::Send {
             connection: self.connection(),
             frames,
-            sent: Sent { ops, exec },
+            sent: Sent {
+                first: self.results.len() - count,
+                count,
+                exec,
+            },
         }
     }
 
@@ -489,7 +523,7 @@ impl<'c> Transaction<'c> {
     ) -> Result<(), Error> {
         match answers {
             Ok(answers) => {
-                let ended = self.file_answers(&sent.ops, &answers);
+                let ended = self.file_answers(&sent, &answers);
                 self.conclude(sent.exec, ended)
             }
             Err(e) => {
@@ -543,6 +577,16 @@ impl<'c> Transaction<'c> {
         self.request_id
     }
 
+    /// The header of a frame of this transaction to its TC.
+    fn header(&self, signal: u16) -> FrameHeader {
+        FrameHeader {
+            signal,
+            receiver_block: block::DBTC,
+            sender_block: block::API,
+            request_id: self.request_id,
+        }
+    }
+
     /// A TC_EXECUTE_REQ with no operations that ends the transaction with `exec`.
     fn end_frame(&self, exec: ExecType) -> (FrameHeader, Vec<u8>) {
         let execute = TcExecuteReq {
@@ -553,13 +597,7 @@ impl<'c> Transaction<'c> {
         };
         let mut payload = Vec::with_capacity(8);
         execute.encode(&mut payload);
-        let header = FrameHeader {
-            signal: gsn::TC_EXECUTE_REQ,
-            receiver_block: block::DBTC,
-            sender_block: block::API,
-            request_id: self.request_id,
-        };
-        (header, payload)
+        (self.header(gsn::TC_EXECUTE_REQ), payload)
     }
 
     /// Passes the transaction's end to the other data nodes its scans attached it on, once
@@ -649,19 +687,18 @@ impl<'c> Transaction<'c> {
             key,
             attrs,
         };
-        let mut payload = Vec::with_capacity(64);
-        req.encode(&mut payload);
+        let header = self.header(target.signal);
+        self.batch.push(header, |b| req.encode(b));
         let id = self.results.len();
         self.results.push(OpResult::default());
-        self.batch.push((id, target.signal, payload));
         Ok(OpId(id))
     }
 
     /// Files rows and errors under their operations, for answers that may be only part of an
     /// execute's. Returns how the execute ended once its last answer is among them.
-    fn file_answers(&mut self, ops: &[usize], answers: &Answers) -> Option<Ended> {
+    fn file_answers(&mut self, sent: &Sent, answers: &Answers) -> Option<Ended> {
         for (signal, payload) in answers.iter() {
-            match self.file_answer(ops, signal, payload) {
+            match self.file_answer(sent, signal, payload) {
                 Ok(None) => {}
                 Ok(Some(ended)) => return Some(ended),
                 Err(reason) => {
@@ -677,17 +714,20 @@ impl<'c> Transaction<'c> {
     /// violation.
     fn file_answer(
         &mut self,
-        ops: &[usize],
+        sent: &Sent,
         signal: u16,
         payload: &[u8],
     ) -> Result<Option<Ended>, String> {
         let op_slot = |op_index: u32| {
-            ops.get(op_index as usize).copied().ok_or_else(|| {
-                format!(
+            let index = op_index as usize;
+            if index < sent.count {
+                Ok(sent.first + index)
+            } else {
+                Err(format!(
                     "answer names operation {op_index} of a batch of {}",
-                    ops.len()
-                )
-            })
+                    sent.count
+                ))
+            }
         };
         match signal {
             gsn::TCKEY_ROW => {
