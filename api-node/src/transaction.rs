@@ -690,6 +690,11 @@ impl<'c> Transaction<'c> {
         let header = self.header(target.signal);
         self.batch.push(header, |b| req.encode(b));
         let id = self.results.len();
+        if self.results.capacity() == 0 {
+            // Room for exactly one: most transactions have a single operation (a Vec would
+            // start at four), and with thousands in flight the spare slots crowd the cache.
+            self.results.reserve_exact(1);
+        }
         self.results.push(OpResult::default());
         Ok(OpId(id))
     }

@@ -319,6 +319,17 @@ fn machine_cpus() -> usize {
     *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
 }
 
+/// Where the measuring threads of a run go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// testReadPerf's access types: one thread, one execute at a time.
+    Measure,
+    /// A concurrency sweep with one thread per transaction in flight.
+    SweepThreads,
+    /// A concurrency sweep from one thread with the asynchronous API.
+    SweepAsync,
+}
+
 /// Places this process (its measuring thread) for the transporter about to be measured, when
 /// the local data nodes' execution threads are bound (LockExecuteThreadToCPU):
 ///
@@ -328,28 +339,33 @@ fn machine_cpus() -> usize {
 ///   messages, and on this kind of VM waking a halted vCPU costs tens of µs per hop (measured:
 ///   a TCP ping ~7 µs on one core, ~75 µs across two), while a wake-up on the same core is a
 ///   context switch.
-///
-/// - The concurrency sweep (`throughput`): not placed at all. Its client threads range from one
-///   (which would want the placement above) to thousands (which must not crowd the data node's
-///   core); the scheduler balances them.
+/// - The asynchronous sweep: on the CPUs the data nodes leave free, over every transporter. Its
+///   one thread is busy whenever many transactions are in flight, as is the data node, so they
+///   need a core each; unplaced, it sometimes landed on the data node's core, where SHM's
+///   spinning on both sides fell back to sleeping (90–160 k tx/s at 8–16 in flight instead of
+///   ~700 k).
+/// - The threaded sweep: not placed at all. Its client threads range from one (which would want
+///   the placement above) to thousands (which must not crowd the data node's core); the
+///   scheduler balances them.
 ///
 /// Leaves the process free when the data nodes are not bound or there is no CPU to choose.
 pub fn place_for(
     config: &rndb_config::ClusterConfig,
     kind: rndb_config::TransporterKind,
-    throughput: bool,
+    placement: Placement,
 ) -> Result<()> {
     let taken: std::collections::BTreeSet<usize> = config
         .data_nodes
         .iter()
         .flat_map(|n| n.lock_execute_thread_to_cpu.iter().copied())
         .collect();
-    if taken.is_empty() || throughput {
+    if taken.is_empty() || placement == Placement::SweepThreads {
         return Ok(());
     }
     let cpus = machine_cpus();
-    let chosen: Vec<usize> = match kind {
-        rndb_config::TransporterKind::Shm => (0..cpus).filter(|cpu| !taken.contains(cpu)).collect(),
+    let free = || (0..cpus).filter(|cpu| !taken.contains(cpu)).collect();
+    let chosen: Vec<usize> = match (kind, placement) {
+        (_, Placement::SweepAsync) | (rndb_config::TransporterKind::Shm, _) => free(),
         _ => taken.iter().copied().filter(|&cpu| cpu < cpus).collect(),
     };
     if chosen.is_empty() {

@@ -98,7 +98,12 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
     for &transporter in transporters {
         shutdown.check()?;
         if args.local {
-            local::place_for(&config, transporter.kind(), !args.concurrency.is_empty())?;
+            let placement = match (args.concurrency.is_empty(), args.in_flight) {
+                (true, _) => local::Placement::Measure,
+                (false, args::InFlight::Threads) => local::Placement::SweepThreads,
+                (false, args::InFlight::Async) => local::Placement::SweepAsync,
+            };
+            local::place_for(&config, transporter.kind(), placement)?;
         }
         let cluster = connect(&config_path, transporter, args.spin_us)?;
         let table = match &table {
