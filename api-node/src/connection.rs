@@ -616,9 +616,12 @@ impl Connection {
         let mut last_input = Instant::now();
         let budget = poller.spin.budget();
         // Whether this wait's spin was judged: input while spinning, or the spin ran out. A wait
-        // whose request had to wake the data node is not judged: its answer is late by that
-        // wake-up whether or not spinning pays.
-        let mut judged = budget.is_zero() || self.link().take_woke_peer();
+        // whose request had to wake the data node never counts as a failure: its answer is late
+        // by that wake-up whether or not spinning pays. Input within the spin still counts as a
+        // success, or two sides that had both stopped spinning could never start again (each
+        // one's probe would wake the other, and go unjudged).
+        let woke_peer = self.link().take_woke_peer();
+        let mut judged = budget.is_zero();
         // The poller is edge-triggered and keeps readiness until someone waits on it, so a read
         // before the first sleep is needed only when the last reader left input behind, or to
         // spin.
@@ -648,7 +651,9 @@ impl Connection {
             }
             if !judged {
                 // The whole spin passed without input: spinning did not pay this time.
-                poller.spin.record(None);
+                if !woke_peer {
+                    poller.spin.record(None);
+                }
                 judged = true;
             }
             // Bytes a flush left behind (socket or ring full) are pushed before the sleep; if

@@ -131,9 +131,11 @@ impl ExecLoop {
                     self.spin.record(Some(now.duration_since(idle.since)));
                 }
                 idle = Idle::new(now, self.spin.budget());
-                // An answer that had to wake its peer comes back late by that wake-up: this
-                // idle period says nothing about whether spinning pays, so it is not judged.
-                idle.recorded = self.took_woke_peer();
+                // An answer that had to wake its peer comes back late by that wake-up: a spin
+                // that runs out in this idle period says nothing about whether spinning pays,
+                // so it is not counted as a failure (input within it still counts as a
+                // success: see `AdaptiveSpin`).
+                idle.woke_peer = self.took_woke_peer();
             }
         }
         tracing::info!("execution loop stopped");
@@ -148,7 +150,9 @@ impl ExecLoop {
         let spinning = now.duration_since(idle.since) < idle.budget;
         if !spinning && !idle.budget.is_zero() && !idle.recorded {
             // The whole spin passed without input: spinning did not pay this time.
-            self.spin.record(None);
+            if !idle.woke_peer {
+                self.spin.record(None);
+            }
             idle.recorded = true;
         }
         let input_waiting = !self.hot.is_empty()
@@ -417,6 +421,9 @@ struct Idle {
     slept: bool,
     /// The outcome of this period's spin was recorded.
     recorded: bool,
+    /// The work that began this period woke a sleeping peer: a spin that runs out is not a
+    /// failure.
+    woke_peer: bool,
 }
 
 impl Idle {
@@ -426,6 +433,7 @@ impl Idle {
             budget,
             slept: false,
             recorded: false,
+            woke_peer: false,
         }
     }
 }
