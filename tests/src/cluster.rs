@@ -130,6 +130,21 @@ impl TestCluster {
         })
     }
 
+    /// Connects an API node that forces `kind` on its links (e.g. TCP on links the config
+    /// makes SHM) and checks that it got it.
+    pub fn connect_over(&self, kind: rndb_api::TransporterKind) -> Result<rndb_api::Cluster> {
+        let cluster = self.connect_with(ConnectOptions {
+            transporter: Some(kind),
+            ..ConnectOptions::default()
+        })?;
+        anyhow::ensure!(
+            cluster.transporter_kind() == kind,
+            "asked for {kind} links, got {}",
+            cluster.transporter_kind()
+        );
+        Ok(cluster)
+    }
+
     /// Connects an API node with `options` and pings the cluster once.
     pub fn connect_with(&self, options: ConnectOptions) -> Result<rndb_api::Cluster> {
         let cluster = rndb_api::Cluster::connect(&self.config_path, options)

@@ -154,15 +154,12 @@ fn a_client_killed_over_shm_frees_its_segment_and_locks() {
 fn tcp_and_shm_clients_share_one_data_node() {
     let spec = ClusterSpec::new().use_shm(true);
     let cluster = TestCluster::start(spec).expect("start the cluster");
-    let shm = cluster.connect().expect("connect over SHM");
-    let tcp = cluster
-        .connect_with(ConnectOptions {
-            transporter: Some(TransporterKind::Tcp),
-            ..ConnectOptions::default()
-        })
-        .expect("connect over TCP on an SHM link");
+    // The config's choice, not asked for.
+    let shm = cluster.connect().expect("connect");
     assert_eq!(shm.transporter_kind(), TransporterKind::Shm);
-    assert_eq!(tcp.transporter_kind(), TransporterKind::Tcp);
+    let tcp = cluster
+        .connect_over(TransporterKind::Tcp)
+        .expect("connect over TCP on an SHM link");
     let table = recreate_table(&shm, &table_def()).expect("create the table");
     let rows: Vec<Vec<Value>> = (0..100)
         .map(|i| vec![Value::UInt32(i), Value::UInt32(i * 7)])
@@ -189,14 +186,12 @@ fn a_large_execute_streams_every_answer_to_its_operation() {
     const ROWS: u32 = 3000;
     let spec = ClusterSpec::new().use_shm(true);
     let cluster = TestCluster::start(spec).expect("start the cluster");
-    let shm = cluster.connect().expect("connect over SHM");
+    let shm = cluster
+        .connect_over(TransporterKind::Shm)
+        .expect("connect over SHM");
     let tcp = cluster
-        .connect_with(ConnectOptions {
-            transporter: Some(TransporterKind::Tcp),
-            ..ConnectOptions::default()
-        })
+        .connect_over(TransporterKind::Tcp)
         .expect("connect over TCP on an SHM link");
-    assert_eq!(shm.transporter_kind(), TransporterKind::Shm);
     let table = recreate_table(&shm, &table_def()).expect("create the table");
     let present = |i: u32| !i.is_multiple_of(3);
     let rows: Vec<Vec<Value>> = (0..ROWS)

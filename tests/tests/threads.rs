@@ -3,9 +3,7 @@
 //! large executes hand their answers over in slices — and that a bank-style workload of
 //! concurrent transfers keeps the total unchanged.
 
-use rndb_api::{
-    ColumnDef, ColumnType, ConnectOptions, ExecType, LockMode, TableDef, TransporterKind, Value,
-};
+use rndb_api::{ColumnDef, ColumnType, ExecType, LockMode, TableDef, TransporterKind, Value};
 use rndb_tests::ops::{insert_committed, read_with, recreate_table};
 use rndb_tests::{ClusterSpec, TestCluster};
 
@@ -75,14 +73,12 @@ fn threads_streaming_large_executes_on_one_connection_get_their_own_rows() {
     const STREAMERS: u32 = 16;
     const RANGE: u32 = 500;
     let cluster = TestCluster::start(ClusterSpec::new().use_shm(true)).expect("start the cluster");
-    let shm = cluster.connect().expect("connect over SHM");
+    let shm = cluster
+        .connect_over(TransporterKind::Shm)
+        .expect("connect over SHM");
     let tcp = cluster
-        .connect_with(ConnectOptions {
-            transporter: Some(TransporterKind::Tcp),
-            ..ConnectOptions::default()
-        })
+        .connect_over(TransporterKind::Tcp)
         .expect("connect over TCP");
-    assert_eq!(shm.transporter_kind(), TransporterKind::Shm);
     let table = recreate_table(&shm, &table_def("streamed")).expect("create the table");
     let rows: Vec<Vec<Value>> = (0..STREAMERS * RANGE)
         .map(|i| vec![Value::UInt32(i), Value::Int64(i64::from(i) * 3)])
