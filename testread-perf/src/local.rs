@@ -341,9 +341,8 @@ pub enum Placement {
 ///   context switch.
 /// - The asynchronous sweep: on the CPUs the data nodes leave free, over every transporter. Its
 ///   one thread is busy whenever many transactions are in flight, as is the data node, so they
-///   need a core each; unplaced, it sometimes landed on the data node's core, where SHM's
-///   spinning on both sides fell back to sleeping (90–160 k tx/s at 8–16 in flight instead of
-///   ~700 k).
+///   need a core each (unplaced, the scheduler could put it on the data node's core, where
+///   SHM's spinning on both sides only delays the other).
 /// - The threaded sweep: not placed at all. Its client threads range from one (which would want
 ///   the placement above) to thousands (which must not crowd the data node's core); the
 ///   scheduler balances them.
