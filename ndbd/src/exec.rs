@@ -5,7 +5,9 @@
 //! sleeping in the poller until input, a new link or the next timer tick), read every ready
 //! link into the inbox, hand each frame to the kernel, run the job queue, run timers, flush
 //! every link that has output, and close links that failed. A link that fails is closed alone;
-//! the loop goes on serving the others.
+//! the loop goes on serving the others. The poller is a system call: a turn skips it while a
+//! link already has input (up to `POLLS_SKIPPED_MAX` turns in a row), and a spin looks at the
+//! shared-memory rings `RING_CHECKS_PER_POLL` times between two polls.
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -30,6 +32,13 @@ pub const WAKER_TOKEN: Token = Token(usize::MAX - 1);
 pub const TIMER_TICK: Duration = Duration::from_millis(10);
 /// The longest sleep while a link has output the kernel would not take yet.
 const RETRY_FLUSH_AFTER: Duration = Duration::from_millis(1);
+/// Turns in a row that may skip the poller because a link already has input (see
+/// `ExecLoop::wait`); then sockets are polled even while shared-memory rings stay busy.
+const POLLS_SKIPPED_MAX: u32 = 8;
+/// While spinning with shared-memory links, how many times the rings are looked at before each
+/// poll of the sockets. A zero-timeout poll is a system call (about 0.2 µs here) that a frame
+/// arriving in a ring waits out; looking at a ring is a load from a cache line.
+const RING_CHECKS_PER_POLL: u32 = 32;
 
 /// The loop's state. Lives on the execution thread.
 pub struct ExecLoop {
@@ -66,6 +75,10 @@ pub struct ExecLoop {
     scratch: Vec<u8>,
     /// Links an early flush found full this turn (see `LinkOutbox::stalled`).
     stalled: Vec<NodeId>,
+    /// Turns since the poller last ran (see `POLLS_SKIPPED_MAX`).
+    polls_skipped: u32,
+    /// Some link is a shared-memory link (recomputed when links come and go).
+    has_shm_links: bool,
 }
 
 impl std::fmt::Debug for ExecLoop {
@@ -107,6 +120,8 @@ impl ExecLoop {
             fatal: None,
             scratch: Vec::with_capacity(1 << 16),
             stalled: Vec::new(),
+            polls_skipped: 0,
+            has_shm_links: false,
         }
     }
 
@@ -155,11 +170,13 @@ impl ExecLoop {
             }
             idle.recorded = true;
         }
-        let input_waiting = !self.hot.is_empty()
-            || self
-                .registry
-                .iter_mut()
-                .any(|(_, link)| link.input_pending());
+        let mut input_waiting = !self.hot.is_empty() || self.any_input_pending();
+        if spinning && !input_waiting && self.has_shm_links {
+            input_waiting = (1..RING_CHECKS_PER_POLL).any(|_| {
+                std::hint::spin_loop();
+                self.any_input_pending()
+            });
+        }
         let mut timeout = if spinning || input_waiting {
             Duration::ZERO
         } else {
@@ -168,6 +185,15 @@ impl ExecLoop {
         if !self.dirty.is_empty() || self.kernel.has_unsent_answers() {
             timeout = timeout.min(RETRY_FLUSH_AFTER);
         }
+        // Input is already waiting (frames in a shared-memory ring, a link that stopped at its
+        // read limit, a new link): the poller's system call would only delay it. Sockets are
+        // still polled every `POLLS_SKIPPED_MAX` turns, so busy rings cannot starve them.
+        if input_waiting && self.polls_skipped < POLLS_SKIPPED_MAX {
+            self.polls_skipped += 1;
+            self.events.clear();
+            return false;
+        }
+        self.polls_skipped = 0;
         let sleeping = !timeout.is_zero() && self.prepare_to_sleep();
         if !sleeping {
             timeout = Duration::ZERO;
@@ -184,6 +210,13 @@ impl ExecLoop {
             }
         }
         sleeping
+    }
+
+    /// True when some link has input it can deliver without the poller.
+    fn any_input_pending(&mut self) -> bool {
+        self.registry
+            .iter_mut()
+            .any(|(_, link)| link.input_pending())
     }
 
     /// Tells every link the loop is about to sleep; false if one has input meanwhile.
@@ -400,6 +433,10 @@ impl ExecLoop {
     }
 
     fn update_spin(&mut self) {
+        self.has_shm_links = self
+            .registry
+            .iter_mut()
+            .any(|(_, link)| link.kind() == rndb_config::TransporterKind::Shm);
         let links_spin = self
             .registry
             .iter_mut()
