@@ -7,7 +7,11 @@
 //! every link that has output, and close links that failed. A link that fails is closed alone;
 //! the loop goes on serving the others. The poller is a system call: a turn skips it while a
 //! link already has input (up to `POLLS_SKIPPED_MAX` turns in a row), and a spin looks at the
-//! shared-memory rings `RING_CHECKS_PER_POLL` times between two polls.
+//! shared-memory rings `RING_CHECKS_PER_POLL` times between two polls. Where several data
+//! nodes' execution threads share one CPU (`Settings::shares_cpu`), a turn that ends with output
+//! for one socket link leaves it to `wait`, which sends it in the same system call that puts the
+//! loop to sleep (`rndb_transporter::sleeper`), so that the client it wakes does not preempt
+//! the loop on its way to sleep; a timerfd then bounds those sleeps by the timer tick.
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -18,8 +22,11 @@ use std::time::{Duration, Instant};
 
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
+use nix::sys::time::TimeSpec;
+use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use rndb_config::NodeId;
 use rndb_transporter::registry::Registry;
+use rndb_transporter::sleeper::{EpollEvent, Sleeper};
 use rndb_transporter::spin::AdaptiveSpin;
 use rndb_transporter::{FlushStatus, FrameHeader, TransportError, Transporter};
 
@@ -28,6 +35,10 @@ use crate::listener::{Connected, Failed};
 
 /// The poller token of the wake-up that announces new links.
 pub const WAKER_TOKEN: Token = Token(usize::MAX - 1);
+/// The poller token of the timer that ends a sleep in the sleeper (which has no timeout).
+const TICKER_TOKEN: Token = Token(usize::MAX - 2);
+/// Events one poll or sleep takes at most.
+const EVENTS_MAX: usize = 1024;
 /// How often timers (lock-wait and inactivity timeouts) run.
 pub const TIMER_TICK: Duration = Duration::from_millis(10);
 /// The longest sleep while a link has output the kernel would not take yet.
@@ -40,12 +51,25 @@ const POLLS_SKIPPED_MAX: u32 = 8;
 /// arriving in a ring waits out; looking at a ring is a load from a cache line.
 const RING_CHECKS_PER_POLL: u32 = 32;
 
+/// How the loop waits.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    /// SchedulerSpinTimer.
+    pub spin: Duration,
+    /// The execution thread shares its CPU with other data nodes' (and so with their clients):
+    /// an answer to one link is sent in the call that puts the loop to sleep (see
+    /// `rndb_transporter::sleeper`), so that the client it wakes does not preempt the loop.
+    pub shares_cpu: bool,
+}
+
 /// The loop's state. Lives on the execution thread.
 pub struct ExecLoop {
     kernel: Kernel,
     registry: Registry,
     poll: Poll,
     events: Events,
+    /// What the poller (or the sleeper) reported this turn.
+    ready: Vec<Ready>,
     new_links: Receiver<Box<dyn Transporter>>,
     connected: Connected,
     /// Data nodes seen to fail, shared with the listener, which refuses them.
@@ -79,6 +103,13 @@ pub struct ExecLoop {
     polls_skipped: u32,
     /// Some link is a shared-memory link (recomputed when links come and go).
     has_shm_links: bool,
+    /// Sends a lone link's answer and sleeps in one system call, where io_uring allows (see
+    /// `rndb_transporter::sleeper`), with the ticker that bounds its sleeps; `None` sleeps in
+    /// the poller after a plain flush.
+    sleeper: Option<(Sleeper, TimerFd)>,
+    /// The one link with output at the end of the last turn, left for `wait` to send with its
+    /// sleep (or to flush, when it does not sleep).
+    deferred: Option<NodeId>,
 }
 
 impl std::fmt::Debug for ExecLoop {
@@ -98,14 +129,25 @@ impl ExecLoop {
         new_links: Receiver<Box<dyn Transporter>>,
         connected: Connected,
         failed: Failed,
-        spin: Duration,
+        settings: Settings,
         shutdown: Arc<AtomicBool>,
     ) -> ExecLoop {
+        let Settings { spin, shares_cpu } = settings;
+        let sleeper = if shares_cpu {
+            new_sleeper(&poll)
+                .inspect_err(|reason| {
+                    tracing::warn!("answers are sent before sleeping, not with it: {reason}");
+                })
+                .ok()
+        } else {
+            None
+        };
         ExecLoop {
             kernel,
             registry: Registry::new(),
             poll,
-            events: Events::with_capacity(1024),
+            events: Events::with_capacity(EVENTS_MAX),
+            ready: Vec::with_capacity(EVENTS_MAX),
             new_links,
             connected,
             failed,
@@ -122,6 +164,8 @@ impl ExecLoop {
             stalled: Vec::new(),
             polls_skipped: 0,
             has_shm_links: false,
+            sleeper,
+            deferred: None,
         }
     }
 
@@ -139,7 +183,7 @@ impl ExecLoop {
                 next_tick = now + TIMER_TICK;
                 worked |= self.run_jobs(now);
             }
-            self.flush_links();
+            self.flush_links(true);
             worked |= self.close_broken(now);
             if worked {
                 if !idle.slept && !idle.recorded && !idle.budget.is_zero() {
@@ -154,7 +198,7 @@ impl ExecLoop {
             }
         }
         tracing::info!("execution loop stopped");
-        self.flush_links();
+        self.flush_links(false);
         self.fatal.take().map_or(Ok(()), Err)
     }
 
@@ -170,6 +214,7 @@ impl ExecLoop {
             }
             idle.recorded = true;
         }
+        let deferred = self.deferred.take();
         let mut input_waiting = !self.hot.is_empty() || self.any_input_pending();
         if spinning && !input_waiting && self.has_shm_links {
             input_waiting = (1..RING_CHECKS_PER_POLL).any(|_| {
@@ -189,8 +234,11 @@ impl ExecLoop {
         // read limit, a new link): the poller's system call would only delay it. Sockets are
         // still polled every `POLLS_SKIPPED_MAX` turns, so busy rings cannot starve them.
         if input_waiting && self.polls_skipped < POLLS_SKIPPED_MAX {
+            if let Some(node) = deferred {
+                self.flush_link(node);
+            }
             self.polls_skipped += 1;
-            self.events.clear();
+            self.ready.clear();
             return false;
         }
         self.polls_skipped = 0;
@@ -198,9 +246,34 @@ impl ExecLoop {
         if !sleeping {
             timeout = Duration::ZERO;
         }
-        if let Err(e) = self.poll.poll(&mut self.events, Some(timeout)) {
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                tracing::error!("poll: {e}");
+        self.ready.clear();
+        // The sleeper sleeps until the next tick of its timer at the latest: not when output
+        // waits for room, which is retried sooner.
+        let retrying = !self.dirty.is_empty() || self.kernel.has_unsent_answers();
+        if sleeping && !retrying && deferred.is_some() && self.sleeper.is_some() {
+            self.send_and_sleep(deferred);
+        } else {
+            if let Some(node) = deferred {
+                self.flush_link(node);
+            }
+            if let Err(e) = self.poll.poll(&mut self.events, Some(timeout)) {
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    tracing::error!("poll: {e}");
+                }
+            }
+            self.ready.extend(self.events.iter().map(|event| Ready {
+                token: event.token(),
+                readable: event.is_readable(),
+                read_closed: event.is_read_closed(),
+                error: event.is_error(),
+            }));
+        }
+        if let Some((sleeper, ticker)) = self.sleeper.as_mut() {
+            // Events a wait that a signal interrupted collected since.
+            sleeper.collect(|event| self.ready.push(Ready::from(event)));
+            if self.ready.iter().any(|r| r.token == TICKER_TOKEN) {
+                // A periodic timerfd is armed again only when read (EAGAIN is fine).
+                let _ = ticker.wait();
             }
         }
         if sleeping {
@@ -210,6 +283,42 @@ impl ExecLoop {
             }
         }
         sleeping
+    }
+
+    /// Sends the `deferred` link's output (if any) and sleeps in the sleeper until the poller
+    /// has events, in one system call. A ring that fails closes that link (whether its bytes
+    /// went out is unknown) and is not used again.
+    fn send_and_sleep(&mut self, deferred: Option<NodeId>) {
+        let Some((sleeper, _)) = self.sleeper.as_mut() else {
+            return;
+        };
+        let mut link = deferred.and_then(|node| Some((node, self.registry.get_mut(node)?)));
+        let send = link.as_ref().and_then(|(_, link)| link.unsent_on_socket());
+        match sleeper.send_and_sleep(send) {
+            Ok(sent) => {
+                if let (Some(sent), Some((node, link))) = (sent, link.as_mut()) {
+                    match link.sent_by_caller(sent) {
+                        Ok(FlushStatus::Done) => {}
+                        Ok(FlushStatus::Pending) => {
+                            self.dirty.insert(*node);
+                        }
+                        Err(e) => self.broken.push((*node, format!("flush: {e}"), false)),
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::error!(
+                    "io_uring send and sleep failed: {e}; sleeping in the poller from now on"
+                );
+                if let Some((node, _)) = link {
+                    self.broken
+                        .push((node, format!("send through io_uring: {e}"), false));
+                }
+                self.sleeper = None;
+                return;
+            }
+        }
+        sleeper.collect(|event| self.ready.push(Ready::from(event)));
     }
 
     /// True when some link has input it can deliver without the poller.
@@ -231,13 +340,13 @@ impl ExecLoop {
         let mut ready: Vec<NodeId> = std::mem::take(&mut self.hot);
         // Links whose event says the peer has not closed: a short read drains them.
         let mut open_events: Vec<NodeId> = Vec::new();
-        for event in self.events.iter() {
-            if event.token() == WAKER_TOKEN {
+        for event in &self.ready {
+            if event.token == WAKER_TOKEN || event.token == TICKER_TOKEN {
                 continue;
             }
-            let node = NodeId(event.token().0 as u16);
+            let node = NodeId(event.token.0 as u16);
             ready.push(node);
-            if event.is_readable() && !event.is_read_closed() && !event.is_error() {
+            if event.readable && !event.read_closed && !event.error {
                 open_events.push(node);
             }
         }
@@ -246,7 +355,7 @@ impl ExecLoop {
                 link.stop_after_short_read();
             }
         }
-        if self.events.iter().any(|e| e.token() == WAKER_TOKEN) {
+        if self.ready.iter().any(|e| e.token == WAKER_TOKEN) {
             self.accept_new_links();
         }
         for (node, link) in self.registry.iter_mut() {
@@ -322,20 +431,41 @@ impl ExecLoop {
         !self.dirty.is_empty()
     }
 
-    fn flush_links(&mut self) {
+    /// Flushes every link with output. With `defer`, a lone link with output whose flush is one
+    /// socket send is left for `wait`, which sends it with its sleep.
+    fn flush_links(&mut self, defer: bool) {
         self.stalled.clear();
+        if let Some(node) = self.deferred.take() {
+            self.flush_link(node);
+        }
+        if defer && self.sleeper.is_some() && self.dirty.len() == 1 {
+            let node = self.dirty.iter().next().copied();
+            if let Some(node) = node.filter(|&node| {
+                self.registry
+                    .get_mut(node)
+                    .is_some_and(|link| link.unsent_on_socket().is_some())
+            }) {
+                self.dirty.clear();
+                self.deferred = Some(node);
+                return;
+            }
+        }
         let dirty: Vec<NodeId> = self.dirty.drain().collect();
         for node in dirty {
-            let Some(link) = self.registry.get_mut(node) else {
-                continue;
-            };
-            match link.flush() {
-                Ok(FlushStatus::Done) => {}
-                Ok(FlushStatus::Pending) => {
-                    self.dirty.insert(node);
-                }
-                Err(e) => self.broken.push((node, format!("flush: {e}"), false)),
+            self.flush_link(node);
+        }
+    }
+
+    fn flush_link(&mut self, node: NodeId) {
+        let Some(link) = self.registry.get_mut(node) else {
+            return;
+        };
+        match link.flush() {
+            Ok(FlushStatus::Done) => {}
+            Ok(FlushStatus::Pending) => {
+                self.dirty.insert(node);
             }
+            Err(e) => self.broken.push((node, format!("flush: {e}"), false)),
         }
     }
 
@@ -391,7 +521,7 @@ impl ExecLoop {
         }
         self.update_spin();
         self.run_jobs(now);
-        self.flush_links();
+        self.flush_links(false);
         true
     }
 
@@ -445,6 +575,52 @@ impl ExecLoop {
         self.spin
             .set_configured(links_spin.unwrap_or_default().max(self.spin_base));
     }
+}
+
+/// One registration the poller reported ready.
+#[derive(Clone, Copy, Debug)]
+struct Ready {
+    token: Token,
+    readable: bool,
+    read_closed: bool,
+    error: bool,
+}
+
+impl From<EpollEvent> for Ready {
+    fn from(event: EpollEvent) -> Ready {
+        Ready {
+            token: Token(event.token as usize),
+            readable: event.is_readable(),
+            read_closed: event.is_read_closed(),
+            error: event.is_error(),
+        }
+    }
+}
+
+/// A sleeper on `poll`'s epoll instance, and a timer in it that ends each sleep by the next
+/// tick at the latest (the sleeper's wait has no timeout of its own).
+fn new_sleeper(poll: &Poll) -> Result<(Sleeper, TimerFd), String> {
+    use std::os::fd::{AsFd, AsRawFd};
+    let sleeper = Sleeper::new(poll.as_raw_fd(), EVENTS_MAX)?;
+    let ticker = TimerFd::new(
+        ClockId::CLOCK_MONOTONIC,
+        TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+    )
+    .map_err(|e| format!("timerfd_create: {e}"))?;
+    ticker
+        .set(
+            Expiration::Interval(TimeSpec::from_duration(TIMER_TICK)),
+            TimerSetTimeFlags::empty(),
+        )
+        .map_err(|e| format!("timerfd_settime: {e}"))?;
+    poll.registry()
+        .register(
+            &mut SourceFd(&ticker.as_fd().as_raw_fd()),
+            TICKER_TOKEN,
+            Interest::READABLE,
+        )
+        .map_err(|e| format!("register the tick timer with the poller: {e}"))?;
+    Ok((sleeper, ticker))
 }
 
 /// The loop's state between two pieces of work.

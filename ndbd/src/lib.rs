@@ -76,12 +76,40 @@ pub fn run(config: ClusterConfig, me: NodeId, shutdown: Arc<AtomicBool>) -> anyh
     tracing::info!(node = %me, port, data_memory = node.data_memory_bytes, spin_us = node.scheduler_spin_timer_us, "data node started");
     bind_to_cpus(&node.lock_execute_thread_to_cpu)
         .with_context(|| format!("LockExecuteThreadToCPU of node {me}"))?;
-    let mut exec = exec::ExecLoop::new(kernel, poll, links_rx, connected, failed, spin, shutdown);
+    let shares_cpu = shares_cpu_with_data_node(&config, me);
+    if shares_cpu {
+        tracing::info!(node = %me, "execution thread shares its CPU with another data node's: answers are sent with the sleep that follows them");
+    }
+    let mut exec = exec::ExecLoop::new(
+        kernel,
+        poll,
+        links_rx,
+        connected,
+        failed,
+        exec::Settings { spin, shares_cpu },
+        shutdown,
+    );
     if let Err(reason) = exec.run() {
         anyhow::bail!("data node {me} stopped: {reason}");
     }
     tracing::info!(node = %me, "data node stopped");
     Ok(())
+}
+
+/// True when another data node of `config` on the same host binds its execution thread to one of
+/// the CPUs `me` binds to (LockExecuteThreadToCPU): then their clients share that CPU too.
+pub fn shares_cpu_with_data_node(config: &ClusterConfig, me: NodeId) -> bool {
+    let Some(node) = config.data_node(me) else {
+        return false;
+    };
+    config.data_nodes.iter().any(|other| {
+        other.node_id != me
+            && other.host_name == node.host_name
+            && other
+                .lock_execute_thread_to_cpu
+                .iter()
+                .any(|cpu| node.lock_execute_thread_to_cpu.contains(cpu))
+    })
 }
 
 /// Binds the calling thread (the execution thread; the acceptor was started before, so it is

@@ -1,7 +1,7 @@
 //! Proves that four data nodes with NoOfReplicas=2 form one cluster: rows spread over every node
 //! and both node groups, every commit (single- or multi-node, one batch or a bank workload of
-//! concurrent transfers) leaves equal rows on the primary and the backup while rollbacks leave
-//! nothing on either, lock waits across nodes end in 266, tables and indexes created or dropped
+//! concurrent transfers, also with all four execution threads on one CPU) leaves equal rows on
+//! the primary and the backup while rollbacks leave nothing on either, lock waits across nodes end in 266, tables and indexes created or dropped
 //! through one node are seen by every node and every API node, and the cluster survives a data
 //! node's death without losing or half-applying a committed transaction.
 
@@ -560,7 +560,33 @@ fn scan_until(api: &Cluster, table: &Table, deadline: Instant, stop: &AtomicBool
 
 #[test]
 fn concurrent_transfers_across_nodes_keep_the_total_on_both_replicas() {
-    let spec = spec().deadlock_timeout_ms(BANK_DEADLOCK_TIMEOUT_MS);
+    bank_run(spec().deadlock_timeout_ms(BANK_DEADLOCK_TIMEOUT_MS));
+}
+
+/// The bank test again with every execution thread bound to CPU 0: the data nodes then send
+/// each answer in the call that puts them to sleep (`rndb_transporter::sleeper`), where the
+/// kernel allows, which their logs say.
+#[test]
+fn concurrent_transfers_keep_the_total_when_data_nodes_share_a_cpu() {
+    let cluster = bank_run(
+        spec()
+            .deadlock_timeout_ms(BANK_DEADLOCK_TIMEOUT_MS)
+            .data_node_param("LockExecuteThreadToCPU", "0"),
+    );
+    for node in cluster.data_node_ids() {
+        let log = cluster.log(node);
+        assert!(
+            log.contains("shares its CPU with another data node"),
+            "node {node} saw the shared CPU: {log}"
+        );
+        if let Some(line) = log.lines().find(|l| l.contains("not with it")) {
+            eprintln!("skipped the sleeper on node {node}: {line}");
+        }
+    }
+}
+
+/// Runs the bank workload on a cluster of `spec` and checks the totals; returns the cluster.
+fn bank_run(spec: ClusterSpec) -> TestCluster {
     let (cluster, api, table) = start(spec);
     let ids: Vec<u32> = (0..ACCOUNT_COUNT).collect();
     let rows: Vec<_> = ids.iter().map(|&id| row(id, OPENING_BALANCE)).collect();
@@ -631,6 +657,7 @@ fn concurrent_transfers_across_nodes_keep_the_total_on_both_replicas() {
         "on the primaries"
     );
     assert_eq!(replica_total(&backups), expected_total, "on the backups");
+    cluster
 }
 
 #[test]

@@ -2,8 +2,11 @@
 //! buffer, and delivering the whole frames of a receive buffer with the link's sticky end
 //! states (peer closed, bad frame). Only how bytes reach the socket differs between the links.
 
+use std::io;
+
 use crate::frame::{self, Decoded, FrameHeader, FRAME_BYTES_MAX};
-use crate::{NodeId, TransportError};
+use crate::tcp::is_disconnect;
+use crate::{FlushStatus, NodeId, TransportError};
 
 /// A link's send buffer: encoded frames, of which `offset` bytes are already written. Its
 /// capacity is reserved at construction and never grows.
@@ -71,6 +74,36 @@ impl SendBuffer {
     /// Bytes `append` would still take.
     pub fn capacity_bytes(&self) -> usize {
         self.limit_bytes.saturating_sub(self.pending_bytes())
+    }
+
+    /// The bytes appended and not yet written; `None` when there are none.
+    pub fn unsent(&self) -> Option<&[u8]> {
+        (self.pending_bytes() > 0).then(|| &self.bytes[self.offset..])
+    }
+
+    /// Takes the outcome of one `send` of the pending bytes. `Some` ends the flush: `Done` when
+    /// nothing is left (the buffer is cleared), `Pending` when the socket is full; `None` means
+    /// send the rest. A closed connection is `Closed`; any other error is returned with context.
+    pub fn record_send(
+        &mut self,
+        peer: NodeId,
+        result: io::Result<usize>,
+    ) -> Result<Option<FlushStatus>, TransportError> {
+        match result {
+            Ok(0) if self.pending_bytes() > 0 => Err(TransportError::Closed { peer }),
+            Ok(sent_bytes) => {
+                self.offset += sent_bytes.min(self.pending_bytes());
+                if self.pending_bytes() > 0 {
+                    return Ok(None);
+                }
+                self.clear();
+                Ok(Some(FlushStatus::Done))
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Some(FlushStatus::Pending)),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(None),
+            Err(e) if is_disconnect(&e) => Err(TransportError::Closed { peer }),
+            Err(e) => Err(TransportError::io(format!("link to node {peer}: send"), e)),
+        }
     }
 
     /// Forgets everything (the link is being shut down).

@@ -12,6 +12,8 @@
 //! - [`shm`]: the shared-memory link (two SPSC rings in `/dev/shm`), set up over a TCP
 //!   connection that stays open as its liveness and wake-up channel.
 //! - [`spin`]: adaptive spin-then-sleep budgets for receive loops.
+//! - [`sleeper`]: a loop's last send and its sleep in one `io_uring_enter`, so that a peer
+//!   sharing the core, woken by the send, does not preempt the sender.
 //! - [`handshake`]: the first exchange on a new connection (version, cluster identity, node ids).
 //! - [`registry`]: node id → link, and the admission rules a data node applies to a handshake.
 //! - [`settings`]: [`LinkSettings`], the per-link limits (Checksum, SendBufferMemory,
@@ -30,7 +32,7 @@
 //! **Architecture Invariant:** this crate knows nothing of tables, rows or transactions; it moves
 //! opaque payloads tagged with a signal number.
 //!
-//! **Architecture Invariant:** `unsafe` lives only in [`shm`] and [`uring`], each block with a
+//! **Architecture Invariant:** `unsafe` lives only in [`shm`], [`uring`] and [`sleeper`], each block with a
 //! `// SAFETY:` comment; every other module says `#![forbid(unsafe_code)]`.
 
 mod buffers;
@@ -41,6 +43,7 @@ pub mod handshake;
 pub mod registry;
 pub mod settings;
 pub mod shm;
+pub mod sleeper;
 pub mod spin;
 pub mod tcp;
 pub mod uring;
@@ -52,6 +55,7 @@ pub use frame::{FrameHeader, FRAME_BYTES_MAX, FRAME_HEADER_BYTES};
 pub use rndb_config::{NodeId, TransporterKind};
 pub use settings::LinkSettings;
 
+use std::io;
 use std::os::fd::RawFd;
 
 /// What a flush achieved.
@@ -79,6 +83,24 @@ pub trait Transporter: Send {
 
     /// Pushes the send buffer to the peer in as few system calls as possible.
     fn flush(&mut self) -> Result<FlushStatus, TransportError>;
+
+    /// For a link whose flush is a `send` on one socket (TCP and io_uring links): that socket
+    /// and the unsent bytes, so that the caller can send them itself, in the same system call
+    /// as its sleep ([`sleeper::Sleeper`]). The caller then reports what its send did with
+    /// [`Transporter::sent_by_caller`] before it uses the link again. `None` when nothing is
+    /// unsent, or when only the link itself can flush (SHM).
+    fn unsent_on_socket(&self) -> Option<(RawFd, &[u8])> {
+        None
+    }
+
+    /// What the caller's send of the bytes from [`Transporter::unsent_on_socket`] did: bytes
+    /// written, or its error. Returns what `flush` would have (a partial send is finished
+    /// with a flush).
+    fn sent_by_caller(&mut self, result: io::Result<usize>) -> Result<FlushStatus, TransportError> {
+        // Links that hand out no bytes were sent nothing: just flush.
+        debug_assert!(result.is_err(), "bytes sent on a link that handed none out");
+        self.flush()
+    }
 
     /// Reads whatever has arrived, without blocking, and calls `on_frame` for every complete,
     /// validated frame in order. Returns the number of frames delivered. A peer that closed

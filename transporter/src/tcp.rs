@@ -124,28 +124,30 @@ impl Transporter for TcpLink {
 
     fn flush(&mut self) -> Result<FlushStatus, TransportError> {
         let socket = SockRef::from(&self.stream);
-        while self.send_buffer.pending_bytes() > 0 {
-            match socket.send_with_flags(
+        loop {
+            if self.send_buffer.pending_bytes() == 0 {
+                self.send_buffer.clear();
+                return Ok(FlushStatus::Done);
+            }
+            let sent = socket.send_with_flags(
                 &self.send_buffer.bytes[self.send_buffer.offset..],
                 libc::MSG_NOSIGNAL,
-            ) {
-                Ok(0) => return Err(TransportError::Closed { peer: self.peer }),
-                Ok(sent_bytes) => self.send_buffer.offset += sent_bytes,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(FlushStatus::Pending),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if is_disconnect(&e) => {
-                    return Err(TransportError::Closed { peer: self.peer })
-                }
-                Err(e) => {
-                    return Err(TransportError::io(
-                        format!("link to node {}: send", self.peer),
-                        e,
-                    ))
-                }
+            );
+            if let Some(status) = self.send_buffer.record_send(self.peer, sent)? {
+                return Ok(status);
             }
         }
-        self.send_buffer.clear();
-        Ok(FlushStatus::Done)
+    }
+
+    fn unsent_on_socket(&self) -> Option<(RawFd, &[u8])> {
+        Some((self.stream.as_raw_fd(), self.send_buffer.unsent()?))
+    }
+
+    fn sent_by_caller(&mut self, result: io::Result<usize>) -> Result<FlushStatus, TransportError> {
+        match self.send_buffer.record_send(self.peer, result)? {
+            Some(status) => Ok(status),
+            None => self.flush(),
+        }
     }
 
     fn receive(

@@ -351,29 +351,30 @@ impl Transporter for UringLink {
 
     fn flush(&mut self) -> Result<FlushStatus, TransportError> {
         // Each round either sends at least one byte or ends the flush.
-        while self.send_buffer.pending_bytes() > 0 {
-            match self.send_once()? {
-                0 => return Err(TransportError::Closed { peer: self.peer }),
-                sent @ 1.. => {
-                    let sent = (sent as usize).min(self.send_buffer.pending_bytes());
-                    self.send_buffer.offset += sent;
-                }
-                errno if errno == -libc::EAGAIN => return Ok(FlushStatus::Pending),
-                errno if errno == -libc::EINTR => continue,
-                errno => {
-                    let e = io::Error::from_raw_os_error(-errno);
-                    if is_disconnect(&e) {
-                        return Err(TransportError::Closed { peer: self.peer });
-                    }
-                    return Err(TransportError::io(
-                        format!("link to node {}: send", self.peer),
-                        e,
-                    ));
-                }
+        loop {
+            if self.send_buffer.pending_bytes() == 0 {
+                self.send_buffer.clear();
+                return Ok(FlushStatus::Done);
+            }
+            let sent = match self.send_once()? {
+                bytes @ 0.. => Ok(bytes as usize),
+                errno => Err(io::Error::from_raw_os_error(-errno)),
+            };
+            if let Some(status) = self.send_buffer.record_send(self.peer, sent)? {
+                return Ok(status);
             }
         }
-        self.send_buffer.clear();
-        Ok(FlushStatus::Done)
+    }
+
+    fn unsent_on_socket(&self) -> Option<(RawFd, &[u8])> {
+        Some((self.stream.as_raw_fd(), self.send_buffer.unsent()?))
+    }
+
+    fn sent_by_caller(&mut self, result: io::Result<usize>) -> Result<FlushStatus, TransportError> {
+        match self.send_buffer.record_send(self.peer, result)? {
+            Some(status) => Ok(status),
+            None => self.flush(),
+        }
     }
 
     fn receive(
