@@ -72,6 +72,8 @@ pub struct AsyncExecutor<'c> {
     order: VecDeque<(NodeId, u32)>,
     /// Completed without a round trip, or failed before sending; handed out by the next poll.
     ready: Vec<Completion<'c>>,
+    /// When the executor was made: the deadline of an execute not yet sent.
+    created: Instant,
     /// MaxNoOfConcurrentTransactions.
     limit: usize,
 }
@@ -97,6 +99,7 @@ impl<'c> AsyncExecutor<'c> {
             order: VecDeque::new(),
             ready: Vec::new(),
             limit,
+            created: Instant::now(),
         }
     }
 
@@ -153,7 +156,8 @@ impl<'c> AsyncExecutor<'c> {
                 connection,
                 sent,
                 frames,
-                deadline: Instant::now(),
+                // Set by `send`; a clock read per execute costs more than this placeholder.
+                deadline: self.created,
             })),
         }
         Ok(())

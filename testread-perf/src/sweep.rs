@@ -158,15 +158,20 @@ impl Sweep<'_> {
         let begun = Instant::now();
         let deadline = begun + self.duration;
         for _ in 0..concurrency {
-            self.prepare_one(&mut executor, &mut rng, &mut next_tag, &mut started)?;
+            self.prepare_one(&mut executor, &mut rng, &mut next_tag, &mut started, begun)?;
         }
         while !executor.is_empty() {
             // Waiting for an eighth of what is in flight (at least one) before refilling makes
             // each send carry many transactions, as flexAsynch's send-all-poll-all does, while
             // the rest stay in flight.
             let min = (executor.len() / ASYNC_POLL_FRACTION).max(1);
-            for done in executor.send_poll(min, Duration::from_millis(100)) {
-                let elapsed = started.remove(&done.tag).map(|t0| t0.elapsed());
+            let completions = executor.send_poll(min, Duration::from_millis(100));
+            // One clock read per poll: it ends the transactions it completed and starts their
+            // replacements, which go out with the next send.
+            let now = Instant::now();
+            let refill = now < deadline && !self.shutdown.requested();
+            for done in completions {
+                let elapsed = started.remove(&done.tag).map(|t0| now - t0);
                 match done.result {
                     Ok(()) => {
                         committed += 1;
@@ -177,8 +182,8 @@ impl Sweep<'_> {
                     Err(e) if e.is_temporary() => temporary += 1,
                     Err(e) => return Err(e).context("an asynchronous sweep transaction"),
                 }
-                if Instant::now() < deadline && !self.shutdown.requested() {
-                    self.prepare_one(&mut executor, &mut rng, &mut next_tag, &mut started)?;
+                if refill {
+                    self.prepare_one(&mut executor, &mut rng, &mut next_tag, &mut started, now)?;
                 }
             }
         }
@@ -193,19 +198,20 @@ impl Sweep<'_> {
         )
     }
 
-    /// Starts one more sweep transaction in `executor`, timed from now.
+    /// Starts one more sweep transaction in `executor`, timed from `now`.
     fn prepare_one<'s>(
         &'s self,
         executor: &mut AsyncExecutor<'s>,
         rng: &mut StdRng,
         next_tag: &mut u64,
         started: &mut std::collections::HashMap<u64, Instant>,
+        now: Instant,
     ) -> Result<()> {
         let key = Value::UInt32(rng.gen_range(0..self.size));
         let write = rng.gen_bool(self.write_ratio);
         let tx = self.define(key, write, rng)?;
         *next_tag += 1;
-        started.insert(*next_tag, Instant::now());
+        started.insert(*next_tag, now);
         executor.prepare(tx, ExecType::Commit, AbortOption::AbortOnError, *next_tag)?;
         Ok(())
     }
