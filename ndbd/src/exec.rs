@@ -29,6 +29,7 @@ use rndb_transporter::sleeper::{EpollEvent, Sleeper};
 use rndb_transporter::spin::AdaptiveSpin;
 use rndb_transporter::{FlushStatus, FrameHeader, TransportError, Transporter};
 
+use crate::blocks::node_set::NodeSet;
 use crate::blocks::{Kernel, Outbox, SendFailure};
 use crate::listener::{Connected, Failed};
 
@@ -86,9 +87,9 @@ pub struct ExecLoop {
     inbox_frames: Vec<(NodeId, FrameHeader, Range<usize>)>,
     /// New links, which may hold input that arrived before they were registered.
     hot: Vec<NodeId>,
-    /// Links with output not yet taken by the kernel.
+    /// Links with output not yet taken by the kernel (a bitmap: every frame sent marks its
+    /// link, and hashing showed in profiles).
     dirty: NodeSet,
-    /// Links to close this turn, with the reason.
     /// Links to close this turn: the node, the reason, and whether this node chose to close
     /// it (its peer broke the protocol or does not read) rather than the peer being gone.
     broken: Vec<(NodeId, String, bool)>,
@@ -156,7 +157,7 @@ impl ExecLoop {
             inbox: Vec::with_capacity(1 << 20),
             inbox_frames: Vec::with_capacity(4096),
             hot: Vec::new(),
-            dirty: NodeSet::default(),
+            dirty: NodeSet::new(),
             broken: Vec::new(),
             fatal: None,
             scratch: Vec::with_capacity(1 << 16),
@@ -444,12 +445,12 @@ impl ExecLoop {
                     .get_mut(node)
                     .is_some_and(|link| link.unsent_on_socket().is_some())
             }) {
-                self.dirty.clear();
+                self.dirty = NodeSet::new();
                 self.deferred = Some(node);
                 return;
             }
         }
-        let dirty = self.dirty.take();
+        let dirty = std::mem::take(&mut self.dirty);
         for node in dirty {
             self.flush_link(node);
         }
@@ -573,67 +574,6 @@ impl ExecLoop {
             .max();
         self.spin
             .set_configured(links_spin.unwrap_or_default().max(self.spin_base));
-    }
-}
-
-/// A set of node ids: a bitmap for membership (a link's every frame marks it dirty, so this is
-/// on the data path, where hashing showed in profiles) and a list in insertion order.
-#[derive(Debug, Default)]
-struct NodeSet {
-    bits: [u64; NodeSet::WORDS],
-    list: Vec<NodeId>,
-}
-
-impl NodeSet {
-    const WORDS: usize = NodeId::MAX as usize / 64 + 1;
-
-    fn word_and_bit(node: NodeId) -> (usize, u64) {
-        (usize::from(node.0) / 64, 1 << (node.0 % 64))
-    }
-
-    /// Adds `node`; false if it was there.
-    fn insert(&mut self, node: NodeId) -> bool {
-        let (word, bit) = Self::word_and_bit(node);
-        match self.bits.get_mut(word) {
-            Some(bits) if *bits & bit != 0 => return false,
-            Some(bits) => *bits |= bit,
-            // Beyond NodeId::MAX, which no link has: kept in the list alone.
-            None if self.list.contains(&node) => return false,
-            None => {}
-        }
-        self.list.push(node);
-        true
-    }
-
-    fn remove(&mut self, node: NodeId) {
-        let (word, bit) = Self::word_and_bit(node);
-        if let Some(bits) = self.bits.get_mut(word) {
-            *bits &= !bit;
-        }
-        self.list.retain(|&n| n != node);
-    }
-
-    fn is_empty(&self) -> bool {
-        self.list.is_empty()
-    }
-
-    fn len(&self) -> usize {
-        self.list.len()
-    }
-
-    fn iter(&self) -> impl Iterator<Item = NodeId> + '_ {
-        self.list.iter().copied()
-    }
-
-    fn clear(&mut self) {
-        self.bits = [0; Self::WORDS];
-        self.list.clear();
-    }
-
-    /// Empties the set, returning its members in insertion order.
-    fn take(&mut self) -> Vec<NodeId> {
-        self.bits = [0; Self::WORDS];
-        std::mem::take(&mut self.list)
     }
 }
 
@@ -788,32 +728,5 @@ impl Outbox for LinkOutbox<'_> {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_node_set_keeps_each_node_once_in_insertion_order() {
-        let mut set = NodeSet::default();
-        assert!(set.is_empty());
-        for id in [50, 1, 255, 64, 63] {
-            assert!(set.insert(NodeId(id)));
-        }
-        assert!(!set.insert(NodeId(1)), "already there");
-        assert!(!set.insert(NodeId(255)), "already there");
-        assert_eq!(set.len(), 5);
-        set.remove(NodeId(64));
-        assert!(set.insert(NodeId(64)), "removed, so new again");
-        let ids: Vec<u16> = set.iter().map(|n| n.0).collect();
-        assert_eq!(ids, [50, 1, 255, 63, 64]);
-        let taken = set.take();
-        assert_eq!(taken.len(), 5);
-        assert!(set.is_empty());
-        assert!(set.insert(NodeId(50)), "taken, so new again");
-        set.clear();
-        assert!(set.is_empty() && set.insert(NodeId(50)));
     }
 }
