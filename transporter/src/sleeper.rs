@@ -172,17 +172,9 @@ impl Sleeper {
         if self.wait_in_flight {
             want += 1;
         }
-        match self.ring.submit_and_wait(want) {
-            Ok(_) => {}
-            // EINTR: a signal; EBUSY: completions to reap first. Either way, what was not
-            // submitted is submitted below (the SEND) or by the next call (the wait).
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => {}
-            Err(e) => {
-                self.failed = true;
-                return Err(e);
-            }
-        }
-        self.reap();
+        // A signal (EINTR) or completions to reap first (EBUSY) end the call early: what was
+        // not submitted is submitted below (the SEND) or by the next call (the wait).
+        self.enter(want)?;
         self.wait_for_send()?;
         Ok(self.send_result.take().map(|result| {
             if result >= 0 {
@@ -251,7 +243,8 @@ impl Sleeper {
         Ok(())
     }
 
-    /// Submits what is queued, waits for `want` completions and reaps them.
+    /// Submits what is queued, waits for `want` completions (less after a signal) and reaps
+    /// them.
     fn enter(&mut self, want: usize) -> io::Result<()> {
         match self.ring.submit_and_wait(want) {
             Ok(_) => {}
