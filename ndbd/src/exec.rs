@@ -431,19 +431,23 @@ impl ExecLoop {
         !self.dirty.is_empty()
     }
 
-    /// Flushes every link with output. With `defer`, a lone link with output whose flush is one
-    /// socket send is left for `wait`, which sends it with its sleep.
+    /// Flushes every link with output. With `defer`, a lone API link with output whose flush is
+    /// one socket send is left for `wait`, which sends it with its sleep.
     fn flush_links(&mut self, defer: bool) {
         self.stalled.clear();
         if let Some(node) = self.deferred.take() {
             self.flush_link(node);
         }
         if defer && self.sleeper.is_some() && self.dirty.len() == 1 {
+            // Only an answer to an API node: a data node it wakes (a replica in a write's
+            // chain) answers back, and this loop, if preempted, resumes to find that answer.
             let node = self.dirty.iter().next();
             if let Some(node) = node.filter(|&node| {
-                self.registry
-                    .get_mut(node)
-                    .is_some_and(|link| link.unsent_on_socket().is_some())
+                !self.kernel.is_data_node(node)
+                    && self
+                        .registry
+                        .get_mut(node)
+                        .is_some_and(|link| link.unsent_on_socket().is_some())
             }) {
                 self.dirty = NodeSet::new();
                 self.deferred = Some(node);
