@@ -9,7 +9,7 @@
 //! link already has input (up to `POLLS_SKIPPED_MAX` turns in a row), and a spin looks at the
 //! shared-memory rings `RING_CHECKS_PER_POLL` times between two polls. Where several data
 //! nodes' execution threads share one CPU (`Settings::shares_cpu`), a turn that ends with output
-//! for one socket link leaves it to `wait`, which sends it in the same system call that puts the
+//! for one API node's socket link leaves it to `wait`, which sends it in the same system call that puts the
 //! loop to sleep (`rndb_transporter::sleeper`), so that the client it wakes does not preempt
 //! the loop on its way to sleep; a timerfd then bounds those sleeps by the timer tick.
 
