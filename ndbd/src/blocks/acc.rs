@@ -332,10 +332,13 @@ impl<W> SlotStore<W> {
             .map(|&(_, id)| id)
     }
 
-    /// Reads one byte of slot `id`: brings the slot into the cache.
+    /// Reads a byte of slot `id`'s key and of its lock (the slot spans several cache lines,
+    /// and a key operation reads both): brings them into the cache.
     pub fn touch_slot(&self, id: SlotId) -> u8 {
         match self.slots.get(id as usize) {
-            Some(Some(slot)) => slot.key.first().copied().unwrap_or(0),
+            Some(Some(slot)) => {
+                slot.key.first().copied().unwrap_or(0) ^ u8::from(slot.lock.is_idle())
+            }
             _ => 0,
         }
     }
