@@ -1,9 +1,10 @@
 //! Proves that four data nodes with NoOfReplicas=2 form one cluster: rows spread over every node
 //! and both node groups, every commit (single- or multi-node, one batch or a bank workload of
 //! concurrent transfers, also with all four execution threads on one CPU) leaves equal rows on
-//! the primary and the backup while rollbacks leave nothing on either, lock waits across nodes end in 266, tables and indexes created or dropped
-//! through one node are seen by every node and every API node, and the cluster survives a data
-//! node's death without losing or half-applying a committed transaction.
+//! the primary and the backup while rollbacks leave nothing on either, lock waits across nodes
+//! end in 266, tables and indexes created or dropped through one node are seen by every node and
+//! every API node, and the cluster survives a data node's death without losing or half-applying
+//! a committed transaction.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};

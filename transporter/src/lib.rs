@@ -32,8 +32,8 @@
 //! **Architecture Invariant:** this crate knows nothing of tables, rows or transactions; it moves
 //! opaque payloads tagged with a signal number.
 //!
-//! **Architecture Invariant:** `unsafe` lives only in [`shm`], [`uring`] and [`sleeper`], each block with a
-//! `// SAFETY:` comment; every other module says `#![forbid(unsafe_code)]`.
+//! **Architecture Invariant:** `unsafe` lives only in [`shm`], [`uring`] and [`sleeper`], each
+//! block with a `// SAFETY:` comment; every other module says `#![forbid(unsafe_code)]`.
 
 mod buffers;
 pub mod conformance;
