@@ -566,10 +566,11 @@ fn concurrent_transfers_across_nodes_keep_the_total_on_both_replicas() {
 
 /// The bank test again with every execution thread bound to CPU 0: the data nodes then send
 /// each answer in the call that puts them to sleep (`rndb_transporter::sleeper`), where the
-/// kernel allows, which their logs say.
+/// kernel allows, which their logs say. Each then stops cleanly on SIGTERM, asleep in io_uring
+/// or not.
 #[test]
 fn concurrent_transfers_keep_the_total_when_data_nodes_share_a_cpu() {
-    let cluster = bank_run(
+    let mut cluster = bank_run(
         spec()
             .deadlock_timeout_ms(BANK_DEADLOCK_TIMEOUT_MS)
             .data_node_param("LockExecuteThreadToCPU", "0"),
@@ -583,6 +584,14 @@ fn concurrent_transfers_keep_the_total_when_data_nodes_share_a_cpu() {
         if let Some(line) = log.lines().find(|l| l.contains("not with it")) {
             eprintln!("skipped the sleeper on node {node}: {line}");
         }
+    }
+    for node in cluster.data_node_ids() {
+        let status = cluster.stop_node(node).expect("stop a data node");
+        assert!(
+            status.success(),
+            "node {node} stopped on SIGTERM, not killed: {status:?}\n{}",
+            cluster.log(node)
+        );
     }
 }
 
