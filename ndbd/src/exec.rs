@@ -123,6 +123,8 @@ impl std::fmt::Debug for ExecLoop {
 }
 
 impl ExecLoop {
+    /// A loop over `kernel`. Make it on the thread that will run it: with `shares_cpu` its
+    /// sleeper's ring accepts calls from the thread that made it only.
     pub fn new(
         kernel: Kernel,
         poll: Poll,

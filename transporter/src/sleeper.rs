@@ -90,7 +90,8 @@ pub struct Sleeper {
 impl Sleeper {
     /// A sleeper on the epoll instance `epoll_fd`, harvesting up to `events_max` events per
     /// sleep. `Err` says why this kernel cannot have one (no io_uring, or one without
-    /// EPOLL_WAIT, which came with Linux 6.15).
+    /// EPOLL_WAIT, which came with Linux 6.15). Only the calling thread may use it: its ring is
+    /// single-issuer, and a call from another thread fails (EEXIST) as a ring failure.
     pub fn new(epoll_fd: RawFd, events_max: usize) -> Result<Sleeper, String> {
         uring_available()?;
         // One thread submits, and completions are only wanted when it waits: the kernel then

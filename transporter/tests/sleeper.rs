@@ -2,6 +2,9 @@
 //! event, in one call, reporting what the send did (all bytes; on a full socket WouldBlock or a
 //! few) and the events it woke for; and that a link whose bytes the caller sent itself
 //! (`unsent_on_socket` / `sent_by_caller`), in whole or in part, delivers every frame intact.
+//! A sleep a signal interrupts returns without events, and dropping the sleeper then cancels
+//! the wait still in the kernel without hanging, after which the poller reports input as
+//! before.
 //! Where the kernel cannot give a sleeper (no io_uring, or no EPOLL_WAIT before Linux 6.15),
 //! the sleeper tests say "skipped: <reason>" and pass: only then.
 
@@ -212,4 +215,92 @@ fn an_io_uring_link_finishes_a_partial_send_of_the_caller() {
     let a = Box::new(UringLink::new(client, NodeId(2), &settings).expect("Uring link"));
     let b = Box::new(TcpLink::new(server, NodeId(1), &settings).expect("TCP link"));
     caller_sends_part(a, a_socket, b, |len| len / 2);
+}
+
+/// A signal handler that does nothing: the signal only interrupts the sleep.
+extern "C" fn ignore_signal(_: libc::c_int) {}
+
+/// Installs `ignore_signal` for SIGUSR1 without SA_RESTART, so that a sleep it interrupts
+/// returns EINTR instead of being restarted.
+fn interrupt_with_sigusr1() {
+    // SAFETY: a zeroed sigaction is a valid value (empty mask, no flags); the handler is an
+    // `extern "C"` function that touches nothing.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = ignore_signal as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut action.sa_mask);
+        assert_eq!(
+            libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut()),
+            0,
+            "install a SIGUSR1 handler"
+        );
+    }
+}
+
+#[test]
+fn a_sleep_a_signal_interrupts_leaves_its_wait_to_a_later_call_and_drop_cancels_it() {
+    let (client, mut server) = common::connected_streams();
+    if let Err(reason) = rndb_transporter::uring::uring_available() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    interrupt_with_sigusr1();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let sleeping = std::thread::spawn(move || {
+        // A sleeper is used by the thread that made it (its ring is single-issuer).
+        let Some((poll, mut sleeper)) = sleeper_on(&client) else {
+            let _ = done_tx.send(None);
+            return None;
+        };
+        // SAFETY: pthread_self has no preconditions.
+        tid_tx
+            .send(unsafe { libc::pthread_self() })
+            .expect("send the thread id");
+        // Nothing is readable: only the signal ends this sleep.
+        let sent = sleeper.send_and_sleep(None).expect("the ring works");
+        let events = collected(&mut sleeper);
+        let _ = done_tx.send(Some((sent.is_none(), events.len())));
+        // The EPOLL_WAIT is still in the kernel: dropping the sleeper must cancel it and wait.
+        drop(sleeper);
+        Some((poll, client))
+    });
+    let Ok(thread) = tid_rx.recv() else {
+        assert!(
+            matches!(done_rx.recv(), Ok(None)),
+            "the thread said why it stopped"
+        );
+        return;
+    };
+    // The thread may not be asleep yet when a signal comes: signal until the sleep ends.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let outcome = loop {
+        // SAFETY: `thread` is alive until it sends on `done_tx`, and SIGUSR1 has a handler.
+        unsafe { libc::pthread_kill(thread, libc::SIGUSR1) };
+        match done_rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(outcome) => break outcome,
+            Err(_) if Instant::now() < deadline => continue,
+            Err(e) => panic!("the sleep did not end on a signal: {e}"),
+        }
+    };
+    assert_eq!(
+        outcome,
+        Some((true, 0)),
+        "no send, no event: the signal ended the sleep"
+    );
+    let (mut poll, _client) = sleeping
+        .join()
+        .expect("the sleeping thread")
+        .expect("a sleeper");
+    // The socket and the poller outlive the cancelled wait, and input now goes to the poller,
+    // not into a freed buffer.
+    server.write_all(b"x").expect("write to the client");
+    let mut events = mio::Events::with_capacity(4);
+    poll.poll(&mut events, Some(Duration::from_secs(5)))
+        .expect("poll");
+    assert_eq!(
+        events.iter().count(),
+        1,
+        "the input is reported to the poller"
+    );
 }
