@@ -339,34 +339,35 @@ impl ExecLoop {
 
     /// Reads every link that may have input into the inbox. Returns true if any frame came.
     fn read_links(&mut self, slept: bool) -> bool {
-        let mut ready: Vec<NodeId> = std::mem::take(&mut self.hot);
-        // Links whose event says the peer has not closed: a short read drains them.
-        let mut open_events: Vec<NodeId> = Vec::new();
+        // A bitmap: in node order, each once, and no allocation per turn.
+        let mut ready = NodeSet::new();
+        for node in self.hot.drain(..) {
+            ready.insert(node);
+        }
         for event in &self.ready {
             if event.token == WAKER_TOKEN || event.token == TICKER_TOKEN {
                 continue;
             }
             let node = NodeId(event.token.0 as u16);
-            ready.push(node);
+            ready.insert(node);
+            // The peer has not closed: a short read drains the link.
             if event.readable && !event.read_closed && !event.error {
-                open_events.push(node);
-            }
-        }
-        for &node in &open_events {
-            if let Some(link) = self.registry.get_mut(node) {
-                link.stop_after_short_read();
+                if let Some(link) = self.registry.get_mut(node) {
+                    link.stop_after_short_read();
+                }
             }
         }
         if self.ready.iter().any(|e| e.token == WAKER_TOKEN) {
             self.accept_new_links();
+            for node in self.hot.drain(..) {
+                ready.insert(node);
+            }
         }
         for (node, link) in self.registry.iter_mut() {
             if link.input_pending() || (slept && link.kind() == rndb_config::TransporterKind::Shm) {
-                ready.push(node);
+                ready.insert(node);
             }
         }
-        ready.sort_unstable();
-        ready.dedup();
         self.inbox.clear();
         self.inbox_frames.clear();
         for node in ready {
