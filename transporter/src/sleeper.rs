@@ -211,8 +211,14 @@ impl Sleeper {
     /// Every buffer `entry` points to must stay valid until its completion has been reaped.
     unsafe fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
         // SAFETY: the caller keeps the entry's buffers valid until its completion (see above).
-        unsafe { self.ring.submission().push(entry) }
-            .map_err(|_| io::Error::other("io_uring submission queue full"))
+        let pushed = unsafe { self.ring.submission().push(entry) };
+        pushed.map_err(|_| {
+            // Not expected (at most three entries are ever queued), but an entry queued before
+            // this one must then never be submitted: a SEND could go out on a descriptor the
+            // caller has closed and reused by then.
+            self.failed = true;
+            io::Error::other("io_uring submission queue full")
+        })
     }
 
     /// Moves every posted completion into the sleeper's state.
