@@ -46,6 +46,9 @@ const RETRY_FLUSH_AFTER: Duration = Duration::from_millis(1);
 /// Turns in a row that may skip the poller because a link already has input (see
 /// `ExecLoop::wait`); then sockets are polled even while shared-memory rings stay busy.
 const POLLS_SKIPPED_MAX: u32 = 8;
+/// The most output a turn leaves to be sent with the sleep (the sleeper sends a copy): a larger
+/// answer, a scan batch say, is flushed as usual.
+const SLEEP_SEND_BYTES_MAX: usize = 16 * 1024;
 /// While spinning with shared-memory links, how many times the rings are looked at before each
 /// poll of the sockets. A zero-timeout poll is a system call (about 0.2 µs here) that a frame
 /// arriving in a ring waits out; looking at a ring is a load from a cache line.
@@ -450,7 +453,8 @@ impl ExecLoop {
                     && self
                         .registry
                         .get_mut(node)
-                        .is_some_and(|link| link.unsent_on_socket().is_some())
+                        .and_then(|link| link.unsent_on_socket())
+                        .is_some_and(|(_, bytes)| bytes.len() <= SLEEP_SEND_BYTES_MAX)
             }) {
                 self.dirty = NodeSet::new();
                 self.deferred = Some(node);
