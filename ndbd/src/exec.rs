@@ -232,7 +232,10 @@ impl ExecLoop {
         } else {
             next_tick.saturating_duration_since(now)
         };
-        if !self.dirty.is_empty() || self.kernel.has_unsent_answers() {
+        // Output waiting for room is retried soon (and not left to the sleeper, whose sleep
+        // lasts until the next tick of its timer).
+        let retrying = !self.dirty.is_empty() || self.kernel.has_unsent_answers();
+        if retrying {
             timeout = timeout.min(RETRY_FLUSH_AFTER);
         }
         // Input is already waiting (frames in a shared-memory ring, a link that stopped at its
@@ -252,9 +255,6 @@ impl ExecLoop {
             timeout = Duration::ZERO;
         }
         self.ready.clear();
-        // The sleeper sleeps until the next tick of its timer at the latest: not when output
-        // waits for room, which is retried sooner.
-        let retrying = !self.dirty.is_empty() || self.kernel.has_unsent_answers();
         if sleeping && !retrying && deferred.is_some() && self.sleeper.is_some() {
             self.send_and_sleep(deferred);
         } else {
