@@ -6,6 +6,8 @@
 //! everything else is TCP. Implicit links take the `default` section values of their kind.
 //! A TCP link (explicit or implicit) to which `UseIoUring=1` applies, from its own `[tcp]`
 //! section or `[tcp default]`, becomes a Uring link: TCP on the wire, io_uring in the process.
+//! A node may still open an SHM link over TCP or io_uring (testread-perf compares them); such a
+//! link takes the `[tcp default]` values, as an implicit TCP link would.
 
 use std::collections::BTreeMap;
 
@@ -24,7 +26,7 @@ pub(crate) fn choose(
     let explicit = explicit_pairs(config, sections, diag);
     let mut links = Vec::new();
     for (node1, node2) in talking_pairs(config) {
-        let link = match explicit.get(&(node1, node2)) {
+        let chosen = match explicit.get(&(node1, node2)) {
             Some(section) => link(node1, node2, section, true),
             None => {
                 let kind = implicit_kind(config, node1, node2);
@@ -32,7 +34,15 @@ pub(crate) fn choose(
                 link(node1, node2, &layered, false)
             }
         };
-        links.push(link);
+        let over_tcp = (chosen.kind == TransporterKind::Shm).then(|| {
+            let layered = Layered::new(SectionKind::Tcp, None, defaults);
+            let tcp = link(node1, node2, &layered, chosen.explicit);
+            Box::new(LinkConfig {
+                kind: TransporterKind::Tcp,
+                ..tcp
+            })
+        });
+        links.push(LinkConfig { over_tcp, ..chosen });
     }
     links
 }
@@ -180,6 +190,7 @@ fn link(node1: NodeId, node2: NodeId, l: &Layered<'_>, explicit: bool) -> LinkCo
         shm_size_bytes: other_kind_int(l, SectionKind::Shm, "ShmSize"),
         shm_spintime_us: u32::try_from(other_kind_int(l, SectionKind::Shm, "ShmSpintime"))
             .unwrap_or(u32::MAX),
+        over_tcp: None,
     }
 }
 

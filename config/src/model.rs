@@ -171,6 +171,10 @@ pub struct LinkConfig {
     pub shm_size_bytes: u64,
     /// SHM only: ShmSpintime in µs.
     pub shm_spintime_us: u32,
+    /// SHM only: the settings this pair's link takes when a node asks for TCP or io_uring on
+    /// it instead (testread-perf compares both on one link): the `[tcp default]` values, so
+    /// that such a link checks frames only when TCP links do (NDB's TCP Checksum default is 0).
+    pub over_tcp: Option<Box<LinkConfig>>,
 }
 
 impl LinkConfig {
@@ -180,6 +184,15 @@ impl LinkConfig {
             self.send_buffer_memory_bytes / 10 * 8
         } else {
             self.overload_limit_bytes.min(self.send_buffer_memory_bytes)
+        }
+    }
+
+    /// The settings of this link when it is opened as `kind`: its own, or [`Self::over_tcp`]
+    /// when an SHM link is opened over TCP or io_uring.
+    pub fn opened_as(&self, kind: TransporterKind) -> &LinkConfig {
+        match (&self.over_tcp, kind) {
+            (Some(tcp), TransporterKind::Tcp | TransporterKind::Uring) => tcp,
+            _ => self,
         }
     }
 

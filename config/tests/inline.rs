@@ -150,6 +150,32 @@ fn explicit_link_section_wins_and_keeps_its_values() {
 }
 
 #[test]
+fn an_shm_link_opened_over_tcp_takes_the_tcp_defaults() {
+    let text = "[ndbd default]\nNoOfReplicas=1\nUseShm=1\nHostName=h\n[ndbd]\nNodeId=1\n\
+                [api]\nNodeId=10\nHostName=h\n[shm default]\nSendBufferMemory=4M\n";
+    let config = parse(text);
+    let link = config.link(NodeId(1), NodeId(10)).expect("link 1-10");
+    assert_eq!(link.kind, TransporterKind::Shm);
+    assert!(link.checksum);
+    assert_eq!(link.send_buffer_memory_bytes, 4 << 20);
+    for kind in [TransporterKind::Tcp, TransporterKind::Uring] {
+        let tcp = link.opened_as(kind);
+        assert_eq!(tcp.kind, TransporterKind::Tcp);
+        assert!(!tcp.checksum, "NDB's TCP Checksum default is 0");
+        assert_eq!(tcp.send_buffer_memory_bytes, 2 << 20);
+    }
+    assert_eq!(link.opened_as(TransporterKind::Shm), link);
+    // The file's [tcp default] applies to it.
+    let config = parse(&format!("{text}[tcp default]\nChecksum=1\n"));
+    let link = config.link(NodeId(1), NodeId(10)).expect("link 1-10");
+    assert!(link.opened_as(TransporterKind::Tcp).checksum);
+    // A TCP link has no other settings.
+    let config = parse("[ndbd]\nNodeId=1\nNoOfReplicas=1\n[api]\n");
+    let link = config.link(NodeId(1), NodeId(2)).expect("link 1-2");
+    assert_eq!(link.opened_as(TransporterKind::Tcp), link);
+}
+
+#[test]
 fn use_io_uring_makes_tcp_links_uring() {
     check(
         "[ndbd default]\nNoOfReplicas=1\nUseShm=1\nHostName=h\n[ndbd]\nNodeId=1\n\

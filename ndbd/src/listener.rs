@@ -252,6 +252,7 @@ impl Handshake {
         kind: TransporterKind,
         link: &LinkConfig,
     ) -> Result<Box<dyn Transporter>, TransportError> {
+        let link = link.opened_as(kind);
         match kind {
             TransporterKind::Tcp => Ok(Box::new(TcpLink::new(
                 stream,

@@ -45,6 +45,7 @@ fn open_link(
     link: &LinkConfig,
     kind: TransporterKind,
 ) -> Result<Box<dyn Transporter>, TransportError> {
+    let link = link.opened_as(kind);
     match kind {
         TransporterKind::Tcp => Ok(Box::new(TcpLink::new(
             stream,

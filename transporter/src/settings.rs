@@ -89,6 +89,7 @@ mod tests {
             overload_limit_bytes: overload_bytes,
             shm_size_bytes: 4 << 20,
             shm_spintime_us: 0,
+            over_tcp: None,
         }
     }
 

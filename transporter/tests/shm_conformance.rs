@@ -31,6 +31,7 @@ fn link_config(settings: LinkSettings) -> LinkConfig {
         overload_limit_bytes: settings.overload_limit_bytes as u64,
         shm_size_bytes: SHM_SEGMENT_BYTES_MIN,
         shm_spintime_us: 0,
+        over_tcp: None,
     }
 }
 

@@ -37,6 +37,7 @@ fn link_config() -> LinkConfig {
         overload_limit_bytes: 0,
         shm_size_bytes: SHM_SEGMENT_BYTES_MIN,
         shm_spintime_us: 0,
+        over_tcp: None,
     }
 }
 

@@ -70,6 +70,7 @@ pub fn link(node1: u16, node2: u16, kind: TransporterKind, checksum: bool) -> Li
         overload_limit_bytes: 0,
         shm_size_bytes: 4 << 20,
         shm_spintime_us: 0,
+        over_tcp: None,
     }
 }
 
