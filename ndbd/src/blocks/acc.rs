@@ -13,7 +13,7 @@
 
 use std::collections::VecDeque;
 
-use hashbrown::HashTable;
+use super::slot_index::SlotIndex;
 
 /// A transaction as the kernel names it: the API node id in the high bits and the API's
 /// request id in the low 32.
@@ -289,8 +289,8 @@ pub struct SlotStore<W> {
     slots: Vec<Option<RowSlot<W>>>,
     /// Free slot ids, reused last-freed first.
     free: Vec<SlotId>,
-    /// (hash of the key, slot id) of every slot.
-    index: HashTable<(u64, SlotId)>,
+    /// Every slot's id by the hash of its key.
+    index: SlotIndex,
 }
 
 impl<W> std::fmt::Debug for SlotStore<W> {
@@ -307,8 +307,18 @@ impl<W> Default for SlotStore<W> {
         SlotStore {
             slots: Vec::new(),
             free: Vec::new(),
-            index: HashTable::new(),
+            index: SlotIndex::default(),
         }
+    }
+}
+
+/// A key's hash in its fragment's index (see [`KeyHash::of`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyHash(u64);
+
+impl KeyHash {
+    pub fn of(key: &[u8]) -> KeyHash {
+        KeyHash(index_hash(key))
     }
 }
 
@@ -325,11 +335,14 @@ fn index_hash(key: &[u8]) -> u64 {
 impl<W> SlotStore<W> {
     /// The slot id `key` probably has, by its hash alone, without reading the slot: the
     /// first stage of warming the cache for a lookup (see `Lqh::warm`).
-    pub fn candidate(&self, key: &[u8]) -> Option<SlotId> {
-        let hash = index_hash(key);
-        self.index
-            .find(hash, |&(h, _)| h == hash)
-            .map(|&(_, id)| id)
+    pub fn candidate(&self, hash: KeyHash) -> Option<SlotId> {
+        self.index.find(hash.0, |_| true)
+    }
+
+    /// Reads the index entry where a lookup of `hash` starts: brings it into the cache. The
+    /// stage before [`Self::candidate`].
+    pub fn touch_index(&self, hash: KeyHash) -> u64 {
+        self.index.touch(hash.0)
     }
 
     /// Reads a byte of slot `id`'s key and of its lock (the slot spans several cache lines,
@@ -358,15 +371,12 @@ impl<W> SlotStore<W> {
     pub fn id_of(&self, key: &[u8]) -> Option<SlotId> {
         let hash = index_hash(key);
         let slots = &self.slots;
-        self.index
-            .find(hash, |&(h, id)| {
-                h == hash
-                    && slots
-                        .get(id as usize)
-                        .and_then(Option::as_ref)
-                        .is_some_and(|s| &*s.key == key)
-            })
-            .map(|&(_, id)| id)
+        self.index.find(hash, |id| {
+            slots
+                .get(id as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|s| &*s.key == key)
+        })
     }
 
     pub fn get(&self, key: &[u8]) -> Option<&RowSlot<W>> {
@@ -416,7 +426,7 @@ impl<W> SlotStore<W> {
                 (self.slots.len() - 1) as SlotId
             }
         };
-        self.index.insert_unique(hash, (hash, id), |&(h, _)| h);
+        self.index.insert(hash, id);
         id
     }
 
@@ -424,9 +434,7 @@ impl<W> SlotStore<W> {
     pub fn remove(&mut self, id: SlotId) -> Option<RowSlot<W>> {
         let slot = self.slots.get_mut(id as usize)?.take()?;
         let hash = index_hash(&slot.key);
-        if let Ok(entry) = self.index.find_entry(hash, |&(_, i)| i == id) {
-            entry.remove();
-        }
+        self.index.remove(hash, id);
         self.free.push(id);
         Some(slot)
     }

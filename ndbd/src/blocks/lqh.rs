@@ -7,7 +7,9 @@ use hashbrown::HashMap;
 use rndb_config::NodeId;
 use rndb_protocol::{LockMode, NdbError, OperationType, Value};
 
-use super::acc::{LockKind, Pending, Row, RowSlot, SlotId, SlotKey, SlotStore, TransId, Waiter};
+use super::acc::{
+    KeyHash, LockKind, Pending, Row, RowSlot, SlotId, SlotKey, SlotStore, TransId, Waiter,
+};
 use super::dict::{Dict, Table};
 use super::tup::{self, DataMemory};
 use super::tux::OrderedIndex;
@@ -283,31 +285,55 @@ impl Lqh {
     /// slots, then the committed rows (each stage needs the one before, and the loads of one
     /// stage are independent of each other, so the CPU has them in flight together).
     pub fn warm<'r>(&self, work: impl Iterator<Item = Warm<'r>>) {
-        let mut found: [Option<(&SlotStore<LqhWork>, SlotId)>; WARM_MAX] = [None; WARM_MAX];
+        /// Where one job's row is, as far as a stage has found it.
+        #[derive(Clone, Copy)]
+        enum Found<'a> {
+            Key(&'a SlotStore<LqhWork>, KeyHash),
+            Slot(&'a SlotStore<LqhWork>, SlotId),
+        }
         let rows_of = |table_id: u32, fragment: u32| {
             self.fragments
                 .get(&table_id)
                 .and_then(|f| f.get(fragment as usize))
                 .map(|f| &f.rows)
         };
+        let mut found: [Option<Found<'_>>; WARM_MAX] = [None; WARM_MAX];
         for (entry, work) in found.iter_mut().zip(work) {
             *entry = match work {
                 Warm::Key(req) => rows_of(req.table_id, req.fragment)
-                    .and_then(|rows| Some((rows, rows.candidate(&req.key_bytes)?))),
+                    .map(|rows| Found::Key(rows, KeyHash::of(&req.key_bytes))),
                 // A commit or abort starts with the first row the transaction touched.
                 Warm::Rows(trans) => self
                     .trans_rows
                     .get(&trans)
                     .and_then(|refs| refs.first())
-                    .and_then(|r| Some((rows_of(r.table_id, r.fragment)?, r.slot))),
+                    .and_then(|r| Some(Found::Slot(rows_of(r.table_id, r.fragment)?, r.slot))),
             };
         }
-        let mut touched = 0u8;
-        for (rows, id) in found.iter().flatten() {
-            touched ^= rows.touch_slot(*id);
+        // Each stage reads what the one before brought in, and starts the misses of the next
+        // for every job at once: the index entries, then the slots, then the rows.
+        let mut touched = 0u64;
+        for f in found.iter().flatten() {
+            if let Found::Key(rows, hash) = f {
+                touched ^= rows.touch_index(*hash);
+            }
         }
-        for (rows, id) in found.iter().flatten() {
-            touched ^= rows.touch_row(*id);
+        for f in found.iter_mut() {
+            if let Some(Found::Key(rows, hash)) = *f {
+                *f = rows.candidate(hash).map(|id| Found::Slot(rows, id));
+            }
+        }
+        let slots = || {
+            found.iter().filter_map(|f| match f {
+                Some(Found::Slot(rows, id)) => Some((*rows, *id)),
+                _ => None,
+            })
+        };
+        for (rows, id) in slots() {
+            touched ^= u64::from(rows.touch_slot(id));
+        }
+        for (rows, id) in slots() {
+            touched ^= u64::from(rows.touch_row(id));
         }
         std::hint::black_box(touched);
     }

@@ -21,6 +21,7 @@ pub mod lqh_scan;
 pub mod node_set;
 mod scan;
 mod schema_ops;
+mod slot_index;
 pub mod tc;
 pub mod tup;
 pub mod tux;
