@@ -428,7 +428,7 @@ impl Kernel {
     /// TC: sends an operation to the replica that runs it (`replica` chooses one for a
     /// CommittedRead; everything else runs on the primary) and records the nodes that will
     /// hold its rows.
-    pub(super) fn dispatch(&mut self, mut req: LqhKeyReq, replica: u8, out: &mut dyn Outbox) {
+    pub(super) fn dispatch(&mut self, mut req: Box<LqhKeyReq>, replica: u8, out: &mut dyn Outbox) {
         // The partition's replicas that are alive, primary first: when a primary has failed,
         // its first live backup takes over (it holds every committed row, as replication is
         // synchronous).
@@ -477,7 +477,7 @@ impl Kernel {
         if target == self.me {
             self.jobs.push_back(Signal::LqhKeyReq(req));
         } else {
-            self.send_lqh_key_req(target, req, out);
+            self.send_lqh_key_req(target, *req, out);
         }
     }
 
@@ -510,7 +510,12 @@ impl Kernel {
 
     /// LQH: runs an operation here; a write that succeeded goes on to the next replica of its
     /// chain, anything else is answered.
-    pub(super) fn run_lqh_key_req(&mut self, req: LqhKeyReq, out: &mut dyn Outbox, now: Instant) {
+    pub(super) fn run_lqh_key_req(
+        &mut self,
+        req: Box<LqhKeyReq>,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
         let committed_read = is_committed_read(req.op_type, req.lock_mode);
         let remote = matches!(req.role, OpRole::Remote { .. });
         // A CommittedRead for another node takes no lock and belongs to no transaction here.
@@ -560,7 +565,7 @@ impl Kernel {
                         .collect();
                     next.commit_at_last = self.tc.start_early_commit(trans, &replicas);
                 }
-                self.send_lqh_key_req(to, next, out);
+                self.send_lqh_key_req(to, *next, out);
             }
             (
                 LqhAnswer::Conf {
@@ -963,7 +968,7 @@ impl Kernel {
             }
             self.dist.foreign.entry(req.trans).or_insert(tc_node);
         }
-        self.jobs.push_back(Signal::LqhKeyReq(req));
+        self.jobs.push_back(Signal::LqhKeyReq(Box::new(req)));
         Ok(())
     }
 

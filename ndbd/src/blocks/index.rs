@@ -306,6 +306,6 @@ impl Kernel {
             self.tc.on_trigger_refused(trans, op_index, error);
             return;
         }
-        self.dispatch(req, REPLICA_PRIMARY, out);
+        self.dispatch(Box::new(req), REPLICA_PRIMARY, out);
     }
 }

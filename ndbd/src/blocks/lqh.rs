@@ -21,7 +21,7 @@ pub type ScanKey = u64;
 #[derive(Debug)]
 pub enum LqhWork {
     /// A key operation, run again when granted.
-    Key(LqhKeyReq),
+    Key(Box<LqhKeyReq>),
     /// A scan of one fragment, resumed at the row it waits for.
     Scan { scan: ScanKey, fragment: u32 },
 }
@@ -340,7 +340,7 @@ impl Lqh {
 
     /// Runs one operation. Returns `None` when it waits for a lock; it is handed back by
     /// `commit` or `abort` of the holder when the lock is granted.
-    pub fn execute(&mut self, dict: &Dict, req: LqhKeyReq) -> Option<LqhAnswer> {
+    pub fn execute(&mut self, dict: &Dict, req: Box<LqhKeyReq>) -> Option<LqhAnswer> {
         let Some(table) = dict.get(req.table_id) else {
             return Some(refuse(
                 &req,
@@ -774,7 +774,7 @@ mod tests {
     }
 
     fn run(lqh: &mut Lqh, dict: &Dict, req: LqhKeyReq) {
-        match lqh.execute(dict, req) {
+        match lqh.execute(dict, Box::new(req)) {
             Some(LqhAnswer::Conf { .. }) => {}
             other => panic!("operation failed: {other:?}"),
         }

@@ -86,7 +86,7 @@ pub trait Outbox {
 #[derive(Debug)]
 #[allow(clippy::enum_variant_names)]
 enum Signal {
-    LqhKeyReq(LqhKeyReq),
+    LqhKeyReq(Box<LqhKeyReq>),
     LqhAnswer(LqhAnswer),
     /// TC: start the next round of a transaction's commit or abort (or end it, when the last
     /// round is done).
@@ -472,7 +472,7 @@ impl Kernel {
             } else {
                 self.build_lqh_req(trans, req)
             } {
-                Ok(lqh_req) => self.dispatch(lqh_req, req_replica, out),
+                Ok(lqh_req) => self.dispatch(Box::new(lqh_req), req_replica, out),
                 Err((op_index, error)) => {
                     self.answer_api(
                         trans,
@@ -562,7 +562,7 @@ impl Kernel {
                 // The index row names the base row: the second hop goes out, and the
                 // operation stays outstanding until it answers.
                 Ok(row) => match self.unique_second_hop(trans, op_index, *lookup, row) {
-                    Ok(req) => return self.dispatch(req, REPLICA_PRIMARY, out),
+                    Ok(req) => return self.dispatch(Box::new(req), REPLICA_PRIMARY, out),
                     Err(error) => Err(error),
                 },
                 Err(error) => Err(error),
