@@ -361,6 +361,9 @@ pub struct TcKeyReqView<'a> {
 }
 
 impl<'a> TcKeyReqView<'a> {
+    /// Inlined: the data node decodes one per operation, and a returned view read back from
+    /// memory (wider loads over narrower stores) stalled on store forwarding.
+    #[inline]
     pub fn decode(buf: &'a [u8]) -> Result<TcKeyReqView<'a>, DecodeError> {
         let mut r = Reader::new(buf, "TCKEYREQ");
         let flags = r.u8()?;

@@ -48,6 +48,19 @@ pub struct Table {
     pub hidden_for: Option<u32>,
 }
 
+impl Table {
+    /// The fragment holding partition `partition`'s rows (every table has one per partition,
+    /// so this divides only for a partition past the table's fragments).
+    pub fn fragment_of(&self, partition: u32) -> u32 {
+        let count = self.fragment_count.max(1);
+        if partition < count {
+            partition
+        } else {
+            partition % count
+        }
+    }
+}
+
 /// An index: what the API names and what operations need.
 #[derive(Clone, Debug)]
 pub struct Index {

@@ -469,10 +469,11 @@ impl Kernel {
             Some(Ok(_)) => match if via_index {
                 req_replica = REPLICA_PRIMARY;
                 self.build_unique_lookup(trans, req.to_owned())
+                    .map(Box::new)
             } else {
                 self.build_lqh_req(trans, req)
             } {
-                Ok(lqh_req) => self.dispatch(Box::new(lqh_req), req_replica, out),
+                Ok(lqh_req) => self.dispatch(lqh_req, req_replica, out),
                 Err((op_index, error)) => {
                     self.answer_api(
                         trans,
@@ -493,7 +494,7 @@ impl Kernel {
         &mut self,
         trans: TransId,
         req: TcKeyReqView<'_>,
-    ) -> Result<LqhKeyReq, (u32, NdbError)> {
+    ) -> Result<Box<LqhKeyReq>, (u32, NdbError)> {
         let table = self
             .dict
             .for_operation(req.table_id, req.table_version)
@@ -504,13 +505,15 @@ impl Kernel {
             rndb_protocol::schema::canonical_key(&table.info.def, &table.key_columns, req.key)
                 .map_err(|e| (req.op_index, e))?;
         let partition = self.dih.partition_of(dih::key_hash(key_bytes));
-        Ok(LqhKeyReq {
+        // Built in its box: a request built on the stack and then moved in was read back with
+        // wider loads than it was written with, and stalled on store forwarding.
+        Ok(Box::new(LqhKeyReq {
             trans,
             op_index: req.op_index,
             op_type: req.op_type,
             lock_mode: req.lock_mode,
             table_id: req.table_id,
-            fragment: partition % table.fragment_count.max(1),
+            fragment: table.fragment_of(partition),
             key_bytes: SlotKey::new(key_bytes),
             key: if req.op_type == OperationType::Read {
                 Vec::new()
@@ -522,7 +525,7 @@ impl Kernel {
             chain: Vec::new(),
             commit_at_last: false,
             backup: false,
-        })
+        }))
     }
 
     fn on_lqh_answer(&mut self, answer: LqhAnswer, out: &mut dyn Outbox, now: Instant) {
