@@ -28,26 +28,32 @@ pub struct Writer<'a> {
 
 impl<'a> Writer<'a> {
     /// A writer that appends to `out`.
+    #[inline]
     pub fn new(out: &'a mut Vec<u8>) -> Self {
         Writer { out }
     }
 
+    #[inline]
     fn buf(&mut self) -> &mut Vec<u8> {
         self.out
     }
 
+    #[inline]
     pub fn u8(&mut self, v: u8) -> &mut Self {
         self.buf().push(v);
         self
     }
+    #[inline]
     pub fn u16(&mut self, v: u16) -> &mut Self {
         self.buf().extend_from_slice(&v.to_le_bytes());
         self
     }
+    #[inline]
     pub fn u32(&mut self, v: u32) -> &mut Self {
         self.buf().extend_from_slice(&v.to_le_bytes());
         self
     }
+    #[inline]
     pub fn u64(&mut self, v: u64) -> &mut Self {
         self.buf().extend_from_slice(&v.to_le_bytes());
         self
@@ -74,37 +80,41 @@ pub struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     /// A reader over `buf`; `what` names the message in errors.
+    #[inline]
     pub fn new(buf: &'a [u8], what: &'static str) -> Self {
         Reader { buf, what }
     }
 
+    #[inline]
     fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if self.buf.len() < n {
-            return Err(DecodeError::new(
-                self.what,
-                format!("needs {n} more bytes, {} left", self.buf.len()),
-            ));
+            return Err(self.short(n));
         }
         let (head, tail) = self.buf.split_at(n);
         self.buf = tail;
         Ok(head)
     }
 
+    #[inline]
     fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let mut a = [0u8; N];
         a.copy_from_slice(self.take(N)?);
         Ok(a)
     }
 
+    #[inline]
     pub fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.array::<1>()?[0])
     }
+    #[inline]
     pub fn u16(&mut self) -> Result<u16, DecodeError> {
         Ok(u16::from_le_bytes(self.array()?))
     }
+    #[inline]
     pub fn u32(&mut self) -> Result<u32, DecodeError> {
         Ok(u32::from_le_bytes(self.array()?))
     }
+    #[inline]
     pub fn u64(&mut self) -> Result<u64, DecodeError> {
         Ok(u64::from_le_bytes(self.array()?))
     }
@@ -117,25 +127,41 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(bytes).map_err(|e| DecodeError::new(self.what, format!("{e}")))
     }
 
+    /// The error of a read past the end: out of line, so that the reads inline small.
+    #[cold]
+    #[inline(never)]
+    fn short(&self, n: usize) -> DecodeError {
+        DecodeError::new(
+            self.what,
+            format!("needs {n} more bytes, {} left", self.buf.len()),
+        )
+    }
+
     /// The bytes not read yet.
+    #[inline]
     pub fn rest(&self) -> &'a [u8] {
         self.buf
     }
 
     /// Bytes not read yet.
+    #[inline]
     pub fn remaining(&self) -> usize {
         self.buf.len()
     }
 
+    #[cold]
+    #[inline(never)]
+    fn trailing(&self) -> DecodeError {
+        DecodeError::new(self.what, format!("{} trailing bytes", self.buf.len()))
+    }
+
     /// Fails unless every byte was consumed: trailing garbage is a malformed message.
+    #[inline]
     pub fn finish(&self) -> Result<(), DecodeError> {
         if self.buf.is_empty() {
             Ok(())
         } else {
-            Err(DecodeError::new(
-                self.what,
-                format!("{} trailing bytes", self.buf.len()),
-            ))
+            Err(self.trailing())
         }
     }
 

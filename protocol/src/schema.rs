@@ -299,6 +299,7 @@ impl Value {
         };
     }
 
+    #[inline]
     pub fn decode(r: &mut Reader<'_>) -> Result<Value, DecodeError> {
         Ok(match r.u8()? {
             0 => Value::Null,
@@ -429,6 +430,7 @@ pub fn canonical_key<'k>(
 }
 
 /// Decodes a list written by [`encode_values`], at most `max` values.
+#[inline]
 pub fn decode_values(r: &mut Reader<'_>, max: usize) -> Result<Vec<Value>, DecodeError> {
     let count = usize::from(r.u16()?);
     if count > max {

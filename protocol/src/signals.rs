@@ -460,6 +460,7 @@ impl TcKeyRow {
         out.extend_from_slice(encoded_values);
     }
 
+    #[inline]
     pub fn decode(buf: &[u8]) -> Result<TcKeyRow, DecodeError> {
         let mut r = Reader::new(buf, "TCKEY_ROW");
         let op_index = r.u32()?;
