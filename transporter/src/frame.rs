@@ -89,12 +89,14 @@ pub enum FrameError {
 }
 
 /// Bytes a frame with `payload_len` payload bytes occupies on the wire.
+#[inline]
 pub fn encoded_len(payload_len: usize, checksum: bool) -> usize {
     FRAME_HEADER_BYTES + payload_len + if checksum { FRAME_TRAILER_BYTES } else { 0 }
 }
 
 /// Appends one whole frame to `out`. A frame over [`FRAME_BYTES_MAX`] returns
 /// [`TransportError::FrameTooLarge`] and leaves `out` as it was.
+#[inline]
 pub fn encode_into(
     out: &mut Vec<u8>,
     header: &FrameHeader,
@@ -117,6 +119,7 @@ pub fn encode_into(
 /// Writes one whole frame at the start of `out` (a ring slot, say) and returns its length.
 /// A frame over [`FRAME_BYTES_MAX`] returns [`TransportError::FrameTooLarge`]; an `out` shorter
 /// than the frame returns it too, with `limit` set to `out.len()`. Nothing is written on error.
+#[inline]
 pub fn encode_to_slice(
     out: &mut [u8],
     header: &FrameHeader,
@@ -145,6 +148,7 @@ pub fn encode_to_slice(
 /// Every check that the bytes at hand allow is made before asking for more: an announced length
 /// out of range, or bad flags, is an error as soon as those header bytes have arrived, so a peer
 /// cannot make the receiver wait for a frame that can never be valid.
+#[inline]
 pub fn decode(buf: &[u8], expect_checksum: bool) -> Result<Decoded<'_>, FrameError> {
     let Some(length_bytes) = read_u32(buf, 0) else {
         return Ok(Decoded::NeedMore);
@@ -194,6 +198,7 @@ pub fn decode(buf: &[u8], expect_checksum: bool) -> Result<Decoded<'_>, FrameErr
 }
 
 /// The frame length for a payload, or `FrameTooLarge`.
+#[inline]
 fn checked_len(payload_len: usize, checksum: bool) -> Result<usize, TransportError> {
     let frame_len = encoded_len(payload_len, checksum);
     if frame_len > FRAME_BYTES_MAX {
@@ -206,6 +211,7 @@ fn checked_len(payload_len: usize, checksum: bool) -> Result<usize, TransportErr
 }
 
 /// The 16 header bytes of a frame of `frame_len` bytes (checked by the caller).
+#[inline]
 fn header_bytes(
     header: &FrameHeader,
     frame_len: usize,
@@ -223,6 +229,7 @@ fn header_bytes(
 }
 
 /// Checks the flags word against the link setting and the announced length.
+#[inline]
 fn check_flags(flags: u16, frame_len: usize, expect_checksum: bool) -> Result<(), FrameError> {
     if flags & !FLAGS_KNOWN != 0 {
         return Err(FrameError::UnknownFlags { flags });
