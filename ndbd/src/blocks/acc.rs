@@ -36,61 +36,36 @@ pub struct Waiter<W> {
     pub work: W,
 }
 
-/// The shared holders of a lock. Most locks have at most one, kept inline, so that a shared
-/// lock (every row a Read scan returns) costs no allocation.
-#[derive(Debug, Default)]
-struct SharedHolders {
-    first: Option<TransId>,
-    more: Vec<TransId>,
-}
-
-impl SharedHolders {
-    fn contains(&self, trans: &TransId) -> bool {
-        self.first == Some(*trans) || self.more.contains(trans)
-    }
-
-    fn any_other_than(&self, trans: TransId) -> bool {
-        self.first.is_some_and(|t| t != trans) || self.more.iter().any(|&t| t != trans)
-    }
-
-    fn insert(&mut self, trans: TransId) {
-        if self.contains(&trans) {
-            return;
-        }
-        if self.first.is_none() {
-            self.first = Some(trans);
-        } else {
-            self.more.push(trans);
-        }
-    }
-
-    fn remove(&mut self, trans: TransId) {
-        if self.first == Some(trans) {
-            self.first = self.more.pop();
-        } else {
-            self.more.retain(|&t| t != trans);
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.first.is_none()
-    }
-}
+/// No transaction, in a [`Lock`]'s holder fields. Never a transaction id: those are an API
+/// node id (16 bits) over a request id (32 bits).
+const NO_TRANS: TransId = TransId::MAX;
 
 /// A row lock: one exclusive holder or any number of shared holders, and a FIFO queue.
+///
+/// 24 bytes, since every row slot has one: the exclusive holder and the first shared holder
+/// inline (most locks have at most one holder and nobody waiting), further shared holders and
+/// the waiters in a box that exists only while there are some.
 #[derive(Debug)]
 pub struct Lock<W> {
-    exclusive: Option<TransId>,
-    shared: SharedHolders,
+    exclusive: TransId,
+    shared_first: TransId,
+    rest: Option<Box<LockRest<W>>>,
+}
+
+/// The rarely needed part of a lock.
+#[derive(Debug)]
+struct LockRest<W> {
+    /// Shared holders after the first.
+    shared_more: Vec<TransId>,
     waiters: VecDeque<Waiter<W>>,
 }
 
 impl<W> Default for Lock<W> {
     fn default() -> Self {
         Lock {
-            exclusive: None,
-            shared: SharedHolders::default(),
-            waiters: VecDeque::new(),
+            exclusive: NO_TRANS,
+            shared_first: NO_TRANS,
+            rest: None,
         }
     }
 }
@@ -98,38 +73,80 @@ impl<W> Default for Lock<W> {
 impl<W> Lock<W> {
     /// True when `trans` holds the lock in any mode.
     pub fn held_by(&self, trans: TransId) -> bool {
-        self.exclusive == Some(trans) || self.shared.contains(&trans)
+        self.exclusive == trans || self.shares(trans)
+    }
+
+    fn shares(&self, trans: TransId) -> bool {
+        self.shared_first == trans
+            || self
+                .rest
+                .as_ref()
+                .is_some_and(|r| r.shared_more.contains(&trans))
+    }
+
+    fn shared_by_other_than(&self, trans: TransId) -> bool {
+        (self.shared_first != NO_TRANS && self.shared_first != trans)
+            || self
+                .rest
+                .as_ref()
+                .is_some_and(|r| r.shared_more.iter().any(|&t| t != trans))
+    }
+
+    fn has_waiters(&self) -> bool {
+        self.rest.as_ref().is_some_and(|r| !r.waiters.is_empty())
+    }
+
+    fn rest_mut(&mut self) -> &mut LockRest<W> {
+        self.rest.get_or_insert_with(|| {
+            Box::new(LockRest {
+                shared_more: Vec::new(),
+                waiters: VecDeque::new(),
+            })
+        })
+    }
+
+    /// Frees the box once it holds nothing.
+    fn trim(&mut self) {
+        if self
+            .rest
+            .as_ref()
+            .is_some_and(|r| r.shared_more.is_empty() && r.waiters.is_empty())
+        {
+            self.rest = None;
+        }
     }
 
     /// Grants the lock if it is compatible. A transaction that already holds the lock is never
     /// queued behind waiters (it would wait for itself); anyone else waits its turn.
     pub fn try_acquire(&mut self, trans: TransId, kind: LockKind) -> bool {
-        if !self.held_by(trans) && !self.waiters.is_empty() {
+        if self.has_waiters() && !self.held_by(trans) {
             return false;
         }
         self.grant_if_compatible(trans, kind)
     }
 
     fn grant_if_compatible(&mut self, trans: TransId, kind: LockKind) -> bool {
+        debug_assert_ne!(trans, NO_TRANS, "a transaction id equal to NO_TRANS");
+        if self.exclusive != NO_TRANS {
+            return self.exclusive == trans;
+        }
         match kind {
             LockKind::Exclusive => {
-                let others_share = self.shared.any_other_than(trans);
-                match self.exclusive {
-                    Some(holder) => holder == trans,
-                    None if others_share => false,
-                    None => {
-                        self.exclusive = Some(trans);
-                        true
-                    }
-                }
-            }
-            LockKind::Shared => match self.exclusive {
-                Some(holder) => holder == trans,
-                None => {
-                    self.shared.insert(trans);
+                if self.shared_by_other_than(trans) {
+                    false
+                } else {
+                    self.exclusive = trans;
                     true
                 }
-            },
+            }
+            LockKind::Shared => {
+                if self.shared_first == NO_TRANS {
+                    self.shared_first = trans;
+                } else if !self.shares(trans) {
+                    self.rest_mut().shared_more.push(trans);
+                }
+                true
+            }
         }
     }
 
@@ -137,20 +154,31 @@ impl<W> Lock<W> {
     /// asking for the exclusive lock) goes to the front: the waiters behind it wait for the
     /// upgrader anyway, and queued behind them it would wait for them: a needless deadlock.
     pub fn enqueue(&mut self, waiter: Waiter<W>) {
-        if self.held_by(waiter.trans) {
-            self.waiters.push_front(waiter);
+        let upgrade = self.held_by(waiter.trans);
+        let waiters = &mut self.rest_mut().waiters;
+        if upgrade {
+            waiters.push_front(waiter);
         } else {
-            self.waiters.push_back(waiter);
+            waiters.push_back(waiter);
         }
     }
 
     /// Releases whatever `trans` holds and drops its queued operations.
     pub fn release(&mut self, trans: TransId) {
-        if self.exclusive == Some(trans) {
-            self.exclusive = None;
+        if self.exclusive == trans {
+            self.exclusive = NO_TRANS;
         }
-        self.shared.remove(trans);
-        self.waiters.retain(|w| w.trans != trans);
+        if let Some(rest) = self.rest.as_mut() {
+            if self.shared_first == trans {
+                self.shared_first = rest.shared_more.pop().unwrap_or(NO_TRANS);
+            } else {
+                rest.shared_more.retain(|&t| t != trans);
+            }
+            rest.waiters.retain(|w| w.trans != trans);
+            self.trim();
+        } else if self.shared_first == trans {
+            self.shared_first = NO_TRANS;
+        }
     }
 
     /// Grants queued operations in FIFO order while they are compatible, and returns them to be
@@ -165,7 +193,7 @@ impl<W> Lock<W> {
     /// waiters behind it move up.
     pub fn grant_live_waiters(&mut self, live: &dyn Fn(TransId) -> bool) -> Vec<W> {
         let mut granted = Vec::new();
-        while let Some(front) = self.waiters.front() {
+        while let Some(front) = self.rest.as_ref().and_then(|r| r.waiters.front()) {
             let (trans, kind) = (front.trans, front.kind);
             if !live(trans) {
                 self.release(trans);
@@ -174,21 +202,28 @@ impl<W> Lock<W> {
             if !self.grant_if_compatible(trans, kind) {
                 break;
             }
-            if let Some(waiter) = self.waiters.pop_front() {
+            if let Some(waiter) = self.rest.as_mut().and_then(|r| r.waiters.pop_front()) {
                 granted.push(waiter.work);
             }
         }
+        self.trim();
         granted
     }
 
     /// Takes every queued operation off the lock, in queue order, without granting them.
     pub fn take_waiters(&mut self) -> Vec<W> {
-        self.waiters.drain(..).map(|w| w.work).collect()
+        let taken = self
+            .rest
+            .as_mut()
+            .map(|r| r.waiters.drain(..).map(|w| w.work).collect())
+            .unwrap_or_default();
+        self.trim();
+        taken
     }
 
     /// True when nobody holds or waits for the lock.
     pub fn is_idle(&self) -> bool {
-        self.exclusive.is_none() && self.shared.is_empty() && self.waiters.is_empty()
+        self.exclusive == NO_TRANS && self.shared_first == NO_TRANS && self.rest.is_none()
     }
 }
 
@@ -574,5 +609,30 @@ mod tests {
         lock.release(2);
         lock.release(1);
         assert_eq!(lock.grant_waiters(), vec![3]);
+    }
+
+    /// Shared holders past the first live in the lock's box; releasing them in any order
+    /// leaves the right holders, and the lock idle (its box freed) once all are gone.
+    #[test]
+    fn many_shared_holders_release_in_any_order() {
+        for order in [[1, 2, 3, 4], [4, 3, 2, 1], [2, 4, 1, 3]] {
+            let mut lock: Lock<TransId> = Lock::default();
+            for t in 1..=4 {
+                assert!(lock.try_acquire(t, LockKind::Shared));
+                assert!(lock.try_acquire(t, LockKind::Shared), "again, as a holder");
+            }
+            assert!(!lock.try_acquire(5, LockKind::Exclusive));
+            let mut left: Vec<TransId> = vec![1, 2, 3, 4];
+            for t in order {
+                lock.release(t);
+                left.retain(|&h| h != t);
+                for h in 1..=4 {
+                    assert_eq!(lock.held_by(h), left.contains(&h), "{order:?} after {t}");
+                }
+            }
+            assert!(lock.is_idle());
+            assert!(lock.rest.is_none(), "the box is freed");
+            assert!(lock.try_acquire(5, LockKind::Exclusive));
+        }
     }
 }
