@@ -54,6 +54,9 @@ struct NodeProcess {
     log_path: PathBuf,
 }
 
+/// What a data node logs once it has bound its port (`rndb_ndbd::run`).
+const STARTED_LOG_LINE: &str = "data node started";
+
 impl TestCluster {
     /// Writes the spec's config into a new temporary directory, starts every data node with
     /// `--initial`, and waits until each accepts TCP connections.
@@ -298,6 +301,11 @@ impl TestCluster {
                 || {
                     if let Some(status) = self.exit_status(id)? {
                         bail!("data node {id} exited with {status} before serving");
+                    }
+                    // Its own log first: the port answering could be another test's node
+                    // that took the port before this one could bind it (this one then exits).
+                    if !self.log(id).contains(STARTED_LOG_LINE) {
+                        return Ok(None);
                     }
                     Ok(TcpStream::connect_timeout(&addr, PROBE_TIMEOUT)
                         .ok()

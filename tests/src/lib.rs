@@ -42,11 +42,15 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// and closes the socket. Another process may take it before the caller binds it;
 /// [`TestCluster::start`] retries with new ports when that happens.
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0");
-    listener
+    free_port_listener()
         .local_addr()
         .expect("read the bound address")
         .port()
+}
+
+/// A socket bound to a free port of 127.0.0.1 (the port is free again once it is dropped).
+pub fn free_port_listener() -> TcpListener {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0")
 }
 
 /// Calls `check` every [`POLL_INTERVAL`] until it returns `Some`, an error, or `timeout` has

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use rndb_config::NodeId;
 
-use crate::free_port;
+use crate::{free_port, free_port_listener};
 
 /// The node id of the first data node; data nodes are numbered from here in file order.
 pub const DATA_NODE_ID_FIRST: u16 = 1;
@@ -167,11 +167,7 @@ impl ClusterSpec {
     /// Picks a free port for every data node, creates every DataDir under `dir` and writes
     /// `dir/config.ini`.
     pub fn write(&self, dir: &Path) -> Result<WrittenConfig> {
-        let ports: BTreeMap<NodeId, u16> = self
-            .data_node_ids()
-            .into_iter()
-            .map(|id| (id, free_port()))
-            .collect();
+        let ports = distinct_free_ports(&self.data_node_ids());
         for id in self.data_node_ids() {
             let data_dir = data_dir(dir, id);
             fs::create_dir_all(&data_dir)
@@ -230,4 +226,15 @@ impl ClusterSpec {
 /// The DataDir of data node `id` inside the test directory.
 pub fn data_dir(dir: &Path, id: NodeId) -> PathBuf {
     dir.join(format!("ndb_{id}"))
+}
+
+/// A free port for each of `ids`, all different: each port's socket stays bound until every
+/// port is chosen, so the kernel cannot hand out one port twice.
+fn distinct_free_ports(ids: &[NodeId]) -> BTreeMap<NodeId, u16> {
+    let listeners: Vec<(NodeId, std::net::TcpListener)> =
+        ids.iter().map(|&id| (id, free_port_listener())).collect();
+    listeners
+        .iter()
+        .map(|(id, l)| (*id, l.local_addr().expect("read the bound address").port()))
+        .collect()
 }

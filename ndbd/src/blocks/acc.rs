@@ -357,10 +357,54 @@ impl KeyHash {
     }
 }
 
+/// An operation's key: its canonical encoding and the encoding's distribution hash (xxh3,
+/// `dih::key_hash`), computed once when the operation is built. The index hash derives from
+/// it, so an operation's key is hashed once however often it is looked up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpKey {
+    bytes: SlotKey,
+    hash: u64,
+}
+
+impl OpKey {
+    pub fn new(bytes: &[u8]) -> OpKey {
+        OpKey::with_hash(bytes, xxhash_rust::xxh3::xxh3_64(bytes))
+    }
+
+    /// `hash` must be `bytes`' distribution hash (the caller computed it for the partition).
+    pub fn with_hash(bytes: &[u8], hash: u64) -> OpKey {
+        debug_assert_eq!(
+            hash,
+            xxhash_rust::xxh3::xxh3_64(bytes),
+            "not the key's hash"
+        );
+        OpKey {
+            bytes: SlotKey::new(bytes),
+            hash,
+        }
+    }
+
+    /// The key's hash in its fragment's index.
+    pub fn index_hash(&self) -> KeyHash {
+        KeyHash(remix(self.hash))
+    }
+}
+
+impl std::ops::Deref for OpKey {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
 /// The hash-index hash of a key: xxh3 (as the distribution hash), remixed so that its low bits,
 /// which pick the bucket, do not repeat the bits that picked the key's partition.
 fn index_hash(key: &[u8]) -> u64 {
-    let h = xxhash_rust::xxh3::xxh3_64(key);
+    remix(xxhash_rust::xxh3::xxh3_64(key))
+}
+
+fn remix(h: u64) -> u64 {
     // splitmix64's finalizer.
     let h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     let h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -404,7 +448,12 @@ impl<W> SlotStore<W> {
 
     /// The slot id of `key`, if it has a slot.
     pub fn id_of(&self, key: &[u8]) -> Option<SlotId> {
-        let hash = index_hash(key);
+        self.id_of_hashed(KeyHash::of(key), key)
+    }
+
+    /// The slot id of `key`, whose index hash is `hash`, if it has a slot.
+    pub fn id_of_hashed(&self, hash: KeyHash, key: &[u8]) -> Option<SlotId> {
+        let KeyHash(hash) = hash;
         let slots = &self.slots;
         self.index.find(hash, |id| {
             slots
@@ -416,6 +465,10 @@ impl<W> SlotStore<W> {
 
     pub fn get(&self, key: &[u8]) -> Option<&RowSlot<W>> {
         self.slot(self.id_of(key)?)
+    }
+
+    pub fn get_op(&self, key: &OpKey) -> Option<&RowSlot<W>> {
+        self.slot(self.id_of_hashed(key.index_hash(), key)?)
     }
 
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut RowSlot<W>> {

@@ -40,7 +40,7 @@ use rndb_protocol::signals::{block, REPLICA_PRIMARY};
 use rndb_protocol::{LockMode, NdbError, OperationType};
 use rndb_transporter::FrameHeader;
 
-use super::acc::{Row, SlotKey, TransId};
+use super::acc::{OpKey, Row, TransId};
 use super::lqh::{IndexChange, LqhAnswer, LqhKeyReq, OpRole};
 use super::node_set::NodeSet;
 use super::tc::ApiAnswer;
@@ -935,7 +935,7 @@ impl Kernel {
             lock_mode: wire.lock_mode,
             table_id: wire.table_id,
             fragment: wire.fragment,
-            key_bytes: SlotKey::new(&wire.key_bytes),
+            key_bytes: OpKey::new(&wire.key_bytes),
             key: wire.key,
             attrs: wire.attrs,
             role: OpRole::Remote {

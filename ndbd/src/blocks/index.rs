@@ -16,7 +16,7 @@ use std::time::Instant;
 use rndb_protocol::signals::{CreateIndexReq, IndexName, TcKeyReq, REPLICA_PRIMARY};
 use rndb_protocol::{IndexKind, LockMode, NdbError, OperationType, Reader, Value};
 
-use super::acc::{Row, SlotKey, TransId};
+use super::acc::{OpKey, Row, TransId};
 use super::dict::Index;
 use super::lqh::{IndexChange, LqhKeyReq, OpRole, UniqueLookup};
 use super::{dih, tup, Kernel, Outbox};
@@ -188,7 +188,8 @@ impl Kernel {
             &mut self.key_scratch,
         )
         .map_err(fail)?;
-        let partition = self.dih.partition_of(dih::key_hash(&self.key_scratch));
+        let hash = dih::key_hash(&self.key_scratch);
+        let partition = self.dih.partition_of(hash);
         let lock_mode = match req.lock_mode {
             LockMode::CommittedRead if req.op_type == OperationType::Read => {
                 LockMode::CommittedRead
@@ -202,7 +203,7 @@ impl Kernel {
             lock_mode,
             table_id: hidden.info.table_id,
             fragment: hidden.fragment_of(partition),
-            key_bytes: SlotKey::new(&self.key_scratch),
+            key_bytes: OpKey::with_hash(&self.key_scratch, hash),
             key: req.key,
             attrs: Vec::new(),
             role: OpRole::UniqueLookup(Box::new(UniqueLookup {
@@ -239,7 +240,8 @@ impl Kernel {
             .map(|_| Value::decode(&mut reader))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| NdbError::with_detail(4000, e))?;
-        let partition = self.dih.partition_of(dih::key_hash(&pk));
+        let hash = dih::key_hash(&pk);
+        let partition = self.dih.partition_of(hash);
         Ok(LqhKeyReq {
             trans,
             op_index,
@@ -247,7 +249,7 @@ impl Kernel {
             lock_mode: lookup.lock_mode,
             table_id: lookup.base_table_id,
             fragment: table.fragment_of(partition),
-            key_bytes: SlotKey::new(&pk),
+            key_bytes: OpKey::with_hash(&pk, hash),
             key,
             attrs: lookup.attrs,
             role: OpRole::Api,
@@ -280,8 +282,8 @@ impl Kernel {
             &change.key,
             &mut self.key_scratch,
         );
-        let fragment =
-            self.dih.partition_of(dih::key_hash(&self.key_scratch)) % hidden.fragment_count.max(1);
+        let hash = dih::key_hash(&self.key_scratch);
+        let fragment = hidden.fragment_of(self.dih.partition_of(hash));
         let pk_column = (hidden.info.def.columns.len() - 1) as u16;
         let attrs = match change.op_type {
             OperationType::Insert => vec![(pk_column, Value::Varbinary(change.pk.to_vec()))],
@@ -294,7 +296,7 @@ impl Kernel {
             lock_mode: LockMode::Exclusive,
             table_id: change.hidden_table_id,
             fragment,
-            key_bytes: SlotKey::new(&self.key_scratch),
+            key_bytes: OpKey::with_hash(&self.key_scratch, hash),
             key: change.key,
             attrs,
             role: OpRole::Trigger,

@@ -8,7 +8,7 @@ use rndb_config::NodeId;
 use rndb_protocol::{LockMode, NdbError, OperationType, Value};
 
 use super::acc::{
-    KeyHash, LockKind, Pending, Row, RowSlot, SlotId, SlotKey, SlotStore, TransId, Waiter,
+    KeyHash, LockKind, OpKey, Pending, Row, RowSlot, SlotId, SlotStore, TransId, Waiter,
 };
 use super::dict::{Dict, Table};
 use super::tup::{self, DataMemory};
@@ -61,8 +61,8 @@ pub struct LqhKeyReq {
     pub lock_mode: LockMode,
     pub table_id: u32,
     pub fragment: u32,
-    /// The canonical key encoding (the hash-index key).
-    pub key_bytes: SlotKey,
+    /// The canonical key encoding (the hash-index key), with its hash.
+    pub key_bytes: OpKey,
     pub key: Vec<Value>,
     pub attrs: Vec<(u16, Value)>,
     pub role: OpRole,
@@ -301,7 +301,7 @@ impl Lqh {
         for (entry, work) in found.iter_mut().zip(work) {
             *entry = match work {
                 Warm::Key(req) => rows_of(req.table_id, req.fragment)
-                    .map(|rows| Found::Key(rows, KeyHash::of(&req.key_bytes))),
+                    .map(|rows| Found::Key(rows, req.key_bytes.index_hash())),
                 // A commit or abort starts with the first row the transaction touched.
                 Warm::Rows(trans) => self
                     .trans_rows
@@ -364,14 +364,17 @@ impl Lqh {
             (OperationType::Read, LockMode::CommittedRead) => {
                 let row = fragment
                     .rows
-                    .get(&req.key_bytes)
+                    .get_op(&req.key_bytes)
                     .and_then(|s| s.visible_to(req.trans));
                 return Some(read_answer(&req, row));
             }
             (OperationType::Read, LockMode::Read) => LockKind::Shared,
             _ => LockKind::Exclusive,
         };
-        let id = match fragment.rows.id_of(&req.key_bytes) {
+        let id = match fragment
+            .rows
+            .id_of_hashed(req.key_bytes.index_hash(), &req.key_bytes)
+        {
             Some(id) => id,
             None => {
                 if matches!(
@@ -763,7 +766,7 @@ mod tests {
             lock_mode: LockMode::Exclusive,
             table_id,
             fragment: 0,
-            key_bytes: SlotKey::new(&key_bytes),
+            key_bytes: OpKey::new(&key_bytes),
             key: vec![Value::UInt32(id)],
             attrs: vec![(1, Value::Int32(a))],
             role: OpRole::Api,

@@ -44,7 +44,7 @@ use rndb_protocol::signals::{
 use rndb_protocol::{DecodeError, NdbError, OperationType};
 use rndb_transporter::FrameHeader;
 
-use acc::{SlotKey, TransId};
+use acc::{OpKey, TransId};
 use lqh::{LqhAnswer, LqhKeyReq, LqhWork, OpRole, ScanKey};
 use tc::{ApiAnswer, TcAction};
 
@@ -504,7 +504,8 @@ impl Kernel {
         let key_bytes =
             rndb_protocol::schema::canonical_key(&table.info.def, &table.key_columns, req.key)
                 .map_err(|e| (req.op_index, e))?;
-        let partition = self.dih.partition_of(dih::key_hash(key_bytes));
+        let hash = dih::key_hash(key_bytes);
+        let partition = self.dih.partition_of(hash);
         // Built in its box: a request built on the stack and then moved in was read back with
         // wider loads than it was written with, and stalled on store forwarding.
         Ok(Box::new(LqhKeyReq {
@@ -514,7 +515,7 @@ impl Kernel {
             lock_mode: req.lock_mode,
             table_id: req.table_id,
             fragment: table.fragment_of(partition),
-            key_bytes: SlotKey::new(key_bytes),
+            key_bytes: OpKey::with_hash(key_bytes, hash),
             key: if req.op_type == OperationType::Read {
                 Vec::new()
             } else {
