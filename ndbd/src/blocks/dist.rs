@@ -928,6 +928,15 @@ impl Kernel {
                 "LQHKEYREQ names node {bad}, which is not a data node"
             )));
         }
+        // A transaction id is an API node id over a request id (`tc::trans_id`); anything
+        // wider would collide with the row lock's "no holder" value.
+        let (api, request_id) = super::tc::trans_parts(wire.trans);
+        if super::tc::trans_id(api, request_id) != wire.trans {
+            return Err(ProtocolViolation(format!(
+                "LQHKEYREQ names transaction {:#x}, which no API node can have",
+                wire.trans
+            )));
+        }
         let req = LqhKeyReq {
             trans: wire.trans,
             op_index: wire.op_index,

@@ -513,6 +513,32 @@ fn an_operation_arriving_after_its_transactions_abort_takes_no_lock() {
     }
 }
 
+/// An LQHKEYREQ whose transaction id no API node can have (wider than node id over request id)
+/// is a protocol violation: its link is closed, and no lock is taken under an id that would
+/// collide with the row lock's "no holder" value.
+#[test]
+fn a_transaction_id_no_api_node_can_have_is_refused() {
+    let mut sim = Sim::new();
+    let table = sim.create_table("t", false);
+    let key = sim.key_on(NodeId(2));
+    for trans in [u64::MAX, 1 << 48] {
+        let write = late_write(&sim, &table, trans, key);
+        let header = FrameHeader {
+            signal: dgsn::LQHKEYREQ,
+            receiver_block: block::DBLQH,
+            sender_block: block::DBTC,
+            request_id: 0,
+        };
+        let node2 = sim.kernels.get_mut(&NodeId(2)).expect("node 2");
+        let mut sent = Sent::default();
+        let refused = node2.on_frame(NodeId(1), &header, &write, &mut sent, Instant::now());
+        let reason = refused.expect_err("a violation").0;
+        assert!(reason.contains("no API node can have"), "{reason}");
+        node2.run_jobs(&mut sent, Instant::now());
+        assert!(!node2.lqh.trans_rows.contains_key(&trans));
+    }
+}
+
 /// A node that does not coordinate a transaction cannot end it elsewhere: a commit from
 /// another node than the one whose operations a node holds is ignored.
 #[test]
