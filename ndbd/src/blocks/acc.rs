@@ -6,10 +6,10 @@
 //! waiter; it is removed as soon as it has none.
 //!
 //! Slots live in a slab ([`SlotStore`]): a vector of slots with stable ids and a free list, and
-//! a hash table of (key hash, slot id) pairs: a lookup compares the 64-bit hash before it looks
-//! at the slot's key, and no key is stored twice. A full-table scan walks the slab by slot id, so its cursor is
-//! one integer that stays valid while rows come and go (NDB's TUP scans by page and row id);
-//! an ordered index (TUX) refers to rows by slot id too.
+//! a hash index of (32-bit hash tag, slot id) entries (`slot_index`): a lookup compares the tag
+//! before it looks at the slot's key, and no key is stored twice. A full-table scan walks the
+//! slab by slot id, so its cursor is one integer that stays valid while rows come and go (NDB's
+//! TUP scans by page and row id); an ordered index (TUX) refers to rows by slot id too.
 
 use std::collections::VecDeque;
 
