@@ -100,7 +100,7 @@ pub struct ExecLoop {
     fatal: Option<String>,
     /// Reused payload buffer for outgoing frames.
     scratch: Vec<u8>,
-    /// Links an early flush found full this turn (see `LinkOutbox::stalled`).
+    /// Links not to flush early again this turn (see `LinkOutbox::stalled`).
     stalled: Vec<NodeId>,
     /// Turns since the poller last ran (see `POLLS_SKIPPED_MAX`).
     polls_skipped: u32,
@@ -669,6 +669,12 @@ impl Idle {
 const FLUSH_EARLY_SHM_BYTES: usize = 256;
 const FLUSH_EARLY_SOCKET_BYTES: usize = 32 * 1024;
 
+/// True when the peer of a loopback socket link last sent from the CPU this thread runs on.
+fn peer_on_this_cpu(link: &dyn Transporter) -> bool {
+    link.loopback_peer_cpu()
+        .is_some_and(|cpu| nix::sched::sched_getcpu().ok() == Some(cpu))
+}
+
 /// The kernel's view of the links: frames are appended to their send buffers and flushed at
 /// the end of the turn, or earlier by `flush_early`.
 struct LinkOutbox<'a> {
@@ -676,8 +682,8 @@ struct LinkOutbox<'a> {
     scratch: &'a mut Vec<u8>,
     dirty: &'a mut NodeSet,
     broken: &'a mut Vec<(NodeId, String, bool)>,
-    /// Links whose early flush found the socket or ring full this turn: not tried again before
-    /// the end-of-turn flush.
+    /// Links whose early flush found the socket or ring full this turn, or whose peer runs on
+    /// this CPU: not tried again before the end-of-turn flush.
     stalled: &'a mut Vec<NodeId>,
 }
 
@@ -732,6 +738,12 @@ impl Outbox for LinkOutbox<'_> {
                 _ => FLUSH_EARLY_SOCKET_BYTES,
             };
             if link.pending_send_bytes() >= threshold && !self.stalled.contains(&node) {
+                if threshold == FLUSH_EARLY_SOCKET_BYTES && peer_on_this_cpu(&*link) {
+                    // The peer could only read the answers by preempting this loop, on this
+                    // CPU: two context switches, no overlap. They go at the end of the turn.
+                    self.stalled.push(node);
+                    continue;
+                }
                 match link.flush() {
                     Ok(FlushStatus::Done) => {}
                     Ok(FlushStatus::Pending) => self.stalled.push(node),

@@ -163,6 +163,13 @@ pub trait Transporter: Send {
         false
     }
 
+    /// On a loopback TCP connection, the CPU that last ran the peer's sends into this link
+    /// (SO_INCOMING_CPU: loopback delivers a packet on its sender's CPU). `None` for other
+    /// links and remote peers (there it names the CPU of the network interrupt).
+    fn loopback_peer_cpu(&self) -> Option<usize> {
+        None
+    }
+
     /// How long a loop serving this link should spin after its last input before it sleeps
     /// (ShmSpintime for SHM links; TCP links ask for none).
     fn spin_time(&self) -> std::time::Duration {

@@ -42,6 +42,8 @@ pub struct TcpLink {
     maybe_more_input: bool,
     /// The next `receive` may stop after a short read (see `stop_after_short_read`).
     short_read_drains: bool,
+    /// The peer's address is a loopback one (see `loopback_peer_cpu`).
+    loopback: bool,
 }
 
 impl TcpLink {
@@ -60,13 +62,14 @@ impl TcpLink {
             .map_err(|e| TransportError::io(format!("link to node {peer}: set TCP_NODELAY"), e))?;
         let send_limit_bytes = settings.send_limit_bytes();
         Ok(TcpLink {
-            stream,
             peer,
             checksum: settings.checksum,
             send_buffer: SendBuffer::new(send_limit_bytes),
             receive: ReceiveBuffer::new(settings.receive_buffer_bytes_effective()),
             maybe_more_input: false,
             short_read_drains: false,
+            loopback: is_loopback(&stream),
+            stream,
         })
     }
 
@@ -229,6 +232,23 @@ impl Transporter for TcpLink {
     fn poll_fd(&self) -> RawFd {
         self.stream.as_raw_fd()
     }
+
+    fn loopback_peer_cpu(&self) -> Option<usize> {
+        incoming_cpu(&self.stream, self.loopback)
+    }
+}
+
+/// True when `stream`'s peer has a loopback address.
+pub(crate) fn is_loopback(stream: &TcpStream) -> bool {
+    stream.peer_addr().is_ok_and(|a| a.ip().is_loopback())
+}
+
+/// See [`Transporter::loopback_peer_cpu`], for TCP and io_uring links alike.
+pub(crate) fn incoming_cpu(stream: &TcpStream, loopback: bool) -> Option<usize> {
+    if !loopback {
+        return None;
+    }
+    socket2::SockRef::from(stream).cpu_affinity().ok()
 }
 
 impl std::fmt::Debug for TcpLink {

@@ -135,6 +135,8 @@ pub struct UringLink {
     maybe_more_input: bool,
     /// The next `receive` may stop after a short RECV (see `stop_after_short_read`).
     short_read_drains: bool,
+    /// The peer's address is a loopback one (see `loopback_peer_cpu`).
+    loopback: bool,
 }
 
 impl UringLink {
@@ -169,6 +171,7 @@ impl UringLink {
         let send_limit_bytes = settings.send_limit_bytes();
         Ok(UringLink {
             ring,
+            loopback: crate::tcp::is_loopback(&stream),
             stream,
             peer,
             checksum: settings.checksum,
@@ -454,6 +457,10 @@ impl Transporter for UringLink {
 
     fn poll_fd(&self) -> RawFd {
         self.stream.as_raw_fd()
+    }
+
+    fn loopback_peer_cpu(&self) -> Option<usize> {
+        crate::tcp::incoming_cpu(&self.stream, self.loopback)
     }
 }
 

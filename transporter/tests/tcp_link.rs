@@ -1,6 +1,7 @@
 //! Proves TCP-specific link behaviour the conformance suite cannot express generically: a reset
 //! connection reads as Closed, sending into a dead peer ends in Closed, a bad frame stays
-//! reported, and the link exposes its socket to the poller.
+//! reported, the link exposes its socket to the poller, and a loopback link names the CPU its
+//! peer sends from.
 
 mod common;
 
@@ -134,4 +135,45 @@ fn frames_before_a_close_are_delivered_then_closed() {
         matches!(err, TransportError::Closed { peer: NodeId(2) }),
         "got {err:?}"
     );
+}
+
+/// A loopback link reports the CPU its peer last sent from (SO_INCOMING_CPU): the data node
+/// skips early flushes to a peer on its own CPU, which could only read them by preempting it.
+#[test]
+fn a_loopback_link_names_the_cpu_its_peer_sends_from() {
+    use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
+    use nix::unistd::Pid;
+    let allowed = sched_getaffinity(Pid::from_raw(0)).expect("this thread's CPUs");
+    let cpus: Vec<usize> = (0..CpuSet::count())
+        .filter(|&cpu| allowed.is_set(cpu).unwrap_or(false))
+        .collect();
+    let (client, server) = common::connected_streams();
+    let settings = LinkSettings::default();
+    let mut receiver = TcpLink::new(server, NodeId(1), &settings).expect("receiving link");
+    let mut sender = TcpLink::new(client, NodeId(2), &settings).expect("sending link");
+    for &cpu in cpus.iter().take(2) {
+        sender = std::thread::spawn(move || {
+            let mut set = CpuSet::new();
+            set.set(cpu).expect("a CPU of this machine");
+            sched_setaffinity(Pid::from_raw(0), &set).expect("pin the sending thread");
+            let header = FrameHeader {
+                signal: 1,
+                receiver_block: 0,
+                sender_block: 0,
+                request_id: 7,
+            };
+            sender.send(&header, b"where am I").expect("send");
+            sender.flush().expect("flush");
+            sender
+        })
+        .join()
+        .expect("the sending thread");
+        let deadline = Instant::now() + DEADLINE;
+        let mut got = 0;
+        while got == 0 {
+            got = receiver.receive(&mut |_, _| {}).expect("receive");
+            assert!(Instant::now() < deadline, "no frame within {DEADLINE:?}");
+        }
+        assert_eq!(receiver.loopback_peer_cpu(), Some(cpu));
+    }
 }
