@@ -443,12 +443,7 @@ fn deliver_to_node2(sim: &mut Sim, frames: Vec<(u16, Vec<u8>)>) -> Sent {
     let node2 = sim.kernels.get_mut(&NodeId(2)).expect("node 2");
     let mut sent = Sent::default();
     for (signal, payload) in frames {
-        let header = FrameHeader {
-            signal,
-            receiver_block: block::DBLQH,
-            sender_block: block::DBTC,
-            request_id: 0,
-        };
+        let header = lqh_header(signal);
         node2
             .on_frame(NodeId(1), &header, &payload, &mut sent, now)
             .map_err(|e| e.0)
@@ -523,12 +518,7 @@ fn a_transaction_id_no_api_node_can_have_is_refused() {
     let key = sim.key_on(NodeId(2));
     for trans in [u64::MAX, 1 << 48] {
         let write = late_write(&sim, &table, trans, key);
-        let header = FrameHeader {
-            signal: dgsn::LQHKEYREQ,
-            receiver_block: block::DBLQH,
-            sender_block: block::DBTC,
-            request_id: 0,
-        };
+        let header = lqh_header(dgsn::LQHKEYREQ);
         let node2 = sim.kernels.get_mut(&NodeId(2)).expect("node 2");
         let mut sent = Sent::default();
         let refused = node2.on_frame(NodeId(1), &header, &write, &mut sent, Instant::now());
@@ -553,12 +543,7 @@ fn only_a_transactions_own_tc_commits_it() {
     // Node 3 claims to commit it.
     let mut commit = Vec::new();
     lqh::TransSignal { trans }.encode(&mut commit);
-    let header = FrameHeader {
-        signal: dgsn::LQH_COMMITREQ,
-        receiver_block: block::DBLQH,
-        sender_block: block::DBTC,
-        request_id: 0,
-    };
+    let header = lqh_header(dgsn::LQH_COMMITREQ);
     let node2 = sim.kernels.get_mut(&NodeId(2)).expect("node 2");
     let mut sent = Sent::default();
     node2
@@ -750,6 +735,7 @@ fn survivors_of_a_failed_coordinator_agree_on_its_transactions() {
     }
 }
 
+/// The header of a TC-to-LQH signal between data nodes.
 fn lqh_header(signal: u16) -> FrameHeader {
     FrameHeader {
         signal,
