@@ -669,7 +669,8 @@ impl Idle {
 const FLUSH_EARLY_SHM_BYTES: usize = 256;
 const FLUSH_EARLY_SOCKET_BYTES: usize = 32 * 1024;
 
-/// True when the peer of a loopback socket link last sent from the CPU this thread runs on.
+/// True when the peer of a loopback socket link last sent from the CPU this thread runs on
+/// (never for SHM links, which name no CPU).
 fn peer_on_this_cpu(link: &dyn Transporter) -> bool {
     link.loopback_peer_cpu()
         .is_some_and(|cpu| nix::sched::sched_getcpu().ok() == Some(cpu))
@@ -738,7 +739,7 @@ impl Outbox for LinkOutbox<'_> {
                 _ => FLUSH_EARLY_SOCKET_BYTES,
             };
             if link.pending_send_bytes() >= threshold && !self.stalled.contains(&node) {
-                if threshold == FLUSH_EARLY_SOCKET_BYTES && peer_on_this_cpu(&*link) {
+                if peer_on_this_cpu(&*link) {
                     // The peer could only read the answers by preempting this loop, on this
                     // CPU: two context switches, no overlap. They go at the end of the turn.
                     self.stalled.push(node);
