@@ -153,12 +153,10 @@ impl Sweep<'_> {
         let mut rng = StdRng::seed_from_u64(self.seed);
         let mut latency_ns = Histogram::new_with_bounds(1, 60_000_000_000, 3)?;
         let (mut committed, mut temporary) = (0u64, 0u64);
-        let mut started: std::collections::HashMap<u64, Instant> = Default::default();
-        let mut next_tag = 0u64;
         let begun = Instant::now();
         let deadline = begun + self.duration;
         for _ in 0..concurrency {
-            self.prepare_one(&mut executor, &mut rng, &mut next_tag, &mut started, begun)?;
+            self.prepare_one(&mut executor, &mut rng, 0)?;
         }
         while !executor.is_empty() {
             // Waiting for an eighth of what is in flight (at least one) before refilling makes
@@ -169,21 +167,19 @@ impl Sweep<'_> {
             // One clock read per poll: it ends the transactions it completed and starts their
             // replacements, which go out with the next send.
             let now = Instant::now();
+            let now_ns = nanos_since(begun, now);
             let refill = now < deadline && !self.shutdown.requested();
             for done in completions {
-                let elapsed = started.remove(&done.tag).map(|t0| now - t0);
                 match done.result {
                     Ok(()) => {
                         committed += 1;
-                        if let Some(elapsed) = elapsed {
-                            latency_ns.saturating_record(elapsed.as_nanos() as u64);
-                        }
+                        latency_ns.saturating_record(now_ns.saturating_sub(done.tag));
                     }
                     Err(e) if e.is_temporary() => temporary += 1,
                     Err(e) => return Err(e).context("an asynchronous sweep transaction"),
                 }
                 if refill {
-                    self.prepare_one(&mut executor, &mut rng, &mut next_tag, &mut started, now)?;
+                    self.prepare_one(&mut executor, &mut rng, now_ns)?;
                 }
             }
         }
@@ -198,23 +194,27 @@ impl Sweep<'_> {
         )
     }
 
-    /// Starts one more sweep transaction in `executor`, timed from `now`.
+    /// Starts one more sweep transaction in `executor`, timed from `start_ns` (nanoseconds
+    /// since the level began). The start travels as the completion's tag, so timing a
+    /// transaction needs no map (flexAsynch keeps start times by transaction slot, for the
+    /// same reason).
     fn prepare_one<'s>(
         &'s self,
         executor: &mut AsyncExecutor<'s>,
         rng: &mut StdRng,
-        next_tag: &mut u64,
-        started: &mut std::collections::HashMap<u64, Instant>,
-        now: Instant,
+        start_ns: u64,
     ) -> Result<()> {
         let key = Value::UInt32(rng.gen_range(0..self.size));
         let write = rng.gen_bool(self.write_ratio);
         let tx = self.define(key, write, rng)?;
-        *next_tag += 1;
-        started.insert(*next_tag, now);
-        executor.prepare(tx, ExecType::Commit, AbortOption::AbortOnError, *next_tag)?;
+        executor.prepare(tx, ExecType::Commit, AbortOption::AbortOnError, start_ns)?;
         Ok(())
     }
+}
+
+/// Nanoseconds from `begun` to `now`, saturating (a level lasts seconds, far from `u64::MAX`).
+fn nanos_since(begun: Instant, now: Instant) -> u64 {
+    u64::try_from(now.duration_since(begun).as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// What one thread measured.
