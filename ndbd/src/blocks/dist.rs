@@ -431,9 +431,17 @@ impl Kernel {
     pub(super) fn dispatch(&mut self, mut req: Box<LqhKeyReq>, replica: u8, out: &mut dyn Outbox) {
         // The partition's replicas that are alive, primary first: when a primary has failed,
         // its first live backup takes over (it holds every committed row, as replication is
-        // synchronous).
-        let replicas = self.live_replicas(req.fragment);
-        let Some(&primary) = replicas.first() else {
+        // synchronous). Walked in place rather than collected into a `Replicas`: the copy was
+        // written two bytes at a time and read back sixteen, a store-forwarding stall on every
+        // key operation.
+        let dist = &self.dist;
+        let live = self
+            .dih
+            .replicas(req.fragment)
+            .iter()
+            .copied()
+            .filter(|&node| dist.is_alive(node));
+        let Some(primary) = live.clone().next() else {
             let error = NdbError::with_detail(
                 4010,
                 format!("every replica of partition {} has failed", req.fragment),
@@ -450,7 +458,7 @@ impl Kernel {
         let committed_read = is_committed_read(req.op_type, req.lock_mode);
         let read_backup = committed_read
             && replica == REPLICA_PRIMARY
-            && replicas.contains(&self.me)
+            && live.clone().any(|node| node == self.me)
             && self
                 .dict
                 .get(req.table_id)
@@ -459,18 +467,15 @@ impl Kernel {
             // READ_BACKUP: the nearest replica is this node's.
             self.me
         } else if committed_read {
-            replicas
-                .get(usize::from(replica))
-                .copied()
-                .unwrap_or(primary)
+            live.clone().nth(usize::from(replica)).unwrap_or(primary)
         } else {
             primary
         };
         if req.op_type != OperationType::Read {
-            for (i, &node) in replicas.iter().enumerate() {
+            for (i, node) in live.clone().enumerate() {
                 self.tc.add_participant(req.trans, node, i > 0);
             }
-            req.chain = replicas[1..].to_vec();
+            req.chain = live.skip(1).collect();
         } else if !committed_read {
             self.tc.add_participant(req.trans, primary, false);
         }
