@@ -22,6 +22,11 @@ use rndb_protocol::{
 };
 use rndb_transporter::FrameHeader;
 
+/// The allocator `ndbd` runs with, so that the per-operation allocations cost what they cost
+/// there.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Reads per execute, as testread-perf's `--range 1000`.
 const BATCH: u32 = 1000;
 /// Table sizes measured by default: in the cache, and beyond it.
