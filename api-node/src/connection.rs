@@ -466,6 +466,28 @@ impl Connection {
         }
     }
 
+    /// Gives the link up because the data node broke the protocol (an answer that does not
+    /// decode, or does not belong to the request it names), and returns the error for the
+    /// request that found it. Nothing else that node sends can be trusted: its next frames may
+    /// answer the same request id (a transaction keeps its id for every execute), so a late
+    /// answer could complete a later request. As with a failed link, the socket is shut down
+    /// and every waiter and later request fails with 4010. Takes `link`, then `shared`: the
+    /// caller holds neither.
+    pub fn protocol_violation(&self, reason: impl Into<String>) -> Error {
+        let reason = reason.into();
+        self.link().shutdown();
+        let waiters = {
+            let mut shared = self.shared();
+            self.record_failure(&mut shared, format!("protocol violation: {reason}"));
+            shared.all_waiters()
+        };
+        waiters.iter().for_each(Thread::unpark);
+        Error::Protocol {
+            node: self.peer,
+            reason,
+        }
+    }
+
     /// Waits until the request's answer is complete, or the deadline passes (error 4012), or
     /// the link fails (error 4010).
     pub fn wait(&self, request_id: u32, deadline: Instant) -> Result<Answers, Error> {

@@ -275,13 +275,12 @@ impl Cluster {
             for connection in pending {
                 let answers =
                     self.request_to(connection, lqh::gsn::API_REGREQ, block::QMGR, &[])?;
-                let (signal, payload) = single_answer(&answers, connection.peer)?;
+                let (signal, payload) = single_answer(&answers, connection)?;
                 let conf = (signal == lqh::gsn::API_REGCONF)
                     .then(|| ApiRegConf::decode(payload).ok())
                     .flatten()
-                    .ok_or_else(|| Error::Protocol {
-                        node: connection.peer,
-                        reason: format!("answer {signal} to API_REGREQ"),
+                    .ok_or_else(|| {
+                        connection.protocol_violation(format!("answer {signal} to API_REGREQ"))
                     })?;
                 if !conf.started {
                     last = format!(
@@ -396,7 +395,8 @@ impl Cluster {
     /// Sends one empty signal that the data node's execution loop answers without touching
     /// storage: the transporter and loop cost, the baseline for everything else.
     pub fn ping(&self) -> Result<(), Error> {
-        self.request(gsn::PING_REQ, block::QMGR, &[]).map(|_| ())
+        self.request_to(self.coordinator(), gsn::PING_REQ, block::QMGR, &[])
+            .map(|_| ())
     }
 
     /// Creates a table on the data nodes.
@@ -405,26 +405,30 @@ impl Cluster {
             .map_err(|(code, detail)| Error::ndb_detail(code, detail))?;
         let mut payload = Vec::new();
         signals::encode_table_def(&mut payload, def);
-        let answers = self.request(gsn::CREATE_TABLE_REQ, block::DBDICT, &payload)?;
-        self.table_answer(&answers, gsn::CREATE_TABLE_CONF)
+        let connection = self.coordinator();
+        let answers =
+            self.request_to(connection, gsn::CREATE_TABLE_REQ, block::DBDICT, &payload)?;
+        table_answer(connection, &answers, gsn::CREATE_TABLE_CONF)
     }
 
     /// Looks a table up by name (error 709 when there is none).
     pub fn get_table(&self, name: &str) -> Result<Table, Error> {
         let mut payload = Vec::new();
         signals::encode_name(&mut payload, name);
-        let answers = self.request(gsn::GET_TABINFO_REQ, block::DBDICT, &payload)?;
-        self.table_answer(&answers, gsn::GET_TABINFO_CONF)
+        let connection = self.coordinator();
+        let answers = self.request_to(connection, gsn::GET_TABINFO_REQ, block::DBDICT, &payload)?;
+        table_answer(connection, &answers, gsn::GET_TABINFO_CONF)
     }
 
     /// Drops a table and its rows (error 709 when there is none).
     pub fn drop_table(&self, name: &str) -> Result<(), Error> {
         let mut payload = Vec::new();
         signals::encode_name(&mut payload, name);
-        let answers = self.request(gsn::DROP_TABLE_REQ, block::DBDICT, &payload)?;
-        match single_answer(&answers, self.coordinator().peer)? {
+        let connection = self.coordinator();
+        let answers = self.request_to(connection, gsn::DROP_TABLE_REQ, block::DBDICT, &payload)?;
+        match single_answer(&answers, connection)? {
             (gsn::DROP_TABLE_CONF, _) => Ok(()),
-            (signal, payload) => Err(self.refusal(signal, payload)),
+            (signal, payload) => Err(refusal(connection, signal, payload)),
         }
     }
 
@@ -439,50 +443,28 @@ impl Cluster {
             columns: def.columns.clone(),
         }
         .encode(&mut payload);
-        let answers = self.request(gsn::CREATE_INDEX_REQ, block::DBDICT, &payload)?;
-        self.index_answer(table, &answers, gsn::CREATE_INDEX_CONF)
+        let connection = self.coordinator();
+        let answers =
+            self.request_to(connection, gsn::CREATE_INDEX_REQ, block::DBDICT, &payload)?;
+        index_answer(connection, table, &answers, gsn::CREATE_INDEX_CONF)
     }
 
     /// Looks up index `name` of `table` (4243 when there is none).
     pub fn get_index(&self, table: &Table, name: &str) -> Result<Index, Error> {
         let payload = index_name(table, name);
-        let answers = self.request(gsn::GET_INDEX_REQ, block::DBDICT, &payload)?;
-        self.index_answer(table, &answers, gsn::GET_INDEX_CONF)
+        let connection = self.coordinator();
+        let answers = self.request_to(connection, gsn::GET_INDEX_REQ, block::DBDICT, &payload)?;
+        index_answer(connection, table, &answers, gsn::GET_INDEX_CONF)
     }
 
     /// Drops index `name` of `table` (4243 when there is none).
     pub fn drop_index(&self, table: &Table, name: &str) -> Result<(), Error> {
         let payload = index_name(table, name);
-        let answers = self.request(gsn::DROP_INDEX_REQ, block::DBDICT, &payload)?;
-        match single_answer(&answers, self.coordinator().peer)? {
+        let connection = self.coordinator();
+        let answers = self.request_to(connection, gsn::DROP_INDEX_REQ, block::DBDICT, &payload)?;
+        match single_answer(&answers, connection)? {
             (gsn::DROP_INDEX_CONF, _) => Ok(()),
-            (signal, payload) => Err(self.refusal(signal, payload)),
-        }
-    }
-
-    fn index_answer(&self, table: &Table, answers: &Answers, conf: u16) -> Result<Index, Error> {
-        let peer = self.coordinator().peer;
-        let malformed = |reason: String| Error::Protocol { node: peer, reason };
-        match single_answer(answers, peer)? {
-            (signal, payload) if signal == conf => {
-                let info = IndexInfo::decode(payload).map_err(|e| malformed(e.to_string()))?;
-                if info.table_id != table.id() {
-                    return Err(Error::ndb_detail(
-                        241,
-                        format!("table {} was dropped and created again", table.name()),
-                    ));
-                }
-                let columns: Vec<usize> = info.columns.iter().map(|&c| usize::from(c)).collect();
-                if columns.iter().any(|&c| c >= table.def().columns.len()) {
-                    return Err(malformed("index names a column the table lacks".into()));
-                }
-                Ok(Index(Arc::new(IndexInner {
-                    info,
-                    columns,
-                    table: table.clone(),
-                })))
-            }
-            (signal, payload) => Err(self.refusal(signal, payload)),
+            (signal, payload) => Err(refusal(connection, signal, payload)),
         }
     }
 
@@ -515,34 +497,6 @@ impl Cluster {
     /// Starts a transaction. Nothing is sent until its first `execute`.
     pub fn start_transaction(&self) -> Result<Transaction<'_>, Error> {
         Ok(Transaction::new(self, self.new_request_id()))
-    }
-
-    fn table_answer(&self, answers: &Answers, conf: u16) -> Result<Table, Error> {
-        let peer = self.coordinator().peer;
-        match single_answer(answers, peer)? {
-            (signal, payload) if signal == conf => TableInfo::decode(payload)
-                .map(Table::new)
-                .map_err(|e| Error::Protocol {
-                    node: peer,
-                    reason: e.to_string(),
-                }),
-            (signal, payload) => Err(self.refusal(signal, payload)),
-        }
-    }
-
-    fn refusal(&self, signal: u16, payload: &[u8]) -> Error {
-        match Refusal::decode(payload) {
-            Ok(r) => Error::Ndb(NdbError::from_wire(r.code, &r.detail)),
-            Err(e) => Error::Protocol {
-                node: self.coordinator().peer,
-                reason: format!("answer with signal {signal}: {e}"),
-            },
-        }
-    }
-
-    /// Sends one signal to the coordinator node and waits for its answer.
-    fn request(&self, signal: u16, receiver_block: u16, payload: &[u8]) -> Result<Answers, Error> {
-        self.request_to(self.coordinator(), signal, receiver_block, payload)
     }
 
     /// Sends one signal to `connection`'s data node and waits for its answer.
@@ -622,13 +576,63 @@ fn index_name(table: &Table, name: &str) -> Vec<u8> {
 }
 
 /// The one (signal, payload) a dictionary request gets back.
-fn single_answer(answers: &Answers, peer: NodeId) -> Result<(u16, &[u8]), Error> {
+fn single_answer<'a>(
+    answers: &'a Answers,
+    connection: &Connection,
+) -> Result<(u16, &'a [u8]), Error> {
     let mut iter = answers.iter();
     match (iter.next(), iter.next()) {
         (Some(answer), None) => Ok(answer),
-        _ => Err(Error::Protocol {
-            node: peer,
-            reason: "expected exactly one answer".into(),
-        }),
+        _ => Err(connection.protocol_violation("expected exactly one answer")),
+    }
+}
+
+/// The table a CREATE_TABLE_CONF or GET_TABINFO_CONF (`conf`) describes, or the refusal.
+fn table_answer(connection: &Connection, answers: &Answers, conf: u16) -> Result<Table, Error> {
+    match single_answer(answers, connection)? {
+        (signal, payload) if signal == conf => TableInfo::decode(payload)
+            .map(Table::new)
+            .map_err(|e| connection.protocol_violation(e.to_string())),
+        (signal, payload) => Err(refusal(connection, signal, payload)),
+    }
+}
+
+/// The index of `table` a CREATE_INDEX_CONF or GET_INDEX_CONF (`conf`) describes, or the
+/// refusal.
+fn index_answer(
+    connection: &Connection,
+    table: &Table,
+    answers: &Answers,
+    conf: u16,
+) -> Result<Index, Error> {
+    let malformed = |reason: String| connection.protocol_violation(reason);
+    match single_answer(answers, connection)? {
+        (signal, payload) if signal == conf => {
+            let info = IndexInfo::decode(payload).map_err(|e| malformed(e.to_string()))?;
+            if info.table_id != table.id() {
+                return Err(Error::ndb_detail(
+                    241,
+                    format!("table {} was dropped and created again", table.name()),
+                ));
+            }
+            let columns: Vec<usize> = info.columns.iter().map(|&c| usize::from(c)).collect();
+            if columns.iter().any(|&c| c >= table.def().columns.len()) {
+                return Err(malformed("index names a column the table lacks".into()));
+            }
+            Ok(Index(Arc::new(IndexInner {
+                info,
+                columns,
+                table: table.clone(),
+            })))
+        }
+        (signal, payload) => Err(refusal(connection, signal, payload)),
+    }
+}
+
+/// The NDB error a refusal (any answer but the expected CONF) carries.
+fn refusal(connection: &Connection, signal: u16, payload: &[u8]) -> Error {
+    match Refusal::decode(payload) {
+        Ok(r) => Error::Ndb(NdbError::from_wire(r.code, &r.detail)),
+        Err(e) => connection.protocol_violation(format!("answer with signal {signal}: {e}")),
     }
 }

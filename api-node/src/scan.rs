@@ -334,10 +334,11 @@ impl Part<'_> {
     }
 
     /// Files one batch's answers: rows into their fragments' buffers, then the fragments'
-    /// states. A SCAN_TABREF ends the scan with its error.
+    /// states. A SCAN_TABREF ends the scan with its error; an answer that breaks the protocol
+    /// gives the link up (see `Connection::protocol_violation`).
     fn take_batch(&mut self, table: &Table, answers: &Answers) -> Result<(), Error> {
-        let peer = self.connection.peer;
-        let malformed = |reason: String| Error::Protocol { node: peer, reason };
+        let connection = self.connection;
+        let malformed = |reason: String| connection.protocol_violation(reason);
         let mut conf = None;
         for (signal, payload) in answers.iter() {
             match signal {

@@ -447,6 +447,11 @@ impl<'c> Transaction<'c> {
                 );
                 if let Err(e) = waited {
                     self.state = State::Abandoned;
+                    // A malformed answer gave the link up while more answers were due, which
+                    // ended the wait: report the violation, not the lost link it caused.
+                    if let Some(Ended::Malformed(violation)) = ended {
+                        return Err(violation);
+                    }
                     return Err(e);
                 }
                 self.conclude(sent.exec, ended)
@@ -700,15 +705,16 @@ impl<'c> Transaction<'c> {
     }
 
     /// Files rows and errors under their operations, for answers that may be only part of an
-    /// execute's. Returns how the execute ended once its last answer is among them.
+    /// execute's. Returns how the execute ended once its last answer is among them. An answer
+    /// that breaks the protocol gives the link up (see `Connection::protocol_violation`).
     fn file_answers(&mut self, sent: &Sent, answers: &Answers) -> Option<Ended> {
         for (signal, payload) in answers.iter() {
             match self.file_answer(sent, signal, payload) {
                 Ok(None) => {}
                 Ok(Some(ended)) => return Some(ended),
                 Err(reason) => {
-                    let node = self.connection().peer;
-                    return Some(Ended::Malformed(Error::Protocol { node, reason }));
+                    let violation = self.connection().protocol_violation(reason);
+                    return Some(Ended::Malformed(violation));
                 }
             }
         }
@@ -757,8 +763,8 @@ impl<'c> Transaction<'c> {
                         // The transaction is aborted all the same; the answer broke the
                         // protocol, and that is the error to report.
                         Err(reason) => {
-                            let node = self.connection().peer;
-                            return Ok(Some(Ended::Refused(Error::Protocol { node, reason })));
+                            let violation = self.connection().protocol_violation(reason);
+                            return Ok(Some(Ended::Refused(violation)));
                         }
                     }
                 }
