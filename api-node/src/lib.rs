@@ -395,8 +395,15 @@ impl Cluster {
     /// Sends one empty signal that the data node's execution loop answers without touching
     /// storage: the transporter and loop cost, the baseline for everything else.
     pub fn ping(&self) -> Result<(), Error> {
-        self.request_to(self.coordinator(), gsn::PING_REQ, block::QMGR, &[])
-            .map(|_| ())
+        let connection = self.coordinator();
+        let answers = self.request_to(connection, gsn::PING_REQ, block::QMGR, &[])?;
+        match single_answer(&answers, connection)? {
+            (gsn::PING_CONF, _) => Ok(()),
+            // Any signal completes a request; only PING_CONF answers a ping.
+            (signal, _) => {
+                Err(connection.protocol_violation(format!("answer {signal} to PING_REQ")))
+            }
+        }
     }
 
     /// Creates a table on the data nodes.
