@@ -361,6 +361,13 @@ impl<'c> Transaction<'c> {
             .tc_node
             .get_or_insert_with(|| self.cluster.coordinator().peer);
         let cluster: &'c Cluster = self.cluster;
+        // The link to the TC node failed (with one data node: every link did), and the
+        // transaction with it (4010), as for an execute. Without this check the scan went to the
+        // live nodes only, and with none left to no node at all: it ended at once without a
+        // row and without an error, as if the table were empty.
+        if let Some(lost) = cluster.connection_of(tc_node).failure() {
+            return Err(lost);
+        }
         let mut parts = Vec::with_capacity(cluster.connections().len());
         // Every data node whose link works: a failed node's fragments are scanned by the backup
         // that took them over.
