@@ -23,6 +23,7 @@ mod scan;
 mod schema_ops;
 mod slot_index;
 pub mod tc;
+mod trans_table;
 pub mod tup;
 pub mod tux;
 

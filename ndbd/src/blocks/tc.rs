@@ -13,14 +13,15 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 // hashbrown's default hasher (foldhash, randomly seeded) costs a fraction of std's SipHash for
-// these integer keys, looked up several times per operation.
-use hashbrown::{HashMap, HashSet};
+// these integer keys.
+use hashbrown::HashSet;
 use rndb_config::NodeId;
 use rndb_protocol::signals::{TcExecuteReq, FLAG_START_TRANSACTION, OP_INDEX_NONE};
 use rndb_protocol::{AbortOption, ExecType, NdbError};
 
 use super::acc::{Row, TransId};
 use super::node_set::NodeSet;
+use super::trans_table::TransTable;
 
 /// What TC asks of the kernel after handling a signal.
 #[derive(Debug)]
@@ -117,9 +118,8 @@ pub enum ApiAnswer {
 pub struct Tc {
     /// This data node.
     me: NodeId,
-    /// Boxed: the table's entries stay 16 bytes, so with thousands of transactions open the
-    /// table itself stays in the cache and a lookup misses once, on the record.
-    transactions: HashMap<TransId, Box<TcTransaction>>,
+    /// Looked up several times per operation, mostly for the transaction looked up last.
+    transactions: TransTable<TcTransaction>,
     operations_in_use: u32,
     /// MaxNoOfConcurrentTransactions.
     transactions_max: u32,
@@ -156,7 +156,7 @@ impl Tc {
     ) -> Tc {
         Tc {
             me,
-            transactions: HashMap::new(),
+            transactions: TransTable::default(),
             operations_in_use: 0,
             transactions_max,
             operations_max,
@@ -172,19 +172,19 @@ impl Tc {
     /// then may its operations run in LQH.
     pub fn is_active(&self, trans: TransId) -> bool {
         self.transactions
-            .get(&trans)
+            .get(trans)
             .is_some_and(|t| t.phase == Phase::Active)
     }
 
     /// True while this TC has a record of `trans`.
     pub fn knows(&self, trans: TransId) -> bool {
-        self.transactions.contains_key(&trans)
+        self.transactions.contains_key(trans)
     }
 
     /// True while `trans` is committing (its commit rounds run).
     pub fn is_committing(&self, trans: TransId) -> bool {
         self.transactions
-            .get(&trans)
+            .get(trans)
             .is_some_and(|t| t.phase == Phase::Committing)
     }
 
@@ -202,16 +202,16 @@ impl Tc {
         op_index: u32,
         now: Instant,
     ) -> Option<Result<TcAction, NdbError>> {
-        let open = self.transactions.len();
-        let t = match self.transactions.entry(trans) {
-            hashbrown::hash_map::Entry::Occupied(t) => t.into_mut(),
-            hashbrown::hash_map::Entry::Vacant(slot) => {
-                if flags & FLAG_START_TRANSACTION == 0 || open >= self.transactions_max as usize {
-                    return None;
-                }
-                slot.insert(Box::new(TcTransaction::new(self.me, now)))
+        if !self.transactions.contains_key(trans) {
+            if flags & FLAG_START_TRANSACTION == 0
+                || self.transactions.len() >= self.transactions_max as usize
+            {
+                return None;
             }
-        };
+            let record = Box::new(TcTransaction::new(self.me, now));
+            self.transactions.insert(trans, record);
+        }
+        let t = self.transactions.get_mut(trans)?;
         if t.phase != Phase::Active {
             return None;
         }
@@ -237,7 +237,7 @@ impl Tc {
 
     /// An operation was refused before it reached LQH (bad table, bad key): counts as answered.
     pub fn on_refused_before_dispatch(&mut self, trans: TransId, op_index: u32, error: NdbError) {
-        if let Some(t) = self.transactions.get_mut(&trans) {
+        if let Some(t) = self.transactions.get_mut(trans) {
             t.ops_outstanding = t.ops_outstanding.saturating_sub(1);
             t.first_error
                 .get_or_insert_with(|| Box::new((error, op_index)));
@@ -252,7 +252,7 @@ impl Tc {
         op_index: u32,
         result: Result<Option<Row>, NdbError>,
     ) -> Option<ApiAnswer> {
-        let t = self.transactions.get_mut(&trans)?;
+        let t = self.transactions.get_mut(trans)?;
         t.ops_outstanding = t.ops_outstanding.saturating_sub(1);
         if t.phase != Phase::Active {
             return None;
@@ -274,7 +274,7 @@ impl Tc {
     pub fn add_internal_op(&mut self, trans: TransId) -> Result<(), NdbError> {
         let Some(t) = self
             .transactions
-            .get_mut(&trans)
+            .get_mut(trans)
             .filter(|t| t.phase == Phase::Active)
         else {
             return Err(NdbError::with_detail(
@@ -305,7 +305,7 @@ impl Tc {
         if count == 0 {
             return;
         }
-        if let Some(t) = self.transactions.get_mut(&trans) {
+        if let Some(t) = self.transactions.get_mut(trans) {
             self.operations_in_use += count;
             t.operations += count;
         }
@@ -313,14 +313,14 @@ impl Tc {
 
     /// An internal operation finished without anything to tell the API.
     pub fn on_internal_done(&mut self, trans: TransId) {
-        if let Some(t) = self.transactions.get_mut(&trans) {
+        if let Some(t) = self.transactions.get_mut(trans) {
             t.ops_outstanding = t.ops_outstanding.saturating_sub(1);
         }
     }
 
     /// The transaction must abort at the end of this execute, whatever its abort option.
     pub fn force_abort(&mut self, trans: TransId) {
-        if let Some(t) = self.transactions.get_mut(&trans) {
+        if let Some(t) = self.transactions.get_mut(trans) {
             t.must_abort = true;
         }
     }
@@ -334,7 +334,7 @@ impl Tc {
         part: bool,
         now: Instant,
     ) -> Result<(), NdbError> {
-        if !self.transactions.contains_key(&trans) {
+        if !self.transactions.contains_key(trans) {
             if !start {
                 return Err(NdbError::with_detail(
                     237,
@@ -357,13 +357,13 @@ impl Tc {
     /// True when this node's record of `trans` was made by a scan part (another node
     /// coordinates it).
     pub fn is_scan_part(&self, trans: TransId) -> bool {
-        self.transactions.get(&trans).is_some_and(|t| t.scan_part)
+        self.transactions.get(trans).is_some_and(|t| t.scan_part)
     }
 
     /// The API did something for `trans` (a scan batch): it is not idle. Refuses a transaction
     /// that is unknown or ending (4114).
     pub fn touch(&mut self, trans: TransId, now: Instant) -> Result<(), NdbError> {
-        match self.transactions.get_mut(&trans) {
+        match self.transactions.get_mut(trans) {
             Some(t) if t.phase == Phase::Active => {
                 t.last_activity = now;
                 Ok(())
@@ -378,7 +378,7 @@ impl Tc {
     /// A scan of `trans` waits for a row lock: counted like an outstanding operation, so the
     /// lock wait is bounded by TransactionDeadlockDetectionTimeout.
     pub fn scan_wait_started(&mut self, trans: TransId, now: Instant) {
-        if let Some(t) = self.transactions.get_mut(&trans) {
+        if let Some(t) = self.transactions.get_mut(trans) {
             if t.ops_outstanding == 0 {
                 t.dispatched_at = now;
             }
@@ -394,7 +394,7 @@ impl Tc {
     /// Records an error for an operation whose answer could not be sent (1218): the execute
     /// fails and the transaction aborts, whatever its abort option.
     pub fn on_send_failure(&mut self, trans: TransId, op_index: u32, error: NdbError) {
-        if let Some(t) = self.transactions.get_mut(&trans) {
+        if let Some(t) = self.transactions.get_mut(trans) {
             t.lost_answer
                 .get_or_insert_with(|| Box::new((error, op_index)));
         }
@@ -403,7 +403,7 @@ impl Tc {
     /// Index maintenance could not start (234): the base operation fails with it and the
     /// transaction aborts, whatever its abort option.
     pub fn on_trigger_refused(&mut self, trans: TransId, op_index: u32, error: NdbError) {
-        if let Some(t) = self.transactions.get_mut(&trans) {
+        if let Some(t) = self.transactions.get_mut(trans) {
             t.must_abort = true;
             t.first_error
                 .get_or_insert_with(|| Box::new((error, op_index)));
@@ -418,7 +418,7 @@ impl Tc {
         req: TcExecuteReq,
         now: Instant,
     ) -> Option<ApiAnswer> {
-        let Some(t) = self.transactions.get_mut(&trans) else {
+        let Some(t) = self.transactions.get_mut(trans) else {
             if self.timed_out.remove(&trans) {
                 return Some(ApiAnswer::ExecuteRef {
                     error: NdbError::with_detail(237, "aborted after TransactionInactiveTimeout"),
@@ -470,7 +470,7 @@ impl Tc {
         trans: TransId,
         now: Instant,
     ) -> Option<Result<ApiAnswer, TcAction>> {
-        let t = self.transactions.get_mut(&trans)?;
+        let t = self.transactions.get_mut(trans)?;
         if t.phase != Phase::Active || t.ops_outstanding > 0 {
             return None;
         }
@@ -511,7 +511,7 @@ impl Tc {
     /// Node `node` may hold rows of `trans` from now on (`backup`: replicas other than the
     /// primary, which commit first).
     pub fn add_participant(&mut self, trans: TransId, node: NodeId, backup: bool) {
-        if let Some(t) = self.transactions.get_mut(&trans) {
+        if let Some(t) = self.transactions.get_mut(trans) {
             t.participants.insert(node);
             if backup {
                 t.backups.insert(node);
@@ -526,7 +526,7 @@ impl Tc {
     /// commit, and it leaves nothing on the last replica. Marks the transaction so that nothing
     /// aborts it meanwhile.
     pub fn start_early_commit(&mut self, trans: TransId, replicas: &NodeSet) -> bool {
-        let Some(t) = self.transactions.get_mut(&trans) else {
+        let Some(t) = self.transactions.get_mut(trans) else {
             return false;
         };
         let commits = t
@@ -546,7 +546,7 @@ impl Tc {
 
     /// `node` committed the transaction on its own (an early commit): no round goes to it.
     pub fn participant_committed(&mut self, trans: TransId, node: NodeId) {
-        if let Some(t) = self.transactions.get_mut(&trans) {
+        if let Some(t) = self.transactions.get_mut(trans) {
             t.participants.remove(node);
             t.backups.remove(node);
         }
@@ -557,7 +557,7 @@ impl Tc {
     /// replicas, then to the others (NDB's linear commit: the primary last); an abort goes to
     /// every participant at once.
     pub fn next_round(&mut self, trans: TransId) -> NodeSet {
-        let Some(t) = self.transactions.get_mut(&trans) else {
+        let Some(t) = self.transactions.get_mut(trans) else {
             return NodeSet::new();
         };
         let backups = t.backups.intersection(&t.participants);
@@ -587,7 +587,7 @@ impl Tc {
     /// Node `node` confirmed the current round of `trans`'s commit or abort. True when the
     /// round is complete.
     pub fn round_done(&mut self, trans: TransId, node: NodeId) -> bool {
-        let Some(t) = self.transactions.get_mut(&trans) else {
+        let Some(t) = self.transactions.get_mut(trans) else {
             return false;
         };
         let before = t.awaiting.len();
@@ -600,14 +600,14 @@ impl Tc {
         self.transactions
             .iter()
             .filter(|(_, t)| t.awaiting.contains(node))
-            .map(|(id, _)| *id)
+            .map(|(id, _)| id)
             .collect()
     }
 
     /// Active transactions with rows on `node`: they abort with `error` (the node failed).
     pub fn fail_participant(&mut self, node: NodeId, error: &NdbError) -> Vec<TransId> {
         let mut failed = Vec::new();
-        for (&trans, t) in &mut self.transactions {
+        for (trans, t) in self.transactions.iter_mut() {
             if t.phase == Phase::Active && t.participants.remove(node) {
                 t.phase =
                     Phase::Aborting(AbortReply::Ref(Box::new((error.clone(), OP_INDEX_NONE))));
@@ -622,7 +622,7 @@ impl Tc {
 
     /// LQH finished committing or aborting: the record goes, and this is the API's answer.
     pub fn on_finished(&mut self, trans: TransId) -> Option<ApiAnswer> {
-        let t = self.transactions.remove(&trans)?;
+        let t = self.transactions.remove(trans)?;
         self.operations_in_use = self.operations_in_use.saturating_sub(t.operations);
         match t.phase {
             Phase::Committing | Phase::Aborting(AbortReply::Conf) => Some(ApiAnswer::ExecuteConf),
@@ -648,7 +648,7 @@ impl Tc {
         let interval = (shortest / 10).clamp(Duration::from_millis(10), Duration::from_millis(100));
         self.next_expiry_scan = now + interval;
         let mut expired = Vec::new();
-        for (&trans, t) in &mut self.transactions {
+        for (trans, t) in self.transactions.iter_mut() {
             if t.phase != Phase::Active || t.early_commit {
                 continue;
             }
@@ -690,7 +690,7 @@ impl Tc {
     /// Every transaction of an API node that left: aborted without an answer.
     pub fn abandon_node(&mut self, api: NodeId) -> Vec<TransId> {
         let mut abandoned = Vec::new();
-        for (&trans, t) in &mut self.transactions {
+        for (trans, t) in self.transactions.iter_mut() {
             if trans_parts(trans).0 != api {
                 continue;
             }
