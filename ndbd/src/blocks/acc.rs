@@ -371,6 +371,18 @@ impl OpKey {
         OpKey::with_hash(bytes, xxhash_rust::xxh3::xxh3_64(bytes))
     }
 
+    /// The empty key (hash 0), to be replaced.
+    #[inline]
+    pub fn blank() -> OpKey {
+        OpKey {
+            bytes: SlotKey::Inline {
+                len: 0,
+                bytes: [0; KEY_INLINE_BYTES],
+            },
+            hash: 0,
+        }
+    }
+
     /// `hash` must be `bytes`' distribution hash (the caller computed it for the partition).
     pub fn with_hash(bytes: &[u8], hash: u64) -> OpKey {
         debug_assert_eq!(

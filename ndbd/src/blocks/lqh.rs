@@ -75,6 +75,28 @@ pub struct LqhKeyReq {
     pub backup: bool,
 }
 
+impl LqhKeyReq {
+    /// A read of nothing by nobody, for `build_lqh_req` to fill in place.
+    #[inline]
+    pub fn blank() -> LqhKeyReq {
+        LqhKeyReq {
+            trans: 0,
+            op_index: 0,
+            op_type: OperationType::Read,
+            lock_mode: LockMode::CommittedRead,
+            table_id: 0,
+            fragment: 0,
+            key_bytes: OpKey::blank(),
+            key: Vec::new(),
+            attrs: Vec::new(),
+            role: OpRole::Api,
+            chain: Vec::new(),
+            commit_at_last: false,
+            backup: false,
+        }
+    }
+}
+
 /// A change of a unique index's hidden table that a base-table write fired.
 #[derive(Debug)]
 pub struct IndexChange {

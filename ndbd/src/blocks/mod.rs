@@ -507,27 +507,23 @@ impl Kernel {
                 .map_err(|e| (req.op_index, e))?;
         let hash = dih::key_hash(key_bytes);
         let partition = self.dih.partition_of(hash);
-        // Built in its box: a request built on the stack and then moved in was read back with
-        // wider loads than it was written with, and stalled on store forwarding.
-        Ok(Box::new(LqhKeyReq {
-            trans,
-            op_index: req.op_index,
-            op_type: req.op_type,
-            lock_mode: req.lock_mode,
-            table_id: req.table_id,
-            fragment: table.fragment_of(partition),
-            key_bytes: OpKey::with_hash(key_bytes, hash),
-            key: if req.op_type == OperationType::Read {
-                Vec::new()
-            } else {
-                req.key_values()
-            },
-            attrs: req.attr_values(),
-            role: OpRole::Api,
-            chain: Vec::new(),
-            commit_at_last: false,
-            backup: false,
-        }))
+        // Filled in field by field over a blank: a request built from these values on the
+        // stack was copied into its box by `memcpy` and then read back with loads of other
+        // widths than the stores that had just written it (a store-forwarding stall in
+        // `dispatch` per operation). The blank is still copied, but from constant stores.
+        let mut lqh_req = Box::new(LqhKeyReq::blank());
+        lqh_req.trans = trans;
+        lqh_req.op_index = req.op_index;
+        lqh_req.op_type = req.op_type;
+        lqh_req.lock_mode = req.lock_mode;
+        lqh_req.table_id = req.table_id;
+        lqh_req.fragment = table.fragment_of(partition);
+        lqh_req.key_bytes = OpKey::with_hash(key_bytes, hash);
+        if req.op_type != OperationType::Read {
+            lqh_req.key = req.key_values();
+        }
+        lqh_req.attrs = req.attr_values();
+        Ok(lqh_req)
     }
 
     fn on_lqh_answer(&mut self, answer: LqhAnswer, out: &mut dyn Outbox, now: Instant) {
