@@ -552,12 +552,14 @@ impl Kernel {
         let forward = (!req.chain.is_empty()).then(|| req.clone());
         let commit_here = req.commit_at_last && req.chain.is_empty();
         let (trans, role_is_local) = (req.trans, !remote);
-        let Some(answer) = self.lqh.execute(&self.dict, req) else {
+        // Matched where `execute` wrote it: moving the answer into a tuple with `forward`
+        // first copied it whole, with loads wider than the stores that had just written it
+        // (a store-forwarding stall per operation).
+        match self.lqh.execute(&self.dict, req) {
             // Waits for a lock; it runs again, chain and all, when granted.
-            return;
-        };
-        match (answer, forward) {
-            (LqhAnswer::Conf { fired, .. }, Some(mut next)) => {
+            None => {}
+            Some(LqhAnswer::Conf { fired, .. }) if forward.is_some() => {
+                let Some(mut next) = forward else { return };
                 let to = next.chain.remove(0);
                 next.backup = true;
                 if next.chain.is_empty() && role_is_local && fired.is_empty() {
@@ -572,17 +574,14 @@ impl Kernel {
                 }
                 self.send_lqh_key_req(to, *next, out);
             }
-            (
-                LqhAnswer::Conf {
-                    trans,
-                    op_index,
-                    row,
-                    role,
-                    fired,
-                    ..
-                },
-                None,
-            ) if commit_here => {
+            Some(LqhAnswer::Conf {
+                trans,
+                op_index,
+                row,
+                role,
+                fired,
+                ..
+            }) if commit_here => {
                 let tc_node = match role {
                     OpRole::Remote { tc_node, .. } => tc_node,
                     _ => self.me,
@@ -597,17 +596,14 @@ impl Kernel {
                     committed: true,
                 }));
             }
-            (
-                LqhAnswer::Conf {
-                    trans,
-                    op_index,
-                    row: Some(row),
-                    role: OpRole::Api,
-                    fired,
-                    committed: false,
-                },
-                None,
-            ) if fired.is_empty() => {
+            Some(LqhAnswer::Conf {
+                trans,
+                op_index,
+                row: Some(row),
+                role: OpRole::Api,
+                fired,
+                committed: false,
+            }) if fired.is_empty() => {
                 // NDB's TRANSID_AI: a read's row goes from LQH straight to the API, while it
                 // is still in the cache, and TC counts the operation as answered in the same
                 // step (all it would do with the answer). This is safe because the `live`
@@ -620,7 +616,7 @@ impl Kernel {
                 debug_assert!(answer.is_none(), "a counted read answers nothing more");
                 self.complete(trans, out, now);
             }
-            (answer, _) => self.jobs.push_back(Signal::LqhAnswer(answer)),
+            Some(answer) => self.jobs.push_back(Signal::LqhAnswer(answer)),
         }
     }
 
