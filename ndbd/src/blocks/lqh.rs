@@ -431,7 +431,7 @@ impl Lqh {
             });
             return None;
         }
-        Some(apply(fragment, id, table, &mut self.memory, &req))
+        apply(fragment, id, table, &mut self.memory, &req)
     }
 
     /// Makes every change of `trans` the committed image and releases its locks. Returns the
@@ -572,21 +572,23 @@ fn finish_row(
     memory.free(gone.as_ref().map_or(0, tup::row_bytes));
 }
 
-/// Runs an operation that holds the lock it needs.
+/// Runs an operation that holds the lock it needs. Returns `Some` always, as `execute` does:
+/// built in the caller's `Option`, the answer is not copied again on the way (a copy read it
+/// with wider loads than the stores that had just written it, a stall per operation).
 fn apply(
     fragment: &mut Fragment,
     id: SlotId,
     table: &Table,
     memory: &mut DataMemory,
     req: &LqhKeyReq,
-) -> LqhAnswer {
+) -> Option<LqhAnswer> {
     let Some(slot) = fragment.rows.slot(id) else {
-        return refuse(req, NdbError::with_detail(4000, "slot vanished"));
+        return Some(refuse(req, NdbError::with_detail(4000, "slot vanished")));
     };
     let def = &table.info.def;
     let current = slot.visible_to(req.trans);
     let image: Result<Option<Row>, NdbError> = match req.op_type {
-        OperationType::Read => return read_answer(req, current),
+        OperationType::Read => return Some(read_answer(req, current)),
         OperationType::Insert if current.is_some() => Err(NdbError::new(630)),
         OperationType::Insert => {
             tup::build_row(def, &table.key_columns, &req.key, &req.attrs).map(Some)
@@ -605,10 +607,10 @@ fn apply(
     };
     let image = match image {
         Ok(image) => image,
-        Err(error) => return refuse(req, error),
+        Err(error) => return Some(refuse(req, error)),
     };
     let fired = fire_unique(table, &slot.key, current, image.as_ref());
-    match set_pending(fragment, id, req.trans, image, memory) {
+    Some(match set_pending(fragment, id, req.trans, image, memory) {
         Ok(()) => LqhAnswer::Conf {
             trans: req.trans,
             op_index: req.op_index,
@@ -618,7 +620,7 @@ fn apply(
             committed: false,
         },
         Err(error) => refuse(req, error),
-    }
+    })
 }
 
 /// The unique-index changes a write from `old` to `new` fires: for each unique index whose
