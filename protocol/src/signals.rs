@@ -342,18 +342,20 @@ impl TcKeyReq {
     }
 }
 
+/// Bytes of a TCKEYREQ before its key: flags u8, op_index u32, op_type u8, lock_mode u8,
+/// table_id u32, table_version u32, replica u8.
+const TCKEYREQ_HEAD_BYTES: usize = 16;
+
 /// A TCKEYREQ read in place: every field checked as [`TcKeyReq::decode`] checks it, the key
 /// and attribute values left encoded. The data node decodes them only for an operation that
 /// needs them (a read needs only the canonical key, see `schema::canonical_key`).
+///
+/// The fixed fields are read from the frame when asked for, not copied out: a view holding
+/// them as fields was stored field by field and then copied whole by wider loads (LLVM merges
+/// neighbouring `u32`s), a store-forwarding stall on every operation in the data node.
 #[derive(Clone, Copy, Debug)]
 pub struct TcKeyReqView<'a> {
-    pub flags: u8,
-    pub op_index: u32,
-    pub op_type: OperationType,
-    pub lock_mode: LockMode,
-    pub table_id: u32,
-    pub table_version: u32,
-    pub replica: u8,
+    head: &'a [u8; TCKEYREQ_HEAD_BYTES],
     /// The key values, as [`encode_values`] writes them.
     pub key: &'a [u8],
     /// The attributes: a u16 count, then (column u16 · value)*.
@@ -361,19 +363,21 @@ pub struct TcKeyReqView<'a> {
 }
 
 impl<'a> TcKeyReqView<'a> {
-    /// Inlined: the data node decodes one per operation, and a returned view read back from
-    /// memory (wider loads over narrower stores) stalled on store forwarding.
+    /// Inlined: the data node decodes one per operation.
     #[inline]
     pub fn decode(buf: &'a [u8]) -> Result<TcKeyReqView<'a>, DecodeError> {
         let mut r = Reader::new(buf, "TCKEYREQ");
-        let flags = r.u8()?;
-        let op_index = r.u32()?;
-        let op_type =
-            OperationType::from_u8(r.u8()?).ok_or_else(|| r.error("unknown operation type"))?;
-        let lock_mode = LockMode::from_u8(r.u8()?).ok_or_else(|| r.error("unknown lock mode"))?;
-        let table_id = r.u32()?;
-        let table_version = r.u32()?;
-        let replica = r.u8()?;
+        let head_bytes = r.rest();
+        r.u8()?;
+        r.u32()?;
+        OperationType::from_u8(r.u8()?).ok_or_else(|| r.error("unknown operation type"))?;
+        LockMode::from_u8(r.u8()?).ok_or_else(|| r.error("unknown lock mode"))?;
+        r.u32()?;
+        r.u32()?;
+        r.u8()?;
+        let Some(head) = head_bytes.first_chunk::<TCKEYREQ_HEAD_BYTES>() else {
+            return Err(r.error("short head"));
+        };
         let key = skip_values(&mut r, COLUMNS_MAX)?;
         let attrs_start = r.rest();
         let attr_count = usize::from(r.u16()?);
@@ -386,17 +390,50 @@ impl<'a> TcKeyReqView<'a> {
         }
         let attrs = &attrs_start[..attrs_start.len() - r.rest().len()];
         r.finish()?;
-        Ok(TcKeyReqView {
-            flags,
-            op_index,
-            op_type,
-            lock_mode,
-            table_id,
-            table_version,
-            replica,
-            key,
-            attrs,
-        })
+        Ok(TcKeyReqView { head, key, attrs })
+    }
+
+    fn head_u32(&self, at: usize) -> u32 {
+        let mut bytes = [0; 4];
+        bytes.copy_from_slice(&self.head[at..at + 4]);
+        u32::from_le_bytes(bytes)
+    }
+
+    #[inline]
+    pub fn flags(&self) -> u8 {
+        self.head[0]
+    }
+
+    #[inline]
+    pub fn op_index(&self) -> u32 {
+        self.head_u32(1)
+    }
+
+    /// `decode` checked the byte, so the fallback is never taken.
+    #[inline]
+    pub fn op_type(&self) -> OperationType {
+        OperationType::from_u8(self.head[5]).unwrap_or(OperationType::Read)
+    }
+
+    /// `decode` checked the byte, so the fallback is never taken.
+    #[inline]
+    pub fn lock_mode(&self) -> LockMode {
+        LockMode::from_u8(self.head[6]).unwrap_or(LockMode::CommittedRead)
+    }
+
+    #[inline]
+    pub fn table_id(&self) -> u32 {
+        self.head_u32(7)
+    }
+
+    #[inline]
+    pub fn table_version(&self) -> u32 {
+        self.head_u32(11)
+    }
+
+    #[inline]
+    pub fn replica(&self) -> u8 {
+        self.head[15]
     }
 
     /// The key values (`decode` checked them, so this finds every one).
@@ -426,13 +463,13 @@ impl<'a> TcKeyReqView<'a> {
 
     pub fn to_owned(&self) -> TcKeyReq {
         TcKeyReq {
-            flags: self.flags,
-            op_index: self.op_index,
-            op_type: self.op_type,
-            lock_mode: self.lock_mode,
-            table_id: self.table_id,
-            table_version: self.table_version,
-            replica: self.replica,
+            flags: self.flags(),
+            op_index: self.op_index(),
+            op_type: self.op_type(),
+            lock_mode: self.lock_mode(),
+            table_id: self.table_id(),
+            table_version: self.table_version(),
+            replica: self.replica(),
             key: self.key_values(),
             attrs: self.attr_values(),
         }

@@ -456,13 +456,13 @@ impl Kernel {
         now: Instant,
     ) {
         let trans = tc::trans_id(from, request_id);
-        let mut req_replica = req.replica;
-        match self.tc.on_key_req(trans, req.flags, req.op_index, now) {
+        let mut req_replica = req.replica();
+        match self.tc.on_key_req(trans, req.flags(), req.op_index(), now) {
             None => {}
             Some(Err(error)) => self.answer_api(
                 trans,
                 ApiAnswer::KeyRef {
-                    op_index: req.op_index,
+                    op_index: req.op_index(),
                     code: error.code,
                 },
                 out,
@@ -498,13 +498,13 @@ impl Kernel {
     ) -> Result<Box<LqhKeyReq>, (u32, NdbError)> {
         let table = self
             .dict
-            .for_operation(req.table_id, req.table_version)
-            .map_err(|e| (req.op_index, e))?;
+            .for_operation(req.table_id(), req.table_version())
+            .map_err(|e| (req.op_index(), e))?;
         // Checked and taken as it came: the key values are built only for an operation that
         // stores them in a row (a read needs the canonical key alone).
         let key_bytes =
             rndb_protocol::schema::canonical_key(&table.info.def, &table.key_columns, req.key)
-                .map_err(|e| (req.op_index, e))?;
+                .map_err(|e| (req.op_index(), e))?;
         let hash = dih::key_hash(key_bytes);
         let partition = self.dih.partition_of(hash);
         // Filled in field by field over a blank: a request built from these values on the
@@ -513,13 +513,13 @@ impl Kernel {
         // `dispatch` per operation). The blank is still copied, but from constant stores.
         let mut lqh_req = Box::new(LqhKeyReq::blank());
         lqh_req.trans = trans;
-        lqh_req.op_index = req.op_index;
-        lqh_req.op_type = req.op_type;
-        lqh_req.lock_mode = req.lock_mode;
-        lqh_req.table_id = req.table_id;
+        lqh_req.op_index = req.op_index();
+        lqh_req.op_type = req.op_type();
+        lqh_req.lock_mode = req.lock_mode();
+        lqh_req.table_id = req.table_id();
         lqh_req.fragment = table.fragment_of(partition);
         lqh_req.key_bytes = OpKey::with_hash(key_bytes, hash);
-        if req.op_type != OperationType::Read {
+        if req.op_type() != OperationType::Read {
             lqh_req.key = req.key_values();
         }
         lqh_req.attrs = req.attr_values();
