@@ -252,13 +252,40 @@ impl SlotKey {
     pub fn new(key: &[u8]) -> SlotKey {
         if key.len() <= KEY_INLINE_BYTES {
             let mut bytes = [0; KEY_INLINE_BYTES];
-            bytes[..key.len()].copy_from_slice(key);
+            fill_inline(&mut bytes, key);
             SlotKey::Inline {
                 len: key.len() as u8,
                 bytes,
             }
         } else {
             SlotKey::Heap(key.into())
+        }
+    }
+}
+
+/// Writes `key` (at most [`KEY_INLINE_BYTES`] long) into `bytes`, zero-padded, in fixed-size
+/// pieces that may overlap: a copy of a variable length was a call to `memcpy` per key
+/// operation, whose small-size stores the next load of the key could not forward from.
+#[inline]
+fn fill_inline(bytes: &mut [u8; KEY_INLINE_BYTES], key: &[u8]) {
+    fn piece<const W: usize>(to: &mut [u8], from: &[u8], at: usize) {
+        to[at..at + W].copy_from_slice(&from[at..at + W]);
+    }
+    *bytes = [0; KEY_INLINE_BYTES];
+    let n = key.len();
+    match n {
+        0..4 => bytes[..n].iter_mut().zip(key).for_each(|(b, k)| *b = *k),
+        4..8 => {
+            piece::<4>(bytes, key, 0);
+            piece::<4>(bytes, key, n - 4);
+        }
+        8..=16 => {
+            piece::<8>(bytes, key, 0);
+            piece::<8>(bytes, key, n - 8);
+        }
+        _ => {
+            piece::<16>(bytes, key, 0);
+            piece::<8>(bytes, key, n - 8);
         }
     }
 }
@@ -380,6 +407,21 @@ impl OpKey {
                 bytes: [0; KEY_INLINE_BYTES],
             },
             hash: 0,
+        }
+    }
+
+    /// Makes this key `key`, whose distribution hash is `hash`, in place: the request it
+    /// belongs to is filled in its box, and a key built apart and moved in was read back with
+    /// loads of other widths than its stores (a stall per operation).
+    pub fn set(&mut self, key: &[u8], hash: u64) {
+        debug_assert_eq!(hash, xxhash_rust::xxh3::xxh3_64(key), "not the key's hash");
+        self.hash = hash;
+        match &mut self.bytes {
+            SlotKey::Inline { len, bytes } if key.len() <= KEY_INLINE_BYTES => {
+                *len = key.len() as u8;
+                fill_inline(bytes, key);
+            }
+            other => *other = SlotKey::new(key),
         }
     }
 

@@ -45,7 +45,7 @@ use rndb_protocol::signals::{
 use rndb_protocol::{DecodeError, NdbError, OperationType};
 use rndb_transporter::FrameHeader;
 
-use acc::{OpKey, TransId};
+use acc::TransId;
 use lqh::{LqhAnswer, LqhKeyReq, LqhWork, OpRole, ScanKey};
 use tc::{ApiAnswer, TcAction};
 
@@ -518,11 +518,15 @@ impl Kernel {
         lqh_req.lock_mode = req.lock_mode();
         lqh_req.table_id = req.table_id();
         lqh_req.fragment = table.fragment_of(partition);
-        lqh_req.key_bytes = OpKey::with_hash(key_bytes, hash);
+        lqh_req.key_bytes.set(key_bytes, hash);
         if req.op_type() != OperationType::Read {
             lqh_req.key = req.key_values();
         }
-        lqh_req.attrs = req.attr_values();
+        // A read names no attributes (its count, two zero bytes, is all there is): the blank's
+        // empty list stands, without a `Vec` returned through memory.
+        if req.attrs.iter().any(|&b| b != 0) {
+            lqh_req.attrs = req.attr_values();
+        }
         Ok(lqh_req)
     }
 
