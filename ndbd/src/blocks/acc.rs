@@ -601,6 +601,24 @@ impl<W> SlotStore<W> {
 mod tests {
     use super::*;
 
+    /// Every key length, inline or not, reads back as given, and a key set over a longer one
+    /// equals the same key made fresh (the inline bytes past its end are zero again).
+    #[test]
+    fn keys_of_every_length_are_kept_whole() {
+        let long: Vec<u8> = (100..130).collect();
+        let prior = &long[..KEY_INLINE_BYTES];
+        for n in 0..=KEY_INLINE_BYTES + 8 {
+            let key: Vec<u8> = (1..=n as u8).collect();
+            let hash = xxhash_rust::xxh3::xxh3_64(&key);
+            assert_eq!(&*SlotKey::new(&key), &key[..], "length {n}");
+            let mut reused = OpKey::blank();
+            reused.set(prior, xxhash_rust::xxh3::xxh3_64(prior));
+            reused.set(&key, hash);
+            assert_eq!(reused, OpKey::with_hash(&key, hash), "length {n}");
+            assert_eq!(&*reused, &key[..], "length {n}");
+        }
+    }
+
     fn waiter(trans: TransId, kind: LockKind) -> Waiter<TransId> {
         Waiter {
             trans,
