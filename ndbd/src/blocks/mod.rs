@@ -507,11 +507,11 @@ impl Kernel {
                 .map_err(|e| (req.op_index(), e))?;
         let hash = dih::key_hash(key_bytes);
         let partition = self.dih.partition_of(hash);
-        // Filled in field by field over a blank: a request built from these values on the
-        // stack was copied into its box by `memcpy` and then read back with loads of other
-        // widths than the stores that had just written it (a store-forwarding stall in
-        // `dispatch` per operation). The blank is still copied, but from constant stores.
-        let mut lqh_req = Box::new(LqhKeyReq::blank());
+        // Filled in field by field over a blank written straight into the new box: a request
+        // built on the stack was copied into its box by a `memcpy` call (`Box::new` evaluates
+        // its argument before it allocates) and then read back with loads of other widths
+        // than the stores that had just written it (a store-forwarding stall in `dispatch`).
+        let mut lqh_req = Box::write(Box::new_uninit(), LqhKeyReq::blank());
         lqh_req.trans = trans;
         lqh_req.op_index = req.op_index();
         lqh_req.op_type = req.op_type();
