@@ -368,7 +368,7 @@ impl Kernel {
                 // What other replicas hold of it may differ: the transaction aborts.
                 backup: true,
             };
-            self.jobs.push_back(Signal::LqhAnswer(answer));
+            self.jobs.push_back(Signal::LqhAnswer(Box::new(answer)));
         }
         // This TC's transactions with rows there.
         let error = NdbError::with_detail(286, format!("data node {node} failed"));
@@ -453,7 +453,7 @@ impl Kernel {
                 role: req.role,
                 backup: false,
             };
-            return self.jobs.push_back(Signal::LqhAnswer(answer));
+            return self.jobs.push_back(Signal::LqhAnswer(Box::new(answer)));
         };
         let committed_read = is_committed_read(req.op_type, req.lock_mode);
         let read_backup = committed_read
@@ -547,7 +547,7 @@ impl Kernel {
                 role: req.role,
                 backup: req.backup,
             };
-            return self.jobs.push_back(Signal::LqhAnswer(answer));
+            return self.jobs.push_back(Signal::LqhAnswer(Box::new(answer)));
         }
         let forward = (!req.chain.is_empty()).then(|| req.clone());
         let commit_here = req.commit_at_last && req.chain.is_empty();
@@ -587,14 +587,15 @@ impl Kernel {
                     _ => self.me,
                 };
                 self.commit_here(trans, tc_node);
-                self.jobs.push_back(Signal::LqhAnswer(LqhAnswer::Conf {
-                    trans,
-                    op_index,
-                    row,
-                    role,
-                    fired,
-                    committed: true,
-                }));
+                self.jobs
+                    .push_back(Signal::LqhAnswer(Box::new(LqhAnswer::Conf {
+                        trans,
+                        op_index,
+                        row,
+                        role,
+                        fired,
+                        committed: true,
+                    })));
             }
             Some(LqhAnswer::Conf {
                 trans,
@@ -616,7 +617,7 @@ impl Kernel {
                 debug_assert!(answer.is_none(), "a counted read answers nothing more");
                 self.complete(trans, out, now);
             }
-            Some(answer) => self.jobs.push_back(Signal::LqhAnswer(answer)),
+            Some(answer) => self.jobs.push_back(Signal::LqhAnswer(Box::new(answer))),
         }
     }
 
@@ -684,7 +685,7 @@ impl Kernel {
                 role: OpRole::Remote { tc_node, token },
                 backup: req.backup,
             };
-            self.jobs.push_back(Signal::LqhAnswer(answer));
+            self.jobs.push_back(Signal::LqhAnswer(Box::new(answer)));
         }
     }
 
@@ -851,7 +852,7 @@ impl Kernel {
                         })
                         .collect(),
                 };
-                self.jobs.push_back(Signal::LqhAnswer(answer));
+                self.jobs.push_back(Signal::LqhAnswer(Box::new(answer)));
             }
             lgsn::LQHKEYREF => {
                 let r = LqhKeyRef::decode(payload)?;
@@ -865,7 +866,7 @@ impl Kernel {
                     },
                     backup: r.flags & lqh::LQHKEYREF_BACKUP != 0,
                 };
-                self.jobs.push_back(Signal::LqhAnswer(answer));
+                self.jobs.push_back(Signal::LqhAnswer(Box::new(answer)));
             }
             lgsn::LQH_COMMITREQ | lgsn::LQH_ABORTREQ => {
                 let trans = TransSignal::decode(payload)?.trans;
@@ -973,7 +974,7 @@ impl Kernel {
                     role: req.role,
                     backup: req.backup,
                 };
-                self.jobs.push_back(Signal::LqhAnswer(answer));
+                self.jobs.push_back(Signal::LqhAnswer(Box::new(answer)));
                 return Ok(());
             }
             self.dist.foreign.entry(req.trans).or_insert(tc_node);

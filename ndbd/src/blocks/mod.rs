@@ -84,11 +84,15 @@ pub trait Outbox {
 
 /// Signals between blocks of this node, named after NDB's (LQHKEYREQ, LQHKEYCONF, ...); more
 /// blocks' signals join them as the blocks arrive.
+///
+/// Sixteen bytes (the large ones boxed), so that a signal is built and queued in two
+/// registers: a larger enum was built on the stack and copied into the queue by loads wider
+/// than the stores that had just written it (a store-forwarding stall per key operation).
 #[derive(Debug)]
 #[allow(clippy::enum_variant_names)]
 enum Signal {
     LqhKeyReq(Box<LqhKeyReq>),
-    LqhAnswer(LqhAnswer),
+    LqhAnswer(Box<LqhAnswer>),
     /// TC: start the next round of a transaction's commit or abort (or end it, when the last
     /// round is done).
     TcRound(TransId),
@@ -113,6 +117,8 @@ enum Signal {
         fragment: u32,
     },
 }
+
+const _: () = assert!(std::mem::size_of::<Signal>() <= 16);
 
 /// The blocks of one data node.
 #[derive(Debug)]
@@ -320,7 +326,7 @@ impl Kernel {
             match signal {
                 Signal::LqhKeyReq(req) => self.run_lqh_key_req(req, out, now),
                 Signal::ScanResume { scan, fragment } => self.resume_scan(scan, fragment, out, now),
-                Signal::LqhAnswer(answer) => self.on_lqh_answer(answer, out, now),
+                Signal::LqhAnswer(answer) => self.on_lqh_answer(*answer, out, now),
                 Signal::TcRound(trans) => self.tc_round(trans, out),
                 Signal::LqhCommit { trans, tc_node } => self.lqh_finish(trans, tc_node, true, out),
                 Signal::LqhAbort { trans, tc_node } => self.lqh_finish(trans, tc_node, false, out),
