@@ -150,8 +150,9 @@ pub struct Transaction<'c> {
     /// passed to them too, after the TC's.
     scan_nodes: Vec<NodeId>,
     state: State,
-    /// Operations defined since the last execute, encoded; their result slots are the last
-    /// `batch.len()` of `results`.
+    /// Operations defined since the last execute, encoded. Their result slots are made when
+    /// the execute is sent (`begin_execute`): an operation's `OpId` is `results.len()` plus its
+    /// index in the batch.
     batch: Encoded,
     /// Every operation's outcome, by `OpId`.
     results: Vec<OpResult>,
@@ -483,6 +484,14 @@ impl<'c> Transaction<'c> {
         }
         let mut frames = std::mem::take(&mut self.batch);
         let count = frames.len();
+        // One result slot per operation of the batch, made in one go: pushed one by one as
+        // operations were defined, each was built on the stack and copied in by loads wider
+        // than its stores (a stall per operation). Exactly as many as needed: most
+        // transactions have one operation, and with thousands in flight spare slots crowd
+        // the cache.
+        let first = self.results.len();
+        self.results.reserve_exact(count);
+        self.results.resize_with(first + count, OpResult::default);
         let execute = TcExecuteReq {
             flags: if self.state == State::Fresh {
                 FLAG_START_TRANSACTION
@@ -497,11 +506,7 @@ impl<'c> Transaction<'c> {
         Begun::Send {
             connection: self.connection(),
             frames,
-            sent: Sent {
-                first: self.results.len() - count,
-                count,
-                exec,
-            },
+            sent: Sent { first, count, exec },
         }
     }
 
@@ -701,14 +706,8 @@ impl<'c> Transaction<'c> {
         };
         let header = self.header(target.signal);
         self.batch.push(header, |b| req.encode(b));
-        let id = self.results.len();
-        if self.results.capacity() == 0 {
-            // Room for exactly one: most transactions have a single operation (a Vec would
-            // start at four), and with thousands in flight the spare slots crowd the cache.
-            self.results.reserve_exact(1);
-        }
-        self.results.push(OpResult::default());
-        Ok(OpId(id))
+        // Its result slot is made when the execute is sent, with the batch's others.
+        Ok(OpId(self.results.len() + op_index as usize))
     }
 
     /// Files rows and errors under their operations, for answers that may be only part of an
@@ -749,8 +748,16 @@ impl<'c> Transaction<'c> {
         };
         match signal {
             gsn::TCKEY_ROW => {
-                let row = TcKeyRow::decode(payload).map_err(|e| e.to_string())?;
-                self.results[op_slot(row.op_index)?].row = Some(row.values);
+                // Decoded into its slot: a row returned by value was copied in by loads wider
+                // than the stores that had just written it (a stall per row).
+                let op_index = TcKeyRow::op_index_of(payload).map_err(|e| e.to_string())?;
+                let slot = op_slot(op_index)?;
+                let values = self.results[slot].row.insert(Vec::new());
+                if let Err(e) = TcKeyRow::decode_into(payload, values) {
+                    // No half-decoded row stays behind.
+                    self.results[slot].row = None;
+                    return Err(e.to_string());
+                }
                 Ok(None)
             }
             gsn::TCKEYREF => {

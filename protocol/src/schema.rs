@@ -432,15 +432,29 @@ pub fn canonical_key<'k>(
 /// Decodes a list written by [`encode_values`], at most `max` values.
 #[inline]
 pub fn decode_values(r: &mut Reader<'_>, max: usize) -> Result<Vec<Value>, DecodeError> {
+    let mut values = Vec::new();
+    decode_values_into(r, max, &mut values)?;
+    Ok(values)
+}
+
+/// [`decode_values`] appending to `values` where it lies (an API node's result slot): a `Vec`
+/// returned by value was copied into place by loads wider than the stores that had just
+/// written it, a store-forwarding stall per row.
+#[inline]
+pub fn decode_values_into(
+    r: &mut Reader<'_>,
+    max: usize,
+    values: &mut Vec<Value>,
+) -> Result<(), DecodeError> {
     let count = usize::from(r.u16()?);
     if count > max {
         return Err(r.error(format!("{count} values, at most {max}")));
     }
-    let mut values = Vec::with_capacity(count);
+    values.reserve_exact(count);
     for _ in 0..count {
         values.push(Value::decode(r)?);
     }
-    Ok(values)
+    Ok(())
 }
 
 macro_rules! wire_enum {

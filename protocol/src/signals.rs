@@ -9,8 +9,8 @@
 
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::schema::{
-    decode_values, encode_values, skip_values, AbortOption, ExecType, IndexKind, LockMode,
-    OperationType, TableDef, Value, COLUMNS_MAX, NAME_BYTES_MAX,
+    decode_values, decode_values_into, encode_values, skip_values, AbortOption, ExecType,
+    IndexKind, LockMode, OperationType, TableDef, Value, COLUMNS_MAX, NAME_BYTES_MAX,
 };
 
 /// Signal numbers (NDB calls them GSNs). Transporter handshake signals use 0xFFF0 and above.
@@ -504,6 +504,22 @@ impl TcKeyRow {
         let values = decode_values(&mut r, COLUMNS_MAX)?;
         r.finish()?;
         Ok(TcKeyRow { op_index, values })
+    }
+
+    /// The operation a TCKEY_ROW answers, read before its values (see [`Self::decode_into`]).
+    #[inline]
+    pub fn op_index_of(buf: &[u8]) -> Result<u32, DecodeError> {
+        Reader::new(buf, "TCKEY_ROW").u32()
+    }
+
+    /// Decodes the row's values onto the end of `values` (where the row is kept), checking the
+    /// whole frame as [`Self::decode`] does.
+    #[inline]
+    pub fn decode_into(buf: &[u8], values: &mut Vec<Value>) -> Result<(), DecodeError> {
+        let mut r = Reader::new(buf, "TCKEY_ROW");
+        r.u32()?;
+        decode_values_into(&mut r, COLUMNS_MAX, values)?;
+        r.finish()
     }
 }
 
