@@ -24,6 +24,8 @@ struct Target {
     signal: u16,
     id: u32,
     version: u32,
+    /// Columns of the rows a read of it returns (the base table's, through an index).
+    columns: u16,
 }
 
 impl Target {
@@ -32,6 +34,7 @@ impl Target {
             signal: gsn::TCKEYREQ,
             id: table.id(),
             version: table.version(),
+            columns: column_count(table),
         }
     }
 }
@@ -58,12 +61,15 @@ const ENCODED_FRAMES_INITIAL: usize = 4;
 #[derive(Debug, Default)]
 pub(crate) struct Encoded {
     bytes: Vec<u8>,
-    frames: Vec<(FrameHeader, u32, u32)>,
+    /// Each frame's header, payload range, and the columns of the row an operation's answer
+    /// carries (0 for the execute's own frame).
+    frames: Vec<(FrameHeader, u32, u32, u16)>,
 }
 
 impl Encoded {
-    /// Appends a frame whose payload `encode` writes.
-    fn push(&mut self, header: FrameHeader, encode: impl FnOnce(&mut Vec<u8>)) {
+    /// Appends a frame whose payload `encode` writes; an operation's answer rows have
+    /// `columns` columns.
+    fn push(&mut self, header: FrameHeader, columns: u16, encode: impl FnOnce(&mut Vec<u8>)) {
         if self.frames.capacity() == 0 {
             // Room for a few operations and the execute's frame without growing.
             self.bytes.reserve(ENCODED_BYTES_INITIAL);
@@ -71,14 +77,15 @@ impl Encoded {
         }
         let start = self.bytes.len() as u32;
         encode(&mut self.bytes);
-        self.frames.push((header, start, self.bytes.len() as u32));
+        self.frames
+            .push((header, start, self.bytes.len() as u32, columns));
     }
 
     /// Every frame, in order.
     pub fn iter(&self) -> impl Iterator<Item = (FrameHeader, &[u8])> + Clone {
         self.frames
             .iter()
-            .map(|&(header, start, end)| (header, &self.bytes[start as usize..end as usize]))
+            .map(|&(header, start, end, _)| (header, &self.bytes[start as usize..end as usize]))
     }
 
     /// Bytes the frames take, headers included (an estimate for sizing sends).
@@ -129,6 +136,8 @@ enum State {
 struct OpResult {
     row: Option<Vec<Value>>,
     error: Option<NdbError>,
+    /// Columns its row must have (0 until the execute is sent).
+    columns: u16,
 }
 
 /// A transaction of one API node. Dropping an open transaction rolls it back.
@@ -492,6 +501,9 @@ impl<'c> Transaction<'c> {
         let first = self.results.len();
         self.results.reserve_exact(count);
         self.results.resize_with(first + count, OpResult::default);
+        for (result, frame) in self.results[first..].iter_mut().zip(&frames.frames) {
+            result.columns = frame.3;
+        }
         let execute = TcExecuteReq {
             flags: if self.state == State::Fresh {
                 FLAG_START_TRANSACTION
@@ -502,7 +514,7 @@ impl<'c> Transaction<'c> {
             abort_option: abort,
             op_count: count as u32,
         };
-        frames.push(self.header(gsn::TC_EXECUTE_REQ), |b| execute.encode(b));
+        frames.push(self.header(gsn::TC_EXECUTE_REQ), 0, |b| execute.encode(b));
         Begun::Send {
             connection: self.connection(),
             frames,
@@ -705,7 +717,7 @@ impl<'c> Transaction<'c> {
             attrs,
         };
         let header = self.header(target.signal);
-        self.batch.push(header, |b| req.encode(b));
+        self.batch.push(header, target.columns, |b| req.encode(b));
         // Its result slot is made when the execute is sent, with the batch's others.
         Ok(OpId(self.results.len() + op_index as usize))
     }
@@ -752,11 +764,22 @@ impl<'c> Transaction<'c> {
                 // than the stores that had just written it (a stall per row).
                 let op_index = TcKeyRow::op_index_of(payload).map_err(|e| e.to_string())?;
                 let slot = op_slot(op_index)?;
-                let values = self.results[slot].row.insert(Vec::new());
-                if let Err(e) = TcKeyRow::decode_into(payload, values) {
-                    // No half-decoded row stays behind.
-                    self.results[slot].row = None;
-                    return Err(e.to_string());
+                let result = &mut self.results[slot];
+                let values = result.row.insert(Vec::new());
+                let decoded = TcKeyRow::decode_into(payload, values).map_err(|e| e.to_string());
+                let width = values.len();
+                let fault = match decoded {
+                    Err(e) => Some(e),
+                    Ok(()) if width != usize::from(result.columns) => Some(format!(
+                        "TCKEY_ROW of {width} values for operation {op_index}, whose table has {} columns",
+                        result.columns
+                    )),
+                    Ok(()) => None,
+                };
+                if let Some(fault) = fault {
+                    // No half-decoded or misshapen row stays behind.
+                    result.row = None;
+                    return Err(fault);
                 }
                 Ok(None)
             }
@@ -888,7 +911,13 @@ fn unique_target(index: &Index, key: &[Value]) -> Result<Target, Error> {
         signal: gsn::TCINDXREQ,
         id: index.id(),
         version: index.version(),
+        columns: column_count(index.table()),
     })
+}
+
+/// A table's column count (a table has at most `COLUMNS_MAX`, far below `u16::MAX`).
+fn column_count(table: &Table) -> u16 {
+    u16::try_from(table.def().columns.len()).unwrap_or(u16::MAX)
 }
 
 fn check_key(table: &Table, key: &[Value]) -> Result<(), Error> {

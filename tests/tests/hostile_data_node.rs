@@ -635,6 +635,23 @@ fn a_garbage_row_fails_the_execute() {
 }
 
 #[test]
+fn a_row_of_the_wrong_width_fails_the_execute() {
+    // Well-formed values, one column short and one column over: an application indexing the
+    // row by the table's columns would otherwise find too few, or take extra ones for its own.
+    for values in [vec![Value::UInt32(1)], {
+        let mut wide = stored_row();
+        wide.push(Value::UInt32(7));
+        wide
+    }] {
+        check_execute_protocol_violation(
+            vec![(gsn::TCKEY_ROW, row_payload(0, &values)), conf()],
+            "TCKEY_ROW",
+            "a TCKEY_ROW of the wrong width",
+        );
+    }
+}
+
+#[test]
 fn an_empty_row_fails_the_execute() {
     check_execute_protocol_violation(
         vec![(gsn::TCKEY_ROW, Vec::new()), conf()],
