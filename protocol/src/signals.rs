@@ -436,6 +436,13 @@ impl<'a> TcKeyReqView<'a> {
         self.head[15]
     }
 
+    /// True when the operation names attributes (their count, the first two bytes, is not
+    /// zero): a read names none.
+    #[inline]
+    pub fn has_attrs(&self) -> bool {
+        self.attrs.get(..2).is_some_and(|count| count != [0, 0])
+    }
+
     /// The key values (`decode` checked them, so this finds every one).
     pub fn key_values(&self) -> Vec<Value> {
         let values = decode_values(&mut Reader::new(self.key, "TCKEYREQ key"), COLUMNS_MAX);
@@ -499,10 +506,9 @@ impl TcKeyRow {
 
     #[inline]
     pub fn decode(buf: &[u8]) -> Result<TcKeyRow, DecodeError> {
-        let mut r = Reader::new(buf, "TCKEY_ROW");
-        let op_index = r.u32()?;
-        let values = decode_values(&mut r, COLUMNS_MAX)?;
-        r.finish()?;
+        let op_index = Self::op_index_of(buf)?;
+        let mut values = Vec::new();
+        Self::decode_into(buf, &mut values)?;
         Ok(TcKeyRow { op_index, values })
     }
 

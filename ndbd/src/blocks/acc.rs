@@ -36,9 +36,10 @@ pub struct Waiter<W> {
     pub work: W,
 }
 
-/// No transaction, in a [`Lock`]'s holder fields. Never a transaction id: those are an API
-/// node id (16 bits) over a request id (32 bits).
-const NO_TRANS: TransId = TransId::MAX;
+/// No transaction, in a [`Lock`]'s holder fields and as `TransTable`'s empty key. Never a
+/// transaction id: those are an API node id (16 bits) over a request id (32 bits), and a data
+/// node's frames naming another are refused as protocol violations.
+pub(super) const NO_TRANS: TransId = TransId::MAX;
 
 /// A row lock: one exclusive holder or any number of shared holders, and a FIFO queue.
 ///
@@ -427,15 +428,9 @@ impl OpKey {
 
     /// `hash` must be `bytes`' distribution hash (the caller computed it for the partition).
     pub fn with_hash(bytes: &[u8], hash: u64) -> OpKey {
-        debug_assert_eq!(
-            hash,
-            xxhash_rust::xxh3::xxh3_64(bytes),
-            "not the key's hash"
-        );
-        OpKey {
-            bytes: SlotKey::new(bytes),
-            hash,
-        }
+        let mut key = OpKey::blank();
+        key.set(bytes, hash);
+        key
     }
 
     /// The key's hash in its fragment's index.
@@ -521,8 +516,13 @@ impl<W> SlotStore<W> {
         self.slot(self.id_of(key)?)
     }
 
+    /// The slot id of an operation's key, from the hash it carries.
+    pub fn id_of_op(&self, key: &OpKey) -> Option<SlotId> {
+        self.id_of_hashed(key.index_hash(), key)
+    }
+
     pub fn get_op(&self, key: &OpKey) -> Option<&RowSlot<W>> {
-        self.slot(self.id_of_hashed(key.index_hash(), key)?)
+        self.slot(self.id_of_op(key)?)
     }
 
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut RowSlot<W>> {

@@ -393,10 +393,7 @@ impl Lqh {
             (OperationType::Read, LockMode::Read) => LockKind::Shared,
             _ => LockKind::Exclusive,
         };
-        let id = match fragment
-            .rows
-            .id_of_hashed(req.key_bytes.index_hash(), &req.key_bytes)
-        {
+        let id = match fragment.rows.id_of_op(&req.key_bytes) {
             Some(id) => id,
             None => {
                 if matches!(

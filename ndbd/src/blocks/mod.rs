@@ -528,9 +528,9 @@ impl Kernel {
         if req.op_type() != OperationType::Read {
             lqh_req.key = req.key_values();
         }
-        // A read names no attributes (its count, two zero bytes, is all there is): the blank's
-        // empty list stands, without a `Vec` returned through memory.
-        if req.attrs.iter().any(|&b| b != 0) {
+        // A read names no attributes: the blank's empty list stands, without a `Vec` returned
+        // through memory.
+        if req.has_attrs() {
             lqh_req.attrs = req.attr_values();
         }
         Ok(lqh_req)

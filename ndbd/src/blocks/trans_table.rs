@@ -14,11 +14,7 @@ use std::cell::Cell;
 
 use hashbrown::HashMap;
 
-use super::acc::TransId;
-
-/// No transaction has this id (an API node's are `trans_id(node, request)` with a node id
-/// below 2^16; a data node's frames naming another are refused as protocol violations).
-const NO_TRANS: TransId = TransId::MAX;
+use super::acc::{TransId, NO_TRANS};
 
 /// Records of type `T` by transaction id. See the module docs.
 #[derive(Debug)]
