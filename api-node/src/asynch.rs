@@ -21,7 +21,7 @@ use hashbrown::HashMap;
 use rndb_config::NodeId;
 use rndb_protocol::{AbortOption, ExecType};
 
-use crate::connection::Connection;
+use crate::connection::{Answers, Connection};
 use crate::transaction::{Begun, Encoded, Sent};
 use crate::{Cluster, Error, Transaction};
 
@@ -325,10 +325,17 @@ impl<'c> AsyncExecutor<'c> {
             let peer = connection.peer;
             let in_flight = &self.in_flight;
             let answered = connection.take_async_done(|id| in_flight.contains_key(&(peer, id)));
-            for (id, answers) in answered {
-                if let Some(pending) = self.take_in_flight((connection.peer, id)) {
-                    done.push(pending.complete(Ok(answers)));
-                }
+            // Two passes: the executes leave the map first, so that the misses on their map
+            // entries (cold with thousands in flight) overlap; and `done` is sized for all of
+            // them, so it never grows (which moved every completion it held). Together +5-6 %
+            // over SHM at 2048 and 4096 in flight.
+            let answered: Vec<(Box<Pending<'c>>, Answers)> = answered
+                .into_iter()
+                .filter_map(|(id, answers)| Some((self.take_in_flight((peer, id))?, answers)))
+                .collect();
+            done.reserve(answered.len());
+            for (pending, answers) in answered {
+                done.push(pending.complete(Ok(answers)));
             }
             if let Some(e) = connection
                 .is_failed()
@@ -376,7 +383,7 @@ impl<'c> AsyncExecutor<'c> {
 
 impl<'c> Pending<'c> {
     /// Files the execute's answers (or its error) and hands the transaction back.
-    fn complete(mut self, answers: Result<crate::connection::Answers, Error>) -> Completion<'c> {
+    fn complete(mut self, answers: Result<Answers, Error>) -> Completion<'c> {
         let result = self.transaction.complete_execute(self.sent, answers);
         Completion {
             tag: self.tag,
