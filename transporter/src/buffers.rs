@@ -8,6 +8,12 @@ use crate::frame::{self, Decoded, FrameHeader, FRAME_BYTES_MAX};
 use crate::tcp::is_disconnect;
 use crate::{FlushStatus, NodeId, TransportError};
 
+/// Written bytes after which `append` moves the unsent tail to the front, when the tail is no
+/// longer than what it would free. A peer that reads slowly leaves a tail behind each flush;
+/// without this the buffer would creep through its whole capacity (2 MB by default), every
+/// frame written to a line not in the cache, before it compacts at the end.
+const COMPACT_AFTER_BYTES: usize = 64 * 1024;
+
 /// A link's send buffer: encoded frames, of which `offset` bytes are already written. Its
 /// capacity is reserved at construction and never grows.
 #[derive(Debug)]
@@ -56,7 +62,9 @@ impl SendBuffer {
                 limit_bytes: self.limit_bytes,
             });
         }
-        if self.bytes.len() + frame_len > self.bytes.capacity() {
+        if self.bytes.len() + frame_len > self.bytes.capacity()
+            || (self.offset >= COMPACT_AFTER_BYTES && self.offset >= pending_bytes)
+        {
             self.compact();
         }
         frame::encode_into(&mut self.bytes, header, payload, checksum)?;
@@ -211,5 +219,50 @@ fn deliver_frames(
             Ok(Decoded::NeedMore) => return Ok((delivered, consumed)),
             Err(e) => return Err(e.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(request_id: u32) -> FrameHeader {
+        FrameHeader {
+            signal: 1,
+            receiver_block: 2,
+            sender_block: 3,
+            request_id,
+        }
+    }
+
+    /// A peer that takes all but the last frame of each flush leaves a short tail behind: the
+    /// buffer moves it to the front once 64 KiB are written, instead of creeping through its
+    /// whole capacity, and the unsent frames stay whole and in order.
+    #[test]
+    fn a_short_unsent_tail_moves_to_the_front() {
+        let mut buffer = SendBuffer::new(2 * 1024 * 1024);
+        let payload = [9u8; 1000];
+        let frame_len = frame::encoded_len(payload.len(), false);
+        buffer
+            .append(NodeId(5), &header(0), &payload, false)
+            .expect("room");
+        let mut furthest = 0;
+        for id in 1..1000u32 {
+            buffer
+                .append(NodeId(5), &header(id), &payload, false)
+                .expect("room");
+            furthest = furthest.max(buffer.bytes.len());
+            // Everything but the frame just appended is written.
+            let written = buffer.pending_bytes() - frame_len;
+            assert_eq!(buffer.record_send(NodeId(5), Ok(written)).unwrap(), None);
+            match frame::decode(buffer.unsent().expect("the last frame"), false) {
+                Ok(Decoded::Frame { header, .. }) => assert_eq!(header.request_id, id),
+                other => panic!("the unsent tail is not a whole frame: {other:?}"),
+            }
+        }
+        assert!(
+            furthest <= COMPACT_AFTER_BYTES + 2 * frame_len,
+            "the buffer reached {furthest} bytes"
+        );
     }
 }
