@@ -222,7 +222,11 @@ fn header_bytes(
     bytes[0..4].copy_from_slice(&(frame_len as u32).to_le_bytes());
     bytes[4..6].copy_from_slice(&header.signal.to_le_bytes());
     bytes[6..8].copy_from_slice(&flags.to_le_bytes());
-    bytes[8..10].copy_from_slice(&header.receiver_block.to_le_bytes());
+    // Each field is read on its own: merged into one 4-byte load, the two blocks could not
+    // take their values from the two 2-byte stores that usually just wrote them (a
+    // store-forwarding stall on every frame).
+    let receiver_block = std::hint::black_box(header.receiver_block);
+    bytes[8..10].copy_from_slice(&receiver_block.to_le_bytes());
     bytes[10..12].copy_from_slice(&header.sender_block.to_le_bytes());
     bytes[12..16].copy_from_slice(&header.request_id.to_le_bytes());
     bytes
