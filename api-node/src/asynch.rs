@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use hashbrown::HashMap;
 use rndb_config::NodeId;
+use rndb_protocol::id_hash::SequentialIds;
 use rndb_protocol::{AbortOption, ExecType};
 
 use crate::connection::{Answers, Connection};
@@ -65,7 +66,7 @@ pub struct AsyncExecutor<'c> {
     prepared: Vec<Box<Pending<'c>>>,
     /// Sent executes by TC node and request id (boxed: a map entry moves 8 bytes, not the
     /// transaction).
-    in_flight: HashMap<(NodeId, u32), Box<Pending<'c>>>,
+    in_flight: HashMap<(NodeId, u32), Box<Pending<'c>>, SequentialIds>,
     /// How many executes are in flight to each data node.
     per_node: Vec<(NodeId, usize)>,
     /// Sent executes in send order: the oldest is the one `poll` waits for.
@@ -94,7 +95,7 @@ impl<'c> AsyncExecutor<'c> {
         AsyncExecutor {
             cluster,
             prepared: Vec::new(),
-            in_flight: HashMap::new(),
+            in_flight: HashMap::default(),
             per_node: Vec::new(),
             order: VecDeque::new(),
             ready: Vec::new(),

@@ -17,6 +17,7 @@ use hashbrown::HashMap;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use rndb_config::{NodeId, TransporterKind};
+use rndb_protocol::id_hash::SequentialIds;
 use rndb_protocol::signals::gsn;
 use rndb_transporter::spin::AdaptiveSpin;
 use rndb_transporter::{FlushStatus, FrameHeader, TransportError, Transporter, FRAME_BYTES_MAX};
@@ -81,7 +82,7 @@ impl Reply {
 struct Shared {
     /// Requests waiting for answers, by request id. Frames for ids not here are dropped (an
     /// abandoned transaction's rollback answer, for example).
-    replies: HashMap<u32, Reply>,
+    replies: HashMap<u32, Reply, SequentialIds>,
     /// A thread is reading the link; the others are parked.
     poll_owner: bool,
     /// Set once the link failed; every waiter then fails with this error.
@@ -761,7 +762,7 @@ impl Connection {
 
 /// Appends one frame to the reply it answers. Returns true when the frame completed it.
 fn file_frame(
-    replies: &mut HashMap<u32, Reply>,
+    replies: &mut HashMap<u32, Reply, SequentialIds>,
     header: &FrameHeader,
     payload: &[u8],
 ) -> Result<bool, String> {

@@ -11,6 +11,8 @@
 //! - [`signals`]: signal numbers and the payload of each signal.
 //! - [`scan`]: the scan signals (SCAN_TABREQ, SCAN_NEXTREQ, SCAN_ROWS, SCAN_TABCONF).
 //! - [`filter`]: pushed-down scan filters, their encoding and their meaning.
+//! - [`id_hash`]: the hasher of maps keyed by request and transaction ids, which keeps their
+//!   order.
 //!
 //! Signals come in NDB's families: `…Req` asks, `…Conf` answers yes, `…Ref` answers no with an
 //! error code.
@@ -20,6 +22,7 @@
 pub mod codec;
 pub mod error;
 pub mod filter;
+pub mod id_hash;
 pub mod lqh;
 pub mod scan;
 pub mod schema;

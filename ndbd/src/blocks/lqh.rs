@@ -5,6 +5,7 @@
 use hashbrown::HashMap;
 
 use rndb_config::NodeId;
+use rndb_protocol::id_hash::SequentialIds;
 use rndb_protocol::{LockMode, NdbError, OperationType, Value};
 
 use super::acc::{
@@ -157,7 +158,7 @@ pub struct Lqh {
     /// Per table, its fragments.
     pub(super) fragments: HashMap<u32, Vec<Fragment>>,
     /// Rows each live transaction touched.
-    pub(super) trans_rows: HashMap<TransId, Vec<RowRef>>,
+    pub(super) trans_rows: HashMap<TransId, Vec<RowRef>, SequentialIds>,
     /// Emptied row lists of ended transactions, reused by new ones (at most
     /// [`SPARE_ROW_LISTS`], each of at most [`SPARE_ROW_LIST_CAPACITY`] entries).
     spare_rows: Vec<Vec<RowRef>>,
@@ -187,7 +188,7 @@ impl Lqh {
     pub fn new(data_memory_bytes: u64) -> Lqh {
         Lqh {
             fragments: HashMap::new(),
-            trans_rows: HashMap::new(),
+            trans_rows: HashMap::default(),
             spare_rows: Vec::new(),
             memory: DataMemory::new(data_memory_bytes),
         }

@@ -14,13 +14,15 @@ use std::cell::Cell;
 
 use hashbrown::hash_map::Entry;
 use hashbrown::HashMap;
+use rndb_protocol::id_hash::SequentialIds;
 
 use super::acc::{TransId, NO_TRANS};
 
 /// Records of type `T` by transaction id. See the module docs.
 #[derive(Debug)]
 pub struct TransTable<T> {
-    slot_of: HashMap<TransId, u32>,
+    /// Hashed in id order (`SequentialIds`): transactions start and end nearly in order.
+    slot_of: HashMap<TransId, u32, SequentialIds>,
     /// Boxed: a slot is 16 bytes, so the slot array stays in the cache with thousands of
     /// transactions open, and a lookup misses at most once, on the record.
     slots: Vec<Option<(TransId, Box<T>)>>,
@@ -31,7 +33,7 @@ pub struct TransTable<T> {
 impl<T> Default for TransTable<T> {
     fn default() -> Self {
         TransTable {
-            slot_of: HashMap::new(),
+            slot_of: HashMap::default(),
             slots: Vec::new(),
             free: Vec::new(),
             last: Cell::new((NO_TRANS, 0)),
