@@ -1,14 +1,14 @@
 //! Proves that the SHM link passes every transporter conformance test, and the SHM-specific
-//! promises: a sleeping receiver is woken through its TCP socket, a corrupt ring index or length
-//! closes the link with BadFrame, mismatched configs are refused, and no /dev/shm file outlives
-//! set-up.
+//! promises: a sleeping receiver is woken through its TCP socket, a receive takes a long backlog
+//! in slices, a corrupt ring index or length closes the link with BadFrame, mismatched configs
+//! are refused, and no /dev/shm file outlives set-up.
 
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use rndb_config::{LinkConfig, TransporterKind};
 use rndb_transporter::conformance::{self, LinkPair, RawWriter};
-use rndb_transporter::shm::{self, ShmFault, ShmLink, SHM_SEGMENT_BYTES_MIN};
+use rndb_transporter::shm::{self, ShmFault, ShmLink, RECEIVE_SLICE_BYTES, SHM_SEGMENT_BYTES_MIN};
 use rndb_transporter::{FrameHeader, LinkSettings, NodeId, TransportError, Transporter};
 
 /// The longest any test here waits for progress.
@@ -173,6 +173,32 @@ fn a_sleeping_receiver_is_woken_through_its_socket() {
         );
         assert_eq!(receive_frames(&mut client, 1), vec![round]);
     }
+}
+
+#[test]
+fn a_long_backlog_is_received_in_slices_in_order() {
+    let (mut server, mut client) = connected_pair(LinkSettings::default());
+    let payload = [5u8; 400];
+    let frames = 200u32; // about 80 KiB, five slices
+    for id in 0..frames {
+        server.send(&header(id), &payload).expect("send");
+    }
+    server.flush().expect("flush");
+    let mut first = Vec::new();
+    client
+        .receive(&mut |h: &FrameHeader, p: &[u8]| {
+            assert_eq!(p, payload);
+            first.push(h.request_id)
+        })
+        .expect("receive");
+    let frame_bytes = client.encoded_frame_bytes(payload.len());
+    let slice_frames = RECEIVE_SLICE_BYTES.div_ceil(frame_bytes);
+    assert_eq!(first.len(), slice_frames, "one receive takes one slice");
+    assert!(client.input_pending(), "the rest waits in the ring");
+    let rest = receive_frames(&mut client, frames as usize - first.len());
+    let all: Vec<u32> = first.into_iter().chain(rest).collect();
+    assert_eq!(all, (0..frames).collect::<Vec<_>>());
+    assert!(!client.input_pending());
 }
 
 #[test]

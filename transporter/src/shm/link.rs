@@ -22,6 +22,14 @@ use crate::{FlushStatus, FrameHeader, NodeId, TransportError, Transporter, Trans
 /// Wake-up bytes read from the TCP socket per system call.
 const WAKE_DRAIN_BYTES: usize = 64;
 
+/// Frame bytes one `receive` delivers at most (it stops after the frame that reaches this); the
+/// rest stays in the ring, and `input_pending` says so. A data node that fell behind would
+/// otherwise take thousands of transactions in one turn of its loop, and their records would no
+/// longer fit in the cache while it runs them. At 4096 transactions in flight over SHM,
+/// slices of 16 KiB gave 2-8 % more throughput than taking the whole backlog (medians of five
+/// rounds, three comparisons); at 1024 the same.
+pub const RECEIVE_SLICE_BYTES: usize = 16 * 1024;
+
 /// A corruption a test can inject into this link's inbound ring, to check that the receiver
 /// answers [`TransportError::BadFrame`] instead of misbehaving. Writes are atomic stores, so a
 /// fault is memory-safe even while the peer runs.
@@ -275,7 +283,7 @@ impl ShmLink {
         }
     }
 
-    /// Delivers every record published when the call began.
+    /// Delivers the records published when the call began, up to [`RECEIVE_SLICE_BYTES`].
     fn receive_ring(
         &mut self,
         on_frame: &mut dyn FnMut(&FrameHeader, &[u8]),
@@ -286,7 +294,11 @@ impl ShmLink {
             Err(error) => return Err(self.ring_error(error)),
         }
         let mut delivered_count = 0;
+        let mut delivered_bytes = 0;
         loop {
+            if delivered_bytes >= RECEIVE_SLICE_BYTES {
+                return Ok(delivered_count);
+            }
             let record_len = match self.consumer.pop_into(&mut self.receive_frame) {
                 Ok(Some(record_len)) => record_len,
                 Ok(None) => return Ok(delivered_count),
@@ -301,6 +313,7 @@ impl ShmLink {
                 }) if frame_len == record_len => {
                     on_frame(&header, payload);
                     delivered_count += 1;
+                    delivered_bytes += record_len;
                 }
                 Ok(_) => return Err(self.bad_frame("SHM record length disagrees with its frame")),
                 Err(error) => return Err(self.bad_frame(error.to_string())),
