@@ -326,10 +326,8 @@ impl<'c> AsyncExecutor<'c> {
             let peer = connection.peer;
             let in_flight = &self.in_flight;
             let answered = connection.take_async_done(|id| in_flight.contains_key(&(peer, id)));
-            // Two passes: the executes leave the map first, so that the misses on their map
-            // entries (cold with thousands in flight) overlap; and `done` is sized for all of
-            // them, so it never grows (which moved every completion it held). Together +5-6 %
-            // over SHM at 2048 and 4096 in flight.
+            // Two passes: the executes leave the map first, and `done` is sized for all of them,
+            // so it never grows (growing moved every completion it held).
             let answered: Vec<(Box<Pending<'c>>, Answers)> = answered
                 .into_iter()
                 .filter_map(|(id, answers)| Some((self.take_in_flight((peer, id))?, answers)))

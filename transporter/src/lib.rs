@@ -105,9 +105,8 @@ pub trait Transporter: Send {
     /// Reads what has arrived, without blocking, and calls `on_frame` for every complete,
     /// validated frame in order. A link may stop after a slice of what is waiting (SHM does,
     /// after 16 KiB); [`Transporter::input_pending`] then stays true. Returns the number of
-    /// frames delivered. A peer that closed
-    /// returns [`TransportError::Closed`]; a bad frame returns [`TransportError::BadFrame`], after
-    /// which the link must be dropped.
+    /// frames delivered. A peer that closed returns [`TransportError::Closed`]; a bad frame
+    /// returns [`TransportError::BadFrame`], after which the link must be dropped.
     fn receive(
         &mut self,
         on_frame: &mut dyn FnMut(&FrameHeader, &[u8]),

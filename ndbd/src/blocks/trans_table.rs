@@ -70,9 +70,8 @@ impl<T> TransTable<T> {
         self.slots[slot].as_mut().map(|(_, record)| &mut **record)
     }
 
-    /// Adds `record` for `trans`, replacing the one it had. One probe of the map (through
-    /// its entry): a new transaction's key is absent, and with thousands open each probe
-    /// misses the cache.
+    /// Adds `record` for `trans`, replacing the one it had. The map is probed once, through
+    /// its entry, not looked up and then inserted into.
     pub fn insert(&mut self, trans: TransId, record: Box<T>) {
         let TransTable {
             slot_of,
