@@ -54,6 +54,13 @@ const SLEEP_SEND_BYTES_MAX: usize = 16 * 1024;
 /// arriving in a ring waits out; looking at a ring is a load from a cache line.
 const RING_CHECKS_PER_POLL: u32 = 32;
 
+/// Bytes the loop takes from one socket link per turn (`Transporter::limit_receive`; an SHM link
+/// takes its own slice of the same size). A turn that took a backlog of a thousand
+/// transactions or more ran them with their records no longer in the cache: at 4096 in flight,
+/// 16 KiB slices gave 3 % more throughput over TCP and 5 % over io_uring (medians of seven
+/// rounds). The API's links keep reading all they can (slicing them too measured worse).
+const RECEIVE_SLICE_BYTES: usize = 16 * 1024;
+
 /// How the loop waits.
 #[derive(Clone, Copy, Debug)]
 pub struct Settings {
@@ -537,7 +544,8 @@ impl ExecLoop {
     }
 
     fn accept_new_links(&mut self) {
-        while let Ok(link) = self.new_links.try_recv() {
+        while let Ok(mut link) = self.new_links.try_recv() {
+            link.limit_receive(RECEIVE_SLICE_BYTES);
             let node = link.peer();
             let fd = link.poll_fd();
             if let Err(e) = self.poll.registry().register(

@@ -276,6 +276,39 @@ pub fn bad_frames<P: LinkPair>() {
     }
 }
 
+/// The bytes `limited_receive` lets one receive take.
+pub const RECEIVE_LIMIT_BYTES: usize = 16 * 1024;
+
+/// A receiving link limited to [`RECEIVE_LIMIT_BYTES`] per call (`limit_receive`) takes a
+/// backlog of about 80 KiB in several calls: the first stops short of the whole, says more
+/// input is pending, and the rest follows whole and in order.
+pub fn limited_receive<P: LinkPair>() {
+    const FRAMES: usize = 200;
+    const PAYLOAD_BYTES: usize = 400;
+    let (mut a, mut b) = P::make(LinkSettings::default());
+    b.limit_receive(RECEIVE_LIMIT_BYTES);
+    for index in 0..FRAMES {
+        a.send(&header_for(index), &payload_for(index, PAYLOAD_BYTES))
+            .unwrap_or_else(|e| panic!("send frame {index}: {e}"));
+    }
+    flush(&mut *a);
+    let mut received = 0;
+    wait_until("the first frames arrive", || {
+        received += receive_checked(&mut *b, received, |_| PAYLOAD_BYTES);
+        received > 0
+    });
+    let frame_bytes = b.encoded_frame_bytes(PAYLOAD_BYTES);
+    assert!(
+        received * frame_bytes <= RECEIVE_LIMIT_BYTES + frame_bytes,
+        "one receive took {received} frames of {frame_bytes} bytes"
+    );
+    assert!(b.input_pending(), "the rest is reported pending");
+    wait_until("every frame arrives", || {
+        received += receive_checked(&mut *b, received, |_| PAYLOAD_BYTES);
+        received == FRAMES
+    });
+}
+
 /// Every conformance test, one after the other.
 pub fn run_all<P: LinkPair>() {
     ordering::<P>();
@@ -284,6 +317,7 @@ pub fn run_all<P: LinkPair>() {
     back_pressure::<P>();
     peer_death::<P>();
     bad_frames::<P>();
+    limited_receive::<P>();
 }
 
 /// Sends `frame_count` frames from `a` to `b`, frame `i` with `payload_bytes(i)` bytes, flushing

@@ -152,6 +152,14 @@ pub trait Transporter: Send {
     /// Called after the loop wakes from the poller.
     fn woke_up(&mut self) {}
 
+    /// From now on one `receive` call reads at most about `bytes` (it stops after the read that
+    /// reaches them, and [`Transporter::input_pending`] stays true). A data node bounds its
+    /// socket links so, as the SHM link bounds itself: one turn of its loop then never takes a
+    /// whole backlog of thousands of transactions, whose records would not fit in the cache.
+    fn limit_receive(&mut self, bytes: usize) {
+        let _ = bytes;
+    }
+
     /// The next `receive` answers a readiness event that did not report the peer's close: a
     /// read shorter than the free buffer has then drained the socket, and anything arriving
     /// later (the close included) brings a new event, so `receive` may stop there instead of

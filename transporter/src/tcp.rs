@@ -42,6 +42,8 @@ pub struct TcpLink {
     maybe_more_input: bool,
     /// The next `receive` may stop after a short read (see `stop_after_short_read`).
     short_read_drains: bool,
+    /// The most bytes one `receive` reads (`limit_receive`; unbounded until then).
+    receive_slice_bytes: usize,
     /// The peer's address is a loopback one (see `loopback_peer_cpu`).
     loopback: bool,
 }
@@ -68,6 +70,7 @@ impl TcpLink {
             receive: ReceiveBuffer::new(settings.receive_buffer_bytes_effective()),
             maybe_more_input: false,
             short_read_drains: false,
+            receive_slice_bytes: usize::MAX,
             loopback: is_loopback(&stream),
             stream,
         })
@@ -88,14 +91,13 @@ impl TcpLink {
         self.send_buffer.limit_bytes
     }
 
-    /// One read into the free space. `Ok(None)` means the socket has nothing now; `Ok(Some(0))`
-    /// means the peer closed.
-    fn read_once(&mut self) -> Result<Option<usize>, TransportError> {
+    /// One read of at most `max_bytes` into the free space. `Ok(None)` means the socket has
+    /// nothing now; `Ok(Some(0))` means the peer closed.
+    fn read_once(&mut self, max_bytes: usize) -> Result<Option<usize>, TransportError> {
+        let end = self.receive.end;
+        let limit = self.receive.bytes.len().min(end.saturating_add(max_bytes));
         loop {
-            match self
-                .stream
-                .read(&mut self.receive.bytes[self.receive.end..])
-            {
+            match self.stream.read(&mut self.receive.bytes[end..limit]) {
                 Ok(read_bytes) => return Ok(Some(read_bytes)),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -167,8 +169,9 @@ impl Transporter for TcpLink {
         // input — saved when the caller's event said the peer had not closed.
         let short_read_drains = std::mem::take(&mut self.short_read_drains);
         let mut reads = 0;
+        let mut read_bytes_total = 0;
         loop {
-            if reads == RECEIVE_READS_PER_CALL_MAX {
+            if reads == RECEIVE_READS_PER_CALL_MAX || read_bytes_total >= self.receive_slice_bytes {
                 // Not drained: the caller must come back before it sleeps.
                 self.maybe_more_input = true;
                 break;
@@ -179,7 +182,7 @@ impl Transporter for TcpLink {
                 self.receive.bytes.len() - self.receive.end >= FRAME_BYTES_MAX,
                 "a partial frame is below the limit"
             );
-            match self.read_once()? {
+            match self.read_once(self.receive_slice_bytes - read_bytes_total)? {
                 None => break,
                 Some(0) => {
                     self.receive.peer_closed = true;
@@ -192,7 +195,9 @@ impl Transporter for TcpLink {
                     break;
                 }
                 Some(read_bytes) => {
-                    let free = self.receive.bytes.len() - self.receive.end;
+                    let free = (self.receive.bytes.len() - self.receive.end)
+                        .min(self.receive_slice_bytes - read_bytes_total);
+                    read_bytes_total += read_bytes;
                     self.receive.end += read_bytes;
                     delivered += self.receive.deliver(self.peer, self.checksum, on_frame)?;
                     if short_read_drains && read_bytes < free {
@@ -227,6 +232,10 @@ impl Transporter for TcpLink {
 
     fn stop_after_short_read(&mut self) {
         self.short_read_drains = true;
+    }
+
+    fn limit_receive(&mut self, bytes: usize) {
+        self.receive_slice_bytes = bytes.max(1);
     }
 
     fn poll_fd(&self) -> RawFd {

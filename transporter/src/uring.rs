@@ -135,6 +135,8 @@ pub struct UringLink {
     maybe_more_input: bool,
     /// The next `receive` may stop after a short RECV (see `stop_after_short_read`).
     short_read_drains: bool,
+    /// The most bytes one `receive` takes in (`limit_receive`; unbounded until then).
+    receive_slice_bytes: usize,
     /// The peer's address is a loopback one (see `loopback_peer_cpu`).
     loopback: bool,
 }
@@ -182,6 +184,7 @@ impl UringLink {
             send_result: None,
             maybe_more_input: false,
             short_read_drains: false,
+            receive_slice_bytes: usize::MAX,
         })
     }
 
@@ -277,10 +280,10 @@ impl UringLink {
         Ok(self.send_result.take().unwrap_or(-libc::EIO))
     }
 
-    /// One RECV into the free space, or the completion of the one in flight. `Ok(None)` means
-    /// nothing now (or still in flight); `Ok(Some(0))` means the peer closed. The second value is
-    /// how many bytes the RECV asked for.
-    fn recv_once(&mut self) -> Result<(Option<usize>, usize), TransportError> {
+    /// One RECV of at most `max_bytes` into the free space, or the completion of the one in
+    /// flight. `Ok(None)` means nothing now (or still in flight); `Ok(Some(0))` means the peer
+    /// closed. The second value is how many bytes the RECV asked for.
+    fn recv_once(&mut self, max_bytes: usize) -> Result<(Option<usize>, usize), TransportError> {
         let requested = match self.recv_in_flight {
             Some(requested) => {
                 // Entering the kernel runs any task work that would post its completion.
@@ -294,7 +297,7 @@ impl UringLink {
                     free.len() >= FRAME_BYTES_MAX,
                     "a partial frame is below the limit"
                 );
-                let requested = free.len().min(u32::MAX as usize);
+                let requested = free.len().min(max_bytes).min(u32::MAX as usize);
                 let entry =
                     opcode::Recv::new(REGISTERED_SOCKET, free.as_mut_ptr(), requested as u32)
                         .flags(libc::MSG_DONTWAIT)
@@ -394,14 +397,17 @@ impl Transporter for UringLink {
         // had not closed.
         let short_read_drains = std::mem::take(&mut self.short_read_drains);
         let mut submits = 0;
+        let mut received_total = 0;
         loop {
-            if submits == RECEIVE_SUBMITS_PER_CALL_MAX {
+            if submits == RECEIVE_SUBMITS_PER_CALL_MAX || received_total >= self.receive_slice_bytes
+            {
                 // Not drained: the caller must come back before it sleeps.
                 self.maybe_more_input = true;
                 break;
             }
             submits += 1;
-            let (received, requested) = self.recv_once()?;
+            let (received, requested) =
+                self.recv_once(self.receive_slice_bytes - received_total)?;
             match received {
                 None => {
                     // EAGAIN, or a RECV still in flight: then the caller must come back.
@@ -419,6 +425,7 @@ impl Transporter for UringLink {
                     break;
                 }
                 Some(received_bytes) => {
+                    received_total += received_bytes;
                     self.receive.end += received_bytes;
                     delivered += self.receive.deliver(self.peer, self.checksum, on_frame)?;
                     if short_read_drains && received_bytes < requested {
@@ -432,6 +439,10 @@ impl Transporter for UringLink {
 
     fn stop_after_short_read(&mut self) {
         self.short_read_drains = true;
+    }
+
+    fn limit_receive(&mut self, bytes: usize) {
+        self.receive_slice_bytes = bytes.max(1);
     }
 
     fn pending_send_bytes(&self) -> usize {

@@ -75,3 +75,8 @@ fn peer_death() {
 fn bad_frames() {
     conformance::bad_frames::<Tcp>();
 }
+
+#[test]
+fn limited_receive() {
+    conformance::limited_receive::<Tcp>();
+}

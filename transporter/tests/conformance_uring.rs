@@ -124,6 +124,7 @@ conformance_tests! {
     back_pressure: back_pressure::<Uring>;
     peer_death: peer_death::<Uring>;
     bad_frames: bad_frames::<Uring>;
+    limited_receive: limited_receive::<Uring>;
     uring_to_tcp_ordering: ordering::<UringToTcp>;
     uring_to_tcp_batches: batches::<UringToTcp>;
     uring_to_tcp_large_frames: large_frames::<UringToTcp>;

@@ -112,6 +112,12 @@ fn bad_frames() {
     conformance::bad_frames::<Shm>();
 }
 
+/// SHM slices every receive by itself (`RECEIVE_SLICE_BYTES`, the limit's size).
+#[test]
+fn limited_receive() {
+    conformance::limited_receive::<Shm>();
+}
+
 fn header(index: u32) -> FrameHeader {
     FrameHeader {
         signal: 7,
