@@ -27,7 +27,9 @@ use rndb_config::NodeId;
 use rndb_transporter::registry::Registry;
 use rndb_transporter::sleeper::{EpollEvent, Sleeper};
 use rndb_transporter::spin::AdaptiveSpin;
-use rndb_transporter::{FlushStatus, FrameHeader, TransportError, Transporter};
+use rndb_transporter::{
+    FlushStatus, FrameHeader, TransportError, Transporter, RECEIVE_SLICE_BYTES,
+};
 
 use crate::blocks::node_set::NodeSet;
 use crate::blocks::{Kernel, Outbox, SendFailure};
@@ -53,13 +55,6 @@ const SLEEP_SEND_BYTES_MAX: usize = 16 * 1024;
 /// poll of the sockets. A zero-timeout poll is a system call (about 0.2 µs here) that a frame
 /// arriving in a ring waits out; looking at a ring is a load from a cache line.
 const RING_CHECKS_PER_POLL: u32 = 32;
-
-/// Bytes the loop takes from one socket link per turn (`Transporter::limit_receive`; an SHM link
-/// takes its own slice of the same size). A turn that took a backlog of a thousand
-/// transactions or more ran them with their records no longer in the cache: at 4096 in flight,
-/// 16 KiB slices gave 3 % more throughput over TCP and 5 % over io_uring (medians of seven
-/// rounds). The API's links keep reading all they can (slicing them too measured worse).
-const RECEIVE_SLICE_BYTES: usize = 16 * 1024;
 
 /// How the loop waits.
 #[derive(Clone, Copy, Debug)]

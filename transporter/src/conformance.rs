@@ -10,7 +10,7 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use crate::frame::{self, FrameHeader, FRAME_BYTES_MAX, FRAME_HEADER_BYTES, FRAME_TRAILER_BYTES};
-use crate::{FlushStatus, LinkSettings, TransportError, Transporter};
+use crate::{FlushStatus, LinkSettings, TransportError, Transporter, RECEIVE_SLICE_BYTES};
 
 /// The longest any conformance test waits for a link to make progress.
 pub const WAIT_DEADLINE: Duration = Duration::from_secs(10);
@@ -276,17 +276,14 @@ pub fn bad_frames<P: LinkPair>() {
     }
 }
 
-/// The bytes `limited_receive` lets one receive take.
-pub const RECEIVE_LIMIT_BYTES: usize = 16 * 1024;
-
-/// A receiving link limited to [`RECEIVE_LIMIT_BYTES`] per call (`limit_receive`) takes a
+/// A receiving link limited to [`RECEIVE_SLICE_BYTES`] per call (`limit_receive`) takes a
 /// backlog of about 80 KiB in several calls: the first stops short of the whole, says more
 /// input is pending, and the rest follows whole and in order.
 pub fn limited_receive<P: LinkPair>() {
     const FRAMES: usize = 200;
     const PAYLOAD_BYTES: usize = 400;
     let (mut a, mut b) = P::make(LinkSettings::default());
-    b.limit_receive(RECEIVE_LIMIT_BYTES);
+    b.limit_receive(RECEIVE_SLICE_BYTES);
     for index in 0..FRAMES {
         a.send(&header_for(index), &payload_for(index, PAYLOAD_BYTES))
             .unwrap_or_else(|e| panic!("send frame {index}: {e}"));
@@ -299,7 +296,7 @@ pub fn limited_receive<P: LinkPair>() {
     });
     let frame_bytes = b.encoded_frame_bytes(PAYLOAD_BYTES);
     assert!(
-        received * frame_bytes <= RECEIVE_LIMIT_BYTES + frame_bytes,
+        received * frame_bytes <= RECEIVE_SLICE_BYTES + frame_bytes,
         "one receive took {received} frames of {frame_bytes} bytes"
     );
     assert!(b.input_pending(), "the rest is reported pending");

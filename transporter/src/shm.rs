@@ -67,7 +67,7 @@ mod loom_tests;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
-pub use link::{ShmFault, ShmLink, RECEIVE_SLICE_BYTES};
+pub use link::{ShmFault, ShmLink};
 pub use setup::{client_setup, server_setup};
 
 use crate::frame::FRAME_BYTES_MAX;

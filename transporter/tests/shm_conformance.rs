@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 
 use rndb_config::{LinkConfig, TransporterKind};
 use rndb_transporter::conformance::{self, LinkPair, RawWriter};
-use rndb_transporter::shm::{self, ShmFault, ShmLink, RECEIVE_SLICE_BYTES, SHM_SEGMENT_BYTES_MIN};
-use rndb_transporter::{FrameHeader, LinkSettings, NodeId, TransportError, Transporter};
+use rndb_transporter::shm::{self, ShmFault, ShmLink, SHM_SEGMENT_BYTES_MIN};
+use rndb_transporter::{
+    FrameHeader, LinkSettings, NodeId, TransportError, Transporter, RECEIVE_SLICE_BYTES,
+};
 
 /// The longest any test here waits for progress.
 const WAIT_DEADLINE: Duration = Duration::from_secs(10);
@@ -112,7 +114,7 @@ fn bad_frames() {
     conformance::bad_frames::<Shm>();
 }
 
-/// SHM slices every receive by itself (`RECEIVE_SLICE_BYTES`, the limit's size).
+/// SHM slices every receive by itself, at the same `RECEIVE_SLICE_BYTES`.
 #[test]
 fn limited_receive() {
     conformance::limited_receive::<Shm>();

@@ -17,18 +17,13 @@ use super::setup::Role;
 use super::{SHM_LIVENESS_CHECK_INTERVAL_US, SHM_WAKE_BYTE};
 use crate::frame::{self, Decoded, FRAME_BYTES_MAX};
 use crate::settings::LinkSettings;
-use crate::{FlushStatus, FrameHeader, NodeId, TransportError, Transporter, TransporterKind};
+use crate::{
+    FlushStatus, FrameHeader, NodeId, TransportError, Transporter, TransporterKind,
+    RECEIVE_SLICE_BYTES,
+};
 
 /// Wake-up bytes read from the TCP socket per system call.
 const WAKE_DRAIN_BYTES: usize = 64;
-
-/// Frame bytes one `receive` delivers at most (it stops after the frame that reaches this); the
-/// rest stays in the ring, and `input_pending` says so. A data node that fell behind would
-/// otherwise take thousands of transactions in one turn of its loop, and their records would no
-/// longer fit in the cache while it runs them. Slices of 16 KiB gave 4-5 % more throughput
-/// than taking the whole backlog, at 1024 and at 4096 transactions in flight over SHM (medians
-/// of seven rounds).
-pub const RECEIVE_SLICE_BYTES: usize = 16 * 1024;
 
 /// A corruption a test can inject into this link's inbound ring, to check that the receiver
 /// answers [`TransportError::BadFrame`] instead of misbehaving. Writes are atomic stores, so a
