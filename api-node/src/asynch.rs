@@ -54,6 +54,15 @@ struct Pending<'c> {
     sent: Sent,
     /// Until `send`: the encoded frames.
     frames: Encoded,
+    /// Its place in the executor's `order` once sent (`order_base` + its index there).
+    seq: u64,
+}
+
+/// A sent execute in the executor's send order.
+#[derive(Clone, Copy)]
+struct Outstanding {
+    node: NodeId,
+    id: u32,
     deadline: Instant,
 }
 
@@ -69,12 +78,14 @@ pub struct AsyncExecutor<'c> {
     in_flight: HashMap<(NodeId, u32), Box<Pending<'c>>, SequentialIds>,
     /// How many executes are in flight to each data node.
     per_node: Vec<(NodeId, usize)>,
-    /// Sent executes in send order: the oldest is the one `poll` waits for.
-    order: VecDeque<(NodeId, u32)>,
+    /// Sent executes in send order: the oldest is the one `poll` waits for, and the first to
+    /// time out. A completed execute leaves a hole (`None`) until the holes before it are gone,
+    /// so that completing one costs no search (an execute finds its entry by `seq`).
+    order: VecDeque<Option<Outstanding>>,
+    /// The `seq` of `order`'s first entry.
+    order_base: u64,
     /// Completed without a round trip, or failed before sending; handed out by the next poll.
     ready: Vec<Completion<'c>>,
-    /// When the executor was made: the deadline of an execute not yet sent.
-    created: Instant,
     /// MaxNoOfConcurrentTransactions.
     limit: usize,
 }
@@ -98,9 +109,9 @@ impl<'c> AsyncExecutor<'c> {
             in_flight: HashMap::default(),
             per_node: Vec::new(),
             order: VecDeque::new(),
+            order_base: 0,
             ready: Vec::new(),
             limit,
-            created: Instant::now(),
         }
     }
 
@@ -157,8 +168,7 @@ impl<'c> AsyncExecutor<'c> {
                 connection,
                 sent,
                 frames,
-                // Set by `send`; a clock read per execute costs more than this placeholder.
-                deadline: self.created,
+                seq: 0,
             })),
         }
         Ok(())
@@ -210,8 +220,9 @@ impl<'c> AsyncExecutor<'c> {
                 for mut pending in chunk {
                     let id = pending.transaction.request_id();
                     pending.frames = Encoded::default();
-                    pending.deadline = deadline;
-                    self.order.push_back((node, id));
+                    pending.seq = self.order_base + self.order.len() as u64;
+                    self.order
+                        .push_back(Some(Outstanding { node, id, deadline }));
                     self.insert_in_flight((node, id), pending);
                 }
             }
@@ -246,15 +257,12 @@ impl<'c> AsyncExecutor<'c> {
             }
             // Wait for the oldest execute still in flight; the connection's poll owner files
             // every other answer it reads meanwhile.
-            let Some(&(node, id)) = self.order.front() else {
+            self.drop_holes();
+            let Some(&Some(Outstanding { node, id, deadline })) = self.order.front() else {
                 return done;
             };
-            let Some(pending) = self.in_flight.get(&(node, id)) else {
-                self.order.pop_front();
-                continue;
-            };
-            let connection = pending.connection;
-            let mut wait_until = until.min(pending.deadline);
+            let connection = self.cluster.connection_of(node);
+            let mut wait_until = until.min(deadline);
             // Answers on the other links are read too, a slice at a time, so that no data
             // node's answers pile up unread while this one is waited for.
             let others: Vec<&'c Connection> = self.other_links(node);
@@ -313,7 +321,23 @@ impl<'c> AsyncExecutor<'c> {
         if let Some((_, count)) = self.per_node.iter_mut().find(|(n, _)| *n == key.0) {
             *count -= 1;
         }
+        if let Some(entry) = pending
+            .seq
+            .checked_sub(self.order_base)
+            .and_then(|index| self.order.get_mut(index as usize))
+        {
+            *entry = None;
+        }
         Some(pending)
+    }
+
+    /// Drops the holes at the front of `order`, so that its first entry is the oldest execute
+    /// still in flight.
+    fn drop_holes(&mut self) {
+        while let Some(None) = self.order.front() {
+            self.order.pop_front();
+            self.order_base += 1;
+        }
     }
 
     /// Moves every execute whose answer is filed (or whose time ran out) into `done`.
@@ -346,19 +370,25 @@ impl<'c> AsyncExecutor<'c> {
             }
         }
         let now = Instant::now();
-        while let Some(&(node, id)) = self.order.front() {
-            match self.in_flight.get(&(node, id)) {
-                None => {
-                    self.order.pop_front();
-                }
-                Some(pending) if pending.deadline <= now => {
-                    let pending = self.take_in_flight((node, id)).expect("present");
-                    self.order.pop_front();
+        loop {
+            self.drop_holes();
+            let Some(&Some(Outstanding { node, id, deadline })) = self.order.front() else {
+                break;
+            };
+            if deadline > now {
+                break;
+            }
+            match self.take_in_flight((node, id)) {
+                Some(pending) => {
                     pending.connection.forget(id);
                     let error = Error::ndb_detail(4012, format!("no answer from node {node}"));
                     done.push(pending.complete(Err(error)));
                 }
-                Some(_) => break,
+                // Not in the map (cannot happen: its entry would be a hole): drop the entry.
+                None => {
+                    self.order.pop_front();
+                    self.order_base += 1;
+                }
             }
         }
     }

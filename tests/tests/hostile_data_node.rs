@@ -977,6 +977,84 @@ fn an_answer_that_never_ends_fails_the_execute_with_4012() {
     fake.finish();
 }
 
+/// Three executes in flight at once from the asynchronous executor; the node answers the
+/// first and the last. Those two complete with their rows, and the middle one, older than the
+/// last, still fails alone with 4012 once its request timeout has passed.
+#[test]
+fn an_unanswered_execute_in_flight_fails_alone_with_4012() {
+    let fake = FakeNode::start(|peer| {
+        peer.serve_table();
+        let executes = [
+            peer.read_execute(),
+            peer.read_execute(),
+            peer.read_execute(),
+        ];
+        for execute in [&executes[0], &executes[2]] {
+            peer.answer(execute, gsn::TCKEY_ROW, &row_payload(0, &stored_row()));
+            let (signal, payload) = conf();
+            peer.answer(execute, signal, &payload);
+        }
+    });
+    let outcomes = fake.run(|cluster| {
+        let table = get_table(cluster);
+        let mut executor = cluster.async_executor();
+        let mut ops = Vec::new();
+        for tag in 0..3 {
+            let mut tx = cluster.start_transaction().expect("start a transaction");
+            let op = tx
+                .read(&table, &[Value::UInt32(1)], LockMode::Read)
+                .expect("define a read");
+            ops.push(op);
+            executor
+                .prepare(
+                    tx,
+                    ExecType::Commit,
+                    rndb_api::AbortOption::AbortOnError,
+                    tag,
+                )
+                .expect("prepare");
+        }
+        let started = Instant::now();
+        let mut outcomes = BTreeMap::new();
+        while !executor.is_empty() && started.elapsed() < CALL_LIMIT {
+            for done in executor.send_poll(1, CALL_LIMIT) {
+                let row = done
+                    .transaction
+                    .row(ops[done.tag as usize])
+                    .map(<[Value]>::to_vec);
+                outcomes.insert(done.tag, (done.result, row, started.elapsed()));
+            }
+        }
+        outcomes
+    });
+    assert_eq!(outcomes.len(), 3, "every execute completes: {outcomes:?}");
+    for tag in [0, 2] {
+        let (result, row, took) = &outcomes[&tag];
+        assert!(result.is_ok(), "execute {tag}: {result:?}");
+        assert_eq!(
+            row.as_deref(),
+            Some(&stored_row()[..]),
+            "execute {tag}'s row"
+        );
+        assert!(
+            *took < REQUEST_TIMEOUT,
+            "execute {tag} waited {took:?} for the unanswered one"
+        );
+    }
+    let (result, row, took) = &outcomes[&1];
+    assert_eq!(
+        result.as_ref().err().and_then(Error::code),
+        Some(4012),
+        "{result:?}"
+    );
+    assert_eq!(row, &None, "the unanswered read has no row");
+    assert!(
+        *took >= REQUEST_TIMEOUT,
+        "4012 after {took:?}, before the request timeout"
+    );
+    fake.finish();
+}
+
 // ----------------------------------------------------------------------------------------
 // Case 8: answers to requests the API never made, or already finished, are dropped.
 
