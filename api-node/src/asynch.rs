@@ -411,12 +411,16 @@ impl<'c> AsyncExecutor<'c> {
 }
 
 impl<'c> Pending<'c> {
-    /// Files the execute's answers (or its error) and hands the transaction back.
-    fn complete(mut self, answers: Result<Answers, Error>) -> Completion<'c> {
+    /// Files the execute's answers (or its error) and hands the transaction back. The answers
+    /// are filed where the execute lies, and only the transaction moves out.
+    fn complete(mut self: Box<Self>, answers: Result<Answers, Error>) -> Completion<'c> {
         let result = self.transaction.complete_execute(self.sent, answers);
+        let Pending {
+            tag, transaction, ..
+        } = *self;
         Completion {
-            tag: self.tag,
-            transaction: self.transaction,
+            tag,
+            transaction,
             result,
         }
     }
