@@ -101,6 +101,9 @@ pub(crate) trait RingBytes {
     /// # Safety
     /// As for [`RingBytes::read`], for the four bytes at `offset`.
     unsafe fn read_u32(&self, offset: usize) -> u32;
+
+    /// Hints that the line at `offset` is read soon (no effect on memory).
+    fn prefetch(&self, _offset: usize) {}
 }
 
 /// The ring's indices or a record length are impossible: the peer is broken or the segment was
@@ -277,12 +280,14 @@ where
     /// True when the producer has published bytes we have not read. One atomic load, no
     /// validation (a corrupt tail is caught by [`Consumer::refresh`]).
     pub(crate) fn input_pending(&self) -> bool {
+        self.bytes.prefetch((self.head_read & self.mask) as usize);
         self.control.tail.word.load_word(Ordering::Acquire) != self.head_read
     }
 
     /// Reads and validates the producer's tail. Returns true when records are waiting. Records
     /// published after this call wait for the next one, which bounds the work of one receive.
     pub(crate) fn refresh(&mut self) -> Result<bool, RingError> {
+        self.bytes.prefetch((self.head_read & self.mask) as usize);
         // Acquire pairs with the producer's Release store: every byte below `tail` is written.
         let tail = self.control.tail.word.load_word(Ordering::Acquire);
         let tail_valid = tail >= self.tail_cached
