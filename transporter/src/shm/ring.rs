@@ -102,7 +102,9 @@ pub(crate) trait RingBytes {
     /// As for [`RingBytes::read`], for the four bytes at `offset`.
     unsafe fn read_u32(&self, offset: usize) -> u32;
 
-    /// Hints that the line at `offset` is read soon (no effect on memory).
+    /// Hints that the bytes at `offset` (a record's first two cache lines) are read soon. No
+    /// effect on memory; the consumer calls it with every look at the tail, so that a new
+    /// record's first lines cross between cores together with the tail, not after it.
     fn prefetch(&self, _offset: usize) {}
 }
 

@@ -547,6 +547,9 @@ impl RingBytes for MappedBytes {
         #[cfg(target_arch = "x86_64")]
         unsafe {
             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(ptr.cast());
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                ptr.wrapping_add(64).cast(),
+            );
         }
     }
 }
