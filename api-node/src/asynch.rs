@@ -54,16 +54,85 @@ struct Pending<'c> {
     sent: Sent,
     /// Until `send`: the encoded frames.
     frames: Encoded,
-    /// Its place in the executor's `order` once sent (`order_base` + its index there).
+    /// Its place in the executor's [`SendOrder`] once sent.
     seq: u64,
 }
 
 /// A sent execute in the executor's send order.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Outstanding {
     node: NodeId,
     id: u32,
     deadline: Instant,
+}
+
+/// Holes [`SendOrder`] tolerates beyond as many as it has live entries before closing them up.
+const SEND_ORDER_SLACK: usize = 1024;
+
+/// Sent executes in send order: the oldest is the one `poll` waits for, and the first to time
+/// out. An execute that completes leaves a hole, so that completing one costs no search (it
+/// finds its entry by the `seq` that `push` gave it); holes at the front are dropped at once.
+/// Holes behind an old execute (one that waits for a lock, say, while thousands complete after
+/// it) are closed up once they outnumber the live entries by [`SEND_ORDER_SLACK`], which
+/// renumbers the live ones: the queue stays within twice the executes in flight, plus the slack.
+#[derive(Debug, Default)]
+struct SendOrder {
+    entries: VecDeque<Option<Outstanding>>,
+    /// The seq of `entries[0]`.
+    base: u64,
+    /// Entries that are not holes.
+    live: usize,
+}
+
+impl SendOrder {
+    /// Appends `entry`; returns its seq.
+    fn push(&mut self, entry: Outstanding) -> u64 {
+        self.entries.push_back(Some(entry));
+        self.live += 1;
+        self.base + self.entries.len() as u64 - 1
+    }
+
+    /// The oldest entry still in the queue.
+    fn oldest(&self) -> Option<Outstanding> {
+        self.entries.front().copied().flatten()
+    }
+
+    /// Makes a hole of the entry `seq` (nothing when it is not there).
+    fn remove(&mut self, seq: u64) {
+        let Some(entry) = seq
+            .checked_sub(self.base)
+            .and_then(|index| self.entries.get_mut(usize::try_from(index).ok()?))
+        else {
+            return;
+        };
+        if entry.take().is_some() {
+            self.live -= 1;
+        }
+        while let Some(None) = self.entries.front() {
+            self.entries.pop_front();
+            self.base += 1;
+        }
+    }
+
+    /// Closes the holes up once there are too many (see the type's docs); `renumbered` is told
+    /// each live entry's new seq.
+    fn compact(&mut self, mut renumbered: impl FnMut(&Outstanding, u64)) {
+        if self.entries.len() <= 2 * self.live + SEND_ORDER_SLACK {
+            return;
+        }
+        self.entries.retain(Option::is_some);
+        for (index, entry) in self.entries.iter().enumerate() {
+            if let Some(entry) = entry {
+                renumbered(entry, self.base + index as u64);
+            }
+        }
+    }
+
+    /// Entries, holes included.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
 }
 
 /// Runs many transactions' executes at once from one thread. See the module docs.
@@ -78,12 +147,8 @@ pub struct AsyncExecutor<'c> {
     in_flight: HashMap<(NodeId, u32), Box<Pending<'c>>, SequentialIds>,
     /// How many executes are in flight to each data node.
     per_node: Vec<(NodeId, usize)>,
-    /// Sent executes in send order: the oldest is the one `poll` waits for, and the first to
-    /// time out. A completed execute leaves a hole (`None`) until the holes before it are gone,
-    /// so that completing one costs no search (an execute finds its entry by `seq`).
-    order: VecDeque<Option<Outstanding>>,
-    /// The `seq` of `order`'s first entry.
-    order_base: u64,
+    /// Sent executes in send order.
+    order: SendOrder,
     /// Completed without a round trip, or failed before sending; handed out by the next poll.
     ready: Vec<Completion<'c>>,
     /// MaxNoOfConcurrentTransactions.
@@ -108,8 +173,7 @@ impl<'c> AsyncExecutor<'c> {
             prepared: Vec::new(),
             in_flight: HashMap::default(),
             per_node: Vec::new(),
-            order: VecDeque::new(),
-            order_base: 0,
+            order: SendOrder::default(),
             ready: Vec::new(),
             limit,
         }
@@ -220,9 +284,7 @@ impl<'c> AsyncExecutor<'c> {
                 for mut pending in chunk {
                     let id = pending.transaction.request_id();
                     pending.frames = Encoded::default();
-                    pending.seq = self.order_base + self.order.len() as u64;
-                    self.order
-                        .push_back(Some(Outstanding { node, id, deadline }));
+                    pending.seq = self.order.push(Outstanding { node, id, deadline });
                     self.insert_in_flight((node, id), pending);
                 }
             }
@@ -257,8 +319,7 @@ impl<'c> AsyncExecutor<'c> {
             }
             // Wait for the oldest execute still in flight; the connection's poll owner files
             // every other answer it reads meanwhile.
-            self.drop_holes();
-            let Some(&Some(Outstanding { node, id, deadline })) = self.order.front() else {
+            let Some(Outstanding { node, id, deadline }) = self.order.oldest() else {
                 return done;
             };
             let connection = self.cluster.connection_of(node);
@@ -321,23 +382,8 @@ impl<'c> AsyncExecutor<'c> {
         if let Some((_, count)) = self.per_node.iter_mut().find(|(n, _)| *n == key.0) {
             *count -= 1;
         }
-        if let Some(entry) = pending
-            .seq
-            .checked_sub(self.order_base)
-            .and_then(|index| self.order.get_mut(index as usize))
-        {
-            *entry = None;
-        }
+        self.order.remove(pending.seq);
         Some(pending)
-    }
-
-    /// Drops the holes at the front of `order`, so that its first entry is the oldest execute
-    /// still in flight.
-    fn drop_holes(&mut self) {
-        while let Some(None) = self.order.front() {
-            self.order.pop_front();
-            self.order_base += 1;
-        }
     }
 
     /// Moves every execute whose answer is filed (or whose time ran out) into `done`.
@@ -370,27 +416,26 @@ impl<'c> AsyncExecutor<'c> {
             }
         }
         let now = Instant::now();
-        loop {
-            self.drop_holes();
-            let Some(&Some(Outstanding { node, id, deadline })) = self.order.front() else {
-                break;
-            };
+        while let Some(Outstanding { node, id, deadline }) = self.order.oldest() {
             if deadline > now {
                 break;
             }
-            match self.take_in_flight((node, id)) {
-                Some(pending) => {
-                    pending.connection.forget(id);
-                    let error = Error::ndb_detail(4012, format!("no answer from node {node}"));
-                    done.push(pending.complete(Err(error)));
-                }
-                // Not in the map (cannot happen: its entry would be a hole): drop the entry.
-                None => {
-                    self.order.pop_front();
-                    self.order_base += 1;
-                }
-            }
+            let Some(pending) = self.take_in_flight((node, id)) else {
+                // Not in the map (cannot happen: its entry would be a hole): dropped, so that
+                // the executes behind it still time out.
+                self.order.remove(self.order.base);
+                continue;
+            };
+            pending.connection.forget(id);
+            let error = Error::ndb_detail(4012, format!("no answer from node {node}"));
+            done.push(pending.complete(Err(error)));
         }
+        let in_flight = &mut self.in_flight;
+        self.order.compact(|entry, seq| {
+            if let Some(pending) = in_flight.get_mut(&(entry.node, entry.id)) {
+                pending.seq = seq;
+            }
+        });
     }
 
     /// Every execute in flight to `node` fails with `e` (its link failed).
@@ -442,5 +487,67 @@ fn echo(e: &Error) -> Error {
     match e {
         Error::Ndb(n) => Error::Ndb(n.clone()),
         other => Error::ndb_detail(4010, other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: u32) -> Outstanding {
+        Outstanding {
+            node: NodeId(1),
+            id,
+            deadline: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn the_oldest_is_the_first_pushed_that_was_not_removed() {
+        let mut order = SendOrder::default();
+        let seqs: Vec<u64> = (0..3).map(|id| order.push(entry(id))).collect();
+        order.remove(seqs[1]);
+        assert_eq!(order.oldest().map(|e| e.id), Some(0));
+        order.remove(seqs[0]);
+        assert_eq!(
+            order.oldest().map(|e| e.id),
+            Some(2),
+            "the hole behind it went too"
+        );
+        assert_eq!(order.len(), 1);
+        order.remove(seqs[0]);
+        order.remove(seqs[2] + 1);
+        assert_eq!(order.len(), 1, "removing what is not there changes nothing");
+        order.remove(seqs[2]);
+        assert_eq!(order.oldest(), None);
+        assert_eq!(order.len(), 0);
+    }
+
+    #[test]
+    fn holes_behind_an_old_entry_stay_bounded_and_seqs_follow_the_renumbering() {
+        let mut order = SendOrder::default();
+        let mut seq_of = std::collections::HashMap::new();
+        seq_of.insert(0, order.push(entry(0)));
+        // Entry 0 never completes; a hundred thousand after it do, about 100 at a time.
+        for id in 1..=100_000u32 {
+            seq_of.insert(id, order.push(entry(id)));
+            if id % 100 == 0 {
+                for done in id - 99..=id {
+                    order.remove(seq_of.remove(&done).expect("live"));
+                }
+                order.compact(|entry, seq| {
+                    seq_of.insert(entry.id, seq);
+                });
+                assert!(
+                    order.len() <= 2 * seq_of.len() + SEND_ORDER_SLACK,
+                    "{} entries for {} live",
+                    order.len(),
+                    seq_of.len()
+                );
+            }
+        }
+        assert_eq!(order.oldest().map(|e| e.id), Some(0));
+        order.remove(seq_of[&0]);
+        assert_eq!(order.len(), 0, "only holes were left behind entry 0");
     }
 }
