@@ -477,7 +477,8 @@ impl<'c> Transaction<'c> {
     }
 
     /// The first half of an execute: takes the operations defined since the last one and
-    /// encodes them with their TC_EXECUTE_REQ, for the TC node's connection. An execute that
+    /// encodes them, the last one carrying the execute (`FLAG_EXECUTE`; a TC_EXECUTE_REQ when
+    /// there are none), for the TC node's connection. An execute that
     /// needs no round trip (nothing was ever sent, or the transaction cannot be used) is done
     /// at once.
     pub(crate) fn begin_execute(&mut self, exec: ExecType, abort: AbortOption) -> Begun<'c> {
@@ -514,7 +515,18 @@ impl<'c> Transaction<'c> {
             abort_option: abort,
             op_count: count as u32,
         };
-        frames.push(self.header(gsn::TC_EXECUTE_REQ), 0, |b| execute.encode(b));
+        // The last operation carries the execute (NDB's execute flag on TCKEYREQ), one frame
+        // fewer; an execute without operations of its own is a TC_EXECUTE_REQ.
+        match frames.frames.last_mut() {
+            Some((header, start, end, _))
+                if matches!(header.signal, gsn::TCKEYREQ | gsn::TCINDXREQ)
+                    && *end as usize == frames.bytes.len() =>
+            {
+                execute.append_to_key_req(&mut frames.bytes, *start as usize);
+                *end = frames.bytes.len() as u32;
+            }
+            _ => frames.push(self.header(gsn::TC_EXECUTE_REQ), 0, |b| execute.encode(b)),
+        }
         Begun::Send {
             connection: self.connection(),
             frames,

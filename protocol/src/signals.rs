@@ -65,6 +65,14 @@ pub mod block {
 
 /// Flag on `TcKeyReq` and `TcExecuteReq`: this is the first signal of a new transaction.
 pub const FLAG_START_TRANSACTION: u8 = 1;
+/// Flag on a TCKEYREQ or TCINDXREQ (NDB's TcKeyReq execute flag): this operation is the last of
+/// its execute, which it ends as a TC_EXECUTE_REQ would. The execute's flags, exec type and
+/// abort option follow the attributes ([`EXECUTE_TRAILER_BYTES`]); its operation count is this
+/// operation's `op_index + 1`. It saves an execute of one or more operations a frame.
+pub const FLAG_EXECUTE: u8 = 2;
+/// Bytes of the execute that a TCKEYREQ with [`FLAG_EXECUTE`] carries after its attributes:
+/// flags u8, exec type u8, abort option u8.
+pub const EXECUTE_TRAILER_BYTES: usize = 3;
 /// `TcKeyReq::replica` for the primary replica (the default).
 pub const REPLICA_PRIMARY: u8 = 0;
 /// The op index meaning "no particular operation" in `TcExecuteRef`.
@@ -360,6 +368,8 @@ pub struct TcKeyReqView<'a> {
     pub key: &'a [u8],
     /// The attributes: a u16 count, then (column u16 · value)*.
     pub attrs: &'a [u8],
+    /// With [`FLAG_EXECUTE`]: the execute this operation ends (checked by `decode`).
+    execute_trailer: Option<&'a [u8; EXECUTE_TRAILER_BYTES]>,
 }
 
 impl<'a> TcKeyReqView<'a> {
@@ -389,8 +399,35 @@ impl<'a> TcKeyReqView<'a> {
             Value::skip(&mut r)?;
         }
         let attrs = &attrs_start[..attrs_start.len() - r.rest().len()];
+        let execute_trailer = if head[0] & FLAG_EXECUTE != 0 {
+            let trailer = r.rest().first_chunk::<EXECUTE_TRAILER_BYTES>();
+            r.u8()?;
+            ExecType::from_u8(r.u8()?).ok_or_else(|| r.error("unknown exec type"))?;
+            AbortOption::from_u8(r.u8()?).ok_or_else(|| r.error("unknown abort option"))?;
+            trailer
+        } else {
+            None
+        };
         r.finish()?;
-        Ok(TcKeyReqView { head, key, attrs })
+        Ok(TcKeyReqView {
+            head,
+            key,
+            attrs,
+            execute_trailer,
+        })
+    }
+
+    /// The execute this operation ends ([`FLAG_EXECUTE`]), or `None`.
+    #[inline]
+    pub fn execute(&self) -> Option<TcExecuteReq> {
+        let [flags, exec_type, abort_option] = *self.execute_trailer?;
+        // `decode` checked both bytes, so the fallbacks are never taken.
+        Some(TcExecuteReq {
+            flags,
+            exec_type: ExecType::from_u8(exec_type).unwrap_or(ExecType::Rollback),
+            abort_option: AbortOption::from_u8(abort_option).unwrap_or(AbortOption::AbortOnError),
+            op_count: self.op_index().saturating_add(1),
+        })
     }
 
     fn head_u32(&self, at: usize) -> u32 {
@@ -470,7 +507,8 @@ impl<'a> TcKeyReqView<'a> {
 
     pub fn to_owned(&self) -> TcKeyReq {
         TcKeyReq {
-            flags: self.flags(),
+            // The execute it may end is not part of the operation.
+            flags: self.flags() & !FLAG_EXECUTE,
             op_index: self.op_index(),
             op_type: self.op_type(),
             lock_mode: self.lock_mode(),
@@ -562,6 +600,18 @@ pub struct TcExecuteReq {
 }
 
 impl TcExecuteReq {
+    /// Makes the TCKEYREQ (or TCINDXREQ) payload at `out[key_req_start..]`, the last thing in
+    /// `out`, end this execute instead of a TC_EXECUTE_REQ frame ([`FLAG_EXECUTE`]). Its
+    /// `op_count` must be that operation's `op_index + 1`.
+    pub fn append_to_key_req(&self, out: &mut Vec<u8>, key_req_start: usize) {
+        out[key_req_start] |= FLAG_EXECUTE;
+        out.extend_from_slice(&[
+            self.flags,
+            self.exec_type.to_u8(),
+            self.abort_option.to_u8(),
+        ]);
+    }
+
     pub fn encode(&self, out: &mut Vec<u8>) {
         Writer::new(out)
             .u8(self.flags)
@@ -640,6 +690,57 @@ mod tests {
         req.encode(&mut buf);
         assert_eq!(TcKeyReq::decode(&buf), Ok(req));
         assert!(TcKeyReq::decode(&buf[..buf.len() - 1]).is_err());
+    }
+
+    /// A TCKEYREQ that ends its execute carries the execute after its attributes; the view
+    /// hands it back with the operation count its op index implies, the owned request drops
+    /// it, and a short or unknown trailer does not decode.
+    #[test]
+    fn key_req_carries_its_execute() {
+        let req = TcKeyReq {
+            flags: FLAG_START_TRANSACTION,
+            op_index: 2,
+            op_type: OperationType::Read,
+            lock_mode: LockMode::Read,
+            table_id: 3,
+            table_version: 1,
+            replica: 0,
+            key: vec![Value::UInt32(5)],
+            attrs: vec![],
+        };
+        let execute = TcExecuteReq {
+            flags: FLAG_START_TRANSACTION,
+            exec_type: ExecType::Commit,
+            abort_option: AbortOption::IgnoreError,
+            op_count: 3,
+        };
+        let mut buf = vec![0xEE];
+        req.encode(&mut buf);
+        let plain = buf[1..].to_vec();
+        execute.append_to_key_req(&mut buf, 1);
+        let buf = &buf[1..];
+        let view = TcKeyReqView::decode(buf).expect("decodes");
+        assert_eq!(view.execute(), Some(execute));
+        assert_eq!(view.flags(), FLAG_START_TRANSACTION | FLAG_EXECUTE);
+        assert_eq!(TcKeyReq::decode(buf), Ok(req));
+        assert_eq!(
+            TcKeyReqView::decode(&plain).expect("decodes").execute(),
+            None
+        );
+        assert!(
+            TcKeyReqView::decode(&buf[..buf.len() - 1]).is_err(),
+            "short trailer"
+        );
+        let mut unknown = buf.to_vec();
+        let at = unknown.len() - 2;
+        unknown[at] = 0xFF;
+        assert!(TcKeyReqView::decode(&unknown).is_err(), "unknown exec type");
+        let mut flag_only = plain.clone();
+        flag_only[0] |= FLAG_EXECUTE;
+        assert!(
+            TcKeyReqView::decode(&flag_only).is_err(),
+            "flag without trailer"
+        );
     }
 
     #[test]

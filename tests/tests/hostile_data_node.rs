@@ -23,7 +23,9 @@ use rndb_api::{
 };
 use rndb_protocol::lqh::{self, ApiRegConf};
 use rndb_protocol::scan::{encode_scan_row, FragmentBatch, ScanTabConf};
-use rndb_protocol::signals::{block, gsn, TableInfo, TcExecuteRef, TcKeyRef, TcKeyRow};
+use rndb_protocol::signals::{
+    block, gsn, TableInfo, TcExecuteRef, TcKeyRef, TcKeyReqView, TcKeyRow,
+};
 use rndb_tests::{
     assert_ndb_code, free_port_listener, ClusterSpec, API_NODE_ID_FIRST, DATA_NODE_ID_FIRST,
 };
@@ -298,15 +300,21 @@ impl Peer {
         }
     }
 
-    /// Reads an execute: TCKEYREQ frames, then its TC_EXECUTE_REQ, whose header it returns.
+    /// Reads an execute: TCKEYREQ frames, the last with FLAG_EXECUTE (or a TC_EXECUTE_REQ
+    /// after them), and returns the header of the frame that ended it.
     #[track_caller]
     fn read_execute(&mut self) -> FrameHeader {
         loop {
-            let Some((header, _)) = self.read_frame() else {
+            let Some((header, payload)) = self.read_frame() else {
                 panic!("the fake node expected an execute, but the API sent nothing more");
             };
             match header.signal {
-                gsn::TCKEYREQ => {}
+                gsn::TCKEYREQ => {
+                    let req = TcKeyReqView::decode(&payload).expect("a TCKEYREQ that decodes");
+                    if req.execute().is_some() {
+                        return header;
+                    }
+                }
                 gsn::TC_EXECUTE_REQ => return header,
                 other => panic!("expected TCKEYREQ or TC_EXECUTE_REQ, got signal {other}"),
             }

@@ -654,6 +654,39 @@ fn a_node_refuses_api_work_until_every_data_node_is_connected() {
         signals::TcExecuteRef::decode(payload).expect("ref").code,
         4009
     );
+    // An operation that carries its execute is answered as the execute.
+    let mut read = Vec::new();
+    TcKeyReq {
+        flags: signals::FLAG_START_TRANSACTION,
+        op_index: 0,
+        op_type: OperationType::Read,
+        lock_mode: LockMode::Read,
+        table_id: 1,
+        table_version: 1,
+        replica: 0,
+        key: vec![Value::Int32(1)],
+        attrs: vec![],
+    }
+    .encode(&mut read);
+    TcExecuteReq {
+        flags: signals::FLAG_START_TRANSACTION,
+        exec_type: ExecType::Commit,
+        abort_option: AbortOption::AbortOnError,
+        op_count: 1,
+    }
+    .append_to_key_req(&mut read, 0);
+    let before = sent.0.len();
+    kernel
+        .on_frame(API, &api_frame(gsn::TCKEYREQ, 5), &read, &mut sent, now)
+        .map_err(|e| e.0)
+        .expect("frame");
+    assert_eq!(sent.0.len(), before + 1, "one answer");
+    let (_, header, payload) = sent.0.last().expect("TC_EXECUTE_REF");
+    assert_eq!((header.signal, header.request_id), (gsn::TC_EXECUTE_REF, 5));
+    assert_eq!(
+        signals::TcExecuteRef::decode(payload).expect("ref").code,
+        4009
+    );
 
     let mut def = Vec::new();
     signals::encode_table_def(

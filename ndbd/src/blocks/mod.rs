@@ -208,18 +208,19 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) -> Result<(), ProtocolViolation> {
-        if !self.dist.started() && self.refuse_before_start(from, header, out) {
+        if !self.dist.started() && self.refuse_before_start(from, header, payload, out) {
             return Ok(());
         }
         match header.signal {
-            gsn::TCKEYREQ | gsn::TCINDXREQ => self.on_key_req(
-                from,
-                header.request_id,
-                TcKeyReqView::decode(payload)?,
-                header.signal == gsn::TCINDXREQ,
-                out,
-                now,
-            ),
+            gsn::TCKEYREQ | gsn::TCINDXREQ => {
+                let req = TcKeyReqView::decode(payload)?;
+                let execute = req.execute();
+                let via_index = header.signal == gsn::TCINDXREQ;
+                self.on_key_req(from, header.request_id, req, via_index, out, now);
+                if let Some(execute) = execute {
+                    self.on_execute_req(from, header.request_id, execute, out, now);
+                }
+            }
             gsn::SCAN_TABREQ => {
                 self.on_scan_req(from, header, ScanTabReq::decode(payload)?, out, now)
             }
@@ -255,14 +256,8 @@ impl Kernel {
                 }
             }
             gsn::TC_EXECUTE_REQ => {
-                let trans = tc::trans_id(from, header.request_id);
-                if let Some(answer) =
-                    self.tc
-                        .on_execute_req(trans, TcExecuteReq::decode(payload)?, now)
-                {
-                    self.answer_api(trans, answer, out);
-                }
-                self.complete(trans, out, now);
+                let execute = TcExecuteReq::decode(payload)?;
+                self.on_execute_req(from, header.request_id, execute, out, now);
             }
             gsn::PING_REQ => reply(
                 &mut self.unsent,
@@ -390,6 +385,7 @@ impl Kernel {
         &mut self,
         from: NodeId,
         header: &FrameHeader,
+        payload: &[u8],
         out: &mut dyn Outbox,
     ) -> bool {
         if self.dist.is_data_node(from) {
@@ -399,9 +395,14 @@ impl Kernel {
             4009,
             "the cluster has not started: not every data node is connected",
         );
+        // An operation that ends its execute (FLAG_EXECUTE, its flags' byte) is answered as
+        // the execute would be.
+        let ends_execute = payload
+            .first()
+            .is_some_and(|f| f & signals::FLAG_EXECUTE != 0);
         match header.signal {
-            gsn::TCKEYREQ | gsn::TCINDXREQ => {}
-            gsn::TC_EXECUTE_REQ => {
+            gsn::TCKEYREQ | gsn::TCINDXREQ if !ends_execute => {}
+            gsn::TCKEYREQ | gsn::TCINDXREQ | gsn::TC_EXECUTE_REQ => {
                 let trans = tc::trans_id(from, header.request_id);
                 self.answer_api(
                     trans,
@@ -450,6 +451,23 @@ impl Kernel {
 
     pub fn scan_count(&self) -> usize {
         self.scans.count()
+    }
+
+    /// An execute ends a batch of operations (a TC_EXECUTE_REQ, or the last operation's
+    /// FLAG_EXECUTE).
+    fn on_execute_req(
+        &mut self,
+        from: NodeId,
+        request_id: u32,
+        execute: TcExecuteReq,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        let trans = tc::trans_id(from, request_id);
+        if let Some(answer) = self.tc.on_execute_req(trans, execute, now) {
+            self.answer_api(trans, answer, out);
+        }
+        self.complete(trans, out, now);
     }
 
     fn on_key_req(
