@@ -73,8 +73,13 @@ pub enum FlushStatus {
 /// [`Transporter::limit_receive`], while API nodes' socket links read all they can (slicing
 /// them too measured worse). A turn that took a backlog of a thousand transactions or more ran
 /// them with their records no longer in the cache: medians of seven rounds gave +4-5 % over SHM
-/// at 1024 and 4096 in flight, +3 % over TCP and +5 % over io_uring at 4096.
-pub const RECEIVE_SLICE_BYTES: usize = 16 * 1024;
+/// at 1024 and 4096 in flight, +3 % over TCP and +5 % over io_uring at 4096. Small slices also
+/// let a node answer the start of a burst while the client still sends the rest: once an
+/// execute took one frame instead of two, 16 KiB held ~290 of them and TCP at 512 in flight
+/// fell from 2.3 to 1.6 M tx/s; 8 KiB (~145) gives 2.6 M there, flattens 256 to 4096, and
+/// costs 4-8 % at 1024 (the peak) and ~2 % at 4096 (sweeps of four rounds; 4 KiB flattened more
+/// and lowered the peak further).
+pub const RECEIVE_SLICE_BYTES: usize = 8 * 1024;
 
 /// One link to one peer node. Frames go out through a bounded send buffer and a flush; frames
 /// come in through `receive`, which never blocks.
@@ -113,7 +118,7 @@ pub trait Transporter: Send {
 
     /// Reads what has arrived, without blocking, and calls `on_frame` for every complete,
     /// validated frame in order. A link may stop after a slice of what is waiting (SHM does,
-    /// after 16 KiB); [`Transporter::input_pending`] then stays true. Returns the number of
+    /// after [`RECEIVE_SLICE_BYTES`]); [`Transporter::input_pending`] then stays true. Returns the number of
     /// frames delivered. A peer that closed returns [`TransportError::Closed`]; a bad frame
     /// returns [`TransportError::BadFrame`], after which the link must be dropped.
     fn receive(
