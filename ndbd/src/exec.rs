@@ -465,6 +465,15 @@ impl ExecLoop {
         }
         let dirty = std::mem::take(&mut self.dirty);
         for node in dirty {
+            if defer
+                && self
+                    .registry
+                    .get_mut(node)
+                    .is_some_and(|link| answers_wait_for_the_burst(&*link))
+            {
+                self.dirty.insert(node);
+                continue;
+            }
             self.flush_link(node);
         }
     }
@@ -677,6 +686,18 @@ const FLUSH_EARLY_SOCKET_BYTES: usize = 32 * 1024;
 fn peer_on_this_cpu(link: &dyn Transporter) -> bool {
     link.loopback_peer_cpu()
         .is_some_and(|cpu| nix::sched::sched_getcpu().ok() == Some(cpu))
+}
+
+/// True when a socket link's answers should wait for the next turn: its peer runs on this CPU
+/// and has more requests waiting in the link (this turn took a slice of a burst). The peer
+/// could read the answers only by preempting this loop, two context switches for no overlap;
+/// they go out when the burst is read, or once they fill NDB's 32 KiB page. (Across cores
+/// they go at once, so that the peer works on them while this node reads the rest.)
+fn answers_wait_for_the_burst(link: &dyn Transporter) -> bool {
+    link.kind() != rndb_config::TransporterKind::Shm
+        && link.input_pending()
+        && link.pending_send_bytes() < FLUSH_EARLY_SOCKET_BYTES
+        && peer_on_this_cpu(link)
 }
 
 /// The kernel's view of the links: frames are appended to their send buffers and flushed at
