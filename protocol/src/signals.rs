@@ -330,6 +330,22 @@ impl TcKeyReqRef<'_> {
 }
 
 impl TcKeyReq {
+    /// The first operation of a new transaction: a read of the row with primary key `key`
+    /// under a shared lock, from the primary replica.
+    pub fn first_read(table_id: u32, table_version: u32, key: Vec<Value>) -> TcKeyReq {
+        TcKeyReq {
+            flags: FLAG_START_TRANSACTION,
+            op_index: 0,
+            op_type: OperationType::Read,
+            lock_mode: LockMode::Read,
+            table_id,
+            table_version,
+            replica: REPLICA_PRIMARY,
+            key,
+            attrs: Vec::new(),
+        }
+    }
+
     pub fn encode(&self, out: &mut Vec<u8>) {
         TcKeyReqRef {
             flags: self.flags,

@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 
 use rndb_api::{Cluster, ColumnDef, ColumnType, Table, TableDef, Value};
 use rndb_config::NodeId;
-use rndb_protocol::signals::{block, gsn, TcKeyReq, FLAG_EXECUTE, FLAG_START_TRANSACTION};
-use rndb_protocol::{LockMode, OperationType};
+use rndb_protocol::signals::{block, gsn, TcKeyReq, FLAG_EXECUTE};
 use rndb_tests::ops::{insert_committed, read_committed, recreate_table};
 use rndb_tests::{wait_until, ClusterSpec, TestCluster, API_NODE_ID_FIRST};
 use rndb_transporter::frame::{self, FrameHeader};
@@ -363,18 +362,8 @@ fn malformed_signals_after_the_handshake_do_not_hurt_the_node() {
     let mut fixture = Fixture::start();
     // A well-formed read whose execute flag is followed by an unknown exec type.
     let mut bad_execute = Vec::new();
-    TcKeyReq {
-        flags: FLAG_START_TRANSACTION | FLAG_EXECUTE,
-        op_index: 0,
-        op_type: OperationType::Read,
-        lock_mode: LockMode::Read,
-        table_id: 1,
-        table_version: 1,
-        replica: 0,
-        key: vec![Value::UInt32(1)],
-        attrs: vec![],
-    }
-    .encode(&mut bad_execute);
+    TcKeyReq::first_read(1, 1, vec![Value::UInt32(1)]).encode(&mut bad_execute);
+    bad_execute[0] |= FLAG_EXECUTE;
     bad_execute.extend_from_slice(&[0, 0xFF, 0]);
     let cases: [(&str, u16, u16, &[u8]); 5] = [
         (

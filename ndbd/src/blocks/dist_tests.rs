@@ -656,18 +656,7 @@ fn a_node_refuses_api_work_until_every_data_node_is_connected() {
     );
     // An operation that carries its execute is answered as the execute.
     let mut read = Vec::new();
-    TcKeyReq {
-        flags: signals::FLAG_START_TRANSACTION,
-        op_index: 0,
-        op_type: OperationType::Read,
-        lock_mode: LockMode::Read,
-        table_id: 1,
-        table_version: 1,
-        replica: 0,
-        key: vec![Value::Int32(1)],
-        attrs: vec![],
-    }
-    .encode(&mut read);
+    TcKeyReq::first_read(1, 1, vec![Value::Int32(1)]).encode(&mut read);
     TcExecuteReq {
         flags: signals::FLAG_START_TRANSACTION,
         exec_type: ExecType::Commit,
