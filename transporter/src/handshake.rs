@@ -39,7 +39,9 @@ use crate::frame::{self, Decoded, FrameHeader, FRAME_HEADER_BYTES};
 use crate::{NodeId, TransportError, TransporterKind};
 
 /// The version of the wire protocol (handshake and frames). Peers must agree exactly.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// 2: a TCKEYREQ or TCINDXREQ may carry its execute (`signals::FLAG_EXECUTE`), which a node of
+/// version 1 would take for a malformed operation.
+pub const PROTOCOL_VERSION: u32 = 2;
 /// The first four bytes of a HELLO payload.
 pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";
 /// Signal number of HELLO.
