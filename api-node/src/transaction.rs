@@ -801,6 +801,10 @@ impl<'c> Transaction<'c> {
                 Ok(None)
             }
             gsn::TC_EXECUTE_CONF => Ok(Some(Ended::Conf)),
+            gsn::TCKEY_ROW_CONF => {
+                self.file_answer(sent, gsn::TCKEY_ROW, payload)?;
+                Ok(Some(Ended::Conf))
+            }
             gsn::TC_EXECUTE_REF => {
                 let r = TcExecuteRef::decode(payload).map_err(|e| e.to_string())?;
                 let error = NdbError::from_wire(r.code, &r.detail);

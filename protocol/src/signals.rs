@@ -32,6 +32,10 @@ pub mod gsn {
     pub const TC_EXECUTE_REQ: u16 = 23;
     pub const TC_EXECUTE_CONF: u16 = 24;
     pub const TC_EXECUTE_REF: u16 = 25;
+    /// A read's row that also confirms its execute: TCKEY_ROW and TC_EXECUTE_CONF in one
+    /// frame, payload as TCKEY_ROW. A data node sends it when the read was the last answer of
+    /// an execute that then concludes at once (NoCommit, no error).
+    pub const TCKEY_ROW_CONF: u16 = 27;
     /// A key operation through a unique hash index (NDB's TCINDXREQ): a `TcKeyReq` whose table
     /// id and version name the index and whose key is the unique columns' values.
     pub const TCINDXREQ: u16 = 26;

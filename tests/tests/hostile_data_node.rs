@@ -616,6 +616,28 @@ fn a_well_formed_answer_completes_the_execute() {
     fake.finish();
 }
 
+/// A row that also confirms its execute (TCKEY_ROW_CONF) completes the execute with that row.
+#[test]
+fn a_row_that_confirms_the_execute_completes_it() {
+    let fake = answering_execute(vec![(gsn::TCKEY_ROW_CONF, row_payload(0, &stored_row()))]);
+    let executed = fake.run(read_one);
+    executed.result.expect("the execute succeeds");
+    assert_eq!(executed.rows, vec![Some(stored_row())]);
+    fake.finish();
+}
+
+/// A TCKEY_ROW_CONF whose row does not decode fails the execute like a bad TCKEY_ROW.
+#[test]
+fn a_truncated_row_that_confirms_the_execute_fails_it() {
+    let mut row = row_payload(0, &stored_row());
+    row.truncate(row.len() - 3);
+    check_execute_protocol_violation(
+        vec![(gsn::TCKEY_ROW_CONF, row)],
+        "TCKEY_ROW",
+        "a truncated TCKEY_ROW_CONF",
+    );
+}
+
 // ----------------------------------------------------------------------------------------
 // Case 1: TCKEY_ROW payloads that do not decode.
 

@@ -40,7 +40,8 @@ use crate::{NodeId, TransportError, TransporterKind};
 
 /// The version of the wire protocol (handshake and frames). Peers must agree exactly.
 /// 2: a TCKEYREQ or TCINDXREQ may carry its execute (`signals::FLAG_EXECUTE`), which a node of
-/// version 1 would take for a malformed operation.
+/// version 1 would take for a malformed operation; a read's row may confirm its execute
+/// (`TCKEY_ROW_CONF`), a signal an API node of version 1 does not know.
 pub const PROTOCOL_VERSION: u32 = 2;
 /// The first four bytes of a HELLO payload.
 pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";

@@ -612,10 +612,27 @@ impl Kernel {
                 // have sent the row too; and the execute completes only when every operation
                 // is counted, so another operation's answer still queued holds it back, and
                 // its CONF or REF follows the row on the same link.
-                self.answer_api(trans, ApiAnswer::Row { op_index, row }, out);
-                let answer = self.tc.on_lqh_answer(trans, op_index, Ok(None));
-                debug_assert!(answer.is_none(), "a counted read answers nothing more");
-                self.complete(trans, out, now);
+                //
+                // When this row ends a NoCommit execute, it confirms the execute too: one frame
+                // (TCKEY_ROW_CONF) instead of the row and a TC_EXECUTE_CONF. Only once that
+                // frame is sent is the execute concluded; a row that does not fit goes the
+                // usual way (1218).
+                if self.tc.answer_confirms_execute(trans)
+                    && self.send_row_conf(trans, op_index, &row, out)
+                {
+                    let answer = self.tc.on_lqh_answer(trans, op_index, Ok(None));
+                    debug_assert!(answer.is_none(), "a counted read answers nothing more");
+                    let concluded = self.tc.try_complete(trans, now);
+                    debug_assert!(
+                        matches!(concluded, Some(Ok(ApiAnswer::ExecuteConf))),
+                        "the row confirmed the execute: {concluded:?}"
+                    );
+                } else {
+                    self.answer_api(trans, ApiAnswer::Row { op_index, row }, out);
+                    let answer = self.tc.on_lqh_answer(trans, op_index, Ok(None));
+                    debug_assert!(answer.is_none(), "a counted read answers nothing more");
+                    self.complete(trans, out, now);
+                }
             }
             Some(answer) => self.jobs.push_back(Signal::LqhAnswer(Box::new(answer))),
         }

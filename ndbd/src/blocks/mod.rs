@@ -638,6 +638,28 @@ impl Kernel {
         }));
     }
 
+    /// Sends a read's row as the confirmation of its execute too (TCKEY_ROW_CONF). False when
+    /// it could not be sent (the caller then answers the usual way).
+    fn send_row_conf(
+        &mut self,
+        trans: TransId,
+        op_index: u32,
+        row: &tup::Row,
+        out: &mut dyn Outbox,
+    ) -> bool {
+        let (api, request_id) = tc::trans_parts(trans);
+        let header = FrameHeader {
+            signal: gsn::TCKEY_ROW_CONF,
+            receiver_block: block::API,
+            sender_block: block::DBTC,
+            request_id,
+        };
+        out.send(api, header, &mut |b| {
+            TcKeyRow::encode_encoded(b, op_index, row.encoded())
+        })
+        .is_ok()
+    }
+
     fn answer_api(&mut self, trans: TransId, answer: ApiAnswer, out: &mut dyn Outbox) {
         let (api, request_id) = tc::trans_parts(trans);
         let header = |signal| FrameHeader {

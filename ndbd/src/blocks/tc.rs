@@ -244,6 +244,23 @@ impl Tc {
         }
     }
 
+    /// True when counting an answer of `trans` now ends its execute with a TC_EXECUTE_CONF at
+    /// once ([`Tc::try_complete`]): the last outstanding operation of a NoCommit execute in
+    /// which nothing failed.
+    pub fn answer_confirms_execute(&self, trans: TransId) -> bool {
+        self.transactions.get(trans).is_some_and(|t| {
+            t.phase == Phase::Active
+                && t.ops_outstanding == 1
+                && !t.rollback_requested
+                && !t.must_abort
+                && t.first_error.is_none()
+                && t.lost_answer.is_none()
+                && t.execute
+                    .as_ref()
+                    .is_some_and(|e| e.exec_type == ExecType::NoCommit)
+        })
+    }
+
     /// LQH answered an operation. Returns what to tell the API (nothing once the transaction is
     /// being aborted).
     pub fn on_lqh_answer(

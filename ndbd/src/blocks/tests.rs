@@ -497,7 +497,8 @@ fn unsent_answers_past_the_bound_close_the_link() {
     assert!(out.frames.is_empty(), "nothing is sent to a closed link");
 }
 
-/// An outbox that refuses every TCKEY_ROW (the row does not fit the send buffer).
+/// An outbox that refuses every row, alone or confirming its execute (the row does not fit the
+/// send buffer).
 #[derive(Default)]
 struct RowsDontFit(Out);
 
@@ -508,11 +509,70 @@ impl Outbox for RowsDontFit {
         h: FrameHeader,
         enc: &mut dyn FnMut(&mut Vec<u8>),
     ) -> Result<(), SendFailure> {
-        if h.signal == gsn::TCKEY_ROW {
+        if matches!(h.signal, gsn::TCKEY_ROW | gsn::TCKEY_ROW_CONF) {
             return Err(SendFailure::Overloaded);
         }
         self.0.send(to, h, enc)
     }
+}
+
+/// A read that ends a NoCommit execute is answered by one frame, its row confirming the
+/// execute (TCKEY_ROW_CONF); under Commit the row and the execute's CONF stay two frames (the
+/// commit runs between them). A row that does not fit fails the execute with 1218 either way.
+#[test]
+fn a_read_ending_a_nocommit_execute_confirms_it_with_its_row() {
+    let (mut k, mut out, t) = setup();
+    op(
+        &mut k,
+        &mut out,
+        50,
+        99,
+        &t,
+        true,
+        OperationType::Insert,
+        7,
+        10,
+        ExecType::Commit,
+    );
+    assert_eq!(answered(&out, 99), Some(gsn::TC_EXECUTE_CONF));
+    let read_one = |k: &mut Kernel, out: &mut dyn Outbox, rid: u32, exec: ExecType| {
+        let now = Instant::now();
+        let b = key_req(&t, true, OperationType::Read, 7, 0);
+        k.on_frame(NodeId(50), &hdr(gsn::TCKEYREQ, rid), &b, out, now)
+            .expect("frame");
+        let b = exec_req(true, exec, AbortOption::AbortOnError, 1);
+        k.on_frame(NodeId(50), &hdr(gsn::TC_EXECUTE_REQ, rid), &b, out, now)
+            .expect("frame");
+        k.run_jobs(out, now);
+    };
+    read_one(&mut k, &mut out, 100, ExecType::NoCommit);
+    let answers: Vec<_> = out.frames.iter().filter(|f| f.2 == 100).collect();
+    assert_eq!(answers.len(), 1, "one frame: {answers:?}");
+    assert_eq!(answers[0].1, gsn::TCKEY_ROW_CONF);
+    let row = signals::TcKeyRow::decode(&answers[0].3).expect("row");
+    assert_eq!(
+        (row.op_index, row.values),
+        (0, vec![Value::Int32(7), Value::Int32(10)])
+    );
+    assert_eq!(
+        k.transaction_count(),
+        1,
+        "NoCommit leaves the transaction open"
+    );
+
+    read_one(&mut k, &mut out, 101, ExecType::Commit);
+    let signals_3: Vec<u16> = out
+        .frames
+        .iter()
+        .filter(|f| f.2 == 101)
+        .map(|f| f.1)
+        .collect();
+    assert_eq!(signals_3, vec![gsn::TCKEY_ROW, gsn::TC_EXECUTE_CONF]);
+
+    let mut full = RowsDontFit(Out::default());
+    read_one(&mut k, &mut full, 102, ExecType::NoCommit);
+    assert_eq!(answered(&full.0, 102), Some(gsn::TC_EXECUTE_REF));
+    assert_eq!(execute_ref(&full.0, 102).code, 1218);
 }
 
 /// Defect 4: under IgnoreError, a read whose row could not be sent fails the execute (1218)
