@@ -616,12 +616,10 @@ impl Kernel {
                 // When this row ends a NoCommit execute, it confirms the execute too: one frame
                 // (TCKEY_ROW_CONF) instead of the row and a TC_EXECUTE_CONF. Only once that
                 // frame is sent is the execute concluded; a row that does not fit goes the
-                // usual way (1218).
-                if self.tc.answer_confirms_execute(trans)
+                // usual way (its lost answer fails the execute with 1218).
+                if self.tc.count_read_answer(trans)
                     && self.send_row_conf(trans, op_index, &row, out)
                 {
-                    let answer = self.tc.on_lqh_answer(trans, op_index, Ok(None));
-                    debug_assert!(answer.is_none(), "a counted read answers nothing more");
                     let concluded = self.tc.try_complete(trans, now);
                     debug_assert!(
                         matches!(concluded, Some(Ok(ApiAnswer::ExecuteConf))),
@@ -629,8 +627,6 @@ impl Kernel {
                     );
                 } else {
                     self.answer_api(trans, ApiAnswer::Row { op_index, row }, out);
-                    let answer = self.tc.on_lqh_answer(trans, op_index, Ok(None));
-                    debug_assert!(answer.is_none(), "a counted read answers nothing more");
                     self.complete(trans, out, now);
                 }
             }

@@ -244,21 +244,24 @@ impl Tc {
         }
     }
 
-    /// True when counting an answer of `trans` now ends its execute with a TC_EXECUTE_CONF at
-    /// once ([`Tc::try_complete`]): the last outstanding operation of a NoCommit execute in
+    /// Counts the answer of a read whose row goes straight to the API (`on_lqh_answer` with no
+    /// row to forward). Returns true when that ends its execute with a TC_EXECUTE_CONF at once
+    /// ([`Tc::try_complete`]): it was the last outstanding operation of a NoCommit execute in
     /// which nothing failed.
-    pub fn answer_confirms_execute(&self, trans: TransId) -> bool {
-        self.transactions.get(trans).is_some_and(|t| {
-            t.phase == Phase::Active
-                && t.ops_outstanding == 1
-                && !t.rollback_requested
-                && !t.must_abort
-                && t.first_error.is_none()
-                && t.lost_answer.is_none()
-                && t.execute
-                    .as_ref()
-                    .is_some_and(|e| e.exec_type == ExecType::NoCommit)
-        })
+    pub fn count_read_answer(&mut self, trans: TransId) -> bool {
+        let Some(t) = self.transactions.get_mut(trans) else {
+            return false;
+        };
+        t.ops_outstanding = t.ops_outstanding.saturating_sub(1);
+        t.phase == Phase::Active
+            && t.ops_outstanding == 0
+            && !t.rollback_requested
+            && !t.must_abort
+            && t.first_error.is_none()
+            && t.lost_answer.is_none()
+            && t.execute
+                .as_ref()
+                .is_some_and(|e| e.exec_type == ExecType::NoCommit)
     }
 
     /// LQH answered an operation. Returns what to tell the API (nothing once the transaction is
