@@ -549,7 +549,10 @@ impl ExecLoop {
 
     fn accept_new_links(&mut self) {
         while let Ok(mut link) = self.new_links.try_recv() {
-            link.limit_receive(RECEIVE_SLICE_BYTES);
+            if link.kind() != rndb_config::TransporterKind::Shm {
+                // An SHM link slices itself (rndb_transporter::SHM_RECEIVE_SLICE_BYTES).
+                link.limit_receive(RECEIVE_SLICE_BYTES);
+            }
             let node = link.peer();
             let fd = link.poll_fd();
             if let Err(e) = self.poll.registry().register(

@@ -10,7 +10,7 @@ use rndb_config::{LinkConfig, TransporterKind};
 use rndb_transporter::conformance::{self, LinkPair, RawWriter};
 use rndb_transporter::shm::{self, ShmFault, ShmLink, SHM_SEGMENT_BYTES_MIN};
 use rndb_transporter::{
-    FrameHeader, LinkSettings, NodeId, TransportError, Transporter, RECEIVE_SLICE_BYTES,
+    FrameHeader, LinkSettings, NodeId, TransportError, Transporter, SHM_RECEIVE_SLICE_BYTES,
 };
 
 /// The longest any test here waits for progress.
@@ -114,7 +114,8 @@ fn bad_frames() {
     conformance::bad_frames::<Shm>();
 }
 
-/// SHM slices every receive by itself, at the same `RECEIVE_SLICE_BYTES`.
+/// SHM honours `limit_receive` as the socket links do (it slices itself at
+/// `SHM_RECEIVE_SLICE_BYTES` otherwise).
 #[test]
 fn limited_receive() {
     conformance::limited_receive::<Shm>();
@@ -200,7 +201,7 @@ fn a_long_backlog_is_received_in_slices_in_order() {
         })
         .expect("receive");
     let frame_bytes = client.encoded_frame_bytes(payload.len());
-    let slice_frames = RECEIVE_SLICE_BYTES.div_ceil(frame_bytes);
+    let slice_frames = SHM_RECEIVE_SLICE_BYTES.div_ceil(frame_bytes);
     assert_eq!(first.len(), slice_frames, "one receive takes one slice");
     assert!(client.input_pending(), "the rest waits in the ring");
     let rest = receive_frames(&mut client, frames as usize - first.len());

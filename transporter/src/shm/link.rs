@@ -19,7 +19,7 @@ use crate::frame::{self, Decoded, FRAME_BYTES_MAX};
 use crate::settings::LinkSettings;
 use crate::{
     FlushStatus, FrameHeader, NodeId, TransportError, Transporter, TransporterKind,
-    RECEIVE_SLICE_BYTES,
+    SHM_RECEIVE_SLICE_BYTES,
 };
 
 /// Wake-up bytes read from the TCP socket per system call.
@@ -67,6 +67,9 @@ pub struct ShmLink {
     /// The frame being delivered: copied out of the ring before it is validated, so the peer
     /// cannot change bytes between the check and the use.
     receive_frame: Box<[u8]>,
+    /// Frame bytes one `receive` delivers at most ([`SHM_RECEIVE_SLICE_BYTES`] unless
+    /// `limit_receive` asked for less).
+    receive_slice_bytes: usize,
     /// Set when we may have slept (a wake-up byte may be waiting); cleared by a socket check.
     socket_check_due: bool,
     /// Set when a publish found the peer asleep and wrote it a wake-up byte; taken by
@@ -116,6 +119,7 @@ impl ShmLink {
             overflow: Vec::new(),
             overflow_start: 0,
             receive_frame: vec![0u8; FRAME_BYTES_MAX].into_boxed_slice(),
+            receive_slice_bytes: SHM_RECEIVE_SLICE_BYTES,
             socket_check_due: true,
             woke_peer: false,
             last_socket_check: Instant::now(),
@@ -278,7 +282,7 @@ impl ShmLink {
         }
     }
 
-    /// Delivers the records published when the call began, up to [`RECEIVE_SLICE_BYTES`].
+    /// Delivers the records published when the call began, up to `receive_slice_bytes`.
     fn receive_ring(
         &mut self,
         on_frame: &mut dyn FnMut(&FrameHeader, &[u8]),
@@ -291,7 +295,7 @@ impl ShmLink {
         let mut delivered_count = 0;
         let mut delivered_bytes = 0;
         loop {
-            if delivered_bytes >= RECEIVE_SLICE_BYTES {
+            if delivered_bytes >= self.receive_slice_bytes {
                 return Ok(delivered_count);
             }
             let record_len = match self.consumer.pop_into(&mut self.receive_frame) {
@@ -430,6 +434,10 @@ impl Transporter for ShmLink {
 
     fn poll_fd(&self) -> RawFd {
         self.stream.as_raw_fd()
+    }
+
+    fn limit_receive(&mut self, bytes: usize) {
+        self.receive_slice_bytes = bytes.clamp(1, SHM_RECEIVE_SLICE_BYTES);
     }
 
     fn input_pending(&self) -> bool {
