@@ -604,26 +604,28 @@ fn conf() -> (u16, Vec<u8>) {
 // Case 0: the fake node itself behaves: a read gets its row. Every other case departs from
 // this exchange in one place.
 
-#[test]
-fn a_well_formed_answer_completes_the_execute() {
-    let fake = answering_execute(vec![
-        (gsn::TCKEY_ROW, row_payload(0, &stored_row())),
-        conf(),
-    ]);
+/// The API reads key 1 from a node answering with `answers`: the execute succeeds with the
+/// stored row.
+fn check_read_succeeds(answers: Vec<(u16, Vec<u8>)>) {
+    let fake = answering_execute(answers);
     let executed = fake.run(read_one);
     executed.result.expect("the execute succeeds");
     assert_eq!(executed.rows, vec![Some(stored_row())]);
     fake.finish();
 }
 
+#[test]
+fn a_well_formed_answer_completes_the_execute() {
+    check_read_succeeds(vec![
+        (gsn::TCKEY_ROW, row_payload(0, &stored_row())),
+        conf(),
+    ]);
+}
+
 /// A row that also confirms its execute (TCKEY_ROW_CONF) completes the execute with that row.
 #[test]
 fn a_row_that_confirms_the_execute_completes_it() {
-    let fake = answering_execute(vec![(gsn::TCKEY_ROW_CONF, row_payload(0, &stored_row()))]);
-    let executed = fake.run(read_one);
-    executed.result.expect("the execute succeeds");
-    assert_eq!(executed.rows, vec![Some(stored_row())]);
-    fake.finish();
+    check_read_succeeds(vec![(gsn::TCKEY_ROW_CONF, row_payload(0, &stored_row()))]);
 }
 
 /// A TCKEY_ROW_CONF whose row does not decode fails the execute like a bad TCKEY_ROW.
