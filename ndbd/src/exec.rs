@@ -692,13 +692,13 @@ fn peer_on_this_cpu(link: &dyn Transporter) -> bool {
 }
 
 /// True when a socket link's answers should wait for the next turn: its peer runs on this CPU
-/// and has more requests waiting in the link (this turn took a slice of a burst). The peer
+/// (never true of an SHM link, which names no CPU) and has more requests waiting in the link
+/// (this turn took a slice of a burst). The peer
 /// could read the answers only by preempting this loop, two context switches for no overlap;
 /// they go out when the burst is read, or once they fill NDB's 32 KiB page. (Across cores
 /// they go at once, so that the peer works on them while this node reads the rest.)
 fn answers_wait_for_the_burst(link: &dyn Transporter) -> bool {
-    link.kind() != rndb_config::TransporterKind::Shm
-        && link.input_pending()
+    link.input_pending()
         && link.pending_send_bytes() < FLUSH_EARLY_SOCKET_BYTES
         && peer_on_this_cpu(link)
 }

@@ -648,12 +648,7 @@ impl Kernel {
         out: &mut dyn Outbox,
     ) -> bool {
         let (api, request_id) = tc::trans_parts(trans);
-        let header = FrameHeader {
-            signal: gsn::TCKEY_ROW_CONF,
-            receiver_block: block::API,
-            sender_block: block::DBTC,
-            request_id,
-        };
+        let header = api_header(gsn::TCKEY_ROW_CONF, request_id);
         out.send(api, header, &mut |b| {
             TcKeyRow::encode_encoded(b, op_index, row.encoded())
         })
@@ -662,12 +657,7 @@ impl Kernel {
 
     fn answer_api(&mut self, trans: TransId, answer: ApiAnswer, out: &mut dyn Outbox) {
         let (api, request_id) = tc::trans_parts(trans);
-        let header = |signal| FrameHeader {
-            signal,
-            receiver_block: block::API,
-            sender_block: block::DBTC,
-            request_id,
-        };
+        let header = |signal| api_header(signal, request_id);
         let (sent, op_index) = match &answer {
             ApiAnswer::Row { op_index, row } => (
                 out.send(api, header(gsn::TCKEY_ROW), &mut |b| {
@@ -793,4 +783,14 @@ fn refuse(
         detail: error.message.clone(),
     };
     reply(unsent, out, to, request, signal, &mut |b| refusal.encode(b));
+}
+
+/// The header of a frame from TC to an API node, answering its request `request_id`.
+fn api_header(signal: u16, request_id: u32) -> FrameHeader {
+    FrameHeader {
+        signal,
+        receiver_block: block::API,
+        sender_block: block::DBTC,
+        request_id,
+    }
 }

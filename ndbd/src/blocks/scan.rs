@@ -21,7 +21,7 @@ use rndb_protocol::scan::{
     SCAN_FLAG_DESCENDING, SCAN_FLAG_PART, SCAN_FLAG_START_TRANSACTION, SCAN_ROWS_PAYLOAD_BYTES_MAX,
 };
 use rndb_protocol::schema::ROW_BYTES_MAX;
-use rndb_protocol::signals::{block, gsn, Refusal};
+use rndb_protocol::signals::{gsn, Refusal};
 use rndb_protocol::{IndexKind, NdbError};
 use rndb_transporter::frame::FRAME_PAYLOAD_BYTES_MAX;
 use rndb_transporter::FrameHeader;
@@ -31,7 +31,7 @@ use super::answers::Unsent;
 use super::dict::Dict;
 use super::lqh::ScanKey;
 use super::lqh_scan::{BatchEnd, BatchLimits, Cursor, Progress, ScanDef};
-use super::{tc, tup, tux, Kernel, Outbox};
+use super::{api_header, tc, tup, tux, Kernel, Outbox};
 
 /// A SCAN_ROWS payload is sent once it holds this many bytes, so one more row of the largest
 /// size still fits in a frame.
@@ -580,7 +580,7 @@ fn send_rows(
     if rows.is_empty() {
         return;
     }
-    let sent = out.send(api, header(gsn::SCAN_ROWS, request_id), &mut |b| {
+    let sent = out.send(api, api_header(gsn::SCAN_ROWS, request_id), &mut |b| {
         b.extend_from_slice(rows)
     });
     rows.clear();
@@ -589,15 +589,6 @@ fn send_rows(
             1218,
             format!("scan rows for node {api} do not fit its send buffer"),
         ));
-    }
-}
-
-fn header(signal: u16, request_id: u32) -> FrameHeader {
-    FrameHeader {
-        signal,
-        receiver_block: block::API,
-        sender_block: block::DBTC,
-        request_id,
     }
 }
 
@@ -616,9 +607,12 @@ fn scan_conf(
         fragments,
     };
     // The batch's answer ends the API's request: kept until it can be sent.
-    unsent.send(out, api, header(gsn::SCAN_TABCONF, request_id), &mut |b| {
-        conf.encode(b)
-    });
+    unsent.send(
+        out,
+        api,
+        api_header(gsn::SCAN_TABCONF, request_id),
+        &mut |b| conf.encode(b),
+    );
 }
 
 pub(super) fn scan_ref(
@@ -632,7 +626,10 @@ pub(super) fn scan_ref(
         code: error.code,
         detail: error.message.clone(),
     };
-    unsent.send(out, api, header(gsn::SCAN_TABREF, request_id), &mut |b| {
-        refusal.encode(b)
-    });
+    unsent.send(
+        out,
+        api,
+        api_header(gsn::SCAN_TABREF, request_id),
+        &mut |b| refusal.encode(b),
+    );
 }
