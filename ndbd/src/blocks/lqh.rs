@@ -706,7 +706,7 @@ fn set_pending(
         }
         memory.free(old.image.as_ref().map_or(0, tup::row_bytes));
     }
-    slot.pending = Some(Pending { trans, image });
+    slot.pending = Some(Box::new(Pending { trans, image }));
     Ok(())
 }
 
