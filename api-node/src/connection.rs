@@ -7,6 +7,7 @@
 //!
 //! Lock order: `link` before `shared`. Nobody takes `link` while holding `shared`.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -67,13 +68,36 @@ struct Reply {
 }
 
 impl Reply {
-    /// A reply to fill, its buffer already sized for the usual answers.
+    /// A reply to fill, its buffer already sized for the usual answers (the one this thread's
+    /// last answers came in, when it kept one).
     fn expected(asynchronous: bool) -> Reply {
+        let mut frames = SPARE_REPLY_BUFFER.take();
+        if frames.capacity() == 0 {
+            frames.reserve(REPLY_BYTES_INITIAL);
+        }
         Reply {
-            frames: Vec::with_capacity(REPLY_BYTES_INITIAL),
+            frames,
             asynchronous,
             ..Reply::default()
         }
+    }
+}
+
+thread_local! {
+    /// The buffer of the last answers this thread read through [`Connection::wait_streaming`],
+    /// emptied, for its next request's reply: a thread making one request after another then
+    /// allocates none.
+    static SPARE_REPLY_BUFFER: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// A reply buffer larger than this is freed rather than kept for the next request.
+const SPARE_REPLY_BYTES_MAX: usize = 64 * 1024;
+
+/// Keeps `frames` (emptied) for this thread's next reply, unless it grew large.
+fn recycle_reply_buffer(mut frames: Vec<u8>) {
+    if frames.capacity() <= SPARE_REPLY_BYTES_MAX {
+        frames.clear();
+        SPARE_REPLY_BUFFER.set(frames);
     }
 }
 
@@ -95,11 +119,6 @@ struct Shared {
 }
 
 impl Shared {
-    /// Takes the thread parked on `request_id`, to be unparked once the locks are released.
-    fn take_waiter(&mut self, request_id: u32) -> Option<Thread> {
-        self.replies.get_mut(&request_id)?.waiter.take()
-    }
-
     /// The next parked waiter whose request is still open: it becomes the poll owner (or, if
     /// another thread took ownership meanwhile, parks and registers again).
     fn next_owner(&mut self) -> Option<Thread> {
@@ -539,6 +558,7 @@ impl Connection {
                 Err(e) => return Err(e),
             }
             if complete {
+                recycle_reply_buffer(slice.0);
                 return Ok(());
             }
         }
@@ -725,14 +745,22 @@ impl Connection {
         if link.pending_send_bytes() > 0 {
             link.flush().map_err(|e| e.to_string())?;
         }
-        let mut shared = self.shared();
+        let mut guard = self.shared();
+        let shared = &mut *guard;
         let mut overflow = None;
-        let mut completed = Vec::new();
+        // Empty until a parked thread's request completes: a lone thread's answers allocate
+        // nothing here.
+        let mut wake: Vec<Thread> = Vec::new();
         let delivered = link
             .receive(
                 &mut |header, payload| match file_frame(&mut shared.replies, header, payload) {
-                    Ok(true) => completed.push(header.request_id),
-                    Ok(false) => {}
+                    Ok(Some(completed)) => {
+                        if completed.asynchronous {
+                            shared.async_done.push(header.request_id);
+                        }
+                        wake.extend(completed.waiter.take());
+                    }
+                    Ok(None) => {}
                     Err(reason) => {
                         overflow.get_or_insert(reason);
                     }
@@ -746,28 +774,21 @@ impl Connection {
             .replies
             .get(&request_id)
             .is_none_or(|r| r.complete || r.frames.len() >= slice_bytes);
-        let mut wake: Vec<Thread> = Vec::with_capacity(completed.len());
-        for id in completed {
-            if shared.replies.get(&id).is_some_and(|r| r.asynchronous) {
-                shared.async_done.push(id);
-            }
-            wake.extend(shared.take_waiter(id));
-        }
-        drop(shared);
+        drop(guard);
         drop(link);
         wake.iter().for_each(Thread::unpark);
         Ok((delivered, done))
     }
 }
 
-/// Appends one frame to the reply it answers. Returns true when the frame completed it.
-fn file_frame(
-    replies: &mut HashMap<u32, Reply, SequentialIds>,
+/// Appends one frame to the reply it answers. Returns the reply when the frame completed it.
+fn file_frame<'r>(
+    replies: &'r mut HashMap<u32, Reply, SequentialIds>,
     header: &FrameHeader,
     payload: &[u8],
-) -> Result<bool, String> {
+) -> Result<Option<&'r mut Reply>, String> {
     let Some(reply) = replies.get_mut(&header.request_id) else {
-        return Ok(false);
+        return Ok(None);
     };
     if reply.frames.len() + payload.len() + 6 > REPLY_BYTES_MAX {
         return Err(format!(
@@ -780,11 +801,11 @@ fn file_frame(
         .frames
         .extend_from_slice(&(payload.len() as u32).to_le_bytes());
     reply.frames.extend_from_slice(payload);
-    let completes = completes_request(header.signal);
-    if completes {
-        reply.complete = true;
+    if !completes_request(header.signal) {
+        return Ok(None);
     }
-    Ok(completes)
+    reply.complete = true;
+    Ok(Some(reply))
 }
 
 fn transport(node: NodeId, context: &str, e: std::io::Error) -> Error {

@@ -1,6 +1,8 @@
 //! Transactions: operations defined locally, sent together by `execute`, answered in one round
 //! trip.
 
+use std::cell::Cell;
+
 use rndb_protocol::scan::{
     ScanTabReq, SCAN_FLAG_DESCENDING, SCAN_FLAG_PART, SCAN_FLAG_START_TRANSACTION,
 };
@@ -71,9 +73,13 @@ impl Encoded {
     /// `columns` columns.
     fn push(&mut self, header: FrameHeader, columns: u16, encode: impl FnOnce(&mut Vec<u8>)) {
         if self.frames.capacity() == 0 {
-            // Room for a few operations and the execute's frame without growing.
-            self.bytes.reserve(ENCODED_BYTES_INITIAL);
-            self.frames.reserve(ENCODED_FRAMES_INITIAL);
+            // The buffers of this thread's last execute, or room for a few operations and the
+            // execute's frame without growing.
+            *self = SPARE_ENCODED.take();
+            if self.frames.capacity() == 0 {
+                self.bytes.reserve(ENCODED_BYTES_INITIAL);
+                self.frames.reserve(ENCODED_FRAMES_INITIAL);
+            }
         }
         let start = self.bytes.len() as u32;
         encode(&mut self.bytes);
@@ -96,7 +102,30 @@ impl Encoded {
     fn len(&self) -> usize {
         self.frames.len()
     }
+
+    /// Keeps the buffers (emptied) for this thread's next execute, unless they grew large.
+    pub fn recycle(mut self) {
+        if self.bytes.capacity() <= SPARE_ENCODED_BYTES_MAX {
+            self.bytes.clear();
+            self.frames.clear();
+            SPARE_ENCODED.set(self);
+        }
+    }
 }
+
+thread_local! {
+    /// The buffers of the last execute this thread sent, emptied, for its next one: a thread
+    /// executing one request after another then allocates none to encode them.
+    static SPARE_ENCODED: Cell<Encoded> = const {
+        Cell::new(Encoded {
+            bytes: Vec::new(),
+            frames: Vec::new(),
+        })
+    };
+}
+
+/// Encoding buffers larger than this are freed after their execute rather than kept.
+const SPARE_ENCODED_BYTES_MAX: usize = 64 * 1024;
 
 /// An execute on its way: what its answers are matched against.
 #[derive(Debug)]
@@ -447,7 +476,9 @@ impl<'c> Transaction<'c> {
                 sent,
             } => {
                 connection.expect(self.request_id);
-                if let Err(e) = connection.send_frames(frames.iter()) {
+                let sent_frames = connection.send_frames(frames.iter());
+                frames.recycle();
+                if let Err(e) = sent_frames {
                     connection.forget(self.request_id);
                     return Err(self.send_failed(e));
                 }
