@@ -5,6 +5,10 @@
 //! as testread-perf's `batch_pk` does. Small tables stay in the cache; the large one shows what
 //! the cache misses of the hash index and the rows add.
 //!
+//! A second measurement makes the reads serial, as testread-perf's `serial_pk` does: one read per
+//! execute (its TCKEYREQ carries the execute), `SERIAL_RANGE` of them per transaction, then the
+//! rollback. No other read's misses overlap a serial read's.
+//!
 //! Run: `cargo bench -p rndb-ndbd --bench key_path [-- SIZE ...]` (table sizes; default 1000 and
 //! 100000).
 
@@ -29,6 +33,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Reads per execute, as testread-perf's `--range 1000`.
 const BATCH: u32 = 1000;
+/// Serial reads per transaction, as testread-perf's default `--range 20`.
+const SERIAL_RANGE: u32 = 20;
 /// Table sizes measured by default: in the cache, and beyond it.
 const SIZES: [u32; 2] = [1_000, 100_000];
 /// How long each size runs.
@@ -128,6 +134,31 @@ fn execute(
     frames
 }
 
+/// One read of `key` whose TCKEYREQ carries a NoCommit execute (its transaction's first when
+/// `first`).
+fn serial_read(table: &TableInfo, key: u32, first: bool) -> Vec<u8> {
+    let req = TcKeyReq {
+        flags: if first { FLAG_START_TRANSACTION } else { 0 },
+        op_index: 0,
+        op_type: OperationType::Read,
+        lock_mode: LockMode::Read,
+        table_id: table.table_id,
+        table_version: table.table_version,
+        replica: 0,
+        key: vec![Value::UInt32(key)],
+        attrs: Vec::new(),
+    };
+    let mut frame = encoded(|b| req.encode(b));
+    TcExecuteReq {
+        flags: 0,
+        exec_type: ExecType::NoCommit,
+        abort_option: AbortOption::AbortOnError,
+        op_count: 1,
+    }
+    .append_to_key_req(&mut frame, 0);
+    frame
+}
+
 /// Sends one execute's frames as request `rid` and runs the kernel until it has answered;
 /// returns the signal of the execute's final answer.
 fn run(kernel: &mut Kernel, sink: &mut Sink, rid: u32, frames: &[Vec<u8>]) -> u16 {
@@ -161,7 +192,10 @@ fn rollback(kernel: &mut Kernel, sink: &mut Sink, rid: u32) {
 }
 
 fn main() {
-    println!("µs per primary-key read in the data node's kernel, {BATCH} reads per execute");
+    println!(
+        "µs per primary-key read in the data node's kernel: {BATCH} reads per execute, and \
+         serial ({SERIAL_RANGE} executes of one read per transaction)"
+    );
     // `cargo bench` passes `--bench`; numbers are table sizes.
     let mut sizes: Vec<u32> = std::env::args().filter_map(|a| a.parse().ok()).collect();
     if sizes.is_empty() {
@@ -218,13 +252,66 @@ fn main() {
         let mut i = 0;
         while began.elapsed() < CELL_DURATION {
             let signal = run(&mut kernel, &mut sink, rid, &batches[i % batches.len()]);
-            assert_eq!(signal, gsn::TC_EXECUTE_CONF);
+            // The last read's row may confirm the execute itself.
+            assert!(
+                matches!(signal, gsn::TC_EXECUTE_CONF | gsn::TCKEY_ROW_CONF),
+                "signal {signal}"
+            );
             rollback(&mut kernel, &mut sink, rid);
             reads += u64::from(BATCH);
             rid += 1;
             i += 1;
         }
         let us = began.elapsed().as_secs_f64() * 1e6 / reads as f64;
-        println!("  {size:>7} rows: {:.3} µs per read", black_box(us));
+        let serial_us = measure_serial(&mut kernel, &mut sink, &table, size, &mut rid);
+        println!(
+            "  {size:>7} rows: {:.3} µs per read in batches, {:.3} serial",
+            black_box(us),
+            black_box(serial_us)
+        );
     }
+}
+
+/// µs per serial read: `SERIAL_RANGE` reads of consecutive keys from pseudo-random starts, one
+/// execute each, each transaction rolled back. The starts cover the whole table, so a large
+/// table's rows are not in the cache when read (testread-perf's random starts do the same).
+fn measure_serial(
+    kernel: &mut Kernel,
+    sink: &mut Sink,
+    table: &TableInfo,
+    size: u32,
+    rid: &mut u32,
+) -> f64 {
+    let count = size / SERIAL_RANGE;
+    let transactions: Vec<Vec<Vec<u8>>> = (0..count)
+        .map(|i| {
+            // 7919 is prime, so the starts visit every multiple of SERIAL_RANGE once.
+            let start = (u64::from(i) * 7919 % u64::from(count)) as u32 * SERIAL_RANGE;
+            (0..SERIAL_RANGE)
+                .map(|op| serial_read(table, start + op, op == 0))
+                .collect()
+        })
+        .collect();
+    let began = Instant::now();
+    let mut reads = 0u64;
+    let mut i = 0;
+    while began.elapsed() < CELL_DURATION {
+        for frame in &transactions[i % transactions.len()] {
+            let now = Instant::now();
+            kernel
+                .on_frame(NodeId(API), &header(gsn::TCKEYREQ, *rid), frame, sink, now)
+                .expect("frame");
+            kernel.run_jobs(sink, now);
+            // A NoCommit read that ends its execute confirms it with its row.
+            assert_eq!(
+                sink.last.take().map(|(signal, _)| signal),
+                Some(gsn::TCKEY_ROW_CONF)
+            );
+        }
+        rollback(kernel, sink, *rid);
+        reads += u64::from(SERIAL_RANGE);
+        *rid += 1;
+        i += 1;
+    }
+    began.elapsed().as_secs_f64() * 1e6 / reads as f64
 }
