@@ -119,6 +119,14 @@ struct Shared {
 }
 
 impl Shared {
+    /// True when `request_id` is complete, has `slice_bytes` of answers filed, or is no longer
+    /// expected: its waiter has something to take.
+    fn progressed(&self, request_id: u32, slice_bytes: usize) -> bool {
+        self.replies
+            .get(&request_id)
+            .is_none_or(|r| r.complete || r.frames.len() >= slice_bytes)
+    }
+
     /// The next parked waiter whose request is still open: it becomes the poll owner (or, if
     /// another thread took ownership meanwhile, parks and registers again).
     fn next_owner(&mut self) -> Option<Thread> {
@@ -588,12 +596,8 @@ impl Connection {
     ) -> Result<bool, Error> {
         loop {
             let mut shared = self.shared();
-            match shared.replies.get(&request_id) {
-                Some(reply) if reply.complete || reply.frames.len() >= slice_bytes => {
-                    return Ok(true)
-                }
-                Some(_) => {}
-                None => return Ok(true),
+            if shared.progressed(request_id, slice_bytes) {
+                return Ok(true);
             }
             if let Some(failure) = shared.failure.clone() {
                 return Err(lost(self.peer, &failure));
@@ -641,8 +645,14 @@ impl Connection {
                 }
                 Ok(()) => shared.next_owner().into_iter().collect(),
             };
+            // What the loop's first check would find, read under this lock rather than the
+            // next one.
+            let done = shared.progressed(request_id, slice_bytes);
             drop(shared);
             wake.iter().for_each(Thread::unpark);
+            if done {
+                return Ok(true);
+            }
         }
     }
 
@@ -774,10 +784,7 @@ impl Connection {
         if let Some(reason) = overflow {
             return Err(reason);
         }
-        let done = shared
-            .replies
-            .get(&request_id)
-            .is_none_or(|r| r.complete || r.frames.len() >= slice_bytes);
+        let done = shared.progressed(request_id, slice_bytes);
         drop(guard);
         drop(link);
         wake.iter().for_each(Thread::unpark);
