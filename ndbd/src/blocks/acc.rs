@@ -477,6 +477,12 @@ impl<W> SlotStore<W> {
 
     /// Reads the index entry where a lookup of `hash` starts: brings it into the cache. The
     /// stage before [`Self::candidate`].
+    /// Starts bringing in the index entry where a lookup of `hash` starts (see
+    /// `SlotIndex::prefetch`).
+    pub fn prefetch_index(&self, hash: KeyHash) {
+        self.index.prefetch(hash.0);
+    }
+
     pub fn touch_index(&self, hash: KeyHash) -> u64 {
         self.index.touch(hash.0)
     }

@@ -361,6 +361,19 @@ impl Lqh {
         std::hint::black_box(touched);
     }
 
+    /// Starts bringing in the hash-index entry of `key` in `fragment` of `table_id` (nothing
+    /// when this node has no such fragment), so that its miss overlaps the work before the
+    /// operation runs.
+    pub fn prefetch_key(&self, table_id: u32, fragment: u32, key: &OpKey) {
+        if let Some(f) = self
+            .fragments
+            .get(&table_id)
+            .and_then(|f| f.get(fragment as usize))
+        {
+            f.rows.prefetch_index(key.index_hash());
+        }
+    }
+
     /// Runs one operation. Returns `None` when it waits for a lock; it is handed back by
     /// `commit` or `abort` of the holder when the lock is granted.
     pub fn execute(&mut self, dict: &Dict, req: Box<LqhKeyReq>) -> Option<LqhAnswer> {

@@ -80,6 +80,23 @@ impl SlotIndex {
         self.entries[self.home(hash)]
     }
 
+    /// Asks the CPU to bring in the entry a lookup of `hash` reads first, and goes on at once.
+    /// A load would do the same but hold up everything after it once the CPU's window fills,
+    /// which a miss of ~100 ns does; a prefetch instruction retires without waiting. The data
+    /// node's only `unsafe`.
+    #[allow(unsafe_code)]
+    pub fn prefetch(&self, hash: u64) {
+        let entry: *const u64 = &self.entries[self.home(hash)];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: PREFETCHT0 is a hint: it changes no memory and no register the program can
+        // see, and it does not fault; `entry` points into `entries` anyway.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(entry.cast());
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = entry;
+    }
+
     /// The first slot id whose tag matches `hash` and for which `is_key` holds.
     pub fn find(&self, hash: u64, mut is_key: impl FnMut(SlotId) -> bool) -> Option<SlotId> {
         let mask = self.mask();
