@@ -54,7 +54,8 @@ pub struct Args {
     #[arg(long, value_enum, value_delimiter = ',')]
     pub transporter: Vec<Transporter>,
 
-    /// Output: a table, or one JSON document on stdout
+    /// Output: a table, or one JSON document on stdout (each result with µs per row, rows per
+    /// second, and the p50, p90, p99 and p99.9 of one execute in µs)
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
 

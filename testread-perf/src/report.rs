@@ -63,7 +63,11 @@ pub struct Figures {
     pub us_per_row: f64,
     pub rows_per_sec: f64,
     pub p50_us: f64,
+    /// The 90th percentile: where a latency's spread shows before its outliers do.
+    pub p90_us: f64,
     pub p99_us: f64,
+    /// The 99.9th percentile (one execute, or one transaction of a sweep).
+    pub p999_us: f64,
     /// Rows the data node examined per second, for access types that look at more rows than
     /// they return (scan_filter); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -71,9 +75,6 @@ pub struct Figures {
     /// Sweep results only: client threads, each with one transaction in flight.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<u32>,
-    /// Sweep results only: the 99.9th percentile of one transaction, in µs.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub p999_us: Option<f64>,
     /// Sweep results only: transactions that failed with a temporary error.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub temporary_errors: Option<u64>,
@@ -110,11 +111,12 @@ impl Figures {
             }),
             rows_per_sec: round3(if seconds > 0.0 { rows / seconds } else { 0.0 }),
             p50_us: round3(quantile_us(0.50)),
+            p90_us: round3(quantile_us(0.90)),
             p99_us: round3(quantile_us(0.99)),
+            p999_us: round3(quantile_us(0.999)),
             examined_rows_per_sec: (measured.examined > 0 && seconds > 0.0)
                 .then(|| round3(measured.examined as f64 / seconds)),
             concurrency: None,
-            p999_us: None,
             temporary_errors: None,
         }
     }
@@ -136,10 +138,11 @@ impl Figures {
             }),
             rows_per_sec: round3(if seconds > 0.0 { rows / seconds } else { 0.0 }),
             p50_us: round3(quantile_us(0.50)),
+            p90_us: round3(quantile_us(0.90)),
             p99_us: round3(quantile_us(0.99)),
+            p999_us: round3(quantile_us(0.999)),
             examined_rows_per_sec: None,
             concurrency: Some(level.concurrency),
-            p999_us: Some(round3(quantile_us(0.999))),
             temporary_errors: Some(level.temporary_errors),
         }
     }
@@ -195,7 +198,7 @@ impl Report {
                         format!("{:.0}", f.rows_per_sec),
                         format!("{:.1}", f.p50_us),
                         format!("{:.1}", f.p99_us),
-                        format!("{:.1}", f.p999_us.unwrap_or_default()),
+                        format!("{:.1}", f.p999_us),
                     ],
                     None => ["-", "-", "-", "-"].map(String::from),
                 });

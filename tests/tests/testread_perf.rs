@@ -132,7 +132,14 @@ fn check_report(report: &Json) {
             RANGE * ITERATIONS
         };
         assert_eq!(executes, expected, "{access}: executes");
-        for field in ["us_per_row", "rows_per_sec", "p50_us", "p99_us"] {
+        for field in [
+            "us_per_row",
+            "rows_per_sec",
+            "p50_us",
+            "p90_us",
+            "p99_us",
+            "p999_us",
+        ] {
             let figure = result[field]
                 .as_f64()
                 .unwrap_or_else(|| panic!("{access}.{field}"));
@@ -141,8 +148,14 @@ fn check_report(report: &Json) {
                 "{access}.{field} = {figure}"
             );
         }
-        let (p50, p99) = (result["p50_us"].as_f64(), result["p99_us"].as_f64());
-        assert!(p50 <= p99, "{access}: p50 {p50:?} <= p99 {p99:?}");
+        let quantiles: Vec<f64> = ["p50_us", "p90_us", "p99_us", "p999_us"]
+            .iter()
+            .filter_map(|field| result[field].as_f64())
+            .collect();
+        assert!(
+            quantiles.windows(2).all(|w| w[0] <= w[1]),
+            "{access}: p50 <= p90 <= p99 <= p99.9, got {quantiles:?}"
+        );
     }
 }
 

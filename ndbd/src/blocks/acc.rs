@@ -475,14 +475,14 @@ impl<W> SlotStore<W> {
         self.index.find(hash.0, |_| true)
     }
 
-    /// Reads the index entry where a lookup of `hash` starts: brings it into the cache. The
-    /// stage before [`Self::candidate`].
-    /// Starts bringing in the index entry where a lookup of `hash` starts (see
-    /// `SlotIndex::prefetch`).
+    /// Starts bringing in the index entry where a lookup of `hash` starts, without waiting for
+    /// it (see `SlotIndex::prefetch`).
     pub fn prefetch_index(&self, hash: KeyHash) {
         self.index.prefetch(hash.0);
     }
 
+    /// Reads the index entry where a lookup of `hash` starts: brings it into the cache. The
+    /// stage before [`Self::candidate`].
     pub fn touch_index(&self, hash: KeyHash) -> u64 {
         self.index.touch(hash.0)
     }
