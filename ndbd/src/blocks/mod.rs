@@ -543,10 +543,6 @@ impl Kernel {
         lqh_req.table_id = req.table_id();
         lqh_req.fragment = table.fragment_of(partition);
         lqh_req.key_bytes.set(key_bytes, hash);
-        // The lookup's first miss starts now and overlaps the rest of TC's work (SHM serial_pk
-        // p50 −3 %).
-        self.lqh
-            .prefetch_key(lqh_req.table_id, lqh_req.fragment, &lqh_req.key_bytes);
         if req.op_type() != OperationType::Read {
             lqh_req.key = req.key_values();
         }
