@@ -480,13 +480,21 @@ impl Kernel {
             self.tc.add_participant(req.trans, primary, false);
         }
         if target == self.me {
-            // The lookup's first miss starts now and overlaps the rest of TC's work (SHM
-            // serial_pk p50 −3 %): a key read, a unique index's lookup, or the base row it found.
-            self.lqh
-                .prefetch_key(req.table_id, req.fragment, &req.key_bytes);
+            self.prefetch_if_alone(&req);
             self.jobs.push_back(Signal::LqhKeyReq(req));
         } else {
             self.send_lqh_key_req(target, *req, out);
+        }
+    }
+
+    /// Starts the miss of `req`'s hash-index entry when `req` is about to be the only job
+    /// queued, so that it overlaps the rest of the turn's work (SHM serial_pk p50 −3 %): a key
+    /// read, a unique index's lookup, the base row it found, or a replica's operation. A run of
+    /// queued operations is warmed in stages instead (`Lqh::warm`).
+    fn prefetch_if_alone(&self, req: &LqhKeyReq) {
+        if self.jobs.is_empty() {
+            self.lqh
+                .prefetch_key(req.table_id, req.fragment, &req.key_bytes);
         }
     }
 
@@ -996,8 +1004,7 @@ impl Kernel {
             }
             self.dist.foreign.entry(req.trans).or_insert(tc_node);
         }
-        self.lqh
-            .prefetch_key(req.table_id, req.fragment, &req.key_bytes);
+        self.prefetch_if_alone(&req);
         self.jobs.push_back(Signal::LqhKeyReq(Box::new(req)));
         Ok(())
     }
