@@ -829,3 +829,27 @@ fn transport(node: NodeId, context: &str, e: std::io::Error) -> Error {
 fn lost(node: NodeId, failure: &str) -> Error {
     Error::ndb_detail(4010, format!("lost the link to node {node}: {failure}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reply buffer kept from one request's answers comes back empty (and as large) for the
+    /// thread's next request; one that grew past the limit is not kept.
+    #[test]
+    fn a_kept_reply_buffer_comes_back_empty() {
+        let mut answers = Vec::with_capacity(4096);
+        answers.extend_from_slice(b"stale answers");
+        recycle_reply_buffer(answers);
+        let reply = Reply::expected(false);
+        assert!(reply.frames.is_empty(), "{:?}", reply.frames);
+        assert!(reply.frames.capacity() >= 4096, "the kept buffer is reused");
+
+        let mut large = Vec::with_capacity(SPARE_REPLY_BYTES_MAX + 1);
+        large.push(1);
+        recycle_reply_buffer(large);
+        let reply = Reply::expected(false);
+        assert!(reply.frames.is_empty());
+        assert!(reply.frames.capacity() <= SPARE_REPLY_BYTES_MAX);
+    }
+}

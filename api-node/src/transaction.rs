@@ -1029,3 +1029,28 @@ fn split_row(table: &Table, row: &[Value]) -> Result<(Vec<Value>, Attrs), Error>
     check_key(table, &key)?;
     Ok((key, attrs))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The encoding buffers an execute gives back come back empty (and as large) for the
+    /// thread's next execute.
+    #[test]
+    fn kept_encoding_buffers_come_back_empty() {
+        let mut sent = Encoded::default();
+        sent.push(FrameHeader::default(), 3, |b| {
+            b.extend_from_slice(&[1; 300])
+        });
+        let capacity = sent.bytes.capacity();
+        sent.recycle();
+        let mut next = Encoded::default();
+        next.push(FrameHeader::default(), 1, |b| b.push(9));
+        assert_eq!(next.bytes, vec![9]);
+        assert_eq!(next.len(), 1);
+        assert!(
+            next.bytes.capacity() >= capacity,
+            "the kept buffers are reused"
+        );
+    }
+}
