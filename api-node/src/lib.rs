@@ -138,6 +138,10 @@ impl Table {
     pub fn key_columns(&self) -> &[usize] {
         &self.0.key_columns
     }
+    /// The same handle (a clone of this one), not merely an equal definition.
+    pub(crate) fn same(&self, other: &Table) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// An index to create: a unique hash index or an ordered index on columns of a table.

@@ -371,7 +371,7 @@ impl Part<'_> {
                 self.buffers.len()
             )));
         }
-        let width = table.def().columns.len();
+        let def = table.def();
         for (signal, payload) in answers.iter() {
             if signal != gsn::SCAN_ROWS {
                 continue;
@@ -379,12 +379,7 @@ impl Part<'_> {
             let buffers = &mut self.buffers;
             decode_scan_rows(payload, &mut |fragment, values| {
                 let reader = rndb_protocol::Reader::new(&[], "SCAN_ROWS");
-                if values.len() != width {
-                    return Err(reader.error(format!(
-                        "row of {} columns, table has {width}",
-                        values.len()
-                    )));
-                }
+                def.check_row(&values).map_err(|e| reader.error(e))?;
                 match buffers.get_mut(usize::from(fragment)) {
                     Some(buffer) => {
                         buffer.push_back(values);

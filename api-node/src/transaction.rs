@@ -21,22 +21,68 @@ use crate::{Cluster, Error, Index, NodeId, Table};
 
 /// What an operation works on: a table by primary key, or a unique index by its key.
 #[derive(Clone, Copy, Debug)]
-struct Target {
+struct Target<'t> {
     /// TCKEYREQ or TCINDXREQ.
     signal: u16,
     id: u32,
     version: u32,
-    /// Columns of the rows a read of it returns (the base table's, through an index).
-    columns: u16,
+    /// The table whose rows a read of it returns (the base table, through an index).
+    table: &'t Table,
 }
 
-impl Target {
-    fn table(table: &Table) -> Target {
+impl Target<'_> {
+    fn table(table: &Table) -> Target<'_> {
         Target {
             signal: gsn::TCKEYREQ,
             id: table.id(),
             version: table.version(),
-            columns: column_count(table),
+            table,
+        }
+    }
+}
+
+/// The tables a transaction's operations work on, so that a row in an answer is checked
+/// against its table's columns. An operation names its table by index here; an operation on the
+/// same table as the one before it reuses that one's index. Most transactions use one table,
+/// which is kept without an allocation.
+#[derive(Debug, Default)]
+struct Tables {
+    first: Option<Table>,
+    rest: Vec<Table>,
+}
+
+/// The table index of a frame that reads no row (the execute's own).
+const NO_TABLE: u32 = u32::MAX;
+
+impl Tables {
+    /// The index of `table`, added if it is not the first or the last one added.
+    fn index_of(&mut self, table: &Table) -> u32 {
+        match &self.first {
+            None => {
+                self.first = Some(table.clone());
+                return 0;
+            }
+            Some(first) if first.same(table) => return 0,
+            Some(_) => {}
+        }
+        if let Some(last) = self.rest.last() {
+            if last.same(table) {
+                return self.rest.len() as u32;
+            }
+        }
+        // Past u32::MAX - 1 operations on alternating tables, later ones share the last index
+        // (never NO_TABLE); a batch that large is refused long before (4021).
+        if self.rest.len() < (NO_TABLE - 1) as usize {
+            self.rest.push(table.clone());
+        }
+        self.rest.len() as u32
+    }
+
+    fn get(&self, index: u32) -> Option<&Table> {
+        match index {
+            0 => self.first.as_ref(),
+            NO_TABLE => None,
+            index => self.rest.get(index as usize - 1),
         }
     }
 }
@@ -63,15 +109,15 @@ const ENCODED_FRAMES_INITIAL: usize = 4;
 #[derive(Debug, Default)]
 pub(crate) struct Encoded {
     bytes: Vec<u8>,
-    /// Each frame's header, payload range, and the columns of the row an operation's answer
-    /// carries (0 for the execute's own frame).
-    frames: Vec<(FrameHeader, u32, u32, u16)>,
+    /// Each frame's header, payload range, and the index in the transaction's `Tables` of the
+    /// table whose row an operation's answer carries ([`NO_TABLE`] for the execute's frame).
+    frames: Vec<(FrameHeader, u32, u32, u32)>,
 }
 
 impl Encoded {
-    /// Appends a frame whose payload `encode` writes; an operation's answer rows have
-    /// `columns` columns.
-    fn push(&mut self, header: FrameHeader, columns: u16, encode: impl FnOnce(&mut Vec<u8>)) {
+    /// Appends a frame whose payload `encode` writes; an operation's answer rows are rows of
+    /// table `table` (an index into the transaction's `Tables`).
+    fn push(&mut self, header: FrameHeader, table: u32, encode: impl FnOnce(&mut Vec<u8>)) {
         if self.frames.capacity() == 0 {
             // The buffers of this thread's last execute, or room for a few operations and the
             // execute's frame without growing.
@@ -84,7 +130,7 @@ impl Encoded {
         let start = self.bytes.len() as u32;
         encode(&mut self.bytes);
         self.frames
-            .push((header, start, self.bytes.len() as u32, columns));
+            .push((header, start, self.bytes.len() as u32, table));
     }
 
     /// Every frame, in order.
@@ -165,8 +211,9 @@ enum State {
 struct OpResult {
     row: Option<Vec<Value>>,
     error: Option<NdbError>,
-    /// Columns its row must have (0 until the execute is sent).
-    columns: u16,
+    /// Its table in the transaction's `Tables`, whose row an answer must be (set when the
+    /// execute is sent).
+    table: u32,
 }
 
 /// A transaction of one API node. Dropping an open transaction rolls it back.
@@ -194,6 +241,8 @@ pub struct Transaction<'c> {
     batch: Encoded,
     /// Every operation's outcome, by `OpId`.
     results: Vec<OpResult>,
+    /// The tables its operations work on, for checking the rows answered.
+    tables: Tables,
 }
 
 impl<'c> Transaction<'c> {
@@ -206,6 +255,7 @@ impl<'c> Transaction<'c> {
             state: State::Fresh,
             batch: Encoded::default(),
             results: Vec::new(),
+            tables: Tables::default(),
         }
     }
 
@@ -534,7 +584,7 @@ impl<'c> Transaction<'c> {
         self.results.reserve_exact(count);
         self.results.resize_with(first + count, OpResult::default);
         for (result, frame) in self.results[first..].iter_mut().zip(&frames.frames) {
-            result.columns = frame.3;
+            result.table = frame.3;
         }
         let execute = TcExecuteReq {
             flags: if self.state == State::Fresh {
@@ -556,7 +606,9 @@ impl<'c> Transaction<'c> {
                 execute.append_to_key_req(&mut frames.bytes, *start as usize);
                 *end = frames.bytes.len() as u32;
             }
-            _ => frames.push(self.header(gsn::TC_EXECUTE_REQ), 0, |b| execute.encode(b)),
+            _ => frames.push(self.header(gsn::TC_EXECUTE_REQ), NO_TABLE, |b| {
+                execute.encode(b)
+            }),
         }
         Begun::Send {
             connection: self.connection(),
@@ -760,7 +812,8 @@ impl<'c> Transaction<'c> {
             attrs,
         };
         let header = self.header(target.signal);
-        self.batch.push(header, target.columns, |b| req.encode(b));
+        let table = self.tables.index_of(target.table);
+        self.batch.push(header, table, |b| req.encode(b));
         // Its result slot is made when the execute is sent, with the batch's others.
         Ok(OpId(self.results.len() + op_index as usize))
     }
@@ -810,14 +863,16 @@ impl<'c> Transaction<'c> {
                 let result = &mut self.results[slot];
                 let values = result.row.insert(Vec::new());
                 let decoded = TcKeyRow::decode_into(payload, values).map_err(|e| e.to_string());
-                let width = values.len();
-                let fault = match decoded {
-                    Err(e) => Some(e),
-                    Ok(()) if width != usize::from(result.columns) => Some(format!(
-                        "TCKEY_ROW of {width} values for operation {op_index}, whose table has {} columns",
-                        result.columns
+                let fault = match (decoded, self.tables.get(result.table)) {
+                    (Err(e), _) => Some(e),
+                    (Ok(()), Some(table)) => table
+                        .def()
+                        .check_row(values)
+                        .err()
+                        .map(|e| format!("TCKEY_ROW for operation {op_index}: {e}")),
+                    (Ok(()), None) => Some(format!(
+                        "TCKEY_ROW for operation {op_index}, which has no table"
                     )),
-                    Ok(()) => None,
                 };
                 if let Some(fault) = fault {
                     // No half-decoded or misshapen row stays behind.
@@ -926,7 +981,7 @@ fn check_set(table: &Table, set: &[(usize, Value)]) -> Result<Attrs, Error> {
 
 /// The target of an operation through a unique index, after checking its key: one non-NULL
 /// value per index column, each fitting its column.
-fn unique_target(index: &Index, key: &[Value]) -> Result<Target, Error> {
+fn unique_target<'i>(index: &'i Index, key: &[Value]) -> Result<Target<'i>, Error> {
     if index.kind() != IndexKind::Unique {
         return Err(Error::ndb_detail(
             4243,
@@ -958,13 +1013,8 @@ fn unique_target(index: &Index, key: &[Value]) -> Result<Target, Error> {
         signal: gsn::TCINDXREQ,
         id: index.id(),
         version: index.version(),
-        columns: column_count(index.table()),
+        table: index.table(),
     })
-}
-
-/// A table's column count (a table has at most `COLUMNS_MAX`, far below `u16::MAX`).
-fn column_count(table: &Table) -> u16 {
-    u16::try_from(table.def().columns.len()).unwrap_or(u16::MAX)
 }
 
 fn check_key(table: &Table, key: &[Value]) -> Result<(), Error> {

@@ -119,6 +119,51 @@ impl TableDef {
         self.columns.iter().position(|c| c.name == name)
     }
 
+    /// Checks a whole row received from another node: one value per column, each of its
+    /// column's type (a Varchar or Varbinary no longer than the column allows), NULL only in a
+    /// nullable column. The error says what does not match, for a protocol-violation message.
+    #[inline]
+    pub fn check_row(&self, values: &[Value]) -> Result<(), String> {
+        let fits = values.len() == self.columns.len()
+            && values
+                .iter()
+                .zip(&self.columns)
+                .all(|(value, column)| match value {
+                    Value::Null => column.nullable,
+                    value => value.fits(column.column_type),
+                });
+        if fits {
+            Ok(())
+        } else {
+            Err(self.row_fault(values))
+        }
+    }
+
+    /// What `check_row` found wrong with `values`.
+    #[cold]
+    fn row_fault(&self, values: &[Value]) -> String {
+        if values.len() != self.columns.len() {
+            return format!(
+                "row of {} values, table {} has {} columns",
+                values.len(),
+                self.name,
+                self.columns.len()
+            );
+        }
+        for (value, column) in values.iter().zip(&self.columns) {
+            if matches!(value, Value::Null) && !column.nullable {
+                return format!("NULL in NOT NULL column {}", column.name);
+            }
+            if !value.fits(column.column_type) {
+                return format!(
+                    "column {} is {}, got {value:?}",
+                    column.name, column.column_type
+                );
+            }
+        }
+        "the row fits".to_string()
+    }
+
     /// Checks the definition itself: names, lengths, a non-empty primary key that is not
     /// nullable. Returns NDB's error code and a message.
     pub fn validate(&self) -> Result<(), (u32, String)> {
@@ -270,6 +315,7 @@ impl Value {
     }
 
     /// True when this value may be stored in a column of type `t` (NULL is checked separately).
+    #[inline]
     pub fn fits(&self, t: ColumnType) -> bool {
         match (self, t) {
             (Value::Null, _) => true,
@@ -562,4 +608,65 @@ pub fn encode_key(
         value.encode(&mut w);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def() -> TableDef {
+        let mut note = ColumnDef::new("note", ColumnType::Varchar(4));
+        note.nullable = true;
+        TableDef::new(
+            "t",
+            vec![
+                ColumnDef::key("id", ColumnType::UInt32),
+                ColumnDef::new("n", ColumnType::Int64),
+                note,
+            ],
+        )
+    }
+
+    #[test]
+    fn check_row_accepts_a_row_of_the_table() {
+        let t = def();
+        let row = [
+            Value::UInt32(1),
+            Value::Int64(-2),
+            Value::Varchar("abcd".into()),
+        ];
+        assert_eq!(t.check_row(&row), Ok(()));
+        let row = [Value::UInt32(1), Value::Int64(-2), Value::Null];
+        assert_eq!(t.check_row(&row), Ok(()));
+    }
+
+    #[test]
+    fn check_row_names_what_does_not_match() {
+        let t = def();
+        let cases: [(&[Value], &str); 4] = [
+            (
+                &[Value::UInt32(1)],
+                "row of 1 values, table t has 3 columns",
+            ),
+            (
+                &[Value::UInt32(1), Value::UInt64(2), Value::Null],
+                "column n is Int64, got UInt64(2)",
+            ),
+            (
+                &[Value::Null, Value::Int64(2), Value::Null],
+                "NULL in NOT NULL column id",
+            ),
+            (
+                &[
+                    Value::UInt32(1),
+                    Value::Int64(2),
+                    Value::Varchar("abcde".into()),
+                ],
+                "column note is Varchar(4), got Varchar(\"abcde\")",
+            ),
+        ];
+        for (row, message) in cases {
+            assert_eq!(t.check_row(row), Err(message.to_string()));
+        }
+    }
 }

@@ -684,6 +684,32 @@ fn a_row_of_the_wrong_width_fails_the_execute() {
 }
 
 #[test]
+fn a_row_of_the_wrong_types_fails_the_execute() {
+    // The right width, but a value of another type than its column's, or NULL in a NOT NULL
+    // column: an application would otherwise get a value its table cannot hold.
+    for (values, naming) in [
+        (
+            vec![Value::UInt32(1), Value::Int32(42)],
+            "column v is UInt64, got Int32(42)",
+        ),
+        (
+            vec![Value::UInt32(1), Value::Null],
+            "NULL in NOT NULL column v",
+        ),
+        (
+            vec![Value::Varchar("1".into()), Value::UInt64(42)],
+            "column id is UInt32, got Varchar(\"1\")",
+        ),
+    ] {
+        check_execute_protocol_violation(
+            vec![(gsn::TCKEY_ROW, row_payload(0, &values)), conf()],
+            naming,
+            "a TCKEY_ROW of the wrong types",
+        );
+    }
+}
+
+#[test]
 fn an_empty_row_fails_the_execute() {
     check_execute_protocol_violation(
         vec![(gsn::TCKEY_ROW, Vec::new()), conf()],
@@ -1195,8 +1221,23 @@ fn a_scan_row_of_the_wrong_width_fails_the_scan() {
             (gsn::SCAN_ROWS, scan_rows(&[(0, vec![Value::UInt32(1)])])),
             (gsn::SCAN_TABCONF, scan_conf(2, true, Vec::new())),
         ],
-        "row of 1 columns, table has 2",
+        "row of 1 values, table t has 2 columns",
         "a row of 1 column",
+    );
+}
+
+#[test]
+fn a_scan_row_of_the_wrong_types_fails_the_scan() {
+    check_scan_protocol_violation(
+        vec![
+            (
+                gsn::SCAN_ROWS,
+                scan_rows(&[(0, vec![Value::UInt32(1), Value::Float64(0.5)])]),
+            ),
+            (gsn::SCAN_TABCONF, scan_conf(2, true, Vec::new())),
+        ],
+        "column v is UInt64, got Float64(0.5)",
+        "a row with a Float64 in a UInt64 column",
     );
 }
 
