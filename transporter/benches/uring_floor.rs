@@ -1,13 +1,13 @@
 //! Micro benchmark: the cheapest a send and a receive of one small message can be through
 //! io_uring on this kernel, against the two plain system calls, with no rndb code in the way.
 //! It is the floor under issue 7's "io_uring batch_pk ≤ TCP": a batch_pk execute is one
-//! message each way, so an io_uring link can at best fold its send and receive into fewer
-//! kernel entries; if even one entry doing both costs more than `send` plus `recv`, no link
-//! design can make that exchange cheaper than TCP.
+//! message each way, so an io_uring link can at best fold its send, its wait and its receive
+//! into fewer kernel entries; if even that costs more than TCP's system calls, no link design
+//! can make the exchange cheaper than TCP.
 //!
 //! One thread, a connected loopback TCP pair with TCP_NODELAY; each round sends 64 bytes on one
 //! end and receives them on the other (no wake-up involved: the bytes are queued by the time
-//! the receive runs). Measured three ways:
+//! the receive runs). Measured four ways:
 //!
 //! - `send` + `recv`: two system calls.
 //! - two `io_uring_enter`s: a SEND, submitted and reaped, then a RECV.
@@ -21,10 +21,14 @@
 //! Then a ping-pong between two threads pinned to one CPU (as testread-perf's client and the
 //! data node are), where waking the other side is part of every round trip:
 //!
-//! - blocking `send` + `recv` on each side: two system calls per side;
+//! - blocking `send` + `recv` on each side: two system calls per side, the least possible;
+//! - `send`, then `recv` on a non-blocking socket and `epoll_wait` until it is readable, as
+//!   rndb's TCP link and loops do;
 //! - io_uring at its best: each side makes one `io_uring_enter` per round trip that submits its
 //!   SEND and a RECV for the next message (without MSG_DONTWAIT, so the kernel arms it) and
-//!   sleeps until that RECV completes; a TCP-style link needs `send`, `epoll_wait` and `recv`.
+//!   sleeps until that RECV completes;
+//! - the same with `IORING_SETUP_DEFER_TASKRUN`, so the RECV completes when its thread waits
+//!   rather than by interrupting it.
 //!
 //! Rounds alternate the cells; the table gives each one's median.
 //!
