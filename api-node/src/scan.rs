@@ -377,9 +377,8 @@ impl Part<'_> {
                 continue;
             }
             let buffers = &mut self.buffers;
-            decode_scan_rows(payload, &mut |fragment, values| {
+            decode_scan_rows(payload, def, &mut |fragment, values| {
                 let reader = rndb_protocol::Reader::new(&[], "SCAN_ROWS");
-                def.check_row(&values).map_err(|e| reader.error(e))?;
                 match buffers.get_mut(usize::from(fragment)) {
                     Some(buffer) => {
                         buffer.push_back(values);

@@ -862,16 +862,13 @@ impl<'c> Transaction<'c> {
                 let slot = op_slot(op_index)?;
                 let result = &mut self.results[slot];
                 let values = result.row.insert(Vec::new());
-                let decoded = TcKeyRow::decode_into(payload, values).map_err(|e| e.to_string());
-                let fault = match (decoded, self.tables.get(result.table)) {
-                    (Err(e), _) => Some(e),
-                    (Ok(()), Some(table)) => table
-                        .def()
-                        .check_row(values)
+                // Checked against the operation's table as it is decoded.
+                let fault = match self.tables.get(result.table) {
+                    Some(table) => TcKeyRow::decode_row_into(payload, table.def(), values)
                         .err()
-                        .map(|e| format!("TCKEY_ROW for operation {op_index}: {e}")),
-                    (Ok(()), None) => Some(format!(
-                        "TCKEY_ROW for operation {op_index}, which has no table"
+                        .map(|e| format!("{e} (operation {op_index})")),
+                    None => Some(format!(
+                        "TCKEY_ROW for operation {op_index}, which reads no row"
                     )),
                 };
                 if let Some(fault) = fault {

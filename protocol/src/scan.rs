@@ -12,7 +12,7 @@ use std::ops::Bound;
 
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::filter::Filter;
-use crate::schema::{decode_values, encode_values, LockMode, Value, COLUMNS_MAX};
+use crate::schema::{decode_values, encode_values, LockMode, TableDef, Value, COLUMNS_MAX};
 
 /// The most rows a fragment returns in one batch (NDB's BatchSize maximum).
 pub const SCAN_BATCH_ROWS_MAX: u32 = 992;
@@ -368,15 +368,19 @@ pub fn encode_scan_row_encoded(out: &mut Vec<u8>, fragment: u16, encoded_values:
     out.extend_from_slice(encoded_values);
 }
 
-/// Decodes a SCAN_ROWS payload, calling `row` for each (fragment, values).
+/// Decodes a SCAN_ROWS payload of rows of table `def`, calling `row` for each (fragment,
+/// values). A row that does not fit the table (see [`TableDef::decode_row_into`]) is a decode
+/// error.
 pub fn decode_scan_rows(
     buf: &[u8],
+    def: &TableDef,
     row: &mut dyn FnMut(u16, Vec<Value>) -> Result<(), DecodeError>,
 ) -> Result<(), DecodeError> {
     let mut r = Reader::new(buf, "SCAN_ROWS");
     while r.remaining() > 0 {
         let fragment = r.u16()?;
-        let values = decode_values(&mut r, COLUMNS_MAX)?;
+        let mut values = Vec::new();
+        def.decode_row_into(&mut r, &mut values)?;
         row(fragment, values)?;
     }
     Ok(())
@@ -386,6 +390,7 @@ pub fn decode_scan_rows(
 mod tests {
     use super::*;
     use crate::filter::CmpOp;
+    use crate::schema::{ColumnDef, ColumnType};
 
     #[test]
     fn scan_req_round_trips() {
@@ -449,7 +454,7 @@ mod tests {
         encode_scan_row(&mut buf, 1, &[Value::UInt32(1)]);
         encode_scan_row(&mut buf, 2, &[Value::Null]);
         let mut rows = Vec::new();
-        decode_scan_rows(&buf, &mut |f, v| {
+        decode_scan_rows(&buf, &one_nullable_column(), &mut |f, v| {
             rows.push((f, v));
             Ok(())
         })
@@ -460,13 +465,19 @@ mod tests {
         );
     }
 
+    fn one_nullable_column() -> TableDef {
+        let mut column = ColumnDef::new("v", ColumnType::UInt32);
+        column.nullable = true;
+        TableDef::new("t", vec![column])
+    }
+
     proptest::proptest! {
         #[test]
         fn decoders_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
             let _ = ScanTabReq::decode(&bytes);
             let _ = ScanNextReq::decode(&bytes);
             let _ = ScanTabConf::decode(&bytes);
-            let _ = decode_scan_rows(&bytes, &mut |_, _| Ok(()));
+            let _ = decode_scan_rows(&bytes, &one_nullable_column(), &mut |_, _| Ok(()));
         }
     }
 }

@@ -585,6 +585,20 @@ impl TcKeyRow {
         decode_values_into(&mut r, COLUMNS_MAX, values)?;
         r.finish()
     }
+
+    /// As [`Self::decode_into`], for a row of table `def`: a row that does not fit the table
+    /// (see [`TableDef::decode_row_into`]) is a decode error.
+    #[inline]
+    pub fn decode_row_into(
+        buf: &[u8],
+        def: &TableDef,
+        values: &mut Vec<Value>,
+    ) -> Result<(), DecodeError> {
+        let mut r = Reader::new(buf, "TCKEY_ROW");
+        r.u32()?;
+        def.decode_row_into(&mut r, values)?;
+        r.finish()
+    }
 }
 
 /// One operation failed (sent for every failed operation).
