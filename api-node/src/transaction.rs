@@ -173,6 +173,32 @@ thread_local! {
 /// Encoding buffers larger than this are freed after their execute rather than kept.
 const SPARE_ENCODED_BYTES_MAX: usize = 64 * 1024;
 
+thread_local! {
+    /// The row store of the last transaction this thread dropped, emptied, for its next one: a
+    /// thread reading one batch after another then allocates nothing for their rows.
+    static SPARE_ROW_VALUES: Cell<Vec<Value>> = const { Cell::new(Vec::new()) };
+}
+
+/// A row store holding more values than this (256 KiB of them) is freed with its transaction
+/// rather than kept: room for a batch of 1000 rows of 8 columns.
+const SPARE_ROW_VALUES_MAX: usize = 256 * 1024 / std::mem::size_of::<Value>();
+
+/// Keeps `row_values` (emptied) for this thread's next transaction, unless it grew large.
+fn keep_row_values(mut row_values: Vec<Value>) {
+    if row_values.capacity() > 0 && row_values.capacity() <= SPARE_ROW_VALUES_MAX {
+        row_values.clear();
+        SPARE_ROW_VALUES.set(row_values);
+    }
+}
+
+/// Where an operation's row is in its transaction's row store.
+#[derive(Clone, Copy, Debug)]
+struct RowRange {
+    start: usize,
+    /// At most the table's columns, so at most `COLUMNS_MAX`.
+    len: u32,
+}
+
 /// An execute on its way: what its answers are matched against.
 #[derive(Debug)]
 pub(crate) struct Sent {
@@ -209,7 +235,8 @@ enum State {
 /// The outcome of one operation.
 #[derive(Debug, Default)]
 struct OpResult {
-    row: Option<Vec<Value>>,
+    /// Its row, in the transaction's `row_values`.
+    row: Option<RowRange>,
     error: Option<NdbError>,
     /// Its table in the transaction's `Tables`, whose row an answer must be (set when the
     /// execute is sent).
@@ -241,6 +268,10 @@ pub struct Transaction<'c> {
     batch: Encoded,
     /// Every operation's outcome, by `OpId`.
     results: Vec<OpResult>,
+    /// The values of every row read, one row after another (each `OpResult` says where its
+    /// row is): one allocation for all of them, not one per row, and none when this thread's
+    /// last transaction left its store behind.
+    row_values: Vec<Value>,
     /// The tables its operations work on, for checking the rows answered.
     tables: Tables,
 }
@@ -255,6 +286,7 @@ impl<'c> Transaction<'c> {
             state: State::Fresh,
             batch: Encoded::default(),
             results: Vec::new(),
+            row_values: Vec::new(),
             tables: Tables::default(),
         }
     }
@@ -743,7 +775,8 @@ impl<'c> Transaction<'c> {
 
     /// The row a read found, once executed.
     pub fn row(&self, op: OpId) -> Option<&[Value]> {
-        self.results.get(op.0)?.row.as_deref()
+        let row = self.results.get(op.0)?.row?;
+        self.row_values.get(row.start..row.start + row.len as usize)
     }
 
     /// The error an operation got, once executed.
@@ -861,21 +894,33 @@ impl<'c> Transaction<'c> {
                 let op_index = TcKeyRow::op_index_of(payload).map_err(|e| e.to_string())?;
                 let slot = op_slot(op_index)?;
                 let result = &mut self.results[slot];
-                let values = result.row.insert(Vec::new());
+                if result.row.is_some() {
+                    return Err(format!("a second TCKEY_ROW for operation {op_index}"));
+                }
+                if self.row_values.capacity() == 0 {
+                    self.row_values = SPARE_ROW_VALUES.take();
+                }
+                let start = self.row_values.len();
                 // Checked against the operation's table as it is decoded.
                 let fault = match self.tables.get(result.table) {
-                    Some(table) => TcKeyRow::decode_row_into(payload, table.def(), values)
-                        .err()
-                        .map(|e| format!("{e} (operation {op_index})")),
+                    Some(table) => {
+                        TcKeyRow::decode_row_into(payload, table.def(), &mut self.row_values)
+                            .err()
+                            .map(|e| format!("{e} (operation {op_index})"))
+                    }
                     None => Some(format!(
                         "TCKEY_ROW for operation {op_index}, which reads no row"
                     )),
                 };
                 if let Some(fault) = fault {
                     // No half-decoded or misshapen row stays behind.
-                    result.row = None;
+                    self.row_values.truncate(start);
                     return Err(fault);
                 }
+                result.row = Some(RowRange {
+                    start,
+                    len: (self.row_values.len() - start) as u32,
+                });
                 Ok(None)
             }
             gsn::TCKEYREF => {
@@ -923,6 +968,7 @@ enum Ended {
 
 impl Drop for Transaction<'_> {
     fn drop(&mut self) {
+        keep_row_values(std::mem::take(&mut self.row_values));
         if !matches!(self.state, State::Open | State::Abandoned) {
             self.finish_elsewhere(ExecType::Rollback);
             return;
@@ -1099,5 +1145,20 @@ mod tests {
             next.bytes.capacity() >= capacity,
             "the kept buffers are reused"
         );
+    }
+
+    /// A dropped transaction's row store comes back empty (and as large) for the thread's
+    /// next one; an oversized one is freed instead.
+    #[test]
+    fn kept_row_stores_come_back_empty() {
+        let mut rows = vec![Value::Varchar("kept".into()); 100];
+        rows.reserve(100);
+        let capacity = rows.capacity();
+        keep_row_values(rows);
+        let next = SPARE_ROW_VALUES.take();
+        assert!(next.is_empty(), "the kept store's values are dropped");
+        assert_eq!(next.capacity(), capacity, "the kept store is reused");
+        keep_row_values(Vec::with_capacity(SPARE_ROW_VALUES_MAX + 1));
+        assert_eq!(SPARE_ROW_VALUES.take().capacity(), 0, "too large to keep");
     }
 }

@@ -1012,11 +1012,13 @@ fn no_answer_fails_the_execute_with_4012_after_the_request_timeout() {
 }
 
 #[test]
-fn an_answer_that_never_ends_fails_the_execute_with_4012() {
+fn rows_repeated_for_one_operation_fail_the_execute() {
+    // A flood of rows for operation 0, never the execute's CONF: a data node answers each
+    // operation once, so the second row is already a violation. The execute fails with it at
+    // once rather than at the request timeout, and rows are not kept piling up meanwhile.
     let fake = FakeNode::start(|peer| {
         peer.serve_table();
         let execute = peer.read_execute();
-        // Rows for operation 0, again and again, never the execute's CONF.
         let row = row_payload(0, &stored_row());
         let started = Instant::now();
         while started.elapsed() < FLOOD_DURATION && !peer.stop.load(Ordering::Relaxed) {
@@ -1025,13 +1027,24 @@ fn an_answer_that_never_ends_fails_the_execute_with_4012() {
             }
         }
     });
-    let executed = fake.run(read_one);
-    assert_ndb_code(
+    let (executed, later) = fake.run(|cluster| {
+        let table = get_table(cluster);
+        (
+            execute_reads(cluster, &table, &[1]),
+            later_calls(cluster, &table),
+        )
+    });
+    assert_protocol(
         executed.result,
-        4012,
-        "an execute answered by rows for ever",
+        "a second TCKEY_ROW for operation 0",
+        "rows repeated for ever",
     );
-    assert!(executed.took >= REQUEST_TIMEOUT, "took {:?}", executed.took);
+    assert!(
+        executed.took < REQUEST_TIMEOUT,
+        "the violation ends the execute before its timeout, took {:?}",
+        executed.took
+    );
+    assert_all_lost(later, "rows repeated for ever");
     fake.finish();
 }
 
