@@ -1,7 +1,7 @@
 //! Transactions: operations defined locally, sent together by `execute`, answered in one round
 //! trip.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 
 use rndb_protocol::scan::{
     ScanTabReq, SCAN_FLAG_DESCENDING, SCAN_FLAG_PART, SCAN_FLAG_START_TRANSACTION,
@@ -175,48 +175,6 @@ thread_local! {
 
 /// Encoding buffers larger than this are freed after their execute rather than kept.
 const SPARE_ENCODED_BYTES_MAX: usize = 64 * 1024;
-
-thread_local! {
-    /// Row buffers of transactions this thread dropped, emptied, for the rows of its next
-    /// ones: a row read then costs no allocation of its own.
-    static SPARE_ROWS: RefCell<SpareRows> = const {
-        RefCell::new(SpareRows {
-            rows: Vec::new(),
-            values: 0,
-        })
-    };
-}
-
-/// The most values the kept row buffers may hold room for (256 KiB of them): a batch of 1000
-/// rows of 8 columns.
-const SPARE_ROW_VALUES_MAX: usize = 256 * 1024 / std::mem::size_of::<Value>();
-
-/// Emptied row buffers, and how many values they have room for in all.
-struct SpareRows {
-    rows: Vec<Vec<Value>>,
-    values: usize,
-}
-
-/// A kept row buffer, or a new one.
-fn take_row_buffer() -> Vec<Value> {
-    SPARE_ROWS.with_borrow_mut(|spare| {
-        let row = spare.rows.pop().unwrap_or_default();
-        spare.values -= row.capacity();
-        row
-    })
-}
-
-/// Keeps `row` (emptied) for a later row, while the kept ones have room for fewer than
-/// [`SPARE_ROW_VALUES_MAX`] values.
-fn keep_row_buffer(mut row: Vec<Value>) {
-    SPARE_ROWS.with_borrow_mut(|spare| {
-        if row.capacity() > 0 && spare.values + row.capacity() <= SPARE_ROW_VALUES_MAX {
-            row.clear();
-            spare.values += row.capacity();
-            spare.rows.push(row);
-        }
-    });
-}
 
 /// An execute on its way: what its answers are matched against.
 #[derive(Debug)]
@@ -914,7 +872,7 @@ impl<'c> Transaction<'c> {
                     // flood of them run until the request times out.
                     return Err(format!("a second TCKEY_ROW for operation {op_index}"));
                 }
-                let values = result.row.insert(take_row_buffer());
+                let values = result.row.insert(Vec::new());
                 // Checked against the operation's table as it is decoded.
                 let fault = match self.tables.get(result.table) {
                     Some(table) => TcKeyRow::decode_row_into(payload, table.def(), values)
@@ -976,11 +934,6 @@ enum Ended {
 
 impl Drop for Transaction<'_> {
     fn drop(&mut self) {
-        for result in &mut self.results {
-            if let Some(row) = result.row.take() {
-                keep_row_buffer(row);
-            }
-        }
         if !matches!(self.state, State::Open | State::Abandoned) {
             self.finish_elsewhere(ExecType::Rollback);
             return;
@@ -1157,17 +1110,6 @@ mod tests {
             next.bytes.capacity() >= capacity,
             "the kept buffers are reused"
         );
-    }
-
-    /// Row buffers of a dropped transaction come back empty for later rows, up to the limit.
-    #[test]
-    fn kept_row_buffers_come_back_empty() {
-        keep_row_buffer(vec![Value::Varchar("kept".into()); 8]);
-        let row = take_row_buffer();
-        assert!(row.is_empty(), "the kept row's values are dropped");
-        assert_eq!(row.capacity(), 8, "the kept buffer is reused");
-        keep_row_buffer(Vec::with_capacity(SPARE_ROW_VALUES_MAX + 1));
-        assert_eq!(take_row_buffer().capacity(), 0, "too large to keep");
     }
 
     /// A transaction stays as small as it was before it kept its tables: the asynchronous
