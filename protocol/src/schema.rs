@@ -28,23 +28,6 @@ pub enum ColumnType {
     Varbinary(u16),
 }
 
-impl ColumnType {
-    /// The type's tag on the wire, which is also the tag of its encoded values, and its length
-    /// limit (0 for fixed-width types).
-    #[inline]
-    pub fn tag_and_len(self) -> (u8, u16) {
-        match self {
-            ColumnType::Int32 => (1, 0),
-            ColumnType::UInt32 => (2, 0),
-            ColumnType::Int64 => (3, 0),
-            ColumnType::UInt64 => (4, 0),
-            ColumnType::Float64 => (5, 0),
-            ColumnType::Varchar(n) => (6, n),
-            ColumnType::Varbinary(n) => (7, n),
-        }
-    }
-}
-
 impl fmt::Display for ColumnType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -227,7 +210,15 @@ impl TableDef {
     pub fn encode(&self, w: &mut Writer<'_>) {
         w.str16(&self.name).u16(self.columns.len() as u16);
         for c in &self.columns {
-            let (tag, len) = c.column_type.tag_and_len();
+            let (tag, len) = match c.column_type {
+                ColumnType::Int32 => (1, 0),
+                ColumnType::UInt32 => (2, 0),
+                ColumnType::Int64 => (3, 0),
+                ColumnType::UInt64 => (4, 0),
+                ColumnType::Float64 => (5, 0),
+                ColumnType::Varchar(n) => (6, n),
+                ColumnType::Varbinary(n) => (7, n),
+            };
             let flags = u8::from(c.nullable) | (u8::from(c.primary_key) << 1);
             w.str16(&c.name).u8(tag).u16(len).u8(flags);
         }
@@ -306,7 +297,6 @@ impl Value {
     }
 
     /// True when this value may be stored in a column of type `t` (NULL is checked separately).
-    #[inline]
     pub fn fits(&self, t: ColumnType) -> bool {
         match (self, t) {
             (Value::Null, _) => true,

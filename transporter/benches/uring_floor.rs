@@ -347,43 +347,62 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
+/// Prints `rows` (name, µs), each also as a multiple of the first.
+fn print_table(rows: &[(&str, f64)]) {
+    let base = rows[0].1;
+    for (name, figure) in rows {
+        println!("{name:<42}{figure:>8.3}{:>8.2} ×", figure / base);
+    }
+}
+
 fn main() {
     if let Err(reason) = rndb_transporter::uring::uring_available() {
         println!("io_uring unavailable ({reason}): nothing to compare");
         return;
     }
     let cpu = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
-    let mut figures = vec![Vec::new(); 8];
+    // One thread, then the ping-pong; each table's first cell is its baseline.
+    let one_thread: [(&str, &dyn Fn() -> f64); 4] = [
+        ("send + recv (2 system calls)", &syscalls),
+        ("SEND, then RECV (2 io_uring_enter)", &|| {
+            uring(Submit::Separately)
+        }),
+        ("SEND and RECV (1 io_uring_enter)", &|| {
+            uring(Submit::Together)
+        }),
+        ("SEND and RECV linked (1 io_uring_enter)", &|| {
+            uring(Submit::Linked)
+        }),
+    ];
+    let ping_pongs: [(&str, &dyn Fn() -> f64); 4] = [
+        ("send + recv, blocking", &|| ping_pong(Side::Blocking, cpu)),
+        ("send, epoll_wait, recv (as the TCP link)", &|| {
+            ping_pong(Side::Epoll, cpu)
+        }),
+        ("one io_uring_enter per side", &|| {
+            ping_pong(Side::Uring { deferred: false }, cpu)
+        }),
+        ("the same, DEFER_TASKRUN", &|| {
+            ping_pong(Side::Uring { deferred: true }, cpu)
+        }),
+    ];
+    let cells: Vec<_> = one_thread.iter().chain(&ping_pongs).collect();
+    let mut figures = vec![Vec::new(); cells.len()];
     for _ in 0..ROUNDS {
-        figures[0].push(syscalls());
-        figures[1].push(uring(Submit::Separately));
-        figures[2].push(uring(Submit::Together));
-        figures[3].push(uring(Submit::Linked));
-        figures[4].push(ping_pong(Side::Blocking, cpu));
-        figures[5].push(ping_pong(Side::Epoll, cpu));
-        figures[6].push(ping_pong(Side::Uring { deferred: false }, cpu));
-        figures[7].push(ping_pong(Side::Uring { deferred: true }, cpu));
+        for (figure, (_, measure)) in figures.iter_mut().zip(&cells) {
+            figure.push(measure());
+        }
     }
-    let medians: Vec<f64> = figures.iter_mut().map(|f| median(f)).collect();
+    let rows: Vec<(&str, f64)> = cells
+        .iter()
+        .zip(&mut figures)
+        .map(|((name, _), figure)| (*name, median(figure)))
+        .collect();
     println!(
         "µs per {MESSAGE_BYTES}-byte send and receive on loopback TCP, one thread, \
          median of {ROUNDS} rounds of {CELL_DURATION:?}"
     );
-    for (name, figure) in [
-        ("send + recv (2 system calls)", medians[0]),
-        ("SEND, then RECV (2 io_uring_enter)", medians[1]),
-        ("SEND and RECV (1 io_uring_enter)", medians[2]),
-        ("SEND and RECV linked (1 io_uring_enter)", medians[3]),
-    ] {
-        println!("{name:<42}{figure:>8.3}{:>8.2} ×", figure / medians[0]);
-    }
+    print_table(&rows[..one_thread.len()]);
     println!("µs per round trip, ping-pong between two threads on CPU {cpu}");
-    for (name, figure) in [
-        ("send + recv, blocking", medians[4]),
-        ("send, epoll_wait, recv (as the TCP link)", medians[5]),
-        ("one io_uring_enter per side", medians[6]),
-        ("the same, DEFER_TASKRUN", medians[7]),
-    ] {
-        println!("{name:<42}{figure:>8.3}{:>8.2} ×", figure / medians[4]);
-    }
+    print_table(&rows[one_thread.len()..]);
 }
