@@ -79,6 +79,14 @@ pub struct Args {
     #[arg(long)]
     pub transaction_per_row: bool,
 
+    /// Measure only rows whose primary replica is on data node N: each measurement takes
+    /// `range` consecutive rows of that node's, from a random one. With a transaction per row,
+    /// every read and write then goes to that one data node: on a cluster, this shows what the
+    /// other nodes cost when the requests do not move among them. For ping, serial_pk,
+    /// batch_pk and serial_write only
+    #[arg(long, value_name = "N")]
+    pub primary_node: Option<u16>,
+
     /// Run the concurrency sweep instead of the access types: at each level (comma-separated,
     /// e.g. 1,2,4,...,4096) that many client threads share one API connection, each with one
     /// primary-key transaction in flight; prints throughput and p50/p99/p99.9 latency per level
@@ -188,6 +196,16 @@ impl Access {
         Access::SerialWrite,
     ];
 
+    /// True for the access types that read or write rows by primary key, one by one or in a
+    /// batch (and ping, which reads none): those `--primary-node` can restrict to one node's
+    /// rows.
+    pub fn reads_rows_by_key(self) -> bool {
+        matches!(
+            self,
+            Access::Ping | Access::SerialPk | Access::BatchPk | Access::SerialWrite
+        )
+    }
+
     /// The name on the command line and in the output.
     pub fn name(self) -> &'static str {
         match self {
@@ -289,6 +307,18 @@ impl Args {
         }
         if self.range > self.size {
             bail!("--range {} is larger than --size {}", self.range, self.size);
+        }
+        if let Some(node) = self.primary_node {
+            if !self.concurrency.is_empty() {
+                bail!("--primary-node {node} is for the access types, not the concurrency sweep");
+            }
+            if let Some(access) = self.access.iter().find(|a| !a.reads_rows_by_key()) {
+                bail!(
+                    "--primary-node {node} applies to ping, serial_pk, batch_pk and serial_write; \
+                     {} does not read rows by primary key",
+                    access.name()
+                );
+            }
         }
         Ok(())
     }

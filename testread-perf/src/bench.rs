@@ -10,7 +10,7 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use rndb_api::{
     BoundType, Cluster, CmpOp, ColumnDef, ColumnType, ExecType, Filter, Index, IndexDef,
-    IndexRange, LockMode, ScanOptions, Table, TableDef, Transaction, Value,
+    IndexRange, LockMode, NodeId, ScanOptions, Table, TableDef, Transaction, Value,
 };
 
 use crate::args::Access;
@@ -100,6 +100,44 @@ pub fn create_and_load(cluster: &Cluster, size: u32, shutdown: &Shutdown) -> Res
     Ok(table)
 }
 
+/// `range` keys from `start`: consecutive keys, or with `primary_keys` consecutive ones of
+/// those from index `start`, wrapping around to the first.
+fn measurement_keys(
+    primary_keys: Option<&[u32]>,
+    range: u32,
+    start: u32,
+) -> impl Iterator<Item = u32> + '_ {
+    (0..range).map(move |i| match primary_keys {
+        None => start + i,
+        Some(keys) => keys[(start as usize + i as usize) % keys.len()],
+    })
+}
+
+/// The keys of rows `0..size` whose primary replica is on data node `node`, ascending (for
+/// `--primary-node`). Fails when there is none: every measurement needs one.
+pub fn keys_with_primary_on(
+    cluster: &Cluster,
+    table: &Table,
+    size: u32,
+    node: NodeId,
+) -> Result<Vec<u32>> {
+    let mut keys = Vec::new();
+    for pk in 0..size {
+        let replicas = cluster
+            .replicas_of(table, &[Value::UInt32(pk)])
+            .with_context(|| format!("place row {pk}"))?;
+        if replicas.first() == Some(&node) {
+            keys.push(pk);
+        }
+    }
+    if keys.is_empty() {
+        bail!(
+            "--primary-node {node}: none of the {size} rows has its primary replica on node {node}"
+        );
+    }
+    Ok(keys)
+}
+
 /// A bar on stderr when stderr is a terminal; hidden otherwise (logs and pipes stay clean).
 fn progress_bar(total: u64) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
@@ -146,6 +184,9 @@ pub struct Workload<'a> {
     pub lock: LockMode,
     /// Serial reads use one committed transaction per row (see `Args::transaction_per_row`).
     pub transaction_per_row: bool,
+    /// With `--primary-node`, the keys whose primary replica is on that node, ascending: a
+    /// measurement then takes `range` consecutive ones of these (see [`Workload::keys`]).
+    pub primary_keys: Option<&'a [u32]>,
     pub shutdown: &'a Shutdown,
 }
 
@@ -175,8 +216,19 @@ impl Workload<'_> {
         Ok(measured)
     }
 
+    /// Where a measurement starts: a key, or with `primary_keys` an index into them.
     fn random_start(&self, rng: &mut StdRng) -> u32 {
-        rng.gen_range(0..=self.size - self.range)
+        match self.primary_keys {
+            None => rng.gen_range(0..=self.size - self.range),
+            Some(keys) => rng.gen_range(0..keys.len()) as u32,
+        }
+    }
+
+    /// The `range` keys of the measurement that starts at `start`: consecutive keys from
+    /// `start`, or with `primary_keys` consecutive ones of those from index `start` (wrapping
+    /// around to the first).
+    fn keys(&self, start: u32) -> impl Iterator<Item = u32> + '_ {
+        measurement_keys(self.primary_keys, self.range, start)
     }
 
     fn measure_once(
@@ -236,7 +288,7 @@ impl Workload<'_> {
             .cluster
             .start_transaction()
             .context("start a transaction")?;
-        for pk in start..start + self.range {
+        for pk in self.keys(start) {
             let op = self.define_read(&mut transaction, unique, pk)?;
             let began = Instant::now();
             transaction
@@ -257,7 +309,7 @@ impl Workload<'_> {
         start: u32,
         into: &mut Measured,
     ) -> Result<()> {
-        for pk in start..start + self.range {
+        for pk in self.keys(start) {
             let mut transaction = self
                 .cluster
                 .start_transaction()
@@ -277,7 +329,7 @@ impl Workload<'_> {
     /// values (every replica still writes, logs nothing yet, and commits), so reads stay
     /// checkable.
     fn serial_writes(&self, start: u32, into: &mut Measured) -> Result<()> {
-        for pk in start..start + self.range {
+        for pk in self.keys(start) {
             let mut transaction = self
                 .cluster
                 .start_transaction()
@@ -303,13 +355,13 @@ impl Workload<'_> {
             .start_transaction()
             .context("start a transaction")?;
         let mut ops = Vec::with_capacity(self.range as usize);
-        for pk in start..start + self.range {
+        for pk in self.keys(start) {
             ops.push((pk, self.define_read(&mut transaction, unique, pk)?));
         }
         let began = Instant::now();
         transaction
             .execute(ExecType::NoCommit)
-            .with_context(|| format!("read rows {start}..{}", start + self.range))?;
+            .with_context(|| format!("read {} rows from row {}", self.range, ops[0].0))?;
         into.record_execute(began.elapsed(), u64::from(self.range));
         for (pk, op) in ops {
             check_row(transaction.row(op), pk)?;
@@ -459,5 +511,25 @@ fn check_row(found: Option<&[Value]>, pk: u32) -> Result<()> {
         Some(values) if values == row(pk) => Ok(()),
         Some(values) => bail!("row {pk} reads back as {values:?}, expected {:?}", row(pk)),
         None => bail!("the read of row {pk} returned no row"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::measurement_keys;
+
+    #[test]
+    fn a_measurement_reads_consecutive_keys() {
+        let keys: Vec<u32> = measurement_keys(None, 4, 10).collect();
+        assert_eq!(keys, [10, 11, 12, 13]);
+    }
+
+    #[test]
+    fn one_nodes_keys_are_taken_in_order_and_wrap_around() {
+        let on_node = [2, 5, 9];
+        let keys: Vec<u32> = measurement_keys(Some(&on_node), 4, 2).collect();
+        assert_eq!(keys, [9, 2, 5, 9]);
+        let keys: Vec<u32> = measurement_keys(Some(&on_node), 2, 0).collect();
+        assert_eq!(keys, [2, 5]);
     }
 }

@@ -21,11 +21,11 @@ mod sweep;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use rndb_api::{Cluster, ConnectOptions, LockMode, Table, TransporterKind};
+use rndb_api::{Cluster, ConnectOptions, LockMode, NodeId, Table, TransporterKind};
 
 use args::{Args, Format, Transporter};
 use bench::Workload;
@@ -78,6 +78,14 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
     }
     let args = &resolved;
     let transporters = &args.transporter;
+    if let Some(node) = args.primary_node {
+        if config.data_node(NodeId(node)).is_none() {
+            bail!(
+                "--primary-node {node}: {} has no data node {node}",
+                config_path.display()
+            );
+        }
+    }
     // Held until `run` returns, however it returns: dropping it stops the data nodes.
     let _local = if args.local {
         let ndbd = local::find_ndbd(args.ndbd.as_deref())?;
@@ -172,6 +180,10 @@ fn measure_transporter(
     shutdown: &Shutdown,
 ) -> Result<Vec<Figures>> {
     let lock: LockMode = args.lock.mode();
+    let primary_keys = args
+        .primary_node
+        .map(|node| bench::keys_with_primary_on(cluster, table, args.size, NodeId(node)))
+        .transpose()?;
     let workload = Workload {
         cluster,
         table,
@@ -180,6 +192,7 @@ fn measure_transporter(
         iterations: args.iterations,
         lock,
         transaction_per_row: args.transaction_per_row,
+        primary_keys: primary_keys.as_deref(),
         shutdown,
     };
     let mut figures = Vec::new();

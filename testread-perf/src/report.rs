@@ -28,6 +28,8 @@ pub struct Params {
     pub transporter: Vec<&'static str>,
     pub lock: &'static str,
     pub transaction_per_row: bool,
+    /// `--primary-node`: only rows whose primary replica is on this data node were measured.
+    pub primary_node: Option<u16>,
     /// How the concurrency sweep keeps transactions in flight (`threads` or `async`).
     pub in_flight: &'static str,
     pub spin_us: Option<u32>,
@@ -46,6 +48,7 @@ impl Params {
             transporter: args.transporter.iter().map(|t| t.name()).collect(),
             lock: args.lock.name(),
             transaction_per_row: args.transaction_per_row,
+            primary_node: args.primary_node,
             in_flight: args.in_flight.name(),
             spin_us: args.spin_us,
             seed,
@@ -217,7 +220,7 @@ impl Report {
     pub fn to_table(&self) -> String {
         let p = &self.params;
         let mut out = format!(
-            "testread-perf: {} rows, range {}, {} iterations, lock {}{}, seed {}, config {}\n",
+            "testread-perf: {} rows, range {}, {} iterations, lock {}{}{}, seed {}, config {}\n",
             p.size,
             p.range,
             p.iterations,
@@ -226,6 +229,10 @@ impl Report {
                 ", a transaction per row"
             } else {
                 ""
+            },
+            match p.primary_node {
+                Some(node) => format!(", rows of node {node} only"),
+                None => String::new(),
             },
             p.seed,
             p.config_file

@@ -1,8 +1,9 @@
 //! Proves that the `testread-perf` binary, run with `--local` against a temporary config,
 //! starts its own data node, measures every requested access type, prints one JSON document
 //! in the documented schema with `rows == range * iterations`, and stops its data node; that
-//! `--access all` names every access type; and that it refuses unknown access types with a
-//! message naming the valid ones.
+//! `--access all` names every access type; that `--primary-node` keeps full measurements and
+//! refuses a node or an access type it cannot restrict to; and that it refuses unknown access
+//! types with a message naming the valid ones.
 
 use std::net::TcpStream;
 use std::process::{Command, Output};
@@ -322,4 +323,78 @@ fn local_run_starts_every_data_node_of_the_config() {
         )
         .expect("testread-perf stops its data nodes");
     }
+}
+
+/// `--primary-node N` measures only rows whose primary replica is on data node N, with as many
+/// rows per measurement as without it; a node the config lacks, and an access type that does
+/// not read rows by key, are refused before anything starts.
+#[test]
+fn primary_node_measures_that_nodes_rows_and_refuses_what_it_cannot_restrict() {
+    let dir = tempfile::tempdir().expect("create a directory");
+    let written = ClusterSpec::new()
+        .data_nodes(4)
+        .replicas(2)
+        .write(dir.path())
+        .expect("write the config");
+    let config = written.path.to_str().expect("a UTF-8 temp path");
+    let ndbd = ndbd_path().expect("find ndbd");
+    let ndbd = ndbd.to_str().expect("a UTF-8 target path");
+    let output = run(&[
+        "--local",
+        "--config-file",
+        config,
+        "--ndbd",
+        ndbd,
+        "--size",
+        "200",
+        "--range",
+        "10",
+        "--iterations",
+        "3",
+        "--access",
+        "ping,serial_pk,batch_pk,serial_write",
+        "--transaction-per-row",
+        "--primary-node",
+        "3",
+        "--transporter",
+        "tcp",
+        "--format",
+        "json",
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "testread-perf failed: {}\n{stderr}",
+        output.status
+    );
+    let report: Json = serde_json::from_str(String::from_utf8_lossy(&output.stdout).trim())
+        .expect("one JSON document");
+    assert_eq!(report["params"]["primary_node"], 3);
+    let results = report["results"].as_array().expect("results");
+    assert_eq!(results.len(), 4, "every access type ran: {results:?}");
+    for result in results {
+        assert_eq!(result["rows"], 30, "range * iterations rows: {result}");
+    }
+
+    let output = run(&["--config-file", config, "--primary-node", "9"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--primary-node 9") && stderr.contains("has no data node 9"),
+        "{stderr}"
+    );
+    let output = run(&[
+        "--config-file",
+        config,
+        "--primary-node",
+        "1",
+        "--access",
+        "serial_pk,index_range",
+    ]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("index_range does not read rows by primary key"),
+        "{stderr}"
+    );
 }
