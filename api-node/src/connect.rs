@@ -61,12 +61,15 @@ pub(crate) fn connect_all(
 }
 
 /// True when an [api] slot with this HostName may be taken by a process on this host: no
-/// HostName, or one that resolves to a local (loopback) address. Multi-host checks are the data
-/// node's job; it refuses a peer whose address does not match.
+/// HostName, or one that resolves to an address of this host (a loopback address, or one a
+/// socket can bind here, which only this host's own addresses allow). The data node checks
+/// again: it refuses a peer whose address does not match (1717).
 fn slot_admits_this_host(host_name: Option<&str>) -> bool {
     let Some(host) = host_name else { return true };
     match (host, 0).to_socket_addrs() {
-        Ok(mut addrs) => addrs.any(|a| a.ip().is_loopback()),
+        Ok(mut addrs) => {
+            addrs.any(|a| a.ip().is_loopback() || std::net::UdpSocket::bind((a.ip(), 0)).is_ok())
+        }
         Err(_) => false,
     }
 }
@@ -124,4 +127,19 @@ fn connect_one(
             reason: e.to_string(),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slot_admits_this_host;
+
+    #[test]
+    fn a_slot_admits_this_hosts_addresses_only() {
+        assert!(slot_admits_this_host(None), "a slot without HostName");
+        assert!(slot_admits_this_host(Some("127.0.0.1")));
+        assert!(slot_admits_this_host(Some("localhost")));
+        // TEST-NET-2: documentation addresses, on no host.
+        assert!(!slot_admits_this_host(Some("198.51.100.7")));
+        assert!(!slot_admits_this_host(Some("no-such-host.invalid")));
+    }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
@@ -41,6 +41,9 @@ pub struct TestCluster {
     config_path: PathBuf,
     /// The ServerPort of every data node.
     ports: BTreeMap<NodeId, u16>,
+    /// The network namespace each data node placed on a host runs in
+    /// ([`ClusterSpec::on_hosts`]); the others run in the test's own.
+    namespaces: BTreeMap<NodeId, String>,
     /// Holds the config, the data directories and the logs.
     dir: TempDir,
 }
@@ -105,9 +108,15 @@ impl TestCluster {
         self.ports[&id]
     }
 
-    /// The address data node `id` listens on.
+    /// The address data node `id` listens on: its HostName (an address in the configs the
+    /// harness writes) and its port.
     pub fn addr(&self, id: NodeId) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port(id)))
+        let host = self
+            .config
+            .data_node(id)
+            .and_then(|node| node.host_name.parse::<IpAddr>().ok())
+            .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+        SocketAddr::new(host, self.port(id))
     }
 
     /// The data node ids, in file order.
@@ -236,6 +245,7 @@ impl TestCluster {
             config,
             config_path: path,
             ports,
+            namespaces: spec.namespaces(),
             dir,
         })
     }
@@ -260,6 +270,16 @@ impl TestCluster {
 
     fn spawn(&mut self, ndbd: &Path, id: NodeId) -> Result<()> {
         let (config_path, dir) = (self.config_path.clone(), self.dir.path().to_path_buf());
+        // `ip netns exec` enters the namespace and executes ndbd in its own place, so the
+        // child is the data node itself and killing it works as for the others.
+        let mut command = match self.namespaces.get(&id) {
+            Some(namespace) => {
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", namespace]).arg(ndbd);
+                command
+            }
+            None => Command::new(ndbd),
+        };
         let node = self.node_mut(id)?;
         if node.child.is_some() {
             bail!("data node {id} is already running");
@@ -267,7 +287,7 @@ impl TestCluster {
         let log = File::create(&node.log_path)
             .with_context(|| format!("create {}", node.log_path.display()))?;
         let log_err = log.try_clone().context("duplicate the log file handle")?;
-        let child = Command::new(ndbd)
+        let child = command
             .arg("--config-file")
             .arg(&config_path)
             .arg("--ndb-nodeid")

@@ -7,6 +7,8 @@
 //! - [`TestCluster`] starts one `ndbd` process per data node, waits (bounded) until each accepts
 //!   TCP connections, connects API nodes to it, kills nodes on request, reads their logs, and
 //!   stops every process when it drops, even when the test panics.
+//! - [`Hosts`]: separate hosts (network namespaces with their own addresses) for data nodes
+//!   whose HostNames differ ([`ClusterSpec::on_hosts`]).
 //! - [`ops`]: one-transaction helpers (read, insert, recreate a table, compare rows).
 //! - [`ndbd_path`] and [`testread_perf_path`] find the workspace binaries a test runs, building
 //!   them first when the test runs under cargo (see the `binaries` module for why and how).
@@ -18,6 +20,7 @@
 mod binaries;
 mod child;
 mod cluster;
+mod hosts;
 pub mod ops;
 mod spec;
 
@@ -30,6 +33,7 @@ use anyhow::{bail, Result};
 pub use binaries::{binary_path, ndbd_path, testread_perf_path};
 pub use child::ChildTest;
 pub use cluster::{TestCluster, START_TIMEOUT, STOP_GRACE};
+pub use hosts::{Hosts, HOSTS_MAX};
 pub use spec::{
     data_dir, ClusterSpec, WrittenConfig, API_NODE_ID_FIRST, API_SLOT_COUNT_MAX,
     DATA_NODE_COUNT_MAX, DATA_NODE_ID_FIRST,

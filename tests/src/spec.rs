@@ -3,12 +3,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use rndb_config::NodeId;
 
-use crate::{free_port, free_port_listener};
+use crate::{free_port, free_port_listener, Hosts};
 
 /// The node id of the first data node; data nodes are numbered from here in file order.
 pub const DATA_NODE_ID_FIRST: u16 = 1;
@@ -22,8 +23,9 @@ pub const API_SLOT_COUNT_MAX: u16 = 255 - API_NODE_ID_FIRST + 1;
 
 /// A test cluster: how many data nodes and API slots, and the few parameters tests vary.
 ///
-/// Every node runs on 127.0.0.1; every data node gets a free `ServerPort` and a `DataDir` inside
-/// the test's temporary directory, so tests run in parallel without sharing anything.
+/// Every node runs on 127.0.0.1 unless [`ClusterSpec::on_hosts`] places the data nodes on
+/// [`Hosts`]; every data node gets a free `ServerPort` and a `DataDir` inside the test's
+/// temporary directory, so tests run in parallel without sharing anything.
 #[derive(Clone, Debug)]
 pub struct ClusterSpec {
     /// Data nodes, numbered from [`DATA_NODE_ID_FIRST`].
@@ -46,6 +48,18 @@ pub struct ClusterSpec {
     extra_lines: Vec<String>,
     /// Further `[ndbd default]` parameters as (name, value), in the order given.
     data_node_params: Vec<(String, String)>,
+    /// Where [`ClusterSpec::on_hosts`] put the nodes; `None`: everything on 127.0.0.1.
+    hosts: Option<Placement>,
+}
+
+/// Data node `i` (in file order) on host `i + 1` of a [`Hosts`]; API slots on the test
+/// process's address there.
+#[derive(Clone, Debug)]
+struct Placement {
+    /// Each data node's HostName and network namespace, in file order.
+    data_nodes: Vec<(Ipv4Addr, String)>,
+    /// The API slots' HostName.
+    api: Ipv4Addr,
 }
 
 impl Default for ClusterSpec {
@@ -62,6 +76,7 @@ impl Default for ClusterSpec {
             scheduler_spin_timer_us: None,
             extra_lines: Vec::new(),
             data_node_params: Vec::new(),
+            hosts: None,
         }
     }
 }
@@ -157,6 +172,37 @@ impl ClusterSpec {
             .collect()
     }
 
+    /// Puts data node `i` (in file order) on host `i + 1` of `hosts`, as its HostName, and
+    /// gives the API slots the test process's address on the hosts' subnet, where its
+    /// connections come from. [`TestCluster`](crate::TestCluster) then starts each data node
+    /// inside its host's network namespace. Call after [`ClusterSpec::data_nodes`]; there must
+    /// be a host for every data node.
+    pub fn on_hosts(mut self, hosts: &Hosts) -> Self {
+        let data_nodes = (1..=self.data_node_count)
+            .map(|i| {
+                let host = u8::try_from(i).expect("at most HOSTS_MAX data nodes on hosts");
+                assert!(host <= hosts.count(), "data node {i} has no host");
+                (hosts.address(host), hosts.namespace(host))
+            })
+            .collect();
+        self.hosts = Some(Placement {
+            data_nodes,
+            api: hosts.bridge_address(),
+        });
+        self
+    }
+
+    /// The network namespace of each data node placed on a host by [`ClusterSpec::on_hosts`].
+    pub fn namespaces(&self) -> BTreeMap<NodeId, String> {
+        let Some(placement) = &self.hosts else {
+            return BTreeMap::new();
+        };
+        self.data_node_ids()
+            .into_iter()
+            .zip(placement.data_nodes.iter().map(|(_, ns)| ns.clone()))
+            .collect()
+    }
+
     /// The API slot ids, in file order.
     pub fn api_node_ids(&self) -> Vec<NodeId> {
         (0..self.api_slot_count)
@@ -201,16 +247,23 @@ impl ClusterSpec {
         for (name, value) in &self.data_node_params {
             set(name, value.clone());
         }
-        for id in self.data_node_ids() {
+        for (i, id) in self.data_node_ids().into_iter().enumerate() {
             let port = ports.get(&id).copied().unwrap_or_else(free_port);
             let _ = write!(
                 text,
                 "\n[ndbd]\nNodeId={id}\nServerPort={port}\nDataDir={}\n",
                 data_dir(dir, id).display()
             );
+            if let Some(placement) = &self.hosts {
+                let _ = writeln!(text, "HostName={}", placement.data_nodes[i].0);
+            }
         }
+        let api_host = self
+            .hosts
+            .as_ref()
+            .map_or(Ipv4Addr::LOCALHOST, |placement| placement.api);
         for id in self.api_node_ids() {
-            let _ = write!(text, "\n[api]\nNodeId={id}\nHostName=127.0.0.1\n");
+            let _ = write!(text, "\n[api]\nNodeId={id}\nHostName={api_host}\n");
         }
         if !self.extra_lines.is_empty() {
             text.push('\n');

@@ -1,0 +1,142 @@
+//! [`Hosts`]: separate hosts on this machine, each a network namespace with an address of its
+//! own, for tests of a cluster whose nodes' HostNames differ.
+//!
+//! The hosts hang off one bridge in the test's own namespace, which has an address on their
+//! subnet too, so the test process reaches every host, and the hosts reach each other, by
+//! address. A host has its own loopback and port space: only its own address and 127.0.0.1
+//! exist in it. Everything is made with `ip` (iproute2) and needs root; dropping [`Hosts`]
+//! deletes the namespaces and the bridge (their veth pairs go with them), also when a test
+//! panics. Kill the processes inside first: a namespace with a process in it lives on until
+//! that process exits.
+
+use std::net::Ipv4Addr;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use anyhow::{bail, Context, Result};
+
+/// The most hosts one [`Hosts`] makes (their addresses are `.1` to `.HOSTS_MAX`).
+pub const HOSTS_MAX: u8 = 32;
+/// The last octet of the test process's address on the bridge.
+const BRIDGE_HOST_OCTET: u8 = 254;
+/// Sets of hosts made by this process, for names and subnets that do not collide.
+static MADE: AtomicU32 = AtomicU32::new(0);
+
+/// Hosts made by [`Hosts::new`], removed when dropped.
+#[derive(Debug)]
+pub struct Hosts {
+    /// Names everything this set makes: the bridge, the namespaces and the veth ends.
+    tag: String,
+    /// The subnet's first three octets.
+    subnet: [u8; 3],
+    /// Namespaces made so far (all of them once `new` returns).
+    count: u8,
+    /// The bridge exists.
+    bridge: bool,
+}
+
+impl Hosts {
+    /// Makes `count` hosts (1 ..= [`HOSTS_MAX`]) on a fresh /24 in 198.18.0.0/15, the range set
+    /// aside for benchmarking networks. Fails with the `ip` command's message, for instance when
+    /// the process is not root.
+    pub fn new(count: u8) -> Result<Hosts> {
+        if count == 0 || count > HOSTS_MAX {
+            bail!("{count} hosts asked for; 1 to {HOSTS_MAX} can be made");
+        }
+        let made = MADE.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        // Different sets in one process differ in the third octet; different processes most
+        // likely in the second. `ip` refuses a name that exists, so a clash fails loudly.
+        let salt = pid.wrapping_mul(7).wrapping_add(made);
+        let subnet = [198, 18 + (salt >> 8 & 1) as u8, salt as u8];
+        // Interface names have at most 15 bytes: "rn" + 8 hex digits + "v" + 2 digits.
+        let tag = format!("rn{:08x}", pid.wrapping_shl(8) ^ made);
+        let mut hosts = Hosts {
+            tag,
+            subnet,
+            count: 0,
+            bridge: false,
+        };
+        let bridge = hosts.bridge_name();
+        ip(&["link", "add", &bridge, "type", "bridge"])?;
+        hosts.bridge = true;
+        let bridge_addr = format!("{}/24", hosts.bridge_address());
+        ip(&["addr", "add", &bridge_addr, "dev", &bridge])?;
+        ip(&["link", "set", &bridge, "up"])?;
+        for host in 1..=count {
+            let namespace = hosts.namespace(host);
+            ip(&["netns", "add", &namespace])?;
+            hosts.count = host;
+            let outside = format!("{}v{host:02}", hosts.tag);
+            ip(&[
+                "link", "add", &outside, "type", "veth", "peer", "name", "eth0", "netns",
+                &namespace,
+            ])?;
+            ip(&["link", "set", &outside, "master", &bridge, "up"])?;
+            let addr = format!("{}/24", hosts.address(host));
+            ip(&["-n", &namespace, "addr", "add", &addr, "dev", "eth0"])?;
+            ip(&["-n", &namespace, "link", "set", "eth0", "up"])?;
+            ip(&["-n", &namespace, "link", "set", "lo", "up"])?;
+        }
+        Ok(hosts)
+    }
+
+    /// How many hosts there are: they are numbered 1 ..= count.
+    pub fn count(&self) -> u8 {
+        self.count
+    }
+
+    /// The address of host `host` (1 ..= count).
+    pub fn address(&self, host: u8) -> Ipv4Addr {
+        let [a, b, c] = self.subnet;
+        Ipv4Addr::new(a, b, c, host)
+    }
+
+    /// The test process's own address on the hosts' subnet: where its connections come from.
+    pub fn bridge_address(&self) -> Ipv4Addr {
+        let [a, b, c] = self.subnet;
+        Ipv4Addr::new(a, b, c, BRIDGE_HOST_OCTET)
+    }
+
+    /// The network namespace of host `host`: run a command there with
+    /// `ip netns exec <namespace> <command>`.
+    pub fn namespace(&self, host: u8) -> String {
+        format!("{}h{host:02}", self.tag)
+    }
+
+    fn bridge_name(&self) -> String {
+        format!("{}br", self.tag)
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for host in 1..=self.count {
+            if let Err(e) = ip(&["netns", "delete", &self.namespace(host)]) {
+                eprintln!("rndb-tests: {e:#}");
+            }
+        }
+        if self.bridge {
+            if let Err(e) = ip(&["link", "delete", &self.bridge_name()]) {
+                eprintln!("rndb-tests: {e:#}");
+            }
+        }
+    }
+}
+
+/// Runs `ip` with `args`, failing with its stderr when it fails.
+fn ip(args: &[&str]) -> Result<()> {
+    let output = Command::new("ip")
+        .args(args)
+        .output()
+        .context("run ip (iproute2); the hosts need it, and root")?;
+    if !output.status.success() {
+        bail!(
+            "ip {} failed ({}): {}",
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(())
+}

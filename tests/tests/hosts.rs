@@ -1,0 +1,133 @@
+//! Proves that data nodes on separate hosts (network namespaces, each with an address of its own
+//! that the config names as the node's HostName) form one cluster from one config: each node
+//! listens on its own host only, a committed row is on the replicas of both hosts with equal
+//! contents, and a rollback leaves nothing on either; and that an API node connecting from an
+//! address other than its slot's HostName is refused with NDB's 1717.
+//!
+//! The hosts need root and iproute2 (`ip netns`), as CI has.
+
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use rndb_api::{
+    ColumnDef, ColumnType, ConnectOptions, ExecType, LockMode, NodeId, TableDef, Value,
+};
+use rndb_tests::{assert_ndb_code, ops, ClusterSpec, Hosts, TestCluster};
+
+const ROWS: u32 = 40;
+
+fn table_def() -> TableDef {
+    TableDef::new(
+        "on_hosts",
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("amount", ColumnType::UInt64),
+        ],
+    )
+}
+
+fn row(id: u32) -> Vec<Value> {
+    vec![Value::UInt32(id), Value::UInt64(u64::from(id) * 1000 + 7)]
+}
+
+#[test]
+fn data_nodes_on_two_hosts_form_one_cluster_and_replicate_to_each_other() {
+    // Declared first, dropped last: the data nodes are stopped before their hosts go.
+    let hosts = Hosts::new(2).expect("make two hosts (needs root and iproute2)");
+    let spec = ClusterSpec::new()
+        .data_nodes(2)
+        .replicas(2)
+        .on_hosts(&hosts);
+    let cluster = TestCluster::start(spec).expect("start a data node on each host");
+
+    // Each node listens on its own host's address, and nowhere in the test's namespace.
+    for (host, id) in [(1, NodeId(1)), (2, NodeId(2))] {
+        let addr = cluster.addr(id);
+        assert_eq!(addr.ip(), hosts.address(host), "data node {id}'s HostName");
+        let here = SocketAddr::from(([127, 0, 0, 1], addr.port()));
+        assert!(
+            TcpStream::connect_timeout(&here, Duration::from_millis(200)).is_err(),
+            "data node {id} must not listen on this namespace's 127.0.0.1:{}",
+            addr.port()
+        );
+    }
+
+    let api = cluster
+        .connect()
+        .expect("connect from the bridge's address");
+    let table = ops::recreate_table(&api, &table_def()).expect("create the table on both");
+    let rows: Vec<Vec<Value>> = (0..ROWS).map(row).collect();
+    ops::insert_committed(&api, &table, &rows).expect("insert and commit");
+
+    let mut primaries = [0u32; 2];
+    for id in 0..ROWS {
+        let key = [Value::UInt32(id)];
+        let replicas = api.replicas_of(&table, &key).expect("replicas_of");
+        assert_eq!(replicas.len(), 2, "row {id} has a replica on each host");
+        primaries[usize::from(replicas[0].0 - 1)] += 1;
+        for (replica, node) in replicas.iter().enumerate() {
+            let mut transaction = api.start_transaction().expect("start");
+            let op = transaction
+                .read_from_replica(&table, &key, replica)
+                .expect("define a replica read");
+            transaction
+                .execute(ExecType::Commit)
+                .unwrap_or_else(|e| panic!("read row {id} from replica {replica}: {e}"));
+            assert_eq!(
+                transaction.row(op),
+                Some(&row(id)[..]),
+                "row {id} on replica {replica} (node {node})"
+            );
+        }
+    }
+    assert!(
+        primaries.iter().all(|&n| n > 0),
+        "both hosts hold primaries: {primaries:?}"
+    );
+
+    // A rolled-back insert is on neither host.
+    let mut transaction = api.start_transaction().expect("start");
+    transaction
+        .insert(&table, &row(ROWS))
+        .expect("define an insert");
+    transaction
+        .execute(ExecType::NoCommit)
+        .expect("insert without commit");
+    transaction.execute(ExecType::Rollback).expect("roll back");
+    let key = [Value::UInt32(ROWS)];
+    for replica in 0..2 {
+        let mut transaction = api.start_transaction().expect("start");
+        transaction
+            .read_from_replica(&table, &key, replica)
+            .expect("define a replica read");
+        assert_ndb_code(
+            transaction.execute(ExecType::Commit),
+            626,
+            &format!("read the rolled-back row from replica {replica}"),
+        );
+    }
+    let read = ops::read_with(&api, &table, &key, LockMode::Read);
+    assert_ndb_code(read, 626, "read the rolled-back row from its primary");
+}
+
+#[test]
+fn an_api_node_connecting_from_another_address_than_its_hostname_is_refused() {
+    let hosts = Hosts::new(1).expect("make a host (needs root and iproute2)");
+    // Slot 90 belongs to host 1's address; the test process connects from the bridge's.
+    let spec = ClusterSpec::new()
+        .on_hosts(&hosts)
+        .extra(&format!("[api]\nNodeId=90\nHostName={}", hosts.address(1)));
+    let cluster = TestCluster::start(spec).expect("start a data node on the host");
+    let options = ConnectOptions {
+        node_id: Some(NodeId(90)),
+        connect_timeout: Duration::from_secs(5),
+        ..ConnectOptions::default()
+    };
+    let refused = rndb_api::Cluster::connect(cluster.config_path(), options);
+    assert_ndb_code(refused, 1717, "connect as API node 90 from the wrong host");
+    // Its own slots still admit it.
+    let api = cluster
+        .connect()
+        .expect("connect in a slot of this address");
+    api.ping().expect("ping");
+}
