@@ -62,6 +62,14 @@ pub fn bind(config: &ClusterConfig, me: NodeId) -> anyhow::Result<TcpListener> {
         if e.kind() == std::io::ErrorKind::AddrInUse {
             bail!("port {port} ({what} of node {me} in {}) is already in use on {host}: is another ndbd running?", config.source.display());
         }
+        if e.kind() == std::io::ErrorKind::AddrNotAvailable {
+            bail!(
+                "HostName={host} of node {me} in {} is not an address of this host ({}): start \
+                 node {me} on the host the config names",
+                config.source.display(),
+                addr.ip()
+            );
+        }
         bail!("bind {addr} ({what} of node {me}): {e}");
     }
     socket.listen(1024).context("listen")?;

@@ -1,18 +1,20 @@
 //! Proves that data nodes on separate hosts (network namespaces, each with an address of its own
 //! that the config names as the node's HostName) form one cluster from one config: each node
 //! listens on its own host only, a committed row is on the replicas of both hosts with equal
-//! contents, and a rollback leaves nothing on either; and that an API node connecting from an
-//! address other than its slot's HostName is refused with NDB's 1717.
+//! contents, and a rollback leaves nothing on either; that an API node connecting from an
+//! address other than its slot's HostName is refused with NDB's 1717; and that a data node
+//! whose HostName is not an address of its host refuses to start, saying so.
 //!
 //! The hosts need root and iproute2 (`ip netns`), as CI has.
 
 use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
 use std::time::Duration;
 
 use rndb_api::{
     ColumnDef, ColumnType, ConnectOptions, ExecType, LockMode, NodeId, TableDef, Value,
 };
-use rndb_tests::{assert_ndb_code, ops, ClusterSpec, Hosts, TestCluster};
+use rndb_tests::{assert_ndb_code, ndbd_path, ops, ClusterSpec, Hosts, TestCluster};
 
 const ROWS: u32 = 40;
 
@@ -130,4 +132,30 @@ fn an_api_node_connecting_from_another_address_than_its_hostname_is_refused() {
         .connect()
         .expect("connect in a slot of this address");
     api.ping().expect("ping");
+}
+
+#[test]
+fn a_data_node_whose_hostname_is_not_on_this_host_refuses_to_start() {
+    let dir = tempfile::tempdir().expect("create a directory");
+    let config = dir.path().join("config.ini");
+    // TEST-NET-2: a documentation address, on no host.
+    let text = format!(
+        "[ndbd default]\nNoOfReplicas=1\nDataMemory=16M\nDataDir={}\n\n[ndbd]\nNodeId=1\n\
+         HostName=198.51.100.7\n\n[api]\nNodeId=50\n",
+        dir.path().display()
+    );
+    std::fs::write(&config, text).expect("write the config");
+    let output = Command::new(ndbd_path().expect("find ndbd"))
+        .arg("--config-file")
+        .arg(&config)
+        .args(["--ndb-nodeid", "1", "--initial"])
+        .output()
+        .expect("run ndbd");
+    assert!(!output.status.success(), "ndbd must not start");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("HostName=198.51.100.7 of node 1")
+            && stderr.contains("is not an address of this host"),
+        "{stderr}"
+    );
 }
