@@ -1,7 +1,8 @@
 //! Links: one per pair of nodes that talk (data↔data, API↔data, management↔data).
 //!
 //! An explicit `[tcp]`/`[shm]` section for a pair wins, with its own values over the
-//! `[tcp default]`/`[shm default]` ones. Otherwise data↔data is TCP; API↔data is SHM when the
+//! `[tcp default]`/`[shm default]` ones; an `[shm]` section between two nodes whose HostNames
+//! differ is an error (shared memory joins nodes on one host). Otherwise data↔data is TCP; API↔data is SHM when the
 //! data node has `UseShm=1` and the API slot's HostName equals the data node's (non-empty);
 //! everything else is TCP. Implicit links take the `default` section values of their kind.
 //! A TCP link (explicit or implicit) to which `UseIoUring=1` applies, from its own `[tcp]`
@@ -111,6 +112,18 @@ fn explicit_pairs<'a>(
             diag.error(section.line(), section.section_name(), None, message);
             continue;
         }
+        if section.kind == SectionKind::Shm {
+            if let (Some(host_a), Some(host_b)) = (host_name(config, a), host_name(config, b)) {
+                if !host_a.eq_ignore_ascii_case(host_b) {
+                    let message = format!(
+                        "shared memory joins nodes on one host, but node {a} has \
+                         HostName={host_a} and node {b} HostName={host_b}; use [tcp]"
+                    );
+                    diag.error(section.line(), section.section_name(), None, message);
+                    continue;
+                }
+            }
+        }
         if !talks(config, a, b) {
             diag.warn(
                 section.line(),
@@ -164,6 +177,21 @@ fn section_pair(
         [a, b] => Some((*a, *b)),
         _ => None,
     }
+}
+
+/// The HostName of node `id`, when it has one.
+fn host_name(config: &ClusterConfig, id: NodeId) -> Option<&str> {
+    let name = match config.node_kind(id)? {
+        NodeKind::Data => config.data_node(id)?.host_name.as_str(),
+        NodeKind::Api => config.api_slot(id)?.host_name.as_deref()?,
+        NodeKind::Mgm => config
+            .mgm_nodes
+            .iter()
+            .find(|n| n.node_id == id)?
+            .host_name
+            .as_str(),
+    };
+    (!name.is_empty()).then_some(name)
 }
 
 /// True when `a` and `b` exchange signals: at least one is a data node.
