@@ -1,8 +1,7 @@
 //! Choosing an API slot and opening a link to every data node.
 
-use std::net::ToSocketAddrs;
-
 use rndb_config::{ClusterConfig, DataNodeConfig, NodeId};
+use rndb_transporter::connect::is_this_host;
 use rndb_transporter::{TransportError, Transporter};
 
 use crate::{ConnectOptions, Error};
@@ -61,17 +60,10 @@ pub(crate) fn connect_all(
 }
 
 /// True when an [api] slot with this HostName may be taken by a process on this host: no
-/// HostName, or one that resolves to an address of this host (a loopback address, or one a
-/// socket can bind here, which only this host's own addresses allow). The data node checks
-/// again: it refuses a peer whose address does not match (1717).
+/// HostName, or one that names this host ([`is_this_host`]). The data node checks again: it
+/// refuses a peer whose address does not match (1717).
 fn slot_admits_this_host(host_name: Option<&str>) -> bool {
-    let Some(host) = host_name else { return true };
-    match (host, 0).to_socket_addrs() {
-        Ok(mut addrs) => {
-            addrs.any(|a| a.ip().is_loopback() || std::net::UdpSocket::bind((a.ip(), 0)).is_ok())
-        }
-        Err(_) => false,
-    }
+    host_name.is_none_or(is_this_host)
 }
 
 /// Connects as node `me` to every data node that can be reached, as NDB's API does (its

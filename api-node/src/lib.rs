@@ -43,6 +43,7 @@ pub use rndb_protocol::{
     AbortOption, ColumnDef, ColumnType, ErrorClass, ExecType, IndexKind, LockMode, NdbError,
     TableDef, Value,
 };
+pub use rndb_transporter::connect::is_this_host;
 pub use scan::{Scan, ScanOptions};
 pub use transaction::{OpId, Transaction};
 

@@ -2,8 +2,9 @@
 //! starts its own data node, measures every requested access type, prints one JSON document
 //! in the documented schema with `rows == range * iterations`, and stops its data node; that
 //! `--access all` names every access type; that `--primary-node` keeps full measurements and
-//! refuses a node or an access type it cannot restrict to; and that it refuses unknown access
-//! types with a message naming the valid ones.
+//! refuses a node or an access type it cannot restrict to; that `--local` refuses a data node
+//! on another host; and that it refuses unknown access types with a message naming the valid
+//! ones.
 
 use std::net::TcpStream;
 use std::process::{Command, Output};
@@ -395,6 +396,34 @@ fn primary_node_measures_that_nodes_rows_and_refuses_what_it_cannot_restrict() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("index_range does not read rows by primary key"),
+        "{stderr}"
+    );
+}
+
+/// `--local` starts every data node here, so it refuses a config that puts one on another host.
+#[test]
+fn local_refuses_a_data_node_on_another_host() {
+    let dir = tempfile::tempdir().expect("create a directory");
+    let config = dir.path().join("config.ini");
+    // TEST-NET-2: a documentation address, on no host.
+    std::fs::write(
+        &config,
+        "[ndbd default]\nNoOfReplicas=1\n[ndbd]\nNodeId=1\nHostName=198.51.100.7\n[api]\n",
+    )
+    .expect("write the config");
+    let ndbd = ndbd_path().expect("find ndbd");
+    let output = run(&[
+        "--local",
+        "--config-file",
+        config.to_str().expect("a UTF-8 temp path"),
+        "--ndbd",
+        ndbd.to_str().expect("a UTF-8 target path"),
+    ]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("data node 1's HostName=198.51.100.7")
+            && stderr.contains("is not an address of this host"),
         "{stderr}"
     );
 }

@@ -61,6 +61,18 @@ fn open_link(
     }
 }
 
+/// True when `host_name` names this host: it resolves to a loopback address, or to one a
+/// socket can bind here (only this host's own addresses allow that). A name that does not
+/// resolve is not this host.
+pub fn is_this_host(host_name: &str) -> bool {
+    match (host_name, 0).to_socket_addrs() {
+        Ok(mut addrs) => {
+            addrs.any(|a| a.ip().is_loopback() || std::net::UdpSocket::bind((a.ip(), 0)).is_ok())
+        }
+        Err(_) => false,
+    }
+}
+
 /// The address of a data node's port: its HostName, IPv4 preferred (NDB configs name hosts
 /// like "localhost", and data nodes bind IPv4).
 pub fn resolve(
