@@ -1,10 +1,10 @@
 //! Proves that four data nodes with NoOfReplicas=2 form one cluster: rows spread over every node
 //! and both node groups, every commit (single- or multi-node, one batch or a bank workload of
-//! concurrent transfers, also with all four execution threads on one CPU) leaves equal rows on
-//! the primary and the backup while rollbacks leave nothing on either, lock waits across nodes
-//! end in 266, tables and indexes created or dropped through one node are seen by every node and
-//! every API node, and the cluster survives a data node's death without losing or half-applying
-//! a committed transaction.
+//! concurrent transfers, also with all four execution threads on one CPU or with each data node
+//! on a host of its own) leaves equal rows on the primary and the backup while rollbacks leave
+//! nothing on either, lock waits across nodes end in 266, tables and indexes created or dropped
+//! through one node are seen by every node and every API node, and the cluster survives a data
+//! node's death without losing or half-applying a committed transaction.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,7 +16,7 @@ use rndb_api::{
 };
 use rndb_config::ClusterConfig;
 use rndb_tests::ops::{insert_committed, recreate_table};
-use rndb_tests::{assert_ndb_code, ClusterSpec, TestCluster, START_TIMEOUT};
+use rndb_tests::{assert_ndb_code, ClusterSpec, Hosts, TestCluster, START_TIMEOUT};
 
 /// Data nodes in every cluster of this file: two node groups of two.
 const DATA_NODE_COUNT: u16 = 4;
@@ -593,6 +593,20 @@ fn concurrent_transfers_keep_the_total_when_data_nodes_share_a_cpu() {
             cluster.log(node)
         );
     }
+}
+
+/// The bank test again with every data node on a host of its own (a network namespace with
+/// its own address, as its HostName says): node to node and API to node traffic then crosses a
+/// bridge between addresses, and each host's address is checked against its HostName.
+#[test]
+fn concurrent_transfers_keep_the_total_with_each_data_node_on_its_own_host() {
+    let hosts = Hosts::new(DATA_NODE_COUNT as u8).expect("make a host per data node (root)");
+    // The cluster bank_run returns is dropped (its data nodes stopped) before the hosts go.
+    bank_run(
+        spec()
+            .deadlock_timeout_ms(BANK_DEADLOCK_TIMEOUT_MS)
+            .on_hosts(&hosts),
+    );
 }
 
 /// Runs the bank workload on a cluster of `spec` and checks the totals; returns the cluster.
