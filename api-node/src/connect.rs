@@ -2,6 +2,7 @@
 
 use rndb_config::{ClusterConfig, DataNodeConfig, NodeId};
 use rndb_transporter::connect::is_this_host;
+use rndb_transporter::registry::REFUSE_HOST_NOT_ALLOWED;
 use rndb_transporter::{TransportError, Transporter};
 
 use crate::{ConnectOptions, Error};
@@ -37,6 +38,7 @@ pub(crate) fn connect_all(
         )));
     }
     let mut taken = Vec::new();
+    let mut refused = Vec::new();
     for &me in &candidates {
         if config.api_slot(me).is_none() {
             return Err(Error::NoFreeSlot(format!(
@@ -49,13 +51,23 @@ pub(crate) fn connect_all(
             Err(Error::Ndb(e)) if e.code == NODE_ALREADY_CONNECTED && options.node_id.is_none() => {
                 taken.push(me.to_string());
             }
+            // The slot's HostName is another address of this host than the one the
+            // connection came from: try the next slot.
+            Err(Error::Ndb(e))
+                if e.code == REFUSE_HOST_NOT_ALLOWED && options.node_id.is_none() =>
+            {
+                refused.push(me.to_string());
+            }
             Err(e) => return Err(e),
         }
     }
     Err(Error::NoFreeSlot(format!(
-        "every [api] slot of {} that admits this host is in use (node ids {})",
+        "every [api] slot of {} that admits this host is in use (node ids {}) or names another \
+         of its addresses than the one it connects from (node ids {}, refused with {})",
         config.source.display(),
-        taken.join(", ")
+        taken.join(", "),
+        refused.join(", "),
+        REFUSE_HOST_NOT_ALLOWED
     )))
 }
 
@@ -133,5 +145,13 @@ mod tests {
         // TEST-NET-2: documentation addresses, on no host.
         assert!(!slot_admits_this_host(Some("198.51.100.7")));
         assert!(!slot_admits_this_host(Some("no-such-host.invalid")));
+        assert!(
+            !slot_admits_this_host(Some("0.0.0.0")),
+            "the unspecified address"
+        );
+        assert!(
+            !slot_admits_this_host(Some("224.0.0.1")),
+            "a multicast address"
+        );
     }
 }

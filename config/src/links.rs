@@ -1,10 +1,12 @@
 //! Links: one per pair of nodes that talk (data↔data, API↔data, management↔data).
 //!
 //! An explicit `[tcp]`/`[shm]` section for a pair wins, with its own values over the
-//! `[tcp default]`/`[shm default]` ones; an `[shm]` section between two nodes whose HostNames
-//! differ is an error (shared memory joins nodes on one host). Otherwise data↔data is TCP; API↔data is SHM when the
-//! data node has `UseShm=1` and the API slot's HostName equals the data node's (non-empty);
-//! everything else is TCP. Implicit links take the `default` section values of their kind.
+//! `[tcp default]`/`[shm default]` ones; an `[shm]` section between two nodes on different
+//! hosts is an error (shared memory joins nodes on one host). Otherwise data↔data is TCP;
+//! API↔data is SHM when the data node has `UseShm=1` and the API slot has a HostName naming
+//! the data node's host; everything else is TCP. Two HostNames name one host when they are
+//! equal but for case, or both loopback. Implicit links take the `default` section values of
+//! their kind.
 //! A TCP link (explicit or implicit) to which `UseIoUring=1` applies, from its own `[tcp]`
 //! section or `[tcp default]`, becomes a Uring link: TCP on the wire, io_uring in the process.
 //! A node may still open an SHM link over TCP or io_uring (testread-perf compares them); such a
@@ -73,7 +75,7 @@ fn implicit_kind(config: &ClusterConfig, node1: NodeId, node2: NodeId) -> Transp
     let pick = |data: NodeId, api: NodeId| {
         let data = config.data_node(data)?;
         let host = config.api_slot(api)?.host_name.as_deref()?;
-        let same_host = !host.is_empty() && host.eq_ignore_ascii_case(&data.host_name);
+        let same_host = !host.is_empty() && same_host(host, &data.host_name);
         (data.use_shm && same_host).then_some(TransporterKind::Shm)
     };
     pick(node1, node2)
@@ -114,7 +116,7 @@ fn explicit_pairs<'a>(
         }
         if section.kind == SectionKind::Shm {
             if let (Some(host_a), Some(host_b)) = (host_name(config, a), host_name(config, b)) {
-                if !host_a.eq_ignore_ascii_case(host_b) {
+                if !same_host(host_a, host_b) {
                     let message = format!(
                         "shared memory joins nodes on one host, but node {a} has \
                          HostName={host_a} and node {b} HostName={host_b}; use [tcp]"
@@ -177,6 +179,18 @@ fn section_pair(
         [a, b] => Some((*a, *b)),
         _ => None,
     }
+}
+
+/// True when two HostNames name one host: equal but for case, or both loopback
+/// (`localhost`, `127.x.y.z`, `::1`). Names are not resolved: the config crate does no IO.
+fn same_host(a: &str, b: &str) -> bool {
+    let loopback = |name: &str| {
+        name.eq_ignore_ascii_case("localhost")
+            || name
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    };
+    a.eq_ignore_ascii_case(b) || (loopback(a) && loopback(b))
 }
 
 /// The HostName of node `id`, when it has one.

@@ -100,8 +100,8 @@ pub fn create_and_load(cluster: &Cluster, size: u32, shutdown: &Shutdown) -> Res
     Ok(table)
 }
 
-/// `range` keys from `start`: consecutive keys, or with `primary_keys` consecutive ones of
-/// those from index `start`, wrapping around to the first.
+/// `range` keys from `start`: consecutive keys, or with `primary_keys` (at least `range` of
+/// them) consecutive ones of those from index `start`, wrapping around to the first.
 fn measurement_keys(
     primary_keys: Option<&[u32]>,
     range: u32,
@@ -114,11 +114,13 @@ fn measurement_keys(
 }
 
 /// The keys of rows `0..size` whose primary replica is on data node `node`, ascending (for
-/// `--primary-node`). Fails when there is none: every measurement needs one.
+/// `--primary-node`). Fails when there are fewer than `range`: a measurement reads `range`
+/// different rows.
 pub fn keys_with_primary_on(
     cluster: &Cluster,
     table: &Table,
     size: u32,
+    range: u32,
     node: NodeId,
 ) -> Result<Vec<u32>> {
     let mut keys = Vec::new();
@@ -130,9 +132,11 @@ pub fn keys_with_primary_on(
             keys.push(pk);
         }
     }
-    if keys.is_empty() {
+    if keys.len() < range as usize {
         bail!(
-            "--primary-node {node}: none of the {size} rows has its primary replica on node {node}"
+            "--range {range} is larger than the {} of the {size} rows whose primary replica is \
+             on node {node} (--primary-node {node})",
+            keys.len()
         );
     }
     Ok(keys)

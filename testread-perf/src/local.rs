@@ -97,17 +97,21 @@ impl LocalCluster {
             nodes: Vec::new(),
             dir,
         };
+        if let Some(node) = config
+            .data_nodes
+            .iter()
+            .find(|node| !rndb_api::is_this_host(&node.host_name))
+        {
+            bail!(
+                "--local starts every data node on this host, but data node {}'s HostName={} in \
+                 {} is not an address of this host: start the data nodes on their hosts and run \
+                 without --local",
+                node.node_id,
+                node.host_name,
+                config_path.display()
+            );
+        }
         for node in &config.data_nodes {
-            if !rndb_api::is_this_host(&node.host_name) {
-                bail!(
-                    "--local starts every data node on this host, but data node {}'s \
-                     HostName={} in {} is not an address of this host: start the data nodes on \
-                     their hosts and run without --local",
-                    node.node_id,
-                    node.host_name,
-                    config_path.display()
-                );
-            }
             let addr = node_addr(config, node.node_id)?;
             if TcpStream::connect_timeout(&addr, PROBE_TIMEOUT).is_ok() {
                 bail!(

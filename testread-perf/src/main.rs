@@ -182,7 +182,9 @@ fn measure_transporter(
     let lock: LockMode = args.lock.mode();
     let primary_keys = args
         .primary_node
-        .map(|node| bench::keys_with_primary_on(cluster, table, args.size, NodeId(node)))
+        .map(|node| {
+            bench::keys_with_primary_on(cluster, table, args.size, args.range, NodeId(node))
+        })
         .transpose()?;
     let workload = Workload {
         cluster,

@@ -12,6 +12,7 @@
 use std::net::Ipv4Addr;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
 
@@ -21,6 +22,11 @@ pub const HOSTS_MAX: u8 = 32;
 const BRIDGE_HOST_OCTET: u8 = 254;
 /// Sets of hosts made by this process, for names and subnets that do not collide.
 static MADE: AtomicU32 = AtomicU32::new(0);
+/// Held while a set chooses its subnet and claims it, so two sets of this process never pick
+/// the same one.
+static CHOOSING: Mutex<()> = Mutex::new(());
+/// The /24 subnets in 198.18.0.0/15.
+const SUBNETS: u32 = 512;
 
 /// Hosts made by [`Hosts::new`], removed when dropped.
 #[derive(Debug)]
@@ -45,23 +51,38 @@ impl Hosts {
         }
         let made = MADE.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
-        // Different sets in one process differ in the third octet; different processes most
-        // likely in the second. `ip` refuses a name that exists, so a clash fails loudly.
-        let salt = pid.wrapping_mul(7).wrapping_add(made);
-        let subnet = [198, 18 + (salt >> 8 & 1) as u8, salt as u8];
+        // Names carry the pid, so they differ between live processes; `ip` refuses a name that
+        // exists, so a clash with a leftover fails loudly.
         // Interface names have at most 15 bytes: "rn" + 8 hex digits + "v" + 2 digits.
         let tag = format!("rn{:08x}", pid.wrapping_shl(8) ^ made);
         let mut hosts = Hosts {
             tag,
-            subnet,
+            subnet: [0; 3],
             count: 0,
             bridge: false,
         };
         let bridge = hosts.bridge_name();
-        ip(&["link", "add", &bridge, "type", "bridge"])?;
+        // Netfilter stays out of the bridge: a FORWARD policy of DROP (Docker's) would
+        // otherwise drop the traffic between hosts.
+        ip(&[
+            "link",
+            "add",
+            &bridge,
+            "type",
+            "bridge",
+            "nf_call_iptables",
+            "0",
+        ])?;
         hosts.bridge = true;
-        let bridge_addr = format!("{}/24", hosts.bridge_address());
-        ip(&["addr", "add", &bridge_addr, "dev", &bridge])?;
+        {
+            // A subnet no interface has: the same /24 on two bridges would route to the first.
+            // Sets of this process choose one at a time; another process's choice may still
+            // race with this one, which is unlikely with subnets salted by the pid.
+            let _choosing = CHOOSING.lock().unwrap_or_else(|e| e.into_inner());
+            hosts.subnet = free_subnet(pid.wrapping_mul(7).wrapping_add(made))?;
+            let bridge_addr = format!("{}/24", hosts.bridge_address());
+            ip(&["addr", "add", &bridge_addr, "dev", &bridge])?;
+        }
         ip(&["link", "set", &bridge, "up"])?;
         for host in 1..=count {
             let namespace = hosts.namespace(host);
@@ -124,8 +145,23 @@ impl Drop for Hosts {
     }
 }
 
-/// Runs `ip` with `args`, failing with its stderr when it fails.
-fn ip(args: &[&str]) -> Result<()> {
+/// The first /24 of 198.18.0.0/15 from the `salt`th on (wrapping) that no interface of this
+/// namespace has an address in.
+fn free_subnet(salt: u32) -> Result<[u8; 3]> {
+    for attempt in 0..SUBNETS {
+        let n = salt.wrapping_add(attempt) % SUBNETS;
+        let subnet = [198, 18 + (n >> 8) as u8, n as u8];
+        let [a, b, c] = subnet;
+        let subnet_text = format!("{a}.{b}.{c}.0/24");
+        if ip(&["-4", "-o", "addr", "show", "to", &subnet_text])?.is_empty() {
+            return Ok(subnet);
+        }
+    }
+    bail!("every /24 of 198.18.0.0/15 is in use on this machine")
+}
+
+/// Runs `ip` with `args` and returns what it printed, failing with its stderr when it fails.
+fn ip(args: &[&str]) -> Result<String> {
     let output = Command::new("ip")
         .args(args)
         .output()
@@ -138,5 +174,5 @@ fn ip(args: &[&str]) -> Result<()> {
             String::from_utf8_lossy(&output.stderr).trim()
         );
     }
-    Ok(())
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }

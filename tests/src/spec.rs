@@ -32,7 +32,8 @@ pub struct ClusterSpec {
     data_node_count: u16,
     /// NoOfReplicas.
     no_of_replicas: u32,
-    /// API slots, numbered from [`API_NODE_ID_FIRST`], each with HostName=127.0.0.1.
+    /// API slots, numbered from [`API_NODE_ID_FIRST`], each with HostName=127.0.0.1 (or the
+    /// test process's address on the hosts' subnet, with [`ClusterSpec::on_hosts`]).
     api_slot_count: u16,
     /// DataMemory as config.ini writes it (`16M`).
     data_memory: String,
@@ -40,7 +41,8 @@ pub struct ClusterSpec {
     deadlock_timeout_ms: Option<u32>,
     /// TransactionInactiveTimeout in ms; `None` keeps NDB's default (unlimited).
     inactive_timeout_ms: Option<u32>,
-    /// UseShm on every data node.
+    /// UseShm on every data node (SHM links need the API slot on the data node's host, so it
+    /// has no effect with [`ClusterSpec::on_hosts`]).
     use_shm: bool,
     /// SchedulerSpinTimer in µs; `None` keeps the default (0).
     scheduler_spin_timer_us: Option<u32>,
@@ -50,14 +52,17 @@ pub struct ClusterSpec {
     data_node_params: Vec<(String, String)>,
     /// Where [`ClusterSpec::on_hosts`] put the nodes; `None`: everything on 127.0.0.1.
     hosts: Option<Placement>,
+    /// HostNames of API slots without NodeId written before the numbered ones (see
+    /// [`ClusterSpec::api_slot_first`]).
+    first_api_slots: Vec<String>,
 }
 
 /// Data node `i` (in file order) on host `i + 1` of a [`Hosts`]; API slots on the test
 /// process's address there.
 #[derive(Clone, Debug)]
 struct Placement {
-    /// Each data node's HostName and network namespace, in file order.
-    data_nodes: Vec<(Ipv4Addr, String)>,
+    /// Each host's address and network namespace, host 1 first.
+    hosts: Vec<(Ipv4Addr, String)>,
     /// The API slots' HostName.
     api: Ipv4Addr,
 }
@@ -77,6 +82,7 @@ impl Default for ClusterSpec {
             extra_lines: Vec::new(),
             data_node_params: Vec::new(),
             hosts: None,
+            first_api_slots: Vec::new(),
         }
     }
 }
@@ -175,20 +181,22 @@ impl ClusterSpec {
     /// Puts data node `i` (in file order) on host `i + 1` of `hosts`, as its HostName, and
     /// gives the API slots the test process's address on the hosts' subnet, where its
     /// connections come from. [`TestCluster`](crate::TestCluster) then starts each data node
-    /// inside its host's network namespace. Call after [`ClusterSpec::data_nodes`]; there must
-    /// be a host for every data node.
+    /// inside its host's network namespace. [`ClusterSpec::write`] fails unless there is a
+    /// host for every data node.
     pub fn on_hosts(mut self, hosts: &Hosts) -> Self {
-        let data_nodes = (1..=self.data_node_count)
-            .map(|i| {
-                let host = u8::try_from(i).expect("at most HOSTS_MAX data nodes on hosts");
-                assert!(host <= hosts.count(), "data node {i} has no host");
-                (hosts.address(host), hosts.namespace(host))
-            })
-            .collect();
         self.hosts = Some(Placement {
-            data_nodes,
+            hosts: (1..=hosts.count())
+                .map(|host| (hosts.address(host), hosts.namespace(host)))
+                .collect(),
             api: hosts.bridge_address(),
         });
+        self
+    }
+
+    /// Adds an API slot with `host_name` and no NodeId before the numbered slots, so that an
+    /// API node choosing a slot tries it first.
+    pub fn api_slot_first(mut self, host_name: &str) -> Self {
+        self.first_api_slots.push(host_name.to_string());
         self
     }
 
@@ -199,7 +207,7 @@ impl ClusterSpec {
         };
         self.data_node_ids()
             .into_iter()
-            .zip(placement.data_nodes.iter().map(|(_, ns)| ns.clone()))
+            .zip(placement.hosts.iter().map(|(_, ns)| ns.clone()))
             .collect()
     }
 
@@ -213,6 +221,14 @@ impl ClusterSpec {
     /// Picks a free port for every data node, creates every DataDir under `dir` and writes
     /// `dir/config.ini`.
     pub fn write(&self, dir: &Path) -> Result<WrittenConfig> {
+        if let Some(placement) = &self.hosts {
+            anyhow::ensure!(
+                placement.hosts.len() >= usize::from(self.data_node_count),
+                "{} data nodes but {} hosts to put them on",
+                self.data_node_count,
+                placement.hosts.len()
+            );
+        }
         let ports = distinct_free_ports(&self.data_node_ids());
         for id in self.data_node_ids() {
             let data_dir = data_dir(dir, id);
@@ -254,14 +270,17 @@ impl ClusterSpec {
                 "\n[ndbd]\nNodeId={id}\nServerPort={port}\nDataDir={}\n",
                 data_dir(dir, id).display()
             );
-            if let Some(placement) = &self.hosts {
-                let _ = writeln!(text, "HostName={}", placement.data_nodes[i].0);
+            if let Some((address, _)) = self.hosts.as_ref().and_then(|p| p.hosts.get(i)) {
+                let _ = writeln!(text, "HostName={address}");
             }
         }
         let api_host = self
             .hosts
             .as_ref()
             .map_or(Ipv4Addr::LOCALHOST, |placement| placement.api);
+        for host in &self.first_api_slots {
+            let _ = write!(text, "\n[api]\nHostName={host}\n");
+        }
         for id in self.api_node_ids() {
             let _ = write!(text, "\n[api]\nNodeId={id}\nHostName={api_host}\n");
         }

@@ -7,14 +7,17 @@
 //!
 //! The hosts need root and iproute2 (`ip netns`), as CI has.
 
+use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use rndb_api::{
     ColumnDef, ColumnType, ConnectOptions, ExecType, LockMode, NodeId, TableDef, Value,
 };
-use rndb_tests::{assert_ndb_code, ndbd_path, ops, ClusterSpec, Hosts, TestCluster};
+use rndb_tests::{
+    assert_ndb_code, ndbd_path, ops, wait_until, ClusterSpec, Hosts, TestCluster, START_TIMEOUT,
+};
 
 const ROWS: u32 = 40;
 
@@ -145,17 +148,53 @@ fn a_data_node_whose_hostname_is_not_on_this_host_refuses_to_start() {
         dir.path().display()
     );
     std::fs::write(&config, text).expect("write the config");
-    let output = Command::new(ndbd_path().expect("find ndbd"))
+    let mut ndbd = Command::new(ndbd_path().expect("find ndbd"))
         .arg("--config-file")
         .arg(&config)
         .args(["--ndb-nodeid", "1", "--initial"])
-        .output()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("run ndbd");
-    assert!(!output.status.success(), "ndbd must not start");
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let exited = wait_until("ndbd to exit", START_TIMEOUT, || Ok(ndbd.try_wait()?));
+    if exited.is_err() {
+        let _ = ndbd.kill();
+        let _ = ndbd.wait();
+    }
+    let status = exited.expect("ndbd exits at once");
+    assert!(!status.success(), "ndbd must not start");
+    let mut stderr = String::new();
+    ndbd.stderr
+        .take()
+        .expect("piped stderr")
+        .read_to_string(&mut stderr)
+        .expect("read ndbd's stderr");
     assert!(
         stderr.contains("HostName=198.51.100.7 of node 1")
             && stderr.contains("is not an address of this host"),
         "{stderr}"
+    );
+}
+
+/// An API node choosing a slot itself skips one that names another address of its host than
+/// the one its connections come from (the data node refuses it with 1717), and takes the next.
+#[test]
+fn an_api_node_skips_a_slot_of_another_of_its_addresses() {
+    let hosts = Hosts::new(1).expect("make a host (needs root and iproute2)");
+    // 127.0.0.1 is this host's too, but connections to the host come from the bridge address.
+    let spec = ClusterSpec::new()
+        .on_hosts(&hosts)
+        .api_slot_first("127.0.0.1");
+    let cluster = TestCluster::start(spec).expect("start a data node on the host");
+    let first = cluster.api_node_ids()[0];
+    let api = cluster.connect().expect("connect in the next slot");
+    assert_ne!(api.node_id(), first, "the loopback slot was refused");
+    assert_eq!(
+        cluster
+            .config()
+            .api_slot(api.node_id())
+            .and_then(|s| s.host_name.clone()),
+        Some(hosts.bridge_address().to_string()),
+        "took a slot of the bridge address"
     );
 }

@@ -10,7 +10,8 @@
 //! address-space switch. Two server processes show whether the cost comes with a third address
 //! space already. Last, one and four server processes that each read one cache line in each of
 //! [`PAGES_TOUCHED`] 4 KiB pages per message, as a data node touches its code and data: what
-//! every page a server touches costs more when the core has been to the other servers since. Rounds alternate the cells; the table gives each cell's median.
+//! every page a server touches costs more when the core has been to the other servers since.
+//! Rounds alternate the cells; the table gives each cell's median.
 //!
 //! Run: `cargo bench -p rndb-transporter --bench process_switch`
 

@@ -61,14 +61,19 @@ fn open_link(
     }
 }
 
-/// True when `host_name` names this host: it resolves to a loopback address, or to one a
-/// socket can bind here (only this host's own addresses allow that). A name that does not
-/// resolve is not this host.
+/// True when `host_name` names this host: one of its addresses is a loopback address, or a
+/// unicast one a socket can bind here (only this host's own addresses allow that, unless the
+/// `net.ipv4.ip_nonlocal_bind` sysctl is set). A name that does not resolve is not this host,
+/// nor is the unspecified address.
 pub fn is_this_host(host_name: &str) -> bool {
+    let is_mine = |ip: IpAddr| {
+        ip.is_loopback()
+            || (!ip.is_unspecified()
+                && !ip.is_multicast()
+                && std::net::UdpSocket::bind((ip, 0)).is_ok())
+    };
     match (host_name, 0).to_socket_addrs() {
-        Ok(mut addrs) => {
-            addrs.any(|a| a.ip().is_loopback() || std::net::UdpSocket::bind((a.ip(), 0)).is_ok())
-        }
+        Ok(mut addrs) => addrs.any(|a| is_mine(a.ip())),
         Err(_) => false,
     }
 }
