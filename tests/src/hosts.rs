@@ -7,7 +7,8 @@
 //! exist in it. Everything is made with `ip` (iproute2) and needs root; dropping [`Hosts`]
 //! deletes the namespaces and the bridge (their veth pairs go with them), also when a test
 //! panics. Kill the processes inside first: a namespace with a process in it lives on until
-//! that process exits.
+//! that process exits. What a killed test process left behind is deleted by the next
+//! [`Hosts::new`]: every name carries the pid of the process that made it.
 
 use std::net::Ipv4Addr;
 use std::process::Command;
@@ -51,9 +52,10 @@ impl Hosts {
         }
         let made = MADE.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
-        // Names carry the pid, so they differ between live processes; `ip` refuses a name that
-        // exists, so a clash with a leftover fails loudly.
-        // Interface names have at most 15 bytes: "rn" + 8 hex digits + "v" + 2 digits.
+        reap_leftovers();
+        // Names carry the pid (the tag's upper bits), so they differ between live processes,
+        // and `reap_leftovers` can tell a dead process's. Interface names have at most 15
+        // bytes: "rn" + 8 hex digits + "v" + 2 digits.
         let tag = format!("rn{:08x}", pid.wrapping_shl(8) ^ made);
         let mut hosts = Hosts {
             tag,
@@ -141,6 +143,35 @@ impl Drop for Hosts {
             if let Err(e) = ip(&["link", "delete", &self.bridge_name()]) {
                 eprintln!("rndb-tests: {e:#}");
             }
+        }
+    }
+}
+
+/// Deletes the namespaces and bridges made by processes that no longer run (a test process
+/// killed before its [`Hosts`] dropped). Best effort: what cannot be listed or deleted stays.
+fn reap_leftovers() {
+    let dead = |name: &str| {
+        let Some(hex) = name.strip_prefix("rn").and_then(|rest| rest.get(..8)) else {
+            return false;
+        };
+        u32::from_str_radix(hex, 16)
+            .is_ok_and(|tag| !std::path::Path::new(&format!("/proc/{}", tag >> 8)).exists())
+    };
+    // `ip netns list` prints "name" or "name (id: N)" per line.
+    for line in ip(&["netns", "list"]).unwrap_or_default().lines() {
+        let name = line.split_whitespace().next().unwrap_or_default();
+        if dead(name) {
+            let _ = ip(&["netns", "delete", name]);
+        }
+    }
+    // `ip -o link` prints "index: name: <flags> ..." per line.
+    for line in ip(&["-o", "link", "show", "type", "bridge"])
+        .unwrap_or_default()
+        .lines()
+    {
+        let name = line.split(": ").nth(1).unwrap_or_default();
+        if dead(name) {
+            let _ = ip(&["link", "delete", name]);
         }
     }
 }
