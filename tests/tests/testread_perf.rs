@@ -44,6 +44,29 @@ fn run(args: &[&str]) -> Output {
         .expect("run testread-perf")
 }
 
+/// Runs testread-perf with `args`, which must succeed and print one JSON document; returns the
+/// document and what it wrote on stderr.
+fn run_json(args: &[&str]) -> (Json, String) {
+    let output = run(args);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "testread-perf {args:?} failed: {}\n{stderr}",
+        output.status
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("stdout is one JSON document ({e}):\n{stdout}"));
+    (report, stderr)
+}
+
+/// Runs testread-perf with `args`, which it must refuse; returns its stderr.
+fn run_refused(args: &[&str]) -> String {
+    let output = run(args);
+    assert!(!output.status.success(), "testread-perf {args:?} must fail");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 #[test]
 fn local_run_prints_the_json_schema() {
     let dir = tempfile::tempdir().expect("create a directory");
@@ -52,7 +75,7 @@ fn local_run_prints_the_json_schema() {
         .expect("write the config");
     let ndbd = ndbd_path().expect("find ndbd");
     let (range, iterations) = (RANGE.to_string(), ITERATIONS.to_string());
-    let output = run(&[
+    let (report, _) = run_json(&[
         "--local",
         "--config-file",
         written.path.to_str().expect("a UTF-8 temp path"),
@@ -73,15 +96,6 @@ fn local_run_prints_the_json_schema() {
         "--seed",
         "7",
     ]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "testread-perf failed: {}\n{stderr}",
-        output.status
-    );
-    let stdout = String::from_utf8(output.stdout).expect("UTF-8 output");
-    let report: Json = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("stdout is one JSON document ({e}):\n{stdout}"));
     check_report(&report);
 
     // The data node was stopped when testread-perf exited: its port no longer accepts.
@@ -163,9 +177,7 @@ fn check_report(report: &Json) {
 
 #[test]
 fn unknown_access_types_are_refused_with_the_valid_names() {
-    let output = run(&["--access", "serial_pk,bogus"]);
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = run_refused(&["--access", "serial_pk,bogus"]);
     for name in [
         "bogus",
         "serial_pk",
@@ -179,9 +191,7 @@ fn unknown_access_types_are_refused_with_the_valid_names() {
 
 #[test]
 fn a_range_larger_than_the_table_is_refused() {
-    let output = run(&["--size", "10", "--range", "20"]);
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = run_refused(&["--size", "10", "--range", "20"]);
     assert!(
         stderr.contains("--range 20 is larger than --size 10"),
         "{stderr}"
@@ -202,7 +212,7 @@ fn sweep_reports_every_level(mode: &str) {
         .write(dir.path())
         .expect("write the config");
     let ndbd = ndbd_path().expect("find ndbd");
-    let output = run(&[
+    let (report, _) = run_json(&[
         "--local",
         "--config-file",
         written.path.to_str().expect("a UTF-8 temp path"),
@@ -223,14 +233,6 @@ fn sweep_reports_every_level(mode: &str) {
         "--format",
         "json",
     ]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "testread-perf ({mode}) failed: {}\n{stderr}",
-        output.status
-    );
-    let report: Json = serde_json::from_str(String::from_utf8_lossy(&output.stdout).trim())
-        .expect("stdout is one JSON document");
     assert_eq!(report["params"]["in_flight"], mode);
     let results = report["results"].as_array().expect("a results array");
     let levels: Vec<u64> = results
@@ -255,9 +257,7 @@ fn sweep_reports_every_level(mode: &str) {
 
 #[test]
 fn a_concurrency_past_the_limit_is_refused() {
-    let output = run(&["--concurrency", "1,5000"]);
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = run_refused(&["--concurrency", "1,5000"]);
     assert!(
         stderr.contains("5000"),
         "the refusal names the value: {stderr}"
@@ -275,7 +275,7 @@ fn local_run_starts_every_data_node_of_the_config() {
         .write(dir.path())
         .expect("write the config");
     let ndbd = ndbd_path().expect("find ndbd");
-    let output = run(&[
+    let (report, stderr) = run_json(&[
         "--local",
         "--config-file",
         written.path.to_str().expect("a UTF-8 temp path"),
@@ -295,20 +295,12 @@ fn local_run_starts_every_data_node_of_the_config() {
         "--format",
         "json",
     ]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "testread-perf failed: {}\n{stderr}",
-        output.status
-    );
     for id in 1..=4 {
         assert!(
             stderr.contains(&format!("data node {id} serves on")),
             "data node {id} was started:\n{stderr}"
         );
     }
-    let report: Json = serde_json::from_str(String::from_utf8_lossy(&output.stdout).trim())
-        .expect("one JSON document");
     assert_eq!(report["params"]["transaction_per_row"], true);
     let results = report["results"].as_array().expect("results");
     assert_eq!(results.len(), ACCESS.len(), "every access type ran");
@@ -340,7 +332,7 @@ fn primary_node_measures_that_nodes_rows_and_refuses_what_it_cannot_restrict() {
     let config = written.path.to_str().expect("a UTF-8 temp path");
     let ndbd = ndbd_path().expect("find ndbd");
     let ndbd = ndbd.to_str().expect("a UTF-8 target path");
-    let output = run(&[
+    let (report, _) = run_json(&[
         "--local",
         "--config-file",
         config,
@@ -362,14 +354,6 @@ fn primary_node_measures_that_nodes_rows_and_refuses_what_it_cannot_restrict() {
         "--format",
         "json",
     ]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "testread-perf failed: {}\n{stderr}",
-        output.status
-    );
-    let report: Json = serde_json::from_str(String::from_utf8_lossy(&output.stdout).trim())
-        .expect("one JSON document");
     assert_eq!(report["params"]["primary_node"], 3);
     let results = report["results"].as_array().expect("results");
     assert_eq!(results.len(), 4, "every access type ran: {results:?}");
@@ -377,14 +361,12 @@ fn primary_node_measures_that_nodes_rows_and_refuses_what_it_cannot_restrict() {
         assert_eq!(result["rows"], 30, "range * iterations rows: {result}");
     }
 
-    let output = run(&["--config-file", config, "--primary-node", "9"]);
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = run_refused(&["--config-file", config, "--primary-node", "9"]);
     assert!(
         stderr.contains("--primary-node 9") && stderr.contains("has no data node 9"),
         "{stderr}"
     );
-    let output = run(&[
+    let stderr = run_refused(&[
         "--config-file",
         config,
         "--primary-node",
@@ -392,8 +374,6 @@ fn primary_node_measures_that_nodes_rows_and_refuses_what_it_cannot_restrict() {
         "--access",
         "serial_pk,index_range",
     ]);
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("index_range does not read rows by primary key"),
         "{stderr}"
@@ -412,15 +392,13 @@ fn local_refuses_a_data_node_on_another_host() {
     )
     .expect("write the config");
     let ndbd = ndbd_path().expect("find ndbd");
-    let output = run(&[
+    let stderr = run_refused(&[
         "--local",
         "--config-file",
         config.to_str().expect("a UTF-8 temp path"),
         "--ndbd",
         ndbd.to_str().expect("a UTF-8 target path"),
     ]);
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("data node 1's HostName=198.51.100.7")
             && stderr.contains("is not an address of this host"),
