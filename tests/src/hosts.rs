@@ -54,9 +54,10 @@ impl Hosts {
         let pid = std::process::id();
         reap_leftovers();
         // Names carry the pid (the tag's upper bits), so they differ between live processes,
-        // and `reap_leftovers` can tell a dead process's. Interface names have at most 15
-        // bytes: "rn" + 8 hex digits + "v" + 2 digits.
-        let tag = format!("rn{:08x}", pid.wrapping_shl(8) ^ made);
+        // and `reap_leftovers` can tell a dead process's; the low byte counts this process's
+        // sets (a 257th set at once would clash with the first, and `ip` would refuse it).
+        // Interface names have at most 15 bytes: "rn" + 8 hex digits + "v" + 2 digits.
+        let tag = format!("rn{:08x}", pid.wrapping_shl(8) | (made & 0xff));
         let mut hosts = Hosts {
             tag,
             subnet: [0; 3],
