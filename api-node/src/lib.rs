@@ -102,6 +102,9 @@ pub struct Cluster {
     /// The next request id (starting at a random value); 0 is never used.
     next_request_id: AtomicU32,
     request_timeout: Duration,
+    /// The data nodes on this host (their HostName is one of its addresses): the nearest
+    /// replicas for reads that any replica may serve.
+    near: Vec<NodeId>,
 }
 
 /// A table as the dictionary knows it: its id, version and definition.
@@ -233,6 +236,12 @@ impl Cluster {
             })
             .collect::<Result<_, _>>()?;
         let partitions = PartitionMap::new(&config);
+        let near = config
+            .data_nodes
+            .iter()
+            .filter(|data| is_this_host(&data.host_name))
+            .map(|data| data.node_id)
+            .collect();
         let mut cluster = Cluster {
             config,
             node_id,
@@ -240,6 +249,7 @@ impl Cluster {
             partitions,
             next_request_id: AtomicU32::new(first_request_id()),
             request_timeout: options.request_timeout,
+            near,
         };
         cluster.wait_until_started(options.connect_timeout)?;
         Ok(cluster)
@@ -341,23 +351,32 @@ impl Cluster {
         Ok(self.partitions.replicas(partition).to_vec())
     }
 
-    /// The primary replica's node of the partition of a key (values in key order); the hint
-    /// that places a transaction's TC. Key values are encoded as the data node encodes them;
-    /// a key the node will refuse still gets a node.
-    pub(crate) fn primary_of_key(&self, key: &[Value]) -> NodeId {
+    /// The node that coordinates a transaction whose first operation has the key `key`
+    /// (values in key order): NDB's transaction hint. That is the partition's first replica
+    /// with a live link (the primary, or the backup that took over from a failed one); with
+    /// `near` (a committed read of a READ_BACKUP table, which any replica may serve), the
+    /// first such replica on this host if there is one. Key values are encoded as the data
+    /// node encodes them; a key the node will refuse still gets a node.
+    pub(crate) fn tc_of_key(&self, key: &[Value], near: bool) -> NodeId {
         let mut bytes = Vec::with_capacity(32);
         let mut w = rndb_protocol::Writer::new(&mut bytes);
         for value in key {
             value.encode(&mut w);
         }
         let partition = self.partitions.partition_of(key_hash(&bytes));
-        // The first replica with a live link: the primary, or the backup that took over from a
-        // failed one.
-        self.partitions
+        let mut live = self
+            .partitions
             .replicas(partition)
             .iter()
             .copied()
-            .find(|&n| self.live_connection(n).is_some())
+            .filter(|&n| self.live_connection(n).is_some());
+        let nearest = if near {
+            live.clone().find(|n| self.near.contains(n))
+        } else {
+            None
+        };
+        nearest
+            .or_else(|| live.next())
             .unwrap_or_else(|| self.coordinator().peer)
     }
 

@@ -757,6 +757,12 @@ impl<'c> Transaction<'c> {
         self.results.get(op.0)?.error.as_ref()
     }
 
+    /// The data node coordinating this transaction (NDB's `getConnectedNodeId`): chosen by the
+    /// first operation's key, `None` until an operation is defined.
+    pub fn connected_node_id(&self) -> Option<NodeId> {
+        self.tc_node
+    }
+
     /// Ends the transaction; an open one is rolled back.
     pub fn close(self) {}
 
@@ -802,7 +808,13 @@ impl<'c> Transaction<'c> {
     ) -> Result<OpId, Error> {
         self.check_usable()?;
         if self.tc_node.is_none() {
-            self.tc_node = Some(self.cluster.primary_of_key(key));
+            // Any replica may serve a committed read of a READ_BACKUP table: coordinate it on
+            // the nearest, whose TC then reads its own replica.
+            let near = target.signal == gsn::TCKEYREQ
+                && op_type == OperationType::Read
+                && lock_mode == LockMode::CommittedRead
+                && target.table.def().read_backup;
+            self.tc_node = Some(self.cluster.tc_of_key(key, near));
         }
         let op_index = self.batch.len() as u32;
         let starts = self.state == State::Fresh && op_index == 0;

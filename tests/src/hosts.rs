@@ -128,6 +128,16 @@ impl Hosts {
         format!("{}h{host:02}", self.tag)
     }
 
+    /// Moves the calling thread onto host `host`: the sockets it opens from now on, and the
+    /// threads it spawns, are in that host's network namespace. Meant for a test's own
+    /// thread; other threads of the process stay where they are.
+    pub fn enter(&self, host: u8) -> Result<()> {
+        let path = format!("/run/netns/{}", self.namespace(host));
+        let namespace = std::fs::File::open(&path).with_context(|| format!("open {path}"))?;
+        nix::sched::setns(namespace, nix::sched::CloneFlags::CLONE_NEWNET)
+            .with_context(|| format!("enter the network namespace {path}"))
+    }
+
     fn bridge_name(&self) -> String {
         format!("{}br", self.tag)
     }

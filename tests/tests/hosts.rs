@@ -2,8 +2,10 @@
 //! that the config names as the node's HostName) form one cluster from one config: each node
 //! listens on its own host only, a committed row is on the replicas of both hosts with equal
 //! contents, and a rollback leaves nothing on either; that an API node connecting from an
-//! address other than its slot's HostName is refused with NDB's 1717; and that a data node
-//! whose HostName is not an address of its host refuses to start, saying so.
+//! address other than its slot's HostName is refused with NDB's 1717 (and one choosing its own
+//! slot takes the next); that a data node whose HostName is not an address of its host refuses
+//! to start, saying so; and that a committed read of a READ_BACKUP table is served on the
+//! reader's host.
 //!
 //! The hosts need root and iproute2 (`ip netns`), as CI has.
 
@@ -197,4 +199,70 @@ fn an_api_node_skips_a_slot_of_another_of_its_addresses() {
         Some(hosts.bridge_address().to_string()),
         "took a slot of the bridge address"
     );
+}
+
+/// A committed read of a READ_BACKUP table is coordinated on the reader's own host, whose TC
+/// reads its own replica (NDB's ReadBackup locality); a locking read, or a table without
+/// READ_BACKUP, still goes to the primary replica.
+#[test]
+fn a_committed_read_of_a_read_backup_table_stays_on_the_readers_host() {
+    let hosts = Hosts::new(2).expect("make two hosts (needs root and iproute2)");
+    // Slot 80 is for an API node on host 2, next to data node 2.
+    let spec = ClusterSpec::new()
+        .data_nodes(2)
+        .replicas(2)
+        .on_hosts(&hosts)
+        .extra(&format!("[api]\nNodeId=80\nHostName={}", hosts.address(2)));
+    let cluster = TestCluster::start(spec).expect("start a data node on each host");
+    let setup = cluster
+        .connect()
+        .expect("connect from the bridge's address");
+    let backup_table = ops::recreate_table(&setup, &table_def().with_read_backup(true))
+        .expect("create a READ_BACKUP table");
+    let mut plain_def = table_def();
+    plain_def.name = "on_hosts_plain".to_string();
+    let plain_table = ops::recreate_table(&setup, &plain_def).expect("create a plain table");
+    let rows: Vec<Vec<Value>> = (0..ROWS).map(row).collect();
+    ops::insert_committed(&setup, &backup_table, &rows).expect("fill the READ_BACKUP table");
+    ops::insert_committed(&setup, &plain_table, &rows).expect("fill the plain table");
+    let on_node_1: Vec<u32> = (0..ROWS)
+        .filter(|&id| {
+            let replicas = setup
+                .replicas_of(&backup_table, &[Value::UInt32(id)])
+                .expect("replicas_of");
+            replicas[0] == NodeId(1)
+        })
+        .collect();
+    assert!(!on_node_1.is_empty(), "node 1 is the primary of some rows");
+
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                hosts.enter(2).expect("move this thread onto host 2");
+                let api = cluster.connect_as(NodeId(80)).expect("connect from host 2");
+                for &id in &on_node_1 {
+                    let key = [Value::UInt32(id)];
+                    for (table, lock, coordinator) in [
+                        (&backup_table, LockMode::CommittedRead, NodeId(2)),
+                        (&backup_table, LockMode::Read, NodeId(1)),
+                        (&plain_table, LockMode::CommittedRead, NodeId(1)),
+                    ] {
+                        let mut transaction = api.start_transaction().expect("start");
+                        let op = transaction.read(table, &key, lock).expect("define a read");
+                        assert_eq!(
+                            transaction.connected_node_id(),
+                            Some(coordinator),
+                            "row {id} of {} read with {lock:?}",
+                            table.name()
+                        );
+                        transaction
+                            .execute(ExecType::Commit)
+                            .unwrap_or_else(|e| panic!("read row {id}: {e}"));
+                        assert_eq!(transaction.row(op), Some(&row(id)[..]), "row {id}");
+                    }
+                }
+            })
+            .join()
+            .expect("the reader on host 2 panicked");
+    });
 }
