@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use crate::error::Diag;
 use crate::layered::{Defaults, Layered};
-use crate::model::{ClusterConfig, LinkConfig, NodeId, NodeKind, TransporterKind};
+use crate::model::{same_host, ClusterConfig, LinkConfig, NodeId, NodeKind, TransporterKind};
 use crate::params::SectionKind;
 
 /// The links of `config`, from the explicit link sections and the rules above.
@@ -179,18 +179,6 @@ fn section_pair(
         [a, b] => Some((*a, *b)),
         _ => None,
     }
-}
-
-/// True when two HostNames name one host: equal but for case, or both loopback
-/// (`localhost`, `127.x.y.z`, `::1`). Names are not resolved: the config crate does no IO.
-fn same_host(a: &str, b: &str) -> bool {
-    let loopback = |name: &str| {
-        name.eq_ignore_ascii_case("localhost")
-            || name
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback())
-    };
-    a.eq_ignore_ascii_case(b) || (loopback(a) && loopback(b))
 }
 
 /// The HostName of node `id`, when it has one.

@@ -221,6 +221,18 @@ impl fmt::Display for ConfigWarning {
     }
 }
 
+/// True when two HostNames name one host: equal but for case, or both loopback
+/// (`localhost`, `127.x.y.z`, `::1`). Names are not resolved: the config crate does no IO.
+pub fn same_host(a: &str, b: &str) -> bool {
+    let loopback = |name: &str| {
+        name.eq_ignore_ascii_case("localhost")
+            || name
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    };
+    a.eq_ignore_ascii_case(b) || (loopback(a) && loopback(b))
+}
+
 impl ClusterConfig {
     /// The data node with this id.
     pub fn data_node(&self, id: NodeId) -> Option<&DataNodeConfig> {
@@ -283,5 +295,19 @@ impl ClusterConfig {
             canon.push_str(&format!("L{}-{}:{};", l.node1, l.node2, l.kind));
         }
         xxhash_rust::xxh3::xxh3_64(canon.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_host;
+
+    #[test]
+    fn host_names_are_one_host_when_equal_or_both_loopback() {
+        assert!(same_host("db1.example", "DB1.example"));
+        assert!(same_host("localhost", "127.0.0.1"));
+        assert!(same_host("127.0.0.2", "::1"));
+        assert!(!same_host("localhost", "10.0.0.1"));
+        assert!(!same_host("10.0.0.1", "10.0.0.2"));
     }
 }

@@ -105,7 +105,7 @@ pub fn shares_cpu_with_data_node(config: &ClusterConfig, me: NodeId) -> bool {
     };
     config.data_nodes.iter().any(|other| {
         other.node_id != me
-            && other.host_name == node.host_name
+            && rndb_config::same_host(&other.host_name, &node.host_name)
             && other
                 .lock_execute_thread_to_cpu
                 .iter()
