@@ -122,6 +122,28 @@ impl Hosts {
         Ipv4Addr::new(a, b, c, BRIDGE_HOST_OCTET)
     }
 
+    /// Gives the test process a further address on the hosts' subnet, `.octet` (not one of
+    /// the hosts' own, nor 254). The route to the hosts still starts from
+    /// [`Hosts::bridge_address`]; a connection comes from this one only if its socket binds it.
+    pub fn add_bridge_address(&self, octet: u8) -> Result<Ipv4Addr> {
+        if octet == 0 || octet <= HOSTS_MAX || octet >= BRIDGE_HOST_OCTET {
+            bail!(
+                "{octet}: the further bridge addresses are .{} to .253",
+                HOSTS_MAX + 1
+            );
+        }
+        let [a, b, c] = self.subnet;
+        let address = Ipv4Addr::new(a, b, c, octet);
+        ip(&[
+            "addr",
+            "add",
+            &format!("{address}/24"),
+            "dev",
+            &self.bridge_name(),
+        ])?;
+        Ok(address)
+    }
+
     /// The network namespace of host `host`: run a command there with
     /// `ip netns exec <namespace> <command>`.
     pub fn namespace(&self, host: u8) -> String {

@@ -3,7 +3,8 @@
 //! listens on its own host only, a committed row is on the replicas of both hosts with equal
 //! contents, and a rollback leaves nothing on either; that an API node connecting from an
 //! address other than its slot's HostName is refused with NDB's 1717 (and one choosing its own
-//! slot takes the next); that a data node whose HostName is not an address of its host refuses
+//! slot takes the next), while one whose slot names a further address of its host connects
+//! from that address; that a data node whose HostName is not an address of its host refuses
 //! to start, saying so; and that a committed read of a READ_BACKUP table is served on the
 //! reader's host.
 //!
@@ -270,4 +271,23 @@ fn a_committed_read_of_a_read_backup_table_stays_on_the_readers_host() {
             .join()
             .expect("the reader on host 2 panicked");
     });
+}
+
+/// An API node whose slot names one of several addresses of its host connects from that
+/// address, which the data node admits, even where the route would start from another.
+#[test]
+#[ignore = "needs root: network namespaces (scripts/test runs it as root)"]
+fn an_api_node_connects_from_its_slots_address() {
+    let hosts = Hosts::new(1).expect("make a host (needs root and iproute2)");
+    let second = hosts
+        .add_bridge_address(253)
+        .expect("a second address for the test process");
+    let spec = ClusterSpec::new()
+        .on_hosts(&hosts)
+        .extra(&format!("[api]\nNodeId=90\nHostName={second}"));
+    let cluster = TestCluster::start(spec).expect("start a data node on the host");
+    let api = cluster
+        .connect_as(NodeId(90))
+        .expect("connect as API node 90, from its HostName");
+    api.ping().expect("ping");
 }

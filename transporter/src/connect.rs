@@ -30,8 +30,7 @@ pub fn connect_to_data_node(
     })?;
     let kind = kind.unwrap_or(link.kind);
     let addr = resolve(peer, config)?;
-    let mut stream = TcpStream::connect_timeout(&addr, timeout)
-        .map_err(|e| TransportError::io(format!("TCP connect to {addr}"), e))?;
+    let mut stream = connect_from(own_address(config, me, addr), addr, timeout)?;
     let mut hello = Hello::for_link(config, me, peer.node_id)?;
     hello.transporter = kind;
     handshake::client_handshake(&mut stream, &hello, timeout)?;
@@ -61,21 +60,66 @@ fn open_link(
     }
 }
 
-/// True when `host_name` names this host: one of its addresses is a loopback address, or a
-/// unicast one a socket can bind here (only this host's own addresses allow that, unless the
-/// `net.ipv4.ip_nonlocal_bind` sysctl is set). A name that does not resolve is not this host,
-/// nor is the unspecified address.
-pub fn is_this_host(host_name: &str) -> bool {
-    let is_mine = |ip: IpAddr| {
-        ip.is_loopback()
-            || (!ip.is_unspecified()
-                && !ip.is_multicast()
-                && std::net::UdpSocket::bind((ip, 0)).is_ok())
+/// The address node `me` connects from: its HostName's, when that names one of this host's
+/// own non-loopback addresses of `peer`'s family. The peer admits a node only from its
+/// HostName (1717), and on a host with several addresses the route to `peer` may start from
+/// another one. `None` leaves the choice to the route (no HostName, a loopback one, or one
+/// that is not this host's).
+fn own_address(config: &ClusterConfig, me: NodeId, peer: SocketAddr) -> Option<IpAddr> {
+    let host_name = match config.data_node(me) {
+        Some(data) => data.host_name.as_str(),
+        None => config.api_slot(me)?.host_name.as_deref()?,
     };
+    (host_name, 0)
+        .to_socket_addrs()
+        .ok()?
+        .map(|a| a.ip())
+        .find(|&ip| ip.is_ipv4() == peer.is_ipv4() && !ip.is_loopback() && is_own_address(ip))
+}
+
+/// A TCP connection to `peer` within `timeout`, from `local` when given.
+fn connect_from(
+    local: Option<IpAddr>,
+    peer: SocketAddr,
+    timeout: Duration,
+) -> Result<TcpStream, TransportError> {
+    let what = || match local {
+        Some(ip) => format!("TCP connect to {peer} from {ip}"),
+        None => format!("TCP connect to {peer}"),
+    };
+    let Some(ip) = local else {
+        return TcpStream::connect_timeout(&peer, timeout)
+            .map_err(|e| TransportError::io(what(), e));
+    };
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(peer),
+        socket2::Type::STREAM,
+        None,
+    )
+    .map_err(|e| TransportError::io(what(), e))?;
+    socket
+        .bind(&SocketAddr::new(ip, 0).into())
+        .map_err(|e| TransportError::io(what(), e))?;
+    socket
+        .connect_timeout(&peer.into(), timeout)
+        .map_err(|e| TransportError::io(what(), e))?;
+    Ok(socket.into())
+}
+
+/// True when `host_name` names this host: one of its addresses is a loopback address or
+/// another of this host's own ([`is_own_address`]). A name that does not resolve is not this
+/// host.
+pub fn is_this_host(host_name: &str) -> bool {
     match (host_name, 0).to_socket_addrs() {
-        Ok(mut addrs) => addrs.any(|a| is_mine(a.ip())),
+        Ok(mut addrs) => addrs.any(|a| a.ip().is_loopback() || is_own_address(a.ip())),
         Err(_) => false,
     }
+}
+
+/// True when `ip` is a unicast address of this host: one a socket can bind here (only this
+/// host's own addresses allow that, unless the `net.ipv4.ip_nonlocal_bind` sysctl is set).
+fn is_own_address(ip: IpAddr) -> bool {
+    !ip.is_unspecified() && !ip.is_multicast() && std::net::UdpSocket::bind((ip, 0)).is_ok()
 }
 
 /// The address of a data node's port: its HostName, IPv4 preferred (NDB configs name hosts
