@@ -115,7 +115,7 @@ fn explicit_pairs<'a>(
             continue;
         }
         if section.kind == SectionKind::Shm {
-            if let (Some(host_a), Some(host_b)) = (host_name(config, a), host_name(config, b)) {
+            if let (Some(host_a), Some(host_b)) = (config.host_name(a), config.host_name(b)) {
                 if !same_host(host_a, host_b) {
                     let message = format!(
                         "shared memory joins nodes on one host, but node {a} has \
@@ -179,21 +179,6 @@ fn section_pair(
         [a, b] => Some((*a, *b)),
         _ => None,
     }
-}
-
-/// The HostName of node `id`, when it has one.
-fn host_name(config: &ClusterConfig, id: NodeId) -> Option<&str> {
-    let name = match config.node_kind(id)? {
-        NodeKind::Data => config.data_node(id)?.host_name.as_str(),
-        NodeKind::Api => config.api_slot(id)?.host_name.as_deref()?,
-        NodeKind::Mgm => config
-            .mgm_nodes
-            .iter()
-            .find(|n| n.node_id == id)?
-            .host_name
-            .as_str(),
-    };
-    (!name.is_empty()).then_some(name)
 }
 
 /// True when `a` and `b` exchange signals: at least one is a data node.

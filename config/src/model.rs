@@ -244,6 +244,21 @@ impl ClusterConfig {
         self.api_slots.iter().find(|n| n.node_id == id)
     }
 
+    /// The HostName of node `id` (of any kind), when it has a non-empty one.
+    pub fn host_name(&self, id: NodeId) -> Option<&str> {
+        let name = match self.node_kind(id)? {
+            NodeKind::Data => self.data_node(id)?.host_name.as_str(),
+            NodeKind::Api => self.api_slot(id)?.host_name.as_deref()?,
+            NodeKind::Mgm => self
+                .mgm_nodes
+                .iter()
+                .find(|n| n.node_id == id)?
+                .host_name
+                .as_str(),
+        };
+        (!name.is_empty()).then_some(name)
+    }
+
     /// What kind of node `id` is, if it is in the file.
     pub fn node_kind(&self, id: NodeId) -> Option<NodeKind> {
         if self.data_node(id).is_some() {

@@ -66,11 +66,7 @@ fn open_link(
 /// another one. `None` leaves the choice to the route (no HostName, a loopback one, or one
 /// that is not this host's).
 fn own_address(config: &ClusterConfig, me: NodeId, peer: SocketAddr) -> Option<IpAddr> {
-    let host_name = match config.data_node(me) {
-        Some(data) => data.host_name.as_str(),
-        None => config.api_slot(me)?.host_name.as_deref()?,
-    };
-    (host_name, 0)
+    (config.host_name(me)?, 0)
         .to_socket_addrs()
         .ok()?
         .map(|a| a.ip())

@@ -227,7 +227,7 @@ pub fn admit<'c>(
         );
     };
     check_link(link, hello, me)?;
-    check_host(config, from, config_kind, peer_addr)?;
+    check_host(config, from, peer_addr)?;
     if connected(from) {
         return refuse(
             REFUSE_ALREADY_CONNECTED,
@@ -309,22 +309,8 @@ fn transporter_allowed(configured: TransporterKind, wanted: TransporterKind) -> 
 /// The peer's address must be one the node's HostName resolves to. A HostName that resolves to
 /// a loopback address admits any loopback address (a local process may connect from 127.0.0.1
 /// to a name that /etc/hosts maps to 127.0.1.1). An API slot without HostName admits any host.
-fn check_host(
-    config: &ClusterConfig,
-    from: NodeId,
-    kind: NodeKind,
-    peer_addr: IpAddr,
-) -> Result<(), Refusal> {
-    let host_name = match kind {
-        NodeKind::Data => config.data_node(from).map(|n| n.host_name.as_str()),
-        NodeKind::Api => config.api_slot(from).and_then(|s| s.host_name.as_deref()),
-        NodeKind::Mgm => config
-            .mgm_nodes
-            .iter()
-            .find(|n| n.node_id == from)
-            .map(|n| n.host_name.as_str()),
-    };
-    let Some(host_name) = host_name.filter(|h| !h.is_empty()) else {
+fn check_host(config: &ClusterConfig, from: NodeId, peer_addr: IpAddr) -> Result<(), Refusal> {
+    let Some(host_name) = config.host_name(from) else {
         return Ok(());
     };
     let peer_addr = peer_addr.to_canonical();
