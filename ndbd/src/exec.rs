@@ -536,7 +536,7 @@ impl ExecLoop {
                 broken: &mut self.broken,
                 stalled: &mut self.stalled,
             };
-            self.kernel.on_disconnect(node, &mut out);
+            self.kernel.on_disconnect(node, &mut out, Instant::now());
             if self.kernel.has_failed(node) {
                 self.failed
                     .lock()

@@ -5,7 +5,7 @@
 //! MaxNoOfConcurrentScans + a few dictionary requests: what a well-behaved API can have
 //! outstanding); an API node past the bound does not read its answers, and its link is closed.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use rndb_config::NodeId;
 use rndb_transporter::FrameHeader;
@@ -18,25 +18,27 @@ pub const OTHER_REQUESTS_MAX: usize = 16;
 /// Unsent final answers per API node.
 #[derive(Debug)]
 pub struct Unsent {
-    queues: HashMap<NodeId, VecDeque<(FrameHeader, Vec<u8>)>>,
+    /// Ordered by node, so that kept answers are retried in the same order every run (the
+    /// simulator replays a seed only if nothing depends on a hasher's random seed).
+    queues: BTreeMap<NodeId, VecDeque<(FrameHeader, Vec<u8>)>>,
     /// Nodes whose link is being closed: their answers are dropped.
-    closing: HashSet<NodeId>,
+    closing: BTreeSet<NodeId>,
     /// Answers kept per API node at most.
     max: usize,
     /// Data nodes, and how many signals are kept for one at most: a data node link carries
     /// operations, answers and commit rounds of every transaction both nodes run, up to
     /// MaxNoOfConcurrentOperations + 2 × MaxNoOfConcurrentTransactions.
-    data_nodes: HashSet<NodeId>,
+    data_nodes: BTreeSet<NodeId>,
     data_node_max: usize,
 }
 
 impl Unsent {
     pub fn new(max: usize) -> Unsent {
         Unsent {
-            queues: HashMap::new(),
-            closing: HashSet::new(),
+            queues: BTreeMap::new(),
+            closing: BTreeSet::new(),
             max,
-            data_nodes: HashSet::new(),
+            data_nodes: BTreeSet::new(),
             data_node_max: max,
         }
     }

@@ -293,7 +293,7 @@ impl Kernel {
 
     /// A data node's link closed: what it held for this node's transactions is lost, and what
     /// its transactions held here is rolled back.
-    pub(super) fn on_data_node_lost(&mut self, node: NodeId, out: &mut dyn Outbox) {
+    pub(super) fn on_data_node_lost(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
         if !self.dist.up.remove(&node) {
             // A link of a node that already failed (see `on_connect`): nothing was using it.
             return;
@@ -303,13 +303,15 @@ impl Kernel {
         // Its transactions' rows here: committed if any survivor committed them (the commit
         // round reached it before the coordinator died), else rolled back. Every survivor asks
         // every other, so all decide alike.
-        let orphans: Vec<TransId> = self
+        let mut orphans: Vec<TransId> = self
             .dist
             .foreign
             .iter()
             .filter(|(_, tc)| **tc == node)
             .map(|(t, _)| *t)
             .collect();
+        // Sorted: a hash map's order differs from run to run, and the queries go out in it.
+        orphans.sort_unstable();
         let survivors: Vec<NodeId> = self.dist.up.iter().copied().collect();
         for trans in orphans {
             self.dist
@@ -335,13 +337,14 @@ impl Kernel {
             self.answer_tc_fail_query(asker, trans, out);
         }
         // Resolutions that waited for the node that failed now.
-        let waiting: Vec<TransId> = self
+        let mut waiting: Vec<TransId> = self
             .dist
             .resolving
             .iter()
             .filter(|(_, (_, awaiting, _))| awaiting.contains(&node))
             .map(|(t, _)| *t)
             .collect();
+        waiting.sort_unstable();
         for trans in waiting {
             if let Some((_, awaiting, _)) = self.dist.resolving.get_mut(&trans) {
                 awaiting.retain(|&n| n != node);
@@ -378,8 +381,8 @@ impl Kernel {
         for trans in self.tc.awaiting_node(node) {
             self.jobs.push_back(Signal::RoundDone { trans, node });
         }
-        self.schema_node_lost(node, out);
-        self.builds_node_lost(node, out);
+        self.schema_node_lost(node, out, now);
+        self.builds_node_lost(node, out, now);
     }
 
     /// Ends a transaction whose coordinator failed once every survivor has said how it stands

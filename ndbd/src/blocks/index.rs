@@ -23,7 +23,7 @@ use super::{dih, tup, Kernel, Outbox};
 
 /// A unique index created here whose entries are still to be built (see `index_build.rs`).
 #[derive(Debug)]
-pub(super) struct PendingBuild {
+pub(crate) struct PendingBuild {
     pub base_table_id: u32,
     pub hidden: u32,
     pub entries: Vec<(Vec<Value>, Box<[u8]>)>,

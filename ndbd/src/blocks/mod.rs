@@ -15,20 +15,14 @@ pub mod dict;
 pub mod dih;
 mod dist;
 mod index;
-mod index_build;
 pub mod lqh;
-pub mod lqh_scan;
 pub mod node_set;
-mod scan;
-mod schema_ops;
-mod slot_index;
 pub mod tc;
-mod trans_table;
 pub mod tup;
 pub mod tux;
 
 #[cfg(test)]
-mod dist_tests;
+mod cluster_tests;
 #[cfg(test)]
 mod tests;
 
@@ -128,13 +122,13 @@ pub struct Kernel {
     dih: dih::Dih,
     tc: tc::Tc,
     lqh: lqh::Lqh,
-    scans: scan::Scans,
+    scans: tc::scan::Scans,
     /// Membership, other nodes' transactions here, and operations out on other nodes.
     dist: dist::Dist,
     /// Schema changes this node coordinates as DICT master.
-    schema: schema_ops::SchemaOps,
+    schema: dict::schema::SchemaOps,
     /// Unique indexes being built over existing rows.
-    builds: index_build::Builds,
+    builds: dict::index_build::Builds,
     jobs: VecDeque<Signal>,
     /// Jobs at the front of `jobs` whose rows `Lqh::warm` has brought into the cache. Counts
     /// right because jobs are only ever taken from the front and added at the back.
@@ -171,8 +165,8 @@ impl Kernel {
             ),
             dih: dih::Dih::new(config),
             dist: dist::Dist::new(config, node.node_id),
-            schema: schema_ops::SchemaOps::default(),
-            builds: index_build::Builds::default(),
+            schema: dict::schema::SchemaOps::default(),
+            builds: dict::index_build::Builds::default(),
             tc: tc::Tc::new(
                 node.node_id,
                 node.max_no_of_concurrent_transactions,
@@ -181,7 +175,7 @@ impl Kernel {
                 inactive_timeout,
             ),
             lqh: lqh::Lqh::new(node.data_memory_bytes),
-            scans: scan::Scans::new(node.max_no_of_concurrent_scans),
+            scans: tc::scan::Scans::new(node.max_no_of_concurrent_scans),
             jobs: VecDeque::new(),
             warmed: 0,
             unsent: answers::Unsent::new(
@@ -231,7 +225,7 @@ impl Kernel {
             | gsn::DROP_INDEX_REQ
             | gsn::CREATE_TABLE_REQ
             | gsn::DROP_TABLE_REQ => self.on_schema_req(from, header, payload, out, now)?,
-            signal if schema_ops::is_schema_answer(signal) && self.dist.is_data_node(from) => {
+            signal if dict::schema::is_schema_answer(signal) && self.dist.is_data_node(from) => {
                 self.on_schema_answer(from, header, payload, out, now)?
             }
             dgsn::LQHKEYREQ..=dgsn::LQH_ABORTCONF | dgsn::TC_FAIL_QUERY | dgsn::TC_FAIL_ANSWER => {
@@ -239,7 +233,7 @@ impl Kernel {
             }
             dgsn::API_REGREQ => self.api_reg(from, header, out),
             dgsn::INDEX_BUILD_ROWS | dgsn::INDEX_BUILD_DONE => {
-                self.on_index_build_frame(from, header, payload, out)?
+                self.on_index_build_frame(from, header, payload, out, now)?
             }
             gsn::GET_INDEX_REQ => {
                 let name = IndexName::decode(payload)?;
@@ -414,7 +408,7 @@ impl Kernel {
                 );
             }
             gsn::SCAN_TABREQ | gsn::SCAN_NEXTREQ => {
-                scan::scan_ref(&mut self.unsent, out, from, header.request_id, &error)
+                tc::scan::scan_ref(&mut self.unsent, out, from, header.request_id, &error)
             }
             _ => return false,
         }
@@ -423,10 +417,10 @@ impl Kernel {
 
     /// A link closed. An API node's transactions are rolled back and their locks released; a
     /// data node's loss aborts what touched it.
-    pub fn on_disconnect(&mut self, node: NodeId, out: &mut dyn Outbox) {
+    pub fn on_disconnect(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
         if self.dist.is_data_node(node) {
             self.unsent.forget(node);
-            return self.on_data_node_lost(node, out);
+            return self.on_data_node_lost(node, out, now);
         }
         self.unsent.forget(node);
         self.abandon_scans(node);

@@ -298,7 +298,7 @@ fn disconnect_with_a_waiter_releases_every_lock() {
             ExecType::NoCommit,
         );
         assert_eq!(answered(&out, r2), None, "waits");
-        k.on_disconnect(NodeId(50), &mut out);
+        k.on_disconnect(NodeId(50), &mut out, Instant::now());
         k.run_jobs(&mut out, Instant::now());
         assert_rows_free(&mut k, &mut out, &t, base_mem, Instant::now());
     }
@@ -491,7 +491,7 @@ fn unsent_answers_past_the_bound_close_the_link() {
     }
     assert_eq!(out.closed.len(), 1, "the link is closed once");
     assert_eq!(out.closed[0].0, NodeId(50));
-    k.on_disconnect(NodeId(50), &mut out);
+    k.on_disconnect(NodeId(50), &mut out, Instant::now());
     out.overloaded.clear();
     k.run_jobs(&mut out, Instant::now());
     assert!(out.frames.is_empty(), "nothing is sent to a closed link");
@@ -762,7 +762,7 @@ proptest! {
         let _ = k.on_frame(NodeId(50), &hdr(signal, rid), &bytes, &mut out, now);
         k.run_jobs(&mut out, now);
         k.on_timer(now + Duration::from_secs(10));
-        k.on_disconnect(NodeId(50), &mut out);
+        k.on_disconnect(NodeId(50), &mut out, Instant::now());
         k.run_jobs(&mut out, now + Duration::from_secs(10));
         prop_assert_eq!(k.transaction_count(), 0);
     }

@@ -6,6 +6,9 @@
 //! but no name in the table namespace. An ordered index has no table: TUX keeps one ordered
 //! structure per fragment of its base table.
 
+pub mod index_build;
+pub mod schema;
+
 use hashbrown::HashMap;
 
 use rndb_protocol::schema::{COLUMN_BYTES_MAX, NAME_BYTES_MAX};

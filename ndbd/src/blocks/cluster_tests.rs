@@ -168,7 +168,7 @@ impl Sim {
             return;
         };
         let mut sent = Sent::default();
-        kernel.on_disconnect(dead, &mut sent);
+        kernel.on_disconnect(dead, &mut sent, Instant::now());
         kernel.run_jobs(&mut sent, Instant::now());
         let pending = sent
             .0

@@ -11,15 +11,17 @@
 //! slab by slot id, so its cursor is one integer that stays valid while rows come and go (NDB's
 //! TUP scans by page and row id); an ordered index (TUX) refers to rows by slot id too.
 
+pub mod slot_index;
+
 use std::collections::VecDeque;
 
-use super::slot_index::SlotIndex;
+use crate::blocks::acc::slot_index::SlotIndex;
 
 /// A transaction as the kernel names it: the API node id in the high bits and the API's
 /// request id in the low 32.
 pub type TransId = u64;
 
-pub use super::tup::Row;
+pub use crate::blocks::tup::Row;
 
 /// How strongly a row is locked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,7 +41,7 @@ pub struct Waiter<W> {
 /// No transaction, in a [`Lock`]'s holder fields and as `TransTable`'s empty key. Never a
 /// transaction id: those are an API node id (16 bits) over a request id (32 bits), and a data
 /// node's frames naming another are refused as protocol violations.
-pub(super) const NO_TRANS: TransId = TransId::MAX;
+pub(crate) const NO_TRANS: TransId = TransId::MAX;
 
 /// A row lock: one exclusive holder or any number of shared holders, and a FIFO queue.
 ///

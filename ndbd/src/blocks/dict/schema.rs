@@ -17,16 +17,16 @@ use rndb_protocol::signals::{self, block, gsn, CreateIndexReq, IndexName, Refusa
 use rndb_protocol::NdbError;
 use rndb_transporter::FrameHeader;
 
-use super::index::PendingBuild;
-use super::index_build::BuildReply;
-use super::{refuse, reply, Kernel, Outbox, ProtocolViolation};
+use crate::blocks::dict::index_build::BuildReply;
+use crate::blocks::index::PendingBuild;
+use crate::blocks::{refuse, reply, Kernel, Outbox, ProtocolViolation};
 
 /// Schema changes waiting while one runs, at most.
 const QUEUED_MAX: usize = 64;
 
 /// The master's schema changes: the running one and those waiting.
 #[derive(Debug, Default)]
-pub(super) struct SchemaOps {
+pub(crate) struct SchemaOps {
     current: Option<SchemaOp>,
     queue: VecDeque<(NodeId, FrameHeader, Vec<u8>)>,
     next_id: u32,
@@ -61,7 +61,7 @@ fn answers_of(request: u16) -> (u16, u16) {
 }
 
 /// True for the answers data nodes send the master.
-pub(super) fn is_schema_answer(signal: u16) -> bool {
+pub(crate) fn is_schema_answer(signal: u16) -> bool {
     matches!(
         signal,
         gsn::CREATE_TABLE_CONF
@@ -111,7 +111,7 @@ fn check_payload(signal: u16, payload: &[u8]) -> Result<(), ProtocolViolation> {
 impl Kernel {
     /// CREATE/DROP TABLE/INDEX from an API node (coordinated here when this is the master) or
     /// from the master (applied and answered).
-    pub(super) fn on_schema_req(
+    pub(crate) fn on_schema_req(
         &mut self,
         from: NodeId,
         header: &FrameHeader,
@@ -152,7 +152,7 @@ impl Kernel {
                         conf,
                     };
                     self.start_unique_build(build, reply, out);
-                    self.finish_build_if_done(hidden, out);
+                    self.finish_build_if_done(hidden, out, now);
                 }
                 result => self.answer_schema(from, header, result.map(|(conf, _)| conf), out),
             }
@@ -241,13 +241,18 @@ impl Kernel {
             if let Some(build) = build {
                 let hidden = build.hidden;
                 self.start_unique_build(build, BuildReply::Master, out);
-                self.finish_build_if_done(hidden, out);
+                self.finish_build_if_done(hidden, out, now);
             }
         }
     }
 
     /// This node's part of the running schema change's index build ended (the master's).
-    pub(super) fn schema_build_done(&mut self, error: Option<NdbError>, out: &mut dyn Outbox) {
+    pub(crate) fn schema_build_done(
+        &mut self,
+        error: Option<NdbError>,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
         let Some(op) = self.schema.current.as_mut() else {
             return;
         };
@@ -256,12 +261,12 @@ impl Kernel {
             op.failure.get_or_insert(error);
         }
         if op.awaiting.is_empty() {
-            self.end_schema_op(out, Instant::now());
+            self.end_schema_op(out, now);
         }
     }
 
     /// Answers a schema change the master passed on: CONF with `result`'s payload, or REF.
-    pub(super) fn answer_schema(
+    pub(crate) fn answer_schema(
         &mut self,
         master: NodeId,
         request: &FrameHeader,
@@ -283,7 +288,7 @@ impl Kernel {
     }
 
     /// A data node answered the running schema change.
-    pub(super) fn on_schema_answer(
+    pub(crate) fn on_schema_answer(
         &mut self,
         from: NodeId,
         header: &FrameHeader,
@@ -322,7 +327,7 @@ impl Kernel {
     }
 
     /// A data node failed: the running schema change fails if it waited for that node.
-    pub(super) fn schema_node_lost(&mut self, node: NodeId, out: &mut dyn Outbox) {
+    pub(crate) fn schema_node_lost(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
         let Some(op) = self.schema.current.as_mut() else {
             return;
         };
@@ -335,7 +340,7 @@ impl Kernel {
             format!("data node {node} failed during the schema change"),
         ));
         if op.awaiting.is_empty() && op.building.is_none() {
-            self.end_schema_op(out, Instant::now());
+            self.end_schema_op(out, now);
         }
     }
 

@@ -9,6 +9,9 @@
 //! idle longer than TransactionInactiveTimeout is aborted silently, and its next request is
 //! refused with 237.
 
+pub mod scan;
+pub mod trans_table;
+
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -19,9 +22,9 @@ use rndb_config::NodeId;
 use rndb_protocol::signals::{TcExecuteReq, FLAG_START_TRANSACTION, OP_INDEX_NONE};
 use rndb_protocol::{AbortOption, ExecType, NdbError};
 
-use super::acc::{Row, TransId};
-use super::node_set::NodeSet;
-use super::trans_table::TransTable;
+use crate::blocks::acc::{Row, TransId};
+use crate::blocks::node_set::NodeSet;
+use crate::blocks::tc::trans_table::TransTable;
 
 /// What TC asks of the kernel after handling a signal.
 #[derive(Debug)]
@@ -133,7 +136,7 @@ pub struct Tc {
     timed_out: HashSet<TransId>,
     timed_out_order: VecDeque<TransId>,
     /// When `expired` looks at the transactions again.
-    next_expiry_scan: Instant,
+    next_expiry_scan: Option<Instant>,
 }
 
 /// Names a transaction: the API node and its request id.
@@ -164,7 +167,7 @@ impl Tc {
             inactive_timeout,
             timed_out: HashSet::new(),
             timed_out_order: VecDeque::new(),
-            next_expiry_scan: Instant::now(),
+            next_expiry_scan: None,
         }
     }
 
@@ -659,14 +662,14 @@ impl Tc {
     /// Looks at every transaction, so it does so only every tenth of the shorter timeout
     /// (between 10 and 100 ms): a timeout fires at most that much late.
     pub fn expired(&mut self, now: Instant) -> Vec<TransId> {
-        if now < self.next_expiry_scan {
+        if self.next_expiry_scan.is_some_and(|next| now < next) {
             return Vec::new();
         }
         let shortest = self
             .inactive_timeout
             .map_or(self.deadlock_timeout, |t| t.min(self.deadlock_timeout));
         let interval = (shortest / 10).clamp(Duration::from_millis(10), Duration::from_millis(100));
-        self.next_expiry_scan = now + interval;
+        self.next_expiry_scan = Some(now + interval);
         let mut expired = Vec::new();
         for (trans, t) in self.transactions.iter_mut() {
             if t.phase != Phase::Active || t.early_commit {

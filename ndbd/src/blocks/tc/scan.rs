@@ -2,7 +2,7 @@
 //! a batch covers, and the answers (SCAN_ROWS frames, then SCAN_TABCONF or SCAN_TABREF).
 //!
 //! A batch request names fragments (or lets the scan's parallelism choose them). Each runs in
-//! LQH ([`Lqh::scan_batch`](super::lqh::Lqh::scan_batch)) until it reaches its row, byte or
+//! LQH ([`Lqh::scan_batch`](crate::blocks::lqh::Lqh::scan_batch)) until it reaches its row, byte or
 //! examined-rows limit, runs out, or waits for a row lock. Rows are encoded straight into a
 //! SCAN_ROWS payload, sent whenever it is nearly full; when no fragment of the request waits
 //! any more, the last rows and the SCAN_TABCONF go out. A scan whose every fragment is done
@@ -26,12 +26,12 @@ use rndb_protocol::{IndexKind, NdbError};
 use rndb_transporter::frame::FRAME_PAYLOAD_BYTES_MAX;
 use rndb_transporter::FrameHeader;
 
-use super::acc::{Row, TransId};
-use super::answers::Unsent;
-use super::dict::Dict;
-use super::lqh::ScanKey;
-use super::lqh_scan::{BatchEnd, BatchLimits, Cursor, Progress, ScanDef};
-use super::{api_header, tc, tup, tux, Kernel, Outbox};
+use crate::blocks::acc::{Row, TransId};
+use crate::blocks::answers::Unsent;
+use crate::blocks::dict::Dict;
+use crate::blocks::lqh::scan::{BatchEnd, BatchLimits, Cursor, Progress, ScanDef};
+use crate::blocks::lqh::ScanKey;
+use crate::blocks::{api_header, tc, tup, tux, Kernel, Outbox};
 
 /// A SCAN_ROWS payload is sent once it holds this many bytes, so one more row of the largest
 /// size still fits in a frame.
@@ -107,7 +107,7 @@ pub fn scan_key(api: NodeId, scan_id: u32) -> ScanKey {
 
 impl Kernel {
     /// SCAN_TABREQ: checks the scan, opens its record and runs its first batch.
-    pub(super) fn on_scan_req(
+    pub(crate) fn on_scan_req(
         &mut self,
         from: NodeId,
         header: &FrameHeader,
@@ -210,7 +210,7 @@ impl Kernel {
     }
 
     /// SCAN_NEXTREQ: the next batch, or closing the scan.
-    pub(super) fn on_scan_next(
+    pub(crate) fn on_scan_next(
         &mut self,
         from: NodeId,
         header: &FrameHeader,
@@ -350,7 +350,7 @@ impl Kernel {
     }
 
     /// A lock a scan waited for was granted: the fragment's batch goes on.
-    pub(super) fn resume_scan(
+    pub(crate) fn resume_scan(
         &mut self,
         key: ScanKey,
         fragment_id: u32,
@@ -439,7 +439,7 @@ impl Kernel {
 
     /// Closes the scans of a transaction that ended; a running batch is refused with the error
     /// `error` makes (built only when there is such a batch).
-    pub(super) fn close_scans_of(
+    pub(crate) fn close_scans_of(
         &mut self,
         trans: TransId,
         error: &dyn Fn() -> NdbError,
@@ -466,7 +466,7 @@ impl Kernel {
     }
 
     /// An API node left: its scans go without answers.
-    pub(super) fn abandon_scans(&mut self, api: NodeId) {
+    pub(crate) fn abandon_scans(&mut self, api: NodeId) {
         self.scans.records.retain(|_, r| r.api != api);
     }
 }
@@ -615,7 +615,7 @@ fn scan_conf(
     );
 }
 
-pub(super) fn scan_ref(
+pub(crate) fn scan_ref(
     unsent: &mut Unsent,
     out: &mut dyn Outbox,
     api: NodeId,

@@ -14,10 +14,10 @@ use std::ops::Bound;
 use rndb_protocol::filter::Filter;
 use rndb_protocol::{LockMode, NdbError};
 
-use super::acc::{LockKind, Row, RowSlot, SlotId, SlotStore, TransId, Waiter};
-use super::lqh::{Lqh, LqhWork, RowRef, ScanKey};
-use super::tup::RowFilter;
-use super::tux::{range_is_empty, EntryRange, OrderedIndex};
+use crate::blocks::acc::{LockKind, Row, RowSlot, SlotId, SlotStore, TransId, Waiter};
+use crate::blocks::lqh::{Lqh, LqhWork, RowRef, ScanKey};
+use crate::blocks::tup::RowFilter;
+use crate::blocks::tux::{range_is_empty, EntryRange, OrderedIndex};
 
 /// What a scan is, as every batch of every fragment needs it.
 #[derive(Debug)]

@@ -13,7 +13,7 @@
 //!
 //! Equal tags do not mean equal keys: callers compare the slot's key (`SlotStore::id_of`).
 
-use super::acc::SlotId;
+use super::SlotId;
 
 /// An unused entry. No entry in use equals it: slot id `u32::MAX` is never stored.
 const EMPTY: u64 = u64::MAX;

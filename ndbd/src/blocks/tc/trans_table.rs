@@ -16,7 +16,7 @@ use hashbrown::hash_map::Entry;
 use hashbrown::HashMap;
 use rndb_protocol::id_hash::SequentialIds;
 
-use super::acc::{TransId, NO_TRANS};
+use crate::blocks::acc::{TransId, NO_TRANS};
 
 /// Records of type `T` by transaction id. See the module docs.
 #[derive(Debug)]

@@ -2,18 +2,20 @@
 //! locks and TUP for row images and DataMemory. Keeps, per transaction, the rows it touched, so
 //! that commit and abort visit exactly those.
 
+pub mod scan;
+
 use hashbrown::HashMap;
 
 use rndb_config::NodeId;
 use rndb_protocol::id_hash::SequentialIds;
 use rndb_protocol::{LockMode, NdbError, OperationType, Value};
 
-use super::acc::{
+use crate::blocks::acc::{
     KeyHash, LockKind, OpKey, Pending, Row, RowSlot, SlotId, SlotStore, TransId, Waiter,
 };
-use super::dict::{Dict, Table};
-use super::tup::{self, DataMemory};
-use super::tux::OrderedIndex;
+use crate::blocks::dict::{Dict, Table};
+use crate::blocks::tup::{self, DataMemory};
+use crate::blocks::tux::OrderedIndex;
 
 /// Names a scan: the API node id in the high bits and the scan id in the low 32.
 pub type ScanKey = u64;
@@ -139,7 +141,7 @@ pub enum LqhAnswer {
 /// nobody holds or waits for its lock, and only the transaction's own commit or abort releases
 /// what it holds or waits for, so the id stays valid until then.
 #[derive(Debug)]
-pub(super) struct RowRef {
+pub(crate) struct RowRef {
     pub table_id: u32,
     pub fragment: u32,
     pub slot: SlotId,
@@ -156,13 +158,13 @@ pub struct Fragment {
 #[derive(Debug)]
 pub struct Lqh {
     /// Per table, its fragments.
-    pub(super) fragments: HashMap<u32, Vec<Fragment>>,
+    pub(crate) fragments: HashMap<u32, Vec<Fragment>>,
     /// Rows each live transaction touched.
-    pub(super) trans_rows: HashMap<TransId, Vec<RowRef>, SequentialIds>,
+    pub(crate) trans_rows: HashMap<TransId, Vec<RowRef>, SequentialIds>,
     /// Emptied row lists of ended transactions, reused by new ones (at most
     /// [`SPARE_ROW_LISTS`], each of at most [`SPARE_ROW_LIST_CAPACITY`] entries).
     spare_rows: Vec<Vec<RowRef>>,
-    pub(super) memory: DataMemory,
+    pub(crate) memory: DataMemory,
 }
 
 /// Queued jobs [`Lqh::warm`] looks ahead at.
@@ -693,7 +695,7 @@ fn set_pending(
             .collect();
         for (ix, key) in ordered.iter().zip(&keys) {
             if !ix.entries.contains_key(key) {
-                entry_bytes += super::tux::entry_bytes(key);
+                entry_bytes += crate::blocks::tux::entry_bytes(key);
             }
         }
         if let Err(e) = memory.reserve(entry_bytes) {

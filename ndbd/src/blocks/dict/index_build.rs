@@ -14,6 +14,9 @@
 //! A duplicate unique value anywhere fails the build (893) and so the schema change, which the
 //! master then undoes everywhere; so does a data node failing during the build.
 
+use std::collections::BTreeMap;
+use std::time::Instant;
+
 use hashbrown::HashMap;
 
 use rndb_config::NodeId;
@@ -22,15 +25,15 @@ use rndb_protocol::signals::block;
 use rndb_protocol::{NdbError, Value};
 use rndb_transporter::FrameHeader;
 
-use super::index::{trigger_error, PendingBuild};
-use super::{dih, tup, Kernel, Outbox, ProtocolViolation};
+use crate::blocks::index::{trigger_error, PendingBuild};
+use crate::blocks::{dih, tup, Kernel, Outbox, ProtocolViolation};
 
 /// An index entry on the wire: the unique columns' values and the base row's primary key.
 type Entry = (Vec<Value>, Vec<u8>);
 
 /// Who hears of a build's outcome.
 #[derive(Debug)]
-pub(super) enum BuildReply {
+pub(crate) enum BuildReply {
     /// This node is the master: its schema change goes on.
     Master,
     /// This node follows: it answers the master's request with this CONF payload (or a REF).
@@ -43,7 +46,7 @@ pub(super) enum BuildReply {
 
 /// One unique index being built on this node.
 #[derive(Debug)]
-pub(super) struct Build {
+pub(crate) struct Build {
     /// The indexed table, whose writes are refused meanwhile.
     pub base_table_id: u32,
     /// Other data nodes whose INDEX_BUILD_DONE is still to come.
@@ -54,14 +57,14 @@ pub(super) struct Build {
 
 /// What arrived for a hidden table this node has not created yet.
 #[derive(Debug)]
-pub(super) enum Early {
+pub(crate) enum Early {
     Rows(Vec<Entry>),
     Done(u32),
 }
 
 /// The unique index builds of this node.
 #[derive(Debug, Default)]
-pub(super) struct Builds {
+pub(crate) struct Builds {
     pub running: HashMap<u32, Build>,
     pub early: HashMap<u32, Vec<(NodeId, Early)>>,
     /// Entries (and DONE markers) held in `early`.
@@ -93,7 +96,7 @@ impl Kernel {
     /// Starts this node's part of building a unique index from its entries (the unique values
     /// and primary keys of the base rows this node is the live primary of). The caller ends
     /// it with `finish_build_if_done` (at once when no other data node is up).
-    pub(super) fn start_unique_build(
+    pub(crate) fn start_unique_build(
         &mut self,
         build: PendingBuild,
         reply: BuildReply,
@@ -105,7 +108,8 @@ impl Kernel {
             entries,
         } = build;
         let peers: Vec<NodeId> = self.dist.peers_up().collect();
-        let mut outgoing: HashMap<NodeId, Vec<Entry>> = HashMap::new();
+        // By node in order: frames go out in the same order every run.
+        let mut outgoing: BTreeMap<NodeId, Vec<Entry>> = BTreeMap::new();
         let mut error = None;
         for (key, pk) in entries {
             let partition = match self.index_entry_partition(hidden, &key) {
@@ -178,12 +182,13 @@ impl Kernel {
     }
 
     /// INDEX_BUILD_ROWS and INDEX_BUILD_DONE from another data node.
-    pub(super) fn on_index_build_frame(
+    pub(crate) fn on_index_build_frame(
         &mut self,
         from: NodeId,
         header: &FrameHeader,
         payload: &[u8],
         out: &mut dyn Outbox,
+        now: Instant,
     ) -> Result<(), ProtocolViolation> {
         if !self.dist.is_data_node(from) {
             return Err(ProtocolViolation(format!(
@@ -203,7 +208,7 @@ impl Kernel {
             let hidden = done.hidden_table_id;
             if self.builds.running.contains_key(&hidden) {
                 self.take_index_done(from, hidden, done.code);
-                self.finish_build_if_done(hidden, out);
+                self.finish_build_if_done(hidden, out, now);
             } else {
                 self.early_entry(hidden, from, Early::Done(done.code))?;
             }
@@ -270,7 +275,7 @@ impl Kernel {
     }
 
     /// A data node failed: builds waiting for it fail (its entries may be missing).
-    pub(super) fn builds_node_lost(&mut self, node: NodeId, out: &mut dyn Outbox) {
+    pub(crate) fn builds_node_lost(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
         let waiting: Vec<u32> = self
             .builds
             .running
@@ -286,12 +291,17 @@ impl Kernel {
                     format!("data node {node} failed while the unique index was built"),
                 ));
             }
-            self.finish_build_if_done(hidden, out);
+            self.finish_build_if_done(hidden, out, now);
         }
     }
 
     /// Ends the build of `hidden` when every other node's part is in. True when it ended.
-    pub(super) fn finish_build_if_done(&mut self, hidden: u32, out: &mut dyn Outbox) -> bool {
+    pub(crate) fn finish_build_if_done(
+        &mut self,
+        hidden: u32,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) -> bool {
         if self
             .builds
             .running
@@ -304,7 +314,7 @@ impl Kernel {
             return false;
         };
         match build.reply {
-            BuildReply::Master => self.schema_build_done(build.error, out),
+            BuildReply::Master => self.schema_build_done(build.error, out, now),
             BuildReply::Follower {
                 master,
                 request,
