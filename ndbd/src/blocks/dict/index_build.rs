@@ -25,7 +25,8 @@ use rndb_protocol::signals::block;
 use rndb_protocol::{NdbError, Value};
 use rndb_transporter::FrameHeader;
 
-use crate::blocks::index::{trigger_error, PendingBuild};
+use super::index::PendingBuild;
+use crate::blocks::tc::index::trigger_error;
 use crate::blocks::{dih, tup, Kernel, Outbox, ProtocolViolation};
 
 /// An index entry on the wire: the unique columns' values and the base row's primary key.
@@ -107,7 +108,7 @@ impl Kernel {
             hidden,
             entries,
         } = build;
-        let peers: Vec<NodeId> = self.dist.peers_up().collect();
+        let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
         // By node in order: frames go out in the same order every run.
         let mut outgoing: BTreeMap<NodeId, Vec<Entry>> = BTreeMap::new();
         let mut error = None;
@@ -182,7 +183,7 @@ impl Kernel {
     }
 
     /// INDEX_BUILD_ROWS and INDEX_BUILD_DONE from another data node.
-    pub(crate) fn on_index_build_frame(
+    pub(crate) fn exec_index_build_signal(
         &mut self,
         from: NodeId,
         header: &FrameHeader,
@@ -190,7 +191,7 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) -> Result<(), ProtocolViolation> {
-        if !self.dist.is_data_node(from) {
+        if !self.qmgr.is_data_node(from) {
             return Err(ProtocolViolation(format!(
                 "index build signal from node {from}, which is not a data node"
             )));

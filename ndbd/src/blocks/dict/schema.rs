@@ -13,13 +13,13 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use rndb_config::NodeId;
-use rndb_protocol::signals::{self, block, gsn, CreateIndexReq, IndexName, Refusal};
+use rndb_protocol::signals::{self, block, gsn, CreateIndexReq, IndexName, Refusal, TableInfo};
 use rndb_protocol::NdbError;
 use rndb_transporter::FrameHeader;
 
+use super::index::PendingBuild;
 use crate::blocks::dict::index_build::BuildReply;
-use crate::blocks::index::PendingBuild;
-use crate::blocks::{refuse, reply, Kernel, Outbox, ProtocolViolation};
+use crate::blocks::{refuse, reply, Kernel, Outbox, ProtocolViolation, Signal};
 
 /// Schema changes waiting while one runs, at most.
 const QUEUED_MAX: usize = 64;
@@ -111,7 +111,7 @@ fn check_payload(signal: u16, payload: &[u8]) -> Result<(), ProtocolViolation> {
 impl Kernel {
     /// CREATE/DROP TABLE/INDEX from an API node (coordinated here when this is the master) or
     /// from the master (applied and answered).
-    pub(crate) fn on_schema_req(
+    pub(crate) fn exec_schema_req(
         &mut self,
         from: NodeId,
         header: &FrameHeader,
@@ -120,15 +120,15 @@ impl Kernel {
         now: Instant,
     ) -> Result<(), ProtocolViolation> {
         let ref_signal = answers_of(header.signal).1;
-        if self.dist.is_data_node(from) {
-            if from != self.dist.master() {
+        if self.qmgr.is_data_node(from) {
+            if from != self.qmgr.master() {
                 // Refused, not a protocol violation: right after a master's failure, the new
                 // master may have handled it before this node did.
                 let error = NdbError::with_detail(
                     702,
                     format!(
                         "schema change from data node {from}, but the DICT master here is {}",
-                        self.dist.master()
+                        self.qmgr.master()
                     ),
                 );
                 refuse(&mut self.unsent, out, from, header, ref_signal, &error);
@@ -158,17 +158,17 @@ impl Kernel {
             }
             return Ok(());
         }
-        let refusal = if !self.dist.started() {
+        let refusal = if !self.qmgr.started() {
             Some(NdbError::with_detail(
                 4009,
                 "the cluster has not started: not every data node is connected",
             ))
-        } else if self.me != self.dist.master() {
+        } else if self.me != self.qmgr.master() {
             Some(NdbError::with_detail(
                 702,
                 format!(
                     "Request to non-master: schema changes go to data node {}",
-                    self.dist.master()
+                    self.qmgr.master()
                 ),
             ))
         } else if self.schema.current.is_some() && self.schema.queue.len() >= QUEUED_MAX {
@@ -206,7 +206,7 @@ impl Kernel {
                     continue;
                 }
             };
-            let peers: Vec<NodeId> = self.dist.peers_up().collect();
+            let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
             if peers.is_empty() && build.is_none() {
                 reply(&mut self.unsent, out, api, &header, conf_signal, &mut |b| {
                     b.extend_from_slice(&conf)
@@ -288,7 +288,7 @@ impl Kernel {
     }
 
     /// A data node answered the running schema change.
-    pub(crate) fn on_schema_answer(
+    pub(crate) fn exec_schema_answer(
         &mut self,
         from: NodeId,
         header: &FrameHeader,
@@ -415,6 +415,104 @@ impl Kernel {
             _ => self
                 .apply_drop_index(IndexName::decode(payload).map_err(malformed)?, out, now)
                 .map(done),
+        }
+    }
+
+    /// NODE_FAILREP in DICT: a schema change or index build that waited for the failed node
+    /// fails.
+    pub(crate) fn dict_node_failrep(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
+        self.schema_node_lost(node, out, now);
+        self.builds_node_lost(node, out, now);
+    }
+
+    /// GET_TABINFO_REQ: a table's definition, by name.
+    pub(crate) fn exec_get_tabinfo_req(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        name: &str,
+        out: &mut dyn Outbox,
+    ) {
+        match self.dict.by_name(name) {
+            Ok(table) => reply(
+                &mut self.unsent,
+                out,
+                from,
+                header,
+                gsn::GET_TABINFO_CONF,
+                &mut |b| table.info.encode(b),
+            ),
+            Err(e) => refuse(
+                &mut self.unsent,
+                out,
+                from,
+                header,
+                gsn::GET_TABINFO_REF,
+                &e,
+            ),
+        }
+    }
+
+    /// GET_INDEX_REQ: an index's definition, by its table's name and its own.
+    pub(crate) fn exec_get_index_req(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        name: &IndexName,
+        out: &mut dyn Outbox,
+    ) {
+        match self.dict.index_by_name(&name.table, &name.index) {
+            Ok(index) => reply(
+                &mut self.unsent,
+                out,
+                from,
+                header,
+                gsn::GET_INDEX_CONF,
+                &mut |b| index.info.encode(b),
+            ),
+            Err(e) => refuse(&mut self.unsent, out, from, header, gsn::GET_INDEX_REF, &e),
+        }
+    }
+
+    /// Creates a table here; answers the CONF payload (its id, version and definition).
+    pub(crate) fn apply_create_table(
+        &mut self,
+        def: rndb_protocol::TableDef,
+    ) -> Result<Vec<u8>, NdbError> {
+        let fragment_count = self.dih.partition_count();
+        let table = self.dict.create(def, fragment_count)?;
+        let info: TableInfo = table.info.clone();
+        self.lqh.create_fragments(info.table_id, fragment_count);
+        tracing::info!(table = %info.def.name, id = info.table_id, "created table");
+        let mut conf = Vec::new();
+        info.encode(&mut conf);
+        Ok(conf)
+    }
+
+    /// Drops a table, its indexes and rows here.
+    pub(crate) fn apply_drop_table(
+        &mut self,
+        name: &str,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) -> Result<Vec<u8>, NdbError> {
+        let (table_id, hidden) = self.dict.drop_table(name)?;
+        for id in std::iter::once(table_id).chain(hidden) {
+            self.drop_fragments(id, out, now);
+        }
+        tracing::info!(table = %name, id = table_id, "dropped table");
+        Ok(Vec::new())
+    }
+
+    /// Drops a table's fragments: operations queued on its rows fail, scans queued on them
+    /// resume and find the table gone.
+    pub(crate) fn drop_fragments(&mut self, table_id: u32, out: &mut dyn Outbox, now: Instant) {
+        let (answers, scans) = self.lqh.drop_fragments(table_id);
+        for answer in answers {
+            self.exec_lqhkey_answer(answer, out, now);
+        }
+        for (scan, fragment) in scans {
+            self.jobs.push_back(Signal::ScanResume { scan, fragment });
         }
     }
 }

@@ -2,6 +2,9 @@
 //! locks and TUP for row images and DataMemory. Keeps, per transaction, the rows it touched, so
 //! that commit and abort visit exactly those.
 
+pub mod commit;
+pub mod foreign;
+pub mod key;
 pub mod scan;
 
 use hashbrown::HashMap;

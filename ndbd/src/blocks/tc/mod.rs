@@ -9,10 +9,13 @@
 //! idle longer than TransactionInactiveTimeout is aborted silently, and its next request is
 //! refused with 237.
 
+pub mod commit;
+pub mod index;
+pub mod key;
 pub mod scan;
 pub mod trans_table;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 // hashbrown's default hasher (foldhash, randomly seeded) costs a fraction of std's SipHash for
@@ -23,6 +26,7 @@ use rndb_protocol::signals::{TcExecuteReq, FLAG_START_TRANSACTION, OP_INDEX_NONE
 use rndb_protocol::{AbortOption, ExecType, NdbError};
 
 use crate::blocks::acc::{Row, TransId};
+use crate::blocks::lqh::{LqhKeyReq, OpRole};
 use crate::blocks::node_set::NodeSet;
 use crate::blocks::tc::trans_table::TransTable;
 
@@ -116,9 +120,24 @@ pub enum ApiAnswer {
     ExecuteRef { error: NdbError, op_index: u32 },
 }
 
+/// An operation out on another node, as this node's TC remembers it.
+#[derive(Debug)]
+pub(crate) struct RemoteOp {
+    pub role: OpRole,
+    /// The node it was sent to.
+    pub to: NodeId,
+    pub op_index: u32,
+    /// It was sent with the order to commit at that (last) replica.
+    pub commit_at_last: bool,
+}
+
 /// The TC block.
 #[derive(Debug)]
 pub struct Tc {
+    /// Operations this TC sent to another node, by transaction and token: the role TC keeps
+    /// for the answer, and the node the operation went to.
+    pub(crate) remote_ops: BTreeMap<(TransId, u32), RemoteOp>,
+    next_token: u32,
     /// This data node.
     me: NodeId,
     /// Looked up several times per operation, mostly for the transaction looked up last.
@@ -150,6 +169,32 @@ pub fn trans_parts(trans: TransId) -> (NodeId, u32) {
 }
 
 impl Tc {
+    /// Remembers an operation sent to node `to`; answers the token its answer will carry.
+    pub(crate) fn stash(&mut self, trans: TransId, req: &LqhKeyReq, to: NodeId) -> u32 {
+        let token = self.next_token;
+        self.next_token = self.next_token.wrapping_add(1).max(1);
+        let op = RemoteOp {
+            role: req.role.clone(),
+            to,
+            op_index: req.op_index,
+            commit_at_last: req.commit_at_last,
+        };
+        self.remote_ops.insert((trans, token), op);
+        token
+    }
+
+    /// Forgets the operations of a transaction that ended (answers that come late are dropped).
+    pub(crate) fn forget_operations_of(&mut self, trans: TransId) {
+        let keys: Vec<(TransId, u32)> = self
+            .remote_ops
+            .range((trans, 0)..=(trans, u32::MAX))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in keys {
+            self.remote_ops.remove(&key);
+        }
+    }
+
     pub fn new(
         me: NodeId,
         transactions_max: u32,
@@ -158,6 +203,8 @@ impl Tc {
         inactive_timeout: Option<Duration>,
     ) -> Tc {
         Tc {
+            remote_ops: BTreeMap::new(),
+            next_token: 1,
             me,
             transactions: TransTable::default(),
             operations_in_use: 0,

@@ -107,7 +107,7 @@ pub fn scan_key(api: NodeId, scan_id: u32) -> ScanKey {
 
 impl Kernel {
     /// SCAN_TABREQ: checks the scan, opens its record and runs its first batch.
-    pub(crate) fn on_scan_req(
+    pub(crate) fn exec_scan_tabreq(
         &mut self,
         from: NodeId,
         header: &FrameHeader,
@@ -210,7 +210,7 @@ impl Kernel {
     }
 
     /// SCAN_NEXTREQ: the next batch, or closing the scan.
-    pub(crate) fn on_scan_next(
+    pub(crate) fn exec_scan_nextreq(
         &mut self,
         from: NodeId,
         header: &FrameHeader,

@@ -1,0 +1,370 @@
+//! LQH's key operations: LQHKEYREQ runs an operation on this node's replica of a fragment (ACC
+//! finds and locks the row, TUP reads or changes it); a write that succeeded goes on to the next
+//! replica of its chain, and the last replica answers TC with LQHKEYCONF (or LQHKEYREF), on this
+//! node through the job queue or on another through the link.
+//!
+//! ```text
+//!  API ─TCKEYREQ─► TC (node A) ─LQHKEYREQ─► LQH primary (node P) ─LQHKEYREQ─► LQH backup (B)
+//!                     ▲                                                          │
+//!                     └──────────────────────── LQHKEYCONF ──────────────────────┘
+//! ```
+//!
+//! The one shortcut past TC is NDB's TRANSID_AI: a read's row goes from LQH straight to the API
+//! (see `run_lqh_key_req`).
+
+use std::time::Instant;
+
+use rndb_config::NodeId;
+use rndb_protocol::lqh::{self, gsn as lgsn, FiredChange, LqhKeyConf, LqhKeyRef};
+use rndb_protocol::signals::block;
+use rndb_protocol::{LockMode, NdbError, OperationType};
+
+use super::foreign::live;
+use super::{LqhAnswer, LqhKeyReq, LqhWork, OpRole};
+use crate::blocks::acc::OpKey;
+use crate::blocks::node_set::NodeSet;
+use crate::blocks::tc::ApiAnswer;
+use crate::blocks::{data_node_header, Kernel, Outbox, ProtocolViolation, SendFailure, Signal};
+
+/// A CommittedRead: it takes no lock and waits for none.
+pub(crate) fn is_committed_read(req_type: OperationType, lock: LockMode) -> bool {
+    req_type == OperationType::Read && lock == LockMode::CommittedRead
+}
+
+impl Kernel {
+    /// LQH: runs an operation here; a write that succeeded goes on to the next replica of its
+    /// chain, anything else is answered.
+    pub(crate) fn run_lqh_key_req(
+        &mut self,
+        req: Box<LqhKeyReq>,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        let committed_read = is_committed_read(req.op_type, req.lock_mode);
+        let remote = matches!(req.role, OpRole::Remote { .. });
+        // A CommittedRead for another node takes no lock and belongs to no transaction here.
+        let exempt = committed_read && remote;
+        if !exempt && !live(&self.tc, &self.foreign, req.trans) {
+            // Its transaction's commit or abort started while the operation was queued (a
+            // second hop, index maintenance, a granted lock, a replica's turn): it must not run
+            // any more.
+            let (tc, foreign) = (&self.tc, &self.foreign);
+            let granted = self.lqh.drop_work(&req, &|t| live(tc, foreign, t));
+            self.resume(granted);
+            return;
+        }
+        if req.op_type != OperationType::Read && self.builds.locks(req.table_id) {
+            // NDB builds an index under a table lock: the build's entries must not race the
+            // index maintenance of writes.
+            let answer = LqhAnswer::Ref {
+                trans: req.trans,
+                op_index: req.op_index,
+                error: NdbError::with_detail(
+                    701,
+                    format!("a unique index of table {} is being built", req.table_id),
+                ),
+                role: req.role,
+                backup: req.backup,
+            };
+            return self.jobs.push_back(Signal::LqhAnswer(Box::new(answer)));
+        }
+        let forward = (!req.chain.is_empty()).then(|| req.clone());
+        let commit_here = req.commit_at_last && req.chain.is_empty();
+        let (trans, role_is_local) = (req.trans, !remote);
+        // Matched where `execute` wrote it: moving the answer into a tuple with `forward`
+        // first copied it whole, with loads wider than the stores that had just written it
+        // (a store-forwarding stall per operation).
+        match self.lqh.execute(&self.dict, req) {
+            // Waits for a lock; it runs again, chain and all, when granted.
+            None => {}
+            Some(LqhAnswer::Conf { fired, .. }) if forward.is_some() => {
+                let Some(mut next) = forward else { return };
+                let to = next.chain.remove(0);
+                next.backup = true;
+                if next.chain.is_empty() && role_is_local && fired.is_empty() {
+                    // This node's TC coordinates: when the transaction's fate now hangs
+                    // only on this write's last replica, that replica commits at once,
+                    // saving the commit round trip.
+                    let replicas: NodeSet = [self.me, to]
+                        .into_iter()
+                        .chain(next.chain.iter().copied())
+                        .collect();
+                    next.commit_at_last = self.tc.start_early_commit(trans, &replicas);
+                }
+                self.send_lqh_key_req(to, *next, out);
+            }
+            Some(LqhAnswer::Conf {
+                trans,
+                op_index,
+                row,
+                role,
+                fired,
+                ..
+            }) if commit_here => {
+                let tc_node = match role {
+                    OpRole::Remote { tc_node, .. } => tc_node,
+                    _ => self.me,
+                };
+                self.commit_here(trans, tc_node);
+                self.jobs
+                    .push_back(Signal::LqhAnswer(Box::new(LqhAnswer::Conf {
+                        trans,
+                        op_index,
+                        row,
+                        role,
+                        fired,
+                        committed: true,
+                    })));
+            }
+            Some(LqhAnswer::Conf {
+                trans,
+                op_index,
+                row: Some(row),
+                role: OpRole::Api,
+                fired,
+                committed: false,
+            }) if fired.is_empty() => {
+                // NDB's TRANSID_AI: a read's row goes from LQH straight to the API, while it
+                // is still in the cache, and TC counts the operation as answered in the same
+                // step (all it would do with the answer). This is safe because the `live`
+                // check above ran in this same call: the transaction is Active, so TC would
+                // have sent the row too; and the execute completes only when every operation
+                // is counted, so another operation's answer still queued holds it back, and
+                // its CONF or REF follows the row on the same link.
+                //
+                // When this row ends a NoCommit execute, it confirms the execute too: one frame
+                // (TCKEY_ROW_CONF) instead of the row and a TC_EXECUTE_CONF. Only once that
+                // frame is sent is the execute concluded; a row that does not fit goes the
+                // usual way (its lost answer fails the execute with 1218).
+                if self.tc.count_read_answer(trans)
+                    && self.send_row_conf(trans, op_index, &row, out)
+                {
+                    let concluded = self.tc.try_complete(trans, now);
+                    debug_assert!(
+                        matches!(concluded, Some(Ok(ApiAnswer::ExecuteConf))),
+                        "the row confirmed the execute: {concluded:?}"
+                    );
+                } else {
+                    self.answer_api(trans, ApiAnswer::Row { op_index, row }, out);
+                    self.complete(trans, out, now);
+                }
+            }
+            Some(answer) => self.jobs.push_back(Signal::LqhAnswer(Box::new(answer))),
+        }
+    }
+
+    pub(crate) fn exec_lqhkeyreq(&mut self, wire: lqh::LqhKeyReq) -> Result<(), ProtocolViolation> {
+        let tc_node = NodeId(wire.tc_node);
+        let chain: Vec<NodeId> = wire.chain.iter().map(|&n| NodeId(n)).collect();
+        if let Some(bad) = std::iter::once(tc_node)
+            .chain(chain.iter().copied())
+            .find(|&n| !self.qmgr.is_data_node(n))
+        {
+            return Err(ProtocolViolation(format!(
+                "LQHKEYREQ names node {bad}, which is not a data node"
+            )));
+        }
+        // A transaction id is an API node id over a request id (`tc::trans_id`); anything
+        // wider would collide with the row lock's "no holder" value.
+        let (api, request_id) = crate::blocks::tc::trans_parts(wire.trans);
+        if crate::blocks::tc::trans_id(api, request_id) != wire.trans {
+            return Err(ProtocolViolation(format!(
+                "LQHKEYREQ names transaction {:#x}, which no API node can have",
+                wire.trans
+            )));
+        }
+        let req = LqhKeyReq {
+            trans: wire.trans,
+            op_index: wire.op_index,
+            op_type: wire.op_type,
+            lock_mode: wire.lock_mode,
+            table_id: wire.table_id,
+            fragment: wire.fragment,
+            key_bytes: OpKey::new(&wire.key_bytes),
+            key: wire.key,
+            attrs: wire.attrs,
+            role: OpRole::Remote {
+                tc_node,
+                token: wire.token,
+            },
+            chain,
+            // Only another node's TC orders an early commit here (never this node's own).
+            commit_at_last: tc_node != self.me
+                && wire.flags & lqh::LQHKEY_COMMIT_AT_LAST_REPLICA != 0,
+            backup: wire.flags & lqh::LQHKEY_BACKUP != 0,
+        };
+        if tc_node != self.me && !self.qmgr.is_up(tc_node) {
+            // Its coordinator failed: nobody would commit, abort or hear of it.
+            return Ok(());
+        }
+        if tc_node != self.me && !is_committed_read(req.op_type, req.lock_mode) {
+            if self.foreign.ended.contains_key(&req.trans) {
+                // The transaction's abort overtook this operation: refused, so that it takes
+                // no lock nobody would release. (Its TC no longer waits for the answer.)
+                let answer = LqhAnswer::Ref {
+                    trans: req.trans,
+                    op_index: req.op_index,
+                    error: NdbError::with_detail(4010, "the transaction already ended here"),
+                    role: req.role,
+                    backup: req.backup,
+                };
+                self.jobs.push_back(Signal::LqhAnswer(Box::new(answer)));
+                return Ok(());
+            }
+            self.foreign.tc_of.entry(req.trans).or_insert(tc_node);
+        }
+        self.prefetch_if_alone(&req);
+        self.jobs.push_back(Signal::LqhKeyReq(Box::new(req)));
+        Ok(())
+    }
+
+    /// Sends an operation to node `to`'s LQH. Its role stays with this node's TC (under a
+    /// token) unless another node's TC already keeps it.
+    pub(crate) fn send_lqh_key_req(&mut self, to: NodeId, req: LqhKeyReq, out: &mut dyn Outbox) {
+        let (tc_node, token) = match req.role {
+            OpRole::Remote { tc_node, token } => (tc_node, token),
+            _ => (self.me, self.tc.stash(req.trans, &req, to)),
+        };
+        let wire = lqh::LqhKeyReq {
+            trans: req.trans,
+            tc_node: tc_node.0,
+            token,
+            op_index: req.op_index,
+            op_type: req.op_type,
+            lock_mode: req.lock_mode,
+            table_id: req.table_id,
+            fragment: req.fragment,
+            key_bytes: req.key_bytes.to_vec(),
+            key: req.key,
+            attrs: req.attrs,
+            chain: req.chain.iter().map(|n| n.0).collect(),
+            flags: if req.commit_at_last {
+                lqh::LQHKEY_COMMIT_AT_LAST_REPLICA
+            } else {
+                0
+            } | if req.backup { lqh::LQHKEY_BACKUP } else { 0 },
+        };
+        // A node that failed is never sent to again, even if it reconnected.
+        let sent = if self.qmgr.is_up(to) {
+            out.send(
+                to,
+                data_node_header(lgsn::LQHKEYREQ, block::DBLQH, block::DBTC),
+                &mut |b| wire.encode(b),
+            )
+        } else {
+            Err(SendFailure::Gone)
+        };
+        if let Err(failure) = sent {
+            let error = match failure {
+                SendFailure::Gone => {
+                    NdbError::with_detail(4010, format!("data node {to} is not connected"))
+                }
+                SendFailure::Overloaded => NdbError::with_detail(
+                    1218,
+                    format!("the send buffer to data node {to} is full"),
+                ),
+            };
+            let answer = LqhAnswer::Ref {
+                trans: wire.trans,
+                op_index: wire.op_index,
+                error,
+                role: OpRole::Remote { tc_node, token },
+                backup: req.backup,
+            };
+            self.jobs.push_back(Signal::LqhAnswer(Box::new(answer)));
+        }
+    }
+
+    /// Starts the miss of `req`'s hash-index entry when `req` is about to be the only job
+    /// queued, so that it overlaps the rest of the turn's work (SHM serial_pk p50 −3 %): a key
+    /// read, a unique index's lookup, the base row it found, or a replica's operation. A run of
+    /// queued operations is warmed in stages instead (`Lqh::warm`).
+    pub(crate) fn prefetch_if_alone(&self, req: &LqhKeyReq) {
+        if self.jobs.is_empty() {
+            self.lqh
+                .prefetch_key(req.table_id, req.fragment, &req.key_bytes);
+        }
+    }
+
+    /// LQHKEYCONF or LQHKEYREF to another node's TC, for the operation it sent under `token`.
+    pub(crate) fn send_lqhkey_answer(
+        &mut self,
+        tc_node: NodeId,
+        token: u32,
+        answer: LqhAnswer,
+        out: &mut dyn Outbox,
+    ) {
+        // Kept until it can be sent (a TC waits for it, and a lost one would hold its locks); a
+        // TC that is gone hears nothing, and its transactions here are rolled back when its
+        // link's loss is handled.
+        match answer {
+            LqhAnswer::Conf {
+                trans,
+                op_index,
+                row,
+                fired,
+                committed,
+                ..
+            } => {
+                let conf = LqhKeyConf {
+                    flags: if committed {
+                        lqh::LQHKEYCONF_COMMITTED
+                    } else {
+                        0
+                    },
+                    trans,
+                    token,
+                    op_index,
+                    row: row.map(|r| r.unpack()),
+                    fired: fired
+                        .into_iter()
+                        .map(|c| FiredChange {
+                            hidden_table_id: c.hidden_table_id,
+                            op_type: c.op_type,
+                            key: c.key,
+                            pk: c.pk.into_vec(),
+                        })
+                        .collect(),
+                };
+                self.unsent.send(
+                    out,
+                    tc_node,
+                    data_node_header(lgsn::LQHKEYCONF, block::DBTC, block::DBLQH),
+                    &mut |b| conf.encode(b),
+                )
+            }
+            LqhAnswer::Ref {
+                trans,
+                op_index,
+                error,
+                backup,
+                ..
+            } => {
+                let refusal = LqhKeyRef {
+                    flags: if backup { lqh::LQHKEYREF_BACKUP } else { 0 },
+                    trans,
+                    token,
+                    op_index,
+                    code: error.code,
+                    detail: error.message,
+                };
+                self.unsent.send(
+                    out,
+                    tc_node,
+                    data_node_header(lgsn::LQHKEYREF, block::DBTC, block::DBLQH),
+                    &mut |b| refusal.encode(b),
+                )
+            }
+        }
+    }
+
+    /// Work whose locks were granted runs again, in the order it was granted. (LQH grants only
+    /// work of live transactions; the guards in `run_jobs` and `resume_scan` drop work whose
+    /// transaction ended before its turn.)
+    pub(crate) fn resume(&mut self, granted: Vec<LqhWork>) {
+        self.jobs.extend(granted.into_iter().map(|work| match work {
+            LqhWork::Key(req) => Signal::LqhKeyReq(req),
+            LqhWork::Scan { scan, fragment } => Signal::ScanResume { scan, fragment },
+        }));
+    }
+}

@@ -1,0 +1,142 @@
+//! TC's commit and abort: when an execute ends with Commit (or a transaction aborts), TC runs
+//! rounds over the transaction's participants: commit goes first to the nodes holding backup
+//! replicas, then to the others (NDB's linear commit, primary last), abort to every participant
+//! at once; the API hears of it when every participant confirmed (LQH_COMMITCONF,
+//! LQH_ABORTCONF). This node is always a participant of its own transactions.
+//!
+//! ```text
+//!  commit: TC ─LQH_COMMITREQ─► nodes holding backup replicas ─CONF─► TC
+//!             ─LQH_COMMITREQ─► the other participants (the primaries) ─CONF─► TC ─► API
+//! ```
+
+use rndb_config::NodeId;
+use rndb_protocol::lqh::{gsn as lgsn, TransSignal};
+use rndb_protocol::signals::block;
+use rndb_protocol::NdbError;
+
+use super::ApiAnswer;
+use crate::blocks::acc::TransId;
+use crate::blocks::lqh::{LqhAnswer, OpRole};
+use crate::blocks::{data_node_header, Kernel, Outbox, Signal};
+
+impl Kernel {
+    /// NODE_FAILREP in TC: operations out on the failed node fail with 4010, transactions
+    /// with rows there abort with 286, and commit rounds stop waiting for it.
+    pub(crate) fn tc_node_failrep(&mut self, node: NodeId) {
+        // Operations out on it.
+        let lost: Vec<((TransId, u32), u32)> = self
+            .tc
+            .remote_ops
+            .iter()
+            .filter(|(_, op)| op.to == node)
+            .map(|(k, op)| (*k, op.op_index))
+            .collect();
+        for ((trans, token), op_index) in &lost {
+            let answer = LqhAnswer::Ref {
+                trans: *trans,
+                op_index: *op_index,
+                error: NdbError::with_detail(4010, format!("data node {node} failed")),
+                role: OpRole::Remote {
+                    tc_node: self.me,
+                    token: *token,
+                },
+                // What other replicas hold of it may differ: the transaction aborts.
+                backup: true,
+            };
+            self.jobs.push_back(Signal::LqhAnswer(Box::new(answer)));
+        }
+        // This TC's transactions with rows there.
+        let error = NdbError::with_detail(286, format!("data node {node} failed"));
+        for trans in self.tc.fail_participant(node, &error) {
+            self.jobs.push_back(Signal::TcRound(trans));
+        }
+        for trans in self.tc.awaiting_node(node) {
+            self.jobs.push_back(Signal::RoundDone { trans, node });
+        }
+    }
+
+    /// The transaction's commit or abort is over on every participant: TC forgets it and
+    /// answers the API.
+    pub(crate) fn finish_transaction(&mut self, trans: TransId, out: &mut dyn Outbox) {
+        // The invariant that keeps locks from leaking: no work of a transaction runs in LQH
+        // once TC has started its commit or abort, so when TC forgets it, LQH holds nothing
+        // of it (this node is always a participant, and its round has run), unless another
+        // node's TC runs it and this record was only its scans' (that TC ends it here).
+        debug_assert!(
+            !self.lqh.touches_rows(trans) || self.foreign.is_foreign(trans),
+            "transaction {trans:#x} touched rows after its commit or abort"
+        );
+        self.tc.forget_operations_of(trans);
+        let answer = self.tc.on_finished(trans);
+        let scan_error = || match &answer {
+            Some(ApiAnswer::ExecuteRef { error, .. }) => error.clone(),
+            _ => NdbError::with_detail(4120, "the scan's transaction ended"),
+        };
+        self.close_scans_of(trans, &scan_error, out);
+        if let Some(answer) = answer {
+            self.answer_api(trans, answer, out);
+        }
+    }
+
+    /// TC: the next round of a commit or an abort, or the end of the transaction when every
+    /// round is done.
+    pub(crate) fn tc_round(&mut self, trans: TransId, out: &mut dyn Outbox) {
+        let commit = self.tc.is_committing(trans);
+        let nodes = self.tc.next_round(trans);
+        if nodes.is_empty() {
+            return self.finish_transaction(trans, out);
+        }
+        for node in nodes {
+            if node == self.me && self.foreign.is_foreign(trans) {
+                // This node's own record of another node's transaction (its scans attached
+                // it here): that TC commits or aborts what the transaction holds here.
+                self.jobs.push_back(Signal::RoundDone { trans, node });
+            } else if node == self.me {
+                self.jobs.push_back(if commit {
+                    Signal::LqhCommit {
+                        trans,
+                        tc_node: node,
+                    }
+                } else {
+                    Signal::LqhAbort {
+                        trans,
+                        tc_node: node,
+                    }
+                });
+            } else if !self.qmgr.is_up(node) {
+                // Nothing of it can be reached there any more.
+                self.jobs.push_back(Signal::RoundDone { trans, node });
+            } else {
+                let signal = if commit {
+                    lgsn::LQH_COMMITREQ
+                } else {
+                    lgsn::LQH_ABORTREQ
+                };
+                self.send_trans_signal(node, signal, block::DBLQH, trans, out);
+            }
+        }
+    }
+
+    /// Sends a commit or abort signal naming `trans`, kept until it can be sent (a commit round
+    /// must not be lost to a full send buffer).
+    pub(crate) fn send_trans_signal(
+        &mut self,
+        to: NodeId,
+        signal: u16,
+        receiver_block: u16,
+        trans: TransId,
+        out: &mut dyn Outbox,
+    ) {
+        let sender_block = if receiver_block == block::DBLQH {
+            block::DBTC
+        } else {
+            block::DBLQH
+        };
+        self.unsent.send(
+            out,
+            to,
+            data_node_header(signal, receiver_block, sender_block),
+            &mut |b| TransSignal { trans }.encode(b),
+        );
+    }
+}
