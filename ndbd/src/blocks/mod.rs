@@ -46,7 +46,7 @@ use rndb_protocol::{DecodeError, NdbError};
 use rndb_transporter::FrameHeader;
 
 use acc::TransId;
-use lqh::{LqhAnswer, LqhKeyReq, ScanKey};
+use lqh::{LqhKeyConfRef, LqhKeyReq, ScanKey};
 
 /// How many jobs run between two [`Outbox::flush_early`] calls.
 const FLUSH_EARLY_EVERY_JOBS: usize = 4;
@@ -81,8 +81,9 @@ pub trait Outbox {
     fn flush_early(&mut self) {}
 }
 
-/// Signals between blocks of this node, named after NDB's (LQHKEYREQ, LQHKEYCONF, ...); more
-/// blocks' signals join them as the blocks arrive.
+/// Signals between blocks of this node, with NDB's names. The same signals cross nodes as
+/// frames (`rndb_protocol::lqh::gsn`); a block sends to a block of this node by queueing one of
+/// these, and the kernel runs it later in the same turn.
 ///
 /// Sixteen bytes (the large ones boxed), so that a signal is built and queued in two
 /// registers: a larger enum was built on the stack and copied into the queue by loads wider
@@ -90,31 +91,22 @@ pub trait Outbox {
 #[derive(Debug)]
 #[allow(clippy::enum_variant_names)]
 enum Signal {
+    /// TC or the previous replica's LQH → LQH: run a key operation here.
     LqhKeyReq(Box<LqhKeyReq>),
-    LqhAnswer(Box<LqhAnswer>),
-    /// TC: start the next round of a transaction's commit or abort (or end it, when the last
-    /// round is done).
-    TcRound(TransId),
-    /// LQH: commit what the transaction holds on this node, then confirm to its TC.
-    LqhCommit {
-        trans: TransId,
-        tc_node: NodeId,
-    },
-    /// LQH: undo what the transaction holds on this node, then confirm to its TC.
-    LqhAbort {
-        trans: TransId,
-        tc_node: NodeId,
-    },
-    /// TC: a participant confirmed the current round.
-    RoundDone {
-        trans: TransId,
-        node: NodeId,
-    },
-    /// A row lock a scan waited for was granted.
-    ScanResume {
-        scan: ScanKey,
-        fragment: u32,
-    },
+    /// LQH → TC: LQHKEYCONF or LQHKEYREF, the outcome of a key operation.
+    LqhKeyConfRef(Box<LqhKeyConfRef>),
+    /// TC → TC (NDB's CONTINUEB): start the next round of a transaction's commit or abort, or
+    /// end it when the last round is done.
+    TcContinueB(TransId),
+    /// TC → LQH: commit what the transaction holds on this node, then confirm to its TC.
+    LqhCommitReq { trans: TransId, tc_node: NodeId },
+    /// TC → LQH: undo what the transaction holds on this node, then confirm to its TC.
+    LqhAbortReq { trans: TransId, tc_node: NodeId },
+    /// LQH → TC: LQH_COMMITCONF or LQH_ABORTCONF, a participant finished the current round.
+    RoundConf { trans: TransId, node: NodeId },
+    /// ACC → LQH (NDB's NEXT_SCANCONF after a lock wait): the row lock a scan waited for was
+    /// granted, and the scan of that fragment goes on.
+    NextScanConf { scan: ScanKey, fragment: u32 },
 }
 
 const _: () = assert!(std::mem::size_of::<Signal>() <= 16);
@@ -296,7 +288,7 @@ impl Kernel {
             }
             dgsn::LQH_COMMITCONF | dgsn::LQH_ABORTCONF => {
                 let trans = TransSignal::decode(payload)?.trans;
-                self.jobs.push_back(Signal::RoundDone { trans, node: from });
+                self.jobs.push_back(Signal::RoundConf { trans, node: from });
             }
             dgsn::TC_FAIL_QUERY => {
                 self.exec_tc_fail_query(from, lqh_signals::TcFailQuery::decode(payload)?, out)
@@ -321,7 +313,11 @@ impl Kernel {
                 && self.jobs.len() > 1
                 && matches!(
                     self.jobs.front(),
-                    Some(Signal::LqhKeyReq(_) | Signal::LqhCommit { .. } | Signal::LqhAbort { .. })
+                    Some(
+                        Signal::LqhKeyReq(_)
+                            | Signal::LqhCommitReq { .. }
+                            | Signal::LqhAbortReq { .. }
+                    )
                 )
             {
                 self.warm_ahead();
@@ -336,12 +332,18 @@ impl Kernel {
             }
             match signal {
                 Signal::LqhKeyReq(req) => self.run_lqh_key_req(req, out, now),
-                Signal::ScanResume { scan, fragment } => self.resume_scan(scan, fragment, out, now),
-                Signal::LqhAnswer(answer) => self.exec_lqhkey_answer(*answer, out, now),
-                Signal::TcRound(trans) => self.tc_round(trans, out),
-                Signal::LqhCommit { trans, tc_node } => self.lqh_finish(trans, tc_node, true, out),
-                Signal::LqhAbort { trans, tc_node } => self.lqh_finish(trans, tc_node, false, out),
-                Signal::RoundDone { trans, node } => {
+                Signal::NextScanConf { scan, fragment } => {
+                    self.resume_scan(scan, fragment, out, now)
+                }
+                Signal::LqhKeyConfRef(answer) => self.exec_lqhkey_answer(*answer, out, now),
+                Signal::TcContinueB(trans) => self.tc_round(trans, out),
+                Signal::LqhCommitReq { trans, tc_node } => {
+                    self.lqh_finish(trans, tc_node, true, out)
+                }
+                Signal::LqhAbortReq { trans, tc_node } => {
+                    self.lqh_finish(trans, tc_node, false, out)
+                }
+                Signal::RoundConf { trans, node } => {
                     if self.tc.round_done(trans, node) {
                         self.tc_round(trans, out);
                     }
@@ -356,7 +358,7 @@ impl Kernel {
         self.lqh
             .warm(self.jobs.iter().take(ahead).filter_map(|job| match job {
                 Signal::LqhKeyReq(req) => Some(lqh::Warm::Key(req)),
-                Signal::LqhCommit { trans, .. } | Signal::LqhAbort { trans, .. } => {
+                Signal::LqhCommitReq { trans, .. } | Signal::LqhAbortReq { trans, .. } => {
                     Some(lqh::Warm::Rows(*trans))
                 }
                 _ => None,
@@ -367,7 +369,7 @@ impl Kernel {
     /// Aborts transactions whose lock waits or idle time ran out.
     pub fn on_timer(&mut self, now: Instant) {
         for trans in self.tc.expired(now) {
-            self.jobs.push_back(Signal::TcRound(trans));
+            self.jobs.push_back(Signal::TcContinueB(trans));
         }
     }
 
@@ -381,7 +383,7 @@ impl Kernel {
         self.unsent.forget(node);
         self.abandon_scans(node);
         for trans in self.tc.abandon_node(node) {
-            self.jobs.push_back(Signal::TcRound(trans));
+            self.jobs.push_back(Signal::TcContinueB(trans));
         }
     }
 

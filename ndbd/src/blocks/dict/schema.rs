@@ -512,7 +512,7 @@ impl Kernel {
             self.exec_lqhkey_answer(answer, out, now);
         }
         for (scan, fragment) in scans {
-            self.jobs.push_back(Signal::ScanResume { scan, fragment });
+            self.jobs.push_back(Signal::NextScanConf { scan, fragment });
         }
     }
 }

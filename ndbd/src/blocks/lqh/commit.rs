@@ -118,7 +118,7 @@ impl Kernel {
         };
         self.resume(granted);
         if tc_node == self.me {
-            self.jobs.push_back(Signal::RoundDone {
+            self.jobs.push_back(Signal::RoundConf {
                 trans,
                 node: self.me,
             });
@@ -154,12 +154,12 @@ impl Kernel {
             return;
         }
         self.jobs.push_back(if signal == lgsn::LQH_COMMITREQ {
-            Signal::LqhCommit {
+            Signal::LqhCommitReq {
                 trans,
                 tc_node: from,
             }
         } else {
-            Signal::LqhAbort {
+            Signal::LqhAbortReq {
                 trans,
                 tc_node: from,
             }

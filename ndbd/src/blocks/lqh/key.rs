@@ -20,10 +20,9 @@ use rndb_protocol::signals::block;
 use rndb_protocol::{LockMode, NdbError, OperationType};
 
 use super::foreign::live;
-use super::{LqhAnswer, LqhKeyReq, LqhWork, OpRole};
+use super::{LqhKeyConfRef, LqhKeyReq, LqhWork, OpRole};
 use crate::blocks::acc::OpKey;
 use crate::blocks::node_set::NodeSet;
-use crate::blocks::tc::ApiAnswer;
 use crate::blocks::{data_node_header, Kernel, Outbox, ProtocolViolation, SendFailure, Signal};
 
 /// A CommittedRead: it takes no lock and waits for none.
@@ -56,7 +55,7 @@ impl Kernel {
         if req.op_type != OperationType::Read && self.builds.locks(req.table_id) {
             // NDB builds an index under a table lock: the build's entries must not race the
             // index maintenance of writes.
-            let answer = LqhAnswer::Ref {
+            let answer = LqhKeyConfRef::Ref {
                 trans: req.trans,
                 op_index: req.op_index,
                 error: NdbError::with_detail(
@@ -66,7 +65,7 @@ impl Kernel {
                 role: req.role,
                 backup: req.backup,
             };
-            return self.jobs.push_back(Signal::LqhAnswer(Box::new(answer)));
+            return self.jobs.push_back(Signal::LqhKeyConfRef(Box::new(answer)));
         }
         let forward = (!req.chain.is_empty()).then(|| req.clone());
         let commit_here = req.commit_at_last && req.chain.is_empty();
@@ -77,7 +76,7 @@ impl Kernel {
         match self.lqh.execute(&self.dict, req) {
             // Waits for a lock; it runs again, chain and all, when granted.
             None => {}
-            Some(LqhAnswer::Conf { fired, .. }) if forward.is_some() => {
+            Some(LqhKeyConfRef::Conf { fired, .. }) if forward.is_some() => {
                 let Some(mut next) = forward else { return };
                 let to = next.chain.remove(0);
                 next.backup = true;
@@ -93,7 +92,7 @@ impl Kernel {
                 }
                 self.send_lqh_key_req(to, *next, out);
             }
-            Some(LqhAnswer::Conf {
+            Some(LqhKeyConfRef::Conf {
                 trans,
                 op_index,
                 row,
@@ -107,7 +106,7 @@ impl Kernel {
                 };
                 self.commit_here(trans, tc_node);
                 self.jobs
-                    .push_back(Signal::LqhAnswer(Box::new(LqhAnswer::Conf {
+                    .push_back(Signal::LqhKeyConfRef(Box::new(LqhKeyConfRef::Conf {
                         trans,
                         op_index,
                         row,
@@ -116,7 +115,7 @@ impl Kernel {
                         committed: true,
                     })));
             }
-            Some(LqhAnswer::Conf {
+            Some(LqhKeyConfRef::Conf {
                 trans,
                 op_index,
                 row: Some(row),
@@ -125,31 +124,12 @@ impl Kernel {
                 committed: false,
             }) if fired.is_empty() => {
                 // NDB's TRANSID_AI: a read's row goes from LQH straight to the API, while it
-                // is still in the cache, and TC counts the operation as answered in the same
-                // step (all it would do with the answer). This is safe because the `live`
-                // check above ran in this same call: the transaction is Active, so TC would
-                // have sent the row too; and the execute completes only when every operation
-                // is counted, so another operation's answer still queued holds it back, and
-                // its CONF or REF follows the row on the same link.
-                //
-                // When this row ends a NoCommit execute, it confirms the execute too: one frame
-                // (TCKEY_ROW_CONF) instead of the row and a TC_EXECUTE_CONF. Only once that
-                // frame is sent is the execute concluded; a row that does not fit goes the
-                // usual way (its lost answer fails the execute with 1218).
-                if self.tc.count_read_answer(trans)
-                    && self.send_row_conf(trans, op_index, &row, out)
-                {
-                    let concluded = self.tc.try_complete(trans, now);
-                    debug_assert!(
-                        matches!(concluded, Some(Ok(ApiAnswer::ExecuteConf))),
-                        "the row confirmed the execute: {concluded:?}"
-                    );
-                } else {
-                    self.answer_api(trans, ApiAnswer::Row { op_index, row }, out);
-                    self.complete(trans, out, now);
-                }
+                // is still in the cache; TC counts it in the same step (see
+                // `exec_transid_ai`). Safe because the `live` check above ran in this same
+                // call: the transaction is Active.
+                self.exec_transid_ai(trans, op_index, row, out, now);
             }
-            Some(answer) => self.jobs.push_back(Signal::LqhAnswer(Box::new(answer))),
+            Some(answer) => self.jobs.push_back(Signal::LqhKeyConfRef(Box::new(answer))),
         }
     }
 
@@ -201,14 +181,14 @@ impl Kernel {
             if self.foreign.ended.contains_key(&req.trans) {
                 // The transaction's abort overtook this operation: refused, so that it takes
                 // no lock nobody would release. (Its TC no longer waits for the answer.)
-                let answer = LqhAnswer::Ref {
+                let answer = LqhKeyConfRef::Ref {
                     trans: req.trans,
                     op_index: req.op_index,
                     error: NdbError::with_detail(4010, "the transaction already ended here"),
                     role: req.role,
                     backup: req.backup,
                 };
-                self.jobs.push_back(Signal::LqhAnswer(Box::new(answer)));
+                self.jobs.push_back(Signal::LqhKeyConfRef(Box::new(answer)));
                 return Ok(());
             }
             self.foreign.tc_of.entry(req.trans).or_insert(tc_node);
@@ -264,14 +244,14 @@ impl Kernel {
                     format!("the send buffer to data node {to} is full"),
                 ),
             };
-            let answer = LqhAnswer::Ref {
+            let answer = LqhKeyConfRef::Ref {
                 trans: wire.trans,
                 op_index: wire.op_index,
                 error,
                 role: OpRole::Remote { tc_node, token },
                 backup: req.backup,
             };
-            self.jobs.push_back(Signal::LqhAnswer(Box::new(answer)));
+            self.jobs.push_back(Signal::LqhKeyConfRef(Box::new(answer)));
         }
     }
 
@@ -291,14 +271,14 @@ impl Kernel {
         &mut self,
         tc_node: NodeId,
         token: u32,
-        answer: LqhAnswer,
+        answer: LqhKeyConfRef,
         out: &mut dyn Outbox,
     ) {
         // Kept until it can be sent (a TC waits for it, and a lost one would hold its locks); a
         // TC that is gone hears nothing, and its transactions here are rolled back when its
         // link's loss is handled.
         match answer {
-            LqhAnswer::Conf {
+            LqhKeyConfRef::Conf {
                 trans,
                 op_index,
                 row,
@@ -333,7 +313,7 @@ impl Kernel {
                     &mut |b| conf.encode(b),
                 )
             }
-            LqhAnswer::Ref {
+            LqhKeyConfRef::Ref {
                 trans,
                 op_index,
                 error,
@@ -364,7 +344,7 @@ impl Kernel {
     pub(crate) fn resume(&mut self, granted: Vec<LqhWork>) {
         self.jobs.extend(granted.into_iter().map(|work| match work {
             LqhWork::Key(req) => Signal::LqhKeyReq(req),
-            LqhWork::Scan { scan, fragment } => Signal::ScanResume { scan, fragment },
+            LqhWork::Scan { scan, fragment } => Signal::NextScanConf { scan, fragment },
         }));
     }
 }

@@ -117,7 +117,7 @@ pub struct IndexChange {
 
 /// LQH's answer to one operation.
 #[derive(Debug)]
-pub enum LqhAnswer {
+pub enum LqhKeyConfRef {
     /// Done; a read carries its row, a write the index changes it fired.
     Conf {
         trans: TransId,
@@ -207,7 +207,7 @@ impl Lqh {
     /// Drops a table's fragments and frees their memory. Operations queued on its rows fail
     /// with 709; scans queued on them are returned, to be resumed (they then find the table
     /// gone).
-    pub fn drop_fragments(&mut self, table_id: u32) -> (Vec<LqhAnswer>, Vec<(ScanKey, u32)>) {
+    pub fn drop_fragments(&mut self, table_id: u32) -> (Vec<LqhKeyConfRef>, Vec<(ScanKey, u32)>) {
         let mut answers = Vec::new();
         let mut scans = Vec::new();
         for mut fragment in self.fragments.remove(&table_id).unwrap_or_default() {
@@ -381,7 +381,7 @@ impl Lqh {
 
     /// Runs one operation. Returns `None` when it waits for a lock; it is handed back by
     /// `commit` or `abort` of the holder when the lock is granted.
-    pub fn execute(&mut self, dict: &Dict, req: Box<LqhKeyReq>) -> Option<LqhAnswer> {
+    pub fn execute(&mut self, dict: &Dict, req: Box<LqhKeyReq>) -> Option<LqhKeyConfRef> {
         let Some(table) = dict.get(req.table_id) else {
             return Some(refuse(
                 &req,
@@ -597,7 +597,7 @@ fn apply(
     table: &Table,
     memory: &mut DataMemory,
     req: &LqhKeyReq,
-) -> Option<LqhAnswer> {
+) -> Option<LqhKeyConfRef> {
     let Some(slot) = fragment.rows.slot(id) else {
         return Some(refuse(req, NdbError::with_detail(4000, "slot vanished")));
     };
@@ -627,7 +627,7 @@ fn apply(
     };
     let fired = fire_unique(table, &slot.key, current, image.as_ref());
     Some(match set_pending(fragment, id, req.trans, image, memory) {
-        Ok(()) => LqhAnswer::Conf {
+        Ok(()) => LqhKeyConfRef::Conf {
             trans: req.trans,
             op_index: req.op_index,
             row: None,
@@ -728,9 +728,9 @@ fn set_pending(
     Ok(())
 }
 
-fn read_answer(req: &LqhKeyReq, row: Option<&Row>) -> LqhAnswer {
+fn read_answer(req: &LqhKeyReq, row: Option<&Row>) -> LqhKeyConfRef {
     match row {
-        Some(row) => LqhAnswer::Conf {
+        Some(row) => LqhKeyConfRef::Conf {
             trans: req.trans,
             op_index: req.op_index,
             row: Some(row.clone()),
@@ -742,8 +742,8 @@ fn read_answer(req: &LqhKeyReq, row: Option<&Row>) -> LqhAnswer {
     }
 }
 
-fn refuse(req: &LqhKeyReq, error: NdbError) -> LqhAnswer {
-    LqhAnswer::Ref {
+fn refuse(req: &LqhKeyReq, error: NdbError) -> LqhKeyConfRef {
+    LqhKeyConfRef::Ref {
         trans: req.trans,
         op_index: req.op_index,
         error,
@@ -818,7 +818,7 @@ mod tests {
 
     fn run(lqh: &mut Lqh, dict: &Dict, req: LqhKeyReq) {
         match lqh.execute(dict, Box::new(req)) {
-            Some(LqhAnswer::Conf { .. }) => {}
+            Some(LqhKeyConfRef::Conf { .. }) => {}
             other => panic!("operation failed: {other:?}"),
         }
     }

@@ -16,7 +16,7 @@ use rndb_protocol::NdbError;
 
 use super::ApiAnswer;
 use crate::blocks::acc::TransId;
-use crate::blocks::lqh::{LqhAnswer, OpRole};
+use crate::blocks::lqh::{LqhKeyConfRef, OpRole};
 use crate::blocks::{data_node_header, Kernel, Outbox, Signal};
 
 impl Kernel {
@@ -32,7 +32,7 @@ impl Kernel {
             .map(|(k, op)| (*k, op.op_index))
             .collect();
         for ((trans, token), op_index) in &lost {
-            let answer = LqhAnswer::Ref {
+            let answer = LqhKeyConfRef::Ref {
                 trans: *trans,
                 op_index: *op_index,
                 error: NdbError::with_detail(4010, format!("data node {node} failed")),
@@ -43,15 +43,15 @@ impl Kernel {
                 // What other replicas hold of it may differ: the transaction aborts.
                 backup: true,
             };
-            self.jobs.push_back(Signal::LqhAnswer(Box::new(answer)));
+            self.jobs.push_back(Signal::LqhKeyConfRef(Box::new(answer)));
         }
         // This TC's transactions with rows there.
         let error = NdbError::with_detail(286, format!("data node {node} failed"));
         for trans in self.tc.fail_participant(node, &error) {
-            self.jobs.push_back(Signal::TcRound(trans));
+            self.jobs.push_back(Signal::TcContinueB(trans));
         }
         for trans in self.tc.awaiting_node(node) {
-            self.jobs.push_back(Signal::RoundDone { trans, node });
+            self.jobs.push_back(Signal::RoundConf { trans, node });
         }
     }
 
@@ -90,22 +90,22 @@ impl Kernel {
             if node == self.me && self.foreign.is_foreign(trans) {
                 // This node's own record of another node's transaction (its scans attached
                 // it here): that TC commits or aborts what the transaction holds here.
-                self.jobs.push_back(Signal::RoundDone { trans, node });
+                self.jobs.push_back(Signal::RoundConf { trans, node });
             } else if node == self.me {
                 self.jobs.push_back(if commit {
-                    Signal::LqhCommit {
+                    Signal::LqhCommitReq {
                         trans,
                         tc_node: node,
                     }
                 } else {
-                    Signal::LqhAbort {
+                    Signal::LqhAbortReq {
                         trans,
                         tc_node: node,
                     }
                 });
             } else if !self.qmgr.is_up(node) {
                 // Nothing of it can be reached there any more.
-                self.jobs.push_back(Signal::RoundDone { trans, node });
+                self.jobs.push_back(Signal::RoundConf { trans, node });
             } else {
                 let signal = if commit {
                     lgsn::LQH_COMMITREQ

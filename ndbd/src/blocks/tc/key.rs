@@ -20,7 +20,7 @@ use rndb_protocol::{NdbError, OperationType};
 use super::{ApiAnswer, TcAction};
 use crate::blocks::acc::{Row, TransId};
 use crate::blocks::lqh::key::is_committed_read;
-use crate::blocks::lqh::{IndexChange, LqhAnswer, LqhKeyReq, OpRole};
+use crate::blocks::lqh::{IndexChange, LqhKeyConfRef, LqhKeyReq, OpRole};
 use crate::blocks::tc::index;
 use crate::blocks::{api_header, dih, tc, tup, Kernel, Outbox, SendFailure, Signal};
 
@@ -128,7 +128,7 @@ impl Kernel {
 
     pub(crate) fn exec_lqhkey_answer(
         &mut self,
-        answer: LqhAnswer,
+        answer: LqhKeyConfRef,
         out: &mut dyn Outbox,
         now: Instant,
     ) {
@@ -139,7 +139,7 @@ impl Kernel {
             None => return,
         };
         let (trans, op_index, result, role, fired) = match answer {
-            LqhAnswer::Conf {
+            LqhKeyConfRef::Conf {
                 trans,
                 op_index,
                 row,
@@ -147,7 +147,7 @@ impl Kernel {
                 fired,
                 ..
             } => (trans, op_index, Ok(row), role, fired),
-            LqhAnswer::Ref {
+            LqhKeyConfRef::Ref {
                 trans,
                 op_index,
                 error,
@@ -199,7 +199,7 @@ impl Kernel {
             None => {}
             Some(Ok(answer)) => self.answer_api(trans, answer, out),
             Some(Err(TcAction::Commit(t)) | Err(TcAction::Abort(t))) => {
-                self.jobs.push_back(Signal::TcRound(t))
+                self.jobs.push_back(Signal::TcContinueB(t))
             }
             Some(Err(TcAction::Dispatch)) => {}
         }
@@ -297,14 +297,14 @@ impl Kernel {
                 4010,
                 format!("every replica of partition {} has failed", req.fragment),
             );
-            let answer = LqhAnswer::Ref {
+            let answer = LqhKeyConfRef::Ref {
                 trans: req.trans,
                 op_index: req.op_index,
                 error,
                 role: req.role,
                 backup: false,
             };
-            return self.jobs.push_back(Signal::LqhAnswer(Box::new(answer)));
+            return self.jobs.push_back(Signal::LqhKeyConfRef(Box::new(answer)));
         };
         let committed_read = is_committed_read(req.op_type, req.lock_mode);
         let read_backup = committed_read
@@ -342,11 +342,11 @@ impl Kernel {
     /// it back. Returns the answer for this node's TC, if any.
     pub(crate) fn route_answer(
         &mut self,
-        answer: LqhAnswer,
+        answer: LqhKeyConfRef,
         out: &mut dyn Outbox,
-    ) -> Option<LqhAnswer> {
+    ) -> Option<LqhKeyConfRef> {
         let (trans, role) = match &answer {
-            LqhAnswer::Conf { trans, role, .. } | LqhAnswer::Ref { trans, role, .. } => {
+            LqhKeyConfRef::Conf { trans, role, .. } | LqhKeyConfRef::Ref { trans, role, .. } => {
                 (*trans, role)
             }
         };
@@ -357,14 +357,14 @@ impl Kernel {
             // Stale when the transaction ended meanwhile.
             let role = self.tc.remote_ops.remove(&(trans, token))?.role;
             return Some(match answer {
-                LqhAnswer::Conf {
+                LqhKeyConfRef::Conf {
                     trans,
                     op_index,
                     row,
                     fired,
                     committed,
                     ..
-                } => LqhAnswer::Conf {
+                } => LqhKeyConfRef::Conf {
                     trans,
                     op_index,
                     row,
@@ -372,13 +372,13 @@ impl Kernel {
                     fired,
                     committed,
                 },
-                LqhAnswer::Ref {
+                LqhKeyConfRef::Ref {
                     trans,
                     op_index,
                     error,
                     backup,
                     ..
-                } => LqhAnswer::Ref {
+                } => LqhKeyConfRef::Ref {
                     trans,
                     op_index,
                     error,
@@ -404,7 +404,7 @@ impl Kernel {
         if committed {
             self.tc.participant_committed(conf.trans, from);
         }
-        let answer = LqhAnswer::Conf {
+        let answer = LqhKeyConfRef::Conf {
             committed,
             trans: conf.trans,
             op_index: conf.op_index,
@@ -424,12 +424,12 @@ impl Kernel {
                 })
                 .collect(),
         };
-        self.jobs.push_back(Signal::LqhAnswer(Box::new(answer)));
+        self.jobs.push_back(Signal::LqhKeyConfRef(Box::new(answer)));
     }
 
     /// LQHKEYREF from another node's LQH: an operation this TC sent there failed.
     pub(crate) fn exec_lqhkeyref(&mut self, r: LqhKeyRef) {
-        let answer = LqhAnswer::Ref {
+        let answer = LqhKeyConfRef::Ref {
             trans: r.trans,
             op_index: r.op_index,
             error: NdbError::from_wire(r.code, &r.detail),
@@ -439,6 +439,37 @@ impl Kernel {
             },
             backup: r.flags & lqh::LQHKEYREF_BACKUP != 0,
         };
-        self.jobs.push_back(Signal::LqhAnswer(Box::new(answer)));
+        self.jobs.push_back(Signal::LqhKeyConfRef(Box::new(answer)));
+    }
+
+    /// TRANSID_AI, run at once (NDB's EXECUTE_DIRECT) by LQH for a read of this node's own
+    /// transaction: the row goes straight to the API while it is still in the cache, and TC
+    /// counts the operation as answered (all it would do with the answer). LQH calls it only
+    /// right after checking that the transaction is Active, so TC would have sent the row too;
+    /// the execute completes only when every operation is counted, so another operation's
+    /// answer still queued holds it back, and its CONF or REF follows the row on the same link.
+    ///
+    /// When this row ends a NoCommit execute, it confirms the execute too: one frame
+    /// (TCKEY_ROW_CONF) instead of the row and a TC_EXECUTE_CONF. Only once that frame is sent
+    /// is the execute concluded; a row that does not fit goes the usual way (its lost answer
+    /// fails the execute with 1218).
+    pub(crate) fn exec_transid_ai(
+        &mut self,
+        trans: TransId,
+        op_index: u32,
+        row: Row,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        if self.tc.count_read_answer(trans) && self.send_row_conf(trans, op_index, &row, out) {
+            let concluded = self.tc.try_complete(trans, now);
+            debug_assert!(
+                matches!(concluded, Some(Ok(ApiAnswer::ExecuteConf))),
+                "the row confirmed the execute: {concluded:?}"
+            );
+        } else {
+            self.answer_api(trans, ApiAnswer::Row { op_index, row }, out);
+            self.complete(trans, out, now);
+        }
     }
 }

@@ -13,7 +13,7 @@ pub mod commit;
 pub mod index;
 pub mod key;
 pub mod scan;
-pub mod trans_table;
+mod trans_table;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
