@@ -8,7 +8,9 @@
 //! - [`codec`]: a bounds-checked little-endian reader and a writer.
 //! - [`schema`]: column types, values, table definitions, lock modes, execute types.
 //! - [`error`]: NDB's error codes with their classification (temporary or permanent).
-//! - [`signals`]: signal numbers and the payload of each signal.
+//! - [`gsn`]: every signal number, in one list.
+//! - [`signals`]: the payload of each signal between API and data nodes.
+//! - [`lqh`]: the payloads of the signals between data nodes.
 //! - [`scan`]: the scan signals (SCAN_TABREQ, SCAN_NEXTREQ, SCAN_ROWS, SCAN_TABCONF).
 //! - [`filter`]: pushed-down scan filters, their encoding and their meaning.
 //! - [`id_hash`]: the hasher of maps keyed by request and transaction ids, which keeps their
@@ -22,6 +24,7 @@
 pub mod codec;
 pub mod error;
 pub mod filter;
+pub mod gsn;
 pub mod id_hash;
 pub mod lqh;
 pub mod scan;

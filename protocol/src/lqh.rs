@@ -9,34 +9,8 @@
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::schema::{decode_values, encode_values, LockMode, OperationType, Value, COLUMNS_MAX};
 
-/// Signal numbers of the data-node protocol (continuing [`crate::signals::gsn`]).
-pub mod gsn {
-    /// A key operation for a fragment's replica: [`LqhKeyReq`].
-    pub const LQHKEYREQ: u16 = 60;
-    /// The operation succeeded on every replica: [`LqhKeyConf`].
-    pub const LQHKEYCONF: u16 = 61;
-    /// The operation failed: [`LqhKeyRef`].
-    pub const LQHKEYREF: u16 = 62;
-    /// Commit everything the transaction holds on this node: [`TransSignal`].
-    pub const LQH_COMMITREQ: u16 = 63;
-    pub const LQH_COMMITCONF: u16 = 64;
-    /// Undo everything the transaction holds on this node: [`TransSignal`].
-    pub const LQH_ABORTREQ: u16 = 65;
-    pub const LQH_ABORTCONF: u16 = 66;
-    /// An API node asks whether the cluster has started (NDB's API_REGREQ).
-    pub const API_REGREQ: u16 = 67;
-    /// [`ApiRegConf`].
-    pub const API_REGCONF: u16 = 68;
-    /// A transaction's coordinator failed: what did it leave on your node? [`TcFailQuery`].
-    pub const TC_FAIL_QUERY: u16 = 69;
-    /// [`TcFailAnswer`].
-    pub const TC_FAIL_ANSWER: u16 = 70;
-    /// Entries of a unique index being built, for a replica of their partition:
-    /// [`IndexBuildRows`].
-    pub const INDEX_BUILD_ROWS: u16 = 71;
-    /// The sender has sent all its entries of a unique index build: [`IndexBuildDone`].
-    pub const INDEX_BUILD_DONE: u16 = 72;
-}
+/// Signal numbers: one list for every signal, in [`crate::gsn`].
+pub use crate::gsn;
 
 /// Most entries one INDEX_BUILD_ROWS carries.
 pub const INDEX_BUILD_ROWS_MAX: usize = 256;

@@ -13,47 +13,8 @@ use crate::schema::{
     IndexKind, LockMode, OperationType, TableDef, Value, COLUMNS_MAX, NAME_BYTES_MAX,
 };
 
-/// Signal numbers (NDB calls them GSNs). Transporter handshake signals use 0xFFF0 and above.
-pub mod gsn {
-    pub const PING_REQ: u16 = 1;
-    pub const PING_CONF: u16 = 2;
-    pub const CREATE_TABLE_REQ: u16 = 10;
-    pub const CREATE_TABLE_CONF: u16 = 11;
-    pub const CREATE_TABLE_REF: u16 = 12;
-    pub const DROP_TABLE_REQ: u16 = 13;
-    pub const DROP_TABLE_CONF: u16 = 14;
-    pub const DROP_TABLE_REF: u16 = 15;
-    pub const GET_TABINFO_REQ: u16 = 16;
-    pub const GET_TABINFO_CONF: u16 = 17;
-    pub const GET_TABINFO_REF: u16 = 18;
-    pub const TCKEYREQ: u16 = 20;
-    pub const TCKEY_ROW: u16 = 21;
-    pub const TCKEYREF: u16 = 22;
-    pub const TC_EXECUTE_REQ: u16 = 23;
-    pub const TC_EXECUTE_CONF: u16 = 24;
-    pub const TC_EXECUTE_REF: u16 = 25;
-    /// A read's row that also confirms its execute: TCKEY_ROW and TC_EXECUTE_CONF in one
-    /// frame, payload as TCKEY_ROW. A data node sends it when the read was the last answer of
-    /// an execute that then concludes at once (NoCommit, no error).
-    pub const TCKEY_ROW_CONF: u16 = 27;
-    /// A key operation through a unique hash index (NDB's TCINDXREQ): a `TcKeyReq` whose table
-    /// id and version name the index and whose key is the unique columns' values.
-    pub const TCINDXREQ: u16 = 26;
-    pub const CREATE_INDEX_REQ: u16 = 30;
-    pub const CREATE_INDEX_CONF: u16 = 31;
-    pub const CREATE_INDEX_REF: u16 = 32;
-    pub const DROP_INDEX_REQ: u16 = 33;
-    pub const DROP_INDEX_CONF: u16 = 34;
-    pub const DROP_INDEX_REF: u16 = 35;
-    pub const GET_INDEX_REQ: u16 = 36;
-    pub const GET_INDEX_CONF: u16 = 37;
-    pub const GET_INDEX_REF: u16 = 38;
-    pub const SCAN_TABREQ: u16 = 40;
-    pub const SCAN_TABCONF: u16 = 41;
-    pub const SCAN_TABREF: u16 = 42;
-    pub const SCAN_NEXTREQ: u16 = 43;
-    pub const SCAN_ROWS: u16 = 44;
-}
+/// Signal numbers: one list for every signal, in [`crate::gsn`].
+pub use crate::gsn;
 
 /// Block numbers, as NDB numbers its kernel blocks. API-side receivers use `API`.
 pub mod block {

@@ -1,0 +1,129 @@
+//! Every signal number, in one list: the frame header's `signal` field says which payload a
+//! frame holds. Numbers are NDB's idea (a global signal number, GSN), not NDB's values. The
+//! data node's internal signals between its own blocks use the same names (see
+//! `rndb_ndbd::blocks`).
+//!
+//! [`ALL`] names each number, for logs and for the test that no two signals share one.
+//! The transporter's handshake signals use 0xFFF0 and above, so no signal here may.
+
+/// Declares each signal number as a constant and lists it in [`ALL`], so a number cannot be
+/// added without being checked for uniqueness.
+macro_rules! signals {
+    ($($(#[$doc:meta])* $name:ident = $value:expr;)*) => {
+        $($(#[$doc])* pub const $name: u16 = $value;)*
+
+        /// Every signal number with its name, in the order declared.
+        pub const ALL: &[(u16, &str)] = &[$(($name, stringify!($name))),*];
+    };
+}
+
+signals! {
+    // API node ↔ data node: requests and their answers.
+    PING_REQ = 1;
+    PING_CONF = 2;
+    CREATE_TABLE_REQ = 10;
+    CREATE_TABLE_CONF = 11;
+    CREATE_TABLE_REF = 12;
+    DROP_TABLE_REQ = 13;
+    DROP_TABLE_CONF = 14;
+    DROP_TABLE_REF = 15;
+    GET_TABINFO_REQ = 16;
+    GET_TABINFO_CONF = 17;
+    GET_TABINFO_REF = 18;
+    TCKEYREQ = 20;
+    TCKEY_ROW = 21;
+    TCKEYREF = 22;
+    TC_EXECUTE_REQ = 23;
+    TC_EXECUTE_CONF = 24;
+    TC_EXECUTE_REF = 25;
+    /// A key operation through a unique hash index (NDB's TCINDXREQ): a `TcKeyReq` whose table
+    /// id and version name the index and whose key is the unique columns' values.
+    TCINDXREQ = 26;
+    /// A read's row that also confirms its execute: TCKEY_ROW and TC_EXECUTE_CONF in one
+    /// frame, payload as TCKEY_ROW. A data node sends it when the read was the last answer of
+    /// an execute that then concludes at once (NoCommit, no error).
+    TCKEY_ROW_CONF = 27;
+    CREATE_INDEX_REQ = 30;
+    CREATE_INDEX_CONF = 31;
+    CREATE_INDEX_REF = 32;
+    DROP_INDEX_REQ = 33;
+    DROP_INDEX_CONF = 34;
+    DROP_INDEX_REF = 35;
+    GET_INDEX_REQ = 36;
+    GET_INDEX_CONF = 37;
+    GET_INDEX_REF = 38;
+    SCAN_TABREQ = 40;
+    SCAN_TABCONF = 41;
+    SCAN_TABREF = 42;
+    SCAN_NEXTREQ = 43;
+    SCAN_ROWS = 44;
+    // Data node ↔ data node (and API_REGREQ from API nodes).
+    /// A key operation for a fragment's replica: `lqh::LqhKeyReq`.
+    LQHKEYREQ = 60;
+    /// The operation succeeded on every replica: `lqh::LqhKeyConf`.
+    LQHKEYCONF = 61;
+    /// The operation failed: `lqh::LqhKeyRef`.
+    LQHKEYREF = 62;
+    /// Commit everything the transaction holds on this node: `lqh::TransSignal`.
+    LQH_COMMITREQ = 63;
+    LQH_COMMITCONF = 64;
+    /// Undo everything the transaction holds on this node: `lqh::TransSignal`.
+    LQH_ABORTREQ = 65;
+    LQH_ABORTCONF = 66;
+    /// An API node asks whether the cluster has started (NDB's API_REGREQ).
+    API_REGREQ = 67;
+    /// `lqh::ApiRegConf`.
+    API_REGCONF = 68;
+    /// A transaction's coordinator failed: what did it leave on your node? `lqh::TcFailQuery`.
+    TC_FAIL_QUERY = 69;
+    /// `lqh::TcFailAnswer`.
+    TC_FAIL_ANSWER = 70;
+    /// Entries of a unique index being built, for a replica of their partition:
+    /// `lqh::IndexBuildRows`.
+    INDEX_BUILD_ROWS = 71;
+    /// The sender has sent all its entries of a unique index build: `lqh::IndexBuildDone`.
+    INDEX_BUILD_DONE = 72;
+}
+
+/// The name of signal `number`, or `None` for a number no signal has.
+pub fn name(number: u16) -> Option<&'static str> {
+    ALL.iter().find(|(n, _)| *n == number).map(|(_, name)| *name)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn every_signal_has_its_own_number() {
+        let mut seen: BTreeMap<u16, &str> = BTreeMap::new();
+        for &(number, name) in ALL {
+            if let Some(other) = seen.insert(number, name) {
+                panic!("{name} and {other} share signal number {number}");
+            }
+        }
+        assert_eq!(seen.len(), ALL.len());
+        assert!(
+            seen.keys().all(|&n| n < 0xFFF0),
+            "0xFFF0 and above are the transporter's handshake signals"
+        );
+    }
+
+    #[test]
+    fn names_are_found_by_number() {
+        assert_eq!(name(LQHKEYREQ), Some("LQHKEYREQ"));
+        assert_eq!(name(TCKEYREQ), Some("TCKEYREQ"));
+        assert_eq!(name(0), None);
+    }
+
+    #[test]
+    fn the_data_node_range_holds_only_data_node_signals() {
+        // The data node dispatches LQHKEYREQ..=LQH_ABORTCONF as one range.
+        for number in LQHKEYREQ..=LQH_ABORTCONF {
+            let name = name(number).expect("no gap in the range");
+            assert!(name.starts_with("LQH"), "{name} is inside the LQH range");
+        }
+    }
+}
