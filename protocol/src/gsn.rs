@@ -87,7 +87,9 @@ signals! {
 
 /// The name of signal `number`, or `None` for a number no signal has.
 pub fn name(number: u16) -> Option<&'static str> {
-    ALL.iter().find(|(n, _)| *n == number).map(|(_, name)| *name)
+    ALL.iter()
+        .find(|(n, _)| *n == number)
+        .map(|(_, name)| *name)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 //! - [`lqh`]: the payloads of the signals between data nodes.
 //! - [`scan`]: the scan signals (SCAN_TABREQ, SCAN_NEXTREQ, SCAN_ROWS, SCAN_TABCONF).
 //! - [`filter`]: pushed-down scan filters, their encoding and their meaning.
+//! - [`ids`]: ids that travel between nodes ([`TransId`]).
 //! - [`id_hash`]: the hasher of maps keyed by request and transaction ids, which keeps their
 //!   order.
 //!
@@ -26,6 +27,7 @@ pub mod error;
 pub mod filter;
 pub mod gsn;
 pub mod id_hash;
+pub mod ids;
 pub mod lqh;
 pub mod scan;
 pub mod schema;
@@ -33,6 +35,7 @@ pub mod signals;
 
 pub use codec::{DecodeError, Reader, Writer};
 pub use error::{ErrorClass, NdbError};
+pub use ids::TransId;
 pub use schema::{
     AbortOption, ColumnDef, ColumnType, ExecType, IndexKind, LockMode, OperationType, TableDef,
     Value,

@@ -7,6 +7,7 @@
 //! bits, the API's request id in the low 32), so every node names it alike.
 
 use crate::codec::{DecodeError, Reader, Writer};
+use crate::ids::TransId;
 use crate::schema::{decode_values, encode_values, LockMode, OperationType, Value, COLUMNS_MAX};
 
 /// Signal numbers: one list for every signal, in [`crate::gsn`].
@@ -83,19 +84,19 @@ impl IndexBuildDone {
 /// before dying has run).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcFailQuery {
-    pub trans: u64,
+    pub trans: TransId,
     pub tc_node: u16,
 }
 
 impl TcFailQuery {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        Writer::new(out).u64(self.trans).u16(self.tc_node);
+        Writer::new(out).u64(self.trans.0).u16(self.tc_node);
     }
 
     pub fn decode(buf: &[u8]) -> Result<TcFailQuery, DecodeError> {
         let mut r = Reader::new(buf, "TC_FAIL_QUERY");
         let v = TcFailQuery {
-            trans: r.u64()?,
+            trans: TransId(r.u64()?),
             tc_node: r.u16()?,
         };
         r.finish()?;
@@ -117,18 +118,18 @@ pub enum TransOutcome {
 /// TC_FAIL_ANSWER: a transaction and its outcome on the answering node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcFailAnswer {
-    pub trans: u64,
+    pub trans: TransId,
     pub outcome: TransOutcome,
 }
 
 impl TcFailAnswer {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        Writer::new(out).u64(self.trans).u8(self.outcome as u8);
+        Writer::new(out).u64(self.trans.0).u8(self.outcome as u8);
     }
 
     pub fn decode(buf: &[u8]) -> Result<TcFailAnswer, DecodeError> {
         let mut r = Reader::new(buf, "TC_FAIL_ANSWER");
-        let trans = r.u64()?;
+        let trans = TransId(r.u64()?);
         let outcome = match r.u8()? {
             0 => TransOutcome::Open,
             1 => TransOutcome::Committed,
@@ -160,7 +161,7 @@ pub const FIRED_MAX: usize = 2 * 64;
 /// One key operation sent to a replica's LQH.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LqhKeyReq {
-    pub trans: u64,
+    pub trans: TransId,
     /// The node whose TC runs the transaction: the last replica answers it.
     pub tc_node: u16,
     /// TC's name for this operation, echoed in the answer.
@@ -183,7 +184,7 @@ pub struct LqhKeyReq {
 impl LqhKeyReq {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = Writer::new(out);
-        w.u64(self.trans)
+        w.u64(self.trans.0)
             .u16(self.tc_node)
             .u32(self.token)
             .u32(self.op_index)
@@ -203,7 +204,7 @@ impl LqhKeyReq {
 
     pub fn decode(buf: &[u8]) -> Result<LqhKeyReq, DecodeError> {
         let mut r = Reader::new(buf, "LQHKEYREQ");
-        let trans = r.u64()?;
+        let trans = TransId(r.u64()?);
         let tc_node = r.u16()?;
         let token = r.u32()?;
         let op_index = r.u32()?;
@@ -252,7 +253,7 @@ pub struct FiredChange {
 /// The operation succeeded on every replica.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LqhKeyConf {
-    pub trans: u64,
+    pub trans: TransId,
     pub token: u32,
     pub op_index: u32,
     /// A read's row.
@@ -266,7 +267,7 @@ pub struct LqhKeyConf {
 impl LqhKeyConf {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = Writer::new(out);
-        w.u64(self.trans)
+        w.u64(self.trans.0)
             .u32(self.token)
             .u32(self.op_index)
             .u8(self.flags);
@@ -289,7 +290,7 @@ impl LqhKeyConf {
 
     pub fn decode(buf: &[u8]) -> Result<LqhKeyConf, DecodeError> {
         let mut r = Reader::new(buf, "LQHKEYCONF");
-        let trans = r.u64()?;
+        let trans = TransId(r.u64()?);
         let token = r.u32()?;
         let op_index = r.u32()?;
         let flags = r.u8()?;
@@ -331,7 +332,7 @@ impl LqhKeyConf {
 /// The operation failed on a replica (nothing of it stays once the transaction aborts).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LqhKeyRef {
-    pub trans: u64,
+    pub trans: TransId,
     pub token: u32,
     pub op_index: u32,
     pub code: u32,
@@ -343,7 +344,7 @@ pub struct LqhKeyRef {
 impl LqhKeyRef {
     pub fn encode(&self, out: &mut Vec<u8>) {
         Writer::new(out)
-            .u64(self.trans)
+            .u64(self.trans.0)
             .u32(self.token)
             .u32(self.op_index)
             .u32(self.code)
@@ -354,7 +355,7 @@ impl LqhKeyRef {
     pub fn decode(buf: &[u8]) -> Result<LqhKeyRef, DecodeError> {
         let mut r = Reader::new(buf, "LQHKEYREF");
         let v = LqhKeyRef {
-            trans: r.u64()?,
+            trans: TransId(r.u64()?),
             token: r.u32()?,
             op_index: r.u32()?,
             code: r.u32()?,
@@ -369,17 +370,19 @@ impl LqhKeyRef {
 /// LQH_COMMITREQ/CONF and LQH_ABORTREQ/CONF: a transaction by id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TransSignal {
-    pub trans: u64,
+    pub trans: TransId,
 }
 
 impl TransSignal {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        Writer::new(out).u64(self.trans);
+        Writer::new(out).u64(self.trans.0);
     }
 
     pub fn decode(buf: &[u8]) -> Result<TransSignal, DecodeError> {
         let mut r = Reader::new(buf, "transaction signal");
-        let v = TransSignal { trans: r.u64()? };
+        let v = TransSignal {
+            trans: TransId(r.u64()?),
+        };
         r.finish()?;
         Ok(v)
     }
@@ -444,7 +447,7 @@ mod tests {
     #[test]
     fn lqh_signals_round_trip() {
         let req = LqhKeyReq {
-            trans: 0x0033_0000_0007,
+            trans: TransId(0x0033_0000_0007),
             tc_node: 1,
             token: 9,
             op_index: 2,
@@ -463,7 +466,7 @@ mod tests {
         assert_eq!(LqhKeyReq::decode(&buf), Ok(req));
         assert!(LqhKeyReq::decode(&buf[..buf.len() - 1]).is_err());
         let conf = LqhKeyConf {
-            trans: 1,
+            trans: TransId(1),
             token: 2,
             op_index: 3,
             row: Some(vec![Value::Varchar("x".into())]),

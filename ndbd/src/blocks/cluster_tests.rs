@@ -17,6 +17,7 @@ use rndb_protocol::{
 };
 use rndb_transporter::FrameHeader;
 
+use super::acc::TransId;
 use super::{Kernel, Outbox, SendFailure};
 
 const INI: &str = "[ndbd default]\nNoOfReplicas=2\nDataMemory=16M\n\
@@ -454,7 +455,7 @@ fn deliver_to_node2(sim: &mut Sim, frames: Vec<(u16, Vec<u8>)>) -> Sent {
 }
 
 /// An insert of `key` for transaction `trans` coordinated on node 1, as LQHKEYREQ.
-fn late_write(sim: &Sim, table: &TableInfo, trans: u64, key: i32) -> Vec<u8> {
+fn late_write(sim: &Sim, table: &TableInfo, trans: TransId, key: i32) -> Vec<u8> {
     let mut write = Vec::new();
     lqh::LqhKeyReq {
         trans,
@@ -516,7 +517,7 @@ fn a_transaction_id_no_api_node_can_have_is_refused() {
     let mut sim = Sim::new();
     let table = sim.create_table("t", false);
     let key = sim.key_on(NodeId(2));
-    for trans in [u64::MAX, 1 << 48] {
+    for trans in [TransId(u64::MAX), TransId(1 << 48)] {
         let write = late_write(&sim, &table, trans, key);
         let header = lqh_header(dgsn::LQHKEYREQ);
         let node2 = sim.kernels.get_mut(&NodeId(2)).expect("node 2");

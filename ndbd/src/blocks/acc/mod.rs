@@ -17,9 +17,9 @@ use std::collections::VecDeque;
 
 use crate::blocks::acc::slot_index::SlotIndex;
 
-/// A transaction as the kernel names it: the API node id in the high bits and the API's
-/// request id in the low 32.
-pub type TransId = u64;
+/// A transaction as the kernel names it (the API node id in the high bits and the API's request
+/// id in the low 32).
+pub use rndb_protocol::TransId;
 
 pub use crate::blocks::tup::Row;
 
@@ -41,7 +41,7 @@ pub struct Waiter<W> {
 /// No transaction, in a [`Lock`]'s holder fields and as `TransTable`'s empty key. Never a
 /// transaction id: those are an API node id (16 bits) over a request id (32 bits), and a data
 /// node's frames naming another are refused as protocol violations.
-pub(crate) const NO_TRANS: TransId = TransId::MAX;
+pub(crate) const NO_TRANS: TransId = TransId(u64::MAX);
 
 /// A row lock: one exclusive holder or any number of shared holders, and a FIFO queue.
 ///
@@ -646,58 +646,61 @@ mod tests {
     #[test]
     fn shared_locks_coexist_and_exclusive_waits_fifo() {
         let mut lock: Lock<TransId> = Lock::default();
-        assert!(lock.try_acquire(1, LockKind::Shared));
-        assert!(lock.try_acquire(2, LockKind::Shared));
-        assert!(!lock.try_acquire(3, LockKind::Exclusive));
-        lock.enqueue(waiter(3, LockKind::Exclusive));
+        assert!(lock.try_acquire(TransId(1), LockKind::Shared));
+        assert!(lock.try_acquire(TransId(2), LockKind::Shared));
+        assert!(!lock.try_acquire(TransId(3), LockKind::Exclusive));
+        lock.enqueue(waiter(TransId(3), LockKind::Exclusive));
         // A newcomer queues behind the waiter even though a shared lock would be compatible.
-        assert!(!lock.try_acquire(4, LockKind::Shared));
-        lock.enqueue(waiter(4, LockKind::Shared));
-        lock.release(1);
+        assert!(!lock.try_acquire(TransId(4), LockKind::Shared));
+        lock.enqueue(waiter(TransId(4), LockKind::Shared));
+        lock.release(TransId(1));
         assert!(lock.grant_waiters().is_empty());
-        lock.release(2);
-        assert_eq!(lock.grant_waiters(), vec![3]);
-        lock.release(3);
-        assert_eq!(lock.grant_waiters(), vec![4]);
-        lock.release(4);
+        lock.release(TransId(2));
+        assert_eq!(lock.grant_waiters(), vec![TransId(3)]);
+        lock.release(TransId(3));
+        assert_eq!(lock.grant_waiters(), vec![TransId(4)]);
+        lock.release(TransId(4));
         assert!(lock.is_idle());
     }
 
     #[test]
     fn a_holder_upgrades_and_never_waits_for_itself() {
         let mut lock: Lock<TransId> = Lock::default();
-        assert!(lock.try_acquire(1, LockKind::Shared));
-        lock.enqueue(waiter(2, LockKind::Exclusive));
-        assert!(lock.try_acquire(1, LockKind::Exclusive));
-        assert!(lock.try_acquire(1, LockKind::Shared));
-        lock.release(1);
-        assert_eq!(lock.grant_waiters(), vec![2]);
+        assert!(lock.try_acquire(TransId(1), LockKind::Shared));
+        lock.enqueue(waiter(TransId(2), LockKind::Exclusive));
+        assert!(lock.try_acquire(TransId(1), LockKind::Exclusive));
+        assert!(lock.try_acquire(TransId(1), LockKind::Shared));
+        lock.release(TransId(1));
+        assert_eq!(lock.grant_waiters(), vec![TransId(2)]);
     }
 
     #[test]
     fn an_upgrade_goes_ahead_of_waiters_that_wait_for_it() {
         let mut lock: Lock<TransId> = Lock::default();
-        assert!(lock.try_acquire(1, LockKind::Shared));
-        assert!(lock.try_acquire(2, LockKind::Shared));
-        assert!(!lock.try_acquire(3, LockKind::Exclusive));
-        lock.enqueue(waiter(3, LockKind::Exclusive));
-        assert!(!lock.try_acquire(1, LockKind::Exclusive));
-        lock.enqueue(waiter(1, LockKind::Exclusive));
-        lock.release(2);
-        assert_eq!(lock.grant_waiters(), vec![1], "the upgrader first");
-        lock.release(1);
-        assert_eq!(lock.grant_waiters(), vec![3]);
+        assert!(lock.try_acquire(TransId(1), LockKind::Shared));
+        assert!(lock.try_acquire(TransId(2), LockKind::Shared));
+        assert!(!lock.try_acquire(TransId(3), LockKind::Exclusive));
+        lock.enqueue(waiter(TransId(3), LockKind::Exclusive));
+        assert!(!lock.try_acquire(TransId(1), LockKind::Exclusive));
+        lock.enqueue(waiter(TransId(1), LockKind::Exclusive));
+        lock.release(TransId(2));
+        assert_eq!(lock.grant_waiters(), vec![TransId(1)], "the upgrader first");
+        lock.release(TransId(1));
+        assert_eq!(lock.grant_waiters(), vec![TransId(3)]);
     }
 
     #[test]
     fn waiters_of_ended_transactions_are_never_granted() {
         let mut lock: Lock<TransId> = Lock::default();
-        assert!(lock.try_acquire(1, LockKind::Exclusive));
-        lock.enqueue(waiter(2, LockKind::Exclusive));
-        lock.enqueue(waiter(3, LockKind::Shared));
-        lock.release(1);
-        assert_eq!(lock.grant_live_waiters(&|t| t != 2), vec![3]);
-        assert!(!lock.held_by(2));
+        assert!(lock.try_acquire(TransId(1), LockKind::Exclusive));
+        lock.enqueue(waiter(TransId(2), LockKind::Exclusive));
+        lock.enqueue(waiter(TransId(3), LockKind::Shared));
+        lock.release(TransId(1));
+        assert_eq!(
+            lock.grant_live_waiters(&|t| t != TransId(2)),
+            vec![TransId(3)]
+        );
+        assert!(!lock.held_by(TransId(2)));
     }
 
     #[test]
@@ -744,12 +747,12 @@ mod tests {
     #[test]
     fn release_drops_the_transactions_own_waiters() {
         let mut lock: Lock<TransId> = Lock::default();
-        assert!(lock.try_acquire(1, LockKind::Exclusive));
-        lock.enqueue(waiter(2, LockKind::Shared));
-        lock.enqueue(waiter(3, LockKind::Shared));
-        lock.release(2);
-        lock.release(1);
-        assert_eq!(lock.grant_waiters(), vec![3]);
+        assert!(lock.try_acquire(TransId(1), LockKind::Exclusive));
+        lock.enqueue(waiter(TransId(2), LockKind::Shared));
+        lock.enqueue(waiter(TransId(3), LockKind::Shared));
+        lock.release(TransId(2));
+        lock.release(TransId(1));
+        assert_eq!(lock.grant_waiters(), vec![TransId(3)]);
     }
 
     /// Shared holders past the first live in the lock's box; releasing them in any order
@@ -759,21 +762,28 @@ mod tests {
         for order in [[1, 2, 3, 4], [4, 3, 2, 1], [2, 4, 1, 3]] {
             let mut lock: Lock<TransId> = Lock::default();
             for t in 1..=4 {
-                assert!(lock.try_acquire(t, LockKind::Shared));
-                assert!(lock.try_acquire(t, LockKind::Shared), "again, as a holder");
+                assert!(lock.try_acquire(TransId(t), LockKind::Shared));
+                assert!(
+                    lock.try_acquire(TransId(t), LockKind::Shared),
+                    "again, as a holder"
+                );
             }
-            assert!(!lock.try_acquire(5, LockKind::Exclusive));
-            let mut left: Vec<TransId> = vec![1, 2, 3, 4];
+            assert!(!lock.try_acquire(TransId(5), LockKind::Exclusive));
+            let mut left: Vec<TransId> = vec![TransId(1), TransId(2), TransId(3), TransId(4)];
             for t in order {
-                lock.release(t);
-                left.retain(|&h| h != t);
+                lock.release(TransId(t));
+                left.retain(|&h| h != TransId(t));
                 for h in 1..=4 {
-                    assert_eq!(lock.held_by(h), left.contains(&h), "{order:?} after {t}");
+                    assert_eq!(
+                        lock.held_by(TransId(h)),
+                        left.contains(&TransId(h)),
+                        "{order:?} after {t}"
+                    );
                 }
             }
             assert!(lock.is_idle());
             assert!(lock.rest.is_none(), "the box is freed");
-            assert!(lock.try_acquire(5, LockKind::Exclusive));
+            assert!(lock.try_acquire(TransId(5), LockKind::Exclusive));
         }
     }
 }

@@ -78,7 +78,7 @@ impl Kernel {
         }
         let (tc_node, committed) = (*tc_node, *committed);
         self.foreign.resolving.remove(&trans);
-        tracing::info!(trans, node = %tc_node, committed, "ended a transaction whose coordinator failed");
+        tracing::info!(trans = %trans, node = %tc_node, committed, "ended a transaction whose coordinator failed");
         self.lqh_finish(trans, tc_node, committed, out);
     }
 
@@ -150,7 +150,7 @@ impl Kernel {
         let own = self.tc.knows(trans) && !self.tc.is_scan_part(trans);
         if owner.is_some_and(|tc| tc != from) || (owner.is_none() && own) {
             // Not that node's transaction here: nothing of it is touched.
-            tracing::warn!(node = %from, trans, "commit or abort of a transaction another TC runs; ignored");
+            tracing::warn!(node = %from, trans = %trans, "commit or abort of a transaction another TC runs; ignored");
             return;
         }
         self.jobs.push_back(if signal == lgsn::LQH_COMMITREQ {

@@ -144,10 +144,9 @@ impl Kernel {
                 "LQHKEYREQ names node {bad}, which is not a data node"
             )));
         }
-        // A transaction id is an API node id over a request id (`tc::trans_id`); anything
-        // wider would collide with the row lock's "no holder" value.
-        let (api, request_id) = crate::blocks::tc::trans_parts(wire.trans);
-        if crate::blocks::tc::trans_id(api, request_id) != wire.trans {
+        // A transaction id is an API node id over a request id; anything wider would collide
+        // with the row lock's "no holder" value.
+        if !wire.trans.is_well_formed() {
             return Err(ProtocolViolation(format!(
                 "LQHKEYREQ names transaction {:#x}, which no API node can have",
                 wire.trans

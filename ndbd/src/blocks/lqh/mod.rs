@@ -86,7 +86,7 @@ impl LqhKeyReq {
     #[inline]
     pub fn blank() -> LqhKeyReq {
         LqhKeyReq {
-            trans: 0,
+            trans: TransId(0),
             op_index: 0,
             op_type: OperationType::Read,
             lock_mode: LockMode::CommittedRead,
@@ -836,39 +836,63 @@ mod tests {
             run(
                 &mut lqh,
                 &dict,
-                op(1, t, OperationType::Insert, id, id as i32),
+                op(TransId(1), t, OperationType::Insert, id, id as i32),
             );
         }
-        lqh.commit(1, &|_| true);
+        lqh.commit(TransId(1), &|_| true);
         assert_eq!(entry_count(&lqh, t), 10);
         // An uncommitted update adds an entry; a second update replaces it; abort drops it.
-        run(&mut lqh, &dict, op(2, t, OperationType::Update, 3, 100));
+        run(
+            &mut lqh,
+            &dict,
+            op(TransId(2), t, OperationType::Update, 3, 100),
+        );
         assert_eq!(entry_count(&lqh, t), 11);
-        run(&mut lqh, &dict, op(2, t, OperationType::Update, 3, 200));
+        run(
+            &mut lqh,
+            &dict,
+            op(TransId(2), t, OperationType::Update, 3, 200),
+        );
         assert_eq!(entry_count(&lqh, t), 11);
-        lqh.abort(2, &|_| true);
+        lqh.abort(TransId(2), &|_| true);
         assert_eq!(entry_count(&lqh, t), 10);
         // A committed update moves the entry; an update to the same value keeps one entry.
-        run(&mut lqh, &dict, op(3, t, OperationType::Update, 4, 400));
-        run(&mut lqh, &dict, op(3, t, OperationType::Update, 5, 5));
-        lqh.commit(3, &|_| true);
+        run(
+            &mut lqh,
+            &dict,
+            op(TransId(3), t, OperationType::Update, 4, 400),
+        );
+        run(
+            &mut lqh,
+            &dict,
+            op(TransId(3), t, OperationType::Update, 5, 5),
+        );
+        lqh.commit(TransId(3), &|_| true);
         assert_eq!(entry_count(&lqh, t), 10);
         for id in 0..10 {
-            run(&mut lqh, &dict, op(4, t, OperationType::Delete, id, 0));
+            run(
+                &mut lqh,
+                &dict,
+                op(TransId(4), t, OperationType::Delete, id, 0),
+            );
         }
         assert_eq!(
             entry_count(&lqh, t),
             10,
             "deletes keep the committed entries until commit"
         );
-        lqh.commit(4, &|_| true);
+        lqh.commit(TransId(4), &|_| true);
         assert_eq!(entry_count(&lqh, t), 0);
         assert_eq!(lqh.memory_used_bytes(), 0, "every byte is returned");
         // Rebuilt over loaded rows, then dropped: memory returns to what the rows take.
         for id in 0..5 {
-            run(&mut lqh, &dict, op(5, t, OperationType::Insert, id, 1));
+            run(
+                &mut lqh,
+                &dict,
+                op(TransId(5), t, OperationType::Insert, id, 1),
+            );
         }
-        lqh.commit(5, &|_| true);
+        lqh.commit(TransId(5), &|_| true);
         let rows_only = lqh.memory_used_bytes();
         lqh.build_ordered(t, 99, &[1]).expect("second index");
         assert!(lqh.memory_used_bytes() > rows_only);

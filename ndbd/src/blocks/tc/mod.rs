@@ -160,12 +160,12 @@ pub struct Tc {
 
 /// Names a transaction: the API node and its request id.
 pub fn trans_id(api: NodeId, request_id: u32) -> TransId {
-    (u64::from(api.0) << 32) | u64::from(request_id)
+    TransId::new(api.0, request_id)
 }
 
 /// The API node and request id of a transaction.
 pub fn trans_parts(trans: TransId) -> (NodeId, u32) {
-    (NodeId((trans >> 32) as u16), trans as u32)
+    (NodeId(trans.api_node()), trans.request_id())
 }
 
 impl Tc {

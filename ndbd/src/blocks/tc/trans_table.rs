@@ -163,21 +163,21 @@ mod tests {
             for op in ops {
                 match op {
                     Op::Insert(t, v) => {
-                        table.insert(TransId::from(t), Box::new(v));
-                        model.insert(TransId::from(t), v);
+                        table.insert(TransId(u64::from(t)), Box::new(v));
+                        model.insert(TransId(u64::from(t)), v);
                     }
                     Op::Remove(t) => {
-                        let got = table.remove(TransId::from(t)).map(|b| *b);
-                        prop_assert_eq!(got, model.remove(&TransId::from(t)));
+                        let got = table.remove(TransId(u64::from(t))).map(|b| *b);
+                        prop_assert_eq!(got, model.remove(&TransId(u64::from(t))));
                     }
                     Op::Get(t) => {
-                        prop_assert_eq!(table.get(TransId::from(t)), model.get(&TransId::from(t)));
+                        prop_assert_eq!(table.get(TransId(u64::from(t))), model.get(&TransId(u64::from(t))));
                     }
                     Op::Bump(t) => {
-                        if let Some(v) = table.get_mut(TransId::from(t)) {
+                        if let Some(v) = table.get_mut(TransId(u64::from(t))) {
                             *v = v.wrapping_add(1);
                         }
-                        if let Some(v) = model.get_mut(&TransId::from(t)) {
+                        if let Some(v) = model.get_mut(&TransId(u64::from(t))) {
                             *v = v.wrapping_add(1);
                         }
                     }
