@@ -545,7 +545,7 @@ impl Cluster {
             sender_block: block::API,
             request_id,
         };
-        connection.expect(request_id);
+        connection.register_request(request_id);
         if let Err(e) = connection.send_batch(&[(header, payload)]) {
             connection.forget(request_id);
             return Err(e);

@@ -491,7 +491,7 @@ impl<'c> Transaction<'c> {
                 sender_block: block::API,
                 request_id: scan_id,
             };
-            connection.expect(scan_id);
+            connection.register_request(scan_id);
             if let Err(e) = connection.send_batch(&[(header, &payload)]) {
                 connection.forget(scan_id);
                 // The parts already sent close when their scan is dropped.
@@ -531,7 +531,7 @@ impl<'c> Transaction<'c> {
                 frames,
                 sent,
             } => {
-                connection.expect(self.request_id);
+                connection.register_request(self.request_id);
                 let sent_frames = connection.send_frames(frames.iter());
                 frames.recycle();
                 if let Err(e) = sent_frames {
