@@ -392,7 +392,7 @@ impl<'c> AsyncExecutor<'c> {
             return;
         }
         let cluster: &'c Cluster = self.cluster;
-        for connection in cluster.connections() {
+        for connection in cluster.linked() {
             let peer = connection.peer;
             let in_flight = &self.in_flight;
             let answered = connection.take_async_done(|id| in_flight.contains_key(&(peer, id)));

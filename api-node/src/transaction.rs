@@ -462,15 +462,14 @@ impl<'c> Transaction<'c> {
         if let Some(lost) = cluster.connection_of(tc_node).failure() {
             return Err(lost);
         }
-        let mut parts = Vec::with_capacity(cluster.connections().len());
         // Every data node whose link works: a failed node's fragments are scanned by the backup
         // that took them over.
         let live: Vec<&'c Connection> = cluster
-            .connections()
-            .iter()
+            .linked()
             .filter(|c| !c.is_failed())
             .map(|c| &**c)
             .collect();
+        let mut parts = Vec::with_capacity(live.len());
         let mut req = req;
         req.alive = live.iter().map(|c| c.peer.0).collect();
         for connection in live {
