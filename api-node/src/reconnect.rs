@@ -267,3 +267,42 @@ impl Job {
 /// The request id of the connector's API_REGREQ on a link not yet handed over (never 0, the
 /// receive thread's).
 const REGREQ_REQUEST_ID: u32 = 1;
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, TcpListener};
+    use std::path::Path;
+
+    use super::*;
+
+    /// A connector whose data node does not listen keeps its slot empty, lets a waiter go at its
+    /// deadline, and stops when dropped (the test hangs otherwise).
+    #[test]
+    fn a_connector_to_a_silent_data_node_fills_nothing_and_stops_when_dropped() {
+        // A port nothing listens on: bound, read, released.
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|l| l.local_addr())
+            .expect("bind a free port")
+            .port();
+        let text = format!(
+            "[ndbd default]\nNoOfReplicas=1\nDataDir=.\nHostName=127.0.0.1\n\
+             [ndbd]\nNodeId=1\nServerPort={port}\n[api]\nNodeId=50\n"
+        );
+        let config = rndb_config::parse_str(&text, Path::new("test.ini")).expect("a valid config");
+        let slots: Slots = vec![OnceLock::new()].into();
+        let connector = Connector::start(
+            config,
+            NodeId(50),
+            ConnectOptions::default(),
+            Arc::clone(&slots),
+            vec![0],
+        )
+        .expect("start the connector thread");
+        let filled = || slots[0].get().is_some();
+        connector.wait_until(Instant::now() + Duration::from_millis(300), filled);
+        assert!(!filled(), "nothing listens, so nothing is linked");
+        drop(connector);
+        assert!(!filled());
+        assert_eq!(Arc::strong_count(&slots), 1, "the thread let its slots go");
+    }
+}
