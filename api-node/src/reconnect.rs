@@ -106,7 +106,10 @@ impl Connector {
                 thread: Some(thread),
             }),
             Err(e) => {
-                tracing::warn!("start the background connect thread: {e}; data nodes not reached at connect stay unused");
+                tracing::warn!(
+                    "start the background connect thread: {e}; \
+                     the data nodes not reached at connect stay unused"
+                );
                 None
             }
         }
