@@ -275,7 +275,7 @@ impl<'c> AsyncExecutor<'c> {
             return;
         };
         for pending in &chunk {
-            connection.expect_async(pending.transaction.request_id());
+            connection.register_async_request(pending.transaction.request_id());
         }
         let sent = connection.send_frames(chunk.iter().flat_map(|p| p.frames.iter()));
         match sent {
@@ -337,7 +337,7 @@ impl<'c> AsyncExecutor<'c> {
             }
             match connection.await_reply(id, wait_until) {
                 Err(e) => self.fail_node(node, &e, &mut done),
-                Ok(true) if !connection.is_expected(id) => {
+                Ok(true) if !connection.is_registered(id) => {
                     // Its answer was taken by someone else (it cannot be collected): the
                     // execute's outcome is unknown.
                     if let Some(pending) = self.take_in_flight((node, id)) {
@@ -392,7 +392,7 @@ impl<'c> AsyncExecutor<'c> {
             return;
         }
         let cluster: &'c Cluster = self.cluster;
-        for connection in cluster.connections() {
+        for connection in cluster.linked() {
             let peer = connection.peer;
             let in_flight = &self.in_flight;
             let answered = connection.take_async_done(|id| in_flight.contains_key(&(peer, id)));

@@ -108,7 +108,7 @@ fn connect_as(
     }
 }
 
-fn connect_one(
+pub(crate) fn connect_one(
     config: &ClusterConfig,
     me: NodeId,
     data: &DataNodeConfig,

@@ -70,7 +70,7 @@ struct Reply {
 impl Reply {
     /// A reply to fill, its buffer already sized for the usual answers (the one this thread's
     /// last answers came in, when it kept one).
-    fn expected(asynchronous: bool) -> Reply {
+    fn awaited(asynchronous: bool) -> Reply {
         let mut frames = SPARE_REPLY_BUFFER.take();
         if frames.capacity() == 0 {
             frames.reserve(REPLY_BYTES_INITIAL);
@@ -120,7 +120,7 @@ struct Shared {
 
 impl Shared {
     /// True when `request_id` is complete, has `slice_bytes` of answers filed, or is no longer
-    /// expected: its waiter has something to take.
+    /// registered: its waiter has something to take.
     fn progressed(&self, request_id: u32, slice_bytes: usize) -> bool {
         self.replies
             .get(&request_id)
@@ -292,7 +292,7 @@ impl Connection {
     /// [`RECEIVE_THREAD_TURN`], on a request id no request uses, until `close` or failure.
     fn receive_until_closed(self: Arc<Self>) {
         while !self.closing.load(Ordering::Relaxed) {
-            self.expect(RECEIVE_THREAD_REQUEST_ID);
+            self.register_request(RECEIVE_THREAD_REQUEST_ID);
             let turn = self.wait(
                 RECEIVE_THREAD_REQUEST_ID,
                 Instant::now() + RECEIVE_THREAD_TURN,
@@ -315,14 +315,14 @@ impl Connection {
     }
 
     /// Registers `request_id` as awaiting answers. Must happen before its signals are sent.
-    pub fn expect(&self, request_id: u32) {
-        let reply = Reply::expected(false);
+    pub fn register_request(&self, request_id: u32) {
+        let reply = Reply::awaited(false);
         self.shared().replies.insert(request_id, reply);
     }
 
     /// Registers `request_id` as awaiting answers that [`Connection::take_async_done`] collects.
-    pub fn expect_async(&self, request_id: u32) {
-        let reply = Reply::expected(true);
+    pub fn register_async_request(&self, request_id: u32) {
+        let reply = Reply::awaited(true);
         self.shared().replies.insert(request_id, reply);
     }
 
@@ -377,7 +377,7 @@ impl Connection {
     }
 
     /// True while `request_id` is registered (its answers are being collected).
-    pub fn is_expected(&self, request_id: u32) -> bool {
+    pub fn is_registered(&self, request_id: u32) -> bool {
         self.shared().replies.contains_key(&request_id)
     }
 
@@ -578,7 +578,7 @@ impl Connection {
 
     /// Reads the link (as poll owner, or parked while another thread is) until the request's
     /// answer is complete (true; it stays filed), the deadline passes (false), or the link
-    /// fails. A request nobody expects counts as complete.
+    /// fails. A request no longer registered counts as complete.
     pub fn await_reply(&self, request_id: u32, deadline: Instant) -> Result<bool, Error> {
         self.await_progress(request_id, deadline, usize::MAX)
     }
@@ -841,14 +841,14 @@ mod tests {
         let mut answers = Vec::with_capacity(4096);
         answers.extend_from_slice(b"stale answers");
         recycle_reply_buffer(answers);
-        let reply = Reply::expected(false);
+        let reply = Reply::awaited(false);
         assert!(reply.frames.is_empty(), "{:?}", reply.frames);
         assert!(reply.frames.capacity() >= 4096, "the kept buffer is reused");
 
         let mut large = Vec::with_capacity(SPARE_REPLY_BYTES_MAX + 1);
         large.push(1);
         recycle_reply_buffer(large);
-        let reply = Reply::expected(false);
+        let reply = Reply::awaited(false);
         assert!(reply.frames.is_empty());
         assert!(reply.frames.capacity() <= SPARE_REPLY_BYTES_MAX);
     }

@@ -1,9 +1,9 @@
 //! rndb-api: the library an application links to become an API node of an rndb cluster.
 //!
 //! ```text
-//! Cluster::connect(config.ini) ──► one Connection per data node (TCP or SHM link)
-//!   │
-//!   ├─ create_table / get_table / drop_table    (DICT requests)
+//! Cluster::connect(config.ini) ──► one Connection per data node (TCP or SHM link); those not
+//!   │                                reachable yet are linked in the background as they start
+//!   ├─ create_table / get_table / drop_table    (DICT requests, sent to the DICT master)
 //!   ├─ create_index / get_index / drop_index    (unique hash and ordered indexes)
 //!   └─ start_transaction ──► Transaction
 //!          read / insert / update / write / delete   (defined locally, nothing sent)
@@ -17,6 +17,7 @@
 //! ```
 //!
 //! - [`connection`]: one link to one data node, shared by threads (NDB's poll-owner design).
+//! - [`reconnect`]: the background connector, which links the data nodes not reached at connect.
 //! - [`transaction`]: operations, execute, results.
 //! - [`scan`]: scans read as iterators, with filters, ranges, order and lock modes.
 //! - [`asynch`]: the asynchronous executor.
@@ -31,6 +32,7 @@ mod asynch;
 mod connect;
 mod connection;
 mod error;
+mod reconnect;
 mod scan;
 mod transaction;
 
@@ -49,7 +51,7 @@ pub use transaction::{OpId, Transaction};
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use rndb_config::{key_hash, ClusterConfig, PartitionMap};
@@ -57,9 +59,18 @@ use rndb_protocol::lqh::{self, ApiRegConf};
 use rndb_protocol::signals::{
     self, block, gsn, CreateIndexReq, IndexInfo, IndexName, Refusal, TableInfo,
 };
-use rndb_transporter::FrameHeader;
+use rndb_transporter::{FrameHeader, Transporter};
 
 use connection::{Answers, Connection};
+use reconnect::{Connector, Slots};
+
+/// The longest a dictionary request refused by a data node that is not the DICT master (702)
+/// waits for a link to a data node of lower id (the master is the live data node of lowest id)
+/// before the 702 goes to the caller: several rounds of the background connector.
+const MASTER_LINK_WAIT_MAX: Duration = Duration::from_secs(10);
+
+const _: () =
+    assert!(MASTER_LINK_WAIT_MAX.as_millis() >= 4 * reconnect::RECONNECT_INTERVAL_MAX.as_millis());
 
 /// How an API node connects.
 #[derive(Clone, Debug)]
@@ -95,8 +106,14 @@ impl Default for ConnectOptions {
 pub struct Cluster {
     config: ClusterConfig,
     node_id: NodeId,
-    /// One per data node, in config order.
-    connections: Vec<Arc<Connection>>,
+    /// One slot per data node, in config order, holding its link. A slot is empty while its
+    /// data node has none: it could not be reached at connect and the background connector has
+    /// not linked it yet, or it never joined the started cluster. A filled slot stays filled
+    /// (a failed link stays, failed). At least one slot is filled.
+    connections: Slots,
+    /// Links to the data nodes not reached at connect, in the background; `None` when every
+    /// data node was reached.
+    connector: Option<Connector>,
     /// Where every key lives: the same map the data nodes build from the same config.
     partitions: PartitionMap,
     /// The next request id (starting at a random value); 0 is never used.
@@ -211,7 +228,9 @@ impl Index {
 
 impl Cluster {
     /// Reads the config file and connects to every data node that can be reached (at least
-    /// one), then waits until those say the cluster has started.
+    /// one), then waits until those say the cluster has started. The data nodes not reached
+    /// are linked in the background once they listen and say the cluster has started (NDB's
+    /// API keeps connecting in the same way).
     pub fn connect(
         config_path: impl AsRef<Path>,
         options: ConnectOptions,
@@ -226,15 +245,24 @@ impl Cluster {
         options: ConnectOptions,
     ) -> Result<Cluster, Error> {
         let (node_id, links) = connect::connect_all(&config, &options)?;
-        let spin = Duration::from_micros(u64::from(options.spin_us));
-        let connections = links
-            .into_iter()
-            .map(|link| {
-                // An SHM link asks for its ShmSpintime; the option may ask for more.
-                let link_spin = link.spin_time().max(spin);
-                Connection::new(link, link_spin)
-            })
-            .collect::<Result<_, _>>()?;
+        let slots: Vec<OnceLock<Arc<Connection>>> =
+            config.data_nodes.iter().map(|_| OnceLock::new()).collect();
+        for link in links {
+            let index = config
+                .data_nodes
+                .iter()
+                .position(|data| data.node_id == link.peer())
+                .ok_or_else(|| Error::Connect {
+                    node: link.peer(),
+                    reason: "linked to a data node the config does not name".into(),
+                })?;
+            let _ = slots[index].set(open_connection(link, options.spin_us)?);
+        }
+        // The data nodes not reached now: the background connector keeps trying them. One that
+        // was reached but does not join the started cluster is left out for good, as before.
+        let missing: Vec<usize> = (0..slots.len())
+            .filter(|&i| slots[i].get().is_none())
+            .collect();
         let partitions = PartitionMap::new(&config);
         let near = config
             .data_nodes
@@ -245,13 +273,23 @@ impl Cluster {
         let mut cluster = Cluster {
             config,
             node_id,
-            connections,
+            connections: slots.into(),
+            connector: None,
             partitions,
             next_request_id: AtomicU32::new(first_request_id()),
             request_timeout: options.request_timeout,
             near,
         };
         cluster.wait_until_started(options.connect_timeout)?;
+        if !missing.is_empty() {
+            cluster.connector = Connector::start(
+                cluster.config.clone(),
+                node_id,
+                options,
+                Arc::clone(&cluster.connections),
+                missing,
+            );
+        }
         Ok(cluster)
     }
 
@@ -269,13 +307,20 @@ impl Cluster {
                 "data node {peer} has not joined the started cluster; going on without it"
             );
         }
-        self.connections.retain(|c| {
-            let keep = !not_started.contains(&c.peer);
-            if !keep {
-                c.close();
+        // The background connector has not started: nothing else holds the slots yet.
+        let Some(slots) = Arc::get_mut(&mut self.connections) else {
+            return Err(Error::ndb_detail(
+                4009,
+                "the links were shared before the cluster started",
+            ));
+        };
+        for slot in slots.iter_mut() {
+            if slot.get().is_some_and(|c| not_started.contains(&c.peer)) {
+                if let Some(connection) = slot.take() {
+                    connection.close();
+                }
             }
-            keep
-        });
+        }
         Ok(())
     }
 
@@ -283,20 +328,13 @@ impl Cluster {
     /// returns those that do not when some do, or fails with 4009 when none does.
     fn find_not_started(&self, timeout: Duration) -> Result<Vec<NodeId>, Error> {
         let deadline = Instant::now() + timeout;
-        let mut pending: Vec<&Arc<Connection>> = self.connections.iter().collect();
+        let mut pending: Vec<&Arc<Connection>> = self.linked().collect();
+        let linked_count = pending.len();
         let mut last = String::new();
         while !pending.is_empty() {
             let mut still = Vec::new();
             for connection in pending {
-                let answers =
-                    self.request_to(connection, lqh::gsn::API_REGREQ, block::QMGR, &[])?;
-                let (signal, payload) = single_answer(&answers, connection)?;
-                let conf = (signal == lqh::gsn::API_REGCONF)
-                    .then(|| ApiRegConf::decode(payload).ok())
-                    .flatten()
-                    .ok_or_else(|| {
-                        connection.protocol_violation(format!("answer {signal} to API_REGREQ"))
-                    })?;
+                let conf = api_reg_conf(connection, self.new_request_id(), self.request_timeout)?;
                 if !conf.started {
                     last = format!(
                         "data node {} sees {} of {} data nodes",
@@ -309,7 +347,7 @@ impl Cluster {
             if pending.is_empty() {
                 break;
             }
-            if Instant::now() >= deadline && pending.len() < self.connections.len() {
+            if Instant::now() >= deadline && pending.len() < linked_count {
                 return Ok(pending.iter().map(|c| c.peer).collect());
             }
             if Instant::now() >= deadline {
@@ -318,7 +356,7 @@ impl Cluster {
                     .data_nodes
                     .iter()
                     .map(|d| d.node_id)
-                    .filter(|&n| !self.connections.iter().any(|c| c.peer == n))
+                    .filter(|&n| !self.linked().any(|c| c.peer == n))
                     .map(|n| format!("node {n}"))
                     .collect();
                 if !missing.is_empty() {
@@ -382,23 +420,22 @@ impl Cluster {
 
     /// The link to data node `node` while it works.
     fn live_connection(&self, node: NodeId) -> Option<&Connection> {
-        self.connections
-            .iter()
+        self.linked()
             .find(|c| c.peer == node && !c.is_failed())
             .map(|c| &**c)
     }
 
     /// The link to data node `node`, failed or not (the coordinator's when there is none).
     pub(crate) fn connection_of(&self, node: NodeId) -> &Connection {
-        match self.connections.iter().find(|c| c.peer == node) {
+        match self.linked().find(|c| c.peer == node) {
             Some(connection) => connection,
             None => self.coordinator(),
         }
     }
 
-    /// Links to every data node, in config order.
-    pub(crate) fn connections(&self) -> &[Arc<Connection>] {
-        &self.connections
+    /// The links to data nodes, in config order (a data node without one is left out).
+    pub(crate) fn linked(&self) -> impl Iterator<Item = &Arc<Connection>> + Clone {
+        self.connections.iter().filter_map(OnceLock::get)
     }
 
     /// This API node's id.
@@ -436,9 +473,8 @@ impl Cluster {
             .map_err(|(code, detail)| Error::ndb_detail(code, detail))?;
         let mut payload = Vec::new();
         signals::encode_table_def(&mut payload, def);
-        let connection = self.coordinator();
-        let answers =
-            self.request_to(connection, gsn::CREATE_TABLE_REQ, block::DBDICT, &payload)?;
+        let (connection, answers) =
+            self.dict_request(gsn::CREATE_TABLE_REQ, &payload, gsn::CREATE_TABLE_CONF)?;
         table_answer(connection, &answers, gsn::CREATE_TABLE_CONF)
     }
 
@@ -446,8 +482,8 @@ impl Cluster {
     pub fn get_table(&self, name: &str) -> Result<Table, Error> {
         let mut payload = Vec::new();
         signals::encode_name(&mut payload, name);
-        let connection = self.coordinator();
-        let answers = self.request_to(connection, gsn::GET_TABINFO_REQ, block::DBDICT, &payload)?;
+        let (connection, answers) =
+            self.dict_request(gsn::GET_TABINFO_REQ, &payload, gsn::GET_TABINFO_CONF)?;
         table_answer(connection, &answers, gsn::GET_TABINFO_CONF)
     }
 
@@ -455,8 +491,8 @@ impl Cluster {
     pub fn drop_table(&self, name: &str) -> Result<(), Error> {
         let mut payload = Vec::new();
         signals::encode_name(&mut payload, name);
-        let connection = self.coordinator();
-        let answers = self.request_to(connection, gsn::DROP_TABLE_REQ, block::DBDICT, &payload)?;
+        let (connection, answers) =
+            self.dict_request(gsn::DROP_TABLE_REQ, &payload, gsn::DROP_TABLE_CONF)?;
         match single_answer(&answers, connection)? {
             (gsn::DROP_TABLE_CONF, _) => Ok(()),
             (signal, payload) => Err(refusal(connection, signal, payload)),
@@ -474,25 +510,24 @@ impl Cluster {
             columns: def.columns.clone(),
         }
         .encode(&mut payload);
-        let connection = self.coordinator();
-        let answers =
-            self.request_to(connection, gsn::CREATE_INDEX_REQ, block::DBDICT, &payload)?;
+        let (connection, answers) =
+            self.dict_request(gsn::CREATE_INDEX_REQ, &payload, gsn::CREATE_INDEX_CONF)?;
         index_answer(connection, table, &answers, gsn::CREATE_INDEX_CONF)
     }
 
     /// Looks up index `name` of `table` (4243 when there is none).
     pub fn get_index(&self, table: &Table, name: &str) -> Result<Index, Error> {
         let payload = index_name(table, name);
-        let connection = self.coordinator();
-        let answers = self.request_to(connection, gsn::GET_INDEX_REQ, block::DBDICT, &payload)?;
+        let (connection, answers) =
+            self.dict_request(gsn::GET_INDEX_REQ, &payload, gsn::GET_INDEX_CONF)?;
         index_answer(connection, table, &answers, gsn::GET_INDEX_CONF)
     }
 
     /// Drops index `name` of `table` (4243 when there is none).
     pub fn drop_index(&self, table: &Table, name: &str) -> Result<(), Error> {
         let payload = index_name(table, name);
-        let connection = self.coordinator();
-        let answers = self.request_to(connection, gsn::DROP_INDEX_REQ, block::DBDICT, &payload)?;
+        let (connection, answers) =
+            self.dict_request(gsn::DROP_INDEX_REQ, &payload, gsn::DROP_INDEX_CONF)?;
         match single_answer(&answers, connection)? {
             (gsn::DROP_INDEX_CONF, _) => Ok(()),
             (signal, payload) => Err(refusal(connection, signal, payload)),
@@ -538,19 +573,56 @@ impl Cluster {
         receiver_block: u16,
         payload: &[u8],
     ) -> Result<Answers, Error> {
-        let request_id = self.new_request_id();
-        let header = FrameHeader {
-            signal,
-            receiver_block,
-            sender_block: block::API,
-            request_id,
-        };
-        connection.expect(request_id);
-        if let Err(e) = connection.send_batch(&[(header, payload)]) {
-            connection.forget(request_id);
-            return Err(e);
+        request(
+            connection,
+            self.new_request_id(),
+            (signal, receiver_block, payload),
+            self.deadline(),
+        )
+    }
+
+    /// Sends a dictionary request to the DICT master and waits for the answer, with the link it
+    /// came on. The master is the live data node of lowest id (ndbd's `master()`); the request
+    /// goes to the lowest linked one, and a node that is not the master refuses it with 702 (an
+    /// API node may not have linked the master yet, or a node may have failed): then it goes
+    /// again to the lowest live link below the refusing node, waiting up to
+    /// [`MASTER_LINK_WAIT_MAX`] for the background connector to make one, as NDB's dictionary
+    /// retries at the master the refusal names. Each try goes to a lower node id, so there are
+    /// at most as many as data nodes. `conf` is the signal that accepts the request.
+    fn dict_request(
+        &self,
+        signal: u16,
+        payload: &[u8],
+        conf: u16,
+    ) -> Result<(&Connection, Answers), Error> {
+        let mut connection = self.coordinator();
+        loop {
+            let answers = self.request_to(connection, signal, block::DBDICT, payload)?;
+            if !refused_not_master(&answers, conf) {
+                return Ok((connection, answers));
+            }
+            match self.await_link_below(connection.peer) {
+                Some(lower) => connection = lower,
+                None => return Ok((connection, answers)),
+            }
         }
-        connection.wait(request_id, self.deadline())
+    }
+
+    /// The live link of lowest node id below `node`, waiting up to [`MASTER_LINK_WAIT_MAX`]
+    /// (and the request timeout) for the background connector to make one.
+    fn await_link_below(&self, node: NodeId) -> Option<&Connection> {
+        let lowest_below = || {
+            self.linked()
+                .filter(|c| c.peer < node && !c.is_failed())
+                .min_by_key(|c| c.peer)
+        };
+        if let Some(connection) = lowest_below() {
+            return Some(connection);
+        }
+        let connector = self.connector.as_ref()?;
+        let deadline = Instant::now() + MASTER_LINK_WAIT_MAX.min(self.request_timeout);
+        connector.wait_until(deadline, || lowest_below().is_some());
+        lowest_below().map(|c| &**c)
     }
 
     pub(crate) fn new_request_id(&self) -> u32 {
@@ -569,22 +641,87 @@ impl Cluster {
     /// The data node that takes dictionary requests: the live one with the lowest node id (NDB's
     /// DICT master), which passes schema changes to every other data node.
     pub(crate) fn coordinator(&self) -> &Connection {
-        self.connections
-            .iter()
+        self.linked()
             .filter(|c| !c.is_failed())
             .min_by_key(|c| c.peer)
-            .unwrap_or(&self.connections[0])
+            .or_else(|| self.linked().next())
+            .expect("a connected Cluster holds at least one link")
     }
 }
 
 impl Drop for Cluster {
-    /// Stops the connections' receive threads; each link closes when its last user lets go.
+    /// Stops the background connector (waiting for it), then the connections' receive threads;
+    /// each link closes when its last user lets go.
     fn drop(&mut self) {
-        for connection in &self.connections {
+        self.connector = None;
+        for connection in self.linked() {
             connection.close();
         }
     }
 }
+
+/// A connection on a new link to a data node. An SHM link asks for its ShmSpintime; `spin_us`
+/// (the option) may ask for more.
+fn open_connection(link: Box<dyn Transporter>, spin_us: u32) -> Result<Arc<Connection>, Error> {
+    let spin = link
+        .spin_time()
+        .max(Duration::from_micros(u64::from(spin_us)));
+    Connection::new(link, spin)
+}
+
+/// Sends one signal `(signal, receiver block, payload)` on `connection` as request
+/// `request_id` and waits until `deadline` for its answer.
+fn request(
+    connection: &Connection,
+    request_id: u32,
+    (signal, receiver_block, payload): (u16, u16, &[u8]),
+    deadline: Instant,
+) -> Result<Answers, Error> {
+    let header = FrameHeader {
+        signal,
+        receiver_block,
+        sender_block: block::API,
+        request_id,
+    };
+    connection.register_request(request_id);
+    if let Err(e) = connection.send_batch(&[(header, payload)]) {
+        connection.forget(request_id);
+        return Err(e);
+    }
+    connection.wait(request_id, deadline)
+}
+
+/// Asks the data node of `connection` whether the cluster has started (API_REGREQ as request
+/// `request_id`, waiting up to `timeout`).
+fn api_reg_conf(
+    connection: &Connection,
+    request_id: u32,
+    timeout: Duration,
+) -> Result<ApiRegConf, Error> {
+    let signal = (lqh::gsn::API_REGREQ, block::QMGR, &[][..]);
+    let answers = request(connection, request_id, signal, Instant::now() + timeout)?;
+    let (signal, payload) = single_answer(&answers, connection)?;
+    (signal == lqh::gsn::API_REGCONF)
+        .then(|| ApiRegConf::decode(payload).ok())
+        .flatten()
+        .ok_or_else(|| connection.protocol_violation(format!("answer {signal} to API_REGREQ")))
+}
+
+/// True when a dictionary request's answer is a refusal (anything but `conf`) with 702: the
+/// data node is not the DICT master.
+fn refused_not_master(answers: &Answers, conf: u16) -> bool {
+    let mut iter = answers.iter();
+    match (iter.next(), iter.next()) {
+        (Some((signal, payload)), None) if signal != conf => {
+            Refusal::decode(payload).is_ok_and(|r| r.code == NOT_MASTER)
+        }
+        _ => false,
+    }
+}
+
+/// NDB's "Request to non-master": a schema request reached a data node that is not the DICT
+/// master.
+const NOT_MASTER: u32 = 702;
 
 /// Where this process's request ids start: random, so that an application restarted on the same
 /// API slot does not reuse the transaction ids its previous run had (data nodes remember ended

@@ -325,7 +325,7 @@ impl Part<'_> {
             sender_block: block::API,
             request_id,
         };
-        self.connection.expect(request_id);
+        self.connection.register_request(request_id);
         if let Err(e) = self.connection.send_batch(&[(header, &payload)]) {
             self.connection.forget(request_id);
             return Err(e);

@@ -462,15 +462,14 @@ impl<'c> Transaction<'c> {
         if let Some(lost) = cluster.connection_of(tc_node).failure() {
             return Err(lost);
         }
-        let mut parts = Vec::with_capacity(cluster.connections().len());
         // Every data node whose link works: a failed node's fragments are scanned by the backup
         // that took them over.
         let live: Vec<&'c Connection> = cluster
-            .connections()
-            .iter()
+            .linked()
             .filter(|c| !c.is_failed())
             .map(|c| &**c)
             .collect();
+        let mut parts = Vec::with_capacity(live.len());
         let mut req = req;
         req.alive = live.iter().map(|c| c.peer.0).collect();
         for connection in live {
@@ -491,7 +490,7 @@ impl<'c> Transaction<'c> {
                 sender_block: block::API,
                 request_id: scan_id,
             };
-            connection.expect(scan_id);
+            connection.register_request(scan_id);
             if let Err(e) = connection.send_batch(&[(header, &payload)]) {
                 connection.forget(scan_id);
                 // The parts already sent close when their scan is dropped.
@@ -531,7 +530,7 @@ impl<'c> Transaction<'c> {
                 frames,
                 sent,
             } => {
-                connection.expect(self.request_id);
+                connection.register_request(self.request_id);
                 let sent_frames = connection.send_frames(frames.iter());
                 frames.recycle();
                 if let Err(e) = sent_frames {

@@ -20,6 +20,10 @@ pub enum ErrorClass {
     SchemaError,
     ApplicationError,
     InternalError,
+    /// NDB's "internal temporary": an error the API is meant to handle itself by retrying (a
+    /// schema request that reached a data node other than the DICT master, 702), temporary
+    /// should it reach the application.
+    InternalTemporary,
 }
 
 impl ErrorClass {
@@ -33,6 +37,7 @@ impl ErrorClass {
                 | ErrorClass::NodeRecovery
                 | ErrorClass::NodeShutdown
                 | ErrorClass::UnknownResult
+                | ErrorClass::InternalTemporary
         )
     }
 }
@@ -91,6 +96,7 @@ const ERRORS: &[(u32, ErrorClass, &str)] = &[
     (1716, ApplicationError, "Checksum setting does not match the configuration"),
     (1717, ApplicationError, "Peer address does not match the node's HostName"),
     (4000, InternalError, "Malformed signal"),
+    (702, InternalTemporary, "Request to non-master"),
 ];
 
 /// An error NDB-style: a code, its class and its message, plus optional detail.
@@ -176,5 +182,9 @@ mod tests {
         assert!(!NdbError::new(630).is_temporary());
         assert!(!NdbError::new(827).is_temporary());
         assert_eq!(NdbError::new(626).message, "Tuple did not exist");
+        // NDB's "IT": the API retries it at the master; temporary if it gets through.
+        assert_eq!(NdbError::new(702).class, ErrorClass::InternalTemporary);
+        assert!(NdbError::new(702).is_temporary());
+        assert_eq!(NdbError::new(702).message, "Request to non-master");
     }
 }
