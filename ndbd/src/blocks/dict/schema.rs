@@ -167,7 +167,7 @@ impl Kernel {
             Some(NdbError::with_detail(
                 702,
                 format!(
-                    "Request to non-master: schema changes go to data node {}",
+                    "schema changes go to data node {}",
                     self.qmgr.master()
                 ),
             ))
