@@ -4,7 +4,7 @@
 //!  acceptor thread ── handshake threads ──(new links)──┐
 //!  connector thread (to data nodes with lower ids) ────┤
 //!                                                      ▼
-//!  execution thread: ExecLoop ── poll links ── Kernel { TC, LQH, ACC, TUP, DIH, DICT } ── flush
+//!  execution thread: ExecLoop ── poll links ── Kernel { TC, LQH, ACC, TUP, TUX, DIH, DICT, QMGR } ── flush
 //! ```
 //!
 //! - [`listener`]: binds the node's port and admits connections (handshake, registry rules).
