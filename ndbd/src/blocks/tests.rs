@@ -704,6 +704,7 @@ fn a_lock_upgrade_does_not_wait_behind_its_own_waiter() {
         ExecType::Commit,
         now,
     ); // T3 waits
+    let upgrade_sent = out.frames.len();
     op_at(
         &mut k,
         &mut out,
@@ -717,21 +718,49 @@ fn a_lock_upgrade_does_not_wait_behind_its_own_waiter() {
         ExecType::Commit,
         now,
     ); // T1 upgrades
-    assert_eq!(
-        answered(&out, 40),
-        Some(gsn::TC_EXECUTE_CONF),
-        "upgrade waits"
+    assert!(
+        !out.frames[upgrade_sent..]
+            .iter()
+            .any(|f| f.2 == 40 || f.2 == 42),
+        "T1's upgrade waits for T2's shared lock, and T3 for both: {:?}",
+        &out.frames[upgrade_sent..]
     );
     let b = exec_req(false, ExecType::Commit, AbortOption::AbortOnError, 0);
     frame_at(&mut k, &mut out, 51, gsn::TC_EXECUTE_REQ, 41, &b, now); // T2 ends
-    let count = |rid| {
-        out.frames
+    let conf_at = |rid| {
+        out.frames[upgrade_sent..]
             .iter()
-            .filter(|f| f.2 == rid && f.1 == gsn::TC_EXECUTE_CONF)
-            .count()
+            .position(|f| f.2 == rid && f.1 == gsn::TC_EXECUTE_CONF)
+            .unwrap_or_else(|| panic!("no TC_EXECUTE_CONF for request {rid}"))
     };
-    assert_eq!(count(40), 2, "T1's upgrade was granted and committed");
-    assert_eq!(count(42), 1, "T3 ran after T1");
+    assert!(
+        conf_at(40) < conf_at(42),
+        "T1's upgrade is granted before T3, which waited behind it"
+    );
+    // T3 ran last, so its value stands.
+    op_at(
+        &mut k,
+        &mut out,
+        50,
+        43,
+        &t,
+        true,
+        r,
+        1,
+        0,
+        ExecType::Commit,
+        now,
+    );
+    let row = out
+        .frames
+        .iter()
+        .find(|f| f.2 == 43 && (f.1 == gsn::TCKEY_ROW || f.1 == gsn::TCKEY_ROW_CONF))
+        .map(|f| signals::TcKeyRow::decode(&f.3).expect("row").values);
+    assert_eq!(
+        row,
+        Some(vec![Value::Int32(1), Value::Int32(5)]),
+        "T3's update ran after T1's"
+    );
     assert_eq!(k.transaction_count(), 0);
 }
 

@@ -166,10 +166,7 @@ impl Kernel {
         } else if self.me != self.qmgr.master() {
             Some(NdbError::with_detail(
                 702,
-                format!(
-                    "schema changes go to data node {}",
-                    self.qmgr.master()
-                ),
+                format!("schema changes go to data node {}", self.qmgr.master()),
             ))
         } else if self.schema.current.is_some() && self.schema.queue.len() >= QUEUED_MAX {
             Some(NdbError::with_detail(
