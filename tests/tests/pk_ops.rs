@@ -299,6 +299,35 @@ fn a_hundred_operations_in_one_execute() {
     transaction
         .execute(ExecType::Commit)
         .expect("update 100 rows in one execute");
+    // Every update took, on its own row only: column i32 is -5, every other column as inserted.
+    let updated: Vec<Vec<Value>> = rows
+        .iter()
+        .map(|row| {
+            let mut row = row.clone();
+            row[1] = Value::Int32(-5);
+            row
+        })
+        .collect();
+    let mut transaction = api.start_transaction().expect("start");
+    let ops: Vec<_> = updated
+        .iter()
+        .map(|row| {
+            transaction
+                .read(&table, &row[..1], LockMode::CommittedRead)
+                .expect("define a read")
+        })
+        .collect();
+    transaction
+        .execute(ExecType::Commit)
+        .expect("read the 100 updated rows in one execute");
+    for (op, row) in ops.iter().zip(&updated) {
+        let found = transaction.row(*op).expect("each read has its row");
+        assert!(
+            rows_identical(found, row),
+            "read {found:?} after the update, expected {row:?}"
+        );
+    }
+
     let mut transaction = api.start_transaction().expect("start");
     for row in &rows {
         transaction
