@@ -15,6 +15,7 @@ use rndb_api::{
     LockMode, NodeId, ScanOptions, Table, TableDef, Value,
 };
 use rndb_config::ClusterConfig;
+use rndb_protocol::ErrorClass;
 use rndb_tests::ops::{insert_committed, recreate_table};
 use rndb_tests::{assert_ndb_code, ClusterSpec, Hosts, TestCluster, START_TIMEOUT};
 
@@ -486,11 +487,66 @@ impl Rng {
 #[derive(Debug, Default)]
 struct TransferCounts {
     committed: u64,
-    temporary_errors: u64,
+    /// Transfers that failed with a temporary error and then committed on a retry.
+    retried_to_success: u64,
+    /// Temporary errors that say a data node failed: NDB's node recovery, node shutdown and
+    /// unknown result classes (286, 4010, 280, 4012, ...), or a link to a data node that broke.
+    node_failure_errors: u64,
+    /// Lock waits that timed out (266): deadlocks between transfers and the scanner.
+    lock_timeouts: u64,
+    /// Other temporary errors.
+    other_temporary_errors: u64,
+    /// When the first node failure error came.
+    first_node_failure: Option<Instant>,
+    /// When the last transfer committed.
+    last_commit: Option<Instant>,
 }
 
-/// Makes random transfers until `deadline`; a transfer that fails with a temporary error is
-/// retried whole with a new transaction, any other error fails the test.
+impl TransferCounts {
+    /// The counts of every thread together.
+    fn sum(all: &[TransferCounts]) -> TransferCounts {
+        let earliest = |a: Option<Instant>, b: Option<Instant>| a.into_iter().chain(b).min();
+        let latest = |a: Option<Instant>, b: Option<Instant>| a.into_iter().chain(b).max();
+        all.iter()
+            .fold(TransferCounts::default(), |sum, c| TransferCounts {
+                committed: sum.committed + c.committed,
+                retried_to_success: sum.retried_to_success + c.retried_to_success,
+                node_failure_errors: sum.node_failure_errors + c.node_failure_errors,
+                lock_timeouts: sum.lock_timeouts + c.lock_timeouts,
+                other_temporary_errors: sum.other_temporary_errors + c.other_temporary_errors,
+                first_node_failure: earliest(sum.first_node_failure, c.first_node_failure),
+                last_commit: latest(sum.last_commit, c.last_commit),
+            })
+    }
+
+    /// Counts a temporary error by its kind.
+    fn count_temporary(&mut self, error: &Error) {
+        let node_failure = match error {
+            Error::Ndb(e) => matches!(
+                e.class,
+                ErrorClass::NodeRecovery | ErrorClass::NodeShutdown | ErrorClass::UnknownResult
+            ),
+            Error::Transport { .. } | Error::Connect { .. } => true,
+            _ => false,
+        };
+        if node_failure {
+            self.node_failure_errors += 1;
+            self.first_node_failure.get_or_insert_with(Instant::now);
+        } else if error.code() == Some(266) {
+            self.lock_timeouts += 1;
+        } else {
+            self.other_temporary_errors += 1;
+        }
+    }
+}
+
+/// How long one transfer is retried before the test gives up on it: far longer than a node
+/// failure takes to be handled, or a few deadlocks in a row.
+const TRANSFER_RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// Makes random transfers until `stop` is set. A transfer that fails with a temporary error is
+/// retried whole with a new transaction until it commits, also after `stop` (for at most
+/// [`TRANSFER_RETRY_MAX`]); any other error fails the test.
 fn transfer_until(api: &Cluster, table: &Table, seed: u64, stop: &AtomicBool) -> TransferCounts {
     let mut rng = Rng::new(seed);
     let mut counts = TransferCounts::default();
@@ -498,17 +554,21 @@ fn transfer_until(api: &Cluster, table: &Table, seed: u64, stop: &AtomicBool) ->
         let from = rng.below(u64::from(ACCOUNT_COUNT)) as u32;
         let to = (from + 1 + rng.below(u64::from(ACCOUNT_COUNT) - 1) as u32) % ACCOUNT_COUNT;
         let amount = 1 + rng.below(TRANSFER_AMOUNT_MAX) as i64;
-        while !stop.load(Ordering::Relaxed) {
+        let give_up = Instant::now() + TRANSFER_RETRY_MAX;
+        let mut attempt = 1;
+        loop {
             match transfer(api, table, from, to, amount) {
                 Ok(()) => {
                     counts.committed += 1;
+                    counts.retried_to_success += u64::from(attempt > 1);
+                    counts.last_commit = Some(Instant::now());
                     break;
                 }
-                Err(e) if e.is_temporary() => {
-                    eprintln!("TEMP {e}");
-                    counts.temporary_errors += 1
+                Err(e) if e.is_temporary() && Instant::now() < give_up => {
+                    counts.count_temporary(&e);
+                    attempt += 1;
                 }
-                Err(e) => panic!("transfer {amount} from {from} to {to}: {e}"),
+                Err(e) => panic!("transfer {amount} from {from} to {to}, attempt {attempt}: {e}"),
             }
         }
     }
@@ -540,10 +600,7 @@ fn scan_until(api: &Cluster, table: &Table, deadline: Instant, stop: &AtomicBool
                 assert_eq!(total, expected_total, "a locking scan's total");
                 counts.consistent += 1;
             }
-            Err(e) if e.is_temporary() => {
-                eprintln!("STEMP {e}");
-                counts.temporary_errors += 1
-            }
+            Err(e) if e.is_temporary() => counts.temporary_errors += 1,
             Err(e) => panic!("locking scan: {e}"),
         }
         match scan_total(api, table, LockMode::CommittedRead) {
@@ -565,11 +622,14 @@ fn concurrent_transfers_across_nodes_keep_the_total_on_both_replicas() {
 }
 
 /// The bank test again with every execution thread bound to CPU 0: the data nodes then send
-/// each answer in the call that puts them to sleep (`rndb_transporter::sleeper`), where the
-/// kernel allows, which their logs say. Each then stops cleanly on SIGTERM, asleep in io_uring
-/// or not.
+/// each answer in the call that puts them to sleep (`rndb_transporter::sleeper`) where the
+/// kernel allows, which the test asks the kernel itself: where it allows, no node may have
+/// fallen back; where it does not, each node must have logged the same reason and fallen
+/// back. Each then stops cleanly on SIGTERM, asleep in io_uring or not.
 #[test]
 fn concurrent_transfers_keep_the_total_when_data_nodes_share_a_cpu() {
+    let sleeper = sleeper_support();
+    eprintln!("this kernel and a data node's sleeper: {sleeper:?}");
     let mut cluster = bank_run(
         spec()
             .deadlock_timeout_ms(BANK_DEADLOCK_TIMEOUT_MS)
@@ -581,8 +641,21 @@ fn concurrent_transfers_keep_the_total_when_data_nodes_share_a_cpu() {
             log.contains("shares its CPU with another data node"),
             "node {node} saw the shared CPU: {log}"
         );
-        if let Some(line) = log.lines().find(|l| l.contains("not with it")) {
-            eprintln!("skipped the sleeper on node {node}: {line}");
+        let fallback = log.lines().find(|l| l.contains(SLEEPER_FALLBACK));
+        match (&sleeper, fallback) {
+            (Ok(()), None) => {}
+            (Ok(()), Some(line)) => {
+                panic!("node {node} fell back although this kernel has a sleeper: {line}")
+            }
+            (Err(reason), Some(line)) => assert!(
+                line.contains(reason.as_str()),
+                "node {node} fell back for another reason than {reason:?}: {line}"
+            ),
+            (Err(reason), None) => {
+                panic!(
+                    "node {node} did not say it fell back for lack of a sleeper ({reason}): {log}"
+                )
+            }
         }
     }
     for node in cluster.data_node_ids() {
@@ -608,6 +681,18 @@ fn concurrent_transfers_keep_the_total_with_each_data_node_on_its_own_host() {
             .deadlock_timeout_ms(BANK_DEADLOCK_TIMEOUT_MS)
             .on_hosts(&hosts),
     );
+}
+
+/// What a data node logs when it cannot send an answer with its sleep (`ndbd`'s exec loop),
+/// followed by the reason.
+const SLEEPER_FALLBACK: &str = "answers are sent before sleeping, not with it: ";
+
+/// Whether this kernel lets a data node send an answer and sleep in one call: `Err` holds the
+/// reason in the words a data node logs after [`SLEEPER_FALLBACK`]. Making a sleeper probes
+/// the kernel (io_uring, its EPOLL_WAIT) and nothing else: the epoll instance it is given is
+/// used only by a sleep, which this probe never makes, so none is needed (-1 stands in).
+fn sleeper_support() -> Result<(), String> {
+    rndb_transporter::sleeper::Sleeper::new(-1, 1).map(drop)
 }
 
 /// Runs the bank workload on a cluster of `spec` and checks the totals; returns the cluster.
@@ -648,9 +733,16 @@ fn bank_run(spec: ClusterSpec) -> TestCluster {
             scanner.join().expect("the scanner thread panicked"),
         )
     });
-    let committed: u64 = transfers.iter().map(|c| c.committed).sum();
+    let transfers = TransferCounts::sum(&transfers);
     eprintln!("transfers {transfers:?}, scans {scans:?}");
-    assert!(committed > 0, "no transfer committed: {transfers:?}");
+    assert!(
+        transfers.committed > 0,
+        "no transfer committed: {transfers:?}"
+    );
+    assert_eq!(
+        transfers.node_failure_errors, 0,
+        "no data node failed, yet: {transfers:?}"
+    );
     assert!(
         scans.consistent > 0,
         "no locking scan completed during the run: {scans:?}"
@@ -1056,7 +1148,8 @@ fn a_late_data_node_completes_the_cluster() {
 }
 
 /// The bank workload goes on through the death of a data node: transfers in flight when it
-/// dies fail with temporary errors and are retried, the backups take over, and afterwards the
+/// dies fail with temporary errors of a node failure (none before it) and are retried until
+/// they commit, the backups take over and transfers commit after it, and afterwards the
 /// accounts still hold the opening total — no committed transfer is lost or half applied, even
 /// those whose coordinator was the dead node.
 #[test]
@@ -1067,7 +1160,7 @@ fn transfers_keep_the_total_through_a_data_node_failure() {
     let rows: Vec<_> = ids.iter().map(|&id| row(id, OPENING_BALANCE)).collect();
     insert_committed(&api, &table, &rows).expect("open the accounts");
     let stop = AtomicBool::new(false);
-    let transfers: Vec<TransferCounts> = std::thread::scope(|scope| {
+    let (kill_began, transfers) = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..TRANSFER_THREAD_COUNT)
             .map(|seed| {
                 let (api, table, stop) = (&api, &table, &stop);
@@ -1077,18 +1170,40 @@ fn transfers_keep_the_total_through_a_data_node_failure() {
         // Let transfers run, kill a data node in the middle of them, let them run on.
         let half = BANK_RUN / 2;
         std::thread::sleep(half);
+        let kill_began = Instant::now();
         let killed = cluster.kill_node(NodeId(3));
         std::thread::sleep(half);
         stop.store(true, Ordering::Relaxed);
         killed.expect("kill data node 3");
-        workers
+        let counts: Vec<TransferCounts> = workers
             .into_iter()
             .map(|w| w.join().expect("a transfer thread panicked"))
-            .collect()
+            .collect();
+        (kill_began, TransferCounts::sum(&counts))
     });
-    let committed: u64 = transfers.iter().map(|c| c.committed).sum();
     eprintln!("transfers {transfers:?}");
-    assert!(committed > 0, "no transfer committed: {transfers:?}");
+    assert!(
+        transfers.node_failure_errors > 0,
+        "no transfer in flight at the kill failed with a node failure error: {transfers:?}"
+    );
+    let first_failure = transfers
+        .first_node_failure
+        .expect("the time of the first node failure error");
+    assert!(
+        first_failure >= kill_began,
+        "a node failure error came {:?} before the kill: {transfers:?}",
+        kill_began - first_failure
+    );
+    // Every transfer that failed was retried until it committed (`transfer_until` retries
+    // each one to the end); at least those hit by the kill were.
+    assert!(
+        transfers.retried_to_success > 0,
+        "no failed transfer committed on a retry: {transfers:?}"
+    );
+    assert!(
+        transfers.last_commit.is_some_and(|t| t > first_failure),
+        "no transfer committed after the node failure: {transfers:?}"
+    );
     let expected_total = i64::from(ACCOUNT_COUNT) * OPENING_BALANCE;
     let (total, count) =
         scan_total(&api, &table, LockMode::CommittedRead).expect("scan after the run");

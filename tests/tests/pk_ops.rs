@@ -1,12 +1,30 @@
 //! Proves that primary-key operations (insert, read, update, write, delete) against a real data
 //! node round-trip every column type bit for bit, with single and composite keys, alone and a
-//! hundred to one execute, and that a dropped table is gone (error 709).
+//! hundred to one execute, and that a dropped table is gone (error 709); and that a NULL for a
+//! NOT NULL column is refused by the API and, sent as raw frames past it, by the data node.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
 
 use rndb_api::{
     AbortOption, Cluster, ColumnDef, ColumnType, ExecType, LockMode, Table, TableDef, Value,
 };
+use rndb_config::NodeId;
+use rndb_protocol::signals::{
+    block, gsn, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReq, FLAG_START_TRANSACTION,
+    REPLICA_PRIMARY,
+};
+use rndb_protocol::OperationType;
 use rndb_tests::ops::{insert_committed, read_committed, recreate_table, rows_identical};
 use rndb_tests::{assert_ndb_code, ClusterSpec, TestCluster};
+use rndb_transporter::frame::{self, Decoded, FrameHeader};
+use rndb_transporter::handshake::{self, Hello, HANDSHAKE_TIMEOUT};
+
+/// The one data node.
+const DATA_NODE: NodeId = NodeId(1);
+/// How long a raw connection waits for the data node's answer to an execute.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A table with one column of every type, a nullable text column and a nullable integer.
 fn typed_def(name: &str) -> TableDef {
@@ -299,6 +317,35 @@ fn a_hundred_operations_in_one_execute() {
     transaction
         .execute(ExecType::Commit)
         .expect("update 100 rows in one execute");
+    // Every update took, on its own row only: column i32 is -5, every other column as inserted.
+    let updated: Vec<Vec<Value>> = rows
+        .iter()
+        .map(|row| {
+            let mut row = row.clone();
+            row[1] = Value::Int32(-5);
+            row
+        })
+        .collect();
+    let mut transaction = api.start_transaction().expect("start");
+    let ops: Vec<_> = updated
+        .iter()
+        .map(|row| {
+            transaction
+                .read(&table, &row[..1], LockMode::CommittedRead)
+                .expect("define a read")
+        })
+        .collect();
+    transaction
+        .execute(ExecType::Commit)
+        .expect("read the 100 updated rows in one execute");
+    for (op, row) in ops.iter().zip(&updated) {
+        let found = transaction.row(*op).expect("each read has its row");
+        assert!(
+            rows_identical(found, row),
+            "read {found:?} after the update, expected {row:?}"
+        );
+    }
+
     let mut transaction = api.start_transaction().expect("start");
     for row in &rows {
         transaction
@@ -372,4 +419,184 @@ fn null_in_a_not_null_column_is_refused() {
 
 fn row_list(row: Vec<Value>) -> Vec<Vec<Value>> {
     vec![row]
+}
+
+/// The API refuses a NULL for a NOT NULL column before it sends anything (above), so the data
+/// node's own check is reached only by a client that does not check: an insert sent as raw
+/// frames past the API gets 840 for an explicit NULL and 839 for a NOT NULL column left out,
+/// and leaves no row.
+#[test]
+fn null_in_a_not_null_column_is_refused_by_the_data_node() {
+    let (cluster, api) = start();
+    let table = recreate_table(&api, &typed_def("notnull_raw")).expect("create the table");
+    let slot = *cluster
+        .api_node_ids()
+        .iter()
+        .rev()
+        .find(|&&slot| slot != api.node_id())
+        .expect("an API slot the test's API node does not use");
+    let mut raw = RawApi::connect(&cluster, slot);
+    let row = typed_row(5);
+    let attrs: Vec<(u16, Value)> = (1u16..).zip(row[1..].iter().cloned()).collect();
+    let mut explicit_null = attrs.clone();
+    explicit_null[0].1 = Value::Null;
+    let left_out: Vec<(u16, Value)> = attrs[1..].to_vec();
+    let cases = [
+        ("an explicit NULL in column i32", explicit_null, 840),
+        ("column i32 left out", left_out, 839),
+    ];
+    for (request_id, (what, attrs, code)) in (1u32..).zip(cases) {
+        let refused = raw
+            .insert(request_id, &table, &row[..1], &attrs)
+            .unwrap_or_else(|| panic!("the data node committed an insert with {what}"));
+        assert_eq!(
+            (refused.code, refused.op_index),
+            (code, 0),
+            "the data node's refusal of an insert with {what}: {refused:?}"
+        );
+        assert_eq!(
+            raw.key_refs,
+            vec![TcKeyRef { op_index: 0, code }],
+            "the data node's TCKEYREFs for an insert with {what}"
+        );
+        assert_ndb_code(
+            read_committed(&api, &table, &row[..1]),
+            626,
+            &format!("read after an insert with {what}"),
+        );
+    }
+    // The same row with every column given inserts: the refusals were about the NULL alone.
+    if let Some(refused) = raw.insert(3, &table, &row[..1], &attrs) {
+        panic!("a whole row is refused: {refused:?}");
+    }
+    assert!(rows_identical(
+        &read_committed(&api, &table, &row[..1]).expect("read the inserted row"),
+        &row
+    ));
+}
+
+/// An API node's link to the data node made of raw frames: what a client that skips the API's
+/// checks sends.
+struct RawApi {
+    stream: TcpStream,
+    /// The link carries a CRC-32 on every frame (its Checksum setting).
+    checksum: bool,
+    /// Bytes read and not yet decoded.
+    received: Vec<u8>,
+    /// The TCKEYREFs of the last execute.
+    key_refs: Vec<TcKeyRef>,
+}
+
+impl RawApi {
+    /// Connects as API node `slot` and completes the handshake.
+    fn connect(cluster: &TestCluster, slot: NodeId) -> RawApi {
+        let config = cluster.config();
+        let hello = Hello::for_link(config, slot, DATA_NODE).expect("hello");
+        let mut stream = TcpStream::connect(cluster.addr(DATA_NODE)).expect("connect raw TCP");
+        handshake::client_handshake(&mut stream, &hello, HANDSHAKE_TIMEOUT)
+            .unwrap_or_else(|e| panic!("handshake as API node {slot}: {e}"));
+        stream
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .expect("set a read timeout");
+        let checksum = config
+            .link(slot, DATA_NODE)
+            .expect("a link to the data node")
+            .checksum;
+        RawApi {
+            stream,
+            checksum,
+            received: Vec::new(),
+            key_refs: Vec::new(),
+        }
+    }
+
+    /// Sends a transaction of one insert of `key` with `attrs`, with Commit: `None` when it
+    /// committed (TC_EXECUTE_CONF), else the data node's TC_EXECUTE_REF.
+    fn insert(
+        &mut self,
+        request_id: u32,
+        table: &Table,
+        key: &[Value],
+        attrs: &[(u16, Value)],
+    ) -> Option<TcExecuteRef> {
+        let mut payload = Vec::new();
+        TcKeyReq {
+            flags: FLAG_START_TRANSACTION,
+            op_index: 0,
+            op_type: OperationType::Insert,
+            lock_mode: LockMode::Exclusive,
+            table_id: table.id(),
+            table_version: table.version(),
+            replica: REPLICA_PRIMARY,
+            key: key.to_vec(),
+            attrs: attrs.to_vec(),
+        }
+        .encode(&mut payload);
+        TcExecuteReq {
+            flags: FLAG_START_TRANSACTION,
+            exec_type: ExecType::Commit,
+            abort_option: AbortOption::AbortOnError,
+            op_count: 1,
+        }
+        .append_to_key_req(&mut payload, 0);
+        let header = FrameHeader {
+            signal: gsn::TCKEYREQ,
+            receiver_block: block::DBTC,
+            sender_block: block::API,
+            request_id,
+        };
+        let mut bytes = Vec::new();
+        frame::encode_into(&mut bytes, &header, &payload, self.checksum).expect("encode a frame");
+        self.stream.write_all(&bytes).expect("send the insert");
+        self.key_refs.clear();
+        let deadline = Instant::now() + ANSWER_TIMEOUT;
+        loop {
+            let (header, payload) = self.next_frame(deadline);
+            assert_eq!(
+                header.request_id, request_id,
+                "an answer to another request"
+            );
+            match header.signal {
+                gsn::TCKEYREF => self
+                    .key_refs
+                    .push(TcKeyRef::decode(&payload).expect("a TCKEYREF that decodes")),
+                gsn::TC_EXECUTE_REF => {
+                    let refused = TcExecuteRef::decode(&payload);
+                    return Some(refused.expect("a TC_EXECUTE_REF that decodes"));
+                }
+                gsn::TC_EXECUTE_CONF => return None,
+                other => panic!("unexpected signal {other} in the answer to an insert"),
+            }
+        }
+    }
+
+    /// The next frame from the data node; panics if none whole arrives before `deadline`.
+    fn next_frame(&mut self, deadline: Instant) -> (FrameHeader, Vec<u8>) {
+        let mut buf = [0u8; 4096];
+        loop {
+            match frame::decode(&self.received, self.checksum).expect("a well-formed frame") {
+                Decoded::Frame {
+                    header,
+                    payload,
+                    frame_len,
+                } => {
+                    let frame = (header, payload.to_vec());
+                    self.received.drain(..frame_len);
+                    return frame;
+                }
+                Decoded::NeedMore => {}
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no answer within {ANSWER_TIMEOUT:?}"
+            );
+            match self.stream.read(&mut buf) {
+                Ok(0) => panic!("the data node closed the connection"),
+                Ok(n) => self.received.extend_from_slice(&buf[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => panic!("read from the data node: {e}"),
+            }
+        }
+    }
 }

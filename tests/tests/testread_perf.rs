@@ -1,16 +1,19 @@
 //! Proves that the `testread-perf` binary, run with `--local` against a temporary config,
 //! starts its own data node, measures every requested access type, prints one JSON document
 //! in the documented schema with `rows == range * iterations`, and stops its data node; that
-//! `--access all` names every access type; that `--primary-node` keeps full measurements and
-//! refuses a node or an access type it cannot restrict to; that `--local` refuses a data node
-//! on another host; and that it refuses unknown access types with a message naming the valid
-//! ones.
+//! `--access all` names every access type; that `--primary-node` keeps full measurements,
+//! touches only rows whose primary replica is on that node, and refuses a node or an access
+//! type it cannot restrict to; that `--local` refuses a data node on another host; and that it
+//! refuses unknown access types with a message naming the valid ones.
 
+use std::io::{PipeReader, PipeWriter, Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
 use std::time::Duration;
 
-use rndb_tests::{ndbd_path, testread_perf_path, wait_until, ClusterSpec};
+use rndb_api::{Cluster, ExecType, LockMode, NodeId, ScanOptions, Table, TransporterKind, Value};
+use rndb_tests::{ndbd_path, testread_perf_path, wait_until, ClusterSpec, TestCluster};
 use serde_json::Value as Json;
 
 const RANGE: u64 = 10;
@@ -318,9 +321,9 @@ fn local_run_starts_every_data_node_of_the_config() {
     }
 }
 
-/// `--primary-node N` measures only rows whose primary replica is on data node N, with as many
-/// rows per measurement as without it; a node the config lacks, and an access type that does
-/// not read rows by key, are refused before anything starts.
+/// `--primary-node N` measures as many rows per measurement as without it (that they are all
+/// rows of node N is checked by the trap test below); a node the config lacks, and an access
+/// type that does not read rows by key, are refused before anything starts.
 #[test]
 fn primary_node_measures_that_nodes_rows_and_refuses_what_it_cannot_restrict() {
     let dir = tempfile::tempdir().expect("create a directory");
@@ -378,6 +381,193 @@ fn primary_node_measures_that_nodes_rows_and_refuses_what_it_cannot_restrict() {
         stderr.contains("index_range does not read rows by primary key"),
         "{stderr}"
     );
+}
+
+/// The lock wait of the cluster `--primary-node`'s rows are checked on: short, so that a
+/// measurement that touches a trapped row fails soon.
+const TRAP_DEADLOCK_TIMEOUT_MS: u32 = 500;
+/// The data node whose rows `--primary-node` measures in the trap test.
+const TRAP_NODE: NodeId = NodeId(3);
+/// Rows testread-perf loads in the trap test.
+const TRAP_SIZE: u32 = 200;
+/// How long testread-perf may take to create and load its table.
+const LOAD_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `--primary-node N` with a transaction per row reads and writes only rows whose primary
+/// replica is on data node N. Checked with a trap: every other row of the table is locked
+/// exclusively by another API node while testread-perf measures with shared-lock reads and
+/// writes, so touching one of them waits, fails with 266 and fails the run. The locks are taken
+/// after testread-perf loaded its table and before it measures: on stderr it says it connected,
+/// loads, then says it loaded, and the test lets the first line through and holds the second
+/// back (stderr is a pipe the test filled but for the first line) until the locks are in place.
+#[test]
+fn primary_node_reads_and_writes_only_rows_whose_primary_is_that_node() {
+    let spec = ClusterSpec::new()
+        .data_nodes(4)
+        .replicas(2)
+        .deadlock_timeout_ms(TRAP_DEADLOCK_TIMEOUT_MS);
+    let cluster = TestCluster::start(spec).expect("start four data nodes");
+    // Connected first, so that it and testread-perf never ask for one API slot at once.
+    let api = cluster.connect().expect("connect the trap's API node");
+    // What testread-perf writes before its load (see `connect` in its main.rs); its API node
+    // is the second of this cluster, so its id has two digits like this one's.
+    let connected = format!(
+        "testread-perf: connected as API node {} over {}\n",
+        api.node_id(),
+        TransporterKind::Tcp
+    );
+    let (stderr_reader, stderr_writer, filler_bytes) = stderr_passing(connected.len());
+    let config = cluster.config_path().to_str().expect("a UTF-8 temp path");
+    let mut child = Command::new(testread_perf_path().expect("find testread-perf"))
+        .args([
+            "--config-file",
+            config,
+            "--size",
+            &TRAP_SIZE.to_string(),
+            "--range",
+            "10",
+            "--iterations",
+            "3",
+            "--access",
+            "ping,serial_pk,batch_pk,serial_write",
+            "--transaction-per-row",
+            "--lock",
+            "read",
+            "--primary-node",
+            &TRAP_NODE.to_string(),
+            "--transporter",
+            "tcp",
+            "--format",
+            "json",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(stderr_writer))
+        .spawn()
+        .expect("start testread-perf");
+
+    let loaded = wait_until("testread-perf to load its table", LOAD_TIMEOUT, || {
+        let Ok(table) = api.get_table("testread_perf") else {
+            return Ok(None);
+        };
+        Ok((scan_count(&api, &table) == Some(TRAP_SIZE as usize)).then_some(table))
+    });
+    let table = match loaded {
+        Ok(table) => table,
+        Err(e) => {
+            let _ = child.kill();
+            panic!(
+                "{e}; testread-perf said: {}",
+                drain(stderr_reader, filler_bytes)
+            );
+        }
+    };
+    let (on_node, elsewhere): (Vec<u32>, Vec<u32>) = (0..TRAP_SIZE).partition(|&pk| {
+        let replicas = api
+            .replicas_of(&table, &[Value::UInt32(pk)])
+            .expect("place a row");
+        replicas[0] == TRAP_NODE
+    });
+    assert!(
+        on_node.len() >= 10 && !elsewhere.is_empty(),
+        "node {TRAP_NODE} is the primary of {} rows",
+        on_node.len()
+    );
+    let mut trap = api.start_transaction().expect("start");
+    for &pk in &elsewhere {
+        trap.read(&table, &[Value::UInt32(pk)], LockMode::Exclusive)
+            .expect("define");
+    }
+    trap.execute(ExecType::NoCommit)
+        .expect("lock the rows of the other nodes");
+    assert_trapped(&api, &table, elsewhere[0], on_node[0]);
+
+    let stderr = std::thread::spawn(move || drain(stderr_reader, filler_bytes));
+    let output = child.wait_with_output().expect("wait for testread-perf");
+    let stderr = stderr.join().expect("the stderr reader did not panic");
+    assert!(
+        output.status.success(),
+        "testread-perf touched a row whose primary is not node {TRAP_NODE}, or failed: {}\n{stderr}",
+        output.status
+    );
+    let report: Json = serde_json::from_slice(&output.stdout).expect("one JSON document");
+    assert_eq!(report["params"]["primary_node"], TRAP_NODE.0);
+    assert_eq!(report["params"]["lock"], "read");
+    let results = report["results"].as_array().expect("results");
+    assert_eq!(results.len(), 4, "every access type ran: {results:?}");
+    for result in results {
+        assert_eq!(result["rows"], 30, "range * iterations rows: {result}");
+    }
+    // The trap held all along: its transaction was never aborted, and still commits.
+    assert_trapped(&api, &table, elsewhere[0], on_node[0]);
+    trap.execute(ExecType::Commit)
+        .expect("the trap's transaction held its locks to the end");
+}
+
+/// Rows in a full-table scan of `table`, or `None` if the scan fails (the table is being made).
+fn scan_count(api: &Cluster, table: &Table) -> Option<usize> {
+    let mut transaction = api.start_transaction().ok()?;
+    let rows = transaction
+        .scan_table(table, &ScanOptions::default())
+        .ok()?
+        .collect::<Result<Vec<_>, _>>()
+        .ok()?;
+    Some(rows.len())
+}
+
+/// Asserts that a shared-lock read of row `trapped` waits and fails with 266, while one of row
+/// `free` succeeds.
+#[track_caller]
+fn assert_trapped(api: &Cluster, table: &Table, trapped: u32, free: u32) {
+    let read = |pk: u32| {
+        let mut transaction = api.start_transaction()?;
+        transaction.read(table, &[Value::UInt32(pk)], LockMode::Read)?;
+        transaction.execute(ExecType::Commit)
+    };
+    let error = read(trapped).expect_err("a read of a trapped row waits, then fails");
+    assert_eq!(
+        error.code(),
+        Some(266),
+        "read trapped row {trapped}: {error}"
+    );
+    read(free).unwrap_or_else(|e| panic!("read row {free} of node {TRAP_NODE}: {e}"));
+}
+
+/// Pages of a pipe and bytes of a page: Linux's default pipe capacity on x86-64.
+const PIPE_PAGES: usize = 16;
+const PAGE_BYTES: usize = 4096;
+/// How long writing the filler into a new pipe may take: at once, unless the pipe is smaller
+/// than [`PIPE_PAGES`] pages.
+const FILLER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A pipe for a child's stderr that lets the child's first `pass` bytes through and blocks its
+/// next write until the test reads: the test first fills the pipe but for `pass` bytes of its
+/// last page. A write that fits in the last page is appended there, and any other waits for a
+/// free page, of which there is none. Returns the reading end and the filler's length.
+fn stderr_passing(pass: usize) -> (PipeReader, PipeWriter, usize) {
+    assert!(pass < PAGE_BYTES);
+    let (reader, writer) = std::io::pipe().expect("make a pipe");
+    let filler_bytes = PIPE_PAGES * PAGE_BYTES - pass;
+    let (done_tx, done_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut writer = writer;
+        let written = writer.write_all(&vec![b'.'; filler_bytes]);
+        let _ = done_tx.send(written.map(|()| writer));
+    });
+    let writer = done_rx
+        .recv_timeout(FILLER_TIMEOUT)
+        .expect("the filler fits in a pipe of 16 pages")
+        .expect("write the filler");
+    (reader, writer, filler_bytes)
+}
+
+/// Reads `reader` to its end and returns what followed the first `skip` bytes, as text.
+fn drain(mut reader: PipeReader, skip: usize) -> String {
+    let mut bytes = Vec::new();
+    reader
+        .read_to_end(&mut bytes)
+        .expect("read the child's stderr");
+    String::from_utf8_lossy(bytes.get(skip..).unwrap_or_default()).into_owned()
 }
 
 /// `--local` starts every data node here, so it refuses a config that puts one on another host.

@@ -6,11 +6,12 @@
 //! and IgnoreError reports errors per operation.
 
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rndb_api::{
     AbortOption, Cluster, ColumnDef, ColumnType, ExecType, LockMode, Table, TableDef, Value,
 };
+use rndb_config::{DataNodeConfig, NodeId};
 use rndb_tests::ops::{insert_committed, read_committed, read_with, recreate_table};
 use rndb_tests::{assert_ndb_code, wait_until, ClusterSpec, TestCluster};
 
@@ -18,6 +19,10 @@ use rndb_tests::{assert_ndb_code, wait_until, ClusterSpec, TestCluster};
 const SHORT_DEADLOCK_TIMEOUT_MS: u32 = 200;
 /// A lock wait far longer than any test step, so a read that waits shows up as a failure.
 const LONG_DEADLOCK_TIMEOUT_MS: u32 = 20_000;
+/// How much earlier than the test's clock the data node may date a request: a turn of its loop
+/// that did not sleep takes its time from the start of its wait, a spin of a few microseconds
+/// before the request arrived. Lower bounds on a timeout allow this much.
+const NODE_CLOCK_SLACK: Duration = Duration::from_millis(1);
 
 fn start(spec: ClusterSpec) -> (TestCluster, Cluster, Table) {
     let cluster = TestCluster::start(spec).expect("start the cluster");
@@ -41,6 +46,31 @@ fn row(id: u32, balance: i64) -> Vec<Value> {
 
 fn key(id: u32) -> [Value; 1] {
     [Value::UInt32(id)]
+}
+
+/// The one data node's config, as the cluster runs it.
+fn data_node(cluster: &TestCluster) -> &DataNodeConfig {
+    cluster
+        .config()
+        .data_node(NodeId(1))
+        .expect("the cluster has data node 1")
+}
+
+/// TransactionDeadlockDetectionTimeout as the data node reads it from the config.
+fn deadlock_timeout(cluster: &TestCluster) -> Duration {
+    Duration::from_millis(u64::from(
+        data_node(cluster).transaction_deadlock_detection_timeout_ms,
+    ))
+}
+
+/// Asserts that a request that took `elapsed` waited at least `timeout` (less the data node's
+/// clock slack) before it failed: proof that a wait happened, not an error at once.
+#[track_caller]
+fn assert_waited(elapsed: Duration, timeout: Duration, what: &str) {
+    assert!(
+        elapsed + NODE_CLOCK_SLACK >= timeout,
+        "{what} ended after {elapsed:?}, before the timeout of {timeout:?}"
+    );
 }
 
 /// The balance column of a committed row.
@@ -148,7 +178,12 @@ fn reading_a_missing_row_is_626() {
 #[test]
 fn a_lock_wait_ends_in_266_after_the_deadlock_timeout() {
     let spec = ClusterSpec::new().deadlock_timeout_ms(SHORT_DEADLOCK_TIMEOUT_MS);
-    let (_cluster, api, table) = start(spec);
+    let (cluster, api, table) = start(spec);
+    let timeout = deadlock_timeout(&cluster);
+    assert_eq!(
+        timeout,
+        Duration::from_millis(SHORT_DEADLOCK_TIMEOUT_MS.into())
+    );
     let mut holder = api.start_transaction().expect("start");
     holder
         .update(&table, &key(2), &[(1, Value::Int64(21))])
@@ -158,8 +193,11 @@ fn a_lock_wait_ends_in_266_after_the_deadlock_timeout() {
         .expect("take the exclusive lock");
 
     for lock in [LockMode::Exclusive, LockMode::Read] {
+        let began = Instant::now();
         let result = read_with(&api, &table, &key(2), lock);
+        let waited = began.elapsed();
         let error = result.expect_err("a locked row cannot be read with a lock");
+        assert_waited(waited, timeout, &format!("a {lock:?} read of a locked row"));
         assert_eq!(
             error.code(),
             Some(266),
@@ -182,18 +220,21 @@ fn a_lock_wait_ends_in_266_after_the_deadlock_timeout() {
 #[test]
 fn inserting_a_key_another_transaction_inserted_waits_then_266() {
     let spec = ClusterSpec::new().deadlock_timeout_ms(SHORT_DEADLOCK_TIMEOUT_MS);
-    let (_cluster, api, table) = start(spec);
+    let (cluster, api, table) = start(spec);
     let mut first = api.start_transaction().expect("start");
     first.insert(&table, &row(7, 70)).expect("define");
     first
         .execute(ExecType::NoCommit)
         .expect("insert without commit");
 
-    assert_ndb_code(
-        insert_committed(&api, &table, &[row(7, 71)]),
-        266,
-        "insert while locked",
+    let began = Instant::now();
+    let second = insert_committed(&api, &table, &[row(7, 71)]);
+    assert_waited(
+        began.elapsed(),
+        deadlock_timeout(&cluster),
+        "an insert of a locked key",
     );
+    assert_ndb_code(second, 266, "insert while locked");
     first
         .execute(ExecType::Commit)
         .expect("commit the first insert");
@@ -237,23 +278,45 @@ fn an_idle_transaction_is_aborted_and_its_locks_released() {
     let spec = ClusterSpec::new()
         .deadlock_timeout_ms(SHORT_DEADLOCK_TIMEOUT_MS)
         .inactive_timeout_ms(500);
-    let (_cluster, api, table) = start(spec);
+    let (cluster, api, table) = start(spec);
+    let inactive =
+        Duration::from_millis(data_node(&cluster).transaction_inactive_timeout_ms.into());
+    assert_eq!(inactive, Duration::from_millis(500));
     let mut idle = api.start_transaction().expect("start");
     idle.update(&table, &key(1), &[(1, Value::Int64(-100))])
         .expect("define");
+    // The data node counts idleness from the last signal of the transaction, which it receives
+    // after this instant.
+    let last_activity = Instant::now();
     idle.execute(ExecType::NoCommit)
         .expect("take the lock and go idle");
 
+    // Each try waits in the lock queue until the lock is released or its own wait times out
+    // (266): a try that gets the lock got it when the abort released it, so the time it
+    // succeeds is (within one lock grant) the time of the abort.
+    let mut waits_timed_out = 0;
     let locked = wait_until(
         "the idle transaction's lock to be released",
         Duration::from_secs(20),
         || match read_with(&api, &table, &key(1), LockMode::Exclusive) {
             Ok(row) => Ok(Some(row)),
-            Err(e) if e.code() == Some(266) => Ok(None),
+            Err(e) if e.code() == Some(266) => {
+                waits_timed_out += 1;
+                Ok(None)
+            }
             Err(e) => Err(e.into()),
         },
     )
     .expect("the data node aborts the idle transaction");
+    assert_waited(
+        last_activity.elapsed(),
+        inactive,
+        "the idle transaction's abort",
+    );
+    assert!(
+        waits_timed_out > 0,
+        "the lock was held long enough for a lock wait ({SHORT_DEADLOCK_TIMEOUT_MS} ms) to time out"
+    );
     assert_eq!(
         locked[1],
         Value::Int64(10),
