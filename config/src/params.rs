@@ -326,14 +326,15 @@ static PARAMS: &[ParamInfo] = &[
     p(DB, "MaxNoOfUniqueHashIndexes", Int, I(64), 0, MAX_INT_RNIL, "Unique hash indexes the dictionary holds"),
     p(DB, "TransactionDeadlockDetectionTimeout", Int, I(1200), 50, MAX_INT_RNIL, "Lock wait in ms before abort (error 266)"),
     p(DB, "TransactionInactiveTimeout", Int, I(MAX_INT_RNIL), 0, MAX_INT_RNIL, "Idle ms before an open transaction aborts; >= 2^31 is unlimited"),
-    p(DB, "HeartbeatIntervalDbDb", Int, I(5000), 10, MAX_INT_RNIL, "Heartbeat ms between data nodes"),
-    p(DB, "HeartbeatIntervalDbApi", Int, I(1500), 100, MAX_INT_RNIL, "Heartbeat ms between data and API nodes"),
-    p(DB, "TimeBetweenGlobalCheckpoints", Int, I(2000), 20, 32000, "Global checkpoint (group commit) interval in ms"),
     p(DB, "Nodegroup", Int, Unset, 0, 65535, "Node group; formed in file order when absent"),
     p(DB, "UseShm", Bool, B(false), BOOL.0, BOOL.1, "Use shared memory to API nodes on the same host"),
     p(DB, "MaxNoOfExecutionThreads", Int, I(0), 0, 72, "Execution threads; 0 or 1 = one thread (single-threaded ndbd)"),
     p(DB, "SchedulerSpinTimer", Int, I(0), 0, 500, "Microseconds the execution loop spins before it sleeps"),
     // [ndbd]: recognised only.
+    // Recognised only until heartbeats and global checkpoints land (nothing reads them yet).
+    later(DB, "HeartbeatIntervalDbDb", Int, I(5000), 10, MAX_INT_RNIL, "Heartbeat ms between data nodes"),
+    later(DB, "HeartbeatIntervalDbApi", Int, I(1500), 100, MAX_INT_RNIL, "Heartbeat ms between data and API nodes"),
+    later(DB, "TimeBetweenGlobalCheckpoints", Int, I(2000), 20, 32000, "Global checkpoint (group commit) interval in ms"),
     later(DB, "MaxNoOfAttributes", Int, I(1000), 32, MAX_INT_RNIL, "Attributes the dictionary holds"),
     later(DB, "MaxNoOfTriggers", Int, I(768), 0, MAX_INT_RNIL, "Trigger records"),
     later(DB, "MaxNoOfFiredTriggers", Int, I(4000), 0, MAX_INT_RNIL, "Fired trigger records"),
@@ -397,7 +398,8 @@ static PARAMS: &[ParamInfo] = &[
     p(MGM, "NodeId", Int, Unset, 1, 255, "Node id of the management node; the lowest free id when absent"),
     p(MGM, "HostName", Str, S("localhost"), TEXT.0, TEXT.1, "Host the management node runs on"),
     p(MGM, "PortNumber", Int, I(1186), 1, 65535, "Port the management node listens on"),
-    p(MGM, "ArbitrationRank", Int, I(1), 0, 2, "0 never arbitrates, 1 high priority, 2 low priority"),
+    // Recognised only until arbitration lands (nothing reads it yet).
+    later(MGM, "ArbitrationRank", Int, I(1), 0, 2, "0 never arbitrates, 1 high priority, 2 low priority"),
     later(MGM, "DataDir", Path, S("."), TEXT.0, TEXT.1, "Directory for the cluster log (no management server yet)"),
     later(MGM, "LogDestination", Str, Unset, TEXT.0, TEXT.1, "Where the cluster log goes"),
     later(MGM, "ArbitrationDelay", Int, I(0), 0, MAX_INT_RNIL, "Delay in ms before answering arbitration"),
