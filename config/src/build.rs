@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::Diag;
-use crate::groups;
+use crate::groups::{self, DataDraft};
 use crate::ids::{self, IdRequest};
 use crate::layered::{collect_defaults, Layered};
 use crate::links;
@@ -12,17 +12,6 @@ use crate::model::{ApiSlotConfig, ClusterConfig, DataNodeConfig, MgmNodeConfig, 
 use crate::params::{param_table, ParamDefault, SectionKind};
 use crate::syntax::Target;
 use crate::values::TypedSection;
-
-/// A data node before its id and group are settled.
-pub(crate) struct DataDraft {
-    pub config: DataNodeConfig,
-    pub id: IdRequest,
-    /// The explicit Nodegroup, if any.
-    pub nodegroup: Option<u32>,
-    /// NoOfReplicas, or `None` when the file gave a rejected value.
-    pub replicas: Option<u32>,
-    pub replicas_line: usize,
-}
 
 /// Builds the cluster from the typed sections, reporting every inconsistency in `diag`.
 pub(crate) fn build(sections: &[TypedSection], source: &Path, diag: &mut Diag) -> ClusterConfig {

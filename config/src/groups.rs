@@ -6,10 +6,22 @@
 
 use std::collections::BTreeMap;
 
-use crate::build::DataDraft;
 use crate::error::Diag;
+use crate::ids::IdRequest;
 use crate::model::{DataNodeConfig, NodeGroup};
 use crate::params::{find_param, ParamDefault, SectionKind};
+
+/// A data node before its id and group are settled: what `build` reads from its section and
+/// this module groups.
+pub(crate) struct DataDraft {
+    pub config: DataNodeConfig,
+    pub id: IdRequest,
+    /// The explicit Nodegroup, if any.
+    pub nodegroup: Option<u32>,
+    /// NoOfReplicas, or `None` when the file gave a rejected value.
+    pub replicas: Option<u32>,
+    pub replicas_line: usize,
+}
 
 /// The cluster's NoOfReplicas: the first data node's; every other node must agree.
 ///
