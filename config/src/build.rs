@@ -63,7 +63,7 @@ pub(crate) fn build(sections: &[TypedSection], source: &Path, diag: &mut Diag) -
     }
     let no_of_replicas = groups::check_replicas(&data, diag);
     let (data_nodes, node_groups) = groups::form(data, no_of_replicas, diag);
-    let no_of_replicas = no_of_replicas.unwrap_or(1);
+    let no_of_replicas = no_of_replicas.map_or(1, |r| r.count);
     let mut config = ClusterConfig {
         source: PathBuf::from(source),
         no_of_replicas,
@@ -156,6 +156,7 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
         id: id_request(l, NodeKind::Data),
         nodegroup: l.opt_int("Nodegroup").and_then(|n| u32::try_from(n).ok()),
         replicas: (!l.rejected("NoOfReplicas")).then(|| l.u32("NoOfReplicas")),
+        replicas_is_default: l.setting("NoOfReplicas").is_none(),
         replicas_line: l.line_of("NoOfReplicas"),
     }
 }

@@ -241,7 +241,19 @@ fn a_size_too_large_for_64_bits_is_out_of_range() {
 fn group_size_must_match_replicas() {
     check(
         "[ndbd]\nNodeId=1\n[ndbd]\nNodeId=2\n[ndbd]\nNodeId=3\n",
-        "error 5: [ndbd] node group 1 has 1 data node (3) but NoOfReplicas is 2; every node group needs exactly NoOfReplicas data nodes",
+        "error 5: [ndbd] node group 1 has 1 data node (3) but NoOfReplicas is 2 (the default); every node group needs exactly NoOfReplicas data nodes",
+    );
+}
+
+#[test]
+fn a_replica_count_from_the_default_says_so_when_nodes_differ() {
+    check(
+        "[ndbd]\nNodeId=1\n[ndbd]\nNodeId=2\nNoOfReplicas=1\n",
+        "error 5: [ndbd] NoOfReplicas: 1 differs from 2 (the default) of data node 1 (line 1); it must be the same for all data nodes",
+    );
+    check(
+        "[ndbd]\nNodeId=1\nNoOfReplicas=1\n[ndbd]\nNodeId=2\n",
+        "error 4: [ndbd] NoOfReplicas: 2 (the default) differs from 1 given for data node 1 (line 3); it must be the same for all data nodes",
     );
 }
 
