@@ -42,7 +42,7 @@ pub enum Readiness {
 /// The data nodes of one config as child processes; dropping it stops them.
 #[derive(Debug)]
 pub struct DataNodes {
-    /// The ndbd executable every node runs.
+    /// The ndbd executable every node runs (absolute).
     ndbd: PathBuf,
     /// The config.ini every node reads (absolute, since the nodes run in `dir`).
     config_path: PathBuf,
@@ -79,6 +79,8 @@ impl DataNodes {
     ) -> Result<DataNodes> {
         let config_path = fs::canonicalize(config_path)
             .with_context(|| format!("resolve {}", config_path.display()))?;
+        // Absolute, since the nodes start in `dir`: a relative path would be looked up there.
+        let ndbd = fs::canonicalize(ndbd).with_context(|| format!("resolve {}", ndbd.display()))?;
         let mut nodes = BTreeMap::new();
         for node in &config.data_nodes {
             let id = node.node_id;
@@ -91,7 +93,7 @@ impl DataNodes {
             nodes.insert(id, process);
         }
         Ok(DataNodes {
-            ndbd: ndbd.to_path_buf(),
+            ndbd,
             config_path,
             dir: dir.to_path_buf(),
             readiness,
