@@ -314,7 +314,7 @@ static PARAMS: &[ParamInfo] = &[
     p(DB, "NodeId", Int, Unset, 1, 144, "Node id of the data node; the lowest free id when absent"),
     p(DB, "HostName", Str, S("localhost"), TEXT.0, TEXT.1, "Host the data node runs on"),
     p(DB, "ServerPort", Int, Unset, 1, 65535, "Port the data node listens on; 11860+NodeId when absent"),
-    p(DB, "DataDir", Path, S("."), TEXT.0, TEXT.1, "Directory for the node's logs and files"),
+    p(DB, "DataDir", Path, S("."), TEXT.0, TEXT.1, "Directory the node creates for its files; ndbd logs to stderr"),
     p(DB, "NoOfReplicas", Int, I(2), 1, 4, "Copies of each partition; the same for every data node"),
     p(DB, "DataMemory", Size, I(98 * M), M, 16 * T, "Memory for rows and ordered indexes"),
     p(DB, "MaxNoOfConcurrentOperations", Int, I(32 * K), 32, MAX_INT_RNIL, "Operation records in TC and LQH"),
