@@ -1,6 +1,7 @@
 //! The third pass: typed sections to the nodes of a [`ClusterConfig`], with node ids assigned,
 //! node groups formed and links chosen.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use crate::error::Diag;
@@ -40,6 +41,12 @@ pub(crate) fn build(sections: &[TypedSection], source: &Path, diag: &mut Diag) -
         .chain(api.iter().map(|(_, r)| r))
         .collect();
     let assigned = ids::assign(&requests, diag);
+    let default_host_names: BTreeSet<NodeId> = requests
+        .iter()
+        .zip(&assigned)
+        .filter(|(request, _)| request.host_name_is_default)
+        .filter_map(|(_, id)| *id)
+        .collect();
     let mut assigned = assigned.into_iter();
     let data: Vec<DataDraft> = data
         .into_iter()
@@ -74,7 +81,13 @@ pub(crate) fn build(sections: &[TypedSection], source: &Path, diag: &mut Diag) -
         links: Vec::new(),
         warnings: Vec::new(),
     };
-    config.links = links::choose(&config, &link_sections, &defaults, diag);
+    config.links = links::choose(
+        &config,
+        &link_sections,
+        &defaults,
+        &default_host_names,
+        diag,
+    );
     config
 }
 
@@ -122,6 +135,7 @@ fn id_request(layered: &Layered<'_>, kind: NodeKind) -> IdRequest {
         rejected: layered.rejected("NodeId"),
         line: layered.line_of("NodeId"),
         section: layered.section_name().unwrap_or_default().to_string(),
+        host_name_is_default: layered.setting("HostName").is_none(),
     }
 }
 

@@ -246,6 +246,14 @@ fn group_size_must_match_replicas() {
 }
 
 #[test]
+fn a_host_name_from_the_default_says_so_in_the_shm_host_error() {
+    check(
+        "[ndbd]\nNodeId=1\nNoOfReplicas=1\n[api]\nNodeId=50\nHostName=10.0.0.9\n[shm]\nNodeId1=1\nNodeId2=50\n",
+        "error 7: [shm] shared memory joins nodes on one host, but node 1 has HostName=localhost (the default) and node 50 HostName=10.0.0.9; use [tcp]",
+    );
+}
+
+#[test]
 fn a_replica_count_from_the_default_says_so_when_nodes_differ() {
     check(
         "[ndbd]\nNodeId=1\n[ndbd]\nNodeId=2\nNoOfReplicas=1\n",
