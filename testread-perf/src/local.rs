@@ -1,6 +1,7 @@
-//! `--local`: the config's data nodes as child processes for the length of one run.
+//! `--local`: the config's data nodes as child processes for the length of one run, started
+//! with the library's `data_nodes::DataNodes` (the harness the integration tests share).
 //!
-//! The children are stopped by [`LocalCluster`]'s `Drop`, which runs on success, on error and
+//! The children are stopped when [`LocalCluster`] drops, which happens on success, on error and
 //! after Ctrl-C (SIGINT and SIGTERM only set [`Shutdown`]'s flag, which every loop checks, so
 //! the run unwinds normally). A second Ctrl-C exits at once.
 
