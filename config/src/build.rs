@@ -1,10 +1,11 @@
 //! The third pass: typed sections to the nodes of a [`ClusterConfig`], with node ids assigned,
 //! node groups formed and links chosen.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use crate::error::Diag;
-use crate::groups;
+use crate::groups::{self, DataDraft};
 use crate::ids::{self, IdRequest};
 use crate::layered::{collect_defaults, Layered};
 use crate::links;
@@ -12,17 +13,6 @@ use crate::model::{ApiSlotConfig, ClusterConfig, DataNodeConfig, MgmNodeConfig, 
 use crate::params::{param_table, ParamDefault, SectionKind};
 use crate::syntax::Target;
 use crate::values::TypedSection;
-
-/// A data node before its id and group are settled.
-pub(crate) struct DataDraft {
-    pub config: DataNodeConfig,
-    pub id: IdRequest,
-    /// The explicit Nodegroup, if any.
-    pub nodegroup: Option<u32>,
-    /// NoOfReplicas, or `None` when the file gave a rejected value.
-    pub replicas: Option<u32>,
-    pub replicas_line: usize,
-}
 
 /// Builds the cluster from the typed sections, reporting every inconsistency in `diag`.
 pub(crate) fn build(sections: &[TypedSection], source: &Path, diag: &mut Diag) -> ClusterConfig {
@@ -51,6 +41,12 @@ pub(crate) fn build(sections: &[TypedSection], source: &Path, diag: &mut Diag) -
         .chain(api.iter().map(|(_, r)| r))
         .collect();
     let assigned = ids::assign(&requests, diag);
+    let default_host_names: BTreeSet<NodeId> = requests
+        .iter()
+        .zip(&assigned)
+        .filter(|(request, _)| request.host_name_is_default)
+        .filter_map(|(_, id)| *id)
+        .collect();
     let mut assigned = assigned.into_iter();
     let data: Vec<DataDraft> = data
         .into_iter()
@@ -74,7 +70,7 @@ pub(crate) fn build(sections: &[TypedSection], source: &Path, diag: &mut Diag) -
     }
     let no_of_replicas = groups::check_replicas(&data, diag);
     let (data_nodes, node_groups) = groups::form(data, no_of_replicas, diag);
-    let no_of_replicas = no_of_replicas.unwrap_or(1);
+    let no_of_replicas = no_of_replicas.map_or(1, |r| r.count);
     let mut config = ClusterConfig {
         source: PathBuf::from(source),
         no_of_replicas,
@@ -85,7 +81,13 @@ pub(crate) fn build(sections: &[TypedSection], source: &Path, diag: &mut Diag) -
         links: Vec::new(),
         warnings: Vec::new(),
     };
-    config.links = links::choose(&config, &link_sections, &defaults, diag);
+    config.links = links::choose(
+        &config,
+        &link_sections,
+        &defaults,
+        &default_host_names,
+        diag,
+    );
     config
 }
 
@@ -133,6 +135,7 @@ fn id_request(layered: &Layered<'_>, kind: NodeKind) -> IdRequest {
         rejected: layered.rejected("NodeId"),
         line: layered.line_of("NodeId"),
         section: layered.section_name().unwrap_or_default().to_string(),
+        host_name_is_default: layered.setting("HostName").is_none(),
     }
 }
 
@@ -167,6 +170,7 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
         id: id_request(l, NodeKind::Data),
         nodegroup: l.opt_int("Nodegroup").and_then(|n| u32::try_from(n).ok()),
         replicas: (!l.rejected("NoOfReplicas")).then(|| l.u32("NoOfReplicas")),
+        replicas_is_default: l.setting("NoOfReplicas").is_none(),
         replicas_line: l.line_of("NoOfReplicas"),
     }
 }

@@ -5,28 +5,81 @@
 //! Every group must end with exactly NoOfReplicas members.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
-use crate::build::DataDraft;
 use crate::error::Diag;
+use crate::ids::IdRequest;
 use crate::model::{DataNodeConfig, NodeGroup};
 use crate::params::{find_param, ParamDefault, SectionKind};
+
+/// A data node before its id and group are settled: what `build` reads from its section and
+/// this module groups.
+pub(crate) struct DataDraft {
+    pub config: DataNodeConfig,
+    pub id: IdRequest,
+    /// The explicit Nodegroup, if any.
+    pub nodegroup: Option<u32>,
+    /// NoOfReplicas, or `None` when the file gave a rejected value.
+    pub replicas: Option<u32>,
+    /// True when neither the section nor its defaults give NoOfReplicas: `replicas` is the
+    /// table's default, and messages quoting it say so.
+    pub replicas_is_default: bool,
+    /// The line that gave NoOfReplicas, else the section's header line.
+    pub replicas_line: usize,
+}
+
+/// The cluster's NoOfReplicas and whether it is the table's default (no data node gave one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Replicas {
+    pub count: u32,
+    pub is_default: bool,
+}
+
+impl fmt::Display for Replicas {
+    /// The count, with " (the default)" when the file did not give it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.count)?;
+        if self.is_default {
+            f.write_str(" (the default)")?;
+        }
+        Ok(())
+    }
+}
+
+impl DataDraft {
+    /// This node's NoOfReplicas as messages quote it, or `None` when its value was rejected.
+    fn replicas(&self) -> Option<Replicas> {
+        self.replicas.map(|count| Replicas {
+            count,
+            is_default: self.replicas_is_default,
+        })
+    }
+}
 
 /// The cluster's NoOfReplicas: the first data node's; every other node must agree.
 ///
 /// `None` when a data node's value was rejected: the groups cannot be checked then, and the
 /// rejected value was reported already.
-pub(crate) fn check_replicas(data: &[DataDraft], diag: &mut Diag) -> Option<u32> {
+pub(crate) fn check_replicas(data: &[DataDraft], diag: &mut Diag) -> Option<Replicas> {
     let Some(first) = data.first() else {
-        return Some(default_replicas());
+        return Some(Replicas {
+            count: default_replicas(),
+            is_default: true,
+        });
     };
-    let first_replicas = first.replicas?;
+    let first_replicas = first.replicas()?;
     let mut all_known = true;
     for node in data.iter().skip(1) {
-        match node.replicas {
+        match node.replicas() {
             None => all_known = false,
-            Some(replicas) if replicas != first_replicas => {
+            Some(replicas) if replicas.count != first_replicas.count => {
+                let given = if first_replicas.is_default {
+                    "of"
+                } else {
+                    "given for"
+                };
                 let message = format!(
-                    "{replicas} differs from {first_replicas} given for data node {} (line {}); \
+                    "{replicas} differs from {first_replicas} {given} data node {} (line {}); \
                      it must be the same for all data nodes",
                     first.config.node_id, first.replicas_line
                 );
@@ -50,10 +103,10 @@ fn default_replicas() -> u32 {
 /// Places every data node in a group and checks the group sizes (when NoOfReplicas is known).
 pub(crate) fn form(
     mut data: Vec<DataDraft>,
-    known_replicas: Option<u32>,
+    known_replicas: Option<Replicas>,
     diag: &mut Diag,
 ) -> (Vec<DataNodeConfig>, Vec<NodeGroup>) {
-    let replicas = known_replicas.unwrap_or_else(default_replicas);
+    let replicas = known_replicas.map_or_else(default_replicas, |r| r.count);
     let mut members: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
     for (index, node) in data.iter().enumerate() {
         if let Some(group) = node.nodegroup {
@@ -77,8 +130,8 @@ pub(crate) fn form(
         let group = NodeGroup { id, nodes };
         let first = indexes.first().and_then(|&i| data.get(i));
         let wrong_size = group.nodes.len() != replicas as usize;
-        if let (Some(first), true, true) = (first, wrong_size, known_replicas.is_some()) {
-            report_bad_group(&group, first, replicas, diag);
+        if let (Some(first), true, Some(known)) = (first, wrong_size, known_replicas) {
+            report_bad_group(&group, first, known, diag);
         }
         groups.push(group);
     }
@@ -96,7 +149,7 @@ fn lowest_open_group(members: &BTreeMap<u32, Vec<usize>>, replicas: u32) -> u32 
     group
 }
 
-fn report_bad_group(group: &NodeGroup, first: &DataDraft, replicas: u32, diag: &mut Diag) {
+fn report_bad_group(group: &NodeGroup, first: &DataDraft, replicas: Replicas, diag: &mut Diag) {
     let ids: Vec<String> = group.nodes.iter().map(ToString::to_string).collect();
     let noun = if group.nodes.len() == 1 {
         "data node"

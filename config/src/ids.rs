@@ -22,6 +22,9 @@ pub(crate) struct IdRequest {
     pub line: usize,
     /// The section as written, for messages.
     pub section: String,
+    /// True when neither the section nor its defaults give HostName, so that a message quoting
+    /// the node's HostName can say it is the default.
+    pub host_name_is_default: bool,
 }
 
 /// The id of each request, in the same order; `None` where no id could be given (reported).

@@ -55,14 +55,23 @@ pub use query::node_type_name;
 
 /// Reads and parses the config file at `path`.
 ///
-/// A file that cannot be read gives one error naming it (line 0).
+/// A file that cannot be read gives one error naming it (line 0) that says why: it does not
+/// exist, or it cannot be read (with the system's reason), never that it "has errors".
 pub fn parse_file(path: &Path) -> Result<ClusterConfig, ConfigErrors> {
     match std::fs::read_to_string(path) {
         Ok(text) => parse_str(&text, path),
-        Err(err) => Err(ConfigErrors::whole_file(
-            path,
-            format!("cannot read the file: {err}"),
-        )),
+        Err(err) => Err(ConfigErrors::whole_file(path, unreadable_reason(&err))),
+    }
+}
+
+/// Why a config file could not be read, in words a newcomer recognises.
+fn unreadable_reason(err: &std::io::Error) -> String {
+    match err.kind() {
+        std::io::ErrorKind::NotFound => "the config file does not exist".to_string(),
+        std::io::ErrorKind::PermissionDenied => {
+            "the config file cannot be read: permission denied".to_string()
+        }
+        _ => format!("the config file cannot be read: {err}"),
     }
 }
 

@@ -12,21 +12,23 @@
 //! A node may still open an SHM link over TCP or io_uring (testread-perf compares them); such a
 //! link takes the `[tcp default]` values, as an implicit TCP link would.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::Diag;
 use crate::layered::{Defaults, Layered};
 use crate::model::{same_host, ClusterConfig, LinkConfig, NodeId, NodeKind, TransporterKind};
 use crate::params::SectionKind;
 
-/// The links of `config`, from the explicit link sections and the rules above.
+/// The links of `config`, from the explicit link sections and the rules above;
+/// `default_host_names` are the nodes whose HostName is the table's default, for messages.
 pub(crate) fn choose(
     config: &ClusterConfig,
     sections: &[Layered<'_>],
     defaults: &Defaults,
+    default_host_names: &BTreeSet<NodeId>,
     diag: &mut Diag,
 ) -> Vec<LinkConfig> {
-    let explicit = explicit_pairs(config, sections, diag);
+    let explicit = explicit_pairs(config, sections, default_host_names, diag);
     let mut links = Vec::new();
     for (node1, node2) in talking_pairs(config) {
         let chosen = match explicit.get(&(node1, node2)) {
@@ -95,6 +97,7 @@ fn section_of(kind: TransporterKind) -> SectionKind {
 fn explicit_pairs<'a>(
     config: &ClusterConfig,
     sections: &[Layered<'a>],
+    default_host_names: &BTreeSet<NodeId>,
     diag: &mut Diag,
 ) -> BTreeMap<(NodeId, NodeId), Layered<'a>> {
     let mut pairs: BTreeMap<(NodeId, NodeId), Layered<'a>> = BTreeMap::new();
@@ -117,9 +120,18 @@ fn explicit_pairs<'a>(
         if section.kind == SectionKind::Shm {
             if let (Some(host_a), Some(host_b)) = (config.host_name(a), config.host_name(b)) {
                 if !same_host(host_a, host_b) {
+                    let quote = |id: NodeId, host: &str| {
+                        let default = default_host_names.contains(&id);
+                        format!(
+                            "HostName={host}{}",
+                            if default { " (the default)" } else { "" }
+                        )
+                    };
                     let message = format!(
-                        "shared memory joins nodes on one host, but node {a} has \
-                         HostName={host_a} and node {b} HostName={host_b}; use [tcp]"
+                        "shared memory joins nodes on one host, but node {a} has {} and node \
+                         {b} {}; use [tcp]",
+                        quote(a, host_a),
+                        quote(b, host_b)
                     );
                     diag.error(section.line(), section.section_name(), None, message);
                     continue;

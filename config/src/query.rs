@@ -35,7 +35,6 @@ impl ClusterConfig {
                     "NodeId" => Some(node.node_id.to_string()),
                     "HostName" => Some(node.host_name.clone()),
                     "PortNumber" => Some(node.port_number.to_string()),
-                    "ArbitrationRank" => Some(node.arbitration_rank.to_string()),
                     _ => None,
                 }
             }
@@ -124,9 +123,6 @@ fn data_value(config: &ClusterConfig, id: NodeId, name: &str) -> Option<String> 
             n.transaction_deadlock_detection_timeout_ms.to_string()
         }
         "TransactionInactiveTimeout" => n.transaction_inactive_timeout_ms.to_string(),
-        "HeartbeatIntervalDbDb" => n.heartbeat_interval_db_db_ms.to_string(),
-        "HeartbeatIntervalDbApi" => n.heartbeat_interval_db_api_ms.to_string(),
-        "TimeBetweenGlobalCheckpoints" => n.time_between_global_checkpoints_ms.to_string(),
         "Nodegroup" => n.node_group.to_string(),
         "UseShm" => u8::from(n.use_shm).to_string(),
         "MaxNoOfExecutionThreads" => n.max_no_of_execution_threads.to_string(),

@@ -1,5 +1,6 @@
 //! Proves that the `ndb_config` binary answers queries like NDB's tool: one line per node,
-//! `--connections` with the link kinds, and every error of a broken file with exit status 1.
+//! `--connections` with the link kinds, every error of a broken file with exit status 1, and a
+//! missing file named as missing.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -168,4 +169,18 @@ fn unknown_query_name_fails() {
         "--query=Nope",
     ]);
     assert_eq!(output.status.code(), Some(1));
+}
+
+#[test]
+fn a_missing_file_is_named_as_missing() {
+    let dir = tempfile::tempdir().expect("create a temporary directory");
+    let missing = dir.path().join("no-such-config.ini");
+    let missing = missing.to_str().expect("utf-8 path");
+    let output = ndb_config(&["--config-file", missing, "--query=NodeId"]);
+    assert!(!output.status.success(), "a missing file must fail");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("{missing}: the config file does not exist")),
+        "stderr: {stderr}"
+    );
 }

@@ -142,7 +142,8 @@ beside ours where NDB has them.
 
 Example: testread-perf --local --config-file config/examples/local.ini --transporter tcp,shm";
 
-/// An access type, named as DESIGN.md §7 names them.
+/// An access type: one way of reading rows that NDB's testReadPerf measures, by testread-perf's
+/// own name for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, ValueEnum)]
 pub enum Access {
     /// `range` empty round trips: the floor under every other access type.

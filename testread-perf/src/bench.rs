@@ -165,9 +165,10 @@ pub struct Measured {
     pub elapsed: Duration,
     /// The latency of each execute, in ns.
     pub execute_ns: Histogram<u64>,
-    /// Rows the data node looked at (scan_filter: the whole table per scan), when that differs
-    /// from the rows returned.
-    pub examined: u64,
+    /// Table rows the measured scans covered (scan_filter: the whole table per scan, as this
+    /// client asked; the data node does not report a count), when that differs from the rows
+    /// returned.
+    pub scanned_table_rows: u64,
 }
 
 /// The indexes an access type reads through.
@@ -456,7 +457,7 @@ impl Workload<'_> {
         let mut rows = collect(transaction.scan_table(self.table, &options)?)
             .with_context(|| format!("scan for rows {start}..{}", start + self.range))?;
         into.record_execute(began.elapsed(), rows.len() as u64);
-        into.examined += u64::from(self.size);
+        into.scanned_table_rows += u64::from(self.size);
         rows.sort_by_key(|r| match r[0] {
             Value::UInt32(pk) => pk,
             _ => u32::MAX,
@@ -492,7 +493,7 @@ impl Measured {
         Ok(Measured {
             rows: 0,
             executes: 0,
-            examined: 0,
+            scanned_table_rows: 0,
             elapsed: Duration::ZERO,
             execute_ns: Histogram::new_with_bounds(1, LATENCY_NS_MAX, LATENCY_SIGNIFICANT_DIGITS)
                 .context("create a latency histogram")?,

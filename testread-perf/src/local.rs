@@ -1,28 +1,23 @@
-//! `--local`: the config's data nodes as child processes for the length of one run.
+//! `--local`: the config's data nodes as child processes for the length of one run, started
+//! with the library's `data_nodes::DataNodes` (the harness the integration tests share).
 //!
-//! The children are stopped by [`LocalCluster`]'s `Drop`, which runs on success, on error and
+//! The children are stopped when [`LocalCluster`] drops, which happens on success, on error and
 //! after Ctrl-C (SIGINT and SIGTERM only set [`Shutdown`]'s flag, which every loop checks, so
 //! the run unwinds normally). A second Ctrl-C exits at once.
 
-use std::fs::{self, File};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use rndb_config::{ClusterConfig, NodeId};
+use rndb_config::ClusterConfig;
+use rndb_testread_perf::data_nodes::{node_addr, DataNodes, Readiness};
 use tempfile::TempDir;
 
-/// How long a data node may take from spawn until it accepts TCP connections.
-const START_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long a data node may take to exit after SIGTERM before it gets SIGKILL.
-const STOP_GRACE: Duration = Duration::from_secs(3);
-/// How often start-up and shut-down are polled.
-const POLL_INTERVAL: Duration = Duration::from_millis(20);
-/// How long one readiness probe waits for a TCP connect.
+/// How long one probe for something already listening waits for a TCP connect.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(200);
 /// Lines of a node's log shown when it fails to start.
 const LOG_TAIL_LINES: usize = 30;
@@ -73,10 +68,11 @@ impl std::error::Error for Interrupted {}
 /// The data nodes this run started; dropping it stops them.
 #[derive(Debug)]
 pub struct LocalCluster {
-    /// Each data node and its process (`None` once reaped).
-    nodes: Vec<(NodeId, Option<Child>)>,
-    /// The children's working directory (a relative DataDir lands here) and their logs.
-    dir: TempDir,
+    /// The data node processes; declared first so that they stop before `dir` is removed.
+    nodes: DataNodes,
+    /// The children's working directory (a relative DataDir lands here) and their logs,
+    /// removed when the run ends.
+    _dir: TempDir,
 }
 
 impl LocalCluster {
@@ -87,16 +83,6 @@ impl LocalCluster {
         ndbd: &Path,
         shutdown: &Shutdown,
     ) -> Result<LocalCluster> {
-        let config_path = fs::canonicalize(config_path)
-            .with_context(|| format!("resolve {}", config_path.display()))?;
-        let dir = tempfile::Builder::new()
-            .prefix("testread-perf-")
-            .tempdir()
-            .context("create a directory for the data nodes")?;
-        let mut cluster = LocalCluster {
-            nodes: Vec::new(),
-            dir,
-        };
         if let Some(node) = config
             .data_nodes
             .iter()
@@ -111,21 +97,38 @@ impl LocalCluster {
                 config_path.display()
             );
         }
-        for node in &config.data_nodes {
-            let addr = node_addr(config, node.node_id)?;
+        let dir = tempfile::Builder::new()
+            .prefix("testread-perf-")
+            .tempdir()
+            .context("create a directory for the data nodes")?;
+        // Nothing else may listen on a node's port, so that a port that accepts is the node's
+        // (and the nodes are awaited by their port alone, whatever RNDB_LOG says).
+        let nodes = DataNodes::new(
+            ndbd,
+            config,
+            config_path,
+            dir.path(),
+            Readiness::PortAccepts,
+        )?;
+        let mut cluster = LocalCluster { nodes, _dir: dir };
+        for id in cluster.nodes.ids() {
+            let addr = node_addr(config, id)?;
             if TcpStream::connect_timeout(&addr, PROBE_TIMEOUT).is_ok() {
                 bail!(
-                    "something already listens on {addr}, data node {}'s port: is a cluster \
-                     running? Stop it, or run without --local",
-                    node.node_id
+                    "something already listens on {addr}, data node {id}'s port: is a cluster \
+                     running? Stop it, or run without --local"
                 );
             }
-            let child = cluster.spawn(ndbd, &config_path, node.node_id)?;
-            cluster.nodes.push((node.node_id, Some(child)));
+            cluster.nodes.spawn(id)?;
         }
-        for index in 0..cluster.nodes.len() {
-            let id = cluster.nodes[index].0;
-            cluster.wait_serving(index, node_addr(config, id)?, shutdown)?;
+        for id in cluster.nodes.ids() {
+            let interrupted = || shutdown.check();
+            if let Err(e) = cluster.nodes.wait_serving(id, &interrupted) {
+                if e.is::<Interrupted>() {
+                    return Err(e);
+                }
+                return Err(e.context(cluster.nodes.log_tail(id, LOG_TAIL_LINES)));
+            }
             eprintln!(
                 "testread-perf: data node {id} serves on {}",
                 node_addr(config, id)?
@@ -133,121 +136,6 @@ impl LocalCluster {
         }
         Ok(cluster)
     }
-
-    fn spawn(&self, ndbd: &Path, config_path: &Path, id: NodeId) -> Result<Child> {
-        let log_path = self.log_path(id);
-        let log =
-            File::create(&log_path).with_context(|| format!("create {}", log_path.display()))?;
-        let log_err = log.try_clone().context("duplicate the log file handle")?;
-        Command::new(ndbd)
-            .arg("--config-file")
-            .arg(config_path)
-            .arg("--ndb-nodeid")
-            .arg(id.to_string())
-            .arg("--initial")
-            .current_dir(self.dir.path())
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
-            .spawn()
-            .with_context(|| format!("start {} for data node {id}", ndbd.display()))
-    }
-
-    /// Polls until node `index` accepts a TCP connection, failing when it exits, on Ctrl-C and
-    /// after [`START_TIMEOUT`].
-    fn wait_serving(&mut self, index: usize, addr: SocketAddr, shutdown: &Shutdown) -> Result<()> {
-        let deadline = Instant::now() + START_TIMEOUT;
-        let id = self.nodes[index].0;
-        loop {
-            shutdown.check()?;
-            let child = self.nodes[index]
-                .1
-                .as_mut()
-                .ok_or_else(|| anyhow!("node {id} reaped"))?;
-            if let Some(status) = child.try_wait().context("poll a data node")? {
-                bail!(
-                    "data node {id} exited with {status} while starting\n{}",
-                    self.log_tail(id)
-                );
-            }
-            if TcpStream::connect_timeout(&addr, PROBE_TIMEOUT).is_ok() {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                bail!(
-                    "data node {id} did not listen on {addr} within {START_TIMEOUT:?}\n{}",
-                    self.log_tail(id)
-                );
-            }
-            std::thread::sleep(POLL_INTERVAL);
-        }
-    }
-
-    fn log_path(&self, id: NodeId) -> PathBuf {
-        self.dir.path().join(format!("ndbd-{id}.log"))
-    }
-
-    /// The last lines node `id` wrote, to explain a failed start.
-    fn log_tail(&self, id: NodeId) -> String {
-        let log = fs::read_to_string(self.log_path(id)).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().collect();
-        let tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
-        format!("--- data node {id} log (last lines) ---\n{tail}")
-    }
-}
-
-impl Drop for LocalCluster {
-    fn drop(&mut self) {
-        for (_, child) in &self.nodes {
-            if let Some(child) = child {
-                send_sigterm(child);
-            }
-        }
-        let deadline = Instant::now() + STOP_GRACE;
-        for (id, slot) in &mut self.nodes {
-            let Some(mut child) = slot.take() else {
-                continue;
-            };
-            while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
-                std::thread::sleep(POLL_INTERVAL);
-            }
-            if matches!(child.try_wait(), Ok(None)) {
-                eprintln!("testread-perf: data node {id} ignored SIGTERM; killing it");
-                let _ = child.kill();
-            }
-            let _ = child.wait();
-        }
-    }
-}
-
-/// The address data node `id` listens on, from its HostName and port.
-fn node_addr(config: &ClusterConfig, id: NodeId) -> Result<SocketAddr> {
-    let node = config
-        .data_node(id)
-        .ok_or_else(|| anyhow!("no data node {id}"))?;
-    let port = config
-        .data_node_port(id)
-        .ok_or_else(|| anyhow!("no port for data node {id}"))?;
-    (node.host_name.as_str(), port)
-        .to_socket_addrs()
-        .with_context(|| format!("resolve HostName={} of data node {id}", node.host_name))?
-        .next()
-        .ok_or_else(|| {
-            anyhow!(
-                "HostName={} of data node {id} has no address",
-                node.host_name
-            )
-        })
-}
-
-/// Sends SIGTERM through kill(1), since this crate has no unsafe code to call kill(2).
-fn send_sigterm(child: &Child) {
-    let _ = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
 }
 
 /// Finds the ndbd executable: `explicit`, else `ndbd` next to this executable. When this
@@ -285,7 +173,9 @@ pub fn find_ndbd(explicit: Option<&Path>) -> Result<PathBuf> {
 }
 
 /// Runs `cargo build -p rndb-ndbd` into `dir` when `dir` is a debug or release directory and
-/// the workspace this binary was built from still exists; does nothing otherwise.
+/// the workspace this binary was built from still exists; does nothing otherwise. Cargo's
+/// progress goes to this process's stderr as it comes: the first build of a release ndbd takes
+/// about a minute, which must not look like a hang.
 fn build_ndbd(dir: &Path) -> Result<()> {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
     let profile = dir.file_name().and_then(|n| n.to_str());
@@ -300,7 +190,6 @@ fn build_ndbd(dir: &Path) -> Result<()> {
     command
         .args([
             "build",
-            "--quiet",
             "-p",
             "rndb-ndbd",
             "--bin",
@@ -309,18 +198,20 @@ fn build_ndbd(dir: &Path) -> Result<()> {
         ])
         .arg(&manifest)
         .arg("--target-dir")
-        .arg(target_dir);
+        .arg(target_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
     if profile == "release" {
         command.arg("--release");
     }
-    eprintln!("testread-perf: making sure ndbd is built ({profile} profile)");
-    let output = command.output().context("run cargo to build ndbd")?;
-    if !output.status.success() {
-        bail!(
-            "cargo build -p rndb-ndbd failed ({}):\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
+    eprintln!(
+        "testread-perf: building ndbd ({profile} profile) with cargo; the first build takes \
+         about a minute, later runs only check that it is fresh"
+    );
+    let status = command.status().context("run cargo to build ndbd")?;
+    if !status.success() {
+        bail!("cargo build -p rndb-ndbd failed ({status}); its errors are above");
     }
     Ok(())
 }

@@ -66,9 +66,10 @@ fn main() -> ExitCode {
 
 fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
     let config_path = resolve_config(args.config_file.as_deref())?;
+    // Every line of a config error names the file already.
     let config = rndb_config::parse_file(&config_path)
         .map_err(|e| anyhow!("{e}"))
-        .with_context(|| format!("read {}", config_path.display()))?;
+        .context("read the config file")?;
     for warning in &config.warnings {
         eprintln!("testread-perf: {}: {warning}", config_path.display());
     }
@@ -78,6 +79,9 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
     }
     let args = &resolved;
     let transporters = &args.transporter;
+    if transporters.contains(&Transporter::Shm) {
+        check_shm_links(&config, &config_path)?;
+    }
     if let Some(node) = args.primary_node {
         if config.data_node(NodeId(node)).is_none() {
             bail!(
@@ -114,6 +118,17 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
             local::place_for(&config, transporter.kind(), placement)?;
         }
         let cluster = connect(&config_path, transporter, args.spin_us)?;
+        let link = link_name(cluster.transporter_kind());
+        if link != transporter.name() {
+            eprintln!(
+                "testread-perf: warning: {} was asked for, but the API's links fell back to \
+                 {link}; its figures are labelled {}→{}",
+                transporter.name(),
+                transporter.name().to_uppercase(),
+                link.to_uppercase()
+            );
+        }
+        let first_result = results.len();
         let table = match &table {
             Some(t) => t.clone(),
             None => table
@@ -138,6 +153,9 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
                 seed,
                 shutdown,
             )?);
+        }
+        for figures in &mut results[first_result..] {
+            figures.link = link;
         }
     }
     let report = Report {
@@ -168,6 +186,41 @@ fn default_transporters(config: &rndb_config::ClusterConfig) -> Vec<Transporter>
         transporters.push(Transporter::Shm);
     }
     transporters
+}
+
+/// The name `--transporter` and the report give a link kind.
+fn link_name(kind: TransporterKind) -> &'static str {
+    match kind {
+        TransporterKind::Tcp => Transporter::Tcp.name(),
+        TransporterKind::Shm => Transporter::Shm.name(),
+        TransporterKind::Uring => Transporter::Uring.name(),
+    }
+}
+
+/// `--transporter shm` needs an API slot whose link to every data node the config makes SHM: a
+/// data node refuses to turn a TCP link into SHM (1715). The config alone answers that, so the
+/// run fails here, before `--local` starts any data node.
+fn check_shm_links(config: &rndb_config::ClusterConfig, config_path: &Path) -> Result<()> {
+    let shm_to_every_data_node = |slot: NodeId| {
+        config.data_nodes.iter().all(|data| {
+            config
+                .link(slot, data.node_id)
+                .is_some_and(|link| link.kind == TransporterKind::Shm)
+        })
+    };
+    if config
+        .api_slots
+        .iter()
+        .any(|slot| shm_to_every_data_node(slot.node_id))
+    {
+        return Ok(());
+    }
+    bail!(
+        "--transporter shm: {} gives no API slot a shared-memory link to every data node, so \
+         no API node can connect over SHM; set UseShm=1 in [ndbd default] (API and data nodes on \
+         one host) or add [shm] sections",
+        config_path.display()
+    )
 }
 
 /// Runs every access type over one connected transporter.

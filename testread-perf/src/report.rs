@@ -59,7 +59,12 @@ impl Params {
 /// The figures for one access type over one transporter.
 #[derive(Debug, Serialize)]
 pub struct Figures {
+    /// The transporter asked for (`--transporter`).
     pub transporter: &'static str,
+    /// The transporter the API's link to its first data node really is: `tcp` under `uring`
+    /// where the kernel refused io_uring and the link fell back to TCP. (A data node's end of
+    /// the link falls back on its own and logs it.)
+    pub link: &'static str,
     pub access: &'static str,
     pub rows: u64,
     pub executes: u64,
@@ -71,8 +76,14 @@ pub struct Figures {
     pub p99_us: f64,
     /// The 99.9th percentile (one execute, or one transaction of a sweep).
     pub p999_us: f64,
-    /// Rows the data node examined per second, for access types that look at more rows than
-    /// they return (scan_filter); absent otherwise.
+    /// Table rows per second that the measured scans covered, for access types that scan the
+    /// whole table to return fewer rows (scan_filter): the table size times the scans, over the
+    /// time. Computed here from what the client asked, not counted by the data node; absent
+    /// for other access types.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scanned_table_rows_per_sec: Option<f64>,
+    /// The same figure under its version-1 name, which claimed that the data node counted it;
+    /// kept until the report's version changes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub examined_rows_per_sec: Option<f64>,
     /// Sweep results only: client threads, each with one transaction in flight.
@@ -84,7 +95,7 @@ pub struct Figures {
 }
 
 /// NDB's published testReadPerf figures (2005; 2 data nodes, dual AMD MP1900+, 20 records per
-/// access), in µs per row: (TCP/IP sockets, SCI sockets). DESIGN.md §7 lists them.
+/// access), in µs per row: (TCP/IP sockets, SCI sockets).
 pub fn ndb_2005_us_per_row(access: &str) -> Option<(f64, f64)> {
     match access {
         "serial_pk" => Some((400.0, 160.0)),
@@ -102,8 +113,11 @@ impl Figures {
         let seconds = measured.elapsed.as_secs_f64();
         let rows = measured.rows as f64;
         let quantile_us = |q: f64| measured.execute_ns.value_at_quantile(q) as f64 / 1000.0;
+        let scanned = (measured.scanned_table_rows > 0 && seconds > 0.0)
+            .then(|| round3(measured.scanned_table_rows as f64 / seconds));
         Figures {
             transporter: transporter.name(),
+            link: transporter.name(),
             access: access.name(),
             rows: measured.rows,
             executes: measured.executes,
@@ -117,8 +131,8 @@ impl Figures {
             p90_us: round3(quantile_us(0.90)),
             p99_us: round3(quantile_us(0.99)),
             p999_us: round3(quantile_us(0.999)),
-            examined_rows_per_sec: (measured.examined > 0 && seconds > 0.0)
-                .then(|| round3(measured.examined as f64 / seconds)),
+            scanned_table_rows_per_sec: scanned,
+            examined_rows_per_sec: scanned,
             concurrency: None,
             temporary_errors: None,
         }
@@ -131,6 +145,7 @@ impl Figures {
         let rows = level.transactions as f64;
         Figures {
             transporter: transporter.name(),
+            link: transporter.name(),
             access: "serial_pk",
             rows: level.transactions,
             executes: level.transactions,
@@ -144,6 +159,7 @@ impl Figures {
             p90_us: round3(quantile_us(0.90)),
             p99_us: round3(quantile_us(0.99)),
             p999_us: round3(quantile_us(0.999)),
+            scanned_table_rows_per_sec: None,
             examined_rows_per_sec: None,
             concurrency: Some(level.concurrency),
             temporary_errors: Some(level.temporary_errors),
@@ -157,6 +173,23 @@ fn round3(x: f64) -> f64 {
 }
 
 impl Report {
+    /// The link kind a transporter's results really ran over, when it is not the one asked
+    /// for (io_uring that fell back to TCP).
+    fn fell_back_to(&self, transporter: &str) -> Option<&'static str> {
+        self.results
+            .iter()
+            .find(|f| f.transporter == transporter && f.link != transporter)
+            .map(|f| f.link)
+    }
+
+    /// A transporter's column heading: `URING`, or `URING→TCP` when its links fell back.
+    fn column_label(&self, transporter: &str) -> String {
+        match self.fell_back_to(transporter) {
+            Some(link) => format!("{}→{}", transporter.to_uppercase(), link.to_uppercase()),
+            None => transporter.to_uppercase(),
+        }
+    }
+
     /// The report as one line of JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a report always serializes")
@@ -174,7 +207,7 @@ impl Report {
         table.load_preset(presets::UTF8_FULL_CONDENSED);
         let mut header = vec!["in flight".to_string()];
         for transporter in &p.transporter {
-            let t = transporter.to_uppercase();
+            let t = self.column_label(transporter);
             header.extend([
                 format!("{t} tx/s"),
                 format!("{t} p50 µs"),
@@ -241,7 +274,7 @@ impl Report {
         table.load_preset(presets::UTF8_FULL_CONDENSED);
         let mut header = vec!["access".to_string()];
         for transporter in &p.transporter {
-            let t = transporter.to_uppercase();
+            let t = self.column_label(transporter);
             header.extend([
                 format!("{t} µs/row"),
                 format!("{t} rows/s"),
@@ -282,10 +315,23 @@ impl Report {
         }
         out.push_str(&table.to_string());
         for f in &self.results {
-            if let Some(rate) = f.examined_rows_per_sec {
+            if let Some(rate) = f.scanned_table_rows_per_sec {
                 out.push_str(&format!(
-                    "\n{} over {}: the data node examined {rate:.0} rows/s",
-                    f.access, f.transporter
+                    "\n{} over {}: each scan covers the whole table ({} rows), {rate:.0} table \
+                     rows/s (the table size times the scans, computed here; the data node does \
+                     not count them)",
+                    f.access,
+                    self.column_label(f.transporter),
+                    p.size
+                ));
+            }
+        }
+        for transporter in &p.transporter {
+            if let Some(link) = self.fell_back_to(transporter) {
+                out.push_str(&format!(
+                    "\n{}: {transporter} was asked for, but the API's links fell back to {link} \
+                     (the kernel refused io_uring), so these are {link} figures",
+                    self.column_label(transporter)
                 ));
             }
         }
@@ -294,5 +340,110 @@ impl Report {
              20 records per access (not measured here).",
         );
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The labels of the text table say no more than the client knows: a transporter whose
+    //! links fell back is labelled with both kinds, and scanned table rows are said to be
+    //! computed here.
+
+    use super::*;
+
+    fn params(transporter: Vec<&'static str>, access: Vec<&'static str>) -> Params {
+        Params {
+            config_file: "t.ini".into(),
+            local: true,
+            size: 100,
+            range: 5,
+            iterations: 2,
+            access,
+            transporter,
+            lock: "read",
+            transaction_per_row: false,
+            primary_node: None,
+            in_flight: "threads",
+            spin_us: None,
+            seed: 1,
+        }
+    }
+
+    fn figures(transporter: &'static str, link: &'static str, access: &'static str) -> Figures {
+        let scanned = (access == "scan_filter").then_some(1000.0);
+        Figures {
+            transporter,
+            link,
+            access,
+            rows: 10,
+            executes: 2,
+            us_per_row: 1.0,
+            rows_per_sec: 1e6,
+            p50_us: 1.0,
+            p90_us: 1.0,
+            p99_us: 1.0,
+            p999_us: 1.0,
+            scanned_table_rows_per_sec: scanned,
+            examined_rows_per_sec: scanned,
+            concurrency: None,
+            temporary_errors: None,
+        }
+    }
+
+    fn report(results: Vec<Figures>, transporter: Vec<&'static str>) -> Report {
+        Report {
+            tool: "testread-perf",
+            version: 1,
+            params: params(transporter, vec!["ping", "scan_filter"]),
+            results,
+        }
+    }
+
+    #[test]
+    fn io_uring_that_fell_back_to_tcp_is_labelled_so() {
+        let results = vec![
+            figures("tcp", "tcp", "ping"),
+            figures("uring", "tcp", "ping"),
+        ];
+        let report = report(results, vec!["tcp", "uring"]);
+        let table = report.to_table();
+        assert!(table.contains("URING→TCP µs/row"), "{table}");
+        assert!(table.contains("TCP µs/row"), "{table}");
+        assert!(
+            table.contains("uring was asked for, but the API's links fell back to tcp"),
+            "{table}"
+        );
+        let json = report.to_json();
+        assert!(
+            json.contains(r#""transporter":"uring","link":"tcp""#),
+            "{json}"
+        );
+    }
+
+    #[test]
+    fn io_uring_that_did_not_fall_back_keeps_its_label() {
+        let report = report(vec![figures("uring", "uring", "ping")], vec!["uring"]);
+        let table = report.to_table();
+        assert!(
+            table.contains("URING µs/row") && !table.contains('→'),
+            "{table}"
+        );
+        assert!(!table.contains("fell back"), "{table}");
+    }
+
+    #[test]
+    fn scanned_table_rows_are_said_to_be_computed_by_the_client() {
+        let report = report(vec![figures("tcp", "tcp", "scan_filter")], vec!["tcp"]);
+        let table = report.to_table();
+        assert!(
+            table.contains("1000 table rows/s (the table size times the scans, computed here"),
+            "{table}"
+        );
+        assert!(!table.contains("the data node examined"), "{table}");
+        let json = report.to_json();
+        assert!(
+            json.contains(r#""scanned_table_rows_per_sec":1000.0"#),
+            "{json}"
+        );
     }
 }

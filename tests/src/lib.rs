@@ -20,6 +20,7 @@
 mod binaries;
 mod child;
 mod cluster;
+pub mod fake_data_node;
 mod hosts;
 pub mod ops;
 mod spec;

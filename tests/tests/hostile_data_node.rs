@@ -1,57 +1,29 @@
-//! Proves that the API library survives a hostile or broken data node: a fake data node (a
-//! thread that speaks the real handshake and frames) answers the API's requests with truncated
-//! or garbage payloads, operation indexes outside the batch, unexpected signals, invalid frames,
-//! a close in the middle of an answer, silence, a flood, or answers to requests nobody made, and
-//! every call returns the expected typed error (or, for stray answers, the right result) within
-//! its request timeout, never a panic or a hang; a link that carried a violation is given up,
-//! so later calls fail cleanly with 4010.
+//! Proves that the API library survives a hostile or broken data node: a fake data node
+//! (`rndb_tests::fake_data_node`, a thread that speaks the real handshake and frames) answers
+//! the API's requests with truncated or garbage payloads, operation indexes outside the batch,
+//! unexpected signals, invalid frames, a close in the middle of an answer, silence, a flood, or
+//! answers to requests nobody made, and every call returns the expected typed error (or, for
+//! stray answers, the right result) within its request timeout, never a panic or a hang; a
+//! link that carried a violation is given up, so later calls fail cleanly with 4010.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rndb_api::{
-    Cluster, ColumnDef, ColumnType, ConnectOptions, Error, ExecType, LockMode, NodeId, OpId,
-    ScanOptions, Table, TableDef, TransporterKind, Value,
+    Cluster, ColumnDef, ColumnType, Error, ExecType, LockMode, OpId, ScanOptions, Table, TableDef,
+    Value,
 };
-use rndb_protocol::lqh::{self, ApiRegConf};
+use rndb_protocol::lqh;
 use rndb_protocol::scan::{encode_scan_row, FragmentBatch, ScanTabConf};
-use rndb_protocol::signals::{
-    block, gsn, TableInfo, TcExecuteRef, TcKeyRef, TcKeyReqView, TcKeyRow,
-};
-use rndb_tests::{
-    assert_ndb_code, free_port_listener, ClusterSpec, API_NODE_ID_FIRST, DATA_NODE_ID_FIRST,
-};
-use rndb_transporter::frame::{self, Decoded, FrameHeader, FRAME_BYTES_MAX};
-use rndb_transporter::handshake::{self, HANDSHAKE_TIMEOUT};
-use tempfile::TempDir;
+use rndb_protocol::signals::{gsn, TableInfo, TcExecuteRef, TcKeyRef, TcKeyRow};
+use rndb_tests::assert_ndb_code;
+use rndb_tests::fake_data_node::{FakeDataNode, DATA_NODE, REQUEST_TIMEOUT};
+use rndb_transporter::frame::FRAME_BYTES_MAX;
 
-/// The fake data node's id: the one data node of the config.
-const DATA_NODE: NodeId = NodeId(DATA_NODE_ID_FIRST);
-/// The API node's slot.
-const API_NODE: NodeId = NodeId(API_NODE_ID_FIRST);
-/// The API's request timeout (4012 after this).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
-/// The API's connect timeout (TCP connect, handshake, and waiting for the cluster to start).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The longest one API call may take: its request timeout and a margin for a loaded machine.
 /// Longer is a hang.
 const CALL_LIMIT: Duration = Duration::from_secs(4);
-/// The longest a whole case's API side may take (connect and a few calls); past it the test
-/// fails as hung rather than wait for ever.
-const RUN_LIMIT: Duration = Duration::from_secs(15);
-/// How long the fake node waits for the API (to connect, or for its next frame) before it
-/// gives up, so that its thread always ends.
-const FAKE_WAIT_LIMIT: Duration = Duration::from_secs(10);
-/// How often the fake node's blocking socket calls wake to look at its stop flag.
-const FAKE_POLL: Duration = Duration::from_millis(20);
 /// How long the flooding case sends rows: past the request timeout, so the API must give up
 /// while rows still come.
 const FLOOD_DURATION: Duration = Duration::from_secs(3);
@@ -65,359 +37,16 @@ const TABLE_VERSION: u32 = 1;
 const SIGNAL_UNKNOWN: u16 = 0x7777;
 
 // ----------------------------------------------------------------------------------------
-// The fake data node.
-
-/// A data node that is a test thread: it accepts one API connection on a port of its own,
-/// runs the server side of the handshake, and then a script of what to answer. It ends (and is
-/// joined) when the test ends, even when the test fails.
-struct FakeNode {
-    /// Holds config.ini.
-    _dir: TempDir,
-    config_path: PathBuf,
-    /// Set when the test is done with the node: its thread stops within [`FAKE_POLL`].
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl FakeNode {
-    /// A node that does what a data node does on connect (HELLO_CONF, then API_REGCONF saying
-    /// the cluster has started), then runs `script`, then keeps the link open (reading and
-    /// dropping whatever comes) until the API closes it or the test ends.
-    fn start(script: impl FnOnce(&mut Peer) + Send + 'static) -> FakeNode {
-        FakeNode::start_raw(move |peer| {
-            peer.register_api();
-            script(peer);
-        })
-    }
-
-    /// As [`FakeNode::start`], but `script` runs right after the handshake: it answers
-    /// API_REGREQ itself.
-    fn start_raw(script: impl FnOnce(&mut Peer) + Send + 'static) -> FakeNode {
-        let dir = tempfile::tempdir().expect("create a temporary directory");
-        // The port stays bound: the fake node accepts on this very socket.
-        let listener = free_port_listener();
-        let port = listener
-            .local_addr()
-            .expect("read the bound address")
-            .port();
-        let config_path = dir.path().join("config.ini");
-        let ports = BTreeMap::from([(DATA_NODE, port)]);
-        let config = ClusterSpec::new().api_slots(1).render(dir.path(), &ports);
-        std::fs::write(&config_path, config).expect("write config.ini");
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread_stop = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("fake-ndbd".into())
-            .spawn(move || {
-                let mut peer = Peer::accept(&listener, thread_stop);
-                script(&mut peer);
-                peer.linger();
-            })
-            .expect("spawn the fake data node");
-        FakeNode {
-            _dir: dir,
-            config_path,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    /// Connects an API node to the fake node and runs `api` with it on a thread of its own,
-    /// failing the test if that does not return within [`RUN_LIMIT`] (the API hangs) and
-    /// raising its panic here if it panics.
-    fn run<T: Send + 'static>(&self, api: impl FnOnce(&Cluster) -> T + Send + 'static) -> T {
-        let config_path = self.config_path.clone();
-        bounded(move || {
-            let cluster = connect(&config_path).expect("connect to the fake data node");
-            api(&cluster)
-        })
-    }
-
-    /// Connects an API node to the fake node (bounded as [`FakeNode::run`]) and returns what
-    /// the connect returned.
-    fn try_connect(&self) -> Result<Cluster, Error> {
-        let config_path = self.config_path.clone();
-        bounded(move || connect(&config_path))
-    }
-
-    /// Stops the fake node and raises its script's panic, if any: the API did not send what
-    /// the script expected.
-    fn finish(mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            if let Err(panic) = thread.join() {
-                std::panic::resume_unwind(panic);
-            }
-        }
-    }
-}
-
-impl Drop for FakeNode {
-    /// Stops and joins the thread (each of its waits looks at the stop flag every
-    /// [`FAKE_POLL`]); a panic of its script is left to the test's own failure.
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// The fake node's end of the API's connection.
-struct Peer {
-    /// Blocking, with read and write timeouts of [`FAKE_POLL`].
-    stream: TcpStream,
-    /// The link's Checksum setting, as the API's HELLO says.
-    checksum: bool,
-    /// Bytes read and not decoded yet.
-    received: Vec<u8>,
-    /// The request id of the API's API_REGREQ, answered and finished.
-    registration_request_id: u32,
-    stop: Arc<AtomicBool>,
-}
-
-impl Peer {
-    /// Waits (bounded) for the API to connect and admits it, as a data node's listener does.
-    fn accept(listener: &TcpListener, stop: Arc<AtomicBool>) -> Peer {
-        listener
-            .set_nonblocking(true)
-            .expect("make the listener non-blocking");
-        let deadline = Instant::now() + FAKE_WAIT_LIMIT;
-        let mut stream = loop {
-            match listener.accept() {
-                Ok((stream, _)) => break stream,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    assert!(
-                        !stop.load(Ordering::Relaxed) && Instant::now() < deadline,
-                        "the API never connected"
-                    );
-                    std::thread::sleep(FAKE_POLL);
-                }
-                Err(e) => panic!("accept the API's connection: {e}"),
-            }
-        };
-        stream
-            .set_nonblocking(false)
-            .expect("make the stream blocking");
-        let hello = handshake::server_read_hello(&mut stream, HANDSHAKE_TIMEOUT)
-            .expect("read the API's HELLO");
-        assert_eq!(
-            (hello.from, hello.to),
-            (API_NODE, DATA_NODE),
-            "HELLO's node ids"
-        );
-        assert_eq!(hello.transporter, TransporterKind::Tcp, "HELLO's link kind");
-        handshake::server_accept(&mut stream, DATA_NODE, HANDSHAKE_TIMEOUT)
-            .expect("send HELLO_CONF");
-        stream
-            .set_read_timeout(Some(FAKE_POLL))
-            .expect("set the read timeout");
-        stream
-            .set_write_timeout(Some(FAKE_POLL))
-            .expect("set the write timeout");
-        Peer {
-            stream,
-            checksum: hello.checksum,
-            received: Vec::new(),
-            registration_request_id: 0,
-            stop,
-        }
-    }
-
-    /// Answers the API_REGREQ that `Cluster::connect` sends: the cluster has started.
-    fn register_api(&mut self) {
-        let (request, _) = self.expect(lqh::gsn::API_REGREQ);
-        let mut conf = Vec::new();
-        ApiRegConf {
-            started: true,
-            data_nodes_up: 1,
-            data_nodes: 1,
-        }
-        .encode(&mut conf);
-        self.answer(&request, lqh::gsn::API_REGCONF, &conf);
-        self.registration_request_id = request.request_id;
-    }
-
-    /// The API's next frame; `None` once the API closed the connection, the test ended, or
-    /// nothing came for [`FAKE_WAIT_LIMIT`].
-    fn read_frame(&mut self) -> Option<(FrameHeader, Vec<u8>)> {
-        let deadline = Instant::now() + FAKE_WAIT_LIMIT;
-        let mut chunk = [0u8; 4096];
-        loop {
-            let decoded =
-                frame::decode(&self.received, self.checksum).expect("the API sends valid frames");
-            if let Decoded::Frame {
-                header,
-                payload,
-                frame_len,
-            } = decoded
-            {
-                let payload = payload.to_vec();
-                self.received.drain(..frame_len);
-                return Some((header, payload));
-            }
-            match self.stream.read(&mut chunk) {
-                Ok(0) => return None,
-                Ok(n) => self.received.extend_from_slice(&chunk[..n]),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                    ) =>
-                {
-                    if self.stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
-                        return None;
-                    }
-                }
-                // Reset: the API is gone.
-                Err(_) => return None,
-            }
-        }
-    }
-
-    /// The API's next frame, which must carry `signal`.
-    #[track_caller]
-    fn expect(&mut self, signal: u16) -> (FrameHeader, Vec<u8>) {
-        let Some((header, payload)) = self.read_frame() else {
-            panic!("the fake node expected signal {signal}, but the API sent nothing more");
-        };
-        assert_eq!(header.signal, signal, "the signal the API sent");
-        (header, payload)
-    }
-
-    /// The API's next frame with `signal`, dropping any others before it (a rollback a dropped
-    /// transaction sends, say).
-    #[track_caller]
-    fn expect_skipping(&mut self, signal: u16) -> FrameHeader {
-        loop {
-            match self.read_frame() {
-                Some((header, _)) if header.signal == signal => return header,
-                Some(_) => {}
-                None => {
-                    panic!("the fake node expected signal {signal}, but the API sent nothing more")
-                }
-            }
-        }
-    }
-
-    /// Reads an execute: TCKEYREQ frames, the last with FLAG_EXECUTE (or a TC_EXECUTE_REQ
-    /// after them), and returns the header of the frame that ended it.
-    #[track_caller]
-    fn read_execute(&mut self) -> FrameHeader {
-        loop {
-            let Some((header, payload)) = self.read_frame() else {
-                panic!("the fake node expected an execute, but the API sent nothing more");
-            };
-            match header.signal {
-                gsn::TCKEYREQ => {
-                    let req = TcKeyReqView::decode(&payload).expect("a TCKEYREQ that decodes");
-                    if req.execute().is_some() {
-                        return header;
-                    }
-                }
-                gsn::TC_EXECUTE_REQ => return header,
-                other => panic!("expected TCKEYREQ or TC_EXECUTE_REQ, got signal {other}"),
-            }
-        }
-    }
-
-    /// Answers GET_TABINFO_REQ with the one table.
-    fn serve_table(&mut self) {
-        let (request, _) = self.expect(gsn::GET_TABINFO_REQ);
-        let mut info = Vec::new();
-        TableInfo {
-            table_id: TABLE_ID,
-            table_version: TABLE_VERSION,
-            def: table_def(),
-        }
-        .encode(&mut info);
-        self.answer(&request, gsn::GET_TABINFO_CONF, &info);
-    }
-
-    /// Sends `signal` with `payload` in answer to `request` (its request id, blocks swapped),
-    /// as a data node answers.
-    fn answer(&mut self, request: &FrameHeader, signal: u16, payload: &[u8]) {
-        self.send(request.request_id, signal, payload);
-    }
-
-    /// Sends one well-formed frame to the API under `request_id`.
-    fn send(&mut self, request_id: u32, signal: u16, payload: &[u8]) {
-        let bytes = self.frame(request_id, signal, payload);
-        self.send_raw(&bytes);
-    }
-
-    /// The bytes of one well-formed frame to the API under `request_id`, from TC.
-    fn frame(&self, request_id: u32, signal: u16, payload: &[u8]) -> Vec<u8> {
-        let header = FrameHeader {
-            signal,
-            receiver_block: block::API,
-            sender_block: block::DBTC,
-            request_id,
-        };
-        let mut bytes = Vec::new();
-        frame::encode_into(&mut bytes, &header, payload, self.checksum)
-            .expect("encode a frame for the API");
-        bytes
-    }
-
-    /// Writes bytes as they are, all of them unless the test ends first: a write that times
-    /// out (the API is not reading) goes on from where it stopped, so no frame is cut by
-    /// accident. A failure is ignored: the API may have given the link up already, and each
-    /// test asserts on what the API saw.
-    fn send_raw(&mut self, mut bytes: &[u8]) {
-        while !bytes.is_empty() && !self.stop.load(Ordering::Relaxed) {
-            match self.stream.write(bytes) {
-                Ok(0) => return,
-                Ok(written) => bytes = &bytes[written..],
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                    ) => {}
-                Err(_) => return,
-            }
-        }
-    }
-
-    /// Closes the connection in both directions (the API sees EOF).
-    fn close(&mut self) {
-        let _ = self.stream.shutdown(Shutdown::Both);
-    }
-
-    /// Reads and drops frames until the API closes the connection or the test ends.
-    fn linger(&mut self) {
-        while self.read_frame().is_some() {}
-    }
-}
-
-/// Runs `f` on a thread of its own and returns its result, failing the test when it takes
-/// longer than [`RUN_LIMIT`]. A thread that hangs cannot be stopped; it ends with the test
-/// process.
-fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (done, result) = mpsc::channel();
-    let thread = std::thread::Builder::new()
-        .name("api".into())
-        .spawn(move || {
-            let _ = done.send(f());
-        })
-        .expect("spawn the API thread");
-    match result.recv_timeout(RUN_LIMIT) {
-        Ok(value) => {
-            let _ = thread.join();
-            value
-        }
-        Err(RecvTimeoutError::Timeout) => {
-            panic!("the API side did not return within {RUN_LIMIT:?}: it hangs")
-        }
-        Err(RecvTimeoutError::Disconnected) => match thread.join() {
-            Err(panic) => std::panic::resume_unwind(panic),
-            Ok(()) => unreachable!("the API thread ended without a result"),
-        },
-    }
-}
-
-// ----------------------------------------------------------------------------------------
 // The API side.
+
+/// The one table the fake node serves.
+fn table_info() -> TableInfo {
+    TableInfo {
+        table_id: TABLE_ID,
+        table_version: TABLE_VERSION,
+        def: table_def(),
+    }
+}
 
 fn table_def() -> TableDef {
     TableDef::new(
@@ -432,19 +61,6 @@ fn table_def() -> TableDef {
 /// The row the fake node holds under key 1.
 fn stored_row() -> Vec<Value> {
     vec![Value::UInt32(1), Value::UInt64(42)]
-}
-
-fn connect(config_path: &Path) -> Result<Cluster, Error> {
-    Cluster::connect(
-        config_path,
-        ConnectOptions {
-            node_id: Some(API_NODE),
-            connect_timeout: CONNECT_TIMEOUT,
-            transporter: Some(TransporterKind::Tcp),
-            request_timeout: REQUEST_TIMEOUT,
-            ..ConnectOptions::default()
-        },
-    )
 }
 
 /// Runs one API call, checking that it returned within [`CALL_LIMIT`]; returns its result and
@@ -548,9 +164,9 @@ fn assert_protocol<T: Debug>(result: Result<T, Error>, naming: &str, what: &str)
 
 /// A fake node that serves the table, then answers the API's first execute with `answers`,
 /// each (signal, payload) under the execute's request id.
-fn answering_execute(answers: Vec<(u16, Vec<u8>)>) -> FakeNode {
-    FakeNode::start(move |peer| {
-        peer.serve_table();
+fn answering_execute(answers: Vec<(u16, Vec<u8>)>) -> FakeDataNode {
+    FakeDataNode::start(move |peer| {
+        peer.serve_table(&table_info());
         let execute = peer.read_execute();
         for (signal, payload) in &answers {
             peer.answer(&execute, *signal, payload);
@@ -779,8 +395,8 @@ fn an_execute_ref_with_a_detail_that_is_not_utf8_fails_the_execute() {
 /// link stays up.
 #[test]
 fn a_well_formed_execute_ref_is_the_ndb_error() {
-    let fake = FakeNode::start(|peer| {
-        peer.serve_table();
+    let fake = FakeDataNode::start(|peer| {
+        peer.serve_table(&table_info());
         let execute = peer.read_execute();
         peer.answer(&execute, gsn::TCKEYREF, &key_ref_payload(0, 626));
         peer.answer(&execute, gsn::TC_EXECUTE_REF, &execute_ref_payload(626, 0));
@@ -828,7 +444,7 @@ fn scan_rows_in_an_execute_answer_fail_it() {
 
 #[test]
 fn a_wrong_signal_in_answer_to_a_ping_fails_it() {
-    let fake = FakeNode::start(|peer| {
+    let fake = FakeDataNode::start(|peer| {
         let ping = peer.expect(gsn::PING_REQ).0;
         peer.answer(&ping, gsn::TC_EXECUTE_CONF, &[]);
     });
@@ -839,7 +455,7 @@ fn a_wrong_signal_in_answer_to_a_ping_fails_it() {
 
 #[test]
 fn a_garbage_table_info_fails_get_table() {
-    let fake = FakeNode::start(|peer| {
+    let fake = FakeDataNode::start(|peer| {
         let (request, _) = peer.expect(gsn::GET_TABINFO_REQ);
         peer.answer(&request, gsn::GET_TABINFO_CONF, &[9, 9, 9, 9, 9]);
     });
@@ -854,7 +470,7 @@ fn a_garbage_table_info_fails_get_table() {
 
 #[test]
 fn a_garbage_refusal_fails_create_table() {
-    let fake = FakeNode::start(|peer| {
+    let fake = FakeDataNode::start(|peer| {
         let (request, _) = peer.expect(gsn::CREATE_TABLE_REQ);
         peer.answer(&request, gsn::CREATE_TABLE_REF, &[1]);
     });
@@ -870,7 +486,7 @@ fn a_garbage_refusal_fails_create_table() {
 
 #[test]
 fn a_garbage_registration_answer_fails_the_connect() {
-    let fake = FakeNode::start_raw(|peer| {
+    let fake = FakeDataNode::start_raw(|peer| {
         let (request, _) = peer.expect(lqh::gsn::API_REGREQ);
         peer.answer(&request, lqh::gsn::API_REGCONF, &[1]);
     });
@@ -885,8 +501,8 @@ fn a_garbage_registration_answer_fails_the_connect() {
 /// does every later call.
 #[track_caller]
 fn check_bad_frame(bytes: Vec<u8>, naming: &str, what: &str) {
-    let fake = FakeNode::start(move |peer| {
-        peer.serve_table();
+    let fake = FakeDataNode::start(move |peer| {
+        peer.serve_table(&table_info());
         peer.read_execute();
         peer.send_raw(&bytes);
     });
@@ -940,8 +556,8 @@ fn a_garbage_header_fails_the_link() {
 
 #[test]
 fn a_close_in_the_middle_of_an_answer_fails_the_execute() {
-    let fake = FakeNode::start(|peer| {
-        peer.serve_table();
+    let fake = FakeDataNode::start(|peer| {
+        peer.serve_table(&table_info());
         let execute = peer.read_execute();
         // The first of two rows, then the connection goes.
         peer.answer(&execute, gsn::TCKEY_ROW, &row_payload(0, &stored_row()));
@@ -959,8 +575,8 @@ fn a_close_in_the_middle_of_an_answer_fails_the_execute() {
 
 #[test]
 fn a_close_in_the_middle_of_a_frame_fails_the_execute() {
-    let fake = FakeNode::start(|peer| {
-        peer.serve_table();
+    let fake = FakeDataNode::start(|peer| {
+        peer.serve_table(&table_info());
         let execute = peer.read_execute();
         let bytes = peer.frame(
             execute.request_id,
@@ -981,8 +597,8 @@ fn a_close_in_the_middle_of_a_frame_fails_the_execute() {
 
 #[test]
 fn no_answer_fails_the_execute_with_4012_after_the_request_timeout() {
-    let fake = FakeNode::start(|peer| {
-        peer.serve_table();
+    let fake = FakeDataNode::start(|peer| {
+        peer.serve_table(&table_info());
         peer.read_execute();
         // Silence; then, once the API gave up, the link still carries a ping.
         let ping = peer.expect_skipping(gsn::PING_REQ);
@@ -1016,12 +632,12 @@ fn rows_repeated_for_one_operation_fail_the_execute() {
     // A flood of rows for operation 0, never the execute's CONF: a data node answers each
     // operation once, so the second row is already a violation. The execute fails with it at
     // once rather than at the request timeout, and rows are not kept piling up meanwhile.
-    let fake = FakeNode::start(|peer| {
-        peer.serve_table();
+    let fake = FakeDataNode::start(|peer| {
+        peer.serve_table(&table_info());
         let execute = peer.read_execute();
         let row = row_payload(0, &stored_row());
         let started = Instant::now();
-        while started.elapsed() < FLOOD_DURATION && !peer.stop.load(Ordering::Relaxed) {
+        while started.elapsed() < FLOOD_DURATION && !peer.stopped() {
             for _ in 0..64 {
                 peer.answer(&execute, gsn::TCKEY_ROW, &row);
             }
@@ -1053,8 +669,8 @@ fn rows_repeated_for_one_operation_fail_the_execute() {
 /// last, still fails alone with 4012 once its request timeout has passed.
 #[test]
 fn an_unanswered_execute_in_flight_fails_alone_with_4012() {
-    let fake = FakeNode::start(|peer| {
-        peer.serve_table();
+    let fake = FakeDataNode::start(|peer| {
+        peer.serve_table(&table_info());
         let executes = [
             peer.read_execute(),
             peer.read_execute(),
@@ -1131,10 +747,10 @@ fn an_unanswered_execute_in_flight_fails_alone_with_4012() {
 
 #[test]
 fn answers_to_other_requests_are_ignored() {
-    let fake = FakeNode::start(|peer| {
-        peer.serve_table();
+    let fake = FakeDataNode::start(|peer| {
+        peer.serve_table(&table_info());
         let execute = peer.read_execute();
-        let finished = peer.registration_request_id;
+        let finished = peer.registration_request_id();
         let never_sent = execute.request_id.wrapping_add(1000);
         // A conclusion and a garbage row for a request nobody made, a refusal and an unknown
         // signal for the finished registration, a conclusion under request id 0 (which no
@@ -1185,8 +801,8 @@ fn scan_rows(rows: &[(u16, Vec<Value>)]) -> Vec<u8> {
 /// a protocol error naming `naming`, and the link is then given up.
 #[track_caller]
 fn check_scan_protocol_violation(answers: Vec<(u16, Vec<u8>)>, naming: &str, what: &str) {
-    let fake = FakeNode::start(move |peer| {
-        peer.serve_table();
+    let fake = FakeDataNode::start(move |peer| {
+        peer.serve_table(&table_info());
         let (scan, _) = peer.expect(gsn::SCAN_TABREQ);
         for (signal, payload) in &answers {
             peer.answer(&scan, *signal, payload);
@@ -1287,8 +903,8 @@ fn a_scan_batch_without_scan_conf_fails_the_scan() {
 
 #[test]
 fn a_later_scan_batch_with_another_fragment_count_fails_the_scan() {
-    let fake = FakeNode::start(|peer| {
-        peer.serve_table();
+    let fake = FakeDataNode::start(|peer| {
+        peer.serve_table(&table_info());
         let (scan, _) = peer.expect(gsn::SCAN_TABREQ);
         // A good first batch: one row of two fragments, more to come.
         peer.answer(&scan, gsn::SCAN_ROWS, &scan_rows(&[(0, stored_row())]));

@@ -1,0 +1,11 @@
+//! The library half of testread-perf: what other crates of the workspace reuse.
+//!
+//! - [`data_nodes`]: the data nodes of a config.ini as child processes, awaited until they serve
+//!   and stopped on drop. `testread-perf --local` starts its cluster with it, and so does the
+//!   integration tests' harness (`rndb-tests`), which depends on this crate for it; this crate
+//!   depends on nothing of theirs.
+//!
+//! The benchmark itself (arguments, measurements, reports) lives in the binary (`main.rs`).
+#![forbid(unsafe_code)]
+
+pub mod data_nodes;
