@@ -54,6 +54,10 @@ fn run() -> anyhow::Result<()> {
     let args = Args::parse();
     let config = match rndb_config::parse_file(&args.config_file) {
         Ok(config) => config,
+        // A file that cannot be read is one error that names the file itself.
+        Err(errors) if errors.errors.iter().all(|e| e.line == 0) => {
+            anyhow::bail!("read the config file: {errors}")
+        }
         Err(errors) => anyhow::bail!("{} has errors:\n{errors}", args.config_file.display()),
     };
     for warning in &config.warnings {

@@ -15,7 +15,8 @@ pub mod slot_index;
 
 use std::collections::VecDeque;
 
-use crate::blocks::acc::slot_index::SlotIndex;
+pub use slot_index::SlotId;
+use slot_index::SlotIndex;
 
 /// A transaction as the kernel names it (the API node id in the high bits and the API's request
 /// id in the low 32).
@@ -352,9 +353,6 @@ impl<W> RowSlot<W> {
         self.committed.is_none() && self.pending.is_none() && self.lock.is_idle()
     }
 }
-
-/// The slot id of a row in its fragment: stable while the slot exists.
-pub type SlotId = u32;
 
 /// The slots of one fragment and its hash index (encoded primary key → slot id).
 pub struct SlotStore<W> {

@@ -13,7 +13,8 @@
 //!
 //! Equal tags do not mean equal keys: callers compare the slot's key (`SlotStore::id_of`).
 
-use super::SlotId;
+/// The slot id of a row in its fragment: stable while the slot exists.
+pub type SlotId = u32;
 
 /// An unused entry. No entry in use equals it: slot id `u32::MAX` is never stored.
 const EMPTY: u64 = u64::MAX;
