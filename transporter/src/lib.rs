@@ -3,12 +3,17 @@
 //! - [`frame`]: the wire frame (header, payload, optional CRC-32 trailer), its encoder and its
 //!   validating decoder.
 //! - [`Transporter`]: the trait every link implements; a node's execution loop only sees this.
-//! - [`tcp`]: the TCP link (non-blocking, TCP_NODELAY, one contiguous bounded send buffer pushed
-//!   with as few `send` calls as the kernel allows).
-//! - [`uring`]: the io_uring link (`UseIoUring=1` on a TCP link): the TCP link's frames and
-//!   buffers, the bytes moved by one SEND SQE per flush and one RECV SQE per read, each submitted
-//!   with `MSG_DONTWAIT` so it completes inline; readiness still comes from epoll on the socket.
-//!   Where the kernel refuses io_uring, [`uring::open_link_or_tcp`] falls back to a TCP link.
+//! - [`socket_link`]: the one link over a TCP socket (non-blocking, TCP_NODELAY, one contiguous
+//!   bounded send buffer pushed with as few sends as the kernel allows, a fixed receive buffer
+//!   decoded in place), generic over its I/O ([`socket_link::SocketIo`]): how bytes move
+//!   between the socket and the buffers.
+//! - [`tcp`]: the TCP link, [`tcp::TcpLink`]: a socket link whose I/O is plain system calls
+//!   ([`tcp::SyscallIo`]).
+//! - [`uring`]: the io_uring link (`UseIoUring=1` on a TCP link), [`uring::UringLink`]: a socket
+//!   link whose I/O ([`uring::UringIo`]) is one SEND SQE per flush round and one RECV SQE per
+//!   read, each submitted with `MSG_DONTWAIT` so it completes inline; readiness still comes from
+//!   epoll on the socket. Where the kernel refuses io_uring, [`uring::open_link_or_tcp`] falls
+//!   back to a TCP link.
 //! - [`shm`]: the shared-memory link (two SPSC rings in `/dev/shm`), set up over a TCP
 //!   connection that stays open as its liveness and wake-up channel.
 //! - [`spin`]: adaptive spin-then-sleep budgets for receive loops.
@@ -32,8 +37,9 @@
 //! **Architecture Invariant:** this crate knows nothing of tables, rows or transactions; it moves
 //! opaque payloads tagged with a signal number.
 //!
-//! **Architecture Invariant:** `unsafe` lives only in [`shm`], [`uring`] and [`sleeper`], each
-//! block with a `// SAFETY:` comment; every other module says `#![forbid(unsafe_code)]`.
+//! **Architecture Invariant:** `unsafe` lives only in [`shm`], [`uring`], [`sleeper`] and
+//! [`socket_link`] (which lends its receive buffer to an I/O that may hand it to the kernel),
+//! each block with a `// SAFETY:` comment; every other module says `#![forbid(unsafe_code)]`.
 
 mod buffers;
 pub mod conformance;
@@ -44,6 +50,7 @@ pub mod registry;
 pub mod settings;
 pub mod shm;
 pub mod sleeper;
+pub mod socket_link;
 pub mod spin;
 pub mod tcp;
 pub mod uring;
