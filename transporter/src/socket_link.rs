@@ -437,3 +437,177 @@ pub(crate) fn is_disconnect(e: &io::Error) -> bool {
             | io::ErrorKind::UnexpectedEof
     )
 }
+
+/// The link over a scripted I/O: the seam a simulated I/O uses, and the receive loop's rules
+/// checked without a kernel's timing.
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::net::TcpListener;
+
+    use super::*;
+
+    /// One scripted answer to a receive.
+    #[derive(Debug)]
+    enum Step {
+        Bytes(Vec<u8>),
+        Nothing,
+        Closed,
+    }
+
+    /// Answers receives from a script (then EAGAIN) and takes at most `send_bytes_max` bytes
+    /// per send (0: the socket is full).
+    #[derive(Debug, Default)]
+    struct ScriptedIo {
+        steps: VecDeque<Step>,
+        sent: Vec<u8>,
+        send_bytes_max: usize,
+        receive_calls: usize,
+    }
+
+    impl SocketIo for ScriptedIo {
+        const KIND: TransporterKind = TransporterKind::Tcp;
+        const LINK_NAME: &'static str = "ScriptedLink";
+
+        fn open(_stream: &TcpStream, _peer: NodeId) -> Result<ScriptedIo, TransportError> {
+            Ok(ScriptedIo::default())
+        }
+
+        fn send(
+            &mut self,
+            _stream: &TcpStream,
+            batch: &[u8],
+        ) -> Result<io::Result<usize>, TransportError> {
+            if self.send_bytes_max == 0 {
+                return Ok(Err(io::ErrorKind::WouldBlock.into()));
+            }
+            let taken = batch.len().min(self.send_bytes_max);
+            self.sent.extend_from_slice(&batch[..taken]);
+            Ok(Ok(taken))
+        }
+
+        fn receive(
+            &mut self,
+            _stream: &TcpStream,
+            mut region: ReceiveRegion<'_>,
+        ) -> Result<Received, TransportError> {
+            self.receive_calls += 1;
+            let requested = region.len();
+            match self.steps.pop_front().unwrap_or(Step::Nothing) {
+                Step::Bytes(mut bytes) => {
+                    if bytes.len() > requested {
+                        self.steps
+                            .push_front(Step::Bytes(bytes.split_off(requested)));
+                    }
+                    region.bytes()[..bytes.len()].copy_from_slice(&bytes);
+                    Ok(Received::Bytes {
+                        bytes: bytes.len(),
+                        requested,
+                    })
+                }
+                Step::Nothing => Ok(Received::Nothing),
+                Step::Closed => Ok(Received::Closed),
+            }
+        }
+    }
+
+    fn scripted_link(steps: Vec<Step>, send_bytes_max: usize) -> SocketLink<ScriptedIo> {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let stream = TcpStream::connect(listener.local_addr().expect("address")).expect("connect");
+        let io = ScriptedIo {
+            steps: steps.into(),
+            send_bytes_max,
+            ..ScriptedIo::default()
+        };
+        SocketLink::with_io(stream, io, NodeId(9), &LinkSettings::default()).expect("link")
+    }
+
+    fn frame_bytes(request_id: u32) -> Vec<u8> {
+        let header = FrameHeader {
+            request_id,
+            ..FrameHeader::default()
+        };
+        let mut bytes = Vec::new();
+        frame::encode_into(&mut bytes, &header, b"payload", false).expect("encode");
+        bytes
+    }
+
+    fn receive_ids(link: &mut SocketLink<ScriptedIo>) -> Result<Vec<u32>, TransportError> {
+        let mut ids = Vec::new();
+        link.receive(&mut |header, _| ids.push(header.request_id))?;
+        Ok(ids)
+    }
+
+    /// A frame split over two reads is delivered once, whole, and the loop reads on to EAGAIN.
+    #[test]
+    fn a_frame_split_over_reads_is_delivered_once_whole() {
+        let mut bytes = frame_bytes(1);
+        let tail = bytes.split_off(5);
+        let mut link = scripted_link(vec![Step::Bytes(bytes), Step::Bytes(tail)], 0);
+        assert_eq!(receive_ids(&mut link).expect("receive"), [1]);
+        assert_eq!(link.io.receive_calls, 3, "two reads and the EAGAIN");
+        assert!(!link.input_pending());
+    }
+
+    /// After a readiness event without the peer's close, a short read ends the receive.
+    #[test]
+    fn a_short_read_ends_the_receive_only_when_asked() {
+        let steps = || vec![Step::Bytes(frame_bytes(1)), Step::Bytes(frame_bytes(2))];
+        let mut link = scripted_link(steps(), 0);
+        link.stop_after_short_read();
+        assert_eq!(receive_ids(&mut link).expect("receive"), [1]);
+        assert_eq!(receive_ids(&mut link).expect("receive"), [2]);
+        let mut link = scripted_link(steps(), 0);
+        assert_eq!(receive_ids(&mut link).expect("receive"), [1, 2]);
+    }
+
+    /// Frames before a close are delivered, the caller is told to come back, and then sees
+    /// Closed, every time after.
+    #[test]
+    fn frames_before_a_close_come_first_then_closed_sticks() {
+        let mut link = scripted_link(vec![Step::Bytes(frame_bytes(4)), Step::Closed], 0);
+        assert_eq!(receive_ids(&mut link).expect("receive"), [4]);
+        assert!(
+            link.input_pending(),
+            "the close is reported on the next call"
+        );
+        for _ in 0..2 {
+            assert!(matches!(
+                receive_ids(&mut link),
+                Err(TransportError::Closed { peer: NodeId(9) })
+            ));
+        }
+    }
+
+    /// One receive makes at most RECEIVE_READS_PER_CALL_MAX reads, then says come back.
+    #[test]
+    fn a_receive_stops_at_its_read_limit() {
+        let steps = (0..RECEIVE_READS_PER_CALL_MAX as u32 + 2)
+            .map(|id| Step::Bytes(frame_bytes(id)))
+            .collect();
+        let mut link = scripted_link(steps, 0);
+        let ids = receive_ids(&mut link).expect("receive");
+        assert_eq!(ids.len(), RECEIVE_READS_PER_CALL_MAX);
+        assert!(link.input_pending());
+        assert_eq!(receive_ids(&mut link).expect("receive").len(), 2);
+        assert!(!link.input_pending());
+        assert!(link.io.steps.is_empty());
+    }
+
+    /// Partial sends are finished within one flush; a full socket leaves the rest Pending.
+    #[test]
+    fn a_flush_finishes_partial_sends_and_stops_at_a_full_socket() {
+        let mut link = scripted_link(Vec::new(), 7);
+        for id in 0..3 {
+            link.send(&FrameHeader::default(), &frame_bytes(id))
+                .expect("send");
+        }
+        let pending = link.pending_send_bytes();
+        assert_eq!(link.flush().expect("flush"), FlushStatus::Done);
+        assert_eq!(link.io.sent.len(), pending);
+        link.send(&FrameHeader::default(), b"later").expect("send");
+        link.io.send_bytes_max = 0;
+        assert_eq!(link.flush().expect("flush"), FlushStatus::Pending);
+        assert!(link.pending_send_bytes() > 0);
+    }
+}

@@ -470,6 +470,25 @@ mod tests {
         let _ = peer.write_all(&encoded_frame(3));
     }
 
+    /// A flush reaps every completion, a parked RECV's too: its bytes must still reach the
+    /// next `receive` (they were lost when that receive compacted and submitted over them).
+    #[test]
+    fn a_receive_completion_a_flush_reaped_is_delivered() {
+        let Some((mut link, mut peer)) = link_and_raw_peer() else {
+            return;
+        };
+        park_a_recv(&mut link);
+        peer.write_all(&encoded_frame(9)).expect("write");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while link.io.recv_in_flight.is_some() {
+            assert!(Instant::now() < deadline, "the parked RECV never completed");
+            link.send(&FrameHeader::default(), b"ping").expect("send");
+            link.flush().expect("flush");
+        }
+        assert!(link.io.receive_in_flight(), "its result waits for the link");
+        assert_eq!(receive_one(&mut link), 9);
+    }
+
     fn park_a_recv(link: &mut UringLink) {
         let free = &mut link.receive.bytes[link.receive.end..];
         let requested = free.len();
