@@ -28,9 +28,10 @@
 //!
 //! Should a completion ever not be posted by the time `submit()` returns (not expected with
 //! `MSG_DONTWAIT`, but not promised by the kernel either), the link stays correct: a RECV is
-//! marked in flight, its buffer region is left alone, later calls peek for it, `input_pending`
-//! stays true so the caller comes back, and `Drop` cancels it and waits for its completion
-//! before the buffer is freed. A SEND is waited for in `flush` (bounded: the SEND cannot wait on
+//! marked in flight, its buffer region is left alone, later calls peek for it (a flush that
+//! reaps its completion keeps the result for the next `receive`), `input_pending` stays true so
+//! the caller comes back, and `Drop` cancels it and waits for its completion before the buffer
+//! is freed. A SEND is waited for in `flush` (bounded: the SEND cannot wait on
 //! the socket).
 //!
 //! Where the kernel refuses io_uring (`io_uring_setup` fails with ENOSYS, or EPERM when
