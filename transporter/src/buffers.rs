@@ -5,7 +5,7 @@
 use std::io;
 
 use crate::frame::{self, Decoded, FrameHeader, FRAME_BYTES_MAX};
-use crate::tcp::is_disconnect;
+use crate::socket_link::is_disconnect;
 use crate::{FlushStatus, NodeId, TransportError};
 
 /// Written bytes after which `append` moves the unsent tail to the front, when the tail is no

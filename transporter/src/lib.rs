@@ -3,12 +3,17 @@
 //! - [`frame`]: the wire frame (header, payload, optional CRC-32 trailer), its encoder and its
 //!   validating decoder.
 //! - [`Transporter`]: the trait every link implements; a node's execution loop only sees this.
-//! - [`tcp`]: the TCP link (non-blocking, TCP_NODELAY, one contiguous bounded send buffer pushed
-//!   with as few `send` calls as the kernel allows).
-//! - [`uring`]: the io_uring link (`UseIoUring=1` on a TCP link): the TCP link's frames and
-//!   buffers, the bytes moved by one SEND SQE per flush and one RECV SQE per read, each submitted
-//!   with `MSG_DONTWAIT` so it completes inline; readiness still comes from epoll on the socket.
-//!   Where the kernel refuses io_uring, [`uring::open_link_or_tcp`] falls back to a TCP link.
+//! - [`socket_link`]: the one link over a TCP socket (non-blocking, TCP_NODELAY, one contiguous
+//!   bounded send buffer pushed with as few sends as the kernel allows, a fixed receive buffer
+//!   decoded in place), generic over its I/O ([`socket_link::SocketIo`]): how bytes move
+//!   between the socket and the buffers.
+//! - [`tcp`]: the TCP link, [`tcp::TcpLink`]: a socket link whose I/O is plain system calls
+//!   ([`tcp::SyscallIo`]).
+//! - [`uring`]: the io_uring link (`UseIoUring=1` on a TCP link), [`uring::UringLink`]: a socket
+//!   link whose I/O ([`uring::UringIo`]) is one SEND SQE per flush round and one RECV SQE per
+//!   read, each submitted with `MSG_DONTWAIT` so it completes inline; readiness still comes from
+//!   epoll on the socket. Where the kernel refuses io_uring, [`uring::open_link_or_tcp`] falls
+//!   back to a TCP link.
 //! - [`shm`]: the shared-memory link (two SPSC rings in `/dev/shm`), set up over a TCP
 //!   connection that stays open as its liveness and wake-up channel.
 //! - [`spin`]: adaptive spin-then-sleep budgets for receive loops.
@@ -32,8 +37,9 @@
 //! **Architecture Invariant:** this crate knows nothing of tables, rows or transactions; it moves
 //! opaque payloads tagged with a signal number.
 //!
-//! **Architecture Invariant:** `unsafe` lives only in [`shm`], [`uring`] and [`sleeper`], each
-//! block with a `// SAFETY:` comment; every other module says `#![forbid(unsafe_code)]`.
+//! **Architecture Invariant:** `unsafe` lives only in [`shm`], [`uring`], [`sleeper`] and
+//! [`socket_link`] (which lends its receive buffer to an I/O that may hand it to the kernel),
+//! each block with a `// SAFETY:` comment; every other module says `#![forbid(unsafe_code)]`.
 
 mod buffers;
 pub mod conformance;
@@ -44,6 +50,7 @@ pub mod registry;
 pub mod settings;
 pub mod shm;
 pub mod sleeper;
+pub mod socket_link;
 pub mod spin;
 pub mod tcp;
 pub mod uring;
@@ -67,23 +74,15 @@ pub enum FlushStatus {
     Pending,
 }
 
-/// Frame bytes a data node takes from one socket link (TCP, io_uring) per turn of its loop: it
-/// asks them for it with [`Transporter::limit_receive`], while API nodes' socket links read all
-/// they can (slicing them too measured worse). An SHM link slices itself, at
-/// [`SHM_RECEIVE_SLICE_BYTES`]. A turn that took a backlog of a thousand transactions or more ran
-/// them with their records no longer in the cache: medians of seven rounds gave +4-5 % over SHM
-/// at 1024 and 4096 in flight, +3 % over TCP and +5 % over io_uring at 4096. Small slices also
-/// let a node answer the start of a burst while the client still sends the rest: once an
-/// execute took one frame instead of two, 16 KiB held ~290 of them and TCP at 512 in flight
-/// fell from 2.3 to 1.6 M tx/s; 8 KiB (~145) gives 2.6 M there, flattens 256 to 4096, and
-/// costs 4-8 % at 1024 (the peak) and ~2 % at 4096 (sweeps of four rounds; 4 KiB flattened more
-/// and lowered the peak further).
+/// Frame bytes a data node takes from one socket link (TCP, io_uring) per turn of its loop, asked
+/// for with [`Transporter::limit_receive`]; API nodes' socket links read all they can. A bounded
+/// turn runs its transactions while their records are still in the cache, and lets the node
+/// answer the start of a burst while the client still sends the rest.
 pub const RECEIVE_SLICE_BYTES: usize = 8 * 1024;
 
-/// Frame bytes an SHM `receive` delivers at most, on both sides (measured no different from
-/// the data node's side alone), unless [`Transporter::limit_receive`] asks for less. 8 KiB, as
-/// for sockets, gave SHM batch_pk 20 a p99 of 90–99 µs against 24 (the mean 0.78–0.90 µs per
-/// row against 0.51, two rounds each; the cause is not known), so SHM keeps 16 KiB.
+/// Frame bytes an SHM `receive` delivers at most, on both sides, unless
+/// [`Transporter::limit_receive`] asks for less. Larger than [`RECEIVE_SLICE_BYTES`]: the
+/// sockets' slice gave SHM batched reads a much worse tail, for a cause not yet known.
 pub const SHM_RECEIVE_SLICE_BYTES: usize = 16 * 1024;
 
 /// One link to one peer node. Frames go out through a bounded send buffer and a flush; frames

@@ -12,8 +12,8 @@
 //! peer, and the scheduler hands the core over without a preemption. The events land in the
 //! sleeper's buffer, so waking costs no second call either.
 //!
-//! The wait has no timeout: a timed `io_uring_enter` costs about 10 µs more per sleep on this
-//! machine's virtual CPUs than `epoll_wait` does. A loop that must wake at a time puts a timer
+//! The wait has no timeout: a timed `io_uring_enter` costs more per sleep than `epoll_wait`
+//! does. A loop that must wake at a time puts a timer
 //! (a timerfd) in its epoll set, or sleeps in `epoll_wait` instead.
 //!
 //! The SEND carries `MSG_DONTWAIT`, so the kernel tries it once, inline, during the call, as the

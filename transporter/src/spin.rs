@@ -12,21 +12,17 @@
 //! A success restores the whole budget rather than growing it step by step: the gaps between a
 //! client's requests alternate (short inside a measurement, longer between measurements), and a
 //! budget grown from the short gaps kept failing on the long ones and decaying again, leaving
-//! both sides asleep for whole runs (SHM batch and range scans at 60-90 µs instead of 7-30).
+//! both sides asleep for whole runs.
 //!
 //! A wait whose own request (or, for the data node, whose answer) had to wake a sleeping peer
 //! never counts as a failure: its input is late by that wake-up whether or not spinning pays,
 //! and counting it made both sides of a pair decay together. It still counts as a success when
 //! the input comes within the spin; otherwise two sides that had both stopped spinning could
-//! never start again, since each one's probe wakes the other and would go unjudged (measured:
-//! the asynchronous sweep over SHM stuck at 50–180 k tx/s with 4–16 in flight, ~80 µs per
-//! round trip, in about half the runs; 0.77–1.37 M once successes counted).
+//! never start again, since each one's probe wakes the other and would go unjudged.
 //!
-//! Input that arrives late in a spin still counts as payoff. Counting it as a failure (the
-//! scheduler may have preempted the spinner to run the peer on a shared core) was tried and
-//! measured worse: when both sides had decayed, each side's probe then saw the other side's
-//! answer only after that side's wake-up (tens of µs on this VM), judged it late, and the pair
-//! never returned to spinning (80 µs per SHM read instead of 2).
+//! Input that arrives late in a spin still counts as payoff: counted as a failure, each side's
+//! probe saw the other side's answer only after that side's wake-up, judged it late, and a
+//! pair that had both decayed never returned to spinning.
 
 use std::time::Duration;
 

@@ -1,5 +1,6 @@
-//! The io_uring link: the TCP link's frames, buffers and limits, with the bytes moved by an
-//! io_uring (one small ring per link) instead of `send`/`recv` system calls.
+//! The io_uring link: a [`SocketLink`] (the TCP link's frames, buffers, limits and receive
+//! loop) whose bytes move through an io_uring (one small ring per link, [`UringIo`]) instead of
+//! `send`/`read` system calls.
 //!
 //! The wire is plain TCP, byte for byte what a [`TcpLink`] writes, so a
 //! Uring link talks to a TCP link (the peer cannot tell). Only the data movement differs:
@@ -7,7 +8,7 @@
 //! - `flush` puts the whole unsent part of the send buffer in one SEND SQE, submits it and reaps
 //!   its completion: one `io_uring_enter` per flush, whatever the number of frames in the batch.
 //!   A partial send advances the send buffer's offset and submits the rest; EAGAIN answers
-//!   [`FlushStatus::Pending`].
+//!   [`FlushStatus::Pending`](crate::FlushStatus::Pending).
 //! - `receive` puts one RECV SQE over the free part of the receive buffer, submits it and peeks
 //!   the completion queue (never `submit_and_wait`), then decodes in place as the TCP link does.
 //!
@@ -27,9 +28,10 @@
 //!
 //! Should a completion ever not be posted by the time `submit()` returns (not expected with
 //! `MSG_DONTWAIT`, but not promised by the kernel either), the link stays correct: a RECV is
-//! marked in flight, its buffer region is left alone, later calls peek for it, `input_pending`
-//! stays true so the caller comes back, and `Drop` cancels it and waits for its completion
-//! before the buffer is freed. A SEND is waited for in `flush` (bounded: the SEND cannot wait on
+//! marked in flight, its buffer region is left alone, later calls peek for it (a flush that
+//! reaps its completion keeps the result for the next `receive`), `input_pending` stays true so
+//! the caller comes back, and `Drop` cancels it and waits for its completion before the buffer
+//! is freed. A SEND is waited for in `flush` (bounded: the SEND cannot wait on
 //! the socket).
 //!
 //! Where the kernel refuses io_uring (`io_uring_setup` fails with ENOSYS, or EPERM when
@@ -38,16 +40,15 @@
 //! [`open_link_or_tcp`] does that fallback for the data node and the API.
 
 use std::io;
-use std::net::{SocketAddr, TcpStream};
-use std::os::fd::{AsRawFd, RawFd};
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
 use std::sync::OnceLock;
 
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
-use crate::buffers::{ReceiveBuffer, SendBuffer};
-use crate::frame::{self, FrameHeader, FRAME_BYTES_MAX};
-use crate::tcp::{is_disconnect, TcpLink};
-use crate::{FlushStatus, LinkSettings, NodeId, TransportError, Transporter, TransporterKind};
+use crate::socket_link::{is_disconnect, ReceiveRegion, Received, SocketIo, SocketLink};
+use crate::tcp::{SyscallIo, TcpLink};
+use crate::{LinkSettings, NodeId, TransportError, Transporter, TransporterKind};
 
 /// Submission queue entries per link ring. A link has at most one data SQE and one cancel SQE
 /// queued at a time; the kernel rounds the completion queue to twice this.
@@ -56,9 +57,9 @@ pub const RING_ENTRIES: u32 = 8;
 /// The link's socket, registered as file 0 of its ring.
 const REGISTERED_SOCKET: types::Fixed = types::Fixed(0);
 
-/// The most RECVs one `receive` call submits, so one busy peer cannot starve the other links of
-/// a loop that polls many. Each RECV can fill the whole free part of the receive buffer.
-pub const RECEIVE_SUBMITS_PER_CALL_MAX: usize = 8;
+/// The most RECVs one `receive` call submits: the socket link's read limit, whatever moves
+/// the bytes.
+pub const RECEIVE_SUBMITS_PER_CALL_MAX: usize = crate::socket_link::RECEIVE_READS_PER_CALL_MAX;
 
 /// How many times `Drop` waits for a cancelled RECV's completion before it gives the receive
 /// buffer up (leaks it) rather than free memory the kernel might still write.
@@ -90,66 +91,48 @@ pub fn open_link_or_tcp(
     peer: NodeId,
     settings: &LinkSettings,
 ) -> Result<Box<dyn Transporter>, TransportError> {
-    // A second descriptor for the same socket, so the fallback still has one after `new`
-    // consumed (and on failure dropped) the first. Closing the spare does not shut the socket.
-    let spare = stream
-        .try_clone()
-        .map_err(|e| TransportError::io(format!("link to node {peer}: duplicate socket"), e))?;
-    match UringLink::new(stream, peer, settings) {
-        Ok(link) => Ok(Box::new(link)),
+    // The I/O is set up before the link takes the stream, so the fallback still has it.
+    match UringIo::open(&stream, peer) {
+        Ok(io) => Ok(Box::new(UringLink::with_io(stream, io, peer, settings)?)),
         Err(e @ TransportError::UringUnavailable { .. }) => {
             tracing::warn!(%peer, "{e}; falling back to a TCP link for this connection");
-            Ok(Box::new(TcpLink::new(spare, peer, settings)?))
+            let io = SyscallIo::open(&stream, peer)?;
+            Ok(Box::new(TcpLink::with_io(stream, io, peer, settings)?))
         }
         Err(e) => Err(e),
     }
 }
 
 /// One TCP link to one peer node whose bytes move through an io_uring.
-pub struct UringLink {
+pub type UringLink = SocketLink<UringIo>;
+
+/// Bytes moved by SEND and RECV operations on a small io_uring of the link's own, each
+/// submitted with `MSG_DONTWAIT` so that it completes during the `io_uring_enter` that submits
+/// it.
+pub struct UringIo {
     /// This link's ring; only this link submits to it.
     ring: IoUring,
-    /// The connected socket, non-blocking with TCP_NODELAY from construction on. Its descriptor
-    /// is what SQEs name and what the caller's poller waits on.
-    stream: TcpStream,
-    /// The node at the other end; fixed.
+    /// The node at the other end, for error messages; fixed.
     peer: NodeId,
-    /// Checksum=1 on this link: frames out carry a CRC-32 trailer, frames in must.
-    checksum: bool,
-    /// Encoded frames not yet taken by the kernel, bounded by the send limit. Its capacity is
-    /// reserved at construction and never grows, so a pointer into it stays valid.
-    send_buffer: SendBuffer,
-    /// Bytes read and not yet decoded, and the sticky end states (peer closed, bad frame).
-    receive: ReceiveBuffer,
-    /// `Some(len)` while a RECV of `len` bytes into `receive.bytes[receive.end..]` has been
+    /// `Some(len)` while a RECV of `len` bytes into the region the link lent has been
     /// submitted and its completion not yet reaped: the kernel may write that region, so the
-    /// buffer is neither compacted nor freed until it completes.
-    recv_in_flight: Option<usize>,
-    /// A reaped RECV result (bytes or -errno) not yet acted on.
-    recv_result: Option<i32>,
+    /// link neither compacts nor frees its receive buffer until it completes.
+    pub(crate) recv_in_flight: Option<usize>,
+    /// A reaped RECV result (bytes or -errno) not yet acted on, with the bytes that RECV asked
+    /// for. Its bytes (if any) are behind the link's `end`: until the link takes the result,
+    /// it must not compact or lend the region again either.
+    recv_result: Option<(i32, usize)>,
     /// A reaped SEND result (bytes or -errno) not yet acted on.
     send_result: Option<i32>,
-    /// Set when the last `receive` stopped at its RECV limit with the socket possibly not
-    /// drained, with a RECV in flight, or after seeing the peer's close behind frames it
-    /// delivered: the caller must receive again before it sleeps.
-    maybe_more_input: bool,
-    /// The next `receive` may stop after a short RECV (see `stop_after_short_read`).
-    short_read_drains: bool,
-    /// The most bytes one `receive` takes in (`limit_receive`; unbounded until then).
-    receive_slice_bytes: usize,
-    /// The peer's address is a loopback one (see `loopback_peer_cpu`).
-    loopback: bool,
 }
 
-impl UringLink {
-    /// Wraps a connected stream (after the handshake) as a link to `peer`: creates the ring,
-    /// switches the socket to non-blocking with TCP_NODELAY and allocates both buffers. Returns
+impl SocketIo for UringIo {
+    const KIND: TransporterKind = TransporterKind::Uring;
+    const LINK_NAME: &'static str = "UringLink";
+
+    /// Creates the ring and registers the socket with it. Returns
     /// [`TransportError::UringUnavailable`] where the kernel refuses io_uring.
-    pub fn new(
-        stream: TcpStream,
-        peer: NodeId,
-        settings: &LinkSettings,
-    ) -> Result<UringLink, TransportError> {
+    fn open(stream: &TcpStream, peer: NodeId) -> Result<UringIo, TransportError> {
         uring_available().map_err(|reason| TransportError::UringUnavailable { reason })?;
         let ring = IoUring::new(RING_ENTRIES).map_err(|e| TransportError::UringUnavailable {
             reason: setup_refusal(&e),
@@ -164,45 +147,81 @@ impl UringLink {
                     e,
                 )
             })?;
-        stream
-            .set_nonblocking(true)
-            .map_err(|e| TransportError::io(format!("link to node {peer}: set non-blocking"), e))?;
-        stream
-            .set_nodelay(true)
-            .map_err(|e| TransportError::io(format!("link to node {peer}: set TCP_NODELAY"), e))?;
-        let send_limit_bytes = settings.send_limit_bytes();
-        Ok(UringLink {
+        Ok(UringIo {
             ring,
-            loopback: crate::tcp::is_loopback(&stream),
-            stream,
             peer,
-            checksum: settings.checksum,
-            send_buffer: SendBuffer::new(send_limit_bytes),
-            receive: ReceiveBuffer::new(settings.receive_buffer_bytes_effective()),
             recv_in_flight: None,
             recv_result: None,
             send_result: None,
-            maybe_more_input: false,
-            short_read_drains: false,
-            receive_slice_bytes: usize::MAX,
         })
     }
 
-    /// The local address of the socket.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.stream.local_addr()
+    /// One SEND of `batch`, waited for.
+    fn send(
+        &mut self,
+        _stream: &TcpStream,
+        batch: &[u8],
+    ) -> Result<io::Result<usize>, TransportError> {
+        let len = u32::try_from(batch.len()).unwrap_or(u32::MAX);
+        let entry = opcode::Send::new(REGISTERED_SOCKET, batch.as_ptr(), len)
+            .flags(libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+            .build()
+            .user_data(USER_DATA_SEND);
+        // SAFETY: the SEND reads `len` bytes of `batch`, which this function borrows until the
+        // completion is reaped below, so nothing writes, moves or frees them meanwhile.
+        unsafe { self.submit(&entry, "send")? };
+        self.reap();
+        while self.send_result.is_none() {
+            // Not expected with MSG_DONTWAIT (the SEND cannot wait on the socket), but the
+            // buffer must not be released before the kernel is done with it.
+            self.submit_queued(1, "send")?;
+            self.reap();
+        }
+        Ok(match self.send_result.take().unwrap_or(-libc::EIO) {
+            bytes @ 0.. => Ok(bytes as usize),
+            errno => Err(io::Error::from_raw_os_error(-errno)),
+        })
     }
 
-    /// The peer's address.
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.stream.peer_addr()
+    /// One RECV into `region`, submitted and peeked for (never waited for).
+    fn receive(
+        &mut self,
+        _stream: &TcpStream,
+        mut region: ReceiveRegion<'_>,
+    ) -> Result<Received, TransportError> {
+        debug_assert!(!self.receive_in_flight());
+        let requested = region.len().min(u32::MAX as usize);
+        let entry = opcode::Recv::new(REGISTERED_SOCKET, region.as_mut_ptr(), requested as u32)
+            .flags(libc::MSG_DONTWAIT)
+            .build()
+            .user_data(USER_DATA_RECV);
+        self.recv_in_flight = Some(requested);
+        // SAFETY: the RECV writes at most `requested` bytes of `region`. While
+        // `recv_in_flight` is set, the link that lent the region leaves it alone and keeps it
+        // allocated (the contract of `ReceiveRegion::lend`): it asks `receive_completion`
+        // instead of lending it again, and on drop has `cancel_receive` wait for the
+        // completion or leaks the buffer.
+        unsafe { self.submit(&entry, "receive")? };
+        self.reap_receive()
     }
 
-    /// The pending-bytes limit this link enforces.
-    pub fn send_limit_bytes(&self) -> usize {
-        self.send_buffer.limit_bytes
+    /// Also true while a completed RECV's result waits to be taken (a flush may reap it).
+    fn receive_in_flight(&self) -> bool {
+        self.recv_in_flight.is_some() || self.recv_result.is_some()
     }
 
+    fn receive_completion(&mut self) -> Result<Received, TransportError> {
+        // Entering the kernel runs any task work that would post its completion.
+        self.submit_queued(0, "receive")?;
+        self.reap_receive()
+    }
+
+    fn cancel_receive(&mut self) -> bool {
+        self.cancel_in_flight_recv()
+    }
+}
+
+impl UringIo {
     /// Queues `entry` and submits it (with anything else queued), without waiting.
     ///
     /// # Safety
@@ -247,8 +266,8 @@ impl UringLink {
         for cqe in self.ring.completion() {
             match cqe.user_data() {
                 USER_DATA_RECV => {
-                    self.recv_in_flight = None;
-                    self.recv_result = Some(cqe.result());
+                    let requested = self.recv_in_flight.take().unwrap_or(0);
+                    self.recv_result = Some((cqe.result(), requested));
                 }
                 USER_DATA_SEND => self.send_result = Some(cqe.result()),
                 // A cancel's own result says only whether it found the RECV; the RECV's
@@ -258,67 +277,23 @@ impl UringLink {
         }
     }
 
-    /// One SEND of the unsent bytes, waited for. Returns the bytes sent or -errno.
-    fn send_once(&mut self) -> Result<i32, TransportError> {
-        let unsent = &self.send_buffer.bytes[self.send_buffer.offset..];
-        let len = u32::try_from(unsent.len()).unwrap_or(u32::MAX);
-        let entry = opcode::Send::new(REGISTERED_SOCKET, unsent.as_ptr(), len)
-            .flags(libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
-            .build()
-            .user_data(USER_DATA_SEND);
-        // SAFETY: the SEND reads `len` bytes of `send_buffer.bytes` from `send_buffer.offset`. This function
-        // holds `&mut self` until the completion is reaped below, so nothing writes, moves or
-        // frees the buffer meanwhile (its capacity is reserved and never grows).
-        unsafe { self.submit(&entry, "send")? };
+    /// Reaps, and answers what the last RECV did: [`Received::Nothing`] while it is still in
+    /// flight or after EAGAIN.
+    fn reap_receive(&mut self) -> Result<Received, TransportError> {
         self.reap();
-        while self.send_result.is_none() {
-            // Not expected with MSG_DONTWAIT (the SEND cannot wait on the socket), but the
-            // buffer must not be released before the kernel is done with it.
-            self.submit_queued(1, "send")?;
-            self.reap();
-        }
-        Ok(self.send_result.take().unwrap_or(-libc::EIO))
-    }
-
-    /// One RECV of at most `max_bytes` into the free space, or the completion of the one in
-    /// flight. `Ok(None)` means nothing now (or still in flight); `Ok(Some(0))` means the peer
-    /// closed. The second value is how many bytes the RECV asked for.
-    fn recv_once(&mut self, max_bytes: usize) -> Result<(Option<usize>, usize), TransportError> {
-        let requested = match self.recv_in_flight {
-            Some(requested) => {
-                // Entering the kernel runs any task work that would post its completion.
-                self.submit_queued(0, "receive")?;
-                requested
-            }
-            None => {
-                self.compact_receive_buffer();
-                let free = &mut self.receive.bytes[self.receive.end..];
-                debug_assert!(
-                    free.len() >= FRAME_BYTES_MAX,
-                    "a partial frame is below the limit"
-                );
-                let requested = free.len().min(max_bytes).min(u32::MAX as usize);
-                let entry =
-                    opcode::Recv::new(REGISTERED_SOCKET, free.as_mut_ptr(), requested as u32)
-                        .flags(libc::MSG_DONTWAIT)
-                        .build()
-                        .user_data(USER_DATA_RECV);
-                self.recv_in_flight = Some(requested);
-                // SAFETY: the RECV writes at most `requested` bytes at `receive.end`. While
-                // `recv_in_flight` is set, nothing reads, compacts or frees that region:
-                // `recv_once` skips compaction, `deliver` reads only below `receive.end`, and
-                // `Drop` waits for the completion (or leaks the buffer).
-                unsafe { self.submit(&entry, "receive")? };
-                requested
-            }
+        let Some((result, requested)) = self.recv_result.take() else {
+            return Ok(Received::Nothing);
         };
-        self.reap();
-        let Some(result) = self.recv_result.take() else {
-            return Ok((None, requested));
-        };
-        let outcome = match result {
-            bytes @ 0.. => Some(bytes as usize),
-            errno if errno == -libc::EAGAIN || errno == -libc::EINTR => None,
+        Ok(match result {
+            0 => Received::Closed,
+            bytes @ 1.. => {
+                debug_assert!(bytes as usize <= requested);
+                Received::Bytes {
+                    bytes: (bytes as usize).min(requested),
+                    requested,
+                }
+            }
+            errno if errno == -libc::EAGAIN || errno == -libc::EINTR => Received::Nothing,
             errno => {
                 let e = io::Error::from_raw_os_error(-errno);
                 if !is_disconnect(&e) {
@@ -327,172 +302,14 @@ impl UringLink {
                         e,
                     ));
                 }
-                Some(0)
+                Received::Closed
             }
-        };
-        debug_assert!(!matches!(outcome, Some(bytes) if bytes > requested));
-        Ok((outcome.map(|bytes| bytes.min(requested)), requested))
+        })
     }
 
-    /// Moves the undecoded bytes of the receive buffer to its front.
-    fn compact_receive_buffer(&mut self) {
-        debug_assert!(self.recv_in_flight.is_none());
-        self.receive.compact();
-    }
-}
-
-impl Transporter for UringLink {
-    fn peer(&self) -> NodeId {
-        self.peer
-    }
-
-    fn kind(&self) -> TransporterKind {
-        TransporterKind::Uring
-    }
-
-    fn send(&mut self, header: &FrameHeader, payload: &[u8]) -> Result<(), TransportError> {
-        self.send_buffer
-            .append(self.peer, header, payload, self.checksum)
-    }
-
-    fn flush(&mut self) -> Result<FlushStatus, TransportError> {
-        // Each round either sends at least one byte or ends the flush.
-        loop {
-            if self.send_buffer.pending_bytes() == 0 {
-                self.send_buffer.clear();
-                return Ok(FlushStatus::Done);
-            }
-            let sent = match self.send_once()? {
-                bytes @ 0.. => Ok(bytes as usize),
-                errno => Err(io::Error::from_raw_os_error(-errno)),
-            };
-            if let Some(status) = self.send_buffer.record_send(self.peer, sent)? {
-                return Ok(status);
-            }
-        }
-    }
-
-    fn unsent_on_socket(&self) -> Option<(RawFd, &[u8])> {
-        Some((self.stream.as_raw_fd(), self.send_buffer.unsent()?))
-    }
-
-    fn sent_by_caller(&mut self, result: io::Result<usize>) -> Result<FlushStatus, TransportError> {
-        match self.send_buffer.record_send(self.peer, result)? {
-            Some(status) => Ok(status),
-            None => self.flush(),
-        }
-    }
-
-    fn receive(
-        &mut self,
-        on_frame: &mut dyn FnMut(&FrameHeader, &[u8]),
-    ) -> Result<usize, TransportError> {
-        self.receive.sticky_error(self.peer)?;
-        let mut delivered = 0;
-        self.maybe_more_input = false;
-        // RECV until the socket says EAGAIN, even after a short one: the poller is
-        // edge-triggered, and a peer that sends its last frames and closes at once delivers
-        // data and FIN together, so a short RECV that took the data leaves the EOF unread with
-        // no further event to come (see the TCP link) — unless the caller's event said the peer
-        // had not closed.
-        let short_read_drains = std::mem::take(&mut self.short_read_drains);
-        let mut submits = 0;
-        let mut received_total = 0;
-        loop {
-            if submits == RECEIVE_SUBMITS_PER_CALL_MAX || received_total >= self.receive_slice_bytes
-            {
-                // Not drained: the caller must come back before it sleeps.
-                self.maybe_more_input = true;
-                break;
-            }
-            submits += 1;
-            let (received, requested) =
-                self.recv_once(self.receive_slice_bytes - received_total)?;
-            match received {
-                None => {
-                    // EAGAIN, or a RECV still in flight: then the caller must come back.
-                    self.maybe_more_input = self.recv_in_flight.is_some();
-                    break;
-                }
-                Some(0) => {
-                    self.receive.peer_closed = true;
-                    if delivered == 0 {
-                        return Err(TransportError::Closed { peer: self.peer });
-                    }
-                    // The frames before the close go out now, the close on the next call,
-                    // which the caller makes without waiting for the poller.
-                    self.maybe_more_input = true;
-                    break;
-                }
-                Some(received_bytes) => {
-                    received_total += received_bytes;
-                    self.receive.end += received_bytes;
-                    delivered += self.receive.deliver(self.peer, self.checksum, on_frame)?;
-                    if short_read_drains && received_bytes < requested {
-                        break;
-                    }
-                }
-            }
-        }
-        Ok(delivered)
-    }
-
-    fn stop_after_short_read(&mut self) {
-        self.short_read_drains = true;
-    }
-
-    fn limit_receive(&mut self, bytes: usize) {
-        self.receive_slice_bytes = bytes.max(1);
-    }
-
-    fn pending_send_bytes(&self) -> usize {
-        self.send_buffer.pending_bytes()
-    }
-
-    fn send_capacity_bytes(&self) -> usize {
-        self.send_buffer.capacity_bytes()
-    }
-
-    fn encoded_frame_bytes(&self, payload_bytes: usize) -> usize {
-        frame::encoded_len(payload_bytes, self.checksum)
-    }
-
-    fn shutdown(&mut self) {
-        // NotConnected (the peer is already gone) is as good as done.
-        let _ = self.stream.shutdown(std::net::Shutdown::Both);
-    }
-
-    fn input_pending(&self) -> bool {
-        self.maybe_more_input
-    }
-
-    fn poll_fd(&self) -> RawFd {
-        self.stream.as_raw_fd()
-    }
-
-    fn loopback_peer_cpu(&self) -> Option<usize> {
-        crate::tcp::incoming_cpu(&self.stream, self.loopback)
-    }
-}
-
-impl Drop for UringLink {
-    /// A RECV still in flight may write the receive buffer: cancel it and wait for its
-    /// completion before the buffer is freed. Without a confirmation, leak the buffer.
-    fn drop(&mut self) {
-        if !self.cancel_in_flight_recv() {
-            tracing::error!(
-                peer = %self.peer,
-                "io_uring RECV not confirmed cancelled; leaking its receive buffer"
-            );
-            std::mem::forget(std::mem::take(&mut self.receive.bytes));
-        }
-    }
-}
-
-impl UringLink {
     /// Cancels the RECV in flight, if any, and waits (a bounded number of times) for its
     /// completion. True when no RECV is in flight any more.
-    fn cancel_in_flight_recv(&mut self) -> bool {
+    pub(crate) fn cancel_in_flight_recv(&mut self) -> bool {
         if self.recv_in_flight.is_none() {
             return true;
         }
@@ -517,16 +334,10 @@ impl UringLink {
     }
 }
 
-impl std::fmt::Debug for UringLink {
+impl std::fmt::Debug for UringIo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UringLink")
-            .field("peer", &self.peer)
-            .field("fd", &self.stream.as_raw_fd())
+        f.debug_struct("UringIo")
             .field("ring_fd", &self.ring.as_raw_fd())
-            .field("checksum", &self.checksum)
-            .field("pending_send_bytes", &self.pending_send_bytes())
-            .field("send_limit_bytes", &self.send_buffer.limit_bytes)
-            .field("undecoded_bytes", &self.receive.undecoded_bytes())
             .field("recv_in_flight", &self.recv_in_flight)
             .finish()
     }
@@ -576,6 +387,7 @@ pub fn setup_refusal(e: &io::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame::{self, FrameHeader};
     use std::io::Write;
     use std::net::TcpListener;
     use std::time::{Duration, Instant};
@@ -625,7 +437,7 @@ mod tests {
             return;
         };
         assert_eq!(link.receive(&mut |_, _| {}).expect("receive"), 0);
-        assert_eq!(link.recv_in_flight, None, "the RECV completed inline");
+        assert_eq!(link.io.recv_in_flight, None, "the RECV completed inline");
         assert!(!link.input_pending());
         peer.write_all(&encoded_frame(5)).expect("write");
         assert_eq!(receive_one(&mut link), 5);
@@ -642,18 +454,40 @@ mod tests {
         for request_id in [1, 2] {
             park_a_recv(&mut link);
             assert_eq!(link.receive(&mut |_, _| {}).expect("receive"), 0);
-            assert!(link.recv_in_flight.is_some(), "the RECV is parked");
+            assert!(link.io.recv_in_flight.is_some(), "the RECV is parked");
             assert!(link.input_pending(), "a parked RECV means come back");
             peer.write_all(&encoded_frame(request_id)).expect("write");
             assert_eq!(receive_one(&mut link), request_id);
         }
         park_a_recv(&mut link);
-        assert!(link.cancel_in_flight_recv(), "the parked RECV is cancelled");
+        assert!(
+            link.io.cancel_in_flight_recv(),
+            "the parked RECV is cancelled"
+        );
         park_a_recv(&mut link);
         drop(link);
         // The cancelled RECV must not have consumed these bytes into freed memory: the socket
         // is closed, so the write may fail, but the process must not crash.
         let _ = peer.write_all(&encoded_frame(3));
+    }
+
+    /// A flush reaps every completion, a parked RECV's too: its bytes must still reach the
+    /// next `receive` (they were lost when that receive compacted and submitted over them).
+    #[test]
+    fn a_receive_completion_a_flush_reaped_is_delivered() {
+        let Some((mut link, mut peer)) = link_and_raw_peer() else {
+            return;
+        };
+        park_a_recv(&mut link);
+        peer.write_all(&encoded_frame(9)).expect("write");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while link.io.recv_in_flight.is_some() {
+            assert!(Instant::now() < deadline, "the parked RECV never completed");
+            link.send(&FrameHeader::default(), b"ping").expect("send");
+            link.flush().expect("flush");
+        }
+        assert!(link.io.receive_in_flight(), "its result waits for the link");
+        assert_eq!(receive_one(&mut link), 9);
     }
 
     fn park_a_recv(link: &mut UringLink) {
@@ -662,9 +496,9 @@ mod tests {
         let entry = opcode::Recv::new(REGISTERED_SOCKET, free.as_mut_ptr(), requested as u32)
             .build()
             .user_data(USER_DATA_RECV);
-        link.recv_in_flight = Some(requested);
+        link.io.recv_in_flight = Some(requested);
         // SAFETY: the link owns the buffer and follows the in-flight rules from here on.
-        unsafe { link.submit(&entry, "park") }.expect("submit");
+        unsafe { link.io.submit(&entry, "park") }.expect("submit");
     }
 
     #[test]
