@@ -4,8 +4,8 @@
 
 use std::io;
 
+use crate::error::is_disconnect;
 use crate::frame::{self, Decoded, FrameHeader, FRAME_BYTES_MAX};
-use crate::socket_link::is_disconnect;
 use crate::{FlushStatus, NodeId, TransportError};
 
 /// Written bytes after which `append` moves the unsent tail to the front, when the tail is no

@@ -49,3 +49,15 @@ impl TransportError {
         }
     }
 }
+
+/// True for the errors that mean the peer is gone rather than that we misused the socket.
+pub(crate) fn is_disconnect(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::BrokenPipe
+            | std::io::ErrorKind::NotConnected
+            | std::io::ErrorKind::UnexpectedEof
+    )
+}

@@ -426,18 +426,6 @@ fn is_loopback(stream: &TcpStream) -> bool {
     stream.peer_addr().is_ok_and(|a| a.ip().is_loopback())
 }
 
-/// True for the errors that mean the peer is gone rather than that we misused the socket.
-pub(crate) fn is_disconnect(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::ConnectionReset
-            | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::BrokenPipe
-            | io::ErrorKind::NotConnected
-            | io::ErrorKind::UnexpectedEof
-    )
-}
-
 /// The link over a scripted I/O: the seam a simulated I/O uses, and the receive loop's rules
 /// checked without a kernel's timing.
 #[cfg(test)]

@@ -8,8 +8,9 @@ use std::net::TcpStream;
 
 use socket2::SockRef;
 
+use crate::error::is_disconnect;
 pub use crate::socket_link::RECEIVE_READS_PER_CALL_MAX;
-use crate::socket_link::{is_disconnect, ReceiveRegion, Received, SocketIo, SocketLink};
+use crate::socket_link::{ReceiveRegion, Received, SocketIo, SocketLink};
 use crate::{NodeId, TransportError, TransporterKind};
 
 /// One TCP link to one peer node.

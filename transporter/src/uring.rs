@@ -46,7 +46,8 @@ use std::sync::OnceLock;
 
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
-use crate::socket_link::{is_disconnect, ReceiveRegion, Received, SocketIo, SocketLink};
+use crate::error::is_disconnect;
+use crate::socket_link::{ReceiveRegion, Received, SocketIo, SocketLink};
 use crate::tcp::{SyscallIo, TcpLink};
 use crate::{LinkSettings, NodeId, TransportError, Transporter, TransporterKind};
 

@@ -13,14 +13,23 @@ use rndb_config::LinkConfig;
 
 use super::ring::{Consumer, Producer, RingError};
 use super::segment::{MappedBytes, MappedControl, Segment};
-use super::setup::Role;
 use super::{SHM_LIVENESS_CHECK_INTERVAL_US, SHM_WAKE_BYTE};
+use crate::error::is_disconnect;
 use crate::frame::{self, Decoded, FRAME_BYTES_MAX};
 use crate::settings::LinkSettings;
 use crate::{
     FlushStatus, FrameHeader, NodeId, TransportError, Transporter, TransporterKind,
     SHM_RECEIVE_SLICE_BYTES,
 };
+
+/// Which end of the link this process is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// Created the segment; sends on ring 0, receives on ring 1.
+    Server,
+    /// Attached to it; sends on ring 1, receives on ring 0.
+    Client,
+}
 
 /// Wake-up bytes read from the TCP socket per system call.
 const WAKE_DRAIN_BYTES: usize = 64;
@@ -327,15 +336,6 @@ impl ShmLink {
             }
         }
     }
-}
-
-fn is_disconnect(error: &io::Error) -> bool {
-    matches!(
-        error.kind(),
-        io::ErrorKind::ConnectionReset
-            | io::ErrorKind::BrokenPipe
-            | io::ErrorKind::ConnectionAborted
-    )
 }
 
 impl Transporter for ShmLink {

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use rndb_config::LinkConfig;
 
-use super::link::ShmLink;
+use super::link::{Role, ShmLink};
 use super::segment::{Segment, SegmentSpec, HEADER_FLAG_CHECKSUM};
 use super::{SHM_LAYOUT_VERSION, SHM_SETUP_TIMEOUT_MS};
 use crate::{NodeId, TransportError};
@@ -38,15 +38,6 @@ const OFFER_BYTES: usize = 24 + OFFER_PATH_BYTES_MAX;
 const ACK_BYTES: usize = 8;
 const ACK_ATTACHED: u32 = 0;
 const ACK_REFUSED: u32 = 1;
-
-/// Which end of the link this process is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Role {
-    /// Created the segment; sends on ring 0, receives on ring 1.
-    Server,
-    /// Attached to it; sends on ring 1, receives on ring 0.
-    Client,
-}
 
 /// The data node side: creates the segment, offers it to the client over `stream`, waits
 /// (at most [`SHM_SETUP_TIMEOUT_MS`] per step) for the client's ack, and unlinks the file.
