@@ -20,8 +20,12 @@ use crate::blocks::dict::{Dict, Table};
 use crate::blocks::tup::{self, DataMemory};
 use crate::blocks::tux::OrderedIndex;
 
-/// Names a scan: the API node id in the high bits and the scan id in the low 32.
-pub type ScanKey = u64;
+/// Names a scan: the API node that opened it and its scan id for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ScanKey {
+    pub api: NodeId,
+    pub scan_id: u32,
+}
 
 /// Work parked in a row lock's queue until the lock is granted.
 #[derive(Debug)]

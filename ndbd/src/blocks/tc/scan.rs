@@ -102,7 +102,7 @@ impl Scans {
 
 /// Names a scan by its API node and scan id.
 pub fn scan_key(api: NodeId, scan_id: u32) -> ScanKey {
-    tc::trans_id(api, scan_id).0
+    ScanKey { api, scan_id }
 }
 
 impl Kernel {
