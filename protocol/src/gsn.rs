@@ -83,6 +83,12 @@ signals! {
     INDEX_BUILD_ROWS = 71;
     /// The sender has sent all its entries of a unique index build: `lqh::IndexBuildDone`.
     INDEX_BUILD_DONE = 72;
+    /// A survivor holds a transaction of a failed coordinator open and asks the master to decide
+    /// it: `lqh::TcFailQuery`.
+    TC_FAIL_REPORT = 73;
+    /// The master's decision on a transaction of a failed coordinator, for every survivor:
+    /// `lqh::TcFailAnswer` (Committed or Aborted).
+    TC_FAIL_DECISION = 74;
 }
 
 /// The name of signal `number`, or `None` for a number no signal has.

@@ -79,9 +79,10 @@ impl IndexBuildDone {
     }
 }
 
-/// TC_FAIL_QUERY: a transaction whose coordinator `tc_node` failed. Answered once the
-/// answering node has itself handled that failure (so everything the coordinator sent it
-/// before dying has run).
+/// TC_FAIL_QUERY (the master asks a survivor) and TC_FAIL_REPORT (a survivor tells the
+/// master): a transaction whose coordinator `tc_node` failed. A query is answered, and a report
+/// acted on, once the receiving node has itself handled that failure (so everything the
+/// coordinator sent it before dying has run).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcFailQuery {
     pub trans: TransId,
@@ -115,7 +116,8 @@ pub enum TransOutcome {
     Aborted = 2,
 }
 
-/// TC_FAIL_ANSWER: a transaction and its outcome on the answering node.
+/// TC_FAIL_ANSWER: a transaction and its outcome on the answering node. TC_FAIL_DECISION: the
+/// master's decision on it (Committed or Aborted), for every survivor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcFailAnswer {
     pub trans: TransId,

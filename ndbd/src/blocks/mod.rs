@@ -227,9 +227,11 @@ impl Kernel {
                 self.exec_scan_nextreq(from, header, ScanNextReq::decode(payload)?, out, now)
             }
             // Signals between data nodes: TC and LQH.
-            dgsn::LQHKEYREQ..=dgsn::LQH_ABORTCONF | dgsn::TC_FAIL_QUERY | dgsn::TC_FAIL_ANSWER => {
-                self.on_data_node_signal(from, header, payload, out)?
-            }
+            dgsn::LQHKEYREQ..=dgsn::LQH_ABORTCONF
+            | dgsn::TC_FAIL_QUERY
+            | dgsn::TC_FAIL_ANSWER
+            | dgsn::TC_FAIL_REPORT
+            | dgsn::TC_FAIL_DECISION => self.on_data_node_signal(from, header, payload, out)?,
             // DICT
             gsn::CREATE_INDEX_REQ
             | gsn::DROP_INDEX_REQ
@@ -263,7 +265,7 @@ impl Kernel {
     }
 
     /// Signals only data nodes may send: to LQH (LQHKEYREQ, LQH_COMMITREQ, LQH_ABORTREQ,
-    /// TC_FAIL_QUERY, TC_FAIL_ANSWER) or to TC (LQHKEYCONF, LQHKEYREF, LQH_COMMITCONF,
+    /// TC_FAIL_QUERY, TC_FAIL_ANSWER, TC_FAIL_REPORT, TC_FAIL_DECISION) or to TC (LQHKEYCONF, LQHKEYREF, LQH_COMMITCONF,
     /// LQH_ABORTCONF).
     fn on_data_node_signal(
         &mut self,
@@ -295,6 +297,12 @@ impl Kernel {
             }
             dgsn::TC_FAIL_ANSWER => {
                 self.exec_tc_fail_answer(from, lqh_signals::TcFailAnswer::decode(payload)?, out)
+            }
+            dgsn::TC_FAIL_REPORT => {
+                self.exec_tc_fail_report(from, lqh_signals::TcFailQuery::decode(payload)?, out)
+            }
+            dgsn::TC_FAIL_DECISION => {
+                self.exec_tc_fail_decision(lqh_signals::TcFailAnswer::decode(payload)?, out)?
             }
             other => return Err(ProtocolViolation(format!("unknown signal {other}"))),
         }

@@ -1,22 +1,24 @@
 //! LQH's end of a transaction: COMMIT and ABORT (LQH_COMMITREQ, LQH_ABORTREQ from another
 //! node's TC, or this node's TC through the job queue) commit or undo what the transaction holds
 //! here and confirm; the last replica of a write may commit early, on TC's order. When a
-//! transaction's coordinator fails, the survivors ask each other (TC_FAIL_QUERY) whether any of
-//! them committed it, and all decide alike.
+//! transaction's coordinator fails, the master decides it for every survivor (TC_FAIL_REPORT,
+//! TC_FAIL_QUERY, TC_FAIL_ANSWER, TC_FAIL_DECISION; see `foreign.rs`).
 
 use rndb_config::NodeId;
 use rndb_protocol::lqh::{self, gsn as lgsn};
 use rndb_protocol::signals::block;
 
-use super::foreign::live;
+use super::foreign::{live, Orphan, Resolution};
 use crate::blocks::acc::TransId;
-use crate::blocks::{data_node_header, Kernel, Outbox, Signal};
+use crate::blocks::{data_node_header, Kernel, Outbox, ProtocolViolation, Signal};
 
 impl Kernel {
-    /// NODE_FAILREP in LQH: the transactions the failed node coordinated here are committed
-    /// if any survivor committed them (the commit round reached it before the coordinator
-    /// died), else rolled back; every survivor asks every other, so all decide alike.
+    /// NODE_FAILREP in LQH: the transactions the failed node coordinated here become orphans,
+    /// decided by the master for every survivor (see `foreign.rs`); what waited for this
+    /// failure to be handled here runs now; and when the master itself failed, the orphans go
+    /// to the next one.
     pub(crate) fn lqh_node_failrep(&mut self, node: NodeId, out: &mut dyn Outbox) {
+        let master = self.qmgr.master();
         let mut orphans: Vec<TransId> = self
             .foreign
             .tc_of
@@ -24,65 +26,127 @@ impl Kernel {
             .filter(|(_, tc)| **tc == node)
             .map(|(t, _)| *t)
             .collect();
-        // Sorted: a hash map's order differs from run to run, and the queries go out in it.
+        // Sorted: a hash map's order differs from run to run, and reports go out in it.
         orphans.sort_unstable();
-        let survivors: Vec<NodeId> = self.qmgr.peers_up().collect();
         for trans in orphans {
-            self.foreign
-                .resolving
-                .insert(trans, (node, survivors.clone(), false));
-            let query = lqh::TcFailQuery {
-                trans,
-                tc_node: node.0,
+            let orphan = Orphan {
+                tc_node: node,
+                // Nobody yet: reported below.
+                reported_to: node,
             };
-            for &peer in &survivors {
-                let frame = data_node_header(lgsn::TC_FAIL_QUERY, block::DBLQH, block::DBLQH);
-                self.unsent.send(out, peer, frame, &mut |b| query.encode(b));
-            }
-            self.resolve_if_answered(trans, out);
+            self.foreign.orphans.insert(trans, orphan);
         }
-        // Queries that waited for this node to handle the failure: everything the dead
-        // coordinator sent here has run now.
-        let (ready, still): (Vec<_>, Vec<_>) = std::mem::take(&mut self.foreign.deferred_queries)
-            .into_iter()
-            .partition(|&(_, _, tc)| tc == node);
-        self.foreign.deferred_queries = still;
-        for (asker, trans, _) in ready {
+        // Queries and reports that waited for this node to handle the failure: everything the
+        // dead coordinator sent here has run now.
+        for (asker, trans, _) in take_about(&mut self.foreign.deferred_queries, node) {
             self.answer_tc_fail_query(asker, trans, out);
         }
-        // Resolutions that waited for the node that failed now.
-        let mut waiting: Vec<TransId> = self
+        for (_, trans, tc_node) in take_about(&mut self.foreign.deferred_reports, node) {
+            self.start_resolution(trans, tc_node, out);
+        }
+        // Decisions in progress here stop waiting for the node that failed.
+        let waiting: Vec<TransId> = self
             .foreign
             .resolving
             .iter()
-            .filter(|(_, (_, awaiting, _))| awaiting.contains(&node))
+            .filter(|(_, r)| r.awaiting.contains(&node))
             .map(|(t, _)| *t)
             .collect();
-        waiting.sort_unstable();
         for trans in waiting {
-            if let Some((_, awaiting, _)) = self.foreign.resolving.get_mut(&trans) {
-                awaiting.retain(|&n| n != node);
+            if let Some(resolution) = self.foreign.resolving.get_mut(&trans) {
+                resolution.awaiting.retain(|&n| n != node);
             }
             self.resolve_if_answered(trans, out);
         }
+        // Every orphan not yet with the master (new ones, and all of them when the master
+        // failed) goes to it.
+        let unreported: Vec<(TransId, NodeId)> = self
+            .foreign
+            .orphans
+            .iter()
+            .filter(|(_, o)| o.reported_to != master)
+            .map(|(t, o)| (*t, o.tc_node))
+            .collect();
+        for (trans, tc_node) in unreported {
+            if let Some(orphan) = self.foreign.orphans.get_mut(&trans) {
+                orphan.reported_to = master;
+            }
+            if master == self.me {
+                self.start_resolution(trans, tc_node, out);
+            } else {
+                let report = lqh::TcFailQuery {
+                    trans,
+                    tc_node: tc_node.0,
+                };
+                let frame = data_node_header(lgsn::TC_FAIL_REPORT, block::DBLQH, block::DBLQH);
+                self.unsent
+                    .send(out, master, frame, &mut |b| report.encode(b));
+            }
+        }
     }
 
-    /// Ends a transaction whose coordinator failed once every survivor has said how it stands
-    /// there: committed if any committed it, else rolled back.
-    pub(crate) fn resolve_if_answered(&mut self, trans: TransId, out: &mut dyn Outbox) {
-        let Some((tc_node, awaiting, committed)) = self.foreign.resolving.get(&trans) else {
-            return;
-        };
-        if !awaiting.is_empty() {
+    /// As master: starts deciding a transaction of failed coordinator `tc_node` for every
+    /// survivor, by asking each how it stands there (unless a decision is already in
+    /// progress).
+    fn start_resolution(&mut self, trans: TransId, tc_node: NodeId, out: &mut dyn Outbox) {
+        if self.foreign.resolving.contains_key(&trans) {
             return;
         }
-        let (tc_node, committed) = (*tc_node, *committed);
-        self.foreign.resolving.remove(&trans);
-        tracing::info!(trans = %trans, node = %tc_node, committed, "ended a transaction whose coordinator failed");
-        self.lqh_finish(trans, tc_node, committed, out);
+        let awaiting: Vec<NodeId> = self.qmgr.peers_up().collect();
+        let query = lqh::TcFailQuery {
+            trans,
+            tc_node: tc_node.0,
+        };
+        for &peer in &awaiting {
+            let frame = data_node_header(lgsn::TC_FAIL_QUERY, block::DBLQH, block::DBLQH);
+            self.unsent.send(out, peer, frame, &mut |b| query.encode(b));
+        }
+        let resolution = Resolution {
+            tc_node,
+            awaiting,
+            committed: self.foreign.outcome(trans) == lqh::TransOutcome::Committed,
+        };
+        self.foreign.resolving.insert(trans, resolution);
+        self.resolve_if_answered(trans, out);
     }
 
-    /// Says how `trans` stands here to `asker`, a survivor of its coordinator's failure.
+    /// As master: once every survivor has said how the transaction stands, decides it (commit
+    /// if any committed it, else abort), applies the decision here and tells every survivor.
+    pub(crate) fn resolve_if_answered(&mut self, trans: TransId, out: &mut dyn Outbox) {
+        let Some(resolution) = self.foreign.resolving.get(&trans) else {
+            return;
+        };
+        if !resolution.awaiting.is_empty() {
+            return;
+        }
+        let (tc_node, committed) = (resolution.tc_node, resolution.committed);
+        self.foreign.resolving.remove(&trans);
+        tracing::info!(trans = %trans, node = %tc_node, committed, "decided a transaction whose coordinator failed, for every survivor");
+        let decision = lqh::TcFailAnswer {
+            trans,
+            outcome: if committed {
+                lqh::TransOutcome::Committed
+            } else {
+                lqh::TransOutcome::Aborted
+            },
+        };
+        let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
+        for peer in peers {
+            let frame = data_node_header(lgsn::TC_FAIL_DECISION, block::DBLQH, block::DBLQH);
+            self.unsent
+                .send(out, peer, frame, &mut |b| decision.encode(b));
+        }
+        self.apply_tc_fail_decision(trans, committed, out);
+    }
+
+    /// Ends an orphan as the master decided (nothing, if it is not one here).
+    fn apply_tc_fail_decision(&mut self, trans: TransId, committed: bool, out: &mut dyn Outbox) {
+        if let Some(orphan) = self.foreign.orphans.remove(&trans) {
+            self.lqh_finish(trans, orphan.tc_node, committed, out);
+        }
+    }
+
+    /// Says how `trans` stands here to `asker`, the master deciding it.
     pub(crate) fn answer_tc_fail_query(
         &mut self,
         asker: NodeId,
@@ -166,8 +230,8 @@ impl Kernel {
         });
     }
 
-    /// TC_FAIL_QUERY: a survivor of a coordinator's failure asks how its transaction stands
-    /// here.
+    /// TC_FAIL_QUERY: the master deciding a transaction of a failed coordinator asks how it
+    /// stands here.
     pub(crate) fn exec_tc_fail_query(
         &mut self,
         from: NodeId,
@@ -185,18 +249,68 @@ impl Kernel {
         }
     }
 
-    /// TC_FAIL_ANSWER: another survivor says how a transaction of a failed coordinator stands
-    /// there.
+    /// TC_FAIL_REPORT: a survivor holds a transaction of a failed coordinator open and asks
+    /// this node, the master, to decide it.
+    pub(crate) fn exec_tc_fail_report(
+        &mut self,
+        from: NodeId,
+        report: lqh::TcFailQuery,
+        out: &mut dyn Outbox,
+    ) {
+        let tc_node = NodeId(report.tc_node);
+        if self.qmgr.is_up(tc_node) {
+            // Its failure is not handled here yet: decided once it is.
+            self.foreign
+                .deferred_reports
+                .push((from, report.trans, tc_node));
+        } else {
+            self.start_resolution(report.trans, tc_node, out);
+        }
+    }
+
+    /// TC_FAIL_ANSWER: a survivor says how a transaction this node decides stands there.
     pub(crate) fn exec_tc_fail_answer(
         &mut self,
         from: NodeId,
         answer: lqh::TcFailAnswer,
         out: &mut dyn Outbox,
     ) {
-        if let Some((_, awaiting, committed)) = self.foreign.resolving.get_mut(&answer.trans) {
-            awaiting.retain(|&n| n != from);
-            *committed |= answer.outcome == lqh::TransOutcome::Committed;
+        if let Some(resolution) = self.foreign.resolving.get_mut(&answer.trans) {
+            resolution.awaiting.retain(|&n| n != from);
+            resolution.committed |= answer.outcome == lqh::TransOutcome::Committed;
         }
         self.resolve_if_answered(answer.trans, out);
     }
+
+    /// TC_FAIL_DECISION: the master decided a transaction of a failed coordinator.
+    pub(crate) fn exec_tc_fail_decision(
+        &mut self,
+        decision: lqh::TcFailAnswer,
+        out: &mut dyn Outbox,
+    ) -> Result<(), ProtocolViolation> {
+        let committed = match decision.outcome {
+            lqh::TransOutcome::Committed => true,
+            lqh::TransOutcome::Aborted => false,
+            lqh::TransOutcome::Open => {
+                return Err(ProtocolViolation(format!(
+                    "TC_FAIL_DECISION for transaction {} decides nothing",
+                    decision.trans
+                )))
+            }
+        };
+        self.apply_tc_fail_decision(decision.trans, committed, out);
+        Ok(())
+    }
+}
+
+/// Takes the deferred entries that waited for the failure of `node` to be handled.
+fn take_about(
+    entries: &mut Vec<(NodeId, TransId, NodeId)>,
+    node: NodeId,
+) -> Vec<(NodeId, TransId, NodeId)> {
+    let (ready, still): (Vec<_>, Vec<_>) = std::mem::take(entries)
+        .into_iter()
+        .partition(|&(_, _, tc)| tc == node);
+    *entries = still;
+    ready
 }

@@ -3,8 +3,17 @@
 //! what keeps its queued work alive. Foreign transactions that ended are remembered for a while,
 //! so that an operation arriving late (the abort overtook it) is refused instead of taking locks
 //! nobody would release, and so that survivors of its coordinator's failure can ask how it ended.
+//!
+//! When a coordinator fails, the transactions it leaves open here become *orphans*. One node
+//! decides each of them for every survivor: the master (NDB's take-over TC). It asks every
+//! survivor how the transaction stands (TC_FAIL_QUERY), decides commit if any committed it and
+//! abort otherwise, and tells every survivor (TC_FAIL_DECISION). A survivor never decides an
+//! orphan itself: it reports it to the master (TC_FAIL_REPORT) and waits, and when the master
+//! fails too, it reports its orphans to the next one. So a second failure during the decision
+//! cannot split it: whoever decides hears from every survivor, and a survivor that already
+//! applied a decision answers with it.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use hashbrown::HashMap;
 
@@ -25,13 +34,36 @@ pub(crate) struct Foreign {
     /// Foreign transactions that ended here, and whether they committed.
     pub ended: HashMap<TransId, bool>,
     ended_order: VecDeque<TransId>,
-    /// Foreign transactions whose coordinator failed, waiting for the other survivors to say
-    /// whether any of them committed it: (the failed coordinator, nodes yet to answer,
-    /// committed somewhere).
-    pub resolving: HashMap<TransId, (NodeId, Vec<NodeId>, bool)>,
-    /// Queries about transactions of a coordinator whose failure this node has not handled
-    /// yet (its last frames may still be queued here): (asking node, transaction, coordinator).
+    /// Transactions of failed coordinators held open here, waiting for the master's decision.
+    pub orphans: BTreeMap<TransId, Orphan>,
+    /// As master: transactions of failed coordinators being decided, waiting for the other
+    /// survivors to say whether any of them committed it.
+    pub resolving: BTreeMap<TransId, Resolution>,
+    /// Queries (from the master) and reports (to it) about transactions of a coordinator whose
+    /// failure this node has not handled yet (its last frames may still be queued here):
+    /// (sender, transaction, coordinator).
     pub deferred_queries: Vec<(NodeId, TransId, NodeId)>,
+    pub deferred_reports: Vec<(NodeId, TransId, NodeId)>,
+}
+
+/// A transaction of a failed coordinator held open here.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Orphan {
+    /// Its coordinator, which failed.
+    pub tc_node: NodeId,
+    /// The master it was reported to (this node, when it decides it itself).
+    pub reported_to: NodeId,
+}
+
+/// The master's decision in progress on a transaction of a failed coordinator.
+#[derive(Clone, Debug)]
+pub(crate) struct Resolution {
+    /// Its coordinator, which failed.
+    pub tc_node: NodeId,
+    /// Survivors yet to answer.
+    pub awaiting: Vec<NodeId>,
+    /// Some node committed it (this one, or one that answered).
+    pub committed: bool,
 }
 
 impl Foreign {
