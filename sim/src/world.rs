@@ -1,0 +1,775 @@
+//! One simulated run: the data nodes' kernels, the clients, the network, the fault plan and
+//! the clock, driven event by event from one seed.
+//!
+//! A step pops the earliest event, sets the clock to its time, and hands it to its node: a
+//! frame to `Kernel::on_frame` (then `run_jobs`) or to a client, a timer tick to `on_timer`
+//! (then `run_jobs`), a closed link to `on_disconnect` (then `run_jobs`) or to the client.
+//! What the step sent is scheduled on the network. Checks run where their facts appear (a
+//! full read of the bank is checked when its answer arrives); the run stops at the first
+//! violation, naming the seed, the step and the simulated time.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rndb_config::{ClusterConfig, NodeId, PartitionMap};
+use rndb_ndbd::blocks::Kernel;
+use rndb_transporter::FrameHeader;
+
+use crate::check::{self, HistoryOp, RegOp, Verdict};
+use crate::client::{Client, Ctx, Outcome, Shared, Stats};
+use crate::knobs::{Knobs, Options, FIRST_API_NODE};
+use crate::net::{EventKind, Net, Queue, SimOutbox};
+use crate::rng::Rng;
+
+/// The data nodes' timer tick, as `rndb_ndbd::exec::TIMER_TICK`.
+const TIMER_TICK_NS: u64 = 10_000_000;
+/// How soon a data node retries final answers that met a full send buffer (as the execution
+/// loop's `RETRY_FLUSH_AFTER`).
+const KICK_NS: u64 = 1_000_000;
+/// How long after a connection drops each end hears of it, at most.
+const DETECT_NS_MAX: u64 = 1_000_000;
+/// The tables must be ready this soon.
+const SETUP_NS_MAX: u64 = 30_000_000_000;
+/// After the workload ends, the final reads must be done this soon.
+const QUIESCE_NS_MAX: u64 = 120_000_000_000;
+
+/// A finished run.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub seed: u64,
+    pub knobs: Knobs,
+    /// Simulated time at the end.
+    pub sim_ns: u64,
+    pub steps: u64,
+    /// Frames delivered.
+    pub frames: u64,
+    /// A hash of every delivered frame: (time, from, to, signal, request id, payload).
+    pub trace_hash: u64,
+    pub stats: Stats,
+    /// Register keys whose check ran out of its search budget.
+    pub undecided_keys: usize,
+    /// Sends that found the send buffer "full" (BUGGIFY).
+    pub overloads: u64,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<&'static str, u64>,
+}
+
+/// A run that broke an invariant (or hung, or did not replay).
+#[derive(Clone, Debug)]
+pub struct Failure {
+    pub seed: u64,
+    pub step: u64,
+    pub sim_ns: u64,
+    pub what: String,
+    /// The one command that replays it.
+    pub replay: String,
+    pub knobs: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {:#018x} failed at step {}, simulated time {:.6} ms: {}\n  knobs: {}\n  replay: {}",
+            self.seed,
+            self.step,
+            self.sim_ns as f64 / 1e6,
+            self.what,
+            self.knobs,
+            self.replay
+        )
+    }
+}
+
+/// Runs `seed` twice and compares the trace hashes: a run that does not replay itself is a
+/// failure too.
+pub fn run_seed_checked(seed: u64, options: &Options) -> Result<Report, Failure> {
+    let first = run_seed(seed, options)?;
+    let second = run_seed(seed, options)?;
+    if first.trace_hash != second.trace_hash || first.steps != second.steps {
+        return Err(Failure {
+            seed,
+            step: first.steps.min(second.steps),
+            sim_ns: first.sim_ns,
+            what: format!(
+                "determinism: two runs of the seed differ: trace hash {:#018x} in {} steps, then {:#018x} in {} steps",
+                first.trace_hash, first.steps, second.trace_hash, second.steps
+            ),
+            replay: options.replay_command(seed),
+            knobs: first.knobs.to_string(),
+        });
+    }
+    Ok(first)
+}
+
+/// Runs one seed.
+pub fn run_seed(seed: u64, options: &Options) -> Result<Report, Failure> {
+    let mut world = World::new(seed, options);
+    // A panic in a kernel (an assertion) or in the sim is this seed's failure, reported with
+    // its replay command like any other.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| world.run()))
+        .unwrap_or_else(|panic| {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a panic without a message".into());
+            Err(format!("panic: {message}"))
+        });
+    match result {
+        Ok(()) => Ok(world.report()),
+        Err(what) => Err(Failure {
+            seed,
+            step: world.step,
+            sim_ns: world.now_ns,
+            what,
+            replay: options.replay_command(seed),
+            knobs: world.knobs.to_string(),
+        }),
+    }
+}
+
+/// A fault planned at the start of the workload.
+#[derive(Clone, Debug)]
+enum Planned {
+    Crash(NodeId),
+    ClientDies(usize),
+    Slow {
+        from: NodeId,
+        to: NodeId,
+        factor: u64,
+        for_ns: u64,
+    },
+    ApiLinkDrop {
+        client: usize,
+        node: NodeId,
+        for_ns: u64,
+    },
+    Reconnect {
+        client: usize,
+        node: NodeId,
+    },
+    /// Data nodes `side` lose their links to the others (both ways).
+    Cut {
+        side: Vec<NodeId>,
+    },
+    /// Frames from `from` to `to` vanish for a while (one way).
+    OneWay {
+        from: NodeId,
+        to: NodeId,
+        for_ns: u64,
+    },
+}
+
+struct World {
+    seed: u64,
+    options: Options,
+    knobs: Knobs,
+    /// Draws of the fault plan and of detection delays.
+    rng: Rng,
+    now_ns: u64,
+    /// The `Instant` that simulated time 0 stands for: every `now` handed to a kernel is
+    /// `base + now_ns`.
+    base: Instant,
+    step: u64,
+    queue: Queue,
+    net: Net,
+    config: ClusterConfig,
+    /// Live data nodes.
+    kernels: BTreeMap<NodeId, Kernel>,
+    crashed: BTreeSet<NodeId>,
+    clients: Vec<Client>,
+    shared: Shared,
+    plan: Vec<Planned>,
+    planned: bool,
+    end_ns: Option<u64>,
+    final_started: bool,
+    /// Data nodes with a `Kick` scheduled.
+    kicks: BTreeSet<NodeId>,
+    trace_hash: u64,
+    frames: u64,
+    overloads: u64,
+    faults: BTreeMap<&'static str, u64>,
+    undecided_keys: usize,
+}
+
+impl World {
+    fn new(seed: u64, options: &Options) -> World {
+        let mut rng = Rng::new(seed);
+        let knobs = Knobs::draw(&mut rng, options);
+        let ini = knobs.config_ini();
+        let config = match rndb_config::parse_str(&ini, Path::new("sim.ini")) {
+            Ok(config) => config,
+            Err(errors) => panic!("the simulator's config does not parse: {errors:?}\n{ini}"),
+        };
+        let data_nodes: Vec<NodeId> = config.data_nodes.iter().map(|n| n.node_id).collect();
+        let client_nodes: Vec<NodeId> = (0..knobs.clients)
+            .map(|i| NodeId(FIRST_API_NODE + i))
+            .collect();
+        let all: Vec<NodeId> = data_nodes.iter().chain(&client_nodes).copied().collect();
+        let net = Net::new(
+            &mut rng.fork(),
+            &all,
+            (knobs.delay_ns_min, knobs.delay_ns_max),
+            knobs.overload_ppm,
+        );
+        let mut kernels = BTreeMap::new();
+        for node in &config.data_nodes {
+            let mut kernel = Kernel::new(&config, node);
+            for &other in &data_nodes {
+                if other != node.node_id {
+                    kernel.on_connect(other);
+                }
+            }
+            kernels.insert(node.node_id, kernel);
+        }
+        let mut client_rng = rng.fork();
+        let clients = client_nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &node)| Client::new(i, node, data_nodes.clone(), client_rng.fork(), &knobs))
+            .collect();
+        let shared = Shared::new(
+            &knobs,
+            PartitionMap::new(&config),
+            options.workload.bank(),
+            options.workload.registers(),
+        );
+        let mut world = World {
+            seed,
+            options: options.clone(),
+            knobs,
+            rng,
+            now_ns: 0,
+            // Taken after the kernels exist: whatever instant a kernel read while it was made
+            // lies before every simulated `now`.
+            base: Instant::now(),
+            step: 0,
+            queue: Queue::default(),
+            net,
+            config,
+            kernels,
+            crashed: BTreeSet::new(),
+            clients,
+            shared,
+            plan: Vec::new(),
+            planned: false,
+            end_ns: None,
+            final_started: false,
+            kicks: BTreeSet::new(),
+            trace_hash: 0,
+            frames: 0,
+            overloads: 0,
+            faults: BTreeMap::new(),
+            undecided_keys: 0,
+        };
+        for &node in &data_nodes {
+            let first_tick = world.rng.below(TIMER_TICK_NS);
+            world
+                .queue
+                .push(first_tick, node.0, 0, EventKind::Timer(node));
+        }
+        for i in 0..world.clients.len() {
+            let start = world.rng.below(1_000_000);
+            world
+                .queue
+                .push(start, i as u16, 0, EventKind::ClientWake { client: i });
+        }
+        world.log(format!("seed {:#018x}: {}", seed, world.knobs));
+        world
+    }
+
+    fn run(&mut self) -> Result<(), String> {
+        while let Some(event) = self.queue.pop() {
+            debug_assert!(event.at_ns >= self.now_ns, "time went back");
+            self.now_ns = event.at_ns;
+            self.step += 1;
+            self.handle(event.kind)?;
+            if let Some(what) = self.shared.failure.take() {
+                return Err(what);
+            }
+            self.flush_log();
+            if !self.planned && self.shared.ready {
+                self.plan_faults();
+            }
+            if self.shared.final_done {
+                return self.final_checks();
+            }
+            self.maybe_start_final();
+            self.check_deadlines()?;
+        }
+        Err("the event queue ran dry before the final reads ended".into())
+    }
+
+    fn check_deadlines(&self) -> Result<(), String> {
+        match self.end_ns {
+            None if self.now_ns > SETUP_NS_MAX => Err(format!(
+                "liveness: the tables were not ready after {} s",
+                SETUP_NS_MAX / 1_000_000_000
+            )),
+            Some(end) if self.now_ns > end + QUIESCE_NS_MAX => Err(format!(
+                "liveness: the final reads did not end within {} s of the workload's end",
+                QUIESCE_NS_MAX / 1_000_000_000
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn now(&self) -> Instant {
+        self.base + Duration::from_nanos(self.now_ns)
+    }
+
+    fn handle(&mut self, kind: EventKind) -> Result<(), String> {
+        match kind {
+            EventKind::Deliver {
+                from,
+                to,
+                epoch,
+                header,
+                payload,
+            } => {
+                if self.net.epoch(from, to) != epoch || !self.net.is_up(from, to) {
+                    return Ok(());
+                }
+                self.deliver(from, to, header, payload)
+            }
+            EventKind::Disconnected { at, peer } => {
+                self.log(format!("{at} hears that its link to {peer} closed"));
+                if self.kernels.contains_key(&at) {
+                    self.kernel_step(at, |k, out, now| {
+                        k.on_disconnect(peer, out);
+                        k.run_jobs(out, now);
+                        Ok(())
+                    })
+                } else {
+                    self.client_step(at, |c, ctx| c.on_link_down(ctx, peer));
+                    Ok(())
+                }
+            }
+            EventKind::Timer(node) => {
+                if !self.kernels.contains_key(&node) {
+                    return Ok(());
+                }
+                let mut next = self.now_ns + TIMER_TICK_NS;
+                if self.knobs.late_tick_ns_max > 0 && self.rng.below(10) == 0 {
+                    next += self.rng.below(self.knobs.late_tick_ns_max);
+                }
+                self.queue.push(next, node.0, 0, EventKind::Timer(node));
+                self.kernel_step(node, |k, out, now| {
+                    k.on_timer(now);
+                    k.run_jobs(out, now);
+                    Ok(())
+                })
+            }
+            EventKind::Kick(node) => {
+                self.kicks.remove(&node);
+                if !self.kernels.contains_key(&node) {
+                    return Ok(());
+                }
+                self.kernel_step(node, |k, out, now| {
+                    k.run_jobs(out, now);
+                    Ok(())
+                })
+            }
+            EventKind::ClientWake { client } => {
+                let node = self.clients[client].node;
+                self.client_step(node, |c, ctx| c.on_wake(ctx));
+                Ok(())
+            }
+            EventKind::Fault(index) => {
+                let fault = self.plan[index].clone();
+                self.inject(fault);
+                Ok(())
+            }
+            EventKind::EndWorkload => {
+                self.log("workload over: faults end, links heal, clients finish".into());
+                self.shared.stopping = true;
+                self.net.heal();
+                Ok(())
+            }
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        from: NodeId,
+        to: NodeId,
+        header: FrameHeader,
+        payload: Vec<u8>,
+    ) -> Result<(), String> {
+        self.frames += 1;
+        let record = [
+            self.now_ns,
+            u64::from(from.0) << 16 | u64::from(to.0),
+            u64::from(header.signal) << 32 | u64::from(header.request_id),
+            xxhash_rust::xxh3::xxh3_64(&payload),
+        ];
+        let mut bytes = [0u8; 32];
+        for (chunk, word) in bytes.chunks_exact_mut(8).zip(record) {
+            chunk.copy_from_slice(&word.to_le_bytes());
+        }
+        self.trace_hash = xxhash_rust::xxh3::xxh3_64_with_seed(&bytes, self.trace_hash);
+        if self.options.trace {
+            println!(
+                "{:>14.6} ms  {from:>3} -> {to:<3} signal {:>3} request {:>6} {:>4} bytes {:016x}",
+                self.now_ns as f64 / 1e6,
+                header.signal,
+                header.request_id,
+                payload.len(),
+                record[3]
+            );
+        }
+        if self.kernels.contains_key(&to) {
+            let step = self.step;
+            self.kernel_step(to, |k, out, now| {
+                k.on_frame(from, &header, &payload, out, now).map_err(|v| {
+                    format!(
+                        "data node {to} took frame (signal {}, request {}) from {from} for a protocol violation at step {step}: {}",
+                        header.signal, header.request_id, v.0
+                    )
+                })?;
+                k.run_jobs(out, now);
+                Ok(())
+            })
+        } else {
+            self.client_step(to, |c, ctx| c.on_frame(ctx, from, &header, &payload));
+            Ok(())
+        }
+    }
+
+    /// Runs `f` on data node `node`'s kernel with the sim's outbox, then closes the links it
+    /// asked to close and schedules a retry of answers that met a full buffer.
+    fn kernel_step(
+        &mut self,
+        node: NodeId,
+        f: impl FnOnce(&mut Kernel, &mut SimOutbox<'_>, Instant) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let now = self.now();
+        let Some(kernel) = self.kernels.get_mut(&node) else {
+            return Ok(());
+        };
+        let mut out = SimOutbox {
+            from: node,
+            now_ns: self.now_ns,
+            net: &mut self.net,
+            queue: &mut self.queue,
+            closes: Vec::new(),
+            overloads: 0,
+        };
+        f(kernel, &mut out, now)?;
+        let closes = std::mem::take(&mut out.closes);
+        self.overloads += out.overloads;
+        let unsent = kernel.has_unsent_answers();
+        if unsent && self.kicks.insert(node) {
+            self.queue
+                .push(self.now_ns + KICK_NS, node.0, 0, EventKind::Kick(node));
+        }
+        for (to, reason) in closes {
+            self.log(format!(
+                "data node {node} closes its link to {to}: {reason}"
+            ));
+            self.drop_connection(node, to);
+        }
+        Ok(())
+    }
+
+    /// Runs `f` on the client of node `node` and sends what it sent.
+    fn client_step(&mut self, node: NodeId, f: impl FnOnce(&mut Client, &mut Ctx<'_>)) {
+        let Some(index) = node.0.checked_sub(FIRST_API_NODE).map(usize::from) else {
+            return;
+        };
+        let Some(client) = self.clients.get_mut(index) else {
+            return;
+        };
+        if !client.is_alive() {
+            return;
+        }
+        let mut ctx = Ctx::new(self.now_ns, &mut self.shared);
+        f(client, &mut ctx);
+        let Ctx { sends, wakes, .. } = ctx;
+        for (to, header, payload) in sends {
+            self.net
+                .send(&mut self.queue, self.now_ns, node, to, header, payload);
+        }
+        for at in wakes {
+            self.queue
+                .push(at, index as u16, 0, EventKind::ClientWake { client: index });
+        }
+    }
+
+    /// Drops a connection; each live end hears of it a little later.
+    fn drop_connection(&mut self, a: NodeId, b: NodeId) {
+        if !self.net.drop_connection(a, b) {
+            return;
+        }
+        for (at, peer) in [(a, b), (b, a)] {
+            if self.is_alive(at) {
+                let delay = self.rng.between(10_000, DETECT_NS_MAX);
+                self.queue.push(
+                    self.now_ns + delay,
+                    at.0,
+                    peer.0,
+                    EventKind::Disconnected { at, peer },
+                );
+            }
+        }
+    }
+
+    fn is_alive(&self, node: NodeId) -> bool {
+        self.kernels.contains_key(&node)
+            || node
+                .0
+                .checked_sub(FIRST_API_NODE)
+                .and_then(|i| self.clients.get(usize::from(i)))
+                .is_some_and(Client::is_alive)
+    }
+
+    /// Draws the faults of the workload phase, which starts now.
+    fn plan_faults(&mut self) {
+        self.planned = true;
+        let start = self.now_ns;
+        let window = self.knobs.workload_ns;
+        let end = start + window;
+        self.end_ns = Some(end);
+        self.queue.push(end, 0, 0, EventKind::EndWorkload);
+        let data_nodes: Vec<NodeId> = self.kernels.keys().copied().collect();
+        let clients = self.clients.len();
+        let mut plan: Vec<(u64, Planned)> = Vec::new();
+        let mut groups: Vec<Vec<NodeId>> = self
+            .config
+            .node_groups
+            .iter()
+            .map(|g| g.nodes.clone())
+            .collect();
+        for _ in 0..self.knobs.crashes {
+            if groups.is_empty() {
+                break;
+            }
+            let group = groups.remove(self.rng.below(groups.len() as u64) as usize);
+            let node = group[self.rng.below(group.len() as u64) as usize];
+            plan.push((self.rng.below(window), Planned::Crash(node)));
+        }
+        let mut mortal: Vec<usize> = (1..clients).collect();
+        for _ in 0..self.knobs.client_deaths {
+            if mortal.is_empty() {
+                break;
+            }
+            let client = mortal.remove(self.rng.below(mortal.len() as u64) as usize);
+            plan.push((self.rng.below(window), Planned::ClientDies(client)));
+        }
+        let all: Vec<NodeId> = data_nodes
+            .iter()
+            .copied()
+            .chain(self.clients.iter().map(|c| c.node))
+            .collect();
+        for _ in 0..self.knobs.slow_links {
+            let from = all[self.rng.below(all.len() as u64) as usize];
+            let mut to = all[self.rng.below(all.len() as u64) as usize];
+            if to == from {
+                to = data_nodes[usize::from(from == data_nodes[0])];
+            }
+            let fault = Planned::Slow {
+                from,
+                to,
+                factor: self.rng.between(5, 100),
+                for_ns: self.rng.between(10_000_000, 500_000_000),
+            };
+            plan.push((self.rng.below(window), fault));
+        }
+        for _ in 0..self.knobs.api_link_drops {
+            let client = self.rng.below(clients as u64) as usize;
+            let node = data_nodes[self.rng.below(data_nodes.len() as u64) as usize];
+            let for_ns = self.rng.between(5_000_000, 200_000_000);
+            plan.push((
+                self.rng.below(window),
+                Planned::ApiLinkDrop {
+                    client,
+                    node,
+                    for_ns,
+                },
+            ));
+        }
+        for _ in 0..self.knobs.partitions {
+            let at = self.rng.below(window);
+            if self.rng.coin() {
+                let side = vec![data_nodes[self.rng.below(data_nodes.len() as u64) as usize]];
+                plan.push((at, Planned::Cut { side }));
+            } else {
+                let from = data_nodes[self.rng.below(data_nodes.len() as u64) as usize];
+                let to = *data_nodes.iter().find(|&&n| n != from).unwrap_or(&from);
+                let for_ns = self.rng.between(10_000_000, 500_000_000);
+                plan.push((at, Planned::OneWay { from, to, for_ns }));
+            }
+        }
+        for (at, fault) in plan {
+            self.schedule_fault(start + at, fault);
+        }
+    }
+
+    fn schedule_fault(&mut self, at_ns: u64, fault: Planned) {
+        self.plan.push(fault);
+        let index = self.plan.len() - 1;
+        self.queue
+            .push(at_ns, index as u16, 0, EventKind::Fault(index));
+    }
+
+    fn count(&mut self, kind: &'static str) {
+        *self.faults.entry(kind).or_default() += 1;
+    }
+
+    fn inject(&mut self, fault: Planned) {
+        self.log(format!("fault: {fault:?}"));
+        match fault {
+            Planned::Crash(node) => {
+                self.count("crash");
+                self.kernels.remove(&node);
+                self.crashed.insert(node);
+                let peers: Vec<NodeId> = self
+                    .config
+                    .data_nodes
+                    .iter()
+                    .map(|n| n.node_id)
+                    .chain(self.clients.iter().map(|c| c.node))
+                    .collect();
+                for peer in peers {
+                    self.drop_connection(node, peer);
+                }
+            }
+            Planned::ClientDies(index) => {
+                self.count("client death");
+                let node = self.clients[index].node;
+                self.client_step(node, |c, ctx| c.die(ctx));
+                let data_nodes: Vec<NodeId> =
+                    self.config.data_nodes.iter().map(|n| n.node_id).collect();
+                for peer in data_nodes {
+                    self.drop_connection(node, peer);
+                }
+            }
+            Planned::Slow {
+                from,
+                to,
+                factor,
+                for_ns,
+            } => {
+                self.count("slow link");
+                let until = self.now_ns + for_ns;
+                self.net.slow(from, to, factor, until);
+            }
+            Planned::ApiLinkDrop {
+                client,
+                node,
+                for_ns,
+            } => {
+                let api = self.clients[client].node;
+                if !self.is_alive(api) || !self.net.is_up(api, node) {
+                    return;
+                }
+                self.count("api link drop");
+                self.drop_connection(api, node);
+                if self.kernels.contains_key(&node) {
+                    let at = self.now_ns + DETECT_NS_MAX + for_ns;
+                    self.schedule_fault(at, Planned::Reconnect { client, node });
+                }
+            }
+            Planned::Reconnect { client, node } => {
+                let api = self.clients[client].node;
+                if self.is_alive(api) && self.kernels.contains_key(&node) {
+                    self.net.reconnect(api, node);
+                    self.client_step(api, |c, _| c.on_link_up(node));
+                }
+            }
+            Planned::Cut { side } => {
+                self.count("partition (two-way)");
+                let others: Vec<NodeId> = self
+                    .kernels
+                    .keys()
+                    .copied()
+                    .filter(|n| !side.contains(n))
+                    .collect();
+                for &a in &side {
+                    for &b in &others {
+                        self.drop_connection(a, b);
+                    }
+                }
+            }
+            Planned::OneWay { from, to, for_ns } => {
+                self.count("partition (one-way)");
+                let until = self.now_ns + for_ns;
+                self.net.blackhole(from, to, until);
+            }
+        }
+    }
+
+    /// Once the workload is over and every live client is idle, client 0 reads everything.
+    fn maybe_start_final(&mut self) {
+        if self.final_started || !self.shared.stopping {
+            return;
+        }
+        if !self.clients.iter().all(|c| !c.is_alive() || c.is_idle()) {
+            return;
+        }
+        self.final_started = true;
+        self.log("every client is idle: client 0 reads everything".into());
+        let node = self.clients[0].node;
+        self.client_step(node, |c, ctx| c.start_final(ctx));
+    }
+
+    /// The register histories, checked per key once the final reads are done.
+    fn final_checks(&mut self) -> Result<(), String> {
+        let mut by_key: BTreeMap<u16, Vec<HistoryOp>> = BTreeMap::new();
+        for record in &self.shared.history {
+            let (op, complete_ns) = match (record.write, record.outcome) {
+                (_, Outcome::Fail) => continue,
+                (None, Outcome::Ok(Some(v))) => (RegOp::Read(v), Some(record.complete_ns)),
+                (None, _) => continue,
+                (Some(v), Outcome::Ok(_)) => (RegOp::Write(v), Some(record.complete_ns)),
+                (Some(v), Outcome::Info | Outcome::Pending) => (RegOp::Write(v), None),
+            };
+            by_key.entry(record.key).or_default().push(HistoryOp {
+                op,
+                client: record.client,
+                invoke_ns: record.invoke_ns,
+                complete_ns,
+            });
+        }
+        let mut undecided = 0;
+        for (key, ops) in &by_key {
+            match check::check_register(0, ops) {
+                Ok(Verdict::Linearizable) => {}
+                Ok(Verdict::Undecided) => undecided += 1,
+                Err(e) => return Err(format!("registers: key {key}: {e}")),
+            }
+        }
+        self.undecided_keys = undecided;
+        Ok(())
+    }
+
+    fn log(&mut self, line: String) {
+        if self.options.trace {
+            println!("{:>14.6} ms  {line}", self.now_ns as f64 / 1e6);
+        }
+    }
+
+    fn flush_log(&mut self) {
+        for line in std::mem::take(&mut self.shared.log) {
+            self.log(line);
+        }
+    }
+
+    fn report(&self) -> Report {
+        Report {
+            seed: self.seed,
+            knobs: self.knobs.clone(),
+            sim_ns: self.now_ns,
+            steps: self.step,
+            frames: self.frames,
+            trace_hash: self.trace_hash,
+            stats: self.shared.stats.clone(),
+            undecided_keys: self.undecided_keys,
+            overloads: self.overloads,
+            faults: self.faults.clone(),
+        }
+    }
+}
