@@ -22,7 +22,7 @@ use rndb_protocol::{
 use rndb_transporter::FrameHeader;
 
 use crate::check::{self, KEY_OPS_MAX};
-use crate::knobs::Knobs;
+use crate::knobs::{Knobs, Sabotage};
 use crate::rng::Rng;
 
 /// How long a request may wait for its answer before the run fails as hung (simulated).
@@ -83,6 +83,8 @@ pub struct Stats {
     pub reads_failed: u64,
     /// NDB error codes the clients saw (TC_EXECUTE_REF, refused schema requests).
     pub errors: BTreeMap<u32, u64>,
+    /// Clients that died with a request outstanding.
+    pub deaths_mid_request: u64,
     /// The 702 of the schema request sent to a non-master was seen, and the retry succeeded.
     pub non_master_702: bool,
 }
@@ -112,6 +114,7 @@ pub struct Shared {
     pub total: i64,
     /// Lines for `--trace`.
     pub log: Vec<String>,
+    pub sabotage: Option<Sabotage>,
 }
 
 impl Shared {
@@ -133,6 +136,7 @@ impl Shared {
             hangs_expected: knobs.partitions > 0,
             total: i64::from(knobs.accounts) * INITIAL_BALANCE,
             log: Vec::new(),
+            sabotage: None,
         }
     }
 
@@ -236,6 +240,8 @@ pub struct Client {
     resume_ns: u64,
     /// Attempts of the current final read.
     attempts: u32,
+    /// The value this client's last read returned (for `Sabotage::Registers`).
+    last_read: Option<i64>,
     think_ns_max: u64,
 }
 
@@ -258,6 +264,7 @@ impl Client {
             request: None,
             resume_ns: 0,
             attempts: 0,
+            last_read: None,
             think_ns_max: knobs.think_ns_max,
         }
     }
@@ -746,6 +753,7 @@ impl Client {
     /// The client dies: its outstanding request's outcome stays unknown.
     pub fn die(&mut self, ctx: &mut Ctx<'_>) {
         if let Some(request) = self.request.take() {
+            ctx.shared.stats.deaths_mid_request += 1;
             match request.kind {
                 Kind::RegWrite { record } => {
                     ctx.shared.history[record].outcome = Outcome::Info;
@@ -897,7 +905,12 @@ impl Client {
         }
         let ops = [
             KeyOp::write(&table, OperationType::Update, a, from - moved),
-            KeyOp::write(&table, OperationType::Update, b, to + moved),
+            KeyOp::write(
+                &table,
+                OperationType::Update,
+                b,
+                to + moved + i64::from(ctx.shared.sabotage == Some(Sabotage::Bank)),
+            ),
         ];
         self.send_transaction(ctx, Kind::TransferWrite, &ops, ExecType::Commit, false);
     }
@@ -962,7 +975,15 @@ impl Client {
                         ))
                     }
                 };
-                ctx.shared.history[record].outcome = Outcome::Ok(Some(value));
+                let stale = ctx.shared.sabotage == Some(Sabotage::Registers)
+                    && self.index == 1
+                    && self.rng.below(3) == 0;
+                let reported = match self.last_read {
+                    Some(last) if stale => last,
+                    _ => value,
+                };
+                self.last_read = Some(value);
+                ctx.shared.history[record].outcome = Outcome::Ok(Some(reported));
                 ctx.shared.stats.reads_ok += 1;
                 if let Phase::FinalRead(key) = self.phase {
                     self.attempts = 0;

@@ -76,6 +76,16 @@ impl Fault {
     }
 }
 
+/// A deliberate bug in the clients, to show that the checkers fire and that a failing seed
+/// replays: never on unless asked for (`--sabotage`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sabotage {
+    /// Transfers credit one unit more than they debit: the next full read sums wrong.
+    Bank,
+    /// Client 1 reports some of its reads with the value it read the time before (stale).
+    Registers,
+}
+
 /// What the user chose for a run (the same for every seed of a `--seeds` run).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {
@@ -84,6 +94,8 @@ pub struct Options {
     pub faults: Vec<Fault>,
     /// Print every delivered frame and fault.
     pub trace: bool,
+    /// A deliberate client bug (see [`Sabotage`]).
+    pub sabotage: Option<Sabotage>,
 }
 
 impl Default for Options {
@@ -92,6 +104,7 @@ impl Default for Options {
             workload: Workload::All,
             faults: Fault::DEFAULT.to_vec(),
             trace: false,
+            sabotage: None,
         }
     }
 }
@@ -117,6 +130,11 @@ impl Options {
                 names.join(",")
             };
             command.push_str(&format!(" --faults {list}"));
+        }
+        match self.sabotage {
+            Some(Sabotage::Bank) => command.push_str(" --sabotage bank"),
+            Some(Sabotage::Registers) => command.push_str(" --sabotage registers"),
+            None => {}
         }
         command
     }

@@ -36,5 +36,5 @@ pub mod net;
 pub mod rng;
 pub mod world;
 
-pub use knobs::{Fault, Knobs, Options, Workload};
+pub use knobs::{Fault, Knobs, Options, Sabotage, Workload};
 pub use world::{run_seed, run_seed_checked, Failure, Report};

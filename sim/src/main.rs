@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use rndb_sim::{run_seed, run_seed_checked, Fault, Options, Report, Workload};
+use rndb_sim::{run_seed, run_seed_checked, Fault, Options, Report, Sabotage, Workload};
 
 /// A deterministic simulation of an rndb cluster: real data-node kernels, simulated API nodes,
 /// network and faults, all from one seed.
@@ -39,6 +39,9 @@ struct Args {
     /// Also run the seed in a second process and compare trace hashes (with --seed).
     #[arg(long)]
     check_determinism: bool,
+    /// Plant a deliberate client bug, to see a checker fire and the failing seed replay.
+    #[arg(long, value_enum)]
+    sabotage: Option<Sabotage>,
     /// Print only the trace hash of the one seed (used by --check-determinism).
     #[arg(long, hide = true)]
     print_hash: bool,
@@ -71,6 +74,7 @@ fn main() -> ExitCode {
         workload: args.workload,
         faults,
         trace: args.trace,
+        sabotage: args.sabotage,
     };
     if let Some(seed) = args.seed {
         return one_seed(seed, &options, &args);
@@ -118,6 +122,11 @@ fn check_across_processes(seed: u64, options: &Options, report: &Report) -> Exit
     let output = std::process::Command::new(exe)
         .args(["--seed", &format!("{seed:#x}"), "--print-hash"])
         .args(["--workload", options.workload.name(), "--faults", &faults])
+        .args(match options.sabotage {
+            Some(Sabotage::Bank) => &["--sabotage", "bank"][..],
+            Some(Sabotage::Registers) => &["--sabotage", "registers"][..],
+            None => &[],
+        })
         .output();
     let theirs = match output {
         Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_string(),
@@ -159,6 +168,7 @@ fn many_seeds(start: u64, count: u64, options: &Options, once: bool) -> ExitCode
         match result {
             Ok(report) => sim_ns += u128::from(report.sim_ns),
             Err(failure) => {
+                sim_ns += u128::from(failure.sim_ns);
                 failures += 1;
                 eprintln!("FAILED: {failure}");
             }

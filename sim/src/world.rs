@@ -231,12 +231,13 @@ impl World {
             .enumerate()
             .map(|(i, &node)| Client::new(i, node, data_nodes.clone(), client_rng.fork(), &knobs))
             .collect();
-        let shared = Shared::new(
+        let mut shared = Shared::new(
             &knobs,
             PartitionMap::new(&config),
             options.workload.bank(),
             options.workload.registers(),
         );
+        shared.sabotage = options.sabotage;
         let mut world = World {
             seed,
             options: options.clone(),
