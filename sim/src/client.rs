@@ -115,6 +115,8 @@ pub struct Shared {
     /// Lines for `--trace`.
     pub log: Vec<String>,
     pub sabotage: Option<Sabotage>,
+    /// Client 0 sends its first CREATE TABLE to a non-master first (see [`Knobs`]).
+    pub schema_to_non_master: bool,
 }
 
 impl Shared {
@@ -137,6 +139,7 @@ impl Shared {
             total: i64::from(knobs.accounts) * INITIAL_BALANCE,
             log: Vec::new(),
             sabotage: None,
+            schema_to_non_master: knobs.schema_to_non_master,
         }
     }
 
@@ -380,7 +383,7 @@ impl Client {
         let non_master = *self.data_nodes.last().unwrap_or(&master);
         let at_non_master = which == first_table(ctx.shared)
             && !retry_on_master
-            && self.rng.coin()
+            && ctx.shared.schema_to_non_master
             && non_master != master;
         let to = if at_non_master { non_master } else { master };
         self.send_request(

@@ -54,6 +54,9 @@ pub struct Report {
     pub overloads: u64,
     /// Faults injected, by kind.
     pub faults: BTreeMap<&'static str, u64>,
+    /// Each delivered frame's (step, simulated ns, trace hash after it), to find where two runs
+    /// of a seed part.
+    pub frame_hashes: Vec<(u64, u64, u64)>,
 }
 
 /// A run that broke an invariant (or hung, or did not replay).
@@ -89,12 +92,22 @@ pub fn run_seed_checked(seed: u64, options: &Options) -> Result<Report, Failure>
     let first = run_seed(seed, options)?;
     let second = run_seed(seed, options)?;
     if first.trace_hash != second.trace_hash || first.steps != second.steps {
+        let (index, (step, sim_ns, _)) = first
+            .frame_hashes
+            .iter()
+            .zip(&second.frame_hashes)
+            .enumerate()
+            .find(|(_, (a, b))| a != b)
+            .map_or(
+                (first.frame_hashes.len(), (first.steps, first.sim_ns, 0)),
+                |(i, (a, _))| (i, *a),
+            );
         return Err(Failure {
             seed,
-            step: first.steps.min(second.steps),
-            sim_ns: first.sim_ns,
+            step,
+            sim_ns,
             what: format!(
-                "determinism: two runs of the seed differ: trace hash {:#018x} in {} steps, then {:#018x} in {} steps",
+                "determinism: two runs of the seed part at delivered frame {index}: trace hash {:#018x} in {} steps, then {:#018x} in {} steps (--trace prints both runs' frames)",
                 first.trace_hash, first.steps, second.trace_hash, second.steps
             ),
             replay: options.replay_command(seed),
@@ -193,6 +206,7 @@ struct World {
     overloads: u64,
     faults: BTreeMap<&'static str, u64>,
     undecided_keys: usize,
+    frame_hashes: Vec<(u64, u64, u64)>,
 }
 
 impl World {
@@ -265,6 +279,7 @@ impl World {
             overloads: 0,
             faults: BTreeMap::new(),
             undecided_keys: 0,
+            frame_hashes: Vec::new(),
         };
         for &node in &data_nodes {
             let first_tick = world.rng.below(TIMER_TICK_NS);
@@ -412,6 +427,8 @@ impl World {
             chunk.copy_from_slice(&word.to_le_bytes());
         }
         self.trace_hash = xxhash_rust::xxh3::xxh3_64_with_seed(&bytes, self.trace_hash);
+        self.frame_hashes
+            .push((self.step, self.now_ns, self.trace_hash));
         if self.options.trace {
             println!(
                 "{:>14.6} ms  {from:>3} -> {to:<3} signal {:>3} request {:>6} {:>4} bytes {:016x}",
@@ -759,7 +776,7 @@ impl World {
         }
     }
 
-    fn report(&self) -> Report {
+    fn report(&mut self) -> Report {
         Report {
             seed: self.seed,
             knobs: self.knobs.clone(),
@@ -771,6 +788,7 @@ impl World {
             undecided_keys: self.undecided_keys,
             overloads: self.overloads,
             faults: self.faults.clone(),
+            frame_hashes: std::mem::take(&mut self.frame_hashes),
         }
     }
 }
