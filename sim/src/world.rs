@@ -30,6 +30,17 @@ const TIMER_TICK_NS: u64 = 10_000_000;
 const KICK_NS: u64 = 1_000_000;
 /// How long after a connection drops each end hears of it, at most.
 const DETECT_NS_MAX: u64 = 1_000_000;
+/// Signals after which an armed crash fires: a request from an API node, a replica's
+/// prepare, its answer, a commit round and its answer, a failed coordinator's query.
+const CRASH_AFTER_SIGNALS: [u16; 7] = [
+    rndb_protocol::signals::gsn::TCKEYREQ,
+    rndb_protocol::lqh::gsn::LQHKEYREQ,
+    rndb_protocol::lqh::gsn::LQHKEYCONF,
+    rndb_protocol::lqh::gsn::LQH_COMMITREQ,
+    rndb_protocol::lqh::gsn::LQH_COMMITCONF,
+    rndb_protocol::lqh::gsn::LQH_ABORTREQ,
+    rndb_protocol::lqh::gsn::TC_FAIL_QUERY,
+];
 /// The tables must be ready this soon.
 const SETUP_NS_MAX: u64 = 30_000_000_000;
 /// After the workload ends, the final reads must be done this soon.
@@ -148,7 +159,15 @@ pub fn run_seed(seed: u64, options: &Options) -> Result<Report, Failure> {
 #[derive(Clone, Debug)]
 enum Planned {
     Crash(NodeId),
+    /// Arms a crash of the node right after it handles its next frame carrying `signal` (a
+    /// crash in the middle of a protocol: between a prepare and its answer, inside a commit).
+    CrashAfter {
+        node: NodeId,
+        signal: u16,
+    },
     ClientDies(usize),
+    /// The client dies at its next moment with a request outstanding (mid-transaction).
+    ClientDiesMidRequest(usize),
     Slow {
         from: NodeId,
         to: NodeId,
@@ -207,6 +226,8 @@ struct World {
     faults: BTreeMap<&'static str, u64>,
     undecided_keys: usize,
     frame_hashes: Vec<(u64, u64, u64)>,
+    /// Armed crashes: the node crashes right after it handles a frame with this signal.
+    crash_after: BTreeMap<NodeId, u16>,
 }
 
 impl World {
@@ -280,6 +301,7 @@ impl World {
             faults: BTreeMap::new(),
             undecided_keys: 0,
             frame_hashes: Vec::new(),
+            crash_after: BTreeMap::new(),
         };
         for &node in &data_nodes {
             let first_tick = world.rng.below(TIMER_TICK_NS);
@@ -450,7 +472,12 @@ impl World {
                 })?;
                 k.run_jobs(out, now);
                 Ok(())
-            })
+            })?;
+            if self.crash_after.get(&to) == Some(&header.signal) && !self.shared.stopping {
+                self.crash_after.remove(&to);
+                self.inject(Planned::Crash(to));
+            }
+            Ok(())
         } else {
             self.client_step(to, |c, ctx| c.on_frame(ctx, from, &header, &payload));
             Ok(())
@@ -567,7 +594,14 @@ impl World {
             }
             let group = groups.remove(self.rng.below(groups.len() as u64) as usize);
             let node = group[self.rng.below(group.len() as u64) as usize];
-            plan.push((self.rng.below(window), Planned::Crash(node)));
+            let fault = if self.rng.coin() {
+                Planned::Crash(node)
+            } else {
+                let signal =
+                    CRASH_AFTER_SIGNALS[self.rng.below(CRASH_AFTER_SIGNALS.len() as u64) as usize];
+                Planned::CrashAfter { node, signal }
+            };
+            plan.push((self.rng.below(window), fault));
         }
         let mut mortal: Vec<usize> = (1..clients).collect();
         for _ in 0..self.knobs.client_deaths {
@@ -575,7 +609,12 @@ impl World {
                 break;
             }
             let client = mortal.remove(self.rng.below(mortal.len() as u64) as usize);
-            plan.push((self.rng.below(window), Planned::ClientDies(client)));
+            let fault = if self.rng.coin() {
+                Planned::ClientDies(client)
+            } else {
+                Planned::ClientDiesMidRequest(client)
+            };
+            plan.push((self.rng.below(window), fault));
         }
         let all: Vec<NodeId> = data_nodes
             .iter()
@@ -641,6 +680,9 @@ impl World {
         self.log(format!("fault: {fault:?}"));
         match fault {
             Planned::Crash(node) => {
+                if !self.kernels.contains_key(&node) {
+                    return;
+                }
                 self.count("crash");
                 self.kernels.remove(&node);
                 self.crashed.insert(node);
@@ -653,6 +695,22 @@ impl World {
                     .collect();
                 for peer in peers {
                     self.drop_connection(node, peer);
+                }
+            }
+            Planned::CrashAfter { node, signal } => {
+                self.crash_after.insert(node, signal);
+            }
+            Planned::ClientDiesMidRequest(index) => {
+                let client = &self.clients[index];
+                if !client.is_alive() || self.shared.stopping {
+                    return;
+                }
+                if client.is_idle() {
+                    // Looked at again soon: clients are rarely idle for long.
+                    let at = self.now_ns + 100_000;
+                    self.schedule_fault(at, Planned::ClientDiesMidRequest(index));
+                } else {
+                    self.inject(Planned::ClientDies(index));
                 }
             }
             Planned::ClientDies(index) => {
