@@ -785,41 +785,11 @@ impl Client {
         }
         let think = self.rng.between(0, self.think_ns_max);
         match request.kind {
-            Kind::RegReq => {
-                if let Phase::Registering(i) = self.phase {
-                    match &ended {
-                        Ended::Conf(payload) => match ApiRegConf::decode(payload) {
-                            Ok(conf) if conf.started => self.phase = Phase::Registering(i + 1),
-                            Ok(_) => return self.resume_after(ctx, RETRY_NS),
-                            Err(e) => return ctx.shared.fail(format!("API_REGCONF: {e}")),
-                        },
-                        _ => self.phase = Phase::Registering(i + 1),
-                    }
-                }
-                self.resume_after(ctx, 0);
-            }
-            Kind::CreateTable { which, at_non_master } => match ended {
-                Ended::Conf(payload) if !at_non_master => match TableInfo::decode(&payload) {
-                    Ok(info) => {
-                        self.table_created(ctx, which, info);
-                        self.phase = Phase::Creating(which + 1);
-                        self.resume_after(ctx, 0);
-                    }
-                    Err(e) => ctx.shared.fail(format!("CREATE_TABLE_CONF: {e}")),
-                },
-                Ended::Refused(702) if at_non_master => {
-                    ctx.shared.log.push(format!(
-                        "client {}: CREATE TABLE at data node {} refused with 702 (non-master): retrying on the master",
-                        self.node, request.to
-                    ));
-                    ctx.shared.stats.non_master_702 = true;
-                    self.create_table(ctx, which, true);
-                }
-                other => ctx.shared.fail(format!(
-                    "CREATE TABLE at data node {} (non-master: {at_non_master}) ended with {other:?}",
-                    request.to
-                )),
-            },
+            Kind::RegReq => self.registration_ended(ctx, &ended),
+            Kind::CreateTable {
+                which,
+                at_non_master,
+            } => self.create_ended(ctx, &request, which, at_non_master, ended),
             Kind::Populate { which } => match ended {
                 Ended::Conf(_) => {
                     self.phase = Phase::Populating(which + 1);
@@ -829,9 +799,9 @@ impl Client {
                 Ended::Refused(code) if code == 1218 || code == 234 => {
                     self.resume_after(ctx, RETRY_NS)
                 }
-                other => ctx
-                    .shared
-                    .fail(format!("inserting the rows of table {which} ended with {other:?}")),
+                other => ctx.shared.fail(format!(
+                    "inserting the rows of table {which} ended with {other:?}"
+                )),
             },
             Kind::TransferRead { a, b, amount } => match ended {
                 Ended::Conf(_) => self.transfer_write(ctx, &request, a, b, amount),
@@ -851,27 +821,82 @@ impl Client {
             Kind::Rollback => self.resume_after(ctx, think),
             Kind::Audit => self.audit_ended(ctx, &request, ended, think),
             Kind::RegWrite { record } => {
-                let outcome = match ended {
-                    Ended::Conf(_) => {
-                        ctx.shared.stats.writes_ok += 1;
-                        Outcome::Ok(None)
-                    }
-                    _ if unknown => {
-                        ctx.shared.stats.writes_unknown += 1;
-                        Outcome::Info
-                    }
-                    _ => {
-                        ctx.shared.stats.writes_failed += 1;
-                        Outcome::Fail
-                    }
-                };
-                let r = &mut ctx.shared.history[record];
-                r.outcome = outcome;
-                r.complete_ns = ctx.now_ns;
+                self.write_ended(ctx, record, &ended, unknown);
                 self.resume_after(ctx, think);
             }
             Kind::RegRead { record } => self.read_ended(ctx, &request, record, ended, think),
         }
+    }
+
+    fn registration_ended(&mut self, ctx: &mut Ctx<'_>, ended: &Ended) {
+        if let Phase::Registering(i) = self.phase {
+            match ended {
+                Ended::Conf(payload) => match ApiRegConf::decode(payload) {
+                    Ok(conf) if conf.started => self.phase = Phase::Registering(i + 1),
+                    Ok(_) => return self.resume_after(ctx, RETRY_NS),
+                    Err(e) => return ctx.shared.fail(format!("API_REGCONF: {e}")),
+                },
+                // The link dropped: that node is left out.
+                _ => self.phase = Phase::Registering(i + 1),
+            }
+        }
+        self.resume_after(ctx, 0);
+    }
+
+    /// A CREATE TABLE ended: the table, or (sent to a non-master) 702 and the retry on the
+    /// master; anything else fails the run (no faults run during setup).
+    fn create_ended(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        request: &Request,
+        which: usize,
+        at_non_master: bool,
+        ended: Ended,
+    ) {
+        match ended {
+            Ended::Conf(payload) if !at_non_master => match TableInfo::decode(&payload) {
+                Ok(info) => {
+                    self.table_created(ctx, which, info);
+                    self.phase = Phase::Creating(which + 1);
+                    self.resume_after(ctx, 0);
+                }
+                Err(e) => ctx.shared.fail(format!("CREATE_TABLE_CONF: {e}")),
+            },
+            Ended::Refused(702) if at_non_master => {
+                ctx.shared.log.push(format!(
+                    "client {}: CREATE TABLE at data node {} refused with 702 (non-master): retrying on the master",
+                    self.node, request.to
+                ));
+                ctx.shared.stats.non_master_702 = true;
+                self.create_table(ctx, which, true);
+            }
+            other => ctx.shared.fail(format!(
+                "CREATE TABLE at data node {} (non-master: {at_non_master}) ended with {other:?}",
+                request.to
+            )),
+        }
+    }
+
+    /// Files a register write's outcome in the history.
+    fn write_ended(&mut self, ctx: &mut Ctx<'_>, record: usize, ended: &Ended, unknown: bool) {
+        let stats = &mut ctx.shared.stats;
+        let outcome = match ended {
+            Ended::Conf(_) => {
+                stats.writes_ok += 1;
+                Outcome::Ok(None)
+            }
+            _ if unknown => {
+                stats.writes_unknown += 1;
+                Outcome::Info
+            }
+            _ => {
+                stats.writes_failed += 1;
+                Outcome::Fail
+            }
+        };
+        let r = &mut ctx.shared.history[record];
+        r.outcome = outcome;
+        r.complete_ns = ctx.now_ns;
     }
 
     /// A transfer's second half: both updates and the commit, or a rollback when the first

@@ -211,7 +211,6 @@ struct World {
     config: ClusterConfig,
     /// Live data nodes.
     kernels: BTreeMap<NodeId, Kernel>,
-    crashed: BTreeSet<NodeId>,
     clients: Vec<Client>,
     shared: Shared,
     plan: Vec<Planned>,
@@ -287,7 +286,6 @@ impl World {
             net,
             config,
             kernels,
-            crashed: BTreeSet::new(),
             clients,
             shared,
             plan: Vec::new(),
@@ -575,35 +573,53 @@ impl World {
     fn plan_faults(&mut self) {
         self.planned = true;
         let start = self.now_ns;
-        let window = self.knobs.workload_ns;
-        let end = start + window;
+        let end = start + self.knobs.workload_ns;
         self.end_ns = Some(end);
         self.queue.push(end, 0, 0, EventKind::EndWorkload);
-        let data_nodes: Vec<NodeId> = self.kernels.keys().copied().collect();
-        let clients = self.clients.len();
-        let mut plan: Vec<(u64, Planned)> = Vec::new();
+        let mut plan = self.plan_crashes();
+        plan.extend(self.plan_client_deaths());
+        plan.extend(self.plan_link_faults());
+        plan.extend(self.plan_partitions());
+        for (at, fault) in plan {
+            self.schedule_fault(start + at, fault);
+        }
+    }
+
+    /// One element of `items`, drawn.
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.rng.below(items.len() as u64) as usize]
+    }
+
+    /// At most one crash per node group, so that every partition keeps a replica.
+    fn plan_crashes(&mut self) -> Vec<(u64, Planned)> {
         let mut groups: Vec<Vec<NodeId>> = self
             .config
             .node_groups
             .iter()
             .map(|g| g.nodes.clone())
             .collect();
+        let mut plan = Vec::new();
         for _ in 0..self.knobs.crashes {
             if groups.is_empty() {
                 break;
             }
             let group = groups.remove(self.rng.below(groups.len() as u64) as usize);
-            let node = group[self.rng.below(group.len() as u64) as usize];
+            let node = self.pick(&group);
             let fault = if self.rng.coin() {
                 Planned::Crash(node)
             } else {
-                let signal =
-                    CRASH_AFTER_SIGNALS[self.rng.below(CRASH_AFTER_SIGNALS.len() as u64) as usize];
+                let signal = self.pick(&CRASH_AFTER_SIGNALS);
                 Planned::CrashAfter { node, signal }
             };
-            plan.push((self.rng.below(window), fault));
+            plan.push((self.rng.below(self.knobs.workload_ns), fault));
         }
-        let mut mortal: Vec<usize> = (1..clients).collect();
+        plan
+    }
+
+    /// Any client but client 0, which does the final reads.
+    fn plan_client_deaths(&mut self) -> Vec<(u64, Planned)> {
+        let mut mortal: Vec<usize> = (1..self.clients.len()).collect();
+        let mut plan = Vec::new();
         for _ in 0..self.knobs.client_deaths {
             if mortal.is_empty() {
                 break;
@@ -614,16 +630,24 @@ impl World {
             } else {
                 Planned::ClientDiesMidRequest(client)
             };
-            plan.push((self.rng.below(window), fault));
+            plan.push((self.rng.below(self.knobs.workload_ns), fault));
         }
+        plan
+    }
+
+    /// Slow links (any direction between any two nodes) and API links that drop.
+    fn plan_link_faults(&mut self) -> Vec<(u64, Planned)> {
+        let data_nodes: Vec<NodeId> = self.kernels.keys().copied().collect();
         let all: Vec<NodeId> = data_nodes
             .iter()
             .copied()
             .chain(self.clients.iter().map(|c| c.node))
             .collect();
+        let window = self.knobs.workload_ns;
+        let mut plan = Vec::new();
         for _ in 0..self.knobs.slow_links {
-            let from = all[self.rng.below(all.len() as u64) as usize];
-            let mut to = all[self.rng.below(all.len() as u64) as usize];
+            let from = self.pick(&all);
+            let mut to = self.pick(&all);
             if to == from {
                 to = data_nodes[usize::from(from == data_nodes[0])];
             }
@@ -636,33 +660,36 @@ impl World {
             plan.push((self.rng.below(window), fault));
         }
         for _ in 0..self.knobs.api_link_drops {
-            let client = self.rng.below(clients as u64) as usize;
-            let node = data_nodes[self.rng.below(data_nodes.len() as u64) as usize];
+            let client = self.rng.below(self.clients.len() as u64) as usize;
+            let node = self.pick(&data_nodes);
             let for_ns = self.rng.between(5_000_000, 200_000_000);
-            plan.push((
-                self.rng.below(window),
-                Planned::ApiLinkDrop {
-                    client,
-                    node,
-                    for_ns,
-                },
-            ));
+            let fault = Planned::ApiLinkDrop {
+                client,
+                node,
+                for_ns,
+            };
+            plan.push((self.rng.below(window), fault));
         }
+        plan
+    }
+
+    /// Two-way cuts (one data node loses its links to the others) and one-way cuts.
+    fn plan_partitions(&mut self) -> Vec<(u64, Planned)> {
+        let data_nodes: Vec<NodeId> = self.kernels.keys().copied().collect();
+        let mut plan = Vec::new();
         for _ in 0..self.knobs.partitions {
-            let at = self.rng.below(window);
+            let at = self.rng.below(self.knobs.workload_ns);
             if self.rng.coin() {
-                let side = vec![data_nodes[self.rng.below(data_nodes.len() as u64) as usize]];
+                let side = vec![self.pick(&data_nodes)];
                 plan.push((at, Planned::Cut { side }));
             } else {
-                let from = data_nodes[self.rng.below(data_nodes.len() as u64) as usize];
+                let from = self.pick(&data_nodes);
                 let to = *data_nodes.iter().find(|&&n| n != from).unwrap_or(&from);
                 let for_ns = self.rng.between(10_000_000, 500_000_000);
                 plan.push((at, Planned::OneWay { from, to, for_ns }));
             }
         }
-        for (at, fault) in plan {
-            self.schedule_fault(start + at, fault);
-        }
+        plan
     }
 
     fn schedule_fault(&mut self, at_ns: u64, fault: Planned) {
@@ -679,24 +706,7 @@ impl World {
     fn inject(&mut self, fault: Planned) {
         self.log(format!("fault: {fault:?}"));
         match fault {
-            Planned::Crash(node) => {
-                if !self.kernels.contains_key(&node) {
-                    return;
-                }
-                self.count("crash");
-                self.kernels.remove(&node);
-                self.crashed.insert(node);
-                let peers: Vec<NodeId> = self
-                    .config
-                    .data_nodes
-                    .iter()
-                    .map(|n| n.node_id)
-                    .chain(self.clients.iter().map(|c| c.node))
-                    .collect();
-                for peer in peers {
-                    self.drop_connection(node, peer);
-                }
-            }
+            Planned::Crash(node) => self.crash(node),
             Planned::CrashAfter { node, signal } => {
                 self.crash_after.insert(node, signal);
             }
@@ -710,19 +720,10 @@ impl World {
                     let at = self.now_ns + 100_000;
                     self.schedule_fault(at, Planned::ClientDiesMidRequest(index));
                 } else {
-                    self.inject(Planned::ClientDies(index));
+                    self.client_dies(index);
                 }
             }
-            Planned::ClientDies(index) => {
-                self.count("client death");
-                let node = self.clients[index].node;
-                self.client_step(node, |c, ctx| c.die(ctx));
-                let data_nodes: Vec<NodeId> =
-                    self.config.data_nodes.iter().map(|n| n.node_id).collect();
-                for peer in data_nodes {
-                    self.drop_connection(node, peer);
-                }
-            }
+            Planned::ClientDies(index) => self.client_dies(index),
             Planned::Slow {
                 from,
                 to,
@@ -737,18 +738,7 @@ impl World {
                 client,
                 node,
                 for_ns,
-            } => {
-                let api = self.clients[client].node;
-                if !self.is_alive(api) || !self.net.is_up(api, node) {
-                    return;
-                }
-                self.count("api link drop");
-                self.drop_connection(api, node);
-                if self.kernels.contains_key(&node) {
-                    let at = self.now_ns + DETECT_NS_MAX + for_ns;
-                    self.schedule_fault(at, Planned::Reconnect { client, node });
-                }
-            }
+            } => self.api_link_drop(client, node, for_ns),
             Planned::Reconnect { client, node } => {
                 let api = self.clients[client].node;
                 if self.is_alive(api) && self.kernels.contains_key(&node) {
@@ -756,24 +746,67 @@ impl World {
                     self.client_step(api, |c, _| c.on_link_up(node));
                 }
             }
-            Planned::Cut { side } => {
-                self.count("partition (two-way)");
-                let others: Vec<NodeId> = self
-                    .kernels
-                    .keys()
-                    .copied()
-                    .filter(|n| !side.contains(n))
-                    .collect();
-                for &a in &side {
-                    for &b in &others {
-                        self.drop_connection(a, b);
-                    }
-                }
-            }
+            Planned::Cut { side } => self.cut(&side),
             Planned::OneWay { from, to, for_ns } => {
                 self.count("partition (one-way)");
                 let until = self.now_ns + for_ns;
                 self.net.blackhole(from, to, until);
+            }
+        }
+    }
+
+    /// The node's kernel (its memory) is dropped; every link of it drops.
+    fn crash(&mut self, node: NodeId) {
+        if self.kernels.remove(&node).is_none() {
+            return;
+        }
+        self.count("crash");
+        let peers: Vec<NodeId> = self
+            .config
+            .data_nodes
+            .iter()
+            .map(|n| n.node_id)
+            .chain(self.clients.iter().map(|c| c.node))
+            .collect();
+        for peer in peers {
+            self.drop_connection(node, peer);
+        }
+    }
+
+    fn client_dies(&mut self, index: usize) {
+        self.count("client death");
+        let node = self.clients[index].node;
+        self.client_step(node, |c, ctx| c.die(ctx));
+        let data_nodes: Vec<NodeId> = self.config.data_nodes.iter().map(|n| n.node_id).collect();
+        for peer in data_nodes {
+            self.drop_connection(node, peer);
+        }
+    }
+
+    /// The link drops; the client reconnects after `for_ns` (if the data node still runs).
+    fn api_link_drop(&mut self, client: usize, node: NodeId, for_ns: u64) {
+        let api = self.clients[client].node;
+        if !self.is_alive(api) || !self.net.is_up(api, node) {
+            return;
+        }
+        self.count("api link drop");
+        self.drop_connection(api, node);
+        let at = self.now_ns + DETECT_NS_MAX + for_ns;
+        self.schedule_fault(at, Planned::Reconnect { client, node });
+    }
+
+    /// The data nodes of `side` lose their links to the other data nodes, both ways.
+    fn cut(&mut self, side: &[NodeId]) {
+        self.count("partition (two-way)");
+        let others: Vec<NodeId> = self
+            .kernels
+            .keys()
+            .copied()
+            .filter(|n| !side.contains(n))
+            .collect();
+        for &a in side {
+            for &b in &others {
+                self.drop_connection(a, b);
             }
         }
     }
