@@ -115,6 +115,8 @@ pub struct Shared {
     /// Lines for `--trace`.
     pub log: Vec<String>,
     pub sabotage: Option<Sabotage>,
+    /// The final reads' values at the primaries: (table, row id) → value.
+    pub final_rows: BTreeMap<(usize, i32), i64>,
     /// Client 0 sends its first CREATE TABLE to a non-master first (see [`Knobs`]).
     pub schema_to_non_master: bool,
 }
@@ -139,6 +141,7 @@ impl Shared {
             total: i64::from(knobs.accounts) * INITIAL_BALANCE,
             log: Vec::new(),
             sabotage: None,
+            final_rows: BTreeMap::new(),
             schema_to_non_master: knobs.schema_to_non_master,
         }
     }
@@ -183,6 +186,9 @@ enum Phase {
     /// Client 0: the final full read (bank), then the final read of each register key.
     FinalAudit,
     FinalRead(u16),
+    /// Client 0: every row of table `which` read at its first backup (a CommittedRead of
+    /// replica 1) must equal the final read at its primary: the replicas agree.
+    BackupCheck(usize),
     Done,
     Dead,
 }
@@ -199,6 +205,7 @@ enum Kind {
     Audit,
     RegWrite { record: usize },
     RegRead { record: usize },
+    BackupRead { which: usize },
 }
 
 /// The one request a client has outstanding.
@@ -348,6 +355,7 @@ impl Client {
             }
             Phase::FinalAudit => self.audit(ctx),
             Phase::FinalRead(key) => self.register_read(ctx, key, LockMode::Read),
+            Phase::BackupCheck(which) => self.backup_read(ctx, which),
             Phase::Done | Phase::Dead => {}
         }
     }
@@ -585,7 +593,7 @@ impl Client {
                 lock_mode: op.lock_mode,
                 table_id: op.table_id,
                 table_version: op.table_version,
-                replica: REPLICA_PRIMARY,
+                replica: op.replica,
                 key: &op.key,
                 attrs: &op.attrs,
             }
@@ -824,6 +832,7 @@ impl Client {
                 self.write_ended(ctx, record, &ended, unknown);
                 self.resume_after(ctx, think);
             }
+            Kind::BackupRead { which } => self.backup_read_ended(ctx, &request, which, ended),
             Kind::RegRead { record } => self.read_ended(ctx, &request, record, ended, think),
         }
     }
@@ -967,10 +976,13 @@ impl Client {
             }
             ctx.shared.stats.audits_ok += 1;
             if is_final {
+                for &(id, balance) in &balances {
+                    ctx.shared.final_rows.insert((0, id), balance);
+                }
                 self.phase = if ctx.shared.registers {
                     Phase::FinalRead(0)
                 } else {
-                    Phase::Done
+                    Phase::BackupCheck(0)
                 };
                 self.attempts = 0;
                 return self.final_step_done(ctx);
@@ -1014,11 +1026,14 @@ impl Client {
                 ctx.shared.history[record].outcome = Outcome::Ok(Some(reported));
                 ctx.shared.stats.reads_ok += 1;
                 if let Phase::FinalRead(key) = self.phase {
+                    ctx.shared.final_rows.insert((1, i32::from(key)), value);
                     self.attempts = 0;
                     self.phase = if key + 1 < ctx.shared.register_keys {
                         Phase::FinalRead(key + 1)
+                    } else if ctx.shared.bank {
+                        Phase::BackupCheck(0)
                     } else {
-                        Phase::Done
+                        Phase::BackupCheck(1)
                     };
                     return self.final_step_done(ctx);
                 }
@@ -1036,6 +1051,73 @@ impl Client {
             }
         }
         self.resume_after(ctx, think);
+    }
+
+    /// Reads every row of table `which` at its first live backup, in one transaction.
+    fn backup_read(&mut self, ctx: &mut Ctx<'_>, which: usize) {
+        let tables = ctx.shared.tables.clone().unwrap_or_default();
+        let (table, rows) = if which == 0 {
+            (tables.bank, ctx.shared.accounts)
+        } else {
+            (tables.registers, ctx.shared.register_keys)
+        };
+        let Some(table) = table else {
+            return;
+        };
+        let ops: Vec<KeyOp> = (0..rows)
+            .map(|id| KeyOp {
+                replica: 1,
+                ..KeyOp::read(&table, id, LockMode::CommittedRead)
+            })
+            .collect();
+        self.send_transaction(
+            ctx,
+            Kind::BackupRead { which },
+            &ops,
+            ExecType::Commit,
+            true,
+        );
+    }
+
+    fn backup_read_ended(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        request: &Request,
+        which: usize,
+        ended: Ended,
+    ) {
+        if !matches!(ended, Ended::Conf(_)) {
+            return self.final_retry(ctx, "the read of every row at its backup", &ended);
+        }
+        let rows = if which == 0 {
+            ctx.shared.accounts
+        } else {
+            ctx.shared.register_keys
+        };
+        for id in 0..i32::from(rows) {
+            let primary = ctx.shared.final_rows.get(&(which, id)).copied();
+            let backup = match request
+                .rows
+                .get(&(id as u32))
+                .map(|row| (row.first(), row.get(1)))
+            {
+                Some((Some(Value::Int32(got)), Some(Value::Int64(v)))) if *got == id => Some(*v),
+                _ => None,
+            };
+            if primary != backup || primary.is_none() {
+                let table = if which == 0 { "accounts" } else { "registers" };
+                return ctx.shared.fail(format!(
+                    "replicas differ: {table} row {id} is {primary:?} at its primary (the final locking read) but {backup:?} at its backup (a committed read of replica 1)"
+                ));
+            }
+        }
+        self.attempts = 0;
+        self.phase = if which == 0 && ctx.shared.registers {
+            Phase::BackupCheck(1)
+        } else {
+            Phase::Done
+        };
+        self.final_step_done(ctx);
     }
 
     fn final_step_done(&mut self, ctx: &mut Ctx<'_>) {
@@ -1091,6 +1173,8 @@ struct KeyOp {
     table_version: u32,
     key: Vec<Value>,
     attrs: Vec<(u16, Value)>,
+    /// Which replica serves a CommittedRead (`REPLICA_PRIMARY`, or 1 for the first backup).
+    replica: u8,
 }
 
 impl KeyOp {
@@ -1102,6 +1186,7 @@ impl KeyOp {
             table_version: table.table_version,
             key: vec![Value::Int32(i32::from(id))],
             attrs: Vec::new(),
+            replica: REPLICA_PRIMARY,
         }
     }
 
@@ -1113,6 +1198,7 @@ impl KeyOp {
             table_version: table.table_version,
             key: vec![Value::Int32(i32::from(id))],
             attrs: vec![(1, Value::Int64(value))],
+            replica: REPLICA_PRIMARY,
         }
     }
 }
