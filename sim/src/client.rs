@@ -387,13 +387,25 @@ impl Client {
         signals::encode_table_def(&mut payload, &def);
         // The DICT master is the live data node with the lowest id; the first table of some
         // seeds goes to another node first, which must refuse it with 702.
+        // A client whose link to the master is not up yet (issue 21 item 10) asks the first
+        // data node it has a link to, which refuses with 702 until the link comes up.
         let master = self.data_nodes[0];
         let non_master = *self.data_nodes.last().unwrap_or(&master);
-        let at_non_master = which == first_table(ctx.shared)
+        let reachable = self
+            .data_nodes
+            .iter()
+            .copied()
+            .find(|n| self.links_up.contains(n))
+            .unwrap_or(master);
+        let to = if which == first_table(ctx.shared)
             && !retry_on_master
             && ctx.shared.schema_to_non_master
-            && non_master != master;
-        let to = if at_non_master { non_master } else { master };
+        {
+            non_master
+        } else {
+            reachable
+        };
+        let at_non_master = to != master;
         self.send_request(
             ctx,
             to,
@@ -754,6 +766,11 @@ impl Client {
         }
     }
 
+    /// The link to data node `node` is not up when the client starts.
+    pub fn start_without_link(&mut self, node: NodeId) {
+        self.links_up.remove(&node);
+    }
+
     /// The link to data node `node` is back.
     pub fn on_link_up(&mut self, node: NodeId) {
         if self.phase != Phase::Dead {
@@ -872,12 +889,23 @@ impl Client {
                 Err(e) => ctx.shared.fail(format!("CREATE_TABLE_CONF: {e}")),
             },
             Ended::Refused(702) if at_non_master => {
-                ctx.shared.log.push(format!(
-                    "client {}: CREATE TABLE at data node {} refused with 702 (non-master): retrying on the master",
-                    self.node, request.to
-                ));
                 ctx.shared.stats.non_master_702 = true;
-                self.create_table(ctx, which, true);
+                let master_up = self.links_up.contains(&self.data_nodes[0]);
+                ctx.shared.log.push(format!(
+                    "client {}: CREATE TABLE at data node {} refused with 702 (non-master): {}",
+                    self.node,
+                    request.to,
+                    if master_up {
+                        "retrying on the master"
+                    } else {
+                        "no link to the master yet, retrying later"
+                    }
+                ));
+                if master_up {
+                    self.create_table(ctx, which, true);
+                } else {
+                    self.resume_after(ctx, RETRY_NS);
+                }
             }
             other => ctx.shared.fail(format!(
                 "CREATE TABLE at data node {} (non-master: {at_non_master}) ended with {other:?}",

@@ -169,6 +169,10 @@ pub struct Knobs {
     /// Client 0 first sends CREATE TABLE to a data node that is not the DICT master and must
     /// retry on the master after 702 (issue 21, item 10).
     pub schema_to_non_master: bool,
+    /// Client 0's link to the master (data node 1) comes up this long after the start (0: at
+    /// once): its CREATE TABLE goes to another node, gets 702, and is retried until the link
+    /// is up (issue 21 item 10).
+    pub master_link_late_ns: u64,
     /// Node groups that lose one node (one crash each).
     pub crashes: u16,
     pub client_deaths: u16,
@@ -214,6 +218,11 @@ impl Knobs {
             accounts: rng.between(2, 12) as u16,
             register_keys: rng.between(3, 12) as u16,
             schema_to_non_master: rng.coin(),
+            master_link_late_ns: if rng.below(4) == 0 {
+                rng.between(1_000_000, 200_000_000)
+            } else {
+                0
+            },
             crashes,
             client_deaths,
             slow_links,
@@ -259,7 +268,7 @@ impl fmt::Display for Knobs {
         write!(
             f,
             "{} data nodes, {} clients, delay {}-{} us, workload {} ms, deadlock timeout {} ms, \
-             {} operation records, {} accounts, {} register keys, schema to non-master {}, \
+             {} operation records, {} accounts, {} register keys, schema to non-master {}, master link late {} ms, \
              crashes {}, client deaths {}, slow links {}, api link drops {}, overload {} ppm, \
              late ticks up to {} ms, partitions {}",
             self.data_nodes,
@@ -272,6 +281,7 @@ impl fmt::Display for Knobs {
             self.accounts,
             self.register_keys,
             self.schema_to_non_master,
+            self.master_link_late_ns / 1_000_000,
             self.crashes,
             self.client_deaths,
             self.slow_links,

@@ -313,6 +313,20 @@ impl World {
                 .queue
                 .push(start, i as u16, 0, EventKind::ClientWake { client: i });
         }
+        if world.knobs.master_link_late_ns > 0 {
+            // The link from client 0 to the master never came up yet; no end hears of a drop.
+            let (api, master) = (world.clients[0].node, data_nodes[0]);
+            world.net.drop_connection(api, master);
+            world.clients[0].start_without_link(master);
+            let at = world.knobs.master_link_late_ns;
+            world.schedule_fault(
+                at,
+                Planned::Reconnect {
+                    client: 0,
+                    node: master,
+                },
+            );
+        }
         world.log(format!("seed {:#018x}: {}", seed, world.knobs));
         world
     }
