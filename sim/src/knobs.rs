@@ -114,10 +114,17 @@ impl Options {
         self.faults.contains(&fault)
     }
 
-    /// The command that replays `seed` with these options.
+    /// The one command that replays `seed` with these options.
     pub fn replay_command(&self, seed: u64) -> String {
+        // A build with debug assertions (cargo test, a dev build) replays in one, so that a
+        // kernel's `debug_assert!` that fired fires again.
+        let profile = if cfg!(debug_assertions) {
+            ""
+        } else {
+            " --release"
+        };
         let mut command = format!(
-            "cargo run --release -p rndb-sim -- --seed {seed:#018x} --workload {}",
+            "cargo run{profile} -p rndb-sim -- --seed {seed:#018x} --workload {}",
             self.workload.name()
         );
         let mut faults = self.faults.clone();

@@ -131,6 +131,9 @@ struct Direction {
     /// Until when frames in this direction vanish while the connection stays up (a one-way
     /// partition; only with `--faults partition`).
     blackhole_until_ns: u64,
+    /// Frames sent under this epoch are still delivered though the connection dropped: its
+    /// sender crashed after they left (the peer reads what reached its socket, then the close).
+    draining: Option<u32>,
 }
 
 /// Both directions of a pair's connection.
@@ -177,6 +180,7 @@ impl Net {
                         slow_until_ns: 0,
                         slow_factor: 1,
                         blackhole_until_ns: 0,
+                        draining: None,
                     },
                 );
             }
@@ -195,8 +199,17 @@ impl Net {
         self.connections.get(&pair(a, b)).is_some_and(|c| c.up)
     }
 
-    pub fn epoch(&self, a: NodeId, b: NodeId) -> u32 {
-        self.connections.get(&pair(a, b)).map_or(0, |c| c.epoch)
+    /// True when a frame sent from `from` to `to` under `epoch` still arrives: its connection
+    /// is up and has not dropped since, or it drains (see [`Net::drop_draining`]).
+    pub fn deliverable(&self, from: NodeId, to: NodeId, epoch: u32) -> bool {
+        let live = self
+            .connections
+            .get(&pair(from, to))
+            .is_some_and(|c| c.up && c.epoch == epoch);
+        live || self
+            .directions
+            .get(&(from, to))
+            .is_some_and(|d| d.draining == Some(epoch))
     }
 
     /// Sends a frame: scheduled for delivery, or lost (a connection that is down, a one-way
@@ -272,6 +285,22 @@ impl Net {
             }
             _ => false,
         }
+    }
+
+    /// Drops the connection between `dead` (which crashed) and `peer`, but what `dead` sent
+    /// before still reaches `peer`. Returns when the last of it arrives, or `None` when the
+    /// connection was already down.
+    pub fn drop_draining(&mut self, dead: NodeId, peer: NodeId) -> Option<u64> {
+        let connection = self.connections.get_mut(&pair(dead, peer))?;
+        if !connection.up {
+            return None;
+        }
+        let epoch = connection.epoch;
+        connection.up = false;
+        connection.epoch += 1;
+        let direction = self.directions.get_mut(&(dead, peer))?;
+        direction.draining = Some(epoch);
+        Some(direction.last_ns)
     }
 
     /// Brings a dropped connection back (a client reconnecting).

@@ -158,12 +158,18 @@ pub fn run_seed(seed: u64, options: &Options) -> Result<Report, Failure> {
 /// A fault planned at the start of the workload.
 #[derive(Clone, Debug)]
 enum Planned {
-    Crash(NodeId),
+    /// The node crashes; with `drain`, what it sent before still arrives (a closed socket
+    /// whose peer reads it to the end), otherwise it is lost with the links (a reset).
+    Crash {
+        node: NodeId,
+        drain: bool,
+    },
     /// Arms a crash of the node right after it handles its next frame carrying `signal` (a
     /// crash in the middle of a protocol: between a prepare and its answer, inside a commit).
     CrashAfter {
         node: NodeId,
         signal: u16,
+        drain: bool,
     },
     ClientDies(usize),
     /// The client dies at its next moment with a request outstanding (mid-transaction).
@@ -226,7 +232,7 @@ struct World {
     undecided_keys: usize,
     frame_hashes: Vec<(u64, u64, u64)>,
     /// Armed crashes: the node crashes right after it handles a frame with this signal.
-    crash_after: BTreeMap<NodeId, u16>,
+    crash_after: BTreeMap<NodeId, (u16, bool)>,
 }
 
 impl World {
@@ -380,7 +386,7 @@ impl World {
                 header,
                 payload,
             } => {
-                if self.net.epoch(from, to) != epoch || !self.net.is_up(from, to) {
+                if !self.net.deliverable(from, to, epoch) {
                     return Ok(());
                 }
                 self.deliver(from, to, header, payload)
@@ -485,9 +491,12 @@ impl World {
                 k.run_jobs(out, now);
                 Ok(())
             })?;
-            if self.crash_after.get(&to) == Some(&header.signal) && !self.shared.stopping {
-                self.crash_after.remove(&to);
-                self.inject(Planned::Crash(to));
+            match self.crash_after.get(&to) {
+                Some(&(signal, drain)) if signal == header.signal && !self.shared.stopping => {
+                    self.crash_after.remove(&to);
+                    self.inject(Planned::Crash { node: to, drain });
+                }
+                _ => {}
             }
             Ok(())
         } else {
@@ -619,11 +628,16 @@ impl World {
             }
             let group = groups.remove(self.rng.below(groups.len() as u64) as usize);
             let node = self.pick(&group);
+            let drain = self.rng.coin();
             let fault = if self.rng.coin() {
-                Planned::Crash(node)
+                Planned::Crash { node, drain }
             } else {
                 let signal = self.pick(&CRASH_AFTER_SIGNALS);
-                Planned::CrashAfter { node, signal }
+                Planned::CrashAfter {
+                    node,
+                    signal,
+                    drain,
+                }
             };
             plan.push((self.rng.below(self.knobs.workload_ns), fault));
         }
@@ -720,9 +734,13 @@ impl World {
     fn inject(&mut self, fault: Planned) {
         self.log(format!("fault: {fault:?}"));
         match fault {
-            Planned::Crash(node) => self.crash(node),
-            Planned::CrashAfter { node, signal } => {
-                self.crash_after.insert(node, signal);
+            Planned::Crash { node, drain } => self.crash(node, drain),
+            Planned::CrashAfter {
+                node,
+                signal,
+                drain,
+            } => {
+                self.crash_after.insert(node, (signal, drain));
             }
             Planned::ClientDiesMidRequest(index) => {
                 let client = &self.clients[index];
@@ -770,11 +788,15 @@ impl World {
     }
 
     /// The node's kernel (its memory) is dropped; every link of it drops.
-    fn crash(&mut self, node: NodeId) {
+    fn crash(&mut self, node: NodeId, drain: bool) {
         if self.kernels.remove(&node).is_none() {
             return;
         }
-        self.count("crash");
+        self.count(if drain {
+            "crash (sent frames drain)"
+        } else {
+            "crash (sent frames lost)"
+        });
         let peers: Vec<NodeId> = self
             .config
             .data_nodes
@@ -783,7 +805,20 @@ impl World {
             .chain(self.clients.iter().map(|c| c.node))
             .collect();
         for peer in peers {
-            self.drop_connection(node, peer);
+            if !drain {
+                self.drop_connection(node, peer);
+                continue;
+            }
+            if let Some(last_ns) = self.net.drop_draining(node, peer) {
+                if self.is_alive(peer) {
+                    let at = last_ns.max(self.now_ns) + self.rng.between(10_000, DETECT_NS_MAX);
+                    let event = EventKind::Disconnected {
+                        at: peer,
+                        peer: node,
+                    };
+                    self.queue.push(at, peer.0, node.0, event);
+                }
+            }
         }
     }
 

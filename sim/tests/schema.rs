@@ -26,10 +26,16 @@ fn schema_requests_at_a_non_master_get_702_and_are_retried_on_the_master() {
         if knobs.master_link_late_ns > 50_000_000 {
             late_link += 1;
             // Retried every 20 ms until the link came up.
-            assert!(refusals >= 2, "seed {seed:#x}: {refusals} refusals ({knobs})");
+            assert!(
+                refusals >= 2,
+                "seed {seed:#x}: {refusals} refusals ({knobs})"
+            );
         } else if knobs.schema_to_non_master {
             deliberate += 1;
         }
     }
-    assert!(deliberate >= 5 && late_link >= 3, "{deliberate} {late_link}");
+    assert!(
+        deliberate >= 5 && late_link >= 3,
+        "{deliberate} {late_link}"
+    );
 }
