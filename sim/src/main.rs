@@ -47,6 +47,9 @@ struct Args {
     print_hash: bool,
 }
 
+/// Seconds between two progress lines of a `--seeds` run.
+const PROGRESS_EVERY_S: u64 = 30;
+
 fn parse_seed(text: &str) -> Result<u64, String> {
     let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
         Some(hex) => u64::from_str_radix(&hex.replace('_', ""), 16),
@@ -159,7 +162,16 @@ fn many_seeds(start: u64, count: u64, options: &Options, once: bool) -> ExitCode
     let wall = Instant::now();
     let mut sim_ns: u128 = 0;
     let mut failures = 0u64;
+    let mut last_progress = Instant::now();
     for seed in start..start.saturating_add(count) {
+        if last_progress.elapsed().as_secs() >= PROGRESS_EVERY_S {
+            last_progress = Instant::now();
+            let done = seed - start;
+            eprintln!(
+                "{done} of {count} seeds, {:.1} seeds/s, {failures} failed",
+                done as f64 / wall.elapsed().as_secs_f64()
+            );
+        }
         let result = if once {
             run_seed(seed, options)
         } else {
