@@ -86,6 +86,18 @@ pub fn check_register(initial: i64, ops: &[HistoryOp]) -> Result<Verdict, String
             "a read without an answer is in the history: {op:?}"
         ));
     }
+    match search(initial, ops) {
+        Some(true) => Ok(Verdict::Linearizable),
+        None => Ok(Verdict::Undecided),
+        Some(false) => Err(describe_violation(
+            initial,
+            &shortest_violation(initial, ops),
+        )),
+    }
+}
+
+/// True when `ops` (at most [`KEY_OPS_MAX`]) linearize from `initial`; `None` past the budget.
+fn search(initial: i64, ops: &[HistoryOp]) -> Option<bool> {
     let must: u128 = ops
         .iter()
         .enumerate()
@@ -96,11 +108,34 @@ pub fn check_register(initial: i64, ops: &[HistoryOp]) -> Result<Verdict, String
         must,
         seen: HashSet::new(),
     };
-    match search.run(0, initial) {
-        Some(true) => Ok(Verdict::Linearizable),
-        None => Ok(Verdict::Undecided),
-        Some(false) => Err(describe_violation(initial, ops)),
+    search.run(0, initial)
+}
+
+/// The shortest start of a violating history that violates too, for the message: the
+/// operations invoked up to some time, with every write a read among them could have seen
+/// (invoked before that read completed), so that cutting the history invents no violation.
+fn shortest_violation(initial: i64, ops: &[HistoryOp]) -> Vec<HistoryOp> {
+    let mut sorted = ops.to_vec();
+    sorted.sort_by_key(|o| (o.invoke_ns, o.complete_ns));
+    for end in 1..=sorted.len() {
+        let cut = sorted[end - 1].invoke_ns;
+        let seen_by = sorted[..end]
+            .iter()
+            .filter_map(|o| o.complete_ns)
+            .max()
+            .unwrap_or(cut);
+        let start: Vec<HistoryOp> = sorted
+            .iter()
+            .copied()
+            .filter(|o| {
+                o.invoke_ns <= cut || (matches!(o.op, RegOp::Write(_)) && o.invoke_ns <= seen_by)
+            })
+            .collect();
+        if search(initial, &start) == Some(false) {
+            return start;
+        }
     }
+    sorted
 }
 
 struct Search<'a> {
@@ -158,22 +193,35 @@ impl Search<'_> {
     }
 }
 
+/// A register value as the workload makes them: the writing client's node id and its request
+/// id (`52:17`), or the initial value.
+pub fn value_name(value: i64) -> String {
+    if value >> 32 == 0 {
+        value.to_string()
+    } else {
+        format!("{}:{}", value >> 32, value & 0xffff_ffff)
+    }
+}
+
 /// A violation's message: the history in invoke order, one operation a line.
 fn describe_violation(initial: i64, ops: &[HistoryOp]) -> String {
     let mut sorted: Vec<&HistoryOp> = ops.iter().collect();
     sorted.sort_by_key(|o| (o.invoke_ns, o.complete_ns));
     let mut text = format!(
-        "no linearization of {} operations (initial value {initial}):",
+        "no linearization of these {} operations (the shortest start of the key's history that has none; initial value {initial}):",
         ops.len()
     );
     for o in sorted {
         let end = o.complete_ns.map_or("unknown".to_string(), |c| {
             format!("{:.6} ms", c as f64 / 1e6)
         });
+        let op = match o.op {
+            RegOp::Write(v) => format!("write {}", value_name(v)),
+            RegOp::Read(v) => format!("read  {}", value_name(v)),
+        };
         text.push_str(&format!(
-            "\n    client {:>3} {:?} from {:.6} ms to {end}",
+            "\n    client {:>3} {op:<14} from {:>12.6} ms to {end}",
             o.client,
-            o.op,
             o.invoke_ns as f64 / 1e6
         ));
     }

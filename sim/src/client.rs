@@ -1134,8 +1134,11 @@ impl Client {
             };
             if primary != backup || primary.is_none() {
                 let table = if which == 0 { "accounts" } else { "registers" };
+                let name = |v: Option<i64>| v.map_or("nothing".into(), check::value_name);
                 return ctx.shared.fail(format!(
-                    "replicas differ: {table} row {id} is {primary:?} at its primary (the final locking read) but {backup:?} at its backup (a committed read of replica 1)"
+                    "replicas differ: {table} row {id} is {} at its primary (the final locking read) but {} at its backup (a committed read of replica 1)",
+                    name(primary),
+                    name(backup)
                 ));
             }
         }

@@ -63,7 +63,7 @@ fn stale_future_and_invented_reads_are_refused() {
     // Stale: the write of 1 completed before the read began, yet the read saw 0.
     let stale = check(&[op(Write(1), 0, Some(1)), op(Read(0), 2, Some(3))]).unwrap_err();
     assert!(
-        stale.contains("no linearization of 2 operations"),
+        stale.contains("no linearization of these 2 operations"),
         "{stale}"
     );
     // Future: the read completed before the write of 1 was invoked.
