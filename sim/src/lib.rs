@@ -22,6 +22,16 @@
 //! - [`check`]: the bank invariant and the linearizability checker.
 //! - [`world`]: one run, step by step; [`run_seed`] and [`run_seed_checked`].
 //!
+//! A run: clients register (API_REGREQ); client 0 creates the tables (some seeds first at a
+//! non-master, which answers 702) and inserts their rows; the fault plan is drawn and the
+//! workload runs; then faults stop, links heal, clients finish, and client 0 reads every row
+//! under locks, then at its backup (the replicas must agree); the register histories are
+//! checked last. Faults: data nodes crash at a random time or right after handling a given
+//! signal (never both replicas of a node group; what they sent is lost or still delivered),
+//! clients die (some while a request is outstanding), links slow down, API links drop and
+//! come back, BUGGIFY makes sends find full buffers and ticks come late; `--faults partition`
+//! adds what the cluster does not handle yet.
+//!
 //! **Architecture Invariant:** nothing in a run depends on anything but its seed and options:
 //! no threads, no wall clock (the kernels get `base + simulated ns`), no iteration over a
 //! randomly seeded hash map, and events are ordered by (time, kind, nodes, per-link sequence),
