@@ -117,6 +117,8 @@ pub struct Shared {
     pub sabotage: Option<Sabotage>,
     /// The final reads' values at the primaries: (table, row id) → value.
     pub final_rows: BTreeMap<(usize, i32), i64>,
+    /// Log what clients send and how their requests end (`--trace`).
+    pub trace: bool,
     /// Client 0 sends its first CREATE TABLE to a non-master first (see [`Knobs`]).
     pub schema_to_non_master: bool,
 }
@@ -142,6 +144,7 @@ impl Shared {
             log: Vec::new(),
             sabotage: None,
             final_rows: BTreeMap::new(),
+            trace: false,
             schema_to_non_master: knobs.schema_to_non_master,
         }
     }
@@ -621,6 +624,22 @@ impl Client {
             }
             ctx.sends.push((tc, header, payload));
         }
+        if ctx.shared.trace {
+            let described: Vec<String> = ops
+                .iter()
+                .map(|op| {
+                    format!(
+                        "{:?} {:?} {:?} {:?}",
+                        op.op_type, op.lock_mode, op.key, op.attrs
+                    )
+                })
+                .collect();
+            ctx.shared.log.push(format!(
+                "client {}: request {request_id} at {tc} ({kind:?}, {exec:?}): {}",
+                self.node,
+                described.join("; ")
+            ));
+        }
         self.expect(ctx, request_id, tc, kind, exec == ExecType::Commit);
     }
 
@@ -800,6 +819,12 @@ impl Client {
         let Some(request) = self.request.take() else {
             return;
         };
+        if ctx.shared.trace {
+            ctx.shared.log.push(format!(
+                "client {}: request {} at {} ({:?}) ended: {ended:?}",
+                self.node, request.request_id, request.to, request.kind
+            ));
+        }
         if let Ended::Refused(code) = ended {
             *ctx.shared.stats.errors.entry(code).or_default() += 1;
         }

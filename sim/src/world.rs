@@ -278,6 +278,7 @@ impl World {
             options.workload.registers(),
         );
         shared.sabotage = options.sabotage;
+        shared.trace = options.trace;
         let mut world = World {
             seed,
             options: options.clone(),
