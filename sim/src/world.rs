@@ -41,6 +41,8 @@ const CRASH_AFTER_SIGNALS: [u16; 7] = [
     rndb_protocol::lqh::gsn::LQH_ABORTREQ,
     rndb_protocol::lqh::gsn::TC_FAIL_QUERY,
 ];
+/// How soon after the first crash a second one may follow, at most, when they come together.
+const CRASH_STORM_NS_MAX: u64 = 30_000_000;
 /// The tables must be ready this soon.
 const SETUP_NS_MAX: u64 = 30_000_000_000;
 /// After the workload ends, the final reads must be done this soon.
@@ -641,6 +643,11 @@ impl World {
                 }
             };
             plan.push((self.rng.below(self.knobs.workload_ns), fault));
+        }
+        // Half the time a second crash follows the first closely: a failure while the
+        // survivors are still handling the first.
+        if plan.len() >= 2 && self.rng.coin() {
+            plan[1].0 = plan[0].0 + self.rng.below(CRASH_STORM_NS_MAX);
         }
         plan
     }
