@@ -6,8 +6,8 @@
 
 use rndb_sim::{run_seed, Fault, Options, Report, Workload};
 
-/// Seeds per workload. Debug builds compile the simulator and the kernel at opt-level 2 (see
-/// the workspace Cargo.toml), where a seed takes about 10 ms.
+/// Seeds per workload. In a debug build (the simulator at opt-level 2, the kernel at 0, see the
+/// workspace Cargo.toml) a seed takes about 30 ms; `scripts/sim --seeds N` runs more.
 const SEEDS: u64 = 300;
 
 fn run_many(workload: Workload, start: u64, count: u64) -> Vec<Report> {
