@@ -6,16 +6,17 @@
 
 use rndb_sim::{run_seed, Fault, Options};
 
-/// Seed 0x10be3a (found by `scripts/sim --seeds 100000 --start 1000000 --once`), 4 data
-/// nodes, groups {1,2} and {3,4}. Transfer 53 from account 7 (primary 4, backup 3) to account
-/// 1 (primary 2, backup 1), TC on node 4. TC sends LQH_COMMITREQ to the backups 1 and 3;
+/// Seed 0x10be3a (found by `scripts/sim --seeds 100000 --start 1000000 --once` at commit
+/// 84c15b1; later commits draw more knobs, so it replays there only: `git checkout 84c15b1`
+/// first), 4 data nodes, groups {1,2} and {3,4}. Transfer 53 from account 7 (primary 4,
+/// backup 3) to account 1 (primary 2, backup 1), TC on node 4. TC sends LQH_COMMITREQ to the backups 1 and 3;
 /// node 1 commits and confirms; node 4 crashes right after that confirmation, and its
 /// COMMITREQ to node 3 is lost. Survivors 1, 2, 3 ask each other (TC_FAIL_QUERY); node 1
 /// answers node 2 "committed" and crashes (a second failure, in the other node group) before
 /// node 3's query reaches it, so node 3 hears only node 2, which answers "open" (it is still
 /// resolving): node 3 rolls the debit back while node 2 commits the credit, and the accounts
-/// sum to 9053 instead of 9000. Replay: `cargo run --release -p rndb-sim -- --seed
-/// 0x000000000010be3a --workload all --trace` (the transfer is request 94 of client 50).
+/// sum to 9053 instead of 9000. Replay (at 84c15b1): `cargo run --release -p rndb-sim --
+/// --seed 0x000000000010be3a --workload all --trace` (the transfer is request 94 of client 50).
 /// The kernel decides a failed coordinator's transactions on every survivor separately
 /// (`resolve_if_answered`, ndbd/src/blocks/dist.rs), and a survivor's "open" does not carry
 /// the "committed" it heard from another: a second failure during the resolution splits the
@@ -35,13 +36,10 @@ fn a_second_crash_while_survivors_resolve_a_failed_coordinator_keeps_the_bank_to
         faults: vec![Fault::Crash, Fault::Slow, Fault::Buggify],
         ..Options::default()
     };
-    let failures: Vec<String> = [
-        (0x10be3a, Options::default()),
-        (0x4d420a, crash_slow_buggify),
-    ]
-    .iter()
-    .filter_map(|(seed, options)| run_seed(*seed, options).err())
-    .map(|failure| failure.to_string())
-    .collect();
+    let failures: Vec<String> = [(0x4d420a, crash_slow_buggify)]
+        .iter()
+        .filter_map(|(seed, options)| run_seed(*seed, options).err())
+        .map(|failure| failure.to_string())
+        .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
