@@ -1,0 +1,1260 @@
+//! Simulated API nodes. Each speaks the real protocol: frames built with `rndb_protocol`'s
+//! encoders under a [`FrameHeader`], answers decoded with its decoders, request ids naming
+//! transactions, and the TC chosen as the API node chooses it (the first live replica of the
+//! partition of the transaction's first key).
+//!
+//! A client runs one request at a time: API_REGREQ to each data node, then (client 0) the
+//! tables' creation and their rows, then its workload's operations until the workload ends,
+//! then (client 0) the final reads. Every request has a deadline; a request without an answer
+//! by then is a liveness failure (a hang), except under partitions.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rndb_config::{key_hash, NodeId, PartitionMap};
+use rndb_protocol::lqh::{gsn as lgsn, ApiRegConf};
+use rndb_protocol::signals::{
+    self, block, gsn, Refusal, TableInfo, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReqRef,
+    TcKeyRow, FLAG_START_TRANSACTION, REPLICA_PRIMARY,
+};
+use rndb_protocol::{
+    AbortOption, ColumnDef, ColumnType, ExecType, LockMode, OperationType, TableDef, Value, Writer,
+};
+use rndb_transporter::FrameHeader;
+
+use crate::check::{self, KEY_OPS_MAX};
+use crate::knobs::{Knobs, Sabotage};
+use crate::rng::Rng;
+
+/// How long a request may wait for its answer before the run fails as hung (simulated).
+pub const REQUEST_TIMEOUT_NS: u64 = 20_000_000_000;
+/// Pause before retrying a final read that failed, or polling for the tables.
+const RETRY_NS: u64 = 20_000_000;
+/// Attempts of one final read before the run fails.
+const FINAL_ATTEMPTS_MAX: u32 = 200;
+/// A bank account's balance when the rows are created.
+pub const INITIAL_BALANCE: i64 = 1_000;
+/// The largest amount one transfer moves.
+const TRANSFER_MAX: u64 = 300;
+/// Operations per register key the workload leaves room for (the final reads take the rest).
+const KEY_OPS_WORKLOAD_MAX: usize = KEY_OPS_MAX - 16;
+
+/// The two tables, once created.
+#[derive(Clone, Debug, Default)]
+pub struct Tables {
+    pub bank: Option<TableInfo>,
+    pub registers: Option<TableInfo>,
+}
+
+/// What happened to one register operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Pending,
+    /// Done; a read's value.
+    Ok(Option<i64>),
+    /// Surely not applied.
+    Fail,
+    /// Unknown: the commit was sent and no answer came.
+    Info,
+}
+
+/// One register operation of the history.
+#[derive(Clone, Copy, Debug)]
+pub struct Record {
+    pub key: u16,
+    /// `Some(value)` for a write, `None` for a read.
+    pub write: Option<i64>,
+    pub client: u16,
+    pub invoke_ns: u64,
+    pub complete_ns: u64,
+    pub outcome: Outcome,
+}
+
+/// Counters for the report.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub transfers_ok: u64,
+    pub transfers_failed: u64,
+    pub transfers_unknown: u64,
+    pub audits_ok: u64,
+    pub writes_ok: u64,
+    pub writes_failed: u64,
+    pub writes_unknown: u64,
+    pub reads_ok: u64,
+    pub reads_failed: u64,
+    /// NDB error codes the clients saw (TC_EXECUTE_REF, refused schema requests).
+    pub errors: BTreeMap<u32, u64>,
+    /// Clients that died with a request outstanding.
+    pub deaths_mid_request: u64,
+    /// The 702 of the schema request sent to a non-master was seen, and the retry succeeded.
+    pub non_master_702: bool,
+}
+
+/// State the clients share with the world.
+#[derive(Debug)]
+pub struct Shared {
+    pub tables: Option<Tables>,
+    /// The tables exist and hold their rows: the workload (and the faults) may begin.
+    pub ready: bool,
+    /// Clients start no new operations.
+    pub stopping: bool,
+    pub final_done: bool,
+    pub history: Vec<Record>,
+    /// Operations recorded per register key.
+    key_ops: Vec<usize>,
+    pub stats: Stats,
+    /// The first invariant violation; the world stops at the step that set it.
+    pub failure: Option<String>,
+    pub partitions: PartitionMap,
+    pub accounts: u16,
+    pub register_keys: u16,
+    pub bank: bool,
+    pub registers: bool,
+    /// Partitions are on: a request without an answer is an unknown outcome, not a hang.
+    pub hangs_expected: bool,
+    pub total: i64,
+    /// Lines for `--trace`.
+    pub log: Vec<String>,
+    pub sabotage: Option<Sabotage>,
+    /// The final reads' values at the primaries: (table, row id) → value.
+    pub final_rows: BTreeMap<(usize, i32), i64>,
+    /// Log what clients send and how their requests end (`--trace`).
+    pub trace: bool,
+    /// Client 0 sends its first CREATE TABLE to a non-master first (see [`Knobs`]).
+    pub schema_to_non_master: bool,
+}
+
+impl Shared {
+    pub fn new(knobs: &Knobs, partitions: PartitionMap, bank: bool, registers: bool) -> Shared {
+        Shared {
+            tables: None,
+            ready: false,
+            stopping: false,
+            final_done: false,
+            history: Vec::new(),
+            key_ops: vec![0; usize::from(knobs.register_keys)],
+            stats: Stats::default(),
+            failure: None,
+            partitions,
+            accounts: knobs.accounts,
+            register_keys: knobs.register_keys,
+            bank,
+            registers,
+            hangs_expected: knobs.partitions > 0,
+            total: i64::from(knobs.accounts) * INITIAL_BALANCE,
+            log: Vec::new(),
+            sabotage: None,
+            final_rows: BTreeMap::new(),
+            trace: false,
+            schema_to_non_master: knobs.schema_to_non_master,
+        }
+    }
+
+    fn fail(&mut self, what: String) {
+        self.failure.get_or_insert(what);
+    }
+}
+
+/// What a client asks the world to do after handling an event.
+#[derive(Debug)]
+pub struct Ctx<'a> {
+    pub now_ns: u64,
+    pub sends: Vec<(NodeId, FrameHeader, Vec<u8>)>,
+    /// Wake the client at these times.
+    pub wakes: Vec<u64>,
+    pub shared: &'a mut Shared,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(now_ns: u64, shared: &'a mut Shared) -> Ctx<'a> {
+        Ctx {
+            now_ns,
+            sends: Vec::new(),
+            wakes: Vec::new(),
+            shared,
+        }
+    }
+}
+
+/// Where a client is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// API_REGREQ to data node `index` of the config's list.
+    Registering(usize),
+    /// Client 0: create table `which` (0 bank, 1 registers).
+    Creating(usize),
+    /// Client 0: insert table `which`'s rows.
+    Populating(usize),
+    WaitingForTables,
+    Running,
+    /// Client 0: the final full read (bank), then the final read of each register key.
+    FinalAudit,
+    FinalRead(u16),
+    /// Client 0: every row of table `which` read at its first backup (a CommittedRead of
+    /// replica 1) must equal the final read at its primary: the replicas agree.
+    BackupCheck(usize),
+    Done,
+    Dead,
+}
+
+/// What the outstanding request is.
+#[derive(Clone, Debug)]
+enum Kind {
+    RegReq,
+    CreateTable { which: usize, at_non_master: bool },
+    Populate { which: usize },
+    TransferRead { a: u16, b: u16, amount: i64 },
+    TransferWrite,
+    Rollback,
+    Audit,
+    RegWrite { record: usize },
+    RegRead { record: usize },
+    BackupRead { which: usize },
+}
+
+/// The one request a client has outstanding.
+#[derive(Clone, Debug)]
+struct Request {
+    request_id: u32,
+    to: NodeId,
+    kind: Kind,
+    deadline_ns: u64,
+    /// The execute that was sent commits (its outcome is unknown if no answer comes).
+    commit_sent: bool,
+    rows: BTreeMap<u32, Vec<Value>>,
+}
+
+/// How a request ended.
+#[derive(Clone, Debug)]
+enum Ended {
+    /// TC_EXECUTE_CONF (or TCKEY_ROW_CONF), API_REGCONF, CREATE_TABLE_CONF.
+    Conf(Vec<u8>),
+    /// TC_EXECUTE_REF or a schema REF: the NDB error code.
+    Refused(u32),
+    /// The link to the node it went to closed before the answer.
+    Lost,
+    /// No answer by the deadline.
+    TimedOut,
+}
+
+/// One simulated API node.
+#[derive(Debug)]
+pub struct Client {
+    pub node: NodeId,
+    pub index: usize,
+    rng: Rng,
+    phase: Phase,
+    /// Data nodes of the config, in id order.
+    data_nodes: Vec<NodeId>,
+    /// Data nodes whose link is up, as this client knows it.
+    links_up: BTreeSet<NodeId>,
+    next_request_id: u32,
+    request: Option<Request>,
+    /// When the next operation may start (think time, retries).
+    resume_ns: u64,
+    /// Attempts of the current final read.
+    attempts: u32,
+    /// The value this client's last read returned (for `Sabotage::Registers`).
+    last_read: Option<i64>,
+    think_ns_max: u64,
+}
+
+impl Client {
+    pub fn new(
+        index: usize,
+        node: NodeId,
+        data_nodes: Vec<NodeId>,
+        rng: Rng,
+        knobs: &Knobs,
+    ) -> Client {
+        Client {
+            node,
+            index,
+            rng,
+            phase: Phase::Registering(0),
+            links_up: data_nodes.iter().copied().collect(),
+            data_nodes,
+            next_request_id: 1,
+            request: None,
+            resume_ns: 0,
+            attempts: 0,
+            last_read: None,
+            think_ns_max: knobs.think_ns_max,
+        }
+    }
+
+    pub fn is_alive(&self) -> bool {
+        self.phase != Phase::Dead
+    }
+
+    /// True when the client has nothing outstanding (the workload may end).
+    pub fn is_idle(&self) -> bool {
+        self.request.is_none()
+    }
+
+    /// A wake-up: start what is due, or time out the outstanding request.
+    pub fn on_wake(&mut self, ctx: &mut Ctx<'_>) {
+        if let Some(request) = &self.request {
+            if ctx.now_ns >= request.deadline_ns {
+                let what = format!(
+                    "liveness: client {} got no answer from data node {} to request {} ({:?}) in {} s",
+                    self.node,
+                    request.to,
+                    request.request_id,
+                    request.kind,
+                    REQUEST_TIMEOUT_NS / 1_000_000_000
+                );
+                if !ctx.shared.hangs_expected {
+                    ctx.shared.fail(what);
+                    return;
+                }
+                self.end_request(ctx, Ended::TimedOut);
+            }
+            return;
+        }
+        if ctx.now_ns >= self.resume_ns {
+            self.next(ctx);
+        }
+    }
+
+    /// Starts the next request of the client's phase.
+    fn next(&mut self, ctx: &mut Ctx<'_>) {
+        match self.phase {
+            Phase::Registering(i) => match self.data_nodes.get(i).copied() {
+                Some(node) if self.links_up.contains(&node) => self.send_request(
+                    ctx,
+                    node,
+                    Kind::RegReq,
+                    lgsn::API_REGREQ,
+                    block::QMGR,
+                    Vec::new(),
+                ),
+                Some(_) => {
+                    self.phase = Phase::Registering(i + 1);
+                    self.next(ctx)
+                }
+                None if self.index == 0 => {
+                    self.phase = Phase::Creating(0);
+                    self.next(ctx)
+                }
+                None => {
+                    self.phase = Phase::WaitingForTables;
+                    self.next(ctx)
+                }
+            },
+            Phase::Creating(which) => self.create_table(ctx, which, false),
+            Phase::Populating(which) => self.populate(ctx, which),
+            Phase::WaitingForTables => {
+                if ctx.shared.ready {
+                    self.phase = Phase::Running;
+                    self.next(ctx)
+                } else {
+                    self.resume_after(ctx, RETRY_NS);
+                }
+            }
+            Phase::Running => {
+                if !ctx.shared.stopping {
+                    self.start_operation(ctx);
+                }
+            }
+            Phase::FinalAudit => self.audit(ctx),
+            Phase::FinalRead(key) => self.register_read(ctx, key, LockMode::Read),
+            Phase::BackupCheck(which) => self.backup_read(ctx, which),
+            Phase::Done | Phase::Dead => {}
+        }
+    }
+
+    /// Client 0, once every client is idle after the workload: the final reads.
+    pub fn start_final(&mut self, ctx: &mut Ctx<'_>) {
+        self.phase = if ctx.shared.bank {
+            Phase::FinalAudit
+        } else {
+            Phase::FinalRead(0)
+        };
+        self.attempts = 0;
+        self.resume_ns = ctx.now_ns;
+        self.next(ctx);
+    }
+
+    fn create_table(&mut self, ctx: &mut Ctx<'_>, which: usize, retry_on_master: bool) {
+        let wanted = [ctx.shared.bank, ctx.shared.registers];
+        if which >= wanted.len() {
+            self.phase = Phase::Populating(0);
+            return self.next(ctx);
+        }
+        if !wanted[which] {
+            self.phase = Phase::Creating(which + 1);
+            return self.next(ctx);
+        }
+        let def = table_def(which);
+        let mut payload = Vec::new();
+        signals::encode_table_def(&mut payload, &def);
+        // The DICT master is the live data node with the lowest id; the first table of some
+        // seeds goes to another node first, which must refuse it with 702.
+        // A client whose link to the master is not up yet (issue 21 item 10) asks the first
+        // data node it has a link to, which refuses with 702 until the link comes up.
+        let master = self.data_nodes[0];
+        let non_master = *self.data_nodes.last().unwrap_or(&master);
+        let reachable = self
+            .data_nodes
+            .iter()
+            .copied()
+            .find(|n| self.links_up.contains(n))
+            .unwrap_or(master);
+        let to = if which == first_table(ctx.shared)
+            && !retry_on_master
+            && ctx.shared.schema_to_non_master
+        {
+            non_master
+        } else {
+            reachable
+        };
+        let at_non_master = to != master;
+        self.send_request(
+            ctx,
+            to,
+            Kind::CreateTable {
+                which,
+                at_non_master,
+            },
+            gsn::CREATE_TABLE_REQ,
+            block::DBDICT,
+            payload,
+        );
+    }
+
+    fn populate(&mut self, ctx: &mut Ctx<'_>, which: usize) {
+        let tables = ctx.shared.tables.clone().unwrap_or_default();
+        let (table, rows) = match which {
+            0 => (tables.bank.clone(), ctx.shared.accounts),
+            1 => (tables.registers.clone(), ctx.shared.register_keys),
+            _ => {
+                self.phase = Phase::Running;
+                ctx.shared
+                    .log
+                    .push(format!("client {}: tables ready", self.node));
+                ctx.shared.ready = true;
+                return self.next(ctx);
+            }
+        };
+        let Some(table) = table else {
+            self.phase = Phase::Populating(which + 1);
+            return self.next(ctx);
+        };
+        let value = if which == 0 { INITIAL_BALANCE } else { 0 };
+        let ops: Vec<KeyOp> = (0..rows)
+            .map(|id| KeyOp::write(&table, OperationType::Insert, id, value))
+            .collect();
+        self.send_transaction(ctx, Kind::Populate { which }, &ops, ExecType::Commit, true);
+    }
+
+    /// Registers the created tables where the other clients find them (instead of a
+    /// GET_TABINFO_REQ each: the definition is the one client 0 got back).
+    fn table_created(&mut self, ctx: &mut Ctx<'_>, which: usize, info: TableInfo) {
+        let tables = ctx.shared.tables.get_or_insert_with(Tables::default);
+        if which == 0 {
+            tables.bank = Some(info);
+        } else {
+            tables.registers = Some(info);
+        }
+    }
+
+    fn start_operation(&mut self, ctx: &mut Ctx<'_>) {
+        let bank = ctx.shared.bank && (!ctx.shared.registers || self.rng.coin());
+        if bank {
+            if self.rng.below(5) == 0 {
+                self.audit(ctx)
+            } else {
+                self.transfer(ctx)
+            }
+        } else {
+            let keys = u64::from(ctx.shared.register_keys);
+            let start = self.rng.below(keys);
+            let key = (0..keys)
+                .map(|i| ((start + i) % keys) as u16)
+                .find(|&k| ctx.shared.key_ops[usize::from(k)] < KEY_OPS_WORKLOAD_MAX);
+            let Some(key) = key else {
+                return;
+            };
+            match self.rng.below(3) {
+                0 => self.register_write(ctx, key),
+                1 => self.register_read(ctx, key, LockMode::CommittedRead),
+                _ => self.register_read(ctx, key, LockMode::Read),
+            }
+        }
+    }
+
+    fn bank_table(ctx: &Ctx<'_>) -> Option<TableInfo> {
+        ctx.shared.tables.as_ref()?.bank.clone()
+    }
+
+    fn register_table(ctx: &Ctx<'_>) -> Option<TableInfo> {
+        ctx.shared.tables.as_ref()?.registers.clone()
+    }
+
+    /// A transfer's first half: read both accounts under exclusive locks (NoCommit).
+    fn transfer(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(table) = Self::bank_table(ctx) else {
+            return;
+        };
+        let accounts = u64::from(ctx.shared.accounts);
+        let a = self.rng.below(accounts) as u16;
+        let b = ((u64::from(a) + self.rng.between(1, accounts - 1)) % accounts) as u16;
+        let amount = self.rng.between(1, TRANSFER_MAX) as i64;
+        let ops = [
+            KeyOp::read(&table, a, LockMode::Exclusive),
+            KeyOp::read(&table, b, LockMode::Exclusive),
+        ];
+        self.send_transaction(
+            ctx,
+            Kind::TransferRead { a, b, amount },
+            &ops,
+            ExecType::NoCommit,
+            true,
+        );
+    }
+
+    /// A full read of the bank in one transaction, under shared locks.
+    fn audit(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(table) = Self::bank_table(ctx) else {
+            return;
+        };
+        let ops: Vec<KeyOp> = (0..ctx.shared.accounts)
+            .map(|id| KeyOp::read(&table, id, LockMode::Read))
+            .collect();
+        self.send_transaction(ctx, Kind::Audit, &ops, ExecType::Commit, true);
+    }
+
+    fn register_write(&mut self, ctx: &mut Ctx<'_>, key: u16) {
+        let Some(table) = Self::register_table(ctx) else {
+            return;
+        };
+        // Unique: this client's id above its own request counter.
+        let value = (i64::from(self.node.0) << 32) | i64::from(self.next_request_id);
+        let record = self.record(ctx, key, Some(value));
+        let ops = [KeyOp::write(&table, OperationType::Update, key, value)];
+        self.send_transaction(ctx, Kind::RegWrite { record }, &ops, ExecType::Commit, true);
+    }
+
+    fn register_read(&mut self, ctx: &mut Ctx<'_>, key: u16, lock: LockMode) {
+        let Some(table) = Self::register_table(ctx) else {
+            return;
+        };
+        let record = self.record(ctx, key, None);
+        let ops = [KeyOp::read(&table, key, lock)];
+        self.send_transaction(ctx, Kind::RegRead { record }, &ops, ExecType::Commit, true);
+    }
+
+    fn record(&mut self, ctx: &mut Ctx<'_>, key: u16, write: Option<i64>) -> usize {
+        ctx.shared.key_ops[usize::from(key)] += 1;
+        ctx.shared.history.push(Record {
+            key,
+            write,
+            client: self.node.0,
+            invoke_ns: ctx.now_ns,
+            complete_ns: 0,
+            outcome: Outcome::Pending,
+        });
+        ctx.shared.history.len() - 1
+    }
+
+    /// Sends one execute of key operations to the TC of the first key's partition (a fresh
+    /// transaction when `starts`).
+    fn send_transaction(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        kind: Kind,
+        ops: &[KeyOp],
+        exec: ExecType,
+        starts: bool,
+    ) {
+        let tc = if starts {
+            self.tc_of(ctx.shared, &ops[0].key)
+        } else {
+            self.request.as_ref().map(|r| r.to)
+        };
+        let request_id = if starts {
+            self.new_request_id()
+        } else {
+            self.request.as_ref().map_or(0, |r| r.request_id)
+        };
+        let Some(tc) = tc else {
+            // No live replica of the key's partition: the operation fails unsent.
+            self.request = Some(Request {
+                request_id,
+                to: NodeId(0),
+                kind,
+                deadline_ns: u64::MAX,
+                commit_sent: false,
+                rows: BTreeMap::new(),
+            });
+            return self.end_request(ctx, Ended::Lost);
+        };
+        let header = FrameHeader {
+            signal: gsn::TCKEYREQ,
+            receiver_block: block::DBTC,
+            sender_block: block::API,
+            request_id,
+        };
+        for (op_index, op) in ops.iter().enumerate() {
+            let mut payload = Vec::new();
+            TcKeyReqRef {
+                flags: if starts && op_index == 0 {
+                    FLAG_START_TRANSACTION
+                } else {
+                    0
+                },
+                op_index: op_index as u32,
+                op_type: op.op_type,
+                lock_mode: op.lock_mode,
+                table_id: op.table_id,
+                table_version: op.table_version,
+                replica: op.replica,
+                key: &op.key,
+                attrs: &op.attrs,
+            }
+            .encode(&mut payload);
+            if op_index + 1 == ops.len() {
+                TcExecuteReq {
+                    flags: if starts { FLAG_START_TRANSACTION } else { 0 },
+                    exec_type: exec,
+                    abort_option: AbortOption::AbortOnError,
+                    op_count: ops.len() as u32,
+                }
+                .append_to_key_req(&mut payload, 0);
+            }
+            ctx.sends.push((tc, header, payload));
+        }
+        if ctx.shared.trace {
+            let described: Vec<String> = ops
+                .iter()
+                .map(|op| {
+                    format!(
+                        "{:?} {:?} {:?} {:?}",
+                        op.op_type, op.lock_mode, op.key, op.attrs
+                    )
+                })
+                .collect();
+            ctx.shared.log.push(format!(
+                "client {}: request {request_id} at {tc} ({kind:?}, {exec:?}): {}",
+                self.node,
+                described.join("; ")
+            ));
+        }
+        self.expect(ctx, request_id, tc, kind, exec == ExecType::Commit);
+    }
+
+    /// Ends the open transaction `request_id` at `tc` with a rollback; `wait` keeps it as the
+    /// outstanding request (otherwise nobody waits for the answer).
+    fn send_rollback(&mut self, ctx: &mut Ctx<'_>, tc: NodeId, request_id: u32, wait: bool) {
+        let header = FrameHeader {
+            signal: gsn::TC_EXECUTE_REQ,
+            receiver_block: block::DBTC,
+            sender_block: block::API,
+            request_id,
+        };
+        let mut payload = Vec::new();
+        TcExecuteReq {
+            flags: 0,
+            exec_type: ExecType::Rollback,
+            abort_option: AbortOption::AbortOnError,
+            op_count: 0,
+        }
+        .encode(&mut payload);
+        ctx.sends.push((tc, header, payload));
+        if wait {
+            self.expect(ctx, request_id, tc, Kind::Rollback, false);
+        }
+    }
+
+    fn send_request(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        to: NodeId,
+        kind: Kind,
+        signal: u16,
+        receiver_block: u16,
+        payload: Vec<u8>,
+    ) {
+        let request_id = self.new_request_id();
+        let header = FrameHeader {
+            signal,
+            receiver_block,
+            sender_block: block::API,
+            request_id,
+        };
+        ctx.sends.push((to, header, payload));
+        self.expect(ctx, request_id, to, kind, false);
+    }
+
+    fn expect(&mut self, ctx: &mut Ctx<'_>, request_id: u32, to: NodeId, kind: Kind, commit: bool) {
+        let deadline_ns = ctx.now_ns + REQUEST_TIMEOUT_NS;
+        self.request = Some(Request {
+            request_id,
+            to,
+            kind,
+            deadline_ns,
+            commit_sent: commit,
+            rows: BTreeMap::new(),
+        });
+        ctx.wakes.push(deadline_ns);
+    }
+
+    fn new_request_id(&mut self) -> u32 {
+        let id = self.next_request_id;
+        self.next_request_id += 1;
+        id
+    }
+
+    /// The TC of a transaction whose first key is `key`: the first replica of its partition
+    /// whose link is up (the primary, or the backup that took over).
+    fn tc_of(&self, shared: &Shared, key: &[Value]) -> Option<NodeId> {
+        let mut bytes = Vec::new();
+        let mut w = Writer::new(&mut bytes);
+        for value in key {
+            value.encode(&mut w);
+        }
+        let partition = shared.partitions.partition_of(key_hash(&bytes));
+        shared
+            .partitions
+            .replicas(partition)
+            .iter()
+            .copied()
+            .find(|n| self.links_up.contains(n))
+    }
+
+    fn resume_after(&mut self, ctx: &mut Ctx<'_>, delay_ns: u64) {
+        self.resume_ns = ctx.now_ns + delay_ns;
+        ctx.wakes.push(self.resume_ns);
+    }
+
+    /// A frame from data node `from`.
+    pub fn on_frame(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        from: NodeId,
+        header: &FrameHeader,
+        payload: &[u8],
+    ) {
+        if self.phase == Phase::Dead {
+            return;
+        }
+        let Some(request) = self.request.as_mut() else {
+            return;
+        };
+        if header.request_id != request.request_id || from != request.to {
+            // The late answer of a request given up on (a rollback nobody waits for).
+            return;
+        }
+        let decoded: Result<Option<Ended>, String> = match header.signal {
+            lgsn::API_REGCONF | gsn::CREATE_TABLE_CONF | gsn::TC_EXECUTE_CONF => {
+                Ok(Some(Ended::Conf(payload.to_vec())))
+            }
+            gsn::CREATE_TABLE_REF => Refusal::decode(payload)
+                .map(|r| Some(Ended::Refused(r.code)))
+                .map_err(|e| e.to_string()),
+            gsn::TCKEY_ROW | gsn::TCKEY_ROW_CONF => match TcKeyRow::decode(payload) {
+                Ok(row) => {
+                    request.rows.insert(row.op_index, row.values);
+                    Ok((header.signal == gsn::TCKEY_ROW_CONF).then(|| Ended::Conf(Vec::new())))
+                }
+                Err(e) => Err(e.to_string()),
+            },
+            gsn::TCKEYREF => TcKeyRef::decode(payload)
+                .map(|_| None)
+                .map_err(|e| e.to_string()),
+            gsn::TC_EXECUTE_REF => TcExecuteRef::decode(payload)
+                .map(|r| Some(Ended::Refused(r.code)))
+                .map_err(|e| e.to_string()),
+            other => Err(format!("unexpected signal {other}")),
+        };
+        match decoded {
+            Ok(None) => {}
+            Ok(Some(ended)) => self.end_request(ctx, ended),
+            Err(e) => ctx.shared.fail(format!(
+                "client {} got a malformed answer from data node {from} (signal {}, request {}): {e}",
+                self.node, header.signal, header.request_id
+            )),
+        }
+    }
+
+    /// The link to data node `node` closed.
+    pub fn on_link_down(&mut self, ctx: &mut Ctx<'_>, node: NodeId) {
+        self.links_up.remove(&node);
+        if self.request.as_ref().is_some_and(|r| r.to == node) {
+            self.end_request(ctx, Ended::Lost);
+        }
+    }
+
+    /// The link to data node `node` is not up when the client starts.
+    pub fn start_without_link(&mut self, node: NodeId) {
+        self.links_up.remove(&node);
+    }
+
+    /// The link to data node `node` is back.
+    pub fn on_link_up(&mut self, node: NodeId) {
+        if self.phase != Phase::Dead {
+            self.links_up.insert(node);
+        }
+    }
+
+    /// The client dies: its outstanding request's outcome stays unknown.
+    pub fn die(&mut self, ctx: &mut Ctx<'_>) {
+        if let Some(request) = self.request.take() {
+            ctx.shared.stats.deaths_mid_request += 1;
+            match request.kind {
+                Kind::RegWrite { record } => {
+                    ctx.shared.history[record].outcome = Outcome::Info;
+                    ctx.shared.stats.writes_unknown += 1;
+                }
+                Kind::RegRead { record } => ctx.shared.history[record].outcome = Outcome::Fail,
+                Kind::TransferWrite => ctx.shared.stats.transfers_unknown += 1,
+                _ => {}
+            }
+        }
+        self.phase = Phase::Dead;
+        self.links_up.clear();
+    }
+
+    fn end_request(&mut self, ctx: &mut Ctx<'_>, ended: Ended) {
+        let Some(request) = self.request.take() else {
+            return;
+        };
+        if ctx.shared.trace {
+            ctx.shared.log.push(format!(
+                "client {}: request {} at {} ({:?}) ended: {ended:?}",
+                self.node, request.request_id, request.to, request.kind
+            ));
+        }
+        if let Ended::Refused(code) = ended {
+            *ctx.shared.stats.errors.entry(code).or_default() += 1;
+        }
+        let unknown = matches!(ended, Ended::Lost | Ended::TimedOut) && request.commit_sent;
+        if matches!(ended, Ended::TimedOut) && request.to.0 != 0 {
+            // As the API's drop does: roll back, nobody waits for the answer.
+            self.send_rollback(ctx, request.to, request.request_id, false);
+        }
+        let think = self.rng.between(0, self.think_ns_max);
+        match request.kind {
+            Kind::RegReq => self.registration_ended(ctx, &ended),
+            Kind::CreateTable {
+                which,
+                at_non_master,
+            } => self.create_ended(ctx, &request, which, at_non_master, ended),
+            Kind::Populate { which } => match ended {
+                Ended::Conf(_) => {
+                    self.phase = Phase::Populating(which + 1);
+                    self.resume_after(ctx, 0);
+                }
+                // Before faults begin, only an overloaded send buffer (BUGGIFY) refuses it.
+                Ended::Refused(code) if code == 1218 || code == 234 => {
+                    self.resume_after(ctx, RETRY_NS)
+                }
+                other => ctx.shared.fail(format!(
+                    "inserting the rows of table {which} ended with {other:?}"
+                )),
+            },
+            Kind::TransferRead { a, b, amount } => match ended {
+                Ended::Conf(_) => self.transfer_write(ctx, &request, a, b, amount),
+                _ => {
+                    ctx.shared.stats.transfers_failed += 1;
+                    self.resume_after(ctx, think);
+                }
+            },
+            Kind::TransferWrite => {
+                match ended {
+                    Ended::Conf(_) => ctx.shared.stats.transfers_ok += 1,
+                    _ if unknown => ctx.shared.stats.transfers_unknown += 1,
+                    _ => ctx.shared.stats.transfers_failed += 1,
+                }
+                self.resume_after(ctx, think);
+            }
+            Kind::Rollback => self.resume_after(ctx, think),
+            Kind::Audit => self.audit_ended(ctx, &request, ended, think),
+            Kind::RegWrite { record } => {
+                self.write_ended(ctx, record, &ended, unknown);
+                self.resume_after(ctx, think);
+            }
+            Kind::BackupRead { which } => self.backup_read_ended(ctx, &request, which, ended),
+            Kind::RegRead { record } => self.read_ended(ctx, &request, record, ended, think),
+        }
+    }
+
+    fn registration_ended(&mut self, ctx: &mut Ctx<'_>, ended: &Ended) {
+        if let Phase::Registering(i) = self.phase {
+            match ended {
+                Ended::Conf(payload) => match ApiRegConf::decode(payload) {
+                    Ok(conf) if conf.started => self.phase = Phase::Registering(i + 1),
+                    Ok(_) => return self.resume_after(ctx, RETRY_NS),
+                    Err(e) => return ctx.shared.fail(format!("API_REGCONF: {e}")),
+                },
+                // The link dropped: that node is left out.
+                _ => self.phase = Phase::Registering(i + 1),
+            }
+        }
+        self.resume_after(ctx, 0);
+    }
+
+    /// A CREATE TABLE ended: the table, or (sent to a non-master) 702 and the retry on the
+    /// master; anything else fails the run (no faults run during setup).
+    fn create_ended(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        request: &Request,
+        which: usize,
+        at_non_master: bool,
+        ended: Ended,
+    ) {
+        match ended {
+            Ended::Conf(payload) if !at_non_master => match TableInfo::decode(&payload) {
+                Ok(info) => {
+                    self.table_created(ctx, which, info);
+                    self.phase = Phase::Creating(which + 1);
+                    self.resume_after(ctx, 0);
+                }
+                Err(e) => ctx.shared.fail(format!("CREATE_TABLE_CONF: {e}")),
+            },
+            Ended::Refused(702) if at_non_master => {
+                ctx.shared.stats.non_master_702 = true;
+                let master_up = self.links_up.contains(&self.data_nodes[0]);
+                ctx.shared.log.push(format!(
+                    "client {}: CREATE TABLE at data node {} refused with 702 (non-master): {}",
+                    self.node,
+                    request.to,
+                    if master_up {
+                        "retrying on the master"
+                    } else {
+                        "no link to the master yet, retrying later"
+                    }
+                ));
+                if master_up {
+                    self.create_table(ctx, which, true);
+                } else {
+                    self.resume_after(ctx, RETRY_NS);
+                }
+            }
+            other => ctx.shared.fail(format!(
+                "CREATE TABLE at data node {} (non-master: {at_non_master}) ended with {other:?}",
+                request.to
+            )),
+        }
+    }
+
+    /// Files a register write's outcome in the history.
+    fn write_ended(&mut self, ctx: &mut Ctx<'_>, record: usize, ended: &Ended, unknown: bool) {
+        let stats = &mut ctx.shared.stats;
+        let outcome = match ended {
+            Ended::Conf(_) => {
+                stats.writes_ok += 1;
+                Outcome::Ok(None)
+            }
+            _ if unknown => {
+                stats.writes_unknown += 1;
+                Outcome::Info
+            }
+            _ => {
+                stats.writes_failed += 1;
+                Outcome::Fail
+            }
+        };
+        let r = &mut ctx.shared.history[record];
+        r.outcome = outcome;
+        r.complete_ns = ctx.now_ns;
+    }
+
+    /// A transfer's second half: both updates and the commit, or a rollback when the first
+    /// account has nothing to give.
+    fn transfer_write(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        request: &Request,
+        a: u16,
+        b: u16,
+        amount: i64,
+    ) {
+        let balance = |op: u32| -> Option<i64> {
+            match request.rows.get(&op)?.get(1)? {
+                Value::Int64(v) => Some(*v),
+                _ => None,
+            }
+        };
+        let (Some(from), Some(to)) = (balance(0), balance(1)) else {
+            return ctx.shared.fail(format!(
+                "client {}: a transfer's reads of accounts {a} and {b} were confirmed without both rows: {:?}",
+                self.node, request.rows
+            ));
+        };
+        let Some(table) = Self::bank_table(ctx) else {
+            return;
+        };
+        // The request stays this transaction's (same id, same TC).
+        self.request = Some(request.clone());
+        let moved = amount.min(from);
+        if moved <= 0 {
+            self.request = None;
+            return self.send_rollback(ctx, request.to, request.request_id, true);
+        }
+        let ops = [
+            KeyOp::write(&table, OperationType::Update, a, from - moved),
+            KeyOp::write(
+                &table,
+                OperationType::Update,
+                b,
+                to + moved + i64::from(ctx.shared.sabotage == Some(Sabotage::Bank)),
+            ),
+        ];
+        self.send_transaction(ctx, Kind::TransferWrite, &ops, ExecType::Commit, false);
+    }
+
+    fn audit_ended(&mut self, ctx: &mut Ctx<'_>, request: &Request, ended: Ended, think: u64) {
+        let is_final = self.phase == Phase::FinalAudit;
+        if let Ended::Conf(_) = ended {
+            let balances: Vec<(i32, i64)> = request
+                .rows
+                .values()
+                .filter_map(|row| match (row.first(), row.get(1)) {
+                    (Some(Value::Int32(id)), Some(Value::Int64(b))) => Some((*id, *b)),
+                    _ => None,
+                })
+                .collect();
+            let total = ctx.shared.total;
+            if let Err(e) = check::check_bank(&balances, usize::from(ctx.shared.accounts), total) {
+                let when = if is_final {
+                    "the final full read"
+                } else {
+                    "a full read"
+                };
+                return ctx
+                    .shared
+                    .fail(format!("bank: client {}: {when}: {e}", self.node));
+            }
+            ctx.shared.stats.audits_ok += 1;
+            if is_final {
+                for &(id, balance) in &balances {
+                    ctx.shared.final_rows.insert((0, id), balance);
+                }
+                self.phase = if ctx.shared.registers {
+                    Phase::FinalRead(0)
+                } else {
+                    Phase::BackupCheck(0)
+                };
+                self.attempts = 0;
+                return self.final_step_done(ctx);
+            }
+        } else if is_final {
+            return self.final_retry(ctx, "the final full read of the bank", &ended);
+        }
+        self.resume_after(ctx, think);
+    }
+
+    fn read_ended(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        request: &Request,
+        record: usize,
+        ended: Ended,
+        think: u64,
+    ) {
+        let is_final = matches!(self.phase, Phase::FinalRead(_));
+        let key = ctx.shared.history[record].key;
+        ctx.shared.history[record].complete_ns = ctx.now_ns;
+        match ended {
+            Ended::Conf(_) => {
+                let value = match request.rows.get(&0).and_then(|row| row.get(1)) {
+                    Some(Value::Int64(v)) => *v,
+                    other => {
+                        return ctx.shared.fail(format!(
+                            "client {}: a read of register {key} was confirmed with {other:?}",
+                            self.node
+                        ))
+                    }
+                };
+                let stale = ctx.shared.sabotage == Some(Sabotage::Registers)
+                    && self.index == 1
+                    && self.rng.below(3) == 0;
+                let reported = match self.last_read {
+                    Some(last) if stale => last,
+                    _ => value,
+                };
+                self.last_read = Some(value);
+                ctx.shared.history[record].outcome = Outcome::Ok(Some(reported));
+                ctx.shared.stats.reads_ok += 1;
+                if let Phase::FinalRead(key) = self.phase {
+                    ctx.shared.final_rows.insert((1, i32::from(key)), value);
+                    self.attempts = 0;
+                    self.phase = if key + 1 < ctx.shared.register_keys {
+                        Phase::FinalRead(key + 1)
+                    } else if ctx.shared.bank {
+                        Phase::BackupCheck(0)
+                    } else {
+                        Phase::BackupCheck(1)
+                    };
+                    return self.final_step_done(ctx);
+                }
+            }
+            ref other => {
+                ctx.shared.history[record].outcome = Outcome::Fail;
+                ctx.shared.stats.reads_failed += 1;
+                if is_final {
+                    return self.final_retry(
+                        ctx,
+                        &format!("the final read of register {key}"),
+                        other,
+                    );
+                }
+            }
+        }
+        self.resume_after(ctx, think);
+    }
+
+    /// Reads every row of table `which` at its first live backup, in one transaction.
+    fn backup_read(&mut self, ctx: &mut Ctx<'_>, which: usize) {
+        let tables = ctx.shared.tables.clone().unwrap_or_default();
+        let (table, rows) = if which == 0 {
+            (tables.bank, ctx.shared.accounts)
+        } else {
+            (tables.registers, ctx.shared.register_keys)
+        };
+        let Some(table) = table else {
+            return;
+        };
+        let ops: Vec<KeyOp> = (0..rows)
+            .map(|id| KeyOp {
+                replica: 1,
+                ..KeyOp::read(&table, id, LockMode::CommittedRead)
+            })
+            .collect();
+        self.send_transaction(
+            ctx,
+            Kind::BackupRead { which },
+            &ops,
+            ExecType::Commit,
+            true,
+        );
+    }
+
+    fn backup_read_ended(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        request: &Request,
+        which: usize,
+        ended: Ended,
+    ) {
+        if !matches!(ended, Ended::Conf(_)) {
+            return self.final_retry(ctx, "the read of every row at its backup", &ended);
+        }
+        let rows = if which == 0 {
+            ctx.shared.accounts
+        } else {
+            ctx.shared.register_keys
+        };
+        for id in 0..i32::from(rows) {
+            let primary = ctx.shared.final_rows.get(&(which, id)).copied();
+            let backup = match request
+                .rows
+                .get(&(id as u32))
+                .map(|row| (row.first(), row.get(1)))
+            {
+                Some((Some(Value::Int32(got)), Some(Value::Int64(v)))) if *got == id => Some(*v),
+                _ => None,
+            };
+            if primary != backup || primary.is_none() {
+                let table = if which == 0 { "accounts" } else { "registers" };
+                let name = |v: Option<i64>| v.map_or("nothing".into(), check::value_name);
+                return ctx.shared.fail(format!(
+                    "replicas differ: {table} row {id} is {} at its primary (the final locking read) but {} at its backup (a committed read of replica 1)",
+                    name(primary),
+                    name(backup)
+                ));
+            }
+        }
+        self.attempts = 0;
+        self.phase = if which == 0 && ctx.shared.registers {
+            Phase::BackupCheck(1)
+        } else {
+            Phase::Done
+        };
+        self.final_step_done(ctx);
+    }
+
+    fn final_step_done(&mut self, ctx: &mut Ctx<'_>) {
+        if self.phase == Phase::Done {
+            ctx.shared.final_done = true;
+        } else {
+            self.resume_after(ctx, 0);
+        }
+    }
+
+    fn final_retry(&mut self, ctx: &mut Ctx<'_>, what: &str, ended: &Ended) {
+        self.attempts += 1;
+        if self.attempts >= FINAL_ATTEMPTS_MAX {
+            return ctx.shared.fail(format!(
+                "liveness: {what} failed {FINAL_ATTEMPTS_MAX} times after the faults ended (last: {ended:?})"
+            ));
+        }
+        self.resume_after(ctx, RETRY_NS);
+    }
+}
+
+/// The table client 0 creates first (the one some seeds send to a non-master).
+fn first_table(shared: &Shared) -> usize {
+    if shared.bank {
+        0
+    } else {
+        1
+    }
+}
+
+/// Table `which`: 0 the bank's accounts, 1 the registers. Both: an Int32 key and an Int64.
+fn table_def(which: usize) -> TableDef {
+    let (name, column) = if which == 0 {
+        ("accounts", "balance")
+    } else {
+        ("registers", "value")
+    };
+    TableDef::new(
+        name,
+        vec![
+            ColumnDef::key("id", ColumnType::Int32),
+            ColumnDef::new(column, ColumnType::Int64),
+        ],
+    )
+}
+
+/// One key operation to encode.
+#[derive(Clone, Debug)]
+struct KeyOp {
+    op_type: OperationType,
+    lock_mode: LockMode,
+    table_id: u32,
+    table_version: u32,
+    key: Vec<Value>,
+    attrs: Vec<(u16, Value)>,
+    /// Which replica serves a CommittedRead (`REPLICA_PRIMARY`, or 1 for the first backup).
+    replica: u8,
+}
+
+impl KeyOp {
+    fn read(table: &TableInfo, id: u16, lock_mode: LockMode) -> KeyOp {
+        KeyOp {
+            op_type: OperationType::Read,
+            lock_mode,
+            table_id: table.table_id,
+            table_version: table.table_version,
+            key: vec![Value::Int32(i32::from(id))],
+            attrs: Vec::new(),
+            replica: REPLICA_PRIMARY,
+        }
+    }
+
+    fn write(table: &TableInfo, op_type: OperationType, id: u16, value: i64) -> KeyOp {
+        KeyOp {
+            op_type,
+            lock_mode: LockMode::Exclusive,
+            table_id: table.table_id,
+            table_version: table.table_version,
+            key: vec![Value::Int32(i32::from(id))],
+            attrs: vec![(1, Value::Int64(value))],
+            replica: REPLICA_PRIMARY,
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! What a run simulates: the options a user gives (workload, fault kinds) and the knobs each
+//! seed draws from them (swarm testing: node and client counts, delays, fault counts and
+//! rates differ from seed to seed, and some seeds leave a fault kind out).
+
+use std::fmt;
+
+use crate::rng::Rng;
+
+/// Which workload the clients run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    /// Transfers between accounts; full reads must keep the total.
+    Bank,
+    /// Single-key reads and writes; the history must be linearizable.
+    Registers,
+    /// Both, on two tables, each client choosing per operation.
+    All,
+}
+
+impl Workload {
+    pub fn bank(self) -> bool {
+        matches!(self, Workload::Bank | Workload::All)
+    }
+    pub fn registers(self) -> bool {
+        matches!(self, Workload::Registers | Workload::All)
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Bank => "bank",
+            Workload::Registers => "registers",
+            Workload::All => "all",
+        }
+    }
+}
+
+/// One kind of fault the simulator may inject.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Fault {
+    /// A data node crashes (its memory is gone; it does not restart). Never both replicas of a
+    /// node group.
+    Crash,
+    /// An API client dies, possibly in the middle of a transaction.
+    Client,
+    /// A link becomes slow for a while.
+    Slow,
+    /// A link between an API client and a data node drops (in-flight frames are lost, both
+    /// ends hear of it); the client reconnects later.
+    ApiLink,
+    /// BUGGIFY: sends sometimes find the send buffer full (1218), timer ticks come late.
+    Buggify,
+    /// NOT HANDLED YET (no arbitration, no heartbeats): data nodes are cut from each other,
+    /// both ways (links drop) or one way (frames vanish while the link stays up). Off unless
+    /// asked for.
+    Partition,
+}
+
+impl Fault {
+    /// The faults today's cluster handles, on by default.
+    pub const DEFAULT: [Fault; 5] = [
+        Fault::Crash,
+        Fault::Client,
+        Fault::Slow,
+        Fault::ApiLink,
+        Fault::Buggify,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::Crash => "crash",
+            Fault::Client => "client",
+            Fault::Slow => "slow",
+            Fault::ApiLink => "api-link",
+            Fault::Buggify => "buggify",
+            Fault::Partition => "partition",
+        }
+    }
+}
+
+/// A deliberate bug in the clients, to show that the checkers fire and that a failing seed
+/// replays: never on unless asked for (`--sabotage`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sabotage {
+    /// Transfers credit one unit more than they debit: the next full read sums wrong.
+    Bank,
+    /// Client 1 reports some of its reads with the value it read the time before (stale).
+    Registers,
+}
+
+/// What the user chose for a run (the same for every seed of a `--seeds` run).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    pub workload: Workload,
+    /// The fault kinds seeds may draw (sorted, no duplicates).
+    pub faults: Vec<Fault>,
+    /// Print every delivered frame and fault.
+    pub trace: bool,
+    /// A deliberate client bug (see [`Sabotage`]).
+    pub sabotage: Option<Sabotage>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            workload: Workload::All,
+            faults: Fault::DEFAULT.to_vec(),
+            trace: false,
+            sabotage: None,
+        }
+    }
+}
+
+impl Options {
+    pub fn has(&self, fault: Fault) -> bool {
+        self.faults.contains(&fault)
+    }
+
+    /// The one command that replays `seed` with these options.
+    pub fn replay_command(&self, seed: u64) -> String {
+        // A build with debug assertions (cargo test, a dev build) replays in one, so that a
+        // kernel's `debug_assert!` that fired fires again.
+        let profile = if cfg!(debug_assertions) {
+            ""
+        } else {
+            " --release"
+        };
+        let mut command = format!(
+            "cargo run{profile} -p rndb-sim -- --seed {seed:#018x} --workload {}",
+            self.workload.name()
+        );
+        let mut faults = self.faults.clone();
+        faults.sort();
+        if faults != Fault::DEFAULT.to_vec() {
+            let names: Vec<&str> = faults.iter().map(|f| f.name()).collect();
+            let list = if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(",")
+            };
+            command.push_str(&format!(" --faults {list}"));
+        }
+        match self.sabotage {
+            Some(Sabotage::Bank) => command.push_str(" --sabotage bank"),
+            Some(Sabotage::Registers) => command.push_str(" --sabotage registers"),
+            None => {}
+        }
+        command
+    }
+}
+
+/// Data nodes a run has at most (two node groups of NoOfReplicas=2).
+pub const DATA_NODES_MAX: u16 = 4;
+/// API clients a run has at most.
+pub const CLIENTS_MAX: u16 = 6;
+/// The first API node id (clients are 50, 51, ...).
+pub const FIRST_API_NODE: u16 = 50;
+
+/// What one seed drew. Every field is a function of the seed and the options.
+#[derive(Clone, Debug)]
+pub struct Knobs {
+    /// 2 (one node group) or 4 (two); NoOfReplicas is always 2.
+    pub data_nodes: u16,
+    pub clients: u16,
+    /// One-way delay of a frame on a link, before slowness.
+    pub delay_ns_min: u64,
+    pub delay_ns_max: u64,
+    /// Pause between a client's operations.
+    pub think_ns_max: u64,
+    /// How long clients start new operations after the tables are ready.
+    pub workload_ns: u64,
+    /// TransactionDeadlockDetectionTimeout.
+    pub deadlock_timeout_ms: u32,
+    /// MaxNoOfConcurrentOperations (small pools find overload paths).
+    pub operations_max: u32,
+    pub accounts: u16,
+    pub register_keys: u16,
+    /// Client 0 first sends CREATE TABLE to a data node that is not the DICT master and must
+    /// retry on the master after 702 (issue 21, item 10).
+    pub schema_to_non_master: bool,
+    /// Client 0's link to the master (data node 1) comes up this long after the start (0: at
+    /// once): its CREATE TABLE goes to another node, gets 702, and is retried until the link
+    /// is up (issue 21 item 10).
+    pub master_link_late_ns: u64,
+    /// Node groups that lose one node (one crash each).
+    pub crashes: u16,
+    pub client_deaths: u16,
+    pub slow_links: u16,
+    pub api_link_drops: u16,
+    /// Per-million chance that a send finds the send buffer full (BUGGIFY), 0 when off.
+    pub overload_ppm: u64,
+    /// Largest lateness of a timer tick (BUGGIFY), 0 when off.
+    pub late_tick_ns_max: u64,
+    pub partitions: u16,
+}
+
+impl Knobs {
+    /// Draws a seed's knobs. Each fault kind allowed by `options` is left out by about one
+    /// seed in four (swarm testing).
+    pub fn draw(rng: &mut Rng, options: &Options) -> Knobs {
+        let data_nodes = if rng.coin() { 2 } else { 4 };
+        let clients = rng.between(2, u64::from(CLIENTS_MAX)) as u16;
+        let delay_ns_min = rng.between(20_000, 200_000);
+        let delay_ns_max = delay_ns_min + rng.between(0, 2_000_000);
+        let fault = |kind: Fault, rng: &mut Rng, max: u64| -> u16 {
+            if options.has(kind) && rng.below(4) != 0 {
+                rng.between(1, max) as u16
+            } else {
+                0
+            }
+        };
+        let crashes = fault(Fault::Crash, rng, u64::from(data_nodes / 2));
+        let client_deaths = fault(Fault::Client, rng, u64::from(clients - 1));
+        let slow_links = fault(Fault::Slow, rng, 4);
+        let api_link_drops = fault(Fault::ApiLink, rng, 3);
+        let buggify = fault(Fault::Buggify, rng, 1) > 0;
+        let partitions = fault(Fault::Partition, rng, 2);
+        Knobs {
+            data_nodes,
+            clients,
+            delay_ns_min,
+            delay_ns_max,
+            think_ns_max: rng.between(0, 5_000_000),
+            workload_ns: rng.between(300, 1_500) * 1_000_000,
+            deadlock_timeout_ms: rng.between(50, 400) as u32,
+            operations_max: if rng.coin() { 64 } else { 1024 },
+            accounts: rng.between(2, 12) as u16,
+            register_keys: rng.between(3, 12) as u16,
+            schema_to_non_master: rng.coin(),
+            master_link_late_ns: if rng.below(4) == 0 {
+                rng.between(1_000_000, 200_000_000)
+            } else {
+                0
+            },
+            crashes,
+            client_deaths,
+            slow_links,
+            api_link_drops,
+            overload_ppm: if buggify {
+                rng.between(1_000, 30_000)
+            } else {
+                0
+            },
+            late_tick_ns_max: if buggify {
+                rng.between(0, 30_000_000)
+            } else {
+                0
+            },
+            partitions,
+        }
+    }
+
+    /// The cluster's config.ini: small pools, so that creating a kernel is cheap.
+    pub fn config_ini(&self) -> String {
+        let mut ini = format!(
+            "[ndbd default]\nNoOfReplicas=2\nDataMemory=1M\nMaxNoOfConcurrentOperations={}\n\
+             MaxNoOfConcurrentTransactions=32\nMaxNoOfConcurrentScans=2\nMaxNoOfTables=8\n\
+             MaxNoOfOrderedIndexes=0\nMaxNoOfUniqueHashIndexes=0\n\
+             TransactionDeadlockDetectionTimeout={}\n",
+            self.operations_max, self.deadlock_timeout_ms
+        );
+        for id in 1..=self.data_nodes {
+            ini.push_str(&format!("[ndbd]\nNodeId={id}\nHostName=127.0.0.1\n"));
+        }
+        for id in 0..self.clients {
+            ini.push_str(&format!(
+                "[api]\nNodeId={}\nHostName=127.0.0.1\n",
+                FIRST_API_NODE + id
+            ));
+        }
+        ini
+    }
+}
+
+impl fmt::Display for Knobs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} data nodes, {} clients, delay {}-{} us, workload {} ms, deadlock timeout {} ms, \
+             {} operation records, {} accounts, {} register keys, schema to non-master {}, master link late {} ms, \
+             crashes {}, client deaths {}, slow links {}, api link drops {}, overload {} ppm, \
+             late ticks up to {} ms, partitions {}",
+            self.data_nodes,
+            self.clients,
+            self.delay_ns_min / 1000,
+            self.delay_ns_max / 1000,
+            self.workload_ns / 1_000_000,
+            self.deadlock_timeout_ms,
+            self.operations_max,
+            self.accounts,
+            self.register_keys,
+            self.schema_to_non_master,
+            self.master_link_late_ns / 1_000_000,
+            self.crashes,
+            self.client_deaths,
+            self.slow_links,
+            self.api_link_drops,
+            self.overload_ppm,
+            self.late_tick_ns_max / 1_000_000,
+            self.partitions
+        )
+    }
+}

@@ -1,0 +1,50 @@
+//! rndb-sim: a deterministic simulator of a whole rndb cluster.
+//!
+//! N real data-node kernels (`rndb_ndbd::blocks::Kernel`) and M simulated API clients run in
+//! one process and one thread, driven by one seed: one generator ([`rng`]) from which every
+//! random choice is drawn, a simulated clock (nanoseconds that jump over idle time), and a
+//! scheduler that pops the earliest event of a priority queue keyed by time ([`net`]).
+//!
+//! ```text
+//!   seed ─► Knobs (swarm: counts, delays, fault rates) ─► World
+//!   World: Queue ─pop─► Deliver ─► Kernel::on_frame + run_jobs ─► SimOutbox ─► Net ─► Queue
+//!                     ├► Timer (10 ms) ─► Kernel::on_timer + run_jobs
+//!                     ├► Disconnected ─► Kernel::on_disconnect / Client::on_link_down
+//!                     ├► ClientWake ─► Client (bank, registers) ─► Net ─► Queue
+//!                     └► Fault (crash, client death, slow link, API link drop, partition)
+//! ```
+//!
+//! - [`knobs`]: the user's options and what each seed draws from them.
+//! - [`rng`]: the seeded generator.
+//! - [`net`]: the event queue, the links (FIFO each, reordered only across links, dropped
+//!   whole) and the sim's `Outbox`.
+//! - [`client`]: API nodes speaking the real protocol; the bank and register workloads.
+//! - [`check`]: the bank invariant and the linearizability checker.
+//! - [`world`]: one run, step by step; [`run_seed`] and [`run_seed_checked`].
+//!
+//! A run: clients register (API_REGREQ); client 0 creates the tables (some seeds first at a
+//! non-master, which answers 702) and inserts their rows; the fault plan is drawn and the
+//! workload runs; then faults stop, links heal, clients finish, and client 0 reads every row
+//! under locks, then at its backup (the replicas must agree); the register histories are
+//! checked last. Faults: data nodes crash at a random time or right after handling a given
+//! signal (never both replicas of a node group; what they sent is lost or still delivered),
+//! clients die (some while a request is outstanding), links slow down, API links drop and
+//! come back, BUGGIFY makes sends find full buffers and ticks come late; `--faults partition`
+//! adds what the cluster does not handle yet.
+//!
+//! **Architecture Invariant:** nothing in a run depends on anything but its seed and options:
+//! no threads, no wall clock (the kernels get `base + simulated ns`), no iteration over a
+//! randomly seeded hash map, and events are ordered by (time, kind, nodes, per-link sequence),
+//! never by the order in which a kernel happened to send to two different nodes.
+
+#![forbid(unsafe_code)]
+
+pub mod check;
+pub mod client;
+pub mod knobs;
+pub mod net;
+pub mod rng;
+pub mod world;
+
+pub use knobs::{Fault, Knobs, Options, Sabotage, Workload};
+pub use world::{run_seed, run_seed_checked, Failure, Report};

@@ -1,0 +1,942 @@
+//! One simulated run: the data nodes' kernels, the clients, the network, the fault plan and
+//! the clock, driven event by event from one seed.
+//!
+//! A step pops the earliest event, sets the clock to its time, and hands it to its node: a
+//! frame to `Kernel::on_frame` (then `run_jobs`) or to a client, a timer tick to `on_timer`
+//! (then `run_jobs`), a closed link to `on_disconnect` (then `run_jobs`) or to the client.
+//! What the step sent is scheduled on the network. Checks run where their facts appear (a
+//! full read of the bank is checked when its answer arrives); the run stops at the first
+//! violation, naming the seed, the step and the simulated time.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rndb_config::{ClusterConfig, NodeId, PartitionMap};
+use rndb_ndbd::blocks::Kernel;
+use rndb_transporter::FrameHeader;
+
+use crate::check::{self, HistoryOp, RegOp, Verdict};
+use crate::client::{Client, Ctx, Outcome, Shared, Stats};
+use crate::knobs::{Knobs, Options, FIRST_API_NODE};
+use crate::net::{EventKind, Net, Queue, SimOutbox};
+use crate::rng::Rng;
+
+/// The data nodes' timer tick, as `rndb_ndbd::exec::TIMER_TICK`.
+const TIMER_TICK_NS: u64 = 10_000_000;
+/// How soon a data node retries final answers that met a full send buffer (as the execution
+/// loop's `RETRY_FLUSH_AFTER`).
+const KICK_NS: u64 = 1_000_000;
+/// How long after a connection drops each end hears of it, at most.
+const DETECT_NS_MAX: u64 = 1_000_000;
+/// Signals after which an armed crash fires: a request from an API node, a replica's
+/// prepare, its answer, a commit round and its answer, a failed coordinator's query.
+const CRASH_AFTER_SIGNALS: [u16; 7] = [
+    rndb_protocol::signals::gsn::TCKEYREQ,
+    rndb_protocol::lqh::gsn::LQHKEYREQ,
+    rndb_protocol::lqh::gsn::LQHKEYCONF,
+    rndb_protocol::lqh::gsn::LQH_COMMITREQ,
+    rndb_protocol::lqh::gsn::LQH_COMMITCONF,
+    rndb_protocol::lqh::gsn::LQH_ABORTREQ,
+    rndb_protocol::lqh::gsn::TC_FAIL_QUERY,
+];
+/// How soon after the first crash a second one may follow, at most, when they come together.
+const CRASH_STORM_NS_MAX: u64 = 30_000_000;
+/// The tables must be ready this soon.
+const SETUP_NS_MAX: u64 = 30_000_000_000;
+/// After the workload ends, the final reads must be done this soon.
+const QUIESCE_NS_MAX: u64 = 120_000_000_000;
+
+/// A finished run.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub seed: u64,
+    pub knobs: Knobs,
+    /// Simulated time at the end.
+    pub sim_ns: u64,
+    pub steps: u64,
+    /// Frames delivered.
+    pub frames: u64,
+    /// A hash of every delivered frame: (time, from, to, signal, request id, payload).
+    pub trace_hash: u64,
+    pub stats: Stats,
+    /// Register keys whose check ran out of its search budget.
+    pub undecided_keys: usize,
+    /// Sends that found the send buffer "full" (BUGGIFY).
+    pub overloads: u64,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<&'static str, u64>,
+    /// Each delivered frame's (step, simulated ns, trace hash after it), to find where two runs
+    /// of a seed part.
+    pub frame_hashes: Vec<(u64, u64, u64)>,
+}
+
+/// A run that broke an invariant (or hung, or did not replay).
+#[derive(Clone, Debug)]
+pub struct Failure {
+    pub seed: u64,
+    pub step: u64,
+    pub sim_ns: u64,
+    pub what: String,
+    /// The one command that replays it.
+    pub replay: String,
+    pub knobs: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {:#018x} failed at step {}, simulated time {:.6} ms: {}\n  knobs: {}\n  replay: {}",
+            self.seed,
+            self.step,
+            self.sim_ns as f64 / 1e6,
+            self.what,
+            self.knobs,
+            self.replay
+        )
+    }
+}
+
+/// Runs `seed` twice and compares the trace hashes: a run that does not replay itself is a
+/// failure too.
+pub fn run_seed_checked(seed: u64, options: &Options) -> Result<Report, Failure> {
+    let first = run_seed(seed, options)?;
+    let second = run_seed(seed, options)?;
+    if first.trace_hash != second.trace_hash || first.steps != second.steps {
+        let (index, (step, sim_ns, _)) = first
+            .frame_hashes
+            .iter()
+            .zip(&second.frame_hashes)
+            .enumerate()
+            .find(|(_, (a, b))| a != b)
+            .map_or(
+                (first.frame_hashes.len(), (first.steps, first.sim_ns, 0)),
+                |(i, (a, _))| (i, *a),
+            );
+        return Err(Failure {
+            seed,
+            step,
+            sim_ns,
+            what: format!(
+                "determinism: two runs of the seed part at delivered frame {index}: trace hash {:#018x} in {} steps, then {:#018x} in {} steps (--trace prints both runs' frames)",
+                first.trace_hash, first.steps, second.trace_hash, second.steps
+            ),
+            replay: options.replay_command(seed),
+            knobs: first.knobs.to_string(),
+        });
+    }
+    Ok(first)
+}
+
+/// Runs one seed.
+pub fn run_seed(seed: u64, options: &Options) -> Result<Report, Failure> {
+    let mut world = World::new(seed, options);
+    // A panic in a kernel (an assertion) or in the sim is this seed's failure, reported with
+    // its replay command like any other.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| world.run()))
+        .unwrap_or_else(|panic| {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a panic without a message".into());
+            Err(format!("panic: {message}"))
+        });
+    match result {
+        Ok(()) => Ok(world.report()),
+        Err(what) => Err(Failure {
+            seed,
+            step: world.step,
+            sim_ns: world.now_ns,
+            what,
+            replay: options.replay_command(seed),
+            knobs: world.knobs.to_string(),
+        }),
+    }
+}
+
+/// A fault planned at the start of the workload.
+#[derive(Clone, Debug)]
+enum Planned {
+    /// The node crashes; with `drain`, what it sent before still arrives (a closed socket
+    /// whose peer reads it to the end), otherwise it is lost with the links (a reset).
+    Crash {
+        node: NodeId,
+        drain: bool,
+    },
+    /// Arms a crash of the node right after it handles its next frame carrying `signal` (a
+    /// crash in the middle of a protocol: between a prepare and its answer, inside a commit).
+    CrashAfter {
+        node: NodeId,
+        signal: u16,
+        drain: bool,
+    },
+    ClientDies(usize),
+    /// The client dies at its next moment with a request outstanding (mid-transaction).
+    ClientDiesMidRequest(usize),
+    Slow {
+        from: NodeId,
+        to: NodeId,
+        factor: u64,
+        for_ns: u64,
+    },
+    ApiLinkDrop {
+        client: usize,
+        node: NodeId,
+        for_ns: u64,
+    },
+    Reconnect {
+        client: usize,
+        node: NodeId,
+    },
+    /// Data nodes `side` lose their links to the others (both ways).
+    Cut {
+        side: Vec<NodeId>,
+    },
+    /// Frames from `from` to `to` vanish for a while (one way).
+    OneWay {
+        from: NodeId,
+        to: NodeId,
+        for_ns: u64,
+    },
+}
+
+struct World {
+    seed: u64,
+    options: Options,
+    knobs: Knobs,
+    /// Draws of the fault plan and of detection delays.
+    rng: Rng,
+    now_ns: u64,
+    /// The `Instant` that simulated time 0 stands for: every `now` handed to a kernel is
+    /// `base + now_ns`.
+    base: Instant,
+    step: u64,
+    queue: Queue,
+    net: Net,
+    config: ClusterConfig,
+    /// Live data nodes.
+    kernels: BTreeMap<NodeId, Kernel>,
+    clients: Vec<Client>,
+    shared: Shared,
+    plan: Vec<Planned>,
+    planned: bool,
+    end_ns: Option<u64>,
+    final_started: bool,
+    /// Data nodes with a `Kick` scheduled.
+    kicks: BTreeSet<NodeId>,
+    trace_hash: u64,
+    frames: u64,
+    overloads: u64,
+    faults: BTreeMap<&'static str, u64>,
+    undecided_keys: usize,
+    frame_hashes: Vec<(u64, u64, u64)>,
+    /// Armed crashes: the node crashes right after it handles a frame with this signal.
+    crash_after: BTreeMap<NodeId, (u16, bool)>,
+}
+
+impl World {
+    fn new(seed: u64, options: &Options) -> World {
+        let mut rng = Rng::new(seed);
+        let knobs = Knobs::draw(&mut rng, options);
+        let ini = knobs.config_ini();
+        let config = match rndb_config::parse_str(&ini, Path::new("sim.ini")) {
+            Ok(config) => config,
+            Err(errors) => panic!("the simulator's config does not parse: {errors:?}\n{ini}"),
+        };
+        let data_nodes: Vec<NodeId> = config.data_nodes.iter().map(|n| n.node_id).collect();
+        let client_nodes: Vec<NodeId> = (0..knobs.clients)
+            .map(|i| NodeId(FIRST_API_NODE + i))
+            .collect();
+        let all: Vec<NodeId> = data_nodes.iter().chain(&client_nodes).copied().collect();
+        let net = Net::new(
+            &mut rng.fork(),
+            &all,
+            (knobs.delay_ns_min, knobs.delay_ns_max),
+            knobs.overload_ppm,
+        );
+        let mut kernels = BTreeMap::new();
+        for node in &config.data_nodes {
+            let mut kernel = Kernel::new(&config, node);
+            for &other in &data_nodes {
+                if other != node.node_id {
+                    kernel.on_connect(other);
+                }
+            }
+            kernels.insert(node.node_id, kernel);
+        }
+        let mut client_rng = rng.fork();
+        let clients = client_nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &node)| Client::new(i, node, data_nodes.clone(), client_rng.fork(), &knobs))
+            .collect();
+        let mut shared = Shared::new(
+            &knobs,
+            PartitionMap::new(&config),
+            options.workload.bank(),
+            options.workload.registers(),
+        );
+        shared.sabotage = options.sabotage;
+        shared.trace = options.trace;
+        let mut world = World {
+            seed,
+            options: options.clone(),
+            knobs,
+            rng,
+            now_ns: 0,
+            // Taken after the kernels exist: whatever instant a kernel read while it was made
+            // lies before every simulated `now`.
+            base: Instant::now(),
+            step: 0,
+            queue: Queue::default(),
+            net,
+            config,
+            kernels,
+            clients,
+            shared,
+            plan: Vec::new(),
+            planned: false,
+            end_ns: None,
+            final_started: false,
+            kicks: BTreeSet::new(),
+            trace_hash: 0,
+            frames: 0,
+            overloads: 0,
+            faults: BTreeMap::new(),
+            undecided_keys: 0,
+            frame_hashes: Vec::new(),
+            crash_after: BTreeMap::new(),
+        };
+        for &node in &data_nodes {
+            let first_tick = world.rng.below(TIMER_TICK_NS);
+            world
+                .queue
+                .push(first_tick, node.0, 0, EventKind::Timer(node));
+        }
+        for i in 0..world.clients.len() {
+            let start = world.rng.below(1_000_000);
+            world
+                .queue
+                .push(start, i as u16, 0, EventKind::ClientWake { client: i });
+        }
+        if world.knobs.master_link_late_ns > 0 {
+            // The link from client 0 to the master never came up yet; no end hears of a drop.
+            let (api, master) = (world.clients[0].node, data_nodes[0]);
+            world.net.drop_connection(api, master);
+            world.clients[0].start_without_link(master);
+            let at = world.knobs.master_link_late_ns;
+            world.schedule_fault(
+                at,
+                Planned::Reconnect {
+                    client: 0,
+                    node: master,
+                },
+            );
+        }
+        world.log(format!("seed {:#018x}: {}", seed, world.knobs));
+        world
+    }
+
+    fn run(&mut self) -> Result<(), String> {
+        while let Some(event) = self.queue.pop() {
+            debug_assert!(event.at_ns >= self.now_ns, "time went back");
+            self.now_ns = event.at_ns;
+            self.step += 1;
+            self.handle(event.kind)?;
+            if let Some(what) = self.shared.failure.take() {
+                return Err(what);
+            }
+            self.flush_log();
+            if !self.planned && self.shared.ready {
+                self.plan_faults();
+            }
+            if self.shared.final_done {
+                return self.final_checks();
+            }
+            self.maybe_start_final();
+            self.check_deadlines()?;
+        }
+        Err("the event queue ran dry before the final reads ended".into())
+    }
+
+    fn check_deadlines(&self) -> Result<(), String> {
+        match self.end_ns {
+            None if self.now_ns > SETUP_NS_MAX => Err(format!(
+                "liveness: the tables were not ready after {} s",
+                SETUP_NS_MAX / 1_000_000_000
+            )),
+            Some(end) if self.now_ns > end + QUIESCE_NS_MAX => Err(format!(
+                "liveness: the final reads did not end within {} s of the workload's end",
+                QUIESCE_NS_MAX / 1_000_000_000
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn now(&self) -> Instant {
+        self.base + Duration::from_nanos(self.now_ns)
+    }
+
+    fn handle(&mut self, kind: EventKind) -> Result<(), String> {
+        match kind {
+            EventKind::Deliver {
+                from,
+                to,
+                epoch,
+                header,
+                payload,
+            } => {
+                if !self.net.deliverable(from, to, epoch) {
+                    return Ok(());
+                }
+                self.deliver(from, to, header, payload)
+            }
+            EventKind::Disconnected { at, peer } => {
+                self.log(format!("{at} hears that its link to {peer} closed"));
+                if self.kernels.contains_key(&at) {
+                    self.kernel_step(at, |k, out, now| {
+                        k.on_disconnect(peer, out);
+                        k.run_jobs(out, now);
+                        Ok(())
+                    })
+                } else {
+                    self.client_step(at, |c, ctx| c.on_link_down(ctx, peer));
+                    Ok(())
+                }
+            }
+            EventKind::Timer(node) => {
+                if !self.kernels.contains_key(&node) {
+                    return Ok(());
+                }
+                let mut next = self.now_ns + TIMER_TICK_NS;
+                if self.knobs.late_tick_ns_max > 0 && self.rng.below(10) == 0 {
+                    next += self.rng.below(self.knobs.late_tick_ns_max);
+                }
+                self.queue.push(next, node.0, 0, EventKind::Timer(node));
+                self.kernel_step(node, |k, out, now| {
+                    k.on_timer(now);
+                    k.run_jobs(out, now);
+                    Ok(())
+                })
+            }
+            EventKind::Kick(node) => {
+                self.kicks.remove(&node);
+                if !self.kernels.contains_key(&node) {
+                    return Ok(());
+                }
+                self.kernel_step(node, |k, out, now| {
+                    k.run_jobs(out, now);
+                    Ok(())
+                })
+            }
+            EventKind::ClientWake { client } => {
+                let node = self.clients[client].node;
+                self.client_step(node, |c, ctx| c.on_wake(ctx));
+                Ok(())
+            }
+            EventKind::Fault(index) => {
+                let fault = self.plan[index].clone();
+                self.inject(fault);
+                Ok(())
+            }
+            EventKind::EndWorkload => {
+                self.log("workload over: faults end, links heal, clients finish".into());
+                self.shared.stopping = true;
+                self.net.heal();
+                Ok(())
+            }
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        from: NodeId,
+        to: NodeId,
+        header: FrameHeader,
+        payload: Vec<u8>,
+    ) -> Result<(), String> {
+        self.frames += 1;
+        let record = [
+            self.now_ns,
+            u64::from(from.0) << 16 | u64::from(to.0),
+            u64::from(header.signal) << 32 | u64::from(header.request_id),
+            xxhash_rust::xxh3::xxh3_64(&payload),
+        ];
+        let mut bytes = [0u8; 32];
+        for (chunk, word) in bytes.chunks_exact_mut(8).zip(record) {
+            chunk.copy_from_slice(&word.to_le_bytes());
+        }
+        self.trace_hash = xxhash_rust::xxh3::xxh3_64_with_seed(&bytes, self.trace_hash);
+        self.frame_hashes
+            .push((self.step, self.now_ns, self.trace_hash));
+        if self.options.trace {
+            println!(
+                "{:>14.6} ms  {from:>3} -> {to:<3} signal {:>3} request {:>6} {:>4} bytes {:016x}",
+                self.now_ns as f64 / 1e6,
+                header.signal,
+                header.request_id,
+                payload.len(),
+                record[3]
+            );
+        }
+        if self.kernels.contains_key(&to) {
+            let step = self.step;
+            self.kernel_step(to, |k, out, now| {
+                k.on_frame(from, &header, &payload, out, now).map_err(|v| {
+                    format!(
+                        "data node {to} took frame (signal {}, request {}) from {from} for a protocol violation at step {step}: {}",
+                        header.signal, header.request_id, v.0
+                    )
+                })?;
+                k.run_jobs(out, now);
+                Ok(())
+            })?;
+            match self.crash_after.get(&to) {
+                Some(&(signal, drain)) if signal == header.signal && !self.shared.stopping => {
+                    self.crash_after.remove(&to);
+                    self.inject(Planned::Crash { node: to, drain });
+                }
+                _ => {}
+            }
+            Ok(())
+        } else {
+            self.client_step(to, |c, ctx| c.on_frame(ctx, from, &header, &payload));
+            Ok(())
+        }
+    }
+
+    /// Runs `f` on data node `node`'s kernel with the sim's outbox, then closes the links it
+    /// asked to close and schedules a retry of answers that met a full buffer.
+    fn kernel_step(
+        &mut self,
+        node: NodeId,
+        f: impl FnOnce(&mut Kernel, &mut SimOutbox<'_>, Instant) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let now = self.now();
+        let Some(kernel) = self.kernels.get_mut(&node) else {
+            return Ok(());
+        };
+        let mut out = SimOutbox {
+            from: node,
+            now_ns: self.now_ns,
+            net: &mut self.net,
+            queue: &mut self.queue,
+            closes: Vec::new(),
+            overloads: 0,
+        };
+        f(kernel, &mut out, now)?;
+        let closes = std::mem::take(&mut out.closes);
+        self.overloads += out.overloads;
+        let unsent = kernel.has_unsent_answers();
+        if unsent && self.kicks.insert(node) {
+            self.queue
+                .push(self.now_ns + KICK_NS, node.0, 0, EventKind::Kick(node));
+        }
+        for (to, reason) in closes {
+            self.log(format!(
+                "data node {node} closes its link to {to}: {reason}"
+            ));
+            self.drop_connection(node, to);
+        }
+        Ok(())
+    }
+
+    /// Runs `f` on the client of node `node` and sends what it sent.
+    fn client_step(&mut self, node: NodeId, f: impl FnOnce(&mut Client, &mut Ctx<'_>)) {
+        let Some(index) = node.0.checked_sub(FIRST_API_NODE).map(usize::from) else {
+            return;
+        };
+        let Some(client) = self.clients.get_mut(index) else {
+            return;
+        };
+        if !client.is_alive() {
+            return;
+        }
+        let mut ctx = Ctx::new(self.now_ns, &mut self.shared);
+        f(client, &mut ctx);
+        let Ctx { sends, wakes, .. } = ctx;
+        for (to, header, payload) in sends {
+            self.net
+                .send(&mut self.queue, self.now_ns, node, to, header, payload);
+        }
+        for at in wakes {
+            self.queue
+                .push(at, index as u16, 0, EventKind::ClientWake { client: index });
+        }
+    }
+
+    /// Drops a connection; each live end hears of it a little later.
+    fn drop_connection(&mut self, a: NodeId, b: NodeId) {
+        if !self.net.drop_connection(a, b) {
+            return;
+        }
+        for (at, peer) in [(a, b), (b, a)] {
+            if self.is_alive(at) {
+                let delay = self.rng.between(10_000, DETECT_NS_MAX);
+                self.queue.push(
+                    self.now_ns + delay,
+                    at.0,
+                    peer.0,
+                    EventKind::Disconnected { at, peer },
+                );
+            }
+        }
+    }
+
+    fn is_alive(&self, node: NodeId) -> bool {
+        self.kernels.contains_key(&node)
+            || node
+                .0
+                .checked_sub(FIRST_API_NODE)
+                .and_then(|i| self.clients.get(usize::from(i)))
+                .is_some_and(Client::is_alive)
+    }
+
+    /// Draws the faults of the workload phase, which starts now.
+    fn plan_faults(&mut self) {
+        self.planned = true;
+        let start = self.now_ns;
+        let end = start + self.knobs.workload_ns;
+        self.end_ns = Some(end);
+        self.queue.push(end, 0, 0, EventKind::EndWorkload);
+        let mut plan = self.plan_crashes();
+        plan.extend(self.plan_client_deaths());
+        plan.extend(self.plan_link_faults());
+        plan.extend(self.plan_partitions());
+        for (at, fault) in plan {
+            self.schedule_fault(start + at, fault);
+        }
+    }
+
+    /// One element of `items`, drawn.
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.rng.below(items.len() as u64) as usize]
+    }
+
+    /// At most one crash per node group, so that every partition keeps a replica.
+    fn plan_crashes(&mut self) -> Vec<(u64, Planned)> {
+        let mut groups: Vec<Vec<NodeId>> = self
+            .config
+            .node_groups
+            .iter()
+            .map(|g| g.nodes.clone())
+            .collect();
+        let mut plan = Vec::new();
+        for _ in 0..self.knobs.crashes {
+            if groups.is_empty() {
+                break;
+            }
+            let group = groups.remove(self.rng.below(groups.len() as u64) as usize);
+            let node = self.pick(&group);
+            let drain = self.rng.coin();
+            let fault = if self.rng.coin() {
+                Planned::Crash { node, drain }
+            } else {
+                let signal = self.pick(&CRASH_AFTER_SIGNALS);
+                Planned::CrashAfter {
+                    node,
+                    signal,
+                    drain,
+                }
+            };
+            plan.push((self.rng.below(self.knobs.workload_ns), fault));
+        }
+        // Half the time a second crash follows the first closely: a failure while the
+        // survivors are still handling the first.
+        if plan.len() >= 2 && self.rng.coin() {
+            plan[1].0 = plan[0].0 + self.rng.below(CRASH_STORM_NS_MAX);
+        }
+        plan
+    }
+
+    /// Any client but client 0, which does the final reads.
+    fn plan_client_deaths(&mut self) -> Vec<(u64, Planned)> {
+        let mut mortal: Vec<usize> = (1..self.clients.len()).collect();
+        let mut plan = Vec::new();
+        for _ in 0..self.knobs.client_deaths {
+            if mortal.is_empty() {
+                break;
+            }
+            let client = mortal.remove(self.rng.below(mortal.len() as u64) as usize);
+            let fault = if self.rng.coin() {
+                Planned::ClientDies(client)
+            } else {
+                Planned::ClientDiesMidRequest(client)
+            };
+            plan.push((self.rng.below(self.knobs.workload_ns), fault));
+        }
+        plan
+    }
+
+    /// Slow links (any direction between any two nodes) and API links that drop.
+    fn plan_link_faults(&mut self) -> Vec<(u64, Planned)> {
+        let data_nodes: Vec<NodeId> = self.kernels.keys().copied().collect();
+        let all: Vec<NodeId> = data_nodes
+            .iter()
+            .copied()
+            .chain(self.clients.iter().map(|c| c.node))
+            .collect();
+        let window = self.knobs.workload_ns;
+        let mut plan = Vec::new();
+        for _ in 0..self.knobs.slow_links {
+            let from = self.pick(&all);
+            let mut to = self.pick(&all);
+            if to == from {
+                to = data_nodes[usize::from(from == data_nodes[0])];
+            }
+            let fault = Planned::Slow {
+                from,
+                to,
+                factor: self.rng.between(5, 100),
+                for_ns: self.rng.between(10_000_000, 500_000_000),
+            };
+            plan.push((self.rng.below(window), fault));
+        }
+        for _ in 0..self.knobs.api_link_drops {
+            let client = self.rng.below(self.clients.len() as u64) as usize;
+            let node = self.pick(&data_nodes);
+            let for_ns = self.rng.between(5_000_000, 200_000_000);
+            let fault = Planned::ApiLinkDrop {
+                client,
+                node,
+                for_ns,
+            };
+            plan.push((self.rng.below(window), fault));
+        }
+        plan
+    }
+
+    /// Two-way cuts (one data node loses its links to the others) and one-way cuts.
+    fn plan_partitions(&mut self) -> Vec<(u64, Planned)> {
+        let data_nodes: Vec<NodeId> = self.kernels.keys().copied().collect();
+        let mut plan = Vec::new();
+        for _ in 0..self.knobs.partitions {
+            let at = self.rng.below(self.knobs.workload_ns);
+            if self.rng.coin() {
+                let side = vec![self.pick(&data_nodes)];
+                plan.push((at, Planned::Cut { side }));
+            } else {
+                let from = self.pick(&data_nodes);
+                let to = *data_nodes.iter().find(|&&n| n != from).unwrap_or(&from);
+                let for_ns = self.rng.between(10_000_000, 500_000_000);
+                plan.push((at, Planned::OneWay { from, to, for_ns }));
+            }
+        }
+        plan
+    }
+
+    fn schedule_fault(&mut self, at_ns: u64, fault: Planned) {
+        self.plan.push(fault);
+        let index = self.plan.len() - 1;
+        self.queue
+            .push(at_ns, index as u16, 0, EventKind::Fault(index));
+    }
+
+    fn count(&mut self, kind: &'static str) {
+        *self.faults.entry(kind).or_default() += 1;
+    }
+
+    fn inject(&mut self, fault: Planned) {
+        self.log(format!("fault: {fault:?}"));
+        match fault {
+            Planned::Crash { node, drain } => self.crash(node, drain),
+            Planned::CrashAfter {
+                node,
+                signal,
+                drain,
+            } => {
+                self.crash_after.insert(node, (signal, drain));
+            }
+            Planned::ClientDiesMidRequest(index) => {
+                let client = &self.clients[index];
+                if !client.is_alive() || self.shared.stopping {
+                    return;
+                }
+                if client.is_idle() {
+                    // Looked at again soon: clients are rarely idle for long.
+                    let at = self.now_ns + 100_000;
+                    self.schedule_fault(at, Planned::ClientDiesMidRequest(index));
+                } else {
+                    self.client_dies(index);
+                }
+            }
+            Planned::ClientDies(index) => self.client_dies(index),
+            Planned::Slow {
+                from,
+                to,
+                factor,
+                for_ns,
+            } => {
+                self.count("slow link");
+                let until = self.now_ns + for_ns;
+                self.net.slow(from, to, factor, until);
+            }
+            Planned::ApiLinkDrop {
+                client,
+                node,
+                for_ns,
+            } => self.api_link_drop(client, node, for_ns),
+            Planned::Reconnect { client, node } => {
+                let api = self.clients[client].node;
+                if self.is_alive(api) && self.kernels.contains_key(&node) {
+                    self.net.reconnect(api, node);
+                    self.client_step(api, |c, _| c.on_link_up(node));
+                }
+            }
+            Planned::Cut { side } => self.cut(&side),
+            Planned::OneWay { from, to, for_ns } => {
+                self.count("partition (one-way)");
+                let until = self.now_ns + for_ns;
+                self.net.blackhole(from, to, until);
+            }
+        }
+    }
+
+    /// The node's kernel (its memory) is dropped; every link of it drops.
+    fn crash(&mut self, node: NodeId, drain: bool) {
+        if self.kernels.remove(&node).is_none() {
+            return;
+        }
+        self.count(if drain {
+            "crash (sent frames drain)"
+        } else {
+            "crash (sent frames lost)"
+        });
+        let peers: Vec<NodeId> = self
+            .config
+            .data_nodes
+            .iter()
+            .map(|n| n.node_id)
+            .chain(self.clients.iter().map(|c| c.node))
+            .collect();
+        for peer in peers {
+            if !drain {
+                self.drop_connection(node, peer);
+                continue;
+            }
+            if let Some(last_ns) = self.net.drop_draining(node, peer) {
+                if self.is_alive(peer) {
+                    let at = last_ns.max(self.now_ns) + self.rng.between(10_000, DETECT_NS_MAX);
+                    let event = EventKind::Disconnected {
+                        at: peer,
+                        peer: node,
+                    };
+                    self.queue.push(at, peer.0, node.0, event);
+                }
+            }
+        }
+    }
+
+    fn client_dies(&mut self, index: usize) {
+        self.count("client death");
+        let node = self.clients[index].node;
+        self.client_step(node, |c, ctx| c.die(ctx));
+        let data_nodes: Vec<NodeId> = self.config.data_nodes.iter().map(|n| n.node_id).collect();
+        for peer in data_nodes {
+            self.drop_connection(node, peer);
+        }
+    }
+
+    /// The link drops; the client reconnects after `for_ns` (if the data node still runs).
+    fn api_link_drop(&mut self, client: usize, node: NodeId, for_ns: u64) {
+        let api = self.clients[client].node;
+        if !self.is_alive(api) || !self.net.is_up(api, node) {
+            return;
+        }
+        self.count("api link drop");
+        self.drop_connection(api, node);
+        let at = self.now_ns + DETECT_NS_MAX + for_ns;
+        self.schedule_fault(at, Planned::Reconnect { client, node });
+    }
+
+    /// The data nodes of `side` lose their links to the other data nodes, both ways.
+    fn cut(&mut self, side: &[NodeId]) {
+        self.count("partition (two-way)");
+        let others: Vec<NodeId> = self
+            .kernels
+            .keys()
+            .copied()
+            .filter(|n| !side.contains(n))
+            .collect();
+        for &a in side {
+            for &b in &others {
+                self.drop_connection(a, b);
+            }
+        }
+    }
+
+    /// Once the workload is over and every live client is idle, client 0 reads everything.
+    fn maybe_start_final(&mut self) {
+        if self.final_started || !self.shared.stopping {
+            return;
+        }
+        if !self.clients.iter().all(|c| !c.is_alive() || c.is_idle()) {
+            return;
+        }
+        self.final_started = true;
+        self.log("every client is idle: client 0 reads everything".into());
+        let node = self.clients[0].node;
+        self.client_step(node, |c, ctx| c.start_final(ctx));
+    }
+
+    /// The register histories, checked per key once the final reads are done.
+    fn final_checks(&mut self) -> Result<(), String> {
+        let mut by_key: BTreeMap<u16, Vec<HistoryOp>> = BTreeMap::new();
+        for record in &self.shared.history {
+            let (op, complete_ns) = match (record.write, record.outcome) {
+                (_, Outcome::Fail) => continue,
+                (None, Outcome::Ok(Some(v))) => (RegOp::Read(v), Some(record.complete_ns)),
+                (None, _) => continue,
+                (Some(v), Outcome::Ok(_)) => (RegOp::Write(v), Some(record.complete_ns)),
+                (Some(v), Outcome::Info | Outcome::Pending) => (RegOp::Write(v), None),
+            };
+            by_key.entry(record.key).or_default().push(HistoryOp {
+                op,
+                client: record.client,
+                invoke_ns: record.invoke_ns,
+                complete_ns,
+            });
+        }
+        let mut undecided = 0;
+        for (key, ops) in &by_key {
+            match check::check_register(0, ops) {
+                Ok(Verdict::Linearizable) => {}
+                Ok(Verdict::Undecided) => undecided += 1,
+                Err(e) => return Err(format!("registers: key {key}: {e}")),
+            }
+        }
+        self.undecided_keys = undecided;
+        Ok(())
+    }
+
+    fn log(&mut self, line: String) {
+        if self.options.trace {
+            println!("{:>14.6} ms  {line}", self.now_ns as f64 / 1e6);
+        }
+    }
+
+    fn flush_log(&mut self) {
+        for line in std::mem::take(&mut self.shared.log) {
+            self.log(line);
+        }
+    }
+
+    fn report(&mut self) -> Report {
+        Report {
+            seed: self.seed,
+            knobs: self.knobs.clone(),
+            sim_ns: self.now_ns,
+            steps: self.step,
+            frames: self.frames,
+            trace_hash: self.trace_hash,
+            stats: self.shared.stats.clone(),
+            undecided_keys: self.undecided_keys,
+            overloads: self.overloads,
+            faults: self.faults.clone(),
+            frame_hashes: std::mem::take(&mut self.frame_hashes),
+        }
+    }
+}

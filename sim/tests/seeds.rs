@@ -1,0 +1,92 @@
+//! Hundreds of seeds of each workload keep their invariants (the bank's total, linearizable
+//! registers, every request answered) under the faults today's cluster handles: data-node
+//! crashes, clients dying mid-transaction, slow links, API links dropping, and BUGGIFY's full
+//! send buffers and late ticks. Each seed runs once here (determinism is replay.rs's); the
+//! totals at the end show the faults really happened.
+
+use rndb_sim::{run_seed, Fault, Options, Report, Workload};
+
+/// Seeds per workload. In a debug build (the simulator at opt-level 2, the kernel at 0, see the
+/// workspace Cargo.toml) a seed takes about 30 ms; `scripts/sim --seeds N` runs more.
+const SEEDS: u64 = 300;
+
+fn run_many(workload: Workload, start: u64, count: u64) -> Vec<Report> {
+    let options = Options {
+        workload,
+        ..Options::default()
+    };
+    assert_eq!(options.faults, Fault::DEFAULT.to_vec());
+    let mut reports = Vec::new();
+    let mut failures = Vec::new();
+    for seed in start..start + count {
+        match run_seed(seed, &options) {
+            Ok(report) => reports.push(report),
+            Err(failure) => failures.push(failure.to_string()),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {count} seeds failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    reports
+}
+
+fn faults(reports: &[Report], kind: &str) -> u64 {
+    reports
+        .iter()
+        .map(|r| r.faults.get(kind).copied().unwrap_or(0))
+        .sum()
+}
+
+#[test]
+fn bank_seeds_keep_the_total_through_crashes_and_dying_clients() {
+    let reports = run_many(Workload::Bank, 0, SEEDS);
+    let sum = |f: fn(&Report) -> u64| reports.iter().map(f).sum::<u64>();
+    let transfers = sum(|r| r.stats.transfers_ok);
+    let audits = sum(|r| r.stats.audits_ok);
+    assert!(transfers > SEEDS * 20, "{transfers} transfers committed");
+    assert!(audits > SEEDS * 5, "{audits} full reads");
+    assert!(faults(&reports, "crash (sent frames drain)") > SEEDS / 4);
+    assert!(faults(&reports, "crash (sent frames lost)") > SEEDS / 4);
+    assert!(faults(&reports, "client death") > SEEDS / 2);
+    assert!(faults(&reports, "slow link") > SEEDS / 2);
+    assert!(faults(&reports, "api link drop") > SEEDS / 2);
+    assert!(sum(|r| r.stats.deaths_mid_request) > 10);
+    assert!(
+        sum(|r| r.stats.transfers_unknown) > 0,
+        "no transfer ended unknown"
+    );
+    assert!(sum(|r| r.overloads) > 0, "BUGGIFY never overloaded a send");
+    assert!(reports.iter().any(|r| r.stats.non_master_702));
+    // Node failure aborted transactions that were in flight (286 at TC, 4010 for operations
+    // sent to the failed node).
+    let node_failure_aborts: u64 = reports
+        .iter()
+        .map(|r| r.stats.errors.get(&286).copied().unwrap_or(0))
+        .sum();
+    assert!(node_failure_aborts > 0);
+}
+
+#[test]
+fn register_seeds_stay_linearizable_through_crashes_and_dying_clients() {
+    let reports = run_many(Workload::Registers, 1_000_000, SEEDS);
+    let sum = |f: fn(&Report) -> u64| reports.iter().map(f).sum::<u64>();
+    assert!(sum(|r| r.stats.writes_ok) > SEEDS * 20);
+    assert!(sum(|r| r.stats.reads_ok) > SEEDS * 40);
+    assert!(
+        sum(|r| r.stats.writes_unknown) > 0,
+        "no write ended unknown"
+    );
+    assert!(faults(&reports, "crash (sent frames drain)") > SEEDS / 4);
+    assert!(faults(&reports, "crash (sent frames lost)") > SEEDS / 4);
+    assert!(faults(&reports, "client death") > SEEDS / 2);
+    let undecided: usize = reports.iter().map(|r| r.undecided_keys).sum();
+    assert_eq!(undecided, 0, "the checker gave up on some keys");
+}
+
+#[test]
+fn mixed_seeds_pass() {
+    run_many(Workload::All, 2_000_000, SEEDS / 3);
+}
