@@ -398,7 +398,7 @@ impl World {
                 self.log(format!("{at} hears that its link to {peer} closed"));
                 if self.kernels.contains_key(&at) {
                     self.kernel_step(at, |k, out, now| {
-                        k.on_disconnect(peer, out);
+                        k.on_disconnect(peer, out, now);
                         k.run_jobs(out, now);
                         Ok(())
                     })

@@ -1,6 +1,6 @@
 //! Seeds on which the simulator found the cluster breaking an invariant under a fault it
-//! should handle, kept as regression tests. Each is ignored until its kernel bug is fixed; the
-//! reason names the bug. (A seed reproduces only for one version of the kernel and the
+//! should handle, kept as regression tests once the bug is fixed (an unfixed one is ignored,
+//! and the reason names the bug). (A seed reproduces only for one version of the kernel and the
 //! simulator: if a fixed bug's seed passes for another reason, look for a new seed with
 //! `scripts/sim --seeds N --faults crash`.)
 
@@ -17,11 +17,10 @@ use rndb_sim::{run_seed, Fault, Options};
 /// resolving): node 3 rolls the debit back while node 2 commits the credit, and the accounts
 /// sum to 9053 instead of 9000. Replay (at 84c15b1): `cargo run --release -p rndb-sim --
 /// --seed 0x000000000010be3a --workload all --trace` (the transfer is request 94 of client 50).
-/// The kernel decides a failed coordinator's transactions on every survivor separately
-/// (`resolve_if_answered`, ndbd/src/blocks/dist.rs), and a survivor's "open" does not carry
-/// the "committed" it heard from another: a second failure during the resolution splits the
-/// decision. NDB avoids this with one take-over TC that collects every LQH's state and
-/// decides for all.
+/// The kernel decided a failed coordinator's transactions on every survivor separately, and a
+/// survivor's "open" did not carry the "committed" it heard from another: a second failure
+/// during the resolution split the decision. Fixed as NDB does it: the master (the take-over
+/// TC) asks every survivor and decides for all (`ndbd/src/blocks/lqh/foreign.rs`).
 ///
 /// Seed 0x4d420a with `--faults crash,slow,buggify` (found by `scripts/sim --seeds 100000
 /// --start 5000000 --once --faults crash,slow,buggify`) is the mirror image: transfer 76 from
@@ -30,7 +29,6 @@ use rndb_sim::{run_seed, Fault, Options};
 /// node 3 "committed" and crashes before node 1's query reaches it; node 1 hears only "open"
 /// from node 3 and rolls the credit back, node 3 commits the debit: the total is off by -76.
 #[test]
-#[ignore = "kernel bug: a second data-node failure while survivors resolve a failed coordinator's transaction splits the commit decision (seeds 0x4d420a, 0x4d86b3: bank total off by -76, -173)"]
 fn a_second_crash_while_survivors_resolve_a_failed_coordinator_keeps_the_bank_total() {
     let crash_slow_buggify = Options {
         faults: vec![Fault::Crash, Fault::Slow, Fault::Buggify],

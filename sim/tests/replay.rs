@@ -4,7 +4,7 @@
 
 use rndb_sim::{run_seed, run_seed_checked, Fault, Options, Workload};
 
-/// The faults whose handling is deterministic in today's kernel (all but data-node crashes).
+/// Every fault kind but data-node crashes.
 fn without_crashes(workload: Workload) -> Options {
     Options {
         workload,
@@ -43,14 +43,10 @@ fn different_seeds_make_different_runs() {
     );
 }
 
-/// Data-node failure handling sends TC_FAIL_QUERY for the failed coordinator's transactions in
-/// the iteration order of `Dist::foreign`, a `hashbrown::HashMap` with a random hasher
-/// (`on_data_node_lost`, ndbd/src/blocks/dist.rs): two runs of one seed send the same queries
-/// in different orders. Found by this simulator: about 3 % of seeds with crashes (`scripts/sim
-/// --seeds 1000` lists them, each with the delivered frame where its two runs part; `--trace`
-/// prints both runs). The leak is being removed with the blocks' restructuring.
+/// Seeds with data-node crashes replay too: the kernel sends nothing in a hash map's order
+/// (node-failure handling once sent TC_FAIL_QUERY in the iteration order of a randomly seeded
+/// map, and about 3 % of such seeds parted between their two runs).
 #[test]
-#[ignore = "kernel leak: on_data_node_lost iterates Dist::foreign (hashbrown, random order) to send TC_FAIL_QUERY"]
 fn a_seed_with_data_node_crashes_replays_identically() {
     let options = Options {
         workload: Workload::All,
