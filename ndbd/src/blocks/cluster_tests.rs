@@ -817,3 +817,122 @@ fn a_query_about_a_failed_coordinator_waits_for_its_last_frames() {
         assert!(committed, "node {node} committed, as node 2 did");
     }
 }
+
+/// A failed coordinator's operation that waits for a lock when its coordinator fails never runs
+/// afterwards: granted after this node answered "open" and the master decided abort, it would
+/// commit here (COMMIT_AT_LAST_REPLICA) what every other survivor rolls back.
+#[test]
+fn an_orphans_waiting_operation_does_not_run_after_its_coordinator_fails() {
+    let mut sim = Sim::with_nodes(3, None);
+    let table = sim.create_table("t", false);
+    let (key_k, key_j) = (7, 8);
+    let t2 = super::tc::trans_id(API, 200); // coordinated by node 2 (alive)
+    let t = super::tc::trans_id(API, 201); // coordinated by node 1 (dies)
+    let write = |sim: &Sim, trans: TransId, tc: u16, key: i32, flags: u8| {
+        let mut b = Vec::new();
+        lqh::LqhKeyReq {
+            trans,
+            tc_node: tc,
+            token: 1,
+            op_index: 0,
+            op_type: OperationType::Insert,
+            lock_mode: LockMode::Exclusive,
+            table_id: table.table_id,
+            fragment: sim.map.partition_of(key_hash(&key_bytes(key))),
+            key_bytes: key_bytes(key),
+            key: vec![Value::Int32(key)],
+            attrs: vec![(1, Value::Int32(key * 10))],
+            chain: Vec::new(),
+            flags,
+        }
+        .encode(&mut b);
+        b
+    };
+    let pending = vec![
+        (
+            NodeId(2),
+            NodeId(3),
+            lqh_header(dgsn::LQHKEYREQ),
+            write(&sim, t2, 2, key_k, 0),
+        ),
+        (
+            NodeId(1),
+            NodeId(2),
+            lqh_header(dgsn::LQHKEYREQ),
+            write(&sim, t, 1, key_j, 0),
+        ),
+        (
+            NodeId(1),
+            NodeId(3),
+            lqh_header(dgsn::LQHKEYREQ),
+            write(&sim, t, 1, key_k, lqh::LQHKEY_COMMIT_AT_LAST_REPLICA),
+        ),
+    ];
+    sim.kernels.remove(&NodeId(1));
+    sim.route(pending);
+    assert!(
+        sim.kernels[&NodeId(3)].lqh.trans_rows.contains_key(&t),
+        "op2 waits at node 3"
+    );
+    let step = |sim: &mut Sim, to: u16, from: u16, frame: Option<(FrameHeader, Vec<u8>)>| {
+        let k = sim.kernels.get_mut(&NodeId(to)).unwrap();
+        let mut sent = Sent::default();
+        match frame {
+            Some((h, p)) => k
+                .on_frame(NodeId(from), &h, &p, &mut sent, Instant::now())
+                .map_err(|e| e.0)
+                .unwrap(),
+            None => k.on_disconnect(NodeId(from), &mut sent, Instant::now()),
+        }
+        k.run_jobs(&mut sent, Instant::now());
+        sent.0
+    };
+    let s3 = step(&mut sim, 3, 1, None); // node 3 sees node 1 fail: REPORT to 2
+    let s2 = step(&mut sim, 2, 1, None); // node 2 (master) sees it: QUERY to 3
+    for (d, h, p) in s3 {
+        assert_eq!(d, NodeId(2));
+        step(&mut sim, 2, 3, Some((h, p)));
+    }
+    let query = s2
+        .into_iter()
+        .find(|(_, h, _)| h.signal == dgsn::TC_FAIL_QUERY)
+        .unwrap();
+    let answer = step(&mut sim, 3, 2, Some((query.1, query.2)));
+    let answer = answer
+        .into_iter()
+        .find(|(_, h, _)| h.signal == dgsn::TC_FAIL_ANSWER)
+        .unwrap();
+    assert_eq!(
+        lqh::TcFailAnswer::decode(&answer.2).unwrap().outcome,
+        lqh::TransOutcome::Open
+    );
+    let decision = step(&mut sim, 2, 3, Some((answer.1, answer.2)));
+    let decision = decision
+        .into_iter()
+        .find(|(_, h, _)| h.signal == dgsn::TC_FAIL_DECISION)
+        .unwrap();
+    // Node 2's TC aborts T2 at node 3 (its abort was slower than the take-over's round trip).
+    let mut abort = Vec::new();
+    lqh::TransSignal { trans: t2 }.encode(&mut abort);
+    step(
+        &mut sim,
+        3,
+        2,
+        Some((lqh_header(dgsn::LQH_ABORTREQ), abort)),
+    );
+    step(&mut sim, 3, 2, Some((decision.1, decision.2)));
+    let committed = |sim: &Sim, node: u16, key: i32| {
+        let fragment = sim.map.partition_of(key_hash(&key_bytes(key)));
+        sim.kernels[&NodeId(node)].lqh.fragments[&table.table_id][fragment as usize]
+            .rows
+            .get(&key_bytes(key))
+            .is_some_and(|slot| slot.committed.is_some())
+    };
+    let j_on_2 = committed(&sim, 2, key_j);
+    let k_on_3 = committed(&sim, 3, key_k);
+    assert_eq!(
+        (j_on_2, k_on_3),
+        (false, false),
+        "one transaction, one decision: the master aborted it"
+    );
+}

@@ -277,13 +277,15 @@ impl Kernel {
 
     /// A data node failed: builds waiting for it fail (its entries may be missing).
     pub(crate) fn builds_node_lost(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
-        let waiting: Vec<u32> = self
+        let mut waiting: Vec<u32> = self
             .builds
             .running
             .iter()
             .filter(|(_, b)| b.awaiting.contains(&node))
             .map(|(&h, _)| h)
             .collect();
+        // In id order: the map's order is random, and what each build sends goes out in it.
+        waiting.sort_unstable();
         for hidden in waiting {
             if let Some(build) = self.builds.running.get_mut(&hidden) {
                 build.awaiting.retain(|&n| n != node);

@@ -36,30 +36,9 @@ impl Kernel {
             };
             self.foreign.orphans.insert(trans, orphan);
         }
-        // Queries and reports that waited for this node to handle the failure: everything the
-        // dead coordinator sent here has run now.
-        for (asker, trans, _) in take_about(&mut self.foreign.deferred_queries, node) {
-            self.answer_tc_fail_query(asker, trans, out);
-        }
-        for (_, trans, tc_node) in take_about(&mut self.foreign.deferred_reports, node) {
-            self.start_resolution(trans, tc_node, out);
-        }
-        // Decisions in progress here stop waiting for the node that failed.
-        let waiting: Vec<TransId> = self
-            .foreign
-            .resolving
-            .iter()
-            .filter(|(_, r)| r.awaiting.contains(&node))
-            .map(|(t, _)| *t)
-            .collect();
-        for trans in waiting {
-            if let Some(resolution) = self.foreign.resolving.get_mut(&trans) {
-                resolution.awaiting.retain(|&n| n != node);
-            }
-            self.resolve_if_answered(trans, out);
-        }
         // Every orphan not yet with the master (new ones, and all of them when the master
-        // failed) goes to it.
+        // failed) goes to it, before the answers to its deferred queries: a report that came
+        // after the master had decided on the answers would start a second decision.
         let unreported: Vec<(TransId, NodeId)> = self
             .foreign
             .orphans
@@ -82,6 +61,28 @@ impl Kernel {
                 self.unsent
                     .send(out, master, frame, &mut |b| report.encode(b));
             }
+        }
+        // Queries and reports that waited for this node to handle the failure: everything the
+        // dead coordinator sent here has run now.
+        for (asker, trans, _) in take_about(&mut self.foreign.deferred_queries, node) {
+            self.answer_tc_fail_query(asker, trans, out);
+        }
+        for (_, trans, tc_node) in take_about(&mut self.foreign.deferred_reports, node) {
+            self.start_resolution(trans, tc_node, out);
+        }
+        // Decisions in progress here stop waiting for the node that failed.
+        let waiting: Vec<TransId> = self
+            .foreign
+            .resolving
+            .iter()
+            .filter(|(_, r)| r.awaiting.contains(&node))
+            .map(|(t, _)| *t)
+            .collect();
+        for trans in waiting {
+            if let Some(resolution) = self.foreign.resolving.get_mut(&trans) {
+                resolution.awaiting.retain(|&n| n != node);
+            }
+            self.resolve_if_answered(trans, out);
         }
     }
 

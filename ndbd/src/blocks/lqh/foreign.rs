@@ -77,8 +77,20 @@ impl Foreign {
     /// refused and survivors of its coordinator's failure can ask.
     pub fn end(&mut self, trans: TransId, committed: bool) {
         self.tc_of.remove(&trans);
-        if self.ended.insert(trans, committed).is_none() {
-            self.ended_order.push_back(trans);
+        match self.ended.get(&trans) {
+            // Ended once: how it ended stands (a late signal must not change what this node
+            // answers a master deciding it).
+            Some(&before) => {
+                debug_assert_eq!(
+                    before, committed,
+                    "transaction {trans} ended twice, differently"
+                );
+                return;
+            }
+            None => {
+                self.ended.insert(trans, committed);
+                self.ended_order.push_back(trans);
+            }
         }
         while self.ended_order.len() > ENDED_REMEMBERED {
             if let Some(old) = self.ended_order.pop_front() {
@@ -98,7 +110,9 @@ impl Foreign {
 }
 
 /// True while work of `trans` may run in LQH here: its TC (this node's) is running executes,
-/// or another node's TC has not ended it yet.
+/// or another node's TC has not ended it yet. An orphan's work never runs: its coordinator
+/// failed, and what it holds here waits for the master's decision (work it had queued would
+/// take locks, or commit at the last replica, after this node told the master "open").
 pub(crate) fn live(tc: &Tc, foreign: &Foreign, trans: TransId) -> bool {
-    tc.is_active(trans) || foreign.is_foreign(trans)
+    tc.is_active(trans) || (foreign.is_foreign(trans) && !foreign.orphans.contains_key(&trans))
 }

@@ -445,7 +445,7 @@ impl Kernel {
         error: &dyn Fn() -> NdbError,
         out: &mut dyn Outbox,
     ) {
-        let keys: Vec<ScanKey> = self
+        let mut keys: Vec<ScanKey> = self
             .scans
             .records
             .iter()
@@ -455,6 +455,8 @@ impl Kernel {
         if keys.is_empty() {
             return;
         }
+        // In key order: the records' map has a random order, and the refusals go out in it.
+        keys.sort_unstable();
         let error = error();
         for key in keys {
             if let Some(record) = self.scans.records.remove(&key) {
