@@ -264,9 +264,9 @@ impl Kernel {
         Ok(())
     }
 
-    /// Signals only data nodes may send: to LQH (LQHKEYREQ, LQH_COMMITREQ, LQH_ABORTREQ,
-    /// TC_FAIL_QUERY, TC_FAIL_ANSWER, TC_FAIL_REPORT, TC_FAIL_DECISION) or to TC (LQHKEYCONF, LQHKEYREF, LQH_COMMITCONF,
-    /// LQH_ABORTCONF).
+    /// Signals only data nodes may send: to LQH (LQHKEYREQ, LQH_COMMITREQ, LQH_ABORTREQ, and
+    /// the TC_FAIL_* signals of a failed coordinator's take-over) or to TC (LQHKEYCONF,
+    /// LQHKEYREF, LQH_COMMITCONF, LQH_ABORTCONF).
     fn on_data_node_signal(
         &mut self,
         from: NodeId,
