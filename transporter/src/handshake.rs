@@ -188,18 +188,20 @@ pub fn client_handshake(
     let mut buf = Vec::new();
     let header = read_frame(stream, &mut buf, deadline)
         .map_err(|e| context(e, format!("read answer from node {}", hello.to)))?;
-    let payload = &buf[FRAME_HEADER_BYTES..];
-    match header.signal {
-        SIGNAL_HELLO_CONF => {
-            let accepted = decode_conf(payload)?;
-            if accepted.server_node != hello.to {
-                return Err(bad(format!(
-                    "connected to node {} but node {} answered",
-                    hello.to, accepted.server_node
-                )));
-            }
-            Ok(accepted)
-        }
+    let accepted = answer(header.signal, &buf[FRAME_HEADER_BYTES..])?;
+    if accepted.server_node != hello.to {
+        return Err(bad(format!(
+            "connected to node {} but node {} answered",
+            hello.to, accepted.server_node
+        )));
+    }
+    Ok(accepted)
+}
+
+/// A server's answer from its signal number and payload.
+fn answer(signal: u16, payload: &[u8]) -> Result<HelloAccepted, TransportError> {
+    match signal {
+        SIGNAL_HELLO_CONF => decode_conf(payload),
         SIGNAL_HELLO_REF => Err(decode_ref(payload)?),
         other => Err(bad(format!(
             "expected HELLO_CONF or HELLO_REF, got signal {other:#06x}"
@@ -215,14 +217,31 @@ pub fn server_read_hello(
 ) -> Result<Hello, TransportError> {
     let deadline = Instant::now() + timeout;
     let mut buf = Vec::new();
-    let header = read_frame(stream, &mut buf, deadline).map_err(|e| context(e, "read HELLO"))?;
+    read_frame(stream, &mut buf, deadline).map_err(|e| context(e, "read HELLO"))?;
+    decode_hello_frame(&buf)
+}
+
+/// The HELLO in `bytes`, which must be exactly one whole handshake frame as a connecting peer
+/// sends it: the checks [`server_read_hello`] makes on the bytes it read, without the socket
+/// (the fuzz target `handshake` runs them on arbitrary bytes).
+pub fn decode_hello_frame(bytes: &[u8]) -> Result<Hello, TransportError> {
+    handshake_frame_len(bytes.get(..FRAME_HEADER_BYTES).unwrap_or(bytes))?;
+    let header = whole_handshake_frame(bytes)?;
     if header.signal != SIGNAL_HELLO {
         return Err(bad(format!(
             "expected HELLO, got signal {:#06x}",
             header.signal
         )));
     }
-    Hello::decode(&buf[FRAME_HEADER_BYTES..])
+    Hello::decode(&bytes[FRAME_HEADER_BYTES..])
+}
+
+/// The answer in `bytes`, one whole handshake frame as a server sends it: `Ok` for HELLO_CONF,
+/// [`TransportError::Refused`] for HELLO_REF, as [`client_handshake`] reads them.
+pub fn decode_answer_frame(bytes: &[u8]) -> Result<HelloAccepted, TransportError> {
+    handshake_frame_len(bytes.get(..FRAME_HEADER_BYTES).unwrap_or(bytes))?;
+    let header = whole_handshake_frame(bytes)?;
+    answer(header.signal, &bytes[FRAME_HEADER_BYTES..])
 }
 
 /// The server side, admitting: sends HELLO_CONF carrying our node id `me`.
@@ -351,11 +370,22 @@ fn read_frame(
         .map_err(|e| TransportError::io("set blocking", e))?;
     buf.resize(FRAME_HEADER_BYTES, 0);
     read_exact_until(stream, buf, deadline)?;
-    let frame_len = match frame::decode(buf, false) {
-        Ok(Decoded::NeedMore) => {
-            usize::try_from(u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]))
-                .unwrap_or(usize::MAX)
-        }
+    let frame_len = handshake_frame_len(buf)?;
+    buf.resize(frame_len, 0);
+    read_exact_until(stream, &mut buf[FRAME_HEADER_BYTES..], deadline)?;
+    whole_handshake_frame(buf)
+}
+
+/// The length a handshake frame's header (its first [`FRAME_HEADER_BYTES`] bytes) announces,
+/// checked against the frame rules and [`HANDSHAKE_FRAME_BYTES_MAX`].
+fn handshake_frame_len(header: &[u8]) -> Result<usize, TransportError> {
+    let frame_len = match frame::decode(header, false) {
+        Ok(Decoded::NeedMore) => match header.get(0..4) {
+            Some(&[a, b, c, d]) => {
+                usize::try_from(u32::from_le_bytes([a, b, c, d])).unwrap_or(usize::MAX)
+            }
+            _ => return Err(bad("handshake frame header incomplete".to_string())),
+        },
         Ok(Decoded::Frame { frame_len, .. }) => frame_len,
         Err(e) => return Err(bad(e.to_string())),
     };
@@ -364,10 +394,19 @@ fn read_frame(
             "handshake frame of {frame_len} bytes exceeds {HANDSHAKE_FRAME_BYTES_MAX}"
         )));
     }
-    buf.resize(frame_len, 0);
-    read_exact_until(stream, &mut buf[FRAME_HEADER_BYTES..], deadline)?;
-    match frame::decode(buf, false) {
-        Ok(Decoded::Frame { header, .. }) => Ok(header),
+    Ok(frame_len)
+}
+
+/// The header of the one whole handshake frame `bytes` must be.
+fn whole_handshake_frame(bytes: &[u8]) -> Result<FrameHeader, TransportError> {
+    match frame::decode(bytes, false) {
+        Ok(Decoded::Frame {
+            header, frame_len, ..
+        }) if frame_len == bytes.len() => Ok(header),
+        Ok(Decoded::Frame { frame_len, .. }) => Err(bad(format!(
+            "handshake frame of {frame_len} bytes followed by {} more",
+            bytes.len() - frame_len
+        ))),
         Ok(Decoded::NeedMore) => Err(bad("handshake frame incomplete".to_string())),
         Err(e) => Err(bad(e.to_string())),
     }
