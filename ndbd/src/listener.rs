@@ -2,24 +2,27 @@
 //!
 //! Handshakes run on short-lived threads, never on the execution thread, so a peer that
 //! connects and then says nothing costs the node nothing but a thread for at most
-//! `HANDSHAKE_TIMEOUT`. An admitted link is handed to the execution thread through a channel
-//! and a poller wake-up.
+//! [`HANDSHAKE_TIMEOUT`], and at most [`HANDSHAKES_IN_FLIGHT_MAX`] of them at once: a connection
+//! beyond that is closed as soon as it is accepted (see [`crate::limits`]). An admitted link is
+//! handed to the execution thread through a channel and a poller wake-up.
 
 use std::collections::HashSet;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use anyhow::{bail, Context};
 use rndb_config::{ClusterConfig, LinkConfig, NodeId, TransporterKind};
-use rndb_transporter::handshake::HANDSHAKE_TIMEOUT;
 use rndb_transporter::registry::server_handshake;
 use rndb_transporter::tcp::TcpLink;
 use rndb_transporter::{shm, LinkSettings, TransportError, Transporter};
 
-/// The most handshakes in progress at once; further connections are closed at once.
-pub const HANDSHAKES_IN_FLIGHT_MAX: usize = 64;
+use crate::limits::{
+    ACCEPT_ERROR_PAUSE, HANDSHAKES_IN_FLIGHT_MAX, HANDSHAKE_TIMEOUT, LISTEN_BACKLOG,
+    OVERLOAD_LOG_INTERVAL,
+};
 
 /// Node ids with a live (or being admitted) link to this node; the execution thread removes an
 /// id when its link closes.
@@ -72,7 +75,7 @@ pub fn bind(config: &ClusterConfig, me: NodeId) -> anyhow::Result<TcpListener> {
         }
         bail!("bind {addr} ({what} of node {me}): {e}");
     }
-    socket.listen(1024).context("listen")?;
+    socket.listen(LISTEN_BACKLOG).context("listen")?;
     Ok(socket.into())
 }
 
@@ -87,29 +90,80 @@ pub fn spawn_acceptor(
     waker: Arc<mio::Waker>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let in_flight = Arc::new(AtomicUsize::new(0));
-    std::thread::Builder::new().name("acceptor".into()).spawn(move || loop {
-        let (stream, addr) = match listener.accept() {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                tracing::warn!("accept: {e}");
+    let mut overload = OverloadLog::default();
+    std::thread::Builder::new()
+        .name("acceptor".into())
+        .spawn(move || loop {
+            let (stream, addr) = match listener.accept() {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors, say: pause, so a lasting failure neither spins a
+                    // core nor floods the log; the backlog keeps the waiting connections.
+                    tracing::warn!("accept: {e}; retrying in {ACCEPT_ERROR_PAUSE:?}");
+                    std::thread::sleep(ACCEPT_ERROR_PAUSE);
+                    continue;
+                }
+            };
+            if in_flight.fetch_add(1, Ordering::AcqRel) >= HANDSHAKES_IN_FLIGHT_MAX {
+                in_flight.fetch_sub(1, Ordering::AcqRel);
+                drop(stream);
+                overload.closed(addr);
                 continue;
             }
-        };
-        if in_flight.fetch_add(1, Ordering::AcqRel) >= HANDSHAKES_IN_FLIGHT_MAX {
-            in_flight.fetch_sub(1, Ordering::AcqRel);
-            tracing::warn!(%addr, "closed connection: {HANDSHAKES_IN_FLIGHT_MAX} handshakes already in progress");
-            continue;
+            let job = Handshake {
+                config: config.clone(),
+                me,
+                connected: connected.clone(),
+                failed: failed.clone(),
+                links: links.clone(),
+                waker: waker.clone(),
+            };
+            let in_flight_job = in_flight.clone();
+            let spawned = std::thread::Builder::new()
+                .name("handshake".into())
+                .spawn(move || {
+                    job.run(stream, addr);
+                    in_flight_job.fetch_sub(1, Ordering::AcqRel);
+                });
+            if let Err(e) = spawned {
+                // The closure (and the count it would have given back) is gone with the error.
+                in_flight.fetch_sub(1, Ordering::AcqRel);
+                tracing::warn!(%addr, "closed connection: spawn handshake thread: {e}");
+            }
+        })
+}
+
+/// Log lines about connections closed at the handshake limit: the first at once, then at most
+/// one per [`OVERLOAD_LOG_INTERVAL`] with the count since the last, so a flood of connections
+/// cannot flood the log.
+#[derive(Debug, Default)]
+struct OverloadLog {
+    /// When the last line was written; `None` before the first.
+    logged_at: Option<Instant>,
+    /// Connections closed since the last line.
+    unlogged_count: u64,
+}
+
+impl OverloadLog {
+    fn closed(&mut self, addr: SocketAddr) {
+        self.unlogged_count += 1;
+        let now = Instant::now();
+        if self
+            .logged_at
+            .is_some_and(|at| now.duration_since(at) < OVERLOAD_LOG_INTERVAL)
+        {
+            return;
         }
-        let job = Handshake { config: config.clone(), me, connected: connected.clone(), failed: failed.clone(), links: links.clone(), waker: waker.clone() };
-        let in_flight = in_flight.clone();
-        let spawned = std::thread::Builder::new().name("handshake".into()).spawn(move || {
-            job.run(stream, addr);
-            in_flight.fetch_sub(1, Ordering::AcqRel);
-        });
-        if let Err(e) = spawned {
-            tracing::warn!(%addr, "closed connection: spawn handshake thread: {e}");
-        }
-    })
+        tracing::warn!(
+            %addr,
+            closed = self.unlogged_count,
+            "closed connection at once: {HANDSHAKES_IN_FLIGHT_MAX} handshakes already in progress \
+             (HANDSHAKES_IN_FLIGHT_MAX); {} closed so since the last such line",
+            self.unlogged_count
+        );
+        self.logged_at = Some(now);
+        self.unlogged_count = 0;
+    }
 }
 
 /// How long the connector waits between attempts to reach a data node that is not up yet.

@@ -358,8 +358,8 @@ fn write_frame(
 }
 
 /// Reads exactly one unchecksummed frame into `buf` (header included) and returns its header.
-/// The length is checked as soon as the header arrives, so an oversized or garbage frame fails
-/// without waiting for its body.
+/// The length is checked as soon as its four bytes arrive, and again with the flags once the
+/// header has, so an oversized or garbage frame fails without waiting for the rest.
 fn read_frame(
     stream: &mut TcpStream,
     buf: &mut Vec<u8>,
@@ -368,16 +368,23 @@ fn read_frame(
     stream
         .set_nonblocking(false)
         .map_err(|e| TransportError::io("set blocking", e))?;
-    buf.resize(FRAME_HEADER_BYTES, 0);
+    buf.resize(LENGTH_BYTES, 0);
     read_exact_until(stream, buf, deadline)?;
+    handshake_frame_len(buf)?;
+    buf.resize(FRAME_HEADER_BYTES, 0);
+    read_exact_until(stream, &mut buf[LENGTH_BYTES..], deadline)?;
     let frame_len = handshake_frame_len(buf)?;
     buf.resize(frame_len, 0);
     read_exact_until(stream, &mut buf[FRAME_HEADER_BYTES..], deadline)?;
     whole_handshake_frame(buf)
 }
 
-/// The length a handshake frame's header (its first [`FRAME_HEADER_BYTES`] bytes) announces,
-/// checked against the frame rules and [`HANDSHAKE_FRAME_BYTES_MAX`].
+/// Bytes of a frame's length field, the first thing read of a handshake frame.
+const LENGTH_BYTES: usize = 4;
+
+/// The length a handshake frame's header (its first [`FRAME_HEADER_BYTES`] bytes, or only the
+/// first [`LENGTH_BYTES`]) announces, checked against the frame rules and
+/// [`HANDSHAKE_FRAME_BYTES_MAX`].
 fn handshake_frame_len(header: &[u8]) -> Result<usize, TransportError> {
     let frame_len = match frame::decode(header, false) {
         Ok(Decoded::NeedMore) => match header.get(0..4) {
