@@ -10,11 +10,17 @@ use std::time::Duration;
 pub use rndb_transporter::handshake::{HANDSHAKE_FRAME_BYTES_MAX, HANDSHAKE_TIMEOUT};
 
 /// The most handshakes in progress at once, each on its own thread with one socket and a buffer
-/// of at most [`HANDSHAKE_FRAME_BYTES_MAX`]. A connection beyond it is closed at once, with a log
-/// line. With [`HANDSHAKE_TIMEOUT`], a peer that opens connections and says nothing holds at most
-/// this many threads and sockets, each for at most the timeout. NDB nodes connect once each, so
-/// the largest cluster (255 nodes) starting at once fits a few rounds of it.
+/// of at most [`HANDSHAKE_FRAME_BYTES_MAX`]. When all are taken, a new connection closes the
+/// oldest handshake whose HELLO has not been admitted yet (a real node's HELLO comes right after
+/// its connect, so the oldest is the one that says nothing), with a rate-limited log line. With
+/// [`HANDSHAKE_TIMEOUT`], a peer that opens connections and says nothing holds at most this many
+/// threads and sockets, each for at most the timeout, and cannot lock real nodes out.
 pub const HANDSHAKES_IN_FLIGHT_MAX: usize = 64;
+
+/// The most evicted handshakes whose threads are still ending (a shut-down socket ends a
+/// thread's read at once); past it, a new connection is closed at once instead. So the
+/// handshake threads number at most `HANDSHAKES_IN_FLIGHT_MAX + EVICTIONS_IN_PROGRESS_MAX`.
+pub const EVICTIONS_IN_PROGRESS_MAX: usize = 8;
 
 /// The listening socket's backlog: connections the kernel completes before the acceptor takes
 /// them (the kernel caps it at `net.core.somaxconn`).
@@ -33,3 +39,4 @@ pub const OVERLOAD_LOG_INTERVAL: Duration = Duration::from_secs(1);
 const _: () = assert!(HANDSHAKES_IN_FLIGHT_MAX * HANDSHAKE_FRAME_BYTES_MAX <= 1 << 20);
 // Everything the limit lets in fits the backlog the kernel holds for the acceptor.
 const _: () = assert!(HANDSHAKES_IN_FLIGHT_MAX <= LISTEN_BACKLOG as usize);
+const _: () = assert!(EVICTIONS_IN_PROGRESS_MAX <= HANDSHAKES_IN_FLIGHT_MAX);

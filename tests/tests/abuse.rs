@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use rndb_api::{Cluster, ColumnDef, ColumnType, Table, TableDef, Value};
 use rndb_config::NodeId;
-use rndb_ndbd::limits::{HANDSHAKES_IN_FLIGHT_MAX, HANDSHAKE_TIMEOUT};
+use rndb_ndbd::limits::{EVICTIONS_IN_PROGRESS_MAX, HANDSHAKES_IN_FLIGHT_MAX, HANDSHAKE_TIMEOUT};
 use rndb_tests::ops::{insert_committed, read_committed, recreate_table};
 use rndb_tests::{wait_until, ClusterSpec, TestCluster, API_NODE_ID_FIRST};
 use rndb_transporter::frame::{self, FrameHeader};
@@ -18,14 +18,19 @@ use rndb_transporter::handshake::{self, Hello, SIGNAL_HELLO};
 
 /// The API slot of the real client that keeps working.
 const CLIENT_SLOT: NodeId = NodeId(API_NODE_ID_FIRST);
-/// A slot for the abuser that completes a handshake, and later for a new client.
+/// A slot for the abuser that completes a handshake, and for a new client after a flood.
 const SPARE_SLOT: NodeId = NodeId(API_NODE_ID_FIRST + 1);
+/// A slot for a new client that connects while a flood holds every handshake slot.
+const NEWCOMER_SLOT: NodeId = NodeId(API_NODE_ID_FIRST + 2);
 /// The one data node.
 const DATA_NODE: NodeId = NodeId(1);
 /// Connections the idle abuser opens: several times what the node lets into handshakes.
 const IDLE_CONNECTIONS: usize = 4 * HANDSHAKES_IN_FLIGHT_MAX;
-/// Threads and descriptors the node may use beyond its resting count (a link being set up, a
-/// log rotation): the margin over the handshake limit the checks allow.
+/// Handshake threads the node may run at once: those in progress and those evicted but still
+/// ending.
+const HANDSHAKE_THREADS_MAX: usize = HANDSHAKES_IN_FLIGHT_MAX + EVICTIONS_IN_PROGRESS_MAX;
+/// Threads and descriptors the node may use beyond its resting count and the handshakes (a new
+/// client's link): the margin the checks allow.
 const SLACK: usize = 8;
 /// The longest the node may take to drop an abusive connection: the handshake timeout and a
 /// margin for a loaded machine.
@@ -43,7 +48,7 @@ struct Fixture {
 impl Fixture {
     fn start() -> Fixture {
         let cluster =
-            TestCluster::start(ClusterSpec::new().api_slots(3)).expect("start the cluster");
+            TestCluster::start(ClusterSpec::new().api_slots(4)).expect("start the cluster");
         let client = cluster.connect_as(CLIENT_SLOT).expect("connect the client");
         let def = TableDef::new(
             "abuse",
@@ -184,6 +189,14 @@ fn many_idle_connections_cost_bounded_threads_and_descriptors_and_are_dropped() 
             fds_max = fds_max.max(proc_count(pid, "fd"));
         }
         let at_open = operations.load(Ordering::Acquire);
+        // A new client gets in while the flood holds every handshake slot: its HELLO comes at
+        // once, so the handshakes that said nothing make room for it.
+        let newcomer = fixture
+            .cluster
+            .connect_as(NEWCOMER_SLOT)
+            .expect("a new client connects during the flood");
+        read_committed(&newcomer, &fixture.table, &[Value::UInt64(0)])
+            .expect("the newcomer reads during the flood");
         wait_for_operations(
             operations,
             at_open,
@@ -195,12 +208,13 @@ fn many_idle_connections_cost_bounded_threads_and_descriptors_and_are_dropped() 
         assert!(operations.load(Ordering::Acquire) > at_start);
     });
     assert!(
-        threads_max <= threads_before + HANDSHAKES_IN_FLIGHT_MAX + SLACK,
+        threads_max <= threads_before + HANDSHAKE_THREADS_MAX + SLACK,
         "{IDLE_CONNECTIONS} idle connections: the node went from {threads_before} to \
-         {threads_max} threads (limit {HANDSHAKES_IN_FLIGHT_MAX} handshakes)"
+         {threads_max} threads (at most {HANDSHAKE_THREADS_MAX} handshake threads)"
     );
+    // Each handshake holds its socket and a clone the acceptor shuts down to evict it.
     assert!(
-        fds_max <= fds_before + HANDSHAKES_IN_FLIGHT_MAX + SLACK,
+        fds_max <= fds_before + 2 * HANDSHAKE_THREADS_MAX + SLACK,
         "{IDLE_CONNECTIONS} idle connections: the node went from {fds_before} to {fds_max} \
          descriptors"
     );

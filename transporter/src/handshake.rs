@@ -474,3 +474,88 @@ fn context(e: TransportError, doing: impl Into<String>) -> TransportError {
         other => other,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HELLO: Hello = Hello {
+        protocol_version: PROTOCOL_VERSION,
+        cluster_id: 0x0123_4567_89AB_CDEF,
+        from: NodeId(3),
+        to: NodeId(1),
+        from_kind: NodeKind::Api,
+        transporter: TransporterKind::Tcp,
+        checksum: false,
+    };
+
+    fn frame_of(signal: u16, payload: &[u8]) -> Vec<u8> {
+        let header = FrameHeader {
+            signal,
+            ..FrameHeader::default()
+        };
+        let mut bytes = Vec::new();
+        frame::encode_into(&mut bytes, &header, payload, false).expect("fits");
+        bytes
+    }
+
+    /// `decode_hello_frame(bytes)` is the hello, or an error containing `expected`.
+    #[track_caller]
+    fn check(bytes: &[u8], expected: Result<Hello, &str>) {
+        match (decode_hello_frame(bytes), expected) {
+            (Ok(found), Ok(hello)) => assert_eq!(found, hello),
+            (Err(e), Err(text)) => assert!(e.to_string().contains(text), "{e} lacks {text:?}"),
+            (found, expected) => panic!("{bytes:02x?}: got {found:?}, expected {expected:?}"),
+        }
+    }
+
+    #[test]
+    fn hello_frames_as_a_data_node_reads_them() {
+        let good = frame_of(SIGNAL_HELLO, &HELLO.encode());
+        check(&good, Ok(HELLO));
+        check(&good[..good.len() - 1], Err("incomplete"));
+        let mut longer = good.clone();
+        longer.push(0);
+        check(&longer, Err("followed by 1 more"));
+        check(&good[..3], Err("header incomplete"));
+        check(
+            &u32::MAX.to_le_bytes(),
+            Err("frame length 4294967295 exceeds"),
+        );
+        check(
+            &2000u32.to_le_bytes(),
+            Err("handshake frame of 2000 bytes exceeds"),
+        );
+        check(
+            &frame_of(SIGNAL_HELLO_CONF, &[1, 0]),
+            Err("expected HELLO, got signal 0xfff1"),
+        );
+        check(
+            &frame_of(SIGNAL_HELLO, &HELLO.encode()[..22]),
+            Err("HELLO payload is 22 bytes"),
+        );
+        let mut bad_kind = HELLO.encode();
+        bad_kind[20] = 9;
+        check(
+            &frame_of(SIGNAL_HELLO, &bad_kind),
+            Err("unknown node kind 9"),
+        );
+    }
+
+    #[test]
+    fn answer_frames_as_a_client_reads_them() {
+        assert_eq!(
+            decode_answer_frame(&frame_of(SIGNAL_HELLO_CONF, &7u16.to_le_bytes())).ok(),
+            Some(HelloAccepted {
+                server_node: NodeId(7)
+            })
+        );
+        match decode_answer_frame(&frame_of(SIGNAL_HELLO_REF, &encode_ref(1702, "busy"))) {
+            Err(TransportError::Refused { code, message }) => {
+                assert_eq!((code, message.as_str()), (1702, "busy"));
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert!(decode_answer_frame(&frame_of(SIGNAL_HELLO, &[])).is_err());
+    }
+}
