@@ -18,9 +18,14 @@ pub use rndb_transporter::handshake::{HANDSHAKE_FRAME_BYTES_MAX, HANDSHAKE_TIMEO
 pub const HANDSHAKES_IN_FLIGHT_MAX: usize = 64;
 
 /// The most evicted handshakes whose threads are still ending (a shut-down socket ends a
-/// thread's read at once); past it, a new connection is closed at once instead. So the
-/// handshake threads number at most `HANDSHAKES_IN_FLIGHT_MAX + EVICTIONS_IN_PROGRESS_MAX`.
+/// thread's read at once, but a loaded machine may run the thread late); past it, the acceptor
+/// waits for one to end. So the handshake threads number at most
+/// `HANDSHAKES_IN_FLIGHT_MAX + EVICTIONS_IN_PROGRESS_MAX`.
 pub const EVICTIONS_IN_PROGRESS_MAX: usize = 8;
+
+/// The longest the acceptor waits for an evicted handshake's thread to end before it closes the
+/// new connection instead (a thread that does not end in this time is stuck, not late).
+pub const EVICTION_END_WAIT_MAX: Duration = Duration::from_secs(1);
 
 /// The listening socket's backlog: connections the kernel completes before the acceptor takes
 /// them (the kernel caps it at `net.core.somaxconn`).

@@ -11,7 +11,7 @@ use std::collections::{HashSet, VecDeque};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use anyhow::{bail, Context};
@@ -21,8 +21,8 @@ use rndb_transporter::tcp::TcpLink;
 use rndb_transporter::{shm, LinkSettings, TransportError, Transporter};
 
 use crate::limits::{
-    ACCEPT_ERROR_PAUSE, EVICTIONS_IN_PROGRESS_MAX, HANDSHAKES_IN_FLIGHT_MAX, HANDSHAKE_TIMEOUT,
-    LISTEN_BACKLOG, OVERLOAD_LOG_INTERVAL,
+    ACCEPT_ERROR_PAUSE, EVICTIONS_IN_PROGRESS_MAX, EVICTION_END_WAIT_MAX, HANDSHAKES_IN_FLIGHT_MAX,
+    HANDSHAKE_TIMEOUT, LISTEN_BACKLOG, OVERLOAD_LOG_INTERVAL,
 };
 
 /// Node ids with a live (or being admitted) link to this node; the execution thread removes an
@@ -154,45 +154,60 @@ struct SlotState {
 /// read ends at once): a peer that holds connections open and says nothing cannot lock real
 /// nodes out, since their HELLO comes right after connect and is admitted within a round trip.
 /// Threads stay bounded: evicted handshakes count until their threads end, and at most
-/// [`EVICTIONS_IN_PROGRESS_MAX`] may be ending at once, past which a new connection is closed.
+/// [`EVICTIONS_IN_PROGRESS_MAX`] may be ending at once, past which the acceptor waits (at most
+/// [`EVICTION_END_WAIT_MAX`]) for one to end; new connections wait in the backlog meanwhile.
 #[derive(Clone, Debug, Default)]
 struct InFlight {
-    /// Each handshake in progress, oldest first, with a clone of its socket to shut it down.
-    slots: Arc<Mutex<VecDeque<Slot>>>,
+    /// Each handshake in progress, oldest first, with a clone of its socket to shut it down;
+    /// the condition variable is notified whenever one ends.
+    slots: Arc<(Mutex<VecDeque<Slot>>, Condvar)>,
     /// The id the next slot gets.
     next_id: Arc<AtomicU64>,
 }
 
 impl InFlight {
     /// Takes a slot for `stream`, evicting the oldest handshake not yet admitted when all are
-    /// taken; `None` when the connection must be closed at once (logged through `overload`).
+    /// taken; `None` when the connection must be closed at once (logged through `overload`):
+    /// every handshake in progress was admitted, or evicted threads did not end in time.
     fn enter(
         &self,
         stream: &TcpStream,
         addr: SocketAddr,
         overload: &mut OverloadLog,
     ) -> Option<Arc<SlotState>> {
-        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        let live = slots
-            .iter()
-            .filter(|(slot, _)| !slot.evicted.load(Ordering::Acquire))
-            .count();
-        if live >= HANDSHAKES_IN_FLIGHT_MAX {
-            let oldest = slots.iter().find(|(slot, _)| {
-                !slot.evicted.load(Ordering::Acquire) && !slot.admitted.load(Ordering::Acquire)
-            });
-            match oldest {
-                Some((slot, socket))
-                    if slots.len() < HANDSHAKES_IN_FLIGHT_MAX + EVICTIONS_IN_PROGRESS_MAX =>
-                {
-                    slot.evicted.store(true, Ordering::Release);
-                    let _ = socket.shutdown(Shutdown::Both);
-                    overload.evicted(addr);
-                }
-                _ => {
+        let (lock, ended) = &*self.slots;
+        let mut slots = lock.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            let live = slots
+                .iter()
+                .filter(|(slot, _)| !slot.evicted.load(Ordering::Acquire))
+                .count();
+            let threads_free = slots.len() < HANDSHAKES_IN_FLIGHT_MAX + EVICTIONS_IN_PROGRESS_MAX;
+            if live < HANDSHAKES_IN_FLIGHT_MAX && threads_free {
+                break;
+            }
+            if live >= HANDSHAKES_IN_FLIGHT_MAX {
+                let oldest = slots.iter().find(|(slot, _)| {
+                    !slot.evicted.load(Ordering::Acquire) && !slot.admitted.load(Ordering::Acquire)
+                });
+                let Some((slot, socket)) = oldest else {
                     overload.closed(addr);
                     return None;
-                }
+                };
+                slot.evicted.store(true, Ordering::Release);
+                let _ = socket.shutdown(Shutdown::Both);
+                overload.evicted(addr);
+                continue;
+            }
+            // Too many evicted threads still ending (a loaded machine schedules them late):
+            // the new connection waits for one, rather than being closed for their slowness.
+            let (guard, waited) = ended
+                .wait_timeout(slots, EVICTION_END_WAIT_MAX)
+                .unwrap_or_else(|p| p.into_inner());
+            slots = guard;
+            if waited.timed_out() {
+                overload.closed(addr);
+                return None;
             }
         }
         let Ok(socket) = stream.try_clone() else {
@@ -210,8 +225,11 @@ impl InFlight {
 
     /// Gives slot `id` back when its handshake has ended.
     fn leave(&self, id: u64) {
-        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        slots.retain(|(slot, _)| slot.id != id);
+        let (lock, ended) = &*self.slots;
+        lock.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(slot, _)| slot.id != id);
+        ended.notify_all();
     }
 }
 

@@ -35,6 +35,8 @@ const SLACK: usize = 8;
 /// The longest the node may take to drop an abusive connection: the handshake timeout and a
 /// margin for a loaded machine.
 const DROP_TIMEOUT: Duration = Duration::from_secs(HANDSHAKE_TIMEOUT.as_secs() + 15);
+/// Keys the real client writes in turn.
+const CLIENT_KEYS: u64 = 256;
 /// Operations the real client must complete while the abuse goes on.
 const OPERATIONS_DURING_ABUSE: u64 = 20;
 
@@ -83,16 +85,19 @@ impl Fixture {
         let stop = AtomicBool::new(false);
         std::thread::scope(|scope| {
             let client = scope.spawn(|| {
-                let mut key = 1u64;
+                let mut round = 1u64;
                 while !stop.load(Ordering::Acquire) {
-                    let row = vec![Value::UInt64(key), Value::UInt64(key * 3)];
-                    insert_committed(&self.client, &self.table, &[row])
-                        .unwrap_or_else(|e| panic!("the client's insert {key} failed: {e}"));
+                    // A few hundred keys written over and over: DataMemory stays bounded however
+                    // long the abuse takes on a loaded machine.
+                    let key = round % CLIENT_KEYS;
+                    let row = vec![Value::UInt64(key), Value::UInt64(round)];
+                    write_committed(&self.client, &self.table, &row)
+                        .unwrap_or_else(|e| panic!("the client's write {round} failed: {e}"));
                     let read = read_committed(&self.client, &self.table, &[Value::UInt64(key)])
-                        .unwrap_or_else(|e| panic!("the client's read {key} failed: {e}"));
-                    assert_eq!(read[1], Value::UInt64(key * 3));
+                        .unwrap_or_else(|e| panic!("the client's read {round} failed: {e}"));
+                    assert_eq!(read[1], Value::UInt64(round));
                     operations.fetch_add(2, Ordering::AcqRel);
-                    key += 1;
+                    round += 1;
                 }
             });
             abuse(&operations);
@@ -100,6 +105,13 @@ impl Fixture {
             client.join().expect("the client thread");
         });
     }
+}
+
+/// Writes (inserts or overwrites) `row` in a transaction of its own and commits.
+fn write_committed(client: &Cluster, table: &Table, row: &[Value]) -> Result<(), rndb_api::Error> {
+    let mut transaction = client.start_transaction()?;
+    transaction.write(table, row)?;
+    transaction.execute(rndb_api::ExecType::Commit)
 }
 
 /// Waits (bounded) until the client has done `count` more operations than `from`.
