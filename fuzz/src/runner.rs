@@ -77,8 +77,16 @@ pub fn run(target: &Target, options: &Options) -> anyhow::Result<Outcome> {
         "a run needs a case count or a duration"
     );
     install_quiet_hook();
-    let seeds = read_dir_files(&options.root.join("corpus").join(target.name))?;
-    let regressions = read_dir_files(&options.root.join("regressions").join(target.name))?;
+    let mut seeds = read_dir_files(&options.root.join("corpus").join(target.name), None)?;
+    for pattern in target.extra_seeds {
+        let (dir, name) = pattern.rsplit_once('/').unwrap_or((".", pattern));
+        let extension = name.strip_prefix("*.");
+        seeds.extend(read_dir_files(
+            &options.root.join("..").join(dir),
+            extension,
+        )?);
+    }
+    let regressions = read_dir_files(&options.root.join("regressions").join(target.name), None)?;
     let mut outcome = Outcome {
         cases: 0,
         files: seeds.len() + regressions.len(),
@@ -180,8 +188,9 @@ fn run_one(target: &Target, input: &[u8], root: &Path) -> Option<Crash> {
     })
 }
 
-/// Every file of `dir`, in name order; a missing folder is empty.
-fn read_dir_files(dir: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
+/// Every file of `dir` (with `extension`, when given), in name order; a missing folder is
+/// empty.
+fn read_dir_files(dir: &Path, extension: Option<&str>) -> anyhow::Result<Vec<Vec<u8>>> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -191,6 +200,7 @@ fn read_dir_files(dir: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
         .filter_map(Result::ok)
         .map(|entry| entry.path())
         .filter(|path| path.is_file())
+        .filter(|path| extension.is_none_or(|e| path.extension().is_some_and(|x| x == e)))
         .collect();
     paths.sort();
     paths

@@ -1,7 +1,8 @@
-//! The seed corpus, made from the real encoders: one valid input per decoder and frame kind,
-//! and the config parser's own corpus files. `rndb-fuzz --write-seeds` writes them to
-//! `fuzz/corpus/`; a test checks the committed files are the ones these functions make, so a
-//! change of an encoding updates the seeds in the same commit.
+//! The seed corpus, made from the real encoders: one valid input per decoder and frame kind.
+//! `rndb-fuzz --write-seeds` writes them to `fuzz/corpus/`; a test checks the committed files
+//! are the ones these functions make, so a change of an encoding updates the seeds in the same
+//! commit. The config target's seeds are the config parser's own corpus and examples, read where
+//! they are (`Target::extra_seeds`).
 
 use rndb_config::NodeId;
 use rndb_protocol::filter::{CmpOp, Filter};
@@ -31,7 +32,6 @@ pub fn all() -> Vec<Seed> {
     seeds.extend(frames());
     seeds.extend(signal_payloads());
     seeds.extend(handshakes());
-    seeds.extend(configs());
     seeds
 }
 
@@ -367,36 +367,4 @@ fn handshake_frame(signal: u16, payload: &[u8]) -> Vec<u8> {
     let mut bytes = Vec::new();
     frame::encode_into(&mut bytes, &header, payload, false).expect("fits");
     bytes
-}
-
-/// The config parser's corpus (valid and invalid files) and the example configs.
-fn configs() -> Vec<Seed> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut seeds = Vec::new();
-    for dir in [
-        "config/tests/corpus/valid",
-        "config/tests/corpus/invalid",
-        "config/examples",
-    ] {
-        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
-            continue;
-        };
-        let mut paths: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
-        paths.sort();
-        for path in paths
-            .into_iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "ini"))
-        {
-            let Ok(bytes) = std::fs::read(&path) else {
-                continue;
-            };
-            let kind = dir.rsplit('/').next().unwrap_or(dir);
-            let stem = path
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            seeds.push(("config", format!("{kind}-{stem}.ini"), bytes));
-        }
-    }
-    seeds
 }

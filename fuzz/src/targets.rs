@@ -37,6 +37,9 @@ pub struct Target {
     pub run: fn(&[u8]),
     /// Words the mutations insert (config syntax, say); may be empty.
     pub dictionary: &'static [&'static [u8]],
+    /// Seed files kept elsewhere in the workspace, as `folder/*.extension` relative to the
+    /// workspace root (the config parser's own corpus), read besides `fuzz/corpus/<name>/`.
+    pub extra_seeds: &'static [&'static str],
 }
 
 /// Every target.
@@ -46,24 +49,32 @@ pub const TARGETS: &[Target] = &[
         about: "the frame decoder, with and without a CRC trailer, whole and byte by byte",
         run: frame,
         dictionary: &[],
+        extra_seeds: &[],
     },
     Target {
         name: "signals",
         about: "every signal payload decoder (the first byte picks one), with round trips",
         run: signals,
         dictionary: &[],
+        extra_seeds: &[],
     },
     Target {
         name: "handshake",
         about: "HELLO frames as a data node reads them, admission, and HELLO_CONF/REF",
         run: handshake,
         dictionary: &[b"RNDB", &[0xF0, 0xFF], &[0xF1, 0xFF], &[0xF2, 0xFF]],
+        extra_seeds: &[],
     },
     Target {
         name: "config",
         about: "config.ini bytes, UTF-8 or not, through the whole parser",
         run: config,
         dictionary: CONFIG_WORDS,
+        extra_seeds: &[
+            "config/tests/corpus/valid/*.ini",
+            "config/tests/corpus/invalid/*.ini",
+            "config/examples/*.ini",
+        ],
     },
 ];
 
@@ -169,6 +180,7 @@ const DECODERS: &[Decoder] = &[
         });
         let mut values = Vec::new();
         let _ = TcKeyRow::decode_row_into(b, &fuzz_table(), &mut values);
+        let _ = TcKeyRow::op_index_of(b);
     },
     |b| round_trip(b, TcKeyRef::decode, TcKeyRef::encode),
     |b| round_trip(b, TcExecuteReq::decode, TcExecuteReq::encode),
@@ -283,6 +295,11 @@ fn values(bytes: &[u8]) {
     let table = fuzz_table();
     let mut row = Vec::new();
     let _ = table.decode_row_into(&mut Reader::new(bytes, "row"), &mut row);
+    for column in &table.columns {
+        let _ = Value::decode_for(&mut Reader::new(bytes, "value"), column);
+    }
+    let mut into = Vec::new();
+    let _ = schema::decode_values_into(&mut Reader::new(bytes, "values"), 512, &mut into);
     let _ = TableDef::decode(&mut Reader::new(bytes, "table"));
     let _ = Value::decode(&mut Reader::new(bytes, "value"));
 }
