@@ -27,6 +27,7 @@ pub(crate) fn build(sections: &[TypedSection], source: &Path, diag: &mut Diag) -
         };
         let layered = Layered::new(kind, Some(section), &defaults);
         check_required(&layered, diag);
+        check_not_yet(&layered, diag);
         match kind {
             SectionKind::Ndbd => data.push(data_draft(&layered, diag)),
             SectionKind::Mgm => mgm.push((mgm_node(&layered), id_request(&layered, NodeKind::Mgm))),
@@ -104,6 +105,36 @@ fn check_required(layered: &Layered<'_>, diag: &mut Diag) {
                 section,
                 Some(param.name),
                 "required but not given",
+            );
+        }
+    }
+}
+
+/// Parameters whose only value rndb supports is their default, each with why another is refused.
+const NOT_YET: &[(&str, &str)] = &[
+    (
+        "RequireTls",
+        "TLS between nodes is not implemented yet (issue 25): every link is plain TCP, so \
+         nothing could meet the requirement; remove it or set it to 0",
+    ),
+    (
+        "RequireCertificate",
+        "TLS keys and certificates are not implemented yet (issue 25); remove it or set it to 0",
+    ),
+];
+
+/// Reports every parameter of [`NOT_YET`] the section (or its defaults) turns on.
+fn check_not_yet(layered: &Layered<'_>, diag: &mut Diag) {
+    for (name, reason) in NOT_YET {
+        let applies = param_table()
+            .iter()
+            .any(|p| p.name == *name && p.applies_to(layered.kind));
+        if applies && layered.bool(name) {
+            diag.error(
+                layered.line_of(name),
+                layered.section_name(),
+                Some(name),
+                *reason,
             );
         }
     }

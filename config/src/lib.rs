@@ -56,11 +56,46 @@ pub use query::node_type_name;
 /// Reads and parses the config file at `path`.
 ///
 /// A file that cannot be read gives one error naming it (line 0) that says why: it does not
-/// exist, or it cannot be read (with the system's reason), never that it "has errors".
+/// exist, or it cannot be read (with the system's reason), never that it "has errors". A file
+/// that is not UTF-8 gives one error per line that is not, naming the line and the byte.
 pub fn parse_file(path: &Path) -> Result<ClusterConfig, ConfigErrors> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => parse_str(&text, path),
+    match std::fs::read(path) {
+        Ok(bytes) => parse_bytes(&bytes, path),
         Err(err) => Err(ConfigErrors::whole_file(path, unreadable_reason(&err))),
+    }
+}
+
+/// Parses config.ini `bytes`, which must be UTF-8; every line that is not is an error naming
+/// the line and the column (1-based byte) of the first bad byte. `source` names the file.
+pub fn parse_bytes(bytes: &[u8], source: &Path) -> Result<ClusterConfig, ConfigErrors> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => parse_str(text, source),
+        Err(_) => {
+            let mut diag = error::Diag::new(source);
+            for (index, line) in bytes.split(|&b| b == b'\n').enumerate() {
+                if let Err(e) = std::str::from_utf8(line) {
+                    let bad = line[e.valid_up_to()];
+                    diag.error(
+                        index + 1,
+                        None,
+                        None,
+                        format!(
+                            "not UTF-8: byte {} of the line is {bad:#04x}; config files are UTF-8 text",
+                            e.valid_up_to() + 1
+                        ),
+                    );
+                }
+            }
+            // A newline is never part of a multi-byte sequence, so some line is always at fault;
+            // the whole-file error is only a fallback.
+            match diag.into_result() {
+                Err(errors) => Err(errors),
+                Ok(_) => Err(ConfigErrors::whole_file(
+                    source,
+                    "the config file is not UTF-8",
+                )),
+            }
+        }
     }
 }
 

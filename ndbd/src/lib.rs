@@ -8,6 +8,8 @@
 //! ```
 //!
 //! - [`listener`]: binds the node's port and admits connections (handshake, registry rules).
+//! - [`limits`]: what a connection that is not yet a node may cost (handshakes in progress,
+//!   their timeout, the backlog).
 //! - [`exec`]: the execution loop: spin-then-sleep polling, dispatch, timers, flushing.
 //! - [`blocks`]: NDB's blocks and the job queue they signal through.
 //!
@@ -19,6 +21,7 @@
 
 pub mod blocks;
 pub mod exec;
+pub mod limits;
 pub mod listener;
 
 use std::sync::atomic::AtomicBool;

@@ -2,24 +2,28 @@
 //!
 //! Handshakes run on short-lived threads, never on the execution thread, so a peer that
 //! connects and then says nothing costs the node nothing but a thread for at most
-//! `HANDSHAKE_TIMEOUT`. An admitted link is handed to the execution thread through a channel
-//! and a poller wake-up.
+//! [`HANDSHAKE_TIMEOUT`], and at most [`HANDSHAKES_IN_FLIGHT_MAX`] of them at once: beyond that
+//! a new connection closes the oldest handshake not yet admitted (see [`InFlight`] and
+//! [`crate::limits`]). An admitted link is handed to the execution thread through a channel and
+//! a poller wake-up.
 
-use std::collections::HashSet;
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::{HashSet, VecDeque};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
 
 use anyhow::{bail, Context};
 use rndb_config::{ClusterConfig, LinkConfig, NodeId, TransporterKind};
-use rndb_transporter::handshake::HANDSHAKE_TIMEOUT;
 use rndb_transporter::registry::server_handshake;
 use rndb_transporter::tcp::TcpLink;
 use rndb_transporter::{shm, LinkSettings, TransportError, Transporter};
 
-/// The most handshakes in progress at once; further connections are closed at once.
-pub const HANDSHAKES_IN_FLIGHT_MAX: usize = 64;
+use crate::limits::{
+    ACCEPT_ERROR_PAUSE, EVICTIONS_IN_PROGRESS_MAX, EVICTION_END_WAIT_MAX, HANDSHAKES_IN_FLIGHT_MAX,
+    HANDSHAKE_TIMEOUT, LISTEN_BACKLOG, OVERLOAD_LOG_INTERVAL,
+};
 
 /// Node ids with a live (or being admitted) link to this node; the execution thread removes an
 /// id when its link closes.
@@ -72,7 +76,7 @@ pub fn bind(config: &ClusterConfig, me: NodeId) -> anyhow::Result<TcpListener> {
         }
         bail!("bind {addr} ({what} of node {me}): {e}");
     }
-    socket.listen(1024).context("listen")?;
+    socket.listen(LISTEN_BACKLOG).context("listen")?;
     Ok(socket.into())
 }
 
@@ -86,30 +90,193 @@ pub fn spawn_acceptor(
     links: Sender<Box<dyn Transporter>>,
     waker: Arc<mio::Waker>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let in_flight = Arc::new(AtomicUsize::new(0));
-    std::thread::Builder::new().name("acceptor".into()).spawn(move || loop {
-        let (stream, addr) = match listener.accept() {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                tracing::warn!("accept: {e}");
+    let in_flight = InFlight::default();
+    let mut overload = OverloadLog::default();
+    std::thread::Builder::new()
+        .name("acceptor".into())
+        .spawn(move || loop {
+            let (stream, addr) = match listener.accept() {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors, say: pause, so a lasting failure neither spins a
+                    // core nor floods the log; the backlog keeps the waiting connections.
+                    tracing::warn!("accept: {e}; retrying in {ACCEPT_ERROR_PAUSE:?}");
+                    std::thread::sleep(ACCEPT_ERROR_PAUSE);
+                    continue;
+                }
+            };
+            let Some(slot) = in_flight.enter(&stream, addr, &mut overload) else {
+                drop(stream);
+                continue;
+            };
+            let job = Handshake {
+                config: config.clone(),
+                me,
+                connected: connected.clone(),
+                failed: failed.clone(),
+                links: links.clone(),
+                waker: waker.clone(),
+                slot: slot.clone(),
+            };
+            let slot_id = slot.id;
+            let in_flight_job = in_flight.clone();
+            let spawned = std::thread::Builder::new()
+                .name("handshake".into())
+                .spawn(move || {
+                    job.run(stream, addr);
+                    in_flight_job.leave(slot_id);
+                });
+            if let Err(e) = spawned {
+                // The closure (and the slot it would have given back) is gone with the error.
+                in_flight.leave(slot_id);
+                tracing::warn!(%addr, "closed connection: spawn handshake thread: {e}");
+            }
+        })
+}
+
+/// A handshake in progress and a clone of its socket, as the acceptor holds them.
+type Slot = (Arc<SlotState>, TcpStream);
+
+/// One handshake in progress, as its thread and the acceptor share it.
+#[derive(Debug)]
+struct SlotState {
+    /// Names the slot in [`InFlight`]; fixed.
+    id: u64,
+    /// Set once the peer's HELLO was admitted: from then on the handshake is never evicted.
+    admitted: AtomicBool,
+    /// Set when the acceptor evicted this handshake to make room: its thread then logs nothing
+    /// (the acceptor's rate-limited line counts it).
+    evicted: AtomicBool,
+}
+
+/// The handshakes in progress, oldest first. When [`HANDSHAKES_IN_FLIGHT_MAX`] of them are not
+/// yet admitted, a new connection evicts the oldest (its socket is shut down, so its thread's
+/// read ends at once): a peer that holds connections open and says nothing cannot lock real
+/// nodes out, since their HELLO comes right after connect and is admitted within a round trip.
+/// Threads stay bounded: evicted handshakes count until their threads end, and at most
+/// [`EVICTIONS_IN_PROGRESS_MAX`] may be ending at once, past which the acceptor waits (at most
+/// [`EVICTION_END_WAIT_MAX`]) for one to end; new connections wait in the backlog meanwhile.
+#[derive(Clone, Debug, Default)]
+struct InFlight {
+    /// Each handshake in progress, oldest first, with a clone of its socket to shut it down;
+    /// the condition variable is notified whenever one ends.
+    slots: Arc<(Mutex<VecDeque<Slot>>, Condvar)>,
+    /// The id the next slot gets.
+    next_id: Arc<AtomicU64>,
+}
+
+impl InFlight {
+    /// Takes a slot for `stream`, evicting the oldest handshake not yet admitted when all are
+    /// taken; `None` when the connection must be closed at once (logged through `overload`):
+    /// every handshake in progress was admitted, or evicted threads did not end in time.
+    fn enter(
+        &self,
+        stream: &TcpStream,
+        addr: SocketAddr,
+        overload: &mut OverloadLog,
+    ) -> Option<Arc<SlotState>> {
+        let (lock, ended) = &*self.slots;
+        let mut slots = lock.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            let live = slots
+                .iter()
+                .filter(|(slot, _)| !slot.evicted.load(Ordering::Acquire))
+                .count();
+            let threads_free = slots.len() < HANDSHAKES_IN_FLIGHT_MAX + EVICTIONS_IN_PROGRESS_MAX;
+            if live < HANDSHAKES_IN_FLIGHT_MAX && threads_free {
+                break;
+            }
+            if live >= HANDSHAKES_IN_FLIGHT_MAX {
+                let oldest = slots.iter().find(|(slot, _)| {
+                    !slot.evicted.load(Ordering::Acquire) && !slot.admitted.load(Ordering::Acquire)
+                });
+                let Some((slot, socket)) = oldest else {
+                    overload.closed(addr);
+                    return None;
+                };
+                slot.evicted.store(true, Ordering::Release);
+                let _ = socket.shutdown(Shutdown::Both);
+                overload.evicted(addr);
                 continue;
             }
+            // Too many evicted threads still ending (a loaded machine schedules them late):
+            // the new connection waits for one, rather than being closed for their slowness.
+            let (guard, waited) = ended
+                .wait_timeout(slots, EVICTION_END_WAIT_MAX)
+                .unwrap_or_else(|p| p.into_inner());
+            slots = guard;
+            if waited.timed_out() {
+                overload.closed(addr);
+                return None;
+            }
+        }
+        let Ok(socket) = stream.try_clone() else {
+            overload.closed(addr);
+            return None;
         };
-        if in_flight.fetch_add(1, Ordering::AcqRel) >= HANDSHAKES_IN_FLIGHT_MAX {
-            in_flight.fetch_sub(1, Ordering::AcqRel);
-            tracing::warn!(%addr, "closed connection: {HANDSHAKES_IN_FLIGHT_MAX} handshakes already in progress");
-            continue;
-        }
-        let job = Handshake { config: config.clone(), me, connected: connected.clone(), failed: failed.clone(), links: links.clone(), waker: waker.clone() };
-        let in_flight = in_flight.clone();
-        let spawned = std::thread::Builder::new().name("handshake".into()).spawn(move || {
-            job.run(stream, addr);
-            in_flight.fetch_sub(1, Ordering::AcqRel);
+        let slot = Arc::new(SlotState {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            admitted: AtomicBool::new(false),
+            evicted: AtomicBool::new(false),
         });
-        if let Err(e) = spawned {
-            tracing::warn!(%addr, "closed connection: spawn handshake thread: {e}");
+        slots.push_back((slot.clone(), socket));
+        Some(slot)
+    }
+
+    /// Gives slot `id` back when its handshake has ended.
+    fn leave(&self, id: u64) {
+        let (lock, ended) = &*self.slots;
+        lock.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(slot, _)| slot.id != id);
+        ended.notify_all();
+    }
+}
+
+/// Log lines about connections closed or evicted at the handshake limit: the first at once,
+/// then at most one per [`OVERLOAD_LOG_INTERVAL`] with the counts since the last, so a flood of
+/// connections cannot flood the log.
+#[derive(Debug, Default)]
+struct OverloadLog {
+    /// When the last line was written; `None` before the first.
+    logged_at: Option<Instant>,
+    /// New connections closed at once since the last line.
+    closed_count: u64,
+    /// Handshakes evicted to make room since the last line.
+    evicted_count: u64,
+}
+
+impl OverloadLog {
+    fn closed(&mut self, addr: SocketAddr) {
+        self.closed_count += 1;
+        self.log(addr);
+    }
+
+    fn evicted(&mut self, addr: SocketAddr) {
+        self.evicted_count += 1;
+        self.log(addr);
+    }
+
+    fn log(&mut self, addr: SocketAddr) {
+        let now = Instant::now();
+        if self
+            .logged_at
+            .is_some_and(|at| now.duration_since(at) < OVERLOAD_LOG_INTERVAL)
+        {
+            return;
         }
-    })
+        tracing::warn!(
+            %addr,
+            "{HANDSHAKES_IN_FLIGHT_MAX} handshakes already in progress (HANDSHAKES_IN_FLIGHT_MAX): \
+             since the last such line, {} oldest handshakes closed to make room and {} new \
+             connections closed at once",
+            self.evicted_count,
+            self.closed_count
+        );
+        self.logged_at = Some(now);
+        self.closed_count = 0;
+        self.evicted_count = 0;
+    }
 }
 
 /// How long the connector waits between attempts to reach a data node that is not up yet.
@@ -203,6 +370,8 @@ struct Handshake {
     failed: Failed,
     links: Sender<Box<dyn Transporter>>,
     waker: Arc<mio::Waker>,
+    /// This handshake's place among those in progress.
+    slot: Arc<SlotState>,
 }
 
 impl Handshake {
@@ -214,6 +383,9 @@ impl Handshake {
                 return true;
             }
             reserved.set(Some(id));
+            // Admission asks last whether the node is connected: the HELLO passed every other
+            // check, so this handshake is a node's, and is no longer evicted.
+            self.slot.admitted.store(true, Ordering::Release);
             false
         };
         let result = server_handshake(&mut stream, &self.config, self.me, claim, HANDSHAKE_TIMEOUT)
@@ -239,6 +411,8 @@ impl Handshake {
             Err(TransportError::Refused { code, message }) => {
                 tracing::warn!(%addr, code, "refused connection: {message}");
             }
+            // The acceptor logged the eviction (rate-limited); the error is its consequence.
+            Err(_) if self.slot.evicted.load(Ordering::Acquire) => {}
             Err(e) => tracing::warn!(%addr, "closed connection during handshake: {e}"),
         }
         if let Some(id) = reserved.get() {

@@ -33,6 +33,11 @@ struct Args {
     /// Stay in the foreground (rndb never daemonizes; accepted for compatibility).
     #[arg(long)]
     foreground: bool,
+    /// Directories to search for the cluster CA and this node's TLS key and certificate (NDB
+    /// 8.3). Not implemented yet: given, it is an error, so that no one believes links are
+    /// encrypted while they are plain TCP.
+    #[arg(long = "ndb-tls-search-path", visible_alias = "ndb_tls_search_path")]
+    ndb_tls_search_path: Option<String>,
 }
 
 fn main() {
@@ -52,6 +57,12 @@ fn main() {
 
 fn run() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(path) = &args.ndb_tls_search_path {
+        anyhow::bail!(
+            "--ndb-tls-search-path={path}: TLS between nodes is not implemented yet (issue 25); \
+             every link is plain TCP. Start ndbd without it"
+        );
+    }
     let config = match rndb_config::parse_file(&args.config_file) {
         Ok(config) => config,
         // A file that cannot be read is one error that names the file itself.

@@ -188,18 +188,20 @@ pub fn client_handshake(
     let mut buf = Vec::new();
     let header = read_frame(stream, &mut buf, deadline)
         .map_err(|e| context(e, format!("read answer from node {}", hello.to)))?;
-    let payload = &buf[FRAME_HEADER_BYTES..];
-    match header.signal {
-        SIGNAL_HELLO_CONF => {
-            let accepted = decode_conf(payload)?;
-            if accepted.server_node != hello.to {
-                return Err(bad(format!(
-                    "connected to node {} but node {} answered",
-                    hello.to, accepted.server_node
-                )));
-            }
-            Ok(accepted)
-        }
+    let accepted = answer(header.signal, &buf[FRAME_HEADER_BYTES..])?;
+    if accepted.server_node != hello.to {
+        return Err(bad(format!(
+            "connected to node {} but node {} answered",
+            hello.to, accepted.server_node
+        )));
+    }
+    Ok(accepted)
+}
+
+/// A server's answer from its signal number and payload.
+fn answer(signal: u16, payload: &[u8]) -> Result<HelloAccepted, TransportError> {
+    match signal {
+        SIGNAL_HELLO_CONF => decode_conf(payload),
         SIGNAL_HELLO_REF => Err(decode_ref(payload)?),
         other => Err(bad(format!(
             "expected HELLO_CONF or HELLO_REF, got signal {other:#06x}"
@@ -215,14 +217,31 @@ pub fn server_read_hello(
 ) -> Result<Hello, TransportError> {
     let deadline = Instant::now() + timeout;
     let mut buf = Vec::new();
-    let header = read_frame(stream, &mut buf, deadline).map_err(|e| context(e, "read HELLO"))?;
+    read_frame(stream, &mut buf, deadline).map_err(|e| context(e, "read HELLO"))?;
+    decode_hello_frame(&buf)
+}
+
+/// The HELLO in `bytes`, which must be exactly one whole handshake frame as a connecting peer
+/// sends it: the checks [`server_read_hello`] makes on the bytes it read, without the socket
+/// (the fuzz target `handshake` runs them on arbitrary bytes).
+pub fn decode_hello_frame(bytes: &[u8]) -> Result<Hello, TransportError> {
+    handshake_frame_len(bytes.get(..FRAME_HEADER_BYTES).unwrap_or(bytes))?;
+    let header = whole_handshake_frame(bytes)?;
     if header.signal != SIGNAL_HELLO {
         return Err(bad(format!(
             "expected HELLO, got signal {:#06x}",
             header.signal
         )));
     }
-    Hello::decode(&buf[FRAME_HEADER_BYTES..])
+    Hello::decode(&bytes[FRAME_HEADER_BYTES..])
+}
+
+/// The answer in `bytes`, one whole handshake frame as a server sends it: `Ok` for HELLO_CONF,
+/// [`TransportError::Refused`] for HELLO_REF, as [`client_handshake`] reads them.
+pub fn decode_answer_frame(bytes: &[u8]) -> Result<HelloAccepted, TransportError> {
+    handshake_frame_len(bytes.get(..FRAME_HEADER_BYTES).unwrap_or(bytes))?;
+    let header = whole_handshake_frame(bytes)?;
+    answer(header.signal, &bytes[FRAME_HEADER_BYTES..])
 }
 
 /// The server side, admitting: sends HELLO_CONF carrying our node id `me`.
@@ -339,8 +358,8 @@ fn write_frame(
 }
 
 /// Reads exactly one unchecksummed frame into `buf` (header included) and returns its header.
-/// The length is checked as soon as the header arrives, so an oversized or garbage frame fails
-/// without waiting for its body.
+/// The length is checked as soon as its four bytes arrive, and again with the flags once the
+/// header has, so an oversized or garbage frame fails without waiting for the rest.
 fn read_frame(
     stream: &mut TcpStream,
     buf: &mut Vec<u8>,
@@ -349,13 +368,31 @@ fn read_frame(
     stream
         .set_nonblocking(false)
         .map_err(|e| TransportError::io("set blocking", e))?;
-    buf.resize(FRAME_HEADER_BYTES, 0);
+    buf.resize(LENGTH_BYTES, 0);
     read_exact_until(stream, buf, deadline)?;
-    let frame_len = match frame::decode(buf, false) {
-        Ok(Decoded::NeedMore) => {
-            usize::try_from(u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]))
-                .unwrap_or(usize::MAX)
-        }
+    handshake_frame_len(buf)?;
+    buf.resize(FRAME_HEADER_BYTES, 0);
+    read_exact_until(stream, &mut buf[LENGTH_BYTES..], deadline)?;
+    let frame_len = handshake_frame_len(buf)?;
+    buf.resize(frame_len, 0);
+    read_exact_until(stream, &mut buf[FRAME_HEADER_BYTES..], deadline)?;
+    whole_handshake_frame(buf)
+}
+
+/// Bytes of a frame's length field, the first thing read of a handshake frame.
+const LENGTH_BYTES: usize = 4;
+
+/// The length a handshake frame's header (its first [`FRAME_HEADER_BYTES`] bytes, or only the
+/// first [`LENGTH_BYTES`]) announces, checked against the frame rules and
+/// [`HANDSHAKE_FRAME_BYTES_MAX`].
+fn handshake_frame_len(header: &[u8]) -> Result<usize, TransportError> {
+    let frame_len = match frame::decode(header, false) {
+        Ok(Decoded::NeedMore) => match header.get(0..4) {
+            Some(&[a, b, c, d]) => {
+                usize::try_from(u32::from_le_bytes([a, b, c, d])).unwrap_or(usize::MAX)
+            }
+            _ => return Err(bad("handshake frame header incomplete".to_string())),
+        },
         Ok(Decoded::Frame { frame_len, .. }) => frame_len,
         Err(e) => return Err(bad(e.to_string())),
     };
@@ -364,10 +401,19 @@ fn read_frame(
             "handshake frame of {frame_len} bytes exceeds {HANDSHAKE_FRAME_BYTES_MAX}"
         )));
     }
-    buf.resize(frame_len, 0);
-    read_exact_until(stream, &mut buf[FRAME_HEADER_BYTES..], deadline)?;
-    match frame::decode(buf, false) {
-        Ok(Decoded::Frame { header, .. }) => Ok(header),
+    Ok(frame_len)
+}
+
+/// The header of the one whole handshake frame `bytes` must be.
+fn whole_handshake_frame(bytes: &[u8]) -> Result<FrameHeader, TransportError> {
+    match frame::decode(bytes, false) {
+        Ok(Decoded::Frame {
+            header, frame_len, ..
+        }) if frame_len == bytes.len() => Ok(header),
+        Ok(Decoded::Frame { frame_len, .. }) => Err(bad(format!(
+            "handshake frame of {frame_len} bytes followed by {} more",
+            bytes.len() - frame_len
+        ))),
         Ok(Decoded::NeedMore) => Err(bad("handshake frame incomplete".to_string())),
         Err(e) => Err(bad(e.to_string())),
     }
@@ -426,5 +472,90 @@ fn context(e: TransportError, doing: impl Into<String>) -> TransportError {
             source,
         },
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HELLO: Hello = Hello {
+        protocol_version: PROTOCOL_VERSION,
+        cluster_id: 0x0123_4567_89AB_CDEF,
+        from: NodeId(3),
+        to: NodeId(1),
+        from_kind: NodeKind::Api,
+        transporter: TransporterKind::Tcp,
+        checksum: false,
+    };
+
+    fn frame_of(signal: u16, payload: &[u8]) -> Vec<u8> {
+        let header = FrameHeader {
+            signal,
+            ..FrameHeader::default()
+        };
+        let mut bytes = Vec::new();
+        frame::encode_into(&mut bytes, &header, payload, false).expect("fits");
+        bytes
+    }
+
+    /// `decode_hello_frame(bytes)` is the hello, or an error containing `expected`.
+    #[track_caller]
+    fn check(bytes: &[u8], expected: Result<Hello, &str>) {
+        match (decode_hello_frame(bytes), expected) {
+            (Ok(found), Ok(hello)) => assert_eq!(found, hello),
+            (Err(e), Err(text)) => assert!(e.to_string().contains(text), "{e} lacks {text:?}"),
+            (found, expected) => panic!("{bytes:02x?}: got {found:?}, expected {expected:?}"),
+        }
+    }
+
+    #[test]
+    fn hello_frames_as_a_data_node_reads_them() {
+        let good = frame_of(SIGNAL_HELLO, &HELLO.encode());
+        check(&good, Ok(HELLO));
+        check(&good[..good.len() - 1], Err("incomplete"));
+        let mut longer = good.clone();
+        longer.push(0);
+        check(&longer, Err("followed by 1 more"));
+        check(&good[..3], Err("header incomplete"));
+        check(
+            &u32::MAX.to_le_bytes(),
+            Err("frame length 4294967295 exceeds"),
+        );
+        check(
+            &2000u32.to_le_bytes(),
+            Err("handshake frame of 2000 bytes exceeds"),
+        );
+        check(
+            &frame_of(SIGNAL_HELLO_CONF, &[1, 0]),
+            Err("expected HELLO, got signal 0xfff1"),
+        );
+        check(
+            &frame_of(SIGNAL_HELLO, &HELLO.encode()[..22]),
+            Err("HELLO payload is 22 bytes"),
+        );
+        let mut bad_kind = HELLO.encode();
+        bad_kind[20] = 9;
+        check(
+            &frame_of(SIGNAL_HELLO, &bad_kind),
+            Err("unknown node kind 9"),
+        );
+    }
+
+    #[test]
+    fn answer_frames_as_a_client_reads_them() {
+        assert_eq!(
+            decode_answer_frame(&frame_of(SIGNAL_HELLO_CONF, &7u16.to_le_bytes())).ok(),
+            Some(HelloAccepted {
+                server_node: NodeId(7)
+            })
+        );
+        match decode_answer_frame(&frame_of(SIGNAL_HELLO_REF, &encode_ref(1702, "busy"))) {
+            Err(TransportError::Refused { code, message }) => {
+                assert_eq!((code, message.as_str()), (1702, "busy"));
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert!(decode_answer_frame(&frame_of(SIGNAL_HELLO, &[])).is_err());
     }
 }

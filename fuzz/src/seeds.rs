@@ -1,0 +1,370 @@
+//! The seed corpus, made from the real encoders: one valid input per decoder and frame kind.
+//! `rndb-fuzz --write-seeds` writes them to `fuzz/corpus/`; a test checks the committed files
+//! are the ones these functions make, so a change of an encoding updates the seeds in the same
+//! commit. The config target's seeds are the config parser's own corpus and examples, read where
+//! they are (`Target::extra_seeds`).
+
+use rndb_config::NodeId;
+use rndb_protocol::filter::{CmpOp, Filter};
+use rndb_protocol::lqh::{
+    ApiRegConf, FiredChange, IndexBuildDone, IndexBuildRows, LqhKeyConf, LqhKeyRef, LqhKeyReq,
+    TcFailAnswer, TcFailQuery, TransOutcome, TransSignal,
+};
+use rndb_protocol::scan::{
+    encode_scan_row, FragmentBatch, KeyRange, RangeEnd, ScanNextReq, ScanTabConf, ScanTabReq,
+};
+use rndb_protocol::schema::{ColumnDef, ColumnType, TableDef, Value};
+use rndb_protocol::signals::{
+    CreateIndexReq, IndexInfo, IndexName, Refusal, TableInfo, TcExecuteRef, TcExecuteReq, TcKeyRef,
+    TcKeyReq, TcKeyRow, FLAG_EXECUTE, FLAG_START_TRANSACTION,
+};
+use rndb_protocol::{AbortOption, ExecType, IndexKind, LockMode, OperationType, TransId, Writer};
+use rndb_transporter::frame::{self, FrameHeader};
+use rndb_transporter::handshake::{self, Hello, PROTOCOL_VERSION, SIGNAL_HELLO, SIGNAL_HELLO_CONF};
+use rndb_transporter::TransporterKind;
+
+/// One seed file: its target, its file name, its bytes.
+pub type Seed = (&'static str, String, Vec<u8>);
+
+/// Every seed of every target.
+pub fn all() -> Vec<Seed> {
+    let mut seeds = Vec::new();
+    seeds.extend(frames());
+    seeds.extend(signal_payloads());
+    seeds.extend(handshakes());
+    seeds
+}
+
+fn frames() -> Vec<Seed> {
+    let header = FrameHeader {
+        signal: 20,
+        receiver_block: 245,
+        sender_block: 0,
+        request_id: 7,
+    };
+    let mut seeds = Vec::new();
+    for (name, checksum) in [("plain", false), ("crc", true)] {
+        let mut bytes = Vec::new();
+        frame::encode_into(&mut bytes, &header, b"", checksum).expect("fits");
+        seeds.push(("frame", format!("{name}-empty"), bytes.clone()));
+        // Two frames back to back, as a receive buffer holds them.
+        frame::encode_into(&mut bytes, &header, &tckeyreq(), checksum).expect("fits");
+        seeds.push(("frame", format!("{name}-two"), bytes));
+    }
+    seeds
+}
+
+fn tckeyreq() -> Vec<u8> {
+    let mut out = Vec::new();
+    TcKeyReq {
+        flags: FLAG_START_TRANSACTION | FLAG_EXECUTE,
+        op_index: 0,
+        op_type: OperationType::Update,
+        lock_mode: LockMode::Exclusive,
+        table_id: 3,
+        table_version: 1,
+        replica: 0,
+        key: vec![Value::UInt32(1), Value::Varchar("ab".into())],
+        attrs: vec![
+            (2, Value::Int64(-5)),
+            (3, Value::Null),
+            (4, Value::Float64(0.5)),
+        ],
+    }
+    .encode(&mut out);
+    // The execute a TCKEYREQ with FLAG_EXECUTE carries: flags, exec type, abort option.
+    out.extend_from_slice(&[0, ExecType::Commit as u8, AbortOption::AbortOnError as u8]);
+    out
+}
+
+/// Each payload is prefixed with the index of its decoder in `targets::DECODERS`.
+fn signal_payloads() -> Vec<Seed> {
+    let table = TableDef::new(
+        "t",
+        vec![
+            key_column("id", ColumnType::UInt32),
+            ColumnDef::new("v", ColumnType::Varbinary(16)),
+        ],
+    );
+    let row = vec![Value::UInt32(1), Value::Varchar("ab".into())];
+    let filter = Filter::and(vec![
+        Filter::cmp(0, CmpOp::Ge, Value::UInt32(1)),
+        Filter::not(Filter::IsNull(2)),
+    ]);
+    let mut payloads: Vec<Vec<u8>> = vec![Vec::new(); crate::targets::signal_decoder_count()];
+    let mut put = |index: usize, encode: &dyn Fn(&mut Vec<u8>)| encode(&mut payloads[index]);
+    put(0, &|o| {
+        Refusal {
+            code: 4010,
+            detail: "node failed".into(),
+        }
+        .encode(o)
+    });
+    put(1, &|o| {
+        TableInfo {
+            table_id: 3,
+            table_version: 1,
+            def: table.clone(),
+        }
+        .encode(o)
+    });
+    put(2, &|o| rndb_protocol::signals::encode_table_def(o, &table));
+    let index_req = CreateIndexReq {
+        table: "t".into(),
+        index: "i".into(),
+        kind: IndexKind::Ordered,
+        columns: vec!["v".into(), "id".into()],
+    };
+    put(3, &|o| index_req.encode(o));
+    put(4, &|o| {
+        IndexName {
+            table: "t".into(),
+            index: "i".into(),
+        }
+        .encode(o)
+    });
+    let index_info = IndexInfo {
+        index_id: 4,
+        index_version: 1,
+        table_id: 3,
+        table_version: 1,
+        kind: IndexKind::Unique,
+        name: "i".into(),
+        columns: vec![1, 0],
+    };
+    put(5, &|o| index_info.encode(o));
+    put(6, &|o| rndb_protocol::signals::encode_name(o, "t"));
+    put(7, &|o| o.extend_from_slice(&tckeyreq()));
+    put(8, &|o| TcKeyRow::encode_parts(o, 0, &row));
+    put(9, &|o| {
+        TcKeyRef {
+            op_index: 1,
+            code: 626,
+        }
+        .encode(o)
+    });
+    let execute = TcExecuteReq {
+        flags: 0,
+        exec_type: ExecType::Commit,
+        abort_option: AbortOption::IgnoreError,
+        op_count: 2,
+    };
+    put(10, &|o| execute.encode(o));
+    put(11, &|o| {
+        TcExecuteRef {
+            code: 266,
+            op_index: u32::MAX,
+            detail: "timeout".into(),
+        }
+        .encode(o)
+    });
+    put(12, &|o| {
+        IndexBuildRows {
+            hidden_table_id: 9,
+            entries: vec![(vec![Value::UInt32(1)], vec![1, 2, 3])],
+        }
+        .encode(o)
+    });
+    put(13, &|o| {
+        IndexBuildDone {
+            hidden_table_id: 9,
+            code: 0,
+        }
+        .encode(o)
+    });
+    put(14, &|o| {
+        TcFailQuery {
+            trans: TransId(0x3_0000_0001),
+            tc_node: 2,
+        }
+        .encode(o)
+    });
+    put(15, &|o| {
+        TcFailAnswer {
+            trans: TransId(0x3_0000_0001),
+            outcome: TransOutcome::Committed,
+        }
+        .encode(o)
+    });
+    let lqh_req = LqhKeyReq {
+        trans: TransId(0x3_0000_0001),
+        tc_node: 1,
+        token: 5,
+        op_index: 0,
+        op_type: OperationType::Write,
+        lock_mode: LockMode::Exclusive,
+        table_id: 3,
+        fragment: 1,
+        key_bytes: vec![2, 1, 0, 0, 0],
+        key: vec![Value::UInt32(1)],
+        attrs: vec![(1, Value::Varbinary(vec![1, 2]))],
+        chain: vec![2],
+        flags: 1,
+    };
+    put(16, &|o| lqh_req.encode(o));
+    let lqh_conf = LqhKeyConf {
+        trans: TransId(0x3_0000_0001),
+        token: 5,
+        op_index: 0,
+        row: Some(row.clone()),
+        fired: vec![FiredChange {
+            hidden_table_id: 9,
+            op_type: OperationType::Insert,
+            key: vec![Value::Int32(1)],
+            pk: vec![9, 9],
+        }],
+        flags: 1,
+    };
+    put(17, &|o| lqh_conf.encode(o));
+    let lqh_ref = LqhKeyRef {
+        trans: TransId(0x3_0000_0001),
+        token: 5,
+        op_index: 0,
+        code: 626,
+        detail: "no such row".into(),
+        flags: 0,
+    };
+    put(18, &|o| lqh_ref.encode(o));
+    put(19, &|o| {
+        TransSignal {
+            trans: TransId(0x3_0000_0001),
+        }
+        .encode(o)
+    });
+    put(20, &|o| {
+        ApiRegConf {
+            started: true,
+            data_nodes_up: 2,
+            data_nodes: 2,
+        }
+        .encode(o)
+    });
+    let scan = ScanTabReq {
+        flags: 1,
+        trans_request_id: 8,
+        table_id: 3,
+        table_version: 1,
+        index_id: 4,
+        index_version: 1,
+        lock_mode: LockMode::Read,
+        parallelism: 0,
+        batch_rows: 64,
+        batch_bytes: 8192,
+        batch_bytes_total: 65536,
+        ranges: vec![KeyRange {
+            low: RangeEnd::Included(vec![Value::UInt32(1)]),
+            high: RangeEnd::Unbounded,
+        }],
+        filter: Some(filter.clone()),
+        alive: vec![1, 2],
+    };
+    put(21, &|o| scan.encode(o));
+    put(22, &|o| {
+        ScanNextReq {
+            scan_id: 8,
+            close: false,
+            fragments: vec![0, 3],
+        }
+        .encode(o)
+    });
+    let conf = ScanTabConf {
+        fragment_count: 4,
+        finished: false,
+        fragments: vec![FragmentBatch {
+            fragment: 0,
+            rows: 2,
+            done: true,
+        }],
+    };
+    put(23, &|o| conf.encode(o));
+    put(24, &|o| {
+        encode_scan_row(o, 0, &fuzz_row());
+        encode_scan_row(o, 3, &fuzz_row());
+    });
+    put(25, &|o| filter.encode(&mut Writer::new(o)));
+    put(26, &|o| {
+        rndb_protocol::schema::encode_values(&mut Writer::new(o), &fuzz_row())
+    });
+    payloads
+        .into_iter()
+        .enumerate()
+        .map(|(index, payload)| {
+            let mut bytes = vec![index as u8];
+            bytes.extend_from_slice(&payload);
+            ("signals", format!("decoder-{index:02}"), bytes)
+        })
+        .collect()
+}
+
+/// A row of the `signals` target's table (`targets::fuzz_table`).
+fn fuzz_row() -> Vec<Value> {
+    vec![
+        Value::UInt32(1),
+        Value::Varchar("name".into()),
+        Value::Null,
+        Value::Varbinary(vec![0xAB; 3]),
+        Value::Float64(1.5),
+    ]
+}
+
+fn key_column(name: &str, column_type: ColumnType) -> ColumnDef {
+    let mut column = ColumnDef::new(name, column_type);
+    column.primary_key = true;
+    column
+}
+
+fn handshakes() -> Vec<Seed> {
+    let config = crate::targets::handshake_config();
+    let mut seeds = Vec::new();
+    for (from, transporter) in [
+        (2, TransporterKind::Tcp),
+        (3, TransporterKind::Shm),
+        (4, TransporterKind::Tcp),
+    ] {
+        let mut hello = Hello::for_link(&config, NodeId(from), NodeId(1)).expect("a link");
+        hello.transporter = transporter;
+        seeds.push((
+            "handshake",
+            format!("hello-from-{from}"),
+            handshake_frame(SIGNAL_HELLO, &hello.encode()),
+        ));
+    }
+    let hello = Hello {
+        protocol_version: PROTOCOL_VERSION,
+        cluster_id: 0,
+        from: NodeId(9),
+        to: NodeId(1),
+        from_kind: rndb_config::NodeKind::Api,
+        transporter: TransporterKind::Uring,
+        checksum: false,
+    };
+    seeds.push((
+        "handshake",
+        "hello-stranger".into(),
+        handshake_frame(SIGNAL_HELLO, &hello.encode()),
+    ));
+    seeds.push((
+        "handshake",
+        "conf".into(),
+        handshake_frame(SIGNAL_HELLO_CONF, &1u16.to_le_bytes()),
+    ));
+    seeds.push((
+        "handshake",
+        "ref".into(),
+        handshake_frame(
+            handshake::SIGNAL_HELLO_REF,
+            &handshake::encode_ref(1702, "Node already connected"),
+        ),
+    ));
+    seeds
+}
+
+fn handshake_frame(signal: u16, payload: &[u8]) -> Vec<u8> {
+    let header = FrameHeader {
+        signal,
+        ..FrameHeader::default()
+    };
+    let mut bytes = Vec::new();
+    frame::encode_into(&mut bytes, &header, payload, false).expect("fits");
+    bytes
+}
