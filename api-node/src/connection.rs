@@ -11,6 +11,7 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::Waker;
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -65,6 +66,9 @@ struct Reply {
     waiter: Option<Thread>,
     /// Collected by [`Connection::take_async_done`] rather than by a waiting thread.
     asynchronous: bool,
+    /// The task awaiting this request (the tokio interface), woken when it completes or the
+    /// link fails.
+    task: Option<Waker>,
 }
 
 impl Reply {
@@ -161,9 +165,14 @@ impl Shared {
         }
     }
 
-    /// Every parked thread (the link failed: all must see it).
+    /// Every parked thread (the link failed: all must see it). Tasks awaiting a request are
+    /// woken here: a wake only schedules the task, it never runs it under this lock.
     fn all_waiters(&mut self) -> Vec<Thread> {
         self.parked.clear();
+        self.replies
+            .values_mut()
+            .filter_map(|r| r.task.take())
+            .for_each(Waker::wake);
         self.replies
             .values_mut()
             .filter_map(|r| r.waiter.take())
@@ -324,6 +333,50 @@ impl Connection {
     pub fn register_async_request(&self, request_id: u32) {
         let reply = Reply::awaited(true);
         self.shared().replies.insert(request_id, reply);
+    }
+
+    /// Registers `request_id` as awaited by a task ([`Connection::poll_reply`]), and makes sure
+    /// the receive thread runs: a task never reads the link itself, so someone must.
+    #[cfg(feature = "tokio")]
+    pub fn register_task_request(&self, request_id: u32) {
+        self.shared()
+            .replies
+            .insert(request_id, Reply::awaited(false));
+        if !self.receiver_started.load(Ordering::Relaxed) {
+            self.maybe_start_receiver(RECEIVE_THREAD_AFTER_PARKED);
+        }
+    }
+
+    /// The answers of a request registered with [`Connection::register_task_request`] once
+    /// complete (the request is then forgotten), or `Pending` with the task's waker kept, to be
+    /// woken by whichever thread files its last answer. A request no longer registered (it was
+    /// forgotten) fails with 4012, as an answer that will never come.
+    #[cfg(feature = "tokio")]
+    pub fn poll_reply(
+        &self,
+        request_id: u32,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<Answers, Error>> {
+        use std::task::Poll;
+        let mut shared = self.shared();
+        if let Some(failure) = &shared.failure {
+            let error = lost(self.peer, failure);
+            shared.replies.remove(&request_id);
+            return Poll::Ready(Err(error));
+        }
+        let Some(reply) = shared.replies.get_mut(&request_id) else {
+            return Poll::Ready(Err(self.no_answer()));
+        };
+        if reply.complete {
+            let frames = std::mem::take(&mut reply.frames);
+            shared.replies.remove(&request_id);
+            return Poll::Ready(Ok(Answers(frames)));
+        }
+        match &mut reply.task {
+            Some(waker) if waker.will_wake(cx.waker()) => {}
+            task => *task = Some(cx.waker().clone()),
+        }
+        Poll::Pending
     }
 
     /// The asynchronous requests completed since the last call that `mine` claims (an
@@ -765,6 +818,7 @@ impl Connection {
         // Empty until a parked thread's request completes: a lone thread's answers allocate
         // nothing here.
         let mut wake: Vec<Thread> = Vec::new();
+        let mut wake_tasks: Vec<Waker> = Vec::new();
         let delivered = link
             .receive(
                 &mut |header, payload| match file_frame(&mut shared.replies, header, payload) {
@@ -773,6 +827,7 @@ impl Connection {
                             shared.async_done.push(header.request_id);
                         }
                         wake.extend(completed.waiter.take());
+                        wake_tasks.extend(completed.task.take());
                     }
                     Ok(None) => {}
                     Err(reason) => {
@@ -788,6 +843,7 @@ impl Connection {
         drop(guard);
         drop(link);
         wake.iter().for_each(Thread::unpark);
+        wake_tasks.into_iter().for_each(Waker::wake);
         Ok((delivered, done))
     }
 }
