@@ -205,6 +205,8 @@ pub(crate) struct Connection {
     closing: AtomicBool,
     /// Set with `Shared::failure`, so that choosing a link need not take the lock.
     failed: AtomicBool,
+    /// Frames appended by `append_frames_deferred` wait in the send buffer for a flush.
+    flush_owed: AtomicBool,
 }
 
 impl std::fmt::Debug for Connection {
@@ -265,6 +267,7 @@ impl Connection {
             receiver_started: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             failed: AtomicBool::new(false),
+            flush_owed: AtomicBool::new(false),
         }))
     }
 
@@ -471,6 +474,44 @@ impl Connection {
         &self,
         frames: impl Iterator<Item = (FrameHeader, &'a [u8])> + Clone,
     ) -> Result<(), Error> {
+        self.append_frames(frames, true)
+    }
+
+    /// As [`Connection::send_frames`], but leaves the frames in the link's send buffer unless
+    /// they need room there: the caller owes a [`Connection::flush_owed`] soon after (the tokio
+    /// interface flushes once for every execute its tasks appended in one turn of the runtime,
+    /// as NDB's adaptive send coalesces many transactions' signals). Returns true when this
+    /// call made the flush owed (the caller that sees true must make sure it happens).
+    #[cfg(feature = "tokio")]
+    pub fn append_frames_deferred<'a>(
+        &self,
+        frames: impl Iterator<Item = (FrameHeader, &'a [u8])> + Clone,
+    ) -> Result<bool, Error> {
+        self.append_frames(frames, false)?;
+        Ok(!self.flush_owed.swap(true, Ordering::AcqRel))
+    }
+
+    /// Flushes what [`Connection::append_frames_deferred`] left in the send buffer, unless
+    /// another caller already did.
+    #[cfg(feature = "tokio")]
+    pub fn flush_owed(&self) -> Result<(), Error> {
+        if !self.flush_owed.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let mut link = self.link();
+        match link.flush() {
+            Ok(_) => Ok(()),
+            Err(e) => Err(self.fail(&mut link, e)),
+        }
+    }
+
+    /// Appends `frames` (all or nothing, see [`Connection::send_batch`]), then flushes them
+    /// when `flush`.
+    fn append_frames<'a>(
+        &self,
+        frames: impl Iterator<Item = (FrameHeader, &'a [u8])> + Clone,
+        flush: bool,
+    ) -> Result<(), Error> {
         if let Some(failure) = &self.shared().failure {
             return Err(lost(self.peer, failure));
         }
@@ -506,7 +547,7 @@ impl Connection {
                 ),
             ));
         }
-        let mut publish_early = link.kind() == TransporterKind::Shm;
+        let mut publish_early = flush && link.kind() == TransporterKind::Shm;
         for (header, payload) in frames {
             // Checked above to fit, so a failure here is the link's, not the batch's.
             if let Err(e) = link.send(&header, payload) {
@@ -523,8 +564,10 @@ impl Connection {
                 }
             }
         }
-        if let Err(e) = link.flush() {
-            return Err(self.fail(&mut link, e));
+        if flush {
+            if let Err(e) = link.flush() {
+                return Err(self.fail(&mut link, e));
+            }
         }
         Ok(())
     }

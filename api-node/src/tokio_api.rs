@@ -275,9 +275,9 @@ impl<'c> TokioTransaction<'c> {
         };
         let request_id = transaction.request_id();
         connection.register_task_request(request_id);
-        let sent_frames = connection.send_frames(frames.iter());
+        let appended = connection.append_frames_deferred(frames.iter());
         frames.recycle();
-        if let Err(e) = sent_frames {
+        if let Err(e) = appended {
             connection.forget(request_id);
             return Err(transaction.send_failed(e));
         }
@@ -286,6 +286,16 @@ impl<'c> TokioTransaction<'c> {
             transaction: Some(transaction),
             connection,
         };
+        // The frames wait in the send buffer while every other task the runtime has ready
+        // appends its own; the first of them back flushes them all (one write for many
+        // executes, NDB's adaptive send). A task dropped meanwhile leaves the flush to the
+        // others, or to its rollback, which flushes.
+        yield_once().await;
+        if let Err(e) = connection.flush_owed() {
+            connection.forget(request_id);
+            let transaction = guard.transaction.take().expect("taken only here");
+            return Err(transaction.send_failed(e));
+        }
         let answers = Reply::new(connection, request_id).within(timeout).await;
         let transaction = guard.transaction.take().expect("taken only here");
         transaction.complete_execute(sent, answers)
@@ -340,6 +350,21 @@ impl<'c> TokioTransaction<'c> {
 
     /// Ends the transaction; an open one is rolled back.
     pub fn close(self) {}
+}
+
+/// Returns `Pending` once (waking its task at once), so that every task the runtime has ready
+/// runs before this one goes on.
+async fn yield_once() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            return Poll::Ready(());
+        }
+        yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await
 }
 
 /// Forgets the transaction's execute and rolls it back when the future awaiting it is dropped
