@@ -69,6 +69,11 @@ struct Reply {
     /// The task awaiting this request (the tokio interface), woken when it completes or the
     /// link fails.
     task: Option<Waker>,
+    /// When a task's request is given up (forgotten, its task woken, which then fails it with
+    /// 4012): checked by the link's reader (see [`Connection::expire_task_requests`]), so that
+    /// an execute needs no timer of its own.
+    #[cfg(feature = "tokio")]
+    deadline: Option<Instant>,
 }
 
 impl Reply {
@@ -120,6 +125,9 @@ struct Shared {
     parked: VecDeque<u32>,
     /// Asynchronous requests completed and not collected yet, in completion order.
     async_done: Vec<u32>,
+    /// When the task requests' deadlines are next checked.
+    #[cfg(feature = "tokio")]
+    next_sweep: Option<Instant>,
 }
 
 impl Shared {
@@ -206,7 +214,12 @@ pub(crate) struct Connection {
     /// Set with `Shared::failure`, so that choosing a link need not take the lock.
     failed: AtomicBool,
     /// Frames appended by `append_frames_deferred` wait in the send buffer for a flush.
+    #[cfg(feature = "tokio")]
     flush_owed: AtomicBool,
+    /// A receive task (the tokio interface, TCP links) runs on some runtime; cleared when it
+    /// ends, including when its runtime shuts down, so the next awaited request starts one.
+    #[cfg(feature = "tokio")]
+    receive_task_alive: AtomicBool,
 }
 
 impl std::fmt::Debug for Connection {
@@ -267,7 +280,10 @@ impl Connection {
             receiver_started: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             failed: AtomicBool::new(false),
+            #[cfg(feature = "tokio")]
             flush_owed: AtomicBool::new(false),
+            #[cfg(feature = "tokio")]
+            receive_task_alive: AtomicBool::new(false),
         }))
     }
 
@@ -304,6 +320,8 @@ impl Connection {
     /// [`RECEIVE_THREAD_TURN`], on a request id no request uses, until `close` or failure.
     fn receive_until_closed(self: Arc<Self>) {
         while !self.closing.load(Ordering::Relaxed) {
+            #[cfg(feature = "tokio")]
+            self.expire_task_requests();
             self.register_request(RECEIVE_THREAD_REQUEST_ID);
             let turn = self.wait(
                 RECEIVE_THREAD_REQUEST_ID,
@@ -345,6 +363,62 @@ impl Connection {
         self.shared()
             .replies
             .insert(request_id, Reply::awaited(false));
+        self.ensure_task_reader();
+    }
+
+    /// As [`Connection::register_task_request`], for a request given up at `deadline` by the
+    /// link's reader rather than by a timer of the awaiting task.
+    #[cfg(feature = "tokio")]
+    pub fn register_task_request_until(&self, request_id: u32, deadline: Instant) {
+        let mut reply = Reply::awaited(false);
+        reply.deadline = Some(deadline);
+        self.shared().replies.insert(request_id, reply);
+        self.ensure_task_reader();
+    }
+
+    /// Gives up the task requests whose deadline passed: forgets them and wakes their tasks
+    /// (which then fail with 4012). At most once per [`TASK_DEADLINE_SWEEP`].
+    #[cfg(feature = "tokio")]
+    pub(crate) fn expire_task_requests(&self) {
+        let now = Instant::now();
+        let mut shared = self.shared();
+        if shared.next_sweep.is_some_and(|next| now < next) {
+            return;
+        }
+        shared.next_sweep = Some(now + TASK_DEADLINE_SWEEP);
+        let mut expired = Vec::new();
+        shared.replies.retain(|_, reply| {
+            let keep = reply.complete || reply.deadline.is_none_or(|d| now < d);
+            if !keep {
+                expired.extend(reply.task.take());
+            }
+            keep
+        });
+        drop(shared);
+        expired.into_iter().for_each(Waker::wake);
+    }
+
+    /// Makes sure someone reads the link for the tasks awaiting it: over TCP a receive task on
+    /// the caller's runtime, which reads the socket when the runtime's reactor finds it
+    /// readable (no other thread involved: the wake-ups stay on the runtime's thread); over
+    /// SHM, or outside a runtime, the receive thread (the ring is polled, not a socket).
+    #[cfg(feature = "tokio")]
+    fn ensure_task_reader(&self) {
+        if self.receive_task_alive.load(Ordering::Relaxed) {
+            return;
+        }
+        if self.kind == TransporterKind::Tcp {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                if self.receive_task_alive.swap(true, Ordering::AcqRel) {
+                    return;
+                }
+                if let Some(this) = self.this.upgrade() {
+                    runtime.spawn(receive_task(this));
+                    return;
+                }
+                self.receive_task_alive.store(false, Ordering::Release);
+            }
+        }
         if !self.receiver_started.load(Ordering::Relaxed) {
             self.maybe_start_receiver(RECEIVE_THREAD_AFTER_PARKED);
         }
@@ -403,13 +477,18 @@ impl Connection {
     /// Reads whatever the link holds now, filing it, unless another thread owns the poller
     /// (then that thread reads). Never waits.
     pub fn pump(&self) -> Result<(), Error> {
+        self.pump_count().map(|_| ())
+    }
+
+    /// As [`Connection::pump`], returning how many frames it read.
+    pub(crate) fn pump_count(&self) -> Result<usize, Error> {
         {
             let mut shared = self.shared();
             if let Some(failure) = &shared.failure {
                 return Err(lost(self.peer, failure));
             }
             if shared.poll_owner {
-                return Ok(());
+                return Ok(0);
             }
             shared.poll_owner = true;
         }
@@ -425,7 +504,7 @@ impl Connection {
                 self.record_failure(&mut shared, reason);
                 (shared.all_waiters(), Err(error))
             }
-            Ok(_) => (shared.next_owner().into_iter().collect(), Ok(())),
+            Ok((delivered, _)) => (shared.next_owner().into_iter().collect(), Ok(delivered)),
         };
         drop(shared);
         wake.iter().for_each(Thread::unpark);
@@ -888,6 +967,79 @@ impl Connection {
         wake.iter().for_each(Thread::unpark);
         wake_tasks.into_iter().for_each(Waker::wake);
         Ok((delivered, done))
+    }
+}
+
+/// How often the link's reader looks for task requests past their deadline.
+#[cfg(feature = "tokio")]
+const TASK_DEADLINE_SWEEP: Duration = Duration::from_millis(100);
+
+/// The longest a receive task waits for its socket to turn readable before it reads anyway:
+/// a thread that owned the poller may have left input behind that no new readiness announces.
+#[cfg(feature = "tokio")]
+const RECEIVE_TASK_BACKSTOP: Duration = Duration::from_millis(10);
+
+/// Clears `receive_task_alive` when the receive task ends or is dropped with its runtime.
+#[cfg(feature = "tokio")]
+struct ReceiveTaskAlive(Arc<Connection>);
+
+#[cfg(feature = "tokio")]
+impl Drop for ReceiveTaskAlive {
+    fn drop(&mut self) {
+        self.0.receive_task_alive.store(false, Ordering::Release);
+    }
+}
+
+/// The link's descriptor, for the runtime's reactor (the link owns it and outlives the task).
+#[cfg(feature = "tokio")]
+struct LinkFd(std::os::fd::RawFd);
+
+#[cfg(feature = "tokio")]
+impl std::os::fd::AsRawFd for LinkFd {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.0
+    }
+}
+
+/// Reads a TCP link from a task of the runtime whenever its socket is readable, filing the
+/// answers and waking the tasks awaiting them, until the link fails or closes. Reads again at
+/// once while reads find frames (the socket may hold more than one read takes), and clears the
+/// readiness before reading, so input arriving after a read is always announced.
+#[cfg(feature = "tokio")]
+async fn receive_task(connection: Arc<Connection>) {
+    let alive = ReceiveTaskAlive(connection);
+    let connection = &alive.0;
+    let fd = LinkFd(connection.link().poll_fd());
+    // Deprecated for I/O safety: the descriptor must stay open while registered. It does: the
+    // link owns it, this task holds the connection (and so the link) until the registration is
+    // dropped, and a link never changes its descriptor (a failed link is shut down, not
+    // closed). The safe constructor is the only one a crate that forbids `unsafe` may call.
+    #[allow(deprecated)]
+    let registered = tokio::io::unix::AsyncFd::with_interest(fd, tokio::io::Interest::READABLE);
+    let readable = match registered {
+        Ok(readable) => readable,
+        Err(e) => {
+            tracing::warn!(node = %connection.peer, "register link with the runtime: {e}");
+            connection.maybe_start_receiver(RECEIVE_THREAD_AFTER_PARKED);
+            return;
+        }
+    };
+    while !connection.closing.load(Ordering::Relaxed) {
+        connection.expire_task_requests();
+        match connection.pump_count() {
+            Err(_) => return,
+            Ok(0) => {}
+            Ok(_) => {
+                // Let the tasks it woke run before the next read.
+                tokio::task::yield_now().await;
+                continue;
+            }
+        }
+        match tokio::time::timeout(RECEIVE_TASK_BACKSTOP, readable.readable()).await {
+            Ok(Ok(mut guard)) => guard.clear_ready(),
+            Ok(Err(_)) => return,
+            Err(_) => {}
+        }
     }
 }
 

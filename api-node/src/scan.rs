@@ -148,6 +148,7 @@ impl<'c> Scan<'c> {
         }
     }
 
+    #[cfg(feature = "tokio")]
     /// The (part, request id) of every part's first batch.
     pub(crate) fn first_waits(&self) -> Vec<(usize, u32)> {
         self.parts
@@ -259,11 +260,13 @@ impl<'c> Scan<'c> {
         taken
     }
 
+    #[cfg(feature = "tokio")]
     /// The cluster the scan reads.
     pub(crate) fn cluster(&self) -> &'c Cluster {
         self.cluster
     }
 
+    #[cfg(feature = "tokio")]
     /// The link of part `i`.
     pub(crate) fn part_connection(&self, i: usize) -> &'c Connection {
         self.parts[i].connection

@@ -274,14 +274,15 @@ impl<'c> TokioTransaction<'c> {
             } => (connection, frames, sent),
         };
         let request_id = transaction.request_id();
-        connection.register_task_request(request_id);
+        let cluster = transaction.cluster();
+        // Given up by the link's reader after the request timeout (4012): no timer per execute.
+        connection.register_task_request_until(request_id, cluster.deadline());
         let appended = connection.append_frames_deferred(frames.iter());
         frames.recycle();
         if let Err(e) = appended {
             connection.forget(request_id);
             return Err(transaction.send_failed(e));
         }
-        let timeout = transaction.cluster().request_timeout;
         let mut guard = RollBackOnDrop {
             transaction: Some(transaction),
             connection,
@@ -296,7 +297,7 @@ impl<'c> TokioTransaction<'c> {
             let transaction = guard.transaction.take().expect("taken only here");
             return Err(transaction.send_failed(e));
         }
-        let answers = Reply::new(connection, request_id).within(timeout).await;
+        let answers = Reply::new(connection, request_id).await;
         let transaction = guard.transaction.take().expect("taken only here");
         transaction.complete_execute(sent, answers)
     }

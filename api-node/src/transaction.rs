@@ -538,6 +538,7 @@ impl<'c> Transaction<'c> {
     }
 
     /// The cluster this transaction belongs to.
+    #[cfg(feature = "tokio")]
     pub(crate) fn cluster(&self) -> &'c Cluster {
         self.cluster
     }
