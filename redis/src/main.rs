@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::Parser;
-use rndb_api::{Cluster, ConnectOptions, NodeId};
+use rndb_api::{Cluster, ConnectOptions, NodeId, TransporterKind};
 use rndb_redis::commands::Context;
 use rndb_redis::store::Tables;
 
@@ -23,6 +23,9 @@ struct Args {
     /// Take this API slot (the first free one that admits this host otherwise).
     #[arg(long)]
     ndb_nodeid: Option<u16>,
+    /// Link to the data nodes over TCP even where the config makes the link SHM.
+    #[arg(long)]
+    tcp: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -36,6 +39,7 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let options = ConnectOptions {
         node_id: args.ndb_nodeid.map(NodeId),
+        transporter: args.tcp.then_some(TransporterKind::Tcp),
         ..ConnectOptions::default()
     };
     let cluster = Cluster::connect(&args.config_file, options)
