@@ -22,7 +22,7 @@
 //! - [`scan`]: scans read as iterators, with filters, ranges, order and lock modes.
 //! - [`asynch`]: the asynchronous executor.
 //! - `tokio_api` (feature `tokio`): the same calls as futures for tokio
-//!   ([`Cluster::tokio`]), woken by the links' receive threads.
+//!   (`Cluster::tokio`), woken by each link's reader (a task on the runtime for TCP).
 //! - [`error`]: [`Error`], which keeps NDB's code and temporary/permanent class.
 //!
 //! Nothing here panics on what a data node or the network sends: a malformed answer closes the

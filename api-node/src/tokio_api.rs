@@ -8,19 +8,25 @@
 //!        execute(Commit).await ──► encode, send (one flush per execute), register a waker
 //!        scan_table(..).await  ──► TokioScan: a Stream of rows, batch by batch
 //!
-//! each link's receive thread ──► files answers by request id ──► wakes the waiting task
+//! each link's reader ──► files answers by request id ──► wakes the waiting task
 //! ```
 //!
 //! No thread per transaction: a task that awaits an execute holds only its request id
-//! registered on the link, with its waker. Each link's receive thread (the connection's, started
-//! with the first awaited request) reads the link and files every answer; the thread that files
-//! the last answer of a request wakes its task. Thousands of executes can so be in flight from
-//! one runtime thread, as with [`crate::AsyncExecutor`].
+//! registered on the link, with its waker. Each link has a reader, started with its first
+//! awaited request: over TCP a receive task on the runtime, woken by the runtime's reactor when
+//! the socket is readable (so answers are read and tasks woken on the runtime's own thread);
+//! over SHM the connection's receive thread (a ring is polled, not a socket). Whoever files the
+//! last answer of a request wakes its task (a blocking caller that owns the poller meanwhile
+//! does too). Executes that tasks append in one turn of the runtime leave in one flush. Thousands
+//! of executes can so be in flight from one runtime thread, as with [`crate::AsyncExecutor`].
 //!
 //! Cancellation: dropping an execute's future before its answers came (a `select!`, a timeout,
 //! an aborted task) forgets the request and rolls the transaction back at once, without
 //! waiting, so the data node frees its records and locks; the transaction is then finished
-//! (4114 on any further use). Dropping a scan's stream closes the scan on the data nodes.
+//! (4114 on any further use). Dropping a scan's stream closes the scan on the data nodes. The
+//! data node's TC answers a rollback that comes while an execute is running when that execute
+//! ends: an execute waiting for a lock held elsewhere keeps its locks until it gets the lock or
+//! TransactionDeadlockDetectionTimeout ends the wait.
 //!
 //! The futures need a runtime with its time driver (`enable_time` or `enable_all`): each wait
 //! ends with 4012 after the API's request timeout, as in the blocking API.
