@@ -257,6 +257,18 @@ async fn read_strings<'c>(
     lock: LockMode,
     exec: ExecType,
 ) -> Result<Vec<Option<(Vec<u8>, i64)>>, Error> {
+    read_strings_noting(ctx, tx, keys, lock, exec, &mut Vec::new()).await
+}
+
+/// As [`read_strings`], adding to `expired` the keys whose row is there but expired.
+async fn read_strings_noting<'c>(
+    ctx: Context<'c>,
+    tx: &mut TokioTransaction<'c>,
+    keys: &[Bytes],
+    lock: LockMode,
+    exec: ExecType,
+    expired: &mut Vec<Bytes>,
+) -> Result<Vec<Option<(Vec<u8>, i64)>>, Error> {
     let table = &ctx.tables.strings;
     let mut ops = Vec::with_capacity(keys.len());
     for key in keys {
@@ -265,12 +277,43 @@ async fn read_strings<'c>(
     tx.execute_with(exec, AbortOption::IgnoreError).await?;
     let now = now_ms();
     ops.into_iter()
-        .map(|op| match tx.op_error(op) {
+        .zip(keys)
+        .map(|(op, key)| match tx.op_error(op) {
             Some(e) if e.code == 626 => Ok(None),
             Some(e) => Err(Error::Ndb(e.clone())),
-            None => Ok(live_string(tx.row(op), now)),
+            None => {
+                let live = live_string(tx.row(op), now);
+                if live.is_none() && tx.row(op).is_some() {
+                    expired.push(key.clone());
+                }
+                Ok(live)
+            }
         })
         .collect()
+}
+
+/// Deletes the expired keys a read came across, each in a transaction of its own that checks,
+/// under an exclusive lock, that the key is still expired (a SET may have renewed it since):
+/// an expired key disappears on read, not only from view. Only outside MULTI, whose own
+/// transaction may still hold the rows locked.
+async fn purge_expired(ctx: Context<'_>, expired: &[Bytes]) {
+    for key in expired {
+        let mut tx = ctx.db.start_transaction();
+        let keys = std::slice::from_ref(key);
+        let read = read_strings(ctx, &mut tx, keys, LockMode::Exclusive, ExecType::NoCommit).await;
+        let still_expired = matches!(read.as_deref(), Ok([None]));
+        let deleted = async {
+            if still_expired {
+                tx.delete(&ctx.tables.strings, &key_of(key))?;
+            }
+            tx.execute_with(ExecType::Commit, AbortOption::IgnoreError)
+                .await
+        };
+        // A failed purge leaves the row for the next read or write: nothing else depends on it.
+        if let Err(e) = deleted.await {
+            tracing::debug!("purge an expired key: {e}");
+        }
+    }
 }
 
 /// Batched GETs from a pipeline: one execute for all of them.
@@ -279,7 +322,17 @@ pub async fn get_many<'c>(
     tx: &mut TokioTransaction<'c>,
     keys: &[Bytes],
 ) -> Result<Vec<Reply>, Error> {
-    let values = read_strings(ctx, tx, keys, LockMode::CommittedRead, ExecType::Commit).await?;
+    let mut expired = Vec::new();
+    let values = read_strings_noting(
+        ctx,
+        tx,
+        keys,
+        LockMode::CommittedRead,
+        ExecType::Commit,
+        &mut expired,
+    )
+    .await?;
+    purge_expired(ctx, &expired).await;
     Ok(values
         .into_iter()
         .map(|v| v.map_or(Reply::Nil, |(v, _)| Reply::bulk(v)))
@@ -304,7 +357,12 @@ async fn get<'c>(
     mode: Mode,
     args: &[Bytes],
 ) -> Result<Reply, Error> {
-    let mut values = read_strings(ctx, tx, &args[..1], mode.read, mode.last).await?;
+    let mut expired = Vec::new();
+    let keys = &args[..1];
+    let mut values = read_strings_noting(ctx, tx, keys, mode.read, mode.last, &mut expired).await?;
+    if mode.last == ExecType::Commit {
+        purge_expired(ctx, &expired).await;
+    }
     Ok(values
         .pop()
         .flatten()
@@ -317,7 +375,11 @@ async fn mget<'c>(
     mode: Mode,
     args: &[Bytes],
 ) -> Result<Reply, Error> {
-    let values = read_strings(ctx, tx, args, mode.read, mode.last).await?;
+    let mut expired = Vec::new();
+    let values = read_strings_noting(ctx, tx, args, mode.read, mode.last, &mut expired).await?;
+    if mode.last == ExecType::Commit {
+        purge_expired(ctx, &expired).await;
+    }
     Ok(Reply::Array(
         values
             .into_iter()

@@ -35,8 +35,9 @@
 //! ```
 //!
 //! Integers (INCR, HINCRBY) are stored as their decimal text, as Redis stores them. A key whose
-//! `expires_at_ms` has passed is treated as missing by every command (GET, EXISTS, TTL, …) and
-//! is overwritten by the next write. A string and a hash may share a key name (there is no
+//! `expires_at_ms` has passed is treated as missing by every command (GET, EXISTS, TTL, …); a
+//! GET or MGET outside MULTI that finds one deletes its row (checking under an exclusive lock
+//! that it is still expired), and any write overwrites it. A string and a hash may share a key name (there is no
 //! WRONGTYPE check across the two tables), and TTLs apply to string keys only.
 //!
 //! # Limits

@@ -244,6 +244,19 @@ fn a_client_library_reads_and_writes_and_the_api_sees_the_rows() {
     })
     .expect("expired");
     assert_eq!(client.exists::<_, i64>("ephemeral").unwrap(), 0);
+    // The read that found it expired deleted its row.
+    let api = cluster.connect().expect("connect");
+    let strings = api.get_table("redis_strings").expect("the strings table");
+    rndb_tests::assert_ndb_code(
+        read_with(
+            &api,
+            &strings,
+            &[Value::Varbinary(b"ephemeral".to_vec())],
+            LockMode::CommittedRead,
+        ),
+        626,
+        "read the expired key's row",
+    );
 
     // A pipeline: its GETs and SETs go in one execute each.
     let mut pipe = redis::pipe();
@@ -263,8 +276,6 @@ fn a_client_library_reads_and_writes_and_the_api_sees_the_rows() {
     assert_eq!(client.get::<_, String>("alpha").unwrap(), "one");
 
     // What the gateway wrote is an ordinary row.
-    let api = cluster.connect().expect("connect");
-    let strings = api.get_table("redis_strings").expect("the strings table");
     let row = read_with(
         &api,
         &strings,
