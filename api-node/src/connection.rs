@@ -11,6 +11,7 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::Waker;
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -65,6 +66,14 @@ struct Reply {
     waiter: Option<Thread>,
     /// Collected by [`Connection::take_async_done`] rather than by a waiting thread.
     asynchronous: bool,
+    /// The task awaiting this request (the tokio interface), woken when it completes or the
+    /// link fails.
+    task: Option<Waker>,
+    /// When a task's request is given up (forgotten, its task woken, which then fails it with
+    /// 4012): checked by the link's reader (see [`Connection::expire_task_requests`]), so that
+    /// an execute needs no timer of its own.
+    #[cfg(feature = "tokio")]
+    deadline: Option<Instant>,
 }
 
 impl Reply {
@@ -116,6 +125,9 @@ struct Shared {
     parked: VecDeque<u32>,
     /// Asynchronous requests completed and not collected yet, in completion order.
     async_done: Vec<u32>,
+    /// When the task requests' deadlines are next checked.
+    #[cfg(feature = "tokio")]
+    next_sweep: Option<Instant>,
 }
 
 impl Shared {
@@ -161,9 +173,14 @@ impl Shared {
         }
     }
 
-    /// Every parked thread (the link failed: all must see it).
+    /// Every parked thread (the link failed: all must see it). Tasks awaiting a request are
+    /// woken here: a wake only schedules the task, it never runs it under this lock.
     fn all_waiters(&mut self) -> Vec<Thread> {
         self.parked.clear();
+        self.replies
+            .values_mut()
+            .filter_map(|r| r.task.take())
+            .for_each(Waker::wake);
         self.replies
             .values_mut()
             .filter_map(|r| r.waiter.take())
@@ -196,6 +213,13 @@ pub(crate) struct Connection {
     closing: AtomicBool,
     /// Set with `Shared::failure`, so that choosing a link need not take the lock.
     failed: AtomicBool,
+    /// Frames appended by `append_frames_deferred` wait in the send buffer for a flush.
+    #[cfg(feature = "tokio")]
+    flush_owed: AtomicBool,
+    /// A receive task (the tokio interface, TCP links) runs on some runtime; cleared when it
+    /// ends, including when its runtime shuts down, so the next awaited request starts one.
+    #[cfg(feature = "tokio")]
+    receive_task_alive: AtomicBool,
 }
 
 impl std::fmt::Debug for Connection {
@@ -256,6 +280,10 @@ impl Connection {
             receiver_started: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             failed: AtomicBool::new(false),
+            #[cfg(feature = "tokio")]
+            flush_owed: AtomicBool::new(false),
+            #[cfg(feature = "tokio")]
+            receive_task_alive: AtomicBool::new(false),
         }))
     }
 
@@ -292,6 +320,8 @@ impl Connection {
     /// [`RECEIVE_THREAD_TURN`], on a request id no request uses, until `close` or failure.
     fn receive_until_closed(self: Arc<Self>) {
         while !self.closing.load(Ordering::Relaxed) {
+            #[cfg(feature = "tokio")]
+            self.expire_task_requests();
             self.register_request(RECEIVE_THREAD_REQUEST_ID);
             let turn = self.wait(
                 RECEIVE_THREAD_REQUEST_ID,
@@ -326,6 +356,106 @@ impl Connection {
         self.shared().replies.insert(request_id, reply);
     }
 
+    /// Registers `request_id` as awaited by a task ([`Connection::poll_reply`]), and makes sure
+    /// the receive thread runs: a task never reads the link itself, so someone must.
+    #[cfg(feature = "tokio")]
+    pub fn register_task_request(&self, request_id: u32) {
+        self.shared()
+            .replies
+            .insert(request_id, Reply::awaited(false));
+        self.ensure_task_reader();
+    }
+
+    /// As [`Connection::register_task_request`], for a request given up at `deadline` by the
+    /// link's reader rather than by a timer of the awaiting task.
+    #[cfg(feature = "tokio")]
+    pub fn register_task_request_until(&self, request_id: u32, deadline: Instant) {
+        let mut reply = Reply::awaited(false);
+        reply.deadline = Some(deadline);
+        self.shared().replies.insert(request_id, reply);
+        self.ensure_task_reader();
+    }
+
+    /// Gives up the task requests whose deadline passed: forgets them and wakes their tasks
+    /// (which then fail with 4012). At most once per [`TASK_DEADLINE_SWEEP`].
+    #[cfg(feature = "tokio")]
+    pub(crate) fn expire_task_requests(&self) {
+        let now = Instant::now();
+        let mut shared = self.shared();
+        if shared.next_sweep.is_some_and(|next| now < next) {
+            return;
+        }
+        shared.next_sweep = Some(now + TASK_DEADLINE_SWEEP);
+        let mut expired = Vec::new();
+        shared.replies.retain(|_, reply| {
+            let keep = reply.complete || reply.deadline.is_none_or(|d| now < d);
+            if !keep {
+                expired.extend(reply.task.take());
+            }
+            keep
+        });
+        drop(shared);
+        expired.into_iter().for_each(Waker::wake);
+    }
+
+    /// Makes sure someone reads the link for the tasks awaiting it: over TCP a receive task on
+    /// the caller's runtime, which reads the socket when the runtime's reactor finds it
+    /// readable (no other thread involved: the wake-ups stay on the runtime's thread); over
+    /// SHM, or outside a runtime, the receive thread (the ring is polled, not a socket).
+    #[cfg(feature = "tokio")]
+    fn ensure_task_reader(&self) {
+        if self.receive_task_alive.load(Ordering::Relaxed) {
+            return;
+        }
+        if self.kind == TransporterKind::Tcp {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                if self.receive_task_alive.swap(true, Ordering::AcqRel) {
+                    return;
+                }
+                if let Some(this) = self.this.upgrade() {
+                    runtime.spawn(receive_task(this));
+                    return;
+                }
+                self.receive_task_alive.store(false, Ordering::Release);
+            }
+        }
+        if !self.receiver_started.load(Ordering::Relaxed) {
+            self.maybe_start_receiver(RECEIVE_THREAD_AFTER_PARKED);
+        }
+    }
+
+    /// The answers of a request registered with [`Connection::register_task_request`] once
+    /// complete (the request is then forgotten), or `Pending` with the task's waker kept, to be
+    /// woken by whichever thread files its last answer. A request no longer registered (it was
+    /// forgotten) fails with 4012, as an answer that will never come.
+    #[cfg(feature = "tokio")]
+    pub fn poll_reply(
+        &self,
+        request_id: u32,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<Answers, Error>> {
+        use std::task::Poll;
+        let mut shared = self.shared();
+        if let Some(failure) = &shared.failure {
+            let error = lost(self.peer, failure);
+            shared.replies.remove(&request_id);
+            return Poll::Ready(Err(error));
+        }
+        let Some(reply) = shared.replies.get_mut(&request_id) else {
+            return Poll::Ready(Err(self.no_answer()));
+        };
+        if reply.complete {
+            let frames = std::mem::take(&mut reply.frames);
+            shared.replies.remove(&request_id);
+            return Poll::Ready(Ok(Answers(frames)));
+        }
+        match &mut reply.task {
+            Some(waker) if waker.will_wake(cx.waker()) => {}
+            task => *task = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+
     /// The asynchronous requests completed since the last call that `mine` claims (an
     /// executor takes only its own), with their answers.
     pub fn take_async_done(&self, mine: impl Fn(u32) -> bool) -> Vec<(u32, Answers)> {
@@ -347,13 +477,18 @@ impl Connection {
     /// Reads whatever the link holds now, filing it, unless another thread owns the poller
     /// (then that thread reads). Never waits.
     pub fn pump(&self) -> Result<(), Error> {
+        self.pump_count().map(|_| ())
+    }
+
+    /// As [`Connection::pump`], returning how many frames it read.
+    pub(crate) fn pump_count(&self) -> Result<usize, Error> {
         {
             let mut shared = self.shared();
             if let Some(failure) = &shared.failure {
                 return Err(lost(self.peer, failure));
             }
             if shared.poll_owner {
-                return Ok(());
+                return Ok(0);
             }
             shared.poll_owner = true;
         }
@@ -369,7 +504,7 @@ impl Connection {
                 self.record_failure(&mut shared, reason);
                 (shared.all_waiters(), Err(error))
             }
-            Ok(_) => (shared.next_owner().into_iter().collect(), Ok(())),
+            Ok((delivered, _)) => (shared.next_owner().into_iter().collect(), Ok(delivered)),
         };
         drop(shared);
         wake.iter().for_each(Thread::unpark);
@@ -418,6 +553,44 @@ impl Connection {
         &self,
         frames: impl Iterator<Item = (FrameHeader, &'a [u8])> + Clone,
     ) -> Result<(), Error> {
+        self.append_frames(frames, true)
+    }
+
+    /// As [`Connection::send_frames`], but leaves the frames in the link's send buffer unless
+    /// they need room there: the caller owes a [`Connection::flush_owed`] soon after (the tokio
+    /// interface flushes once for every execute its tasks appended in one turn of the runtime,
+    /// as NDB's adaptive send coalesces many transactions' signals). Returns true when this
+    /// call made the flush owed (the caller that sees true must make sure it happens).
+    #[cfg(feature = "tokio")]
+    pub fn append_frames_deferred<'a>(
+        &self,
+        frames: impl Iterator<Item = (FrameHeader, &'a [u8])> + Clone,
+    ) -> Result<bool, Error> {
+        self.append_frames(frames, false)?;
+        Ok(!self.flush_owed.swap(true, Ordering::AcqRel))
+    }
+
+    /// Flushes what [`Connection::append_frames_deferred`] left in the send buffer, unless
+    /// another caller already did.
+    #[cfg(feature = "tokio")]
+    pub fn flush_owed(&self) -> Result<(), Error> {
+        if !self.flush_owed.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let mut link = self.link();
+        match link.flush() {
+            Ok(_) => Ok(()),
+            Err(e) => Err(self.fail(&mut link, e)),
+        }
+    }
+
+    /// Appends `frames` (all or nothing, see [`Connection::send_batch`]), then flushes them
+    /// when `flush`.
+    fn append_frames<'a>(
+        &self,
+        frames: impl Iterator<Item = (FrameHeader, &'a [u8])> + Clone,
+        flush: bool,
+    ) -> Result<(), Error> {
         if let Some(failure) = &self.shared().failure {
             return Err(lost(self.peer, failure));
         }
@@ -453,7 +626,7 @@ impl Connection {
                 ),
             ));
         }
-        let mut publish_early = link.kind() == TransporterKind::Shm;
+        let mut publish_early = flush && link.kind() == TransporterKind::Shm;
         for (header, payload) in frames {
             // Checked above to fit, so a failure here is the link's, not the batch's.
             if let Err(e) = link.send(&header, payload) {
@@ -470,8 +643,10 @@ impl Connection {
                 }
             }
         }
-        if let Err(e) = link.flush() {
-            return Err(self.fail(&mut link, e));
+        if flush {
+            if let Err(e) = link.flush() {
+                return Err(self.fail(&mut link, e));
+            }
         }
         Ok(())
     }
@@ -765,6 +940,7 @@ impl Connection {
         // Empty until a parked thread's request completes: a lone thread's answers allocate
         // nothing here.
         let mut wake: Vec<Thread> = Vec::new();
+        let mut wake_tasks: Vec<Waker> = Vec::new();
         let delivered = link
             .receive(
                 &mut |header, payload| match file_frame(&mut shared.replies, header, payload) {
@@ -773,6 +949,7 @@ impl Connection {
                             shared.async_done.push(header.request_id);
                         }
                         wake.extend(completed.waiter.take());
+                        wake_tasks.extend(completed.task.take());
                     }
                     Ok(None) => {}
                     Err(reason) => {
@@ -788,7 +965,81 @@ impl Connection {
         drop(guard);
         drop(link);
         wake.iter().for_each(Thread::unpark);
+        wake_tasks.into_iter().for_each(Waker::wake);
         Ok((delivered, done))
+    }
+}
+
+/// How often the link's reader looks for task requests past their deadline.
+#[cfg(feature = "tokio")]
+const TASK_DEADLINE_SWEEP: Duration = Duration::from_millis(100);
+
+/// The longest a receive task waits for its socket to turn readable before it reads anyway:
+/// a thread that owned the poller may have left input behind that no new readiness announces.
+#[cfg(feature = "tokio")]
+const RECEIVE_TASK_BACKSTOP: Duration = Duration::from_millis(10);
+
+/// Clears `receive_task_alive` when the receive task ends or is dropped with its runtime.
+#[cfg(feature = "tokio")]
+struct ReceiveTaskAlive(Arc<Connection>);
+
+#[cfg(feature = "tokio")]
+impl Drop for ReceiveTaskAlive {
+    fn drop(&mut self) {
+        self.0.receive_task_alive.store(false, Ordering::Release);
+    }
+}
+
+/// The link's descriptor, for the runtime's reactor (the link owns it and outlives the task).
+#[cfg(feature = "tokio")]
+struct LinkFd(std::os::fd::RawFd);
+
+#[cfg(feature = "tokio")]
+impl std::os::fd::AsRawFd for LinkFd {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.0
+    }
+}
+
+/// Reads a TCP link from a task of the runtime whenever its socket is readable, filing the
+/// answers and waking the tasks awaiting them, until the link fails or closes. Reads again at
+/// once while reads find frames (the socket may hold more than one read takes), and clears the
+/// readiness before reading, so input arriving after a read is always announced.
+#[cfg(feature = "tokio")]
+async fn receive_task(connection: Arc<Connection>) {
+    let alive = ReceiveTaskAlive(connection);
+    let connection = &alive.0;
+    let fd = LinkFd(connection.link().poll_fd());
+    // Deprecated for I/O safety: the descriptor must stay open while registered. It does: the
+    // link owns it, this task holds the connection (and so the link) until the registration is
+    // dropped, and a link never changes its descriptor (a failed link is shut down, not
+    // closed). The safe constructor is the only one a crate that forbids `unsafe` may call.
+    #[allow(deprecated)]
+    let registered = tokio::io::unix::AsyncFd::with_interest(fd, tokio::io::Interest::READABLE);
+    let readable = match registered {
+        Ok(readable) => readable,
+        Err(e) => {
+            tracing::warn!(node = %connection.peer, "register link with the runtime: {e}");
+            connection.maybe_start_receiver(RECEIVE_THREAD_AFTER_PARKED);
+            return;
+        }
+    };
+    while !connection.closing.load(Ordering::Relaxed) {
+        connection.expire_task_requests();
+        match connection.pump_count() {
+            Err(_) => return,
+            Ok(0) => {}
+            Ok(_) => {
+                // Let the tasks it woke run before the next read.
+                tokio::task::yield_now().await;
+                continue;
+            }
+        }
+        match tokio::time::timeout(RECEIVE_TASK_BACKSTOP, readable.readable()).await {
+            Ok(Ok(mut guard)) => guard.clear_ready(),
+            Ok(Err(_)) => return,
+            Err(_) => {}
+        }
     }
 }
 

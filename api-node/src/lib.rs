@@ -21,6 +21,8 @@
 //! - [`transaction`]: operations, execute, results.
 //! - [`scan`]: scans read as iterators, with filters, ranges, order and lock modes.
 //! - [`asynch`]: the asynchronous executor.
+//! - `tokio_api` (feature `tokio`): the same calls as futures for tokio
+//!   (`Cluster::tokio`), woken by each link's reader (a task on the runtime for TCP).
 //! - [`error`]: [`Error`], which keeps NDB's code and temporary/permanent class.
 //!
 //! Nothing here panics on what a data node or the network sends: a malformed answer closes the
@@ -34,6 +36,8 @@ mod connection;
 mod error;
 mod reconnect;
 mod scan;
+#[cfg(feature = "tokio")]
+mod tokio_api;
 mod transaction;
 
 pub use asynch::{AsyncExecutor, Completion};
@@ -47,6 +51,8 @@ pub use rndb_protocol::{
 };
 pub use rndb_transporter::connect::is_this_host;
 pub use scan::{Scan, ScanOptions};
+#[cfg(feature = "tokio")]
+pub use tokio_api::{TokioCluster, TokioScan, TokioTransaction};
 pub use transaction::{OpId, Transaction};
 
 use std::path::Path;

@@ -120,15 +120,15 @@ pub(crate) fn batch_sizes(
 }
 
 impl<'c> Scan<'c> {
-    /// A scan whose SCAN_TABREQs went out, one per data node under its scan id; waits for
-    /// every part's first batch.
-    pub(crate) fn open(
+    /// A scan whose SCAN_TABREQs went out, one per data node under its scan id, before any
+    /// first batch came: [`Scan::open`] waits for them (the tokio interface awaits them).
+    pub(crate) fn new(
         cluster: &'c Cluster,
         table: Table,
         parts: Vec<(&'c Connection, u32)>,
         sort: Option<(Vec<usize>, bool)>,
-    ) -> Result<Scan<'c>, Error> {
-        let mut scan = Scan {
+    ) -> Scan<'c> {
+        Scan {
             cluster,
             table,
             sort: sort.map(|(columns, descending)| SortKey {
@@ -145,7 +145,22 @@ impl<'c> Scan<'c> {
                     finished: false,
                 })
                 .collect(),
-        };
+        }
+    }
+
+    #[cfg(feature = "tokio")]
+    /// The (part, request id) of every part's first batch.
+    pub(crate) fn first_waits(&self) -> Vec<(usize, u32)> {
+        self.parts
+            .iter()
+            .enumerate()
+            .map(|(i, part)| (i, part.scan_id))
+            .collect()
+    }
+
+    /// Waits for every part's first batch of a [`Scan::new`].
+    pub(crate) fn open(mut scan: Scan<'c>) -> Result<Scan<'c>, Error> {
+        let cluster = scan.cluster;
         let waits: Vec<(usize, u32)> = scan
             .parts
             .iter()
@@ -182,7 +197,7 @@ impl<'c> Scan<'c> {
         let mut first_error = None;
         for part in self.parts.iter_mut().filter(|p| !p.finished) {
             part.finished = true;
-            match part.send_next(self.cluster, true, &[]) {
+            match part.send_next(self.cluster, true, &[], Connection::register_request) {
                 Ok(id) => waits.push((part.connection, id)),
                 Err(e) => {
                     first_error.get_or_insert(e);
@@ -201,59 +216,69 @@ impl<'c> Scan<'c> {
     /// Asks each listed part for its next batch of the given fragments (empty: whatever the
     /// data node picks), all at once, then files the answers.
     fn fetch(&mut self, requests: &[(usize, Vec<u16>)]) -> Result<(), Error> {
-        let mut waits = Vec::with_capacity(requests.len());
-        let mut first_error = None;
-        for (i, fragments) in requests {
-            let part = &self.parts[*i];
-            match part.send_next(self.cluster, false, fragments) {
-                Ok(id) => waits.push((*i, id)),
-                Err(e) => {
-                    first_error = Some(e);
-                    break;
-                }
-            }
-        }
+        let (waits, mut first_error) = self.send_fetch(requests, Connection::register_request);
         // Every batch asked for is waited for, so that no answer stays registered.
         for (i, request_id) in waits {
-            let part = &mut self.parts[i];
-            let taken = part
+            let answers = self.parts[i]
                 .connection
-                .wait(request_id, self.cluster.deadline())
-                .and_then(|answers| part.take_batch(&self.table, &answers));
-            if let Err(e) = taken {
+                .wait(request_id, self.cluster.deadline());
+            if let Err(e) = self.take_answers(i, answers) {
                 first_error.get_or_insert(e);
             }
         }
         first_error.map_or(Ok(()), Err)
     }
 
-    /// The next row of an unsorted scan.
-    fn next_unsorted(&mut self) -> Result<Option<Vec<Value>>, Error> {
-        loop {
-            let row = self
-                .parts
-                .iter_mut()
-                .flat_map(|p| p.buffers.iter_mut())
-                .find_map(VecDeque::pop_front);
-            if let Some(row) = row {
-                return Ok(Some(row));
+    /// Sends the SCAN_NEXTREQs of `requests` (part, fragments), each registered with
+    /// `register`; returns the (part, request id) sent and the error that stopped the rest.
+    pub(crate) fn send_fetch(
+        &mut self,
+        requests: &[(usize, Vec<u16>)],
+        register: fn(&Connection, u32),
+    ) -> (Vec<(usize, u32)>, Option<Error>) {
+        let mut waits = Vec::with_capacity(requests.len());
+        for (i, fragments) in requests {
+            match self.parts[*i].send_next(self.cluster, false, fragments, register) {
+                Ok(id) => waits.push((*i, id)),
+                Err(e) => return (waits, Some(e)),
             }
-            let requests: Vec<(usize, Vec<u16>)> = (0..self.parts.len())
-                .filter(|&i| !self.parts[i].finished)
-                .map(|i| (i, Vec::new()))
-                .collect();
-            if requests.is_empty() {
-                return Ok(None);
-            }
-            self.fetch(&requests)?;
         }
+        (waits, None)
     }
 
-    /// The next row of a sorted scan: the smallest (or largest) head of every part's
-    /// fragments, once every unfinished fragment has a row buffered.
-    fn next_sorted(&mut self) -> Result<Option<Vec<Value>>, Error> {
-        loop {
-            let requests: Vec<(usize, Vec<u16>)> = self
+    /// Files the answers (or the failed wait) of one batch of part `i`.
+    pub(crate) fn take_answers(
+        &mut self,
+        i: usize,
+        answers: Result<Answers, Error>,
+    ) -> Result<(), Error> {
+        let part = &mut self.parts[i];
+        let taken = answers.and_then(|answers| part.take_batch(&self.table, &answers));
+        if taken.is_err() {
+            part.finished = true;
+        }
+        taken
+    }
+
+    #[cfg(feature = "tokio")]
+    /// The cluster the scan reads.
+    pub(crate) fn cluster(&self) -> &'c Cluster {
+        self.cluster
+    }
+
+    #[cfg(feature = "tokio")]
+    /// The link of part `i`.
+    pub(crate) fn part_connection(&self, i: usize) -> &'c Connection {
+        self.parts[i].connection
+    }
+
+    /// The batches to ask for before the next row can be handed out: for an unsorted scan,
+    /// every unfinished part's once no row is buffered; for a sorted one, the dry fragments of
+    /// every unfinished part. Empty: [`Scan::take_row`] gives the next row, or `None` at the
+    /// end.
+    pub(crate) fn wanted(&self) -> Vec<(usize, Vec<u16>)> {
+        if self.sort.is_some() {
+            return self
                 .parts
                 .iter()
                 .enumerate()
@@ -261,13 +286,30 @@ impl<'c> Scan<'c> {
                 .map(|(i, part)| (i, part.dry_fragments()))
                 .filter(|(_, dry)| !dry.is_empty())
                 .collect();
-            if requests.is_empty() {
-                break;
-            }
-            self.fetch(&requests)?;
         }
+        let buffered = self
+            .parts
+            .iter()
+            .flat_map(|p| p.buffers.iter())
+            .any(|b| !b.is_empty());
+        if buffered {
+            return Vec::new();
+        }
+        (0..self.parts.len())
+            .filter(|&i| !self.parts[i].finished)
+            .map(|i| (i, Vec::new()))
+            .collect()
+    }
+
+    /// The next buffered row: any for an unsorted scan, the smallest (or largest) head of
+    /// every part's fragments for a sorted one (once [`Scan::wanted`] is empty).
+    pub(crate) fn take_row(&mut self) -> Option<Vec<Value>> {
         let Some(sort) = &self.sort else {
-            return Ok(None);
+            return self
+                .parts
+                .iter_mut()
+                .flat_map(|p| p.buffers.iter_mut())
+                .find_map(VecDeque::pop_front);
         };
         let mut best: Option<(usize, usize)> = None;
         for (p, part) in self.parts.iter().enumerate() {
@@ -282,17 +324,29 @@ impl<'c> Scan<'c> {
                 }
             }
         }
-        Ok(best.and_then(|(p, f)| self.parts[p].buffers[f].pop_front()))
+        best.and_then(|(p, f)| self.parts[p].buffers[f].pop_front())
+    }
+
+    /// The next row, fetching batches as needed.
+    fn next_row(&mut self) -> Result<Option<Vec<Value>>, Error> {
+        loop {
+            let requests = self.wanted();
+            if requests.is_empty() {
+                return Ok(self.take_row());
+            }
+            self.fetch(&requests)?;
+        }
     }
 
     /// Ends the scan after an error: every part still open is closed without waiting.
-    fn abandon(&mut self) {
+    pub(crate) fn abandon(&mut self) {
         for part in self.parts.iter_mut() {
             part.buffers.iter_mut().for_each(VecDeque::clear);
             part.done.iter_mut().for_each(|d| *d = true);
             if !part.finished {
                 part.finished = true;
-                if let Ok(id) = part.send_next(self.cluster, true, &[]) {
+                let register = Connection::register_request;
+                if let Ok(id) = part.send_next(self.cluster, true, &[], register) {
                     part.connection.forget(id);
                 }
             }
@@ -310,7 +364,13 @@ impl Part<'_> {
     }
 
     /// Sends SCAN_NEXTREQ under a new request id and returns it.
-    fn send_next(&self, cluster: &Cluster, close: bool, fragments: &[u16]) -> Result<u32, Error> {
+    fn send_next(
+        &self,
+        cluster: &Cluster,
+        close: bool,
+        fragments: &[u16],
+        register: fn(&Connection, u32),
+    ) -> Result<u32, Error> {
         let request_id = cluster.new_request_id();
         let mut payload = Vec::with_capacity(16);
         ScanNextReq {
@@ -325,7 +385,7 @@ impl Part<'_> {
             sender_block: block::API,
             request_id,
         };
-        self.connection.register_request(request_id);
+        register(self.connection, request_id);
         if let Err(e) = self.connection.send_batch(&[(header, &payload)]) {
             self.connection.forget(request_id);
             return Err(e);
@@ -435,12 +495,7 @@ impl Iterator for Scan<'_> {
     type Item = Result<Vec<Value>, Error>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let next = if self.sort.is_some() {
-            self.next_sorted()
-        } else {
-            self.next_unsorted()
-        };
-        match next {
+        match self.next_row() {
             Ok(row) => row.map(Ok),
             Err(e) => {
                 // The scan cannot go on after an error; its records are closed.

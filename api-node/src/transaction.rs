@@ -419,6 +419,20 @@ impl<'c> Transaction<'c> {
         index: Option<&Index>,
         options: &ScanOptions,
     ) -> Result<Scan<'c>, Error> {
+        let scan = self.send_scan(table, index, options, Connection::register_request)?;
+        self.scan_opened(Scan::open(scan))
+    }
+
+    /// The first half of a scan: sends SCAN_TABREQ to every live data node, each registered
+    /// with `register` under its own request id, and returns the scan waiting for its first
+    /// batches.
+    pub(crate) fn send_scan(
+        &mut self,
+        table: &Table,
+        index: Option<&Index>,
+        options: &ScanOptions,
+        register: fn(&Connection, u32),
+    ) -> Result<Scan<'c>, Error> {
         self.check_usable()?;
         let (batch_rows, batch_bytes, batch_bytes_total) = batch_sizes(self.cluster, options)?;
         let mut flags = 0;
@@ -490,11 +504,12 @@ impl<'c> Transaction<'c> {
                 sender_block: block::API,
                 request_id: scan_id,
             };
-            connection.register_request(scan_id);
+            register(connection, scan_id);
             if let Err(e) = connection.send_batch(&[(header, &payload)]) {
                 connection.forget(scan_id);
-                // The parts already sent close when their scan is dropped.
-                drop(Scan::open(cluster, table.clone(), parts, None));
+                // The parts already sent close when their scan is dropped (after their first
+                // batches, so that no answer stays registered).
+                drop(Scan::open(Scan::new(cluster, table.clone(), parts, None)));
                 return Err(e);
             }
             parts.push((connection, scan_id));
@@ -502,14 +517,30 @@ impl<'c> Transaction<'c> {
         let sort = index
             .filter(|_| options.sorted)
             .map(|i| (i.columns().to_vec(), options.descending));
-        let scan = Scan::open(cluster, table.clone(), parts, sort);
+        Ok(Scan::new(cluster, table.clone(), parts, sort))
+    }
+
+    /// The second half of a scan: its first batches came (or it failed).
+    fn scan_opened(&mut self, scan: Result<Scan<'c>, Error>) -> Result<Scan<'c>, Error> {
+        self.note_scan_opened(scan.as_ref().err());
+        scan
+    }
+
+    /// A scan's first batches came, or it failed with `error`: the transaction is open on
+    /// the data node unless the scan could not attach it.
+    pub(crate) fn note_scan_opened(&mut self, error: Option<&Error>) {
         // The data node attaches the transaction before anything else can fail, so it exists
         // now unless no transaction record was free (233) or it had timed out (237).
-        let attached = !matches!(scan.as_ref().err().and_then(Error::code), Some(233 | 237));
+        let attached = !matches!(error.and_then(Error::code), Some(233 | 237));
         if self.state == State::Fresh && attached {
             self.state = State::Open;
         }
-        scan
+    }
+
+    /// The cluster this transaction belongs to.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn cluster(&self) -> &'c Cluster {
+        self.cluster
     }
 
     /// Sends every operation defined since the last execute in one round trip. With
@@ -698,6 +729,22 @@ impl<'c> Transaction<'c> {
     pub(crate) fn abandon(&mut self) {
         if self.state != State::Finished {
             self.state = State::Abandoned;
+        }
+    }
+
+    /// Its execute was sent and will never be waited for (the future awaiting it was
+    /// dropped): rolls it back now, without waiting, so that the data node frees its records
+    /// and locks at once rather than when the transaction is dropped. Every later use fails
+    /// with 4114.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn roll_back_now(&mut self) {
+        self.abandon();
+        if self.state == State::Abandoned {
+            self.finish_elsewhere(ExecType::Rollback);
+            let (header, payload) = self.end_frame(ExecType::Rollback);
+            // A failure means the link is gone, and the data node aborts the transaction itself.
+            let _ = self.connection().send_batch(&[(header, &payload)]);
+            self.state = State::Finished;
         }
     }
 

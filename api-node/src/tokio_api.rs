@@ -1,0 +1,575 @@
+//! The tokio interface: the same transactions, executes, scans and dictionary calls as the
+//! blocking API, as futures that an `async fn` awaits (feature `tokio`).
+//!
+//! ```text
+//! cluster.tokio() ──► TokioCluster          get_table / create_table / … .await
+//!   start_transaction ──► TokioTransaction  read / insert / … (defined locally, as today:
+//!                                            it derefs to Transaction)
+//!        execute(Commit).await ──► encode, send (one flush per execute), register a waker
+//!        scan_table(..).await  ──► TokioScan: a Stream of rows, batch by batch
+//!
+//! each link's reader ──► files answers by request id ──► wakes the waiting task
+//! ```
+//!
+//! No thread per transaction: a task that awaits an execute holds only its request id
+//! registered on the link, with its waker. Each link has a reader, started with its first
+//! awaited request: over TCP a receive task on the runtime, woken by the runtime's reactor when
+//! the socket is readable (so answers are read and tasks woken on the runtime's own thread);
+//! over SHM the connection's receive thread (a ring is polled, not a socket). Whoever files the
+//! last answer of a request wakes its task (a blocking caller that owns the poller meanwhile
+//! does too). Executes that tasks append in one turn of the runtime leave in one flush. Thousands
+//! of executes can so be in flight from one runtime thread, as with [`crate::AsyncExecutor`].
+//!
+//! Cancellation: dropping an execute's future before its answers came (a `select!`, a timeout,
+//! an aborted task) forgets the request and rolls the transaction back at once, without
+//! waiting, so the data node frees its records and locks; the transaction is then finished
+//! (4114 on any further use). Dropping a scan's stream closes the scan on the data nodes. The
+//! data node's TC answers a rollback that comes while an execute is running when that execute
+//! ends: an execute waiting for a lock held elsewhere keeps its locks until it gets the lock or
+//! TransactionDeadlockDetectionTimeout ends the wait.
+//!
+//! The futures need a runtime with its time driver (`enable_time` or `enable_all`): each wait
+//! ends with 4012 after the API's request timeout, as in the blocking API.
+
+use std::future::Future;
+use std::ops::{Deref, DerefMut};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use rndb_protocol::signals::{self, block, gsn, CreateIndexReq};
+use rndb_protocol::{AbortOption, ExecType, TableDef, Value};
+use rndb_transporter::FrameHeader;
+
+use crate::connection::{Answers, Connection};
+use crate::scan::{Scan, ScanOptions};
+use crate::transaction::Begun;
+use crate::{
+    index_answer, index_name, refusal, refused_not_master, single_answer, table_answer, Cluster,
+    Error, Index, IndexDef, Table, Transaction, MASTER_LINK_WAIT_MAX,
+};
+
+/// How often a dictionary request refused by a data node that is not the DICT master looks
+/// for a link to a lower node again (the blocking API waits on the connector instead).
+const MASTER_LINK_POLL: Duration = Duration::from_millis(20);
+
+impl Cluster {
+    /// The tokio interface of this cluster (see the module docs). Cheap: a reference.
+    pub fn tokio(&self) -> TokioCluster<'_> {
+        TokioCluster { cluster: self }
+    }
+}
+
+/// A [`Cluster`] seen through its tokio interface: dictionary calls and transactions whose
+/// waits are futures. Copy it freely between tasks (a `&'static Cluster`, e.g. leaked or in a
+/// `OnceLock`, lets `tokio::spawn`ed tasks share one).
+#[derive(Clone, Copy, Debug)]
+pub struct TokioCluster<'c> {
+    cluster: &'c Cluster,
+}
+
+impl<'c> TokioCluster<'c> {
+    /// The blocking interface of the same cluster.
+    pub fn cluster(&self) -> &'c Cluster {
+        self.cluster
+    }
+
+    /// Starts a transaction. Nothing is sent until its first `execute`.
+    pub fn start_transaction(&self) -> TokioTransaction<'c> {
+        TokioTransaction {
+            transaction: Transaction::new(self.cluster, self.cluster.new_request_id()),
+        }
+    }
+
+    /// As [`Cluster::ping`].
+    pub async fn ping(&self) -> Result<(), Error> {
+        let connection = self.cluster.coordinator();
+        let answers = self
+            .request(connection, gsn::PING_REQ, block::QMGR, &[])
+            .await?;
+        match single_answer(&answers, connection)? {
+            (gsn::PING_CONF, _) => Ok(()),
+            (signal, _) => {
+                Err(connection.protocol_violation(format!("answer {signal} to PING_REQ")))
+            }
+        }
+    }
+
+    /// As [`Cluster::create_table`].
+    pub async fn create_table(&self, def: &TableDef) -> Result<Table, Error> {
+        def.validate()
+            .map_err(|(code, detail)| Error::ndb_detail(code, detail))?;
+        let mut payload = Vec::new();
+        signals::encode_table_def(&mut payload, def);
+        let conf = gsn::CREATE_TABLE_CONF;
+        let (connection, answers) = self
+            .dict_request(gsn::CREATE_TABLE_REQ, &payload, conf)
+            .await?;
+        table_answer(connection, &answers, conf)
+    }
+
+    /// As [`Cluster::get_table`].
+    pub async fn get_table(&self, name: &str) -> Result<Table, Error> {
+        let mut payload = Vec::new();
+        signals::encode_name(&mut payload, name);
+        let conf = gsn::GET_TABINFO_CONF;
+        let (connection, answers) = self
+            .dict_request(gsn::GET_TABINFO_REQ, &payload, conf)
+            .await?;
+        table_answer(connection, &answers, conf)
+    }
+
+    /// As [`Cluster::drop_table`].
+    pub async fn drop_table(&self, name: &str) -> Result<(), Error> {
+        let mut payload = Vec::new();
+        signals::encode_name(&mut payload, name);
+        let conf = gsn::DROP_TABLE_CONF;
+        let (connection, answers) = self
+            .dict_request(gsn::DROP_TABLE_REQ, &payload, conf)
+            .await?;
+        match single_answer(&answers, connection)? {
+            (signal, _) if signal == conf => Ok(()),
+            (signal, payload) => Err(refusal(connection, signal, payload)),
+        }
+    }
+
+    /// As [`Cluster::create_index`].
+    pub async fn create_index(&self, table: &Table, def: &IndexDef) -> Result<Index, Error> {
+        let mut payload = Vec::new();
+        CreateIndexReq {
+            table: table.name().to_string(),
+            index: def.name.clone(),
+            kind: def.kind,
+            columns: def.columns.clone(),
+        }
+        .encode(&mut payload);
+        let conf = gsn::CREATE_INDEX_CONF;
+        let (connection, answers) = self
+            .dict_request(gsn::CREATE_INDEX_REQ, &payload, conf)
+            .await?;
+        index_answer(connection, table, &answers, conf)
+    }
+
+    /// As [`Cluster::get_index`].
+    pub async fn get_index(&self, table: &Table, name: &str) -> Result<Index, Error> {
+        let payload = index_name(table, name);
+        let conf = gsn::GET_INDEX_CONF;
+        let (connection, answers) = self
+            .dict_request(gsn::GET_INDEX_REQ, &payload, conf)
+            .await?;
+        index_answer(connection, table, &answers, conf)
+    }
+
+    /// As [`Cluster::drop_index`].
+    pub async fn drop_index(&self, table: &Table, name: &str) -> Result<(), Error> {
+        let payload = index_name(table, name);
+        let conf = gsn::DROP_INDEX_CONF;
+        let (connection, answers) = self
+            .dict_request(gsn::DROP_INDEX_REQ, &payload, conf)
+            .await?;
+        match single_answer(&answers, connection)? {
+            (signal, _) if signal == conf => Ok(()),
+            (signal, payload) => Err(refusal(connection, signal, payload)),
+        }
+    }
+
+    /// As the blocking API's dictionary request: to the lowest live link, again to a lower
+    /// one while the answer is 702 (not the DICT master), waiting up to
+    /// [`MASTER_LINK_WAIT_MAX`] for the background connector to link one.
+    async fn dict_request(
+        &self,
+        signal: u16,
+        payload: &[u8],
+        conf: u16,
+    ) -> Result<(&'c Connection, Answers), Error> {
+        let cluster = self.cluster;
+        let mut connection = cluster.coordinator();
+        loop {
+            let answers = self
+                .request(connection, signal, block::DBDICT, payload)
+                .await?;
+            if !refused_not_master(&answers, conf) {
+                return Ok((connection, answers));
+            }
+            let peer = connection.peer;
+            let lowest_below = || {
+                cluster
+                    .linked()
+                    .filter(|c| c.peer < peer && !c.is_failed())
+                    .min_by_key(|c| c.peer)
+            };
+            let deadline = Instant::now() + MASTER_LINK_WAIT_MAX.min(cluster.request_timeout);
+            while lowest_below().is_none() && cluster.connector.is_some() {
+                if Instant::now() >= deadline {
+                    break;
+                }
+                tokio::time::sleep(MASTER_LINK_POLL).await;
+            }
+            match lowest_below() {
+                Some(lower) => connection = lower,
+                None => return Ok((connection, answers)),
+            }
+        }
+    }
+
+    /// Sends one signal to `connection`'s data node and awaits its answer.
+    async fn request(
+        &self,
+        connection: &'c Connection,
+        signal: u16,
+        receiver_block: u16,
+        payload: &[u8],
+    ) -> Result<Answers, Error> {
+        let request_id = self.cluster.new_request_id();
+        let header = FrameHeader {
+            signal,
+            receiver_block,
+            sender_block: block::API,
+            request_id,
+        };
+        connection.register_task_request(request_id);
+        if let Err(e) = connection.send_batch(&[(header, payload)]) {
+            connection.forget(request_id);
+            return Err(e);
+        }
+        Reply::new(connection, request_id)
+            .within(self.cluster.request_timeout)
+            .await
+    }
+}
+
+/// A transaction whose executes and scans are awaited. It derefs to [`Transaction`], so
+/// operations are defined and results read exactly as there; `execute`, `execute_with`,
+/// `scan_table` and `scan_index` are the awaited ones. Dropping an open transaction rolls it
+/// back.
+#[derive(Debug)]
+pub struct TokioTransaction<'c> {
+    transaction: Transaction<'c>,
+}
+
+impl<'c> Deref for TokioTransaction<'c> {
+    type Target = Transaction<'c>;
+    fn deref(&self) -> &Transaction<'c> {
+        &self.transaction
+    }
+}
+
+impl<'c> DerefMut for TokioTransaction<'c> {
+    fn deref_mut(&mut self) -> &mut Transaction<'c> {
+        &mut self.transaction
+    }
+}
+
+impl<'c> TokioTransaction<'c> {
+    /// As [`Transaction::execute`]: every operation defined since the last execute, in one
+    /// round trip to the transaction's TC node.
+    pub async fn execute(&mut self, exec: ExecType) -> Result<(), Error> {
+        self.execute_with(exec, AbortOption::AbortOnError).await
+    }
+
+    /// As [`Transaction::execute_with`]. Dropping the future before it completes rolls the
+    /// transaction back (see the module docs).
+    pub async fn execute_with(&mut self, exec: ExecType, abort: AbortOption) -> Result<(), Error> {
+        let transaction = &mut self.transaction;
+        let (connection, frames, sent) = match transaction.begin_execute(exec, abort) {
+            Begun::Done(result) => return result,
+            Begun::Send {
+                connection,
+                frames,
+                sent,
+            } => (connection, frames, sent),
+        };
+        let request_id = transaction.request_id();
+        let cluster = transaction.cluster();
+        // Given up by the link's reader after the request timeout (4012): no timer per execute.
+        connection.register_task_request_until(request_id, cluster.deadline());
+        let appended = connection.append_frames_deferred(frames.iter());
+        frames.recycle();
+        if let Err(e) = appended {
+            connection.forget(request_id);
+            return Err(transaction.send_failed(e));
+        }
+        let mut guard = RollBackOnDrop {
+            transaction: Some(transaction),
+            connection,
+        };
+        // The frames wait in the send buffer while every other task the runtime has ready
+        // appends its own; the first of them back flushes them all (one write for many
+        // executes, NDB's adaptive send). A task dropped meanwhile leaves the flush to the
+        // others, or to its rollback, which flushes.
+        yield_once().await;
+        if let Err(e) = connection.flush_owed() {
+            connection.forget(request_id);
+            let transaction = guard.transaction.take().expect("taken only here");
+            return Err(transaction.send_failed(e));
+        }
+        let answers = Reply::new(connection, request_id).await;
+        let transaction = guard.transaction.take().expect("taken only here");
+        transaction.complete_execute(sent, answers)
+    }
+
+    /// As [`Transaction::scan_table`]: the stream of rows, once every data node's first
+    /// batch came.
+    pub async fn scan_table(
+        &mut self,
+        table: &Table,
+        options: &ScanOptions,
+    ) -> Result<TokioScan<'c>, Error> {
+        if !options.ranges.is_empty() || options.sorted || options.descending {
+            return Err(Error::ndb_detail(
+                4259,
+                "ranges and order need an ordered index scan",
+            ));
+        }
+        self.start_scan(table, None, options).await
+    }
+
+    /// As [`Transaction::scan_index`].
+    pub async fn scan_index(
+        &mut self,
+        index: &Index,
+        options: &ScanOptions,
+    ) -> Result<TokioScan<'c>, Error> {
+        if index.kind() != rndb_protocol::IndexKind::Ordered {
+            return Err(Error::ndb_detail(
+                4243,
+                format!("{} is not an ordered index", index.name()),
+            ));
+        }
+        self.start_scan(index.table(), Some(index), options).await
+    }
+
+    async fn start_scan(
+        &mut self,
+        table: &Table,
+        index: Option<&Index>,
+        options: &ScanOptions,
+    ) -> Result<TokioScan<'c>, Error> {
+        let transaction = &mut self.transaction;
+        let scan =
+            transaction.send_scan(table, index, options, Connection::register_task_request)?;
+        let waits = scan.first_waits();
+        let mut stream = TokioScan::new(scan, waits);
+        let opened = std::future::poll_fn(|cx| stream.poll_waits(cx)).await;
+        transaction.note_scan_opened(opened.as_ref().err());
+        opened.map(|()| stream)
+    }
+
+    /// Ends the transaction; an open one is rolled back.
+    pub fn close(self) {}
+}
+
+/// Returns `Pending` once (waking its task at once), so that every task the runtime has ready
+/// runs before this one goes on.
+async fn yield_once() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            return Poll::Ready(());
+        }
+        yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await
+}
+
+/// Forgets the transaction's execute and rolls it back when the future awaiting it is dropped
+/// before its answers came.
+struct RollBackOnDrop<'t, 'c> {
+    /// Taken once the answers came.
+    transaction: Option<&'t mut Transaction<'c>>,
+    /// The link the execute went on.
+    connection: &'c Connection,
+}
+
+impl Drop for RollBackOnDrop<'_, '_> {
+    fn drop(&mut self) {
+        if let Some(transaction) = self.transaction.take() {
+            self.connection.forget(transaction.request_id());
+            transaction.roll_back_now();
+        }
+    }
+}
+
+/// The future of one request's answers, registered with [`Connection::register_task_request`]:
+/// ready when they are complete or the link fails. Dropped before that, it forgets the request.
+struct Reply<'c> {
+    connection: &'c Connection,
+    request_id: u32,
+    done: bool,
+}
+
+impl<'c> Reply<'c> {
+    fn new(connection: &'c Connection, request_id: u32) -> Reply<'c> {
+        Reply {
+            connection,
+            request_id,
+            done: false,
+        }
+    }
+
+    /// The answers, or 4012 after `timeout` (the request is then forgotten).
+    async fn within(self, timeout: Duration) -> Result<Answers, Error> {
+        let connection = self.connection;
+        match tokio::time::timeout(timeout, self).await {
+            Ok(answers) => answers,
+            Err(_) => Err(Error::ndb_detail(
+                4012,
+                format!("no answer from node {}", connection.peer),
+            )),
+        }
+    }
+}
+
+impl Future for Reply<'_> {
+    type Output = Result<Answers, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let polled = self.connection.poll_reply(self.request_id, cx);
+        if polled.is_ready() {
+            self.done = true;
+        }
+        polled
+    }
+}
+
+impl Drop for Reply<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.connection.forget(self.request_id);
+        }
+    }
+}
+
+/// An open scan read as a [`futures_core::Stream`] of rows (every column, in table order), or
+/// the error that ended it; batches are fetched as the rows buffered run out, as with
+/// [`Scan`]. Dropping it closes the scan on the data nodes without waiting.
+#[derive(Debug)]
+pub struct TokioScan<'c> {
+    scan: Scan<'c>,
+    /// Batches asked for and not yet come: (part, request id).
+    waits: Vec<(usize, u32)>,
+    /// When the batches asked for must have come (4012 after).
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The first error among the batches being waited for.
+    error: Option<Error>,
+    /// Ended (the last row or an error was handed out).
+    ended: bool,
+}
+
+impl<'c> TokioScan<'c> {
+    fn new(scan: Scan<'c>, waits: Vec<(usize, u32)>) -> TokioScan<'c> {
+        TokioScan {
+            scan,
+            waits,
+            deadline: None,
+            error: None,
+            ended: false,
+        }
+    }
+
+    /// The table the rows come from.
+    pub fn table(&self) -> &Table {
+        self.scan.table()
+    }
+
+    /// The next row, `None` at the end (the same as the stream's `next`).
+    pub async fn next_row(&mut self) -> Option<Result<Vec<Value>, Error>> {
+        std::future::poll_fn(|cx| self.poll_row(cx)).await
+    }
+
+    /// Ready once every batch asked for came (or its wait failed), with the first error.
+    fn poll_waits(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        let mut index = 0;
+        while index < self.waits.len() {
+            let (part, request_id) = self.waits[index];
+            let connection = self.scan.part_connection(part);
+            match connection.poll_reply(request_id, cx) {
+                Poll::Pending => index += 1,
+                Poll::Ready(answers) => {
+                    self.waits.swap_remove(index);
+                    if let Err(e) = self.scan.take_answers(part, answers) {
+                        self.error.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        if !self.waits.is_empty() {
+            let timeout = self.scan.cluster().request_timeout;
+            let deadline = self
+                .deadline
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+            if deadline.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            for (part, request_id) in std::mem::take(&mut self.waits) {
+                let connection = self.scan.part_connection(part);
+                connection.forget(request_id);
+                let error =
+                    Error::ndb_detail(4012, format!("no answer from node {}", connection.peer));
+                let _ = self.scan.take_answers(part, Err(error));
+            }
+            self.error
+                .get_or_insert_with(|| Error::ndb_detail(4012, "no scan batch in time"));
+        }
+        self.deadline = None;
+        match self.error.take() {
+            Some(e) => Poll::Ready(Err(e)),
+            None => Poll::Ready(Ok(())),
+        }
+    }
+
+    fn poll_row(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Vec<Value>, Error>>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        loop {
+            if !self.waits.is_empty() {
+                match self.poll_waits(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Ok(())) => {}
+                    Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(self.end(e)))),
+                }
+            }
+            let requests = self.scan.wanted();
+            if requests.is_empty() {
+                let row = self.scan.take_row();
+                self.ended = row.is_none();
+                return Poll::Ready(row.map(Ok));
+            }
+            let (waits, error) = self
+                .scan
+                .send_fetch(&requests, Connection::register_task_request);
+            self.waits = waits;
+            if let Some(e) = error {
+                // The batches sent are still waited for, so none stays registered.
+                self.error = Some(e);
+            }
+        }
+    }
+
+    /// The scan cannot go on after an error: its records are closed.
+    fn end(&mut self, e: Error) -> Error {
+        self.ended = true;
+        self.scan.abandon();
+        e
+    }
+}
+
+impl futures_core::Stream for TokioScan<'_> {
+    type Item = Result<Vec<Value>, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_row(cx)
+    }
+}
+
+impl Drop for TokioScan<'_> {
+    /// Batches still awaited are forgotten; the scan then closes on the data nodes.
+    fn drop(&mut self) {
+        for &(part, request_id) in &self.waits {
+            self.scan.part_connection(part).forget(request_id);
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! rndb-redis: an API node of an rndb cluster that serves the Redis protocol (RESP2, and RESP3
+//! after `HELLO 3`), built on rndb-api's tokio interface.
+//!
+//! ```text
+//! client ──TCP──► session (one task per connection, on the gateway's runtime thread)
+//!                   parse requests (resp) ──► run: a run of pipelined GETs or plain SETs in one
+//!                   execute; any other command (commands) in a transaction of its own; MULTI …
+//!                   EXEC in one transaction ──► write every reply of the round at once
+//! ```
+//!
+//! - [`resp`]: requests parsed with every length bounded; replies in RESP2 or RESP3.
+//! - [`session`]: a connection's loop, pipelining, MULTI/EXEC, the commands that touch no table.
+//! - [`commands`]: the data commands, each in the transaction it is given.
+//! - [`store`]: the tables, created at start-up when missing.
+//!
+//! # Table layout
+//!
+//! Keys and values are ordinary rows, readable through rndb-api and `ndb_desc` like any other,
+//! replicated, locked and (with durability) durable as they are:
+//!
+//! ```text
+//! redis_strings                             one row per string key
+//!   key            Varbinary(1024)  PK      the key's bytes
+//!   value          Varbinary(8000)          the value's first 8000 bytes (a column's most)
+//!   value_more     Varbinary(4800)          the rest of the value (empty when it fits above)
+//!   expires_at_ms  Int64                    Unix time in ms when the key expires; 0: never
+//!
+//! redis_hashes                              one row per field of a hash
+//!   key            Varbinary(1024)  PK      the hash's key
+//!   field          Varbinary(1024)  PK      the field
+//!   value          Varbinary(8000)          the field value's first 8000 bytes
+//!   value_more     Varbinary(3900)          the rest of it
+//! redis_hashes_key  ordered index on redis_hashes(key): HGETALL, DEL and EXISTS read a hash
+//!                   as one range of it
+//! ```
+//!
+//! Integers (INCR, HINCRBY) are stored as their decimal text, as Redis stores them. A key whose
+//! `expires_at_ms` has passed is treated as missing by every command (GET, EXISTS, TTL, …); a
+//! GET or MGET outside MULTI that finds one deletes its row (checking under an exclusive lock
+//! that it is still expired), and any write overwrites it. A string and a hash may share a key name (there is no
+//! WRONGTYPE check across the two tables), and TTLs apply to string keys only.
+//!
+//! # Limits
+//!
+//! A value larger than its row has room for (12 800 bytes for strings, 11 900 for hash values) or a key
+//! longer than 1024 bytes is refused with an `ERR` reply naming the limit (rndb has no blobs
+//! yet). A request's bulk strings are at most 1 MiB and its arguments at most 65 536; a request
+//! breaking those limits, or the protocol, is answered with `ERR Protocol error` and its
+//! connection closed, as Redis does. An NDB error becomes `ERR NDB error <code>: <message>`;
+//! inside EXEC it aborts the whole transaction (`EXECABORT … NDB error <code>`), unlike Redis,
+//! so that MULTI/EXEC is one rndb transaction: all of it or nothing.
+
+#![forbid(unsafe_code)]
+
+pub mod commands;
+pub mod resp;
+pub mod session;
+pub mod store;
+
+use std::net::SocketAddr;
+
+use tokio::net::TcpListener;
+
+use commands::Context;
+
+/// Accepts clients on `listener` and serves each in a task of the current `LocalSet`, until
+/// the listener fails.
+pub async fn serve(ctx: Context<'static>, listener: TcpListener) -> std::io::Result<()> {
+    loop {
+        let (socket, peer) = listener.accept().await?;
+        tokio::task::spawn_local(async move {
+            if let Err(e) = session::serve(ctx, socket).await {
+                tracing::debug!(%peer, "client connection: {e}");
+            }
+        });
+    }
+}
+
+/// The address the gateway listens on.
+pub fn listen_addr(bind: &str, port: u16) -> std::io::Result<SocketAddr> {
+    use std::net::ToSocketAddrs;
+    (bind, port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| std::io::Error::other(format!("no address for {bind}")))
+}

@@ -1,0 +1,78 @@
+//! rndb-redis: joins an rndb cluster as an API node and serves the Redis protocol.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Parser;
+use rndb_api::{Cluster, ConnectOptions, NodeId, TransporterKind};
+use rndb_redis::commands::Context;
+use rndb_redis::store::Tables;
+
+#[derive(Debug, Parser)]
+#[command(about = "An rndb API node that serves the Redis protocol (RESP2/RESP3)")]
+struct Args {
+    /// The cluster's config.ini.
+    #[arg(long)]
+    config_file: PathBuf,
+    /// The port to serve Redis clients on (0: any free port, printed at start-up).
+    #[arg(long, default_value_t = 6379)]
+    port: u16,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: String,
+    /// Take this API slot (the first free one that admits this host otherwise).
+    #[arg(long)]
+    ndb_nodeid: Option<u16>,
+    /// Link to the data nodes over TCP even where the config makes the link SHM.
+    #[arg(long)]
+    tcp: bool,
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let options = ConnectOptions {
+        node_id: args.ndb_nodeid.map(NodeId),
+        transporter: args.tcp.then_some(TransporterKind::Tcp),
+        ..ConnectOptions::default()
+    };
+    let cluster = Cluster::connect(&args.config_file, options)
+        .with_context(|| format!("connect to the cluster of {}", args.config_file.display()))?;
+    // The gateway serves until it is killed: its cluster lives as long as the process, which
+    // lets every connection's task share it.
+    let cluster: &'static Cluster = Box::leak(Box::new(cluster));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("start the runtime")?;
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
+        let db = cluster.tokio();
+        let tables = Tables::open(db)
+            .await
+            .context("open the gateway's tables")?;
+        let ctx = Context {
+            db,
+            tables: Box::leak(Box::new(tables)),
+        };
+        let addr = rndb_redis::listen_addr(&args.bind, args.port).context("resolve --bind")?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listen on {addr}"))?;
+        let local_addr = listener.local_addr()?;
+        // Tests and scripts read this line to learn the port.
+        println!(
+            "rndb-redis listening on {local_addr} as API node {}",
+            cluster.node_id().0
+        );
+        rndb_redis::serve(ctx, listener)
+            .await
+            .context("accept clients")
+    })
+}

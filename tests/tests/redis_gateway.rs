@@ -1,0 +1,462 @@
+//! Proves that `rndb-redis` serves the Redis protocol over rndb tables: the real `redis-cli` and
+//! `redis-benchmark` and a Redis client library (the `redis` crate) work against it, values it
+//! stores read back through the rndb API, MULTI/EXEC is one transaction across node groups (a
+//! reader never sees half of a writer's EXEC), TTLs expire keys, oversized values are refused,
+//! and garbage, huge lengths and unknown commands get errors while other clients are served.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use rndb_api::{LockMode, NodeId, Value};
+use rndb_tests::binary_path;
+use rndb_tests::ops::read_with;
+use rndb_tests::{wait_until, ClusterSpec, TestCluster};
+
+/// How long the gateway may take to connect and listen.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a raw-protocol read may wait for a reply.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A running `rndb-redis`, killed when dropped.
+struct Gateway {
+    child: Child,
+    port: u16,
+}
+
+impl Gateway {
+    fn start(cluster: &TestCluster) -> Gateway {
+        let binary = binary_path("rndb-redis").expect("the rndb-redis binary");
+        let log = std::fs::File::create(cluster.dir().join("rndb-redis.log")).expect("log file");
+        let mut child = Command::new(binary)
+            .arg("--config-file")
+            .arg(cluster.config_path())
+            .args(["--port", "0"])
+            .env("RUST_BACKTRACE", "0")
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("start rndb-redis");
+        let stdout = child.stdout.take().expect("stdout");
+        let (sender, receiver) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = sender.send(line);
+            }
+        });
+        let line = receiver.recv_timeout(START_TIMEOUT);
+        let port = line.as_deref().ok().and_then(|line| {
+            let addr = line.strip_prefix("rndb-redis listening on ")?;
+            addr.split_whitespace()
+                .next()?
+                .rsplit(':')
+                .next()?
+                .parse()
+                .ok()
+        });
+        let Some(port) = port else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = std::fs::read_to_string(cluster.dir().join("rndb-redis.log"));
+            panic!("rndb-redis did not start ({line:?}); its log: {log:?}");
+        };
+        Gateway { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn client(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .expect("client")
+            .get_connection()
+            .expect("connect to the gateway")
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A tool of redis-tools; CI installs them (.ci/run).
+fn tool(name: &str) -> Command {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "{name} is not installed: `apt-get install -y redis-tools` (.ci/run does)"
+    );
+    Command::new(name)
+}
+
+/// Runs `redis-cli -p <port> args…` and returns its output, trimmed.
+fn redis_cli(gateway: &Gateway, args: &[&str]) -> String {
+    let output = tool("redis-cli")
+        .args(["-p", &gateway.port.to_string()])
+        .args(args)
+        .output()
+        .expect("run redis-cli");
+    assert!(output.status.success(), "redis-cli {args:?}: {output:?}");
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+#[test]
+fn redis_cli_and_redis_benchmark_work_against_the_gateway() {
+    let cluster = TestCluster::start(ClusterSpec::new()).expect("start the cluster");
+    let gateway = Gateway::start(&cluster);
+    assert_eq!(redis_cli(&gateway, &["PING"]), "PONG");
+    assert_eq!(redis_cli(&gateway, &["SET", "greeting", "hello"]), "OK");
+    assert_eq!(redis_cli(&gateway, &["GET", "greeting"]), "hello");
+    assert_eq!(redis_cli(&gateway, &["APPEND", "greeting", " world"]), "11");
+    assert_eq!(redis_cli(&gateway, &["STRLEN", "greeting"]), "11");
+    assert_eq!(redis_cli(&gateway, &["INCRBY", "counter", "5"]), "5");
+    assert_eq!(redis_cli(&gateway, &["DECR", "counter"]), "4");
+    assert_eq!(redis_cli(&gateway, &["HSET", "h", "a", "1", "b", "2"]), "2");
+    assert_eq!(redis_cli(&gateway, &["HGETALL", "h"]).lines().count(), 4);
+    assert_eq!(
+        redis_cli(&gateway, &["-3", "HGET", "h", "b"]),
+        "2",
+        "over RESP3"
+    );
+    assert_eq!(redis_cli(&gateway, &["SELECT", "0"]), "OK");
+    assert!(redis_cli(&gateway, &["INFO"]).contains("redis_version"));
+    let unknown = redis_cli(&gateway, &["NOSUCHCOMMAND"]);
+    assert!(unknown.contains("unknown command"), "{unknown}");
+    let large = "x".repeat(20_000);
+    let refused = redis_cli(&gateway, &["SET", "large", &large]);
+    assert!(refused.contains("row limit"), "{refused}");
+
+    let port = gateway.port.to_string();
+    let benchmark = tool("redis-benchmark")
+        .args([
+            "-p", &port, "-t", "get,set", "-n", "2000", "-c", "4", "-P", "8", "-q",
+        ])
+        .output()
+        .expect("run redis-benchmark");
+    let report = String::from_utf8_lossy(&benchmark.stdout);
+    assert!(benchmark.status.success(), "redis-benchmark: {benchmark:?}");
+    assert!(
+        report.contains("SET") && report.contains("GET"),
+        "redis-benchmark: {report}"
+    );
+    // Every reply was right: the benchmark's keys are there.
+    assert_eq!(redis_cli(&gateway, &["EXISTS", "key:__rand_int__"]), "1");
+}
+
+#[test]
+fn a_client_library_reads_and_writes_and_the_api_sees_the_rows() {
+    let cluster = TestCluster::start(ClusterSpec::new().data_nodes(2).replicas(2))
+        .expect("start the cluster");
+    let gateway = Gateway::start(&cluster);
+    let mut client = gateway.client();
+
+    let _: () = client.set("alpha", "one").expect("set");
+    let _: () = client
+        .mset(&[("beta", "two"), ("gamma", "three")])
+        .expect("mset");
+    let values: Vec<Option<String>> = client
+        .mget(&["alpha", "beta", "missing", "gamma"])
+        .expect("mget");
+    assert_eq!(
+        values,
+        vec![
+            Some("one".into()),
+            Some("two".into()),
+            None,
+            Some("three".into())
+        ]
+    );
+    assert_eq!(client.exists::<_, i64>(&["alpha", "missing"]).unwrap(), 1);
+    assert_eq!(client.incr::<_, _, i64>("n", 41).unwrap(), 41);
+    assert_eq!(client.incr::<_, _, i64>("n", 1).unwrap(), 42);
+    let not_integer = client.incr::<_, _, i64>("alpha", 1);
+    assert!(not_integer.is_err(), "{not_integer:?}");
+
+    // SET's options.
+    let nx: Option<String> = redis::cmd("SET")
+        .arg("alpha")
+        .arg("other")
+        .arg("NX")
+        .query(&mut client)
+        .unwrap();
+    assert_eq!(nx, None, "NX on an existing key");
+    let xx: Option<String> = redis::cmd("SET")
+        .arg("fresh")
+        .arg("v")
+        .arg("XX")
+        .query(&mut client)
+        .unwrap();
+    assert_eq!(xx, None, "XX on a missing key");
+    assert_eq!(client.get::<_, Option<String>>("fresh").unwrap(), None);
+
+    // Hashes.
+    assert_eq!(
+        client
+            .hset_multiple::<_, _, _, ()>("user", &[("name", "ada"), ("lang", "rust")])
+            .map(|_| ()),
+        Ok(())
+    );
+    assert_eq!(client.hget::<_, _, String>("user", "name").unwrap(), "ada");
+    assert_eq!(
+        client.hincr::<_, _, _, i64>("user", "visits", 3).unwrap(),
+        3
+    );
+    let all: std::collections::HashMap<String, String> = client.hgetall("user").unwrap();
+    assert_eq!(all.len(), 3, "{all:?}");
+    assert_eq!(
+        client.hdel::<_, _, i64>("user", &["lang", "nope"]).unwrap(),
+        1
+    );
+    assert_eq!(
+        client.del::<_, i64>(&["user", "beta", "missing"]).unwrap(),
+        2
+    );
+    assert_eq!(client.hgetall::<_, Vec<String>>("user").unwrap().len(), 0);
+
+    // TTLs: an expiring key disappears.
+    let _: () = client.set_ex("ephemeral", "soon", 100).unwrap();
+    let ttl: i64 = client.ttl("ephemeral").unwrap();
+    assert!((99..=100).contains(&ttl), "ttl {ttl}");
+    assert_eq!(client.persist::<_, i64>("ephemeral").unwrap(), 1);
+    assert_eq!(client.ttl::<_, i64>("ephemeral").unwrap(), -1);
+    assert_eq!(client.ttl::<_, i64>("missing").unwrap(), -2);
+    let _: () = redis::cmd("SET")
+        .arg("ephemeral")
+        .arg("soon")
+        .arg("PX")
+        .arg(50)
+        .query(&mut client)
+        .unwrap();
+    wait_until("the key to expire", Duration::from_secs(10), || {
+        Ok(client
+            .get::<_, Option<String>>("ephemeral")?
+            .is_none()
+            .then_some(()))
+    })
+    .expect("expired");
+    assert_eq!(client.exists::<_, i64>("ephemeral").unwrap(), 0);
+    // The read that found it expired deleted its row.
+    let api = cluster.connect().expect("connect");
+    let strings = api.get_table("redis_strings").expect("the strings table");
+    rndb_tests::assert_ndb_code(
+        read_with(
+            &api,
+            &strings,
+            &[Value::Varbinary(b"ephemeral".to_vec())],
+            LockMode::CommittedRead,
+        ),
+        626,
+        "read the expired key's row",
+    );
+
+    // A pipeline: its GETs and SETs go in one execute each.
+    let mut pipe = redis::pipe();
+    for i in 0..100 {
+        pipe.set(format!("p{i}"), i).ignore();
+    }
+    for i in 0..100 {
+        pipe.get(format!("p{i}"));
+    }
+    let got: Vec<i64> = pipe.query(&mut client).unwrap();
+    assert_eq!(got, (0..100).collect::<Vec<i64>>());
+
+    // RESP3, through HELLO 3.
+    let hello: redis::Value = redis::cmd("HELLO").arg(3).query(&mut client).unwrap();
+    assert!(format!("{hello:?}").contains("proto"), "{hello:?}");
+    assert_eq!(client.get::<_, Option<String>>("missing").unwrap(), None);
+    assert_eq!(client.get::<_, String>("alpha").unwrap(), "one");
+
+    // What the gateway wrote is an ordinary row.
+    let row = read_with(
+        &api,
+        &strings,
+        &[Value::Varbinary(b"alpha".to_vec())],
+        LockMode::CommittedRead,
+    )
+    .expect("read alpha");
+    assert_eq!(row[1], Value::Varbinary(b"one".to_vec()));
+    assert_eq!(row[2], Value::Varbinary(Vec::new()), "value_more");
+    assert_eq!(row[3], Value::Int64(0), "no expiry");
+}
+
+#[test]
+fn the_async_client_pipelines_through_the_gateway() {
+    let cluster = TestCluster::start(ClusterSpec::new()).expect("start the cluster");
+    let gateway = Gateway::start(&cluster);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let client = redis::Client::open(gateway.url()).expect("client");
+        let mut connection = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect");
+        let mut pipe = redis::pipe();
+        for i in 0..50 {
+            pipe.set(format!("a{i}"), format!("v{i}")).ignore();
+        }
+        pipe.get("a7").get("a49");
+        let (a7, a49): (String, String) = pipe.query_async(&mut connection).await.unwrap();
+        assert_eq!((a7.as_str(), a49.as_str()), ("v7", "v49"));
+    });
+}
+
+/// Two keys whose rows live in different node groups of `cluster`'s four data nodes.
+fn keys_in_two_node_groups(cluster: &TestCluster) -> (String, String) {
+    let api = cluster.connect().expect("connect");
+    let strings = wait_until("the gateway's tables", START_TIMEOUT, || {
+        Ok(api.get_table("redis_strings").ok())
+    })
+    .expect("the strings table");
+    let group_of = |key: &str| {
+        let replicas = api
+            .replicas_of(&strings, &[Value::Varbinary(key.as_bytes().to_vec())])
+            .expect("replicas");
+        replicas.iter().min().copied().map(|n: NodeId| n.0 <= 2)
+    };
+    let first = "k0".to_string();
+    let first_group = group_of(&first);
+    let second = (1..1000)
+        .map(|i| format!("k{i}"))
+        .find(|k| group_of(k) != first_group)
+        .expect("a key in the other node group");
+    (first, second)
+}
+
+#[test]
+fn multi_exec_is_one_transaction_across_node_groups() {
+    let cluster = TestCluster::start(ClusterSpec::new().data_nodes(4).replicas(2))
+        .expect("start the cluster");
+    let gateway = Gateway::start(&cluster);
+    let (k1, k2) = keys_in_two_node_groups(&cluster);
+    let mut client = gateway.client();
+    let _: () = client.mset(&[(&k1, 0), (&k2, 0)]).unwrap();
+
+    let writer_url = gateway.url();
+    let (w1, w2) = (k1.clone(), k2.clone());
+    let writer = std::thread::spawn(move || {
+        let mut writer = redis::Client::open(writer_url)
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        for _ in 0..200 {
+            let (a, b): (i64, i64) = redis::pipe()
+                .atomic()
+                .incr(&w1, 1)
+                .incr(&w2, 1)
+                .query(&mut writer)
+                .expect("MULTI INCR INCR EXEC");
+            assert_eq!(a, b);
+        }
+    });
+    let started = Instant::now();
+    let mut reads = 0;
+    while !writer.is_finished() && started.elapsed() < Duration::from_secs(120) {
+        let (a, b): (i64, i64) = redis::pipe()
+            .atomic()
+            .get(&k1)
+            .get(&k2)
+            .query(&mut client)
+            .expect("MULTI GET GET EXEC");
+        assert_eq!(a, b, "a reader saw half of an EXEC");
+        reads += 1;
+    }
+    writer.join().expect("writer");
+    assert!(reads > 0);
+    let (a, b): (i64, i64) = redis::pipe().get(&k1).get(&k2).query(&mut client).unwrap();
+    assert_eq!((a, b), (200, 200));
+
+    // A command refused while queued discards the whole EXEC, as in Redis: nothing applies.
+    let large = "x".repeat(20_000);
+    let discarded: redis::RedisResult<()> = redis::pipe()
+        .atomic()
+        .set(&k1, "changed")
+        .set(&k2, &large)
+        .query(&mut client);
+    assert!(discarded.is_err(), "{discarded:?}");
+    assert_eq!(client.get::<_, i64>(&k1).unwrap(), 200);
+}
+
+/// Sends `request` on a raw connection and reads what comes back until a reply line ends (or
+/// the connection closes); returns it and whether the connection closed.
+fn raw_exchange(stream: &mut TcpStream, request: &[u8]) -> (String, bool) {
+    stream.write_all(request).expect("send");
+    stream
+        .set_read_timeout(Some(REPLY_TIMEOUT))
+        .expect("read timeout");
+    let mut reply = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        match stream.read(&mut buffer) {
+            Ok(0) => return (String::from_utf8_lossy(&reply).into_owned(), true),
+            Ok(n) => {
+                reply.extend_from_slice(&buffer[..n]);
+                if reply.ends_with(b"\r\n") {
+                    return (String::from_utf8_lossy(&reply).into_owned(), false);
+                }
+            }
+            Err(e) => panic!("read a reply to {request:?}: {e} (so far {reply:?})"),
+        }
+    }
+}
+
+fn connection_closes(stream: &mut TcpStream) -> bool {
+    let mut buffer = [0u8; 64];
+    matches!(stream.read(&mut buffer), Ok(0) | Err(_))
+}
+
+#[test]
+fn bad_protocol_input_gets_errors_and_others_are_served() {
+    let cluster = TestCluster::start(ClusterSpec::new()).expect("start the cluster");
+    let gateway = Gateway::start(&cluster);
+    let mut bystander = gateway.client();
+    let connect = || TcpStream::connect(("127.0.0.1", gateway.port)).expect("connect");
+
+    // Unknown commands and garbage lines are errors; the connection goes on.
+    let mut stream = connect();
+    let (reply, _) = raw_exchange(&mut stream, b"*1\r\n$6\r\nFOOBAR\r\n");
+    assert!(reply.starts_with("-ERR unknown command"), "{reply}");
+    let (reply, _) = raw_exchange(&mut stream, b"\x01\x02\xfe garbage\r\n");
+    assert!(reply.starts_with("-ERR unknown command"), "{reply}");
+    let (reply, _) = raw_exchange(&mut stream, b"PING\r\n");
+    assert_eq!(reply, "+PONG\r\n");
+
+    // A huge bulk length, a huge argument count, a broken frame: an error, then the close.
+    for request in [
+        &b"*1\r\n$99999999999\r\n"[..],
+        b"*2000000000\r\n",
+        b"*1\r\n+OK\r\n",
+        b"*1\r\n$2\r\nabcdef\r\n",
+    ] {
+        let mut stream = connect();
+        let (reply, _) = raw_exchange(&mut stream, request);
+        assert!(
+            reply.starts_with("-ERR Protocol error"),
+            "{request:?}: {reply}"
+        );
+        assert!(connection_closes(&mut stream), "{request:?}: still open");
+    }
+
+    // A client that sends half a request and leaves.
+    let mut stream = connect();
+    stream
+        .write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk")
+        .expect("send");
+    drop(stream);
+
+    let _: () = bystander.set("still", "served").expect("set");
+    assert_eq!(bystander.get::<_, String>("still").unwrap(), "served");
+    let (reply, _) = raw_exchange(&mut connect(), b"GET still\r\n");
+    assert_eq!(reply, "$6\r\nserved\r\n");
+}
