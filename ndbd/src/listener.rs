@@ -12,7 +12,8 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use rndb_config::{ClusterConfig, LinkConfig, NodeId, TransporterKind};
@@ -124,18 +125,30 @@ pub fn spawn_acceptor(
                 .name("handshake".into())
                 .spawn(move || {
                     job.run(stream, addr);
-                    in_flight_job.leave(slot_id);
+                    in_flight_job.leave(&slot);
                 });
-            if let Err(e) = spawned {
-                // The closure (and the slot it would have given back) is gone with the error.
-                in_flight.leave(slot_id);
-                tracing::warn!(%addr, "closed connection: spawn handshake thread: {e}");
+            match spawned {
+                Ok(thread) => in_flight.attach(slot_id, thread),
+                Err(e) => {
+                    // The closure (and the slot it would have given back) is gone with the error.
+                    in_flight.remove(slot_id);
+                    tracing::warn!(%addr, "closed connection: spawn handshake thread: {e}");
+                }
             }
         })
 }
 
-/// A handshake in progress and a clone of its socket, as the acceptor holds them.
-type Slot = (Arc<SlotState>, TcpStream);
+/// A handshake in progress as the acceptor holds it: its state, a clone of its socket (to shut
+/// it down when it is evicted) and its thread. The slot goes only once that thread has exited,
+/// so the slots bound the threads, not just the handshakes.
+#[derive(Debug)]
+struct Slot {
+    state: Arc<SlotState>,
+    /// Dropped when the handshake ends, so that a connection the handshake closed is closed.
+    socket: Option<TcpStream>,
+    /// `None` until the thread is spawned.
+    thread: Option<JoinHandle<()>>,
+}
 
 /// One handshake in progress, as its thread and the acceptor share it.
 #[derive(Debug)]
@@ -147,6 +160,8 @@ struct SlotState {
     /// Set when the acceptor evicted this handshake to make room: its thread then logs nothing
     /// (the acceptor's rate-limited line counts it).
     evicted: AtomicBool,
+    /// Set by the thread when its handshake has ended; the slot goes when the thread exits.
+    left: AtomicBool,
 }
 
 /// The handshakes in progress, oldest first. When [`HANDSHAKES_IN_FLIGHT_MAX`] of them are not
@@ -177,58 +192,102 @@ impl InFlight {
     ) -> Option<Arc<SlotState>> {
         let (lock, ended) = &*self.slots;
         let mut slots = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let deadline = Instant::now() + EVICTION_END_WAIT_MAX;
         loop {
+            // Slots whose thread has exited go.
+            slots.retain(|slot| {
+                !(slot.state.left.load(Ordering::Acquire)
+                    && slot.thread.as_ref().is_some_and(|t| t.is_finished()))
+            });
             let live = slots
                 .iter()
-                .filter(|(slot, _)| !slot.evicted.load(Ordering::Acquire))
+                .filter(|slot| {
+                    !slot.state.evicted.load(Ordering::Acquire)
+                        && !slot.state.left.load(Ordering::Acquire)
+                })
                 .count();
             let threads_free = slots.len() < HANDSHAKES_IN_FLIGHT_MAX + EVICTIONS_IN_PROGRESS_MAX;
             if live < HANDSHAKES_IN_FLIGHT_MAX && threads_free {
                 break;
             }
             if live >= HANDSHAKES_IN_FLIGHT_MAX {
-                let oldest = slots.iter().find(|(slot, _)| {
-                    !slot.evicted.load(Ordering::Acquire) && !slot.admitted.load(Ordering::Acquire)
+                let oldest = slots.iter().find(|slot| {
+                    let state = &slot.state;
+                    !state.evicted.load(Ordering::Acquire)
+                        && !state.left.load(Ordering::Acquire)
+                        && !state.admitted.load(Ordering::Acquire)
                 });
-                let Some((slot, socket)) = oldest else {
+                let Some(slot) = oldest else {
                     overload.closed(addr);
                     return None;
                 };
-                slot.evicted.store(true, Ordering::Release);
-                let _ = socket.shutdown(Shutdown::Both);
+                slot.state.evicted.store(true, Ordering::Release);
+                if let Some(socket) = &slot.socket {
+                    let _ = socket.shutdown(Shutdown::Both);
+                }
                 overload.evicted(addr);
                 continue;
             }
-            // Too many evicted threads still ending (a loaded machine schedules them late):
-            // the new connection waits for one, rather than being closed for their slowness.
-            let (guard, waited) = ended
-                .wait_timeout(slots, EVICTION_END_WAIT_MAX)
-                .unwrap_or_else(|p| p.into_inner());
-            slots = guard;
-            if waited.timed_out() {
+            // Too many threads still ending (a loaded machine schedules them late): the new
+            // connection waits for one to exit, rather than being closed for their slowness. A
+            // thread exits just after it says it left, so the wait looks again every
+            // millisecond.
+            let now = Instant::now();
+            if now >= deadline {
                 overload.closed(addr);
                 return None;
             }
+            let step = (deadline - now).min(Duration::from_millis(1));
+            slots = ended
+                .wait_timeout(slots, step)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
         let Ok(socket) = stream.try_clone() else {
             overload.closed(addr);
             return None;
         };
-        let slot = Arc::new(SlotState {
+        let state = Arc::new(SlotState {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             admitted: AtomicBool::new(false),
             evicted: AtomicBool::new(false),
+            left: AtomicBool::new(false),
         });
-        slots.push_back((slot.clone(), socket));
-        Some(slot)
+        slots.push_back(Slot {
+            state: state.clone(),
+            socket: Some(socket),
+            thread: None,
+        });
+        Some(state)
     }
 
-    /// Gives slot `id` back when its handshake has ended.
-    fn leave(&self, id: u64) {
+    /// Keeps the thread of slot `id`, so the slot goes only once the thread has exited.
+    fn attach(&self, id: u64, thread: JoinHandle<()>) {
+        let (lock, _) = &*self.slots;
+        let mut slots = lock.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = slots.iter_mut().find(|slot| slot.state.id == id) {
+            slot.thread = Some(thread);
+        }
+    }
+
+    /// Called by a handshake's thread when the handshake has ended: the slot stops counting as
+    /// a handshake, and goes once the thread has exited.
+    fn leave(&self, state: &SlotState) {
+        let (lock, ended) = &*self.slots;
+        let mut slots = lock.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = slots.iter_mut().find(|slot| slot.state.id == state.id) {
+            slot.socket = None;
+        }
+        state.left.store(true, Ordering::Release);
+        ended.notify_all();
+    }
+
+    /// Gives slot `id` back at once (its thread could not be spawned).
+    fn remove(&self, id: u64) {
         let (lock, ended) = &*self.slots;
         lock.lock()
             .unwrap_or_else(|p| p.into_inner())
-            .retain(|(slot, _)| slot.id != id);
+            .retain(|slot| slot.state.id != id);
         ended.notify_all();
     }
 }

@@ -100,10 +100,22 @@ impl Fixture {
                     round += 1;
                 }
             });
+            // Stops the client even when `abuse` panics, so a failed check fails the test
+            // instead of leaving it waiting for the client forever.
+            let stop_client = StopOnDrop(&stop);
             abuse(&operations);
-            stop.store(true, Ordering::Release);
+            drop(stop_client);
             client.join().expect("the client thread");
         });
+    }
+}
+
+/// Sets its flag when dropped, also while a panic unwinds.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
     }
 }
 
