@@ -22,7 +22,7 @@ use rndb_protocol::{
 use rndb_transporter::FrameHeader;
 
 use crate::check::{self, KEY_OPS_MAX};
-use crate::knobs::{Knobs, Sabotage};
+use crate::knobs::{Knobs, Sabotage, Workload};
 use crate::rng::Rng;
 
 /// How long a request may wait for its answer before the run fails as hung (simulated).
@@ -38,31 +38,64 @@ const TRANSFER_MAX: u64 = 300;
 /// Operations per register key the workload leaves room for (the final reads take the rest).
 const KEY_OPS_WORKLOAD_MAX: usize = KEY_OPS_MAX - 16;
 
-/// The two tables, once created.
+/// Table numbers (`which`): the bank's accounts, the registers, the set's elements.
+pub const BANK: usize = 0;
+pub const REGISTERS: usize = 1;
+pub const SETS: usize = 2;
+
+/// The tables, once created.
 #[derive(Clone, Debug, Default)]
 pub struct Tables {
     pub bank: Option<TableInfo>,
     pub registers: Option<TableInfo>,
+    pub sets: Option<TableInfo>,
 }
 
-/// What happened to one register operation.
+impl Tables {
+    pub fn get(&self, which: usize) -> Option<&TableInfo> {
+        match which {
+            BANK => self.bank.as_ref(),
+            REGISTERS => self.registers.as_ref(),
+            SETS => self.sets.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// What happened to one register or set operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
     Pending,
-    /// Done; a read's value.
+    /// Done; a read's value (a set read: [`check::PRESENT`] or [`check::ABSENT`]).
     Ok(Option<i64>),
+    /// Refused with an error that shows the row's state, not applied: 630 (an insert found
+    /// the row) or 626 (a delete or read found none).
+    Refused(u32),
     /// Surely not applied.
     Fail,
     /// Unknown: the commit was sent and no answer came.
     Info,
 }
 
-/// One register operation of the history.
+/// What a register or set operation does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    /// A register write of this (unique) value.
+    Write(i64),
+    /// A set insert.
+    Insert,
+    /// A set delete.
+    Delete,
+}
+
+/// One register or set operation of the history.
 #[derive(Clone, Copy, Debug)]
 pub struct Record {
+    /// [`REGISTERS`] or [`SETS`].
+    pub table: usize,
     pub key: u16,
-    /// `Some(value)` for a write, `None` for a read.
-    pub write: Option<i64>,
+    pub access: Access,
     pub client: u16,
     pub invoke_ns: u64,
     pub complete_ns: u64,
@@ -81,6 +114,18 @@ pub struct Stats {
     pub writes_unknown: u64,
     pub reads_ok: u64,
     pub reads_failed: u64,
+    /// Set inserts that succeeded, and those refused because the element was there (630).
+    pub inserts_ok: u64,
+    pub inserts_duplicate: u64,
+    /// Set deletes that succeeded, and those refused because the element was not there (626).
+    pub deletes_ok: u64,
+    pub deletes_missing: u64,
+    /// Set reads that found the element, and those that did not (626).
+    pub set_reads_present: u64,
+    pub set_reads_absent: u64,
+    /// Set operations that failed otherwise (not applied), and writes of unknown outcome.
+    pub set_ops_failed: u64,
+    pub set_ops_unknown: u64,
     /// NDB error codes the clients saw (TC_EXECUTE_REF, refused schema requests).
     pub errors: BTreeMap<u32, u64>,
     /// Clients that died with a request outstanding.
@@ -99,16 +144,18 @@ pub struct Shared {
     pub stopping: bool,
     pub final_done: bool,
     pub history: Vec<Record>,
-    /// Operations recorded per register key.
-    key_ops: Vec<usize>,
+    /// Operations recorded per (table, key) of the registers and the set.
+    key_ops: BTreeMap<(usize, u16), usize>,
     pub stats: Stats,
     /// The first invariant violation; the world stops at the step that set it.
     pub failure: Option<String>,
     pub partitions: PartitionMap,
     pub accounts: u16,
     pub register_keys: u16,
+    pub set_keys: u16,
     pub bank: bool,
     pub registers: bool,
+    pub sets: bool,
     /// Partitions are on: a request without an answer is an unknown outcome, not a hang.
     pub hangs_expected: bool,
     pub total: i64,
@@ -124,21 +171,23 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(knobs: &Knobs, partitions: PartitionMap, bank: bool, registers: bool) -> Shared {
+    pub fn new(knobs: &Knobs, partitions: PartitionMap, workload: Workload) -> Shared {
         Shared {
             tables: None,
             ready: false,
             stopping: false,
             final_done: false,
             history: Vec::new(),
-            key_ops: vec![0; usize::from(knobs.register_keys)],
+            key_ops: BTreeMap::new(),
             stats: Stats::default(),
             failure: None,
             partitions,
             accounts: knobs.accounts,
             register_keys: knobs.register_keys,
-            bank,
-            registers,
+            set_keys: knobs.set_keys,
+            bank: workload.bank(),
+            registers: workload.registers(),
+            sets: workload.sets(),
             hangs_expected: knobs.partitions > 0,
             total: i64::from(knobs.accounts) * INITIAL_BALANCE,
             log: Vec::new(),
@@ -151,6 +200,29 @@ impl Shared {
 
     fn fail(&mut self, what: String) {
         self.failure.get_or_insert(what);
+    }
+
+    /// Which tables the workload uses.
+    fn wanted(&self) -> [bool; 3] {
+        [self.bank, self.registers, self.sets]
+    }
+
+    /// The tables' rows at the start: the accounts and the registers exist, the set is empty.
+    fn initial_rows(&self, which: usize) -> u16 {
+        match which {
+            BANK => self.accounts,
+            REGISTERS => self.register_keys,
+            _ => 0,
+        }
+    }
+
+    /// The key space of the registers or the set.
+    fn keys(&self, which: usize) -> u16 {
+        match which {
+            BANK => self.accounts,
+            REGISTERS => self.register_keys,
+            _ => self.set_keys,
+        }
     }
 }
 
@@ -186,9 +258,11 @@ enum Phase {
     Populating(usize),
     WaitingForTables,
     Running,
-    /// Client 0: the final full read (bank), then the final read of each register key.
+    /// Client 0: the final full read (bank), then the final read of each register key, then
+    /// the final read of every element of the set's key space.
     FinalAudit,
     FinalRead(u16),
+    FinalSetRead,
     /// Client 0: every row of table `which` read at its first backup (a CommittedRead of
     /// replica 1) must equal the final read at its primary: the replicas agree.
     BackupCheck(usize),
@@ -200,15 +274,35 @@ enum Phase {
 #[derive(Clone, Debug)]
 enum Kind {
     RegReq,
-    CreateTable { which: usize, at_non_master: bool },
-    Populate { which: usize },
-    TransferRead { a: u16, b: u16, amount: i64 },
+    CreateTable {
+        which: usize,
+        at_non_master: bool,
+    },
+    Populate {
+        which: usize,
+    },
+    TransferRead {
+        a: u16,
+        b: u16,
+        amount: i64,
+    },
     TransferWrite,
     Rollback,
     Audit,
-    RegWrite { record: usize },
-    RegRead { record: usize },
-    BackupRead { which: usize },
+    RegWrite {
+        record: usize,
+    },
+    RegRead {
+        record: usize,
+    },
+    /// A set insert, delete or read.
+    SetOp {
+        record: usize,
+    },
+    FinalSetRead,
+    BackupRead {
+        which: usize,
+    },
 }
 
 /// The one request a client has outstanding.
@@ -220,7 +314,11 @@ struct Request {
     deadline_ns: u64,
     /// The execute that was sent commits (its outcome is unknown if no answer comes).
     commit_sent: bool,
+    /// When it was sent (simulated ns).
+    sent_ns: u64,
     rows: BTreeMap<u32, Vec<Value>>,
+    /// Operations refused (TCKEYREF): op index → NDB error code.
+    refused: BTreeMap<u32, u32>,
 }
 
 /// How a request ended.
@@ -358,6 +456,7 @@ impl Client {
             }
             Phase::FinalAudit => self.audit(ctx),
             Phase::FinalRead(key) => self.register_read(ctx, key, LockMode::Read),
+            Phase::FinalSetRead => self.final_set_read(ctx),
             Phase::BackupCheck(which) => self.backup_read(ctx, which),
             Phase::Done | Phase::Dead => {}
         }
@@ -365,18 +464,24 @@ impl Client {
 
     /// Client 0, once every client is idle after the workload: the final reads.
     pub fn start_final(&mut self, ctx: &mut Ctx<'_>) {
-        self.phase = if ctx.shared.bank {
-            Phase::FinalAudit
-        } else {
-            Phase::FinalRead(0)
-        };
+        self.phase = final_phases(ctx.shared)[0];
         self.attempts = 0;
         self.resume_ns = ctx.now_ns;
         self.next(ctx);
     }
 
+    /// Moves on to the final phase after `stage` (the final phases run in a fixed order, those
+    /// of absent workloads left out).
+    fn final_stage_done(&mut self, ctx: &mut Ctx<'_>, stage: Phase) {
+        let phases = final_phases(ctx.shared);
+        let index = phases.iter().position(|&p| p == stage).unwrap_or(0);
+        self.phase = phases.get(index + 1).copied().unwrap_or(Phase::Done);
+        self.attempts = 0;
+        self.final_step_done(ctx);
+    }
+
     fn create_table(&mut self, ctx: &mut Ctx<'_>, which: usize, retry_on_master: bool) {
-        let wanted = [ctx.shared.bank, ctx.shared.registers];
+        let wanted = ctx.shared.wanted();
         if which >= wanted.len() {
             self.phase = Phase::Populating(0);
             return self.next(ctx);
@@ -425,8 +530,7 @@ impl Client {
     fn populate(&mut self, ctx: &mut Ctx<'_>, which: usize) {
         let tables = ctx.shared.tables.clone().unwrap_or_default();
         let (table, rows) = match which {
-            0 => (tables.bank.clone(), ctx.shared.accounts),
-            1 => (tables.registers.clone(), ctx.shared.register_keys),
+            BANK | REGISTERS | SETS => (tables.get(which).cloned(), ctx.shared.initial_rows(which)),
             _ => {
                 self.phase = Phase::Running;
                 ctx.shared
@@ -436,11 +540,11 @@ impl Client {
                 return self.next(ctx);
             }
         };
-        let Some(table) = table else {
+        let Some(table) = table.filter(|_| rows > 0) else {
             self.phase = Phase::Populating(which + 1);
             return self.next(ctx);
         };
-        let value = if which == 0 { INITIAL_BALANCE } else { 0 };
+        let value = if which == BANK { INITIAL_BALANCE } else { 0 };
         let ops: Vec<KeyOp> = (0..rows)
             .map(|id| KeyOp::write(&table, OperationType::Insert, id, value))
             .collect();
@@ -451,36 +555,111 @@ impl Client {
     /// GET_TABINFO_REQ each: the definition is the one client 0 got back).
     fn table_created(&mut self, ctx: &mut Ctx<'_>, which: usize, info: TableInfo) {
         let tables = ctx.shared.tables.get_or_insert_with(Tables::default);
-        if which == 0 {
-            tables.bank = Some(info);
-        } else {
-            tables.registers = Some(info);
+        match which {
+            BANK => tables.bank = Some(info),
+            REGISTERS => tables.registers = Some(info),
+            _ => tables.sets = Some(info),
         }
     }
 
     fn start_operation(&mut self, ctx: &mut Ctx<'_>) {
-        let bank = ctx.shared.bank && (!ctx.shared.registers || self.rng.coin());
-        if bank {
-            if self.rng.below(5) == 0 {
+        let which = match ctx.shared.wanted() {
+            // The draws of the bank and register workloads, alone or together, as before the
+            // set workload came.
+            [true, true, false] => {
+                if self.rng.coin() {
+                    BANK
+                } else {
+                    REGISTERS
+                }
+            }
+            [true, _, false] => BANK,
+            [false, true, false] => REGISTERS,
+            [false, false, _] => SETS,
+            [bank, registers, _] => {
+                let choices: Vec<usize> = [(bank, BANK), (registers, REGISTERS), (true, SETS)]
+                    .iter()
+                    .filter(|(on, _)| *on)
+                    .map(|(_, w)| *w)
+                    .collect();
+                self.pick(&choices)
+            }
+        };
+        if which == BANK {
+            return if self.rng.below(5) == 0 {
                 self.audit(ctx)
             } else {
                 self.transfer(ctx)
-            }
-        } else {
-            let keys = u64::from(ctx.shared.register_keys);
-            let start = self.rng.below(keys);
-            let key = (0..keys)
-                .map(|i| ((start + i) % keys) as u16)
-                .find(|&k| ctx.shared.key_ops[usize::from(k)] < KEY_OPS_WORKLOAD_MAX);
-            let Some(key) = key else {
-                return;
             };
-            match self.rng.below(3) {
+        }
+        let keys = u64::from(ctx.shared.keys(which));
+        let start = self.rng.below(keys);
+        let key = (0..keys).map(|i| ((start + i) % keys) as u16).find(|&k| {
+            ctx.shared.key_ops.get(&(which, k)).copied().unwrap_or(0) < KEY_OPS_WORKLOAD_MAX
+        });
+        let Some(key) = key else {
+            return;
+        };
+        if which == REGISTERS {
+            return match self.rng.below(3) {
                 0 => self.register_write(ctx, key),
                 1 => self.register_read(ctx, key, LockMode::CommittedRead),
                 _ => self.register_read(ctx, key, LockMode::Read),
-            }
+            };
         }
+        let access = match self.rng.below(8) {
+            0..=2 => Access::Insert,
+            3..=5 => Access::Delete,
+            _ => Access::Read,
+        };
+        let lock = if self.rng.coin() {
+            LockMode::Read
+        } else {
+            LockMode::CommittedRead
+        };
+        self.set_op(ctx, key, access, lock);
+    }
+
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.rng.below(items.len() as u64) as usize]
+    }
+
+    /// One insert, delete or read of a set element, in a transaction of its own.
+    fn set_op(&mut self, ctx: &mut Ctx<'_>, key: u16, access: Access, lock: LockMode) {
+        let Some(table) = ctx.shared.tables.as_ref().and_then(|t| t.sets.clone()) else {
+            return;
+        };
+        let record = self.record(ctx, SETS, key, access);
+        let op = match access {
+            Access::Insert => {
+                let value = (i64::from(self.node.0) << 32) | i64::from(self.next_request_id);
+                KeyOp::write(&table, OperationType::Insert, key, value)
+            }
+            Access::Delete => KeyOp {
+                attrs: Vec::new(),
+                ..KeyOp::write(&table, OperationType::Delete, key, 0)
+            },
+            _ => KeyOp::read(&table, key, lock),
+        };
+        self.send_transaction(ctx, Kind::SetOp { record }, &[op], ExecType::Commit, true);
+    }
+
+    /// The final read of the set: every key of its space, in one transaction under shared
+    /// locks, a missing row refused (626) without failing the others (IgnoreError).
+    fn final_set_read(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(table) = ctx.shared.tables.as_ref().and_then(|t| t.sets.clone()) else {
+            return;
+        };
+        let ops: Vec<KeyOp> = (0..ctx.shared.set_keys)
+            .map(|id| KeyOp::read(&table, id, LockMode::Read))
+            .collect();
+        self.send_transaction_with(
+            ctx,
+            Kind::FinalSetRead,
+            &ops,
+            ExecType::Commit,
+            AbortOption::IgnoreError,
+        );
     }
 
     fn bank_table(ctx: &Ctx<'_>) -> Option<TableInfo> {
@@ -530,7 +709,7 @@ impl Client {
         };
         // Unique: this client's id above its own request counter.
         let value = (i64::from(self.node.0) << 32) | i64::from(self.next_request_id);
-        let record = self.record(ctx, key, Some(value));
+        let record = self.record(ctx, REGISTERS, key, Access::Write(value));
         let ops = [KeyOp::write(&table, OperationType::Update, key, value)];
         self.send_transaction(ctx, Kind::RegWrite { record }, &ops, ExecType::Commit, true);
     }
@@ -539,16 +718,17 @@ impl Client {
         let Some(table) = Self::register_table(ctx) else {
             return;
         };
-        let record = self.record(ctx, key, None);
+        let record = self.record(ctx, REGISTERS, key, Access::Read);
         let ops = [KeyOp::read(&table, key, lock)];
         self.send_transaction(ctx, Kind::RegRead { record }, &ops, ExecType::Commit, true);
     }
 
-    fn record(&mut self, ctx: &mut Ctx<'_>, key: u16, write: Option<i64>) -> usize {
-        ctx.shared.key_ops[usize::from(key)] += 1;
+    fn record(&mut self, ctx: &mut Ctx<'_>, table: usize, key: u16, access: Access) -> usize {
+        *ctx.shared.key_ops.entry((table, key)).or_default() += 1;
         ctx.shared.history.push(Record {
+            table,
             key,
-            write,
+            access,
             client: self.node.0,
             invoke_ns: ctx.now_ns,
             complete_ns: 0,
@@ -558,7 +738,7 @@ impl Client {
     }
 
     /// Sends one execute of key operations to the TC of the first key's partition (a fresh
-    /// transaction when `starts`).
+    /// transaction when `starts`), aborting on the first failed operation.
     fn send_transaction(
         &mut self,
         ctx: &mut Ctx<'_>,
@@ -566,6 +746,30 @@ impl Client {
         ops: &[KeyOp],
         exec: ExecType,
         starts: bool,
+    ) {
+        self.send_execute(ctx, kind, ops, exec, starts, AbortOption::AbortOnError);
+    }
+
+    /// A fresh transaction of key operations with the abort option `abort`.
+    fn send_transaction_with(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        kind: Kind,
+        ops: &[KeyOp],
+        exec: ExecType,
+        abort: AbortOption,
+    ) {
+        self.send_execute(ctx, kind, ops, exec, true, abort);
+    }
+
+    fn send_execute(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        kind: Kind,
+        ops: &[KeyOp],
+        exec: ExecType,
+        starts: bool,
+        abort: AbortOption,
     ) {
         let tc = if starts {
             self.tc_of(ctx.shared, &ops[0].key)
@@ -585,7 +789,9 @@ impl Client {
                 kind,
                 deadline_ns: u64::MAX,
                 commit_sent: false,
+                sent_ns: ctx.now_ns,
                 rows: BTreeMap::new(),
+                refused: BTreeMap::new(),
             });
             return self.end_request(ctx, Ended::Lost);
         };
@@ -617,7 +823,7 @@ impl Client {
                 TcExecuteReq {
                     flags: if starts { FLAG_START_TRANSACTION } else { 0 },
                     exec_type: exec,
-                    abort_option: AbortOption::AbortOnError,
+                    abort_option: abort,
                     op_count: ops.len() as u32,
                 }
                 .append_to_key_req(&mut payload, 0);
@@ -694,7 +900,9 @@ impl Client {
             kind,
             deadline_ns,
             commit_sent: commit,
+            sent_ns: ctx.now_ns,
             rows: BTreeMap::new(),
+            refused: BTreeMap::new(),
         });
         ctx.wakes.push(deadline_ns);
     }
@@ -759,9 +967,13 @@ impl Client {
                 }
                 Err(e) => Err(e.to_string()),
             },
-            gsn::TCKEYREF => TcKeyRef::decode(payload)
-                .map(|_| None)
-                .map_err(|e| e.to_string()),
+            gsn::TCKEYREF => match TcKeyRef::decode(payload) {
+                Ok(r) => {
+                    request.refused.insert(r.op_index, r.code);
+                    Ok(None)
+                }
+                Err(e) => Err(e.to_string()),
+            },
             gsn::TC_EXECUTE_REF => TcExecuteRef::decode(payload)
                 .map(|r| Some(Ended::Refused(r.code)))
                 .map_err(|e| e.to_string()),
@@ -807,6 +1019,15 @@ impl Client {
                     ctx.shared.stats.writes_unknown += 1;
                 }
                 Kind::RegRead { record } => ctx.shared.history[record].outcome = Outcome::Fail,
+                Kind::SetOp { record } => {
+                    let r = &mut ctx.shared.history[record];
+                    r.outcome = if r.access == Access::Read {
+                        Outcome::Fail
+                    } else {
+                        ctx.shared.stats.set_ops_unknown += 1;
+                        Outcome::Info
+                    };
+                }
                 Kind::TransferWrite => ctx.shared.stats.transfers_unknown += 1,
                 _ => {}
             }
@@ -876,6 +1097,11 @@ impl Client {
             }
             Kind::BackupRead { which } => self.backup_read_ended(ctx, &request, which, ended),
             Kind::RegRead { record } => self.read_ended(ctx, &request, record, ended, think),
+            Kind::SetOp { record } => {
+                self.set_op_ended(ctx, &request, record, &ended, unknown);
+                self.resume_after(ctx, think);
+            }
+            Kind::FinalSetRead => self.final_set_read_ended(ctx, &request, ended),
         }
     }
 
@@ -1030,15 +1256,9 @@ impl Client {
             ctx.shared.stats.audits_ok += 1;
             if is_final {
                 for &(id, balance) in &balances {
-                    ctx.shared.final_rows.insert((0, id), balance);
+                    ctx.shared.final_rows.insert((BANK, id), balance);
                 }
-                self.phase = if ctx.shared.registers {
-                    Phase::FinalRead(0)
-                } else {
-                    Phase::BackupCheck(0)
-                };
-                self.attempts = 0;
-                return self.final_step_done(ctx);
+                return self.final_stage_done(ctx, Phase::FinalAudit);
             }
         } else if is_final {
             return self.final_retry(ctx, "the final full read of the bank", &ended);
@@ -1079,16 +1299,15 @@ impl Client {
                 ctx.shared.history[record].outcome = Outcome::Ok(Some(reported));
                 ctx.shared.stats.reads_ok += 1;
                 if let Phase::FinalRead(key) = self.phase {
-                    ctx.shared.final_rows.insert((1, i32::from(key)), value);
-                    self.attempts = 0;
-                    self.phase = if key + 1 < ctx.shared.register_keys {
-                        Phase::FinalRead(key + 1)
-                    } else if ctx.shared.bank {
-                        Phase::BackupCheck(0)
-                    } else {
-                        Phase::BackupCheck(1)
-                    };
-                    return self.final_step_done(ctx);
+                    ctx.shared
+                        .final_rows
+                        .insert((REGISTERS, i32::from(key)), value);
+                    if key + 1 < ctx.shared.register_keys {
+                        self.attempts = 0;
+                        self.phase = Phase::FinalRead(key + 1);
+                        return self.final_step_done(ctx);
+                    }
+                    return self.final_stage_done(ctx, Phase::FinalRead(0));
                 }
             }
             ref other => {
@@ -1106,29 +1325,29 @@ impl Client {
         self.resume_after(ctx, think);
     }
 
-    /// Reads every row of table `which` at its first live backup, in one transaction.
+    /// Reads every key of table `which` at its first live backup, in one transaction (a
+    /// missing row, which only the set has, is refused with 626 without failing the rest).
     fn backup_read(&mut self, ctx: &mut Ctx<'_>, which: usize) {
-        let tables = ctx.shared.tables.clone().unwrap_or_default();
-        let (table, rows) = if which == 0 {
-            (tables.bank, ctx.shared.accounts)
-        } else {
-            (tables.registers, ctx.shared.register_keys)
-        };
-        let Some(table) = table else {
+        let Some(table) = ctx
+            .shared
+            .tables
+            .as_ref()
+            .and_then(|t| t.get(which).cloned())
+        else {
             return;
         };
-        let ops: Vec<KeyOp> = (0..rows)
+        let ops: Vec<KeyOp> = (0..ctx.shared.keys(which))
             .map(|id| KeyOp {
                 replica: 1,
                 ..KeyOp::read(&table, id, LockMode::CommittedRead)
             })
             .collect();
-        self.send_transaction(
+        self.send_transaction_with(
             ctx,
             Kind::BackupRead { which },
             &ops,
             ExecType::Commit,
-            true,
+            AbortOption::IgnoreError,
         );
     }
 
@@ -1139,26 +1358,30 @@ impl Client {
         which: usize,
         ended: Ended,
     ) {
-        if !matches!(ended, Ended::Conf(_)) {
+        if !matches!(ended, Ended::Conf(_)) || request.refused.values().any(|&code| code != 626) {
+            // Another refusal of an operation (1218: its row did not fit the send buffer)
+            // fails the read, not the run.
             return self.final_retry(ctx, "the read of every row at its backup", &ended);
         }
-        let rows = if which == 0 {
-            ctx.shared.accounts
-        } else {
-            ctx.shared.register_keys
-        };
-        for id in 0..i32::from(rows) {
+        for id in 0..i32::from(ctx.shared.keys(which)) {
             let primary = ctx.shared.final_rows.get(&(which, id)).copied();
-            let backup = match request
+            let row = request
                 .rows
                 .get(&(id as u32))
-                .map(|row| (row.first(), row.get(1)))
-            {
-                Some((Some(Value::Int32(got)), Some(Value::Int64(v)))) if *got == id => Some(*v),
-                _ => None,
+                .map(|row| (row.first(), row.get(1)));
+            let backup = match (row, request.refused.get(&(id as u32))) {
+                (Some((Some(Value::Int32(got)), Some(Value::Int64(v)))), None) if *got == id => {
+                    Some(*v)
+                }
+                (None, Some(626)) => None,
+                other => {
+                    return ctx.shared.fail(format!(
+                        "the read of table {which} at the backups answered key {id} with {other:?}"
+                    ))
+                }
             };
-            if primary != backup || primary.is_none() {
-                let table = if which == 0 { "accounts" } else { "registers" };
+            if primary != backup || (primary.is_none() && which != SETS) {
+                let table = table_def(which).name;
                 let name = |v: Option<i64>| v.map_or("nothing".into(), check::value_name);
                 return ctx.shared.fail(format!(
                     "replicas differ: {table} row {id} is {} at its primary (the final locking read) but {} at its backup (a committed read of replica 1)",
@@ -1167,13 +1390,106 @@ impl Client {
                 ));
             }
         }
-        self.attempts = 0;
-        self.phase = if which == 0 && ctx.shared.registers {
-            Phase::BackupCheck(1)
-        } else {
-            Phase::Done
+        self.final_stage_done(ctx, Phase::BackupCheck(which));
+    }
+
+    /// Files a set operation's outcome in the history.
+    fn set_op_ended(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        request: &Request,
+        record: usize,
+        ended: &Ended,
+        unknown: bool,
+    ) {
+        let access = ctx.shared.history[record].access;
+        let stats = &mut ctx.shared.stats;
+        let outcome = match (ended, access) {
+            (Ended::Conf(_), Access::Read) => {
+                if request.rows.contains_key(&0) {
+                    stats.set_reads_present += 1;
+                    Outcome::Ok(Some(check::PRESENT))
+                } else {
+                    return ctx.shared.fail(format!(
+                        "client {}: a read of set element {} was confirmed without its row",
+                        self.node, ctx.shared.history[record].key
+                    ));
+                }
+            }
+            (Ended::Conf(_), Access::Insert) => {
+                stats.inserts_ok += 1;
+                Outcome::Ok(None)
+            }
+            (Ended::Conf(_), _) => {
+                stats.deletes_ok += 1;
+                Outcome::Ok(None)
+            }
+            (Ended::Refused(630), Access::Insert) => {
+                stats.inserts_duplicate += 1;
+                Outcome::Refused(630)
+            }
+            (Ended::Refused(626), Access::Delete)
+                if ctx.shared.sabotage == Some(Sabotage::Sets) && self.index == 1 =>
+            {
+                stats.deletes_ok += 1;
+                Outcome::Ok(None)
+            }
+            (Ended::Refused(626), Access::Delete) => {
+                stats.deletes_missing += 1;
+                Outcome::Refused(626)
+            }
+            (Ended::Refused(626), Access::Read) => {
+                stats.set_reads_absent += 1;
+                Outcome::Refused(626)
+            }
+            (_, Access::Insert | Access::Delete) if unknown => {
+                stats.set_ops_unknown += 1;
+                Outcome::Info
+            }
+            _ => {
+                stats.set_ops_failed += 1;
+                Outcome::Fail
+            }
         };
-        self.final_step_done(ctx);
+        let r = &mut ctx.shared.history[record];
+        r.outcome = outcome;
+        r.complete_ns = ctx.now_ns;
+    }
+
+    /// The final read of the set ended: each key read present (a row) or absent (626) joins
+    /// its element's history as a read from when the read was sent to now.
+    fn final_set_read_ended(&mut self, ctx: &mut Ctx<'_>, request: &Request, ended: Ended) {
+        if !matches!(ended, Ended::Conf(_)) || request.refused.values().any(|&code| code != 626) {
+            return self.final_retry(ctx, "the final read of the set", &ended);
+        }
+        for key in 0..ctx.shared.set_keys {
+            let op = u32::from(key);
+            let row = request.rows.get(&op);
+            let state = match (row, request.refused.get(&op)) {
+                (Some(row), None) => {
+                    if let Some(Value::Int64(v)) = row.get(1) {
+                        ctx.shared.final_rows.insert((SETS, i32::from(key)), *v);
+                    }
+                    check::PRESENT
+                }
+                (None, Some(626)) => check::ABSENT,
+                other => {
+                    return ctx.shared.fail(format!(
+                        "set: the final read answered element {key} with {other:?}"
+                    ))
+                }
+            };
+            ctx.shared.history.push(Record {
+                table: SETS,
+                key,
+                access: Access::Read,
+                client: self.node.0,
+                invoke_ns: request.sent_ns,
+                complete_ns: ctx.now_ns,
+                outcome: Outcome::Ok(Some(state)),
+            });
+        }
+        self.final_stage_done(ctx, Phase::FinalSetRead);
     }
 
     fn final_step_done(&mut self, ctx: &mut Ctx<'_>) {
@@ -1197,19 +1513,33 @@ impl Client {
 
 /// The table client 0 creates first (the one some seeds send to a non-master).
 fn first_table(shared: &Shared) -> usize {
-    if shared.bank {
-        0
-    } else {
-        1
-    }
+    shared.wanted().iter().position(|&w| w).unwrap_or(BANK)
 }
 
-/// Table `which`: 0 the bank's accounts, 1 the registers. Both: an Int32 key and an Int64.
+/// The final phases of the workloads that run, in order, then `Done`.
+fn final_phases(shared: &Shared) -> Vec<Phase> {
+    [
+        (shared.bank, Phase::FinalAudit),
+        (shared.registers, Phase::FinalRead(0)),
+        (shared.sets, Phase::FinalSetRead),
+        (shared.bank, Phase::BackupCheck(BANK)),
+        (shared.registers, Phase::BackupCheck(REGISTERS)),
+        (shared.sets, Phase::BackupCheck(SETS)),
+        (true, Phase::Done),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, phase)| *phase)
+    .collect()
+}
+
+/// Table `which`: the bank's accounts, the registers, the set's elements. Each: an Int32 key
+/// and an Int64.
 fn table_def(which: usize) -> TableDef {
-    let (name, column) = if which == 0 {
-        ("accounts", "balance")
-    } else {
-        ("registers", "value")
+    let (name, column) = match which {
+        BANK => ("accounts", "balance"),
+        REGISTERS => ("registers", "value"),
+        _ => ("elements", "value"),
     };
     TableDef::new(
         name,

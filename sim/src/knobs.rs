@@ -13,7 +13,10 @@ pub enum Workload {
     Bank,
     /// Single-key reads and writes; the history must be linearizable.
     Registers,
-    /// Both, on two tables, each client choosing per operation.
+    /// Inserts, deletes and reads of a set's elements (errors 630 and 626 expected); each
+    /// element's history, closed by a full read of the table, must be linearizable.
+    Sets,
+    /// All three, on three tables, each client choosing per operation.
     All,
 }
 
@@ -24,10 +27,14 @@ impl Workload {
     pub fn registers(self) -> bool {
         matches!(self, Workload::Registers | Workload::All)
     }
+    pub fn sets(self) -> bool {
+        matches!(self, Workload::Sets | Workload::All)
+    }
     pub fn name(self) -> &'static str {
         match self {
             Workload::Bank => "bank",
             Workload::Registers => "registers",
+            Workload::Sets => "sets",
             Workload::All => "all",
         }
     }
@@ -84,6 +91,8 @@ pub enum Sabotage {
     Bank,
     /// Client 1 reports some of its reads with the value it read the time before (stale).
     Registers,
+    /// Client 1 reports its deletes that found no row (626) as done.
+    Sets,
 }
 
 /// What the user chose for a run (the same for every seed of a `--seeds` run).
@@ -141,6 +150,7 @@ impl Options {
         match self.sabotage {
             Some(Sabotage::Bank) => command.push_str(" --sabotage bank"),
             Some(Sabotage::Registers) => command.push_str(" --sabotage registers"),
+            Some(Sabotage::Sets) => command.push_str(" --sabotage sets"),
             None => {}
         }
         command
@@ -190,7 +200,13 @@ pub struct Knobs {
     /// Largest lateness of a timer tick (BUGGIFY), 0 when off.
     pub late_tick_ns_max: u64,
     pub partitions: u16,
+    /// Elements of the set workload's key space (keys 0..set_keys).
+    pub set_keys: u16,
 }
+
+/// Mixed into the seed of the generator that draws the knobs added after the first ones, so
+/// that those keep their values (and found seeds keep their knobs).
+const LATER_KNOBS_SALT: u64 = 0x5e75_0f5c_a115_2026;
 
 impl Knobs {
     /// Draws a seed's knobs. Each fault kind allowed by `options` is left out by about one
@@ -213,6 +229,10 @@ impl Knobs {
         let api_link_drops = fault(Fault::ApiLink, rng, 3);
         let buggify = fault(Fault::Buggify, rng, 1) > 0;
         let partitions = fault(Fault::Partition, rng, 2);
+        // Drawn from a generator of their own (seeded from the next draw, which stays the
+        // world's), so that adding knobs here moves no earlier draw.
+        let mut later = Rng::new(rng.clone().next_u64() ^ LATER_KNOBS_SALT);
+        let set_keys = later.between(3, 16) as u16;
         Knobs {
             data_nodes,
             clients,
@@ -245,6 +265,7 @@ impl Knobs {
                 0
             },
             partitions,
+            set_keys,
         }
     }
 
@@ -277,7 +298,7 @@ impl fmt::Display for Knobs {
             "{} data nodes, {} clients, delay {}-{} us, workload {} ms, deadlock timeout {} ms, \
              {} operation records, {} accounts, {} register keys, schema to non-master {}, master link late {} ms, \
              crashes {}, client deaths {}, slow links {}, api link drops {}, overload {} ppm, \
-             late ticks up to {} ms, partitions {}",
+             late ticks up to {} ms, partitions {}, {} set keys",
             self.data_nodes,
             self.clients,
             self.delay_ns_min / 1000,
@@ -295,7 +316,8 @@ impl fmt::Display for Knobs {
             self.api_link_drops,
             self.overload_ppm,
             self.late_tick_ns_max / 1_000_000,
-            self.partitions
+            self.partitions,
+            self.set_keys
         )
     }
 }

@@ -128,6 +128,7 @@ fn check_across_processes(seed: u64, options: &Options, report: &Report) -> Exit
         .args(match options.sabotage {
             Some(Sabotage::Bank) => &["--sabotage", "bank"][..],
             Some(Sabotage::Registers) => &["--sabotage", "registers"][..],
+            Some(Sabotage::Sets) => &["--sabotage", "sets"][..],
             None => &[],
         })
         .output();
@@ -216,6 +217,10 @@ fn print_report(report: &Report) {
     println!(
         "  transfers ok {} failed {} unknown {}, full reads ok {}, register writes ok {} failed {} unknown {}, reads ok {} failed {}",
         s.transfers_ok, s.transfers_failed, s.transfers_unknown, s.audits_ok, s.writes_ok, s.writes_failed, s.writes_unknown, s.reads_ok, s.reads_failed
+    );
+    println!(
+        "  set inserts ok {} duplicate (630) {}, deletes ok {} missing (626) {}, reads present {} absent {}, failed {} unknown {}",
+        s.inserts_ok, s.inserts_duplicate, s.deletes_ok, s.deletes_missing, s.set_reads_present, s.set_reads_absent, s.set_ops_failed, s.set_ops_unknown
     );
     println!(
         "  errors seen {:?}, faults {:?}, overloaded sends {}, 702 from a non-master then retried: {}, undecided keys {}",

@@ -18,7 +18,7 @@ use rndb_ndbd::blocks::Kernel;
 use rndb_transporter::FrameHeader;
 
 use crate::check::{self, HistoryOp, RegOp, Verdict};
-use crate::client::{Client, Ctx, Outcome, Shared, Stats};
+use crate::client::{Access, Client, Ctx, Outcome, Shared, Stats, SETS};
 use crate::knobs::{Knobs, Options, FIRST_API_NODE};
 use crate::net::{EventKind, Net, Queue, SimOutbox};
 use crate::rng::Rng;
@@ -273,12 +273,7 @@ impl World {
             .enumerate()
             .map(|(i, &node)| Client::new(i, node, data_nodes.clone(), client_rng.fork(), &knobs))
             .collect();
-        let mut shared = Shared::new(
-            &knobs,
-            PartitionMap::new(&config),
-            options.workload.bank(),
-            options.workload.registers(),
-        );
+        let mut shared = Shared::new(&knobs, PartitionMap::new(&config), options.workload);
         shared.sabotage = options.sabotage;
         shared.trace = options.trace;
         let mut world = World {
@@ -882,29 +877,31 @@ impl World {
         self.client_step(node, |c, ctx| c.start_final(ctx));
     }
 
-    /// The register histories, checked per key once the final reads are done.
+    /// The register and set histories, checked per key once the final reads are done.
     fn final_checks(&mut self) -> Result<(), String> {
-        let mut by_key: BTreeMap<u16, Vec<HistoryOp>> = BTreeMap::new();
+        let mut by_key: BTreeMap<(usize, u16), Vec<HistoryOp>> = BTreeMap::new();
         for record in &self.shared.history {
-            let (op, complete_ns) = match (record.write, record.outcome) {
-                (_, Outcome::Fail) => continue,
-                (None, Outcome::Ok(Some(v))) => (RegOp::Read(v), Some(record.complete_ns)),
-                (None, _) => continue,
-                (Some(v), Outcome::Ok(_)) => (RegOp::Write(v), Some(record.complete_ns)),
-                (Some(v), Outcome::Info | Outcome::Pending) => (RegOp::Write(v), None),
+            let Some((op, complete_ns)) = history_op(record.access, record.outcome) else {
+                continue;
             };
-            by_key.entry(record.key).or_default().push(HistoryOp {
-                op,
-                client: record.client,
-                invoke_ns: record.invoke_ns,
-                complete_ns,
-            });
+            by_key
+                .entry((record.table, record.key))
+                .or_default()
+                .push(HistoryOp {
+                    op,
+                    client: record.client,
+                    invoke_ns: record.invoke_ns,
+                    complete_ns: complete_ns.then_some(record.complete_ns),
+                });
         }
         let mut undecided = 0;
-        for (key, ops) in &by_key {
+        for ((table, key), ops) in &by_key {
             match check::check_register(0, ops) {
                 Ok(Verdict::Linearizable) => {}
                 Ok(Verdict::Undecided) => undecided += 1,
+                Err(e) if *table == SETS => {
+                    return Err(format!("set: element {key} (0 absent, 1 present): {e}"))
+                }
                 Err(e) => return Err(format!("registers: key {key}: {e}")),
             }
         }
@@ -939,4 +936,27 @@ impl World {
             frame_hashes: std::mem::take(&mut self.frame_hashes),
         }
     }
+}
+
+/// A register or set operation as the checker takes it, and whether it completed (its answer
+/// came); `None` for what constrains nothing (failed operations, reads without an answer).
+fn history_op(access: Access, outcome: Outcome) -> Option<(RegOp, bool)> {
+    let done = match outcome {
+        Outcome::Fail => return None,
+        Outcome::Ok(_) | Outcome::Refused(_) => true,
+        Outcome::Info | Outcome::Pending => false,
+    };
+    let op = match (access, outcome) {
+        (Access::Read, Outcome::Ok(Some(v))) => RegOp::Read(v),
+        (Access::Read, Outcome::Refused(626)) => RegOp::Read(check::ABSENT),
+        (Access::Read, _) => return None,
+        (Access::Write(v), _) => RegOp::Write(v),
+        // Refused because the row was there: the insert read "present".
+        (Access::Insert, Outcome::Refused(_)) => RegOp::Read(check::PRESENT),
+        (Access::Insert, _) => RegOp::Insert,
+        // Refused because the row was not there: the delete read "absent".
+        (Access::Delete, Outcome::Refused(_)) => RegOp::Read(check::ABSENT),
+        (Access::Delete, _) => RegOp::Delete,
+    };
+    Some((op, done))
 }

@@ -16,9 +16,14 @@ fn without_crashes(workload: Workload) -> Options {
 
 #[test]
 fn a_seed_replays_identically() {
-    for workload in [Workload::Bank, Workload::Registers, Workload::All] {
+    for workload in [
+        Workload::Bank,
+        Workload::Registers,
+        Workload::Sets,
+        Workload::All,
+    ] {
         let options = without_crashes(workload);
-        for seed in 0..40 {
+        for seed in 0..30 {
             let first = run_seed(seed, &options).expect("passes");
             let second = run_seed(seed, &options).expect("passes");
             assert_eq!(

@@ -1,5 +1,5 @@
 //! Hundreds of seeds of each workload keep their invariants (the bank's total, linearizable
-//! registers, every request answered) under the faults today's cluster handles: data-node
+//! registers and set elements, every request answered) under the faults today's cluster handles: data-node
 //! crashes, clients dying mid-transaction, slow links, API links dropping, and BUGGIFY's full
 //! send buffers and late ticks. Each seed runs once here (determinism is replay.rs's); the
 //! totals at the end show the faults really happened.
@@ -84,6 +84,28 @@ fn register_seeds_stay_linearizable_through_crashes_and_dying_clients() {
     assert!(faults(&reports, "client death") > SEEDS / 2);
     let undecided: usize = reports.iter().map(|r| r.undecided_keys).sum();
     assert_eq!(undecided, 0, "the checker gave up on some keys");
+}
+
+#[test]
+fn set_seeds_keep_every_acknowledged_insert_and_delete_through_crashes() {
+    let reports = run_many(Workload::Sets, 3_000_000, SEEDS / 2);
+    let sum = |f: fn(&Report) -> u64| reports.iter().map(f).sum::<u64>();
+    let seeds = SEEDS / 2;
+    assert!(sum(|r| r.stats.inserts_ok) > seeds * 10);
+    assert!(sum(|r| r.stats.deletes_ok) > seeds * 10);
+    // The workload meets both errors it expects.
+    assert!(sum(|r| r.stats.inserts_duplicate) > seeds * 5);
+    assert!(sum(|r| r.stats.deletes_missing) > seeds * 5);
+    assert!(sum(|r| r.stats.set_reads_present) > seeds);
+    assert!(sum(|r| r.stats.set_reads_absent) > seeds);
+    assert!(
+        sum(|r| r.stats.set_ops_unknown) > 0,
+        "no set write ended unknown"
+    );
+    assert!(faults(&reports, "crash (sent frames drain)") > seeds / 4);
+    assert!(faults(&reports, "crash (sent frames lost)") > seeds / 4);
+    let undecided: usize = reports.iter().map(|r| r.undecided_keys).sum();
+    assert_eq!(undecided, 0, "the checker gave up on some elements");
 }
 
 #[test]
