@@ -6,12 +6,18 @@
 //! A client runs one request at a time: API_REGREQ to each data node, then (client 0) the
 //! tables' creation and their rows, then its workload's operations until the workload ends,
 //! then (client 0) the final reads. Every request has a deadline; a request without an answer
-//! by then is a liveness failure (a hang), except under partitions.
+//! by then is a liveness failure (a hang), except under partitions. A scan, which the API
+//! sends to every data node at once, is sent here to one node after the other (see
+//! [`ScanRead`]), so that a client still has one request outstanding.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use rndb_config::{key_hash, NodeId, PartitionMap};
 use rndb_protocol::lqh::{gsn as lgsn, ApiRegConf};
+use rndb_protocol::scan::{
+    decode_scan_rows, ScanNextReq, ScanTabConf, ScanTabReq, SCAN_BATCH_BYTES_MAX, SCAN_FLAG_PART,
+    SCAN_FLAG_START_TRANSACTION,
+};
 use rndb_protocol::signals::{
     self, block, gsn, Refusal, TableInfo, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReqRef,
     TcKeyRow, FLAG_START_TRANSACTION, REPLICA_PRIMARY,
@@ -109,6 +115,13 @@ pub struct Stats {
     pub transfers_failed: u64,
     pub transfers_unknown: u64,
     pub audits_ok: u64,
+    /// Full reads of the bank done as scans: checked under locks, checked committed reads
+    /// (every account once, each value one a transfer may have committed), failed ones.
+    pub scan_audits_locked: u64,
+    pub scan_audits_committed: u64,
+    pub scan_audits_failed: u64,
+    /// Scan batches asked for with SCAN_NEXTREQ.
+    pub scan_next_requests: u64,
     pub writes_ok: u64,
     pub writes_failed: u64,
     pub writes_unknown: u64,
@@ -132,6 +145,16 @@ pub struct Stats {
     pub deaths_mid_request: u64,
     /// The 702 of the schema request sent to a non-master was seen, and the retry succeeded.
     pub non_master_702: bool,
+}
+
+/// A committed-read scan of the bank, checked at the end of the run.
+#[derive(Clone, Debug)]
+pub struct CommittedScan {
+    pub client: u16,
+    /// When it ended (simulated ns).
+    pub at_ns: u64,
+    /// (account, balance) of every row.
+    pub rows: Vec<(i32, i64)>,
 }
 
 /// State the clients share with the world.
@@ -164,6 +187,12 @@ pub struct Shared {
     pub sabotage: Option<Sabotage>,
     /// The final reads' values at the primaries: (table, row id) → value.
     pub final_rows: BTreeMap<(usize, i32), i64>,
+    /// (account, balance) pairs a transfer whose commit was sent wrote, and the initial ones:
+    /// what a committed read may see.
+    pub balances_written: BTreeSet<(i32, i64)>,
+    /// Committed-read scans of the bank, checked against `balances_written` at the end (a
+    /// transfer whose commit was sent may end later): (client, simulated ns, rows).
+    pub committed_scans: Vec<CommittedScan>,
     /// Log what clients send and how their requests end (`--trace`).
     pub trace: bool,
     /// Client 0 sends its first CREATE TABLE to a non-master first (see [`Knobs`]).
@@ -193,6 +222,10 @@ impl Shared {
             log: Vec::new(),
             sabotage: None,
             final_rows: BTreeMap::new(),
+            balances_written: (0..i32::from(knobs.accounts))
+                .map(|id| (id, INITIAL_BALANCE))
+                .collect(),
+            committed_scans: Vec::new(),
             trace: false,
             schema_to_non_master: knobs.schema_to_non_master,
         }
@@ -286,9 +319,16 @@ enum Kind {
         b: u16,
         amount: i64,
     },
-    TransferWrite,
+    /// The transfer's commit, writing (account, balance) twice.
+    TransferWrite {
+        writes: [(i32, i64); 2],
+    },
     Rollback,
     Audit,
+    /// One batch of a scan of the bank (see [`ScanRead`]).
+    ScanBatch,
+    /// The commit of a scan's transaction at its TC.
+    ScanCommit,
     RegWrite {
         record: usize,
     },
@@ -334,6 +374,26 @@ enum Ended {
     TimedOut,
 }
 
+/// A full read of the bank as a table scan, as the API does it: one transaction, the scan
+/// sent to every data node the client has a link to (each scans the fragments it is the
+/// live primary of), here one node after the other, each node's part read to its end batch by
+/// batch (SCAN_NEXTREQ). The first node is the transaction's TC; the others attach it
+/// (SCAN_FLAG_PART) and hear of its end after the TC's commit, as `finish_elsewhere` does.
+#[derive(Clone, Debug)]
+struct ScanRead {
+    /// The transaction's request id (the scans' ids are others).
+    trans_request_id: u32,
+    lock: LockMode,
+    /// The data nodes scanned, the TC first (the `alive` list of every SCAN_TABREQ).
+    nodes: Vec<NodeId>,
+    /// The node being scanned (index into `nodes`).
+    at: usize,
+    /// The open scan's id at that node.
+    scan_id: u32,
+    /// (account, balance) of every row returned so far.
+    rows: Vec<(i32, i64)>,
+}
+
 /// One simulated API node.
 #[derive(Debug)]
 pub struct Client {
@@ -354,6 +414,11 @@ pub struct Client {
     /// The value this client's last read returned (for `Sabotage::Registers`).
     last_read: Option<i64>,
     think_ns_max: u64,
+    /// The bank's full read being done as a scan.
+    scan: Option<ScanRead>,
+    /// See [`Knobs::scan_reads`].
+    scan_reads: bool,
+    scan_batch_rows: u32,
 }
 
 impl Client {
@@ -377,6 +442,9 @@ impl Client {
             attempts: 0,
             last_read: None,
             think_ns_max: knobs.think_ns_max,
+            scan: None,
+            scan_reads: knobs.scan_reads,
+            scan_batch_rows: knobs.scan_batch_rows,
         }
     }
 
@@ -692,8 +760,19 @@ impl Client {
         );
     }
 
-    /// A full read of the bank in one transaction, under shared locks.
+    /// A full read of the bank in one transaction, under shared locks; in seeds with scan
+    /// reads mostly a table scan (the final one always), under shared or exclusive locks or
+    /// as committed reads.
     fn audit(&mut self, ctx: &mut Ctx<'_>) {
+        let is_final = self.phase == Phase::FinalAudit;
+        if self.scan_reads && (is_final || self.rng.below(4) != 0) {
+            let lock = if is_final {
+                LockMode::Read
+            } else {
+                self.pick(&[LockMode::Read, LockMode::Exclusive, LockMode::CommittedRead])
+            };
+            return self.scan_audit(ctx, lock);
+        }
         let Some(table) = Self::bank_table(ctx) else {
             return;
         };
@@ -701,6 +780,233 @@ impl Client {
             .map(|id| KeyOp::read(&table, id, LockMode::Read))
             .collect();
         self.send_transaction(ctx, Kind::Audit, &ops, ExecType::Commit, true);
+    }
+
+    /// Starts a scan of the bank at the first data node this client has a link to, which
+    /// becomes the transaction's TC.
+    fn scan_audit(&mut self, ctx: &mut Ctx<'_>, lock: LockMode) {
+        let nodes: Vec<NodeId> = self
+            .data_nodes
+            .iter()
+            .copied()
+            .filter(|n| self.links_up.contains(n))
+            .collect();
+        let trans_request_id = self.new_request_id();
+        self.scan = Some(ScanRead {
+            trans_request_id,
+            lock,
+            nodes,
+            at: 0,
+            scan_id: 0,
+            rows: Vec::new(),
+        });
+        self.scan_part(ctx);
+    }
+
+    /// Sends SCAN_TABREQ to the scan's current node.
+    fn scan_part(&mut self, ctx: &mut Ctx<'_>) {
+        let (Some(table), Some(scan)) = (Self::bank_table(ctx), self.scan.as_mut()) else {
+            return;
+        };
+        let Some(&to) = scan.nodes.get(scan.at) else {
+            // No link to any data node: the read fails unsent.
+            return self.scan_failed(ctx, &Ended::Lost);
+        };
+        let req = ScanTabReq {
+            flags: if scan.at == 0 {
+                SCAN_FLAG_START_TRANSACTION
+            } else {
+                SCAN_FLAG_START_TRANSACTION | SCAN_FLAG_PART
+            },
+            trans_request_id: scan.trans_request_id,
+            table_id: table.table_id,
+            table_version: table.table_version,
+            index_id: 0,
+            index_version: 0,
+            lock_mode: scan.lock,
+            parallelism: 0,
+            batch_rows: self.scan_batch_rows,
+            batch_bytes: SCAN_BATCH_BYTES_MAX,
+            batch_bytes_total: SCAN_BATCH_BYTES_MAX,
+            ranges: Vec::new(),
+            filter: None,
+            alive: scan.nodes.iter().map(|n| n.0).collect(),
+        };
+        let mut payload = Vec::new();
+        req.encode(&mut payload);
+        let scan_id = self.next_request_id;
+        if let Some(scan) = self.scan.as_mut() {
+            scan.scan_id = scan_id;
+        }
+        self.log_scan(ctx, to, "SCAN_TABREQ");
+        self.send_request(
+            ctx,
+            to,
+            Kind::ScanBatch,
+            gsn::SCAN_TABREQ,
+            block::DBTC,
+            payload,
+        );
+    }
+
+    fn log_scan(&self, ctx: &mut Ctx<'_>, to: NodeId, what: &str) {
+        if let (true, Some(scan)) = (ctx.shared.trace, &self.scan) {
+            ctx.shared.log.push(format!(
+                "client {}: scan of transaction {} ({:?}) at {to}: {what} (scan {})",
+                self.node, scan.trans_request_id, scan.lock, scan.scan_id
+            ));
+        }
+    }
+
+    /// A scan batch ended.
+    fn scan_batch_ended(&mut self, ctx: &mut Ctx<'_>, request: &Request, ended: Ended) {
+        let Ended::Conf(payload) = &ended else {
+            return self.scan_failed(ctx, &ended);
+        };
+        let conf = match ScanTabConf::decode(payload) {
+            Ok(conf) => conf,
+            Err(e) => return ctx.shared.fail(format!("SCAN_TABCONF: {e}")),
+        };
+        let Some(scan) = self.scan.as_mut() else {
+            return;
+        };
+        if !conf.finished {
+            ctx.shared.stats.scan_next_requests += 1;
+            let mut payload = Vec::new();
+            ScanNextReq {
+                scan_id: scan.scan_id,
+                close: false,
+                fragments: Vec::new(),
+            }
+            .encode(&mut payload);
+            self.log_scan(ctx, request.to, "SCAN_NEXTREQ");
+            return self.send_request(
+                ctx,
+                request.to,
+                Kind::ScanBatch,
+                gsn::SCAN_NEXTREQ,
+                block::DBTC,
+                payload,
+            );
+        }
+        scan.at += 1;
+        if scan.at < scan.nodes.len() {
+            return self.scan_part(ctx);
+        }
+        // Every node's part is read: commit at the TC (which releases the locks there).
+        let (tc, trans) = (scan.nodes[0], scan.trans_request_id);
+        let header = FrameHeader {
+            signal: gsn::TC_EXECUTE_REQ,
+            receiver_block: block::DBTC,
+            sender_block: block::API,
+            request_id: trans,
+        };
+        let mut payload = Vec::new();
+        TcExecuteReq {
+            flags: 0,
+            exec_type: ExecType::Commit,
+            abort_option: AbortOption::AbortOnError,
+            op_count: 0,
+        }
+        .encode(&mut payload);
+        ctx.sends.push((tc, header, payload));
+        self.expect(ctx, trans, tc, Kind::ScanCommit, false);
+    }
+
+    /// The scan's transaction committed at its TC: the other nodes hear of it (nobody waits),
+    /// and the rows are checked.
+    fn scan_committed(&mut self, ctx: &mut Ctx<'_>, ended: Ended, think: u64) {
+        let Ended::Conf(_) = ended else {
+            return self.scan_failed(ctx, &ended);
+        };
+        let Some(scan) = self.scan.take() else {
+            return;
+        };
+        for &node in &scan.nodes[1..] {
+            self.send_end(ctx, node, scan.trans_request_id, ExecType::Commit);
+        }
+        let is_final = self.phase == Phase::FinalAudit;
+        let accounts = usize::from(ctx.shared.accounts);
+        let mut rows = scan.rows.clone();
+        rows.sort_unstable();
+        let ids: BTreeSet<i32> = rows.iter().map(|(id, _)| *id).collect();
+        let described = format!(
+            "a full read as a {:?} scan of data nodes {:?}",
+            scan.lock, scan.nodes
+        );
+        if ids.len() != rows.len() || ids.len() != accounts {
+            return ctx.shared.fail(format!(
+                "bank: client {}: {described} returned {} rows for {} accounts of {accounts}: {rows:?}",
+                self.node,
+                rows.len(),
+                ids.len()
+            ));
+        }
+        if scan.lock == LockMode::CommittedRead {
+            ctx.shared.stats.scan_audits_committed += 1;
+            ctx.shared.committed_scans.push(CommittedScan {
+                client: self.node.0,
+                at_ns: ctx.now_ns,
+                rows,
+            });
+            return self.resume_after(ctx, think);
+        }
+        if let Err(e) = check::check_bank(&rows, accounts, ctx.shared.total) {
+            return ctx
+                .shared
+                .fail(format!("bank: client {}: {described}: {e}", self.node));
+        }
+        ctx.shared.stats.scan_audits_locked += 1;
+        ctx.shared.stats.audits_ok += 1;
+        if is_final {
+            for &(id, balance) in &rows {
+                ctx.shared.final_rows.insert((BANK, id), balance);
+            }
+            return self.final_stage_done(ctx, Phase::FinalAudit);
+        }
+        self.resume_after(ctx, think);
+    }
+
+    /// A scan failed (refused, a link lost, the commit refused): its transaction is rolled
+    /// back at every node it reached, nobody waiting.
+    fn scan_failed(&mut self, ctx: &mut Ctx<'_>, ended: &Ended) {
+        if ctx.shared.trace {
+            ctx.shared.log.push(format!(
+                "client {}: the scan {:?} failed: {ended:?}",
+                self.node, self.scan
+            ));
+        }
+        if let Some(scan) = self.scan.take() {
+            let reached = scan.nodes.len().min(scan.at + 1);
+            for &node in &scan.nodes[..reached] {
+                self.send_end(ctx, node, scan.trans_request_id, ExecType::Rollback);
+            }
+        }
+        ctx.shared.stats.scan_audits_failed += 1;
+        if self.phase == Phase::FinalAudit {
+            return self.final_retry(ctx, "the final full read of the bank (a scan)", ended);
+        }
+        let think = self.rng.between(0, self.think_ns_max);
+        self.resume_after(ctx, think);
+    }
+
+    /// Ends transaction `request_id` at `node` with `exec`; nobody waits for the answer.
+    fn send_end(&mut self, ctx: &mut Ctx<'_>, node: NodeId, request_id: u32, exec: ExecType) {
+        let header = FrameHeader {
+            signal: gsn::TC_EXECUTE_REQ,
+            receiver_block: block::DBTC,
+            sender_block: block::API,
+            request_id,
+        };
+        let mut payload = Vec::new();
+        TcExecuteReq {
+            flags: 0,
+            exec_type: exec,
+            abort_option: AbortOption::AbortOnError,
+            op_count: 0,
+        }
+        .encode(&mut payload);
+        ctx.sends.push((node, header, payload));
     }
 
     fn register_write(&mut self, ctx: &mut Ctx<'_>, key: u16) {
@@ -977,6 +1283,11 @@ impl Client {
             gsn::TC_EXECUTE_REF => TcExecuteRef::decode(payload)
                 .map(|r| Some(Ended::Refused(r.code)))
                 .map_err(|e| e.to_string()),
+            gsn::SCAN_TABCONF => Ok(Some(Ended::Conf(payload.to_vec()))),
+            gsn::SCAN_TABREF => Refusal::decode(payload)
+                .map(|r| Some(Ended::Refused(r.code)))
+                .map_err(|e| e.to_string()),
+            gsn::SCAN_ROWS => self.scan_rows(ctx.shared, payload).map(|()| None),
             other => Err(format!("unexpected signal {other}")),
         };
         match decoded {
@@ -989,10 +1300,32 @@ impl Client {
         }
     }
 
-    /// The link to data node `node` closed.
+    /// Files a SCAN_ROWS frame's rows in the scan.
+    fn scan_rows(&mut self, shared: &Shared, payload: &[u8]) -> Result<(), String> {
+        let (Some(scan), Some(table)) = (
+            self.scan.as_mut(),
+            shared.tables.as_ref().and_then(|t| t.bank.as_ref()),
+        ) else {
+            return Err("SCAN_ROWS without a scan".into());
+        };
+        decode_scan_rows(payload, &table.def, &mut |_, values| {
+            if let (Some(Value::Int32(id)), Some(Value::Int64(balance))) =
+                (values.first(), values.get(1))
+            {
+                scan.rows.push((*id, *balance));
+            }
+            Ok(())
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    /// The link to data node `node` closed. A scan that read rows there lost their locks
+    /// with it, and one that did not yet cannot read the fragments that node is primary of:
+    /// either way it fails too.
     pub fn on_link_down(&mut self, ctx: &mut Ctx<'_>, node: NodeId) {
         self.links_up.remove(&node);
-        if self.request.as_ref().is_some_and(|r| r.to == node) {
+        let scanned = self.scan.as_ref().is_some_and(|s| s.nodes.contains(&node));
+        if self.request.as_ref().is_some_and(|r| r.to == node) || scanned {
             self.end_request(ctx, Ended::Lost);
         }
     }
@@ -1028,7 +1361,10 @@ impl Client {
                         Outcome::Info
                     };
                 }
-                Kind::TransferWrite => ctx.shared.stats.transfers_unknown += 1,
+                Kind::TransferWrite { writes } => {
+                    ctx.shared.stats.transfers_unknown += 1;
+                    ctx.shared.balances_written.extend(writes);
+                }
                 _ => {}
             }
         }
@@ -1081,14 +1417,19 @@ impl Client {
                     self.resume_after(ctx, think);
                 }
             },
-            Kind::TransferWrite => {
+            Kind::TransferWrite { writes } => {
                 match ended {
                     Ended::Conf(_) => ctx.shared.stats.transfers_ok += 1,
                     _ if unknown => ctx.shared.stats.transfers_unknown += 1,
                     _ => ctx.shared.stats.transfers_failed += 1,
                 }
+                if matches!(ended, Ended::Conf(_)) || unknown {
+                    ctx.shared.balances_written.extend(writes);
+                }
                 self.resume_after(ctx, think);
             }
+            Kind::ScanBatch => self.scan_batch_ended(ctx, &request, ended),
+            Kind::ScanCommit => self.scan_committed(ctx, ended, think),
             Kind::Rollback => self.resume_after(ctx, think),
             Kind::Audit => self.audit_ended(ctx, &request, ended, think),
             Kind::RegWrite { record } => {
@@ -1219,16 +1560,19 @@ impl Client {
             self.request = None;
             return self.send_rollback(ctx, request.to, request.request_id, true);
         }
+        let credit = to + moved + i64::from(ctx.shared.sabotage == Some(Sabotage::Bank));
         let ops = [
             KeyOp::write(&table, OperationType::Update, a, from - moved),
-            KeyOp::write(
-                &table,
-                OperationType::Update,
-                b,
-                to + moved + i64::from(ctx.shared.sabotage == Some(Sabotage::Bank)),
-            ),
+            KeyOp::write(&table, OperationType::Update, b, credit),
         ];
-        self.send_transaction(ctx, Kind::TransferWrite, &ops, ExecType::Commit, false);
+        let writes = [(i32::from(a), from - moved), (i32::from(b), credit)];
+        self.send_transaction(
+            ctx,
+            Kind::TransferWrite { writes },
+            &ops,
+            ExecType::Commit,
+            false,
+        );
     }
 
     fn audit_ended(&mut self, ctx: &mut Ctx<'_>, request: &Request, ended: Ended, think: u64) {

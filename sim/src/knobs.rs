@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use rndb_protocol::scan::SCAN_BATCH_ROWS_MAX;
+
 use crate::rng::Rng;
 
 /// Which workload the clients run.
@@ -202,6 +204,11 @@ pub struct Knobs {
     pub partitions: u16,
     /// Elements of the set workload's key space (keys 0..set_keys).
     pub set_keys: u16,
+    /// The bank's full reads are mostly table scans (SCAN_TABREQ to every data node), the
+    /// final one always; otherwise they read every key.
+    pub scan_reads: bool,
+    /// Rows per fragment per scan batch (small, so that scans take several SCAN_NEXTREQs).
+    pub scan_batch_rows: u32,
 }
 
 /// Mixed into the seed of the generator that draws the knobs added after the first ones, so
@@ -233,6 +240,12 @@ impl Knobs {
         // world's), so that adding knobs here moves no earlier draw.
         let mut later = Rng::new(rng.clone().next_u64() ^ LATER_KNOBS_SALT);
         let set_keys = later.between(3, 16) as u16;
+        let scan_reads = later.coin();
+        let scan_batch_rows = if later.below(4) == 0 {
+            SCAN_BATCH_ROWS_MAX
+        } else {
+            later.between(1, 4) as u32
+        };
         Knobs {
             data_nodes,
             clients,
@@ -266,6 +279,8 @@ impl Knobs {
             },
             partitions,
             set_keys,
+            scan_reads,
+            scan_batch_rows,
         }
     }
 
@@ -298,7 +313,7 @@ impl fmt::Display for Knobs {
             "{} data nodes, {} clients, delay {}-{} us, workload {} ms, deadlock timeout {} ms, \
              {} operation records, {} accounts, {} register keys, schema to non-master {}, master link late {} ms, \
              crashes {}, client deaths {}, slow links {}, api link drops {}, overload {} ppm, \
-             late ticks up to {} ms, partitions {}, {} set keys",
+             late ticks up to {} ms, partitions {}, {} set keys, scan reads {} ({} rows a batch)",
             self.data_nodes,
             self.clients,
             self.delay_ns_min / 1000,
@@ -317,7 +332,9 @@ impl fmt::Display for Knobs {
             self.overload_ppm,
             self.late_tick_ns_max / 1_000_000,
             self.partitions,
-            self.set_keys
+            self.set_keys,
+            self.scan_reads,
+            self.scan_batch_rows
         )
     }
 }

@@ -25,7 +25,10 @@
 //!
 //! A run: clients register (API_REGREQ); client 0 creates the tables (some seeds first at a
 //! non-master, which answers 702) and inserts their rows; the fault plan is drawn and the
-//! workload runs; then faults stop, links heal, clients finish, and client 0 reads every row
+//! workload runs (in some seeds the bank's full reads are table scans: SCAN_TABREQ to every
+//! data node, SCAN_NEXTREQ for each further batch, under locks checked like a read of every
+//! key, or as committed reads whose every value some transfer must have written); then
+//! faults stop, links heal, clients finish, and client 0 reads every row
 //! under locks (the set: every key of its space, a missing row answered 626), then at its
 //! backup (the replicas must agree); the register and set histories are checked last. Faults: data nodes crash at a random time or right after handling a given
 //! signal (never both replicas of a node group; what they sent is lost or still delivered),

@@ -219,6 +219,10 @@ fn print_report(report: &Report) {
         s.transfers_ok, s.transfers_failed, s.transfers_unknown, s.audits_ok, s.writes_ok, s.writes_failed, s.writes_unknown, s.reads_ok, s.reads_failed
     );
     println!(
+        "  scan full reads checked under locks {}, as committed reads {}, failed {}, SCAN_NEXTREQs {}",
+        s.scan_audits_locked, s.scan_audits_committed, s.scan_audits_failed, s.scan_next_requests
+    );
+    println!(
         "  set inserts ok {} duplicate (630) {}, deletes ok {} missing (626) {}, reads present {} absent {}, failed {} unknown {}",
         s.inserts_ok, s.inserts_duplicate, s.deletes_ok, s.deletes_missing, s.set_reads_present, s.set_reads_absent, s.set_ops_failed, s.set_ops_unknown
     );

@@ -894,6 +894,18 @@ impl World {
                     complete_ns: complete_ns.then_some(record.complete_ns),
                 });
         }
+        for scan in &self.shared.committed_scans {
+            let (client, at_ns, rows) = (scan.client, scan.at_ns, &scan.rows);
+            if let Some((id, balance)) = rows
+                .iter()
+                .find(|row| !self.shared.balances_written.contains(row))
+            {
+                return Err(format!(
+                    "bank: client {client}: a committed-read scan at {:.6} ms saw account {id} at {balance}, which no transfer whose commit was sent wrote (a dirty or invented read): {rows:?}",
+                    at_ns as f64 / 1e6
+                ));
+            }
+        }
         let mut undecided = 0;
         for ((table, key), ops) in &by_key {
             match check::check_register(0, ops) {
