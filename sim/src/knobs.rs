@@ -57,6 +57,10 @@ pub enum Fault {
     ApiLink,
     /// BUGGIFY: sends sometimes find the send buffer full (1218), timer ticks come late.
     Buggify,
+    /// A data node stops handling anything for a while (as under SIGSTOP), its links staying
+    /// up: frames to it wait, it sends nothing. Nothing detects this today (no heartbeats), so
+    /// it must only delay.
+    Pause,
     /// NOT HANDLED YET (no arbitration, no heartbeats): data nodes are cut from each other,
     /// both ways (links drop) or one way (frames vanish while the link stays up). Off unless
     /// asked for.
@@ -65,12 +69,13 @@ pub enum Fault {
 
 impl Fault {
     /// The faults today's cluster handles, on by default.
-    pub const DEFAULT: [Fault; 5] = [
+    pub const DEFAULT: [Fault; 6] = [
         Fault::Crash,
         Fault::Client,
         Fault::Slow,
         Fault::ApiLink,
         Fault::Buggify,
+        Fault::Pause,
     ];
 
     pub fn name(self) -> &'static str {
@@ -80,6 +85,7 @@ impl Fault {
             Fault::Slow => "slow",
             Fault::ApiLink => "api-link",
             Fault::Buggify => "buggify",
+            Fault::Pause => "pause",
             Fault::Partition => "partition",
         }
     }
@@ -209,6 +215,8 @@ pub struct Knobs {
     pub scan_reads: bool,
     /// Rows per fragment per scan batch (small, so that scans take several SCAN_NEXTREQs).
     pub scan_batch_rows: u32,
+    /// Data-node pauses.
+    pub pauses: u16,
 }
 
 /// Mixed into the seed of the generator that draws the knobs added after the first ones, so
@@ -241,10 +249,16 @@ impl Knobs {
         let mut later = Rng::new(rng.clone().next_u64() ^ LATER_KNOBS_SALT);
         let set_keys = later.between(3, 16) as u16;
         let scan_reads = later.coin();
+
         let scan_batch_rows = if later.below(4) == 0 {
             SCAN_BATCH_ROWS_MAX
         } else {
             later.between(1, 4) as u32
+        };
+        let pauses = if options.has(Fault::Pause) && later.below(4) != 0 {
+            later.between(1, 3) as u16
+        } else {
+            0
         };
         Knobs {
             data_nodes,
@@ -281,6 +295,7 @@ impl Knobs {
             set_keys,
             scan_reads,
             scan_batch_rows,
+            pauses,
         }
     }
 
@@ -313,7 +328,8 @@ impl fmt::Display for Knobs {
             "{} data nodes, {} clients, delay {}-{} us, workload {} ms, deadlock timeout {} ms, \
              {} operation records, {} accounts, {} register keys, schema to non-master {}, master link late {} ms, \
              crashes {}, client deaths {}, slow links {}, api link drops {}, overload {} ppm, \
-             late ticks up to {} ms, partitions {}, {} set keys, scan reads {} ({} rows a batch)",
+             late ticks up to {} ms, partitions {}, {} set keys, scan reads {} ({} rows a batch), \
+             pauses {}",
             self.data_nodes,
             self.clients,
             self.delay_ns_min / 1000,
@@ -334,7 +350,8 @@ impl fmt::Display for Knobs {
             self.partitions,
             self.set_keys,
             self.scan_reads,
-            self.scan_batch_rows
+            self.scan_batch_rows,
+            self.pauses
         )
     }
 }

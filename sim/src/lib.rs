@@ -11,7 +11,7 @@
 //!                     ├► Timer (10 ms) ─► Kernel::on_timer + run_jobs
 //!                     ├► Disconnected ─► Kernel::on_disconnect / Client::on_link_down
 //!                     ├► ClientWake ─► Client (bank, registers, set) ─► Net ─► Queue
-//!                     └► Fault (crash, client death, slow link, API link drop, partition)
+//!                     └► Fault (crash, client death, slow link, API link drop, pause, partition)
 //! ```
 //!
 //! - [`knobs`]: the user's options and what each seed draws from them.
@@ -33,7 +33,8 @@
 //! backup (the replicas must agree); the register and set histories are checked last. Faults: data nodes crash at a random time or right after handling a given
 //! signal (never both replicas of a node group; what they sent is lost or still delivered),
 //! clients die (some while a request is outstanding), links slow down, API links drop and
-//! come back, BUGGIFY makes sends find full buffers and ticks come late; `--faults partition`
+//! come back, data nodes pause (their events wait, their links stay up), BUGGIFY makes sends
+//! find full buffers and ticks come late; `--faults partition`
 //! adds what the cluster does not handle yet.
 //!
 //! **Architecture Invariant:** nothing in a run depends on anything but its seed and options:

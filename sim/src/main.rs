@@ -27,7 +27,7 @@ struct Args {
     #[arg(long, value_enum, default_value = "all")]
     workload: Workload,
     /// Fault kinds seeds may draw, comma-separated: crash, client, slow, api-link, buggify,
-    /// partition (not handled by the cluster yet), or none. Default: all but partition.
+    /// pause, partition (not handled by the cluster yet), or none. Default: all but partition.
     #[arg(long, value_delimiter = ',', value_parser = parse_fault)]
     faults: Option<Vec<Option<Fault>>>,
     /// Print every delivered frame and every fault (with --seed).

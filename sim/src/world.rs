@@ -201,6 +201,11 @@ enum Planned {
         to: NodeId,
         for_ns: u64,
     },
+    /// The data node handles nothing for `for_ns` (its links stay up).
+    Pause {
+        node: NodeId,
+        for_ns: u64,
+    },
 }
 
 struct World {
@@ -235,6 +240,8 @@ struct World {
     frame_hashes: Vec<(u64, u64, u64)>,
     /// Armed crashes: the node crashes right after it handles a frame with this signal.
     crash_after: BTreeMap<NodeId, (u16, bool)>,
+    /// Paused data nodes, and until when: their events wait until then.
+    paused: BTreeMap<NodeId, u64>,
 }
 
 impl World {
@@ -304,6 +311,7 @@ impl World {
             undecided_keys: 0,
             frame_hashes: Vec::new(),
             crash_after: BTreeMap::new(),
+            paused: BTreeMap::new(),
         };
         for &node in &data_nodes {
             let first_tick = world.rng.below(TIMER_TICK_NS);
@@ -339,6 +347,10 @@ impl World {
         while let Some(event) = self.queue.pop() {
             debug_assert!(event.at_ns >= self.now_ns, "time went back");
             self.now_ns = event.at_ns;
+            if let Some(until) = self.paused_target(&event.kind) {
+                self.queue.defer(event, until);
+                continue;
+            }
             self.step += 1;
             self.handle(event.kind)?;
             if let Some(what) = self.shared.failure.take() {
@@ -355,6 +367,22 @@ impl World {
             self.check_deadlines()?;
         }
         Err("the event queue ran dry before the final reads ended".into())
+    }
+
+    /// When the event is for a paused data node: until when it is paused.
+    fn paused_target(&mut self, kind: &EventKind) -> Option<u64> {
+        let node = match kind {
+            EventKind::Deliver { to, .. } => *to,
+            EventKind::Disconnected { at, .. } => *at,
+            EventKind::Timer(node) | EventKind::Kick(node) => *node,
+            _ => return None,
+        };
+        let until = *self.paused.get(&node)?;
+        if until > self.now_ns {
+            return Some(until);
+        }
+        self.paused.remove(&node);
+        None
     }
 
     fn check_deadlines(&self) -> Result<(), String> {
@@ -601,6 +629,7 @@ impl World {
         plan.extend(self.plan_client_deaths());
         plan.extend(self.plan_link_faults());
         plan.extend(self.plan_partitions());
+        plan.extend(self.plan_pauses());
         for (at, fault) in plan {
             self.schedule_fault(start + at, fault);
         }
@@ -723,6 +752,19 @@ impl World {
         plan
     }
 
+    /// Data nodes that stop for a while (from 10 ms to past the deadlock timeout).
+    fn plan_pauses(&mut self) -> Vec<(u64, Planned)> {
+        let data_nodes: Vec<NodeId> = self.kernels.keys().copied().collect();
+        let mut plan = Vec::new();
+        for _ in 0..self.knobs.pauses {
+            let at = self.rng.below(self.knobs.workload_ns);
+            let node = self.pick(&data_nodes);
+            let for_ns = self.rng.between(10_000_000, 1_000_000_000);
+            plan.push((at, Planned::Pause { node, for_ns }));
+        }
+        plan
+    }
+
     fn schedule_fault(&mut self, at_ns: u64, fault: Planned) {
         self.plan.push(fault);
         let index = self.plan.len() - 1;
@@ -775,6 +817,12 @@ impl World {
                 for_ns,
             } => self.api_link_drop(client, node, for_ns),
             Planned::Reconnect { client, node } => {
+                // A paused node accepts no connection: the client tries again once it runs
+                // (and has heard of the drop, which waited for the pause too).
+                if let Some(&until) = self.paused.get(&node).filter(|&&u| u > self.now_ns) {
+                    let at = until + DETECT_NS_MAX + 1;
+                    return self.schedule_fault(at, Planned::Reconnect { client, node });
+                }
                 let api = self.clients[client].node;
                 if self.is_alive(api) && self.kernels.contains_key(&node) {
                     self.net.reconnect(api, node);
@@ -782,6 +830,12 @@ impl World {
                 }
             }
             Planned::Cut { side } => self.cut(&side),
+            Planned::Pause { node, for_ns } => {
+                if self.kernels.contains_key(&node) && !self.paused.contains_key(&node) {
+                    self.count("pause");
+                    self.paused.insert(node, self.now_ns + for_ns);
+                }
+            }
             Planned::OneWay { from, to, for_ns } => {
                 self.count("partition (one-way)");
                 let until = self.now_ns + for_ns;

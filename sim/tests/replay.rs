@@ -8,7 +8,13 @@ use rndb_sim::{run_seed, run_seed_checked, Fault, Options, Workload};
 fn without_crashes(workload: Workload) -> Options {
     Options {
         workload,
-        faults: vec![Fault::Client, Fault::Slow, Fault::ApiLink, Fault::Buggify],
+        faults: vec![
+            Fault::Client,
+            Fault::Slow,
+            Fault::ApiLink,
+            Fault::Buggify,
+            Fault::Pause,
+        ],
         trace: false,
         sabotage: None,
     }

@@ -1,7 +1,7 @@
 //! Hundreds of seeds of each workload keep their invariants (the bank's total, linearizable
 //! registers and set elements, every request answered) under the faults today's cluster handles: data-node
-//! crashes, clients dying mid-transaction, slow links, API links dropping, and BUGGIFY's full
-//! send buffers and late ticks. Each seed runs once here (determinism is replay.rs's); the
+//! crashes, clients dying mid-transaction, slow links, API links dropping, data nodes pausing,
+//! and BUGGIFY's full send buffers and late ticks. Each seed runs once here (determinism is replay.rs's); the
 //! totals at the end show the faults really happened.
 
 use rndb_sim::{run_seed, Fault, Options, Report, Workload};
@@ -53,6 +53,7 @@ fn bank_seeds_keep_the_total_through_crashes_and_dying_clients() {
     assert!(faults(&reports, "client death") > SEEDS / 2);
     assert!(faults(&reports, "slow link") > SEEDS / 2);
     assert!(faults(&reports, "api link drop") > SEEDS / 2);
+    assert!(faults(&reports, "pause") > SEEDS / 2);
     assert!(sum(|r| r.stats.deaths_mid_request) > 10);
     assert!(
         sum(|r| r.stats.transfers_unknown) > 0,
@@ -66,7 +67,7 @@ fn bank_seeds_keep_the_total_through_crashes_and_dying_clients() {
     assert!(scanning > SEEDS / 3, "{scanning} seeds scan");
     assert!(sum(|r| r.stats.scan_audits_locked) > scanning * 3);
     assert!(sum(|r| r.stats.scan_audits_committed) > scanning);
-    assert!(sum(|r| r.stats.scan_next_requests) > scanning * 5);
+    assert!(sum(|r| r.stats.scan_next_requests) > scanning * 3);
     assert!(sum(|r| r.stats.scan_audits_failed) > scanning / 2);
     // Node failure aborted transactions that were in flight (286 at TC, 4010 for operations
     // sent to the failed node).
