@@ -19,11 +19,12 @@ use rndb_protocol::scan::{
     SCAN_FLAG_START_TRANSACTION,
 };
 use rndb_protocol::signals::{
-    self, block, gsn, Refusal, TableInfo, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReqRef,
-    TcKeyRow, FLAG_START_TRANSACTION, REPLICA_PRIMARY,
+    self, block, gsn, CreateIndexReq, IndexInfo, Refusal, TableInfo, TcExecuteRef, TcExecuteReq,
+    TcKeyRef, TcKeyReqRef, TcKeyRow, FLAG_START_TRANSACTION, REPLICA_PRIMARY,
 };
 use rndb_protocol::{
-    AbortOption, ColumnDef, ColumnType, ExecType, LockMode, OperationType, TableDef, Value, Writer,
+    AbortOption, ColumnDef, ColumnType, ExecType, IndexKind, LockMode, OperationType, TableDef,
+    Value, Writer,
 };
 use rndb_transporter::FrameHeader;
 
@@ -41,6 +42,8 @@ const FINAL_ATTEMPTS_MAX: u32 = 200;
 pub const INITIAL_BALANCE: i64 = 1_000;
 /// The largest amount one transfer moves.
 const TRANSFER_MAX: u64 = 300;
+/// Reads through the set's unique index look up the value of one of this many latest inserts.
+const RECENT_INSERTS: usize = 4;
 /// Operations per register key the workload leaves room for (the final reads take the rest).
 const KEY_OPS_WORKLOAD_MAX: usize = KEY_OPS_MAX - 16;
 
@@ -48,6 +51,9 @@ const KEY_OPS_WORKLOAD_MAX: usize = KEY_OPS_MAX - 16;
 pub const BANK: usize = 0;
 pub const REGISTERS: usize = 1;
 pub const SETS: usize = 2;
+/// The set's unique hash index on its value column, created after the tables
+/// (`Phase::Creating(SET_INDEX)`).
+const SET_INDEX: usize = 3;
 
 /// The tables, once created.
 #[derive(Clone, Debug, Default)]
@@ -55,6 +61,8 @@ pub struct Tables {
     pub bank: Option<TableInfo>,
     pub registers: Option<TableInfo>,
     pub sets: Option<TableInfo>,
+    /// The unique hash index on the set's value column (every insert writes a unique value).
+    pub set_index: Option<IndexInfo>,
 }
 
 impl Tables {
@@ -93,6 +101,12 @@ pub enum Access {
     Insert,
     /// A set delete.
     Delete,
+    /// A set read through the unique index on the value column, of the value an insert of
+    /// this element wrote; `locked` for a shared-lock read (CommittedRead otherwise).
+    IndexRead {
+        value: i64,
+        locked: bool,
+    },
 }
 
 /// One register or set operation of the history.
@@ -136,6 +150,10 @@ pub struct Stats {
     /// Set reads that found the element, and those that did not (626).
     pub set_reads_present: u64,
     pub set_reads_absent: u64,
+    /// Set reads through the unique index that found the row, and that found none (626: the
+    /// insert failed, or the element was deleted or holds another insert's value since).
+    pub index_reads_found: u64,
+    pub index_reads_missing: u64,
     /// Set operations that failed otherwise (not applied), and writes of unknown outcome.
     pub set_ops_failed: u64,
     pub set_ops_unknown: u64,
@@ -169,6 +187,8 @@ pub struct Shared {
     pub history: Vec<Record>,
     /// Operations recorded per (table, key) of the registers and the set.
     key_ops: BTreeMap<(usize, u16), usize>,
+    /// (element, value) of every set insert sent: what reads through the index look up.
+    inserted_values: Vec<(u16, i64)>,
     pub stats: Stats,
     /// The first invariant violation; the world stops at the step that set it.
     pub failure: Option<String>,
@@ -208,6 +228,7 @@ impl Shared {
             final_done: false,
             history: Vec::new(),
             key_ops: BTreeMap::new(),
+            inserted_values: Vec::new(),
             stats: Stats::default(),
             failure: None,
             partitions,
@@ -311,6 +332,7 @@ enum Kind {
         which: usize,
         at_non_master: bool,
     },
+    CreateIndex,
     Populate {
         which: usize,
     },
@@ -550,6 +572,9 @@ impl Client {
 
     fn create_table(&mut self, ctx: &mut Ctx<'_>, which: usize, retry_on_master: bool) {
         let wanted = ctx.shared.wanted();
+        if which == SET_INDEX && ctx.shared.sets {
+            return self.create_index(ctx);
+        }
         if which >= wanted.len() {
             self.phase = Phase::Populating(0);
             return self.next(ctx);
@@ -590,6 +615,33 @@ impl Client {
                 at_non_master,
             },
             gsn::CREATE_TABLE_REQ,
+            block::DBDICT,
+            payload,
+        );
+    }
+
+    /// A unique hash index on the set's value column, at the first data node this client
+    /// reaches (the master, or one that refuses with 702 until the master's link is up).
+    fn create_index(&mut self, ctx: &mut Ctx<'_>) {
+        let mut payload = Vec::new();
+        CreateIndexReq {
+            table: table_def(SETS).name,
+            index: "elements_value".into(),
+            kind: IndexKind::Unique,
+            columns: vec!["value".into()],
+        }
+        .encode(&mut payload);
+        let to = self
+            .data_nodes
+            .iter()
+            .copied()
+            .find(|n| self.links_up.contains(n))
+            .unwrap_or(self.data_nodes[0]);
+        self.send_request(
+            ctx,
+            to,
+            Kind::CreateIndex,
+            gsn::CREATE_INDEX_REQ,
             block::DBDICT,
             payload,
         );
@@ -675,16 +727,44 @@ impl Client {
                 _ => self.register_read(ctx, key, LockMode::Read),
             };
         }
-        let access = match self.rng.below(8) {
+        let mut access = match self.rng.below(9) {
             0..=2 => Access::Insert,
             3..=5 => Access::Delete,
-            _ => Access::Read,
+            6..=7 => Access::Read,
+            _ => Access::IndexRead {
+                value: 0,
+                locked: false,
+            },
         };
-        let lock = if self.rng.coin() {
+        let locked = self.rng.coin();
+        let lock = if locked {
             LockMode::Read
         } else {
             LockMode::CommittedRead
         };
+        let mut key = key;
+        if let Access::IndexRead { .. } = access {
+            let inserted = &ctx.shared.inserted_values;
+            if inserted.is_empty() {
+                return self.set_op(ctx, key, Access::Read, lock);
+            }
+            // One of the latest inserts, most of which are still there.
+            let recent = inserted.len().min(RECENT_INSERTS);
+            let pick = inserted.len() - 1 - self.rng.below(recent as u64) as usize;
+            let (element, value) = inserted[pick];
+            if ctx
+                .shared
+                .key_ops
+                .get(&(SETS, element))
+                .copied()
+                .unwrap_or(0)
+                >= KEY_OPS_WORKLOAD_MAX
+            {
+                return self.set_op(ctx, key, Access::Read, lock);
+            }
+            key = element;
+            access = Access::IndexRead { value, locked };
+        }
         self.set_op(ctx, key, access, lock);
     }
 
@@ -701,7 +781,21 @@ impl Client {
         let op = match access {
             Access::Insert => {
                 let value = (i64::from(self.node.0) << 32) | i64::from(self.next_request_id);
+                ctx.shared.inserted_values.push((key, value));
                 KeyOp::write(&table, OperationType::Insert, key, value)
+            }
+            Access::IndexRead { value, .. } => {
+                let Some(index) = ctx.shared.tables.as_ref().and_then(|t| t.set_index.clone())
+                else {
+                    return;
+                };
+                KeyOp {
+                    signal: gsn::TCINDXREQ,
+                    table_id: index.index_id,
+                    table_version: index.index_version,
+                    key: vec![Value::Int64(value)],
+                    ..KeyOp::read(&table, key, lock)
+                }
             }
             Access::Delete => KeyOp {
                 attrs: Vec::new(),
@@ -1134,6 +1228,10 @@ impl Client {
                 }
                 .append_to_key_req(&mut payload, 0);
             }
+            let header = FrameHeader {
+                signal: op.signal,
+                ..header
+            };
             ctx.sends.push((tc, header, payload));
         }
         if ctx.shared.trace {
@@ -1260,10 +1358,11 @@ impl Client {
             return;
         }
         let decoded: Result<Option<Ended>, String> = match header.signal {
-            lgsn::API_REGCONF | gsn::CREATE_TABLE_CONF | gsn::TC_EXECUTE_CONF => {
-                Ok(Some(Ended::Conf(payload.to_vec())))
-            }
-            gsn::CREATE_TABLE_REF => Refusal::decode(payload)
+            lgsn::API_REGCONF
+            | gsn::CREATE_TABLE_CONF
+            | gsn::CREATE_INDEX_CONF
+            | gsn::TC_EXECUTE_CONF => Ok(Some(Ended::Conf(payload.to_vec()))),
+            gsn::CREATE_TABLE_REF | gsn::CREATE_INDEX_REF => Refusal::decode(payload)
                 .map(|r| Some(Ended::Refused(r.code)))
                 .map_err(|e| e.to_string()),
             gsn::TCKEY_ROW | gsn::TCKEY_ROW_CONF => match TcKeyRow::decode(payload) {
@@ -1354,7 +1453,7 @@ impl Client {
                 Kind::RegRead { record } => ctx.shared.history[record].outcome = Outcome::Fail,
                 Kind::SetOp { record } => {
                     let r = &mut ctx.shared.history[record];
-                    r.outcome = if r.access == Access::Read {
+                    r.outcome = if matches!(r.access, Access::Read | Access::IndexRead { .. }) {
                         Outcome::Fail
                     } else {
                         ctx.shared.stats.set_ops_unknown += 1;
@@ -1397,6 +1496,23 @@ impl Client {
                 which,
                 at_non_master,
             } => self.create_ended(ctx, &request, which, at_non_master, ended),
+            Kind::CreateIndex => match ended {
+                Ended::Conf(payload) => match IndexInfo::decode(&payload) {
+                    Ok(info) => {
+                        if let Some(tables) = ctx.shared.tables.as_mut() {
+                            tables.set_index = Some(info);
+                        }
+                        self.phase = Phase::Creating(SET_INDEX + 1);
+                        self.resume_after(ctx, 0);
+                    }
+                    Err(e) => ctx.shared.fail(format!("CREATE_INDEX_CONF: {e}")),
+                },
+                // A non-master (the master's link is not up yet), or BUGGIFY's full buffers.
+                Ended::Refused(702 | 1218) => self.resume_after(ctx, RETRY_NS),
+                other => ctx
+                    .shared
+                    .fail(format!("CREATE INDEX ended with {other:?}")),
+            },
             Kind::Populate { which } => match ended {
                 Ended::Conf(_) => {
                     self.phase = Phase::Populating(which + 1);
@@ -1749,6 +1865,30 @@ impl Client {
         let access = ctx.shared.history[record].access;
         let stats = &mut ctx.shared.stats;
         let outcome = match (ended, access) {
+            (Ended::Conf(_), Access::IndexRead { value, locked }) => {
+                let key = ctx.shared.history[record].key;
+                let row = request.rows.get(&0).map(|row| (row.first(), row.get(1)));
+                match row {
+                    Some((Some(Value::Int32(id)), Some(Value::Int64(v))))
+                        if i32::from(key) == *id && (*v == value || !locked) =>
+                    {
+                        stats.index_reads_found += 1;
+                        Outcome::Ok(Some(check::PRESENT))
+                    }
+                    other => {
+                        return ctx.shared.fail(format!(
+                            "set: client {}: a read through the unique index of value {} (inserted into element {key}, {}) returned {other:?}",
+                            self.node,
+                            check::value_name(value),
+                            if locked { "shared lock" } else { "committed read" }
+                        ))
+                    }
+                }
+            }
+            (Ended::Refused(626), Access::IndexRead { .. }) => {
+                stats.index_reads_missing += 1;
+                Outcome::Fail
+            }
             (Ended::Conf(_), Access::Read) => {
                 if request.rows.contains_key(&0) {
                     stats.set_reads_present += 1;
@@ -1897,6 +2037,9 @@ fn table_def(which: usize) -> TableDef {
 /// One key operation to encode.
 #[derive(Clone, Debug)]
 struct KeyOp {
+    /// TCKEYREQ, or TCINDXREQ (then the table id and version name the index, and the key is
+    /// the indexed columns' values).
+    signal: u16,
     op_type: OperationType,
     lock_mode: LockMode,
     table_id: u32,
@@ -1910,6 +2053,7 @@ struct KeyOp {
 impl KeyOp {
     fn read(table: &TableInfo, id: u16, lock_mode: LockMode) -> KeyOp {
         KeyOp {
+            signal: gsn::TCKEYREQ,
             op_type: OperationType::Read,
             lock_mode,
             table_id: table.table_id,
@@ -1922,6 +2066,7 @@ impl KeyOp {
 
     fn write(table: &TableInfo, op_type: OperationType, id: u16, value: i64) -> KeyOp {
         KeyOp {
+            signal: gsn::TCKEYREQ,
             op_type,
             lock_mode: LockMode::Exclusive,
             table_id: table.table_id,

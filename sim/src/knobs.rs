@@ -304,7 +304,7 @@ impl Knobs {
         let mut ini = format!(
             "[ndbd default]\nNoOfReplicas=2\nDataMemory=1M\nMaxNoOfConcurrentOperations={}\n\
              MaxNoOfConcurrentTransactions=32\nMaxNoOfConcurrentScans=2\nMaxNoOfTables=8\n\
-             MaxNoOfOrderedIndexes=0\nMaxNoOfUniqueHashIndexes=0\n\
+             MaxNoOfOrderedIndexes=0\nMaxNoOfUniqueHashIndexes=1\n\
              TransactionDeadlockDetectionTimeout={}\n",
             self.operations_max, self.deadlock_timeout_ms
         );

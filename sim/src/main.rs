@@ -223,8 +223,8 @@ fn print_report(report: &Report) {
         s.scan_audits_locked, s.scan_audits_committed, s.scan_audits_failed, s.scan_next_requests
     );
     println!(
-        "  set inserts ok {} duplicate (630) {}, deletes ok {} missing (626) {}, reads present {} absent {}, failed {} unknown {}",
-        s.inserts_ok, s.inserts_duplicate, s.deletes_ok, s.deletes_missing, s.set_reads_present, s.set_reads_absent, s.set_ops_failed, s.set_ops_unknown
+        "  set inserts ok {} duplicate (630) {}, deletes ok {} missing (626) {}, reads present {} absent {}, through the unique index found {} missing {}, failed {} unknown {}",
+        s.inserts_ok, s.inserts_duplicate, s.deletes_ok, s.deletes_missing, s.set_reads_present, s.set_reads_absent, s.index_reads_found, s.index_reads_missing, s.set_ops_failed, s.set_ops_unknown
     );
     println!(
         "  errors seen {:?}, faults {:?}, overloaded sends {}, 702 from a non-master then retried: {}, undecided keys {}",

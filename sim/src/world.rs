@@ -1016,6 +1016,9 @@ fn history_op(access: Access, outcome: Outcome) -> Option<(RegOp, bool)> {
         (Access::Read, Outcome::Ok(Some(v))) => RegOp::Read(v),
         (Access::Read, Outcome::Refused(626)) => RegOp::Read(check::ABSENT),
         (Access::Read, _) => return None,
+        // Found through the index: the element was present.
+        (Access::IndexRead { .. }, Outcome::Ok(Some(v))) => RegOp::Read(v),
+        (Access::IndexRead { .. }, _) => return None,
         (Access::Write(v), _) => RegOp::Write(v),
         // Refused because the row was there: the insert read "present".
         (Access::Insert, Outcome::Refused(_)) => RegOp::Read(check::PRESENT),

@@ -107,6 +107,8 @@ fn set_seeds_keep_every_acknowledged_insert_and_delete_through_crashes() {
     assert!(sum(|r| r.stats.deletes_missing) > seeds * 5);
     assert!(sum(|r| r.stats.set_reads_present) > seeds);
     assert!(sum(|r| r.stats.set_reads_absent) > seeds);
+    // Reads through the unique hash index on the value column (TCINDXREQ) find rows.
+    assert!(sum(|r| r.stats.index_reads_found) > seeds * 3);
     assert!(
         sum(|r| r.stats.set_ops_unknown) > 0,
         "no set write ended unknown"
