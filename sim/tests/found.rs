@@ -62,6 +62,10 @@ fn a_second_crash_while_survivors_resolve_a_failed_coordinator_keeps_the_bank_to
 /// 0x4dc7 is the same with a pause instead of the slow link: element 14's delete is confirmed
 /// by the backup (node 1) at 35.0 ms, node 1 pauses at 35.5 ms, a CommittedRead at node 2
 /// answers 626 at 37.9 ms, node 2 crashes at 185.5 ms, and after the pause the row is there.
+/// Inserts show it too (0xaa4, 0x1d22, 0x3856 `--workload sets`, each with a pause and a
+/// crash): in 0xaa4 client 51's insert of element 0 at node 1 (its primary and TC) is seen by a
+/// CommittedRead at node 1 at 178.9 ms, node 2 pauses at 178.6 ms, the insert is never
+/// answered, and the final read finds no element 0.
 /// Suspected (not verified in the kernel): the early commit of the last replica
 /// (`Tc::start_early_commit`) and the failed coordinator's resolution disagree: the delete
 /// the primary committed is rolled back at the survivor.
