@@ -1,6 +1,7 @@
 //! The checkers: the bank's invariant (the total never changes, no account goes negative) and
 //! linearizability of single-key registers (Wing and Gong's search with Lowe's cache, split by
-//! key as Porcupine does, so that each search is small).
+//! key as Porcupine does, so that each search is small). A set's elements are checked as
+//! registers of two states (absent, present) that inserts and deletes move (see [`RegOp`]).
 
 use std::collections::HashSet;
 
@@ -36,14 +37,26 @@ pub fn check_bank(balances: &[(i32, i64)], accounts: usize, total: i64) -> Resul
     Ok(())
 }
 
-/// What one register operation did.
+/// What one register operation did. A set's element is a register too, 0 while absent and
+/// 1 while present: an insert that succeeded moves it from 0 to 1, a delete from 1 to 0, and
+/// an insert refused with 630 (the row existed) reads 1, a delete or read refused with 626
+/// (no such row) reads 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RegOp {
     /// Wrote this (unique) value.
     Write(i64),
     /// Read this value.
     Read(i64),
+    /// Inserted the element: it must have been absent (0), and is present (1) after.
+    Insert,
+    /// Deleted the element: it must have been present (1), and is absent (0) after.
+    Delete,
 }
+
+/// A set element's state in the register model.
+pub const ABSENT: i64 = 0;
+/// See [`ABSENT`].
+pub const PRESENT: i64 = 1;
 
 /// One operation of a key's history, as the client saw it. Operations that failed (surely not
 /// applied) are left out; a read whose outcome is unknown is left out (it constrains nothing).
@@ -128,7 +141,7 @@ fn shortest_violation(initial: i64, ops: &[HistoryOp]) -> Vec<HistoryOp> {
             .iter()
             .copied()
             .filter(|o| {
-                o.invoke_ns <= cut || (matches!(o.op, RegOp::Write(_)) && o.invoke_ns <= seen_by)
+                o.invoke_ns <= cut || (!matches!(o.op, RegOp::Read(_)) && o.invoke_ns <= seen_by)
             })
             .collect();
         if search(initial, &start) == Some(false) {
@@ -176,6 +189,9 @@ impl Search<'_> {
                 RegOp::Read(v) if v == value => value,
                 RegOp::Read(_) => continue,
                 RegOp::Write(v) => v,
+                RegOp::Insert if value == ABSENT => PRESENT,
+                RegOp::Delete if value == PRESENT => ABSENT,
+                RegOp::Insert | RegOp::Delete => continue,
             };
             if self.run(done | 1 << i, next)? {
                 return Some(true);
@@ -218,6 +234,8 @@ fn describe_violation(initial: i64, ops: &[HistoryOp]) -> String {
         let op = match o.op {
             RegOp::Write(v) => format!("write {}", value_name(v)),
             RegOp::Read(v) => format!("read  {}", value_name(v)),
+            RegOp::Insert => "insert".to_string(),
+            RegOp::Delete => "delete".to_string(),
         };
         text.push_str(&format!(
             "\n    client {:>3} {op:<14} from {:>12.6} ms to {end}",

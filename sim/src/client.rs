@@ -6,23 +6,30 @@
 //! A client runs one request at a time: API_REGREQ to each data node, then (client 0) the
 //! tables' creation and their rows, then its workload's operations until the workload ends,
 //! then (client 0) the final reads. Every request has a deadline; a request without an answer
-//! by then is a liveness failure (a hang), except under partitions.
+//! by then is a liveness failure (a hang), except under partitions. A scan, which the API
+//! sends to every data node at once, is sent here to one node after the other (see
+//! [`ScanRead`]), so that a client still has one request outstanding.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use rndb_config::{key_hash, NodeId, PartitionMap};
 use rndb_protocol::lqh::{gsn as lgsn, ApiRegConf};
+use rndb_protocol::scan::{
+    decode_scan_rows, ScanNextReq, ScanTabConf, ScanTabReq, SCAN_BATCH_BYTES_MAX, SCAN_FLAG_PART,
+    SCAN_FLAG_START_TRANSACTION,
+};
 use rndb_protocol::signals::{
-    self, block, gsn, Refusal, TableInfo, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReqRef,
-    TcKeyRow, FLAG_START_TRANSACTION, REPLICA_PRIMARY,
+    self, block, gsn, CreateIndexReq, IndexInfo, Refusal, TableInfo, TcExecuteRef, TcExecuteReq,
+    TcKeyRef, TcKeyReqRef, TcKeyRow, FLAG_START_TRANSACTION, REPLICA_PRIMARY,
 };
 use rndb_protocol::{
-    AbortOption, ColumnDef, ColumnType, ExecType, LockMode, OperationType, TableDef, Value, Writer,
+    AbortOption, ColumnDef, ColumnType, ExecType, IndexKind, LockMode, OperationType, TableDef,
+    Value, Writer,
 };
 use rndb_transporter::FrameHeader;
 
 use crate::check::{self, KEY_OPS_MAX};
-use crate::knobs::{Knobs, Sabotage};
+use crate::knobs::{Knobs, Sabotage, Workload};
 use crate::rng::Rng;
 
 /// How long a request may wait for its answer before the run fails as hung (simulated).
@@ -35,34 +42,80 @@ const FINAL_ATTEMPTS_MAX: u32 = 200;
 pub const INITIAL_BALANCE: i64 = 1_000;
 /// The largest amount one transfer moves.
 const TRANSFER_MAX: u64 = 300;
+/// Reads through the set's unique index look up the value of one of this many latest inserts.
+const RECENT_INSERTS: usize = 4;
 /// Operations per register key the workload leaves room for (the final reads take the rest).
 const KEY_OPS_WORKLOAD_MAX: usize = KEY_OPS_MAX - 16;
 
-/// The two tables, once created.
+/// Table numbers (`which`): the bank's accounts, the registers, the set's elements.
+pub const BANK: usize = 0;
+pub const REGISTERS: usize = 1;
+pub const SETS: usize = 2;
+/// The set's unique hash index on its value column, created after the tables
+/// (`Phase::Creating(SET_INDEX)`).
+const SET_INDEX: usize = 3;
+
+/// The tables, once created.
 #[derive(Clone, Debug, Default)]
 pub struct Tables {
     pub bank: Option<TableInfo>,
     pub registers: Option<TableInfo>,
+    pub sets: Option<TableInfo>,
+    /// The unique hash index on the set's value column (every insert writes a unique value).
+    pub set_index: Option<IndexInfo>,
 }
 
-/// What happened to one register operation.
+impl Tables {
+    pub fn get(&self, which: usize) -> Option<&TableInfo> {
+        match which {
+            BANK => self.bank.as_ref(),
+            REGISTERS => self.registers.as_ref(),
+            SETS => self.sets.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// What happened to one register or set operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
     Pending,
-    /// Done; a read's value.
+    /// Done; a read's value (a set read: [`check::PRESENT`] or [`check::ABSENT`]).
     Ok(Option<i64>),
+    /// Refused with an error that shows the row's state, not applied: 630 (an insert found
+    /// the row) or 626 (a delete or read found none).
+    Refused(u32),
     /// Surely not applied.
     Fail,
     /// Unknown: the commit was sent and no answer came.
     Info,
 }
 
-/// One register operation of the history.
+/// What a register or set operation does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    /// A register write of this (unique) value.
+    Write(i64),
+    /// A set insert.
+    Insert,
+    /// A set delete.
+    Delete,
+    /// A set read through the unique index on the value column, of the value an insert of
+    /// this element wrote; `locked` for a shared-lock read (CommittedRead otherwise).
+    IndexRead {
+        value: i64,
+        locked: bool,
+    },
+}
+
+/// One register or set operation of the history.
 #[derive(Clone, Copy, Debug)]
 pub struct Record {
+    /// [`REGISTERS`] or [`SETS`].
+    pub table: usize,
     pub key: u16,
-    /// `Some(value)` for a write, `None` for a read.
-    pub write: Option<i64>,
+    pub access: Access,
     pub client: u16,
     pub invoke_ns: u64,
     pub complete_ns: u64,
@@ -76,17 +129,50 @@ pub struct Stats {
     pub transfers_failed: u64,
     pub transfers_unknown: u64,
     pub audits_ok: u64,
+    /// Full reads of the bank done as scans: checked under locks, checked committed reads
+    /// (every account once, each value one a transfer may have committed), failed ones.
+    pub scan_audits_locked: u64,
+    pub scan_audits_committed: u64,
+    pub scan_audits_failed: u64,
+    /// Scan batches asked for with SCAN_NEXTREQ.
+    pub scan_next_requests: u64,
     pub writes_ok: u64,
     pub writes_failed: u64,
     pub writes_unknown: u64,
     pub reads_ok: u64,
     pub reads_failed: u64,
+    /// Set inserts that succeeded, and those refused because the element was there (630).
+    pub inserts_ok: u64,
+    pub inserts_duplicate: u64,
+    /// Set deletes that succeeded, and those refused because the element was not there (626).
+    pub deletes_ok: u64,
+    pub deletes_missing: u64,
+    /// Set reads that found the element, and those that did not (626).
+    pub set_reads_present: u64,
+    pub set_reads_absent: u64,
+    /// Set reads through the unique index that found the row, and that found none (626: the
+    /// insert failed, or the element was deleted or holds another insert's value since).
+    pub index_reads_found: u64,
+    pub index_reads_missing: u64,
+    /// Set operations that failed otherwise (not applied), and writes of unknown outcome.
+    pub set_ops_failed: u64,
+    pub set_ops_unknown: u64,
     /// NDB error codes the clients saw (TC_EXECUTE_REF, refused schema requests).
     pub errors: BTreeMap<u32, u64>,
     /// Clients that died with a request outstanding.
     pub deaths_mid_request: u64,
     /// The 702 of the schema request sent to a non-master was seen, and the retry succeeded.
     pub non_master_702: bool,
+}
+
+/// A committed-read scan of the bank, checked at the end of the run.
+#[derive(Clone, Debug)]
+pub struct CommittedScan {
+    pub client: u16,
+    /// When it ended (simulated ns).
+    pub at_ns: u64,
+    /// (account, balance) of every row.
+    pub rows: Vec<(i32, i64)>,
 }
 
 /// State the clients share with the world.
@@ -99,16 +185,20 @@ pub struct Shared {
     pub stopping: bool,
     pub final_done: bool,
     pub history: Vec<Record>,
-    /// Operations recorded per register key.
-    key_ops: Vec<usize>,
+    /// Operations recorded per (table, key) of the registers and the set.
+    key_ops: BTreeMap<(usize, u16), usize>,
+    /// (element, value) of every set insert sent: what reads through the index look up.
+    inserted_values: Vec<(u16, i64)>,
     pub stats: Stats,
     /// The first invariant violation; the world stops at the step that set it.
     pub failure: Option<String>,
     pub partitions: PartitionMap,
     pub accounts: u16,
     pub register_keys: u16,
+    pub set_keys: u16,
     pub bank: bool,
     pub registers: bool,
+    pub sets: bool,
     /// Partitions are on: a request without an answer is an unknown outcome, not a hang.
     pub hangs_expected: bool,
     pub total: i64,
@@ -117,6 +207,12 @@ pub struct Shared {
     pub sabotage: Option<Sabotage>,
     /// The final reads' values at the primaries: (table, row id) → value.
     pub final_rows: BTreeMap<(usize, i32), i64>,
+    /// (account, balance) pairs a transfer whose commit was sent wrote, and the initial ones:
+    /// what a committed read may see.
+    pub balances_written: BTreeSet<(i32, i64)>,
+    /// Committed-read scans of the bank, checked against `balances_written` at the end (a
+    /// transfer whose commit was sent may end later): (client, simulated ns, rows).
+    pub committed_scans: Vec<CommittedScan>,
     /// Log what clients send and how their requests end (`--trace`).
     pub trace: bool,
     /// Client 0 sends its first CREATE TABLE to a non-master first (see [`Knobs`]).
@@ -124,26 +220,33 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(knobs: &Knobs, partitions: PartitionMap, bank: bool, registers: bool) -> Shared {
+    pub fn new(knobs: &Knobs, partitions: PartitionMap, workload: Workload) -> Shared {
         Shared {
             tables: None,
             ready: false,
             stopping: false,
             final_done: false,
             history: Vec::new(),
-            key_ops: vec![0; usize::from(knobs.register_keys)],
+            key_ops: BTreeMap::new(),
+            inserted_values: Vec::new(),
             stats: Stats::default(),
             failure: None,
             partitions,
             accounts: knobs.accounts,
             register_keys: knobs.register_keys,
-            bank,
-            registers,
+            set_keys: knobs.set_keys,
+            bank: workload.bank(),
+            registers: workload.registers(),
+            sets: workload.sets(),
             hangs_expected: knobs.partitions > 0,
             total: i64::from(knobs.accounts) * INITIAL_BALANCE,
             log: Vec::new(),
             sabotage: None,
             final_rows: BTreeMap::new(),
+            balances_written: (0..i32::from(knobs.accounts))
+                .map(|id| (id, INITIAL_BALANCE))
+                .collect(),
+            committed_scans: Vec::new(),
             trace: false,
             schema_to_non_master: knobs.schema_to_non_master,
         }
@@ -151,6 +254,29 @@ impl Shared {
 
     fn fail(&mut self, what: String) {
         self.failure.get_or_insert(what);
+    }
+
+    /// Which tables the workload uses.
+    fn wanted(&self) -> [bool; 3] {
+        [self.bank, self.registers, self.sets]
+    }
+
+    /// The tables' rows at the start: the accounts and the registers exist, the set is empty.
+    fn initial_rows(&self, which: usize) -> u16 {
+        match which {
+            BANK => self.accounts,
+            REGISTERS => self.register_keys,
+            _ => 0,
+        }
+    }
+
+    /// The key space of the registers or the set.
+    fn keys(&self, which: usize) -> u16 {
+        match which {
+            BANK => self.accounts,
+            REGISTERS => self.register_keys,
+            _ => self.set_keys,
+        }
     }
 }
 
@@ -186,9 +312,11 @@ enum Phase {
     Populating(usize),
     WaitingForTables,
     Running,
-    /// Client 0: the final full read (bank), then the final read of each register key.
+    /// Client 0: the final full read (bank), then the final read of each register key, then
+    /// the final read of every element of the set's key space.
     FinalAudit,
     FinalRead(u16),
+    FinalSetRead,
     /// Client 0: every row of table `which` read at its first backup (a CommittedRead of
     /// replica 1) must equal the final read at its primary: the replicas agree.
     BackupCheck(usize),
@@ -200,15 +328,43 @@ enum Phase {
 #[derive(Clone, Debug)]
 enum Kind {
     RegReq,
-    CreateTable { which: usize, at_non_master: bool },
-    Populate { which: usize },
-    TransferRead { a: u16, b: u16, amount: i64 },
-    TransferWrite,
+    CreateTable {
+        which: usize,
+        at_non_master: bool,
+    },
+    CreateIndex,
+    Populate {
+        which: usize,
+    },
+    TransferRead {
+        a: u16,
+        b: u16,
+        amount: i64,
+    },
+    /// The transfer's commit, writing (account, balance) twice.
+    TransferWrite {
+        writes: [(i32, i64); 2],
+    },
     Rollback,
     Audit,
-    RegWrite { record: usize },
-    RegRead { record: usize },
-    BackupRead { which: usize },
+    /// One batch of a scan of the bank (see [`ScanRead`]).
+    ScanBatch,
+    /// The commit of a scan's transaction at its TC.
+    ScanCommit,
+    RegWrite {
+        record: usize,
+    },
+    RegRead {
+        record: usize,
+    },
+    /// A set insert, delete or read.
+    SetOp {
+        record: usize,
+    },
+    FinalSetRead,
+    BackupRead {
+        which: usize,
+    },
 }
 
 /// The one request a client has outstanding.
@@ -220,7 +376,11 @@ struct Request {
     deadline_ns: u64,
     /// The execute that was sent commits (its outcome is unknown if no answer comes).
     commit_sent: bool,
+    /// When it was sent (simulated ns).
+    sent_ns: u64,
     rows: BTreeMap<u32, Vec<Value>>,
+    /// Operations refused (TCKEYREF): op index → NDB error code.
+    refused: BTreeMap<u32, u32>,
 }
 
 /// How a request ended.
@@ -234,6 +394,26 @@ enum Ended {
     Lost,
     /// No answer by the deadline.
     TimedOut,
+}
+
+/// A full read of the bank as a table scan, as the API does it: one transaction, the scan
+/// sent to every data node the client has a link to (each scans the fragments it is the
+/// live primary of), here one node after the other, each node's part read to its end batch by
+/// batch (SCAN_NEXTREQ). The first node is the transaction's TC; the others attach it
+/// (SCAN_FLAG_PART) and hear of its end after the TC's commit, as `finish_elsewhere` does.
+#[derive(Clone, Debug)]
+struct ScanRead {
+    /// The transaction's request id (the scans' ids are others).
+    trans_request_id: u32,
+    lock: LockMode,
+    /// The data nodes scanned, the TC first (the `alive` list of every SCAN_TABREQ).
+    nodes: Vec<NodeId>,
+    /// The node being scanned (index into `nodes`).
+    at: usize,
+    /// The open scan's id at that node.
+    scan_id: u32,
+    /// (account, balance) of every row returned so far.
+    rows: Vec<(i32, i64)>,
 }
 
 /// One simulated API node.
@@ -256,6 +436,11 @@ pub struct Client {
     /// The value this client's last read returned (for `Sabotage::Registers`).
     last_read: Option<i64>,
     think_ns_max: u64,
+    /// The bank's full read being done as a scan.
+    scan: Option<ScanRead>,
+    /// See [`Knobs::scan_reads`].
+    scan_reads: bool,
+    scan_batch_rows: u32,
 }
 
 impl Client {
@@ -279,6 +464,9 @@ impl Client {
             attempts: 0,
             last_read: None,
             think_ns_max: knobs.think_ns_max,
+            scan: None,
+            scan_reads: knobs.scan_reads,
+            scan_batch_rows: knobs.scan_batch_rows,
         }
     }
 
@@ -358,6 +546,7 @@ impl Client {
             }
             Phase::FinalAudit => self.audit(ctx),
             Phase::FinalRead(key) => self.register_read(ctx, key, LockMode::Read),
+            Phase::FinalSetRead => self.final_set_read(ctx),
             Phase::BackupCheck(which) => self.backup_read(ctx, which),
             Phase::Done | Phase::Dead => {}
         }
@@ -365,18 +554,27 @@ impl Client {
 
     /// Client 0, once every client is idle after the workload: the final reads.
     pub fn start_final(&mut self, ctx: &mut Ctx<'_>) {
-        self.phase = if ctx.shared.bank {
-            Phase::FinalAudit
-        } else {
-            Phase::FinalRead(0)
-        };
+        self.phase = final_phases(ctx.shared)[0];
         self.attempts = 0;
         self.resume_ns = ctx.now_ns;
         self.next(ctx);
     }
 
+    /// Moves on to the final phase after `stage` (the final phases run in a fixed order, those
+    /// of absent workloads left out).
+    fn final_stage_done(&mut self, ctx: &mut Ctx<'_>, stage: Phase) {
+        let phases = final_phases(ctx.shared);
+        let index = phases.iter().position(|&p| p == stage).unwrap_or(0);
+        self.phase = phases.get(index + 1).copied().unwrap_or(Phase::Done);
+        self.attempts = 0;
+        self.final_step_done(ctx);
+    }
+
     fn create_table(&mut self, ctx: &mut Ctx<'_>, which: usize, retry_on_master: bool) {
-        let wanted = [ctx.shared.bank, ctx.shared.registers];
+        let wanted = ctx.shared.wanted();
+        if which == SET_INDEX && ctx.shared.sets {
+            return self.create_index(ctx);
+        }
         if which >= wanted.len() {
             self.phase = Phase::Populating(0);
             return self.next(ctx);
@@ -422,11 +620,37 @@ impl Client {
         );
     }
 
+    /// A unique hash index on the set's value column, at the first data node this client
+    /// reaches (the master, or one that refuses with 702 until the master's link is up).
+    fn create_index(&mut self, ctx: &mut Ctx<'_>) {
+        let mut payload = Vec::new();
+        CreateIndexReq {
+            table: table_def(SETS).name,
+            index: "elements_value".into(),
+            kind: IndexKind::Unique,
+            columns: vec!["value".into()],
+        }
+        .encode(&mut payload);
+        let to = self
+            .data_nodes
+            .iter()
+            .copied()
+            .find(|n| self.links_up.contains(n))
+            .unwrap_or(self.data_nodes[0]);
+        self.send_request(
+            ctx,
+            to,
+            Kind::CreateIndex,
+            gsn::CREATE_INDEX_REQ,
+            block::DBDICT,
+            payload,
+        );
+    }
+
     fn populate(&mut self, ctx: &mut Ctx<'_>, which: usize) {
         let tables = ctx.shared.tables.clone().unwrap_or_default();
         let (table, rows) = match which {
-            0 => (tables.bank.clone(), ctx.shared.accounts),
-            1 => (tables.registers.clone(), ctx.shared.register_keys),
+            BANK | REGISTERS | SETS => (tables.get(which).cloned(), ctx.shared.initial_rows(which)),
             _ => {
                 self.phase = Phase::Running;
                 ctx.shared
@@ -436,11 +660,11 @@ impl Client {
                 return self.next(ctx);
             }
         };
-        let Some(table) = table else {
+        let Some(table) = table.filter(|_| rows > 0) else {
             self.phase = Phase::Populating(which + 1);
             return self.next(ctx);
         };
-        let value = if which == 0 { INITIAL_BALANCE } else { 0 };
+        let value = if which == BANK { INITIAL_BALANCE } else { 0 };
         let ops: Vec<KeyOp> = (0..rows)
             .map(|id| KeyOp::write(&table, OperationType::Insert, id, value))
             .collect();
@@ -451,36 +675,153 @@ impl Client {
     /// GET_TABINFO_REQ each: the definition is the one client 0 got back).
     fn table_created(&mut self, ctx: &mut Ctx<'_>, which: usize, info: TableInfo) {
         let tables = ctx.shared.tables.get_or_insert_with(Tables::default);
-        if which == 0 {
-            tables.bank = Some(info);
-        } else {
-            tables.registers = Some(info);
+        match which {
+            BANK => tables.bank = Some(info),
+            REGISTERS => tables.registers = Some(info),
+            _ => tables.sets = Some(info),
         }
     }
 
     fn start_operation(&mut self, ctx: &mut Ctx<'_>) {
-        let bank = ctx.shared.bank && (!ctx.shared.registers || self.rng.coin());
-        if bank {
-            if self.rng.below(5) == 0 {
+        let which = match ctx.shared.wanted() {
+            // The draws of the bank and register workloads, alone or together, as before the
+            // set workload came.
+            [true, true, false] => {
+                if self.rng.coin() {
+                    BANK
+                } else {
+                    REGISTERS
+                }
+            }
+            [true, _, false] => BANK,
+            [false, true, false] => REGISTERS,
+            [false, false, _] => SETS,
+            [bank, registers, _] => {
+                let choices: Vec<usize> = [(bank, BANK), (registers, REGISTERS), (true, SETS)]
+                    .iter()
+                    .filter(|(on, _)| *on)
+                    .map(|(_, w)| *w)
+                    .collect();
+                self.pick(&choices)
+            }
+        };
+        if which == BANK {
+            return if self.rng.below(5) == 0 {
                 self.audit(ctx)
             } else {
                 self.transfer(ctx)
-            }
-        } else {
-            let keys = u64::from(ctx.shared.register_keys);
-            let start = self.rng.below(keys);
-            let key = (0..keys)
-                .map(|i| ((start + i) % keys) as u16)
-                .find(|&k| ctx.shared.key_ops[usize::from(k)] < KEY_OPS_WORKLOAD_MAX);
-            let Some(key) = key else {
-                return;
             };
-            match self.rng.below(3) {
+        }
+        let keys = u64::from(ctx.shared.keys(which));
+        let start = self.rng.below(keys);
+        let key = (0..keys).map(|i| ((start + i) % keys) as u16).find(|&k| {
+            ctx.shared.key_ops.get(&(which, k)).copied().unwrap_or(0) < KEY_OPS_WORKLOAD_MAX
+        });
+        let Some(key) = key else {
+            return;
+        };
+        if which == REGISTERS {
+            return match self.rng.below(3) {
                 0 => self.register_write(ctx, key),
                 1 => self.register_read(ctx, key, LockMode::CommittedRead),
                 _ => self.register_read(ctx, key, LockMode::Read),
-            }
+            };
         }
+        let mut access = match self.rng.below(9) {
+            0..=2 => Access::Insert,
+            3..=5 => Access::Delete,
+            6..=7 => Access::Read,
+            _ => Access::IndexRead {
+                value: 0,
+                locked: false,
+            },
+        };
+        let locked = self.rng.coin();
+        let lock = if locked {
+            LockMode::Read
+        } else {
+            LockMode::CommittedRead
+        };
+        let mut key = key;
+        if let Access::IndexRead { .. } = access {
+            let inserted = &ctx.shared.inserted_values;
+            if inserted.is_empty() {
+                return self.set_op(ctx, key, Access::Read, lock);
+            }
+            // One of the latest inserts, most of which are still there.
+            let recent = inserted.len().min(RECENT_INSERTS);
+            let pick = inserted.len() - 1 - self.rng.below(recent as u64) as usize;
+            let (element, value) = inserted[pick];
+            if ctx
+                .shared
+                .key_ops
+                .get(&(SETS, element))
+                .copied()
+                .unwrap_or(0)
+                >= KEY_OPS_WORKLOAD_MAX
+            {
+                return self.set_op(ctx, key, Access::Read, lock);
+            }
+            key = element;
+            access = Access::IndexRead { value, locked };
+        }
+        self.set_op(ctx, key, access, lock);
+    }
+
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.rng.below(items.len() as u64) as usize]
+    }
+
+    /// One insert, delete or read of a set element, in a transaction of its own.
+    fn set_op(&mut self, ctx: &mut Ctx<'_>, key: u16, access: Access, lock: LockMode) {
+        let Some(table) = ctx.shared.tables.as_ref().and_then(|t| t.sets.clone()) else {
+            return;
+        };
+        let record = self.record(ctx, SETS, key, access);
+        let op = match access {
+            Access::Insert => {
+                let value = (i64::from(self.node.0) << 32) | i64::from(self.next_request_id);
+                ctx.shared.inserted_values.push((key, value));
+                KeyOp::write(&table, OperationType::Insert, key, value)
+            }
+            Access::IndexRead { value, .. } => {
+                let Some(index) = ctx.shared.tables.as_ref().and_then(|t| t.set_index.clone())
+                else {
+                    return;
+                };
+                KeyOp {
+                    signal: gsn::TCINDXREQ,
+                    table_id: index.index_id,
+                    table_version: index.index_version,
+                    key: vec![Value::Int64(value)],
+                    ..KeyOp::read(&table, key, lock)
+                }
+            }
+            Access::Delete => KeyOp {
+                attrs: Vec::new(),
+                ..KeyOp::write(&table, OperationType::Delete, key, 0)
+            },
+            _ => KeyOp::read(&table, key, lock),
+        };
+        self.send_transaction(ctx, Kind::SetOp { record }, &[op], ExecType::Commit, true);
+    }
+
+    /// The final read of the set: every key of its space, in one transaction under shared
+    /// locks, a missing row refused (626) without failing the others (IgnoreError).
+    fn final_set_read(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(table) = ctx.shared.tables.as_ref().and_then(|t| t.sets.clone()) else {
+            return;
+        };
+        let ops: Vec<KeyOp> = (0..ctx.shared.set_keys)
+            .map(|id| KeyOp::read(&table, id, LockMode::Read))
+            .collect();
+        self.send_transaction_with(
+            ctx,
+            Kind::FinalSetRead,
+            &ops,
+            ExecType::Commit,
+            AbortOption::IgnoreError,
+        );
     }
 
     fn bank_table(ctx: &Ctx<'_>) -> Option<TableInfo> {
@@ -513,8 +854,19 @@ impl Client {
         );
     }
 
-    /// A full read of the bank in one transaction, under shared locks.
+    /// A full read of the bank in one transaction, under shared locks; in seeds with scan
+    /// reads mostly a table scan (the final one always), under shared or exclusive locks or
+    /// as committed reads.
     fn audit(&mut self, ctx: &mut Ctx<'_>) {
+        let is_final = self.phase == Phase::FinalAudit;
+        if self.scan_reads && (is_final || self.rng.below(4) != 0) {
+            let lock = if is_final {
+                LockMode::Read
+            } else {
+                self.pick(&[LockMode::Read, LockMode::Exclusive, LockMode::CommittedRead])
+            };
+            return self.scan_audit(ctx, lock);
+        }
         let Some(table) = Self::bank_table(ctx) else {
             return;
         };
@@ -524,13 +876,240 @@ impl Client {
         self.send_transaction(ctx, Kind::Audit, &ops, ExecType::Commit, true);
     }
 
+    /// Starts a scan of the bank at the first data node this client has a link to, which
+    /// becomes the transaction's TC.
+    fn scan_audit(&mut self, ctx: &mut Ctx<'_>, lock: LockMode) {
+        let nodes: Vec<NodeId> = self
+            .data_nodes
+            .iter()
+            .copied()
+            .filter(|n| self.links_up.contains(n))
+            .collect();
+        let trans_request_id = self.new_request_id();
+        self.scan = Some(ScanRead {
+            trans_request_id,
+            lock,
+            nodes,
+            at: 0,
+            scan_id: 0,
+            rows: Vec::new(),
+        });
+        self.scan_part(ctx);
+    }
+
+    /// Sends SCAN_TABREQ to the scan's current node.
+    fn scan_part(&mut self, ctx: &mut Ctx<'_>) {
+        let (Some(table), Some(scan)) = (Self::bank_table(ctx), self.scan.as_mut()) else {
+            return;
+        };
+        let Some(&to) = scan.nodes.get(scan.at) else {
+            // No link to any data node: the read fails unsent.
+            return self.scan_failed(ctx, &Ended::Lost);
+        };
+        let req = ScanTabReq {
+            flags: if scan.at == 0 {
+                SCAN_FLAG_START_TRANSACTION
+            } else {
+                SCAN_FLAG_START_TRANSACTION | SCAN_FLAG_PART
+            },
+            trans_request_id: scan.trans_request_id,
+            table_id: table.table_id,
+            table_version: table.table_version,
+            index_id: 0,
+            index_version: 0,
+            lock_mode: scan.lock,
+            parallelism: 0,
+            batch_rows: self.scan_batch_rows,
+            batch_bytes: SCAN_BATCH_BYTES_MAX,
+            batch_bytes_total: SCAN_BATCH_BYTES_MAX,
+            ranges: Vec::new(),
+            filter: None,
+            alive: scan.nodes.iter().map(|n| n.0).collect(),
+        };
+        let mut payload = Vec::new();
+        req.encode(&mut payload);
+        let scan_id = self.next_request_id;
+        if let Some(scan) = self.scan.as_mut() {
+            scan.scan_id = scan_id;
+        }
+        self.log_scan(ctx, to, "SCAN_TABREQ");
+        self.send_request(
+            ctx,
+            to,
+            Kind::ScanBatch,
+            gsn::SCAN_TABREQ,
+            block::DBTC,
+            payload,
+        );
+    }
+
+    fn log_scan(&self, ctx: &mut Ctx<'_>, to: NodeId, what: &str) {
+        if let (true, Some(scan)) = (ctx.shared.trace, &self.scan) {
+            ctx.shared.log.push(format!(
+                "client {}: scan of transaction {} ({:?}) at {to}: {what} (scan {})",
+                self.node, scan.trans_request_id, scan.lock, scan.scan_id
+            ));
+        }
+    }
+
+    /// A scan batch ended.
+    fn scan_batch_ended(&mut self, ctx: &mut Ctx<'_>, request: &Request, ended: Ended) {
+        let Ended::Conf(payload) = &ended else {
+            return self.scan_failed(ctx, &ended);
+        };
+        let conf = match ScanTabConf::decode(payload) {
+            Ok(conf) => conf,
+            Err(e) => return ctx.shared.fail(format!("SCAN_TABCONF: {e}")),
+        };
+        let Some(scan) = self.scan.as_mut() else {
+            return;
+        };
+        if !conf.finished {
+            ctx.shared.stats.scan_next_requests += 1;
+            let mut payload = Vec::new();
+            ScanNextReq {
+                scan_id: scan.scan_id,
+                close: false,
+                fragments: Vec::new(),
+            }
+            .encode(&mut payload);
+            self.log_scan(ctx, request.to, "SCAN_NEXTREQ");
+            return self.send_request(
+                ctx,
+                request.to,
+                Kind::ScanBatch,
+                gsn::SCAN_NEXTREQ,
+                block::DBTC,
+                payload,
+            );
+        }
+        scan.at += 1;
+        if scan.at < scan.nodes.len() {
+            return self.scan_part(ctx);
+        }
+        // Every node's part is read: commit at the TC (which releases the locks there).
+        let (tc, trans) = (scan.nodes[0], scan.trans_request_id);
+        let header = FrameHeader {
+            signal: gsn::TC_EXECUTE_REQ,
+            receiver_block: block::DBTC,
+            sender_block: block::API,
+            request_id: trans,
+        };
+        let mut payload = Vec::new();
+        TcExecuteReq {
+            flags: 0,
+            exec_type: ExecType::Commit,
+            abort_option: AbortOption::AbortOnError,
+            op_count: 0,
+        }
+        .encode(&mut payload);
+        ctx.sends.push((tc, header, payload));
+        self.expect(ctx, trans, tc, Kind::ScanCommit, false);
+    }
+
+    /// The scan's transaction committed at its TC: the other nodes hear of it (nobody waits),
+    /// and the rows are checked.
+    fn scan_committed(&mut self, ctx: &mut Ctx<'_>, ended: Ended, think: u64) {
+        let Ended::Conf(_) = ended else {
+            return self.scan_failed(ctx, &ended);
+        };
+        let Some(scan) = self.scan.take() else {
+            return;
+        };
+        for &node in &scan.nodes[1..] {
+            self.send_end(ctx, node, scan.trans_request_id, ExecType::Commit);
+        }
+        let is_final = self.phase == Phase::FinalAudit;
+        let accounts = usize::from(ctx.shared.accounts);
+        let mut rows = scan.rows.clone();
+        rows.sort_unstable();
+        let ids: BTreeSet<i32> = rows.iter().map(|(id, _)| *id).collect();
+        let described = format!(
+            "a full read as a {:?} scan of data nodes {:?}",
+            scan.lock, scan.nodes
+        );
+        if ids.len() != rows.len() || ids.len() != accounts {
+            return ctx.shared.fail(format!(
+                "bank: client {}: {described} returned {} rows for {} accounts of {accounts}: {rows:?}",
+                self.node,
+                rows.len(),
+                ids.len()
+            ));
+        }
+        if scan.lock == LockMode::CommittedRead {
+            ctx.shared.stats.scan_audits_committed += 1;
+            ctx.shared.committed_scans.push(CommittedScan {
+                client: self.node.0,
+                at_ns: ctx.now_ns,
+                rows,
+            });
+            return self.resume_after(ctx, think);
+        }
+        if let Err(e) = check::check_bank(&rows, accounts, ctx.shared.total) {
+            return ctx
+                .shared
+                .fail(format!("bank: client {}: {described}: {e}", self.node));
+        }
+        ctx.shared.stats.scan_audits_locked += 1;
+        ctx.shared.stats.audits_ok += 1;
+        if is_final {
+            for &(id, balance) in &rows {
+                ctx.shared.final_rows.insert((BANK, id), balance);
+            }
+            return self.final_stage_done(ctx, Phase::FinalAudit);
+        }
+        self.resume_after(ctx, think);
+    }
+
+    /// A scan failed (refused, a link lost, the commit refused): its transaction is rolled
+    /// back at every node it reached, nobody waiting.
+    fn scan_failed(&mut self, ctx: &mut Ctx<'_>, ended: &Ended) {
+        if ctx.shared.trace {
+            ctx.shared.log.push(format!(
+                "client {}: the scan {:?} failed: {ended:?}",
+                self.node, self.scan
+            ));
+        }
+        if let Some(scan) = self.scan.take() {
+            let reached = scan.nodes.len().min(scan.at + 1);
+            for &node in &scan.nodes[..reached] {
+                self.send_end(ctx, node, scan.trans_request_id, ExecType::Rollback);
+            }
+        }
+        ctx.shared.stats.scan_audits_failed += 1;
+        if self.phase == Phase::FinalAudit {
+            return self.final_retry(ctx, "the final full read of the bank (a scan)", ended);
+        }
+        let think = self.rng.between(0, self.think_ns_max);
+        self.resume_after(ctx, think);
+    }
+
+    /// Ends transaction `request_id` at `node` with `exec`; nobody waits for the answer.
+    fn send_end(&mut self, ctx: &mut Ctx<'_>, node: NodeId, request_id: u32, exec: ExecType) {
+        let header = FrameHeader {
+            signal: gsn::TC_EXECUTE_REQ,
+            receiver_block: block::DBTC,
+            sender_block: block::API,
+            request_id,
+        };
+        let mut payload = Vec::new();
+        TcExecuteReq {
+            flags: 0,
+            exec_type: exec,
+            abort_option: AbortOption::AbortOnError,
+            op_count: 0,
+        }
+        .encode(&mut payload);
+        ctx.sends.push((node, header, payload));
+    }
+
     fn register_write(&mut self, ctx: &mut Ctx<'_>, key: u16) {
         let Some(table) = Self::register_table(ctx) else {
             return;
         };
         // Unique: this client's id above its own request counter.
         let value = (i64::from(self.node.0) << 32) | i64::from(self.next_request_id);
-        let record = self.record(ctx, key, Some(value));
+        let record = self.record(ctx, REGISTERS, key, Access::Write(value));
         let ops = [KeyOp::write(&table, OperationType::Update, key, value)];
         self.send_transaction(ctx, Kind::RegWrite { record }, &ops, ExecType::Commit, true);
     }
@@ -539,16 +1118,17 @@ impl Client {
         let Some(table) = Self::register_table(ctx) else {
             return;
         };
-        let record = self.record(ctx, key, None);
+        let record = self.record(ctx, REGISTERS, key, Access::Read);
         let ops = [KeyOp::read(&table, key, lock)];
         self.send_transaction(ctx, Kind::RegRead { record }, &ops, ExecType::Commit, true);
     }
 
-    fn record(&mut self, ctx: &mut Ctx<'_>, key: u16, write: Option<i64>) -> usize {
-        ctx.shared.key_ops[usize::from(key)] += 1;
+    fn record(&mut self, ctx: &mut Ctx<'_>, table: usize, key: u16, access: Access) -> usize {
+        *ctx.shared.key_ops.entry((table, key)).or_default() += 1;
         ctx.shared.history.push(Record {
+            table,
             key,
-            write,
+            access,
             client: self.node.0,
             invoke_ns: ctx.now_ns,
             complete_ns: 0,
@@ -558,7 +1138,7 @@ impl Client {
     }
 
     /// Sends one execute of key operations to the TC of the first key's partition (a fresh
-    /// transaction when `starts`).
+    /// transaction when `starts`), aborting on the first failed operation.
     fn send_transaction(
         &mut self,
         ctx: &mut Ctx<'_>,
@@ -566,6 +1146,30 @@ impl Client {
         ops: &[KeyOp],
         exec: ExecType,
         starts: bool,
+    ) {
+        self.send_execute(ctx, kind, ops, exec, starts, AbortOption::AbortOnError);
+    }
+
+    /// A fresh transaction of key operations with the abort option `abort`.
+    fn send_transaction_with(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        kind: Kind,
+        ops: &[KeyOp],
+        exec: ExecType,
+        abort: AbortOption,
+    ) {
+        self.send_execute(ctx, kind, ops, exec, true, abort);
+    }
+
+    fn send_execute(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        kind: Kind,
+        ops: &[KeyOp],
+        exec: ExecType,
+        starts: bool,
+        abort: AbortOption,
     ) {
         let tc = if starts {
             self.tc_of(ctx.shared, &ops[0].key)
@@ -585,7 +1189,9 @@ impl Client {
                 kind,
                 deadline_ns: u64::MAX,
                 commit_sent: false,
+                sent_ns: ctx.now_ns,
                 rows: BTreeMap::new(),
+                refused: BTreeMap::new(),
             });
             return self.end_request(ctx, Ended::Lost);
         };
@@ -617,11 +1223,15 @@ impl Client {
                 TcExecuteReq {
                     flags: if starts { FLAG_START_TRANSACTION } else { 0 },
                     exec_type: exec,
-                    abort_option: AbortOption::AbortOnError,
+                    abort_option: abort,
                     op_count: ops.len() as u32,
                 }
                 .append_to_key_req(&mut payload, 0);
             }
+            let header = FrameHeader {
+                signal: op.signal,
+                ..header
+            };
             ctx.sends.push((tc, header, payload));
         }
         if ctx.shared.trace {
@@ -694,7 +1304,9 @@ impl Client {
             kind,
             deadline_ns,
             commit_sent: commit,
+            sent_ns: ctx.now_ns,
             rows: BTreeMap::new(),
+            refused: BTreeMap::new(),
         });
         ctx.wakes.push(deadline_ns);
     }
@@ -746,10 +1358,11 @@ impl Client {
             return;
         }
         let decoded: Result<Option<Ended>, String> = match header.signal {
-            lgsn::API_REGCONF | gsn::CREATE_TABLE_CONF | gsn::TC_EXECUTE_CONF => {
-                Ok(Some(Ended::Conf(payload.to_vec())))
-            }
-            gsn::CREATE_TABLE_REF => Refusal::decode(payload)
+            lgsn::API_REGCONF
+            | gsn::CREATE_TABLE_CONF
+            | gsn::CREATE_INDEX_CONF
+            | gsn::TC_EXECUTE_CONF => Ok(Some(Ended::Conf(payload.to_vec()))),
+            gsn::CREATE_TABLE_REF | gsn::CREATE_INDEX_REF => Refusal::decode(payload)
                 .map(|r| Some(Ended::Refused(r.code)))
                 .map_err(|e| e.to_string()),
             gsn::TCKEY_ROW | gsn::TCKEY_ROW_CONF => match TcKeyRow::decode(payload) {
@@ -759,12 +1372,21 @@ impl Client {
                 }
                 Err(e) => Err(e.to_string()),
             },
-            gsn::TCKEYREF => TcKeyRef::decode(payload)
-                .map(|_| None)
-                .map_err(|e| e.to_string()),
+            gsn::TCKEYREF => match TcKeyRef::decode(payload) {
+                Ok(r) => {
+                    request.refused.insert(r.op_index, r.code);
+                    Ok(None)
+                }
+                Err(e) => Err(e.to_string()),
+            },
             gsn::TC_EXECUTE_REF => TcExecuteRef::decode(payload)
                 .map(|r| Some(Ended::Refused(r.code)))
                 .map_err(|e| e.to_string()),
+            gsn::SCAN_TABCONF => Ok(Some(Ended::Conf(payload.to_vec()))),
+            gsn::SCAN_TABREF => Refusal::decode(payload)
+                .map(|r| Some(Ended::Refused(r.code)))
+                .map_err(|e| e.to_string()),
+            gsn::SCAN_ROWS => self.scan_rows(ctx.shared, payload).map(|()| None),
             other => Err(format!("unexpected signal {other}")),
         };
         match decoded {
@@ -777,10 +1399,32 @@ impl Client {
         }
     }
 
-    /// The link to data node `node` closed.
+    /// Files a SCAN_ROWS frame's rows in the scan.
+    fn scan_rows(&mut self, shared: &Shared, payload: &[u8]) -> Result<(), String> {
+        let (Some(scan), Some(table)) = (
+            self.scan.as_mut(),
+            shared.tables.as_ref().and_then(|t| t.bank.as_ref()),
+        ) else {
+            return Err("SCAN_ROWS without a scan".into());
+        };
+        decode_scan_rows(payload, &table.def, &mut |_, values| {
+            if let (Some(Value::Int32(id)), Some(Value::Int64(balance))) =
+                (values.first(), values.get(1))
+            {
+                scan.rows.push((*id, *balance));
+            }
+            Ok(())
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    /// The link to data node `node` closed. A scan that read rows there lost their locks
+    /// with it, and one that did not yet cannot read the fragments that node is primary of:
+    /// either way it fails too.
     pub fn on_link_down(&mut self, ctx: &mut Ctx<'_>, node: NodeId) {
         self.links_up.remove(&node);
-        if self.request.as_ref().is_some_and(|r| r.to == node) {
+        let scanned = self.scan.as_ref().is_some_and(|s| s.nodes.contains(&node));
+        if self.request.as_ref().is_some_and(|r| r.to == node) || scanned {
             self.end_request(ctx, Ended::Lost);
         }
     }
@@ -807,7 +1451,19 @@ impl Client {
                     ctx.shared.stats.writes_unknown += 1;
                 }
                 Kind::RegRead { record } => ctx.shared.history[record].outcome = Outcome::Fail,
-                Kind::TransferWrite => ctx.shared.stats.transfers_unknown += 1,
+                Kind::SetOp { record } => {
+                    let r = &mut ctx.shared.history[record];
+                    r.outcome = if matches!(r.access, Access::Read | Access::IndexRead { .. }) {
+                        Outcome::Fail
+                    } else {
+                        ctx.shared.stats.set_ops_unknown += 1;
+                        Outcome::Info
+                    };
+                }
+                Kind::TransferWrite { writes } => {
+                    ctx.shared.stats.transfers_unknown += 1;
+                    ctx.shared.balances_written.extend(writes);
+                }
                 _ => {}
             }
         }
@@ -840,6 +1496,23 @@ impl Client {
                 which,
                 at_non_master,
             } => self.create_ended(ctx, &request, which, at_non_master, ended),
+            Kind::CreateIndex => match ended {
+                Ended::Conf(payload) => match IndexInfo::decode(&payload) {
+                    Ok(info) => {
+                        if let Some(tables) = ctx.shared.tables.as_mut() {
+                            tables.set_index = Some(info);
+                        }
+                        self.phase = Phase::Creating(SET_INDEX + 1);
+                        self.resume_after(ctx, 0);
+                    }
+                    Err(e) => ctx.shared.fail(format!("CREATE_INDEX_CONF: {e}")),
+                },
+                // A non-master (the master's link is not up yet), or BUGGIFY's full buffers.
+                Ended::Refused(702 | 1218) => self.resume_after(ctx, RETRY_NS),
+                other => ctx
+                    .shared
+                    .fail(format!("CREATE INDEX ended with {other:?}")),
+            },
             Kind::Populate { which } => match ended {
                 Ended::Conf(_) => {
                     self.phase = Phase::Populating(which + 1);
@@ -860,14 +1533,19 @@ impl Client {
                     self.resume_after(ctx, think);
                 }
             },
-            Kind::TransferWrite => {
+            Kind::TransferWrite { writes } => {
                 match ended {
                     Ended::Conf(_) => ctx.shared.stats.transfers_ok += 1,
                     _ if unknown => ctx.shared.stats.transfers_unknown += 1,
                     _ => ctx.shared.stats.transfers_failed += 1,
                 }
+                if matches!(ended, Ended::Conf(_)) || unknown {
+                    ctx.shared.balances_written.extend(writes);
+                }
                 self.resume_after(ctx, think);
             }
+            Kind::ScanBatch => self.scan_batch_ended(ctx, &request, ended),
+            Kind::ScanCommit => self.scan_committed(ctx, ended, think),
             Kind::Rollback => self.resume_after(ctx, think),
             Kind::Audit => self.audit_ended(ctx, &request, ended, think),
             Kind::RegWrite { record } => {
@@ -876,6 +1554,11 @@ impl Client {
             }
             Kind::BackupRead { which } => self.backup_read_ended(ctx, &request, which, ended),
             Kind::RegRead { record } => self.read_ended(ctx, &request, record, ended, think),
+            Kind::SetOp { record } => {
+                self.set_op_ended(ctx, &request, record, &ended, unknown);
+                self.resume_after(ctx, think);
+            }
+            Kind::FinalSetRead => self.final_set_read_ended(ctx, &request, ended),
         }
     }
 
@@ -993,16 +1676,19 @@ impl Client {
             self.request = None;
             return self.send_rollback(ctx, request.to, request.request_id, true);
         }
+        let credit = to + moved + i64::from(ctx.shared.sabotage == Some(Sabotage::Bank));
         let ops = [
             KeyOp::write(&table, OperationType::Update, a, from - moved),
-            KeyOp::write(
-                &table,
-                OperationType::Update,
-                b,
-                to + moved + i64::from(ctx.shared.sabotage == Some(Sabotage::Bank)),
-            ),
+            KeyOp::write(&table, OperationType::Update, b, credit),
         ];
-        self.send_transaction(ctx, Kind::TransferWrite, &ops, ExecType::Commit, false);
+        let writes = [(i32::from(a), from - moved), (i32::from(b), credit)];
+        self.send_transaction(
+            ctx,
+            Kind::TransferWrite { writes },
+            &ops,
+            ExecType::Commit,
+            false,
+        );
     }
 
     fn audit_ended(&mut self, ctx: &mut Ctx<'_>, request: &Request, ended: Ended, think: u64) {
@@ -1030,15 +1716,9 @@ impl Client {
             ctx.shared.stats.audits_ok += 1;
             if is_final {
                 for &(id, balance) in &balances {
-                    ctx.shared.final_rows.insert((0, id), balance);
+                    ctx.shared.final_rows.insert((BANK, id), balance);
                 }
-                self.phase = if ctx.shared.registers {
-                    Phase::FinalRead(0)
-                } else {
-                    Phase::BackupCheck(0)
-                };
-                self.attempts = 0;
-                return self.final_step_done(ctx);
+                return self.final_stage_done(ctx, Phase::FinalAudit);
             }
         } else if is_final {
             return self.final_retry(ctx, "the final full read of the bank", &ended);
@@ -1079,16 +1759,15 @@ impl Client {
                 ctx.shared.history[record].outcome = Outcome::Ok(Some(reported));
                 ctx.shared.stats.reads_ok += 1;
                 if let Phase::FinalRead(key) = self.phase {
-                    ctx.shared.final_rows.insert((1, i32::from(key)), value);
-                    self.attempts = 0;
-                    self.phase = if key + 1 < ctx.shared.register_keys {
-                        Phase::FinalRead(key + 1)
-                    } else if ctx.shared.bank {
-                        Phase::BackupCheck(0)
-                    } else {
-                        Phase::BackupCheck(1)
-                    };
-                    return self.final_step_done(ctx);
+                    ctx.shared
+                        .final_rows
+                        .insert((REGISTERS, i32::from(key)), value);
+                    if key + 1 < ctx.shared.register_keys {
+                        self.attempts = 0;
+                        self.phase = Phase::FinalRead(key + 1);
+                        return self.final_step_done(ctx);
+                    }
+                    return self.final_stage_done(ctx, Phase::FinalRead(0));
                 }
             }
             ref other => {
@@ -1106,29 +1785,29 @@ impl Client {
         self.resume_after(ctx, think);
     }
 
-    /// Reads every row of table `which` at its first live backup, in one transaction.
+    /// Reads every key of table `which` at its first live backup, in one transaction (a
+    /// missing row, which only the set has, is refused with 626 without failing the rest).
     fn backup_read(&mut self, ctx: &mut Ctx<'_>, which: usize) {
-        let tables = ctx.shared.tables.clone().unwrap_or_default();
-        let (table, rows) = if which == 0 {
-            (tables.bank, ctx.shared.accounts)
-        } else {
-            (tables.registers, ctx.shared.register_keys)
-        };
-        let Some(table) = table else {
+        let Some(table) = ctx
+            .shared
+            .tables
+            .as_ref()
+            .and_then(|t| t.get(which).cloned())
+        else {
             return;
         };
-        let ops: Vec<KeyOp> = (0..rows)
+        let ops: Vec<KeyOp> = (0..ctx.shared.keys(which))
             .map(|id| KeyOp {
                 replica: 1,
                 ..KeyOp::read(&table, id, LockMode::CommittedRead)
             })
             .collect();
-        self.send_transaction(
+        self.send_transaction_with(
             ctx,
             Kind::BackupRead { which },
             &ops,
             ExecType::Commit,
-            true,
+            AbortOption::IgnoreError,
         );
     }
 
@@ -1139,26 +1818,30 @@ impl Client {
         which: usize,
         ended: Ended,
     ) {
-        if !matches!(ended, Ended::Conf(_)) {
+        if !matches!(ended, Ended::Conf(_)) || request.refused.values().any(|&code| code != 626) {
+            // Another refusal of an operation (1218: its row did not fit the send buffer)
+            // fails the read, not the run.
             return self.final_retry(ctx, "the read of every row at its backup", &ended);
         }
-        let rows = if which == 0 {
-            ctx.shared.accounts
-        } else {
-            ctx.shared.register_keys
-        };
-        for id in 0..i32::from(rows) {
+        for id in 0..i32::from(ctx.shared.keys(which)) {
             let primary = ctx.shared.final_rows.get(&(which, id)).copied();
-            let backup = match request
+            let row = request
                 .rows
                 .get(&(id as u32))
-                .map(|row| (row.first(), row.get(1)))
-            {
-                Some((Some(Value::Int32(got)), Some(Value::Int64(v)))) if *got == id => Some(*v),
-                _ => None,
+                .map(|row| (row.first(), row.get(1)));
+            let backup = match (row, request.refused.get(&(id as u32))) {
+                (Some((Some(Value::Int32(got)), Some(Value::Int64(v)))), None) if *got == id => {
+                    Some(*v)
+                }
+                (None, Some(626)) => None,
+                other => {
+                    return ctx.shared.fail(format!(
+                        "the read of table {which} at the backups answered key {id} with {other:?}"
+                    ))
+                }
             };
-            if primary != backup || primary.is_none() {
-                let table = if which == 0 { "accounts" } else { "registers" };
+            if primary != backup || (primary.is_none() && which != SETS) {
+                let table = table_def(which).name;
                 let name = |v: Option<i64>| v.map_or("nothing".into(), check::value_name);
                 return ctx.shared.fail(format!(
                     "replicas differ: {table} row {id} is {} at its primary (the final locking read) but {} at its backup (a committed read of replica 1)",
@@ -1167,13 +1850,130 @@ impl Client {
                 ));
             }
         }
-        self.attempts = 0;
-        self.phase = if which == 0 && ctx.shared.registers {
-            Phase::BackupCheck(1)
-        } else {
-            Phase::Done
+        self.final_stage_done(ctx, Phase::BackupCheck(which));
+    }
+
+    /// Files a set operation's outcome in the history.
+    fn set_op_ended(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        request: &Request,
+        record: usize,
+        ended: &Ended,
+        unknown: bool,
+    ) {
+        let access = ctx.shared.history[record].access;
+        let stats = &mut ctx.shared.stats;
+        let outcome = match (ended, access) {
+            (Ended::Conf(_), Access::IndexRead { value, locked }) => {
+                let key = ctx.shared.history[record].key;
+                let row = request.rows.get(&0).map(|row| (row.first(), row.get(1)));
+                match row {
+                    Some((Some(Value::Int32(id)), Some(Value::Int64(v))))
+                        if i32::from(key) == *id && (*v == value || !locked) =>
+                    {
+                        stats.index_reads_found += 1;
+                        Outcome::Ok(Some(check::PRESENT))
+                    }
+                    other => {
+                        return ctx.shared.fail(format!(
+                            "set: client {}: a read through the unique index of value {} (inserted into element {key}, {}) returned {other:?}",
+                            self.node,
+                            check::value_name(value),
+                            if locked { "shared lock" } else { "committed read" }
+                        ))
+                    }
+                }
+            }
+            (Ended::Refused(626), Access::IndexRead { .. }) => {
+                stats.index_reads_missing += 1;
+                Outcome::Fail
+            }
+            (Ended::Conf(_), Access::Read) => {
+                if request.rows.contains_key(&0) {
+                    stats.set_reads_present += 1;
+                    Outcome::Ok(Some(check::PRESENT))
+                } else {
+                    return ctx.shared.fail(format!(
+                        "client {}: a read of set element {} was confirmed without its row",
+                        self.node, ctx.shared.history[record].key
+                    ));
+                }
+            }
+            (Ended::Conf(_), Access::Insert) => {
+                stats.inserts_ok += 1;
+                Outcome::Ok(None)
+            }
+            (Ended::Conf(_), _) => {
+                stats.deletes_ok += 1;
+                Outcome::Ok(None)
+            }
+            (Ended::Refused(630), Access::Insert) => {
+                stats.inserts_duplicate += 1;
+                Outcome::Refused(630)
+            }
+            (Ended::Refused(626), Access::Delete)
+                if ctx.shared.sabotage == Some(Sabotage::Sets) && self.index == 1 =>
+            {
+                stats.deletes_ok += 1;
+                Outcome::Ok(None)
+            }
+            (Ended::Refused(626), Access::Delete) => {
+                stats.deletes_missing += 1;
+                Outcome::Refused(626)
+            }
+            (Ended::Refused(626), Access::Read) => {
+                stats.set_reads_absent += 1;
+                Outcome::Refused(626)
+            }
+            (_, Access::Insert | Access::Delete) if unknown => {
+                stats.set_ops_unknown += 1;
+                Outcome::Info
+            }
+            _ => {
+                stats.set_ops_failed += 1;
+                Outcome::Fail
+            }
         };
-        self.final_step_done(ctx);
+        let r = &mut ctx.shared.history[record];
+        r.outcome = outcome;
+        r.complete_ns = ctx.now_ns;
+    }
+
+    /// The final read of the set ended: each key read present (a row) or absent (626) joins
+    /// its element's history as a read from when the read was sent to now.
+    fn final_set_read_ended(&mut self, ctx: &mut Ctx<'_>, request: &Request, ended: Ended) {
+        if !matches!(ended, Ended::Conf(_)) || request.refused.values().any(|&code| code != 626) {
+            return self.final_retry(ctx, "the final read of the set", &ended);
+        }
+        for key in 0..ctx.shared.set_keys {
+            let op = u32::from(key);
+            let row = request.rows.get(&op);
+            let state = match (row, request.refused.get(&op)) {
+                (Some(row), None) => {
+                    if let Some(Value::Int64(v)) = row.get(1) {
+                        ctx.shared.final_rows.insert((SETS, i32::from(key)), *v);
+                    }
+                    check::PRESENT
+                }
+                (None, Some(626)) => check::ABSENT,
+                other => {
+                    return ctx.shared.fail(format!(
+                        "set: the final read answered element {key} with {other:?}"
+                    ))
+                }
+            };
+            ctx.shared.history.push(Record {
+                table: SETS,
+                key,
+                access: Access::Read,
+                client: self.node.0,
+                invoke_ns: request.sent_ns,
+                complete_ns: ctx.now_ns,
+                outcome: Outcome::Ok(Some(state)),
+            });
+        }
+        self.final_stage_done(ctx, Phase::FinalSetRead);
     }
 
     fn final_step_done(&mut self, ctx: &mut Ctx<'_>) {
@@ -1197,19 +1997,33 @@ impl Client {
 
 /// The table client 0 creates first (the one some seeds send to a non-master).
 fn first_table(shared: &Shared) -> usize {
-    if shared.bank {
-        0
-    } else {
-        1
-    }
+    shared.wanted().iter().position(|&w| w).unwrap_or(BANK)
 }
 
-/// Table `which`: 0 the bank's accounts, 1 the registers. Both: an Int32 key and an Int64.
+/// The final phases of the workloads that run, in order, then `Done`.
+fn final_phases(shared: &Shared) -> Vec<Phase> {
+    [
+        (shared.bank, Phase::FinalAudit),
+        (shared.registers, Phase::FinalRead(0)),
+        (shared.sets, Phase::FinalSetRead),
+        (shared.bank, Phase::BackupCheck(BANK)),
+        (shared.registers, Phase::BackupCheck(REGISTERS)),
+        (shared.sets, Phase::BackupCheck(SETS)),
+        (true, Phase::Done),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, phase)| *phase)
+    .collect()
+}
+
+/// Table `which`: the bank's accounts, the registers, the set's elements. Each: an Int32 key
+/// and an Int64.
 fn table_def(which: usize) -> TableDef {
-    let (name, column) = if which == 0 {
-        ("accounts", "balance")
-    } else {
-        ("registers", "value")
+    let (name, column) = match which {
+        BANK => ("accounts", "balance"),
+        REGISTERS => ("registers", "value"),
+        _ => ("elements", "value"),
     };
     TableDef::new(
         name,
@@ -1223,6 +2037,9 @@ fn table_def(which: usize) -> TableDef {
 /// One key operation to encode.
 #[derive(Clone, Debug)]
 struct KeyOp {
+    /// TCKEYREQ, or TCINDXREQ (then the table id and version name the index, and the key is
+    /// the indexed columns' values).
+    signal: u16,
     op_type: OperationType,
     lock_mode: LockMode,
     table_id: u32,
@@ -1236,6 +2053,7 @@ struct KeyOp {
 impl KeyOp {
     fn read(table: &TableInfo, id: u16, lock_mode: LockMode) -> KeyOp {
         KeyOp {
+            signal: gsn::TCKEYREQ,
             op_type: OperationType::Read,
             lock_mode,
             table_id: table.table_id,
@@ -1248,6 +2066,7 @@ impl KeyOp {
 
     fn write(table: &TableInfo, op_type: OperationType, id: u16, value: i64) -> KeyOp {
         KeyOp {
+            signal: gsn::TCKEYREQ,
             op_type,
             lock_mode: LockMode::Exclusive,
             table_id: table.table_id,

@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use rndb_protocol::scan::SCAN_BATCH_ROWS_MAX;
+
 use crate::rng::Rng;
 
 /// Which workload the clients run.
@@ -13,7 +15,10 @@ pub enum Workload {
     Bank,
     /// Single-key reads and writes; the history must be linearizable.
     Registers,
-    /// Both, on two tables, each client choosing per operation.
+    /// Inserts, deletes and reads of a set's elements (errors 630 and 626 expected); each
+    /// element's history, closed by a full read of the table, must be linearizable.
+    Sets,
+    /// All three, on three tables, each client choosing per operation.
     All,
 }
 
@@ -24,10 +29,14 @@ impl Workload {
     pub fn registers(self) -> bool {
         matches!(self, Workload::Registers | Workload::All)
     }
+    pub fn sets(self) -> bool {
+        matches!(self, Workload::Sets | Workload::All)
+    }
     pub fn name(self) -> &'static str {
         match self {
             Workload::Bank => "bank",
             Workload::Registers => "registers",
+            Workload::Sets => "sets",
             Workload::All => "all",
         }
     }
@@ -48,6 +57,10 @@ pub enum Fault {
     ApiLink,
     /// BUGGIFY: sends sometimes find the send buffer full (1218), timer ticks come late.
     Buggify,
+    /// A data node stops handling anything for a while (as under SIGSTOP), its links staying
+    /// up: frames to it wait, it sends nothing. Nothing detects this today (no heartbeats), so
+    /// it must only delay.
+    Pause,
     /// NOT HANDLED YET (no arbitration, no heartbeats): data nodes are cut from each other,
     /// both ways (links drop) or one way (frames vanish while the link stays up). Off unless
     /// asked for.
@@ -56,12 +69,13 @@ pub enum Fault {
 
 impl Fault {
     /// The faults today's cluster handles, on by default.
-    pub const DEFAULT: [Fault; 5] = [
+    pub const DEFAULT: [Fault; 6] = [
         Fault::Crash,
         Fault::Client,
         Fault::Slow,
         Fault::ApiLink,
         Fault::Buggify,
+        Fault::Pause,
     ];
 
     pub fn name(self) -> &'static str {
@@ -71,6 +85,7 @@ impl Fault {
             Fault::Slow => "slow",
             Fault::ApiLink => "api-link",
             Fault::Buggify => "buggify",
+            Fault::Pause => "pause",
             Fault::Partition => "partition",
         }
     }
@@ -84,6 +99,8 @@ pub enum Sabotage {
     Bank,
     /// Client 1 reports some of its reads with the value it read the time before (stale).
     Registers,
+    /// Client 1 reports its deletes that found no row (626) as done.
+    Sets,
 }
 
 /// What the user chose for a run (the same for every seed of a `--seeds` run).
@@ -141,6 +158,7 @@ impl Options {
         match self.sabotage {
             Some(Sabotage::Bank) => command.push_str(" --sabotage bank"),
             Some(Sabotage::Registers) => command.push_str(" --sabotage registers"),
+            Some(Sabotage::Sets) => command.push_str(" --sabotage sets"),
             None => {}
         }
         command
@@ -190,7 +208,20 @@ pub struct Knobs {
     /// Largest lateness of a timer tick (BUGGIFY), 0 when off.
     pub late_tick_ns_max: u64,
     pub partitions: u16,
+    /// Elements of the set workload's key space (keys 0..set_keys).
+    pub set_keys: u16,
+    /// The bank's full reads are mostly table scans (SCAN_TABREQ to every data node), the
+    /// final one always; otherwise they read every key.
+    pub scan_reads: bool,
+    /// Rows per fragment per scan batch (small, so that scans take several SCAN_NEXTREQs).
+    pub scan_batch_rows: u32,
+    /// Data-node pauses.
+    pub pauses: u16,
 }
+
+/// Mixed into the seed of the generator that draws the knobs added after the first ones, so
+/// that those keep their values (and found seeds keep their knobs).
+const LATER_KNOBS_SALT: u64 = 0x5e75_0f5c_a115_2026;
 
 impl Knobs {
     /// Draws a seed's knobs. Each fault kind allowed by `options` is left out by about one
@@ -213,6 +244,22 @@ impl Knobs {
         let api_link_drops = fault(Fault::ApiLink, rng, 3);
         let buggify = fault(Fault::Buggify, rng, 1) > 0;
         let partitions = fault(Fault::Partition, rng, 2);
+        // Drawn from a generator of their own (seeded from the next draw, which stays the
+        // world's), so that adding knobs here moves no earlier draw.
+        let mut later = Rng::new(rng.clone().next_u64() ^ LATER_KNOBS_SALT);
+        let set_keys = later.between(3, 16) as u16;
+        let scan_reads = later.coin();
+
+        let scan_batch_rows = if later.below(4) == 0 {
+            SCAN_BATCH_ROWS_MAX
+        } else {
+            later.between(1, 4) as u32
+        };
+        let pauses = if options.has(Fault::Pause) && later.below(4) != 0 {
+            later.between(1, 3) as u16
+        } else {
+            0
+        };
         Knobs {
             data_nodes,
             clients,
@@ -245,6 +292,10 @@ impl Knobs {
                 0
             },
             partitions,
+            set_keys,
+            scan_reads,
+            scan_batch_rows,
+            pauses,
         }
     }
 
@@ -253,7 +304,7 @@ impl Knobs {
         let mut ini = format!(
             "[ndbd default]\nNoOfReplicas=2\nDataMemory=1M\nMaxNoOfConcurrentOperations={}\n\
              MaxNoOfConcurrentTransactions=32\nMaxNoOfConcurrentScans=2\nMaxNoOfTables=8\n\
-             MaxNoOfOrderedIndexes=0\nMaxNoOfUniqueHashIndexes=0\n\
+             MaxNoOfOrderedIndexes=0\nMaxNoOfUniqueHashIndexes=1\n\
              TransactionDeadlockDetectionTimeout={}\n",
             self.operations_max, self.deadlock_timeout_ms
         );
@@ -277,7 +328,8 @@ impl fmt::Display for Knobs {
             "{} data nodes, {} clients, delay {}-{} us, workload {} ms, deadlock timeout {} ms, \
              {} operation records, {} accounts, {} register keys, schema to non-master {}, master link late {} ms, \
              crashes {}, client deaths {}, slow links {}, api link drops {}, overload {} ppm, \
-             late ticks up to {} ms, partitions {}",
+             late ticks up to {} ms, partitions {}, {} set keys, scan reads {} ({} rows a batch), \
+             pauses {}",
             self.data_nodes,
             self.clients,
             self.delay_ns_min / 1000,
@@ -295,7 +347,11 @@ impl fmt::Display for Knobs {
             self.api_link_drops,
             self.overload_ppm,
             self.late_tick_ns_max / 1_000_000,
-            self.partitions
+            self.partitions,
+            self.set_keys,
+            self.scan_reads,
+            self.scan_batch_rows,
+            self.pauses
         )
     }
 }

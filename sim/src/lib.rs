@@ -10,26 +10,32 @@
 //!   World: Queue ─pop─► Deliver ─► Kernel::on_frame + run_jobs ─► SimOutbox ─► Net ─► Queue
 //!                     ├► Timer (10 ms) ─► Kernel::on_timer + run_jobs
 //!                     ├► Disconnected ─► Kernel::on_disconnect / Client::on_link_down
-//!                     ├► ClientWake ─► Client (bank, registers) ─► Net ─► Queue
-//!                     └► Fault (crash, client death, slow link, API link drop, partition)
+//!                     ├► ClientWake ─► Client (bank, registers, set) ─► Net ─► Queue
+//!                     └► Fault (crash, client death, slow link, API link drop, pause, partition)
 //! ```
 //!
 //! - [`knobs`]: the user's options and what each seed draws from them.
 //! - [`rng`]: the seeded generator.
 //! - [`net`]: the event queue, the links (FIFO each, reordered only across links, dropped
 //!   whole) and the sim's `Outbox`.
-//! - [`client`]: API nodes speaking the real protocol; the bank and register workloads.
-//! - [`check`]: the bank invariant and the linearizability checker.
+//! - [`client`]: API nodes speaking the real protocol; the bank, register and set workloads.
+//! - [`check`]: the bank invariant and the linearizability checker (registers, and set
+//!   elements as registers that inserts and deletes move between absent and present).
 //! - [`world`]: one run, step by step; [`run_seed`] and [`run_seed_checked`].
 //!
 //! A run: clients register (API_REGREQ); client 0 creates the tables (some seeds first at a
-//! non-master, which answers 702) and inserts their rows; the fault plan is drawn and the
-//! workload runs; then faults stop, links heal, clients finish, and client 0 reads every row
-//! under locks, then at its backup (the replicas must agree); the register histories are
-//! checked last. Faults: data nodes crash at a random time or right after handling a given
+//! non-master, which answers 702) and the set's unique hash index on its value column (read
+//! through with TCINDXREQ), and inserts their rows; the fault plan is drawn and the
+//! workload runs (in some seeds the bank's full reads are table scans: SCAN_TABREQ to every
+//! data node, SCAN_NEXTREQ for each further batch, under locks checked like a read of every
+//! key, or as committed reads whose every value some transfer must have written); then
+//! faults stop, links heal, clients finish, and client 0 reads every row
+//! under locks (the set: every key of its space, a missing row answered 626), then at its
+//! backup (the replicas must agree); the register and set histories are checked last. Faults: data nodes crash at a random time or right after handling a given
 //! signal (never both replicas of a node group; what they sent is lost or still delivered),
 //! clients die (some while a request is outstanding), links slow down, API links drop and
-//! come back, BUGGIFY makes sends find full buffers and ticks come late; `--faults partition`
+//! come back, data nodes pause (their events wait, their links stay up), BUGGIFY makes sends
+//! find full buffers and ticks come late; `--faults partition`
 //! adds what the cluster does not handle yet.
 //!
 //! **Architecture Invariant:** nothing in a run depends on anything but its seed and options:

@@ -27,7 +27,7 @@ struct Args {
     #[arg(long, value_enum, default_value = "all")]
     workload: Workload,
     /// Fault kinds seeds may draw, comma-separated: crash, client, slow, api-link, buggify,
-    /// partition (not handled by the cluster yet), or none. Default: all but partition.
+    /// pause, partition (not handled by the cluster yet), or none. Default: all but partition.
     #[arg(long, value_delimiter = ',', value_parser = parse_fault)]
     faults: Option<Vec<Option<Fault>>>,
     /// Print every delivered frame and every fault (with --seed).
@@ -128,6 +128,7 @@ fn check_across_processes(seed: u64, options: &Options, report: &Report) -> Exit
         .args(match options.sabotage {
             Some(Sabotage::Bank) => &["--sabotage", "bank"][..],
             Some(Sabotage::Registers) => &["--sabotage", "registers"][..],
+            Some(Sabotage::Sets) => &["--sabotage", "sets"][..],
             None => &[],
         })
         .output();
@@ -216,6 +217,14 @@ fn print_report(report: &Report) {
     println!(
         "  transfers ok {} failed {} unknown {}, full reads ok {}, register writes ok {} failed {} unknown {}, reads ok {} failed {}",
         s.transfers_ok, s.transfers_failed, s.transfers_unknown, s.audits_ok, s.writes_ok, s.writes_failed, s.writes_unknown, s.reads_ok, s.reads_failed
+    );
+    println!(
+        "  scan full reads checked under locks {}, as committed reads {}, failed {}, SCAN_NEXTREQs {}",
+        s.scan_audits_locked, s.scan_audits_committed, s.scan_audits_failed, s.scan_next_requests
+    );
+    println!(
+        "  set inserts ok {} duplicate (630) {}, deletes ok {} missing (626) {}, reads present {} absent {}, through the unique index found {} missing {}, failed {} unknown {}",
+        s.inserts_ok, s.inserts_duplicate, s.deletes_ok, s.deletes_missing, s.set_reads_present, s.set_reads_absent, s.index_reads_found, s.index_reads_missing, s.set_ops_failed, s.set_ops_unknown
     );
     println!(
         "  errors seen {:?}, faults {:?}, overloaded sends {}, 702 from a non-master then retried: {}, undecided keys {}",

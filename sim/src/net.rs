@@ -105,6 +105,13 @@ impl Queue {
         self.heap.push(Reverse(Event { at_ns, key, kind }));
     }
 
+    /// Puts a popped event back at a later time, keeping its place among events of that time
+    /// (a frame keeps its link's sequence number, so its link stays FIFO).
+    pub fn defer(&mut self, mut event: Event, at_ns: u64) {
+        event.at_ns = at_ns;
+        self.heap.push(Reverse(event));
+    }
+
     pub fn pop(&mut self) -> Option<Event> {
         self.heap.pop().map(|Reverse(e)| e)
     }

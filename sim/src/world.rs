@@ -18,7 +18,7 @@ use rndb_ndbd::blocks::Kernel;
 use rndb_transporter::FrameHeader;
 
 use crate::check::{self, HistoryOp, RegOp, Verdict};
-use crate::client::{Client, Ctx, Outcome, Shared, Stats};
+use crate::client::{Access, Client, Ctx, Outcome, Shared, Stats, SETS};
 use crate::knobs::{Knobs, Options, FIRST_API_NODE};
 use crate::net::{EventKind, Net, Queue, SimOutbox};
 use crate::rng::Rng;
@@ -201,6 +201,11 @@ enum Planned {
         to: NodeId,
         for_ns: u64,
     },
+    /// The data node handles nothing for `for_ns` (its links stay up).
+    Pause {
+        node: NodeId,
+        for_ns: u64,
+    },
 }
 
 struct World {
@@ -235,6 +240,8 @@ struct World {
     frame_hashes: Vec<(u64, u64, u64)>,
     /// Armed crashes: the node crashes right after it handles a frame with this signal.
     crash_after: BTreeMap<NodeId, (u16, bool)>,
+    /// Paused data nodes, and until when: their events wait until then.
+    paused: BTreeMap<NodeId, u64>,
 }
 
 impl World {
@@ -273,12 +280,7 @@ impl World {
             .enumerate()
             .map(|(i, &node)| Client::new(i, node, data_nodes.clone(), client_rng.fork(), &knobs))
             .collect();
-        let mut shared = Shared::new(
-            &knobs,
-            PartitionMap::new(&config),
-            options.workload.bank(),
-            options.workload.registers(),
-        );
+        let mut shared = Shared::new(&knobs, PartitionMap::new(&config), options.workload);
         shared.sabotage = options.sabotage;
         shared.trace = options.trace;
         let mut world = World {
@@ -309,6 +311,7 @@ impl World {
             undecided_keys: 0,
             frame_hashes: Vec::new(),
             crash_after: BTreeMap::new(),
+            paused: BTreeMap::new(),
         };
         for &node in &data_nodes {
             let first_tick = world.rng.below(TIMER_TICK_NS);
@@ -344,6 +347,10 @@ impl World {
         while let Some(event) = self.queue.pop() {
             debug_assert!(event.at_ns >= self.now_ns, "time went back");
             self.now_ns = event.at_ns;
+            if let Some(until) = self.paused_target(&event.kind) {
+                self.queue.defer(event, until);
+                continue;
+            }
             self.step += 1;
             self.handle(event.kind)?;
             if let Some(what) = self.shared.failure.take() {
@@ -360,6 +367,22 @@ impl World {
             self.check_deadlines()?;
         }
         Err("the event queue ran dry before the final reads ended".into())
+    }
+
+    /// When the event is for a paused data node: until when it is paused.
+    fn paused_target(&mut self, kind: &EventKind) -> Option<u64> {
+        let node = match kind {
+            EventKind::Deliver { to, .. } => *to,
+            EventKind::Disconnected { at, .. } => *at,
+            EventKind::Timer(node) | EventKind::Kick(node) => *node,
+            _ => return None,
+        };
+        let until = *self.paused.get(&node)?;
+        if until > self.now_ns {
+            return Some(until);
+        }
+        self.paused.remove(&node);
+        None
     }
 
     fn check_deadlines(&self) -> Result<(), String> {
@@ -606,6 +629,7 @@ impl World {
         plan.extend(self.plan_client_deaths());
         plan.extend(self.plan_link_faults());
         plan.extend(self.plan_partitions());
+        plan.extend(self.plan_pauses());
         for (at, fault) in plan {
             self.schedule_fault(start + at, fault);
         }
@@ -728,6 +752,19 @@ impl World {
         plan
     }
 
+    /// Data nodes that stop for a while (from 10 ms to past the deadlock timeout).
+    fn plan_pauses(&mut self) -> Vec<(u64, Planned)> {
+        let data_nodes: Vec<NodeId> = self.kernels.keys().copied().collect();
+        let mut plan = Vec::new();
+        for _ in 0..self.knobs.pauses {
+            let at = self.rng.below(self.knobs.workload_ns);
+            let node = self.pick(&data_nodes);
+            let for_ns = self.rng.between(10_000_000, 1_000_000_000);
+            plan.push((at, Planned::Pause { node, for_ns }));
+        }
+        plan
+    }
+
     fn schedule_fault(&mut self, at_ns: u64, fault: Planned) {
         self.plan.push(fault);
         let index = self.plan.len() - 1;
@@ -780,6 +817,12 @@ impl World {
                 for_ns,
             } => self.api_link_drop(client, node, for_ns),
             Planned::Reconnect { client, node } => {
+                // A paused node accepts no connection: the client tries again once it runs
+                // (and has heard of the drop, which waited for the pause too).
+                if let Some(&until) = self.paused.get(&node).filter(|&&u| u > self.now_ns) {
+                    let at = until + DETECT_NS_MAX + 1;
+                    return self.schedule_fault(at, Planned::Reconnect { client, node });
+                }
                 let api = self.clients[client].node;
                 if self.is_alive(api) && self.kernels.contains_key(&node) {
                     self.net.reconnect(api, node);
@@ -787,6 +830,12 @@ impl World {
                 }
             }
             Planned::Cut { side } => self.cut(&side),
+            Planned::Pause { node, for_ns } => {
+                if self.kernels.contains_key(&node) && !self.paused.contains_key(&node) {
+                    self.count("pause");
+                    self.paused.insert(node, self.now_ns + for_ns);
+                }
+            }
             Planned::OneWay { from, to, for_ns } => {
                 self.count("partition (one-way)");
                 let until = self.now_ns + for_ns;
@@ -882,29 +931,43 @@ impl World {
         self.client_step(node, |c, ctx| c.start_final(ctx));
     }
 
-    /// The register histories, checked per key once the final reads are done.
+    /// The register and set histories, checked per key once the final reads are done.
     fn final_checks(&mut self) -> Result<(), String> {
-        let mut by_key: BTreeMap<u16, Vec<HistoryOp>> = BTreeMap::new();
+        let mut by_key: BTreeMap<(usize, u16), Vec<HistoryOp>> = BTreeMap::new();
         for record in &self.shared.history {
-            let (op, complete_ns) = match (record.write, record.outcome) {
-                (_, Outcome::Fail) => continue,
-                (None, Outcome::Ok(Some(v))) => (RegOp::Read(v), Some(record.complete_ns)),
-                (None, _) => continue,
-                (Some(v), Outcome::Ok(_)) => (RegOp::Write(v), Some(record.complete_ns)),
-                (Some(v), Outcome::Info | Outcome::Pending) => (RegOp::Write(v), None),
+            let Some((op, complete_ns)) = history_op(record.access, record.outcome) else {
+                continue;
             };
-            by_key.entry(record.key).or_default().push(HistoryOp {
-                op,
-                client: record.client,
-                invoke_ns: record.invoke_ns,
-                complete_ns,
-            });
+            by_key
+                .entry((record.table, record.key))
+                .or_default()
+                .push(HistoryOp {
+                    op,
+                    client: record.client,
+                    invoke_ns: record.invoke_ns,
+                    complete_ns: complete_ns.then_some(record.complete_ns),
+                });
+        }
+        for scan in &self.shared.committed_scans {
+            let (client, at_ns, rows) = (scan.client, scan.at_ns, &scan.rows);
+            if let Some((id, balance)) = rows
+                .iter()
+                .find(|row| !self.shared.balances_written.contains(row))
+            {
+                return Err(format!(
+                    "bank: client {client}: a committed-read scan at {:.6} ms saw account {id} at {balance}, which no transfer whose commit was sent wrote (a dirty or invented read): {rows:?}",
+                    at_ns as f64 / 1e6
+                ));
+            }
         }
         let mut undecided = 0;
-        for (key, ops) in &by_key {
+        for ((table, key), ops) in &by_key {
             match check::check_register(0, ops) {
                 Ok(Verdict::Linearizable) => {}
                 Ok(Verdict::Undecided) => undecided += 1,
+                Err(e) if *table == SETS => {
+                    return Err(format!("set: element {key} (0 absent, 1 present): {e}"))
+                }
                 Err(e) => return Err(format!("registers: key {key}: {e}")),
             }
         }
@@ -939,4 +1002,30 @@ impl World {
             frame_hashes: std::mem::take(&mut self.frame_hashes),
         }
     }
+}
+
+/// A register or set operation as the checker takes it, and whether it completed (its answer
+/// came); `None` for what constrains nothing (failed operations, reads without an answer).
+fn history_op(access: Access, outcome: Outcome) -> Option<(RegOp, bool)> {
+    let done = match outcome {
+        Outcome::Fail => return None,
+        Outcome::Ok(_) | Outcome::Refused(_) => true,
+        Outcome::Info | Outcome::Pending => false,
+    };
+    let op = match (access, outcome) {
+        (Access::Read, Outcome::Ok(Some(v))) => RegOp::Read(v),
+        (Access::Read, Outcome::Refused(626)) => RegOp::Read(check::ABSENT),
+        (Access::Read, _) => return None,
+        // Found through the index: the element was present.
+        (Access::IndexRead { .. }, Outcome::Ok(Some(v))) => RegOp::Read(v),
+        (Access::IndexRead { .. }, _) => return None,
+        (Access::Write(v), _) => RegOp::Write(v),
+        // Refused because the row was there: the insert read "present".
+        (Access::Insert, Outcome::Refused(_)) => RegOp::Read(check::PRESENT),
+        (Access::Insert, _) => RegOp::Insert,
+        // Refused because the row was not there: the delete read "absent".
+        (Access::Delete, Outcome::Refused(_)) => RegOp::Read(check::ABSENT),
+        (Access::Delete, _) => RegOp::Delete,
+    };
+    Some((op, done))
 }

@@ -1,8 +1,9 @@
 //! The checkers can fail: the bank checker refuses a wrong sum, a negative balance and a
 //! missing account; the linearizability checker refuses stale, future and invented reads, and
 //! accepts what is allowed (concurrent reads either way, a write of unknown outcome taking
-//! effect or not). End to end, a planted client bug is caught at its seed's step, and the
-//! failure replays identically.
+//! effect or not); as a set element's checker, it refuses a lost insert, a resurrected delete
+//! and an element never inserted. End to end, a planted client bug is caught at its seed's
+//! step, and the failure replays identically.
 
 use rndb_sim::check::{check_bank, check_register, HistoryOp, RegOp, Verdict};
 use rndb_sim::{run_seed, Fault, Options, Sabotage, Workload};
@@ -86,6 +87,41 @@ fn stale_future_and_invented_reads_are_refused() {
     assert!(check(&ops).is_err());
 }
 
+#[test]
+fn set_elements_refuse_lost_inserts_resurrected_deletes_and_inventions() {
+    use rndb_sim::check::{ABSENT, PRESENT};
+    use RegOp::{Delete, Insert, Read};
+    let ok = |ops: &[HistoryOp]| assert_eq!(check(ops), Ok(Verdict::Linearizable), "{ops:?}");
+    let bad = |ops: &[HistoryOp]| assert!(check(ops).is_err(), "{ops:?}");
+    // Insert, a duplicate insert refused (630: it read present), delete, a delete refused
+    // (626: it read absent), and the final read.
+    ok(&[
+        op(Insert, 0, Some(1)),
+        op(Read(PRESENT), 2, Some(3)),
+        op(Delete, 4, Some(5)),
+        op(Read(ABSENT), 6, Some(7)),
+        op(Read(ABSENT), 8, Some(9)),
+    ]);
+    // An insert of unknown outcome may be there at the end or not.
+    for end in [ABSENT, PRESENT] {
+        ok(&[op(Insert, 0, None), op(Read(end), 8, Some(9))]);
+    }
+    // An acknowledged insert missing from the final read.
+    bad(&[op(Insert, 0, Some(1)), op(Read(ABSENT), 8, Some(9))]);
+    // An acknowledged delete whose element is still there.
+    bad(&[
+        op(Insert, 0, Some(1)),
+        op(Delete, 2, Some(3)),
+        op(Read(PRESENT), 8, Some(9)),
+    ]);
+    // An element never inserted.
+    bad(&[op(Read(PRESENT), 8, Some(9))]);
+    // A delete acknowledged while the element was surely absent.
+    bad(&[op(Read(ABSENT), 0, Some(1)), op(Delete, 2, Some(3))]);
+    // Two acknowledged inserts with no delete between them.
+    bad(&[op(Insert, 0, Some(1)), op(Insert, 2, Some(3))]);
+}
+
 fn sabotaged(workload: Workload, sabotage: Sabotage) -> Options {
     Options {
         workload,
@@ -136,5 +172,27 @@ fn a_planted_stale_read_fails_its_seed_and_the_failure_replays() {
     assert!(
         caught >= 5,
         "only {caught} of 10 seeds caught the stale reads"
+    );
+}
+
+#[test]
+fn a_planted_false_delete_fails_its_seed_and_the_failure_replays() {
+    let options = sabotaged(Workload::Sets, Sabotage::Sets);
+    let mut caught = 0;
+    for seed in 0..10 {
+        let Err(first) = run_seed(seed, &options) else {
+            continue;
+        };
+        caught += 1;
+        assert!(first.what.starts_with("set: element"), "{first}");
+        let again = run_seed(seed, &options).expect_err("replays");
+        assert_eq!(
+            (first.step, first.sim_ns, &first.what),
+            (again.step, again.sim_ns, &again.what)
+        );
+    }
+    assert!(
+        caught >= 5,
+        "only {caught} of 10 seeds caught the false deletes"
     );
 }

@@ -8,7 +8,13 @@ use rndb_sim::{run_seed, run_seed_checked, Fault, Options, Workload};
 fn without_crashes(workload: Workload) -> Options {
     Options {
         workload,
-        faults: vec![Fault::Client, Fault::Slow, Fault::ApiLink, Fault::Buggify],
+        faults: vec![
+            Fault::Client,
+            Fault::Slow,
+            Fault::ApiLink,
+            Fault::Buggify,
+            Fault::Pause,
+        ],
         trace: false,
         sabotage: None,
     }
@@ -16,9 +22,14 @@ fn without_crashes(workload: Workload) -> Options {
 
 #[test]
 fn a_seed_replays_identically() {
-    for workload in [Workload::Bank, Workload::Registers, Workload::All] {
+    for workload in [
+        Workload::Bank,
+        Workload::Registers,
+        Workload::Sets,
+        Workload::All,
+    ] {
         let options = without_crashes(workload);
-        for seed in 0..40 {
+        for seed in 0..30 {
             let first = run_seed(seed, &options).expect("passes");
             let second = run_seed(seed, &options).expect("passes");
             assert_eq!(

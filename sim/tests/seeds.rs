@@ -1,7 +1,7 @@
 //! Hundreds of seeds of each workload keep their invariants (the bank's total, linearizable
-//! registers, every request answered) under the faults today's cluster handles: data-node
-//! crashes, clients dying mid-transaction, slow links, API links dropping, and BUGGIFY's full
-//! send buffers and late ticks. Each seed runs once here (determinism is replay.rs's); the
+//! registers and set elements, every request answered) under the faults today's cluster handles: data-node
+//! crashes, clients dying mid-transaction, slow links, API links dropping, data nodes pausing,
+//! and BUGGIFY's full send buffers and late ticks. Each seed runs once here (determinism is replay.rs's); the
 //! totals at the end show the faults really happened.
 
 use rndb_sim::{run_seed, Fault, Options, Report, Workload};
@@ -53,6 +53,7 @@ fn bank_seeds_keep_the_total_through_crashes_and_dying_clients() {
     assert!(faults(&reports, "client death") > SEEDS / 2);
     assert!(faults(&reports, "slow link") > SEEDS / 2);
     assert!(faults(&reports, "api link drop") > SEEDS / 2);
+    assert!(faults(&reports, "pause") > SEEDS / 2);
     assert!(sum(|r| r.stats.deaths_mid_request) > 10);
     assert!(
         sum(|r| r.stats.transfers_unknown) > 0,
@@ -60,6 +61,14 @@ fn bank_seeds_keep_the_total_through_crashes_and_dying_clients() {
     );
     assert!(sum(|r| r.overloads) > 0, "BUGGIFY never overloaded a send");
     assert!(reports.iter().any(|r| r.stats.non_master_702));
+    // About half the seeds read the bank by table scans (the final read too), under locks
+    // and as committed reads, in several batches, and some scans fail under the faults.
+    let scanning = reports.iter().filter(|r| r.knobs.scan_reads).count() as u64;
+    assert!(scanning > SEEDS / 3, "{scanning} seeds scan");
+    assert!(sum(|r| r.stats.scan_audits_locked) > scanning * 3);
+    assert!(sum(|r| r.stats.scan_audits_committed) > scanning);
+    assert!(sum(|r| r.stats.scan_next_requests) > scanning * 3);
+    assert!(sum(|r| r.stats.scan_audits_failed) > scanning / 2);
     // Node failure aborted transactions that were in flight (286 at TC, 4010 for operations
     // sent to the failed node).
     let node_failure_aborts: u64 = reports
@@ -84,6 +93,30 @@ fn register_seeds_stay_linearizable_through_crashes_and_dying_clients() {
     assert!(faults(&reports, "client death") > SEEDS / 2);
     let undecided: usize = reports.iter().map(|r| r.undecided_keys).sum();
     assert_eq!(undecided, 0, "the checker gave up on some keys");
+}
+
+#[test]
+fn set_seeds_keep_every_acknowledged_insert_and_delete_through_crashes() {
+    let reports = run_many(Workload::Sets, 3_000_000, SEEDS / 3);
+    let sum = |f: fn(&Report) -> u64| reports.iter().map(f).sum::<u64>();
+    let seeds = SEEDS / 3;
+    assert!(sum(|r| r.stats.inserts_ok) > seeds * 10);
+    assert!(sum(|r| r.stats.deletes_ok) > seeds * 10);
+    // The workload meets both errors it expects.
+    assert!(sum(|r| r.stats.inserts_duplicate) > seeds * 5);
+    assert!(sum(|r| r.stats.deletes_missing) > seeds * 5);
+    assert!(sum(|r| r.stats.set_reads_present) > seeds);
+    assert!(sum(|r| r.stats.set_reads_absent) > seeds);
+    // Reads through the unique hash index on the value column (TCINDXREQ) find rows.
+    assert!(sum(|r| r.stats.index_reads_found) > seeds * 3);
+    assert!(
+        sum(|r| r.stats.set_ops_unknown) > 0,
+        "no set write ended unknown"
+    );
+    assert!(faults(&reports, "crash (sent frames drain)") > seeds / 4);
+    assert!(faults(&reports, "crash (sent frames lost)") > seeds / 4);
+    let undecided: usize = reports.iter().map(|r| r.undecided_keys).sum();
+    assert_eq!(undecided, 0, "the checker gave up on some elements");
 }
 
 #[test]
