@@ -1172,7 +1172,7 @@ mod tests {
 
     /// A transaction stays as small as it was before it kept its tables: the asynchronous
     /// API keeps thousands in flight, and 8 bytes more (128 instead of 120) cost 10-15 % of the
-    /// throughput at 4096 in flight (three alternated rounds of the sweep, session 11).
+    /// throughput at 4096 in flight (three alternated rounds of the sweep, 2026-11-30).
     #[test]
     fn a_transaction_stays_small() {
         let size = std::mem::size_of::<Transaction>();
