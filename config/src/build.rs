@@ -9,7 +9,9 @@ use crate::groups::{self, DataDraft};
 use crate::ids::{self, IdRequest};
 use crate::layered::{collect_defaults, Layered};
 use crate::links;
-use crate::model::{ApiSlotConfig, ClusterConfig, DataNodeConfig, MgmNodeConfig, NodeId, NodeKind};
+use crate::model::{
+    ApiSlotConfig, ClusterConfig, DataNodeConfig, Durability, MgmNodeConfig, NodeId, NodeKind,
+};
 use crate::params::{param_table, ParamDefault, SectionKind};
 use crate::syntax::Target;
 use crate::values::TypedSection;
@@ -190,6 +192,16 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
         heartbeat_interval_db_db_ms: l.u32("HeartbeatIntervalDbDb"),
         heartbeat_interval_db_api_ms: l.u32("HeartbeatIntervalDbApi"),
         time_between_global_checkpoints_ms: l.u32("TimeBetweenGlobalCheckpoints"),
+        durability: Durability {
+            diskless: l.bool("Diskless"),
+            file_system_path: l.text("FileSystemPath").map(PathBuf::from),
+            time_between_global_checkpoints_ms: l.u32("TimeBetweenGlobalCheckpoints"),
+            time_between_epochs_ms: l.u32("TimeBetweenEpochs"),
+            no_of_fragment_log_parts: l.u32("NoOfFragmentLogParts"),
+            no_of_fragment_log_files: l.u32("NoOfFragmentLogFiles"),
+            fragment_log_file_size: l.int("FragmentLogFileSize"),
+            redo_buffer: l.int("RedoBuffer"),
+        },
         use_shm: l.bool("UseShm"),
         max_no_of_execution_threads: l.u32("MaxNoOfExecutionThreads"),
         scheduler_spin_timer_us: l.u32("SchedulerSpinTimer"),

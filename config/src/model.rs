@@ -112,6 +112,8 @@ pub struct DataNodeConfig {
     pub heartbeat_interval_db_db_ms: u32,
     pub heartbeat_interval_db_api_ms: u32,
     pub time_between_global_checkpoints_ms: u32,
+    /// The redo log, global checkpoints and where the node keeps its files.
+    pub durability: Durability,
     pub use_shm: bool,
     pub max_no_of_execution_threads: u32,
     /// SchedulerSpinTimer: µs the execution loop spins (polls without sleeping) after its last
@@ -121,6 +123,44 @@ pub struct DataNodeConfig {
     pub lock_execute_thread_to_cpu: Vec<usize>,
     /// Line of the section header, for messages.
     pub line: usize,
+}
+
+/// A data node's files and checkpoints, with NDB's parameter names and defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Durability {
+    /// Diskless: no files at all; every start is an initial start.
+    pub diskless: bool,
+    /// FileSystemPath (DataDir when unset): where `ndb_<NodeId>_fs/` is.
+    pub file_system_path: Option<PathBuf>,
+    /// TimeBetweenGlobalCheckpoints, ms: how often the redo log is made durable.
+    pub time_between_global_checkpoints_ms: u32,
+    /// TimeBetweenEpochs, ms: how often a new epoch (GCI low word) starts; 0 = one per
+    /// global checkpoint.
+    pub time_between_epochs_ms: u32,
+    /// NoOfFragmentLogParts.
+    pub no_of_fragment_log_parts: u32,
+    /// NoOfFragmentLogFiles (per part).
+    pub no_of_fragment_log_files: u32,
+    /// FragmentLogFileSize, bytes.
+    pub fragment_log_file_size: u64,
+    /// RedoBuffer, bytes.
+    pub redo_buffer: u64,
+}
+
+impl Default for Durability {
+    /// NDB's defaults.
+    fn default() -> Self {
+        Durability {
+            diskless: false,
+            file_system_path: None,
+            time_between_global_checkpoints_ms: 2000,
+            time_between_epochs_ms: 100,
+            no_of_fragment_log_parts: 4,
+            no_of_fragment_log_files: 16,
+            fragment_log_file_size: 16 << 20,
+            redo_buffer: 32 << 20,
+        }
+    }
 }
 
 /// One `[ndb_mgmd]` section.

@@ -23,6 +23,7 @@ pub mod blocks;
 pub mod exec;
 pub mod limits;
 pub mod listener;
+pub mod ndbfs;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};

@@ -38,6 +38,7 @@ pub fn data_node(id: u16, host_name: &str) -> DataNodeConfig {
         heartbeat_interval_db_db_ms: 5000,
         heartbeat_interval_db_api_ms: 1500,
         time_between_global_checkpoints_ms: 2000,
+        durability: Default::default(),
         use_shm: false,
         max_no_of_execution_threads: 1,
         scheduler_spin_timer_us: 0,

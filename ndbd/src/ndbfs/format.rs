@@ -1,0 +1,359 @@
+//! The byte layouts of a data node's files (drawn in ARCHITECTURE.md). Every file is a header
+//! followed by records; every header and record carries a CRC-32 (IEEE, as `crc32fast`
+//! computes it) and the header the format version. Integers are little-endian.
+//!
+//! ```text
+//! header (32 bytes):  magic[8] | version u32 | node u32 | part u32 | seq u64 | crc u32 (of bytes 0..28)
+//! record (17 + len):  len u32 | crc u32 (of bytes 8..17+len) | gci u64 | kind u8 | payload[len]
+//! ```
+//!
+//! Reading never trusts a length: a record that runs past the end of its bytes, or whose CRC
+//! does not match, is reported as bad at its offset, and the caller decides whether that is a
+//! torn tail (cut off) or damage (an error naming the file and offset).
+
+use rndb_protocol::codec::{DecodeError, Reader, Writer};
+
+/// The format version every header carries.
+pub const VERSION: u32 = 1;
+/// Bytes of a file header.
+pub const HEADER_BYTES: usize = 32;
+/// Bytes of a record before its payload.
+pub const RECORD_HEAD_BYTES: usize = 17;
+/// The longest payload a record may claim: a row of at most a frame, with its key.
+pub const PAYLOAD_MAX: usize = 1 << 20;
+
+pub const REDO_MAGIC: [u8; 8] = *b"RNDBREDO";
+pub const SCHEMA_MAGIC: [u8; 8] = *b"RNDBSCHM";
+pub const SYSFILE_MAGIC: [u8; 8] = *b"RNDBSYSF";
+
+/// Record kinds.
+pub mod kind {
+    /// A row's committed after-image: [`RowChange`] with a row.
+    pub const PUT: u8 = 1;
+    /// A row deleted: [`RowChange`] without a row.
+    pub const DELETE: u8 = 2;
+    /// Every change of this record's GCI and all before it precedes this record in its part
+    /// (written by a global checkpoint's save, NDB's completed-GCI record). No payload.
+    pub const GCI_COMPLETED: u8 = 3;
+    /// The writer went on in the part's next file. No payload.
+    pub const FILE_END: u8 = 4;
+    /// A schema change as this node applied it: [`SchemaChange`].
+    pub const SCHEMA: u8 = 5;
+    /// The sysfile's content: [`Sysfile`].
+    pub const SYSFILE: u8 = 6;
+}
+
+/// A file's header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileHeader {
+    pub magic: [u8; 8],
+    pub node: u32,
+    /// The redo log part (0 for other files).
+    pub part: u32,
+    /// The file's place in its part's sequence of files (0 for other files).
+    pub seq: u64,
+}
+
+impl FileHeader {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&self.magic);
+        Writer::new(out)
+            .u32(VERSION)
+            .u32(self.node)
+            .u32(self.part)
+            .u64(self.seq);
+        let crc = crc32fast::hash(&out[start..]);
+        Writer::new(out).u32(crc);
+    }
+
+    /// Reads the header at the start of `bytes`, which must have `magic`.
+    pub fn decode(bytes: &[u8], magic: [u8; 8]) -> Result<FileHeader, String> {
+        let Some(head) = bytes.get(..HEADER_BYTES) else {
+            return Err(format!(
+                "{} bytes, shorter than a file header ({HEADER_BYTES})",
+                bytes.len()
+            ));
+        };
+        let stored = u32::from_le_bytes([head[28], head[29], head[30], head[31]]);
+        if crc32fast::hash(&head[..28]) != stored {
+            return Err("the file header's CRC does not match".into());
+        }
+        if head[..8] != magic {
+            return Err(format!(
+                "not a {} file (magic {:?})",
+                String::from_utf8_lossy(&magic),
+                String::from_utf8_lossy(&head[..8])
+            ));
+        }
+        let mut r = Reader::new(&head[8..28], "file header");
+        let version = r.u32().map_err(|e| e.to_string())?;
+        if version != VERSION {
+            return Err(format!(
+                "format version {version}; this ndbd reads version {VERSION}"
+            ));
+        }
+        let (node, part, seq) = (
+            r.u32().map_err(|e| e.to_string())?,
+            r.u32().map_err(|e| e.to_string())?,
+            r.u64().map_err(|e| e.to_string())?,
+        );
+        Ok(FileHeader {
+            magic,
+            node,
+            part,
+            seq,
+        })
+    }
+}
+
+/// Appends one record of `kind` tagged `gci`, its payload written by `payload`.
+pub fn append_record(out: &mut Vec<u8>, gci: u64, kind: u8, payload: impl FnOnce(&mut Vec<u8>)) {
+    let start = out.len();
+    out.extend_from_slice(&[0; 8]);
+    Writer::new(out).u64(gci).u8(kind);
+    payload(out);
+    let len = (out.len() - start - RECORD_HEAD_BYTES) as u32;
+    let crc = crc32fast::hash(&out[start + 8..]);
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// One record as read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Record<'a> {
+    pub gci: u64,
+    pub kind: u8,
+    pub payload: &'a [u8],
+    /// Where the next record starts.
+    pub next: usize,
+}
+
+/// What is at an offset of a file's bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next<'a> {
+    Record(Record<'a>),
+    /// The bytes end exactly here.
+    End,
+    /// No valid record starts here: why.
+    Bad(String),
+}
+
+/// Reads the record at `offset` of `bytes`.
+pub fn read_record(bytes: &[u8], offset: usize) -> Next<'_> {
+    if offset == bytes.len() {
+        return Next::End;
+    }
+    let Some(head) = bytes.get(offset..offset + RECORD_HEAD_BYTES) else {
+        return Next::Bad(format!(
+            "{} bytes left, shorter than a record head",
+            bytes.len().saturating_sub(offset)
+        ));
+    };
+    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+    let stored = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+    if len > PAYLOAD_MAX {
+        return Next::Bad(format!("a record claims {len} bytes of payload"));
+    }
+    let end = offset + RECORD_HEAD_BYTES + len;
+    let Some(body) = bytes.get(offset + 8..end) else {
+        return Next::Bad(format!("a record of {len} bytes runs past the end"));
+    };
+    if crc32fast::hash(body) != stored {
+        return Next::Bad("the record's CRC does not match".into());
+    }
+    let gci = u64::from_le_bytes([
+        body[0], body[1], body[2], body[3], body[4], body[5], body[6], body[7],
+    ]);
+    Next::Record(Record {
+        gci,
+        kind: body[8],
+        payload: &body[9..],
+        next: end,
+    })
+}
+
+/// A row change in the redo log: a PUT carries the row's whole committed image (its packed
+/// values), a DELETE none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowChange<'a> {
+    pub table_id: u32,
+    pub table_version: u32,
+    pub fragment: u32,
+    /// The canonical primary key (the hash index's key).
+    pub key: &'a [u8],
+    pub row: Option<&'a [u8]>,
+}
+
+impl RowChange<'_> {
+    /// `table_id u32 | table_version u32 | fragment u32 | key_len u32 | key | row (the rest)`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        Writer::new(out)
+            .u32(self.table_id)
+            .u32(self.table_version)
+            .u32(self.fragment)
+            .u32(self.key.len() as u32);
+        out.extend_from_slice(self.key);
+        if let Some(row) = self.row {
+            out.extend_from_slice(row);
+        }
+    }
+
+    pub fn decode(payload: &[u8], kind: u8) -> Result<RowChange<'_>, DecodeError> {
+        let mut r = Reader::new(payload, "redo row change");
+        let (table_id, table_version, fragment) = (r.u32()?, r.u32()?, r.u32()?);
+        let key_len = r.u32()? as usize;
+        let rest = r.rest();
+        let Some(key) = rest.get(..key_len) else {
+            return Err(r.error(format!("key of {key_len} bytes runs past the record")));
+        };
+        let row = &rest[key_len..];
+        let row = match kind {
+            kind::PUT => Some(row),
+            _ if row.is_empty() => None,
+            _ => return Err(r.error("a delete carries a row")),
+        };
+        Ok(RowChange {
+            table_id,
+            table_version,
+            fragment,
+            key,
+            row,
+        })
+    }
+}
+
+/// A schema change as this node applied it: the request's signal and payload, and the first
+/// object id the dictionary gave it (so a replay gives the same ids).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchemaChange {
+    pub signal: u16,
+    pub first_id: u32,
+    pub request: Vec<u8>,
+}
+
+impl SchemaChange {
+    /// `signal u16 | first_id u32 | request (the rest)`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        Writer::new(out).u16(self.signal).u32(self.first_id);
+        out.extend_from_slice(&self.request);
+    }
+
+    pub fn decode(payload: &[u8]) -> Result<SchemaChange, DecodeError> {
+        let mut r = Reader::new(payload, "schema change");
+        let (signal, first_id) = (r.u16()?, r.u32()?);
+        Ok(SchemaChange {
+            signal,
+            first_id,
+            request: r.rest().to_vec(),
+        })
+    }
+}
+
+/// The sysfile (NDB's P0.sysfile, written in two copies): the newest global checkpoint this
+/// node knows to be restorable cluster-wide.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sysfile {
+    /// NDB's newestRestorableGCI: the high word of the newest saved GCI.
+    pub restorable_gci: u32,
+}
+
+impl Sysfile {
+    /// A whole sysfile: header, then one SYSFILE record (`restorable_gci u32`).
+    pub fn file_bytes(&self, node: u32) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64);
+        FileHeader {
+            magic: SYSFILE_MAGIC,
+            node,
+            part: 0,
+            seq: 0,
+        }
+        .encode(&mut out);
+        append_record(&mut out, 0, kind::SYSFILE, |b| {
+            Writer::new(b).u32(self.restorable_gci);
+        });
+        out
+    }
+
+    /// Reads a whole sysfile of node `node`.
+    pub fn from_file(bytes: &[u8], node: u32) -> Result<Sysfile, String> {
+        let header = FileHeader::decode(bytes, SYSFILE_MAGIC)?;
+        if header.node != node {
+            return Err(format!("written by node {}, not node {node}", header.node));
+        }
+        match read_record(bytes, HEADER_BYTES) {
+            Next::Record(r) if r.kind == kind::SYSFILE => {
+                let mut reader = Reader::new(r.payload, "sysfile");
+                Ok(Sysfile {
+                    restorable_gci: reader.u32().map_err(|e| e.to_string())?,
+                })
+            }
+            Next::Record(r) => Err(format!("a record of kind {} where the sysfile's is", r.kind)),
+            Next::End => Err(format!("ends after its header, at offset {HEADER_BYTES}")),
+            Next::Bad(why) => Err(format!("at offset {HEADER_BYTES}: {why}")),
+        }
+    }
+}
+
+/// NDB's GCI: the global checkpoint in the high word, the epoch within it in the low word.
+pub fn gci_hi(gci: u64) -> u32 {
+    (gci >> 32) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_read_back_and_damage_is_seen_at_its_offset() {
+        let mut bytes = Vec::new();
+        FileHeader {
+            magic: REDO_MAGIC,
+            node: 2,
+            part: 1,
+            seq: 7,
+        }
+        .encode(&mut bytes);
+        let change = RowChange {
+            table_id: 3,
+            table_version: 1,
+            fragment: 5,
+            key: b"key",
+            row: Some(b"row bytes"),
+        };
+        append_record(&mut bytes, 9 << 32, kind::PUT, |b| change.encode(b));
+        append_record(&mut bytes, 9 << 32, kind::GCI_COMPLETED, |_| {});
+        let header = FileHeader::decode(&bytes, REDO_MAGIC).unwrap();
+        assert_eq!((header.node, header.part, header.seq), (2, 1, 7));
+        let Next::Record(first) = read_record(&bytes, HEADER_BYTES) else {
+            panic!("no first record");
+        };
+        assert_eq!(RowChange::decode(first.payload, first.kind).unwrap(), change);
+        let Next::Record(second) = read_record(&bytes, first.next) else {
+            panic!("no second record");
+        };
+        assert_eq!(second.kind, kind::GCI_COMPLETED);
+        assert_eq!(read_record(&bytes, second.next), Next::End);
+        // Every single flipped bit of a record is caught by its CRC or its length check.
+        for bit in 0..(first.next - HEADER_BYTES) * 8 {
+            let mut damaged = bytes.clone();
+            damaged[HEADER_BYTES + bit / 8] ^= 1 << (bit % 8);
+            match read_record(&damaged, HEADER_BYTES) {
+                Next::Bad(_) => {}
+                other => panic!("bit {bit} flipped, read {other:?}"),
+            }
+        }
+        // A record cut anywhere is bad, not a shorter record.
+        for cut in HEADER_BYTES + 1..first.next {
+            assert!(matches!(read_record(&bytes[..cut], HEADER_BYTES), Next::Bad(_)));
+        }
+    }
+
+    #[test]
+    fn a_sysfile_reads_back_and_refuses_another_nodes() {
+        let bytes = Sysfile { restorable_gci: 42 }.file_bytes(3);
+        assert_eq!(Sysfile::from_file(&bytes, 3).unwrap().restorable_gci, 42);
+        assert!(Sysfile::from_file(&bytes, 4).is_err());
+        assert!(Sysfile::from_file(&bytes[..40], 3).is_err());
+    }
+}

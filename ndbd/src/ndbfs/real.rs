@@ -1,0 +1,142 @@
+//! The real disk: files under the node's file system directory, and the NDBFS thread that
+//! carries out the kernel's file requests on it, one at a time and in order, so that the
+//! execution thread never waits for a disk.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+
+use super::{execute, Disk, FsConf, FsRequest};
+
+/// Files under one directory, kept open while they are written.
+#[derive(Debug)]
+pub struct RealDisk {
+    root: PathBuf,
+    open: HashMap<String, File>,
+}
+
+impl RealDisk {
+    pub fn new(root: PathBuf) -> RealDisk {
+        RealDisk {
+            root,
+            open: HashMap::new(),
+        }
+    }
+
+    fn full(&self, path: &str) -> PathBuf {
+        self.root.join(path)
+    }
+
+    fn file(&mut self, path: &str) -> io::Result<&File> {
+        if !self.open.contains_key(path) {
+            let full = self.full(path);
+            if let Some(dir) = full.parent() {
+                fs::create_dir_all(dir)?;
+            }
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&full)?;
+            self.open.insert(path.to_string(), file);
+        }
+        self.open
+            .get(path)
+            .ok_or_else(|| io::Error::other("file vanished"))
+    }
+}
+
+impl Disk for RealDisk {
+    fn write_at(&mut self, path: &str, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        self.file(path)?.write_all_at(bytes, offset)
+    }
+
+    fn sync(&mut self, path: &str) -> io::Result<()> {
+        self.file(path)?.sync_data()?;
+        // A new file's directory entry must be durable too.
+        sync_dir(&self.full(path))
+    }
+
+    fn truncate(&mut self, path: &str, len: u64) -> io::Result<()> {
+        self.file(path)?.set_len(len)
+    }
+
+    fn replace(&mut self, path: &str, bytes: &[u8]) -> io::Result<()> {
+        self.open.remove(path);
+        let full = self.full(path);
+        if let Some(dir) = full.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let temporary = full.with_extension("tmp");
+        let mut file = File::create(&temporary)?;
+        file.write_all(bytes)?;
+        file.sync_data()?;
+        fs::rename(&temporary, &full)?;
+        sync_dir(&full)
+    }
+
+    fn read(&mut self, path: &str) -> io::Result<Option<Vec<u8>>> {
+        match File::open(self.full(path)) {
+            Ok(mut file) => {
+                let mut bytes = Vec::new();
+                file.read_to_end(&mut bytes)?;
+                Ok(Some(bytes))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn list(&mut self, path: &str) -> io::Result<Vec<String>> {
+        match fs::read_dir(self.full(path)) {
+            Ok(entries) => entries
+                .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+                .collect(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn remove(&mut self, path: &str) -> io::Result<()> {
+        self.open.remove(path);
+        match fs::remove_file(self.full(path)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Makes the directory entry of `path` durable.
+fn sync_dir(path: &Path) -> io::Result<()> {
+    match path.parent() {
+        Some(dir) => File::open(dir)?.sync_all(),
+        None => Ok(()),
+    }
+}
+
+/// Starts the NDBFS thread over `disk`: requests go in through the returned sender, and each
+/// completion comes back on the returned receiver, after which `wake` is called (it wakes the
+/// execution thread). The thread ends when the sender is dropped.
+pub fn spawn(
+    mut disk: RealDisk,
+    wake: Arc<dyn Fn() + Send + Sync>,
+) -> io::Result<(Sender<FsRequest>, Receiver<FsConf>)> {
+    let (requests, inbox) = mpsc::channel::<FsRequest>();
+    let (confs, outbox) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("ndbfs".into())
+        .spawn(move || {
+            for request in inbox {
+                if confs.send(execute(&mut disk, request)).is_err() {
+                    return;
+                }
+                wake();
+            }
+        })?;
+    Ok((requests, outbox))
+}
