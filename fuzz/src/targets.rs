@@ -10,6 +10,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
 use rndb_config::{ClusterConfig, NodeId};
+use rndb_protocol::dih::GcpSignal;
 use rndb_protocol::filter::Filter;
 use rndb_protocol::lqh::{
     ApiRegConf, IndexBuildDone, IndexBuildRows, LqhKeyConf, LqhKeyRef, LqhKeyReq, TcFailAnswer,
@@ -202,6 +203,7 @@ const DECODERS: &[Decoder] = &[
     },
     filter,
     values,
+    |b| round_trip(b, GcpSignal::decode, GcpSignal::encode),
 ];
 
 /// Every signal payload decoder of rndb-protocol; `data[0]` picks which, the rest is the

@@ -89,6 +89,24 @@ signals! {
     /// The master's decision on a transaction of a failed coordinator, for every survivor:
     /// `lqh::TcFailAnswer` (Committed or Aborted).
     TC_FAIL_DECISION = 74;
+    // DIH's global checkpoint protocol (master ↔ every data node), each `dih::GcpSignal`.
+    /// The master proposes the next epoch: hold commits that have not started.
+    GCP_PREPARE = 80;
+    GCP_PREPARECONF = 81;
+    /// The new epoch starts: commits take its GCI from now on.
+    GCP_COMMIT = 82;
+    /// Every commit of the old epoch has ended on the sender (NDB's GCP_NODEFINISH).
+    GCP_NODEFINISH = 83;
+    /// Write and sync the redo log up to this GCI (its high word).
+    GCP_SAVEREQ = 84;
+    GCP_SAVECONF = 85;
+    /// This GCI is saved on every node: write it in the sysfile.
+    COPY_GCIREQ = 86;
+    COPY_GCICONF = 87;
+    /// A starting node's newest restorable GCI, to the master (NDB's CNTR_START_REQ).
+    CNTR_START_REQ = 88;
+    /// The GCI the cluster restarts at, from the master (NDB's CNTR_START_CONF).
+    CNTR_START_CONF = 89;
 }
 
 /// The name of signal `number`, or `None` for a number no signal has.

@@ -11,6 +11,7 @@
 //! - [`gsn`]: every signal number, in one list.
 //! - [`signals`]: the payload of each signal between API and data nodes.
 //! - [`lqh`]: the payloads of the signals between data nodes.
+//! - [`dih`]: the global checkpoint protocol's payloads.
 //! - [`scan`]: the scan signals (SCAN_TABREQ, SCAN_NEXTREQ, SCAN_ROWS, SCAN_TABCONF).
 //! - [`filter`]: pushed-down scan filters, their encoding and their meaning.
 //! - [`ids`]: ids that travel between nodes ([`TransId`]).
@@ -23,6 +24,7 @@
 #![forbid(unsafe_code)]
 
 pub mod codec;
+pub mod dih;
 pub mod error;
 pub mod filter;
 pub mod gsn;

@@ -23,9 +23,11 @@ pub mod acc;
 mod answers;
 pub mod dict;
 pub mod dih;
+mod fs;
 pub mod lqh;
 pub mod node_set;
 mod qmgr;
+mod restart;
 pub mod tc;
 pub mod tup;
 pub mod tux;
@@ -107,6 +109,12 @@ enum Signal {
     /// ACC → LQH (NDB's NEXT_SCANCONF after a lock wait): the row lock a scan waited for was
     /// granted, and the scan of that fragment goes on.
     NextScanConf { scan: ScanKey, fragment: u32 },
+    /// DIH ↔ DIH of this node: a GCP_* or CNTR_START_* signal (see `dih/gcp.rs`).
+    Gcp { signal: u16, from: NodeId, gci: u64 },
+    /// The timer: the master's global checkpoints, a start waiting for its peers.
+    Timer,
+    /// The restore of a system restart is done at this GCI.
+    StartDone { gci: u32 },
 }
 
 const _: () = assert!(std::mem::size_of::<Signal>() <= 16);
@@ -136,6 +144,18 @@ pub struct Kernel {
     unsent: answers::Unsent,
     /// Reused for encoding keys.
     key_scratch: Vec<u8>,
+    /// The redo log's and checkpoints' parameters.
+    durability: rndb_config::Durability,
+    /// DIH's global checkpoints.
+    gcp: dih::gcp::Gcp,
+    /// File requests for NDBFS.
+    fs: fs::FsQueue,
+    /// DICT's schema log.
+    dict_log: dict::log::DictLog,
+    /// NDBCNTR: a start in progress (restoring, or agreeing on the restart GCI).
+    restart: Option<restart::Restart>,
+    /// Why this node must stop, when it must (a restart that cannot restore).
+    fatal: Option<String>,
 }
 
 /// A frame from a peer that could not be understood: the link must be closed.
@@ -190,7 +210,38 @@ impl Kernel {
                     + answers::OTHER_REQUESTS_MAX,
             ),
             key_scratch: Vec::with_capacity(256),
+            durability: node.durability.clone(),
+            gcp: dih::gcp::Gcp::new(&node.durability, 0),
+            fs: fs::FsQueue::default(),
+            dict_log: dict::log::DictLog::default(),
+            restart: None,
+            fatal: None,
         }
+    }
+
+    /// A kernel that keeps its files (redo log, schema log, sysfile) through NDBFS: it
+    /// restores what they hold, unless `initial`, and serves once the cluster agreed on the
+    /// GCI it restarts at. (`new` makes one without files, as Diskless does.)
+    pub fn with_files(config: &ClusterConfig, node: &DataNodeConfig, initial: bool) -> Kernel {
+        let mut kernel = Kernel::new(config, node);
+        kernel.qmgr.hold_start();
+        kernel.begin_start(initial);
+        kernel
+    }
+
+    /// Why this node must stop, once (a restart that cannot restore its files).
+    pub fn take_fatal(&mut self) -> Option<String> {
+        self.fatal.take()
+    }
+
+    /// The epoch commits start in now (NDB's GCI: checkpoint in the high word).
+    pub fn current_gci(&self) -> u64 {
+        self.gcp.current
+    }
+
+    /// The newest global checkpoint this node knows to be restorable.
+    pub fn restorable_gci(&self) -> u32 {
+        self.gcp.restorable
     }
 
     /// Handles one frame from node `from`. An error means the peer broke the protocol.
@@ -239,6 +290,14 @@ impl Kernel {
             | gsn::DROP_TABLE_REQ => self.exec_schema_req(from, header, payload, out, now)?,
             signal if dict::schema::is_schema_answer(signal) && self.qmgr.is_data_node(from) => {
                 self.exec_schema_answer(from, header, payload, out, now)?
+            }
+            gsn::GCP_PREPARE..=gsn::CNTR_START_CONF if self.qmgr.is_data_node(from) => {
+                let gci = rndb_protocol::dih::GcpSignal::decode(payload)?.gci;
+                self.jobs.push_back(Signal::Gcp {
+                    signal: header.signal,
+                    from,
+                    gci,
+                });
             }
             dgsn::INDEX_BUILD_ROWS | dgsn::INDEX_BUILD_DONE => {
                 self.exec_index_build_signal(from, header, payload, out, now)?
@@ -356,6 +415,24 @@ impl Kernel {
                         self.tc_round(trans, out);
                     }
                 }
+                Signal::Gcp { signal, from, gci } => match signal {
+                    gsn::CNTR_START_REQ => self.exec_cntr_start_req(from, gci, out),
+                    gsn::CNTR_START_CONF => {
+                        if let Err(why) = self.exec_cntr_start_conf(gci, out, now) {
+                            self.fatal.get_or_insert(why);
+                        }
+                    }
+                    _ => self.exec_gcp_signal(from, signal, gci, out, now),
+                },
+                Signal::Timer => {
+                    self.restart_request(out);
+                    self.gcp_timer(out, now);
+                }
+                Signal::StartDone { gci } => {
+                    if let Err(why) = self.finish_start(gci, now, out) {
+                        self.fatal.get_or_insert(why);
+                    }
+                }
             }
         }
     }
@@ -379,6 +456,7 @@ impl Kernel {
         for trans in self.tc.expired(now) {
             self.jobs.push_back(Signal::TcContinueB(trans));
         }
+        self.jobs.push_back(Signal::Timer);
     }
 
     /// A link closed. An API node's transactions are rolled back and their locks released; a

@@ -28,6 +28,8 @@ pub(crate) struct Qmgr {
     started: bool,
     /// Data nodes whose link dropped: never used again (node restart is not implemented).
     failed: BTreeSet<NodeId>,
+    /// The start waits for a restore (see `hold_start`).
+    held: bool,
 }
 
 impl Qmgr {
@@ -41,6 +43,7 @@ impl Qmgr {
             up: BTreeSet::new(),
             started,
             failed: BTreeSet::new(),
+            held: false,
         }
     }
 
@@ -50,6 +53,24 @@ impl Qmgr {
 
     pub fn started(&self) -> bool {
         self.started
+    }
+
+    /// The node has files to restore, or must agree on the restart GCI with the others: it
+    /// starts when that is done ([`set_started`](Self::set_started)), not when every data
+    /// node is connected.
+    pub fn hold_start(&mut self) {
+        self.started = false;
+        self.held = true;
+    }
+
+    pub fn set_started(&mut self) {
+        self.started = true;
+        self.held = false;
+    }
+
+    /// Data nodes in the config, this one included.
+    pub fn data_node_count(&self) -> usize {
+        self.data_nodes.len()
     }
 
     /// NDB's DICT master: the live data node with the lowest id (every survivor of a failure
@@ -101,6 +122,11 @@ impl Kernel {
             return;
         }
         self.qmgr.up.insert(node);
+        if self.qmgr.held {
+            // A start with files goes on when every node is connected (see `restart.rs`).
+            self.jobs.push_back(super::Signal::Timer);
+            return;
+        }
         if !self.qmgr.started && self.qmgr.up.len() + 1 == self.qmgr.data_nodes.len() {
             self.qmgr.started = true;
             tracing::info!(data_nodes = ?self.qmgr.data_nodes, "cluster started: every data node is connected");
@@ -117,6 +143,7 @@ impl Kernel {
             return;
         }
         self.qmgr.failed.insert(node);
+        self.dih_node_failrep(node, out, now);
         tracing::error!(node = %node, "data node failed: its partitions' backups take over, transactions touching it abort");
         self.lqh_node_failrep(node, out);
         self.tc_node_failrep(node);

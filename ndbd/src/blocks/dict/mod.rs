@@ -8,6 +8,7 @@
 
 pub mod index;
 pub mod index_build;
+pub mod log;
 pub mod schema;
 
 use hashbrown::HashMap;
@@ -222,6 +223,13 @@ impl Dict {
             ));
         }
         Ok(index)
+    }
+
+    /// Every table's id, in id order.
+    pub fn table_ids(&self) -> Vec<u32> {
+        let mut ids: Vec<u32> = self.tables.keys().copied().collect();
+        ids.sort_unstable();
+        ids
     }
 
     pub fn get(&self, table_id: u32) -> Option<&Table> {

@@ -388,8 +388,42 @@ impl Kernel {
         self.next_schema_op(out, now);
     }
 
-    /// Applies a schema change to this node; answers its CONF payload.
+    /// Applies a schema change to this node and records it in the schema log; answers its
+    /// CONF payload.
     fn apply_schema(
+        &mut self,
+        signal: u16,
+        payload: &[u8],
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) -> Result<(Vec<u8>, Option<PendingBuild>), NdbError> {
+        let first_id = self.dict.next_id();
+        let applied = self.apply_schema_change(signal, payload, out, now)?;
+        let change = crate::ndbfs::format::SchemaChange {
+            signal,
+            first_id,
+            request: payload.to_vec(),
+        };
+        self.dict_log.append(self.gcp.current, &change);
+        Ok(applied)
+    }
+
+    /// A schema change from the schema log, at a restart: applied as it was, with the ids it
+    /// got then. (A unique index's entries come back with its hidden table's rows.)
+    pub(crate) fn replay_schema_change(
+        &mut self,
+        change: &crate::ndbfs::format::SchemaChange,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) -> Result<(), NdbError> {
+        check_payload(change.signal, &change.request)
+            .map_err(|e| NdbError::with_detail(4000, e.0))?;
+        self.dict.advance_next_id(change.first_id);
+        self.apply_schema_change(change.signal, &change.request, out, now)
+            .map(|_| ())
+    }
+
+    fn apply_schema_change(
         &mut self,
         signal: u16,
         payload: &[u8],

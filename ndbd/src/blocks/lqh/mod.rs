@@ -5,6 +5,8 @@
 pub mod commit;
 pub mod foreign;
 pub mod key;
+pub mod redo;
+mod restore;
 pub mod scan;
 
 use hashbrown::HashMap;
@@ -172,6 +174,8 @@ pub struct Lqh {
     /// [`SPARE_ROW_LISTS`], each of at most [`SPARE_ROW_LIST_CAPACITY`] entries).
     spare_rows: Vec<Vec<RowRef>>,
     pub(crate) memory: DataMemory,
+    /// The redo log (`None` without files).
+    pub(crate) redo: Option<redo::Redo>,
 }
 
 /// Queued jobs [`Lqh::warm`] looks ahead at.
@@ -200,6 +204,7 @@ impl Lqh {
             trans_rows: HashMap::default(),
             spare_rows: Vec::new(),
             memory: DataMemory::new(data_memory_bytes),
+            redo: None,
         }
     }
 
@@ -520,6 +525,8 @@ impl Lqh {
             trans_rows,
             spare_rows,
             memory,
+            ..
+
         } = self;
         let mut rows = trans_rows.remove(&trans).unwrap_or_default();
         // Rows of one transaction mostly belong to one table: look its fragments up once.

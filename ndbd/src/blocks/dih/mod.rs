@@ -2,6 +2,8 @@
 //! [`rndb_config::partition`]), under the block's NDB name, and which of a partition's replicas
 //! are alive (DIH's answer to TC's DIGETNODESREQ: the map with failed nodes left out).
 
+pub mod gcp;
+
 pub use rndb_config::partition::{key_hash, PartitionMap as Dih};
 
 use rndb_config::NodeId;

@@ -1,0 +1,352 @@
+//! DIH's global checkpoints (NDB's GCP protocol). Every commit belongs to one epoch, a 64-bit
+//! GCI whose high word is the global checkpoint and whose low word counts the epochs within
+//! it. The master (the lowest live data node) starts a new epoch every TimeBetweenEpochs ms,
+//! and every TimeBetweenGlobalCheckpoints ms a new global checkpoint, whose old one it then
+//! saves:
+//!
+//! ```text
+//!  master ─GCP_PREPARE(g)──► every node: commits that have not started wait ─GCP_PREPARECONF─►
+//!         ─GCP_COMMIT(g)───► every node: new commits take g; once the old epoch's commits have
+//!                            all ended here ─GCP_NODEFINISH(old)─►
+//!  (a new global checkpoint only:)
+//!         ─GCP_SAVEREQ(old)─► every node: GCI_COMPLETED in each redo part, write, sync ─GCP_SAVECONF─►
+//!         ─COPY_GCIREQ(old)─► every node: sysfile says old is restorable ─COPY_GCICONF─►
+//! ```
+//!
+//! The wait between PREPARE and COMMIT is what makes a GCI a consistent cut: no commit starts
+//! anywhere while the nodes switch, so a transaction that saw another's change never gets an
+//! older GCI than it. After GCP_SAVECONF from every node, every change of the old checkpoint
+//! is on every node's disk; after COPY_GCI a system restart comes back at least there.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use rndb_config::{Durability, NodeId};
+use rndb_protocol::dih::GcpSignal;
+use rndb_protocol::gsn;
+use rndb_protocol::signals::block;
+
+use crate::blocks::acc::TransId;
+use crate::blocks::node_set::NodeSet;
+use crate::blocks::{data_node_header, Kernel, Outbox, Signal};
+use crate::ndbfs::format::{gci_hi, Sysfile};
+use crate::ndbfs::FsOp;
+
+use super::super::fs::FsWait;
+
+/// The sysfile's two copies, as NDB keeps them.
+pub(crate) const SYSFILES: [&str; 2] = ["D1/DBDIH/P0.sysfile", "D2/DBDIH/P0.sysfile"];
+
+/// This node's part in global checkpoints, and the master's rounds when it is master.
+#[derive(Debug)]
+pub(crate) struct Gcp {
+    epoch_interval: Duration,
+    checkpoint_interval: Duration,
+    /// The epoch commits that start now belong to.
+    pub current: u64,
+    /// Between GCP_PREPARE and GCP_COMMIT: commits wait in `held`.
+    pub prepared: bool,
+    /// The master whose GCP_PREPARE it was.
+    prepared_by: NodeId,
+    pub held: Vec<TransId>,
+    /// Commits running, per epoch.
+    running: BTreeMap<u64, u32>,
+    /// An epoch that ended here, whose commits must end before the master hears of it.
+    finishing: Option<(u64, NodeId)>,
+    /// A save in progress: the GCI, the master to confirm to, syncs still to complete.
+    saving: Option<(u64, NodeId, usize)>,
+    /// A sysfile write in progress: the GCI, the master, copies still to complete.
+    copying: Option<(u64, NodeId, usize)>,
+    /// The newest global checkpoint (high word) this node knows to be restorable.
+    pub restorable: u32,
+    /// The master's round in progress.
+    round: Option<Round>,
+    next_epoch: Option<Instant>,
+    last_checkpoint: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct Round {
+    step: u16,
+    /// The epoch being started.
+    gci: u64,
+    /// The epoch it ends.
+    old: u64,
+    /// It starts a new global checkpoint, so the old one is saved.
+    save: bool,
+    awaiting: NodeSet,
+}
+
+impl Gcp {
+    /// Starts at `restorable`'s next global checkpoint (1 on an initial start).
+    pub fn new(config: &Durability, restorable: u32) -> Gcp {
+        Gcp {
+            epoch_interval: Duration::from_millis(u64::from(config.time_between_epochs_ms)),
+            checkpoint_interval: Duration::from_millis(u64::from(
+                config.time_between_global_checkpoints_ms,
+            )),
+            current: u64::from(restorable + 1) << 32,
+            prepared: false,
+            prepared_by: NodeId(0),
+            held: Vec::new(),
+            running: BTreeMap::new(),
+            finishing: None,
+            saving: None,
+            copying: None,
+            restorable,
+            round: None,
+            next_epoch: None,
+            last_checkpoint: None,
+        }
+    }
+
+    /// A commit starts: it belongs to the current epoch.
+    pub fn commit_started(&mut self) -> u64 {
+        *self.running.entry(self.current).or_default() += 1;
+        self.current
+    }
+
+    /// A commit of epoch `gci` ended.
+    pub fn commit_ended(&mut self, gci: u64) {
+        if let Some(n) = self.running.get_mut(&gci) {
+            *n -= 1;
+            if *n == 0 {
+                self.running.remove(&gci);
+            }
+        }
+    }
+}
+
+impl Kernel {
+    /// Sends a GCP signal to `to`, through the job queue when that is this node.
+    pub(crate) fn send_gcp(&mut self, to: NodeId, signal: u16, gci: u64, out: &mut dyn Outbox) {
+        if to == self.me {
+            self.jobs.push_back(Signal::Gcp {
+                signal,
+                from: self.me,
+                gci,
+            });
+        } else if self.qmgr.is_up(to) {
+            let header = data_node_header(signal, block::DBDIH, block::DBDIH);
+            self.unsent
+                .send(out, to, header, &mut |b| GcpSignal { gci }.encode(b));
+        }
+    }
+
+    /// The master's timer: starts the next epoch when it is due.
+    pub(crate) fn gcp_timer(&mut self, out: &mut dyn Outbox, now: Instant) {
+        if !self.qmgr.started() || self.qmgr.master() != self.me || self.gcp.round.is_some() {
+            return;
+        }
+        let gcp = &mut self.gcp;
+        let next_epoch = *gcp.next_epoch.get_or_insert(now + gcp.epoch_interval);
+        let last_checkpoint = *gcp.last_checkpoint.get_or_insert(now);
+        let save = now.duration_since(last_checkpoint) >= gcp.checkpoint_interval;
+        if !save && (gcp.epoch_interval.is_zero() || now < next_epoch) {
+            return;
+        }
+        let old = gcp.current;
+        let gci = if save {
+            gcp.last_checkpoint = Some(now);
+            u64::from(gci_hi(old) + 1) << 32
+        } else {
+            old + 1
+        };
+        let mut awaiting: NodeSet = self.qmgr.peers_up().collect();
+        awaiting.insert(self.me);
+        self.gcp.round = Some(Round {
+            step: gsn::GCP_PREPARE,
+            gci,
+            old,
+            save,
+            awaiting,
+        });
+        for node in awaiting.iter() {
+            self.send_gcp(node, gsn::GCP_PREPARE, gci, out);
+        }
+    }
+
+    /// A GCP signal from `from` (another data node, or this one through the job queue).
+    pub(crate) fn exec_gcp_signal(
+        &mut self,
+        from: NodeId,
+        signal: u16,
+        gci: u64,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        match signal {
+            gsn::GCP_PREPARE => {
+                self.gcp.prepared = true;
+                self.gcp.prepared_by = from;
+                self.send_gcp(from, gsn::GCP_PREPARECONF, gci, out);
+            }
+            gsn::GCP_COMMIT => {
+                let old = self.gcp.current;
+                self.gcp.current = self.gcp.current.max(gci);
+                self.gcp.prepared = false;
+                for trans in std::mem::take(&mut self.gcp.held) {
+                    self.jobs.push_back(Signal::TcContinueB(trans));
+                }
+                self.gcp.finishing = Some((old, from));
+                self.gcp_check_finished(out);
+            }
+            gsn::GCP_SAVEREQ => self.gcp_save(from, gci, out),
+            gsn::COPY_GCIREQ => self.gcp_copy(from, gci, out),
+            gsn::GCP_PREPARECONF
+            | gsn::GCP_NODEFINISH
+            | gsn::GCP_SAVECONF
+            | gsn::COPY_GCICONF => self.gcp_master_answer(from, signal, gci, out, now),
+            _ => {}
+        }
+    }
+
+    /// Once every commit of the epoch that ended here has ended, the master hears of it.
+    pub(crate) fn gcp_check_finished(&mut self, out: &mut dyn Outbox) {
+        let Some((old, master)) = self.gcp.finishing else {
+            return;
+        };
+        if self.gcp.running.range(..=old).next().is_some() {
+            return;
+        }
+        self.gcp.finishing = None;
+        self.send_gcp(master, gsn::GCP_NODEFINISH, old, out);
+    }
+
+    /// GCP_SAVEREQ: every redo part gets its GCI_COMPLETED, and what is buffered is written
+    /// and synced, with the schema log; then GCP_SAVECONF.
+    fn gcp_save(&mut self, master: NodeId, gci: u64, out: &mut dyn Outbox) {
+        let syncs = match self.lqh.redo.as_mut() {
+            Some(redo) => redo.save(gci) + self.dict_log.save(&mut self.fs),
+            None => 0,
+        };
+        if syncs == 0 {
+            self.send_gcp(master, gsn::GCP_SAVECONF, gci, out);
+        } else {
+            self.gcp.saving = Some((gci, master, syncs));
+        }
+    }
+
+    /// COPY_GCIREQ: both copies of the sysfile name the saved GCI; then COPY_GCICONF.
+    fn gcp_copy(&mut self, master: NodeId, gci: u64, out: &mut dyn Outbox) {
+        if self.lqh.redo.is_none() {
+            self.gcp.restorable = self.gcp.restorable.max(gci_hi(gci));
+            return self.send_gcp(master, gsn::COPY_GCICONF, gci, out);
+        }
+        let sysfile = Sysfile {
+            restorable_gci: gci_hi(gci),
+        };
+        for path in SYSFILES {
+            self.fs.push(
+                FsOp::Replace {
+                    path: path.to_string(),
+                    bytes: sysfile.file_bytes(u32::from(self.me.0)),
+                },
+                FsWait::Sysfile,
+            );
+        }
+        self.gcp.copying = Some((gci, master, SYSFILES.len()));
+    }
+
+    /// A sync of a save completed.
+    pub(crate) fn gcp_synced(&mut self, out: &mut dyn Outbox) {
+        let Some((gci, master, left)) = self.gcp.saving.as_mut() else {
+            return;
+        };
+        *left -= 1;
+        if *left == 0 {
+            let (gci, master) = (*gci, *master);
+            self.gcp.saving = None;
+            self.send_gcp(master, gsn::GCP_SAVECONF, gci, out);
+        }
+    }
+
+    /// A sysfile copy was written.
+    pub(crate) fn gcp_sysfile_written(&mut self, out: &mut dyn Outbox) {
+        let Some((gci, master, left)) = self.gcp.copying.as_mut() else {
+            return;
+        };
+        *left -= 1;
+        if *left == 0 {
+            let (gci, master) = (*gci, *master);
+            self.gcp.copying = None;
+            self.gcp.restorable = self.gcp.restorable.max(gci_hi(gci));
+            tracing::debug!(gci = gci_hi(gci), "global checkpoint saved");
+            self.send_gcp(master, gsn::COPY_GCICONF, gci, out);
+        }
+    }
+
+    /// As master: a node answered the round's current step; when all have, the next step.
+    fn gcp_master_answer(
+        &mut self,
+        from: NodeId,
+        signal: u16,
+        gci: u64,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        let Some(round) = self.gcp.round.as_mut() else {
+            return;
+        };
+        let expected = match round.step {
+            gsn::GCP_PREPARE => gsn::GCP_PREPARECONF,
+            gsn::GCP_COMMIT => gsn::GCP_NODEFINISH,
+            gsn::GCP_SAVEREQ => gsn::GCP_SAVECONF,
+            _ => gsn::COPY_GCICONF,
+        };
+        if signal != expected {
+            tracing::warn!(node = %from, signal, gci, "GCP answer out of step; ignored");
+            return;
+        }
+        round.awaiting.remove(from);
+        self.gcp_advance(out, now);
+    }
+
+    /// As master: moves the round on once nobody is awaited.
+    fn gcp_advance(&mut self, out: &mut dyn Outbox, now: Instant) {
+        let Some(round) = self.gcp.round.as_mut() else {
+            return;
+        };
+        if !round.awaiting.is_empty() {
+            return;
+        }
+        let (next, gci) = match round.step {
+            gsn::GCP_PREPARE => (Some(gsn::GCP_COMMIT), round.gci),
+            gsn::GCP_COMMIT if round.save => (Some(gsn::GCP_SAVEREQ), round.old),
+            gsn::GCP_SAVEREQ => (Some(gsn::COPY_GCIREQ), round.old),
+            _ => (None, 0),
+        };
+        let Some(next) = next else {
+            self.gcp.round = None;
+            self.gcp.next_epoch = Some(now + self.gcp.epoch_interval);
+            return;
+        };
+        let mut awaiting: NodeSet = self.qmgr.peers_up().collect();
+        awaiting.insert(self.me);
+        round.step = next;
+        round.awaiting = awaiting;
+        for node in awaiting.iter() {
+            self.send_gcp(node, next, gci, out);
+        }
+    }
+
+    /// NODE_FAILREP in DIH: the master's round stops waiting for the failed node; when the
+    /// master itself failed, commits held for its GCP_COMMIT go on in the current epoch.
+    pub(crate) fn dih_node_failrep(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
+        if let Some(round) = self.gcp.round.as_mut() {
+            round.awaiting.remove(node);
+            self.gcp_advance(out, now);
+        }
+        if self.gcp.finishing.is_some_and(|(_, master)| master == node) {
+            self.gcp.finishing = None;
+        }
+        if self.gcp.prepared && self.gcp.prepared_by == node {
+            // Commits must not wait for a GCP_COMMIT that will never come. The next master's
+            // rounds start from here.
+            self.gcp.prepared = false;
+            for trans in std::mem::take(&mut self.gcp.held) {
+                self.jobs.push_back(Signal::TcContinueB(trans));
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! The kernel's side of NDBFS: blocks queue file requests here, each with what its completion
+//! means to them ([`FsWait`]); whoever runs the kernel takes the requests
+//! ([`Kernel::take_fs_requests`]) and hands back each completion ([`Kernel::on_fs_conf`]), in
+//! request order.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use rndb_protocol::NdbError;
+
+use super::lqh::redo::RedoIo;
+use super::restart::StartRead;
+use super::{Kernel, Outbox};
+use crate::ndbfs::{FsConf, FsOp, FsRequest};
+
+/// What a file request's completion means.
+#[derive(Debug)]
+pub(crate) enum FsWait {
+    Redo(RedoIo),
+    /// A write of the schema log.
+    SchemaWrite,
+    /// A sync of the schema log, part of a global checkpoint's save.
+    SchemaSync,
+    /// A copy of the sysfile.
+    Sysfile,
+    /// A read of a restart.
+    Start(StartRead),
+    /// Nothing waits for it (a truncate or removal of a restart's cut).
+    Nothing,
+}
+
+/// File requests not yet taken, and those taken but not completed.
+#[derive(Debug, Default)]
+pub(crate) struct FsQueue {
+    next_id: u64,
+    ready: Vec<FsRequest>,
+    waits: VecDeque<(u64, FsWait)>,
+    /// The first file request that failed: the node refuses writes from then on (a redo
+    /// change that cannot reach the disk would make a later save a lie).
+    pub failed: Option<String>,
+}
+
+impl FsQueue {
+    pub fn push(&mut self, op: FsOp, wait: FsWait) {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.ready.push(FsRequest { id, op });
+        self.waits.push_back((id, wait));
+    }
+
+    /// The temporary error that refuses writes after a file request failed.
+    pub fn refusal(&self) -> Option<NdbError> {
+        self.failed.as_ref().map(|why| {
+            NdbError::with_detail(1234, format!("the redo log cannot be written: {why}"))
+        })
+    }
+}
+
+impl Kernel {
+    /// File requests for NDBFS, in the order they must be carried out.
+    pub fn take_fs_requests(&mut self) -> Vec<FsRequest> {
+        if let Some(redo) = self.lqh.redo.as_mut() {
+            for (op, io) in std::mem::take(&mut redo.requests) {
+                self.fs.push(op, FsWait::Redo(io));
+            }
+        }
+        std::mem::take(&mut self.fs.ready)
+    }
+
+    /// True while file requests wait to be taken.
+    pub fn has_fs_requests(&self) -> bool {
+        !self.fs.ready.is_empty() || self.lqh.redo.as_ref().is_some_and(|r| !r.requests.is_empty())
+    }
+
+    /// A file request completed. An error that stops this node is returned (a restart that
+    /// cannot read its files).
+    pub fn on_fs_conf(
+        &mut self,
+        conf: FsConf,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) -> Result<(), String> {
+        let Some(at) = self.fs.waits.iter().position(|(id, _)| *id == conf.id) else {
+            tracing::warn!(id = conf.id, "completion of a file request nobody made");
+            return Ok(());
+        };
+        let Some((_, wait)) = self.fs.waits.remove(at) else {
+            return Ok(());
+        };
+        let data = match conf.result {
+            Ok(data) => data,
+            Err(error) => {
+                if let FsWait::Start(_) = wait {
+                    return Err(format!("restart: {error}"));
+                }
+                tracing::error!(%error, "file request failed: this node refuses writes from now on, and its global checkpoints stop");
+                if self.fs.failed.is_none() {
+                    self.fs.failed = Some(error.to_string());
+                }
+                return Ok(());
+            }
+        };
+        match wait {
+            FsWait::Redo(RedoIo::Write(bytes)) => {
+                if let Some(redo) = self.lqh.redo.as_mut() {
+                    redo.written(bytes);
+                }
+            }
+            FsWait::Redo(RedoIo::Sync) | FsWait::SchemaSync => self.gcp_synced(out),
+            FsWait::SchemaWrite | FsWait::Nothing => {}
+            FsWait::Sysfile => self.gcp_sysfile_written(out),
+            FsWait::Start(read) => self.restart_read(read, data, out, now)?,
+        }
+        Ok(())
+    }
+}

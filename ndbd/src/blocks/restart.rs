@@ -1,0 +1,460 @@
+//! NDBCNTR's start: how a data node with files comes up. It reads its sysfile (the newest
+//! global checkpoint it knows to be restorable); once every data node is connected, each tells
+//! the master (CNTR_START_REQ), which answers every node with the highest (CNTR_START_CONF):
+//! a system restart brings the whole cluster back at that one GCI. Each node then replays its
+//! schema log and its redo log up to it, cuts off what follows (a torn tail, and changes of
+//! checkpoints never saved everywhere), builds its ordered indexes, and starts.
+//!
+//! A record that is damaged before the restart GCI's GCI_COMPLETED record in its part is an
+//! error naming the file and offset: that part cannot give back what it promised. A damaged
+//! record after it is the torn tail of a write the crash interrupted, and is cut off.
+//! A node started with `--initial` (or with no files) restores nothing; when the cluster
+//! restarts at a GCI it cannot reach, it stops with an error (joining would need a node
+//! restart, a later step).
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use rndb_config::NodeId;
+use rndb_protocol::gsn;
+
+use super::dict::log::{DictLog, SCHEMA_LOG};
+use super::dih::gcp::{Gcp, SYSFILES};
+use super::fs::FsWait;
+use super::lqh::redo::{part_dir, part_file, Redo, Resume};
+use super::{Kernel, Outbox, Signal};
+use crate::ndbfs::format::{
+    self, gci_hi, kind, FileHeader, Next, RowChange, SchemaChange, Sysfile,
+};
+use crate::ndbfs::{FsData, FsOp};
+
+/// A read a restart waits for.
+#[derive(Debug)]
+pub(crate) enum StartRead {
+    /// Copy `n` of the sysfile.
+    Sysfile(usize),
+    SchemaLog,
+    /// The files of a redo part's directory.
+    PartList(u32),
+    /// One file of a redo part.
+    PartFile(u32),
+}
+
+/// A start in progress.
+#[derive(Debug, Default)]
+pub(crate) struct Restart {
+    /// The sysfile copies read so far.
+    sysfiles: Vec<Option<Vec<u8>>>,
+    /// This node's newest restorable GCI, once its sysfile is read (0: nothing to restore).
+    restorable: Option<u32>,
+    /// CNTR_START_REQ sent.
+    requested: bool,
+    /// As master: each node's newest restorable GCI.
+    answers: BTreeMap<NodeId, u32>,
+    /// The GCI the cluster restarts at, once the master said.
+    gci: Option<u32>,
+    /// Redo files read, per part: (name, bytes), and reads still out.
+    part_files: BTreeMap<u32, Vec<Vec<u8>>>,
+    reads_out: usize,
+    /// Where the schema log goes on.
+    schema_written: u64,
+}
+
+impl Kernel {
+    /// Starts reading this node's files (a start without `--initial`), or (`initial`) starts
+    /// with nothing to restore; either way the cluster's restart GCI is agreed before this
+    /// node serves.
+    pub(crate) fn begin_start(&mut self, initial: bool) {
+        let mut restart = Restart::default();
+        if initial {
+            restart.restorable = Some(0);
+        } else {
+            for (n, path) in SYSFILES.iter().enumerate() {
+                self.fs.push(
+                    FsOp::Read {
+                        path: path.to_string(),
+                    },
+                    FsWait::Start(StartRead::Sysfile(n)),
+                );
+            }
+        }
+        self.restart = Some(restart);
+        self.jobs.push_back(Signal::Timer);
+    }
+
+    /// A read of the start completed.
+    pub(crate) fn restart_read(
+        &mut self,
+        read: StartRead,
+        data: FsData,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) -> Result<(), String> {
+        let Some(restart) = self.restart.as_mut() else {
+            return Ok(());
+        };
+        match (read, data) {
+            (StartRead::Sysfile(_), FsData::File(bytes)) => {
+                restart.sysfiles.push(bytes);
+                if restart.sysfiles.len() == SYSFILES.len() {
+                    let restorable = self.sysfile_gci()?;
+                    tracing::info!(
+                        restorable_gci = restorable,
+                        "read the sysfile{}",
+                        if restorable == 0 { ": no files, nothing to restore" } else { "" }
+                    );
+                    if let Some(restart) = self.restart.as_mut() {
+                        restart.restorable = Some(restorable);
+                    }
+                    self.restart_request(out);
+                }
+            }
+            (StartRead::SchemaLog, FsData::File(bytes)) => {
+                self.replay_schema_log(bytes.as_deref().unwrap_or_default(), out, now)?;
+                self.read_redo_parts();
+            }
+            (StartRead::PartList(part), FsData::Names(names)) => {
+                let files: Vec<&String> =
+                    names.iter().filter(|n| n.ends_with(".FragLog")).collect();
+                restart.part_files.insert(part, Vec::new());
+                restart.reads_out += files.len();
+                for name in files {
+                    self.fs.push(
+                        FsOp::Read {
+                            path: format!("{}/{name}", part_dir(part)),
+                        },
+                        FsWait::Start(StartRead::PartFile(part)),
+                    );
+                }
+                self.restart_replay_if_read()?;
+            }
+            (StartRead::PartFile(part), FsData::File(bytes)) => {
+                restart.reads_out -= 1;
+                if let Some(bytes) = bytes {
+                    restart.part_files.entry(part).or_default().push(bytes);
+                }
+                self.restart_replay_if_read()?;
+            }
+            (read, data) => {
+                return Err(format!("restart: {read:?} answered with {data:?}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The newest restorable GCI of the two sysfile copies (0 when neither exists).
+    fn sysfile_gci(&mut self) -> Result<u32, String> {
+        let me = u32::from(self.me.0);
+        let copies = self
+            .restart
+            .as_mut()
+            .map(|r| std::mem::take(&mut r.sysfiles))
+            .unwrap_or_default();
+        let mut best: Option<u32> = None;
+        let mut errors = Vec::new();
+        for (path, bytes) in SYSFILES.iter().zip(&copies) {
+            let Some(bytes) = bytes else { continue };
+            match Sysfile::from_file(bytes, me) {
+                Ok(sysfile) => best = best.max(Some(sysfile.restorable_gci)),
+                Err(why) => {
+                    tracing::warn!(file = path, "{why}; using the other copy");
+                    errors.push(format!("{path}: {why}"));
+                }
+            }
+        }
+        match best {
+            Some(gci) => Ok(gci),
+            None if errors.is_empty() => Ok(0),
+            None => Err(format!(
+                "no readable sysfile: {}. Start with --initial to begin empty",
+                errors.join("; ")
+            )),
+        }
+    }
+
+    /// Once this node knows what it can restore and every data node is connected, it tells
+    /// the master.
+    pub(crate) fn restart_request(&mut self, out: &mut dyn Outbox) {
+        let all_connected = self.qmgr.peers_up().count() + 1 == self.qmgr.data_node_count();
+        let Some(restart) = self.restart.as_mut() else {
+            return;
+        };
+        let (Some(restorable), false, true) =
+            (restart.restorable, restart.requested, all_connected)
+        else {
+            return;
+        };
+        restart.requested = true;
+        let master = self.qmgr.master();
+        self.send_gcp(master, gsn::CNTR_START_REQ, u64::from(restorable), out);
+    }
+
+    /// CNTR_START_REQ at the master: when every data node has said, all hear the restart GCI.
+    pub(crate) fn exec_cntr_start_req(&mut self, from: NodeId, gci: u64, out: &mut dyn Outbox) {
+        let count = self.qmgr.data_node_count();
+        let Some(restart) = self.restart.as_mut() else {
+            return;
+        };
+        restart.answers.insert(from, gci as u32);
+        if restart.answers.len() < count {
+            return;
+        }
+        let restart_gci = restart.answers.values().copied().max().unwrap_or(0);
+        tracing::info!(gci = restart_gci, nodes = ?restart.answers, "system restart: every data node reported its newest restorable GCI");
+        let nodes: Vec<NodeId> = restart.answers.keys().copied().collect();
+        for node in nodes {
+            self.send_gcp(node, gsn::CNTR_START_CONF, u64::from(restart_gci), out);
+        }
+    }
+
+    /// CNTR_START_CONF: the cluster restarts at `gci`; restore up to it.
+    pub(crate) fn exec_cntr_start_conf(
+        &mut self,
+        gci: u64,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) -> Result<(), String> {
+        let gci = gci as u32;
+        let Some(restart) = self.restart.as_mut() else {
+            return Ok(());
+        };
+        let own = restart.restorable.unwrap_or(0);
+        restart.gci = Some(gci);
+        if gci == 0 {
+            // Nothing anywhere: an initial start.
+            self.lqh.redo = Some(Redo::new(u32::from(self.me.0), &self.durability, &[]));
+            self.dict_log = DictLog::new(true, u32::from(self.me.0), 0);
+            return self.finish_start(0, now, out);
+        }
+        if own == 0 {
+            return Err(format!(
+                "the cluster restarts at GCI {gci}, and this node has nothing to restore (it was \
+                 started with --initial or has no files); joining it needs a node restart, \
+                 which is not implemented yet"
+            ));
+        }
+        tracing::info!(gci, "system restart: restoring the schema and the redo log");
+        self.fs.push(
+            FsOp::Read {
+                path: SCHEMA_LOG.into(),
+            },
+            FsWait::Start(StartRead::SchemaLog),
+        );
+        Ok(())
+    }
+
+    /// Replays the schema changes up to the restart GCI.
+    fn replay_schema_log(
+        &mut self,
+        bytes: &[u8],
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) -> Result<(), String> {
+        let gci = self.restart.as_ref().and_then(|r| r.gci).unwrap_or(0);
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let fail = |offset: usize, why: &str| format!("{SCHEMA_LOG}: offset {offset}: {why}");
+        FileHeader::decode(bytes, format::SCHEMA_MAGIC).map_err(|why| fail(0, &why))?;
+        let mut offset = format::HEADER_BYTES;
+        let mut replayed = 0;
+        loop {
+            match format::read_record(bytes, offset) {
+                Next::Record(record) => {
+                    if record.kind != kind::SCHEMA {
+                        return Err(fail(offset, &format!("a record of kind {}", record.kind)));
+                    }
+                    if gci_hi(record.gci) <= gci {
+                        let change = SchemaChange::decode(record.payload)
+                            .map_err(|e| fail(offset, &e.to_string()))?;
+                        self.replay_schema_change(&change, out, now)
+                            .map_err(|e| fail(offset, &format!("replaying it: {e}")))?;
+                        replayed += 1;
+                    }
+                    offset = record.next;
+                }
+                // A torn tail: schema changes after the last save, which are not restored.
+                Next::End | Next::Bad(_) => break,
+            }
+        }
+        tracing::info!(changes = replayed, "schema restored");
+        if let Some(restart) = self.restart.as_mut() {
+            restart.schema_written = offset as u64;
+        }
+        // What followed the last change kept is cut off before anything new is written.
+        self.fs.push(
+            FsOp::Truncate {
+                path: SCHEMA_LOG.into(),
+                len: offset as u64,
+            },
+            FsWait::Nothing,
+        );
+        Ok(())
+    }
+
+    /// Lists every redo part's files.
+    fn read_redo_parts(&mut self) {
+        for part in 0..self.durability.no_of_fragment_log_parts {
+            self.fs.push(
+                FsOp::List {
+                    path: part_dir(part),
+                },
+                FsWait::Start(StartRead::PartList(part)),
+            );
+        }
+    }
+
+    /// Once every part's files are read, replays them.
+    fn restart_replay_if_read(&mut self) -> Result<(), String> {
+        let Some(restart) = self.restart.as_mut() else {
+            return Ok(());
+        };
+        let parts = self.durability.no_of_fragment_log_parts as usize;
+        if restart.reads_out > 0 || restart.part_files.len() < parts {
+            return Ok(());
+        }
+        let gci = restart.gci.unwrap_or(0);
+        let files = std::mem::take(&mut restart.part_files);
+        let mut resume = Vec::new();
+        let mut applied = 0u64;
+        for (part, bytes) in files {
+            let (at, n) = self.replay_part(part, bytes, gci)?;
+            applied += n;
+            resume.push(at);
+        }
+        tracing::info!(changes = applied, gci, "redo log replayed");
+        let me = u32::from(self.me.0);
+        self.lqh.redo = Some(Redo::new(me, &self.durability, &resume));
+        let schema_written = self.restart.as_ref().map_or(0, |r| r.schema_written);
+        self.dict_log = DictLog::new(true, me, schema_written);
+        self.lqh
+            .rebuild_ordered_indexes(&self.dict)
+            .map_err(|e| format!("building the ordered indexes: {e}"))?;
+        self.jobs.push_back(Signal::StartDone { gci });
+        Ok(())
+    }
+
+    /// Replays one redo part's files up to `gci` and cuts off what follows; returns where the
+    /// part goes on and how many changes were applied.
+    fn replay_part(
+        &mut self,
+        part: u32,
+        files: Vec<Vec<u8>>,
+        gci: u32,
+    ) -> Result<(Resume, u64), String> {
+        let me = u32::from(self.me.0);
+        let mut by_seq: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+        for bytes in files {
+            match FileHeader::decode(&bytes, format::REDO_MAGIC) {
+                Ok(h) if h.node == me && h.part == part => {
+                    by_seq.insert(h.seq, bytes);
+                }
+                Ok(h) => {
+                    return Err(format!(
+                        "redo part {part}: a file of node {} part {} is in its directory",
+                        h.node, h.part
+                    ))
+                }
+                // A file whose header never reached the disk: nothing was synced in it.
+                Err(why) => tracing::warn!(part, "redo file without a valid header ({why}); ignored"),
+            }
+        }
+        let files = self.durability.no_of_fragment_log_files.max(3) as u64;
+        let first_seq = by_seq.keys().next().copied().unwrap_or(0);
+        let mut complete = false;
+        let mut applied = 0;
+        let mut cut = Resume {
+            first_seq,
+            seq: first_seq,
+            offset: 0,
+        };
+        'files: for (&seq, bytes) in &by_seq {
+            let path = part_file(part, seq % files);
+            if seq != cut.seq && !complete {
+                return Err(format!(
+                    "{path}: redo part {part} jumps from file {} to file {seq} before GCI {gci} was complete",
+                    cut.seq
+                ));
+            }
+            if complete && seq != cut.seq {
+                // Past the cut: written after the restart GCI, removed below.
+                self.fs.push(FsOp::Remove { path }, FsWait::Nothing);
+                continue;
+            }
+            let mut offset = format::HEADER_BYTES;
+            loop {
+                match format::read_record(bytes, offset) {
+                    Next::Record(record) => {
+                        match record.kind {
+                            kind::PUT | kind::DELETE if gci_hi(record.gci) <= gci && !complete => {
+                                let change = RowChange::decode(record.payload, record.kind)
+                                    .map_err(|e| format!("{path}: offset {offset}: {e}"))?;
+                                self.lqh.restore_change(&self.dict, &change).map_err(|e| {
+                                    format!("{path}: offset {offset}: restoring a row: {e}")
+                                })?;
+                                applied += 1;
+                            }
+                            kind::GCI_COMPLETED if gci_hi(record.gci) >= gci && !complete => {
+                                complete = true;
+                                cut = Resume {
+                                    first_seq,
+                                    seq,
+                                    offset: record.next as u64,
+                                };
+                            }
+                            kind::FILE_END if !complete => {
+                                cut.seq = seq + 1;
+                                continue 'files;
+                            }
+                            _ => {}
+                        }
+                        offset = record.next;
+                    }
+                    Next::End | Next::Bad(_) if complete => break,
+                    Next::End => {
+                        return Err(format!(
+                            "{path}: redo part {part} ends at offset {offset} before GCI {gci} was complete"
+                        ))
+                    }
+                    Next::Bad(why) => {
+                        return Err(format!(
+                            "{path}: offset {offset}: damaged redo record before GCI {gci} was complete: {why}"
+                        ))
+                    }
+                }
+            }
+        }
+        if !complete {
+            return Err(format!(
+                "redo part {part} ({}) has no GCI_COMPLETED record for GCI {gci}",
+                part_dir(part)
+            ));
+        }
+        // Everything after the cut goes, durably, before anything new is written there.
+        let path = part_file(part, cut.seq % files);
+        self.fs.push(
+            FsOp::Truncate {
+                path: path.clone(),
+                len: cut.offset,
+            },
+            FsWait::Nothing,
+        );
+        self.fs.push(FsOp::Sync { path }, FsWait::Nothing);
+        Ok((cut, applied))
+    }
+
+    /// The node's restore is done: it serves from the next global checkpoint on.
+    pub(crate) fn finish_start(
+        &mut self,
+        gci: u32,
+        now: Instant,
+        out: &mut dyn Outbox,
+    ) -> Result<(), String> {
+        let _ = (now, out);
+        self.gcp = Gcp::new(&self.durability, gci);
+        self.restart = None;
+        self.qmgr.set_started();
+        tracing::info!(gci, "data node started at GCI {gci}");
+        Ok(())
+    }
+}
