@@ -13,8 +13,8 @@ use rndb_config::{ClusterConfig, NodeId};
 use rndb_protocol::dih::GcpSignal;
 use rndb_protocol::filter::Filter;
 use rndb_protocol::lqh::{
-    ApiRegConf, IndexBuildDone, IndexBuildRows, LqhKeyConf, LqhKeyRef, LqhKeyReq, TcFailAnswer,
-    TcFailQuery, TransSignal,
+    ApiRegConf, CommitReq, IndexBuildDone, IndexBuildRows, LqhKeyConf, LqhKeyRef, LqhKeyReq,
+    TcFailAnswer, TcFailQuery, TransSignal,
 };
 use rndb_protocol::scan::{decode_scan_rows, ScanNextReq, ScanTabConf, ScanTabReq};
 use rndb_protocol::schema::{self, ColumnDef, ColumnType, TableDef, Value};
@@ -204,6 +204,7 @@ const DECODERS: &[Decoder] = &[
     filter,
     values,
     |b| round_trip(b, GcpSignal::decode, GcpSignal::encode),
+    |b| round_trip(b, CommitReq::decode, CommitReq::encode),
 ];
 
 /// Every signal payload decoder of rndb-protocol; `data[0]` picks which, the rest is the

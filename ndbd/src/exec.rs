@@ -15,7 +15,7 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,6 +34,7 @@ use rndb_transporter::{
 use crate::blocks::node_set::NodeSet;
 use crate::blocks::{Kernel, Outbox, SendFailure};
 use crate::listener::{Connected, Failed};
+use crate::ndbfs::{FsConf, FsRequest};
 
 /// The poller token of the wake-up that announces new links.
 pub const WAKER_TOKEN: Token = Token(usize::MAX - 1);
@@ -115,6 +116,8 @@ pub struct ExecLoop {
     /// The one link with output at the end of the last turn, left for `wait` to send with its
     /// sleep (or to flush, when it does not sleep).
     deferred: Option<NodeId>,
+    /// The NDBFS thread: file requests to it, completions from it (`None`: no files).
+    ndbfs: Option<(Sender<FsRequest>, Receiver<FsConf>)>,
 }
 
 impl std::fmt::Debug for ExecLoop {
@@ -173,7 +176,47 @@ impl ExecLoop {
             has_shm_links: false,
             sleeper,
             deferred: None,
+            ndbfs: None,
         }
+    }
+
+    /// Carries out the kernel's file requests on the NDBFS thread behind these channels.
+    pub fn with_ndbfs(mut self, requests: Sender<FsRequest>, confs: Receiver<FsConf>) -> ExecLoop {
+        self.ndbfs = Some((requests, confs));
+        self
+    }
+
+    /// Hands the kernel the file requests that completed, and NDBFS the kernel's new ones.
+    fn pump_files(&mut self, now: Instant) -> bool {
+        let Some((requests, confs)) = &self.ndbfs else {
+            return false;
+        };
+        let mut worked = false;
+        let mut out = LinkOutbox {
+            registry: &mut self.registry,
+            scratch: &mut self.scratch,
+            dirty: &mut self.dirty,
+            broken: &mut self.broken,
+            stalled: &mut self.stalled,
+        };
+        while let Ok(conf) = confs.try_recv() {
+            worked = true;
+            if let Err(why) = self.kernel.on_fs_conf(conf, &mut out, now) {
+                self.fatal.get_or_insert(why);
+            }
+        }
+        if worked {
+            self.kernel.run_jobs(&mut out, now);
+        }
+        for request in self.kernel.take_fs_requests() {
+            if requests.send(request).is_err() {
+                self.fatal.get_or_insert("the NDBFS thread stopped".into());
+            }
+        }
+        if let Some(why) = self.kernel.take_fatal() {
+            self.fatal.get_or_insert(why);
+        }
+        worked
     }
 
     /// Runs until the shutdown flag is set. Fails when this node had to stop itself.
@@ -193,8 +236,12 @@ impl ExecLoop {
                 next_tick = now + TIMER_TICK;
                 worked |= self.run_jobs(now);
             }
+            worked |= self.pump_files(now);
             self.flush_links(true);
             worked |= self.close_broken(now);
+            if self.fatal.is_some() {
+                break;
+            }
             if worked {
                 if !idle.slept && !idle.recorded && !idle.budget.is_zero() {
                     self.spin.record(Some(now.duration_since(idle.since)));

@@ -32,8 +32,23 @@ use std::time::Duration;
 use anyhow::Context;
 use rndb_config::{ClusterConfig, NodeId};
 
-/// Starts data node `me` of `config` and serves until `shutdown` is set.
-pub fn run(config: ClusterConfig, me: NodeId, shutdown: Arc<AtomicBool>) -> anyhow::Result<()> {
+/// Says at start-up, not at the first checkpoint, that the node's file system cannot be
+/// written (a read-only or full disk).
+fn check_writable(root: &std::path::Path) -> anyhow::Result<()> {
+    let probe = root.join(".rndb-write-check");
+    std::fs::write(&probe, b"rndb")
+        .and_then(|()| std::fs::remove_file(&probe))
+        .with_context(|| format!("the node's file system {} is not writable", root.display()))
+}
+
+/// Starts data node `me` of `config` and serves until `shutdown` is set. Without `initial`
+/// it restores what its files hold (a system restart); with it, it removes them first.
+pub fn run(
+    config: ClusterConfig,
+    me: NodeId,
+    initial: bool,
+    shutdown: Arc<AtomicBool>,
+) -> anyhow::Result<()> {
     let node = config
         .data_node(me)
         .with_context(|| {
@@ -63,7 +78,43 @@ pub fn run(config: ClusterConfig, me: NodeId, shutdown: Arc<AtomicBool>) -> anyh
     let (links_tx, links_rx) = mpsc::channel();
     let connected = listener::Connected::default();
     let failed = listener::Failed::default();
-    let kernel = blocks::Kernel::new(&config, &node);
+    let durability = &node.durability;
+    let (kernel, ndbfs) = if durability.diskless {
+        if initial {
+            tracing::info!("Diskless=1: no files; every start is an initial start");
+        }
+        (blocks::Kernel::new(&config, &node), None)
+    } else {
+        let root = durability
+            .file_system_path
+            .clone()
+            .unwrap_or_else(|| node.data_dir.clone())
+            .join(format!("ndb_{me}_fs"));
+        if initial && root.exists() {
+            std::fs::remove_dir_all(&root).with_context(|| {
+                format!(
+                    "--initial: remove the node's file system {}",
+                    root.display()
+                )
+            })?;
+            tracing::info!(path = %root.display(), "--initial: removed the node's file system");
+        }
+        std::fs::create_dir_all(&root)
+            .with_context(|| format!("create the node's file system {}", root.display()))?;
+        check_writable(&root)?;
+        let wake = waker.clone();
+        let ndbfs = ndbfs::real::spawn(
+            ndbfs::real::RealDisk::new(root),
+            Arc::new(move || {
+                let _ = wake.wake();
+            }),
+        )
+        .context("start the NDBFS thread")?;
+        (
+            blocks::Kernel::with_files(&config, &node, initial),
+            Some(ndbfs),
+        )
+    };
     let config = Arc::new(config);
     listener::spawn_acceptor(
         listener,
@@ -85,7 +136,7 @@ pub fn run(config: ClusterConfig, me: NodeId, shutdown: Arc<AtomicBool>) -> anyh
     if shares_cpu {
         tracing::info!(node = %me, "execution thread shares its CPU with another data node's: answers are sent with the sleep that follows them");
     }
-    let mut exec = exec::ExecLoop::new(
+    let exec = exec::ExecLoop::new(
         kernel,
         poll,
         links_rx,
@@ -94,6 +145,10 @@ pub fn run(config: ClusterConfig, me: NodeId, shutdown: Arc<AtomicBool>) -> anyh
         exec::Settings { spin, shares_cpu },
         shutdown,
     );
+    let mut exec = match ndbfs {
+        Some((requests, confs)) => exec.with_ndbfs(requests, confs),
+        None => exec,
+    };
     if let Err(reason) = exec.run() {
         anyhow::bail!("data node {me} stopped: {reason}");
     }

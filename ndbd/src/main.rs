@@ -23,8 +23,8 @@ struct Args {
     /// This node's NodeId (a [ndbd] section of the config).
     #[arg(long = "ndb-nodeid", visible_alias = "ndb_nodeid")]
     ndb_nodeid: u16,
-    /// Start from empty. rndb keeps no files yet, so every start is an initial start; the flag
-    /// is accepted for compatibility with NDB's command line.
+    /// Start from empty: remove the node's file system (`ndb_<NodeId>_fs/` under
+    /// FileSystemPath or DataDir) first. Without it, the node restores what its files hold.
     #[arg(long)]
     initial: bool,
     /// Stay in the foreground (rndb never daemonizes; accepted for compatibility).
@@ -78,8 +78,5 @@ fn run() -> anyhow::Result<()> {
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, shutdown.clone()).context("install signal handler")?;
     }
-    if args.initial {
-        tracing::info!("--initial: starting with an empty database");
-    }
-    rndb_ndbd::run(config, NodeId(args.ndb_nodeid), shutdown)
+    rndb_ndbd::run(config, NodeId(args.ndb_nodeid), args.initial, shutdown)
 }

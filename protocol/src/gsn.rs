@@ -64,7 +64,7 @@ signals! {
     LQHKEYCONF = 61;
     /// The operation failed: `lqh::LqhKeyRef`.
     LQHKEYREF = 62;
-    /// Commit everything the transaction holds on this node: `lqh::TransSignal`.
+    /// Commit everything the transaction holds on this node: `lqh::CommitReq`.
     LQH_COMMITREQ = 63;
     LQH_COMMITCONF = 64;
     /// Undo everything the transaction holds on this node: `lqh::TransSignal`.

@@ -181,6 +181,8 @@ pub struct LqhKeyReq {
     pub chain: Vec<u16>,
     /// [`LQHKEY_COMMIT_AT_LAST_REPLICA`], [`LQHKEY_BACKUP`].
     pub flags: u8,
+    /// With [`LQHKEY_COMMIT_AT_LAST_REPLICA`]: the epoch the commit belongs to (0 otherwise).
+    pub gci: u64,
 }
 
 impl LqhKeyReq {
@@ -201,7 +203,7 @@ impl LqhKeyReq {
         for node in &self.chain {
             w.u16(*node);
         }
-        w.u8(self.flags);
+        w.u8(self.flags).u64(self.gci);
     }
 
     pub fn decode(buf: &[u8]) -> Result<LqhKeyReq, DecodeError> {
@@ -224,6 +226,7 @@ impl LqhKeyReq {
         }
         let chain = (0..chain_len).map(|_| r.u16()).collect::<Result<_, _>>()?;
         let flags = r.u8()?;
+        let gci = r.u64()?;
         r.finish()?;
         Ok(LqhKeyReq {
             trans,
@@ -239,6 +242,7 @@ impl LqhKeyReq {
             attrs,
             chain,
             flags,
+            gci,
         })
     }
 }
@@ -384,6 +388,29 @@ impl TransSignal {
         let mut r = Reader::new(buf, "transaction signal");
         let v = TransSignal {
             trans: TransId(r.u64()?),
+        };
+        r.finish()?;
+        Ok(v)
+    }
+}
+
+/// LQH_COMMITREQ: commit what a transaction holds on the receiver, in epoch `gci`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommitReq {
+    pub trans: TransId,
+    pub gci: u64,
+}
+
+impl CommitReq {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        Writer::new(out).u64(self.trans.0).u64(self.gci);
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<CommitReq, DecodeError> {
+        let mut r = Reader::new(buf, "LQH_COMMITREQ");
+        let v = CommitReq {
+            trans: TransId(r.u64()?),
+            gci: r.u64()?,
         };
         r.finish()?;
         Ok(v)

@@ -124,6 +124,15 @@ impl DataNodes {
 
     /// Spawns data node `id` with `--initial`; fails when it already runs.
     pub fn spawn(&mut self, id: NodeId) -> Result<()> {
+        self.spawn_as(id, true)
+    }
+
+    /// Spawns data node `id` without `--initial`: it restores what its files hold.
+    pub fn spawn_restart(&mut self, id: NodeId) -> Result<()> {
+        self.spawn_as(id, false)
+    }
+
+    fn spawn_as(&mut self, id: NodeId, initial: bool) -> Result<()> {
         let (ndbd, config_path, dir) = (&self.ndbd, &self.config_path, &self.dir);
         let node = self
             .nodes
@@ -150,7 +159,7 @@ impl DataNodes {
             .arg(config_path)
             .arg("--ndb-nodeid")
             .arg(id.to_string())
-            .arg("--initial")
+            .args(initial.then_some("--initial"))
             .current_dir(dir)
             .env("RUST_BACKTRACE", "1")
             .stdin(Stdio::null())

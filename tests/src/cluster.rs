@@ -217,6 +217,22 @@ impl TestCluster {
         self.wait_serving()
     }
 
+    /// Starts every data node that is not running without `--initial` (a system restart when
+    /// none runs) and waits until each accepts TCP connections.
+    pub fn restart_stopped_nodes(&mut self) -> Result<()> {
+        for id in self.data_node_ids() {
+            if self.nodes.pid(id).is_none() {
+                self.nodes.spawn_restart(id)?;
+            }
+        }
+        self.wait_serving()
+    }
+
+    /// The directory of data node `id`'s files (`ndb_<id>_fs` in its DataDir).
+    pub fn file_system(&self, id: NodeId) -> std::path::PathBuf {
+        crate::spec::data_dir(self.dir.path(), id).join(format!("ndb_{id}_fs"))
+    }
+
     /// Waits until every running data node serves, failing at once when one exits.
     fn wait_serving(&mut self) -> Result<()> {
         let running: Vec<NodeId> = self

@@ -471,6 +471,7 @@ fn late_write(sim: &Sim, table: &TableInfo, trans: TransId, key: i32) -> Vec<u8>
         attrs: vec![(1, Value::Int32(1))],
         chain: Vec::new(),
         flags: 0,
+        gci: 0,
     }
     .encode(&mut write);
     write

@@ -69,7 +69,12 @@ impl Kernel {
 
     /// True while file requests wait to be taken.
     pub fn has_fs_requests(&self) -> bool {
-        !self.fs.ready.is_empty() || self.lqh.redo.as_ref().is_some_and(|r| !r.requests.is_empty())
+        !self.fs.ready.is_empty()
+            || self
+                .lqh
+                .redo
+                .as_ref()
+                .is_some_and(|r| !r.requests.is_empty())
     }
 
     /// A file request completed. An error that stops this node is returned (a restart that

@@ -343,9 +343,15 @@ impl Kernel {
             dgsn::LQHKEYREQ => self.exec_lqhkeyreq(lqh_signals::LqhKeyReq::decode(payload)?)?,
             dgsn::LQHKEYCONF => self.exec_lqhkeyconf(from, LqhKeyConf::decode(payload)?),
             dgsn::LQHKEYREF => self.exec_lqhkeyref(LqhKeyRef::decode(payload)?),
-            dgsn::LQH_COMMITREQ | dgsn::LQH_ABORTREQ => {
+            dgsn::LQH_COMMITREQ => {
+                let req = lqh_signals::CommitReq::decode(payload)?;
+                if self.exec_lqh_commitreq(from, header.signal, req.trans) {
+                    self.foreign.gci.insert(req.trans, req.gci);
+                }
+            }
+            dgsn::LQH_ABORTREQ => {
                 let trans = TransSignal::decode(payload)?.trans;
-                self.exec_lqh_commitreq(from, header.signal, trans)
+                self.exec_lqh_commitreq(from, header.signal, trans);
             }
             dgsn::LQH_COMMITCONF | dgsn::LQH_ABORTCONF => {
                 let trans = TransSignal::decode(payload)?.trans;

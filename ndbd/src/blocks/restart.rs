@@ -101,7 +101,11 @@ impl Kernel {
                     tracing::info!(
                         restorable_gci = restorable,
                         "read the sysfile{}",
-                        if restorable == 0 { ": no files, nothing to restore" } else { "" }
+                        if restorable == 0 {
+                            ": no files, nothing to restore"
+                        } else {
+                            ""
+                        }
                     );
                     if let Some(restart) = self.restart.as_mut() {
                         restart.restorable = Some(restorable);
@@ -356,7 +360,9 @@ impl Kernel {
                     ))
                 }
                 // A file whose header never reached the disk: nothing was synced in it.
-                Err(why) => tracing::warn!(part, "redo file without a valid header ({why}); ignored"),
+                Err(why) => {
+                    tracing::warn!(part, "redo file without a valid header ({why}); ignored")
+                }
             }
         }
         let files = self.durability.no_of_fragment_log_files.max(3) as u64;

@@ -288,7 +288,10 @@ impl Sysfile {
                     restorable_gci: reader.u32().map_err(|e| e.to_string())?,
                 })
             }
-            Next::Record(r) => Err(format!("a record of kind {} where the sysfile's is", r.kind)),
+            Next::Record(r) => Err(format!(
+                "a record of kind {} where the sysfile's is",
+                r.kind
+            )),
             Next::End => Err(format!("ends after its header, at offset {HEADER_BYTES}")),
             Next::Bad(why) => Err(format!("at offset {HEADER_BYTES}: {why}")),
         }
@@ -328,7 +331,10 @@ mod tests {
         let Next::Record(first) = read_record(&bytes, HEADER_BYTES) else {
             panic!("no first record");
         };
-        assert_eq!(RowChange::decode(first.payload, first.kind).unwrap(), change);
+        assert_eq!(
+            RowChange::decode(first.payload, first.kind).unwrap(),
+            change
+        );
         let Next::Record(second) = read_record(&bytes, first.next) else {
             panic!("no second record");
         };
@@ -345,7 +351,10 @@ mod tests {
         }
         // A record cut anywhere is bad, not a shorter record.
         for cut in HEADER_BYTES + 1..first.next {
-            assert!(matches!(read_record(&bytes[..cut], HEADER_BYTES), Next::Bad(_)));
+            assert!(matches!(
+                read_record(&bytes[..cut], HEADER_BYTES),
+                Next::Bad(_)
+            ));
         }
     }
 

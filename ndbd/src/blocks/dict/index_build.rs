@@ -365,7 +365,13 @@ impl Kernel {
             &[(pk_column, Value::Varbinary(pk.to_vec()))],
         )?;
         self.lqh
-            .insert_committed(hidden, fragment, key_bytes.into_boxed_slice(), row)
+            .insert_committed(
+                hidden,
+                fragment,
+                key_bytes.into_boxed_slice(),
+                row,
+                self.gcp.current,
+            )
             .map_err(trigger_error)
     }
 }

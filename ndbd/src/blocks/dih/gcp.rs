@@ -193,10 +193,9 @@ impl Kernel {
             }
             gsn::GCP_SAVEREQ => self.gcp_save(from, gci, out),
             gsn::COPY_GCIREQ => self.gcp_copy(from, gci, out),
-            gsn::GCP_PREPARECONF
-            | gsn::GCP_NODEFINISH
-            | gsn::GCP_SAVECONF
-            | gsn::COPY_GCICONF => self.gcp_master_answer(from, signal, gci, out, now),
+            gsn::GCP_PREPARECONF | gsn::GCP_NODEFINISH | gsn::GCP_SAVECONF | gsn::COPY_GCICONF => {
+                self.gcp_master_answer(from, signal, gci, out, now)
+            }
             _ => {}
         }
     }

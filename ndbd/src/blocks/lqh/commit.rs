@@ -171,13 +171,14 @@ impl Kernel {
         commit: bool,
         out: &mut dyn Outbox,
     ) {
+        let gci = self.commit_gci(trans, tc_node);
         if tc_node != self.me {
             // First, so that none of its own queued work is granted.
             self.foreign.end(trans, commit);
         }
         let (tc, foreign) = (&self.tc, &self.foreign);
         let granted = if commit {
-            self.lqh.commit(trans, &|t| live(tc, foreign, t))
+            self.lqh.commit(trans, gci, &|t| live(tc, foreign, t))
         } else {
             self.lqh.abort(trans, &|t| live(tc, foreign, t))
         };
@@ -200,23 +201,37 @@ impl Kernel {
     /// The last replica's early commit: everything the transaction holds here is committed
     /// without waiting for TC's commit round (TC will not send one here).
     pub(crate) fn commit_here(&mut self, trans: TransId, tc_node: NodeId) {
+        let gci = self.commit_gci(trans, tc_node);
         if tc_node != self.me {
             self.foreign.end(trans, true);
         }
         let (tc, foreign) = (&self.tc, &self.foreign);
-        let granted = self.lqh.commit(trans, &|t| live(tc, foreign, t));
+        let granted = self.lqh.commit(trans, gci, &|t| live(tc, foreign, t));
         self.resume(granted);
+    }
+
+    /// The epoch a commit of `trans` here belongs to: the one its TC gave it (this node's TC,
+    /// or another's in LQH_COMMITREQ or an early commit's LQHKEYREQ). A failed coordinator's
+    /// transaction that the master decided to commit has none here, and takes the current one.
+    fn commit_gci(&self, trans: TransId, tc_node: NodeId) -> u64 {
+        let given = if tc_node == self.me {
+            self.tc.gci_of(trans)
+        } else {
+            self.foreign.gci.get(&trans).copied()
+        };
+        given.unwrap_or(self.gcp.current)
     }
 
     /// LQH_COMMITREQ or LQH_ABORTREQ from another node's TC: commit or undo what its
     /// transaction holds here.
-    pub(crate) fn exec_lqh_commitreq(&mut self, from: NodeId, signal: u16, trans: TransId) {
+    /// False when it was ignored (another TC's transaction).
+    pub(crate) fn exec_lqh_commitreq(&mut self, from: NodeId, signal: u16, trans: TransId) -> bool {
         let owner = self.foreign.tc_of.get(&trans).copied();
         let own = self.tc.knows(trans) && !self.tc.is_scan_part(trans);
         if owner.is_some_and(|tc| tc != from) || (owner.is_none() && own) {
             // Not that node's transaction here: nothing of it is touched.
             tracing::warn!(node = %from, trans = %trans, "commit or abort of a transaction another TC runs; ignored");
-            return;
+            return false;
         }
         self.jobs.push_back(if signal == lgsn::LQH_COMMITREQ {
             Signal::LqhCommitReq {
@@ -229,6 +244,7 @@ impl Kernel {
                 tc_node: from,
             }
         });
+        true
     }
 
     /// TC_FAIL_QUERY: the master deciding a transaction of a failed coordinator asks how it

@@ -44,6 +44,9 @@ pub(crate) struct Foreign {
     /// (sender, transaction, coordinator).
     pub deferred_queries: Vec<(NodeId, TransId, NodeId)>,
     pub deferred_reports: Vec<(NodeId, TransId, NodeId)>,
+    /// The epoch its TC gave a transaction's commit (LQH_COMMITREQ, or an early commit's
+    /// LQHKEYREQ), until it is logged here.
+    pub gci: HashMap<TransId, u64>,
 }
 
 /// A transaction of a failed coordinator held open here.
@@ -77,6 +80,7 @@ impl Foreign {
     /// refused and survivors of its coordinator's failure can ask.
     pub fn end(&mut self, trans: TransId, committed: bool) {
         self.tc_of.remove(&trans);
+        self.gci.remove(&trans);
         match self.ended.get(&trans) {
             // Ended once: how it ended stands (a late signal must not change what this node
             // answers a master deciding it).

@@ -67,6 +67,25 @@ impl Kernel {
             };
             return self.jobs.push_back(Signal::LqhKeyConfRef(Box::new(answer)));
         }
+        if req.op_type != OperationType::Read {
+            // The redo log must be able to take the change when it commits.
+            let refusal = self.fs.refusal().or_else(|| {
+                self.lqh
+                    .redo
+                    .as_ref()
+                    .and_then(|redo| redo.refusal(req.fragment))
+            });
+            if let Some(error) = refusal {
+                let answer = LqhKeyConfRef::Ref {
+                    trans: req.trans,
+                    op_index: req.op_index,
+                    error,
+                    role: req.role,
+                    backup: req.backup,
+                };
+                return self.jobs.push_back(Signal::LqhKeyConfRef(Box::new(answer)));
+            }
+        }
         let forward = (!req.chain.is_empty()).then(|| req.clone());
         let commit_here = req.commit_at_last && req.chain.is_empty();
         let (trans, role_is_local) = (req.trans, !remote);
@@ -88,7 +107,12 @@ impl Kernel {
                         .into_iter()
                         .chain(next.chain.iter().copied())
                         .collect();
-                    next.commit_at_last = self.tc.start_early_commit(trans, &replicas);
+                    next.commit_at_last =
+                        !self.gcp.prepared && self.tc.start_early_commit(trans, &replicas);
+                    if next.commit_at_last {
+                        let gci = self.gcp.commit_started();
+                        self.tc.set_gci(trans, gci);
+                    }
                 }
                 self.send_lqh_key_req(to, *next, out);
             }
@@ -152,6 +176,7 @@ impl Kernel {
                 wire.trans
             )));
         }
+        let early_gci = wire.gci;
         let req = LqhKeyReq {
             trans: wire.trans,
             op_index: wire.op_index,
@@ -191,6 +216,9 @@ impl Kernel {
                 return Ok(());
             }
             self.foreign.tc_of.entry(req.trans).or_insert(tc_node);
+            if req.commit_at_last {
+                self.foreign.gci.insert(req.trans, early_gci);
+            }
         }
         self.prefetch_if_alone(&req);
         self.jobs.push_back(Signal::LqhKeyReq(Box::new(req)));
@@ -222,6 +250,11 @@ impl Kernel {
             } else {
                 0
             } | if req.backup { lqh::LQHKEY_BACKUP } else { 0 },
+            gci: if req.commit_at_last {
+                self.tc.gci_of(req.trans).unwrap_or(0)
+            } else {
+                0
+            },
         };
         // A node that failed is never sent to again, even if it reconnected.
         let sent = if self.qmgr.is_up(to) {

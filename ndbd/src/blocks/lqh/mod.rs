@@ -21,6 +21,7 @@ use crate::blocks::acc::{
 use crate::blocks::dict::{Dict, Table};
 use crate::blocks::tup::{self, DataMemory};
 use crate::blocks::tux::OrderedIndex;
+use crate::ndbfs::format::RowChange;
 
 /// Names a scan: the API node that opened it and its scan id for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -275,13 +276,16 @@ impl Lqh {
 
     /// Stores a committed row outside any transaction (building a unique index's hidden table
     /// from existing rows): 630 if the key exists, 827 without memory.
+    /// It is logged in the redo log in epoch `gci`.
     pub fn insert_committed(
         &mut self,
         table_id: u32,
-        fragment: u32,
+        fragment_no: u32,
         key: Box<[u8]>,
         row: Row,
+        gci: u64,
     ) -> Result<(), NdbError> {
+        let fragment = fragment_no;
         let Some(fragment) = self
             .fragments
             .get_mut(&table_id)
@@ -295,6 +299,18 @@ impl Lqh {
         self.memory
             .reserve(tup::slot_bytes(&key) + tup::row_bytes(&row))?;
         let id = fragment.rows.insert(&key);
+        if let Some(redo) = self.redo.as_mut() {
+            redo.log_change(
+                &RowChange {
+                    table_id,
+                    table_version: 0,
+                    fragment: fragment_no,
+                    key: &key,
+                    row: Some(row.encoded()),
+                },
+                gci,
+            );
+        }
         if let Some(slot) = fragment.rows.slot_mut(id) {
             slot.committed = Some(row);
         }
@@ -463,14 +479,20 @@ impl Lqh {
     /// work whose locks were granted, to be run again: only work of transactions that are
     /// still `live` (a waiter of a transaction whose own commit or abort has started is dropped
     /// instead, so that none of its work runs after that).
-    pub fn commit(&mut self, trans: TransId, live: &dyn Fn(TransId) -> bool) -> Vec<LqhWork> {
-        self.finish(trans, true, live)
+    /// Each change is logged in the redo log, tagged with epoch `gci`.
+    pub fn commit(
+        &mut self,
+        trans: TransId,
+        gci: u64,
+        live: &dyn Fn(TransId) -> bool,
+    ) -> Vec<LqhWork> {
+        self.finish(trans, Some(gci), live)
     }
 
     /// Discards every change of `trans`, drops its queued operations and releases its locks.
     /// Returns the granted work, as [`commit`](Self::commit).
     pub fn abort(&mut self, trans: TransId, live: &dyn Fn(TransId) -> bool) -> Vec<LqhWork> {
-        self.finish(trans, false, live)
+        self.finish(trans, None, live)
     }
 
     /// True while `trans` holds or waits for a row here.
@@ -516,7 +538,7 @@ impl Lqh {
     fn finish(
         &mut self,
         trans: TransId,
-        commit: bool,
+        commit: Option<u64>,
         live: &dyn Fn(TransId) -> bool,
     ) -> Vec<LqhWork> {
         let mut granted = Vec::new();
@@ -525,8 +547,7 @@ impl Lqh {
             trans_rows,
             spare_rows,
             memory,
-            ..
-
+            redo,
         } = self;
         let mut rows = trans_rows.remove(&trans).unwrap_or_default();
         // Rows of one transaction mostly belong to one table: look its fragments up once.
@@ -542,7 +563,11 @@ impl Lqh {
                 continue;
             };
             let id = row.slot;
-            finish_row(fragment, id, trans, commit, memory);
+            let log = match (commit, redo.as_mut()) {
+                (Some(gci), Some(redo)) => Some((redo, gci, row.table_id, row.fragment)),
+                _ => None,
+            };
+            finish_row(fragment, id, trans, commit.is_some(), memory, log);
             let Some(slot) = fragment.rows.slot_mut(id) else {
                 continue;
             };
@@ -572,6 +597,7 @@ fn finish_row(
     trans: TransId,
     commit: bool,
     memory: &mut DataMemory,
+    log: Option<(&mut redo::Redo, u64, u32, u32)>,
 ) {
     let Some(slot) = fragment.rows.slot_mut(id) else {
         return;
@@ -582,6 +608,18 @@ fn finish_row(
     let Some(pending) = slot.pending.take() else {
         return;
     };
+    if let (true, Some((redo, gci, table_id, fragment_no))) = (commit, log) {
+        redo.log_change(
+            &RowChange {
+                table_id,
+                table_version: 0,
+                fragment: fragment_no,
+                key: &slot.key,
+                row: pending.image.as_ref().map(Row::encoded),
+            },
+            gci,
+        );
+    }
     let (gone, stays) = if commit {
         let old = std::mem::replace(&mut slot.committed, pending.image);
         (old, slot.committed.as_ref())

@@ -186,10 +186,9 @@ impl Redo {
     /// Logs a committed change of a row of `fragment`.
     pub fn log_change(&mut self, change: &RowChange<'_>, gci: u64) {
         let part = change.fragment as usize % self.parts.len();
-        let bytes = (format::RECORD_HEAD_BYTES
-            + 16
-            + change.key.len()
-            + change.row.map_or(0, <[u8]>::len)) as u64;
+        let bytes =
+            (format::RECORD_HEAD_BYTES + 16 + change.key.len() + change.row.map_or(0, <[u8]>::len))
+                as u64;
         self.make_room(part, bytes);
         let record_kind = if change.row.is_some() {
             kind::PUT

@@ -58,7 +58,8 @@ impl Lqh {
             None => {
                 if let Some(slot) = existing.and_then(|id| fragment.rows.remove(id)) {
                     self.memory.free(
-                        tup::slot_bytes(&slot.key) + slot.committed.as_ref().map_or(0, tup::row_bytes),
+                        tup::slot_bytes(&slot.key)
+                            + slot.committed.as_ref().map_or(0, tup::row_bytes),
                     );
                 }
             }

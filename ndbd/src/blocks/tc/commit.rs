@@ -10,7 +10,7 @@
 //! ```
 
 use rndb_config::NodeId;
-use rndb_protocol::lqh::{gsn as lgsn, TransSignal};
+use rndb_protocol::lqh::{gsn as lgsn, CommitReq, TransSignal};
 use rndb_protocol::signals::block;
 use rndb_protocol::NdbError;
 
@@ -67,6 +67,10 @@ impl Kernel {
             "transaction {trans:#x} touched rows after its commit or abort"
         );
         self.tc.forget_operations_of(trans);
+        if let Some(gci) = self.tc.gci_of(trans) {
+            self.gcp.commit_ended(gci);
+            self.gcp_check_finished(out);
+        }
         let answer = self.tc.on_finished(trans);
         let scan_error = || match &answer {
             Some(ApiAnswer::ExecuteRef { error, .. }) => error.clone(),
@@ -82,6 +86,15 @@ impl Kernel {
     /// round is done.
     pub(crate) fn tc_round(&mut self, trans: TransId, out: &mut dyn Outbox) {
         let commit = self.tc.is_committing(trans);
+        if commit && self.tc.gci_of(trans).is_none() {
+            // The commit starts: in the current epoch, unless the nodes are switching epochs
+            // (GCP_PREPARE), when it waits for GCP_COMMIT (see `dih/gcp.rs`).
+            if self.gcp.prepared {
+                return self.gcp.held.push(trans);
+            }
+            let gci = self.gcp.commit_started();
+            self.tc.set_gci(trans, gci);
+        }
         let nodes = self.tc.next_round(trans);
         if nodes.is_empty() {
             return self.finish_transaction(trans, out);
@@ -106,13 +119,19 @@ impl Kernel {
             } else if !self.qmgr.is_up(node) {
                 // Nothing of it can be reached there any more.
                 self.jobs.push_back(Signal::RoundConf { trans, node });
-            } else {
-                let signal = if commit {
-                    lgsn::LQH_COMMITREQ
-                } else {
-                    lgsn::LQH_ABORTREQ
+            } else if commit {
+                let req = CommitReq {
+                    trans,
+                    gci: self.tc.gci_of(trans).unwrap_or(self.gcp.current),
                 };
-                self.send_trans_signal(node, signal, block::DBLQH, trans, out);
+                self.unsent.send(
+                    out,
+                    node,
+                    data_node_header(lgsn::LQH_COMMITREQ, block::DBLQH, block::DBTC),
+                    &mut |b| req.encode(b),
+                );
+            } else {
+                self.send_trans_signal(node, lgsn::LQH_ABORTREQ, block::DBLQH, trans, out);
             }
         }
     }

@@ -109,6 +109,8 @@ struct TcTransaction {
     backups: NodeSet,
     /// When the current execute's operations went to LQH.
     dispatched_at: Instant,
+    /// The epoch its commit belongs to, once the commit started (0 before).
+    gci: u64,
 }
 
 /// An answer TC sends to the API.
@@ -229,6 +231,21 @@ impl Tc {
     /// True while this TC has a record of `trans`.
     pub fn knows(&self, trans: TransId) -> bool {
         self.transactions.contains_key(trans)
+    }
+
+    /// The epoch `trans`'s commit belongs to, once its commit started.
+    pub fn gci_of(&self, trans: TransId) -> Option<u64> {
+        self.transactions
+            .get(trans)
+            .map(|t| t.gci)
+            .filter(|&gci| gci != 0)
+    }
+
+    /// The commit of `trans` started in epoch `gci`.
+    pub fn set_gci(&mut self, trans: TransId, gci: u64) {
+        if let Some(t) = self.transactions.get_mut(trans) {
+            t.gci = gci;
+        }
     }
 
     /// True while `trans` is committing (its commit rounds run).
@@ -789,6 +806,7 @@ impl TcTransaction {
             awaiting: NodeSet::new(),
             commit_round: 0,
             early_commit: false,
+            gci: 0,
             rollback_requested: false,
             scan_part: false,
             phase: Phase::Active,
