@@ -200,6 +200,7 @@ fn signal_payloads() -> Vec<Seed> {
         attrs: vec![(1, Value::Varbinary(vec![1, 2]))],
         chain: vec![2],
         flags: 1,
+        gci: 0,
     };
     put(16, &|o| lqh_req.encode(o));
     let lqh_conf = LqhKeyConf {

@@ -489,6 +489,7 @@ mod tests {
             attrs: vec![(1, Value::Int64(-3)), (2, Value::Null)],
             chain: vec![2],
             flags: LQHKEY_COMMIT_AT_LAST_REPLICA,
+            gci: 7 << 32,
         };
         let mut buf = Vec::new();
         req.encode(&mut buf);

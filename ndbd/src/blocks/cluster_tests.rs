@@ -845,6 +845,7 @@ fn an_orphans_waiting_operation_does_not_run_after_its_coordinator_fails() {
             attrs: vec![(1, Value::Int32(key * 10))],
             chain: Vec::new(),
             flags,
+            gci: 0,
         }
         .encode(&mut b);
         b

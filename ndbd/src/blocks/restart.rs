@@ -31,8 +31,8 @@ use crate::ndbfs::{FsData, FsOp};
 /// A read a restart waits for.
 #[derive(Debug)]
 pub(crate) enum StartRead {
-    /// Copy `n` of the sysfile.
-    Sysfile(usize),
+    /// A copy of the sysfile.
+    Sysfile,
     SchemaLog,
     /// The files of a redo part's directory.
     PartList(u32),
@@ -69,12 +69,12 @@ impl Kernel {
         if initial {
             restart.restorable = Some(0);
         } else {
-            for (n, path) in SYSFILES.iter().enumerate() {
+            for path in SYSFILES {
                 self.fs.push(
                     FsOp::Read {
                         path: path.to_string(),
                     },
-                    FsWait::Start(StartRead::Sysfile(n)),
+                    FsWait::Start(StartRead::Sysfile),
                 );
             }
         }
@@ -94,7 +94,7 @@ impl Kernel {
             return Ok(());
         };
         match (read, data) {
-            (StartRead::Sysfile(_), FsData::File(bytes)) => {
+            (StartRead::Sysfile, FsData::File(bytes)) => {
                 restart.sysfiles.push(bytes);
                 if restart.sysfiles.len() == SYSFILES.len() {
                     let restorable = self.sysfile_gci()?;
@@ -262,24 +262,19 @@ impl Kernel {
         FileHeader::decode(bytes, format::SCHEMA_MAGIC).map_err(|why| fail(0, &why))?;
         let mut offset = format::HEADER_BYTES;
         let mut replayed = 0;
-        loop {
-            match format::read_record(bytes, offset) {
-                Next::Record(record) => {
-                    if record.kind != kind::SCHEMA {
-                        return Err(fail(offset, &format!("a record of kind {}", record.kind)));
-                    }
-                    if gci_hi(record.gci) <= gci {
-                        let change = SchemaChange::decode(record.payload)
-                            .map_err(|e| fail(offset, &e.to_string()))?;
-                        self.replay_schema_change(&change, out, now)
-                            .map_err(|e| fail(offset, &format!("replaying it: {e}")))?;
-                        replayed += 1;
-                    }
-                    offset = record.next;
-                }
-                // A torn tail: schema changes after the last save, which are not restored.
-                Next::End | Next::Bad(_) => break,
+        // Up to the end, or a torn tail: schema changes after the last save, not restored.
+        while let Next::Record(record) = format::read_record(bytes, offset) {
+            if record.kind != kind::SCHEMA {
+                return Err(fail(offset, &format!("a record of kind {}", record.kind)));
             }
+            if gci_hi(record.gci) <= gci {
+                let change = SchemaChange::decode(record.payload)
+                    .map_err(|e| fail(offset, &e.to_string()))?;
+                self.replay_schema_change(&change, out, now)
+                    .map_err(|e| fail(offset, &format!("replaying it: {e}")))?;
+                replayed += 1;
+            }
+            offset = record.next;
         }
         tracing::info!(changes = replayed, "schema restored");
         if let Some(restart) = self.restart.as_mut() {

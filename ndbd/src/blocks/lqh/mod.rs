@@ -888,7 +888,7 @@ mod tests {
                 op(TransId(1), t, OperationType::Insert, id, id as i32),
             );
         }
-        lqh.commit(TransId(1), &|_| true);
+        lqh.commit(TransId(1), 1 << 32, &|_| true);
         assert_eq!(entry_count(&lqh, t), 10);
         // An uncommitted update adds an entry; a second update replaces it; abort drops it.
         run(
@@ -916,7 +916,7 @@ mod tests {
             &dict,
             op(TransId(3), t, OperationType::Update, 5, 5),
         );
-        lqh.commit(TransId(3), &|_| true);
+        lqh.commit(TransId(3), 1 << 32, &|_| true);
         assert_eq!(entry_count(&lqh, t), 10);
         for id in 0..10 {
             run(
@@ -930,7 +930,7 @@ mod tests {
             10,
             "deletes keep the committed entries until commit"
         );
-        lqh.commit(TransId(4), &|_| true);
+        lqh.commit(TransId(4), 1 << 32, &|_| true);
         assert_eq!(entry_count(&lqh, t), 0);
         assert_eq!(lqh.memory_used_bytes(), 0, "every byte is returned");
         // Rebuilt over loaded rows, then dropped: memory returns to what the rows take.
@@ -941,7 +941,7 @@ mod tests {
                 op(TransId(5), t, OperationType::Insert, id, 1),
             );
         }
-        lqh.commit(TransId(5), &|_| true);
+        lqh.commit(TransId(5), 1 << 32, &|_| true);
         let rows_only = lqh.memory_used_bytes();
         lqh.build_ordered(t, 99, &[1]).expect("second index");
         assert!(lqh.memory_used_bytes() > rows_only);

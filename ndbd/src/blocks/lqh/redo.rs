@@ -286,6 +286,7 @@ impl Redo {
     }
 
     /// Bytes appended and not yet written.
+    #[cfg(test)]
     pub fn buffered(&self) -> u64 {
         self.buffered
     }
