@@ -114,6 +114,19 @@ fn data_value(config: &ClusterConfig, id: NodeId, name: &str) -> Option<String> 
         "HostName" => n.host_name.clone(),
         "ServerPort" => config.data_node_port(id)?.to_string(),
         "DataDir" => n.data_dir.display().to_string(),
+        "Diskless" => u8::from(n.durability.diskless).to_string(),
+        "FileSystemPath" => n.durability.file_system_path.as_ref().map_or_else(
+            || n.data_dir.display().to_string(),
+            |p| p.display().to_string(),
+        ),
+        "TimeBetweenGlobalCheckpoints" => {
+            n.durability.time_between_global_checkpoints_ms.to_string()
+        }
+        "TimeBetweenEpochs" => n.durability.time_between_epochs_ms.to_string(),
+        "NoOfFragmentLogParts" => n.durability.no_of_fragment_log_parts.to_string(),
+        "NoOfFragmentLogFiles" => n.durability.no_of_fragment_log_files.to_string(),
+        "FragmentLogFileSize" => n.durability.fragment_log_file_size.to_string(),
+        "RedoBuffer" => n.durability.redo_buffer.to_string(),
         "NoOfReplicas" => config.no_of_replicas.to_string(),
         "DataMemory" => n.data_memory_bytes.to_string(),
         "MaxNoOfConcurrentOperations" => n.max_no_of_concurrent_operations.to_string(),

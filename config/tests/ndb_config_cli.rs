@@ -127,7 +127,7 @@ fn a_broken_file_reports_all_three_mistakes_and_fails() {
 fn warnings_go_to_stderr_with_a_prefix() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("warn.ini");
-    std::fs::write(&path, "[ndbd]\nNoOfReplicas=1\nDiskless=1\n").expect("write");
+    std::fs::write(&path, "[ndbd]\nNoOfReplicas=1\nODirect=1\n").expect("write");
     let output = ndb_config(&[
         "--config-file",
         path.to_str().expect("utf-8 path"),
@@ -138,7 +138,7 @@ fn warnings_go_to_stderr_with_a_prefix() {
     assert_eq!(stdout(&output), "1\n");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.starts_with("warning: ") && stderr.contains("Diskless"),
+        stderr.starts_with("warning: ") && stderr.contains("ODirect"),
         "{stderr}"
     );
 }

@@ -544,7 +544,11 @@ fn only_a_transactions_own_tc_commits_it() {
     assert!(sim.kernels[&NodeId(2)].lqh.trans_rows.contains_key(&trans));
     // Node 3 claims to commit it.
     let mut commit = Vec::new();
-    lqh::TransSignal { trans }.encode(&mut commit);
+    lqh::CommitReq {
+        trans,
+        gci: 1 << 32,
+    }
+    .encode(&mut commit);
     let header = lqh_header(dgsn::LQH_COMMITREQ);
     let node2 = sim.kernels.get_mut(&NodeId(2)).expect("node 2");
     let mut sent = Sent::default();
@@ -729,7 +733,11 @@ fn survivors_of_a_failed_coordinator_agree_on_its_transactions() {
             .collect();
         if committed_on_node2 {
             let mut commit = Vec::new();
-            lqh::TransSignal { trans }.encode(&mut commit);
+            lqh::CommitReq {
+                trans,
+                gci: 1 << 32,
+            }
+            .encode(&mut commit);
             pending.push((
                 NodeId(1),
                 NodeId(2),
@@ -797,7 +805,11 @@ fn a_query_about_a_failed_coordinator_waits_for_its_last_frames() {
     );
     // Node 1's commit, sent before it died, reaches node 2 only now; then node 2 sees the close.
     let mut commit = Vec::new();
-    lqh::TransSignal { trans }.encode(&mut commit);
+    lqh::CommitReq {
+        trans,
+        gci: 1 << 32,
+    }
+    .encode(&mut commit);
     sim.route(vec![(
         NodeId(1),
         NodeId(2),

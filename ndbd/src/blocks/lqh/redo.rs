@@ -367,6 +367,13 @@ mod tests {
             })
             .filter(|p| p.starts_with("D9/"))
             .collect();
-        assert_eq!(paths, ["D9/DBLQH/S0.FragLog", "D9/DBLQH/S1.FragLog"]);
+        assert_eq!(
+            paths,
+            [
+                "D9/DBLQH/S0.FragLog",
+                "D9/DBLQH/S1.FragLog",
+                "D9/DBLQH/S2.FragLog"
+            ]
+        );
     }
 }
