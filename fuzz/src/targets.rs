@@ -12,8 +12,8 @@ use std::path::Path;
 use rndb_config::{ClusterConfig, NodeId};
 use rndb_protocol::filter::Filter;
 use rndb_protocol::lqh::{
-    ApiRegConf, IndexBuildDone, IndexBuildRows, LqhKeyConf, LqhKeyRef, LqhKeyReq, TcFailAnswer,
-    TcFailQuery, TransSignal,
+    ApiRegConf, IndexBuildDone, IndexBuildRows, LqhCommitReq, LqhKeyConf, LqhKeyRef, LqhKeyReq,
+    TcFailAnswer, TcFailQuery, TransSignal,
 };
 use rndb_protocol::scan::{decode_scan_rows, ScanNextReq, ScanTabConf, ScanTabReq};
 use rndb_protocol::schema::{self, ColumnDef, ColumnType, TableDef, Value};
@@ -202,6 +202,7 @@ const DECODERS: &[Decoder] = &[
     },
     filter,
     values,
+    |b| round_trip(b, LqhCommitReq::decode, LqhCommitReq::encode),
 ];
 
 /// Every signal payload decoder of rndb-protocol; `data[0]` picks which, the rest is the

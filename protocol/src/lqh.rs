@@ -369,7 +369,45 @@ impl LqhKeyRef {
     }
 }
 
-/// LQH_COMMITREQ/CONF and LQH_ABORTREQ/CONF: a transaction by id.
+/// `LqhCommitReq::flags`: commit only the rows the node holds as a backup replica. TC sets it
+/// in its first commit round for a node that is also the primary of another write of the
+/// transaction: that node's primary rows commit in the second round, once every backup has
+/// committed, so that no reader sees a primary's change that a coordinator's failure could
+/// still undo.
+pub const LQH_COMMIT_BACKUP_ROWS_ONLY: u8 = 1;
+
+/// LQH_COMMITREQ: commit what a transaction holds on the receiving node (all of it, or only its
+/// backup rows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LqhCommitReq {
+    pub trans: TransId,
+    /// [`LQH_COMMIT_BACKUP_ROWS_ONLY`] or 0.
+    pub flags: u8,
+}
+
+impl LqhCommitReq {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        Writer::new(out).u64(self.trans.0).u8(self.flags);
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<LqhCommitReq, DecodeError> {
+        let mut r = Reader::new(buf, "LQH_COMMITREQ");
+        let trans = TransId(r.u64()?);
+        let flags = r.u8()?;
+        if flags & !LQH_COMMIT_BACKUP_ROWS_ONLY != 0 {
+            return Err(r.error(format!("unknown flags {flags:#04x}")));
+        }
+        r.finish()?;
+        Ok(LqhCommitReq { trans, flags })
+    }
+
+    /// True when only the rows held as a backup replica commit.
+    pub fn backup_rows_only(&self) -> bool {
+        self.flags & LQH_COMMIT_BACKUP_ROWS_ONLY != 0
+    }
+}
+
+/// LQH_COMMITCONF and LQH_ABORTREQ/CONF: a transaction by id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TransSignal {
     pub trans: TransId,
@@ -483,6 +521,23 @@ mod tests {
         let mut buf = Vec::new();
         conf.encode(&mut buf);
         assert_eq!(LqhKeyConf::decode(&buf), Ok(conf));
+        for flags in [0, LQH_COMMIT_BACKUP_ROWS_ONLY] {
+            let commit = LqhCommitReq {
+                trans: TransId(0x0033_0000_0007),
+                flags,
+            };
+            let mut buf = Vec::new();
+            commit.encode(&mut buf);
+            assert_eq!(LqhCommitReq::decode(&buf), Ok(commit));
+            assert_eq!(commit.backup_rows_only(), flags != 0);
+        }
+        let mut unknown = Vec::new();
+        LqhCommitReq {
+            trans: TransId(1),
+            flags: 2,
+        }
+        .encode(&mut unknown);
+        assert!(LqhCommitReq::decode(&unknown).is_err(), "unknown flags");
     }
 
     proptest::proptest! {
@@ -492,6 +547,7 @@ mod tests {
             let _ = LqhKeyConf::decode(&bytes);
             let _ = LqhKeyRef::decode(&bytes);
             let _ = TransSignal::decode(&bytes);
+            let _ = LqhCommitReq::decode(&bytes);
             let _ = ApiRegConf::decode(&bytes);
             let _ = TcFailAnswer::decode(&bytes);
             let _ = TcFailQuery::decode(&bytes);
