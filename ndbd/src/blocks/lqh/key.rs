@@ -19,7 +19,7 @@ use rndb_protocol::lqh::{self, gsn as lgsn, FiredChange, LqhKeyConf, LqhKeyRef};
 use rndb_protocol::signals::block;
 use rndb_protocol::{LockMode, NdbError, OperationType};
 
-use super::foreign::live;
+use super::foreign::{live, ForeignTrans};
 use super::{LqhKeyConfRef, LqhKeyReq, LqhWork, OpRole};
 use crate::blocks::acc::OpKey;
 use crate::blocks::node_set::NodeSet;
@@ -88,7 +88,7 @@ impl Kernel {
                         .into_iter()
                         .chain(next.chain.iter().copied())
                         .collect();
-                    next.commit_at_last = self.tc.start_early_commit(trans, &replicas);
+                    next.commit_at_last = self.tc.start_early_commit(trans, &replicas, to);
                 }
                 self.send_lqh_key_req(to, *next, out);
             }
@@ -190,7 +190,10 @@ impl Kernel {
                 self.jobs.push_back(Signal::LqhKeyConfRef(Box::new(answer)));
                 return Ok(());
             }
-            self.foreign.tc_of.entry(req.trans).or_insert(tc_node);
+            self.foreign
+                .tc_of
+                .entry(req.trans)
+                .or_insert(ForeignTrans::new(tc_node));
         }
         self.prefetch_if_alone(&req);
         self.jobs.push_back(Signal::LqhKeyReq(Box::new(req)));

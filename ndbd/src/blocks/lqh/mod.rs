@@ -152,6 +152,36 @@ pub(crate) struct RowRef {
     pub table_id: u32,
     pub fragment: u32,
     pub slot: SlotId,
+    /// This node touched the row as a backup replica (the operation that first touched it here
+    /// came down a replica chain), so it may commit in TC's first round; a row held as the
+    /// primary (or locked by a read or a scan) commits only in the second, after its backups.
+    /// A transaction's role on a row cannot change while it holds it: a new primary takes over
+    /// only when the old one fails, and that aborts every active transaction with rows there.
+    pub backup: bool,
+}
+
+/// 16 bytes: the row lists are walked by every commit and abort.
+const _: () = assert!(std::mem::size_of::<RowRef>() <= 16);
+
+/// Which of a transaction's rows a commit finishes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitRows {
+    /// Every row (TC's last round to this node, an early commit, a take-over's decision).
+    All,
+    /// Only the rows held as a backup replica ([`RowRef::backup`]): TC's first round to a node
+    /// that is also the primary of another write of the transaction.
+    BackupOnly,
+}
+
+impl CommitRows {
+    /// [`CommitRows::BackupOnly`] when `backup_only`, else [`CommitRows::All`].
+    pub fn backup_only_if(backup_only: bool) -> CommitRows {
+        if backup_only {
+            CommitRows::BackupOnly
+        } else {
+            CommitRows::All
+        }
+    }
 }
 
 /// One fragment: its rows (ACC slots with TUP images) and its ordered indexes (TUX).
@@ -190,7 +220,7 @@ pub enum Warm<'a> {
 /// rounds of its loop.
 const SPARE_ROW_LISTS: usize = 4096;
 /// A row list with room for more rows is freed rather than kept, so the spares hold at most
-/// 4096 × 64 × 12 bytes (3 MiB) however large the transactions were.
+/// 4096 × 64 × 16 bytes (4 MiB) however large the transactions were.
 const SPARE_ROW_LIST_CAPACITY: usize = 64;
 
 impl Lqh {
@@ -441,6 +471,7 @@ impl Lqh {
                     table_id: req.table_id,
                     fragment: req.fragment,
                     slot: id,
+                    backup: req.backup,
                 });
         }
         if !slot.lock.try_acquire(req.trans, kind) {
@@ -462,10 +493,40 @@ impl Lqh {
         self.finish(trans, true, live)
     }
 
+    /// Commits the rows of `trans` that `rows` names (with [`CommitRows::BackupOnly`], the
+    /// others stay held for the round that commits them). Returns the granted work, as
+    /// [`commit`](Self::commit).
+    pub fn commit_rows(
+        &mut self,
+        trans: TransId,
+        rows: CommitRows,
+        live: &dyn Fn(TransId) -> bool,
+    ) -> Vec<LqhWork> {
+        match rows {
+            CommitRows::All => self.finish(trans, true, live),
+            CommitRows::BackupOnly => self.commit_backup_rows(trans, live),
+        }
+    }
+
     /// Discards every change of `trans`, drops its queued operations and releases its locks.
     /// Returns the granted work, as [`commit`](Self::commit).
     pub fn abort(&mut self, trans: TransId, live: &dyn Fn(TransId) -> bool) -> Vec<LqhWork> {
         self.finish(trans, false, live)
+    }
+
+    /// True when `trans` holds here, as the primary replica, a change not yet committed: the
+    /// change a commit of every row would make visible before that row's backups commit.
+    pub fn holds_primary_change(&self, trans: TransId) -> bool {
+        self.trans_rows.get(&trans).is_some_and(|rows| {
+            rows.iter().filter(|r| !r.backup).any(|r| {
+                self.fragments
+                    .get(&r.table_id)
+                    .and_then(|f| f.get(r.fragment as usize))
+                    .and_then(|f| f.rows.slot(r.slot))
+                    .and_then(|slot| slot.pending.as_ref())
+                    .is_some_and(|p| p.trans == trans)
+            })
+        })
     }
 
     /// True while `trans` holds or waits for a row here.
@@ -508,6 +569,7 @@ impl Lqh {
         granted
     }
 
+    /// Commits or aborts every row of `trans` and releases its locks.
     fn finish(
         &mut self,
         trans: TransId,
@@ -528,23 +590,19 @@ impl Lqh {
             if table.as_ref().is_none_or(|(id, _)| *id != row.table_id) {
                 table = fragments.get_mut(&row.table_id).map(|f| (row.table_id, f));
             }
-            let Some(fragment) = table
+            if let Some(fragment) = table
                 .as_mut()
                 .and_then(|(_, f)| f.get_mut(row.fragment as usize))
-            else {
-                continue;
-            };
-            let id = row.slot;
-            finish_row(fragment, id, trans, commit, memory);
-            let Some(slot) = fragment.rows.slot_mut(id) else {
-                continue;
-            };
-            slot.lock.release(trans);
-            granted.extend(slot.lock.grant_live_waiters(live));
-            if slot.is_empty() {
-                if let Some(slot) = fragment.rows.remove(id) {
-                    memory.free(tup::slot_bytes(&slot.key));
-                }
+            {
+                release_row(
+                    fragment,
+                    row.slot,
+                    trans,
+                    commit,
+                    live,
+                    memory,
+                    &mut granted,
+                );
             }
         }
         if spare_rows.len() < SPARE_ROW_LISTS
@@ -553,6 +611,70 @@ impl Lqh {
             spare_rows.push(rows);
         }
         granted
+    }
+
+    /// Commits the rows `trans` holds as a backup replica and releases their locks; the others
+    /// stay in its list, in order, for the round that commits them.
+    fn commit_backup_rows(
+        &mut self,
+        trans: TransId,
+        live: &dyn Fn(TransId) -> bool,
+    ) -> Vec<LqhWork> {
+        let mut granted = Vec::new();
+        let Lqh {
+            fragments,
+            trans_rows,
+            memory,
+            ..
+        } = self;
+        let Some(rows) = trans_rows.get_mut(&trans) else {
+            return granted;
+        };
+        // Rare (a node that is backup of one write and primary of another): each row's
+        // fragment is looked up afresh.
+        rows.retain(|row| {
+            if !row.backup {
+                return true;
+            }
+            if let Some(fragment) = fragments
+                .get_mut(&row.table_id)
+                .and_then(|f| f.get_mut(row.fragment as usize))
+            {
+                release_row(fragment, row.slot, trans, true, live, memory, &mut granted);
+            }
+            false
+        });
+        if rows.is_empty() {
+            // Nothing is left: the list goes, as after a full commit (a spare is not worth
+            // keeping for this rare case).
+            trans_rows.remove(&trans);
+        }
+        granted
+    }
+}
+
+/// Commits or discards what `trans` holds on one row, releases its lock and adds the work that
+/// lock grants to `granted`; frees the slot once nobody uses it.
+#[inline]
+fn release_row(
+    fragment: &mut Fragment,
+    id: SlotId,
+    trans: TransId,
+    commit: bool,
+    live: &dyn Fn(TransId) -> bool,
+    memory: &mut DataMemory,
+    granted: &mut Vec<LqhWork>,
+) {
+    finish_row(fragment, id, trans, commit, memory);
+    let Some(slot) = fragment.rows.slot_mut(id) else {
+        return;
+    };
+    slot.lock.release(trans);
+    granted.extend(slot.lock.grant_live_waiters(live));
+    if slot.is_empty() {
+        if let Some(slot) = fragment.rows.remove(id) {
+            memory.free(tup::slot_bytes(&slot.key));
+        }
     }
 }
 
