@@ -7,8 +7,8 @@
 use rndb_config::NodeId;
 use rndb_protocol::filter::{CmpOp, Filter};
 use rndb_protocol::lqh::{
-    ApiRegConf, FiredChange, IndexBuildDone, IndexBuildRows, LqhKeyConf, LqhKeyRef, LqhKeyReq,
-    TcFailAnswer, TcFailQuery, TransOutcome, TransSignal,
+    ApiRegConf, FiredChange, IndexBuildDone, IndexBuildRows, LqhCommitReq, LqhKeyConf, LqhKeyRef,
+    LqhKeyReq, TcFailAnswer, TcFailQuery, TransOutcome, TransSignal, LQH_COMMIT_BACKUP_ROWS_ONLY,
 };
 use rndb_protocol::scan::{
     encode_scan_row, FragmentBatch, KeyRange, RangeEnd, ScanNextReq, ScanTabConf, ScanTabReq,
@@ -285,6 +285,17 @@ fn signal_payloads() -> Vec<Seed> {
     put(25, &|o| filter.encode(&mut Writer::new(o)));
     put(26, &|o| {
         rndb_protocol::schema::encode_values(&mut Writer::new(o), &fuzz_row())
+    });
+    put(27, &|o| {
+        LqhCommitReq {
+            trans: TransId(0x3_0000_0001),
+            flags: LQH_COMMIT_BACKUP_ROWS_ONLY,
+            gci: 5 << 32 | 2,
+        }
+        .encode(o)
+    });
+    put(28, &|o| {
+        rndb_protocol::dih::GcpSignal { gci: 5 << 32 | 3 }.encode(o)
     });
     payloads
         .into_iter()

@@ -13,7 +13,7 @@ use rndb_config::{ClusterConfig, NodeId};
 use rndb_protocol::dih::GcpSignal;
 use rndb_protocol::filter::Filter;
 use rndb_protocol::lqh::{
-    ApiRegConf, CommitReq, IndexBuildDone, IndexBuildRows, LqhKeyConf, LqhKeyRef, LqhKeyReq,
+    ApiRegConf, IndexBuildDone, IndexBuildRows, LqhCommitReq, LqhKeyConf, LqhKeyRef, LqhKeyReq,
     TcFailAnswer, TcFailQuery, TransSignal,
 };
 use rndb_protocol::scan::{decode_scan_rows, ScanNextReq, ScanTabConf, ScanTabReq};
@@ -203,8 +203,8 @@ const DECODERS: &[Decoder] = &[
     },
     filter,
     values,
+    |b| round_trip(b, LqhCommitReq::decode, LqhCommitReq::encode),
     |b| round_trip(b, GcpSignal::decode, GcpSignal::encode),
-    |b| round_trip(b, CommitReq::decode, CommitReq::encode),
 ];
 
 /// Every signal payload decoder of rndb-protocol; `data[0]` picks which, the rest is the

@@ -64,7 +64,8 @@ signals! {
     LQHKEYCONF = 61;
     /// The operation failed: `lqh::LqhKeyRef`.
     LQHKEYREF = 62;
-    /// Commit everything the transaction holds on this node: `lqh::CommitReq`.
+    /// Commit what the transaction holds on this node (everything, or only its backup rows):
+    /// `lqh::LqhCommitReq`.
     LQH_COMMITREQ = 63;
     LQH_COMMITCONF = 64;
     /// Undo everything the transaction holds on this node: `lqh::TransSignal`.

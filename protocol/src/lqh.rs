@@ -373,7 +373,51 @@ impl LqhKeyRef {
     }
 }
 
-/// LQH_COMMITREQ/CONF and LQH_ABORTREQ/CONF: a transaction by id.
+/// `LqhCommitReq::flags`: commit only the rows the node holds as a backup replica. TC sets it
+/// in its first commit round for a node that is also the primary of another write of the
+/// transaction: that node's primary rows commit in the second round, once every backup has
+/// committed, so that no reader sees a primary's change that a coordinator's failure could
+/// still undo.
+pub const LQH_COMMIT_BACKUP_ROWS_ONLY: u8 = 1;
+
+/// LQH_COMMITREQ: commit what a transaction holds on the receiving node (all of it, or only its
+/// backup rows), in the epoch its TC gave the commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LqhCommitReq {
+    pub trans: TransId,
+    /// [`LQH_COMMIT_BACKUP_ROWS_ONLY`] or 0.
+    pub flags: u8,
+    /// The commit's GCI (global checkpoint in the high word, epoch in the low).
+    pub gci: u64,
+}
+
+impl LqhCommitReq {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        Writer::new(out)
+            .u64(self.trans.0)
+            .u8(self.flags)
+            .u64(self.gci);
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<LqhCommitReq, DecodeError> {
+        let mut r = Reader::new(buf, "LQH_COMMITREQ");
+        let trans = TransId(r.u64()?);
+        let flags = r.u8()?;
+        if flags & !LQH_COMMIT_BACKUP_ROWS_ONLY != 0 {
+            return Err(r.error(format!("unknown flags {flags:#04x}")));
+        }
+        let gci = r.u64()?;
+        r.finish()?;
+        Ok(LqhCommitReq { trans, flags, gci })
+    }
+
+    /// True when only the rows held as a backup replica commit.
+    pub fn backup_rows_only(&self) -> bool {
+        self.flags & LQH_COMMIT_BACKUP_ROWS_ONLY != 0
+    }
+}
+
+/// LQH_COMMITCONF and LQH_ABORTREQ/CONF: a transaction by id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TransSignal {
     pub trans: TransId,
@@ -388,29 +432,6 @@ impl TransSignal {
         let mut r = Reader::new(buf, "transaction signal");
         let v = TransSignal {
             trans: TransId(r.u64()?),
-        };
-        r.finish()?;
-        Ok(v)
-    }
-}
-
-/// LQH_COMMITREQ: commit what a transaction holds on the receiver, in epoch `gci`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CommitReq {
-    pub trans: TransId,
-    pub gci: u64,
-}
-
-impl CommitReq {
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        Writer::new(out).u64(self.trans.0).u64(self.gci);
-    }
-
-    pub fn decode(buf: &[u8]) -> Result<CommitReq, DecodeError> {
-        let mut r = Reader::new(buf, "LQH_COMMITREQ");
-        let v = CommitReq {
-            trans: TransId(r.u64()?),
-            gci: r.u64()?,
         };
         r.finish()?;
         Ok(v)
@@ -511,6 +532,25 @@ mod tests {
         let mut buf = Vec::new();
         conf.encode(&mut buf);
         assert_eq!(LqhKeyConf::decode(&buf), Ok(conf));
+        for flags in [0, LQH_COMMIT_BACKUP_ROWS_ONLY] {
+            let commit = LqhCommitReq {
+                trans: TransId(0x0033_0000_0007),
+                flags,
+                gci: 9 << 32 | 4,
+            };
+            let mut buf = Vec::new();
+            commit.encode(&mut buf);
+            assert_eq!(LqhCommitReq::decode(&buf), Ok(commit));
+            assert_eq!(commit.backup_rows_only(), flags != 0);
+        }
+        let mut unknown = Vec::new();
+        LqhCommitReq {
+            trans: TransId(1),
+            flags: 2,
+            gci: 0,
+        }
+        .encode(&mut unknown);
+        assert!(LqhCommitReq::decode(&unknown).is_err(), "unknown flags");
     }
 
     proptest::proptest! {
@@ -520,6 +560,7 @@ mod tests {
             let _ = LqhKeyConf::decode(&bytes);
             let _ = LqhKeyRef::decode(&bytes);
             let _ = TransSignal::decode(&bytes);
+            let _ = LqhCommitReq::decode(&bytes);
             let _ = ApiRegConf::decode(&bytes);
             let _ = TcFailAnswer::decode(&bytes);
             let _ = TcFailQuery::decode(&bytes);

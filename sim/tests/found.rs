@@ -66,25 +66,25 @@ fn a_second_crash_while_survivors_resolve_a_failed_coordinator_keeps_the_bank_to
 /// crash): in 0xaa4 client 51's insert of element 0 at node 1 (its primary and TC) is seen by a
 /// CommittedRead at node 1 at 178.9 ms, node 2 pauses at 178.6 ms, the insert is never
 /// answered, and the final read finds no element 0.
-/// Likely cause (read from the trace and the code, not yet confirmed by instrumenting; no fix yet):
-/// the set table has a unique index, so the delete fires a second operation (the index row's
-/// delete), and no early commit is ordered. TC's commit rounds are per node, not per operation
-/// (`Tc::next_round`): round 1 commits every node that is a backup of *any* operation, round 2 the
-/// rest. Node 2 is the base row's primary but also a backup of the index row, so it commits in
-/// round 1, at the same time as node 1, the base row's backup, whose LQH_COMMITREQ is on the slow
-/// link. The primary's commit is visible to committed reads before its backup has it; when node 2
-/// dies, node 1 holds the transaction open, the master (node 1) finds nobody that committed it, and
-/// aborts. NDB commits per operation, backups before their primary. A fix: LQH keeps each row's
-/// role (primary or backup) and LQH_COMMITREQ commits the backup rows in round 1 and the primary
-/// rows in round 2.
+/// The cause: TC's commit rounds went by node, not by operation (`Tc::next_round`): round 1
+/// committed every node that is a backup of *any* operation, round 2 the rest, and LQH committed
+/// every row a transaction held on the node. The set table has a unique index, so the delete
+/// fires a second operation (the index row's delete), and no early commit is ordered. Node 2
+/// is the base row's primary but also a backup of the index row, so it committed in round 1, at
+/// the same time as node 1, the base row's backup, whose LQH_COMMITREQ was on the slow link. The
+/// primary's commit was visible to committed reads before its backup had it; when node 2 died,
+/// node 1 held the transaction open, the master (node 1) found nobody that committed it, and
+/// aborted. Fixed as NDB orders it, backups before their primary, per row: LQH records each
+/// row's role (`RowRef::backup`), and a node that is also a primary commits only its backup
+/// rows in round 1 (`LQH_COMMIT_BACKUP_ROWS_ONLY`) and the rest in round 2.
 #[test]
-#[ignore = "kernel bug: commit rounds are per node, so a primary that is also a backup of another operation commits before its own backups (seeds 0xb25, 0x4dc7 --workload sets)"]
 fn a_delete_seen_by_a_reader_survives_the_coordinators_failure() {
     let options = Options {
         workload: rndb_sim::Workload::Sets,
         ..Options::default()
     };
-    let failures: Vec<String> = [0xb25, 0x4dc7]
+    // The deletes, then the inserts.
+    let failures: Vec<String> = [0xb25, 0x4dc7, 0xaa4, 0x1d22, 0x3856]
         .iter()
         .filter_map(|&seed| run_seed(seed, &options).err())
         .map(|failure| failure.to_string())

@@ -2,8 +2,9 @@
 //! one node group): schema changes reach both, writes land on both replicas, READ_BACKUP reads
 //! stay on the coordinator's node, a one-write transaction commits at its backup without a
 //! commit round, a backup's refusal aborts the transaction, a late operation of an ended
-//! transaction cannot take a lock, and a node refuses API work until every data node is
-//! connected.
+//! transaction cannot take a lock, a node that is primary of one write and backup of another
+//! commits its primary row only after the backups, and a node refuses API work until every data
+//! node is connected.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -25,6 +26,9 @@ TransactionDeadlockDetectionTimeout=100\n[ndbd]\nNodeId=1\nHostName=127.0.0.1\n\
 [ndbd]\nNodeId=2\nHostName=127.0.0.1\n[api]\nNodeId=50\nHostName=127.0.0.1\n";
 
 const API: NodeId = NodeId(50);
+
+/// A frame between data nodes: from, to, header, payload.
+type Frame = (NodeId, NodeId, FrameHeader, Vec<u8>);
 
 /// Frames one kernel sent during one step.
 #[derive(Default)]
@@ -105,7 +109,19 @@ impl Sim {
     /// The API sends `frames` to node `to`; every frame between data nodes is delivered until
     /// none is left.
     fn send(&mut self, to: NodeId, frames: &[(u16, u32, Vec<u8>)]) {
-        let pending: Vec<(NodeId, NodeId, FrameHeader, Vec<u8>)> = frames
+        let held = self.send_holding(to, frames, &|_| false);
+        assert!(held.is_empty());
+    }
+
+    /// As `send`, but the frames between data nodes that `hold` picks are not delivered: they
+    /// are returned (from, to, header, payload), for the test to deliver or lose.
+    fn send_holding(
+        &mut self,
+        to: NodeId,
+        frames: &[(u16, u32, Vec<u8>)],
+        hold: &dyn Fn(&Frame) -> bool,
+    ) -> Vec<Frame> {
+        let pending: Vec<Frame> = frames
             .iter()
             .map(|(signal, rid, payload)| {
                 let header = FrameHeader {
@@ -117,16 +133,30 @@ impl Sim {
                 (API, to, header, payload.clone())
             })
             .collect();
-        self.route(pending);
+        self.route_holding(pending, hold)
     }
 
     /// Delivers frames (from, to, header, payload) between the kernels until none is left; what
     /// goes to the API node is kept, what goes to a node that is gone is dropped.
-    fn route(&mut self, mut pending: Vec<(NodeId, NodeId, FrameHeader, Vec<u8>)>) {
+    fn route(&mut self, pending: Vec<Frame>) {
+        let held = self.route_holding(pending, &|_| false);
+        assert!(held.is_empty());
+    }
+
+    /// As `route`, but the frames `hold` picks are returned instead of delivered.
+    fn route_holding(
+        &mut self,
+        mut pending: Vec<Frame>,
+        hold: &dyn Fn(&Frame) -> bool,
+    ) -> Vec<Frame> {
         let now = Instant::now();
+        let mut held = Vec::new();
         // As the execution loop does: every frame that arrived is handed over, then the jobs
         // run, then what they sent goes out.
         while !pending.is_empty() {
+            let (kept, go): (Vec<Frame>, Vec<Frame>) = pending.into_iter().partition(hold);
+            held.extend(kept);
+            pending = go;
             let mut next = Vec::new();
             for (&node, kernel) in self.kernels.iter_mut() {
                 let mut sent = Sent::default();
@@ -152,6 +182,7 @@ impl Sim {
             }
             pending = next;
         }
+        held
     }
 
     /// Node `node` dies: the others see its links close (and exchange what follows).
@@ -544,8 +575,9 @@ fn only_a_transactions_own_tc_commits_it() {
     assert!(sim.kernels[&NodeId(2)].lqh.trans_rows.contains_key(&trans));
     // Node 3 claims to commit it.
     let mut commit = Vec::new();
-    lqh::CommitReq {
+    lqh::LqhCommitReq {
         trans,
+        flags: 0,
         gci: 1 << 32,
     }
     .encode(&mut commit);
@@ -733,8 +765,9 @@ fn survivors_of_a_failed_coordinator_agree_on_its_transactions() {
             .collect();
         if committed_on_node2 {
             let mut commit = Vec::new();
-            lqh::CommitReq {
+            lqh::LqhCommitReq {
                 trans,
+                flags: 0,
                 gci: 1 << 32,
             }
             .encode(&mut commit);
@@ -805,8 +838,9 @@ fn a_query_about_a_failed_coordinator_waits_for_its_last_frames() {
     );
     // Node 1's commit, sent before it died, reaches node 2 only now; then node 2 sees the close.
     let mut commit = Vec::new();
-    lqh::CommitReq {
+    lqh::LqhCommitReq {
         trans,
+        flags: 0,
         gci: 1 << 32,
     }
     .encode(&mut commit);
@@ -949,4 +983,160 @@ fn an_orphans_waiting_operation_does_not_run_after_its_coordinator_fails() {
         (false, false),
         "one transaction, one decision: the master aborted it"
     );
+}
+
+/// The frames of one execute of transaction `rid`: an insert of each (key, value), then the
+/// execute (`start`: the transaction's first).
+fn insert_batch(
+    table: &TableInfo,
+    rid: u32,
+    inserts: &[(i32, i32)],
+    exec: ExecType,
+    start: bool,
+) -> Vec<(u16, u32, Vec<u8>)> {
+    let flags = if start {
+        signals::FLAG_START_TRANSACTION
+    } else {
+        0
+    };
+    let mut frames = Vec::new();
+    for (op_index, &(key, value)) in inserts.iter().enumerate() {
+        let mut op = Vec::new();
+        TcKeyReq {
+            flags,
+            op_index: op_index as u32,
+            op_type: OperationType::Insert,
+            lock_mode: LockMode::Exclusive,
+            table_id: table.table_id,
+            table_version: table.table_version,
+            replica: signals::REPLICA_PRIMARY,
+            key: vec![Value::Int32(key)],
+            attrs: vec![(1, Value::Int32(value))],
+        }
+        .encode(&mut op);
+        frames.push((gsn::TCKEYREQ, rid, op));
+    }
+    let mut execute = Vec::new();
+    TcExecuteReq {
+        flags,
+        exec_type: exec,
+        abort_option: AbortOption::AbortOnError,
+        op_count: inserts.len() as u32,
+    }
+    .encode(&mut execute);
+    frames.push((gsn::TC_EXECUTE_REQ, rid, execute));
+    frames
+}
+
+/// The committed value of `key` in node `node`'s storage (`None`: no committed row).
+fn committed_on(sim: &Sim, table: &TableInfo, node: u16, key: i32) -> Option<i32> {
+    let fragment = sim.map.partition_of(key_hash(&key_bytes(key)));
+    let slot = sim.kernels[&NodeId(node)].lqh.fragments[&table.table_id][fragment as usize]
+        .rows
+        .get(&key_bytes(key))?;
+    match slot.committed.as_ref()?.value(1) {
+        Value::Int32(v) => Some(v),
+        other => panic!("value {other:?}"),
+    }
+}
+
+/// Picks node 2's commit signals to node 1.
+fn commit_to_node1(frame: &Frame) -> bool {
+    frame.0 == NodeId(2) && frame.1 == NodeId(1) && frame.2.signal == dgsn::LQH_COMMITREQ
+}
+
+/// A transaction coordinated on node 2 inserts `a` (primary 2, backup 1) and `b` (primary 1,
+/// backup 2): each node is the primary of one row and the backup of the other, so each is in
+/// both commit rounds. Node 2's first round commits only its backup row (`b`): until node 1 has
+/// committed its backup of `a`, a CommittedRead of `a` at its primary finds nothing, so node 2's
+/// failure then (node 1 rolls back, having committed nothing) undoes nothing anyone saw. If node
+/// 1 has committed its backup of `a` when node 2 fails, node 1, now the master, finds it
+/// committed and commits the rest (its primary row `b`).
+#[test]
+fn a_node_that_is_primary_of_one_row_and_backup_of_another_commits_its_primary_row_last() {
+    for round_one_reaches_node1 in [false, true] {
+        let mut sim = Sim::new();
+        let table = sim.create_table("t", false);
+        let (a, b) = (sim.key_on(NodeId(2)), sim.key_on(NodeId(1)));
+        let trans = super::tc::trans_id(API, 1);
+        let batch = insert_batch(&table, 1, &[(a, 10), (b, 20)], ExecType::Commit, true);
+        let held = sim.send_holding(NodeId(2), &batch, &commit_to_node1);
+        assert_eq!(held.len(), 1, "the first round's commit to node 1");
+        let req = lqh::LqhCommitReq::decode(&held[0].3).expect("LQH_COMMITREQ");
+        assert!(req.backup_rows_only(), "node 1 is b's primary: b waits");
+        assert_eq!(
+            committed_on(&sim, &table, 2, b),
+            Some(20),
+            "node 2's backup row"
+        );
+        assert_eq!(
+            committed_on(&sim, &table, 2, a),
+            None,
+            "node 2's primary row waits"
+        );
+        assert_eq!(
+            sim.value_on(NodeId(2), 2, &table, a),
+            None,
+            "a reader at a's primary does not see it"
+        );
+        if round_one_reaches_node1 {
+            // Node 1 commits its backup row; its confirmation is lost with node 2.
+            let lost = sim.route_holding(held, &|frame| frame.1 == NodeId(2));
+            assert!(!lost.is_empty(), "node 1 confirmed");
+            assert_eq!(
+                committed_on(&sim, &table, 1, a),
+                Some(10),
+                "node 1's backup row"
+            );
+            assert_eq!(
+                committed_on(&sim, &table, 1, b),
+                None,
+                "node 1's primary row waits"
+            );
+        }
+        sim.kill(NodeId(2));
+        let node1 = &sim.kernels[&NodeId(1)];
+        assert!(!node1.lqh.trans_rows.contains_key(&trans), "decided");
+        let expected = |value| round_one_reaches_node1.then_some(value);
+        assert_eq!(committed_on(&sim, &table, 1, a), expected(10));
+        assert_eq!(committed_on(&sim, &table, 1, b), expected(20));
+    }
+}
+
+/// The early commit at the last replica commits everything the transaction holds there, so TC
+/// does not order it at a replica that is the primary of another write: here `b` (primary 1,
+/// backup 2) is written first, then `a` (primary 2, backup 1) with Commit. Node 1, `a`'s last
+/// replica, would otherwise commit its primary row `b` before node 2, `b`'s backup.
+#[test]
+fn no_early_commit_at_a_last_replica_that_is_the_primary_of_another_write() {
+    let mut sim = Sim::new();
+    let table = sim.create_table("t", false);
+    let (a, b) = (sim.key_on(NodeId(2)), sim.key_on(NodeId(1)));
+    let first = insert_batch(&table, 1, &[(b, 20)], ExecType::NoCommit, true);
+    sim.send(NodeId(2), &first);
+    assert_eq!(sim.answer(1), gsn::TC_EXECUTE_CONF);
+    let second = insert_batch(&table, 1, &[(a, 10)], ExecType::Commit, false);
+    let held = sim.send_holding(NodeId(2), &second, &commit_to_node1);
+    assert_eq!(
+        held.len(),
+        1,
+        "a commit round goes to node 1: no early commit there"
+    );
+    assert_eq!(
+        committed_on(&sim, &table, 1, b),
+        None,
+        "node 1's primary row waits"
+    );
+    assert_eq!(
+        committed_on(&sim, &table, 2, b),
+        Some(20),
+        "node 2's backup row"
+    );
+    sim.route(held);
+    assert_eq!(sim.answer(1), gsn::TC_EXECUTE_CONF);
+    for node in [1, 2] {
+        assert_eq!(committed_on(&sim, &table, node, a), Some(10));
+        assert_eq!(committed_on(&sim, &table, node, b), Some(20));
+        assert_eq!(sim.kernels[&NodeId(node)].transaction_count(), 0);
+    }
 }

@@ -48,7 +48,8 @@ use rndb_protocol::{DecodeError, NdbError};
 use rndb_transporter::FrameHeader;
 
 use acc::TransId;
-use lqh::{LqhKeyConfRef, LqhKeyReq, ScanKey};
+use lqh::commit::End;
+use lqh::{CommitRows, LqhKeyConfRef, LqhKeyReq, ScanKey};
 
 /// How many jobs run between two [`Outbox::flush_early`] calls.
 const FLUSH_EARLY_EVERY_JOBS: usize = 4;
@@ -100,8 +101,13 @@ enum Signal {
     /// TC → TC (NDB's CONTINUEB): start the next round of a transaction's commit or abort, or
     /// end it when the last round is done.
     TcContinueB(TransId),
-    /// TC → LQH: commit what the transaction holds on this node, then confirm to its TC.
-    LqhCommitReq { trans: TransId, tc_node: NodeId },
+    /// TC → LQH: commit what the transaction holds on this node (all of it, or only the rows
+    /// held as a backup replica), then confirm to its TC.
+    LqhCommitReq {
+        trans: TransId,
+        tc_node: NodeId,
+        rows: CommitRows,
+    },
     /// TC → LQH: undo what the transaction holds on this node, then confirm to its TC.
     LqhAbortReq { trans: TransId, tc_node: NodeId },
     /// LQH → TC: LQH_COMMITCONF or LQH_ABORTCONF, a participant finished the current round.
@@ -344,14 +350,15 @@ impl Kernel {
             dgsn::LQHKEYCONF => self.exec_lqhkeyconf(from, LqhKeyConf::decode(payload)?),
             dgsn::LQHKEYREF => self.exec_lqhkeyref(LqhKeyRef::decode(payload)?),
             dgsn::LQH_COMMITREQ => {
-                let req = lqh_signals::CommitReq::decode(payload)?;
-                if self.exec_lqh_commitreq(from, header.signal, req.trans) {
+                let req = lqh_signals::LqhCommitReq::decode(payload)?;
+                let rows = CommitRows::backup_only_if(req.backup_rows_only());
+                if self.exec_lqh_commitreq(from, req.trans, End::Commit(rows)) {
                     self.foreign.gci.insert(req.trans, req.gci);
                 }
             }
             dgsn::LQH_ABORTREQ => {
                 let trans = TransSignal::decode(payload)?.trans;
-                self.exec_lqh_commitreq(from, header.signal, trans);
+                self.exec_lqh_commitreq(from, trans, End::Abort);
             }
             dgsn::LQH_COMMITCONF | dgsn::LQH_ABORTCONF => {
                 let trans = TransSignal::decode(payload)?.trans;
@@ -410,11 +417,13 @@ impl Kernel {
                 }
                 Signal::LqhKeyConfRef(answer) => self.exec_lqhkey_answer(*answer, out, now),
                 Signal::TcContinueB(trans) => self.tc_round(trans, out),
-                Signal::LqhCommitReq { trans, tc_node } => {
-                    self.lqh_finish(trans, tc_node, true, out)
-                }
+                Signal::LqhCommitReq {
+                    trans,
+                    tc_node,
+                    rows,
+                } => self.lqh_finish(trans, tc_node, End::Commit(rows), out),
                 Signal::LqhAbortReq { trans, tc_node } => {
-                    self.lqh_finish(trans, tc_node, false, out)
+                    self.lqh_finish(trans, tc_node, End::Abort, out)
                 }
                 Signal::RoundConf { trans, node } => {
                     if self.tc.round_done(trans, node) {

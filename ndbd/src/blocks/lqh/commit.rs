@@ -1,14 +1,17 @@
 //! LQH's end of a transaction: COMMIT and ABORT (LQH_COMMITREQ, LQH_ABORTREQ from another
 //! node's TC, or this node's TC through the job queue) commit or undo what the transaction holds
-//! here and confirm; the last replica of a write may commit early, on TC's order. When a
-//! transaction's coordinator fails, the master decides it for every survivor (TC_FAIL_REPORT,
-//! TC_FAIL_QUERY, TC_FAIL_ANSWER, TC_FAIL_DECISION; see `foreign.rs`).
+//! here and confirm; a COMMIT may cover only the rows held as a backup replica (TC's first round
+//! to a node that is also a primary: see `tc/commit.rs`). The last replica of a write may
+//! commit early, on TC's order. When a transaction's coordinator fails, the master decides it
+//! for every survivor (TC_FAIL_REPORT, TC_FAIL_QUERY, TC_FAIL_ANSWER, TC_FAIL_DECISION; see
+//! `foreign.rs`).
 
 use rndb_config::NodeId;
 use rndb_protocol::lqh::{self, gsn as lgsn};
 use rndb_protocol::signals::block;
 
 use super::foreign::{live, Orphan, Resolution};
+use super::CommitRows;
 use crate::blocks::acc::TransId;
 use crate::blocks::{data_node_header, Kernel, Outbox, ProtocolViolation, Signal};
 
@@ -23,7 +26,7 @@ impl Kernel {
             .foreign
             .tc_of
             .iter()
-            .filter(|(_, tc)| **tc == node)
+            .filter(|(_, record)| record.tc_node == node)
             .map(|(t, _)| *t)
             .collect();
         // Sorted: a hash map's order differs from run to run, and reports go out in it.
@@ -143,7 +146,12 @@ impl Kernel {
     /// Ends an orphan as the master decided (nothing, if it is not one here).
     fn apply_tc_fail_decision(&mut self, trans: TransId, committed: bool, out: &mut dyn Outbox) {
         if let Some(orphan) = self.foreign.orphans.remove(&trans) {
-            self.lqh_finish(trans, orphan.tc_node, committed, out);
+            let end = if committed {
+                End::Commit(CommitRows::All)
+            } else {
+                End::Abort
+            };
+            self.lqh_finish(trans, orphan.tc_node, end, out);
         }
     }
 
@@ -163,26 +171,38 @@ impl Kernel {
             .send(out, asker, frame, &mut |b| answer.encode(b));
     }
 
-    /// LQH: commits or undoes what `trans` holds here and confirms to its TC.
+    /// LQH: commits (all of it, or its backup rows) or undoes what `trans` holds here and
+    /// confirms to its TC.
     pub(crate) fn lqh_finish(
         &mut self,
         trans: TransId,
         tc_node: NodeId,
-        commit: bool,
+        end: End,
         out: &mut dyn Outbox,
     ) {
         let gci = self.commit_gci(trans, tc_node);
-        if tc_node != self.me {
-            // First, so that none of its own queued work is granted.
-            self.foreign.end(trans, commit);
+        let remote_tc = tc_node != self.me;
+        // First, so that none of its own queued work is granted.
+        match end {
+            End::Commit(CommitRows::BackupOnly) if remote_tc => self.foreign.commit_started(trans),
+            End::Commit(_) if remote_tc => self.foreign.end(trans, true),
+            End::Abort if remote_tc => self.foreign.end(trans, false),
+            _ => {}
         }
         let (tc, foreign) = (&self.tc, &self.foreign);
-        let granted = if commit {
-            self.lqh.commit(trans, gci, &|t| live(tc, foreign, t))
-        } else {
-            self.lqh.abort(trans, &|t| live(tc, foreign, t))
+        let live = |t| live(tc, foreign, t);
+        let granted = match end {
+            End::Commit(rows) => self.lqh.commit_rows(trans, rows, gci, &live),
+            End::Abort => self.lqh.abort(trans, &live),
         };
         self.resume(granted);
+        if remote_tc && end == End::Commit(CommitRows::BackupOnly) && !self.lqh.touches_rows(trans)
+        {
+            // Nothing of it is left here (its primary operation failed, say): it ended, and
+            // its TC's second round finds nothing to commit.
+            self.foreign.end(trans, true);
+        }
+        let commit = end != End::Abort;
         if tc_node == self.me {
             self.jobs.push_back(Signal::RoundConf {
                 trans,
@@ -199,9 +219,16 @@ impl Kernel {
     }
 
     /// The last replica's early commit: everything the transaction holds here is committed
-    /// without waiting for TC's commit round (TC will not send one here).
+    /// without waiting for TC's commit round (TC will not send one here). TC orders it only
+    /// when this node is the primary of no write of the transaction, so it commits backup rows
+    /// alone (and releases locks): a primary's change must not be seen before its backups have
+    /// it.
     pub(crate) fn commit_here(&mut self, trans: TransId, tc_node: NodeId) {
         let gci = self.commit_gci(trans, tc_node);
+        debug_assert!(
+            !self.lqh.holds_primary_change(trans),
+            "early commit of transaction {trans:#x} at a node that is the primary of one of its writes"
+        );
         if tc_node != self.me {
             self.foreign.end(trans, true);
         }
@@ -225,24 +252,24 @@ impl Kernel {
     /// LQH_COMMITREQ or LQH_ABORTREQ from another node's TC: commit or undo what its
     /// transaction holds here.
     /// False when it was ignored (another TC's transaction).
-    pub(crate) fn exec_lqh_commitreq(&mut self, from: NodeId, signal: u16, trans: TransId) -> bool {
-        let owner = self.foreign.tc_of.get(&trans).copied();
+    pub(crate) fn exec_lqh_commitreq(&mut self, from: NodeId, trans: TransId, end: End) -> bool {
+        let owner = self.foreign.tc_of.get(&trans).map(|record| record.tc_node);
         let own = self.tc.knows(trans) && !self.tc.is_scan_part(trans);
         if owner.is_some_and(|tc| tc != from) || (owner.is_none() && own) {
             // Not that node's transaction here: nothing of it is touched.
             tracing::warn!(node = %from, trans = %trans, "commit or abort of a transaction another TC runs; ignored");
             return false;
         }
-        self.jobs.push_back(if signal == lgsn::LQH_COMMITREQ {
-            Signal::LqhCommitReq {
+        self.jobs.push_back(match end {
+            End::Commit(rows) => Signal::LqhCommitReq {
                 trans,
                 tc_node: from,
-            }
-        } else {
-            Signal::LqhAbortReq {
+                rows,
+            },
+            End::Abort => Signal::LqhAbortReq {
                 trans,
                 tc_node: from,
-            }
+            },
         });
         true
     }
@@ -318,6 +345,13 @@ impl Kernel {
         self.apply_tc_fail_decision(decision.trans, committed, out);
         Ok(())
     }
+}
+
+/// How LQH ends (part of) a transaction here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum End {
+    Commit(CommitRows),
+    Abort,
 }
 
 /// Takes the deferred entries that waited for the failure of `node` to be handled.

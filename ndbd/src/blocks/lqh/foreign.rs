@@ -12,6 +12,11 @@
 //! fails too, it reports its orphans to the next one. So a second failure during the decision
 //! cannot split it: whoever decides hears from every survivor, and a survivor that already
 //! applied a decision answers with it.
+//!
+//! A node that is the primary of one write and a backup of another commits in both of its
+//! TC's rounds: its backup rows first, its primary rows last. Between the two its record stays
+//! (the second round, or the master's decision, commits the rest), marked *committing*: it
+//! answers the master "committed", since part of it is, and none of its work runs any more.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -29,8 +34,8 @@ const ENDED_REMEMBERED: usize = 64 * 1024;
 /// Other nodes' transactions with work here, and how those that ended here ended.
 #[derive(Debug, Default)]
 pub(crate) struct Foreign {
-    /// Transactions of other nodes' TCs that hold or wait for rows here, with their TC.
-    pub tc_of: HashMap<TransId, NodeId>,
+    /// Transactions of other nodes' TCs that hold or wait for rows here.
+    pub tc_of: HashMap<TransId, ForeignTrans>,
     /// Foreign transactions that ended here, and whether they committed.
     pub ended: HashMap<TransId, bool>,
     ended_order: VecDeque<TransId>,
@@ -47,6 +52,25 @@ pub(crate) struct Foreign {
     /// The epoch its TC gave a transaction's commit (LQH_COMMITREQ, or an early commit's
     /// LQHKEYREQ), until it is logged here.
     pub gci: HashMap<TransId, u64>,
+}
+
+/// Another node's transaction with work here.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ForeignTrans {
+    /// Its TC.
+    pub tc_node: NodeId,
+    /// Its TC's first commit round committed the rows it holds here as a backup replica; the
+    /// rows it holds as the primary wait for the second (set once, then the record ends).
+    pub committing: bool,
+}
+
+impl ForeignTrans {
+    pub fn new(tc_node: NodeId) -> ForeignTrans {
+        ForeignTrans {
+            tc_node,
+            committing: false,
+        }
+    }
 }
 
 /// A transaction of a failed coordinator held open here.
@@ -103,8 +127,22 @@ impl Foreign {
         }
     }
 
-    /// How `trans` stands here, for a survivor of its coordinator's failure.
+    /// Another node's transaction committed its backup rows here and still holds its primary
+    /// rows: it counts as committed from now on, and its record stays until the rest commits
+    /// (a record already gone ends it, committed).
+    pub fn commit_started(&mut self, trans: TransId) {
+        match self.tc_of.get_mut(&trans) {
+            Some(record) => record.committing = true,
+            None => self.end(trans, true),
+        }
+    }
+
+    /// How `trans` stands here, for a survivor of its coordinator's failure: committed as soon
+    /// as any of its rows is.
     pub fn outcome(&self, trans: TransId) -> TransOutcome {
+        if self.tc_of.get(&trans).is_some_and(|r| r.committing) {
+            return TransOutcome::Committed;
+        }
         match self.ended.get(&trans) {
             Some(true) => TransOutcome::Committed,
             Some(false) => TransOutcome::Aborted,
@@ -114,9 +152,12 @@ impl Foreign {
 }
 
 /// True while work of `trans` may run in LQH here: its TC (this node's) is running executes,
-/// or another node's TC has not ended it yet. An orphan's work never runs: its coordinator
-/// failed, and what it holds here waits for the master's decision (work it had queued would
-/// take locks, or commit at the last replica, after this node told the master "open").
+/// or another node's TC has not started to commit or end it here yet. An orphan's work never
+/// runs: its coordinator failed, and what it holds here waits for the master's decision (work
+/// it had queued would take locks, or commit at the last replica, after this node told the
+/// master "open").
 pub(crate) fn live(tc: &Tc, foreign: &Foreign, trans: TransId) -> bool {
-    tc.is_active(trans) || (foreign.is_foreign(trans) && !foreign.orphans.contains_key(&trans))
+    tc.is_active(trans)
+        || (foreign.tc_of.get(&trans).is_some_and(|r| !r.committing)
+            && !foreign.orphans.contains_key(&trans))
 }

@@ -19,7 +19,7 @@ use rndb_protocol::lqh::{self, gsn as lgsn, FiredChange, LqhKeyConf, LqhKeyRef};
 use rndb_protocol::signals::block;
 use rndb_protocol::{LockMode, NdbError, OperationType};
 
-use super::foreign::live;
+use super::foreign::{live, ForeignTrans};
 use super::{LqhKeyConfRef, LqhKeyReq, LqhWork, OpRole};
 use crate::blocks::acc::OpKey;
 use crate::blocks::node_set::NodeSet;
@@ -108,7 +108,7 @@ impl Kernel {
                         .chain(next.chain.iter().copied())
                         .collect();
                     next.commit_at_last =
-                        !self.gcp.prepared && self.tc.start_early_commit(trans, &replicas);
+                        !self.gcp.prepared && self.tc.start_early_commit(trans, &replicas, to);
                     if next.commit_at_last {
                         let gci = self.gcp.commit_started();
                         self.tc.set_gci(trans, gci);
@@ -215,7 +215,10 @@ impl Kernel {
                 self.jobs.push_back(Signal::LqhKeyConfRef(Box::new(answer)));
                 return Ok(());
             }
-            self.foreign.tc_of.entry(req.trans).or_insert(tc_node);
+            self.foreign
+                .tc_of
+                .entry(req.trans)
+                .or_insert(ForeignTrans::new(tc_node));
             if req.commit_at_last {
                 self.foreign.gci.insert(req.trans, early_gci);
             }

@@ -155,6 +155,36 @@ pub(crate) struct RowRef {
     pub table_id: u32,
     pub fragment: u32,
     pub slot: SlotId,
+    /// This node touched the row as a backup replica (the operation that first touched it here
+    /// came down a replica chain), so it may commit in TC's first round; a row held as the
+    /// primary (or locked by a read or a scan) commits only in the second, after its backups.
+    /// A transaction's role on a row cannot change while it holds it: a new primary takes over
+    /// only when the old one fails, and that aborts every active transaction with rows there.
+    pub backup: bool,
+}
+
+/// 16 bytes: the row lists are walked by every commit and abort.
+const _: () = assert!(std::mem::size_of::<RowRef>() <= 16);
+
+/// Which of a transaction's rows a commit finishes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitRows {
+    /// Every row (TC's last round to this node, an early commit, a take-over's decision).
+    All,
+    /// Only the rows held as a backup replica ([`RowRef::backup`]): TC's first round to a node
+    /// that is also the primary of another write of the transaction.
+    BackupOnly,
+}
+
+impl CommitRows {
+    /// [`CommitRows::BackupOnly`] when `backup_only`, else [`CommitRows::All`].
+    pub fn backup_only_if(backup_only: bool) -> CommitRows {
+        if backup_only {
+            CommitRows::BackupOnly
+        } else {
+            CommitRows::All
+        }
+    }
 }
 
 /// One fragment: its rows (ACC slots with TUP images) and its ordered indexes (TUX).
@@ -195,7 +225,7 @@ pub enum Warm<'a> {
 /// rounds of its loop.
 const SPARE_ROW_LISTS: usize = 4096;
 /// A row list with room for more rows is freed rather than kept, so the spares hold at most
-/// 4096 × 64 × 12 bytes (3 MiB) however large the transactions were.
+/// 4096 × 64 × 16 bytes (4 MiB) however large the transactions were.
 const SPARE_ROW_LIST_CAPACITY: usize = 64;
 
 impl Lqh {
@@ -462,6 +492,7 @@ impl Lqh {
                     table_id: req.table_id,
                     fragment: req.fragment,
                     slot: id,
+                    backup: req.backup,
                 });
         }
         if !slot.lock.try_acquire(req.trans, kind) {
@@ -489,10 +520,41 @@ impl Lqh {
         self.finish(trans, Some(gci), live)
     }
 
+    /// Commits the rows of `trans` that `rows` names (with [`CommitRows::BackupOnly`], the
+    /// others stay held for the round that commits them). Returns the granted work, as
+    /// [`commit`](Self::commit).
+    pub fn commit_rows(
+        &mut self,
+        trans: TransId,
+        rows: CommitRows,
+        gci: u64,
+        live: &dyn Fn(TransId) -> bool,
+    ) -> Vec<LqhWork> {
+        match rows {
+            CommitRows::All => self.finish(trans, Some(gci), live),
+            CommitRows::BackupOnly => self.commit_backup_rows(trans, gci, live),
+        }
+    }
+
     /// Discards every change of `trans`, drops its queued operations and releases its locks.
     /// Returns the granted work, as [`commit`](Self::commit).
     pub fn abort(&mut self, trans: TransId, live: &dyn Fn(TransId) -> bool) -> Vec<LqhWork> {
         self.finish(trans, None, live)
+    }
+
+    /// True when `trans` holds here, as the primary replica, a change not yet committed: the
+    /// change a commit of every row would make visible before that row's backups commit.
+    pub fn holds_primary_change(&self, trans: TransId) -> bool {
+        self.trans_rows.get(&trans).is_some_and(|rows| {
+            rows.iter().filter(|r| !r.backup).any(|r| {
+                self.fragments
+                    .get(&r.table_id)
+                    .and_then(|f| f.get(r.fragment as usize))
+                    .and_then(|f| f.rows.slot(r.slot))
+                    .and_then(|slot| slot.pending.as_ref())
+                    .is_some_and(|p| p.trans == trans)
+            })
+        })
     }
 
     /// True while `trans` holds or waits for a row here.
@@ -535,6 +597,8 @@ impl Lqh {
         granted
     }
 
+    /// Commits (in epoch `commit`, logging each change) or aborts (`None`) every row of
+    /// `trans` and releases its locks.
     fn finish(
         &mut self,
         trans: TransId,
@@ -556,27 +620,17 @@ impl Lqh {
             if table.as_ref().is_none_or(|(id, _)| *id != row.table_id) {
                 table = fragments.get_mut(&row.table_id).map(|f| (row.table_id, f));
             }
-            let Some(fragment) = table
+            if let Some(fragment) = table
                 .as_mut()
                 .and_then(|(_, f)| f.get_mut(row.fragment as usize))
-            else {
-                continue;
-            };
-            let id = row.slot;
-            let log = match (commit, redo.as_mut()) {
-                (Some(gci), Some(redo)) => Some((redo, gci, row.table_id, row.fragment)),
-                _ => None,
-            };
-            finish_row(fragment, id, trans, commit.is_some(), memory, log);
-            let Some(slot) = fragment.rows.slot_mut(id) else {
-                continue;
-            };
-            slot.lock.release(trans);
-            granted.extend(slot.lock.grant_live_waiters(live));
-            if slot.is_empty() {
-                if let Some(slot) = fragment.rows.remove(id) {
-                    memory.free(tup::slot_bytes(&slot.key));
-                }
+            {
+                let end = match commit {
+                    Some(gci) => {
+                        RowEnd::Commit(redo.as_mut().map(|r| (r, gci, row.table_id, row.fragment)))
+                    }
+                    None => RowEnd::Abort,
+                };
+                release_row(fragment, row.slot, trans, end, live, memory, &mut granted);
             }
         }
         if spare_rows.len() < SPARE_ROW_LISTS
@@ -585,6 +639,81 @@ impl Lqh {
             spare_rows.push(rows);
         }
         granted
+    }
+
+    /// Commits the rows `trans` holds as a backup replica and releases their locks; the others
+    /// stay in its list, in order, for the round that commits them.
+    fn commit_backup_rows(
+        &mut self,
+        trans: TransId,
+        gci: u64,
+        live: &dyn Fn(TransId) -> bool,
+    ) -> Vec<LqhWork> {
+        let mut granted = Vec::new();
+        let Lqh {
+            fragments,
+            trans_rows,
+            memory,
+            redo,
+            ..
+        } = self;
+        let Some(rows) = trans_rows.get_mut(&trans) else {
+            return granted;
+        };
+        // Rare (a node that is backup of one write and primary of another): each row's
+        // fragment is looked up afresh.
+        rows.retain(|row| {
+            if !row.backup {
+                return true;
+            }
+            if let Some(fragment) = fragments
+                .get_mut(&row.table_id)
+                .and_then(|f| f.get_mut(row.fragment as usize))
+            {
+                let log = redo.as_mut().map(|r| (r, gci, row.table_id, row.fragment));
+                let end = RowEnd::Commit(log);
+                release_row(fragment, row.slot, trans, end, live, memory, &mut granted);
+            }
+            false
+        });
+        if rows.is_empty() {
+            // Nothing is left: the list goes, as after a full commit (a spare is not worth
+            // keeping for this rare case).
+            trans_rows.remove(&trans);
+        }
+        granted
+    }
+}
+
+/// How a row's transaction ends: committed (and logged in the redo log, when there is one:
+/// the log, the GCI, the table and the fragment), or aborted.
+enum RowEnd<'r> {
+    Commit(Option<(&'r mut redo::Redo, u64, u32, u32)>),
+    Abort,
+}
+
+/// Commits or discards what `trans` holds on one row, releases its lock and adds the work that
+/// lock grants to `granted`; frees the slot once nobody uses it.
+#[inline]
+fn release_row(
+    fragment: &mut Fragment,
+    id: SlotId,
+    trans: TransId,
+    end: RowEnd<'_>,
+    live: &dyn Fn(TransId) -> bool,
+    memory: &mut DataMemory,
+    granted: &mut Vec<LqhWork>,
+) {
+    finish_row(fragment, id, trans, end, memory);
+    let Some(slot) = fragment.rows.slot_mut(id) else {
+        return;
+    };
+    slot.lock.release(trans);
+    granted.extend(slot.lock.grant_live_waiters(live));
+    if slot.is_empty() {
+        if let Some(slot) = fragment.rows.remove(id) {
+            memory.free(tup::slot_bytes(&slot.key));
+        }
     }
 }
 
@@ -595,9 +724,8 @@ fn finish_row(
     fragment: &mut Fragment,
     id: SlotId,
     trans: TransId,
-    commit: bool,
+    end: RowEnd<'_>,
     memory: &mut DataMemory,
-    log: Option<(&mut redo::Redo, u64, u32, u32)>,
 ) {
     let Some(slot) = fragment.rows.slot_mut(id) else {
         return;
@@ -608,7 +736,8 @@ fn finish_row(
     let Some(pending) = slot.pending.take() else {
         return;
     };
-    if let (true, Some((redo, gci, table_id, fragment_no))) = (commit, log) {
+    let commit = matches!(end, RowEnd::Commit(_));
+    if let RowEnd::Commit(Some((redo, gci, table_id, fragment_no))) = end {
         redo.log_change(
             &RowChange {
                 table_id,

@@ -296,10 +296,12 @@ fn visit_row<'s>(
             return Visit::NoRecord;
         }
         *records -= 1;
+        // A scan runs on the fragment's primary: its locks go with the primary's rows.
         locked.push(RowRef {
             table_id: def.table_id,
             fragment,
             slot: id,
+            backup: false,
         });
     }
     if !slot.lock.try_acquire(def.trans, kind) {

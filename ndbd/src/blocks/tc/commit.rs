@@ -1,22 +1,33 @@
 //! TC's commit and abort: when an execute ends with Commit (or a transaction aborts), TC runs
-//! rounds over the transaction's participants: commit goes first to the nodes holding backup
-//! replicas, then to the others (NDB's linear commit, primary last), abort to every participant
-//! at once; the API hears of it when every participant confirmed (LQH_COMMITCONF,
-//! LQH_ABORTCONF). This node is always a participant of its own transactions.
+//! rounds over the transaction's participants; the API hears of it when every participant
+//! confirmed (LQH_COMMITCONF, LQH_ABORTCONF). This node is always a participant of its own
+//! transactions. An abort goes to every participant at once.
+//!
+//! A commit orders rows, as NDB's linear commit orders each operation's replicas: first every
+//! row held as a backup replica commits, then every row held as the primary. So a change that a
+//! CommittedRead at its primary sees is committed on all its replicas, and if the coordinator
+//! fails, a survivor holding one of them tells the master "committed", and the master commits
+//! it everywhere. The rounds go by node, so a node that is a backup of one write and the
+//! primary of another (two rows in one node group, or a unique index's hidden row) is in both:
+//! its first LQH_COMMITREQ says "backup rows only" (`LQH_COMMIT_BACKUP_ROWS_ONLY`), its second
+//! commits the rest.
 //!
 //! ```text
-//!  commit: TC ─LQH_COMMITREQ─► nodes holding backup replicas ─CONF─► TC
+//!  commit: TC ─LQH_COMMITREQ─► nodes holding backup replicas (their backup rows) ─CONF─► TC
 //!             ─LQH_COMMITREQ─► the other participants (the primaries) ─CONF─► TC ─► API
 //! ```
+//!
+//! The early commit at the last replica (`Tc::start_early_commit`) skips both rounds there;
+//! TC orders it only when that replica is the primary of no write.
 
 use rndb_config::NodeId;
-use rndb_protocol::lqh::{gsn as lgsn, CommitReq, TransSignal};
+use rndb_protocol::lqh::{gsn as lgsn, LqhCommitReq, TransSignal, LQH_COMMIT_BACKUP_ROWS_ONLY};
 use rndb_protocol::signals::block;
 use rndb_protocol::NdbError;
 
 use super::ApiAnswer;
 use crate::blocks::acc::TransId;
-use crate::blocks::lqh::{LqhKeyConfRef, OpRole};
+use crate::blocks::lqh::{CommitRows, LqhKeyConfRef, OpRole};
 use crate::blocks::{data_node_header, Kernel, Outbox, Signal};
 
 impl Kernel {
@@ -95,11 +106,12 @@ impl Kernel {
             let gci = self.gcp.commit_started();
             self.tc.set_gci(trans, gci);
         }
-        let nodes = self.tc.next_round(trans);
-        if nodes.is_empty() {
+        let round = self.tc.next_round(trans);
+        if round.nodes.is_empty() {
             return self.finish_transaction(trans, out);
         }
-        for node in nodes {
+        for node in round.nodes {
+            let backup_rows_only = round.backup_rows_only.contains(node);
             if node == self.me && self.foreign.is_foreign(trans) {
                 // This node's own record of another node's transaction (its scans attached
                 // it here): that TC commits or aborts what the transaction holds here.
@@ -109,6 +121,7 @@ impl Kernel {
                     Signal::LqhCommitReq {
                         trans,
                         tc_node: node,
+                        rows: CommitRows::backup_only_if(backup_rows_only),
                     }
                 } else {
                     Signal::LqhAbortReq {
@@ -120,16 +133,18 @@ impl Kernel {
                 // Nothing of it can be reached there any more.
                 self.jobs.push_back(Signal::RoundConf { trans, node });
             } else if commit {
-                let req = CommitReq {
+                let req = LqhCommitReq {
                     trans,
+                    flags: if backup_rows_only {
+                        LQH_COMMIT_BACKUP_ROWS_ONLY
+                    } else {
+                        0
+                    },
                     gci: self.tc.gci_of(trans).unwrap_or(self.gcp.current),
                 };
-                self.unsent.send(
-                    out,
-                    node,
-                    data_node_header(lgsn::LQH_COMMITREQ, block::DBLQH, block::DBTC),
-                    &mut |b| req.encode(b),
-                );
+                let header = data_node_header(lgsn::LQH_COMMITREQ, block::DBLQH, block::DBTC);
+                // Kept until it can be sent, as every commit or abort signal.
+                self.unsent.send(out, node, header, &mut |b| req.encode(b));
             } else {
                 self.send_trans_signal(node, lgsn::LQH_ABORTREQ, block::DBLQH, trans, out);
             }

@@ -17,7 +17,7 @@ use rndb_protocol::signals::{
 };
 use rndb_protocol::{NdbError, OperationType};
 
-use super::{ApiAnswer, TcAction};
+use super::{ApiAnswer, Holds, TcAction};
 use crate::blocks::acc::{Row, TransId};
 use crate::blocks::lqh::key::is_committed_read;
 use crate::blocks::lqh::{IndexChange, LqhKeyConfRef, LqhKeyReq, OpRole};
@@ -324,11 +324,16 @@ impl Kernel {
         };
         if req.op_type != OperationType::Read {
             for (i, node) in live.clone().enumerate() {
-                self.tc.add_participant(req.trans, node, i > 0);
+                let holds = if i == 0 {
+                    Holds::Primary
+                } else {
+                    Holds::Backup
+                };
+                self.tc.add_participant(req.trans, node, holds);
             }
             req.chain = live.skip(1).collect();
         } else if !committed_read {
-            self.tc.add_participant(req.trans, primary, false);
+            self.tc.add_participant(req.trans, primary, Holds::Lock);
         }
         if target == self.me {
             self.prefetch_if_alone(&req);

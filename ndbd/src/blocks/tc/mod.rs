@@ -82,7 +82,7 @@ struct TcTransaction {
     rollback_requested: bool,
     /// Created by a scan part: another node coordinates this transaction.
     scan_part: bool,
-    /// The commit runs in two rounds: nodes with backup replicas first, then the rest.
+    /// The commit runs in two rounds: the rows held as backup replicas first, then the rest.
     commit_round: u8,
     /// Operations received in the current execute.
     ops_received: u32,
@@ -105,12 +105,37 @@ struct TcTransaction {
     /// Data nodes whose LQH may hold rows of this transaction (this node always). Commit
     /// and abort go to each.
     participants: NodeSet,
-    /// The participants that hold backup replicas of rows it wrote (they commit first).
+    /// The participants that hold backup replicas of rows it wrote (those rows commit first).
     backups: NodeSet,
+    /// The participants that are the primary replica of rows it wrote (those rows commit in
+    /// the second round, after every backup). A node may be in both sets.
+    primaries: NodeSet,
     /// When the current execute's operations went to LQH.
     dispatched_at: Instant,
     /// The epoch its commit belongs to, once the commit started (0 before).
     gci: u64,
+}
+
+/// What a participant holds of a transaction, which decides the commit rounds it is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Holds {
+    /// The primary replica of a written row: it commits after the row's backups.
+    Primary,
+    /// A backup replica of a written row: it commits first.
+    Backup,
+    /// A read's lock at the primary: no change, only a lock to release in whichever round
+    /// reaches the node.
+    Lock,
+}
+
+/// One round of a commit or an abort: the nodes it goes to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Round {
+    pub nodes: NodeSet,
+    /// The nodes of a commit's first round that commit only the rows they hold as a backup
+    /// replica: they are also the primary of another write, whose rows wait for the
+    /// second round.
+    pub backup_rows_only: NodeSet,
 }
 
 /// An answer TC sends to the API.
@@ -595,24 +620,27 @@ impl Tc {
         }
     }
 
-    /// Node `node` may hold rows of `trans` from now on (`backup`: replicas other than the
-    /// primary, which commit first).
-    pub fn add_participant(&mut self, trans: TransId, node: NodeId, backup: bool) {
+    /// Node `node` may hold rows of `trans` from now on, as `holds` says.
+    pub fn add_participant(&mut self, trans: TransId, node: NodeId, holds: Holds) {
         if let Some(t) = self.transactions.get_mut(trans) {
             t.participants.insert(node);
-            if backup {
-                t.backups.insert(node);
-            }
+            match holds {
+                Holds::Primary => t.primaries.insert(node),
+                Holds::Backup => t.backups.insert(node),
+                Holds::Lock => false,
+            };
         }
     }
 
-    /// True when the operation being passed to its last replica (`replicas` are the nodes of
-    /// its partition) may have that replica commit at once: the execute asks for Commit, no
-    /// operation failed or is outstanding besides this one, and no node outside `replicas`
-    /// holds rows of the transaction. Then only this operation's own failure can stop the
-    /// commit, and it leaves nothing on the last replica. Marks the transaction so that nothing
-    /// aborts it meanwhile.
-    pub fn start_early_commit(&mut self, trans: TransId, replicas: &NodeSet) -> bool {
+    /// True when the operation being passed to its last replica `last` (`replicas` are the
+    /// nodes of its partition) may have that replica commit at once: the execute asks for
+    /// Commit, no operation failed or is outstanding besides this one, no node outside
+    /// `replicas` holds rows of the transaction, and `last` is the primary of no write (it
+    /// commits everything it holds, and a primary's row must not commit before its backups;
+    /// a read's lock it releases early changes nothing).
+    /// Then only this operation's own failure can stop the commit, and it leaves nothing on the
+    /// last replica. Marks the transaction so that nothing aborts it meanwhile.
+    pub fn start_early_commit(&mut self, trans: TransId, replicas: &NodeSet, last: NodeId) -> bool {
         let Some(t) = self.transactions.get_mut(trans) else {
             return false;
         };
@@ -626,7 +654,8 @@ impl Tc {
             && t.lost_answer.is_none()
             && !t.must_abort
             && !t.rollback_requested
-            && t.participants.is_subset(replicas);
+            && t.participants.is_subset(replicas)
+            && !t.primaries.contains(last);
         t.early_commit |= ok;
         ok
     }
@@ -634,41 +663,58 @@ impl Tc {
     /// `node` committed the transaction on its own (an early commit): no round goes to it.
     pub fn participant_committed(&mut self, trans: TransId, node: NodeId) {
         if let Some(t) = self.transactions.get_mut(trans) {
+            debug_assert!(
+                !t.primaries.contains(node),
+                "early commit at node {node}, the primary of a write of {trans:#x}"
+            );
             t.participants.remove(node);
             t.backups.remove(node);
+            t.primaries.remove(node);
         }
     }
 
     /// Starts the next round of the commit or the abort of `trans` and returns the nodes to
-    /// send it to (empty when it is over). A commit goes first to the nodes holding backup
-    /// replicas, then to the others (NDB's linear commit: the primary last); an abort goes to
-    /// every participant at once.
-    pub fn next_round(&mut self, trans: TransId) -> NodeSet {
+    /// send it to (none when it is over). A commit runs per row, as NDB's linear commit does
+    /// per operation: first every node holding a backup replica commits those rows, then the
+    /// primaries commit theirs, so a row a reader can see at its primary is committed on every
+    /// replica. A node that is a backup of one write and the primary of another is in both
+    /// rounds, committing only its backup rows in the first. An abort goes to every participant
+    /// at once.
+    pub fn next_round(&mut self, trans: TransId) -> Round {
         let Some(t) = self.transactions.get_mut(trans) else {
-            return NodeSet::new();
+            return Round::default();
         };
         let backups = t.backups.intersection(&t.participants);
-        let nodes = match (&t.phase, t.commit_round) {
+        // Pure backups (and their read locks) are done after the first round; every other
+        // participant (this node, the primaries, nodes holding only read locks) commits in the
+        // second.
+        let second = t.participants.difference(&backups.difference(&t.primaries));
+        let round = match (&t.phase, t.commit_round) {
             (Phase::Committing, 0) if !backups.is_empty() => {
                 t.commit_round = 1;
-                backups
+                Round {
+                    nodes: backups,
+                    backup_rows_only: backups.intersection(&second),
+                }
             }
-            (Phase::Committing, 0) => {
+            (Phase::Committing, 0 | 1) => {
                 t.commit_round = 2;
-                t.participants
-            }
-            (Phase::Committing, 1) => {
-                t.commit_round = 2;
-                t.participants.difference(&backups)
+                Round {
+                    nodes: second,
+                    backup_rows_only: NodeSet::new(),
+                }
             }
             (Phase::Aborting(_), 0) => {
                 t.commit_round = 2;
-                t.participants
+                Round {
+                    nodes: t.participants,
+                    backup_rows_only: NodeSet::new(),
+                }
             }
-            _ => NodeSet::new(),
+            _ => Round::default(),
         };
-        t.awaiting = nodes;
-        nodes
+        t.awaiting = round.nodes;
+        round
     }
 
     /// Node `node` confirmed the current round of `trans`'s commit or abort. True when the
@@ -703,6 +749,7 @@ impl Tc {
                 t.participants.remove(node);
             }
             t.backups.remove(node);
+            t.primaries.remove(node);
         }
         failed
     }
@@ -803,6 +850,7 @@ impl TcTransaction {
         TcTransaction {
             participants: [me].into_iter().collect(),
             backups: NodeSet::new(),
+            primaries: NodeSet::new(),
             awaiting: NodeSet::new(),
             commit_round: 0,
             early_commit: false,
