@@ -201,6 +201,7 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
             no_of_fragment_log_files: l.u32("NoOfFragmentLogFiles"),
             fragment_log_file_size: l.int("FragmentLogFileSize"),
             redo_buffer: l.int("RedoBuffer"),
+            time_between_local_checkpoints: l.u32("TimeBetweenLocalCheckpoints"),
         },
         use_shm: l.bool("UseShm"),
         max_no_of_execution_threads: l.u32("MaxNoOfExecutionThreads"),

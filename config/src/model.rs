@@ -145,6 +145,9 @@ pub struct Durability {
     pub fragment_log_file_size: u64,
     /// RedoBuffer, bytes.
     pub redo_buffer: u64,
+    /// TimeBetweenLocalCheckpoints: a local checkpoint starts once 4 × 2^this bytes of redo
+    /// were written since the last one started.
+    pub time_between_local_checkpoints: u32,
 }
 
 impl Default for Durability {
@@ -159,6 +162,7 @@ impl Default for Durability {
             no_of_fragment_log_files: 16,
             fragment_log_file_size: 16 << 20,
             redo_buffer: 32 << 20,
+            time_between_local_checkpoints: 20,
         }
     }
 }

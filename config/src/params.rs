@@ -346,7 +346,7 @@ static PARAMS: &[ParamInfo] = &[
     later(DB, "MaxDMLOperationsPerTransaction", Int, I(4_294_967_295), 32, 4_294_967_295, "DML operations per transaction"),
     later(DB, "MaxParallelScansPerFragment", Int, I(256), 1, 1024, "Parallel scans per fragment"),
     later(DB, "LongMessageBuffer", Size, I(64 * M), 512 * K, MAX_INT_RNIL, "Internal long-signal buffer"),
-    later(DB, "TimeBetweenLocalCheckpoints", Int, I(20), 0, 31, "Local checkpoint trigger (log2 of words written)"),
+    p(DB, "TimeBetweenLocalCheckpoints", Int, I(20), 0, 31, "Local checkpoint trigger (log2 of words written)"),
     p(DB, "TimeBetweenEpochs", Int, I(100), 0, 32000, "Epoch interval in ms"),
     later(DB, "TimeBetweenEpochsTimeout", Int, I(0), 0, 256000, "Epoch timeout in ms"),
     later(DB, "TimeBetweenInactiveTransactionAbortCheck", Int, I(1000), 1000, MAX_INT_RNIL, "Interval of the inactive transaction check in ms"),

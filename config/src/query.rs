@@ -127,6 +127,7 @@ fn data_value(config: &ClusterConfig, id: NodeId, name: &str) -> Option<String> 
         "NoOfFragmentLogFiles" => n.durability.no_of_fragment_log_files.to_string(),
         "FragmentLogFileSize" => n.durability.fragment_log_file_size.to_string(),
         "RedoBuffer" => n.durability.redo_buffer.to_string(),
+        "TimeBetweenLocalCheckpoints" => n.durability.time_between_local_checkpoints.to_string(),
         "NoOfReplicas" => config.no_of_replicas.to_string(),
         "DataMemory" => n.data_memory_bytes.to_string(),
         "MaxNoOfConcurrentOperations" => n.max_no_of_concurrent_operations.to_string(),

@@ -108,6 +108,10 @@ signals! {
     CNTR_START_REQ = 88;
     /// The GCI the cluster restarts at, from the master (NDB's CNTR_START_CONF).
     CNTR_START_CONF = 89;
+    /// A node's redo log is more than half full and a complete local checkpoint waits for a
+    /// saved global checkpoint to release it: the master saves one at once (not in NDB, whose
+    /// master only keeps its interval).
+    GCP_SAVE_WANTED = 90;
 }
 
 /// The name of signal `number`, or `None` for a number no signal has.

@@ -23,6 +23,8 @@ fn spec() -> ClusterSpec {
         .replicas(2)
         .data_node_param("TimeBetweenGlobalCheckpoints", "100")
         .data_node_param("TimeBetweenEpochs", "20")
+        // A local checkpoint every 4 KiB of redo: several run, and restarts load one.
+        .data_node_param("TimeBetweenLocalCheckpoints", "10")
 }
 
 fn tables(api: &Cluster) -> (Table, Table) {
@@ -173,4 +175,99 @@ fn every_node_killed_with_sigkill_restarts_with_every_transfer_saved_before() {
         balances.iter().sum::<i64>(),
         START_BALANCE * i64::from(ACCOUNTS)
     );
+}
+
+/// Writes far more redo than the log's files hold (3 files of 4 MiB in each of 4 parts): local
+/// checkpoints release the log behind them, so writes refused with 410 while the log is full
+/// (this writer outruns the checkpoints) succeed when retried, the node keeps to its 3 files
+/// per part, and a restart after SIGKILL finds every row's last saved value.
+#[test]
+fn local_checkpoints_keep_a_small_redo_log_from_filling() {
+    const KEYS: u32 = 64;
+    const VALUE_BYTES: usize = 8000;
+    let spec = ClusterSpec::new()
+        .data_nodes(1)
+        .replicas(1)
+        .data_memory("64M")
+        .data_node_param("NoOfFragmentLogFiles", "3")
+        .data_node_param("FragmentLogFileSize", "4M")
+        .data_node_param("TimeBetweenGlobalCheckpoints", "100")
+        .data_node_param("TimeBetweenLocalCheckpoints", "18");
+    let mut cluster = TestCluster::start(spec).expect("start the cluster");
+    let api = cluster.connect().expect("connect");
+    let def = TableDef::new(
+        "blobs",
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("round", ColumnType::UInt32),
+            ColumnDef::new("value", ColumnType::Varbinary(VALUE_BYTES as u16)),
+        ],
+    );
+    let table = recreate_table(&api, &def).expect("create the table");
+    let row = |id: u32, round: u32| {
+        vec![
+            Value::UInt32(id),
+            Value::UInt32(round),
+            Value::Varbinary(vec![(id + round) as u8; VALUE_BYTES]),
+        ]
+    };
+    // 64 × 8000 bytes per round: 160 rounds are about 80 MiB of redo, against 48 MiB of files.
+    const ROUNDS: u32 = 160;
+    let mut refused = 0u32;
+    for round in 0..ROUNDS {
+        for batch in (0..KEYS).collect::<Vec<_>>().chunks(8) {
+            let what = format!("round {round}'s writes, retried while the redo log is full");
+            wait_until(&what, Duration::from_secs(60), || {
+                let mut t = api.start_transaction()?;
+                for &id in batch {
+                    t.write(&table, &row(id, round))?;
+                }
+                match t.execute(ExecType::Commit) {
+                    Ok(()) => Ok(Some(())),
+                    Err(e) if e.code() == Some(410) => {
+                        refused += 1;
+                        Ok(None)
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            })
+            .expect("the writes commit");
+        }
+    }
+    let fs = cluster.file_system(NodeId(1));
+    let saved_then = restorable_gci(&fs);
+    wait_until(
+        "two global checkpoints saved",
+        Duration::from_secs(30),
+        || Ok((restorable_gci(&fs) >= saved_then + 2).then_some(())),
+    )
+    .expect("two global checkpoints are saved");
+    for part in 0..4 {
+        let dir = fs.join(format!("D{}/DBLQH", 8 + part));
+        let files = std::fs::read_dir(&dir)
+            .expect("redo part directory")
+            .count();
+        assert!(files <= 3, "{} holds {files} files", dir.display());
+    }
+    eprintln!("writes refused with 410 and retried: {refused}");
+    let log = cluster.log(NodeId(1));
+    assert!(
+        log.contains("local checkpoint"),
+        "no local checkpoint ran:\n{log}"
+    );
+    assert!(
+        !log.contains("overran"),
+        "the redo log overran its files:\n{log}"
+    );
+    drop(api);
+    cluster.kill_node(NodeId(1)).expect("SIGKILL");
+    cluster
+        .restart_stopped_nodes()
+        .expect("restart without --initial");
+    let api = cluster.connect().expect("connect after the restart");
+    let table = api.get_table("blobs").expect("the table survives");
+    for id in 0..KEYS {
+        let found = read_committed(&api, &table, &[Value::UInt32(id)]).expect("the row");
+        assert_eq!(found, row(id, ROUNDS - 1), "row {id} has its last value");
+    }
 }

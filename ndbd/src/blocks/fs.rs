@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use rndb_protocol::NdbError;
 
+use super::lqh::lcp::LcpIo;
 use super::lqh::redo::RedoIo;
 use super::restart::StartRead;
 use super::{Kernel, Outbox};
@@ -27,6 +28,8 @@ pub(crate) enum FsWait {
     Start(StartRead),
     /// Nothing waits for it (a truncate or removal of a restart's cut).
     Nothing,
+    /// A request of a local checkpoint.
+    Lcp(LcpIo),
 }
 
 /// File requests not yet taken, and those taken but not completed.
@@ -115,6 +118,7 @@ impl Kernel {
             FsWait::SchemaWrite | FsWait::Nothing => {}
             FsWait::Sysfile => self.gcp_sysfile_written(out),
             FsWait::Start(read) => self.restart_read(read, data, out, now)?,
+            FsWait::Lcp(io) => self.lcp_io_done(io),
         }
         Ok(())
     }

@@ -121,6 +121,8 @@ enum Signal {
     Timer,
     /// The restore of a system restart is done at this GCI.
     StartDone { gci: u32 },
+    /// LQH → LQH: the next step of a local checkpoint's scan.
+    LcpStep,
 }
 
 const _: () = assert!(std::mem::size_of::<Signal>() <= 16);
@@ -158,6 +160,8 @@ pub struct Kernel {
     fs: fs::FsQueue,
     /// DICT's schema log.
     dict_log: dict::log::DictLog,
+    /// LQH's local checkpoints.
+    lcps: lqh::lcp::Lcps,
     /// NDBCNTR: a start in progress (restoring, or agreeing on the restart GCI).
     restart: Option<restart::Restart>,
     /// Why this node must stop, when it must (a restart that cannot restore).
@@ -220,6 +224,7 @@ impl Kernel {
             gcp: dih::gcp::Gcp::new(&node.durability, 0),
             fs: fs::FsQueue::default(),
             dict_log: dict::log::DictLog::default(),
+            lcps: lqh::lcp::Lcps::new(node.durability.time_between_local_checkpoints, 0, 0, None),
             restart: None,
             fatal: None,
         }
@@ -297,7 +302,7 @@ impl Kernel {
             signal if dict::schema::is_schema_answer(signal) && self.qmgr.is_data_node(from) => {
                 self.exec_schema_answer(from, header, payload, out, now)?
             }
-            gsn::GCP_PREPARE..=gsn::CNTR_START_CONF if self.qmgr.is_data_node(from) => {
+            gsn::GCP_PREPARE..=gsn::GCP_SAVE_WANTED if self.qmgr.is_data_node(from) => {
                 let gci = rndb_protocol::dih::GcpSignal::decode(payload)?.gci;
                 self.jobs.push_back(Signal::Gcp {
                     signal: header.signal,
@@ -442,7 +447,9 @@ impl Kernel {
                 Signal::Timer => {
                     self.restart_request(out);
                     self.gcp_timer(out, now);
+                    self.lcp_timer(out);
                 }
+                Signal::LcpStep => self.lcp_step(),
                 Signal::StartDone { gci } => {
                     if let Err(why) = self.finish_start(gci, now, out) {
                         self.fatal.get_or_insert(why);

@@ -21,10 +21,11 @@ use rndb_protocol::gsn;
 use super::dict::log::{DictLog, SCHEMA_LOG};
 use super::dih::gcp::{Gcp, SYSFILES};
 use super::fs::FsWait;
+use super::lqh::lcp::{lcp_ctl, lcp_data, Lcps};
 use super::lqh::redo::{part_dir, part_file, Redo, Resume};
 use super::{Kernel, Outbox, Signal};
 use crate::ndbfs::format::{
-    self, gci_hi, kind, FileHeader, Next, RowChange, SchemaChange, Sysfile,
+    self, gci_hi, kind, FileHeader, LcpCtl, Next, RowChange, SchemaChange, Sysfile,
 };
 use crate::ndbfs::{FsData, FsOp};
 
@@ -38,6 +39,12 @@ pub(crate) enum StartRead {
     PartList(u32),
     /// One file of a redo part.
     PartFile(u32),
+    /// The local checkpoints' directory.
+    LcpList,
+    /// A local checkpoint's control file.
+    LcpCtl(u32),
+    /// The data file of the checkpoint the restore uses.
+    LcpData(u32),
 }
 
 /// A start in progress.
@@ -58,6 +65,12 @@ pub(crate) struct Restart {
     reads_out: usize,
     /// Where the schema log goes on.
     schema_written: u64,
+    /// Local checkpoints found: control files still to read, those read (usable or not), the
+    /// one restored, and the oldest and newest ids on disk.
+    lcp_reads_out: usize,
+    lcp_ctls: Vec<LcpCtl>,
+    lcp: Option<LcpCtl>,
+    lcp_ids: (u32, u32),
 }
 
 impl Kernel {
@@ -115,6 +128,54 @@ impl Kernel {
             }
             (StartRead::SchemaLog, FsData::File(bytes)) => {
                 self.replay_schema_log(bytes.as_deref().unwrap_or_default(), out, now)?;
+                self.fs.push(
+                    FsOp::List { path: "LCP".into() },
+                    FsWait::Start(StartRead::LcpList),
+                );
+            }
+            (StartRead::LcpList, FsData::Names(names)) => {
+                let ids: Vec<u32> = names.iter().filter_map(|n| n.parse().ok()).collect();
+                restart.lcp_ids = (
+                    ids.iter().copied().min().unwrap_or(0),
+                    ids.iter().copied().max().unwrap_or(0),
+                );
+                restart.lcp_reads_out = ids.len();
+                for id in &ids {
+                    self.fs.push(
+                        FsOp::Read { path: lcp_ctl(*id) },
+                        FsWait::Start(StartRead::LcpCtl(*id)),
+                    );
+                }
+                if ids.is_empty() {
+                    self.restart_choose_lcp();
+                }
+            }
+            (StartRead::LcpCtl(id), FsData::File(bytes)) => {
+                restart.lcp_reads_out -= 1;
+                match bytes.map(|b| LcpCtl::from_file(&b, u32::from(self.me.0))) {
+                    Some(Ok(ctl)) if ctl.lcp_id == id => restart.lcp_ctls.push(ctl),
+                    Some(Ok(_)) => tracing::warn!(
+                        lcp = id,
+                        "{} names another checkpoint; not used",
+                        lcp_ctl(id)
+                    ),
+                    // Incomplete (the crash came before its control file): not used.
+                    None => {}
+                    Some(Err(why)) => tracing::warn!(lcp = id, "{}: {why}; not used", lcp_ctl(id)),
+                }
+                if restart.lcp_reads_out == 0 {
+                    self.restart_choose_lcp();
+                }
+            }
+            (StartRead::LcpData(id), FsData::File(bytes)) => {
+                let bytes = bytes.ok_or_else(|| {
+                    format!(
+                        "{}: missing, though {} says the checkpoint is complete",
+                        lcp_data(id),
+                        lcp_ctl(id)
+                    )
+                })?;
+                self.restore_lcp(id, &bytes)?;
                 self.read_redo_parts();
             }
             (StartRead::PartList(part), FsData::Names(names)) => {
@@ -291,6 +352,85 @@ impl Kernel {
         Ok(())
     }
 
+    /// Picks the newest complete local checkpoint whose rows are all restorable at the
+    /// restart GCI, and reads it (or, with none, replays the redo from its start).
+    fn restart_choose_lcp(&mut self) {
+        let Some(restart) = self.restart.as_mut() else {
+            return;
+        };
+        let gci = restart.gci.unwrap_or(0);
+        let chosen = restart
+            .lcp_ctls
+            .iter()
+            .filter(|ctl| gci_hi(ctl.max_gci) <= gci)
+            .max_by_key(|ctl| ctl.lcp_id)
+            .cloned();
+        match &chosen {
+            Some(ctl) => {
+                tracing::info!(
+                    lcp = ctl.lcp_id,
+                    "restoring local checkpoint {}",
+                    ctl.lcp_id
+                );
+                self.fs.push(
+                    FsOp::Read {
+                        path: lcp_data(ctl.lcp_id),
+                    },
+                    FsWait::Start(StartRead::LcpData(ctl.lcp_id)),
+                );
+            }
+            None => self.read_redo_parts(),
+        }
+        if let Some(restart) = self.restart.as_mut() {
+            restart.lcp = chosen;
+        }
+    }
+
+    /// Loads a local checkpoint's data file.
+    fn restore_lcp(&mut self, id: u32, bytes: &[u8]) -> Result<(), String> {
+        let path = lcp_data(id);
+        let me = u32::from(self.me.0);
+        let header = FileHeader::decode(bytes, format::LCP_DATA_MAGIC)
+            .map_err(|why| format!("{path}: {why}"))?;
+        if header.node != me || header.seq != u64::from(id) {
+            return Err(format!(
+                "{path}: written by node {} for checkpoint {}",
+                header.node, header.seq
+            ));
+        }
+        let mut offset = format::HEADER_BYTES;
+        let mut rows = 0u64;
+        loop {
+            match format::read_record(bytes, offset) {
+                Next::Record(record) if record.kind == kind::PUT => {
+                    let change = RowChange::decode(record.payload, record.kind)
+                        .map_err(|e| format!("{path}: offset {offset}: {e}"))?;
+                    self.lqh
+                        .restore_change(&self.dict, &change)
+                        .map_err(|e| format!("{path}: offset {offset}: restoring a row: {e}"))?;
+                    rows += 1;
+                    offset = record.next;
+                }
+                Next::Record(record) if record.kind == kind::LCP_END => break,
+                Next::Record(record) => {
+                    return Err(format!(
+                        "{path}: offset {offset}: a record of kind {}",
+                        record.kind
+                    ))
+                }
+                // Synced before its control file was written: it must be whole.
+                Next::End => {
+                    return Err(format!(
+                        "{path}: ends at offset {offset} without its LCP_END record"
+                    ))
+                }
+                Next::Bad(why) => return Err(format!("{path}: offset {offset}: {why}")),
+            }
+        }
+        tracing::info!(lcp = id, rows, "local checkpoint restored");
+        Ok(())
+    }
+
     /// Lists every redo part's files.
     fn read_redo_parts(&mut self) {
         for part in 0..self.durability.no_of_fragment_log_parts {
@@ -314,10 +454,15 @@ impl Kernel {
         }
         let gci = restart.gci.unwrap_or(0);
         let files = std::mem::take(&mut restart.part_files);
+        let lcp = restart.lcp.clone();
+        let (oldest, newest) = restart.lcp_ids;
         let mut resume = Vec::new();
         let mut applied = 0u64;
         for (part, bytes) in files {
-            let (at, n) = self.replay_part(part, bytes, gci)?;
+            let start = lcp
+                .as_ref()
+                .and_then(|ctl| ctl.starts.get(part as usize).copied());
+            let (at, n) = self.replay_part(part, bytes, gci, start)?;
             applied += n;
             resume.push(at);
         }
@@ -326,6 +471,12 @@ impl Kernel {
         self.lqh.redo = Some(Redo::new(me, &self.durability, &resume));
         let schema_written = self.restart.as_ref().map_or(0, |r| r.schema_written);
         self.dict_log = DictLog::new(true, me, schema_written);
+        self.lcps = Lcps::new(
+            self.durability.time_between_local_checkpoints,
+            oldest,
+            newest,
+            lcp.map(|ctl| ctl.lcp_id),
+        );
         self.lqh
             .rebuild_ordered_indexes(&self.dict)
             .map_err(|e| format!("building the ordered indexes: {e}"))?;
@@ -340,6 +491,7 @@ impl Kernel {
         part: u32,
         files: Vec<Vec<u8>>,
         gci: u32,
+        start: Option<(u64, u64)>,
     ) -> Result<(Resume, u64), String> {
         let me = u32::from(self.me.0);
         let mut by_seq: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
@@ -361,7 +513,12 @@ impl Kernel {
             }
         }
         let files = self.durability.no_of_fragment_log_files.max(3) as u64;
-        let first_seq = by_seq.keys().next().copied().unwrap_or(0);
+        // Files before the checkpoint's start are older laps of the ring, not replayed.
+        let first_seq = match start {
+            Some((seq, _)) => seq,
+            None => by_seq.keys().next().copied().unwrap_or(0),
+        };
+        by_seq.retain(|&seq, _| seq >= first_seq);
         let mut complete = false;
         let mut applied = 0;
         let mut cut = Resume {
@@ -382,7 +539,10 @@ impl Kernel {
                 self.fs.push(FsOp::Remove { path }, FsWait::Nothing);
                 continue;
             }
-            let mut offset = format::HEADER_BYTES;
+            let mut offset = match start {
+                Some((start_seq, start_offset)) if start_seq == seq => start_offset as usize,
+                _ => format::HEADER_BYTES,
+            };
             loop {
                 match format::read_record(bytes, offset) {
                     Next::Record(record) => {

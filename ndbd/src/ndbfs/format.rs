@@ -25,6 +25,8 @@ pub const PAYLOAD_MAX: usize = 1 << 20;
 pub const REDO_MAGIC: [u8; 8] = *b"RNDBREDO";
 pub const SCHEMA_MAGIC: [u8; 8] = *b"RNDBSCHM";
 pub const SYSFILE_MAGIC: [u8; 8] = *b"RNDBSYSF";
+pub const LCP_DATA_MAGIC: [u8; 8] = *b"RNDBLCPD";
+pub const LCP_CTL_MAGIC: [u8; 8] = *b"RNDBLCPC";
 
 /// Record kinds.
 pub mod kind {
@@ -41,6 +43,10 @@ pub mod kind {
     pub const SCHEMA: u8 = 5;
     /// The sysfile's content: [`Sysfile`].
     pub const SYSFILE: u8 = 6;
+    /// A local checkpoint's control record: [`LcpCtl`].
+    pub const LCP_CTL: u8 = 7;
+    /// The last record of a local checkpoint's data file: how many rows it holds (u64).
+    pub const LCP_END: u8 = 8;
 }
 
 /// A file's header.
@@ -295,6 +301,83 @@ impl Sysfile {
             Next::End => Err(format!("ends after its header, at offset {HEADER_BYTES}")),
             Next::Bad(why) => Err(format!("at offset {HEADER_BYTES}: {why}")),
         }
+    }
+}
+
+/// A local checkpoint's control file (`LCP/<id>/LCP.ctl`), written once its data file is
+/// synced: a checkpoint without one is incomplete and never used.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LcpCtl {
+    pub lcp_id: u32,
+    /// The newest epoch any row in the data file can belong to (the epoch current when the
+    /// checkpoint ended): the checkpoint restores only at a GCI whose high word is at least
+    /// this one's.
+    pub max_gci: u64,
+    /// Per redo part, where the log stood when the checkpoint started (file seq, offset):
+    /// replay starts there.
+    pub starts: Vec<(u64, u64)>,
+}
+
+impl LcpCtl {
+    /// A whole control file: header, then one LCP_CTL record
+    /// (`lcp_id u32 | max_gci u64 | parts u32 | (seq u64 | offset u64) per part`).
+    pub fn file_bytes(&self, node: u32) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + 16 * self.starts.len());
+        FileHeader {
+            magic: LCP_CTL_MAGIC,
+            node,
+            part: 0,
+            seq: u64::from(self.lcp_id),
+        }
+        .encode(&mut out);
+        append_record(&mut out, self.max_gci, kind::LCP_CTL, |b| {
+            let mut w = Writer::new(b);
+            w.u32(self.lcp_id)
+                .u64(self.max_gci)
+                .u32(self.starts.len() as u32);
+            for &(seq, offset) in &self.starts {
+                w.u64(seq).u64(offset);
+            }
+        });
+        out
+    }
+
+    /// Reads a whole control file of node `node`.
+    pub fn from_file(bytes: &[u8], node: u32) -> Result<LcpCtl, String> {
+        let header = FileHeader::decode(bytes, LCP_CTL_MAGIC)?;
+        if header.node != node {
+            return Err(format!("written by node {}, not node {node}", header.node));
+        }
+        let record = match read_record(bytes, HEADER_BYTES) {
+            Next::Record(r) if r.kind == kind::LCP_CTL => r,
+            Next::Record(r) => {
+                return Err(format!(
+                    "a record of kind {} at offset {HEADER_BYTES}",
+                    r.kind
+                ))
+            }
+            Next::End => return Err(format!("ends after its header, at offset {HEADER_BYTES}")),
+            Next::Bad(why) => return Err(format!("at offset {HEADER_BYTES}: {why}")),
+        };
+        let mut r = Reader::new(record.payload, "local checkpoint control record");
+        let decode = |r: &mut Reader<'_>| -> Result<LcpCtl, DecodeError> {
+            let lcp_id = r.u32()?;
+            let max_gci = r.u64()?;
+            let parts = r.u32()? as usize;
+            if parts > 1024 {
+                return Err(r.error(format!("{parts} redo parts")));
+            }
+            let starts = (0..parts)
+                .map(|_| Ok((r.u64()?, r.u64()?)))
+                .collect::<Result<_, DecodeError>>()?;
+            r.finish()?;
+            Ok(LcpCtl {
+                lcp_id,
+                max_gci,
+                starts,
+            })
+        };
+        decode(&mut r).map_err(|e| format!("at offset {HEADER_BYTES}: {e}"))
     }
 }
 

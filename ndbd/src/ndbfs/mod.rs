@@ -43,7 +43,8 @@ pub enum FsOp {
     Read { path: String },
     /// Names the files in directory `path` (empty when it does not exist).
     List { path: String },
-    /// Removes `path` (nothing when it does not exist).
+    /// Removes `path`, a file or a directory with everything in it (nothing when it does not
+    /// exist).
     Remove { path: String },
 }
 

@@ -103,10 +103,17 @@ impl Disk for RealDisk {
     }
 
     fn remove(&mut self, path: &str) -> io::Result<()> {
-        self.open.remove(path);
-        match fs::remove_file(self.full(path)) {
+        self.open.retain(|open, _| !open.starts_with(path));
+        let full = self.full(path);
+        let removed = match fs::symlink_metadata(&full) {
+            Ok(meta) if meta.is_dir() => fs::remove_dir_all(&full),
+            Ok(_) => fs::remove_file(&full),
+            Err(e) => Err(e),
+        };
+        match removed {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
+            Err(_) => Ok(()),
+            Ok(()) => sync_dir(&full),
         }
     }
 }

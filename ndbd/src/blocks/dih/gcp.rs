@@ -63,6 +63,10 @@ pub(crate) struct Gcp {
     round: Option<Round>,
     next_epoch: Option<Instant>,
     last_checkpoint: Option<Instant>,
+    /// As master: a node asked for a save now (GCP_SAVE_WANTED).
+    save_wanted: bool,
+    /// This node asked for a save and has not seen one since.
+    pub asked_save: bool,
 }
 
 #[derive(Debug)]
@@ -97,6 +101,8 @@ impl Gcp {
             round: None,
             next_epoch: None,
             last_checkpoint: None,
+            save_wanted: false,
+            asked_save: false,
         }
     }
 
@@ -141,13 +147,15 @@ impl Kernel {
         let gcp = &mut self.gcp;
         let next_epoch = *gcp.next_epoch.get_or_insert(now + gcp.epoch_interval);
         let last_checkpoint = *gcp.last_checkpoint.get_or_insert(now);
-        let save = now.duration_since(last_checkpoint) >= gcp.checkpoint_interval;
+        let save =
+            gcp.save_wanted || now.duration_since(last_checkpoint) >= gcp.checkpoint_interval;
         if !save && (gcp.epoch_interval.is_zero() || now < next_epoch) {
             return;
         }
         let old = gcp.current;
         let gci = if save {
             gcp.last_checkpoint = Some(now);
+            gcp.save_wanted = false;
             u64::from(gci_hi(old) + 1) << 32
         } else {
             old + 1
@@ -191,7 +199,11 @@ impl Kernel {
                 self.gcp.finishing = Some((old, from));
                 self.gcp_check_finished(out);
             }
-            gsn::GCP_SAVEREQ => self.gcp_save(from, gci, out),
+            gsn::GCP_SAVEREQ => {
+                self.gcp.asked_save = false;
+                self.gcp_save(from, gci, out)
+            }
+            gsn::GCP_SAVE_WANTED => self.gcp.save_wanted = true,
             gsn::COPY_GCIREQ => self.gcp_copy(from, gci, out),
             gsn::GCP_PREPARECONF | gsn::GCP_NODEFINISH | gsn::GCP_SAVECONF | gsn::COPY_GCICONF => {
                 self.gcp_master_answer(from, signal, gci, out, now)
@@ -271,6 +283,7 @@ impl Kernel {
             self.gcp.copying = None;
             self.gcp.restorable = self.gcp.restorable.max(gci_hi(gci));
             tracing::debug!(gci = gci_hi(gci), "global checkpoint saved");
+            self.lcp_promote();
             self.send_gcp(master, gsn::COPY_GCICONF, gci, out);
         }
     }

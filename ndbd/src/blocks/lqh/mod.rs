@@ -5,6 +5,7 @@
 pub mod commit;
 pub mod foreign;
 pub mod key;
+pub mod lcp;
 pub mod redo;
 mod restore;
 pub mod scan;

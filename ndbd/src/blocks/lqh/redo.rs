@@ -46,6 +46,8 @@ pub(crate) struct Redo {
     parts: Vec<Part>,
     /// Bytes appended and not yet written (buffered or being written).
     buffered: u64,
+    /// Bytes appended since the node started (local checkpoints start by it).
+    appended: u64,
     /// File requests for NDBFS, taken by the kernel.
     pub requests: Vec<(FsOp, RedoIo)>,
 }
@@ -121,6 +123,7 @@ impl Redo {
             buffer_max: config.redo_buffer,
             parts,
             buffered: 0,
+            appended: 0,
             requests: Vec::new(),
         };
         for part in 0..redo.parts.len() {
@@ -198,7 +201,9 @@ impl Redo {
         let p = &mut self.parts[part];
         let before = p.pending.len();
         format::append_record(&mut p.pending, gci, record_kind, |b| change.encode(b));
-        self.buffered += (p.pending.len() - before) as u64;
+        let added = (p.pending.len() - before) as u64;
+        self.buffered += added;
+        self.appended += added;
         if p.pending.len() >= WRITE_CHUNK_BYTES {
             self.write_pending(part);
         }
@@ -278,6 +283,36 @@ impl Redo {
             }
         }
         syncs
+    }
+
+    /// How full the fullest part is, from 0 to 1.
+    pub fn fill(&self) -> f64 {
+        let capacity = (self.files_per_part * self.file_size) as f64;
+        self.parts
+            .iter()
+            .map(|p| p.used(self.file_size) as f64 / capacity)
+            .fold(0.0, f64::max)
+    }
+
+    /// Bytes of row changes appended since the node started.
+    pub fn appended(&self) -> u64 {
+        self.appended
+    }
+
+    /// Where each part's next record goes: (file seq, offset).
+    pub fn positions(&self) -> Vec<(u64, u64)> {
+        self.parts
+            .iter()
+            .map(|p| (p.seq, p.written + p.pending.len() as u64))
+            .collect()
+    }
+
+    /// A local checkpoint that started at `starts` is restorable: the files of each part
+    /// before its start may be reused.
+    pub fn release_before(&mut self, starts: &[(u64, u64)]) {
+        for (part, &(seq, _)) in self.parts.iter_mut().zip(starts) {
+            part.first_seq = part.first_seq.max(seq.min(part.seq));
+        }
     }
 
     /// A write of `bytes` completed: they no longer count against RedoBuffer.

@@ -1,0 +1,337 @@
+//! Local checkpoints (NDB's LCP, written by LQH and BACKUP): every committed row of this node's
+//! fragments goes to disk in the background, a step of rows at a time between other work, so
+//! traffic never stops; then the redo log before the checkpoint's start can be reused.
+//!
+//! A checkpoint starts once 4 × 2^TimeBetweenLocalCheckpoints bytes of redo were written since
+//! the last one started. It notes where every redo part stands, scans the fragments (a fuzzy
+//! scan: rows change while it runs), writes `LCP/<id>/ALL.Data` (PUT records, then LCP_END),
+//! syncs it, and then writes `LCP/<id>/LCP.ctl` with the parts' start positions and the newest
+//! epoch a row in it can belong to (`max_gci`). A restart loads the checkpoint and replays the
+//! redo from those positions: every change applied after the start was logged after them, so
+//! the replay brings every row to its last logged image.
+//!
+//! A checkpoint may hold a row changed in an epoch that is not yet saved cluster-wide, so it
+//! is only used once its `max_gci` is restorable: until then the one before it (and the redo
+//! from that one's start) stays. When it becomes restorable (this node's sysfile names a
+//! checkpoint at least as new), the redo before its start is released and older checkpoints
+//! are removed.
+//!
+//! Writes go out at most [`WRITES_IN_FLIGHT_MAX`] at a time, so the scan runs at the speed the
+//! disk takes them.
+
+use crate::blocks::fs::FsWait;
+use rndb_protocol::gsn;
+
+use crate::blocks::{Kernel, Outbox, Signal};
+use crate::ndbfs::format::{self, gci_hi, kind, FileHeader, LcpCtl, RowChange};
+use crate::ndbfs::FsOp;
+
+/// Rows one step of the scan writes at most.
+const ROWS_PER_STEP: usize = 2048;
+/// Bytes one step of the scan writes at most.
+const BYTES_PER_STEP: usize = 256 * 1024;
+/// Writes of a checkpoint out at once, at most.
+const WRITES_IN_FLIGHT_MAX: usize = 2;
+
+/// The directory of local checkpoint `id`.
+pub(crate) fn lcp_dir(id: u32) -> String {
+    format!("LCP/{id}")
+}
+
+/// The data file of local checkpoint `id`.
+pub(crate) fn lcp_data(id: u32) -> String {
+    format!("LCP/{id}/ALL.Data")
+}
+
+/// The control file of local checkpoint `id`.
+pub(crate) fn lcp_ctl(id: u32) -> String {
+    format!("LCP/{id}/LCP.ctl")
+}
+
+/// What a completed file request of a checkpoint was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LcpIo {
+    Write,
+    Sync,
+    Ctl,
+}
+
+/// This node's local checkpoints.
+#[derive(Debug, Default)]
+pub(crate) struct Lcps {
+    /// The newest checkpoint id used (complete or running).
+    pub last_id: u32,
+    /// Redo bytes appended when the last checkpoint started.
+    redo_at_start: u64,
+    /// Redo bytes that start the next checkpoint.
+    trigger_bytes: u64,
+    running: Option<Running>,
+    /// Complete checkpoints waiting for their `max_gci` to be restorable, oldest first.
+    waiting: Vec<LcpCtl>,
+    /// The checkpoint a restart would use now.
+    pub restorable: Option<u32>,
+    /// Checkpoints up to this id are removed from disk.
+    removed_through: u32,
+}
+
+#[derive(Debug)]
+struct Running {
+    id: u32,
+    starts: Vec<(u64, u64)>,
+    /// Tables to scan, in id order, and where the scan is: table index, fragment, slot.
+    tables: Vec<u32>,
+    table: usize,
+    fragment: u32,
+    slot: u32,
+    /// Bytes of the data file handed to NDBFS.
+    written: u64,
+    writes_in_flight: usize,
+    rows: u64,
+    scanned: bool,
+    /// A step is queued (so a write completion does not queue another).
+    step_queued: bool,
+}
+
+impl Lcps {
+    /// Checkpoints after `last_id` (the newest one a restart found; `oldest` the oldest on
+    /// disk), started every 4 × 2^`time_between` bytes of redo.
+    pub fn new(time_between: u32, oldest: u32, last_id: u32, restorable: Option<u32>) -> Lcps {
+        Lcps {
+            last_id,
+            trigger_bytes: 4u64 << time_between.min(31),
+            restorable,
+            removed_through: oldest.saturating_sub(1),
+            ..Lcps::default()
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.running.is_some()
+    }
+}
+
+impl Kernel {
+    /// Starts a local checkpoint when enough redo was written since the last one; asks the
+    /// master for a global checkpoint now when the redo log is half full and a complete local
+    /// checkpoint waits for one to release it.
+    pub(crate) fn lcp_timer(&mut self, out: &mut dyn Outbox) {
+        let Some(redo) = self.lqh.redo.as_ref() else {
+            return;
+        };
+        if !self.lcps.waiting.is_empty() && !self.gcp.asked_save && redo.fill() > 0.5 {
+            self.gcp.asked_save = true;
+            let master = self.qmgr.master();
+            self.send_gcp(master, gsn::GCP_SAVE_WANTED, 0, out);
+        }
+        let Some(redo) = self.lqh.redo.as_ref() else {
+            return;
+        };
+        if self.restart.is_some() || self.lcps.is_running() {
+            return;
+        }
+        if redo.appended() - self.lcps.redo_at_start < self.lcps.trigger_bytes {
+            return;
+        }
+        let id = self.lcps.last_id + 1;
+        self.lcps.last_id = id;
+        self.lcps.redo_at_start = redo.appended();
+        let starts = redo.positions();
+        tracing::info!(
+            lcp = id,
+            keep_gci = gci_hi(self.gcp.current),
+            oldest_restorable_gci = self.gcp.restorable,
+            "local checkpoint {id} started"
+        );
+        let mut header = Vec::new();
+        FileHeader {
+            magic: format::LCP_DATA_MAGIC,
+            node: u32::from(self.me.0),
+            part: 0,
+            seq: u64::from(id),
+        }
+        .encode(&mut header);
+        self.lcps.running = Some(Running {
+            id,
+            starts,
+            tables: self.dict.table_ids(),
+            table: 0,
+            fragment: 0,
+            slot: 0,
+            written: 0,
+            writes_in_flight: 0,
+            rows: 0,
+            scanned: false,
+            step_queued: true,
+        });
+        self.lcp_write(header);
+        self.jobs.push_back(Signal::LcpStep);
+    }
+
+    /// Hands bytes of the running checkpoint's data file to NDBFS.
+    fn lcp_write(&mut self, bytes: Vec<u8>) {
+        let Some(run) = self.lcps.running.as_mut() else {
+            return;
+        };
+        let len = bytes.len() as u64;
+        self.fs.push(
+            FsOp::Write {
+                path: lcp_data(run.id),
+                offset: run.written,
+                bytes,
+            },
+            FsWait::Lcp(LcpIo::Write),
+        );
+        run.written += len;
+        run.writes_in_flight += 1;
+    }
+
+    /// One step of the scan: up to a step's rows, from where the last one stopped.
+    pub(crate) fn lcp_step(&mut self) {
+        let Some(run) = self.lcps.running.as_mut() else {
+            return;
+        };
+        run.step_queued = false;
+        if run.scanned || run.writes_in_flight >= WRITES_IN_FLIGHT_MAX {
+            // Resumed when a write completes.
+            return;
+        }
+        let gci = self.gcp.current;
+        let mut out = Vec::with_capacity(BYTES_PER_STEP + 4096);
+        let mut rows = 0;
+        while rows < ROWS_PER_STEP && out.len() < BYTES_PER_STEP {
+            let Some(&table_id) = run.tables.get(run.table) else {
+                run.scanned = true;
+                break;
+            };
+            let fragment = self
+                .lqh
+                .fragments
+                .get(&table_id)
+                .and_then(|f| f.get(run.fragment as usize));
+            let Some(fragment) = fragment else {
+                // Past the table's last fragment (or the table was dropped): the next table.
+                run.table += 1;
+                run.fragment = 0;
+                run.slot = 0;
+                continue;
+            };
+            if run.slot >= fragment.rows.id_end() {
+                run.fragment += 1;
+                run.slot = 0;
+                continue;
+            }
+            if let Some(row) = fragment
+                .rows
+                .slot(run.slot)
+                .and_then(|slot| Some((slot, slot.committed.as_ref()?)))
+            {
+                let (slot, image) = row;
+                let change = RowChange {
+                    table_id,
+                    table_version: 0,
+                    fragment: run.fragment,
+                    key: &slot.key,
+                    row: Some(image.encoded()),
+                };
+                format::append_record(&mut out, gci, kind::PUT, |b| change.encode(b));
+                rows += 1;
+            }
+            run.slot += 1;
+        }
+        run.rows += rows as u64;
+        if run.scanned {
+            let total = run.rows;
+            format::append_record(&mut out, gci, kind::LCP_END, |b| {
+                b.extend_from_slice(&total.to_le_bytes())
+            });
+        }
+        let (scanned, id) = (run.scanned, run.id);
+        if !out.is_empty() {
+            self.lcp_write(out);
+        }
+        if scanned {
+            self.fs
+                .push(FsOp::Sync { path: lcp_data(id) }, FsWait::Lcp(LcpIo::Sync));
+        } else if let Some(run) = self.lcps.running.as_mut() {
+            if run.writes_in_flight < WRITES_IN_FLIGHT_MAX {
+                run.step_queued = true;
+                self.jobs.push_back(Signal::LcpStep);
+            }
+        }
+    }
+
+    /// A file request of the running checkpoint completed.
+    pub(crate) fn lcp_io_done(&mut self, io: LcpIo) {
+        let me = u32::from(self.me.0);
+        let Some(run) = self.lcps.running.as_mut() else {
+            return;
+        };
+        match io {
+            LcpIo::Write => {
+                run.writes_in_flight -= 1;
+                if !run.scanned && !run.step_queued {
+                    run.step_queued = true;
+                    self.jobs.push_back(Signal::LcpStep);
+                }
+            }
+            LcpIo::Sync => {
+                let ctl = LcpCtl {
+                    lcp_id: run.id,
+                    // Every row written was committed in this epoch or before.
+                    max_gci: self.gcp.current,
+                    starts: run.starts.clone(),
+                };
+                self.fs.push(
+                    FsOp::Replace {
+                        path: lcp_ctl(run.id),
+                        bytes: ctl.file_bytes(me),
+                    },
+                    FsWait::Lcp(LcpIo::Ctl),
+                );
+                self.lcps.waiting.push(ctl);
+            }
+            LcpIo::Ctl => {
+                tracing::info!(
+                    lcp = run.id,
+                    rows = run.rows,
+                    bytes = run.written,
+                    "local checkpoint {} completed",
+                    run.id
+                );
+                self.lcps.running = None;
+                self.lcp_promote();
+            }
+        }
+    }
+
+    /// Once a complete checkpoint's rows are all restorable, a restart uses it: the redo
+    /// before its start is released, and older checkpoints go.
+    pub(crate) fn lcp_promote(&mut self) {
+        let restorable = self.gcp.restorable;
+        let running = self.lcps.running.as_ref().map(|r| r.id);
+        let Some(at) = self
+            .lcps
+            .waiting
+            .iter()
+            .rposition(|ctl| gci_hi(ctl.max_gci) <= restorable && Some(ctl.lcp_id) != running)
+        else {
+            return;
+        };
+        let ctl = self.lcps.waiting.remove(at);
+        self.lcps.waiting.drain(..at);
+        if let Some(redo) = self.lqh.redo.as_mut() {
+            redo.release_before(&ctl.starts);
+        }
+        self.lcps.restorable = Some(ctl.lcp_id);
+        // Every older checkpoint goes (complete, superseded, or left incomplete by a crash).
+        for id in self.lcps.removed_through + 1..ctl.lcp_id {
+            self.fs
+                .push(FsOp::Remove { path: lcp_dir(id) }, FsWait::Nothing);
+        }
+        self.lcps.removed_through = ctl.lcp_id - 1;
+        tracing::debug!(
+            lcp = ctl.lcp_id,
+            "local checkpoint is restorable; older redo released"
+        );
+    }
+}
