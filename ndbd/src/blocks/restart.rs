@@ -70,6 +70,8 @@ pub(crate) struct Restart {
     lcp_reads_out: usize,
     lcp_ctls: Vec<LcpCtl>,
     lcp: Option<LcpCtl>,
+    /// The checkpoints of the chain still to load, last first.
+    lcp_chain: Vec<u32>,
     lcp_ids: (u32, u32),
 }
 
@@ -176,7 +178,7 @@ impl Kernel {
                     )
                 })?;
                 self.restore_lcp(id, &bytes)?;
-                self.read_redo_parts();
+                self.restart_load_next_lcp();
             }
             (StartRead::PartList(part), FsData::Names(names)) => {
                 let files: Vec<&String> =
@@ -359,30 +361,38 @@ impl Kernel {
             return;
         };
         let gci = restart.gci.unwrap_or(0);
+        // The newest usable checkpoint whose whole chain (its full checkpoint and every
+        // partial one up to it) is complete on disk.
+        let complete = |id: u32| restart.lcp_ctls.iter().any(|c| c.lcp_id == id);
         let chosen = restart
             .lcp_ctls
             .iter()
             .filter(|ctl| gci_hi(ctl.max_gci) <= gci)
+            .filter(|ctl| (ctl.base_id..=ctl.lcp_id).all(complete))
             .max_by_key(|ctl| ctl.lcp_id)
             .cloned();
-        match &chosen {
-            Some(ctl) => {
-                tracing::info!(
-                    lcp = ctl.lcp_id,
-                    "restoring local checkpoint {}",
-                    ctl.lcp_id
-                );
-                self.fs.push(
-                    FsOp::Read {
-                        path: lcp_data(ctl.lcp_id),
-                    },
-                    FsWait::Start(StartRead::LcpData(ctl.lcp_id)),
-                );
-            }
-            None => self.read_redo_parts(),
+        if let Some(ctl) = &chosen {
+            tracing::info!(
+                lcp = ctl.lcp_id,
+                base = ctl.base_id,
+                "restoring local checkpoint {} (from full checkpoint {})",
+                ctl.lcp_id,
+                ctl.base_id
+            );
+            restart.lcp_chain = (ctl.base_id..=ctl.lcp_id).rev().collect();
         }
-        if let Some(restart) = self.restart.as_mut() {
-            restart.lcp = chosen;
+        restart.lcp = chosen;
+        self.restart_load_next_lcp();
+    }
+
+    /// Reads the next checkpoint of the chain, or, when all are loaded, the redo log.
+    fn restart_load_next_lcp(&mut self) {
+        match self.restart.as_mut().and_then(|r| r.lcp_chain.pop()) {
+            Some(id) => self.fs.push(
+                FsOp::Read { path: lcp_data(id) },
+                FsWait::Start(StartRead::LcpData(id)),
+            ),
+            None => self.read_redo_parts(),
         }
     }
 
@@ -402,7 +412,7 @@ impl Kernel {
         let mut rows = 0u64;
         loop {
             match format::read_record(bytes, offset) {
-                Next::Record(record) if record.kind == kind::PUT => {
+                Next::Record(record) if record.kind == kind::PUT || record.kind == kind::DELETE => {
                     let change = RowChange::decode(record.payload, record.kind)
                         .map_err(|e| format!("{path}: offset {offset}: {e}"))?;
                     self.lqh

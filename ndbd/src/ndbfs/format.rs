@@ -309,6 +309,9 @@ impl Sysfile {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LcpCtl {
     pub lcp_id: u32,
+    /// The full checkpoint this one builds on (its own id when it is full): a restore loads
+    /// every checkpoint from `base_id` to `lcp_id`, in order.
+    pub base_id: u32,
     /// The newest epoch any row in the data file can belong to (the epoch current when the
     /// checkpoint ended): the checkpoint restores only at a GCI whose high word is at least
     /// this one's.
@@ -320,7 +323,7 @@ pub struct LcpCtl {
 
 impl LcpCtl {
     /// A whole control file: header, then one LCP_CTL record
-    /// (`lcp_id u32 | max_gci u64 | parts u32 | (seq u64 | offset u64) per part`).
+    /// (`lcp_id u32 | base_id u32 | max_gci u64 | parts u32 | (seq u64 | offset u64) per part`).
     pub fn file_bytes(&self, node: u32) -> Vec<u8> {
         let mut out = Vec::with_capacity(64 + 16 * self.starts.len());
         FileHeader {
@@ -333,6 +336,7 @@ impl LcpCtl {
         append_record(&mut out, self.max_gci, kind::LCP_CTL, |b| {
             let mut w = Writer::new(b);
             w.u32(self.lcp_id)
+                .u32(self.base_id)
                 .u64(self.max_gci)
                 .u32(self.starts.len() as u32);
             for &(seq, offset) in &self.starts {
@@ -362,6 +366,12 @@ impl LcpCtl {
         let mut r = Reader::new(record.payload, "local checkpoint control record");
         let decode = |r: &mut Reader<'_>| -> Result<LcpCtl, DecodeError> {
             let lcp_id = r.u32()?;
+            let base_id = r.u32()?;
+            if base_id > lcp_id {
+                return Err(r.error(format!(
+                    "checkpoint {lcp_id} builds on a later one, {base_id}"
+                )));
+            }
             let max_gci = r.u64()?;
             let parts = r.u32()? as usize;
             if parts > 1024 {
@@ -373,6 +383,7 @@ impl LcpCtl {
             r.finish()?;
             Ok(LcpCtl {
                 lcp_id,
+                base_id,
                 max_gci,
                 starts,
             })

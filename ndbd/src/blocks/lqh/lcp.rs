@@ -16,12 +16,21 @@
 //! checkpoint at least as new), the redo before its start is released and older checkpoints
 //! are removed.
 //!
+//! Checkpoints are partial, as NDB 7.6's are: a fragment remembers which rows changed and
+//! which keys were deleted since the scan last passed ([`Changes`]), and a partial checkpoint
+//! writes only those (deletes first, as DELETE records, then the changed rows). A restore loads
+//! the last full checkpoint and every partial one after it, in order. A checkpoint is full when
+//! the chain since the last full one has grown to [`CHAIN_MAX`] or its partial files together
+//! outweigh the full one (so a restore reads at most about twice the data), and the first one
+//! after a restart is full (what changed before it is not known).
+//!
 //! Writes go out at most [`WRITES_IN_FLIGHT_MAX`] at a time, so the scan runs at the speed the
 //! disk takes them.
 
 use crate::blocks::fs::FsWait;
 use rndb_protocol::gsn;
 
+use crate::blocks::acc::SlotId;
 use crate::blocks::{Kernel, Outbox, Signal};
 use crate::ndbfs::format::{self, gci_hi, kind, FileHeader, LcpCtl, RowChange};
 use crate::ndbfs::FsOp;
@@ -32,6 +41,44 @@ const ROWS_PER_STEP: usize = 2048;
 const BYTES_PER_STEP: usize = 256 * 1024;
 /// Writes of a checkpoint out at once, at most.
 const WRITES_IN_FLIGHT_MAX: usize = 2;
+/// Checkpoints in a chain (a full one and the partial ones after it), at most.
+pub(crate) const CHAIN_MAX: u32 = 8;
+
+/// What changed in a fragment since the local checkpoint scan last passed: slots (a bitmap by
+/// slot id) and deleted keys.
+#[derive(Debug, Default)]
+pub struct Changes {
+    slots: Vec<u64>,
+    deleted: Vec<Box<[u8]>>,
+}
+
+impl Changes {
+    /// The row in slot `id` was committed with a new image.
+    pub fn changed(&mut self, id: SlotId) {
+        let (word, bit) = (id as usize / 64, id % 64);
+        if self.slots.len() <= word {
+            self.slots.resize(word + 1, 0);
+        }
+        self.slots[word] |= 1 << bit;
+    }
+
+    /// The row with this key was deleted.
+    pub fn deleted(&mut self, key: &[u8]) {
+        self.deleted.push(key.into());
+    }
+
+    /// True when slot `id` changed; forgets it.
+    fn take(&mut self, id: SlotId) -> bool {
+        let (word, bit) = (id as usize / 64, id % 64);
+        match self.slots.get_mut(word) {
+            Some(w) if *w & (1 << bit) != 0 => {
+                *w &= !(1 << bit);
+                true
+            }
+            _ => false,
+        }
+    }
+}
 
 /// The directory of local checkpoint `id`.
 pub(crate) fn lcp_dir(id: u32) -> String {
@@ -72,11 +119,25 @@ pub(crate) struct Lcps {
     pub restorable: Option<u32>,
     /// Checkpoints up to this id are removed from disk.
     removed_through: u32,
+    /// The chain the next checkpoint may extend: its full checkpoint's id and bytes, and the
+    /// partial ones' bytes (`None`: the next one is full).
+    chain: Option<Chain>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Chain {
+    base: u32,
+    base_bytes: u64,
+    partial_bytes: u64,
+    length: u32,
 }
 
 #[derive(Debug)]
 struct Running {
     id: u32,
+    /// The full checkpoint it builds on (itself when full).
+    base: u32,
+    full: bool,
     starts: Vec<(u64, u64)>,
     /// Tables to scan, in id order, and where the scan is: table index, fragment, slot.
     tables: Vec<u32>,
@@ -136,8 +197,17 @@ impl Kernel {
         self.lcps.last_id = id;
         self.lcps.redo_at_start = redo.appended();
         let starts = redo.positions();
+        let chain = self
+            .lcps
+            .chain
+            .filter(|c| c.length < CHAIN_MAX && c.partial_bytes < c.base_bytes);
+        let (full, base) = match chain {
+            Some(c) => (false, c.base),
+            None => (true, id),
+        };
         tracing::info!(
             lcp = id,
+            full,
             keep_gci = gci_hi(self.gcp.current),
             oldest_restorable_gci = self.gcp.restorable,
             "local checkpoint {id} started"
@@ -152,6 +222,8 @@ impl Kernel {
         .encode(&mut header);
         self.lcps.running = Some(Running {
             id,
+            base,
+            full,
             starts,
             tables: self.dict.table_ids(),
             table: 0,
@@ -203,38 +275,57 @@ impl Kernel {
                 run.scanned = true;
                 break;
             };
-            let fragment = self
+            let Some(fragment) = self
                 .lqh
                 .fragments
-                .get(&table_id)
-                .and_then(|f| f.get(run.fragment as usize));
-            let Some(fragment) = fragment else {
+                .get_mut(&table_id)
+                .and_then(|f| f.get_mut(run.fragment as usize))
+            else {
                 // Past the table's last fragment (or the table was dropped): the next table.
                 run.table += 1;
                 run.fragment = 0;
                 run.slot = 0;
                 continue;
             };
+            if run.slot == 0 {
+                // Entering the fragment: the keys deleted since the last pass go first (a
+                // full checkpoint needs none: a restore starts from it).
+                let deleted = std::mem::take(&mut fragment.lcp.deleted);
+                if !run.full {
+                    for key in &deleted {
+                        let change = RowChange {
+                            table_id,
+                            table_version: 0,
+                            fragment: run.fragment,
+                            key,
+                            row: None,
+                        };
+                        format::append_record(&mut out, gci, kind::DELETE, |b| change.encode(b));
+                    }
+                }
+            }
             if run.slot >= fragment.rows.id_end() {
                 run.fragment += 1;
                 run.slot = 0;
                 continue;
             }
-            if let Some(row) = fragment
-                .rows
-                .slot(run.slot)
-                .and_then(|slot| Some((slot, slot.committed.as_ref()?)))
-            {
-                let (slot, image) = row;
-                let change = RowChange {
-                    table_id,
-                    table_version: 0,
-                    fragment: run.fragment,
-                    key: &slot.key,
-                    row: Some(image.encoded()),
-                };
-                format::append_record(&mut out, gci, kind::PUT, |b| change.encode(b));
-                rows += 1;
+            let changed = fragment.lcp.take(run.slot);
+            if run.full || changed {
+                if let Some(image) = fragment
+                    .rows
+                    .slot(run.slot)
+                    .and_then(|slot| Some((&slot.key, slot.committed.as_ref()?)))
+                {
+                    let change = RowChange {
+                        table_id,
+                        table_version: 0,
+                        fragment: run.fragment,
+                        key: image.0,
+                        row: Some(image.1.encoded()),
+                    };
+                    format::append_record(&mut out, gci, kind::PUT, |b| change.encode(b));
+                    rows += 1;
+                }
             }
             run.slot += 1;
         }
@@ -277,6 +368,7 @@ impl Kernel {
             LcpIo::Sync => {
                 let ctl = LcpCtl {
                     lcp_id: run.id,
+                    base_id: run.base,
                     // Every row written was committed in this epoch or before.
                     max_gci: self.gcp.current,
                     starts: run.starts.clone(),
@@ -293,11 +385,25 @@ impl Kernel {
             LcpIo::Ctl => {
                 tracing::info!(
                     lcp = run.id,
+                    full = run.full,
                     rows = run.rows,
                     bytes = run.written,
                     "local checkpoint {} completed",
                     run.id
                 );
+                self.lcps.chain = Some(match self.lcps.chain {
+                    Some(c) if !run.full => Chain {
+                        partial_bytes: c.partial_bytes + run.written,
+                        length: c.length + 1,
+                        ..c
+                    },
+                    _ => Chain {
+                        base: run.id,
+                        base_bytes: run.written,
+                        partial_bytes: 0,
+                        length: 1,
+                    },
+                });
                 self.lcps.running = None;
                 self.lcp_promote();
             }
@@ -323,12 +429,13 @@ impl Kernel {
             redo.release_before(&ctl.starts);
         }
         self.lcps.restorable = Some(ctl.lcp_id);
-        // Every older checkpoint goes (complete, superseded, or left incomplete by a crash).
-        for id in self.lcps.removed_through + 1..ctl.lcp_id {
+        // Every checkpoint before its chain goes (complete, superseded, or left incomplete by
+        // a crash).
+        for id in self.lcps.removed_through + 1..ctl.base_id {
             self.fs
                 .push(FsOp::Remove { path: lcp_dir(id) }, FsWait::Nothing);
         }
-        self.lcps.removed_through = ctl.lcp_id - 1;
+        self.lcps.removed_through = self.lcps.removed_through.max(ctl.base_id.saturating_sub(1));
         tracing::debug!(
             lcp = ctl.lcp_id,
             "local checkpoint is restorable; older redo released"

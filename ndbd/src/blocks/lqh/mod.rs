@@ -193,6 +193,8 @@ impl CommitRows {
 pub struct Fragment {
     pub rows: SlotStore<LqhWork>,
     pub ordered: Vec<OrderedIndex>,
+    /// What changed since the local checkpoint scan last passed (kept only with a redo log).
+    pub lcp: lcp::Changes,
 }
 
 /// The LQH block with its fragments.
@@ -331,6 +333,7 @@ impl Lqh {
             .reserve(tup::slot_bytes(&key) + tup::row_bytes(&row))?;
         let id = fragment.rows.insert(&key);
         if let Some(redo) = self.redo.as_mut() {
+            fragment.lcp.changed(id);
             redo.log_change(
                 &RowChange {
                     table_id,
@@ -739,6 +742,10 @@ fn finish_row(
     };
     let commit = matches!(end, RowEnd::Commit(_));
     if let RowEnd::Commit(Some((redo, gci, table_id, fragment_no))) = end {
+        match &pending.image {
+            Some(_) => fragment.lcp.changed(id),
+            None => fragment.lcp.deleted(&slot.key),
+        }
         redo.log_change(
             &RowChange {
                 table_id,
@@ -859,7 +866,7 @@ fn set_pending(
     image: Option<Row>,
     memory: &mut DataMemory,
 ) -> Result<(), NdbError> {
-    let Fragment { rows, ordered } = fragment;
+    let Fragment { rows, ordered, .. } = fragment;
     let Some(slot) = rows.slot_mut(id) else {
         return Err(NdbError::with_detail(4000, "slot vanished"));
     };
