@@ -117,7 +117,19 @@ impl Kernel {
             FsWait::Redo(RedoIo::Sync) | FsWait::SchemaSync => self.gcp_synced(out),
             FsWait::SchemaWrite | FsWait::Nothing => {}
             FsWait::Sysfile => self.gcp_sysfile_written(out),
-            FsWait::Start(read) => self.restart_read(read, data, out, now)?,
+            FsWait::Start(read) => {
+                self.restart_read(read, data, out, now).map_err(|why| {
+                    match self
+                        .restart
+                        .as_ref()
+                        .map(|r| r.damaged())
+                        .filter(|d| !d.is_empty())
+                    {
+                        Some(damaged) => format!("{why} (damaged and not used: {damaged})"),
+                        None => why,
+                    }
+                })?
+            }
             FsWait::Lcp(io) => self.lcp_io_done(io),
         }
         Ok(())

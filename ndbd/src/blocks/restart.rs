@@ -38,7 +38,7 @@ pub(crate) enum StartRead {
     /// The files of a redo part's directory.
     PartList(u32),
     /// One file of a redo part.
-    PartFile(u32),
+    PartFile(u32, String),
     /// The local checkpoints' directory.
     LcpList,
     /// A local checkpoint's control file.
@@ -61,10 +61,15 @@ pub(crate) struct Restart {
     /// The GCI the cluster restarts at, once the master said.
     gci: Option<u32>,
     /// Redo files read, per part: (name, bytes), and reads still out.
-    part_files: BTreeMap<u32, Vec<Vec<u8>>>,
+    part_files: BTreeMap<u32, Vec<(String, Vec<u8>)>>,
     reads_out: usize,
     /// Where the schema log goes on.
     schema_written: u64,
+    /// Bytes of the schema log the newest sysfile says were synced.
+    schema_synced: u64,
+    /// Files found damaged and passed over (a sysfile copy, a checkpoint's control file),
+    /// named in the error should the restore fail for want of them.
+    damaged: Vec<String>,
     /// Local checkpoints found: control files still to read, those read (usable or not), the
     /// one restored, and the oldest and newest ids on disk.
     lcp_reads_out: usize,
@@ -73,6 +78,13 @@ pub(crate) struct Restart {
     /// The checkpoints of the chain still to load, last first.
     lcp_chain: Vec<u32>,
     lcp_ids: (u32, u32),
+}
+
+impl Restart {
+    /// The files passed over as damaged, for an error.
+    pub fn damaged(&self) -> String {
+        self.damaged.join("; ")
+    }
 }
 
 impl Kernel {
@@ -156,14 +168,18 @@ impl Kernel {
                 restart.lcp_reads_out -= 1;
                 match bytes.map(|b| LcpCtl::from_file(&b, u32::from(self.me.0))) {
                     Some(Ok(ctl)) if ctl.lcp_id == id => restart.lcp_ctls.push(ctl),
-                    Some(Ok(_)) => tracing::warn!(
-                        lcp = id,
-                        "{} names another checkpoint; not used",
-                        lcp_ctl(id)
-                    ),
+                    Some(Ok(_)) => {
+                        let why = format!("{} names another checkpoint", lcp_ctl(id));
+                        tracing::warn!(lcp = id, "{why}; not used");
+                        restart.damaged.push(why);
+                    }
                     // Incomplete (the crash came before its control file): not used.
                     None => {}
-                    Some(Err(why)) => tracing::warn!(lcp = id, "{}: {why}; not used", lcp_ctl(id)),
+                    Some(Err(why)) => {
+                        let why = format!("{}: {why}", lcp_ctl(id));
+                        tracing::warn!(lcp = id, "{why}; not used");
+                        restart.damaged.push(why);
+                    }
                 }
                 if restart.lcp_reads_out == 0 {
                     self.restart_choose_lcp();
@@ -186,19 +202,22 @@ impl Kernel {
                 restart.part_files.insert(part, Vec::new());
                 restart.reads_out += files.len();
                 for name in files {
+                    let path = format!("{}/{name}", part_dir(part));
                     self.fs.push(
-                        FsOp::Read {
-                            path: format!("{}/{name}", part_dir(part)),
-                        },
-                        FsWait::Start(StartRead::PartFile(part)),
+                        FsOp::Read { path: path.clone() },
+                        FsWait::Start(StartRead::PartFile(part, path)),
                     );
                 }
                 self.restart_replay_if_read()?;
             }
-            (StartRead::PartFile(part), FsData::File(bytes)) => {
+            (StartRead::PartFile(part, path), FsData::File(bytes)) => {
                 restart.reads_out -= 1;
                 if let Some(bytes) = bytes {
-                    restart.part_files.entry(part).or_default().push(bytes);
+                    restart
+                        .part_files
+                        .entry(part)
+                        .or_default()
+                        .push((path, bytes));
                 }
                 self.restart_replay_if_read()?;
             }
@@ -217,20 +236,32 @@ impl Kernel {
             .as_mut()
             .map(|r| std::mem::take(&mut r.sysfiles))
             .unwrap_or_default();
-        let mut best: Option<u32> = None;
+        let mut best: Option<Sysfile> = None;
         let mut errors = Vec::new();
         for (path, bytes) in SYSFILES.iter().zip(&copies) {
             let Some(bytes) = bytes else { continue };
             match Sysfile::from_file(bytes, me) {
-                Ok(sysfile) => best = best.max(Some(sysfile.restorable_gci)),
+                Ok(sysfile) => {
+                    if best.is_none_or(|b| b.restorable_gci < sysfile.restorable_gci) {
+                        best = Some(sysfile);
+                    }
+                }
                 Err(why) => {
                     tracing::warn!(file = path, "{why}; using the other copy");
+                    if let Some(restart) = self.restart.as_mut() {
+                        restart.damaged.push(format!("{path}: {why}"));
+                    }
                     errors.push(format!("{path}: {why}"));
                 }
             }
         }
         match best {
-            Some(gci) => Ok(gci),
+            Some(sysfile) => {
+                if let Some(restart) = self.restart.as_mut() {
+                    restart.schema_synced = sysfile.schema_log_bytes;
+                }
+                Ok(sysfile.restorable_gci)
+            }
             None if errors.is_empty() => Ok(0),
             None => Err(format!(
                 "no readable sysfile: {}. Start with --initial to begin empty",
@@ -318,26 +349,44 @@ impl Kernel {
         now: Instant,
     ) -> Result<(), String> {
         let gci = self.restart.as_ref().and_then(|r| r.gci).unwrap_or(0);
+        let synced = self.restart.as_ref().map_or(0, |r| r.schema_synced);
         if bytes.is_empty() {
+            if synced > 0 {
+                return Err(format!(
+                    "{SCHEMA_LOG} is missing, and the sysfile says {synced} bytes of it were saved"
+                ));
+            }
             return Ok(());
         }
         let fail = |offset: usize, why: &str| format!("{SCHEMA_LOG}: offset {offset}: {why}");
         FileHeader::decode(bytes, format::SCHEMA_MAGIC).map_err(|why| fail(0, &why))?;
         let mut offset = format::HEADER_BYTES;
         let mut replayed = 0;
-        // Up to the end, or a torn tail: schema changes after the last save, not restored.
-        while let Next::Record(record) = format::read_record(bytes, offset) {
-            if record.kind != kind::SCHEMA {
-                return Err(fail(offset, &format!("a record of kind {}", record.kind)));
+        // Up to the end, a torn tail, or the first change after the restart GCI (changes are
+        // in GCI order): what follows is cut off.
+        let stop = loop {
+            match format::read_record(bytes, offset) {
+                Next::Record(record) if gci_hi(record.gci) > gci => break None,
+                Next::Record(record) => {
+                    if record.kind != kind::SCHEMA {
+                        return Err(fail(offset, &format!("a record of kind {}", record.kind)));
+                    }
+                    let change = SchemaChange::decode(record.payload)
+                        .map_err(|e| fail(offset, &e.to_string()))?;
+                    self.replay_schema_change(&change, out, now)
+                        .map_err(|e| fail(offset, &format!("replaying it: {e}")))?;
+                    replayed += 1;
+                    offset = record.next;
+                }
+                Next::End => break Some("the file ends".to_string()),
+                Next::Bad(why) => break Some(why),
             }
-            if gci_hi(record.gci) <= gci {
-                let change = SchemaChange::decode(record.payload)
-                    .map_err(|e| fail(offset, &e.to_string()))?;
-                self.replay_schema_change(&change, out, now)
-                    .map_err(|e| fail(offset, &format!("replaying it: {e}")))?;
-                replayed += 1;
-            }
-            offset = record.next;
+        };
+        if let Some(why) = stop.filter(|_| (offset as u64) < synced) {
+            return Err(fail(
+                offset,
+                &format!("{why} inside the {synced} bytes the sysfile says were saved"),
+            ));
         }
         tracing::info!(changes = replayed, "schema restored");
         if let Some(restart) = self.restart.as_mut() {
@@ -499,13 +548,13 @@ impl Kernel {
     fn replay_part(
         &mut self,
         part: u32,
-        files: Vec<Vec<u8>>,
+        files: Vec<(String, Vec<u8>)>,
         gci: u32,
         start: Option<(u64, u64)>,
     ) -> Result<(Resume, u64), String> {
         let me = u32::from(self.me.0);
         let mut by_seq: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
-        for bytes in files {
+        for (path, bytes) in files {
             match FileHeader::decode(&bytes, format::REDO_MAGIC) {
                 Ok(h) if h.node == me && h.part == part => {
                     by_seq.insert(h.seq, bytes);
@@ -518,7 +567,10 @@ impl Kernel {
                 }
                 // A file whose header never reached the disk: nothing was synced in it.
                 Err(why) => {
-                    tracing::warn!(part, "redo file without a valid header ({why}); ignored")
+                    tracing::warn!(part, "{path}: no valid header ({why}); ignored");
+                    if let Some(restart) = self.restart.as_mut() {
+                        restart.damaged.push(format!("{path}: {why}"));
+                    }
                 }
             }
         }
@@ -526,7 +578,16 @@ impl Kernel {
         // Files before the checkpoint's start are older laps of the ring, not replayed.
         let first_seq = match start {
             Some((seq, _)) => seq,
-            None => by_seq.keys().next().copied().unwrap_or(0),
+            None => match by_seq.keys().next() {
+                // Without a local checkpoint the log must hold everything from its start.
+                Some(&seq) if seq > 0 => {
+                    return Err(format!(
+                        "redo part {part} begins at file seq {seq}, after its start: the local \
+                         checkpoint it was released for is missing or damaged"
+                    ))
+                }
+                _ => 0,
+            },
         };
         by_seq.retain(|&seq, _| seq >= first_seq);
         let mut complete = false;

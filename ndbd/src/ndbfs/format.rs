@@ -262,10 +262,14 @@ impl SchemaChange {
 pub struct Sysfile {
     /// NDB's newestRestorableGCI: the high word of the newest saved GCI.
     pub restorable_gci: u32,
+    /// Bytes of the schema log synced by that save: a damaged record before this offset is an
+    /// error, not a torn tail.
+    pub schema_log_bytes: u64,
 }
 
 impl Sysfile {
-    /// A whole sysfile: header, then one SYSFILE record (`restorable_gci u32`).
+    /// A whole sysfile: header, then one SYSFILE record
+    /// (`restorable_gci u32 | schema_log_bytes u64`).
     pub fn file_bytes(&self, node: u32) -> Vec<u8> {
         let mut out = Vec::with_capacity(64);
         FileHeader {
@@ -276,7 +280,9 @@ impl Sysfile {
         }
         .encode(&mut out);
         append_record(&mut out, 0, kind::SYSFILE, |b| {
-            Writer::new(b).u32(self.restorable_gci);
+            Writer::new(b)
+                .u32(self.restorable_gci)
+                .u64(self.schema_log_bytes);
         });
         out
     }
@@ -290,9 +296,15 @@ impl Sysfile {
         match read_record(bytes, HEADER_BYTES) {
             Next::Record(r) if r.kind == kind::SYSFILE => {
                 let mut reader = Reader::new(r.payload, "sysfile");
-                Ok(Sysfile {
-                    restorable_gci: reader.u32().map_err(|e| e.to_string())?,
-                })
+                let mut read = || -> Result<Sysfile, DecodeError> {
+                    let sysfile = Sysfile {
+                        restorable_gci: reader.u32()?,
+                        schema_log_bytes: reader.u64()?,
+                    };
+                    reader.finish()?;
+                    Ok(sysfile)
+                };
+                read().map_err(|e| format!("at offset {HEADER_BYTES}: {e}"))
             }
             Next::Record(r) => Err(format!(
                 "a record of kind {} where the sysfile's is",
@@ -454,7 +466,12 @@ mod tests {
 
     #[test]
     fn a_sysfile_reads_back_and_refuses_another_nodes() {
-        let bytes = Sysfile { restorable_gci: 42 }.file_bytes(3);
+        let bytes = Sysfile {
+            restorable_gci: 42,
+            schema_log_bytes: 99,
+        }
+        .file_bytes(3);
+        assert_eq!(Sysfile::from_file(&bytes, 3).unwrap().schema_log_bytes, 99);
         assert_eq!(Sysfile::from_file(&bytes, 3).unwrap().restorable_gci, 42);
         assert!(Sysfile::from_file(&bytes, 4).is_err());
         assert!(Sysfile::from_file(&bytes[..40], 3).is_err());

@@ -46,6 +46,11 @@ impl DictLog {
         log
     }
 
+    /// Bytes of the file written by the last save (and synced, once it completed).
+    pub fn synced_bytes(&self) -> u64 {
+        self.written
+    }
+
     /// Records a schema change applied in epoch `gci`.
     pub fn append(&mut self, gci: u64, change: &SchemaChange) {
         if self.enabled {

@@ -246,6 +246,7 @@ impl Kernel {
         }
         let sysfile = Sysfile {
             restorable_gci: gci_hi(gci),
+            schema_log_bytes: self.dict_log.synced_bytes(),
         };
         for path in SYSFILES {
             self.fs.push(
