@@ -1,5 +1,6 @@
 //! Proves that `ndbd` started with a config file that does not exist says so, naming the file,
-//! rather than reporting that the file "has errors".
+//! rather than reporting that the file "has errors", and that a node whose file system cannot
+//! be made (its DataDir is a file) says so at start-up, naming the path.
 
 use std::process::Command;
 
@@ -25,4 +26,37 @@ fn a_missing_config_file_is_named_as_missing() {
         "{stderr}"
     );
     assert!(!stderr.contains("has errors"), "{stderr}");
+}
+
+#[test]
+fn a_data_dir_that_cannot_hold_files_is_named_at_start_up() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let not_a_dir = dir.path().join("plain-file");
+    std::fs::write(&not_a_dir, b"not a directory").expect("write a file");
+    let config = dir.path().join("config.ini");
+    let port = rndb_tests::free_port_listener()
+        .local_addr()
+        .expect("a free port")
+        .port();
+    std::fs::write(
+        &config,
+        format!(
+            "[ndbd default]\nNoOfReplicas=1\n[ndbd]\nNodeId=1\nHostName=127.0.0.1\n\
+             ServerPort={port}\nDataDir={}\n[api]\nNodeId=50\n",
+            not_a_dir.display()
+        ),
+    )
+    .expect("write the config");
+    let output = Command::new(ndbd_path().expect("find ndbd"))
+        .arg("--config-file")
+        .arg(&config)
+        .args(["--ndb-nodeid", "1"])
+        .output()
+        .expect("run ndbd");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "ndbd started: {stderr}");
+    assert!(
+        stderr.contains(&not_a_dir.display().to_string()),
+        "the error names the DataDir: {stderr}"
+    );
 }
