@@ -271,3 +271,89 @@ fn local_checkpoints_keep_a_small_redo_log_from_filling() {
         assert_eq!(found, row(id, ROUNDS - 1), "row {id} has its last value");
     }
 }
+
+/// A tmpfs of a few MiB mounted for the test and removed when it ends.
+struct SmallDisk {
+    path: std::path::PathBuf,
+}
+
+impl SmallDisk {
+    fn mount(path: &Path, size: &str) -> SmallDisk {
+        std::fs::create_dir_all(path).expect("mount point");
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(path)
+            .status()
+            .expect("run mount");
+        assert!(status.success(), "mount a tmpfs at {}", path.display());
+        SmallDisk {
+            path: path.to_path_buf(),
+        }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.path)
+            .status();
+    }
+}
+
+/// A data node whose disk fills while it runs refuses writes with a temporary error (1234 once a
+/// file request failed, or 410/1221 before), keeps serving reads of what it holds, and does not
+/// stop.
+#[test]
+#[ignore = "needs root: mounts a small tmpfs (scripts/test runs it as root)"]
+fn a_full_disk_refuses_writes_with_a_temporary_error_and_reads_go_on() {
+    let base = tempfile::tempdir().expect("temporary directory");
+    let disk_path = base.path().join("small-disk");
+    let _disk = SmallDisk::mount(&disk_path, "6m");
+    let spec = ClusterSpec::new()
+        .data_nodes(1)
+        .replicas(1)
+        .data_memory("64M")
+        .data_node_param("FileSystemPath", &disk_path.display().to_string())
+        .data_node_param("NoOfFragmentLogFiles", "3")
+        .data_node_param("FragmentLogFileSize", "4M")
+        .data_node_param("TimeBetweenGlobalCheckpoints", "100");
+    let mut cluster = TestCluster::start(spec).expect("start the cluster");
+    let api = cluster.connect().expect("connect");
+    let def = TableDef::new(
+        "fill",
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("value", ColumnType::Varbinary(8000)),
+        ],
+    );
+    let table = recreate_table(&api, &def).expect("create the table");
+    let mut refused = None;
+    let mut committed = Vec::new();
+    for id in 0..20_000u32 {
+        let mut t = api.start_transaction().expect("start");
+        t.insert(
+            &table,
+            &[Value::UInt32(id), Value::Varbinary(vec![7; 8000])],
+        )
+        .expect("define");
+        match t.execute(ExecType::Commit) {
+            Ok(()) => committed.push(id),
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+    }
+    let error = refused.expect("a 6 MiB disk refuses 160 MB of writes");
+    eprintln!("after {} rows: {error}", committed.len());
+    assert!(
+        matches!(error.code(), Some(1234 | 410 | 1221)),
+        "a temporary redo error: {error}"
+    );
+    assert!(error.is_temporary(), "{error}");
+    for &id in committed.iter().step_by(50) {
+        read_committed(&api, &table, &[Value::UInt32(id)]).expect("a committed row reads");
+    }
+    assert!(cluster.is_running(NodeId(1)), "the node keeps running");
+}
