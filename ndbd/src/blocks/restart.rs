@@ -553,11 +553,11 @@ impl Kernel {
         start: Option<(u64, u64)>,
     ) -> Result<(Resume, u64), String> {
         let me = u32::from(self.me.0);
-        let mut by_seq: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+        let mut by_seq: BTreeMap<u64, (String, Vec<u8>)> = BTreeMap::new();
         for (path, bytes) in files {
             match FileHeader::decode(&bytes, format::REDO_MAGIC) {
                 Ok(h) if h.node == me && h.part == part => {
-                    by_seq.insert(h.seq, bytes);
+                    by_seq.insert(h.seq, (path, bytes));
                 }
                 Ok(h) => {
                     return Err(format!(
@@ -597,8 +597,9 @@ impl Kernel {
             seq: first_seq,
             offset: 0,
         };
-        'files: for (&seq, bytes) in &by_seq {
-            let path = part_file(part, seq % files);
+        let mut cut_path = None;
+        'files: for (&seq, (path, bytes)) in &by_seq {
+            let path = path.clone();
             if seq != cut.seq && !complete {
                 return Err(format!(
                     "{path}: redo part {part} jumps from file {} to file {seq} before GCI {gci} was complete",
@@ -633,6 +634,7 @@ impl Kernel {
                                     seq,
                                     offset: record.next as u64,
                                 };
+                                cut_path = Some(path.clone());
                             }
                             kind::FILE_END if !complete => {
                                 cut.seq = seq + 1;
@@ -663,7 +665,7 @@ impl Kernel {
             ));
         }
         // Everything after the cut goes, durably, before anything new is written there.
-        let path = part_file(part, cut.seq % files);
+        let path = cut_path.unwrap_or_else(|| part_file(part, cut.seq % files));
         self.fs.push(
             FsOp::Truncate {
                 path: path.clone(),
@@ -671,7 +673,17 @@ impl Kernel {
             },
             FsWait::Nothing,
         );
-        self.fs.push(FsOp::Sync { path }, FsWait::Nothing);
+        self.fs
+            .push(FsOp::Sync { path: path.clone() }, FsWait::Nothing);
+        if path != part_file(part, cut.seq % files) {
+            // A file written past the ring (see `Redo::make_room`): the log goes on in the
+            // next file rather than append to it under its ring name.
+            cut = Resume {
+                first_seq,
+                seq: cut.seq + 1,
+                offset: 0,
+            };
+        }
         Ok((cut, applied))
     }
 

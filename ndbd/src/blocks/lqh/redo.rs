@@ -75,10 +75,16 @@ struct Part {
     pending: Vec<u8>,
     /// Files written since the last sync.
     unsynced: Vec<u64>,
+    /// Files opened while every file of the ring was still needed (see `make_room`).
+    overflow: std::collections::BTreeSet<u64>,
 }
 
 impl Part {
     fn path(&self, seq: u64, files_per_part: u64) -> String {
+        if self.overflow.contains(&seq) {
+            // Past the ring: a name of its own, so that no file still needed is overwritten.
+            return part_file(self.index, seq);
+        }
         part_file(self.index, seq % files_per_part)
     }
 
@@ -113,6 +119,7 @@ impl Redo {
                     written: at.offset,
                     pending: Vec::new(),
                     unsynced: Vec::new(),
+                    overflow: Default::default(),
                 }
             })
             .collect();
@@ -140,6 +147,16 @@ impl Redo {
         let (node, files) = (self.node, self.files_per_part);
         let p = &mut self.parts[part];
         p.written = 0;
+        if p.seq - p.first_seq >= files {
+            // Writes were refused (410) a file before this; only commits of operations
+            // prepared before that get here. Going past the ring keeps them.
+            tracing::error!(
+                part = p.index,
+                seq = p.seq,
+                "redo log part overran NoOfFragmentLogFiles; writing a file beyond the ring"
+            );
+            p.overflow.insert(p.seq);
+        }
         self.requests.push((
             FsOp::Truncate {
                 path: p.path(p.seq, files),
@@ -222,16 +239,7 @@ impl Redo {
         format::append_record(&mut p.pending, 0, kind::FILE_END, |_| {});
         self.buffered += (p.pending.len() - before) as u64;
         self.write_pending(part);
-        let p = &mut self.parts[part];
-        p.seq += 1;
-        if p.seq - p.first_seq >= self.files_per_part {
-            // Writes were refused (410) a file before this; only commits of operations
-            // prepared before that get here. Going past the ring keeps them.
-            tracing::error!(
-                part = p.index,
-                "redo log part overran NoOfFragmentLogFiles; writing one file beyond it"
-            );
-        }
+        self.parts[part].seq += 1;
         self.open_file(part);
     }
 
