@@ -3,7 +3,7 @@
 //! traffic never stops; then the redo log before the checkpoint's start can be reused.
 //!
 //! A checkpoint starts once 4 × 2^TimeBetweenLocalCheckpoints bytes of redo were written since
-//! the last one started. It notes where every redo part stands, scans the fragments (a fuzzy
+//! the last one started, or at once after the last one while a quarter of the log is in use. It notes where every redo part stands, scans the fragments (a fuzzy
 //! scan: rows change while it runs), writes `LCP/<id>/ALL.Data` (PUT records, then LCP_END),
 //! syncs it, and then writes `LCP/<id>/LCP.ctl` with the parts' start positions and the newest
 //! epoch a row in it can belong to (`max_gci`). A restart loads the checkpoint and replays the
@@ -190,7 +190,11 @@ impl Kernel {
         if self.restart.is_some() || self.lcps.is_running() {
             return;
         }
-        if redo.appended() - self.lcps.redo_at_start < self.lcps.trigger_bytes {
+        // As NDB's EnableRedoControl: once a quarter of the log is in use, checkpoints run back
+        // to back whatever TimeBetweenLocalCheckpoints says, so that a steady write load that
+        // the disk keeps up with never fills the log.
+        let written = redo.appended() - self.lcps.redo_at_start;
+        if written < self.lcps.trigger_bytes && !(written > 0 && redo.fill() > 0.25) {
             return;
         }
         let id = self.lcps.last_id + 1;
