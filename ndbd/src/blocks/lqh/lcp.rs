@@ -3,10 +3,11 @@
 //! traffic never stops; then the redo log before the checkpoint's start can be reused.
 //!
 //! A checkpoint starts once 4 × 2^TimeBetweenLocalCheckpoints bytes of redo were written since
-//! the last one started, or at once after the last one while a quarter of the log is in use. It notes where every redo part stands, scans the fragments (a fuzzy
-//! scan: rows change while it runs), writes `LCP/<id>/ALL.Data` (PUT records, then LCP_END),
-//! syncs it, and then writes `LCP/<id>/LCP.ctl` with the parts' start positions and the newest
-//! epoch a row in it can belong to (`max_gci`). A restart loads the checkpoint and replays the
+//! the last one started, or at once after the last one while a quarter of the log is in use.
+//! It notes where every redo part stands, scans the fragments (a fuzzy scan: rows change while
+//! it runs), writes `LCP/<id>/ALL.Data` (DELETE and PUT records, then LCP_END), syncs it, and
+//! then writes `LCP/<id>/LCP.ctl` with the parts' start positions and the newest epoch a row in
+//! it can belong to (`max_gci`). A restart loads the checkpoint and replays the
 //! redo from those positions: every change applied after the start was logged after them, so
 //! the replay brings every row to its last logged image.
 //!
