@@ -9,8 +9,8 @@ use proptest::prelude::*;
 use rndb_config::NodeId;
 use rndb_protocol::scan::{ScanTabReq, SCAN_FLAG_START_TRANSACTION};
 use rndb_protocol::signals::{
-    self, block, gsn, CreateIndexReq, Refusal, TableInfo, TcExecuteRef, TcExecuteReq, TcKeyReq,
-    FLAG_START_TRANSACTION,
+    self, block, gsn, CreateIndexReq, Refusal, TableInfo, TcExecuteConf, TcExecuteRef,
+    TcExecuteReq, TcKeyReq, FLAG_START_TRANSACTION,
 };
 use rndb_protocol::{
     AbortOption, ColumnDef, ColumnType, ExecType, IndexKind, LockMode, OperationType, TableDef,
@@ -948,4 +948,83 @@ fn a_read_row_comes_before_the_ref_of_its_failed_execute() {
         ExecType::Commit,
     );
     assert_eq!(answered(&out, 41), Some(gsn::TC_EXECUTE_CONF));
+}
+
+/// The GCI the last TC_EXECUTE_CONF for `rid` names (`None`: none sent, or it names none).
+fn conf_gci(out: &Out, rid: u32) -> Option<u64> {
+    let (_, _, _, b) = out
+        .frames
+        .iter()
+        .rev()
+        .find(|(_, s, r, _)| *r == rid && *s == gsn::TC_EXECUTE_CONF)?;
+    TcExecuteConf::decode(b).expect("decode").gci
+}
+
+/// The timer fires at `now` (the master's global checkpoints run on it).
+fn tick(k: &mut Kernel, out: &mut Out, now: Instant) {
+    k.on_timer(now);
+    k.run_jobs(out, now);
+}
+
+/// A committed execute's TC_EXECUTE_CONF names its commit's GCI, the epoch current when the
+/// commit started, so a later epoch's commit names a larger one; NoCommit and rollback answers
+/// name none.
+#[test]
+fn a_commits_conf_names_its_gci() {
+    let (mut k, mut out, t) = setup();
+    let now = Instant::now();
+    op_at(
+        &mut k,
+        &mut out,
+        50,
+        10,
+        &t,
+        true,
+        OperationType::Insert,
+        5,
+        1,
+        ExecType::NoCommit,
+        now,
+    );
+    assert_eq!(answered(&out, 10), Some(gsn::TC_EXECUTE_CONF));
+    assert_eq!(conf_gci(&out, 10), None, "NoCommit names no GCI");
+    let b = exec_req(false, ExecType::Commit, AbortOption::AbortOnError, 0);
+    frame_at(&mut k, &mut out, 50, gsn::TC_EXECUTE_REQ, 10, &b, now);
+    let first = conf_gci(&out, 10).expect("the commit names its GCI");
+    assert_eq!(first, k.current_gci());
+    // The master starts the next epoch once TimeBetweenEpochs has passed.
+    tick(&mut k, &mut out, now);
+    tick(&mut k, &mut out, now + Duration::from_millis(500));
+    assert!(k.current_gci() > first, "a new epoch started");
+    op_at(
+        &mut k,
+        &mut out,
+        50,
+        11,
+        &t,
+        true,
+        OperationType::Update,
+        5,
+        2,
+        ExecType::Commit,
+        now,
+    );
+    let second = conf_gci(&out, 11).expect("the commit names its GCI");
+    assert!(second > first, "{second:#x} after {first:#x}");
+    assert_eq!(second, k.current_gci());
+    op_at(
+        &mut k,
+        &mut out,
+        50,
+        12,
+        &t,
+        true,
+        OperationType::Insert,
+        6,
+        1,
+        ExecType::Rollback,
+        now,
+    );
+    assert_eq!(answered(&out, 12), Some(gsn::TC_EXECUTE_CONF));
+    assert_eq!(conf_gci(&out, 12), None, "a rollback names no GCI");
 }

@@ -141,10 +141,22 @@ pub struct Round {
 /// An answer TC sends to the API.
 #[derive(Debug)]
 pub enum ApiAnswer {
-    Row { op_index: u32, row: Row },
-    KeyRef { op_index: u32, code: u32 },
-    ExecuteConf,
-    ExecuteRef { error: NdbError, op_index: u32 },
+    Row {
+        op_index: u32,
+        row: Row,
+    },
+    KeyRef {
+        op_index: u32,
+        code: u32,
+    },
+    /// The execute succeeded; `gci` is the GCI of its commit, when it committed.
+    ExecuteConf {
+        gci: Option<u64>,
+    },
+    ExecuteRef {
+        error: NdbError,
+        op_index: u32,
+    },
 }
 
 /// An operation out on another node, as this node's TC remembers it.
@@ -608,7 +620,7 @@ impl Tc {
             return Some(Err(TcAction::Abort(trans)));
         }
         match execute.exec_type {
-            ExecType::NoCommit => Some(Ok(ApiAnswer::ExecuteConf)),
+            ExecType::NoCommit => Some(Ok(ApiAnswer::ExecuteConf { gci: None })),
             ExecType::Commit => {
                 t.phase = Phase::Committing;
                 Some(Err(TcAction::Commit(trans)))
@@ -759,7 +771,10 @@ impl Tc {
         let t = self.transactions.remove(trans)?;
         self.operations_in_use = self.operations_in_use.saturating_sub(t.operations);
         match t.phase {
-            Phase::Committing | Phase::Aborting(AbortReply::Conf) => Some(ApiAnswer::ExecuteConf),
+            Phase::Committing => Some(ApiAnswer::ExecuteConf {
+                gci: (t.gci != 0).then_some(t.gci),
+            }),
+            Phase::Aborting(AbortReply::Conf) => Some(ApiAnswer::ExecuteConf { gci: None }),
             Phase::Aborting(AbortReply::Ref(failed)) => {
                 let (error, op_index) = *failed;
                 Some(ApiAnswer::ExecuteRef { error, op_index })
@@ -882,7 +897,7 @@ fn unknown_transaction_answer(req: &TcExecuteReq, transactions_max: u32) -> ApiA
         };
     }
     if req.op_count == 0 {
-        return ApiAnswer::ExecuteConf;
+        return ApiAnswer::ExecuteConf { gci: None };
     }
     // A new transaction whose operations found no free transaction record.
     ApiAnswer::ExecuteRef {
