@@ -10,7 +10,7 @@ use rndb_protocol::scan::{
 use rndb_protocol::schema::ROW_BYTES_MAX;
 use rndb_protocol::signals::{
     block, gsn, TcExecuteConf, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReqRef, TcKeyRow,
-    FLAG_START_TRANSACTION, OP_INDEX_NONE, REPLICA_PRIMARY,
+    FLAG_DURABLE_COMMIT, FLAG_START_TRANSACTION, OP_INDEX_NONE, REPLICA_PRIMARY,
 };
 use rndb_protocol::{AbortOption, ExecType, IndexKind, LockMode, NdbError, OperationType, Value};
 use rndb_transporter::{FrameHeader, TransportError};
@@ -253,6 +253,8 @@ pub struct Transaction<'c> {
     tables: Tables,
     /// The GCI its commit took, once an execute committed (NDB's `getGCI`).
     gci: Option<NonZeroU64>,
+    /// A commit returns only once its global checkpoint is saved (`set_durable_commit`).
+    durable_commit: bool,
 }
 
 impl<'c> Transaction<'c> {
@@ -267,6 +269,7 @@ impl<'c> Transaction<'c> {
             results: Vec::new(),
             tables: Tables::default(),
             gci: None,
+            durable_commit: false,
         }
     }
 
@@ -633,12 +636,16 @@ impl<'c> Transaction<'c> {
         for (result, frame) in self.results[first..].iter_mut().zip(&frames.frames) {
             result.table = frame.3;
         }
+        let mut flags = if self.state == State::Fresh {
+            FLAG_START_TRANSACTION
+        } else {
+            0
+        };
+        if self.durable_commit && exec == ExecType::Commit {
+            flags |= FLAG_DURABLE_COMMIT;
+        }
         let execute = TcExecuteReq {
-            flags: if self.state == State::Fresh {
-                FLAG_START_TRANSACTION
-            } else {
-                0
-            },
+            flags,
             exec_type: exec,
             abort_option: abort,
             op_count: count as u32,
@@ -841,6 +848,26 @@ impl<'c> Transaction<'c> {
     /// depend on each other (one read or overwrote what the other wrote) never go backwards.
     pub fn gci(&self) -> Option<u64> {
         self.gci.map(NonZeroU64::get)
+    }
+
+    /// Asks for a durable commit (beyond NDB, whose commit returns once it is on every replica
+    /// in memory and reaches the disk at the next global checkpoint): from now on an execute
+    /// with [`ExecType::Commit`] returns only once the global checkpoint holding the commit is
+    /// saved on every data node's disk, so that even the loss of every data node at once (a
+    /// system restart) keeps it. That waits up to TimeBetweenGlobalCheckpoints plus the save;
+    /// with many such commits in flight one save serves them all (a group commit), so it
+    /// costs mostly latency: throughput needs as many commits in flight as commit in one
+    /// TimeBetweenGlobalCheckpoints. If the coordinating data node fails meanwhile, the
+    /// execute fails as any other does when its node is lost (4010), and whether the commit
+    /// survives is then unknown. A Diskless cluster answers at the next global checkpoint,
+    /// which saves nothing.
+    pub fn set_durable_commit(&mut self, durable: bool) {
+        self.durable_commit = durable;
+    }
+
+    /// True when a commit waits for its global checkpoint ([`Self::set_durable_commit`]).
+    pub fn durable_commit(&self) -> bool {
+        self.durable_commit
     }
 
     /// Ends the transaction; an open one is rolled back.
