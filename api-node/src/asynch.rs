@@ -13,6 +13,10 @@
 //! executes whose answers have come, waiting (reading the links) until at least `min` have.
 //! The executor holds at most MaxNoOfConcurrentTransactions transactions (prepared or in
 //! flight); past that `prepare` fails with 4006.
+//!
+//! A completed commit's GCI is its transaction's [`Transaction::gci`]; a transaction set to
+//! [`Transaction::set_durable_commit`] before `prepare` completes only once its global
+//! checkpoint is saved, and thousands of them in flight share each save (a group commit).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};

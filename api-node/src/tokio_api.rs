@@ -239,8 +239,10 @@ impl<'c> TokioCluster<'c> {
 }
 
 /// A transaction whose executes and scans are awaited. It derefs to [`Transaction`], so
-/// operations are defined and results read exactly as there; `execute`, `execute_with`,
-/// `scan_table` and `scan_index` are the awaited ones. Dropping an open transaction rolls it
+/// operations are defined and results read exactly as there (the commit's
+/// [`Transaction::gci`], a [`Transaction::set_durable_commit`] awaited until its global
+/// checkpoint is saved); `execute`, `execute_with`, `scan_table` and `scan_index` are the
+/// awaited ones. Dropping an open transaction rolls it
 /// back.
 #[derive(Debug)]
 pub struct TokioTransaction<'c> {

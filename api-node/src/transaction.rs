@@ -2,14 +2,15 @@
 //! trip.
 
 use std::cell::Cell;
+use std::num::{NonZeroU16, NonZeroU64};
 
 use rndb_protocol::scan::{
     ScanTabReq, SCAN_FLAG_DESCENDING, SCAN_FLAG_PART, SCAN_FLAG_START_TRANSACTION,
 };
 use rndb_protocol::schema::ROW_BYTES_MAX;
 use rndb_protocol::signals::{
-    block, gsn, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReqRef, TcKeyRow,
-    FLAG_START_TRANSACTION, OP_INDEX_NONE, REPLICA_PRIMARY,
+    block, gsn, TcExecuteConf, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReqRef, TcKeyRow,
+    FLAG_DURABLE_COMMIT, FLAG_START_TRANSACTION, OP_INDEX_NONE, REPLICA_PRIMARY,
 };
 use rndb_protocol::{AbortOption, ExecType, IndexKind, LockMode, NdbError, OperationType, Value};
 use rndb_transporter::{FrameHeader, TransportError};
@@ -233,7 +234,9 @@ pub struct Transaction<'c> {
     request_id: u32,
     /// The data node whose TC runs this transaction: the primary replica of the first
     /// operation's key (NDB's transaction hint), chosen when the first operation is defined.
-    tc_node: Option<NodeId>,
+    /// Kept as a `NonZeroU16` (node ids start at 1), two bytes rather than four, which keeps
+    /// room for the commit's GCI (see `a_transaction_stays_small`).
+    tc_node: Option<NonZeroU16>,
     /// Other data nodes where this transaction's scans attached it: its commit or rollback is
     /// passed to them too, after the TC's.
     /// Boxed, as most transactions scan nothing (see `a_transaction_stays_small`).
@@ -248,6 +251,10 @@ pub struct Transaction<'c> {
     results: Vec<OpResult>,
     /// The tables its operations work on, for checking the rows answered.
     tables: Tables,
+    /// The GCI its commit took, once an execute committed (NDB's `getGCI`).
+    gci: Option<NonZeroU64>,
+    /// A commit returns only once its global checkpoint is saved (`set_durable_commit`).
+    durable_commit: bool,
 }
 
 impl<'c> Transaction<'c> {
@@ -261,6 +268,8 @@ impl<'c> Transaction<'c> {
             batch: Encoded::default(),
             results: Vec::new(),
             tables: Tables::default(),
+            gci: None,
+            durable_commit: false,
         }
     }
 
@@ -465,9 +474,14 @@ impl<'c> Transaction<'c> {
         // The TC node runs the transaction; the scan goes to every data node, each over the
         // fragments it holds the primary replica of. Another node attaches the transaction
         // (creating its record there if needed), and hears of its end from `finish_elsewhere`.
-        let tc_node = *self
-            .tc_node
-            .get_or_insert_with(|| self.cluster.coordinator().peer);
+        let tc_node = match self.tc_node() {
+            Some(node) => node,
+            None => {
+                let node = self.cluster.coordinator().peer;
+                self.set_tc_node(node);
+                node
+            }
+        };
         let cluster: &'c Cluster = self.cluster;
         // The link to the TC node failed (with one data node: every link did), and the
         // transaction with it (4010), as for an execute. Without this check the scan went to the
@@ -622,12 +636,16 @@ impl<'c> Transaction<'c> {
         for (result, frame) in self.results[first..].iter_mut().zip(&frames.frames) {
             result.table = frame.3;
         }
+        let mut flags = if self.state == State::Fresh {
+            FLAG_START_TRANSACTION
+        } else {
+            0
+        };
+        if self.durable_commit && exec == ExecType::Commit {
+            flags |= FLAG_DURABLE_COMMIT;
+        }
         let execute = TcExecuteReq {
-            flags: if self.state == State::Fresh {
-                FLAG_START_TRANSACTION
-            } else {
-                0
-            },
+            flags,
             exec_type: exec,
             abort_option: abort,
             op_count: count as u32,
@@ -702,7 +720,12 @@ impl<'c> Transaction<'c> {
             State::Finished
         };
         let result = match ended {
-            Some(Ended::Conf) => Ok(()),
+            Some(Ended::Conf(gci)) => {
+                if exec == ExecType::Commit {
+                    self.gci = gci.and_then(NonZeroU64::new);
+                }
+                Ok(())
+            }
             Some(Ended::Refused(e)) => {
                 self.state = State::Finished;
                 Err(e)
@@ -806,7 +829,45 @@ impl<'c> Transaction<'c> {
     /// The data node coordinating this transaction (NDB's `getConnectedNodeId`): chosen by the
     /// first operation's key, `None` until an operation is defined.
     pub fn connected_node_id(&self) -> Option<NodeId> {
-        self.tc_node
+        self.tc_node()
+    }
+
+    fn tc_node(&self) -> Option<NodeId> {
+        self.tc_node.map(|node| NodeId(node.get()))
+    }
+
+    fn set_tc_node(&mut self, node: NodeId) {
+        debug_assert!(node.0 != 0, "node ids start at 1");
+        self.tc_node = NonZeroU16::new(node.0);
+    }
+
+    /// The GCI of this transaction's commit (NDB's `NdbTransaction::getGCI`): its global
+    /// checkpoint in the high 32 bits, the epoch within it in the low. `None` until an execute
+    /// with [`ExecType::Commit`] succeeded. A commit becomes durable on disk when its global
+    /// checkpoint is saved (every TimeBetweenGlobalCheckpoints); GCIs of transactions that
+    /// depend on each other (one read or overwrote what the other wrote) never go backwards.
+    pub fn gci(&self) -> Option<u64> {
+        self.gci.map(NonZeroU64::get)
+    }
+
+    /// Asks for a durable commit (beyond NDB, whose commit returns once it is on every replica
+    /// in memory and reaches the disk at the next global checkpoint): from now on an execute
+    /// with [`ExecType::Commit`] returns only once the global checkpoint holding the commit is
+    /// saved on every data node's disk, so that even the loss of every data node at once (a
+    /// system restart) keeps it. That waits up to TimeBetweenGlobalCheckpoints plus the save;
+    /// with many such commits in flight one save serves them all (a group commit), so it
+    /// costs mostly latency: throughput needs as many commits in flight as commit in one
+    /// TimeBetweenGlobalCheckpoints. If the coordinating data node fails meanwhile, the
+    /// execute fails as any other does when its node is lost (4010), and whether the commit
+    /// survives is then unknown. A Diskless cluster answers at the next global checkpoint,
+    /// which saves nothing.
+    pub fn set_durable_commit(&mut self, durable: bool) {
+        self.durable_commit = durable;
+    }
+
+    /// True when a commit waits for its global checkpoint ([`Self::set_durable_commit`]).
+    pub fn durable_commit(&self) -> bool {
+        self.durable_commit
     }
 
     /// Ends the transaction; an open one is rolled back.
@@ -816,7 +877,7 @@ impl<'c> Transaction<'c> {
     /// first data node its TC).
     fn connection(&self) -> &'c Connection {
         let cluster: &'c Cluster = self.cluster;
-        match self.tc_node {
+        match self.tc_node() {
             // Once chosen, the TC never changes: if its link fails, so does the transaction
             // (4010), rather than go on at a node that does not know what it did.
             Some(node) => cluster.connection_of(node),
@@ -860,7 +921,8 @@ impl<'c> Transaction<'c> {
                 && op_type == OperationType::Read
                 && lock_mode == LockMode::CommittedRead
                 && target.table.def().read_backup;
-            self.tc_node = Some(self.cluster.tc_of_key(key, near));
+            let node = self.cluster.tc_of_key(key, near);
+            self.set_tc_node(node);
         }
         let op_index = self.batch.len() as u32;
         let starts = self.state == State::Fresh && op_index == 0;
@@ -952,10 +1014,13 @@ impl<'c> Transaction<'c> {
                 self.results[op_slot(r.op_index)?].error = Some(NdbError::new(r.code));
                 Ok(None)
             }
-            gsn::TC_EXECUTE_CONF => Ok(Some(Ended::Conf)),
+            gsn::TC_EXECUTE_CONF => {
+                let conf = TcExecuteConf::decode(payload).map_err(|e| e.to_string())?;
+                Ok(Some(Ended::Conf(conf.gci)))
+            }
             gsn::TCKEY_ROW_CONF => {
                 self.file_answer(sent, gsn::TCKEY_ROW, payload)?;
-                Ok(Some(Ended::Conf))
+                Ok(Some(Ended::Conf(None)))
             }
             gsn::TC_EXECUTE_REF => {
                 let r = TcExecuteRef::decode(payload).map_err(|e| e.to_string())?;
@@ -982,8 +1047,9 @@ impl<'c> Transaction<'c> {
 
 /// How an execute's answers ended.
 enum Ended {
-    /// TC_EXECUTE_CONF: every operation ran (some may have failed under IgnoreError).
-    Conf,
+    /// TC_EXECUTE_CONF: every operation ran (some may have failed under IgnoreError), and
+    /// a commit's GCI.
+    Conf(Option<u64>),
     /// TC_EXECUTE_REF: the transaction was aborted with this error.
     Refused(Error),
     /// An answer broke the protocol.

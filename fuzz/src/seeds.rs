@@ -15,8 +15,8 @@ use rndb_protocol::scan::{
 };
 use rndb_protocol::schema::{ColumnDef, ColumnType, TableDef, Value};
 use rndb_protocol::signals::{
-    CreateIndexReq, IndexInfo, IndexName, Refusal, TableInfo, TcExecuteRef, TcExecuteReq, TcKeyRef,
-    TcKeyReq, TcKeyRow, FLAG_EXECUTE, FLAG_START_TRANSACTION,
+    CreateIndexReq, IndexInfo, IndexName, Refusal, TableInfo, TcExecuteConf, TcExecuteRef,
+    TcExecuteReq, TcKeyRef, TcKeyReq, TcKeyRow, FLAG_EXECUTE, FLAG_START_TRANSACTION,
 };
 use rndb_protocol::{AbortOption, ExecType, IndexKind, LockMode, OperationType, TransId, Writer};
 use rndb_transporter::frame::{self, FrameHeader};
@@ -296,6 +296,12 @@ fn signal_payloads() -> Vec<Seed> {
     });
     put(28, &|o| {
         rndb_protocol::dih::GcpSignal { gci: 5 << 32 | 3 }.encode(o)
+    });
+    put(29, &|o| {
+        TcExecuteConf {
+            gci: Some(5 << 32 | 4),
+        }
+        .encode(o)
     });
     payloads
         .into_iter()

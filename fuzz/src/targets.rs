@@ -19,8 +19,8 @@ use rndb_protocol::lqh::{
 use rndb_protocol::scan::{decode_scan_rows, ScanNextReq, ScanTabConf, ScanTabReq};
 use rndb_protocol::schema::{self, ColumnDef, ColumnType, TableDef, Value};
 use rndb_protocol::signals::{
-    self, CreateIndexReq, IndexInfo, IndexName, Refusal, TableInfo, TcExecuteRef, TcExecuteReq,
-    TcKeyRef, TcKeyReq, TcKeyReqView, TcKeyRow,
+    self, CreateIndexReq, IndexInfo, IndexName, Refusal, TableInfo, TcExecuteConf, TcExecuteRef,
+    TcExecuteReq, TcKeyRef, TcKeyReq, TcKeyReqView, TcKeyRow,
 };
 use rndb_protocol::{Reader, Writer};
 use rndb_transporter::frame::{self, Decoded, FRAME_BYTES_MAX, FRAME_HEADER_BYTES};
@@ -205,6 +205,7 @@ const DECODERS: &[Decoder] = &[
     values,
     |b| round_trip(b, LqhCommitReq::decode, LqhCommitReq::encode),
     |b| round_trip(b, GcpSignal::decode, GcpSignal::encode),
+    |b| round_trip(b, TcExecuteConf::decode, TcExecuteConf::encode),
 ];
 
 /// Every signal payload decoder of rndb-protocol; `data[0]` picks which, the rest is the

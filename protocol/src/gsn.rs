@@ -34,6 +34,7 @@ signals! {
     TCKEY_ROW = 21;
     TCKEYREF = 22;
     TC_EXECUTE_REQ = 23;
+    /// The execute succeeded: `signals::TcExecuteConf`, which names the GCI of a commit.
     TC_EXECUTE_CONF = 24;
     TC_EXECUTE_REF = 25;
     /// A key operation through a unique hash index (NDB's TCINDXREQ): a `TcKeyReq` whose table

@@ -38,6 +38,11 @@ pub const FLAG_EXECUTE: u8 = 2;
 /// Bytes of the execute that a TCKEYREQ with [`FLAG_EXECUTE`] carries after its attributes:
 /// flags u8, exec type u8, abort option u8.
 pub const EXECUTE_TRAILER_BYTES: usize = 3;
+/// Flag on `TcExecuteReq` (and on the execute a TCKEYREQ with [`FLAG_EXECUTE`] carries): a
+/// durable commit. TC answers the commit only once the global checkpoint holding its GCI is
+/// saved on every data node's disk, so that a system restart keeps it; an execute that does not
+/// commit ignores it. Bit 2, clear of [`FLAG_EXECUTE`], which only a TCKEYREQ uses.
+pub const FLAG_DURABLE_COMMIT: u8 = 4;
 /// `TcKeyReq::replica` for the primary replica (the default).
 pub const REPLICA_PRIMARY: u8 = 0;
 /// The op index meaning "no particular operation" in `TcExecuteRef`.
@@ -631,6 +636,37 @@ impl TcExecuteReq {
     }
 }
 
+/// The execute succeeded (TC_EXECUTE_CONF). The payload is empty, or, when the execute
+/// committed, the commit's GCI u64 (checkpoint in the high word, epoch in the low; NDB's
+/// `NdbTransaction::getGCI`). Only commits carry it, so the answers of NoCommit and Rollback
+/// executes stay as short as before.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcExecuteConf {
+    /// The GCI the execute committed in; never 0 (`None` encodes as an empty payload).
+    pub gci: Option<u64>,
+}
+
+impl TcExecuteConf {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        if let Some(gci) = self.gci {
+            debug_assert!(gci != 0, "GCI 0 names no checkpoint");
+            Writer::new(out).u64(gci);
+        }
+    }
+    pub fn decode(buf: &[u8]) -> Result<TcExecuteConf, DecodeError> {
+        let mut r = Reader::new(buf, "TC_EXECUTE_CONF");
+        if r.remaining() == 0 {
+            return Ok(TcExecuteConf { gci: None });
+        }
+        let gci = r.u64()?;
+        if gci == 0 {
+            return Err(r.error("GCI 0"));
+        }
+        r.finish()?;
+        Ok(TcExecuteConf { gci: Some(gci) })
+    }
+}
+
 /// The execute failed as a whole; the transaction is aborted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TcExecuteRef {
@@ -738,6 +774,28 @@ mod tests {
         );
     }
 
+    /// TC_EXECUTE_CONF is empty unless the execute committed, then it names the GCI; a GCI of
+    /// 0, a short one, or trailing bytes do not decode.
+    #[test]
+    fn execute_conf_carries_a_commits_gci() {
+        let check = |conf: TcExecuteConf, bytes: &[u8]| {
+            let mut buf = Vec::new();
+            conf.encode(&mut buf);
+            assert_eq!(buf, bytes);
+            assert_eq!(TcExecuteConf::decode(bytes), Ok(conf));
+        };
+        check(TcExecuteConf { gci: None }, &[]);
+        check(
+            TcExecuteConf {
+                gci: Some(5 << 32 | 2),
+            },
+            &[2, 0, 0, 0, 5, 0, 0, 0],
+        );
+        for bad in [&[0u8; 8][..], &[1, 0, 0], &[1, 0, 0, 0, 0, 0, 0, 0, 0]] {
+            assert!(TcExecuteConf::decode(bad).is_err(), "{bad:?}");
+        }
+    }
+
     #[test]
     fn table_info_round_trips() {
         let def = TableDef::new(
@@ -837,6 +895,7 @@ mod tests {
             let _ = TcKeyRow::decode(&bytes);
             let _ = TcKeyRef::decode(&bytes);
             let _ = TcExecuteReq::decode(&bytes);
+            let _ = TcExecuteConf::decode(&bytes);
             let _ = TcExecuteRef::decode(&bytes);
             let _ = TableInfo::decode(&bytes);
             let _ = Refusal::decode(&bytes);

@@ -108,6 +108,12 @@ pub struct Args {
     /// asynchronous API: prepare, send together, poll completions)
     #[arg(long, value_enum, default_value_t = InFlight::Threads)]
     pub in_flight: InFlight,
+
+    /// Sweep commits are durable (rndb-api's `Transaction::set_durable_commit`): each returns
+    /// only once the global checkpoint holding it is saved on every data node, so a level needs
+    /// about as many in flight as commit in one TimeBetweenGlobalCheckpoints
+    #[arg(long)]
+    pub durable_commit: bool,
 }
 
 /// How the concurrency sweep keeps transactions in flight.

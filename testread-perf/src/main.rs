@@ -280,6 +280,7 @@ fn sweep_transporter(
         size: args.size,
         lock: args.lock.mode(),
         write_ratio: args.write_ratio,
+        durable_commit: args.durable_commit,
         duration: std::time::Duration::from_millis(args.duration_ms),
         seed,
         shutdown,

@@ -32,6 +32,10 @@ pub struct Params {
     pub primary_node: Option<u16>,
     /// How the concurrency sweep keeps transactions in flight (`threads` or `async`).
     pub in_flight: &'static str,
+    /// Fraction of the sweep's transactions that update their row.
+    pub write_ratio: f64,
+    /// The sweep's commits waited for their global checkpoint (`--durable-commit`).
+    pub durable_commit: bool,
     pub spin_us: Option<u32>,
     pub seed: u64,
 }
@@ -50,6 +54,8 @@ impl Params {
             transaction_per_row: args.transaction_per_row,
             primary_node: args.primary_node,
             in_flight: args.in_flight.name(),
+            write_ratio: args.write_ratio,
+            durable_commit: args.durable_commit,
             spin_us: args.spin_us,
             seed,
         }
@@ -200,8 +206,19 @@ impl Report {
     pub fn to_sweep_table(&self) -> String {
         let p = &self.params;
         let mut out = format!(
-            "testread-perf sweep ({} in flight): {} rows, lock {}, seed {}, config {}\n",
-            p.in_flight, p.size, p.lock, p.seed, p.config_file
+            "testread-perf sweep ({} in flight): {} rows, lock {}, write ratio {}{}, seed {}, \
+             config {}\n",
+            p.in_flight,
+            p.size,
+            p.lock,
+            p.write_ratio,
+            if p.durable_commit {
+                " (durable commits)"
+            } else {
+                ""
+            },
+            p.seed,
+            p.config_file
         );
         let mut table = Table::new();
         table.load_preset(presets::UTF8_FULL_CONDENSED);
@@ -364,6 +381,8 @@ mod tests {
             transaction_per_row: false,
             primary_node: None,
             in_flight: "threads",
+            write_ratio: 0.0,
+            durable_commit: false,
             spin_us: None,
             seed: 1,
         }

@@ -3,7 +3,8 @@
 //! either by N client threads sharing one API connection, each blocked on its own transaction
 //! while the connection's poll owner serves them all (`--in-flight threads`), or by one thread
 //! with the asynchronous executor (`--in-flight async`: prepare N, send them together, and
-//! replace each as it completes).
+//! replace each as it completes). With `--durable-commit` each commit returns only once its
+//! global checkpoint is saved.
 
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -44,6 +45,8 @@ pub struct Sweep<'a> {
     pub size: u32,
     pub lock: LockMode,
     pub write_ratio: f64,
+    /// Every commit waits for its global checkpoint to be saved (`--durable-commit`).
+    pub durable_commit: bool,
     pub duration: Duration,
     pub seed: u64,
     pub shutdown: &'a Shutdown,
@@ -131,6 +134,7 @@ impl Sweep<'_> {
         rng: &mut StdRng,
     ) -> Result<rndb_api::Transaction<'_>, rndb_api::Error> {
         let mut tx = self.cluster.start_transaction()?;
+        tx.set_durable_commit(self.durable_commit);
         if write {
             let column = self.table.def().columns.len() - 1;
             tx.update(self.table, &[key], &[(column, Value::UInt64(rng.gen()))])?;

@@ -3,13 +3,23 @@
 //! between two accounts and records itself in a ledger, in one transaction) is killed with
 //! SIGKILL, restarted without `--initial`, and every transfer acknowledged before two later
 //! checkpoints were saved is there, the ledger and the balances agree, and the total is
-//! unchanged; the schema comes back with the rows.
+//! unchanged; the schema comes back with the rows. And that a durable commit
+//! (`Transaction::set_durable_commit`) is kept at once: commits report GCIs that grow, every
+//! durable commit acknowledged (hundreds, many in flight) is acknowledged only once a node's
+//! sysfile names its checkpoint, and every one acknowledged before the same kill is there after
+//! the restart, with no later checkpoint waited for. Local checkpoints let a small redo log
+//! carry far more writes than it holds, and a disk that fills refuses writes with a temporary
+//! error (root only).
 
-use std::collections::BTreeSet;
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rndb_api::{Cluster, ColumnDef, ColumnType, ExecType, LockMode, Table, TableDef, Value};
+use rndb_api::{
+    AbortOption, Cluster, ColumnDef, ColumnType, ExecType, LockMode, Table, TableDef, Value,
+};
 use rndb_config::NodeId;
 use rndb_tests::ops::{insert_committed, read_committed, recreate_table};
 use rndb_tests::{wait_until, ClusterSpec, TestCluster};
@@ -356,4 +366,180 @@ fn a_full_disk_refuses_writes_with_a_temporary_error_and_reads_go_on() {
         read_committed(&api, &table, &[Value::UInt32(id)]).expect("a committed row reads");
     }
     assert!(cluster.is_running(NodeId(1)), "the node keeps running");
+}
+
+/// Durable commits the workload keeps in flight at once.
+const DURABLE_IN_FLIGHT: usize = 128;
+/// Durable commits acknowledged before the kill.
+const DURABLE_ACKNOWLEDGED_MIN: usize = 400;
+
+/// Commits plain inserts of keys from `next` on until one reports a larger GCI than `after`;
+/// every GCI reported is at least `after`. Returns the larger GCI.
+fn commit_until_gci_grows(api: &Cluster, table: &Table, next: &mut u32, after: u64) -> u64 {
+    wait_until("a commit in a later epoch", Duration::from_secs(30), || {
+        let mut t = api.start_transaction()?;
+        t.insert(table, &[Value::UInt32(*next), Value::UInt32(0)])?;
+        t.execute(ExecType::NoCommit)?;
+        assert_eq!(t.gci(), None, "no GCI before the commit");
+        t.execute(ExecType::Commit)?;
+        *next += 1;
+        let gci = t.gci().expect("a commit reports its GCI");
+        assert!(gci >= after, "GCI {gci:#x} after {after:#x}");
+        Ok((gci > after).then_some(gci))
+    })
+    .expect("GCIs grow")
+}
+
+/// Runs durable inserts of keys 0, 1, ... with `DURABLE_IN_FLIGHT` in flight through the
+/// asynchronous API until the nodes are being `killed` (then it waits for those in flight),
+/// recording each acknowledged key with its GCI. Each acknowledgement must find the commit's
+/// checkpoint named by some node's sysfile, and nothing may fail before the kill.
+fn durable_workload(
+    api: &Cluster,
+    table: &Table,
+    file_systems: &[PathBuf],
+    acknowledged: &Mutex<BTreeMap<u32, u64>>,
+    acknowledged_count: &AtomicUsize,
+    killed: &AtomicBool,
+) {
+    let mut executor = api.async_executor();
+    let mut next = 0u32;
+    loop {
+        while !killed.load(Ordering::Relaxed) && executor.len() < DURABLE_IN_FLIGHT {
+            let Ok(mut t) = api.start_transaction() else {
+                break;
+            };
+            t.set_durable_commit(true);
+            if t.insert(table, &[Value::UInt32(next), Value::UInt32(next)])
+                .is_err()
+            {
+                break;
+            }
+            let prepared = executor.prepare(
+                t,
+                ExecType::Commit,
+                AbortOption::AbortOnError,
+                u64::from(next),
+            );
+            assert!(prepared.is_ok(), "room for {DURABLE_IN_FLIGHT}");
+            next += 1;
+        }
+        if executor.is_empty() {
+            break;
+        }
+        for done in executor.send_poll(1, Duration::from_millis(100)) {
+            if let Err(e) = &done.result {
+                assert!(
+                    killed.load(Ordering::Relaxed),
+                    "key {} failed before the kill: {e}",
+                    done.tag
+                );
+                continue;
+            }
+            let gci = done
+                .transaction
+                .gci()
+                .expect("a durable commit reports its GCI");
+            let saved = file_systems.iter().map(|fs| restorable_gci(fs)).max();
+            assert!(
+                saved >= Some((gci >> 32) as u32),
+                "key {} acknowledged in GCI {gci:#x} before a sysfile named its checkpoint \
+                 (saved: {saved:?})",
+                done.tag
+            );
+            acknowledged
+                .lock()
+                .expect("not poisoned")
+                .insert(done.tag as u32, gci);
+            acknowledged_count.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+#[test]
+fn every_durable_commit_acknowledged_before_a_sigkill_of_every_node_survives() {
+    let mut cluster = TestCluster::start(spec()).expect("start the cluster");
+    let api = cluster.connect().expect("connect");
+    let def = TableDef::new(
+        "durable",
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("v", ColumnType::UInt32),
+        ],
+    );
+    let table = recreate_table(&api, &def).expect("create the table");
+    // Plain commits: GCIs that grow from epoch to epoch.
+    let mut plain = 1_000_000;
+    let first = commit_until_gci_grows(&api, &table, &mut plain, 0);
+    let second = commit_until_gci_grows(&api, &table, &mut plain, first);
+    commit_until_gci_grows(&api, &table, &mut plain, second);
+    // Durable commits, until enough are acknowledged; then every node is killed while more
+    // are in flight.
+    let file_systems: Vec<PathBuf> = cluster
+        .data_node_ids()
+        .into_iter()
+        .map(|id| cluster.file_system(id))
+        .collect();
+    let acknowledged = Mutex::new(BTreeMap::new());
+    let acknowledged_count = AtomicUsize::new(0);
+    let killed = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let worker = scope.spawn(|| {
+            durable_workload(
+                &api,
+                &table,
+                &file_systems,
+                &acknowledged,
+                &acknowledged_count,
+                &killed,
+            )
+        });
+        let enough = wait_until(
+            "durable commits acknowledged",
+            Duration::from_secs(120),
+            || {
+                let count = acknowledged_count.load(Ordering::Relaxed);
+                if worker.is_finished() {
+                    anyhow::bail!("the workload ended after {count} acknowledged");
+                }
+                Ok((count >= DURABLE_ACKNOWLEDGED_MIN).then_some(()))
+            },
+        );
+        killed.store(true, Ordering::Relaxed);
+        for id in cluster.data_node_ids() {
+            cluster.kill_node(id).expect("SIGKILL");
+        }
+        let joined = worker.join();
+        enough.expect("enough durable commits are acknowledged");
+        if let Err(panic) = joined {
+            std::panic::resume_unwind(panic);
+        }
+    });
+    drop(api);
+    let acknowledged = acknowledged.into_inner().expect("not poisoned");
+    cluster
+        .restart_stopped_nodes()
+        .expect("restart without --initial");
+    let api = cluster.connect().expect("connect after the restart");
+    let table = api.get_table("durable").expect("the table survives");
+    let missing: Vec<(u32, u64)> = acknowledged
+        .iter()
+        .filter(
+            |&(&key, _)| match read_committed(&api, &table, &[Value::UInt32(key)]) {
+                Ok(row) => {
+                    assert_eq!(row[1], Value::UInt32(key), "the row key {key} committed");
+                    false
+                }
+                Err(e) if e.code() == Some(626) => true,
+                Err(e) => panic!("read key {key}: {e}"),
+            },
+        )
+        .map(|(&key, &gci)| (key, gci))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} acknowledged durable commits lost (key, GCI): {missing:x?}",
+        missing.len(),
+        acknowledged.len()
+    );
 }

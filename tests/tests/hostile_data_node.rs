@@ -256,6 +256,22 @@ fn a_truncated_row_that_confirms_the_execute_fails_it() {
     );
 }
 
+/// A TC_EXECUTE_CONF whose GCI is cut short, is 0, or runs on fails the execute like any
+/// answer that does not decode.
+#[test]
+fn a_malformed_gci_in_the_execute_conf_fails_the_execute() {
+    for payload in [vec![1, 2, 3], vec![0; 8], vec![1; 9]] {
+        check_execute_protocol_violation(
+            vec![
+                (gsn::TCKEY_ROW, row_payload(0, &stored_row())),
+                (gsn::TC_EXECUTE_CONF, payload),
+            ],
+            "TC_EXECUTE_CONF",
+            "a malformed GCI",
+        );
+    }
+}
+
 // ----------------------------------------------------------------------------------------
 // Case 1: TCKEY_ROW payloads that do not decode.
 

@@ -9,8 +9,8 @@ use proptest::prelude::*;
 use rndb_config::NodeId;
 use rndb_protocol::scan::{ScanTabReq, SCAN_FLAG_START_TRANSACTION};
 use rndb_protocol::signals::{
-    self, block, gsn, CreateIndexReq, Refusal, TableInfo, TcExecuteRef, TcExecuteReq, TcKeyReq,
-    FLAG_START_TRANSACTION,
+    self, block, gsn, CreateIndexReq, Refusal, TableInfo, TcExecuteConf, TcExecuteRef,
+    TcExecuteReq, TcKeyReq, FLAG_DURABLE_COMMIT, FLAG_START_TRANSACTION,
 };
 use rndb_protocol::{
     AbortOption, ColumnDef, ColumnType, ExecType, IndexKind, LockMode, OperationType, TableDef,
@@ -19,6 +19,7 @@ use rndb_protocol::{
 use rndb_transporter::FrameHeader;
 
 use super::{Kernel, Outbox, SendFailure};
+use crate::ndbfs::{self, Disk, FsOp, FsRequest};
 
 /// Records every frame sent; sends to nodes in `overloaded` fail with `Overloaded`.
 #[derive(Default)]
@@ -948,4 +949,356 @@ fn a_read_row_comes_before_the_ref_of_its_failed_execute() {
         ExecType::Commit,
     );
     assert_eq!(answered(&out, 41), Some(gsn::TC_EXECUTE_CONF));
+}
+
+/// The GCI the last TC_EXECUTE_CONF for `rid` names (`None`: none sent, or it names none).
+fn conf_gci(out: &Out, rid: u32) -> Option<u64> {
+    let (_, _, _, b) = out
+        .frames
+        .iter()
+        .rev()
+        .find(|(_, s, r, _)| *r == rid && *s == gsn::TC_EXECUTE_CONF)?;
+    TcExecuteConf::decode(b).expect("decode").gci
+}
+
+/// The timer fires at `now` (the master's global checkpoints run on it).
+fn tick(k: &mut Kernel, out: &mut Out, now: Instant) {
+    k.on_timer(now);
+    k.run_jobs(out, now);
+}
+
+/// A committed execute's TC_EXECUTE_CONF names its commit's GCI, the epoch current when the
+/// commit started, so a later epoch's commit names a larger one; NoCommit and rollback answers
+/// name none.
+#[test]
+fn a_commits_conf_names_its_gci() {
+    let (mut k, mut out, t) = setup();
+    let now = Instant::now();
+    op_at(
+        &mut k,
+        &mut out,
+        50,
+        10,
+        &t,
+        true,
+        OperationType::Insert,
+        5,
+        1,
+        ExecType::NoCommit,
+        now,
+    );
+    assert_eq!(answered(&out, 10), Some(gsn::TC_EXECUTE_CONF));
+    assert_eq!(conf_gci(&out, 10), None, "NoCommit names no GCI");
+    let b = exec_req(false, ExecType::Commit, AbortOption::AbortOnError, 0);
+    frame_at(&mut k, &mut out, 50, gsn::TC_EXECUTE_REQ, 10, &b, now);
+    let first = conf_gci(&out, 10).expect("the commit names its GCI");
+    assert_eq!(first, k.current_gci());
+    // The master starts the next epoch once TimeBetweenEpochs has passed.
+    tick(&mut k, &mut out, now);
+    tick(&mut k, &mut out, now + Duration::from_millis(500));
+    assert!(k.current_gci() > first, "a new epoch started");
+    op_at(
+        &mut k,
+        &mut out,
+        50,
+        11,
+        &t,
+        true,
+        OperationType::Update,
+        5,
+        2,
+        ExecType::Commit,
+        now,
+    );
+    let second = conf_gci(&out, 11).expect("the commit names its GCI");
+    assert!(second > first, "{second:#x} after {first:#x}");
+    assert_eq!(second, k.current_gci());
+    op_at(
+        &mut k,
+        &mut out,
+        50,
+        12,
+        &t,
+        true,
+        OperationType::Insert,
+        6,
+        1,
+        ExecType::Rollback,
+        now,
+    );
+    assert_eq!(answered(&out, 12), Some(gsn::TC_EXECUTE_CONF));
+    assert_eq!(conf_gci(&out, 12), None, "a rollback names no GCI");
+}
+
+/// One operation and its execute, asking for a durable commit.
+fn durable_insert(k: &mut Kernel, out: &mut Out, from: u16, rid: u32, t: &TableInfo, key: i32) {
+    let now = Instant::now();
+    let b = key_req(t, true, OperationType::Insert, key, 1);
+    frame_at(k, out, from, gsn::TCKEYREQ, rid, &b, now);
+    let ex = TcExecuteReq {
+        flags: FLAG_START_TRANSACTION | FLAG_DURABLE_COMMIT,
+        exec_type: ExecType::Commit,
+        abort_option: AbortOption::AbortOnError,
+        op_count: 1,
+    };
+    let mut b = Vec::new();
+    ex.encode(&mut b);
+    frame_at(k, out, from, gsn::TC_EXECUTE_REQ, rid, &b, now);
+}
+
+/// Ticks the timer every 50 ms from `now` until `done` holds (at most 400 ticks, 20 s of
+/// checkpoint time), returning the time reached.
+fn tick_until(
+    k: &mut Kernel,
+    out: &mut Out,
+    mut now: Instant,
+    mut done: impl FnMut(&Kernel, &Out) -> bool,
+) -> Instant {
+    for _ in 0..400 {
+        if done(k, out) {
+            return now;
+        }
+        now += Duration::from_millis(50);
+        tick(k, out, now);
+    }
+    panic!("not done after 400 ticks");
+}
+
+/// A disk in memory: files by path, as `ndbfs::Disk` sees them.
+#[derive(Default)]
+struct MemDisk {
+    files: std::collections::BTreeMap<String, Vec<u8>>,
+}
+
+impl Disk for MemDisk {
+    fn write_at(&mut self, path: &str, offset: u64, bytes: &[u8]) -> std::io::Result<()> {
+        let file = self.files.entry(path.to_string()).or_default();
+        let end = offset as usize + bytes.len();
+        if file.len() < end {
+            file.resize(end, 0);
+        }
+        file[offset as usize..end].copy_from_slice(bytes);
+        Ok(())
+    }
+    fn sync(&mut self, _: &str) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn truncate(&mut self, path: &str, len: u64) -> std::io::Result<()> {
+        if let Some(file) = self.files.get_mut(path) {
+            file.truncate(len as usize);
+        }
+        Ok(())
+    }
+    fn replace(&mut self, path: &str, bytes: &[u8]) -> std::io::Result<()> {
+        self.files.insert(path.to_string(), bytes.to_vec());
+        Ok(())
+    }
+    fn read(&mut self, path: &str) -> std::io::Result<Option<Vec<u8>>> {
+        Ok(self.files.get(path).cloned())
+    }
+    fn list(&mut self, path: &str) -> std::io::Result<Vec<String>> {
+        let prefix = format!("{path}/");
+        Ok(self
+            .files
+            .keys()
+            .filter_map(|name| name.strip_prefix(&prefix))
+            .filter(|name| !name.contains('/'))
+            .map(str::to_string)
+            .collect())
+    }
+    fn remove(&mut self, path: &str) -> std::io::Result<()> {
+        self.files.remove(path);
+        Ok(())
+    }
+}
+
+/// Carries out the kernel's file requests on `disk` until it makes no more, except the
+/// sysfile's replacements, which are returned (not carried out) in order.
+fn pump_files(k: &mut Kernel, out: &mut Out, disk: &mut MemDisk, now: Instant) -> Vec<FsRequest> {
+    let mut sysfiles = Vec::new();
+    loop {
+        let requests = k.take_fs_requests();
+        if requests.is_empty() {
+            return sysfiles;
+        }
+        for request in requests {
+            if matches!(&request.op, FsOp::Replace { path, .. } if path.ends_with(".sysfile")) {
+                sysfiles.push(request);
+                continue;
+            }
+            let conf = ndbfs::execute(disk, request);
+            k.on_fs_conf(conf, out, now).expect("file request");
+            k.run_jobs(out, now);
+        }
+    }
+}
+
+/// A durable commit's TC_EXECUTE_CONF waits until the global checkpoint holding its GCI is
+/// saved, the redo log synced and both copies of the sysfile written, and then names that
+/// GCI; a plain commit beside it is answered at once.
+#[test]
+fn a_durable_commit_is_answered_once_its_checkpoint_is_saved() {
+    let config = rndb_config::parse_str(INI, Path::new("t.ini")).expect("config");
+    let mut k = Kernel::with_files(&config, &config.data_nodes[0], true);
+    let mut out = Out::default();
+    let mut disk = MemDisk::default();
+    let start = Instant::now();
+    k.run_jobs(&mut out, start);
+    assert!(pump_files(&mut k, &mut out, &mut disk, start).is_empty());
+    let t = create_table(&mut k, &mut out);
+    let gci = k.current_gci();
+    durable_insert(&mut k, &mut out, 50, 10, &t, 5);
+    op(
+        &mut k,
+        &mut out,
+        50,
+        11,
+        &t,
+        true,
+        OperationType::Insert,
+        6,
+        1,
+        ExecType::Commit,
+    );
+    assert_eq!(
+        conf_gci(&out, 11),
+        Some(gci),
+        "a plain commit is answered at once"
+    );
+    assert_eq!(answered(&out, 10), None, "the durable commit waits");
+    assert_eq!(k.transaction_count(), 1, "its record stays while it waits");
+    // Checkpoints run until this node is told to write its sysfile for the commit's.
+    let mut sysfiles = Vec::new();
+    let mut now = start;
+    for _ in 0..400 {
+        now += Duration::from_millis(50);
+        tick(&mut k, &mut out, now);
+        sysfiles.extend(pump_files(&mut k, &mut out, &mut disk, now));
+        if !sysfiles.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(sysfiles.len(), 2, "both copies of the sysfile are written");
+    assert!(u64::from(k.restorable_gci()) < gci >> 32);
+    assert_eq!(
+        answered(&out, 10),
+        None,
+        "the redo is synced, the sysfile not yet written"
+    );
+    let mut sysfiles = sysfiles.into_iter();
+    for request in sysfiles.by_ref().take(1) {
+        let conf = ndbfs::execute(&mut disk, request);
+        k.on_fs_conf(conf, &mut out, now).expect("sysfile");
+        k.run_jobs(&mut out, now);
+    }
+    assert_eq!(
+        answered(&out, 10),
+        None,
+        "one copy of the sysfile is not enough"
+    );
+    for request in sysfiles {
+        let conf = ndbfs::execute(&mut disk, request);
+        k.on_fs_conf(conf, &mut out, now).expect("sysfile");
+        k.run_jobs(&mut out, now);
+    }
+    assert_eq!(
+        u64::from(k.restorable_gci()),
+        gci >> 32,
+        "the checkpoint is saved"
+    );
+    assert_eq!(
+        conf_gci(&out, 10),
+        Some(gci),
+        "then the durable commit is answered"
+    );
+    assert_eq!(k.transaction_count(), 0);
+    assert_eq!(k.tc.saving_count(), 0);
+}
+
+/// On a diskless node durable commits wait for the next global checkpoint too (which saves
+/// nothing); while they wait each keeps its transaction record, so MaxNoOfConcurrentTransactions
+/// bounds them and the next new transaction is refused with 233; the checkpoint answers them
+/// all, oldest GCI first.
+#[test]
+fn waiting_durable_commits_are_bounded_by_transaction_records() {
+    let (mut k, mut out, t) = setup_with("MaxNoOfConcurrentTransactions=32\n");
+    let mut now = Instant::now();
+    tick(&mut k, &mut out, now);
+    let rids: Vec<u32> = (100..132).collect();
+    for (i, &rid) in rids.iter().enumerate() {
+        if i == 16 {
+            // Half in the next epoch.
+            let before = k.current_gci();
+            now = tick_until(&mut k, &mut out, now, |k, _| k.current_gci() > before);
+        }
+        durable_insert(&mut k, &mut out, 50, rid, &t, 10 + i as i32);
+    }
+    assert!(rids.iter().all(|&rid| answered(&out, rid).is_none()));
+    assert_eq!(k.transaction_count(), 32);
+    op(
+        &mut k,
+        &mut out,
+        51,
+        200,
+        &t,
+        true,
+        OperationType::Insert,
+        99,
+        1,
+        ExecType::Commit,
+    );
+    assert_eq!(execute_ref(&out, 200).code, 233, "no record is free");
+    tick_until(&mut k, &mut out, now, |_, out| {
+        rids.iter().all(|&rid| answered(out, rid).is_some())
+    });
+    let answers: Vec<u64> = out
+        .frames
+        .iter()
+        .filter(|(_, s, r, _)| *s == gsn::TC_EXECUTE_CONF && rids.contains(r))
+        .map(|(_, _, _, b)| {
+            TcExecuteConf::decode(b)
+                .expect("decode")
+                .gci
+                .expect("a GCI")
+        })
+        .collect();
+    assert_eq!(answers.len(), rids.len(), "each answered once");
+    assert!(answers.windows(2).all(|w| w[0] <= w[1]), "{answers:x?}");
+    assert!(answers.first() < answers.last(), "two epochs: {answers:x?}");
+    assert!(u64::from(k.restorable_gci()) >= answers[answers.len() - 1] >> 32);
+    assert_eq!(k.transaction_count(), 0);
+}
+
+/// An API node that disconnects while its durable commit waits leaves nothing behind: the
+/// record goes at once, the commit stands, and the checkpoint answers nobody.
+#[test]
+fn a_durable_commit_whose_api_left_is_forgotten() {
+    let (mut k, mut out, t) = setup();
+    let now = Instant::now();
+    tick(&mut k, &mut out, now);
+    durable_insert(&mut k, &mut out, 50, 10, &t, 5);
+    assert_eq!(k.transaction_count(), 1);
+    k.on_disconnect(NodeId(50), &mut out, now);
+    k.run_jobs(&mut out, now);
+    assert_eq!(k.transaction_count(), 0);
+    assert_eq!(k.tc.saving_count(), 0);
+    let restorable = k.restorable_gci();
+    tick_until(&mut k, &mut out, now, |k, _| {
+        k.restorable_gci() > restorable
+    });
+    assert_eq!(answered(&out, 10), None);
+    // The row was committed: inserting it again finds it.
+    op(
+        &mut k,
+        &mut out,
+        51,
+        11,
+        &t,
+        true,
+        OperationType::Insert,
+        5,
+        1,
+        ExecType::Commit,
+    );
+    assert_eq!(execute_ref(&out, 11).code, 630);
 }

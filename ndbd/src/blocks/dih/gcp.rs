@@ -241,7 +241,9 @@ impl Kernel {
     /// COPY_GCIREQ: both copies of the sysfile name the saved GCI; then COPY_GCICONF.
     fn gcp_copy(&mut self, master: NodeId, gci: u64, out: &mut dyn Outbox) {
         if self.lqh.redo.is_none() {
+            // Diskless: "saved" means every node's GCP_SAVECONF came, which COPY_GCIREQ says.
             self.gcp.restorable = self.gcp.restorable.max(gci_hi(gci));
+            self.tc_checkpoint_saved(out);
             return self.send_gcp(master, gsn::COPY_GCICONF, gci, out);
         }
         let sysfile = Sysfile {
@@ -285,6 +287,10 @@ impl Kernel {
             self.gcp.restorable = self.gcp.restorable.max(gci_hi(gci));
             tracing::debug!(gci = gci_hi(gci), "global checkpoint saved");
             self.lcp_promote();
+            // Every node synced this checkpoint's redo before the master sent COPY_GCIREQ, and
+            // this node's sysfile now names it: a system restart, which takes the highest
+            // restorable GCI any node names, comes back at least here.
+            self.tc_checkpoint_saved(out);
             self.send_gcp(master, gsn::COPY_GCICONF, gci, out);
         }
     }

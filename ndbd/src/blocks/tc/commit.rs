@@ -82,7 +82,12 @@ impl Kernel {
             self.gcp.commit_ended(gci);
             self.gcp_check_finished(out);
         }
-        let answer = self.tc.on_finished(trans);
+        let answer = if self.tc.hold_for_checkpoint(trans, self.gcp.restorable) {
+            // A durable commit: answered by `tc_checkpoint_saved`.
+            None
+        } else {
+            self.tc.on_finished(trans)
+        };
         let scan_error = || match &answer {
             Some(ApiAnswer::ExecuteRef { error, .. }) => error.clone(),
             _ => NdbError::with_detail(4120, "the scan's transaction ended"),
@@ -90,6 +95,15 @@ impl Kernel {
         self.close_scans_of(trans, &scan_error, out);
         if let Some(answer) = answer {
             self.answer_api(trans, answer, out);
+        }
+    }
+
+    /// TC: global checkpoints up to `Gcp::restorable` are saved (this node wrote its sysfile,
+    /// or, diskless, heard that every node saved): the durable commits held for them are
+    /// answered.
+    pub(crate) fn tc_checkpoint_saved(&mut self, out: &mut dyn Outbox) {
+        for (trans, gci) in self.tc.checkpoint_saved(self.gcp.restorable) {
+            self.answer_api(trans, ApiAnswer::ExecuteConf { gci: Some(gci) }, out);
         }
     }
 

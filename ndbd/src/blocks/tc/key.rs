@@ -13,7 +13,8 @@ use std::time::Instant;
 use rndb_config::NodeId;
 use rndb_protocol::lqh::{self, LqhKeyConf, LqhKeyRef};
 use rndb_protocol::signals::{
-    gsn, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReqView, TcKeyRow, REPLICA_PRIMARY,
+    gsn, TcExecuteConf, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReqView, TcKeyRow,
+    REPLICA_PRIMARY,
 };
 use rndb_protocol::{NdbError, OperationType};
 
@@ -243,10 +244,13 @@ impl Kernel {
                 *op_index,
             ),
             // The execute's answer ends the API's request: it is kept until it can be sent.
-            ApiAnswer::ExecuteConf => {
+            ApiAnswer::ExecuteConf { gci } => {
+                let conf = TcExecuteConf { gci: *gci };
                 return self
                     .unsent
-                    .send(out, api, header(gsn::TC_EXECUTE_CONF), &mut |_| {})
+                    .send(out, api, header(gsn::TC_EXECUTE_CONF), &mut |b| {
+                        conf.encode(b)
+                    });
             }
             ApiAnswer::ExecuteRef { error, op_index } => {
                 return self
@@ -469,7 +473,7 @@ impl Kernel {
         if self.tc.count_read_answer(trans) && self.send_row_conf(trans, op_index, &row, out) {
             let concluded = self.tc.try_complete(trans, now);
             debug_assert!(
-                matches!(concluded, Some(Ok(ApiAnswer::ExecuteConf))),
+                matches!(concluded, Some(Ok(ApiAnswer::ExecuteConf { gci: None }))),
                 "the row confirmed the execute: {concluded:?}"
             );
         } else {

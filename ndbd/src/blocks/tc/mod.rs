@@ -4,7 +4,9 @@
 //! One execute, seen from TC: the API's `TcKeyReq`s arrive and go to LQH at once (a lock wait
 //! holds only that operation); LQH's answers are forwarded as they come (rows, errors); when the
 //! `TcExecuteReq` has arrived and no operation is outstanding, TC ends the execute: NoCommit
-//! answers at once, Commit and Rollback go through LQH first. A transaction whose operations
+//! answers at once, Commit and Rollback go through LQH first; a durable commit's answer then
+//! waits, with its record, until the global checkpoint holding its GCI is saved (answered from
+//! `Kernel::tc_checkpoint_saved`, see `dih/gcp.rs`). A transaction whose operations
 //! have been outstanding longer than TransactionDeadlockDetectionTimeout is aborted with 266; one
 //! idle longer than TransactionInactiveTimeout is aborted silently, and its next request is
 //! refused with 237.
@@ -15,20 +17,23 @@ pub mod key;
 pub mod scan;
 mod trans_table;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 // hashbrown's default hasher (foldhash, randomly seeded) costs a fraction of std's SipHash for
 // these integer keys.
 use hashbrown::HashSet;
 use rndb_config::NodeId;
-use rndb_protocol::signals::{TcExecuteReq, FLAG_START_TRANSACTION, OP_INDEX_NONE};
+use rndb_protocol::signals::{
+    TcExecuteReq, FLAG_DURABLE_COMMIT, FLAG_START_TRANSACTION, OP_INDEX_NONE,
+};
 use rndb_protocol::{AbortOption, ExecType, NdbError};
 
 use crate::blocks::acc::{Row, TransId};
 use crate::blocks::lqh::{LqhKeyReq, OpRole};
 use crate::blocks::node_set::NodeSet;
 use crate::blocks::tc::trans_table::TransTable;
+use crate::ndbfs::format::gci_hi;
 
 /// What TC asks of the kernel after handling a signal.
 #[derive(Debug)]
@@ -61,6 +66,9 @@ enum Phase {
     Committing,
     /// Waiting for LQH to abort.
     Aborting(AbortReply),
+    /// A durable commit, over on every participant: only its answer waits, until the global
+    /// checkpoint holding its GCI is saved (see [`Tc::hold_for_checkpoint`]).
+    Saving,
 }
 
 /// One transaction's record.
@@ -82,6 +90,9 @@ struct TcTransaction {
     rollback_requested: bool,
     /// Created by a scan part: another node coordinates this transaction.
     scan_part: bool,
+    /// The execute that commits asked for a durable commit (`FLAG_DURABLE_COMMIT`): its
+    /// answer waits for the commit's global checkpoint to be saved.
+    durable: bool,
     /// The commit runs in two rounds: the rows held as backup replicas first, then the rest.
     commit_round: u8,
     /// Operations received in the current execute.
@@ -141,10 +152,22 @@ pub struct Round {
 /// An answer TC sends to the API.
 #[derive(Debug)]
 pub enum ApiAnswer {
-    Row { op_index: u32, row: Row },
-    KeyRef { op_index: u32, code: u32 },
-    ExecuteConf,
-    ExecuteRef { error: NdbError, op_index: u32 },
+    Row {
+        op_index: u32,
+        row: Row,
+    },
+    KeyRef {
+        op_index: u32,
+        code: u32,
+    },
+    /// The execute succeeded; `gci` is the GCI of its commit, when it committed.
+    ExecuteConf {
+        gci: Option<u64>,
+    },
+    ExecuteRef {
+        error: NdbError,
+        op_index: u32,
+    },
 }
 
 /// An operation out on another node, as this node's TC remembers it.
@@ -183,6 +206,12 @@ pub struct Tc {
     timed_out_order: VecDeque<TransId>,
     /// When `expired` looks at the transactions again.
     next_expiry_scan: Option<Instant>,
+    /// Durable commits whose answer waits for their global checkpoint to be saved, by
+    /// (checkpoint, transaction), so they are answered in GCI order once `Gcp::restorable`
+    /// reaches theirs. Each keeps its transaction record (phase `Saving`) until answered, so
+    /// there are never more than MaxNoOfConcurrentTransactions; new transactions meanwhile get
+    /// 233 as for any record in use.
+    saving: BTreeSet<(u32, TransId)>,
 }
 
 /// Names a transaction: the API node and its request id.
@@ -242,6 +271,7 @@ impl Tc {
             timed_out: HashSet::new(),
             timed_out_order: VecDeque::new(),
             next_expiry_scan: None,
+            saving: BTreeSet::new(),
         }
     }
 
@@ -608,9 +638,10 @@ impl Tc {
             return Some(Err(TcAction::Abort(trans)));
         }
         match execute.exec_type {
-            ExecType::NoCommit => Some(Ok(ApiAnswer::ExecuteConf)),
+            ExecType::NoCommit => Some(Ok(ApiAnswer::ExecuteConf { gci: None })),
             ExecType::Commit => {
                 t.phase = Phase::Committing;
+                t.durable = execute.flags & FLAG_DURABLE_COMMIT != 0;
                 Some(Err(TcAction::Commit(trans)))
             }
             ExecType::Rollback => {
@@ -759,13 +790,58 @@ impl Tc {
         let t = self.transactions.remove(trans)?;
         self.operations_in_use = self.operations_in_use.saturating_sub(t.operations);
         match t.phase {
-            Phase::Committing | Phase::Aborting(AbortReply::Conf) => Some(ApiAnswer::ExecuteConf),
+            Phase::Committing => Some(ApiAnswer::ExecuteConf {
+                gci: (t.gci != 0).then_some(t.gci),
+            }),
+            Phase::Aborting(AbortReply::Conf) => Some(ApiAnswer::ExecuteConf { gci: None }),
             Phase::Aborting(AbortReply::Ref(failed)) => {
                 let (error, op_index) = *failed;
                 Some(ApiAnswer::ExecuteRef { error, op_index })
             }
-            Phase::Aborting(AbortReply::Silent) | Phase::Active => None,
+            Phase::Aborting(AbortReply::Silent) | Phase::Active | Phase::Saving => None,
         }
+    }
+
+    /// The commit of `trans` is over on every participant: when it is durable and its global
+    /// checkpoint is newer than `restorable` (the newest saved one), its answer is held until
+    /// that checkpoint is saved, and true is returned. The record stays (it bounds the held
+    /// answers by MaxNoOfConcurrentTransactions); its operation records go at once.
+    pub fn hold_for_checkpoint(&mut self, trans: TransId, restorable: u32) -> bool {
+        let Some(t) = self.transactions.get_mut(trans) else {
+            return false;
+        };
+        let checkpoint = gci_hi(t.gci);
+        if t.phase != Phase::Committing || !t.durable || checkpoint <= restorable {
+            return false;
+        }
+        debug_assert!(t.gci != 0, "a commit over everywhere has its GCI");
+        t.phase = Phase::Saving;
+        self.operations_in_use = self.operations_in_use.saturating_sub(t.operations);
+        t.operations = 0;
+        self.saving.insert((checkpoint, trans));
+        true
+    }
+
+    /// Global checkpoints up to `restorable` are saved: the durable commits held for them end,
+    /// oldest checkpoint first, each with its GCI for the API's TC_EXECUTE_CONF.
+    pub fn checkpoint_saved(&mut self, restorable: u32) -> Vec<(TransId, u64)> {
+        let mut saved = Vec::new();
+        while let Some(&(checkpoint, trans)) = self.saving.first() {
+            if checkpoint > restorable {
+                break;
+            }
+            self.saving.pop_first();
+            if let Some(t) = self.transactions.remove(trans) {
+                debug_assert_eq!(t.phase, Phase::Saving);
+                saved.push((trans, t.gci));
+            }
+        }
+        saved
+    }
+
+    /// Durable commits whose answers wait for a global checkpoint.
+    pub fn saving_count(&self) -> usize {
+        self.saving.len()
     }
 
     /// Transactions to abort now: lock waits past TransactionDeadlockDetectionTimeout (answered
@@ -824,6 +900,7 @@ impl Tc {
     /// Every transaction of an API node that left: aborted without an answer.
     pub fn abandon_node(&mut self, api: NodeId) -> Vec<TransId> {
         let mut abandoned = Vec::new();
+        let mut unanswered = Vec::new();
         for (trans, t) in self.transactions.iter_mut() {
             if trans_parts(trans).0 != api {
                 continue;
@@ -838,8 +915,15 @@ impl Tc {
                 // A commit or abort that started runs to its end (replicas may already have
                 // committed); only its answer goes nowhere.
                 Phase::Aborting(reply) => *reply = AbortReply::Silent,
-                Phase::Committing => {}
+                // Nobody waits for its checkpoint either.
+                Phase::Committing => t.durable = false,
+                // Committed: only its answer was left, and nobody waits for it now.
+                Phase::Saving => unanswered.push((gci_hi(t.gci), trans)),
             }
+        }
+        for (checkpoint, trans) in unanswered {
+            self.saving.remove(&(checkpoint, trans));
+            self.transactions.remove(trans);
         }
         abandoned
     }
@@ -854,6 +938,7 @@ impl TcTransaction {
             awaiting: NodeSet::new(),
             commit_round: 0,
             early_commit: false,
+            durable: false,
             gci: 0,
             rollback_requested: false,
             scan_part: false,
@@ -882,7 +967,7 @@ fn unknown_transaction_answer(req: &TcExecuteReq, transactions_max: u32) -> ApiA
         };
     }
     if req.op_count == 0 {
-        return ApiAnswer::ExecuteConf;
+        return ApiAnswer::ExecuteConf { gci: None };
     }
     // A new transaction whose operations found no free transaction record.
     ApiAnswer::ExecuteRef {
