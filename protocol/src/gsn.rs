@@ -109,9 +109,9 @@ signals! {
     CNTR_START_REQ = 88;
     /// The GCI the cluster restarts at, from the master (NDB's CNTR_START_CONF).
     CNTR_START_CONF = 89;
-    /// A node's redo log is more than half full and a complete local checkpoint waits for a
-    /// saved global checkpoint to release it: the master saves one at once (not in NDB, whose
-    /// master only keeps its interval).
+    /// A node needs a global checkpoint saved now: durable commits wait for it, or its redo log
+    /// is more than half full and a complete local checkpoint waits for a save to release it.
+    /// The master starts one at once (not in NDB, whose master only keeps its interval).
     GCP_SAVE_WANTED = 90;
 }
 

@@ -35,6 +35,9 @@ pub enum FsOp {
     },
     /// Makes what was written to `path` durable (fsync).
     Sync { path: String },
+    /// Makes what was written to every one of `paths` durable (in one call where the disk
+    /// can: a global checkpoint's save syncs every redo part at once).
+    SyncAll { paths: Vec<String> },
     /// Cuts `path` to `len` bytes.
     Truncate { path: String, len: u64 },
     /// Replaces `path` with `bytes` durably: a complete new file or the old one, never a mix.
@@ -52,6 +55,7 @@ impl FsOp {
     /// The file or directory the request is about.
     pub fn path(&self) -> &str {
         match self {
+            FsOp::SyncAll { paths } => paths.first().map_or("", String::as_str),
             FsOp::Write { path, .. }
             | FsOp::Sync { path }
             | FsOp::Truncate { path, .. }
@@ -65,7 +69,7 @@ impl FsOp {
     fn name(&self) -> &'static str {
         match self {
             FsOp::Write { .. } => "write",
-            FsOp::Sync { .. } => "sync",
+            FsOp::Sync { .. } | FsOp::SyncAll { .. } => "sync",
             FsOp::Truncate { .. } => "truncate",
             FsOp::Replace { .. } => "replace",
             FsOp::Read { .. } => "read",
@@ -114,6 +118,10 @@ impl std::error::Error for FsError {}
 pub trait Disk {
     fn write_at(&mut self, path: &str, offset: u64, bytes: &[u8]) -> io::Result<()>;
     fn sync(&mut self, path: &str) -> io::Result<()>;
+    /// Syncs every one of `paths` (one by one, unless the disk has a better way).
+    fn sync_all(&mut self, paths: &[String]) -> io::Result<()> {
+        paths.iter().try_for_each(|path| self.sync(path))
+    }
     fn truncate(&mut self, path: &str, len: u64) -> io::Result<()>;
     fn replace(&mut self, path: &str, bytes: &[u8]) -> io::Result<()>;
     fn read(&mut self, path: &str) -> io::Result<Option<Vec<u8>>>;
@@ -131,6 +139,7 @@ pub fn execute(disk: &mut dyn Disk, request: FsRequest) -> FsConf {
             bytes,
         } => disk.write_at(path, *offset, bytes).map(|()| FsData::Done),
         FsOp::Sync { path } => disk.sync(path).map(|()| FsData::Done),
+        FsOp::SyncAll { paths } => disk.sync_all(paths).map(|()| FsData::Done),
         FsOp::Truncate { path, len } => disk.truncate(path, *len).map(|()| FsData::Done),
         FsOp::Replace { path, bytes } => disk.replace(path, bytes).map(|()| FsData::Done),
         FsOp::Read { path } => disk.read(path).map(FsData::File),

@@ -203,12 +203,26 @@ impl Kernel {
                 self.gcp.asked_save = false;
                 self.gcp_save(from, gci, out)
             }
-            gsn::GCP_SAVE_WANTED => self.gcp.save_wanted = true,
+            gsn::GCP_SAVE_WANTED => {
+                self.gcp.save_wanted = true;
+                // At once, unless a round runs (then when it ends).
+                self.gcp_timer(out, now);
+            }
             gsn::COPY_GCIREQ => self.gcp_copy(from, gci, out),
             gsn::GCP_PREPARECONF | gsn::GCP_NODEFINISH | gsn::GCP_SAVECONF | gsn::COPY_GCICONF => {
                 self.gcp_master_answer(from, signal, gci, out, now)
             }
             _ => {}
+        }
+    }
+
+    /// Asks the master for a global checkpoint now (once until the next save starts here):
+    /// durable commits wait for it, or the redo log is filling.
+    pub(crate) fn gcp_want_save(&mut self, out: &mut dyn Outbox) {
+        if !self.gcp.asked_save {
+            self.gcp.asked_save = true;
+            let master = self.qmgr.master();
+            self.send_gcp(master, gsn::GCP_SAVE_WANTED, 0, out);
         }
     }
 
@@ -250,11 +264,21 @@ impl Kernel {
             restorable_gci: gci_hi(gci),
             schema_log_bytes: self.dict_log.synced_bytes(),
         };
+        // Each copy is overwritten in place and synced before the next is touched (two fsyncs,
+        // where a replace through a temporary file costs four): a crash tears at most one, whose
+        // CRC then fails, and a restart reads the other.
         for path in SYSFILES {
             self.fs.push(
-                FsOp::Replace {
+                FsOp::Write {
                     path: path.to_string(),
+                    offset: 0,
                     bytes: sysfile.file_bytes(u32::from(self.me.0)),
+                },
+                FsWait::Nothing,
+            );
+            self.fs.push(
+                FsOp::Sync {
+                    path: path.to_string(),
                 },
                 FsWait::Sysfile,
             );
@@ -338,6 +362,9 @@ impl Kernel {
         let Some(next) = next else {
             self.gcp.round = None;
             self.gcp.next_epoch = Some(now + self.gcp.epoch_interval);
+            if self.gcp.save_wanted {
+                self.gcp_timer(out, now);
+            }
             return;
         };
         let mut awaiting: NodeSet = self.qmgr.peers_up().collect();

@@ -29,7 +29,6 @@
 //! disk takes them.
 
 use crate::blocks::fs::FsWait;
-use rndb_protocol::gsn;
 
 use crate::blocks::acc::SlotId;
 use crate::blocks::{Kernel, Outbox, Signal};
@@ -180,10 +179,8 @@ impl Kernel {
         let Some(redo) = self.lqh.redo.as_ref() else {
             return;
         };
-        if !self.lcps.waiting.is_empty() && !self.gcp.asked_save && redo.fill() > 0.5 {
-            self.gcp.asked_save = true;
-            let master = self.qmgr.master();
-            self.send_gcp(master, gsn::GCP_SAVE_WANTED, 0, out);
+        if !self.lcps.waiting.is_empty() && redo.fill() > 0.5 {
+            self.gcp_want_save(out);
         }
         let Some(redo) = self.lqh.redo.as_ref() else {
             return;

@@ -270,7 +270,7 @@ impl Redo {
     /// everything buffered is written and synced. Returns how many syncs were asked for (the
     /// save is done when that many have completed).
     pub fn save(&mut self, gci: u64) -> usize {
-        let mut syncs = 0;
+        let mut paths = Vec::new();
         for part in 0..self.parts.len() {
             self.make_room(part, EMPTY_RECORD_BYTES);
             let p = &mut self.parts[part];
@@ -281,16 +281,15 @@ impl Redo {
             let files = self.files_per_part;
             let p = &mut self.parts[part];
             for seq in std::mem::take(&mut p.unsynced) {
-                self.requests.push((
-                    FsOp::Sync {
-                        path: p.path(seq, files),
-                    },
-                    RedoIo::Sync,
-                ));
-                syncs += 1;
+                paths.push(p.path(seq, files));
             }
         }
-        syncs
+        if paths.is_empty() {
+            return 0;
+        }
+        // One request for every file: the disk may make them durable in one call.
+        self.requests.push((FsOp::SyncAll { paths }, RedoIo::Sync));
+        1
     }
 
     /// How full the fullest part is, from 0 to 1.

@@ -83,7 +83,10 @@ impl Kernel {
             self.gcp_check_finished(out);
         }
         let answer = if self.tc.hold_for_checkpoint(trans, self.gcp.restorable) {
-            // A durable commit: answered by `tc_checkpoint_saved`.
+            // A durable commit: answered by `tc_checkpoint_saved`, after a save the master
+            // starts at once rather than at TimeBetweenGlobalCheckpoints (group commit: every
+            // commit held meanwhile shares it).
+            self.gcp_want_save(out);
             None
         } else {
             self.tc.on_finished(trans)
@@ -104,6 +107,11 @@ impl Kernel {
     pub(crate) fn tc_checkpoint_saved(&mut self, out: &mut dyn Outbox) {
         for (trans, gci) in self.tc.checkpoint_saved(self.gcp.restorable) {
             self.answer_api(trans, ApiAnswer::ExecuteConf { gci: Some(gci) }, out);
+        }
+        if self.tc.saving_count() > 0 {
+            // Commits of a later checkpoint still wait: the next save, now.
+            self.gcp.asked_save = false;
+            self.gcp_want_save(out);
         }
     }
 
