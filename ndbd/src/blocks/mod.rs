@@ -35,6 +35,8 @@ pub mod tux;
 #[cfg(test)]
 mod cluster_tests;
 #[cfg(test)]
+mod restart_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::VecDeque;

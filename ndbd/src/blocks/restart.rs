@@ -45,8 +45,10 @@ pub(crate) enum StartRead {
 pub(crate) struct Restart {
     /// The sysfile copies read so far.
     sysfiles: Vec<Option<Vec<u8>>>,
-    /// This node's newest restorable GCI, once its sysfile is read (0: nothing to restore).
+    /// This node's newest restorable GCI, once its sysfile is read (0: none named).
     restorable: Option<u32>,
+    /// Started with `--initial`: there is nothing to restore.
+    initial: bool,
     /// CNTR_START_REQ sent.
     requested: bool,
     /// As master: each node's newest restorable GCI.
@@ -65,7 +67,10 @@ impl Kernel {
     /// with nothing to restore; either way the cluster's restart GCI is agreed before this
     /// node serves.
     pub(crate) fn begin_start(&mut self, initial: bool) {
-        let mut restart = Restart::default();
+        let mut restart = Restart {
+            initial,
+            ..Restart::default()
+        };
         if initial {
             restart.restorable = Some(0);
         } else {
@@ -230,7 +235,11 @@ impl Kernel {
             self.dict_log = DictLog::new(true, u32::from(self.me.0), 0);
             return self.finish_start(0, now, out);
         }
-        if own == 0 {
+        // A node whose sysfile names no GCI may still hold the restart GCI in its redo log:
+        // every node saves a GCI (GCP_SAVEREQ) before any writes its sysfile (COPY_GCIREQ), so
+        // a crash between two nodes' sysfile writes of the first global checkpoint leaves one
+        // without. Its redo log tells (`replay_part` fails when the GCI is not there).
+        if own == 0 && restart.initial {
             return Err(format!(
                 "the cluster restarts at GCI {gci}, and this node has nothing to restore (it was \
                  started with --initial or has no files); joining it needs a node restart, \
@@ -359,6 +368,13 @@ impl Kernel {
                     tracing::warn!(part, "redo file without a valid header ({why}); ignored")
                 }
             }
+        }
+        if by_seq.is_empty() {
+            return Err(format!(
+                "the cluster restarts at GCI {gci}, and this node has nothing to restore (redo \
+                 part {part} has no files); joining it needs a node restart, which is not \
+                 implemented yet"
+            ));
         }
         let files = self.durability.no_of_fragment_log_files.max(3) as u64;
         let first_seq = by_seq.keys().next().copied().unwrap_or(0);
