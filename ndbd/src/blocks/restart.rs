@@ -8,6 +8,9 @@
 //! A record that is damaged before the restart GCI's GCI_COMPLETED record in its part is an
 //! error naming the file and offset: that part cannot give back what it promised. A damaged
 //! record after it is the torn tail of a write the crash interrupted, and is cut off.
+//! Changes of later GCIs logged before that record are skipped, and a RESTART record at the
+//! cut keeps every later restart from applying them: the restarted cluster gives their GCIs
+//! again, to other changes.
 //! A node started with `--initial` (or with no files) restores nothing; when the cluster
 //! restarts at a GCI it cannot reach, it stops with an error (joining would need a node
 //! restart, a later step).
@@ -378,6 +381,7 @@ impl Kernel {
         }
         let files = self.durability.no_of_fragment_log_files.max(3) as u64;
         let first_seq = by_seq.keys().next().copied().unwrap_or(0);
+        let restarts = restart_marks(&by_seq);
         let mut complete = false;
         let mut applied = 0;
         let mut cut = Resume {
@@ -403,7 +407,11 @@ impl Kernel {
                 match format::read_record(bytes, offset) {
                     Next::Record(record) => {
                         match record.kind {
-                            kind::PUT | kind::DELETE if gci_hi(record.gci) <= gci && !complete => {
+                            kind::PUT | kind::DELETE
+                                if gci_hi(record.gci) <= gci
+                                    && !complete
+                                    && !discarded(&restarts, (seq, offset), record.gci) =>
+                            {
                                 let change = RowChange::decode(record.payload, record.kind)
                                     .map_err(|e| format!("{path}: offset {offset}: {e}"))?;
                                 self.lqh.restore_change(&self.dict, &change).map_err(|e| {
@@ -447,12 +455,26 @@ impl Kernel {
                 part_dir(part)
             ));
         }
-        // Everything after the cut goes, durably, before anything new is written there.
+        // Everything after the cut goes, and a RESTART record marks the cut, durably, before
+        // anything new is written there: changes before the cut of GCIs after `gci` were not
+        // restored, and the GCIs the restarted cluster gives next are those same numbers.
         let path = part_file(part, cut.seq % files);
         self.fs.push(
             FsOp::Truncate {
                 path: path.clone(),
                 len: cut.offset,
+            },
+            FsWait::Nothing,
+        );
+        let mut mark = Vec::new();
+        format::append_record(&mut mark, u64::from(gci) << 32, kind::RESTART, |_| {});
+        let offset = cut.offset;
+        cut.offset += mark.len() as u64;
+        self.fs.push(
+            FsOp::Write {
+                path: path.clone(),
+                offset,
+                bytes: mark,
             },
             FsWait::Nothing,
         );
@@ -474,4 +496,28 @@ impl Kernel {
         tracing::info!(gci, "data node started at GCI {gci}");
         Ok(())
     }
+}
+
+/// Where earlier restarts cut a redo part: (file seq, offset, restart GCI) of each RESTART
+/// record, in log order.
+fn restart_marks(by_seq: &BTreeMap<u64, Vec<u8>>) -> Vec<((u64, usize), u32)> {
+    let mut marks = Vec::new();
+    for (&seq, bytes) in by_seq {
+        let mut offset = format::HEADER_BYTES;
+        while let Next::Record(record) = format::read_record(bytes, offset) {
+            if record.kind == kind::RESTART {
+                marks.push(((seq, offset), gci_hi(record.gci)));
+            }
+            offset = record.next;
+        }
+    }
+    marks
+}
+
+/// True when a change at `at` of `gci` was discarded by an earlier restart: a RESTART record
+/// after it names an older GCI (the change's GCI was given again after that restart).
+fn discarded(marks: &[((u64, usize), u32)], at: (u64, usize), gci: u64) -> bool {
+    marks
+        .iter()
+        .any(|&(mark, restart_gci)| mark > at && gci_hi(gci) > restart_gci)
 }

@@ -1,7 +1,8 @@
-//! A system restart on two kernels over in-memory disks: a node whose sysfile names no GCI yet
+//! System restarts on two kernels over in-memory disks: a node whose sysfile names no GCI yet
 //! (the cluster crashed after another node wrote its sysfile for the first global checkpoint,
-//! before this one did) still restores that checkpoint from its redo log, and a node with no
-//! files at all stops with an error that says so.
+//! before this one did) still restores that checkpoint from its redo log; a node with no files
+//! at all stops with an error that says so; and a change of a GCI a restart did not restore
+//! stays unrestored at every later restart, though the restarted cluster gives its GCI again.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -11,8 +12,11 @@ use std::time::Instant;
 use rndb_config::{ClusterConfig, NodeId};
 use rndb_transporter::FrameHeader;
 
+use rndb_protocol::schema::encode_values;
+use rndb_protocol::{gsn, signals, ColumnDef, ColumnType, TableDef, Value, Writer};
+
 use super::{Kernel, Outbox, SendFailure};
-use crate::ndbfs::format::{self, kind, FileHeader, Sysfile};
+use crate::ndbfs::format::{self, kind, FileHeader, RowChange, SchemaChange, Sysfile};
 use crate::ndbfs::{execute, Disk};
 
 const INI: &str = "[ndbd default]\nNoOfReplicas=2\nDataMemory=1M\n\
@@ -120,65 +124,187 @@ fn saved_disk(config: &ClusterConfig, node: u16, gci: u32, sysfile_gci: u32) -> 
     disk
 }
 
-/// Starts both nodes without `--initial` over `disks` and runs them until nothing moves;
-/// returns each node's error, if it stopped, and its epoch.
-fn restart(disks: Vec<MemDisk>) -> Vec<(Option<String>, u64)> {
-    let config = config();
-    let now = Instant::now();
-    let mut nodes: Vec<(Kernel, MemDisk)> = config
-        .data_nodes
-        .iter()
-        .zip(disks)
-        .map(|(node, disk)| {
-            let mut kernel = Kernel::with_files(&config, node, false);
-            for other in &config.data_nodes {
-                if other.node_id != node.node_id {
-                    kernel.on_connect(other.node_id);
+/// Two data nodes over their disks, driven until nothing moves.
+struct Cluster {
+    nodes: Vec<(Kernel, MemDisk)>,
+    /// Why each node stopped, if it did.
+    fatal: Vec<Option<String>>,
+    start: Instant,
+}
+
+impl Cluster {
+    /// Starts both nodes without `--initial` over `disks`, and runs them until the start is
+    /// over.
+    fn restart(disks: Vec<MemDisk>) -> Cluster {
+        let config = config();
+        let nodes: Vec<(Kernel, MemDisk)> = config
+            .data_nodes
+            .iter()
+            .zip(disks)
+            .map(|(node, disk)| {
+                let mut kernel = Kernel::with_files(&config, node, false);
+                for other in &config.data_nodes {
+                    if other.node_id != node.node_id {
+                        kernel.on_connect(other.node_id);
+                    }
                 }
-            }
-            (kernel, disk)
-        })
-        .collect();
-    let mut fatal: Vec<Option<String>> = vec![None; nodes.len()];
-    let mut frames: Vec<(NodeId, NodeId, FrameHeader, Vec<u8>)> = Vec::new();
-    for _ in 0..1000 {
-        let mut next = Vec::new();
-        let mut moved = !frames.is_empty();
-        for (index, (kernel, disk)) in nodes.iter_mut().enumerate() {
-            if fatal[index].is_some() {
-                continue;
-            }
-            let me = NodeId(index as u16 + 1);
-            let mut sent = Sent::default();
-            for (from, _, header, payload) in frames.iter().filter(|f| f.1 == me) {
-                kernel
-                    .on_frame(*from, header, payload, &mut sent, now)
-                    .expect("a valid frame");
-            }
-            kernel.run_jobs(&mut sent, now);
-            for request in kernel.take_fs_requests() {
-                moved = true;
-                if let Err(why) = kernel.on_fs_conf(execute(disk, request), &mut sent, now) {
-                    fatal[index] = Some(why);
-                    break;
+                (kernel, disk)
+            })
+            .collect();
+        let fatal = vec![None; nodes.len()];
+        let mut cluster = Cluster {
+            nodes,
+            fatal,
+            start: Instant::now(),
+        };
+        cluster.run(cluster.start);
+        cluster
+    }
+
+    /// Runs the nodes at `now` until no frame, job or file request is left.
+    fn run(&mut self, now: Instant) {
+        let mut frames: Vec<(NodeId, NodeId, FrameHeader, Vec<u8>)> = Vec::new();
+        for _ in 0..1000 {
+            let mut next = Vec::new();
+            let mut moved = !frames.is_empty();
+            for (index, (kernel, disk)) in self.nodes.iter_mut().enumerate() {
+                if self.fatal[index].is_some() {
+                    continue;
+                }
+                let me = NodeId(index as u16 + 1);
+                let mut sent = Sent::default();
+                for (from, _, header, payload) in frames.iter().filter(|f| f.1 == me) {
+                    kernel
+                        .on_frame(*from, header, payload, &mut sent, now)
+                        .expect("a valid frame");
                 }
                 kernel.run_jobs(&mut sent, now);
+                for request in kernel.take_fs_requests() {
+                    moved = true;
+                    if let Err(why) = kernel.on_fs_conf(execute(disk, request), &mut sent, now) {
+                        self.fatal[index] = Some(why);
+                        break;
+                    }
+                    kernel.run_jobs(&mut sent, now);
+                }
+                if let Some(why) = kernel.take_fatal() {
+                    self.fatal[index] = Some(why);
+                }
+                next.extend(sent.0.into_iter().map(|(to, h, p)| (me, to, h, p)));
             }
-            if let Some(why) = kernel.take_fatal() {
-                fatal[index] = Some(why);
+            moved |= !next.is_empty();
+            frames = next;
+            if !moved {
+                return;
             }
-            next.extend(sent.0.into_iter().map(|(to, h, p)| (me, to, h, p)));
         }
-        frames = next;
-        if !moved {
-            break;
+        panic!("the nodes never went quiet");
+    }
+
+    /// The master's timer runs past TimeBetweenGlobalCheckpoints: one global checkpoint is
+    /// saved (its GCI_COMPLETED in every redo part, every sysfile naming it).
+    fn save_checkpoint(&mut self) {
+        let interval = config().data_nodes[0]
+            .durability
+            .time_between_global_checkpoints_ms;
+        for step in [1, 2] {
+            let now = self.start + std::time::Duration::from_millis(u64::from(interval) * step);
+            for (kernel, _) in &mut self.nodes {
+                kernel.on_timer(now);
+            }
+            self.run(now);
         }
     }
-    nodes
-        .iter()
-        .zip(fatal)
-        .map(|((kernel, _), why)| (why, kernel.current_gci()))
+
+    /// Each node's error, if it stopped, its epoch and its DataMemory in use.
+    fn state(&self) -> Vec<(Option<String>, u64, u64)> {
+        self.nodes
+            .iter()
+            .zip(&self.fatal)
+            .map(|((kernel, _), why)| {
+                (
+                    why.clone(),
+                    kernel.current_gci(),
+                    kernel.memory_used_bytes(),
+                )
+            })
+            .collect()
+    }
+
+    /// Every node loses power (nothing is lost: the disks keep every write): their disks.
+    fn crash(self) -> Vec<MemDisk> {
+        self.nodes.into_iter().map(|(_, disk)| disk).collect()
+    }
+}
+
+/// Starts both nodes over `disks` and returns each node's error and epoch.
+fn restart(disks: Vec<MemDisk>) -> Vec<(Option<String>, u64)> {
+    Cluster::restart(disks)
+        .state()
+        .into_iter()
+        .map(|(why, epoch, _)| (why, epoch))
         .collect()
+}
+
+/// The disk of a node of a cluster that created table 1 (`k` Int32 key, `v` Int32) in GCI 1
+/// and logged `puts` (key, value, GCI) in fragment 0's redo part, in that order, then GCI 1's
+/// GCI_COMPLETED; its sysfile names GCI 1.
+fn disk_with_rows(config: &ClusterConfig, node: u16, puts: &[(i32, i32, u32)]) -> MemDisk {
+    let mut disk = saved_disk(config, node, 1, 1);
+    let def = TableDef::new(
+        "t",
+        vec![
+            ColumnDef::key("k", ColumnType::Int32),
+            ColumnDef::new("v", ColumnType::Int32),
+        ],
+    );
+    let mut request = Vec::new();
+    signals::encode_table_def(&mut request, &def);
+    let mut schema = Vec::new();
+    FileHeader {
+        magic: format::SCHEMA_MAGIC,
+        node: u32::from(node),
+        part: 0,
+        seq: 0,
+    }
+    .encode(&mut schema);
+    let change = SchemaChange {
+        signal: gsn::CREATE_TABLE_REQ,
+        first_id: 1,
+        request,
+    };
+    format::append_record(&mut schema, 1 << 32, kind::SCHEMA, |b| change.encode(b));
+    disk.0.insert("D1/DBDICT/P0.SchemaLog".into(), schema);
+    let mut redo = Vec::new();
+    FileHeader {
+        magic: format::REDO_MAGIC,
+        node: u32::from(node),
+        part: 0,
+        seq: 0,
+    }
+    .encode(&mut redo);
+    for &(k, v, gci) in puts {
+        let mut key = Vec::new();
+        Value::Int32(k).encode(&mut Writer::new(&mut key));
+        let mut row = Vec::new();
+        encode_values(
+            &mut Writer::new(&mut row),
+            &[Value::Int32(k), Value::Int32(v)],
+        );
+        let change = RowChange {
+            table_id: 1,
+            table_version: 0,
+            fragment: 0,
+            key: &key,
+            row: Some(&row),
+        };
+        format::append_record(&mut redo, u64::from(gci) << 32, kind::PUT, |b| {
+            change.encode(b)
+        });
+    }
+    format::append_record(&mut redo, 1 << 32, kind::GCI_COMPLETED, |_| {});
+    disk.0.insert("D8/DBLQH/S0.FragLog".into(), redo);
+    disk
 }
 
 #[test]
@@ -202,4 +328,35 @@ fn a_node_without_files_cannot_join_a_restart_at_a_saved_gci() {
     assert_eq!(started[0].0, None);
     let why = started[1].0.as_deref().unwrap_or_default();
     assert!(why.contains("nothing to restore"), "{why}");
+}
+
+#[test]
+fn a_change_a_restart_did_not_restore_stays_out_when_its_gci_is_saved_again() {
+    let config = config();
+    // Row 1 committed in GCI 1; row 2 in GCI 2, logged before GCI 1's GCI_COMPLETED (its
+    // commit started while GCI 1 was being saved), and GCI 2 never saved: the first restart,
+    // at GCI 1, restores row 1 alone.
+    let puts = [(1, 10, 1), (2, 20, 2)];
+    let disks = (1..=2).map(|n| disk_with_rows(&config, n, &puts)).collect();
+    let mut first = Cluster::restart(disks);
+    let after_first = first.state();
+    for (index, (why, epoch, _)) in after_first.iter().enumerate() {
+        assert_eq!(why, &None, "node {} stopped", index + 1);
+        assert_eq!(*epoch >> 32, 2, "node {} serves GCI 2", index + 1);
+    }
+    // The restarted cluster saves its own GCI 2, with no change in it, and crashes.
+    first.save_checkpoint();
+    let disks = first.crash();
+    let second = Cluster::restart(disks).state();
+    for (index, ((why, epoch, memory), (_, _, memory_before))) in
+        second.iter().zip(&after_first).enumerate()
+    {
+        assert_eq!(why, &None, "node {} stopped", index + 1);
+        assert_eq!(*epoch >> 32, 3, "node {} restarted at GCI 2", index + 1);
+        assert_eq!(
+            memory, memory_before,
+            "node {} restored row 2, a change of the first cluster's GCI 2 that its restart did not restore",
+            index + 1
+        );
+    }
 }

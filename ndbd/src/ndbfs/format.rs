@@ -41,6 +41,10 @@ pub mod kind {
     pub const SCHEMA: u8 = 5;
     /// The sysfile's content: [`Sysfile`].
     pub const SYSFILE: u8 = 6;
+    /// A system restart at this record's GCI cut its part here: every change before it of a
+    /// later GCI was not restored, and the restarted cluster gives those GCIs again, so no
+    /// later restart may apply such a change. No payload.
+    pub const RESTART: u8 = 7;
 }
 
 /// A file's header.
