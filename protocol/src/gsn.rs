@@ -108,6 +108,12 @@ signals! {
     CNTR_START_REQ = 88;
     /// The GCI the cluster restarts at, from the master (NDB's CNTR_START_CONF).
     CNTR_START_CONF = 89;
+    /// A starting node restored its files up to the restart GCI, to the master (NDB's
+    /// CNTR_WAITREP).
+    CNTR_WAITREP = 90;
+    /// Every starting node has restored: the cluster serves, from the master (NDB's
+    /// CNTR_START_REP).
+    CNTR_START_REP = 91;
 }
 
 /// The name of signal `number`, or `None` for a number no signal has.

@@ -143,6 +143,7 @@ impl Kernel {
             return;
         }
         self.qmgr.failed.insert(node);
+        self.restart_node_failrep(out);
         self.dih_node_failrep(node, out, now);
         tracing::error!(node = %node, "data node failed: its partitions' backups take over, transactions touching it abort");
         self.lqh_node_failrep(node, out);

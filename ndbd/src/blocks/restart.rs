@@ -3,7 +3,10 @@
 //! the master (CNTR_START_REQ), which answers every node with the highest (CNTR_START_CONF):
 //! a system restart brings the whole cluster back at that one GCI. Each node then replays its
 //! schema log and its redo log up to it, cuts off what follows (a torn tail, and changes of
-//! checkpoints never saved everywhere), builds its ordered indexes, and starts.
+//! checkpoints never saved everywhere), builds its ordered indexes, and tells the master
+//! (CNTR_WAITREP); once every live node has, the master tells all to start (CNTR_START_REP).
+//! Until then no node serves and no global checkpoint runs: a node still restoring would
+//! answer another's LQHKEYREQ from half its rows, and save checkpoints it has no log for.
 //!
 //! A record that is damaged before the restart GCI's GCI_COMPLETED record in its part is an
 //! error naming the file and offset: that part cannot give back what it promised. A damaged
@@ -15,7 +18,7 @@
 //! restarts at a GCI it cannot reach, it stops with an error (joining would need a node
 //! restart, a later step).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use rndb_config::NodeId;
@@ -63,6 +66,11 @@ pub(crate) struct Restart {
     reads_out: usize,
     /// Where the schema log goes on.
     schema_written: u64,
+    /// This node's restore is done, and the master it told (CNTR_WAITREP).
+    restored: Option<NodeId>,
+    /// As master: the nodes whose restore is done, and whether CNTR_START_REP went out.
+    waited: BTreeSet<NodeId>,
+    start_sent: bool,
 }
 
 impl Kernel {
@@ -220,12 +228,7 @@ impl Kernel {
     }
 
     /// CNTR_START_CONF: the cluster restarts at `gci`; restore up to it.
-    pub(crate) fn exec_cntr_start_conf(
-        &mut self,
-        gci: u64,
-        out: &mut dyn Outbox,
-        now: Instant,
-    ) -> Result<(), String> {
+    pub(crate) fn exec_cntr_start_conf(&mut self, gci: u64) -> Result<(), String> {
         let gci = gci as u32;
         let Some(restart) = self.restart.as_mut() else {
             return Ok(());
@@ -236,7 +239,8 @@ impl Kernel {
             // Nothing anywhere: an initial start.
             self.lqh.redo = Some(Redo::new(u32::from(self.me.0), &self.durability, &[]));
             self.dict_log = DictLog::new(true, u32::from(self.me.0), 0);
-            return self.finish_start(0, now, out);
+            self.jobs.push_back(Signal::StartDone { gci: 0 });
+            return Ok(());
         }
         // A node whose sysfile names no GCI may still hold the restart GCI in its redo log:
         // every node saves a GCI (GCP_SAVEREQ) before any writes its sysfile (COPY_GCIREQ), so
@@ -480,6 +484,71 @@ impl Kernel {
         );
         self.fs.push(FsOp::Sync { path }, FsWait::Nothing);
         Ok((cut, applied))
+    }
+
+    /// This node's restore is done: the master hears of it.
+    pub(crate) fn restore_done(&mut self, gci: u32, out: &mut dyn Outbox) {
+        let master = self.qmgr.master();
+        let Some(restart) = self.restart.as_mut() else {
+            return;
+        };
+        restart.restored = Some(master);
+        self.send_gcp(master, gsn::CNTR_WAITREP, u64::from(gci), out);
+    }
+
+    /// CNTR_WAITREP at the master: once every live node has restored, all start.
+    pub(crate) fn exec_cntr_waitrep(&mut self, from: NodeId, gci: u64, out: &mut dyn Outbox) {
+        if let Some(restart) = self.restart.as_mut() {
+            restart.waited.insert(from);
+        }
+        self.start_if_all_restored(gci, out);
+    }
+
+    /// As master: CNTR_START_REP to every live node once each has restored.
+    fn start_if_all_restored(&mut self, gci: u64, out: &mut dyn Outbox) {
+        if self.qmgr.master() != self.me {
+            return;
+        }
+        let mut live: Vec<NodeId> = self.qmgr.peers_up().collect();
+        live.push(self.me);
+        let Some(restart) = self.restart.as_mut() else {
+            return;
+        };
+        if restart.start_sent || !live.iter().all(|n| restart.waited.contains(n)) {
+            return;
+        }
+        restart.start_sent = true;
+        tracing::info!(gci, nodes = ?live, "system restart: every data node restored");
+        for node in live {
+            self.send_gcp(node, gsn::CNTR_START_REP, gci, out);
+        }
+    }
+
+    /// A data node failed during the start: a new master hears again from the nodes that
+    /// told the old one, and the master stops waiting for the failed node.
+    pub(crate) fn restart_node_failrep(&mut self, out: &mut dyn Outbox) {
+        let master = self.qmgr.master();
+        let Some(restart) = self.restart.as_ref() else {
+            return;
+        };
+        let (told, gci) = (restart.restored, restart.gci.unwrap_or(0));
+        if told.is_some_and(|old| old != master) {
+            self.restore_done(gci, out);
+        }
+        self.start_if_all_restored(u64::from(gci), out);
+    }
+
+    /// CNTR_START_REP: every node restored; this one serves.
+    pub(crate) fn exec_cntr_start_rep(
+        &mut self,
+        gci: u64,
+        now: Instant,
+        out: &mut dyn Outbox,
+    ) -> Result<(), String> {
+        match self.restart.as_ref() {
+            Some(restart) if restart.restored.is_some() => self.finish_start(gci as u32, now, out),
+            _ => Ok(()),
+        }
     }
 
     /// The node's restore is done: it serves from the next global checkpoint on.

@@ -17,7 +17,7 @@ use rndb_protocol::{gsn, signals, ColumnDef, ColumnType, TableDef, Value, Writer
 
 use super::{Kernel, Outbox, SendFailure};
 use crate::ndbfs::format::{self, kind, FileHeader, RowChange, SchemaChange, Sysfile};
-use crate::ndbfs::{execute, Disk};
+use crate::ndbfs::{execute, Disk, FsRequest};
 
 const INI: &str = "[ndbd default]\nNoOfReplicas=2\nDataMemory=1M\n\
 [ndbd]\nNodeId=1\nHostName=127.0.0.1\n[ndbd]\nNodeId=2\nHostName=127.0.0.1\n\
@@ -130,12 +130,23 @@ struct Cluster {
     /// Why each node stopped, if it did.
     fatal: Vec<Option<String>>,
     start: Instant,
+    /// File requests of this node (index) on paths holding this text wait in `held`, with
+    /// the node's index, until `hold` is cleared.
+    hold: Option<(usize, &'static str)>,
+    held: Vec<(usize, FsRequest)>,
 }
 
 impl Cluster {
     /// Starts both nodes without `--initial` over `disks`, and runs them until the start is
     /// over.
     fn restart(disks: Vec<MemDisk>) -> Cluster {
+        let mut cluster = Cluster::new(disks);
+        cluster.run(cluster.start);
+        cluster
+    }
+
+    /// Both nodes, made to start without `--initial` over `disks`, not yet run.
+    fn new(disks: Vec<MemDisk>) -> Cluster {
         let config = config();
         let nodes: Vec<(Kernel, MemDisk)> = config
             .data_nodes
@@ -152,13 +163,13 @@ impl Cluster {
             })
             .collect();
         let fatal = vec![None; nodes.len()];
-        let mut cluster = Cluster {
+        Cluster {
             nodes,
             fatal,
             start: Instant::now(),
-        };
-        cluster.run(cluster.start);
-        cluster
+            hold: None,
+            held: Vec::new(),
+        }
     }
 
     /// Runs the nodes at `now` until no frame, job or file request is left.
@@ -179,7 +190,22 @@ impl Cluster {
                         .expect("a valid frame");
                 }
                 kernel.run_jobs(&mut sent, now);
-                for request in kernel.take_fs_requests() {
+                let mut requests = kernel.take_fs_requests();
+                if let Some((_, text)) = self.hold.filter(|(held, _)| *held == index) {
+                    let (held, go): (Vec<FsRequest>, _) = requests
+                        .into_iter()
+                        .partition(|r| r.op.path().contains(text));
+                    self.held.extend(held.into_iter().map(|r| (index, r)));
+                    requests = go;
+                } else if self.hold.is_none() {
+                    let (mine, others) = std::mem::take(&mut self.held)
+                        .into_iter()
+                        .partition(|(i, _)| *i == index);
+                    self.held = others;
+                    let mine: Vec<(usize, FsRequest)> = mine;
+                    requests.splice(0..0, mine.into_iter().map(|(_, r)| r));
+                }
+                for request in requests {
                     moved = true;
                     if let Err(why) = kernel.on_fs_conf(execute(disk, request), &mut sent, now) {
                         self.fatal[index] = Some(why);
@@ -359,4 +385,26 @@ fn a_change_a_restart_did_not_restore_stays_out_when_its_gci_is_saved_again() {
             index + 1
         );
     }
+}
+
+#[test]
+fn no_node_serves_until_every_node_has_restored() {
+    let config = config();
+    let disks = (1..=2)
+        .map(|n| disk_with_rows(&config, n, &[(1, 10, 1)]))
+        .collect();
+    let mut cluster = Cluster::new(disks);
+    // Node 2 agrees on the restart GCI, but its redo log is slow to read.
+    cluster.hold = Some((1, "DBLQH"));
+    cluster.run(cluster.start);
+    let started = |c: &Cluster, i: usize| c.nodes[i].0.qmgr.started();
+    assert!(!started(&cluster, 1), "node 2 has not restored yet");
+    assert!(
+        !started(&cluster, 0),
+        "node 1 serves, and would send node 2 operations on rows it has not restored"
+    );
+    cluster.hold = None;
+    cluster.run(cluster.start);
+    assert!(started(&cluster, 0) && started(&cluster, 1));
+    assert_eq!(cluster.fatal, vec![None, None]);
 }
