@@ -2,7 +2,9 @@
 //! (the cluster crashed after another node wrote its sysfile for the first global checkpoint,
 //! before this one did) still restores that checkpoint from its redo log; a node with no files
 //! at all stops with an error that says so; and a change of a GCI a restart did not restore
-//! stays unrestored at every later restart, though the restarted cluster gives its GCI again.
+//! stays unrestored at every later restart, though the restarted cluster gives its GCI again;
+//! no node serves before every node restored; and a global checkpoint whose redo write failed
+//! is never saved, though the sync after it succeeded.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -23,12 +25,16 @@ const INI: &str = "[ndbd default]\nNoOfReplicas=2\nDataMemory=1M\n\
 [ndbd]\nNodeId=1\nHostName=127.0.0.1\n[ndbd]\nNodeId=2\nHostName=127.0.0.1\n\
 [api]\nNodeId=50\nHostName=127.0.0.1\n";
 
-/// Files by path; nothing is ever lost.
+/// Files by path; nothing is ever lost. Writes to paths holding the text in `.1` fail with
+/// EIO.
 #[derive(Default)]
-struct MemDisk(BTreeMap<String, Vec<u8>>);
+struct MemDisk(BTreeMap<String, Vec<u8>>, Option<&'static str>);
 
 impl Disk for MemDisk {
     fn write_at(&mut self, path: &str, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        if self.1.is_some_and(|text| path.contains(text)) {
+            return Err(io::Error::from_raw_os_error(5));
+        }
         let file = self.0.entry(path.to_string()).or_default();
         let end = offset as usize + bytes.len();
         if file.len() < end {
@@ -140,20 +146,20 @@ impl Cluster {
     /// Starts both nodes without `--initial` over `disks`, and runs them until the start is
     /// over.
     fn restart(disks: Vec<MemDisk>) -> Cluster {
-        let mut cluster = Cluster::new(disks);
+        let mut cluster = Cluster::new(disks, false);
         cluster.run(cluster.start);
         cluster
     }
 
-    /// Both nodes, made to start without `--initial` over `disks`, not yet run.
-    fn new(disks: Vec<MemDisk>) -> Cluster {
+    /// Both nodes, made to start over `disks` (with `--initial` when `initial`), not yet run.
+    fn new(disks: Vec<MemDisk>, initial: bool) -> Cluster {
         let config = config();
         let nodes: Vec<(Kernel, MemDisk)> = config
             .data_nodes
             .iter()
             .zip(disks)
             .map(|(node, disk)| {
-                let mut kernel = Kernel::with_files(&config, node, false);
+                let mut kernel = Kernel::with_files(&config, node, initial);
                 for other in &config.data_nodes {
                     if other.node_id != node.node_id {
                         kernel.on_connect(other.node_id);
@@ -393,7 +399,7 @@ fn no_node_serves_until_every_node_has_restored() {
     let disks = (1..=2)
         .map(|n| disk_with_rows(&config, n, &[(1, 10, 1)]))
         .collect();
-    let mut cluster = Cluster::new(disks);
+    let mut cluster = Cluster::new(disks, false);
     // Node 2 agrees on the restart GCI, but its redo log is slow to read.
     cluster.hold = Some((1, "DBLQH"));
     cluster.run(cluster.start);
@@ -407,4 +413,23 @@ fn no_node_serves_until_every_node_has_restored() {
     cluster.run(cluster.start);
     assert!(started(&cluster, 0) && started(&cluster, 1));
     assert_eq!(cluster.fatal, vec![None, None]);
+}
+
+#[test]
+fn a_global_checkpoint_whose_redo_write_failed_is_never_saved() {
+    // Node 2's writes to redo part 2 fail with EIO; its syncs succeed (the file is not there).
+    let failing = MemDisk(BTreeMap::new(), Some("D10/"));
+    let mut cluster = Cluster::new(vec![MemDisk::default(), failing], true);
+    cluster.run(cluster.start);
+    assert!(cluster.nodes.iter().all(|(k, _)| k.qmgr.started()));
+    cluster.save_checkpoint();
+    for (index, (kernel, disk)) in cluster.nodes.iter().enumerate() {
+        assert_eq!(
+            kernel.restorable_gci(),
+            0,
+            "node {} took GCI 1 as saved, though node 2's redo part 2 never reached its disk",
+            index + 1
+        );
+        assert!(!disk.0.contains_key("D1/DBDIH/P0.sysfile"));
+    }
 }

@@ -256,6 +256,13 @@ impl Kernel {
         if *left == 0 {
             let (gci, master) = (*gci, *master);
             self.gcp.saving = None;
+            if let Some(why) = &self.fs.failed {
+                // A write failed (in this save or before it) though every sync succeeded:
+                // the disk does not hold the whole GCI, so the save is never confirmed and
+                // global checkpoints stop.
+                tracing::error!(gci, %why, "global checkpoint not saved: a file write failed");
+                return;
+            }
             self.send_gcp(master, gsn::GCP_SAVECONF, gci, out);
         }
     }
