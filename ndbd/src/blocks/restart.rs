@@ -272,35 +272,72 @@ impl Kernel {
     ) -> Result<(), String> {
         let gci = self.restart.as_ref().and_then(|r| r.gci).unwrap_or(0);
         if bytes.is_empty() {
-            return Ok(());
+            return Err(format!(
+                "the cluster restarts at GCI {gci}, and this node has nothing to restore (no \
+                 schema log); joining it needs a node restart, which is not implemented yet"
+            ));
         }
         let fail = |offset: usize, why: &str| format!("{SCHEMA_LOG}: offset {offset}: {why}");
         FileHeader::decode(bytes, format::SCHEMA_MAGIC).map_err(|why| fail(0, &why))?;
+        let marks = restart_marks([(0, bytes)]);
         let mut offset = format::HEADER_BYTES;
         let mut replayed = 0;
-        // Up to the end, or a torn tail: schema changes after the last save, not restored.
+        let mut cut = None;
+        // Up to the restart GCI's GCI_COMPLETED record; what follows is of later GCIs (the
+        // save of a GCI comes after every node moved to the next) or a torn tail.
         while let Next::Record(record) = format::read_record(bytes, offset) {
-            if record.kind != kind::SCHEMA {
-                return Err(fail(offset, &format!("a record of kind {}", record.kind)));
-            }
-            if gci_hi(record.gci) <= gci {
-                let change = SchemaChange::decode(record.payload)
-                    .map_err(|e| fail(offset, &e.to_string()))?;
-                self.replay_schema_change(&change, out, now)
-                    .map_err(|e| fail(offset, &format!("replaying it: {e}")))?;
-                replayed += 1;
+            match record.kind {
+                kind::SCHEMA
+                    if cut.is_none()
+                        && gci_hi(record.gci) <= gci
+                        && !discarded(&marks, (0, offset), record.gci) =>
+                {
+                    let change = SchemaChange::decode(record.payload)
+                        .map_err(|e| fail(offset, &e.to_string()))?;
+                    self.replay_schema_change(&change, out, now)
+                        .map_err(|e| fail(offset, &format!("replaying it: {e}")))?;
+                    replayed += 1;
+                }
+                kind::GCI_COMPLETED if cut.is_none() && gci_hi(record.gci) >= gci => {
+                    cut = Some(record.next);
+                }
+                kind::SCHEMA | kind::GCI_COMPLETED | kind::RESTART => {}
+                other => return Err(fail(offset, &format!("a record of kind {other}"))),
             }
             offset = record.next;
         }
+        let Some(cut) = cut else {
+            return Err(format!(
+                "{SCHEMA_LOG}: no GCI_COMPLETED record for GCI {gci}: this node did not save \
+                 that global checkpoint (a write failed, or the file is damaged before it)"
+            ));
+        };
         tracing::info!(changes = replayed, "schema restored");
+        // What follows the cut goes, and a RESTART record marks it, durably, before anything
+        // new is written (see `replay_part`).
+        let mut mark = Vec::new();
+        format::append_record(&mut mark, u64::from(gci) << 32, kind::RESTART, |_| {});
         if let Some(restart) = self.restart.as_mut() {
-            restart.schema_written = offset as u64;
+            restart.schema_written = (cut + mark.len()) as u64;
         }
-        // What followed the last change kept is cut off before anything new is written.
         self.fs.push(
             FsOp::Truncate {
                 path: SCHEMA_LOG.into(),
-                len: offset as u64,
+                len: cut as u64,
+            },
+            FsWait::Nothing,
+        );
+        self.fs.push(
+            FsOp::Write {
+                path: SCHEMA_LOG.into(),
+                offset: cut as u64,
+                bytes: mark,
+            },
+            FsWait::Nothing,
+        );
+        self.fs.push(
+            FsOp::Sync {
+                path: SCHEMA_LOG.into(),
             },
             FsWait::Nothing,
         );
@@ -385,7 +422,7 @@ impl Kernel {
         }
         let files = self.durability.no_of_fragment_log_files.max(3) as u64;
         let first_seq = by_seq.keys().next().copied().unwrap_or(0);
-        let restarts = restart_marks(&by_seq);
+        let restarts = restart_marks(by_seq.iter().map(|(&seq, b)| (seq, b.as_slice())));
         let mut complete = false;
         let mut applied = 0;
         let mut cut = Resume {
@@ -567,11 +604,11 @@ impl Kernel {
     }
 }
 
-/// Where earlier restarts cut a redo part: (file seq, offset, restart GCI) of each RESTART
-/// record, in log order.
-fn restart_marks(by_seq: &BTreeMap<u64, Vec<u8>>) -> Vec<((u64, usize), u32)> {
+/// Where earlier restarts cut a log (a redo part's files by seq, or the schema log as file 0):
+/// (file seq, offset, restart GCI) of each RESTART record, in log order.
+fn restart_marks<'a>(files: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<((u64, usize), u32)> {
     let mut marks = Vec::new();
-    for (&seq, bytes) in by_seq {
+    for (seq, bytes) in files {
         let mut offset = format::HEADER_BYTES;
         while let Next::Record(record) = format::read_record(bytes, offset) {
             if record.kind == kind::RESTART {

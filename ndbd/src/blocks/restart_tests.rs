@@ -95,8 +95,8 @@ fn config() -> ClusterConfig {
     rndb_config::parse_str(INI, Path::new("t.ini")).expect("config")
 }
 
-/// A disk whose every redo part saved global checkpoint `gci` (a GCI_COMPLETED record after
-/// the file header), and whose sysfile names `sysfile_gci` (none when 0).
+/// A disk whose every redo part and schema log saved global checkpoint `gci` (a GCI_COMPLETED
+/// record after the file header), and whose sysfile names `sysfile_gci` (none when 0).
 fn saved_disk(config: &ClusterConfig, node: u16, gci: u32, sysfile_gci: u32) -> MemDisk {
     let mut disk = MemDisk::default();
     let parts = config.data_nodes[0].durability.no_of_fragment_log_parts;
@@ -118,6 +118,21 @@ fn saved_disk(config: &ClusterConfig, node: u16, gci: u32, sysfile_gci: u32) -> 
         disk.0
             .insert(format!("D{}/DBLQH/S0.FragLog", 8 + part), bytes);
     }
+    let mut schema = Vec::new();
+    FileHeader {
+        magic: format::SCHEMA_MAGIC,
+        node: u32::from(node),
+        part: 0,
+        seq: 0,
+    }
+    .encode(&mut schema);
+    format::append_record(
+        &mut schema,
+        u64::from(gci) << 32,
+        kind::GCI_COMPLETED,
+        |_| {},
+    );
+    disk.0.insert("D1/DBDICT/P0.SchemaLog".into(), schema);
     if sysfile_gci > 0 {
         let sysfile = Sysfile {
             restorable_gci: sysfile_gci,
@@ -306,6 +321,7 @@ fn disk_with_rows(config: &ClusterConfig, node: u16, puts: &[(i32, i32, u32)]) -
         request,
     };
     format::append_record(&mut schema, 1 << 32, kind::SCHEMA, |b| change.encode(b));
+    format::append_record(&mut schema, 1 << 32, kind::GCI_COMPLETED, |_| {});
     disk.0.insert("D1/DBDICT/P0.SchemaLog".into(), schema);
     let mut redo = Vec::new();
     FileHeader {
@@ -432,4 +448,23 @@ fn a_global_checkpoint_whose_redo_write_failed_is_never_saved() {
         );
         assert!(!disk.0.contains_key("D1/DBDIH/P0.sysfile"));
     }
+}
+
+#[test]
+fn a_node_whose_schema_log_missed_the_restart_gci_stops_instead_of_starting_without_tables() {
+    let config = config();
+    let puts = [(1, 10, 1)];
+    // Node 2's write of the schema log failed (so it never confirmed GCI 1, and its sysfile
+    // names nothing), though its redo parts reached GCI 1's GCI_COMPLETED.
+    let mut node2 = disk_with_rows(&config, 2, &puts);
+    node2.0.retain(|path, _| !path.contains("P0.sysfile"));
+    if let Some(schema) = node2.0.get_mut("D1/DBDICT/P0.SchemaLog") {
+        schema.truncate(format::HEADER_BYTES);
+    }
+    let started = restart(vec![disk_with_rows(&config, 1, &puts), node2]);
+    let why = started[1].0.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("no GCI_COMPLETED record for GCI 1"),
+        "node 2 must not start without the tables of GCI 1: {why:?}"
+    );
 }

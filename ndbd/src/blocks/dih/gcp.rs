@@ -216,7 +216,7 @@ impl Kernel {
     /// and synced, with the schema log; then GCP_SAVECONF.
     fn gcp_save(&mut self, master: NodeId, gci: u64, out: &mut dyn Outbox) {
         let syncs = match self.lqh.redo.as_mut() {
-            Some(redo) => redo.save(gci) + self.dict_log.save(&mut self.fs),
+            Some(redo) => redo.save(gci) + self.dict_log.save(&mut self.fs, gci),
             None => 0,
         };
         if syncs == 0 {
