@@ -47,6 +47,7 @@
 
 pub mod check;
 pub mod client;
+pub mod disk;
 pub mod knobs;
 pub mod net;
 pub mod rng;
