@@ -48,10 +48,11 @@
 pub mod check;
 pub mod client;
 pub mod disk;
+pub mod durability;
 pub mod knobs;
 pub mod net;
 pub mod rng;
 pub mod world;
 
 pub use knobs::{Fault, Knobs, Options, Sabotage, Workload};
-pub use world::{run_seed, run_seed_checked, Failure, Report};
+pub use world::{run_seed, run_seed_checked, DurabilityReport, Failure, Report};
