@@ -383,6 +383,8 @@ pub struct SimOutbox<'a> {
     pub closes: Vec<(NodeId, String)>,
     /// Sends that found the buffer "full" (BUGGIFY).
     pub overloads: u64,
+    /// BUGGIFY's full buffers apply (not to a node's last flush before it exits).
+    pub buggify: bool,
 }
 
 impl Outbox for SimOutbox<'_> {
@@ -395,7 +397,7 @@ impl Outbox for SimOutbox<'_> {
         if !self.net.is_up(self.from, to) {
             return Err(SendFailure::Gone);
         }
-        if self.net.overloaded(self.from, to) {
+        if self.buggify && self.net.overloaded(self.from, to) {
             self.overloads += 1;
             return Err(SendFailure::Overloaded);
         }
