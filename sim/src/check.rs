@@ -153,6 +153,9 @@ pub struct HistoryOp {
     /// Simulated ns when the client got its answer; `None` for an outcome the client never
     /// learned (a write that may or may not have taken effect, at any time after its invoke).
     pub complete_ns: Option<u64>,
+    /// For an outcome never learned: the time by which it took effect if it did (a cluster
+    /// crash ended it: lost, or in effect before the crash); `None`: no such time.
+    pub deadline_ns: Option<u64>,
 }
 
 /// How a key's check ended.
@@ -257,10 +260,10 @@ impl Search<'_> {
             return None;
         }
         // An operation can take effect next only if no other pending operation completed
-        // before it was invoked.
+        // before it was invoked (or, of unknown outcome, had to take effect before it).
         let min_complete = self
             .pending(done)
-            .filter_map(|(_, o)| o.complete_ns)
+            .filter_map(|(_, o)| o.complete_ns.or(o.deadline_ns))
             .min()
             .unwrap_or(u64::MAX);
         let candidates: Vec<(usize, HistoryOp)> = self
@@ -268,6 +271,13 @@ impl Search<'_> {
             .filter(|(_, o)| o.invoke_ns <= min_complete)
             .collect();
         for (i, op) in candidates {
+            // An operation with a deadline may also never have happened: it is dropped.
+            if op.complete_ns.is_none()
+                && op.deadline_ns.is_some()
+                && self.run(done | 1 << i, value)?
+            {
+                return Some(true);
+            }
             let next = match op.op {
                 RegOp::Read(v) if v == value => value,
                 RegOp::Read(_) => continue,

@@ -1342,6 +1342,13 @@ impl World {
                     client: record.client,
                     invoke_ns: record.invoke_ns,
                     complete_ns: complete_ns.then_some(record.complete_ns),
+                    // A cluster crash after its invoke ended it, whatever it was.
+                    deadline_ns: self
+                        .cluster_crashes
+                        .iter()
+                        .map(|c| c.at_ns)
+                        .find(|&at| at >= record.invoke_ns)
+                        .filter(|_| !complete_ns),
                 });
         }
         for scan in &self.shared.committed_scans {
