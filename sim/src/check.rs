@@ -3,7 +3,7 @@
 //! key as Porcupine does, so that each search is small). A set's elements are checked as
 //! registers of two states (absent, present) that inserts and deletes move (see [`RegOp`]).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 /// The most operations one key's history may hold: the search keeps the set of linearized
 /// operations in a `u128`. The register workload stops choosing a key once it is full.
@@ -32,6 +32,89 @@ pub fn check_bank(balances: &[(i32, i64)], accounts: usize, total: i64) -> Resul
         return Err(format!(
             "the accounts sum to {sum}, not {total} (off by {}): {balances:?}",
             sum - total
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a transfer's ledger row must be in the final read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// Acknowledged, and durable through every cluster crash after it.
+    Present,
+    /// Surely not applied (refused, or lost before its commit was sent).
+    Absent,
+    /// Unknown outcome, or acknowledged and not durable at the crash after it.
+    Either,
+}
+
+/// Checks the bank against its ledger: every row found belongs to a transfer whose commit was
+/// sent, with that transfer's accounts and amount, and no row of a surely failed transfer is
+/// there; every transfer that must be there is; and the final balances are the initial ones
+/// moved by exactly the transfers whose rows are there (a transfer is atomic: its balances
+/// and its ledger row are restored together or not at all). `transfers`: (id, ledger value,
+/// expectation); `rows`: the ledger rows read, id → value.
+pub fn check_ledger(
+    initial_balance: i64,
+    balances: &BTreeMap<i32, i64>,
+    transfers: &[(i32, i64, Expect)],
+    rows: &BTreeMap<i32, i64>,
+) -> Result<(), String> {
+    let by_id: BTreeMap<i32, (i64, Expect)> =
+        transfers.iter().map(|&(id, v, e)| (id, (v, e))).collect();
+    for (&id, &value) in rows {
+        match by_id.get(&id) {
+            Some(&(v, _)) if v != value => {
+                return Err(format!(
+                    "ledger row {id} holds {value:#x}, but its transfer wrote {v:#x}"
+                ))
+            }
+            Some((_, Expect::Absent)) => {
+                return Err(format!(
+                    "ledger row {id} is there, but its transfer failed (it was refused or never committed)"
+                ))
+            }
+            Some(_) => {}
+            None => return Err(format!("ledger row {id} belongs to no transfer sent")),
+        }
+    }
+    let lost: Vec<i32> = transfers
+        .iter()
+        .filter(|&&(id, _, e)| e == Expect::Present && !rows.contains_key(&id))
+        .map(|&(id, _, _)| id)
+        .collect();
+    if !lost.is_empty() {
+        return Err(format!(
+            "{} acknowledged durable transfers are missing from the ledger (lost): {lost:?}",
+            lost.len()
+        ));
+    }
+    let mut expected: BTreeMap<i32, i64> =
+        balances.keys().map(|&id| (id, initial_balance)).collect();
+    for &value in rows.values() {
+        let (from, to, amount) = (
+            (value >> 48) as i32 & 0xffff,
+            (value >> 32) as i32 & 0xffff,
+            value & 0xffff_ffff,
+        );
+        *expected.entry(from).or_default() -= amount;
+        *expected.entry(to).or_default() += amount;
+    }
+    if &expected != balances {
+        let differ: Vec<String> = expected
+            .iter()
+            .filter(|(id, v)| balances.get(id) != Some(v))
+            .map(|(id, v)| {
+                format!(
+                    "account {id}: {} read, {v} by the ledger",
+                    balances.get(id).map_or("none".into(), |b| b.to_string())
+                )
+            })
+            .collect();
+        return Err(format!(
+            "the balances are not what the {} transfers in the ledger made of them: {}",
+            rows.len(),
+            differ.join("; ")
         ));
     }
     Ok(())
@@ -70,6 +153,9 @@ pub struct HistoryOp {
     /// Simulated ns when the client got its answer; `None` for an outcome the client never
     /// learned (a write that may or may not have taken effect, at any time after its invoke).
     pub complete_ns: Option<u64>,
+    /// For an outcome never learned: the time by which it took effect if it did (a cluster
+    /// crash ended it: lost, or in effect before the crash); `None`: no such time.
+    pub deadline_ns: Option<u64>,
 }
 
 /// How a key's check ended.
@@ -174,10 +260,10 @@ impl Search<'_> {
             return None;
         }
         // An operation can take effect next only if no other pending operation completed
-        // before it was invoked.
+        // before it was invoked (or, of unknown outcome, had to take effect before it).
         let min_complete = self
             .pending(done)
-            .filter_map(|(_, o)| o.complete_ns)
+            .filter_map(|(_, o)| o.complete_ns.or(o.deadline_ns))
             .min()
             .unwrap_or(u64::MAX);
         let candidates: Vec<(usize, HistoryOp)> = self
@@ -185,6 +271,13 @@ impl Search<'_> {
             .filter(|(_, o)| o.invoke_ns <= min_complete)
             .collect();
         for (i, op) in candidates {
+            // An operation with a deadline may also never have happened: it is dropped.
+            if op.complete_ns.is_none()
+                && op.deadline_ns.is_some()
+                && self.run(done | 1 << i, value)?
+            {
+                return Some(true);
+            }
             let next = match op.op {
                 RegOp::Read(v) if v == value => value,
                 RegOp::Read(_) => continue,

@@ -47,13 +47,18 @@ const RECENT_INSERTS: usize = 4;
 /// Operations per register key the workload leaves room for (the final reads take the rest).
 const KEY_OPS_WORKLOAD_MAX: usize = KEY_OPS_MAX - 16;
 
-/// Table numbers (`which`): the bank's accounts, the registers, the set's elements.
+/// Table numbers (`which`): the bank's accounts, the registers, the set's elements, the bank's
+/// ledger (seeds with [`Knobs::ledger`]).
 pub const BANK: usize = 0;
 pub const REGISTERS: usize = 1;
 pub const SETS: usize = 2;
+pub const LEDGER: usize = 3;
 /// The set's unique hash index on its value column, created after the tables
 /// (`Phase::Creating(SET_INDEX)`).
-const SET_INDEX: usize = 3;
+const SET_INDEX: usize = 4;
+/// Key reads of the ledger per transaction of the final read (below the smallest
+/// MaxNoOfConcurrentOperations a seed draws, 64).
+const LEDGER_READS_PER_TRANSACTION: usize = 24;
 
 /// The tables, once created.
 #[derive(Clone, Debug, Default)]
@@ -63,6 +68,7 @@ pub struct Tables {
     pub sets: Option<TableInfo>,
     /// The unique hash index on the set's value column (every insert writes a unique value).
     pub set_index: Option<IndexInfo>,
+    pub ledger: Option<TableInfo>,
 }
 
 impl Tables {
@@ -71,6 +77,7 @@ impl Tables {
             BANK => self.bank.as_ref(),
             REGISTERS => self.registers.as_ref(),
             SETS => self.sets.as_ref(),
+            LEDGER => self.ledger.as_ref(),
             _ => None,
         }
     }
@@ -120,6 +127,38 @@ pub struct Record {
     pub invoke_ns: u64,
     pub complete_ns: u64,
     pub outcome: Outcome,
+}
+
+/// One transfer whose commit was sent, as the ledger check needs it.
+#[derive(Clone, Copy, Debug)]
+pub struct Transfer {
+    /// Its ledger row's key.
+    pub id: i32,
+    pub from: u16,
+    pub to: u16,
+    pub amount: i64,
+    pub client: u16,
+    /// When its commit was sent.
+    pub invoke_ns: u64,
+    /// Confirmed (when it was acknowledged), unknown, or surely not applied.
+    pub outcome: TransferOutcome,
+}
+
+/// How a transfer's commit ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransferOutcome {
+    Pending,
+    /// Acknowledged at this simulated ns.
+    Acknowledged(u64),
+    Unknown,
+    Failed,
+}
+
+impl Transfer {
+    /// The ledger row's value: the accounts and the amount, packed.
+    pub fn ledger_value(&self) -> i64 {
+        (i64::from(self.from) << 48) | (i64::from(self.to) << 32) | self.amount
+    }
 }
 
 /// Counters for the report.
@@ -217,6 +256,12 @@ pub struct Shared {
     pub trace: bool,
     /// Client 0 sends its first CREATE TABLE to a non-master first (see [`Knobs`]).
     pub schema_to_non_master: bool,
+    /// Transfers also insert a ledger row (see [`Knobs::ledger`]).
+    pub ledger: bool,
+    /// Every transfer whose commit was sent (with a ledger).
+    pub transfers: Vec<Transfer>,
+    /// The final read of the ledger: transfer id → its row's value, for the rows found.
+    pub ledger_rows: BTreeMap<i32, i64>,
 }
 
 impl Shared {
@@ -249,6 +294,9 @@ impl Shared {
             committed_scans: Vec::new(),
             trace: false,
             schema_to_non_master: knobs.schema_to_non_master,
+            ledger: knobs.ledger && workload.bank(),
+            transfers: Vec::new(),
+            ledger_rows: BTreeMap::new(),
         }
     }
 
@@ -259,6 +307,12 @@ impl Shared {
     /// Which tables the workload uses.
     fn wanted(&self) -> [bool; 3] {
         [self.bank, self.registers, self.sets]
+    }
+
+    /// Which tables client 0 creates: the workload's, and the ledger.
+    fn creates(&self) -> [bool; 4] {
+        let [bank, registers, sets] = self.wanted();
+        [bank, registers, sets, self.ledger]
     }
 
     /// The tables' rows at the start: the accounts and the registers exist, the set is empty.
@@ -312,9 +366,12 @@ enum Phase {
     Populating(usize),
     WaitingForTables,
     Running,
-    /// Client 0: the final full read (bank), then the final read of each register key, then
-    /// the final read of every element of the set's key space.
+    /// Client 0: the final full read (bank), then the ledger's rows (in transactions of
+    /// [`LEDGER_READS_PER_TRANSACTION`] reads, from the transfer of this index on), then the
+    /// final read of each register key, then the final read of every element of the set's key
+    /// space.
     FinalAudit,
+    FinalLedger(usize),
     FinalRead(u16),
     FinalSetRead,
     /// Client 0: every row of table `which` read at its first backup (a CommittedRead of
@@ -341,9 +398,11 @@ enum Kind {
         b: u16,
         amount: i64,
     },
-    /// The transfer's commit, writing (account, balance) twice.
+    /// The transfer's commit, writing (account, balance) twice, and its ledger row
+    /// (`transfer`: its index in `Shared::transfers`).
     TransferWrite {
         writes: [(i32, i64); 2],
+        transfer: Option<usize>,
     },
     Rollback,
     Audit,
@@ -362,6 +421,10 @@ enum Kind {
         record: usize,
     },
     FinalSetRead,
+    /// Reads of the ledger's rows, from transfer `from` on.
+    FinalLedgerRead {
+        from: usize,
+    },
     BackupRead {
         which: usize,
     },
@@ -545,6 +608,7 @@ impl Client {
                 }
             }
             Phase::FinalAudit => self.audit(ctx),
+            Phase::FinalLedger(from) => self.final_ledger_read(ctx, from),
             Phase::FinalRead(key) => self.register_read(ctx, key, LockMode::Read),
             Phase::FinalSetRead => self.final_set_read(ctx),
             Phase::BackupCheck(which) => self.backup_read(ctx, which),
@@ -571,7 +635,7 @@ impl Client {
     }
 
     fn create_table(&mut self, ctx: &mut Ctx<'_>, which: usize, retry_on_master: bool) {
-        let wanted = ctx.shared.wanted();
+        let wanted = ctx.shared.creates();
         if which == SET_INDEX && ctx.shared.sets {
             return self.create_index(ctx);
         }
@@ -650,7 +714,9 @@ impl Client {
     fn populate(&mut self, ctx: &mut Ctx<'_>, which: usize) {
         let tables = ctx.shared.tables.clone().unwrap_or_default();
         let (table, rows) = match which {
-            BANK | REGISTERS | SETS => (tables.get(which).cloned(), ctx.shared.initial_rows(which)),
+            BANK | REGISTERS | SETS | LEDGER => {
+                (tables.get(which).cloned(), ctx.shared.initial_rows(which))
+            }
             _ => {
                 self.phase = Phase::Running;
                 ctx.shared
@@ -678,6 +744,7 @@ impl Client {
         match which {
             BANK => tables.bank = Some(info),
             REGISTERS => tables.registers = Some(info),
+            LEDGER => tables.ledger = Some(info),
             _ => tables.sets = Some(info),
         }
     }
@@ -1460,9 +1527,12 @@ impl Client {
                         Outcome::Info
                     };
                 }
-                Kind::TransferWrite { writes } => {
+                Kind::TransferWrite { writes, transfer } => {
                     ctx.shared.stats.transfers_unknown += 1;
                     ctx.shared.balances_written.extend(writes);
+                    if let Some(t) = transfer {
+                        ctx.shared.transfers[t].outcome = TransferOutcome::Unknown;
+                    }
                 }
                 _ => {}
             }
@@ -1533,11 +1603,23 @@ impl Client {
                     self.resume_after(ctx, think);
                 }
             },
-            Kind::TransferWrite { writes } => {
-                match ended {
-                    Ended::Conf(_) => ctx.shared.stats.transfers_ok += 1,
-                    _ if unknown => ctx.shared.stats.transfers_unknown += 1,
-                    _ => ctx.shared.stats.transfers_failed += 1,
+            Kind::TransferWrite { writes, transfer } => {
+                let outcome = match ended {
+                    Ended::Conf(_) => {
+                        ctx.shared.stats.transfers_ok += 1;
+                        TransferOutcome::Acknowledged(ctx.now_ns)
+                    }
+                    _ if unknown => {
+                        ctx.shared.stats.transfers_unknown += 1;
+                        TransferOutcome::Unknown
+                    }
+                    _ => {
+                        ctx.shared.stats.transfers_failed += 1;
+                        TransferOutcome::Failed
+                    }
+                };
+                if let Some(t) = transfer {
+                    ctx.shared.transfers[t].outcome = outcome;
                 }
                 if matches!(ended, Ended::Conf(_)) || unknown {
                     ctx.shared.balances_written.extend(writes);
@@ -1559,6 +1641,9 @@ impl Client {
                 self.resume_after(ctx, think);
             }
             Kind::FinalSetRead => self.final_set_read_ended(ctx, &request, ended),
+            Kind::FinalLedgerRead { from } => {
+                self.final_ledger_read_ended(ctx, &request, from, ended)
+            }
         }
     }
 
@@ -1677,14 +1762,37 @@ impl Client {
             return self.send_rollback(ctx, request.to, request.request_id, true);
         }
         let credit = to + moved + i64::from(ctx.shared.sabotage == Some(Sabotage::Bank));
-        let ops = [
+        let mut ops = vec![
             KeyOp::write(&table, OperationType::Update, a, from - moved),
             KeyOp::write(&table, OperationType::Update, b, credit),
         ];
         let writes = [(i32::from(a), from - moved), (i32::from(b), credit)];
+        let ledger = ctx.shared.tables.as_ref().and_then(|t| t.ledger.clone());
+        let transfer = match ledger.filter(|_| ctx.shared.ledger) {
+            Some(ledger) => {
+                // Unique in the run: the client's index above its request id.
+                let id = ((self.index as i32) << 24) | (request.request_id & 0xff_ffff) as i32;
+                let transfer = Transfer {
+                    id,
+                    from: a,
+                    to: b,
+                    amount: moved,
+                    client: self.node.0,
+                    invoke_ns: ctx.now_ns,
+                    outcome: TransferOutcome::Pending,
+                };
+                ops.push(KeyOp {
+                    key: vec![Value::Int32(id)],
+                    ..KeyOp::write(&ledger, OperationType::Insert, 0, transfer.ledger_value())
+                });
+                ctx.shared.transfers.push(transfer);
+                Some(ctx.shared.transfers.len() - 1)
+            }
+            None => None,
+        };
         self.send_transaction(
             ctx,
-            Kind::TransferWrite { writes },
+            Kind::TransferWrite { writes, transfer },
             &ops,
             ExecType::Commit,
             false,
@@ -1940,6 +2048,81 @@ impl Client {
         r.complete_ns = ctx.now_ns;
     }
 
+    /// Reads the ledger rows of the transfers from index `from` on (at most
+    /// [`LEDGER_READS_PER_TRANSACTION`]), in one transaction under shared locks, a missing row
+    /// refused (626) without failing the others; every transfer whose commit was sent is read,
+    /// failed ones too (their rows must be missing).
+    fn final_ledger_read(&mut self, ctx: &mut Ctx<'_>, from: usize) {
+        let Some(table) = ctx.shared.tables.as_ref().and_then(|t| t.ledger.clone()) else {
+            return self.final_stage_done(ctx, Phase::FinalLedger(0));
+        };
+        let end = ctx
+            .shared
+            .transfers
+            .len()
+            .min(from + LEDGER_READS_PER_TRANSACTION);
+        if from >= end {
+            return self.final_stage_done(ctx, Phase::FinalLedger(0));
+        }
+        let ops: Vec<KeyOp> = ctx.shared.transfers[from..end]
+            .iter()
+            .map(|t| KeyOp {
+                key: vec![Value::Int32(t.id)],
+                ..KeyOp::read(&table, 0, LockMode::Read)
+            })
+            .collect();
+        self.send_transaction_with(
+            ctx,
+            Kind::FinalLedgerRead { from },
+            &ops,
+            ExecType::Commit,
+            AbortOption::IgnoreError,
+        );
+    }
+
+    /// Files the ledger rows read, and goes on with the next transfers.
+    fn final_ledger_read_ended(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        request: &Request,
+        from: usize,
+        ended: Ended,
+    ) {
+        if !matches!(ended, Ended::Conf(_)) || request.refused.values().any(|&code| code != 626) {
+            return self.final_retry(ctx, "the final read of the ledger", &ended);
+        }
+        let end = ctx
+            .shared
+            .transfers
+            .len()
+            .min(from + LEDGER_READS_PER_TRANSACTION);
+        for index in from..end {
+            let op = (index - from) as u32;
+            let id = ctx.shared.transfers[index].id;
+            match (request.rows.get(&op), request.refused.get(&op)) {
+                (Some(row), None) => match (row.first(), row.get(1)) {
+                    (Some(Value::Int32(got)), Some(Value::Int64(v))) if *got == id => {
+                        ctx.shared.ledger_rows.insert(id, *v);
+                    }
+                    other => {
+                        return ctx.shared.fail(format!(
+                            "bank: the final read of ledger row {id} returned {other:?}"
+                        ))
+                    }
+                },
+                (None, Some(626)) => {}
+                other => {
+                    return ctx.shared.fail(format!(
+                        "bank: the final read answered ledger row {id} with {other:?}"
+                    ))
+                }
+            }
+        }
+        self.attempts = 0;
+        self.phase = Phase::FinalLedger(end);
+        self.final_step_done(ctx);
+    }
+
     /// The final read of the set ended: each key read present (a row) or absent (626) joins
     /// its element's history as a read from when the read was sent to now.
     fn final_set_read_ended(&mut self, ctx: &mut Ctx<'_>, request: &Request, ended: Ended) {
@@ -2004,6 +2187,7 @@ fn first_table(shared: &Shared) -> usize {
 fn final_phases(shared: &Shared) -> Vec<Phase> {
     [
         (shared.bank, Phase::FinalAudit),
+        (shared.ledger, Phase::FinalLedger(0)),
         (shared.registers, Phase::FinalRead(0)),
         (shared.sets, Phase::FinalSetRead),
         (shared.bank, Phase::BackupCheck(BANK)),
@@ -2023,6 +2207,7 @@ fn table_def(which: usize) -> TableDef {
     let (name, column) = match which {
         BANK => ("accounts", "balance"),
         REGISTERS => ("registers", "value"),
+        LEDGER => ("ledger", "transfer"),
         _ => ("elements", "value"),
     };
     TableDef::new(

@@ -6,6 +6,7 @@ use std::fmt;
 
 use rndb_protocol::scan::SCAN_BATCH_ROWS_MAX;
 
+use crate::disk::DiskKnobs;
 use crate::rng::Rng;
 
 /// Which workload the clients run.
@@ -65,6 +66,13 @@ pub enum Fault {
     /// both ways (links drop) or one way (frames vanish while the link stays up). Off unless
     /// asked for.
     Partition,
+    /// Every data node loses power at once (their disks lose what was not synced, but may keep
+    /// some of it, the last write torn), then all restart from their disks (a system restart)
+    /// and the clients reconnect. Only in seeds whose data nodes keep files.
+    CrashAll,
+    /// Disk writes, replaces and syncs fail with ENOSPC or EIO (the node then refuses writes
+    /// with 1234, and global checkpoints stop). Only in seeds whose data nodes keep files.
+    Disk,
 }
 
 impl Fault {
@@ -87,6 +95,8 @@ impl Fault {
             Fault::Buggify => "buggify",
             Fault::Pause => "pause",
             Fault::Partition => "partition",
+            Fault::CrashAll => "crash-all",
+            Fault::Disk => "disk",
         }
     }
 }
@@ -217,11 +227,29 @@ pub struct Knobs {
     pub scan_batch_rows: u32,
     /// Data-node pauses.
     pub pauses: u16,
+    /// The data nodes keep files (`Kernel::with_files`: redo log, schema log, sysfile, on
+    /// simulated disks); otherwise they are made with `Kernel::new`, as Diskless.
+    pub durable: bool,
+    /// TimeBetweenGlobalCheckpoints and TimeBetweenEpochs (durable seeds; NDB's defaults
+    /// otherwise).
+    pub gcp_interval_ms: u32,
+    pub epoch_interval_ms: u32,
+    /// The disks' service times and fault rates (faults: `--faults disk`).
+    pub disk: DiskKnobs,
+    /// Cluster crashes, each followed by a system restart (`--faults crash-all`).
+    pub cluster_crashes: u16,
+    /// Each transfer also inserts a ledger row (its id, accounts and amount) in the same
+    /// transaction, and the final reads check that the balances are what the ledger's
+    /// transfers made of them and that no acknowledged, durable transfer is missing. Always on
+    /// in seeds with cluster crashes and the bank.
+    pub ledger: bool,
 }
 
 /// Mixed into the seed of the generator that draws the knobs added after the first ones, so
 /// that those keep their values (and found seeds keep their knobs).
 const LATER_KNOBS_SALT: u64 = 0x5e75_0f5c_a115_2026;
+/// The same for the durability knobs (files, disks, cluster crashes).
+const DURABILITY_KNOBS_SALT: u64 = 0xd15c_5a1e_0f1a_5700;
 
 impl Knobs {
     /// Draws a seed's knobs. Each fault kind allowed by `options` is left out by about one
@@ -260,6 +288,32 @@ impl Knobs {
         } else {
             0
         };
+        let mut durability = Rng::new(rng.clone().next_u64() ^ DURABILITY_KNOBS_SALT);
+        let durable = durability.below(8) != 0;
+        let (gcp_interval_ms, epoch_interval_ms) = if durable {
+            let gcp = durability.between(20, 300) as u32;
+            let epoch = if durability.coin() {
+                0
+            } else {
+                durability.between(5, 60) as u32
+            };
+            (gcp, epoch)
+        } else {
+            (2000, 100)
+        };
+        let disk = if durable {
+            Knobs::draw_disk(&mut durability, options)
+        } else {
+            DiskKnobs::default()
+        };
+        let cluster_crashes = if durable && options.has(Fault::CrashAll) && durability.below(4) != 0
+        {
+            durability.between(1, 2) as u16
+        } else {
+            0
+        };
+        let ledger =
+            durable && options.workload.bank() && (cluster_crashes > 0 || durability.below(4) != 0);
         Knobs {
             data_nodes,
             clients,
@@ -296,7 +350,35 @@ impl Knobs {
             scan_reads,
             scan_batch_rows,
             pauses,
+            durable,
+            gcp_interval_ms,
+            epoch_interval_ms,
+            disk,
+            cluster_crashes,
+            ledger,
         }
+    }
+
+    /// A durable seed's disks: writes take 5 us to 0.5 ms, syncs 0.1 to 10 ms; with `--faults
+    /// disk`, three seeds in four fail some writes and syncs with ENOSPC, EIO or both.
+    fn draw_disk(rng: &mut Rng, options: &Options) -> DiskKnobs {
+        let op_lo = rng.between(5_000, 100_000);
+        let sync_lo = rng.between(100_000, 2_000_000);
+        let mut disk = DiskKnobs {
+            op_ns: (op_lo, op_lo + rng.between(0, 400_000)),
+            sync_ns: (sync_lo, sync_lo + rng.between(0, 8_000_000)),
+            enospc_ppm: 0,
+            eio_ppm: 0,
+        };
+        if options.has(Fault::Disk) && rng.below(4) != 0 {
+            let ppm = rng.between(200, 20_000);
+            match rng.below(3) {
+                0 => disk.enospc_ppm = ppm,
+                1 => disk.eio_ppm = ppm,
+                _ => (disk.enospc_ppm, disk.eio_ppm) = (ppm / 2, ppm / 2),
+            }
+        }
+        disk
     }
 
     /// The cluster's config.ini: small pools, so that creating a kernel is cheap.
@@ -308,6 +390,12 @@ impl Knobs {
              TransactionDeadlockDetectionTimeout={}\n",
             self.operations_max, self.deadlock_timeout_ms
         );
+        if self.durable {
+            ini.push_str(&format!(
+                "TimeBetweenGlobalCheckpoints={}\nTimeBetweenEpochs={}\n",
+                self.gcp_interval_ms, self.epoch_interval_ms
+            ));
+        }
         for id in 1..=self.data_nodes {
             ini.push_str(&format!("[ndbd]\nNodeId={id}\nHostName=127.0.0.1\n"));
         }
@@ -321,6 +409,28 @@ impl Knobs {
     }
 }
 
+impl Knobs {
+    /// The durability knobs, for the report.
+    fn durability(&self) -> String {
+        if !self.durable {
+            return "no files (Kernel::new)".into();
+        }
+        format!(
+            "files: global checkpoints every {} ms, epochs every {} ms, disk ops {}-{} us, syncs {}-{} us, ENOSPC {} ppm, EIO {} ppm, cluster crashes {}, ledger {}",
+            self.gcp_interval_ms,
+            self.epoch_interval_ms,
+            self.disk.op_ns.0 / 1000,
+            self.disk.op_ns.1 / 1000,
+            self.disk.sync_ns.0 / 1000,
+            self.disk.sync_ns.1 / 1000,
+            self.disk.enospc_ppm,
+            self.disk.eio_ppm,
+            self.cluster_crashes,
+            self.ledger
+        )
+    }
+}
+
 impl fmt::Display for Knobs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -329,7 +439,7 @@ impl fmt::Display for Knobs {
              {} operation records, {} accounts, {} register keys, schema to non-master {}, master link late {} ms, \
              crashes {}, client deaths {}, slow links {}, api link drops {}, overload {} ppm, \
              late ticks up to {} ms, partitions {}, {} set keys, scan reads {} ({} rows a batch), \
-             pauses {}",
+             pauses {}, {}",
             self.data_nodes,
             self.clients,
             self.delay_ns_min / 1000,
@@ -351,7 +461,8 @@ impl fmt::Display for Knobs {
             self.set_keys,
             self.scan_reads,
             self.scan_batch_rows,
-            self.pauses
+            self.pauses,
+            self.durability()
         )
     }
 }

@@ -9,18 +9,25 @@
 //!   seed ─► Knobs (swarm: counts, delays, fault rates) ─► World
 //!   World: Queue ─pop─► Deliver ─► Kernel::on_frame + run_jobs ─► SimOutbox ─► Net ─► Queue
 //!                     ├► Timer (10 ms) ─► Kernel::on_timer + run_jobs
+//!                     ├► FsDone ─► SimDisk (next request) ─► Kernel::on_fs_conf + run_jobs
 //!                     ├► Disconnected ─► Kernel::on_disconnect / Client::on_link_down
 //!                     ├► ClientWake ─► Client (bank, registers, set) ─► Net ─► Queue
-//!                     └► Fault (crash, client death, slow link, API link drop, pause, partition)
+//!                     └► Fault (crash, client death, slow link, API link drop, pause, partition,
+//!                              cluster crash and system restart)
 //! ```
 //!
 //! - [`knobs`]: the user's options and what each seed draws from them.
 //! - [`rng`]: the seeded generator.
 //! - [`net`]: the event queue, the links (FIFO each, reordered only across links, dropped
 //!   whole) and the sim's `Outbox`.
-//! - [`client`]: API nodes speaking the real protocol; the bank, register and set workloads.
-//! - [`check`]: the bank invariant and the linearizability checker (registers, and set
-//!   elements as registers that inserts and deletes move between absent and present).
+//! - [`disk`]: a data node's simulated disk: what a power loss keeps, ENOSPC and EIO, and
+//!   the requests in flight.
+//! - [`client`]: API nodes speaking the real protocol; the bank (with its ledger), register
+//!   and set workloads.
+//! - [`check`]: the bank invariant, the ledger check, and the linearizability checker
+//!   (registers, and set elements as registers that inserts and deletes move between absent
+//!   and present).
+//! - [`durability`]: which acknowledged operations a cluster crash must keep.
 //! - [`world`]: one run, step by step; [`run_seed`] and [`run_seed_checked`].
 //!
 //! A run: clients register (API_REGREQ); client 0 creates the tables (some seeds first at a
@@ -35,8 +42,11 @@
 //! signal (never both replicas of a node group; what they sent is lost or still delivered),
 //! clients die (some while a request is outstanding), links slow down, API links drop and
 //! come back, data nodes pause (their events wait, their links stay up), BUGGIFY makes sends
-//! find full buffers and ticks come late; `--faults partition`
-//! adds what the cluster does not handle yet.
+//! find full buffers and ticks come late; `--faults crash-all` makes every data node lose power
+//! at once (its disk keeps what was synced, and perhaps some of the rest, the last write torn)
+//! and restart from its disk (a system restart), `--faults disk` fails writes and syncs with
+//! ENOSPC or EIO (both only in the seeds whose data nodes keep files, most of them), and
+//! `--faults partition` adds what the cluster does not handle yet.
 //!
 //! **Architecture Invariant:** nothing in a run depends on anything but its seed and options:
 //! no threads, no wall clock (the kernels get `base + simulated ns`), no iteration over a
@@ -47,10 +57,12 @@
 
 pub mod check;
 pub mod client;
+pub mod disk;
+pub mod durability;
 pub mod knobs;
 pub mod net;
 pub mod rng;
 pub mod world;
 
 pub use knobs::{Fault, Knobs, Options, Sabotage, Workload};
-pub use world::{run_seed, run_seed_checked, Failure, Report};
+pub use world::{run_seed, run_seed_checked, DurabilityReport, Failure, Report};

@@ -27,7 +27,9 @@ struct Args {
     #[arg(long, value_enum, default_value = "all")]
     workload: Workload,
     /// Fault kinds seeds may draw, comma-separated: crash, client, slow, api-link, buggify,
-    /// pause, partition (not handled by the cluster yet), or none. Default: all but partition.
+    /// pause, crash-all (every data node crashes, then a system restart), disk (ENOSPC and EIO
+    /// on writes and syncs), partition (not handled by the cluster yet), or none. Default:
+    /// all but partition.
     #[arg(long, value_delimiter = ',', value_parser = parse_fault)]
     faults: Option<Vec<Option<Fault>>>,
     /// Print every delivered frame and every fault (with --seed).
@@ -230,4 +232,26 @@ fn print_report(report: &Report) {
         "  errors seen {:?}, faults {:?}, overloaded sends {}, 702 from a non-master then retried: {}, undecided keys {}",
         s.errors, report.faults, report.overloads, s.non_master_702, report.undecided_keys
     );
+    if report.knobs.durable {
+        let d = &report.durability;
+        println!(
+            "  durability: restorable GCI {} at the end; cluster crashes (ms, restorable, restart GCI) {:?}; acknowledged operations durable through a crash {}, made unknown by one {}; transfers the ledger had to hold {}, ledger rows {}; disk faults {}, unsynced changes lost {} kept {}, torn writes {}",
+            d.restorable_gci,
+            d.crashes
+                .iter()
+                .map(|&(at, r, g)| (format!("{:.3}", at as f64 / 1e6), r, g))
+                .collect::<Vec<_>>(),
+            d.durable_ops,
+            d.ops_made_unknown,
+            d.transfers_required,
+            d.ledger_rows,
+            d.disk_faults,
+            d.changes_lost,
+            d.changes_kept,
+            d.torn_writes
+        );
+    }
+    for note in &report.notes {
+        println!("  note: {note}");
+    }
 }

@@ -31,10 +31,19 @@ pub enum EventKind {
         header: FrameHeader,
         payload: Vec<u8>,
     },
-    /// `at` learns that its connection to `peer` (of epoch `epoch`) closed.
-    Disconnected { at: NodeId, peer: NodeId },
-    /// A data node's 10 ms timer.
-    Timer(NodeId),
+    /// `at` learns that its connection to `peer` closed; ignored when the connection has come
+    /// back since (its `generation` moved on: both ends restarted and reconnected).
+    Disconnected {
+        at: NodeId,
+        peer: NodeId,
+        generation: u64,
+    },
+    /// A data node's 10 ms timer, for the incarnation of the node that set it (a restarted
+    /// node starts a timer of its own).
+    Timer(NodeId, u32),
+    /// A data node's disk completes the request at the head of its queue (ignored when the
+    /// node crashed since: its incarnation moved on).
+    FsDone { node: NodeId, incarnation: u32 },
     /// A data node retries final answers that found a full send buffer.
     Kick(NodeId),
     /// A client's own timer (think time over, request deadline, retry).
@@ -51,7 +60,7 @@ impl EventKind {
         match self {
             EventKind::Deliver { .. } => 0,
             EventKind::Disconnected { .. } => 1,
-            EventKind::Timer(_) | EventKind::Kick(_) => 2,
+            EventKind::Timer(..) | EventKind::Kick(_) | EventKind::FsDone { .. } => 2,
             EventKind::ClientWake { .. } => 3,
             EventKind::Fault(_) => 4,
             EventKind::EndWorkload => 5,
@@ -148,6 +157,8 @@ struct Direction {
 struct Connection {
     up: bool,
     epoch: u32,
+    /// Counts drops and reconnects (see [`EventKind::Disconnected`]).
+    generation: u64,
 }
 
 /// The network: every link's state.
@@ -177,7 +188,14 @@ impl Net {
                 if a == b {
                     continue;
                 }
-                connections.insert(pair(a, b), Connection { up: true, epoch: 0 });
+                connections.insert(
+                    pair(a, b),
+                    Connection {
+                        up: true,
+                        epoch: 0,
+                        generation: 0,
+                    },
+                );
                 directions.insert(
                     (a, b),
                     Direction {
@@ -204,6 +222,13 @@ impl Net {
 
     pub fn is_up(&self, a: NodeId, b: NodeId) -> bool {
         self.connections.get(&pair(a, b)).is_some_and(|c| c.up)
+    }
+
+    /// How many times the connection between `a` and `b` dropped or came back.
+    pub fn generation(&self, a: NodeId, b: NodeId) -> u64 {
+        self.connections
+            .get(&pair(a, b))
+            .map_or(0, |c| c.generation)
     }
 
     /// True when a frame sent from `from` to `to` under `epoch` still arrives: its connection
@@ -288,6 +313,7 @@ impl Net {
             Some(c) if c.up => {
                 c.up = false;
                 c.epoch += 1;
+                c.generation += 1;
                 true
             }
             _ => false,
@@ -305,6 +331,7 @@ impl Net {
         let epoch = connection.epoch;
         connection.up = false;
         connection.epoch += 1;
+        connection.generation += 1;
         let direction = self.directions.get_mut(&(dead, peer))?;
         direction.draining = Some(epoch);
         Some(direction.last_ns)
@@ -313,6 +340,9 @@ impl Net {
     /// Brings a dropped connection back (a client reconnecting).
     pub fn reconnect(&mut self, a: NodeId, b: NodeId) {
         if let Some(c) = self.connections.get_mut(&pair(a, b)) {
+            if !c.up {
+                c.generation += 1;
+            }
             c.up = true;
         }
     }
@@ -353,6 +383,8 @@ pub struct SimOutbox<'a> {
     pub closes: Vec<(NodeId, String)>,
     /// Sends that found the buffer "full" (BUGGIFY).
     pub overloads: u64,
+    /// BUGGIFY's full buffers apply (not to a node's last flush before it exits).
+    pub buggify: bool,
 }
 
 impl Outbox for SimOutbox<'_> {
@@ -365,7 +397,7 @@ impl Outbox for SimOutbox<'_> {
         if !self.net.is_up(self.from, to) {
             return Err(SendFailure::Gone);
         }
-        if self.net.overloaded(self.from, to) {
+        if self.buggify && self.net.overloaded(self.from, to) {
             self.overloads += 1;
             return Err(SendFailure::Overloaded);
         }

@@ -15,10 +15,15 @@ use std::time::{Duration, Instant};
 
 use rndb_config::{ClusterConfig, NodeId, PartitionMap};
 use rndb_ndbd::blocks::Kernel;
+use rndb_ndbd::ndbfs::format::Sysfile;
 use rndb_transporter::FrameHeader;
 
-use crate::check::{self, HistoryOp, RegOp, Verdict};
-use crate::client::{Access, Client, Ctx, Outcome, Shared, Stats, SETS};
+use crate::check::{self, Expect, HistoryOp, RegOp, Verdict};
+use crate::client::{
+    Access, Client, Ctx, Outcome, Shared, Stats, TransferOutcome, BANK, INITIAL_BALANCE, SETS,
+};
+use crate::disk::SimDisk;
+use crate::durability::{self, ClusterCrash, Fate, GciClock};
 use crate::knobs::{Knobs, Options, FIRST_API_NODE};
 use crate::net::{EventKind, Net, Queue, SimOutbox};
 use crate::rng::Rng;
@@ -47,6 +52,18 @@ const CRASH_STORM_NS_MAX: u64 = 30_000_000;
 const SETUP_NS_MAX: u64 = 30_000_000_000;
 /// After the workload ends, the final reads must be done this soon.
 const QUIESCE_NS_MAX: u64 = 120_000_000_000;
+/// The sysfile's two copies on a node's disk (`rndb_ndbd::blocks::dih::gcp::SYSFILES`).
+const SYSFILES: [&str; 2] = ["D1/DBDIH/P0.sysfile", "D2/DBDIH/P0.sysfile"];
+/// Mixed into the seed of the disks' generators, so that durable seeds draw nothing more
+/// from the world's.
+const DISK_SALT: u64 = 0xd15c_0000_5eed_0001;
+/// How long after a cluster crash its nodes restart: longer than any end takes to hear that
+/// its links closed, so no such news reaches a restarted node.
+const RESTART_NS_MIN: u64 = 2 * DETECT_NS_MAX;
+const RESTART_NS_MAX: u64 = 200_000_000;
+/// When a cluster crash finds the tables not yet saved (no sysfile names a GCI after their
+/// creation), it waits this long and looks again.
+const CLUSTER_CRASH_RETRY_NS: u64 = 20_000_000;
 
 /// A finished run.
 #[derive(Clone, Debug)]
@@ -70,6 +87,35 @@ pub struct Report {
     /// Each delivered frame's (step, simulated ns, trace hash after it), to find where two runs
     /// of a seed part.
     pub frame_hashes: Vec<(u64, u64, u64)>,
+    /// Cluster crashes and what the durability checks made of them.
+    pub durability: DurabilityReport,
+    /// Things that happened and are allowed, worth a line in the report (a data node that
+    /// stopped at a restart it could not make, and why that was expected).
+    pub notes: Vec<String>,
+}
+
+/// The durability side of a run.
+#[derive(Clone, Debug, Default)]
+pub struct DurabilityReport {
+    /// Each cluster crash: (simulated ns, highest restorable GCI a kernel reported, the GCI
+    /// the disks let the cluster restart at).
+    pub crashes: Vec<(u64, u32, u32)>,
+    /// Acknowledged operations (register and set operations, transfers) found durable at the
+    /// crash after them, whose outcome therefore stayed, and those that became unknown.
+    pub durable_ops: u64,
+    pub ops_made_unknown: u64,
+    /// Transfers that the final read of the ledger had to find (acknowledged, durable), and
+    /// the ledger rows it found.
+    pub transfers_required: u64,
+    pub ledger_rows: u64,
+    /// Disk faults injected (ENOSPC, EIO), unsynced changes lost and kept by crashes, torn
+    /// writes.
+    pub disk_faults: u64,
+    pub changes_lost: u64,
+    pub changes_kept: u64,
+    pub torn_writes: u64,
+    /// The highest restorable GCI a kernel reported by the end.
+    pub restorable_gci: u32,
 }
 
 /// A run that broke an invariant (or hung, or did not replay).
@@ -191,6 +237,10 @@ enum Planned {
         client: usize,
         node: NodeId,
     },
+    /// Every data node loses power (see `Fault::CrashAll`).
+    ClusterCrash,
+    /// Every data node restarts from its disk after a cluster crash.
+    ClusterRestart,
     /// Data nodes `side` lose their links to the others (both ways).
     Cut {
         side: Vec<NodeId>,
@@ -242,6 +292,26 @@ struct World {
     crash_after: BTreeMap<NodeId, (u16, bool)>,
     /// Paused data nodes, and until when: their events wait until then.
     paused: BTreeMap<NodeId, u64>,
+    /// Each data node's disk (durable seeds): it outlives the node's kernels.
+    disks: BTreeMap<NodeId, SimDisk>,
+    /// Each data node's incarnation, moved on by every crash: timers and disk completions of
+    /// an earlier one are ignored.
+    incarnations: BTreeMap<NodeId, u32>,
+    /// The bound on the GCI of what was acknowledged (see `durability`).
+    gci_clock: GciClock,
+    /// The GCI bound when the tables were ready: a cluster crash waits until a sysfile names
+    /// it, or the tables (whose creation is saved with global checkpoints) would be gone.
+    ready_gci: u32,
+    /// Cluster crashes so far.
+    cluster_crashes: Vec<ClusterCrash>,
+    /// Data nodes whose logs stop before the cluster's (see `ClusterCrash::lagging`).
+    lagging: BTreeSet<NodeId>,
+    /// A cluster restart is scheduled and has not happened yet.
+    restart_pending: bool,
+    /// The highest restorable GCI any kernel reported (since the last cluster crash).
+    restorable_max: u32,
+    durability: DurabilityReport,
+    notes: Vec<String>,
 }
 
 impl World {
@@ -265,8 +335,15 @@ impl World {
             knobs.overload_ppm,
         );
         let mut kernels = BTreeMap::new();
+        let mut disks = BTreeMap::new();
+        let mut disk_rng = Rng::new(seed ^ DISK_SALT);
         for node in &config.data_nodes {
-            let mut kernel = Kernel::new(&config, node);
+            let mut kernel = if knobs.durable {
+                disks.insert(node.node_id, SimDisk::new(disk_rng.fork(), knobs.disk));
+                Kernel::with_files(&config, node, true)
+            } else {
+                Kernel::new(&config, node)
+            };
             for &other in &data_nodes {
                 if other != node.node_id {
                     kernel.on_connect(other);
@@ -312,12 +389,23 @@ impl World {
             frame_hashes: Vec::new(),
             crash_after: BTreeMap::new(),
             paused: BTreeMap::new(),
+            disks,
+            incarnations: data_nodes.iter().map(|&n| (n, 0)).collect(),
+            gci_clock: GciClock::default(),
+            ready_gci: 0,
+            cluster_crashes: Vec::new(),
+            lagging: BTreeSet::new(),
+            restart_pending: false,
+            restorable_max: 0,
+            durability: DurabilityReport::default(),
+            notes: Vec::new(),
         };
         for &node in &data_nodes {
             let first_tick = world.rng.below(TIMER_TICK_NS);
             world
                 .queue
-                .push(first_tick, node.0, 0, EventKind::Timer(node));
+                .push(first_tick, node.0, 0, EventKind::Timer(node, 0));
+            world.take_fs_requests(node);
         }
         for i in 0..world.clients.len() {
             let start = world.rng.below(1_000_000);
@@ -374,7 +462,8 @@ impl World {
         let node = match kind {
             EventKind::Deliver { to, .. } => *to,
             EventKind::Disconnected { at, .. } => *at,
-            EventKind::Timer(node) | EventKind::Kick(node) => *node,
+            EventKind::Timer(node, _) | EventKind::Kick(node) => *node,
+            EventKind::FsDone { node, .. } => *node,
             _ => return None,
         };
         let until = *self.paused.get(&node)?;
@@ -417,7 +506,15 @@ impl World {
                 }
                 self.deliver(from, to, header, payload)
             }
-            EventKind::Disconnected { at, peer } => {
+            EventKind::Disconnected {
+                at,
+                peer,
+                generation,
+            } => {
+                if self.net.generation(at, peer) != generation {
+                    // Both ends came back since (a cluster restart): old news.
+                    return Ok(());
+                }
                 self.log(format!("{at} hears that its link to {peer} closed"));
                 if self.kernels.contains_key(&at) {
                     self.kernel_step(at, |k, out, now| {
@@ -430,15 +527,16 @@ impl World {
                     Ok(())
                 }
             }
-            EventKind::Timer(node) => {
-                if !self.kernels.contains_key(&node) {
+            EventKind::Timer(node, incarnation) => {
+                if !self.kernels.contains_key(&node) || self.incarnation(node) != incarnation {
                     return Ok(());
                 }
                 let mut next = self.now_ns + TIMER_TICK_NS;
                 if self.knobs.late_tick_ns_max > 0 && self.rng.below(10) == 0 {
                     next += self.rng.below(self.knobs.late_tick_ns_max);
                 }
-                self.queue.push(next, node.0, 0, EventKind::Timer(node));
+                self.queue
+                    .push(next, node.0, 0, EventKind::Timer(node, incarnation));
                 self.kernel_step(node, |k, out, now| {
                     k.on_timer(now);
                     k.run_jobs(out, now);
@@ -455,6 +553,7 @@ impl World {
                     Ok(())
                 })
             }
+            EventKind::FsDone { node, incarnation } => self.fs_done(node, incarnation),
             EventKind::ClientWake { client } => {
                 let node = self.clients[client].node;
                 self.client_step(node, |c, ctx| c.on_wake(ctx));
@@ -462,8 +561,7 @@ impl World {
             }
             EventKind::Fault(index) => {
                 let fault = self.plan[index].clone();
-                self.inject(fault);
-                Ok(())
+                self.inject(fault)
             }
             EventKind::EndWorkload => {
                 self.log("workload over: faults end, links heal, clients finish".into());
@@ -520,7 +618,7 @@ impl World {
             match self.crash_after.get(&to) {
                 Some(&(signal, drain)) if signal == header.signal && !self.shared.stopping => {
                     self.crash_after.remove(&to);
-                    self.inject(Planned::Crash { node: to, drain });
+                    self.inject(Planned::Crash { node: to, drain })?;
                 }
                 _ => {}
             }
@@ -549,11 +647,18 @@ impl World {
             queue: &mut self.queue,
             closes: Vec::new(),
             overloads: 0,
+            buggify: true,
         };
         f(kernel, &mut out, now)?;
         let closes = std::mem::take(&mut out.closes);
         self.overloads += out.overloads;
         let unsent = kernel.has_unsent_answers();
+        let fatal = kernel.take_fatal();
+        if kernel.is_started() {
+            self.lagging.remove(&node);
+        }
+        self.gci_clock.observe(self.now_ns, kernel.current_gci());
+        self.restorable_max = self.restorable_max.max(kernel.restorable_gci());
         if unsent && self.kicks.insert(node) {
             self.queue
                 .push(self.now_ns + KICK_NS, node.0, 0, EventKind::Kick(node));
@@ -564,6 +669,99 @@ impl World {
             ));
             self.drop_connection(node, to);
         }
+        self.take_fs_requests(node);
+        match fatal {
+            Some(why) => self.node_stops(node, &why),
+            None => Ok(()),
+        }
+    }
+
+    fn incarnation(&self, node: NodeId) -> u32 {
+        self.incarnations.get(&node).copied().unwrap_or(0)
+    }
+
+    /// Hands the kernel's file requests to its disk, and schedules the first completion when
+    /// the disk was idle.
+    fn take_fs_requests(&mut self, node: NodeId) {
+        let (Some(kernel), Some(disk)) = (self.kernels.get_mut(&node), self.disks.get_mut(&node))
+        else {
+            return;
+        };
+        let requests = kernel.take_fs_requests();
+        if disk.submit(requests) {
+            let at = self.now_ns + disk.service_ns();
+            let incarnation = self.incarnation(node);
+            self.queue
+                .push(at, node.0, 0, EventKind::FsDone { node, incarnation });
+        }
+    }
+
+    /// The disk of `node` completes its oldest request; the kernel hears of it.
+    fn fs_done(&mut self, node: NodeId, incarnation: u32) -> Result<(), String> {
+        if !self.kernels.contains_key(&node) || self.incarnation(node) != incarnation {
+            return Ok(());
+        }
+        let Some(disk) = self.disks.get_mut(&node) else {
+            return Ok(());
+        };
+        let Some(conf) = disk.complete() else {
+            return Ok(());
+        };
+        if disk.busy() {
+            let at = self.now_ns + disk.service_ns();
+            self.queue
+                .push(at, node.0, 0, EventKind::FsDone { node, incarnation });
+        }
+        if let Err(error) = &conf.result {
+            self.count("disk fault");
+            self.log(format!("data node {node}: file request failed: {error}"));
+        }
+        let mut stop = None;
+        self.kernel_step(node, |k, out, now| {
+            match k.on_fs_conf(conf, out, now) {
+                Ok(()) => k.run_jobs(out, now),
+                Err(why) => stop = Some(why),
+            }
+            Ok(())
+        })?;
+        match stop {
+            Some(why) => self.node_stops(node, &why),
+            None => Ok(()),
+        }
+    }
+
+    /// The kernel of `node` says it must stop. Allowed only at a restart the node could not
+    /// make because it was down before the cluster crash and its own disk holds less than the
+    /// cluster restarts at (node restart is not implemented), or in a seed whose disks failed
+    /// writes (ENOSPC, EIO); anything else fails the run.
+    fn node_stops(&mut self, node: NodeId, why: &str) -> Result<(), String> {
+        let stale = self.cluster_crashes.last().is_some_and(|c| {
+            c.lagging.contains(&node) && c.own.get(&node).copied().unwrap_or(0) < c.restart_gci
+        });
+        let disk_faults: u64 = self.disks.values().map(|d| d.faults).sum();
+        let expected = if stale {
+            "it crashed alone before the cluster crash and never restarted since, its disk holds less than the restart GCI, and node restart is not implemented"
+        } else if disk_faults > 0 {
+            "the seed's disks failed writes or syncs (ENOSPC, EIO)"
+        } else {
+            return Err(format!("data node {node} stopped: {why}"));
+        };
+        self.count("data node stopped (expected)");
+        self.lagging.insert(node);
+        let note = format!(
+            "data node {node} stopped at {:.3} ms: {why} (expected: {expected})",
+            self.now_ns as f64 / 1e6
+        );
+        self.log(note.clone());
+        self.notes.push(note);
+        // The process exits: what it queued for its disk never happens, what the disk took
+        // stays (a process exit keeps the page cache), and what it sent still arrives (its
+        // sockets close after the data).
+        if let Some(disk) = self.disks.get_mut(&node) {
+            disk.drop_queue();
+        }
+        self.flush_before_exit(node);
+        self.stop_kernel(node, true);
         Ok(())
     }
 
@@ -596,6 +794,7 @@ impl World {
         if !self.net.drop_connection(a, b) {
             return;
         }
+        let generation = self.net.generation(a, b);
         for (at, peer) in [(a, b), (b, a)] {
             if self.is_alive(at) {
                 let delay = self.rng.between(10_000, DETECT_NS_MAX);
@@ -603,7 +802,11 @@ impl World {
                     self.now_ns + delay,
                     at.0,
                     peer.0,
-                    EventKind::Disconnected { at, peer },
+                    EventKind::Disconnected {
+                        at,
+                        peer,
+                        generation,
+                    },
                 );
             }
         }
@@ -630,8 +833,18 @@ impl World {
         plan.extend(self.plan_link_faults());
         plan.extend(self.plan_partitions());
         plan.extend(self.plan_pauses());
+        for _ in 0..self.knobs.cluster_crashes {
+            // In the first three quarters of the workload, so that it goes on after the restart.
+            let at = self.rng.below(self.knobs.workload_ns * 3 / 4);
+            plan.push((at, Planned::ClusterCrash));
+        }
         for (at, fault) in plan {
             self.schedule_fault(start + at, fault);
+        }
+        // What the tables' creation and rows committed in is saved once a sysfile names this.
+        self.ready_gci = self.gci_clock.now();
+        for disk in self.disks.values_mut() {
+            disk.arm_faults();
         }
     }
 
@@ -776,9 +989,27 @@ impl World {
         *self.faults.entry(kind).or_default() += 1;
     }
 
-    fn inject(&mut self, fault: Planned) {
+    fn inject(&mut self, fault: Planned) -> Result<(), String> {
         self.log(format!("fault: {fault:?}"));
         match fault {
+            Planned::ClusterCrash => self.cluster_crash(),
+            Planned::ClusterRestart => self.cluster_restart(),
+            other => {
+                self.inject_other(other);
+                Ok(())
+            }
+        }
+    }
+
+    /// The faults that cannot fail the run where they are injected.
+    fn inject_other(&mut self, fault: Planned) {
+        match fault {
+            // A node that fails during a system restart stalls it for good (every node must
+            // take part; partial system restart is not implemented): the crash waits.
+            Planned::Crash { node, drain } if self.restarting() => {
+                let at = self.now_ns + CLUSTER_CRASH_RETRY_NS;
+                self.schedule_fault(at, Planned::Crash { node, drain });
+            }
             Planned::Crash { node, drain } => self.crash(node, drain),
             Planned::CrashAfter {
                 node,
@@ -829,6 +1060,7 @@ impl World {
                     self.client_step(api, |c, _| c.on_link_up(node));
                 }
             }
+            Planned::ClusterCrash | Planned::ClusterRestart => {}
             Planned::Cut { side } => self.cut(&side),
             Planned::Pause { node, for_ns } => {
                 if self.kernels.contains_key(&node) && !self.paused.contains_key(&node) {
@@ -846,7 +1078,7 @@ impl World {
 
     /// The node's kernel (its memory) is dropped; every link of it drops.
     fn crash(&mut self, node: NodeId, drain: bool) {
-        if self.kernels.remove(&node).is_none() {
+        if !self.kernels.contains_key(&node) {
             return;
         }
         self.count(if drain {
@@ -854,6 +1086,21 @@ impl World {
         } else {
             "crash (sent frames lost)"
         });
+        // The node lost power: its disk keeps what was synced (and drawn unsynced parts), and
+        // its log stops here while the cluster's goes on.
+        if let Some(disk) = self.disks.get_mut(&node) {
+            disk.crash();
+            self.lagging.insert(node);
+        }
+        self.stop_kernel(node, drain);
+    }
+
+    /// Drops the node's kernel, its timers and disk completions, and every link of it.
+    fn stop_kernel(&mut self, node: NodeId, drain: bool) {
+        if self.kernels.remove(&node).is_none() {
+            return;
+        }
+        *self.incarnations.entry(node).or_default() += 1;
         let peers: Vec<NodeId> = self
             .config
             .data_nodes
@@ -872,11 +1119,157 @@ impl World {
                     let event = EventKind::Disconnected {
                         at: peer,
                         peer: node,
+                        generation: self.net.generation(node, peer),
                     };
                     self.queue.push(at, peer.0, node.0, event);
                 }
             }
         }
+    }
+
+    /// Every data node loses power at once, if the tables are saved by now (a sysfile names a
+    /// GCI after their creation); the restart follows.
+    fn cluster_crash(&mut self) -> Result<(), String> {
+        if self.shared.stopping {
+            // Faults end with the workload (a crash must not cut the final reads apart).
+            self.count("cluster crash skipped (the tables were not saved in time)");
+            return Ok(());
+        }
+        if self.restart_pending || self.saved_gci() < self.ready_gci {
+            let at = self.now_ns + CLUSTER_CRASH_RETRY_NS;
+            self.schedule_fault(at, Planned::ClusterCrash);
+            return Ok(());
+        }
+        self.count("cluster crash");
+        let data_nodes: Vec<NodeId> = self.config.data_nodes.iter().map(|n| n.node_id).collect();
+        let lagging: Vec<NodeId> = self.lagging.iter().copied().collect();
+        let restorable = self.restorable_max;
+        for &node in &data_nodes {
+            if let Some(disk) = self.disks.get_mut(&node) {
+                disk.crash();
+            }
+            self.stop_kernel(node, false);
+            self.paused.remove(&node);
+        }
+        let own: BTreeMap<NodeId, u32> = data_nodes
+            .iter()
+            .map(|&n| (n, self.sysfile_gci(n)))
+            .collect();
+        let restart_gci = own.values().copied().max().unwrap_or(0);
+        self.log(format!(
+            "cluster crash: every data node loses power; kernels reported GCI {restorable} restorable, the disks' sysfiles name {own:?}: the cluster restarts at {restart_gci}"
+        ));
+        if restorable > restart_gci {
+            return Err(format!(
+                "durability: a kernel reported GCI {restorable} restorable, but after the cluster crash no node's sysfile names more than {restart_gci}: {own:?}"
+            ));
+        }
+        self.durability
+            .crashes
+            .push((self.now_ns, restorable, restart_gci));
+        self.cluster_crashes.push(ClusterCrash {
+            at_ns: self.now_ns,
+            restorable,
+            restart_gci,
+            own,
+            lagging,
+        });
+        self.restart_pending = true;
+        let at = self.now_ns + self.rng.between(RESTART_NS_MIN, RESTART_NS_MAX);
+        self.schedule_fault(at, Planned::ClusterRestart);
+        Ok(())
+    }
+
+    /// A node about to exit sends the answers it kept for full send buffers, BUGGIFY aside: a
+    /// master that stops at a restart may hold the restart GCI for another node, and a system
+    /// restart cannot go on without the master's answer (partial system restart is not
+    /// implemented), so losing it to a simulated full buffer would stall the start for good.
+    fn flush_before_exit(&mut self, node: NodeId) {
+        let now = self.now();
+        let Some(kernel) = self.kernels.get_mut(&node) else {
+            return;
+        };
+        let mut out = SimOutbox {
+            from: node,
+            now_ns: self.now_ns,
+            net: &mut self.net,
+            queue: &mut self.queue,
+            closes: Vec::new(),
+            overloads: 0,
+            buggify: false,
+        };
+        kernel.run_jobs(&mut out, now);
+    }
+
+    /// True from a cluster crash until every data node that restarted serves (or stopped).
+    fn restarting(&self) -> bool {
+        self.restart_pending
+            || (!self.cluster_crashes.is_empty() && self.kernels.values().any(|k| !k.is_started()))
+    }
+
+    /// The highest restorable GCI a node's durable sysfile copies name (0: none).
+    fn sysfile_gci(&self, node: NodeId) -> u32 {
+        let Some(disk) = self.disks.get(&node) else {
+            return 0;
+        };
+        SYSFILES
+            .iter()
+            .filter_map(|path| disk.durable(path))
+            .filter_map(|bytes| Sysfile::from_file(bytes, u32::from(node.0)).ok())
+            .map(|s| s.restorable_gci)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The highest GCI any node's disk has durably saved.
+    fn saved_gci(&self) -> u32 {
+        self.disks
+            .keys()
+            .map(|&n| self.sysfile_gci(n))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Every data node starts again from its disk (`Kernel::with_files`, not initial): they
+    /// connect to each other and agree on the restart GCI; clients reconnect soon after.
+    fn cluster_restart(&mut self) -> Result<(), String> {
+        self.restart_pending = false;
+        self.count("system restart");
+        self.log("system restart: every data node starts from its disk".into());
+        self.gci_clock.new_era(self.now_ns);
+        self.restorable_max = 0;
+        let nodes: Vec<_> = self.config.data_nodes.clone();
+        let ids: Vec<NodeId> = nodes.iter().map(|n| n.node_id).collect();
+        for node in &nodes {
+            self.kernels
+                .insert(node.node_id, Kernel::with_files(&self.config, node, false));
+        }
+        for &a in &ids {
+            for &b in &ids {
+                if a < b {
+                    self.net.reconnect(a, b);
+                }
+            }
+        }
+        for &node in &ids {
+            if let Some(kernel) = self.kernels.get_mut(&node) {
+                for &other in ids.iter().filter(|&&o| o != node) {
+                    kernel.on_connect(other);
+                }
+            }
+            let first_tick = self.now_ns + self.rng.below(TIMER_TICK_NS);
+            let incarnation = self.incarnation(node);
+            self.queue
+                .push(first_tick, node.0, 0, EventKind::Timer(node, incarnation));
+            self.take_fs_requests(node);
+        }
+        for client in 0..self.clients.len() {
+            for &node in &ids {
+                let at = self.now_ns + self.rng.between(1_000_000, 50_000_000);
+                self.schedule_fault(at, Planned::Reconnect { client, node });
+            }
+        }
+        Ok(())
     }
 
     fn client_dies(&mut self, index: usize) {
@@ -931,8 +1324,11 @@ impl World {
         self.client_step(node, |c, ctx| c.start_final(ctx));
     }
 
-    /// The register and set histories, checked per key once the final reads are done.
+    /// The register and set histories, checked per key once the final reads are done, and
+    /// the bank's ledger.
     fn final_checks(&mut self) -> Result<(), String> {
+        self.forget_what_crashes_lost();
+        self.check_ledger()?;
         let mut by_key: BTreeMap<(usize, u16), Vec<HistoryOp>> = BTreeMap::new();
         for record in &self.shared.history {
             let Some((op, complete_ns)) = history_op(record.access, record.outcome) else {
@@ -946,6 +1342,13 @@ impl World {
                     client: record.client,
                     invoke_ns: record.invoke_ns,
                     complete_ns: complete_ns.then_some(record.complete_ns),
+                    // A cluster crash after its invoke ended it, whatever it was.
+                    deadline_ns: self
+                        .cluster_crashes
+                        .iter()
+                        .map(|c| c.at_ns)
+                        .find(|&at| at >= record.invoke_ns)
+                        .filter(|_| !complete_ns),
                 });
         }
         for scan in &self.shared.committed_scans {
@@ -975,6 +1378,89 @@ impl World {
         Ok(())
     }
 
+    /// Register and set operations acknowledged before a cluster crash that may have lost
+    /// them (see `durability`): writes become unknown, reads constrain nothing.
+    fn forget_what_crashes_lost(&mut self) {
+        for record in &mut self.shared.history {
+            if !matches!(record.outcome, Outcome::Ok(_) | Outcome::Refused(_)) {
+                continue;
+            }
+            match durability::fate(&self.cluster_crashes, &self.gci_clock, record.complete_ns) {
+                Fate::NoCrashAfter => {}
+                Fate::Durable => self.durability.durable_ops += 1,
+                Fate::MayBeLost => {
+                    self.durability.ops_made_unknown += 1;
+                    let write = matches!(
+                        (record.access, record.outcome),
+                        (Access::Write(_), _) | (Access::Insert | Access::Delete, Outcome::Ok(_))
+                    );
+                    record.outcome = if write { Outcome::Info } else { Outcome::Fail };
+                }
+            }
+        }
+    }
+
+    /// The final balances are what the transfers in the ledger made of them, and every
+    /// transfer acknowledged and durable through the crashes after it is there.
+    fn check_ledger(&mut self) -> Result<(), String> {
+        if !self.shared.ledger {
+            return Ok(());
+        }
+        let balances: BTreeMap<i32, i64> = self
+            .shared
+            .final_rows
+            .iter()
+            .filter(|((table, _), _)| *table == BANK)
+            .map(|(&(_, id), &v)| (id, v))
+            .collect();
+        let mut expected = Vec::new();
+        for t in &self.shared.transfers {
+            let expect = match t.outcome {
+                TransferOutcome::Failed => Expect::Absent,
+                TransferOutcome::Acknowledged(at) => {
+                    match durability::fate(&self.cluster_crashes, &self.gci_clock, at) {
+                        Fate::NoCrashAfter => Expect::Present,
+                        Fate::Durable => {
+                            self.durability.durable_ops += 1;
+                            Expect::Present
+                        }
+                        Fate::MayBeLost => {
+                            self.durability.ops_made_unknown += 1;
+                            Expect::Either
+                        }
+                    }
+                }
+                TransferOutcome::Unknown | TransferOutcome::Pending => Expect::Either,
+            };
+            if expect == Expect::Present {
+                self.durability.transfers_required += 1;
+            }
+            expected.push((t.id, t.ledger_value(), expect));
+        }
+        self.durability.ledger_rows = self.shared.ledger_rows.len() as u64;
+        check::check_ledger(
+            INITIAL_BALANCE,
+            &balances,
+            &expected,
+            &self.shared.ledger_rows,
+        )
+        .map_err(|e| {
+            let crashes: Vec<String> = self
+                .cluster_crashes
+                .iter()
+                .map(|c| {
+                    format!(
+                        "at {:.3} ms (restorable {}, restart at {})",
+                        c.at_ns as f64 / 1e6,
+                        c.restorable,
+                        c.restart_gci
+                    )
+                })
+                .collect();
+            format!("bank ledger: {e} (cluster crashes: {crashes:?})")
+        })
+    }
+
     fn log(&mut self, line: String) {
         if self.options.trace {
             println!("{:>14.6} ms  {line}", self.now_ns as f64 / 1e6);
@@ -988,6 +1474,14 @@ impl World {
     }
 
     fn report(&mut self) -> Report {
+        let mut durability = self.durability.clone();
+        for disk in self.disks.values() {
+            durability.disk_faults += disk.faults;
+            durability.changes_lost += disk.lost_changes;
+            durability.changes_kept += disk.kept_changes;
+            durability.torn_writes += disk.torn_writes;
+        }
+        durability.restorable_gci = self.restorable_max;
         Report {
             seed: self.seed,
             knobs: self.knobs.clone(),
@@ -1000,6 +1494,8 @@ impl World {
             overloads: self.overloads,
             faults: self.faults.clone(),
             frame_hashes: std::mem::take(&mut self.frame_hashes),
+            durability,
+            notes: self.notes.clone(),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The checkers can fail: the bank checker refuses a wrong sum, a negative balance and a
 //! missing account; the linearizability checker refuses stale, future and invented reads, and
 //! accepts what is allowed (concurrent reads either way, a write of unknown outcome taking
-//! effect or not); as a set element's checker, it refuses a lost insert, a resurrected delete
+//! effect or not, but before a crash that ended it, if it has that deadline); as a set element's checker, it refuses a lost insert, a resurrected delete
 //! and an element never inserted. End to end, a planted client bug is caught at its seed's
 //! step, and the failure replays identically.
 
@@ -23,11 +23,40 @@ fn the_bank_checker_refuses_a_wrong_total_a_negative_and_a_missing_account() {
 /// An operation from `invoke` to `complete` (ms); `None` for an unknown outcome.
 fn op(op: RegOp, invoke: u64, complete: Option<u64>) -> HistoryOp {
     HistoryOp {
+        deadline_ns: None,
         op,
         client: 0,
         invoke_ns: invoke * 1_000_000,
         complete_ns: complete.map(|c| c * 1_000_000),
     }
+}
+
+#[test]
+fn a_write_of_unknown_outcome_that_a_crash_ended_took_effect_before_it_or_never() {
+    use RegOp::{Read, Write};
+    let crashed = |deadline_ms: u64| HistoryOp {
+        deadline_ns: Some(deadline_ms * 1_000_000),
+        ..op(Write(1), 0, None)
+    };
+    // Either way before the crash at 10 ms...
+    for seen in [0, 1] {
+        let ops = [crashed(10), op(Read(seen), 20, Some(21))];
+        assert_eq!(check(&ops), Ok(Verdict::Linearizable), "read {seen}");
+    }
+    // ...but not after a read that came later than the crash and saw the old value.
+    let ops = [
+        crashed(10),
+        op(Read(0), 20, Some(21)),
+        op(Read(1), 30, Some(31)),
+    ];
+    assert!(check(&ops).is_err(), "took effect after the crash");
+    // Without the deadline that history is fine.
+    let ops = [
+        op(Write(1), 0, None),
+        op(Read(0), 20, Some(21)),
+        op(Read(1), 30, Some(31)),
+    ];
+    assert_eq!(check(&ops), Ok(Verdict::Linearizable));
 }
 
 fn check(ops: &[HistoryOp]) -> Result<Verdict, String> {

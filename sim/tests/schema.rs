@@ -15,10 +15,16 @@ fn schema_requests_at_a_non_master_get_702_and_are_retried_on_the_master() {
         let report = run_seed(seed, &options).expect("passes");
         let refusals = report.stats.errors.get(&702).copied().unwrap_or(0);
         let knobs = &report.knobs;
-        if knobs.schema_to_non_master || knobs.master_link_late_ns > 0 {
+        // A data node with files starts only once the cluster agreed on its restart GCI, which
+        // may take longer than the master link's lateness: then CREATE TABLE finds it up.
+        let late_after_start =
+            knobs.master_link_late_ns > if knobs.durable { 50_000_000 } else { 0 };
+        if knobs.schema_to_non_master || late_after_start {
             assert!(refusals >= 1, "seed {seed:#x}: no 702 ({knobs})");
             assert!(report.stats.non_master_702);
             // The tables were made and used all the same.
+            assert!(report.stats.transfers_ok + report.stats.writes_ok > 0);
+        } else if knobs.master_link_late_ns > 0 {
             assert!(report.stats.transfers_ok + report.stats.writes_ok > 0);
         } else {
             assert_eq!(refusals, 0, "seed {seed:#x}: 702 at the master ({knobs})");

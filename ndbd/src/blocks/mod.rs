@@ -35,6 +35,8 @@ pub mod tux;
 #[cfg(test)]
 mod cluster_tests;
 #[cfg(test)]
+mod restart_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::VecDeque;
@@ -119,7 +121,8 @@ enum Signal {
     Gcp { signal: u16, from: NodeId, gci: u64 },
     /// The timer: the master's global checkpoints, a start waiting for its peers.
     Timer,
-    /// The restore of a system restart is done at this GCI.
+    /// This node's restore of a system restart is done at this GCI (it tells the master, and
+    /// serves once every node has restored).
     StartDone { gci: u32 },
     /// LQH → LQH: the next step of a local checkpoint's scan.
     LcpStep,
@@ -302,7 +305,7 @@ impl Kernel {
             signal if dict::schema::is_schema_answer(signal) && self.qmgr.is_data_node(from) => {
                 self.exec_schema_answer(from, header, payload, out, now)?
             }
-            gsn::GCP_PREPARE..=gsn::GCP_SAVE_WANTED if self.qmgr.is_data_node(from) => {
+            gsn::GCP_PREPARE..=gsn::CNTR_START_REP if self.qmgr.is_data_node(from) => {
                 let gci = rndb_protocol::dih::GcpSignal::decode(payload)?.gci;
                 self.jobs.push_back(Signal::Gcp {
                     signal: header.signal,
@@ -438,7 +441,13 @@ impl Kernel {
                 Signal::Gcp { signal, from, gci } => match signal {
                     gsn::CNTR_START_REQ => self.exec_cntr_start_req(from, gci, out),
                     gsn::CNTR_START_CONF => {
-                        if let Err(why) = self.exec_cntr_start_conf(gci, out, now) {
+                        if let Err(why) = self.exec_cntr_start_conf(gci) {
+                            self.fatal.get_or_insert(why);
+                        }
+                    }
+                    gsn::CNTR_WAITREP => self.exec_cntr_waitrep(from, gci, out),
+                    gsn::CNTR_START_REP => {
+                        if let Err(why) = self.exec_cntr_start_rep(gci, now, out) {
                             self.fatal.get_or_insert(why);
                         }
                     }
@@ -450,11 +459,7 @@ impl Kernel {
                     self.lcp_timer(out);
                 }
                 Signal::LcpStep => self.lcp_step(),
-                Signal::StartDone { gci } => {
-                    if let Err(why) = self.finish_start(gci, now, out) {
-                        self.fatal.get_or_insert(why);
-                    }
-                }
+                Signal::StartDone { gci } => self.restore_done(gci, out),
             }
         }
     }

@@ -105,6 +105,12 @@ impl Kernel {
         self.qmgr.is_data_node(node)
     }
 
+    /// True once this node serves: every data node connected, and (with files) the start's
+    /// restore done everywhere.
+    pub fn is_started(&self) -> bool {
+        self.qmgr.started()
+    }
+
     /// True when data node `node` was seen to fail (it is never used again).
     pub fn has_failed(&self, node: NodeId) -> bool {
         self.qmgr.failed.contains(&node)
@@ -143,6 +149,7 @@ impl Kernel {
             return;
         }
         self.qmgr.failed.insert(node);
+        self.restart_node_failrep(out);
         self.dih_node_failrep(node, out, now);
         tracing::error!(node = %node, "data node failed: its partitions' backups take over, transactions touching it abort");
         self.lqh_node_failrep(node, out);

@@ -3,16 +3,22 @@
 //! the master (CNTR_START_REQ), which answers every node with the highest (CNTR_START_CONF):
 //! a system restart brings the whole cluster back at that one GCI. Each node then replays its
 //! schema log and its redo log up to it, cuts off what follows (a torn tail, and changes of
-//! checkpoints never saved everywhere), builds its ordered indexes, and starts.
+//! checkpoints never saved everywhere), builds its ordered indexes, and tells the master
+//! (CNTR_WAITREP); once every live node has, the master tells all to start (CNTR_START_REP).
+//! Until then no node serves and no global checkpoint runs: a node still restoring would
+//! answer another's LQHKEYREQ from half its rows, and save checkpoints it has no log for.
 //!
 //! A record that is damaged before the restart GCI's GCI_COMPLETED record in its part is an
 //! error naming the file and offset: that part cannot give back what it promised. A damaged
 //! record after it is the torn tail of a write the crash interrupted, and is cut off.
+//! Changes of later GCIs logged before that record are skipped, and a RESTART record at the
+//! cut keeps every later restart from applying them: the restarted cluster gives their GCIs
+//! again, to other changes.
 //! A node started with `--initial` (or with no files) restores nothing; when the cluster
 //! restarts at a GCI it cannot reach, it stops with an error (joining would need a node
 //! restart, a later step).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use rndb_config::NodeId;
@@ -52,8 +58,10 @@ pub(crate) enum StartRead {
 pub(crate) struct Restart {
     /// The sysfile copies read so far.
     sysfiles: Vec<Option<Vec<u8>>>,
-    /// This node's newest restorable GCI, once its sysfile is read (0: nothing to restore).
+    /// This node's newest restorable GCI, once its sysfile is read (0: none named).
     restorable: Option<u32>,
+    /// Started with `--initial`: there is nothing to restore.
+    initial: bool,
     /// CNTR_START_REQ sent.
     requested: bool,
     /// As master: each node's newest restorable GCI.
@@ -65,8 +73,6 @@ pub(crate) struct Restart {
     reads_out: usize,
     /// Where the schema log goes on.
     schema_written: u64,
-    /// Bytes of the schema log the newest sysfile says were synced.
-    schema_synced: u64,
     /// Files found damaged and passed over (a sysfile copy, a checkpoint's control file),
     /// named in the error should the restore fail for want of them.
     damaged: Vec<String>,
@@ -78,6 +84,11 @@ pub(crate) struct Restart {
     /// The checkpoints of the chain still to load, last first.
     lcp_chain: Vec<u32>,
     lcp_ids: (u32, u32),
+    /// This node's restore is done, and the master it told (CNTR_WAITREP).
+    restored: Option<NodeId>,
+    /// As master: the nodes whose restore is done, and whether CNTR_START_REP went out.
+    waited: BTreeSet<NodeId>,
+    start_sent: bool,
 }
 
 impl Restart {
@@ -92,7 +103,10 @@ impl Kernel {
     /// with nothing to restore; either way the cluster's restart GCI is agreed before this
     /// node serves.
     pub(crate) fn begin_start(&mut self, initial: bool) {
-        let mut restart = Restart::default();
+        let mut restart = Restart {
+            initial,
+            ..Restart::default()
+        };
         if initial {
             restart.restorable = Some(0);
         } else {
@@ -256,12 +270,7 @@ impl Kernel {
             }
         }
         match best {
-            Some(sysfile) => {
-                if let Some(restart) = self.restart.as_mut() {
-                    restart.schema_synced = sysfile.schema_log_bytes;
-                }
-                Ok(sysfile.restorable_gci)
-            }
+            Some(sysfile) => Ok(sysfile.restorable_gci),
             None if errors.is_empty() => Ok(0),
             None => Err(format!(
                 "no readable sysfile: {}. Start with --initial to begin empty",
@@ -306,12 +315,7 @@ impl Kernel {
     }
 
     /// CNTR_START_CONF: the cluster restarts at `gci`; restore up to it.
-    pub(crate) fn exec_cntr_start_conf(
-        &mut self,
-        gci: u64,
-        out: &mut dyn Outbox,
-        now: Instant,
-    ) -> Result<(), String> {
+    pub(crate) fn exec_cntr_start_conf(&mut self, gci: u64) -> Result<(), String> {
         let gci = gci as u32;
         let Some(restart) = self.restart.as_mut() else {
             return Ok(());
@@ -322,9 +326,14 @@ impl Kernel {
             // Nothing anywhere: an initial start.
             self.lqh.redo = Some(Redo::new(u32::from(self.me.0), &self.durability, &[]));
             self.dict_log = DictLog::new(true, u32::from(self.me.0), 0);
-            return self.finish_start(0, now, out);
+            self.jobs.push_back(Signal::StartDone { gci: 0 });
+            return Ok(());
         }
-        if own == 0 {
+        // A node whose sysfile names no GCI may still hold the restart GCI in its redo log:
+        // every node saves a GCI (GCP_SAVEREQ) before any writes its sysfile (COPY_GCIREQ), so
+        // a crash between two nodes' sysfile writes of the first global checkpoint leaves one
+        // without. Its redo log tells (`replay_part` fails when the GCI is not there).
+        if own == 0 && restart.initial {
             return Err(format!(
                 "the cluster restarts at GCI {gci}, and this node has nothing to restore (it was \
                  started with --initial or has no files); joining it needs a node restart, \
@@ -349,54 +358,73 @@ impl Kernel {
         now: Instant,
     ) -> Result<(), String> {
         let gci = self.restart.as_ref().and_then(|r| r.gci).unwrap_or(0);
-        let synced = self.restart.as_ref().map_or(0, |r| r.schema_synced);
         if bytes.is_empty() {
-            if synced > 0 {
-                return Err(format!(
-                    "{SCHEMA_LOG} is missing, and the sysfile says {synced} bytes of it were saved"
-                ));
-            }
-            return Ok(());
+            return Err(format!(
+                "the cluster restarts at GCI {gci}, and this node has nothing to restore (no \
+                 schema log); joining it needs a node restart, which is not implemented yet"
+            ));
         }
         let fail = |offset: usize, why: &str| format!("{SCHEMA_LOG}: offset {offset}: {why}");
         FileHeader::decode(bytes, format::SCHEMA_MAGIC).map_err(|why| fail(0, &why))?;
+        let marks = restart_marks([(0, bytes)]);
         let mut offset = format::HEADER_BYTES;
         let mut replayed = 0;
-        // Up to the end, a torn tail, or the first change after the restart GCI (changes are
-        // in GCI order): what follows is cut off.
-        let stop = loop {
-            match format::read_record(bytes, offset) {
-                Next::Record(record) if gci_hi(record.gci) > gci => break None,
-                Next::Record(record) => {
-                    if record.kind != kind::SCHEMA {
-                        return Err(fail(offset, &format!("a record of kind {}", record.kind)));
-                    }
+        let mut cut = None;
+        // Up to the restart GCI's GCI_COMPLETED record; what follows is of later GCIs (the
+        // save of a GCI comes after every node moved to the next) or a torn tail.
+        while let Next::Record(record) = format::read_record(bytes, offset) {
+            match record.kind {
+                kind::SCHEMA
+                    if cut.is_none()
+                        && gci_hi(record.gci) <= gci
+                        && !discarded(&marks, (0, offset), record.gci) =>
+                {
                     let change = SchemaChange::decode(record.payload)
                         .map_err(|e| fail(offset, &e.to_string()))?;
                     self.replay_schema_change(&change, out, now)
                         .map_err(|e| fail(offset, &format!("replaying it: {e}")))?;
                     replayed += 1;
-                    offset = record.next;
                 }
-                Next::End => break Some("the file ends".to_string()),
-                Next::Bad(why) => break Some(why),
+                kind::GCI_COMPLETED if cut.is_none() && gci_hi(record.gci) >= gci => {
+                    cut = Some(record.next);
+                }
+                kind::SCHEMA | kind::GCI_COMPLETED | kind::RESTART => {}
+                other => return Err(fail(offset, &format!("a record of kind {other}"))),
             }
-        };
-        if let Some(why) = stop.filter(|_| (offset as u64) < synced) {
-            return Err(fail(
-                offset,
-                &format!("{why} inside the {synced} bytes the sysfile says were saved"),
+            offset = record.next;
+        }
+        let Some(cut) = cut else {
+            return Err(format!(
+                "{SCHEMA_LOG}: no GCI_COMPLETED record for GCI {gci}: this node did not save \
+                 that global checkpoint (a write failed, or the file is damaged before it)"
             ));
-        }
+        };
         tracing::info!(changes = replayed, "schema restored");
+        // What follows the cut goes, and a RESTART record marks it, durably, before anything
+        // new is written (see `replay_part`).
+        let mut mark = Vec::new();
+        format::append_record(&mut mark, u64::from(gci) << 32, kind::RESTART, |_| {});
         if let Some(restart) = self.restart.as_mut() {
-            restart.schema_written = offset as u64;
+            restart.schema_written = (cut + mark.len()) as u64;
         }
-        // What followed the last change kept is cut off before anything new is written.
         self.fs.push(
             FsOp::Truncate {
                 path: SCHEMA_LOG.into(),
-                len: offset as u64,
+                len: cut as u64,
+            },
+            FsWait::Nothing,
+        );
+        self.fs.push(
+            FsOp::Write {
+                path: SCHEMA_LOG.into(),
+                offset: cut as u64,
+                bytes: mark,
+            },
+            FsWait::Nothing,
+        );
+        self.fs.push(
+            FsOp::Sync {
+                path: SCHEMA_LOG.into(),
             },
             FsWait::Nothing,
         );
@@ -574,6 +602,13 @@ impl Kernel {
                 }
             }
         }
+        if by_seq.is_empty() {
+            return Err(format!(
+                "the cluster restarts at GCI {gci}, and this node has nothing to restore (redo \
+                 part {part} has no files); joining it needs a node restart, which is not \
+                 implemented yet"
+            ));
+        }
         let files = self.durability.no_of_fragment_log_files.max(3) as u64;
         // Files before the checkpoint's start are older laps of the ring, not replayed.
         let first_seq = match start {
@@ -590,6 +625,7 @@ impl Kernel {
             },
         };
         by_seq.retain(|&seq, _| seq >= first_seq);
+        let restarts = restart_marks(by_seq.iter().map(|(&seq, (_, b))| (seq, b.as_slice())));
         let mut complete = false;
         let mut applied = 0;
         let mut cut = Resume {
@@ -619,7 +655,11 @@ impl Kernel {
                 match format::read_record(bytes, offset) {
                     Next::Record(record) => {
                         match record.kind {
-                            kind::PUT | kind::DELETE if gci_hi(record.gci) <= gci && !complete => {
+                            kind::PUT | kind::DELETE
+                                if gci_hi(record.gci) <= gci
+                                    && !complete
+                                    && !discarded(&restarts, (seq, offset), record.gci) =>
+                            {
                                 let change = RowChange::decode(record.payload, record.kind)
                                     .map_err(|e| format!("{path}: offset {offset}: {e}"))?;
                                 self.lqh.restore_change(&self.dict, &change).map_err(|e| {
@@ -664,12 +704,26 @@ impl Kernel {
                 part_dir(part)
             ));
         }
-        // Everything after the cut goes, durably, before anything new is written there.
+        // Everything after the cut goes, and a RESTART record marks the cut, durably, before
+        // anything new is written there: changes before the cut of GCIs after `gci` were not
+        // restored, and the GCIs the restarted cluster gives next are those same numbers.
         let path = cut_path.unwrap_or_else(|| part_file(part, cut.seq % files));
         self.fs.push(
             FsOp::Truncate {
                 path: path.clone(),
                 len: cut.offset,
+            },
+            FsWait::Nothing,
+        );
+        let mut mark = Vec::new();
+        format::append_record(&mut mark, u64::from(gci) << 32, kind::RESTART, |_| {});
+        let offset = cut.offset;
+        cut.offset += mark.len() as u64;
+        self.fs.push(
+            FsOp::Write {
+                path: path.clone(),
+                offset,
+                bytes: mark,
             },
             FsWait::Nothing,
         );
@@ -687,6 +741,71 @@ impl Kernel {
         Ok((cut, applied))
     }
 
+    /// This node's restore is done: the master hears of it.
+    pub(crate) fn restore_done(&mut self, gci: u32, out: &mut dyn Outbox) {
+        let master = self.qmgr.master();
+        let Some(restart) = self.restart.as_mut() else {
+            return;
+        };
+        restart.restored = Some(master);
+        self.send_gcp(master, gsn::CNTR_WAITREP, u64::from(gci), out);
+    }
+
+    /// CNTR_WAITREP at the master: once every live node has restored, all start.
+    pub(crate) fn exec_cntr_waitrep(&mut self, from: NodeId, gci: u64, out: &mut dyn Outbox) {
+        if let Some(restart) = self.restart.as_mut() {
+            restart.waited.insert(from);
+        }
+        self.start_if_all_restored(gci, out);
+    }
+
+    /// As master: CNTR_START_REP to every live node once each has restored.
+    fn start_if_all_restored(&mut self, gci: u64, out: &mut dyn Outbox) {
+        if self.qmgr.master() != self.me {
+            return;
+        }
+        let mut live: Vec<NodeId> = self.qmgr.peers_up().collect();
+        live.push(self.me);
+        let Some(restart) = self.restart.as_mut() else {
+            return;
+        };
+        if restart.start_sent || !live.iter().all(|n| restart.waited.contains(n)) {
+            return;
+        }
+        restart.start_sent = true;
+        tracing::info!(gci, nodes = ?live, "system restart: every data node restored");
+        for node in live {
+            self.send_gcp(node, gsn::CNTR_START_REP, gci, out);
+        }
+    }
+
+    /// A data node failed during the start: a new master hears again from the nodes that
+    /// told the old one, and the master stops waiting for the failed node.
+    pub(crate) fn restart_node_failrep(&mut self, out: &mut dyn Outbox) {
+        let master = self.qmgr.master();
+        let Some(restart) = self.restart.as_ref() else {
+            return;
+        };
+        let (told, gci) = (restart.restored, restart.gci.unwrap_or(0));
+        if told.is_some_and(|old| old != master) {
+            self.restore_done(gci, out);
+        }
+        self.start_if_all_restored(u64::from(gci), out);
+    }
+
+    /// CNTR_START_REP: every node restored; this one serves.
+    pub(crate) fn exec_cntr_start_rep(
+        &mut self,
+        gci: u64,
+        now: Instant,
+        out: &mut dyn Outbox,
+    ) -> Result<(), String> {
+        match self.restart.as_ref() {
+            Some(restart) if restart.restored.is_some() => self.finish_start(gci as u32, now, out),
+            _ => Ok(()),
+        }
+    }
+
     /// The node's restore is done: it serves from the next global checkpoint on.
     pub(crate) fn finish_start(
         &mut self,
@@ -701,4 +820,28 @@ impl Kernel {
         tracing::info!(gci, "data node started at GCI {gci}");
         Ok(())
     }
+}
+
+/// Where earlier restarts cut a log (a redo part's files by seq, or the schema log as file 0):
+/// (file seq, offset, restart GCI) of each RESTART record, in log order.
+fn restart_marks<'a>(files: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<((u64, usize), u32)> {
+    let mut marks = Vec::new();
+    for (seq, bytes) in files {
+        let mut offset = format::HEADER_BYTES;
+        while let Next::Record(record) = format::read_record(bytes, offset) {
+            if record.kind == kind::RESTART {
+                marks.push(((seq, offset), gci_hi(record.gci)));
+            }
+            offset = record.next;
+        }
+    }
+    marks
+}
+
+/// True when a change at `at` of `gci` was discarded by an earlier restart: a RESTART record
+/// after it names an older GCI (the change's GCI was given again after that restart).
+fn discarded(marks: &[((u64, usize), u32)], at: (u64, usize), gci: u64) -> bool {
+    marks
+        .iter()
+        .any(|&(mark, restart_gci)| mark > at && gci_hi(gci) > restart_gci)
 }

@@ -47,6 +47,10 @@ pub mod kind {
     pub const LCP_CTL: u8 = 7;
     /// The last record of a local checkpoint's data file: how many rows it holds (u64).
     pub const LCP_END: u8 = 8;
+    /// A system restart at this record's GCI cut its part here: every change before it of a
+    /// later GCI was not restored, and the restarted cluster gives those GCIs again, so no
+    /// later restart may apply such a change. No payload.
+    pub const RESTART: u8 = 9;
 }
 
 /// A file's header.
@@ -262,14 +266,10 @@ impl SchemaChange {
 pub struct Sysfile {
     /// NDB's newestRestorableGCI: the high word of the newest saved GCI.
     pub restorable_gci: u32,
-    /// Bytes of the schema log synced by that save: a damaged record before this offset is an
-    /// error, not a torn tail.
-    pub schema_log_bytes: u64,
 }
 
 impl Sysfile {
-    /// A whole sysfile: header, then one SYSFILE record
-    /// (`restorable_gci u32 | schema_log_bytes u64`).
+    /// A whole sysfile: header, then one SYSFILE record (`restorable_gci u32`).
     pub fn file_bytes(&self, node: u32) -> Vec<u8> {
         let mut out = Vec::with_capacity(64);
         FileHeader {
@@ -280,9 +280,7 @@ impl Sysfile {
         }
         .encode(&mut out);
         append_record(&mut out, 0, kind::SYSFILE, |b| {
-            Writer::new(b)
-                .u32(self.restorable_gci)
-                .u64(self.schema_log_bytes);
+            Writer::new(b).u32(self.restorable_gci);
         });
         out
     }
@@ -299,7 +297,6 @@ impl Sysfile {
                 let mut read = || -> Result<Sysfile, DecodeError> {
                     let sysfile = Sysfile {
                         restorable_gci: reader.u32()?,
-                        schema_log_bytes: reader.u64()?,
                     };
                     reader.finish()?;
                     Ok(sysfile)
@@ -466,12 +463,7 @@ mod tests {
 
     #[test]
     fn a_sysfile_reads_back_and_refuses_another_nodes() {
-        let bytes = Sysfile {
-            restorable_gci: 42,
-            schema_log_bytes: 99,
-        }
-        .file_bytes(3);
-        assert_eq!(Sysfile::from_file(&bytes, 3).unwrap().schema_log_bytes, 99);
+        let bytes = Sysfile { restorable_gci: 42 }.file_bytes(3);
         assert_eq!(Sysfile::from_file(&bytes, 3).unwrap().restorable_gci, 42);
         assert!(Sysfile::from_file(&bytes, 4).is_err());
         assert!(Sysfile::from_file(&bytes[..40], 3).is_err());

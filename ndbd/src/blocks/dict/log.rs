@@ -1,10 +1,12 @@
 //! DICT's schema log, `D1/DBDICT/P0.SchemaLog`: every schema change this node applied, in
 //! order, tagged with the GCI it was applied in. Written and synced with the redo log at each
-//! global checkpoint's save, so a system restart at a GCI finds every table and index that
-//! existed then (it replays the changes up to that GCI, giving each object the same id).
+//! global checkpoint's save, which ends with a GCI_COMPLETED record as each redo part does, so
+//! a system restart at a GCI finds every table and index that existed then (it replays the
+//! changes up to that GCI, giving each object the same id), and knows when this node did not
+//! save that GCI (a write failed: the record is missing).
 //!
 //! ```text
-//! D1/DBDICT/P0.SchemaLog:  header | SCHEMA record | SCHEMA record | …
+//! D1/DBDICT/P0.SchemaLog:  header | SCHEMA record | … | GCI_COMPLETED | SCHEMA record | …
 //! ```
 
 use crate::ndbfs::format::{self, kind, FileHeader, SchemaChange};
@@ -46,11 +48,6 @@ impl DictLog {
         log
     }
 
-    /// Bytes of the file written by the last save (and synced, once it completed).
-    pub fn synced_bytes(&self) -> u64 {
-        self.written
-    }
-
     /// Records a schema change applied in epoch `gci`.
     pub fn append(&mut self, gci: u64, change: &SchemaChange) {
         if self.enabled {
@@ -58,9 +55,12 @@ impl DictLog {
         }
     }
 
-    /// A global checkpoint's save: what is buffered is written and synced. Returns the syncs
-    /// asked for.
-    pub fn save(&mut self, fs: &mut FsQueue) -> usize {
+    /// A global checkpoint's save of `gci`: its GCI_COMPLETED record and what is buffered
+    /// before it are written and synced. Returns the syncs asked for.
+    pub fn save(&mut self, fs: &mut FsQueue, gci: u64) -> usize {
+        if self.enabled {
+            format::append_record(&mut self.pending, gci, kind::GCI_COMPLETED, |_| {});
+        }
         if !self.pending.is_empty() {
             let bytes = std::mem::take(&mut self.pending);
             let offset = self.written;

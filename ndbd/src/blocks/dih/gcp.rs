@@ -242,7 +242,7 @@ impl Kernel {
     /// and synced, with the schema log; then GCP_SAVECONF.
     fn gcp_save(&mut self, master: NodeId, gci: u64, out: &mut dyn Outbox) {
         let syncs = match self.lqh.redo.as_mut() {
-            Some(redo) => redo.save(gci) + self.dict_log.save(&mut self.fs),
+            Some(redo) => redo.save(gci) + self.dict_log.save(&mut self.fs, gci),
             None => 0,
         };
         if syncs == 0 {
@@ -262,7 +262,6 @@ impl Kernel {
         }
         let sysfile = Sysfile {
             restorable_gci: gci_hi(gci),
-            schema_log_bytes: self.dict_log.synced_bytes(),
         };
         // Each copy is overwritten in place and synced before the next is touched (two fsyncs,
         // where a replace through a temporary file costs four): a crash tears at most one, whose
@@ -295,6 +294,13 @@ impl Kernel {
         if *left == 0 {
             let (gci, master) = (*gci, *master);
             self.gcp.saving = None;
+            if let Some(why) = &self.fs.failed {
+                // A write failed (in this save or before it) though every sync succeeded:
+                // the disk does not hold the whole GCI, so the save is never confirmed and
+                // global checkpoints stop.
+                tracing::error!(gci, %why, "global checkpoint not saved: a file write failed");
+                return;
+            }
             self.send_gcp(master, gsn::GCP_SAVECONF, gci, out);
         }
     }

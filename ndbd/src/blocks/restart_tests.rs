@@ -1,0 +1,470 @@
+//! System restarts on two kernels over in-memory disks: a node whose sysfile names no GCI yet
+//! (the cluster crashed after another node wrote its sysfile for the first global checkpoint,
+//! before this one did) still restores that checkpoint from its redo log; a node with no files
+//! at all stops with an error that says so; and a change of a GCI a restart did not restore
+//! stays unrestored at every later restart, though the restarted cluster gives its GCI again;
+//! no node serves before every node restored; and a global checkpoint whose redo write failed
+//! is never saved, though the sync after it succeeded.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::Path;
+use std::time::Instant;
+
+use rndb_config::{ClusterConfig, NodeId};
+use rndb_transporter::FrameHeader;
+
+use rndb_protocol::schema::encode_values;
+use rndb_protocol::{gsn, signals, ColumnDef, ColumnType, TableDef, Value, Writer};
+
+use super::{Kernel, Outbox, SendFailure};
+use crate::ndbfs::format::{self, kind, FileHeader, RowChange, SchemaChange, Sysfile};
+use crate::ndbfs::{execute, Disk, FsRequest};
+
+const INI: &str = "[ndbd default]\nNoOfReplicas=2\nDataMemory=1M\n\
+[ndbd]\nNodeId=1\nHostName=127.0.0.1\n[ndbd]\nNodeId=2\nHostName=127.0.0.1\n\
+[api]\nNodeId=50\nHostName=127.0.0.1\n";
+
+/// Files by path; nothing is ever lost. Writes to paths holding the text in `.1` fail with
+/// EIO.
+#[derive(Default)]
+struct MemDisk(BTreeMap<String, Vec<u8>>, Option<&'static str>);
+
+impl Disk for MemDisk {
+    fn write_at(&mut self, path: &str, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        if self.1.is_some_and(|text| path.contains(text)) {
+            return Err(io::Error::from_raw_os_error(5));
+        }
+        let file = self.0.entry(path.to_string()).or_default();
+        let end = offset as usize + bytes.len();
+        if file.len() < end {
+            file.resize(end, 0);
+        }
+        file[offset as usize..end].copy_from_slice(bytes);
+        Ok(())
+    }
+    fn sync(&mut self, _: &str) -> io::Result<()> {
+        Ok(())
+    }
+    fn truncate(&mut self, path: &str, len: u64) -> io::Result<()> {
+        self.0
+            .entry(path.to_string())
+            .or_default()
+            .resize(len as usize, 0);
+        Ok(())
+    }
+    fn replace(&mut self, path: &str, bytes: &[u8]) -> io::Result<()> {
+        self.0.insert(path.to_string(), bytes.to_vec());
+        Ok(())
+    }
+    fn read(&mut self, path: &str) -> io::Result<Option<Vec<u8>>> {
+        Ok(self.0.get(path).cloned())
+    }
+    fn list(&mut self, path: &str) -> io::Result<Vec<String>> {
+        let prefix = format!("{path}/");
+        Ok(self
+            .0
+            .keys()
+            .filter_map(|p| p.strip_prefix(&prefix).map(str::to_string))
+            .collect())
+    }
+    fn remove(&mut self, path: &str) -> io::Result<()> {
+        self.0.remove(path);
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct Sent(Vec<(NodeId, FrameHeader, Vec<u8>)>);
+
+impl Outbox for Sent {
+    fn send(
+        &mut self,
+        to: NodeId,
+        header: FrameHeader,
+        encode: &mut dyn FnMut(&mut Vec<u8>),
+    ) -> Result<(), SendFailure> {
+        let mut payload = Vec::new();
+        encode(&mut payload);
+        self.0.push((to, header, payload));
+        Ok(())
+    }
+}
+
+fn config() -> ClusterConfig {
+    rndb_config::parse_str(INI, Path::new("t.ini")).expect("config")
+}
+
+/// A disk whose every redo part and schema log saved global checkpoint `gci` (a GCI_COMPLETED
+/// record after the file header), and whose sysfile names `sysfile_gci` (none when 0).
+fn saved_disk(config: &ClusterConfig, node: u16, gci: u32, sysfile_gci: u32) -> MemDisk {
+    let mut disk = MemDisk::default();
+    let parts = config.data_nodes[0].durability.no_of_fragment_log_parts;
+    for part in 0..parts {
+        let mut bytes = Vec::new();
+        FileHeader {
+            magic: format::REDO_MAGIC,
+            node: u32::from(node),
+            part,
+            seq: 0,
+        }
+        .encode(&mut bytes);
+        format::append_record(
+            &mut bytes,
+            u64::from(gci) << 32,
+            kind::GCI_COMPLETED,
+            |_| {},
+        );
+        disk.0
+            .insert(format!("D{}/DBLQH/S0.FragLog", 8 + part), bytes);
+    }
+    let mut schema = Vec::new();
+    FileHeader {
+        magic: format::SCHEMA_MAGIC,
+        node: u32::from(node),
+        part: 0,
+        seq: 0,
+    }
+    .encode(&mut schema);
+    format::append_record(
+        &mut schema,
+        u64::from(gci) << 32,
+        kind::GCI_COMPLETED,
+        |_| {},
+    );
+    disk.0.insert("D1/DBDICT/P0.SchemaLog".into(), schema);
+    if sysfile_gci > 0 {
+        let sysfile = Sysfile {
+            restorable_gci: sysfile_gci,
+        };
+        for path in ["D1/DBDIH/P0.sysfile", "D2/DBDIH/P0.sysfile"] {
+            disk.0
+                .insert(path.into(), sysfile.file_bytes(u32::from(node)));
+        }
+    }
+    disk
+}
+
+/// Two data nodes over their disks, driven until nothing moves.
+struct Cluster {
+    nodes: Vec<(Kernel, MemDisk)>,
+    /// Why each node stopped, if it did.
+    fatal: Vec<Option<String>>,
+    start: Instant,
+    /// File requests of this node (index) on paths holding this text wait in `held`, with
+    /// the node's index, until `hold` is cleared.
+    hold: Option<(usize, &'static str)>,
+    held: Vec<(usize, FsRequest)>,
+}
+
+impl Cluster {
+    /// Starts both nodes without `--initial` over `disks`, and runs them until the start is
+    /// over.
+    fn restart(disks: Vec<MemDisk>) -> Cluster {
+        let mut cluster = Cluster::new(disks, false);
+        cluster.run(cluster.start);
+        cluster
+    }
+
+    /// Both nodes, made to start over `disks` (with `--initial` when `initial`), not yet run.
+    fn new(disks: Vec<MemDisk>, initial: bool) -> Cluster {
+        let config = config();
+        let nodes: Vec<(Kernel, MemDisk)> = config
+            .data_nodes
+            .iter()
+            .zip(disks)
+            .map(|(node, disk)| {
+                let mut kernel = Kernel::with_files(&config, node, initial);
+                for other in &config.data_nodes {
+                    if other.node_id != node.node_id {
+                        kernel.on_connect(other.node_id);
+                    }
+                }
+                (kernel, disk)
+            })
+            .collect();
+        let fatal = vec![None; nodes.len()];
+        Cluster {
+            nodes,
+            fatal,
+            start: Instant::now(),
+            hold: None,
+            held: Vec::new(),
+        }
+    }
+
+    /// Runs the nodes at `now` until no frame, job or file request is left.
+    fn run(&mut self, now: Instant) {
+        let mut frames: Vec<(NodeId, NodeId, FrameHeader, Vec<u8>)> = Vec::new();
+        for _ in 0..1000 {
+            let mut next = Vec::new();
+            let mut moved = !frames.is_empty();
+            for (index, (kernel, disk)) in self.nodes.iter_mut().enumerate() {
+                if self.fatal[index].is_some() {
+                    continue;
+                }
+                let me = NodeId(index as u16 + 1);
+                let mut sent = Sent::default();
+                for (from, _, header, payload) in frames.iter().filter(|f| f.1 == me) {
+                    kernel
+                        .on_frame(*from, header, payload, &mut sent, now)
+                        .expect("a valid frame");
+                }
+                kernel.run_jobs(&mut sent, now);
+                let mut requests = kernel.take_fs_requests();
+                if let Some((_, text)) = self.hold.filter(|(held, _)| *held == index) {
+                    let (held, go): (Vec<FsRequest>, _) = requests
+                        .into_iter()
+                        .partition(|r| r.op.path().contains(text));
+                    self.held.extend(held.into_iter().map(|r| (index, r)));
+                    requests = go;
+                } else if self.hold.is_none() {
+                    let (mine, others) = std::mem::take(&mut self.held)
+                        .into_iter()
+                        .partition(|(i, _)| *i == index);
+                    self.held = others;
+                    let mine: Vec<(usize, FsRequest)> = mine;
+                    requests.splice(0..0, mine.into_iter().map(|(_, r)| r));
+                }
+                for request in requests {
+                    moved = true;
+                    if let Err(why) = kernel.on_fs_conf(execute(disk, request), &mut sent, now) {
+                        self.fatal[index] = Some(why);
+                        break;
+                    }
+                    kernel.run_jobs(&mut sent, now);
+                }
+                if let Some(why) = kernel.take_fatal() {
+                    self.fatal[index] = Some(why);
+                }
+                next.extend(sent.0.into_iter().map(|(to, h, p)| (me, to, h, p)));
+            }
+            moved |= !next.is_empty();
+            frames = next;
+            if !moved {
+                return;
+            }
+        }
+        panic!("the nodes never went quiet");
+    }
+
+    /// The master's timer runs past TimeBetweenGlobalCheckpoints: one global checkpoint is
+    /// saved (its GCI_COMPLETED in every redo part, every sysfile naming it).
+    fn save_checkpoint(&mut self) {
+        let interval = config().data_nodes[0]
+            .durability
+            .time_between_global_checkpoints_ms;
+        for step in [1, 2] {
+            let now = self.start + std::time::Duration::from_millis(u64::from(interval) * step);
+            for (kernel, _) in &mut self.nodes {
+                kernel.on_timer(now);
+            }
+            self.run(now);
+        }
+    }
+
+    /// Each node's error, if it stopped, its epoch and its DataMemory in use.
+    fn state(&self) -> Vec<(Option<String>, u64, u64)> {
+        self.nodes
+            .iter()
+            .zip(&self.fatal)
+            .map(|((kernel, _), why)| {
+                (
+                    why.clone(),
+                    kernel.current_gci(),
+                    kernel.memory_used_bytes(),
+                )
+            })
+            .collect()
+    }
+
+    /// Every node loses power (nothing is lost: the disks keep every write): their disks.
+    fn crash(self) -> Vec<MemDisk> {
+        self.nodes.into_iter().map(|(_, disk)| disk).collect()
+    }
+}
+
+/// Starts both nodes over `disks` and returns each node's error and epoch.
+fn restart(disks: Vec<MemDisk>) -> Vec<(Option<String>, u64)> {
+    Cluster::restart(disks)
+        .state()
+        .into_iter()
+        .map(|(why, epoch, _)| (why, epoch))
+        .collect()
+}
+
+/// The disk of a node of a cluster that created table 1 (`k` Int32 key, `v` Int32) in GCI 1
+/// and logged `puts` (key, value, GCI) in fragment 0's redo part, in that order, then GCI 1's
+/// GCI_COMPLETED; its sysfile names GCI 1.
+fn disk_with_rows(config: &ClusterConfig, node: u16, puts: &[(i32, i32, u32)]) -> MemDisk {
+    let mut disk = saved_disk(config, node, 1, 1);
+    let def = TableDef::new(
+        "t",
+        vec![
+            ColumnDef::key("k", ColumnType::Int32),
+            ColumnDef::new("v", ColumnType::Int32),
+        ],
+    );
+    let mut request = Vec::new();
+    signals::encode_table_def(&mut request, &def);
+    let mut schema = Vec::new();
+    FileHeader {
+        magic: format::SCHEMA_MAGIC,
+        node: u32::from(node),
+        part: 0,
+        seq: 0,
+    }
+    .encode(&mut schema);
+    let change = SchemaChange {
+        signal: gsn::CREATE_TABLE_REQ,
+        first_id: 1,
+        request,
+    };
+    format::append_record(&mut schema, 1 << 32, kind::SCHEMA, |b| change.encode(b));
+    format::append_record(&mut schema, 1 << 32, kind::GCI_COMPLETED, |_| {});
+    disk.0.insert("D1/DBDICT/P0.SchemaLog".into(), schema);
+    let mut redo = Vec::new();
+    FileHeader {
+        magic: format::REDO_MAGIC,
+        node: u32::from(node),
+        part: 0,
+        seq: 0,
+    }
+    .encode(&mut redo);
+    for &(k, v, gci) in puts {
+        let mut key = Vec::new();
+        Value::Int32(k).encode(&mut Writer::new(&mut key));
+        let mut row = Vec::new();
+        encode_values(
+            &mut Writer::new(&mut row),
+            &[Value::Int32(k), Value::Int32(v)],
+        );
+        let change = RowChange {
+            table_id: 1,
+            table_version: 0,
+            fragment: 0,
+            key: &key,
+            row: Some(&row),
+        };
+        format::append_record(&mut redo, u64::from(gci) << 32, kind::PUT, |b| {
+            change.encode(b)
+        });
+    }
+    format::append_record(&mut redo, 1 << 32, kind::GCI_COMPLETED, |_| {});
+    disk.0.insert("D8/DBLQH/S0.FragLog".into(), redo);
+    disk
+}
+
+#[test]
+fn a_node_whose_sysfile_names_no_gci_yet_restores_the_checkpoint_from_its_redo_log() {
+    let config = config();
+    // Both saved GCI 1; node 1 wrote its sysfile, node 2 had not when the cluster crashed.
+    let started = restart(vec![
+        saved_disk(&config, 1, 1, 1),
+        saved_disk(&config, 2, 1, 0),
+    ]);
+    for (index, (why, epoch)) in started.iter().enumerate() {
+        assert_eq!(why, &None, "node {} stopped", index + 1);
+        assert_eq!(*epoch >> 32, 2, "node {} serves from GCI 2 on", index + 1);
+    }
+}
+
+#[test]
+fn a_node_without_files_cannot_join_a_restart_at_a_saved_gci() {
+    let config = config();
+    let started = restart(vec![saved_disk(&config, 1, 1, 1), MemDisk::default()]);
+    assert_eq!(started[0].0, None);
+    let why = started[1].0.as_deref().unwrap_or_default();
+    assert!(why.contains("nothing to restore"), "{why}");
+}
+
+#[test]
+fn a_change_a_restart_did_not_restore_stays_out_when_its_gci_is_saved_again() {
+    let config = config();
+    // Row 1 committed in GCI 1; row 2 in GCI 2, logged before GCI 1's GCI_COMPLETED (its
+    // commit started while GCI 1 was being saved), and GCI 2 never saved: the first restart,
+    // at GCI 1, restores row 1 alone.
+    let puts = [(1, 10, 1), (2, 20, 2)];
+    let disks = (1..=2).map(|n| disk_with_rows(&config, n, &puts)).collect();
+    let mut first = Cluster::restart(disks);
+    let after_first = first.state();
+    for (index, (why, epoch, _)) in after_first.iter().enumerate() {
+        assert_eq!(why, &None, "node {} stopped", index + 1);
+        assert_eq!(*epoch >> 32, 2, "node {} serves GCI 2", index + 1);
+    }
+    // The restarted cluster saves its own GCI 2, with no change in it, and crashes.
+    first.save_checkpoint();
+    let disks = first.crash();
+    let second = Cluster::restart(disks).state();
+    for (index, ((why, epoch, memory), (_, _, memory_before))) in
+        second.iter().zip(&after_first).enumerate()
+    {
+        assert_eq!(why, &None, "node {} stopped", index + 1);
+        assert_eq!(*epoch >> 32, 3, "node {} restarted at GCI 2", index + 1);
+        assert_eq!(
+            memory, memory_before,
+            "node {} restored row 2, a change of the first cluster's GCI 2 that its restart did not restore",
+            index + 1
+        );
+    }
+}
+
+#[test]
+fn no_node_serves_until_every_node_has_restored() {
+    let config = config();
+    let disks = (1..=2)
+        .map(|n| disk_with_rows(&config, n, &[(1, 10, 1)]))
+        .collect();
+    let mut cluster = Cluster::new(disks, false);
+    // Node 2 agrees on the restart GCI, but its redo log is slow to read.
+    cluster.hold = Some((1, "DBLQH"));
+    cluster.run(cluster.start);
+    let started = |c: &Cluster, i: usize| c.nodes[i].0.qmgr.started();
+    assert!(!started(&cluster, 1), "node 2 has not restored yet");
+    assert!(
+        !started(&cluster, 0),
+        "node 1 serves, and would send node 2 operations on rows it has not restored"
+    );
+    cluster.hold = None;
+    cluster.run(cluster.start);
+    assert!(started(&cluster, 0) && started(&cluster, 1));
+    assert_eq!(cluster.fatal, vec![None, None]);
+}
+
+#[test]
+fn a_global_checkpoint_whose_redo_write_failed_is_never_saved() {
+    // Node 2's writes to redo part 2 fail with EIO; its syncs succeed (the file is not there).
+    let failing = MemDisk(BTreeMap::new(), Some("D10/"));
+    let mut cluster = Cluster::new(vec![MemDisk::default(), failing], true);
+    cluster.run(cluster.start);
+    assert!(cluster.nodes.iter().all(|(k, _)| k.qmgr.started()));
+    cluster.save_checkpoint();
+    for (index, (kernel, disk)) in cluster.nodes.iter().enumerate() {
+        assert_eq!(
+            kernel.restorable_gci(),
+            0,
+            "node {} took GCI 1 as saved, though node 2's redo part 2 never reached its disk",
+            index + 1
+        );
+        assert!(!disk.0.contains_key("D1/DBDIH/P0.sysfile"));
+    }
+}
+
+#[test]
+fn a_node_whose_schema_log_missed_the_restart_gci_stops_instead_of_starting_without_tables() {
+    let config = config();
+    let puts = [(1, 10, 1)];
+    // Node 2's write of the schema log failed (so it never confirmed GCI 1, and its sysfile
+    // names nothing), though its redo parts reached GCI 1's GCI_COMPLETED.
+    let mut node2 = disk_with_rows(&config, 2, &puts);
+    node2.0.retain(|path, _| !path.contains("P0.sysfile"));
+    if let Some(schema) = node2.0.get_mut("D1/DBDICT/P0.SchemaLog") {
+        schema.truncate(format::HEADER_BYTES);
+    }
+    let started = restart(vec![disk_with_rows(&config, 1, &puts), node2]);
+    let why = started[1].0.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("no GCI_COMPLETED record for GCI 1"),
+        "node 2 must not start without the tables of GCI 1: {why:?}"
+    );
+}

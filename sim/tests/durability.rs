@@ -1,0 +1,130 @@
+//! Hundreds of seeds lose no acknowledged, durable transaction when every data node loses power
+//! at once (unsynced writes lost, some kept, the last torn) and the cluster restarts from its
+//! disks, also under single-node crashes, slow links, BUGGIFY and disk faults (ENOSPC, EIO): the
+//! bank's ledger holds every durable transfer and the balances are what it made of them, the
+//! register and set histories stay linearizable with what a crash may have lost as unknown, the
+//! replicas agree, and no data node stops unless it could not restore (it lagged the cluster,
+//! or its disk failed). The seeds that found the kernel's restart bugs pass too.
+
+use rndb_sim::{run_seed, Fault, Options, Report, Workload};
+
+/// Seeds per test. A debug build runs one in about 15 ms.
+const SEEDS: u64 = 500;
+
+fn run_many(options: &Options, start: u64, count: u64) -> Vec<Report> {
+    let mut reports = Vec::new();
+    let mut failures = Vec::new();
+    for seed in start..start + count {
+        match run_seed(seed, options) {
+            Ok(report) => reports.push(report),
+            Err(failure) => failures.push(failure.to_string()),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {count} seeds failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    reports
+}
+
+fn sum(reports: &[Report], f: impl Fn(&Report) -> u64) -> u64 {
+    reports.iter().map(f).sum()
+}
+
+fn faults(report: &Report, kind: &str) -> u64 {
+    report.faults.get(kind).copied().unwrap_or(0)
+}
+
+#[test]
+fn cluster_crashes_lose_no_acknowledged_durable_transaction() {
+    let options = Options {
+        workload: Workload::All,
+        faults: vec![Fault::Crash, Fault::Slow, Fault::Buggify, Fault::CrashAll],
+        ..Options::default()
+    };
+    let reports = run_many(&options, 7_000_000, SEEDS);
+    let crashes = sum(&reports, |r| faults(r, "cluster crash"));
+    let restarts = sum(&reports, |r| faults(r, "system restart"));
+    assert!(crashes > SEEDS / 2, "{crashes} cluster crashes");
+    assert_eq!(crashes, restarts, "every cluster crash restarts");
+    // Acknowledged operations were judged at the crash after them, both ways.
+    let durable = sum(&reports, |r| r.durability.durable_ops);
+    let unknown = sum(&reports, |r| r.durability.ops_made_unknown);
+    assert!(durable > SEEDS * 20, "{durable} operations found durable");
+    assert!(
+        unknown > SEEDS,
+        "{unknown} operations a crash may have lost"
+    );
+    // The ledger had durable transfers to find, and found them.
+    assert!(sum(&reports, |r| r.durability.transfers_required) > SEEDS * 10);
+    // The disks lost unsynced changes, kept some, tore some writes (few: the kernel writes
+    // its redo log at a checkpoint's save and syncs it at once, so a crash rarely finds much
+    // unsynced; what is lost is mostly what was not written yet, with the kernel's memory).
+    assert!(sum(&reports, |r| r.durability.changes_lost) > SEEDS / 4);
+    assert!(sum(&reports, |r| r.durability.changes_kept) > SEEDS / 4);
+    assert!(sum(&reports, |r| r.durability.torn_writes) > SEEDS / 50);
+    // A node that crashed alone earlier could not rejoin some restarts (no node restart).
+    assert!(sum(&reports, |r| faults(r, "data node stopped (expected)")) > 0);
+    let undecided: usize = reports.iter().map(|r| r.undecided_keys).sum();
+    assert_eq!(undecided, 0, "the checker gave up on some keys");
+}
+
+#[test]
+fn disk_faults_stop_writes_and_checkpoints_but_lose_nothing_saved() {
+    let options = Options {
+        workload: Workload::Bank,
+        faults: vec![Fault::Crash, Fault::CrashAll, Fault::Disk],
+        ..Options::default()
+    };
+    let reports = run_many(&options, 8_000_000, SEEDS);
+    assert!(sum(&reports, |r| r.durability.disk_faults) > SEEDS / 4);
+    // A node whose disk failed refuses writes with 1234.
+    let refused = sum(&reports, |r| {
+        r.stats.errors.get(&1234).copied().unwrap_or(0)
+    });
+    assert!(refused > 0, "no write was refused after a disk fault");
+    assert!(sum(&reports, |r| faults(r, "cluster crash")) > SEEDS / 4);
+}
+
+/// Seeds on which the simulator found the kernel's restart losing or resurrecting data, or
+/// not coming back (each fixed with a test of its own in `ndbd/src/blocks/restart_tests.rs`):
+/// 0x11a, a node whose sysfile named no GCI yet stopped as "nothing to restore"; 0x46a, 0x300
+/// and 0x132, a transfer the first restart dropped came back in part at the second; 0x2c1, a
+/// node served while another still replayed its redo log (all `--faults crash-all`); 0x18, a
+/// checkpoint confirmed though a redo write had failed; 0x92, a node restored no tables since
+/// its schema log write had failed (both `--faults crash,crash-all,slow,buggify,disk`). They
+/// replay the bugs only at the commits that found them; here they are seeds like others.
+#[test]
+fn the_seeds_that_found_restart_bugs_pass() {
+    let crash_all = Options {
+        faults: vec![Fault::CrashAll],
+        ..Options::default()
+    };
+    let everything = Options {
+        faults: vec![
+            Fault::Crash,
+            Fault::Slow,
+            Fault::Buggify,
+            Fault::CrashAll,
+            Fault::Disk,
+        ],
+        ..Options::default()
+    };
+    let seeds = [
+        (0x11a, &crash_all),
+        (0x46a, &crash_all),
+        (0x300, &crash_all),
+        (0x132, &crash_all),
+        (0x2c1, &crash_all),
+        (0x18, &everything),
+        (0x92, &everything),
+    ];
+    let failures: Vec<String> = seeds
+        .iter()
+        .filter_map(|&(seed, options)| run_seed(seed, options).err())
+        .map(|failure| failure.to_string())
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
