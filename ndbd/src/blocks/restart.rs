@@ -269,9 +269,17 @@ impl Kernel {
                 }
             }
         }
+        // The copies are written in turn, each synced before the next: a damaged first copy
+        // with no second one is the very first save, cut short by the crash. Nothing was
+        // restorable yet.
+        let first_save_cut = errors.len() == 1 && copies.get(1).is_some_and(Option::is_none);
         match best {
             Some(sysfile) => Ok(sysfile.restorable_gci),
             None if errors.is_empty() => Ok(0),
+            None if first_save_cut => {
+                tracing::warn!("the first sysfile write was cut short: nothing was saved yet");
+                Ok(0)
+            }
             None => Err(format!(
                 "no readable sysfile: {}. Start with --initial to begin empty",
                 errors.join("; ")
