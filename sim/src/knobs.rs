@@ -234,6 +234,8 @@ pub struct Knobs {
     /// otherwise).
     pub gcp_interval_ms: u32,
     pub epoch_interval_ms: u32,
+    /// TimeBetweenLocalCheckpoints (durable seeds).
+    pub lcp_log2: u32,
     /// The disks' service times and fault rates (faults: `--faults disk`).
     pub disk: DiskKnobs,
     /// Cluster crashes, each followed by a system restart (`--faults crash-all`).
@@ -314,6 +316,13 @@ impl Knobs {
         };
         let ledger =
             durable && options.workload.bank() && (cluster_crashes > 0 || durability.below(4) != 0);
+        // Local checkpoints every 2^6..2^13 words of redo (256 B to 32 KiB): a seed's few
+        // hundred commits see several, full and partial, so crashes land during them.
+        let lcp_log2 = if durable {
+            durability.between(6, 13) as u32
+        } else {
+            20
+        };
         Knobs {
             data_nodes,
             clients,
@@ -353,6 +362,7 @@ impl Knobs {
             durable,
             gcp_interval_ms,
             epoch_interval_ms,
+            lcp_log2,
             disk,
             cluster_crashes,
             ledger,
@@ -392,8 +402,8 @@ impl Knobs {
         );
         if self.durable {
             ini.push_str(&format!(
-                "TimeBetweenGlobalCheckpoints={}\nTimeBetweenEpochs={}\n",
-                self.gcp_interval_ms, self.epoch_interval_ms
+                "TimeBetweenGlobalCheckpoints={}\nTimeBetweenEpochs={}\nTimeBetweenLocalCheckpoints={}\n",
+                self.gcp_interval_ms, self.epoch_interval_ms, self.lcp_log2
             ));
         }
         for id in 1..=self.data_nodes {
@@ -416,9 +426,10 @@ impl Knobs {
             return "no files (Kernel::new)".into();
         }
         format!(
-            "files: global checkpoints every {} ms, epochs every {} ms, disk ops {}-{} us, syncs {}-{} us, ENOSPC {} ppm, EIO {} ppm, cluster crashes {}, ledger {}",
+            "files: global checkpoints every {} ms, epochs every {} ms, local checkpoints every 2^{} words, disk ops {}-{} us, syncs {}-{} us, ENOSPC {} ppm, EIO {} ppm, cluster crashes {}, ledger {}",
             self.gcp_interval_ms,
             self.epoch_interval_ms,
+            self.lcp_log2,
             self.disk.op_ns.0 / 1000,
             self.disk.op_ns.1 / 1000,
             self.disk.sync_ns.0 / 1000,

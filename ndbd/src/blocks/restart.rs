@@ -269,10 +269,10 @@ impl Kernel {
                 }
             }
         }
-        // The copies are written in turn, each synced before the next: a damaged first copy
-        // with no second one is the very first save, cut short by the crash. Nothing was
-        // restorable yet.
-        let first_save_cut = errors.len() == 1 && copies.get(1).is_some_and(Option::is_none);
+        // A save completes only once both copies are synced: one copy damaged and the other
+        // missing is the very first save, cut short (by the crash, or a failed write before
+        // it). Nothing was restorable yet.
+        let first_save_cut = errors.len() == 1 && copies.iter().any(Option::is_none);
         match best {
             Some(sysfile) => Ok(sysfile.restorable_gci),
             None if errors.is_empty() => Ok(0),
