@@ -1057,7 +1057,13 @@ impl World {
                 let api = self.clients[client].node;
                 if self.is_alive(api) && self.kernels.contains_key(&node) {
                     self.net.reconnect(api, node);
-                    self.client_step(api, |c, _| c.on_link_up(node));
+                    // A client may not have heard yet that the old link closed (news of a
+                    // crashed node waits behind what it sent on a slow link, and the
+                    // reconnection makes that news stale): it hears it now, first.
+                    self.client_step(api, |c, ctx| {
+                        c.on_link_down(ctx, node);
+                        c.on_link_up(node);
+                    });
                 }
             }
             Planned::ClusterCrash | Planned::ClusterRestart => {}
