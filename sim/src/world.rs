@@ -1056,12 +1056,16 @@ impl World {
                 }
                 let api = self.clients[client].node;
                 if self.is_alive(api) && self.kernels.contains_key(&node) {
+                    let was_down = !self.net.is_up(api, node);
                     self.net.reconnect(api, node);
                     // A client may not have heard yet that the old link closed (news of a
                     // crashed node waits behind what it sent on a slow link, and the
-                    // reconnection makes that news stale): it hears it now, first.
+                    // reconnection makes that news stale): it hears it now, first. (A link
+                    // that is up already, reconnected by an earlier restart, stays as it is.)
                     self.client_step(api, |c, ctx| {
-                        c.on_link_down(ctx, node);
+                        if was_down {
+                            c.on_link_down(ctx, node);
+                        }
                         c.on_link_up(node);
                     });
                 }
