@@ -1395,7 +1395,8 @@ impl World {
             if !matches!(record.outcome, Outcome::Ok(_) | Outcome::Refused(_)) {
                 continue;
             }
-            match durability::fate(&self.cluster_crashes, &self.gci_clock, record.complete_ns) {
+            let (invoke, complete) = (record.invoke_ns, record.complete_ns);
+            match durability::fate(&self.cluster_crashes, &self.gci_clock, invoke, complete) {
                 Fate::NoCrashAfter => {}
                 Fate::Durable => self.durability.durable_ops += 1,
                 Fate::MayBeLost => {
@@ -1428,7 +1429,8 @@ impl World {
             let expect = match t.outcome {
                 TransferOutcome::Failed => Expect::Absent,
                 TransferOutcome::Acknowledged(at) => {
-                    match durability::fate(&self.cluster_crashes, &self.gci_clock, at) {
+                    match durability::fate(&self.cluster_crashes, &self.gci_clock, t.invoke_ns, at)
+                    {
                         Fate::NoCrashAfter => Expect::Present,
                         Fate::Durable => {
                             self.durability.durable_ops += 1;

@@ -143,7 +143,10 @@ fn the_seeds_that_found_restart_bugs_pass() {
 /// decision must carry the transaction's GCI (TC_FAIL_ANSWER from a node that committed, then
 /// TC_FAIL_DECISION), and no GCI may be saved while a transaction of it is still being taken
 /// over, which needs every survivor to confirm to the master that it handled the failure
-/// (NDB's NF_COMPLETEREP) before GCP_SAVEREQ.
+/// (NDB's NF_COMPLETEREP) before GCP_SAVEREQ. 0x36f14 (`--faults crash,slow,buggify,
+/// crash-all,disk`) is 0x4a980 again; in 0x4aace (every fault kind) no take-over is needed: the
+/// crashed coordinator's last LQH_COMMITREQ (GCI 1.2, still in flight when it died) reaches
+/// node 4 after node 4 saved GCI 1.2, while node 2 had committed its part before.
 #[test]
 #[ignore = "not fixed: a failed coordinator's transaction is committed by the survivors in the current epoch, and possibly after its own GCI was saved, so a system restart restores it in part"]
 fn a_transaction_taken_over_from_a_failed_coordinator_is_restored_whole() {
@@ -170,10 +173,15 @@ fn a_transaction_taken_over_from_a_failed_coordinator_is_restored_whole() {
         ],
         ..Options::default()
     };
-    let failures: Vec<String> = [(0x31e8b, &some), (0x4a980, &every)]
-        .iter()
-        .filter_map(|&(seed, options)| run_seed(seed, options).err())
-        .map(|failure| failure.to_string())
-        .collect();
+    let failures: Vec<String> = [
+        (0x31e8b, &some),
+        (0x36f14, &some),
+        (0x4a980, &every),
+        (0x4aace, &every),
+    ]
+    .iter()
+    .filter_map(|&(seed, options)| run_seed(seed, options).err())
+    .map(|failure| failure.to_string())
+    .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
