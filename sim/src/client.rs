@@ -1137,7 +1137,9 @@ impl Client {
                 self.node, self.scan
             ));
         }
+        let mut unsent = false;
         if let Some(scan) = self.scan.take() {
+            unsent = scan.nodes.is_empty();
             let reached = scan.nodes.len().min(scan.at + 1);
             for &node in &scan.nodes[..reached] {
                 self.send_end(ctx, node, scan.trans_request_id, ExecType::Rollback);
@@ -1147,7 +1149,11 @@ impl Client {
         if self.phase == Phase::FinalAudit {
             return self.final_retry(ctx, "the final full read of the bank (a scan)", ended);
         }
-        let think = self.rng.between(0, self.think_ns_max);
+        let mut think = self.rng.between(0, self.think_ns_max);
+        if unsent || matches!(ended, Ended::Refused(4009)) {
+            // As in `end_request`: the cluster is restarting, or no link is up.
+            think = think.max(RETRY_NS);
+        }
         self.resume_after(ctx, think);
     }
 
@@ -1559,7 +1565,12 @@ impl Client {
             // As the API's drop does: roll back, nobody waits for the answer.
             self.send_rollback(ctx, request.to, request.request_id, false);
         }
-        let think = self.rng.between(0, self.think_ns_max);
+        let mut think = self.rng.between(0, self.think_ns_max);
+        if matches!(ended, Ended::Refused(4009)) || request.to.0 == 0 {
+            // The cluster is restarting (4009), or no replica's link is up: the next try
+            // waits, as an application would, instead of filling the history with failures.
+            think = think.max(RETRY_NS);
+        }
         match request.kind {
             Kind::RegReq => self.registration_ended(ctx, &ended),
             Kind::CreateTable {

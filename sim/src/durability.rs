@@ -20,6 +20,10 @@
 //! global checkpoint longer than needed, so it checks fewer transactions. The bound here
 //! needs no margin because the clock includes every kernel, the TC among them, at every step.
 //!
+//! An operation sent before a crash and answered after it (a node that answered, then crashed
+//! alone, its answer held up on a slow link) may have taken effect before the crash, so it is
+//! treated as not durable, whatever the clock says.
+//!
 //! Operations that completed before a crash and are not durable by it change their outcome:
 //! a write (register write, set insert or delete, transfer) becomes unknown (it may be restored
 //! or not), and a read constrains nothing (what it saw may be gone). Every durable operation
@@ -99,8 +103,17 @@ pub enum Fate {
     MayBeLost,
 }
 
-/// The fate of an operation completed at `complete_ns`.
-pub fn fate(crashes: &[ClusterCrash], clock: &GciClock, complete_ns: u64) -> Fate {
+/// The fate of an operation invoked at `invoke_ns` and answered at `complete_ns`. One whose
+/// answer came after a cluster crash it was sent before may have taken effect before the
+/// crash (a data node that answered, then crashed alone, its answer still on a slow link):
+/// it may have been lost.
+pub fn fate(crashes: &[ClusterCrash], clock: &GciClock, invoke_ns: u64, complete_ns: u64) -> Fate {
+    if crashes
+        .iter()
+        .any(|c| c.at_ns >= invoke_ns && c.at_ns < complete_ns)
+    {
+        return Fate::MayBeLost;
+    }
     match crashes.iter().find(|c| c.at_ns >= complete_ns) {
         None => Fate::NoCrashAfter,
         Some(crash) if clock.at(complete_ns) <= crash.restart_gci => Fate::Durable,
@@ -133,9 +146,11 @@ mod tests {
             lagging: Vec::new(),
         };
         let crashes = [crash];
-        assert_eq!(fate(&crashes, &clock, 15), Fate::Durable);
-        assert_eq!(fate(&crashes, &clock, 25), Fate::MayBeLost);
-        assert_eq!(fate(&crashes, &clock, 38), Fate::MayBeLost);
-        assert_eq!(fate(&crashes, &clock, 60), Fate::NoCrashAfter);
+        assert_eq!(fate(&crashes, &clock, 12, 15), Fate::Durable);
+        assert_eq!(fate(&crashes, &clock, 12, 25), Fate::MayBeLost);
+        assert_eq!(fate(&crashes, &clock, 12, 38), Fate::MayBeLost);
+        assert_eq!(fate(&crashes, &clock, 55, 60), Fate::NoCrashAfter);
+        // Sent before the crash, answered after it.
+        assert_eq!(fate(&crashes, &clock, 37, 60), Fate::MayBeLost);
     }
 }

@@ -337,13 +337,20 @@ impl Net {
         Some(direction.last_ns)
     }
 
-    /// Brings a dropped connection back (a client reconnecting).
+    /// Brings a dropped connection back (a client reconnecting, restarted data nodes). What
+    /// a crashed end sent before is no longer drained: a frame of its last life still
+    /// waiting (for a paused receiver) must not reach its peer's new one.
     pub fn reconnect(&mut self, a: NodeId, b: NodeId) {
         if let Some(c) = self.connections.get_mut(&pair(a, b)) {
             if !c.up {
                 c.generation += 1;
             }
             c.up = true;
+        }
+        for direction in [(a, b), (b, a)] {
+            if let Some(d) = self.directions.get_mut(&direction) {
+                d.draining = None;
+            }
         }
     }
 

@@ -1056,8 +1056,18 @@ impl World {
                 }
                 let api = self.clients[client].node;
                 if self.is_alive(api) && self.kernels.contains_key(&node) {
+                    let was_down = !self.net.is_up(api, node);
                     self.net.reconnect(api, node);
-                    self.client_step(api, |c, _| c.on_link_up(node));
+                    // A client may not have heard yet that the old link closed (news of a
+                    // crashed node waits behind what it sent on a slow link, and the
+                    // reconnection makes that news stale): it hears it now, first. (A link
+                    // that is up already, reconnected by an earlier restart, stays as it is.)
+                    self.client_step(api, |c, ctx| {
+                        if was_down {
+                            c.on_link_down(ctx, node);
+                        }
+                        c.on_link_up(node);
+                    });
                 }
             }
             Planned::ClusterCrash | Planned::ClusterRestart => {}
@@ -1385,7 +1395,8 @@ impl World {
             if !matches!(record.outcome, Outcome::Ok(_) | Outcome::Refused(_)) {
                 continue;
             }
-            match durability::fate(&self.cluster_crashes, &self.gci_clock, record.complete_ns) {
+            let (invoke, complete) = (record.invoke_ns, record.complete_ns);
+            match durability::fate(&self.cluster_crashes, &self.gci_clock, invoke, complete) {
                 Fate::NoCrashAfter => {}
                 Fate::Durable => self.durability.durable_ops += 1,
                 Fate::MayBeLost => {
@@ -1418,7 +1429,8 @@ impl World {
             let expect = match t.outcome {
                 TransferOutcome::Failed => Expect::Absent,
                 TransferOutcome::Acknowledged(at) => {
-                    match durability::fate(&self.cluster_crashes, &self.gci_clock, at) {
+                    match durability::fate(&self.cluster_crashes, &self.gci_clock, t.invoke_ns, at)
+                    {
                         Fate::NoCrashAfter => Expect::Present,
                         Fate::Durable => {
                             self.durability.durable_ops += 1;
