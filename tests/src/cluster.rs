@@ -6,6 +6,7 @@ use std::fs;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
+use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use rndb_api::ConnectOptions;
@@ -233,6 +234,16 @@ impl TestCluster {
         crate::spec::data_dir(self.dir.path(), id).join(format!("ndb_{id}_fs"))
     }
 
+    /// Waits until data node `id`'s sysfile names `count` more global checkpoints than now:
+    /// everything committed before the call is then saved on disk.
+    pub fn wait_for_saved_checkpoints(&self, id: NodeId, count: u32) -> Result<()> {
+        let fs = self.file_system(id);
+        let before = restorable_gci(&fs);
+        crate::wait_until("global checkpoints saved", Duration::from_secs(30), || {
+            Ok((restorable_gci(&fs) >= before + count).then_some(()))
+        })
+    }
+
     /// Waits until every running data node serves, failing at once when one exits.
     fn wait_serving(&mut self) -> Result<()> {
         let running: Vec<NodeId> = self
@@ -263,6 +274,18 @@ impl TestCluster {
         }
         out
     }
+}
+
+/// The newest restorable GCI (its checkpoint word) that the first sysfile copy in the node file
+/// system `fs` names: 0 before the first save, or while the copy cannot be read.
+pub fn restorable_gci(fs: &Path) -> u32 {
+    use rndb_ndbd::ndbfs::format::{FileHeader, Sysfile, SYSFILE_MAGIC};
+    let Ok(bytes) = fs::read(fs.join("D1/DBDIH/P0.sysfile")) else {
+        return 0;
+    };
+    FileHeader::decode(&bytes, SYSFILE_MAGIC)
+        .and_then(|header| Sysfile::from_file(&bytes, header.node))
+        .map_or(0, |sysfile| sysfile.restorable_gci)
 }
 
 impl Drop for TestCluster {

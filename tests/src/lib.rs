@@ -33,7 +33,7 @@ use anyhow::{bail, Result};
 
 pub use binaries::{binary_path, ndbd_path, testread_perf_path};
 pub use child::ChildTest;
-pub use cluster::{TestCluster, START_TIMEOUT, STOP_GRACE};
+pub use cluster::{restorable_gci, TestCluster, START_TIMEOUT, STOP_GRACE};
 pub use hosts::{Hosts, HOSTS_MAX};
 pub use spec::{
     data_dir, ClusterSpec, WrittenConfig, API_NODE_ID_FIRST, API_SLOT_COUNT_MAX,

@@ -22,7 +22,7 @@ use rndb_api::{
 };
 use rndb_config::NodeId;
 use rndb_tests::ops::{insert_committed, read_committed, recreate_table};
-use rndb_tests::{wait_until, ClusterSpec, TestCluster};
+use rndb_tests::{restorable_gci, wait_until, ClusterSpec, TestCluster};
 
 const ACCOUNTS: u32 = 10;
 const START_BALANCE: i64 = 1000;
@@ -100,18 +100,6 @@ fn transfer(api: &Cluster, accounts: &Table, ledger: &Table, n: u32) -> bool {
     run().is_ok()
 }
 
-/// The restorable GCI node `id`'s sysfile names (0 before the first save).
-fn restorable_gci(fs: &Path) -> u32 {
-    std::fs::read(fs.join("D1/DBDIH/P0.sysfile"))
-        .ok()
-        .and_then(|bytes| {
-            bytes
-                .get(49..53)
-                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        })
-        .unwrap_or(0)
-}
-
 #[test]
 fn every_node_killed_with_sigkill_restarts_with_every_transfer_saved_before() {
     let mut cluster = TestCluster::start(spec()).expect("start the cluster");
@@ -129,14 +117,9 @@ fn every_node_killed_with_sigkill_restarts_with_every_transfer_saved_before() {
         }
     }
     assert!(acknowledged.len() > 150, "most transfers commit");
-    let fs = cluster.file_system(NodeId(1));
-    let saved_then = restorable_gci(&fs);
-    wait_until(
-        "two global checkpoints saved",
-        Duration::from_secs(30),
-        || Ok((restorable_gci(&fs) >= saved_then + 2).then_some(())),
-    )
-    .expect("two global checkpoints are saved");
+    cluster
+        .wait_for_saved_checkpoints(NodeId(1), 2)
+        .expect("two global checkpoints are saved");
     // Phase 2: more transfers, cut short by the kill.
     let deadline = Instant::now() + Duration::from_millis(300);
     let mut n = 1000;
@@ -244,14 +227,10 @@ fn local_checkpoints_keep_a_small_redo_log_from_filling() {
             .expect("the writes commit");
         }
     }
+    cluster
+        .wait_for_saved_checkpoints(NodeId(1), 2)
+        .expect("two global checkpoints are saved");
     let fs = cluster.file_system(NodeId(1));
-    let saved_then = restorable_gci(&fs);
-    wait_until(
-        "two global checkpoints saved",
-        Duration::from_secs(30),
-        || Ok((restorable_gci(&fs) >= saved_then + 2).then_some(())),
-    )
-    .expect("two global checkpoints are saved");
     for part in 0..4 {
         let dir = fs.join(format!("D{}/DBLQH", 8 + part));
         let files = std::fs::read_dir(&dir)

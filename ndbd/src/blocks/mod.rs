@@ -227,7 +227,7 @@ impl Kernel {
             gcp: dih::gcp::Gcp::new(&node.durability, 0),
             fs: fs::FsQueue::default(),
             dict_log: dict::log::DictLog::default(),
-            lcps: lqh::lcp::Lcps::new(node.durability.time_between_local_checkpoints, 0, 0, None),
+            lcps: lqh::lcp::Lcps::new(node.durability.time_between_local_checkpoints, 0, 0),
             restart: None,
             fatal: None,
         }
@@ -446,11 +446,7 @@ impl Kernel {
                         }
                     }
                     gsn::CNTR_WAITREP => self.exec_cntr_waitrep(from, gci, out),
-                    gsn::CNTR_START_REP => {
-                        if let Err(why) = self.exec_cntr_start_rep(gci, now, out) {
-                            self.fatal.get_or_insert(why);
-                        }
-                    }
+                    gsn::CNTR_START_REP => self.exec_cntr_start_rep(gci),
                     _ => self.exec_gcp_signal(from, signal, gci, out, now),
                 },
                 Signal::Timer => {

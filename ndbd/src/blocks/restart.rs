@@ -570,7 +570,6 @@ impl Kernel {
             self.durability.time_between_local_checkpoints,
             oldest,
             newest,
-            lcp.map(|ctl| ctl.lcp_id),
         );
         self.lqh
             .rebuild_ordered_indexes(&self.dict)
@@ -802,31 +801,18 @@ impl Kernel {
     }
 
     /// CNTR_START_REP: every node restored; this one serves.
-    pub(crate) fn exec_cntr_start_rep(
-        &mut self,
-        gci: u64,
-        now: Instant,
-        out: &mut dyn Outbox,
-    ) -> Result<(), String> {
-        match self.restart.as_ref() {
-            Some(restart) if restart.restored.is_some() => self.finish_start(gci as u32, now, out),
-            _ => Ok(()),
+    pub(crate) fn exec_cntr_start_rep(&mut self, gci: u64) {
+        if self.restart.as_ref().is_some_and(|r| r.restored.is_some()) {
+            self.finish_start(gci as u32);
         }
     }
 
     /// The node's restore is done: it serves from the next global checkpoint on.
-    pub(crate) fn finish_start(
-        &mut self,
-        gci: u32,
-        now: Instant,
-        out: &mut dyn Outbox,
-    ) -> Result<(), String> {
-        let _ = (now, out);
+    pub(crate) fn finish_start(&mut self, gci: u32) {
         self.gcp = Gcp::new(&self.durability, gci);
         self.restart = None;
         self.qmgr.set_started();
         tracing::info!(gci, "data node started at GCI {gci}");
-        Ok(())
     }
 }
 

@@ -115,8 +115,6 @@ pub(crate) struct Lcps {
     running: Option<Running>,
     /// Complete checkpoints waiting for their `max_gci` to be restorable, oldest first.
     waiting: Vec<LcpCtl>,
-    /// The checkpoint a restart would use now.
-    pub restorable: Option<u32>,
     /// Checkpoints up to this id are removed from disk.
     removed_through: u32,
     /// The chain the next checkpoint may extend: its full checkpoint's id and bytes, and the
@@ -156,11 +154,10 @@ struct Running {
 impl Lcps {
     /// Checkpoints after `last_id` (the newest one a restart found; `oldest` the oldest on
     /// disk), started every 4 × 2^`time_between` bytes of redo.
-    pub fn new(time_between: u32, oldest: u32, last_id: u32, restorable: Option<u32>) -> Lcps {
+    pub fn new(time_between: u32, oldest: u32, last_id: u32) -> Lcps {
         Lcps {
             last_id,
             trigger_bytes: 4u64 << time_between.min(31),
-            restorable,
             removed_through: oldest.saturating_sub(1),
             ..Lcps::default()
         }
@@ -430,7 +427,6 @@ impl Kernel {
         if let Some(redo) = self.lqh.redo.as_mut() {
             redo.release_before(&ctl.starts);
         }
-        self.lcps.restorable = Some(ctl.lcp_id);
         // Every checkpoint before its chain goes (complete, superseded, or left incomplete by
         // a crash).
         for id in self.lcps.removed_through + 1..ctl.base_id {
