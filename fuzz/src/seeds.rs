@@ -183,6 +183,7 @@ fn signal_payloads() -> Vec<Seed> {
         TcFailAnswer {
             trans: TransId(0x3_0000_0001),
             outcome: TransOutcome::Committed,
+            gci: 5 << 32 | 1,
         }
         .encode(o)
     });
@@ -295,7 +296,11 @@ fn signal_payloads() -> Vec<Seed> {
         .encode(o)
     });
     put(28, &|o| {
-        rndb_protocol::dih::GcpSignal { gci: 5 << 32 | 3 }.encode(o)
+        rndb_protocol::dih::GcpSignal {
+            gci: 5 << 32 | 3,
+            failed: [1 << 2, 0, 0, 0],
+        }
+        .encode(o)
     });
     put(29, &|o| {
         TcExecuteConf {

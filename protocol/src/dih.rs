@@ -5,22 +5,33 @@ use crate::codec::{DecodeError, Reader, Writer};
 
 /// Every GCP_* and COPY_GCI* signal, and CNTR_START_REQ/CONF: one GCI. (A GCP_NODEFINISH names
 /// the epoch whose commits have ended; a GCP_SAVEREQ and a COPY_GCIREQ, or a CNTR_START_*, a
-/// global checkpoint in the high word.)
+/// global checkpoint in the high word.) And the data nodes the sender has declared failed: a
+/// node saves a GCI (GCP_SAVEREQ) only once it has handled those failures too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GcpSignal {
     pub gci: u64,
+    /// Node ids as a bitmap: node n is bit n % 64 of word n / 64.
+    pub failed: [u64; 4],
 }
 
 impl GcpSignal {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        Writer::new(out).u64(self.gci);
+        let mut w = Writer::new(out);
+        w.u64(self.gci);
+        for word in self.failed {
+            w.u64(word);
+        }
     }
 
     pub fn decode(buf: &[u8]) -> Result<GcpSignal, DecodeError> {
         let mut r = Reader::new(buf, "global checkpoint signal");
-        let v = GcpSignal { gci: r.u64()? };
+        let gci = r.u64()?;
+        let mut failed = [0; 4];
+        for word in &mut failed {
+            *word = r.u64()?;
+        }
         r.finish()?;
-        Ok(v)
+        Ok(GcpSignal { gci, failed })
     }
 }
 
@@ -31,9 +42,13 @@ mod tests {
     #[test]
     fn a_gcp_signal_round_trips_and_refuses_other_lengths() {
         let mut b = Vec::new();
-        GcpSignal { gci: 7 << 32 | 3 }.encode(&mut b);
-        assert_eq!(GcpSignal::decode(&b).unwrap().gci, 7 << 32 | 3);
-        assert!(GcpSignal::decode(&b[..7]).is_err());
+        let signal = GcpSignal {
+            gci: 7 << 32 | 3,
+            failed: [1 << 3, 0, 0, 1 << 63],
+        };
+        signal.encode(&mut b);
+        assert_eq!(GcpSignal::decode(&b).unwrap(), signal);
+        assert!(GcpSignal::decode(&b[..39]).is_err());
         b.push(0);
         assert!(GcpSignal::decode(&b).is_err());
     }

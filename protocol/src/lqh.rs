@@ -122,11 +122,17 @@ pub enum TransOutcome {
 pub struct TcFailAnswer {
     pub trans: TransId,
     pub outcome: TransOutcome,
+    /// When committed: the epoch its coordinator gave the commit, which every survivor commits
+    /// it in (0 otherwise).
+    pub gci: u64,
 }
 
 impl TcFailAnswer {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        Writer::new(out).u64(self.trans.0).u8(self.outcome as u8);
+        Writer::new(out)
+            .u64(self.trans.0)
+            .u8(self.outcome as u8)
+            .u64(self.gci);
     }
 
     pub fn decode(buf: &[u8]) -> Result<TcFailAnswer, DecodeError> {
@@ -138,8 +144,13 @@ impl TcFailAnswer {
             2 => TransOutcome::Aborted,
             other => return Err(r.error(format!("unknown outcome {other}"))),
         };
+        let gci = r.u64()?;
         r.finish()?;
-        Ok(TcFailAnswer { trans, outcome })
+        Ok(TcFailAnswer {
+            trans,
+            outcome,
+            gci,
+        })
     }
 }
 

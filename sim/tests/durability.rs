@@ -129,26 +129,19 @@ fn the_seeds_that_found_restart_bugs_pass() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// NOT FIXED (the kernel's take-over of a failed coordinator's transactions and its global
-/// checkpoints do not wait for each other): seed 0x31e8b with `--faults
-/// crash,slow,buggify,crash-all,disk` (found by `scripts/sim --seeds 30000 --start 200000
-/// --once` with those faults). Transfer 7 of client 52 (account 3 to account 0), TC on node 3;
-/// node 3 sends the backup rows' LQH_COMMITREQ (GCI 1.3) to node 4 and crashes. Node 1, the
-/// master, completes the round of GCI 2 (GCP_SAVEREQ of 1.3 reaches nodes 1 and 4) before the
-/// survivors decide the transfer (TC_FAIL_DECISION: commit): node 1 commits its row in the
-/// current epoch, 2.0, after its GCI_COMPLETED of 1, while node 4 logged GCI 1.3. The cluster
-/// crash restarts at GCI 1: node 4's debit is restored, node 1's credit is not, and the total
-/// is 171 short. 0x4a980 with every fault kind is the same with the decision before the save:
-/// node 4 commits in epoch 2.0 though node 1 had 1.0 from the TC. Two fixes are needed: the
-/// decision must carry the transaction's GCI (TC_FAIL_ANSWER from a node that committed, then
-/// TC_FAIL_DECISION), and no GCI may be saved while a transaction of it is still being taken
-/// over, which needs every survivor to confirm to the master that it handled the failure
-/// (NDB's NF_COMPLETEREP) before GCP_SAVEREQ. 0x36f14 (`--faults crash,slow,buggify,
-/// crash-all,disk`) is 0x4a980 again; in 0x4aace (every fault kind) no take-over is needed: the
-/// crashed coordinator's last LQH_COMMITREQ (GCI 1.2, still in flight when it died) reaches
-/// node 4 after node 4 saved GCI 1.2, while node 2 had committed its part before.
+/// A failed coordinator's transaction, decided by the master, is restored whole after a
+/// cluster crash. Seed 0x31e8b with `--faults crash,slow,buggify,crash-all,disk` (found by
+/// `scripts/sim --seeds 30000 --start 200000 --once` with those faults): transfer 7 of client
+/// 52, TC on node 3; node 3 sends the backup rows' LQH_COMMITREQ (GCI 1.3) to node 4 and
+/// crashes. Node 1, the master, completed the round of GCI 2 before the survivors decided the
+/// transfer, and committed its row in the current epoch, 2.0, while node 4 had logged 1.3: the
+/// restart at GCI 1 restored the debit and not the credit. 0x4a980 (every fault kind) and
+/// 0x36f14 were the same with the decision before the save. In 0x4aace (every fault kind) the
+/// crashed coordinator's last LQH_COMMITREQ (GCI 1.2) reached node 4 after node 4 had saved
+/// 1.2, while node 2 had committed its part before. Fixed by the decision carrying the
+/// transaction's GCI (TC_FAIL_ANSWER, TC_FAIL_DECISION) and by a node saving a GCI only with no
+/// orphan and every failure the master handled handled (`dih/gcp.rs`).
 #[test]
-#[ignore = "not fixed: a failed coordinator's transaction is committed by the survivors in the current epoch, and possibly after its own GCI was saved, so a system restart restores it in part"]
 fn a_transaction_taken_over_from_a_failed_coordinator_is_restored_whole() {
     let some = Options {
         faults: vec![

@@ -43,6 +43,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use rndb_config::{ClusterConfig, DataNodeConfig, NodeId};
+use rndb_protocol::dih::GcpSignal;
 use rndb_protocol::lqh::{self as lqh_signals, gsn as dgsn, LqhKeyConf, LqhKeyRef, TransSignal};
 use rndb_protocol::scan::{ScanNextReq, ScanTabReq};
 use rndb_protocol::signals::{self, block, gsn, IndexName, Refusal, TcExecuteReq, TcKeyReqView};
@@ -52,6 +53,7 @@ use rndb_transporter::FrameHeader;
 use acc::TransId;
 use lqh::commit::End;
 use lqh::{CommitRows, LqhKeyConfRef, LqhKeyReq, ScanKey};
+use node_set::NodeSet;
 
 /// How many jobs run between two [`Outbox::flush_early`] calls.
 const FLUSH_EARLY_EVERY_JOBS: usize = 4;
@@ -306,7 +308,10 @@ impl Kernel {
                 self.exec_schema_answer(from, header, payload, out, now)?
             }
             gsn::GCP_PREPARE..=gsn::CNTR_START_REP if self.qmgr.is_data_node(from) => {
-                let gci = rndb_protocol::dih::GcpSignal::decode(payload)?.gci;
+                let GcpSignal { gci, failed } = GcpSignal::decode(payload)?;
+                if header.signal == gsn::GCP_SAVEREQ {
+                    self.gcp.master_failed = NodeSet::from_words(failed);
+                }
                 self.jobs.push_back(Signal::Gcp {
                     signal: header.signal,
                     from,
@@ -376,7 +381,7 @@ impl Kernel {
                 self.exec_tc_fail_query(from, lqh_signals::TcFailQuery::decode(payload)?, out)
             }
             dgsn::TC_FAIL_ANSWER => {
-                self.exec_tc_fail_answer(from, lqh_signals::TcFailAnswer::decode(payload)?, out)
+                self.exec_tc_fail_answer(from, lqh_signals::TcFailAnswer::decode(payload)?, out)?
             }
             dgsn::TC_FAIL_REPORT => {
                 self.exec_tc_fail_report(from, lqh_signals::TcFailQuery::decode(payload)?, out)

@@ -82,6 +82,16 @@ impl NodeSet {
         self.difference(other).is_empty()
     }
 
+    /// The bitmap as it crosses the wire (`rndb_protocol::dih::GcpSignal::failed`): node n is
+    /// bit n % 64 of word n / 64.
+    pub const fn words(&self) -> [u64; WORDS] {
+        self.words
+    }
+
+    pub const fn from_words(words: [u64; WORDS]) -> NodeSet {
+        NodeSet { words }
+    }
+
     /// The nodes, in ascending order.
     pub fn iter(&self) -> Iter {
         Iter {
@@ -171,6 +181,7 @@ mod tests {
             prop_assert_eq!(set.intersection(&evens).iter().map(|n| n.0).collect::<Vec<_>>(), both);
             prop_assert!(set.intersection(&evens).is_subset(&set));
             prop_assert!(set.difference(&evens).iter().all(|n| n.0 % 2 == 1));
+            prop_assert_eq!(NodeSet::from_words(set.words()), set);
         }
     }
 }

@@ -13,6 +13,7 @@ use rndb_protocol::signals::{self, gsn};
 use rndb_protocol::NdbError;
 use rndb_transporter::FrameHeader;
 
+use super::node_set::NodeSet;
 use super::tc::{self, ApiAnswer};
 use super::{reply, Kernel, Outbox};
 
@@ -97,6 +98,11 @@ impl Qmgr {
     pub fn peers_up(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.up.iter().copied()
     }
+
+    /// The data nodes this node has declared failed.
+    pub fn failed(&self) -> NodeSet {
+        self.failed.iter().copied().collect()
+    }
 }
 
 impl Kernel {
@@ -153,6 +159,7 @@ impl Kernel {
         self.dih_node_failrep(node, out, now);
         tracing::error!(node = %node, "data node failed: its partitions' backups take over, transactions touching it abort");
         self.lqh_node_failrep(node, out);
+        self.gcp_try_save(out);
         self.tc_node_failrep(node);
         self.dict_node_failrep(node, out, now);
     }

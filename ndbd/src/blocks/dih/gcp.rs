@@ -17,6 +17,14 @@
 //! anywhere while the nodes switch, so a transaction that saw another's change never gets an
 //! older GCI than it. After GCP_SAVECONF from every node, every change of the old checkpoint
 //! is on every node's disk; after COPY_GCI a system restart comes back at least there.
+//!
+//! A coordinator that fails does not send GCP_NODEFINISH: its transactions of the epoch may be
+//! committed on some survivors and not yet on others, until the master decides them (see
+//! `lqh/foreign.rs`), in the epoch the coordinator gave them. So a node writes a GCI_COMPLETED
+//! only when it holds no such orphan, and has itself handled every failure the master had
+//! handled when it sent GCP_SAVEREQ (the signal names them): an orphan it has not found yet
+//! would otherwise commit behind the record, and a system restart would restore the
+//! transaction on some nodes only (NDB waits for the take-over, NF_COMPLETEREP, likewise).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -53,6 +61,11 @@ pub(crate) struct Gcp {
     running: BTreeMap<u64, u32>,
     /// An epoch that ended here, whose commits must end before the master hears of it.
     finishing: Option<(u64, NodeId)>,
+    /// A save the master asked for that waits for this node's orphans to be decided, or for
+    /// failures the master handled to be handled here.
+    save_waiting: Option<SaveWaiting>,
+    /// The failed nodes the latest GCP_SAVEREQ named.
+    pub master_failed: NodeSet,
     /// A save in progress: the GCI, the master to confirm to, syncs still to complete.
     saving: Option<(u64, NodeId, usize)>,
     /// A sysfile write in progress: the GCI, the master, copies still to complete.
@@ -67,6 +80,14 @@ pub(crate) struct Gcp {
     save_wanted: bool,
     /// This node asked for a save and has not seen one since.
     pub asked_save: bool,
+}
+
+#[derive(Debug)]
+struct SaveWaiting {
+    gci: u64,
+    master: NodeId,
+    /// The nodes the master had declared failed when it asked.
+    failed: NodeSet,
 }
 
 #[derive(Debug)]
@@ -95,6 +116,8 @@ impl Gcp {
             held: Vec::new(),
             running: BTreeMap::new(),
             finishing: None,
+            save_waiting: None,
+            master_failed: NodeSet::new(),
             saving: None,
             copying: None,
             restorable,
@@ -134,8 +157,10 @@ impl Kernel {
             });
         } else if self.qmgr.is_up(to) {
             let header = data_node_header(signal, block::DBDIH, block::DBDIH);
-            self.unsent
-                .send(out, to, header, &mut |b| GcpSignal { gci }.encode(b));
+            let failed = self.qmgr.failed().words();
+            self.unsent.send(out, to, header, &mut |b| {
+                GcpSignal { gci, failed }.encode(b)
+            });
         }
     }
 
@@ -201,7 +226,13 @@ impl Kernel {
             }
             gsn::GCP_SAVEREQ => {
                 self.gcp.asked_save = false;
-                self.gcp_save(from, gci, out)
+                let failed = std::mem::take(&mut self.gcp.master_failed);
+                self.gcp.save_waiting = Some(SaveWaiting {
+                    gci,
+                    master: from,
+                    failed,
+                });
+                self.gcp_try_save(out)
             }
             gsn::GCP_SAVE_WANTED => {
                 self.gcp.save_wanted = true;
@@ -236,6 +267,21 @@ impl Kernel {
         }
         self.gcp.finishing = None;
         self.send_gcp(master, gsn::GCP_NODEFINISH, old, out);
+    }
+
+    /// The save the master asked for, once nothing here may still commit in its GCI: no orphan
+    /// waits for the master's decision, and every node the master had declared failed is
+    /// failed here too (its orphans found).
+    pub(crate) fn gcp_try_save(&mut self, out: &mut dyn Outbox) {
+        let Some(waiting) = &self.gcp.save_waiting else {
+            return;
+        };
+        if !self.foreign.orphans.is_empty() || waiting.failed.iter().any(|n| self.qmgr.is_up(n)) {
+            tracing::debug!(gci = waiting.gci, orphans = self.foreign.orphans.len(), failed = ?waiting.failed, "global checkpoint save waits for failed coordinators' transactions");
+            return;
+        }
+        let SaveWaiting { gci, master, .. } = self.gcp.save_waiting.take().expect("checked above");
+        self.gcp_save(master, gci, out);
     }
 
     /// GCP_SAVEREQ: every redo part gets its GCI_COMPLETED, and what is buffered is written
@@ -391,6 +437,15 @@ impl Kernel {
         }
         if self.gcp.finishing.is_some_and(|(_, master)| master == node) {
             self.gcp.finishing = None;
+        }
+        if self
+            .gcp
+            .save_waiting
+            .as_ref()
+            .is_some_and(|w| w.master == node)
+        {
+            // Nobody to confirm to: the next master saves again.
+            self.gcp.save_waiting = None;
         }
         if self.gcp.prepared && self.gcp.prepared_by == node {
             // Commits must not wait for a GCP_COMMIT that will never come. The next master's

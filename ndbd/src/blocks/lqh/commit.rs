@@ -105,17 +105,19 @@ impl Kernel {
             let frame = data_node_header(lgsn::TC_FAIL_QUERY, block::DBLQH, block::DBLQH);
             self.unsent.send(out, peer, frame, &mut |b| query.encode(b));
         }
+        let (outcome, gci) = self.foreign.outcome(trans);
         let resolution = Resolution {
             tc_node,
             awaiting,
-            committed: self.foreign.outcome(trans) == lqh::TransOutcome::Committed,
+            committed: (outcome == lqh::TransOutcome::Committed).then_some(gci),
         };
         self.foreign.resolving.insert(trans, resolution);
         self.resolve_if_answered(trans, out);
     }
 
     /// As master: once every survivor has said how the transaction stands, decides it (commit
-    /// if any committed it, else abort), applies the decision here and tells every survivor.
+    /// if any committed it, in the epoch its coordinator gave it, else abort), applies the
+    /// decision here and tells every survivor.
     pub(crate) fn resolve_if_answered(&mut self, trans: TransId, out: &mut dyn Outbox) {
         let Some(resolution) = self.foreign.resolving.get(&trans) else {
             return;
@@ -125,14 +127,15 @@ impl Kernel {
         }
         let (tc_node, committed) = (resolution.tc_node, resolution.committed);
         self.foreign.resolving.remove(&trans);
-        tracing::info!(trans = %trans, node = %tc_node, committed, "decided a transaction whose coordinator failed, for every survivor");
+        tracing::info!(trans = %trans, node = %tc_node, ?committed, "decided a transaction whose coordinator failed, for every survivor");
         let decision = lqh::TcFailAnswer {
             trans,
-            outcome: if committed {
+            outcome: if committed.is_some() {
                 lqh::TransOutcome::Committed
             } else {
                 lqh::TransOutcome::Aborted
             },
+            gci: committed.unwrap_or(0),
         };
         let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
         for peer in peers {
@@ -143,15 +146,27 @@ impl Kernel {
         self.apply_tc_fail_decision(trans, committed, out);
     }
 
-    /// Ends an orphan as the master decided (nothing, if it is not one here).
-    fn apply_tc_fail_decision(&mut self, trans: TransId, committed: bool, out: &mut dyn Outbox) {
+    /// Ends an orphan as the master decided: committed in epoch `committed`, or aborted
+    /// (nothing, if it is not one here). A save of a global checkpoint that waited for this
+    /// node's orphans may go on.
+    fn apply_tc_fail_decision(
+        &mut self,
+        trans: TransId,
+        committed: Option<u64>,
+        out: &mut dyn Outbox,
+    ) {
         if let Some(orphan) = self.foreign.orphans.remove(&trans) {
-            let end = if committed {
-                End::Commit(CommitRows::All)
-            } else {
-                End::Abort
+            let end = match committed {
+                Some(gci) => {
+                    // Every survivor commits it in the epoch the rows that already committed
+                    // have: a system restart restores all of it or none.
+                    self.foreign.gci.insert(trans, gci);
+                    End::Commit(CommitRows::All)
+                }
+                None => End::Abort,
             };
             self.lqh_finish(trans, orphan.tc_node, end, out);
+            self.gcp_try_save(out);
         }
     }
 
@@ -162,9 +177,11 @@ impl Kernel {
         trans: TransId,
         out: &mut dyn Outbox,
     ) {
+        let (outcome, gci) = self.foreign.outcome(trans);
         let answer = lqh::TcFailAnswer {
             trans,
-            outcome: self.foreign.outcome(trans),
+            outcome,
+            gci,
         };
         let frame = data_node_header(lgsn::TC_FAIL_ANSWER, block::DBLQH, block::DBLQH);
         self.unsent
@@ -184,9 +201,11 @@ impl Kernel {
         let remote_tc = tc_node != self.me;
         // First, so that none of its own queued work is granted.
         match end {
-            End::Commit(CommitRows::BackupOnly) if remote_tc => self.foreign.commit_started(trans),
-            End::Commit(_) if remote_tc => self.foreign.end(trans, true),
-            End::Abort if remote_tc => self.foreign.end(trans, false),
+            End::Commit(CommitRows::BackupOnly) if remote_tc => {
+                self.foreign.commit_started(trans, gci)
+            }
+            End::Commit(_) if remote_tc => self.foreign.end(trans, Some(gci)),
+            End::Abort if remote_tc => self.foreign.end(trans, None),
             _ => {}
         }
         let (tc, foreign) = (&self.tc, &self.foreign);
@@ -200,7 +219,7 @@ impl Kernel {
         {
             // Nothing of it is left here (its primary operation failed, say): it ended, and
             // its TC's second round finds nothing to commit.
-            self.foreign.end(trans, true);
+            self.foreign.end(trans, Some(gci));
         }
         let commit = end != End::Abort;
         if tc_node == self.me {
@@ -230,7 +249,7 @@ impl Kernel {
             "early commit of transaction {trans:#x} at a node that is the primary of one of its writes"
         );
         if tc_node != self.me {
-            self.foreign.end(trans, true);
+            self.foreign.end(trans, Some(gci));
         }
         let (tc, foreign) = (&self.tc, &self.foreign);
         let granted = self.lqh.commit(trans, gci, &|t| live(tc, foreign, t));
@@ -238,8 +257,9 @@ impl Kernel {
     }
 
     /// The epoch a commit of `trans` here belongs to: the one its TC gave it (this node's TC,
-    /// or another's in LQH_COMMITREQ or an early commit's LQHKEYREQ). A failed coordinator's
-    /// transaction that the master decided to commit has none here, and takes the current one.
+    /// or another's in LQH_COMMITREQ or an early commit's LQHKEYREQ, or the master's
+    /// TC_FAIL_DECISION for a failed coordinator's). The current one only for a commit that
+    /// came without one, which no TC sends.
     fn commit_gci(&self, trans: TransId, tc_node: NodeId) -> u64 {
         let given = if tc_node == self.me {
             self.tc.gci_of(trans)
@@ -318,12 +338,19 @@ impl Kernel {
         from: NodeId,
         answer: lqh::TcFailAnswer,
         out: &mut dyn Outbox,
-    ) {
+    ) -> Result<(), ProtocolViolation> {
+        let committed = committed_gci(&answer)?;
         if let Some(resolution) = self.foreign.resolving.get_mut(&answer.trans) {
             resolution.awaiting.retain(|&n| n != from);
-            resolution.committed |= answer.outcome == lqh::TransOutcome::Committed;
+            if let Some(gci) = committed {
+                if resolution.committed.is_some_and(|before| before != gci) {
+                    tracing::error!(trans = %answer.trans, node = %from, gci, before = ?resolution.committed, "survivors committed a transaction in different epochs");
+                }
+                resolution.committed = resolution.committed.max(Some(gci));
+            }
         }
         self.resolve_if_answered(answer.trans, out);
+        Ok(())
     }
 
     /// TC_FAIL_DECISION: the master decided a transaction of a failed coordinator.
@@ -332,18 +359,28 @@ impl Kernel {
         decision: lqh::TcFailAnswer,
         out: &mut dyn Outbox,
     ) -> Result<(), ProtocolViolation> {
-        let committed = match decision.outcome {
-            lqh::TransOutcome::Committed => true,
-            lqh::TransOutcome::Aborted => false,
-            lqh::TransOutcome::Open => {
-                return Err(ProtocolViolation(format!(
-                    "TC_FAIL_DECISION for transaction {} decides nothing",
-                    decision.trans
-                )))
-            }
-        };
+        if decision.outcome == lqh::TransOutcome::Open {
+            return Err(ProtocolViolation(format!(
+                "TC_FAIL_DECISION for transaction {} decides nothing",
+                decision.trans
+            )));
+        }
+        let committed = committed_gci(&decision)?;
         self.apply_tc_fail_decision(decision.trans, committed, out);
         Ok(())
+    }
+}
+
+/// The epoch a TC_FAIL_ANSWER or TC_FAIL_DECISION says the transaction committed in, if it
+/// says committed (which always names one).
+fn committed_gci(answer: &lqh::TcFailAnswer) -> Result<Option<u64>, ProtocolViolation> {
+    match (answer.outcome, answer.gci) {
+        (lqh::TransOutcome::Committed, 0) => Err(ProtocolViolation(format!(
+            "transaction {} is said to be committed in no epoch",
+            answer.trans
+        ))),
+        (lqh::TransOutcome::Committed, gci) => Ok(Some(gci)),
+        _ => Ok(None),
     }
 }
 

@@ -36,8 +36,8 @@ const ENDED_REMEMBERED: usize = 64 * 1024;
 pub(crate) struct Foreign {
     /// Transactions of other nodes' TCs that hold or wait for rows here.
     pub tc_of: HashMap<TransId, ForeignTrans>,
-    /// Foreign transactions that ended here, and whether they committed.
-    pub ended: HashMap<TransId, bool>,
+    /// Foreign transactions that ended here: committed in an epoch (`Some(gci)`) or aborted.
+    pub ended: HashMap<TransId, Option<u64>>,
     ended_order: VecDeque<TransId>,
     /// Transactions of failed coordinators held open here, waiting for the master's decision.
     pub orphans: BTreeMap<TransId, Orphan>,
@@ -89,8 +89,8 @@ pub(crate) struct Resolution {
     pub tc_node: NodeId,
     /// Survivors yet to answer.
     pub awaiting: Vec<NodeId>,
-    /// Some node committed it (this one, or one that answered).
-    pub committed: bool,
+    /// The epoch some node committed it in (this one, or one that answered), if any did.
+    pub committed: Option<u64>,
 }
 
 impl Foreign {
@@ -99,10 +99,11 @@ impl Foreign {
         self.tc_of.contains_key(&trans)
     }
 
-    /// Another node's transaction ended here (or was told to end before any of its work came):
-    /// its record goes, and it is remembered, with how it ended, so that late work of it is
-    /// refused and survivors of its coordinator's failure can ask.
-    pub fn end(&mut self, trans: TransId, committed: bool) {
+    /// Another node's transaction ended here (or was told to end before any of its work came),
+    /// committed in epoch `committed` or aborted (`None`): its record goes, and it is
+    /// remembered, with how it ended, so that late work of it is refused and survivors of its
+    /// coordinator's failure can ask.
+    pub fn end(&mut self, trans: TransId, committed: Option<u64>) {
         self.tc_of.remove(&trans);
         self.gci.remove(&trans);
         match self.ended.get(&trans) {
@@ -110,7 +111,8 @@ impl Foreign {
             // answers a master deciding it).
             Some(&before) => {
                 debug_assert_eq!(
-                    before, committed,
+                    before.is_some(),
+                    committed.is_some(),
                     "transaction {trans} ended twice, differently"
                 );
                 return;
@@ -127,26 +129,34 @@ impl Foreign {
         }
     }
 
-    /// Another node's transaction committed its backup rows here and still holds its primary
-    /// rows: it counts as committed from now on, and its record stays until the rest commits
-    /// (a record already gone ends it, committed).
-    pub fn commit_started(&mut self, trans: TransId) {
+    /// Another node's transaction committed its backup rows here, in epoch `gci`, and still
+    /// holds its primary rows: it counts as committed from now on, and its record stays until
+    /// the rest commits (a record already gone ends it, committed).
+    pub fn commit_started(&mut self, trans: TransId, gci: u64) {
         match self.tc_of.get_mut(&trans) {
-            Some(record) => record.committing = true,
-            None => self.end(trans, true),
+            Some(record) => {
+                record.committing = true;
+                self.gci.insert(trans, gci);
+            }
+            None => self.end(trans, Some(gci)),
         }
     }
 
     /// How `trans` stands here, for a survivor of its coordinator's failure: committed as soon
-    /// as any of its rows is.
-    pub fn outcome(&self, trans: TransId) -> TransOutcome {
+    /// as any of its rows is, with the epoch it committed in (0 when it did not).
+    pub fn outcome(&self, trans: TransId) -> (TransOutcome, u64) {
         if self.tc_of.get(&trans).is_some_and(|r| r.committing) {
-            return TransOutcome::Committed;
+            let gci = self.gci.get(&trans).copied();
+            debug_assert!(
+                gci.is_some(),
+                "transaction {trans} committing without its epoch"
+            );
+            return (TransOutcome::Committed, gci.unwrap_or(0));
         }
         match self.ended.get(&trans) {
-            Some(true) => TransOutcome::Committed,
-            Some(false) => TransOutcome::Aborted,
-            None => TransOutcome::Open,
+            Some(Some(gci)) => (TransOutcome::Committed, *gci),
+            Some(None) => (TransOutcome::Aborted, 0),
+            None => (TransOutcome::Open, 0),
         }
     }
 }
