@@ -20,6 +20,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use rndb_config::{NodeId, TransporterKind};
 use rndb_protocol::id_hash::SequentialIds;
+use rndb_protocol::qmgr::FailRep;
 use rndb_protocol::signals::gsn;
 use rndb_transporter::spin::AdaptiveSpin;
 use rndb_transporter::{FlushStatus, FrameHeader, TransportError, Transporter, FRAME_BYTES_MAX};
@@ -38,6 +39,32 @@ const RECEIVE_THREAD_AFTER_PARKED: usize = 8;
 const RECEIVE_THREAD_TURN: Duration = Duration::from_millis(200);
 /// The request id the receive thread waits on: 0 is never given to a request.
 const RECEIVE_THREAD_REQUEST_ID: u32 = 0;
+
+/// The data nodes the cluster declared failed (QMGR's NODE_FAILREP, which every data node
+/// sends its API nodes when it handles a data node's failure), shared by every connection of
+/// one [`Cluster`](crate::Cluster): a connection to such a node counts as failed, so no request
+/// is routed to it, and its waiters fail with 4010 instead of waiting out their deadline on a
+/// link that may stay open (a stopped process). Bit n of word n / 64 is node n.
+#[derive(Debug, Default)]
+pub(crate) struct Declared([std::sync::atomic::AtomicU64; 4]);
+
+impl Declared {
+    fn position(node: NodeId) -> Option<(usize, u64)> {
+        let n = usize::from(node.0);
+        (n < 256).then(|| (n / 64, 1u64 << (n % 64)))
+    }
+
+    pub fn insert(&self, node: NodeId) {
+        if let Some((word, bit)) = Self::position(node) {
+            self.0[word].fetch_or(bit, Ordering::AcqRel);
+        }
+    }
+
+    pub fn contains(&self, node: NodeId) -> bool {
+        Self::position(node)
+            .is_some_and(|(word, bit)| self.0[word].load(Ordering::Acquire) & bit != 0)
+    }
+}
 
 /// The longest a poll owner sleeps before it looks at its deadline again.
 const POLL_SLEEP_MAX: Duration = Duration::from_millis(50);
@@ -213,6 +240,8 @@ pub(crate) struct Connection {
     closing: AtomicBool,
     /// Set with `Shared::failure`, so that choosing a link need not take the lock.
     failed: AtomicBool,
+    /// The data nodes the cluster declared failed.
+    declared: Arc<Declared>,
     /// Frames appended by `append_frames_deferred` wait in the send buffer for a flush.
     #[cfg(feature = "tokio")]
     flush_owed: AtomicBool,
@@ -257,7 +286,11 @@ fn completes_request(signal: u16) -> bool {
 }
 
 impl Connection {
-    pub fn new(link: Box<dyn Transporter>, spin: Duration) -> Result<Arc<Connection>, Error> {
+    pub fn new(
+        link: Box<dyn Transporter>,
+        spin: Duration,
+        declared: Arc<Declared>,
+    ) -> Result<Arc<Connection>, Error> {
         let peer = link.peer();
         let kind = link.kind();
         let poll = Poll::new().map_err(|e| transport(peer, "create poller", e))?;
@@ -280,6 +313,7 @@ impl Connection {
             receiver_started: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             failed: AtomicBool::new(false),
+            declared,
             #[cfg(feature = "tokio")]
             flush_owed: AtomicBool::new(false),
             #[cfg(feature = "tokio")]
@@ -522,9 +556,10 @@ impl Connection {
         self.failed.store(true, Ordering::Release);
     }
 
-    /// True once the link failed; takes no lock.
+    /// True once the link failed, or the cluster declared its data node failed; takes no
+    /// lock.
     pub fn is_failed(&self) -> bool {
-        self.failed.load(Ordering::Acquire)
+        self.failed.load(Ordering::Acquire) || self.declared.contains(self.peer)
     }
 
     /// The error every request on this connection fails with once its link failed.
@@ -897,6 +932,12 @@ impl Connection {
                 }
                 link.pending_send_bytes() > 0
             };
+            if self.declared.contains(self.peer) {
+                return Err(format!(
+                    "the cluster declared data node {} failed (NODE_FAILREP)",
+                    self.peer
+                ));
+            }
             if !self.link().prepare_to_sleep() {
                 continue;
             }
@@ -941,9 +982,20 @@ impl Connection {
         // nothing here.
         let mut wake: Vec<Thread> = Vec::new();
         let mut wake_tasks: Vec<Waker> = Vec::new();
+        let declared = &self.declared;
         let delivered = link
-            .receive(
-                &mut |header, payload| match file_frame(&mut shared.replies, header, payload) {
+            .receive(&mut |header, payload| {
+                if header.signal == gsn::NODE_FAILREP {
+                    // Not an answer: a data node's failure, news for every connection.
+                    match FailRep::decode(payload) {
+                        Ok(rep) => declared.insert(NodeId(rep.node)),
+                        Err(e) => {
+                            overflow.get_or_insert(format!("NODE_FAILREP: {e}"));
+                        }
+                    }
+                    return;
+                }
+                match file_frame(&mut shared.replies, header, payload) {
                     Ok(Some(completed)) => {
                         if completed.asynchronous {
                             shared.async_done.push(header.request_id);
@@ -955,8 +1007,8 @@ impl Connection {
                     Err(reason) => {
                         overflow.get_or_insert(reason);
                     }
-                },
-            )
+                }
+            })
             .map_err(|e| e.to_string())?;
         if let Some(reason) = overflow {
             return Err(reason);

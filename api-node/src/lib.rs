@@ -67,7 +67,7 @@ use rndb_protocol::signals::{
 };
 use rndb_transporter::{FrameHeader, Transporter};
 
-use connection::{Answers, Connection};
+use connection::{Answers, Connection, Declared};
 use reconnect::{Connector, Slots};
 
 /// The longest a dictionary request refused by a data node that is not the DICT master (702)
@@ -251,6 +251,7 @@ impl Cluster {
         options: ConnectOptions,
     ) -> Result<Cluster, Error> {
         let (node_id, links) = connect::connect_all(&config, &options)?;
+        let declared = Arc::new(Declared::default());
         let slots: Vec<OnceLock<Arc<Connection>>> =
             config.data_nodes.iter().map(|_| OnceLock::new()).collect();
         for link in links {
@@ -262,7 +263,7 @@ impl Cluster {
                     node: link.peer(),
                     reason: "linked to a data node the config does not name".into(),
                 })?;
-            let _ = slots[index].set(open_connection(link, options.spin_us)?);
+            let _ = slots[index].set(open_connection(link, options.spin_us, &declared)?);
         }
         // The data nodes not reached now: the background connector keeps trying them. One that
         // was reached but does not join the started cluster is left out for good, as before.
@@ -294,6 +295,7 @@ impl Cluster {
                 options,
                 Arc::clone(&cluster.connections),
                 missing,
+                declared,
             );
         }
         Ok(cluster)
@@ -668,11 +670,15 @@ impl Drop for Cluster {
 
 /// A connection on a new link to a data node. An SHM link asks for its ShmSpintime; `spin_us`
 /// (the option) may ask for more.
-fn open_connection(link: Box<dyn Transporter>, spin_us: u32) -> Result<Arc<Connection>, Error> {
+fn open_connection(
+    link: Box<dyn Transporter>,
+    spin_us: u32,
+    declared: &Arc<Declared>,
+) -> Result<Arc<Connection>, Error> {
     let spin = link
         .spin_time()
         .max(Duration::from_micros(u64::from(spin_us)));
-    Connection::new(link, spin)
+    Connection::new(link, spin, Arc::clone(declared))
 }
 
 /// Sends one signal `(signal, receiver block, payload)` on `connection` as request

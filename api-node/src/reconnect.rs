@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use rndb_config::{ClusterConfig, NodeId};
 
-use crate::connection::Connection;
+use crate::connection::{Connection, Declared};
 use crate::{api_reg_conf, connect, open_connection, ConnectOptions, Error};
 
 /// The pause after a round of connect attempts that left some data node missing: NDB's
@@ -63,6 +63,8 @@ struct Job {
     slots: Slots,
     /// Indexes of the slots to fill (the data nodes not reached at connect).
     missing: Vec<usize>,
+    /// The data nodes the cluster declared failed, shared with every connection.
+    declared: Arc<Declared>,
 }
 
 /// A data node the thread is working on: its link once connected, until that node says the
@@ -83,6 +85,7 @@ impl Connector {
         options: ConnectOptions,
         slots: Slots,
         missing: Vec<usize>,
+        declared: Arc<Declared>,
     ) -> Option<Connector> {
         let state = Arc::new(State::default());
         let job = Job {
@@ -91,6 +94,7 @@ impl Connector {
             options,
             slots,
             missing,
+            declared,
         };
         let thread_state = Arc::clone(&state);
         let spawned = std::thread::Builder::new()
@@ -219,7 +223,7 @@ impl Job {
         }
         if work.link.is_none() {
             let opened = connect::connect_one(&self.config, self.me, data, &self.options)
-                .and_then(|link| open_connection(link, self.options.spin_us));
+                .and_then(|link| open_connection(link, self.options.spin_us, &self.declared));
             match opened {
                 Ok(link) => work.link = Some(link),
                 // Not listening yet (connect warned once already): the usual case, not news.
@@ -299,6 +303,7 @@ mod tests {
             ConnectOptions::default(),
             Arc::clone(&slots),
             vec![0],
+            Arc::default(),
         )
         .expect("start the connector thread");
         let filled = || slots[0].get().is_some();

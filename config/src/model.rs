@@ -106,10 +106,11 @@ pub struct DataNodeConfig {
     /// 0 means "never time out" is *not* NDB's meaning: NDB's default is effectively unlimited
     /// (4294967039); we keep the raw value, and treat values ≥ 2^31 as unlimited.
     pub transaction_inactive_timeout_ms: u32,
-    /// Recognised only: nothing reads these three yet, so a value in the file is ignored with a
-    /// warning and they always hold NDB's default. They stay so that the heartbeat and global
-    /// checkpoint work has its fields (and the tests that build a config by hand keep compiling).
+    /// HeartbeatIntervalDbDb: QMGR's heartbeats between data nodes.
     pub heartbeat_interval_db_db_ms: u32,
+    /// Recognised only: nothing reads these two yet, so a value in the file is ignored with a
+    /// warning and they always hold NDB's default (the tests that build a config by hand use
+    /// the fields).
     pub heartbeat_interval_db_api_ms: u32,
     pub time_between_global_checkpoints_ms: u32,
     /// The redo log, global checkpoints and where the node keeps its files.

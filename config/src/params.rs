@@ -333,8 +333,8 @@ static PARAMS: &[ParamInfo] = &[
     p(DB, "MaxNoOfExecutionThreads", Int, I(0), 0, 72, "Execution threads; 0 or 1 = one thread (single-threaded ndbd)"),
     p(DB, "SchedulerSpinTimer", Int, I(0), 0, 500, "Microseconds the execution loop spins before it sleeps"),
     // [ndbd]: recognised only.
-    // Recognised only until heartbeats and global checkpoints land (nothing reads them yet).
-    later(DB, "HeartbeatIntervalDbDb", Int, I(5000), 10, MAX_INT_RNIL, "Heartbeat ms between data nodes"),
+    p(DB, "HeartbeatIntervalDbDb", Int, I(5000), 10, MAX_INT_RNIL, "Heartbeat ms between data nodes; silent for 4 of them, a node is declared failed"),
+    // Recognised only until API nodes send heartbeats (nothing reads it yet).
     later(DB, "HeartbeatIntervalDbApi", Int, I(1500), 100, MAX_INT_RNIL, "Heartbeat ms between data and API nodes"),
     p(DB, "TimeBetweenGlobalCheckpoints", Int, I(2000), 20, 32000, "Global checkpoint (group commit) interval in ms"),
     later(DB, "MaxNoOfAttributes", Int, I(1000), 32, MAX_INT_RNIL, "Attributes the dictionary holds"),

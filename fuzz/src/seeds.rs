@@ -308,6 +308,7 @@ fn signal_payloads() -> Vec<Seed> {
         }
         .encode(o)
     });
+    put(30, &|o| rndb_protocol::qmgr::FailRep { node: 3 }.encode(o));
     payloads
         .into_iter()
         .enumerate()

@@ -11,6 +11,7 @@ use std::path::Path;
 
 use rndb_config::{ClusterConfig, NodeId};
 use rndb_protocol::dih::GcpSignal;
+use rndb_protocol::qmgr::FailRep;
 use rndb_protocol::filter::Filter;
 use rndb_protocol::lqh::{
     ApiRegConf, IndexBuildDone, IndexBuildRows, LqhCommitReq, LqhKeyConf, LqhKeyRef, LqhKeyReq,
@@ -206,6 +207,7 @@ const DECODERS: &[Decoder] = &[
     |b| round_trip(b, LqhCommitReq::decode, LqhCommitReq::encode),
     |b| round_trip(b, GcpSignal::decode, GcpSignal::encode),
     |b| round_trip(b, TcExecuteConf::decode, TcExecuteConf::encode),
+    |b| round_trip(b, FailRep::decode, FailRep::encode),
 ];
 
 /// Every signal payload decoder of rndb-protocol; `data[0]` picks which, the rest is the

@@ -806,6 +806,14 @@ impl Outbox for LinkOutbox<'_> {
         self.broken.push((to, reason, true));
     }
 
+    fn declare_failed(&mut self, to: NodeId, reason: String) {
+        if let Some(link) = self.registry.get_mut(to) {
+            // Best effort: the NODE_FAILREP queued for it goes out before the link closes.
+            let _ = link.flush();
+        }
+        self.broken.push((to, reason, false));
+    }
+
     fn flush_early(&mut self) {
         for node in self.dirty.iter() {
             let Some(link) = self.registry.get_mut(node) else {

@@ -119,6 +119,14 @@ signals! {
     /// Every starting node has restored: the cluster serves, from the master (NDB's
     /// CNTR_START_REP).
     CNTR_START_REP = 92;
+    // QMGR's membership (data node ↔ data node).
+    /// I am alive (every HeartbeatIntervalDbDb ms, to every other data node); no payload.
+    HEARTBEAT = 100;
+    /// A node saw another fail (missed heartbeats), to the president: `qmgr::FailRep`.
+    FAIL_REP = 101;
+    /// The president declares a node failed, to every data node it has a link to, the failed
+    /// one included (which then stops): `qmgr::FailRep`.
+    NODE_FAILREP = 102;
 }
 
 /// The name of signal `number`, or `None` for a number no signal has.

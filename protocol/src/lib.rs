@@ -12,6 +12,7 @@
 //! - [`signals`]: the payload of each signal between API and data nodes.
 //! - [`lqh`]: the payloads of the signals between data nodes.
 //! - [`dih`]: the global checkpoint protocol's payloads.
+//! - [`qmgr`]: membership: a node failure reported and declared.
 //! - [`scan`]: the scan signals (SCAN_TABREQ, SCAN_NEXTREQ, SCAN_ROWS, SCAN_TABCONF).
 //! - [`filter`]: pushed-down scan filters, their encoding and their meaning.
 //! - [`ids`]: ids that travel between nodes ([`TransId`]).
@@ -31,6 +32,7 @@ pub mod gsn;
 pub mod id_hash;
 pub mod ids;
 pub mod lqh;
+pub mod qmgr;
 pub mod scan;
 pub mod schema;
 pub mod signals;

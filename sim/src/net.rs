@@ -418,4 +418,8 @@ impl Outbox for SimOutbox<'_> {
     fn close(&mut self, to: NodeId, reason: String) {
         self.closes.push((to, reason));
     }
+
+    fn declare_failed(&mut self, to: NodeId, reason: String) {
+        self.closes.push((to, reason));
+    }
 }

@@ -4,7 +4,8 @@
 //! on a host of its own) leaves equal rows on the primary and the backup while rollbacks leave
 //! nothing on either, lock waits across nodes end in 266, tables and indexes created or dropped
 //! through one node are seen by every node and every API node, and the cluster survives a data
-//! node's death without losing or half-applying a committed transaction.
+//! node's death (killed, or stopped and found by missed heartbeats) without losing or
+//! half-applying a committed transaction.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -1214,6 +1215,93 @@ fn transfers_keep_the_total_through_a_data_node_failure() {
         .map(|r| balance(r.as_deref().expect("every account is readable")))
         .sum();
     assert_eq!(by_key, expected_total, "read by key, the same total");
+}
+
+/// Heartbeats in the bank test's shape: a data node stopped with SIGSTOP keeps its sockets
+/// open, so only missed heartbeats show it is gone. The cluster declares it failed within a few
+/// HeartbeatIntervalDbDb (the president's log says so), its backups take over and the API node
+/// routes around it (NODE_FAILREP), transfers go on and keep the total; resumed, the node
+/// reads that it was declared failed and stops (2315) instead of serving a second copy.
+#[test]
+fn a_stopped_data_node_is_declared_failed_by_heartbeats_and_stops_when_resumed() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+
+    const HEARTBEAT_MS: u64 = 200;
+    let spec = spec()
+        .deadlock_timeout_ms(BANK_DEADLOCK_TIMEOUT_MS)
+        .data_node_param("HeartbeatIntervalDbDb", &HEARTBEAT_MS.to_string());
+    let (mut cluster, api, table) = start(spec);
+    let ids: Vec<u32> = (0..ACCOUNT_COUNT).collect();
+    let rows: Vec<_> = ids.iter().map(|&id| row(id, OPENING_BALANCE)).collect();
+    insert_committed(&api, &table, &rows).expect("open the accounts");
+    let victim = NodeId(3);
+    let pid = Pid::from_raw(cluster.pid(victim).expect("node 3 runs") as i32);
+    let stop = AtomicBool::new(false);
+    let (declared_after, transfers) = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..TRANSFER_THREAD_COUNT)
+            .map(|seed| {
+                let (api, table, stop) = (&api, &table, &stop);
+                scope.spawn(move || transfer_until(api, table, seed, stop))
+            })
+            .collect();
+        std::thread::sleep(BANK_RUN / 2);
+        let stopped_at = Instant::now();
+        kill(pid, Signal::SIGSTOP).expect("SIGSTOP node 3");
+        let declared = rndb_tests::wait_until(
+            "the president to declare node 3 failed",
+            Duration::from_secs(30),
+            || {
+                Ok(cluster
+                    .log(NodeId(1))
+                    .contains("declaring data node failed")
+                    .then_some(()))
+            },
+        );
+        let declared_after = stopped_at.elapsed();
+        // Transfers go on without node 3 for a while.
+        std::thread::sleep(BANK_RUN / 2);
+        stop.store(true, Ordering::Relaxed);
+        let counts: Vec<TransferCounts> = workers
+            .into_iter()
+            .map(|w| w.join().expect("a transfer thread panicked"))
+            .collect();
+        declared.expect("node 3 declared failed");
+        (declared_after, TransferCounts::sum(&counts))
+    });
+    eprintln!("declared failed {declared_after:?} after SIGSTOP; transfers {transfers:?}");
+    // Declared after about 4 silent intervals; far more means heartbeats did not find it.
+    assert!(
+        declared_after < Duration::from_millis(20 * HEARTBEAT_MS),
+        "node 3 declared failed only {declared_after:?} after it stopped"
+    );
+    assert!(
+        transfers
+            .last_commit
+            .is_some_and(|t| t.elapsed() < BANK_RUN),
+        "transfers commit after node 3 is declared failed: {transfers:?}"
+    );
+    let expected_total = i64::from(ACCOUNT_COUNT) * OPENING_BALANCE;
+    let (total, count) =
+        scan_total(&api, &table, LockMode::CommittedRead).expect("scan after the run");
+    assert_eq!(count, ACCOUNT_COUNT as usize, "every account, once");
+    assert_eq!(total, expected_total, "no transfer lost or half applied");
+    // Resumed, node 3 finds itself declared failed and stops.
+    kill(pid, Signal::SIGCONT).expect("SIGCONT node 3");
+    rndb_tests::wait_until("node 3 to stop itself", Duration::from_secs(30), || {
+        Ok((!cluster.is_running(victim)).then_some(()))
+    })
+    .expect("node 3 stops");
+    let log = cluster.log(victim);
+    assert!(
+        log.contains("2315") || log.contains("2305"),
+        "node 3's log says it was declared failed:\n{log}"
+    );
+    for node in [NodeId(1), NodeId(2), NodeId(4)] {
+        assert!(cluster.is_running(node), "data node {node} still runs");
+    }
+    let (total, _) = scan_total(&api, &table, LockMode::CommittedRead).expect("scan at the end");
+    assert_eq!(total, expected_total, "the total after node 3 stopped");
 }
 
 /// A data node that must close its link to a data node which may still run (here: the peer

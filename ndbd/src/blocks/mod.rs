@@ -45,6 +45,7 @@ use std::time::{Duration, Instant};
 use rndb_config::{ClusterConfig, DataNodeConfig, NodeId};
 use rndb_protocol::dih::GcpSignal;
 use rndb_protocol::lqh::{self as lqh_signals, gsn as dgsn, LqhKeyConf, LqhKeyRef, TransSignal};
+use rndb_protocol::qmgr::FailRep;
 use rndb_protocol::scan::{ScanNextReq, ScanTabReq};
 use rndb_protocol::signals::{self, block, gsn, IndexName, Refusal, TcExecuteReq, TcKeyReqView};
 use rndb_protocol::{DecodeError, NdbError};
@@ -80,6 +81,13 @@ pub trait Outbox {
     /// Closes the link to node `to` (a peer that does not take its answers); the kernel hears
     /// of it through [`Kernel::on_disconnect`].
     fn close(&mut self, to: NodeId, reason: String) {
+        let _ = (to, reason);
+    }
+
+    /// Closes the link to data node `to`, which the cluster declared failed (QMGR's
+    /// NODE_FAILREP), after sending what is queued for it (the NODE_FAILREP that tells it). The
+    /// kernel has handled the failure already.
+    fn declare_failed(&mut self, to: NodeId, reason: String) {
         let _ = (to, reason);
     }
 
@@ -269,6 +277,7 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) -> Result<(), ProtocolViolation> {
+        self.qmgr.heard(from);
         if !self.qmgr.started() && self.refuse_before_start(from, header, payload, out) {
             return Ok(());
         }
@@ -317,6 +326,13 @@ impl Kernel {
                     from,
                     gci,
                 });
+            }
+            gsn::HEARTBEAT if self.qmgr.is_data_node(from) => {}
+            gsn::FAIL_REP if self.qmgr.is_up(from) => {
+                self.exec_fail_rep(from, FailRep::decode(payload)?, out, now)
+            }
+            gsn::NODE_FAILREP if self.qmgr.is_up(from) => {
+                self.exec_node_failrep(from, FailRep::decode(payload)?, out, now)
             }
             dgsn::INDEX_BUILD_ROWS | dgsn::INDEX_BUILD_DONE => {
                 self.exec_index_build_signal(from, header, payload, out, now)?
@@ -455,6 +471,7 @@ impl Kernel {
                     _ => self.exec_gcp_signal(from, signal, gci, out, now),
                 },
                 Signal::Timer => {
+                    self.qmgr_timer(out, now);
                     self.restart_request(out);
                     self.gcp_timer(out, now);
                     self.lcp_timer(out);
@@ -495,6 +512,7 @@ impl Kernel {
             return self.node_failrep(node, out, now);
         }
         self.unsent.forget(node);
+        self.qmgr.forget_api(node);
         self.abandon_scans(node);
         for trans in self.tc.abandon_node(node) {
             self.jobs.push_back(Signal::TcContinueB(trans));

@@ -1,21 +1,42 @@
 //! QMGR: membership. Which data nodes the cluster has, which of them this node has a live link
 //! to, whether the cluster has started (every data node connected once), which node is master
-//! (the lowest live id: DICT's master), and node failure: when a data node's link closes, QMGR
-//! marks it failed and tells every block (NDB's NODE_FAILREP), each of which cleans up its own
-//! records. Heartbeats, node restart and arbitration are later steps.
+//! (the lowest live id: DICT's master, and NDB's president), and node failure: when a data
+//! node's link closes, QMGR marks it failed and tells every block (NODE_FAILREP), each of which
+//! cleans up its own records.
+//!
+//! Heartbeats find a node whose link stays open but which no longer runs (a stopped process, a
+//! link that drops everything): every data node sends HEARTBEAT to every other one each
+//! HeartbeatIntervalDbDb ms, and counts, per peer, the intervals in which nothing came from it.
+//! At 2 it logs a missed heartbeat; at 4 it reports the peer to the president (FAIL_REP), who
+//! declares it failed to every node (NODE_FAILREP, the failed one included, which stops when it
+//! reads it): each closes its link to it and handles the failure as for a closed link. So a
+//! failure is declared by one node, and a node that cannot hear a peer never splits the cluster
+//! by itself.
+//!
+//! A node that has lost the last live node of a node group stops: it cannot serve every row,
+//! and the node group's survivors, if any, are on another side of a split (NDB's rule for a
+//! side without every node group). Arbitration between two sides that each keep every node
+//! group, and node restart, are not implemented yet.
 
 use std::collections::BTreeSet;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rndb_config::{ClusterConfig, NodeId};
 use rndb_protocol::lqh::{gsn as lgsn, ApiRegConf};
-use rndb_protocol::signals::{self, gsn};
+use rndb_protocol::qmgr::FailRep;
+use rndb_protocol::signals::{self, block, gsn};
 use rndb_protocol::NdbError;
 use rndb_transporter::FrameHeader;
 
 use super::node_set::NodeSet;
 use super::tc::{self, ApiAnswer};
-use super::{reply, Kernel, Outbox};
+use super::{data_node_header, reply, Kernel, Outbox};
+
+/// Intervals without a frame from a peer after which a missed heartbeat is logged.
+const MISSED_WARN: u32 = 2;
+/// Intervals without a frame from a peer after which it is reported failed (NDB declares a node
+/// dead after 4 missed heartbeats).
+pub(crate) const MISSED_DEAD: u32 = 4;
 
 /// The node's view of the cluster's membership.
 #[derive(Debug)]
@@ -31,6 +52,16 @@ pub(crate) struct Qmgr {
     failed: BTreeSet<NodeId>,
     /// The start waits for a restore (see `hold_start`).
     held: bool,
+    /// HeartbeatIntervalDbDb.
+    heartbeat_interval: Duration,
+    /// When the next heartbeats go out and the intervals are counted.
+    next_heartbeat: Option<Instant>,
+    /// Per node id: intervals counted since the last frame from that node.
+    silent: Vec<u32>,
+    /// Node groups and their members, for the check that every group keeps a live node.
+    node_groups: Vec<(u32, Vec<NodeId>)>,
+    /// API nodes with a live link: told of every data node failure (NODE_FAILREP).
+    apis: BTreeSet<NodeId>,
 }
 
 impl Qmgr {
@@ -38,6 +69,9 @@ impl Qmgr {
         let mut data_nodes: Vec<NodeId> = config.data_nodes.iter().map(|n| n.node_id).collect();
         data_nodes.sort_unstable();
         let started = data_nodes.iter().all(|&n| n == me);
+        let interval = config
+            .data_node(me)
+            .map_or(5000, |n| n.heartbeat_interval_db_db_ms);
         Qmgr {
             me,
             data_nodes,
@@ -45,7 +79,46 @@ impl Qmgr {
             started,
             failed: BTreeSet::new(),
             held: false,
+            heartbeat_interval: Duration::from_millis(u64::from(interval)),
+            next_heartbeat: None,
+            silent: vec![0; 256],
+            node_groups: config
+                .node_groups
+                .iter()
+                .map(|g| (g.id, g.nodes.clone()))
+                .collect(),
+            apis: BTreeSet::new(),
         }
+    }
+
+    /// An API node's link closed.
+    pub fn forget_api(&mut self, node: NodeId) {
+        self.apis.remove(&node);
+    }
+
+    /// A frame came from `node`: it is alive.
+    #[inline]
+    pub fn heard(&mut self, node: NodeId) {
+        if let Some(count) = self.silent.get_mut(usize::from(node.0)) {
+            *count = 0;
+        }
+    }
+
+    /// The lowest live data node other than `failed`: the president once `failed` is gone.
+    fn president_without(&self, failed: NodeId) -> NodeId {
+        self.data_nodes
+            .iter()
+            .copied()
+            .find(|&n| n != failed && (n == self.me || self.up.contains(&n)))
+            .unwrap_or(self.me)
+    }
+
+    /// A node group none of whose members is alive here, if any.
+    fn group_lost(&self) -> Option<u32> {
+        self.node_groups
+            .iter()
+            .find(|(_, nodes)| !nodes.iter().any(|&n| self.is_alive(n)))
+            .map(|(id, _)| *id)
     }
 
     pub fn is_data_node(&self, node: NodeId) -> bool {
@@ -125,6 +198,7 @@ impl Kernel {
     /// A link came up. When it completes the set of data nodes, the cluster has started.
     pub fn on_connect(&mut self, node: NodeId) {
         if !self.qmgr.is_data_node(node) {
+            self.qmgr.apis.insert(node);
             return;
         }
         if self.qmgr.failed.contains(&node) {
@@ -145,16 +219,148 @@ impl Kernel {
         }
     }
 
-    /// A data node's link closed (NDB's NODE_FAILREP, which QMGR sends every block): the node
-    /// is failed for good (node restart is a later step), and each block cleans up what it held
-    /// with it: LQH resolves the transactions that node coordinated here, TC fails what it had
-    /// out there, DICT fails a schema change or index build that waited for it.
+    /// QMGR's timer: every HeartbeatIntervalDbDb, a HEARTBEAT to every other live data node,
+    /// and one more silent interval counted for each; a peer silent for `MISSED_DEAD` intervals
+    /// is reported to the president (which declares it failed at once when it is this node).
+    pub(crate) fn qmgr_timer(&mut self, out: &mut dyn Outbox, now: Instant) {
+        if !self.qmgr.started || self.qmgr.heartbeat_interval.is_zero() {
+            return;
+        }
+        let due = *self
+            .qmgr
+            .next_heartbeat
+            .get_or_insert(now + self.qmgr.heartbeat_interval);
+        if now < due {
+            return;
+        }
+        // The next interval starts now, not at `due`: after a long stall of this node's own
+        // loop, its peers are not counted silent for the intervals it did not run.
+        self.qmgr.next_heartbeat = Some(now + self.qmgr.heartbeat_interval);
+        let peers: Vec<NodeId> = self.qmgr.up.iter().copied().collect();
+        for &peer in &peers {
+            let frame = data_node_header(gsn::HEARTBEAT, block::QMGR, block::QMGR);
+            self.unsent.send(out, peer, frame, &mut |_| {});
+        }
+        for peer in peers {
+            let silent = &mut self.qmgr.silent[usize::from(peer.0)];
+            *silent += 1;
+            let silent = *silent;
+            if silent == MISSED_WARN {
+                tracing::warn!(node = %peer, intervals = silent, "missed heartbeats from data node");
+            }
+            if silent >= MISSED_DEAD {
+                let why = format!(
+                    "nothing from it for {silent} heartbeat intervals of {} ms",
+                    self.qmgr.heartbeat_interval.as_millis()
+                );
+                self.report_failure(peer, &why, out, now);
+            }
+        }
+    }
+
+    /// This node sees `node` fail: the president declares it failed (this node, or the one
+    /// it reports to with FAIL_REP; it reports again each interval until the failure comes).
+    fn report_failure(&mut self, node: NodeId, why: &str, out: &mut dyn Outbox, now: Instant) {
+        let president = self.qmgr.president_without(node);
+        if president == self.me {
+            self.declare_failed(node, why, out, now);
+        } else {
+            tracing::warn!(node = %node, president = %president, "reporting a failed data node to the president: {why}");
+            let frame = data_node_header(gsn::FAIL_REP, block::QMGR, block::QMGR);
+            let rep = FailRep { node: node.0 };
+            self.unsent
+                .send(out, president, frame, &mut |b| rep.encode(b));
+        }
+    }
+
+    /// As president: `node` is failed. Every live data node hears it (NODE_FAILREP), `node`
+    /// too, which stops if it still runs; this node closes its link and handles the failure.
+    fn declare_failed(&mut self, node: NodeId, why: &str, out: &mut dyn Outbox, now: Instant) {
+        if !self.qmgr.up.contains(&node) {
+            return;
+        }
+        tracing::error!(node = %node, "declaring data node failed: {why}");
+        let rep = FailRep { node: node.0 };
+        let peers: Vec<NodeId> = self.qmgr.up.iter().copied().collect();
+        for peer in peers {
+            let frame = data_node_header(gsn::NODE_FAILREP, block::QMGR, block::QMGR);
+            self.unsent.send(out, peer, frame, &mut |b| rep.encode(b));
+        }
+        out.declare_failed(node, format!("declared failed: {why}"));
+        self.node_failrep(node, out, now);
+    }
+
+    /// FAIL_REP: a node saw `rep.node` fail. Declared when this node is the president without
+    /// it; otherwise the reporter's view of who presides is ahead of this node's, and its own
+    /// heartbeats or link will tell.
+    pub(crate) fn exec_fail_rep(
+        &mut self,
+        from: NodeId,
+        rep: FailRep,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        let node = NodeId(rep.node);
+        if self.qmgr.president_without(node) == self.me && node != self.me {
+            self.declare_failed(node, &format!("reported by data node {from}"), out, now);
+        }
+    }
+
+    /// NODE_FAILREP from the president: `rep.node` is failed. This node closes its link to it
+    /// and handles the failure; when it is this node, it stops (NDB's 2315).
+    pub(crate) fn exec_node_failrep(
+        &mut self,
+        from: NodeId,
+        rep: FailRep,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        let node = NodeId(rep.node);
+        if node == self.me {
+            let why = format!(
+                "error 2315: Node declared dead. See error log for details (Arbitration error):                  data node {from}, the president, declared this node failed (it missed                  heartbeats, or its links failed)"
+            );
+            tracing::error!("{why}");
+            self.fatal.get_or_insert(why);
+            return;
+        }
+        if self.qmgr.up.contains(&node) {
+            out.declare_failed(
+                node,
+                format!("data node {from}, the president, declared it failed"),
+            );
+            self.node_failrep(node, out, now);
+        }
+    }
+
+    /// A data node's link closed, or the node was declared failed (NODE_FAILREP to every
+    /// block): the node is failed for good (node restart is a later step), and each block
+    /// cleans up what it held with it: LQH resolves the transactions that node coordinated
+    /// here, TC fails what it had out there, DICT fails a schema change or index build that
+    /// waited for it. A node that is now the last of no node group stops.
     pub(crate) fn node_failrep(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
         if !self.qmgr.up.remove(&node) {
             // A link of a node that already failed (see `on_connect`): nothing was using it.
             return;
         }
         self.qmgr.failed.insert(node);
+        // The API nodes stop routing to it, even while their link to it stays open (a
+        // stopped process): their connection to it fails.
+        let rep = FailRep { node: node.0 };
+        let apis: Vec<NodeId> = self.qmgr.apis.iter().copied().collect();
+        for api in apis {
+            let frame = data_node_header(gsn::NODE_FAILREP, block::API, block::QMGR);
+            self.unsent.send(out, api, frame, &mut |b| rep.encode(b));
+        }
+        if self.qmgr.started {
+            if let Some(group) = self.qmgr.group_lost() {
+                let why = format!(
+                    "error 2305: Node lost connection to other nodes and can not form a                      unpartitioned cluster, please investigate if there are error(s) on other                      node(s) (Arbitration error): no live data node of node group {group} is                      left on this node's side after data node {node} failed"
+                );
+                tracing::error!("{why}");
+                self.fatal.get_or_insert(why);
+            }
+        }
         self.restart_node_failrep(out);
         self.dih_node_failrep(node, out, now);
         tracing::error!(node = %node, "data node failed: its partitions' backups take over, transactions touching it abort");
