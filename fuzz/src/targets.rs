@@ -11,12 +11,12 @@ use std::path::Path;
 
 use rndb_config::{ClusterConfig, NodeId};
 use rndb_protocol::dih::GcpSignal;
-use rndb_protocol::qmgr::FailRep;
 use rndb_protocol::filter::Filter;
 use rndb_protocol::lqh::{
     ApiRegConf, IndexBuildDone, IndexBuildRows, LqhCommitReq, LqhKeyConf, LqhKeyRef, LqhKeyReq,
     TcFailAnswer, TcFailQuery, TransSignal,
 };
+use rndb_protocol::qmgr::FailRep;
 use rndb_protocol::scan::{decode_scan_rows, ScanNextReq, ScanTabConf, ScanTabReq};
 use rndb_protocol::schema::{self, ColumnDef, ColumnType, TableDef, Value};
 use rndb_protocol::signals::{

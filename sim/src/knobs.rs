@@ -59,10 +59,14 @@ pub enum Fault {
     /// BUGGIFY: sends sometimes find the send buffer full (1218), timer ticks come late.
     Buggify,
     /// A data node stops handling anything for a while (as under SIGSTOP), its links staying
-    /// up: frames to it wait, it sends nothing. Nothing detects this today (no heartbeats), so
-    /// it must only delay.
+    /// up: frames to it wait, it sends nothing. Shorter than the heartbeat bound (at most 2
+    /// HeartbeatIntervalDbDb), so it must only delay.
     Pause,
-    /// NOT HANDLED YET (no arbitration, no heartbeats): data nodes are cut from each other,
+    /// A data node hangs (as under SIGSTOP) for 6 to 10 HeartbeatIntervalDbDb: the cluster
+    /// declares it failed on missed heartbeats, and it stops when it resumes. It takes a
+    /// crash's place (never both nodes of a node group).
+    Hang,
+    /// NOT HANDLED YET (no arbitration): data nodes are cut from each other,
     /// both ways (links drop) or one way (frames vanish while the link stays up). Off unless
     /// asked for.
     Partition,
@@ -77,13 +81,14 @@ pub enum Fault {
 
 impl Fault {
     /// The faults today's cluster handles, on by default.
-    pub const DEFAULT: [Fault; 6] = [
+    pub const DEFAULT: [Fault; 7] = [
         Fault::Crash,
         Fault::Client,
         Fault::Slow,
         Fault::ApiLink,
         Fault::Buggify,
         Fault::Pause,
+        Fault::Hang,
     ];
 
     pub fn name(self) -> &'static str {
@@ -94,6 +99,7 @@ impl Fault {
             Fault::ApiLink => "api-link",
             Fault::Buggify => "buggify",
             Fault::Pause => "pause",
+            Fault::Hang => "hang",
             Fault::Partition => "partition",
             Fault::CrashAll => "crash-all",
             Fault::Disk => "disk",
@@ -227,6 +233,10 @@ pub struct Knobs {
     pub scan_batch_rows: u32,
     /// Data-node pauses.
     pub pauses: u16,
+    /// HeartbeatIntervalDbDb.
+    pub heartbeat_ms: u32,
+    /// Node groups (of those no crash took) that have a node hang past the heartbeat bound.
+    pub hangs: u16,
     /// The data nodes keep files (`Kernel::with_files`: redo log, schema log, sysfile, on
     /// simulated disks); otherwise they are made with `Kernel::new`, as Diskless.
     pub durable: bool,
@@ -252,6 +262,8 @@ pub struct Knobs {
 const LATER_KNOBS_SALT: u64 = 0x5e75_0f5c_a115_2026;
 /// The same for the durability knobs (files, disks, cluster crashes).
 const DURABILITY_KNOBS_SALT: u64 = 0xd15c_5a1e_0f1a_5700;
+/// The same for the membership knobs (heartbeats, hangs).
+const MEMBERSHIP_KNOBS_SALT: u64 = 0x4ea7_b3a7_0f0d_e5d1;
 
 impl Knobs {
     /// Draws a seed's knobs. Each fault kind allowed by `options` is left out by about one
@@ -287,6 +299,13 @@ impl Knobs {
         };
         let pauses = if options.has(Fault::Pause) && later.below(4) != 0 {
             later.between(1, 3) as u16
+        } else {
+            0
+        };
+        let mut membership = Rng::new(rng.clone().next_u64() ^ MEMBERSHIP_KNOBS_SALT);
+        let heartbeat_ms = membership.between(100, 250) as u32;
+        let hangs = if options.has(Fault::Hang) && membership.below(4) != 0 {
+            membership.between(1, u64::from(data_nodes / 2)) as u16
         } else {
             0
         };
@@ -359,6 +378,8 @@ impl Knobs {
             scan_reads,
             scan_batch_rows,
             pauses,
+            heartbeat_ms,
+            hangs,
             durable,
             gcp_interval_ms,
             epoch_interval_ms,
@@ -397,8 +418,8 @@ impl Knobs {
             "[ndbd default]\nNoOfReplicas=2\nDataMemory=1M\nMaxNoOfConcurrentOperations={}\n\
              MaxNoOfConcurrentTransactions=32\nMaxNoOfConcurrentScans=2\nMaxNoOfTables=8\n\
              MaxNoOfOrderedIndexes=0\nMaxNoOfUniqueHashIndexes=1\n\
-             TransactionDeadlockDetectionTimeout={}\n",
-            self.operations_max, self.deadlock_timeout_ms
+             TransactionDeadlockDetectionTimeout={}\nHeartbeatIntervalDbDb={}\n",
+            self.operations_max, self.deadlock_timeout_ms, self.heartbeat_ms
         );
         if self.durable {
             ini.push_str(&format!(
@@ -450,7 +471,7 @@ impl fmt::Display for Knobs {
              {} operation records, {} accounts, {} register keys, schema to non-master {}, master link late {} ms, \
              crashes {}, client deaths {}, slow links {}, api link drops {}, overload {} ppm, \
              late ticks up to {} ms, partitions {}, {} set keys, scan reads {} ({} rows a batch), \
-             pauses {}, {}",
+             pauses {}, heartbeats every {} ms, hangs {}, {}",
             self.data_nodes,
             self.clients,
             self.delay_ns_min / 1000,
@@ -473,6 +494,8 @@ impl fmt::Display for Knobs {
             self.scan_reads,
             self.scan_batch_rows,
             self.pauses,
+            self.heartbeat_ms,
+            self.hangs,
             self.durability()
         )
     }

@@ -386,8 +386,9 @@ pub struct SimOutbox<'a> {
     pub now_ns: u64,
     pub net: &'a mut Net,
     pub queue: &'a mut Queue,
-    /// Links the kernel closed, with its reason.
-    pub closes: Vec<(NodeId, String)>,
+    /// Links the kernel closed, with its reason; `true` when it declared the peer failed
+    /// (what it sent before, the NODE_FAILREP telling the peer, still arrives).
+    pub closes: Vec<(NodeId, String, bool)>,
     /// Sends that found the buffer "full" (BUGGIFY).
     pub overloads: u64,
     /// BUGGIFY's full buffers apply (not to a node's last flush before it exits).
@@ -416,10 +417,10 @@ impl Outbox for SimOutbox<'_> {
     }
 
     fn close(&mut self, to: NodeId, reason: String) {
-        self.closes.push((to, reason));
+        self.closes.push((to, reason, false));
     }
 
     fn declare_failed(&mut self, to: NodeId, reason: String) {
-        self.closes.push((to, reason));
+        self.closes.push((to, reason, true));
     }
 }

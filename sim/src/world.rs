@@ -256,6 +256,11 @@ enum Planned {
         node: NodeId,
         for_ns: u64,
     },
+    /// As a pause, past the heartbeat bound (see `Fault::Hang`).
+    Hang {
+        node: NodeId,
+        for_ns: u64,
+    },
 }
 
 struct World {
@@ -292,6 +297,8 @@ struct World {
     crash_after: BTreeMap<NodeId, (u16, bool)>,
     /// Paused data nodes, and until when: their events wait until then.
     paused: BTreeMap<NodeId, u64>,
+    /// Data nodes that hung past the heartbeat bound: declared failed, they stop on waking.
+    hung: BTreeSet<NodeId>,
     /// Each data node's disk (durable seeds): it outlives the node's kernels.
     disks: BTreeMap<NodeId, SimDisk>,
     /// Each data node's incarnation, moved on by every crash: timers and disk completions of
@@ -389,6 +396,7 @@ impl World {
             frame_hashes: Vec::new(),
             crash_after: BTreeMap::new(),
             paused: BTreeMap::new(),
+            hung: BTreeSet::new(),
             disks,
             incarnations: data_nodes.iter().map(|&n| (n, 0)).collect(),
             gci_clock: GciClock::default(),
@@ -663,11 +671,15 @@ impl World {
             self.queue
                 .push(self.now_ns + KICK_NS, node.0, 0, EventKind::Kick(node));
         }
-        for (to, reason) in closes {
+        for (to, reason, declared) in closes {
             self.log(format!(
                 "data node {node} closes its link to {to}: {reason}"
             ));
-            self.drop_connection(node, to);
+            if declared {
+                self.drop_connection_draining(node, to);
+            } else {
+                self.drop_connection(node, to);
+            }
         }
         self.take_fs_requests(node);
         match fatal {
@@ -739,7 +751,9 @@ impl World {
             c.lagging.contains(&node) && c.own.get(&node).copied().unwrap_or(0) < c.restart_gci
         });
         let disk_faults: u64 = self.disks.values().map(|d| d.faults).sum();
-        let expected = if stale {
+        let expected = if self.hung.contains(&node) {
+            "it hung past the heartbeat bound and the cluster declared it failed"
+        } else if stale {
             "it crashed alone before the cluster crash and never restarted since, its disk holds less than the restart GCI, and node restart is not implemented"
         } else if disk_faults > 0 {
             "the seed's disks failed writes or syncs (ENOSPC, EIO)"
@@ -808,6 +822,26 @@ impl World {
                         generation,
                     },
                 );
+            }
+        }
+    }
+
+    /// Drops the connection between `from` and `to` after what `from` sent arrives (a socket
+    /// closed after its last send); `to` hears of it after that.
+    fn drop_connection_draining(&mut self, from: NodeId, to: NodeId) {
+        let Some(last_ns) = self.net.drop_draining(from, to) else {
+            return;
+        };
+        let generation = self.net.generation(from, to);
+        for (at, peer, after) in [(from, to, self.now_ns), (to, from, last_ns)] {
+            if self.is_alive(at) {
+                let when = after.max(self.now_ns) + self.rng.between(10_000, DETECT_NS_MAX);
+                let event = EventKind::Disconnected {
+                    at,
+                    peer,
+                    generation,
+                };
+                self.queue.push(when, at.0, peer.0, event);
             }
         }
     }
@@ -885,6 +919,25 @@ impl World {
         // survivors are still handling the first.
         if plan.len() >= 2 && self.rng.coin() {
             plan[1].0 = plan[0].0 + self.rng.below(CRASH_STORM_NS_MAX);
+        }
+        // Hangs take node groups no crash took, from a generator of their own (the draws
+        // above stay as they were).
+        if self.knobs.hangs == 0 {
+            return plan;
+        }
+        let mut rng = self.rng.fork();
+        let interval_ns = u64::from(self.knobs.heartbeat_ms) * 1_000_000;
+        for _ in 0..self.knobs.hangs {
+            if groups.is_empty() {
+                break;
+            }
+            let group = groups.remove(rng.below(groups.len() as u64) as usize);
+            let node = group[rng.below(group.len() as u64) as usize];
+            let for_ns = interval_ns * rng.between(6, 10);
+            plan.push((
+                rng.below(self.knobs.workload_ns),
+                Planned::Hang { node, for_ns },
+            ));
         }
         plan
     }
@@ -972,7 +1025,9 @@ impl World {
         for _ in 0..self.knobs.pauses {
             let at = self.rng.below(self.knobs.workload_ns);
             let node = self.pick(&data_nodes);
-            let for_ns = self.rng.between(10_000_000, 1_000_000_000);
+            // Within two heartbeat intervals: a pause only delays (a hang is `Planned::Hang`).
+            let longest = (2 * u64::from(self.knobs.heartbeat_ms) * 1_000_000).min(1_000_000_000);
+            let for_ns = self.rng.between(10_000_000, longest);
             plan.push((at, Planned::Pause { node, for_ns }));
         }
         plan
@@ -1076,6 +1131,14 @@ impl World {
                 if self.kernels.contains_key(&node) && !self.paused.contains_key(&node) {
                     self.count("pause");
                     self.paused.insert(node, self.now_ns + for_ns);
+                }
+            }
+            Planned::Hang { node, for_ns } => {
+                if self.kernels.contains_key(&node) && !self.shared.stopping {
+                    self.count("hang past the heartbeat bound");
+                    self.hung.insert(node);
+                    let until = self.paused.get(&node).copied().unwrap_or(0);
+                    self.paused.insert(node, until.max(self.now_ns + for_ns));
                 }
             }
             Planned::OneWay { from, to, for_ns } => {

@@ -1,6 +1,7 @@
 //! Hundreds of seeds of each workload keep their invariants (the bank's total, linearizable
 //! registers and set elements, every request answered) under the faults today's cluster handles: data-node
 //! crashes, clients dying mid-transaction, slow links, API links dropping, data nodes pausing,
+//! data nodes hanging past the heartbeat bound (declared failed, and stopping when they wake),
 //! and BUGGIFY's full send buffers and late ticks. Each seed runs once here (determinism is replay.rs's); the
 //! totals at the end show the faults really happened.
 
@@ -54,6 +55,13 @@ fn bank_seeds_keep_the_total_through_crashes_and_dying_clients() {
     assert!(faults(&reports, "slow link") > SEEDS / 2);
     assert!(faults(&reports, "api link drop") > SEEDS / 2);
     assert!(faults(&reports, "pause") > SEEDS / 2);
+    let hangs = faults(&reports, "hang past the heartbeat bound");
+    assert!(hangs > SEEDS / 10, "{hangs} hangs");
+    let stopped = faults(&reports, "data node stopped (expected)");
+    assert!(
+        stopped > SEEDS / 20,
+        "{stopped} hung nodes stopped on waking"
+    );
     assert!(sum(|r| r.stats.deaths_mid_request) > 10);
     assert!(
         sum(|r| r.stats.transfers_unknown) > 0,

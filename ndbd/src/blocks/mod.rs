@@ -277,9 +277,24 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) -> Result<(), ProtocolViolation> {
+        if self.qmgr.dead {
+            return Ok(());
+        }
         self.qmgr.heard(from);
         if !self.qmgr.started() && self.refuse_before_start(from, header, payload, out) {
             return Ok(());
+        }
+        if self.qmgr.just_woke_from_stall(now) && is_whole_request(header.signal, payload) {
+            // Until the window has passed without a peer closing its link (which would say
+            // the cluster went on without this node), it starts no transaction that a
+            // single frame would also end (a read answered from what the cluster may have
+            // moved on from). Transactions already open go on: refusing their requests
+            // would leave their locks held.
+            let why = "this data node did not run for longer than the heartbeat bound and \
+                       checks that the cluster still counts it alive; retry";
+            if self.refuse_api_request(from, header, payload, out, why) {
+                return Ok(());
+            }
         }
         match header.signal {
             // TC
@@ -412,6 +427,9 @@ impl Kernel {
 
     /// Runs queued signals until none is left.
     pub fn run_jobs(&mut self, out: &mut dyn Outbox, now: Instant) {
+        if self.qmgr.dead {
+            return;
+        }
         // Final answers that found a full send buffer go first.
         self.unsent.retry(out);
         let mut ran = 0usize;
@@ -498,6 +516,9 @@ impl Kernel {
 
     /// Aborts transactions whose lock waits or idle time ran out.
     pub fn on_timer(&mut self, now: Instant) {
+        if self.qmgr.dead {
+            return;
+        }
         for trans in self.tc.expired(now) {
             self.jobs.push_back(Signal::TcContinueB(trans));
         }
@@ -507,6 +528,9 @@ impl Kernel {
     /// A link closed. An API node's transactions are rolled back and their locks released; a
     /// data node's loss aborts what touched it.
     pub fn on_disconnect(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
+        if self.qmgr.dead {
+            return;
+        }
         if self.qmgr.is_data_node(node) {
             self.unsent.forget(node);
             return self.node_failrep(node, out, now);
@@ -583,6 +607,20 @@ fn api_header(signal: u16, request_id: u32) -> FrameHeader {
 }
 
 /// The header of a signal between data nodes' blocks.
+/// True for an API request that starts a transaction and ends its execute in one frame (a
+/// single key operation with its execute, or a scan that starts its transaction).
+fn is_whole_request(signal: u16, payload: &[u8]) -> bool {
+    let flags = payload.first().copied().unwrap_or(0);
+    match signal {
+        gsn::TCKEYREQ | gsn::TCINDXREQ => {
+            let both = signals::FLAG_START_TRANSACTION | signals::FLAG_EXECUTE;
+            flags & both == both
+        }
+        gsn::SCAN_TABREQ => flags & rndb_protocol::scan::SCAN_FLAG_START_TRANSACTION != 0,
+        _ => false,
+    }
+}
+
 fn data_node_header(signal: u16, receiver_block: u16, sender_block: u16) -> FrameHeader {
     FrameHeader {
         signal,

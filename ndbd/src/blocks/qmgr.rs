@@ -56,6 +56,12 @@ pub(crate) struct Qmgr {
     heartbeat_interval: Duration,
     /// When the next heartbeats go out and the intervals are counted.
     next_heartbeat: Option<Instant>,
+    /// When QMGR's timer last ran, and when it last found that this node itself had not run
+    /// for the heartbeat bound (a stopped process): see `node_failrep`.
+    last_tick: Option<Instant>,
+    woke_from_stall: Option<Instant>,
+    /// The cluster declared this node failed: it does nothing more and stops.
+    pub dead: bool,
     /// Per node id: intervals counted since the last frame from that node.
     silent: Vec<u32>,
     /// Node groups and their members, for the check that every group keeps a live node.
@@ -81,6 +87,9 @@ impl Qmgr {
             held: false,
             heartbeat_interval: Duration::from_millis(u64::from(interval)),
             next_heartbeat: None,
+            last_tick: None,
+            woke_from_stall: None,
+            dead: false,
             silent: vec![0; 256],
             node_groups: config
                 .node_groups
@@ -94,6 +103,24 @@ impl Qmgr {
     /// An API node's link closed.
     pub fn forget_api(&mut self, node: NodeId) {
         self.apis.remove(&node);
+    }
+
+    /// True when QMGR's timer last ran more than the heartbeat bound before `now`: this node
+    /// itself did not run (a stopped process), and its peers may have declared it failed.
+    fn stalled_until(&self, now: Instant) -> bool {
+        self.last_tick.is_some_and(|tick| {
+            now.saturating_duration_since(tick) > self.heartbeat_interval * MISSED_DEAD
+        })
+    }
+
+    /// True when this node did not run for the heartbeat bound and has just woken: a data
+    /// node link that closes now was most likely closed because the cluster declared this
+    /// node failed (the NODE_FAILREP saying so may be lost with the link).
+    pub fn just_woke_from_stall(&self, now: Instant) -> bool {
+        self.stalled_until(now)
+            || self.woke_from_stall.is_some_and(|woke| {
+                now.saturating_duration_since(woke) < self.heartbeat_interval * 2
+            })
     }
 
     /// A frame came from `node`: it is alive.
@@ -226,6 +253,16 @@ impl Kernel {
         if !self.qmgr.started || self.qmgr.heartbeat_interval.is_zero() {
             return;
         }
+        if self.qmgr.stalled_until(now) {
+            tracing::warn!(
+                stalled_ms = now
+                    .duration_since(self.qmgr.last_tick.unwrap_or(now))
+                    .as_millis(),
+                "this data node did not run for longer than the heartbeat bound"
+            );
+            self.qmgr.woke_from_stall = Some(now);
+        }
+        self.qmgr.last_tick = Some(now);
         let due = *self
             .qmgr
             .next_heartbeat
@@ -317,12 +354,10 @@ impl Kernel {
     ) {
         let node = NodeId(rep.node);
         if node == self.me {
-            let why = format!(
-                "error 2315: Node declared dead. See error log for details (Arbitration error):                  data node {from}, the president, declared this node failed (it missed                  heartbeats, or its links failed)"
-            );
-            tracing::error!("{why}");
-            self.fatal.get_or_insert(why);
-            return;
+            return self.declared_dead(format!(
+                "data node {from}, the president, declared this node failed (it missed \
+                 heartbeats, or its links failed)"
+            ));
         }
         if self.qmgr.up.contains(&node) {
             out.declare_failed(
@@ -331,6 +366,19 @@ impl Kernel {
             );
             self.node_failrep(node, out, now);
         }
+    }
+
+    /// The cluster declared this node failed: it stops (NDB's 2315) and from now on handles
+    /// nothing, so that it answers no API node with what the cluster went on without.
+    fn declared_dead(&mut self, detail: String) {
+        let why = format!(
+            "error 2315: Node declared dead. See error log for details (Arbitration error): \
+             {detail}"
+        );
+        tracing::error!("{why}");
+        self.qmgr.dead = true;
+        self.jobs.clear();
+        self.fatal.get_or_insert(why);
     }
 
     /// A data node's link closed, or the node was declared failed (NODE_FAILREP to every
@@ -344,6 +392,16 @@ impl Kernel {
             return;
         }
         self.qmgr.failed.insert(node);
+        if self.qmgr.started && self.qmgr.just_woke_from_stall(now) {
+            // Not a failure of `node` to handle: taking over from it would complete this
+            // node's transactions on its own, after the cluster went on without it.
+            return self.declared_dead(format!(
+                "this node did not run for longer than {MISSED_DEAD} heartbeat intervals of {} \
+                 ms, and then data node {node} closed its link: the cluster has declared this \
+                 node failed",
+                self.qmgr.heartbeat_interval.as_millis()
+            ));
+        }
         // The API nodes stop routing to it, even while their link to it stays open (a
         // stopped process): their connection to it fails.
         let rep = FailRep { node: node.0 };
@@ -355,7 +413,10 @@ impl Kernel {
         if self.qmgr.started {
             if let Some(group) = self.qmgr.group_lost() {
                 let why = format!(
-                    "error 2305: Node lost connection to other nodes and can not form a                      unpartitioned cluster, please investigate if there are error(s) on other                      node(s) (Arbitration error): no live data node of node group {group} is                      left on this node's side after data node {node} failed"
+                    "error 2305: Node lost connection to other nodes and can not form a \
+                     unpartitioned cluster, please investigate if there are error(s) on other \
+                     node(s) (Arbitration error): no live data node of node group {group} is \
+                     left on this node's side after data node {node} failed"
                 );
                 tracing::error!("{why}");
                 self.fatal.get_or_insert(why);
@@ -417,13 +478,25 @@ impl Kernel {
         payload: &[u8],
         out: &mut dyn Outbox,
     ) -> bool {
+        let why = "the cluster has not started: not every data node is connected";
+        self.refuse_api_request(from, header, payload, out, why)
+    }
+
+    /// Refuses an API node's transaction or scan with 4009 and `why` (key operations
+    /// silently: the execute that follows them is refused). True when the frame was handled
+    /// so.
+    pub(crate) fn refuse_api_request(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        payload: &[u8],
+        out: &mut dyn Outbox,
+        why: &str,
+    ) -> bool {
         if self.qmgr.is_data_node(from) {
             return false;
         }
-        let error = NdbError::with_detail(
-            4009,
-            "the cluster has not started: not every data node is connected",
-        );
+        let error = NdbError::with_detail(4009, why);
         // An operation that ends its execute (FLAG_EXECUTE, its flags' byte) is answered as
         // the execute would be.
         let ends_execute = payload
