@@ -66,6 +66,14 @@ impl Declared {
     }
 }
 
+/// What [`Connection::heartbeat`] saw: the frame count at its last look, and how many looks
+/// in a row found no new frame.
+#[derive(Debug, Default)]
+struct HeartbeatState {
+    frames_seen: u64,
+    silent: u32,
+}
+
 /// The longest a poll owner sleeps before it looks at its deadline again.
 const POLL_SLEEP_MAX: Duration = Duration::from_millis(50);
 
@@ -242,6 +250,10 @@ pub(crate) struct Connection {
     failed: AtomicBool,
     /// The data nodes the cluster declared failed.
     declared: Arc<Declared>,
+    /// Frames read from the link so far, and what the heartbeat saw of it (see
+    /// [`Connection::heartbeat`]).
+    frames_received: std::sync::atomic::AtomicU64,
+    heartbeat: Mutex<HeartbeatState>,
     /// Frames appended by `append_frames_deferred` wait in the send buffer for a flush.
     #[cfg(feature = "tokio")]
     flush_owed: AtomicBool,
@@ -314,6 +326,8 @@ impl Connection {
             closing: AtomicBool::new(false),
             failed: AtomicBool::new(false),
             declared,
+            frames_received: std::sync::atomic::AtomicU64::new(0),
+            heartbeat: Mutex::new(HeartbeatState::default()),
             #[cfg(feature = "tokio")]
             flush_owed: AtomicBool::new(false),
             #[cfg(feature = "tokio")]
@@ -543,6 +557,55 @@ impl Connection {
         drop(shared);
         wake.iter().for_each(Thread::unpark);
         outcome
+    }
+
+    /// One HeartbeatIntervalDbApi of the API's heartbeat (NDB's API_REGREQ every interval):
+    /// reads what the link holds if nobody else does, counts the interval as silent when no
+    /// frame came since the last one, fails the link once `missed_max` in a row were (the data
+    /// node stopped, or the link drops everything: requests then fail with 4010 and go to
+    /// other nodes), and asks the data node again. Nothing is done on a failed link.
+    pub fn heartbeat(&self, missed_max: u32) {
+        if self.is_failed() {
+            return;
+        }
+        if self.pump().is_err() {
+            return;
+        }
+        let received = self.frames_received.load(Ordering::Relaxed);
+        let silent = {
+            let mut state = self.heartbeat.lock().unwrap_or_else(|p| p.into_inner());
+            if received == state.frames_seen {
+                state.silent += 1;
+            } else {
+                state.silent = 0;
+                state.frames_seen = received;
+            }
+            state.silent
+        };
+        if silent >= missed_max {
+            let reason = format!(
+                "no frame from data node {} for {silent} heartbeat intervals",
+                self.peer
+            );
+            let mut link = self.link();
+            link.shutdown();
+            let waiters = {
+                let mut shared = self.shared();
+                self.record_failure(&mut shared, reason);
+                shared.all_waiters()
+            };
+            drop(link);
+            waiters.iter().for_each(Thread::unpark);
+            return;
+        }
+        let header = FrameHeader {
+            signal: rndb_protocol::lqh::gsn::API_REGREQ,
+            receiver_block: rndb_protocol::signals::block::QMGR,
+            sender_block: rndb_protocol::signals::block::API,
+            request_id: RECEIVE_THREAD_REQUEST_ID,
+        };
+        // A full send buffer (4021) skips this heartbeat; a broken link fails the connection.
+        let _ = self.send_batch(&[(header, &[])]);
     }
 
     /// True while `request_id` is registered (its answers are being collected).
@@ -1012,6 +1075,10 @@ impl Connection {
             .map_err(|e| e.to_string())?;
         if let Some(reason) = overflow {
             return Err(reason);
+        }
+        if delivered > 0 {
+            self.frames_received
+                .fetch_add(delivered as u64, Ordering::Relaxed);
         }
         let done = shared.progressed(request_id, slice_bytes);
         drop(guard);

@@ -34,6 +34,7 @@ mod asynch;
 mod connect;
 mod connection;
 mod error;
+mod heartbeat;
 mod reconnect;
 mod scan;
 #[cfg(feature = "tokio")]
@@ -120,6 +121,8 @@ pub struct Cluster {
     /// Links to the data nodes not reached at connect, in the background; `None` when every
     /// data node was reached.
     connector: Option<Connector>,
+    /// The heartbeat thread (see `heartbeat.rs`).
+    heartbeat: Option<heartbeat::Heartbeat>,
     /// Where every key lives: the same map the data nodes build from the same config.
     partitions: PartitionMap,
     /// The next request id (starting at a random value); 0 is never used.
@@ -282,12 +285,25 @@ impl Cluster {
             node_id,
             connections: slots.into(),
             connector: None,
+            heartbeat: None,
             partitions,
             next_request_id: AtomicU32::new(first_request_id()),
             request_timeout: options.request_timeout,
             near,
         };
         cluster.wait_until_started(options.connect_timeout)?;
+        // The shortest HeartbeatIntervalDbApi of the data nodes (each normally has the same).
+        let interval = cluster
+            .config
+            .data_nodes
+            .iter()
+            .map(|data| data.heartbeat_interval_db_api_ms)
+            .min()
+            .unwrap_or(1500);
+        cluster.heartbeat = heartbeat::Heartbeat::start(
+            Arc::clone(&cluster.connections),
+            Duration::from_millis(u64::from(interval)),
+        );
         if !missing.is_empty() {
             cluster.connector = Connector::start(
                 cluster.config.clone(),
@@ -661,6 +677,7 @@ impl Drop for Cluster {
     /// Stops the background connector (waiting for it), then the connections' receive threads;
     /// each link closes when its last user lets go.
     fn drop(&mut self) {
+        self.heartbeat = None;
         self.connector = None;
         for connection in self.linked() {
             connection.close();

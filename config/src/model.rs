@@ -108,10 +108,10 @@ pub struct DataNodeConfig {
     pub transaction_inactive_timeout_ms: u32,
     /// HeartbeatIntervalDbDb: QMGR's heartbeats between data nodes.
     pub heartbeat_interval_db_db_ms: u32,
-    /// Recognised only: nothing reads these two yet, so a value in the file is ignored with a
-    /// warning and they always hold NDB's default (the tests that build a config by hand use
-    /// the fields).
+    /// HeartbeatIntervalDbApi: heartbeats between this data node and API nodes.
     pub heartbeat_interval_db_api_ms: u32,
+    /// Recognised only: nothing reads it yet, so a value in the file is ignored with a
+    /// warning and it always holds NDB's default (tests that build a config by hand use it).
     pub time_between_global_checkpoints_ms: u32,
     /// The redo log, global checkpoints and where the node keeps its files.
     pub durability: Durability,

@@ -334,8 +334,7 @@ static PARAMS: &[ParamInfo] = &[
     p(DB, "SchedulerSpinTimer", Int, I(0), 0, 500, "Microseconds the execution loop spins before it sleeps"),
     // [ndbd]: recognised only.
     p(DB, "HeartbeatIntervalDbDb", Int, I(5000), 10, MAX_INT_RNIL, "Heartbeat ms between data nodes; silent for 4 of them, a node is declared failed"),
-    // Recognised only until API nodes send heartbeats (nothing reads it yet).
-    later(DB, "HeartbeatIntervalDbApi", Int, I(1500), 100, MAX_INT_RNIL, "Heartbeat ms between data and API nodes"),
+    p(DB, "HeartbeatIntervalDbApi", Int, I(1500), 100, MAX_INT_RNIL, "Heartbeat ms between data and API nodes; silent for 4 of them, the link is closed"),
     p(DB, "TimeBetweenGlobalCheckpoints", Int, I(2000), 20, 32000, "Global checkpoint (group commit) interval in ms"),
     later(DB, "MaxNoOfAttributes", Int, I(1000), 32, MAX_INT_RNIL, "Attributes the dictionary holds"),
     later(DB, "MaxNoOfTriggers", Int, I(768), 0, MAX_INT_RNIL, "Trigger records"),

@@ -255,6 +255,16 @@ impl ExecLoop {
             }
         }
         tracing::info!("execution loop stopped");
+        if self.fatal.is_none() {
+            let mut out = LinkOutbox {
+                registry: &mut self.registry,
+                scratch: &mut self.scratch,
+                dirty: &mut self.dirty,
+                broken: &mut self.broken,
+                stalled: &mut self.stalled,
+            };
+            self.kernel.on_shutdown(&mut out);
+        }
         self.flush_links(false);
         self.fatal.take().map_or(Ok(()), Err)
     }

@@ -127,6 +127,9 @@ signals! {
     /// The president declares a node failed, to every data node it has a link to, the failed
     /// one included (which then stops): `qmgr::FailRep`.
     NODE_FAILREP = 102;
+    /// The sender stops gracefully (SIGTERM), to every data node, just before its links
+    /// close; no payload.
+    NODE_STOPPING_REP = 103;
 }
 
 /// The name of signal `number`, or `None` for a number no signal has.

@@ -58,6 +58,11 @@ impl ChildTest {
         }
     }
 
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Kills the child with SIGKILL and reaps it.
     pub fn kill(&mut self) -> Result<()> {
         self.child.kill().context("kill -9 the child")?;

@@ -1304,6 +1304,92 @@ fn a_stopped_data_node_is_declared_failed_by_heartbeats_and_stops_when_resumed()
     assert_eq!(total, expected_total, "the total after node 3 stopped");
 }
 
+/// What [`failover_after_sigstop`] measured: from the SIGSTOP to the president's log line
+/// declaring the node failed, and to the first committed write of a row the stopped node was
+/// the primary of.
+#[derive(Debug)]
+struct Failover {
+    declared: Duration,
+    serving: Duration,
+}
+
+/// Four data nodes with HeartbeatIntervalDbDb = `interval_ms` (HeartbeatIntervalDbApi the same,
+/// at least NDB's minimum of 100): SIGSTOPs node 3 and measures [`Failover`], writing one of
+/// node 3's rows again and again (each attempt may wait up to 2 intervals for its answer).
+fn failover_after_sigstop(interval_ms: u64) -> Failover {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+
+    let interval = interval_ms.to_string();
+    let spec = spec()
+        .data_node_param("HeartbeatIntervalDbDb", &interval)
+        .data_node_param("HeartbeatIntervalDbApi", &interval_ms.max(100).to_string());
+    let cluster = TestCluster::start(spec).expect("start four data nodes");
+    let api = cluster
+        .connect_with(ConnectOptions {
+            request_timeout: Duration::from_millis(2 * interval_ms),
+            connect_timeout: START_TIMEOUT,
+            ..ConnectOptions::default()
+        })
+        .expect("connect");
+    let table = recreate_table(&api, &accounts_def("accounts")).expect("create accounts");
+    let victim = NodeId(3);
+    let id = keys_by_primary(&api, &table, 1)[&victim][0];
+    insert_committed(&api, &table, &[row(id, 0)]).expect("insert");
+    let pid = Pid::from_raw(cluster.pid(victim).expect("node 3 runs") as i32);
+    let stopped_at = Instant::now();
+    kill(pid, Signal::SIGSTOP).expect("SIGSTOP node 3");
+    let (declared, serving) = std::thread::scope(|scope| {
+        // The president's log is read every few ms for the line that declares node 3 failed.
+        let declared = scope.spawn(|| {
+            rndb_tests::wait_until("node 3 declared failed", Duration::from_secs(60), || {
+                let log = cluster.log(NodeId(1));
+                Ok(log
+                    .contains("declaring data node failed")
+                    .then(|| stopped_at.elapsed()))
+            })
+        });
+        let serving =
+            rndb_tests::wait_until("a write of node 3's row", Duration::from_secs(60), || {
+                let mut transaction = api.start_transaction()?;
+                transaction.update(&table, &key(id), &[(1, Value::Int64(1))])?;
+                match transaction.execute(ExecType::Commit) {
+                    Ok(()) => Ok(Some(stopped_at.elapsed())),
+                    Err(e) if e.is_temporary() => Ok(None),
+                    Err(e) => Err(anyhow::anyhow!("write of {id}: {e}")),
+                }
+            });
+        let declared = declared.join().expect("the log reader panicked");
+        (declared, serving)
+    });
+    let _ = kill(pid, Signal::SIGCONT);
+    Failover {
+        declared: declared.expect("the president declares node 3 failed"),
+        serving: serving.expect("the row is written again"),
+    }
+}
+
+/// The benchmark of issue 23: from a SIGSTOP to the cluster declaring the node failed and
+/// serving its rows again, against the heartbeat bound (4 × HeartbeatIntervalDbDb), for a few
+/// intervals. `scripts/bench-heartbeat` runs it.
+#[test]
+#[ignore = "benchmark: scripts/bench-heartbeat"]
+fn bench_failover_after_a_sigstop() {
+    println!(
+        "| HeartbeatIntervalDbDb | bound (4 ×) | declared failed | a write of its row commits |"
+    );
+    println!("|---|---|---|---|");
+    for interval_ms in [100, 300, 1000] {
+        let f = failover_after_sigstop(interval_ms);
+        println!(
+            "| {interval_ms} ms | {} ms | {} ms | {} ms |",
+            4 * interval_ms,
+            f.declared.as_millis(),
+            f.serving.as_millis()
+        );
+    }
+}
+
 /// A data node that must close its link to a data node which may still run (here: the peer
 /// breaks the protocol) stops itself, with an error saying why, rather than go on with a view
 /// of the cluster its peer does not share.

@@ -1,10 +1,16 @@
 //! Proves that when a client process dies in the middle of a transaction, the data node notices
-//! the closed link, aborts the transaction and releases its locks, and goes on serving.
+//! the closed link, aborts the transaction and releases its locks, and goes on serving; that a
+//! client that stops (SIGSTOP, its socket open) is disconnected after missing its heartbeats
+//! (HeartbeatIntervalDbApi), with the same outcome; and that a request to a data node that
+//! stops fails with 4010 after the API's heartbeats go unanswered, long before its timeout.
 //!
 //! The client is this test executable run again in a child role: the parent re-executes itself
 //! with `--exact hold_a_lock_as_child` and an environment variable naming the config.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 
 use rndb_api::{ColumnDef, ColumnType, ExecType, LockMode, TableDef, Value};
 use rndb_tests::ops::{insert_committed, read_with, recreate_table};
@@ -95,4 +101,86 @@ fn a_killed_client_releases_its_locks() {
         cluster.is_running(node),
         "the data node survived the client's death"
     );
+}
+
+/// HeartbeatIntervalDbApi of the heartbeat tests: 4 missed make about a second.
+const API_HEARTBEAT_MS: &str = "200";
+
+#[test]
+fn a_stopped_client_is_disconnected_by_heartbeats_and_releases_its_locks() {
+    let spec = ClusterSpec::new()
+        .deadlock_timeout_ms(200)
+        .data_node_param("HeartbeatIntervalDbApi", API_HEARTBEAT_MS);
+    let cluster = TestCluster::start(spec).expect("start the cluster");
+    let api = cluster.connect().expect("connect");
+    let table = recreate_table(&api, &table_def()).expect("create the table");
+    insert_committed(&api, &table, &[vec![Value::UInt32(1), Value::UInt32(1)]]).expect("insert");
+
+    let mut child = ChildTest::spawn(
+        "hold_a_lock_as_child",
+        (CHILD_CONFIG_ENV, cluster.config_path().as_os_str()),
+    )
+    .expect("spawn the child client");
+    child
+        .wait_for_line(LOCKED_LINE, CHILD_READY_TIMEOUT)
+        .expect("the child holds the lock");
+    // Stopped, the child keeps its socket open but sends no heartbeat.
+    let pid = Pid::from_raw(child.pid() as i32);
+    kill(pid, Signal::SIGSTOP).expect("SIGSTOP the child");
+    let row = wait_until(
+        "the stopped client's lock to be released",
+        Duration::from_secs(20),
+        || match read_with(&api, &table, &[Value::UInt32(1)], LockMode::Exclusive) {
+            Ok(row) => Ok(Some(row)),
+            Err(e) if e.code() == Some(266) => Ok(None),
+            Err(e) => Err(e.into()),
+        },
+    )
+    .expect("lock the row after the client stopped");
+    assert_eq!(
+        row[1],
+        Value::UInt32(1),
+        "the stopped client's update was rolled back"
+    );
+    let node = cluster.data_node_ids()[0];
+    let log = cluster.log(node);
+    assert!(
+        log.contains("missed 4 heartbeats"),
+        "the data node says why it dropped the client:\n{log}"
+    );
+    let _ = kill(pid, Signal::SIGCONT);
+    child.kill().expect("kill the child");
+}
+
+#[test]
+fn a_request_to_a_stopped_data_node_fails_when_heartbeats_go_unanswered() {
+    let spec = ClusterSpec::new().data_node_param("HeartbeatIntervalDbApi", API_HEARTBEAT_MS);
+    let mut cluster = TestCluster::start(spec).expect("start the cluster");
+    let request_timeout = Duration::from_secs(60);
+    let api = cluster
+        .connect_with(rndb_api::ConnectOptions {
+            request_timeout,
+            ..rndb_api::ConnectOptions::default()
+        })
+        .expect("connect");
+    let table = recreate_table(&api, &table_def()).expect("create the table");
+    insert_committed(&api, &table, &[vec![Value::UInt32(1), Value::UInt32(1)]]).expect("insert");
+    let node = cluster.data_node_ids()[0];
+    let pid = Pid::from_raw(cluster.pid(node).expect("the data node runs") as i32);
+    kill(pid, Signal::SIGSTOP).expect("SIGSTOP the data node");
+    let asked = Instant::now();
+    let read = read_with(&api, &table, &[Value::UInt32(1)], LockMode::Read);
+    let waited = asked.elapsed();
+    let _ = kill(pid, Signal::SIGCONT);
+    assert_eq!(
+        read.map_err(|e| e.code()).err(),
+        Some(Some(4010)),
+        "the read fails as on a lost link"
+    );
+    // About 4 intervals of 200 ms; the request timeout is a minute.
+    assert!(
+        waited < request_timeout / 3,
+        "the read failed only after {waited:?}"
+    );
+    assert!(cluster.is_running(node), "the data node runs on");
 }

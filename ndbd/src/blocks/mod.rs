@@ -343,6 +343,9 @@ impl Kernel {
                 });
             }
             gsn::HEARTBEAT if self.qmgr.is_data_node(from) => {}
+            gsn::NODE_STOPPING_REP if self.qmgr.is_data_node(from) => {
+                self.exec_node_stopping_rep(from)
+            }
             gsn::FAIL_REP if self.qmgr.is_up(from) => {
                 self.exec_fail_rep(from, FailRep::decode(payload)?, out, now)
             }

@@ -56,6 +56,9 @@ pub(crate) struct Qmgr {
     heartbeat_interval: Duration,
     /// When the next heartbeats go out and the intervals are counted.
     next_heartbeat: Option<Instant>,
+    /// HeartbeatIntervalDbApi, and when the API nodes' silent intervals are next counted.
+    api_interval: Duration,
+    next_api_check: Option<Instant>,
     /// When QMGR's timer last ran, and when it last found that this node itself had not run
     /// for the heartbeat bound (a stopped process): see `node_failrep`.
     last_tick: Option<Instant>,
@@ -68,6 +71,8 @@ pub(crate) struct Qmgr {
     node_groups: Vec<(u32, Vec<NodeId>)>,
     /// API nodes with a live link: told of every data node failure (NODE_FAILREP).
     apis: BTreeSet<NodeId>,
+    /// Data nodes that said they stop gracefully (NODE_STOPPING_REP).
+    stopping: BTreeSet<NodeId>,
 }
 
 impl Qmgr {
@@ -75,9 +80,12 @@ impl Qmgr {
         let mut data_nodes: Vec<NodeId> = config.data_nodes.iter().map(|n| n.node_id).collect();
         data_nodes.sort_unstable();
         let started = data_nodes.iter().all(|&n| n == me);
-        let interval = config
-            .data_node(me)
-            .map_or(5000, |n| n.heartbeat_interval_db_db_ms);
+        let (interval, api_interval) = config.data_node(me).map_or((5000, 1500), |n| {
+            (
+                n.heartbeat_interval_db_db_ms,
+                n.heartbeat_interval_db_api_ms,
+            )
+        });
         Qmgr {
             me,
             data_nodes,
@@ -87,6 +95,8 @@ impl Qmgr {
             held: false,
             heartbeat_interval: Duration::from_millis(u64::from(interval)),
             next_heartbeat: None,
+            api_interval: Duration::from_millis(u64::from(api_interval)),
+            next_api_check: None,
             last_tick: None,
             woke_from_stall: None,
             dead: false,
@@ -97,12 +107,19 @@ impl Qmgr {
                 .map(|g| (g.id, g.nodes.clone()))
                 .collect(),
             apis: BTreeSet::new(),
+            stopping: BTreeSet::new(),
         }
     }
 
     /// An API node's link closed.
     pub fn forget_api(&mut self, node: NodeId) {
         self.apis.remove(&node);
+    }
+
+    /// An API node's link came up: its silent intervals count from none.
+    fn add_api(&mut self, node: NodeId) {
+        self.apis.insert(node);
+        self.heard(node);
     }
 
     /// True when QMGR's timer last ran more than the heartbeat bound before `now`: this node
@@ -140,11 +157,16 @@ impl Qmgr {
             .unwrap_or(self.me)
     }
 
-    /// A node group none of whose members is alive here, if any.
+    /// A node group none of whose members is alive here, if any, unless every member stopped
+    /// gracefully (an operator taking the cluster down node by node: nothing of it can be on
+    /// the other side of a split).
     fn group_lost(&self) -> Option<u32> {
         self.node_groups
             .iter()
-            .find(|(_, nodes)| !nodes.iter().any(|&n| self.is_alive(n)))
+            .find(|(_, nodes)| {
+                !nodes.iter().any(|&n| self.is_alive(n))
+                    && !nodes.iter().all(|n| self.stopping.contains(n))
+            })
             .map(|(id, _)| *id)
     }
 
@@ -225,7 +247,7 @@ impl Kernel {
     /// A link came up. When it completes the set of data nodes, the cluster has started.
     pub fn on_connect(&mut self, node: NodeId) {
         if !self.qmgr.is_data_node(node) {
-            self.qmgr.apis.insert(node);
+            self.qmgr.add_api(node);
             return;
         }
         if self.qmgr.failed.contains(&node) {
@@ -263,6 +285,7 @@ impl Kernel {
             self.qmgr.woke_from_stall = Some(now);
         }
         self.qmgr.last_tick = Some(now);
+        self.api_heartbeat_check(out, now);
         let due = *self
             .qmgr
             .next_heartbeat
@@ -291,6 +314,39 @@ impl Kernel {
                     self.qmgr.heartbeat_interval.as_millis()
                 );
                 self.report_failure(peer, &why, out, now);
+            }
+        }
+    }
+
+    /// Every HeartbeatIntervalDbApi: one more silent interval for each API node; one silent
+    /// for `MISSED_DEAD` of them (its heartbeat, API_REGREQ, stopped: a stopped process, a
+    /// dead link) is disconnected, which rolls its transactions back and frees their locks.
+    fn api_heartbeat_check(&mut self, out: &mut dyn Outbox, now: Instant) {
+        if self.qmgr.api_interval.is_zero() {
+            return;
+        }
+        let due = *self
+            .qmgr
+            .next_api_check
+            .get_or_insert(now + self.qmgr.api_interval);
+        if now < due {
+            return;
+        }
+        self.qmgr.next_api_check = Some(now + self.qmgr.api_interval);
+        let apis: Vec<NodeId> = self.qmgr.apis.iter().copied().collect();
+        for api in apis {
+            let Some(silent) = self.qmgr.silent.get_mut(usize::from(api.0)) else {
+                continue;
+            };
+            *silent += 1;
+            if *silent >= MISSED_DEAD {
+                let why = format!(
+                    "API node {api} missed {MISSED_DEAD} heartbeats (HeartbeatIntervalDbApi={} ms)",
+                    self.qmgr.api_interval.as_millis()
+                );
+                tracing::warn!("{why}; disconnecting it");
+                *silent = 0;
+                out.close(api, why);
             }
         }
     }
@@ -341,6 +397,23 @@ impl Kernel {
         if self.qmgr.president_without(node) == self.me && node != self.me {
             self.declare_failed(node, &format!("reported by data node {from}"), out, now);
         }
+    }
+
+    /// This node stops gracefully (SIGTERM): every other data node hears it before its links
+    /// close (NODE_STOPPING_REP), so that a node group left without a node by such stops does
+    /// not make the rest stop with 2305.
+    pub fn on_shutdown(&mut self, out: &mut dyn Outbox) {
+        let peers: Vec<NodeId> = self.qmgr.up.iter().copied().collect();
+        for peer in peers {
+            let frame = data_node_header(gsn::NODE_STOPPING_REP, block::QMGR, block::QMGR);
+            let _ = out.send(peer, frame, &mut |_| {});
+        }
+    }
+
+    /// NODE_STOPPING_REP: `from` stops gracefully.
+    pub(crate) fn exec_node_stopping_rep(&mut self, from: NodeId) {
+        tracing::info!(node = %from, "data node stops gracefully");
+        self.qmgr.stopping.insert(from);
     }
 
     /// NODE_FAILREP from the president: `rep.node` is failed. This node closes its link to it
