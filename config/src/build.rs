@@ -191,6 +191,7 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
         transaction_inactive_timeout_ms: l.u32("TransactionInactiveTimeout"),
         heartbeat_interval_db_db_ms: l.u32("HeartbeatIntervalDbDb"),
         heartbeat_interval_db_api_ms: l.u32("HeartbeatIntervalDbApi"),
+        start_partial_timeout_ms: l.u32("StartPartialTimeout"),
         time_between_global_checkpoints_ms: l.u32("TimeBetweenGlobalCheckpoints"),
         durability: Durability {
             diskless: l.bool("Diskless"),

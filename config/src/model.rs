@@ -110,6 +110,9 @@ pub struct DataNodeConfig {
     pub heartbeat_interval_db_db_ms: u32,
     /// HeartbeatIntervalDbApi: heartbeats between this data node and API nodes.
     pub heartbeat_interval_db_api_ms: u32,
+    /// StartPartialTimeout: how long a start waits for every data node before it goes on
+    /// without those missing (0: it waits for all).
+    pub start_partial_timeout_ms: u32,
     /// Recognised only: nothing reads it yet, so a value in the file is ignored with a
     /// warning and it always holds NDB's default (tests that build a config by hand use it).
     pub time_between_global_checkpoints_ms: u32,

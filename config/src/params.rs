@@ -362,7 +362,7 @@ static PARAMS: &[ParamInfo] = &[
     later(DB, "IndexMemory", Size, I(0), 0, 1 << 40, "Deprecated hash index memory"),
     later(DB, "LockPagesInMainMemory", Int, I(0), 0, 2, "Lock the process memory"),
     later(DB, "ODirect", Bool, B(false), BOOL.0, BOOL.1, "Use O_DIRECT for files"),
-    later(DB, "StartPartialTimeout", Int, I(30000), 0, MAX_INT_RNIL, "Wait in ms before a partial start"),
+    p(DB, "StartPartialTimeout", Int, I(30000), 0, MAX_INT_RNIL, "Wait in ms for every data node before starting without some (every node group needs one); 0 waits for all"),
     later(DB, "StartPartitionedTimeout", Int, I(60000), 0, MAX_INT_RNIL, "Wait in ms before a partitioned start"),
     later(DB, "StartFailureTimeout", Int, I(0), 0, MAX_INT_RNIL, "Give up starting after this many ms"),
     later(DB, "BackupDataDir", Path, Unset, TEXT.0, TEXT.1, "Directory for backups"),

@@ -125,6 +125,7 @@ fn data_value(config: &ClusterConfig, id: NodeId, name: &str) -> Option<String> 
         "TimeBetweenEpochs" => n.durability.time_between_epochs_ms.to_string(),
         "HeartbeatIntervalDbDb" => n.heartbeat_interval_db_db_ms.to_string(),
         "HeartbeatIntervalDbApi" => n.heartbeat_interval_db_api_ms.to_string(),
+        "StartPartialTimeout" => n.start_partial_timeout_ms.to_string(),
         "NoOfFragmentLogParts" => n.durability.no_of_fragment_log_parts.to_string(),
         "NoOfFragmentLogFiles" => n.durability.no_of_fragment_log_files.to_string(),
         "FragmentLogFileSize" => n.durability.fragment_log_file_size.to_string(),

@@ -101,6 +101,8 @@ pub struct ExecLoop {
     broken: Vec<(NodeId, String, bool)>,
     /// Set when this node must stop (see `close_broken`).
     fatal: Option<String>,
+    /// The failed data nodes last handed to the listener (`share_failed`).
+    failed_shared: NodeSet,
     /// Reused payload buffer for outgoing frames.
     scratch: Vec<u8>,
     /// Links not to flush early again this turn (see `LinkOutbox::stalled`).
@@ -170,6 +172,7 @@ impl ExecLoop {
             dirty: NodeSet::new(),
             broken: Vec::new(),
             fatal: None,
+            failed_shared: NodeSet::new(),
             scratch: Vec::with_capacity(1 << 16),
             stalled: Vec::new(),
             polls_skipped: 0,
@@ -242,6 +245,7 @@ impl ExecLoop {
             if self.fatal.is_some() {
                 break;
             }
+            self.share_failed();
             if worked {
                 if !idle.slept && !idle.recorded && !idle.budget.is_zero() {
                     self.spin.record(Some(now.duration_since(idle.since)));
@@ -548,6 +552,17 @@ impl ExecLoop {
                 self.dirty.insert(node);
             }
             Err(e) => self.broken.push((node, format!("flush: {e}"), false)),
+        }
+    }
+
+    /// Hands the kernel's failed data nodes (a failure, a partial start that left a node
+    /// out) to the listener and the connector, when they changed.
+    fn share_failed(&mut self) {
+        let failed = self.kernel.failed_nodes();
+        if failed != self.failed_shared {
+            self.failed_shared = failed;
+            let mut shared = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+            shared.extend(failed.iter());
         }
     }
 

@@ -126,8 +126,15 @@ pub fn run(
         waker.clone(),
     )
     .context("start acceptor thread")?;
-    listener::spawn_connector(config.clone(), me, connected.clone(), links_tx, waker)
-        .context("start connector thread")?;
+    listener::spawn_connector(
+        config.clone(),
+        me,
+        connected.clone(),
+        failed.clone(),
+        links_tx,
+        waker,
+    )
+    .context("start connector thread")?;
     let spin = Duration::from_micros(u64::from(node.scheduler_spin_timer_us));
     tracing::info!(node = %me, port, data_memory = node.data_memory_bytes, spin_us = node.scheduler_spin_timer_us, "data node started");
     bind_to_cpus(&node.lock_execute_thread_to_cpu)

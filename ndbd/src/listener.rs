@@ -348,6 +348,7 @@ pub fn spawn_connector(
     config: Arc<ClusterConfig>,
     me: NodeId,
     connected: Connected,
+    failed: Failed,
     links: Sender<Box<dyn Transporter>>,
     waker: Arc<mio::Waker>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
@@ -362,8 +363,11 @@ pub fn spawn_connector(
         .spawn(move || {
             let mut attempts = 0u64;
             while !pending.is_empty() {
+                // A node the cluster holds failed (left out of a partial start) is not dialled.
+                let gone = failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 pending.retain(|&peer| {
-                    !connect_peer(&config, me, peer, &connected, &links, &waker, attempts)
+                    !gone.contains(&peer)
+                        && !connect_peer(&config, me, peer, &connected, &links, &waker, attempts)
                 });
                 attempts += 1;
                 if !pending.is_empty() {

@@ -333,7 +333,7 @@ impl Kernel {
             }
             gsn::GCP_PREPARE..=gsn::CNTR_START_REP if self.qmgr.is_data_node(from) => {
                 let GcpSignal { gci, failed } = GcpSignal::decode(payload)?;
-                if header.signal == gsn::GCP_SAVEREQ {
+                if matches!(header.signal, gsn::GCP_SAVEREQ | gsn::CNTR_START_CONF) {
                     self.gcp.master_failed = NodeSet::from_words(failed);
                 }
                 self.jobs.push_back(Signal::Gcp {
@@ -483,6 +483,12 @@ impl Kernel {
                 Signal::Gcp { signal, from, gci } => match signal {
                     gsn::CNTR_START_REQ => self.exec_cntr_start_req(from, gci, out),
                     gsn::CNTR_START_CONF => {
+                        let excluded = if from == self.me {
+                            self.qmgr.failed()
+                        } else {
+                            std::mem::take(&mut self.gcp.master_failed)
+                        };
+                        self.start_excluding(excluded, out, now);
                         if let Err(why) = self.exec_cntr_start_conf(gci) {
                             self.fatal.get_or_insert(why);
                         }
@@ -492,6 +498,7 @@ impl Kernel {
                     _ => self.exec_gcp_signal(from, signal, gci, out, now),
                 },
                 Signal::Timer => {
+                    self.start_timer(out, now);
                     self.qmgr_timer(out, now);
                     self.restart_request(out);
                     self.gcp_timer(out, now);

@@ -73,6 +73,14 @@ pub(crate) struct Qmgr {
     apis: BTreeSet<NodeId>,
     /// Data nodes that said they stop gracefully (NODE_STOPPING_REP).
     stopping: BTreeSet<NodeId>,
+    /// StartPartialTimeout, and when this node began waiting for the others.
+    partial_timeout: Duration,
+    start_since: Option<Instant>,
+    /// StartPartialTimeout has passed without every data node: the start may go on without
+    /// the missing ones, once every node group has a live node.
+    pub partial_due: bool,
+    /// When a start waiting for a missing node group last said so.
+    group_missing_logged: Option<Instant>,
 }
 
 impl Qmgr {
@@ -80,12 +88,14 @@ impl Qmgr {
         let mut data_nodes: Vec<NodeId> = config.data_nodes.iter().map(|n| n.node_id).collect();
         data_nodes.sort_unstable();
         let started = data_nodes.iter().all(|&n| n == me);
-        let (interval, api_interval) = config.data_node(me).map_or((5000, 1500), |n| {
-            (
-                n.heartbeat_interval_db_db_ms,
-                n.heartbeat_interval_db_api_ms,
-            )
-        });
+        let (interval, api_interval, partial) =
+            config.data_node(me).map_or((5000, 1500, 30000), |n| {
+                (
+                    n.heartbeat_interval_db_db_ms,
+                    n.heartbeat_interval_db_api_ms,
+                    n.start_partial_timeout_ms,
+                )
+            });
         Qmgr {
             me,
             data_nodes,
@@ -108,6 +118,35 @@ impl Qmgr {
                 .collect(),
             apis: BTreeSet::new(),
             stopping: BTreeSet::new(),
+            partial_timeout: Duration::from_millis(u64::from(partial)),
+            start_since: None,
+            partial_due: false,
+            group_missing_logged: None,
+        }
+    }
+
+    /// Every data node of the config, in id order.
+    pub fn data_nodes(&self) -> &[NodeId] {
+        &self.data_nodes
+    }
+
+    /// True when every data node of the config is connected to this one.
+    pub fn all_connected(&self) -> bool {
+        self.up.len() + 1 == self.data_nodes.len()
+    }
+
+    /// This node and the data nodes it has a live link to.
+    pub fn alive(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.data_nodes
+            .iter()
+            .copied()
+            .filter(|&n| self.is_alive(n))
+    }
+
+    /// Excludes data node `node` from a start that goes on without it: failed for good here.
+    pub fn exclude(&mut self, node: NodeId) {
+        if node != self.me && !self.up.contains(&node) {
+            self.failed.insert(node);
         }
     }
 
@@ -237,6 +276,12 @@ impl Kernel {
     /// restore done everywhere.
     pub fn is_started(&self) -> bool {
         self.qmgr.started()
+    }
+
+    /// The data nodes this node holds failed (seen to fail, or left out of a partial start):
+    /// the listener refuses them and the connector stops dialling them.
+    pub fn failed_nodes(&self) -> NodeSet {
+        self.qmgr.failed()
     }
 
     /// True when data node `node` was seen to fail (it is never used again).
@@ -396,6 +441,97 @@ impl Kernel {
         let node = NodeId(rep.node);
         if self.qmgr.president_without(node) == self.me && node != self.me {
             self.declare_failed(node, &format!("reported by data node {from}"), out, now);
+        }
+    }
+
+    /// The start's timer: once StartPartialTimeout has passed without every data node, the
+    /// start may go on without the missing ones (`partial_due`), if every node group has a
+    /// live node; the master then decides (`cntr_start_decide`, or for a node without files
+    /// `partial_start_diskless`). A start missing a whole node group waits, and says which.
+    pub(crate) fn start_timer(&mut self, out: &mut dyn Outbox, now: Instant) {
+        if self.qmgr.started || self.qmgr.partial_timeout.is_zero() || self.qmgr.all_connected() {
+            return;
+        }
+        let since = *self.qmgr.start_since.get_or_insert(now);
+        if now.saturating_duration_since(since) < self.qmgr.partial_timeout {
+            return;
+        }
+        if let Some(group) = self.qmgr.group_lost() {
+            let quiet = self.qmgr.group_missing_logged.is_some_and(|at| {
+                now.saturating_duration_since(at) < std::time::Duration::from_secs(10)
+            });
+            if !quiet {
+                self.qmgr.group_missing_logged = Some(now);
+                let missing: Vec<u16> = (self.qmgr.data_nodes.iter())
+                    .filter(|&&n| !self.qmgr.is_alive(n))
+                    .map(|n| n.0)
+                    .collect();
+                tracing::error!(
+                    group,
+                    ?missing,
+                    "the cluster cannot start: node group {group} has no live data node \
+                     (StartPartialTimeout={} ms has passed); waiting for its nodes",
+                    self.qmgr.partial_timeout.as_millis()
+                );
+            }
+            return;
+        }
+        if !self.qmgr.partial_due {
+            self.qmgr.partial_due = true;
+            tracing::warn!(
+                "StartPartialTimeout={} ms has passed without every data node; every node \
+                 group has a live node: starting without the missing ones",
+                self.qmgr.partial_timeout.as_millis()
+            );
+        }
+        if self.restart.is_some() {
+            self.restart_request(out);
+            self.cntr_start_decide(out);
+        } else if self.qmgr.master() == self.me {
+            self.partial_start_diskless(out);
+        }
+    }
+
+    /// As master of a start without files: every live node starts, the missing ones
+    /// excluded (CNTR_START_CONF for GCI 0, naming them failed).
+    fn partial_start_diskless(&mut self, out: &mut dyn Outbox) {
+        let missing: Vec<NodeId> = (self.qmgr.data_nodes.iter().copied())
+            .filter(|&n| !self.qmgr.is_alive(n))
+            .collect();
+        for &node in &missing {
+            self.qmgr.exclude(node);
+        }
+        tracing::warn!(
+            ?missing,
+            "partial start: the cluster starts without these data nodes"
+        );
+        let alive: Vec<NodeId> = self.qmgr.alive().collect();
+        for node in alive {
+            self.send_gcp(node, gsn::CNTR_START_CONF, 0, out);
+        }
+    }
+
+    /// A node with a start to make excludes the nodes the master left out of it (named
+    /// failed in its CNTR_START_CONF); a node without files then starts.
+    pub(crate) fn start_excluding(
+        &mut self,
+        excluded: NodeSet,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        for node in excluded.iter() {
+            if node == self.me {
+                continue;
+            }
+            if self.qmgr.up.contains(&node) {
+                out.declare_failed(node, "left out of a partial start by the master".into());
+                self.node_failrep(node, out, now);
+            }
+            self.qmgr.exclude(node);
+        }
+        if self.restart.is_none() && !self.qmgr.started {
+            self.qmgr.set_started();
+            tracing::info!(excluded = ?excluded, "cluster started without every data node (partial start)");
         }
     }
 

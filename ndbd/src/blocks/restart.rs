@@ -62,10 +62,11 @@ pub(crate) struct Restart {
     restorable: Option<u32>,
     /// Started with `--initial`: there is nothing to restore.
     initial: bool,
-    /// CNTR_START_REQ sent.
-    requested: bool,
-    /// As master: each node's newest restorable GCI.
+    /// The master CNTR_START_REQ was sent to.
+    requested: Option<NodeId>,
+    /// As master: each node's newest restorable GCI, and whether the restart GCI went out.
     answers: BTreeMap<NodeId, u32>,
+    conf_sent: bool,
     /// The GCI the cluster restarts at, once the master said.
     gci: Option<u32>,
     /// Redo files read, per part: (name, bytes), and reads still out.
@@ -290,33 +291,67 @@ impl Kernel {
     /// Once this node knows what it can restore and every data node is connected, it tells
     /// the master.
     pub(crate) fn restart_request(&mut self, out: &mut dyn Outbox) {
-        let all_connected = self.qmgr.peers_up().count() + 1 == self.qmgr.data_node_count();
+        let ready = self.qmgr.all_connected() || self.qmgr.partial_due;
+        let master = self.qmgr.master();
         let Some(restart) = self.restart.as_mut() else {
             return;
         };
-        let (Some(restorable), false, true) =
-            (restart.restorable, restart.requested, all_connected)
-        else {
+        let (Some(restorable), true) = (restart.restorable, ready) else {
             return;
         };
-        restart.requested = true;
-        let master = self.qmgr.master();
+        // Again when the master changed (a lower node connected during a partial start).
+        if restart.requested == Some(master) || restart.gci.is_some() {
+            return;
+        }
+        restart.requested = Some(master);
         self.send_gcp(master, gsn::CNTR_START_REQ, u64::from(restorable), out);
     }
 
     /// CNTR_START_REQ at the master: when every data node has said, all hear the restart GCI.
     pub(crate) fn exec_cntr_start_req(&mut self, from: NodeId, gci: u64, out: &mut dyn Outbox) {
-        let count = self.qmgr.data_node_count();
         let Some(restart) = self.restart.as_mut() else {
             return;
         };
         restart.answers.insert(from, gci as u32);
-        if restart.answers.len() < count {
+        self.cntr_start_decide(out);
+    }
+
+    /// As master: the restart GCI goes to every node that asked, once every data node has, or
+    /// (a partial start, after StartPartialTimeout) every live one has and every node group
+    /// has one; the others are named failed in the CNTR_START_CONF and left out.
+    pub(crate) fn cntr_start_decide(&mut self, out: &mut dyn Outbox) {
+        if self.qmgr.master() != self.me {
             return;
         }
+        let count = self.qmgr.data_node_count();
+        let alive: Vec<NodeId> = self.qmgr.alive().collect();
+        let partial_due = self.qmgr.partial_due;
+        let Some(restart) = self.restart.as_mut() else {
+            return;
+        };
+        if restart.conf_sent {
+            return;
+        }
+        if restart.answers.len() < count {
+            let all_alive_asked = alive.iter().all(|n| restart.answers.contains_key(n));
+            if !partial_due || !all_alive_asked {
+                return;
+            }
+        }
+        restart.conf_sent = true;
         let restart_gci = restart.answers.values().copied().max().unwrap_or(0);
-        tracing::info!(gci = restart_gci, nodes = ?restart.answers, "system restart: every data node reported its newest restorable GCI");
         let nodes: Vec<NodeId> = restart.answers.keys().copied().collect();
+        if nodes.len() < count {
+            let missing: Vec<NodeId> = (self.qmgr.data_nodes().iter().copied())
+                .filter(|n| !nodes.contains(n))
+                .collect();
+            for &node in &missing {
+                self.qmgr.exclude(node);
+            }
+            tracing::warn!(gci = restart_gci, nodes = ?nodes, ?missing, "partial system restart: starting without the missing data nodes");
+        } else {
+            tracing::info!(gci = restart_gci, nodes = ?restart.answers, "system restart: every data node reported its newest restorable GCI");
+        }
         for node in nodes {
             self.send_gcp(node, gsn::CNTR_START_CONF, u64::from(restart_gci), out);
         }

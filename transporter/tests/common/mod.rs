@@ -37,6 +37,7 @@ pub fn data_node(id: u16, host_name: &str) -> DataNodeConfig {
         transaction_inactive_timeout_ms: u32::MAX,
         heartbeat_interval_db_db_ms: 5000,
         heartbeat_interval_db_api_ms: 1500,
+        start_partial_timeout_ms: 30000,
         time_between_global_checkpoints_ms: 2000,
         durability: Default::default(),
         use_shm: false,

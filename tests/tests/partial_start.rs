@@ -1,0 +1,108 @@
+//! Proves StartPartialTimeout: a cluster whose data node does not come starts without it once
+//! the timeout has passed and every node group has a live node, with and without files (API
+//! nodes are served every row; the node that comes later is dropped and does not start, as
+//! node restart is not implemented yet); and a cluster missing a whole node group does not start, and its log
+//! names the group.
+
+use std::time::Duration;
+
+use rndb_api::{ColumnDef, ColumnType, ConnectOptions, LockMode, TableDef, Value};
+use rndb_config::NodeId;
+use rndb_tests::ops::{insert_committed, read_with, recreate_table};
+use rndb_tests::{wait_until, ClusterSpec, TestCluster, START_TIMEOUT};
+
+/// StartPartialTimeout of these tests.
+const PARTIAL_MS: &str = "1000";
+/// Rows written and read back through the partially started cluster.
+const ROWS: u32 = 200;
+
+fn spec() -> ClusterSpec {
+    ClusterSpec::new()
+        .data_nodes(4)
+        .replicas(2)
+        .api_slots(2)
+        .data_node_param("StartPartialTimeout", PARTIAL_MS)
+}
+
+fn table_def() -> TableDef {
+    TableDef::new(
+        "partial",
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("v", ColumnType::UInt32),
+        ],
+    )
+}
+
+/// Starts four data nodes but node 4, checks that the other three serve every row once
+/// StartPartialTimeout has passed, then starts node 4 and checks it is refused.
+fn starts_without_node_4(spec: ClusterSpec) {
+    let missing = NodeId(4);
+    let mut cluster = TestCluster::start_without(spec, &[missing]).expect("start nodes 1-3");
+    let api = cluster
+        .connect_with(ConnectOptions {
+            connect_timeout: START_TIMEOUT,
+            ..ConnectOptions::default()
+        })
+        .expect("connect once the partial start is done");
+    let table = recreate_table(&api, &table_def()).expect("create the table");
+    let rows: Vec<Vec<Value>> = (0..ROWS)
+        .map(|id| vec![Value::UInt32(id), Value::UInt32(id * 2)])
+        .collect();
+    insert_committed(&api, &table, &rows).expect("insert every row");
+    for id in 0..ROWS {
+        let row = read_with(&api, &table, &[Value::UInt32(id)], LockMode::Read)
+            .unwrap_or_else(|e| panic!("read row {id}: {e}"));
+        assert_eq!(row[1], Value::UInt32(id * 2), "row {id}");
+    }
+    let log = cluster.log(NodeId(1));
+    assert!(
+        log.contains("without"),
+        "node 1 says it started without node 4:\n{log}"
+    );
+    // Node 4, started late, is dropped by every node (the cluster went on without it) and
+    // cannot start on its own.
+    cluster.start_node(missing).expect("start node 4");
+    wait_until("node 4 to give up", Duration::from_secs(20), || {
+        Ok(cluster.log(missing).contains("cannot start").then_some(()))
+    })
+    .expect("node 4 does not start");
+    let row = read_with(&api, &table, &[Value::UInt32(7)], LockMode::Read).expect("read again");
+    assert_eq!(row[1], Value::UInt32(14));
+}
+
+#[test]
+fn a_missing_data_node_is_left_out_after_start_partial_timeout() {
+    starts_without_node_4(spec());
+}
+
+#[test]
+fn a_diskless_cluster_starts_without_a_missing_data_node_too() {
+    starts_without_node_4(spec().data_node_param("Diskless", "1"));
+}
+
+#[test]
+fn a_cluster_missing_a_whole_node_group_does_not_start_and_names_it() {
+    // Node groups form in file order: {1, 2} and {3, 4}.
+    let cluster =
+        TestCluster::start_without(spec(), &[NodeId(3), NodeId(4)]).expect("start nodes 1-2");
+    wait_until(
+        "node 1 to name the missing node group",
+        Duration::from_secs(30),
+        || {
+            Ok(cluster
+                .log(NodeId(1))
+                .contains("node group 1 has no live data node")
+                .then_some(()))
+        },
+    )
+    .expect("node 1 names node group 1");
+    let refused = cluster.connect_with(ConnectOptions {
+        connect_timeout: Duration::from_secs(1),
+        ..ConnectOptions::default()
+    });
+    assert!(
+        refused.is_err(),
+        "an API node is served by a cluster missing a node group"
+    );
+}
