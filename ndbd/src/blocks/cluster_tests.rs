@@ -3,8 +3,9 @@
 //! stay on the coordinator's node, a one-write transaction commits at its backup without a
 //! commit round, a backup's refusal aborts the transaction, a late operation of an ended
 //! transaction cannot take a lock, a node that is primary of one write and backup of another
-//! commits its primary row only after the backups, and a node refuses API work until every data
-//! node is connected.
+//! commits its primary row only after the backups, a node refuses API work until every data
+//! node is connected, and (on three kernels) a node that stops running is declared failed by
+//! the president's heartbeats and stops when it reads so.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -1139,4 +1140,76 @@ fn no_early_commit_at_a_last_replica_that_is_the_primary_of_another_write() {
         assert_eq!(committed_on(&sim, &table, node, b), Some(20));
         assert_eq!(sim.kernels[&NodeId(node)].transaction_count(), 0);
     }
+}
+
+/// Heartbeats on three kernels with a manual clock: node 3 stops running (its frames and
+/// timers stop, its links stay), nodes 1 and 2 exchange heartbeats. After `MISSED_DEAD`
+/// silent intervals node 1, the president, declares node 3 failed to node 2 and to node 3
+/// itself; reading that, node 3 stops (2315) and handles nothing more.
+#[test]
+fn a_silent_data_node_is_declared_failed_by_the_president_and_stops_when_told() {
+    use std::time::Duration;
+
+    let mut sim = Sim::with_nodes(3, None);
+    let interval = Duration::from_millis(5000); // HeartbeatIntervalDbDb's default
+    let start = Instant::now();
+    let mut to_node_3: Vec<(NodeId, FrameHeader, Vec<u8>)> = Vec::new();
+    for tick in 1..=(super::qmgr::MISSED_DEAD + 2) {
+        let now = start + interval * tick;
+        let mut pending: Vec<(NodeId, NodeId, FrameHeader, Vec<u8>)> = Vec::new();
+        for node in [NodeId(1), NodeId(2)] {
+            let kernel = sim.kernels.get_mut(&node).unwrap();
+            let mut sent = Sent::default();
+            kernel.on_timer(now);
+            kernel.run_jobs(&mut sent, now);
+            pending.extend(sent.0.into_iter().map(|(to, h, p)| (node, to, h, p)));
+        }
+        // Deliver between nodes 1 and 2 until quiet; what goes to node 3 waits for it.
+        while let Some((from, to, header, payload)) = pending.pop() {
+            if to == NodeId(3) {
+                to_node_3.push((from, header, payload));
+                continue;
+            }
+            let kernel = sim.kernels.get_mut(&to).unwrap();
+            let mut sent = Sent::default();
+            kernel
+                .on_frame(from, &header, &payload, &mut sent, now)
+                .unwrap();
+            kernel.run_jobs(&mut sent, now);
+            pending.extend(sent.0.into_iter().map(|(t, h, p)| (to, t, h, p)));
+        }
+    }
+    for node in [NodeId(1), NodeId(2)] {
+        assert!(
+            sim.kernels[&node].has_failed(NodeId(3)),
+            "node {node} holds node 3 failed"
+        );
+        assert!(sim.kernels.get_mut(&node).unwrap().take_fatal().is_none());
+    }
+    let failrep = to_node_3
+        .iter()
+        .find(|(_, h, _)| h.signal == gsn::NODE_FAILREP)
+        .expect("the president told node 3");
+    assert_eq!(failrep.0, NodeId(1), "node 1 presides");
+    // Node 3 runs again and reads what waited for it.
+    let now = start + interval * 20;
+    let node3 = sim.kernels.get_mut(&NodeId(3)).unwrap();
+    let mut sent = Sent::default();
+    for (from, header, payload) in &to_node_3 {
+        node3
+            .on_frame(*from, header, payload, &mut sent, now)
+            .unwrap();
+    }
+    node3.run_jobs(&mut sent, now);
+    let fatal = node3.take_fatal().expect("node 3 stops");
+    assert!(fatal.contains("2315"), "{fatal}");
+    // It handles nothing more: a timer sends no heartbeat.
+    let mut after = Sent::default();
+    node3.on_timer(now + interval);
+    node3.run_jobs(&mut after, now + interval);
+    assert!(
+        after.0.is_empty(),
+        "node 3 sent {} frames after it was told",
+        after.0.len()
+    );
 }
