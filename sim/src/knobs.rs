@@ -246,6 +246,8 @@ pub struct Knobs {
     pub epoch_interval_ms: u32,
     /// TimeBetweenLocalCheckpoints (durable seeds).
     pub lcp_log2: u32,
+    /// Saves after which a data node compacts its schema log.
+    pub schema_compact_after: u32,
     /// The disks' service times and fault rates (faults: `--faults disk`).
     pub disk: DiskKnobs,
     /// Cluster crashes, each followed by a system restart (`--faults crash-all`).
@@ -342,6 +344,13 @@ impl Knobs {
         } else {
             20
         };
+        // Half the durable seeds compact the schema log every few saves (a run saves a few
+        // dozen times), so that restarts read compacted files.
+        let schema_compact_after = if durable && durability.coin() {
+            durability.between(1, 8) as u32
+        } else {
+            rndb_ndbd::blocks::dict::log::COMPACT_AFTER
+        };
         Knobs {
             data_nodes,
             clients,
@@ -384,6 +393,7 @@ impl Knobs {
             gcp_interval_ms,
             epoch_interval_ms,
             lcp_log2,
+            schema_compact_after,
             disk,
             cluster_crashes,
             ledger,

@@ -347,7 +347,9 @@ impl World {
         for node in &config.data_nodes {
             let mut kernel = if knobs.durable {
                 disks.insert(node.node_id, SimDisk::new(disk_rng.fork(), knobs.disk));
-                Kernel::with_files(&config, node, true)
+                let mut kernel = Kernel::with_files(&config, node, true);
+                kernel.compact_schema_log_after(knobs.schema_compact_after);
+                kernel
             } else {
                 Kernel::new(&config, node)
             };
@@ -1314,8 +1316,9 @@ impl World {
         let nodes: Vec<_> = self.config.data_nodes.clone();
         let ids: Vec<NodeId> = nodes.iter().map(|n| n.node_id).collect();
         for node in &nodes {
-            self.kernels
-                .insert(node.node_id, Kernel::with_files(&self.config, node, false));
+            let mut kernel = Kernel::with_files(&self.config, node, false);
+            kernel.compact_schema_log_after(self.knobs.schema_compact_after);
+            self.kernels.insert(node.node_id, kernel);
         }
         for &a in &ids {
             for &b in &ids {

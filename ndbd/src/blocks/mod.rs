@@ -173,6 +173,8 @@ pub struct Kernel {
     fs: fs::FsQueue,
     /// DICT's schema log.
     dict_log: dict::log::DictLog,
+    /// Saves after which the schema log is compacted (see `dict/log.rs`).
+    schema_compact_after: u32,
     /// LQH's local checkpoints.
     lcps: lqh::lcp::Lcps,
     /// NDBCNTR: a start in progress (restoring, or agreeing on the restart GCI).
@@ -237,6 +239,7 @@ impl Kernel {
             gcp: dih::gcp::Gcp::new(&node.durability, 0),
             fs: fs::FsQueue::default(),
             dict_log: dict::log::DictLog::default(),
+            schema_compact_after: dict::log::COMPACT_AFTER,
             lcps: lqh::lcp::Lcps::new(node.durability.time_between_local_checkpoints, 0, 0),
             restart: None,
             fatal: None,
@@ -251,6 +254,13 @@ impl Kernel {
         kernel.qmgr.hold_start();
         kernel.begin_start(initial);
         kernel
+    }
+
+    /// Compacts the schema log after `saves` global checkpoint saves rather than
+    /// `dict::log::COMPACT_AFTER` (the simulator's runs save a few dozen times).
+    pub fn compact_schema_log_after(&mut self, saves: u32) {
+        self.schema_compact_after = saves;
+        self.dict_log.set_compact_after(saves);
     }
 
     /// Why this node must stop, once (a restart that cannot restore its files).

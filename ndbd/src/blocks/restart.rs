@@ -72,8 +72,9 @@ pub(crate) struct Restart {
     /// Redo files read, per part: (name, bytes), and reads still out.
     part_files: BTreeMap<u32, Vec<(String, Vec<u8>)>>,
     reads_out: usize,
-    /// Where the schema log goes on.
+    /// Where the schema log goes on, and the SCHEMA records replayed from it (as written).
     schema_written: u64,
+    schema_records: Vec<u8>,
     /// Files found damaged and passed over (a sysfile copy, a checkpoint's control file),
     /// named in the error should the restore fail for want of them.
     damaged: Vec<String>,
@@ -369,6 +370,7 @@ impl Kernel {
             // Nothing anywhere: an initial start.
             self.lqh.redo = Some(Redo::new(u32::from(self.me.0), &self.durability, &[]));
             self.dict_log = DictLog::new(true, u32::from(self.me.0), 0);
+            self.dict_log.set_compact_after(self.schema_compact_after);
             self.jobs.push_back(Signal::StartDone { gci: 0 });
             return Ok(());
         }
@@ -412,6 +414,7 @@ impl Kernel {
         let marks = restart_marks([(0, bytes)]);
         let mut offset = format::HEADER_BYTES;
         let mut replayed = 0;
+        let mut replayed_bytes = Vec::new();
         let mut cut = None;
         // Up to the restart GCI's GCI_COMPLETED record; what follows is of later GCIs (the
         // save of a GCI comes after every node moved to the next) or a torn tail.
@@ -426,6 +429,7 @@ impl Kernel {
                         .map_err(|e| fail(offset, &e.to_string()))?;
                     self.replay_schema_change(&change, out, now)
                         .map_err(|e| fail(offset, &format!("replaying it: {e}")))?;
+                    replayed_bytes.extend_from_slice(&bytes[offset..record.next]);
                     replayed += 1;
                 }
                 kind::GCI_COMPLETED if cut.is_none() && gci_hi(record.gci) >= gci => {
@@ -449,6 +453,7 @@ impl Kernel {
         format::append_record(&mut mark, u64::from(gci) << 32, kind::RESTART, |_| {});
         if let Some(restart) = self.restart.as_mut() {
             restart.schema_written = (cut + mark.len()) as u64;
+            restart.schema_records = replayed_bytes;
         }
         self.fs.push(
             FsOp::Truncate {
@@ -601,6 +606,11 @@ impl Kernel {
         self.lqh.redo = Some(Redo::new(me, &self.durability, &resume));
         let schema_written = self.restart.as_ref().map_or(0, |r| r.schema_written);
         self.dict_log = DictLog::new(true, me, schema_written);
+        self.dict_log.set_compact_after(self.schema_compact_after);
+        if let Some(restart) = self.restart.as_mut() {
+            self.dict_log
+                .set_records(std::mem::take(&mut restart.schema_records));
+        }
         self.lcps = Lcps::new(
             self.durability.time_between_local_checkpoints,
             oldest,

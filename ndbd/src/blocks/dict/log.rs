@@ -8,6 +8,12 @@
 //! ```text
 //! D1/DBDICT/P0.SchemaLog:  header | SCHEMA record | … | GCI_COMPLETED | SCHEMA record | …
 //! ```
+//!
+//! A save writes 17 bytes even with no schema change: with a save for every durable commit
+//! that would grow the file by gigabytes a day. So every `COMPACT_AFTER` saves the file is
+//! replaced (atomically, `FsOp::Replace`) by its header, the schema changes this node holds
+//! (those it replayed at its start and those applied since, each with its GCI) and the save's
+//! GCI_COMPLETED.
 
 use crate::ndbfs::format::{self, kind, FileHeader, SchemaChange};
 use crate::ndbfs::FsOp;
@@ -17,14 +23,23 @@ use super::super::fs::{FsQueue, FsWait};
 /// The schema log's path.
 pub(crate) const SCHEMA_LOG: &str = "D1/DBDICT/P0.SchemaLog";
 
+/// Saves after which the schema log is rewritten with only what it must hold.
+pub const COMPACT_AFTER: u32 = 1024;
+
 /// The schema log of one node (`None` inside: diskless).
 #[derive(Debug, Default)]
 pub(crate) struct DictLog {
     enabled: bool,
+    node: u32,
     /// Bytes of the file already handed to NDBFS.
     written: u64,
     pending: Vec<u8>,
     unsynced: bool,
+    /// Every SCHEMA record this node holds, as written: what a compacted file keeps.
+    records: Vec<u8>,
+    /// Saves since the file was last written whole, and after how many it is.
+    saves: u32,
+    compact_after: u32,
 }
 
 impl DictLog {
@@ -32,9 +47,13 @@ impl DictLog {
     pub fn new(enabled: bool, node: u32, written: u64) -> DictLog {
         let mut log = DictLog {
             enabled,
+            node,
             written,
             pending: Vec::new(),
             unsynced: false,
+            records: Vec::new(),
+            saves: 0,
+            compact_after: COMPACT_AFTER,
         };
         if enabled && written == 0 {
             FileHeader {
@@ -48,10 +67,24 @@ impl DictLog {
         log
     }
 
+    /// The SCHEMA records a restart replayed from the file (as they were written), which a
+    /// compacted file keeps.
+    pub fn set_records(&mut self, records: Vec<u8>) {
+        self.records = records;
+    }
+
+    /// Compacts after `saves` saves instead of `COMPACT_AFTER` (the simulator's seeds save a
+    /// few dozen times).
+    pub fn set_compact_after(&mut self, saves: u32) {
+        self.compact_after = saves.max(1);
+    }
+
     /// Records a schema change applied in epoch `gci`.
     pub fn append(&mut self, gci: u64, change: &SchemaChange) {
         if self.enabled {
+            let start = self.pending.len();
             format::append_record(&mut self.pending, gci, kind::SCHEMA, |b| change.encode(b));
+            self.records.extend_from_slice(&self.pending[start..]);
         }
     }
 
@@ -59,6 +92,10 @@ impl DictLog {
     /// before it are written and synced. Returns the syncs asked for.
     pub fn save(&mut self, fs: &mut FsQueue, gci: u64) -> usize {
         if self.enabled {
+            self.saves += 1;
+            if self.saves >= self.compact_after {
+                return self.compact(fs, gci);
+            }
             format::append_record(&mut self.pending, gci, kind::GCI_COMPLETED, |_| {});
         }
         if !self.pending.is_empty() {
@@ -81,6 +118,33 @@ impl DictLog {
         fs.push(
             FsOp::Sync {
                 path: SCHEMA_LOG.into(),
+            },
+            FsWait::SchemaSync,
+        );
+        1
+    }
+
+    /// A save of `gci` that writes the file whole: header, every SCHEMA record held, and the
+    /// GCI_COMPLETED. The replace is durable when it completes (one sync to wait for).
+    fn compact(&mut self, fs: &mut FsQueue, gci: u64) -> usize {
+        let mut bytes = Vec::with_capacity(format::HEADER_BYTES + self.records.len() + 32);
+        FileHeader {
+            magic: format::SCHEMA_MAGIC,
+            node: self.node,
+            part: 0,
+            seq: 0,
+        }
+        .encode(&mut bytes);
+        bytes.extend_from_slice(&self.records);
+        format::append_record(&mut bytes, gci, kind::GCI_COMPLETED, |_| {});
+        self.pending.clear();
+        self.unsynced = false;
+        self.saves = 0;
+        self.written = bytes.len() as u64;
+        fs.push(
+            FsOp::Replace {
+                path: SCHEMA_LOG.into(),
+                bytes,
             },
             FsWait::SchemaSync,
         );
