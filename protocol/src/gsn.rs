@@ -119,6 +119,11 @@ signals! {
     /// Every starting node has restored: the cluster serves, from the master (NDB's
     /// CNTR_START_REP).
     CNTR_START_REP = 92;
+    /// A new master (its predecessor failed) asks every node for the epoch it is in (NDB's
+    /// MASTER_GCPREQ), and starts no round before all answered.
+    MASTER_GCPREQ = 93;
+    /// The epoch commits start in on the sender (NDB's MASTER_GCPCONF).
+    MASTER_GCPCONF = 94;
     // QMGR's membership (data node ↔ data node).
     /// I am alive (every HeartbeatIntervalDbDb ms, to every other data node); no payload.
     HEARTBEAT = 100;

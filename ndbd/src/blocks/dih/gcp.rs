@@ -18,6 +18,13 @@
 //! older GCI than it. After GCP_SAVECONF from every node, every change of the old checkpoint
 //! is on every node's disk; after COPY_GCI a system restart comes back at least there.
 //!
+//! A master that fails may have started an epoch on some nodes and not on others (or on the
+//! new master). The new master first asks every node which epoch it is in (MASTER_GCPREQ) and
+//! starts no round before all answered (MASTER_GCPCONF); it goes on from the highest. Without
+//! that, its first save could name an epoch below one some node was already committing in, and
+//! that node would log those commits after the save's GCI_COMPLETED: a system restart would
+//! restore such a transaction on other nodes only.
+//!
 //! A coordinator that fails does not send GCP_NODEFINISH: its transactions of the epoch may be
 //! committed on some survivors and not yet on others, until the master decides them (see
 //! `lqh/foreign.rs`), in the epoch the coordinator gave them. So a node writes a GCI_COMPLETED
@@ -80,6 +87,8 @@ pub(crate) struct Gcp {
     save_wanted: bool,
     /// This node asked for a save and has not seen one since.
     pub asked_save: bool,
+    /// As a new master: the nodes whose epoch it waits for (MASTER_GCPREQ) before any round.
+    takeover: Option<NodeSet>,
 }
 
 #[derive(Debug)]
@@ -126,6 +135,7 @@ impl Gcp {
             last_checkpoint: None,
             save_wanted: false,
             asked_save: false,
+            takeover: None,
         }
     }
 
@@ -166,7 +176,11 @@ impl Kernel {
 
     /// The master's timer: starts the next epoch when it is due.
     pub(crate) fn gcp_timer(&mut self, out: &mut dyn Outbox, now: Instant) {
-        if !self.qmgr.started() || self.qmgr.master() != self.me || self.gcp.round.is_some() {
+        if !self.qmgr.started()
+            || self.qmgr.master() != self.me
+            || self.gcp.round.is_some()
+            || self.gcp.takeover.is_some()
+        {
             return;
         }
         let gcp = &mut self.gcp;
@@ -240,6 +254,17 @@ impl Kernel {
                 self.gcp_timer(out, now);
             }
             gsn::COPY_GCIREQ => self.gcp_copy(from, gci, out),
+            gsn::MASTER_GCPREQ => {
+                let current = self.gcp.current;
+                self.send_gcp(from, gsn::MASTER_GCPCONF, current, out);
+            }
+            gsn::MASTER_GCPCONF => {
+                self.gcp.current = self.gcp.current.max(gci);
+                if let Some(awaiting) = self.gcp.takeover.as_mut() {
+                    awaiting.remove(from);
+                }
+                self.gcp_takeover_done(out, now);
+            }
             gsn::GCP_PREPARECONF | gsn::GCP_NODEFINISH | gsn::GCP_SAVECONF | gsn::COPY_GCICONF => {
                 self.gcp_master_answer(from, signal, gci, out, now)
             }
@@ -428,9 +453,43 @@ impl Kernel {
         }
     }
 
+    /// As the new master: once every live node said which epoch it is in, rounds go on from
+    /// the highest.
+    fn gcp_takeover_done(&mut self, out: &mut dyn Outbox, now: Instant) {
+        if self
+            .gcp
+            .takeover
+            .is_some_and(|awaiting| awaiting.is_empty())
+        {
+            self.gcp.takeover = None;
+            tracing::info!(
+                gci = self.gcp.current,
+                "took over global checkpoints as master"
+            );
+            self.gcp_timer(out, now);
+        }
+    }
+
     /// NODE_FAILREP in DIH: the master's round stops waiting for the failed node; when the
-    /// master itself failed, commits held for its GCP_COMMIT go on in the current epoch.
+    /// master itself failed, commits held for its GCP_COMMIT go on in the current epoch, and
+    /// the new master asks every node for its epoch before its first round.
     pub(crate) fn dih_node_failrep(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
+        // The failed node was the master if it is below this one, which is master now.
+        let was_master = node < self.me && self.qmgr.master() == self.me;
+        if let Some(awaiting) = self.gcp.takeover.as_mut() {
+            awaiting.remove(node);
+        }
+        if was_master && self.qmgr.started() {
+            // The old master's round, if any, is over: a new one starts from the highest epoch.
+            self.gcp.round = None;
+            let mut awaiting: NodeSet = self.qmgr.peers_up().collect();
+            awaiting.remove(node);
+            for peer in awaiting.iter() {
+                self.send_gcp(peer, gsn::MASTER_GCPREQ, 0, out);
+            }
+            self.gcp.takeover = Some(awaiting);
+        }
+        self.gcp_takeover_done(out, now);
         if let Some(round) = self.gcp.round.as_mut() {
             round.awaiting.remove(node);
             self.gcp_advance(out, now);
