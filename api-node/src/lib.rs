@@ -23,6 +23,7 @@
 //! - [`asynch`]: the asynchronous executor.
 //! - `tokio_api` (feature `tokio`): the same calls as futures for tokio
 //!   (`Cluster::tokio`), woken by each link's reader (a task on the runtime for TCP).
+//! - [`ddl`]: a `CREATE TABLE` subset read with `sqlparser`, for tools and applications.
 //! - [`error`]: [`Error`], which keeps NDB's code and temporary/permanent class.
 //!
 //! Nothing here panics on what a data node or the network sends: a malformed answer closes the
@@ -33,6 +34,7 @@
 mod asynch;
 mod connect;
 mod connection;
+pub mod ddl;
 mod error;
 mod reconnect;
 mod scan;
