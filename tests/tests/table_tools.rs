@@ -49,7 +49,7 @@ fn assert_ok(output: &Output, what: &str) {
 /// The row `i` of the round trip as its CSV line: a quoted name holding the separator, a
 /// nullable BIGINT that is NULL on every seventh row, a DOUBLE.
 fn csv_line(i: u32) -> String {
-    let n = if i % 7 == 0 {
+    let n = if i.is_multiple_of(7) {
         "\\N".to_string()
     } else {
         (i64::from(i) * -3).to_string()
@@ -63,7 +63,7 @@ fn csv_line(i: u32) -> String {
 
 /// The same row as `ndb_select_all -D '|' --header=0` prints it.
 fn printed_row(i: u32) -> String {
-    let n = if i % 7 == 0 {
+    let n = if i.is_multiple_of(7) {
         "[NULL]".to_string()
     } else {
         (i64::from(i) * -3).to_string()

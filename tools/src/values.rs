@@ -115,7 +115,7 @@ fn parse_varbinary(column: &ColumnDef, bytes: &[u8], max: u16) -> Result<Value, 
 }
 
 fn decode_hex(hex: &[u8]) -> Option<Vec<u8>> {
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return None;
     }
     let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
