@@ -7,7 +7,6 @@
 //! line, with every row either committed or reported.
 
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -274,6 +273,7 @@ fn bad_command_lines_and_statements_get_clear_messages() {
     let cluster = TestCluster::start(ClusterSpec::new()).expect("start");
     let config = cluster.config_path();
     let tools = [
+        "ndb_show_tables",
         "ndb_select_all",
         "ndb_select_count",
         "ndb_delete_all",
@@ -294,26 +294,32 @@ fn bad_command_lines_and_statements_get_clear_messages() {
     let written = ClusterSpec::new()
         .write(dir.path())
         .expect("write a config");
-    let mut report = String::new();
-    for name in [
-        "ndb_select_all",
-        "ndb_select_count",
-        "ndb_delete_all",
-        "ndb_drop_table",
-    ] {
-        let output = tool(name, &missing, &["t"]);
+    let create = "CREATE TABLE t (id INT PRIMARY KEY)";
+    let csv = dir.path().join("t.csv");
+    std::fs::write(&csv, "1\n").expect("write a CSV");
+    let csv = csv.to_str().expect("a UTF-8 path");
+    let cases: [(&str, Vec<&str>); 7] = [
+        ("ndb_show_tables", vec![]),
+        ("ndb_select_all", vec!["t"]),
+        ("ndb_select_count", vec!["t"]),
+        ("ndb_delete_all", vec!["t"]),
+        ("ndb_drop_table", vec!["t"]),
+        ("ndb_create_table", vec![create]),
+        ("ndb_import", vec!["db", csv]),
+    ];
+    for (name, args) in &cases {
+        let output = tool(name, &missing, args);
         assert_eq!(output.status.code(), Some(1), "{name}: {output:?}");
         let message = stderr(&output);
         assert!(message.contains("read config"), "{name}: {message}");
         assert!(message.contains("missing.ini"), "{name}: {message}");
-        let output = tool(name, &written.path, &["t"]);
+        let output = tool(name, &written.path, args);
         assert_eq!(output.status.code(), Some(1), "{name}: {output:?}");
         let message = stderr(&output);
         assert!(
             message.contains("is data node 1 running?"),
             "{name}: {message}"
         );
-        let _ = writeln!(report, "{name}: {message}");
     }
 
     // Statements outside the subset are refused before anything is created.
@@ -340,6 +346,39 @@ fn bad_command_lines_and_statements_get_clear_messages() {
          Created unique hash index v (v)\nCreated ordered index v_2 (v)\n"
             .replace("id 1", &format!("id {}", table_id(&stdout(&output)))),
     );
+
+    // ndb_show_tables lists the table and both indexes, in NDB's layout; -t keeps one type.
+    let output = tool("ndb_show_tables", config, &[]);
+    assert_ok(&output, "ndb_show_tables");
+    let text = stdout(&output);
+    let header = "id    type                 state    logging database     schema   name";
+    assert_eq!(text.lines().next(), Some(header), "{text}");
+    for (kind, database, name) in [
+        ("UserTable", "TEST_DB", "tools_ddl"),
+        ("UniqueHashIndex", "sys", "v"),
+        ("OrderedIndex", "sys", "v_2"),
+    ] {
+        let found = text.lines().any(|line| {
+            let cells: Vec<&str> = line.split_whitespace().collect();
+            cells.len() == 7
+                && cells[1] == kind
+                && cells[2] == "Online"
+                && cells[4] == database
+                && cells[6] == name
+        });
+        assert!(found, "no {kind} {name} in:\n{text}");
+    }
+    let output = tool("ndb_show_tables", config, &["-t", "6", "--parsable"]);
+    assert_ok(&output, "ndb_show_tables -t 6 -p");
+    let text = stdout(&output);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.ends_with("\t'OrderedIndex'\t'Online'\t'No'\t'sys'\t'def'\t'v_2'\n"),
+        "{text}"
+    );
+    let output = tool("ndb_show_tables", config, &["-t", "4"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(stderr(&output).contains("--type=4"), "{}", stderr(&output));
 
     // An unknown table is NDB's 709 for every tool that reads one; an unknown index for
     // --order names it.
