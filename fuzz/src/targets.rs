@@ -206,6 +206,20 @@ const DECODERS: &[Decoder] = &[
     |b| round_trip(b, LqhCommitReq::decode, LqhCommitReq::encode),
     |b| round_trip(b, GcpSignal::decode, GcpSignal::encode),
     |b| round_trip(b, TcExecuteConf::decode, TcExecuteConf::encode),
+    |b| {
+        round_trip(
+            b,
+            signals::ListTablesReq::decode,
+            signals::ListTablesReq::encode,
+        )
+    },
+    |b| {
+        round_trip(
+            b,
+            signals::ListTablesConf::decode,
+            signals::ListTablesConf::encode,
+        )
+    },
 ];
 
 /// Every signal payload decoder of rndb-protocol; `data[0]` picks which, the rest is the
