@@ -231,7 +231,7 @@ impl Job<'_> {
         println!(
             "job-{} import {}.{} from {}",
             self.number,
-            args.connect.database,
+            args.db_name,
             self.table,
             self.file.display()
         );
