@@ -4,11 +4,13 @@
 //! the table and `ndb_drop_table` drops it; and that bad input to each tool (an unknown flag, a
 //! config that names no running cluster, a CSV with wrong field counts, wrong types and bytes
 //! that are not UTF-8, a statement outside the DDL subset) gets a clear message that names the
-//! line, with every row either committed or reported.
+//! line, with every row either committed or reported, an interrupted import included.
 
 use std::collections::BTreeSet;
+use std::fmt::Write as _;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use rndb_tests::{binary_path, ClusterSpec, TestCluster};
 
@@ -242,10 +244,34 @@ fn bad_rows_are_named_by_line_and_nothing_is_loaded_unreported() {
     let output = tool("ndb_select_count", config, &["tools_bad"]);
     assert_eq!(stdout(&output), "6 records in table tools_bad\n");
 
+    // Locking reads, hex integers, and a transactional delete of what loaded.
+    let output = tool(
+        "ndb_select_all",
+        config,
+        &["--lock=1", "--nodata", "tools_bad"],
+    );
+    assert_ok(&output, "ndb_select_all --lock=1 --nodata");
+    assert_eq!(stdout(&output), "\n6 rows returned\n");
+    let output = tool(
+        "ndb_select_all",
+        config,
+        &["-x", "-h", "0", "-D", ",", "tools_bad"],
+    );
+    assert_ok(&output, "ndb_select_all -x");
+    let text = stdout(&output);
+    assert!(
+        data_lines(&text).contains(&"H'00000001,row 1,H'00000001"),
+        "{text}"
+    );
+    let output = tool("ndb_delete_all", config, &["-t", "tools_bad"]);
+    assert_ok(&output, "ndb_delete_all -t");
+    assert_eq!(
+        stdout(&output),
+        "Deleting all from tools_bad...OK (6 rows deleted)\n"
+    );
+
     // NDB's default --rejects=0: the first bad row stops the import, and the report says how
     // many rows are in the table; the count agrees.
-    let output = tool("ndb_delete_all", config, &["tools_bad"]);
-    assert_ok(&output, "ndb_delete_all");
     let mut args = common.to_vec();
     args.extend(["--opbatch=1", "--in-flight=1", "db", csv_arg]);
     let output = tool("ndb_import", config, &args);
@@ -416,4 +442,96 @@ fn table_id(text: &str) -> String {
         .and_then(|rest| rest.split(',').next())
         .unwrap_or("?")
         .to_string()
+}
+
+#[test]
+fn an_interrupted_import_says_what_it_committed() {
+    let cluster = TestCluster::start(ClusterSpec::new()).expect("start");
+    let config = cluster.config_path();
+    let dir = tempfile::tempdir().expect("a directory");
+    let csv = dir.path().join("tools_int.csv");
+    let mut text = String::new();
+    for i in 0..200_000 {
+        let _ = writeln!(text, "{i}\t{i}");
+    }
+    std::fs::write(&csv, text).expect("write the CSV");
+    let create = "CREATE TABLE tools_int (id INT PRIMARY KEY, v INT NOT NULL)";
+    // One row per round trip: slow enough to be interrupted half-way.
+    let exe = binary_path("ndb_import").expect("find ndb_import");
+    let mut child = Command::new(exe)
+        .arg("--config-file")
+        .arg(config)
+        .args(["--create", create, "--opbatch=1", "--in-flight=1", "db"])
+        .arg(&csv)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ndb_import");
+    let child_guard = KillOnDrop(Some(child.id()));
+
+    // Wait (bounded) until rows are arriving, then interrupt.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let output = tool("ndb_select_count", config, &["tools_int"]);
+        let text = stdout(&output);
+        if output.status.success() && !text.starts_with("0 ") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no row arrived: {output:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(child.id(), "INT");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for ndb_import") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "ndb_import did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut child_guard = child_guard;
+    child_guard.0 = None;
+    let output = child.wait_with_output().expect("read its output");
+    assert_eq!(status.code(), Some(1), "{output:?}");
+    let message = stderr(&output);
+    let csv_arg = csv.to_str().expect("a UTF-8 path");
+    assert!(
+        message.contains(&format!("job-1 interrupted after {csv_arg}:")),
+        "{message}"
+    );
+    let committed: u64 = message
+        .split("; the ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no committed count in {message}"));
+    assert!(committed > 0 && committed < 200_000, "{message}");
+    let output = tool("ndb_select_count", config, &["tools_int"]);
+    assert_eq!(
+        stdout(&output),
+        format!("{committed} records in table tools_int\n")
+    );
+}
+
+/// Kills the process (SIGKILL) when dropped, so that a failing test leaves nothing running.
+struct KillOnDrop(Option<u32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.take() {
+            signal(pid, "KILL");
+        }
+    }
+}
+
+/// Sends signal `name` to process `pid` through kill(1) (the tests have no unsafe code).
+fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status();
+    assert!(
+        std::thread::panicking() || status.as_ref().is_ok_and(|s| s.success()),
+        "kill -{name} {pid}: {status:?}"
+    );
 }

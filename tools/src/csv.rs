@@ -89,6 +89,11 @@ impl<R: Read> CsvReader<R> {
         }
     }
 
+    /// The line the next record starts on.
+    pub fn next_line(&self) -> u64 {
+        self.line
+    }
+
     /// Bytes of the input consumed by the records returned so far (for a progress bar).
     pub fn bytes_consumed(&self) -> u64 {
         self.consumed_total

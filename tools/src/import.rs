@@ -19,6 +19,7 @@
 
 use std::collections::VecDeque;
 use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rndb_api::{AbortOption, Cluster, Error, ExecType, OpId, Table, Value};
@@ -88,6 +89,8 @@ pub enum Outcome {
     TooManyRejects { line: u64 },
     /// Reading the file or starting a transaction failed.
     Failed(String),
+    /// The caller's stop flag was set (SIGINT); reading stopped after this line.
+    Interrupted { line: u64 },
 }
 
 /// The rows of one transaction.
@@ -99,12 +102,14 @@ struct Batch {
 }
 
 /// Loads every record of `reader` into `table`. `on_reject` hears of each rejected row as it
-/// happens, `on_progress` of the counts after each round of completions.
+/// happens, `on_progress` of the counts after each round of completions. Once `interrupt` is
+/// set, no more records are read, and the transactions in flight are still waited for.
 pub fn import<R: Read>(
     cluster: &Cluster,
     table: &Table,
     reader: &mut CsvReader<R>,
     config: &ImportConfig,
+    interrupt: &AtomicBool,
     on_reject: &mut dyn FnMut(&Reject),
     on_progress: &mut dyn FnMut(&Stats),
 ) -> (Stats, Outcome) {
@@ -125,6 +130,11 @@ pub fn import<R: Read>(
     let mut at_end = false;
     let mut ignored = 0;
     loop {
+        if run.stop.is_none() && interrupt.load(Ordering::Relaxed) {
+            run.stop = Some(Outcome::Interrupted {
+                line: reader.next_line().saturating_sub(1),
+            });
+        }
         while executor.len() < in_flight {
             let batch = match run.retries.pop_front() {
                 Some(batch) => {

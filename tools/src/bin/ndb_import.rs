@@ -10,7 +10,8 @@
 //! duplicate key) is rejected: named on stderr as `FILE:LINE: reason` and written to
 //! `<state-dir>/<table>.rej`. Up to `--rejects` of them are tolerated (NDB's default, 0, stops
 //! at the first); past that the import stops, waits for its transactions in flight, and says
-//! how many rows were committed. A progress bar shows on a terminal.
+//! how many rows were committed. SIGINT or SIGTERM stops it the same way (a second one exits at
+//! once). A progress bar shows on a terminal.
 
 #![forbid(unsafe_code)]
 
@@ -18,6 +19,8 @@ use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
 
 fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let format = csv_format(args)?;
+    let interrupt = install_interrupt()?;
     let create = match &args.create {
         Some(sql) => Some(create_statement(sql)?),
         None => None,
@@ -114,7 +118,12 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
             file,
             table: table_name(args, file)?,
         };
-        match job.run(&cluster, args, &format, create.as_ref()) {
+        if interrupt.load(Ordering::Relaxed) {
+            eprintln!("ndb_import: job-{}: not started: interrupted", job.number);
+            failed += 1;
+            continue;
+        }
+        match job.run(&cluster, args, &format, create.as_ref(), &interrupt) {
             Ok(true) => {}
             Ok(false) => failed += 1,
             Err(e) => {
@@ -223,6 +232,7 @@ impl Job<'_> {
         args: &Args,
         format: &CsvFormat,
         create: Option<&ddl::CreateTableStatement>,
+        interrupt: &AtomicBool,
     ) -> anyhow::Result<bool> {
         let input =
             File::open(self.file).with_context(|| format!("open {}", self.file.display()))?;
@@ -254,6 +264,7 @@ impl Job<'_> {
             &table,
             &mut reader,
             &config,
+            interrupt,
             &mut |reject| rejects.record(reject),
             &mut |stats| show_progress(&progress, stats, started),
         );
@@ -345,6 +356,14 @@ impl Job<'_> {
                 );
                 Ok(false)
             }
+            Outcome::Interrupted { line } => {
+                eprintln!(
+                    "ndb_import: job-{n} interrupted after {file}:{line}; the {} rows committed \
+                     before the stop stay in table {}",
+                    stats.rows_committed, self.table
+                );
+                Ok(false)
+            }
             Outcome::Failed(reason) => {
                 eprintln!(
                     "ndb_import: job-{n} stopped: {file}: {reason}; the {} rows committed before \
@@ -429,6 +448,20 @@ impl<'a> RejectLog<'a> {
             None => Ok(()),
         }
     }
+}
+
+/// Routes SIGINT and SIGTERM to a flag the import checks: it stops reading, waits for its
+/// transactions in flight and reports what was committed. A second signal exits at once
+/// (status 130).
+fn install_interrupt() -> anyhow::Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&flag))
+            .context("install the signal handler")?;
+        signal_hook::flag::register(signal, Arc::clone(&flag))
+            .context("install the signal handler")?;
+    }
+    Ok(flag)
 }
 
 /// A bar over the file's bytes, drawn on stderr when it is a terminal.
