@@ -471,10 +471,11 @@ fn progress_bar(size: u64) -> ProgressBar {
     }
     let bar = ProgressBar::new(size);
     if let Ok(style) = ProgressStyle::with_template(
-        "{bar:40} {bytes}/{total_bytes} {msg} ({elapsed}, about {eta} left)",
+        "{bar:24} {percent:>3}% {msg}, {eta} left",
     ) {
         bar.set_style(style);
     }
+    bar.set_message("0 rows");
     bar
 }
 
@@ -484,7 +485,7 @@ fn show_progress(bar: &ProgressBar, stats: &Stats, started: Instant) {
     }
     bar.set_position(stats.bytes_read);
     bar.set_message(format!(
-        "{} rows, {:.0} rows/s, {} rejected",
+        "{} rows {:.0}/s {} rejected",
         stats.rows_committed,
         rows_per_second(stats.rows_committed, started.elapsed()),
         stats.rows_rejected
