@@ -15,7 +15,8 @@
 //! Columns are nullable unless NOT NULL or in the primary key, as in MySQL. An unnamed index
 //! takes the name of its first column (`_2`, `_3`... when taken), as MySQL names it. Unlike
 //! MySQL, no ordered index is added for the primary key: name one with `INDEX (id)` to scan in
-//! key order. Anything else (another type, DEFAULT, AUTO_INCREMENT, FOREIGN KEY, IF NOT EXISTS,
+//! key order. `DEFAULT NULL` (as mysqldump writes it) is read on nullable columns. Anything
+//! else (another type, another DEFAULT, AUTO_INCREMENT, FOREIGN KEY, IF NOT EXISTS,
 //! another engine...) is refused with a [`DdlError::Unsupported`] that names it, rather than
 //! silently dropped.
 
@@ -210,6 +211,8 @@ struct Builder {
     columns: Vec<ColumnDef>,
     /// Columns given NOT NULL or NULL explicitly (the rest are nullable unless in the key).
     explicit_null: Vec<Option<bool>>,
+    /// Columns given DEFAULT NULL (which may not be in the primary key).
+    explicit_default_null: Vec<bool>,
     primary_key: Option<Vec<String>>,
     /// (name, unique, columns); names are filled in at the end for unnamed ones.
     indexes: Vec<(Option<String>, bool, Vec<String>)>,
@@ -220,12 +223,17 @@ impl Builder {
         let name = column.name.value.clone();
         let column_type = column_type(&name, &column.data_type)?;
         let mut null = None;
+        let mut default_null = false;
         for option in &column.options {
             match &option.option {
                 ColumnOption::Null => null = Some(true),
                 ColumnOption::NotNull => null = Some(false),
                 ColumnOption::PrimaryKey(_) => self.set_primary_key(vec![name.clone()])?,
                 ColumnOption::Unique(_) => self.indexes.push((None, true, vec![name.clone()])),
+                // mysqldump writes it on every nullable column; it is what a NULL column does.
+                ColumnOption::Default(value) if value.to_string().eq_ignore_ascii_case("NULL") => {
+                    default_null = true
+                }
                 other => {
                     return Err(DdlError::Unsupported(format!(
                         "column option {other} (column {name})"
@@ -233,6 +241,12 @@ impl Builder {
                 }
             }
         }
+        if default_null && null == Some(false) {
+            return Err(DdlError::Invalid(format!(
+                "Invalid default value for '{name}' (DEFAULT NULL on a NOT NULL column)"
+            )));
+        }
+        self.explicit_default_null.push(default_null);
         self.columns.push(ColumnDef {
             name,
             column_type,
@@ -285,7 +299,7 @@ impl Builder {
             .ok_or_else(|| DdlError::Invalid(format!("table {name} has no PRIMARY KEY")))?;
         for key_column in &key {
             let column = self.find(key_column)?;
-            if self.explicit_null[column] == Some(true) {
+            if self.explicit_null[column] == Some(true) || self.explicit_default_null[column] {
                 return Err(DdlError::Invalid(format!(
                     "primary key column {key_column} cannot be NULL"
                 )));
@@ -477,6 +491,23 @@ mod tests {
         let statement = parse_create_table(sql).expect("parse");
         assert!(statement.table.read_backup);
         assert_eq!(statement.table.name, "t2");
+    }
+
+    #[test]
+    fn mysqldump_default_null() {
+        check(
+            "CREATE TABLE t (id INT NOT NULL, v VARCHAR(4) DEFAULT NULL, PRIMARY KEY (id)) \
+             ENGINE=ndbcluster",
+            &["id Int32 PK", "v Varchar(4) NULL"],
+        );
+        check_error(
+            "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL DEFAULT NULL)",
+            "Invalid default value for 'v'",
+        );
+        check_error(
+            "CREATE TABLE t (id INT DEFAULT NULL, PRIMARY KEY (id))",
+            "primary key column id cannot be NULL",
+        );
     }
 
     #[test]

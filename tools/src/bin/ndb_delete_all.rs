@@ -1,6 +1,7 @@
 //! `ndb_delete_all`: deletes every row of tables, like MySQL Cluster's `ndb_delete_all`.
 //!
-//! `ndb_delete_all -f config.ini TABLE...` prints `Deleting all from T...OK` for each. The
+//! `ndb_delete_all -f config.ini TABLE...` prints `Deleting all from T...OK (N rows deleted)`
+//! for each (NDB prints no count). The
 //! rows are read by a committed-read scan and deleted by primary key, many transactions in
 //! flight, [`DELETES_PER_TRANSACTION`] rows each; a row inserted meanwhile may stay. With
 //! `-t/--transactional`, one transaction scans with exclusive locks and deletes every row

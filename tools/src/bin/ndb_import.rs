@@ -470,9 +470,7 @@ fn progress_bar(size: u64) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(size);
-    if let Ok(style) = ProgressStyle::with_template(
-        "{bar:24} {percent:>3}% {msg}, {eta} left",
-    ) {
+    if let Ok(style) = ProgressStyle::with_template("{bar:24} {percent:>3}% {msg}, {eta} left") {
         bar.set_style(style);
     }
     bar.set_message("0 rows");
