@@ -60,15 +60,25 @@ impl ConnectArgs {
     }
 }
 
-/// Runs a tool's body: an error is printed as `name: error` (with its causes) and exits 1.
+/// Runs a tool's body: an error is printed as `name: error` (with its causes) and exits 1. A
+/// reader that closed the pipe (`ndb_select_all ... | head`) ends the tool quietly.
 pub fn run_main(name: &str, body: impl FnOnce() -> anyhow::Result<ExitCode>) -> ExitCode {
     match body() {
         Ok(code) => code,
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("{name}: {err:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// Parses the config, printing its warnings; a broken file fails with every error in it.

@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
@@ -56,7 +57,9 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
     for _ in 0..args.loops {
         let objects = cluster.list_tables().context("list tables")?;
         let shown = objects.iter().filter(|o| kind.is_none_or(|k| o.kind == k));
-        print!("{}", listing(shown, args.parsable));
+        let mut out = std::io::stdout().lock();
+        out.write_all(listing(shown, args.parsable).as_bytes())?;
+        out.flush()?;
     }
     Ok(ExitCode::SUCCESS)
 }
