@@ -348,6 +348,15 @@ fn bad_command_lines_and_statements_get_clear_messages() {
         );
     }
 
+    // A config that does not parse: the error names its file and line.
+    let broken = dir.path().join("broken.ini");
+    std::fs::write(&broken, "[ndbd]\nNodeId=1\nNoSuchParameter=3\n").expect("write");
+    let output = tool("ndb_select_count", &broken, &["t"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let message = stderr(&output);
+    assert!(message.contains("broken.ini:3"), "{message}");
+    assert!(message.contains("NoSuchParameter"), "{message}");
+
     // Statements outside the subset are refused before anything is created.
     let output = tool(
         "ndb_create_table",
