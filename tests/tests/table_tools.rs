@@ -418,6 +418,24 @@ fn bad_command_lines_and_statements_get_clear_messages() {
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert!(stderr(&output).contains("--type=4"), "{}", stderr(&output));
 
+    // Two files into one table that --create makes: the first job creates it, both load.
+    let (one, two) = (dir.path().join("one.csv"), dir.path().join("two.csv"));
+    std::fs::write(&one, "1\n2\n").expect("write");
+    std::fs::write(&two, "3\n").expect("write");
+    let (one, two) = (one.to_str().expect("UTF-8"), two.to_str().expect("UTF-8"));
+    let create = "CREATE TABLE tools_two (id INT PRIMARY KEY)";
+    let args = ["--create", create, "--table", "tools_two", "db", one, two];
+    let output = tool("ndb_import", config, &args);
+    assert_ok(&output, "ndb_import of two files");
+    let report = stdout(&output);
+    assert!(report.contains("job-2 imported 1 rows"), "{report}");
+    assert!(
+        report.contains("with success: 2 with failure: 0"),
+        "{report}"
+    );
+    let output = tool("ndb_select_count", config, &["tools_two"]);
+    assert_eq!(stdout(&output), "3 records in table tools_two\n");
+
     // An unknown table is NDB's 709 for every tool that reads one; an unknown index for
     // --order names it.
     for name in [

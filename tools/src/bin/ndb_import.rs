@@ -43,7 +43,8 @@ struct Args {
     /// The table to load; by default each file's name without its extension.
     #[arg(short = 't', long, value_name = "NAME")]
     table: Option<String>,
-    /// Create the table first, from this CREATE TABLE statement (`@FILE` reads it from FILE).
+    /// Create the table first, from this CREATE TABLE statement (`@FILE` reads it from FILE);
+    /// with several files, the first creates it and the others load into it.
     #[arg(long, value_name = "SQL")]
     create: Option<String>,
     /// The field separator (C escapes such as \t are read) [default: \t].
@@ -106,7 +107,8 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let format = csv_format(args)?;
     let interrupt = install_interrupt()?;
-    let create = match &args.create {
+    // Taken by the first job that creates the table; later jobs load into it.
+    let mut create = match &args.create {
         Some(sql) => Some(create_statement(sql)?),
         None => None,
     };
@@ -123,7 +125,7 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
             failed += 1;
             continue;
         }
-        match job.run(&cluster, args, &format, create.as_ref(), &interrupt) {
+        match job.run(&cluster, args, &format, &mut create, &interrupt) {
             Ok(true) => {}
             Ok(false) => failed += 1,
             Err(e) => {
@@ -231,7 +233,7 @@ impl Job<'_> {
         cluster: &Cluster,
         args: &Args,
         format: &CsvFormat,
-        create: Option<&ddl::CreateTableStatement>,
+        create: &mut Option<ddl::CreateTableStatement>,
         interrupt: &AtomicBool,
     ) -> anyhow::Result<bool> {
         let input =
@@ -274,13 +276,14 @@ impl Job<'_> {
         self.report(&stats, &outcome, elapsed, &rejects, args)
     }
 
-    /// The table to load, created first with `--create`.
+    /// The table to load, created first with `--create` (once: `create` is taken when it
+    /// succeeds).
     fn table(
         &self,
         cluster: &Cluster,
-        create: Option<&ddl::CreateTableStatement>,
+        create: &mut Option<ddl::CreateTableStatement>,
     ) -> anyhow::Result<Table> {
-        if let Some(statement) = create {
+        if let Some(statement) = create.as_ref() {
             if statement.table.name != self.table {
                 bail!(
                     "--create makes table {}, and {} goes to table {} (give --table {})",
@@ -290,9 +293,11 @@ impl Job<'_> {
                     statement.table.name
                 );
             }
-            return statement
+            let table = statement
                 .create(cluster)
-                .with_context(|| format!("create table {}", self.table));
+                .with_context(|| format!("create table {}", self.table))?;
+            *create = None;
+            return Ok(table);
         }
         cluster.get_table(&self.table).map_err(|e| {
             let hint = if e.code() == Some(NO_SUCH_TABLE) {
