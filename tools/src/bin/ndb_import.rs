@@ -8,10 +8,11 @@
 //!
 //! A row that cannot be loaded (a wrong field count or type, bytes that are not UTF-8, a
 //! duplicate key) is rejected: named on stderr as `FILE:LINE: reason` and written to
-//! `<state-dir>/<table>.rej`. Up to `--rejects` of them are tolerated (NDB's default, 0, stops
-//! at the first); past that the import stops, waits for its transactions in flight, and says
-//! how many rows were committed. SIGINT or SIGTERM stops it the same way (a second one exits at
-//! once). A progress bar shows on a terminal.
+//! `<state-dir>/<table>.rej` (replaced by each run, and only made when a row is rejected). Up
+//! to `--rejects` of them are tolerated (NDB's default, 0, stops at the first); past that the
+//! import stops, waits for its transactions in flight, and says how many rows were committed.
+//! SIGINT or SIGTERM stops it the same way (a second one exits at once). A progress bar shows on
+//! a terminal.
 
 #![forbid(unsafe_code)]
 
@@ -254,10 +255,15 @@ impl Job<'_> {
             ignore_lines: args.ignore_lines,
             temporary_errors_max: args.temperrors,
         };
-        let mut rejects = RejectLog::new(
-            self.file,
-            args.state_dir.join(format!("{}.rej", self.table)),
-        );
+        let rejects_path = args.state_dir.join(format!("{}.rej", self.table));
+        // A .rej file left by an earlier run would read as this run's rejects.
+        match std::fs::remove_file(&rejects_path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("remove {}", rejects_path.display()));
+            }
+            _ => {}
+        }
+        let mut rejects = RejectLog::new(self.file, rejects_path);
         let progress = progress_bar(size);
         let started = Instant::now();
         let mut reader = CsvReader::new(std::io::BufReader::new(input), format.clone());
