@@ -5,6 +5,7 @@
 //!   │                                reachable yet are linked in the background as they start
 //!   ├─ create_table / get_table / drop_table    (DICT requests, sent to the DICT master)
 //!   ├─ create_index / get_index / drop_index    (unique hash and ordered indexes)
+//!   ├─ list_tables                              (every table and index, NDB's listObjects)
 //!   └─ start_transaction ──► Transaction
 //!          read / insert / update / write / delete   (defined locally, nothing sent)
 //!          read_unique / update_unique / delete_unique (through a unique index)
@@ -23,6 +24,7 @@
 //! - [`asynch`]: the asynchronous executor.
 //! - `tokio_api` (feature `tokio`): the same calls as futures for tokio
 //!   (`Cluster::tokio`), woken by each link's reader (a task on the runtime for TCP).
+//! - [`ddl`]: a `CREATE TABLE` subset read with `sqlparser`, for tools and applications.
 //! - [`error`]: [`Error`], which keeps NDB's code and temporary/permanent class.
 //!
 //! Nothing here panics on what a data node or the network sends: a malformed answer closes the
@@ -33,6 +35,7 @@
 mod asynch;
 mod connect;
 mod connection;
+pub mod ddl;
 mod error;
 mod heartbeat;
 mod reconnect;
@@ -46,6 +49,7 @@ pub use error::Error;
 pub use rndb_config::{NodeId, TransporterKind};
 pub use rndb_protocol::filter::{CmpOp, Filter, GroupOp};
 pub use rndb_protocol::scan::{BoundType, KeyRange as IndexRange, RangeEnd};
+pub use rndb_protocol::signals::{ListedObject, ObjectKind};
 pub use rndb_protocol::{
     AbortOption, ColumnDef, ColumnType, ErrorClass, ExecType, IndexKind, LockMode, NdbError,
     TableDef, Value,
@@ -509,6 +513,37 @@ impl Cluster {
         let (connection, answers) =
             self.dict_request(gsn::GET_TABINFO_REQ, &payload, gsn::GET_TABINFO_CONF)?;
         table_answer(connection, &answers, gsn::GET_TABINFO_CONF)
+    }
+
+    /// Every table and index the dictionary holds, in id order (NDB's listObjects), read a
+    /// page of LIST_TABLES_CONF at a time.
+    pub fn list_tables(&self) -> Result<Vec<ListedObject>, Error> {
+        let mut objects: Vec<ListedObject> = Vec::new();
+        let mut from_id = 0;
+        loop {
+            let mut payload = Vec::new();
+            signals::ListTablesReq { from_id }.encode(&mut payload);
+            let (connection, answers) =
+                self.dict_request(gsn::LIST_TABLES_REQ, &payload, gsn::LIST_TABLES_CONF)?;
+            let page = match single_answer(&answers, connection)? {
+                (gsn::LIST_TABLES_CONF, payload) => signals::ListTablesConf::decode(payload)
+                    .map_err(|e| connection.protocol_violation(e.to_string()))?,
+                (signal, payload) => return Err(refusal(connection, signal, payload)),
+            };
+            let last = page.objects.last().map(|o| o.id);
+            if page.objects.iter().any(|o| o.id < from_id) {
+                return Err(connection.protocol_violation("LIST_TABLES_CONF went backwards"));
+            }
+            objects.extend(page.objects);
+            match (page.more, last) {
+                (true, Some(id)) if id < u32::MAX => from_id = id + 1,
+                (true, _) => {
+                    return Err(connection
+                        .protocol_violation("LIST_TABLES_CONF says there is more after no object"))
+                }
+                (false, _) => return Ok(objects),
+            }
+        }
     }
 
     /// Drops a table and its rows (error 709 when there is none).

@@ -308,7 +308,31 @@ fn signal_payloads() -> Vec<Seed> {
         }
         .encode(o)
     });
-    put(30, &|o| rndb_protocol::qmgr::FailRep { node: 3 }.encode(o));
+    put(30, &|o| {
+        rndb_protocol::signals::ListTablesReq { from_id: 3 }.encode(o)
+    });
+    put(31, &|o| {
+        use rndb_protocol::signals::{ListTablesConf, ListedObject, ObjectKind};
+        ListTablesConf {
+            objects: vec![
+                ListedObject {
+                    id: 3,
+                    kind: ObjectKind::UserTable,
+                    parent_id: 0,
+                    name: "t".into(),
+                },
+                ListedObject {
+                    id: 4,
+                    kind: ObjectKind::UniqueHashIndex,
+                    parent_id: 3,
+                    name: "i".into(),
+                },
+            ],
+            more: false,
+        }
+        .encode(o)
+    });
+    put(32, &|o| rndb_protocol::qmgr::FailRep { node: 3 }.encode(o));
     payloads
         .into_iter()
         .enumerate()

@@ -207,6 +207,20 @@ const DECODERS: &[Decoder] = &[
     |b| round_trip(b, LqhCommitReq::decode, LqhCommitReq::encode),
     |b| round_trip(b, GcpSignal::decode, GcpSignal::encode),
     |b| round_trip(b, TcExecuteConf::decode, TcExecuteConf::encode),
+    |b| {
+        round_trip(
+            b,
+            signals::ListTablesReq::decode,
+            signals::ListTablesReq::encode,
+        )
+    },
+    |b| {
+        round_trip(
+            b,
+            signals::ListTablesConf::decode,
+            signals::ListTablesConf::encode,
+        )
+    },
     |b| round_trip(b, FailRep::decode, FailRep::encode),
 ];
 

@@ -53,6 +53,10 @@ signals! {
     GET_INDEX_REQ = 36;
     GET_INDEX_CONF = 37;
     GET_INDEX_REF = 38;
+    /// The dictionary's tables and indexes, a page at a time (NDB's LIST_TABLES_REQ):
+    /// `signals::ListTablesReq`, answered by LIST_TABLES_CONF (`signals::ListTablesConf`).
+    LIST_TABLES_REQ = 45;
+    LIST_TABLES_CONF = 46;
     SCAN_TABREQ = 40;
     SCAN_TABCONF = 41;
     SCAN_TABREF = 42;

@@ -82,6 +82,117 @@ pub fn decode_name(buf: &[u8]) -> Result<String, DecodeError> {
     Ok(name)
 }
 
+/// LIST_TABLES_REQ: the dictionary's objects whose id is `from_id` or more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListTablesReq {
+    pub from_id: u32,
+}
+
+impl ListTablesReq {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        Writer::new(out).u32(self.from_id);
+    }
+    pub fn decode(buf: &[u8]) -> Result<ListTablesReq, DecodeError> {
+        let mut r = Reader::new(buf, "LIST_TABLES_REQ");
+        let from_id = r.u32()?;
+        r.finish()?;
+        Ok(ListTablesReq { from_id })
+    }
+}
+
+/// The kind of a dictionary object, numbered as NDB's `NdbDictionary::Object::Type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjectKind {
+    UserTable = 2,
+    UniqueHashIndex = 3,
+    OrderedIndex = 6,
+}
+
+impl ObjectKind {
+    pub fn from_u8(v: u8) -> Option<ObjectKind> {
+        match v {
+            2 => Some(ObjectKind::UserTable),
+            3 => Some(ObjectKind::UniqueHashIndex),
+            6 => Some(ObjectKind::OrderedIndex),
+            _ => None,
+        }
+    }
+    /// NDB's name of the type, as `ndb_show_tables` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ObjectKind::UserTable => "UserTable",
+            ObjectKind::UniqueHashIndex => "UniqueHashIndex",
+            ObjectKind::OrderedIndex => "OrderedIndex",
+        }
+    }
+}
+
+/// One object of LIST_TABLES_CONF.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedObject {
+    /// The table id, or the index id (ids share one space).
+    pub id: u32,
+    pub kind: ObjectKind,
+    /// An index's table; 0 for a table.
+    pub parent_id: u32,
+    pub name: String,
+}
+
+/// Objects in one LIST_TABLES_CONF at most: each takes at most 11 bytes and a name of
+/// [`NAME_BYTES_MAX`], so a page stays well inside a 32 KiB frame.
+pub const LIST_TABLES_OBJECTS_MAX: usize = 128;
+
+const _: () = assert!(3 + LIST_TABLES_OBJECTS_MAX * (11 + NAME_BYTES_MAX) <= 24 * 1024);
+
+/// LIST_TABLES_CONF: objects in id order; `more` when objects past the last one remain (ask
+/// again from its id + 1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListTablesConf {
+    pub objects: Vec<ListedObject>,
+    pub more: bool,
+}
+
+impl ListTablesConf {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::new(out);
+        w.u16(self.objects.len() as u16);
+        for object in &self.objects {
+            w.u32(object.id)
+                .u8(object.kind as u8)
+                .u32(object.parent_id)
+                .str16(&object.name);
+        }
+        w.u8(u8::from(self.more));
+    }
+    pub fn decode(buf: &[u8]) -> Result<ListTablesConf, DecodeError> {
+        let mut r = Reader::new(buf, "LIST_TABLES_CONF");
+        let count = usize::from(r.u16()?);
+        if count > LIST_TABLES_OBJECTS_MAX {
+            return Err(r.error(format!(
+                "{count} objects, at most {LIST_TABLES_OBJECTS_MAX}"
+            )));
+        }
+        let mut objects = Vec::with_capacity(count);
+        for _ in 0..count {
+            let id = r.u32()?;
+            let tag = r.u8()?;
+            let kind =
+                ObjectKind::from_u8(tag).ok_or_else(|| r.error(format!("object type {tag}")))?;
+            let parent_id = r.u32()?;
+            let name = r.str16()?.to_string();
+            objects.push(ListedObject {
+                id,
+                kind,
+                parent_id,
+                name,
+            });
+        }
+        let more = r.u8()? != 0;
+        r.finish()?;
+        Ok(ListTablesConf { objects, more })
+    }
+}
+
 /// CREATE_TABLE_REQ carries a `TableDef`; GET_TABINFO_CONF carries id, version and definition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableInfo {
@@ -701,6 +812,36 @@ mod tests {
     use crate::schema::{ColumnDef, ColumnType};
 
     #[test]
+    fn list_tables_round_trips() {
+        let req = ListTablesReq { from_id: 7 };
+        let mut buf = Vec::new();
+        req.encode(&mut buf);
+        assert_eq!(ListTablesReq::decode(&buf), Ok(req));
+        let conf = ListTablesConf {
+            objects: vec![
+                ListedObject {
+                    id: 3,
+                    kind: ObjectKind::UserTable,
+                    parent_id: 0,
+                    name: "t".into(),
+                },
+                ListedObject {
+                    id: 4,
+                    kind: ObjectKind::OrderedIndex,
+                    parent_id: 3,
+                    name: "by_x".into(),
+                },
+            ],
+            more: true,
+        };
+        let mut buf = Vec::new();
+        conf.encode(&mut buf);
+        assert_eq!(ListTablesConf::decode(&buf), Ok(conf));
+        buf[6] = 9; // the first object's type
+        assert!(ListTablesConf::decode(&buf).is_err());
+    }
+
+    #[test]
     fn key_req_round_trips() {
         let req = TcKeyReq {
             flags: FLAG_START_TRANSACTION,
@@ -893,6 +1034,8 @@ mod tests {
                 proptest::prop_assert_eq!(TcKeyReq::decode(&bytes), Ok(view.to_owned()));
             }
             let _ = TcKeyRow::decode(&bytes);
+            let _ = ListTablesReq::decode(&bytes);
+            let _ = ListTablesConf::decode(&bytes);
             let _ = TcKeyRef::decode(&bytes);
             let _ = TcExecuteReq::decode(&bytes);
             let _ = TcExecuteConf::decode(&bytes);

@@ -16,7 +16,9 @@ use rndb_api::{
 };
 use rndb_protocol::lqh;
 use rndb_protocol::scan::{encode_scan_row, FragmentBatch, ScanTabConf};
-use rndb_protocol::signals::{gsn, TableInfo, TcExecuteRef, TcKeyRef, TcKeyRow};
+use rndb_protocol::signals::{
+    gsn, ListTablesConf, ListedObject, ObjectKind, TableInfo, TcExecuteRef, TcKeyRef, TcKeyRow,
+};
 use rndb_tests::assert_ndb_code;
 use rndb_tests::fake_data_node::{FakeDataNode, DATA_NODE, REQUEST_TIMEOUT};
 use rndb_transporter::frame::FRAME_BYTES_MAX;
@@ -950,5 +952,52 @@ fn a_later_scan_batch_with_another_fragment_count_fails_the_scan() {
     let rest = rest.expect("the scan reports its error rather than ending");
     assert_protocol(rest, "now has 3", "a second batch of 3 fragments");
     assert_ndb_code(ping, 4010, "a ping after a malformed scan batch");
+    fake.finish();
+}
+
+#[test]
+fn a_garbage_table_list_fails_list_tables() {
+    let fake = FakeDataNode::start(|peer| {
+        let (request, _) = peer.expect(gsn::LIST_TABLES_REQ);
+        peer.answer(&request, gsn::LIST_TABLES_CONF, &[1, 0, 9]);
+    });
+    let (listed, ping) = fake.run(|cluster| {
+        let listed = timed("list_tables", || cluster.list_tables()).0;
+        (listed, cluster.ping())
+    });
+    assert_protocol(listed, "LIST_TABLES_CONF", "a garbage LIST_TABLES_CONF");
+    assert_ndb_code(ping, 4010, "a ping after a garbage LIST_TABLES_CONF");
+    fake.finish();
+}
+
+#[test]
+fn a_table_list_that_goes_backwards_fails_list_tables() {
+    let page = |from_id: u32, more: bool| {
+        let mut payload = Vec::new();
+        ListTablesConf {
+            objects: vec![ListedObject {
+                id: from_id,
+                kind: ObjectKind::UserTable,
+                parent_id: 0,
+                name: TABLE_NAME.into(),
+            }],
+            more,
+        }
+        .encode(&mut payload);
+        payload
+    };
+    let fake = FakeDataNode::start(move |peer| {
+        let (request, _) = peer.expect(gsn::LIST_TABLES_REQ);
+        peer.answer(&request, gsn::LIST_TABLES_CONF, &page(5, true));
+        // Asked from 6 on, it answers an object before it again.
+        let (request, _) = peer.expect(gsn::LIST_TABLES_REQ);
+        peer.answer(&request, gsn::LIST_TABLES_CONF, &page(5, false));
+    });
+    let listed = fake.run(|cluster| timed("list_tables", || cluster.list_tables()).0);
+    assert_protocol(
+        listed,
+        "went backwards",
+        "a LIST_TABLES_CONF page before the last",
+    );
     fake.finish();
 }

@@ -371,6 +371,18 @@ impl Kernel {
             gsn::GET_TABINFO_REQ => {
                 self.exec_get_tabinfo_req(from, header, &signals::decode_name(payload)?, out)
             }
+            gsn::LIST_TABLES_REQ => {
+                let req = signals::ListTablesReq::decode(payload)?;
+                let conf = self.dict.list(req.from_id);
+                reply(
+                    &mut self.unsent,
+                    out,
+                    from,
+                    header,
+                    gsn::LIST_TABLES_CONF,
+                    &mut |b| conf.encode(b),
+                )
+            }
             // QMGR
             dgsn::API_REGREQ => self.exec_api_regreq(from, header, out),
             gsn::PING_REQ => reply(

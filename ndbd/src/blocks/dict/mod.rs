@@ -14,7 +14,10 @@ pub mod schema;
 use hashbrown::HashMap;
 
 use rndb_protocol::schema::{COLUMN_BYTES_MAX, NAME_BYTES_MAX};
-use rndb_protocol::signals::{CreateIndexReq, IndexInfo, TableInfo, INDEX_COLUMNS_MAX};
+use rndb_protocol::signals::{
+    CreateIndexReq, IndexInfo, ListTablesConf, ListedObject, ObjectKind, TableInfo,
+    INDEX_COLUMNS_MAX, LIST_TABLES_OBJECTS_MAX,
+};
 use rndb_protocol::{ColumnDef, ColumnType, IndexKind, NdbError, TableDef, Value};
 
 /// The name of the hidden table column that holds the base row's encoded primary key.
@@ -189,6 +192,36 @@ impl Dict {
             .get(name)
             .and_then(|id| self.tables.get(id))
             .ok_or_else(|| NdbError::with_detail(709, format!("table {name}")))
+    }
+
+    /// LIST_TABLES_REQ: the tables (hidden index tables left out) and indexes whose id is
+    /// `from_id` or more, in id order, at most a page of them.
+    pub fn list(&self, from_id: u32) -> ListTablesConf {
+        let tables = self
+            .tables
+            .iter()
+            .filter(|(_, t)| t.hidden_for.is_none())
+            .map(|(&id, t)| ListedObject {
+                id,
+                kind: ObjectKind::UserTable,
+                parent_id: 0,
+                name: t.info.def.name.clone(),
+            });
+        let indexes = self.indexes.iter().map(|(&id, i)| ListedObject {
+            id,
+            kind: match i.info.kind {
+                IndexKind::Unique => ObjectKind::UniqueHashIndex,
+                IndexKind::Ordered => ObjectKind::OrderedIndex,
+            },
+            parent_id: i.info.table_id,
+            name: i.info.name.clone(),
+        });
+        let mut objects: Vec<ListedObject> =
+            tables.chain(indexes).filter(|o| o.id >= from_id).collect();
+        objects.sort_unstable_by_key(|o| o.id);
+        let more = objects.len() > LIST_TABLES_OBJECTS_MAX;
+        objects.truncate(LIST_TABLES_OBJECTS_MAX);
+        ListTablesConf { objects, more }
     }
 
     /// The table an operation names: 709 if it is gone, 241 if its version changed.

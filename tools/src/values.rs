@@ -1,0 +1,222 @@
+//! Values as text: how `ndb_select_all` prints them and how `ndb_import` reads them.
+//!
+//! Printed: integers and doubles in decimal (a double in the shortest form that reads back
+//! the same), Varchar as its text, Varbinary as `0x` and hex digits, NULL as NDB's `[NULL]`;
+//! with `--useHexFormat`, integers as NDB's `H'` and hex digits. Read: the same forms, each
+//! checked against its column's type and length.
+
+use std::fmt::Write;
+
+use rndb_api::{ColumnDef, ColumnType, Value};
+
+/// How `ndb_select_all` prints integers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntegerFormat {
+    Decimal,
+    /// NDB's `--useHexFormat`: `H'` and the hex digits, zero-padded to the type's width.
+    Hex,
+}
+
+/// Appends `value` as `ndb_select_all` prints it.
+pub fn format_value(out: &mut String, value: &Value, integers: IntegerFormat) {
+    let hex = integers == IntegerFormat::Hex;
+    // Writing to a String cannot fail.
+    let _ = match value {
+        Value::Null => write!(out, "[NULL]"),
+        Value::Int32(v) if hex => write!(out, "H'{:08x}", *v as u32),
+        Value::UInt32(v) if hex => write!(out, "H'{v:08x}"),
+        Value::Int64(v) if hex => write!(out, "H'{:016x}", *v as u64),
+        Value::UInt64(v) if hex => write!(out, "H'{v:016x}"),
+        Value::Int32(v) => write!(out, "{v}"),
+        Value::UInt32(v) => write!(out, "{v}"),
+        Value::Int64(v) => write!(out, "{v}"),
+        Value::UInt64(v) => write!(out, "{v}"),
+        Value::Float64(v) => write!(out, "{v}"),
+        Value::Varchar(s) => write!(out, "{s}"),
+        Value::Varbinary(bytes) => {
+            out.push_str("0x");
+            for byte in bytes {
+                let _ = write!(out, "{byte:02x}");
+            }
+            Ok(())
+        }
+    };
+}
+
+/// Reads a CSV field (its bytes, unescaped) as a value of `column`. `None` is SQL NULL (`\N`
+/// in the file). The error says what is wrong, naming the column.
+pub fn parse_value(column: &ColumnDef, field: Option<&[u8]>) -> Result<Value, String> {
+    let Some(bytes) = field else {
+        if column.nullable {
+            return Ok(Value::Null);
+        }
+        return Err(format!("column {}: NULL in a NOT NULL column", column.name));
+    };
+    if let ColumnType::Varbinary(max) = column.column_type {
+        return parse_varbinary(column, bytes, max);
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        format!(
+            "column {}: not UTF-8 (byte {} of the field)",
+            column.name,
+            e.valid_up_to() + 1
+        )
+    })?;
+    let number = |kind: &str, e: &dyn std::fmt::Display| {
+        format!("column {}: {text:?} is not {kind} ({e})", column.name)
+    };
+    match column.column_type {
+        ColumnType::Int32 => text
+            .parse()
+            .map(Value::Int32)
+            .map_err(|e| number("an INT", &e)),
+        ColumnType::UInt32 => text
+            .parse()
+            .map(Value::UInt32)
+            .map_err(|e| number("an INT UNSIGNED", &e)),
+        ColumnType::Int64 => text
+            .parse()
+            .map(Value::Int64)
+            .map_err(|e| number("a BIGINT", &e)),
+        ColumnType::UInt64 => text
+            .parse()
+            .map(Value::UInt64)
+            .map_err(|e| number("a BIGINT UNSIGNED", &e)),
+        ColumnType::Float64 => match text.parse::<f64>() {
+            Ok(v) if v.is_finite() => Ok(Value::Float64(v)),
+            Ok(_) => Err(format!("column {}: {text:?} is not finite", column.name)),
+            Err(e) => Err(number("a DOUBLE", &e)),
+        },
+        ColumnType::Varchar(max) if text.len() > usize::from(max) => Err(format!(
+            "column {}: {} bytes, VARCHAR({max}) holds at most {max}",
+            column.name,
+            text.len()
+        )),
+        ColumnType::Varchar(_) => Ok(Value::Varchar(text.to_string())),
+        ColumnType::Varbinary(max) => parse_varbinary(column, bytes, max),
+    }
+}
+
+/// A Varbinary field: `0x` and hex digits, or else the bytes as they are.
+fn parse_varbinary(column: &ColumnDef, bytes: &[u8], max: u16) -> Result<Value, String> {
+    let value = match bytes.strip_prefix(b"0x") {
+        Some(hex) => decode_hex(hex)
+            .ok_or_else(|| format!("column {}: bad hex digits after 0x", column.name))?,
+        None => bytes.to_vec(),
+    };
+    if value.len() > usize::from(max) {
+        return Err(format!(
+            "column {}: {} bytes, VARBINARY({max}) holds at most {max}",
+            column.name,
+            value.len()
+        ));
+    }
+    Ok(Value::Varbinary(value))
+}
+
+fn decode_hex(hex: &[u8]) -> Option<Vec<u8>> {
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    hex.chunks(2)
+        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn column(column_type: ColumnType) -> ColumnDef {
+        ColumnDef::nullable("c", column_type)
+    }
+
+    fn check(column_type: ColumnType, field: Option<&[u8]>, expected: Result<Value, &str>) {
+        let got = parse_value(&column(column_type), field);
+        match (&got, &expected) {
+            (Ok(v), Ok(e)) => assert_eq!(v, e),
+            (Err(message), Err(needle)) => assert!(message.contains(needle), "{message}"),
+            _ => panic!("{column_type} {field:?}: got {got:?}, expected {expected:?}"),
+        }
+    }
+
+    #[test]
+    fn parsing() {
+        check(ColumnType::Int32, Some(b"-7"), Ok(Value::Int32(-7)));
+        check(
+            ColumnType::UInt32,
+            Some(b"-7"),
+            Err("is not an INT UNSIGNED"),
+        );
+        check(ColumnType::UInt32, Some(b"4294967296"), Err("too large"));
+        check(ColumnType::Int64, Some(b"x"), Err("\"x\" is not a BIGINT"));
+        check(
+            ColumnType::UInt64,
+            Some(b"18446744073709551615"),
+            Ok(Value::UInt64(u64::MAX)),
+        );
+        check(ColumnType::Float64, Some(b"2.5"), Ok(Value::Float64(2.5)));
+        check(ColumnType::Float64, Some(b"inf"), Err("not finite"));
+        check(
+            ColumnType::Varchar(3),
+            Some(b"abc"),
+            Ok(Value::Varchar("abc".into())),
+        );
+        check(
+            ColumnType::Varchar(3),
+            Some(b"abcd"),
+            Err("4 bytes, VARCHAR(3)"),
+        );
+        check(
+            ColumnType::Varchar(9),
+            Some(b"a\xffb"),
+            Err("not UTF-8 (byte 2"),
+        );
+        check(
+            ColumnType::Varbinary(2),
+            Some(b"0x0aff"),
+            Ok(Value::Varbinary(vec![10, 255])),
+        );
+        check(ColumnType::Varbinary(2), Some(b"0xzz"), Err("bad hex"));
+        check(
+            ColumnType::Varbinary(2),
+            Some(b"\xff"),
+            Ok(Value::Varbinary(vec![255])),
+        );
+        check(ColumnType::Int32, None, Ok(Value::Null));
+        let not_null = ColumnDef::new("n", ColumnType::Int32);
+        assert!(parse_value(&not_null, None).is_err());
+    }
+
+    #[test]
+    fn printing_reads_back() {
+        let cases = [
+            (Value::Int32(-7), ColumnType::Int32, "-7"),
+            (
+                Value::UInt64(u64::MAX),
+                ColumnType::UInt64,
+                "18446744073709551615",
+            ),
+            (Value::Float64(0.1), ColumnType::Float64, "0.1"),
+            (Value::Varchar("a b".into()), ColumnType::Varchar(8), "a b"),
+            (
+                Value::Varbinary(vec![0, 171]),
+                ColumnType::Varbinary(8),
+                "0x00ab",
+            ),
+        ];
+        for (value, column_type, text) in cases {
+            let mut out = String::new();
+            format_value(&mut out, &value, IntegerFormat::Decimal);
+            assert_eq!(out, text);
+            assert_eq!(
+                parse_value(&column(column_type), Some(out.as_bytes())),
+                Ok(value)
+            );
+        }
+        let mut out = String::new();
+        format_value(&mut out, &Value::Int32(-1), IntegerFormat::Hex);
+        assert_eq!(out, "H'ffffffff");
+    }
+}
