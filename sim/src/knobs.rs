@@ -59,8 +59,8 @@ pub enum Fault {
     /// BUGGIFY: sends sometimes find the send buffer full (1218), timer ticks come late.
     Buggify,
     /// A data node stops handling anything for a while (as under SIGSTOP), its links staying
-    /// up: frames to it wait, it sends nothing. Shorter than the heartbeat bound (at most 2
-    /// HeartbeatIntervalDbDb), so it must only delay.
+    /// up: frames to it wait, it sends nothing. At most one HeartbeatIntervalDbDb (a quarter of
+    /// the bound, leaving room for slow links), so it must only delay.
     Pause,
     /// A data node hangs (as under SIGSTOP) for 6 to 10 HeartbeatIntervalDbDb: the cluster
     /// declares it failed on missed heartbeats, and it stops when it resumes. It takes a
@@ -305,7 +305,7 @@ impl Knobs {
             0
         };
         let mut membership = Rng::new(rng.clone().next_u64() ^ MEMBERSHIP_KNOBS_SALT);
-        let heartbeat_ms = membership.between(100, 250) as u32;
+        let heartbeat_ms = membership.between(150, 300) as u32;
         let hangs = if options.has(Fault::Hang) && membership.below(4) != 0 {
             membership.between(1, u64::from(data_nodes / 2)) as u16
         } else {

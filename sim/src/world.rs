@@ -1027,8 +1027,9 @@ impl World {
         for _ in 0..self.knobs.pauses {
             let at = self.rng.below(self.knobs.workload_ns);
             let node = self.pick(&data_nodes);
-            // Within two heartbeat intervals: a pause only delays (a hang is `Planned::Hang`).
-            let longest = (2 * u64::from(self.knobs.heartbeat_ms) * 1_000_000).min(1_000_000_000);
+            // Within one heartbeat interval: with a slow link's delays on top, the node stays
+            // well inside the bound of 4, so a pause only delays (a hang is `Planned::Hang`).
+            let longest = (u64::from(self.knobs.heartbeat_ms) * 1_000_000).min(1_000_000_000);
             let for_ns = self.rng.between(10_000_000, longest);
             plan.push((at, Planned::Pause { node, for_ns }));
         }

@@ -612,9 +612,15 @@ impl Kernel {
             ));
         }
         // The API nodes stop routing to it, even while their link to it stays open (a
-        // stopped process): their connection to it fails.
+        // stopped process): their connection to it fails. Only a node that serves says so: one
+        // still starting (left out of a partial start, say) sees links close that the cluster
+        // keeps.
         let rep = FailRep { node: node.0 };
-        let apis: Vec<NodeId> = self.qmgr.apis.iter().copied().collect();
+        let apis: Vec<NodeId> = if self.qmgr.started {
+            self.qmgr.apis.iter().copied().collect()
+        } else {
+            Vec::new()
+        };
         for api in apis {
             let frame = data_node_header(gsn::NODE_FAILREP, block::API, block::QMGR);
             self.unsent.send(out, api, frame, &mut |b| rep.encode(b));
