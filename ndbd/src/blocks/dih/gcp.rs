@@ -419,6 +419,11 @@ impl Kernel {
             return;
         }
         round.awaiting.remove(from);
+        if signal == gsn::GCP_NODEFINISH && gci < round.gci {
+            // A node that was in a later epoch than this master knew of (a frame of a failed
+            // master's that arrived after MASTER_GCPCONF) finished it: the save covers it.
+            round.old = round.old.max(gci);
+        }
         self.gcp_advance(out, now);
     }
 
