@@ -14,6 +14,9 @@
 //!   read, each submitted with `MSG_DONTWAIT` so it completes inline; readiness still comes from
 //!   epoll on the socket. Where the kernel refuses io_uring, [`uring::open_link_or_tcp`] falls
 //!   back to a TCP link.
+//! - [`tls`]: TLS on node links: keys and certificates on a search path, and the TLS link,
+//!   [`tls::io::TlsLink`], a socket link whose I/O ([`tls::io::TlsIo`]) drives rustls over
+//!   the socket.
 //! - [`shm`]: the shared-memory link (two SPSC rings in `/dev/shm`), set up over a TCP
 //!   connection that stays open as its liveness and wake-up channel.
 //! - [`spin`]: adaptive spin-then-sleep budgets for receive loops.
@@ -53,6 +56,7 @@ pub mod sleeper;
 pub mod socket_link;
 pub mod spin;
 pub mod tcp;
+pub mod tls;
 pub mod uring;
 
 mod error;

@@ -43,6 +43,9 @@ pub trait SocketIo: Send + Sized + std::fmt::Debug {
     const KIND: TransporterKind;
     /// The link's name in `Debug` output.
     const LINK_NAME: &'static str;
+    /// The socket carries the frames as they are, so a caller may send the unsent bytes on it
+    /// itself ([`Transporter::unsent_on_socket`]). False for TLS, whose socket carries records.
+    const SOCKET_CARRIES_FRAMES: bool = true;
 
     /// Sets the I/O up for the connected `stream` to `peer`, before the link switches the
     /// socket to non-blocking. [`TransportError::UringUnavailable`] means the kernel refuses
@@ -68,6 +71,26 @@ pub trait SocketIo: Send + Sized + std::fmt::Debug {
         stream: &TcpStream,
         region: ReceiveRegion<'_>,
     ) -> Result<Received, TransportError>;
+
+    /// Called when the link has handed every byte to `send`: pushes what the I/O still holds
+    /// (TLS records), `Pending` while the socket cannot take it.
+    #[inline(always)]
+    fn finish_send(&mut self, _stream: &TcpStream) -> Result<FlushStatus, TransportError> {
+        Ok(FlushStatus::Done)
+    }
+
+    /// Bytes (or, for TLS, a nonzero marker) the I/O took from `send` but has not yet written.
+    #[inline(always)]
+    fn pending_bytes(&self) -> usize {
+        0
+    }
+
+    /// True when the I/O holds input no readiness event will report (TLS: frames the
+    /// handshake read ahead).
+    #[inline(always)]
+    fn input_buffered(&self) -> bool {
+        false
+    }
 
     /// True while a receive this I/O started has not completed: its region is the kernel's.
     fn receive_in_flight(&self) -> bool {
@@ -279,7 +302,7 @@ impl<I: SocketIo> Transporter for SocketLink<I> {
         loop {
             if self.send_buffer.pending_bytes() == 0 {
                 self.send_buffer.clear();
-                return Ok(FlushStatus::Done);
+                return self.io.finish_send(&self.stream);
             }
             let batch = &self.send_buffer.bytes[self.send_buffer.offset..];
             let sent = self.io.send(&self.stream, batch)?;
@@ -290,6 +313,9 @@ impl<I: SocketIo> Transporter for SocketLink<I> {
     }
 
     fn unsent_on_socket(&self) -> Option<(RawFd, &[u8])> {
+        if !I::SOCKET_CARRIES_FRAMES {
+            return None;
+        }
         Some((self.stream.as_raw_fd(), self.send_buffer.unsent()?))
     }
 
@@ -352,7 +378,7 @@ impl<I: SocketIo> Transporter for SocketLink<I> {
     }
 
     fn pending_send_bytes(&self) -> usize {
-        self.send_buffer.pending_bytes()
+        self.send_buffer.pending_bytes() + self.io.pending_bytes()
     }
 
     fn send_capacity_bytes(&self) -> usize {
@@ -369,7 +395,7 @@ impl<I: SocketIo> Transporter for SocketLink<I> {
     }
 
     fn input_pending(&self) -> bool {
-        self.maybe_more_input
+        self.maybe_more_input || self.io.input_buffered()
     }
 
     fn stop_after_short_read(&mut self) {
