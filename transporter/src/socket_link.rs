@@ -293,8 +293,22 @@ impl<I: SocketIo> Transporter for SocketLink<I> {
     }
 
     fn send(&mut self, header: &FrameHeader, payload: &[u8]) -> Result<(), TransportError> {
-        self.send_buffer
-            .append(self.peer, header, payload, self.checksum)
+        let appended = self
+            .send_buffer
+            .append(self.peer, header, payload, self.checksum);
+        match appended {
+            // The I/O's own unsent bytes (TLS records) count as pending too.
+            Err(TransportError::Overloaded {
+                peer,
+                pending_bytes,
+                limit_bytes,
+            }) => Err(TransportError::Overloaded {
+                peer,
+                pending_bytes: pending_bytes + self.io.pending_bytes(),
+                limit_bytes,
+            }),
+            other => other,
+        }
     }
 
     fn flush(&mut self) -> Result<FlushStatus, TransportError> {
