@@ -60,6 +60,8 @@ struct Job {
     config: ClusterConfig,
     me: NodeId,
     options: ConnectOptions,
+    /// This API node's TLS keys and RequireTls, as at connect.
+    tls: rndb_transporter::tls::TlsSetup,
     slots: Slots,
     /// Indexes of the slots to fill (the data nodes not reached at connect).
     missing: Vec<usize>,
@@ -84,11 +86,19 @@ impl Connector {
         slots: Slots,
         missing: Vec<usize>,
     ) -> Option<Connector> {
+        let tls = match connect::tls_setup(&config, me, &options) {
+            Ok(tls) => tls,
+            Err(e) => {
+                tracing::warn!("not connecting the missing data nodes in the background: {e}");
+                return None;
+            }
+        };
         let state = Arc::new(State::default());
         let job = Job {
             config,
             me,
             options,
+            tls,
             slots,
             missing,
         };
@@ -218,8 +228,9 @@ impl Job {
             work.link = None;
         }
         if work.link.is_none() {
-            let opened = connect::connect_one(&self.config, self.me, data, &self.options)
-                .and_then(|link| open_connection(link, self.options.spin_us));
+            let opened =
+                connect::connect_one(&self.config, self.me, data, &self.options, &self.tls)
+                    .and_then(|link| open_connection(link, self.options.spin_us));
             match opened {
                 Ok(link) => work.link = Some(link),
                 // Not listening yet (connect warned once already): the usual case, not news.
