@@ -6,7 +6,6 @@
 mod common;
 
 use std::io::Write;
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
