@@ -80,7 +80,7 @@ fn start_tls(
         };
         if let Some(node) = required {
             return Err(TransportError::Tls(format!(
-                "data node {to} has no TLS key and certificate (it answered START_TLS_REF),                  and node {node} requires TLS (RequireTls=1)"
+                "data node {to} has no TLS key and certificate (it answered START_TLS_REF), and node {node} requires TLS (RequireTls=1)"
             )));
         }
         return Ok(stream);

@@ -332,7 +332,7 @@ pub fn check_tls(
             return refuse(
                 REFUSE_TLS_REQUIRED,
                 format!(
-                    "node {me} requires TLS (RequireTls=1) and node {from} connected without                      TLS: give node {from} its key and certificate (--ndb-tls-search-path)"
+                    "node {me} requires TLS (RequireTls=1) and node {from} connected without TLS: give node {from} its key and certificate (--ndb-tls-search-path)"
                 ),
             );
         }
