@@ -84,6 +84,8 @@ pub fn bind(config: &ClusterConfig, me: NodeId) -> anyhow::Result<TcpListener> {
 }
 
 /// Accepts connections for ever, admitting each on its own thread.
+// Each argument is one shared handle the handshake threads get a clone of.
+#[allow(clippy::too_many_arguments)]
 pub fn spawn_acceptor(
     listener: TcpListener,
     config: Arc<ClusterConfig>,
