@@ -164,13 +164,13 @@ fn make_keys(dir: &Path) -> Result<String> {
         std::fs::create_dir_all(d).with_context(|| format!("create {}", d.display()))?;
     }
     let day = 86_400;
-    pki::create_ca(&ca_dir, pki::Lifetime::from_now(day))?;
+    pki::create_ca(&ca_dir, pki::Lifetime::from_now(day)?)?;
     let ca = pki::Ca::load(&tls::SearchPath {
         dirs: vec![ca_dir.clone()],
     })?;
     for kind in [NodeKind::Data, NodeKind::Api] {
         let key = pki::generate_key()?;
-        let chain = ca.sign(&key, kind, &[], pki::Lifetime::from_now(day))?;
+        let chain = ca.sign(&key, kind, &[], pki::Lifetime::from_now(day)?)?;
         pki::write_new(
             &keys_dir,
             tls::key_file(kind),

@@ -161,6 +161,20 @@ fn ndb_sign_keys_creates_lists_and_checks() {
     // Both CAs have NDB's common name, so the chain fails on the signature, not the name.
     assert!(!ok && out.contains("invalid peer certificate"), "{out}");
 
+    // A lifetime no certificate date can hold is an error, not a crash.
+    let (ok, out) = sign_keys(&[
+        "--CA-search-path",
+        text(&ca),
+        "--create-key",
+        "--node-type",
+        "api",
+        "--duration",
+        "9223372036854775807",
+        "--to-dir",
+        text(&dir.path().join("endless")),
+    ]);
+    assert!(!ok && out.contains("past the year 9999"), "{out}");
+
     // A garbage certificate file is an error naming it, not a crash.
     std::fs::write(keys.join("ndb-api-cert"), "not a certificate\n").expect("spoil");
     let (ok, out) = sign_keys(&["--ndb-tls-search-path", &search, "--check"]);

@@ -115,6 +115,10 @@ pub trait Transporter: Send {
         None
     }
 
+    /// Makes the unsent frames ready for [`Transporter::unsent_on_socket`] where that takes a
+    /// step: a TLS link encrypts them into records the caller can send. Others need nothing.
+    fn prepare_unsent(&mut self) {}
+
     /// What the caller's send of the bytes from [`Transporter::unsent_on_socket`] did: bytes
     /// written, or its error. Returns what `flush` would have (a partial send is finished
     /// with a flush).

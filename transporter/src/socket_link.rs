@@ -92,6 +92,24 @@ pub trait SocketIo: Send + Sized + std::fmt::Debug {
         false
     }
 
+    /// For an I/O whose socket does not carry the frames as they are (TLS): turns the front of
+    /// `batch` into the bytes the socket carries, kept for [`SocketIo::sealed`], and returns
+    /// how many bytes of `batch` it took.
+    fn seal(&mut self, batch: &[u8]) -> usize {
+        let _ = batch;
+        0
+    }
+
+    /// The sealed bytes not yet sent (see [`SocketIo::seal`]).
+    fn sealed(&self) -> &[u8] {
+        &[]
+    }
+
+    /// What the caller's send of [`SocketIo::sealed`] did: bytes written, or its error.
+    fn sealed_sent(&mut self, result: &io::Result<usize>) {
+        let _ = result;
+    }
+
     /// True while a receive this I/O started has not completed: its region is the kernel's.
     fn receive_in_flight(&self) -> bool {
         false
@@ -326,14 +344,40 @@ impl<I: SocketIo> Transporter for SocketLink<I> {
         }
     }
 
+    fn prepare_unsent(&mut self) {
+        if I::SOCKET_CARRIES_FRAMES || self.send_buffer.pending_bytes() == 0 {
+            return;
+        }
+        let taken = self
+            .io
+            .seal(&self.send_buffer.bytes[self.send_buffer.offset..]);
+        if taken > 0 {
+            // Taken whole into the sealed bytes: a write of `taken` cannot fail here.
+            let _ = self.send_buffer.record_send(self.peer, Ok(taken));
+        }
+    }
+
     fn unsent_on_socket(&self) -> Option<(RawFd, &[u8])> {
         if !I::SOCKET_CARRIES_FRAMES {
-            return None;
+            let sealed = self.io.sealed();
+            return (!sealed.is_empty()).then_some((self.stream.as_raw_fd(), sealed));
         }
         Some((self.stream.as_raw_fd(), self.send_buffer.unsent()?))
     }
 
     fn sent_by_caller(&mut self, result: io::Result<usize>) -> Result<FlushStatus, TransportError> {
+        if !I::SOCKET_CARRIES_FRAMES {
+            // The sealed bytes' outcome; the flush sends what remains (sealed bytes first).
+            self.io.sealed_sent(&result);
+            return match result {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(FlushStatus::Pending),
+                Err(e) if e.kind() != io::ErrorKind::Interrupted => {
+                    self.send_buffer.record_send(self.peer, Err(e))?;
+                    self.flush()
+                }
+                _ => self.flush(),
+            };
+        }
         match self.send_buffer.record_send(self.peer, result)? {
             Some(status) => Ok(status),
             None => self.flush(),

@@ -25,14 +25,20 @@ fn keys() -> &'static NodeTls {
     &KEYS
         .get_or_init(|| {
             let dir = tempfile::tempdir().expect("temporary directory");
-            pki::create_ca(dir.path(), Lifetime::from_now(3600)).expect("create the CA");
+            pki::create_ca(dir.path(), Lifetime::from_now(3600).expect("lifetime"))
+                .expect("create the CA");
             let path = SearchPath {
                 dirs: vec![PathBuf::from(dir.path())],
             };
             let ca = pki::Ca::load(&path).expect("load the CA");
             let key = pki::generate_key().expect("node key");
             let chain = ca
-                .sign(&key, NodeKind::Data, &[], Lifetime::from_now(3600))
+                .sign(
+                    &key,
+                    NodeKind::Data,
+                    &[],
+                    Lifetime::from_now(3600).expect("lifetime"),
+                )
                 .expect("sign");
             let kind = NodeKind::Data;
             pki::write_new(
@@ -143,4 +149,47 @@ fn frames_read_ahead_are_pending_at_open() {
             .expect("receive");
     }
     assert_eq!(ids, [7]);
+}
+
+/// A caller that sends a TLS link's unsent records itself (the data node's send-and-sleep) gets
+/// whole records from `prepare_unsent`, may send only part of them, and the link sends the
+/// rest with its next flush, in order.
+#[test]
+fn a_caller_sends_the_sealed_records_in_part() {
+    let (client, server) = tls_streams();
+    let mut sender = tls_link(client, NodeId(2), &LinkSettings::default()).expect("sender");
+    let mut receiver = tls_link(server, NodeId(1), &LinkSettings::default()).expect("receiver");
+    for id in 0..3 {
+        let header = FrameHeader {
+            request_id: id,
+            ..FrameHeader::default()
+        };
+        sender.send(&header, b"sealed").expect("send");
+    }
+    assert!(sender.unsent_on_socket().is_none(), "nothing sealed yet");
+    sender.prepare_unsent();
+    let (fd, bytes) = sender.unsent_on_socket().expect("sealed records");
+    let half = bytes[..bytes.len() / 2].to_vec();
+    // SAFETY: the link owns `fd` and outlives this borrow.
+    let socket = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let sent = socket2::SockRef::from(&socket).send(&half);
+    sender.sent_by_caller(sent).expect("the rest flushed");
+    sender
+        .send(
+            &FrameHeader {
+                request_id: 3,
+                ..FrameHeader::default()
+            },
+            b"later",
+        )
+        .expect("send");
+    sender.flush().expect("flush");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut ids = Vec::new();
+    while ids.len() < 4 && Instant::now() < deadline {
+        receiver
+            .receive(&mut |h, _| ids.push(h.request_id))
+            .expect("receive");
+    }
+    assert_eq!(ids, [0, 1, 2, 3]);
 }

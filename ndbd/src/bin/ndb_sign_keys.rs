@@ -119,7 +119,7 @@ fn create_ca(to_dir: &Path, duration: Option<i64>) -> anyhow::Result<()> {
         "Creating CA certificate {CA_CERT_FILE} in directory {}.",
         to_dir.display()
     );
-    pki::create_ca(to_dir, Lifetime::from_now(seconds))?;
+    pki::create_ca(to_dir, Lifetime::from_now(seconds)?)?;
     Ok(())
 }
 
@@ -162,7 +162,7 @@ fn sign(args: &Args, search_path: &SearchPath, to_dir: &Path) -> anyhow::Result<
             &key,
             target.kind,
             &target.hostnames,
-            Lifetime::from_now(seconds),
+            Lifetime::from_now(seconds)?,
         )?;
         let cert_name = tls::cert_file(target.kind);
         println!(

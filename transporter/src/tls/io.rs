@@ -200,6 +200,8 @@ pub fn tls_link(
         ciphertext_end: 0,
         socket_drained: false,
         unread_at_open: true,
+        sealed: Vec::new(),
+        sealed_offset: 0,
     };
     SocketLink::with_io(stream.sock, io, peer, settings)
 }
@@ -220,6 +222,11 @@ pub struct TlsIo {
     /// Set at open, cleared by the first receive: the handshake may have read the first frames
     /// of the link into rustls, where no readiness event will report them.
     unread_at_open: bool,
+    /// TLS records made by `seal` for the caller to send with its sleep; `[offset..]` unsent.
+    /// They go out before anything rustls queues later. At most one flush's worth (rustls's
+    /// 64 KiB buffer limit), reused.
+    sealed: Vec<u8>,
+    sealed_offset: usize,
 }
 
 impl std::fmt::Debug for TlsIo {
@@ -277,7 +284,35 @@ impl SocketIo for TlsIo {
     }
 
     fn pending_bytes(&self) -> usize {
-        usize::from(self.conn.wants_write())
+        self.sealed.len() - self.sealed_offset + usize::from(self.conn.wants_write())
+    }
+
+    fn seal(&mut self, batch: &[u8]) -> usize {
+        if self.sealed_offset < self.sealed.len() || self.conn.wants_write() {
+            // Older records are still queued: they must go first, through `flush`.
+            return 0;
+        }
+        self.sealed.clear();
+        self.sealed_offset = 0;
+        let Ok(taken) = self.conn.writer().write(batch) else {
+            return 0;
+        };
+        while self.conn.wants_write() {
+            if self.conn.write_tls(&mut self.sealed).is_err() {
+                break;
+            }
+        }
+        taken
+    }
+
+    fn sealed(&self) -> &[u8] {
+        &self.sealed[self.sealed_offset..]
+    }
+
+    fn sealed_sent(&mut self, result: &io::Result<usize>) {
+        if let Ok(bytes) = result {
+            self.sealed_offset = (self.sealed_offset + bytes).min(self.sealed.len());
+        }
     }
 
     fn input_buffered(&self) -> bool {
@@ -318,8 +353,19 @@ impl SocketIo for TlsIo {
 }
 
 impl TlsIo {
-    /// Writes queued TLS records until none remain (`Ok`) or the socket is full or fails.
+    /// Writes queued TLS records (sealed ones first) until none remain (`Ok`) or the socket is
+    /// full or fails.
     fn push_ciphertext(&mut self, stream: &TcpStream) -> io::Result<()> {
+        while self.sealed_offset < self.sealed.len() {
+            match SockRef::from(stream)
+                .send_with_flags(&self.sealed[self.sealed_offset..], libc::MSG_NOSIGNAL)
+            {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(bytes) => self.sealed_offset += bytes,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
         while self.conn.wants_write() {
             match self.conn.write_tls(&mut SocketWriter(stream)) {
                 Ok(_) => {}

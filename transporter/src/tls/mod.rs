@@ -151,7 +151,7 @@ impl NodeTls {
                 .map_err(|e| file_error(&ca_path, format!("not a usable CA certificate: {e}")))?;
         }
         let roots = Arc::new(roots);
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(provider());
         let configs = verify::configs(roots, provider, chain, key).map_err(|e| {
             file_error(
                 &cert_path,
@@ -164,6 +164,20 @@ impl NodeTls {
             cert_path,
             kind,
         })
+    }
+}
+
+/// rustls's ring provider with AES-128-GCM preferred: a link's records are small and many,
+/// and AES-128 costs less per record than AES-256 with the same AES-NI.
+fn provider() -> rustls::crypto::CryptoProvider {
+    use rustls::crypto::ring::cipher_suite;
+    rustls::crypto::CryptoProvider {
+        cipher_suites: vec![
+            cipher_suite::TLS13_AES_128_GCM_SHA256,
+            cipher_suite::TLS13_AES_256_GCM_SHA384,
+            cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+        ],
+        ..rustls::crypto::ring::default_provider()
     }
 }
 
@@ -256,4 +270,57 @@ pub fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, Transport
 
 fn file_error(path: &Path, reason: String) -> TransportError {
     TransportError::Tls(format!("{}: {reason}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(common_name: &str, expected: Option<NodeKind>) {
+        assert_eq!(kind_of_common_name(common_name), expected, "{common_name}");
+    }
+
+    /// NDB's common names, as `ndb_sign_keys` writes them, name the node type; others none.
+    #[test]
+    fn common_names_name_node_types() {
+        check("NDB Data Node Dec 2026", Some(NodeKind::Data));
+        check("NDB Management Node Dec 2026", Some(NodeKind::Mgm));
+        check("NDB Node Dec 2026", Some(NodeKind::Api));
+        check("NDB Node Dec 2026 Cluster 1A2B3C", Some(NodeKind::Api));
+        check("MySQL NDB Cluster Dec 2026", None);
+        check("ndb data node", None);
+        check("", None);
+        for kind in [NodeKind::Data, NodeKind::Mgm, NodeKind::Api] {
+            check(&pki::common_name_for(kind), Some(kind));
+        }
+    }
+
+    /// A search path is searched in order; an empty entry is the current directory.
+    #[test]
+    fn a_search_path_finds_the_first_file() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::write(b.path().join(CA_CERT_FILE), "b").unwrap();
+        let path = SearchPath::parse(&format!("{}:{}", a.path().display(), b.path().display()));
+        assert_eq!(path.find(CA_CERT_FILE), Some(b.path().join(CA_CERT_FILE)));
+        std::fs::write(a.path().join(CA_CERT_FILE), "a").unwrap();
+        assert_eq!(path.find(CA_CERT_FILE), Some(a.path().join(CA_CERT_FILE)));
+        let missing = path
+            .require(cert_file(NodeKind::Api))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            missing.contains("no file ndb-api-cert in the TLS search path"),
+            "{missing}"
+        );
+        assert_eq!(SearchPath::parse("x::y").dirs.len(), 3);
+    }
+
+    /// A lifetime too long for a certificate's date is an error, not a panic.
+    #[test]
+    fn an_endless_lifetime_is_an_error() {
+        assert!(pki::Lifetime::from_now(i64::MAX).is_err());
+        assert!(pki::Lifetime::from_now(i64::MIN).is_err());
+        let expired = pki::Lifetime::from_now(-3600).unwrap();
+        assert!(expired.not_before < expired.not_after);
+    }
 }

@@ -35,14 +35,23 @@ pub struct Lifetime {
 }
 
 impl Lifetime {
-    /// From now for `seconds` (negative: a certificate that has already expired, for tests).
-    pub fn from_now(seconds: i64) -> Lifetime {
+    /// From a day ago until `seconds` from now (negative: a certificate that has already
+    /// expired, for tests). A lifetime past what a date can hold is an error.
+    pub fn from_now(seconds: i64) -> Result<Lifetime, TransportError> {
         let now = OffsetDateTime::now_utc();
-        let end = now + Duration::seconds(seconds);
-        Lifetime {
-            not_before: (now - Duration::days(1)).min(end - Duration::days(1)),
-            not_after: end,
-        }
+        let end = now
+            .checked_add(Duration::seconds(seconds))
+            .and_then(|end| Some((end, end.checked_sub(Duration::days(1))?)))
+            .filter(|(end, _)| end.year() <= 9999);
+        let Some((not_after, day_before_end)) = end else {
+            return Err(TransportError::Tls(format!(
+                "a certificate lifetime of {seconds} seconds ends past the year 9999"
+            )));
+        };
+        Ok(Lifetime {
+            not_before: (now - Duration::days(1)).min(day_before_end),
+            not_after,
+        })
     }
 }
 
