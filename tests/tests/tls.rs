@@ -1,6 +1,7 @@
 //! Proves TLS between nodes with real processes: `ndb_sign_keys` creates a CA and node keys,
 //! lists and checks them; a cluster whose data nodes have RequireTls=1 links its data nodes and
-//! API nodes over TLS and keeps a bank's total through concurrent transfers; a plain API node
+//! API nodes over TLS and keeps a bank's total through concurrent transfers, and sets SHM links
+//! up inside TLS; a plain API node
 //! is refused with error 1718 and a log line naming it; a certificate for the wrong node type
 //! (1719), from another CA, or expired is refused; and ndbd does not start without usable keys.
 
@@ -8,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use rndb_api::{ColumnDef, ColumnType, ConnectOptions, ExecType, LockMode, TableDef, Value};
+use rndb_api::{
+    ColumnDef, ColumnType, ConnectOptions, ExecType, LockMode, TableDef, TransporterKind, Value,
+};
 use rndb_config::NodeId;
 use rndb_tests::ops::{insert_committed, read_with, recreate_table};
 use rndb_tests::{binary_path, ndbd_path, ClusterSpec, TestCluster};
@@ -73,13 +76,16 @@ fn tls_options(search_path: &str) -> ConnectOptions {
     ConnectOptions {
         tls_search_path: Some(search_path.to_string()),
         connect_timeout: Duration::from_secs(5),
+        transporter: Some(TransporterKind::Tcp),
         ..ConnectOptions::default()
     }
 }
 
+/// A cluster of `data_nodes` with RequireTls=1 and UseShm=1 (SHM links to local API nodes).
 fn tls_cluster(search_path: &str, data_nodes: u16) -> TestCluster {
     let spec = ClusterSpec::new()
         .data_nodes(data_nodes)
+        .use_shm(true)
         .replicas(u32::from(data_nodes))
         .deadlock_timeout_ms(500)
         .data_node_param("RequireTls", "1")
@@ -225,6 +231,26 @@ fn a_cluster_requiring_tls_keeps_the_total_and_refuses_plain_api_nodes() {
         i64::from(ACCOUNTS) * 1000,
         "transfers keep the total"
     );
+    // An SHM link is set up inside TLS and reads the same rows.
+    let shm = cluster
+        .connect_with(ConnectOptions {
+            transporter: Some(TransporterKind::Shm),
+            ..tls_options(&search_path)
+        })
+        .expect("connect over SHM set up inside TLS");
+    assert_eq!(shm.transporter_kind(), TransporterKind::Shm);
+    let table = shm.get_table("accounts").expect("find the table");
+    let total_over_shm: i64 = (0..ACCOUNTS)
+        .map(|i| {
+            match read_with(&shm, &table, &[Value::UInt32(i)], LockMode::CommittedRead)
+                .expect("read over SHM")[1]
+            {
+                Value::Int64(v) => v,
+                ref other => panic!("balance is {other:?}"),
+            }
+        })
+        .sum();
+    assert_eq!(total_over_shm, total);
     let log = cluster.log(NodeId(2));
     assert!(
         log.contains("NDB TLS 1.3 available using certificate file"),
