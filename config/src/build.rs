@@ -197,6 +197,7 @@ fn mgm_node(l: &Layered<'_>) -> MgmNodeConfig {
         port_number: u16::try_from(l.int("PortNumber")).unwrap_or(u16::MAX),
         arbitration_rank: l.u32("ArbitrationRank"),
         require_tls: l.bool("RequireTls"),
+        require_certificate: l.bool("RequireCertificate"),
         line: l.line(),
     }
 }

@@ -180,8 +180,9 @@ pub struct MgmNodeConfig {
     /// Recognised only: nothing arbitrates yet, so a value in the file is ignored with a
     /// warning and this always holds NDB's default (1).
     pub arbitration_rank: u32,
-    /// RequireTls (no management server yet: kept for `ndb_sign_keys` and queries).
+    /// RequireTls and RequireCertificate (no management server yet: kept for queries).
     pub require_tls: bool,
+    pub require_certificate: bool,
     pub line: usize,
 }
 
@@ -324,7 +325,7 @@ impl ClusterConfig {
         } else if let Some(n) = self.api_slot(id) {
             (n.require_tls, false)
         } else if let Some(n) = self.mgm_nodes.iter().find(|n| n.node_id == id) {
-            (n.require_tls, false)
+            (n.require_tls, n.require_certificate)
         } else {
             (false, false)
         }

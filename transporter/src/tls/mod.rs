@@ -12,7 +12,8 @@
 //!   type than the one it connects as is refused ([`kind_of_certificate`]). Both ends present
 //!   certificates signed by the cluster CA (mutual TLS); an expired certificate or one from
 //!   another CA fails the TLS handshake. A certificate with subject alternative names is bound
-//!   to them: an API node checks the data node's against its HostName.
+//!   to them: a connecting node checks the data node's against that node's HostName (a data
+//!   node does not yet check a connecting node's binding against its address).
 //! - The upgrade happens inside the node handshake ([`crate::handshake`]): a node with keys opens
 //!   with START_TLS, and HELLO follows inside TLS.
 //!

@@ -93,6 +93,7 @@ pub fn cluster() -> ClusterConfig {
             port_number: 1186,
             arbitration_rank: 1,
             require_tls: false,
+            require_certificate: false,
             line: 1,
         }],
         api_slots: vec![
