@@ -1,8 +1,9 @@
 //! Choosing an API slot and opening a link to every data node.
 
-use rndb_config::{ClusterConfig, DataNodeConfig, NodeId};
+use rndb_config::{ClusterConfig, DataNodeConfig, NodeId, NodeKind};
 use rndb_transporter::connect::is_this_host;
 use rndb_transporter::registry::REFUSE_HOST_NOT_ALLOWED;
+use rndb_transporter::tls::{SearchPath, TlsSetup};
 use rndb_transporter::{TransportError, Transporter};
 
 use crate::{ConnectOptions, Error};
@@ -46,7 +47,8 @@ pub(crate) fn connect_all(
                 config.source.display()
             )));
         }
-        match connect_as(config, me, options) {
+        let tls = tls_setup(config, me, options)?;
+        match connect_as(config, me, options, &tls) {
             Ok(links) => return Ok((me, links)),
             Err(Error::Ndb(e)) if e.code == NODE_ALREADY_CONNECTED && options.node_id.is_none() => {
                 taken.push(me.to_string());
@@ -86,11 +88,12 @@ fn connect_as(
     config: &ClusterConfig,
     me: NodeId,
     options: &ConnectOptions,
+    tls: &TlsSetup,
 ) -> Result<Vec<Box<dyn Transporter>>, Error> {
     let mut links = Vec::new();
     let mut unreachable = None;
     for data in &config.data_nodes {
-        match connect_one(config, me, data, options) {
+        match connect_one(config, me, data, options, tls) {
             Ok(link) => links.push(link),
             Err(e @ Error::Connect { .. }) => {
                 tracing::warn!(
@@ -108,24 +111,47 @@ fn connect_as(
     }
 }
 
+/// The TLS setup of API node `me`: the keys on the options' search path (loaded once per
+/// call) and the slot's RequireTls.
+pub(crate) fn tls_setup(
+    config: &ClusterConfig,
+    me: NodeId,
+    options: &ConnectOptions,
+) -> Result<TlsSetup, Error> {
+    let search_path = options.tls_search_path.as_deref().map(SearchPath::parse);
+    let (require_tls, _) = config.tls_required(me);
+    TlsSetup::for_node(search_path.as_ref(), NodeKind::Api, require_tls, false)
+        .map_err(|e| Error::Tls(format!("API node {me}: {}", tls_reason(e))))
+}
+
+fn tls_reason(e: TransportError) -> String {
+    match e {
+        TransportError::Tls(reason) => reason,
+        e => e.to_string(),
+    }
+}
+
 pub(crate) fn connect_one(
     config: &ClusterConfig,
     me: NodeId,
     data: &DataNodeConfig,
     options: &ConnectOptions,
+    tls: &TlsSetup,
 ) -> Result<Box<dyn Transporter>, Error> {
     let peer = data.node_id;
-    rndb_transporter::connect::connect_to_data_node(
+    rndb_transporter::connect::connect_to_data_node_tls(
         config,
         me,
         data,
         options.transporter,
         options.connect_timeout,
+        tls,
     )
     .map_err(|e| match e {
         TransportError::Refused { code, message } => {
             Error::ndb_detail(code, format!("node {peer} refused node {me}: {message}"))
         }
+        TransportError::Tls(reason) => Error::Tls(format!("node {me} to node {peer}: {reason}")),
         e => Error::Connect {
             node: peer,
             reason: e.to_string(),

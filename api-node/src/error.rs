@@ -17,6 +17,10 @@ pub enum Error {
     /// No connection could be made to a data node.
     #[error("connect to node {node}: {reason}")]
     Connect { node: NodeId, reason: String },
+    /// TLS could not be set up: a key or certificate file (named) is missing or bad, a TLS
+    /// handshake failed, or RequireTls=1 cannot be met.
+    #[error("TLS: {0}")]
+    Tls(String),
     /// Every API slot that fits this host is taken (or none exists).
     #[error("no free API slot: {0}")]
     NoFreeSlot(String),

@@ -98,6 +98,11 @@ pub struct ConnectOptions {
     pub transporter: Option<TransporterKind>,
     /// How long a request may wait for its answer before it fails with error 4012.
     pub request_timeout: Duration,
+    /// NDB's `--ndb-tls-search-path`: directories (colon-separated) holding the cluster CA
+    /// (NDB-Cluster-cert) and this API node's key and certificate (ndb-api-private-key,
+    /// ndb-api-cert). With them, links to data nodes with keys are TLS; `None` connects in
+    /// plain text, which a data node with RequireTls=1 refuses (error 1718).
+    pub tls_search_path: Option<String>,
 }
 
 impl Default for ConnectOptions {
@@ -108,6 +113,7 @@ impl Default for ConnectOptions {
             connect_timeout: Duration::from_secs(5),
             transporter: None,
             request_timeout: Duration::from_secs(60),
+            tls_search_path: None,
         }
     }
 }

@@ -60,6 +60,8 @@ struct Job {
     config: ClusterConfig,
     me: NodeId,
     options: ConnectOptions,
+    /// This API node's TLS keys and RequireTls, as at connect.
+    tls: rndb_transporter::tls::TlsSetup,
     slots: Slots,
     /// Indexes of the slots to fill (the data nodes not reached at connect).
     missing: Vec<usize>,
@@ -87,11 +89,19 @@ impl Connector {
         missing: Vec<usize>,
         declared: Arc<Declared>,
     ) -> Option<Connector> {
+        let tls = match connect::tls_setup(&config, me, &options) {
+            Ok(tls) => tls,
+            Err(e) => {
+                tracing::warn!("not connecting the missing data nodes in the background: {e}");
+                return None;
+            }
+        };
         let state = Arc::new(State::default());
         let job = Job {
             config,
             me,
             options,
+            tls,
             slots,
             missing,
             declared,
@@ -222,8 +232,9 @@ impl Job {
             work.link = None;
         }
         if work.link.is_none() {
-            let opened = connect::connect_one(&self.config, self.me, data, &self.options)
-                .and_then(|link| open_connection(link, self.options.spin_us, &self.declared));
+            let opened =
+                connect::connect_one(&self.config, self.me, data, &self.options, &self.tls)
+                    .and_then(|link| open_connection(link, self.options.spin_us, &self.declared));
             match opened {
                 Ok(link) => work.link = Some(link),
                 // Not listening yet (connect warned once already): the usual case, not news.

@@ -29,7 +29,6 @@ pub(crate) fn build(sections: &[TypedSection], source: &Path, diag: &mut Diag) -
         };
         let layered = Layered::new(kind, Some(section), &defaults);
         check_required(&layered, diag);
-        check_not_yet(&layered, diag);
         match kind {
             SectionKind::Ndbd => data.push(data_draft(&layered, diag)),
             SectionKind::Mgm => mgm.push((mgm_node(&layered), id_request(&layered, NodeKind::Mgm))),
@@ -112,36 +111,6 @@ fn check_required(layered: &Layered<'_>, diag: &mut Diag) {
     }
 }
 
-/// Parameters whose only value rndb supports is their default, each with why another is refused.
-const NOT_YET: &[(&str, &str)] = &[
-    (
-        "RequireTls",
-        "TLS between nodes is not implemented yet (issue 25): every link is plain TCP, so \
-         nothing could meet the requirement; remove it or set it to 0",
-    ),
-    (
-        "RequireCertificate",
-        "TLS keys and certificates are not implemented yet (issue 25); remove it or set it to 0",
-    ),
-];
-
-/// Reports every parameter of [`NOT_YET`] the section (or its defaults) turns on.
-fn check_not_yet(layered: &Layered<'_>, diag: &mut Diag) {
-    for (name, reason) in NOT_YET {
-        let applies = param_table()
-            .iter()
-            .any(|p| p.name == *name && p.applies_to(layered.kind));
-        if applies && layered.bool(name) {
-            diag.error(
-                layered.line_of(name),
-                layered.section_name(),
-                Some(name),
-                *reason,
-            );
-        }
-    }
-}
-
 /// Keeps the nodes that got an id, with the id written in.
 fn with_ids<T>(
     nodes: Vec<(T, IdRequest)>,
@@ -208,6 +177,8 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
         max_no_of_execution_threads: l.u32("MaxNoOfExecutionThreads"),
         scheduler_spin_timer_us: l.u32("SchedulerSpinTimer"),
         lock_execute_thread_to_cpu: cpu_list(l, diag),
+        require_tls: l.bool("RequireTls"),
+        require_certificate: l.bool("RequireCertificate"),
         line: l.line(),
     };
     DataDraft {
@@ -226,6 +197,8 @@ fn mgm_node(l: &Layered<'_>) -> MgmNodeConfig {
         host_name: l.text("HostName").unwrap_or_default(),
         port_number: u16::try_from(l.int("PortNumber")).unwrap_or(u16::MAX),
         arbitration_rank: l.u32("ArbitrationRank"),
+        require_tls: l.bool("RequireTls"),
+        require_certificate: l.bool("RequireCertificate"),
         line: l.line(),
     }
 }
@@ -238,6 +211,7 @@ fn api_slot(l: &Layered<'_>) -> ApiSlotConfig {
         batch_size: l.u32("BatchSize"),
         batch_byte_size: l.u32("BatchByteSize"),
         max_scan_batch_size: l.u32("MaxScanBatchSize"),
+        require_tls: l.bool("RequireTls"),
         line: l.line(),
     }
 }

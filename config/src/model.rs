@@ -125,6 +125,10 @@ pub struct DataNodeConfig {
     pub scheduler_spin_timer_us: u32,
     /// LockExecuteThreadToCPU: the CPUs the execution thread is bound to (empty: not bound).
     pub lock_execute_thread_to_cpu: Vec<usize>,
+    /// RequireTls: every link of this node must be TLS; a plain peer is refused.
+    pub require_tls: bool,
+    /// RequireCertificate: the node does not start without its TLS key and certificate.
+    pub require_certificate: bool,
     /// Line of the section header, for messages.
     pub line: usize,
 }
@@ -180,6 +184,9 @@ pub struct MgmNodeConfig {
     /// Recognised only: nothing arbitrates yet, so a value in the file is ignored with a
     /// warning and this always holds NDB's default (1).
     pub arbitration_rank: u32,
+    /// RequireTls and RequireCertificate (no management server yet: kept for queries).
+    pub require_tls: bool,
+    pub require_certificate: bool,
     pub line: usize,
 }
 
@@ -194,6 +201,8 @@ pub struct ApiSlotConfig {
     pub batch_size: u32,
     pub batch_byte_size: u32,
     pub max_scan_batch_size: u32,
+    /// RequireTls: the API node connects only with TLS, and data nodes refuse it in plain text.
+    pub require_tls: bool,
     pub line: usize,
 }
 
@@ -310,6 +319,20 @@ impl ClusterConfig {
                 .as_str(),
         };
         (!name.is_empty()).then_some(name)
+    }
+
+    /// RequireTls and RequireCertificate of node `id` (false for a node not in the file; an API
+    /// node has no RequireCertificate).
+    pub fn tls_required(&self, id: NodeId) -> (bool, bool) {
+        if let Some(n) = self.data_node(id) {
+            (n.require_tls, n.require_certificate)
+        } else if let Some(n) = self.api_slot(id) {
+            (n.require_tls, false)
+        } else if let Some(n) = self.mgm_nodes.iter().find(|n| n.node_id == id) {
+            (n.require_tls, n.require_certificate)
+        } else {
+            (false, false)
+        }
     }
 
     /// What kind of node `id` is, if it is in the file.

@@ -373,10 +373,9 @@ static PARAMS: &[ParamInfo] = &[
     later(DB, "ExtraSendBufferMemory", Size, I(0), 0, MAX_INT_RNIL, "Extra send buffer memory"),
     later(DB, "RealtimeScheduler", Bool, B(false), BOOL.0, BOOL.1, "Real-time scheduling of threads"),
     p(DB, "LockExecuteThreadToCPU", Str, Unset, TEXT.0, TEXT.1, "CPUs the execution thread is bound to, e.g. 1 or 0-1 or 0,2"),
-    // TLS (NDB 8.3): 0 is what rndb does (plain TCP); 1 is an error until TLS lands (issue 25),
-    // since ignoring it would leave links in clear text that the operator asked to protect.
-    p(NODES, "RequireTls", Bool, B(false), BOOL.0, BOOL.1, "Refuse links without TLS; 1 is refused: TLS is not implemented yet"),
-    p(DB_MGM, "RequireCertificate", Bool, B(false), BOOL.0, BOOL.1, "Refuse to start without a key and certificate; 1 is refused: TLS is not implemented yet"),
+    // TLS (NDB 8.3): keys and certificates come from --ndb-tls-search-path.
+    p(NODES, "RequireTls", Bool, B(false), BOOL.0, BOOL.1, "Refuse links without TLS"),
+    p(DB_MGM, "RequireCertificate", Bool, B(false), BOOL.0, BOOL.1, "Refuse to start without a TLS key and certificate"),
     later(DB, "LockMaintThreadsToCPU", Int, Unset, 0, 65535, "CPU for maintenance threads"),
     later(DB, "ThreadConfig", Str, Unset, TEXT.0, TEXT.1, "Thread layout of ndbmtd"),
     later(DB, "SchedulerExecutionTimer", Int, I(50), 0, 11000, "Microseconds of execution before sending"),

@@ -25,9 +25,14 @@ impl ClusterConfig {
         if !info.implemented {
             return Some(String::new());
         }
-        // A config that parsed has them off: 1 is refused until TLS lands.
         if matches!(info.name, "RequireTls" | "RequireCertificate") {
-            return Some("0".to_string());
+            let (tls, certificate) = self.tls_required(id);
+            let on = if info.name == "RequireTls" {
+                tls
+            } else {
+                certificate
+            };
+            return Some(u8::from(on).to_string());
         }
         match kind {
             NodeKind::Data => self

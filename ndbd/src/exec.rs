@@ -519,7 +519,13 @@ impl ExecLoop {
                     && self
                         .registry
                         .get_mut(node)
-                        .and_then(|link| link.unsent_on_socket())
+                        .and_then(|link| {
+                            // A TLS link hands out records only once it made them.
+                            if link.unsent_on_socket().is_none() {
+                                link.prepare_unsent();
+                            }
+                            link.unsent_on_socket()
+                        })
                         .is_some_and(|(_, bytes)| bytes.len() <= SLEEP_SEND_BYTES_MAX)
             }) {
                 self.dirty = NodeSet::new();

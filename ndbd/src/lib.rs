@@ -42,13 +42,16 @@ fn check_writable(root: &std::path::Path) -> anyhow::Result<()> {
 }
 
 /// Starts data node `me` of `config` and serves until `shutdown` is set. Without `initial`
-/// it restores what its files hold (a system restart); with it, it removes them first.
+/// it restores what its files hold (a system restart); with it, it removes them first. `tls`
+/// is its TLS keys (if any) and RequireTls, for every link it accepts or opens.
 pub fn run(
     config: ClusterConfig,
     me: NodeId,
     initial: bool,
     shutdown: Arc<AtomicBool>,
+    tls: rndb_transporter::tls::TlsSetup,
 ) -> anyhow::Result<()> {
+    let tls = Arc::new(tls);
     let node = config
         .data_node(me)
         .with_context(|| {
@@ -124,6 +127,7 @@ pub fn run(
         failed.clone(),
         links_tx.clone(),
         waker.clone(),
+        tls.clone(),
     )
     .context("start acceptor thread")?;
     listener::spawn_connector(
@@ -133,6 +137,7 @@ pub fn run(
         failed.clone(),
         links_tx,
         waker,
+        tls,
     )
     .context("start connector thread")?;
     let spin = Duration::from_micros(u64::from(node.scheduler_spin_timer_us));

@@ -17,8 +17,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use rndb_config::{ClusterConfig, LinkConfig, NodeId, TransporterKind};
-use rndb_transporter::registry::server_handshake;
+use rndb_transporter::registry::server_handshake_tls;
 use rndb_transporter::tcp::TcpLink;
+use rndb_transporter::tls::io::{tls_link, NodeStream, TlsStream};
+use rndb_transporter::tls::TlsSetup;
 use rndb_transporter::{shm, LinkSettings, TransportError, Transporter};
 
 use crate::limits::{
@@ -82,6 +84,8 @@ pub fn bind(config: &ClusterConfig, me: NodeId) -> anyhow::Result<TcpListener> {
 }
 
 /// Accepts connections for ever, admitting each on its own thread.
+// Each argument is one shared handle the handshake threads get a clone of.
+#[allow(clippy::too_many_arguments)]
 pub fn spawn_acceptor(
     listener: TcpListener,
     config: Arc<ClusterConfig>,
@@ -90,6 +94,7 @@ pub fn spawn_acceptor(
     failed: Failed,
     links: Sender<Box<dyn Transporter>>,
     waker: Arc<mio::Waker>,
+    tls: Arc<TlsSetup>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let in_flight = InFlight::default();
     let mut overload = OverloadLog::default();
@@ -118,6 +123,7 @@ pub fn spawn_acceptor(
                 links: links.clone(),
                 waker: waker.clone(),
                 slot: slot.clone(),
+                tls: tls.clone(),
             };
             let slot_id = slot.id;
             let in_flight_job = in_flight.clone();
@@ -351,6 +357,7 @@ pub fn spawn_connector(
     failed: Failed,
     links: Sender<Box<dyn Transporter>>,
     waker: Arc<mio::Waker>,
+    tls: Arc<TlsSetup>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let mut pending: Vec<NodeId> = config
         .data_nodes
@@ -367,7 +374,9 @@ pub fn spawn_connector(
                 let gone = failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 pending.retain(|&peer| {
                     !gone.contains(&peer)
-                        && !connect_peer(&config, me, peer, &connected, &links, &waker, attempts)
+                        && !connect_peer(
+                            &config, me, peer, &connected, &links, &waker, attempts, &tls,
+                        )
                 });
                 attempts += 1;
                 if !pending.is_empty() {
@@ -378,6 +387,7 @@ pub fn spawn_connector(
 }
 
 /// One attempt to reach data node `peer`. True when the link is up (or the node is gone).
+#[allow(clippy::too_many_arguments)]
 fn connect_peer(
     config: &ClusterConfig,
     me: NodeId,
@@ -386,12 +396,19 @@ fn connect_peer(
     links: &Sender<Box<dyn Transporter>>,
     waker: &mio::Waker,
     attempt: u64,
+    tls: &TlsSetup,
 ) -> bool {
     let Some(data) = config.data_node(peer) else {
         return true;
     };
-    let link =
-        rndb_transporter::connect::connect_to_data_node(config, me, data, None, HANDSHAKE_TIMEOUT);
+    let link = rndb_transporter::connect::connect_to_data_node_tls(
+        config,
+        me,
+        data,
+        None,
+        HANDSHAKE_TIMEOUT,
+        tls,
+    );
     match link {
         Ok(link) => {
             let fresh = connected
@@ -407,6 +424,12 @@ fn connect_peer(
                 tracing::warn!(node = %peer, "execution thread gone; dropping the new link");
             }
             true
+        }
+        Err(e @ TransportError::Tls(_)) => {
+            if attempt.is_multiple_of(100) {
+                tracing::error!(node = %peer, "cannot connect to data node: {e}");
+            }
+            false
         }
         Err(TransportError::Refused { code, message }) => {
             // A mismatched config never heals, but the peer may be restarted with the right
@@ -435,10 +458,12 @@ struct Handshake {
     waker: Arc<mio::Waker>,
     /// This handshake's place among those in progress.
     slot: Arc<SlotState>,
+    /// This node's TLS keys and RequireTls.
+    tls: Arc<TlsSetup>,
 }
 
 impl Handshake {
-    fn run(self, mut stream: TcpStream, addr: SocketAddr) {
+    fn run(self, stream: TcpStream, addr: SocketAddr) {
         let reserved = std::cell::Cell::new(None);
         let claim = |id: NodeId| {
             let mut connected = self.connected.lock().unwrap_or_else(|p| p.into_inner());
@@ -451,8 +476,15 @@ impl Handshake {
             self.slot.admitted.store(true, Ordering::Release);
             false
         };
-        let result = server_handshake(&mut stream, &self.config, self.me, claim, HANDSHAKE_TIMEOUT)
-            .and_then(|(hello, link)| {
+        let handshake = server_handshake_tls(
+            stream,
+            &self.config,
+            self.me,
+            claim,
+            HANDSHAKE_TIMEOUT,
+            &self.tls,
+        );
+        let result = handshake.and_then(|(stream, hello, link)| {
                 let failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
                 if failed.contains(&hello.from) {
                     return Err(TransportError::Handshake(format!(
@@ -488,16 +520,46 @@ impl Handshake {
 }
 
 impl Handshake {
+    /// An admitted TLS connection as a link: TCP and io_uring links carry TLS records (moved by
+    /// plain system calls), an SHM link is set up inside TLS.
+    fn open_tls_link(
+        &self,
+        stream: TlsStream,
+        peer: NodeId,
+        kind: TransporterKind,
+        link: &LinkConfig,
+    ) -> Result<Box<dyn Transporter>, TransportError> {
+        tracing::info!(node = %peer, "TLS link");
+        match kind {
+            TransporterKind::Tcp | TransporterKind::Uring => Ok(Box::new(tls_link(
+                stream,
+                peer,
+                &LinkSettings::from_link(link),
+            )?)),
+            TransporterKind::Shm => Ok(Box::new(shm::server_setup_on(
+                NodeStream::Tls(Box::new(stream)),
+                peer,
+                self.me,
+                self.config.cluster_id(),
+                link,
+            )?)),
+        }
+    }
+
     /// Turns an admitted connection into the link the peer asked for. An SHM link is set up over
     /// the same connection, which then stays open as its liveness and wake-up channel.
     fn open_link(
         &self,
-        stream: TcpStream,
+        stream: NodeStream,
         peer: NodeId,
         kind: TransporterKind,
         link: &LinkConfig,
     ) -> Result<Box<dyn Transporter>, TransportError> {
         let link = link.opened_as(kind);
+        let stream = match stream {
+            NodeStream::Plain(stream) => stream,
+            NodeStream::Tls(tls) => return self.open_tls_link(*tls, peer, kind, link),
+        };
         match kind {
             TransporterKind::Tcp => Ok(Box::new(TcpLink::new(
                 stream,

@@ -33,9 +33,9 @@ struct Args {
     /// Stay in the foreground (rndb never daemonizes; accepted for compatibility).
     #[arg(long)]
     foreground: bool,
-    /// Directories to search for the cluster CA and this node's TLS key and certificate (NDB
-    /// 8.3). Not implemented yet: given, it is an error, so that no one believes links are
-    /// encrypted while they are plain TCP.
+    /// Directories (colon-separated) to search for the cluster CA (NDB-Cluster-cert) and this
+    /// node's key and certificate (ndb-data-node-private-key, ndb-data-node-cert), as NDB 8.3.
+    /// With them, links to peers that have keys too are TLS; RequireTls=1 makes TLS mandatory.
     #[arg(long = "ndb-tls-search-path", visible_alias = "ndb_tls_search_path")]
     ndb_tls_search_path: Option<String>,
 }
@@ -57,12 +57,6 @@ fn main() {
 
 fn run() -> anyhow::Result<()> {
     let args = Args::parse();
-    if let Some(path) = &args.ndb_tls_search_path {
-        anyhow::bail!(
-            "--ndb-tls-search-path={path}: TLS between nodes is not implemented yet (issue 25); \
-             every link is plain TCP. Start ndbd without it"
-        );
-    }
     let config = match rndb_config::parse_file(&args.config_file) {
         Ok(config) => config,
         // A file that cannot be read is one error that names the file itself.
@@ -78,5 +72,26 @@ fn run() -> anyhow::Result<()> {
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, shutdown.clone()).context("install signal handler")?;
     }
-    rndb_ndbd::run(config, NodeId(args.ndb_nodeid), args.initial, shutdown)
+    let me = NodeId(args.ndb_nodeid);
+    let (require_tls, require_certificate) = config.tls_required(me);
+    let search_path = args
+        .ndb_tls_search_path
+        .as_deref()
+        .map(rndb_transporter::tls::SearchPath::parse);
+    let tls = rndb_transporter::tls::TlsSetup::for_node(
+        search_path.as_ref(),
+        rndb_config::NodeKind::Data,
+        require_tls,
+        require_certificate,
+    )
+    .with_context(|| format!("node {me}: TLS"))?;
+    match &tls.keys {
+        Some(keys) => tracing::info!(
+            require_tls,
+            "NDB TLS 1.3 available using certificate file '{}'",
+            keys.cert_path.display()
+        ),
+        None => tracing::info!("no TLS search path: links are plain TCP"),
+    }
+    rndb_ndbd::run(config, me, args.initial, shutdown, tls)
 }

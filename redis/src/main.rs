@@ -26,6 +26,10 @@ struct Args {
     /// Link to the data nodes over TCP even where the config makes the link SHM.
     #[arg(long)]
     tcp: bool,
+    /// Directories (colon-separated) with the cluster CA and an API key and certificate: links
+    /// to data nodes with keys are then TLS (NDB's --ndb-tls-search-path).
+    #[arg(long = "ndb-tls-search-path", value_name = "PATH")]
+    ndb_tls_search_path: Option<String>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -40,6 +44,7 @@ fn main() -> anyhow::Result<()> {
     let options = ConnectOptions {
         node_id: args.ndb_nodeid.map(NodeId),
         transporter: args.tcp.then_some(TransporterKind::Tcp),
+        tls_search_path: args.ndb_tls_search_path.clone(),
         ..ConnectOptions::default()
     };
     let cluster = Cluster::connect(&args.config_file, options)

@@ -49,6 +49,11 @@ pub struct Args {
     )]
     pub access: Vec<Access>,
 
+    /// Directories (colon-separated) holding the cluster CA and an API key and certificate, for
+    /// `--transporter tls` without --local (NDB's --ndb-tls-search-path)
+    #[arg(long = "ndb-tls-search-path", value_name = "PATH")]
+    pub ndb_tls_search_path: Option<String>,
+
     /// Transporters to measure, comma-separated: each gets its own API connection that forces
     /// that link kind [default: tcp, plus shm when the config gives API nodes SHM links]
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -237,6 +242,9 @@ pub enum Transporter {
     Shm,
     /// TCP bytes moved with io_uring (rndb's UseIoUring links).
     Uring,
+    /// TCP inside TLS (keys from --ndb-tls-search-path; --local makes a CA and keys and starts
+    /// the data nodes with them).
+    Tls,
 }
 
 impl Transporter {
@@ -245,6 +253,7 @@ impl Transporter {
             Transporter::Tcp => TransporterKind::Tcp,
             Transporter::Shm => TransporterKind::Shm,
             Transporter::Uring => TransporterKind::Uring,
+            Transporter::Tls => TransporterKind::Tcp,
         }
     }
 
@@ -254,6 +263,7 @@ impl Transporter {
             Transporter::Tcp => "tcp",
             Transporter::Shm => "shm",
             Transporter::Uring => "uring",
+            Transporter::Tls => "tls",
         }
     }
 }

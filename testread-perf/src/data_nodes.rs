@@ -52,6 +52,8 @@ pub struct DataNodes {
     readiness: Readiness,
     /// Every data node of the config by id; a stopped or killed node keeps its entry.
     nodes: BTreeMap<NodeId, NodeProcess>,
+    /// Arguments every node gets after the usual ones (e.g. `--ndb-tls-search-path`).
+    extra_args: Vec<String>,
 }
 
 /// One data node: its process while it runs, its log and its address.
@@ -98,7 +100,13 @@ impl DataNodes {
             dir: dir.to_path_buf(),
             readiness,
             nodes,
+            extra_args: Vec::new(),
         })
+    }
+
+    /// Gives every node `args` after the usual ones from its next spawn on.
+    pub fn set_extra_args(&mut self, args: Vec<String>) {
+        self.extra_args = args;
     }
 
     /// Runs data node `id` in network namespace `namespace` from its next spawn on.
@@ -134,6 +142,7 @@ impl DataNodes {
 
     fn spawn_as(&mut self, id: NodeId, initial: bool) -> Result<()> {
         let (ndbd, config_path, dir) = (&self.ndbd, &self.config_path, &self.dir);
+        let extra_args = &self.extra_args;
         let node = self
             .nodes
             .get_mut(&id)
@@ -160,6 +169,7 @@ impl DataNodes {
             .arg("--ndb-nodeid")
             .arg(id.to_string())
             .args(initial.then_some("--initial"))
+            .args(extra_args)
             .current_dir(dir)
             .env("RUST_BACKTRACE", "1")
             .stdin(Stdio::null())

@@ -73,14 +73,19 @@ pub struct LocalCluster {
     /// The children's working directory (a relative DataDir lands here) and their logs,
     /// removed when the run ends.
     _dir: TempDir,
+    /// With TLS: the search path (`ca:keys` inside the directory) of the CA and of the data
+    /// and API nodes' keys this run made; the data nodes run with it.
+    pub tls_search_path: Option<String>,
 }
 
 impl LocalCluster {
-    /// Starts every data node of `config` with `--initial` and waits until each serves.
+    /// Starts every data node of `config` with `--initial` and waits until each serves. With
+    /// `with_tls`, first makes a CA and data node and API keys, and starts the nodes with them.
     pub fn start(
         config: &ClusterConfig,
         config_path: &Path,
         ndbd: &Path,
+        with_tls: bool,
         shutdown: &Shutdown,
     ) -> Result<LocalCluster> {
         if let Some(node) = config
@@ -103,14 +108,25 @@ impl LocalCluster {
             .context("create a directory for the data nodes")?;
         // Nothing else may listen on a node's port, so that a port that accepts is the node's
         // (and the nodes are awaited by their port alone, whatever RNDB_LOG says).
-        let nodes = DataNodes::new(
+        let mut nodes = DataNodes::new(
             ndbd,
             config,
             config_path,
             dir.path(),
             Readiness::PortAccepts,
         )?;
-        let mut cluster = LocalCluster { nodes, _dir: dir };
+        let tls_search_path = if with_tls {
+            let path = make_keys(dir.path())?;
+            nodes.set_extra_args(vec!["--ndb-tls-search-path".to_string(), path.clone()]);
+            Some(path)
+        } else {
+            None
+        };
+        let mut cluster = LocalCluster {
+            nodes,
+            _dir: dir,
+            tls_search_path,
+        };
         for id in cluster.nodes.ids() {
             let addr = node_addr(config, id)?;
             if TcpStream::connect_timeout(&addr, PROBE_TIMEOUT).is_ok() {
@@ -136,6 +152,34 @@ impl LocalCluster {
         }
         Ok(cluster)
     }
+}
+
+/// Makes a CA in `dir/ca` and data node and API keys and certificates in `dir/keys`, as
+/// `ndb_sign_keys` does; returns the search path `ca:keys`.
+fn make_keys(dir: &Path) -> Result<String> {
+    use rndb_config::NodeKind;
+    use rndb_transporter::tls::{self, pki};
+    let (ca_dir, keys_dir) = (dir.join("ca"), dir.join("keys"));
+    for d in [&ca_dir, &keys_dir] {
+        std::fs::create_dir_all(d).with_context(|| format!("create {}", d.display()))?;
+    }
+    let day = 86_400;
+    pki::create_ca(&ca_dir, pki::Lifetime::from_now(day)?)?;
+    let ca = pki::Ca::load(&tls::SearchPath {
+        dirs: vec![ca_dir.clone()],
+    })?;
+    for kind in [NodeKind::Data, NodeKind::Api] {
+        let key = pki::generate_key()?;
+        let chain = ca.sign(&key, kind, &[], pki::Lifetime::from_now(day)?)?;
+        pki::write_new(
+            &keys_dir,
+            tls::key_file(kind),
+            pki::key_pem(&key).as_bytes(),
+            0o400,
+        )?;
+        pki::write_new(&keys_dir, tls::cert_file(kind), chain.as_bytes(), 0o644)?;
+    }
+    Ok(format!("{}:{}", ca_dir.display(), keys_dir.display()))
 }
 
 /// Finds the ndbd executable: `explicit`, else `ndbd` next to this executable. When this

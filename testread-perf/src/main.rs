@@ -91,17 +91,31 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
         }
     }
     // Held until `run` returns, however it returns: dropping it stops the data nodes.
-    let _local = if args.local {
+    let with_tls = transporters.contains(&Transporter::Tls);
+    let local = if args.local {
         let ndbd = local::find_ndbd(args.ndbd.as_deref())?;
-        let local = LocalCluster::start(&config, &config_path, &ndbd, shutdown)?;
+        let local = LocalCluster::start(&config, &config_path, &ndbd, with_tls, shutdown)?;
         Some(local)
     } else {
         None
     };
+    let tls_search_path = local
+        .as_ref()
+        .and_then(|l| l.tls_search_path.clone())
+        .or_else(|| args.ndb_tls_search_path.clone());
+    if with_tls && tls_search_path.is_none() {
+        bail!("--transporter tls needs keys: give --ndb-tls-search-path, or --local to make them");
+    }
+    let connect = |transporter: Transporter| {
+        let tls = (transporter == Transporter::Tls)
+            .then_some(tls_search_path.as_deref())
+            .flatten();
+        connect(&config_path, transporter, args.spin_us, tls)
+    };
     // Connect over every transporter but the first once before the load and the measurements,
     // so a transporter the cluster refuses fails the run at once, not after minutes.
     for &transporter in transporters.iter().skip(1) {
-        drop(connect(&config_path, transporter, args.spin_us)?);
+        drop(connect(transporter)?);
     }
     let seed = args.seed.unwrap_or_else(rand::random);
     let mut rng = StdRng::seed_from_u64(seed);
@@ -117,8 +131,12 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
             };
             local::place_for(&config, transporter.kind(), placement)?;
         }
-        let cluster = connect(&config_path, transporter, args.spin_us)?;
-        let link = link_name(cluster.transporter_kind());
+        let cluster = connect(transporter)?;
+        let link = match link_name(cluster.transporter_kind()) {
+            // A TLS link is a TCP link whose bytes are TLS records.
+            "tcp" if transporter == Transporter::Tls => "tls",
+            link => link,
+        };
         if link != transporter.name() {
             eprintln!(
                 "testread-perf: warning: {} was asked for, but the API's links fell back to \
@@ -302,12 +320,19 @@ fn sweep_transporter(
     Ok(figures)
 }
 
-/// Connects an API node that forces `transporter` on its links.
-fn connect(config_path: &Path, transporter: Transporter, spin_us: Option<u32>) -> Result<Cluster> {
+/// Connects an API node that forces `transporter` on its links, with the TLS keys on
+/// `tls_search_path` when given.
+fn connect(
+    config_path: &Path,
+    transporter: Transporter,
+    spin_us: Option<u32>,
+    tls_search_path: Option<&str>,
+) -> Result<Cluster> {
     let defaults = ConnectOptions::default();
     let options = ConnectOptions {
         transporter: Some(transporter.kind()),
         spin_us: spin_us.unwrap_or(defaults.spin_us),
+        tls_search_path: tls_search_path.map(str::to_string),
         ..defaults
     };
     let cluster = Cluster::connect(config_path, options).with_context(|| {

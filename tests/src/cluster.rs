@@ -189,6 +189,7 @@ impl TestCluster {
         // binding it: only a node that logged its start and then accepts is this one.
         let readiness = Readiness::LoggedAndPortAccepts;
         let mut nodes = DataNodes::new(ndbd, &config, &path, dir.path(), readiness)?;
+        nodes.set_extra_args(spec.extra_ndbd_args().to_vec());
         for (id, namespace) in spec.namespaces() {
             nodes.set_namespace(id, &namespace)?;
         }

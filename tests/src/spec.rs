@@ -55,6 +55,8 @@ pub struct ClusterSpec {
     /// HostNames of API slots without NodeId written before the numbered ones (see
     /// [`ClusterSpec::api_slot_first`]).
     first_api_slots: Vec<String>,
+    /// Arguments every `ndbd` gets after the usual ones (`--ndb-tls-search-path`, say).
+    ndbd_args: Vec<String>,
 }
 
 /// Data node `i` (in file order) on host `i + 1` of a [`Hosts`]; API slots on the test
@@ -83,6 +85,7 @@ impl Default for ClusterSpec {
             data_node_params: Vec::new(),
             hosts: None,
             first_api_slots: Vec::new(),
+            ndbd_args: Vec::new(),
         }
     }
 }
@@ -97,6 +100,17 @@ pub struct WrittenConfig {
 }
 
 impl ClusterSpec {
+    /// Every `ndbd` of the cluster gets `args` after the usual ones.
+    pub fn ndbd_args(mut self, args: &[&str]) -> Self {
+        self.ndbd_args = args.iter().map(|a| a.to_string()).collect();
+        self
+    }
+
+    /// The arguments every `ndbd` gets after the usual ones.
+    pub fn extra_ndbd_args(&self) -> &[String] {
+        &self.ndbd_args
+    }
+
     /// The default spec; see [`Default`].
     pub fn new() -> Self {
         Self::default()

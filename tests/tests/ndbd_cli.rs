@@ -1,6 +1,7 @@
 //! Proves that `ndbd` started with a config file that does not exist says so, naming the file,
 //! rather than reporting that the file "has errors", and that a node whose file system cannot
-//! be made (its DataDir is a file) says so at start-up, naming the path.
+//! be made (its DataDir is a file) says so at start-up, naming the path, and that a config file
+//! that is not UTF-8 is named by line.
 
 use std::process::Command;
 
@@ -58,5 +59,35 @@ fn a_data_dir_that_cannot_hold_files_is_named_at_start_up() {
     assert!(
         stderr.contains(&not_a_dir.display().to_string()),
         "the error names the DataDir: {stderr}"
+    );
+}
+
+#[test]
+fn a_config_that_is_not_utf8_is_named_by_line() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let config = dir.path().join("config.ini");
+    std::fs::write(
+        &config,
+        b"[ndbd default]\nNoOfReplicas=1\n[ndbd]\nNodeId=1\n# r\xe9serv\xe9\nHostName=127.0.0.1\n",
+    )
+    .expect("write the config");
+    let output = Command::new(ndbd_path().expect("find ndbd"))
+        .arg("--config-file")
+        .arg(&config)
+        .args(["--ndb-nodeid", "1"])
+        .output()
+        .expect("run ndbd");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "ndbd started: {stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}:5: not UTF-8: byte 4 of the line is 0xe9",
+            config.display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("stream did not contain valid UTF-8"),
+        "{stderr}"
     );
 }

@@ -3,13 +3,15 @@
 //! node connects to every data node with a lower node id.
 
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use rndb_config::{ClusterConfig, DataNodeConfig, LinkConfig, NodeId, TransporterKind};
+use rndb_config::{ClusterConfig, DataNodeConfig, LinkConfig, NodeId, NodeKind, TransporterKind};
 
 use crate::handshake::{self, Hello};
 use crate::settings::LinkSettings;
 use crate::tcp::TcpLink;
+use crate::tls::io::{tls_link, NodeStream, TlsStream};
+use crate::tls::{kind_name, kind_of_certificate, TlsSetup};
 use crate::{shm, TransportError, Transporter};
 
 /// Connects node `me` to data node `peer` over the link the config defines between them (or
@@ -22,6 +24,22 @@ pub fn connect_to_data_node(
     kind: Option<TransporterKind>,
     timeout: Duration,
 ) -> Result<Box<dyn Transporter>, TransportError> {
+    connect_to_data_node_tls(config, me, peer, kind, timeout, &TlsSetup::plain())
+}
+
+/// [`connect_to_data_node`] for a node with TLS setup `tls`: with keys, it asks for TLS
+/// (START_TLS) and runs the HELLO inside it. A data node without keys answers START_TLS_REF;
+/// then the connection goes on in plain text unless either node has RequireTls=1, which is an
+/// error that says so. The data node's certificate must be a data node's.
+pub fn connect_to_data_node_tls(
+    config: &ClusterConfig,
+    me: NodeId,
+    peer: &DataNodeConfig,
+    kind: Option<TransporterKind>,
+    timeout: Duration,
+    tls: &TlsSetup,
+) -> Result<Box<dyn Transporter>, TransportError> {
+    let deadline = Instant::now() + timeout;
     let link = config.link(me, peer.node_id).ok_or_else(|| {
         TransportError::Handshake(format!(
             "the config has no link between nodes {me} and {}",
@@ -30,21 +48,74 @@ pub fn connect_to_data_node(
     })?;
     let kind = kind.unwrap_or(link.kind);
     let addr = resolve(peer, config)?;
-    let mut stream = connect_from(own_address(config, me, addr), addr, timeout)?;
+    let stream = connect_from(own_address(config, me, addr), addr, timeout)?;
+    let mut stream = start_tls(stream, config, me, peer, tls, deadline)?;
     let mut hello = Hello::for_link(config, me, peer.node_id)?;
     hello.transporter = kind;
-    handshake::client_handshake(&mut stream, &hello, timeout)?;
+    let left = deadline.saturating_duration_since(Instant::now());
+    handshake::client_handshake(&mut stream, &hello, left)?;
     open_link(stream, me, peer.node_id, link, kind)
 }
 
-fn open_link(
+/// START_TLS and the TLS handshake, when this node has keys; the connection as it goes on.
+fn start_tls(
     stream: TcpStream,
+    config: &ClusterConfig,
+    me: NodeId,
+    peer: &DataNodeConfig,
+    tls: &TlsSetup,
+    deadline: Instant,
+) -> Result<NodeStream, TransportError> {
+    let mut stream = NodeStream::Plain(stream);
+    let Some(keys) = &tls.keys else {
+        return Ok(stream);
+    };
+    let to = peer.node_id;
+    let left = deadline.saturating_duration_since(Instant::now());
+    if !handshake::client_start_tls(&mut stream, to, left)? {
+        let required = if tls.require_tls {
+            Some(me)
+        } else {
+            config.tls_required(to).0.then_some(to)
+        };
+        if let Some(node) = required {
+            return Err(TransportError::Tls(format!(
+                "data node {to} has no TLS key and certificate (it answered START_TLS_REF), and node {node} requires TLS (RequireTls=1)"
+            )));
+        }
+        return Ok(stream);
+    }
+    let NodeStream::Plain(sock) = stream else {
+        return Ok(stream);
+    };
+    let upgraded = TlsStream::connect(keys, sock, &peer.host_name, deadline)
+        .map_err(|e| TransportError::Tls(format!("with data node {to}: {e}")))?;
+    let kind = upgraded
+        .peer_certificate()
+        .ok_or_else(|| "no certificate".to_string())
+        .and_then(kind_of_certificate)
+        .map_err(|e| TransportError::Tls(format!("data node {to}'s certificate: {e}")))?;
+    if kind != NodeKind::Data {
+        return Err(TransportError::Tls(format!(
+            "node {to} presented a TLS certificate for {}, not for a data node",
+            kind_name(kind)
+        )));
+    }
+    Ok(NodeStream::Tls(Box::new(upgraded)))
+}
+
+fn open_link(
+    stream: NodeStream,
     me: NodeId,
     peer: NodeId,
     link: &LinkConfig,
     kind: TransporterKind,
 ) -> Result<Box<dyn Transporter>, TransportError> {
     let link = link.opened_as(kind);
+    let stream = match stream {
+        NodeStream::Plain(stream) => stream,
+        NodeStream::Tls(tls) => return open_tls_link(*tls, me, peer, link, kind),
+    };
     match kind {
         TransporterKind::Tcp => Ok(Box::new(TcpLink::new(
             stream,
@@ -57,6 +128,30 @@ fn open_link(
         TransporterKind::Uring => {
             crate::uring::open_link_or_tcp(stream, peer, &LinkSettings::from_link(link))
         }
+    }
+}
+
+/// The link over a TLS connection: TCP and io_uring links become a [`TlsLink`]-kind link
+/// (TLS records moved by plain system calls), SHM is set up inside TLS.
+pub(crate) fn open_tls_link(
+    stream: TlsStream,
+    me: NodeId,
+    peer: NodeId,
+    link: &LinkConfig,
+    kind: TransporterKind,
+) -> Result<Box<dyn Transporter>, TransportError> {
+    match kind {
+        TransporterKind::Tcp | TransporterKind::Uring => Ok(Box::new(tls_link(
+            stream,
+            peer,
+            &LinkSettings::from_link(link),
+        )?)),
+        TransporterKind::Shm => Ok(Box::new(shm::client_setup_on(
+            NodeStream::Tls(Box::new(stream)),
+            me,
+            peer,
+            link,
+        )?)),
     }
 }
 

@@ -23,6 +23,10 @@ pub enum TransportError {
     /// The handshake was malformed, timed out, or the peer left during it.
     #[error("handshake: {0}")]
     Handshake(String),
+    /// TLS could not be set up: a key or certificate file is missing or bad (the message names
+    /// it), or the TLS handshake failed (an expired certificate, one from another CA, ...).
+    #[error("TLS: {0}")]
+    Tls(String),
     /// The peer refused our handshake with an error code (see `registry` for the codes).
     #[error("handshake refused ({code}): {message}")]
     Refused { code: u32, message: String },

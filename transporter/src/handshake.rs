@@ -10,6 +10,9 @@
 //! | `0xFFF0` | HELLO | client → server | [`Hello`], 23 bytes |
 //! | `0xFFF1` | HELLO_CONF | server → client | server node id (u16) |
 //! | `0xFFF2` | HELLO_REF | server → client | error code (u32), message length (u16), UTF-8 message |
+//! | `0xFFF3` | START_TLS | client → server | empty: TLS handshake next, then HELLO inside TLS |
+//! | `0xFFF4` | START_TLS_CONF | server → client | empty: go on with the TLS handshake |
+//! | `0xFFF5` | START_TLS_REF | server → client | empty: no keys here, go on in plain text |
 //!
 //! ```text
 //! HELLO payload (all little-endian)
@@ -51,6 +54,14 @@ pub const SIGNAL_HELLO: u16 = 0xFFF0;
 pub const SIGNAL_HELLO_CONF: u16 = 0xFFF1;
 /// Signal number of HELLO_REF.
 pub const SIGNAL_HELLO_REF: u16 = 0xFFF2;
+/// Signal number of START_TLS: a client with TLS keys asks for TLS before its HELLO (empty
+/// payload).
+pub const SIGNAL_START_TLS: u16 = 0xFFF3;
+/// Signal number of START_TLS_CONF: the TLS handshake follows, then HELLO inside TLS.
+pub const SIGNAL_START_TLS_CONF: u16 = 0xFFF4;
+/// Signal number of START_TLS_REF: this node has no TLS keys; HELLO follows in plain text
+/// (a client that requires TLS closes instead).
+pub const SIGNAL_START_TLS_REF: u16 = 0xFFF5;
 /// Bytes in a HELLO payload.
 pub const HELLO_BYTES: usize = 23;
 /// Bytes in a HELLO_CONF payload.
@@ -61,6 +72,25 @@ pub const REFUSAL_MESSAGE_BYTES_MAX: usize = 1024;
 pub const HANDSHAKE_FRAME_BYTES_MAX: usize = FRAME_HEADER_BYTES + 6 + REFUSAL_MESSAGE_BYTES_MAX;
 /// How long a handshake may take, from connect (or accept) to HELLO_CONF.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A connection the handshake runs on: a plain socket, or one inside TLS
+/// ([`crate::tls::io::NodeStream`]). Timeouts are set on the socket underneath.
+pub trait HandshakeStream: Read + Write {
+    /// The socket underneath.
+    fn socket(&self) -> &TcpStream;
+}
+
+impl HandshakeStream for TcpStream {
+    fn socket(&self) -> &TcpStream {
+        self
+    }
+}
+
+impl HandshakeStream for crate::tls::io::NodeStream {
+    fn socket(&self) -> &TcpStream {
+        crate::tls::io::NodeStream::socket(self)
+    }
+}
 
 /// What a connecting node says about itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,7 +208,7 @@ impl Hello {
 /// [`TransportError::Refused`]; anything else unexpected is [`TransportError::Handshake`].
 /// Leaves the stream blocking; `TcpLink::new` makes it non-blocking.
 pub fn client_handshake(
-    stream: &mut TcpStream,
+    stream: &mut (impl HandshakeStream + ?Sized),
     hello: &Hello,
     timeout: Duration,
 ) -> Result<HelloAccepted, TransportError> {
@@ -209,10 +239,73 @@ fn answer(signal: u16, payload: &[u8]) -> Result<HelloAccepted, TransportError> 
     }
 }
 
+/// What a client opens with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opening {
+    /// START_TLS: TLS first, then HELLO inside it.
+    StartTls,
+    /// HELLO in plain text.
+    Hello(Hello),
+}
+
+/// The client side of START_TLS: asks for TLS and returns whether the server agreed
+/// (START_TLS_CONF). START_TLS_REF (the server has no keys) is `false`; a HELLO_REF is
+/// [`TransportError::Refused`].
+pub fn client_start_tls(
+    stream: &mut (impl HandshakeStream + ?Sized),
+    to: NodeId,
+    timeout: Duration,
+) -> Result<bool, TransportError> {
+    let deadline = Instant::now() + timeout;
+    write_frame(stream, SIGNAL_START_TLS, &[], deadline)
+        .map_err(|e| context(e, format!("send START_TLS to node {to}")))?;
+    let mut buf = Vec::new();
+    let header = read_frame(stream, &mut buf, deadline)
+        .map_err(|e| context(e, format!("read answer to START_TLS from node {to}")))?;
+    match header.signal {
+        SIGNAL_START_TLS_CONF => Ok(true),
+        SIGNAL_START_TLS_REF => Ok(false),
+        SIGNAL_HELLO_REF => Err(decode_ref(&buf[FRAME_HEADER_BYTES..])?),
+        other => Err(bad(format!(
+            "expected START_TLS_CONF or START_TLS_REF from node {to}, got signal {other:#06x}"
+        ))),
+    }
+}
+
+/// The server side, first step on a connection from a node that may ask for TLS: START_TLS
+/// or a HELLO.
+pub fn server_read_opening(
+    stream: &mut (impl HandshakeStream + ?Sized),
+    timeout: Duration,
+) -> Result<Opening, TransportError> {
+    let deadline = Instant::now() + timeout;
+    let mut buf = Vec::new();
+    let header = read_frame(stream, &mut buf, deadline).map_err(|e| context(e, "read HELLO"))?;
+    if header.signal == SIGNAL_START_TLS && buf.len() == FRAME_HEADER_BYTES {
+        return Ok(Opening::StartTls);
+    }
+    decode_hello_frame(&buf).map(Opening::Hello)
+}
+
+/// The server's answer to START_TLS: CONF when it has keys (`agreed`), else REF.
+pub fn server_answer_start_tls(
+    stream: &mut (impl HandshakeStream + ?Sized),
+    agreed: bool,
+    timeout: Duration,
+) -> Result<(), TransportError> {
+    let signal = if agreed {
+        SIGNAL_START_TLS_CONF
+    } else {
+        SIGNAL_START_TLS_REF
+    };
+    write_frame(stream, signal, &[], Instant::now() + timeout)
+        .map_err(|e| context(e, "answer START_TLS"))
+}
+
 /// The server side, first step: reads the client's HELLO. The caller decides (see
 /// `registry::admit`) and answers with [`server_accept`] or [`server_refuse`].
 pub fn server_read_hello(
-    stream: &mut TcpStream,
+    stream: &mut (impl HandshakeStream + ?Sized),
     timeout: Duration,
 ) -> Result<Hello, TransportError> {
     let deadline = Instant::now() + timeout;
@@ -246,7 +339,7 @@ pub fn decode_answer_frame(bytes: &[u8]) -> Result<HelloAccepted, TransportError
 
 /// The server side, admitting: sends HELLO_CONF carrying our node id `me`.
 pub fn server_accept(
-    stream: &mut TcpStream,
+    stream: &mut (impl HandshakeStream + ?Sized),
     me: NodeId,
     timeout: Duration,
 ) -> Result<(), TransportError> {
@@ -258,7 +351,7 @@ pub fn server_accept(
 /// The server side, refusing: sends HELLO_REF with an error code and a message (cut to
 /// [`REFUSAL_MESSAGE_BYTES_MAX`]). The caller then drops the stream.
 pub fn server_refuse(
-    stream: &mut TcpStream,
+    stream: &mut (impl HandshakeStream + ?Sized),
     code: u32,
     message: &str,
     timeout: Duration,
@@ -337,7 +430,7 @@ fn transporter_code(kind: TransporterKind) -> u8 {
 
 /// Writes one unchecksummed frame, blocking until `deadline`.
 fn write_frame(
-    stream: &mut TcpStream,
+    stream: &mut (impl HandshakeStream + ?Sized),
     signal: u16,
     payload: &[u8],
     deadline: Instant,
@@ -348,24 +441,27 @@ fn write_frame(
     };
     let mut bytes = Vec::with_capacity(frame::encoded_len(payload.len(), false));
     frame::encode_into(&mut bytes, &header, payload, false)?;
-    stream
+    let socket = stream.socket();
+    socket
         .set_nonblocking(false)
         .map_err(|e| TransportError::io("set blocking", e))?;
-    stream
+    socket
         .set_write_timeout(Some(remaining(deadline)?))
         .map_err(|e| TransportError::io("set write timeout", e))?;
-    stream.write_all(&bytes).map_err(io_failure)
+    stream.write_all(&bytes).map_err(io_failure)?;
+    stream.flush().map_err(io_failure)
 }
 
 /// Reads exactly one unchecksummed frame into `buf` (header included) and returns its header.
 /// The length is checked as soon as its four bytes arrive, and again with the flags once the
 /// header has, so an oversized or garbage frame fails without waiting for the rest.
 fn read_frame(
-    stream: &mut TcpStream,
+    stream: &mut (impl HandshakeStream + ?Sized),
     buf: &mut Vec<u8>,
     deadline: Instant,
 ) -> Result<FrameHeader, TransportError> {
     stream
+        .socket()
         .set_nonblocking(false)
         .map_err(|e| TransportError::io("set blocking", e))?;
     buf.resize(LENGTH_BYTES, 0);
@@ -421,12 +517,13 @@ fn whole_handshake_frame(bytes: &[u8]) -> Result<FrameHeader, TransportError> {
 
 /// `read_exact` with the socket's read timeout renewed to what is left before `deadline`.
 fn read_exact_until(
-    stream: &mut TcpStream,
+    stream: &mut (impl HandshakeStream + ?Sized),
     mut buf: &mut [u8],
     deadline: Instant,
 ) -> Result<(), TransportError> {
     while !buf.is_empty() {
         stream
+            .socket()
             .set_read_timeout(Some(remaining(deadline)?))
             .map_err(|e| TransportError::io("set read timeout", e))?;
         match stream.read(buf) {
@@ -450,6 +547,12 @@ fn remaining(deadline: Instant) -> Result<Duration, TransportError> {
 
 /// Maps a socket error: a timeout is a handshake failure, the rest stay io errors.
 fn io_failure(e: io::Error) -> TransportError {
+    if let Some(tls) = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        return TransportError::Tls(tls.to_string());
+    }
     match e.kind() {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => bad("timed out".to_string()),
         _ => TransportError::io("socket", e),

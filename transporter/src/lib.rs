@@ -14,6 +14,9 @@
 //!   read, each submitted with `MSG_DONTWAIT` so it completes inline; readiness still comes from
 //!   epoll on the socket. Where the kernel refuses io_uring, [`uring::open_link_or_tcp`] falls
 //!   back to a TCP link.
+//! - [`tls`]: TLS on node links: keys and certificates on a search path, and the TLS link,
+//!   [`tls::io::TlsLink`], a socket link whose I/O ([`tls::io::TlsIo`]) drives rustls over
+//!   the socket.
 //! - [`shm`]: the shared-memory link (two SPSC rings in `/dev/shm`), set up over a TCP
 //!   connection that stays open as its liveness and wake-up channel.
 //! - [`spin`]: adaptive spin-then-sleep budgets for receive loops.
@@ -53,6 +56,7 @@ pub mod sleeper;
 pub mod socket_link;
 pub mod spin;
 pub mod tcp;
+pub mod tls;
 pub mod uring;
 
 mod error;
@@ -110,6 +114,10 @@ pub trait Transporter: Send {
     fn unsent_on_socket(&self) -> Option<(RawFd, &[u8])> {
         None
     }
+
+    /// Makes the unsent frames ready for [`Transporter::unsent_on_socket`] where that takes a
+    /// step: a TLS link encrypts them into records the caller can send. Others need nothing.
+    fn prepare_unsent(&mut self) {}
 
     /// What the caller's send of the bytes from [`Transporter::unsent_on_socket`] did: bytes
     /// written, or its error. Returns what `flush` would have (a partial send is finished

@@ -17,6 +17,8 @@
 //! | 1715 | [`REFUSE_TRANSPORTER_MISMATCH`] | the hello wants another transporter than the config's |
 //! | 1716 | [`REFUSE_CHECKSUM_MISMATCH`] | the hello's Checksum differs from the link's |
 //! | 1717 | [`REFUSE_HOST_NOT_ALLOWED`] | the peer's address does not match the node's HostName |
+//! | 1718 | [`REFUSE_TLS_REQUIRED`] | a plain connection where RequireTls=1 (either node) |
+//! | 1719 | [`REFUSE_CERTIFICATE_MISMATCH`] | the TLS certificate is for another node type |
 #![forbid(unsafe_code)]
 
 use std::fmt;
@@ -25,7 +27,9 @@ use std::time::Duration;
 
 use rndb_config::{ClusterConfig, LinkConfig, NodeKind};
 
-use crate::handshake::{self, Hello, PROTOCOL_VERSION};
+use crate::handshake::{self, HandshakeStream, Hello, Opening, PROTOCOL_VERSION};
+use crate::tls::io::{NodeStream, TlsStream};
+use crate::tls::{kind_name as tls_kind_name, kind_of_certificate, TlsSetup};
 use crate::{NodeId, TransportError, Transporter, TransporterKind};
 
 /// NDB 1702: the node already has a live link to us.
@@ -48,6 +52,11 @@ pub const REFUSE_TRANSPORTER_MISMATCH: u32 = 1715;
 pub const REFUSE_CHECKSUM_MISMATCH: u32 = 1716;
 /// The connection comes from an address the node's HostName does not resolve to.
 pub const REFUSE_HOST_NOT_ALLOWED: u32 = 1717;
+
+/// The connection is plain TCP, but this node or the connecting one has RequireTls=1.
+pub const REFUSE_TLS_REQUIRED: u32 = 1718;
+/// The peer's TLS certificate is for another node type than the one it connects as.
+pub const REFUSE_CERTIFICATE_MISMATCH: u32 = 1719;
 
 /// Why a node refused a hello: an error code from the table above and a message that names the
 /// node and the parameter at fault.
@@ -241,17 +250,134 @@ pub fn admit<'c>(
 /// [`admit`], and answers. A refusal is sent to the peer and returned as
 /// [`TransportError::Refused`]; the caller logs it and drops the stream.
 pub fn server_handshake<'c>(
-    stream: &mut TcpStream,
+    stream: &mut (impl HandshakeStream + ?Sized),
     config: &'c ClusterConfig,
     me: NodeId,
     connected: impl Fn(NodeId) -> bool,
     timeout: Duration,
 ) -> Result<(Hello, &'c LinkConfig), TransportError> {
     let peer_addr = stream
+        .socket()
         .peer_addr()
         .map_err(|e| TransportError::io("read peer address", e))?;
     let hello = handshake::server_read_hello(stream, timeout)?;
-    match admit(config, me, &hello, peer_addr.ip(), connected) {
+    answer_hello(
+        stream,
+        config,
+        me,
+        hello,
+        Ok(()),
+        peer_addr.ip(),
+        connected,
+        timeout,
+    )
+}
+
+/// [`server_handshake`] for a node with TLS setup `tls`: a connection that opens with
+/// START_TLS is upgraded (when this node has keys) before the HELLO, and [`check_tls`] decides
+/// whether a plain or TLS connection may go on. Returns the connection, plain or TLS.
+pub fn server_handshake_tls<'c>(
+    stream: TcpStream,
+    config: &'c ClusterConfig,
+    me: NodeId,
+    connected: impl Fn(NodeId) -> bool,
+    timeout: Duration,
+    tls: &TlsSetup,
+) -> Result<(NodeStream, Hello, &'c LinkConfig), TransportError> {
+    let deadline = std::time::Instant::now() + timeout;
+    let peer_addr = stream
+        .peer_addr()
+        .map_err(|e| TransportError::io("read peer address", e))?;
+    let mut stream = NodeStream::Plain(stream);
+    let hello = match handshake::server_read_opening(&mut stream, timeout)? {
+        Opening::Hello(hello) => hello,
+        Opening::StartTls => {
+            handshake::server_answer_start_tls(&mut stream, tls.keys.is_some(), timeout)?;
+            stream = match (stream, &tls.keys) {
+                (NodeStream::Plain(sock), Some(keys)) => {
+                    NodeStream::Tls(Box::new(TlsStream::accept(keys, sock, deadline)?))
+                }
+                (stream, _) => stream,
+            };
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            handshake::server_read_hello(&mut stream, left)?
+        }
+    };
+    let verdict = check_tls(config, me, &hello, &stream, tls);
+    let (hello, link) = answer_hello(
+        &mut stream,
+        config,
+        me,
+        hello,
+        verdict,
+        peer_addr.ip(),
+        connected,
+        timeout,
+    )?;
+    Ok((stream, hello, link))
+}
+
+/// Whether a connection may go on as it is: plain only when neither node has RequireTls=1;
+/// under TLS, the peer's certificate must be for the node type its HELLO says it is.
+pub fn check_tls(
+    config: &ClusterConfig,
+    me: NodeId,
+    hello: &Hello,
+    stream: &NodeStream,
+    tls: &TlsSetup,
+) -> Result<(), Refusal> {
+    let from = hello.from;
+    let NodeStream::Tls(tls_stream) = stream else {
+        if tls.require_tls {
+            return refuse(
+                REFUSE_TLS_REQUIRED,
+                format!(
+                    "node {me} requires TLS (RequireTls=1) and node {from} connected without TLS: give node {from} its key and certificate (--ndb-tls-search-path)"
+                ),
+            );
+        }
+        if config.tls_required(from).0 {
+            return refuse(
+                REFUSE_TLS_REQUIRED,
+                format!("node {from} has RequireTls=1 in the config but connected without TLS"),
+            );
+        }
+        return Ok(());
+    };
+    let kind = tls_stream
+        .peer_certificate()
+        .ok_or_else(|| "no certificate".to_string())
+        .and_then(kind_of_certificate);
+    match kind {
+        Ok(kind) if kind == hello.from_kind => Ok(()),
+        Ok(kind) => refuse(
+            REFUSE_CERTIFICATE_MISMATCH,
+            format!(
+                "node {from} connects as {} with a TLS certificate for {}",
+                tls_kind_name(hello.from_kind),
+                tls_kind_name(kind)
+            ),
+        ),
+        Err(reason) => refuse(
+            REFUSE_CERTIFICATE_MISMATCH,
+            format!("node {from}'s TLS certificate: {reason}"),
+        ),
+    }
+}
+
+/// Admits `hello` (when `verdict` allows) and answers it on `stream`.
+#[allow(clippy::too_many_arguments)]
+fn answer_hello<'c>(
+    stream: &mut (impl HandshakeStream + ?Sized),
+    config: &'c ClusterConfig,
+    me: NodeId,
+    hello: Hello,
+    verdict: Result<(), Refusal>,
+    peer_ip: IpAddr,
+    connected: impl Fn(NodeId) -> bool,
+    timeout: Duration,
+) -> Result<(Hello, &'c LinkConfig), TransportError> {
+    match verdict.and_then(|()| admit(config, me, &hello, peer_ip, connected)) {
         Ok(link) => {
             handshake::server_accept(stream, me, timeout)?;
             Ok((hello, link))

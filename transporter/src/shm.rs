@@ -68,7 +68,7 @@ mod loom_tests;
 mod tests;
 
 pub use link::{ShmFault, ShmLink};
-pub use setup::{client_setup, server_setup};
+pub use setup::{client_setup, client_setup_on, server_setup, server_setup_on};
 
 use crate::frame::FRAME_BYTES_MAX;
 

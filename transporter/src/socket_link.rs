@@ -43,6 +43,9 @@ pub trait SocketIo: Send + Sized + std::fmt::Debug {
     const KIND: TransporterKind;
     /// The link's name in `Debug` output.
     const LINK_NAME: &'static str;
+    /// The socket carries the frames as they are, so a caller may send the unsent bytes on it
+    /// itself ([`Transporter::unsent_on_socket`]). False for TLS, whose socket carries records.
+    const SOCKET_CARRIES_FRAMES: bool = true;
 
     /// Sets the I/O up for the connected `stream` to `peer`, before the link switches the
     /// socket to non-blocking. [`TransportError::UringUnavailable`] means the kernel refuses
@@ -68,6 +71,44 @@ pub trait SocketIo: Send + Sized + std::fmt::Debug {
         stream: &TcpStream,
         region: ReceiveRegion<'_>,
     ) -> Result<Received, TransportError>;
+
+    /// Called when the link has handed every byte to `send`: pushes what the I/O still holds
+    /// (TLS records), `Pending` while the socket cannot take it.
+    #[inline(always)]
+    fn finish_send(&mut self, _stream: &TcpStream) -> Result<FlushStatus, TransportError> {
+        Ok(FlushStatus::Done)
+    }
+
+    /// Bytes (or, for TLS, a nonzero marker) the I/O took from `send` but has not yet written.
+    #[inline(always)]
+    fn pending_bytes(&self) -> usize {
+        0
+    }
+
+    /// True when the I/O holds input no readiness event will report (TLS: frames the
+    /// handshake read ahead).
+    #[inline(always)]
+    fn input_buffered(&self) -> bool {
+        false
+    }
+
+    /// For an I/O whose socket does not carry the frames as they are (TLS): turns the front of
+    /// `batch` into the bytes the socket carries, kept for [`SocketIo::sealed`], and returns
+    /// how many bytes of `batch` it took.
+    fn seal(&mut self, batch: &[u8]) -> usize {
+        let _ = batch;
+        0
+    }
+
+    /// The sealed bytes not yet sent (see [`SocketIo::seal`]).
+    fn sealed(&self) -> &[u8] {
+        &[]
+    }
+
+    /// What the caller's send of [`SocketIo::sealed`] did: bytes written, or its error.
+    fn sealed_sent(&mut self, result: &io::Result<usize>) {
+        let _ = result;
+    }
 
     /// True while a receive this I/O started has not completed: its region is the kernel's.
     fn receive_in_flight(&self) -> bool {
@@ -270,8 +311,22 @@ impl<I: SocketIo> Transporter for SocketLink<I> {
     }
 
     fn send(&mut self, header: &FrameHeader, payload: &[u8]) -> Result<(), TransportError> {
-        self.send_buffer
-            .append(self.peer, header, payload, self.checksum)
+        let appended = self
+            .send_buffer
+            .append(self.peer, header, payload, self.checksum);
+        match appended {
+            // The I/O's own unsent bytes (TLS records) count as pending too.
+            Err(TransportError::Overloaded {
+                peer,
+                pending_bytes,
+                limit_bytes,
+            }) => Err(TransportError::Overloaded {
+                peer,
+                pending_bytes: pending_bytes + self.io.pending_bytes(),
+                limit_bytes,
+            }),
+            other => other,
+        }
     }
 
     fn flush(&mut self) -> Result<FlushStatus, TransportError> {
@@ -279,7 +334,7 @@ impl<I: SocketIo> Transporter for SocketLink<I> {
         loop {
             if self.send_buffer.pending_bytes() == 0 {
                 self.send_buffer.clear();
-                return Ok(FlushStatus::Done);
+                return self.io.finish_send(&self.stream);
             }
             let batch = &self.send_buffer.bytes[self.send_buffer.offset..];
             let sent = self.io.send(&self.stream, batch)?;
@@ -289,11 +344,40 @@ impl<I: SocketIo> Transporter for SocketLink<I> {
         }
     }
 
+    fn prepare_unsent(&mut self) {
+        if I::SOCKET_CARRIES_FRAMES || self.send_buffer.pending_bytes() == 0 {
+            return;
+        }
+        let taken = self
+            .io
+            .seal(&self.send_buffer.bytes[self.send_buffer.offset..]);
+        if taken > 0 {
+            // Taken whole into the sealed bytes: a write of `taken` cannot fail here.
+            let _ = self.send_buffer.record_send(self.peer, Ok(taken));
+        }
+    }
+
     fn unsent_on_socket(&self) -> Option<(RawFd, &[u8])> {
+        if !I::SOCKET_CARRIES_FRAMES {
+            let sealed = self.io.sealed();
+            return (!sealed.is_empty()).then_some((self.stream.as_raw_fd(), sealed));
+        }
         Some((self.stream.as_raw_fd(), self.send_buffer.unsent()?))
     }
 
     fn sent_by_caller(&mut self, result: io::Result<usize>) -> Result<FlushStatus, TransportError> {
+        if !I::SOCKET_CARRIES_FRAMES {
+            // The sealed bytes' outcome; the flush sends what remains (sealed bytes first).
+            self.io.sealed_sent(&result);
+            return match result {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(FlushStatus::Pending),
+                Err(e) if e.kind() != io::ErrorKind::Interrupted => {
+                    self.send_buffer.record_send(self.peer, Err(e))?;
+                    self.flush()
+                }
+                _ => self.flush(),
+            };
+        }
         match self.send_buffer.record_send(self.peer, result)? {
             Some(status) => Ok(status),
             None => self.flush(),
@@ -352,7 +436,7 @@ impl<I: SocketIo> Transporter for SocketLink<I> {
     }
 
     fn pending_send_bytes(&self) -> usize {
-        self.send_buffer.pending_bytes()
+        self.send_buffer.pending_bytes() + self.io.pending_bytes()
     }
 
     fn send_capacity_bytes(&self) -> usize {
@@ -369,7 +453,7 @@ impl<I: SocketIo> Transporter for SocketLink<I> {
     }
 
     fn input_pending(&self) -> bool {
-        self.maybe_more_input
+        self.maybe_more_input || self.io.input_buffered()
     }
 
     fn stop_after_short_read(&mut self) {

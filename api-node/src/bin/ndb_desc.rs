@@ -40,6 +40,10 @@ struct Args {
     /// Connect in this API slot; by default the first free slot that admits this host.
     #[arg(long = "ndb-nodeid", visible_alias = "ndb_nodeid", value_name = "N")]
     ndb_nodeid: Option<u16>,
+    /// Directories (colon-separated) with the cluster CA and an API key and certificate: links
+    /// to data nodes with keys are then TLS.
+    #[arg(long = "ndb-tls-search-path", value_name = "PATH")]
+    ndb_tls_search_path: Option<String>,
     /// Also print each partition with its primary node, backup nodes and node group.
     #[arg(
         short = 'p',
@@ -76,7 +80,11 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let cluster = connect(config, args.ndb_nodeid.map(NodeId))?;
+    let cluster = connect(
+        config,
+        args.ndb_nodeid.map(NodeId),
+        args.ndb_tls_search_path.clone(),
+    )?;
     // The same map the API library and every data node build from the same config.
     let map = PartitionMap::new(cluster.config());
     let detail = if args.extra_partition_info {
@@ -119,10 +127,15 @@ fn load(path: &Path) -> anyhow::Result<ClusterConfig> {
 }
 
 /// Connects as an API node; a data node that is not there gets a hint on how to start it.
-fn connect(config: ClusterConfig, node_id: Option<NodeId>) -> anyhow::Result<Cluster> {
+fn connect(
+    config: ClusterConfig,
+    node_id: Option<NodeId>,
+    tls_search_path: Option<String>,
+) -> anyhow::Result<Cluster> {
     let source = config.source.clone();
     let options = ConnectOptions {
         node_id,
+        tls_search_path,
         ..ConnectOptions::default()
     };
     Cluster::connect_config(config, options).map_err(|err| {

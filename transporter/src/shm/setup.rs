@@ -14,6 +14,9 @@
 //! 4    4    status: 0 = attached, 1 = refused (the client's own error says why)
 //! ```
 //!
+//! On a TLS connection the exchange runs inside TLS; the link then keeps the raw socket for
+//! its liveness and wake-up bytes, which carry nothing (the ring's frames never cross it).
+//!
 //! The server unlinks the file as soon as the ack arrives (or the exchange fails), so the file
 //! never outlives the set-up; the two mappings stay until each side drops its link.
 #![forbid(unsafe_code)]
@@ -29,6 +32,7 @@ use rndb_config::LinkConfig;
 use super::link::{Role, ShmLink};
 use super::segment::{Segment, SegmentSpec, HEADER_FLAG_CHECKSUM};
 use super::{SHM_LAYOUT_VERSION, SHM_SETUP_TIMEOUT_MS};
+use crate::tls::io::NodeStream;
 use crate::{NodeId, TransportError};
 
 const OFFER_MAGIC: u32 = u32::from_le_bytes(*b"RSHO");
@@ -49,7 +53,18 @@ pub fn server_setup(
     cluster_id: u64,
     link: &LinkConfig,
 ) -> Result<ShmLink, TransportError> {
-    prepare_stream(&stream)?;
+    server_setup_on(NodeStream::Plain(stream), peer, me, cluster_id, link)
+}
+
+/// [`server_setup`] on a connection that may be TLS.
+pub fn server_setup_on(
+    mut stream: NodeStream,
+    peer: NodeId,
+    me: NodeId,
+    cluster_id: u64,
+    link: &LinkConfig,
+) -> Result<ShmLink, TransportError> {
+    prepare_stream(stream.socket())?;
     let spec = SegmentSpec {
         cluster_id,
         server_node: me,
@@ -60,11 +75,12 @@ pub fn server_setup(
     // On any error below, dropping `segment` unlinks the file.
     let mut segment = Segment::create(&spec)?;
     let offer = encode_offer(segment.path(), spec.segment_bytes)?;
-    (&stream)
+    stream
         .write_all(&offer)
+        .and_then(|()| stream.flush())
         .map_err(|e| TransportError::io(format!("SHM set-up with node {peer}: send offer"), e))?;
     let mut ack = [0u8; ACK_BYTES];
-    (&stream)
+    stream
         .read_exact(&mut ack)
         .map_err(|e| TransportError::io(format!("SHM set-up with node {peer}: read ack"), e))?;
     segment.unlink()?;
@@ -74,7 +90,13 @@ pub fn server_setup(
             "SHM set-up with node {peer}: client refused the segment (status {status})"
         )));
     }
-    ShmLink::new(stream, peer, Arc::new(segment), Role::Server, link)
+    ShmLink::new(
+        into_socket(stream),
+        peer,
+        Arc::new(segment),
+        Role::Server,
+        link,
+    )
 }
 
 /// The API node side: reads the server's offer, attaches to the segment, validates it against
@@ -86,9 +108,19 @@ pub fn client_setup(
     peer: NodeId,
     link: &LinkConfig,
 ) -> Result<ShmLink, TransportError> {
-    prepare_stream(&stream)?;
+    client_setup_on(NodeStream::Plain(stream), me, peer, link)
+}
+
+/// [`client_setup`] on a connection that may be TLS.
+pub fn client_setup_on(
+    mut stream: NodeStream,
+    me: NodeId,
+    peer: NodeId,
+    link: &LinkConfig,
+) -> Result<ShmLink, TransportError> {
+    prepare_stream(stream.socket())?;
     let mut offer = [0u8; OFFER_BYTES];
-    (&stream)
+    stream
         .read_exact(&mut offer)
         .map_err(|e| TransportError::io(format!("SHM set-up with node {peer}: read offer"), e))?;
     let attached = decode_offer(&offer)
@@ -103,11 +135,25 @@ pub fn client_setup(
     let mut ack = [0u8; ACK_BYTES];
     ack[..4].copy_from_slice(&ACK_MAGIC.to_le_bytes());
     ack[4..].copy_from_slice(&status.to_le_bytes());
-    let ack_sent = (&stream).write_all(&ack);
+    let ack_sent = stream.write_all(&ack).and_then(|()| stream.flush());
     let segment = attached?;
     ack_sent
         .map_err(|e| TransportError::io(format!("SHM set-up with node {peer}: send ack"), e))?;
-    ShmLink::new(stream, peer, Arc::new(segment), Role::Client, link)
+    ShmLink::new(
+        into_socket(stream),
+        peer,
+        Arc::new(segment),
+        Role::Client,
+        link,
+    )
+}
+
+/// The socket under the set-up connection, TLS given up (see the module comment).
+fn into_socket(stream: NodeStream) -> TcpStream {
+    match stream {
+        NodeStream::Plain(sock) => sock,
+        NodeStream::Tls(tls) => tls.into_socket(),
+    }
 }
 
 /// Blocking mode with bounded waits for the set-up exchange.

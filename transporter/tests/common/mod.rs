@@ -44,6 +44,8 @@ pub fn data_node(id: u16, host_name: &str) -> DataNodeConfig {
         max_no_of_execution_threads: 1,
         scheduler_spin_timer_us: 0,
         lock_execute_thread_to_cpu: Vec::new(),
+        require_tls: false,
+        require_certificate: false,
         line: 1,
     }
 }
@@ -56,6 +58,7 @@ pub fn api_slot(id: u16, host_name: Option<&str>) -> ApiSlotConfig {
         batch_size: 256,
         batch_byte_size: 16 * 1024,
         max_scan_batch_size: 256 * 1024,
+        require_tls: false,
         line: 1,
     }
 }
@@ -90,6 +93,8 @@ pub fn cluster() -> ClusterConfig {
             host_name: "localhost".to_string(),
             port_number: 1186,
             arbitration_rank: 1,
+            require_tls: false,
+            require_certificate: false,
             line: 1,
         }],
         api_slots: vec![
