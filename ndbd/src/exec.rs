@@ -242,6 +242,11 @@ impl ExecLoop {
             worked |= self.pump_files(now);
             self.flush_links(true);
             worked |= self.close_broken(now);
+            // A kernel that must stop says so after any step (a start that cannot restore, a
+            // node declared failed, a node group lost), with or without files.
+            if let Some(why) = self.kernel.take_fatal() {
+                self.fatal.get_or_insert(why);
+            }
             if self.fatal.is_some() {
                 break;
             }

@@ -265,11 +265,15 @@ fn a_cluster_requiring_tls_keeps_the_total_and_refuses_plain_api_nodes() {
     assert_eq!(refusal_code(&err), Some(1718), "{err:#}");
     let message = format!("{err:#}");
     assert!(message.contains("requires TLS (RequireTls=1)"), "{message}");
-    let log = cluster.log(NodeId(1));
-    assert!(
-        log.contains("refused connection") && log.contains("connected without TLS"),
-        "{log}"
-    );
+    // The data node logs the refusal after it sent it.
+    rndb_tests::wait_until("node 1 to log the refusal", Duration::from_secs(10), || {
+        let log = cluster.log(NodeId(1));
+        Ok(
+            (log.contains("refused connection") && log.contains("connected without TLS"))
+                .then_some(()),
+        )
+    })
+    .expect("node 1 logs why it refused the plain API node");
 }
 
 #[test]
