@@ -11,12 +11,17 @@
 //! declares it failed to every node (NODE_FAILREP, the failed one included, which stops when it
 //! reads it): each closes its link to it and handles the failure as for a closed link. So a
 //! failure is declared by one node, and a node that cannot hear a peer never splits the cluster
-//! by itself.
+//! by itself. A node whose own loop stalled past the bound and then finds a data-node link
+//! closed takes it that it was declared failed (the NODE_FAILREP can be lost with the link)
+//! and stops too. API nodes are told of every failure (NODE_FAILREP) and route around the
+//! node; an API node silent for 4 HeartbeatIntervalDbApi is disconnected.
 //!
-//! A node that has lost the last live node of a node group stops: it cannot serve every row,
-//! and the node group's survivors, if any, are on another side of a split (NDB's rule for a
-//! side without every node group). Arbitration between two sides that each keep every node
-//! group, and node restart, are not implemented yet.
+//! A node that has lost the last live node of a node group stops (2305): it cannot serve every
+//! row, and the node group's survivors, if any, are on another side of a split (NDB's rule for
+//! a side without every node group), unless that group's nodes stopped gracefully
+//! (NODE_STOPPING_REP). A start that waits StartPartialTimeout goes on without missing nodes
+//! when every node group has one (the master decides). Arbitration between two sides that
+//! each keep every node group, and node restart, are not implemented yet.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
