@@ -91,6 +91,20 @@ impl Fault {
         Fault::Hang,
     ];
 
+    /// Every fault kind the cluster handles: the defaults, cluster crashes and disk faults
+    /// (all but `Partition`).
+    pub const HANDLED: [Fault; 9] = [
+        Fault::Crash,
+        Fault::Client,
+        Fault::Slow,
+        Fault::ApiLink,
+        Fault::Buggify,
+        Fault::Pause,
+        Fault::Hang,
+        Fault::CrashAll,
+        Fault::Disk,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Fault::Crash => "crash",

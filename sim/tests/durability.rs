@@ -154,16 +154,7 @@ fn a_transaction_taken_over_from_a_failed_coordinator_is_restored_whole() {
         ..Options::default()
     };
     let every = Options {
-        faults: vec![
-            Fault::Crash,
-            Fault::Client,
-            Fault::Slow,
-            Fault::ApiLink,
-            Fault::Buggify,
-            Fault::Pause,
-            Fault::CrashAll,
-            Fault::Disk,
-        ],
+        faults: Fault::HANDLED.to_vec(),
         ..Options::default()
     };
     let failures: Vec<String> = [

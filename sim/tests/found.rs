@@ -112,17 +112,7 @@ fn a_delete_seen_by_a_reader_survives_the_coordinators_failure() {
 #[test]
 fn seeds_found_with_heartbeats_pass() {
     let every = Options {
-        faults: vec![
-            Fault::Crash,
-            Fault::Client,
-            Fault::Slow,
-            Fault::ApiLink,
-            Fault::Buggify,
-            Fault::Pause,
-            Fault::Hang,
-            Fault::CrashAll,
-            Fault::Disk,
-        ],
+        faults: Fault::HANDLED.to_vec(),
         ..Options::default()
     };
     let default = Options::default();

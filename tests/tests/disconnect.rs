@@ -57,14 +57,15 @@ fn hold_a_lock_as_child() {
     std::thread::sleep(CHILD_HOLD);
 }
 
-#[test]
-fn a_killed_client_releases_its_locks() {
-    let spec = ClusterSpec::new().deadlock_timeout_ms(200);
-    let mut cluster = TestCluster::start(spec).expect("start the cluster");
+/// Starts a one-node cluster of `spec` with row 1 of `held`, and a child client that holds it
+/// locked with an uncommitted update.
+fn cluster_with_a_locked_row(
+    spec: ClusterSpec,
+) -> (TestCluster, rndb_api::Cluster, rndb_api::Table, ChildTest) {
+    let cluster = TestCluster::start(spec).expect("start the cluster");
     let api = cluster.connect().expect("connect");
     let table = recreate_table(&api, &table_def()).expect("create the table");
     insert_committed(&api, &table, &[vec![Value::UInt32(1), Value::UInt32(1)]]).expect("insert");
-
     let mut child = ChildTest::spawn(
         "hold_a_lock_as_child",
         (CHILD_CONFIG_ENV, cluster.config_path().as_os_str()),
@@ -73,6 +74,25 @@ fn a_killed_client_releases_its_locks() {
     child
         .wait_for_line(LOCKED_LINE, CHILD_READY_TIMEOUT)
         .expect("the child holds the lock");
+    (cluster, api, table, child)
+}
+
+/// Waits until row 1 can be locked again (its holder is gone) and returns it.
+fn row_once_released(api: &rndb_api::Cluster, table: &rndb_api::Table, what: &str) -> Vec<Value> {
+    wait_until(what, Duration::from_secs(20), || {
+        match read_with(api, table, &[Value::UInt32(1)], LockMode::Exclusive) {
+            Ok(row) => Ok(Some(row)),
+            Err(e) if e.code() == Some(266) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    })
+    .unwrap_or_else(|e| panic!("{what}: {e:#}"))
+}
+
+#[test]
+fn a_killed_client_releases_its_locks() {
+    let spec = ClusterSpec::new().deadlock_timeout_ms(200);
+    let (mut cluster, api, table, mut child) = cluster_with_a_locked_row(spec);
     let blocked = read_with(&api, &table, &[Value::UInt32(1)], LockMode::Exclusive);
     assert_eq!(
         blocked.map_err(|e| e.code()).err(),
@@ -81,16 +101,7 @@ fn a_killed_client_releases_its_locks() {
     );
 
     child.kill().expect("kill -9 the child");
-    let row = wait_until(
-        "the dead client's lock to be released",
-        Duration::from_secs(20),
-        || match read_with(&api, &table, &[Value::UInt32(1)], LockMode::Exclusive) {
-            Ok(row) => Ok(Some(row)),
-            Err(e) if e.code() == Some(266) => Ok(None),
-            Err(e) => Err(e.into()),
-        },
-    )
-    .expect("lock the row after the client died");
+    let row = row_once_released(&api, &table, "the dead client's lock to be released");
     assert_eq!(
         row[1],
         Value::UInt32(1),
@@ -111,32 +122,11 @@ fn a_stopped_client_is_disconnected_by_heartbeats_and_releases_its_locks() {
     let spec = ClusterSpec::new()
         .deadlock_timeout_ms(200)
         .data_node_param("HeartbeatIntervalDbApi", API_HEARTBEAT_MS);
-    let cluster = TestCluster::start(spec).expect("start the cluster");
-    let api = cluster.connect().expect("connect");
-    let table = recreate_table(&api, &table_def()).expect("create the table");
-    insert_committed(&api, &table, &[vec![Value::UInt32(1), Value::UInt32(1)]]).expect("insert");
-
-    let mut child = ChildTest::spawn(
-        "hold_a_lock_as_child",
-        (CHILD_CONFIG_ENV, cluster.config_path().as_os_str()),
-    )
-    .expect("spawn the child client");
-    child
-        .wait_for_line(LOCKED_LINE, CHILD_READY_TIMEOUT)
-        .expect("the child holds the lock");
+    let (cluster, api, table, mut child) = cluster_with_a_locked_row(spec);
     // Stopped, the child keeps its socket open but sends no heartbeat.
     let pid = Pid::from_raw(child.pid() as i32);
     kill(pid, Signal::SIGSTOP).expect("SIGSTOP the child");
-    let row = wait_until(
-        "the stopped client's lock to be released",
-        Duration::from_secs(20),
-        || match read_with(&api, &table, &[Value::UInt32(1)], LockMode::Exclusive) {
-            Ok(row) => Ok(Some(row)),
-            Err(e) if e.code() == Some(266) => Ok(None),
-            Err(e) => Err(e.into()),
-        },
-    )
-    .expect("lock the row after the client stopped");
+    let row = row_once_released(&api, &table, "the stopped client's lock to be released");
     assert_eq!(
         row[1],
         Value::UInt32(1),

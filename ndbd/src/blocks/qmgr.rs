@@ -336,16 +336,13 @@ impl Kernel {
         }
         self.qmgr.last_tick = Some(now);
         self.api_heartbeat_check(out, now);
-        let due = *self
-            .qmgr
-            .next_heartbeat
-            .get_or_insert(now + self.qmgr.heartbeat_interval);
-        if now < due {
+        if !interval_due(
+            &mut self.qmgr.next_heartbeat,
+            self.qmgr.heartbeat_interval,
+            now,
+        ) {
             return;
         }
-        // The next interval starts now, not at `due`: after a long stall of this node's own
-        // loop, its peers are not counted silent for the intervals it did not run.
-        self.qmgr.next_heartbeat = Some(now + self.qmgr.heartbeat_interval);
         let peers: Vec<NodeId> = self.qmgr.up.iter().copied().collect();
         for &peer in &peers {
             let frame = data_node_header(gsn::HEARTBEAT, block::QMGR, block::QMGR);
@@ -375,14 +372,9 @@ impl Kernel {
         if self.qmgr.api_interval.is_zero() {
             return;
         }
-        let due = *self
-            .qmgr
-            .next_api_check
-            .get_or_insert(now + self.qmgr.api_interval);
-        if now < due {
+        if !interval_due(&mut self.qmgr.next_api_check, self.qmgr.api_interval, now) {
             return;
         }
-        self.qmgr.next_api_check = Some(now + self.qmgr.api_interval);
         let apis: Vec<NodeId> = self.qmgr.apis.iter().copied().collect();
         for api in apis {
             let Some(silent) = self.qmgr.silent.get_mut(usize::from(api.0)) else {
@@ -742,4 +734,16 @@ impl Kernel {
         }
         true
     }
+}
+
+/// True once per `interval` (the first time one interval after the first call): `next` holds
+/// when. The next interval starts at `now`, not at the one due: after a long stall of this
+/// node's own loop, peers are not counted silent for the intervals it did not run.
+fn interval_due(next: &mut Option<Instant>, interval: Duration, now: Instant) -> bool {
+    let due = *next.get_or_insert(now + interval);
+    if now < due {
+        return false;
+    }
+    *next = Some(now + interval);
+    true
 }
