@@ -36,6 +36,20 @@ use crate::blocks::{Kernel, Outbox, SendFailure};
 use crate::listener::{Connected, Failed};
 use crate::ndbfs::{FsConf, FsRequest};
 
+/// The loop's [`LinkOutbox`] over its own fields (a macro, not a method: the kernel, also a
+/// field, is borrowed beside it).
+macro_rules! link_outbox {
+    ($exec:expr) => {
+        LinkOutbox {
+            registry: &mut $exec.registry,
+            scratch: &mut $exec.scratch,
+            dirty: &mut $exec.dirty,
+            broken: &mut $exec.broken,
+            stalled: &mut $exec.stalled,
+        }
+    };
+}
+
 /// The poller token of the wake-up that announces new links.
 pub const WAKER_TOKEN: Token = Token(usize::MAX - 1);
 /// The poller token of the timer that ends a sleep in the sleeper (which has no timeout).
@@ -195,13 +209,7 @@ impl ExecLoop {
             return false;
         };
         let mut worked = false;
-        let mut out = LinkOutbox {
-            registry: &mut self.registry,
-            scratch: &mut self.scratch,
-            dirty: &mut self.dirty,
-            broken: &mut self.broken,
-            stalled: &mut self.stalled,
-        };
+        let mut out = link_outbox!(self);
         while let Ok(conf) = confs.try_recv() {
             worked = true;
             if let Err(why) = self.kernel.on_fs_conf(conf, &mut out, now) {
@@ -265,13 +273,7 @@ impl ExecLoop {
         }
         tracing::info!("execution loop stopped");
         if self.fatal.is_none() {
-            let mut out = LinkOutbox {
-                registry: &mut self.registry,
-                scratch: &mut self.scratch,
-                dirty: &mut self.dirty,
-                broken: &mut self.broken,
-                stalled: &mut self.stalled,
-            };
+            let mut out = link_outbox!(self);
             self.kernel.on_shutdown(&mut out);
         }
         self.flush_links(false);
@@ -475,13 +477,7 @@ impl ExecLoop {
             return self.run_jobs(now);
         }
         let frames = std::mem::take(&mut self.inbox_frames);
-        let mut out = LinkOutbox {
-            registry: &mut self.registry,
-            scratch: &mut self.scratch,
-            dirty: &mut self.dirty,
-            broken: &mut self.broken,
-            stalled: &mut self.stalled,
-        };
+        let mut out = link_outbox!(self);
         for (node, header, range) in &frames {
             if let Err(violation) =
                 self.kernel
@@ -497,13 +493,7 @@ impl ExecLoop {
     }
 
     fn run_jobs(&mut self, now: Instant) -> bool {
-        let mut out = LinkOutbox {
-            registry: &mut self.registry,
-            scratch: &mut self.scratch,
-            dirty: &mut self.dirty,
-            broken: &mut self.broken,
-            stalled: &mut self.stalled,
-        };
+        let mut out = link_outbox!(self);
         self.kernel.run_jobs(&mut out, now);
         !self.dirty.is_empty()
     }
@@ -612,13 +602,7 @@ impl ExecLoop {
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&node);
             tracing::info!(node = %node, "link closed: {reason}");
-            let mut out = LinkOutbox {
-                registry: &mut self.registry,
-                scratch: &mut self.scratch,
-                dirty: &mut self.dirty,
-                broken: &mut self.broken,
-                stalled: &mut self.stalled,
-            };
+            let mut out = link_outbox!(self);
             self.kernel.on_disconnect(node, &mut out, Instant::now());
             if self.kernel.has_failed(node) {
                 self.failed

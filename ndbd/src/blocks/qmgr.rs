@@ -54,7 +54,7 @@ pub(crate) struct Qmgr {
     /// Every data node has been connected once: the cluster serves requests.
     started: bool,
     /// Data nodes whose link dropped: never used again (node restart is not implemented).
-    failed: BTreeSet<NodeId>,
+    failed: NodeSet,
     /// The start waits for a restore (see `hold_start`).
     held: bool,
     /// HeartbeatIntervalDbDb.
@@ -106,7 +106,7 @@ impl Qmgr {
             data_nodes,
             up: BTreeSet::new(),
             started,
-            failed: BTreeSet::new(),
+            failed: NodeSet::new(),
             held: false,
             heartbeat_interval: Duration::from_millis(u64::from(interval)),
             next_heartbeat: None,
@@ -267,7 +267,7 @@ impl Qmgr {
 
     /// The data nodes this node has declared failed.
     pub fn failed(&self) -> NodeSet {
-        self.failed.iter().copied().collect()
+        self.failed
     }
 }
 
@@ -291,7 +291,7 @@ impl Kernel {
 
     /// True when data node `node` was seen to fail (it is never used again).
     pub fn has_failed(&self, node: NodeId) -> bool {
-        self.qmgr.failed.contains(&node)
+        self.qmgr.failed.contains(node)
     }
 
     /// A link came up. When it completes the set of data nodes, the cluster has started.
@@ -300,7 +300,7 @@ impl Kernel {
             self.qmgr.add_api(node);
             return;
         }
-        if self.qmgr.failed.contains(&node) {
+        if self.qmgr.failed.contains(node) {
             // Its partitions here moved on without it; rejoining needs node restart (copying
             // them back), which is not implemented: the link stays unused.
             tracing::warn!(node = %node, "data node reconnected after a failure; node restart is not implemented, so it is not used again");
