@@ -333,6 +333,25 @@ fn signal_payloads() -> Vec<Seed> {
         .encode(o)
     });
     put(32, &|o| rndb_protocol::qmgr::FailRep { node: 3 }.encode(o));
+    put(33, &|o| {
+        rndb_protocol::qmgr::CmRegReq { started: true }.encode(o)
+    });
+    put(34, &|o| {
+        rndb_protocol::qmgr::StartPermConf {
+            gci: 5 << 32 | 2,
+            alive: [0b110, 0, 0, 0],
+            rejoined: vec![2],
+            dictionary: vec![0; 12],
+        }
+        .encode(o)
+    });
+    put(35, &|o| {
+        rndb_protocol::qmgr::StartPermRef {
+            president: 1,
+            reason: "data node 3 restarts now".into(),
+        }
+        .encode(o)
+    });
     payloads
         .into_iter()
         .enumerate()

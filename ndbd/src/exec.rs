@@ -33,7 +33,7 @@ use rndb_transporter::{
 
 use crate::blocks::node_set::NodeSet;
 use crate::blocks::{Kernel, Outbox, SendFailure};
-use crate::listener::{Connected, Failed};
+use crate::listener::Connected;
 use crate::ndbfs::{FsConf, FsRequest};
 
 /// The loop's [`LinkOutbox`] over its own fields (a macro, not a method: the kernel, also a
@@ -93,7 +93,6 @@ pub struct ExecLoop {
     new_links: Receiver<Box<dyn Transporter>>,
     connected: Connected,
     /// Data nodes seen to fail, shared with the listener, which refuses them.
-    failed: Failed,
     /// SchedulerSpinTimer.
     spin_base: Duration,
     /// How long to spin after the last work, at most SchedulerSpinTimer or the longest
@@ -115,8 +114,6 @@ pub struct ExecLoop {
     broken: Vec<(NodeId, String, bool)>,
     /// Set when this node must stop (see `close_broken`).
     fatal: Option<String>,
-    /// The failed data nodes last handed to the listener (`share_failed`).
-    failed_shared: NodeSet,
     /// Reused payload buffer for outgoing frames.
     scratch: Vec<u8>,
     /// Links not to flush early again this turn (see `LinkOutbox::stalled`).
@@ -154,7 +151,6 @@ impl ExecLoop {
         poll: Poll,
         new_links: Receiver<Box<dyn Transporter>>,
         connected: Connected,
-        failed: Failed,
         settings: Settings,
         shutdown: Arc<AtomicBool>,
     ) -> ExecLoop {
@@ -176,7 +172,6 @@ impl ExecLoop {
             ready: Vec::with_capacity(EVENTS_MAX),
             new_links,
             connected,
-            failed,
             spin_base: spin,
             spin: AdaptiveSpin::new(spin),
             shutdown,
@@ -186,7 +181,6 @@ impl ExecLoop {
             dirty: NodeSet::new(),
             broken: Vec::new(),
             fatal: None,
-            failed_shared: NodeSet::new(),
             scratch: Vec::with_capacity(1 << 16),
             stalled: Vec::new(),
             polls_skipped: 0,
@@ -258,7 +252,6 @@ impl ExecLoop {
             if self.fatal.is_some() {
                 break;
             }
-            self.share_failed();
             if worked {
                 if !idle.slept && !idle.recorded && !idle.budget.is_zero() {
                     self.spin.record(Some(now.duration_since(idle.since)));
@@ -556,17 +549,6 @@ impl ExecLoop {
         }
     }
 
-    /// Hands the kernel's failed data nodes (a failure, a partial start that left a node
-    /// out) to the listener and the connector, when they changed.
-    fn share_failed(&mut self) {
-        let failed = self.kernel.failed_nodes();
-        if failed != self.failed_shared {
-            self.failed_shared = failed;
-            let mut shared = self.failed.lock().unwrap_or_else(|p| p.into_inner());
-            shared.extend(failed.iter());
-        }
-    }
-
     /// Closes failed links; the kernel aborts their transactions.
     fn close_broken(&mut self, now: Instant) -> bool {
         if self.broken.is_empty() {
@@ -604,12 +586,6 @@ impl ExecLoop {
             tracing::info!(node = %node, "link closed: {reason}");
             let mut out = link_outbox!(self);
             self.kernel.on_disconnect(node, &mut out, Instant::now());
-            if self.kernel.has_failed(node) {
-                self.failed
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(node);
-            }
         }
         self.update_spin();
         self.run_jobs(now);

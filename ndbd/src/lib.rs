@@ -80,7 +80,6 @@ pub fn run(
         Arc::new(mio::Waker::new(poll.registry(), exec::WAKER_TOKEN).context("create waker")?);
     let (links_tx, links_rx) = mpsc::channel();
     let connected = listener::Connected::default();
-    let failed = listener::Failed::default();
     let durability = &node.durability;
     let (kernel, ndbfs) = if durability.diskless {
         if initial {
@@ -124,22 +123,13 @@ pub fn run(
         config.clone(),
         me,
         connected.clone(),
-        failed.clone(),
         links_tx.clone(),
         waker.clone(),
         tls.clone(),
     )
     .context("start acceptor thread")?;
-    listener::spawn_connector(
-        config.clone(),
-        me,
-        connected.clone(),
-        failed.clone(),
-        links_tx,
-        waker,
-        tls,
-    )
-    .context("start connector thread")?;
+    listener::spawn_connector(config.clone(), me, connected.clone(), links_tx, waker, tls)
+        .context("start connector thread")?;
     let spin = Duration::from_micros(u64::from(node.scheduler_spin_timer_us));
     tracing::info!(node = %me, port, data_memory = node.data_memory_bytes, spin_us = node.scheduler_spin_timer_us, "data node started");
     bind_to_cpus(&node.lock_execute_thread_to_cpu)
@@ -153,7 +143,6 @@ pub fn run(
         poll,
         links_rx,
         connected,
-        failed,
         exec::Settings { spin, shares_cpu },
         shutdown,
     );

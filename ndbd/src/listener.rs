@@ -32,10 +32,6 @@ use crate::limits::{
 /// id when its link closes.
 pub type Connected = Arc<Mutex<HashSet<NodeId>>>;
 
-/// Data nodes this node saw fail: their connections are closed right after the handshake
-/// (node restart is not implemented, so a failed node never rejoins).
-pub type Failed = Arc<Mutex<HashSet<NodeId>>>;
-
 /// Binds the data node's port: ServerPort, or the derived port, on the address its HostName
 /// resolves to. A port in use is a fatal error that says which.
 pub fn bind(config: &ClusterConfig, me: NodeId) -> anyhow::Result<TcpListener> {
@@ -91,7 +87,6 @@ pub fn spawn_acceptor(
     config: Arc<ClusterConfig>,
     me: NodeId,
     connected: Connected,
-    failed: Failed,
     links: Sender<Box<dyn Transporter>>,
     waker: Arc<mio::Waker>,
     tls: Arc<TlsSetup>,
@@ -119,7 +114,6 @@ pub fn spawn_acceptor(
                 config: config.clone(),
                 me,
                 connected: connected.clone(),
-                failed: failed.clone(),
                 links: links.clone(),
                 waker: waker.clone(),
                 slot: slot.clone(),
@@ -344,22 +338,23 @@ impl OverloadLog {
     }
 }
 
-/// How long the connector waits between attempts to reach a data node that is not up yet.
+/// How long the connector waits between attempts to reach a data node that was never up.
 const CONNECT_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
+/// How long it waits between attempts to reach one whose link was lost (it may restart).
+const RECONNECT_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Connects to every data node with a lower node id (those with higher ids connect to this
-/// one), retrying until each has been reached once, then ends. A data node lost later is not
-/// reconnected: node restart is not implemented.
+/// one), for as long as the process runs: a lower node whose link was lost is dialled again,
+/// so that it can rejoin by node restart when it comes back.
 pub fn spawn_connector(
     config: Arc<ClusterConfig>,
     me: NodeId,
     connected: Connected,
-    failed: Failed,
     links: Sender<Box<dyn Transporter>>,
     waker: Arc<mio::Waker>,
     tls: Arc<TlsSetup>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let mut pending: Vec<NodeId> = config
+    let lower: Vec<NodeId> = config
         .data_nodes
         .iter()
         .map(|n| n.node_id)
@@ -369,19 +364,25 @@ pub fn spawn_connector(
         .name("connector".into())
         .spawn(move || {
             let mut attempts = 0u64;
-            while !pending.is_empty() {
-                // A node the cluster holds failed (left out of a partial start) is not dialled.
-                let gone = failed.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                pending.retain(|&peer| {
-                    !gone.contains(&peer)
-                        && !connect_peer(
-                            &config, me, peer, &connected, &links, &waker, attempts, &tls,
-                        )
-                });
-                attempts += 1;
-                if !pending.is_empty() {
-                    std::thread::sleep(CONNECT_RETRY);
+            let mut reached: HashSet<NodeId> = HashSet::new();
+            loop {
+                let linked = connected.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                let mut waiting_first = false;
+                for &peer in lower.iter().filter(|p| !linked.contains(p)) {
+                    if connect_peer(
+                        &config, me, peer, &connected, &links, &waker, attempts, &tls,
+                    ) {
+                        reached.insert(peer);
+                    } else if !reached.contains(&peer) {
+                        waiting_first = true;
+                    }
                 }
+                attempts += 1;
+                std::thread::sleep(if waiting_first {
+                    CONNECT_RETRY
+                } else {
+                    RECONNECT_RETRY
+                });
             }
         })
 }
@@ -453,7 +454,6 @@ struct Handshake {
     config: Arc<ClusterConfig>,
     me: NodeId,
     connected: Connected,
-    failed: Failed,
     links: Sender<Box<dyn Transporter>>,
     waker: Arc<mio::Waker>,
     /// This handshake's place among those in progress.
@@ -484,17 +484,11 @@ impl Handshake {
             HANDSHAKE_TIMEOUT,
             &self.tls,
         );
+        // A data node the cluster declared failed is admitted too: it rejoins by node restart
+        // (the kernel decides, from its CM_REGREQ).
         let result = handshake.and_then(|(stream, hello, link)| {
-                let failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
-                if failed.contains(&hello.from) {
-                    return Err(TransportError::Handshake(format!(
-                        "data node {} failed earlier and node restart is not implemented: it is not readmitted",
-                        hello.from
-                    )));
-                }
-                drop(failed);
-                self.open_link(stream, hello.from, hello.transporter, link)
-            });
+            self.open_link(stream, hello.from, hello.transporter, link)
+        });
         match result {
             Ok(link) => {
                 tracing::info!(%addr, node = %link.peer(), kind = %link.kind(), "node connected");

@@ -139,6 +139,35 @@ signals! {
     /// The sender stops gracefully (SIGTERM), to every data node, just before its links
     /// close; no payload.
     NODE_STOPPING_REP = 103;
+    // Node restart (data node ↔ data node).
+    /// The first signal on every data-node link, each way: whether the sender serves
+    /// (`qmgr::CmRegReq`). A node that is not started and hears "started" joins by node restart.
+    CM_REGREQ = 104;
+    /// A restarting node asks the president to be let in; no payload.
+    START_PERMREQ = 105;
+    /// The president lets it in: its GCI, the live nodes and the dictionary
+    /// (`qmgr::StartPermConf`).
+    START_PERMCONF = 106;
+    /// The president cannot let it in now (another node restarts, a schema change runs, or
+    /// the president is another node); the node asks again later: `qmgr::StartPermRef`.
+    START_PERMREF = 107;
+    /// The restarting node has replayed the dictionary, to the president; no payload.
+    START_INFOCONF = 108;
+    /// Include a restarting node (`qmgr::FailRep` names it): it takes part in writes (last in
+    /// every chain) and global checkpoints, and is read from once started.
+    INCL_NODEREQ = 109;
+    /// The sender included it, and its transactions from before have ended: `qmgr::FailRep`.
+    INCL_NODECONF = 110;
+    /// Copy to the restarting node the fragments it needs from the sender: `qmgr::FailRep`.
+    COPY_FRAGREQ = 111;
+    /// Committed rows for the restarting node: redo-format PUT records (`qmgr` module doc).
+    COPY_ROWS = 112;
+    /// The sender has copied everything it had to (its COPY_ROWS came first); no payload.
+    COPY_FRAGCONF = 113;
+    /// The restarting node has every fragment, to the president; no payload.
+    START_COPYCONF = 114;
+    /// The restarting node is started: it is read from like any replica (`qmgr::FailRep`).
+    NODE_STARTED_REP = 115;
 }
 
 /// The name of signal `number`, or `None` for a number no signal has.

@@ -1,6 +1,10 @@
 //! The payloads of QMGR's signals between data nodes: a node failure that a node saw
-//! (FAIL_REP, to the president) and that the president declares (NODE_FAILREP, to everyone).
-//! HEARTBEAT has no payload.
+//! (FAIL_REP, to the president) and that the president declares (NODE_FAILREP, to everyone),
+//! and a node restart's (CM_REGREQ, START_PERMCONF; INCL_NODEREQ and the others that name a
+//! node carry a [`FailRep`]). HEARTBEAT has no payload.
+//!
+//! COPY_ROWS carries the data node's redo-format records (`ndbd`'s `ndbfs/format.rs`: a PUT
+//! record per row, each with its CRC), back to back.
 
 use crate::codec::{DecodeError, Reader, Writer};
 
@@ -23,6 +27,104 @@ impl FailRep {
     }
 }
 
+/// CM_REGREQ: whether the sender serves (has started).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CmRegReq {
+    pub started: bool,
+}
+
+impl CmRegReq {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        Writer::new(out).u8(u8::from(self.started));
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<CmRegReq, DecodeError> {
+        let mut r = Reader::new(buf, "CM_REGREQ");
+        let started = match r.u8()? {
+            0 => false,
+            1 => true,
+            other => return Err(r.error(format!("started flag {other}"))),
+        };
+        r.finish()?;
+        Ok(CmRegReq { started })
+    }
+}
+
+/// START_PERMREF: why the node is not let in now, and the data node it should ask (the
+/// president as the refusing node sees it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartPermRef {
+    pub president: u16,
+    pub reason: String,
+}
+
+impl StartPermRef {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        Writer::new(out).u16(self.president).str16(&self.reason);
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<StartPermRef, DecodeError> {
+        let mut r = Reader::new(buf, "START_PERMREF");
+        let v = StartPermRef {
+            president: r.u16()?,
+            reason: r.str16()?.to_string(),
+        };
+        r.finish()?;
+        Ok(v)
+    }
+}
+
+/// START_PERMCONF: the president's current epoch, the data nodes alive in its view (a bitmap
+/// by node id), the nodes that rejoined before (in the order they did: chains put them last in
+/// that order), and the dictionary as schema-log records (each table and index as the schema
+/// change that made it, in the order they were made).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartPermConf {
+    pub gci: u64,
+    pub alive: [u64; 4],
+    pub rejoined: Vec<u16>,
+    pub dictionary: Vec<u8>,
+}
+
+/// The most node ids a START_PERMCONF's rejoined list may hold (every node id).
+const REJOINED_MAX: usize = 255;
+
+impl StartPermConf {
+    /// `gci u64 | alive 4 × u64 | rejoined count u16 | count × node u16 | dictionary (the rest)`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::new(out);
+        w.u64(self.gci);
+        for word in self.alive {
+            w.u64(word);
+        }
+        w.u16(self.rejoined.len() as u16);
+        for &node in &self.rejoined {
+            w.u16(node);
+        }
+        out.extend_from_slice(&self.dictionary);
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<StartPermConf, DecodeError> {
+        let mut r = Reader::new(buf, "START_PERMCONF");
+        let gci = r.u64()?;
+        let mut alive = [0u64; 4];
+        for word in &mut alive {
+            *word = r.u64()?;
+        }
+        let count = usize::from(r.u16()?);
+        if count > REJOINED_MAX {
+            return Err(r.error(format!("{count} rejoined nodes")));
+        }
+        let rejoined = (0..count).map(|_| r.u16()).collect::<Result<_, _>>()?;
+        Ok(StartPermConf {
+            gci,
+            alive,
+            rejoined,
+            dictionary: r.rest().to_vec(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -35,5 +137,34 @@ mod tests {
         assert!(FailRep::decode(&b[..1]).is_err());
         b.push(0);
         assert!(FailRep::decode(&b).is_err());
+    }
+
+    #[test]
+    fn node_restart_payloads_round_trip_and_refuse_bad_input() {
+        for started in [false, true] {
+            let mut b = Vec::new();
+            CmRegReq { started }.encode(&mut b);
+            assert_eq!(CmRegReq::decode(&b).unwrap(), CmRegReq { started });
+        }
+        assert!(CmRegReq::decode(&[2]).is_err());
+        assert!(CmRegReq::decode(&[]).is_err());
+        let conf = StartPermConf {
+            gci: 7 << 32 | 3,
+            alive: [0b110, 0, 0, 1],
+            rejoined: vec![3, 2],
+            dictionary: vec![1, 2, 3],
+        };
+        let mut b = Vec::new();
+        conf.encode(&mut b);
+        assert_eq!(StartPermConf::decode(&b).unwrap(), conf);
+        assert!(StartPermConf::decode(&b[..20]).is_err());
+        let refusal = StartPermRef {
+            president: 2,
+            reason: "busy".into(),
+        };
+        let mut b = Vec::new();
+        refusal.encode(&mut b);
+        assert_eq!(StartPermRef::decode(&b).unwrap(), refusal);
+        assert!(StartPermRef::decode(&b[..3]).is_err());
     }
 }

@@ -77,6 +77,10 @@ pub enum Fault {
     /// Disk writes, replaces and syncs fail with ENOSPC or EIO (the node then refuses writes
     /// with 1234, and global checkpoints stop). Only in seeds whose data nodes keep files.
     Disk,
+    /// A data node that crashed starts again a while later and rejoins the running cluster by
+    /// node restart (from its disk, which it drops, or without files), copying every row from
+    /// live replicas while the workload goes on. Not in seeds with cluster crashes.
+    Restart,
 }
 
 impl Fault {
@@ -117,6 +121,7 @@ impl Fault {
             Fault::Partition => "partition",
             Fault::CrashAll => "crash-all",
             Fault::Disk => "disk",
+            Fault::Restart => "restart",
         }
     }
 }
@@ -266,6 +271,9 @@ pub struct Knobs {
     pub disk: DiskKnobs,
     /// Cluster crashes, each followed by a system restart (`--faults crash-all`).
     pub cluster_crashes: u16,
+    /// Crashed data nodes start again and rejoin by node restart (`--faults restart`; never
+    /// with cluster crashes).
+    pub node_restarts: bool,
     /// Each transfer also inserts a ledger row (its id, accounts and amount) in the same
     /// transaction, and the final reads check that the balances are what the ledger's
     /// transfers made of them and that no acknowledged, durable transfer is missing. Always on
@@ -410,6 +418,7 @@ impl Knobs {
             schema_compact_after,
             disk,
             cluster_crashes,
+            node_restarts: options.has(Fault::Restart) && cluster_crashes == 0,
             ledger,
         }
     }

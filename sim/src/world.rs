@@ -241,6 +241,8 @@ enum Planned {
     ClusterCrash,
     /// Every data node restarts from its disk after a cluster crash.
     ClusterRestart,
+    /// A crashed data node starts again and rejoins by node restart.
+    NodeRestart(NodeId),
     /// Data nodes `side` lose their links to the others (both ways).
     Cut {
         side: Vec<NodeId>,
@@ -299,6 +301,8 @@ struct World {
     paused: BTreeMap<NodeId, u64>,
     /// Data nodes that hung past the heartbeat bound: declared failed, they stop on waking.
     hung: BTreeSet<NodeId>,
+    /// Data nodes that started again after a crash (node restart).
+    restarted: BTreeSet<NodeId>,
     /// Each data node's disk (durable seeds): it outlives the node's kernels.
     disks: BTreeMap<NodeId, SimDisk>,
     /// Each data node's incarnation, moved on by every crash: timers and disk completions of
@@ -399,6 +403,7 @@ impl World {
             crash_after: BTreeMap::new(),
             paused: BTreeMap::new(),
             hung: BTreeSet::new(),
+            restarted: BTreeSet::new(),
             disks,
             incarnations: data_nodes.iter().map(|&n| (n, 0)).collect(),
             gci_clock: GciClock::default(),
@@ -753,7 +758,9 @@ impl World {
             c.lagging.contains(&node) && c.own.get(&node).copied().unwrap_or(0) < c.restart_gci
         });
         let disk_faults: u64 = self.disks.values().map(|d| d.faults).sum();
-        let expected = if self.hung.contains(&node) {
+        let expected = if self.restarted.contains(&node) && why.contains("error 2303") {
+            "a data node failed while it rejoined by node restart"
+        } else if self.hung.contains(&node) {
             "it hung past the heartbeat bound and the cluster declared it failed"
         } else if stale {
             "it crashed alone before the cluster crash and never restarted since, its disk holds less than the restart GCI, and node restart is not implemented"
@@ -1129,6 +1136,7 @@ impl World {
                 }
             }
             Planned::ClusterCrash | Planned::ClusterRestart => {}
+            Planned::NodeRestart(node) => self.node_restart(node),
             Planned::Cut { side } => self.cut(&side),
             Planned::Pause { node, for_ns } => {
                 if self.kernels.contains_key(&node) && !self.paused.contains_key(&node) {
@@ -1169,6 +1177,49 @@ impl World {
             self.lagging.insert(node);
         }
         self.stop_kernel(node, drain);
+        if self.knobs.node_restarts {
+            let at = self.now_ns + self.rng.between(RESTART_NS_MIN, RESTART_NS_MAX);
+            self.schedule_fault(at, Planned::NodeRestart(node));
+        }
+    }
+
+    /// A crashed data node starts again (from its disk, or without files) and rejoins the
+    /// running cluster by node restart; clients connect to it again soon after.
+    fn node_restart(&mut self, node: NodeId) {
+        if self.kernels.contains_key(&node) || self.shared.stopping {
+            return;
+        }
+        let Some(config) = self.config.data_node(node).cloned() else {
+            return;
+        };
+        self.count("node restart");
+        self.log(format!("data node {node} starts again: node restart"));
+        self.restarted.insert(node);
+        let mut kernel = if self.knobs.durable {
+            let mut kernel = Kernel::with_files(&self.config, &config, false);
+            kernel.compact_schema_log_after(self.knobs.schema_compact_after);
+            kernel
+        } else {
+            Kernel::new(&self.config, &config)
+        };
+        let peers: Vec<NodeId> = self.kernels.keys().copied().collect();
+        for &peer in &peers {
+            self.net.reconnect(node.min(peer), node.max(peer));
+            kernel.on_connect(peer);
+            if let Some(other) = self.kernels.get_mut(&peer) {
+                other.on_connect(node);
+            }
+        }
+        self.kernels.insert(node, kernel);
+        let first_tick = self.now_ns + self.rng.below(TIMER_TICK_NS);
+        let incarnation = self.incarnation(node);
+        self.queue
+            .push(first_tick, node.0, 0, EventKind::Timer(node, incarnation));
+        self.take_fs_requests(node);
+        for client in 0..self.clients.len() {
+            let at = self.now_ns + self.rng.between(1_000_000, 50_000_000);
+            self.schedule_fault(at, Planned::Reconnect { client, node });
+        }
     }
 
     /// Drops the node's kernel, its timers and disk completions, and every link of it.

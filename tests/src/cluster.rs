@@ -219,6 +219,13 @@ impl TestCluster {
         self.wait_serving()
     }
 
+    /// Starts data node `id` again without `--initial` (a node restart when the others run)
+    /// and waits until it accepts TCP connections.
+    pub fn restart_node(&mut self, id: NodeId) -> Result<()> {
+        self.nodes.spawn_restart(id)?;
+        self.wait_serving()
+    }
+
     /// Starts every data node that is not running without `--initial` (a system restart when
     /// none runs) and waits until each accepts TCP connections.
     pub fn restart_stopped_nodes(&mut self) -> Result<()> {

@@ -98,13 +98,28 @@ impl Sim {
             }
             kernels.insert(node.node_id, kernel);
         }
-        Sim {
+        let mut sim = Sim {
             kernels,
             map: PartitionMap::new(&config),
             api: Vec::new(),
             delivered: BTreeMap::new(),
             abort: AbortOption::AbortOnError,
+        };
+        sim.settle();
+        sim
+    }
+
+    /// Runs every kernel's queued jobs (the CM_REGREQ of new links, say) and delivers what
+    /// they send.
+    fn settle(&mut self) {
+        let now = Instant::now();
+        let mut pending = Vec::new();
+        for (&node, kernel) in self.kernels.iter_mut() {
+            let mut sent = Sent::default();
+            kernel.run_jobs(&mut sent, now);
+            pending.extend(sent.0.into_iter().map(|(to, h, p)| (node, to, h, p)));
         }
+        self.route(pending);
     }
 
     /// The API sends `frames` to node `to`; every frame between data nodes is delivered until
@@ -735,8 +750,20 @@ fn a_node_refuses_api_work_until_every_data_node_is_connected() {
     assert_eq!(header.signal, gsn::CREATE_TABLE_REF);
     assert_eq!(signals::Refusal::decode(payload).expect("ref").code, 4009);
 
-    // Node 2 connects: started.
+    // Node 2 connects and says it does not serve yet (CM_REGREQ): started.
     kernel.on_connect(NodeId(2));
+    let mut regreq = Vec::new();
+    rndb_protocol::qmgr::CmRegReq { started: false }.encode(&mut regreq);
+    let qmgr_frame = FrameHeader {
+        signal: gsn::CM_REGREQ,
+        receiver_block: block::QMGR,
+        sender_block: block::QMGR,
+        request_id: 0,
+    };
+    kernel
+        .on_frame(NodeId(2), &qmgr_frame, &regreq, &mut sent, now)
+        .map_err(|e| e.0)
+        .expect("frame");
     kernel
         .on_frame(API, &api_frame(dgsn::API_REGREQ, 4), &[], &mut sent, now)
         .map_err(|e| e.0)

@@ -25,6 +25,7 @@ pub mod dict;
 pub mod dih;
 mod fs;
 pub mod lqh;
+mod node_restart;
 pub mod node_set;
 mod qmgr;
 mod restart;
@@ -136,6 +137,11 @@ enum Signal {
     StartDone { gci: u32 },
     /// LQH → LQH: the next step of a local checkpoint's scan.
     LcpStep,
+    /// QMGR: a data-node link came up; the peer hears whether this node served then
+    /// (CM_REGREQ).
+    CmRegReq { node: NodeId, started: bool },
+    /// LQH → LQH: the next step of the fragment copies to a restarting node.
+    CopyStep,
 }
 
 const _: () = assert!(std::mem::size_of::<Signal>() <= 16);
@@ -179,6 +185,8 @@ pub struct Kernel {
     lcps: lqh::lcp::Lcps,
     /// NDBCNTR: a start in progress (restoring, or agreeing on the restart GCI).
     restart: Option<restart::Restart>,
+    /// Node restarts: this node's own, or another's it lets in, includes or copies to.
+    node_restart: node_restart::NodeRestarts,
     /// Why this node must stop, when it must (a restart that cannot restore).
     fatal: Option<String>,
 }
@@ -242,6 +250,7 @@ impl Kernel {
             schema_compact_after: dict::log::COMPACT_AFTER,
             lcps: lqh::lcp::Lcps::new(node.durability.time_between_local_checkpoints, 0, 0),
             restart: None,
+            node_restart: node_restart::NodeRestarts::default(),
             fatal: None,
         }
     }
@@ -353,6 +362,9 @@ impl Kernel {
                 });
             }
             gsn::HEARTBEAT if self.qmgr.is_data_node(from) => {}
+            gsn::CM_REGREQ..=gsn::NODE_STARTED_REP if self.qmgr.is_data_node(from) => {
+                self.exec_node_restart_signal(from, header, payload, out, now)?
+            }
             gsn::NODE_STOPPING_REP if self.qmgr.is_data_node(from) => {
                 self.exec_node_stopping_rep(from)
             }
@@ -525,8 +537,11 @@ impl Kernel {
                     self.restart_request(out);
                     self.gcp_timer(out, now);
                     self.lcp_timer(out);
+                    self.node_restart_timer(out, now);
                 }
                 Signal::LcpStep => self.lcp_step(),
+                Signal::CmRegReq { node, started } => self.send_cm_regreq(node, started, out),
+                Signal::CopyStep => self.copy_step(out),
                 Signal::StartDone { gci } => self.restore_done(gci, out),
             }
         }
@@ -565,6 +580,7 @@ impl Kernel {
         }
         if self.qmgr.is_data_node(node) {
             self.unsent.forget(node);
+            self.node_restart_link_lost(node);
             return self.node_failrep(node, out, now);
         }
         self.unsent.forget(node);

@@ -53,8 +53,23 @@ pub(crate) struct Qmgr {
     up: BTreeSet<NodeId>,
     /// Every data node has been connected once: the cluster serves requests.
     started: bool,
-    /// Data nodes whose link dropped: never used again (node restart is not implemented).
-    failed: NodeSet,
+    /// Data nodes whose link dropped or that were declared failed; one comes back by node
+    /// restart (`node_restart.rs`), which takes it out of this set.
+    pub failed: NodeSet,
+    /// Peers whose CM_REGREQ said they do not serve yet: a start without files goes on only
+    /// once every peer said so (a peer that serves makes this node join by node restart).
+    pub registered: NodeSet,
+    /// Failed nodes with a new link whose CM_REGREQ said they restart (not in `up` yet).
+    pub joining: NodeSet,
+    /// Included restarting nodes whose fragments are still being copied: in every write chain,
+    /// last, and read from by no one.
+    pub copying: NodeSet,
+    /// Nodes that rejoined by node restart, in the order they were included: they come after
+    /// the others in every chain (so that a chain's primary never moves, and every node orders
+    /// a chain alike).
+    pub rejoined: Vec<NodeId>,
+    /// This node restarts and has been let in: it sends heartbeats before it serves.
+    pub beating: bool,
     /// The start waits for a restore (see `hold_start`).
     held: bool,
     /// HeartbeatIntervalDbDb.
@@ -107,6 +122,11 @@ impl Qmgr {
             up: BTreeSet::new(),
             started,
             failed: NodeSet::new(),
+            registered: NodeSet::new(),
+            joining: NodeSet::new(),
+            copying: NodeSet::new(),
+            rejoined: Vec::new(),
+            beating: false,
             held: false,
             heartbeat_interval: Duration::from_millis(u64::from(interval)),
             next_heartbeat: None,
@@ -153,6 +173,27 @@ impl Qmgr {
         if node != self.me && !self.up.contains(&node) {
             self.failed.insert(node);
         }
+    }
+
+    /// A restarting node takes the president's view of who is alive: every other data node
+    /// is failed here (one with a link that said it restarts too is `joining`, as the running
+    /// nodes hold it).
+    pub fn adopt_alive(&mut self, alive: NodeSet) {
+        for node in self.data_nodes.clone() {
+            if node == self.me || alive.contains(node) {
+                continue;
+            }
+            self.failed.insert(node);
+            if self.up.remove(&node) && self.registered.contains(node) {
+                self.joining.insert(node);
+            }
+        }
+    }
+
+    /// A restarting data node joins: its link is live, and its silence counts from now.
+    pub fn include(&mut self, node: NodeId) {
+        self.up.insert(node);
+        self.heard(node);
     }
 
     /// An API node's link closed.
@@ -255,6 +296,35 @@ impl Qmgr {
         node == self.me || self.up.contains(&node)
     }
 
+    /// `replicas` (a partition's, in the config's order) as chains take them: the nodes that
+    /// never rejoined first, then those that did, in the order they rejoined.
+    pub fn chain_order(&self, replicas: &[NodeId]) -> super::dih::Replicas {
+        let mut ordered = super::dih::Replicas::default();
+        for &node in replicas {
+            if !self.rejoined.contains(&node) {
+                ordered.push(node);
+            }
+        }
+        for &node in &self.rejoined {
+            if replicas.contains(&node) {
+                ordered.push(node);
+            }
+        }
+        ordered
+    }
+
+    /// A start without files may begin: every data node is connected, and each said it does
+    /// not serve yet (CM_REGREQ).
+    pub fn try_start_all_registered(&mut self) {
+        if !self.started && !self.held && self.all_connected() {
+            let all = self.up.iter().all(|&n| self.registered.contains(n));
+            if all {
+                self.started = true;
+                tracing::info!(data_nodes = ?self.data_nodes, "cluster started: every data node is connected");
+            }
+        }
+    }
+
     /// True for another data node with a live link.
     pub fn is_up(&self, node: NodeId) -> bool {
         self.up.contains(&node)
@@ -294,27 +364,29 @@ impl Kernel {
         self.qmgr.failed.contains(node)
     }
 
-    /// A link came up. When it completes the set of data nodes, the cluster has started.
+    /// A link came up. Each side of a data-node link first says whether it serves
+    /// (CM_REGREQ). When the links complete the set of data nodes, and no peer serves, the
+    /// cluster has started; a failed node's new link waits for its CM_REGREQ (it rejoins by
+    /// node restart, see `node_restart.rs`).
     pub fn on_connect(&mut self, node: NodeId) {
         if !self.qmgr.is_data_node(node) {
             self.qmgr.add_api(node);
             return;
         }
+        // Whether this node served when the link came up: a start that completes before the
+        // job runs must not make the peer take this node for a running cluster's.
+        self.jobs.push_back(super::Signal::CmRegReq {
+            node,
+            started: self.qmgr.started,
+        });
         if self.qmgr.failed.contains(node) {
-            // Its partitions here moved on without it; rejoining needs node restart (copying
-            // them back), which is not implemented: the link stays unused.
-            tracing::warn!(node = %node, "data node reconnected after a failure; node restart is not implemented, so it is not used again");
+            tracing::info!(node = %node, "data node that failed has a new link; it may rejoin by node restart");
             return;
         }
         self.qmgr.up.insert(node);
         if self.qmgr.held {
             // A start with files goes on when every node is connected (see `restart.rs`).
             self.jobs.push_back(super::Signal::Timer);
-            return;
-        }
-        if !self.qmgr.started && self.qmgr.up.len() + 1 == self.qmgr.data_nodes.len() {
-            self.qmgr.started = true;
-            tracing::info!(data_nodes = ?self.qmgr.data_nodes, "cluster started: every data node is connected");
         }
     }
 
@@ -322,7 +394,7 @@ impl Kernel {
     /// and one more silent interval counted for each; a peer silent for `MISSED_DEAD` intervals
     /// is reported to the president (which declares it failed at once when it is this node).
     pub(crate) fn qmgr_timer(&mut self, out: &mut dyn Outbox, now: Instant) {
-        if !self.qmgr.started || self.qmgr.heartbeat_interval.is_zero() {
+        if !(self.qmgr.started || self.qmgr.beating) || self.qmgr.heartbeat_interval.is_zero() {
             return;
         }
         if self.qmgr.stalled_until(now) {
@@ -598,6 +670,8 @@ impl Kernel {
             return;
         }
         self.qmgr.failed.insert(node);
+        self.qmgr.registered.remove(node);
+        self.node_restart_node_failed(node);
         if self.qmgr.started && self.qmgr.just_woke_from_stall(now) {
             // Not a failure of `node` to handle: taking over from it would complete this
             // node's transactions on its own, after the cluster went on without it.

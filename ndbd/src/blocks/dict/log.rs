@@ -79,13 +79,28 @@ impl DictLog {
         self.compact_after = saves.max(1);
     }
 
-    /// Records a schema change applied in epoch `gci`.
+    /// Records a schema change applied in epoch `gci`. Without files too, the record is kept:
+    /// a node restart copies the dictionary from the president as these records.
     pub fn append(&mut self, gci: u64, change: &SchemaChange) {
+        let start = self.records.len();
+        format::append_record(&mut self.records, gci, kind::SCHEMA, |b| change.encode(b));
         if self.enabled {
-            let start = self.pending.len();
-            format::append_record(&mut self.pending, gci, kind::SCHEMA, |b| change.encode(b));
-            self.records.extend_from_slice(&self.pending[start..]);
+            self.pending.extend_from_slice(&self.records[start..]);
         }
+    }
+
+    /// Every SCHEMA record this node holds: the dictionary, as the changes that made it.
+    pub fn records(&self) -> &[u8] {
+        &self.records
+    }
+
+    /// A log that begins a new file holding `records` (a node restart's copied dictionary):
+    /// the first save writes them after the header.
+    pub fn with_records(node: u32, records: Vec<u8>) -> DictLog {
+        let mut log = DictLog::new(true, node, 0);
+        log.pending.extend_from_slice(&records);
+        log.records = records;
+        log
     }
 
     /// A global checkpoint's save of `gci`: its GCI_COMPLETED record and what is buffered

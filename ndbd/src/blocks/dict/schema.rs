@@ -32,6 +32,13 @@ pub(crate) struct SchemaOps {
     next_id: u32,
 }
 
+impl SchemaOps {
+    /// True while a schema change runs or waits.
+    pub fn is_busy(&self) -> bool {
+        self.current.is_some() || !self.queue.is_empty()
+    }
+}
+
 /// A schema change the master has applied and passed on.
 #[derive(Debug)]
 struct SchemaOp {
@@ -167,6 +174,11 @@ impl Kernel {
             Some(NdbError::with_detail(
                 702,
                 format!("schema changes go to data node {}", self.qmgr.master()),
+            ))
+        } else if self.node_restart_running() {
+            Some(NdbError::with_detail(
+                711,
+                "System busy with node restart, schema operations not allowed",
             ))
         } else if self.schema.current.is_some() && self.schema.queue.len() >= QUEUED_MAX {
             Some(NdbError::with_detail(

@@ -112,6 +112,15 @@ struct Round {
 }
 
 impl Gcp {
+    /// A failed node rejoined (node restart): saves no longer wait for its failure to be
+    /// handled here.
+    pub fn forget_failed(&mut self, node: NodeId) {
+        self.master_failed.remove(node);
+        if let Some(waiting) = self.save_waiting.as_mut() {
+            waiting.failed.remove(node);
+        }
+    }
+
     /// Starts at `restorable`'s next global checkpoint (1 on an initial start).
     pub fn new(config: &Durability, restorable: u32) -> Gcp {
         Gcp {
@@ -325,8 +334,9 @@ impl Kernel {
 
     /// COPY_GCIREQ: both copies of the sysfile name the saved GCI; then COPY_GCICONF.
     fn gcp_copy(&mut self, master: NodeId, gci: u64, out: &mut dyn Outbox) {
-        if self.lqh.redo.is_none() {
+        if self.lqh.redo.is_none() || self.sysfile_held(gci) {
             // Diskless: "saved" means every node's GCP_SAVECONF came, which COPY_GCIREQ says.
+            // (Or a restarted node whose copied rows are not in a local checkpoint yet.)
             self.gcp.restorable = self.gcp.restorable.max(gci_hi(gci));
             self.tc_checkpoint_saved(out);
             return self.send_gcp(master, gsn::COPY_GCICONF, gci, out);

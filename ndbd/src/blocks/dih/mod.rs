@@ -31,7 +31,7 @@ impl Default for Replicas {
 impl Replicas {
     /// Appends `node`; the config allows no more than `REPLICAS_MAX` replicas, so a partition
     /// map never holds more (one past that is ignored, and caught in debug builds).
-    fn push(&mut self, node: NodeId) {
+    pub(crate) fn push(&mut self, node: NodeId) {
         debug_assert!(
             self.len < self.nodes.len(),
             "more than REPLICAS_MAX replicas"
@@ -61,12 +61,13 @@ impl IntoIterator for Replicas {
 }
 
 impl Kernel {
-    /// The replicas of `partition` that are alive, primary first: the partition map with failed
-    /// nodes left out.
+    /// The replicas of `partition` that are alive and can be read, primary first: the
+    /// partition map with failed nodes and nodes still copying (a node restart) left out, and
+    /// rejoined nodes last (see `Qmgr::chain_order`).
     pub(crate) fn live_replicas(&self, partition: u32) -> Replicas {
         let mut live = Replicas::default();
-        for &node in self.dih.replicas(partition) {
-            if self.qmgr.is_alive(node) {
+        for node in self.qmgr.chain_order(self.dih.replicas(partition)) {
+            if self.qmgr.is_alive(node) && !self.qmgr.copying.contains(node) {
                 live.push(node);
             }
         }

@@ -120,6 +120,11 @@ pub(crate) struct Lcps {
     /// The chain the next checkpoint may extend: its full checkpoint's id and bytes, and the
     /// partial ones' bytes (`None`: the next one is full).
     chain: Option<Chain>,
+    /// Start a checkpoint at the next timer, whatever redo was written (a node restart's
+    /// first, which makes the copied rows restorable).
+    pub start_now: bool,
+    /// The newest checkpoint a restart would use (promoted), 0 before any.
+    pub promoted: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -189,7 +194,8 @@ impl Kernel {
         // to back whatever TimeBetweenLocalCheckpoints says, so that a steady write load that
         // the disk keeps up with never fills the log.
         let written = redo.appended() - self.lcps.redo_at_start;
-        if written < self.lcps.trigger_bytes && !(written > 0 && redo.fill() > 0.25) {
+        let due = written >= self.lcps.trigger_bytes || (written > 0 && redo.fill() > 0.25);
+        if !due && !std::mem::take(&mut self.lcps.start_now) {
             return;
         }
         let id = self.lcps.last_id + 1;
@@ -424,6 +430,7 @@ impl Kernel {
         };
         let ctl = self.lcps.waiting.remove(at);
         self.lcps.waiting.drain(..at);
+        self.lcps.promoted = self.lcps.promoted.max(ctl.lcp_id);
         if let Some(redo) = self.lqh.redo.as_mut() {
             redo.release_before(&ctl.starts);
         }

@@ -210,6 +210,10 @@ pub struct Lqh {
     pub(crate) memory: DataMemory,
     /// The redo log (`None` without files).
     pub(crate) redo: Option<redo::Redo>,
+    /// This node restarts and its fragments are being copied to it: an update or delete of a
+    /// row it does not have yet succeeds without doing anything (NDB's AC_IGNORED), since the
+    /// copy brings the row's committed image after the writer's commit (see `node_restart.rs`).
+    pub(crate) copying: bool,
 }
 
 /// Queued jobs [`Lqh::warm`] looks ahead at.
@@ -239,6 +243,7 @@ impl Lqh {
             spare_rows: Vec::new(),
             memory: DataMemory::new(data_memory_bytes),
             redo: None,
+            copying: false,
         }
     }
 
@@ -474,6 +479,18 @@ impl Lqh {
         let id = match fragment.rows.id_of_op(&req.key_bytes) {
             Some(id) => id,
             None => {
+                if matches!(req.op_type, OperationType::Update | OperationType::Delete)
+                    && self.copying
+                {
+                    return Some(LqhKeyConfRef::Conf {
+                        trans: req.trans,
+                        op_index: req.op_index,
+                        row: None,
+                        role: req.role.clone(),
+                        fired: Vec::new(),
+                        committed: false,
+                    });
+                }
                 if matches!(
                     req.op_type,
                     OperationType::Read | OperationType::Update | OperationType::Delete
@@ -616,6 +633,7 @@ impl Lqh {
             spare_rows,
             memory,
             redo,
+            copying: _,
         } = self;
         let mut rows = trans_rows.remove(&trans).unwrap_or_default();
         // Rows of one transaction mostly belong to one table: look its fragments up once.

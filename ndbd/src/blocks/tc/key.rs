@@ -290,12 +290,20 @@ impl Kernel {
         // written two bytes at a time and read back sixteen, a store-forwarding stall on every
         // key operation.
         let qmgr = &self.qmgr;
-        let live = self
-            .dih
-            .replicas(req.fragment)
-            .iter()
-            .copied()
-            .filter(|&node| qmgr.is_alive(node));
+        let replicas = self.dih.replicas(req.fragment);
+        // Nodes that rejoined by node restart come last (only then is the order rebuilt).
+        let reordered;
+        let ordered: &[NodeId] = if qmgr.rejoined.is_empty() {
+            replicas
+        } else {
+            reordered = qmgr.chain_order(replicas);
+            &reordered
+        };
+        let live = ordered.iter().copied().filter(|&node| qmgr.is_alive(node));
+        // A node still being copied to (a node restart) takes writes but serves no read.
+        let readable = live
+            .clone()
+            .filter(|&node| qmgr.copying.is_empty() || !qmgr.copying.contains(node));
         let Some(primary) = live.clone().next() else {
             let error = NdbError::with_detail(
                 4010,
@@ -313,7 +321,7 @@ impl Kernel {
         let committed_read = is_committed_read(req.op_type, req.lock_mode);
         let read_backup = committed_read
             && replica == REPLICA_PRIMARY
-            && live.clone().any(|node| node == self.me)
+            && readable.clone().any(|node| node == self.me)
             && self
                 .dict
                 .get(req.table_id)
@@ -322,7 +330,10 @@ impl Kernel {
             // READ_BACKUP: the nearest replica is this node's.
             self.me
         } else if committed_read {
-            live.clone().nth(usize::from(replica)).unwrap_or(primary)
+            readable
+                .clone()
+                .nth(usize::from(replica))
+                .unwrap_or(primary)
         } else {
             primary
         };

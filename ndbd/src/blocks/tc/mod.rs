@@ -314,6 +314,16 @@ impl Tc {
         self.transactions.len()
     }
 
+    /// Every transaction this TC coordinates now.
+    pub fn transaction_ids(&self) -> Vec<TransId> {
+        self.transactions.iter().map(|(trans, _)| trans).collect()
+    }
+
+    /// True while `trans` is one this TC coordinates.
+    pub fn has_transaction(&self, trans: TransId) -> bool {
+        self.transactions.contains_key(trans)
+    }
+
     /// An operation arrived. `Ok(Dispatch)` sends it to LQH; `Err` answers it at once with an
     /// error (recorded for the execute); `Ok` with nothing happens when the operation must be
     /// dropped (its transaction is unknown: the execute will say why).

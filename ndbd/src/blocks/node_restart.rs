@@ -1,0 +1,818 @@
+//! Node restart (NDB's): a data node the cluster declared failed comes back while the cluster
+//! serves, takes the dictionary and every row of its fragments from live replicas, and serves
+//! again. One node restarts at a time; the president (the master, the lowest live id) lets it
+//! in.
+//!
+//! ```text
+//!  N ─CM_REGREQ(not started)─► every node; a started one answers CM_REGREQ(started)
+//!  N ─START_PERMREQ─► P ─START_PERMCONF(epoch, live nodes, dictionary)─► N replays it
+//!  N ─START_INFOCONF─► P ─INCL_NODEREQ(N)─► every live node: N joins every write chain, last,
+//!      and global checkpoints; once the node's transactions from before have ended ─INCL_NODECONF─► P
+//!  P ─COPY_FRAGREQ(N)─► every live node: for each fragment where it precedes N in the chain,
+//!      COPY_ROWS (committed rows) ... ─COPY_FRAGCONF─► N
+//!  N (every COPY_FRAGCONF in) ─START_COPYCONF─► P ─NODE_STARTED_REP(N)─► all: N is read from
+//! ```
+//!
+//! Why the copy is right with writes going on:
+//! - A write that began before the inclusion does not reach N, and none is left when the copy
+//!   starts: each node confirms the inclusion only once its own transactions from before have
+//!   ended, so they are all committed (or aborted) before any row is copied.
+//! - A write that began after the inclusion reaches N as the last replica, from the node before
+//!   it in the chain, and that is the node that copies the fragment: its COPY_ROWS and its
+//!   LQHKEYREQs travel on one link, in order.
+//! - A row with an uncommitted change at the source is not copied until the change commits or
+//!   aborts (its committed image is then sent). So N never receives an image older than a
+//!   change it has seen.
+//! - While copying, N takes an update or delete of a row it does not have as done (NDB's
+//!   AC_IGNORED): the copy brings the row, with that change, later.
+//!
+//! Any data node that fails during the restart stops N (NDB's 2303); it can be started again.
+//! N keeps its place last in every chain once it serves, so no partition's primary moves
+//! (moving primaries back needs NDB's distribution-key change and a drain).
+//!
+//! With files, N drops its old files at once (they are older than what the cluster holds) and
+//! keeps none while the copy runs. Then it starts a redo log and a local checkpoint; its
+//! schema log and sysfile are written only once that checkpoint is restorable. Until then a
+//! system restart finds nothing to restore on N, and starts without it.
+
+use std::time::{Duration, Instant};
+
+use rndb_config::NodeId;
+use rndb_protocol::gsn;
+use rndb_protocol::qmgr::{CmRegReq, FailRep, StartPermConf, StartPermRef};
+use rndb_protocol::signals::block;
+use rndb_transporter::FrameHeader;
+
+use super::acc::{SlotId, TransId};
+use super::dict::log::DictLog;
+use super::fs::FsWait;
+use super::lqh::lcp::Lcps;
+use super::lqh::redo::{part_dir, Redo};
+use super::node_set::NodeSet;
+use super::{data_node_header, Kernel, Outbox, ProtocolViolation, SendFailure, Signal};
+use crate::ndbfs::format::{self, gci_hi, kind, Next, RowChange, SchemaChange};
+use crate::ndbfs::FsOp;
+
+/// Bytes of rows a COPY_ROWS frame carries, about.
+const COPY_FRAME_BYTES: usize = 32 * 1024;
+/// COPY_ROWS frames one step of a copy sends at most (then other work runs).
+const COPY_FRAMES_PER_STEP: usize = 4;
+/// How long a restarting node waits before asking the president again.
+const ASK_AGAIN: Duration = Duration::from_millis(500);
+
+/// The node restarts this node takes part in.
+#[derive(Debug, Default)]
+pub(crate) struct NodeRestarts {
+    /// This node restarts: its progress.
+    me: Option<Joining>,
+    /// This node had files when it began to restart: it keeps them again after the copy.
+    files: bool,
+    /// After the copy: the sysfile and schema log wait until a local checkpoint with at least
+    /// this id is restorable.
+    hold: Option<u32>,
+    /// The dictionary the president sent, for the schema log once it is written.
+    dictionary: Vec<u8>,
+    /// As president: the node being let in.
+    admit: Option<Admit>,
+    /// Inclusions this node works on (INCL_NODEREQ).
+    incl: Vec<Incl>,
+    /// Fragment copies this node runs for a restarting node.
+    copies: Vec<Copy>,
+}
+
+#[derive(Debug)]
+struct Joining {
+    /// Peers that said they serve (CM_REGREQ).
+    started_peers: NodeSet,
+    /// The last START_PERMREQ: to whom, when.
+    asked: Option<(NodeId, Instant)>,
+    /// The node a refusal named president: asked next.
+    next_ask: Option<NodeId>,
+    /// The president that let it in, and the nodes whose COPY_FRAGCONF is still to come.
+    president: Option<NodeId>,
+    awaiting_copy: NodeSet,
+    /// Every COPY_FRAGCONF came; START_COPYCONF went to the president.
+    copied: bool,
+}
+
+#[derive(Debug)]
+struct Admit {
+    node: NodeId,
+    step: u16,
+    /// The nodes whose INCL_NODECONF is still to come.
+    awaiting: NodeSet,
+}
+
+#[derive(Debug)]
+struct Incl {
+    node: NodeId,
+    president: NodeId,
+    included: bool,
+    /// This node's transactions when the inclusion came: their chains lack the node.
+    before: Vec<TransId>,
+}
+
+/// A copy of this node's fragments to a restarting node.
+#[derive(Debug)]
+struct Copy {
+    node: NodeId,
+    /// (table, fragment) this node copies, and where the walk is.
+    fragments: Vec<(u32, u32)>,
+    at: usize,
+    slot: SlotId,
+    /// Rows passed over while a change of them was uncommitted.
+    deferred: Vec<(u32, u32, SlotId)>,
+    /// A COPY_ROWS payload being filled, or waiting for room in the send buffer.
+    frame: Vec<u8>,
+    rows: u64,
+}
+
+impl Kernel {
+    /// Sends CM_REGREQ on a new data-node link: whether this node served when it came up.
+    pub(crate) fn send_cm_regreq(&mut self, to: NodeId, started: bool, out: &mut dyn Outbox) {
+        let req = CmRegReq { started };
+        let header = data_node_header(gsn::CM_REGREQ, block::QMGR, block::QMGR);
+        self.unsent.send(out, to, header, &mut |b| req.encode(b));
+    }
+
+    /// A node restart's signals.
+    pub(crate) fn exec_node_restart_signal(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        payload: &[u8],
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) -> Result<(), ProtocolViolation> {
+        let node = |payload: &[u8]| -> Result<NodeId, ProtocolViolation> {
+            Ok(NodeId(FailRep::decode(payload)?.node))
+        };
+        match header.signal {
+            gsn::CM_REGREQ => self.exec_cm_regreq(from, CmRegReq::decode(payload)?, out, now),
+            gsn::START_PERMREQ => self.exec_start_permreq(from, out),
+            gsn::START_PERMREF => {
+                let refusal = StartPermRef::decode(payload)?;
+                tracing::info!(asked = %from, "node restart: not let in yet ({}); asking again", refusal.reason);
+                let president = NodeId(refusal.president);
+                if let Some(me) = self.node_restart.me.as_mut() {
+                    if president != from && self.qmgr.is_up(president) {
+                        // Asked at once: the president is the node the refusal names.
+                        me.next_ask = Some(president);
+                        me.asked = None;
+                        self.node_restart_timer(out, now);
+                    }
+                }
+            }
+            gsn::START_PERMCONF => {
+                self.exec_start_permconf(from, StartPermConf::decode(payload)?, out, now)
+            }
+            gsn::START_INFOCONF => self.exec_start_infoconf(from, out),
+            gsn::INCL_NODEREQ => self.exec_incl_nodereq(from, node(payload)?, out),
+            gsn::INCL_NODECONF => self.exec_incl_nodeconf(from, node(payload)?, out),
+            gsn::COPY_FRAGREQ => self.exec_copy_fragreq(node(payload)?),
+            gsn::COPY_ROWS => self.exec_copy_rows(from, payload)?,
+            gsn::COPY_FRAGCONF => self.exec_copy_fragconf(from, out),
+            gsn::START_COPYCONF => self.exec_start_copyconf(from, out),
+            gsn::NODE_STARTED_REP => self.exec_node_started_rep(node(payload)?),
+            other => return Err(ProtocolViolation(format!("unknown signal {other}"))),
+        }
+        Ok(())
+    }
+
+    /// CM_REGREQ: whether the peer serves. A start without files waits for every peer's; a
+    /// node that does not serve and hears one that does joins by node restart; a failed node
+    /// that says it restarts may be let in; one that says it serves was declared failed
+    /// without knowing it, and is told so.
+    fn exec_cm_regreq(&mut self, from: NodeId, req: CmRegReq, out: &mut dyn Outbox, now: Instant) {
+        if self.qmgr.failed.contains(from) {
+            if !self.qmgr.started() && self.node_restart.me.is_none() {
+                return;
+            }
+            if req.started {
+                let rep = FailRep { node: from.0 };
+                let frame = data_node_header(gsn::NODE_FAILREP, block::QMGR, block::QMGR);
+                self.unsent.send(out, from, frame, &mut |b| rep.encode(b));
+                out.declare_failed(
+                    from,
+                    "the cluster declared it failed, and it still takes itself for a member".into(),
+                );
+            } else {
+                tracing::info!(node = %from, "data node restarts and asks to rejoin");
+                self.qmgr.joining.insert(from);
+                self.incl_progress(out);
+            }
+            return;
+        }
+        if !self.qmgr.is_up(from) {
+            return;
+        }
+        if !req.started {
+            self.qmgr.registered.insert(from);
+            self.qmgr.try_start_all_registered();
+            return;
+        }
+        if self.qmgr.started() {
+            return;
+        }
+        if self.node_restart.me.is_none() {
+            self.begin_node_restart(from);
+        }
+        if let Some(me) = self.node_restart.me.as_mut() {
+            me.started_peers.insert(from);
+        }
+        self.node_restart_timer(out, now);
+    }
+
+    /// This node learnt that the cluster serves: it joins by node restart. Files it had are
+    /// older than the cluster's rows, and go.
+    fn begin_node_restart(&mut self, peer: NodeId) {
+        tracing::warn!(node = %peer, "data node {peer} serves: this node joins the running cluster by node restart (copying every row from live replicas)");
+        if self.restart.take().is_some() {
+            self.node_restart.files = true;
+            let parts = self.durability.no_of_fragment_log_parts;
+            let dirs = ["D1".to_string(), "D2".to_string(), "LCP".to_string()];
+            for path in dirs.into_iter().chain((0..parts).map(part_dir)) {
+                let path = path.split('/').next().unwrap_or_default().to_string();
+                self.fs.push(FsOp::Remove { path }, FsWait::Nothing);
+            }
+            self.lqh.redo = None;
+            self.dict_log = DictLog::default();
+        }
+        self.qmgr.hold_start();
+        self.node_restart.me = Some(Joining {
+            started_peers: NodeSet::new(),
+            asked: None,
+            next_ask: None,
+            president: None,
+            awaiting_copy: NodeSet::new(),
+            copied: false,
+        });
+    }
+
+    /// The timer: a restarting node not let in yet asks the lowest started node it knows (the
+    /// president, once it knows them all); a copy waiting for rows to commit or for room in a
+    /// send buffer goes on; an inclusion waiting for transactions to end checks them.
+    pub(crate) fn node_restart_timer(&mut self, out: &mut dyn Outbox, now: Instant) {
+        if let Some(me) = self.node_restart.me.as_mut() {
+            let due = me.asked.is_none_or(|(_, at)| now >= at + ASK_AGAIN);
+            if me.president.is_none() && due {
+                let next = me.next_ask.take().filter(|&n| self.qmgr.is_up(n));
+                if let Some(president) = next.or_else(|| me.started_peers.iter().next()) {
+                    me.asked = Some((president, now));
+                    let header = data_node_header(gsn::START_PERMREQ, block::QMGR, block::QMGR);
+                    self.unsent.send(out, president, header, &mut |_| {});
+                }
+            }
+        }
+        if !self.node_restart.incl.is_empty() {
+            self.incl_progress(out);
+        }
+        if !self.node_restart.copies.is_empty() {
+            self.jobs.push_back(Signal::CopyStep);
+        }
+    }
+
+    fn send_to(&mut self, to: NodeId, signal: u16, node: Option<NodeId>, out: &mut dyn Outbox) {
+        let header = data_node_header(signal, block::QMGR, block::QMGR);
+        let rep = node.map(|n| FailRep { node: n.0 });
+        self.unsent.send(out, to, header, &mut |b| {
+            if let Some(rep) = rep {
+                rep.encode(b)
+            }
+        });
+    }
+
+    /// START_PERMREQ at the president: let `from` in, unless something else runs.
+    fn exec_start_permreq(&mut self, from: NodeId, out: &mut dyn Outbox) {
+        let busy = if !self.qmgr.started() || self.qmgr.master() != self.me {
+            Some(format!(
+                "data node {} is not the president; ask data node {}",
+                self.me,
+                self.qmgr.master()
+            ))
+        } else if !self.qmgr.joining.contains(from) {
+            Some("its CM_REGREQ has not come here".to_string())
+        } else if let Some(admit) = &self.node_restart.admit {
+            (admit.node != from).then(|| format!("data node {} restarts now", admit.node))
+        } else if self.schema_busy() {
+            Some("a schema change runs".to_string())
+        } else {
+            None
+        };
+        if let Some(why) = busy {
+            let refusal = StartPermRef {
+                president: self.qmgr.master().0,
+                reason: why,
+            };
+            let header = data_node_header(gsn::START_PERMREF, block::QMGR, block::QMGR);
+            self.unsent
+                .send(out, from, header, &mut |b| refusal.encode(b));
+            return;
+        }
+        if self.node_restart.admit.is_some() {
+            return;
+        }
+        let alive: NodeSet = self.qmgr.alive().collect();
+        tracing::info!(node = %from, "node restart of data node {from}: letting it in");
+        self.node_restart.admit = Some(Admit {
+            node: from,
+            step: gsn::START_PERMCONF,
+            awaiting: NodeSet::new(),
+        });
+        let conf = StartPermConf {
+            gci: self.gcp.current,
+            alive: alive.words(),
+            rejoined: self.qmgr.rejoined.iter().map(|n| n.0).collect(),
+            dictionary: self.dict_log.records().to_vec(),
+        };
+        let header = data_node_header(gsn::START_PERMCONF, block::QMGR, block::QMGR);
+        self.unsent.send(out, from, header, &mut |b| conf.encode(b));
+    }
+
+    /// START_PERMCONF at the restarting node: it replays the dictionary and joins the epoch.
+    fn exec_start_permconf(
+        &mut self,
+        from: NodeId,
+        conf: StartPermConf,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        let Some(me) = self.node_restart.me.as_ref() else {
+            return;
+        };
+        if me.president.is_some() {
+            return;
+        }
+        let mut offset = 0;
+        let mut tables = 0;
+        loop {
+            match format::read_record(&conf.dictionary, offset) {
+                Next::Record(record) if record.kind == kind::SCHEMA => {
+                    let replayed = SchemaChange::decode(record.payload)
+                        .map_err(|e| e.to_string())
+                        .and_then(|change| {
+                            self.replay_schema_change(&change, out, now)
+                                .map_err(|e| e.to_string())
+                        });
+                    if let Err(why) = replayed {
+                        return self.node_restart_fails(format!(
+                            "the dictionary from data node {from}, at byte {offset}: {why}"
+                        ));
+                    }
+                    tables += 1;
+                    offset = record.next;
+                }
+                Next::End => break,
+                Next::Record(record) => {
+                    return self.node_restart_fails(format!(
+                    "the dictionary from data node {from}, at byte {offset}: a record of kind {}",
+                    record.kind
+                ))
+                }
+                Next::Bad(why) => {
+                    return self.node_restart_fails(format!(
+                        "the dictionary from data node {from}, at byte {offset}: {why}"
+                    ))
+                }
+            }
+        }
+        let mut awaiting = NodeSet::from_words(conf.alive);
+        awaiting.remove(self.me);
+        self.qmgr.adopt_alive(awaiting);
+        tracing::info!(president = %from, schema_changes = tables, copy_from = ?awaiting, "node restart: dictionary copied; waiting to be included");
+        self.gcp.current = self.gcp.current.max(conf.gci);
+        // Chains as every other node orders them: the nodes that rejoined before, then this
+        // one, last; and this node reads nothing of its own until it is started.
+        self.qmgr.rejoined = conf.rejoined.iter().map(|&n| NodeId(n)).collect();
+        self.qmgr.rejoined.retain(|&n| n != self.me);
+        self.qmgr.rejoined.push(self.me);
+        self.qmgr.copying.insert(self.me);
+        self.node_restart.dictionary = conf.dictionary;
+        self.lqh.copying = true;
+        self.qmgr.beating = true;
+        if let Some(me) = self.node_restart.me.as_mut() {
+            me.president = Some(from);
+            me.awaiting_copy = awaiting;
+        }
+        self.send_to(from, gsn::START_INFOCONF, None, out);
+    }
+
+    /// START_INFOCONF at the president: every live node includes the restarting one.
+    fn exec_start_infoconf(&mut self, from: NodeId, out: &mut dyn Outbox) {
+        let alive: NodeSet = self.qmgr.alive().collect();
+        let Some(admit) = self.node_restart.admit.as_mut() else {
+            return;
+        };
+        if admit.node != from || admit.step != gsn::START_PERMCONF {
+            return;
+        }
+        admit.step = gsn::INCL_NODEREQ;
+        admit.awaiting = alive;
+        for node in alive.iter() {
+            if node == self.me {
+                self.exec_incl_nodereq(self.me, from, out);
+            } else {
+                self.send_to(node, gsn::INCL_NODEREQ, Some(from), out);
+            }
+        }
+    }
+
+    /// INCL_NODEREQ: include `node` once its link is here, and confirm once this node's
+    /// transactions from before have ended.
+    fn exec_incl_nodereq(&mut self, president: NodeId, node: NodeId, out: &mut dyn Outbox) {
+        if node == self.me {
+            return;
+        }
+        let before = self.tc.transaction_ids();
+        self.node_restart.incl.push(Incl {
+            node,
+            president,
+            included: false,
+            before,
+        });
+        self.incl_progress(out);
+    }
+
+    /// Inclusions go on: a node whose link and CM_REGREQ are here joins the chains; a node
+    /// included here whose transactions from before have ended is confirmed.
+    fn incl_progress(&mut self, out: &mut dyn Outbox) {
+        let mut confirmed = Vec::new();
+        let mut incl = std::mem::take(&mut self.node_restart.incl);
+        incl.retain_mut(|i| {
+            if !i.included && self.qmgr.joining.contains(i.node) {
+                i.included = true;
+                let node = i.node;
+                self.qmgr.joining.remove(node);
+                self.qmgr.failed.remove(node);
+                self.qmgr.copying.insert(node);
+                self.qmgr.rejoined.retain(|&n| n != node);
+                self.qmgr.rejoined.push(node);
+                self.qmgr.include(node);
+                self.gcp.forget_failed(node);
+                tracing::info!(node = %node, "data node {node} included: it takes writes (last in every chain) and global checkpoints while its fragments are copied");
+            }
+            i.before.retain(|&t| self.tc.has_transaction(t));
+            if i.included && i.before.is_empty() {
+                confirmed.push((i.president, i.node));
+                return false;
+            }
+            true
+        });
+        incl.append(&mut self.node_restart.incl);
+        self.node_restart.incl = incl;
+        for (president, node) in confirmed {
+            if president == self.me {
+                self.exec_incl_nodeconf(self.me, node, out);
+            } else {
+                self.send_to(president, gsn::INCL_NODECONF, Some(node), out);
+            }
+        }
+    }
+
+    /// INCL_NODECONF at the president: once every live node included the node, each copies
+    /// its fragments to it.
+    fn exec_incl_nodeconf(&mut self, from: NodeId, node: NodeId, out: &mut dyn Outbox) {
+        let Some(admit) = self.node_restart.admit.as_mut() else {
+            return;
+        };
+        if admit.node != node || admit.step != gsn::INCL_NODEREQ {
+            return;
+        }
+        admit.awaiting.remove(from);
+        if !admit.awaiting.is_empty() {
+            return;
+        }
+        admit.step = gsn::COPY_FRAGREQ;
+        tracing::info!(node = %node, "node restart of data node {node}: every node included it; copying its fragments");
+        let sources: Vec<NodeId> = self.qmgr.alive().filter(|&n| n != node).collect();
+        for source in sources {
+            if source == self.me {
+                self.exec_copy_fragreq(node);
+            } else {
+                self.send_to(source, gsn::COPY_FRAGREQ, Some(node), out);
+            }
+        }
+    }
+
+    /// COPY_FRAGREQ: copy to `node` every fragment where this node precedes it in the chain.
+    fn exec_copy_fragreq(&mut self, node: NodeId) {
+        let mut fragments = Vec::new();
+        for table_id in self.dict.table_ids() {
+            let count = self.lqh.fragments.get(&table_id).map_or(0, Vec::len) as u32;
+            for fragment in 0..count {
+                let chain: Vec<NodeId> = self
+                    .qmgr
+                    .chain_order(self.dih.replicas(fragment))
+                    .into_iter()
+                    .filter(|&n| self.qmgr.is_alive(n))
+                    .collect();
+                let before = chain
+                    .iter()
+                    .position(|&n| n == node)
+                    .and_then(|at| at.checked_sub(1).and_then(|p| chain.get(p).copied()));
+                if before == Some(self.me) {
+                    fragments.push((table_id, fragment));
+                }
+            }
+        }
+        tracing::info!(node = %node, fragments = fragments.len(), "copying fragments to restarting data node {node}");
+        self.node_restart.copies.push(Copy {
+            node,
+            fragments,
+            at: 0,
+            slot: 0,
+            deferred: Vec::new(),
+            frame: Vec::new(),
+            rows: 0,
+        });
+        self.jobs.push_back(Signal::CopyStep);
+    }
+
+    /// One step of every copy: up to a few COPY_ROWS frames each. A copy whose frame finds
+    /// the send buffer full, or whose last rows wait for a commit, goes on at the next timer.
+    pub(crate) fn copy_step(&mut self, out: &mut dyn Outbox) {
+        let mut copies = std::mem::take(&mut self.node_restart.copies);
+        copies.retain_mut(|copy| self.copy_some(copy, out));
+        copies.append(&mut self.node_restart.copies);
+        self.node_restart.copies = copies;
+    }
+
+    /// Goes on with one copy; false once it is done (or its node is gone).
+    fn copy_some(&mut self, copy: &mut Copy, out: &mut dyn Outbox) -> bool {
+        for _ in 0..COPY_FRAMES_PER_STEP {
+            if !copy.frame.is_empty() {
+                let header = data_node_header(gsn::COPY_ROWS, block::DBLQH, block::DBLQH);
+                let frame = &copy.frame;
+                match out.send(copy.node, header, &mut |b| b.extend_from_slice(frame)) {
+                    Ok(()) => copy.frame.clear(),
+                    Err(SendFailure::Overloaded) => return true,
+                    Err(SendFailure::Gone) => return false,
+                }
+            }
+            let walked = self.fill_copy_frame(copy);
+            if copy.frame.is_empty() && walked {
+                if !copy.deferred.is_empty() {
+                    // Rows with uncommitted changes: again at the next timer.
+                    return true;
+                }
+                tracing::info!(node = %copy.node, rows = copy.rows, "fragments copied to restarting data node {}", copy.node);
+                self.send_to(copy.node, gsn::COPY_FRAGCONF, None, out);
+                return false;
+            }
+        }
+        self.jobs.push_back(Signal::CopyStep);
+        true
+    }
+
+    /// Fills the copy's frame with committed rows from where its walk stopped, then with the
+    /// deferred rows whose change has ended. True when the walk has passed every row.
+    fn fill_copy_frame(&mut self, copy: &mut Copy) -> bool {
+        let gci = self.gcp.current;
+        while copy.frame.len() < COPY_FRAME_BYTES {
+            let Some(&(table_id, fragment)) = copy.fragments.get(copy.at) else {
+                break;
+            };
+            let Some(rows) = self
+                .lqh
+                .fragments
+                .get(&table_id)
+                .and_then(|f| f.get(fragment as usize))
+                .map(|f| &f.rows)
+            else {
+                copy.at += 1;
+                copy.slot = 0;
+                continue;
+            };
+            if copy.slot >= rows.id_end() {
+                copy.at += 1;
+                copy.slot = 0;
+                continue;
+            }
+            let id = copy.slot;
+            copy.slot += 1;
+            let Some(slot) = rows.slot(id) else { continue };
+            if slot.pending.is_some() {
+                copy.deferred.push((table_id, fragment, id));
+                continue;
+            }
+            if let Some(row) = slot.committed.as_ref() {
+                let change = RowChange {
+                    table_id,
+                    table_version: 0,
+                    fragment,
+                    key: &slot.key,
+                    row: Some(row.encoded()),
+                };
+                format::append_record(&mut copy.frame, gci, kind::PUT, |b| change.encode(b));
+                copy.rows += 1;
+            }
+        }
+        if copy.at < copy.fragments.len() {
+            return false;
+        }
+        let mut deferred = std::mem::take(&mut copy.deferred);
+        deferred.retain(|&(table_id, fragment, id)| {
+            if copy.frame.len() >= COPY_FRAME_BYTES {
+                return true;
+            }
+            let Some(slot) = self
+                .lqh
+                .fragments
+                .get(&table_id)
+                .and_then(|f| f.get(fragment as usize))
+                .and_then(|f| f.rows.slot(id))
+            else {
+                return false;
+            };
+            if slot.pending.is_some() {
+                return true;
+            }
+            if let Some(row) = slot.committed.as_ref() {
+                let change = RowChange {
+                    table_id,
+                    table_version: 0,
+                    fragment,
+                    key: &slot.key,
+                    row: Some(row.encoded()),
+                };
+                format::append_record(&mut copy.frame, gci, kind::PUT, |b| change.encode(b));
+                copy.rows += 1;
+            }
+            false
+        });
+        copy.deferred = deferred;
+        true
+    }
+
+    /// COPY_ROWS at the restarting node: each row's committed image is installed.
+    fn exec_copy_rows(&mut self, from: NodeId, payload: &[u8]) -> Result<(), ProtocolViolation> {
+        if self.node_restart.me.is_none() {
+            return Err(ProtocolViolation(format!(
+                "COPY_ROWS from data node {from}, and this node does not restart"
+            )));
+        }
+        let mut offset = 0;
+        loop {
+            match format::read_record(payload, offset) {
+                Next::Record(record) if record.kind == kind::PUT => {
+                    let change = RowChange::decode(record.payload, record.kind)?;
+                    if let Err(e) = self.lqh.restore_change(&self.dict, &change) {
+                        self.node_restart_fails(format!(
+                            "a row copied from data node {from} (table {}, fragment {}): {e}",
+                            change.table_id, change.fragment
+                        ));
+                        return Ok(());
+                    }
+                    offset = record.next;
+                }
+                Next::End => return Ok(()),
+                Next::Record(record) => {
+                    return Err(ProtocolViolation(format!(
+                        "COPY_ROWS: a record of kind {} at byte {offset}",
+                        record.kind
+                    )))
+                }
+                Next::Bad(why) => {
+                    return Err(ProtocolViolation(format!(
+                        "COPY_ROWS: at byte {offset}: {why}"
+                    )))
+                }
+            }
+        }
+    }
+
+    /// COPY_FRAGCONF at the restarting node: once every source is done, the president hears
+    /// it. The ordered indexes are built over the copied rows, and (with files) a redo log and
+    /// a local checkpoint start.
+    fn exec_copy_fragconf(&mut self, from: NodeId, out: &mut dyn Outbox) {
+        let Some(me) = self.node_restart.me.as_mut() else {
+            return;
+        };
+        me.awaiting_copy.remove(from);
+        if !me.awaiting_copy.is_empty() || me.copied {
+            return;
+        }
+        me.copied = true;
+        let president = me.president.unwrap_or(from);
+        self.lqh.copying = false;
+        if let Err(e) = self.lqh.rebuild_ordered_indexes(&self.dict) {
+            return self.node_restart_fails(format!("building the ordered indexes: {e}"));
+        }
+        if self.node_restart.files {
+            let me = u32::from(self.me.0);
+            self.lqh.redo = Some(Redo::new(me, &self.durability, &[]));
+            self.lcps = Lcps::new(self.durability.time_between_local_checkpoints, 0, 0);
+            self.lcps.start_now = true;
+            self.node_restart.hold = Some(1);
+            tracing::info!("node restart: every fragment copied; a redo log and a local checkpoint start (the schema log and sysfile are written once it is restorable)");
+        } else {
+            tracing::info!("node restart: every fragment copied");
+        }
+        self.send_to(president, gsn::START_COPYCONF, None, out);
+    }
+
+    /// START_COPYCONF at the president: the node is started, everywhere.
+    fn exec_start_copyconf(&mut self, from: NodeId, out: &mut dyn Outbox) {
+        if self
+            .node_restart
+            .admit
+            .as_ref()
+            .is_none_or(|a| a.node != from)
+        {
+            return;
+        }
+        self.node_restart.admit = None;
+        let alive: Vec<NodeId> = self.qmgr.alive().collect();
+        for node in alive {
+            if node == self.me {
+                self.exec_node_started_rep(from);
+            } else {
+                self.send_to(node, gsn::NODE_STARTED_REP, Some(from), out);
+            }
+        }
+    }
+
+    /// NODE_STARTED_REP: `node` restarted; it is read from like any replica.
+    fn exec_node_started_rep(&mut self, node: NodeId) {
+        self.qmgr.copying.remove(node);
+        if node == self.me && self.node_restart.me.take().is_some() {
+            self.qmgr.set_started();
+            tracing::info!(
+                gci = self.gcp.current,
+                "node restart complete: data node {node} started"
+            );
+        } else if node != self.me {
+            tracing::info!(node = %node, "data node {node} started (node restart)");
+        }
+    }
+
+    /// COPY_GCIREQ at a restarted node whose copied rows are not yet in a restorable local
+    /// checkpoint: no sysfile is written (a system restart must not take this node's files
+    /// for a copy of the cluster's). True when the sysfile waits so.
+    pub(crate) fn sysfile_held(&mut self, gci: u64) -> bool {
+        let Some(first) = self.node_restart.hold else {
+            return false;
+        };
+        self.gcp.restorable = self.gcp.restorable.max(gci_hi(gci));
+        self.lcp_promote();
+        if self.lcps.promoted >= first {
+            self.node_restart.hold = None;
+            let records = std::mem::take(&mut self.node_restart.dictionary);
+            self.dict_log = DictLog::with_records(u32::from(self.me.0), records);
+            self.dict_log.set_compact_after(self.schema_compact_after);
+            tracing::info!(lcp = self.lcps.promoted, "node restart: the local checkpoint after the copy is restorable; the schema log and sysfile are written from the next global checkpoint");
+        }
+        true
+    }
+
+    /// True while the president must not let a node in: a schema change or index build runs.
+    fn schema_busy(&self) -> bool {
+        self.schema.is_busy() || !self.builds.running.is_empty()
+    }
+
+    /// True while a node restart runs here as president (schema changes wait: NDB's 711).
+    pub(crate) fn node_restart_running(&self) -> bool {
+        self.node_restart.admit.is_some()
+    }
+
+    /// The restart cannot go on: this node stops, and may be started again.
+    fn node_restart_fails(&mut self, why: String) {
+        let why = format!("error 2303: System error, node killed during node restart: {why}");
+        tracing::error!("{why}");
+        self.fatal.get_or_insert(why);
+    }
+
+    /// A data node failed (NODE_FAILREP in QMGR): a restart it took part in ends.
+    pub(crate) fn node_restart_node_failed(&mut self, node: NodeId) {
+        if self.node_restart.me.is_some() {
+            return self.node_restart_fails(format!(
+                "data node {node} failed while this node restarted; start it again"
+            ));
+        }
+        self.node_restart_link_lost(node);
+        if let Some(admit) = &self.node_restart.admit {
+            if admit.awaiting.contains(node) || admit.node == node {
+                tracing::warn!(node = %admit.node, failed = %node, "node restart of data node {} ends: data node {node} failed", admit.node);
+                self.node_restart.admit = None;
+            }
+        }
+    }
+
+    /// A data node's link closed: what waited for it ends (an inclusion, a copy to it, its
+    /// admission).
+    pub(crate) fn node_restart_link_lost(&mut self, node: NodeId) {
+        self.qmgr.joining.remove(node);
+        self.qmgr.copying.remove(node);
+        self.node_restart.incl.retain(|i| i.node != node);
+        self.node_restart.copies.retain(|c| c.node != node);
+        if self
+            .node_restart
+            .admit
+            .as_ref()
+            .is_some_and(|a| a.node == node)
+        {
+            tracing::warn!(node = %node, "node restart of data node {node} ends: its link closed");
+            self.node_restart.admit = None;
+        }
+    }
+}

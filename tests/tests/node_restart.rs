@@ -1,0 +1,283 @@
+//! Proves that a data node killed with SIGKILL rejoins the running cluster by node restart
+//! (with files and without), while transfers, inserts and deletes run: it copies every row
+//! from its live replica, its rows then equal the live replica's key by key, and with the
+//! other replica killed afterwards it alone serves every row with the bank total intact.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rndb_api::{
+    AbortOption, Cluster, ColumnDef, ColumnType, ConnectOptions, Error, ExecType, LockMode, NodeId,
+    ScanOptions, Table, TableDef, Value,
+};
+use rndb_tests::ops::{insert_committed, recreate_table};
+use rndb_tests::{wait_until, ClusterSpec, TestCluster, START_TIMEOUT};
+
+/// Accounts moved between by the transfers, and what each holds at the start.
+const ACCOUNT_COUNT: u32 = 200;
+const OPENING_BALANCE: i64 = 1000;
+/// Keys the insert/delete thread toggles, from this id on.
+const TOGGLED_FIRST: u32 = 10_000;
+const TOGGLED_COUNT: u32 = 200;
+/// Transfer threads.
+const TRANSFER_THREADS: u64 = 4;
+/// How long a restart may take at most.
+const RESTART_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a request may wait for its answer.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The replica indexes of `read_from_replica`.
+const PRIMARY: usize = 0;
+const BACKUP: usize = 1;
+
+fn accounts_def() -> TableDef {
+    TableDef::new(
+        "accounts",
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("balance", ColumnType::Int64),
+        ],
+    )
+}
+
+fn key(id: u32) -> [Value; 1] {
+    [Value::UInt32(id)]
+}
+
+fn balance(row: &[Value]) -> i64 {
+    match row.get(1) {
+        Some(Value::Int64(b)) => *b,
+        other => panic!("balance column holds {other:?}"),
+    }
+}
+
+fn connect(cluster: &TestCluster) -> Cluster {
+    cluster
+        .connect_with(ConnectOptions {
+            request_timeout: REQUEST_TIMEOUT,
+            connect_timeout: START_TIMEOUT,
+            ..ConnectOptions::default()
+        })
+        .expect("connect an API node")
+}
+
+/// Moves `amount` from one account to another in one transaction.
+fn transfer(api: &Cluster, table: &Table, from: u32, to: u32, amount: i64) -> Result<(), Error> {
+    let mut transaction = api.start_transaction()?;
+    let from_op = transaction.read(table, &key(from), LockMode::Exclusive)?;
+    let to_op = transaction.read(table, &key(to), LockMode::Exclusive)?;
+    transaction.execute(ExecType::NoCommit)?;
+    let read = |op| balance(transaction.row(op).expect("a locked read returns its row"));
+    let (from_balance, to_balance) = (read(from_op), read(to_op));
+    transaction.update(
+        table,
+        &key(from),
+        &[(1, Value::Int64(from_balance - amount))],
+    )?;
+    transaction.update(table, &key(to), &[(1, Value::Int64(to_balance + amount))])?;
+    transaction.execute(ExecType::Commit)
+}
+
+/// Transfers between random accounts until `stop`; temporary errors (the node failure and
+/// restart among them) are retried. Returns the commits.
+fn transfer_until(api: &Cluster, table: &Table, seed: u64, stop: &AtomicBool) -> u64 {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = |bound: u32| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % u64::from(bound)) as u32
+    };
+    let mut committed = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let (from, to) = (next(ACCOUNT_COUNT), next(ACCOUNT_COUNT));
+        if from == to {
+            continue;
+        }
+        match transfer(api, table, from, to, i64::from(next(100))) {
+            Ok(()) => committed += 1,
+            Err(e) if e.is_temporary() => {}
+            Err(e) => panic!("transfer {from} → {to}: {e}"),
+        }
+    }
+    committed
+}
+
+/// Inserts and deletes the toggled keys in turn until `stop`: updates and deletes of rows the
+/// restarting node does not have yet, and inserts of rows the copy may or may not bring.
+fn toggle_until(api: &Cluster, table: &Table, stop: &AtomicBool) -> u64 {
+    let mut done = 0;
+    let mut id = TOGGLED_FIRST;
+    while !stop.load(Ordering::Relaxed) {
+        let result = (|| -> Result<(), Error> {
+            let mut transaction = api.start_transaction()?;
+            let op = transaction.read(table, &key(id), LockMode::Exclusive)?;
+            transaction.execute_with(ExecType::NoCommit, AbortOption::IgnoreError)?;
+            match transaction.op_error(op) {
+                None => transaction.delete(table, &key(id))?,
+                Some(e) if e.code == 626 => {
+                    transaction.insert(table, &[Value::UInt32(id), Value::Int64(i64::from(id))])?
+                }
+                Some(e) => return Err(Error::Ndb(e.clone())),
+            };
+            transaction.execute(ExecType::Commit)
+        })();
+        match result {
+            Ok(()) => done += 1,
+            Err(e) if e.is_temporary() => {}
+            Err(e) => panic!("toggle key {id}: {e}"),
+        }
+        id = TOGGLED_FIRST + (id - TOGGLED_FIRST + 7) % TOGGLED_COUNT;
+    }
+    done
+}
+
+/// Every row of the table read from replica `replica`, by key.
+fn replica_rows(api: &Cluster, table: &Table, replica: usize) -> BTreeMap<u32, i64> {
+    let ids: Vec<u32> = (0..ACCOUNT_COUNT)
+        .chain(TOGGLED_FIRST..TOGGLED_FIRST + TOGGLED_COUNT)
+        .collect();
+    let mut rows = BTreeMap::new();
+    for chunk in ids.chunks(100) {
+        let mut transaction = api.start_transaction().expect("start");
+        let ops: Vec<_> = chunk
+            .iter()
+            .map(|&id| {
+                transaction
+                    .read_from_replica(table, &key(id), replica)
+                    .expect("define a replica read")
+            })
+            .collect();
+        transaction
+            .execute_with(ExecType::Commit, AbortOption::IgnoreError)
+            .unwrap_or_else(|e| panic!("read from replica {replica}: {e}"));
+        for (&id, op) in chunk.iter().zip(ops) {
+            match transaction.op_error(op) {
+                None => {
+                    let row = transaction.row(op).expect("a read row");
+                    rows.insert(id, balance(row));
+                }
+                Some(e) if e.code == 626 => {}
+                Some(e) => panic!("read key {id} from replica {replica}: {e}"),
+            }
+        }
+    }
+    rows
+}
+
+/// The sum of balances of the accounts, and the rows, by a committed-read scan.
+fn scan_accounts(api: &Cluster, table: &Table) -> (i64, usize) {
+    let mut transaction = api.start_transaction().expect("start");
+    let mut total = 0;
+    let mut count = 0;
+    let rows = transaction
+        .scan_table(table, &ScanOptions::default())
+        .expect("scan");
+    for row in rows {
+        let row = row.expect("a scanned row");
+        if let Some(Value::UInt32(id)) = row.first() {
+            if *id < ACCOUNT_COUNT {
+                total += balance(&row);
+                count += 1;
+            }
+        }
+    }
+    (total, count)
+}
+
+/// Node 2 of a two-node group is killed and restarted (`with_files` or Diskless) while the
+/// workload runs; then it must equal node 1, and serve alone once node 1 is killed.
+fn node_restart_under_load(spec: ClusterSpec) {
+    let mut cluster = TestCluster::start(spec).expect("start two data nodes");
+    let api = connect(&cluster);
+    let table = recreate_table(&api, &accounts_def()).expect("create accounts");
+    let rows: Vec<Vec<Value>> = (0..ACCOUNT_COUNT)
+        .map(|id| vec![Value::UInt32(id), Value::Int64(OPENING_BALANCE)])
+        .collect();
+    insert_committed(&api, &table, &rows).expect("open the accounts");
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let mut workers: Vec<_> = (0..TRANSFER_THREADS)
+            .map(|seed| {
+                let (api, table, stop) = (&api, &table, &stop);
+                scope.spawn(move || transfer_until(api, table, seed, stop))
+            })
+            .collect();
+        let (api_ref, table_ref, stop_ref) = (&api, &table, &stop);
+        workers.push(scope.spawn(move || toggle_until(api_ref, table_ref, stop_ref)));
+        let restarted = (|| {
+            cluster.kill_node(NodeId(2))?;
+            cluster.restart_node(NodeId(2))?;
+            wait_until("node 2's node restart", RESTART_TIMEOUT, || {
+                Ok(cluster
+                    .log(NodeId(2))
+                    .contains("node restart complete")
+                    .then_some(()))
+            })
+        })();
+        stop.store(true, Ordering::Relaxed);
+        let done: Vec<u64> = workers
+            .into_iter()
+            .map(|w| w.join().expect("a worker panicked"))
+            .collect();
+        eprintln!("commits per worker: {done:?}");
+        if let Err(e) = restarted {
+            panic!("{e:#}\n--- node 2 ---\n{}", cluster.log(NodeId(2)));
+        }
+        assert!(
+            done.iter().all(|&n| n > 0),
+            "every worker committed: {done:?}"
+        );
+    });
+    // An API node connected now uses node 2 again (the first one holds it failed).
+    let fresh = connect(&cluster);
+    let on_primary = replica_rows(&fresh, &table, PRIMARY);
+    let on_backup = replica_rows(&fresh, &table, BACKUP);
+    assert_eq!(on_primary.len(), on_backup.len(), "rows on each replica");
+    for (id, value) in &on_primary {
+        assert_eq!(
+            on_backup.get(id),
+            Some(value),
+            "key {id}: the restarted node differs from the live replica"
+        );
+    }
+    cluster.kill_node(NodeId(1)).expect("kill node 1");
+    let (total, count) = wait_until("node 2 to serve alone", RESTART_TIMEOUT, || {
+        let mut transaction = fresh.start_transaction()?;
+        let probe = transaction.read(&table, &key(0), LockMode::CommittedRead)?;
+        let _ = probe;
+        match transaction.execute(ExecType::Commit) {
+            Ok(()) => Ok(Some(scan_accounts(&fresh, &table))),
+            Err(e) if e.is_temporary() => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    })
+    .expect("node 2 serves alone");
+    assert_eq!(
+        count, ACCOUNT_COUNT as usize,
+        "every account, on node 2 alone"
+    );
+    assert_eq!(
+        total,
+        i64::from(ACCOUNT_COUNT) * OPENING_BALANCE,
+        "no transfer lost or half applied on the restarted node"
+    );
+}
+
+fn spec() -> ClusterSpec {
+    ClusterSpec::new()
+        .data_nodes(2)
+        .replicas(2)
+        .api_slots(4)
+        .deadlock_timeout_ms(200)
+}
+
+#[test]
+fn a_killed_data_node_with_files_rejoins_under_load_and_holds_every_row() {
+    node_restart_under_load(spec());
+}
+
+#[test]
+fn a_killed_diskless_data_node_rejoins_under_load_and_holds_every_row() {
+    node_restart_under_load(spec().data_node_param("Diskless", "1"));
+}
