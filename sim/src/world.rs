@@ -1189,6 +1189,13 @@ impl World {
         if self.kernels.contains_key(&node) || self.shared.stopping {
             return;
         }
+        // As a data node's listener admits a node id once its old link has closed: a peer
+        // that has not yet seen the crash (a slow link still draining) is waited for.
+        if self.kernels.values().any(|k| !k.has_failed(node)) {
+            let at = self.now_ns + DETECT_NS_MAX;
+            self.schedule_fault(at, Planned::NodeRestart(node));
+            return;
+        }
         let Some(config) = self.config.data_node(node).cloned() else {
             return;
         };

@@ -70,8 +70,6 @@ pub(crate) struct NodeRestarts {
     /// After the copy: the sysfile and schema log wait until a local checkpoint with at least
     /// this id is restorable.
     hold: Option<u32>,
-    /// The dictionary the president sent, for the schema log once it is written.
-    dictionary: Vec<u8>,
     /// As president: the node being let in.
     admit: Option<Admit>,
     /// Inclusions this node works on (INCL_NODEREQ).
@@ -387,7 +385,9 @@ impl Kernel {
         self.qmgr.rejoined.retain(|&n| n != self.me);
         self.qmgr.rejoined.push(self.me);
         self.qmgr.copying.insert(self.me);
-        self.node_restart.dictionary = conf.dictionary;
+        // The dictionary as this node's own schema records: what it sends a node that
+        // restarts after it, and what its schema log will hold.
+        self.dict_log.set_records(conf.dictionary);
         self.lqh.copying = true;
         self.qmgr.beating = true;
         if let Some(me) = self.node_restart.me.as_mut() {
@@ -757,7 +757,7 @@ impl Kernel {
         self.lcp_promote();
         if self.lcps.promoted >= first {
             self.node_restart.hold = None;
-            let records = std::mem::take(&mut self.node_restart.dictionary);
+            let records = self.dict_log.records().to_vec();
             self.dict_log = DictLog::with_records(u32::from(self.me.0), records);
             self.dict_log.set_compact_after(self.schema_compact_after);
             tracing::info!(lcp = self.lcps.promoted, "node restart: the local checkpoint after the copy is restorable; the schema log and sysfile are written from the next global checkpoint");
