@@ -224,6 +224,12 @@ impl Server {
                                 s.address, s.pid
                             ));
                         }
+                        // Reserved so that a node asking for any id does not get this one
+                        // before this node's first report (an explicit id is not refused for a
+                        // reservation: a node restarted at once must get its id back).
+                        if let Some(node) = state.data.get_mut(&id) {
+                            node.reserved_until = Some(Instant::now() + RESERVATION);
+                        }
                         id
                     }
                     None => {
