@@ -134,9 +134,9 @@ pub struct ExecLoop {
     deferred: Option<NodeId>,
     /// The NDBFS thread: file requests to it, completions from it (`None`: no files).
     ndbfs: Option<(Sender<FsRequest>, Receiver<FsConf>)>,
-    /// Where the kernel's state is published for ndb_mgmd's session every tick (`None`: no
+    /// Where the kernel's state is published for ndb_mgmd's report link every tick (`None`: no
     /// management server).
-    probe: Option<Arc<crate::mgm_session::Probe>>,
+    probe: Option<Arc<crate::mgm_report::Probe>>,
 }
 
 impl std::fmt::Debug for ExecLoop {
@@ -208,7 +208,7 @@ impl ExecLoop {
     }
 
     /// Publishes the kernel's state into `probe` every timer tick (for ndb_mgmd).
-    pub fn with_probe(mut self, probe: Arc<crate::mgm_session::Probe>) -> ExecLoop {
+    pub fn with_probe(mut self, probe: Arc<crate::mgm_report::Probe>) -> ExecLoop {
         self.probe = Some(probe);
         self
     }

@@ -23,7 +23,7 @@ pub mod blocks;
 pub mod exec;
 pub mod limits;
 pub mod listener;
-pub mod mgm_session;
+pub mod mgm_report;
 pub mod ndbfs;
 
 use std::sync::atomic::AtomicBool;
@@ -46,7 +46,7 @@ fn check_writable(root: &std::path::Path) -> anyhow::Result<()> {
 /// it restores what its files hold (a system restart); with it, it removes them first. `tls`
 /// is its TLS keys (if any) and RequireTls, for every link it accepts or opens. With `mgm`
 /// (the connectstring it fetched its config with) it reports its state to ndb_mgmd, which may
-/// ask it to stop (see `mgm_session`).
+/// ask it to stop (see `mgm_report`).
 pub fn run(
     config: ClusterConfig,
     me: NodeId,
@@ -168,8 +168,8 @@ pub fn run(
         None => exec,
     };
     if let Some(connectstring) = mgm {
-        let probe = Arc::new(mgm_session::Probe::default());
-        mgm_session::start(
+        let probe = Arc::new(mgm_report::Probe::default());
+        mgm_report::start(
             connectstring,
             me.0,
             probe.clone(),
@@ -177,7 +177,7 @@ pub fn run(
             connected_for_mgm,
             shutdown_for_mgm,
         )
-        .context("start the ndb_mgmd session thread")?;
+        .context("start the ndb_mgmd reporting thread")?;
         exec = exec.with_probe(probe);
     }
     if let Err(reason) = exec.run() {

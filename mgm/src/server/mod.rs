@@ -23,10 +23,10 @@ use log::{Category, ClusterLog, Event, Severity};
 
 /// The most connections served at once; one more is answered with an error and closed.
 pub const CONNECTIONS_MAX: usize = 256;
-/// A data node's session that is silent this long is a node that is gone (its reports come
-/// every `node_session::REPORT_INTERVAL`).
+/// A data node's report link that is silent this long is a node that is gone (its reports come
+/// every `node_report::REPORT_INTERVAL`).
 pub const REPORT_TIMEOUT: Duration = Duration::from_secs(3);
-/// A connection that is not a data node's session may be idle this long.
+/// A connection that is not a data node's report link may be idle this long.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a data node id given to a node that asked for any stays reserved for it.
 pub const RESERVATION: Duration = Duration::from_secs(10);
@@ -51,7 +51,7 @@ pub struct Server {
     config: ClusterConfig,
     me: NodeId,
     state: Mutex<State>,
-    /// Signalled when a data node's session changes (a stop waits on it).
+    /// Signalled when a data node's report link changes (a stop waits on it).
     changed: Condvar,
     /// Set by SHUTDOWN (or `<me> STOP`) once answered: `ndb_mgmd` exits.
     pub shutdown: AtomicBool,
@@ -66,12 +66,12 @@ struct State {
     /// API nodes that said they connected (version, address), by node id.
     api: BTreeMap<u16, (String, String)>,
     log: ClusterLog,
-    next_session: u64,
+    next_link: u64,
 }
 
 #[derive(Debug, Default)]
 struct DataNode {
-    session: Option<Session>,
+    link: Option<ReportLink>,
     reserved_until: Option<Instant>,
     /// STOP asked for this node; the next report's reply says so.
     stop_requested: bool,
@@ -79,7 +79,7 @@ struct DataNode {
 
 /// A data node's live report connection and what it last said.
 #[derive(Debug)]
-struct Session {
+struct ReportLink {
     id: u64,
     address: String,
     state: NodeState,
@@ -106,7 +106,7 @@ impl Server {
                 data,
                 api: BTreeMap::new(),
                 log: setup.log,
-                next_session: 1,
+                next_link: 1,
             }),
             changed: Condvar::new(),
             shutdown: AtomicBool::new(false),
@@ -160,23 +160,23 @@ impl Server {
         };
         let _ = stream.set_read_timeout(Some(IDLE_TIMEOUT));
         let mut reader = BufReader::new(stream);
-        // The data node whose session this connection is, once it reported.
-        let mut session: Option<(u16, u64)> = None;
+        // The data node whose report link this connection is, once it reported.
+        let mut link: Option<(u16, u64)> = None;
         loop {
             let request = match Message::read_from(&mut reader) {
                 Ok(Some(request)) => request,
                 Ok(None) => break,
                 Err(e) => {
-                    if let Some((node, _)) = session {
-                        tracing::warn!("data node {node}'s session ended: {e}");
+                    if let Some((node, _)) = link {
+                        tracing::warn!("data node {node}'s report link ended: {e}");
                     } else if e.kind() == std::io::ErrorKind::InvalidData {
                         let _ = Message::error_reply("?", e).write_to(&mut writer);
                     }
                     break;
                 }
             };
-            let reply = self.handle(&request, &peer, &mut session);
-            if session.is_some() {
+            let reply = self.handle(&request, &peer, &mut link);
+            if link.is_some() {
                 let _ = writer.set_read_timeout(Some(REPORT_TIMEOUT));
             }
             if reply.write_to(&mut writer).is_err() {
@@ -186,16 +186,16 @@ impl Server {
                 break;
             }
         }
-        if let Some((node, id)) = session {
-            self.session_closed(node, id);
+        if let Some((node, id)) = link {
+            self.link_closed(node, id);
         }
     }
 
-    fn handle(&self, request: &Message, peer: &str, session: &mut Option<(u16, u64)>) -> Message {
+    fn handle(&self, request: &Message, peer: &str, link: &mut Option<(u16, u64)>) -> Message {
         let command = request.command.as_str();
         let result = match command {
             "get config" => self.get_config(request),
-            "report" => self.report(request, peer, session),
+            "report" => self.report(request, peer, link),
             "get status" => Ok(self.status().to_message(Message::ok_reply(command))),
             "stop" => self.stop(request),
             "report memoryusage" => Ok(self.memory_usage()),
@@ -218,7 +218,7 @@ impl Server {
                         let node = state.data.get(&id).ok_or_else(|| {
                             format!("node {id} is not a data node ([ndbd] NodeId) in {source}")
                         })?;
-                        if let Some(s) = &node.session {
+                        if let Some(s) = &node.link {
                             return Err(format!(
                                 "node {id} is already connected (from {}, pid {})",
                                 s.address, s.pid
@@ -238,7 +238,7 @@ impl Server {
                             .data
                             .iter_mut()
                             .find(|(_, n)| {
-                                n.session.is_none() && n.reserved_until.is_none_or(|t| t < now)
+                                n.link.is_none() && n.reserved_until.is_none_or(|t| t < now)
                             })
                             .ok_or_else(|| format!("every data node id of {source} is in use"))?;
                         node.reserved_until = Some(now + RESERVATION);
@@ -264,7 +264,7 @@ impl Server {
         &self,
         request: &Message,
         peer: &str,
-        session: &mut Option<(u16, u64)>,
+        link: &mut Option<(u16, u64)>,
     ) -> Result<Message, String> {
         let node: u16 = request.parse("nodeid")?.ok_or("report without nodeid")?;
         let version = request.get("version").unwrap_or("unknown").to_string();
@@ -294,7 +294,7 @@ impl Server {
                 ));
                 Ok(Message::ok_reply(&request.command))
             }
-            Some("ndbd") => self.data_node_report(request, node, version, peer, session),
+            Some("ndbd") => self.data_node_report(request, node, version, peer, link),
             other => Err(format!("nodetype {other:?}: expected ndbd or api")),
         }
     }
@@ -305,7 +305,7 @@ impl Server {
         node: u16,
         version: String,
         peer: &str,
-        session: &mut Option<(u16, u64)>,
+        link: &mut Option<(u16, u64)>,
     ) -> Result<Message, String> {
         let reported = match request.get("status") {
             Some("STARTING") => NodeState::Starting,
@@ -330,7 +330,7 @@ impl Server {
             .data
             .get_mut(&node)
             .ok_or_else(|| format!("node {node} is not a data node"))?;
-        match (&record.session, *session) {
+        match (&record.link, *link) {
             (Some(s), Some((n, id))) if n == node && s.id == id => {}
             (Some(s), _) => {
                 return Err(format!(
@@ -342,9 +342,9 @@ impl Server {
                 return Err(format!("this connection reports for node {n}, not {node}"))
             }
             (None, _) => {
-                let id = state.next_session;
-                state.next_session += 1;
-                record.session = Some(Session {
+                let id = state.next_link;
+                state.next_link += 1;
+                record.link = Some(ReportLink {
                     id,
                     address: peer.to_string(),
                     state: NodeState::NoContact,
@@ -355,7 +355,7 @@ impl Server {
                     data_memory_total: 0,
                 });
                 record.reserved_until = None;
-                *session = Some((node, id));
+                *link = Some((node, id));
                 let text = format!("Node {node} Connected");
                 state.log.write(&Event::new(
                     me,
@@ -366,7 +366,7 @@ impl Server {
                 ));
             }
         }
-        let live = record.session.as_mut().ok_or("no session")?;
+        let live = record.link.as_mut().ok_or("no report link")?;
         let mut events = Vec::new();
         if live.state != reported {
             let (category, text) = match reported {
@@ -415,19 +415,19 @@ impl Server {
         Ok(reply.field("action", if stop { "stop" } else { "none" }))
     }
 
-    fn session_closed(&self, node: u16, id: u64) {
+    fn link_closed(&self, node: u16, id: u64) {
         let mut guard = self.lock();
         let state = &mut *guard;
         let Some(record) = state.data.get_mut(&node) else {
             return;
         };
-        if record.session.as_ref().is_none_or(|s| s.id != id) {
+        if record.link.as_ref().is_none_or(|s| s.id != id) {
             return;
         }
-        let session = record.session.take();
+        let link = record.link.take();
         record.stop_requested = false;
         let me = self.me.0;
-        if session.is_some_and(|s| s.state == NodeState::ShuttingDown) {
+        if link.is_some_and(|s| s.state == NodeState::ShuttingDown) {
             let text = "Node shutdown completed";
             state.log.write(&Event::new(
                 node,
@@ -456,7 +456,7 @@ impl Server {
             .data
             .iter()
             .find(|(_, n)| {
-                n.session
+                n.link
                     .as_ref()
                     .is_some_and(|s| s.state == NodeState::Started)
             })
@@ -464,13 +464,13 @@ impl Server {
         let mut nodes = Vec::new();
         for data in &self.config.data_nodes {
             let id = data.node_id.0;
-            let session = state.data.get(&id).and_then(|n| n.session.as_ref());
+            let link = state.data.get(&id).and_then(|n| n.link.as_ref());
             nodes.push(NodeStatus {
                 id,
                 node_type: NodeType::Ndb,
-                state: session.map_or(NodeState::NoContact, |s| s.state),
-                version: session.map(|s| s.version.clone()),
-                address: session.map(|s| s.address.clone()),
+                state: link.map_or(NodeState::NoContact, |s| s.state),
+                version: link.map(|s| s.version.clone()),
+                address: link.map(|s| s.address.clone()),
                 node_group: Some(data.node_group),
                 master: master == Some(id),
                 config_host: Some(data.host_name.clone()).filter(|h| !h.is_empty()),
@@ -502,7 +502,7 @@ impl Server {
         let linked: BTreeSet<u16> = state
             .data
             .values()
-            .filter_map(|n| n.session.as_ref())
+            .filter_map(|n| n.link.as_ref())
             .flat_map(|s| s.connected.iter().copied())
             .collect();
         for slot in &self.config.api_slots {
@@ -572,12 +572,12 @@ impl Server {
                 state
                     .data
                     .iter()
-                    .filter(|(_, n)| n.session.is_some())
+                    .filter(|(_, n)| n.link.is_some())
                     .map(|(&id, _)| id),
             );
         }
         for &id in &targets {
-            if state.data.get(&id).is_none_or(|n| n.session.is_none()) && !all {
+            if state.data.get(&id).is_none_or(|n| n.link.is_none()) && !all {
                 return Err(format!("Node {id} is not connected: nothing to stop"));
             }
         }
@@ -595,13 +595,13 @@ impl Server {
         let deadline = Instant::now() + STOP_WAIT;
         while targets
             .iter()
-            .any(|id| state.data.get(id).is_some_and(|n| n.session.is_some()))
+            .any(|id| state.data.get(id).is_some_and(|n| n.link.is_some()))
         {
             let now = Instant::now();
             if now >= deadline {
                 let left: Vec<String> = targets
                     .iter()
-                    .filter(|id| state.data.get(id).is_some_and(|n| n.session.is_some()))
+                    .filter(|id| state.data.get(id).is_some_and(|n| n.link.is_some()))
                     .map(u16::to_string)
                     .collect();
                 return Err(format!(
@@ -641,7 +641,7 @@ impl Server {
                     && state
                         .data
                         .get(&n.0)
-                        .and_then(|d| d.session.as_ref())
+                        .and_then(|d| d.link.as_ref())
                         .is_some_and(|s| s.state == NodeState::Started)
             });
             let stopping: Vec<u16> = group
@@ -665,7 +665,7 @@ impl Server {
         let state = self.lock();
         let mut reply = Message::ok_reply("report memoryusage");
         for (id, node) in &state.data {
-            if let Some(s) = &node.session {
+            if let Some(s) = &node.link {
                 reply.push(format!("node.{id}.datamemory.used"), s.data_memory_used);
                 reply.push(format!("node.{id}.datamemory.total"), s.data_memory_total);
             }

@@ -1,14 +1,14 @@
-//! The data node's side of ndb_mgmd: what the execution loop publishes for the session thread
-//! (`rndb_mgm::node_session`) to report, read without touching the kernel.
+//! The data node's side of ndb_mgmd: what the execution loop publishes for the reporting thread
+//! (`rndb_mgm::node_report`) to report, read without touching the kernel.
 //!
 //! The execution thread stores the kernel's state into [`Probe`] every timer tick (10 ms): a few
-//! relaxed stores, no lock on the data path. The session thread reads them, and the listener's
+//! relaxed stores, no lock on the data path. The reporting thread reads them, and the listener's
 //! set of connected nodes, every report.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rndb_mgm::node_session::DataNodeReport;
+use rndb_mgm::node_report::DataNodeReport;
 
 use crate::blocks::Kernel;
 use crate::listener::Connected;
@@ -31,7 +31,7 @@ impl Probe {
             .store(kernel.transaction_count() as u64, Ordering::Relaxed);
     }
 
-    /// The report the session thread sends: this probe, DataMemory's size, and the nodes with a
+    /// The report the reporting thread sends: this probe, DataMemory's size, and the nodes with a
     /// live link.
     pub fn report(&self, data_memory_total_bytes: u64, connected: &Connected) -> DataNodeReport {
         let mut nodes: Vec<u16> = connected
@@ -49,7 +49,7 @@ impl Probe {
     }
 }
 
-/// Starts the session thread of data node `me`, reporting `probe` to the servers of
+/// Starts the reporting thread of data node `me`, reporting `probe` to the servers of
 /// `connectstring`; it sets `shutdown` when ndb_mgmd asks the node to stop.
 pub fn start(
     connectstring: rndb_mgm::ConnectString,
@@ -59,7 +59,7 @@ pub fn start(
     connected: Connected,
     shutdown: Arc<AtomicBool>,
 ) -> std::io::Result<()> {
-    rndb_mgm::node_session::spawn(
+    rndb_mgm::node_report::spawn(
         connectstring,
         me,
         Box::new(move || probe.report(data_memory_total_bytes, &connected)),

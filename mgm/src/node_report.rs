@@ -1,9 +1,9 @@
-//! A data node's session with ndb_mgmd: a thread that reports the node's state every
+//! A data node's report link with ndb_mgmd: a thread that reports the node's state every
 //! [`REPORT_INTERVAL`] over one connection and carries out what the reply asks (stop).
 //!
 //! ndb_mgmd learns every data node's state, version, address, memory and links from these
-//! reports; a session that closes, or is silent for [`crate::server::REPORT_TIMEOUT`], is a node
-//! that is gone. The data node keeps serving when ndb_mgmd is unreachable: the thread tries
+//! reports; a report link that closes, or is silent for [`crate::server::REPORT_TIMEOUT`], is a
+//! node that is gone. The data node keeps serving when ndb_mgmd is unreachable: the thread tries
 //! again every [`RECONNECT_DELAY`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,7 +34,7 @@ pub struct DataNodeReport {
     pub connected: Vec<u16>,
 }
 
-/// Starts the session thread of data node `node_id`. `probe` reads the node's state; the
+/// Starts the reporting thread of data node `node_id`. `probe` reads the node's state; the
 /// thread sets `shutdown` when ndb_mgmd asks the node to stop (the same graceful stop as
 /// SIGTERM), and reports `STOPPING` once `shutdown` is set, whoever set it.
 pub fn spawn(
@@ -44,7 +44,7 @@ pub fn spawn(
     shutdown: Arc<AtomicBool>,
 ) -> std::io::Result<()> {
     std::thread::Builder::new()
-        .name("mgm-session".into())
+        .name("mgm-report".into())
         .spawn(move || loop {
             match MgmClient::connect(&connectstring) {
                 Ok(mut client) => match report_until_lost(&mut client, node_id, &*probe, &shutdown)
