@@ -14,6 +14,10 @@ pub enum Error {
     /// The config file could not be read.
     #[error("read cluster config: {0}")]
     Config(#[from] ConfigErrors),
+    /// The config could not be fetched from ndb_mgmd (unreachable, refused, or a bad
+    /// connectstring).
+    #[error("ndb_mgmd: {0}")]
+    Mgm(String),
     /// No connection could be made to a data node.
     #[error("connect to node {node}: {reason}")]
     Connect { node: NodeId, reason: String },

@@ -258,6 +258,37 @@ impl Cluster {
         Cluster::connect_config(config, options)
     }
 
+    /// Fetches the config from ndb_mgmd and connects as [`Cluster::connect`] does, as NDB's
+    /// `Ndb_cluster_connection(connectstring)`: `connectstring` is `host[:port][,host[:port]]`
+    /// (port 1186 by default; `nodeid=N,` asks for that API slot, as
+    /// [`ConnectOptions::node_id`] does). Once connected, it tells ndb_mgmd which slot it took
+    /// (a failure to is logged, not returned: the cluster is usable without ndb_mgmd).
+    pub fn connect_mgm(connectstring: &str, options: ConnectOptions) -> Result<Cluster, Error> {
+        let fetched = rndb_mgm::fetch_config(
+            connectstring,
+            rndb_mgm::Requester::Api,
+            options.node_id.map(|n| n.0),
+            0,
+            Duration::ZERO,
+        )
+        .map_err(|e| Error::Mgm(e.to_string()))?;
+        let mut options = options;
+        if options.node_id.is_none() {
+            let wanted = rndb_mgm::ConnectString::parse(connectstring)
+                .ok()
+                .and_then(|cs| cs.node_id);
+            options.node_id = wanted.map(NodeId);
+        }
+        let cluster = Cluster::connect_config(fetched.config, options)?;
+        if let Err(e) = rndb_mgm::client::report_api_connected(connectstring, cluster.node_id().0) {
+            tracing::warn!(
+                "could not tell ndb_mgmd that API node {} connected: {e}",
+                cluster.node_id()
+            );
+        }
+        Ok(cluster)
+    }
+
     /// Connects with an already parsed config.
     pub fn connect_config(
         config: ClusterConfig,

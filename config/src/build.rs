@@ -196,6 +196,7 @@ fn mgm_node(l: &Layered<'_>) -> MgmNodeConfig {
         node_id: NodeId(0),
         host_name: l.text("HostName").unwrap_or_default(),
         port_number: u16::try_from(l.int("PortNumber")).unwrap_or(u16::MAX),
+        data_dir: PathBuf::from(l.text("DataDir").unwrap_or_default()),
         arbitration_rank: l.u32("ArbitrationRank"),
         require_tls: l.bool("RequireTls"),
         require_certificate: l.bool("RequireCertificate"),

@@ -181,10 +181,13 @@ pub struct MgmNodeConfig {
     pub node_id: NodeId,
     pub host_name: String,
     pub port_number: u16,
+    /// DataDir: where `ndb_mgmd` writes the cluster log (`ndb_<NodeId>_cluster.log`) and keeps
+    /// its config cache.
+    pub data_dir: PathBuf,
     /// Recognised only: nothing arbitrates yet, so a value in the file is ignored with a
     /// warning and this always holds NDB's default (1).
     pub arbitration_rank: u32,
-    /// RequireTls and RequireCertificate (no management server yet: kept for queries).
+    /// RequireTls and RequireCertificate (`ndb_mgmd` does not do TLS yet: kept for queries).
     pub require_tls: bool,
     pub require_certificate: bool,
     pub line: usize,
@@ -299,6 +302,11 @@ impl ClusterConfig {
     /// The data node with this id.
     pub fn data_node(&self, id: NodeId) -> Option<&DataNodeConfig> {
         self.data_nodes.iter().find(|n| n.node_id == id)
+    }
+
+    /// The management node with this id.
+    pub fn mgm_node(&self, id: NodeId) -> Option<&MgmNodeConfig> {
+        self.mgm_nodes.iter().find(|n| n.node_id == id)
     }
 
     /// The API slot with this id.

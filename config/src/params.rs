@@ -404,7 +404,7 @@ static PARAMS: &[ParamInfo] = &[
     p(MGM, "PortNumber", Int, I(1186), 1, 65535, "Port the management node listens on"),
     // Recognised only until arbitration lands (nothing reads it yet).
     later(MGM, "ArbitrationRank", Int, I(1), 0, 2, "0 never arbitrates, 1 high priority, 2 low priority"),
-    later(MGM, "DataDir", Path, S("."), TEXT.0, TEXT.1, "Directory for the cluster log (no management server yet)"),
+    p(MGM, "DataDir", Path, S("."), TEXT.0, TEXT.1, "Directory for the cluster log (ndb_<NodeId>_cluster.log) and the config cache"),
     later(MGM, "LogDestination", Str, Unset, TEXT.0, TEXT.1, "Where the cluster log goes"),
     later(MGM, "ArbitrationDelay", Int, I(0), 0, MAX_INT_RNIL, "Delay in ms before answering arbitration"),
     later(MGM, "HeartbeatIntervalMgmdMgmd", Int, I(1500), 100, MAX_INT_RNIL, "Heartbeat ms between management nodes"),

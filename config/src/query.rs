@@ -44,6 +44,7 @@ impl ClusterConfig {
                     "NodeId" => Some(node.node_id.to_string()),
                     "HostName" => Some(node.host_name.clone()),
                     "PortNumber" => Some(node.port_number.to_string()),
+                    "DataDir" => Some(node.data_dir.display().to_string()),
                     _ => None,
                 }
             }

@@ -80,3 +80,14 @@ fn four_nodes_form_two_groups_of_two() {
     assert_eq!(groups, vec![(0, vec![1, 2]), (1, vec![3, 4])]);
     assert!(config.links.iter().all(|l| l.kind == TransporterKind::Tcp));
 }
+
+#[test]
+fn mgmd_has_one_management_server_on_ndbs_port() {
+    let config = parse("mgmd.ini");
+    assert_eq!(config.mgm_nodes.len(), 1);
+    let mgm = &config.mgm_nodes[0];
+    assert_eq!((mgm.node_id, mgm.port_number), (NodeId(49), 1186));
+    assert_eq!(mgm.data_dir, PathBuf::from("."));
+    assert_eq!(config.node_kind(NodeId(49)), Some(NodeKind::Mgm));
+    assert_eq!(config.node_groups.len(), 1);
+}

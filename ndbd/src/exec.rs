@@ -131,6 +131,9 @@ pub struct ExecLoop {
     deferred: Option<NodeId>,
     /// The NDBFS thread: file requests to it, completions from it (`None`: no files).
     ndbfs: Option<(Sender<FsRequest>, Receiver<FsConf>)>,
+    /// Where the kernel's state is published for ndb_mgmd's report link every tick (`None`: no
+    /// management server).
+    probe: Option<Arc<crate::mgm_report::Probe>>,
 }
 
 impl std::fmt::Debug for ExecLoop {
@@ -188,12 +191,19 @@ impl ExecLoop {
             sleeper,
             deferred: None,
             ndbfs: None,
+            probe: None,
         }
     }
 
     /// Carries out the kernel's file requests on the NDBFS thread behind these channels.
     pub fn with_ndbfs(mut self, requests: Sender<FsRequest>, confs: Receiver<FsConf>) -> ExecLoop {
         self.ndbfs = Some((requests, confs));
+        self
+    }
+
+    /// Publishes the kernel's state into `probe` every timer tick (for ndb_mgmd).
+    pub fn with_probe(mut self, probe: Arc<crate::mgm_report::Probe>) -> ExecLoop {
+        self.probe = Some(probe);
         self
     }
 
@@ -239,6 +249,9 @@ impl ExecLoop {
             if now >= next_tick {
                 self.kernel.on_timer(now);
                 next_tick = now + TIMER_TICK;
+                if let Some(probe) = &self.probe {
+                    probe.publish(&self.kernel);
+                }
                 worked |= self.run_jobs(now);
             }
             worked |= self.pump_files(now);

@@ -23,6 +23,7 @@ pub mod blocks;
 pub mod exec;
 pub mod limits;
 pub mod listener;
+pub mod mgm_report;
 pub mod ndbfs;
 
 use std::sync::atomic::AtomicBool;
@@ -43,13 +44,16 @@ fn check_writable(root: &std::path::Path) -> anyhow::Result<()> {
 
 /// Starts data node `me` of `config` and serves until `shutdown` is set. Without `initial`
 /// it restores what its files hold (a system restart); with it, it removes them first. `tls`
-/// is its TLS keys (if any) and RequireTls, for every link it accepts or opens.
+/// is its TLS keys (if any) and RequireTls, for every link it accepts or opens. With `mgm`
+/// (the connectstring it fetched its config with) it reports its state to ndb_mgmd, which may
+/// ask it to stop (see `mgm_report`).
 pub fn run(
     config: ClusterConfig,
     me: NodeId,
     initial: bool,
     shutdown: Arc<AtomicBool>,
     tls: rndb_transporter::tls::TlsSetup,
+    mgm: Option<rndb_mgm::ConnectString>,
 ) -> anyhow::Result<()> {
     let tls = Arc::new(tls);
     let node = config
@@ -138,6 +142,8 @@ pub fn run(
     if shares_cpu {
         tracing::info!(node = %me, "execution thread shares its CPU with another data node's: answers are sent with the sleep that follows them");
     }
+    let connected_for_mgm = connected.clone();
+    let shutdown_for_mgm = shutdown.clone();
     let exec = exec::ExecLoop::new(
         kernel,
         poll,
@@ -150,6 +156,19 @@ pub fn run(
         Some((requests, confs)) => exec.with_ndbfs(requests, confs),
         None => exec,
     };
+    if let Some(connectstring) = mgm {
+        let probe = Arc::new(mgm_report::Probe::default());
+        mgm_report::start(
+            connectstring,
+            me.0,
+            probe.clone(),
+            node.data_memory_bytes,
+            connected_for_mgm,
+            shutdown_for_mgm,
+        )
+        .context("start the ndb_mgmd reporting thread")?;
+        exec = exec.with_probe(probe);
+    }
     if let Err(reason) = exec.run() {
         anyhow::bail!("data node {me} stopped: {reason}");
     }

@@ -17,12 +17,34 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser, Debug)]
 #[command(name = "ndbd", version, about = "rndb data node")]
 struct Args {
-    /// The cluster's config.ini.
-    #[arg(long = "config-file", visible_alias = "config_file", short = 'f')]
-    config_file: PathBuf,
-    /// This node's NodeId (a [ndbd] section of the config).
-    #[arg(long = "ndb-nodeid", visible_alias = "ndb_nodeid")]
-    ndb_nodeid: u16,
+    /// The cluster's config.ini (or fetch it from ndb_mgmd with --ndb-connectstring).
+    #[arg(
+        long = "config-file",
+        visible_alias = "config_file",
+        short = 'f',
+        required_unless_present = "connectstring",
+        conflicts_with = "connectstring"
+    )]
+    config_file: Option<PathBuf>,
+    /// Fetch the config from ndb_mgmd (`host[:port][,host[:port]]`, port 1186 by default, NDB's
+    /// `nodeid=N,` prefix accepted) and report this node's state to it.
+    #[arg(short = 'c', long = "ndb-connectstring",
+          visible_aliases = ["connect-string", "ndb_connectstring"])]
+    connectstring: Option<String>,
+    /// This node's NodeId (a [ndbd] section of the config). With a connectstring and no id,
+    /// ndb_mgmd gives the lowest free data node id.
+    #[arg(
+        long = "ndb-nodeid",
+        visible_alias = "ndb_nodeid",
+        required_unless_present = "connectstring"
+    )]
+    ndb_nodeid: Option<u16>,
+    /// How many more times to try an unreachable ndb_mgmd (NDB's default is 12).
+    #[arg(long = "connect-retries", default_value_t = 12)]
+    connect_retries: u32,
+    /// Seconds between tries.
+    #[arg(long = "connect-retry-delay", default_value_t = 5)]
+    connect_retry_delay: u64,
     /// Start from empty: remove the node's file system (`ndb_<NodeId>_fs/` under
     /// FileSystemPath or DataDir) first. Without it, the node restores what its files hold.
     #[arg(long)]
@@ -57,22 +79,14 @@ fn main() {
 
 fn run() -> anyhow::Result<()> {
     let args = Args::parse();
-    let config = match rndb_config::parse_file(&args.config_file) {
-        Ok(config) => config,
-        // A file that cannot be read is one error that names the file itself.
-        Err(errors) if errors.errors.iter().all(|e| e.line == 0) => {
-            anyhow::bail!("read the config file: {errors}")
-        }
-        Err(errors) => anyhow::bail!("{} has errors:\n{errors}", args.config_file.display()),
-    };
+    let (config, me, mgm) = load_config(&args)?;
     for warning in &config.warnings {
-        tracing::warn!("{}: {warning}", args.config_file.display());
+        tracing::warn!("{}: {warning}", config.source.display());
     }
     let shutdown = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, shutdown.clone()).context("install signal handler")?;
     }
-    let me = NodeId(args.ndb_nodeid);
     let (require_tls, require_certificate) = config.tls_required(me);
     let search_path = args
         .ndb_tls_search_path
@@ -93,5 +107,44 @@ fn run() -> anyhow::Result<()> {
         ),
         None => tracing::info!("no TLS search path: links are plain TCP"),
     }
-    rndb_ndbd::run(config, me, args.initial, shutdown, tls)
+    rndb_ndbd::run(config, me, args.initial, shutdown, tls, mgm)
+}
+
+/// The config, this node's id, and the connectstring when the config came from ndb_mgmd.
+fn load_config(
+    args: &Args,
+) -> anyhow::Result<(
+    rndb_config::ClusterConfig,
+    NodeId,
+    Option<rndb_mgm::ConnectString>,
+)> {
+    if let Some(text) = &args.connectstring {
+        let connectstring = rndb_mgm::ConnectString::parse(text).map_err(anyhow::Error::msg)?;
+        let fetched = rndb_mgm::fetch_config(
+            text,
+            rndb_mgm::Requester::Ndbd,
+            args.ndb_nodeid,
+            args.connect_retries,
+            std::time::Duration::from_secs(args.connect_retry_delay),
+        )
+        .with_context(|| format!("fetch the config from ndb_mgmd ({connectstring})"))?;
+        let id = args
+            .ndb_nodeid
+            .or(connectstring.node_id)
+            .or(fetched.node_id)
+            .context("ndb_mgmd gave no node id")?;
+        tracing::info!(node = id, source = %fetched.config.source.display(), "config fetched from ndb_mgmd");
+        return Ok((fetched.config, NodeId(id), Some(connectstring)));
+    }
+    let (Some(file), Some(id)) = (&args.config_file, args.ndb_nodeid) else {
+        anyhow::bail!("give --config-file and --ndb-nodeid, or --ndb-connectstring");
+    };
+    match rndb_config::parse_file(file) {
+        Ok(config) => Ok((config, NodeId(id), None)),
+        // A file that cannot be read is one error that names the file itself.
+        Err(errors) if errors.errors.iter().all(|e| e.line == 0) => {
+            anyhow::bail!("read the config file: {errors}")
+        }
+        Err(errors) => anyhow::bail!("{} has errors:\n{errors}", file.display()),
+    }
 }

@@ -1,12 +1,12 @@
-//! Finding the executables the tests run (`ndbd`, `testread-perf`, `ndb_desc`, the table tools),
-//! and keeping them fresh.
+//! Finding the executables the tests run (`ndbd`, `testread-perf`, `ndb_desc`, the table tools,
+//! `ndb_mgmd`, `ndb_mgm`, `ndb_waiter`), and keeping them fresh.
 //!
 //! Cargo builds another package's binaries only when asked, and `CARGO_BIN_EXE_*` exists only
 //! inside the package that owns the binary. So the harness looks for the binaries in the target
 //! directory the test executable itself was built into (`target/<profile>/`), and, the first
 //! time a test process asks and the test runs under cargo (`CARGO` is set), it first runs
-//! `cargo build -p rndb-ndbd -p rndb-testread-perf -p rndb-api -p rndb-tools --bins` with the
-//! same profile and target directory. That build is a no-op when the binaries are fresh, and it
+//! `cargo build -p rndb-ndbd -p rndb-testread-perf -p rndb-api -p rndb-tools -p rndb-mgm --bins`
+//! with the same profile and target directory. That build is a no-op when the binaries are fresh, and it
 //! means a test never runs a stale data node.
 //!
 //! - `RNDB_BIN_DIR=<dir>` uses the binaries in `<dir>` and builds nothing.
@@ -66,8 +66,9 @@ fn bin_dir() -> Result<PathBuf> {
     Ok(dir.to_path_buf())
 }
 
-/// Runs cargo to build `ndbd`, `testread-perf`, `ndb_desc` and the table tools into `dir`, unless
-/// told not to or not run by cargo. Returns cargo's error output when the build fails.
+/// Runs cargo to build `ndbd`, `testread-perf`, `ndb_desc`, the table tools and the management
+/// programs into `dir`, unless told not to or not run by cargo. Returns cargo's error output
+/// when the build fails.
 fn build_binaries(dir: &Path) -> Result<(), String> {
     if env::var_os("RNDB_BIN_DIR").is_some() || env::var_os("RNDB_TESTS_NO_BUILD").is_some() {
         return Ok(());
@@ -96,6 +97,8 @@ fn build_binaries(dir: &Path) -> Result<(), String> {
             "rndb-api",
             "-p",
             "rndb-tools",
+            "-p",
+            "rndb-mgm",
         ])
         .arg("--manifest-path")
         .arg(&manifest)

@@ -27,8 +27,8 @@ use rndb_config::{parse_file, ClusterConfig};
 /// NDB's "No such table existed".
 pub const NO_SUCH_TABLE: u32 = 709;
 
-/// How a tool reaches the cluster: its config.ini, as `ndbd` and `ndb_desc` take it (rndb has
-/// no management server yet, so NDB's `--ndb-connectstring` is not there).
+/// How a tool reaches the cluster: ndb_mgmd (`-c`, NDB's way), or its config.ini (`-f`, as
+/// `ndbd` and `ndb_desc` take it).
 #[derive(Debug, Clone, clap::Args)]
 pub struct ConnectArgs {
     /// The cluster's config.ini.
@@ -36,9 +36,19 @@ pub struct ConnectArgs {
         short = 'f',
         long = "config-file",
         visible_alias = "config_file",
-        value_name = "FILE"
+        value_name = "FILE",
+        required_unless_present = "connectstring",
+        conflicts_with = "connectstring"
     )]
-    pub config_file: PathBuf,
+    pub config_file: Option<PathBuf>,
+    /// Fetch the config from ndb_mgmd: `host[:port][,host[:port]]` (port 1186 by default).
+    #[arg(
+        short = 'c',
+        long = "ndb-connectstring",
+        visible_aliases = ["connect-string", "ndb_connectstring"],
+        value_name = "CONNECTSTRING"
+    )]
+    pub connectstring: Option<String>,
     /// Connect in this API slot; by default the first free slot that admits this host.
     #[arg(long = "ndb-nodeid", visible_alias = "ndb_nodeid", value_name = "N")]
     pub ndb_nodeid: Option<u16>,
@@ -54,9 +64,22 @@ pub struct ConnectArgs {
 }
 
 impl ConnectArgs {
-    /// Reads the config and connects as an API node.
+    /// Reads the config (or fetches it from ndb_mgmd) and connects as an API node.
     pub fn connect(&self) -> anyhow::Result<Cluster> {
-        connect(load_config(&self.config_file)?, self.ndb_nodeid.map(NodeId))
+        let node_id = self.ndb_nodeid.map(NodeId);
+        match (&self.connectstring, &self.config_file) {
+            (Some(connectstring), _) => {
+                let options = ConnectOptions {
+                    node_id,
+                    ..ConnectOptions::default()
+                };
+                Cluster::connect_mgm(connectstring, options).map_err(|err| {
+                    anyhow!("connect to the cluster of ndb_mgmd {connectstring}: {err}")
+                })
+            }
+            (None, Some(file)) => connect(load_config(file)?, node_id),
+            (None, None) => Err(anyhow!("give -c CONNECTSTRING or -f config.ini")),
+        }
     }
 }
 

@@ -92,6 +92,7 @@ pub fn cluster() -> ClusterConfig {
             node_id: NodeId(49),
             host_name: "localhost".to_string(),
             port_number: 1186,
+            data_dir: PathBuf::from("."),
             arbitration_rank: 1,
             require_tls: false,
             require_certificate: false,

@@ -1,0 +1,236 @@
+//! A connection to ndb_mgmd: what `ndb_mgm`, `ndb_waiter`, data nodes and API nodes use.
+
+use std::io::BufReader;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use rndb_config::{ClusterConfig, ConfigErrors};
+
+use crate::connectstring::{ConnectString, MgmAddress};
+use crate::status::ClusterStatus;
+use crate::wire::Message;
+
+/// How long connecting to one management server may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a reply may take, except for requests that wait for nodes to stop.
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a reply to STOP or SHUTDOWN may take: the server waits for the nodes to be gone.
+pub const STOP_REPLY_TIMEOUT: Duration = Duration::from_secs(150);
+
+/// What talking to ndb_mgmd can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MgmError {
+    /// The connectstring is malformed.
+    #[error("{0}")]
+    ConnectString(String),
+    /// No management server of the connectstring could be reached; each one's reason.
+    #[error("could not connect to a management server ({0})")]
+    Unreachable(String),
+    /// The connection failed while a request was outstanding.
+    #[error("ndb_mgmd at {server}: {source}")]
+    Io {
+        server: String,
+        source: std::io::Error,
+    },
+    /// ndb_mgmd refused the request, saying why.
+    #[error("{0}")]
+    Refused(String),
+    /// The reply was not what the request expects.
+    #[error("ndb_mgmd at {server}: unexpected reply: {reason}")]
+    Protocol { server: String, reason: String },
+    /// The config ndb_mgmd served does not parse.
+    #[error("the config served by ndb_mgmd has errors:\n{0}")]
+    Config(ConfigErrors),
+}
+
+/// The kinds of node that ask for a config (NDB's `nodetype`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Requester {
+    Ndbd,
+    Api,
+    Mgm,
+}
+
+impl Requester {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Requester::Ndbd => "ndbd",
+            Requester::Api => "api",
+            Requester::Mgm => "mgm",
+        }
+    }
+}
+
+/// The config ndb_mgmd served, and the node id it gave (for a data node that asked for any).
+#[derive(Debug)]
+pub struct FetchedConfig {
+    pub config: ClusterConfig,
+    pub node_id: Option<u16>,
+    /// The config's text, as served.
+    pub text: String,
+}
+
+/// One connection to one management server.
+#[derive(Debug)]
+pub struct MgmClient {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+    server: MgmAddress,
+}
+
+impl MgmClient {
+    /// Connects to the first management server of `connectstring` that answers.
+    pub fn connect(connectstring: &ConnectString) -> Result<MgmClient, MgmError> {
+        let mut reasons = Vec::new();
+        for server in &connectstring.servers {
+            match connect_one(server) {
+                Ok(stream) => {
+                    let writer = stream.try_clone().map_err(|source| MgmError::Io {
+                        server: server.to_string(),
+                        source,
+                    })?;
+                    return Ok(MgmClient {
+                        reader: BufReader::new(stream),
+                        writer,
+                        server: server.clone(),
+                    });
+                }
+                Err(e) => reasons.push(format!("{server}: {e}")),
+            }
+        }
+        Err(MgmError::Unreachable(reasons.join("; ")))
+    }
+
+    /// Parses `text` as a connectstring and connects, trying up to `retries` more times with
+    /// `delay` between rounds (NDB's `--connect-retries` and `--connect-retry-delay`).
+    pub fn connect_str(text: &str, retries: u32, delay: Duration) -> Result<MgmClient, MgmError> {
+        let connectstring = ConnectString::parse(text).map_err(MgmError::ConnectString)?;
+        let mut attempt = 0;
+        loop {
+            match MgmClient::connect(&connectstring) {
+                Err(MgmError::Unreachable(_)) if attempt < retries => {
+                    attempt += 1;
+                    std::thread::sleep(delay);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The server this client talks to.
+    pub fn server(&self) -> &MgmAddress {
+        &self.server
+    }
+
+    /// Sends `request` and reads its reply, waiting at most `timeout`; a reply with an error
+    /// result is [`MgmError::Refused`].
+    pub fn call(&mut self, request: &Message, timeout: Duration) -> Result<Message, MgmError> {
+        let io = |source| MgmError::Io {
+            server: self.server.to_string(),
+            source,
+        };
+        self.writer.set_read_timeout(Some(timeout)).map_err(io)?;
+        request.write_to(&mut self.writer).map_err(io)?;
+        let reply = Message::read_from(&mut self.reader)
+            .map_err(io)?
+            .ok_or_else(|| MgmError::Protocol {
+                server: self.server.to_string(),
+                reason: "the server closed the connection".into(),
+            })?;
+        let expected = format!("{} reply", request.command);
+        if reply.command != expected {
+            return Err(MgmError::Protocol {
+                server: self.server.to_string(),
+                reason: format!("{:?} to {:?}", reply.command, request.command),
+            });
+        }
+        reply.result().map_err(MgmError::Refused)?;
+        Ok(reply)
+    }
+
+    /// Asks for the cluster's config as node `node_id` of kind `requester` (`None`: a data
+    /// node asks for any free data node id; an API node takes a slot when it connects).
+    pub fn fetch_config(
+        &mut self,
+        requester: Requester,
+        node_id: Option<u16>,
+    ) -> Result<FetchedConfig, MgmError> {
+        let mut request = Message::new("get config").field("nodetype", requester.as_str());
+        if let Some(id) = node_id {
+            request.push("nodeid", id);
+        }
+        let reply = self.call(&request, REPLY_TIMEOUT)?;
+        let text = String::from_utf8(reply.body.clone()).map_err(|_| MgmError::Protocol {
+            server: self.server.to_string(),
+            reason: "the config is not UTF-8".into(),
+        })?;
+        let source = format!("ndb_mgmd {}", self.server);
+        let config = rndb_config::parse_str(&text, std::path::Path::new(&source))
+            .map_err(MgmError::Config)?;
+        let node_id = reply.parse("nodeid").map_err(|reason| MgmError::Protocol {
+            server: self.server.to_string(),
+            reason,
+        })?;
+        Ok(FetchedConfig {
+            config,
+            node_id,
+            text,
+        })
+    }
+
+    /// Every node's state.
+    pub fn status(&mut self) -> Result<ClusterStatus, MgmError> {
+        let reply = self.call(&Message::new("get status"), REPLY_TIMEOUT)?;
+        ClusterStatus::from_message(&reply).map_err(|reason| MgmError::Protocol {
+            server: self.server.to_string(),
+            reason,
+        })
+    }
+}
+
+/// Resolves and connects to `server`, bounded by [`CONNECT_TIMEOUT`] per address.
+fn connect_one(server: &MgmAddress) -> std::io::Result<TcpStream> {
+    let mut last = None;
+    for addr in (server.host.as_str(), server.port).to_socket_addrs()? {
+        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+            Ok(stream) => {
+                let _ = stream.set_nodelay(true);
+                return Ok(stream);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "the host name resolves to no address",
+        )
+    }))
+}
+
+/// Fetches the config from the first management server of `connectstring` that answers,
+/// retrying unreachable servers `retries` times `delay` apart: how `ndbd -c` and API nodes
+/// started with a connectstring get their config.
+pub fn fetch_config(
+    connectstring: &str,
+    requester: Requester,
+    node_id: Option<u16>,
+    retries: u32,
+    delay: Duration,
+) -> Result<FetchedConfig, MgmError> {
+    let parsed = ConnectString::parse(connectstring).map_err(MgmError::ConnectString)?;
+    let mut client = MgmClient::connect_str(connectstring, retries, delay)?;
+    client.fetch_config(requester, node_id.or(parsed.node_id))
+}
+
+/// Tells ndb_mgmd that API node `node_id` connected to the cluster (its version and address),
+/// once, as NDB's API reports ConnectedApiVersion.
+pub fn report_api_connected(connectstring: &str, node_id: u16) -> Result<(), MgmError> {
+    let mut client = MgmClient::connect_str(connectstring, 0, Duration::ZERO)?;
+    let request = Message::new("report")
+        .field("nodetype", Requester::Api.as_str())
+        .field("nodeid", node_id)
+        .field("version", crate::status::VERSION);
+    client.call(&request, REPLY_TIMEOUT).map(|_| ())
+}

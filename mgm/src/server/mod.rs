@@ -1,0 +1,723 @@
+//! ndb_mgmd: serves the config, tracks every node from the data nodes' reports, writes the
+//! cluster log, and carries out `ndb_mgm`'s commands.
+//!
+//! One thread accepts; each connection gets a thread (at most [`CONNECTIONS_MAX`]) that reads
+//! requests and answers them in order. All state is in one [`State`] behind a mutex, with a
+//! condition variable that wakes requests waiting for nodes to stop.
+
+pub mod cache;
+pub mod log;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::BufReader;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rndb_config::{ClusterConfig, NodeId, NodeKind};
+
+use crate::status::{ClusterStatus, NodeState, NodeStatus, NodeType, VERSION};
+use crate::wire::Message;
+use log::{Category, ClusterLog, Event, Severity};
+
+/// The most connections served at once; one more is answered with an error and closed.
+pub const CONNECTIONS_MAX: usize = 256;
+/// A data node's report link that is silent this long is a node that is gone (its reports come
+/// every `node_report::REPORT_INTERVAL`).
+pub const REPORT_TIMEOUT: Duration = Duration::from_secs(3);
+/// A connection that is not a data node's report link may be idle this long.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a data node id given to a node that asked for any stays reserved for it.
+pub const RESERVATION: Duration = Duration::from_secs(10);
+/// How long STOP waits for the nodes to be gone.
+pub const STOP_WAIT: Duration = Duration::from_secs(120);
+
+/// What the server serves.
+#[derive(Debug)]
+pub struct ServerSetup {
+    /// The config's text, served as is, and what it parses to.
+    pub config_text: String,
+    pub config: ClusterConfig,
+    /// This management node's id.
+    pub me: NodeId,
+    pub log: ClusterLog,
+}
+
+/// The running server, shared by its threads.
+#[derive(Debug)]
+pub struct Server {
+    config_text: String,
+    config: ClusterConfig,
+    me: NodeId,
+    state: Mutex<State>,
+    /// Signalled when a data node's report link changes (a stop waits on it).
+    changed: Condvar,
+    /// Set by SHUTDOWN (or `<me> STOP`) once answered: `ndb_mgmd` exits.
+    pub shutdown: AtomicBool,
+    connections: AtomicUsize,
+    /// The address this server listens on (its own SHOW line).
+    address: Mutex<Option<SocketAddr>>,
+}
+
+#[derive(Debug)]
+struct State {
+    data: BTreeMap<u16, DataNode>,
+    /// API nodes that said they connected (version, address), by node id.
+    api: BTreeMap<u16, (String, String)>,
+    log: ClusterLog,
+    next_link: u64,
+}
+
+#[derive(Debug, Default)]
+struct DataNode {
+    link: Option<ReportLink>,
+    reserved_until: Option<Instant>,
+    /// STOP asked for this node; the next report's reply says so.
+    stop_requested: bool,
+}
+
+/// A data node's live report connection and what it last said.
+#[derive(Debug)]
+struct ReportLink {
+    id: u64,
+    address: String,
+    state: NodeState,
+    version: String,
+    pid: u32,
+    connected: BTreeSet<u16>,
+    data_memory_used: u64,
+    data_memory_total: u64,
+}
+
+impl Server {
+    pub fn new(setup: ServerSetup) -> Server {
+        let data = setup
+            .config
+            .data_nodes
+            .iter()
+            .map(|n| (n.node_id.0, DataNode::default()))
+            .collect();
+        Server {
+            config_text: setup.config_text,
+            config: setup.config,
+            me: setup.me,
+            state: Mutex::new(State {
+                data,
+                api: BTreeMap::new(),
+                log: setup.log,
+                next_link: 1,
+            }),
+            changed: Condvar::new(),
+            shutdown: AtomicBool::new(false),
+            connections: AtomicUsize::new(0),
+            address: Mutex::new(None),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic in one connection's thread must not take the server down with it.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes `event` to the cluster log.
+    pub fn log(&self, event: Event) {
+        self.lock().log.write(&event);
+    }
+
+    /// Accepts connections until the process exits; each is served on its own thread.
+    pub fn serve(self: &Arc<Self>, listener: TcpListener) {
+        *self.address.lock().unwrap_or_else(|e| e.into_inner()) = listener.local_addr().ok();
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            if self.connections.fetch_add(1, Ordering::AcqRel) >= CONNECTIONS_MAX {
+                self.connections.fetch_sub(1, Ordering::AcqRel);
+                let mut s = stream;
+                let _ = Message::error_reply("connect", "too many connections to ndb_mgmd")
+                    .write_to(&mut s);
+                continue;
+            }
+            let server = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name("mgm-conn".into())
+                .spawn(move || {
+                    server.serve_connection(stream);
+                    server.connections.fetch_sub(1, Ordering::AcqRel);
+                });
+            if spawned.is_err() {
+                self.connections.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+
+    fn serve_connection(&self, stream: TcpStream) {
+        let peer = stream
+            .peer_addr()
+            .map(|a| a.ip().to_string())
+            .unwrap_or_default();
+        let Ok(mut writer) = stream.try_clone() else {
+            return;
+        };
+        let _ = stream.set_read_timeout(Some(IDLE_TIMEOUT));
+        let mut reader = BufReader::new(stream);
+        // The data node whose report link this connection is, once it reported.
+        let mut link: Option<(u16, u64)> = None;
+        loop {
+            let request = match Message::read_from(&mut reader) {
+                Ok(Some(request)) => request,
+                Ok(None) => break,
+                Err(e) => {
+                    if let Some((node, _)) = link {
+                        tracing::warn!("data node {node}'s report link ended: {e}");
+                    } else if e.kind() == std::io::ErrorKind::InvalidData {
+                        let _ = Message::error_reply("?", e).write_to(&mut writer);
+                    }
+                    break;
+                }
+            };
+            let reply = self.handle(&request, &peer, &mut link);
+            if link.is_some() {
+                let _ = writer.set_read_timeout(Some(REPORT_TIMEOUT));
+            }
+            if reply.write_to(&mut writer).is_err() {
+                break;
+            }
+            if request.command == "stop" && self.shutdown.load(Ordering::Acquire) {
+                break;
+            }
+        }
+        if let Some((node, id)) = link {
+            self.link_closed(node, id);
+        }
+    }
+
+    fn handle(&self, request: &Message, peer: &str, link: &mut Option<(u16, u64)>) -> Message {
+        let command = request.command.as_str();
+        let result = match command {
+            "get config" => self.get_config(request),
+            "report" => self.report(request, peer, link),
+            "get status" => Ok(self.status().to_message(Message::ok_reply(command))),
+            "stop" => self.stop(request),
+            "report memoryusage" => Ok(self.memory_usage()),
+            "set clusterlog" => self.set_clusterlog(request),
+            "set loglevel" => self.set_loglevel(request),
+            _ => Err(format!("unknown command {command:?}")),
+        };
+        result.unwrap_or_else(|why| Message::error_reply(command, why))
+    }
+
+    fn get_config(&self, request: &Message) -> Result<Message, String> {
+        let node_id: Option<u16> = request.parse("nodeid")?;
+        let source = self.config.source.display();
+        let mut reply = Message::ok_reply(&request.command);
+        match request.get("nodetype") {
+            Some("ndbd") => {
+                let mut state = self.lock();
+                let id = match node_id {
+                    Some(id) => {
+                        let node = state.data.get(&id).ok_or_else(|| {
+                            format!("node {id} is not a data node ([ndbd] NodeId) in {source}")
+                        })?;
+                        if let Some(s) = &node.link {
+                            return Err(format!(
+                                "node {id} is already connected (from {}, pid {})",
+                                s.address, s.pid
+                            ));
+                        }
+                        // Reserved so that a node asking for any id does not get this one
+                        // before this node's first report (an explicit id is not refused for a
+                        // reservation: a node restarted at once must get its id back).
+                        if let Some(node) = state.data.get_mut(&id) {
+                            node.reserved_until = Some(Instant::now() + RESERVATION);
+                        }
+                        id
+                    }
+                    None => {
+                        let now = Instant::now();
+                        let (&id, node) = state
+                            .data
+                            .iter_mut()
+                            .find(|(_, n)| {
+                                n.link.is_none() && n.reserved_until.is_none_or(|t| t < now)
+                            })
+                            .ok_or_else(|| format!("every data node id of {source} is in use"))?;
+                        node.reserved_until = Some(now + RESERVATION);
+                        id
+                    }
+                };
+                reply.push("nodeid", id);
+            }
+            Some("api") => {
+                if let Some(id) = node_id {
+                    if self.config.api_slot(NodeId(id)).is_none() {
+                        return Err(format!("node {id} is not an [api] slot in {source}"));
+                    }
+                }
+            }
+            Some("mgm") => {}
+            other => return Err(format!("nodetype {other:?}: expected ndbd, api or mgm")),
+        }
+        Ok(reply.with_body(self.config_text.clone().into_bytes()))
+    }
+
+    fn report(
+        &self,
+        request: &Message,
+        peer: &str,
+        link: &mut Option<(u16, u64)>,
+    ) -> Result<Message, String> {
+        let node: u16 = request.parse("nodeid")?.ok_or("report without nodeid")?;
+        let version = request.get("version").unwrap_or("unknown").to_string();
+        match request.get("nodetype") {
+            Some("api") => {
+                if self.config.api_slot(NodeId(node)).is_none() {
+                    return Err(format!("node {node} is not an [api] slot"));
+                }
+                let mut state = self.lock();
+                let me = self.me.0;
+                state.api.insert(node, (version.clone(), peer.to_string()));
+                let log = &mut state.log;
+                let c = Category::Connection;
+                log.write(&Event::new(
+                    me,
+                    c,
+                    8,
+                    Severity::Info,
+                    format!("Node {node} Connected"),
+                ));
+                log.write(&Event::new(
+                    me,
+                    c,
+                    8,
+                    Severity::Info,
+                    format!("Node {node}: API {version}"),
+                ));
+                Ok(Message::ok_reply(&request.command))
+            }
+            Some("ndbd") => self.data_node_report(request, node, version, peer, link),
+            other => Err(format!("nodetype {other:?}: expected ndbd or api")),
+        }
+    }
+
+    fn data_node_report(
+        &self,
+        request: &Message,
+        node: u16,
+        version: String,
+        peer: &str,
+        link: &mut Option<(u16, u64)>,
+    ) -> Result<Message, String> {
+        let reported = match request.get("status") {
+            Some("STARTING") => NodeState::Starting,
+            Some("STARTED") => NodeState::Started,
+            Some("STOPPING") => NodeState::ShuttingDown,
+            other => {
+                return Err(format!(
+                    "status {other:?}: expected STARTING, STARTED or STOPPING"
+                ))
+            }
+        };
+        let connected: BTreeSet<u16> = request
+            .get("connected")
+            .unwrap_or("")
+            .split(',')
+            .filter_map(|n| n.trim().parse().ok())
+            .collect();
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let me = self.me.0;
+        let record = state
+            .data
+            .get_mut(&node)
+            .ok_or_else(|| format!("node {node} is not a data node"))?;
+        match (&record.link, *link) {
+            (Some(s), Some((n, id))) if n == node && s.id == id => {}
+            (Some(s), _) => {
+                return Err(format!(
+                    "node {node} is already connected (from {}, pid {})",
+                    s.address, s.pid
+                ))
+            }
+            (None, Some((n, _))) if n != node => {
+                return Err(format!("this connection reports for node {n}, not {node}"))
+            }
+            (None, _) => {
+                let id = state.next_link;
+                state.next_link += 1;
+                record.link = Some(ReportLink {
+                    id,
+                    address: peer.to_string(),
+                    state: NodeState::NoContact,
+                    version: version.clone(),
+                    pid: 0,
+                    connected: BTreeSet::new(),
+                    data_memory_used: 0,
+                    data_memory_total: 0,
+                });
+                record.reserved_until = None;
+                *link = Some((node, id));
+                let text = format!("Node {node} Connected");
+                state.log.write(&Event::new(
+                    me,
+                    Category::Connection,
+                    8,
+                    Severity::Info,
+                    text,
+                ));
+            }
+        }
+        let live = record.link.as_mut().ok_or("no report link")?;
+        let mut events = Vec::new();
+        if live.state != reported {
+            let (category, text) = match reported {
+                NodeState::Starting => (
+                    Category::Startup,
+                    format!("Start initiated (version {version})"),
+                ),
+                NodeState::Started => (Category::Startup, format!("Started (version {version})")),
+                _ => (Category::Shutdown, "Node shutdown initiated".to_string()),
+            };
+            events.push(Event::new(node, category, 1, Severity::Info, text));
+        }
+        for peer_node in connected.difference(&live.connected) {
+            let text = format!("Communication to Node {peer_node} opened");
+            events.push(Event::new(
+                node,
+                Category::Connection,
+                8,
+                Severity::Info,
+                text,
+            ));
+        }
+        for peer_node in live.connected.difference(&connected) {
+            let text = format!("Communication to Node {peer_node} closed");
+            events.push(Event::new(
+                node,
+                Category::Connection,
+                8,
+                Severity::Info,
+                text,
+            ));
+        }
+        live.state = reported;
+        live.version = version;
+        live.pid = request.parse("pid")?.unwrap_or(0);
+        live.connected = connected;
+        live.data_memory_used = request.parse("datamemory.used")?.unwrap_or(0);
+        live.data_memory_total = request.parse("datamemory.total")?.unwrap_or(0);
+        let stop = record.stop_requested;
+        for event in &events {
+            state.log.write(event);
+        }
+        drop(guard);
+        self.changed.notify_all();
+        let reply = Message::ok_reply(&request.command);
+        Ok(reply.field("action", if stop { "stop" } else { "none" }))
+    }
+
+    fn link_closed(&self, node: u16, id: u64) {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let Some(record) = state.data.get_mut(&node) else {
+            return;
+        };
+        if record.link.as_ref().is_none_or(|s| s.id != id) {
+            return;
+        }
+        let link = record.link.take();
+        record.stop_requested = false;
+        let me = self.me.0;
+        if link.is_some_and(|s| s.state == NodeState::ShuttingDown) {
+            let text = "Node shutdown completed";
+            state.log.write(&Event::new(
+                node,
+                Category::Shutdown,
+                1,
+                Severity::Info,
+                text,
+            ));
+        }
+        let text = format!("Node {node} Disconnected");
+        state.log.write(&Event::new(
+            me,
+            Category::Connection,
+            8,
+            Severity::Alert,
+            text,
+        ));
+        drop(guard);
+        self.changed.notify_all();
+    }
+
+    /// Every node's state now.
+    pub fn status(&self) -> ClusterStatus {
+        let state = self.lock();
+        let master = state
+            .data
+            .iter()
+            .find(|(_, n)| {
+                n.link
+                    .as_ref()
+                    .is_some_and(|s| s.state == NodeState::Started)
+            })
+            .map(|(&id, _)| id);
+        let mut nodes = Vec::new();
+        for data in &self.config.data_nodes {
+            let id = data.node_id.0;
+            let link = state.data.get(&id).and_then(|n| n.link.as_ref());
+            nodes.push(NodeStatus {
+                id,
+                node_type: NodeType::Ndb,
+                state: link.map_or(NodeState::NoContact, |s| s.state),
+                version: link.map(|s| s.version.clone()),
+                address: link.map(|s| s.address.clone()),
+                node_group: Some(data.node_group),
+                master: master == Some(id),
+                config_host: Some(data.host_name.clone()).filter(|h| !h.is_empty()),
+            });
+        }
+        let my_address = self
+            .address
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map(|a| a.ip().to_string());
+        for mgm in &self.config.mgm_nodes {
+            let me = mgm.node_id == self.me;
+            nodes.push(NodeStatus {
+                id: mgm.node_id.0,
+                node_type: NodeType::Mgm,
+                state: if me {
+                    NodeState::Connected
+                } else {
+                    NodeState::NoContact
+                },
+                version: me.then(|| VERSION.to_string()),
+                address: if me { my_address.clone() } else { None },
+                node_group: None,
+                master: false,
+                config_host: Some(mgm.host_name.clone()).filter(|h| !h.is_empty()),
+            });
+        }
+        // An API node is connected when a live data node reports a link to it.
+        let linked: BTreeSet<u16> = state
+            .data
+            .values()
+            .filter_map(|n| n.link.as_ref())
+            .flat_map(|s| s.connected.iter().copied())
+            .collect();
+        for slot in &self.config.api_slots {
+            let id = slot.node_id.0;
+            let connected = linked.contains(&id);
+            let known = state.api.get(&id).filter(|_| connected);
+            nodes.push(NodeStatus {
+                id,
+                node_type: NodeType::Api,
+                state: if connected {
+                    NodeState::Connected
+                } else {
+                    NodeState::NoContact
+                },
+                version: connected.then(|| known.map_or(VERSION, |k| k.0.as_str()).to_string()),
+                address: known
+                    .map(|k| k.1.clone())
+                    .or_else(|| connected.then(|| slot.host_name.clone().unwrap_or_default())),
+                node_group: None,
+                master: false,
+                config_host: slot.host_name.clone(),
+            });
+        }
+        nodes.sort_by_key(|n| n.id);
+        ClusterStatus { nodes }
+    }
+
+    /// STOP: `node: 2,3` or `all: 1`; `mgm: 1` stops this server too (SHUTDOWN); `force: 1`
+    /// stops a node whose node group would be left without a started node.
+    fn stop(&self, request: &Message) -> Result<Message, String> {
+        let all = request.get("all") == Some("1");
+        let force = request.get("force") == Some("1");
+        let with_mgm = request.get("mgm") == Some("1");
+        let mut targets: BTreeSet<u16> = BTreeSet::new();
+        let mut stop_me = with_mgm;
+        for part in request
+            .get("node")
+            .unwrap_or("")
+            .split(',')
+            .filter(|p| !p.is_empty())
+        {
+            let id: u16 = part
+                .trim()
+                .parse()
+                .map_err(|_| format!("{part:?} is not a node id"))?;
+            match self.config.node_kind(NodeId(id)) {
+                Some(NodeKind::Data) => {
+                    targets.insert(id);
+                }
+                Some(NodeKind::Mgm) if id == self.me.0 => stop_me = true,
+                Some(NodeKind::Mgm) => {
+                    return Err(format!(
+                        "Node {id} is another management server: rndb's ndb_mgmd cannot stop it"
+                    ))
+                }
+                Some(NodeKind::Api) => {
+                    return Err(format!(
+                        "Node {id} is an API node: stop its process instead"
+                    ))
+                }
+                None => return Err(format!("Node {id} is not a node of the cluster")),
+            }
+        }
+        let mut state = self.lock();
+        if all {
+            targets.extend(
+                state
+                    .data
+                    .iter()
+                    .filter(|(_, n)| n.link.is_some())
+                    .map(|(&id, _)| id),
+            );
+        }
+        for &id in &targets {
+            if state.data.get(&id).is_none_or(|n| n.link.is_none()) && !all {
+                return Err(format!("Node {id} is not connected: nothing to stop"));
+            }
+        }
+        if targets.is_empty() && !stop_me {
+            return Err("no data node is connected: nothing to stop".into());
+        }
+        if !all && !force {
+            self.check_groups_survive(&state, &targets)?;
+        }
+        for &id in &targets {
+            if let Some(n) = state.data.get_mut(&id) {
+                n.stop_requested = true;
+            }
+        }
+        let deadline = Instant::now() + STOP_WAIT;
+        while targets
+            .iter()
+            .any(|id| state.data.get(id).is_some_and(|n| n.link.is_some()))
+        {
+            let now = Instant::now();
+            if now >= deadline {
+                let left: Vec<String> = targets
+                    .iter()
+                    .filter(|id| state.data.get(id).is_some_and(|n| n.link.is_some()))
+                    .map(u16::to_string)
+                    .collect();
+                return Err(format!(
+                    "node(s) {} did not stop within {STOP_WAIT:?}",
+                    left.join(", ")
+                ));
+            }
+            state = self
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        drop(state);
+        let stopped: Vec<String> = targets.iter().map(u16::to_string).collect();
+        let mut reply = Message::ok_reply(&request.command).field("stopped", stopped.join(","));
+        if stop_me {
+            reply.push("mgm", self.me.0);
+            self.log(Event::new(
+                self.me.0,
+                Category::Shutdown,
+                1,
+                Severity::Info,
+                "Node shutdown initiated",
+            ));
+            self.shutdown.store(true, Ordering::Release);
+        }
+        Ok(reply)
+    }
+
+    /// Refuses to stop the last started node of a node group (NDB: "Node shutdown would cause
+    /// system crash"), unless every data node stops.
+    fn check_groups_survive(&self, state: &State, targets: &BTreeSet<u16>) -> Result<(), String> {
+        for group in &self.config.node_groups {
+            let started_left = group.nodes.iter().any(|n| {
+                !targets.contains(&n.0)
+                    && state
+                        .data
+                        .get(&n.0)
+                        .and_then(|d| d.link.as_ref())
+                        .is_some_and(|s| s.state == NodeState::Started)
+            });
+            let stopping: Vec<u16> = group
+                .nodes
+                .iter()
+                .map(|n| n.0)
+                .filter(|n| targets.contains(n))
+                .collect();
+            if !stopping.is_empty() && !started_left {
+                return Err(format!(
+                    "Node shutdown would cause system crash: node group {} would have no started node left \
+                     (stop it anyway with `{} STOP -f`, or stop the whole cluster with SHUTDOWN)",
+                    group.id, stopping[0]
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn memory_usage(&self) -> Message {
+        let state = self.lock();
+        let mut reply = Message::ok_reply("report memoryusage");
+        for (id, node) in &state.data {
+            if let Some(s) = &node.link {
+                reply.push(format!("node.{id}.datamemory.used"), s.data_memory_used);
+                reply.push(format!("node.{id}.datamemory.total"), s.data_memory_total);
+            }
+        }
+        reply
+    }
+
+    /// `severity: INFO|…` (absent: the whole log) and `mode: on|off|toggle|info`.
+    fn set_clusterlog(&self, request: &Message) -> Result<Message, String> {
+        let mut state = self.lock();
+        let mode = request.get("mode").unwrap_or("info");
+        let on = match mode {
+            "on" => Some(true),
+            "off" => Some(false),
+            "toggle" | "info" => None,
+            other => return Err(format!("mode {other:?}: expected on, off, toggle or info")),
+        };
+        if mode != "info" {
+            match request.get("severity") {
+                Some(name) => {
+                    let severity = Severity::parse(name).ok_or_else(|| {
+                        format!("{name:?} is not a severity (ALERT, CRITICAL, ERROR, WARNING, INFO, DEBUG)")
+                    })?;
+                    state.log.set_severity(severity, on);
+                }
+                None => state.log.enabled = on.unwrap_or(!state.log.enabled),
+            }
+        }
+        Ok(Message::ok_reply(&request.command)
+            .field("enabled", u8::from(state.log.enabled))
+            .field("severities", state.log.describe_severities()))
+    }
+
+    /// `node: N|all`, `category: STARTUP`, `level: 0..15`.
+    fn set_loglevel(&self, request: &Message) -> Result<Message, String> {
+        let node = match request.get("node") {
+            None | Some("all") => None,
+            Some(n) => Some(
+                n.parse::<u16>()
+                    .map_err(|_| format!("{n:?} is not a node id"))?,
+            ),
+        };
+        let name = request.get("category").unwrap_or("");
+        let category = Category::parse(name).ok_or_else(|| {
+            let known: Vec<&str> = Category::ALL.iter().map(|c| c.name()).collect();
+            format!("{name:?} is not a category ({})", known.join(", "))
+        })?;
+        let level: u8 = request
+            .parse("level")?
+            .filter(|l| *l <= 15)
+            .ok_or("the level must be 0..15")?;
+        self.lock().log.set_threshold(category, node, level);
+        Ok(Message::ok_reply(&request.command))
+    }
+}
