@@ -374,6 +374,11 @@ impl Kernel {
             gsn::NODE_FAILREP if self.qmgr.is_up(from) => {
                 self.exec_node_failrep(from, FailRep::decode(payload)?, out, now)
             }
+            // From a data node this one holds failed (its new link, before it rejoined): it
+            // has no say in who failed.
+            gsn::FAIL_REP | gsn::NODE_FAILREP if self.qmgr.is_data_node(from) => {
+                FailRep::decode(payload)?;
+            }
             dgsn::INDEX_BUILD_ROWS | dgsn::INDEX_BUILD_DONE => {
                 self.exec_index_build_signal(from, header, payload, out, now)?
             }

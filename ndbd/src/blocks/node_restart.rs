@@ -120,8 +120,18 @@ struct Copy {
     slot: SlotId,
     /// Rows passed over while a change of them was uncommitted.
     deferred: Vec<(u32, u32, SlotId)>,
-    /// A COPY_ROWS payload being filled, or waiting for room in the send buffer.
+    /// The COPY_ROWS payload being filled.
     frame: Vec<u8>,
+    rows: u64,
+}
+
+/// Where a copy's walk stood before a frame was filled: a frame the send buffer cannot take
+/// is dropped and its rows read again later, since a row's image must be read when it is sent
+/// (a write forwarded meanwhile must not reach the node before an older image).
+struct Mark {
+    at: usize,
+    slot: SlotId,
+    deferred: Vec<(u32, u32, SlotId)>,
     rows: u64,
 }
 
@@ -540,17 +550,31 @@ impl Kernel {
     /// Goes on with one copy; false once it is done (or its node is gone).
     fn copy_some(&mut self, copy: &mut Copy, out: &mut dyn Outbox) -> bool {
         for _ in 0..COPY_FRAMES_PER_STEP {
+            let mark = Mark {
+                at: copy.at,
+                slot: copy.slot,
+                deferred: copy.deferred.clone(),
+                rows: copy.rows,
+            };
+            let walked = self.fill_copy_frame(copy);
             if !copy.frame.is_empty() {
                 let header = data_node_header(gsn::COPY_ROWS, block::DBLQH, block::DBLQH);
-                let frame = &copy.frame;
-                match out.send(copy.node, header, &mut |b| b.extend_from_slice(frame)) {
-                    Ok(()) => copy.frame.clear(),
-                    Err(SendFailure::Overloaded) => return true,
+                let frame = std::mem::take(&mut copy.frame);
+                match out.send(copy.node, header, &mut |b| b.extend_from_slice(&frame)) {
+                    Ok(()) => {}
+                    Err(SendFailure::Overloaded) => {
+                        // Read again at the next timer.
+                        copy.at = mark.at;
+                        copy.slot = mark.slot;
+                        copy.deferred = mark.deferred;
+                        copy.rows = mark.rows;
+                        return true;
+                    }
                     Err(SendFailure::Gone) => return false,
                 }
+                continue;
             }
-            let walked = self.fill_copy_frame(copy);
-            if copy.frame.is_empty() && walked {
+            if walked {
                 if !copy.deferred.is_empty() {
                     // Rows with uncommitted changes: again at the next timer.
                     return true;

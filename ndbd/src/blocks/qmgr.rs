@@ -420,6 +420,11 @@ impl Kernel {
             let frame = data_node_header(gsn::HEARTBEAT, block::QMGR, block::QMGR);
             self.unsent.send(out, peer, frame, &mut |_| {});
         }
+        if !self.qmgr.started {
+            // A node restarting sends heartbeats but judges no one: its view of the cluster is
+            // the president's, and a failure reaches it as NODE_FAILREP or a closed link.
+            return;
+        }
         for peer in peers {
             let silent = &mut self.qmgr.silent[usize::from(peer.0)];
             *silent += 1;
