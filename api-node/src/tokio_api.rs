@@ -45,8 +45,9 @@ use crate::connection::{Answers, Connection};
 use crate::scan::{Scan, ScanOptions};
 use crate::transaction::Begun;
 use crate::{
-    index_answer, index_name, refusal, refused_not_master, single_answer, table_answer, Cluster,
-    Error, Index, IndexDef, Table, Transaction, MASTER_LINK_WAIT_MAX,
+    index_answer, index_name, list_tables_page, list_tables_payload, refusal, refused_not_master,
+    single_answer, table_answer, Cluster, Error, Index, IndexDef, ListedObject, Table, Transaction,
+    MASTER_LINK_WAIT_MAX,
 };
 
 /// How often a dictionary request refused by a data node that is not the DICT master looks
@@ -117,6 +118,22 @@ impl<'c> TokioCluster<'c> {
             .dict_request(gsn::GET_TABINFO_REQ, &payload, conf)
             .await?;
         table_answer(connection, &answers, conf)
+    }
+
+    /// As [`Cluster::list_tables`].
+    pub async fn list_tables(&self) -> Result<Vec<ListedObject>, Error> {
+        let mut objects = Vec::new();
+        let mut from_id = 0;
+        loop {
+            let payload = list_tables_payload(from_id);
+            let (connection, answers) = self
+                .dict_request(gsn::LIST_TABLES_REQ, &payload, gsn::LIST_TABLES_CONF)
+                .await?;
+            match list_tables_page(connection, &answers, from_id, &mut objects)? {
+                Some(next) => from_id = next,
+                None => return Ok(objects),
+            }
+        }
     }
 
     /// As [`Cluster::drop_table`].
