@@ -202,7 +202,8 @@ impl<'c> AsyncExecutor<'c> {
     /// defined since its last execute) to be sent by the next [`send`](Self::send). `tag` comes
     /// back in its [`Completion`]. Fails with 4006 when the executor already holds
     /// MaxNoOfConcurrentTransactions transactions; the transaction is then dropped (rolled
-    /// back if it was open).
+    /// back if it was open). A commit of a transaction whose scan locked rows on several data
+    /// nodes first waits here for those nodes to confirm their locks (one round trip).
     pub fn prepare(
         &mut self,
         mut transaction: Transaction<'c>,
@@ -219,6 +220,17 @@ impl<'c> AsyncExecutor<'c> {
                     self.limit
                 ),
             ));
+        }
+        // A commit after a scan that locked rows on other data nodes than the TC first
+        // confirms that they still hold them, one blocking round trip to those nodes (see
+        // `Transaction::scan_locks_to_confirm`); such a scan itself was read blocking.
+        if let Err(e) = transaction.confirm_scan_locks(exec) {
+            self.ready.push(Completion {
+                tag,
+                transaction,
+                result: Err(e),
+            });
+            return Ok(());
         }
         match transaction.begin_execute(exec, abort) {
             Begun::Done(result) => self.ready.push(Completion {

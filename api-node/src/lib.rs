@@ -558,27 +558,12 @@ impl Cluster {
         let mut objects: Vec<ListedObject> = Vec::new();
         let mut from_id = 0;
         loop {
-            let mut payload = Vec::new();
-            signals::ListTablesReq { from_id }.encode(&mut payload);
+            let payload = list_tables_payload(from_id);
             let (connection, answers) =
                 self.dict_request(gsn::LIST_TABLES_REQ, &payload, gsn::LIST_TABLES_CONF)?;
-            let page = match single_answer(&answers, connection)? {
-                (gsn::LIST_TABLES_CONF, payload) => signals::ListTablesConf::decode(payload)
-                    .map_err(|e| connection.protocol_violation(e.to_string()))?,
-                (signal, payload) => return Err(refusal(connection, signal, payload)),
-            };
-            let last = page.objects.last().map(|o| o.id);
-            if page.objects.iter().any(|o| o.id < from_id) {
-                return Err(connection.protocol_violation("LIST_TABLES_CONF went backwards"));
-            }
-            objects.extend(page.objects);
-            match (page.more, last) {
-                (true, Some(id)) if id < u32::MAX => from_id = id + 1,
-                (true, _) => {
-                    return Err(connection
-                        .protocol_violation("LIST_TABLES_CONF says there is more after no object"))
-                }
-                (false, _) => return Ok(objects),
+            match list_tables_page(connection, &answers, from_id, &mut objects)? {
+                Some(next) => from_id = next,
+                None => return Ok(objects),
             }
         }
     }
@@ -853,6 +838,41 @@ fn single_answer<'a>(
     match (iter.next(), iter.next()) {
         (Some(answer), None) => Ok(answer),
         _ => Err(connection.protocol_violation("expected exactly one answer")),
+    }
+}
+
+/// A LIST_TABLES_REQ for the objects from id `from_id` on.
+fn list_tables_payload(from_id: u32) -> Vec<u8> {
+    let mut payload = Vec::new();
+    signals::ListTablesReq { from_id }.encode(&mut payload);
+    payload
+}
+
+/// Adds one LIST_TABLES_CONF page (asked from `from_id`) to `objects`: the id to ask from
+/// next, `None` after the last page.
+fn list_tables_page(
+    connection: &Connection,
+    answers: &Answers,
+    from_id: u32,
+    objects: &mut Vec<ListedObject>,
+) -> Result<Option<u32>, Error> {
+    let page = match single_answer(answers, connection)? {
+        (gsn::LIST_TABLES_CONF, payload) => signals::ListTablesConf::decode(payload)
+            .map_err(|e| connection.protocol_violation(e.to_string()))?,
+        (signal, payload) => return Err(refusal(connection, signal, payload)),
+    };
+    let last = page.objects.last().map(|o| o.id);
+    if page.objects.iter().any(|o| o.id < from_id) {
+        return Err(connection.protocol_violation("LIST_TABLES_CONF went backwards"));
+    }
+    objects.extend(page.objects);
+    match (page.more, last) {
+        (true, Some(id)) if id < u32::MAX => Ok(Some(id + 1)),
+        (true, _) => {
+            Err(connection
+                .protocol_violation("LIST_TABLES_CONF says there is more after no object"))
+        }
+        (false, _) => Ok(None),
     }
 }
 

@@ -9,6 +9,12 @@
 //! fragments that ran dry.
 //! Dropping a scan before its end closes it on the data node without waiting;
 //! [`Scan::close`] waits for the close to be acknowledged.
+//!
+//! A locked scan (Read or Exclusive) fails with 4010 when the link to any part's data node
+//! failed, even a part that has handed out all its rows: that node rolled its part back and
+//! freed the locks, so the rows would not be one snapshot. (The API may hear of a failure
+//! only later; the transaction's commit checks those nodes again, see
+//! `Transaction::scan_locks_to_confirm`.)
 
 use std::cmp::Ordering;
 use std::collections::VecDeque;
@@ -81,6 +87,9 @@ pub struct Scan<'c> {
     sort: Option<SortKey>,
     /// One part per data node, each over the fragments whose primary replica it holds.
     parts: Vec<Part<'c>>,
+    /// The scan locks its rows: a part whose link failed fails it (4010). Cleared once it
+    /// is abandoned, which reports the failure once.
+    locked: bool,
 }
 
 /// The scan of one data node's fragments.
@@ -127,6 +136,7 @@ impl<'c> Scan<'c> {
         table: Table,
         parts: Vec<(&'c Connection, u32)>,
         sort: Option<(Vec<usize>, bool)>,
+        locked: bool,
     ) -> Scan<'c> {
         Scan {
             cluster,
@@ -145,6 +155,7 @@ impl<'c> Scan<'c> {
                     finished: false,
                 })
                 .collect(),
+            locked,
         }
     }
 
@@ -332,14 +343,43 @@ impl<'c> Scan<'c> {
         loop {
             let requests = self.wanted();
             if requests.is_empty() {
-                return Ok(self.take_row());
+                return self.row_or_end();
             }
+            self.check_parts()?;
             self.fetch(&requests)?;
+        }
+    }
+
+    /// The next buffered row (once [`Scan::wanted`] is empty); at the end of a locked scan,
+    /// the failure of any part's link.
+    pub(crate) fn row_or_end(&mut self) -> Result<Option<Vec<Value>>, Error> {
+        match self.take_row() {
+            Some(row) => Ok(Some(row)),
+            None => self.check_parts().map(|()| None),
+        }
+    }
+
+    /// A locked scan fails with 4010 once the link to any part's data node failed (checked
+    /// before each fetch and at the end).
+    pub(crate) fn check_parts(&self) -> Result<(), Error> {
+        if !self.locked {
+            return Ok(());
+        }
+        match self.parts.iter().find(|p| p.connection.is_failed()) {
+            None => Ok(()),
+            Some(part) => Err(Error::ndb_detail(
+                4010,
+                format!(
+                    "the link to node {} failed: it rolled back this locked scan's part",
+                    part.connection.peer
+                ),
+            )),
         }
     }
 
     /// Ends the scan after an error: every part still open is closed without waiting.
     pub(crate) fn abandon(&mut self) {
+        self.locked = false;
         for part in self.parts.iter_mut() {
             part.buffers.iter_mut().for_each(VecDeque::clear);
             part.done.iter_mut().for_each(|d| *d = true);

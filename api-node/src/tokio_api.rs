@@ -45,8 +45,9 @@ use crate::connection::{Answers, Connection};
 use crate::scan::{Scan, ScanOptions};
 use crate::transaction::Begun;
 use crate::{
-    index_answer, index_name, refusal, refused_not_master, single_answer, table_answer, Cluster,
-    Error, Index, IndexDef, Table, Transaction, MASTER_LINK_WAIT_MAX,
+    index_answer, index_name, list_tables_page, list_tables_payload, refusal, refused_not_master,
+    single_answer, table_answer, Cluster, Error, Index, IndexDef, ListedObject, Table, Transaction,
+    MASTER_LINK_WAIT_MAX,
 };
 
 /// How often a dictionary request refused by a data node that is not the DICT master looks
@@ -117,6 +118,22 @@ impl<'c> TokioCluster<'c> {
             .dict_request(gsn::GET_TABINFO_REQ, &payload, conf)
             .await?;
         table_answer(connection, &answers, conf)
+    }
+
+    /// As [`Cluster::list_tables`].
+    pub async fn list_tables(&self) -> Result<Vec<ListedObject>, Error> {
+        let mut objects = Vec::new();
+        let mut from_id = 0;
+        loop {
+            let payload = list_tables_payload(from_id);
+            let (connection, answers) = self
+                .dict_request(gsn::LIST_TABLES_REQ, &payload, gsn::LIST_TABLES_CONF)
+                .await?;
+            match list_tables_page(connection, &answers, from_id, &mut objects)? {
+                Some(next) => from_id = next,
+                None => return Ok(objects),
+            }
+        }
     }
 
     /// As [`Cluster::drop_table`].
@@ -272,6 +289,7 @@ impl<'c> TokioTransaction<'c> {
     /// As [`Transaction::execute_with`]. Dropping the future before it completes rolls the
     /// transaction back (see the module docs).
     pub async fn execute_with(&mut self, exec: ExecType, abort: AbortOption) -> Result<(), Error> {
+        self.confirm_scan_locks(exec).await?;
         let transaction = &mut self.transaction;
         let (connection, frames, sent) = match transaction.begin_execute(exec, abort) {
             Begun::Done(result) => return result,
@@ -308,6 +326,39 @@ impl<'c> TokioTransaction<'c> {
         let answers = Reply::new(connection, request_id).await;
         let transaction = guard.transaction.take().expect("taken only here");
         transaction.complete_execute(sent, answers)
+    }
+
+    /// Before a commit, the data nodes other than the TC where a scan locked rows confirm
+    /// that they still hold them, as in the blocking API (`Transaction::scan_locks_to_confirm`).
+    /// Dropped while it waits, the transaction rolls back.
+    async fn confirm_scan_locks(&mut self, exec: ExecType) -> Result<(), Error> {
+        let transaction = &mut self.transaction;
+        let connections = transaction.scan_locks_to_confirm(exec);
+        if connections.is_empty() {
+            return Ok(());
+        }
+        let request_id = transaction.request_id();
+        let timeout = transaction.cluster().request_timeout;
+        let (sent, mut first_error) =
+            transaction.send_lock_checks(&connections, Connection::register_task_request);
+        let mut guard = LockChecks {
+            transaction: Some(transaction),
+            waiting: sent,
+            request_id,
+        };
+        // Every check sent is awaited, so that no answer stays registered.
+        while let Some(&connection) = guard.waiting.first() {
+            let answers = Reply::new(connection, request_id).within(timeout).await;
+            guard.waiting.remove(0);
+            if let Err(e) = Transaction::lock_check_answer(connection, answers) {
+                first_error.get_or_insert(e);
+            }
+        }
+        let transaction = guard.transaction.take().expect("taken only here");
+        match first_error {
+            Some(e) => Err(transaction.lock_check_failed(e)),
+            None => Ok(()),
+        }
     }
 
     /// As [`Transaction::scan_table`]: the stream of rows, once every data node's first
@@ -389,6 +440,27 @@ impl Drop for RollBackOnDrop<'_, '_> {
     fn drop(&mut self) {
         if let Some(transaction) = self.transaction.take() {
             self.connection.forget(transaction.request_id());
+            transaction.roll_back_now();
+        }
+    }
+}
+
+/// The lock checks of a commit being awaited: dropped before they all came, the checks still
+/// registered are forgotten and the transaction rolls back.
+struct LockChecks<'t, 'c> {
+    /// Taken once every check came.
+    transaction: Option<&'t mut Transaction<'c>>,
+    /// The links whose check is still registered, the one being awaited first.
+    waiting: Vec<&'c Connection>,
+    request_id: u32,
+}
+
+impl Drop for LockChecks<'_, '_> {
+    fn drop(&mut self) {
+        if let Some(transaction) = self.transaction.take() {
+            for connection in &self.waiting {
+                connection.forget(self.request_id);
+            }
             transaction.roll_back_now();
         }
     }
@@ -536,9 +608,16 @@ impl<'c> TokioScan<'c> {
             }
             let requests = self.scan.wanted();
             if requests.is_empty() {
-                let row = self.scan.take_row();
-                self.ended = row.is_none();
-                return Poll::Ready(row.map(Ok));
+                return match self.scan.row_or_end() {
+                    Ok(row) => {
+                        self.ended = row.is_none();
+                        Poll::Ready(row.map(Ok))
+                    }
+                    Err(e) => Poll::Ready(Some(Err(self.end(e)))),
+                };
+            }
+            if let Err(e) = self.scan.check_parts() {
+                return Poll::Ready(Some(Err(self.end(e))));
             }
             let (waits, error) = self
                 .scan

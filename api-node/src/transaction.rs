@@ -191,6 +191,16 @@ pub(crate) struct Sent {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct OpId(usize);
 
+/// The data nodes other than its TC where a transaction's scans attached it: its commit or
+/// rollback is passed to them too, after the TC's.
+#[derive(Debug, Default)]
+struct ScanNodes {
+    nodes: Vec<NodeId>,
+    /// A scan that locks its rows (Read or Exclusive) went to them: the commit first confirms
+    /// that each still holds its locks (see [`Transaction::scan_locks_to_confirm`]).
+    locked: bool,
+}
+
 /// Where a transaction stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -237,11 +247,9 @@ pub struct Transaction<'c> {
     /// Kept as a `NonZeroU16` (node ids start at 1), two bytes rather than four, which keeps
     /// room for the commit's GCI (see `a_transaction_stays_small`).
     tc_node: Option<NonZeroU16>,
-    /// Other data nodes where this transaction's scans attached it: its commit or rollback is
-    /// passed to them too, after the TC's.
+    /// Other data nodes where this transaction's scans attached it.
     /// Boxed, as most transactions scan nothing (see `a_transaction_stays_small`).
-    #[allow(clippy::box_collection)] // 8 bytes in the transaction instead of 24
-    scan_nodes: Option<Box<Vec<NodeId>>>,
+    scan_nodes: Option<Box<ScanNodes>>,
     state: State,
     /// Operations defined since the last execute, encoded. Their result slots are made when
     /// the execute is sent (`begin_execute`): an operation's `OpId` is `results.len()` plus its
@@ -505,9 +513,10 @@ impl<'c> Transaction<'c> {
             if connection.peer != tc_node {
                 req.flags |= SCAN_FLAG_START_TRANSACTION | SCAN_FLAG_PART;
                 let scan_nodes = self.scan_nodes.get_or_insert_default();
-                if !scan_nodes.contains(&connection.peer) {
-                    scan_nodes.push(connection.peer);
+                if !scan_nodes.nodes.contains(&connection.peer) {
+                    scan_nodes.nodes.push(connection.peer);
                 }
+                scan_nodes.locked |= options.lock != LockMode::CommittedRead;
             }
             let mut payload = Vec::with_capacity(64);
             req.encode(&mut payload);
@@ -523,7 +532,13 @@ impl<'c> Transaction<'c> {
                 connection.forget(scan_id);
                 // The parts already sent close when their scan is dropped (after their first
                 // batches, so that no answer stays registered).
-                drop(Scan::open(Scan::new(cluster, table.clone(), parts, None)));
+                drop(Scan::open(Scan::new(
+                    cluster,
+                    table.clone(),
+                    parts,
+                    None,
+                    false,
+                )));
                 return Err(e);
             }
             parts.push((connection, scan_id));
@@ -531,7 +546,8 @@ impl<'c> Transaction<'c> {
         let sort = index
             .filter(|_| options.sorted)
             .map(|i| (i.columns().to_vec(), options.descending));
-        Ok(Scan::new(cluster, table.clone(), parts, sort))
+        let locked = options.lock != LockMode::CommittedRead;
+        Ok(Scan::new(cluster, table.clone(), parts, sort, locked))
     }
 
     /// The second half of a scan: its first batches came (or it failed).
@@ -568,6 +584,7 @@ impl<'c> Transaction<'c> {
     /// As `execute`, choosing what a failed operation does. With IgnoreError, failed operations
     /// report through [`Transaction::op_error`] and the rest go on.
     pub fn execute_with(&mut self, exec: ExecType, abort: AbortOption) -> Result<(), Error> {
+        self.confirm_scan_locks(exec)?;
         match self.begin_execute(exec, abort) {
             Begun::Done(result) => result,
             Begun::Send {
@@ -756,10 +773,9 @@ impl<'c> Transaction<'c> {
     }
 
     /// Its execute was sent and will never be waited for (the future awaiting it was
-    /// dropped): rolls it back now, without waiting, so that the data node frees its records
-    /// and locks at once rather than when the transaction is dropped. Every later use fails
-    /// with 4114.
-    #[cfg(feature = "tokio")]
+    /// dropped), or a lock check failed: rolls it back now, without waiting, so that the data
+    /// node frees its records and locks at once rather than when the transaction is dropped.
+    /// Every later use fails with 4114.
     pub(crate) fn roll_back_now(&mut self) {
         self.abandon();
         if self.state == State::Abandoned {
@@ -799,6 +815,106 @@ impl<'c> Transaction<'c> {
         (self.header(gsn::TC_EXECUTE_REQ), payload)
     }
 
+    /// Before a commit, the links to the data nodes other than the TC where a scan of this
+    /// transaction locked rows (empty when `exec` does not commit, or there are none).
+    ///
+    /// Such a node runs its part of the transaction on its own, and rolls it back, freeing its
+    /// locks, when its link to this API node fails. The API may hear of that failure only
+    /// after the TC's commit answered, and a change may have committed meanwhile between the
+    /// rows that node's part read and those a later part read: the scan's rows would not be
+    /// one snapshot. So before the commit each such node is asked, with an empty NoCommit
+    /// execute, whether it still holds the transaction; every part then held its locks at
+    /// once, after the last row was read. One that does not, or whose link failed, fails the
+    /// commit with 4010 and the transaction rolls back. (NDB's scans run under the TC, which
+    /// loses them with the node; here the API scans each node itself.)
+    pub(crate) fn scan_locks_to_confirm(&self, exec: ExecType) -> Vec<&'c Connection> {
+        match &self.scan_nodes {
+            Some(scan_nodes)
+                if scan_nodes.locked && exec == ExecType::Commit && self.check_usable().is_ok() =>
+            {
+                let cluster: &'c Cluster = self.cluster;
+                scan_nodes
+                    .nodes
+                    .iter()
+                    .map(|&node| cluster.connection_of(node))
+                    .collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Sends each of `connections` the empty NoCommit execute of [`scan_locks_to_confirm`],
+    /// registered under this transaction's request id with `register`: the connections that
+    /// wait for an answer, and the first error (then the rest were not sent).
+    ///
+    /// [`scan_locks_to_confirm`]: Transaction::scan_locks_to_confirm
+    pub(crate) fn send_lock_checks(
+        &self,
+        connections: &[&'c Connection],
+        register: fn(&Connection, u32),
+    ) -> (Vec<&'c Connection>, Option<Error>) {
+        let (header, payload) = self.end_frame(ExecType::NoCommit);
+        let mut sent = Vec::with_capacity(connections.len());
+        for &connection in connections {
+            if let Some(lost) = connection.failure() {
+                return (sent, Some(scan_locks_lost(connection, &lost)));
+            }
+            register(connection, self.request_id);
+            if let Err(e) = connection.send_batch(&[(header, &payload)]) {
+                connection.forget(self.request_id);
+                return (sent, Some(scan_locks_lost(connection, &e)));
+            }
+            sent.push(connection);
+        }
+        (sent, None)
+    }
+
+    /// A lock check's answer: `Ok` when that node still holds the transaction (CONF).
+    pub(crate) fn lock_check_answer(
+        connection: &Connection,
+        answers: Result<Answers, Error>,
+    ) -> Result<(), Error> {
+        let answers = answers.map_err(|e| scan_locks_lost(connection, &e))?;
+        match crate::single_answer(&answers, connection)? {
+            (gsn::TC_EXECUTE_CONF, _) => Ok(()),
+            (gsn::TC_EXECUTE_REF, payload) => {
+                let refused = TcExecuteRef::decode(payload)
+                    .map_err(|e| connection.protocol_violation(e.to_string()))?;
+                let detail = format!("code {}: {}", refused.code, refused.detail);
+                Err(scan_locks_lost(connection, &detail))
+            }
+            (signal, _) => Err(connection
+                .protocol_violation(format!("answer {signal} to an empty TC_EXECUTE_REQ"))),
+        }
+    }
+
+    /// A lock check failed with `e`: the transaction rolls back everywhere, now.
+    pub(crate) fn lock_check_failed(&mut self, e: Error) -> Error {
+        self.roll_back_now();
+        e
+    }
+
+    /// The blocking lock checks of a commit (see [`Transaction::scan_locks_to_confirm`]).
+    pub(crate) fn confirm_scan_locks(&mut self, exec: ExecType) -> Result<(), Error> {
+        let connections = self.scan_locks_to_confirm(exec);
+        if connections.is_empty() {
+            return Ok(());
+        }
+        let (sent, mut first_error) =
+            self.send_lock_checks(&connections, Connection::register_request);
+        // Every check sent is waited for, so that no answer stays registered.
+        for connection in sent {
+            let answers = connection.wait(self.request_id, self.cluster.deadline());
+            if let Err(e) = Self::lock_check_answer(connection, answers) {
+                first_error.get_or_insert(e);
+            }
+        }
+        match first_error {
+            Some(e) => Err(self.lock_check_failed(e)),
+            None => Ok(()),
+        }
+    }
+
     /// Passes the transaction's end to the other data nodes its scans attached it on, once
     /// its TC has ended it (a commit there releases the scan's locks; nothing else of the
     /// transaction is there). Nobody waits for their answers.
@@ -807,7 +923,7 @@ impl<'c> Transaction<'c> {
             return;
         };
         let (header, payload) = self.end_frame(exec);
-        for node in *scan_nodes {
+        for node in scan_nodes.nodes {
             // A failure means the link is gone, and that node aborts the transaction itself.
             let _ = self
                 .cluster
@@ -1210,6 +1326,17 @@ fn split_row(table: &Table, row: &[Value]) -> Result<(Vec<Value>, Attrs), Error>
     }
     check_key(table, &key)?;
     Ok((key, attrs))
+}
+
+/// 4010 for a lock check that found node `connection.peer`'s part of a locked scan gone.
+fn scan_locks_lost(connection: &Connection, why: &dyn std::fmt::Display) -> Error {
+    Error::ndb_detail(
+        4010,
+        format!(
+            "node {} no longer holds the locks this transaction's scan took there ({why})",
+            connection.peer
+        ),
+    )
 }
 
 #[cfg(test)]

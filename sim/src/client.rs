@@ -408,6 +408,9 @@ enum Kind {
     Audit,
     /// One batch of a scan of the bank (see [`ScanRead`]).
     ScanBatch,
+    /// A locked scan's part on another node than the TC, asked whether it still holds its
+    /// locks (an empty NoCommit execute).
+    ScanConfirm,
     /// The commit of a scan's transaction at its TC.
     ScanCommit,
     RegWrite {
@@ -464,6 +467,10 @@ enum Ended {
 /// live primary of), here one node after the other, each node's part read to its end batch by
 /// batch (SCAN_NEXTREQ). The first node is the transaction's TC; the others attach it
 /// (SCAN_FLAG_PART) and hear of its end after the TC's commit, as `finish_elsewhere` does.
+/// A locked scan first asks each of those others whether its part still holds its locks (an
+/// empty NoCommit execute, as the API's commit does): a node whose link to the client dropped
+/// rolled its part back, and a transfer may then have committed between that node's rows and
+/// a later node's, which the client may hear of only after the TC's commit answered.
 #[derive(Clone, Debug)]
 struct ScanRead {
     /// The transaction's request id (the scans' ids are others).
@@ -475,6 +482,8 @@ struct ScanRead {
     at: usize,
     /// The open scan's id at that node.
     scan_id: u32,
+    /// Parts of a locked scan confirmed to still hold their locks: `nodes[1..=confirmed]`.
+    confirmed: usize,
     /// (account, balance) of every row returned so far.
     rows: Vec<(i32, i64)>,
 }
@@ -959,6 +968,7 @@ impl Client {
             nodes,
             at: 0,
             scan_id: 0,
+            confirmed: 0,
             rows: Vec::new(),
         });
         self.scan_part(ctx);
@@ -1054,7 +1064,23 @@ impl Client {
         if scan.at < scan.nodes.len() {
             return self.scan_part(ctx);
         }
-        // Every node's part is read: commit at the TC (which releases the locks there).
+        self.scan_confirm_or_commit(ctx);
+    }
+
+    /// Every node's part is read. A locked scan's parts at nodes other than the TC are asked,
+    /// one after the other, whether they still hold their locks (see [`ScanRead`]); then the
+    /// transaction commits at the TC (which releases the locks there).
+    fn scan_confirm_or_commit(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(scan) = self.scan.as_mut() else {
+            return;
+        };
+        if scan.lock != LockMode::CommittedRead && scan.confirmed + 1 < scan.nodes.len() {
+            scan.confirmed += 1;
+            let (node, trans) = (scan.nodes[scan.confirmed], scan.trans_request_id);
+            self.log_scan(ctx, node, "confirm the part's locks");
+            self.send_end(ctx, node, trans, ExecType::NoCommit);
+            return self.expect(ctx, trans, node, Kind::ScanConfirm, false);
+        }
         let (tc, trans) = (scan.nodes[0], scan.trans_request_id);
         let header = FrameHeader {
             signal: gsn::TC_EXECUTE_REQ,
@@ -1157,7 +1183,8 @@ impl Client {
         self.resume_after(ctx, think);
     }
 
-    /// Ends transaction `request_id` at `node` with `exec`; nobody waits for the answer.
+    /// Sends transaction `request_id` an empty execute `exec` at `node`; for a commit or a
+    /// rollback nobody waits for the answer.
     fn send_end(&mut self, ctx: &mut Ctx<'_>, node: NodeId, request_id: u32, exec: ExecType) {
         let header = FrameHeader {
             signal: gsn::TC_EXECUTE_REQ,
@@ -1638,6 +1665,11 @@ impl Client {
                 self.resume_after(ctx, think);
             }
             Kind::ScanBatch => self.scan_batch_ended(ctx, &request, ended),
+            Kind::ScanConfirm => match ended {
+                Ended::Conf(_) => self.scan_confirm_or_commit(ctx),
+                // The part lost its locks: the API fails such a commit with 4010.
+                other => self.scan_failed(ctx, &other),
+            },
             Kind::ScanCommit => self.scan_committed(ctx, ended, think),
             Kind::Rollback => self.resume_after(ctx, think),
             Kind::Audit => self.audit_ended(ctx, &request, ended, think),

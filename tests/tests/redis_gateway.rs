@@ -127,6 +127,21 @@ fn redis_cli_and_redis_benchmark_work_against_the_gateway() {
         "2",
         "over RESP3"
     );
+    assert_eq!(redis_cli(&gateway, &["ECHO", "hi there"]), "hi there");
+    assert_eq!(
+        redis_cli(&gateway, &["HMGET", "h", "b", "zz", "a"]),
+        "2\n\n1"
+    );
+    assert_eq!(redis_cli(&gateway, &["EXPIRE", "greeting", "1000"]), "1");
+    let ttl: i64 = redis_cli(&gateway, &["TTL", "greeting"])
+        .parse()
+        .expect("TTL");
+    assert!((999..=1000).contains(&ttl), "ttl {ttl}");
+    assert_eq!(redis_cli(&gateway, &["EXPIRE", "missing", "10"]), "0");
+    let count: usize = redis_cli(&gateway, &["COMMAND", "COUNT"])
+        .parse()
+        .expect("COMMAND COUNT");
+    assert!(count >= 30, "COMMAND COUNT {count}");
     assert_eq!(redis_cli(&gateway, &["SELECT", "0"]), "OK");
     assert!(redis_cli(&gateway, &["INFO"]).contains("redis_version"));
     let unknown = redis_cli(&gateway, &["NOSUCHCOMMAND"]);

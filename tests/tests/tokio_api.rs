@@ -2,8 +2,9 @@
 //! their transactions in flight at once (all held at a locked row until every one was sent, on
 //! one thread: the runtime's) and each completes with its own rows; a future dropped while its
 //! execute waits rolls the transaction back at once, so another transaction locks its rows long
-//! before the deadlock timeout; scans read as streams batch by batch; and errors carry the same
-//! NDB codes as the blocking API's.
+//! before the deadlock timeout; scans read as streams batch by batch; the dictionary calls
+//! (tables, indexes, the list of tables) are awaited; and errors carry the same NDB codes as
+//! the blocking API's.
 
 use std::cell::Cell;
 use std::pin::Pin;
@@ -232,6 +233,10 @@ fn scans_read_as_streams() {
             db.get_index(&table, "items_v").await.expect("get").id(),
             index.id()
         );
+        // The dictionary's list, awaited, is the blocking API's.
+        let listed = db.list_tables().await.expect("list tables");
+        assert!(listed.iter().any(|o| o.name == "items"), "{listed:?}");
+        assert_eq!(listed, gatekeeper.list_tables().expect("list (blocking)"));
 
         // A table scan in batches of 16 rows per fragment: every row once.
         let mut tx = db.start_transaction();
