@@ -758,8 +758,13 @@ impl World {
             c.lagging.contains(&node) && c.own.get(&node).copied().unwrap_or(0) < c.restart_gci
         });
         let disk_faults: u64 = self.disks.values().map(|d| d.faults).sum();
-        let expected = if self.restarted.contains(&node) && why.contains("error 2303") {
-            "a data node failed while it rejoined by node restart"
+        let restart_failed = ["error 2303", "error 2315"].iter().any(|e| why.contains(e));
+        let expected = if self.restarted.contains(&node) && restart_failed {
+            if self.knobs.node_restarts {
+                let at = self.now_ns + self.rng.between(RESTART_NS_MIN, RESTART_NS_MAX);
+                self.schedule_fault(at, Planned::NodeRestart(node));
+            }
+            "a data node failed while it rejoined by node restart (it starts again)"
         } else if self.hung.contains(&node) {
             "it hung past the heartbeat bound and the cluster declared it failed"
         } else if stale {

@@ -142,6 +142,8 @@ enum Signal {
     CmRegReq { node: NodeId, started: bool },
     /// LQH → LQH: the next step of the fragment copies to a restarting node.
     CopyStep,
+    /// QMGR as president: a node restart cannot finish; the restarting node is failed.
+    AbortNodeRestart(NodeId),
 }
 
 const _: () = assert!(std::mem::size_of::<Signal>() <= 16);
@@ -547,6 +549,7 @@ impl Kernel {
                 Signal::LcpStep => self.lcp_step(),
                 Signal::CmRegReq { node, started } => self.send_cm_regreq(node, started, out),
                 Signal::CopyStep => self.copy_step(out),
+                Signal::AbortNodeRestart(node) => self.abort_node_restart(node, out, now),
                 Signal::StartDone { gci } => self.restore_done(gci, out),
             }
         }

@@ -155,7 +155,15 @@ impl Kernel {
         let node = |payload: &[u8]| -> Result<NodeId, ProtocolViolation> {
             Ok(NodeId(FailRep::decode(payload)?.node))
         };
+        let from_member = self.qmgr.is_up(from);
         match header.signal {
+            // From a president or member whose failure this node has not handled yet (its
+            // last frames, after it stopped): the restart they were about ended with it.
+            gsn::INCL_NODEREQ | gsn::INCL_NODECONF | gsn::COPY_FRAGREQ | gsn::NODE_STARTED_REP
+                if !from_member =>
+            {
+                node(payload)?;
+            }
             gsn::CM_REGREQ => self.exec_cm_regreq(from, CmRegReq::decode(payload)?, out, now),
             gsn::START_PERMREQ => self.exec_start_permreq(from, out),
             gsn::START_PERMREF => {
@@ -298,7 +306,7 @@ impl Kernel {
                 self.me,
                 self.qmgr.master()
             ))
-        } else if !self.qmgr.joining.contains(from) {
+        } else if !self.qmgr.joining.contains(from) && !self.qmgr.copying.contains(from) {
             Some("its CM_REGREQ has not come here".to_string())
         } else if let Some(admit) = &self.node_restart.admit {
             (admit.node != from).then(|| format!("data node {} restarts now", admit.node))
@@ -319,6 +327,11 @@ impl Kernel {
         }
         if self.node_restart.admit.is_some() {
             return;
+        }
+        if self.qmgr.copying.contains(from) {
+            // Included here for a president that failed before its restart ended (its
+            // INCL_NODEREQ came late): it starts over as a joining node.
+            self.qmgr.exclude_again(from);
         }
         let alive: NodeSet = self.qmgr.alive().collect();
         tracing::info!(node = %from, "node restart of data node {from}: letting it in");
@@ -386,6 +399,11 @@ impl Kernel {
         }
         let mut awaiting = NodeSet::from_words(conf.alive);
         awaiting.remove(self.me);
+        if let Some(gone) = awaiting.iter().find(|&n| self.qmgr.failed.contains(n)) {
+            return self.node_restart_fails(format!(
+                "data node {from} lets this node in with data node {gone}, which failed here"
+            ));
+        }
         self.qmgr.adopt_alive(awaiting);
         tracing::info!(president = %from, schema_changes = tables, copy_from = ?awaiting, "node restart: dictionary copied; waiting to be included");
         self.gcp.current = self.gcp.current.max(conf.gci);
@@ -449,6 +467,10 @@ impl Kernel {
         let mut confirmed = Vec::new();
         let mut incl = std::mem::take(&mut self.node_restart.incl);
         incl.retain_mut(|i| {
+            if !i.included && self.qmgr.copying.contains(i.node) && self.qmgr.is_up(i.node) {
+                // Included already (an inclusion that a failed president began).
+                i.included = true;
+            }
             if !i.included && self.qmgr.joining.contains(i.node) {
                 i.included = true;
                 let node = i.node;
@@ -814,12 +836,26 @@ impl Kernel {
             ));
         }
         self.node_restart_link_lost(node);
-        if let Some(admit) = &self.node_restart.admit {
-            if admit.awaiting.contains(node) || admit.node == node {
-                tracing::warn!(node = %admit.node, failed = %node, "node restart of data node {} ends: data node {node} failed", admit.node);
-                self.node_restart.admit = None;
-            }
+        if let Some(admit) = self.node_restart.admit.take() {
+            // Another node failed during the restart: its copy or inclusion may never come.
+            // The restarting node is declared failed too, and may be started again.
+            tracing::warn!(node = %admit.node, failed = %node, "node restart of data node {} ends: data node {node} failed", admit.node);
+            self.jobs.push_back(Signal::AbortNodeRestart(admit.node));
         }
+    }
+
+    /// As president: a node restart that cannot finish ends with the restarting node declared
+    /// failed (it stops, NDB's 2315, and may be started again).
+    pub(crate) fn abort_node_restart(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
+        let why = "a data node failed during its node restart";
+        if self.qmgr.is_up(node) {
+            return self.declare_failed(node, why, out, now);
+        }
+        let rep = FailRep { node: node.0 };
+        let header = data_node_header(gsn::NODE_FAILREP, block::QMGR, block::QMGR);
+        self.unsent.send(out, node, header, &mut |b| rep.encode(b));
+        out.declare_failed(node, why.into());
+        self.node_restart_link_lost(node);
     }
 
     /// A data node's link closed: what waited for it ends (an inclusion, a copy to it, its

@@ -190,6 +190,15 @@ impl Qmgr {
         }
     }
 
+    /// A restarting node included for a president that failed starts its restart over: it is
+    /// failed and joining again (its link stays).
+    pub fn exclude_again(&mut self, node: NodeId) {
+        self.up.remove(&node);
+        self.copying.remove(node);
+        self.failed.insert(node);
+        self.joining.insert(node);
+    }
+
     /// A restarting data node joins: its link is live, and its silence counts from now.
     pub fn include(&mut self, node: NodeId) {
         self.up.insert(node);
@@ -487,7 +496,13 @@ impl Kernel {
 
     /// As president: `node` is failed. Every live data node hears it (NODE_FAILREP), `node`
     /// too, which stops if it still runs; this node closes its link and handles the failure.
-    fn declare_failed(&mut self, node: NodeId, why: &str, out: &mut dyn Outbox, now: Instant) {
+    pub(crate) fn declare_failed(
+        &mut self,
+        node: NodeId,
+        why: &str,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
         if !self.qmgr.up.contains(&node) {
             return;
         }
@@ -648,6 +663,10 @@ impl Kernel {
                 format!("data node {from}, the president, declared it failed"),
             );
             self.node_failrep(node, out, now);
+        } else if self.qmgr.is_data_node(node) {
+            // A restarting node not included here yet: its inclusion ends, and its new link
+            // closes (it stops on the NODE_FAILREP the president sent it).
+            self.node_restart_link_lost(node);
         }
     }
 
