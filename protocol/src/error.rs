@@ -70,6 +70,7 @@ const ERRORS: &[(u32, ErrorClass, &str)] = &[
     (4006, Overload, "Connect failure - out of connection objects (increase MaxNoOfConcurrentTransactions)"),
     (286, NodeRecovery, "Node failure caused abort of transaction"),
     (4010, NodeRecovery, "Node failure caused abort of transaction"),
+    (1204, NodeRecovery, "Temporary failure, distribution changed"),
     (280, NodeShutdown, "Transaction aborted due to node shutdown"),
     (4009, UnknownResult, "Cluster Failure"),
     (4012, UnknownResult, "Request ndbd time-out, maybe due to high load or communication problems"),

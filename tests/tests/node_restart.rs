@@ -1,7 +1,8 @@
-//! Proves that a data node killed with SIGKILL rejoins the running cluster by node restart
-//! (with files and without), while transfers, inserts and deletes run: it copies every row
-//! from its live replica, its rows then equal the live replica's key by key, and with the
-//! other replica killed afterwards it alone serves every row with the bank total intact.
+//! Proves that a data node killed with SIGKILL rejoins the running cluster by node restart,
+//! ten times in a row on four data nodes (from its files or with `--initial`, and without
+//! files), while transfers, inserts and deletes run: it copies every row from its live replica,
+//! after each restart every row equals the live replica's key by key, and with its partner
+//! killed at the end the restarted node alone serves every row with the bank total intact.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -166,15 +167,12 @@ fn replica_rows(api: &Cluster, table: &Table, replica: usize) -> BTreeMap<u32, i
 }
 
 /// The sum of balances of the accounts, and the rows, by a committed-read scan.
-fn scan_accounts(api: &Cluster, table: &Table) -> (i64, usize) {
-    let mut transaction = api.start_transaction().expect("start");
+fn scan_accounts(api: &Cluster, table: &Table) -> Result<(i64, usize), Error> {
+    let mut transaction = api.start_transaction()?;
     let mut total = 0;
     let mut count = 0;
-    let rows = transaction
-        .scan_table(table, &ScanOptions::default())
-        .expect("scan");
-    for row in rows {
-        let row = row.expect("a scanned row");
+    for row in transaction.scan_table(table, &ScanOptions::default())? {
+        let row = row?;
         if let Some(Value::UInt32(id)) = row.first() {
             if *id < ACCOUNT_COUNT {
                 total += balance(&row);
@@ -182,102 +180,148 @@ fn scan_accounts(api: &Cluster, table: &Table) -> (i64, usize) {
             }
         }
     }
-    (total, count)
+    Ok((total, count))
 }
 
-/// Node 2 of a two-node group is killed and restarted (`with_files` or Diskless) while the
-/// workload runs; then it must equal node 1, and serve alone once node 1 is killed.
-fn node_restart_under_load(spec: ClusterSpec) {
-    let mut cluster = TestCluster::start(spec).expect("start two data nodes");
+/// A restart to make: the node, and whether it starts with `--initial` (its files removed
+/// first, as an operator does after a disk loss) or from what it has on disk.
+type Restart = (NodeId, bool);
+
+/// Kills and restarts each node of `restarts` in turn while the workload runs; after each
+/// restart every row of the restarted node must equal its live replica's. Then node `last`'s
+/// partner is killed and the restarted node alone must serve its rows with the bank total.
+fn node_restarts_under_load(spec: ClusterSpec, restarts: &[Restart], partner: NodeId) {
+    let mut cluster = TestCluster::start(spec).expect("start the data nodes");
     let api = connect(&cluster);
     let table = recreate_table(&api, &accounts_def()).expect("create accounts");
     let rows: Vec<Vec<Value>> = (0..ACCOUNT_COUNT)
         .map(|id| vec![Value::UInt32(id), Value::Int64(OPENING_BALANCE)])
         .collect();
     insert_committed(&api, &table, &rows).expect("open the accounts");
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        let mut workers: Vec<_> = (0..TRANSFER_THREADS)
-            .map(|seed| {
-                let (api, table, stop) = (&api, &table, &stop);
-                scope.spawn(move || transfer_until(api, table, seed, stop))
-            })
-            .collect();
-        let (api_ref, table_ref, stop_ref) = (&api, &table, &stop);
-        workers.push(scope.spawn(move || toggle_until(api_ref, table_ref, stop_ref)));
-        let restarted = (|| {
-            cluster.kill_node(NodeId(2))?;
-            cluster.restart_node(NodeId(2))?;
-            wait_until("node 2's node restart", RESTART_TIMEOUT, || {
-                Ok(cluster
-                    .log(NodeId(2))
-                    .contains("node restart complete")
-                    .then_some(()))
-            })
-        })();
-        stop.store(true, Ordering::Relaxed);
-        let done: Vec<u64> = workers
-            .into_iter()
-            .map(|w| w.join().expect("a worker panicked"))
-            .collect();
-        eprintln!("commits per worker: {done:?}");
-        if let Err(e) = restarted {
-            panic!("{e:#}\n--- node 2 ---\n{}", cluster.log(NodeId(2)));
-        }
-        assert!(
-            done.iter().all(|&n| n > 0),
-            "every worker committed: {done:?}"
-        );
-    });
-    // An API node connected now uses node 2 again (the first one holds it failed).
-    let fresh = connect(&cluster);
-    let on_primary = replica_rows(&fresh, &table, PRIMARY);
-    let on_backup = replica_rows(&fresh, &table, BACKUP);
-    assert_eq!(on_primary.len(), on_backup.len(), "rows on each replica");
-    for (id, value) in &on_primary {
+    drop(api);
+    for (round, &(node, initial)) in restarts.iter().enumerate() {
+        // An API node of this round: it uses every data node that serves now (one connected
+        // earlier holds the nodes restarted since as failed).
+        let api = connect(&cluster);
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let mut workers: Vec<_> = (0..TRANSFER_THREADS)
+                .map(|seed| {
+                    let (api, table, stop) = (&api, &table, &stop);
+                    scope.spawn(move || transfer_until(api, table, seed, stop))
+                })
+                .collect();
+            let (api_ref, table_ref, stop_ref) = (&api, &table, &stop);
+            workers.push(scope.spawn(move || toggle_until(api_ref, table_ref, stop_ref)));
+            let restarted = (|| {
+                cluster.kill_node(node)?;
+                if initial {
+                    cluster.start_node(node)?;
+                } else {
+                    cluster.restart_node(node)?;
+                }
+                wait_until("the node restart", RESTART_TIMEOUT, || {
+                    Ok(cluster
+                        .log(node)
+                        .contains("node restart complete")
+                        .then_some(()))
+                })
+            })();
+            stop.store(true, Ordering::Relaxed);
+            let done: Vec<u64> = workers
+                .into_iter()
+                .map(|w| w.join().expect("a worker panicked"))
+                .collect();
+            eprintln!(
+                "round {round}: node {node} (initial {initial}), commits per worker: {done:?}"
+            );
+            if let Err(e) = restarted {
+                panic!(
+                    "round {round}: {e:#}\n--- node {node} ---\n{}",
+                    cluster.log(node)
+                );
+            }
+            assert!(
+                done.iter().all(|&n| n > 0),
+                "every worker committed: {done:?}"
+            );
+        });
+        // An API node connected now uses the restarted node (the first one holds it failed).
+        let fresh = connect(&cluster);
+        let on_primary = replica_rows(&fresh, &table, PRIMARY);
+        let on_backup = replica_rows(&fresh, &table, BACKUP);
         assert_eq!(
-            on_backup.get(id),
-            Some(value),
-            "key {id}: the restarted node differs from the live replica"
+            on_primary.len(),
+            on_backup.len(),
+            "round {round}: rows on each replica"
         );
+        for (id, value) in &on_primary {
+            assert_eq!(
+                on_backup.get(id),
+                Some(value),
+                "round {round}: key {id}: a replica differs after node {node}'s restart"
+            );
+        }
     }
-    cluster.kill_node(NodeId(1)).expect("kill node 1");
-    let (total, count) = wait_until("node 2 to serve alone", RESTART_TIMEOUT, || {
-        let mut transaction = fresh.start_transaction()?;
-        let probe = transaction.read(&table, &key(0), LockMode::CommittedRead)?;
-        let _ = probe;
-        match transaction.execute(ExecType::Commit) {
-            Ok(()) => Ok(Some(scan_accounts(&fresh, &table))),
+    let fresh = connect(&cluster);
+    cluster
+        .kill_node(partner)
+        .expect("kill the restarted node's partner");
+    let (total, count) = wait_until("the restarted node to serve alone", RESTART_TIMEOUT, || {
+        // A scan that meets the failure as it happens fails with a temporary error: again.
+        match scan_accounts(&fresh, &table) {
+            Ok(found) => Ok(Some(found)),
             Err(e) if e.is_temporary() => Ok(None),
             Err(e) => Err(e.into()),
         }
     })
-    .expect("node 2 serves alone");
+    .expect("the restarted node serves alone");
     assert_eq!(
         count, ACCOUNT_COUNT as usize,
-        "every account, on node 2 alone"
+        "every account, without node {partner}"
     );
     assert_eq!(
         total,
         i64::from(ACCOUNT_COUNT) * OPENING_BALANCE,
-        "no transfer lost or half applied on the restarted node"
+        "no transfer lost or half applied on the restarted nodes"
     );
 }
 
+/// Four data nodes in two node groups, {1, 2} and {3, 4}.
 fn spec() -> ClusterSpec {
     ClusterSpec::new()
-        .data_nodes(2)
+        .data_nodes(4)
         .replicas(2)
-        .api_slots(4)
+        .api_slots(24)
         .deadlock_timeout_ms(200)
 }
 
+/// Ten restarts of the four nodes in turn, every other one with `--initial`; node 3 last, then
+/// node 4 is killed and node 3 serves its group alone.
+const TEN_RESTARTS: [Restart; 10] = [
+    (NodeId(2), false),
+    (NodeId(3), true),
+    (NodeId(1), false),
+    (NodeId(4), true),
+    (NodeId(2), true),
+    (NodeId(1), true),
+    (NodeId(4), false),
+    (NodeId(2), false),
+    (NodeId(1), true),
+    (NodeId(3), false),
+];
+
 #[test]
-fn a_killed_data_node_with_files_rejoins_under_load_and_holds_every_row() {
-    node_restart_under_load(spec());
+fn data_nodes_with_files_killed_and_restarted_ten_times_hold_every_row() {
+    node_restarts_under_load(spec(), &TEN_RESTARTS, NodeId(4));
 }
 
 #[test]
-fn a_killed_diskless_data_node_rejoins_under_load_and_holds_every_row() {
-    node_restart_under_load(spec().data_node_param("Diskless", "1"));
+fn diskless_data_nodes_killed_and_restarted_rejoin_with_every_row() {
+    let restarts = [(NodeId(4), false), (NodeId(1), false), (NodeId(3), false)];
+    node_restarts_under_load(
+        spec().data_node_param("Diskless", "1"),
+        &restarts,
+        NodeId(4),
+    );
 }

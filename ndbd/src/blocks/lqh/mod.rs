@@ -481,6 +481,22 @@ impl Lqh {
             None => {
                 if matches!(req.op_type, OperationType::Update | OperationType::Delete)
                     && self.copying
+                    && !table.unique.is_empty()
+                {
+                    // The unique index changes this write fires come from the last replica's
+                    // image of the row, which this node does not have yet: the transaction
+                    // fails with a temporary error and is retried (after the copy, or once
+                    // the copy has brought the row).
+                    return Some(refuse(
+                        &req,
+                        NdbError::with_detail(
+                            1204,
+                            "this replica's node restarts and has not copied the row yet",
+                        ),
+                    ));
+                }
+                if matches!(req.op_type, OperationType::Update | OperationType::Delete)
+                    && self.copying
                 {
                     return Some(LqhKeyConfRef::Conf {
                         trans: req.trans,
