@@ -88,7 +88,7 @@ pub struct ClusterCrash {
     pub own: BTreeMap<NodeId, u32>,
     /// Data nodes whose logs stop before the cluster's: they crashed alone (or stopped) and
     /// have not completed a restart since. One of them may be unable to restart at the
-    /// restart GCI (node restart is not implemented).
+    /// restart GCI (it has no copy of what the cluster did since).
     pub lagging: Vec<NodeId>,
 }
 

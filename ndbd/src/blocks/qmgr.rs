@@ -20,8 +20,9 @@
 //! row, and the node group's survivors, if any, are on another side of a split (NDB's rule for
 //! a side without every node group), unless that group's nodes stopped gracefully
 //! (NODE_STOPPING_REP). A start that waits StartPartialTimeout goes on without missing nodes
-//! when every node group has one (the master decides). Arbitration between two sides that
-//! each keep every node group, and node restart, are not implemented yet.
+//! when every node group has one (the master decides); a node that comes later joins by node
+//! restart (`node_restart.rs`). Arbitration between two sides that each keep every node group
+//! is not implemented yet.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

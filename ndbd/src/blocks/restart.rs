@@ -15,8 +15,8 @@
 //! cut keeps every later restart from applying them: the restarted cluster gives their GCIs
 //! again, to other changes.
 //! A node started with `--initial` (or with no files) restores nothing; when the cluster
-//! restarts at a GCI it cannot reach, it stops with an error (joining would need a node
-//! restart, a later step).
+//! restarts at a GCI it cannot reach, it stops with an error; started again once the others
+//! serve, it joins by node restart (`node_restart.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -381,8 +381,8 @@ impl Kernel {
         if own == 0 && restart.initial {
             return Err(format!(
                 "the cluster restarts at GCI {gci}, and this node has nothing to restore (it was \
-                 started with --initial or has no files); joining it needs a node restart, \
-                 which is not implemented yet"
+                 started with --initial or has no files); start it again once the cluster has \
+                 started: it joins by node restart"
             ));
         }
         tracing::info!(gci, "system restart: restoring the schema and the redo log");
@@ -406,7 +406,8 @@ impl Kernel {
         if bytes.is_empty() {
             return Err(format!(
                 "the cluster restarts at GCI {gci}, and this node has nothing to restore (no \
-                 schema log); joining it needs a node restart, which is not implemented yet"
+                 schema log); start it again once the cluster has started: it joins by node \
+                 restart"
             ));
         }
         let fail = |offset: usize, why: &str| format!("{SCHEMA_LOG}: offset {offset}: {why}");
@@ -657,8 +658,8 @@ impl Kernel {
         if by_seq.is_empty() {
             return Err(format!(
                 "the cluster restarts at GCI {gci}, and this node has nothing to restore (redo \
-                 part {part} has no files); joining it needs a node restart, which is not \
-                 implemented yet"
+                 part {part} has no files); start it again once the cluster has started: it \
+                 joins by node restart"
             ));
         }
         let files = self.durability.no_of_fragment_log_files.max(3) as u64;
