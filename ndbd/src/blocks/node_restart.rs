@@ -41,6 +41,7 @@ use rndb_config::NodeId;
 use rndb_protocol::gsn;
 use rndb_protocol::qmgr::{CmRegReq, FailRep, StartPermConf, StartPermRef};
 use rndb_protocol::signals::block;
+use rndb_transporter::frame::FRAME_PAYLOAD_BYTES_MAX;
 use rndb_transporter::FrameHeader;
 
 use super::acc::{SlotId, TransId};
@@ -53,8 +54,9 @@ use super::{data_node_header, Kernel, Outbox, ProtocolViolation, SendFailure, Si
 use crate::ndbfs::format::{self, gci_hi, kind, Next, RowChange, SchemaChange};
 use crate::ndbfs::FsOp;
 
-/// Bytes of rows a COPY_ROWS frame carries, about.
-const COPY_FRAME_BYTES: usize = 32 * 1024;
+/// Bytes of rows after which a COPY_ROWS frame is sent (a record that would not fit the frame
+/// goes in the next one).
+const COPY_FRAME_BYTES: usize = FRAME_PAYLOAD_BYTES_MAX / 2;
 /// COPY_ROWS frames one step of a copy sends at most (then other work runs).
 const COPY_FRAMES_PER_STEP: usize = 4;
 /// How long a restarting node waits before asking the president again.
@@ -312,6 +314,16 @@ impl Kernel {
             (admit.node != from).then(|| format!("data node {} restarts now", admit.node))
         } else if self.schema_busy() {
             Some("a schema change runs".to_string())
+        } else if self.dict_log.records().len() + 256 > FRAME_PAYLOAD_BYTES_MAX {
+            // Not sent in pieces yet: the restart cannot go on (the node asks again, and this
+            // node's log says why).
+            let why = format!(
+                "the dictionary ({} bytes) does not fit one START_PERMCONF frame; node restart \
+                 of a cluster with this many schema objects is not supported yet",
+                self.dict_log.records().len()
+            );
+            tracing::error!(node = %from, "{why}");
+            Some(why)
         } else {
             None
         };
@@ -635,23 +647,19 @@ impl Kernel {
                 continue;
             }
             let id = copy.slot;
-            copy.slot += 1;
-            let Some(slot) = rows.slot(id) else { continue };
+            let Some(slot) = rows.slot(id) else {
+                copy.slot += 1;
+                continue;
+            };
             if slot.pending.is_some() {
                 copy.deferred.push((table_id, fragment, id));
-                continue;
-            }
-            if let Some(row) = slot.committed.as_ref() {
-                let change = RowChange {
-                    table_id,
-                    table_version: 0,
-                    fragment,
-                    key: &slot.key,
-                    row: Some(row.encoded()),
-                };
-                format::append_record(&mut copy.frame, gci, kind::PUT, |b| change.encode(b));
+            } else if let Some(row) = slot.committed.as_ref() {
+                if !append_row(&mut copy.frame, gci, table_id, fragment, &slot.key, row) {
+                    break;
+                }
                 copy.rows += 1;
             }
+            copy.slot += 1;
         }
         if copy.at < copy.fragments.len() {
             return false;
@@ -674,14 +682,9 @@ impl Kernel {
                 return true;
             }
             if let Some(row) = slot.committed.as_ref() {
-                let change = RowChange {
-                    table_id,
-                    table_version: 0,
-                    fragment,
-                    key: &slot.key,
-                    row: Some(row.encoded()),
-                };
-                format::append_record(&mut copy.frame, gci, kind::PUT, |b| change.encode(b));
+                if !append_row(&mut copy.frame, gci, table_id, fragment, &slot.key, row) {
+                    return true;
+                }
                 copy.rows += 1;
             }
             false
@@ -875,4 +878,30 @@ impl Kernel {
             self.node_restart.admit = None;
         }
     }
+}
+
+/// Appends a row's PUT record to a COPY_ROWS payload; false (nothing appended) when it would
+/// not fit a frame with what the payload holds already.
+fn append_row(
+    frame: &mut Vec<u8>,
+    gci: u64,
+    table_id: u32,
+    fragment: u32,
+    key: &[u8],
+    row: &super::tup::Row,
+) -> bool {
+    let change = RowChange {
+        table_id,
+        table_version: 0,
+        fragment,
+        key,
+        row: Some(row.encoded()),
+    };
+    let start = frame.len();
+    format::append_record(frame, gci, kind::PUT, |b| change.encode(b));
+    if frame.len() > FRAME_PAYLOAD_BYTES_MAX && start > 0 {
+        frame.truncate(start);
+        return false;
+    }
+    true
 }
