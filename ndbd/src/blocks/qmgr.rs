@@ -200,9 +200,11 @@ impl Qmgr {
         self.joining.insert(node);
     }
 
-    /// A restarting data node joins: its link is live, and its silence counts from now.
+    /// A restarting data node joins: its link is live, its silence counts from now, and a
+    /// graceful stop it said before is over.
     pub fn include(&mut self, node: NodeId) {
         self.up.insert(node);
+        self.stopping.remove(&node);
         self.heard(node);
     }
 
