@@ -13,7 +13,7 @@ use std::fmt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rndb_config::{ClusterConfig, NodeId, PartitionMap};
+use rndb_config::{ClusterConfig, DataNodeConfig, NodeId, PartitionMap};
 use rndb_ndbd::blocks::Kernel;
 use rndb_ndbd::ndbfs::format::Sysfile;
 use rndb_transporter::FrameHeader;
@@ -1207,13 +1207,7 @@ impl World {
         self.count("node restart");
         self.log(format!("data node {node} starts again: node restart"));
         self.restarted.insert(node);
-        let mut kernel = if self.knobs.durable {
-            let mut kernel = Kernel::with_files(&self.config, &config, false);
-            kernel.compact_schema_log_after(self.knobs.schema_compact_after);
-            kernel
-        } else {
-            Kernel::new(&self.config, &config)
-        };
+        let mut kernel = self.started_again(&config);
         let peers: Vec<NodeId> = self.kernels.keys().copied().collect();
         for &peer in &peers {
             self.net.reconnect(node.min(peer), node.max(peer));
@@ -1223,15 +1217,31 @@ impl World {
             }
         }
         self.kernels.insert(node, kernel);
-        let first_tick = self.now_ns + self.rng.below(TIMER_TICK_NS);
-        let incarnation = self.incarnation(node);
-        self.queue
-            .push(first_tick, node.0, 0, EventKind::Timer(node, incarnation));
-        self.take_fs_requests(node);
+        self.first_tick(node);
         for client in 0..self.clients.len() {
             let at = self.now_ns + self.rng.between(1_000_000, 50_000_000);
             self.schedule_fault(at, Planned::Reconnect { client, node });
         }
+    }
+
+    /// A data node's kernel as the process starts again: from its disk (not initial), or
+    /// without files.
+    fn started_again(&self, node: &DataNodeConfig) -> Kernel {
+        if !self.knobs.durable {
+            return Kernel::new(&self.config, node);
+        }
+        let mut kernel = Kernel::with_files(&self.config, node, false);
+        kernel.compact_schema_log_after(self.knobs.schema_compact_after);
+        kernel
+    }
+
+    /// A kernel that just started: its first timer tick, and the file requests of its start.
+    fn first_tick(&mut self, node: NodeId) {
+        let at = self.now_ns + self.rng.below(TIMER_TICK_NS);
+        let incarnation = self.incarnation(node);
+        self.queue
+            .push(at, node.0, 0, EventKind::Timer(node, incarnation));
+        self.take_fs_requests(node);
     }
 
     /// Drops the node's kernel, its timers and disk completions, and every link of it.
@@ -1380,8 +1390,7 @@ impl World {
         let nodes: Vec<_> = self.config.data_nodes.clone();
         let ids: Vec<NodeId> = nodes.iter().map(|n| n.node_id).collect();
         for node in &nodes {
-            let mut kernel = Kernel::with_files(&self.config, node, false);
-            kernel.compact_schema_log_after(self.knobs.schema_compact_after);
+            let kernel = self.started_again(node);
             self.kernels.insert(node.node_id, kernel);
         }
         for &a in &ids {
@@ -1397,11 +1406,7 @@ impl World {
                     kernel.on_connect(other);
                 }
             }
-            let first_tick = self.now_ns + self.rng.below(TIMER_TICK_NS);
-            let incarnation = self.incarnation(node);
-            self.queue
-                .push(first_tick, node.0, 0, EventKind::Timer(node, incarnation));
-            self.take_fs_requests(node);
+            self.first_tick(node);
         }
         for client in 0..self.clients.len() {
             for &node in &ids {

@@ -17,6 +17,7 @@
 //! every wait is a bounded poll ([`wait_until`]), never a sleep that hopes.
 #![forbid(unsafe_code)]
 
+pub mod bank;
 mod binaries;
 mod child;
 mod cluster;

@@ -12,11 +12,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rndb_api::{
-    AbortOption, Cluster, ColumnDef, ColumnType, ConnectOptions, Error, ExecType, IndexDef,
-    LockMode, NodeId, ScanOptions, Table, TableDef, Value,
+    AbortOption, Cluster, ConnectOptions, Error, ExecType, IndexDef, LockMode, NodeId, ScanOptions,
+    Table, Value,
 };
 use rndb_config::ClusterConfig;
 use rndb_protocol::ErrorClass;
+use rndb_tests::bank::{accounts_def, balance, key, row, transfer};
 use rndb_tests::ops::{insert_committed, recreate_table};
 use rndb_tests::{assert_ndb_code, ClusterSpec, Hosts, TestCluster, START_TIMEOUT};
 
@@ -54,25 +55,6 @@ const SHORT_DEADLOCK_TIMEOUT_MS: u32 = 200;
 /// lock wait that never ends or an answer that never comes fails a test with 4012 within
 /// seconds rather than the default minute.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// `accounts(id UInt32 key, balance Int64)`.
-fn accounts_def(name: &str) -> TableDef {
-    TableDef::new(
-        name,
-        vec![
-            ColumnDef::key("id", ColumnType::UInt32),
-            ColumnDef::new("balance", ColumnType::Int64),
-        ],
-    )
-}
-
-fn row(id: u32, balance: i64) -> Vec<Value> {
-    vec![Value::UInt32(id), Value::Int64(balance)]
-}
-
-fn key(id: u32) -> [Value; 1] {
-    [Value::UInt32(id)]
-}
 
 /// The spec every test starts from: four data nodes in two node groups of two.
 fn spec() -> ClusterSpec {
@@ -170,15 +152,6 @@ fn id_of(row: &[Value]) -> u32 {
     match row {
         [Value::UInt32(id), _] => *id,
         other => panic!("an accounts row starts with a UInt32, got {other:?}"),
-    }
-}
-
-/// The balance of an `accounts` row.
-#[track_caller]
-fn balance(row: &[Value]) -> i64 {
-    match row {
-        [Value::UInt32(_), Value::Int64(balance)] => *balance,
-        other => panic!("an accounts row is (UInt32, Int64), got {other:?}"),
     }
 }
 
@@ -446,24 +419,6 @@ fn a_rollback_leaves_nothing_on_either_replica() {
         |id| Some(row(id, if fresh.contains(&id) { 3 } else { 500 })),
         "after the insert",
     );
-}
-
-/// Moves `amount` from account `from` to account `to` in one transaction: both rows read with
-/// exclusive locks, then both updated, then commit.
-fn transfer(api: &Cluster, table: &Table, from: u32, to: u32, amount: i64) -> Result<(), Error> {
-    let mut transaction = api.start_transaction()?;
-    let from_op = transaction.read(table, &key(from), LockMode::Exclusive)?;
-    let to_op = transaction.read(table, &key(to), LockMode::Exclusive)?;
-    transaction.execute(ExecType::NoCommit)?;
-    let read_balance = |op| balance(transaction.row(op).expect("a locked read returns its row"));
-    let (from_balance, to_balance) = (read_balance(from_op), read_balance(to_op));
-    transaction.update(
-        table,
-        &key(from),
-        &[(1, Value::Int64(from_balance - amount))],
-    )?;
-    transaction.update(table, &key(to), &[(1, Value::Int64(to_balance + amount))])?;
-    transaction.execute(ExecType::Commit)
 }
 
 /// A small seeded generator (xorshift64*): each thread picks the same sequence of transfers in

@@ -9,9 +9,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rndb_api::{
-    AbortOption, Cluster, ColumnDef, ColumnType, ConnectOptions, Error, ExecType, LockMode, NodeId,
-    ScanOptions, Table, TableDef, Value,
+    AbortOption, Cluster, ConnectOptions, Error, ExecType, LockMode, NodeId, ScanOptions, Table,
+    Value,
 };
+use rndb_tests::bank::{accounts_def, balance, key, row, transfer};
 use rndb_tests::ops::{insert_committed, recreate_table};
 use rndb_tests::{wait_until, ClusterSpec, TestCluster, START_TIMEOUT};
 
@@ -31,27 +32,6 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const PRIMARY: usize = 0;
 const BACKUP: usize = 1;
 
-fn accounts_def() -> TableDef {
-    TableDef::new(
-        "accounts",
-        vec![
-            ColumnDef::key("id", ColumnType::UInt32),
-            ColumnDef::new("balance", ColumnType::Int64),
-        ],
-    )
-}
-
-fn key(id: u32) -> [Value; 1] {
-    [Value::UInt32(id)]
-}
-
-fn balance(row: &[Value]) -> i64 {
-    match row.get(1) {
-        Some(Value::Int64(b)) => *b,
-        other => panic!("balance column holds {other:?}"),
-    }
-}
-
 fn connect(cluster: &TestCluster) -> Cluster {
     cluster
         .connect_with(ConnectOptions {
@@ -60,23 +40,6 @@ fn connect(cluster: &TestCluster) -> Cluster {
             ..ConnectOptions::default()
         })
         .expect("connect an API node")
-}
-
-/// Moves `amount` from one account to another in one transaction.
-fn transfer(api: &Cluster, table: &Table, from: u32, to: u32, amount: i64) -> Result<(), Error> {
-    let mut transaction = api.start_transaction()?;
-    let from_op = transaction.read(table, &key(from), LockMode::Exclusive)?;
-    let to_op = transaction.read(table, &key(to), LockMode::Exclusive)?;
-    transaction.execute(ExecType::NoCommit)?;
-    let read = |op| balance(transaction.row(op).expect("a locked read returns its row"));
-    let (from_balance, to_balance) = (read(from_op), read(to_op));
-    transaction.update(
-        table,
-        &key(from),
-        &[(1, Value::Int64(from_balance - amount))],
-    )?;
-    transaction.update(table, &key(to), &[(1, Value::Int64(to_balance + amount))])?;
-    transaction.execute(ExecType::Commit)
 }
 
 /// Transfers between random accounts until `stop`; temporary errors (the node failure and
@@ -193,9 +156,9 @@ type Restart = (NodeId, bool);
 fn node_restarts_under_load(spec: ClusterSpec, restarts: &[Restart], partner: NodeId) {
     let mut cluster = TestCluster::start(spec).expect("start the data nodes");
     let api = connect(&cluster);
-    let table = recreate_table(&api, &accounts_def()).expect("create accounts");
+    let table = recreate_table(&api, &accounts_def("accounts")).expect("create accounts");
     let rows: Vec<Vec<Value>> = (0..ACCOUNT_COUNT)
-        .map(|id| vec![Value::UInt32(id), Value::Int64(OPENING_BALANCE)])
+        .map(|id| row(id, OPENING_BALANCE))
         .collect();
     insert_committed(&api, &table, &rows).expect("open the accounts");
     drop(api);

@@ -588,7 +588,6 @@ impl Kernel {
         }
         if self.qmgr.is_data_node(node) {
             self.unsent.forget(node);
-            self.node_restart_link_lost(node);
             return self.node_failrep(node, out, now);
         }
         self.unsent.forget(node);

@@ -207,13 +207,8 @@ impl Kernel {
                 return;
             }
             if req.started {
-                let rep = FailRep { node: from.0 };
-                let frame = data_node_header(gsn::NODE_FAILREP, block::QMGR, block::QMGR);
-                self.unsent.send(out, from, frame, &mut |b| rep.encode(b));
-                out.declare_failed(
-                    from,
-                    "the cluster declared it failed, and it still takes itself for a member".into(),
-                );
+                let why = "the cluster declared it failed, and it still takes itself for a member";
+                self.tell_failed(from, why, out);
             } else {
                 tracing::info!(node = %from, "data node restarts and asks to rejoin");
                 self.qmgr.joining.insert(from);
@@ -854,6 +849,13 @@ impl Kernel {
         if self.qmgr.is_up(node) {
             return self.declare_failed(node, why, out, now);
         }
+        self.tell_failed(node, why, out);
+    }
+
+    /// Tells a data node that is not a member here that the cluster holds it failed
+    /// (NODE_FAILREP naming it: it stops), and closes its link after that; what waited for
+    /// the link ends.
+    fn tell_failed(&mut self, node: NodeId, why: &str, out: &mut dyn Outbox) {
         let rep = FailRep { node: node.0 };
         let header = data_node_header(gsn::NODE_FAILREP, block::QMGR, block::QMGR);
         self.unsent.send(out, node, header, &mut |b| rep.encode(b));

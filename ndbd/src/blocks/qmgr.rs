@@ -665,12 +665,8 @@ impl Kernel {
                 node,
                 format!("data node {from}, the president, declared it failed"),
             );
-            self.node_failrep(node, out, now);
-        } else if self.qmgr.is_data_node(node) {
-            // A restarting node not included here yet: its inclusion ends, and its new link
-            // closes (it stops on the NODE_FAILREP the president sent it).
-            self.node_restart_link_lost(node);
         }
+        self.node_failrep(node, out, now);
     }
 
     /// The cluster declared this node failed: it stops (NDB's 2315) and from now on handles
@@ -687,14 +683,15 @@ impl Kernel {
     }
 
     /// A data node's link closed, or the node was declared failed (NODE_FAILREP to every
-    /// block): the node is failed for good (node restart is a later step), and each block
-    /// cleans up what it held with it: LQH resolves the transactions that node coordinated
+    /// block): the node is failed until it rejoins by node restart, and each block cleans up
+    /// what it held with it: LQH resolves the transactions that node coordinated
     /// here, TC fails what it had out there, DICT fails a schema change or index build that
     /// waited for it. A node that is now the last of no node group stops.
     pub(crate) fn node_failrep(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
         if !self.qmgr.up.remove(&node) {
-            // A link of a node that already failed (see `on_connect`): nothing was using it.
-            return;
+            // Not a member: a failed node's new link, or a restarting node not included here
+            // yet (its inclusion ends; it stops on the NODE_FAILREP the president sent it).
+            return self.node_restart_link_lost(node);
         }
         self.qmgr.failed.insert(node);
         self.qmgr.registered.remove(node);
