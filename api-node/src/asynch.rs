@@ -19,6 +19,7 @@
 //! checkpoint is saved, and thousands of them in flight share each save (a group commit).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hashbrown::HashMap;
@@ -54,7 +55,7 @@ pub struct Completion<'c> {
 struct Pending<'c> {
     tag: u64,
     transaction: Transaction<'c>,
-    connection: &'c Connection,
+    connection: Arc<Connection>,
     sent: Sent,
     /// Until `send`: the encoded frames.
     frames: Encoded,
@@ -287,7 +288,7 @@ impl<'c> AsyncExecutor<'c> {
     /// Sends the executes of `chunk`, all to `node`, in one batch.
     #[allow(clippy::vec_box)] // see `prepared`
     fn send_chunk(&mut self, node: NodeId, chunk: Vec<Box<Pending<'c>>>) {
-        let Some(connection) = chunk.first().map(|p| p.connection) else {
+        let Some(connection) = chunk.first().map(|p| Arc::clone(&p.connection)) else {
             return;
         };
         for pending in &chunk {
@@ -342,7 +343,7 @@ impl<'c> AsyncExecutor<'c> {
             let mut wait_until = until.min(deadline);
             // Answers on the other links are read too, a slice at a time, so that no data
             // node's answers pile up unread while this one is waited for.
-            let others: Vec<&'c Connection> = self.other_links(node);
+            let others: Vec<Arc<Connection>> = self.other_links(node);
             if !others.is_empty() {
                 for other in others {
                     if let Err(e) = other.pump() {
@@ -376,7 +377,7 @@ impl<'c> AsyncExecutor<'c> {
     }
 
     /// Links other than `node`'s with executes in flight.
-    fn other_links(&self, node: NodeId) -> Vec<&'c Connection> {
+    fn other_links(&self, node: NodeId) -> Vec<Arc<Connection>> {
         let cluster: &'c Cluster = self.cluster;
         self.per_node
             .iter()

@@ -60,6 +60,13 @@ impl Declared {
         }
     }
 
+    /// `node` restarted and serves again (its new link said so): links to it work again.
+    pub fn remove(&self, node: NodeId) {
+        if let Some((word, bit)) = Self::position(node) {
+            self.0[word].fetch_and(!bit, Ordering::AcqRel);
+        }
+    }
+
     pub fn contains(&self, node: NodeId) -> bool {
         Self::position(node)
             .is_some_and(|(word, bit)| self.0[word].load(Ordering::Acquire) & bit != 0)
@@ -776,17 +783,24 @@ impl Connection {
     /// caller holds neither.
     pub fn protocol_violation(&self, reason: impl Into<String>) -> Error {
         let reason = reason.into();
-        self.link().shutdown();
-        let waiters = {
-            let mut shared = self.shared();
-            self.record_failure(&mut shared, format!("protocol violation: {reason}"));
-            shared.all_waiters()
-        };
-        waiters.iter().for_each(Thread::unpark);
+        self.give_up(format!("protocol violation: {reason}"));
         Error::Protocol {
             node: self.peer,
             reason,
         }
+    }
+
+    /// Gives the link up for good with `reason` (the first reason a link failed with is kept):
+    /// shuts its socket down, so the data node sees this API leave now, and fails every waiter
+    /// and later request with 4010. Takes `link`, then `shared`: the caller holds neither.
+    pub fn give_up(&self, reason: impl Into<String>) {
+        self.link().shutdown();
+        let waiters = {
+            let mut shared = self.shared();
+            self.record_failure(&mut shared, reason.into());
+            shared.all_waiters()
+        };
+        waiters.iter().for_each(Thread::unpark);
     }
 
     /// Waits until the request's answer is complete, or the deadline passes (error 4012), or

@@ -62,7 +62,7 @@ pub use transaction::{OpId, Transaction};
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rndb_config::{key_hash, ClusterConfig, PartitionMap};
@@ -73,7 +73,7 @@ use rndb_protocol::signals::{
 use rndb_transporter::{FrameHeader, Transporter};
 
 use connection::{Answers, Connection, Declared};
-use reconnect::{Connector, Slots};
+use reconnect::{Connector, Slot, Slots};
 
 /// The longest a dictionary request refused by a data node that is not the DICT master (702)
 /// waits for a link to a data node of lower id (the master is the live data node of lowest id)
@@ -296,8 +296,7 @@ impl Cluster {
     ) -> Result<Cluster, Error> {
         let (node_id, links) = connect::connect_all(&config, &options)?;
         let declared = Arc::new(Declared::default());
-        let slots: Vec<OnceLock<Arc<Connection>>> =
-            config.data_nodes.iter().map(|_| OnceLock::new()).collect();
+        let slots: Vec<Slot> = config.data_nodes.iter().map(|_| Slot::default()).collect();
         for link in links {
             let index = config
                 .data_nodes
@@ -307,13 +306,8 @@ impl Cluster {
                     node: link.peer(),
                     reason: "linked to a data node the config does not name".into(),
                 })?;
-            let _ = slots[index].set(open_connection(link, options.spin_us, &declared)?);
+            slots[index].set(open_connection(link, options.spin_us, &declared)?);
         }
-        // The data nodes not reached now: the background connector keeps trying them. One that
-        // was reached but does not join the started cluster is left out for good, as before.
-        let missing: Vec<usize> = (0..slots.len())
-            .filter(|&i| slots[i].get().is_none())
-            .collect();
         let partitions = PartitionMap::new(&config);
         let near = config
             .data_nodes
@@ -345,16 +339,15 @@ impl Cluster {
             Arc::clone(&cluster.connections),
             Duration::from_millis(u64::from(interval)),
         );
-        if !missing.is_empty() {
-            cluster.connector = Connector::start(
-                cluster.config.clone(),
-                node_id,
-                options,
-                Arc::clone(&cluster.connections),
-                missing,
-                declared,
-            );
-        }
+        // The data nodes not reached now, those that do not join the started cluster, and
+        // those that fail later: the background connector links them once they serve.
+        cluster.connector = Connector::start(
+            cluster.config.clone(),
+            node_id,
+            options,
+            Arc::clone(&cluster.connections),
+            declared,
+        );
         Ok(cluster)
     }
 
@@ -365,24 +358,19 @@ impl Cluster {
         if not_started.is_empty() {
             return Ok(());
         }
-        // Some data nodes serve, others never start (a failed node restarted alone, which the
-        // survivors refuse): go on with those that serve, as NDB's API does.
+        // Some data nodes serve, others have not started yet (a node restarting): go on with
+        // those that serve, as NDB's API does; the background connector links the others once
+        // they serve.
         for peer in &not_started {
             tracing::warn!(
-                "data node {peer} has not joined the started cluster; going on without it"
+                "data node {peer} has not joined the started cluster; going on without it \
+                 until it does"
             );
         }
-        // The background connector has not started: nothing else holds the slots yet.
-        let Some(slots) = Arc::get_mut(&mut self.connections) else {
-            return Err(Error::ndb_detail(
-                4009,
-                "the links were shared before the cluster started",
-            ));
-        };
-        for slot in slots.iter_mut() {
+        for slot in self.connections.iter() {
             if slot.get().is_some_and(|c| not_started.contains(&c.peer)) {
                 if let Some(connection) = slot.take() {
-                    connection.close();
+                    connection.give_up("its data node had not started when this API connected");
                 }
             }
         }
@@ -393,13 +381,13 @@ impl Cluster {
     /// returns those that do not when some do, or fails with 4009 when none does.
     fn find_not_started(&self, timeout: Duration) -> Result<Vec<NodeId>, Error> {
         let deadline = Instant::now() + timeout;
-        let mut pending: Vec<&Arc<Connection>> = self.linked().collect();
+        let mut pending: Vec<Arc<Connection>> = self.linked().collect();
         let linked_count = pending.len();
         let mut last = String::new();
         while !pending.is_empty() {
             let mut still = Vec::new();
             for connection in pending {
-                let conf = api_reg_conf(connection, self.new_request_id(), self.request_timeout)?;
+                let conf = api_reg_conf(&connection, self.new_request_id(), self.request_timeout)?;
                 if !conf.started {
                     last = format!(
                         "data node {} sees {} of {} data nodes",
@@ -484,23 +472,22 @@ impl Cluster {
     }
 
     /// The link to data node `node` while it works.
-    fn live_connection(&self, node: NodeId) -> Option<&Connection> {
-        self.linked()
-            .find(|c| c.peer == node && !c.is_failed())
-            .map(|c| &**c)
+    fn live_connection(&self, node: NodeId) -> Option<Arc<Connection>> {
+        self.linked().find(|c| c.peer == node && !c.is_failed())
     }
 
     /// The link to data node `node`, failed or not (the coordinator's when there is none).
-    pub(crate) fn connection_of(&self, node: NodeId) -> &Connection {
+    pub(crate) fn connection_of(&self, node: NodeId) -> Arc<Connection> {
         match self.linked().find(|c| c.peer == node) {
             Some(connection) => connection,
             None => self.coordinator(),
         }
     }
 
-    /// The links to data nodes, in config order (a data node without one is left out).
-    pub(crate) fn linked(&self) -> impl Iterator<Item = &Arc<Connection>> + Clone {
-        self.connections.iter().filter_map(OnceLock::get)
+    /// The links to data nodes, in config order (a data node without one is left out). A
+    /// data node's link is replaced when it restarts, so each is taken as it is now.
+    pub(crate) fn linked(&self) -> impl Iterator<Item = Arc<Connection>> + Clone + '_ {
+        self.connections.iter().filter_map(Slot::get)
     }
 
     /// This API node's id.
@@ -522,8 +509,8 @@ impl Cluster {
     /// storage: the transporter and loop cost, the baseline for everything else.
     pub fn ping(&self) -> Result<(), Error> {
         let connection = self.coordinator();
-        let answers = self.request_to(connection, gsn::PING_REQ, block::QMGR, &[])?;
-        match single_answer(&answers, connection)? {
+        let answers = self.request_to(&connection, gsn::PING_REQ, block::QMGR, &[])?;
+        match single_answer(&answers, &connection)? {
             (gsn::PING_CONF, _) => Ok(()),
             // Any signal completes a request; only PING_CONF answers a ping.
             (signal, _) => {
@@ -540,7 +527,7 @@ impl Cluster {
         signals::encode_table_def(&mut payload, def);
         let (connection, answers) =
             self.dict_request(gsn::CREATE_TABLE_REQ, &payload, gsn::CREATE_TABLE_CONF)?;
-        table_answer(connection, &answers, gsn::CREATE_TABLE_CONF)
+        table_answer(&connection, &answers, gsn::CREATE_TABLE_CONF)
     }
 
     /// Looks a table up by name (error 709 when there is none).
@@ -549,7 +536,7 @@ impl Cluster {
         signals::encode_name(&mut payload, name);
         let (connection, answers) =
             self.dict_request(gsn::GET_TABINFO_REQ, &payload, gsn::GET_TABINFO_CONF)?;
-        table_answer(connection, &answers, gsn::GET_TABINFO_CONF)
+        table_answer(&connection, &answers, gsn::GET_TABINFO_CONF)
     }
 
     /// Every table and index the dictionary holds, in id order (NDB's listObjects), read a
@@ -561,7 +548,7 @@ impl Cluster {
             let payload = list_tables_payload(from_id);
             let (connection, answers) =
                 self.dict_request(gsn::LIST_TABLES_REQ, &payload, gsn::LIST_TABLES_CONF)?;
-            match list_tables_page(connection, &answers, from_id, &mut objects)? {
+            match list_tables_page(&connection, &answers, from_id, &mut objects)? {
                 Some(next) => from_id = next,
                 None => return Ok(objects),
             }
@@ -574,9 +561,9 @@ impl Cluster {
         signals::encode_name(&mut payload, name);
         let (connection, answers) =
             self.dict_request(gsn::DROP_TABLE_REQ, &payload, gsn::DROP_TABLE_CONF)?;
-        match single_answer(&answers, connection)? {
+        match single_answer(&answers, &connection)? {
             (gsn::DROP_TABLE_CONF, _) => Ok(()),
-            (signal, payload) => Err(refusal(connection, signal, payload)),
+            (signal, payload) => Err(refusal(&connection, signal, payload)),
         }
     }
 
@@ -593,7 +580,7 @@ impl Cluster {
         .encode(&mut payload);
         let (connection, answers) =
             self.dict_request(gsn::CREATE_INDEX_REQ, &payload, gsn::CREATE_INDEX_CONF)?;
-        index_answer(connection, table, &answers, gsn::CREATE_INDEX_CONF)
+        index_answer(&connection, table, &answers, gsn::CREATE_INDEX_CONF)
     }
 
     /// Looks up index `name` of `table` (4243 when there is none).
@@ -601,7 +588,7 @@ impl Cluster {
         let payload = index_name(table, name);
         let (connection, answers) =
             self.dict_request(gsn::GET_INDEX_REQ, &payload, gsn::GET_INDEX_CONF)?;
-        index_answer(connection, table, &answers, gsn::GET_INDEX_CONF)
+        index_answer(&connection, table, &answers, gsn::GET_INDEX_CONF)
     }
 
     /// Drops index `name` of `table` (4243 when there is none).
@@ -609,9 +596,9 @@ impl Cluster {
         let payload = index_name(table, name);
         let (connection, answers) =
             self.dict_request(gsn::DROP_INDEX_REQ, &payload, gsn::DROP_INDEX_CONF)?;
-        match single_answer(&answers, connection)? {
+        match single_answer(&answers, &connection)? {
             (gsn::DROP_INDEX_CONF, _) => Ok(()),
-            (signal, payload) => Err(refusal(connection, signal, payload)),
+            (signal, payload) => Err(refusal(&connection, signal, payload)),
         }
     }
 
@@ -675,10 +662,10 @@ impl Cluster {
         signal: u16,
         payload: &[u8],
         conf: u16,
-    ) -> Result<(&Connection, Answers), Error> {
+    ) -> Result<(Arc<Connection>, Answers), Error> {
         let mut connection = self.coordinator();
         loop {
-            let answers = self.request_to(connection, signal, block::DBDICT, payload)?;
+            let answers = self.request_to(&connection, signal, block::DBDICT, payload)?;
             if !refused_not_master(&answers, conf) {
                 return Ok((connection, answers));
             }
@@ -691,7 +678,7 @@ impl Cluster {
 
     /// The live link of lowest node id below `node`, waiting up to [`MASTER_LINK_WAIT_MAX`]
     /// (and the request timeout) for the background connector to make one.
-    fn await_link_below(&self, node: NodeId) -> Option<&Connection> {
+    fn await_link_below(&self, node: NodeId) -> Option<Arc<Connection>> {
         let lowest_below = || {
             self.linked()
                 .filter(|c| c.peer < node && !c.is_failed())
@@ -703,7 +690,7 @@ impl Cluster {
         let connector = self.connector.as_ref()?;
         let deadline = Instant::now() + MASTER_LINK_WAIT_MAX.min(self.request_timeout);
         connector.wait_until(deadline, || lowest_below().is_some());
-        lowest_below().map(|c| &**c)
+        lowest_below()
     }
 
     pub(crate) fn new_request_id(&self) -> u32 {
@@ -721,7 +708,7 @@ impl Cluster {
 
     /// The data node that takes dictionary requests: the live one with the lowest node id (NDB's
     /// DICT master), which passes schema changes to every other data node.
-    pub(crate) fn coordinator(&self) -> &Connection {
+    pub(crate) fn coordinator(&self) -> Arc<Connection> {
         self.linked()
             .filter(|c| !c.is_failed())
             .min_by_key(|c| c.peer)

@@ -1,18 +1,25 @@
-//! The background connector: links to the data nodes that could not be reached when the API
-//! node connected, as NDB's API keeps connecting to missing data nodes from a thread of its own.
+//! The background connector: links to the data nodes this API node has no working link to,
+//! as NDB's API keeps connecting to missing data nodes from a thread of its own. That is a
+//! data node that could not be reached when the API node connected, and one whose link failed
+//! or that the cluster declared failed: once it restarts and serves again (node restart), the
+//! new link replaces the failed one and requests go to it again.
 //!
 //! Without it, an API node that started while a data node was not yet listening never used
 //! that node: when the missing node was the DICT master (the lowest data node id), every schema
-//! request went to a node that refused it (702) until the process exited.
+//! request went to a node that refused it (702) until the process exited. And an API node never
+//! used a data node again after it failed once, so a rolling restart of a node group left it
+//! without any replica of that group.
 //!
 //! A link is handed to the [`Cluster`](crate::Cluster) only once its data node says the cluster
 //! has started (API_REGREQ), so no request meets a node that cannot serve it yet. Each data node
-//! slot is filled once ([`OnceLock`]): readers on the hot path take no lock.
+//! has a [`Slot`], read without a lock on the hot path; only the connector's thread replaces a
+//! link, and only one that has failed.
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwapOption;
 use rndb_config::{ClusterConfig, NodeId};
 
 use crate::connection::{Connection, Declared};
@@ -28,8 +35,40 @@ pub(crate) const RECONNECT_INTERVAL_MAX: Duration = Duration::from_secs(1);
 
 const _: () = assert!(RECONNECT_INTERVAL_FIRST.as_millis() <= RECONNECT_INTERVAL_MAX.as_millis());
 
-/// One slot per data node, in config order, holding its link once there is one.
-pub(crate) type Slots = Arc<[OnceLock<Arc<Connection>>]>;
+/// The pause between looks at the links while every data node has a working one: a link that
+/// fails is worked on within this (a restarting data node takes longer than this to serve).
+pub(crate) const IDLE_LOOK_INTERVAL: Duration = RECONNECT_INTERVAL_MAX;
+
+/// One slot per data node, in config order.
+pub(crate) type Slots = Arc<[Slot]>;
+
+/// A data node's link: none until the first one is made, then the latest. A failed link stays
+/// until a new one replaces it, so that requests to that node fail with its failure (4010)
+/// rather than find no link at all.
+#[derive(Debug, Default)]
+pub(crate) struct Slot(ArcSwapOption<Connection>);
+
+impl Slot {
+    /// The slot's link, if it has one.
+    pub fn get(&self) -> Option<Arc<Connection>> {
+        self.0.load_full()
+    }
+
+    /// True when the slot has a link that has not failed.
+    pub fn works(&self) -> bool {
+        self.0.load().as_ref().is_some_and(|c| !c.is_failed())
+    }
+
+    /// Puts `link` in the slot, returning the one it replaces.
+    pub fn set(&self, link: Arc<Connection>) -> Option<Arc<Connection>> {
+        self.0.swap(Some(link))
+    }
+
+    /// Empties the slot, returning its link.
+    pub fn take(&self) -> Option<Arc<Connection>> {
+        self.0.swap(None)
+    }
+}
 
 /// The handle of the connector's thread, held by the [`Cluster`](crate::Cluster): dropping it
 /// stops the thread and waits for it.
@@ -51,7 +90,7 @@ struct State {
 struct Flags {
     /// Set by [`Connector::drop`]: the thread ends at its next look.
     stopping: bool,
-    /// Set by the thread when it ends (every slot it worked on is filled, or it was stopped).
+    /// Set by the thread when it ends (it was stopped).
     finished: bool,
 }
 
@@ -63,30 +102,28 @@ struct Job {
     /// This API node's TLS keys and RequireTls, as at connect.
     tls: rndb_transporter::tls::TlsSetup,
     slots: Slots,
-    /// Indexes of the slots to fill (the data nodes not reached at connect).
-    missing: Vec<usize>,
     /// The data nodes the cluster declared failed, shared with every connection.
     declared: Arc<Declared>,
 }
 
-/// A data node the thread is working on: its link once connected, until that node says the
+/// The thread's work on one data node: its new link once connected, until that node says the
 /// cluster has started.
+#[derive(Default)]
 struct Pending {
-    index: usize,
     link: Option<Arc<Connection>>,
     /// A refusal was logged as a warning (once: the next ones go to the debug log).
     warned: bool,
 }
 
 impl Connector {
-    /// Starts the thread that fills slots `missing` of `slots`; `None` (with a warning) when no
-    /// thread can be started: the API node goes on with the links it has, as before.
+    /// Starts the thread that links the data nodes of `slots` without a working link, for as
+    /// long as the connector lives; `None` (with a warning) when no thread can be started: the
+    /// API node goes on with the links it has.
     pub fn start(
         config: ClusterConfig,
         me: NodeId,
         options: ConnectOptions,
         slots: Slots,
-        missing: Vec<usize>,
         declared: Arc<Declared>,
     ) -> Option<Connector> {
         let tls = match connect::tls_setup(&config, me, &options) {
@@ -103,7 +140,6 @@ impl Connector {
             options,
             tls,
             slots,
-            missing,
             declared,
         };
         let thread_state = Arc::clone(&state);
@@ -121,8 +157,8 @@ impl Connector {
             }),
             Err(e) => {
                 tracing::warn!(
-                    "start the background connect thread: {e}; \
-                     the data nodes not reached at connect stay unused"
+                    "start the background connect thread: {e}; data nodes not reached at \
+                     connect, and those that fail, stay unused"
                 );
                 None
             }
@@ -191,43 +227,63 @@ impl State {
 }
 
 impl Job {
-    /// Rounds of attempts, a growing pause apart, until every missing slot is filled or the
-    /// connector is stopped.
+    /// Rounds of attempts on every data node without a working link, a growing pause apart
+    /// while some stay without one, until the connector is stopped.
     fn run(&self, state: &State) {
-        let mut pending: Vec<Pending> = self
-            .missing
-            .iter()
-            .map(|&index| Pending {
-                index,
-                link: None,
-                warned: false,
-            })
-            .collect();
+        let mut pending: Vec<Pending> = self.slots.iter().map(|_| Pending::default()).collect();
         let mut pause = RECONNECT_INTERVAL_FIRST;
         loop {
-            for work in &mut pending {
+            let mut missing = false;
+            for (index, work) in pending.iter_mut().enumerate() {
                 if state.stopping() {
                     return;
                 }
-                if self.advance(work) {
+                if self.slots[index].works() {
+                    // Linked meanwhile is impossible (only this thread links); a link kept from
+                    // an earlier round is dropped, as the slot no longer needs it.
+                    work.link = None;
+                    continue;
+                }
+                missing = true;
+                if self.advance(index, work) {
                     // Notified under the lock, so a waiter that checked the slots before this
                     // fill is already waiting and wakes.
                     let _flags = state.flags();
                     state.changed.notify_all();
                 }
             }
-            pending.retain(|work| self.slots[work.index].get().is_none());
-            if pending.is_empty() || state.pause(pause) {
+            let wait = if missing { pause } else { IDLE_LOOK_INTERVAL };
+            if state.pause(wait) {
                 return;
             }
-            pause = (pause * 2).min(RECONNECT_INTERVAL_MAX);
+            pause = if missing {
+                (pause * 2).min(RECONNECT_INTERVAL_MAX)
+            } else {
+                RECONNECT_INTERVAL_FIRST
+            };
         }
     }
 
-    /// One step for one missing data node: connect if there is no link, then ask whether the
-    /// cluster has started; fills its slot (true) when it has.
-    fn advance(&self, work: &mut Pending) -> bool {
-        let data = &self.config.data_nodes[work.index];
+    /// One step for data node `index`, which has no working link: give up a failed link (so
+    /// the data node sees this API node leave it), connect if there is no new link, then ask
+    /// whether the cluster has started; puts the new link in the slot (true) when it has.
+    fn advance(&self, index: usize, work: &mut Pending) -> bool {
+        let data = &self.config.data_nodes[index];
+        let old = self.slots[index].get();
+        if let Some(old) = &old {
+            // A link the cluster declared failed may still be open (a stopped process): shut
+            // it, or the data node, once it runs again, would refuse the new link as a second
+            // one from this API node.
+            old.give_up(format!(
+                "the cluster declared data node {} failed",
+                data.node_id
+            ));
+        }
+        // What the cluster declared of the node was of the run whose link just failed for
+        // good: a new link must not count as failed for it. A late NODE_FAILREP of that run
+        // (read from another data node's link after this) fails the new link, and the next
+        // round links again.
+        self.declared.remove(data.node_id);
         if work.link.as_ref().is_some_and(|link| link.is_failed()) {
             work.link = None;
         }
@@ -261,13 +317,22 @@ impl Job {
         // a later request with the same id.
         match api_reg_conf(&link, REGREQ_REQUEST_ID, self.options.connect_timeout) {
             Ok(conf) if conf.started => {
-                tracing::info!(
-                    node = %data.node_id,
-                    "linked to data node {}, which was not reachable when this API node connected",
-                    data.node_id
-                );
-                // Only this thread fills the slots it was given, so the slot is empty.
-                let _ = self.slots[work.index].set(link);
+                work.warned = false;
+                if old.is_some() {
+                    tracing::info!(
+                        node = %data.node_id,
+                        "linked to data node {} again: it restarted and serves",
+                        data.node_id
+                    );
+                } else {
+                    tracing::info!(
+                        node = %data.node_id,
+                        "linked to data node {}, which was not reachable when this API node \
+                         connected",
+                        data.node_id
+                    );
+                }
+                self.slots[index].set(link);
                 true
             }
             Ok(_) => {
@@ -307,13 +372,12 @@ mod tests {
              [ndbd]\nNodeId=1\nServerPort={port}\n[api]\nNodeId=50\n"
         );
         let config = rndb_config::parse_str(&text, Path::new("test.ini")).expect("a valid config");
-        let slots: Slots = vec![OnceLock::new()].into();
+        let slots: Slots = vec![Slot::default()].into();
         let connector = Connector::start(
             config,
             NodeId(50),
             ConnectOptions::default(),
             Arc::clone(&slots),
-            vec![0],
             Arc::default(),
         )
         .expect("start the connector thread");

@@ -18,6 +18,7 @@
 
 use std::cmp::Ordering;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use rndb_protocol::filter::{value_cmp, Filter};
 use rndb_protocol::scan::{
@@ -86,7 +87,7 @@ pub struct Scan<'c> {
     table: Table,
     sort: Option<SortKey>,
     /// One part per data node, each over the fragments whose primary replica it holds.
-    parts: Vec<Part<'c>>,
+    parts: Vec<Part>,
     /// The scan locks its rows: a part whose link failed fails it (4010). Cleared once it
     /// is abandoned, which reports the failure once.
     locked: bool,
@@ -94,8 +95,8 @@ pub struct Scan<'c> {
 
 /// The scan of one data node's fragments.
 #[derive(Debug)]
-struct Part<'c> {
-    connection: &'c Connection,
+struct Part {
+    connection: Arc<Connection>,
     scan_id: u32,
     /// Rows received and not handed out yet, per fragment.
     buffers: Vec<VecDeque<Vec<Value>>>,
@@ -134,7 +135,7 @@ impl<'c> Scan<'c> {
     pub(crate) fn new(
         cluster: &'c Cluster,
         table: Table,
-        parts: Vec<(&'c Connection, u32)>,
+        parts: Vec<(Arc<Connection>, u32)>,
         sort: Option<(Vec<usize>, bool)>,
         locked: bool,
     ) -> Scan<'c> {
@@ -209,7 +210,7 @@ impl<'c> Scan<'c> {
         for part in self.parts.iter_mut().filter(|p| !p.finished) {
             part.finished = true;
             match part.send_next(self.cluster, true, &[], Connection::register_request) {
-                Ok(id) => waits.push((part.connection, id)),
+                Ok(id) => waits.push((Arc::clone(&part.connection), id)),
                 Err(e) => {
                     first_error.get_or_insert(e);
                 }
@@ -279,8 +280,8 @@ impl<'c> Scan<'c> {
 
     #[cfg(feature = "tokio")]
     /// The link of part `i`.
-    pub(crate) fn part_connection(&self, i: usize) -> &'c Connection {
-        self.parts[i].connection
+    pub(crate) fn part_connection(&self, i: usize) -> Arc<Connection> {
+        Arc::clone(&self.parts[i].connection)
     }
 
     /// The batches to ask for before the next row can be handed out: for an unsorted scan,
@@ -394,7 +395,7 @@ impl<'c> Scan<'c> {
     }
 }
 
-impl Part<'_> {
+impl Part {
     /// Unfinished fragments with no row buffered.
     fn dry_fragments(&self) -> Vec<u16> {
         (0..self.buffers.len())
@@ -425,7 +426,7 @@ impl Part<'_> {
             sender_block: block::API,
             request_id,
         };
-        register(self.connection, request_id);
+        register(&self.connection, request_id);
         if let Err(e) = self.connection.send_batch(&[(header, &payload)]) {
             self.connection.forget(request_id);
             return Err(e);
@@ -437,7 +438,7 @@ impl Part<'_> {
     /// states. A SCAN_TABREF ends the scan with its error; an answer that breaks the protocol
     /// gives the link up (see `Connection::protocol_violation`).
     fn take_batch(&mut self, table: &Table, answers: &Answers) -> Result<(), Error> {
-        let connection = self.connection;
+        let connection = &self.connection;
         let malformed = |reason: String| connection.protocol_violation(reason);
         let mut conf = None;
         for (signal, payload) in answers.iter() {

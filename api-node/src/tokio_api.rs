@@ -34,6 +34,7 @@
 use std::future::Future;
 use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -86,9 +87,9 @@ impl<'c> TokioCluster<'c> {
     pub async fn ping(&self) -> Result<(), Error> {
         let connection = self.cluster.coordinator();
         let answers = self
-            .request(connection, gsn::PING_REQ, block::QMGR, &[])
+            .request(&connection, gsn::PING_REQ, block::QMGR, &[])
             .await?;
-        match single_answer(&answers, connection)? {
+        match single_answer(&answers, &connection)? {
             (gsn::PING_CONF, _) => Ok(()),
             (signal, _) => {
                 Err(connection.protocol_violation(format!("answer {signal} to PING_REQ")))
@@ -106,7 +107,7 @@ impl<'c> TokioCluster<'c> {
         let (connection, answers) = self
             .dict_request(gsn::CREATE_TABLE_REQ, &payload, conf)
             .await?;
-        table_answer(connection, &answers, conf)
+        table_answer(&connection, &answers, conf)
     }
 
     /// As [`Cluster::get_table`].
@@ -117,7 +118,7 @@ impl<'c> TokioCluster<'c> {
         let (connection, answers) = self
             .dict_request(gsn::GET_TABINFO_REQ, &payload, conf)
             .await?;
-        table_answer(connection, &answers, conf)
+        table_answer(&connection, &answers, conf)
     }
 
     /// As [`Cluster::list_tables`].
@@ -129,7 +130,7 @@ impl<'c> TokioCluster<'c> {
             let (connection, answers) = self
                 .dict_request(gsn::LIST_TABLES_REQ, &payload, gsn::LIST_TABLES_CONF)
                 .await?;
-            match list_tables_page(connection, &answers, from_id, &mut objects)? {
+            match list_tables_page(&connection, &answers, from_id, &mut objects)? {
                 Some(next) => from_id = next,
                 None => return Ok(objects),
             }
@@ -144,9 +145,9 @@ impl<'c> TokioCluster<'c> {
         let (connection, answers) = self
             .dict_request(gsn::DROP_TABLE_REQ, &payload, conf)
             .await?;
-        match single_answer(&answers, connection)? {
+        match single_answer(&answers, &connection)? {
             (signal, _) if signal == conf => Ok(()),
-            (signal, payload) => Err(refusal(connection, signal, payload)),
+            (signal, payload) => Err(refusal(&connection, signal, payload)),
         }
     }
 
@@ -164,7 +165,7 @@ impl<'c> TokioCluster<'c> {
         let (connection, answers) = self
             .dict_request(gsn::CREATE_INDEX_REQ, &payload, conf)
             .await?;
-        index_answer(connection, table, &answers, conf)
+        index_answer(&connection, table, &answers, conf)
     }
 
     /// As [`Cluster::get_index`].
@@ -174,7 +175,7 @@ impl<'c> TokioCluster<'c> {
         let (connection, answers) = self
             .dict_request(gsn::GET_INDEX_REQ, &payload, conf)
             .await?;
-        index_answer(connection, table, &answers, conf)
+        index_answer(&connection, table, &answers, conf)
     }
 
     /// As [`Cluster::drop_index`].
@@ -184,9 +185,9 @@ impl<'c> TokioCluster<'c> {
         let (connection, answers) = self
             .dict_request(gsn::DROP_INDEX_REQ, &payload, conf)
             .await?;
-        match single_answer(&answers, connection)? {
+        match single_answer(&answers, &connection)? {
             (signal, _) if signal == conf => Ok(()),
-            (signal, payload) => Err(refusal(connection, signal, payload)),
+            (signal, payload) => Err(refusal(&connection, signal, payload)),
         }
     }
 
@@ -198,12 +199,12 @@ impl<'c> TokioCluster<'c> {
         signal: u16,
         payload: &[u8],
         conf: u16,
-    ) -> Result<(&'c Connection, Answers), Error> {
+    ) -> Result<(Arc<Connection>, Answers), Error> {
         let cluster = self.cluster;
         let mut connection = cluster.coordinator();
         loop {
             let answers = self
-                .request(connection, signal, block::DBDICT, payload)
+                .request(&connection, signal, block::DBDICT, payload)
                 .await?;
             if !refused_not_master(&answers, conf) {
                 return Ok((connection, answers));
@@ -232,7 +233,7 @@ impl<'c> TokioCluster<'c> {
     /// Sends one signal to `connection`'s data node and awaits its answer.
     async fn request(
         &self,
-        connection: &'c Connection,
+        connection: &Arc<Connection>,
         signal: u16,
         receiver_block: u16,
         payload: &[u8],
@@ -249,7 +250,7 @@ impl<'c> TokioCluster<'c> {
             connection.forget(request_id);
             return Err(e);
         }
-        Reply::new(connection, request_id)
+        Reply::new(Arc::clone(connection), request_id)
             .within(self.cluster.request_timeout)
             .await
     }
@@ -311,7 +312,7 @@ impl<'c> TokioTransaction<'c> {
         }
         let mut guard = RollBackOnDrop {
             transaction: Some(transaction),
-            connection,
+            connection: Arc::clone(&connection),
         };
         // The frames wait in the send buffer while every other task the runtime has ready
         // appends its own; the first of them back flushes them all (one write for many
@@ -347,10 +348,12 @@ impl<'c> TokioTransaction<'c> {
             request_id,
         };
         // Every check sent is awaited, so that no answer stays registered.
-        while let Some(&connection) = guard.waiting.first() {
-            let answers = Reply::new(connection, request_id).within(timeout).await;
+        while let Some(connection) = guard.waiting.first().cloned() {
+            let answers = Reply::new(Arc::clone(&connection), request_id)
+                .within(timeout)
+                .await;
             guard.waiting.remove(0);
-            if let Err(e) = Transaction::lock_check_answer(connection, answers) {
+            if let Err(e) = Transaction::lock_check_answer(&connection, answers) {
                 first_error.get_or_insert(e);
             }
         }
@@ -433,7 +436,7 @@ struct RollBackOnDrop<'t, 'c> {
     /// Taken once the answers came.
     transaction: Option<&'t mut Transaction<'c>>,
     /// The link the execute went on.
-    connection: &'c Connection,
+    connection: Arc<Connection>,
 }
 
 impl Drop for RollBackOnDrop<'_, '_> {
@@ -451,7 +454,7 @@ struct LockChecks<'t, 'c> {
     /// Taken once every check came.
     transaction: Option<&'t mut Transaction<'c>>,
     /// The links whose check is still registered, the one being awaited first.
-    waiting: Vec<&'c Connection>,
+    waiting: Vec<Arc<Connection>>,
     request_id: u32,
 }
 
@@ -468,14 +471,14 @@ impl Drop for LockChecks<'_, '_> {
 
 /// The future of one request's answers, registered with [`Connection::register_task_request`]:
 /// ready when they are complete or the link fails. Dropped before that, it forgets the request.
-struct Reply<'c> {
-    connection: &'c Connection,
+struct Reply {
+    connection: Arc<Connection>,
     request_id: u32,
     done: bool,
 }
 
-impl<'c> Reply<'c> {
-    fn new(connection: &'c Connection, request_id: u32) -> Reply<'c> {
+impl Reply {
+    fn new(connection: Arc<Connection>, request_id: u32) -> Reply {
         Reply {
             connection,
             request_id,
@@ -485,18 +488,18 @@ impl<'c> Reply<'c> {
 
     /// The answers, or 4012 after `timeout` (the request is then forgotten).
     async fn within(self, timeout: Duration) -> Result<Answers, Error> {
-        let connection = self.connection;
+        let peer = self.connection.peer;
         match tokio::time::timeout(timeout, self).await {
             Ok(answers) => answers,
             Err(_) => Err(Error::ndb_detail(
                 4012,
-                format!("no answer from node {}", connection.peer),
+                format!("no answer from node {peer}"),
             )),
         }
     }
 }
 
-impl Future for Reply<'_> {
+impl Future for Reply {
     type Output = Result<Answers, Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -508,7 +511,7 @@ impl Future for Reply<'_> {
     }
 }
 
-impl Drop for Reply<'_> {
+impl Drop for Reply {
     fn drop(&mut self) {
         if !self.done {
             self.connection.forget(self.request_id);

@@ -2,7 +2,8 @@
 //! trip.
 
 use std::cell::Cell;
-use std::num::{NonZeroU16, NonZeroU64};
+use std::num::NonZeroU64;
+use std::sync::Arc;
 
 use rndb_protocol::scan::{
     ScanTabReq, SCAN_FLAG_DESCENDING, SCAN_FLAG_PART, SCAN_FLAG_START_TRANSACTION,
@@ -45,21 +46,29 @@ impl Target<'_> {
 /// The tables a transaction's operations work on, so that a row in an answer is checked
 /// against its table's columns. An operation names its table by index here; an operation on the
 /// same table as the one before it reuses that one's index. Most transactions use one table,
-/// which is kept without an allocation.
+/// which is kept without an allocation; the others are in the transaction's [`Rare`].
 #[derive(Debug, Default)]
 struct Tables {
     first: Option<Table>,
-    /// Boxed: most transactions use one table (see `a_transaction_stays_small`).
-    #[allow(clippy::box_collection)] // 8 bytes in the transaction instead of 24
-    rest: Option<Box<Vec<Table>>>,
+}
+
+/// What few transactions need, in one box, so that the others stay small (see
+/// `a_transaction_stays_small`).
+#[derive(Debug, Default)]
+struct Rare {
+    /// The tables after the first (see [`Tables`]).
+    tables: Vec<Table>,
+    /// The data nodes other than the TC where its scans attached it.
+    scan_nodes: Option<ScanNodes>,
 }
 
 /// The table index of a frame that reads no row (the execute's own).
 const NO_TABLE: u32 = u32::MAX;
 
 impl Tables {
-    /// The index of `table`, added if it is not the first or the last one added.
-    fn index_of(&mut self, table: &Table) -> u32 {
+    /// The index of `table`, added if it is not the first or the last one added (tables after
+    /// the first go to `rare`).
+    fn index_of(&mut self, table: &Table, rare: &mut Option<Box<Rare>>) -> u32 {
         match &self.first {
             None => {
                 self.first = Some(table.clone());
@@ -68,7 +77,7 @@ impl Tables {
             Some(first) if first.same(table) => return 0,
             Some(_) => {}
         }
-        let rest = self.rest.get_or_insert_default();
+        let rest = &mut rare.get_or_insert_default().tables;
         if let Some(last) = rest.last() {
             if last.same(table) {
                 return rest.len() as u32;
@@ -82,23 +91,23 @@ impl Tables {
         rest.len() as u32
     }
 
-    fn get(&self, index: u32) -> Option<&Table> {
+    fn get<'t>(&'t self, index: u32, rare: &'t Option<Box<Rare>>) -> Option<&'t Table> {
         match index {
             0 => self.first.as_ref(),
             NO_TABLE => None,
-            index => self.rest.as_ref()?.get(index as usize - 1),
+            index => rare.as_ref()?.tables.get(index as usize - 1),
         }
     }
 }
 
 /// What `begin_execute` leaves to do.
-pub(crate) enum Begun<'c> {
+pub(crate) enum Begun {
     /// Nothing to send: this is the execute's outcome.
     Done(Result<(), Error>),
     /// Send `frames` to `connection` (expecting answers under the transaction's request id),
     /// then hand the answers to `complete_execute` with `sent`.
     Send {
-        connection: &'c Connection,
+        connection: Arc<Connection>,
         frames: Encoded,
         sent: Sent,
     },
@@ -242,14 +251,14 @@ pub struct Transaction<'c> {
     cluster: &'c Cluster,
     /// Names this transaction on the wire (the frame header's request id).
     request_id: u32,
-    /// The data node whose TC runs this transaction: the primary replica of the first
-    /// operation's key (NDB's transaction hint), chosen when the first operation is defined.
-    /// Kept as a `NonZeroU16` (node ids start at 1), two bytes rather than four, which keeps
-    /// room for the commit's GCI (see `a_transaction_stays_small`).
-    tc_node: Option<NonZeroU16>,
-    /// Other data nodes where this transaction's scans attached it.
-    /// Boxed, as most transactions scan nothing (see `a_transaction_stays_small`).
-    scan_nodes: Option<Box<ScanNodes>>,
+    /// The link to the data node whose TC runs this transaction: the primary replica of the
+    /// first operation's key (NDB's transaction hint), chosen when the first operation is
+    /// defined. The link, not just the node: once chosen, the TC never changes, and if that
+    /// link fails so does the transaction (4010), even once the node has restarted and has a
+    /// new link, as its new run does not know what the old one did.
+    tc: Option<Arc<Connection>>,
+    /// Its tables after the first, and the other data nodes its scans attached it on.
+    rare: Option<Box<Rare>>,
     state: State,
     /// Operations defined since the last execute, encoded. Their result slots are made when
     /// the execute is sent (`begin_execute`): an operation's `OpId` is `results.len()` plus its
@@ -270,8 +279,8 @@ impl<'c> Transaction<'c> {
         Transaction {
             cluster,
             request_id,
-            tc_node: None,
-            scan_nodes: None,
+            tc: None,
+            rare: None,
             state: State::Fresh,
             batch: Encoded::default(),
             results: Vec::new(),
@@ -482,29 +491,26 @@ impl<'c> Transaction<'c> {
         // The TC node runs the transaction; the scan goes to every data node, each over the
         // fragments it holds the primary replica of. Another node attaches the transaction
         // (creating its record there if needed), and hears of its end from `finish_elsewhere`.
-        let tc_node = match self.tc_node() {
-            Some(node) => node,
+        let tc = match &self.tc {
+            Some(tc) => Arc::clone(tc),
             None => {
-                let node = self.cluster.coordinator().peer;
-                self.set_tc_node(node);
-                node
+                let tc = self.cluster.coordinator();
+                self.tc = Some(Arc::clone(&tc));
+                tc
             }
         };
+        let tc_node = tc.peer;
         let cluster: &'c Cluster = self.cluster;
         // The link to the TC node failed (with one data node: every link did), and the
         // transaction with it (4010), as for an execute. Without this check the scan went to the
         // live nodes only, and with none left to no node at all: it ended at once without a
         // row and without an error, as if the table were empty.
-        if let Some(lost) = cluster.connection_of(tc_node).failure() {
+        if let Some(lost) = tc.failure() {
             return Err(lost);
         }
         // Every data node whose link works: a failed node's fragments are scanned by the backup
         // that took them over.
-        let live: Vec<&'c Connection> = cluster
-            .linked()
-            .filter(|c| !c.is_failed())
-            .map(|c| &**c)
-            .collect();
+        let live: Vec<Arc<Connection>> = cluster.linked().filter(|c| !c.is_failed()).collect();
         let mut parts = Vec::with_capacity(live.len());
         let mut req = req;
         req.alive = live.iter().map(|c| c.peer.0).collect();
@@ -512,7 +518,8 @@ impl<'c> Transaction<'c> {
             let mut req = req.clone();
             if connection.peer != tc_node {
                 req.flags |= SCAN_FLAG_START_TRANSACTION | SCAN_FLAG_PART;
-                let scan_nodes = self.scan_nodes.get_or_insert_default();
+                let rare = self.rare.get_or_insert_default();
+                let scan_nodes = rare.scan_nodes.get_or_insert_default();
                 if !scan_nodes.nodes.contains(&connection.peer) {
                     scan_nodes.nodes.push(connection.peer);
                 }
@@ -527,7 +534,7 @@ impl<'c> Transaction<'c> {
                 sender_block: block::API,
                 request_id: scan_id,
             };
-            register(connection, scan_id);
+            register(&connection, scan_id);
             if let Err(e) = connection.send_batch(&[(header, &payload)]) {
                 connection.forget(scan_id);
                 // The parts already sent close when their scan is dropped (after their first
@@ -629,7 +636,7 @@ impl<'c> Transaction<'c> {
     /// there are none), for the TC node's connection. An execute that
     /// needs no round trip (nothing was ever sent, or the transaction cannot be used) is done
     /// at once.
-    pub(crate) fn begin_execute(&mut self, exec: ExecType, abort: AbortOption) -> Begun<'c> {
+    pub(crate) fn begin_execute(&mut self, exec: ExecType, abort: AbortOption) -> Begun {
         if let Err(e) = self.check_usable() {
             return Begun::Done(Err(e));
         }
@@ -827,8 +834,8 @@ impl<'c> Transaction<'c> {
     /// once, after the last row was read. One that does not, or whose link failed, fails the
     /// commit with 4010 and the transaction rolls back. (NDB's scans run under the TC, which
     /// loses them with the node; here the API scans each node itself.)
-    pub(crate) fn scan_locks_to_confirm(&self, exec: ExecType) -> Vec<&'c Connection> {
-        match &self.scan_nodes {
+    pub(crate) fn scan_locks_to_confirm(&self, exec: ExecType) -> Vec<Arc<Connection>> {
+        match self.rare.as_ref().and_then(|rare| rare.scan_nodes.as_ref()) {
             Some(scan_nodes)
                 if scan_nodes.locked && exec == ExecType::Commit && self.check_usable().is_ok() =>
             {
@@ -850,12 +857,12 @@ impl<'c> Transaction<'c> {
     /// [`scan_locks_to_confirm`]: Transaction::scan_locks_to_confirm
     pub(crate) fn send_lock_checks(
         &self,
-        connections: &[&'c Connection],
+        connections: &[Arc<Connection>],
         register: fn(&Connection, u32),
-    ) -> (Vec<&'c Connection>, Option<Error>) {
+    ) -> (Vec<Arc<Connection>>, Option<Error>) {
         let (header, payload) = self.end_frame(ExecType::NoCommit);
         let mut sent = Vec::with_capacity(connections.len());
-        for &connection in connections {
+        for connection in connections {
             if let Some(lost) = connection.failure() {
                 return (sent, Some(scan_locks_lost(connection, &lost)));
             }
@@ -864,7 +871,7 @@ impl<'c> Transaction<'c> {
                 connection.forget(self.request_id);
                 return (sent, Some(scan_locks_lost(connection, &e)));
             }
-            sent.push(connection);
+            sent.push(Arc::clone(connection));
         }
         (sent, None)
     }
@@ -905,7 +912,7 @@ impl<'c> Transaction<'c> {
         // Every check sent is waited for, so that no answer stays registered.
         for connection in sent {
             let answers = connection.wait(self.request_id, self.cluster.deadline());
-            if let Err(e) = Self::lock_check_answer(connection, answers) {
+            if let Err(e) = Self::lock_check_answer(&connection, answers) {
                 first_error.get_or_insert(e);
             }
         }
@@ -919,7 +926,7 @@ impl<'c> Transaction<'c> {
     /// its TC has ended it (a commit there releases the scan's locks; nothing else of the
     /// transaction is there). Nobody waits for their answers.
     fn finish_elsewhere(&mut self, exec: ExecType) {
-        let Some(scan_nodes) = self.scan_nodes.take() else {
+        let Some(scan_nodes) = self.rare.as_mut().and_then(|rare| rare.scan_nodes.take()) else {
             return;
         };
         let (header, payload) = self.end_frame(exec);
@@ -949,12 +956,7 @@ impl<'c> Transaction<'c> {
     }
 
     fn tc_node(&self) -> Option<NodeId> {
-        self.tc_node.map(|node| NodeId(node.get()))
-    }
-
-    fn set_tc_node(&mut self, node: NodeId) {
-        debug_assert!(node.0 != 0, "node ids start at 1");
-        self.tc_node = NonZeroU16::new(node.0);
+        self.tc.as_ref().map(|tc| tc.peer)
     }
 
     /// The GCI of this transaction's commit (NDB's `NdbTransaction::getGCI`): its global
@@ -991,13 +993,12 @@ impl<'c> Transaction<'c> {
 
     /// The link to this transaction's TC node (a scan that starts a transaction makes the
     /// first data node its TC).
-    fn connection(&self) -> &'c Connection {
-        let cluster: &'c Cluster = self.cluster;
-        match self.tc_node() {
+    fn connection(&self) -> Arc<Connection> {
+        match &self.tc {
             // Once chosen, the TC never changes: if its link fails, so does the transaction
             // (4010), rather than go on at a node that does not know what it did.
-            Some(node) => cluster.connection_of(node),
-            None => cluster.coordinator(),
+            Some(tc) => Arc::clone(tc),
+            None => self.cluster.coordinator(),
         }
     }
 
@@ -1030,7 +1031,7 @@ impl<'c> Transaction<'c> {
         replica: u8,
     ) -> Result<OpId, Error> {
         self.check_usable()?;
-        if self.tc_node.is_none() {
+        if self.tc.is_none() {
             // Any replica may serve a committed read of a READ_BACKUP table: coordinate it on
             // the nearest, whose TC then reads its own replica.
             let near = target.signal == gsn::TCKEYREQ
@@ -1038,7 +1039,7 @@ impl<'c> Transaction<'c> {
                 && lock_mode == LockMode::CommittedRead
                 && target.table.def().read_backup;
             let node = self.cluster.tc_of_key(key, near);
-            self.set_tc_node(node);
+            self.tc = Some(self.cluster.connection_of(node));
         }
         let op_index = self.batch.len() as u32;
         let starts = self.state == State::Fresh && op_index == 0;
@@ -1054,7 +1055,7 @@ impl<'c> Transaction<'c> {
             attrs,
         };
         let header = self.header(target.signal);
-        let table = self.tables.index_of(target.table);
+        let table = self.tables.index_of(target.table, &mut self.rare);
         self.batch.push(header, table, |b| req.encode(b));
         // Its result slot is made when the execute is sent, with the batch's others.
         Ok(OpId(self.results.len() + op_index as usize))
@@ -1110,7 +1111,7 @@ impl<'c> Transaction<'c> {
                 }
                 let values = result.row.insert(Vec::new());
                 // Checked against the operation's table as it is decoded.
-                let fault = match self.tables.get(result.table) {
+                let fault = match self.tables.get(result.table, &self.rare) {
                     Some(table) => TcKeyRow::decode_row_into(payload, table.def(), values)
                         .err()
                         .map(|e| format!("{e} (operation {op_index})")),
