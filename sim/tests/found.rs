@@ -150,3 +150,32 @@ fn a_locked_scan_whose_part_lost_its_link_does_not_commit() {
         panic!("{failure}");
     }
 }
+
+/// Seed 0x31675 with `--faults crash,restart,client,slow,api-link,buggify,pause,hang,disk`
+/// (found by `scripts/sim --seeds 20000 --start 200000` with those faults at `ae00865`): node 1,
+/// the president, declared node 2 failed during its first restart; the NODE_FAILREP to node 3
+/// waited on a slow link until node 2's second run had linked and registered at node 3, which
+/// took it as the new run's failure and forgot it was joining. The president's INCL_NODEREQ for
+/// the second run was then never confirmed, and every later restart was refused: the final
+/// reads failed with 4009. Fixed: a NODE_FAILREP for a node that is no member, and whose
+/// inclusion the president has not begun here, is its earlier run's.
+#[test]
+fn a_late_declaration_of_a_restarting_nodes_earlier_run_does_not_end_its_next_run() {
+    let faults = Options {
+        faults: vec![
+            Fault::Crash,
+            Fault::Restart,
+            Fault::Client,
+            Fault::Slow,
+            Fault::ApiLink,
+            Fault::Buggify,
+            Fault::Pause,
+            Fault::Hang,
+            Fault::Disk,
+        ],
+        ..Options::default()
+    };
+    if let Err(failure) = run_seed(0x31675, &faults) {
+        panic!("{failure}");
+    }
+}

@@ -865,6 +865,12 @@ impl Kernel {
 
     /// A data node's link closed: what waited for it ends (an inclusion, a copy to it, its
     /// admission).
+    /// True once the president's inclusion of `node` (a node restarting) has reached this
+    /// node: an INCL_NODEREQ waits or was done here.
+    pub(crate) fn node_restart_inclusion_begun(&self, node: NodeId) -> bool {
+        self.qmgr.copying.contains(node) || self.node_restart.incl.iter().any(|i| i.node == node)
+    }
+
     pub(crate) fn node_restart_link_lost(&mut self, node: NodeId) {
         self.qmgr.joining.remove(node);
         self.qmgr.copying.remove(node);
