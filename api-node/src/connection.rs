@@ -20,11 +20,12 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use rndb_config::{NodeId, TransporterKind};
 use rndb_protocol::id_hash::SequentialIds;
-use rndb_protocol::qmgr::FailRep;
-use rndb_protocol::signals::gsn;
+use rndb_protocol::qmgr::{Arbit, FailRep};
+use rndb_protocol::signals::{block, gsn};
 use rndb_transporter::spin::AdaptiveSpin;
 use rndb_transporter::{FlushStatus, FrameHeader, TransportError, Transporter, FRAME_BYTES_MAX};
 
+use crate::arbiter::Arbiter;
 use crate::Error;
 
 /// The most bytes of answers one request may hold filed and not yet handed over: a bound on
@@ -257,6 +258,8 @@ pub(crate) struct Connection {
     failed: AtomicBool,
     /// The data nodes the cluster declared failed.
     declared: Arc<Declared>,
+    /// This API node as the arbitrator, shared by every link of the cluster.
+    arbiter: Arc<Arbiter>,
     /// Frames read from the link so far, and what the heartbeat saw of it (see
     /// [`Connection::heartbeat`]).
     frames_received: std::sync::atomic::AtomicU64,
@@ -309,6 +312,7 @@ impl Connection {
         link: Box<dyn Transporter>,
         spin: Duration,
         declared: Arc<Declared>,
+        arbiter: Arc<Arbiter>,
     ) -> Result<Arc<Connection>, Error> {
         let peer = link.peer();
         let kind = link.kind();
@@ -333,6 +337,7 @@ impl Connection {
             closing: AtomicBool::new(false),
             failed: AtomicBool::new(false),
             declared,
+            arbiter,
             frames_received: std::sync::atomic::AtomicU64::new(0),
             heartbeat: Mutex::new(HeartbeatState::default()),
             #[cfg(feature = "tokio")]
@@ -1060,8 +1065,24 @@ impl Connection {
         let mut wake: Vec<Thread> = Vec::new();
         let mut wake_tasks: Vec<Waker> = Vec::new();
         let declared = &self.declared;
+        let arbiter = &self.arbiter;
+        let peer = self.peer;
+        let mut arbitration: Vec<(u16, Arbit)> = Vec::new();
         let delivered = link
             .receive(&mut |header, payload| {
+                if matches!(header.signal, gsn::ARBIT_STARTREQ | gsn::ARBIT_CHOOSEREQ) {
+                    // Not an answer: the data nodes' president, or a side's, asks this API
+                    // node to arbitrate; answered once the read is done.
+                    match Arbit::decode(payload) {
+                        Ok(request) => {
+                            arbitration.extend(arbiter.answer(peer, header.signal, &request))
+                        }
+                        Err(e) => {
+                            overflow.get_or_insert(format!("arbitration request: {e}"));
+                        }
+                    }
+                    return;
+                }
                 if header.signal == gsn::NODE_FAILREP {
                     // Not an answer: a data node's failure, news for every connection.
                     match FailRep::decode(payload) {
@@ -1089,6 +1110,18 @@ impl Connection {
             .map_err(|e| e.to_string())?;
         if let Some(reason) = overflow {
             return Err(reason);
+        }
+        for (signal, answer) in arbitration {
+            let header = FrameHeader {
+                signal,
+                receiver_block: block::QMGR,
+                sender_block: block::API,
+                request_id: 0,
+            };
+            let mut payload = Vec::new();
+            answer.encode(&mut payload);
+            link.send(&header, &payload).map_err(|e| e.to_string())?;
+            link.flush().map_err(|e| e.to_string())?;
         }
         if delivered > 0 {
             self.frames_received

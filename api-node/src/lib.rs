@@ -32,6 +32,7 @@
 
 #![forbid(unsafe_code)]
 
+mod arbiter;
 mod asynch;
 mod connect;
 mod connection;
@@ -72,6 +73,7 @@ use rndb_protocol::signals::{
 };
 use rndb_transporter::{FrameHeader, Transporter};
 
+use arbiter::Arbiter;
 use connection::{Answers, Connection, Declared};
 use reconnect::{Connector, Slot, Slots};
 
@@ -295,7 +297,14 @@ impl Cluster {
         options: ConnectOptions,
     ) -> Result<Cluster, Error> {
         let (node_id, links) = connect::connect_all(&config, &options)?;
-        let declared = Arc::new(Declared::default());
+        // What every link of this cluster shares: the data nodes declared failed, and this
+        // API node as the arbitrator (if its slot's ArbitrationRank says it may be).
+        let rank = config
+            .api_slots
+            .iter()
+            .find(|slot| slot.node_id == node_id)
+            .map_or(0, |slot| slot.arbitration_rank);
+        let declared = (Arc::new(Declared::default()), Arc::new(Arbiter::new(rank)));
         let slots: Vec<Slot> = config.data_nodes.iter().map(|_| Slot::default()).collect();
         for link in links {
             let index = config
@@ -734,12 +743,12 @@ impl Drop for Cluster {
 fn open_connection(
     link: Box<dyn Transporter>,
     spin_us: u32,
-    declared: &Arc<Declared>,
+    (declared, arbiter): &(Arc<Declared>, Arc<Arbiter>),
 ) -> Result<Arc<Connection>, Error> {
     let spin = link
         .spin_time()
         .max(Duration::from_micros(u64::from(spin_us)));
-    Connection::new(link, spin, Arc::clone(declared))
+    Connection::new(link, spin, Arc::clone(declared), Arc::clone(arbiter))
 }
 
 /// Sends one signal `(signal, receiver block, payload)` on `connection` as request

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwapOption;
 use rndb_config::{ClusterConfig, NodeId};
 
+use crate::arbiter::Arbiter;
 use crate::connection::{Connection, Declared};
 use crate::{api_reg_conf, connect, open_connection, ConnectOptions, Error};
 
@@ -102,8 +103,9 @@ struct Job {
     /// This API node's TLS keys and RequireTls, as at connect.
     tls: rndb_transporter::tls::TlsSetup,
     slots: Slots,
-    /// The data nodes the cluster declared failed, shared with every connection.
-    declared: Arc<Declared>,
+    /// The data nodes the cluster declared failed, and this API node as the arbitrator, shared
+    /// with every connection.
+    declared: (Arc<Declared>, Arc<Arbiter>),
 }
 
 /// The thread's work on one data node: its new link once connected, until that node says the
@@ -124,7 +126,7 @@ impl Connector {
         me: NodeId,
         options: ConnectOptions,
         slots: Slots,
-        declared: Arc<Declared>,
+        declared: (Arc<Declared>, Arc<Arbiter>),
     ) -> Option<Connector> {
         let tls = match connect::tls_setup(&config, me, &options) {
             Ok(tls) => tls,
@@ -283,7 +285,7 @@ impl Job {
         // good: a new link must not count as failed for it. A late NODE_FAILREP of that run
         // (read from another data node's link after this) fails the new link, and the next
         // round links again.
-        self.declared.remove(data.node_id);
+        self.declared.0.remove(data.node_id);
         if work.link.as_ref().is_some_and(|link| link.is_failed()) {
             work.link = None;
         }
@@ -378,7 +380,7 @@ mod tests {
             NodeId(50),
             ConnectOptions::default(),
             Arc::clone(&slots),
-            Arc::default(),
+            (Arc::default(), Arc::default()),
         )
         .expect("start the connector thread");
         let filled = || slots[0].get().is_some();

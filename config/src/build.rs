@@ -10,7 +10,8 @@ use crate::ids::{self, IdRequest};
 use crate::layered::{collect_defaults, Layered};
 use crate::links;
 use crate::model::{
-    ApiSlotConfig, ClusterConfig, DataNodeConfig, Durability, MgmNodeConfig, NodeId, NodeKind,
+    ApiSlotConfig, Arbitration, ClusterConfig, DataNodeConfig, Durability, MgmNodeConfig, NodeId,
+    NodeKind,
 };
 use crate::params::{param_table, ParamDefault, SectionKind};
 use crate::syntax::Target;
@@ -161,6 +162,8 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
         heartbeat_interval_db_db_ms: l.u32("HeartbeatIntervalDbDb"),
         heartbeat_interval_db_api_ms: l.u32("HeartbeatIntervalDbApi"),
         start_partial_timeout_ms: l.u32("StartPartialTimeout"),
+        arbitration: arbitration(l, diag),
+        arbitration_timeout_ms: l.u32("ArbitrationTimeout"),
         time_between_global_checkpoints_ms: l.u32("TimeBetweenGlobalCheckpoints"),
         durability: Durability {
             diskless: l.bool("Diskless"),
@@ -213,8 +216,22 @@ fn api_slot(l: &Layered<'_>) -> ApiSlotConfig {
         batch_byte_size: l.u32("BatchByteSize"),
         max_scan_batch_size: l.u32("MaxScanBatchSize"),
         require_tls: l.bool("RequireTls"),
+        arbitration_rank: l.u32("ArbitrationRank"),
         line: l.line(),
     }
+}
+
+/// Arbitration: Default, Disabled or WaitExternal; another value is an error at its line.
+fn arbitration(l: &Layered<'_>, diag: &mut Diag) -> Arbitration {
+    const NAME: &str = "Arbitration";
+    let Some(text) = l.text(NAME) else {
+        return Arbitration::Default;
+    };
+    Arbitration::parse(&text).unwrap_or_else(|| {
+        let reason = format!("'{text}' is not one of Default, Disabled, WaitExternal");
+        diag.error(l.line_of(NAME), l.section_name(), Some(NAME), reason);
+        Arbitration::Default
+    })
 }
 
 /// The most CPUs a CPU list may name (a bound on what a config line can make us allocate).

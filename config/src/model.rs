@@ -113,6 +113,10 @@ pub struct DataNodeConfig {
     /// StartPartialTimeout: how long a start waits for every data node before it goes on
     /// without those missing (0: it waits for all).
     pub start_partial_timeout_ms: u32,
+    /// Arbitration: how a side of a split that keeps exactly half the data nodes decides.
+    pub arbitration: Arbitration,
+    /// ArbitrationTimeout: how long such a side waits for the arbitrator's answer.
+    pub arbitration_timeout_ms: u32,
     /// Recognised only: nothing reads it yet, so a value in the file is ignored with a
     /// warning and it always holds NDB's default (tests that build a config by hand use it).
     pub time_between_global_checkpoints_ms: u32,
@@ -206,7 +210,45 @@ pub struct ApiSlotConfig {
     pub max_scan_batch_size: u32,
     /// RequireTls: the API node connects only with TLS, and data nodes refuse it in plain text.
     pub require_tls: bool,
+    /// ArbitrationRank: 0 never arbitrates; 1 and 2 may, 1 before 2.
+    pub arbitration_rank: u32,
     pub line: usize,
+}
+
+/// The `Arbitration` parameter of `[ndbd default]`, as NDB has it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Arbitration {
+    /// An API node with ArbitrationRank 1 or 2 is the arbitrator; a side of a split that keeps
+    /// exactly half the data nodes asks it, and stops without an answer.
+    #[default]
+    Default,
+    /// No arbitration: such a side goes on (two sides of a split may both serve).
+    Disabled,
+    /// Such a side waits ArbitrationTimeout for an external cluster manager to stop one side,
+    /// then goes on.
+    WaitExternal,
+}
+
+impl Arbitration {
+    /// The value as NDB spells it in a config file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Arbitration::Default => "Default",
+            Arbitration::Disabled => "Disabled",
+            Arbitration::WaitExternal => "WaitExternal",
+        }
+    }
+
+    /// Reads NDB's spelling (case-insensitive, as NDB's config parser).
+    pub fn parse(text: &str) -> Option<Arbitration> {
+        [
+            Arbitration::Default,
+            Arbitration::Disabled,
+            Arbitration::WaitExternal,
+        ]
+        .into_iter()
+        .find(|a| a.as_str().eq_ignore_ascii_case(text.trim()))
+    }
 }
 
 /// A node group: NoOfReplicas data nodes that hold the same partitions.

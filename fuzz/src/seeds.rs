@@ -352,6 +352,14 @@ fn signal_payloads() -> Vec<Seed> {
         }
         .encode(o)
     });
+    put(36, &|o| {
+        rndb_protocol::qmgr::Arbit {
+            ticket: 1 << 48 | 1,
+            node: 0,
+            nodes: vec![1, 3],
+        }
+        .encode(o)
+    });
     payloads
         .into_iter()
         .enumerate()

@@ -168,6 +168,25 @@ signals! {
     START_COPYCONF = 114;
     /// The restarting node is started: it is read from like any replica (`qmgr::FailRep`).
     NODE_STARTED_REP = 115;
+    // Arbitration (`qmgr::Arbit` for each): the president and an API node that arbitrates,
+    // the president and the other data nodes.
+    /// President → API node: be the arbitrator, for this ticket.
+    ARBIT_STARTREQ = 116;
+    /// API node → president: it arbitrates for the ticket.
+    ARBIT_STARTCONF = 117;
+    /// President → data nodes: the arbitrator (`node`) and its ticket, so that the president
+    /// of either side of a split can ask it.
+    ARBIT_PREPREQ = 118;
+    /// A side's president → the arbitrator: may the side of these data nodes (`nodes`) go on?
+    ARBIT_CHOOSEREQ = 119;
+    /// The arbitrator → a side's president: yes (the first side to ask for the ticket).
+    ARBIT_CHOOSECONF = 120;
+    /// The arbitrator → a side's president: no (another side asked first, or the ticket is
+    /// not the arbitrator's).
+    ARBIT_CHOOSEREF = 121;
+    /// A side's president → the side's other data nodes: the side goes on (`node` = 1) or
+    /// stops (0).
+    ARBIT_VERDICT = 122;
 }
 
 /// The name of signal `number`, or `None` for a number no signal has.

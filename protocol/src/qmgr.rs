@@ -27,6 +27,52 @@ impl FailRep {
     }
 }
 
+/// Every arbitration signal (ARBIT_STARTREQ .. ARBIT_VERDICT): the arbitrator's ticket, a node
+/// (the arbitrator in ARBIT_PREPREQ, the verdict in ARBIT_VERDICT, else 0) and, in
+/// ARBIT_CHOOSEREQ, the data nodes of the asking side.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Arbit {
+    pub ticket: u64,
+    pub node: u16,
+    pub nodes: Vec<u16>,
+}
+
+/// The most data nodes an ARBIT_CHOOSEREQ names (node ids are below 256).
+pub const ARBIT_NODES_MAX: usize = 255;
+
+impl Arbit {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        debug_assert!(self.nodes.len() <= ARBIT_NODES_MAX);
+        let mut w = Writer::new(out);
+        w.u64(self.ticket)
+            .u16(self.node)
+            .u16(self.nodes.len() as u16);
+        for &node in &self.nodes {
+            w.u16(node);
+        }
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<Arbit, DecodeError> {
+        let mut r = Reader::new(buf, "ARBIT");
+        let ticket = r.u64()?;
+        let node = r.u16()?;
+        let count = usize::from(r.u16()?);
+        if count > ARBIT_NODES_MAX {
+            return Err(r.error(format!("{count} data nodes (at most {ARBIT_NODES_MAX})")));
+        }
+        let mut nodes = Vec::with_capacity(count);
+        for _ in 0..count {
+            nodes.push(r.u16()?);
+        }
+        r.finish()?;
+        Ok(Arbit {
+            ticket,
+            node,
+            nodes,
+        })
+    }
+}
+
 /// CM_REGREQ: whether the sender serves (has started).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CmRegReq {

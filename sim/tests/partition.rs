@@ -1,13 +1,13 @@
-//! Partitions are a fault today's cluster does not handle: with no heartbeats and no
-//! arbitration, data nodes cut from each other each take the other for failed and serve alone
-//! (two primaries for one partition), and a one-way cut leaves a link up that carries nothing.
-//! This test runs the workloads under partitions; it is ignored until arbitration lands, so
-//! that the gap is listed with every test run, not hidden.
+//! Partitions are a fault the simulated cluster does not handle yet: its clients do not
+//! arbitrate (no API node has ArbitrationRank, so arbitration is off, as Disabled), so data
+//! nodes cut from each other each take the other for failed and serve alone (two primaries for
+//! one partition). This test runs the workloads under partitions; it is ignored until the
+//! simulator runs an arbitrator, so that the gap is listed with every test run, not hidden.
 
 use rndb_sim::{run_seed, Fault, Options, Workload};
 
 #[test]
-#[ignore = "not handled yet: partitions need heartbeats and arbitration (split brain breaks the bank and linearizability, one-way cuts hang)"]
+#[ignore = "not handled yet: the simulator runs no arbitrator, so a split leaves two sides serving (split brain breaks the bank and linearizability)"]
 fn partitions_keep_the_bank_and_the_registers_correct() {
     let options = Options {
         workload: Workload::All,

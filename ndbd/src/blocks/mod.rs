@@ -21,6 +21,7 @@
 
 pub mod acc;
 mod answers;
+mod arbit;
 pub mod dict;
 pub mod dih;
 mod fs;
@@ -189,6 +190,8 @@ pub struct Kernel {
     restart: Option<restart::Restart>,
     /// Node restarts: this node's own, or another's it lets in, includes or copies to.
     node_restart: node_restart::NodeRestarts,
+    /// Arbitration: which side of a split goes on.
+    arbit: arbit::Arbit,
     /// Why this node must stop, when it must (a restart that cannot restore).
     fatal: Option<String>,
 }
@@ -253,6 +256,7 @@ impl Kernel {
             lcps: lqh::lcp::Lcps::new(node.durability.time_between_local_checkpoints, 0, 0),
             restart: None,
             node_restart: node_restart::NodeRestarts::default(),
+            arbit: arbit::Arbit::new(config, node),
             fatal: None,
         }
     }
@@ -366,6 +370,16 @@ impl Kernel {
             gsn::HEARTBEAT if self.qmgr.is_data_node(from) => {}
             gsn::CM_REGREQ..=gsn::NODE_STARTED_REP if self.qmgr.is_data_node(from) => {
                 self.exec_node_restart_signal(from, header, payload, out, now)?
+            }
+            gsn::ARBIT_STARTCONF | gsn::ARBIT_CHOOSECONF | gsn::ARBIT_CHOOSEREF
+                if !self.qmgr.is_data_node(from) =>
+            {
+                let arbit = rndb_protocol::qmgr::Arbit::decode(payload)?;
+                self.exec_arbit_from_api(from, header.signal, arbit, out, now)
+            }
+            gsn::ARBIT_PREPREQ | gsn::ARBIT_VERDICT if self.qmgr.is_up(from) => {
+                let arbit = rndb_protocol::qmgr::Arbit::decode(payload)?;
+                self.exec_arbit_from_data_node(from, header.signal, arbit, now)
             }
             gsn::NODE_STOPPING_REP if self.qmgr.is_data_node(from) => {
                 self.exec_node_stopping_rep(from)
@@ -541,6 +555,7 @@ impl Kernel {
                 Signal::Timer => {
                     self.start_timer(out, now);
                     self.qmgr_timer(out, now);
+                    self.arbit_timer(out, now);
                     self.restart_request(out);
                     self.gcp_timer(out, now);
                     self.lcp_timer(out);
@@ -592,6 +607,7 @@ impl Kernel {
         }
         self.unsent.forget(node);
         self.qmgr.forget_api(node);
+        self.arbit_api_gone(node);
         self.abandon_scans(node);
         for trans in self.tc.abandon_node(node) {
             self.jobs.push_back(Signal::TcContinueB(trans));

@@ -21,8 +21,8 @@
 //! a side without every node group), unless that group's nodes stopped gracefully
 //! (NODE_STOPPING_REP). A start that waits StartPartialTimeout goes on without missing nodes
 //! when every node group has one (the master decides); a node that comes later joins by node
-//! restart (`node_restart.rs`). Arbitration between two sides that each keep every node group
-//! is not implemented yet.
+//! restart (`node_restart.rs`). Which side of a split goes on when each keeps every node group
+//! is arbitration's (`arbit.rs`).
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -265,6 +265,23 @@ impl Qmgr {
                     && !nodes.iter().all(|n| self.stopping.contains(n))
             })
             .map(|(id, _)| *id)
+    }
+
+    /// True when every node of some node group is alive here (arbitration's rule 2).
+    pub fn group_fully_alive(&self) -> bool {
+        self.node_groups
+            .iter()
+            .any(|(_, nodes)| nodes.iter().all(|&n| self.is_alive(n)))
+    }
+
+    /// True when data node `node` said it stops gracefully (NODE_STOPPING_REP).
+    pub fn is_stopping(&self, node: NodeId) -> bool {
+        self.stopping.contains(&node)
+    }
+
+    /// True when API node `node` has a live link here.
+    pub fn is_api_up(&self, node: NodeId) -> bool {
+        self.apis.contains(&node)
     }
 
     pub fn is_data_node(&self, node: NodeId) -> bool {
@@ -703,6 +720,8 @@ impl Kernel {
             // yet (its inclusion ends; it stops on the NODE_FAILREP the president sent it).
             return self.node_restart_link_lost(node);
         }
+        let mut before: NodeSet = self.qmgr.alive().collect();
+        before.insert(node);
         self.qmgr.failed.insert(node);
         self.qmgr.registered.remove(node);
         self.node_restart_node_failed(node);
@@ -742,6 +761,7 @@ impl Kernel {
                 self.fatal.get_or_insert(why);
             }
         }
+        self.arbit_node_failed(node, before, now);
         self.restart_node_failrep(out);
         self.dih_node_failrep(node, out, now);
         tracing::error!(node = %node, "data node failed: its partitions' backups take over, transactions touching it abort");

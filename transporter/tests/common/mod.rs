@@ -38,6 +38,8 @@ pub fn data_node(id: u16, host_name: &str) -> DataNodeConfig {
         heartbeat_interval_db_db_ms: 5000,
         heartbeat_interval_db_api_ms: 1500,
         start_partial_timeout_ms: 30000,
+        arbitration: Default::default(),
+        arbitration_timeout_ms: 7500,
         time_between_global_checkpoints_ms: 2000,
         durability: Default::default(),
         use_shm: false,
@@ -59,6 +61,7 @@ pub fn api_slot(id: u16, host_name: Option<&str>) -> ApiSlotConfig {
         batch_byte_size: 16 * 1024,
         max_scan_batch_size: 256 * 1024,
         require_tls: false,
+        arbitration_rank: 0,
         line: 1,
     }
 }

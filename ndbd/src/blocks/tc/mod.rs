@@ -212,6 +212,9 @@ pub struct Tc {
     /// there are never more than MaxNoOfConcurrentTransactions; new transactions meanwhile get
     /// 233 as for any record in use.
     saving: BTreeSet<(u32, TransId)>,
+    /// Arbitration decides whether this side of a failure goes on: commits are refused (286)
+    /// until it has (`arbit.rs`).
+    commits_held: bool,
 }
 
 /// Names a transaction: the API node and its request id.
@@ -272,6 +275,7 @@ impl Tc {
             timed_out_order: VecDeque::new(),
             next_expiry_scan: None,
             saving: BTreeSet::new(),
+            commits_held: false,
         }
     }
 
@@ -615,6 +619,11 @@ impl Tc {
         None
     }
 
+    /// Arbitration holds commits (true) or lets them go on (false).
+    pub fn set_commits_held(&mut self, held: bool) {
+        self.commits_held = held;
+    }
+
     /// Ends the current execute of `trans` if it is complete: every operation answered and the
     /// execute request in. Returns the answer to send now, or the LQH action to start.
     pub fn try_complete(
@@ -645,6 +654,14 @@ impl Tc {
         };
         if let (Some(failed), true) = (failed, abort) {
             t.phase = Phase::Aborting(AbortReply::Ref(failed));
+            return Some(Err(TcAction::Abort(trans)));
+        }
+        if self.commits_held && execute.exec_type == ExecType::Commit {
+            let held = NdbError::with_detail(
+                286,
+                "a data node failed, and arbitration has not yet decided whether this side of                  the cluster goes on",
+            );
+            t.phase = Phase::Aborting(AbortReply::Ref(Box::new((held, OP_INDEX_NONE))));
             return Some(Err(TcAction::Abort(trans)));
         }
         match execute.exec_type {
@@ -688,7 +705,8 @@ impl Tc {
         let commits = t
             .execute
             .is_some_and(|e| e.exec_type == ExecType::Commit && e.op_count == t.ops_received);
-        let ok = t.phase == Phase::Active
+        let ok = !self.commits_held
+            && t.phase == Phase::Active
             && commits
             && t.ops_outstanding == 1
             && t.first_error.is_none()

@@ -1,0 +1,471 @@
+//! Arbitration (NDB's, in QMGR): which side of a split goes on. When data nodes fail, each
+//! survivor cannot tell a crash from a network split, so each side decides alone, by NDB's
+//! rules, over the data nodes alive before the failures:
+//!
+//! 1. a node group with no live node left: the side stops (2305, `qmgr.rs` does it);
+//! 2. a node group whose every node is alive on this side: it goes on (the other side cannot
+//!    have a node of that group);
+//! 3. more than half of the nodes: it goes on; fewer than half: it stops (2305);
+//! 4. exactly half: the side's president asks the arbitrator (ARBIT_CHOOSEREQ), and the first
+//!    side to ask goes on; the other is refused and stops. No answer within
+//!    ArbitrationTimeout, or no arbitrator: it stops.
+//!
+//! ```text
+//!  president ─ARBIT_STARTREQ(ticket)─► API node of ArbitrationRank 1 (else 2)
+//!            ◄─ARBIT_STARTCONF────────
+//!            ─ARBIT_PREPREQ(arbitrator, ticket)─► every data node
+//!  a failure: every node holds commits (286) for one HeartbeatIntervalDbDb, so that the rest
+//!  of a split shows too, then applies rules 1-3 itself; with exactly half:
+//!  side's president ─ARBIT_CHOOSEREQ(ticket, side)─► arbitrator ─CONF/REF─►
+//!                   ─ARBIT_VERDICT(go on / stop)─► the side's other nodes
+//! ```
+//!
+//! After a side goes on by the arbitrator, its president starts the arbitrator again with a
+//! new ticket, so that the next split is decided afresh. Graceful stops (NODE_STOPPING_REP)
+//! are no failures here. `Arbitration=Disabled` decides rule 4 for going on, and
+//! `WaitExternal` goes on after ArbitrationTimeout (an external manager is to stop one side
+//! meanwhile). Unlike NDB, a cluster whose config has no API node of ArbitrationRank 1 or 2
+//! does not arbitrate (as Disabled): `ndb_mgmd` does not arbitrate yet, and NDB would then
+//! stop a two-node cluster at its first node failure.
+
+use std::time::{Duration, Instant};
+
+use rndb_config::{Arbitration, ClusterConfig, DataNodeConfig, NodeId};
+use rndb_protocol::qmgr::Arbit as ArbitSignal;
+use rndb_protocol::signals::{block, gsn};
+
+use super::node_set::NodeSet;
+use super::{data_node_header, Kernel, Outbox};
+
+/// A data node's arbitration state.
+#[derive(Debug)]
+pub(crate) struct Arbit {
+    method: Arbitration,
+    /// ArbitrationTimeout.
+    timeout: Duration,
+    /// How long a failure round waits for the rest of a split to show (HeartbeatIntervalDbDb).
+    settle: Duration,
+    /// API nodes that may arbitrate: ArbitrationRank 1 before 2, then by id.
+    candidates: Vec<NodeId>,
+    /// The arbitrator and its ticket, as the president last said (ARBIT_PREPREQ).
+    arbitrator: Option<(NodeId, u64)>,
+    /// As president: the API node asked to arbitrate, with the ticket, and when.
+    starting: Option<(NodeId, u64, Instant)>,
+    /// As president: when ARBIT_PREPREQ last went to every data node.
+    prep_sent: Option<Instant>,
+    /// Failures being decided.
+    round: Option<Round>,
+    /// The last ARBIT_VERDICT that said this side goes on, from whom and when.
+    verdict_win: Option<(NodeId, Instant)>,
+    /// Tickets made so far (a ticket is this node's id and the count).
+    tickets_made: u64,
+    /// Said once: arbitration is off, and why.
+    logged_off: bool,
+}
+
+/// Failures since the side was last whole.
+#[derive(Debug)]
+struct Round {
+    /// The data nodes alive before the first failure (nodes stopping gracefully left out).
+    before: NodeSet,
+    since: Instant,
+    /// As the side's president: when ARBIT_CHOOSEREQ went to the arbitrator, and the side it
+    /// named.
+    asked: Option<Instant>,
+}
+
+/// What a failure round decided.
+#[derive(Debug, PartialEq, Eq)]
+enum Decision {
+    GoOn(&'static str),
+    Stop(String),
+    Ask,
+    Wait,
+}
+
+impl Arbit {
+    pub fn new(config: &ClusterConfig, node: &DataNodeConfig) -> Arbit {
+        let mut ranked: Vec<(u32, NodeId)> = config
+            .api_slots
+            .iter()
+            .filter(|slot| matches!(slot.arbitration_rank, 1 | 2))
+            .map(|slot| (slot.arbitration_rank, slot.node_id))
+            .collect();
+        ranked.sort_unstable();
+        Arbit {
+            method: node.arbitration,
+            timeout: Duration::from_millis(u64::from(node.arbitration_timeout_ms)),
+            settle: Duration::from_millis(u64::from(node.heartbeat_interval_db_db_ms)),
+            candidates: ranked.into_iter().map(|(_, id)| id).collect(),
+            arbitrator: None,
+            starting: None,
+            prep_sent: None,
+            round: None,
+            verdict_win: None,
+            tickets_made: 0,
+            logged_off: false,
+        }
+    }
+
+    /// True when failures are arbitrated: Default with an API node that may arbitrate, or
+    /// WaitExternal.
+    fn enabled(&self) -> bool {
+        match self.method {
+            Arbitration::Default => !self.candidates.is_empty(),
+            Arbitration::WaitExternal => true,
+            Arbitration::Disabled => false,
+        }
+    }
+}
+
+impl Kernel {
+    /// A member data node failed here (a closed link or a NODE_FAILREP): unless it stopped
+    /// gracefully, a round begins that holds commits until this side knows it may go on.
+    /// `before` is this node's view of the live data nodes before the failure.
+    pub(crate) fn arbit_node_failed(&mut self, node: NodeId, before: NodeSet, now: Instant) {
+        if !self.qmgr.started() || self.qmgr.is_stopping(node) {
+            return;
+        }
+        if !self.arbit.enabled() {
+            if !std::mem::replace(&mut self.arbit.logged_off, true) {
+                tracing::warn!(
+                    "data node {node} failed and arbitration is off (Arbitration={}, no API node \
+                     with ArbitrationRank 1 or 2): a network split would leave each side serving",
+                    self.arbit.method.as_str()
+                );
+            }
+            return;
+        }
+        if self.arbit.round.is_none() {
+            tracing::warn!(node = %node, "data node {node} failed: commits wait {} ms for the rest of a possible split to show, then this side decides whether it goes on", self.arbit.settle.as_millis());
+            self.arbit.round = Some(Round {
+                before,
+                since: now,
+                asked: None,
+            });
+            self.tc.set_commits_held(true);
+        }
+    }
+
+    /// Every timer tick: a round whose settle time has passed is decided; the president keeps
+    /// an arbitrator and tells every data node which one.
+    pub(crate) fn arbit_timer(&mut self, out: &mut dyn Outbox, now: Instant) {
+        if !self.qmgr.started() || !self.arbit.enabled() {
+            return;
+        }
+        self.arbit_decide(out, now);
+        if self.qmgr.master() == self.me && self.arbit.round.is_none() {
+            self.arbit_keep_arbitrator(out, now);
+        }
+    }
+
+    fn arbit_decide(&mut self, out: &mut dyn Outbox, now: Instant) {
+        let Some(round) = &self.arbit.round else {
+            return;
+        };
+        if now < round.since + self.arbit.settle {
+            return;
+        }
+        let decision = self.arbit_rules(now);
+        match decision {
+            Decision::Wait => {}
+            Decision::GoOn(why) => {
+                tracing::warn!("this side of the cluster goes on: {why}");
+                self.arbit_end_round(true, out);
+            }
+            Decision::Stop(why) => {
+                let why = format!(
+                    "error 2305: Node lost connection to other nodes and can not form a \
+                     unpartitioned cluster, please investigate if there are error(s) on other \
+                     node(s) (Arbitration error): {why}"
+                );
+                tracing::error!("{why}");
+                self.arbit_end_round(false, out);
+                self.fatal.get_or_insert(why);
+            }
+            Decision::Ask => self.arbit_ask(out, now),
+        }
+    }
+
+    /// NDB's rules over the failures of the round (module doc).
+    fn arbit_rules(&self, now: Instant) -> Decision {
+        let Some(round) = &self.arbit.round else {
+            return Decision::Wait;
+        };
+        let alive: NodeSet = self.qmgr.alive().collect();
+        let before = round.before.len();
+        let survivors = alive.intersection(&round.before).len();
+        if self.qmgr.group_fully_alive() {
+            return Decision::GoOn("every data node of a node group is on this side");
+        }
+        if 2 * survivors > before {
+            return Decision::GoOn("more than half of the data nodes are on this side");
+        }
+        if 2 * survivors < before {
+            return Decision::Stop(format!(
+                "only {survivors} of the {before} data nodes alive before the failure are on \
+                 this side"
+            ));
+        }
+        // Exactly half.
+        match self.arbit.method {
+            Arbitration::Disabled => Decision::GoOn("Arbitration=Disabled"),
+            Arbitration::WaitExternal => {
+                if now >= round.since + self.arbit.settle + self.arbit.timeout {
+                    Decision::GoOn("Arbitration=WaitExternal, and ArbitrationTimeout passed")
+                } else {
+                    Decision::Wait
+                }
+            }
+            Arbitration::Default => {
+                // The president's verdict may come before this node saw the failures itself
+                // (it noticed them later): one from the last round's length counts.
+                let recent = self.arbit.settle + self.arbit.timeout;
+                if self
+                    .arbit
+                    .verdict_win
+                    .is_some_and(|(_, at)| at + recent >= round.since)
+                {
+                    return Decision::GoOn("the arbitrator chose this side (ARBIT_VERDICT)");
+                }
+                let deadline = round.since + self.arbit.settle + self.arbit.timeout;
+                if self.qmgr.master() != self.me {
+                    // The side's president asks; it says what the arbitrator answered.
+                    return if now >= deadline {
+                        Decision::Stop(format!(
+                            "half of the data nodes are on this side, and data node {} (its \
+                             president) said nothing of the arbitrator within \
+                             ArbitrationTimeout={} ms",
+                            self.qmgr.master(),
+                            self.arbit.timeout.as_millis()
+                        ))
+                    } else {
+                        Decision::Wait
+                    };
+                }
+                match (self.arbit.arbitrator, round.asked) {
+                    (None, _) => Decision::Stop(
+                        "half of the data nodes are on this side, and no arbitrator was running"
+                            .into(),
+                    ),
+                    (Some((api, _)), None) if !self.qmgr.is_api_up(api) => Decision::Stop(format!(
+                        "half of the data nodes are on this side, and the arbitrator, API \
+                             node {api}, is not reachable from it"
+                    )),
+                    (Some(_), None) => Decision::Ask,
+                    (Some((api, _)), Some(asked)) => {
+                        if now >= asked + self.arbit.timeout {
+                            Decision::Stop(format!(
+                                "half of the data nodes are on this side, and the arbitrator, \
+                                 API node {api}, did not answer within ArbitrationTimeout={} ms",
+                                self.arbit.timeout.as_millis()
+                            ))
+                        } else {
+                            Decision::Wait
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// As the side's president: ask the arbitrator whether this side goes on.
+    fn arbit_ask(&mut self, out: &mut dyn Outbox, now: Instant) {
+        let Some((api, ticket)) = self.arbit.arbitrator else {
+            return;
+        };
+        let nodes: Vec<u16> = self.qmgr.alive().map(|n| n.0).collect();
+        tracing::warn!(arbitrator = %api, "half of the data nodes are on this side ({nodes:?}): asking the arbitrator, API node {api}");
+        if let Some(round) = &mut self.arbit.round {
+            round.asked = Some(now);
+        }
+        let signal = ArbitSignal {
+            ticket,
+            node: 0,
+            nodes,
+        };
+        let frame = data_node_header(gsn::ARBIT_CHOOSEREQ, block::API, block::QMGR);
+        self.unsent.send(out, api, frame, &mut |b| signal.encode(b));
+    }
+
+    /// The round ends: commits go on (or the node stops). A president tells its side, and
+    /// after a win by the arbitrator starts it again with a new ticket.
+    fn arbit_end_round(&mut self, go_on: bool, out: &mut dyn Outbox) {
+        let asked = self.arbit.round.take().is_some_and(|r| r.asked.is_some());
+        // A verdict is for one round: a later one must hear its own.
+        self.arbit.verdict_win = None;
+        self.tc.set_commits_held(false);
+        if self.qmgr.master() == self.me && asked {
+            let verdict = ArbitSignal {
+                ticket: self.arbit.arbitrator.map_or(0, |(_, t)| t),
+                node: u16::from(go_on),
+                nodes: Vec::new(),
+            };
+            let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
+            for peer in peers {
+                let frame = data_node_header(gsn::ARBIT_VERDICT, block::QMGR, block::QMGR);
+                self.unsent
+                    .send(out, peer, frame, &mut |b| verdict.encode(b));
+            }
+            if go_on {
+                // The arbitrator chose this side for this ticket: a new one for the next split.
+                self.arbit.arbitrator = None;
+            }
+        }
+    }
+
+    /// As president outside a round: an API node that may arbitrate is asked to (the first
+    /// by rank that is linked), and every data node hears which one every interval.
+    fn arbit_keep_arbitrator(&mut self, out: &mut dyn Outbox, now: Instant) {
+        if self.arbit.method != Arbitration::Default {
+            return;
+        }
+        if let Some((api, _)) = self.arbit.arbitrator {
+            if !self.qmgr.is_api_up(api) {
+                tracing::warn!(arbitrator = %api, "the arbitrator, API node {api}, is gone");
+                self.arbit.arbitrator = None;
+            }
+        }
+        if let Some((api, ticket)) = self.arbit.arbitrator {
+            let due = self
+                .arbit
+                .prep_sent
+                .is_none_or(|sent| now >= sent + self.arbit.settle);
+            if due {
+                self.arbit.prep_sent = Some(now);
+                self.arbit_prep(api, ticket, out);
+            }
+            return;
+        }
+        let waiting = self
+            .arbit
+            .starting
+            .is_some_and(|(api, _, at)| self.qmgr.is_api_up(api) && now < at + self.arbit.timeout);
+        if waiting {
+            return;
+        }
+        let Some(&api) = self
+            .arbit
+            .candidates
+            .iter()
+            .find(|&&api| self.qmgr.is_api_up(api))
+        else {
+            return;
+        };
+        // ARBIT_STARTREQ makes the arbitrator forget every earlier ticket, so a ticket need
+        // only differ from this president's earlier ones.
+        self.arbit.tickets_made += 1;
+        let ticket = (u64::from(self.me.0) << 48) | self.arbit.tickets_made;
+        self.arbit.starting = Some((api, ticket, now));
+        let signal = ArbitSignal {
+            ticket,
+            node: 0,
+            nodes: Vec::new(),
+        };
+        let frame = data_node_header(gsn::ARBIT_STARTREQ, block::API, block::QMGR);
+        self.unsent.send(out, api, frame, &mut |b| signal.encode(b));
+    }
+
+    fn arbit_prep(&mut self, api: NodeId, ticket: u64, out: &mut dyn Outbox) {
+        let signal = ArbitSignal {
+            ticket,
+            node: api.0,
+            nodes: Vec::new(),
+        };
+        let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
+        for peer in peers {
+            let frame = data_node_header(gsn::ARBIT_PREPREQ, block::QMGR, block::QMGR);
+            self.unsent
+                .send(out, peer, frame, &mut |b| signal.encode(b));
+        }
+    }
+
+    /// ARBIT_STARTCONF, ARBIT_CHOOSECONF or ARBIT_CHOOSEREF from an API node.
+    pub(crate) fn exec_arbit_from_api(
+        &mut self,
+        from: NodeId,
+        signal: u16,
+        arbit: ArbitSignal,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        match signal {
+            gsn::ARBIT_STARTCONF => {
+                let Some((api, ticket, _)) = self.arbit.starting else {
+                    return;
+                };
+                if api != from || ticket != arbit.ticket || self.qmgr.master() != self.me {
+                    return;
+                }
+                self.arbit.starting = None;
+                self.arbit.arbitrator = Some((api, ticket));
+                tracing::info!(arbitrator = %api, "API node {api} is the arbitrator");
+                self.arbit.prep_sent = Some(now);
+                self.arbit_prep(api, ticket, out);
+            }
+            gsn::ARBIT_CHOOSECONF | gsn::ARBIT_CHOOSEREF => {
+                let asked = self.arbit.round.as_ref().is_some_and(|r| r.asked.is_some());
+                let current = self
+                    .arbit
+                    .arbitrator
+                    .is_some_and(|(api, ticket)| api == from && ticket == arbit.ticket);
+                if !asked || !current {
+                    return;
+                }
+                if signal == gsn::ARBIT_CHOOSECONF {
+                    tracing::warn!(arbitrator = %from, "the arbitrator, API node {from}, chose this side: it goes on");
+                    self.arbit_end_round(true, out);
+                } else {
+                    let why = format!(
+                        "error 2305: Node lost connection to other nodes and can not form a \
+                         unpartitioned cluster, please investigate if there are error(s) on \
+                         other node(s) (Arbitration error): the arbitrator, API node {from}, \
+                         chose the other side of the split"
+                    );
+                    tracing::error!("{why}");
+                    self.arbit_end_round(false, out);
+                    self.fatal.get_or_insert(why);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// ARBIT_PREPREQ or ARBIT_VERDICT from a data node.
+    pub(crate) fn exec_arbit_from_data_node(
+        &mut self,
+        from: NodeId,
+        signal: u16,
+        arbit: ArbitSignal,
+        now: Instant,
+    ) {
+        match signal {
+            gsn::ARBIT_PREPREQ if from == self.qmgr.master() => {
+                self.arbit.arbitrator = Some((NodeId(arbit.node), arbit.ticket));
+            }
+            gsn::ARBIT_VERDICT if arbit.node == 1 => {
+                self.arbit.verdict_win = Some((from, now));
+            }
+            gsn::ARBIT_VERDICT => {
+                let why = format!(
+                    "error 2305: Node lost connection to other nodes and can not form a \
+                     unpartitioned cluster, please investigate if there are error(s) on other \
+                     node(s) (Arbitration error): data node {from}, this side's president, \
+                     says the arbitrator chose the other side"
+                );
+                tracing::error!("{why}");
+                self.arbit.round = None;
+                self.tc.set_commits_held(false);
+                self.fatal.get_or_insert(why);
+            }
+            _ => {}
+        }
+    }
+
+    /// An API node's link closed: if it was asked to arbitrate, the president asks another.
+    pub(crate) fn arbit_api_gone(&mut self, api: NodeId) {
+        if self.arbit.starting.is_some_and(|(a, _, _)| a == api) {
+            self.arbit.starting = None;
+        }
+    }
+}
