@@ -491,7 +491,11 @@ impl Kernel {
                 tracing::info!(node = %node, "data node {node} included: it takes writes (last in every chain) and global checkpoints while its fragments are copied");
             }
             i.before.retain(|&t| self.tc.has_transaction(t));
-            if i.included && i.before.is_empty() {
+            // Transactions the node's earlier run coordinated, with work here, are decided
+            // first: the node must not start while one may still commit or abort (seed
+            // 0x31df3: an orphan reported late stayed undecided for good).
+            let orphans = self.foreign.orphans.values().any(|o| o.tc_node == i.node);
+            if i.included && i.before.is_empty() && !orphans {
                 confirmed.push((i.president, i.node));
                 return false;
             }

@@ -294,6 +294,15 @@ impl Kernel {
         true
     }
 
+    /// True when this node has handled the failure of coordinator `tc_node`: it is not up, or
+    /// it is up again as a node being copied to by node restart, which coordinates nothing yet,
+    /// so that a query or report about it is of its earlier run, whose failure was handled
+    /// here before its new link came (seed 0x31df3: a report that a slow link brought after
+    /// the node's inclusion began was deferred for a failure that had passed, for good).
+    fn tc_failure_handled(&self, tc_node: NodeId) -> bool {
+        !self.qmgr.is_up(tc_node) || self.qmgr.copying.contains(tc_node)
+    }
+
     /// TC_FAIL_QUERY: the master deciding a transaction of a failed coordinator asks how it
     /// stands here.
     pub(crate) fn exec_tc_fail_query(
@@ -303,7 +312,7 @@ impl Kernel {
         out: &mut dyn Outbox,
     ) {
         let tc_node = NodeId(query.tc_node);
-        if self.qmgr.is_up(tc_node) {
+        if !self.tc_failure_handled(tc_node) {
             // Not handled here yet: its last frames may still be queued.
             self.foreign
                 .deferred_queries
@@ -322,7 +331,7 @@ impl Kernel {
         out: &mut dyn Outbox,
     ) {
         let tc_node = NodeId(report.tc_node);
-        if self.qmgr.is_up(tc_node) {
+        if !self.tc_failure_handled(tc_node) {
             // Its failure is not handled here yet: decided once it is.
             self.foreign
                 .deferred_reports
