@@ -66,7 +66,7 @@ pub enum Fault {
     /// declares it failed on missed heartbeats, and it stops when it resumes. It takes a
     /// crash's place (never both nodes of a node group).
     Hang,
-    /// NOT HANDLED YET (no arbitration): data nodes are cut from each other,
+    /// NOT HANDLED YET (the simulator runs no arbitrator): data nodes are cut from each other,
     /// both ways (links drop) or one way (frames vanish while the link stays up). Off unless
     /// asked for.
     Partition,
@@ -85,7 +85,7 @@ pub enum Fault {
 
 impl Fault {
     /// The faults today's cluster handles, on by default.
-    pub const DEFAULT: [Fault; 7] = [
+    pub const DEFAULT: [Fault; 8] = [
         Fault::Crash,
         Fault::Client,
         Fault::Slow,
@@ -93,11 +93,12 @@ impl Fault {
         Fault::Buggify,
         Fault::Pause,
         Fault::Hang,
+        Fault::Restart,
     ];
 
     /// Every fault kind the cluster handles: the defaults, cluster crashes and disk faults
     /// (all but `Partition`).
-    pub const HANDLED: [Fault; 9] = [
+    pub const HANDLED: [Fault; 10] = [
         Fault::Crash,
         Fault::Client,
         Fault::Slow,
@@ -107,6 +108,7 @@ impl Fault {
         Fault::Hang,
         Fault::CrashAll,
         Fault::Disk,
+        Fault::Restart,
     ];
 
     pub fn name(self) -> &'static str {
