@@ -7,6 +7,7 @@
 //! record per row, each with its CRC), back to back.
 
 use crate::codec::{DecodeError, Reader, Writer};
+use crate::gsn;
 
 /// FAIL_REP and NODE_FAILREP: the node that failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,6 +71,84 @@ impl Arbit {
             node,
             nodes,
         })
+    }
+}
+
+/// The arbitrator's decisions, kept by the API node that arbitrates (and by the simulator's):
+/// the ticket the president gave it, and the side chosen for that ticket.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ArbiterState {
+    ticket: Option<u64>,
+    chosen: Option<Vec<u16>>,
+}
+
+/// What [`ArbiterState::answer`] decided, for the arbitrator's log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArbiterEvent {
+    /// The president made this node the arbitrator for a new ticket.
+    Started,
+    /// The president asked again for the ticket it holds.
+    Restarted,
+    /// The first side to ask for the ticket goes on.
+    Chose(Vec<u16>),
+    /// The chosen side asked again.
+    Confirmed,
+    /// Another side asked: it stops; the chosen one is named.
+    Refused { chosen: Vec<u16> },
+    /// A request for a ticket the arbitrator does not hold.
+    UnknownTicket,
+}
+
+impl ArbiterState {
+    /// The answer (signal and payload) to arbitration request `signal` (ARBIT_STARTREQ or
+    /// ARBIT_CHOOSEREQ), with what happened; `None` for another signal.
+    pub fn answer(&mut self, signal: u16, request: &Arbit) -> Option<(u16, Arbit, ArbiterEvent)> {
+        let reply = |signal, event| {
+            let answer = Arbit {
+                ticket: request.ticket,
+                node: 0,
+                nodes: Vec::new(),
+            };
+            Some((signal, answer, event))
+        };
+        match signal {
+            gsn::ARBIT_STARTREQ => {
+                let event = if self.ticket == Some(request.ticket) {
+                    ArbiterEvent::Restarted
+                } else {
+                    ArbiterEvent::Started
+                };
+                *self = ArbiterState {
+                    ticket: Some(request.ticket),
+                    chosen: None,
+                };
+                reply(gsn::ARBIT_STARTCONF, event)
+            }
+            gsn::ARBIT_CHOOSEREQ => {
+                if self.ticket != Some(request.ticket) {
+                    return reply(gsn::ARBIT_CHOOSEREF, ArbiterEvent::UnknownTicket);
+                }
+                match &self.chosen {
+                    None => {
+                        self.chosen = Some(request.nodes.clone());
+                        reply(
+                            gsn::ARBIT_CHOOSECONF,
+                            ArbiterEvent::Chose(request.nodes.clone()),
+                        )
+                    }
+                    // Sides of a split share no data node: a request naming one of the chosen
+                    // side's nodes is that side asking again (its president may have changed).
+                    Some(chosen) if request.nodes.iter().any(|n| chosen.contains(n)) => {
+                        reply(gsn::ARBIT_CHOOSECONF, ArbiterEvent::Confirmed)
+                    }
+                    Some(chosen) => {
+                        let chosen = chosen.clone();
+                        reply(gsn::ARBIT_CHOOSEREF, ArbiterEvent::Refused { chosen })
+                    }
+                }
+            }
+            _ => None,
+        }
     }
 }
 

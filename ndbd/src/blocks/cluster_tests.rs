@@ -5,7 +5,8 @@
 //! transaction cannot take a lock, a node that is primary of one write and backup of another
 //! commits its primary row only after the backups, a node refuses API work until every data
 //! node is connected, and (on three kernels) a node that stops running is declared failed by
-//! the president's heartbeats and stops when it reads so.
+//! the president's heartbeats and stops when it reads so; and two kernels split in half go on
+//! only on the side the arbitrator chose.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -1239,4 +1240,115 @@ fn a_silent_data_node_is_declared_failed_by_the_president_and_stops_when_told() 
         "node 3 sent {} frames after it was told",
         after.0.len()
     );
+}
+
+/// Two data nodes split from each other, each half of the cluster: each holds commits, asks
+/// the arbitrator (API node 50, ArbitrationRank=1, which the president started with a ticket
+/// it passed to node 2), and only the side that asked first goes on; the other stops (2305).
+/// Run with each node asking first.
+#[test]
+fn a_split_in_half_goes_on_only_on_the_side_the_arbitrator_chose() {
+    use std::time::Duration;
+
+    use rndb_protocol::qmgr::{Arbit, ArbiterState};
+
+    let ini = "[ndbd default]\nNoOfReplicas=2\nDataMemory=16M\nHeartbeatIntervalDbDb=100\n\
+               ArbitrationTimeout=1000\n[ndbd]\nNodeId=1\nHostName=127.0.0.1\n\
+               [ndbd]\nNodeId=2\nHostName=127.0.0.1\n\
+               [api]\nNodeId=50\nHostName=127.0.0.1\nArbitrationRank=1\n";
+    let config = rndb_config::parse_str(ini, Path::new("t.ini")).expect("config");
+    for first in [NodeId(1), NodeId(2)] {
+        let mut kernels: BTreeMap<NodeId, Kernel> = BTreeMap::new();
+        for node in &config.data_nodes {
+            let mut kernel = Kernel::new(&config, node);
+            for other in &config.data_nodes {
+                if other.node_id != node.node_id {
+                    kernel.on_connect(other.node_id);
+                }
+            }
+            kernel.on_connect(API);
+            kernels.insert(node.node_id, kernel);
+        }
+        let mut arbiter = ArbiterState::default();
+        let mut cut = false;
+        let start = Instant::now();
+        // One timer tick at `now` on every kernel, then every frame until none is left: data
+        // node frames unless the link is cut, arbitration requests answered by `arbiter` in
+        // node order with `first` first.
+        let mut tick = |kernels: &mut BTreeMap<NodeId, Kernel>, now: Instant, cut: bool| {
+            let mut pending: Vec<Frame> = Vec::new();
+            for (&node, kernel) in kernels.iter_mut() {
+                let mut sent = Sent::default();
+                kernel.on_timer(now);
+                kernel.run_jobs(&mut sent, now);
+                pending.extend(sent.0.into_iter().map(|(to, h, p)| (node, to, h, p)));
+            }
+            while !pending.is_empty() {
+                pending.sort_by_key(|f| (f.1 != API, f.0 != first));
+                let (from, to, header, payload) = pending.remove(0);
+                let (from, to, header, payload) = if to == API {
+                    let request = Arbit::decode(&payload).expect("arbitration request");
+                    let Some((signal, answer, _)) = arbiter.answer(header.signal, &request) else {
+                        continue;
+                    };
+                    let mut bytes = Vec::new();
+                    answer.encode(&mut bytes);
+                    let header = FrameHeader {
+                        signal,
+                        receiver_block: block::QMGR,
+                        sender_block: block::API,
+                        request_id: 0,
+                    };
+                    (API, from, header, bytes)
+                } else {
+                    (from, to, header, payload)
+                };
+                if cut && from != API {
+                    continue;
+                }
+                let Some(kernel) = kernels.get_mut(&to) else {
+                    continue;
+                };
+                let mut sent = Sent::default();
+                kernel
+                    .on_frame(from, &header, &payload, &mut sent, now)
+                    .map_err(|e| e.0)
+                    .expect("frame");
+                kernel.run_jobs(&mut sent, now);
+                pending.extend(sent.0.into_iter().map(|(t, h, p)| (to, t, h, p)));
+            }
+        };
+        for i in 1..=5 {
+            tick(&mut kernels, start + Duration::from_millis(10 * i), cut);
+        }
+        // The split: each node sees its link to the other close.
+        cut = true;
+        for (node, other) in [(NodeId(1), NodeId(2)), (NodeId(2), NodeId(1))] {
+            let kernel = kernels.get_mut(&node).unwrap();
+            let mut sent = Sent::default();
+            let now = start + Duration::from_millis(60);
+            kernel.on_disconnect(other, &mut sent, now);
+            kernel.run_jobs(&mut sent, now);
+            assert!(kernel.tc.commits_held(), "node {node} holds commits");
+        }
+        for i in 7..=30 {
+            tick(&mut kernels, start + Duration::from_millis(10 * i), cut);
+        }
+        for (&node, kernel) in kernels.iter_mut() {
+            let fatal = kernel.take_fatal();
+            if node == first {
+                assert!(
+                    fatal.is_none(),
+                    "node {node} asked first and goes on: {fatal:?}"
+                );
+                assert!(!kernel.tc.commits_held(), "node {node} commits again");
+            } else {
+                let fatal = fatal.unwrap_or_else(|| panic!("node {node} asked second and stops"));
+                assert!(
+                    fatal.contains("2305") && fatal.contains("chose the other side"),
+                    "{fatal}"
+                );
+            }
+        }
+    }
 }

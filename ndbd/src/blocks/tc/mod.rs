@@ -624,6 +624,11 @@ impl Tc {
         self.commits_held = held;
     }
 
+    /// True while arbitration holds commits.
+    pub fn commits_held(&self) -> bool {
+        self.commits_held
+    }
+
     /// Ends the current execute of `trans` if it is complete: every operation answered and the
     /// execute request in. Returns the answer to send now, or the LQH action to start.
     pub fn try_complete(
