@@ -74,6 +74,14 @@ impl Declared {
     }
 }
 
+/// What every link of one [`Cluster`](crate::Cluster) shares: the data nodes the cluster
+/// declared failed, and this API node as the arbitrator.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LinksShared {
+    pub declared: Arc<Declared>,
+    pub arbiter: Arc<Arbiter>,
+}
+
 /// What [`Connection::heartbeat`] saw: the frame count at its last look, and how many looks
 /// in a row found no new frame.
 #[derive(Debug, Default)]
@@ -311,8 +319,7 @@ impl Connection {
     pub fn new(
         link: Box<dyn Transporter>,
         spin: Duration,
-        declared: Arc<Declared>,
-        arbiter: Arc<Arbiter>,
+        shared: &LinksShared,
     ) -> Result<Arc<Connection>, Error> {
         let peer = link.peer();
         let kind = link.kind();
@@ -336,8 +343,8 @@ impl Connection {
             receiver_started: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             failed: AtomicBool::new(false),
-            declared,
-            arbiter,
+            declared: Arc::clone(&shared.declared),
+            arbiter: Arc::clone(&shared.arbiter),
             frames_received: std::sync::atomic::AtomicU64::new(0),
             heartbeat: Mutex::new(HeartbeatState::default()),
             #[cfg(feature = "tokio")]

@@ -74,7 +74,7 @@ use rndb_protocol::signals::{
 use rndb_transporter::{FrameHeader, Transporter};
 
 use arbiter::Arbiter;
-use connection::{Answers, Connection, Declared};
+use connection::{Answers, Connection, Declared, LinksShared};
 use reconnect::{Connector, Slot, Slots};
 
 /// The longest a dictionary request refused by a data node that is not the DICT master (702)
@@ -297,14 +297,17 @@ impl Cluster {
         options: ConnectOptions,
     ) -> Result<Cluster, Error> {
         let (node_id, links) = connect::connect_all(&config, &options)?;
-        // What every link of this cluster shares: the data nodes declared failed, and this
-        // API node as the arbitrator (if its slot's ArbitrationRank says it may be).
+        // What every link of this cluster shares; this API node arbitrates only if its slot's
+        // ArbitrationRank is 1 or 2.
         let rank = config
             .api_slots
             .iter()
             .find(|slot| slot.node_id == node_id)
             .map_or(0, |slot| slot.arbitration_rank);
-        let declared = (Arc::new(Declared::default()), Arc::new(Arbiter::new(rank)));
+        let shared = LinksShared {
+            declared: Arc::new(Declared::default()),
+            arbiter: Arc::new(Arbiter::new(rank)),
+        };
         let slots: Vec<Slot> = config.data_nodes.iter().map(|_| Slot::default()).collect();
         for link in links {
             let index = config
@@ -315,7 +318,7 @@ impl Cluster {
                     node: link.peer(),
                     reason: "linked to a data node the config does not name".into(),
                 })?;
-            slots[index].set(open_connection(link, options.spin_us, &declared)?);
+            slots[index].set(open_connection(link, options.spin_us, &shared)?);
         }
         let partitions = PartitionMap::new(&config);
         let near = config
@@ -355,7 +358,7 @@ impl Cluster {
             node_id,
             options,
             Arc::clone(&cluster.connections),
-            declared,
+            shared,
         );
         Ok(cluster)
     }
@@ -743,12 +746,12 @@ impl Drop for Cluster {
 fn open_connection(
     link: Box<dyn Transporter>,
     spin_us: u32,
-    (declared, arbiter): &(Arc<Declared>, Arc<Arbiter>),
+    shared: &LinksShared,
 ) -> Result<Arc<Connection>, Error> {
     let spin = link
         .spin_time()
         .max(Duration::from_micros(u64::from(spin_us)));
-    Connection::new(link, spin, Arc::clone(declared), Arc::clone(arbiter))
+    Connection::new(link, spin, shared)
 }
 
 /// Sends one signal `(signal, receiver block, payload)` on `connection` as request

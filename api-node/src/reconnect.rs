@@ -22,8 +22,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwapOption;
 use rndb_config::{ClusterConfig, NodeId};
 
-use crate::arbiter::Arbiter;
-use crate::connection::{Connection, Declared};
+use crate::connection::{Connection, LinksShared};
 use crate::{api_reg_conf, connect, open_connection, ConnectOptions, Error};
 
 /// The pause after a round of connect attempts that left some data node missing: NDB's
@@ -103,9 +102,8 @@ struct Job {
     /// This API node's TLS keys and RequireTls, as at connect.
     tls: rndb_transporter::tls::TlsSetup,
     slots: Slots,
-    /// The data nodes the cluster declared failed, and this API node as the arbitrator, shared
-    /// with every connection.
-    declared: (Arc<Declared>, Arc<Arbiter>),
+    /// What every link of the cluster shares.
+    shared: LinksShared,
 }
 
 /// The thread's work on one data node: its new link once connected, until that node says the
@@ -126,7 +124,7 @@ impl Connector {
         me: NodeId,
         options: ConnectOptions,
         slots: Slots,
-        declared: (Arc<Declared>, Arc<Arbiter>),
+        shared: LinksShared,
     ) -> Option<Connector> {
         let tls = match connect::tls_setup(&config, me, &options) {
             Ok(tls) => tls,
@@ -142,7 +140,7 @@ impl Connector {
             options,
             tls,
             slots,
-            declared,
+            shared,
         };
         let thread_state = Arc::clone(&state);
         let spawned = std::thread::Builder::new()
@@ -285,14 +283,14 @@ impl Job {
         // good: a new link must not count as failed for it. A late NODE_FAILREP of that run
         // (read from another data node's link after this) fails the new link, and the next
         // round links again.
-        self.declared.0.remove(data.node_id);
+        self.shared.declared.remove(data.node_id);
         if work.link.as_ref().is_some_and(|link| link.is_failed()) {
             work.link = None;
         }
         if work.link.is_none() {
             let opened =
                 connect::connect_one(&self.config, self.me, data, &self.options, &self.tls)
-                    .and_then(|link| open_connection(link, self.options.spin_us, &self.declared));
+                    .and_then(|link| open_connection(link, self.options.spin_us, &self.shared));
             match opened {
                 Ok(link) => work.link = Some(link),
                 // Not listening yet (connect warned once already): the usual case, not news.
@@ -380,7 +378,7 @@ mod tests {
             NodeId(50),
             ConnectOptions::default(),
             Arc::clone(&slots),
-            (Arc::default(), Arc::default()),
+            LinksShared::default(),
         )
         .expect("start the connector thread");
         let filled = || slots[0].get().is_some();
