@@ -48,9 +48,41 @@ fn config_short_run() {
 }
 
 #[test]
+fn redo_short_run() {
+    check_short_run("redo", SHORT_RUN_CASES);
+}
+
+#[test]
+fn schema_log_short_run() {
+    check_short_run("schema_log", SHORT_RUN_CASES);
+}
+
+#[test]
+fn lcp_short_run() {
+    check_short_run("lcp", SHORT_RUN_CASES);
+}
+
+#[test]
+fn sysfile_short_run() {
+    check_short_run("sysfile", SHORT_RUN_CASES);
+}
+
+#[test]
 fn every_target_has_a_short_run_here() {
     let names: Vec<&str> = TARGETS.iter().map(|t| t.name).collect();
-    assert_eq!(names, ["frame", "signals", "handshake", "config"]);
+    assert_eq!(
+        names,
+        [
+            "frame",
+            "signals",
+            "handshake",
+            "config",
+            "redo",
+            "schema_log",
+            "lcp",
+            "sysfile"
+        ]
+    );
 }
 
 #[test]
