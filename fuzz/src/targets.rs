@@ -499,20 +499,51 @@ fn record_file(data: &[u8], file: FileKind) {
     }
 }
 
-/// A redo log file as `replay_part` reads it.
-pub fn redo(data: &[u8]) {
-    record_file(data, FileKind::Redo);
+/// The bytes with every CRC made right: the header's, and each record's as far as the record
+/// lengths lead. A mutation almost always breaks a CRC, and a file whose CRCs fail never reaches
+/// the decoders behind them; the targets read both the bytes and their resealed copy.
+pub fn reseal(data: &[u8]) -> Vec<u8> {
+    let mut bytes = data.to_vec();
+    if bytes.len() < file_format::HEADER_BYTES {
+        return bytes;
+    }
+    let crc = crc32fast::hash(&bytes[..28]);
+    bytes[28..32].copy_from_slice(&crc.to_le_bytes());
+    let mut offset = file_format::HEADER_BYTES;
+    while let Some(head) = bytes.get(offset..offset + file_format::RECORD_HEAD_BYTES) {
+        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        let end = offset + file_format::RECORD_HEAD_BYTES + len;
+        if len > file_format::PAYLOAD_MAX || end > bytes.len() {
+            break;
+        }
+        let crc = crc32fast::hash(&bytes[offset + 8..end]);
+        bytes[offset + 4..offset + 8].copy_from_slice(&crc.to_le_bytes());
+        offset = end;
+    }
+    bytes
 }
 
-/// The schema log as `replay_schema_log` reads it.
+/// A redo log file as `replay_part` reads it (and its resealed copy).
+pub fn redo(data: &[u8]) {
+    record_file(data, FileKind::Redo);
+    record_file(&reseal(data), FileKind::Redo);
+}
+
+/// The schema log as `replay_schema_log` reads it (and its resealed copy).
 pub fn schema_log(data: &[u8]) {
     record_file(data, FileKind::SchemaLog);
+    record_file(&reseal(data), FileKind::SchemaLog);
 }
 
 /// The bytes as a local checkpoint's data file, and as its control file: a control file read
 /// encodes back to its own bytes, and the redo positions it names are safe to read from (as a
 /// restart reads the redo log from them).
 pub fn lcp(data: &[u8]) {
+    lcp_files(data);
+    lcp_files(&reseal(data));
+}
+
+fn lcp_files(data: &[u8]) {
     record_file(data, FileKind::LcpData);
     let Ok(header) = FileHeader::decode(data, file_format::LCP_CTL_MAGIC) else {
         return;
@@ -530,8 +561,13 @@ pub fn lcp(data: &[u8]) {
     }
 }
 
-/// The sysfile: what reads encodes back to the bytes it was read from.
+/// The sysfile (and its resealed copy): what reads encodes back to the bytes it was read from.
 pub fn sysfile(data: &[u8]) {
+    sysfile_file(data);
+    sysfile_file(&reseal(data));
+}
+
+fn sysfile_file(data: &[u8]) {
     let Ok(header) = FileHeader::decode(data, file_format::SYSFILE_MAGIC) else {
         let _ = Sysfile::from_file(data, 1);
         return;
