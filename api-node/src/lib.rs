@@ -266,12 +266,20 @@ impl Cluster {
     /// [`ConnectOptions::node_id`] does). Once connected, it tells ndb_mgmd which slot it took
     /// (a failure to is logged, not returned: the cluster is usable without ndb_mgmd).
     pub fn connect_mgm(connectstring: &str, options: ConnectOptions) -> Result<Cluster, Error> {
-        let fetched = rndb_mgm::fetch_config(
+        // With a TLS search path, ndb_mgmd is talked to over TLS with this node's API keys.
+        let tls = rndb_mgm::tls::ClientTls::load(
+            options.tls_search_path.as_deref(),
+            rndb_config::NodeKind::Api,
+            false,
+        )
+        .map_err(|e| Error::Mgm(e.to_string()))?;
+        let fetched = rndb_mgm::client::fetch_config_tls(
             connectstring,
             rndb_mgm::Requester::Api,
             options.node_id.map(|n| n.0),
             0,
             Duration::ZERO,
+            &tls,
         )
         .map_err(|e| Error::Mgm(e.to_string()))?;
         let mut options = options;
@@ -282,7 +290,9 @@ impl Cluster {
             options.node_id = wanted.map(NodeId);
         }
         let cluster = Cluster::connect_config(fetched.config, options)?;
-        if let Err(e) = rndb_mgm::client::report_api_connected(connectstring, cluster.node_id().0) {
+        if let Err(e) =
+            rndb_mgm::client::report_api_connected_tls(connectstring, cluster.node_id().0, &tls)
+        {
             tracing::warn!(
                 "could not tell ndb_mgmd that API node {} connected: {e}",
                 cluster.node_id()

@@ -191,7 +191,7 @@ pub struct MgmNodeConfig {
     /// Recognised only: nothing arbitrates yet, so a value in the file is ignored with a
     /// warning and this always holds NDB's default (1).
     pub arbitration_rank: u32,
-    /// RequireTls and RequireCertificate (`ndb_mgmd` does not do TLS yet: kept for queries).
+    /// RequireTls (plain clients are refused) and RequireCertificate (ndb_mgmd must have keys).
     pub require_tls: bool,
     pub require_certificate: bool,
     pub line: usize,

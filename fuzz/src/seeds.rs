@@ -2,10 +2,16 @@
 //! `rndb-fuzz --write-seeds` writes them to `fuzz/corpus/`; a test checks the committed files
 //! are the ones these functions make, so a change of an encoding updates the seeds in the same
 //! commit. The config target's seeds are the config parser's own corpus and examples, read where
-//! they are (`Target::extra_seeds`).
+//! they are (`Target::extra_seeds`). The data node's files are made by the encoders its writers
+//! use (`rndb_ndbd::ndbfs::format`), record by record as the redo log, the schema log and a
+//! local checkpoint write them.
 
 use rndb_config::NodeId;
+use rndb_ndbd::ndbfs::format::{
+    self as file_format, kind, FileHeader, LcpCtl, RowChange, SchemaChange, Sysfile,
+};
 use rndb_protocol::filter::{CmpOp, Filter};
+use rndb_protocol::gsn;
 use rndb_protocol::lqh::{
     ApiRegConf, FiredChange, IndexBuildDone, IndexBuildRows, LqhCommitReq, LqhKeyConf, LqhKeyRef,
     LqhKeyReq, TcFailAnswer, TcFailQuery, TransOutcome, TransSignal, LQH_COMMIT_BACKUP_ROWS_ONLY,
@@ -32,6 +38,7 @@ pub fn all() -> Vec<Seed> {
     seeds.extend(frames());
     seeds.extend(signal_payloads());
     seeds.extend(handshakes());
+    seeds.extend(files());
     seeds
 }
 
@@ -442,4 +449,84 @@ fn handshake_frame(signal: u16, payload: &[u8]) -> Vec<u8> {
     let mut bytes = Vec::new();
     frame::encode_into(&mut bytes, &header, payload, false).expect("fits");
     bytes
+}
+
+/// A data node's files: node 1, redo part 0, local checkpoint 3.
+fn files() -> Vec<Seed> {
+    let header = |magic, part, seq| {
+        let mut bytes = Vec::new();
+        FileHeader {
+            magic,
+            node: 1,
+            part,
+            seq,
+        }
+        .encode(&mut bytes);
+        bytes
+    };
+    // A row as the data node keeps it (its values in wire encoding), and its canonical key.
+    let table = TableDef::new(
+        "t",
+        vec![
+            key_column("id", ColumnType::UInt32),
+            ColumnDef::new("v", ColumnType::Varchar(8)),
+        ],
+    );
+    let mut row = Vec::new();
+    rndb_protocol::schema::encode_values(
+        &mut Writer::new(&mut row),
+        &[Value::UInt32(1), Value::Varchar("ab".into())],
+    );
+    let mut key = Vec::new();
+    rndb_protocol::schema::encode_values(&mut Writer::new(&mut key), &[Value::UInt32(1)]);
+    let key = rndb_protocol::schema::canonical_key(&table, &table.key_columns(), &key)
+        .expect("a valid key");
+    let put = RowChange {
+        table_id: 3,
+        table_version: 1,
+        fragment: 0,
+        key,
+        row: Some(&row),
+    };
+    let delete = RowChange { row: None, ..put };
+    let gci = 7 << 32;
+    let mut redo = header(file_format::REDO_MAGIC, 0, 0);
+    let mut seeds = vec![("redo", "header-only".to_string(), redo.clone())];
+    file_format::append_record(&mut redo, gci, kind::PUT, |b| put.encode(b));
+    file_format::append_record(&mut redo, gci | 1, kind::DELETE, |b| delete.encode(b));
+    file_format::append_record(&mut redo, gci, kind::GCI_COMPLETED, |_| {});
+    file_format::append_record(&mut redo, gci, kind::RESTART, |_| {});
+    file_format::append_record(&mut redo, 0, kind::FILE_END, |_| {});
+    seeds.push(("redo", "part0-file0".into(), redo));
+
+    let mut request = Vec::new();
+    rndb_protocol::signals::encode_table_def(&mut request, &table);
+    let create = SchemaChange {
+        signal: gsn::CREATE_TABLE_REQ,
+        first_id: 3,
+        request,
+    };
+    let mut schema = header(file_format::SCHEMA_MAGIC, 0, 0);
+    file_format::append_record(&mut schema, gci, kind::SCHEMA, |b| create.encode(b));
+    file_format::append_record(&mut schema, gci, kind::GCI_COMPLETED, |_| {});
+    file_format::append_record(&mut schema, gci, kind::RESTART, |_| {});
+    seeds.push(("schema_log", "create-table".into(), schema));
+
+    let mut data = header(file_format::LCP_DATA_MAGIC, 0, 3);
+    file_format::append_record(&mut data, gci, kind::DELETE, |b| delete.encode(b));
+    file_format::append_record(&mut data, gci, kind::PUT, |b| put.encode(b));
+    file_format::append_record(&mut data, gci, kind::LCP_END, |b| {
+        b.extend_from_slice(&1u64.to_le_bytes())
+    });
+    seeds.push(("lcp", "data-3".into(), data));
+    let ctl = LcpCtl {
+        lcp_id: 3,
+        base_id: 2,
+        max_gci: gci,
+        starts: vec![(0, 32), (1, 4096)],
+    };
+    seeds.push(("lcp", "ctl-3".into(), ctl.file_bytes(1)));
+    let sysfile = Sysfile { restorable_gci: 7 };
+    seeds.push(("sysfile", "gci-7".into(), sysfile.file_bytes(1)));
+    seeds
 }

@@ -10,6 +10,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
 use rndb_config::{ClusterConfig, NodeId};
+use rndb_ndbd::ndbfs::format::{self as file_format, FileHeader, LcpCtl, Sysfile};
+use rndb_ndbd::ndbfs::read::{self as file_read, FileKind};
 use rndb_protocol::dih::GcpSignal;
 use rndb_protocol::filter::Filter;
 use rndb_protocol::lqh::{
@@ -78,6 +80,55 @@ pub const TARGETS: &[Target] = &[
             "config/examples/*.ini",
         ],
     },
+    Target {
+        name: "redo",
+        about: "a redo log file as a restart reads it: header, records, row changes",
+        run: redo,
+        dictionary: FILE_WORDS,
+        extra_seeds: &[],
+    },
+    Target {
+        name: "schema_log",
+        about: "the schema log as a restart reads it: header, records, schema changes",
+        run: schema_log,
+        dictionary: FILE_WORDS,
+        extra_seeds: &[],
+    },
+    Target {
+        name: "lcp",
+        about: "a local checkpoint's data file and control file as a restart reads them",
+        run: lcp,
+        dictionary: FILE_WORDS,
+        extra_seeds: &[],
+    },
+    Target {
+        name: "sysfile",
+        about: "the sysfile as a restart reads it",
+        run: sysfile,
+        dictionary: FILE_WORDS,
+        extra_seeds: &[],
+    },
+];
+
+/// Words of the data node's files the mutations insert: the magics, record kinds, lengths.
+const FILE_WORDS: &[&[u8]] = &[
+    b"RNDBREDO",
+    b"RNDBSCHM",
+    b"RNDBSYSF",
+    b"RNDBLCPD",
+    b"RNDBLCPC",
+    &[1, 0, 0, 0],
+    &[0xFF, 0xFF, 0xFF, 0xFF],
+    &[0, 0, 0x10, 0],
+    &[1],
+    &[2],
+    &[3],
+    &[4],
+    &[5],
+    &[6],
+    &[7],
+    &[8],
+    &[9],
 ];
 
 /// Config syntax the mutations of the `config` target insert.
@@ -419,4 +470,115 @@ pub fn config(data: &[u8]) {
             let _ = config.link(node.node_id, other.node_id);
         }
     }
+}
+
+/// A record file read whole as `file`: whatever the bytes, the read returns; a file it reads
+/// encodes back to exactly the bytes it read (the header and every valid record), which read
+/// again give the same records and no stop; a stop lies where the valid records end. Reading
+/// from any offset, however large, returns.
+fn record_file(data: &[u8], file: FileKind) {
+    for offset in [0, 1, data.len(), data.len() + 1, usize::MAX - 8, usize::MAX] {
+        let _ = file_format::read_record(data, offset);
+        let _ = file_read::entries(data, file, offset).count();
+    }
+    let Ok(read) = file_read::read_file(data, file) else {
+        return;
+    };
+    assert!(read.end <= data.len(), "the records end past the bytes");
+    if let Some(stop) = &read.stop {
+        assert_eq!(stop.offset, read.end, "{stop} is not where the records end");
+    }
+    let encoded = file_read::encode_file(&read.header, &read.entries);
+    assert_eq!(
+        encoded,
+        data[..read.end],
+        "the records read do not encode to their bytes"
+    );
+    if read.stop.is_none() {
+        let again = file_read::read_file(&encoded, file).expect("an encoded file reads");
+        assert_eq!(again, read, "an encoded file reads differently");
+    }
+}
+
+/// The bytes with every CRC made right: the header's, and each record's as far as the record
+/// lengths lead. A mutation almost always breaks a CRC, and a file whose CRCs fail never reaches
+/// the decoders behind them; the targets read both the bytes and their resealed copy.
+pub fn reseal(data: &[u8]) -> Vec<u8> {
+    let mut bytes = data.to_vec();
+    if bytes.len() < file_format::HEADER_BYTES {
+        return bytes;
+    }
+    let crc = crc32fast::hash(&bytes[..28]);
+    bytes[28..32].copy_from_slice(&crc.to_le_bytes());
+    let mut offset = file_format::HEADER_BYTES;
+    while let Some(head) = bytes.get(offset..offset + file_format::RECORD_HEAD_BYTES) {
+        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        let end = offset + file_format::RECORD_HEAD_BYTES + len;
+        if len > file_format::PAYLOAD_MAX || end > bytes.len() {
+            break;
+        }
+        let crc = crc32fast::hash(&bytes[offset + 8..end]);
+        bytes[offset + 4..offset + 8].copy_from_slice(&crc.to_le_bytes());
+        offset = end;
+    }
+    bytes
+}
+
+/// A redo log file as `replay_part` reads it (and its resealed copy).
+pub fn redo(data: &[u8]) {
+    record_file(data, FileKind::Redo);
+    record_file(&reseal(data), FileKind::Redo);
+}
+
+/// The schema log as `replay_schema_log` reads it (and its resealed copy).
+pub fn schema_log(data: &[u8]) {
+    record_file(data, FileKind::SchemaLog);
+    record_file(&reseal(data), FileKind::SchemaLog);
+}
+
+/// The bytes as a local checkpoint's data file, and as its control file: a control file read
+/// encodes back to its own bytes, and the redo positions it names are safe to read from (as a
+/// restart reads the redo log from them).
+pub fn lcp(data: &[u8]) {
+    lcp_files(data);
+    lcp_files(&reseal(data));
+}
+
+fn lcp_files(data: &[u8]) {
+    record_file(data, FileKind::LcpData);
+    let Ok(header) = FileHeader::decode(data, file_format::LCP_CTL_MAGIC) else {
+        return;
+    };
+    let Ok(ctl) = LcpCtl::from_file(data, header.node) else {
+        return;
+    };
+    let encoded = ctl.file_bytes(header.node);
+    assert!(
+        data.starts_with(&encoded),
+        "{ctl:?} does not encode to the bytes it was read from"
+    );
+    for &(_, offset) in &ctl.starts {
+        let _ = file_read::entries(data, FileKind::Redo, offset as usize).count();
+    }
+}
+
+/// The sysfile (and its resealed copy): what reads encodes back to the bytes it was read from.
+pub fn sysfile(data: &[u8]) {
+    sysfile_file(data);
+    sysfile_file(&reseal(data));
+}
+
+fn sysfile_file(data: &[u8]) {
+    let Ok(header) = FileHeader::decode(data, file_format::SYSFILE_MAGIC) else {
+        let _ = Sysfile::from_file(data, 1);
+        return;
+    };
+    let Ok(sysfile) = Sysfile::from_file(data, header.node) else {
+        return;
+    };
+    assert!(
+        data.starts_with(&sysfile.file_bytes(header.node)),
+        "{sysfile:?} does not encode to the bytes it was read from"
+    );
+    assert!(Sysfile::from_file(data, header.node.wrapping_add(1)).is_err());
 }

@@ -1,6 +1,5 @@
 //! A connection to ndb_mgmd: what `ndb_mgm`, `ndb_waiter`, data nodes and API nodes use.
 
-use std::io::BufReader;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
@@ -8,6 +7,7 @@ use rndb_config::{ClusterConfig, ConfigErrors};
 
 use crate::connectstring::{ConnectString, MgmAddress};
 use crate::status::ClusterStatus;
+use crate::tls::{ClientTls, MgmConnection};
 use crate::wire::Message;
 
 /// How long connecting to one management server may take.
@@ -42,6 +42,9 @@ pub enum MgmError {
     /// The config ndb_mgmd served does not parse.
     #[error("the config served by ndb_mgmd has errors:\n{0}")]
     Config(ConfigErrors),
+    /// TLS to ndb_mgmd failed, or the keys for it are missing (see [`crate::tls`]).
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 /// The kinds of node that ask for a config (NDB's `nodetype`).
@@ -74,25 +77,30 @@ pub struct FetchedConfig {
 /// One connection to one management server.
 #[derive(Debug)]
 pub struct MgmClient {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
+    /// Requests are written to and replies read from this connection, plain or TLS.
+    conn: MgmConnection,
     server: MgmAddress,
 }
 
 impl MgmClient {
-    /// Connects to the first management server of `connectstring` that answers.
+    /// Connects to the first management server of `connectstring` that answers, in plain text.
     pub fn connect(connectstring: &ConnectString) -> Result<MgmClient, MgmError> {
+        MgmClient::connect_tls(connectstring, &ClientTls::plain())
+    }
+
+    /// Connects to the first management server of `connectstring` that answers, and upgrades
+    /// the connection to TLS when `tls` has keys (see [`crate::tls`]).
+    pub fn connect_tls(
+        connectstring: &ConnectString,
+        tls: &ClientTls,
+    ) -> Result<MgmClient, MgmError> {
         let mut reasons = Vec::new();
         for server in &connectstring.servers {
             match connect_one(server) {
                 Ok(stream) => {
-                    let writer = stream.try_clone().map_err(|source| MgmError::Io {
-                        server: server.to_string(),
-                        source,
-                    })?;
+                    let conn = crate::tls::start_client(stream, tls, server)?;
                     return Ok(MgmClient {
-                        reader: BufReader::new(stream),
-                        writer,
+                        conn,
                         server: server.clone(),
                     });
                 }
@@ -105,10 +113,20 @@ impl MgmClient {
     /// Parses `text` as a connectstring and connects, trying up to `retries` more times with
     /// `delay` between rounds (NDB's `--connect-retries` and `--connect-retry-delay`).
     pub fn connect_str(text: &str, retries: u32, delay: Duration) -> Result<MgmClient, MgmError> {
+        MgmClient::connect_str_tls(text, retries, delay, &ClientTls::plain())
+    }
+
+    /// [`MgmClient::connect_str`] with TLS when `tls` has keys.
+    pub fn connect_str_tls(
+        text: &str,
+        retries: u32,
+        delay: Duration,
+        tls: &ClientTls,
+    ) -> Result<MgmClient, MgmError> {
         let connectstring = ConnectString::parse(text).map_err(MgmError::ConnectString)?;
         let mut attempt = 0;
         loop {
-            match MgmClient::connect(&connectstring) {
+            match MgmClient::connect_tls(&connectstring, tls) {
                 Err(MgmError::Unreachable(_)) if attempt < retries => {
                     attempt += 1;
                     std::thread::sleep(delay);
@@ -116,6 +134,11 @@ impl MgmClient {
                 other => return other,
             }
         }
+    }
+
+    /// True when the connection is TLS.
+    pub fn is_tls(&self) -> bool {
+        self.conn.get_ref().is_tls()
     }
 
     /// The server this client talks to.
@@ -130,9 +153,13 @@ impl MgmClient {
             server: self.server.to_string(),
             source,
         };
-        self.writer.set_read_timeout(Some(timeout)).map_err(io)?;
-        request.write_to(&mut self.writer).map_err(io)?;
-        let reply = Message::read_from(&mut self.reader)
+        let stream = self.conn.get_mut();
+        stream
+            .socket()
+            .set_read_timeout(Some(timeout))
+            .map_err(io)?;
+        request.write_to(stream).map_err(io)?;
+        let reply = Message::read_from(&mut self.conn)
             .map_err(io)?
             .ok_or_else(|| MgmError::Protocol {
                 server: self.server.to_string(),
@@ -219,15 +246,43 @@ pub fn fetch_config(
     retries: u32,
     delay: Duration,
 ) -> Result<FetchedConfig, MgmError> {
+    fetch_config_tls(
+        connectstring,
+        requester,
+        node_id,
+        retries,
+        delay,
+        &ClientTls::plain(),
+    )
+}
+
+/// [`fetch_config`] with TLS when `tls` has keys.
+pub fn fetch_config_tls(
+    connectstring: &str,
+    requester: Requester,
+    node_id: Option<u16>,
+    retries: u32,
+    delay: Duration,
+    tls: &ClientTls,
+) -> Result<FetchedConfig, MgmError> {
     let parsed = ConnectString::parse(connectstring).map_err(MgmError::ConnectString)?;
-    let mut client = MgmClient::connect_str(connectstring, retries, delay)?;
+    let mut client = MgmClient::connect_str_tls(connectstring, retries, delay, tls)?;
     client.fetch_config(requester, node_id.or(parsed.node_id))
 }
 
 /// Tells ndb_mgmd that API node `node_id` connected to the cluster (its version and address),
 /// once, as NDB's API reports ConnectedApiVersion.
 pub fn report_api_connected(connectstring: &str, node_id: u16) -> Result<(), MgmError> {
-    let mut client = MgmClient::connect_str(connectstring, 0, Duration::ZERO)?;
+    report_api_connected_tls(connectstring, node_id, &ClientTls::plain())
+}
+
+/// [`report_api_connected`] with TLS when `tls` has keys.
+pub fn report_api_connected_tls(
+    connectstring: &str,
+    node_id: u16,
+    tls: &ClientTls,
+) -> Result<(), MgmError> {
+    let mut client = MgmClient::connect_str_tls(connectstring, 0, Duration::ZERO, tls)?;
     let request = Message::new("report")
         .field("nodetype", Requester::Api.as_str())
         .field("nodeid", node_id)

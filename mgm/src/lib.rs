@@ -8,6 +8,7 @@
 //! - [`node_report`]: a data node's reports to ndb_mgmd (state, links, memory) and the stop
 //!   ndb_mgmd may ask for in its replies.
 //! - [`status`]: what ndb_mgmd knows of each node, and SHOW's and STATUS's text.
+//! - [`tls`]: TLS on the protocol (`start tls`, as NDB 8.3), for both ends.
 //! - [`server`]: ndb_mgmd itself: serving the config, node states, the cluster log
 //!   ([`server::log`]), the config cache ([`server::cache`]), STOP and SHUTDOWN.
 //!
@@ -23,6 +24,7 @@ pub mod connectstring;
 pub mod node_report;
 pub mod server;
 pub mod status;
+pub mod tls;
 pub mod wire;
 
 pub use client::{fetch_config, FetchedConfig, MgmClient, MgmError, Requester};

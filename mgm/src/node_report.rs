@@ -13,6 +13,7 @@ use std::time::Duration;
 use crate::client::{MgmClient, MgmError, Requester, REPLY_TIMEOUT};
 use crate::connectstring::ConnectString;
 use crate::status::VERSION;
+use crate::tls::ClientTls;
 use crate::wire::Message;
 
 /// How often a data node reports.
@@ -36,9 +37,11 @@ pub struct DataNodeReport {
 
 /// Starts the reporting thread of data node `node_id`. `probe` reads the node's state; the
 /// thread sets `shutdown` when ndb_mgmd asks the node to stop (the same graceful stop as
-/// SIGTERM), and reports `STOPPING` once `shutdown` is set, whoever set it.
+/// SIGTERM), and reports `STOPPING` once `shutdown` is set, whoever set it. The link is TLS
+/// when `tls` has keys (the data node's own).
 pub fn spawn(
     connectstring: ConnectString,
+    tls: ClientTls,
     node_id: u16,
     probe: Box<dyn Fn() -> DataNodeReport + Send>,
     shutdown: Arc<AtomicBool>,
@@ -46,7 +49,7 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("mgm-report".into())
         .spawn(move || loop {
-            match MgmClient::connect(&connectstring) {
+            match MgmClient::connect_tls(&connectstring, &tls) {
                 Ok(mut client) => match report_until_lost(&mut client, node_id, &*probe, &shutdown)
                 {
                     Err(MgmError::Refused(why)) => {

@@ -56,6 +56,8 @@ pub fn run(
     mgm: Option<rndb_mgm::ConnectString>,
 ) -> anyhow::Result<()> {
     let tls = Arc::new(tls);
+    // The report link to ndb_mgmd uses the same keys (TLS after `start tls`).
+    let mgm_tls = tls.clone();
     let node = config
         .data_node(me)
         .with_context(|| {
@@ -160,6 +162,7 @@ pub fn run(
         let probe = Arc::new(mgm_report::Probe::default());
         mgm_report::start(
             connectstring,
+            rndb_mgm::tls::ClientTls::with_keys(mgm_tls.keys.clone(), mgm_tls.require_tls),
             me.0,
             probe.clone(),
             node.data_memory_bytes,

@@ -57,7 +57,8 @@ struct Args {
     foreground: bool,
     /// Directories (colon-separated) to search for the cluster CA (NDB-Cluster-cert) and this
     /// node's key and certificate (ndb-data-node-private-key, ndb-data-node-cert), as NDB 8.3.
-    /// With them, links to peers that have keys too are TLS; RequireTls=1 makes TLS mandatory.
+    /// With them, links to peers that have keys too are TLS, and so is the connection to
+    /// ndb_mgmd (`-c`); RequireTls=1 makes TLS mandatory.
     #[arg(long = "ndb-tls-search-path", visible_alias = "ndb_tls_search_path")]
     ndb_tls_search_path: Option<String>,
 }
@@ -120,12 +121,21 @@ fn load_config(
 )> {
     if let Some(text) = &args.connectstring {
         let connectstring = rndb_mgm::ConnectString::parse(text).map_err(anyhow::Error::msg)?;
-        let fetched = rndb_mgm::fetch_config(
+        // With a TLS search path the fetch is over TLS, with this node's data node keys
+        // (RequireTls is in the config, not known yet: ndb_mgmd refuses plain text if it must).
+        let tls = rndb_mgm::tls::ClientTls::load(
+            args.ndb_tls_search_path.as_deref(),
+            rndb_config::NodeKind::Data,
+            false,
+        )
+        .context("TLS to ndb_mgmd")?;
+        let fetched = rndb_mgm::client::fetch_config_tls(
             text,
             rndb_mgm::Requester::Ndbd,
             args.ndb_nodeid,
             args.connect_retries,
             std::time::Duration::from_secs(args.connect_retry_delay),
+            &tls,
         )
         .with_context(|| format!("fetch the config from ndb_mgmd ({connectstring})"))?;
         let id = args

@@ -53,6 +53,7 @@ impl Probe {
 /// `connectstring`; it sets `shutdown` when ndb_mgmd asks the node to stop.
 pub fn start(
     connectstring: rndb_mgm::ConnectString,
+    tls: rndb_mgm::tls::ClientTls,
     me: u16,
     probe: Arc<Probe>,
     data_memory_total_bytes: u64,
@@ -61,6 +62,7 @@ pub fn start(
 ) -> std::io::Result<()> {
     rndb_mgm::node_report::spawn(
         connectstring,
+        tls,
         me,
         Box::new(move || probe.report(data_memory_total_bytes, &connected)),
         shutdown,

@@ -4,9 +4,12 @@
 //! up inside TLS; a plain API node
 //! is refused with error 1718 and a log line naming it; a certificate for the wrong node type
 //! (1719), from another CA, or expired is refused; and ndbd does not start without usable keys.
+//! ndb_mgmd with RequireTls=1 serves `ndb_mgm SHOW`, `ndb_waiter`, a data node started with
+//! `-c` and an API node's `connect_mgm` over TLS (`start tls`), refuses plain clients with a
+//! message that says so on both sides, and refuses a data node's config to an API certificate.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use rndb_api::{
@@ -14,7 +17,7 @@ use rndb_api::{
 };
 use rndb_config::NodeId;
 use rndb_tests::ops::{insert_committed, read_with, recreate_table};
-use rndb_tests::{binary_path, ndbd_path, ClusterSpec, TestCluster};
+use rndb_tests::{binary_path, free_port, ndbd_path, wait_until, ClusterSpec, TestCluster};
 use rndb_transporter::connect::connect_to_data_node_tls;
 use rndb_transporter::tls::{NodeTls, SearchPath, TlsSetup};
 use rndb_transporter::TransportError;
@@ -439,4 +442,193 @@ fn transfer(
         &[(1, Value::Int64(to_balance + amount))],
     )?;
     tx.execute(ExecType::Commit)
+}
+
+/// Processes a test started from their binaries: killed and reaped when dropped, their output
+/// in `<name>.log` in the directory (printed when the test fails).
+struct Processes {
+    dir: PathBuf,
+    children: Vec<(String, Child)>,
+}
+
+impl Processes {
+    fn spawn(&mut self, name: &str, program: &str, args: &[&str]) {
+        let log = std::fs::File::create(self.dir.join(format!("{name}.log"))).expect("a log");
+        let child = Command::new(binary_path(program).expect("find the binary"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("clone the log"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {program}: {e}"));
+        self.children.push((name.to_string(), child));
+    }
+
+    fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join(format!("{name}.log"))).unwrap_or_default()
+    }
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            for (name, _) in &self.children {
+                eprintln!("--- {name}.log:\n{}", self.log(name));
+            }
+        }
+    }
+}
+
+/// Runs `program args` to its end: (success, stdout, stderr).
+fn run_tool(program: &str, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(binary_path(program).expect("find the binary"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("run {program}: {e}"));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn ndb_mgmd_requiring_tls_serves_tls_clients_and_refuses_plain_ones() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let search = make_keys(dir.path(), 3600);
+    let ca = dir.path().join("ca");
+    sign_keys_ok(&[
+        "--CA-search-path",
+        text(&ca),
+        "--create-key",
+        "--node-type",
+        "mgmd",
+        "--to-dir",
+        text(&dir.path().join("keys")),
+    ]);
+    let mgm_port = free_port();
+    let d = dir.path().display();
+    let config = dir.path().join("config.ini");
+    std::fs::write(
+        &config,
+        format!(
+            "[ndbd default]\nNoOfReplicas=1\nDataMemory=16M\n\
+             [ndb_mgmd]\nNodeId=49\nHostName=127.0.0.1\nPortNumber={mgm_port}\nDataDir={d}/mgm\n\
+             RequireTls=1\n\
+             [ndbd]\nNodeId=1\nHostName=127.0.0.1\nServerPort={}\nDataDir={d}/n1\n\
+             [api]\nNodeId=50\n",
+            free_port()
+        ),
+    )
+    .expect("write the config");
+    let cs = format!("127.0.0.1:{mgm_port}");
+    let mut procs = Processes {
+        dir: dir.path().to_path_buf(),
+        children: Vec::new(),
+    };
+    procs.spawn(
+        "ndb_mgmd",
+        "ndb_mgmd",
+        &["-f", text(&config), "--ndb-tls-search-path", &search],
+    );
+    wait_until("ndb_mgmd to listen", Duration::from_secs(20), || {
+        Ok(std::net::TcpStream::connect(("127.0.0.1", mgm_port))
+            .ok()
+            .map(|_| ()))
+    })
+    .expect("ndb_mgmd listens");
+
+    // A plain client is refused, and told why; the server logs it.
+    let (ok, _, stderr) = run_tool("ndb_mgm", &["-c", &cs, "-e", "SHOW"]);
+    assert!(!ok, "a plain SHOW was served");
+    assert!(
+        stderr.contains("Requires TLS") && stderr.contains("RequireTls=1"),
+        "{stderr}"
+    );
+    assert!(
+        procs
+            .log("ndb_mgmd")
+            .contains("refused a plain-text client"),
+        "{}",
+        procs.log("ndb_mgmd")
+    );
+    let plain = rndb_api::Cluster::connect_mgm(&cs, ConnectOptions::default())
+        .expect_err("a plain API node was given the config");
+    assert!(plain.to_string().contains("Requires TLS"), "{plain}");
+
+    // A data node started with -c fetches its config and reports over TLS.
+    procs.spawn(
+        "ndbd-1",
+        "ndbd",
+        &[
+            "-c",
+            &cs,
+            "--ndb-nodeid",
+            "1",
+            "--ndb-tls-search-path",
+            &search,
+        ],
+    );
+    let (ok, waited, stderr) = run_tool(
+        "ndb_waiter",
+        &[
+            "-c",
+            &cs,
+            "--timeout",
+            "90",
+            "--ndb-tls-search-path",
+            &search,
+        ],
+    );
+    assert!(ok, "ndb_waiter over TLS: {waited}{stderr}");
+    assert!(waited.contains("Node 1: STARTED"), "{waited}");
+    let (ok, shown, stderr) = run_tool(
+        "ndb_mgm",
+        &[
+            "-c",
+            &cs,
+            "--ndb-tls-search-path",
+            &search,
+            "--ndb-mgm-tls=strict",
+            "-e",
+            "SHOW",
+        ],
+    );
+    assert!(ok, "SHOW over TLS: {stderr}");
+    assert!(shown.contains("id=1\t@127.0.0.1"), "{shown}");
+    assert!(shown.contains("id=49\t@127.0.0.1"), "{shown}");
+
+    // An API node fetches its config over TLS and serves.
+    let api = rndb_api::Cluster::connect_mgm(&cs, tls_options(&search))
+        .expect("an API node connects through ndb_mgmd over TLS");
+    assert_eq!(api.node_id(), NodeId(50));
+    let table = recreate_table(&api, &table_def()).expect("create a table");
+    let row = vec![Value::UInt32(1), Value::Int64(7)];
+    insert_committed(&api, &table, std::slice::from_ref(&row)).expect("insert");
+    let read =
+        read_with(&api, &table, &[Value::UInt32(1)], LockMode::CommittedRead).expect("read back");
+    assert_eq!(read, row);
+    drop(api);
+
+    // An API node's certificate does not get a data node's config.
+    let tls = rndb_mgm::tls::ClientTls::load(Some(&search), rndb_config::NodeKind::Api, true)
+        .expect("API keys load");
+    let connectstring = rndb_mgm::ConnectString::parse(&cs).expect("a connectstring");
+    let mut client =
+        rndb_mgm::MgmClient::connect_tls(&connectstring, &tls).expect("connect over TLS");
+    assert!(client.is_tls());
+    let refused = client
+        .fetch_config(rndb_mgm::Requester::Ndbd, Some(1))
+        .expect_err("a data node's config was given to an API certificate");
+    assert!(
+        refused
+            .to_string()
+            .contains("certificate is for an API node, not for a data node"),
+        "{refused}"
+    );
 }

@@ -16,7 +16,8 @@ use rndb_fuzz::{Options, TARGETS};
     about = "fuzz one rndb decoder (stable Rust, no coverage feedback)"
 )]
 struct Args {
-    /// The target: frame, signals, handshake or config (`--list` names them).
+    /// The target: frame, signals, handshake, config, redo, schema_log, lcp or sysfile (`--list`
+    /// names them).
     target: Option<String>,
     /// Mutated cases to run.
     #[arg(long)]

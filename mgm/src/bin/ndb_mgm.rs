@@ -26,6 +26,15 @@ struct Args {
     /// Seconds between tries.
     #[arg(long = "connect-retry-delay", default_value_t = 5)]
     connect_retry_delay: u64,
+    /// Directories (colon-separated) holding the cluster CA (NDB-Cluster-cert) and an API node's
+    /// key and certificate (ndb-api-private-key, ndb-api-cert): with them the connection to
+    /// ndb_mgmd is TLS (NDB 8.3's `start tls`).
+    #[arg(long = "ndb-tls-search-path", visible_alias = "ndb_tls_search_path")]
+    ndb_tls_search_path: Option<String>,
+    /// `relaxed`: TLS when ndb_mgmd can, else plain text; `strict`: TLS or fail.
+    #[arg(long = "ndb-mgm-tls", default_value = "relaxed", action = clap::ArgAction::Set,
+          value_parser = rndb_mgm::tls::parse_mgm_tls)]
+    ndb_mgm_tls: bool,
     /// The connectstring as NDB's positional argument (`ndb_mgm localhost:1186`).
     positional: Option<String>,
 }
@@ -43,12 +52,23 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let tls = match rndb_mgm::tls::ClientTls::load(
+        args.ndb_tls_search_path.as_deref(),
+        rndb_config::NodeKind::Api,
+        args.ndb_mgm_tls,
+    ) {
+        Ok(tls) => tls,
+        Err(e) => {
+            eprintln!("ndb_mgm: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let retries = args.connect_retries;
     let delay = Duration::from_secs(args.connect_retry_delay);
     let connect = || {
         let mut attempt = 0;
         loop {
-            match MgmClient::connect(&connectstring) {
+            match MgmClient::connect_tls(&connectstring, &tls) {
                 Err(e) if attempt < retries => {
                     eprintln!(
                         "Unable to connect with connect string: {connectstring}: {e}\n\

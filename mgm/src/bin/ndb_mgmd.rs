@@ -13,6 +13,7 @@ use clap::{ArgAction, Parser};
 use rndb_config::{ClusterConfig, NodeId};
 use rndb_mgm::server::log::{Category, ClusterLog, Event, Severity};
 use rndb_mgm::server::{cache, Server, ServerSetup};
+use rndb_mgm::tls::ServerTls;
 
 /// The rndb management server.
 #[derive(Parser, Debug)]
@@ -40,6 +41,12 @@ struct Args {
     /// This management node's NodeId (an [ndb_mgmd] section); needed when there are several.
     #[arg(long = "ndb-nodeid", visible_alias = "ndb_nodeid")]
     ndb_nodeid: Option<u16>,
+    /// Directories (colon-separated) holding the cluster CA (NDB-Cluster-cert) and this
+    /// management node's key and certificate (ndb-mgm-server-private-key, ndb-mgm-server-cert,
+    /// made by `ndb_sign_keys --node-type=mgmd`): with them clients may upgrade to TLS with
+    /// `start tls`; RequireTls=1 in the [ndb_mgmd] section refuses those that do not.
+    #[arg(long = "ndb-tls-search-path", visible_alias = "ndb_tls_search_path")]
+    ndb_tls_search_path: Option<String>,
     /// Stay in the foreground (rndb never daemonizes; accepted for compatibility).
     #[arg(long)]
     nodaemon: bool,
@@ -92,15 +99,19 @@ fn run(offset: time::UtcOffset) -> anyhow::Result<()> {
             node.data_dir.display()
         )
     })?;
+    let tls = server_tls(&args, &node, me)?;
     let listener = bind(&config, me)?;
     let address = listener.local_addr().context("read the bound address")?;
     tracing::info!(node = %me, %address, cluster_log = %log.path().display(), "ndb_mgmd started");
-    let server = Arc::new(Server::new(ServerSetup {
-        config_text,
-        config,
-        me,
-        log,
-    }));
+    let server = Arc::new(
+        Server::new(ServerSetup {
+            config_text,
+            config,
+            me,
+            log,
+        })
+        .with_tls(tls),
+    );
     server.log(Event::new(
         me.0,
         Category::Connection,
@@ -131,6 +142,38 @@ fn run(offset: time::UtcOffset) -> anyhow::Result<()> {
     ));
     tracing::info!(node = %me, "ndb_mgmd stopped");
     Ok(())
+}
+
+/// This server's TLS keys (from --ndb-tls-search-path) and its section's RequireTls.
+fn server_tls(
+    args: &Args,
+    node: &rndb_config::MgmNodeConfig,
+    me: NodeId,
+) -> anyhow::Result<ServerTls> {
+    let search_path = args
+        .ndb_tls_search_path
+        .as_deref()
+        .map(rndb_transporter::tls::SearchPath::parse);
+    let setup = rndb_transporter::tls::TlsSetup::for_node(
+        search_path.as_ref(),
+        rndb_config::NodeKind::Mgm,
+        node.require_tls,
+        node.require_certificate,
+    )
+    .with_context(|| format!("management node {me}: TLS"))?;
+    match &setup.keys {
+        Some(keys) => tracing::info!(
+            require_tls = node.require_tls,
+            "NDB TLS 1.3 available using certificate file '{}'",
+            keys.cert_path.display()
+        ),
+        None => tracing::info!("no TLS search path: clients connect in plain text"),
+    }
+    Ok(ServerTls {
+        keys: setup.keys,
+        require_tls: node.require_tls,
+        me,
+    })
 }
 
 /// The config to serve: the cache of an earlier start, or config.ini (see `server::cache`).

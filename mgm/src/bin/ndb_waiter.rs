@@ -24,6 +24,15 @@ struct Args {
     /// Where ndb_mgmd is: `host[:port][,host[:port]]`.
     #[arg(short = 'c', long = "ndb-connectstring", visible_aliases = ["connect-string", "ndb_connectstring"], default_value = "localhost:1186")]
     connectstring: String,
+    /// Directories (colon-separated) holding the cluster CA (NDB-Cluster-cert) and an API node's
+    /// key and certificate (ndb-api-private-key, ndb-api-cert): with them the connection to
+    /// ndb_mgmd is TLS (NDB 8.3's `start tls`).
+    #[arg(long = "ndb-tls-search-path", visible_alias = "ndb_tls_search_path")]
+    ndb_tls_search_path: Option<String>,
+    /// `relaxed`: TLS when ndb_mgmd can, else plain text; `strict`: TLS or fail.
+    #[arg(long = "ndb-mgm-tls", default_value = "relaxed", action = clap::ArgAction::Set,
+          value_parser = rndb_mgm::tls::parse_mgm_tls)]
+    ndb_mgm_tls: bool,
     /// Give up after this many seconds (exit code 1).
     #[arg(short = 't', long, default_value_t = 120)]
     timeout: u64,
@@ -49,6 +58,17 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let tls = match rndb_mgm::tls::ClientTls::load(
+        args.ndb_tls_search_path.as_deref(),
+        rndb_config::NodeKind::Api,
+        args.ndb_mgm_tls,
+    ) {
+        Ok(tls) => tls,
+        Err(e) => {
+            eprintln!("ndb_waiter: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let (wanted, name) = if args.not_started {
         (NodeState::Starting, "NOT_STARTED")
     } else if args.no_contact {
@@ -62,7 +82,7 @@ fn main() -> ExitCode {
     let mut printed: BTreeMap<u16, NodeState> = BTreeMap::new();
     let mut last_error = None;
     loop {
-        match MgmClient::connect(&connectstring).and_then(|mut c| c.status()) {
+        match MgmClient::connect_tls(&connectstring, &tls).and_then(|mut c| c.status()) {
             Ok(status) => {
                 last_error = None;
                 let mut all = true;

@@ -11,6 +11,8 @@ pub mod log;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufReader;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+
+use rndb_transporter::tls::io::NodeStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -18,6 +20,7 @@ use std::time::{Duration, Instant};
 use rndb_config::{ClusterConfig, NodeId, NodeKind};
 
 use crate::status::{ClusterStatus, NodeState, NodeStatus, NodeType, VERSION};
+use crate::tls::{Screened, ServerTls};
 use crate::wire::Message;
 use log::{Category, ClusterLog, Event, Severity};
 
@@ -58,6 +61,8 @@ pub struct Server {
     connections: AtomicUsize,
     /// The address this server listens on (its own SHOW line).
     address: Mutex<Option<SocketAddr>>,
+    /// TLS keys and RequireTls (see [`crate::tls`]); set once, before serving.
+    tls: ServerTls,
 }
 
 #[derive(Debug)]
@@ -112,7 +117,14 @@ impl Server {
             shutdown: AtomicBool::new(false),
             connections: AtomicUsize::new(0),
             address: Mutex::new(None),
+            tls: ServerTls::plain(setup.me),
         }
+    }
+
+    /// Serves `start tls` with these keys, and refuses plain clients when they require it.
+    pub fn with_tls(mut self, tls: ServerTls) -> Server {
+        self.tls = tls;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -155,31 +167,49 @@ impl Server {
             .peer_addr()
             .map(|a| a.ip().to_string())
             .unwrap_or_default();
-        let Ok(mut writer) = stream.try_clone() else {
-            return;
-        };
         let _ = stream.set_read_timeout(Some(IDLE_TIMEOUT));
-        let mut reader = BufReader::new(stream);
+        // Plain at first; `start tls` makes it TLS (see `crate::tls`).
+        let mut conn = BufReader::new(NodeStream::Plain(stream));
         // The data node whose report link this connection is, once it reported.
         let mut link: Option<(u16, u64)> = None;
         loop {
-            let request = match Message::read_from(&mut reader) {
+            let request = match Message::read_from(&mut conn) {
                 Ok(Some(request)) => request,
                 Ok(None) => break,
                 Err(e) => {
                     if let Some((node, _)) = link {
                         tracing::warn!("data node {node}'s report link ended: {e}");
                     } else if e.kind() == std::io::ErrorKind::InvalidData {
-                        let _ = Message::error_reply("?", e).write_to(&mut writer);
+                        let _ = Message::error_reply("?", e).write_to(conn.get_mut());
                     }
                     break;
                 }
             };
-            let reply = self.handle(&request, &peer, &mut link);
+            let reply = match self.tls.screen(&request, conn, &peer) {
+                Screened::Serve(served) => {
+                    conn = served;
+                    self.handle(&request, &peer, &mut link)
+                }
+                Screened::Answer(served, reply) => {
+                    conn = served;
+                    reply
+                }
+                Screened::Upgraded(upgraded) => {
+                    conn = upgraded;
+                    continue;
+                }
+                Screened::Close(answer) => {
+                    if let Some((mut closing, reply)) = answer {
+                        let _ = reply.write_to(closing.get_mut());
+                    }
+                    break;
+                }
+            };
+            let writer = conn.get_mut();
             if link.is_some() {
-                let _ = writer.set_read_timeout(Some(REPORT_TIMEOUT));
+                let _ = writer.socket().set_read_timeout(Some(REPORT_TIMEOUT));
             }
-            if reply.write_to(&mut writer).is_err() {
+            if reply.write_to(writer).is_err() {
                 break;
             }
             if request.command == "stop" && self.shutdown.load(Ordering::Acquire) {

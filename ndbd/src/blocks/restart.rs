@@ -30,9 +30,8 @@ use super::fs::FsWait;
 use super::lqh::lcp::{lcp_ctl, lcp_data, Lcps};
 use super::lqh::redo::{part_dir, part_file, Redo, Resume};
 use super::{Kernel, Outbox, Signal};
-use crate::ndbfs::format::{
-    self, gci_hi, kind, FileHeader, LcpCtl, Next, RowChange, SchemaChange, Sysfile,
-};
+use crate::ndbfs::format::{self, gci_hi, kind, FileHeader, LcpCtl, Next, Sysfile};
+use crate::ndbfs::read::{self, Body, Entry, FileKind};
 use crate::ndbfs::{FsData, FsOp};
 
 /// A read a restart waits for.
@@ -413,33 +412,35 @@ impl Kernel {
         let fail = |offset: usize, why: &str| format!("{SCHEMA_LOG}: offset {offset}: {why}");
         FileHeader::decode(bytes, format::SCHEMA_MAGIC).map_err(|why| fail(0, &why))?;
         let marks = restart_marks([(0, bytes)]);
-        let mut offset = format::HEADER_BYTES;
         let mut replayed = 0;
         let mut replayed_bytes = Vec::new();
         let mut cut = None;
         // Up to the restart GCI's GCI_COMPLETED record; what follows is of later GCIs (the
         // save of a GCI comes after every node moved to the next) or a torn tail.
-        while let Next::Record(record) = format::read_record(bytes, offset) {
-            match record.kind {
-                kind::SCHEMA
+        for entry in read::entries(bytes, FileKind::SchemaLog, format::HEADER_BYTES) {
+            let entry = match entry {
+                Ok(entry) => entry,
+                // A write cut short: the log ends here.
+                Err(e) if e.torn => break,
+                Err(e) => return Err(format!("{SCHEMA_LOG}: {e}")),
+            };
+            let offset = entry.offset;
+            match entry.body {
+                Body::Schema(change)
                     if cut.is_none()
-                        && gci_hi(record.gci) <= gci
-                        && !discarded(&marks, (0, offset), record.gci) =>
+                        && gci_hi(entry.gci) <= gci
+                        && !discarded(&marks, (0, offset), entry.gci) =>
                 {
-                    let change = SchemaChange::decode(record.payload)
-                        .map_err(|e| fail(offset, &e.to_string()))?;
                     self.replay_schema_change(&change, out, now)
                         .map_err(|e| fail(offset, &format!("replaying it: {e}")))?;
-                    replayed_bytes.extend_from_slice(&bytes[offset..record.next]);
+                    replayed_bytes.extend_from_slice(&bytes[offset..entry.next]);
                     replayed += 1;
                 }
-                kind::GCI_COMPLETED if cut.is_none() && gci_hi(record.gci) >= gci => {
-                    cut = Some(record.next);
+                Body::GciCompleted if cut.is_none() && gci_hi(entry.gci) >= gci => {
+                    cut = Some(entry.next);
                 }
-                kind::SCHEMA | kind::GCI_COMPLETED | kind::RESTART => {}
-                other => return Err(fail(offset, &format!("a record of kind {other}"))),
+                _ => {}
             }
-            offset = record.next;
         }
         let Some(cut) = cut else {
             return Err(format!(
@@ -526,41 +527,46 @@ impl Kernel {
     fn restore_lcp(&mut self, id: u32, bytes: &[u8]) -> Result<(), String> {
         let path = lcp_data(id);
         let me = u32::from(self.me.0);
-        let header = FileHeader::decode(bytes, format::LCP_DATA_MAGIC)
-            .map_err(|why| format!("{path}: {why}"))?;
+        let header = read::header(bytes, FileKind::LcpData).map_err(|e| format!("{path}: {e}"))?;
         if header.node != me || header.seq != u64::from(id) {
             return Err(format!(
                 "{path}: written by node {} for checkpoint {}",
                 header.node, header.seq
             ));
         }
-        let mut offset = format::HEADER_BYTES;
+        let mut walk = read::entries(bytes, FileKind::LcpData, format::HEADER_BYTES);
         let mut rows = 0u64;
         loop {
-            match format::read_record(bytes, offset) {
-                Next::Record(record) if record.kind == kind::PUT || record.kind == kind::DELETE => {
-                    let change = RowChange::decode(record.payload, record.kind)
-                        .map_err(|e| format!("{path}: offset {offset}: {e}"))?;
+            match walk.next() {
+                Some(Ok(Entry {
+                    body: Body::Row(change),
+                    offset,
+                    ..
+                })) => {
                     self.lqh
                         .restore_change(&self.dict, &change)
                         .map_err(|e| format!("{path}: offset {offset}: restoring a row: {e}"))?;
-                    rows += 1;
-                    offset = record.next;
+                    rows += u64::from(change.row.is_some());
                 }
-                Next::Record(record) if record.kind == kind::LCP_END => break,
-                Next::Record(record) => {
+                Some(Ok(Entry {
+                    body: Body::LcpEnd { .. },
+                    next,
+                    ..
+                })) if next == bytes.len() => break,
+                Some(Ok(Entry { next, .. })) => {
                     return Err(format!(
-                        "{path}: offset {offset}: a record of kind {}",
-                        record.kind
+                        "{path}: offset {next}: {} bytes follow the LCP_END record",
+                        bytes.len() - next
                     ))
                 }
                 // Synced before its control file was written: it must be whole.
-                Next::End => {
+                None => {
                     return Err(format!(
-                        "{path}: ends at offset {offset} without its LCP_END record"
+                        "{path}: ends at offset {} without its LCP_END record",
+                        walk.offset()
                     ))
                 }
-                Next::Bad(why) => return Err(format!("{path}: offset {offset}: {why}")),
+                Some(Err(e)) => return Err(format!("{path}: {e}")),
             }
         }
         tracing::info!(lcp = id, rows, "local checkpoint restored");
@@ -700,52 +706,50 @@ impl Kernel {
                 self.fs.push(FsOp::Remove { path }, FsWait::Nothing);
                 continue;
             }
-            let mut offset = match start {
+            let offset = match start {
                 Some((start_seq, start_offset)) if start_seq == seq => start_offset as usize,
                 _ => format::HEADER_BYTES,
             };
+            let mut walk = read::entries(bytes, FileKind::Redo, offset);
             loop {
-                match format::read_record(bytes, offset) {
-                    Next::Record(record) => {
-                        match record.kind {
-                            kind::PUT | kind::DELETE
-                                if gci_hi(record.gci) <= gci
-                                    && !complete
-                                    && !discarded(&restarts, (seq, offset), record.gci) =>
-                            {
-                                let change = RowChange::decode(record.payload, record.kind)
-                                    .map_err(|e| format!("{path}: offset {offset}: {e}"))?;
-                                self.lqh.restore_change(&self.dict, &change).map_err(|e| {
-                                    format!("{path}: offset {offset}: restoring a row: {e}")
-                                })?;
-                                applied += 1;
-                            }
-                            kind::GCI_COMPLETED if gci_hi(record.gci) >= gci && !complete => {
-                                complete = true;
-                                cut = Resume {
-                                    first_seq,
-                                    seq,
-                                    offset: record.next as u64,
-                                };
-                                cut_path = Some(path.clone());
-                            }
-                            kind::FILE_END if !complete => {
-                                cut.seq = seq + 1;
-                                continue 'files;
-                            }
-                            _ => {}
+                let offset = walk.offset();
+                match walk.next() {
+                    Some(Ok(entry)) => match entry.body {
+                        Body::Row(change)
+                            if gci_hi(entry.gci) <= gci
+                                && !complete
+                                && !discarded(&restarts, (seq, offset), entry.gci) =>
+                        {
+                            self.lqh.restore_change(&self.dict, &change).map_err(|e| {
+                                format!("{path}: offset {offset}: restoring a row: {e}")
+                            })?;
+                            applied += 1;
                         }
-                        offset = record.next;
-                    }
-                    Next::End | Next::Bad(_) if complete => break,
-                    Next::End => {
+                        Body::GciCompleted if gci_hi(entry.gci) >= gci && !complete => {
+                            complete = true;
+                            cut = Resume {
+                                first_seq,
+                                seq,
+                                offset: entry.next as u64,
+                            };
+                            cut_path = Some(path.clone());
+                        }
+                        Body::FileEnd if !complete => {
+                            cut.seq = seq + 1;
+                            continue 'files;
+                        }
+                        _ => {}
+                    },
+                    // After the cut: removed below, whatever it holds.
+                    None | Some(Err(_)) if complete => break,
+                    None => {
                         return Err(format!(
                             "{path}: redo part {part} ends at offset {offset} before GCI {gci} was complete"
                         ))
                     }
-                    Next::Bad(why) => {
+                    Some(Err(e)) => {
                         return Err(format!(
-                            "{path}: offset {offset}: damaged redo record before GCI {gci} was complete: {why}"
+                            "{path}: damaged redo record before GCI {gci} was complete: {e}"
                         ))
                     }
                 }

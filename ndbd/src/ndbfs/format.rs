@@ -154,7 +154,12 @@ pub fn read_record(bytes: &[u8], offset: usize) -> Next<'_> {
     if offset == bytes.len() {
         return Next::End;
     }
-    let Some(head) = bytes.get(offset..offset + RECORD_HEAD_BYTES) else {
+    // `offset` may come from a file (where a local checkpoint says a redo part stood): it is
+    // not trusted to leave room for a head before the end of the address space either.
+    let head = offset
+        .checked_add(RECORD_HEAD_BYTES)
+        .and_then(|head_end| bytes.get(offset..head_end));
+    let Some(head) = head else {
         return Next::Bad(format!(
             "{} bytes left, shorter than a record head",
             bytes.len().saturating_sub(offset)
@@ -286,12 +291,24 @@ impl Sysfile {
     }
 
     /// Reads a whole sysfile of node `node`.
+    /// Every error names the offset it is at.
     pub fn from_file(bytes: &[u8], node: u32) -> Result<Sysfile, String> {
-        let header = FileHeader::decode(bytes, SYSFILE_MAGIC)?;
+        let header =
+            FileHeader::decode(bytes, SYSFILE_MAGIC).map_err(|e| format!("at offset 0: {e}"))?;
         if header.node != node {
             return Err(format!("written by node {}, not node {node}", header.node));
         }
+        if (header.part, header.seq) != (0, 0) {
+            return Err(format!(
+                "at offset 0: a sysfile header names part {} seq {}",
+                header.part, header.seq
+            ));
+        }
         match read_record(bytes, HEADER_BYTES) {
+            Next::Record(r) if r.kind == kind::SYSFILE && r.gci != 0 => Err(format!(
+                "at offset {HEADER_BYTES}: the sysfile's record names GCI {}",
+                r.gci
+            )),
             Next::Record(r) if r.kind == kind::SYSFILE => {
                 let mut reader = Reader::new(r.payload, "sysfile");
                 let mut read = || -> Result<Sysfile, DecodeError> {
@@ -304,7 +321,7 @@ impl Sysfile {
                 read().map_err(|e| format!("at offset {HEADER_BYTES}: {e}"))
             }
             Next::Record(r) => Err(format!(
-                "a record of kind {} where the sysfile's is",
+                "at offset {HEADER_BYTES}: a record of kind {} where the sysfile's is",
                 r.kind
             )),
             Next::End => Err(format!("ends after its header, at offset {HEADER_BYTES}")),
@@ -356,8 +373,10 @@ impl LcpCtl {
     }
 
     /// Reads a whole control file of node `node`.
+    /// Every error names the offset it is at.
     pub fn from_file(bytes: &[u8], node: u32) -> Result<LcpCtl, String> {
-        let header = FileHeader::decode(bytes, LCP_CTL_MAGIC)?;
+        let header =
+            FileHeader::decode(bytes, LCP_CTL_MAGIC).map_err(|e| format!("at offset 0: {e}"))?;
         if header.node != node {
             return Err(format!("written by node {}, not node {node}", header.node));
         }
@@ -376,12 +395,24 @@ impl LcpCtl {
         let decode = |r: &mut Reader<'_>| -> Result<LcpCtl, DecodeError> {
             let lcp_id = r.u32()?;
             let base_id = r.u32()?;
+            if u64::from(lcp_id) != header.seq || header.part != 0 {
+                return Err(r.error(format!(
+                    "checkpoint {lcp_id} in a file whose header names part {} checkpoint {}",
+                    header.part, header.seq
+                )));
+            }
             if base_id > lcp_id {
                 return Err(r.error(format!(
                     "checkpoint {lcp_id} builds on a later one, {base_id}"
                 )));
             }
             let max_gci = r.u64()?;
+            if max_gci != record.gci {
+                return Err(r.error(format!(
+                    "max GCI {max_gci} in a record of GCI {}",
+                    record.gci
+                )));
+            }
             let parts = r.u32()? as usize;
             if parts > 1024 {
                 return Err(r.error(format!("{parts} redo parts")));
@@ -458,6 +489,16 @@ mod tests {
                 read_record(&bytes[..cut], HEADER_BYTES),
                 Next::Bad(_)
             ));
+        }
+    }
+
+    /// Regression (found for the fuzz target `lcp`): a redo position from a control file is
+    /// read as an offset, and one within a record head of `usize::MAX` overflowed.
+    #[test]
+    fn a_record_read_at_any_offset_is_bad_not_a_panic() {
+        let bytes = [0u8; 40];
+        for offset in [41, usize::MAX - RECORD_HEAD_BYTES + 1, usize::MAX] {
+            assert!(matches!(read_record(&bytes, offset), Next::Bad(_)));
         }
     }
 

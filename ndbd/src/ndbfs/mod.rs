@@ -11,6 +11,7 @@
 //! ARCHITECTURE.md.
 
 pub mod format;
+pub mod read;
 pub mod real;
 
 use std::fmt;
