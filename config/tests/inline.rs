@@ -245,7 +245,7 @@ fn rondis_server_port_is_an_api_slots_port_checked_for_range() {
     );
     check(
         "[ndbd]\nNoOfReplicas=1\n[api]\nRondisServerPort=redis\n",
-        "error 4: [api] RondisServerPort: expected a number, got `redis`",
+        "error 4: [api] RondisServerPort: expected an integer, got `redis`",
     );
 }
 
