@@ -376,7 +376,7 @@ fn pipelines_from_many_clients_on_shared_keys_never_deadlock() {
     const CLIENTS: usize = 12;
     const ROUNDS: usize = 15;
     const KEYS: usize = 30;
-    // Each client writes every key in each pipeline, half of them in the reverse order: had a
+    // Each client writes every key in each pipeline, in orders that differ: had a
     // pipeline's SETs shared one transaction, two of them would wait for each other's locks
     // until TransactionDeadlockDetectionTimeout ended one with 266.
     let clients: Vec<_> = (0..CLIENTS)
@@ -386,7 +386,10 @@ fn pipelines_from_many_clients_on_shared_keys_never_deadlock() {
                 let mut connection = redis::Client::open(url)?.get_connection()?;
                 for round in 0..ROUNDS {
                     let mut pipe = redis::pipe();
+                    // Each pipeline starts at another key (and so, often, at another
+                    // coordinator), half of them going backwards.
                     let mut keys: Vec<usize> = (0..KEYS).collect();
+                    keys.rotate_left((client * 7 + round * 3) % KEYS);
                     if client % 2 == 1 {
                         keys.reverse();
                     }
