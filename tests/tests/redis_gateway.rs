@@ -370,8 +370,10 @@ fn the_port_comes_from_the_api_slot_and_a_bad_one_is_refused_by_name() {
 
 #[test]
 fn pipelines_from_many_clients_on_shared_keys_never_deadlock() {
-    let cluster = TestCluster::start(ClusterSpec::new().data_nodes(2).replicas(2))
-        .expect("start the cluster");
+    // Over shared memory, which the example configs use (the other tests link over TCP): the
+    // gateway's runtime reads the rings itself.
+    let spec = ClusterSpec::new().data_nodes(2).replicas(2).use_shm(true);
+    let cluster = TestCluster::start(spec).expect("start the cluster");
     let gateway = Gateway::start(&cluster);
     const CLIENTS: usize = 12;
     const ROUNDS: usize = 15;
