@@ -261,6 +261,10 @@ pub(crate) struct Connection {
     /// ends, including when its runtime shuts down, so the next awaited request starts one.
     #[cfg(feature = "tokio")]
     receive_task_alive: AtomicBool,
+    /// Told of every request a task registers, so that a receive task asleep on an SHM link
+    /// spins (ShmSpintime) while the answer is on its way instead of waiting for a wake-up.
+    #[cfg(feature = "tokio")]
+    task_request_registered: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Connection {
@@ -332,6 +336,8 @@ impl Connection {
             flush_owed: AtomicBool::new(false),
             #[cfg(feature = "tokio")]
             receive_task_alive: AtomicBool::new(false),
+            #[cfg(feature = "tokio")]
+            task_request_registered: tokio::sync::Notify::new(),
         }))
     }
 
@@ -412,6 +418,7 @@ impl Connection {
             .replies
             .insert(request_id, Reply::awaited(false));
         self.ensure_task_reader();
+        self.task_request_registered.notify_one();
     }
 
     /// As [`Connection::register_task_request`], for a request given up at `deadline` by the
@@ -422,6 +429,7 @@ impl Connection {
         reply.deadline = Some(deadline);
         self.shared().replies.insert(request_id, reply);
         self.ensure_task_reader();
+        self.task_request_registered.notify_one();
     }
 
     /// Gives up the task requests whose deadline passed: forgets them and wakes their tasks
@@ -1179,11 +1187,19 @@ async fn receive_task(connection: Arc<Connection>) {
         if !connection.link().prepare_to_sleep() {
             continue;
         }
-        let woken = tokio::time::timeout(RECEIVE_TASK_BACKSTOP, readable.readable()).await;
+        let woken = tokio::time::timeout(RECEIVE_TASK_BACKSTOP, async {
+            tokio::select! {
+                readable = readable.readable() => Some(readable),
+                () = connection.task_request_registered.notified() => None,
+            }
+        })
+        .await;
         connection.link().woke_up();
         match woken {
-            Ok(Ok(mut guard)) => guard.clear_ready(),
-            Ok(Err(_)) => return,
+            Ok(Some(Ok(mut guard))) => guard.clear_ready(),
+            Ok(Some(Err(_))) => return,
+            // A request was sent: its answer is the next input, spun for as after an input.
+            Ok(None) => last_input = Instant::now(),
             Err(_) => {}
         }
     }
