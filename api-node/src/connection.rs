@@ -279,6 +279,10 @@ pub(crate) struct Connection {
     /// ends, including when its runtime shuts down, so the next awaited request starts one.
     #[cfg(feature = "tokio")]
     receive_task_alive: AtomicBool,
+    /// Told of every request a task registers, so that a receive task asleep on an SHM link
+    /// spins (ShmSpintime) while the answer is on its way instead of waiting for a wake-up.
+    #[cfg(feature = "tokio")]
+    task_request_registered: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Connection {
@@ -351,6 +355,8 @@ impl Connection {
             flush_owed: AtomicBool::new(false),
             #[cfg(feature = "tokio")]
             receive_task_alive: AtomicBool::new(false),
+            #[cfg(feature = "tokio")]
+            task_request_registered: tokio::sync::Notify::new(),
         }))
     }
 
@@ -431,6 +437,7 @@ impl Connection {
             .replies
             .insert(request_id, Reply::awaited(false));
         self.ensure_task_reader();
+        self.task_request_registered.notify_one();
     }
 
     /// As [`Connection::register_task_request`], for a request given up at `deadline` by the
@@ -441,6 +448,7 @@ impl Connection {
         reply.deadline = Some(deadline);
         self.shared().replies.insert(request_id, reply);
         self.ensure_task_reader();
+        self.task_request_registered.notify_one();
     }
 
     /// Gives up the task requests whose deadline passed: forgets them and wakes their tasks
@@ -465,16 +473,17 @@ impl Connection {
         expired.into_iter().for_each(Waker::wake);
     }
 
-    /// Makes sure someone reads the link for the tasks awaiting it: over TCP a receive task on
-    /// the caller's runtime, which reads the socket when the runtime's reactor finds it
-    /// readable (no other thread involved: the wake-ups stay on the runtime's thread); over
-    /// SHM, or outside a runtime, the receive thread (the ring is polled, not a socket).
+    /// Makes sure someone reads the link for the tasks awaiting it: over TCP and SHM a receive
+    /// task on the caller's runtime, which reads the link when the runtime's reactor finds its
+    /// socket readable (for SHM the wake-up socket, after a spin of ShmSpintime on the ring),
+    /// so no other thread is involved and the wake-ups stay on the runtime's thread; outside
+    /// a runtime (or over io_uring) the receive thread.
     #[cfg(feature = "tokio")]
     fn ensure_task_reader(&self) {
         if self.receive_task_alive.load(Ordering::Relaxed) {
             return;
         }
-        if self.kind == TransporterKind::Tcp {
+        if matches!(self.kind, TransporterKind::Tcp | TransporterKind::Shm) {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 if self.receive_task_alive.swap(true, Ordering::AcqRel) {
                     return;
@@ -489,6 +498,12 @@ impl Connection {
         if !self.receiver_started.load(Ordering::Relaxed) {
             self.maybe_start_receiver(RECEIVE_THREAD_AFTER_PARKED);
         }
+    }
+
+    /// True while some request is registered (a task, a thread or an executor awaits answers).
+    #[cfg(feature = "tokio")]
+    fn tasks_awaiting(&self) -> bool {
+        !self.shared().replies.is_empty()
     }
 
     /// The answers of a request registered with [`Connection::register_task_request`] once
@@ -1174,15 +1189,23 @@ impl std::os::fd::AsRawFd for LinkFd {
     }
 }
 
-/// Reads a TCP link from a task of the runtime whenever its socket is readable, filing the
+/// Reads a TCP or SHM link from a task of the runtime whenever it holds input, filing the
 /// answers and waking the tasks awaiting them, until the link fails or closes. Reads again at
-/// once while reads find frames (the socket may hold more than one read takes), and clears the
-/// readiness before reading, so input arriving after a read is always announced.
+/// once while reads find frames (the socket may hold more than one read takes). After the
+/// last input it polls again on every turn of the runtime for the link's spin time (ShmSpintime;
+/// none for TCP) while tasks await answers, then announces its sleep (for SHM the data node
+/// then writes a wake-up byte on the link's socket) and waits for the socket to turn
+/// readable, clearing the readiness before reading, so input arriving after a read is always
+/// announced.
 #[cfg(feature = "tokio")]
 async fn receive_task(connection: Arc<Connection>) {
     let alive = ReceiveTaskAlive(connection);
     let connection = &alive.0;
-    let fd = LinkFd(connection.link().poll_fd());
+    let (fd, spin) = {
+        let link = connection.link();
+        (LinkFd(link.poll_fd()), link.spin_time())
+    };
+    let mut last_input = Instant::now();
     // Deprecated for I/O safety: the descriptor must stay open while registered. It does: the
     // link owns it, this task holds the connection (and so the link) until the registration is
     // dropped, and a link never changes its descriptor (a failed link is shut down, not
@@ -1203,14 +1226,34 @@ async fn receive_task(connection: Arc<Connection>) {
             Err(_) => return,
             Ok(0) => {}
             Ok(_) => {
+                last_input = Instant::now();
                 // Let the tasks it woke run before the next read.
                 tokio::task::yield_now().await;
                 continue;
             }
         }
-        match tokio::time::timeout(RECEIVE_TASK_BACKSTOP, readable.readable()).await {
-            Ok(Ok(mut guard)) => guard.clear_ready(),
-            Ok(Err(_)) => return,
+        if last_input.elapsed() < spin && connection.tasks_awaiting() {
+            // Spinning through the runtime: every other task (and the reactor) runs between
+            // two looks at the ring.
+            tokio::task::yield_now().await;
+            continue;
+        }
+        if !connection.link().prepare_to_sleep() {
+            continue;
+        }
+        let woken = tokio::time::timeout(RECEIVE_TASK_BACKSTOP, async {
+            tokio::select! {
+                readable = readable.readable() => Some(readable),
+                () = connection.task_request_registered.notified() => None,
+            }
+        })
+        .await;
+        connection.link().woke_up();
+        match woken {
+            Ok(Some(Ok(mut guard))) => guard.clear_ready(),
+            Ok(Some(Err(_))) => return,
+            // A request was sent: its answer is the next input, spun for as after an input.
+            Ok(None) => last_input = Instant::now(),
             Err(_) => {}
         }
     }

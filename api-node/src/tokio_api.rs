@@ -13,9 +13,11 @@
 //!
 //! No thread per transaction: a task that awaits an execute holds only its request id
 //! registered on the link, with its waker. Each link has a reader, started with its first
-//! awaited request: over TCP a receive task on the runtime, woken by the runtime's reactor when
-//! the socket is readable (so answers are read and tasks woken on the runtime's own thread);
-//! over SHM the connection's receive thread (a ring is polled, not a socket). Whoever files the
+//! awaited request: over TCP and SHM a receive task on the runtime, woken by the runtime's
+//! reactor when the socket is readable (over SHM the wake-up socket the data node writes to
+//! once the task announced its sleep, after looking at the ring on every turn of the runtime
+//! for ShmSpintime), so answers are read and tasks woken on the runtime's own thread; over
+//! io_uring the connection's receive thread. Whoever files the
 //! last answer of a request wakes its task (a blocking caller that owns the poller meanwhile
 //! does too). Executes that tasks append in one turn of the runtime leave in one flush. Thousands
 //! of executes can so be in flight from one runtime thread, as with [`crate::AsyncExecutor`].

@@ -215,6 +215,10 @@ fn api_slot(l: &Layered<'_>) -> ApiSlotConfig {
         batch_size: l.u32("BatchSize"),
         batch_byte_size: l.u32("BatchByteSize"),
         max_scan_batch_size: l.u32("MaxScanBatchSize"),
+        // Range-checked to 0..=65535 by the parameter table.
+        rondis_server_port: l
+            .opt_int("RondisServerPort")
+            .and_then(|n| u16::try_from(n).ok()),
         require_tls: l.bool("RequireTls"),
         arbitration_rank: l.u32("ArbitrationRank"),
         line: l.line(),

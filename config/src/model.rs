@@ -208,6 +208,8 @@ pub struct ApiSlotConfig {
     pub batch_size: u32,
     pub batch_byte_size: u32,
     pub max_scan_batch_size: u32,
+    /// RondisServerPort (an rndb extension): the port rndb-redis listens on in this slot.
+    pub rondis_server_port: Option<u16>,
     /// RequireTls: the API node connects only with TLS, and data nodes refuse it in plain text.
     pub require_tls: bool,
     /// ArbitrationRank: 0 never arbitrates; 1 and 2 may, 1 before 2.

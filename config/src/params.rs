@@ -417,6 +417,9 @@ static PARAMS: &[ParamInfo] = &[
     p(API, "BatchByteSize", Size, I(16 * K), K, M, "Bytes per scan batch per partition"),
     p(API, "MaxScanBatchSize", Size, I(256 * K), 32 * K, 16 * M, "Bytes per scan batch over all partitions"),
     p(API, "ArbitrationRank", Int, I(0), 0, 2, "0 never arbitrates, 1 high priority, 2 low priority"),
+    // Not in NDB: RonDB configures its Redis gateway (Rondis) with `Rondis.ServerPort` in the REST
+    // server's JSON; rndb-redis is an API node, so its port lives in its slot.
+    p(API, "RondisServerPort", Int, Unset, 0, 65535, "rndb extension, not in NDB: the port rndb-redis serves Redis clients on when it takes this slot (0: any free port); 6379 when absent"),
     later(API, "ArbitrationDelay", Int, I(0), 0, MAX_INT_RNIL, "Delay in ms before answering arbitration"),
     later(API, "AutoReconnect", Bool, B(true), BOOL.0, BOOL.1, "Reconnect after losing the cluster"),
     later(API, "TotalSendBufferMemory", Size, I(0), 0, MAX_INT_RNIL, "Send buffer memory for all links"),

@@ -57,6 +57,10 @@ impl ClusterConfig {
                     "ArbitrationRank" => Some(slot.arbitration_rank.to_string()),
                     "BatchByteSize" => Some(slot.batch_byte_size.to_string()),
                     "MaxScanBatchSize" => Some(slot.max_scan_batch_size.to_string()),
+                    "RondisServerPort" => Some(
+                        slot.rondis_server_port
+                            .map_or_else(String::new, |p| p.to_string()),
+                    ),
                     _ => None,
                 }
             }

@@ -230,6 +230,26 @@ fn every_mistake_is_reported_in_line_order() {
 }
 
 #[test]
+fn rondis_server_port_is_an_api_slots_port_checked_for_range() {
+    let text = "[ndbd]\nNoOfReplicas=1\n[api]\nRondisServerPort=6380\n[api]\n";
+    let config = parse_str(text, Path::new("t.ini")).expect("valid");
+    let ports: Vec<_> = config
+        .api_slots
+        .iter()
+        .map(|s| s.rondis_server_port)
+        .collect();
+    assert_eq!(ports, [Some(6380), None]);
+    check(
+        "[ndbd]\nNoOfReplicas=1\n[mysqld]\nRondisServerPort=70000\n",
+        "error 4: [mysqld] RondisServerPort: value 70000 out of range 0..65535",
+    );
+    check(
+        "[ndbd]\nNoOfReplicas=1\n[api]\nRondisServerPort=redis\n",
+        "error 4: [api] RondisServerPort: expected an integer, got `redis`",
+    );
+}
+
+#[test]
 fn a_size_too_large_for_64_bits_is_out_of_range() {
     check(
         "[ndbd]\nNoOfReplicas=1\nDataMemory=99999999999999999999G\n",

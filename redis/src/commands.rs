@@ -339,18 +339,6 @@ pub async fn get_many<'c>(
         .collect())
 }
 
-/// Batched plain SETs from a pipeline: one execute for all of them.
-pub async fn set_many<'c>(
-    ctx: Context<'c>,
-    tx: &mut TokioTransaction<'c>,
-    pairs: &[(Bytes, Bytes)],
-) -> Result<(), Error> {
-    for (key, value) in pairs {
-        tx.write(&ctx.tables.strings, &string_row(key, value.to_vec(), 0))?;
-    }
-    tx.execute(ExecType::Commit).await
-}
-
 async fn get<'c>(
     ctx: Context<'c>,
     tx: &mut TokioTransaction<'c>,

@@ -3,15 +3,23 @@
 //!
 //! ```text
 //! client ──TCP──► session (one task per connection, on the gateway's runtime thread)
-//!                   parse requests (resp) ──► run: a run of pipelined GETs or plain SETs in one
-//!                   execute; any other command (commands) in a transaction of its own; MULTI …
-//!                   EXEC in one transaction ──► write every reply of the round at once
+//!                   parse requests (resp) ──► run: a pipeline's commands on distinct keys at
+//!                   once, each (commands) in a transaction of its own (its plain GETs in one),
+//!                   their executes in one flush; any other command alone; MULTI … EXEC in one
+//!                   transaction ──► write every reply of the round at once
 //! ```
 //!
 //! - [`resp`]: requests parsed with every length bounded; replies in RESP2 or RESP3.
 //! - [`session`]: a connection's loop, pipelining, MULTI/EXEC, the commands that touch no table.
 //! - [`commands`]: the data commands, each in the transaction it is given.
 //! - [`store`]: the tables, created at start-up when missing.
+//!
+//! # Port
+//!
+//! `--port` when given; else the `RondisServerPort` of the `[api]`/`[mysqld]` slot the gateway
+//! takes (an rndb extension, named after RonDB's `Rondis.ServerPort`; 0 asks for any free
+//! port, a value outside 0..65535 is a config error naming its line); else 6379. The port
+//! taken is printed at start-up.
 //!
 //! # Table layout
 //!
@@ -74,6 +82,22 @@ pub async fn serve(ctx: Context<'static>, listener: TcpListener) -> std::io::Res
             }
         });
     }
+}
+
+/// The port Redis clients are served on when nothing says otherwise: Redis's own.
+pub const DEFAULT_PORT: u16 = 6379;
+
+/// The port to serve on: `--port` when given, else the RondisServerPort of the API slot the
+/// gateway took (an rndb extension of `[api]`/`[mysqld]`, named after RonDB's
+/// `Rondis.ServerPort`; the config parser checks its range), else [`DEFAULT_PORT`].
+pub fn serving_port(flag: Option<u16>, cluster: &rndb_api::Cluster) -> u16 {
+    flag.or_else(|| {
+        cluster
+            .config()
+            .api_slot(cluster.node_id())?
+            .rondis_server_port
+    })
+    .unwrap_or(DEFAULT_PORT)
 }
 
 /// The address the gateway listens on.

@@ -14,9 +14,10 @@ struct Args {
     /// The cluster's config.ini.
     #[arg(long)]
     config_file: PathBuf,
-    /// The port to serve Redis clients on (0: any free port, printed at start-up).
-    #[arg(long, default_value_t = 6379)]
-    port: u16,
+    /// The port to serve Redis clients on (0: any free port, printed at start-up). Overrides
+    /// the RondisServerPort of the API slot taken; 6379 when neither gives one.
+    #[arg(long)]
+    port: Option<u16>,
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     bind: String,
@@ -66,7 +67,8 @@ fn main() -> anyhow::Result<()> {
             db,
             tables: Box::leak(Box::new(tables)),
         };
-        let addr = rndb_redis::listen_addr(&args.bind, args.port).context("resolve --bind")?;
+        let port = rndb_redis::serving_port(args.port, cluster);
+        let addr = rndb_redis::listen_addr(&args.bind, port).context("resolve --bind")?;
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("listen on {addr}"))?;

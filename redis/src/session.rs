@@ -1,5 +1,10 @@
-//! One client connection: read requests, run them (pipelined GETs or plain SETs batched into
-//! one execute), write the replies, until the client leaves or breaks the protocol.
+//! One client connection: read requests, run them (a pipeline's independent commands at once,
+//! each in a transaction of its own, their executes in one flush), write the replies, until
+//! the client leaves or breaks the protocol.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
 use rndb_api::ExecType;
@@ -13,6 +18,10 @@ use crate::resp::{parse_request, Reply, REQUEST_BYTES_MAX};
 const PIPELINE_REQUESTS_MAX: usize = 1024;
 /// Bytes read from the socket at a time.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
+/// Commands of a pipeline run at once, each in a transaction of its own (see [`run_batch`]):
+/// bounds the transactions one connection keeps open on the data nodes (MaxNoOfConcurrent-
+/// Transactions, 4096 by default, is shared by every client of every API node).
+const PIPELINE_TRANSACTIONS_MAX: usize = 64;
 /// Commands one MULTI may queue.
 const MULTI_QUEUED_MAX: usize = 10_000;
 
@@ -107,30 +116,35 @@ impl Session {
         false
     }
 
-    /// How many requests from the front of `requests` run as one execute: a run of GETs, or
-    /// a run of SETs without options on distinct keys (outside MULTI). 0 or 1: none.
+    /// How many requests from the front of `requests` run at once as a pipeline batch (see
+    /// [`run_batch`]), outside MULTI: a run of data commands on one key each, none writing a key
+    /// another of them touches. 0 or 1: none.
     fn batchable_run(&self, requests: &[Vec<Bytes>]) -> usize {
         if self.multi.is_some() {
             return 0;
         }
-        let kind = |args: &Vec<Bytes>| -> Option<bool> {
-            let name = args[0].to_ascii_uppercase();
-            match (&name[..], args.len()) {
-                (b"GET", 2) => Some(false),
-                (b"SET", 3) => Some(true),
-                _ => None,
-            }
-        };
-        let Some(first) = requests.first().and_then(kind) else {
-            return 0;
-        };
-        let mut keys = std::collections::HashSet::new();
+        let mut read = std::collections::HashSet::new();
+        let mut written = std::collections::HashSet::new();
         requests
             .iter()
+            .take(PIPELINE_TRANSACTIONS_MAX)
             .take_while(|args| {
-                kind(args) == Some(first)
-                    && check_args(if first { "SET" } else { "GET" }, &args[1..]).is_none()
-                    && (!first || keys.insert(args[1].clone()))
+                let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
+                let Some(writes) = single_key_command(&name) else {
+                    return false;
+                };
+                if check_args(&name, &args[1..]).is_some() {
+                    return false;
+                }
+                let key = &args[1];
+                if written.contains(key) || (writes && read.contains(key)) {
+                    return false;
+                }
+                if writes {
+                    written.insert(key.clone());
+                }
+                read.insert(key.clone());
+                true
             })
             .count()
     }
@@ -254,25 +268,104 @@ impl Session {
     }
 }
 
-/// Runs a batch from `Session::batchable_run` in one transaction and one execute.
+/// The data commands that touch one key, their first argument, and whether they write it
+/// (`Some(true)`). GET may delete an expired row, but only one that no command may see.
+fn single_key_command(name: &str) -> Option<bool> {
+    match name {
+        "GET" | "STRLEN" | "TTL" | "PTTL" | "HGET" | "HMGET" | "HGETALL" => Some(false),
+        "SET" | "SETEX" | "PSETEX" | "INCR" | "INCRBY" | "DECR" | "DECRBY" | "APPEND"
+        | "EXPIRE" | "PEXPIRE" | "PERSIST" | "HSET" | "HMSET" | "HINCRBY" | "HDEL" => Some(true),
+        _ => None,
+    }
+}
+
+/// One part of a pipeline batch, run as a transaction of its own.
+enum Member<'r> {
+    /// Plain GETs (committed reads, which lock nothing), in one transaction and one execute:
+    /// (index in the batch, key).
+    Gets(Vec<(usize, Bytes)>),
+    /// Any other command: (index in the batch, name, arguments).
+    One(usize, String, &'r [Bytes]),
+}
+
+/// Runs a batch from `Session::batchable_run`: each command in a transaction of its own (the
+/// plain GETs together in one), all at once, so that their executes leave in one flush and
+/// come back together, and the replies in the requests' order. Separate transactions, unlike
+/// one for the whole batch, hold one row lock each: two clients' pipelines writing the same
+/// keys in different orders then wait for each other's commits instead of deadlocking (266).
+/// The commands touch distinct keys (or only read a shared one), so running them at once
+/// gives what running them in order would.
 async fn run_batch(ctx: Context<'_>, requests: &[Vec<Bytes>]) -> Vec<Reply> {
+    let mut gets = Vec::new();
+    let mut members = Vec::with_capacity(requests.len());
+    for (index, args) in requests.iter().enumerate() {
+        let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
+        if name == "GET" {
+            gets.push((index, args[1].clone()));
+        } else {
+            members.push(Member::One(index, name, &args[1..]));
+        }
+    }
+    if !gets.is_empty() {
+        members.push(Member::Gets(gets));
+    }
+    let mut replies = vec![Reply::Nil; requests.len()];
+    let runs = members.into_iter().map(|member| run_member(ctx, member));
+    for done in join_all(runs.collect()).await {
+        for (index, reply) in done {
+            replies[index] = reply;
+        }
+    }
+    replies
+}
+
+/// Runs one member of a batch in a transaction of its own: the replies by batch index.
+async fn run_member(ctx: Context<'_>, member: Member<'_>) -> Vec<(usize, Reply)> {
     let mut tx = ctx.db.start_transaction();
-    let is_set = requests[0][0].eq_ignore_ascii_case(b"SET");
-    if is_set {
-        let pairs: Vec<(Bytes, Bytes)> = requests
-            .iter()
-            .map(|r| (r[1].clone(), r[2].clone()))
-            .collect();
-        return match commands::set_many(ctx, &mut tx, &pairs).await {
-            Ok(()) => vec![Reply::Simple("OK"); requests.len()],
-            Err(e) => vec![ndb_error(&e); requests.len()],
-        };
+    match member {
+        Member::Gets(gets) => {
+            let keys: Vec<Bytes> = gets.iter().map(|(_, key)| key.clone()).collect();
+            match commands::get_many(ctx, &mut tx, &keys).await {
+                Ok(replies) => gets.iter().map(|(index, _)| *index).zip(replies).collect(),
+                Err(e) => gets
+                    .iter()
+                    .map(|(index, _)| (*index, ndb_error(&e)))
+                    .collect(),
+            }
+        }
+        Member::One(index, name, args) => {
+            let reply = commands::run(ctx, &mut tx, Mode::AUTOCOMMIT, &name, args)
+                .await
+                .unwrap_or_else(|e| ndb_error(&e));
+            vec![(index, reply)]
+        }
     }
-    let keys: Vec<Bytes> = requests.iter().map(|r| r[1].clone()).collect();
-    match commands::get_many(ctx, &mut tx, &keys).await {
-        Ok(replies) => replies,
-        Err(e) => vec![ndb_error(&e); requests.len()],
-    }
+}
+
+/// Polls every future of `futures` in the same task until all are ready: their outputs in
+/// order. (Their executes, appended in the same turn, leave in one flush: see rndb-api's
+/// tokio interface.)
+async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => *output = Some(value),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
 }
 
 /// EXEC: every queued command in one rndb transaction, committed at the end. An NDB error

@@ -1,7 +1,9 @@
 //! Proves that `rndb-redis` serves the Redis protocol over rndb tables: the real `redis-cli` and
 //! `redis-benchmark` and a Redis client library (the `redis` crate) work against it, values it
 //! stores read back through the rndb API, MULTI/EXEC is one transaction across node groups (a
-//! reader never sees half of a writer's EXEC), TTLs expire keys, oversized values are refused,
+//! reader never sees half of a writer's EXEC), the port comes from the API slot's
+//! RondisServerPort or `--port`, pipelines of many clients writing the same keys
+//! on two replicas never deadlock, TTLs expire keys, oversized values are refused,
 //! and garbage, huge lengths and unknown commands get errors while other clients are served.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -29,12 +31,17 @@ struct Gateway {
 
 impl Gateway {
     fn start(cluster: &TestCluster) -> Gateway {
+        Gateway::start_with(cluster, &["--port", "0"])
+    }
+
+    /// Starts the gateway with `args` after `--config-file`.
+    fn start_with(cluster: &TestCluster, args: &[&str]) -> Gateway {
         let binary = binary_path("rndb-redis").expect("the rndb-redis binary");
         let log = std::fs::File::create(cluster.dir().join("rndb-redis.log")).expect("log file");
         let mut child = Command::new(binary)
             .arg("--config-file")
             .arg(cluster.config_path())
-            .args(["--port", "0"])
+            .args(args)
             .env("RUST_BACKTRACE", "0")
             .stdout(Stdio::piped())
             .stderr(log)
@@ -325,6 +332,108 @@ fn the_async_client_pipelines_through_the_gateway() {
         let (a7, a49): (String, String) = pipe.query_async(&mut connection).await.unwrap();
         assert_eq!((a7.as_str(), a49.as_str()), ("v7", "v49"));
     });
+}
+
+#[test]
+fn the_port_comes_from_the_api_slot_and_a_bad_one_is_refused_by_name() {
+    let port = rndb_tests::free_port();
+    let slot = format!("[api]\nNodeId=60\nHostName=127.0.0.1\nRondisServerPort={port}");
+    let cluster = TestCluster::start(ClusterSpec::new().extra(&slot)).expect("start the cluster");
+    let gateway = Gateway::start_with(&cluster, &["--ndb-nodeid", "60"]);
+    assert_eq!(gateway.port, port, "RondisServerPort of slot 60");
+    assert_eq!(redis_cli(&gateway, &["PING"]), "PONG");
+    drop(gateway);
+    // --port overrides the slot's.
+    let gateway = Gateway::start_with(&cluster, &["--ndb-nodeid", "60", "--port", "0"]);
+    assert_ne!(gateway.port, port);
+    drop(gateway);
+
+    let config = std::fs::read_to_string(cluster.config_path()).expect("read config.ini");
+    let bad = cluster.dir().join("bad-port.ini");
+    let text = config.replace(
+        &format!("RondisServerPort={port}"),
+        "RondisServerPort=70000",
+    );
+    std::fs::write(&bad, text).expect("write the bad config");
+    let output = Command::new(binary_path("rndb-redis").expect("the rndb-redis binary"))
+        .arg("--config-file")
+        .arg(&bad)
+        .output()
+        .expect("run rndb-redis");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{output:?}");
+    assert!(
+        stderr.contains("RondisServerPort") && stderr.contains("out of range"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn pipelines_from_many_clients_on_shared_keys_never_deadlock() {
+    // Over shared memory, which the example configs use (the other tests link over TCP): the
+    // gateway's runtime reads the rings itself.
+    let spec = ClusterSpec::new().data_nodes(2).replicas(2).use_shm(true);
+    let cluster = TestCluster::start(spec).expect("start the cluster");
+    let gateway = Gateway::start(&cluster);
+    const CLIENTS: usize = 12;
+    const ROUNDS: usize = 15;
+    const KEYS: usize = 30;
+    // Each client writes every key in each pipeline, in orders that differ: had a
+    // pipeline's SETs shared one transaction, two of them would wait for each other's locks
+    // until TransactionDeadlockDetectionTimeout ended one with 266.
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let url = gateway.url();
+            std::thread::spawn(move || {
+                let mut connection = redis::Client::open(url)?.get_connection()?;
+                for round in 0..ROUNDS {
+                    let mut pipe = redis::pipe();
+                    // Each pipeline starts at another key (and so, often, at another
+                    // coordinator), half of them going backwards.
+                    let mut keys: Vec<usize> = (0..KEYS).collect();
+                    keys.rotate_left((client * 7 + round * 3) % KEYS);
+                    if client % 2 == 1 {
+                        keys.reverse();
+                    }
+                    for key in keys {
+                        pipe.set(format!("shared{key}"), format!("{client}:{round}"))
+                            .ignore();
+                    }
+                    pipe.incr(format!("count{client}"), 1).ignore();
+                    pipe.query::<()>(&mut connection)?;
+                }
+                Ok::<(), redis::RedisError>(())
+            })
+        })
+        .collect();
+    for (client, handle) in clients.into_iter().enumerate() {
+        let result = handle.join().expect("client thread");
+        assert!(result.is_ok(), "client {client}: {result:?}");
+    }
+    let mut client = gateway.client();
+    for key in 0..KEYS {
+        let value: String = client.get(format!("shared{key}")).expect("get");
+        assert!(value.ends_with(&format!(":{}", ROUNDS - 1)), "{value}");
+    }
+    for c in 0..CLIENTS {
+        let count: usize = client.get(format!("count{c}")).expect("count");
+        assert_eq!(count, ROUNDS, "client {c}'s INCRs");
+    }
+
+    // What redis-benchmark does: 50 clients pipelining SETs of random keys.
+    let benchmark = tool("redis-benchmark")
+        .args(["-p", &gateway.port.to_string()])
+        .args([
+            "-t", "set", "-n", "20000", "-c", "50", "-P", "20", "-r", "1000",
+        ])
+        .args(["-q"])
+        .output()
+        .expect("run redis-benchmark");
+    let report = String::from_utf8_lossy(&benchmark.stdout);
+    assert!(
+        benchmark.status.success() && report.contains("SET") && !report.contains("rror"),
+        "redis-benchmark: {benchmark:?}"
+    );
 }
 
 /// Two keys whose rows live in different node groups of `cluster`'s four data nodes.

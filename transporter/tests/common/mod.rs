@@ -60,6 +60,7 @@ pub fn api_slot(id: u16, host_name: Option<&str>) -> ApiSlotConfig {
         batch_size: 256,
         batch_byte_size: 16 * 1024,
         max_scan_batch_size: 256 * 1024,
+        rondis_server_port: None,
         require_tls: false,
         arbitration_rank: 0,
         line: 1,
