@@ -25,8 +25,15 @@ pub enum Command {
         force: bool,
     },
     Shutdown,
-    /// `N START`, `N RESTART [-i] [-n]`: need node restart, not built yet.
-    NotSupported(String),
+    /// `N START`, `ALL START`: nodes waiting in NOT_STARTED start.
+    Start(Target),
+    /// `N RESTART [-n] [-i] [-f]`.
+    Restart {
+        target: Target,
+        initial: bool,
+        no_start: bool,
+        force: bool,
+    },
     ReportMemoryUsage(Target),
     /// `CLUSTERLOG ON|OFF|TOGGLE [severity ...]`, `CLUSTERLOG INFO`.
     ClusterLog {
@@ -56,7 +63,12 @@ ALL STATUS                             Print status of all data nodes
 ALL STOP                               Stop all data nodes
 SHUTDOWN                               Shutdown all data and management
                                        server nodes
-<id> START, <id> RESTART [-n] [-i]     Not supported yet (node restart)
+<id> RESTART [-n] [-i] [-f]            Restart data node (-n: wait for START,
+                                       -i: initial, -f: even if its node group
+                                       would have no started node left)
+<id> START                             Start data node (started with --nostart)
+ALL START                              Start all data nodes waiting in
+                                       NOT_STARTED
 ALL REPORT MemoryUsage                 Report DataMemory use of data nodes
 <id> REPORT MemoryUsage                Report DataMemory use of one node
 CLUSTERLOG ON [<severity>] ...         Enable Cluster logging
@@ -113,11 +125,24 @@ pub fn parse(line: &str) -> Result<Command, String> {
         ["REPORT", "MEMORYUSAGE" | "MEMORY" | "MEMORYUSAGE;"] => {
             Ok(Command::ReportMemoryUsage(target))
         }
-        ["START" | "RESTART", ..] => Ok(Command::NotSupported(format!(
-            "{}: node restart is not supported yet (a stopped data node cannot be started or \
-             restarted into a running cluster); stop the cluster and start it again instead",
-            line.trim()
-        ))),
+        ["START"] => Ok(Command::Start(target)),
+        ["RESTART", options @ ..] => {
+            let (mut initial, mut no_start, mut force) = (false, false, false);
+            for option in options {
+                match *option {
+                    "-I" | "-INITIAL" => initial = true,
+                    "-N" | "-NOSTART" => no_start = true,
+                    "-F" | "-FORCE" => force = true,
+                    _ => return Err(invalid()),
+                }
+            }
+            Ok(Command::Restart {
+                target,
+                initial,
+                no_start,
+                force,
+            })
+        }
         ["CLUSTERLOG", settings @ ..] if !settings.is_empty() => {
             let mut parsed = Vec::new();
             for setting in settings {
@@ -164,7 +189,13 @@ pub fn execute(
     match command {
         Command::Help => Ok(HELP.to_string()),
         Command::Quit => Ok(String::new()),
-        Command::NotSupported(why) => Err(why.clone()),
+        Command::Start(target) => start(connect, *target),
+        Command::Restart {
+            target,
+            initial,
+            no_start,
+            force,
+        } => restart(connect, *target, *initial, *no_start, *force),
         Command::Show => {
             let mut client = connect().map_err(fail)?;
             let status = client.status().map_err(fail)?;
@@ -244,6 +275,73 @@ fn stop(
     }
     if target == Target::All {
         out.push_str("NDB Cluster has shutdown.\n");
+    }
+    Ok(out)
+}
+
+fn start(
+    connect: &dyn Fn() -> Result<MgmClient, MgmError>,
+    target: Target,
+) -> Result<String, String> {
+    let mut client = connect().map_err(|e| e.to_string())?;
+    let request = match target {
+        Target::All => Message::new("start").field("all", 1),
+        Target::Node(id) => Message::new("start").field("node", id),
+    };
+    let reply = client
+        .call(&request, REPLY_TIMEOUT)
+        .map_err(|e| format!("Start failed.\n*  {e}"))?;
+    if target == Target::All {
+        return Ok("NDB Cluster is being started.\n".into());
+    }
+    let mut out = String::new();
+    for id in reply
+        .get("started")
+        .unwrap_or("")
+        .split(',')
+        .filter(|s| !s.is_empty())
+    {
+        out.push_str(&format!("Database node {id} is being started.\n"));
+    }
+    Ok(out)
+}
+
+/// NDB's lines for a restart: the shutdown events, then `Node 2 is being restarted`.
+fn restart(
+    connect: &dyn Fn() -> Result<MgmClient, MgmError>,
+    target: Target,
+    initial: bool,
+    no_start: bool,
+    force: bool,
+) -> Result<String, String> {
+    let mut client = connect().map_err(|e| e.to_string())?;
+    let request = match target {
+        Target::All => Message::new("restart").field("all", 1),
+        Target::Node(id) => Message::new("restart").field("node", id),
+    }
+    .field("initial", u8::from(initial))
+    .field("nostart", u8::from(no_start))
+    .field("force", u8::from(force));
+    let reply = client
+        .call(&request, STOP_REPLY_TIMEOUT)
+        .map_err(|e| format!("Restart failed.\n*  {e}"))?;
+    let mut completed = String::from("Node shutdown completed, restarting");
+    if no_start {
+        completed.push_str(", no start");
+    }
+    if initial {
+        completed.push_str(", initial");
+    }
+    let mut out = String::new();
+    for id in reply
+        .get("restarted")
+        .unwrap_or("")
+        .split(',')
+        .filter(|s| !s.is_empty())
+    {
+        out.push_str(&format!(
+            "Node {id}: Node shutdown initiated\nNode {id}: {completed}.\nNode {id} is being restarted\n"
+        ));
     }
     Ok(out)
 }
@@ -409,12 +507,28 @@ mod tests {
                 settings: vec![("STARTUP".into(), 14), ("CONNECTION".into(), 2)],
             }),
         );
-        for line in ["2 restart -i", "2 start", "all restart"] {
-            let command = parse(line).expect(line);
-            let never = || -> Result<MgmClient, MgmError> { unreachable!("no connection") };
-            let err = execute(&command, &never).expect_err(line);
-            assert!(err.contains("not supported yet"), "{line}: {err}");
-        }
+        check("2 start", Ok(Command::Start(Target::Node(2))));
+        check("all start", Ok(Command::Start(Target::All)));
+        check(
+            "2 restart",
+            Ok(Command::Restart {
+                target: Target::Node(2),
+                initial: false,
+                no_start: false,
+                force: false,
+            }),
+        );
+        check(
+            "3 RESTART -n -i -f",
+            Ok(Command::Restart {
+                target: Target::Node(3),
+                initial: true,
+                no_start: true,
+                force: true,
+            }),
+        );
+        check("2 restart -x", Err("Invalid command"));
+        check("2 start now", Err("Invalid command"));
         check(
             "frobnicate",
             Err("Invalid command: frobnicate\nType HELP for help."),

@@ -50,9 +50,9 @@ impl Probe {
 }
 
 /// Starts the reporting thread of data node `me`, reporting `probe` to the servers of
-/// `connectstring`; it sets `shutdown` when ndb_mgmd asks the node to stop.
+/// `setup`; it sets `shutdown` when ndb_mgmd asks the node to stop or restart.
 pub fn start(
-    connectstring: rndb_mgm::ConnectString,
+    setup: rndb_mgm::node_report::ReportSetup,
     me: u16,
     probe: Arc<Probe>,
     data_memory_total_bytes: u64,
@@ -60,7 +60,7 @@ pub fn start(
     shutdown: Arc<AtomicBool>,
 ) -> std::io::Result<()> {
     rndb_mgm::node_report::spawn(
-        connectstring,
+        setup,
         me,
         Box::new(move || probe.report(data_memory_total_bytes, &connected)),
         shutdown,

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use rndb_config::{ClusterConfig, NodeId, NodeKind};
 
+use crate::node_report::RestartRequest;
 use crate::status::{ClusterStatus, NodeState, NodeStatus, NodeType, VERSION};
 use crate::wire::Message;
 use log::{Category, ClusterLog, Event, Severity};
@@ -30,8 +31,12 @@ pub const REPORT_TIMEOUT: Duration = Duration::from_secs(3);
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a data node id given to a node that asked for any stays reserved for it.
 pub const RESERVATION: Duration = Duration::from_secs(10);
-/// How long STOP waits for the nodes to be gone.
+/// How long STOP and RESTART wait for the nodes to be gone.
 pub const STOP_WAIT: Duration = Duration::from_secs(120);
+/// How long a data node's config request waits for the report link of its previous process
+/// to close (a node restarted by its angel asks again at once, and the old link's end may not
+/// have been read yet).
+pub const PREVIOUS_LINK_WAIT: Duration = Duration::from_secs(5);
 
 /// What the server serves.
 #[derive(Debug)]
@@ -75,6 +80,10 @@ struct DataNode {
     reserved_until: Option<Instant>,
     /// STOP asked for this node; the next report's reply says so.
     stop_requested: bool,
+    /// RESTART asked for this node (how it is to start again); the next report's reply says so.
+    restart_requested: Option<RestartRequest>,
+    /// START asked for this node, waiting in NOT_STARTED; the next report's reply says so.
+    start_requested: bool,
 }
 
 /// A data node's live report connection and what it last said.
@@ -85,9 +94,26 @@ struct ReportLink {
     state: NodeState,
     version: String,
     pid: u32,
+    /// The node runs under an angel that starts it again (RESTART is refused without one).
+    angel: bool,
     connected: BTreeSet<u16>,
     data_memory_used: u64,
     data_memory_total: u64,
+}
+
+/// NDB's `Node shutdown completed[, restarting][, no start][, initial]`.
+fn shutdown_completed_text(restart: Option<RestartRequest>) -> String {
+    let mut text = String::from("Node shutdown completed");
+    if let Some(restart) = restart {
+        text.push_str(", restarting");
+        if restart.no_start {
+            text.push_str(", no start");
+        }
+        if restart.initial {
+            text.push_str(", initial");
+        }
+    }
+    text
 }
 
 impl Server {
@@ -198,6 +224,8 @@ impl Server {
             "report" => self.report(request, peer, link),
             "get status" => Ok(self.status().to_message(Message::ok_reply(command))),
             "stop" => self.stop(request),
+            "restart" => self.restart(request),
+            "start" => self.start(request),
             "report memoryusage" => Ok(self.memory_usage()),
             "set clusterlog" => self.set_clusterlog(request),
             "set loglevel" => self.set_loglevel(request),
@@ -215,10 +243,13 @@ impl Server {
                 let mut state = self.lock();
                 let id = match node_id {
                     Some(id) => {
-                        let node = state.data.get(&id).ok_or_else(|| {
-                            format!("node {id} is not a data node ([ndbd] NodeId) in {source}")
-                        })?;
-                        if let Some(s) = &node.link {
+                        if !state.data.contains_key(&id) {
+                            return Err(format!(
+                                "node {id} is not a data node ([ndbd] NodeId) in {source}"
+                            ));
+                        }
+                        state = self.wait_previous_link_closed(state, id);
+                        if let Some(s) = state.data.get(&id).and_then(|n| n.link.as_ref()) {
                             return Err(format!(
                                 "node {id} is already connected (from {}, pid {})",
                                 s.address, s.pid
@@ -308,12 +339,13 @@ impl Server {
         link: &mut Option<(u16, u64)>,
     ) -> Result<Message, String> {
         let reported = match request.get("status") {
+            Some("NOT_STARTED") => NodeState::NotStarted,
             Some("STARTING") => NodeState::Starting,
             Some("STARTED") => NodeState::Started,
             Some("STOPPING") => NodeState::ShuttingDown,
             other => {
                 return Err(format!(
-                    "status {other:?}: expected STARTING, STARTED or STOPPING"
+                    "status {other:?}: expected NOT_STARTED, STARTING, STARTED or STOPPING"
                 ))
             }
         };
@@ -350,6 +382,7 @@ impl Server {
                     state: NodeState::NoContact,
                     version: version.clone(),
                     pid: 0,
+                    angel: false,
                     connected: BTreeSet::new(),
                     data_memory_used: 0,
                     data_memory_total: 0,
@@ -369,15 +402,22 @@ impl Server {
         let live = record.link.as_mut().ok_or("no report link")?;
         let mut events = Vec::new();
         if live.state != reported {
-            let (category, text) = match reported {
-                NodeState::Starting => (
+            let event = match reported {
+                NodeState::Starting => Some((
                     Category::Startup,
                     format!("Start initiated (version {version})"),
-                ),
-                NodeState::Started => (Category::Startup, format!("Started (version {version})")),
-                _ => (Category::Shutdown, "Node shutdown initiated".to_string()),
+                )),
+                NodeState::Started => {
+                    Some((Category::Startup, format!("Started (version {version})")))
+                }
+                NodeState::ShuttingDown => {
+                    Some((Category::Shutdown, "Node shutdown initiated".to_string()))
+                }
+                _ => None,
             };
-            events.push(Event::new(node, category, 1, Severity::Info, text));
+            if let Some((category, text)) = event {
+                events.push(Event::new(node, category, 1, Severity::Info, text));
+            }
         }
         for peer_node in connected.difference(&live.connected) {
             let text = format!("Communication to Node {peer_node} opened");
@@ -402,17 +442,60 @@ impl Server {
         live.state = reported;
         live.version = version;
         live.pid = request.parse("pid")?.unwrap_or(0);
+        live.angel = request.get("angel") == Some("1");
         live.connected = connected;
         live.data_memory_used = request.parse("datamemory.used")?.unwrap_or(0);
         live.data_memory_total = request.parse("datamemory.total")?.unwrap_or(0);
-        let stop = record.stop_requested;
+        let reply = Message::ok_reply(&request.command);
+        let reply = match (record.stop_requested, record.restart_requested) {
+            (true, _) => reply.field("action", "stop"),
+            (false, Some(restart)) => reply
+                .field("action", "restart")
+                .field("initial", u8::from(restart.initial))
+                .field("nostart", u8::from(restart.no_start)),
+            (false, None) if record.start_requested && reported == NodeState::NotStarted => {
+                reply.field("action", "start")
+            }
+            (false, None) => {
+                // A START is answered once: the node reports STARTING from now on.
+                record.start_requested = false;
+                reply.field("action", "none")
+            }
+        };
         for event in &events {
             state.log.write(event);
         }
         drop(guard);
         self.changed.notify_all();
-        let reply = Message::ok_reply(&request.command);
-        Ok(reply.field("action", if stop { "stop" } else { "none" }))
+        Ok(reply)
+    }
+
+    /// Waits (at most [`PREVIOUS_LINK_WAIT`]) until data node `id` has no report link, if its
+    /// link is one of a process that is shutting down or was asked to stop or restart.
+    fn wait_previous_link_closed<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State>,
+        id: u16,
+    ) -> MutexGuard<'a, State> {
+        let deadline = Instant::now() + PREVIOUS_LINK_WAIT;
+        loop {
+            let ending = state.data.get(&id).is_some_and(|n| {
+                n.link.as_ref().is_some_and(|s| {
+                    s.state == NodeState::ShuttingDown
+                        || n.stop_requested
+                        || n.restart_requested.is_some()
+                })
+            });
+            let now = Instant::now();
+            if !ending || now >= deadline {
+                return state;
+            }
+            state = self
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 
     fn link_closed(&self, node: u16, id: u64) {
@@ -426,9 +509,11 @@ impl Server {
         }
         let link = record.link.take();
         record.stop_requested = false;
+        record.start_requested = false;
+        let restart = record.restart_requested.take();
         let me = self.me.0;
-        if link.is_some_and(|s| s.state == NodeState::ShuttingDown) {
-            let text = "Node shutdown completed";
+        if link.is_some_and(|s| s.state == NodeState::ShuttingDown || restart.is_some()) {
+            let text = shutdown_completed_text(restart);
             state.log.write(&Event::new(
                 node,
                 Category::Shutdown,
@@ -592,30 +677,7 @@ impl Server {
                 n.stop_requested = true;
             }
         }
-        let deadline = Instant::now() + STOP_WAIT;
-        while targets
-            .iter()
-            .any(|id| state.data.get(id).is_some_and(|n| n.link.is_some()))
-        {
-            let now = Instant::now();
-            if now >= deadline {
-                let left: Vec<String> = targets
-                    .iter()
-                    .filter(|id| state.data.get(id).is_some_and(|n| n.link.is_some()))
-                    .map(u16::to_string)
-                    .collect();
-                return Err(format!(
-                    "node(s) {} did not stop within {STOP_WAIT:?}",
-                    left.join(", ")
-                ));
-            }
-            state = self
-                .changed
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-        drop(state);
+        drop(self.wait_gone(state, &targets)?);
         let stopped: Vec<String> = targets.iter().map(u16::to_string).collect();
         let mut reply = Message::ok_reply(&request.command).field("stopped", stopped.join(","));
         if stop_me {
@@ -630,6 +692,179 @@ impl Server {
             self.shutdown.store(true, Ordering::Release);
         }
         Ok(reply)
+    }
+
+    /// Waits (at most [`STOP_WAIT`]) until none of `targets` has a report link.
+    fn wait_gone<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State>,
+        targets: &BTreeSet<u16>,
+    ) -> Result<MutexGuard<'a, State>, String> {
+        let deadline = Instant::now() + STOP_WAIT;
+        loop {
+            let left: Vec<String> = targets
+                .iter()
+                .filter(|id| state.data.get(id).is_some_and(|n| n.link.is_some()))
+                .map(u16::to_string)
+                .collect();
+            if left.is_empty() {
+                return Ok(state);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(format!(
+                    "node(s) {} did not stop within {STOP_WAIT:?}",
+                    left.join(", ")
+                ));
+            }
+            state = self
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// The data node ids of a `node: 2,3` field; anything else is an error naming it.
+    fn data_node_ids(&self, request: &Message, verb: &str) -> Result<BTreeSet<u16>, String> {
+        let mut ids = BTreeSet::new();
+        for part in request
+            .get("node")
+            .unwrap_or("")
+            .split(',')
+            .filter(|p| !p.is_empty())
+        {
+            let id: u16 = part
+                .trim()
+                .parse()
+                .map_err(|_| format!("{part:?} is not a node id"))?;
+            match self.config.node_kind(NodeId(id)) {
+                Some(NodeKind::Data) => {
+                    ids.insert(id);
+                }
+                Some(NodeKind::Mgm) => {
+                    return Err(format!(
+                        "Node {id} is a management server: rndb's ndb_mgmd cannot {verb} it"
+                    ))
+                }
+                Some(NodeKind::Api) => {
+                    return Err(format!(
+                        "Node {id} is an API node: only data nodes can be {verb}ed"
+                    ))
+                }
+                None => return Err(format!("Node {id} is not a node of the cluster")),
+            }
+        }
+        Ok(ids)
+    }
+
+    /// RESTART: `node: 2,3`, `initial: 1` (`-i`), `nostart: 1` (`-n`), `force: 1` (`-f`). Each
+    /// node stops gracefully, as on STOP, and its angel starts it again; the reply comes once
+    /// every node's report link has closed. `all: 1` is refused: the data nodes would stop one
+    /// by one and restart into a cluster still stopping, where NDB stops them all first.
+    fn restart(&self, request: &Message) -> Result<Message, String> {
+        if request.get("all") == Some("1") {
+            return Err(
+                "ALL RESTART is not supported yet: restart the data nodes one at a time \
+                        (`<id> RESTART`, waiting for each to be started again), or SHUTDOWN and \
+                        start the cluster again"
+                    .into(),
+            );
+        }
+        let targets = self.data_node_ids(request, "restart")?;
+        if targets.is_empty() {
+            return Err("RESTART names no node".into());
+        }
+        let restart = RestartRequest {
+            initial: request.get("initial") == Some("1"),
+            no_start: request.get("nostart") == Some("1"),
+        };
+        let mut state = self.lock();
+        for &id in &targets {
+            let node = state.data.get(&id);
+            if node.is_none_or(|n| n.link.is_none()) {
+                return Err(format!(
+                    "Node {id} is not connected: nothing to restart (start its ndbd)"
+                ));
+            }
+            if node.is_some_and(|n| n.stop_requested || n.restart_requested.is_some()) {
+                return Err(format!("Node {id} is already stopping or restarting"));
+            }
+            if node.is_some_and(|n| n.link.as_ref().is_some_and(|s| !s.angel)) {
+                return Err(format!(
+                    "Node {id} runs without an angel (ndbd --foreground): nothing would start it \
+                     again; STOP it and start its ndbd instead"
+                ));
+            }
+        }
+        if request.get("force") != Some("1") {
+            self.check_groups_survive(&state, &targets)?;
+        }
+        for &id in &targets {
+            if let Some(n) = state.data.get_mut(&id) {
+                n.restart_requested = Some(restart);
+            }
+        }
+        drop(self.wait_gone(state, &targets)?);
+        let restarted: Vec<String> = targets.iter().map(u16::to_string).collect();
+        Ok(Message::ok_reply(&request.command).field("restarted", restarted.join(",")))
+    }
+
+    /// START: `node: 2,3` or `all: 1`: data nodes waiting in NOT_STARTED start (their next
+    /// report's reply says so). Answers at once, as NDB's does; a named node that is not
+    /// waiting is an error.
+    fn start(&self, request: &Message) -> Result<Message, String> {
+        let mut targets = self.data_node_ids(request, "start")?;
+        let all = request.get("all") == Some("1");
+        let mut state = self.lock();
+        let waiting = |n: &DataNode| {
+            n.link
+                .as_ref()
+                .is_some_and(|s| s.state == NodeState::NotStarted)
+        };
+        if all {
+            targets.extend(
+                state
+                    .data
+                    .iter()
+                    .filter(|(_, n)| waiting(n))
+                    .map(|(&id, _)| id),
+            );
+            if targets.is_empty() {
+                return Err("no data node is waiting in NOT_STARTED: nothing to start".into());
+            }
+        }
+        if targets.is_empty() {
+            return Err("START names no node".into());
+        }
+        for &id in &targets {
+            let Some(node) = state.data.get(&id) else {
+                continue;
+            };
+            match node.link.as_ref().map(|s| s.state) {
+                None => {
+                    return Err(format!(
+                        "Node {id} is not connected: start its ndbd (with --nostart to hold it \
+                         for START)"
+                    ))
+                }
+                Some(NodeState::NotStarted) => {}
+                Some(other) => {
+                    return Err(format!(
+                        "Node {id} is {}, not NOT_STARTED: START is for a node started with \
+                         --nostart or restarted with RESTART -n",
+                        other.as_str()
+                    ))
+                }
+            }
+        }
+        for &id in &targets {
+            if let Some(n) = state.data.get_mut(&id) {
+                n.start_requested = true;
+            }
+        }
+        let started: Vec<String> = targets.iter().map(u16::to_string).collect();
+        Ok(Message::ok_reply(&request.command).field("started", started.join(",")))
     }
 
     /// Refuses to stop the last started node of a node group (NDB: "Node shutdown would cause
