@@ -35,6 +35,8 @@ pub enum Command {
         force: bool,
     },
     ReportMemoryUsage(Target),
+    /// `N REPORT Counters` (rndb's): locks, transporter counters, checkpoint state.
+    ReportCounters(Target),
     /// `CLUSTERLOG ON|OFF|TOGGLE [severity ...]`, `CLUSTERLOG INFO`.
     ClusterLog {
         mode: &'static str,
@@ -69,8 +71,12 @@ SHUTDOWN                               Shutdown all data and management
 <id> START                             Start data node (started with --nostart)
 ALL START                              Start all data nodes waiting in
                                        NOT_STARTED
-ALL REPORT MemoryUsage                 Report DataMemory use of data nodes
-<id> REPORT MemoryUsage                Report DataMemory use of one node
+ALL REPORT MemoryUsage                 Report memory use of data nodes
+                                       (DataMemory, transaction, operation and
+                                       scan records, send buffers)
+<id> REPORT MemoryUsage                Report memory use of one node
+<id> REPORT Counters                   Report locks, transporter counters and
+                                       checkpoint state of data node(s)
 CLUSTERLOG ON [<severity>] ...         Enable Cluster logging
 CLUSTERLOG OFF [<severity>] ...        Disable Cluster logging
 CLUSTERLOG TOGGLE [<severity>] ...     Toggle severity filter on/off
@@ -125,6 +131,7 @@ pub fn parse(line: &str) -> Result<Command, String> {
         ["REPORT", "MEMORYUSAGE" | "MEMORY" | "MEMORYUSAGE;"] => {
             Ok(Command::ReportMemoryUsage(target))
         }
+        ["REPORT", "COUNTERS" | "COUNTERS;"] => Ok(Command::ReportCounters(target)),
         ["START"] => Ok(Command::Start(target)),
         ["RESTART", options @ ..] => {
             let (mut initial, mut no_start, mut force) = (false, false, false);
@@ -221,7 +228,10 @@ pub fn execute(
         }
         Command::Stop { target, force } => stop(connect, *target, *force),
         Command::Shutdown => shutdown(connect),
-        Command::ReportMemoryUsage(target) => memory_usage(connect, *target),
+        Command::ReportMemoryUsage(target) => {
+            report(connect, *target, |id, get| memory_lines(id, get))
+        }
+        Command::ReportCounters(target) => report(connect, *target, counter_lines),
         Command::ClusterLog { mode, severities } => clusterlog(connect, mode, severities),
         Command::LogLevel { target, settings } => {
             let mut client = connect().map_err(fail)?;
@@ -365,13 +375,72 @@ fn shutdown(connect: &dyn Fn() -> Result<MgmClient, MgmError>) -> Result<String,
     ))
 }
 
+/// A data node's reported figure by name (`None`: not reported).
+type Figures<'a> = &'a dyn Fn(&str) -> Option<u64>;
+
 /// NDB's `Node 1: Data usage is 2%(55 32K pages of total 3200)`: rndb charges DataMemory by
-/// bytes, shown here in NDB's 32 KiB pages (rounded up) so the figures read the same.
-fn memory_usage(
+/// bytes, shown here in NDB's 32 KiB pages (rounded up) so the figures read the same. Then the
+/// record pools, as NDB's ndbinfo.resources shows them.
+fn memory_lines(id: u16, get: Figures<'_>) -> Option<String> {
+    const PAGE_BYTES: u64 = 32 * 1024;
+    let used = get("datamemory.used")?;
+    let total = get("datamemory.total").filter(|t| *t > 0)?;
+    let mut out = format!(
+        "Node {id}: Data usage is {}%({} 32K pages of total {})\n",
+        used * 100 / total,
+        used.div_ceil(PAGE_BYTES),
+        total / PAGE_BYTES
+    );
+    for (name, used, total) in [
+        ("Transaction record", "transactions", "transactions_max"),
+        ("Operation record", "operations", "operations_max"),
+    ] {
+        if let (Some(used), Some(total)) = (get(used), get(total).filter(|t| *t > 0)) {
+            out.push_str(&format!(
+                "Node {id}: {name} usage is {}%({used} of total {total})\n",
+                used * 100 / total
+            ));
+        }
+    }
+    if let Some(scans) = get("scans") {
+        out.push_str(&format!("Node {id}: Scan records in use: {scans}\n"));
+    }
+    if let Some(bytes) = get("send_buffer_bytes") {
+        out.push_str(&format!("Node {id}: Send buffer usage: {bytes} bytes\n"));
+    }
+    Some(out)
+}
+
+/// `REPORT Counters`: locks, the transporter's counters and the checkpoint state.
+fn counter_lines(id: u16, get: Figures<'_>) -> Option<String> {
+    let g = |name: &str| get(name).unwrap_or(0);
+    get("frames_sent")?;
+    Some(format!(
+        "Node {id}: Row locks held or waited for: {}, lock waits: {}\n         Node {id}: Transporter: {} frames ({} bytes) sent, {} frames ({} bytes) received, \
+         {} send buffer overloads, {} bytes in send buffers\n         Node {id}: Global checkpoint {} (restorable {}), local checkpoint {} (restorable {}{})\n",
+        g("row_locks"),
+        g("lock_waits"),
+        g("frames_sent"),
+        g("bytes_sent"),
+        g("frames_received"),
+        g("bytes_received"),
+        g("send_overloads"),
+        g("send_buffer_bytes"),
+        g("gci_current"),
+        g("gci_restorable"),
+        g("lcp_id"),
+        g("lcp_restorable_id"),
+        if g("lcp_running") == 1 { ", running" } else { "" },
+    ))
+}
+
+/// A REPORT: each targeted data node's figures, formatted by `lines` (`None`: not reported,
+/// so not connected).
+fn report(
     connect: &dyn Fn() -> Result<MgmClient, MgmError>,
     target: Target,
+    lines: fn(u16, Figures<'_>) -> Option<String>,
 ) -> Result<String, String> {
-    const PAGE_BYTES: u64 = 32 * 1024;
     let mut client = connect().map_err(|e| e.to_string())?;
     let reply = client
         .call(&Message::new("report memoryusage"), REPLY_TIMEOUT)
@@ -382,25 +451,15 @@ fn memory_usage(
         if target != Target::All && target != Target::Node(node.id) {
             continue;
         }
-        let used: Option<u64> = reply
-            .parse(&format!("node.{}.datamemory.used", node.id))
-            .ok()
-            .flatten();
-        let total: Option<u64> = reply
-            .parse(&format!("node.{}.datamemory.total", node.id))
-            .ok()
-            .flatten();
-        match (used, total) {
-            (Some(used), Some(total)) if total > 0 => {
-                let percent = used * 100 / total;
-                out.push_str(&format!(
-                    "Node {}: Data usage is {percent}%({} 32K pages of total {})\n",
-                    node.id,
-                    used.div_ceil(PAGE_BYTES),
-                    total / PAGE_BYTES
-                ));
-            }
-            _ => out.push_str(&format!("Node {}: not connected\n", node.id)),
+        let get = |name: &str| -> Option<u64> {
+            reply
+                .parse(&format!("node.{}.{name}", node.id))
+                .ok()
+                .flatten()
+        };
+        match lines(node.id, &get) {
+            Some(text) => out.push_str(&text),
+            None => out.push_str(&format!("Node {}: not connected\n", node.id)),
         }
     }
     if out.is_empty() {

@@ -33,6 +33,95 @@ pub struct DataNodeReport {
     pub transactions: u64,
     /// Nodes with a live link to this one.
     pub connected: Vec<u16>,
+    /// The data nodes this node holds alive (itself included).
+    pub alive: Vec<u16>,
+    /// The figures of [`FIGURES`] (same order), sent as `stat.<name>` fields.
+    pub figures: Vec<u64>,
+}
+
+/// Whether a figure only grows (from the node's start) or goes up and down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FigureKind {
+    Gauge,
+    Counter,
+}
+
+/// One figure a data node reports beyond memory: its name (the report field is
+/// `stat.<name>`, the metric `ndb_<name>`), kind and meaning.
+#[derive(Clone, Copy, Debug)]
+pub struct Figure {
+    pub name: &'static str,
+    pub kind: FigureKind,
+    pub help: &'static str,
+}
+
+const fn gauge(name: &'static str, help: &'static str) -> Figure {
+    Figure {
+        name,
+        kind: FigureKind::Gauge,
+        help,
+    }
+}
+
+const fn counter(name: &'static str, help: &'static str) -> Figure {
+    Figure {
+        name,
+        kind: FigureKind::Counter,
+        help,
+    }
+}
+
+/// Every figure a data node reports, in report order.
+pub const FIGURES: &[Figure] = &[
+    gauge("data_memory_used_bytes", "DataMemory in use, bytes"),
+    gauge("data_memory_total_bytes", "DataMemory configured, bytes"),
+    gauge("transactions", "TC transaction records in use"),
+    gauge("transactions_max", "MaxNoOfConcurrentTransactions"),
+    gauge("operations", "TC operation records in use"),
+    gauge("operations_max", "MaxNoOfConcurrentOperations"),
+    gauge("scans", "TC scan records in use"),
+    gauge(
+        "row_locks",
+        "Row locks held or waited for by live transactions at LQH",
+    ),
+    counter(
+        "lock_waits",
+        "Key operations and locking scans that waited for a row lock",
+    ),
+    counter("frames_sent", "Frames sent on this node's links"),
+    counter(
+        "bytes_sent",
+        "Bytes (headers and payloads) sent on this node's links",
+    ),
+    counter("frames_received", "Frames received on this node's links"),
+    counter(
+        "bytes_received",
+        "Bytes (headers and payloads) received on this node's links",
+    ),
+    counter(
+        "send_overloads",
+        "Sends that found a send buffer over its overload limit",
+    ),
+    gauge(
+        "send_buffer_bytes",
+        "Bytes waiting in this node's send buffers",
+    ),
+    gauge("gci_current", "The global checkpoint commits go into now"),
+    gauge(
+        "gci_restorable",
+        "The newest global checkpoint this node knows restorable",
+    ),
+    gauge("lcp_id", "The newest local checkpoint started"),
+    gauge(
+        "lcp_restorable_id",
+        "The newest local checkpoint a restart would use",
+    ),
+    gauge("lcp_running", "1 while a local checkpoint runs"),
+];
+
+/// The index of figure `name` in [`FIGURES`].
+pub fn figure_index(name: &str) -> Option<usize> {
+    FIGURES.iter().position(|f| f.name == name)
 }
 
 /// How a data node is to start again after a restart ndb_mgmd asked for (`N RESTART [-i] [-n]`):
@@ -208,7 +297,8 @@ pub fn spawn(
 
 fn report_message(node_id: u16, status: &str, angel: bool, report: &DataNodeReport) -> Message {
     let connected: Vec<String> = report.connected.iter().map(u16::to_string).collect();
-    Message::new("report")
+    let alive: Vec<String> = report.alive.iter().map(u16::to_string).collect();
+    let mut message = Message::new("report")
         .field("nodetype", Requester::Ndbd.as_str())
         .field("nodeid", node_id)
         .field("status", status)
@@ -216,9 +306,14 @@ fn report_message(node_id: u16, status: &str, angel: bool, report: &DataNodeRepo
         .field("pid", std::process::id())
         .field("angel", u8::from(angel))
         .field("connected", connected.join(","))
+        .field("alive", alive.join(","))
         .field("datamemory.used", report.data_memory_used_bytes)
         .field("datamemory.total", report.data_memory_total_bytes)
-        .field("transactions", report.transactions)
+        .field("transactions", report.transactions);
+    for (figure, value) in FIGURES.iter().zip(&report.figures) {
+        message.push(format!("stat.{}", figure.name), value);
+    }
+    message
 }
 
 /// Reports every [`REPORT_INTERVAL`] until the connection fails.

@@ -7,6 +7,7 @@
 
 pub mod cache;
 pub mod log;
+pub mod metrics;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufReader;
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use rndb_config::{ClusterConfig, NodeId, NodeKind};
 
-use crate::node_report::RestartRequest;
+use crate::node_report::{RestartRequest, FIGURES};
 use crate::status::{ClusterStatus, NodeState, NodeStatus, NodeType, VERSION};
 use crate::wire::Message;
 use log::{Category, ClusterLog, Event, Severity};
@@ -99,6 +100,57 @@ struct ReportLink {
     connected: BTreeSet<u16>,
     data_memory_used: u64,
     data_memory_total: u64,
+    /// The figures of `node_report::FIGURES` it last reported, by name (empty before the
+    /// first report).
+    figures: BTreeMap<&'static str, u64>,
+    /// The data nodes it last reported alive.
+    alive: BTreeSet<u16>,
+}
+
+/// NDB's checkpoint events, from the change between two reports of the master: `Global
+/// checkpoint N started` (CHECKPOINT 9), `completed` (10), `Local checkpoint N started` and
+/// `completed` (7). Reports come every 200 ms: a global checkpoint that started and completed
+/// between two is logged by its newest number only.
+fn checkpoint_events(
+    node: u16,
+    before: &BTreeMap<&'static str, u64>,
+    now: &BTreeMap<&'static str, u64>,
+) -> Vec<Event> {
+    let get = |figures: &BTreeMap<&'static str, u64>, name| figures.get(name).copied();
+    let mut events = Vec::new();
+    let mut push = |priority, text: String| {
+        events.push(Event::new(
+            node,
+            Category::Checkpoint,
+            priority,
+            Severity::Info,
+            text,
+        ));
+    };
+    let grew = |name| match (get(before, name), get(now, name)) {
+        (Some(old), Some(new)) if new > old => Some(new),
+        _ => None,
+    };
+    if let Some(gci) = grew("gci_current") {
+        push(9, format!("Global checkpoint {gci} started"));
+    }
+    if let Some(gci) = grew("gci_restorable") {
+        push(10, format!("Global checkpoint {gci} completed"));
+    }
+    let running = |figures| get(figures, "lcp_running") == Some(1);
+    let lcp = get(now, "lcp_id").unwrap_or(0);
+    let started = grew("lcp_id");
+    if let Some(id) = started {
+        let restorable = get(now, "gci_restorable").unwrap_or(0);
+        push(
+            7,
+            format!("Local checkpoint {id} started. Oldest restorable GCI = {restorable}"),
+        );
+    }
+    if !running(now) && (started.is_some() || running(before)) && lcp > 0 {
+        push(7, format!("Local checkpoint {lcp} completed"));
+    }
+    events
 }
 
 /// NDB's `Node shutdown completed[, restarting][, no start][, initial]`.
@@ -355,9 +407,32 @@ impl Server {
             .split(',')
             .filter_map(|n| n.trim().parse().ok())
             .collect();
+        let alive: BTreeSet<u16> = request
+            .get("alive")
+            .unwrap_or("")
+            .split(',')
+            .filter_map(|n| n.trim().parse().ok())
+            .collect();
+        let mut figures = BTreeMap::new();
+        for figure in FIGURES {
+            if let Some(value) = request.parse::<u64>(&format!("stat.{}", figure.name))? {
+                figures.insert(figure.name, value);
+            }
+        }
         let mut guard = self.lock();
         let state = &mut *guard;
         let me = self.me.0;
+        // The master (QMGR's president: the started data node with the lowest id) reports the
+        // cluster's checkpoints, as NDB's master DIH does.
+        let master = state
+            .data
+            .iter()
+            .find(|(_, n)| {
+                n.link
+                    .as_ref()
+                    .is_some_and(|s| s.state == NodeState::Started)
+            })
+            .map(|(&id, _)| id);
         let record = state
             .data
             .get_mut(&node)
@@ -386,6 +461,8 @@ impl Server {
                     connected: BTreeSet::new(),
                     data_memory_used: 0,
                     data_memory_total: 0,
+                    figures: BTreeMap::new(),
+                    alive: BTreeSet::new(),
                 });
                 record.reserved_until = None;
                 *link = Some((node, id));
@@ -439,6 +516,24 @@ impl Server {
                 text,
             ));
         }
+        // A started node's view of who is alive: one that leaves it has failed, as each
+        // survivor reports it (NDB's Disconnected, CONNECTION 8, and NODE_FAILREP, NODERESTART
+        // 8: seen with `CLUSTERLOG NODERESTART=8` or more).
+        if !live.figures.is_empty() && live.state == NodeState::Started {
+            for gone in live.alive.difference(&alive) {
+                for (category, text) in [
+                    (Category::Connection, format!("Node {gone} Disconnected")),
+                    (Category::NodeRestart, format!("Node {gone} has failed")),
+                ] {
+                    events.push(Event::new(node, category, 8, Severity::Alert, text));
+                }
+            }
+            if master == Some(node) && reported == NodeState::Started {
+                events.extend(checkpoint_events(node, &live.figures, &figures));
+            }
+        }
+        live.alive = alive;
+        live.figures = figures;
         live.state = reported;
         live.version = version;
         live.pid = request.parse("pid")?.unwrap_or(0);
@@ -532,6 +627,16 @@ impl Server {
         ));
         drop(guard);
         self.changed.notify_all();
+    }
+
+    /// Every connected data node's last reported figures (`node_report::FIGURES`), by node id.
+    pub fn figures(&self) -> BTreeMap<u16, BTreeMap<&'static str, u64>> {
+        let state = self.lock();
+        state
+            .data
+            .iter()
+            .filter_map(|(&id, n)| Some((id, n.link.as_ref()?.figures.clone())))
+            .collect()
     }
 
     /// Every node's state now.
@@ -903,6 +1008,9 @@ impl Server {
             if let Some(s) = &node.link {
                 reply.push(format!("node.{id}.datamemory.used"), s.data_memory_used);
                 reply.push(format!("node.{id}.datamemory.total"), s.data_memory_total);
+                for (name, value) in &s.figures {
+                    reply.push(format!("node.{id}.{name}"), value);
+                }
             }
         }
         reply
