@@ -25,9 +25,18 @@ pub enum Command {
         force: bool,
     },
     Shutdown,
-    /// `N START`, `N RESTART [-i] [-n]`: need node restart, not built yet.
-    NotSupported(String),
+    /// `N START`, `ALL START`: nodes waiting in NOT_STARTED start.
+    Start(Target),
+    /// `N RESTART [-n] [-i] [-f]`.
+    Restart {
+        target: Target,
+        initial: bool,
+        no_start: bool,
+        force: bool,
+    },
     ReportMemoryUsage(Target),
+    /// `N REPORT Counters` (rndb's): locks, transporter counters, checkpoint state.
+    ReportCounters(Target),
     /// `CLUSTERLOG ON|OFF|TOGGLE [severity ...]`, `CLUSTERLOG INFO`.
     ClusterLog {
         mode: &'static str,
@@ -56,9 +65,18 @@ ALL STATUS                             Print status of all data nodes
 ALL STOP                               Stop all data nodes
 SHUTDOWN                               Shutdown all data and management
                                        server nodes
-<id> START, <id> RESTART [-n] [-i]     Not supported yet (node restart)
-ALL REPORT MemoryUsage                 Report DataMemory use of data nodes
-<id> REPORT MemoryUsage                Report DataMemory use of one node
+<id> RESTART [-n] [-i] [-f]            Restart data node (-n: wait for START,
+                                       -i: initial, -f: even if its node group
+                                       would have no started node left)
+<id> START                             Start data node (started with --nostart)
+ALL START                              Start all data nodes waiting in
+                                       NOT_STARTED
+ALL REPORT MemoryUsage                 Report memory use of data nodes
+                                       (DataMemory, transaction, operation and
+                                       scan records, send buffers)
+<id> REPORT MemoryUsage                Report memory use of one node
+<id> REPORT Counters                   Report locks, transporter counters and
+                                       checkpoint state of data node(s)
 CLUSTERLOG ON [<severity>] ...         Enable Cluster logging
 CLUSTERLOG OFF [<severity>] ...        Disable Cluster logging
 CLUSTERLOG TOGGLE [<severity>] ...     Toggle severity filter on/off
@@ -113,11 +131,25 @@ pub fn parse(line: &str) -> Result<Command, String> {
         ["REPORT", "MEMORYUSAGE" | "MEMORY" | "MEMORYUSAGE;"] => {
             Ok(Command::ReportMemoryUsage(target))
         }
-        ["START" | "RESTART", ..] => Ok(Command::NotSupported(format!(
-            "{}: node restart is not supported yet (a stopped data node cannot be started or \
-             restarted into a running cluster); stop the cluster and start it again instead",
-            line.trim()
-        ))),
+        ["REPORT", "COUNTERS" | "COUNTERS;"] => Ok(Command::ReportCounters(target)),
+        ["START"] => Ok(Command::Start(target)),
+        ["RESTART", options @ ..] => {
+            let (mut initial, mut no_start, mut force) = (false, false, false);
+            for option in options {
+                match *option {
+                    "-I" | "-INITIAL" => initial = true,
+                    "-N" | "-NOSTART" => no_start = true,
+                    "-F" | "-FORCE" => force = true,
+                    _ => return Err(invalid()),
+                }
+            }
+            Ok(Command::Restart {
+                target,
+                initial,
+                no_start,
+                force,
+            })
+        }
         ["CLUSTERLOG", settings @ ..] if !settings.is_empty() => {
             let mut parsed = Vec::new();
             for setting in settings {
@@ -164,7 +196,13 @@ pub fn execute(
     match command {
         Command::Help => Ok(HELP.to_string()),
         Command::Quit => Ok(String::new()),
-        Command::NotSupported(why) => Err(why.clone()),
+        Command::Start(target) => start(connect, *target),
+        Command::Restart {
+            target,
+            initial,
+            no_start,
+            force,
+        } => restart(connect, *target, *initial, *no_start, *force),
         Command::Show => {
             let mut client = connect().map_err(fail)?;
             let status = client.status().map_err(fail)?;
@@ -190,7 +228,10 @@ pub fn execute(
         }
         Command::Stop { target, force } => stop(connect, *target, *force),
         Command::Shutdown => shutdown(connect),
-        Command::ReportMemoryUsage(target) => memory_usage(connect, *target),
+        Command::ReportMemoryUsage(target) => {
+            report(connect, *target, |id, get| memory_lines(id, get))
+        }
+        Command::ReportCounters(target) => report(connect, *target, counter_lines),
         Command::ClusterLog { mode, severities } => clusterlog(connect, mode, severities),
         Command::LogLevel { target, settings } => {
             let mut client = connect().map_err(fail)?;
@@ -248,6 +289,73 @@ fn stop(
     Ok(out)
 }
 
+fn start(
+    connect: &dyn Fn() -> Result<MgmClient, MgmError>,
+    target: Target,
+) -> Result<String, String> {
+    let mut client = connect().map_err(|e| e.to_string())?;
+    let request = match target {
+        Target::All => Message::new("start").field("all", 1),
+        Target::Node(id) => Message::new("start").field("node", id),
+    };
+    let reply = client
+        .call(&request, REPLY_TIMEOUT)
+        .map_err(|e| format!("Start failed.\n*  {e}"))?;
+    if target == Target::All {
+        return Ok("NDB Cluster is being started.\n".into());
+    }
+    let mut out = String::new();
+    for id in reply
+        .get("started")
+        .unwrap_or("")
+        .split(',')
+        .filter(|s| !s.is_empty())
+    {
+        out.push_str(&format!("Database node {id} is being started.\n"));
+    }
+    Ok(out)
+}
+
+/// NDB's lines for a restart: the shutdown events, then `Node 2 is being restarted`.
+fn restart(
+    connect: &dyn Fn() -> Result<MgmClient, MgmError>,
+    target: Target,
+    initial: bool,
+    no_start: bool,
+    force: bool,
+) -> Result<String, String> {
+    let mut client = connect().map_err(|e| e.to_string())?;
+    let request = match target {
+        Target::All => Message::new("restart").field("all", 1),
+        Target::Node(id) => Message::new("restart").field("node", id),
+    }
+    .field("initial", u8::from(initial))
+    .field("nostart", u8::from(no_start))
+    .field("force", u8::from(force));
+    let reply = client
+        .call(&request, STOP_REPLY_TIMEOUT)
+        .map_err(|e| format!("Restart failed.\n*  {e}"))?;
+    let mut completed = String::from("Node shutdown completed, restarting");
+    if no_start {
+        completed.push_str(", no start");
+    }
+    if initial {
+        completed.push_str(", initial");
+    }
+    let mut out = String::new();
+    for id in reply
+        .get("restarted")
+        .unwrap_or("")
+        .split(',')
+        .filter(|s| !s.is_empty())
+    {
+        out.push_str(&format!(
+            "Node {id}: Node shutdown initiated\nNode {id}: {completed}.\nNode {id} is being restarted\n"
+        ));
+    }
+    Ok(out)
+}
+
 fn shutdown(connect: &dyn Fn() -> Result<MgmClient, MgmError>) -> Result<String, String> {
     let mut client = connect().map_err(|e| e.to_string())?;
     let request = Message::new("stop").field("all", 1).field("mgm", 1);
@@ -267,13 +375,72 @@ fn shutdown(connect: &dyn Fn() -> Result<MgmClient, MgmError>) -> Result<String,
     ))
 }
 
+/// A data node's reported figure by name (`None`: not reported).
+type Figures<'a> = &'a dyn Fn(&str) -> Option<u64>;
+
 /// NDB's `Node 1: Data usage is 2%(55 32K pages of total 3200)`: rndb charges DataMemory by
-/// bytes, shown here in NDB's 32 KiB pages (rounded up) so the figures read the same.
-fn memory_usage(
+/// bytes, shown here in NDB's 32 KiB pages (rounded up) so the figures read the same. Then the
+/// record pools, as NDB's ndbinfo.resources shows them.
+fn memory_lines(id: u16, get: Figures<'_>) -> Option<String> {
+    const PAGE_BYTES: u64 = 32 * 1024;
+    let used = get("datamemory.used")?;
+    let total = get("datamemory.total").filter(|t| *t > 0)?;
+    let mut out = format!(
+        "Node {id}: Data usage is {}%({} 32K pages of total {})\n",
+        used * 100 / total,
+        used.div_ceil(PAGE_BYTES),
+        total / PAGE_BYTES
+    );
+    for (name, used, total) in [
+        ("Transaction record", "transactions", "transactions_max"),
+        ("Operation record", "operations", "operations_max"),
+    ] {
+        if let (Some(used), Some(total)) = (get(used), get(total).filter(|t| *t > 0)) {
+            out.push_str(&format!(
+                "Node {id}: {name} usage is {}%({used} of total {total})\n",
+                used * 100 / total
+            ));
+        }
+    }
+    if let Some(scans) = get("scans") {
+        out.push_str(&format!("Node {id}: Scan records in use: {scans}\n"));
+    }
+    if let Some(bytes) = get("send_buffer_bytes") {
+        out.push_str(&format!("Node {id}: Send buffer usage: {bytes} bytes\n"));
+    }
+    Some(out)
+}
+
+/// `REPORT Counters`: locks, the transporter's counters and the checkpoint state.
+fn counter_lines(id: u16, get: Figures<'_>) -> Option<String> {
+    let g = |name: &str| get(name).unwrap_or(0);
+    get("frames_sent")?;
+    Some(format!(
+        "Node {id}: Row locks held or waited for: {}, lock waits: {}\n         Node {id}: Transporter: {} frames ({} bytes) sent, {} frames ({} bytes) received, \
+         {} send buffer overloads, {} bytes in send buffers\n         Node {id}: Global checkpoint {} (restorable {}), local checkpoint {} (restorable {}{})\n",
+        g("row_locks"),
+        g("lock_waits"),
+        g("frames_sent"),
+        g("bytes_sent"),
+        g("frames_received"),
+        g("bytes_received"),
+        g("send_overloads"),
+        g("send_buffer_bytes"),
+        g("gci_current"),
+        g("gci_restorable"),
+        g("lcp_id"),
+        g("lcp_restorable_id"),
+        if g("lcp_running") == 1 { ", running" } else { "" },
+    ))
+}
+
+/// A REPORT: each targeted data node's figures, formatted by `lines` (`None`: not reported,
+/// so not connected).
+fn report(
     connect: &dyn Fn() -> Result<MgmClient, MgmError>,
     target: Target,
+    lines: fn(u16, Figures<'_>) -> Option<String>,
 ) -> Result<String, String> {
-    const PAGE_BYTES: u64 = 32 * 1024;
     let mut client = connect().map_err(|e| e.to_string())?;
     let reply = client
         .call(&Message::new("report memoryusage"), REPLY_TIMEOUT)
@@ -284,25 +451,15 @@ fn memory_usage(
         if target != Target::All && target != Target::Node(node.id) {
             continue;
         }
-        let used: Option<u64> = reply
-            .parse(&format!("node.{}.datamemory.used", node.id))
-            .ok()
-            .flatten();
-        let total: Option<u64> = reply
-            .parse(&format!("node.{}.datamemory.total", node.id))
-            .ok()
-            .flatten();
-        match (used, total) {
-            (Some(used), Some(total)) if total > 0 => {
-                let percent = used * 100 / total;
-                out.push_str(&format!(
-                    "Node {}: Data usage is {percent}%({} 32K pages of total {})\n",
-                    node.id,
-                    used.div_ceil(PAGE_BYTES),
-                    total / PAGE_BYTES
-                ));
-            }
-            _ => out.push_str(&format!("Node {}: not connected\n", node.id)),
+        let get = |name: &str| -> Option<u64> {
+            reply
+                .parse(&format!("node.{}.{name}", node.id))
+                .ok()
+                .flatten()
+        };
+        match lines(node.id, &get) {
+            Some(text) => out.push_str(&text),
+            None => out.push_str(&format!("Node {}: not connected\n", node.id)),
         }
     }
     if out.is_empty() {
@@ -409,12 +566,28 @@ mod tests {
                 settings: vec![("STARTUP".into(), 14), ("CONNECTION".into(), 2)],
             }),
         );
-        for line in ["2 restart -i", "2 start", "all restart"] {
-            let command = parse(line).expect(line);
-            let never = || -> Result<MgmClient, MgmError> { unreachable!("no connection") };
-            let err = execute(&command, &never).expect_err(line);
-            assert!(err.contains("not supported yet"), "{line}: {err}");
-        }
+        check("2 start", Ok(Command::Start(Target::Node(2))));
+        check("all start", Ok(Command::Start(Target::All)));
+        check(
+            "2 restart",
+            Ok(Command::Restart {
+                target: Target::Node(2),
+                initial: false,
+                no_start: false,
+                force: false,
+            }),
+        );
+        check(
+            "3 RESTART -n -i -f",
+            Ok(Command::Restart {
+                target: Target::Node(3),
+                initial: true,
+                no_start: true,
+                force: true,
+            }),
+        );
+        check("2 restart -x", Err("Invalid command"));
+        check("2 start now", Err("Invalid command"));
         check(
             "frobnicate",
             Err("Invalid command: frobnicate\nType HELP for help."),

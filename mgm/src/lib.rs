@@ -5,12 +5,14 @@
 //!   fields, an optional body).
 //! - [`connectstring`]: NDB's `--ndb-connectstring` (`nodeid=N,host:port,...`).
 //! - [`client`]: one connection to ndb_mgmd; `fetch_config` for nodes started with `-c`.
-//! - [`node_report`]: a data node's reports to ndb_mgmd (state, links, memory) and the stop
-//!   ndb_mgmd may ask for in its replies.
+//! - [`node_report`]: a data node's reports to ndb_mgmd (state, links, memory, the figures of
+//!   [`node_report::FIGURES`]) and the stop, restart or start ndb_mgmd may ask for in its
+//!   replies; the wait in NOT_STARTED of a node started with `--nostart`.
 //! - [`status`]: what ndb_mgmd knows of each node, and SHOW's and STATUS's text.
 //! - [`tls`]: TLS on the protocol (`start tls`, as NDB 8.3), for both ends.
 //! - [`server`]: ndb_mgmd itself: serving the config, node states, the cluster log
-//!   ([`server::log`]), the config cache ([`server::cache`]), STOP and SHUTDOWN.
+//!   ([`server::log`]), the config cache ([`server::cache`]), STOP, RESTART, START and
+//!   SHUTDOWN, and the metrics endpoint ([`server::metrics`]).
 //!
 //! A request flows: `ndb_mgm -e "2 STOP"` → `client::MgmClient::call("stop", node: 2)` →
 //! `server::Server::stop` marks node 2 → node 2's next report gets `action: stop` → the data

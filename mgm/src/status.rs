@@ -40,6 +40,8 @@ impl NodeType {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeState {
     NoContact,
+    /// Connected and waiting for START (`ndbd --nostart`, `N RESTART -n`).
+    NotStarted,
     Starting,
     Started,
     ShuttingDown,
@@ -50,6 +52,7 @@ impl NodeState {
     pub fn as_str(self) -> &'static str {
         match self {
             NodeState::NoContact => "NO_CONTACT",
+            NodeState::NotStarted => "NOT_STARTED",
             NodeState::Starting => "STARTING",
             NodeState::Started => "STARTED",
             NodeState::ShuttingDown => "SHUTTING_DOWN",
@@ -60,6 +63,7 @@ impl NodeState {
     pub fn parse(text: &str) -> Option<NodeState> {
         [
             NodeState::NoContact,
+            NodeState::NotStarted,
             NodeState::Starting,
             NodeState::Started,
             NodeState::ShuttingDown,
@@ -202,6 +206,7 @@ fn show_line(n: &NodeStatus) -> String {
     }
     let mut details = vec![n.version.clone().unwrap_or_else(|| "unknown".into())];
     match n.state {
+        NodeState::NotStarted => details.push("not started".into()),
         NodeState::Starting => details.push("starting".into()),
         NodeState::ShuttingDown => details.push("shutting down".into()),
         _ => {}
@@ -221,6 +226,7 @@ pub fn format_node_status(n: &NodeStatus) -> String {
     let version = n.version.as_deref().unwrap_or("unknown");
     match n.state {
         NodeState::NoContact => format!("Node {}: not connected", n.id),
+        NodeState::NotStarted => format!("Node {}: not started ({version})", n.id),
         NodeState::Starting => format!("Node {}: starting ({version})", n.id),
         NodeState::Started => format!("Node {}: started ({version})", n.id),
         NodeState::ShuttingDown => format!("Node {}: shutting down ({version})", n.id),

@@ -46,6 +46,7 @@ macro_rules! link_outbox {
             dirty: &mut $exec.dirty,
             broken: &mut $exec.broken,
             stalled: &mut $exec.stalled,
+            counters: &mut $exec.counters,
         }
     };
 }
@@ -118,6 +119,8 @@ pub struct ExecLoop {
     scratch: Vec<u8>,
     /// Links not to flush early again this turn (see `LinkOutbox::stalled`).
     stalled: Vec<NodeId>,
+    /// Frames and bytes through the links since the start (reported to ndb_mgmd).
+    counters: LinkCounters,
     /// Turns since the poller last ran (see `POLLS_SKIPPED_MAX`).
     polls_skipped: u32,
     /// Some link is a shared-memory link (recomputed when links come and go).
@@ -186,6 +189,7 @@ impl ExecLoop {
             fatal: None,
             scratch: Vec::with_capacity(1 << 16),
             stalled: Vec::new(),
+            counters: LinkCounters::default(),
             polls_skipped: 0,
             has_shm_links: false,
             sleeper,
@@ -250,7 +254,12 @@ impl ExecLoop {
                 self.kernel.on_timer(now);
                 next_tick = now + TIMER_TICK;
                 if let Some(probe) = &self.probe {
-                    probe.publish(&self.kernel);
+                    let send_buffer_bytes: usize = self
+                        .registry
+                        .iter_mut()
+                        .map(|(_, link)| link.pending_send_bytes())
+                        .sum();
+                    probe.publish(&self.kernel, &self.counters, send_buffer_bytes as u64);
                 }
                 worked |= self.run_jobs(now);
             }
@@ -474,6 +483,10 @@ impl ExecLoop {
                 Err(e) => self.broken.push((node, e.to_string(), false)),
             }
         }
+        let frames = self.inbox_frames.len() as u64;
+        self.counters.frames_received += frames;
+        self.counters.bytes_received +=
+            self.inbox.len() as u64 + frames * rndb_transporter::FRAME_HEADER_BYTES as u64;
         !self.inbox_frames.is_empty()
     }
 
@@ -772,6 +785,18 @@ struct LinkOutbox<'a> {
     /// Links whose early flush found the socket or ring full this turn, or whose peer runs on
     /// this CPU: not tried again before the end-of-turn flush.
     stalled: &'a mut Vec<NodeId>,
+    counters: &'a mut LinkCounters,
+}
+
+/// Frames and bytes (headers and payloads) through this node's links since it started, and the
+/// sends that found a send buffer over its overload limit.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LinkCounters {
+    pub frames_sent: u64,
+    pub bytes_sent: u64,
+    pub frames_received: u64,
+    pub bytes_received: u64,
+    pub send_overloads: u64,
 }
 
 impl Outbox for LinkOutbox<'_> {
@@ -788,6 +813,7 @@ impl Outbox for LinkOutbox<'_> {
         };
         let mut result = link.send(&header, self.scratch);
         if let Err(TransportError::Overloaded { .. }) = result {
+            self.counters.send_overloads += 1;
             // Make room by pushing what is buffered, then try once more.
             if let Err(e) = link.flush() {
                 self.broken.push((to, format!("flush: {e}"), false));
@@ -798,6 +824,9 @@ impl Outbox for LinkOutbox<'_> {
         match result {
             Ok(()) => {
                 self.dirty.insert(to);
+                self.counters.frames_sent += 1;
+                self.counters.bytes_sent +=
+                    (self.scratch.len() + rndb_transporter::FRAME_HEADER_BYTES) as u64;
                 Ok(())
             }
             Err(TransportError::Overloaded { .. }) => {

@@ -46,18 +46,16 @@ fn check_writable(root: &std::path::Path) -> anyhow::Result<()> {
 /// it restores what its files hold (a system restart); with it, it removes them first. `tls`
 /// is its TLS keys (if any) and RequireTls, for every link it accepts or opens. With `mgm`
 /// (the connectstring it fetched its config with) it reports its state to ndb_mgmd, which may
-/// ask it to stop (see `mgm_report`).
+/// ask it to stop or restart (see `mgm_report`).
 pub fn run(
     config: ClusterConfig,
     me: NodeId,
     initial: bool,
     shutdown: Arc<AtomicBool>,
     tls: rndb_transporter::tls::TlsSetup,
-    mgm: Option<rndb_mgm::ConnectString>,
+    mgm: Option<rndb_mgm::node_report::ReportSetup>,
 ) -> anyhow::Result<()> {
     let tls = Arc::new(tls);
-    // The report link to ndb_mgmd uses the same keys (TLS after `start tls`).
-    let mgm_tls = tls.clone();
     let node = config
         .data_node(me)
         .with_context(|| {
@@ -158,11 +156,10 @@ pub fn run(
         Some((requests, confs)) => exec.with_ndbfs(requests, confs),
         None => exec,
     };
-    if let Some(connectstring) = mgm {
+    if let Some(setup) = mgm {
         let probe = Arc::new(mgm_report::Probe::default());
         mgm_report::start(
-            connectstring,
-            rndb_mgm::tls::ClientTls::with_keys(mgm_tls.keys.clone(), mgm_tls.require_tls),
+            setup,
             me.0,
             probe.clone(),
             node.data_memory_bytes,

@@ -32,8 +32,12 @@ use crate::limits::{
 /// id when its link closes.
 pub type Connected = Arc<Mutex<HashSet<NodeId>>>;
 
+/// How long binding the node's port waits for it to be released when it is in use.
+const PREVIOUS_PROCESS_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Binds the data node's port: ServerPort, or the derived port, on the address its HostName
-/// resolves to. A port in use is a fatal error that says which.
+/// resolves to. A port still in use after [`PREVIOUS_PROCESS_EXIT_WAIT`] is a fatal error that
+/// says which.
 pub fn bind(config: &ClusterConfig, me: NodeId) -> anyhow::Result<TcpListener> {
     let node = config.data_node(me).with_context(|| {
         format!(
@@ -56,7 +60,19 @@ pub fn bind(config: &ClusterConfig, me: NodeId) -> anyhow::Result<TcpListener> {
     .context("create listening socket")?;
     // Lets a restarted node bind while old connections linger in TIME_WAIT.
     socket.set_reuse_address(true).context("set SO_REUSEADDR")?;
-    if let Err(e) = socket.bind(&addr.into()) {
+    let mut bound = socket.bind(&addr.into());
+    // The previous process of this node, killed with its angel (which the kernel then kills,
+    // see `angel.rs`), may not have exited yet: its port is free within moments.
+    let deadline = std::time::Instant::now() + PREVIOUS_PROCESS_EXIT_WAIT;
+    while bound
+        .as_ref()
+        .is_err_and(|e| e.kind() == std::io::ErrorKind::AddrInUse)
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        bound = socket.bind(&addr.into());
+    }
+    if let Err(e) = bound {
         let what = if node.server_port.is_some() {
             "ServerPort"
         } else {

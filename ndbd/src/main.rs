@@ -1,4 +1,10 @@
 //! `ndbd`: starts one data node of a cluster described by a config.ini.
+//!
+//! As NDB's, `ndbd` is an angel process ([`angel`]) that runs the data node in a child process
+//! and starts it again when it stops asking to be restarted; `--foreground` runs the data node
+//! in this process, without an angel.
+
+mod angel;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -49,12 +55,28 @@ struct Args {
     /// FileSystemPath or DataDir) first. Without it, the node restores what its files hold.
     #[arg(long)]
     initial: bool,
-    /// Stay in the foreground (rndb never daemonizes; accepted for compatibility).
+    /// Do not start the data node: connect to ndb_mgmd and wait in NOT_STARTED until
+    /// `ndb_mgm -e "N START"` (needs --ndb-connectstring).
+    #[arg(short = 'n', long = "nostart", visible_alias = "no-start")]
+    nostart: bool,
+    /// Do not daemonize (rndb never daemonizes; accepted for compatibility). The angel still
+    /// runs, as NDB's does.
     #[arg(long)]
     nodaemon: bool,
-    /// Stay in the foreground (rndb never daemonizes; accepted for compatibility).
+    /// Run the data node in this process, without an angel (NDB's debugging mode): `N RESTART`
+    /// is refused for it, since nothing would start it again.
     #[arg(long)]
     foreground: bool,
+    /// The angel's pid, given by the angel to the data node process it starts.
+    #[arg(long = "angel-pid", hide = true)]
+    angel_pid: Option<u32>,
+    /// The node id the angel was given, given to the data node process it starts.
+    #[arg(long = "allocated-nodeid", hide = true)]
+    allocated_nodeid: Option<u16>,
+    /// How the angel starts the data node process again after a restart (overrides
+    /// --initial and --nostart).
+    #[arg(long = "angel-start", hide = true, value_parser = angel::START_KINDS)]
+    angel_start: Option<String>,
     /// Directories (colon-separated) to search for the cluster CA (NDB-Cluster-cert) and this
     /// node's key and certificate (ndb-data-node-private-key, ndb-data-node-cert), as NDB 8.3.
     /// With them, links to peers that have keys too are TLS, and so is the connection to
@@ -72,14 +94,36 @@ fn main() {
                 .unwrap_or_else(|_| "info".into()),
         )
         .init();
-    if let Err(e) = run() {
-        eprintln!("ndbd: error: {e:#}");
-        std::process::exit(1);
+    match run() {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("ndbd: error: {e:#}");
+            std::process::exit(1);
+        }
     }
 }
 
-fn run() -> anyhow::Result<()> {
-    let args = Args::parse();
+/// Runs the angel, or the data node process; returns the exit code.
+fn run() -> anyhow::Result<i32> {
+    let mut args = Args::parse();
+    if let Some(angel_pid) = args.angel_pid {
+        angel::watch_angel(angel_pid)?;
+    }
+    if let Some(kind) = &args.angel_start {
+        let start = angel::parse_start_kind(kind).context("--angel-start")?;
+        args.initial = start.initial;
+        args.nostart = start.no_start;
+    }
+    if args.nostart && args.connectstring.is_none() {
+        anyhow::bail!("--nostart needs --ndb-connectstring: only ndb_mgmd can start the node");
+    }
+    let under_angel = args.angel_pid.is_some();
+    if !under_angel && !args.foreground {
+        // The angel fetches the config (and, from ndb_mgmd, takes a node id) first, as NDB's:
+        // a bad config or an unreachable ndb_mgmd fails here, once.
+        let (_, me, _) = load_config(&args)?;
+        return angel::run(me.0);
+    }
     let (config, me, mgm) = load_config(&args)?;
     for warning in &config.warnings {
         tracing::warn!("{}: {warning}", config.source.display());
@@ -108,7 +152,35 @@ fn run() -> anyhow::Result<()> {
         ),
         None => tracing::info!("no TLS search path: links are plain TCP"),
     }
-    rndb_ndbd::run(config, me, args.initial, shutdown, tls, mgm)
+    let mut mgm = mgm.map(|connectstring| {
+        let mut setup = rndb_mgm::node_report::ReportSetup::new(connectstring);
+        setup.restartable = under_angel;
+        // The report link to ndb_mgmd uses the node's own keys (TLS after `start tls`).
+        setup.tls = rndb_mgm::tls::ClientTls::with_keys(tls.keys.clone(), tls.require_tls);
+        setup
+    });
+    let restart = mgm.as_ref().map(|setup| setup.restart.clone());
+    let restart_requested = || {
+        restart
+            .as_ref()
+            .and_then(|r| *r.lock().unwrap_or_else(|e| e.into_inner()))
+    };
+    let mut start = true;
+    if let (true, Some(setup)) = (args.nostart, mgm.as_mut()) {
+        start = rndb_mgm::node_report::wait_for_start(setup, me.0, &shutdown)
+            .context("wait in NOT_STARTED for ndb_mgmd's START")?;
+    }
+    if start {
+        rndb_ndbd::run(config, me, args.initial, shutdown, tls, mgm)?;
+    }
+    match restart_requested() {
+        Some(request) if under_angel => Ok(angel::restart_exit_code(request)),
+        Some(_) => {
+            tracing::warn!("asked to restart, but no angel runs (--foreground): stopped");
+            Ok(0)
+        }
+        None => Ok(0),
+    }
 }
 
 /// The config, this node's id, and the connectstring when the config came from ndb_mgmd.
@@ -132,21 +204,23 @@ fn load_config(
         let fetched = rndb_mgm::client::fetch_config_tls(
             text,
             rndb_mgm::Requester::Ndbd,
-            args.ndb_nodeid,
+            args.allocated_nodeid.or(args.ndb_nodeid),
             args.connect_retries,
             std::time::Duration::from_secs(args.connect_retry_delay),
             &tls,
         )
         .with_context(|| format!("fetch the config from ndb_mgmd ({connectstring})"))?;
         let id = args
-            .ndb_nodeid
+            .allocated_nodeid
+            .or(args.ndb_nodeid)
             .or(connectstring.node_id)
             .or(fetched.node_id)
             .context("ndb_mgmd gave no node id")?;
         tracing::info!(node = id, source = %fetched.config.source.display(), "config fetched from ndb_mgmd");
         return Ok((fetched.config, NodeId(id), Some(connectstring)));
     }
-    let (Some(file), Some(id)) = (&args.config_file, args.ndb_nodeid) else {
+    let (Some(file), Some(id)) = (&args.config_file, args.allocated_nodeid.or(args.ndb_nodeid))
+    else {
         anyhow::bail!("give --config-file and --ndb-nodeid, or --ndb-connectstring");
     };
     match rndb_config::parse_file(file) {

@@ -1,34 +1,90 @@
 //! The data node's side of ndb_mgmd: what the execution loop publishes for the reporting thread
 //! (`rndb_mgm::node_report`) to report, read without touching the kernel.
 //!
-//! The execution thread stores the kernel's state into [`Probe`] every timer tick (10 ms): a few
-//! relaxed stores, no lock on the data path. The reporting thread reads them, and the listener's
-//! set of connected nodes, every report.
+//! The execution thread stores the kernel's state and its links' counters into [`Probe`] every
+//! timer tick (10 ms): a few relaxed stores, no lock on the data path. The reporting thread
+//! reads them, and the listener's set of connected nodes, every report.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rndb_mgm::node_report::DataNodeReport;
+use rndb_mgm::node_report::{figure_index, DataNodeReport, FIGURES};
 
 use crate::blocks::Kernel;
+use crate::exec::LinkCounters;
 use crate::listener::Connected;
 
 /// The kernel's state as last published by the execution thread.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Probe {
     started: AtomicBool,
-    data_memory_used_bytes: AtomicU64,
-    transactions: AtomicU64,
+    /// The values of `rndb_mgm::node_report::FIGURES`, in its order.
+    figures: Vec<AtomicU64>,
+    /// The data nodes this node holds alive, a bitmap of node ids (below 256).
+    alive: [AtomicU64; 4],
+}
+
+impl Default for Probe {
+    fn default() -> Probe {
+        Probe {
+            started: AtomicBool::new(false),
+            figures: FIGURES.iter().map(|_| AtomicU64::new(0)).collect(),
+            alive: Default::default(),
+        }
+    }
 }
 
 impl Probe {
-    /// Called by the execution thread on its timer tick.
-    pub fn publish(&self, kernel: &Kernel) {
+    fn set(&self, name: &str, value: u64) {
+        match figure_index(name) {
+            Some(index) => self.figures[index].store(value, Ordering::Relaxed),
+            None => debug_assert!(false, "{name} is not a reported figure"),
+        }
+    }
+
+    fn get(&self, name: &str) -> u64 {
+        figure_index(name).map_or(0, |index| self.figures[index].load(Ordering::Relaxed))
+    }
+
+    /// Called by the execution thread on its timer tick, with its links' counters and the
+    /// bytes waiting in their send buffers.
+    pub fn publish(&self, kernel: &Kernel, links: &LinkCounters, send_buffer_bytes: u64) {
         self.started.store(kernel.is_started(), Ordering::Relaxed);
-        self.data_memory_used_bytes
-            .store(kernel.memory_used_bytes(), Ordering::Relaxed);
-        self.transactions
-            .store(kernel.transaction_count() as u64, Ordering::Relaxed);
+        let figures = kernel.figures();
+        let values = [
+            ("data_memory_used_bytes", kernel.memory_used_bytes()),
+            ("transactions", kernel.transaction_count() as u64),
+            ("transactions_max", u64::from(figures.transactions_max)),
+            ("operations", u64::from(figures.operations)),
+            ("operations_max", u64::from(figures.operations_max)),
+            ("scans", kernel.scan_count() as u64),
+            ("row_locks", figures.row_locks),
+            ("lock_waits", figures.lock_waits_total),
+            ("frames_sent", links.frames_sent),
+            ("bytes_sent", links.bytes_sent),
+            ("frames_received", links.frames_received),
+            ("bytes_received", links.bytes_received),
+            ("send_overloads", links.send_overloads),
+            ("send_buffer_bytes", send_buffer_bytes),
+            // The checkpoint number: a GCI's high word.
+            ("gci_current", kernel.current_gci() >> 32),
+            ("gci_restorable", u64::from(kernel.restorable_gci())),
+            ("lcp_id", u64::from(figures.lcp_id)),
+            ("lcp_restorable_id", u64::from(figures.lcp_restorable_id)),
+            ("lcp_running", u64::from(figures.lcp_running)),
+        ];
+        for (name, value) in values {
+            self.set(name, value);
+        }
+        let mut alive = [0u64; 4];
+        for node in kernel.alive_data_nodes().iter() {
+            if let Some(word) = alive.get_mut(usize::from(node.0 / 64)) {
+                *word |= 1 << (node.0 % 64);
+            }
+        }
+        for (word, bits) in self.alive.iter().zip(alive) {
+            word.store(bits, Ordering::Relaxed);
+        }
     }
 
     /// The report the reporting thread sends: this probe, DataMemory's size, and the nodes with a
@@ -39,21 +95,31 @@ impl Probe {
             .map(|set| set.iter().map(|n| n.0).collect())
             .unwrap_or_default();
         nodes.sort_unstable();
+        self.set("data_memory_total_bytes", data_memory_total_bytes);
         DataNodeReport {
             started: self.started.load(Ordering::Relaxed),
-            data_memory_used_bytes: self.data_memory_used_bytes.load(Ordering::Relaxed),
+            data_memory_used_bytes: self.get("data_memory_used_bytes"),
             data_memory_total_bytes,
-            transactions: self.transactions.load(Ordering::Relaxed),
+            transactions: self.get("transactions"),
             connected: nodes,
+            alive: (0..256u16)
+                .filter(|id| {
+                    self.alive[usize::from(id / 64)].load(Ordering::Relaxed) & (1 << (id % 64)) != 0
+                })
+                .collect(),
+            figures: self
+                .figures
+                .iter()
+                .map(|v| v.load(Ordering::Relaxed))
+                .collect(),
         }
     }
 }
 
 /// Starts the reporting thread of data node `me`, reporting `probe` to the servers of
-/// `connectstring`; it sets `shutdown` when ndb_mgmd asks the node to stop.
+/// `setup`; it sets `shutdown` when ndb_mgmd asks the node to stop or restart.
 pub fn start(
-    connectstring: rndb_mgm::ConnectString,
-    tls: rndb_mgm::tls::ClientTls,
+    setup: rndb_mgm::node_report::ReportSetup,
     me: u16,
     probe: Arc<Probe>,
     data_memory_total_bytes: u64,
@@ -61,8 +127,7 @@ pub fn start(
     shutdown: Arc<AtomicBool>,
 ) -> std::io::Result<()> {
     rndb_mgm::node_report::spawn(
-        connectstring,
-        tls,
+        setup,
         me,
         Box::new(move || probe.report(data_memory_total_bytes, &connected)),
         shutdown,

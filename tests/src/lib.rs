@@ -10,6 +10,8 @@
 //! - [`Hosts`]: separate hosts (network namespaces with their own addresses) for data nodes
 //!   whose HostNames differ ([`ClusterSpec::on_hosts`]).
 //! - [`ops`]: one-transaction helpers (read, insert, recreate a table, compare rows).
+//! - [`processes`]: ndb_mgmd and data nodes started by name with their own logs, and the
+//!   management tools run to their end (`ndb_mgm -e`, `ndb_waiter`).
 //! - [`ndbd_path`] and [`testread_perf_path`] find the workspace binaries a test runs, building
 //!   them first when the test runs under cargo (see the `binaries` module for why and how).
 //!
@@ -24,6 +26,7 @@ mod cluster;
 pub mod fake_data_node;
 mod hosts;
 pub mod ops;
+pub mod processes;
 mod spec;
 
 use std::fmt::Debug;

@@ -8,93 +8,15 @@
 use std::fs;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
-use rndb_tests::{binary_path, free_port, wait_until};
+use rndb_tests::processes::{run, text, Processes};
+use rndb_tests::{free_port, wait_until};
 
 /// How long a start may take (two data nodes in debug builds on a shared 2-core machine).
 const START_TIMEOUT: Duration = Duration::from_secs(90);
 const VERSION: &str = concat!("rndb-", env!("CARGO_PKG_VERSION"));
-
-/// Processes a test started: killed (SIGKILL) and reaped when dropped, however the test ends.
-struct Processes {
-    dir: tempfile::TempDir,
-    children: Vec<(String, Child)>,
-}
-
-impl Processes {
-    fn new() -> Processes {
-        Processes {
-            dir: tempfile::tempdir().expect("temporary directory"),
-            children: Vec::new(),
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// Starts `program args`, its output to `<name>.log` in the directory.
-    fn spawn(&mut self, name: &str, program: &str, args: &[&str]) {
-        let log = fs::File::create(self.path(&format!("{name}.log"))).expect("create a log");
-        let child = Command::new(binary_path(program).expect("find the binary"))
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("clone the log"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {program}: {e}"));
-        self.children.push((name.to_string(), child));
-    }
-
-    fn log(&self, name: &str) -> String {
-        fs::read_to_string(self.path(&format!("{name}.log"))).unwrap_or_default()
-    }
-
-    /// Waits (bounded) for process `name` to exit by itself.
-    fn wait_exit(&mut self, name: &str, timeout: Duration) -> ExitStatus {
-        let child = &mut self
-            .children
-            .iter_mut()
-            .find(|(n, _)| n == name)
-            .expect("a started process")
-            .1;
-        wait_until(
-            &format!("{name} to exit"),
-            timeout,
-            || Ok(child.try_wait()?),
-        )
-        .unwrap_or_else(|e| panic!("{e}; its log:\n{}", self.log(name)))
-    }
-}
-
-impl Drop for Processes {
-    fn drop(&mut self) {
-        for (_, child) in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if std::thread::panicking() {
-            for (name, _) in &self.children {
-                eprintln!("--- {name}.log:\n{}", self.log(name));
-            }
-        }
-    }
-}
-
-/// Runs a management program to its end.
-fn run(program: &str, args: &[&str]) -> Output {
-    Command::new(binary_path(program).expect("find the binary"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("run {program}: {e}"))
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 /// A config with one management server, two data nodes in one node group, and two API slots,
 /// every port free a moment ago; returns it and the management port.
@@ -284,7 +206,28 @@ fn bad_connectstrings_commands_and_configs_get_clear_errors() {
     );
     check(
         run("ndb_mgm", &["-c", &cs, "-e", "2 RESTART"]),
-        "not supported yet",
+        "Node 2 is not connected: nothing to restart",
+    );
+    check(
+        run("ndb_mgm", &["-c", &cs, "-e", "ALL RESTART"]),
+        "ALL RESTART is not supported yet",
+    );
+    check(
+        run("ndb_mgm", &["-c", &cs, "-e", "2 START"]),
+        "Node 2 is not connected",
+    );
+    check(
+        run(
+            "ndbd",
+            &[
+                "-f",
+                &config.display().to_string(),
+                "--ndb-nodeid",
+                "1",
+                "--nostart",
+            ],
+        ),
+        "--nostart needs --ndb-connectstring",
     );
     check(
         run("ndb_mgm", &["-c", &cs, "-e", "2 STOP"]),

@@ -53,6 +53,11 @@ struct Args {
     /// Stay in the foreground (rndb never daemonizes; accepted for compatibility).
     #[arg(long)]
     foreground: bool,
+    /// Serve every data node's figures (memory, records, locks, transporter counters,
+    /// checkpoints) as Prometheus/OpenMetrics text at `http://<HostName>:<port>/metrics`
+    /// (rndb's; NDB has ndbinfo instead). Off without it.
+    #[arg(long = "metrics-port")]
+    metrics_port: Option<u16>,
 }
 
 /// NDB's boolean option values.
@@ -122,6 +127,15 @@ fn run(offset: time::UtcOffset) -> anyhow::Result<()> {
     let signalled = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, signalled.clone()).context("install signal handler")?;
+    }
+    if let Some(port) = args.metrics_port {
+        let ip = address.ip();
+        let metrics = TcpListener::bind((ip, port))
+            .with_context(|| format!("bind the metrics endpoint {ip}:{port} (--metrics-port)"))?;
+        let bound = metrics.local_addr().context("read the metrics address")?;
+        rndb_mgm::server::metrics::spawn(server.clone(), metrics)
+            .context("start the metrics thread")?;
+        tracing::info!(%bound, "metrics at http://{bound}/metrics");
     }
     let acceptor = server.clone();
     std::thread::Builder::new()

@@ -36,8 +36,8 @@ struct Args {
     /// Give up after this many seconds (exit code 1).
     #[arg(short = 't', long, default_value_t = 120)]
     timeout: u64,
-    /// Wait until every data node is connected but not started (STARTING: rndb has no
-    /// --nostart yet, so no node waits in NDB's NOT_STARTED).
+    /// Wait until every data node is connected and waiting for START in NOT_STARTED
+    /// (`ndbd --nostart`, `N RESTART -n`).
     #[arg(
         long = "not-started",
         visible_alias = "not_started",
@@ -47,6 +47,14 @@ struct Args {
     /// Wait until no data node is in contact (all stopped).
     #[arg(long = "no-contact", visible_alias = "no_contact")]
     no_contact: bool,
+    /// Wait only for these data nodes (comma-separated ids), as NDB's `--wait-nodes`.
+    #[arg(
+        short = 'w',
+        long = "wait-nodes",
+        visible_alias = "wait_nodes",
+        value_delimiter = ','
+    )]
+    wait_nodes: Vec<u16>,
 }
 
 fn main() -> ExitCode {
@@ -70,12 +78,16 @@ fn main() -> ExitCode {
         }
     };
     let (wanted, name) = if args.not_started {
-        (NodeState::Starting, "NOT_STARTED")
+        (NodeState::NotStarted, "NOT_STARTED")
     } else if args.no_contact {
         (NodeState::NoContact, "NO_CONTACT")
     } else {
         (NodeState::Started, "STARTED")
     };
+    if let Some(id) = args.wait_nodes.iter().find(|id| **id == 0) {
+        eprintln!("ndb_waiter: --wait-nodes: {id} is not a node id");
+        return ExitCode::FAILURE;
+    }
     println!("Connecting to mgmsrv at ({connectstring})");
     println!("Waiting for cluster enter state {name}");
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
@@ -87,7 +99,20 @@ fn main() -> ExitCode {
                 last_error = None;
                 let mut all = true;
                 let mut any = false;
-                for node in status.of_type(NodeType::Ndb) {
+                if let Some(id) = args
+                    .wait_nodes
+                    .iter()
+                    .find(|id| status.of_type(NodeType::Ndb).all(|n| n.id != **id))
+                {
+                    eprintln!(
+                        "ndb_waiter: --wait-nodes: node {id} is not a data node of the cluster"
+                    );
+                    return ExitCode::FAILURE;
+                }
+                let waited = status
+                    .of_type(NodeType::Ndb)
+                    .filter(|n| args.wait_nodes.is_empty() || args.wait_nodes.contains(&n.id));
+                for node in waited {
                     any = true;
                     all &= node.state == wanted;
                     if printed.insert(node.id, node.state) != Some(node.state) {

@@ -7,6 +7,7 @@
 
 pub mod cache;
 pub mod log;
+pub mod metrics;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufReader;
@@ -19,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use rndb_config::{ClusterConfig, NodeId, NodeKind};
 
+use crate::node_report::{RestartRequest, FIGURES};
 use crate::status::{ClusterStatus, NodeState, NodeStatus, NodeType, VERSION};
 use crate::tls::{Screened, ServerTls};
 use crate::wire::Message;
@@ -33,8 +35,12 @@ pub const REPORT_TIMEOUT: Duration = Duration::from_secs(3);
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a data node id given to a node that asked for any stays reserved for it.
 pub const RESERVATION: Duration = Duration::from_secs(10);
-/// How long STOP waits for the nodes to be gone.
+/// How long STOP and RESTART wait for the nodes to be gone.
 pub const STOP_WAIT: Duration = Duration::from_secs(120);
+/// How long a data node's config request waits for the report link of its previous process
+/// to close (a node restarted by its angel asks again at once, and the old link's end may not
+/// have been read yet).
+pub const PREVIOUS_LINK_WAIT: Duration = Duration::from_secs(5);
 
 /// What the server serves.
 #[derive(Debug)]
@@ -80,6 +86,10 @@ struct DataNode {
     reserved_until: Option<Instant>,
     /// STOP asked for this node; the next report's reply says so.
     stop_requested: bool,
+    /// RESTART asked for this node (how it is to start again); the next report's reply says so.
+    restart_requested: Option<RestartRequest>,
+    /// START asked for this node, waiting in NOT_STARTED; the next report's reply says so.
+    start_requested: bool,
 }
 
 /// A data node's live report connection and what it last said.
@@ -90,9 +100,77 @@ struct ReportLink {
     state: NodeState,
     version: String,
     pid: u32,
+    /// The node runs under an angel that starts it again (RESTART is refused without one).
+    angel: bool,
     connected: BTreeSet<u16>,
     data_memory_used: u64,
     data_memory_total: u64,
+    /// The figures of `node_report::FIGURES` it last reported, by name (empty before the
+    /// first report).
+    figures: BTreeMap<&'static str, u64>,
+    /// The data nodes it last reported alive.
+    alive: BTreeSet<u16>,
+}
+
+/// NDB's checkpoint events, from the change between two reports of the master: `Global
+/// checkpoint N started` (CHECKPOINT 9), `completed` (10), `Local checkpoint N started` and
+/// `completed` (7). Reports come every 200 ms: a global checkpoint that started and completed
+/// between two is logged by its newest number only.
+fn checkpoint_events(
+    node: u16,
+    before: &BTreeMap<&'static str, u64>,
+    now: &BTreeMap<&'static str, u64>,
+) -> Vec<Event> {
+    let get = |figures: &BTreeMap<&'static str, u64>, name| figures.get(name).copied();
+    let mut events = Vec::new();
+    let mut push = |priority, text: String| {
+        events.push(Event::new(
+            node,
+            Category::Checkpoint,
+            priority,
+            Severity::Info,
+            text,
+        ));
+    };
+    let grew = |name| match (get(before, name), get(now, name)) {
+        (Some(old), Some(new)) if new > old => Some(new),
+        _ => None,
+    };
+    if let Some(gci) = grew("gci_current") {
+        push(9, format!("Global checkpoint {gci} started"));
+    }
+    if let Some(gci) = grew("gci_restorable") {
+        push(10, format!("Global checkpoint {gci} completed"));
+    }
+    let running = |figures| get(figures, "lcp_running") == Some(1);
+    let lcp = get(now, "lcp_id").unwrap_or(0);
+    let started = grew("lcp_id");
+    if let Some(id) = started {
+        let restorable = get(now, "gci_restorable").unwrap_or(0);
+        push(
+            7,
+            format!("Local checkpoint {id} started. Oldest restorable GCI = {restorable}"),
+        );
+    }
+    if !running(now) && (started.is_some() || running(before)) && lcp > 0 {
+        push(7, format!("Local checkpoint {lcp} completed"));
+    }
+    events
+}
+
+/// NDB's `Node shutdown completed[, restarting][, no start][, initial]`.
+fn shutdown_completed_text(restart: Option<RestartRequest>) -> String {
+    let mut text = String::from("Node shutdown completed");
+    if let Some(restart) = restart {
+        text.push_str(", restarting");
+        if restart.no_start {
+            text.push_str(", no start");
+        }
+        if restart.initial {
+            text.push_str(", initial");
+        }
+    }
+    text
 }
 
 impl Server {
@@ -228,6 +306,8 @@ impl Server {
             "report" => self.report(request, peer, link),
             "get status" => Ok(self.status().to_message(Message::ok_reply(command))),
             "stop" => self.stop(request),
+            "restart" => self.restart(request),
+            "start" => self.start(request),
             "report memoryusage" => Ok(self.memory_usage()),
             "set clusterlog" => self.set_clusterlog(request),
             "set loglevel" => self.set_loglevel(request),
@@ -245,10 +325,13 @@ impl Server {
                 let mut state = self.lock();
                 let id = match node_id {
                     Some(id) => {
-                        let node = state.data.get(&id).ok_or_else(|| {
-                            format!("node {id} is not a data node ([ndbd] NodeId) in {source}")
-                        })?;
-                        if let Some(s) = &node.link {
+                        if !state.data.contains_key(&id) {
+                            return Err(format!(
+                                "node {id} is not a data node ([ndbd] NodeId) in {source}"
+                            ));
+                        }
+                        state = self.wait_previous_link_closed(state, id);
+                        if let Some(s) = state.data.get(&id).and_then(|n| n.link.as_ref()) {
                             return Err(format!(
                                 "node {id} is already connected (from {}, pid {})",
                                 s.address, s.pid
@@ -338,12 +421,13 @@ impl Server {
         link: &mut Option<(u16, u64)>,
     ) -> Result<Message, String> {
         let reported = match request.get("status") {
+            Some("NOT_STARTED") => NodeState::NotStarted,
             Some("STARTING") => NodeState::Starting,
             Some("STARTED") => NodeState::Started,
             Some("STOPPING") => NodeState::ShuttingDown,
             other => {
                 return Err(format!(
-                    "status {other:?}: expected STARTING, STARTED or STOPPING"
+                    "status {other:?}: expected NOT_STARTED, STARTING, STARTED or STOPPING"
                 ))
             }
         };
@@ -353,9 +437,32 @@ impl Server {
             .split(',')
             .filter_map(|n| n.trim().parse().ok())
             .collect();
+        let alive: BTreeSet<u16> = request
+            .get("alive")
+            .unwrap_or("")
+            .split(',')
+            .filter_map(|n| n.trim().parse().ok())
+            .collect();
+        let mut figures = BTreeMap::new();
+        for figure in FIGURES {
+            if let Some(value) = request.parse::<u64>(&format!("stat.{}", figure.name))? {
+                figures.insert(figure.name, value);
+            }
+        }
         let mut guard = self.lock();
         let state = &mut *guard;
         let me = self.me.0;
+        // The master (QMGR's president: the started data node with the lowest id) reports the
+        // cluster's checkpoints, as NDB's master DIH does.
+        let master = state
+            .data
+            .iter()
+            .find(|(_, n)| {
+                n.link
+                    .as_ref()
+                    .is_some_and(|s| s.state == NodeState::Started)
+            })
+            .map(|(&id, _)| id);
         let record = state
             .data
             .get_mut(&node)
@@ -380,9 +487,12 @@ impl Server {
                     state: NodeState::NoContact,
                     version: version.clone(),
                     pid: 0,
+                    angel: false,
                     connected: BTreeSet::new(),
                     data_memory_used: 0,
                     data_memory_total: 0,
+                    figures: BTreeMap::new(),
+                    alive: BTreeSet::new(),
                 });
                 record.reserved_until = None;
                 *link = Some((node, id));
@@ -399,15 +509,22 @@ impl Server {
         let live = record.link.as_mut().ok_or("no report link")?;
         let mut events = Vec::new();
         if live.state != reported {
-            let (category, text) = match reported {
-                NodeState::Starting => (
+            let event = match reported {
+                NodeState::Starting => Some((
                     Category::Startup,
                     format!("Start initiated (version {version})"),
-                ),
-                NodeState::Started => (Category::Startup, format!("Started (version {version})")),
-                _ => (Category::Shutdown, "Node shutdown initiated".to_string()),
+                )),
+                NodeState::Started => {
+                    Some((Category::Startup, format!("Started (version {version})")))
+                }
+                NodeState::ShuttingDown => {
+                    Some((Category::Shutdown, "Node shutdown initiated".to_string()))
+                }
+                _ => None,
             };
-            events.push(Event::new(node, category, 1, Severity::Info, text));
+            if let Some((category, text)) = event {
+                events.push(Event::new(node, category, 1, Severity::Info, text));
+            }
         }
         for peer_node in connected.difference(&live.connected) {
             let text = format!("Communication to Node {peer_node} opened");
@@ -429,20 +546,81 @@ impl Server {
                 text,
             ));
         }
+        // A started node's view of who is alive: one that leaves it has failed, as each
+        // survivor reports it (NDB's Disconnected, CONNECTION 8, and NODE_FAILREP, NODERESTART
+        // 8: seen with `CLUSTERLOG NODERESTART=8` or more).
+        if !live.figures.is_empty() && live.state == NodeState::Started {
+            for gone in live.alive.difference(&alive) {
+                for (category, text) in [
+                    (Category::Connection, format!("Node {gone} Disconnected")),
+                    (Category::NodeRestart, format!("Node {gone} has failed")),
+                ] {
+                    events.push(Event::new(node, category, 8, Severity::Alert, text));
+                }
+            }
+            if master == Some(node) && reported == NodeState::Started {
+                events.extend(checkpoint_events(node, &live.figures, &figures));
+            }
+        }
+        live.alive = alive;
+        live.figures = figures;
         live.state = reported;
         live.version = version;
         live.pid = request.parse("pid")?.unwrap_or(0);
+        live.angel = request.get("angel") == Some("1");
         live.connected = connected;
         live.data_memory_used = request.parse("datamemory.used")?.unwrap_or(0);
         live.data_memory_total = request.parse("datamemory.total")?.unwrap_or(0);
-        let stop = record.stop_requested;
+        let reply = Message::ok_reply(&request.command);
+        let reply = match (record.stop_requested, record.restart_requested) {
+            (true, _) => reply.field("action", "stop"),
+            (false, Some(restart)) => reply
+                .field("action", "restart")
+                .field("initial", u8::from(restart.initial))
+                .field("nostart", u8::from(restart.no_start)),
+            (false, None) if record.start_requested && reported == NodeState::NotStarted => {
+                reply.field("action", "start")
+            }
+            (false, None) => {
+                // A START is answered once: the node reports STARTING from now on.
+                record.start_requested = false;
+                reply.field("action", "none")
+            }
+        };
         for event in &events {
             state.log.write(event);
         }
         drop(guard);
         self.changed.notify_all();
-        let reply = Message::ok_reply(&request.command);
-        Ok(reply.field("action", if stop { "stop" } else { "none" }))
+        Ok(reply)
+    }
+
+    /// Waits (at most [`PREVIOUS_LINK_WAIT`]) until data node `id` has no report link, if its
+    /// link is one of a process that is shutting down or was asked to stop or restart.
+    fn wait_previous_link_closed<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State>,
+        id: u16,
+    ) -> MutexGuard<'a, State> {
+        let deadline = Instant::now() + PREVIOUS_LINK_WAIT;
+        loop {
+            let ending = state.data.get(&id).is_some_and(|n| {
+                n.link.as_ref().is_some_and(|s| {
+                    s.state == NodeState::ShuttingDown
+                        || n.stop_requested
+                        || n.restart_requested.is_some()
+                })
+            });
+            let now = Instant::now();
+            if !ending || now >= deadline {
+                return state;
+            }
+            state = self
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 
     fn link_closed(&self, node: u16, id: u64) {
@@ -456,9 +634,11 @@ impl Server {
         }
         let link = record.link.take();
         record.stop_requested = false;
+        record.start_requested = false;
+        let restart = record.restart_requested.take();
         let me = self.me.0;
-        if link.is_some_and(|s| s.state == NodeState::ShuttingDown) {
-            let text = "Node shutdown completed";
+        if link.is_some_and(|s| s.state == NodeState::ShuttingDown || restart.is_some()) {
+            let text = shutdown_completed_text(restart);
             state.log.write(&Event::new(
                 node,
                 Category::Shutdown,
@@ -477,6 +657,16 @@ impl Server {
         ));
         drop(guard);
         self.changed.notify_all();
+    }
+
+    /// Every connected data node's last reported figures (`node_report::FIGURES`), by node id.
+    pub fn figures(&self) -> BTreeMap<u16, BTreeMap<&'static str, u64>> {
+        let state = self.lock();
+        state
+            .data
+            .iter()
+            .filter_map(|(&id, n)| Some((id, n.link.as_ref()?.figures.clone())))
+            .collect()
     }
 
     /// Every node's state now.
@@ -622,30 +812,7 @@ impl Server {
                 n.stop_requested = true;
             }
         }
-        let deadline = Instant::now() + STOP_WAIT;
-        while targets
-            .iter()
-            .any(|id| state.data.get(id).is_some_and(|n| n.link.is_some()))
-        {
-            let now = Instant::now();
-            if now >= deadline {
-                let left: Vec<String> = targets
-                    .iter()
-                    .filter(|id| state.data.get(id).is_some_and(|n| n.link.is_some()))
-                    .map(u16::to_string)
-                    .collect();
-                return Err(format!(
-                    "node(s) {} did not stop within {STOP_WAIT:?}",
-                    left.join(", ")
-                ));
-            }
-            state = self
-                .changed
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-        drop(state);
+        drop(self.wait_gone(state, &targets)?);
         let stopped: Vec<String> = targets.iter().map(u16::to_string).collect();
         let mut reply = Message::ok_reply(&request.command).field("stopped", stopped.join(","));
         if stop_me {
@@ -660,6 +827,179 @@ impl Server {
             self.shutdown.store(true, Ordering::Release);
         }
         Ok(reply)
+    }
+
+    /// Waits (at most [`STOP_WAIT`]) until none of `targets` has a report link.
+    fn wait_gone<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State>,
+        targets: &BTreeSet<u16>,
+    ) -> Result<MutexGuard<'a, State>, String> {
+        let deadline = Instant::now() + STOP_WAIT;
+        loop {
+            let left: Vec<String> = targets
+                .iter()
+                .filter(|id| state.data.get(id).is_some_and(|n| n.link.is_some()))
+                .map(u16::to_string)
+                .collect();
+            if left.is_empty() {
+                return Ok(state);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(format!(
+                    "node(s) {} did not stop within {STOP_WAIT:?}",
+                    left.join(", ")
+                ));
+            }
+            state = self
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// The data node ids of a `node: 2,3` field; anything else is an error naming it.
+    fn data_node_ids(&self, request: &Message, verb: &str) -> Result<BTreeSet<u16>, String> {
+        let mut ids = BTreeSet::new();
+        for part in request
+            .get("node")
+            .unwrap_or("")
+            .split(',')
+            .filter(|p| !p.is_empty())
+        {
+            let id: u16 = part
+                .trim()
+                .parse()
+                .map_err(|_| format!("{part:?} is not a node id"))?;
+            match self.config.node_kind(NodeId(id)) {
+                Some(NodeKind::Data) => {
+                    ids.insert(id);
+                }
+                Some(NodeKind::Mgm) => {
+                    return Err(format!(
+                        "Node {id} is a management server: rndb's ndb_mgmd cannot {verb} it"
+                    ))
+                }
+                Some(NodeKind::Api) => {
+                    return Err(format!(
+                        "Node {id} is an API node: only data nodes can be {verb}ed"
+                    ))
+                }
+                None => return Err(format!("Node {id} is not a node of the cluster")),
+            }
+        }
+        Ok(ids)
+    }
+
+    /// RESTART: `node: 2,3`, `initial: 1` (`-i`), `nostart: 1` (`-n`), `force: 1` (`-f`). Each
+    /// node stops gracefully, as on STOP, and its angel starts it again; the reply comes once
+    /// every node's report link has closed. `all: 1` is refused: the data nodes would stop one
+    /// by one and restart into a cluster still stopping, where NDB stops them all first.
+    fn restart(&self, request: &Message) -> Result<Message, String> {
+        if request.get("all") == Some("1") {
+            return Err(
+                "ALL RESTART is not supported yet: restart the data nodes one at a time \
+                        (`<id> RESTART`, waiting for each to be started again), or SHUTDOWN and \
+                        start the cluster again"
+                    .into(),
+            );
+        }
+        let targets = self.data_node_ids(request, "restart")?;
+        if targets.is_empty() {
+            return Err("RESTART names no node".into());
+        }
+        let restart = RestartRequest {
+            initial: request.get("initial") == Some("1"),
+            no_start: request.get("nostart") == Some("1"),
+        };
+        let mut state = self.lock();
+        for &id in &targets {
+            let node = state.data.get(&id);
+            if node.is_none_or(|n| n.link.is_none()) {
+                return Err(format!(
+                    "Node {id} is not connected: nothing to restart (start its ndbd)"
+                ));
+            }
+            if node.is_some_and(|n| n.stop_requested || n.restart_requested.is_some()) {
+                return Err(format!("Node {id} is already stopping or restarting"));
+            }
+            if node.is_some_and(|n| n.link.as_ref().is_some_and(|s| !s.angel)) {
+                return Err(format!(
+                    "Node {id} runs without an angel (ndbd --foreground): nothing would start it \
+                     again; STOP it and start its ndbd instead"
+                ));
+            }
+        }
+        if request.get("force") != Some("1") {
+            self.check_groups_survive(&state, &targets)?;
+        }
+        for &id in &targets {
+            if let Some(n) = state.data.get_mut(&id) {
+                n.restart_requested = Some(restart);
+            }
+        }
+        drop(self.wait_gone(state, &targets)?);
+        let restarted: Vec<String> = targets.iter().map(u16::to_string).collect();
+        Ok(Message::ok_reply(&request.command).field("restarted", restarted.join(",")))
+    }
+
+    /// START: `node: 2,3` or `all: 1`: data nodes waiting in NOT_STARTED start (their next
+    /// report's reply says so). Answers at once, as NDB's does; a named node that is not
+    /// waiting is an error.
+    fn start(&self, request: &Message) -> Result<Message, String> {
+        let mut targets = self.data_node_ids(request, "start")?;
+        let all = request.get("all") == Some("1");
+        let mut state = self.lock();
+        let waiting = |n: &DataNode| {
+            n.link
+                .as_ref()
+                .is_some_and(|s| s.state == NodeState::NotStarted)
+        };
+        if all {
+            targets.extend(
+                state
+                    .data
+                    .iter()
+                    .filter(|(_, n)| waiting(n))
+                    .map(|(&id, _)| id),
+            );
+            if targets.is_empty() {
+                return Err("no data node is waiting in NOT_STARTED: nothing to start".into());
+            }
+        }
+        if targets.is_empty() {
+            return Err("START names no node".into());
+        }
+        for &id in &targets {
+            let Some(node) = state.data.get(&id) else {
+                continue;
+            };
+            match node.link.as_ref().map(|s| s.state) {
+                None => {
+                    return Err(format!(
+                        "Node {id} is not connected: start its ndbd (with --nostart to hold it \
+                         for START)"
+                    ))
+                }
+                Some(NodeState::NotStarted) => {}
+                Some(other) => {
+                    return Err(format!(
+                        "Node {id} is {}, not NOT_STARTED: START is for a node started with \
+                         --nostart or restarted with RESTART -n",
+                        other.as_str()
+                    ))
+                }
+            }
+        }
+        for &id in &targets {
+            if let Some(n) = state.data.get_mut(&id) {
+                n.start_requested = true;
+            }
+        }
+        let started: Vec<String> = targets.iter().map(u16::to_string).collect();
+        Ok(Message::ok_reply(&request.command).field("started", started.join(",")))
     }
 
     /// Refuses to stop the last started node of a node group (NDB: "Node shutdown would cause
@@ -698,6 +1038,9 @@ impl Server {
             if let Some(s) = &node.link {
                 reply.push(format!("node.{id}.datamemory.used"), s.data_memory_used);
                 reply.push(format!("node.{id}.datamemory.total"), s.data_memory_total);
+                for (name, value) in &s.figures {
+                    reply.push(format!("node.{id}.{name}"), value);
+                }
             }
         }
         reply

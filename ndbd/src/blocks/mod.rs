@@ -631,6 +631,49 @@ impl Kernel {
     pub fn scan_count(&self) -> usize {
         self.scans.count()
     }
+
+    /// The data nodes this node holds alive (itself included).
+    pub fn alive_data_nodes(&self) -> NodeSet {
+        let mut alive = NodeSet::new();
+        for node in self.qmgr.alive() {
+            alive.insert(node);
+        }
+        alive
+    }
+
+    /// What ndb_mgmd's reports carry beyond memory and transactions (see `mgm_report`).
+    pub fn figures(&self) -> KernelFigures {
+        let (operations, operations_max) = self.tc.operations_in_use();
+        KernelFigures {
+            transactions_max: self.tc.transactions_max(),
+            operations,
+            operations_max,
+            row_locks: self.lqh.row_locks(),
+            lock_waits_total: self.lqh.lock_waits_total,
+            lcp_id: self.lcps.last_id,
+            lcp_restorable_id: self.lcps.promoted,
+            lcp_running: self.lcps.is_running(),
+        }
+    }
+}
+
+/// The kernel's figures a report to ndb_mgmd carries (read on the execution thread's timer).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KernelFigures {
+    /// MaxNoOfConcurrentTransactions.
+    pub transactions_max: u32,
+    /// TC operation records in use, and MaxNoOfConcurrentOperations.
+    pub operations: u32,
+    pub operations_max: u32,
+    /// Row locks held or waited for by live transactions at LQH.
+    pub row_locks: u64,
+    /// Lock requests that waited, since the start.
+    pub lock_waits_total: u64,
+    /// The newest local checkpoint started (complete or running), and the newest a restart
+    /// would use.
+    pub lcp_id: u32,
+    pub lcp_restorable_id: u32,
+    pub lcp_running: bool,
 }
 
 /// Answers a request frame with `signal`, echoing its request id; an answer that meets a full

@@ -214,6 +214,9 @@ pub struct Lqh {
     /// row it does not have yet succeeds without doing anything (NDB's AC_IGNORED), since the
     /// copy brings the row's committed image after the writer's commit (see `node_restart.rs`).
     pub(crate) copying: bool,
+    /// Key operations and locking scans that had to wait for a row lock, since the start
+    /// (reported to ndb_mgmd; monotonic).
+    pub(crate) lock_waits_total: u64,
 }
 
 /// Queued jobs [`Lqh::warm`] looks ahead at.
@@ -244,6 +247,7 @@ impl Lqh {
             memory: DataMemory::new(data_memory_bytes),
             redo: None,
             copying: false,
+            lock_waits_total: 0,
         }
     }
 
@@ -370,6 +374,12 @@ impl Lqh {
 
     pub fn memory_used_bytes(&self) -> u64 {
         self.memory.used_bytes()
+    }
+
+    /// Row locks held or waited for by live transactions at this LQH (one per row a
+    /// transaction locked or wrote here).
+    pub fn row_locks(&self) -> u64 {
+        self.trans_rows.values().map(|rows| rows.len() as u64).sum()
     }
 
     /// Brings into the cache what running `reqs` will read, so that their cache misses
@@ -533,6 +543,7 @@ impl Lqh {
                 });
         }
         if !slot.lock.try_acquire(req.trans, kind) {
+            self.lock_waits_total += 1;
             slot.lock.enqueue(Waiter {
                 trans: req.trans,
                 kind,
@@ -650,6 +661,7 @@ impl Lqh {
             memory,
             redo,
             copying: _,
+            lock_waits_total: _,
         } = self;
         let mut rows = trans_rows.remove(&trans).unwrap_or_default();
         // Rows of one transaction mostly belong to one table: look its fragments up once.

@@ -110,6 +110,7 @@ impl Lqh {
         let Lqh {
             fragments,
             trans_rows,
+            lock_waits_total,
             ..
         } = self;
         let Some(frag) = fragments
@@ -152,7 +153,10 @@ impl Lqh {
                     None
                 }
                 Visit::Skip => None,
-                Visit::Wait => Some(BatchEnd::Wait),
+                Visit::Wait => {
+                    *lock_waits_total += 1;
+                    Some(BatchEnd::Wait)
+                }
                 Visit::NoRecord => {
                     out_of_records = true;
                     Some(BatchEnd::More)

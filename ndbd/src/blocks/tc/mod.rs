@@ -450,6 +450,16 @@ impl Tc {
         Ok(())
     }
 
+    /// Operation records in use, and MaxNoOfConcurrentOperations.
+    pub fn operations_in_use(&self) -> (u32, u32) {
+        (self.operations_in_use, self.operations_max)
+    }
+
+    /// MaxNoOfConcurrentTransactions.
+    pub fn transactions_max(&self) -> u32 {
+        self.transactions_max
+    }
+
     /// Operation records not in use (MaxNoOfConcurrentOperations less those held).
     pub fn operations_free(&self) -> u32 {
         self.operations_max.saturating_sub(self.operations_in_use)

@@ -1,0 +1,106 @@
+//! [`Processes`]: management-side processes a test starts by name (ndb_mgmd, data nodes started
+//! with a connectstring), each writing to its own log file, killed and reaped when dropped;
+//! [`run`] runs a tool (ndb_mgm, ndb_waiter) to its end.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::Duration;
+
+use crate::{binary_path, wait_until};
+
+/// Processes a test started: killed (SIGKILL) and reaped when dropped, however the test ends;
+/// their logs are printed when the test panics.
+#[derive(Debug)]
+pub struct Processes {
+    /// Holds each process's `<name>.log` and whatever the test puts there (configs, DataDirs).
+    pub dir: tempfile::TempDir,
+    /// The processes, by the name they were started under.
+    pub children: Vec<(String, Child)>,
+}
+
+impl Processes {
+    pub fn new() -> Processes {
+        Processes {
+            dir: tempfile::tempdir().expect("temporary directory"),
+            children: Vec::new(),
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Starts `program args`, its output to `<name>.log` in the directory.
+    pub fn spawn(&mut self, name: &str, program: &str, args: &[&str]) {
+        let log = fs::File::create(self.path(&format!("{name}.log"))).expect("create a log");
+        let child = Command::new(binary_path(program).expect("find the binary"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("clone the log"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {program}: {e}"));
+        self.children.push((name.to_string(), child));
+    }
+
+    /// What process `name` has written so far.
+    pub fn log(&self, name: &str) -> String {
+        fs::read_to_string(self.path(&format!("{name}.log"))).unwrap_or_default()
+    }
+
+    /// The process started as `name`.
+    pub fn child(&mut self, name: &str) -> &mut Child {
+        &mut self
+            .children
+            .iter_mut()
+            .find(|(n, _)| n == name)
+            .expect("a started process")
+            .1
+    }
+
+    /// Waits (bounded) for process `name` to exit by itself.
+    pub fn wait_exit(&mut self, name: &str, timeout: Duration) -> ExitStatus {
+        let child = self.child(name);
+        let exited = wait_until(
+            &format!("{name} to exit"),
+            timeout,
+            || Ok(child.try_wait()?),
+        );
+        exited.unwrap_or_else(|e| panic!("{e}; its log:\n{}", self.log(name)))
+    }
+}
+
+impl Default for Processes {
+    fn default() -> Processes {
+        Processes::new()
+    }
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            for (name, _) in &self.children {
+                eprintln!("--- {name}.log:\n{}", self.log(name));
+            }
+        }
+    }
+}
+
+/// Runs a management program to its end.
+pub fn run(program: &str, args: &[&str]) -> Output {
+    Command::new(binary_path(program).expect("find the binary"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("run {program}: {e}"))
+}
+
+/// A process's output as text.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}

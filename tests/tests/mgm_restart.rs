@@ -1,0 +1,343 @@
+//! Proves that `ndb_mgm` restarts data nodes as NDB's does, through each node's angel: on a
+//! cluster of two data nodes (NoOfReplicas=2) started from ndb_mgmd, `2 RESTART` while an API
+//! node inserts brings node 2 back STARTED; `2 RESTART -n` leaves it waiting in NOT_STARTED
+//! (`ndb_waiter --not-started` sees it) until `2 START`; a rolling restart (1 RESTART, then 2
+//! RESTART) loses no acknowledged insert, and both replicas then hold the same rows; the
+//! cluster log records each restart; SIGKILL of an angel leaves no data node process behind
+//! and SIGTERM of an angel stops its node gracefully.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rndb_api::{
+    AbortOption, Cluster, ColumnDef, ColumnType, ConnectOptions, ExecType, Table, TableDef, Value,
+};
+use rndb_tests::processes::{run, text, Processes};
+use rndb_tests::{free_port, wait_until};
+
+/// How long a start or restart may take (debug builds on a shared 2-core machine).
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a request may wait for its answer.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the writer keeps failing before it connects a new API node (an API node holds a
+/// data node it saw fail as failed, so after a rolling restart only a new one sees both).
+const RECONNECT_AFTER: Duration = Duration::from_secs(1);
+/// The replica indexes of `read_from_replica`.
+const PRIMARY: usize = 0;
+const BACKUP: usize = 1;
+
+/// Two data nodes in one node group, one management server, three API slots.
+fn write_config(dir: &Path) -> (PathBuf, u16) {
+    let mgm_port = free_port();
+    let d = dir.display();
+    let config = format!(
+        "[ndbd default]\nNoOfReplicas=2\nDataMemory=16M\n\
+         [ndb_mgmd]\nNodeId=49\nHostName=127.0.0.1\nPortNumber={mgm_port}\nDataDir={d}/mgm\n\
+         [ndbd]\nNodeId=1\nHostName=127.0.0.1\nServerPort={}\nDataDir={d}/n1\n\
+         [ndbd]\nNodeId=2\nHostName=127.0.0.1\nServerPort={}\nDataDir={d}/n2\n\
+         [api]\nNodeId=50\n[api]\nNodeId=51\n[api]\nNodeId=52\n[api]\nNodeId=53\n",
+        free_port(),
+        free_port()
+    );
+    let path = dir.join("config.ini");
+    fs::write(&path, config).expect("write the config");
+    (path, mgm_port)
+}
+
+fn mgm(cs: &str, command: &str) -> String {
+    let out = run("ndb_mgm", &["-c", cs, "-e", command]);
+    assert!(
+        out.status.success(),
+        "{command}: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+fn mgm_refused(cs: &str, command: &str, expected: &str) {
+    let out = run("ndb_mgm", &["-c", cs, "-e", command]);
+    let stderr = text(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "{command} succeeded: {}",
+        text(&out.stdout)
+    );
+    assert!(
+        stderr.contains(expected),
+        "{command}: expected {expected:?} in {stderr}"
+    );
+}
+
+/// `ndb_waiter` with `args`; asserts that it succeeded.
+fn wait_for(cs: &str, args: &[&str]) {
+    let timeout = START_TIMEOUT.as_secs().to_string();
+    let mut all = vec!["-c", cs, "--timeout", &timeout];
+    all.extend_from_slice(args);
+    let out = run("ndb_waiter", &all);
+    assert!(
+        out.status.success(),
+        "ndb_waiter {args:?}: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+fn connect(cs: &str) -> Result<Cluster, rndb_api::Error> {
+    Cluster::connect_mgm(
+        cs,
+        ConnectOptions {
+            request_timeout: REQUEST_TIMEOUT,
+            connect_timeout: START_TIMEOUT,
+            ..ConnectOptions::default()
+        },
+    )
+}
+
+fn table_def() -> TableDef {
+    TableDef::new(
+        "restarted",
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("value", ColumnType::Int64),
+        ],
+    )
+}
+
+fn value_of(id: u32) -> i64 {
+    i64::from(id) * 3 + 1
+}
+
+/// Inserts ids 0, 1, 2, ... until `stop`, one per transaction; returns the acknowledged ids.
+/// A failed insert is tried again with the same id: a duplicate key (630) then means that the
+/// failed attempt committed after all. After failing for [`RECONNECT_AFTER`] it connects a new
+/// API node, as an application would.
+fn insert_until(cs: &str, stop: &AtomicBool) -> BTreeSet<u32> {
+    let mut api = connect(cs).expect("the writer connects");
+    let mut table = api.get_table("restarted").expect("the table");
+    let mut acknowledged = BTreeSet::new();
+    let mut id = 0;
+    let mut retrying = false;
+    let mut failing_since: Option<Instant> = None;
+    while !stop.load(Ordering::Relaxed) {
+        let result = (|| {
+            let mut transaction = api.start_transaction()?;
+            transaction.insert(&table, &[Value::UInt32(id), Value::Int64(value_of(id))])?;
+            transaction.execute(ExecType::Commit)
+        })();
+        match result {
+            Ok(()) => {}
+            Err(e) if retrying && e.code() == Some(630) => {}
+            Err(e) => {
+                assert!(
+                    e.is_temporary() || e.code().is_none() || e.code() == Some(4009),
+                    "insert {id}: {e}"
+                );
+                retrying = true;
+                let since = *failing_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= RECONNECT_AFTER {
+                    if let Ok(fresh) = connect(cs) {
+                        if let Ok(t) = fresh.get_table("restarted") {
+                            (api, table) = (fresh, t);
+                        }
+                    }
+                    failing_since = Some(Instant::now());
+                }
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        }
+        acknowledged.insert(id);
+        id += 1;
+        retrying = false;
+        failing_since = None;
+    }
+    acknowledged
+}
+
+/// Every row with an id below `end`, read from replica `replica`.
+fn replica_rows(api: &Cluster, table: &Table, end: u32, replica: usize) -> BTreeSet<(u32, i64)> {
+    let ids: Vec<u32> = (0..end).collect();
+    let mut rows = BTreeSet::new();
+    for chunk in ids.chunks(200) {
+        let mut transaction = api.start_transaction().expect("start");
+        let ops: Vec<_> = chunk
+            .iter()
+            .map(|&id| {
+                transaction
+                    .read_from_replica(table, &[Value::UInt32(id)], replica)
+                    .expect("define a replica read")
+            })
+            .collect();
+        transaction
+            .execute_with(ExecType::Commit, AbortOption::IgnoreError)
+            .unwrap_or_else(|e| panic!("read from replica {replica}: {e}"));
+        for (&id, op) in chunk.iter().zip(ops) {
+            match transaction.op_error(op) {
+                None => match transaction.row(op).expect("a read row") {
+                    [Value::UInt32(_), Value::Int64(value)] => {
+                        rows.insert((id, *value));
+                    }
+                    other => panic!("key {id}: unexpected row {other:?}"),
+                },
+                Some(e) if e.code == 626 => {}
+                Some(e) => panic!("read key {id} from replica {replica}: {e}"),
+            }
+        }
+    }
+    rows
+}
+
+/// The data node process an angel started last, from its `Angel pid: A started child: C` line.
+fn child_pid(log: &str) -> Option<i32> {
+    log.lines()
+        .rev()
+        .find_map(|line| line.split("started child: ").nth(1)?.trim().parse().ok())
+}
+
+/// True once process `pid` is gone (or a zombie its new parent has not reaped yet).
+fn is_gone(pid: i32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[test]
+fn data_nodes_restart_through_ndb_mgm_and_lose_no_acknowledged_write() {
+    let mut procs = Processes::new();
+    let (config, port) = write_config(procs.dir.path());
+    let cs = format!("127.0.0.1:{port}");
+    procs.spawn(
+        "ndb_mgmd",
+        "ndb_mgmd",
+        &["-f", &config.display().to_string()],
+    );
+    wait_until("ndb_mgmd to listen", Duration::from_secs(20), || {
+        Ok(TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ()))
+    })
+    .expect("ndb_mgmd listens");
+    procs.spawn(
+        "ndbd-1",
+        "ndbd",
+        &["-c", &cs, "--ndb-nodeid", "1", "--nodaemon"],
+    );
+    procs.spawn("ndbd-2", "ndbd", &["-c", &cs, "--ndb-nodeid", "2"]);
+    wait_for(&cs, &[]);
+
+    let api = connect(&cs).expect("an API node connects");
+    let table = api.create_table(&table_def()).expect("create the table");
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (cs, stop) = (cs.clone(), stop.clone());
+        std::thread::spawn(move || insert_until(&cs, &stop))
+    };
+
+    // 2 RESTART while the writer inserts: node 2 stops gracefully and its angel starts it.
+    let angel_2 = procs.child("ndbd-2").id();
+    assert_eq!(
+        mgm(&cs, "2 RESTART"),
+        "Node 2: Node shutdown initiated\n\
+         Node 2: Node shutdown completed, restarting.\n\
+         Node 2 is being restarted\n"
+    );
+    wait_for(&cs, &[]);
+    assert!(
+        procs.child("ndbd-2").try_wait().expect("poll").is_none(),
+        "the angel of node 2 (pid {angel_2}) is still running"
+    );
+    mgm_refused(&cs, "2 START", "Node 2 is STARTED, not NOT_STARTED");
+
+    // 2 RESTART -n: node 2 waits in NOT_STARTED until START.
+    assert_eq!(
+        mgm(&cs, "2 RESTART -n"),
+        "Node 2: Node shutdown initiated\n\
+         Node 2: Node shutdown completed, restarting, no start.\n\
+         Node 2 is being restarted\n"
+    );
+    wait_for(&cs, &["--not-started", "--wait-nodes", "2"]);
+    let status = mgm(&cs, "2 STATUS");
+    assert!(status.starts_with("Node 2: not started ("), "{status}");
+    assert!(mgm(&cs, "SHOW").contains("not started, Nodegroup: 0)"));
+    assert_eq!(mgm(&cs, "2 START"), "Database node 2 is being started.\n");
+    wait_for(&cs, &[]);
+
+    // A rolling restart: node 1, then node 2, each once the other is started.
+    mgm(&cs, "1 RESTART");
+    wait_for(&cs, &[]);
+    mgm(&cs, "2 RESTART -i");
+    wait_for(&cs, &[]);
+
+    stop.store(true, Ordering::Relaxed);
+    let acknowledged = writer.join().expect("the writer thread");
+    assert!(
+        acknowledged.len() > 10,
+        "only {} inserts were acknowledged",
+        acknowledged.len()
+    );
+    drop(api);
+
+    // Every acknowledged insert is on both replicas, and the replicas agree row for row.
+    let fresh = connect(&cs).expect("a new API node connects");
+    let table = fresh.get_table(table.name()).expect("the table");
+    let end = acknowledged.last().map_or(0, |id| id + 2);
+    let on_primary = replica_rows(&fresh, &table, end, PRIMARY);
+    let on_backup = replica_rows(&fresh, &table, end, BACKUP);
+    assert_eq!(
+        on_primary, on_backup,
+        "the replicas differ after the restarts"
+    );
+    let stored: BTreeSet<u32> = on_primary.iter().map(|(id, _)| *id).collect();
+    let lost: Vec<&u32> = acknowledged.difference(&stored).collect();
+    assert!(lost.is_empty(), "acknowledged inserts lost: {lost:?}");
+    for (id, value) in &on_primary {
+        assert_eq!(*value, value_of(*id), "key {id}");
+    }
+    drop(fresh);
+
+    let log = fs::read_to_string(procs.path("mgm/ndb_49_cluster.log")).expect("the cluster log");
+    for line in [
+        "-- Node 2: Node shutdown completed, restarting\n",
+        "-- Node 2: Node shutdown completed, restarting, no start\n",
+        "-- Node 1: Node shutdown completed, restarting\n",
+        "-- Node 2: Node shutdown completed, restarting, initial\n",
+    ] {
+        assert!(log.contains(line), "the cluster log lacks {line:?}:\n{log}");
+    }
+
+    // SIGKILL of an angel takes its data node process with it.
+    let child_2 = child_pid(&procs.log("ndbd-2")).expect("node 2's angel names its child");
+    assert!(
+        !is_gone(child_2),
+        "node 2's data node process {child_2} runs"
+    );
+    procs
+        .child("ndbd-2")
+        .kill()
+        .expect("kill -9 node 2's angel");
+    procs.child("ndbd-2").wait().expect("reap node 2's angel");
+    wait_until(
+        "node 2's data node process to die with its angel",
+        Duration::from_secs(10),
+        || Ok(is_gone(child_2).then_some(())),
+    )
+    .expect("no orphan data node");
+
+    // SIGTERM of an angel stops its node gracefully, and the angel exits 0.
+    let child_1 = child_pid(&procs.log("ndbd-1")).expect("node 1's angel names its child");
+    let angel_1 = nix::unistd::Pid::from_raw(procs.child("ndbd-1").id() as i32);
+    nix::sys::signal::kill(angel_1, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    assert!(procs.wait_exit("ndbd-1", Duration::from_secs(60)).success());
+    assert!(
+        is_gone(child_1),
+        "node 1's data node process {child_1} outlived its angel"
+    );
+}
