@@ -169,6 +169,9 @@ impl DataNodes {
             .arg("--ndb-nodeid")
             .arg(id.to_string())
             .args(initial.then_some("--initial"))
+            // No angel: this process is the data node, so the signals a test or benchmark
+            // sends (SIGKILL, SIGSTOP) reach it, and nothing starts it again behind our back.
+            .arg("--foreground")
             .args(extra_args)
             .current_dir(dir)
             .env("RUST_BACKTRACE", "1")
