@@ -170,18 +170,9 @@ fn a_locked_scan_whose_part_lost_its_link_does_not_commit() {
 /// of the included node's earlier run is undecided here.
 #[test]
 fn a_late_declaration_of_a_restarting_nodes_earlier_run_does_not_end_its_next_run() {
+    // The default faults (node restarts among them) and disk faults.
     let faults = Options {
-        faults: vec![
-            Fault::Crash,
-            Fault::Restart,
-            Fault::Client,
-            Fault::Slow,
-            Fault::ApiLink,
-            Fault::Buggify,
-            Fault::Pause,
-            Fault::Hang,
-            Fault::Disk,
-        ],
+        faults: [&Fault::DEFAULT[..], &[Fault::Disk]].concat(),
         ..Options::default()
     };
     let failures: Vec<String> = [0x31675, 0x31df3, 0x33cdd, 0x347dc]

@@ -347,8 +347,18 @@ fn certificates_for_another_node_type_from_another_ca_or_expired_are_refused() {
     );
     let message = refused(&expired);
     assert!(message.contains("TLS: "), "expired: {message}");
-    let log = cluster.log(NodeId(1));
-    assert!(log.contains("certificate expired"), "{log}");
+    // The client may hear the refusal before the data node has logged why.
+    wait_until(
+        "node 1 to log the expired certificate",
+        Duration::from_secs(10),
+        || {
+            Ok(cluster
+                .log(NodeId(1))
+                .contains("certificate expired")
+                .then_some(()))
+        },
+    )
+    .expect("node 1 logs the expired certificate");
 }
 
 #[test]

@@ -758,17 +758,8 @@ impl Server {
         let with_mgm = request.get("mgm") == Some("1");
         let mut targets: BTreeSet<u16> = BTreeSet::new();
         let mut stop_me = with_mgm;
-        for part in request
-            .get("node")
-            .unwrap_or("")
-            .split(',')
-            .filter(|p| !p.is_empty())
-        {
-            let id: u16 = part
-                .trim()
-                .parse()
-                .map_err(|_| format!("{part:?} is not a node id"))?;
-            match self.config.node_kind(NodeId(id)) {
+        for (id, kind) in self.listed_nodes(request)? {
+            match kind {
                 Some(NodeKind::Data) => {
                     targets.insert(id);
                 }
@@ -860,20 +851,29 @@ impl Server {
         }
     }
 
-    /// The data node ids of a `node: 2,3` field; anything else is an error naming it.
-    fn data_node_ids(&self, request: &Message, verb: &str) -> Result<BTreeSet<u16>, String> {
-        let mut ids = BTreeSet::new();
-        for part in request
+    /// The node ids of a `node: 2,3` field with the kind of node each is in the config; a part
+    /// that is no node id is an error naming it.
+    fn listed_nodes(&self, request: &Message) -> Result<Vec<(u16, Option<NodeKind>)>, String> {
+        request
             .get("node")
             .unwrap_or("")
             .split(',')
             .filter(|p| !p.is_empty())
-        {
-            let id: u16 = part
-                .trim()
-                .parse()
-                .map_err(|_| format!("{part:?} is not a node id"))?;
-            match self.config.node_kind(NodeId(id)) {
+            .map(|part| {
+                let id: u16 = part
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("{part:?} is not a node id"))?;
+                Ok((id, self.config.node_kind(NodeId(id))))
+            })
+            .collect()
+    }
+
+    /// The data node ids of a `node: 2,3` field; anything else is an error naming it.
+    fn data_node_ids(&self, request: &Message, verb: &str) -> Result<BTreeSet<u16>, String> {
+        let mut ids = BTreeSet::new();
+        for (id, kind) in self.listed_nodes(request)? {
+            match kind {
                 Some(NodeKind::Data) => {
                     ids.insert(id);
                 }
