@@ -684,13 +684,13 @@ impl Kernel {
             );
         } else if !self.node_restart_inclusion_begun(node) {
             // Not a member, and the president has not begun to include it here: a node this
-            // node saw fail already, whose declaration came late (a slow link from the
-            // president) while its next run has linked and registered here. The president
+            // node saw fail already (its link closed first), or whose declaration came late (a
+            // slow link from the president) while its next run has linked and registered here. The president
             // sends INCL_NODEREQ after this on the same link, so a declaration of the new run
             // before its inclusion is this one too; such a run stops, and its link's close
             // ends it here. Taking the old run's declaration as the new one's left the new run
             // never included here, and every later restart refused (seed 0x31675).
-            tracing::info!(node = %node, "data node {node} declared failed by {from}: its earlier run, handled here already");
+            tracing::debug!(node = %node, "data node {node} declared failed by {from}: handled here already");
             return;
         }
         self.node_failrep(node, out, now);
