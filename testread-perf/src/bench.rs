@@ -24,6 +24,10 @@ pub const ORDERED_INDEX_NAME: &str = "testread_perf_ordered";
 pub const UNIQUE_INDEX_NAME: &str = "testread_perf_unique";
 /// Rows inserted per transaction while loading (each transaction commits).
 pub const LOAD_BATCH_ROWS: u32 = 1000;
+/// Times one load batch is tried again after a temporary error, and the pause before the
+/// first retry (each next pause is one longer: at most 2 s, 41 s in all).
+const LOAD_RETRIES_MAX: u32 = 40;
+const LOAD_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 /// The largest latency the histograms hold (one minute, in ns); longer ones are clamped.
 const LATENCY_NS_MAX: u64 = 60_000_000_000;
 /// Significant decimal digits the histograms keep.
@@ -78,17 +82,31 @@ pub fn create_and_load(cluster: &Cluster, size: u32, shutdown: &Shutdown) -> Res
     while first < size {
         shutdown.check()?;
         let count = LOAD_BATCH_ROWS.min(size - first);
-        let mut transaction = cluster
-            .start_transaction()
-            .context("start a load transaction")?;
-        for pk in first..first + count {
-            transaction
-                .insert(&table, &row(pk))
-                .context("define an insert")?;
+        let mut retries = 0;
+        loop {
+            let mut transaction = cluster
+                .start_transaction()
+                .context("start a load transaction")?;
+            for pk in first..first + count {
+                transaction
+                    .insert(&table, &row(pk))
+                    .context("define an insert")?;
+            }
+            match transaction.execute(ExecType::Commit) {
+                Ok(()) => break,
+                // A temporary error (a full send buffer while checkpoints run, say) rolled the
+                // batch back: it is loaded again after a pause, as an application would.
+                Err(e) if e.is_temporary() && retries < LOAD_RETRIES_MAX => {
+                    retries += 1;
+                    std::thread::sleep(LOAD_RETRY_PAUSE * retries);
+                }
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!("load rows {first}..{} ({retries} retries)", first + count)
+                    })
+                }
+            }
         }
-        transaction
-            .execute(ExecType::Commit)
-            .with_context(|| format!("load rows {first}..{}", first + count))?;
         first += count;
         progress.set_position(u64::from(first));
     }
