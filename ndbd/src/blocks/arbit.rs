@@ -22,7 +22,8 @@
 //!
 //! After a side goes on by the arbitrator, its president starts the arbitrator again with a
 //! new ticket, so that the next split is decided afresh. Graceful stops (NODE_STOPPING_REP)
-//! are no failures here. `Arbitration=Disabled` decides rule 4 for going on, and
+//! are no failures here, and nodes still being copied to by node restart count on no side (the
+//! failure of one is a failed restart). `Arbitration=Disabled` decides rule 4 for going on, and
 //! `WaitExternal` goes on after ArbitrationTimeout (an external manager is to stop one side
 //! meanwhile). Unlike NDB, a cluster whose config has no API node of ArbitrationRank 1 or 2
 //! does not arbitrate (as Disabled): `ndb_mgmd` does not arbitrate yet, and NDB would then
@@ -192,7 +193,11 @@ impl Kernel {
         let Some(round) = &self.arbit.round else {
             return Decision::Wait;
         };
-        let alive: NodeSet = self.qmgr.alive().collect();
+        let alive: NodeSet = self
+            .qmgr
+            .alive()
+            .filter(|&n| !self.qmgr.copying.contains(n))
+            .collect();
         let before = round.before.len();
         let survivors = alive.intersection(&round.before).len();
         if self.qmgr.group_fully_alive() {

@@ -267,11 +267,14 @@ impl Qmgr {
             .map(|(id, _)| *id)
     }
 
-    /// True when every node of some node group is alive here (arbitration's rule 2).
+    /// True when every node of some node group is alive here and started (arbitration's rule
+    /// 2; a node still being copied to does not hold the group's rows yet).
     pub fn group_fully_alive(&self) -> bool {
-        self.node_groups
-            .iter()
-            .any(|(_, nodes)| nodes.iter().all(|&n| self.is_alive(n)))
+        self.node_groups.iter().any(|(_, nodes)| {
+            nodes
+                .iter()
+                .all(|&n| self.is_alive(n) && !self.copying.contains(n))
+        })
     }
 
     /// True when data node `node` said it stops gracefully (NODE_STOPPING_REP).
@@ -720,7 +723,14 @@ impl Kernel {
             // yet (its inclusion ends; it stops on the NODE_FAILREP the president sent it).
             return self.node_restart_link_lost(node);
         }
-        let mut before: NodeSet = self.qmgr.alive().collect();
+        // The started data nodes before the failure, for arbitration: a node still being copied
+        // to by node restart does not count, and its failure is a failed restart, not a split.
+        let restarting = self.qmgr.copying.contains(node);
+        let mut before: NodeSet = self
+            .qmgr
+            .alive()
+            .filter(|&n| !self.qmgr.copying.contains(n))
+            .collect();
         before.insert(node);
         self.qmgr.failed.insert(node);
         self.qmgr.registered.remove(node);
@@ -761,7 +771,9 @@ impl Kernel {
                 self.fatal.get_or_insert(why);
             }
         }
-        self.arbit_node_failed(node, before, now);
+        if !restarting {
+            self.arbit_node_failed(node, before, now);
+        }
         self.restart_node_failrep(out);
         self.dih_node_failrep(node, out, now);
         tracing::error!(node = %node, "data node failed: its partitions' backups take over, transactions touching it abort");
