@@ -3,11 +3,11 @@
 //! [`run`] runs a tool (ndb_mgm, ndb_waiter) to its end.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::Duration;
 
-use crate::{binary_path, wait_until};
+use crate::{binary_path, free_port, wait_until};
 
 /// Processes a test started: killed (SIGKILL) and reaped when dropped, however the test ends;
 /// their logs are printed when the test panics.
@@ -103,4 +103,26 @@ pub fn run(program: &str, args: &[&str]) -> Output {
 /// A process's output as text.
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Writes `dir/config.ini`: one management server (node 49), two data nodes in one node group
+/// and API slots 50.., every port free a moment ago, with `defaults` (lines ending in `\n`)
+/// added to `[ndbd default]`; returns its path and the management port.
+pub fn write_mgm_config(dir: &Path, defaults: &str, api_slots: u16) -> (PathBuf, u16) {
+    let mgm_port = free_port();
+    let d = dir.display();
+    let mut config = format!(
+        "[ndbd default]\nNoOfReplicas=2\nDataMemory=16M\n{defaults}\
+         [ndb_mgmd]\nNodeId=49\nHostName=127.0.0.1\nPortNumber={mgm_port}\nDataDir={d}/mgm\n\
+         [ndbd]\nNodeId=1\nHostName=127.0.0.1\nServerPort={}\nDataDir={d}/n1\n\
+         [ndbd]\nNodeId=2\nHostName=127.0.0.1\nServerPort={}\nDataDir={d}/n2\n",
+        free_port(),
+        free_port()
+    );
+    for id in 50..50 + api_slots {
+        config.push_str(&format!("[api]\nNodeId={id}\n"));
+    }
+    let path = dir.join("config.ini");
+    fs::write(&path, config).expect("write the config");
+    (path, mgm_port)
 }

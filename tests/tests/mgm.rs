@@ -7,35 +7,15 @@
 
 use std::fs;
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use rndb_tests::processes::{run, text, Processes};
+use rndb_tests::processes::{run, text, write_mgm_config, Processes};
 use rndb_tests::{free_port, wait_until};
 
 /// How long a start may take (two data nodes in debug builds on a shared 2-core machine).
 const START_TIMEOUT: Duration = Duration::from_secs(90);
 const VERSION: &str = concat!("rndb-", env!("CARGO_PKG_VERSION"));
-
-/// A config with one management server, two data nodes in one node group, and two API slots,
-/// every port free a moment ago; returns it and the management port.
-fn write_config(dir: &Path) -> (PathBuf, u16) {
-    let mgm_port = free_port();
-    let d = dir.display();
-    let config = format!(
-        "[ndbd default]\nNoOfReplicas=2\nDataMemory=16M\n\
-         [ndb_mgmd]\nNodeId=49\nHostName=127.0.0.1\nPortNumber={mgm_port}\nDataDir={d}/mgm\n\
-         [ndbd]\nNodeId=1\nHostName=127.0.0.1\nServerPort={}\nDataDir={d}/n1\n\
-         [ndbd]\nNodeId=2\nHostName=127.0.0.1\nServerPort={}\nDataDir={d}/n2\n\
-         [api]\nNodeId=50\n[api]\nNodeId=51\n",
-        free_port(),
-        free_port()
-    );
-    let path = dir.join("config.ini");
-    fs::write(&path, config).expect("write the config");
-    (path, mgm_port)
-}
 
 fn wait_for_port(port: u16) {
     wait_until("ndb_mgmd to listen", Duration::from_secs(20), || {
@@ -53,7 +33,7 @@ fn show(connectstring: &str) -> String {
 #[test]
 fn a_cluster_started_from_ndb_mgmd_is_shown_waited_for_and_stopped_through_it() {
     let mut procs = Processes::new();
-    let (config, port) = write_config(procs.dir.path());
+    let (config, port) = write_mgm_config(procs.dir.path(), "", 2);
     let cs = format!("127.0.0.1:{port}");
     let config_arg = config.display().to_string();
     procs.spawn("ndb_mgmd", "ndb_mgmd", &["-f", &config_arg]);
@@ -192,7 +172,7 @@ fn bad_connectstrings_commands_and_configs_get_clear_errors() {
         "has no [ndb_mgmd] section",
     );
 
-    let (config, port) = write_config(procs.dir.path());
+    let (config, port) = write_mgm_config(procs.dir.path(), "", 2);
     let cs = format!("127.0.0.1:{port}");
     procs.spawn(
         "ndb_mgmd",

@@ -9,13 +9,12 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rndb_api::{Cluster, ColumnDef, ColumnType, ConnectOptions, ExecType, TableDef, Value};
-use rndb_tests::processes::{run, text, Processes};
+use rndb_tests::processes::{run, text, write_mgm_config, Processes};
 use rndb_tests::{free_port, wait_until};
 
 /// How long a start may take (debug builds on a shared 2-core machine).
@@ -23,24 +22,6 @@ const START_TIMEOUT: Duration = Duration::from_secs(120);
 /// Scrapes taken during the load, and the pause between two.
 const SCRAPES: usize = 8;
 const SCRAPE_INTERVAL: Duration = Duration::from_millis(400);
-
-/// Two data nodes in one node group with frequent local checkpoints, one management server.
-fn write_config(dir: &Path) -> (PathBuf, u16) {
-    let mgm_port = free_port();
-    let d = dir.display();
-    let config = format!(
-        "[ndbd default]\nNoOfReplicas=2\nDataMemory=16M\nTimeBetweenLocalCheckpoints=10\n\
-         [ndb_mgmd]\nNodeId=49\nHostName=127.0.0.1\nPortNumber={mgm_port}\nDataDir={d}/mgm\n\
-         [ndbd]\nNodeId=1\nHostName=127.0.0.1\nServerPort={}\nDataDir={d}/n1\n\
-         [ndbd]\nNodeId=2\nHostName=127.0.0.1\nServerPort={}\nDataDir={d}/n2\n\
-         [api]\nNodeId=50\n[api]\nNodeId=51\n",
-        free_port(),
-        free_port()
-    );
-    let path = dir.join("config.ini");
-    fs::write(&path, config).expect("write the config");
-    (path, mgm_port)
-}
 
 fn wait_started(cs: &str) {
     let timeout = START_TIMEOUT.as_secs().to_string();
@@ -110,7 +91,7 @@ fn insert_until(api: &Cluster, stop: &AtomicBool) -> u32 {
 #[test]
 fn metrics_reports_and_the_cluster_log_show_what_the_data_nodes_do() {
     let mut procs = Processes::new();
-    let (config, port) = write_config(procs.dir.path());
+    let (config, port) = write_mgm_config(procs.dir.path(), "TimeBetweenLocalCheckpoints=10\n", 2);
     let metrics_port = free_port();
     let cs = format!("127.0.0.1:{port}");
     procs.spawn(

@@ -9,7 +9,6 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,8 +16,8 @@ use std::time::{Duration, Instant};
 use rndb_api::{
     AbortOption, Cluster, ColumnDef, ColumnType, ConnectOptions, ExecType, Table, TableDef, Value,
 };
-use rndb_tests::processes::{run, text, Processes};
-use rndb_tests::{free_port, wait_until};
+use rndb_tests::processes::{run, text, write_mgm_config, Processes};
+use rndb_tests::wait_until;
 
 /// How long a start or restart may take (debug builds on a shared 2-core machine).
 const START_TIMEOUT: Duration = Duration::from_secs(120);
@@ -30,24 +29,6 @@ const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 /// The replica indexes of `read_from_replica`.
 const PRIMARY: usize = 0;
 const BACKUP: usize = 1;
-
-/// Two data nodes in one node group, one management server, three API slots.
-fn write_config(dir: &Path) -> (PathBuf, u16) {
-    let mgm_port = free_port();
-    let d = dir.display();
-    let config = format!(
-        "[ndbd default]\nNoOfReplicas=2\nDataMemory=16M\n\
-         [ndb_mgmd]\nNodeId=49\nHostName=127.0.0.1\nPortNumber={mgm_port}\nDataDir={d}/mgm\n\
-         [ndbd]\nNodeId=1\nHostName=127.0.0.1\nServerPort={}\nDataDir={d}/n1\n\
-         [ndbd]\nNodeId=2\nHostName=127.0.0.1\nServerPort={}\nDataDir={d}/n2\n\
-         [api]\nNodeId=50\n[api]\nNodeId=51\n[api]\nNodeId=52\n[api]\nNodeId=53\n",
-        free_port(),
-        free_port()
-    );
-    let path = dir.join("config.ini");
-    fs::write(&path, config).expect("write the config");
-    (path, mgm_port)
-}
 
 fn mgm(cs: &str, command: &str) -> String {
     let out = run("ndb_mgm", &["-c", cs, "-e", command]);
@@ -214,7 +195,7 @@ fn is_gone(pid: i32) -> bool {
 #[test]
 fn data_nodes_restart_through_ndb_mgm_and_lose_no_acknowledged_write() {
     let mut procs = Processes::new();
-    let (config, port) = write_config(procs.dir.path());
+    let (config, port) = write_mgm_config(procs.dir.path(), "", 4);
     let cs = format!("127.0.0.1:{port}");
     procs.spawn(
         "ndb_mgmd",
