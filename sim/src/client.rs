@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rndb_config::{key_hash, NodeId, PartitionMap};
 use rndb_protocol::lqh::{gsn as lgsn, ApiRegConf};
+use rndb_protocol::qmgr::{Arbit, ArbiterState};
 use rndb_protocol::scan::{
     decode_scan_rows, ScanNextReq, ScanTabConf, ScanTabReq, SCAN_BATCH_BYTES_MAX, SCAN_FLAG_PART,
     SCAN_FLAG_START_TRANSACTION,
@@ -32,6 +33,10 @@ use crate::check::{self, KEY_OPS_MAX};
 use crate::knobs::{Knobs, Sabotage, Workload};
 use crate::rng::Rng;
 
+/// The client that arbitrates (ArbitrationRank 1 in the config): client 0, which never dies
+/// and whose links never drop, as a management server's would not in a split of the data
+/// nodes alone.
+pub const ARBITRATOR: usize = 0;
 /// How long a request may wait for its answer before the run fails as hung (simulated).
 pub const REQUEST_TIMEOUT_NS: u64 = 20_000_000_000;
 /// Pause before retrying a final read that failed, or polling for the tables.
@@ -513,6 +518,9 @@ pub struct Client {
     /// See [`Knobs::scan_reads`].
     scan_reads: bool,
     scan_batch_rows: u32,
+    /// Client 0 is the arbitrator (its slot has ArbitrationRank 1): the decisions it made, as
+    /// an API node keeps them (`rndb_protocol::qmgr::ArbiterState`).
+    arbiter: Option<ArbiterState>,
 }
 
 impl Client {
@@ -539,6 +547,7 @@ impl Client {
             scan: None,
             scan_reads: knobs.scan_reads,
             scan_batch_rows: knobs.scan_batch_rows,
+            arbiter: (index == ARBITRATOR).then(ArbiterState::default),
         }
     }
 
@@ -1450,6 +1459,10 @@ impl Client {
         if self.phase == Phase::Dead {
             return;
         }
+        if matches!(header.signal, gsn::ARBIT_STARTREQ | gsn::ARBIT_CHOOSEREQ) {
+            self.arbitrate(ctx, from, header, payload);
+            return;
+        }
         let Some(request) = self.request.as_mut() else {
             return;
         };
@@ -1497,6 +1510,44 @@ impl Client {
                 self.node, header.signal, header.request_id
             )),
         }
+    }
+
+    /// A data node's president asks this client to arbitrate (ARBIT_STARTREQ), or a side's
+    /// president asks whether its side goes on (ARBIT_CHOOSEREQ): answered as the API node
+    /// answers, from the same state. A client that may not arbitrate does not answer, as an
+    /// API node of ArbitrationRank 0.
+    fn arbitrate(&mut self, ctx: &mut Ctx<'_>, from: NodeId, header: &FrameHeader, payload: &[u8]) {
+        let Some(arbiter) = self.arbiter.as_mut() else {
+            return;
+        };
+        let request = match Arbit::decode(payload) {
+            Ok(request) => request,
+            Err(e) => {
+                return ctx.shared.fail(format!(
+                    "client {} got a malformed arbitration request from data node {from} (signal {}): {e}",
+                    self.node, header.signal
+                ))
+            }
+        };
+        let Some((signal, answer, event)) = arbiter.answer(header.signal, &request) else {
+            return;
+        };
+        if ctx.shared.trace {
+            println!(
+                "{:>14.6} ms  client {} arbitrates for data node {from}: {event:?}",
+                ctx.now_ns as f64 / 1e6,
+                self.node
+            );
+        }
+        let mut bytes = Vec::new();
+        answer.encode(&mut bytes);
+        let header = FrameHeader {
+            signal,
+            receiver_block: block::QMGR,
+            sender_block: block::API,
+            request_id: 0,
+        };
+        ctx.sends.push((from, header, bytes));
     }
 
     /// Files a SCAN_ROWS frame's rows in the scan.

@@ -208,6 +208,10 @@ pub const DATA_NODES_MAX: u16 = 4;
 pub const CLIENTS_MAX: u16 = 6;
 /// The first API node id (clients are 50, 51, ...).
 pub const FIRST_API_NODE: u16 = 50;
+/// HeartbeatIntervalDbApi: the simulated clients send no heartbeats (API_REGREQ between
+/// requests), so the data nodes' bound on an API node's silence is set past any run; a
+/// client's failure shows as its links closing.
+const API_HEARTBEAT_MS: u32 = 4_000_000_000;
 
 /// What one seed drew. Every field is a function of the seed and the options.
 #[derive(Clone, Debug)]
@@ -276,6 +280,11 @@ pub struct Knobs {
     /// Crashed data nodes start again and rejoin by node restart (`--faults restart`; never
     /// with cluster crashes).
     pub node_restarts: bool,
+    /// Client 0 arbitrates (its slot has ArbitrationRank 1). Not in seeds with cluster
+    /// crashes: a data node that crashes right after a system restart, before the president
+    /// has started the arbitrator, stops a two-node cluster's survivor, as in NDB, and the
+    /// sim does not start a cluster again that stopped on its own.
+    pub arbitrator: bool,
     /// Each transfer also inserts a ledger row (its id, accounts and amount) in the same
     /// transaction, and the final reads check that the balances are what the ledger's
     /// transfers made of them and that no acknowledged, durable transfer is missing. Always on
@@ -406,7 +415,8 @@ impl Knobs {
             } else {
                 0
             },
-            partitions,
+            // A split needs the arbitrator, which seeds with cluster crashes go without.
+            partitions: if cluster_crashes > 0 { 0 } else { partitions },
             set_keys,
             scan_reads,
             scan_batch_rows,
@@ -421,6 +431,7 @@ impl Knobs {
             disk,
             cluster_crashes,
             node_restarts: options.has(Fault::Restart) && cluster_crashes == 0,
+            arbitrator: cluster_crashes == 0,
             ledger,
         }
     }
@@ -453,8 +464,9 @@ impl Knobs {
             "[ndbd default]\nNoOfReplicas=2\nDataMemory=1M\nMaxNoOfConcurrentOperations={}\n\
              MaxNoOfConcurrentTransactions=32\nMaxNoOfConcurrentScans=2\nMaxNoOfTables=8\n\
              MaxNoOfOrderedIndexes=0\nMaxNoOfUniqueHashIndexes=1\n\
-             TransactionDeadlockDetectionTimeout={}\nHeartbeatIntervalDbDb={}\n",
-            self.operations_max, self.deadlock_timeout_ms, self.heartbeat_ms
+             TransactionDeadlockDetectionTimeout={}\nHeartbeatIntervalDbDb={}\n\
+             HeartbeatIntervalDbApi={}\n",
+            self.operations_max, self.deadlock_timeout_ms, self.heartbeat_ms, API_HEARTBEAT_MS
         );
         if self.durable {
             ini.push_str(&format!(
@@ -466,8 +478,9 @@ impl Knobs {
             ini.push_str(&format!("[ndbd]\nNodeId={id}\nHostName=127.0.0.1\n"));
         }
         for id in 0..self.clients {
+            let rank = u16::from(self.arbitrator && usize::from(id) == crate::client::ARBITRATOR);
             ini.push_str(&format!(
-                "[api]\nNodeId={}\nHostName=127.0.0.1\n",
+                "[api]\nNodeId={}\nHostName=127.0.0.1\nArbitrationRank={rank}\n",
                 FIRST_API_NODE + id
             ));
         }

@@ -35,6 +35,10 @@ struct Args {
     /// Print every delivered frame and every fault (with --seed).
     #[arg(long)]
     trace: bool,
+    /// Also print the data nodes' log lines (with --seed), each under its node's id, among
+    /// the trace's lines (`--log` alone: warnings and errors; `RUST_LOG` chooses others).
+    #[arg(long)]
+    log: bool,
     /// Run each seed once (skip the in-process replay that checks determinism).
     #[arg(long)]
     once: bool,
@@ -82,6 +86,17 @@ fn main() -> ExitCode {
         sabotage: args.sabotage,
     };
     if let Some(seed) = args.seed {
+        if args.log {
+            let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+            tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stdout)
+                .without_time()
+                .with_target(false)
+                .with_ansi(false)
+                .init();
+        }
         return one_seed(seed, &options, &args);
     }
     many_seeds(args.start, args.seeds.unwrap_or(100), &options, args.once)

@@ -144,8 +144,9 @@ struct Direction {
     /// Until when the direction is slow, and how many times slower.
     slow_until_ns: u64,
     slow_factor: u64,
-    /// Until when frames in this direction vanish while the connection stays up (a one-way
-    /// partition; only with `--faults partition`).
+    /// Until when frames in this direction are held while the connection stays up (a one-way
+    /// partition, which TCP's retransmissions bridge once it ends; only with `--faults
+    /// partition`).
     blackhole_until_ns: u64,
     /// Frames sent under this epoch are still delivered though the connection dropped: its
     /// sender crashed after they left (the peer reads what reached its socket, then the close).
@@ -270,14 +271,14 @@ impl Net {
         if now_ns < direction.slow_until_ns {
             delay *= direction.slow_factor;
         }
-        let blackholed = now_ns < direction.blackhole_until_ns;
-        let at_ns = (now_ns + delay).max(direction.last_ns);
+        // A one-way partition under TCP: the frame is sent again until the way opens, and
+        // arrives then, in order (a connection that stays up loses nothing; one that is
+        // closed meanwhile loses it with the epoch).
+        let sent_ns = now_ns.max(direction.blackhole_until_ns);
+        let at_ns = (sent_ns + delay).max(direction.last_ns);
         direction.last_ns = at_ns;
         direction.seq += 1;
         self.frames_sent += 1;
-        if blackholed {
-            return;
-        }
         let seq = direction.seq;
         queue.push_frame(
             at_ns,
@@ -362,7 +363,8 @@ impl Net {
         }
     }
 
-    /// Makes frames from `from` to `to` vanish until `until_ns` (a one-way partition).
+    /// Holds frames from `from` to `to` until `until_ns` (a one-way partition: past the
+    /// heartbeat bound, `to` declares `from` failed).
     pub fn blackhole(&mut self, from: NodeId, to: NodeId, until_ns: u64) {
         if let Some(d) = self.directions.get_mut(&(from, to)) {
             d.blackhole_until_ns = until_ns;

@@ -20,7 +20,8 @@ use rndb_transporter::FrameHeader;
 
 use crate::check::{self, Expect, HistoryOp, RegOp, Verdict};
 use crate::client::{
-    Access, Client, Ctx, Outcome, Shared, Stats, TransferOutcome, BANK, INITIAL_BALANCE, SETS,
+    Access, Client, Ctx, Outcome, Shared, Stats, TransferOutcome, ARBITRATOR, BANK,
+    INITIAL_BALANCE, SETS,
 };
 use crate::disk::SimDisk;
 use crate::durability::{self, ClusterCrash, Fate, GciClock};
@@ -301,6 +302,8 @@ struct World {
     paused: BTreeMap<NodeId, u64>,
     /// Data nodes that hung past the heartbeat bound: declared failed, they stop on waking.
     hung: BTreeSet<NodeId>,
+    /// A partition was made: a side that loses arbitration stops (2305), as it must.
+    split: bool,
     /// Data nodes that started again after a crash (node restart).
     restarted: BTreeSet<NodeId>,
     /// Each data node's disk (durable seeds): it outlives the node's kernels.
@@ -362,6 +365,17 @@ impl World {
                     kernel.on_connect(other);
                 }
             }
+            // The clients' links are up from the start, as an API node's would be before it
+            // registers (the arbitrator's president needs to know it is linked), but for
+            // client 0's link to the master when it comes late (below).
+            for &client in &client_nodes {
+                let late = knobs.master_link_late_ns > 0
+                    && client == client_nodes[0]
+                    && node.node_id == data_nodes[0];
+                if !late {
+                    kernel.on_connect(client);
+                }
+            }
             kernels.insert(node.node_id, kernel);
         }
         let mut client_rng = rng.fork();
@@ -402,6 +416,7 @@ impl World {
             frame_hashes: Vec::new(),
             crash_after: BTreeMap::new(),
             paused: BTreeMap::new(),
+            split: false,
             hung: BTreeSet::new(),
             restarted: BTreeSet::new(),
             disks,
@@ -433,6 +448,7 @@ impl World {
             let (api, master) = (world.clients[0].node, data_nodes[0]);
             world.net.drop_connection(api, master);
             world.clients[0].start_without_link(master);
+
             let at = world.knobs.master_link_late_ns;
             world.schedule_fault(
                 at,
@@ -655,6 +671,8 @@ impl World {
         let Some(kernel) = self.kernels.get_mut(&node) else {
             return Ok(());
         };
+        // Names the node in its log lines (`--log`).
+        let _span = tracing::warn_span!("node", id = node.0).entered();
         let mut out = SimOutbox {
             from: node,
             now_ns: self.now_ns,
@@ -765,6 +783,12 @@ impl World {
                 self.schedule_fault(at, Planned::NodeRestart(node));
             }
             "a data node failed while it rejoined by node restart (it starts again)"
+        } else if self.split && ["error 2305", "error 2315"].iter().any(|e| why.contains(e)) {
+            if self.knobs.node_restarts {
+                let at = self.now_ns + self.rng.between(RESTART_NS_MIN, RESTART_NS_MAX);
+                self.schedule_fault(at, Planned::NodeRestart(node));
+            }
+            "the data nodes were split, and this side lost (arbitration) or was declared failed; it starts again by node restart"
         } else if self.hung.contains(&node) {
             "it hung past the heartbeat bound and the cluster declared it failed"
         } else if stale {
@@ -1025,7 +1049,8 @@ impl World {
             } else {
                 let from = self.pick(&data_nodes);
                 let to = *data_nodes.iter().find(|&&n| n != from).unwrap_or(&from);
-                let for_ns = self.rng.between(10_000_000, 500_000_000);
+                // Up to past the heartbeat bound (4 intervals of at most 300 ms).
+                let for_ns = self.rng.between(10_000_000, 2_000_000_000);
                 plan.push((at, Planned::OneWay { from, to, for_ns }));
             }
         }
@@ -1128,6 +1153,9 @@ impl World {
                 if self.is_alive(api) && self.kernels.contains_key(&node) {
                     let was_down = !self.net.is_up(api, node);
                     self.net.reconnect(api, node);
+                    if let Some(kernel) = self.kernels.get_mut(&node) {
+                        kernel.on_connect(api);
+                    }
                     // A client may not have heard yet that the old link closed (news of a
                     // crashed node waits behind what it sent on a slow link, and the
                     // reconnection makes that news stale): it hears it now, first. (A link
@@ -1159,6 +1187,7 @@ impl World {
             }
             Planned::OneWay { from, to, for_ns } => {
                 self.count("partition (one-way)");
+                self.split = true;
                 let until = self.now_ns + for_ns;
                 self.net.blackhole(from, to, until);
             }
@@ -1430,7 +1459,9 @@ impl World {
     /// The link drops; the client reconnects after `for_ns` (if the data node still runs).
     fn api_link_drop(&mut self, client: usize, node: NodeId, for_ns: u64) {
         let api = self.clients[client].node;
-        if !self.is_alive(api) || !self.net.is_up(api, node) {
+        // The arbitrator's links stay: without it, half of a split, or the survivor of a
+        // two-node cluster, stops (a double fault the sim does not recover from).
+        if client == ARBITRATOR || !self.is_alive(api) || !self.net.is_up(api, node) {
             return;
         }
         self.count("api link drop");
@@ -1439,9 +1470,27 @@ impl World {
         self.schedule_fault(at, Planned::Reconnect { client, node });
     }
 
-    /// The data nodes of `side` lose their links to the other data nodes, both ways.
+    /// The data nodes of `side` lose their links to the other data nodes, both ways. A cut
+    /// that would leave some node group with no started node off `side` is not made: that
+    /// side would stop as it must (2305), but so would the other, and the cluster with it
+    /// (as a crash of a whole node group, which the crash plans leave out too).
     fn cut(&mut self, side: &[NodeId]) {
+        let serving = |n: &NodeId| {
+            !side.contains(n)
+                && !self.paused.contains_key(n)
+                && self.kernels.get(n).is_some_and(|k| k.is_started())
+        };
+        if !self
+            .config
+            .node_groups
+            .iter()
+            .all(|g| g.nodes.iter().any(serving))
+        {
+            self.count("partition not made (it would split a node group off whole)");
+            return;
+        }
         self.count("partition (two-way)");
+        self.split = true;
         let others: Vec<NodeId> = self
             .kernels
             .keys()

@@ -10,6 +10,11 @@
 //!    side to ask goes on; the other is refused and stops. No answer within
 //!    ArbitrationTimeout, or no arbitrator: it stops.
 //!
+//! A node other than the president goes on by rules 2 and 3 alone; otherwise it waits for its
+//! president's ARBIT_VERDICT, which names the side's nodes and counts only when this node sees
+//! the same side (it may have seen the failures later or in another order, and counted a node
+//! alive that the president did not). The president sends a verdict at the end of every round.
+//!
 //! ```text
 //!  president ─ARBIT_STARTREQ(ticket)─► API node of ArbitrationRank 1 (else 2)
 //!            ◄─ARBIT_STARTCONF────────
@@ -17,7 +22,7 @@
 //!  a failure: every node holds commits (286) for one HeartbeatIntervalDbDb, so that the rest
 //!  of a split shows too, then applies rules 1-3 itself; with exactly half:
 //!  side's president ─ARBIT_CHOOSEREQ(ticket, side)─► arbitrator ─CONF/REF─►
-//!                   ─ARBIT_VERDICT(go on / stop)─► the side's other nodes
+//!                   ─ARBIT_VERDICT(go on / stop, side)─► the side's other nodes
 //! ```
 //!
 //! After a side goes on by the arbitrator, its president starts the arbitrator again with a
@@ -56,8 +61,9 @@ pub(crate) struct Arbit {
     prep_sent: Option<Instant>,
     /// Failures being decided.
     round: Option<Round>,
-    /// The last ARBIT_VERDICT that said this side goes on, from whom and when.
-    verdict_win: Option<(NodeId, Instant)>,
+    /// The last ARBIT_VERDICT that said this side goes on: from whom, when, and the data
+    /// nodes its president counted on the side.
+    verdict_win: Option<(NodeId, Instant, NodeSet)>,
     /// Tickets made so far (a ticket is this node's id and the count).
     tickets_made: u64,
     /// Said once: arbitration is off, and why.
@@ -148,6 +154,28 @@ impl Kernel {
         }
     }
 
+    /// A node still being copied to failed (a failed node restart): no round, as it counts on
+    /// no side, but a president outside a round says its side goes on, as another node may
+    /// have taken the node for a member and begun a round that waits for that word.
+    pub(crate) fn arbit_copying_failed(&mut self, out: &mut dyn Outbox) {
+        if self.qmgr.started()
+            && self.arbit.enabled()
+            && self.arbit.round.is_none()
+            && self.qmgr.master() == self.me
+        {
+            self.arbit_send_verdict(true, out);
+        }
+    }
+
+    /// The data nodes this node counts on its side: the live ones but those still being
+    /// copied to.
+    fn arbit_side(&self) -> NodeSet {
+        self.qmgr
+            .alive()
+            .filter(|&n| !self.qmgr.copying.contains(n))
+            .collect()
+    }
+
     /// Every timer tick: a round whose settle time has passed is decided; the president keeps
     /// an arbitrator and tells every data node which one.
     pub(crate) fn arbit_timer(&mut self, out: &mut dyn Outbox, now: Instant) {
@@ -193,11 +221,7 @@ impl Kernel {
         let Some(round) = &self.arbit.round else {
             return Decision::Wait;
         };
-        let alive: NodeSet = self
-            .qmgr
-            .alive()
-            .filter(|&n| !self.qmgr.copying.contains(n))
-            .collect();
+        let alive = self.arbit_side();
         let before = round.before.len();
         let survivors = alive.intersection(&round.before).len();
         if self.qmgr.group_fully_alive() {
@@ -205,6 +229,32 @@ impl Kernel {
         }
         if 2 * survivors > before {
             return Decision::GoOn("more than half of the data nodes are on this side");
+        }
+        if self.qmgr.master() != self.me && self.arbit.method == Arbitration::Default {
+            // The side's president decides the rest: this node may have seen the failures
+            // later or in another order, so its own count may be off (a node it still took
+            // for alive when its round began). The president says what it decided.
+            let verdict = self
+                .arbit
+                .verdict_win
+                .as_ref()
+                .is_some_and(|(from, at, side)| {
+                    *from == self.qmgr.master()
+                        && *at + self.arbit.settle + self.arbit.timeout >= round.since
+                        && *side == alive
+                });
+            return if verdict {
+                Decision::GoOn("this side's president says it goes on (ARBIT_VERDICT)")
+            } else if now >= round.since + self.arbit.settle + self.arbit.timeout {
+                Decision::Stop(format!(
+                    "data node {}, this side's president, said nothing of whether the side goes \
+                     on within ArbitrationTimeout={} ms",
+                    self.qmgr.master(),
+                    self.arbit.timeout.as_millis()
+                ))
+            } else {
+                Decision::Wait
+            };
         }
         if 2 * survivors < before {
             return Decision::Stop(format!(
@@ -222,55 +272,27 @@ impl Kernel {
                     Decision::Wait
                 }
             }
-            Arbitration::Default => {
-                // The president's verdict may come before this node saw the failures itself
-                // (it noticed them later): one from the last round's length counts.
-                let recent = self.arbit.settle + self.arbit.timeout;
-                if self
-                    .arbit
-                    .verdict_win
-                    .is_some_and(|(_, at)| at + recent >= round.since)
-                {
-                    return Decision::GoOn("the arbitrator chose this side (ARBIT_VERDICT)");
-                }
-                let deadline = round.since + self.arbit.settle + self.arbit.timeout;
-                if self.qmgr.master() != self.me {
-                    // The side's president asks; it says what the arbitrator answered.
-                    return if now >= deadline {
+            Arbitration::Default => match (self.arbit.arbitrator, round.asked) {
+                (None, _) => Decision::Stop(
+                    "half of the data nodes are on this side, and no arbitrator was running".into(),
+                ),
+                (Some((api, _)), None) if !self.qmgr.is_api_up(api) => Decision::Stop(format!(
+                    "half of the data nodes are on this side, and the arbitrator, API \
+                             node {api}, is not reachable from it"
+                )),
+                (Some(_), None) => Decision::Ask,
+                (Some((api, _)), Some(asked)) => {
+                    if now >= asked + self.arbit.timeout {
                         Decision::Stop(format!(
-                            "half of the data nodes are on this side, and data node {} (its \
-                             president) said nothing of the arbitrator within \
-                             ArbitrationTimeout={} ms",
-                            self.qmgr.master(),
+                            "half of the data nodes are on this side, and the arbitrator, \
+                                 API node {api}, did not answer within ArbitrationTimeout={} ms",
                             self.arbit.timeout.as_millis()
                         ))
                     } else {
                         Decision::Wait
-                    };
-                }
-                match (self.arbit.arbitrator, round.asked) {
-                    (None, _) => Decision::Stop(
-                        "half of the data nodes are on this side, and no arbitrator was running"
-                            .into(),
-                    ),
-                    (Some((api, _)), None) if !self.qmgr.is_api_up(api) => Decision::Stop(format!(
-                        "half of the data nodes are on this side, and the arbitrator, API \
-                             node {api}, is not reachable from it"
-                    )),
-                    (Some(_), None) => Decision::Ask,
-                    (Some((api, _)), Some(asked)) => {
-                        if now >= asked + self.arbit.timeout {
-                            Decision::Stop(format!(
-                                "half of the data nodes are on this side, and the arbitrator, \
-                                 API node {api}, did not answer within ArbitrationTimeout={} ms",
-                                self.arbit.timeout.as_millis()
-                            ))
-                        } else {
-                            Decision::Wait
-                        }
                     }
                 }
-            }
+            },
         }
     }
 
@@ -293,29 +315,35 @@ impl Kernel {
         self.unsent.send(out, api, frame, &mut |b| signal.encode(b));
     }
 
-    /// The round ends: commits go on (or the node stops). A president tells its side, and
-    /// after a win by the arbitrator starts it again with a new ticket.
+    /// The round ends: commits go on (or the node stops). A president tells its side what it
+    /// decided, and after a win by the arbitrator starts it again with a new ticket.
     fn arbit_end_round(&mut self, go_on: bool, out: &mut dyn Outbox) {
         let asked = self.arbit.round.take().is_some_and(|r| r.asked.is_some());
         // A verdict is for one round: a later one must hear its own.
         self.arbit.verdict_win = None;
         self.tc.set_commits_held(false);
-        if self.qmgr.master() == self.me && asked {
-            let verdict = ArbitSignal {
-                ticket: self.arbit.arbitrator.map_or(0, |(_, t)| t),
-                node: u16::from(go_on),
-                nodes: Vec::new(),
-            };
-            let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
-            for peer in peers {
-                let frame = data_node_header(gsn::ARBIT_VERDICT, block::QMGR, block::QMGR);
-                self.unsent
-                    .send(out, peer, frame, &mut |b| verdict.encode(b));
-            }
-            if go_on {
+        if self.qmgr.master() == self.me {
+            self.arbit_send_verdict(go_on, out);
+            if go_on && asked {
                 // The arbitrator chose this side for this ticket: a new one for the next split.
                 self.arbit.arbitrator = None;
             }
+        }
+    }
+
+    /// As president: ARBIT_VERDICT to every data node of the side, naming the side's nodes
+    /// (a node that counts another side, having seen other failures, waits for its own).
+    fn arbit_send_verdict(&mut self, go_on: bool, out: &mut dyn Outbox) {
+        let verdict = ArbitSignal {
+            ticket: self.arbit.arbitrator.map_or(0, |(_, t)| t),
+            node: u16::from(go_on),
+            nodes: self.arbit_side().iter().map(|n| n.0).collect(),
+        };
+        let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
+        for peer in peers {
+            let frame = data_node_header(gsn::ARBIT_VERDICT, block::QMGR, block::QMGR);
+            self.unsent
+                .send(out, peer, frame, &mut |b| verdict.encode(b));
         }
     }
 
@@ -449,7 +477,8 @@ impl Kernel {
                 self.arbit.arbitrator = Some((NodeId(arbit.node), arbit.ticket));
             }
             gsn::ARBIT_VERDICT if arbit.node == 1 => {
-                self.arbit.verdict_win = Some((from, now));
+                let side = arbit.nodes.iter().map(|&n| NodeId(n)).collect();
+                self.arbit.verdict_win = Some((from, now, side));
             }
             gsn::ARBIT_VERDICT => {
                 let why = format!(

@@ -771,7 +771,9 @@ impl Kernel {
                 self.fatal.get_or_insert(why);
             }
         }
-        if !restarting {
+        if restarting {
+            self.arbit_copying_failed(out);
+        } else {
             self.arbit_node_failed(node, before, now);
         }
         self.restart_node_failrep(out);

@@ -671,10 +671,13 @@ impl Tc {
             t.phase = Phase::Aborting(AbortReply::Ref(failed));
             return Some(Err(TcAction::Abort(trans)));
         }
-        if self.commits_held && execute.exec_type == ExecType::Commit {
+        // A transaction whose last replica committed early (before the hold) must commit
+        // everywhere: the hold stops new commits, not one already made.
+        if self.commits_held && execute.exec_type == ExecType::Commit && !t.early_commit {
             let held = NdbError::with_detail(
                 286,
-                "a data node failed, and arbitration has not yet decided whether this side of                  the cluster goes on",
+                "a data node failed, and arbitration has not yet decided whether this side of \
+                 the cluster goes on",
             );
             t.phase = Phase::Aborting(AbortReply::Ref(Box::new((held, OP_INDEX_NONE))));
             return Some(Err(TcAction::Abort(trans)));
