@@ -1186,6 +1186,14 @@ impl World {
                 }
             }
             Planned::OneWay { from, to, for_ns } => {
+                // Past the heartbeat bound either end may be declared failed: not when that
+                // would leave a node group without a node (see `cut`).
+                if !self.every_group_served_without(&[from])
+                    || !self.every_group_served_without(&[to])
+                {
+                    self.count("partition not made (it would split a node group off whole)");
+                    return;
+                }
                 self.count("partition (one-way)");
                 self.split = true;
                 let until = self.now_ns + for_ns;
@@ -1475,17 +1483,7 @@ impl World {
     /// side would stop as it must (2305), but so would the other, and the cluster with it
     /// (as a crash of a whole node group, which the crash plans leave out too).
     fn cut(&mut self, side: &[NodeId]) {
-        let serving = |n: &NodeId| {
-            !side.contains(n)
-                && !self.paused.contains_key(n)
-                && self.kernels.get(n).is_some_and(|k| k.is_started())
-        };
-        if !self
-            .config
-            .node_groups
-            .iter()
-            .all(|g| g.nodes.iter().any(serving))
-        {
+        if !self.every_group_served_without(side) {
             self.count("partition not made (it would split a node group off whole)");
             return;
         }
@@ -1502,6 +1500,19 @@ impl World {
                 self.drop_connection(a, b);
             }
         }
+    }
+
+    /// True when every node group keeps a started, running data node outside `nodes`.
+    fn every_group_served_without(&self, nodes: &[NodeId]) -> bool {
+        let serving = |n: &NodeId| {
+            !nodes.contains(n)
+                && !self.paused.contains_key(n)
+                && self.kernels.get(n).is_some_and(|k| k.is_started())
+        };
+        self.config
+            .node_groups
+            .iter()
+            .all(|g| g.nodes.iter().any(serving))
     }
 
     /// Once the workload is over and every live client is idle, client 0 reads everything.

@@ -161,7 +161,7 @@ impl Kernel {
         if self.qmgr.started()
             && self.arbit.enabled()
             && self.arbit.round.is_none()
-            && self.qmgr.master() == self.me
+            && self.arbit_president() == self.me
         {
             self.arbit_send_verdict(true, out);
         }
@@ -176,6 +176,13 @@ impl Kernel {
             .collect()
     }
 
+    /// The side's president for arbitration: the lowest id on the side (`arbit_side`). A node
+    /// being copied to never is, though QMGR's lowest live id may be it: it holds no say
+    /// until it serves.
+    fn arbit_president(&self) -> NodeId {
+        self.arbit_side().iter().next().unwrap_or(self.me)
+    }
+
     /// Every timer tick: a round whose settle time has passed is decided; the president keeps
     /// an arbitrator and tells every data node which one.
     pub(crate) fn arbit_timer(&mut self, out: &mut dyn Outbox, now: Instant) {
@@ -183,7 +190,7 @@ impl Kernel {
             return;
         }
         self.arbit_decide(out, now);
-        if self.qmgr.master() == self.me && self.arbit.round.is_none() {
+        if self.arbit_president() == self.me && self.arbit.round.is_none() {
             self.arbit_keep_arbitrator(out, now);
         }
     }
@@ -230,7 +237,7 @@ impl Kernel {
         if 2 * survivors > before {
             return Decision::GoOn("more than half of the data nodes are on this side");
         }
-        if self.qmgr.master() != self.me && self.arbit.method == Arbitration::Default {
+        if self.arbit_president() != self.me && self.arbit.method == Arbitration::Default {
             // The side's president decides the rest: this node may have seen the failures
             // later or in another order, so its own count may be off (a node it still took
             // for alive when its round began). The president says what it decided.
@@ -239,7 +246,7 @@ impl Kernel {
                 .verdict_win
                 .as_ref()
                 .is_some_and(|(from, at, side)| {
-                    *from == self.qmgr.master()
+                    *from == self.arbit_president()
                         && *at + self.arbit.settle + self.arbit.timeout >= round.since
                         && *side == alive
                 });
@@ -249,7 +256,7 @@ impl Kernel {
                 Decision::Stop(format!(
                     "data node {}, this side's president, said nothing of whether the side goes \
                      on within ArbitrationTimeout={} ms",
-                    self.qmgr.master(),
+                    self.arbit_president(),
                     self.arbit.timeout.as_millis()
                 ))
             } else {
@@ -322,7 +329,11 @@ impl Kernel {
         // A verdict is for one round: a later one must hear its own.
         self.arbit.verdict_win = None;
         self.tc.set_commits_held(false);
-        if self.qmgr.master() == self.me {
+        if go_on {
+            // The commits whose answers the round held.
+            self.tc_checkpoint_saved(out);
+        }
+        if self.arbit_president() == self.me {
             self.arbit_send_verdict(go_on, out);
             if go_on && asked {
                 // The arbitrator chose this side for this ticket: a new one for the next split.
@@ -427,7 +438,7 @@ impl Kernel {
                 let Some((api, ticket, _)) = self.arbit.starting else {
                     return;
                 };
-                if api != from || ticket != arbit.ticket || self.qmgr.master() != self.me {
+                if api != from || ticket != arbit.ticket || self.arbit_president() != self.me {
                     return;
                 }
                 self.arbit.starting = None;
@@ -473,7 +484,7 @@ impl Kernel {
         now: Instant,
     ) {
         match signal {
-            gsn::ARBIT_PREPREQ if from == self.qmgr.master() => {
+            gsn::ARBIT_PREPREQ if from == self.arbit_president() => {
                 self.arbit.arbitrator = Some((NodeId(arbit.node), arbit.ticket));
             }
             gsn::ARBIT_VERDICT if arbit.node == 1 => {

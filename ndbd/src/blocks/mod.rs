@@ -381,6 +381,11 @@ impl Kernel {
                 let arbit = rndb_protocol::qmgr::Arbit::decode(payload)?;
                 self.exec_arbit_from_data_node(from, header.signal, arbit, now)
             }
+            // From a data node this one holds failed (sent before this node's link closed,
+            // as that node's side decided alone): it speaks for no side of this node's.
+            gsn::ARBIT_PREPREQ | gsn::ARBIT_VERDICT if self.qmgr.is_data_node(from) => {
+                rndb_protocol::qmgr::Arbit::decode(payload)?;
+            }
             gsn::NODE_STOPPING_REP if self.qmgr.is_data_node(from) => {
                 self.exec_node_stopping_rep(from)
             }

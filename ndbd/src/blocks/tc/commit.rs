@@ -83,9 +83,10 @@ impl Kernel {
             self.gcp_check_finished(out);
         }
         let answer = if self.tc.hold_for_checkpoint(trans, self.gcp.restorable) {
-            // A durable commit: answered by `tc_checkpoint_saved`, after a save the master
-            // starts at once rather than at TimeBetweenGlobalCheckpoints (group commit: every
-            // commit held meanwhile shares it).
+            // A durable commit (or any, while arbitration holds commits): answered by
+            // `tc_checkpoint_saved`, after a save the master starts at once rather than at
+            // TimeBetweenGlobalCheckpoints (group commit: every commit held meanwhile shares
+            // it).
             self.gcp_want_save(out);
             None
         } else {
@@ -105,8 +106,13 @@ impl Kernel {
     /// or, diskless, heard that every node saved): the durable commits held for them are
     /// answered.
     pub(crate) fn tc_checkpoint_saved(&mut self, out: &mut dyn Outbox) {
+        if self.tc.commits_held() {
+            // Answered once arbitration lets this side go on (`arbit_end_round`).
+            return;
+        }
         for (trans, gci) in self.tc.checkpoint_saved(self.gcp.restorable) {
-            self.answer_api(trans, ApiAnswer::ExecuteConf { gci: Some(gci) }, out);
+            let gci = (gci != 0).then_some(gci);
+            self.answer_api(trans, ApiAnswer::ExecuteConf { gci }, out);
         }
         if self.tc.saving_count() > 0 {
             // Commits of a later checkpoint still wait: the next save, now.

@@ -852,15 +852,25 @@ impl Tc {
     /// checkpoint is newer than `restorable` (the newest saved one), its answer is held until
     /// that checkpoint is saved, and true is returned. The record stays (it bounds the held
     /// answers by MaxNoOfConcurrentTransactions); its operation records go at once.
+    ///
+    /// While commits are held (arbitration has not decided whether this side of the cluster
+    /// goes on) every commit's answer is held: one given now could be lost if the side stops
+    /// (its commit reached this side's replicas only). A commit that is not durable, or whose
+    /// checkpoint is saved, waits as checkpoint 0, answered when the hold ends.
     pub fn hold_for_checkpoint(&mut self, trans: TransId, restorable: u32) -> bool {
+        let held = self.commits_held;
         let Some(t) = self.transactions.get_mut(trans) else {
             return false;
         };
-        let checkpoint = gci_hi(t.gci);
-        if t.phase != Phase::Committing || !t.durable || checkpoint <= restorable {
+        let unsaved = t.durable && gci_hi(t.gci) > restorable;
+        if t.phase != Phase::Committing || !(unsaved || held) {
             return false;
         }
-        debug_assert!(t.gci != 0, "a commit over everywhere has its GCI");
+        let checkpoint = if unsaved { gci_hi(t.gci) } else { 0 };
+        debug_assert!(
+            t.gci != 0 || !unsaved,
+            "a commit over everywhere has its GCI"
+        );
         t.phase = Phase::Saving;
         self.operations_in_use = self.operations_in_use.saturating_sub(t.operations);
         t.operations = 0;
