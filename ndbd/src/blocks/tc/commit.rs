@@ -82,6 +82,7 @@ impl Kernel {
             self.gcp.commit_ended(gci);
             self.gcp_check_finished(out);
         }
+        let early = self.tc.is_early_commit(trans);
         let answer = if self.tc.hold_for_checkpoint(trans, self.gcp.restorable) {
             // A durable commit (or any, while arbitration holds commits): answered by
             // `tc_checkpoint_saved`, after a save the master starts at once rather than at
@@ -97,8 +98,12 @@ impl Kernel {
             _ => NdbError::with_detail(4120, "the scan's transaction ended"),
         };
         self.close_scans_of(trans, &scan_error, out);
-        if let Some(answer) = answer {
-            self.answer_api(trans, answer, out);
+        match answer {
+            Some(answer @ ApiAnswer::ExecuteRef { .. }) if early && self.tc.commits_held() => {
+                self.tc.held_aborts.push((trans, answer));
+            }
+            Some(answer) => self.answer_api(trans, answer, out),
+            None => {}
         }
     }
 
@@ -109,6 +114,9 @@ impl Kernel {
         if self.tc.commits_held() {
             // Answered once arbitration lets this side go on (`arbit_end_round`).
             return;
+        }
+        for (trans, answer) in std::mem::take(&mut self.tc.held_aborts) {
+            self.answer_api(trans, answer, out);
         }
         for (trans, gci) in self.tc.checkpoint_saved(self.gcp.restorable) {
             let gci = (gci != 0).then_some(gci);

@@ -215,6 +215,11 @@ pub struct Tc {
     /// Arbitration decides whether this side of a failure goes on: commits are refused (286)
     /// until it has (`arbit.rs`).
     commits_held: bool,
+    /// Answers of transactions that aborted while commits were held though their last
+    /// replica may have committed early (it failed before saying so): on a split that
+    /// replica may live on the other side, so the abort is told only if this side goes on
+    /// (then the other side stops and its commit goes with it).
+    pub held_aborts: Vec<(TransId, ApiAnswer)>,
 }
 
 /// Names a transaction: the API node and its request id.
@@ -276,6 +281,7 @@ impl Tc {
             next_expiry_scan: None,
             saving: BTreeSet::new(),
             commits_held: false,
+            held_aborts: Vec::new(),
         }
     }
 
@@ -635,6 +641,11 @@ impl Tc {
     }
 
     /// True while arbitration holds commits.
+    /// True when the last replica of `trans` was told to commit at once (an early commit).
+    pub fn is_early_commit(&self, trans: TransId) -> bool {
+        self.transactions.get(trans).is_some_and(|t| t.early_commit)
+    }
+
     pub fn commits_held(&self) -> bool {
         self.commits_held
     }
