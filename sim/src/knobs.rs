@@ -66,9 +66,12 @@ pub enum Fault {
     /// declares it failed on missed heartbeats, and it stops when it resumes. It takes a
     /// crash's place (never both nodes of a node group).
     Hang,
-    /// NOT HANDLED YET (the simulator runs no arbitrator): data nodes are cut from each other,
-    /// both ways (links drop) or one way (frames vanish while the link stays up). Off unless
-    /// asked for.
+    /// Data nodes are cut from each other, both ways (links drop) or one way (frames wait, as
+    /// TCP resends them, until the cut heals, and past the heartbeat bound an end is declared
+    /// failed). Client 0 arbitrates: a side that loses stops (2305, 2315) and, with
+    /// `restart`, starts again by node restart. A cut that could take a node group off whole
+    /// is not made. Off unless asked for: with crashes and hangs on top it makes double faults
+    /// (a whole node group lost, the cluster stopped) that the sim does not start again from.
     Partition,
     /// Every data node loses power at once (their disks lose what was not synced, but may keep
     /// some of it, the last write torn), then all restart from their disks (a system restart)
@@ -96,8 +99,9 @@ impl Fault {
         Fault::Restart,
     ];
 
-    /// Every fault kind the cluster handles: the defaults, cluster crashes and disk faults
-    /// (all but `Partition`).
+    /// Every fault kind the cluster handles together: the defaults, cluster crashes and disk
+    /// faults (`Partition` is handled alone or with the faults that take no data node down,
+    /// see `sim/tests/partition.rs`).
     pub const HANDLED: [Fault; 10] = [
         Fault::Crash,
         Fault::Client,

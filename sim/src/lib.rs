@@ -46,7 +46,8 @@
 //! at once (its disk keeps what was synced, and perhaps some of the rest, the last write torn)
 //! and restart from its disk (a system restart), `--faults disk` fails writes and syncs with
 //! ENOSPC or EIO (both only in the seeds whose data nodes keep files, most of them), and
-//! `--faults partition` adds what the cluster does not handle yet.
+//! `--faults partition` cuts data nodes from each other (client 0 arbitrates; the losing side
+//! stops, and with `restart` rejoins).
 //!
 //! **Architecture Invariant:** nothing in a run depends on anything but its seed and options:
 //! no threads, no wall clock (the kernels get `base + simulated ns`), no iteration over a

@@ -28,8 +28,8 @@ struct Args {
     workload: Workload,
     /// Fault kinds seeds may draw, comma-separated: crash, client, slow, api-link, buggify,
     /// pause, crash-all (every data node crashes, then a system restart), disk (ENOSPC and EIO
-    /// on writes and syncs), partition (not handled by the cluster yet), or none. Default:
-    /// all but partition.
+    /// on writes and syncs), partition (data nodes cut from each other; client 0 arbitrates),
+    /// or none. Default: all but crash-all, disk and partition.
     #[arg(long, value_delimiter = ',', value_parser = parse_fault)]
     faults: Option<Vec<Option<Fault>>>,
     /// Print every delivered frame and every fault (with --seed).

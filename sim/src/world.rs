@@ -304,6 +304,9 @@ struct World {
     hung: BTreeSet<NodeId>,
     /// A partition was made: a side that loses arbitration stops (2305), as it must.
     split: bool,
+    /// Until when a one-way partition may still get one of its ends declared failed: no
+    /// other partition starts before (two at once could take a node group off whole).
+    one_way_until_ns: u64,
     /// Data nodes that started again after a crash (node restart).
     restarted: BTreeSet<NodeId>,
     /// Each data node's disk (durable seeds): it outlives the node's kernels.
@@ -417,6 +420,7 @@ impl World {
             crash_after: BTreeMap::new(),
             paused: BTreeMap::new(),
             split: false,
+            one_way_until_ns: 0,
             hung: BTreeSet::new(),
             restarted: BTreeSet::new(),
             disks,
@@ -1188,14 +1192,18 @@ impl World {
             Planned::OneWay { from, to, for_ns } => {
                 // Past the heartbeat bound either end may be declared failed: not when that
                 // would leave a node group without a node (see `cut`).
-                if !self.every_group_served_without(&[from])
+                if self.now_ns < self.one_way_until_ns
+                    || !self.every_group_served_without(&[from])
                     || !self.every_group_served_without(&[to])
                 {
-                    self.count("partition not made (it would split a node group off whole)");
+                    self.count("partition not made (it could split a node group off whole)");
                     return;
                 }
                 self.count("partition (one-way)");
                 self.split = true;
+                // Its end is declared failed up to a heartbeat bound after it heals.
+                let bound = 5 * u64::from(self.knobs.heartbeat_ms) * 1_000_000;
+                self.one_way_until_ns = self.now_ns + for_ns + bound;
                 let until = self.now_ns + for_ns;
                 self.net.blackhole(from, to, until);
             }
@@ -1483,8 +1491,8 @@ impl World {
     /// side would stop as it must (2305), but so would the other, and the cluster with it
     /// (as a crash of a whole node group, which the crash plans leave out too).
     fn cut(&mut self, side: &[NodeId]) {
-        if !self.every_group_served_without(side) {
-            self.count("partition not made (it would split a node group off whole)");
+        if self.now_ns < self.one_way_until_ns || !self.every_group_served_without(side) {
+            self.count("partition not made (it could split a node group off whole)");
             return;
         }
         self.count("partition (two-way)");

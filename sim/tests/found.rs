@@ -182,3 +182,38 @@ fn a_late_declaration_of_a_restarting_nodes_earlier_run_does_not_end_its_next_ru
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Seeds found once client 0 arbitrated (`scripts/sim --seeds 1000`, default faults, and
+/// `--faults partition`, at the commit after 8714401):
+/// - 0x108, 0x28, 0x331, 0x345, 0x3a3 (default faults): the replicas differed. A transaction's
+///   last replica had committed early when another node's failure began an arbitration round;
+///   the TC, finding commits held, aborted it, and the primary rolled back. Fixed: a held
+///   commit does not abort an early commit.
+/// - 0x2d6, 0x5c (default faults): a data node stopped with 2305 in the majority, waiting for
+///   a president's verdict that never came: it had counted its side from a failure it saw late
+///   (0x2d6), or took a node being copied to for its president (0x5c). Fixed: only the
+///   president applies the half/minority rules, it always sends its verdict, naming the side,
+///   and a node being copied to is never president.
+/// - 0x7c (partitions): a transfer acknowledged by the losing side, after the cut and before
+///   it stopped, was lost. 0x18e: an abort (286) was told while the early-committed last
+///   replica lived on, on the winning side. Fixed: no commit or such abort is answered while
+///   a round holds commits.
+/// - 0xb8 (partitions): a late ARBIT_PREPREQ from a node held failed was a protocol violation.
+#[test]
+fn arbitration_seeds_pass() {
+    let partitions = Options {
+        faults: vec![Fault::Partition],
+        ..Options::default()
+    };
+    let mut runs: Vec<(u64, Options)> = [0x108, 0x28, 0x331, 0x345, 0x3a3, 0x2d6, 0x5c]
+        .iter()
+        .map(|&seed| (seed, Options::default()))
+        .collect();
+    runs.extend([0x7c, 0x18e, 0xb8, 0x52].map(|seed| (seed, partitions.clone())));
+    let failures: Vec<String> = runs
+        .iter()
+        .filter_map(|(seed, options)| run_seed(*seed, options).err())
+        .map(|failure| failure.to_string())
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
