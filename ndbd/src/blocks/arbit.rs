@@ -59,6 +59,8 @@ pub(crate) struct Arbit {
     starting: Option<(NodeId, u64, Instant)>,
     /// As president: when ARBIT_PREPREQ last went to every data node.
     prep_sent: Option<Instant>,
+    /// As president: the data nodes that ARBIT_PREPREQ last went to.
+    prepped: NodeSet,
     /// Failures being decided.
     round: Option<Round>,
     /// The last ARBIT_VERDICT that said this side goes on: from whom, when, and the data
@@ -107,6 +109,7 @@ impl Arbit {
             arbitrator: None,
             starting: None,
             prep_sent: None,
+            prepped: NodeSet::new(),
             round: None,
             verdict_win: None,
             tickets_made: 0,
@@ -154,6 +157,11 @@ impl Kernel {
         }
     }
 
+    /// True when failures are arbitrated here (see `Arbit::enabled`).
+    pub(crate) fn arbit_enabled(&self) -> bool {
+        self.arbit.enabled()
+    }
+
     /// A node still being copied to failed (a failed node restart): no round, as it counts on
     /// no side, but a president outside a round says its side goes on, as another node may
     /// have taken the node for a member and begun a round that waits for that word.
@@ -190,7 +198,9 @@ impl Kernel {
             return;
         }
         self.arbit_decide(out, now);
-        if self.arbit_president() == self.me && self.arbit.round.is_none() {
+        // A node that is stopping (it lost) must not start the arbitrator with a new ticket:
+        // the winner's request for the current one would then be refused.
+        if self.arbit_president() == self.me && self.arbit.round.is_none() && self.fatal.is_none() {
             self.arbit_keep_arbitrator(out, now);
         }
     }
@@ -371,11 +381,15 @@ impl Kernel {
             }
         }
         if let Some((api, ticket)) = self.arbit.arbitrator {
-            let due = self
-                .arbit
-                .prep_sent
-                .is_none_or(|sent| now >= sent + self.arbit.settle);
+            // Every interval, and at once to a node that joined (a node restart) since.
+            let peers: NodeSet = self.qmgr.peers_up().collect();
+            let due = !peers.is_subset(&self.arbit.prepped)
+                || self
+                    .arbit
+                    .prep_sent
+                    .is_none_or(|sent| now >= sent + self.arbit.settle);
             if due {
+                self.arbit.prepped = peers;
                 self.arbit.prep_sent = Some(now);
                 self.arbit_prep(api, ticket, out);
             }
@@ -445,6 +459,7 @@ impl Kernel {
                 self.arbit.arbitrator = Some((api, ticket));
                 tracing::info!(arbitrator = %api, "API node {api} is the arbitrator");
                 self.arbit.prep_sent = Some(now);
+                self.arbit.prepped = self.qmgr.peers_up().collect();
                 self.arbit_prep(api, ticket, out);
             }
             gsn::ARBIT_CHOOSECONF | gsn::ARBIT_CHOOSEREF => {

@@ -674,6 +674,14 @@ impl Kernel {
         now: Instant,
     ) {
         let node = NodeId(rep.node);
+        if node == self.me && from != self.qmgr.master() && self.arbit_enabled() {
+            // Not this node's president (it is lower): the sender's side has split from this
+            // one's, and closes its links. Arbitration decides which side goes on; obeying
+            // would stop a side that may be the winner (a one-way cut made node 2 of two
+            // declare node 1, whose side the arbitrator then chose).
+            tracing::warn!(node = %from, "data node {from}, not this node's president, declared this node failed: a split, which arbitration decides");
+            return;
+        }
         if node == self.me {
             return self.declared_dead(format!(
                 "data node {from}, the president, declared this node failed (it missed \

@@ -362,6 +362,19 @@ impl Tc {
         }
         t.ops_received += 1;
         t.last_activity = now;
+        if self.commits_held {
+            // This side may be about to stop, and what it holds that the other side lacks
+            // (a commit it finished alone as the failure showed) would go with it: nothing of
+            // it is shown, not even a row's presence, until arbitration lets the side go on.
+            let error = NdbError::with_detail(
+                286,
+                "a data node failed, and arbitration has not yet decided whether this side of \
+                 the cluster goes on",
+            );
+            t.first_error
+                .get_or_insert_with(|| Box::new((error.clone(), op_index)));
+            return Some(Err(error));
+        }
         if self.operations_in_use >= self.operations_max {
             let error = NdbError::with_detail(
                 234,
