@@ -31,6 +31,12 @@ pub struct Args {
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub size: u32,
 
+    /// Bytes of column data per row: NDB testReadPerf's five columns hold 24; more adds a
+    /// Varbinary column `e` with the rest (e.g. 100 for the bytes-on-the-wire goal of a
+    /// 100-byte row)
+    #[arg(long, default_value_t = crate::bench::ROW_DATA_BYTES_MIN, value_name = "N")]
+    pub row_bytes: u32,
+
     /// Consecutive rows read per measurement (NDB's published figures use 20; its default is 1000)
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     pub range: u32,
@@ -321,6 +327,7 @@ impl Args {
         if !(0.0..=1.0).contains(&self.write_ratio) {
             bail!("--write-ratio {} is outside 0..=1", self.write_ratio);
         }
+        crate::bench::RowShape::with_row_bytes(self.row_bytes)?;
         if self.range > self.size {
             bail!("--range {} is larger than --size {}", self.range, self.size);
         }

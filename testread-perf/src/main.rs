@@ -117,6 +117,7 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
     for &transporter in transporters.iter().skip(1) {
         drop(connect(transporter)?);
     }
+    let shape = bench::RowShape::with_row_bytes(args.row_bytes)?;
     let seed = args.seed.unwrap_or_else(rand::random);
     let mut rng = StdRng::seed_from_u64(seed);
     let mut results = Vec::new();
@@ -150,7 +151,9 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
         let table = match &table {
             Some(t) => t.clone(),
             None => table
-                .insert(bench::create_and_load(&cluster, args.size, shutdown)?)
+                .insert(bench::create_and_load(
+                    &cluster, args.size, shape, shutdown,
+                )?)
                 .clone(),
         };
         if args.concurrency.is_empty() {
@@ -159,6 +162,7 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
                 &cluster,
                 &table,
                 transporter,
+                shape,
                 &mut rng,
                 shutdown,
             )?);
@@ -247,6 +251,7 @@ fn measure_transporter(
     cluster: &Cluster,
     table: &Table,
     transporter: Transporter,
+    shape: bench::RowShape,
     rng: &mut StdRng,
     shutdown: &Shutdown,
 ) -> Result<Vec<Figures>> {
@@ -266,6 +271,7 @@ fn measure_transporter(
         lock,
         transaction_per_row: args.transaction_per_row,
         primary_keys: primary_keys.as_deref(),
+        shape,
         shutdown,
     };
     let mut figures = Vec::new();
