@@ -690,7 +690,8 @@ mod tests {
 /// with timestamps on loopback).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KernelTcpBytes {
-    /// `tcpi_bytes_acked`: bytes sent and acknowledged by the peer.
+    /// `tcpi_bytes_acked`: bytes sent and acknowledged by the peer (on the connecting side the
+    /// SYN counts as one).
     pub bytes_acked: u64,
     /// `tcpi_bytes_received`: bytes received in order.
     pub bytes_received: u64,
@@ -770,6 +771,8 @@ mod kernel_tcp_bytes_tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (mut server, _) = listener.accept().unwrap();
+        // The kernel counts the SYN as an acknowledged byte: compare against the start.
+        let start = kernel_tcp_bytes(client.as_raw_fd()).unwrap();
         client.write_all(&[7u8; 1234]).unwrap();
         let mut got = vec![0u8; 1234];
         server.read_exact(&mut got).unwrap();
@@ -779,11 +782,15 @@ mod kernel_tcp_bytes_tests {
         // The client read the server's 56 bytes, so the server's data acknowledged the 1234.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         loop {
-            let counts = kernel_tcp_bytes(client.as_raw_fd()).unwrap();
-            if counts.bytes_acked == 1234 || std::time::Instant::now() > deadline {
-                assert_eq!(counts.bytes_acked, 1234, "{counts:?}");
-                assert_eq!(counts.bytes_received, 56, "{counts:?}");
-                assert!(counts.segments_out >= 2 && counts.segments_in >= 2);
+            let now = kernel_tcp_bytes(client.as_raw_fd()).unwrap();
+            let counts = (
+                now.bytes_acked - start.bytes_acked,
+                now.bytes_received - start.bytes_received,
+            );
+            if counts.0 == 1234 || std::time::Instant::now() > deadline {
+                assert_eq!(counts, (1234, 56), "{now:?} since {start:?}");
+                assert!(now.segments_out > start.segments_out);
+                assert!(now.segments_in > start.segments_in);
                 break;
             }
             std::thread::yield_now();
