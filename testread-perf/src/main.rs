@@ -17,6 +17,7 @@ mod bench;
 mod local;
 mod report;
 mod sweep;
+mod tpcc_run;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -122,10 +123,13 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut results = Vec::new();
     let mut table: Option<Table> = None;
+    let mut tpcc_report = (args.workload == args::WorkloadKind::Tpcc)
+        .then(|| tpcc_run::TpccReport::new(args, config_path.display().to_string(), seed));
     for &transporter in transporters {
         shutdown.check()?;
         if args.local {
             let placement = match (args.concurrency.is_empty(), args.in_flight) {
+                _ if args.workload == args::WorkloadKind::Tpcc => local::Placement::SweepThreads,
                 (true, _) => local::Placement::Measure,
                 (false, args::InFlight::Threads) => local::Placement::SweepThreads,
                 (false, args::InFlight::Async) => local::Placement::SweepAsync,
@@ -146,6 +150,14 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
                 transporter.name().to_uppercase(),
                 link.to_uppercase()
             );
+        }
+        if let Some(report) = tpcc_report.as_mut() {
+            let first = report.results.len();
+            tpcc_run::run_transporter(args, &cluster, transporter, seed, shutdown, report)?;
+            for figures in &mut report.results[first..] {
+                figures.link = link;
+            }
+            continue;
         }
         let first_result = results.len();
         let table = match &table {
@@ -179,6 +191,13 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
         for figures in &mut results[first_result..] {
             figures.link = link;
         }
+    }
+    if let Some(report) = tpcc_report {
+        match args.format {
+            Format::Table => println!("{}", report.to_table()),
+            Format::Json => println!("{}", report.to_json()),
+        }
+        return Ok(());
     }
     let report = Report {
         tool: "testread-perf",
