@@ -632,7 +632,7 @@ impl Run<'_> {
         let mut tx = self.start()?;
         // The district first: the transaction is coordinated where its row is.
         let district = tx.read(&t.district, &[w.clone(), d.clone()], LockMode::Exclusive)?;
-        let warehouse = tx.read(&t.warehouse, &[w.clone()], read)?;
+        let warehouse = tx.read(&t.warehouse, std::slice::from_ref(&w), read)?;
         let customer = tx.read(
             &t.customer,
             &[w.clone(), d.clone(), Value::UInt32(input.c)],
@@ -747,7 +747,7 @@ impl Run<'_> {
         let amount: i64 = rng.gen_range(100..=500_000);
         let (wv, dv, cv) = (Value::UInt32(home), Value::UInt32(d), Value::UInt32(c));
         let mut tx = self.start()?;
-        let warehouse = tx.read(&t.warehouse, &[wv.clone()], LockMode::Exclusive)?;
+        let warehouse = tx.read(&t.warehouse, std::slice::from_ref(&wv), LockMode::Exclusive)?;
         let district = tx.read(&t.district, &[wv.clone(), dv.clone()], LockMode::Exclusive)?;
         let customer = tx.read(
             &t.customer,
@@ -764,7 +764,7 @@ impl Run<'_> {
         let count = u32_at(tx.row(customer), 8, "c_payment_cnt")?;
         tx.update(
             &t.warehouse,
-            &[wv.clone()],
+            std::slice::from_ref(&wv),
             &[(4, Value::Int64(w_ytd + amount))],
         )?;
         tx.update(
