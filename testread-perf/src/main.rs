@@ -204,6 +204,7 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
         version: 1,
         params: Params::new(args, config_path.display().to_string(), seed),
         results,
+        seed_single_row_read_bytes: report::SeedBytes::published(),
     };
     match args.format {
         Format::Table if !args.concurrency.is_empty() => println!("{}", report.to_sweep_table()),

@@ -14,6 +14,25 @@ pub struct Report {
     pub version: u32,
     pub params: Params,
     pub results: Vec<Figures>,
+    /// The seed's bytes for one single-row read, to set beside each result's `wire`.
+    pub seed_single_row_read_bytes: SeedBytes,
+}
+
+/// The replication-middleware thesis's bytes for one single-row read of TPC-C's customer table.
+#[derive(Debug, Serialize)]
+pub struct SeedBytes {
+    pub mysql_5_1: u32,
+    pub passthru: u32,
+}
+
+impl SeedBytes {
+    pub fn published() -> SeedBytes {
+        let (mysql_5_1, passthru) = SEED_SINGLE_ROW_READ_BYTES;
+        SeedBytes {
+            mysql_5_1,
+            passthru,
+        }
+    }
 }
 
 /// The run's parameters, as given or defaulted.
@@ -527,6 +546,7 @@ mod tests {
             version: 1,
             params: params(transporter, vec!["ping", "scan_filter"]),
             results,
+            seed_single_row_read_bytes: SeedBytes::published(),
         }
     }
 
