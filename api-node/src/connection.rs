@@ -271,6 +271,11 @@ pub(crate) struct Connection {
     /// Frames read from the link so far, and what the heartbeat saw of it (see
     /// [`Connection::heartbeat`]).
     frames_received: std::sync::atomic::AtomicU64,
+    /// Frames and bytes through this link since it opened (see [`LinkTraffic`]), counted as
+    /// the link encodes them (header, payload, CRC-32 trailer under Checksum=1).
+    frames_sent: std::sync::atomic::AtomicU64,
+    bytes_sent: std::sync::atomic::AtomicU64,
+    bytes_received: std::sync::atomic::AtomicU64,
     heartbeat: Mutex<HeartbeatState>,
     /// Frames appended by `append_frames_deferred` wait in the send buffer for a flush.
     #[cfg(feature = "tokio")]
@@ -291,6 +296,58 @@ impl std::fmt::Debug for Connection {
             .field("peer", &self.peer)
             .field("kind", &self.kind)
             .finish()
+    }
+}
+
+/// Frames and bytes through an API node's links, counted where the link encodes and decodes
+/// them: each frame's header, payload and (under Checksum=1) CRC-32 trailer. Summed over links
+/// by [`crate::Cluster::link_traffic`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkTraffic {
+    pub frames_sent: u64,
+    pub bytes_sent: u64,
+    pub frames_received: u64,
+    pub bytes_received: u64,
+    /// The kernel's counts for the links' TCP sockets (the wake-up socket of an SHM link);
+    /// `None` when some link's socket gave none.
+    pub kernel_tcp: Option<rndb_transporter::socket_link::KernelTcpBytes>,
+}
+
+impl LinkTraffic {
+    /// Adds another link's counts.
+    pub fn add(&mut self, other: &LinkTraffic) {
+        self.frames_sent += other.frames_sent;
+        self.bytes_sent += other.bytes_sent;
+        self.frames_received += other.frames_received;
+        self.bytes_received += other.bytes_received;
+        self.kernel_tcp = match (self.kernel_tcp, other.kernel_tcp) {
+            (Some(a), Some(b)) => Some(rndb_transporter::socket_link::KernelTcpBytes {
+                bytes_acked: a.bytes_acked + b.bytes_acked,
+                bytes_received: a.bytes_received + b.bytes_received,
+                segments_out: a.segments_out + b.segments_out,
+                segments_in: a.segments_in + b.segments_in,
+            }),
+            _ => None,
+        };
+    }
+
+    /// The counts since `earlier` (a snapshot of the same links).
+    pub fn since(&self, earlier: &LinkTraffic) -> LinkTraffic {
+        LinkTraffic {
+            frames_sent: self.frames_sent - earlier.frames_sent,
+            bytes_sent: self.bytes_sent - earlier.bytes_sent,
+            frames_received: self.frames_received - earlier.frames_received,
+            bytes_received: self.bytes_received - earlier.bytes_received,
+            kernel_tcp: match (self.kernel_tcp, earlier.kernel_tcp) {
+                (Some(a), Some(b)) => Some(rndb_transporter::socket_link::KernelTcpBytes {
+                    bytes_acked: a.bytes_acked - b.bytes_acked,
+                    bytes_received: a.bytes_received - b.bytes_received,
+                    segments_out: a.segments_out.wrapping_sub(b.segments_out),
+                    segments_in: a.segments_in.wrapping_sub(b.segments_in),
+                }),
+                _ => None,
+            },
+        }
     }
 }
 
@@ -350,6 +407,9 @@ impl Connection {
             declared: Arc::clone(&shared.declared),
             arbiter: Arc::clone(&shared.arbiter),
             frames_received: std::sync::atomic::AtomicU64::new(0),
+            frames_sent: std::sync::atomic::AtomicU64::new(0),
+            bytes_sent: std::sync::atomic::AtomicU64::new(0),
+            bytes_received: std::sync::atomic::AtomicU64::new(0),
             heartbeat: Mutex::new(HeartbeatState::default()),
             #[cfg(feature = "tokio")]
             flush_owed: AtomicBool::new(false),
@@ -358,6 +418,25 @@ impl Connection {
             #[cfg(feature = "tokio")]
             task_request_registered: tokio::sync::Notify::new(),
         }))
+    }
+
+    /// Counts `frames` of `bytes` (as encoded) appended to the link.
+    fn count_sent(&self, frames: u64, bytes: usize) {
+        self.frames_sent.fetch_add(frames, Ordering::Relaxed);
+        self.bytes_sent.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// The frames and bytes through this link so far and, for a link over a TCP socket, what
+    /// the kernel counted for that socket (for SHM: the socket that carries wake-ups).
+    pub fn traffic(&self) -> LinkTraffic {
+        let fd = self.link().poll_fd();
+        LinkTraffic {
+            frames_sent: self.frames_sent.load(Ordering::Relaxed),
+            bytes_sent: self.bytes_sent.load(Ordering::Relaxed),
+            frames_received: self.frames_received.load(Ordering::Relaxed),
+            bytes_received: self.bytes_received.load(Ordering::Relaxed),
+            kernel_tcp: rndb_transporter::socket_link::kernel_tcp_bytes(fd).ok(),
+        }
     }
 
     /// Stops the receive thread, if one runs (the link closes when the last reference goes).
@@ -764,6 +843,7 @@ impl Connection {
             if let Err(e) = link.send(&header, payload) {
                 return Err(self.fail(&mut link, e));
             }
+            self.count_sent(1, link.encoded_frame_bytes(payload.len()));
             // The data node, polling the ring from its own core, starts on the first
             // operations while the rest are still being written. A full ring ends that: the
             // rest waits for the final flush.
@@ -1090,8 +1170,10 @@ impl Connection {
         let arbiter = &self.arbiter;
         let peer = self.peer;
         let mut arbitration: Vec<(u16, Arbit)> = Vec::new();
+        let mut payload_bytes = 0usize;
         let delivered = link
             .receive(&mut |header, payload| {
+                payload_bytes += payload.len();
                 if matches!(header.signal, gsn::ARBIT_STARTREQ | gsn::ARBIT_CHOOSEREQ) {
                     // Not an answer: the data nodes' president, or a side's, asks this API
                     // node to arbitrate; answered once the read is done.
@@ -1143,11 +1225,16 @@ impl Connection {
             let mut payload = Vec::new();
             answer.encode(&mut payload);
             link.send(&header, &payload).map_err(|e| e.to_string())?;
+            self.count_sent(1, link.encoded_frame_bytes(payload.len()));
             link.flush().map_err(|e| e.to_string())?;
         }
         if delivered > 0 {
             self.frames_received
                 .fetch_add(delivered as u64, Ordering::Relaxed);
+            // Every frame's header and trailer are the same size: that of an empty frame.
+            let framing_bytes = link.encoded_frame_bytes(0) * delivered;
+            self.bytes_received
+                .fetch_add((payload_bytes + framing_bytes) as u64, Ordering::Relaxed);
         }
         let done = shared.progressed(request_id, slice_bytes);
         drop(guard);

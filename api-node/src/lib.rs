@@ -46,16 +46,19 @@ mod tokio_api;
 mod transaction;
 
 pub use asynch::{AsyncExecutor, Completion};
+pub use connection::LinkTraffic;
 pub use error::Error;
 pub use rndb_config::{NodeId, TransporterKind};
 pub use rndb_protocol::filter::{CmpOp, Filter, GroupOp};
 pub use rndb_protocol::scan::{BoundType, KeyRange as IndexRange, RangeEnd};
+pub use rndb_protocol::schema::COLUMN_BYTES_MAX;
 pub use rndb_protocol::signals::{ListedObject, ObjectKind};
 pub use rndb_protocol::{
     AbortOption, ColumnDef, ColumnType, ErrorClass, ExecType, IndexKind, LockMode, NdbError,
     TableDef, Value,
 };
 pub use rndb_transporter::connect::is_this_host;
+pub use rndb_transporter::socket_link::KernelTcpBytes;
 pub use scan::{Scan, ScanOptions};
 #[cfg(feature = "tokio")]
 pub use tokio_api::{TokioCluster, TokioScan, TokioTransaction};
@@ -510,6 +513,21 @@ impl Cluster {
     /// data node's link is replaced when it restarts, so each is taken as it is now.
     pub(crate) fn linked(&self) -> impl Iterator<Item = Arc<Connection>> + Clone + '_ {
         self.connections.iter().filter_map(Slot::get)
+    }
+
+    /// The frames and bytes this API node's links to data nodes carried so far, summed over
+    /// the links it has now (a link replaced after a node restart starts from zero), with the
+    /// kernel's counts for their TCP sockets. Two snapshots' [`LinkTraffic::since`] is what
+    /// the work between them cost on the wire.
+    pub fn link_traffic(&self) -> LinkTraffic {
+        let mut total = LinkTraffic {
+            kernel_tcp: Some(KernelTcpBytes::default()),
+            ..LinkTraffic::default()
+        };
+        for connection in self.linked() {
+            total.add(&connection.traffic());
+        }
+        total
     }
 
     /// This API node's id.

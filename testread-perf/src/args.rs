@@ -31,6 +31,12 @@ pub struct Args {
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub size: u32,
 
+    /// Bytes of column data per row: NDB testReadPerf's five columns hold 24; more adds a
+    /// Varbinary column `e` with the rest (e.g. 100 for the bytes-on-the-wire goal of a
+    /// 100-byte row)
+    #[arg(long, default_value_t = crate::bench::ROW_DATA_BYTES_MIN, value_name = "N")]
+    pub row_bytes: u32,
+
     /// Consecutive rows read per measurement (NDB's published figures use 20; its default is 1000)
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     pub range: u32,
@@ -114,11 +120,78 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = InFlight::Threads)]
     pub in_flight: InFlight,
 
+    /// What to run: the access types (NDB's testReadPerf), or the order-entry workload after
+    /// TPC-C (New-Order and Payment at each `--concurrency` level, default 1,2,4,...,1024 in
+    /// flight, under each `--consistency` setting, with its consistency checks after each)
+    #[arg(long, value_enum, default_value_t = WorkloadKind::Access)]
+    pub workload: WorkloadKind,
+
+    /// tpcc: warehouses (each 10 districts, `--tpcc-customers` customers per district and a
+    /// stock row per item)
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub warehouses: u32,
+
+    /// tpcc: items (TPC-C's 100000)
+    #[arg(long, default_value_t = rndb_testread_perf::tpcc::ITEMS_DEFAULT, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(15..))]
+    pub tpcc_items: u32,
+
+    /// tpcc: customers per district (TPC-C's 3000)
+    #[arg(long, default_value_t = rndb_testread_perf::tpcc::CUSTOMERS_PER_DISTRICT_DEFAULT,
+          value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub tpcc_customers: u32,
+
+    /// tpcc: consistency settings to run, comma-separated: committed (rows only read are read
+    /// committed), shared / exclusive (they take that lock), read_backup (tables with
+    /// READ_BACKUP, committed reads from any replica), durable (as committed, each commit
+    /// waits for its global checkpoint's save)
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "committed,shared,exclusive,read_backup,durable"
+    )]
+    pub consistency: Vec<Consistency>,
+
     /// Sweep commits are durable (rndb-api's `Transaction::set_durable_commit`): each returns
     /// only once the global checkpoint holding it is saved on every data node, so a level needs
     /// about as many in flight as commit in one TimeBetweenGlobalCheckpoints
     #[arg(long)]
     pub durable_commit: bool,
+}
+
+/// What testread-perf runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WorkloadKind {
+    /// The access types of NDB's testReadPerf (`--access`), or the sweep (`--concurrency`).
+    Access,
+    /// The order-entry workload after TPC-C.
+    Tpcc,
+}
+
+/// A consistency setting of the tpcc workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, ValueEnum)]
+pub enum Consistency {
+    Committed,
+    Shared,
+    Exclusive,
+    #[value(name = "read_backup")]
+    ReadBackup,
+    Durable,
+}
+
+impl Consistency {
+    pub fn setting(self) -> rndb_testread_perf::tpcc::Setting {
+        use rndb_testread_perf::tpcc::Setting;
+        match self {
+            Consistency::Committed => Setting::Committed,
+            Consistency::Shared => Setting::Shared,
+            Consistency::Exclusive => Setting::Exclusive,
+            Consistency::ReadBackup => Setting::ReadBackup,
+            Consistency::Durable => Setting::Durable,
+        }
+    }
 }
 
 /// How the concurrency sweep keeps transactions in flight.
@@ -320,6 +393,20 @@ impl Args {
         dedup(&mut self.transporter);
         if !(0.0..=1.0).contains(&self.write_ratio) {
             bail!("--write-ratio {} is outside 0..=1", self.write_ratio);
+        }
+        crate::bench::RowShape::with_row_bytes(self.row_bytes)?;
+        dedup(&mut self.consistency);
+        if self.workload == WorkloadKind::Tpcc {
+            let max = rndb_testread_perf::tpcc::IN_FLIGHT_MAX;
+            if self.concurrency.is_empty() {
+                self.concurrency = (0..=10).map(|p| 1 << p).collect();
+            }
+            if let Some(level) = self.concurrency.iter().find(|&&l| l > max) {
+                bail!("--workload tpcc runs at most {max} transactions in flight; --concurrency has {level}");
+            }
+            if self.primary_node.is_some() {
+                bail!("--primary-node is for the access types, not --workload tpcc");
+            }
         }
         if self.range > self.size {
             bail!("--range {} is larger than --size {}", self.range, self.size);

@@ -10,7 +10,7 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use rndb_api::{
     BoundType, Cluster, CmpOp, ColumnDef, ColumnType, ExecType, Filter, Index, IndexDef,
-    IndexRange, LockMode, NodeId, ScanOptions, Table, TableDef, Transaction, Value,
+    IndexRange, LinkTraffic, LockMode, NodeId, ScanOptions, Table, TableDef, Transaction, Value,
 };
 
 use crate::args::Access;
@@ -33,42 +33,146 @@ const LATENCY_NS_MAX: u64 = 60_000_000_000;
 /// Significant decimal digits the histograms keep.
 const LATENCY_SIGNIFICANT_DIGITS: u8 = 3;
 
-/// The benchmark table, as NDB's testReadPerf shapes it: a `UInt32` primary key and a few
-/// attribute columns.
-pub fn table_def() -> TableDef {
-    TableDef::new(
-        TABLE_NAME,
-        vec![
+/// The bytes of column data in a row of NDB testReadPerf's shape: the `UInt32` key, three
+/// `UInt32` and one `UInt64` attribute.
+pub const ROW_DATA_BYTES_MIN: u32 = 24;
+
+/// The benchmark row's shape: NDB testReadPerf's columns and, for `--row-bytes` over
+/// [`ROW_DATA_BYTES_MIN`], a `Varbinary` column `e` holding the rest of the row's data bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowShape {
+    /// Bytes in column `e`; 0 leaves the column out.
+    pub pad_bytes: u16,
+}
+
+/// Byte `i` of row `pk`'s column `e`: the key's bytes, then a fixed pattern (cheap to check).
+fn pad_byte(pk: u32, i: usize) -> u8 {
+    match i {
+        0..=3 => pk.to_le_bytes()[i],
+        _ => (i as u8).wrapping_mul(31),
+    }
+}
+
+impl RowShape {
+    /// The shape whose column data adds up to `row_bytes` (at least [`ROW_DATA_BYTES_MIN`],
+    /// and a `Varbinary` can hold the rest).
+    pub fn with_row_bytes(row_bytes: u32) -> Result<RowShape> {
+        let pad = row_bytes.checked_sub(ROW_DATA_BYTES_MIN).with_context(|| {
+            format!("--row-bytes {row_bytes} is below the {ROW_DATA_BYTES_MIN} bytes of the key and attributes")
+        })?;
+        let limit = u32::from(rndb_api::COLUMN_BYTES_MAX);
+        if pad > limit {
+            bail!("--row-bytes {row_bytes} leaves {pad} bytes for column e, over the {limit} a Varbinary holds");
+        }
+        Ok(RowShape {
+            pad_bytes: pad as u16,
+        })
+    }
+
+    /// The benchmark table, as NDB's testReadPerf shapes it: a `UInt32` primary key and a few
+    /// attribute columns, plus `e` for a larger row.
+    pub fn table_def(&self) -> TableDef {
+        let mut columns = vec![
             ColumnDef::key("pk", ColumnType::UInt32),
             ColumnDef::new("a", ColumnType::UInt32),
             ColumnDef::new("b", ColumnType::UInt32),
             ColumnDef::new("c", ColumnType::UInt32),
             ColumnDef::new("d", ColumnType::UInt64),
-        ],
-    )
-}
+        ];
+        if self.pad_bytes > 0 {
+            columns.push(ColumnDef::new("e", ColumnType::Varbinary(self.pad_bytes)));
+        }
+        TableDef::new(TABLE_NAME, columns)
+    }
 
-/// The row with primary key `pk`: every column derived from the key, so a read can be checked.
-fn row(pk: u32) -> [Value; 5] {
-    [
-        Value::UInt32(pk),
-        Value::UInt32(pk.wrapping_mul(3)),
-        Value::UInt32(pk ^ 0x5555_5555),
-        Value::UInt32(!pk),
-        Value::UInt64(u64::from(pk) << 20),
-    ]
+    /// The row with primary key `pk`: every column derived from the key, so a read can be
+    /// checked.
+    fn row(&self, pk: u32) -> Vec<Value> {
+        let mut values = vec![
+            Value::UInt32(pk),
+            Value::UInt32(pk.wrapping_mul(3)),
+            Value::UInt32(pk ^ 0x5555_5555),
+            Value::UInt32(!pk),
+            Value::UInt64(u64::from(pk) << 20),
+        ];
+        if self.pad_bytes > 0 {
+            values.push(Value::Varbinary(
+                (0..usize::from(self.pad_bytes))
+                    .map(|i| pad_byte(pk, i))
+                    .collect(),
+            ));
+        }
+        values
+    }
+
+    /// A read must return the loaded row; anything else means the figures would be
+    /// meaningless. Compared in place: the check runs inside the timed loop, so it allocates
+    /// nothing unless it fails.
+    fn check_row(&self, found: Option<&[Value]>, pk: u32) -> Result<()> {
+        let Some(values) = found else {
+            bail!("the read of row {pk} returned no row");
+        };
+        let pad_matches = |pad: &[u8]| {
+            pad.len() == usize::from(self.pad_bytes)
+                && pad.iter().enumerate().all(|(i, &b)| b == pad_byte(pk, i))
+        };
+        let matches = match values {
+            [Value::UInt32(k), Value::UInt32(a), Value::UInt32(b), Value::UInt32(c), Value::UInt64(d), rest @ ..] => {
+                (*k, *a, *b, *c, *d)
+                    == (
+                        pk,
+                        pk.wrapping_mul(3),
+                        pk ^ 0x5555_5555,
+                        !pk,
+                        u64::from(pk) << 20,
+                    )
+                    && match rest {
+                        [] => self.pad_bytes == 0,
+                        [Value::Varbinary(pad)] => self.pad_bytes > 0 && pad_matches(pad),
+                        _ => false,
+                    }
+            }
+            _ => false,
+        };
+        if !matches {
+            bail!(
+                "row {pk} reads back as {values:?}, expected {:?}",
+                self.row(pk)
+            );
+        }
+        Ok(())
+    }
+
+    fn check_rows(&self, rows: &[Vec<Value>], first: u32, count: u32) -> Result<()> {
+        if rows.len() != count as usize {
+            bail!(
+                "the scan for rows {first}..{} returned {} rows",
+                first + count,
+                rows.len()
+            );
+        }
+        for (pk, found) in (first..).zip(rows) {
+            self.check_row(Some(found), pk)?;
+        }
+        Ok(())
+    }
 }
 
 /// Drops the table if it exists, creates it with an ordered index and a unique hash index on
 /// the primary key (NDB's testReadPerf `--create_drop`), and loads rows `0..size`.
-pub fn create_and_load(cluster: &Cluster, size: u32, shutdown: &Shutdown) -> Result<Table> {
+pub fn create_and_load(
+    cluster: &Cluster,
+    size: u32,
+    shape: RowShape,
+    shutdown: &Shutdown,
+) -> Result<Table> {
     match cluster.drop_table(TABLE_NAME) {
         Ok(()) => {}
         Err(e) if e.code() == Some(709) => {}
         Err(e) => return Err(e).context("drop the old benchmark table"),
     }
     let table = cluster
-        .create_table(&table_def())
+        .create_table(&shape.table_def())
         .context("create the benchmark table")?;
     cluster
         .create_index(&table, &IndexDef::ordered(ORDERED_INDEX_NAME, &["pk"]))
@@ -89,7 +193,7 @@ pub fn create_and_load(cluster: &Cluster, size: u32, shutdown: &Shutdown) -> Res
                 .context("start a load transaction")?;
             for pk in first..first + count {
                 transaction
-                    .insert(&table, &row(pk))
+                    .insert(&table, &shape.row(pk))
                     .context("define an insert")?;
             }
             match transaction.execute(ExecType::Commit) {
@@ -187,6 +291,9 @@ pub struct Measured {
     /// client asked; the data node does not report a count), when that differs from the rows
     /// returned.
     pub scanned_table_rows: u64,
+    /// Frames and bytes the API's links carried during the timed measurements (transaction
+    /// starts and rollbacks included, and the odd heartbeat), with the kernel's socket counts.
+    pub traffic: LinkTraffic,
 }
 
 /// The indexes an access type reads through.
@@ -210,6 +317,8 @@ pub struct Workload<'a> {
     /// With `--primary-node`, the keys whose primary replica is on that node, ascending: a
     /// measurement then takes `range` consecutive ones of these (see [`Workload::keys`]).
     pub primary_keys: Option<&'a [u32]>,
+    /// The rows' columns, to check what each read returns.
+    pub shape: RowShape,
     pub shutdown: &'a Shutdown,
 }
 
@@ -229,6 +338,7 @@ impl Workload<'_> {
         let mut measured = Measured::new()?;
         let start = self.random_start(rng);
         self.measure_once(access, &indexes, start, &mut Measured::new()?)?;
+        let traffic_before = self.cluster.link_traffic();
         for _ in 0..self.iterations {
             self.shutdown.check()?;
             let start = self.random_start(rng);
@@ -236,6 +346,7 @@ impl Workload<'_> {
             self.measure_once(access, &indexes, start, &mut measured)?;
             measured.elapsed += began.elapsed();
         }
+        measured.traffic = self.cluster.link_traffic().since(&traffic_before);
         Ok(measured)
     }
 
@@ -318,7 +429,7 @@ impl Workload<'_> {
                 .execute(ExecType::NoCommit)
                 .with_context(|| format!("read row {pk}"))?;
             into.record_execute(began.elapsed(), 1);
-            check_row(transaction.row(op), pk)?;
+            self.shape.check_row(transaction.row(op), pk)?;
         }
         transaction.close();
         Ok(())
@@ -343,7 +454,7 @@ impl Workload<'_> {
                 .execute(ExecType::Commit)
                 .with_context(|| format!("read row {pk}"))?;
             into.record_execute(began.elapsed(), 1);
-            check_row(transaction.row(op), pk)?;
+            self.shape.check_row(transaction.row(op), pk)?;
         }
         Ok(())
     }
@@ -357,7 +468,7 @@ impl Workload<'_> {
                 .cluster
                 .start_transaction()
                 .context("start a transaction")?;
-            let values = row(pk);
+            let values = self.shape.row(pk);
             transaction
                 .update(self.table, &values[..1], &[(1, values[1].clone())])
                 .context("define an update")?;
@@ -387,7 +498,7 @@ impl Workload<'_> {
             .with_context(|| format!("read {} rows from row {}", self.range, ops[0].0))?;
         into.record_execute(began.elapsed(), u64::from(self.range));
         for (pk, op) in ops {
-            check_row(transaction.row(op), pk)?;
+            self.shape.check_row(transaction.row(op), pk)?;
         }
         transaction.close();
         Ok(())
@@ -412,7 +523,7 @@ impl Workload<'_> {
             let rows = collect(transaction.scan_index(index, &options)?)
                 .with_context(|| format!("scan for row {pk}"))?;
             into.record_execute(began.elapsed(), rows.len() as u64);
-            check_rows(&rows, pk, 1)?;
+            self.shape.check_rows(&rows, pk, 1)?;
         }
         transaction.close();
         Ok(())
@@ -450,7 +561,7 @@ impl Workload<'_> {
                 _ => u32::MAX,
             });
         }
-        check_rows(&rows, start, self.range)?;
+        self.shape.check_rows(&rows, start, self.range)?;
         transaction.close();
         Ok(())
     }
@@ -480,7 +591,7 @@ impl Workload<'_> {
             Value::UInt32(pk) => pk,
             _ => u32::MAX,
         });
-        check_rows(&rows, start, self.range)?;
+        self.shape.check_rows(&rows, start, self.range)?;
         transaction.close();
         Ok(())
     }
@@ -492,26 +603,13 @@ fn collect(scan: rndb_api::Scan<'_>) -> Result<Vec<Vec<Value>>> {
 }
 
 /// A scan must return exactly rows `first..first + count`, in that order.
-fn check_rows(rows: &[Vec<Value>], first: u32, count: u32) -> Result<()> {
-    if rows.len() != count as usize {
-        bail!(
-            "the scan for rows {first}..{} returned {} rows",
-            first + count,
-            rows.len()
-        );
-    }
-    for (pk, found) in (first..).zip(rows) {
-        check_row(Some(found), pk)?;
-    }
-    Ok(())
-}
-
 impl Measured {
     fn new() -> Result<Measured> {
         Ok(Measured {
             rows: 0,
             executes: 0,
             scanned_table_rows: 0,
+            traffic: LinkTraffic::default(),
             elapsed: Duration::ZERO,
             execute_ns: Histogram::new_with_bounds(1, LATENCY_NS_MAX, LATENCY_SIGNIFICANT_DIGITS)
                 .context("create a latency histogram")?,
@@ -529,17 +627,31 @@ impl Measured {
 }
 
 /// A read must return the loaded row; anything else means the figures would be meaningless.
-fn check_row(found: Option<&[Value]>, pk: u32) -> Result<()> {
-    match found {
-        Some(values) if values == row(pk) => Ok(()),
-        Some(values) => bail!("row {pk} reads back as {values:?}, expected {:?}", row(pk)),
-        None => bail!("the read of row {pk} returned no row"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::measurement_keys;
+
+    #[test]
+    fn a_row_is_checked_column_by_column() {
+        use super::{RowShape, Value};
+        for row_bytes in [24, 100] {
+            let shape = RowShape::with_row_bytes(row_bytes).unwrap();
+            let row = shape.row(77);
+            shape.check_row(Some(&row), 77).unwrap();
+            assert!(shape.check_row(Some(&row), 78).is_err());
+            assert!(shape.check_row(None, 77).is_err());
+            assert!(shape.check_row(Some(&row[..4]), 77).is_err());
+            let mut wrong = row.clone();
+            match wrong.last_mut() {
+                Some(Value::Varbinary(pad)) => pad[2] ^= 1,
+                Some(last) => *last = Value::UInt64(0),
+                None => unreachable!(),
+            }
+            assert!(shape.check_row(Some(&wrong), 77).is_err());
+        }
+        assert!(RowShape::with_row_bytes(23).is_err());
+        assert!(RowShape::with_row_bytes(24 + 8001).is_err());
+    }
 
     #[test]
     fn a_measurement_reads_consecutive_keys() {

@@ -5,7 +5,11 @@
 //!   integration tests' harness (`rndb-tests`), which depends on this crate for it; this crate
 //!   depends on nothing of theirs.
 //!
+//! - [`tpcc`]: the order-entry workload (`--workload tpcc`): its tables, transactions and
+//!   consistency checks, which the integration tests also run.
+//!
 //! The benchmark itself (arguments, measurements, reports) lives in the binary (`main.rs`).
 #![forbid(unsafe_code)]
 
 pub mod data_nodes;
+pub mod tpcc;

@@ -17,6 +17,7 @@ mod bench;
 mod local;
 mod report;
 mod sweep;
+mod tpcc_run;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -117,14 +118,18 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
     for &transporter in transporters.iter().skip(1) {
         drop(connect(transporter)?);
     }
+    let shape = bench::RowShape::with_row_bytes(args.row_bytes)?;
     let seed = args.seed.unwrap_or_else(rand::random);
     let mut rng = StdRng::seed_from_u64(seed);
     let mut results = Vec::new();
     let mut table: Option<Table> = None;
+    let mut tpcc_report = (args.workload == args::WorkloadKind::Tpcc)
+        .then(|| tpcc_run::TpccReport::new(args, config_path.display().to_string(), seed));
     for &transporter in transporters {
         shutdown.check()?;
         if args.local {
             let placement = match (args.concurrency.is_empty(), args.in_flight) {
+                _ if args.workload == args::WorkloadKind::Tpcc => local::Placement::SweepThreads,
                 (true, _) => local::Placement::Measure,
                 (false, args::InFlight::Threads) => local::Placement::SweepThreads,
                 (false, args::InFlight::Async) => local::Placement::SweepAsync,
@@ -146,11 +151,21 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
                 link.to_uppercase()
             );
         }
+        if let Some(report) = tpcc_report.as_mut() {
+            let first = report.results.len();
+            tpcc_run::run_transporter(args, &cluster, transporter, seed, shutdown, report)?;
+            for figures in &mut report.results[first..] {
+                figures.link = link;
+            }
+            continue;
+        }
         let first_result = results.len();
         let table = match &table {
             Some(t) => t.clone(),
             None => table
-                .insert(bench::create_and_load(&cluster, args.size, shutdown)?)
+                .insert(bench::create_and_load(
+                    &cluster, args.size, shape, shutdown,
+                )?)
                 .clone(),
         };
         if args.concurrency.is_empty() {
@@ -159,6 +174,7 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
                 &cluster,
                 &table,
                 transporter,
+                shape,
                 &mut rng,
                 shutdown,
             )?);
@@ -176,11 +192,19 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
             figures.link = link;
         }
     }
+    if let Some(report) = tpcc_report {
+        match args.format {
+            Format::Table => println!("{}", report.to_table()),
+            Format::Json => println!("{}", report.to_json()),
+        }
+        return Ok(());
+    }
     let report = Report {
         tool: "testread-perf",
         version: 1,
         params: Params::new(args, config_path.display().to_string(), seed),
         results,
+        seed_single_row_read_bytes: report::SeedBytes::published(),
     };
     match args.format {
         Format::Table if !args.concurrency.is_empty() => println!("{}", report.to_sweep_table()),
@@ -247,6 +271,7 @@ fn measure_transporter(
     cluster: &Cluster,
     table: &Table,
     transporter: Transporter,
+    shape: bench::RowShape,
     rng: &mut StdRng,
     shutdown: &Shutdown,
 ) -> Result<Vec<Figures>> {
@@ -266,6 +291,7 @@ fn measure_transporter(
         lock,
         transaction_per_row: args.transaction_per_row,
         primary_keys: primary_keys.as_deref(),
+        shape,
         shutdown,
     };
     let mut figures = Vec::new();

@@ -14,6 +14,25 @@ pub struct Report {
     pub version: u32,
     pub params: Params,
     pub results: Vec<Figures>,
+    /// The seed's bytes for one single-row read, to set beside each result's `wire`.
+    pub seed_single_row_read_bytes: SeedBytes,
+}
+
+/// The replication-middleware thesis's bytes for one single-row read of TPC-C's customer table.
+#[derive(Debug, Serialize)]
+pub struct SeedBytes {
+    pub mysql_5_1: u32,
+    pub passthru: u32,
+}
+
+impl SeedBytes {
+    pub fn published() -> SeedBytes {
+        let (mysql_5_1, passthru) = SEED_SINGLE_ROW_READ_BYTES;
+        SeedBytes {
+            mysql_5_1,
+            passthru,
+        }
+    }
 }
 
 /// The run's parameters, as given or defaulted.
@@ -37,6 +56,8 @@ pub struct Params {
     /// The sweep's commits waited for their global checkpoint (`--durable-commit`).
     pub durable_commit: bool,
     pub spin_us: Option<u32>,
+    /// Bytes of column data in each row (`--row-bytes`).
+    pub row_bytes: u32,
     pub seed: u64,
 }
 
@@ -57,6 +78,7 @@ impl Params {
             write_ratio: args.write_ratio,
             durable_commit: args.durable_commit,
             spin_us: args.spin_us,
+            row_bytes: args.row_bytes,
             seed,
         }
     }
@@ -92,6 +114,11 @@ pub struct Figures {
     /// kept until the report's version changes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub examined_rows_per_sec: Option<f64>,
+    /// Bytes on the wire per row (per ping for `ping`), counted by the API's links as they
+    /// encode and decode frames (header, payload, CRC-32 trailer): what the API sent and
+    /// received. Absent for sweep results.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wire: Option<WirePerRow>,
     /// Sweep results only: client threads, each with one transaction in flight.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<u32>,
@@ -99,6 +126,54 @@ pub struct Figures {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub temporary_errors: Option<u64>,
 }
+
+/// Frames and bytes per row over the API's links during one access type's timed measurements.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct WirePerRow {
+    /// Frames the API sent, per row.
+    pub frames_sent: f64,
+    /// Frame bytes the API sent (requests), per row.
+    pub bytes_sent: f64,
+    /// Frames the API received, per row.
+    pub frames_received: f64,
+    /// Frame bytes the API received (answers), per row.
+    pub bytes_received: f64,
+    /// What the kernel counted on the links' TCP sockets (`TCP_INFO`: bytes acknowledged by
+    /// the peer, bytes received), per row; for SHM the socket carries only wake-ups. Absent
+    /// when a socket gave no count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_bytes_sent: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_bytes_received: Option<f64>,
+    /// TCP segments both ways per row (each adds 52 bytes of IPv4 and TCP headers on the wire).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_segments: Option<f64>,
+}
+
+impl WirePerRow {
+    pub fn new(traffic: &rndb_api::LinkTraffic, rows: u64) -> Option<WirePerRow> {
+        if rows == 0 {
+            return None;
+        }
+        let per_row = |n: u64| round3(n as f64 / rows as f64);
+        let kernel = traffic.kernel_tcp;
+        Some(WirePerRow {
+            frames_sent: per_row(traffic.frames_sent),
+            bytes_sent: per_row(traffic.bytes_sent),
+            frames_received: per_row(traffic.frames_received),
+            bytes_received: per_row(traffic.bytes_received),
+            kernel_bytes_sent: kernel.map(|k| per_row(k.bytes_acked)),
+            kernel_bytes_received: kernel.map(|k| per_row(k.bytes_received)),
+            kernel_segments: kernel
+                .map(|k| per_row(u64::from(k.segments_out) + u64::from(k.segments_in))),
+        })
+    }
+}
+
+/// The seed's bytes on the wire for one single-row read of TPC-C's customer table, request and
+/// result (the replication-middleware thesis, section 6: a byte-counting proxy between client
+/// and database): (MySQL 5.1's protocol, the thesis's PassThrough protocol).
+pub const SEED_SINGLE_ROW_READ_BYTES: (u32, u32) = (1951, 1002);
 
 /// NDB's published testReadPerf figures (2005; 2 data nodes, dual AMD MP1900+, 20 records per
 /// access), in µs per row: (TCP/IP sockets, SCI sockets).
@@ -139,6 +214,7 @@ impl Figures {
             p999_us: round3(quantile_us(0.999)),
             scanned_table_rows_per_sec: scanned,
             examined_rows_per_sec: scanned,
+            wire: WirePerRow::new(&measured.traffic, measured.rows),
             concurrency: None,
             temporary_errors: None,
         }
@@ -167,6 +243,7 @@ impl Figures {
             p999_us: round3(quantile_us(0.999)),
             scanned_table_rows_per_sec: None,
             examined_rows_per_sec: None,
+            wire: None,
             concurrency: Some(level.concurrency),
             temporary_errors: Some(level.temporary_errors),
         }
@@ -356,7 +433,59 @@ impl Report {
             "\nNDB 2005: NDB's published testReadPerf figures, 2 data nodes, dual AMD MP1900+, \
              20 records per access (not measured here).",
         );
+        out.push_str(&self.to_wire_table());
         out
+    }
+
+    /// Bytes on the wire per row: one row per access type and transporter, the frames the API
+    /// sent and received and what the kernel counted, beside the seed's single-row read.
+    fn to_wire_table(&self) -> String {
+        let with_wire: Vec<&Figures> = self.results.iter().filter(|f| f.wire.is_some()).collect();
+        if with_wire.is_empty() {
+            return String::new();
+        }
+        let mut table = Table::new();
+        table.load_preset(presets::UTF8_FULL_CONDENSED);
+        table.set_header(vec![
+            "access",
+            "link",
+            "frames out/row",
+            "bytes out/row",
+            "frames in/row",
+            "bytes in/row",
+            "frame bytes/row",
+            "kernel TCP bytes out/row",
+            "kernel TCP bytes in/row",
+            "TCP segments/row",
+        ]);
+        let optional = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+        for f in with_wire {
+            let Some(w) = f.wire else { continue };
+            table.add_row(vec![
+                f.access.to_string(),
+                self.column_label(f.transporter),
+                format!("{:.2}", w.frames_sent),
+                format!("{:.1}", w.bytes_sent),
+                format!("{:.2}", w.frames_received),
+                format!("{:.1}", w.bytes_received),
+                format!("{:.1}", w.bytes_sent + w.bytes_received),
+                optional(w.kernel_bytes_sent),
+                optional(w.kernel_bytes_received),
+                optional(w.kernel_segments),
+            ]);
+        }
+        for column in table.column_iter_mut().skip(2) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+        let (mysql, passthru) = SEED_SINGLE_ROW_READ_BYTES;
+        format!(
+            "\n\nBytes on the wire per row ({} bytes of column data per row; frames counted by \
+             the API's links, header, payload and trailer; kernel: TCP_INFO of the links' \
+             sockets, without IP/TCP headers):\n{table}\nSeed (replication-middleware thesis, \
+             TPC-C customer row): a single-row read costs {mysql} bytes through MySQL 5.1's \
+             protocol, {passthru} through the PassThrough's.",
+            self.params.row_bytes
+        )
     }
 }
 
@@ -384,6 +513,7 @@ mod tests {
             write_ratio: 0.0,
             durable_commit: false,
             spin_us: None,
+            row_bytes: 24,
             seed: 1,
         }
     }
@@ -404,6 +534,7 @@ mod tests {
             p999_us: 1.0,
             scanned_table_rows_per_sec: scanned,
             examined_rows_per_sec: scanned,
+            wire: None,
             concurrency: None,
             temporary_errors: None,
         }
@@ -415,6 +546,7 @@ mod tests {
             version: 1,
             params: params(transporter, vec!["ping", "scan_filter"]),
             results,
+            seed_single_row_read_bytes: SeedBytes::published(),
         }
     }
 

@@ -595,3 +595,81 @@ fn local_refuses_a_data_node_on_another_host() {
         "{stderr}"
     );
 }
+
+/// `--workload tpcc` runs every consistency setting asked for at every level, prints its
+/// figures as JSON, and reports the consistency checks it ran after each setting.
+#[test]
+fn the_tpcc_workload_reports_every_setting_level_and_check() {
+    let dir = tempfile::tempdir().expect("create a directory");
+    let written = ClusterSpec::new()
+        .write(dir.path())
+        .expect("write the config");
+    let ndbd = ndbd_path().expect("find ndbd");
+    let (report, stderr) = run_json(&[
+        "--local",
+        "--config-file",
+        written.path.to_str().expect("a UTF-8 temp path"),
+        "--ndbd",
+        ndbd.to_str().expect("a UTF-8 target path"),
+        "--workload",
+        "tpcc",
+        "--tpcc-items",
+        "100",
+        "--tpcc-customers",
+        "10",
+        "--concurrency",
+        "1,4",
+        "--duration-ms",
+        "200",
+        "--consistency",
+        "committed,durable",
+        "--transporter",
+        "tcp",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(report["workload"], "tpcc");
+    let results = report["results"].as_array().expect("a results array");
+    let seen: Vec<(String, u64)> = results
+        .iter()
+        .map(|r| {
+            (
+                r["consistency"].as_str().expect("consistency").to_string(),
+                r["in_flight"].as_u64().expect("in_flight"),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, u64)> = [
+        ("committed", 1),
+        ("committed", 4),
+        ("durable", 1),
+        ("durable", 4),
+    ]
+    .iter()
+    .map(|(c, n)| (c.to_string(), *n))
+    .collect();
+    assert_eq!(seen, expected);
+    let count = |r: &Json, field: &str| r[field].as_u64().expect("a count");
+    for r in results {
+        // A durable level of 200 ms may commit only a handful, all of one kind.
+        assert!(count(r, "new_orders") + count(r, "payments") > 0, "{r}");
+        assert!(r["tx_per_sec"].as_f64().is_some_and(|x| x > 0.0), "{r}");
+        assert!(r["p99_us"]
+            .as_f64()
+            .is_some_and(|x| x >= r["p50_us"].as_f64().unwrap_or(0.0)));
+    }
+    assert!(results.iter().map(|r| count(r, "new_orders")).sum::<u64>() > 0);
+    assert!(results.iter().map(|r| count(r, "payments")).sum::<u64>() > 0);
+    let checks = report["checks"].as_array().expect("a checks array");
+    assert_eq!(checks.len(), 2, "{checks:?}");
+    for (check, setting) in checks.iter().zip(["committed", "durable"]) {
+        assert_eq!(check["consistency"], setting);
+        let orders: u64 = results
+            .iter()
+            .filter(|r| r["consistency"] == setting)
+            .map(|r| r["new_orders"].as_u64().unwrap_or(0))
+            .sum();
+        assert_eq!(check["orders"].as_u64(), Some(orders), "{check}");
+    }
+    assert!(stderr.contains("consistency checks passed"), "{stderr}");
+}
