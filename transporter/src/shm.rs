@@ -56,6 +56,8 @@
 //!     cargo test -p rndb-transporter --release --lib shm::loom_tests
 //! ```
 
+#[cfg(not(loom))]
+mod floor;
 mod link;
 mod ring;
 mod segment;
@@ -67,6 +69,8 @@ mod loom_tests;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
+#[cfg(not(loom))]
+pub use floor::SpinFloor;
 pub use link::{ShmFault, ShmLink};
 pub use setup::{client_setup, client_setup_on, server_setup, server_setup_on};
 
