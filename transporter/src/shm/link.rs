@@ -1,4 +1,4 @@
-//! [`ShmLink`]: the [`Transporter`] over a segment's two rings and the pair's TCP socket.
+//! [`ShmLink`]: the [`Transporter`] over a segment's two rings, two wake-up FIFOs and the pair's TCP socket.
 #![forbid(unsafe_code)]
 
 use std::fmt;
