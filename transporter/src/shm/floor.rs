@@ -108,7 +108,7 @@ impl SpinFloor {
         while self.inbound.tail.word.load(Ordering::Acquire) != self.sequence {
             std::hint::spin_loop();
             turns = turns.wrapping_add(1);
-            if turns % 4096 == 0 {
+            if turns.is_multiple_of(4096) {
                 let began = *began.get_or_insert_with(Instant::now);
                 if began.elapsed() >= timeout {
                     return false;
@@ -138,7 +138,7 @@ impl SpinFloor {
             }
             std::hint::spin_loop();
             turns = turns.wrapping_add(1);
-            if turns % 4096 == 0 && last_seen.elapsed() >= idle_max {
+            if turns.is_multiple_of(4096) && last_seen.elapsed() >= idle_max {
                 return echoed;
             }
         }
