@@ -40,6 +40,9 @@ const RECEIVE_THREAD_AFTER_PARKED: usize = 8;
 const RECEIVE_THREAD_TURN: Duration = Duration::from_millis(200);
 /// The request id the receive thread waits on: 0 is never given to a request.
 const RECEIVE_THREAD_REQUEST_ID: u32 = 0;
+/// The nice increment the receive thread asks for itself (a lower nice value is a larger share
+/// of the CPU, and an earlier turn: see [`raise_receive_thread_priority`]).
+const RECEIVE_THREAD_NICE_INCREMENT: i32 = -10;
 
 /// The data nodes the cluster declared failed (QMGR's NODE_FAILREP, which every data node
 /// sends its API nodes when it handles a data node's failure), shared by every connection of
@@ -92,6 +95,13 @@ struct HeartbeatState {
 
 /// The longest a poll owner sleeps before it looks at its deadline again.
 const POLL_SLEEP_MAX: Duration = Duration::from_millis(50);
+
+/// The longest a parked waiter sleeps before it looks again by itself. Every way its wait can
+/// end unparks it (its answer filed, the poller handed to it, the link failed), so this is only
+/// a backstop. It was POLL_SLEEP_MAX: with 4096 client threads whose transactions took over
+/// 50 ms, every thread woke several times per transaction for nothing, and those wake-ups ate
+/// the CPU the data node and the receive thread needed (issue 26).
+const PARKED_SLEEP_MAX: Duration = Duration::from_secs(1);
 
 /// The longest a poll owner sleeps while the link still holds bytes a flush could not push
 /// (the socket or ring was full): it flushes again after this.
@@ -471,6 +481,7 @@ impl Connection {
     /// The receive thread: owns the poller whenever no waiter does, in turns of
     /// [`RECEIVE_THREAD_TURN`], on a request id no request uses, until `close` or failure.
     fn receive_until_closed(self: Arc<Self>) {
+        raise_receive_thread_priority(self.peer);
         while !self.closing.load(Ordering::Relaxed) {
             #[cfg(feature = "tokio")]
             self.expire_task_requests();
@@ -1007,7 +1018,7 @@ impl Connection {
                 let parked = shared.parked.len();
                 drop(shared);
                 self.maybe_start_receiver(parked);
-                std::thread::park_timeout((deadline - now).min(POLL_SLEEP_MAX));
+                std::thread::park_timeout((deadline - now).min(PARKED_SLEEP_MAX));
                 continue;
             }
             shared.poll_owner = true;
@@ -1242,6 +1253,30 @@ impl Connection {
         wake.iter().for_each(Thread::unpark);
         wake_tasks.into_iter().for_each(Waker::wake);
         Ok((delivered, done))
+    }
+}
+
+/// Raises the calling thread's (the receive thread's) scheduling priority: nice
+/// [`RECEIVE_THREAD_NICE_INCREMENT`] below the process's.
+///
+/// The receive thread runs only once many threads wait on one connection, and each of them,
+/// once its answer is filed, is runnable until it has sent its next request. At the same
+/// priority, the scheduler queued the receive thread behind those (thousands, with a client
+/// thread per transaction on two cores), the link went unread while they ran, and the data node
+/// idled: the threaded sweep fell to 0.38 of its peak at 4096 threads (issue 26). With a larger
+/// share the receive thread runs as soon as answers arrive, and the pipeline stays full.
+///
+/// Lowering a nice value needs CAP_SYS_NICE or an RLIMIT_NICE that allows it; without either
+/// the thread stays at the process's priority (said once in the log, at debug level).
+fn raise_receive_thread_priority(peer: NodeId) {
+    // On Linux nice() changes the calling thread only (threads are scheduled on their own).
+    match rustix::process::nice(RECEIVE_THREAD_NICE_INCREMENT) {
+        Ok(nice) => tracing::debug!(node = %peer, nice, "receive thread priority raised"),
+        Err(e) => tracing::debug!(
+            node = %peer,
+            "receive thread stays at the process's priority (nice {RECEIVE_THREAD_NICE_INCREMENT} \
+             refused: {e})"
+        ),
     }
 }
 

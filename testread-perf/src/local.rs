@@ -279,12 +279,23 @@ pub enum Placement {
     SweepAsync,
 }
 
+/// True when every SHM link of the config has ShmSpintime=0: both ends sleep between messages
+/// and are woken through their FIFOs, as over TCP (and like TCP they are placed together).
+fn shm_links_sleep(config: &rndb_config::ClusterConfig) -> bool {
+    config
+        .links
+        .iter()
+        .filter(|l| l.kind == rndb_config::TransporterKind::Shm)
+        .all(|l| l.shm_spintime_us == 0)
+}
+
 /// Places this process (its measuring thread) for the transporter about to be measured, when
 /// the local data nodes' execution threads are bound (LockExecuteThreadToCPU):
 ///
 /// - SHM: on the CPUs the data nodes leave free. Both sides spin on the ring, which pays only
 ///   when each has a core; sharing one, each spin only delays the other.
-/// - TCP and io_uring: on the data nodes' CPUs. Both sides sleep in the kernel between
+/// - SHM links that do not spin (every SHM link has ShmSpintime=0, NDB's default), TCP and
+///   io_uring: on the data nodes' CPUs. Both sides sleep in the kernel between
 ///   messages, and on this kind of VM waking a halted vCPU costs tens of µs per hop (measured:
 ///   a TCP ping ~7 µs on one core, ~75 µs across two), while a wake-up on the same core is a
 ///   context switch.
@@ -312,8 +323,10 @@ pub fn place_for(
     }
     let cpus = machine_cpus();
     let free = || (0..cpus).filter(|cpu| !taken.contains(cpu)).collect();
-    let chosen: Vec<usize> = match (kind, placement) {
-        (_, Placement::SweepAsync) | (rndb_config::TransporterKind::Shm, _) => free(),
+    let spinning_shm = kind == rndb_config::TransporterKind::Shm && !shm_links_sleep(config);
+    let chosen: Vec<usize> = match placement {
+        Placement::SweepAsync => free(),
+        _ if spinning_shm => free(),
         _ => taken.iter().copied().filter(|&cpu| cpu < cpus).collect(),
     };
     if chosen.is_empty() {

@@ -58,6 +58,7 @@ impl Sweep<'_> {
         if concurrency == 0 || concurrency > CONCURRENCY_MAX {
             bail!("concurrency {concurrency} is outside 1..={CONCURRENCY_MAX}");
         }
+        disable_huge_pages();
         let start = Barrier::new(concurrency as usize + 1);
         let results: Vec<Result<Thread>> = std::thread::scope(|scope| {
             let mut handles = Vec::with_capacity(concurrency as usize);
@@ -91,9 +92,27 @@ impl Sweep<'_> {
     /// One client thread: transactions back to back until the deadline.
     fn thread(&self, index: u32, start: &Barrier) -> Result<Thread> {
         let mut rng = StdRng::seed_from_u64(self.seed ^ u64::from(index).wrapping_mul(0x9E37_79B9));
-        let mut latency_ns = Histogram::new_with_bounds(1, 60_000_000_000, 3)?;
+        // Latencies are kept as a list and counted into the level's histogram once every thread
+        // is done: a histogram each (220 KiB for 1 ns..60 s at 3 digits) made 4096 threads
+        // fault in and zero some 900 MiB while they were being measured.
+        let mut latency_ns = Vec::new();
         let (mut committed, mut temporary) = (0u64, 0u64);
+        // One untimed transaction first, as testReadPerf warms up each access type: a new
+        // thread's first one also makes its allocator's thread heap and faults in its first
+        // pages (at 4096 new threads, most of the level's time went to zeroing those pages).
+        // A temporary error is as good a warm-up; any other error ends the thread after the
+        // barrier, which the others must pass.
+        let warm_up = {
+            let key = Value::UInt32(rng.gen_range(0..self.size));
+            let write = rng.gen_bool(self.write_ratio);
+            self.transaction(key, write, &mut rng)
+        };
         start.wait();
+        if let Err(e) = warm_up {
+            if !e.is_temporary() {
+                return Err(e).context(format!("sweep thread {index}: warm-up transaction"));
+            }
+        }
         let begun = Instant::now();
         let deadline = begun + self.duration;
         while Instant::now() < deadline && !self.shutdown.requested() {
@@ -103,7 +122,7 @@ impl Sweep<'_> {
             match self.transaction(key, write, &mut rng) {
                 Ok(()) => {
                     committed += 1;
-                    latency_ns.saturating_record(t0.elapsed().as_nanos() as u64);
+                    latency_ns.push(t0.elapsed().as_nanos() as u64);
                 }
                 Err(e) if e.is_temporary() => temporary += 1,
                 Err(e) => return Err(e).context(format!("sweep thread {index}")),
@@ -113,7 +132,7 @@ impl Sweep<'_> {
             committed,
             temporary,
             elapsed: begun.elapsed(),
-            latency_ns,
+            latency_ns: Latencies::Each(latency_ns),
         })
     }
 
@@ -197,7 +216,7 @@ impl Sweep<'_> {
                 committed,
                 temporary,
                 elapsed: begun.elapsed(),
-                latency_ns,
+                latency_ns: Latencies::Counted(latency_ns),
             })],
         )
     }
@@ -220,6 +239,22 @@ impl Sweep<'_> {
     }
 }
 
+/// Stops transparent huge pages for this process's later page faults (PR_SET_THP_DISABLE),
+/// before a level of client threads starts. mimalloc asks for huge pages for its arenas, and
+/// every new thread takes fresh pages of its own there for each size it allocates, so each of
+/// thousands of threads faulted in and zeroed whole 2 MiB pages where it used a few KiB: at 4096
+/// threads, a quarter to half of the level's CPU time went to clearing pages (perf). Set only
+/// here, after `--local` started its data nodes (children inherit the flag), and only for the
+/// threaded sweep; an error (an old kernel) leaves huge pages on.
+fn disable_huge_pages() {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        if let Err(e) = nix::sys::prctl::set_thp_disable(true) {
+            eprintln!("testread-perf: PR_SET_THP_DISABLE: {e} (huge pages stay on)");
+        }
+    });
+}
+
 /// Nanoseconds from `begun` to `now`, saturating (a level lasts seconds, far from `u64::MAX`).
 fn nanos_since(begun: Instant, now: Instant) -> u64 {
     u64::try_from(now.duration_since(begun).as_nanos()).unwrap_or(u64::MAX)
@@ -231,7 +266,16 @@ struct Thread {
     committed: u64,
     temporary: u64,
     elapsed: Duration,
-    latency_ns: Histogram<u64>,
+    /// The latency of each committed transaction, in ns.
+    latency_ns: Latencies,
+}
+
+/// A thread's latencies: each one (client threads), or counted already (the asynchronous
+/// sweep's one thread).
+#[derive(Debug)]
+enum Latencies {
+    Each(Vec<u64>),
+    Counted(Histogram<u64>),
 }
 
 fn merge(concurrency: u32, results: Vec<Result<Thread>>) -> Result<Level> {
@@ -247,10 +291,15 @@ fn merge(concurrency: u32, results: Vec<Result<Thread>>) -> Result<Level> {
         level.transactions += thread.committed;
         level.temporary_errors += thread.temporary;
         level.elapsed = level.elapsed.max(thread.elapsed);
-        level
-            .latency_ns
-            .add(&thread.latency_ns)
-            .context("merge latency histograms")?;
+        match &thread.latency_ns {
+            Latencies::Each(each) => each
+                .iter()
+                .for_each(|&ns| level.latency_ns.saturating_record(ns)),
+            Latencies::Counted(counted) => level
+                .latency_ns
+                .add(counted)
+                .context("merge latency histograms")?,
+        }
     }
     Ok(level)
 }

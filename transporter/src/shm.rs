@@ -1,5 +1,6 @@
 //! The shared-memory link: two single-producer single-consumer rings in one `/dev/shm` segment,
-//! with the pair's TCP connection kept open as the liveness and wake-up channel (NDB's design).
+//! a FIFO each way for wake-up bytes, and the pair's TCP connection kept open for liveness (NDB
+//! wakes through that socket; a FIFO wakes cheaper: docs/shm.md).
 //!
 //! - [`server_setup`] (data node side) creates the segment, offers its path over TCP, waits for
 //!   the client's ack and unlinks the file at once: both processes keep their mappings, so no file
@@ -8,8 +9,8 @@
 //!   (unpublished), or into a bounded local overflow buffer when the ring is full; `flush`
 //!   publishes them with one Release store and wakes a sleeping peer.
 //! - The receiver spins (the caller's loop calls [`crate::Transporter::input_pending`], one atomic
-//!   load), then calls `prepare_to_sleep` and sleeps in its poller on the TCP socket; a sender
-//!   that sees the "sleeping" flag writes one byte on that socket. The argument that no wake-up is
+//!   load), then calls `prepare_to_sleep` and sleeps in its poller on its wake-up FIFO; a sender
+//!   that sees the "sleeping" flag writes one byte into that FIFO. The argument that no wake-up is
 //!   lost is on `ring::Consumer::prepare_to_sleep`.
 //! - [`clean_stale_segments`] removes segments left by crashed processes of an earlier run.
 //!
@@ -56,6 +57,8 @@
 //!     cargo test -p rndb-transporter --release --lib shm::loom_tests
 //! ```
 
+#[cfg(not(loom))]
+mod floor;
 mod link;
 mod ring;
 mod segment;
@@ -67,6 +70,8 @@ mod loom_tests;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
+#[cfg(not(loom))]
+pub use floor::SpinFloor;
 pub use link::{ShmFault, ShmLink};
 pub use setup::{client_setup, client_setup_on, server_setup, server_setup_on};
 
@@ -94,9 +99,9 @@ const _: () = assert!(SHM_SEGMENT_BYTES_MIN == rndb_config::SHM_SIZE_BYTES_MIN);
 pub const SHM_SEGMENT_BYTES_MAX: u64 = (SHM_HEADER_BYTES + 2 * SHM_RING_BYTES_MAX) as u64;
 /// How long each step of the set-up exchange over TCP may take.
 pub const SHM_SETUP_TIMEOUT_MS: u64 = 5_000;
-/// The byte a sender writes on the TCP socket to wake a sleeping receiver.
+/// The byte a sender writes into its peer's wake-up FIFO to wake it from its sleep.
 pub const SHM_WAKE_BYTE: u8 = b'W';
-/// While the ring is empty, `receive` looks at the TCP socket (wake-up bytes, EOF) at most this
+/// While the ring is empty, `receive` looks at the TCP socket and the wake-up FIFO (EOF) at most this
 /// often, so a caller spinning on `receive` does not make a system call per turn.
 pub const SHM_LIVENESS_CHECK_INTERVAL_US: u64 = 100;
 

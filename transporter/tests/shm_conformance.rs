@@ -1,5 +1,5 @@
 //! Proves that the SHM link passes every transporter conformance test, and the SHM-specific
-//! promises: a sleeping receiver is woken through its TCP socket, a receive takes a long backlog
+//! promises: a sleeping receiver is woken through its wake-up FIFO, a receive takes a long backlog
 //! in slices, a corrupt ring index or length closes the link with BadFrame, mismatched configs
 //! are refused, and no /dev/shm file outlives set-up.
 
@@ -160,7 +160,7 @@ fn receive_frames(link: &mut ShmLink, want: usize) -> Vec<u32> {
 }
 
 #[test]
-fn a_sleeping_receiver_is_woken_through_its_socket() {
+fn a_sleeping_receiver_is_woken_through_its_fifo() {
     let (mut server, mut client) = connected_pair(LinkSettings::default());
     assert_eq!(client.kind(), TransporterKind::Shm);
     for round in 0..20 {
@@ -173,7 +173,7 @@ fn a_sleeping_receiver_is_woken_through_its_socket() {
         server.flush().expect("flush");
         assert!(
             readable_within(client.poll_fd(), Duration::from_secs(1)),
-            "round {round}: the wake-up byte makes the socket readable"
+            "round {round}: the wake-up byte makes the FIFO readable"
         );
         client.woke_up();
         assert!(

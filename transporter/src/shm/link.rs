@@ -1,7 +1,8 @@
-//! [`ShmLink`]: the [`Transporter`] over a segment's two rings and the pair's TCP socket.
+//! [`ShmLink`]: the [`Transporter`] over a segment's two rings, two wake-up FIFOs and the pair's TCP socket.
 #![forbid(unsafe_code)]
 
 use std::fmt;
+use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
@@ -31,7 +32,7 @@ pub(crate) enum Role {
     Client,
 }
 
-/// Wake-up bytes read from the TCP socket per system call.
+/// Wake-up bytes (or liveness-check bytes) read per system call.
 const WAKE_DRAIN_BYTES: usize = 64;
 
 /// A corruption a test can inject into this link's inbound ring, to check that the receiver
@@ -50,12 +51,19 @@ pub enum ShmFault {
 /// one every few dozen nanoseconds, so the check still comes within microseconds of its time).
 const EMPTY_RECEIVES_PER_CLOCK_READ: u32 = 16;
 
-/// One SHM link to one peer. Frames go through the segment's rings; the TCP socket carries only
-/// wake-up bytes, and its EOF tells that the peer process is gone.
+/// One SHM link to one peer. Frames go through the segment's rings; wake-up bytes through two
+/// FIFOs (see `setup.rs`), whose end of file, like the TCP socket's, tells that the peer
+/// process is gone or shut the link down.
 pub struct ShmLink {
     peer: NodeId,
-    /// The pair's TCP connection, non-blocking: wake-up bytes both ways, EOF = peer gone.
+    /// The pair's TCP connection, non-blocking: carries nothing after set-up; EOF = peer gone.
     stream: TcpStream,
+    /// The FIFO the peer writes our wake-up bytes into (non-blocking): what the caller's poller
+    /// sleeps on ([`Transporter::poll_fd`]). End of file = the peer's write end is closed.
+    wake_in: File,
+    /// The FIFO we write the peer's wake-up bytes into; closed by `shutdown`, which the peer
+    /// sees as end of file.
+    wake_out: Option<File>,
     /// Our outbound ring (ring 0 for the server, ring 1 for the client).
     producer: Producer<MappedControl, MappedBytes>,
     /// Our inbound ring.
@@ -83,7 +91,8 @@ pub struct ShmLink {
     /// Frame bytes one `receive` delivers at most ([`SHM_RECEIVE_SLICE_BYTES`] unless
     /// `limit_receive` asked for less).
     receive_slice_bytes: usize,
-    /// Set when we may have slept (a wake-up byte may be waiting); cleared by a socket check.
+    /// Set when we may have slept (a wake-up byte may be waiting in the FIFO); cleared by
+    /// `drain_wakes`.
     socket_check_due: bool,
     /// Set when a publish found the peer asleep and wrote it a wake-up byte; taken by
     /// `take_woke_peer`.
@@ -104,6 +113,8 @@ impl ShmLink {
         segment: Arc<Segment>,
         role: Role,
         link: &LinkConfig,
+        wake_in: File,
+        wake_out: File,
     ) -> Result<ShmLink, TransportError> {
         stream
             .set_read_timeout(None)
@@ -123,6 +134,8 @@ impl ShmLink {
         Ok(ShmLink {
             peer,
             stream,
+            wake_in,
+            wake_out: Some(wake_out),
             producer: Producer::new(out_control, out_bytes, FRAME_BYTES_MAX),
             consumer: Consumer::new(in_control, in_bytes, FRAME_BYTES_MAX),
             inbound_bytes,
@@ -248,47 +261,50 @@ impl ShmLink {
         self.overflow.extend_from_slice(&self.scratch);
     }
 
-    /// Writes one wake-up byte. A full socket buffer already holds unread wake-up bytes, so
-    /// `WouldBlock` is fine; an interrupted write wrote nothing and is retried, or the sleeper
-    /// would never wake.
+    /// Writes one wake-up byte into the peer's FIFO. A full FIFO already holds unread wake-up
+    /// bytes, so `WouldBlock` is fine; an interrupted write wrote nothing and is retried, or the
+    /// sleeper would never wake. A closed reader (EPIPE) is a peer gone.
     fn wake_peer(&mut self) -> Result<(), TransportError> {
         self.woke_peer = true;
+        let Some(wake_out) = self.wake_out.as_ref() else {
+            return Err(TransportError::Closed { peer: self.peer });
+        };
         loop {
-            return match (&self.stream).write(&[SHM_WAKE_BYTE]) {
+            return match (&*wake_out).write(&[SHM_WAKE_BYTE]) {
                 Ok(_) => Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if is_disconnect(&e) => Err(TransportError::Closed { peer: self.peer }),
                 Err(e) => Err(TransportError::io(
-                    format!("wake node {} over TCP", self.peer),
+                    format!("wake node {} through its FIFO", self.peer),
                     e,
                 )),
             };
         }
     }
 
-    /// Reads and discards wake-up bytes; notes EOF (the peer process is gone).
-    fn drain_socket(&mut self) -> Result<(), TransportError> {
+    /// Reads and discards wake-up bytes from our FIFO; notes end of file (the peer's write end
+    /// closed: the process is gone or shut the link down). A read shorter than the buffer
+    /// emptied the FIFO, so the usual wake-up costs one system call.
+    fn drain_wakes(&mut self) -> Result<(), TransportError> {
         self.socket_check_due = false;
-        self.last_socket_check = Instant::now();
         let mut bytes = [0u8; WAKE_DRAIN_BYTES];
         loop {
-            match (&self.stream).read(&mut bytes) {
+            match (&self.wake_in).read(&mut bytes) {
                 Ok(0) => {
                     self.peer_closed = true;
                     return Ok(());
                 }
                 Ok(read_bytes) => {
                     if bytes[..read_bytes].iter().any(|&b| b != SHM_WAKE_BYTE) {
-                        return Err(self.bad_frame("unexpected bytes on the SHM wake-up socket"));
+                        return Err(self.bad_frame("unexpected bytes in the SHM wake-up FIFO"));
+                    }
+                    if read_bytes < bytes.len() {
+                        return Ok(());
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if is_disconnect(&e) => {
-                    self.peer_closed = true;
-                    return Ok(());
-                }
                 Err(e) => {
                     return Err(TransportError::io(
                         format!("read SHM wake-ups from node {}", self.peer),
@@ -297,6 +313,37 @@ impl ShmLink {
                 }
             }
         }
+    }
+
+    /// Looks at the TCP socket, which carries nothing after set-up: notes EOF (the peer
+    /// process is gone), and at the FIFO, for the same.
+    fn check_liveness(&mut self) -> Result<(), TransportError> {
+        self.last_socket_check = Instant::now();
+        let mut bytes = [0u8; WAKE_DRAIN_BYTES];
+        loop {
+            match (&self.stream).read(&mut bytes) {
+                Ok(0) => {
+                    self.peer_closed = true;
+                    return Ok(());
+                }
+                Ok(_) => {
+                    return Err(self.bad_frame("unexpected bytes on the SHM link's TCP socket"));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if is_disconnect(&e) => {
+                    self.peer_closed = true;
+                    return Ok(());
+                }
+                Err(e) => {
+                    return Err(TransportError::io(
+                        format!("check the SHM link to node {}", self.peer),
+                        e,
+                    ))
+                }
+            }
+        }
+        self.drain_wakes()
     }
 
     /// Delivers the records published when the call began, up to `receive_slice_bytes`.
@@ -418,13 +465,15 @@ impl Transporter for ShmLink {
             self.empty_receives >= EMPTY_RECEIVES_PER_CLOCK_READ
         };
         let check_interval = Duration::from_micros(SHM_LIVENESS_CHECK_INTERVAL_US);
-        let socket_check_due = self.socket_check_due
-            || (clock_due && {
-                self.empty_receives = 0;
-                self.last_socket_check.elapsed() >= check_interval
-            });
-        if socket_check_due {
-            self.drain_socket()?;
+        let liveness_check_due = clock_due && {
+            self.empty_receives = 0;
+            self.last_socket_check.elapsed() >= check_interval
+        };
+        if liveness_check_due {
+            self.check_liveness()?;
+        } else if self.socket_check_due {
+            // After a sleep: the wake-up bytes (and the end of file of a peer gone).
+            self.drain_wakes()?;
         }
         if self.peer_closed && delivered_count == 0 {
             return Err(TransportError::Closed { peer: self.peer });
@@ -448,10 +497,12 @@ impl Transporter for ShmLink {
     fn shutdown(&mut self) {
         // NotConnected (the peer is already gone) is as good as done.
         let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        // The peer, asleep on its FIFO, sees the end of file.
+        self.wake_out = None;
     }
 
     fn poll_fd(&self) -> RawFd {
-        self.stream.as_raw_fd()
+        self.wake_in.as_raw_fd()
     }
 
     fn limit_receive(&mut self, bytes: usize) {
@@ -463,7 +514,7 @@ impl Transporter for ShmLink {
     }
 
     fn prepare_to_sleep(&mut self) -> bool {
-        // After a sleep a wake-up byte may wait on the socket: look at it on the next receive.
+        // After a sleep a wake-up byte may wait in the FIFO: look at it on the next receive.
         self.socket_check_due = true;
         self.consumer.prepare_to_sleep()
     }

@@ -12,18 +12,35 @@
 //! client -> server, ack (8 bytes, little-endian)
 //! 0    4    magic "RSHA"
 //! 4    4    status: 0 = attached, 1 = refused (the client's own error says why)
+//!
+//! server -> client, ready (4 bytes), only after an ack with status 0
+//! 0    4    magic "RSHR"
 //! ```
 //!
-//! On a TLS connection the exchange runs inside TLS; the link then keeps the raw socket for
-//! its liveness and wake-up bytes, which carry nothing (the ring's frames never cross it).
+//! Beside the segment the server makes two FIFOs, `<segment path>-w0` (server to client) and
+//! `<segment path>-w1` (client to server): a sender writes one wake-up byte into the FIFO its
+//! peer reads when the peer sleeps (a pipe wakes a thread for a fraction of what a loopback
+//! TCP segment costs; see docs/shm.md). Each side opens the FIFO it reads before the other
+//! opens it for writing, so both opens succeed at once without blocking: the server opens `-w1`
+//! for reading before the offer; the client opens `-w0` for reading and `-w1` for writing
+//! before its ack; the server opens `-w0` for writing after it, and only then says "ready"
+//! (until a writer has opened a FIFO, a read of it reports end of file). From then on, a
+//! FIFO's reader sees end of file when its writer is gone: the peer process died or shut the
+//! link down.
 //!
-//! The server unlinks the file as soon as the ack arrives (or the exchange fails), so the file
-//! never outlives the set-up; the two mappings stay until each side drops its link.
+//! On a TLS connection the exchange runs inside TLS; the link then keeps the raw socket for
+//! its liveness checks, which carry nothing (the ring's frames never cross it).
+//!
+//! The server unlinks the file and the FIFOs as soon as the ack arrives (or the exchange
+//! fails), so none outlives the set-up; the two mappings and the FIFOs' descriptors stay until
+//! each side drops its link.
 #![forbid(unsafe_code)]
 
+use std::fs::File;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,6 +54,7 @@ use crate::{NodeId, TransportError};
 
 const OFFER_MAGIC: u32 = u32::from_le_bytes(*b"RSHO");
 const ACK_MAGIC: u32 = u32::from_le_bytes(*b"RSHA");
+const READY_MAGIC: u32 = u32::from_le_bytes(*b"RSHR");
 const OFFER_PATH_BYTES_MAX: usize = 256;
 const OFFER_BYTES: usize = 24 + OFFER_PATH_BYTES_MAX;
 const ACK_BYTES: usize = 8;
@@ -72,8 +90,10 @@ pub fn server_setup_on(
         segment_bytes: link.shm_size_bytes,
         checksum: link.checksum,
     };
-    // On any error below, dropping `segment` unlinks the file.
+    // On any error below, dropping `segment` unlinks the file, and dropping `fifos` the FIFOs.
     let mut segment = Segment::create(&spec)?;
+    let fifos = WakeFifos::create(segment.path())?;
+    let wake_in = open_fifo(&fifos.client_to_server, FifoEnd::Read)?;
     let offer = encode_offer(segment.path(), spec.segment_bytes)?;
     stream
         .write_all(&offer)
@@ -90,12 +110,20 @@ pub fn server_setup_on(
             "SHM set-up with node {peer}: client refused the segment (status {status})"
         )));
     }
+    let wake_out = open_fifo(&fifos.server_to_client, FifoEnd::Write)?;
+    drop(fifos);
+    stream
+        .write_all(&READY_MAGIC.to_le_bytes())
+        .and_then(|()| stream.flush())
+        .map_err(|e| TransportError::io(format!("SHM set-up with node {peer}: send ready"), e))?;
     ShmLink::new(
         into_socket(stream),
         peer,
         Arc::new(segment),
         Role::Server,
         link,
+        wake_in,
+        wake_out,
     )
 }
 
@@ -126,7 +154,13 @@ pub fn client_setup_on(
     let attached = decode_offer(&offer)
         .and_then(|(path, segment_bytes)| check_size(segment_bytes, link).map(|()| path))
         .and_then(|path| Segment::attach(&path, link.shm_size_bytes))
-        .and_then(|segment| check_identity(&segment, me, peer, link).map(|()| segment));
+        .and_then(|segment| check_identity(&segment, me, peer, link).map(|()| segment))
+        .and_then(|segment| {
+            let fifos = WakeFifos::named(segment.path());
+            let wake_in = open_fifo(&fifos.server_to_client, FifoEnd::Read)?;
+            let wake_out = open_fifo(&fifos.client_to_server, FifoEnd::Write)?;
+            Ok((segment, wake_in, wake_out))
+        });
     let status = if attached.is_ok() {
         ACK_ATTACHED
     } else {
@@ -136,16 +170,110 @@ pub fn client_setup_on(
     ack[..4].copy_from_slice(&ACK_MAGIC.to_le_bytes());
     ack[4..].copy_from_slice(&status.to_le_bytes());
     let ack_sent = stream.write_all(&ack).and_then(|()| stream.flush());
-    let segment = attached?;
+    let (segment, wake_in, wake_out) = attached?;
     ack_sent
         .map_err(|e| TransportError::io(format!("SHM set-up with node {peer}: send ack"), e))?;
+    let mut ready = [0u8; 4];
+    stream
+        .read_exact(&mut ready)
+        .map_err(|e| TransportError::io(format!("SHM set-up with node {peer}: read ready"), e))?;
+    if u32::from_le_bytes(ready) != READY_MAGIC {
+        return Err(TransportError::Handshake(format!(
+            "SHM set-up with node {peer}: bad ready message {ready:02x?}"
+        )));
+    }
     ShmLink::new(
         into_socket(stream),
         peer,
         Arc::new(segment),
         Role::Client,
         link,
+        wake_in,
+        wake_out,
     )
+}
+
+/// The two wake-up FIFOs of a segment, named after it; the creator's copy removes them when
+/// dropped (once both sides have opened them, or when the set-up fails).
+struct WakeFifos {
+    server_to_client: PathBuf,
+    client_to_server: PathBuf,
+    owned: bool,
+}
+
+impl WakeFifos {
+    /// The FIFO paths of the segment at `segment_path` (which was checked to be one of ours,
+    /// directly in /dev/shm; the suffixes keep the names in the same alphabet).
+    fn named(segment_path: &Path) -> WakeFifos {
+        let with = |suffix: &str| {
+            let mut name = segment_path.as_os_str().to_owned();
+            name.push(suffix);
+            PathBuf::from(name)
+        };
+        WakeFifos {
+            server_to_client: with("-w0"),
+            client_to_server: with("-w1"),
+            owned: false,
+        }
+    }
+
+    /// Makes both FIFOs (mode 0600) next to the new segment at `segment_path`.
+    fn create(segment_path: &Path) -> Result<WakeFifos, TransportError> {
+        let mut fifos = WakeFifos::named(segment_path);
+        fifos.owned = true;
+        for path in [&fifos.server_to_client, &fifos.client_to_server] {
+            nix::unistd::mkfifo(
+                path.as_path(),
+                nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+            )
+            .map_err(|e| {
+                TransportError::io(
+                    format!("make SHM wake-up FIFO {}", path.display()),
+                    e.into(),
+                )
+            })?;
+        }
+        Ok(fifos)
+    }
+}
+
+impl Drop for WakeFifos {
+    fn drop(&mut self) {
+        if self.owned {
+            let _ = std::fs::remove_file(&self.server_to_client);
+            let _ = std::fs::remove_file(&self.client_to_server);
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FifoEnd {
+    Read,
+    Write,
+}
+
+/// Opens one end of a wake-up FIFO, non-blocking, and checks that it is a FIFO (the client
+/// opens paths the server named). Opening the write end needs the reader to have it open.
+fn open_fifo(path: &Path, end: FifoEnd) -> Result<File, TransportError> {
+    let context = |what: &str| format!("{what} SHM wake-up FIFO {}", path.display());
+    let file = std::fs::OpenOptions::new()
+        .read(end == FifoEnd::Read)
+        .write(end == FifoEnd::Write)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| TransportError::io(context("open"), e))?;
+    let is_fifo = file
+        .metadata()
+        .map_err(|e| TransportError::io(context("inspect"), e))?
+        .file_type()
+        .is_fifo();
+    if !is_fifo {
+        return Err(TransportError::Handshake(format!(
+            "{} is not a FIFO",
+            path.display()
+        )));
+    }
+    Ok(file)
 }
 
 /// The socket under the set-up connection, TLS given up (see the module comment).
