@@ -70,6 +70,8 @@ pub(crate) struct Arbit {
     tickets_made: u64,
     /// Said once: arbitration is off, and why.
     logged_off: bool,
+    /// Failures the API nodes hear of once the round ends with this side going on.
+    api_failreps: Vec<NodeId>,
 }
 
 /// Failures since the side was last whole.
@@ -114,6 +116,7 @@ impl Arbit {
             verdict_win: None,
             tickets_made: 0,
             logged_off: false,
+            api_failreps: Vec::new(),
         }
     }
 
@@ -154,6 +157,13 @@ impl Kernel {
                 asked: None,
             });
             self.tc.set_commits_held(true);
+        }
+    }
+
+    /// Data node `node`'s failure is told to the API nodes when the round ends.
+    pub(crate) fn arbit_hold_api_failrep(&mut self, node: NodeId) {
+        if !self.arbit.api_failreps.contains(&node) {
+            self.arbit.api_failreps.push(node);
         }
     }
 
@@ -339,9 +349,14 @@ impl Kernel {
         // A verdict is for one round: a later one must hear its own.
         self.arbit.verdict_win = None;
         self.tc.set_commits_held(false);
+        let failed = std::mem::take(&mut self.arbit.api_failreps);
         if go_on {
-            // The commits whose answers the round held.
+            // The commits whose answers the round held, and the failures the API nodes wait
+            // to hear of.
             self.tc_checkpoint_saved(out);
+            for node in failed {
+                self.api_failrep(node, out);
+            }
         }
         if self.arbit_president() == self.me {
             self.arbit_send_verdict(go_on, out);

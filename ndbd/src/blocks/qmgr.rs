@@ -707,6 +707,20 @@ impl Kernel {
         self.node_failrep(node, out, now);
     }
 
+    /// Tells every API node that data node `node` failed (NODE_FAILREP), or, while an
+    /// arbitration round holds commits, once it ends with this side going on.
+    pub(crate) fn api_failrep(&mut self, node: NodeId, out: &mut dyn Outbox) {
+        if self.tc.commits_held() {
+            return self.arbit_hold_api_failrep(node);
+        }
+        let rep = FailRep { node: node.0 };
+        let apis: Vec<NodeId> = self.qmgr.apis.iter().copied().collect();
+        for api in apis {
+            let frame = data_node_header(gsn::NODE_FAILREP, block::API, block::QMGR);
+            self.unsent.send(out, api, frame, &mut |b| rep.encode(b));
+        }
+    }
+
     /// The cluster declared this node failed: it stops (NDB's 2315) and from now on handles
     /// nothing, so that it answers no API node with what the cluster went on without.
     fn declared_dead(&mut self, detail: String) {
@@ -753,20 +767,6 @@ impl Kernel {
                 self.qmgr.heartbeat_interval.as_millis()
             ));
         }
-        // The API nodes stop routing to it, even while their link to it stays open (a
-        // stopped process): their connection to it fails. Only a node that serves says so: one
-        // still starting (left out of a partial start, say) sees links close that the cluster
-        // keeps.
-        let rep = FailRep { node: node.0 };
-        let apis: Vec<NodeId> = if self.qmgr.started {
-            self.qmgr.apis.iter().copied().collect()
-        } else {
-            Vec::new()
-        };
-        for api in apis {
-            let frame = data_node_header(gsn::NODE_FAILREP, block::API, block::QMGR);
-            self.unsent.send(out, api, frame, &mut |b| rep.encode(b));
-        }
         if self.qmgr.started {
             if let Some(group) = self.qmgr.group_lost() {
                 let why = format!(
@@ -783,6 +783,15 @@ impl Kernel {
             self.arbit_copying_failed(out);
         } else {
             self.arbit_node_failed(node, before, now);
+        }
+        // The API nodes stop routing to it, even while their link to it stays open (a
+        // stopped process): their connection to it fails. Only a node that serves says so: one
+        // still starting (left out of a partial start, say) sees links close that the cluster
+        // keeps. While arbitration decides, they hear it once this side goes on (as NDB's
+        // NODE_FAILREP follows the arbitration): the arbitrator among them must keep its link
+        // to either side of a split, and the losing side tells them nothing.
+        if self.qmgr.started {
+            self.api_failrep(node, out);
         }
         self.restart_node_failrep(out);
         self.dih_node_failrep(node, out, now);
