@@ -10,6 +10,11 @@
 //!    side to ask goes on; the other is refused and stops. No answer within
 //!    ArbitrationTimeout, or no arbitrator: it stops.
 //!
+//! While a round runs a node serves no key operation and refuses commits (286), holds the
+//! answers of commits that finished meanwhile, and tells API nodes of no failure: a side that
+//! then stops must not have shown or acknowledged anything the other side lacks, and the
+//! arbitrator must keep its links to both sides. All of it resumes when the side goes on.
+//!
 //! A node other than the president goes on by rules 2 and 3 alone; otherwise it waits for its
 //! president's ARBIT_VERDICT, which names the side's nodes and counts only when this node sees
 //! the same side (it may have seen the failures later or in another order, and counted a node
