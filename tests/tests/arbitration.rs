@@ -57,6 +57,20 @@ fn row(id: u32) -> Vec<Value> {
     vec![Value::UInt32(id), Value::Int64(i64::from(id) * 7)]
 }
 
+/// Inserts row `id`, retrying temporary errors (286 while arbitration holds commits) until
+/// the data nodes serve again.
+fn insert_once_served(api: &rndb_api::Cluster, table: &rndb_api::Table, id: u32) -> Result<()> {
+    wait_until(
+        "a write to commit",
+        STEP_TIMEOUT,
+        || match insert_committed(api, table, &[row(id)]) {
+            Ok(()) => Ok(Some(())),
+            Err(e) if e.is_temporary() => Ok(None),
+            Err(e) => Err(e.into()),
+        },
+    )
+}
+
 /// Connects the arbitrator's API node and waits until the president names it.
 fn connect_arbitrator(cluster: &TestCluster) -> rndb_api::Cluster {
     let arbitrator = cluster
@@ -102,16 +116,7 @@ fn the_survivor_of_half_the_data_nodes_goes_on_when_the_arbitrator_says_so() {
     .expect("the survivor goes on");
     assert!(cluster.is_running(SURVIVOR), "the survivor runs");
     // Every row is served, and a write commits, once commits are no longer held.
-    wait_until(
-        "a write on the survivor",
-        STEP_TIMEOUT,
-        || match insert_committed(&api, &table, &[row(ROWS)]) {
-            Ok(()) => Ok(Some(())),
-            Err(e) if e.is_temporary() => Ok(None),
-            Err(e) => Err(e.into()),
-        },
-    )
-    .expect("the survivor commits");
+    insert_once_served(&api, &table, ROWS).expect("the survivor commits");
     for id in 0..=ROWS {
         let found = read_committed(&api, &table, &[Value::UInt32(id)]).expect("read a row");
         assert_eq!(found, row(id), "row {id} on the survivor");
@@ -274,16 +279,7 @@ fn a_split_between_two_hosts_leaves_one_side_serving_and_the_loser_rejoins() {
         "the winner went on by the arbitrator"
     );
     // The winner serves writes again.
-    wait_until(
-        "a write on the winner",
-        STEP_TIMEOUT,
-        || match insert_committed(&api, &table, &[row(ROWS)]) {
-            Ok(()) => Ok(Some(())),
-            Err(e) if e.is_temporary() => Ok(None),
-            Err(e) => Err(e.into()),
-        },
-    )
-    .expect("the winner commits");
+    insert_once_served(&api, &table, ROWS).expect("the winner commits");
     stop.store(true, Ordering::Relaxed);
     let acknowledged = writer
         .join()
