@@ -212,8 +212,8 @@ pub struct Tc {
     /// there are never more than MaxNoOfConcurrentTransactions; new transactions meanwhile get
     /// 233 as for any record in use.
     saving: BTreeSet<(u32, TransId)>,
-    /// Arbitration decides whether this side of a failure goes on: commits are refused (286)
-    /// until it has (`arbit.rs`).
+    /// Arbitration decides whether this side of a failure goes on: key operations and commits
+    /// are refused (286), and finished commits' answers held, until it has (`arbit.rs`).
     commits_held: bool,
     /// Answers of transactions that aborted while commits were held though their last
     /// replica may have committed early (it failed before saying so): on a split that
@@ -653,12 +653,12 @@ impl Tc {
         self.commits_held = held;
     }
 
-    /// True while arbitration holds commits.
     /// True when the last replica of `trans` was told to commit at once (an early commit).
     pub fn is_early_commit(&self, trans: TransId) -> bool {
         self.transactions.get(trans).is_some_and(|t| t.early_commit)
     }
 
+    /// True while arbitration holds commits.
     pub fn commits_held(&self) -> bool {
         self.commits_held
     }
