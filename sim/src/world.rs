@@ -1510,8 +1510,16 @@ impl World {
         }
     }
 
-    /// True when every node group keeps a started, running data node outside `nodes`.
+    /// True when every node group keeps a started, running data node outside `nodes`, and
+    /// every node of `nodes` runs started: the sim does not link data nodes again when a cut
+    /// heals, where a real node still starting would dial its peers again and go on.
     fn every_group_served_without(&self, nodes: &[NodeId]) -> bool {
+        if !nodes
+            .iter()
+            .all(|n| self.kernels.get(n).is_some_and(|k| k.is_started()))
+        {
+            return false;
+        }
         let serving = |n: &NodeId| {
             !nodes.contains(n)
                 && !self.paused.contains_key(n)
