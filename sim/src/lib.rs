@@ -66,4 +66,4 @@ pub mod rng;
 pub mod world;
 
 pub use knobs::{Fault, Knobs, Options, Sabotage, Workload};
-pub use world::{run_seed, run_seed_checked, DurabilityReport, Failure, Report};
+pub use world::{run_seed, run_seed_checked, run_seeds, DurabilityReport, Failure, Report};

@@ -178,6 +178,28 @@ pub fn run_seed_checked(seed: u64, options: &Options) -> Result<Report, Failure>
 }
 
 /// Runs one seed.
+/// Runs seeds `start..start + count`, each once: every report, or every failure in one
+/// message ("N of count seeds failed", then each with its replay command), for tests.
+pub fn run_seeds(start: u64, count: u64, options: &Options) -> Result<Vec<Report>, String> {
+    let mut reports = Vec::new();
+    let mut failures = Vec::new();
+    for seed in start..start + count {
+        match run_seed(seed, options) {
+            Ok(report) => reports.push(report),
+            Err(failure) => failures.push(failure.to_string()),
+        }
+    }
+    if failures.is_empty() {
+        Ok(reports)
+    } else {
+        Err(format!(
+            "{} of {count} seeds failed:\n{}",
+            failures.len(),
+            failures.join("\n")
+        ))
+    }
+}
+
 pub fn run_seed(seed: u64, options: &Options) -> Result<Report, Failure> {
     let mut world = World::new(seed, options);
     // A panic in a kernel (an assertion) or in the sim is this seed's failure, reported with

@@ -6,27 +6,13 @@
 //! replicas agree, and no data node stops unless it could not restore (it lagged the cluster,
 //! or its disk failed). The seeds that found the kernel's restart bugs pass too.
 
-use rndb_sim::{run_seed, Fault, Options, Report, Workload};
+use rndb_sim::{run_seed, run_seeds, Fault, Options, Report, Workload};
 
 /// Seeds per test. A debug build runs one in about 15 ms.
 const SEEDS: u64 = 500;
 
 fn run_many(options: &Options, start: u64, count: u64) -> Vec<Report> {
-    let mut reports = Vec::new();
-    let mut failures = Vec::new();
-    for seed in start..start + count {
-        match run_seed(seed, options) {
-            Ok(report) => reports.push(report),
-            Err(failure) => failures.push(failure.to_string()),
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {count} seeds failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    reports
+    run_seeds(start, count, options).unwrap_or_else(|failures| panic!("{failures}"))
 }
 
 fn sum(reports: &[Report], f: impl Fn(&Report) -> u64) -> u64 {

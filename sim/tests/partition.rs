@@ -4,7 +4,7 @@
 //! restarts on, rejoins; nothing acknowledged is lost and no stale side serves. Slow links,
 //! client deaths, API link drops and BUGGIFY come on top in the second test.
 
-use rndb_sim::{run_seed, Fault, Options, Report, Workload};
+use rndb_sim::{run_seeds, Fault, Options, Report, Workload};
 
 fn run_many(faults: Vec<Fault>, start: u64, count: u64) -> Vec<Report> {
     let options = Options {
@@ -13,21 +13,7 @@ fn run_many(faults: Vec<Fault>, start: u64, count: u64) -> Vec<Report> {
         trace: false,
         sabotage: None,
     };
-    let mut reports = Vec::new();
-    let mut failures = Vec::new();
-    for seed in start..start + count {
-        match run_seed(seed, &options) {
-            Ok(report) => reports.push(report),
-            Err(failure) => failures.push(failure.to_string()),
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {count} seeds failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    reports
+    run_seeds(start, count, &options).unwrap_or_else(|failures| panic!("{failures}"))
 }
 
 fn total(reports: &[Report], kind: &str) -> u64 {

@@ -5,7 +5,7 @@
 //! and BUGGIFY's full send buffers and late ticks. Each seed runs once here (determinism is replay.rs's); the
 //! totals at the end show the faults really happened.
 
-use rndb_sim::{run_seed, Fault, Options, Report, Workload};
+use rndb_sim::{run_seeds, Fault, Options, Report, Workload};
 
 /// Seeds per workload. In a debug build (the simulator at opt-level 2, the kernel at 0, see the
 /// workspace Cargo.toml) a seed takes about 30 ms; `scripts/sim --seeds N` runs more.
@@ -17,21 +17,7 @@ fn run_many(workload: Workload, start: u64, count: u64) -> Vec<Report> {
         ..Options::default()
     };
     assert_eq!(options.faults, Fault::DEFAULT.to_vec());
-    let mut reports = Vec::new();
-    let mut failures = Vec::new();
-    for seed in start..start + count {
-        match run_seed(seed, &options) {
-            Ok(report) => reports.push(report),
-            Err(failure) => failures.push(failure.to_string()),
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {count} seeds failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    reports
+    run_seeds(start, count, &options).unwrap_or_else(|failures| panic!("{failures}"))
 }
 
 fn faults(reports: &[Report], kind: &str) -> u64 {
