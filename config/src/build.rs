@@ -201,6 +201,7 @@ fn mgm_node(l: &Layered<'_>) -> MgmNodeConfig {
         port_number: u16::try_from(l.int("PortNumber")).unwrap_or(u16::MAX),
         data_dir: PathBuf::from(l.text("DataDir").unwrap_or_default()),
         arbitration_rank: l.u32("ArbitrationRank"),
+        arbitration_delay_ms: l.u32("ArbitrationDelay"),
         require_tls: l.bool("RequireTls"),
         require_certificate: l.bool("RequireCertificate"),
         line: l.line(),

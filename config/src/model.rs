@@ -188,9 +188,11 @@ pub struct MgmNodeConfig {
     /// DataDir: where `ndb_mgmd` writes the cluster log (`ndb_<NodeId>_cluster.log`) and keeps
     /// its config cache.
     pub data_dir: PathBuf,
-    /// Recognised only: nothing arbitrates yet, so a value in the file is ignored with a
-    /// warning and this always holds NDB's default (1).
+    /// ArbitrationRank: 0 never arbitrates; 1 (the default) and 2 may, 1 before 2, a
+    /// management node before an API node of the same rank.
     pub arbitration_rank: u32,
+    /// ArbitrationDelay (ms): how long the arbitrator waits before it answers a side.
+    pub arbitration_delay_ms: u32,
     /// RequireTls (plain clients are refused) and RequireCertificate (ndb_mgmd must have keys).
     pub require_tls: bool,
     pub require_certificate: bool,

@@ -45,6 +45,8 @@ impl ClusterConfig {
                     "HostName" => Some(node.host_name.clone()),
                     "PortNumber" => Some(node.port_number.to_string()),
                     "DataDir" => Some(node.data_dir.display().to_string()),
+                    "ArbitrationRank" => Some(node.arbitration_rank.to_string()),
+                    "ArbitrationDelay" => Some(node.arbitration_delay_ms.to_string()),
                     _ => None,
                 }
             }

@@ -85,7 +85,7 @@ fn connect_arbitrator(cluster: &TestCluster) -> rndb_api::Cluster {
         || {
             Ok(cluster
                 .log(SURVIVOR)
-                .contains(&format!("API node {ARBITRATOR} is the arbitrator"))
+                .contains(&format!("Started arbitrator node {ARBITRATOR} "))
                 .then_some(()))
         },
     )
@@ -134,7 +134,7 @@ fn the_survivor_of_half_the_data_nodes_stops_without_an_arbitrator() {
         || {
             Ok(cluster
                 .log(SURVIVOR)
-                .contains(&format!("the arbitrator, API node {ARBITRATOR}, is gone"))
+                .contains(&format!("the arbitrator, node {ARBITRATOR}, is gone"))
                 .then_some(()))
         },
     )
@@ -223,7 +223,7 @@ fn a_split_between_two_hosts_leaves_one_side_serving_and_the_loser_rejoins() {
         || {
             Ok(cluster
                 .log(SURVIVOR)
-                .contains("API node 61 is the arbitrator")
+                .contains("Started arbitrator node 61 ")
                 .then_some(()))
         },
     )
@@ -271,7 +271,7 @@ fn a_split_between_two_hosts_leaves_one_side_serving_and_the_loser_rejoins() {
     };
     let log = cluster.log(loser);
     assert!(
-        log.contains("error 2305") && log.contains("the arbitrator, API node 61"),
+        log.contains("error 2305") && log.contains("the arbitrator, node 61"),
         "the loser says why it stopped:\n{log}"
     );
     assert!(

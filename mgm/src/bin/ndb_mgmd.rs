@@ -104,10 +104,11 @@ fn run(offset: time::UtcOffset) -> anyhow::Result<()> {
             node.data_dir.display()
         )
     })?;
-    let tls = server_tls(&args, &node, me)?;
+    let (tls, link_tls) = server_tls(&args, &node, me)?;
     let listener = bind(&config, me)?;
     let address = listener.local_addr().context("read the bound address")?;
     tracing::info!(node = %me, %address, cluster_log = %log.path().display(), "ndb_mgmd started");
+    let arbitrator_config = config.clone();
     let server = Arc::new(
         Server::new(ServerSetup {
             config_text,
@@ -137,6 +138,8 @@ fn run(offset: time::UtcOffset) -> anyhow::Result<()> {
             .context("start the metrics thread")?;
         tracing::info!(%bound, "metrics at http://{bound}/metrics");
     }
+    rndb_mgm::server::arbitrator::spawn(server.clone(), arbitrator_config, me, link_tls)
+        .context("start the arbitrator's link threads")?;
     let acceptor = server.clone();
     std::thread::Builder::new()
         .name("mgm-accept".into())
@@ -158,12 +161,13 @@ fn run(offset: time::UtcOffset) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// This server's TLS keys (from --ndb-tls-search-path) and its section's RequireTls.
+/// This server's TLS keys (from --ndb-tls-search-path) and its section's RequireTls: for the
+/// protocol's clients, and for the arbitrator's links to the data nodes.
 fn server_tls(
     args: &Args,
     node: &rndb_config::MgmNodeConfig,
     me: NodeId,
-) -> anyhow::Result<ServerTls> {
+) -> anyhow::Result<(ServerTls, rndb_transporter::tls::TlsSetup)> {
     let search_path = args
         .ndb_tls_search_path
         .as_deref()
@@ -183,11 +187,12 @@ fn server_tls(
         ),
         None => tracing::info!("no TLS search path: clients connect in plain text"),
     }
-    Ok(ServerTls {
-        keys: setup.keys,
+    let server = ServerTls {
+        keys: setup.keys.clone(),
         require_tls: node.require_tls,
         me,
-    })
+    };
+    Ok((server, setup))
 }
 
 /// The config to serve: the cache of an earlier start, or config.ini (see `server::cache`).

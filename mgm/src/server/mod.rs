@@ -5,6 +5,7 @@
 //! requests and answers them in order. All state is in one [`State`] behind a mutex, with a
 //! condition variable that wakes requests waiting for nodes to stop.
 
+pub mod arbitrator;
 pub mod cache;
 pub mod log;
 pub mod metrics;

@@ -21,7 +21,7 @@
 //! alive that the president did not). The president sends a verdict at the end of every round.
 //!
 //! ```text
-//!  president ─ARBIT_STARTREQ(ticket)─► API node of ArbitrationRank 1 (else 2)
+//!  president ─ARBIT_STARTREQ(ticket)─► a management or API node of ArbitrationRank 1 (else 2)
 //!            ◄─ARBIT_STARTCONF────────
 //!            ─ARBIT_PREPREQ(arbitrator, ticket)─► every data node
 //!  a failure: every node holds commits (286) for one HeartbeatIntervalDbDb, so that the rest
@@ -35,9 +35,10 @@
 //! are no failures here, and nodes still being copied to by node restart count on no side (the
 //! failure of one is a failed restart). `Arbitration=Disabled` decides rule 4 for going on, and
 //! `WaitExternal` goes on after ArbitrationTimeout (an external manager is to stop one side
-//! meanwhile). Unlike NDB, a cluster whose config has no API node of ArbitrationRank 1 or 2
-//! does not arbitrate (as Disabled): `ndb_mgmd` does not arbitrate yet, and NDB would then
-//! stop a two-node cluster at its first node failure.
+//! meanwhile). The arbitrator is `ndb_mgmd` (`rndb_mgm::server::arbitrator`; ArbitrationRank 1
+//! by default) or an API node (`rndb_api`'s `arbiter.rs`; ArbitrationRank 0 by default).
+//! Unlike NDB, a cluster whose config has no node of ArbitrationRank 1 or 2 does not
+//! arbitrate (as Disabled), where NDB would stop a two-node cluster at its first failure.
 
 use std::time::{Duration, Instant};
 
@@ -56,11 +57,12 @@ pub(crate) struct Arbit {
     timeout: Duration,
     /// How long a failure round waits for the rest of a split to show (HeartbeatIntervalDbDb).
     settle: Duration,
-    /// API nodes that may arbitrate: ArbitrationRank 1 before 2, then by id.
+    /// Management and API nodes that may arbitrate: ArbitrationRank 1 before 2, management
+    /// nodes first, then by id.
     candidates: Vec<NodeId>,
     /// The arbitrator and its ticket, as the president last said (ARBIT_PREPREQ).
     arbitrator: Option<(NodeId, u64)>,
-    /// As president: the API node asked to arbitrate, with the ticket, and when.
+    /// As president: the node asked to arbitrate, with the ticket, and when.
     starting: Option<(NodeId, u64, Instant)>,
     /// As president: when ARBIT_PREPREQ last went to every data node.
     prep_sent: Option<Instant>,
@@ -101,18 +103,25 @@ enum Decision {
 
 impl Arbit {
     pub fn new(config: &ClusterConfig, node: &DataNodeConfig) -> Arbit {
-        let mut ranked: Vec<(u32, NodeId)> = config
+        // By rank; at one rank management nodes before API nodes (NDB's order), then by id.
+        let mgm = config
+            .mgm_nodes
+            .iter()
+            .map(|n| (n.arbitration_rank, 0u8, n.node_id));
+        let api = config
             .api_slots
             .iter()
-            .filter(|slot| matches!(slot.arbitration_rank, 1 | 2))
-            .map(|slot| (slot.arbitration_rank, slot.node_id))
+            .map(|slot| (slot.arbitration_rank, 1u8, slot.node_id));
+        let mut ranked: Vec<(u32, u8, NodeId)> = mgm
+            .chain(api)
+            .filter(|&(rank, _, _)| matches!(rank, 1 | 2))
             .collect();
         ranked.sort_unstable();
         Arbit {
             method: node.arbitration,
             timeout: Duration::from_millis(u64::from(node.arbitration_timeout_ms)),
             settle: Duration::from_millis(u64::from(node.heartbeat_interval_db_db_ms)),
-            candidates: ranked.into_iter().map(|(_, id)| id).collect(),
+            candidates: ranked.into_iter().map(|(_, _, id)| id).collect(),
             arbitrator: None,
             starting: None,
             prep_sent: None,
@@ -125,7 +134,7 @@ impl Arbit {
         }
     }
 
-    /// True when failures are arbitrated: Default with an API node that may arbitrate, or
+    /// True when failures are arbitrated: Default with a node that may arbitrate, or
     /// WaitExternal.
     fn enabled(&self) -> bool {
         match self.method {
@@ -147,8 +156,8 @@ impl Kernel {
         if !self.arbit.enabled() {
             if !std::mem::replace(&mut self.arbit.logged_off, true) {
                 tracing::warn!(
-                    "data node {node} failed and arbitration is off (Arbitration={}, no API node \
-                     with ArbitrationRank 1 or 2): a network split would leave each side serving",
+                    "data node {node} failed and arbitration is off (Arbitration={}, no management \
+                     or API node with ArbitrationRank 1 or 2): a network split would leave each side serving",
                     self.arbit.method.as_str()
                 );
             }
@@ -317,7 +326,7 @@ impl Kernel {
                     if now >= asked + self.arbit.timeout {
                         Decision::Stop(format!(
                             "half of the data nodes are on this side, and the arbitrator, \
-                                 API node {api}, did not answer within ArbitrationTimeout={} ms",
+                                 node {api}, did not answer within ArbitrationTimeout={} ms",
                             self.arbit.timeout.as_millis()
                         ))
                     } else {
@@ -334,7 +343,7 @@ impl Kernel {
             return;
         };
         let nodes: Vec<u16> = self.qmgr.alive().map(|n| n.0).collect();
-        tracing::warn!(arbitrator = %api, "half of the data nodes are on this side ({nodes:?}): asking the arbitrator, API node {api}");
+        tracing::warn!(arbitrator = %api, "half of the data nodes are on this side ({nodes:?}): asking the arbitrator, node {api}");
         if let Some(round) = &mut self.arbit.round {
             round.asked = Some(now);
         }
@@ -388,7 +397,7 @@ impl Kernel {
         }
     }
 
-    /// As president outside a round: an API node that may arbitrate is asked to (the first
+    /// As president outside a round: a node that may arbitrate is asked to (the first
     /// by rank that is linked), and every data node hears which one every interval.
     fn arbit_keep_arbitrator(&mut self, out: &mut dyn Outbox, now: Instant) {
         if self.arbit.method != Arbitration::Default {
@@ -396,7 +405,7 @@ impl Kernel {
         }
         if let Some((api, _)) = self.arbit.arbitrator {
             if !self.qmgr.is_api_up(api) {
-                tracing::warn!(arbitrator = %api, "the arbitrator, API node {api}, is gone");
+                tracing::warn!(arbitrator = %api, "the arbitrator, node {api}, is gone");
                 self.arbit.arbitrator = None;
             }
         }
@@ -458,7 +467,8 @@ impl Kernel {
         }
     }
 
-    /// ARBIT_STARTCONF, ARBIT_CHOOSECONF or ARBIT_CHOOSEREF from an API node.
+    /// ARBIT_STARTCONF, ARBIT_CHOOSECONF or ARBIT_CHOOSEREF from the arbitrator (a management
+    /// or API node).
     pub(crate) fn exec_arbit_from_api(
         &mut self,
         from: NodeId,
@@ -477,7 +487,7 @@ impl Kernel {
                 }
                 self.arbit.starting = None;
                 self.arbit.arbitrator = Some((api, ticket));
-                tracing::info!(arbitrator = %api, "API node {api} is the arbitrator");
+                tracing::info!(arbitrator = %api, "Started arbitrator node {api} [ticket={ticket:016x}]");
                 self.arbit.prep_sent = Some(now);
                 self.arbit.prepped = self.qmgr.peers_up().collect();
                 self.arbit_prep(api, ticket, out);
@@ -492,13 +502,13 @@ impl Kernel {
                     return;
                 }
                 if signal == gsn::ARBIT_CHOOSECONF {
-                    tracing::warn!(arbitrator = %from, "the arbitrator, API node {from}, chose this side: it goes on");
+                    tracing::warn!(arbitrator = %from, "the arbitrator, node {from}, chose this side: it goes on");
                     self.arbit_end_round(true, out);
                 } else {
                     let why = format!(
                         "error 2305: Node lost connection to other nodes and can not form a \
                          unpartitioned cluster, please investigate if there are error(s) on \
-                         other node(s) (Arbitration error): the arbitrator, API node {from}, \
+                         other node(s) (Arbitration error): the arbitrator, node {from}, \
                          chose the other side of the split"
                     );
                     tracing::error!("{why}");
@@ -542,7 +552,8 @@ impl Kernel {
         }
     }
 
-    /// An API node's link closed: if it was asked to arbitrate, the president asks another.
+    /// A management or API node's link closed: if it was asked to arbitrate, the president
+    /// asks another.
     pub(crate) fn arbit_api_gone(&mut self, api: NodeId) {
         if self.arbit.starting.is_some_and(|(a, _, _)| a == api) {
             self.arbit.starting = None;

@@ -98,6 +98,7 @@ pub fn cluster() -> ClusterConfig {
             port_number: 1186,
             data_dir: PathBuf::from("."),
             arbitration_rank: 1,
+            arbitration_delay_ms: 0,
             require_tls: false,
             require_certificate: false,
             line: 1,
