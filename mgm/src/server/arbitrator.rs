@@ -119,8 +119,10 @@ fn link_thread(shared: &Shared, peer: &DataNodeConfig) {
             }
             Err(e) => {
                 let error = e.to_string();
+                // Said once per kind of failure: a data node that is down is refused every
+                // second until it starts.
                 if error != last_error {
-                    tracing::debug!(node = %id, "cannot link to data node {id} for arbitration: {error}");
+                    tracing::info!(node = %id, "cannot link to data node {id} for arbitration (trying every {} s): {error}", RETRY.as_secs());
                     last_error = error;
                 }
             }
