@@ -95,8 +95,8 @@ pub struct MgmClient {
 impl MgmClient {
     /// Connects to `server` alone (TLS when `tls` has keys).
     pub fn connect_to(server: &MgmAddress, tls: &ClientTls) -> Result<MgmClient, MgmError> {
-        let stream = connect_one(server)
-            .map_err(|e| MgmError::Unreachable(format!("{server}: {e}")))?;
+        let stream =
+            connect_one(server).map_err(|e| MgmError::Unreachable(format!("{server}: {e}")))?;
         let conn = crate::tls::start_client(stream, tls, server)?;
         Ok(MgmClient {
             conn,

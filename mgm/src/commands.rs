@@ -276,7 +276,11 @@ fn stop(
         out.push_str("Executing STOP on all nodes.\n");
     }
     let peers = reply.get("mgmstopped").unwrap_or("");
-    for id in stopped.split(',').chain(peers.split(',')).filter(|s| !s.is_empty()) {
+    for id in stopped
+        .split(',')
+        .chain(peers.split(','))
+        .filter(|s| !s.is_empty())
+    {
         out.push_str(&format!("Node {id} has shutdown.\n"));
     }
     if let Some(mgm) = reply.get("mgm") {

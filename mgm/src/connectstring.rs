@@ -236,7 +236,10 @@ mod tests {
         // when not given, as in NDB).
         assert_eq!(
             servers("mgmhost:3000", &two),
-            ["ndb_mgmd 49 at 10.0.0.1:2000", "ndb_mgmd 48 at localhost:3000"]
+            [
+                "ndb_mgmd 49 at 10.0.0.1:2000",
+                "ndb_mgmd 48 at localhost:3000"
+            ]
         );
         assert_eq!(
             servers("a:1,b", nodes),

@@ -53,9 +53,7 @@ impl ConfigIdentity {
         let hex = |name: &str| -> Result<Option<u64>, String> {
             message
                 .get(name)
-                .map(|v| {
-                    u64::from_str_radix(v, 16).map_err(|_| format!("{name} {v:?} is not hex"))
-                })
+                .map(|v| u64::from_str_radix(v, 16).map_err(|_| format!("{name} {v:?} is not hex")))
                 .transpose()
         };
         match (hex("clusterid")?, hex("configchecksum")?) {

@@ -525,7 +525,14 @@ impl Server {
                 let id = state.next_link;
                 state.next_link += 1;
                 let address = peer.to_string();
-                state.mgm.insert(node, PeerLink { id, address, version });
+                state.mgm.insert(
+                    node,
+                    PeerLink {
+                        id,
+                        address,
+                        version,
+                    },
+                );
                 *link = Some((node, id));
                 let text = format!("Node {node} Connected");
                 let event = Event::new(self.me.0, Category::Connection, 8, Severity::Info, text);
@@ -695,11 +702,12 @@ impl Server {
         live.connected = connected;
         live.data_memory_used = request.parse("datamemory.used")?.unwrap_or(0);
         live.data_memory_total = request.parse("datamemory.total")?.unwrap_or(0);
-        live.restarting = (reported == NodeState::ShuttingDown && request.get("restart") == Some("1"))
-            .then(|| RestartRequest {
-                initial: request.get("initial") == Some("1"),
-                no_start: request.get("nostart") == Some("1"),
-            });
+        live.restarting = (reported == NodeState::ShuttingDown
+            && request.get("restart") == Some("1"))
+        .then(|| RestartRequest {
+            initial: request.get("initial") == Some("1"),
+            no_start: request.get("nostart") == Some("1"),
+        });
         let reply = Message::ok_reply(&request.command);
         let reply = match (record.stop_requested, record.restart_requested) {
             (true, _) => reply.field("action", "stop"),

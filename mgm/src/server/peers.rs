@@ -94,10 +94,7 @@ fn report_to_peer(server: &Server, peer: NodeId, address: &MgmAddress) {
 
 /// Asks management servers `peers` (each with a live link to this one, from `address`) to
 /// stop; an error names the first that could not be asked.
-pub fn stop(
-    server: &Server,
-    peers: &[(u16, String)],
-) -> Result<(), String> {
+pub fn stop(server: &Server, peers: &[(u16, String)]) -> Result<(), String> {
     for (peer, seen_at) in peers {
         let node = server
             .config()
