@@ -7,7 +7,9 @@
 //! logs it, and the restarted node fetches its config by failing over; a server started again
 //! sees the whole cluster again; a RESTART asked through both servers at once restarts the node
 //! once, and both servers log it; a server restarted with another config is refused by the
-//! other server and by the data nodes' reports, and both cluster logs say why.
+//! other server and by the data nodes' reports, and both cluster logs say why; started again
+//! with the cluster's config it is accepted, and SHUTDOWN through it stops every data node and
+//! both servers.
 
 use std::fs;
 use std::time::Duration;
@@ -363,6 +365,37 @@ fn two_management_servers_serve_track_and_outlive_each_other() {
         );
     wait_show(&only_48, &refused);
     wait_show(&only_49, &expected_show(&[49], &[], 1));
+    for node in ["ndbd-1", "ndbd-2"] {
+        let log = procs.log(node);
+        assert!(
+            log.contains("ndb_mgmd 48 at")
+                && log.contains("refused this node's reports: config mismatch"),
+            "{node} does not log the refusal:\n{log}"
+        );
+    }
+
+    // Started again from the cluster's config, server 48 is accepted again; SHUTDOWN through it
+    // stops the data nodes, then server 49, then itself.
+    procs.kill("ndb_mgmd-48c");
+    procs.spawn(
+        "ndb_mgmd-48d",
+        "ndb_mgmd",
+        &["-f", &config_arg, "--ndb-nodeid", "48", "--reload"],
+    );
+    wait_listening(port_48);
+    wait_show(&only_48, &all_up);
+    wait_show(&only_49, &all_up);
+    assert_eq!(
+        mgm(&only_48, "SHUTDOWN"),
+        "2 NDB Cluster node(s) have shutdown.\n\
+         Disconnecting to allow management server to shutdown.\n\
+         NDB Cluster management server shutdown.\n"
+    );
+    for name in ["ndbd-1", "ndbd-2", "ndb_mgmd-49", "ndb_mgmd-48d"] {
+        let status = procs.wait_exit(name, SEE_TIMEOUT);
+        assert!(status.success(), "{name} exited with {status}");
+    }
+    wait_logged(&procs, 49, 0, "Node 49: Node shutdown completed");
 }
 
 #[test]
