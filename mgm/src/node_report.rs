@@ -460,3 +460,86 @@ fn report_message(node_id: u16, status: &str, angel: bool, report: &DataNodeRepo
     }
     message
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::connectstring::MgmAddress;
+
+    fn reporters() -> Reporters {
+        Reporters {
+            node_id: 1,
+            restartable: true,
+            identity: ConfigIdentity {
+                cluster_id: 1,
+                checksum: 2,
+            },
+            tls: ClientTls::plain(),
+            restart: Arc::new(Mutex::new(None)),
+            shutdown: Arc::new(AtomicBool::new(false)),
+            probe: Mutex::new(None),
+            start: AtomicBool::new(false),
+        }
+    }
+
+    fn server(id: u16) -> MgmServer {
+        MgmServer {
+            node_id: Some(id),
+            address: MgmAddress {
+                host: "127.0.0.1".into(),
+                port: 1186 + id,
+            },
+        }
+    }
+
+    #[test]
+    fn the_first_stop_or_restart_asked_is_carried_out_once() {
+        let r = reporters();
+        let initial = RestartRequest {
+            initial: true,
+            no_start: false,
+        };
+        assert!(r.obey(Action::Restart(initial), &server(49)));
+        // Asked again, through the other server or the same: the stop under way stands.
+        assert!(!r.obey(Action::Stop, &server(48)));
+        let no_start = RestartRequest {
+            initial: false,
+            no_start: true,
+        };
+        assert!(!r.obey(Action::Restart(no_start), &server(48)));
+        assert_eq!(*r.restart.lock().unwrap(), Some(initial));
+        assert!(r.shutdown.load(Ordering::Relaxed));
+        // Every server is told the node stops for that restart.
+        let report = r.report_message();
+        assert_eq!(report.get("status"), Some("STOPPING"));
+        assert_eq!(report.get("restart"), Some("1"));
+        assert_eq!(report.get("initial"), Some("1"));
+        assert_eq!(report.get("nostart"), Some("0"));
+        assert_eq!(report.get("clusterid"), Some("0000000000000001"));
+    }
+
+    #[test]
+    fn a_signalled_node_obeys_no_later_restart() {
+        let r = reporters();
+        r.shutdown.store(true, Ordering::Relaxed);
+        assert!(!r.obey(Action::Restart(RestartRequest::default()), &server(49)));
+        assert_eq!(*r.restart.lock().unwrap(), None);
+        assert_eq!(r.report_message().get("restart"), None);
+    }
+
+    #[test]
+    fn start_from_any_server_ends_not_started() {
+        let r = reporters();
+        assert_eq!(r.report_message().get("status"), Some("NOT_STARTED"));
+        assert!(!r.obey(Action::Start, &server(48)));
+        assert!(r.start.load(Ordering::Relaxed));
+        assert_eq!(r.report_message().get("status"), Some("STARTING"));
+        let started: ProbeFn = Arc::new(|| DataNodeReport {
+            started: true,
+            ..DataNodeReport::default()
+        });
+        *r.probe.lock().unwrap() = Some(started);
+        assert_eq!(r.report_message().get("status"), Some("STARTED"));
+        assert!(!r.shutdown.load(Ordering::Relaxed));
+    }
+}

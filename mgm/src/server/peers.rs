@@ -117,3 +117,115 @@ pub fn stop(server: &Server, peers: &[(u16, String)]) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::ConfigIdentity;
+    use crate::server::log::ClusterLog;
+    use crate::server::ServerSetup;
+    use crate::status::NodeState;
+
+    const CONFIG: &str = "[ndbd default]\nNoOfReplicas=1\n\
+                          [ndb_mgmd]\nNodeId=49\nHostName=127.0.0.1\nPortNumber=2000\n\
+                          [ndb_mgmd]\nNodeId=48\nHostName=127.0.0.1\nPortNumber=2001\n\
+                          [ndbd]\nNodeId=1\nHostName=127.0.0.1\n";
+
+    fn server(dir: &std::path::Path) -> Server {
+        let config = rndb_config::parse_str(CONFIG, std::path::Path::new("config.ini"))
+            .expect("a valid config");
+        let log = ClusterLog::open(dir, 49, time::UtcOffset::UTC).expect("open the log");
+        Server::new(ServerSetup {
+            config_text: CONFIG.to_string(),
+            config,
+            me: NodeId(49),
+            log,
+        })
+    }
+
+    fn report(nodetype: &str, node: u16, identity: ConfigIdentity) -> Message {
+        let mut message = Message::new("report")
+            .field("nodetype", nodetype)
+            .field("nodeid", node)
+            .field("version", VERSION)
+            .field("status", "STARTED");
+        identity.add_to(&mut message);
+        message
+    }
+
+    fn mgm_48(server: &Server) -> NodeState {
+        server.status().node(48).expect("node 48").state
+    }
+
+    #[test]
+    fn another_servers_link_shows_it_connected_until_it_closes() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let server = server(dir.path());
+        assert_eq!(mgm_48(&server), NodeState::NoContact);
+        let mut link = None;
+        let reply = server.handle(&report("mgm", 48, server.identity()), "10.0.0.2", &mut link);
+        assert_eq!(reply.result(), Ok(()));
+        assert_eq!(reply.get("nodeid"), Some("49"));
+        let status = server.status();
+        let node = status.node(48).expect("node 48");
+        assert_eq!(node.state, NodeState::Connected);
+        assert_eq!(node.address.as_deref(), Some("10.0.0.2"));
+        // A second link for the same server is refused while the first lives.
+        let again = server.handle(&report("mgm", 48, server.identity()), "10.0.0.3", &mut None);
+        assert!(again
+            .result()
+            .is_err_and(|e| e.contains("already connected")));
+        let (node, id) = link.expect("the connection is 48's link");
+        server.link_closed(node, id);
+        assert_eq!(mgm_48(&server), NodeState::NoContact);
+        // Itself, or a node that is no management node, is no peer.
+        for node in [49, 1] {
+            let reply = server.handle(&report("mgm", node, server.identity()), "h", &mut None);
+            assert!(reply.result().is_err(), "{node}");
+        }
+        let log = std::fs::read_to_string(dir.path().join("ndb_49_cluster.log")).expect("log");
+        assert!(log.contains("-- Node 49: Node 48 Connected\n"), "{log}");
+        assert!(log.contains("-- Node 49: Node 48 Disconnected\n"), "{log}");
+    }
+
+    #[test]
+    fn a_report_of_another_config_is_refused_and_logged_once() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let server = server(dir.path());
+        let mine = server.identity();
+        let settings = ConfigIdentity {
+            checksum: mine.checksum ^ 1,
+            ..mine
+        };
+        // Other nodes or links come with another text, so another checksum.
+        let nodes = ConfigIdentity {
+            cluster_id: mine.cluster_id ^ 1,
+            checksum: mine.checksum ^ 2,
+        };
+        for (nodetype, node, theirs, expected) in [
+            (
+                "mgm",
+                48,
+                settings,
+                "management node 48 (at h) runs another config than ndb_mgmd 49",
+            ),
+            ("ndbd", 1, settings, "but other settings"),
+            ("ndbd", 1, nodes, "its nodes or links differ"),
+        ] {
+            for _ in 0..2 {
+                let reply = server.handle(&report(nodetype, node, theirs), "h", &mut None);
+                let error = reply.result().expect_err("a refusal");
+                assert!(error.contains("config mismatch: "), "{error}");
+                assert!(error.contains(expected), "{error}");
+            }
+        }
+        assert_eq!(mgm_48(&server), NodeState::NoContact);
+        assert_eq!(
+            server.status().node(1).map(|n| n.state),
+            Some(NodeState::NoContact)
+        );
+        let log = std::fs::read_to_string(dir.path().join("ndb_49_cluster.log")).expect("log");
+        assert_eq!(log.matches("config mismatch").count(), 3, "{log}");
+        assert!(log.contains("CRITICAL -- Node 49: config mismatch: data node 1 (at h)"));
+    }
+}
