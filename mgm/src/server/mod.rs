@@ -82,20 +82,12 @@ struct State {
     /// API nodes that said they connected (version, address), by node id.
     api: BTreeMap<u16, (String, String)>,
     /// The other management servers with a live link to this one (see [`peers`]), by node id.
-    mgm: BTreeMap<u16, PeerLink>,
+    mgm: BTreeMap<u16, peers::PeerLink>,
     /// The (node, config checksum) pairs whose other config was written to the cluster log: a
     /// refused node tries again every second, and is logged once.
     refusals_logged: BTreeSet<(u16, u64)>,
     log: ClusterLog,
     next_link: u64,
-}
-
-/// Another management server's live link to this one.
-#[derive(Debug)]
-struct PeerLink {
-    id: u64,
-    address: String,
-    version: String,
 }
 
 #[derive(Debug, Default)]
@@ -459,87 +451,6 @@ impl Server {
             Some("mgm") => self.peer_report(request, node, version, peer, link),
             other => Err(format!("nodetype {other:?}: expected ndbd, api or mgm")),
         }
-    }
-
-    /// The refusal of a report whose sender runs another config than this server serves;
-    /// written to the cluster log (once per node and config) and the server's log.
-    fn refuse_other_config(
-        &self,
-        request: &Message,
-        node: u16,
-        theirs: &ConfigIdentity,
-        peer: &str,
-    ) -> String {
-        let kind = match request.get("nodetype") {
-            Some("mgm") => "management node",
-            Some("api") => "API node",
-            _ => "data node",
-        };
-        let why = format!(
-            "config mismatch: {kind} {node} (at {peer}) runs another config than ndb_mgmd {} \
-             serves ({}): {}; it runs {theirs}, this server serves {}. Start every ndb_mgmd of \
-             the cluster from the same config.ini (`ndb_mgmd --reload` replaces a cached config)",
-            self.me,
-            self.config.source.display(),
-            theirs.difference(&self.identity),
-            self.identity
-        );
-        let mut state = self.lock();
-        if state.refusals_logged.insert((node, theirs.checksum)) {
-            tracing::error!("{why}");
-            let event = Event::new(self.me.0, Category::Error, 2, Severity::Critical, &why);
-            state.log.write(&event);
-        }
-        why
-    }
-
-    /// A report of another management server (see [`peers`]): its link shows it connected.
-    fn peer_report(
-        &self,
-        request: &Message,
-        node: u16,
-        version: String,
-        peer: &str,
-        link: &mut Option<(u16, u64)>,
-    ) -> Result<Message, String> {
-        if node == self.me.0 || self.config.mgm_node(NodeId(node)).is_none() {
-            return Err(format!(
-                "node {node} is not another management node ([ndb_mgmd] NodeId) of {}",
-                self.config.source.display()
-            ));
-        }
-        let mut guard = self.lock();
-        let state = &mut *guard;
-        match (state.mgm.get_mut(&node), *link) {
-            (Some(p), Some((n, id))) if n == node && p.id == id => p.version = version,
-            (Some(p), _) => {
-                return Err(format!(
-                    "management node {node} is already connected (from {})",
-                    p.address
-                ))
-            }
-            (None, Some((n, _))) if n != node => {
-                return Err(format!("this connection reports for node {n}, not {node}"))
-            }
-            (None, _) => {
-                let id = state.next_link;
-                state.next_link += 1;
-                let address = peer.to_string();
-                state.mgm.insert(
-                    node,
-                    PeerLink {
-                        id,
-                        address,
-                        version,
-                    },
-                );
-                *link = Some((node, id));
-                let text = format!("Node {node} Connected");
-                let event = Event::new(self.me.0, Category::Connection, 8, Severity::Info, text);
-                state.log.write(&event);
-            }
-        }
-        Ok(Message::ok_reply(&request.command).field("nodeid", self.me.0))
     }
 
     fn data_node_report(
