@@ -285,19 +285,20 @@ impl Cluster {
             &tls,
         )
         .map_err(|e| Error::Mgm(e.to_string()))?;
+        let parsed = rndb_mgm::ConnectString::parse(connectstring).ok();
         let mut options = options;
         if options.node_id.is_none() {
-            let wanted = rndb_mgm::ConnectString::parse(connectstring)
-                .ok()
-                .and_then(|cs| cs.node_id);
-            options.node_id = wanted.map(NodeId);
+            options.node_id = parsed.as_ref().and_then(|cs| cs.node_id).map(NodeId);
         }
+        // Every management server of the config hears of this API node, each tracking it.
+        let servers = parsed.map_or_else(Vec::new, |cs| cs.servers_of(&fetched.config));
+        let identity = fetched.identity();
         let cluster = Cluster::connect_config(fetched.config, options)?;
-        if let Err(e) =
-            rndb_mgm::client::report_api_connected_tls(connectstring, cluster.node_id().0, &tls)
+        for (server, e) in
+            rndb_mgm::client::report_api_connected(&servers, cluster.node_id().0, &identity, &tls)
         {
             tracing::warn!(
-                "could not tell ndb_mgmd that API node {} connected: {e}",
+                "could not tell {server} that API node {} connected: {e}",
                 cluster.node_id()
             );
         }

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use rndb_config::{ClusterConfig, ConfigErrors};
 
-use crate::connectstring::{ConnectString, MgmAddress};
+use crate::connectstring::{ConnectString, MgmAddress, MgmServer};
+use crate::identity::ConfigIdentity;
 use crate::status::ClusterStatus;
 use crate::tls::{ClientTls, MgmConnection};
 use crate::wire::Message;
@@ -72,6 +73,15 @@ pub struct FetchedConfig {
     pub node_id: Option<u16>,
     /// The config's text, as served.
     pub text: String,
+    /// The management server that served it.
+    pub server: MgmAddress,
+}
+
+impl FetchedConfig {
+    /// The identity of the config served (see [`crate::identity`]).
+    pub fn identity(&self) -> ConfigIdentity {
+        ConfigIdentity::of(&self.config, &self.text)
+    }
 }
 
 /// One connection to one management server.
@@ -83,6 +93,17 @@ pub struct MgmClient {
 }
 
 impl MgmClient {
+    /// Connects to `server` alone (TLS when `tls` has keys).
+    pub fn connect_to(server: &MgmAddress, tls: &ClientTls) -> Result<MgmClient, MgmError> {
+        let stream =
+            connect_one(server).map_err(|e| MgmError::Unreachable(format!("{server}: {e}")))?;
+        let conn = crate::tls::start_client(stream, tls, server)?;
+        Ok(MgmClient {
+            conn,
+            server: server.clone(),
+        })
+    }
+
     /// Connects to the first management server of `connectstring` that answers, in plain text.
     pub fn connect(connectstring: &ConnectString) -> Result<MgmClient, MgmError> {
         MgmClient::connect_tls(connectstring, &ClientTls::plain())
@@ -203,6 +224,7 @@ impl MgmClient {
             config,
             node_id,
             text,
+            server: self.server.clone(),
         })
     }
 
@@ -256,7 +278,10 @@ pub fn fetch_config(
     )
 }
 
-/// [`fetch_config`] with TLS when `tls` has keys.
+/// [`fetch_config`] with TLS when `tls` has keys. The servers are tried in the
+/// connectstring's order: one that cannot be reached, or whose connection fails before it
+/// answered, is passed over for the next (a server that answers with a refusal is not: its
+/// refusal is the answer). When every server fails, the error names each with its reason.
 pub fn fetch_config_tls(
     connectstring: &str,
     requester: Requester,
@@ -266,26 +291,60 @@ pub fn fetch_config_tls(
     tls: &ClientTls,
 ) -> Result<FetchedConfig, MgmError> {
     let parsed = ConnectString::parse(connectstring).map_err(MgmError::ConnectString)?;
-    let mut client = MgmClient::connect_str_tls(connectstring, retries, delay, tls)?;
-    client.fetch_config(requester, node_id.or(parsed.node_id))
+    let node_id = node_id.or(parsed.node_id);
+    let mut attempt = 0;
+    loop {
+        let mut reasons = Vec::new();
+        for server in &parsed.servers {
+            let fetched = MgmClient::connect_to(server, tls)
+                .and_then(|mut client| client.fetch_config(requester, node_id));
+            match fetched {
+                Ok(fetched) => {
+                    if !reasons.is_empty() {
+                        tracing::warn!(
+                            "config fetched from ndb_mgmd {server} after failing over ({})",
+                            reasons.join("; ")
+                        );
+                    }
+                    return Ok(fetched);
+                }
+                Err(MgmError::Unreachable(why)) => reasons.push(why),
+                Err(e @ (MgmError::Io { .. } | MgmError::Protocol { .. })) => {
+                    reasons.push(e.to_string());
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if attempt >= retries {
+            return Err(MgmError::Unreachable(reasons.join("; ")));
+        }
+        attempt += 1;
+        std::thread::sleep(delay);
+    }
 }
 
-/// Tells ndb_mgmd that API node `node_id` connected to the cluster (its version and address),
-/// once, as NDB's API reports ConnectedApiVersion.
-pub fn report_api_connected(connectstring: &str, node_id: u16) -> Result<(), MgmError> {
-    report_api_connected_tls(connectstring, node_id, &ClientTls::plain())
-}
-
-/// [`report_api_connected`] with TLS when `tls` has keys.
-pub fn report_api_connected_tls(
-    connectstring: &str,
+/// Tells every management server of `servers` (see [`ConnectString::servers_of`]) that API
+/// node `node_id` connected to the cluster (its version and address, as NDB's API reports
+/// ConnectedApiVersion), once, with the identity of the config it runs. Returns the servers
+/// that could not be told, each with its reason.
+pub fn report_api_connected(
+    servers: &[MgmServer],
     node_id: u16,
+    identity: &ConfigIdentity,
     tls: &ClientTls,
-) -> Result<(), MgmError> {
-    let mut client = MgmClient::connect_str_tls(connectstring, 0, Duration::ZERO, tls)?;
-    let request = Message::new("report")
+) -> Vec<(MgmServer, MgmError)> {
+    let mut request = Message::new("report")
         .field("nodetype", Requester::Api.as_str())
         .field("nodeid", node_id)
         .field("version", crate::status::VERSION);
-    client.call(&request, REPLY_TIMEOUT).map(|_| ())
+    identity.add_to(&mut request);
+    servers
+        .iter()
+        .filter_map(|server| {
+            MgmClient::connect_to(&server.address, tls)
+                .and_then(|mut client| client.call(&request, REPLY_TIMEOUT))
+                .err()
+                .map(|e| (server.clone(), e))
+        })
+        .collect()
 }

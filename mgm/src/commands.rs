@@ -275,7 +275,12 @@ fn stop(
     if target == Target::All {
         out.push_str("Executing STOP on all nodes.\n");
     }
-    for id in stopped.split(',').filter(|s| !s.is_empty()) {
+    let peers = reply.get("mgmstopped").unwrap_or("");
+    for id in stopped
+        .split(',')
+        .chain(peers.split(','))
+        .filter(|s| !s.is_empty())
+    {
         out.push_str(&format!("Node {id} has shutdown.\n"));
     }
     if let Some(mgm) = reply.get("mgm") {

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use rndb_config::ClusterConfig;
+
 /// ndb_mgmd's port when neither the connectstring nor the `[ndb_mgmd]` section names one.
 pub const DEFAULT_PORT: u16 = 1186;
 
@@ -84,6 +86,68 @@ impl ConnectString {
     }
 }
 
+/// One management server of a cluster: its `[ndb_mgmd]` NodeId (`None` when the config names
+/// no management server and the connectstring's entry is used as is) and where it listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MgmServer {
+    pub node_id: Option<u16>,
+    pub address: MgmAddress,
+}
+
+impl fmt::Display for MgmServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.node_id {
+            Some(id) => write!(f, "ndb_mgmd {id} at {}", self.address),
+            None => write!(f, "ndb_mgmd at {}", self.address),
+        }
+    }
+}
+
+impl ConnectString {
+    /// Every management server of `config`, in its order: where a data node reports and an API
+    /// node says it connected (each server tracks the nodes on its own): a section's HostName
+    /// (localhost when not given) and PortNumber; a HostName set empty is reached at the host
+    /// of this connectstring's entry with its port, else at the host of its first entry. A
+    /// config without `[ndb_mgmd]` sections gives this connectstring's servers.
+    pub fn servers_of(&self, config: &ClusterConfig) -> Vec<MgmServer> {
+        if config.mgm_nodes.is_empty() {
+            return self
+                .servers
+                .iter()
+                .map(|address| MgmServer {
+                    node_id: None,
+                    address: address.clone(),
+                })
+                .collect();
+        }
+        let fallback_host = self
+            .servers
+            .first()
+            .map_or_else(|| "localhost".to_string(), |a| a.host.clone());
+        config
+            .mgm_nodes
+            .iter()
+            .map(|node| {
+                let host = if node.host_name.is_empty() {
+                    self.servers
+                        .iter()
+                        .find(|a| a.port == node.port_number)
+                        .map_or_else(|| fallback_host.clone(), |a| a.host.clone())
+                } else {
+                    node.host_name.clone()
+                };
+                MgmServer {
+                    node_id: Some(node.node_id.0),
+                    address: MgmAddress {
+                        host,
+                        port: node.port_number,
+                    },
+                }
+            })
+            .collect()
+    }
+}
+
 /// `host`, `host:port`, `[v6]` or `[v6]:port`.
 fn parse_host(text: &str, part: &str) -> Result<MgmAddress, String> {
     let (host, port) = if let Some(rest) = part.strip_prefix('[') {
@@ -148,5 +212,38 @@ mod tests {
         check("bind=1,h", "error: unknown setting");
         check(":1186", "error: does not name a host");
         check("[::1", "error: lacks its closing");
+    }
+
+    fn servers(connectstring: &str, config: &str) -> Vec<String> {
+        let config = rndb_config::parse_str(config, std::path::Path::new("config.ini"))
+            .expect("a valid config");
+        ConnectString::parse(connectstring)
+            .expect("a valid connectstring")
+            .servers_of(&config)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn every_config_server_is_reported_to() {
+        let nodes = "[ndbd default]\nNoOfReplicas=1\n[ndbd]\nNodeId=1\nHostName=127.0.0.1\n";
+        let two = format!(
+            "{nodes}[ndb_mgmd]\nNodeId=49\nHostName=10.0.0.1\nPortNumber=2000\n\
+             [ndb_mgmd]\nNodeId=48\nPortNumber=3000\n"
+        );
+        // The config's servers, whatever the connectstring names (HostName is localhost
+        // when not given, as in NDB).
+        assert_eq!(
+            servers("mgmhost:3000", &two),
+            [
+                "ndb_mgmd 49 at 10.0.0.1:2000",
+                "ndb_mgmd 48 at localhost:3000"
+            ]
+        );
+        assert_eq!(
+            servers("a:1,b", nodes),
+            ["ndb_mgmd at a:1", "ndb_mgmd at b:1186"]
+        );
     }
 }

@@ -4,6 +4,8 @@
 //! - [`wire`]: the protocol's text messages (NDB's mgmapi style: a command line, `name: value`
 //!   fields, an optional body).
 //! - [`connectstring`]: NDB's `--ndb-connectstring` (`nodeid=N,host:port,...`).
+//! - [`identity`]: which config a process runs (cluster id and text checksum), sent with
+//!   reports so that management servers serving different configs are caught.
 //! - [`client`]: one connection to ndb_mgmd; `fetch_config` for nodes started with `-c`.
 //! - [`node_report`]: a data node's reports to ndb_mgmd (state, links, memory, the figures of
 //!   [`node_report::FIGURES`]) and the stop, restart or start ndb_mgmd may ask for in its
@@ -23,6 +25,7 @@
 pub mod client;
 pub mod commands;
 pub mod connectstring;
+pub mod identity;
 pub mod node_report;
 pub mod server;
 pub mod status;

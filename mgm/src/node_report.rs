@@ -1,18 +1,31 @@
-//! A data node's report link with ndb_mgmd: a thread that reports the node's state every
-//! [`REPORT_INTERVAL`] over one connection and carries out what the reply asks (stop, restart),
-//! and, for a node started with `--nostart`, the wait in NOT_STARTED until ndb_mgmd says START.
+//! A data node's report links with the management servers: one thread per `[ndb_mgmd]` of the
+//! config, each reporting the node's state every [`REPORT_INTERVAL`] over its own connection and
+//! carrying out what a reply asks (stop, restart, start), and, for a node started with
+//! `--nostart`, the wait in NOT_STARTED until a server says START.
 //!
-//! ndb_mgmd learns every data node's state, version, address, memory and links from these
-//! reports; a report link that closes, or is silent for [`crate::server::REPORT_TIMEOUT`], is a
-//! node that is gone. The data node keeps serving when ndb_mgmd is unreachable: the thread tries
-//! again every [`RECONNECT_DELAY`].
+//! ```text
+//!   data node ── report thread ──▶ ndb_mgmd 49   each server tracks the node on its own;
+//!             └─ report thread ──▶ ndb_mgmd 48   a stop asked by either is carried out once
+//! ```
+//!
+//! A management server learns every data node's state, version, address, memory and links
+//! from these reports; a report link that closes, or is silent for
+//! [`crate::server::REPORT_TIMEOUT`], is a node that is gone. The data node keeps serving when a
+//! server is unreachable: its thread tries again every [`RECONNECT_DELAY`], the others go on.
+//!
+//! Several servers may ask at once: the first stop or restart sets the node's shutdown flag and
+//! records the restart; any later one finds the flag set and is not carried out again. Every
+//! server then sees STOPPING (with the restart, if one is asked) and the link close.
 
+use std::convert::Infallible;
+use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::client::{MgmClient, MgmError, Requester, REPLY_TIMEOUT};
-use crate::connectstring::ConnectString;
+use crate::client::{FetchedConfig, MgmClient, MgmError, Requester, REPLY_TIMEOUT};
+use crate::connectstring::{ConnectString, MgmServer};
+use crate::identity::ConfigIdentity;
 use crate::status::VERSION;
 use crate::tls::ClientTls;
 use crate::wire::Message;
@@ -135,42 +148,114 @@ pub struct RestartRequest {
     pub no_start: bool,
 }
 
-/// Where a data node's reports go and what ndb_mgmd asked of it, shared by the node's main
-/// thread and its reporting thread.
+/// What the reporting threads read the node's state from, once its kernel runs.
+pub type ProbeFn = Arc<dyn Fn() -> DataNodeReport + Send + Sync>;
+
+/// Where a data node's reports go and what a management server asked of it, shared by the
+/// node's main thread and its reporting threads.
 #[derive(Debug)]
 pub struct ReportSetup {
+    /// The connectstring the config was fetched with.
     pub connectstring: ConnectString,
-    /// A connection already reporting for this node (the one it waited in NOT_STARTED on), so
-    /// that ndb_mgmd sees one report link from NOT_STARTED to the stop.
-    pub client: Option<MgmClient>,
-    /// Set (with the shutdown flag) when ndb_mgmd asks the node to restart; read by `ndbd`
+    /// Every management server of the config ([`ConnectString::servers_of`]): the node reports
+    /// to each.
+    pub servers: Vec<MgmServer>,
+    /// The config the node runs, sent with every report: a server serving another config
+    /// refuses the reports (see [`crate::identity`]).
+    pub identity: ConfigIdentity,
+    /// Set (with the shutdown flag) when a server asks the node to restart; read by `ndbd`
     /// once the node has stopped, to tell its angel how to start it again.
     pub restart: Arc<Mutex<Option<RestartRequest>>>,
     /// The node runs under an angel that starts it again after a restart (not `--foreground`);
     /// reported so that ndb_mgmd refuses a RESTART nothing would carry out.
     pub restartable: bool,
-    /// TLS for the report link: the data node's own keys, when it has them.
+    /// TLS for the report links: the data node's own keys, when it has them.
     pub tls: ClientTls,
+    /// The reporting threads, once started (by [`wait_for_start`] or [`spawn`]): the same
+    /// links from NOT_STARTED to the stop.
+    reporters: Option<Arc<Reporters>>,
 }
 
 impl ReportSetup {
-    pub fn new(connectstring: ConnectString) -> ReportSetup {
+    /// Reports for a node whose config `fetched` came with `connectstring`.
+    pub fn new(connectstring: ConnectString, fetched: &FetchedConfig) -> ReportSetup {
         ReportSetup {
+            servers: connectstring.servers_of(&fetched.config),
             connectstring,
-            client: None,
+            identity: fetched.identity(),
             restart: Arc::new(Mutex::new(None)),
             restartable: false,
             tls: ClientTls::plain(),
+            reporters: None,
         }
     }
 
-    /// The restart ndb_mgmd asked for, if it asked for one.
+    /// The restart a server asked for, if one asked.
     pub fn restart_requested(&self) -> Option<RestartRequest> {
         *self.restart.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Starts one reporting thread per server (once); `probe` is the kernel's state, `None`
+    /// while the node waits in NOT_STARTED.
+    fn start_reporters(
+        &mut self,
+        node_id: u16,
+        shutdown: Arc<AtomicBool>,
+        probe: Option<ProbeFn>,
+    ) -> std::io::Result<Arc<Reporters>> {
+        if let Some(reporters) = &self.reporters {
+            if let Some(probe) = probe {
+                *reporters.probe.lock().unwrap_or_else(|e| e.into_inner()) = Some(probe);
+            }
+            return Ok(reporters.clone());
+        }
+        let reporters = Arc::new(Reporters {
+            node_id,
+            restartable: self.restartable,
+            identity: self.identity,
+            tls: self.tls.clone(),
+            restart: self.restart.clone(),
+            shutdown,
+            probe: Mutex::new(probe),
+            start: AtomicBool::new(false),
+        });
+        for server in &self.servers {
+            let (reporters, server) = (reporters.clone(), server.clone());
+            std::thread::Builder::new()
+                .name("mgm-report".into())
+                .spawn(move || reporters.report_to(&server))?;
+        }
+        self.reporters = Some(reporters.clone());
+        Ok(reporters)
+    }
 }
 
-/// What ndb_mgmd's reply to a report asks for.
+/// What the reporting threads share.
+struct Reporters {
+    node_id: u16,
+    restartable: bool,
+    identity: ConfigIdentity,
+    tls: ClientTls,
+    restart: Arc<Mutex<Option<RestartRequest>>>,
+    /// The node's graceful-stop flag (SIGTERM sets it too).
+    shutdown: Arc<AtomicBool>,
+    /// The kernel's state; `None` while the node waits in NOT_STARTED.
+    probe: Mutex<Option<ProbeFn>>,
+    /// A server said START to the node waiting in NOT_STARTED.
+    start: AtomicBool,
+}
+
+impl fmt::Debug for Reporters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reporters")
+            .field("node_id", &self.node_id)
+            .field("identity", &self.identity)
+            .field("start", &self.start)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a server's reply to a report asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Action {
     None,
@@ -191,112 +276,167 @@ fn action_of(reply: &Message) -> Action {
     }
 }
 
-/// Carries out a stop or restart: records the restart and sets the same shutdown flag SIGTERM
-/// sets (the graceful stop). True when the node is to stop.
-fn obey(
-    action: Action,
-    setup_restart: &Mutex<Option<RestartRequest>>,
-    shutdown: &AtomicBool,
-) -> bool {
-    match action {
-        Action::Stop => {
-            tracing::info!("ndb_mgmd asked this node to stop: stopping gracefully");
+impl Reporters {
+    /// One server's reporting thread: connects, reports until the link fails, and connects
+    /// again after [`RECONNECT_DELAY`], for as long as the process lives. A refusal (another
+    /// config, an id already reporting there) is logged once, and tried again: the server may
+    /// be restarted with the right config, or the other link may close.
+    fn report_to(&self, server: &MgmServer) {
+        let mut last_refusal: Option<String> = None;
+        loop {
+            let lost = MgmClient::connect_to(&server.address, &self.tls).and_then(|mut client| {
+                tracing::info!("reporting to {server}");
+                self.report_until_lost(&mut client, server, &mut last_refusal)
+            });
+            match lost {
+                Err(MgmError::Refused(why)) => {
+                    if last_refusal.as_deref() != Some(why.as_str()) {
+                        tracing::error!("{server} refused this node's reports: {why}");
+                    }
+                    last_refusal = Some(why);
+                }
+                Err(MgmError::Unreachable(why)) => tracing::debug!("{server}: {why}"),
+                Err(e) => tracing::warn!("lost {server}: {e}; reconnecting"),
+                Ok(never) => match never {},
+            }
+            std::thread::sleep(RECONNECT_DELAY);
         }
-        Action::Restart(request) => {
-            tracing::info!(
-                initial = request.initial,
-                no_start = request.no_start,
-                "ndb_mgmd asked this node to restart: stopping gracefully, the angel starts it again"
-            );
-            *setup_restart.lock().unwrap_or_else(|e| e.into_inner()) = Some(request);
-        }
-        Action::None | Action::Start => return false,
     }
-    shutdown.store(true, Ordering::Relaxed);
-    true
+
+    /// Reports every [`REPORT_INTERVAL`] until the connection fails or the server refuses.
+    fn report_until_lost(
+        &self,
+        client: &mut MgmClient,
+        server: &MgmServer,
+        last_refusal: &mut Option<String>,
+    ) -> Result<Infallible, MgmError> {
+        loop {
+            let reply = client.call(&self.report_message(), REPLY_TIMEOUT)?;
+            if last_refusal.take().is_some() {
+                tracing::info!("{server} accepts this node's reports again");
+            }
+            if !self.obey(action_of(&reply), server) {
+                std::thread::sleep(REPORT_INTERVAL);
+            }
+        }
+    }
+
+    fn report_message(&self) -> Message {
+        let probe = self.probe.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let stopping = self.shutdown.load(Ordering::Relaxed);
+        let (status, report) = match probe {
+            Some(probe) => {
+                let report = probe();
+                let status = match (stopping, report.started) {
+                    (true, _) => "STOPPING",
+                    (false, true) => "STARTED",
+                    (false, false) => "STARTING",
+                };
+                (status, report)
+            }
+            None => {
+                let status = match (stopping, self.start.load(Ordering::Relaxed)) {
+                    (true, _) => "STOPPING",
+                    (false, true) => "STARTING",
+                    (false, false) => "NOT_STARTED",
+                };
+                (status, DataNodeReport::default())
+            }
+        };
+        let mut message = report_message(self.node_id, status, self.restartable, &report);
+        self.identity.add_to(&mut message);
+        if stopping {
+            // Every server, not only the one that asked, learns that the stop is a restart.
+            if let Some(restart) = *self.restart.lock().unwrap_or_else(|e| e.into_inner()) {
+                message.push("restart", 1);
+                message.push("initial", u8::from(restart.initial));
+                message.push("nostart", u8::from(restart.no_start));
+            }
+        }
+        message
+    }
+
+    /// Carries out what `server` asked: START for a node waiting in NOT_STARTED; a stop or
+    /// restart records the restart and sets the same shutdown flag SIGTERM sets (the graceful
+    /// stop), unless the node is already stopping (asked by another server, or signalled). True
+    /// when this call started the stop.
+    fn obey(&self, action: Action, server: &MgmServer) -> bool {
+        let restart = match action {
+            Action::None => return false,
+            Action::Start => {
+                let waiting = self
+                    .probe
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .is_none();
+                if waiting && !self.start.swap(true, Ordering::Relaxed) {
+                    tracing::info!("{server} said START: starting");
+                }
+                return false;
+            }
+            Action::Stop => None,
+            Action::Restart(request) => Some(request),
+        };
+        // The lock orders two servers asking at once: one carries out its request, the other
+        // finds the flag set.
+        let mut recorded = self.restart.lock().unwrap_or_else(|e| e.into_inner());
+        if self.shutdown.load(Ordering::Relaxed) {
+            tracing::trace!("{server} asked {action:?}; the node is already stopping");
+            return false;
+        }
+        match restart {
+            None => tracing::info!("{server} asked this node to stop: stopping gracefully"),
+            Some(request) => {
+                tracing::info!(
+                    initial = request.initial,
+                    no_start = request.no_start,
+                    "{server} asked this node to restart: stopping gracefully, the angel starts it again"
+                );
+                *recorded = Some(request);
+            }
+        }
+        self.shutdown.store(true, Ordering::Relaxed);
+        true
+    }
 }
 
-/// For a node started with `--nostart`: reports NOT_STARTED every [`REPORT_INTERVAL`] until
-/// ndb_mgmd says START (`Ok(true)`; the connection is kept in `setup.client` for the reporting
-/// thread), or the node is to stop or restart instead, or `shutdown` is set (`Ok(false)`).
-/// ndb_mgmd unreachable is tried again every [`RECONNECT_DELAY`], as the reporting thread does.
+/// For a node started with `--nostart`: starts the reporting threads, which report NOT_STARTED
+/// to every server, and waits until one says START (`true`), or the node is to stop or restart
+/// instead, or `shutdown` is set (`false`). The threads go on reporting for the started node.
 pub fn wait_for_start(
     setup: &mut ReportSetup,
     node_id: u16,
-    shutdown: &AtomicBool,
-) -> Result<bool, MgmError> {
+    shutdown: &Arc<AtomicBool>,
+) -> std::io::Result<bool> {
     tracing::info!("--nostart: waiting in NOT_STARTED for ndb_mgmd's START");
-    while !shutdown.load(Ordering::Relaxed) {
-        let mut client = match MgmClient::connect_tls(&setup.connectstring, &setup.tls) {
-            Ok(client) => client,
-            Err(e) => {
-                tracing::debug!("ndb_mgmd not reachable: {e}");
-                std::thread::sleep(RECONNECT_DELAY);
-                continue;
-            }
-        };
-        loop {
-            let request = report_message(
-                node_id,
-                "NOT_STARTED",
-                setup.restartable,
-                &DataNodeReport::default(),
-            );
-            let action = match client.call(&request, REPLY_TIMEOUT) {
-                Ok(reply) => action_of(&reply),
-                Err(MgmError::Refused(why)) => return Err(MgmError::Refused(why)),
-                Err(e) => {
-                    tracing::warn!("lost ndb_mgmd: {e}; reconnecting");
-                    break;
-                }
-            };
-            if action == Action::Start {
-                tracing::info!("ndb_mgmd said START: starting");
-                setup.client = Some(client);
-                return Ok(true);
-            }
-            if obey(action, &setup.restart, shutdown) || shutdown.load(Ordering::Relaxed) {
-                return Ok(false);
-            }
-            std::thread::sleep(REPORT_INTERVAL);
+    let reporters = setup.start_reporters(node_id, shutdown.clone(), None)?;
+    loop {
+        if shutdown.load(Ordering::Relaxed) {
+            return Ok(false);
         }
-        std::thread::sleep(RECONNECT_DELAY);
+        if reporters.start.load(Ordering::Relaxed) {
+            return Ok(true);
+        }
+        std::thread::sleep(START_POLL);
     }
-    Ok(false)
 }
 
-/// Starts the reporting thread of data node `node_id`. `probe` reads the node's state; the
-/// thread sets `shutdown` when ndb_mgmd asks the node to stop or restart (the same graceful stop
-/// as SIGTERM), and reports `STOPPING` once `shutdown` is set, whoever set it. The link is TLS
-/// when `setup.tls` has keys (the data node's own).
+/// How often [`wait_for_start`] looks whether a START came.
+const START_POLL: Duration = Duration::from_millis(20);
+
+/// Starts the reporting threads of data node `node_id` (or hands the running ones of
+/// [`wait_for_start`] the kernel's state). `probe` reads the node's state; a thread sets
+/// `shutdown` when its server asks the node to stop or restart (the same graceful stop as
+/// SIGTERM), and every thread reports `STOPPING` once `shutdown` is set, whoever set it. The
+/// links are TLS when `setup.tls` has keys (the data node's own).
 pub fn spawn(
     mut setup: ReportSetup,
     node_id: u16,
-    probe: Box<dyn Fn() -> DataNodeReport + Send>,
+    probe: ProbeFn,
     shutdown: Arc<AtomicBool>,
 ) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name("mgm-report".into())
-        .spawn(move || loop {
-            let client = match setup.client.take() {
-                Some(client) => Ok(client),
-                None => MgmClient::connect_tls(&setup.connectstring, &setup.tls),
-            };
-            match client {
-                Ok(mut client) => {
-                    match report_until_lost(&mut client, node_id, &*probe, &setup, &shutdown) {
-                        Err(MgmError::Refused(why)) => {
-                            tracing::error!("ndb_mgmd refused this node's reports: {why}");
-                            return;
-                        }
-                        Err(e) => tracing::warn!("lost ndb_mgmd: {e}; reconnecting"),
-                        Ok(()) => return,
-                    }
-                }
-                Err(e) => tracing::debug!("ndb_mgmd not reachable: {e}"),
-            }
-            std::thread::sleep(RECONNECT_DELAY);
-        })
+    setup
+        .start_reporters(node_id, shutdown, Some(probe))
         .map(|_| ())
 }
 
@@ -321,28 +461,85 @@ fn report_message(node_id: u16, status: &str, angel: bool, report: &DataNodeRepo
     message
 }
 
-/// Reports every [`REPORT_INTERVAL`] until the connection fails.
-fn report_until_lost(
-    client: &mut MgmClient,
-    node_id: u16,
-    probe: &dyn Fn() -> DataNodeReport,
-    setup: &ReportSetup,
-    shutdown: &AtomicBool,
-) -> Result<(), MgmError> {
-    tracing::info!(server = %client.server(), "reporting to ndb_mgmd");
-    loop {
-        let report = probe();
-        let stopping = shutdown.load(Ordering::Relaxed);
-        let status = match (stopping, report.started) {
-            (true, _) => "STOPPING",
-            (false, true) => "STARTED",
-            (false, false) => "STARTING",
-        };
-        let request = report_message(node_id, status, setup.restartable, &report);
-        let reply = client.call(&request, REPLY_TIMEOUT)?;
-        if !stopping && obey(action_of(&reply), &setup.restart, shutdown) {
-            continue;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::connectstring::MgmAddress;
+
+    fn reporters() -> Reporters {
+        Reporters {
+            node_id: 1,
+            restartable: true,
+            identity: ConfigIdentity {
+                cluster_id: 1,
+                checksum: 2,
+            },
+            tls: ClientTls::plain(),
+            restart: Arc::new(Mutex::new(None)),
+            shutdown: Arc::new(AtomicBool::new(false)),
+            probe: Mutex::new(None),
+            start: AtomicBool::new(false),
         }
-        std::thread::sleep(REPORT_INTERVAL);
+    }
+
+    fn server(id: u16) -> MgmServer {
+        MgmServer {
+            node_id: Some(id),
+            address: MgmAddress {
+                host: "127.0.0.1".into(),
+                port: 1186 + id,
+            },
+        }
+    }
+
+    #[test]
+    fn the_first_stop_or_restart_asked_is_carried_out_once() {
+        let r = reporters();
+        let initial = RestartRequest {
+            initial: true,
+            no_start: false,
+        };
+        assert!(r.obey(Action::Restart(initial), &server(49)));
+        // Asked again, through the other server or the same: the stop under way stands.
+        assert!(!r.obey(Action::Stop, &server(48)));
+        let no_start = RestartRequest {
+            initial: false,
+            no_start: true,
+        };
+        assert!(!r.obey(Action::Restart(no_start), &server(48)));
+        assert_eq!(*r.restart.lock().unwrap(), Some(initial));
+        assert!(r.shutdown.load(Ordering::Relaxed));
+        // Every server is told the node stops for that restart.
+        let report = r.report_message();
+        assert_eq!(report.get("status"), Some("STOPPING"));
+        assert_eq!(report.get("restart"), Some("1"));
+        assert_eq!(report.get("initial"), Some("1"));
+        assert_eq!(report.get("nostart"), Some("0"));
+        assert_eq!(report.get("clusterid"), Some("0000000000000001"));
+    }
+
+    #[test]
+    fn a_signalled_node_obeys_no_later_restart() {
+        let r = reporters();
+        r.shutdown.store(true, Ordering::Relaxed);
+        assert!(!r.obey(Action::Restart(RestartRequest::default()), &server(49)));
+        assert_eq!(*r.restart.lock().unwrap(), None);
+        assert_eq!(r.report_message().get("restart"), None);
+    }
+
+    #[test]
+    fn start_from_any_server_ends_not_started() {
+        let r = reporters();
+        assert_eq!(r.report_message().get("status"), Some("NOT_STARTED"));
+        assert!(!r.obey(Action::Start, &server(48)));
+        assert!(r.start.load(Ordering::Relaxed));
+        assert_eq!(r.report_message().get("status"), Some("STARTING"));
+        let started: ProbeFn = Arc::new(|| DataNodeReport {
+            started: true,
+            ..DataNodeReport::default()
+        });
+        *r.probe.lock().unwrap() = Some(started);
+        assert_eq!(r.report_message().get("status"), Some("STARTED"));
+        assert!(!r.shutdown.load(Ordering::Relaxed));
     }
 }

@@ -152,8 +152,7 @@ fn run() -> anyhow::Result<i32> {
         ),
         None => tracing::info!("no TLS search path: links are plain TCP"),
     }
-    let mut mgm = mgm.map(|connectstring| {
-        let mut setup = rndb_mgm::node_report::ReportSetup::new(connectstring);
+    let mut mgm = mgm.map(|mut setup| {
         setup.restartable = under_angel;
         // The report link to ndb_mgmd uses the node's own keys (TLS after `start tls`).
         setup.tls = rndb_mgm::tls::ClientTls::with_keys(tls.keys.clone(), tls.require_tls);
@@ -168,7 +167,7 @@ fn run() -> anyhow::Result<i32> {
     let mut start = true;
     if let (true, Some(setup)) = (args.nostart, mgm.as_mut()) {
         start = rndb_mgm::node_report::wait_for_start(setup, me.0, &shutdown)
-            .context("wait in NOT_STARTED for ndb_mgmd's START")?;
+            .context("start the threads reporting to ndb_mgmd")?;
     }
     if start {
         rndb_ndbd::run(config, me, args.initial, shutdown, tls, mgm)?;
@@ -183,13 +182,13 @@ fn run() -> anyhow::Result<i32> {
     }
 }
 
-/// The config, this node's id, and the connectstring when the config came from ndb_mgmd.
+/// The config, this node's id, and, when the config came from ndb_mgmd, where to report.
 fn load_config(
     args: &Args,
 ) -> anyhow::Result<(
     rndb_config::ClusterConfig,
     NodeId,
-    Option<rndb_mgm::ConnectString>,
+    Option<rndb_mgm::node_report::ReportSetup>,
 )> {
     if let Some(text) = &args.connectstring {
         let connectstring = rndb_mgm::ConnectString::parse(text).map_err(anyhow::Error::msg)?;
@@ -217,7 +216,8 @@ fn load_config(
             .or(fetched.node_id)
             .context("ndb_mgmd gave no node id")?;
         tracing::info!(node = id, source = %fetched.config.source.display(), "config fetched from ndb_mgmd");
-        return Ok((fetched.config, NodeId(id), Some(connectstring)));
+        let setup = rndb_mgm::node_report::ReportSetup::new(connectstring, &fetched);
+        return Ok((fetched.config, NodeId(id), Some(setup)));
     }
     let (Some(file), Some(id)) = (&args.config_file, args.allocated_nodeid.or(args.ndb_nodeid))
     else {

@@ -116,8 +116,8 @@ impl Probe {
     }
 }
 
-/// Starts the reporting thread of data node `me`, reporting `probe` to the servers of
-/// `setup`; it sets `shutdown` when ndb_mgmd asks the node to stop or restart.
+/// Starts the reporting threads of data node `me` (one per management server of `setup`),
+/// reporting `probe`; they set `shutdown` when a server asks the node to stop or restart.
 pub fn start(
     setup: rndb_mgm::node_report::ReportSetup,
     me: u16,
@@ -129,7 +129,7 @@ pub fn start(
     rndb_mgm::node_report::spawn(
         setup,
         me,
-        Box::new(move || probe.report(data_memory_total_bytes, &connected)),
+        Arc::new(move || probe.report(data_memory_total_bytes, &connected)),
         shutdown,
     )
 }

@@ -59,6 +59,13 @@ impl Processes {
             .1
     }
 
+    /// Kills process `name` with SIGKILL and reaps it.
+    pub fn kill(&mut self, name: &str) {
+        let child = self.child(name);
+        child.kill().unwrap_or_else(|e| panic!("kill {name}: {e}"));
+        child.wait().unwrap_or_else(|e| panic!("reap {name}: {e}"));
+    }
+
     /// Waits (bounded) for process `name` to exit by itself.
     pub fn wait_exit(&mut self, name: &str, timeout: Duration) -> ExitStatus {
         let child = self.child(name);
@@ -109,20 +116,60 @@ pub fn text(bytes: &[u8]) -> String {
 /// and API slots 50.., every port free a moment ago, with `defaults` (lines ending in `\n`)
 /// added to `[ndbd default]`; returns its path and the management port.
 pub fn write_mgm_config(dir: &Path, defaults: &str, api_slots: u16) -> (PathBuf, u16) {
-    let mgm_port = free_port();
+    let (path, ports) = write_config(dir, defaults, &[(49, "mgm")], api_slots);
+    (path, ports[0])
+}
+
+/// Writes `dir/config.ini` as [`write_mgm_config`] does, with two management servers, nodes 49
+/// and 48 (in that order), each with its own PortNumber and DataDir (`mgm49`, `mgm48`);
+/// returns its path and the two ports, 49's first.
+pub fn write_two_mgm_config(dir: &Path, defaults: &str, api_slots: u16) -> (PathBuf, [u16; 2]) {
+    let (path, ports) = write_config(dir, defaults, &[(49, "mgm49"), (48, "mgm48")], api_slots);
+    (path, [ports[0], ports[1]])
+}
+
+/// Writes the config of [`write_mgm_config`] with a management server per `(NodeId, DataDir
+/// under dir)`; returns its path and their ports, in that order.
+fn write_config(
+    dir: &Path,
+    defaults: &str,
+    mgm_nodes: &[(u16, &str)],
+    api_slots: u16,
+) -> (PathBuf, Vec<u16>) {
     let d = dir.display();
-    let mut config = format!(
-        "[ndbd default]\nNoOfReplicas=2\nDataMemory=16M\n{defaults}\
-         [ndb_mgmd]\nNodeId=49\nHostName=127.0.0.1\nPortNumber={mgm_port}\nDataDir={d}/mgm\n\
-         [ndbd]\nNodeId=1\nHostName=127.0.0.1\nServerPort={}\nDataDir={d}/n1\n\
+    let mut ports = Vec::new();
+    let mut config = format!("[ndbd default]\nNoOfReplicas=2\nDataMemory=16M\n{defaults}");
+    for (id, data_dir) in mgm_nodes {
+        let port = free_port();
+        ports.push(port);
+        config.push_str(&format!(
+            "[ndb_mgmd]\nNodeId={id}\nHostName=127.0.0.1\nPortNumber={port}\nDataDir={d}/{data_dir}\n"
+        ));
+    }
+    config.push_str(&format!(
+        "[ndbd]\nNodeId=1\nHostName=127.0.0.1\nServerPort={}\nDataDir={d}/n1\n\
          [ndbd]\nNodeId=2\nHostName=127.0.0.1\nServerPort={}\nDataDir={d}/n2\n",
         free_port(),
         free_port()
-    );
+    ));
     for id in 50..50 + api_slots {
         config.push_str(&format!("[api]\nNodeId={id}\n"));
     }
     let path = dir.join("config.ini");
     fs::write(&path, config).expect("write the config");
-    (path, mgm_port)
+    (path, ports)
+}
+
+/// Waits (bounded) until something listens on 127.0.0.1:`port`.
+pub fn wait_listening(port: u16) {
+    wait_until(
+        &format!("a server to listen on port {port}"),
+        Duration::from_secs(20),
+        || {
+            Ok(std::net::TcpStream::connect(("127.0.0.1", port))
+                .ok()
+                .map(|_| ()))
+        },
+    )
+    .expect("the server listens");
 }

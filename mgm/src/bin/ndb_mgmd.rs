@@ -145,6 +145,9 @@ fn run(offset: time::UtcOffset) -> anyhow::Result<()> {
         .name("mgm-accept".into())
         .spawn(move || acceptor.serve(listener))
         .context("start the acceptor thread")?;
+    // The other [ndb_mgmd] of the config: this server reports to each (see `server::peers`).
+    rndb_mgm::server::peers::spawn(&server)
+        .context("start the threads reporting to the other management servers")?;
     while !signalled.load(Ordering::Relaxed) && !server.shutdown.load(Ordering::Acquire) {
         std::thread::sleep(Duration::from_millis(50));
     }

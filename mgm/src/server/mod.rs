@@ -9,6 +9,7 @@ pub mod arbitrator;
 pub mod cache;
 pub mod log;
 pub mod metrics;
+pub mod peers;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufReader;
@@ -21,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use rndb_config::{ClusterConfig, NodeId, NodeKind};
 
+use crate::identity::ConfigIdentity;
 use crate::node_report::{RestartRequest, FIGURES};
 use crate::status::{ClusterStatus, NodeState, NodeStatus, NodeType, VERSION};
 use crate::tls::{Screened, ServerTls};
@@ -60,6 +62,9 @@ pub struct Server {
     config_text: String,
     config: ClusterConfig,
     me: NodeId,
+    /// The identity of the config served: reports from a process or server running another
+    /// config are refused (see [`crate::identity`]).
+    identity: ConfigIdentity,
     state: Mutex<State>,
     /// Signalled when a data node's report link changes (a stop waits on it).
     changed: Condvar,
@@ -77,6 +82,11 @@ struct State {
     data: BTreeMap<u16, DataNode>,
     /// API nodes that said they connected (version, address), by node id.
     api: BTreeMap<u16, (String, String)>,
+    /// The other management servers with a live link to this one (see [`peers`]), by node id.
+    mgm: BTreeMap<u16, peers::PeerLink>,
+    /// The (node, config checksum) pairs whose other config was written to the cluster log: a
+    /// refused node tries again every second, and is logged once.
+    refusals_logged: BTreeSet<(u16, u64)>,
     log: ClusterLog,
     next_link: u64,
 }
@@ -111,6 +121,8 @@ struct ReportLink {
     figures: BTreeMap<&'static str, u64>,
     /// The data nodes it last reported alive.
     alive: BTreeSet<u16>,
+    /// The restart it reported stopping for (asked through this server or another one).
+    restarting: Option<RestartRequest>,
 }
 
 /// NDB's checkpoint events, from the change between two reports of the master: `Global
@@ -183,12 +195,15 @@ impl Server {
             .map(|n| (n.node_id.0, DataNode::default()))
             .collect();
         Server {
+            identity: ConfigIdentity::of(&setup.config, &setup.config_text),
             config_text: setup.config_text,
             config: setup.config,
             me: setup.me,
             state: Mutex::new(State {
                 data,
                 api: BTreeMap::new(),
+                mgm: BTreeMap::new(),
+                refusals_logged: BTreeSet::new(),
                 log: setup.log,
                 next_link: 1,
             }),
@@ -204,6 +219,26 @@ impl Server {
     pub fn with_tls(mut self, tls: ServerTls) -> Server {
         self.tls = tls;
         self
+    }
+
+    /// This management node's id.
+    pub fn me(&self) -> NodeId {
+        self.me
+    }
+
+    /// The config served.
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    /// The identity of the config served.
+    pub fn identity(&self) -> ConfigIdentity {
+        self.identity
+    }
+
+    /// This server's own keys, presented when it reports to the other management servers.
+    pub fn client_tls(&self) -> crate::tls::ClientTls {
+        crate::tls::ClientTls::with_keys(self.tls.keys.clone(), false)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -382,6 +417,11 @@ impl Server {
     ) -> Result<Message, String> {
         let node: u16 = request.parse("nodeid")?.ok_or("report without nodeid")?;
         let version = request.get("version").unwrap_or("unknown").to_string();
+        if let Some(theirs) = ConfigIdentity::from_message(request)? {
+            if theirs != self.identity {
+                return Err(self.refuse_other_config(request, node, &theirs, peer));
+            }
+        }
         match request.get("nodetype") {
             Some("api") => {
                 if self.config.api_slot(NodeId(node)).is_none() {
@@ -409,7 +449,8 @@ impl Server {
                 Ok(Message::ok_reply(&request.command))
             }
             Some("ndbd") => self.data_node_report(request, node, version, peer, link),
-            other => Err(format!("nodetype {other:?}: expected ndbd or api")),
+            Some("mgm") => self.peer_report(request, node, version, peer, link),
+            other => Err(format!("nodetype {other:?}: expected ndbd, api or mgm")),
         }
     }
 
@@ -494,6 +535,7 @@ impl Server {
                     data_memory_total: 0,
                     figures: BTreeMap::new(),
                     alive: BTreeSet::new(),
+                    restarting: None,
                 });
                 record.reserved_until = None;
                 *link = Some((node, id));
@@ -572,6 +614,12 @@ impl Server {
         live.connected = connected;
         live.data_memory_used = request.parse("datamemory.used")?.unwrap_or(0);
         live.data_memory_total = request.parse("datamemory.total")?.unwrap_or(0);
+        live.restarting = (reported == NodeState::ShuttingDown
+            && request.get("restart") == Some("1"))
+        .then(|| RestartRequest {
+            initial: request.get("initial") == Some("1"),
+            no_start: request.get("nostart") == Some("1"),
+        });
         let reply = Message::ok_reply(&request.command);
         let reply = match (record.stop_requested, record.restart_requested) {
             (true, _) => reply.field("action", "stop"),
@@ -627,6 +675,13 @@ impl Server {
     fn link_closed(&self, node: u16, id: u64) {
         let mut guard = self.lock();
         let state = &mut *guard;
+        if state.mgm.get(&node).is_some_and(|p| p.id == id) {
+            state.mgm.remove(&node);
+            let text = format!("Node {node} Disconnected");
+            let event = Event::new(self.me.0, Category::Connection, 8, Severity::Alert, text);
+            state.log.write(&event);
+            return;
+        }
         let Some(record) = state.data.get_mut(&node) else {
             return;
         };
@@ -636,7 +691,11 @@ impl Server {
         let link = record.link.take();
         record.stop_requested = false;
         record.start_requested = false;
-        let restart = record.restart_requested.take();
+        // The restart asked here, or the one the node reported (asked through another server).
+        let restart = record
+            .restart_requested
+            .take()
+            .or_else(|| link.as_ref().and_then(|s| s.restarting));
         let me = self.me.0;
         if link.is_some_and(|s| s.state == NodeState::ShuttingDown || restart.is_some()) {
             let text = shutdown_completed_text(restart);
@@ -704,16 +763,26 @@ impl Server {
             .map(|a| a.ip().to_string());
         for mgm in &self.config.mgm_nodes {
             let me = mgm.node_id == self.me;
+            // Another server is connected while its link to this one is live (see `peers`).
+            let peer = state.mgm.get(&mgm.node_id.0);
             nodes.push(NodeStatus {
                 id: mgm.node_id.0,
                 node_type: NodeType::Mgm,
-                state: if me {
+                state: if me || peer.is_some() {
                     NodeState::Connected
                 } else {
                     NodeState::NoContact
                 },
-                version: me.then(|| VERSION.to_string()),
-                address: if me { my_address.clone() } else { None },
+                version: if me {
+                    Some(VERSION.to_string())
+                } else {
+                    peer.map(|p| p.version.clone())
+                },
+                address: if me {
+                    my_address.clone()
+                } else {
+                    peer.map(|p| p.address.clone())
+                },
                 node_group: None,
                 master: false,
                 config_host: Some(mgm.host_name.clone()).filter(|h| !h.is_empty()),
@@ -751,14 +820,17 @@ impl Server {
         ClusterStatus { nodes }
     }
 
-    /// STOP: `node: 2,3` or `all: 1`; `mgm: 1` stops this server too (SHUTDOWN); `force: 1`
-    /// stops a node whose node group would be left without a started node.
+    /// STOP: `node: 2,3` or `all: 1`; `mgm: 1` stops this server and the other management
+    /// servers too (SHUTDOWN); `force: 1` stops a node whose node group would be left without a
+    /// started node. Another management server named is asked to stop (see [`peers`]) once the
+    /// data nodes are gone; the reply names it in `mgmstopped`.
     fn stop(&self, request: &Message) -> Result<Message, String> {
         let all = request.get("all") == Some("1");
         let force = request.get("force") == Some("1");
         let with_mgm = request.get("mgm") == Some("1");
         let mut targets: BTreeSet<u16> = BTreeSet::new();
         let mut stop_me = with_mgm;
+        let mut peers_named: BTreeSet<u16> = BTreeSet::new();
         for (id, kind) in self.listed_nodes(request)? {
             match kind {
                 Some(NodeKind::Data) => {
@@ -766,9 +838,7 @@ impl Server {
                 }
                 Some(NodeKind::Mgm) if id == self.me.0 => stop_me = true,
                 Some(NodeKind::Mgm) => {
-                    return Err(format!(
-                        "Node {id} is another management server: rndb's ndb_mgmd cannot stop it"
-                    ))
+                    peers_named.insert(id);
                 }
                 Some(NodeKind::Api) => {
                     return Err(format!(
@@ -793,7 +863,19 @@ impl Server {
                 return Err(format!("Node {id} is not connected: nothing to stop"));
             }
         }
-        if targets.is_empty() && !stop_me {
+        if let Some(id) = peers_named.iter().find(|id| !state.mgm.contains_key(id)) {
+            return Err(format!(
+                "Node {id} is a management server not connected to this one: nothing to stop"
+            ));
+        }
+        // SHUTDOWN stops every management server this one is linked to.
+        let peers: Vec<(u16, String)> = state
+            .mgm
+            .iter()
+            .filter(|(id, _)| with_mgm || peers_named.contains(id))
+            .map(|(&id, p)| (id, p.address.clone()))
+            .collect();
+        if targets.is_empty() && !stop_me && peers.is_empty() {
             return Err("no data node is connected: nothing to stop".into());
         }
         if !all && !force {
@@ -805,8 +887,13 @@ impl Server {
             }
         }
         drop(self.wait_gone(state, &targets)?);
+        peers::stop(self, &peers)?;
         let stopped: Vec<String> = targets.iter().map(u16::to_string).collect();
         let mut reply = Message::ok_reply(&request.command).field("stopped", stopped.join(","));
+        if !peers.is_empty() {
+            let ids: Vec<String> = peers.iter().map(|(id, _)| id.to_string()).collect();
+            reply.push("mgmstopped", ids.join(","));
+        }
         if stop_me {
             reply.push("mgm", self.me.0);
             self.log(Event::new(
