@@ -187,6 +187,18 @@ signals! {
     /// A side's president → the side's other data nodes: the side goes on (`node` = 1) or
     /// stops (0).
     ARBIT_VERDICT = 122;
+    // Primaries moving back after a node restart (`rndb_ndbd`'s `blocks/primary.rs`), each a
+    // `qmgr::Arbit`: ticket = the round, node and nodes as each says.
+    /// President → every data node: start no transaction (1204) until the round ends, and
+    /// confirm once the ones running have ended; `node` moves back, `nodes` the new order of
+    /// rejoined nodes.
+    PRIMARY_SWITCH_REQ = 123;
+    /// Data node → president: its transactions from before the round have ended.
+    PRIMARY_SWITCH_CONF = 124;
+    /// President → every data node: the round ends; `node` 1 applies the order `nodes`, 0 not.
+    PRIMARY_SWITCH_COMMIT = 125;
+    /// Data node → a new president: the one that ran a round this node holds for failed.
+    PRIMARY_SWITCH_QUERY = 126;
 }
 
 /// The name of signal `number`, or `None` for a number no signal has.

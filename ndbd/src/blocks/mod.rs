@@ -28,6 +28,7 @@ mod fs;
 pub mod lqh;
 mod node_restart;
 pub mod node_set;
+mod primary;
 mod qmgr;
 mod restart;
 pub mod tc;
@@ -192,6 +193,7 @@ pub struct Kernel {
     node_restart: node_restart::NodeRestarts,
     /// Arbitration: which side of a split goes on.
     arbit: arbit::Arbit,
+    primary: primary::PrimarySwitch,
     /// Why this node must stop, when it must (a restart that cannot restore).
     fatal: Option<String>,
 }
@@ -257,6 +259,7 @@ impl Kernel {
             restart: None,
             node_restart: node_restart::NodeRestarts::default(),
             arbit: arbit::Arbit::new(config, node),
+            primary: primary::PrimarySwitch::new(node),
             fatal: None,
         }
     }
@@ -376,6 +379,14 @@ impl Kernel {
             {
                 let arbit = rndb_protocol::qmgr::Arbit::decode(payload)?;
                 self.exec_arbit_from_api(from, header.signal, arbit, out, now)
+            }
+            gsn::PRIMARY_SWITCH_REQ..=gsn::PRIMARY_SWITCH_QUERY if self.qmgr.is_up(from) => {
+                let arbit = rndb_protocol::qmgr::Arbit::decode(payload)?;
+                self.exec_primary_switch_signal(from, header.signal, &arbit, out, now)
+            }
+            // From a data node this one holds failed: its round ended with it.
+            gsn::PRIMARY_SWITCH_REQ..=gsn::PRIMARY_SWITCH_QUERY if self.qmgr.is_data_node(from) => {
+                rndb_protocol::qmgr::Arbit::decode(payload)?;
             }
             gsn::ARBIT_PREPREQ | gsn::ARBIT_VERDICT if self.qmgr.is_up(from) => {
                 let arbit = rndb_protocol::qmgr::Arbit::decode(payload)?;
@@ -565,6 +576,7 @@ impl Kernel {
                     self.gcp_timer(out, now);
                     self.lcp_timer(out);
                     self.node_restart_timer(out, now);
+                    self.primary_switch_timer(out, now);
                 }
                 Signal::LcpStep => self.lcp_step(),
                 Signal::CmRegReq { node, started } => self.send_cm_regreq(node, started, out),

@@ -309,6 +309,8 @@ impl Kernel {
             (admit.node != from).then(|| format!("data node {} restarts now", admit.node))
         } else if self.schema_busy() {
             Some("a schema change runs".to_string())
+        } else if self.primary_switch_busy() {
+            Some("primaries are moving back to a restarted node".to_string())
         } else if self.dict_log.records().len() + 256 > FRAME_PAYLOAD_BYTES_MAX {
             // Not sent in pieces yet: the restart cannot go on (the node asks again, and this
             // node's log says why).
@@ -778,6 +780,7 @@ impl Kernel {
                 self.send_to(node, gsn::NODE_STARTED_REP, Some(from), out);
             }
         }
+        self.primary_switch_queue(from);
     }
 
     /// NODE_STARTED_REP: `node` restarted; it is read from like any replica.

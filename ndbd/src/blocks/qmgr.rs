@@ -757,6 +757,7 @@ impl Kernel {
         self.qmgr.failed.insert(node);
         self.qmgr.registered.remove(node);
         self.node_restart_node_failed(node);
+        self.primary_switch_node_failed(node, out, now);
         if self.qmgr.started && self.qmgr.just_woke_from_stall(now) {
             // Not a failure of `node` to handle: taking over from it would complete this
             // node's transactions on its own, after the cluster went on without it.

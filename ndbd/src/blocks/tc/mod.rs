@@ -215,6 +215,8 @@ pub struct Tc {
     /// Arbitration decides whether this side of a failure goes on: key operations and commits
     /// are refused (286), and finished commits' answers held, until it has (`arbit.rs`).
     commits_held: bool,
+    /// A round moving primaries runs (`primary.rs`): no transaction starts (1204).
+    starts_held: bool,
     /// Answers of transactions that aborted while commits were held though their last
     /// replica may have committed early (it failed before saying so): on a split that
     /// replica may live on the other side, so the abort is told only if this side goes on
@@ -281,6 +283,7 @@ impl Tc {
             next_expiry_scan: None,
             saving: BTreeSet::new(),
             commits_held: false,
+            starts_held: false,
             held_aborts: Vec::new(),
         }
     }
@@ -329,6 +332,34 @@ impl Tc {
         self.transactions.iter().map(|(trans, _)| trans).collect()
     }
 
+    /// The transactions this TC coordinates whose commit or abort is not over (a durable
+    /// commit waiting only to answer is).
+    pub fn running_transaction_ids(&self) -> Vec<TransId> {
+        self.transactions
+            .iter()
+            .filter(|(_, t)| t.phase != Phase::Saving)
+            .map(|(trans, _)| trans)
+            .collect()
+    }
+
+    /// True while `trans` is one this TC coordinates and its commit or abort is not over.
+    pub fn is_running(&self, trans: TransId) -> bool {
+        self.transactions
+            .get(trans)
+            .is_some_and(|t| t.phase != Phase::Saving)
+    }
+
+    /// A round moving primaries starts (true) or ends (false): while it runs no transaction
+    /// starts here (1204).
+    pub fn set_starts_held(&mut self, held: bool) {
+        self.starts_held = held;
+    }
+
+    /// True while no transaction may start here (see [`Tc::set_starts_held`]).
+    pub fn starts_held(&self) -> bool {
+        self.starts_held
+    }
+
     /// True while `trans` is one this TC coordinates.
     pub fn has_transaction(&self, trans: TransId) -> bool {
         self.transactions.contains_key(trans)
@@ -352,6 +383,18 @@ impl Tc {
             }
             let record = Box::new(TcTransaction::new(self.me, now));
             self.transactions.insert(trans, record);
+            if self.starts_held {
+                let error = NdbError::with_detail(
+                    1204,
+                    "primaries are moving back to a restarted data node; retry",
+                );
+                let t = self.transactions.get_mut(trans)?;
+                t.first_error
+                    .get_or_insert_with(|| Box::new((error.clone(), op_index)));
+                t.ops_received += 1;
+                t.last_activity = now;
+                return Some(Err(error));
+            }
         }
         let t = self.transactions.get_mut(trans)?;
         if t.phase != Phase::Active {

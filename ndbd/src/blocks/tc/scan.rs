@@ -139,6 +139,14 @@ impl Kernel {
         let start = req.flags & SCAN_FLAG_START_TRANSACTION != 0;
         let part = req.flags & SCAN_FLAG_PART != 0;
         self.tc.attach_scan(trans, start, part, now)?;
+        if self.tc.starts_held() {
+            // Which node scans which partition changes with the primaries: a scan begun now
+            // could read a partition twice, or miss one, beside parts begun before.
+            return Err(NdbError::with_detail(
+                1204,
+                "primaries are moving back to a restarted data node; retry",
+            ));
+        }
         if !req.alive.is_empty() && !self.sees_alive(&req.alive) {
             // Each node scans the partitions it is the live primary of: with another view of
             // who is alive, some partitions would be scanned twice or not at all.

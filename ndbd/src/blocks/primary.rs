@@ -1,0 +1,377 @@
+//! Primaries moving back after a node restart (NDB's "order recomputed so the preferred
+//! primary is primary again" at the end of a node's take-over). A restarted node joins every
+//! write chain last (`Qmgr::rejoined`), so that no primary moves while its fragments are
+//! copied; once it is started, the president runs a *switch round* that puts it back in its
+//! config place, so that it is the primary of its own partitions again and the load is
+//! balanced.
+//!
+//! Moving a primary while transactions run would break the linear commit's promise: a change
+//! is committed at the backups first and at the primary last, so a committed read at the
+//! primary never sees a change a later read could miss. A transaction ordered the old way
+//! commits at the new primary first, and a read there could see it before the old primary
+//! has it. So the round drains: while it runs no node starts a transaction (1204, temporary:
+//! NDB's "Temporary failure, distribution changed"), the transactions each node's TC had when
+//! the round began end, and only then does every node take the new order.
+//!
+//! ```text
+//!  president ─PRIMARY_SWITCH_REQ(round, node, new order)─► every live data node (itself too)
+//!            each refuses new transactions (1204); once its TC's transactions from before
+//!            have ended ─PRIMARY_SWITCH_CONF(round)─► president
+//!  president ─PRIMARY_SWITCH_COMMIT(round, apply 1, new order)─► every node: takes the order,
+//!            starts transactions again
+//! ```
+//!
+//! A round whose drain takes longer than TransactionDeadlockDetectionTimeout (a transaction
+//! left open) ends with COMMIT apply 0 (nothing changes) and is tried again every
+//! HeartbeatIntervalDbDb, [`ATTEMPTS_MAX`] times. A failure of the node moving back ends its
+//! round (its place is set again when it rejoins). When the president fails during a round,
+//! some nodes may have taken the new order and others not: a node still holding keeps holding
+//! and asks the new president (PRIMARY_SWITCH_QUERY), which runs a round with no time limit
+//! that sets every node to its own order. Payloads are ARBIT's (`qmgr::Arbit`): ticket = round
+//! id, node = the node moving back (REQ) or apply (COMMIT), nodes = the new `rejoined` order.
+
+use std::time::{Duration, Instant};
+
+use rndb_config::{DataNodeConfig, NodeId};
+use rndb_protocol::qmgr::Arbit;
+use rndb_protocol::signals::{block, gsn};
+use rndb_protocol::TransId;
+
+use super::node_set::NodeSet;
+use super::{data_node_header, Kernel, Outbox};
+
+/// Rounds tried for one node before its primaries stay where they are.
+pub const ATTEMPTS_MAX: u32 = 10;
+
+/// The switch rounds: the president's, and the hold this node keeps for one.
+#[derive(Debug)]
+pub(crate) struct PrimarySwitch {
+    /// How long a round waits for the transactions from before to end
+    /// (TransactionDeadlockDetectionTimeout).
+    drain: Duration,
+    /// How long after a round that ran out the next one starts (HeartbeatIntervalDbDb).
+    retry: Duration,
+    /// As president: nodes started by node restart that are to move back, in order.
+    pending: Vec<NodeId>,
+    /// As president: the round that runs.
+    round: Option<Round>,
+    /// As president: no round before this.
+    not_before: Option<Instant>,
+    /// As president: rounds tried for the first pending node.
+    attempts: u32,
+    /// Rounds made (a round id is this node's id and the count).
+    rounds_made: u64,
+    /// This node's part in a round: it starts no transaction until the round ends.
+    hold: Option<Hold>,
+}
+
+#[derive(Debug)]
+struct Round {
+    id: u64,
+    /// The node moving back; `None` for a round that makes every node take the president's
+    /// order (after a president failed during a round).
+    node: Option<NodeId>,
+    order: Vec<u16>,
+    awaiting: NodeSet,
+    since: Instant,
+}
+
+#[derive(Debug)]
+struct Hold {
+    id: u64,
+    president: NodeId,
+    /// This TC's transactions when the round began; the CONF goes once they have ended.
+    before: Vec<TransId>,
+    confirmed: bool,
+}
+
+impl PrimarySwitch {
+    pub fn new(node: &DataNodeConfig) -> PrimarySwitch {
+        PrimarySwitch {
+            drain: Duration::from_millis(u64::from(node.transaction_deadlock_detection_timeout_ms)),
+            retry: Duration::from_millis(u64::from(node.heartbeat_interval_db_db_ms)),
+            pending: Vec::new(),
+            round: None,
+            not_before: None,
+            attempts: 0,
+            rounds_made: 0,
+            hold: None,
+        }
+    }
+}
+
+impl Kernel {
+    /// At the president, once `node` is started by node restart: its primaries are to move
+    /// back.
+    pub(crate) fn primary_switch_queue(&mut self, node: NodeId) {
+        if !self.primary.pending.contains(&node) {
+            self.primary.pending.push(node);
+        }
+    }
+
+    /// True while a switch round runs here, as president: no node restart is let in then.
+    pub(crate) fn primary_switch_busy(&self) -> bool {
+        self.primary.round.is_some()
+    }
+
+    /// Every timer tick: a hold whose transactions from before have ended is confirmed; the
+    /// president ends a round that ran out, and starts the next one.
+    pub(crate) fn primary_switch_timer(&mut self, out: &mut dyn Outbox, now: Instant) {
+        self.primary_hold_progress(out);
+        if !self.qmgr.started() || self.qmgr.master() != self.me {
+            return;
+        }
+        if let Some(round) = &self.primary.round {
+            let timed = round.node.is_some();
+            if timed && now >= round.since + self.primary.drain {
+                let id = round.id;
+                let node = round.node;
+                tracing::warn!(node = ?node, "primaries of data node {node:?} not moved back: transactions did not end within TransactionDeadlockDetectionTimeout={} ms; trying again", self.primary.drain.as_millis());
+                self.primary_commit(id, false, Vec::new(), out);
+                self.primary.not_before = Some(now + self.primary.retry);
+                self.primary.attempts += 1;
+                if self.primary.attempts >= ATTEMPTS_MAX {
+                    tracing::warn!(node = ?node, "primaries of data node {node:?} stay where they are after {ATTEMPTS_MAX} rounds");
+                    self.primary.pending.retain(|&n| Some(n) != node);
+                    self.primary.attempts = 0;
+                }
+            }
+            return;
+        }
+        if self.primary.not_before.is_some_and(|t| now < t) || self.node_restart_running() {
+            return;
+        }
+        // Nodes that failed again, or were never moved last, have nothing to move.
+        let qmgr = &self.qmgr;
+        self.primary.pending.retain(|&n| {
+            qmgr.is_alive(n) && !qmgr.copying.contains(n) && qmgr.rejoined.contains(&n)
+        });
+        let Some(&node) = self.primary.pending.first() else {
+            return;
+        };
+        let order: Vec<u16> = self
+            .qmgr
+            .rejoined
+            .iter()
+            .filter(|&&n| n != node)
+            .map(|n| n.0)
+            .collect();
+        self.primary_start_round(Some(node), order, out, now);
+    }
+
+    fn primary_start_round(
+        &mut self,
+        node: Option<NodeId>,
+        order: Vec<u16>,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        self.primary.rounds_made += 1;
+        let id = (u64::from(self.me.0) << 48) | self.primary.rounds_made;
+        let awaiting: NodeSet = self.qmgr.alive().collect();
+        tracing::info!(node = ?node, round = id, "moving primaries: new transactions wait (1204) while those running end");
+        let req = Arbit {
+            ticket: id,
+            node: node.map_or(0, |n| n.0),
+            nodes: order.clone(),
+        };
+        self.primary.round = Some(Round {
+            id,
+            node,
+            order,
+            awaiting,
+            since: now,
+        });
+        for peer in awaiting.iter() {
+            if peer == self.me {
+                self.exec_primary_switch_req(self.me, &req, out);
+            } else {
+                self.primary_send(peer, gsn::PRIMARY_SWITCH_REQ, &req, out);
+            }
+        }
+    }
+
+    fn primary_send(&mut self, to: NodeId, signal: u16, arbit: &Arbit, out: &mut dyn Outbox) {
+        let header = data_node_header(signal, block::QMGR, block::QMGR);
+        self.unsent.send(out, to, header, &mut |b| arbit.encode(b));
+    }
+
+    /// A switch round's signal from data node `from`.
+    pub(crate) fn exec_primary_switch_signal(
+        &mut self,
+        from: NodeId,
+        signal: u16,
+        arbit: &Arbit,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        match signal {
+            gsn::PRIMARY_SWITCH_REQ => self.exec_primary_switch_req(from, arbit, out),
+            gsn::PRIMARY_SWITCH_CONF => self.exec_primary_switch_conf(from, arbit.ticket, out),
+            gsn::PRIMARY_SWITCH_COMMIT => self.exec_primary_switch_commit(arbit),
+            gsn::PRIMARY_SWITCH_QUERY
+                if self.qmgr.master() == self.me && self.primary.round.is_none() =>
+            {
+                self.primary_resync(out, now);
+            }
+            _ => {}
+        }
+    }
+
+    /// PRIMARY_SWITCH_REQ: start no transaction until the round ends; confirm once this TC's
+    /// transactions from before have ended.
+    fn exec_primary_switch_req(&mut self, president: NodeId, req: &Arbit, out: &mut dyn Outbox) {
+        self.primary.hold = Some(Hold {
+            id: req.ticket,
+            president,
+            before: self.tc.running_transaction_ids(),
+            confirmed: false,
+        });
+        self.tc.set_starts_held(true);
+        self.primary_hold_progress(out);
+    }
+
+    fn primary_hold_progress(&mut self, out: &mut dyn Outbox) {
+        let Some(hold) = &mut self.primary.hold else {
+            return;
+        };
+        if hold.confirmed {
+            return;
+        }
+        let tc = &self.tc;
+        hold.before.retain(|&t| tc.is_running(t));
+        if !hold.before.is_empty() {
+            return;
+        }
+        hold.confirmed = true;
+        let (id, president) = (hold.id, hold.president);
+        let conf = Arbit {
+            ticket: id,
+            node: 0,
+            nodes: Vec::new(),
+        };
+        if president == self.me {
+            self.exec_primary_switch_conf(self.me, id, out);
+        } else {
+            self.primary_send(president, gsn::PRIMARY_SWITCH_CONF, &conf, out);
+        }
+    }
+
+    /// PRIMARY_SWITCH_CONF at the president: once every node confirmed, every node takes the
+    /// new order.
+    fn exec_primary_switch_conf(&mut self, from: NodeId, id: u64, out: &mut dyn Outbox) {
+        let Some(round) = &mut self.primary.round else {
+            return;
+        };
+        if round.id != id {
+            return;
+        }
+        round.awaiting.remove(from);
+        if round.awaiting.is_empty() {
+            let order = round.order.clone();
+            self.primary_commit(id, true, order, out);
+        }
+    }
+
+    /// As president: ends round `id` on every live node, applying its order or not.
+    fn primary_commit(&mut self, id: u64, apply: bool, order: Vec<u16>, out: &mut dyn Outbox) {
+        let Some(round) = self.primary.round.take() else {
+            return;
+        };
+        if apply {
+            if let Some(node) = round.node {
+                self.primary.pending.retain(|&n| n != node);
+                self.primary.attempts = 0;
+            }
+        }
+        let commit = Arbit {
+            ticket: id,
+            node: u16::from(apply),
+            nodes: order,
+        };
+        let alive: Vec<NodeId> = self.qmgr.alive().collect();
+        for peer in alive {
+            if peer == self.me {
+                self.exec_primary_switch_commit(&commit);
+            } else {
+                self.primary_send(peer, gsn::PRIMARY_SWITCH_COMMIT, &commit, out);
+            }
+        }
+    }
+
+    /// PRIMARY_SWITCH_COMMIT: the round ends; with apply, chains take the new order.
+    fn exec_primary_switch_commit(&mut self, commit: &Arbit) {
+        if self
+            .primary
+            .hold
+            .as_ref()
+            .is_none_or(|h| h.id != commit.ticket)
+        {
+            return;
+        }
+        self.primary.hold = None;
+        self.tc.set_starts_held(false);
+        if commit.node == 1 {
+            let before = std::mem::take(&mut self.qmgr.rejoined);
+            self.qmgr.rejoined = commit.nodes.iter().map(|&n| NodeId(n)).collect();
+            let moved: Vec<NodeId> = before
+                .into_iter()
+                .filter(|n| !self.qmgr.rejoined.contains(n))
+                .collect();
+            tracing::info!(moved_back = ?moved, order = ?self.qmgr.rejoined, "primaries moved back: data nodes {moved:?} take their config place in every chain");
+        }
+    }
+
+    /// Data node `node` failed: a round it took part in goes on without it, or ends when it
+    /// was the node moving back; a hold whose president failed asks the new president.
+    pub(crate) fn primary_switch_node_failed(
+        &mut self,
+        node: NodeId,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        if let Some(round) = &mut self.primary.round {
+            if round.node == Some(node) {
+                let id = round.id;
+                self.primary_commit(id, false, Vec::new(), out);
+            } else {
+                round.awaiting.remove(node);
+                if round.awaiting.is_empty() {
+                    let (id, order) = (round.id, round.order.clone());
+                    self.primary_commit(id, true, order, out);
+                }
+            }
+        }
+        let orphaned = self
+            .primary
+            .hold
+            .as_ref()
+            .is_some_and(|h| h.president == node);
+        if !orphaned {
+            return;
+        }
+        // Some nodes may have taken the round's order, others not: this node keeps holding
+        // until the new president sets every node to one order.
+        let president = self.qmgr.master();
+        tracing::warn!(failed = %node, president = %president, "the president failed during a round moving primaries: asking the new president to settle the order");
+        if president == self.me {
+            if self.primary.round.is_none() {
+                self.primary_resync(out, now);
+            }
+        } else {
+            let query = Arbit {
+                ticket: 0,
+                node: 0,
+                nodes: Vec::new(),
+            };
+            self.primary_send(president, gsn::PRIMARY_SWITCH_QUERY, &query, out);
+        }
+    }
+
+    /// As a new president: a round, with no time limit, that makes every node take this
+    /// node's order.
+    fn primary_resync(&mut self, out: &mut dyn Outbox, now: Instant) {
+        let order: Vec<u16> = self.qmgr.rejoined.iter().map(|n| n.0).collect();
+        self.primary_start_round(None, order, out, now);
+    }
+}
