@@ -1570,6 +1570,7 @@ impl World {
     /// The register and set histories, checked per key once the final reads are done, and
     /// the bank's ledger.
     fn final_checks(&mut self) -> Result<(), String> {
+        self.check_chain_order()?;
         self.forget_what_crashes_lost();
         self.check_ledger()?;
         let mut by_key: BTreeMap<(usize, u16), Vec<HistoryOp>> = BTreeMap::new();
@@ -1618,6 +1619,33 @@ impl World {
             }
         }
         self.undecided_keys = undecided;
+        Ok(())
+    }
+
+    /// Every live data node that serves, with no restart or primary move under way, orders
+    /// the chains alike (a node ordering them otherwise would make another primary).
+    /// Counts the restarted nodes moved back to their config place.
+    fn check_chain_order(&mut self) -> Result<(), String> {
+        let mut first: Option<(NodeId, Vec<NodeId>)> = None;
+        let mut moved = 0;
+        for (&node, kernel) in &self.kernels {
+            moved = moved.max(kernel.primaries_moved_back());
+            let Some(order) = kernel.settled_chain_order() else {
+                continue;
+            };
+            match &first {
+                None => first = Some((node, order)),
+                Some((other, theirs)) if *theirs != order => {
+                    return Err(format!(
+                        "chains: data node {node} puts rejoined nodes {order:?} last, data node {other} {theirs:?}: their primaries differ"
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        for _ in 0..moved {
+            self.count("primaries moved back");
+        }
         Ok(())
     }
 

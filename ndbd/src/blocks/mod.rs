@@ -194,6 +194,8 @@ pub struct Kernel {
     /// Arbitration: which side of a split goes on.
     arbit: arbit::Arbit,
     primary: primary::PrimarySwitch,
+    /// Restarted nodes moved back to their config place here (`primaries_moved_back`).
+    primary_moves: u64,
     /// Why this node must stop, when it must (a restart that cannot restore).
     fatal: Option<String>,
 }
@@ -260,6 +262,7 @@ impl Kernel {
             node_restart: node_restart::NodeRestarts::default(),
             arbit: arbit::Arbit::new(config, node),
             primary: primary::PrimarySwitch::new(node),
+            primary_moves: 0,
             fatal: None,
         }
     }
@@ -656,6 +659,19 @@ impl Kernel {
             alive.insert(node);
         }
         alive
+    }
+
+    /// How this node orders the chains' rejoined nodes (see `primary.rs`), once it is settled:
+    /// `None` while this node does not serve, a node restart copies, or a round moving
+    /// primaries holds it. Every node that returns `Some` must return the same list.
+    pub fn settled_chain_order(&self) -> Option<Vec<NodeId>> {
+        let settled = self.qmgr.started() && self.qmgr.copying.is_empty() && !self.tc.starts_held();
+        settled.then(|| self.qmgr.rejoined.clone())
+    }
+
+    /// Restarted data nodes this node has moved back to their config place in the chains.
+    pub fn primaries_moved_back(&self) -> u64 {
+        self.primary_moves
     }
 
     /// What ndb_mgmd's reports carry beyond memory and transactions (see `mgm_report`).

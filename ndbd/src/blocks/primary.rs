@@ -318,6 +318,7 @@ impl Kernel {
                 .into_iter()
                 .filter(|n| !self.qmgr.rejoined.contains(n))
                 .collect();
+            self.primary_moves += moved.len() as u64;
             tracing::info!(moved_back = ?moved, order = ?self.qmgr.rejoined, "primaries moved back: data nodes {moved:?} take their config place in every chain");
         }
     }
