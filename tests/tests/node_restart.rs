@@ -3,6 +3,7 @@
 //! files), while transfers, inserts and deletes run: it copies every row from its live replica,
 //! after each restart every row equals the live replica's key by key, and with its partner
 //! killed at the end the restarted node alone serves every row with the bank total intact.
+//! Each restarted node takes its primaries back once started (its log says so).
 //! One API node connected at the start runs every round: it links each restarted data node
 //! again and uses it.
 
@@ -181,11 +182,13 @@ fn node_restarts_under_load(spec: ClusterSpec, restarts: &[Restart], partner: No
                 } else {
                     cluster.restart_node(node)?;
                 }
+                // Started, then its primaries moved back (a round during which transactions
+                // wait with 1204): it is the primary of its partitions again.
                 wait_until("the node restart", RESTART_TIMEOUT, || {
-                    Ok(cluster
-                        .log(node)
-                        .contains("node restart complete")
-                        .then_some(()))
+                    let log = cluster.log(node);
+                    Ok((log.contains("node restart complete")
+                        && log.contains("primaries moved back"))
+                    .then_some(()))
                 })
             })();
             stop.store(true, Ordering::Relaxed);

@@ -780,12 +780,16 @@ impl Kernel {
                 self.send_to(node, gsn::NODE_STARTED_REP, Some(from), out);
             }
         }
-        self.primary_switch_queue(from);
     }
 
     /// NODE_STARTED_REP: `node` restarted; it is read from like any replica.
     fn exec_node_started_rep(&mut self, node: NodeId) {
         self.qmgr.copying.remove(node);
+        if self.qmgr.master() == self.me {
+            // The president now (the restarted node itself when its id is the lowest) moves
+            // its primaries back.
+            self.primary_switch_queue(node);
+        }
         if node == self.me && self.node_restart.me.take().is_some() {
             self.qmgr.set_started();
             tracing::info!(

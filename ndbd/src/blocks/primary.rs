@@ -101,8 +101,8 @@ impl PrimarySwitch {
 }
 
 impl Kernel {
-    /// At the president, once `node` is started by node restart: its primaries are to move
-    /// back.
+    /// At the president (the lowest live id, which may be `node` itself), once `node` is
+    /// started by node restart: its primaries are to move back.
     pub(crate) fn primary_switch_queue(&mut self, node: NodeId) {
         if !self.primary.pending.contains(&node) {
             self.primary.pending.push(node);
