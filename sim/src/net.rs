@@ -321,6 +321,16 @@ impl Net {
         }
     }
 
+    /// `dead` crashed: what `peer` sent it in a life of its own that still drains (`peer`
+    /// crashed first) is lost, as it must not reach `dead`'s next life (seed 0xc402e: a
+    /// GCP_PREPARE of a crashed master, held for a paused receiver, reached that receiver's
+    /// next life, which then waited for its GCP_COMMIT forever).
+    pub fn lose_toward(&mut self, dead: NodeId, peer: NodeId) {
+        if let Some(direction) = self.directions.get_mut(&(peer, dead)) {
+            direction.draining = None;
+        }
+    }
+
     /// Drops the connection between `dead` (which crashed) and `peer`, but what `dead` sent
     /// before still reaches `peer`. Returns when the last of it arrives, or `None` when the
     /// connection was already down.

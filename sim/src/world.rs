@@ -1325,6 +1325,7 @@ impl World {
             .chain(self.clients.iter().map(|c| c.node))
             .collect();
         for peer in peers {
+            self.net.lose_toward(node, peer);
             if !drain {
                 self.drop_connection(node, peer);
                 continue;

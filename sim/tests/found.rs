@@ -217,3 +217,28 @@ fn arbitration_seeds_pass() {
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Seed 0xc402e with `--workload registers --faults crash,client,slow,pause,restart` (found by
+/// `scripts/sim --seeds 3000 --start 800000 --workload registers --faults
+/// crash,restart,slow,client,pause`): a simulator bug. Node 1, the GCI master, sent
+/// GCP_PREPARE to node 3, which was paused; node 1 crashed (its sent frames drain), then node 3
+/// crashed and restarted. The frame, held for the paused receiver, reached node 3's next life,
+/// which held its commits for a GCP_COMMIT that never came: client 50's locking read waited 20 s.
+/// A crash now loses what still drains toward the crashed node (`Net::lose_toward`).
+#[test]
+fn a_frame_of_a_crashed_sender_never_reaches_its_receivers_next_life() {
+    let options = Options {
+        workload: rndb_sim::Workload::Registers,
+        faults: vec![
+            Fault::Crash,
+            Fault::Client,
+            Fault::Slow,
+            Fault::Pause,
+            Fault::Restart,
+        ],
+        ..Options::default()
+    };
+    if let Err(failure) = run_seed(0xc402e, &options) {
+        panic!("{failure}");
+    }
+}
