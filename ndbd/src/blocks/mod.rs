@@ -661,12 +661,20 @@ impl Kernel {
         alive
     }
 
-    /// How this node orders the chains' rejoined nodes (see `primary.rs`), once it is settled:
-    /// `None` while this node does not serve, a node restart copies, or a round moving
-    /// primaries holds it. Every node that returns `Some` must return the same list.
+    /// How this node orders the chains' live rejoined nodes (see `primary.rs`), once it is
+    /// settled: `None` while this node does not serve, a node restart copies, or a round
+    /// moving primaries holds it. Every node that returns `Some` must return the same list.
+    /// (A failed node's place does not matter: it is put last again when it rejoins.)
     pub fn settled_chain_order(&self) -> Option<Vec<NodeId>> {
         let settled = self.qmgr.started() && self.qmgr.copying.is_empty() && !self.tc.starts_held();
-        settled.then(|| self.qmgr.rejoined.clone())
+        settled.then(|| {
+            self.qmgr
+                .rejoined
+                .iter()
+                .copied()
+                .filter(|&n| self.qmgr.is_alive(n))
+                .collect()
+        })
     }
 
     /// Restarted data nodes this node has moved back to their config place in the chains.
