@@ -346,6 +346,7 @@ fn signal_payloads() -> Vec<Seed> {
     put(34, &|o| {
         rndb_protocol::qmgr::StartPermConf {
             gci: 5 << 32 | 2,
+            restart_gci: 4,
             alive: [0b110, 0, 0, 0],
             rejoined: vec![2],
             dictionary: vec![0; 12],

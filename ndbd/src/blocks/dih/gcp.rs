@@ -79,6 +79,9 @@ pub(crate) struct Gcp {
     copying: Option<(u64, NodeId, usize)>,
     /// The newest global checkpoint (high word) this node knows to be restorable.
     pub restorable: u32,
+    /// The GCI the cluster last started from: its last system restart's (0 after an initial
+    /// start), told to a restarting node by the president. Written in the sysfile.
+    pub restart_gci: u32,
     /// The master's round in progress.
     round: Option<Round>,
     next_epoch: Option<Instant>,
@@ -139,6 +142,7 @@ impl Gcp {
             saving: None,
             copying: None,
             restorable,
+            restart_gci: restorable,
             round: None,
             next_epoch: None,
             last_checkpoint: None,
@@ -343,6 +347,7 @@ impl Kernel {
         }
         let sysfile = Sysfile {
             restorable_gci: gci_hi(gci),
+            restart_gci: self.gcp.restart_gci,
         };
         // Each copy is overwritten in place and synced before the next is touched (two fsyncs,
         // where a replace through a temporary file costs four): a crash tears at most one, whose

@@ -22,7 +22,7 @@ use crate::blocks::acc::{
 use crate::blocks::dict::{Dict, Table};
 use crate::blocks::tup::{self, DataMemory};
 use crate::blocks::tux::OrderedIndex;
-use crate::ndbfs::format::RowChange;
+use crate::ndbfs::format::{gci_hi, RowChange};
 
 /// Names a scan: the API node that opened it and its scan id for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -356,6 +356,7 @@ impl Lqh {
         }
         if let Some(slot) = fragment.rows.slot_mut(id) {
             slot.committed = Some(row);
+            slot.gci = gci_hi(gci);
         }
         Ok(())
     }
@@ -675,9 +676,10 @@ impl Lqh {
                 .and_then(|(_, f)| f.get_mut(row.fragment as usize))
             {
                 let end = match commit {
-                    Some(gci) => {
-                        RowEnd::Commit(redo.as_mut().map(|r| (r, gci, row.table_id, row.fragment)))
-                    }
+                    Some(gci) => RowEnd::Commit(
+                        gci,
+                        redo.as_mut().map(|r| (r, row.table_id, row.fragment)),
+                    ),
                     None => RowEnd::Abort,
                 };
                 release_row(fragment, row.slot, trans, end, live, memory, &mut granted);
@@ -720,8 +722,8 @@ impl Lqh {
                 .get_mut(&row.table_id)
                 .and_then(|f| f.get_mut(row.fragment as usize))
             {
-                let log = redo.as_mut().map(|r| (r, gci, row.table_id, row.fragment));
-                let end = RowEnd::Commit(log);
+                let log = redo.as_mut().map(|r| (r, row.table_id, row.fragment));
+                let end = RowEnd::Commit(gci, log);
                 release_row(fragment, row.slot, trans, end, live, memory, &mut granted);
             }
             false
@@ -735,10 +737,10 @@ impl Lqh {
     }
 }
 
-/// How a row's transaction ends: committed (and logged in the redo log, when there is one:
-/// the log, the GCI, the table and the fragment), or aborted.
+/// How a row's transaction ends: committed in a GCI (and logged in the redo log, when there
+/// is one: the log, the table and the fragment), or aborted.
 enum RowEnd<'r> {
-    Commit(Option<(&'r mut redo::Redo, u64, u32, u32)>),
+    Commit(u64, Option<(&'r mut redo::Redo, u32, u32)>),
     Abort,
 }
 
@@ -786,8 +788,14 @@ fn finish_row(
     let Some(pending) = slot.pending.take() else {
         return;
     };
-    let commit = matches!(end, RowEnd::Commit(_));
-    if let RowEnd::Commit(Some((redo, gci, table_id, fragment_no))) = end {
+    let commit = matches!(end, RowEnd::Commit(..));
+    if let RowEnd::Commit(gci, _) = &end {
+        let gci = *gci;
+        // A committed change: the row's image is current (see `RowSlot::restored`).
+        slot.gci = gci_hi(gci);
+        slot.restored = false;
+    }
+    if let RowEnd::Commit(gci, Some((redo, table_id, fragment_no))) = end {
         match &pending.image {
             Some(_) => fragment.lcp.changed(id),
             None => fragment.lcp.deleted(&slot.key),
@@ -834,6 +842,38 @@ fn apply(
         return Some(refuse(req, NdbError::with_detail(4000, "slot vanished")));
     };
     let def = &table.info.def;
+    let own_change = slot.pending.as_ref().is_some_and(|p| p.trans == req.trans);
+    if slot.restored && !own_change && req.op_type != OperationType::Read {
+        if !table.unique.is_empty() {
+            // As for a row this node does not have yet (see `execute`): the unique index
+            // changes would come from an image that may be stale.
+            return Some(refuse(
+                req,
+                NdbError::with_detail(
+                    1204,
+                    "this replica's node restarts and has not copied the row yet",
+                ),
+            ));
+        }
+        if matches!(req.op_type, OperationType::Insert | OperationType::Write) {
+            // The live replica inserts (or writes) a row this node restored from its own
+            // files: the row was deleted there since, and the new image is built afresh.
+            let image = tup::build_row(def, &table.key_columns, &req.key, &req.attrs);
+            return Some(match image.and_then(|image| {
+                set_pending(fragment, id, req.trans, Some(image), memory)
+            }) {
+                Ok(()) => LqhKeyConfRef::Conf {
+                    trans: req.trans,
+                    op_index: req.op_index,
+                    row: None,
+                    role: req.role.clone(),
+                    fired: Vec::new(),
+                    committed: false,
+                },
+                Err(error) => refuse(req, error),
+            });
+        }
+    }
     let current = slot.visible_to(req.trans);
     let image: Result<Option<Row>, NdbError> = match req.op_type {
         OperationType::Read => return Some(read_answer(req, current)),
