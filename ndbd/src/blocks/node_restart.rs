@@ -46,13 +46,14 @@ use rndb_transporter::FrameHeader;
 
 use super::acc::{RowSlot, SlotId, TransId};
 use super::dict::log::DictLog;
+use super::dih::gcp::SYSFILES;
 use super::fs::FsWait;
 use super::lqh::lcp::Lcps;
 use super::lqh::{Fragment, LqhWork};
 use super::lqh::redo::{part_dir, Redo};
 use super::node_set::NodeSet;
 use super::{data_node_header, Kernel, Outbox, ProtocolViolation, SendFailure, Signal};
-use crate::ndbfs::format::{self, gci_hi, kind, Next, RowChange, SchemaChange};
+use crate::ndbfs::format::{self, gci_hi, kind, Next, RowChange, SchemaChange, Sysfile};
 use crate::ndbfs::FsOp;
 
 /// Bytes of rows after which a COPY_ROWS frame is sent (a record that would not fit the frame
@@ -301,13 +302,29 @@ impl Kernel {
     }
 
     /// Files this node had go: once restored (they are older than the cluster's rows), or
-    /// at once when nothing of them is kept. The sysfile goes first, so a crash in between
-    /// leaves nothing that claims to be restorable.
+    /// at once when nothing of them is kept. First both sysfile copies are overwritten with
+    /// one that names no restorable GCI, and synced: a removal is durable only once its
+    /// directory is synced, and a crash must never leave the old sysfile beside a redo log
+    /// that this run began anew (the next start would restore from it).
     fn node_restart_drop_files(&mut self) {
         if self.restart.take().is_none() {
             return;
         }
         self.node_restart.files = true;
+        let nothing = Sysfile::default().file_bytes(u32::from(self.me.0));
+        for path in SYSFILES {
+            let path = path.to_string();
+            let bytes = nothing.clone();
+            self.fs.push(
+                FsOp::Write {
+                    path: path.clone(),
+                    offset: 0,
+                    bytes,
+                },
+                FsWait::Nothing,
+            );
+            self.fs.push(FsOp::Sync { path }, FsWait::Nothing);
+        }
         let parts = self.durability.no_of_fragment_log_parts;
         let dirs = ["D1".to_string(), "D2".to_string(), "LCP".to_string()];
         for path in dirs.into_iter().chain((0..parts).map(part_dir)) {
