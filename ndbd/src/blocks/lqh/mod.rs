@@ -1099,6 +1099,57 @@ mod tests {
         lqh.fragments[&table_id][0].ordered[0].entries.len()
     }
 
+    fn slot_of(lqh: &Lqh, t: u32, id: u32) -> Option<&RowSlot<LqhWork>> {
+        let mut key = Vec::new();
+        Value::UInt32(id).encode(&mut rndb_protocol::Writer::new(&mut key));
+        lqh.fragments[&t][0].rows.get(&key)
+    }
+
+    /// A commit records its GCI in the row. Rows restored for a node restart stay marked
+    /// until the copy confirms them, a live commit makes them current, or the copy's end
+    /// removes them; an insert of a restored key succeeds.
+    #[test]
+    fn restored_rows_are_confirmed_replaced_or_removed() {
+        let (dict, mut lqh, t) = setup();
+        for id in 0..4 {
+            run(
+                &mut lqh,
+                &dict,
+                op(TransId(1), t, OperationType::Insert, id, 10 + id as i32),
+            );
+        }
+        lqh.commit(TransId(1), 7 << 32 | 3, &|_| true);
+        assert_eq!(slot_of(&lqh, t, 2).map(|s| s.gci), Some(7));
+        let used = lqh.memory_used_bytes();
+        assert_eq!(lqh.mark_restored(), 4);
+        // Key 0: the copy says unchanged. Key 1: a live update commits. Key 2: the live
+        // replica inserts it again (deleted there since). Key 3: neither, so it goes at the
+        // end.
+        let mut key = Vec::new();
+        Value::UInt32(0).encode(&mut rndb_protocol::Writer::new(&mut key));
+        lqh.confirm_restored(t, 0, &key).expect("key 0 is restored");
+        let mut missing = Vec::new();
+        Value::UInt32(9).encode(&mut rndb_protocol::Writer::new(&mut missing));
+        assert!(lqh.confirm_restored(t, 0, &missing).is_err(), "key 9 is not here");
+        run(&mut lqh, &dict, op(TransId(2), t, OperationType::Update, 1, 11));
+        // Not 630: the restored row is stale, the live replica has none.
+        run(&mut lqh, &dict, op(TransId(2), t, OperationType::Insert, 2, 99));
+        lqh.commit(TransId(2), 9 << 32, &|_| true);
+        assert_eq!(lqh.remove_unconfirmed(), 1);
+        assert!(slot_of(&lqh, t, 3).is_none(), "key 3 was removed");
+        for id in 0..3 {
+            let slot = slot_of(&lqh, t, id).expect("kept");
+            assert!(!slot.restored, "key {id} is current");
+        }
+        assert_eq!(slot_of(&lqh, t, 1).map(|s| s.gci), Some(9));
+        let inserted = slot_of(&lqh, t, 2).and_then(|s| s.committed.as_ref());
+        assert_eq!(
+            inserted.map(Row::unpack),
+            Some(vec![Value::UInt32(2), Value::Int32(99)])
+        );
+        assert!(lqh.memory_used_bytes() < used, "the removed row's memory is free");
+    }
+
     /// Index entries follow committed and uncommitted images, and DataMemory returns to zero
     /// once every row is gone and the index is dropped.
     #[test]
