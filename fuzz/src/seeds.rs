@@ -368,6 +368,14 @@ fn signal_payloads() -> Vec<Seed> {
         }
         .encode(o)
     });
+    put(37, &|o| {
+        rndb_protocol::qmgr::CopyFragReq {
+            node: 4,
+            gci: 17,
+            tables: vec![1, 2, 6],
+        }
+        .encode(o)
+    });
     payloads
         .into_iter()
         .enumerate()
@@ -527,7 +535,10 @@ fn files() -> Vec<Seed> {
         starts: vec![(0, 32), (1, 4096)],
     };
     seeds.push(("lcp", "ctl-3".into(), ctl.file_bytes(1)));
-    let sysfile = Sysfile { restorable_gci: 7 };
+    let sysfile = Sysfile {
+        restorable_gci: 7,
+        restart_gci: 0,
+    };
     seeds.push(("sysfile", "gci-7".into(), sysfile.file_bytes(1)));
     seeds
 }

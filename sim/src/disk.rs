@@ -314,7 +314,8 @@ impl Disk for SimDisk {
                 file.make_durable(file.unsynced.len());
             }
         }
-        self.files.retain(|_, f| f.durable.is_some() || !f.unsynced.is_empty());
+        self.files
+            .retain(|_, f| f.durable.is_some() || !f.unsynced.is_empty());
         Ok(())
     }
 }

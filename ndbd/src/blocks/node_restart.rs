@@ -1,16 +1,25 @@
 //! Node restart (NDB's): a data node the cluster declared failed comes back while the cluster
-//! serves, takes the dictionary and every row of its fragments from live replicas, and serves
-//! again. One node restarts at a time; the president (the master, the lowest live id) lets it
-//! in.
+//! serves, takes the dictionary from the president and the rows of its fragments from live
+//! replicas, and serves again. With files (not `--initial`) it first restores its own local
+//! checkpoint and redo log up to its restorable GCI g, and the live replicas then send whole
+//! only the rows changed after g; the others go as their key alone ("unchanged"), and what N
+//! restored that the copy neither sent nor confirmed was deleted since and is removed. One node
+//! restarts at a time; the president (the master, the lowest live id) lets it in.
+//! (docs/node-restart.md has the byte layouts and the cost.)
 //!
 //! ```text
 //!  N ─CM_REGREQ(not started)─► every node; a started one answers CM_REGREQ(started)
-//!  N ─START_PERMREQ─► P ─START_PERMCONF(epoch, live nodes, dictionary)─► N replays it
-//!  N ─START_INFOCONF─► P ─INCL_NODEREQ(N)─► every live node: N joins every write chain, last,
-//!      and global checkpoints; once the node's transactions from before have ended ─INCL_NODECONF─► P
-//!  P ─COPY_FRAGREQ(N)─► every live node: for each fragment where it precedes N in the chain,
-//!      COPY_ROWS (committed rows) ... ─COPY_FRAGCONF─► N
-//!  N (every COPY_FRAGCONF in) ─START_COPYCONF─► P ─NODE_STARTED_REP(N)─► all: N is read from
+//!  N restores its own files up to g (the system restart's code), marks those rows restored
+//!  N ─START_PERMREQ─► P ─START_PERMCONF(epoch, restart GCI, live nodes, dictionary)─► N
+//!      replays it, keeping its restored rows of every table that is unchanged
+//!  N ─START_INFOCONF(g, kept tables)─► P ─INCL_NODEREQ(N)─► every live node: N joins every
+//!      write chain, last, and global checkpoints; once the node's transactions from before
+//!      have ended ─INCL_NODECONF─► P
+//!  P ─COPY_FRAGREQ(N, g, kept tables)─► every live node: for each fragment where it precedes
+//!      N in the chain, COPY_ROWS (PUT: committed rows changed after g or of a table not kept;
+//!      COPY_KEEP: the key of a row unchanged since g) ... ─COPY_FRAGCONF─► N
+//!  N (every COPY_FRAGCONF in; rows still marked restored removed) ─START_COPYCONF─► P
+//!      ─NODE_STARTED_REP(N)─► all: N is read from
 //! ```
 //!
 //! Why the copy is right with writes going on:
@@ -25,13 +34,18 @@
 //!   change it has seen.
 //! - While copying, N takes an update or delete of a row it does not have as done (NDB's
 //!   AC_IGNORED): the copy brings the row, with that change, later.
+//! - Every commit records its GCI in the row, so a row of GCI ≤ g at the source is as N
+//!   restored it. A write to a row N still holds marked restored means the source's walk has
+//!   not passed it (or, an insert, that the row was deleted there since): the copy brings its
+//!   image later, or the insert builds it afresh; the commit clears the mark. A row deleted at
+//!   the source since g is never mentioned and stays marked: it goes when the copy ends.
 //!
 //! Any data node that fails during the restart stops N (NDB's 2303); it can be started again.
 //! N keeps its place last in every chain once it serves, so no partition's primary moves
 //! (moving primaries back needs NDB's distribution-key change and a drain).
 //!
-//! With files, N drops its old files at once (they are older than what the cluster holds) and
-//! keeps none while the copy runs. Then it starts a redo log and a local checkpoint; its
+//! With files, N drops its old files once restored (they are older than what the cluster
+//! holds; the sysfile is zeroed durably first) and keeps none while the copy runs. Then it starts a redo log and a local checkpoint; its
 //! schema log and sysfile are written only once that checkpoint is restorable. Until then a
 //! system restart finds nothing to restore on N, and starts without it.
 
@@ -49,8 +63,8 @@ use super::dict::log::DictLog;
 use super::dih::gcp::SYSFILES;
 use super::fs::FsWait;
 use super::lqh::lcp::Lcps;
-use super::lqh::{Fragment, LqhWork};
 use super::lqh::redo::{part_dir, Redo};
+use super::lqh::{Fragment, LqhWork};
 use super::node_set::NodeSet;
 use super::{data_node_header, Kernel, Outbox, ProtocolViolation, SendFailure, Signal};
 use crate::ndbfs::format::{self, gci_hi, kind, Next, RowChange, SchemaChange, Sysfile};
@@ -364,7 +378,11 @@ impl Kernel {
         let restart_gci = self.restart.as_ref().map_or(0, |r| r.restart_gci);
         self.node_restart_drop_files();
         let rows = self.lqh.mark_restored();
-        tracing::info!(gci, rows, "node restart: own files restored up to GCI {gci} ({rows} rows); asking to be let in");
+        tracing::info!(
+            gci,
+            rows,
+            "node restart: own files restored up to GCI {gci} ({rows} rows); asking to be let in"
+        );
         if let Some(me) = self.node_restart.me.as_mut() {
             me.restored = Some((gci, restart_gci));
             me.ready = true;
@@ -585,13 +603,15 @@ impl Kernel {
         let mut kept = Vec::new();
         let mut spare: Vec<Fragment> = Vec::new();
         for table_id in self.dict.table_ids() {
-            let same = self.dict.get(table_id).zip(old_dict.get(table_id)).is_some_and(
-                |(new, old)| {
+            let same = self
+                .dict
+                .get(table_id)
+                .zip(old_dict.get(table_id))
+                .is_some_and(|(new, old)| {
                     new.info == old.info
                         && new.fragment_count == old.fragment_count
                         && new.hidden_for == old.hidden_for
-                },
-            );
+                });
             if !history_kept || !same {
                 continue;
             }
@@ -605,7 +625,13 @@ impl Kernel {
                 }
                 fragment.ordered.clear();
             }
-            spare.extend(self.lqh.fragments.insert(table_id, fragments).into_iter().flatten());
+            spare.extend(
+                self.lqh
+                    .fragments
+                    .insert(table_id, fragments)
+                    .into_iter()
+                    .flatten(),
+            );
             kept.push(table_id);
         }
         let gone: Vec<u32> = old_fragments.keys().copied().collect();
@@ -728,7 +754,8 @@ impl Kernel {
                 self.exec_copy_fragreq(req.clone());
             } else {
                 let header = data_node_header(gsn::COPY_FRAGREQ, block::QMGR, block::QMGR);
-                self.unsent.send(out, source, header, &mut |b| req.encode(b));
+                self.unsent
+                    .send(out, source, header, &mut |b| req.encode(b));
             }
         }
     }
@@ -1127,7 +1154,11 @@ fn append_slot(copy: &mut Copy, table_id: u32, fragment: u32, slot: &RowSlot<Lqh
         key: &slot.key,
         row: (!unchanged).then(|| row.encoded()),
     };
-    let record_kind = if unchanged { kind::COPY_KEEP } else { kind::PUT };
+    let record_kind = if unchanged {
+        kind::COPY_KEEP
+    } else {
+        kind::PUT
+    };
     let start = copy.frame.len();
     format::append_record(
         &mut copy.frame,

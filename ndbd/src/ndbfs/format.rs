@@ -295,7 +295,9 @@ impl Sysfile {
         }
         .encode(&mut out);
         append_record(&mut out, 0, kind::SYSFILE, |b| {
-            Writer::new(b).u32(self.restorable_gci).u32(self.restart_gci);
+            Writer::new(b)
+                .u32(self.restorable_gci)
+                .u32(self.restart_gci);
         });
         out
     }

@@ -676,10 +676,9 @@ impl Lqh {
                 .and_then(|(_, f)| f.get_mut(row.fragment as usize))
             {
                 let end = match commit {
-                    Some(gci) => RowEnd::Commit(
-                        gci,
-                        redo.as_mut().map(|r| (r, row.table_id, row.fragment)),
-                    ),
+                    Some(gci) => {
+                        RowEnd::Commit(gci, redo.as_mut().map(|r| (r, row.table_id, row.fragment)))
+                    }
                     None => RowEnd::Abort,
                 };
                 release_row(fragment, row.slot, trans, end, live, memory, &mut granted);
@@ -859,19 +858,21 @@ fn apply(
             // The live replica inserts (or writes) a row this node restored from its own
             // files: the row was deleted there since, and the new image is built afresh.
             let image = tup::build_row(def, &table.key_columns, &req.key, &req.attrs);
-            return Some(match image.and_then(|image| {
-                set_pending(fragment, id, req.trans, Some(image), memory)
-            }) {
-                Ok(()) => LqhKeyConfRef::Conf {
-                    trans: req.trans,
-                    op_index: req.op_index,
-                    row: None,
-                    role: req.role.clone(),
-                    fired: Vec::new(),
-                    committed: false,
+            return Some(
+                match image
+                    .and_then(|image| set_pending(fragment, id, req.trans, Some(image), memory))
+                {
+                    Ok(()) => LqhKeyConfRef::Conf {
+                        trans: req.trans,
+                        op_index: req.op_index,
+                        row: None,
+                        role: req.role.clone(),
+                        fired: Vec::new(),
+                        committed: false,
+                    },
+                    Err(error) => refuse(req, error),
                 },
-                Err(error) => refuse(req, error),
-            });
+            );
         }
     }
     let current = slot.visible_to(req.trans);
@@ -1130,10 +1131,21 @@ mod tests {
         lqh.confirm_restored(t, 0, &key).expect("key 0 is restored");
         let mut missing = Vec::new();
         Value::UInt32(9).encode(&mut rndb_protocol::Writer::new(&mut missing));
-        assert!(lqh.confirm_restored(t, 0, &missing).is_err(), "key 9 is not here");
-        run(&mut lqh, &dict, op(TransId(2), t, OperationType::Update, 1, 11));
+        assert!(
+            lqh.confirm_restored(t, 0, &missing).is_err(),
+            "key 9 is not here"
+        );
+        run(
+            &mut lqh,
+            &dict,
+            op(TransId(2), t, OperationType::Update, 1, 11),
+        );
         // Not 630: the restored row is stale, the live replica has none.
-        run(&mut lqh, &dict, op(TransId(2), t, OperationType::Insert, 2, 99));
+        run(
+            &mut lqh,
+            &dict,
+            op(TransId(2), t, OperationType::Insert, 2, 99),
+        );
         lqh.commit(TransId(2), 9 << 32, &|_| true);
         assert_eq!(lqh.remove_unconfirmed(), 1);
         assert!(slot_of(&lqh, t, 3).is_none(), "key 3 was removed");
@@ -1147,7 +1159,10 @@ mod tests {
             inserted.map(Row::unpack),
             Some(vec![Value::UInt32(2), Value::Int32(99)])
         );
-        assert!(lqh.memory_used_bytes() < used, "the removed row's memory is free");
+        assert!(
+            lqh.memory_used_bytes() < used,
+            "the removed row's memory is free"
+        );
     }
 
     /// Index entries follow committed and uncommitted images, and DataMemory returns to zero
