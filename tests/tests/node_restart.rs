@@ -19,7 +19,7 @@ use rndb_api::{
 };
 use rndb_tests::bank::{accounts_def, balance, key, row, transfer};
 use rndb_tests::ops::{insert_committed, recreate_table};
-use rndb_tests::{wait_until, ClusterSpec, TestCluster, START_TIMEOUT};
+use rndb_tests::{restorable_gci, wait_until, ClusterSpec, TestCluster, START_TIMEOUT};
 
 /// Accounts moved between by the transfers, and what each holds at the start.
 const ACCOUNT_COUNT: u32 = 200;
@@ -222,8 +222,16 @@ fn node_restarts_under_load(spec: ClusterSpec, restarts: &[Restart], partner: No
             workers.push(scope.spawn(move || toggle_until(api_ref, table_ref, stop_ref)));
             let restarted = (|| {
                 if files && !initial {
-                    // Its restorable GCI follows everything committed so far (the cold rows).
+                    // Its restorable GCI follows everything committed so far (the cold rows),
+                    // and every other node knows it restorable too (the president keeps the
+                    // node's rows only up to a GCI it knows they saved together).
                     cluster.wait_for_saved_checkpoints(node, 2)?;
+                    let gci = restorable_gci(&cluster.file_system(node));
+                    wait_until("every node's sysfile", RESTART_TIMEOUT, || {
+                        let behind = (cluster.data_node_ids().into_iter())
+                            .any(|n| restorable_gci(&cluster.file_system(n)) < gci);
+                        Ok((!behind).then_some(()))
+                    })?;
                 }
                 cluster.kill_node(node)?;
                 if initial {

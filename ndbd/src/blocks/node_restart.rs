@@ -94,6 +94,15 @@ pub(crate) struct NodeRestarts {
     incl: Vec<Incl>,
     /// Fragment copies this node runs for a restarting node.
     copies: Vec<Copy>,
+    /// For each data node whose failure this node handled: the newest GCI this node then
+    /// knew the node had saved with it (restorable cluster-wide, or saved by the node for this
+    /// node as master, `saved_by`). A GCI the node saved after that may be of its own side of
+    /// a split (its side, with its own master, may complete a global checkpoint that the
+    /// surviving side gives other changes): as president, a restarting node's own rows are
+    /// kept only up to this GCI.
+    saved_with: std::collections::BTreeMap<NodeId, u32>,
+    /// As GCP master: the newest GCI each data node confirmed saved (GCP_SAVECONF).
+    saved_by: std::collections::BTreeMap<NodeId, u32>,
 }
 
 #[derive(Debug)]
@@ -657,9 +666,20 @@ impl Kernel {
         if admit.node != from || admit.step != gsn::START_PERMCONF {
             return;
         }
-        admit.copy = CopyFragReq {
-            node: from.0,
-            ..info
+        let saved_with = self.node_restart.saved_with.get(&from).copied();
+        admit.copy = if info.gci > 0 && saved_with.is_none_or(|gci| info.gci > gci) {
+            // Rows it restored from GCIs this node cannot vouch for: everything is sent whole
+            // (what it restored that the copy does not send is removed when the copy ends).
+            tracing::warn!(node = %from, restored_gci = info.gci, saved_with = ?saved_with, "node restart of data node {from}: it restored its own files up to GCI {}, newer than the last GCI this node knows it saved with the cluster; every row is copied", info.gci);
+            CopyFragReq {
+                node: from.0,
+                ..CopyFragReq::default()
+            }
+        } else {
+            CopyFragReq {
+                node: from.0,
+                ..info
+            }
         };
         admit.step = gsn::INCL_NODEREQ;
         admit.awaiting = alive;
@@ -1055,6 +1075,13 @@ impl Kernel {
         true
     }
 
+    /// GCP_SAVECONF at the GCP master: `node` saved global checkpoint `gci` with this node's
+    /// cluster (its redo log holds it whole).
+    pub(crate) fn node_restart_saved(&mut self, node: NodeId, gci: u32) {
+        let saved = self.node_restart.saved_by.entry(node).or_default();
+        *saved = (*saved).max(gci);
+    }
+
     /// True while the president must not let a node in: a schema change or index build runs.
     fn schema_busy(&self) -> bool {
         self.schema.is_busy() || !self.builds.running.is_empty()
@@ -1074,6 +1101,10 @@ impl Kernel {
 
     /// A data node failed (NODE_FAILREP in QMGR): a restart it took part in ends.
     pub(crate) fn node_restart_node_failed(&mut self, node: NodeId) {
+        let saved_by = self.node_restart.saved_by.remove(&node).unwrap_or(0);
+        self.node_restart
+            .saved_with
+            .insert(node, self.gcp.restorable.max(saved_by));
         if self.node_restart.me.is_some() {
             return self.node_restart_fails(format!(
                 "data node {node} failed while this node restarted; start it again"

@@ -279,6 +279,9 @@ impl Kernel {
                 self.gcp_takeover_done(out, now);
             }
             gsn::GCP_PREPARECONF | gsn::GCP_NODEFINISH | gsn::GCP_SAVECONF | gsn::COPY_GCICONF => {
+                if signal == gsn::GCP_SAVECONF {
+                    self.node_restart_saved(from, gci_hi(gci));
+                }
                 self.gcp_master_answer(from, signal, gci, out, now)
             }
             _ => {}
