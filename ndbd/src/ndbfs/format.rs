@@ -284,7 +284,7 @@ pub struct Sysfile {
 
 impl Sysfile {
     /// A whole sysfile: header, then one SYSFILE record (`restorable_gci u32 | restart_gci
-    /// u32`; a record of 4 bytes, written before the restart GCI was kept, reads as 0).
+    /// u32`).
     pub fn file_bytes(&self, node: u32) -> Vec<u8> {
         let mut out = Vec::with_capacity(64);
         FileHeader {
@@ -324,14 +324,9 @@ impl Sysfile {
             Next::Record(r) if r.kind == kind::SYSFILE => {
                 let mut reader = Reader::new(r.payload, "sysfile");
                 let mut read = || -> Result<Sysfile, DecodeError> {
-                    let restorable_gci = reader.u32()?;
-                    let restart_gci = match reader.rest().len() {
-                        0 => 0,
-                        _ => reader.u32()?,
-                    };
                     let sysfile = Sysfile {
-                        restorable_gci,
-                        restart_gci,
+                        restorable_gci: reader.u32()?,
+                        restart_gci: reader.u32()?,
                     };
                     reader.finish()?;
                     Ok(sysfile)
