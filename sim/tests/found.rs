@@ -226,8 +226,9 @@ fn arbitration_seeds_pass() {
 /// GCI 2, and account 0, changed at node 2 in GCI 2, was sent as "unchanged since GCI 2":
 /// replicas differed (1004 at node 2, 992 at node 1). The same GCI named two histories. Fixed:
 /// the president keeps a restarting node's own rows only up to the newest GCI it knows that
-/// node saved with it (restorable when it handled the node's failure, or confirmed to it as GCP
-/// master, `NodeRestarts::saved_with`); past that every row is copied.
+/// node saved with it when it handled the node's failure (restorable, named by a COPY_GCIREQ,
+/// or confirmed to it as GCP master, `NodeRestarts::saved_with`); past that every row is
+/// copied.
 #[test]
 fn a_node_that_saved_a_checkpoint_alone_on_the_losing_side_of_a_split_has_every_row_copied() {
     let options = Options {

@@ -101,7 +101,8 @@ pub(crate) struct NodeRestarts {
     /// surviving side gives other changes): as president, a restarting node's own rows are
     /// kept only up to this GCI.
     saved_with: std::collections::BTreeMap<NodeId, u32>,
-    /// As GCP master: the newest GCI each data node confirmed saved (GCP_SAVECONF).
+    /// As GCP master: the newest GCI each data node confirmed saved (GCP_SAVECONF); under
+    /// this node's own id, the newest GCI a COPY_GCIREQ named here.
     saved_by: std::collections::BTreeMap<NodeId, u32>,
 }
 
@@ -1076,7 +1077,8 @@ impl Kernel {
     }
 
     /// GCP_SAVECONF at the GCP master: `node` saved global checkpoint `gci` with this node's
-    /// cluster (its redo log holds it whole).
+    /// cluster (its redo log holds it whole). For this node itself: a COPY_GCIREQ named `gci`,
+    /// so every node its master held live saved it.
     pub(crate) fn node_restart_saved(&mut self, node: NodeId, gci: u32) {
         let saved = self.node_restart.saved_by.entry(node).or_default();
         *saved = (*saved).max(gci);
@@ -1101,10 +1103,20 @@ impl Kernel {
 
     /// A data node failed (NODE_FAILREP in QMGR): a restart it took part in ends.
     pub(crate) fn node_restart_node_failed(&mut self, node: NodeId) {
+        // What this node knew the failed node had saved: restorable here, confirmed to this
+        // node as GCP master, or named by a COPY_GCIREQ that came here before the failure (a
+        // master sends one only once every node it holds live saved the GCI, and sends the
+        // NODE_FAILREP of a node it leaves out first).
         let saved_by = self.node_restart.saved_by.remove(&node).unwrap_or(0);
+        let copied = self
+            .node_restart
+            .saved_by
+            .get(&self.me)
+            .copied()
+            .unwrap_or(0);
         self.node_restart
             .saved_with
-            .insert(node, self.gcp.restorable.max(saved_by));
+            .insert(node, self.gcp.restorable.max(saved_by).max(copied));
         if self.node_restart.me.is_some() {
             return self.node_restart_fails(format!(
                 "data node {node} failed while this node restarted; start it again"

@@ -341,6 +341,9 @@ impl Kernel {
 
     /// COPY_GCIREQ: both copies of the sysfile name the saved GCI; then COPY_GCICONF.
     fn gcp_copy(&mut self, master: NodeId, gci: u64, out: &mut dyn Outbox) {
+        // Every node the master held live had saved this GCI (a node restart's president
+        // vouches for it, `node_restart_saved`).
+        self.node_restart_saved(self.me, gci_hi(gci));
         if self.lqh.redo.is_none() || self.sysfile_held(gci) {
             // Diskless: "saved" means every node's GCP_SAVECONF came, which COPY_GCIREQ says.
             // (Or a restarted node whose copied rows are not in a local checkpoint yet.)
