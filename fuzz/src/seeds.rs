@@ -346,6 +346,7 @@ fn signal_payloads() -> Vec<Seed> {
     put(34, &|o| {
         rndb_protocol::qmgr::StartPermConf {
             gci: 5 << 32 | 2,
+            restart_gci: 4,
             alive: [0b110, 0, 0, 0],
             rejoined: vec![2],
             dictionary: vec![0; 12],
@@ -364,6 +365,14 @@ fn signal_payloads() -> Vec<Seed> {
             ticket: 1 << 48 | 1,
             node: 0,
             nodes: vec![1, 3],
+        }
+        .encode(o)
+    });
+    put(37, &|o| {
+        rndb_protocol::qmgr::CopyFragReq {
+            node: 4,
+            gci: 17,
+            tables: vec![1, 2, 6],
         }
         .encode(o)
     });
@@ -526,7 +535,10 @@ fn files() -> Vec<Seed> {
         starts: vec![(0, 32), (1, 4096)],
     };
     seeds.push(("lcp", "ctl-3".into(), ctl.file_bytes(1)));
-    let sysfile = Sysfile { restorable_gci: 7 };
+    let sysfile = Sysfile {
+        restorable_gci: 7,
+        restart_gci: 0,
+    };
     seeds.push(("sysfile", "gci-7".into(), sysfile.file_bytes(1)));
     seeds
 }

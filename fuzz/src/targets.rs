@@ -18,7 +18,7 @@ use rndb_protocol::lqh::{
     ApiRegConf, IndexBuildDone, IndexBuildRows, LqhCommitReq, LqhKeyConf, LqhKeyRef, LqhKeyReq,
     TcFailAnswer, TcFailQuery, TransSignal,
 };
-use rndb_protocol::qmgr::{Arbit, CmRegReq, FailRep, StartPermConf, StartPermRef};
+use rndb_protocol::qmgr::{Arbit, CmRegReq, CopyFragReq, FailRep, StartPermConf, StartPermRef};
 use rndb_protocol::scan::{decode_scan_rows, ScanNextReq, ScanTabConf, ScanTabReq};
 use rndb_protocol::schema::{self, ColumnDef, ColumnType, TableDef, Value};
 use rndb_protocol::signals::{
@@ -277,6 +277,7 @@ const DECODERS: &[Decoder] = &[
     |b| round_trip(b, StartPermConf::decode, StartPermConf::encode),
     |b| round_trip(b, StartPermRef::decode, StartPermRef::encode),
     |b| round_trip(b, Arbit::decode, Arbit::encode),
+    |b| round_trip(b, CopyFragReq::decode, CopyFragReq::encode),
 ];
 
 /// Every signal payload decoder of rndb-protocol; `data[0]` picks which, the rest is the

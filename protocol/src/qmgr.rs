@@ -199,13 +199,15 @@ impl StartPermRef {
     }
 }
 
-/// START_PERMCONF: the president's current epoch, the data nodes alive in its view (a bitmap
+/// START_PERMCONF: the president's current epoch, the GCI the cluster last started from (its
+/// last system restart, 0 after an initial start), the data nodes alive in its view (a bitmap
 /// by node id), the nodes that rejoined before (in the order they did: chains put them last in
 /// that order), and the dictionary as schema-log records (each table and index as the schema
 /// change that made it, in the order they were made).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StartPermConf {
     pub gci: u64,
+    pub restart_gci: u32,
     pub alive: [u64; 4],
     pub rejoined: Vec<u16>,
     pub dictionary: Vec<u8>,
@@ -215,10 +217,11 @@ pub struct StartPermConf {
 const REJOINED_MAX: usize = 255;
 
 impl StartPermConf {
-    /// `gci u64 | alive 4 × u64 | rejoined count u16 | count × node u16 | dictionary (the rest)`.
+    /// `gci u64 | restart_gci u32 | alive 4 × u64 | rejoined count u16 | count × node u16 |
+    /// dictionary (the rest)`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = Writer::new(out);
-        w.u64(self.gci);
+        w.u64(self.gci).u32(self.restart_gci);
         for word in self.alive {
             w.u64(word);
         }
@@ -232,6 +235,7 @@ impl StartPermConf {
     pub fn decode(buf: &[u8]) -> Result<StartPermConf, DecodeError> {
         let mut r = Reader::new(buf, "START_PERMCONF");
         let gci = r.u64()?;
+        let restart_gci = r.u32()?;
         let mut alive = [0u64; 4];
         for word in &mut alive {
             *word = r.u64()?;
@@ -243,10 +247,49 @@ impl StartPermConf {
         let rejoined = (0..count).map(|_| r.u16()).collect::<Result<_, _>>()?;
         Ok(StartPermConf {
             gci,
+            restart_gci,
             alive,
             rejoined,
             dictionary: r.rest().to_vec(),
         })
+    }
+}
+
+/// The most tables a [`CopyFragReq`] may name (every table and index id of a dictionary fits).
+pub const COPY_TABLES_MAX: usize = 1 << 16;
+
+/// START_INFOCONF (restarting node → president) and COPY_FRAGREQ (president → each node that
+/// copies): the restarting node, the GCI up to which it restored its own local checkpoint and
+/// redo log (0: it restored nothing and everything is copied), and the tables whose restored
+/// rows it kept (for those, rows unchanged since that GCI are sent as a key only; the others
+/// are copied whole).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CopyFragReq {
+    pub node: u16,
+    pub gci: u32,
+    pub tables: Vec<u32>,
+}
+
+impl CopyFragReq {
+    /// `node u16 | gci u32 | table count u32 | count × table id u32`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::new(out);
+        w.u16(self.node).u32(self.gci).u32(self.tables.len() as u32);
+        for &table in &self.tables {
+            w.u32(table);
+        }
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<CopyFragReq, DecodeError> {
+        let mut r = Reader::new(buf, "COPY_FRAGREQ");
+        let (node, gci) = (r.u16()?, r.u32()?);
+        let count = r.u32()? as usize;
+        if count > COPY_TABLES_MAX {
+            return Err(r.error(format!("{count} tables")));
+        }
+        let tables = (0..count).map(|_| r.u32()).collect::<Result<_, _>>()?;
+        r.finish()?;
+        Ok(CopyFragReq { node, gci, tables })
     }
 }
 
@@ -273,8 +316,20 @@ mod tests {
         }
         assert!(CmRegReq::decode(&[2]).is_err());
         assert!(CmRegReq::decode(&[]).is_err());
+        let req = CopyFragReq {
+            node: 3,
+            gci: 41,
+            tables: vec![2, 5],
+        };
+        let mut b = Vec::new();
+        req.encode(&mut b);
+        assert_eq!(CopyFragReq::decode(&b).unwrap(), req);
+        assert!(CopyFragReq::decode(&b[..b.len() - 1]).is_err());
+        b.push(0);
+        assert!(CopyFragReq::decode(&b).is_err());
         let conf = StartPermConf {
             gci: 7 << 32 | 3,
+            restart_gci: 6,
             alive: [0b110, 0, 0, 1],
             rejoined: vec![3, 2],
             dictionary: vec![1, 2, 3],

@@ -6,6 +6,8 @@
 //! last sync, in order (writes, truncations, its removal): reads and listings see both, as a
 //! page cache does. `sync` makes a file's changes durable, and with them the directory entries
 //! of its directory (a removal elsewhere in it), as `RealDisk::sync` syncs the directory too.
+//! A removal (of a file, or of a directory and everything under it) is durable at once, as
+//! `RealDisk::remove` syncs the directory.
 //! `replace` is atomic and durable (a temporary file, fsync, rename, fsync of the directory).
 //! At a crash ([`SimDisk::crash`]) each file keeps a drawn prefix of its unsynced changes,
 //! usually none, and the last write kept may be torn (only a prefix of its bytes reaches the
@@ -302,10 +304,18 @@ impl Disk for SimDisk {
             .collect())
     }
 
+    /// Removes a file, or a directory with everything in it, durably: `RealDisk::remove`
+    /// syncs the directory it removed from.
     fn remove(&mut self, path: &str) -> io::Result<()> {
-        if self.files.contains_key(path) {
-            self.change(path, Change::Remove);
+        let under = format!("{path}/");
+        for (name, file) in self.files.iter_mut() {
+            if name == path || name.starts_with(&under) {
+                file.unsynced.push(Change::Remove);
+                file.make_durable(file.unsynced.len());
+            }
         }
+        self.files
+            .retain(|_, f| f.durable.is_some() || !f.unsynced.is_empty());
         Ok(())
     }
 }

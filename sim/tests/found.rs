@@ -242,3 +242,32 @@ fn a_frame_of_a_crashed_sender_never_reaches_its_receivers_next_life() {
         panic!("{failure}");
     }
 }
+
+/// Seed 0x1396 with `--faults client,slow,api-link,buggify,partition,restart` (found by
+/// `cargo test -p rndb-sim --test partition` once node restart kept a node's own rows): two data
+/// nodes are split; node 1, the GCP master, declares node 2 failed and saves global checkpoint
+/// 2 alone before it loses arbitration and stops (2305), while node 2 takes over and gives GCI
+/// 2 to the transfers it commits after the split. Node 1 restarts from its files, restorable
+/// GCI 2, and account 0, changed at node 2 in GCI 2, was sent as "unchanged since GCI 2":
+/// replicas differed (1004 at node 2, 992 at node 1). The same GCI named two histories. Fixed:
+/// the president keeps a restarting node's own rows only up to the newest GCI it knows that
+/// node saved with it when it handled the node's failure (restorable, named by a COPY_GCIREQ,
+/// or confirmed to it as GCP master, `NodeRestarts::saved_with`); past that every row is
+/// copied.
+#[test]
+fn a_node_that_saved_a_checkpoint_alone_on_the_losing_side_of_a_split_has_every_row_copied() {
+    let options = Options {
+        faults: vec![
+            Fault::Client,
+            Fault::Slow,
+            Fault::ApiLink,
+            Fault::Buggify,
+            Fault::Partition,
+            Fault::Restart,
+        ],
+        ..Options::default()
+    };
+    if let Err(failure) = run_seed(0x1396, &options) {
+        panic!("{failure}");
+    }
+}

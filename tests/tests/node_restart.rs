@@ -1,9 +1,12 @@
 //! Proves that a data node killed with SIGKILL rejoins the running cluster by node restart,
 //! ten times in a row on four data nodes (from its files or with `--initial`, and without
-//! files), while transfers, inserts and deletes run: it copies every row from its live replica,
-//! after each restart every row equals the live replica's key by key, and with its partner
-//! killed at the end the restarted node alone serves every row with the bank total intact.
-//! Each restarted node takes its primaries back once started (its log says so).
+//! files), while transfers, inserts and deletes run: with `--initial` or without files it
+//! copies every row from its live replica; from its files it restores its own checkpoint and
+//! redo and has fewer rows copied than it holds (its log says how many of each, and the rows
+//! no one wrote are kept, not copied); after each restart every row equals the live replica's
+//! key by key, and with its partner killed at the end the restarted node alone serves every
+//! row with the bank total intact. Each restarted node takes its primaries back once started
+//! (its log says so).
 //! One API node connected at the start runs every round: it links each restarted data node
 //! again and uses it.
 
@@ -17,7 +20,7 @@ use rndb_api::{
 };
 use rndb_tests::bank::{accounts_def, balance, key, row, transfer};
 use rndb_tests::ops::{insert_committed, recreate_table};
-use rndb_tests::{wait_until, ClusterSpec, TestCluster, START_TIMEOUT};
+use rndb_tests::{restorable_gci, wait_until, ClusterSpec, TestCluster, START_TIMEOUT};
 
 /// Accounts moved between by the transfers, and what each holds at the start.
 const ACCOUNT_COUNT: u32 = 200;
@@ -25,6 +28,9 @@ const OPENING_BALANCE: i64 = 1000;
 /// Keys the insert/delete thread toggles, from this id on.
 const TOGGLED_FIRST: u32 = 10_000;
 const TOGGLED_COUNT: u32 = 200;
+/// Rows inserted at the start that no worker writes: a restart from files keeps them.
+const COLD_FIRST: u32 = 20_000;
+const COLD_COUNT: u32 = 2_000;
 /// Transfer threads.
 const TRANSFER_THREADS: u64 = 4;
 /// How long a restart may take at most.
@@ -103,6 +109,7 @@ fn toggle_until(api: &Cluster, table: &Table, stop: &AtomicBool) -> u64 {
 fn replica_rows(api: &Cluster, table: &Table, replica: usize) -> BTreeMap<u32, i64> {
     let ids: Vec<u32> = (0..ACCOUNT_COUNT)
         .chain(TOGGLED_FIRST..TOGGLED_FIRST + TOGGLED_COUNT)
+        .chain(COLD_FIRST..COLD_FIRST + COLD_COUNT)
         .collect();
     let mut rows = BTreeMap::new();
     for chunk in ids.chunks(100) {
@@ -153,10 +160,43 @@ fn scan_accounts(api: &Cluster, table: &Table) -> Result<(i64, usize), Error> {
 /// first, as an operator does after a disk loss) or from what it has on disk.
 type Restart = (NodeId, bool);
 
+/// Rows a node restart copied and kept, from the restarted node's log line ("every fragment
+/// copied"), and whether it restored its own files first.
+#[derive(Debug)]
+struct CopyReport {
+    own_files: bool,
+    rows_copied: u64,
+    rows_kept: u64,
+}
+
+fn copy_report(log: &str) -> Option<CopyReport> {
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("node restart: every fragment copied:"))?;
+    let field = |name: &str| -> Option<u64> {
+        let at = line.find(&format!("{name}="))? + name.len() + 1;
+        let digits: String = line[at..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    };
+    Some(CopyReport {
+        own_files: line.contains("own files, then changes copied"),
+        rows_copied: field("rows_copied")?,
+        rows_kept: field("rows_kept")?,
+    })
+}
+
 /// Kills and restarts each node of `restarts` in turn while the workload runs; after each
 /// restart every row of the restarted node must equal its live replica's. Then node `last`'s
 /// partner is killed and the restarted node alone must serve its rows with the bank total.
-fn node_restarts_under_load(spec: ClusterSpec, restarts: &[Restart], partner: NodeId) {
+///
+/// With `files`, a restart without `--initial` must restore the node's own files and keep the
+/// rows no one wrote since (the node is killed only once its sysfile names a newer global
+/// checkpoint than the cold rows' inserts).
+fn node_restarts_under_load(spec: ClusterSpec, restarts: &[Restart], partner: NodeId, files: bool) {
     let mut cluster = TestCluster::start(spec).expect("start the data nodes");
     let api = connect(&cluster);
     let table = recreate_table(&api, &accounts_def("accounts")).expect("create accounts");
@@ -164,6 +204,12 @@ fn node_restarts_under_load(spec: ClusterSpec, restarts: &[Restart], partner: No
         .map(|id| row(id, OPENING_BALANCE))
         .collect();
     insert_committed(&api, &table, &rows).expect("open the accounts");
+    let cold: Vec<Vec<Value>> = (COLD_FIRST..COLD_FIRST + COLD_COUNT)
+        .map(|id| row(id, i64::from(id)))
+        .collect();
+    for chunk in cold.chunks(200) {
+        insert_committed(&api, &table, chunk).expect("insert the cold rows");
+    }
     for (round, &(node, initial)) in restarts.iter().enumerate() {
         let stop = AtomicBool::new(false);
         std::thread::scope(|scope| {
@@ -176,6 +222,18 @@ fn node_restarts_under_load(spec: ClusterSpec, restarts: &[Restart], partner: No
             let (api_ref, table_ref, stop_ref) = (&api, &table, &stop);
             workers.push(scope.spawn(move || toggle_until(api_ref, table_ref, stop_ref)));
             let restarted = (|| {
+                if files && !initial {
+                    // Its restorable GCI follows everything committed so far (the cold rows),
+                    // and every other node knows it restorable too (the president keeps the
+                    // node's rows only up to a GCI it knows they saved together).
+                    cluster.wait_for_saved_checkpoints(node, 2)?;
+                    let gci = restorable_gci(&cluster.file_system(node));
+                    wait_until("every node's sysfile", RESTART_TIMEOUT, || {
+                        let behind = (cluster.data_node_ids().into_iter())
+                            .any(|n| restorable_gci(&cluster.file_system(n)) < gci);
+                        Ok((!behind).then_some(()))
+                    })?;
+                }
                 cluster.kill_node(node)?;
                 if initial {
                     cluster.start_node(node)?;
@@ -209,6 +267,26 @@ fn node_restarts_under_load(spec: ClusterSpec, restarts: &[Restart], partner: No
                 done.iter().all(|&n| n > 0),
                 "every worker committed: {done:?}"
             );
+            let log = cluster.log(node);
+            let report = copy_report(&log).unwrap_or_else(|| {
+                panic!("round {round}: no copy report in node {node}'s log:\n{log}")
+            });
+            eprintln!("round {round}: node {node}: {report:?}");
+            if files && !initial {
+                // About half the cold rows are in the node's node group; none was written.
+                assert!(
+                    report.own_files
+                        && report.rows_kept >= u64::from(COLD_COUNT / 4)
+                        && report.rows_copied < report.rows_kept,
+                    "round {round}: node {node} restarted from its files copies only what \
+                     changed: {report:?}"
+                );
+            } else {
+                assert!(
+                    !report.own_files && report.rows_kept == 0,
+                    "round {round}: node {node} copies every row: {report:?}"
+                );
+            }
         });
         let on_primary = replica_rows(&api, &table, PRIMARY);
         let on_backup = replica_rows(&api, &table, BACKUP);
@@ -276,7 +354,7 @@ const TEN_RESTARTS: [Restart; 10] = [
 
 #[test]
 fn data_nodes_with_files_killed_and_restarted_ten_times_hold_every_row() {
-    node_restarts_under_load(spec(), &TEN_RESTARTS, NodeId(4));
+    node_restarts_under_load(spec(), &TEN_RESTARTS, NodeId(4), true);
 }
 
 #[test]
@@ -286,5 +364,6 @@ fn diskless_data_nodes_killed_and_restarted_rejoin_with_every_row() {
         spec().data_node_param("Diskless", "1"),
         &restarts,
         NodeId(4),
+        false,
     );
 }

@@ -585,7 +585,7 @@ impl Kernel {
                 Signal::CmRegReq { node, started } => self.send_cm_regreq(node, started, out),
                 Signal::CopyStep => self.copy_step(out),
                 Signal::AbortNodeRestart(node) => self.abort_node_restart(node, out, now),
-                Signal::StartDone { gci } => self.restore_done(gci, out),
+                Signal::StartDone { gci } => self.start_done(gci, out, now),
             }
         }
     }

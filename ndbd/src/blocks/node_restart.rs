@@ -1,16 +1,25 @@
 //! Node restart (NDB's): a data node the cluster declared failed comes back while the cluster
-//! serves, takes the dictionary and every row of its fragments from live replicas, and serves
-//! again. One node restarts at a time; the president (the master, the lowest live id) lets it
-//! in.
+//! serves, takes the dictionary from the president and the rows of its fragments from live
+//! replicas, and serves again. With files (not `--initial`) it first restores its own local
+//! checkpoint and redo log up to its restorable GCI g, and the live replicas then send whole
+//! only the rows changed after g; the others go as their key alone ("unchanged"), and what N
+//! restored that the copy neither sent nor confirmed was deleted since and is removed. One node
+//! restarts at a time; the president (the master, the lowest live id) lets it in.
+//! (docs/node-restart.md has the byte layouts and the cost.)
 //!
 //! ```text
 //!  N ─CM_REGREQ(not started)─► every node; a started one answers CM_REGREQ(started)
-//!  N ─START_PERMREQ─► P ─START_PERMCONF(epoch, live nodes, dictionary)─► N replays it
-//!  N ─START_INFOCONF─► P ─INCL_NODEREQ(N)─► every live node: N joins every write chain, last,
-//!      and global checkpoints; once the node's transactions from before have ended ─INCL_NODECONF─► P
-//!  P ─COPY_FRAGREQ(N)─► every live node: for each fragment where it precedes N in the chain,
-//!      COPY_ROWS (committed rows) ... ─COPY_FRAGCONF─► N
-//!  N (every COPY_FRAGCONF in) ─START_COPYCONF─► P ─NODE_STARTED_REP(N)─► all: N is read from
+//!  N restores its own files up to g (the system restart's code), marks those rows restored
+//!  N ─START_PERMREQ─► P ─START_PERMCONF(epoch, restart GCI, live nodes, dictionary)─► N
+//!      replays it, keeping its restored rows of every table that is unchanged
+//!  N ─START_INFOCONF(g, kept tables)─► P ─INCL_NODEREQ(N)─► every live node: N joins every
+//!      write chain, last, and global checkpoints; once the node's transactions from before
+//!      have ended ─INCL_NODECONF─► P
+//!  P ─COPY_FRAGREQ(N, g, kept tables)─► every live node: for each fragment where it precedes
+//!      N in the chain, COPY_ROWS (PUT: committed rows changed after g or of a table not kept;
+//!      COPY_KEEP: the key of a row unchanged since g) ... ─COPY_FRAGCONF─► N
+//!  N (every COPY_FRAGCONF in; rows still marked restored removed) ─START_COPYCONF─► P
+//!      ─NODE_STARTED_REP(N)─► all: N is read from
 //! ```
 //!
 //! Why the copy is right with writes going on:
@@ -25,13 +34,18 @@
 //!   change it has seen.
 //! - While copying, N takes an update or delete of a row it does not have as done (NDB's
 //!   AC_IGNORED): the copy brings the row, with that change, later.
+//! - Every commit records its GCI in the row, so a row of GCI ≤ g at the source is as N
+//!   restored it. A write to a row N still holds marked restored means the source's walk has
+//!   not passed it (or, an insert, that the row was deleted there since): the copy brings its
+//!   image later, or the insert builds it afresh; the commit clears the mark. A row deleted at
+//!   the source since g is never mentioned and stays marked: it goes when the copy ends.
 //!
 //! Any data node that fails during the restart stops N (NDB's 2303); it can be started again.
 //! N keeps its place last in every chain once it serves, so no partition's primary moves
 //! (moving primaries back needs NDB's distribution-key change and a drain).
 //!
-//! With files, N drops its old files at once (they are older than what the cluster holds) and
-//! keeps none while the copy runs. Then it starts a redo log and a local checkpoint; its
+//! With files, N drops its old files once restored (they are older than what the cluster
+//! holds; the sysfile is zeroed durably first) and keeps none while the copy runs. Then it starts a redo log and a local checkpoint; its
 //! schema log and sysfile are written only once that checkpoint is restorable. Until then a
 //! system restart finds nothing to restore on N, and starts without it.
 
@@ -39,19 +53,21 @@ use std::time::{Duration, Instant};
 
 use rndb_config::NodeId;
 use rndb_protocol::gsn;
-use rndb_protocol::qmgr::{CmRegReq, FailRep, StartPermConf, StartPermRef};
+use rndb_protocol::qmgr::{CmRegReq, CopyFragReq, FailRep, StartPermConf, StartPermRef};
 use rndb_protocol::signals::block;
 use rndb_transporter::frame::FRAME_PAYLOAD_BYTES_MAX;
 use rndb_transporter::FrameHeader;
 
-use super::acc::{SlotId, TransId};
+use super::acc::{RowSlot, SlotId, TransId};
 use super::dict::log::DictLog;
+use super::dih::gcp::SYSFILES;
 use super::fs::FsWait;
 use super::lqh::lcp::Lcps;
 use super::lqh::redo::{part_dir, Redo};
+use super::lqh::{Fragment, LqhWork};
 use super::node_set::NodeSet;
 use super::{data_node_header, Kernel, Outbox, ProtocolViolation, SendFailure, Signal};
-use crate::ndbfs::format::{self, gci_hi, kind, Next, RowChange, SchemaChange};
+use crate::ndbfs::format::{self, gci_hi, kind, Next, RowChange, SchemaChange, Sysfile};
 use crate::ndbfs::FsOp;
 
 /// Bytes of rows after which a COPY_ROWS frame is sent (a record that would not fit the frame
@@ -78,6 +94,16 @@ pub(crate) struct NodeRestarts {
     incl: Vec<Incl>,
     /// Fragment copies this node runs for a restarting node.
     copies: Vec<Copy>,
+    /// For each data node whose failure this node handled: the newest GCI this node then
+    /// knew the node had saved with it (restorable cluster-wide, or saved by the node for this
+    /// node as master, `saved_by`). A GCI the node saved after that may be of its own side of
+    /// a split (its side, with its own master, may complete a global checkpoint that the
+    /// surviving side gives other changes): as president, a restarting node's own rows are
+    /// kept only up to this GCI.
+    saved_with: std::collections::BTreeMap<NodeId, u32>,
+    /// As GCP master: the newest GCI each data node confirmed saved (GCP_SAVECONF); under
+    /// this node's own id, the newest GCI a COPY_GCIREQ named here.
+    saved_by: std::collections::BTreeMap<NodeId, u32>,
 }
 
 #[derive(Debug)]
@@ -93,12 +119,22 @@ struct Joining {
     awaiting_copy: NodeSet,
     /// Every COPY_FRAGCONF came; START_COPYCONF went to the president.
     copied: bool,
+    /// The node may ask to be let in: its own files are restored (or it has none to).
+    ready: bool,
+    /// The node restored its own files: up to this GCI, saved when the cluster had last
+    /// started from the second one (the sysfile's `restart_gci`).
+    restored: Option<(u32, u32)>,
+    /// What the copy did: rows whose image came, and rows kept as restored ("unchanged").
+    rows_copied: u64,
+    rows_kept: u64,
 }
 
 #[derive(Debug)]
 struct Admit {
     node: NodeId,
     step: u16,
+    /// What the node restored (START_INFOCONF): passed on in COPY_FRAGREQ.
+    copy: CopyFragReq,
     /// The nodes whose INCL_NODECONF is still to come.
     awaiting: NodeSet,
 }
@@ -124,7 +160,21 @@ struct Copy {
     deferred: Vec<(u32, u32, SlotId)>,
     /// The COPY_ROWS payload being filled.
     frame: Vec<u8>,
+    /// The GCI the node restored its own files up to, and the tables whose restored rows it
+    /// kept (sorted): in those, a row not changed after that GCI goes as its key alone.
+    gci: u32,
+    kept_tables: Vec<u32>,
+    /// Rows sent whole, and rows sent as "unchanged".
     rows: u64,
+    unchanged: u64,
+}
+
+impl Copy {
+    /// The GCI after which rows of `table_id` changed are sent whole (the others as
+    /// "unchanged"), or None when the table is copied whole.
+    fn since(&self, table_id: u32) -> Option<u32> {
+        (self.gci > 0 && self.kept_tables.binary_search(&table_id).is_ok()).then_some(self.gci)
+    }
 }
 
 /// Where a copy's walk stood before a frame was filled: a frame the send buffer cannot take
@@ -135,6 +185,7 @@ struct Mark {
     slot: SlotId,
     deferred: Vec<(u32, u32, SlotId)>,
     rows: u64,
+    unchanged: u64,
 }
 
 impl Kernel {
@@ -161,10 +212,11 @@ impl Kernel {
         match header.signal {
             // From a president or member whose failure this node has not handled yet (its
             // last frames, after it stopped): the restart they were about ended with it.
-            gsn::INCL_NODEREQ | gsn::INCL_NODECONF | gsn::COPY_FRAGREQ | gsn::NODE_STARTED_REP
-                if !from_member =>
-            {
+            gsn::INCL_NODEREQ | gsn::INCL_NODECONF | gsn::NODE_STARTED_REP if !from_member => {
                 node(payload)?;
+            }
+            gsn::COPY_FRAGREQ if !from_member => {
+                CopyFragReq::decode(payload)?;
             }
             gsn::CM_REGREQ => self.exec_cm_regreq(from, CmRegReq::decode(payload)?, out, now),
             gsn::START_PERMREQ => self.exec_start_permreq(from, out),
@@ -184,10 +236,12 @@ impl Kernel {
             gsn::START_PERMCONF => {
                 self.exec_start_permconf(from, StartPermConf::decode(payload)?, out, now)
             }
-            gsn::START_INFOCONF => self.exec_start_infoconf(from, out),
+            gsn::START_INFOCONF => {
+                self.exec_start_infoconf(from, CopyFragReq::decode(payload)?, out)
+            }
             gsn::INCL_NODEREQ => self.exec_incl_nodereq(from, node(payload)?, out),
             gsn::INCL_NODECONF => self.exec_incl_nodeconf(from, node(payload)?, out),
-            gsn::COPY_FRAGREQ => self.exec_copy_fragreq(node(payload)?),
+            gsn::COPY_FRAGREQ => self.exec_copy_fragreq(CopyFragReq::decode(payload)?),
             gsn::COPY_ROWS => self.exec_copy_rows(from, payload)?,
             gsn::COPY_FRAGCONF => self.exec_copy_fragconf(from, out),
             gsn::START_COPYCONF => self.exec_start_copyconf(from, out),
@@ -236,21 +290,14 @@ impl Kernel {
         self.node_restart_timer(out, now);
     }
 
-    /// This node learnt that the cluster serves: it joins by node restart. Files it had are
-    /// older than the cluster's rows, and go.
+    /// This node learnt that the cluster serves: it joins by node restart. With files (and
+    /// not `--initial`), it first restores them up to its own restorable GCI, as a system
+    /// restart would, and then has only what changed since copied; without, everything is.
     fn begin_node_restart(&mut self, peer: NodeId) {
-        tracing::warn!(node = %peer, "data node {peer} serves: this node joins the running cluster by node restart (copying every row from live replicas)");
-        if self.restart.take().is_some() {
-            self.node_restart.files = true;
-            let parts = self.durability.no_of_fragment_log_parts;
-            let dirs = ["D1".to_string(), "D2".to_string(), "LCP".to_string()];
-            for path in dirs.into_iter().chain((0..parts).map(part_dir)) {
-                let path = path.split('/').next().unwrap_or_default().to_string();
-                self.fs.push(FsOp::Remove { path }, FsWait::Nothing);
-            }
-            self.lqh.redo = None;
-            self.dict_log = DictLog::default();
-        }
+        let own = self
+            .restart
+            .as_ref()
+            .is_some_and(|r| !r.initial && r.gci.is_none() && r.restorable != Some(0));
         self.qmgr.hold_start();
         self.node_restart.me = Some(Joining {
             started_peers: NodeSet::new(),
@@ -259,7 +306,98 @@ impl Kernel {
             president: None,
             awaiting_copy: NodeSet::new(),
             copied: false,
+            ready: !own,
+            restored: None,
+            rows_copied: 0,
+            rows_kept: 0,
         });
+        if own {
+            tracing::warn!(node = %peer, "data node {peer} serves: this node joins the running cluster by node restart (restoring its own files first, then copying what changed since)");
+            if let Some(restart) = self.restart.as_mut() {
+                restart.node_restart = true;
+                if restart.restorable.is_some() {
+                    self.node_restart_own_restore();
+                }
+            }
+        } else {
+            tracing::warn!(node = %peer, "data node {peer} serves: this node joins the running cluster by node restart (copying every row from live replicas)");
+            self.node_restart_drop_files();
+        }
+    }
+
+    /// Files this node had go: once restored (they are older than the cluster's rows), or
+    /// at once when nothing of them is kept. First both sysfile copies are overwritten with
+    /// one that names no restorable GCI, and synced: a removal is durable only once its
+    /// directory is synced, and a crash must never leave the old sysfile beside a redo log
+    /// that this run began anew (the next start would restore from it).
+    fn node_restart_drop_files(&mut self) {
+        if self.restart.take().is_none() {
+            return;
+        }
+        self.node_restart.files = true;
+        let nothing = Sysfile::default().file_bytes(u32::from(self.me.0));
+        for path in SYSFILES {
+            let path = path.to_string();
+            let bytes = nothing.clone();
+            self.fs.push(
+                FsOp::Write {
+                    path: path.clone(),
+                    offset: 0,
+                    bytes,
+                },
+                FsWait::Nothing,
+            );
+            self.fs.push(FsOp::Sync { path }, FsWait::Nothing);
+        }
+        let parts = self.durability.no_of_fragment_log_parts;
+        let dirs = ["D1".to_string(), "D2".to_string(), "LCP".to_string()];
+        for path in dirs.into_iter().chain((0..parts).map(part_dir)) {
+            let path = path.split('/').next().unwrap_or_default().to_string();
+            self.fs.push(FsOp::Remove { path }, FsWait::Nothing);
+        }
+        self.lqh.redo = None;
+        self.dict_log = DictLog::default();
+        self.lcps = Lcps::default();
+    }
+
+    /// The sysfile is read and the node restarts: it restores its schema log, local
+    /// checkpoint and redo log up to its own restorable GCI (or, with none, drops its files
+    /// and has everything copied).
+    pub(crate) fn node_restart_own_restore(&mut self) {
+        let Some(restart) = self.restart.as_mut() else {
+            return;
+        };
+        let gci = restart.restorable.unwrap_or(0);
+        if gci == 0 {
+            tracing::info!("node restart: this node has nothing restorable; every row is copied");
+            self.node_restart_drop_files();
+            if let Some(me) = self.node_restart.me.as_mut() {
+                me.ready = true;
+            }
+            return;
+        }
+        restart.gci = Some(gci);
+        tracing::info!(gci, "node restart: restoring this node's own schema, local checkpoint and redo log up to its restorable GCI {gci}");
+        self.read_schema_log();
+    }
+
+    /// The node's own files are restored up to `gci`: the files go (a new redo log and local
+    /// checkpoint start after the copy), every row restored is marked as such until the copy
+    /// confirms it, and the node asks to be let in.
+    pub(crate) fn node_restart_restored(&mut self, gci: u32, out: &mut dyn Outbox, now: Instant) {
+        let restart_gci = self.restart.as_ref().map_or(0, |r| r.restart_gci);
+        self.node_restart_drop_files();
+        let rows = self.lqh.mark_restored();
+        tracing::info!(
+            gci,
+            rows,
+            "node restart: own files restored up to GCI {gci} ({rows} rows); asking to be let in"
+        );
+        if let Some(me) = self.node_restart.me.as_mut() {
+            me.restored = Some((gci, restart_gci));
+            me.ready = true;
+        }
+        self.node_restart_timer(out, now);
     }
 
     /// The timer: a restarting node not let in yet asks the lowest started node it knows (the
@@ -268,7 +406,7 @@ impl Kernel {
     pub(crate) fn node_restart_timer(&mut self, out: &mut dyn Outbox, now: Instant) {
         if let Some(me) = self.node_restart.me.as_mut() {
             let due = me.asked.is_none_or(|(_, at)| now >= at + ASK_AGAIN);
-            if me.president.is_none() && due {
+            if me.president.is_none() && due && me.ready {
                 let next = me.next_ask.take().filter(|&n| self.qmgr.is_up(n));
                 if let Some(president) = next.or_else(|| me.started_peers.iter().next()) {
                     me.asked = Some((president, now));
@@ -347,10 +485,12 @@ impl Kernel {
         self.node_restart.admit = Some(Admit {
             node: from,
             step: gsn::START_PERMCONF,
+            copy: CopyFragReq::default(),
             awaiting: NodeSet::new(),
         });
         let conf = StartPermConf {
             gci: self.gcp.current,
+            restart_gci: self.gcp.restart_gci,
             alive: alive.words(),
             rejoined: self.qmgr.rejoined.iter().map(|n| n.0).collect(),
             dictionary: self.dict_log.records().to_vec(),
@@ -373,6 +513,21 @@ impl Kernel {
         if me.president.is_some() {
             return;
         }
+        // With rows of its own, the node sets them aside, takes the president's dictionary as
+        // a node without files does, then keeps the rows of each table the dictionary still
+        // has unchanged (a table dropped, created or changed meanwhile is copied whole).
+        let restored = me.restored;
+        let history_kept = restored.is_some_and(|(_, restart_gci)| restart_gci == conf.restart_gci);
+        if let (Some((gci, restart_gci)), false) = (restored, history_kept) {
+            tracing::warn!(gci, restart_gci, cluster_restart_gci = conf.restart_gci, "node restart: the cluster restarted from GCI {} since this node saved its files (its GCIs after that were given again to other changes); every row is copied", conf.restart_gci);
+        }
+        let set_aside = restored.map(|_| {
+            let empty = self.dict.emptied();
+            (
+                std::mem::replace(&mut self.dict, empty),
+                std::mem::take(&mut self.lqh.fragments),
+            )
+        });
         let mut offset = 0;
         let mut tables = 0;
         loop {
@@ -415,7 +570,19 @@ impl Kernel {
         }
         self.qmgr.adopt_alive(awaiting);
         tracing::info!(president = %from, schema_changes = tables, copy_from = ?awaiting, "node restart: dictionary copied; waiting to be included");
+        let mut info = CopyFragReq {
+            node: self.me.0,
+            ..CopyFragReq::default()
+        };
+        if let (Some((old_dict, old_fragments)), Some((gci, _))) = (set_aside, restored) {
+            let kept = self.keep_restored_tables(&old_dict, old_fragments, history_kept);
+            if !kept.is_empty() {
+                info.gci = gci;
+                info.tables = kept;
+            }
+        }
         self.gcp.current = self.gcp.current.max(conf.gci);
+        self.gcp.restart_gci = conf.restart_gci;
         // Chains as every other node orders them: the nodes that rejoined before, then this
         // one, last; and this node reads nothing of its own until it is started.
         self.qmgr.rejoined = conf.rejoined.iter().map(|&n| NodeId(n)).collect();
@@ -431,11 +598,70 @@ impl Kernel {
             me.president = Some(from);
             me.awaiting_copy = awaiting;
         }
-        self.send_to(from, gsn::START_INFOCONF, None, out);
+        let header = data_node_header(gsn::START_INFOCONF, block::QMGR, block::QMGR);
+        self.unsent.send(out, from, header, &mut |b| info.encode(b));
     }
 
-    /// START_INFOCONF at the president: every live node includes the restarting one.
-    fn exec_start_infoconf(&mut self, from: NodeId, out: &mut dyn Outbox) {
+    /// After the president's dictionary is replayed: the restored fragments of every table
+    /// it has with the same id, version and definition as restored replace the new, empty
+    /// ones (with `history_kept`; else none does); the rest are freed. Returns the tables
+    /// kept, sorted.
+    fn keep_restored_tables(
+        &mut self,
+        old_dict: &super::dict::Dict,
+        mut old_fragments: hashbrown::HashMap<u32, Vec<Fragment>>,
+        history_kept: bool,
+    ) -> Vec<u32> {
+        let mut kept = Vec::new();
+        let mut spare: Vec<Fragment> = Vec::new();
+        for table_id in self.dict.table_ids() {
+            let same = self
+                .dict
+                .get(table_id)
+                .zip(old_dict.get(table_id))
+                .is_some_and(|(new, old)| {
+                    new.info == old.info
+                        && new.fragment_count == old.fragment_count
+                        && new.hidden_for == old.hidden_for
+                });
+            if !history_kept || !same {
+                continue;
+            }
+            let Some(mut fragments) = old_fragments.remove(&table_id) else {
+                continue;
+            };
+            // The ordered indexes are built again over every row once the copy ends.
+            for fragment in &mut fragments {
+                for index in &mut fragment.ordered {
+                    index.clear(&mut self.lqh.memory);
+                }
+                fragment.ordered.clear();
+            }
+            spare.extend(
+                self.lqh
+                    .fragments
+                    .insert(table_id, fragments)
+                    .into_iter()
+                    .flatten(),
+            );
+            kept.push(table_id);
+        }
+        let gone: Vec<u32> = old_fragments.keys().copied().collect();
+        let rows_dropped: usize = (old_fragments.values().flatten())
+            .map(|f| f.rows.len())
+            .sum();
+        spare.extend(old_fragments.into_values().flatten());
+        self.lqh.free_fragments(spare);
+        let copied_whole: Vec<u32> = (self.dict.table_ids().into_iter())
+            .filter(|id| kept.binary_search(id).is_err())
+            .collect();
+        tracing::info!(kept = ?kept, copied_whole = ?copied_whole, dropped = ?gone, rows_dropped, "node restart: restored rows kept for {} tables; {} tables are copied whole (created, changed or dropped since, or a history the cluster dropped)", kept.len(), copied_whole.len());
+        kept
+    }
+
+    /// START_INFOCONF at the president: every live node includes the restarting one. What
+    /// it restored goes to the copying nodes later, in COPY_FRAGREQ.
+    fn exec_start_infoconf(&mut self, from: NodeId, info: CopyFragReq, out: &mut dyn Outbox) {
         let alive: NodeSet = self.qmgr.alive().collect();
         let Some(admit) = self.node_restart.admit.as_mut() else {
             return;
@@ -443,6 +669,21 @@ impl Kernel {
         if admit.node != from || admit.step != gsn::START_PERMCONF {
             return;
         }
+        let saved_with = self.node_restart.saved_with.get(&from).copied();
+        admit.copy = if info.gci > 0 && saved_with.is_none_or(|gci| info.gci > gci) {
+            // Rows it restored from GCIs this node cannot vouch for: everything is sent whole
+            // (what it restored that the copy does not send is removed when the copy ends).
+            tracing::warn!(node = %from, restored_gci = info.gci, saved_with = ?saved_with, "node restart of data node {from}: it restored its own files up to GCI {}, newer than the last GCI this node knows it saved with the cluster; every row is copied", info.gci);
+            CopyFragReq {
+                node: from.0,
+                ..CopyFragReq::default()
+            }
+        } else {
+            CopyFragReq {
+                node: from.0,
+                ..info
+            }
+        };
         admit.step = gsn::INCL_NODEREQ;
         admit.awaiting = alive;
         for node in alive.iter() {
@@ -528,19 +769,26 @@ impl Kernel {
             return;
         }
         admit.step = gsn::COPY_FRAGREQ;
-        tracing::info!(node = %node, "node restart of data node {node}: every node included it; copying its fragments");
+        let req = admit.copy.clone();
+        tracing::info!(node = %node, restored_gci = req.gci, kept_tables = req.tables.len(), "node restart of data node {node}: every node included it; copying its fragments");
         let sources: Vec<NodeId> = self.qmgr.alive().filter(|&n| n != node).collect();
         for source in sources {
             if source == self.me {
-                self.exec_copy_fragreq(node);
+                self.exec_copy_fragreq(req.clone());
             } else {
-                self.send_to(source, gsn::COPY_FRAGREQ, Some(node), out);
+                let header = data_node_header(gsn::COPY_FRAGREQ, block::QMGR, block::QMGR);
+                self.unsent
+                    .send(out, source, header, &mut |b| req.encode(b));
             }
         }
     }
 
-    /// COPY_FRAGREQ: copy to `node` every fragment where this node precedes it in the chain.
-    fn exec_copy_fragreq(&mut self, node: NodeId) {
+    /// COPY_FRAGREQ: copy to the node every fragment where this node precedes it in the
+    /// chain (of the tables it kept, only what changed after the GCI it restored).
+    fn exec_copy_fragreq(&mut self, req: CopyFragReq) {
+        let node = NodeId(req.node);
+        let mut kept_tables = req.tables;
+        kept_tables.sort_unstable();
         let mut fragments = Vec::new();
         for table_id in self.dict.table_ids() {
             let count = self.lqh.fragments.get(&table_id).map_or(0, Vec::len) as u32;
@@ -560,7 +808,7 @@ impl Kernel {
                 }
             }
         }
-        tracing::info!(node = %node, fragments = fragments.len(), "copying fragments to restarting data node {node}");
+        tracing::info!(node = %node, fragments = fragments.len(), restored_gci = req.gci, kept_tables = kept_tables.len(), "copying fragments to restarting data node {node}");
         self.node_restart.copies.push(Copy {
             node,
             fragments,
@@ -568,7 +816,10 @@ impl Kernel {
             slot: 0,
             deferred: Vec::new(),
             frame: Vec::new(),
+            gci: req.gci,
+            kept_tables,
             rows: 0,
+            unchanged: 0,
         });
         self.jobs.push_back(Signal::CopyStep);
     }
@@ -590,6 +841,7 @@ impl Kernel {
                 slot: copy.slot,
                 deferred: copy.deferred.clone(),
                 rows: copy.rows,
+                unchanged: copy.unchanged,
             };
             let walked = self.fill_copy_frame(copy);
             if !copy.frame.is_empty() {
@@ -603,6 +855,7 @@ impl Kernel {
                         copy.slot = mark.slot;
                         copy.deferred = mark.deferred;
                         copy.rows = mark.rows;
+                        copy.unchanged = mark.unchanged;
                         return true;
                     }
                     Err(SendFailure::Gone) => return false,
@@ -614,7 +867,7 @@ impl Kernel {
                     // Rows with uncommitted changes: again at the next timer.
                     return true;
                 }
-                tracing::info!(node = %copy.node, rows = copy.rows, "fragments copied to restarting data node {}", copy.node);
+                tracing::info!(node = %copy.node, rows_copied = copy.rows, rows_unchanged = copy.unchanged, "fragments copied to restarting data node {}: {} rows sent whole, {} as unchanged since GCI {}", copy.node, copy.rows, copy.unchanged, copy.gci);
                 self.send_to(copy.node, gsn::COPY_FRAGCONF, None, out);
                 return false;
             }
@@ -626,7 +879,6 @@ impl Kernel {
     /// Fills the copy's frame with committed rows from where its walk stopped, then with the
     /// deferred rows whose change has ended. True when the walk has passed every row.
     fn fill_copy_frame(&mut self, copy: &mut Copy) -> bool {
-        let gci = self.gcp.current;
         while copy.frame.len() < COPY_FRAME_BYTES {
             let Some(&(table_id, fragment)) = copy.fragments.get(copy.at) else {
                 break;
@@ -654,11 +906,8 @@ impl Kernel {
             };
             if slot.pending.is_some() {
                 copy.deferred.push((table_id, fragment, id));
-            } else if let Some(row) = slot.committed.as_ref() {
-                if !append_row(&mut copy.frame, gci, table_id, fragment, &slot.key, row) {
-                    break;
-                }
-                copy.rows += 1;
+            } else if !append_slot(copy, table_id, fragment, slot) {
+                break;
             }
             copy.slot += 1;
         }
@@ -679,22 +928,14 @@ impl Kernel {
             else {
                 return false;
             };
-            if slot.pending.is_some() {
-                return true;
-            }
-            if let Some(row) = slot.committed.as_ref() {
-                if !append_row(&mut copy.frame, gci, table_id, fragment, &slot.key, row) {
-                    return true;
-                }
-                copy.rows += 1;
-            }
-            false
+            slot.pending.is_some() || !append_slot(copy, table_id, fragment, slot)
         });
         copy.deferred = deferred;
         true
     }
 
-    /// COPY_ROWS at the restarting node: each row's committed image is installed.
+    /// COPY_ROWS at the restarting node: each row's committed image is installed (with the
+    /// GCI of its last change); a row sent as unchanged is confirmed as restored.
     fn exec_copy_rows(&mut self, from: NodeId, payload: &[u8]) -> Result<(), ProtocolViolation> {
         if self.node_restart.me.is_none() {
             return Err(ProtocolViolation(format!(
@@ -702,11 +943,19 @@ impl Kernel {
             )));
         }
         let mut offset = 0;
+        let (mut copied, mut kept) = (0, 0);
         loop {
             match format::read_record(payload, offset) {
-                Next::Record(record) if record.kind == kind::PUT => {
+                Next::Record(record) if matches!(record.kind, kind::PUT | kind::COPY_KEEP) => {
                     let change = RowChange::decode(record.payload, record.kind)?;
-                    if let Err(e) = self.lqh.restore_change(&self.dict, &change) {
+                    let applied = if record.kind == kind::PUT {
+                        copied += 1;
+                        self.lqh.restore_change(&self.dict, &change, record.gci)
+                    } else {
+                        kept += 1;
+                        (self.lqh).confirm_restored(change.table_id, change.fragment, change.key)
+                    };
+                    if let Err(e) = applied {
                         self.node_restart_fails(format!(
                             "a row copied from data node {from} (table {}, fragment {}): {e}",
                             change.table_id, change.fragment
@@ -715,7 +964,13 @@ impl Kernel {
                     }
                     offset = record.next;
                 }
-                Next::End => return Ok(()),
+                Next::End => {
+                    if let Some(me) = self.node_restart.me.as_mut() {
+                        me.rows_copied += copied;
+                        me.rows_kept += kept;
+                    }
+                    return Ok(());
+                }
                 Next::Record(record) => {
                     return Err(ProtocolViolation(format!(
                         "COPY_ROWS: a record of kind {} at byte {offset}",
@@ -744,6 +999,14 @@ impl Kernel {
         }
         me.copied = true;
         let president = me.president.unwrap_or(from);
+        let (restored, copied, kept) = (me.restored, me.rows_copied, me.rows_kept);
+        // What the copy neither sent nor confirmed was deleted at the live replicas after the
+        // restored GCI.
+        let removed = self.lqh.remove_unconfirmed();
+        match restored {
+            Some((gci, _)) => tracing::info!(path = "own files, then changes copied", restored_gci = gci, rows_copied = copied, rows_kept = kept, rows_removed = removed, "node restart: every fragment copied: {copied} rows copied, {kept} kept from this node's own files (unchanged since GCI {gci}), {removed} removed (deleted since)"),
+            None => tracing::info!(path = "full copy", rows_copied = copied, rows_kept = 0, rows_removed = 0, "node restart: every fragment copied: {copied} rows copied, 0 kept"),
+        }
         self.lqh.copying = false;
         if let Err(e) = self.lqh.rebuild_ordered_indexes(&self.dict) {
             return self.node_restart_fails(format!("building the ordered indexes: {e}"));
@@ -820,6 +1083,14 @@ impl Kernel {
         true
     }
 
+    /// GCP_SAVECONF at the GCP master: `node` saved global checkpoint `gci` with this node's
+    /// cluster (its redo log holds it whole). For this node itself: a COPY_GCIREQ named `gci`,
+    /// so every node its master held live saved it.
+    pub(crate) fn node_restart_saved(&mut self, node: NodeId, gci: u32) {
+        let saved = self.node_restart.saved_by.entry(node).or_default();
+        *saved = (*saved).max(gci);
+    }
+
     /// True while the president must not let a node in: a schema change or index build runs.
     fn schema_busy(&self) -> bool {
         self.schema.is_busy() || !self.builds.running.is_empty()
@@ -839,6 +1110,20 @@ impl Kernel {
 
     /// A data node failed (NODE_FAILREP in QMGR): a restart it took part in ends.
     pub(crate) fn node_restart_node_failed(&mut self, node: NodeId) {
+        // What this node knew the failed node had saved: restorable here, confirmed to this
+        // node as GCP master, or named by a COPY_GCIREQ that came here before the failure (a
+        // master sends one only once every node it holds live saved the GCI, and sends the
+        // NODE_FAILREP of a node it leaves out first).
+        let saved_by = self.node_restart.saved_by.remove(&node).unwrap_or(0);
+        let copied = self
+            .node_restart
+            .saved_by
+            .get(&self.me)
+            .copied()
+            .unwrap_or(0);
+        self.node_restart
+            .saved_with
+            .insert(node, self.gcp.restorable.max(saved_by).max(copied));
         if self.node_restart.me.is_some() {
             return self.node_restart_fails(format!(
                 "data node {node} failed while this node restarted; start it again"
@@ -899,28 +1184,46 @@ impl Kernel {
     }
 }
 
-/// Appends a row's PUT record to a COPY_ROWS payload; false (nothing appended) when it would
-/// not fit a frame with what the payload holds already.
-fn append_row(
-    frame: &mut Vec<u8>,
-    gci: u64,
-    table_id: u32,
-    fragment: u32,
-    key: &[u8],
-    row: &super::tup::Row,
-) -> bool {
+/// Appends a committed row to a copy's COPY_ROWS payload: its image in a PUT record, or, when
+/// the restarting node holds it as it is (a kept table, and no change after the GCI it
+/// restored), its key alone in a COPY_KEEP record. Each record carries the row's GCI. False
+/// (nothing appended) when the record would not fit a frame with what the payload holds.
+/// A slot without a committed row (its insert was undone) adds nothing.
+fn append_slot(copy: &mut Copy, table_id: u32, fragment: u32, slot: &RowSlot<LqhWork>) -> bool {
+    let Some(row) = slot.committed.as_ref() else {
+        return true;
+    };
+    // GCI 0 is a row whose last change is not known: it is sent whole.
+    let unchanged = copy
+        .since(table_id)
+        .is_some_and(|gci| slot.gci != 0 && slot.gci <= gci);
     let change = RowChange {
         table_id,
         table_version: 0,
         fragment,
-        key,
-        row: Some(row.encoded()),
+        key: &slot.key,
+        row: (!unchanged).then(|| row.encoded()),
     };
-    let start = frame.len();
-    format::append_record(frame, gci, kind::PUT, |b| change.encode(b));
-    if frame.len() > FRAME_PAYLOAD_BYTES_MAX && start > 0 {
-        frame.truncate(start);
+    let record_kind = if unchanged {
+        kind::COPY_KEEP
+    } else {
+        kind::PUT
+    };
+    let start = copy.frame.len();
+    format::append_record(
+        &mut copy.frame,
+        u64::from(slot.gci) << 32,
+        record_kind,
+        |b| change.encode(b),
+    );
+    if copy.frame.len() > FRAME_PAYLOAD_BYTES_MAX && start > 0 {
+        copy.frame.truncate(start);
         return false;
+    }
+    if unchanged {
+        copy.unchanged += 1;
+    } else {
+        copy.rows += 1;
     }
     true
 }

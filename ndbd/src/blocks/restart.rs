@@ -17,6 +17,9 @@
 //! A node started with `--initial` (or with no files) restores nothing; when the cluster
 //! restarts at a GCI it cannot reach, it stops with an error; started again once the others
 //! serve, it joins by node restart (`node_restart.rs`).
+//! A node that hears, while it starts, that the others serve already (`Restart::node_restart`)
+//! runs the same restore up to its own restorable GCI instead of the cluster's, sends no
+//! CNTR_START_REQ or CNTR_WAITREP, and goes on with the node restart (`start_done`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -58,16 +61,21 @@ pub(crate) struct Restart {
     /// The sysfile copies read so far.
     sysfiles: Vec<Option<Vec<u8>>>,
     /// This node's newest restorable GCI, once its sysfile is read (0: none named).
-    restorable: Option<u32>,
+    pub(crate) restorable: Option<u32>,
     /// Started with `--initial`: there is nothing to restore.
-    initial: bool,
+    pub(crate) initial: bool,
+    /// The cluster serves already: this node restores its own files up to its own restorable
+    /// GCI (`restorable`), takes no part in a system restart, and then joins by node restart.
+    pub(crate) node_restart: bool,
+    /// The GCI the cluster had last started from when this node's sysfile was saved.
+    pub(crate) restart_gci: u32,
     /// The master CNTR_START_REQ was sent to.
     requested: Option<NodeId>,
     /// As master: each node's newest restorable GCI, and whether the restart GCI went out.
     answers: BTreeMap<NodeId, u32>,
     conf_sent: bool,
     /// The GCI the cluster restarts at, once the master said.
-    gci: Option<u32>,
+    pub(crate) gci: Option<u32>,
     /// Redo files read, per part: (name, bytes), and reads still out.
     part_files: BTreeMap<u32, Vec<(String, Vec<u8>)>>,
     reads_out: usize,
@@ -139,7 +147,8 @@ impl Kernel {
             (StartRead::Sysfile, FsData::File(bytes)) => {
                 restart.sysfiles.push(bytes);
                 if restart.sysfiles.len() == SYSFILES.len() {
-                    let restorable = self.sysfile_gci()?;
+                    let sysfile = self.sysfile_gci()?;
+                    let restorable = sysfile.restorable_gci;
                     tracing::info!(
                         restorable_gci = restorable,
                         "read the sysfile{}",
@@ -151,6 +160,11 @@ impl Kernel {
                     );
                     if let Some(restart) = self.restart.as_mut() {
                         restart.restorable = Some(restorable);
+                        restart.restart_gci = sysfile.restart_gci;
+                        if restart.node_restart {
+                            self.node_restart_own_restore();
+                            return Ok(());
+                        }
                     }
                     self.restart_request(out);
                 }
@@ -243,8 +257,8 @@ impl Kernel {
         Ok(())
     }
 
-    /// The newest restorable GCI of the two sysfile copies (0 when neither exists).
-    fn sysfile_gci(&mut self) -> Result<u32, String> {
+    /// The sysfile copy with the newest restorable GCI (GCI 0 when neither exists).
+    fn sysfile_gci(&mut self) -> Result<Sysfile, String> {
         let me = u32::from(self.me.0);
         let copies = self
             .restart
@@ -275,11 +289,11 @@ impl Kernel {
         // it). Nothing was restorable yet.
         let first_save_cut = errors.len() == 1 && copies.iter().any(Option::is_none);
         match best {
-            Some(sysfile) => Ok(sysfile.restorable_gci),
-            None if errors.is_empty() => Ok(0),
+            Some(sysfile) => Ok(sysfile),
+            None if errors.is_empty() => Ok(Sysfile::default()),
             None if first_save_cut => {
                 tracing::warn!("the first sysfile write was cut short: nothing was saved yet");
-                Ok(0)
+                Ok(Sysfile::default())
             }
             None => Err(format!(
                 "no readable sysfile: {}. Start with --initial to begin empty",
@@ -296,7 +310,8 @@ impl Kernel {
         let Some(restart) = self.restart.as_mut() else {
             return;
         };
-        let (Some(restorable), true) = (restart.restorable, ready) else {
+        let (Some(restorable), true, false) = (restart.restorable, ready, restart.node_restart)
+        else {
             return;
         };
         // Again when the master changed (a lower node connected during a partial start).
@@ -329,7 +344,7 @@ impl Kernel {
         let Some(restart) = self.restart.as_mut() else {
             return;
         };
-        if restart.conf_sent {
+        if restart.conf_sent || restart.node_restart {
             return;
         }
         if restart.answers.len() < count {
@@ -360,7 +375,7 @@ impl Kernel {
     /// CNTR_START_CONF: the cluster restarts at `gci`; restore up to it.
     pub(crate) fn exec_cntr_start_conf(&mut self, gci: u64) -> Result<(), String> {
         let gci = gci as u32;
-        let Some(restart) = self.restart.as_mut() else {
+        let Some(restart) = self.restart.as_mut().filter(|r| !r.node_restart) else {
             return Ok(());
         };
         let own = restart.restorable.unwrap_or(0);
@@ -385,13 +400,19 @@ impl Kernel {
             ));
         }
         tracing::info!(gci, "system restart: restoring the schema and the redo log");
+        self.read_schema_log();
+        Ok(())
+    }
+
+    /// Restores from the schema log on: then the local checkpoint and the redo log, up to
+    /// the restart's GCI.
+    pub(crate) fn read_schema_log(&mut self) {
         self.fs.push(
             FsOp::Read {
                 path: SCHEMA_LOG.into(),
             },
             FsWait::Start(StartRead::SchemaLog),
         );
-        Ok(())
     }
 
     /// Replays the schema changes up to the restart GCI.
@@ -541,10 +562,13 @@ impl Kernel {
                 Some(Ok(Entry {
                     body: Body::Row(change),
                     offset,
+                    gci,
                     ..
                 })) => {
+                    // The record's GCI is the checkpoint scan's, at or after the row's last
+                    // change: as the row's, it may only make a node restart copy more.
                     self.lqh
-                        .restore_change(&self.dict, &change)
+                        .restore_change(&self.dict, &change, gci)
                         .map_err(|e| format!("{path}: offset {offset}: restoring a row: {e}"))?;
                     rows += u64::from(change.row.is_some());
                 }
@@ -720,7 +744,7 @@ impl Kernel {
                                 && !complete
                                 && !discarded(&restarts, (seq, offset), entry.gci) =>
                         {
-                            self.lqh.restore_change(&self.dict, &change).map_err(|e| {
+                            self.lqh.restore_change(&self.dict, &change, entry.gci).map_err(|e| {
                                 format!("{path}: offset {offset}: restoring a row: {e}")
                             })?;
                             applied += 1;
@@ -798,8 +822,18 @@ impl Kernel {
         Ok((cut, applied))
     }
 
-    /// This node's restore is done: the master hears of it.
-    pub(crate) fn restore_done(&mut self, gci: u32, out: &mut dyn Outbox) {
+    /// This node's restore is done: the master hears of it (or, restoring to join the running
+    /// cluster, the node restart goes on).
+    pub(crate) fn start_done(&mut self, gci: u32, out: &mut dyn Outbox, now: Instant) {
+        if self.restart.as_ref().is_some_and(|r| r.node_restart) {
+            self.node_restart_restored(gci, out, now);
+        } else {
+            self.restore_done(gci, out);
+        }
+    }
+
+    /// This node's restore for a system restart is done: the master hears of it.
+    fn restore_done(&mut self, gci: u32, out: &mut dyn Outbox) {
         let master = self.qmgr.master();
         let Some(restart) = self.restart.as_mut() else {
             return;

@@ -136,6 +136,7 @@ fn saved_disk(config: &ClusterConfig, node: u16, gci: u32, sysfile_gci: u32) -> 
     if sysfile_gci > 0 {
         let sysfile = Sysfile {
             restorable_gci: sysfile_gci,
+            restart_gci: 0,
         };
         for path in ["D1/DBDIH/P0.sysfile", "D2/DBDIH/P0.sysfile"] {
             disk.0

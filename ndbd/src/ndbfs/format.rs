@@ -51,6 +51,10 @@ pub mod kind {
     /// later GCI was not restored, and the restarted cluster gives those GCIs again, so no
     /// later restart may apply such a change. No payload.
     pub const RESTART: u8 = 9;
+    /// Only in a node restart's COPY_ROWS, never in a file: the row is as the restarting node
+    /// restored it (unchanged since the GCI it restored up to): [`RowChange`] without a row,
+    /// the record's GCI the row's last change.
+    pub const COPY_KEEP: u8 = 10;
 }
 
 /// A file's header.
@@ -271,10 +275,16 @@ impl SchemaChange {
 pub struct Sysfile {
     /// NDB's newestRestorableGCI: the high word of the newest saved GCI.
     pub restorable_gci: u32,
+    /// The GCI the cluster last started from when this node saved (its last system restart;
+    /// 0 after an initial start). A node restart keeps its own rows only when the cluster has
+    /// not restarted since: a system restart gives the GCIs after its own again, to other
+    /// changes, so a GCI above it in older files names a history the cluster dropped.
+    pub restart_gci: u32,
 }
 
 impl Sysfile {
-    /// A whole sysfile: header, then one SYSFILE record (`restorable_gci u32`).
+    /// A whole sysfile: header, then one SYSFILE record (`restorable_gci u32 | restart_gci
+    /// u32`).
     pub fn file_bytes(&self, node: u32) -> Vec<u8> {
         let mut out = Vec::with_capacity(64);
         FileHeader {
@@ -285,7 +295,9 @@ impl Sysfile {
         }
         .encode(&mut out);
         append_record(&mut out, 0, kind::SYSFILE, |b| {
-            Writer::new(b).u32(self.restorable_gci);
+            Writer::new(b)
+                .u32(self.restorable_gci)
+                .u32(self.restart_gci);
         });
         out
     }
@@ -314,6 +326,7 @@ impl Sysfile {
                 let mut read = || -> Result<Sysfile, DecodeError> {
                     let sysfile = Sysfile {
                         restorable_gci: reader.u32()?,
+                        restart_gci: reader.u32()?,
                     };
                     reader.finish()?;
                     Ok(sysfile)
@@ -504,8 +517,12 @@ mod tests {
 
     #[test]
     fn a_sysfile_reads_back_and_refuses_another_nodes() {
-        let bytes = Sysfile { restorable_gci: 42 }.file_bytes(3);
-        assert_eq!(Sysfile::from_file(&bytes, 3).unwrap().restorable_gci, 42);
+        let sysfile = Sysfile {
+            restorable_gci: 42,
+            restart_gci: 7,
+        };
+        let bytes = sysfile.file_bytes(3);
+        assert_eq!(Sysfile::from_file(&bytes, 3).unwrap(), sysfile);
         assert!(Sysfile::from_file(&bytes, 4).is_err());
         assert!(Sysfile::from_file(&bytes[..40], 3).is_err());
     }

@@ -325,6 +325,14 @@ pub struct RowSlot<W> {
     pub committed: Option<Row>,
     pub lock: Lock<W>,
     pub pending: Option<Box<Pending>>,
+    /// The GCI (high word) of the committed image's last change: set by every commit, every
+    /// restored or copied image. A node restart copies only rows changed after the restarting
+    /// node's restorable GCI (`node_restart.rs`); a value above the true one only copies more.
+    pub gci: u32,
+    /// Restored from this node's own files during its node restart and not yet confirmed by
+    /// the copy (a COPY_ROWS image or "unchanged" mark) or a live commit: the image may be
+    /// stale, and the row gone at the live replicas. Such rows are removed when the copy ends.
+    pub restored: bool,
 }
 
 const _: () = assert!(std::mem::size_of::<Option<RowSlot<()>>>() == 128);
@@ -337,6 +345,8 @@ impl<W> RowSlot<W> {
             committed: None,
             pending: None,
             lock: Lock::default(),
+            gci: 0,
+            restored: false,
         }
     }
 

@@ -259,6 +259,12 @@ impl Dict {
     }
 
     /// Every table's id, in id order.
+    /// An empty dictionary with this one's limits (a node restart sets its restored one
+    /// aside and takes the president's).
+    pub fn emptied(&self) -> Dict {
+        Dict::new(self.tables_max, self.ordered_max, self.unique_max)
+    }
+
     pub fn table_ids(&self) -> Vec<u32> {
         let mut ids: Vec<u32> = self.tables.keys().copied().collect();
         ids.sort_unstable();

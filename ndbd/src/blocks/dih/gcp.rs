@@ -79,6 +79,9 @@ pub(crate) struct Gcp {
     copying: Option<(u64, NodeId, usize)>,
     /// The newest global checkpoint (high word) this node knows to be restorable.
     pub restorable: u32,
+    /// The GCI the cluster last started from: its last system restart's (0 after an initial
+    /// start), told to a restarting node by the president. Written in the sysfile.
+    pub restart_gci: u32,
     /// The master's round in progress.
     round: Option<Round>,
     next_epoch: Option<Instant>,
@@ -139,6 +142,7 @@ impl Gcp {
             saving: None,
             copying: None,
             restorable,
+            restart_gci: restorable,
             round: None,
             next_epoch: None,
             last_checkpoint: None,
@@ -275,6 +279,9 @@ impl Kernel {
                 self.gcp_takeover_done(out, now);
             }
             gsn::GCP_PREPARECONF | gsn::GCP_NODEFINISH | gsn::GCP_SAVECONF | gsn::COPY_GCICONF => {
+                if signal == gsn::GCP_SAVECONF {
+                    self.node_restart_saved(from, gci_hi(gci));
+                }
                 self.gcp_master_answer(from, signal, gci, out, now)
             }
             _ => {}
@@ -334,6 +341,9 @@ impl Kernel {
 
     /// COPY_GCIREQ: both copies of the sysfile name the saved GCI; then COPY_GCICONF.
     fn gcp_copy(&mut self, master: NodeId, gci: u64, out: &mut dyn Outbox) {
+        // Every node the master held live had saved this GCI (a node restart's president
+        // vouches for it, `node_restart_saved`).
+        self.node_restart_saved(self.me, gci_hi(gci));
         if self.lqh.redo.is_none() || self.sysfile_held(gci) {
             // Diskless: "saved" means every node's GCP_SAVECONF came, which COPY_GCIREQ says.
             // (Or a restarted node whose copied rows are not in a local checkpoint yet.)
@@ -343,6 +353,7 @@ impl Kernel {
         }
         let sysfile = Sysfile {
             restorable_gci: gci_hi(gci),
+            restart_gci: self.gcp.restart_gci,
         };
         // Each copy is overwritten in place and synced before the next is touched (two fsyncs,
         // where a replace through a temporary file costs four): a crash tears at most one, whose

@@ -22,7 +22,7 @@ use crate::blocks::acc::{
 use crate::blocks::dict::{Dict, Table};
 use crate::blocks::tup::{self, DataMemory};
 use crate::blocks::tux::OrderedIndex;
-use crate::ndbfs::format::RowChange;
+use crate::ndbfs::format::{gci_hi, RowChange};
 
 /// Names a scan: the API node that opened it and its scan id for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -356,6 +356,7 @@ impl Lqh {
         }
         if let Some(slot) = fragment.rows.slot_mut(id) {
             slot.committed = Some(row);
+            slot.gci = gci_hi(gci);
         }
         Ok(())
     }
@@ -676,7 +677,7 @@ impl Lqh {
             {
                 let end = match commit {
                     Some(gci) => {
-                        RowEnd::Commit(redo.as_mut().map(|r| (r, gci, row.table_id, row.fragment)))
+                        RowEnd::Commit(gci, redo.as_mut().map(|r| (r, row.table_id, row.fragment)))
                     }
                     None => RowEnd::Abort,
                 };
@@ -720,8 +721,8 @@ impl Lqh {
                 .get_mut(&row.table_id)
                 .and_then(|f| f.get_mut(row.fragment as usize))
             {
-                let log = redo.as_mut().map(|r| (r, gci, row.table_id, row.fragment));
-                let end = RowEnd::Commit(log);
+                let log = redo.as_mut().map(|r| (r, row.table_id, row.fragment));
+                let end = RowEnd::Commit(gci, log);
                 release_row(fragment, row.slot, trans, end, live, memory, &mut granted);
             }
             false
@@ -735,10 +736,10 @@ impl Lqh {
     }
 }
 
-/// How a row's transaction ends: committed (and logged in the redo log, when there is one:
-/// the log, the GCI, the table and the fragment), or aborted.
+/// How a row's transaction ends: committed in a GCI (and logged in the redo log, when there
+/// is one: the log, the table and the fragment), or aborted.
 enum RowEnd<'r> {
-    Commit(Option<(&'r mut redo::Redo, u64, u32, u32)>),
+    Commit(u64, Option<(&'r mut redo::Redo, u32, u32)>),
     Abort,
 }
 
@@ -786,8 +787,14 @@ fn finish_row(
     let Some(pending) = slot.pending.take() else {
         return;
     };
-    let commit = matches!(end, RowEnd::Commit(_));
-    if let RowEnd::Commit(Some((redo, gci, table_id, fragment_no))) = end {
+    let commit = matches!(end, RowEnd::Commit(..));
+    if let RowEnd::Commit(gci, _) = &end {
+        let gci = *gci;
+        // A committed change: the row's image is current (see `RowSlot::restored`).
+        slot.gci = gci_hi(gci);
+        slot.restored = false;
+    }
+    if let RowEnd::Commit(gci, Some((redo, table_id, fragment_no))) = end {
         match &pending.image {
             Some(_) => fragment.lcp.changed(id),
             None => fragment.lcp.deleted(&slot.key),
@@ -834,6 +841,40 @@ fn apply(
         return Some(refuse(req, NdbError::with_detail(4000, "slot vanished")));
     };
     let def = &table.info.def;
+    let own_change = slot.pending.as_ref().is_some_and(|p| p.trans == req.trans);
+    if slot.restored && !own_change && req.op_type != OperationType::Read {
+        if !table.unique.is_empty() {
+            // As for a row this node does not have yet (see `execute`): the unique index
+            // changes would come from an image that may be stale.
+            return Some(refuse(
+                req,
+                NdbError::with_detail(
+                    1204,
+                    "this replica's node restarts and has not copied the row yet",
+                ),
+            ));
+        }
+        if matches!(req.op_type, OperationType::Insert | OperationType::Write) {
+            // The live replica inserts (or writes) a row this node restored from its own
+            // files: the row was deleted there since, and the new image is built afresh.
+            let image = tup::build_row(def, &table.key_columns, &req.key, &req.attrs);
+            return Some(
+                match image
+                    .and_then(|image| set_pending(fragment, id, req.trans, Some(image), memory))
+                {
+                    Ok(()) => LqhKeyConfRef::Conf {
+                        trans: req.trans,
+                        op_index: req.op_index,
+                        row: None,
+                        role: req.role.clone(),
+                        fired: Vec::new(),
+                        committed: false,
+                    },
+                    Err(error) => refuse(req, error),
+                },
+            );
+        }
+    }
     let current = slot.visible_to(req.trans);
     let image: Result<Option<Row>, NdbError> = match req.op_type {
         OperationType::Read => return Some(read_answer(req, current)),
@@ -1057,6 +1098,71 @@ mod tests {
 
     fn entry_count(lqh: &Lqh, table_id: u32) -> usize {
         lqh.fragments[&table_id][0].ordered[0].entries.len()
+    }
+
+    fn slot_of(lqh: &Lqh, t: u32, id: u32) -> Option<&RowSlot<LqhWork>> {
+        let mut key = Vec::new();
+        Value::UInt32(id).encode(&mut rndb_protocol::Writer::new(&mut key));
+        lqh.fragments[&t][0].rows.get(&key)
+    }
+
+    /// A commit records its GCI in the row. Rows restored for a node restart stay marked
+    /// until the copy confirms them, a live commit makes them current, or the copy's end
+    /// removes them; an insert of a restored key succeeds.
+    #[test]
+    fn restored_rows_are_confirmed_replaced_or_removed() {
+        let (dict, mut lqh, t) = setup();
+        for id in 0..4 {
+            run(
+                &mut lqh,
+                &dict,
+                op(TransId(1), t, OperationType::Insert, id, 10 + id as i32),
+            );
+        }
+        lqh.commit(TransId(1), 7 << 32 | 3, &|_| true);
+        assert_eq!(slot_of(&lqh, t, 2).map(|s| s.gci), Some(7));
+        let used = lqh.memory_used_bytes();
+        assert_eq!(lqh.mark_restored(), 4);
+        // Key 0: the copy says unchanged. Key 1: a live update commits. Key 2: the live
+        // replica inserts it again (deleted there since). Key 3: neither, so it goes at the
+        // end.
+        let mut key = Vec::new();
+        Value::UInt32(0).encode(&mut rndb_protocol::Writer::new(&mut key));
+        lqh.confirm_restored(t, 0, &key).expect("key 0 is restored");
+        let mut missing = Vec::new();
+        Value::UInt32(9).encode(&mut rndb_protocol::Writer::new(&mut missing));
+        assert!(
+            lqh.confirm_restored(t, 0, &missing).is_err(),
+            "key 9 is not here"
+        );
+        run(
+            &mut lqh,
+            &dict,
+            op(TransId(2), t, OperationType::Update, 1, 11),
+        );
+        // Not 630: the restored row is stale, the live replica has none.
+        run(
+            &mut lqh,
+            &dict,
+            op(TransId(2), t, OperationType::Insert, 2, 99),
+        );
+        lqh.commit(TransId(2), 9 << 32, &|_| true);
+        assert_eq!(lqh.remove_unconfirmed(), 1);
+        assert!(slot_of(&lqh, t, 3).is_none(), "key 3 was removed");
+        for id in 0..3 {
+            let slot = slot_of(&lqh, t, id).expect("kept");
+            assert!(!slot.restored, "key {id} is current");
+        }
+        assert_eq!(slot_of(&lqh, t, 1).map(|s| s.gci), Some(9));
+        let inserted = slot_of(&lqh, t, 2).and_then(|s| s.committed.as_ref());
+        assert_eq!(
+            inserted.map(Row::unpack),
+            Some(vec![Value::UInt32(2), Value::Int32(99)])
+        );
+        assert!(
+            lqh.memory_used_bytes() < used,
+            "the removed row's memory is free"
+        );
     }
 
     /// Index entries follow committed and uncommitted images, and DataMemory returns to zero
