@@ -271,3 +271,31 @@ fn a_node_that_saved_a_checkpoint_alone_on_the_losing_side_of_a_split_has_every_
         panic!("{failure}");
     }
 }
+
+/// Seed 0x92888 with `--faults crash,client,slow,api-link,buggify,pause,restart` (found by
+/// `scripts/sim --seeds 3000 --start 600000` with those faults): node 3 restarted while node
+/// 1 was president; node 1 crashed after sending COPY_FRAGREQ(3) to node 4 over a slow link.
+/// Node 3's run ended (2303) and it started again; the late COPY_FRAGREQ reached node 4,
+/// which copied to node 3's new run and sent it COPY_FRAGCONF before any president had let
+/// that run in. Node 3 took the copy for its own, believed itself copied and waited forever to
+/// be started (every read at it: 4009). Now a node copies only to a node it holds as being
+/// copied to, and a restarting node takes COPY_ROWS and COPY_FRAGCONF only from the sources its
+/// president named (`node_restart.rs`).
+#[test]
+fn a_late_copy_request_of_a_failed_president_does_not_end_a_later_restart() {
+    let options = Options {
+        faults: vec![
+            Fault::Crash,
+            Fault::Client,
+            Fault::Slow,
+            Fault::ApiLink,
+            Fault::Buggify,
+            Fault::Pause,
+            Fault::Restart,
+        ],
+        ..Options::default()
+    };
+    if let Err(failure) = run_seed(0x92888, &options) {
+        panic!("{failure}");
+    }
+}
