@@ -41,8 +41,8 @@
 //!   the source since g is never mentioned and stays marked: it goes when the copy ends.
 //!
 //! Any data node that fails during the restart stops N (NDB's 2303); it can be started again.
-//! N keeps its place last in every chain once it serves, so no partition's primary moves
-//! (moving primaries back needs NDB's distribution-key change and a drain).
+//! N stays last in every chain while it is copied to, so no partition's primary moves then;
+//! once it serves, the president moves its primaries back in a drained round (`primary.rs`).
 //!
 //! With files, N drops its old files once restored (they are older than what the cluster
 //! holds; the sysfile is zeroed durably first) and keeps none while the copy runs. Then it starts a redo log and a local checkpoint; its
