@@ -193,6 +193,7 @@ pub struct Kernel {
     node_restart: node_restart::NodeRestarts,
     /// Arbitration: which side of a split goes on.
     arbit: arbit::Arbit,
+    /// Rounds moving a restarted node's primaries back (`primary.rs`).
     primary: primary::PrimarySwitch,
     /// Restarted nodes moved back to their config place here (`primaries_moved_back`).
     primary_moves: u64,
