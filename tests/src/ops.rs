@@ -39,6 +39,24 @@ pub fn insert_committed(
     transaction.execute(ExecType::Commit)
 }
 
+/// Inserts `row` and commits, retrying temporary errors (286 while arbitration decides a
+/// failure, 1204 while primaries move) until it commits, for at most `timeout`.
+pub fn insert_when_served(
+    cluster: &Cluster,
+    table: &Table,
+    row: Vec<Value>,
+    timeout: std::time::Duration,
+) -> anyhow::Result<()> {
+    let rows = [row];
+    crate::wait_until("a write to commit", timeout, || {
+        match insert_committed(cluster, table, &rows) {
+            Ok(()) => Ok(Some(())),
+            Err(e) if e.is_temporary() => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    })
+}
+
 /// Creates the table `def`, dropping a table of the same name first if one exists.
 pub fn recreate_table(cluster: &Cluster, def: &rndb_api::TableDef) -> Result<Table, Error> {
     match cluster.drop_table(&def.name) {

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use rndb_api::{ColumnDef, ColumnType, ConnectOptions, ExecType, NodeId, TableDef, Value};
-use rndb_tests::ops::{insert_committed, read_committed, recreate_table};
+use rndb_tests::ops::{insert_committed, insert_when_served, read_committed, recreate_table};
 use rndb_tests::{wait_until, ClusterSpec, Hosts, TestCluster};
 
 /// The API slot that may arbitrate.
@@ -57,18 +57,9 @@ fn row(id: u32) -> Vec<Value> {
     vec![Value::UInt32(id), Value::Int64(i64::from(id) * 7)]
 }
 
-/// Inserts row `id`, retrying temporary errors (286 while arbitration holds commits) until
-/// the data nodes serve again.
+/// Inserts row `id` once the data nodes serve again (286 while arbitration holds commits).
 fn insert_once_served(api: &rndb_api::Cluster, table: &rndb_api::Table, id: u32) -> Result<()> {
-    wait_until(
-        "a write to commit",
-        STEP_TIMEOUT,
-        || match insert_committed(api, table, &[row(id)]) {
-            Ok(()) => Ok(Some(())),
-            Err(e) if e.is_temporary() => Ok(None),
-            Err(e) => Err(e.into()),
-        },
-    )
+    insert_when_served(api, table, row(id), STEP_TIMEOUT)
 }
 
 /// Connects the arbitrator's API node and waits until the president names it.

@@ -8,8 +8,8 @@
 use std::fs;
 use std::time::Duration;
 
-use rndb_api::{Cluster, ColumnDef, ColumnType, ConnectOptions, Table, TableDef, Value};
-use rndb_tests::ops::{insert_committed, read_committed, recreate_table};
+use rndb_api::{Cluster, ColumnDef, ColumnType, ConnectOptions, TableDef, Value};
+use rndb_tests::ops::{insert_committed, insert_when_served, read_committed, recreate_table};
 use rndb_tests::processes::{run, text, write_mgm_config, Processes};
 use rndb_tests::wait_until;
 
@@ -43,20 +43,6 @@ fn wait_log(procs: &Processes, name: &str, needle: &str) {
         Ok(procs.log(name).contains(needle).then_some(()))
     })
     .unwrap_or_else(|e| panic!("{e}; {name}'s log:\n{}", procs.log(name)));
-}
-
-/// Inserts row `id`, retrying temporary errors (286 while the survivor decides) until served.
-fn insert_once_served(api: &Cluster, table: &Table, id: u32) {
-    wait_until(
-        "a write to commit",
-        STEP_TIMEOUT,
-        || match insert_committed(api, table, &[row(id)]) {
-            Ok(()) => Ok(Some(())),
-            Err(e) if e.is_temporary() => Ok(None),
-            Err(e) => Err(e.into()),
-        },
-    )
-    .expect("the survivor commits");
 }
 
 #[test]
@@ -109,7 +95,7 @@ fn ndb_mgmd_arbitrates_a_node_failure_and_without_it_the_survivor_stops() {
         "{}",
         procs.log("ndbd-1")
     );
-    insert_once_served(&api, &table, ROWS);
+    insert_when_served(&api, &table, row(ROWS), STEP_TIMEOUT).expect("the survivor commits");
     for id in 0..=ROWS {
         let found = read_committed(&api, &table, &[Value::UInt32(id)]).expect("read a row");
         assert_eq!(found, row(id), "row {id} on the survivor");
