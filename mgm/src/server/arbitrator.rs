@@ -236,20 +236,20 @@ fn answer(
         return Ok(());
     };
     let ticket = request.ticket;
-    let (severity, text) = match &event {
-        ArbiterEvent::Started => (
+    let logged = match &event {
+        ArbiterEvent::Started => Some((
             Severity::Info,
             format!("Started arbitrator node {me} [ticket={ticket:016x}]"),
-        ),
-        ArbiterEvent::Restarted | ArbiterEvent::Confirmed => (Severity::Info, String::new()),
-        ArbiterEvent::Chose(nodes) => (
+        )),
+        ArbiterEvent::Restarted | ArbiterEvent::Confirmed => None,
+        ArbiterEvent::Chose(nodes) => Some((
             Severity::Alert,
             format!(
                 "Arbitration won - positive reply from node {me}: the side of data nodes {} goes on",
                 list(nodes)
             ),
-        ),
-        ArbiterEvent::Refused { chosen } => (
+        )),
+        ArbiterEvent::Refused { chosen } => Some((
             Severity::Alert,
             format!(
                 "Arbitration lost - negative reply from node {me}: the side of data nodes {} \
@@ -257,16 +257,16 @@ fn answer(
                 list(&request.nodes),
                 list(chosen)
             ),
-        ),
-        ArbiterEvent::UnknownTicket => (
+        )),
+        ArbiterEvent::UnknownTicket => Some((
             Severity::Warning,
             format!(
                 "Arbitration lost - negative reply from node {me}: ticket {ticket:016x} is not \
                  this arbitrator's"
             ),
-        ),
+        )),
     };
-    if !text.is_empty() {
+    if let Some((severity, text)) = logged {
         tracing::warn!(node = %from, "{text}");
         shared
             .server

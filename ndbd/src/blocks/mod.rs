@@ -195,8 +195,6 @@ pub struct Kernel {
     arbit: arbit::Arbit,
     /// Rounds moving a restarted node's primaries back (`primary.rs`).
     primary: primary::PrimarySwitch,
-    /// Restarted nodes moved back to their config place here (`primaries_moved_back`).
-    primary_moves: u64,
     /// Why this node must stop, when it must (a restart that cannot restore).
     fatal: Option<String>,
 }
@@ -263,7 +261,6 @@ impl Kernel {
             node_restart: node_restart::NodeRestarts::default(),
             arbit: arbit::Arbit::new(config, node),
             primary: primary::PrimarySwitch::new(node),
-            primary_moves: 0,
             fatal: None,
         }
     }
@@ -680,7 +677,7 @@ impl Kernel {
 
     /// Restarted data nodes this node has moved back to their config place in the chains.
     pub fn primaries_moved_back(&self) -> u64 {
-        self.primary_moves
+        self.primary.moves
     }
 
     /// What ndb_mgmd's reports carry beyond memory and transactions (see `mgm_report`).

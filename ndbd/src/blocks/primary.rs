@@ -63,6 +63,8 @@ pub(crate) struct PrimarySwitch {
     rounds_made: u64,
     /// This node's part in a round: it starts no transaction until the round ends.
     hold: Option<Hold>,
+    /// Restarted nodes moved back to their config place here.
+    pub moves: u64,
 }
 
 #[derive(Debug)]
@@ -96,6 +98,7 @@ impl PrimarySwitch {
             attempts: 0,
             rounds_made: 0,
             hold: None,
+            moves: 0,
         }
     }
 }
@@ -318,7 +321,7 @@ impl Kernel {
                 .into_iter()
                 .filter(|n| !self.qmgr.rejoined.contains(n))
                 .collect();
-            self.primary_moves += moved.len() as u64;
+            self.primary.moves += moved.len() as u64;
             tracing::info!(moved_back = ?moved, order = ?self.qmgr.rejoined, "primaries moved back: data nodes {moved:?} take their config place in every chain");
         }
     }
