@@ -1284,8 +1284,9 @@ fn raise_receive_thread_priority(peer: NodeId) {
 #[cfg(feature = "tokio")]
 const TASK_DEADLINE_SWEEP: Duration = Duration::from_millis(100);
 
-/// The longest a receive task waits for its socket to turn readable before it reads anyway:
-/// a thread that owned the poller may have left input behind that no new readiness announces.
+/// The longest a receive task waits for its socket to turn readable before it reads anyway
+/// (a thread that owned the poller may have left input behind that no new readiness
+/// announces): a period, not a timeout set anew for each wait.
 #[cfg(feature = "tokio")]
 const RECEIVE_TASK_BACKSTOP: Duration = Duration::from_millis(10);
 
@@ -1342,6 +1343,11 @@ async fn receive_task(connection: Arc<Connection>) {
             return;
         }
     };
+    // One timer for the task's life, moved on only when it fires: a timer set anew before
+    // every sleep costs the runtime a wake-up of its own (a write to its eventfd and one more
+    // epoll_wait) whenever its deadline comes before the runtime's next one.
+    let backstop = tokio::time::sleep(RECEIVE_TASK_BACKSTOP);
+    tokio::pin!(backstop);
     while !connection.closing.load(Ordering::Relaxed) {
         connection.expire_task_requests();
         match connection.pump_count() {
@@ -1363,20 +1369,21 @@ async fn receive_task(connection: Arc<Connection>) {
         if !connection.link().prepare_to_sleep() {
             continue;
         }
-        let woken = tokio::time::timeout(RECEIVE_TASK_BACKSTOP, async {
-            tokio::select! {
-                readable = readable.readable() => Some(readable),
-                () = connection.task_request_registered.notified() => None,
+        let woken = tokio::select! {
+            readable = readable.readable() => Some(Some(readable)),
+            () = connection.task_request_registered.notified() => Some(None),
+            () = &mut backstop => {
+                backstop.as_mut().reset(tokio::time::Instant::now() + RECEIVE_TASK_BACKSTOP);
+                None
             }
-        })
-        .await;
+        };
         connection.link().woke_up();
         match woken {
-            Ok(Some(Ok(mut guard))) => guard.clear_ready(),
-            Ok(Some(Err(_))) => return,
+            Some(Some(Ok(mut guard))) => guard.clear_ready(),
+            Some(Some(Err(_))) => return,
             // A request was sent: its answer is the next input, spun for as after an input.
-            Ok(None) => last_input = Instant::now(),
-            Err(_) => {}
+            Some(None) => last_input = Instant::now(),
+            None => {}
         }
     }
 }

@@ -71,12 +71,12 @@ use tokio::net::TcpListener;
 
 use commands::Context;
 
-/// Accepts clients on `listener` and serves each in a task of the current `LocalSet`, until
+/// Accepts clients on `listener` and serves each in a task of the runtime, until
 /// the listener fails.
 pub async fn serve(ctx: Context<'static>, listener: TcpListener) -> std::io::Result<()> {
     loop {
         let (socket, peer) = listener.accept().await?;
-        tokio::task::spawn_local(async move {
+        tokio::spawn(async move {
             if let Err(e) = session::serve(ctx, socket).await {
                 tracing::debug!(%peer, "client connection: {e}");
             }

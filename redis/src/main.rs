@@ -57,8 +57,7 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("start the runtime")?;
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&runtime, async move {
+    runtime.block_on(async move {
         let db = cluster.tokio();
         let tables = Tables::open(db)
             .await
