@@ -23,7 +23,9 @@ use rndb_protocol::id_hash::SequentialIds;
 use rndb_protocol::qmgr::{Arbit, FailRep};
 use rndb_protocol::signals::{block, gsn};
 use rndb_transporter::spin::AdaptiveSpin;
-use rndb_transporter::{FlushStatus, FrameHeader, TransportError, Transporter, FRAME_BYTES_MAX};
+use rndb_transporter::{
+    FlushStatus, FrameHeader, InputProbe, TransportError, Transporter, FRAME_BYTES_MAX,
+};
 
 use crate::arbiter::Arbiter;
 use crate::Error;
@@ -92,6 +94,10 @@ struct HeartbeatState {
     frames_seen: u64,
     silent: u32,
 }
+
+/// A poll owner spinning on an SHM link reads the link (under its lock) on every this many
+/// turns even when the ring looks empty, and otherwise only when it holds input.
+const SPIN_READ_EVERY: u32 = 64;
 
 /// The longest a poll owner sleeps before it looks at its deadline again.
 const POLL_SLEEP_MAX: Duration = Duration::from_millis(50);
@@ -264,6 +270,9 @@ pub(crate) struct Connection {
     /// TCP or SHM.
     pub kind: TransporterKind,
     link: Mutex<Box<dyn Transporter>>,
+    /// The link's lock-free look at its input (SHM links): what a spinning reader checks
+    /// between reads.
+    probe: Option<InputProbe>,
     poller: Mutex<Poller>,
     shared: Mutex<Shared>,
     /// This connection itself, for starting the receive thread.
@@ -396,6 +405,7 @@ impl Connection {
         let kind = link.kind();
         let poll = Poll::new().map_err(|e| transport(peer, "create poller", e))?;
         let fd = link.poll_fd();
+        let probe = link.input_probe();
         poll.registry()
             .register(&mut SourceFd(&fd), Token(0), Interest::READABLE)
             .map_err(|e| transport(peer, "register link with poller", e))?;
@@ -408,6 +418,7 @@ impl Connection {
             peer,
             kind,
             link: Mutex::new(link),
+            probe,
             poller,
             shared: Mutex::new(Shared::default()),
             this: this.clone(),
@@ -1088,6 +1099,7 @@ impl Connection {
         // most one turn early: a clock read costs ~20 ns on this machine's virtual CPUs, and
         // from an answer's arrival to the caller's return every nanosecond is latency.
         let mut now = last_input;
+        let mut spins = 0u32;
         loop {
             if read_now {
                 let (delivered, mine_done) = self.receive_once(request_id, slice_bytes)?;
@@ -1102,15 +1114,27 @@ impl Connection {
                     last_input = Instant::now();
                 }
             }
-            read_now = true;
             now = Instant::now();
             if now >= deadline {
                 return Ok(());
             }
-            if now.duration_since(last_input) < budget || self.link().input_pending() {
+            // Spinning, the ring is looked at without the link's lock; a whole read (which
+            // also pushes out bytes a flush left behind and checks the peer is alive) comes
+            // when the probe sees input, and on every SPIN_READ_EVERY-th turn regardless.
+            spins = spins.wrapping_add(1);
+            read_now = match &self.probe {
+                Some(probe) => probe.input_pending() || spins % SPIN_READ_EVERY == 0,
+                None => true,
+            };
+            let more = match &self.probe {
+                Some(_) => read_now,
+                None => self.link().input_pending(),
+            };
+            if now.duration_since(last_input) < budget || more {
                 std::hint::spin_loop();
                 continue;
             }
+            read_now = true;
             if !judged {
                 // The whole spin passed without input: spinning did not pay this time.
                 if !woke_peer {

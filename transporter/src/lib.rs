@@ -65,6 +65,7 @@ pub use error::TransportError;
 pub use frame::{FrameHeader, FRAME_BYTES_MAX, FRAME_HEADER_BYTES};
 pub use rndb_config::{NodeId, TransporterKind};
 pub use settings::LinkSettings;
+pub use shm::InputProbe;
 
 use std::io;
 use std::os::fd::RawFd;
@@ -167,6 +168,14 @@ pub trait Transporter: Send {
     /// holds frames). A loop that spins checks this instead of making a system call.
     fn input_pending(&self) -> bool {
         false
+    }
+
+    /// A handle that tells, without the link (and so without its lock), whether input may be
+    /// waiting: SHM links give one, so a thread spinning for an answer looks at the ring with
+    /// two atomic loads a turn instead of locking the link to read it. `None` for links whose
+    /// input only a read or the poller can find.
+    fn input_probe(&self) -> Option<InputProbe> {
+        None
     }
 
     /// Called by a loop that is about to sleep in the poller. Returns false when input arrived

@@ -72,6 +72,7 @@ mod tests;
 
 #[cfg(not(loom))]
 pub use floor::SpinFloor;
+pub use link::InputProbe;
 pub use link::{ShmFault, ShmLink};
 pub use setup::{client_setup, client_setup_on, server_setup, server_setup_on};
 

@@ -7,6 +7,7 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -54,6 +55,25 @@ const EMPTY_RECEIVES_PER_CLOCK_READ: u32 = 16;
 /// One SHM link to one peer. Frames go through the segment's rings; wake-up bytes through two
 /// FIFOs (see `setup.rs`), whose end of file, like the TCP socket's, tells that the peer
 /// process is gone or shut the link down.
+/// Looks at an SHM link's inbound ring without the link: true when the peer has published
+/// bytes the link has not consumed (or may have: a tail the link will find corrupt also
+/// counts). Two atomic loads on the ring's control words; the link's `receive` still does the
+/// reading and every check.
+#[derive(Clone, Debug)]
+pub struct InputProbe {
+    control: MappedControl,
+}
+
+impl InputProbe {
+    /// True when input may be waiting in the ring.
+    pub fn input_pending(&self) -> bool {
+        // Acquire on the tail pairs with the producer's Release; the head is this side's own
+        // (stored by the consumer after each record), so it is never ahead of what was read.
+        self.control.tail.word.load(Ordering::Acquire)
+            != self.control.head.word.load(Ordering::Relaxed)
+    }
+}
+
 pub struct ShmLink {
     peer: NodeId,
     /// The pair's TCP connection, non-blocking: carries nothing after set-up; EOF = peer gone.
@@ -70,7 +90,7 @@ pub struct ShmLink {
     consumer: Consumer<MappedControl, MappedBytes>,
     /// Kept for fault injection: the inbound ring's data area.
     inbound_bytes: MappedBytes,
-    /// Kept for fault injection: the inbound ring's control block.
+    /// Kept for fault injection and [`InputProbe`]: the inbound ring's control block.
     inbound_control: MappedControl,
     /// Checksum=1: frames carry (and must carry) a CRC-32 trailer.
     checksum: bool,
@@ -521,6 +541,12 @@ impl Transporter for ShmLink {
 
     fn woke_up(&mut self) {
         self.consumer.woke_up();
+    }
+
+    fn input_probe(&self) -> Option<InputProbe> {
+        Some(InputProbe {
+            control: self.inbound_control.clone(),
+        })
     }
 }
 

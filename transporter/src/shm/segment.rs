@@ -444,7 +444,7 @@ pub(crate) fn clean_stale_segments(cluster_id: u64) -> usize {
 }
 
 /// A ring's control block inside a segment.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct MappedControl {
     segment: Arc<Segment>,
     offset: usize,
