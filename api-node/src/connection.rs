@@ -1123,7 +1123,7 @@ impl Connection {
             // when the probe sees input, and on every SPIN_READ_EVERY-th turn regardless.
             spins = spins.wrapping_add(1);
             read_now = match &self.probe {
-                Some(probe) => probe.input_pending() || spins % SPIN_READ_EVERY == 0,
+                Some(probe) => probe.input_pending() || spins.is_multiple_of(SPIN_READ_EVERY),
                 None => true,
             };
             let more = match &self.probe {
