@@ -961,9 +961,11 @@ impl<'c> Transaction<'c> {
 
     /// The GCI of this transaction's commit (NDB's `NdbTransaction::getGCI`): its global
     /// checkpoint in the high 32 bits, the epoch within it in the low. `None` until an execute
-    /// with [`ExecType::Commit`] succeeded. A commit becomes durable on disk when its global
-    /// checkpoint is saved (every TimeBetweenGlobalCheckpoints); GCIs of transactions that
-    /// depend on each other (one read or overwrote what the other wrote) never go backwards.
+    /// with [`ExecType::Commit`] succeeded, and `None` after the commit of a transaction that
+    /// only read (as in NDB: it changed nothing for a checkpoint to hold). A commit becomes
+    /// durable on disk when its global checkpoint is saved (every
+    /// TimeBetweenGlobalCheckpoints); GCIs of writing transactions that depend on each other
+    /// (one read or overwrote what the other wrote) never go backwards.
     pub fn gci(&self) -> Option<u64> {
         self.gci.map(NonZeroU64::get)
     }
@@ -1098,33 +1100,13 @@ impl<'c> Transaction<'c> {
             }
         };
         match signal {
-            gsn::TCKEY_ROW => {
-                // Decoded into its slot: a row returned by value was copied in by loads wider
-                // than the stores that had just written it (a stall per row).
+            gsn::TCKEY_ROW | gsn::TCKEY_ROW_CONF => {
                 let op_index = TcKeyRow::op_index_of(payload).map_err(|e| e.to_string())?;
                 let slot = op_slot(op_index)?;
-                let result = &mut self.results[slot];
-                if result.row.is_some() {
-                    // A data node answers an operation once: replacing the row would let a
-                    // flood of them run until the request times out.
-                    return Err(format!("a second TCKEY_ROW for operation {op_index}"));
-                }
-                let values = result.row.insert(Vec::new());
-                // Checked against the operation's table as it is decoded.
-                let fault = match self.tables.get(result.table, &self.rare) {
-                    Some(table) => TcKeyRow::decode_row_into(payload, table.def(), values)
-                        .err()
-                        .map(|e| format!("{e} (operation {op_index})")),
-                    None => Some(format!(
-                        "TCKEY_ROW for operation {op_index}, which reads no row"
-                    )),
-                };
-                if let Some(fault) = fault {
-                    // No half-decoded or misshapen row stays behind.
-                    result.row = None;
-                    return Err(fault);
-                }
-                Ok(None)
+                let conf = signal == gsn::TCKEY_ROW_CONF;
+                let gci = self.file_row(slot, op_index, payload, conf)?;
+                // A TCKEY_ROW_CONF is also the execute's confirmation.
+                Ok(conf.then_some(Ended::Conf(gci)))
             }
             gsn::TCKEYREF => {
                 let r = TcKeyRef::decode(payload).map_err(|e| e.to_string())?;
@@ -1134,10 +1116,6 @@ impl<'c> Transaction<'c> {
             gsn::TC_EXECUTE_CONF => {
                 let conf = TcExecuteConf::decode(payload).map_err(|e| e.to_string())?;
                 Ok(Some(Ended::Conf(conf.gci)))
-            }
-            gsn::TCKEY_ROW_CONF => {
-                self.file_answer(sent, gsn::TCKEY_ROW, payload)?;
-                Ok(Some(Ended::Conf(None)))
             }
             gsn::TC_EXECUTE_REF => {
                 let r = TcExecuteRef::decode(payload).map_err(|e| e.to_string())?;
@@ -1159,6 +1137,45 @@ impl<'c> Transaction<'c> {
             }
             other => Err(format!("unexpected signal {other} in an execute's answer")),
         }
+    }
+}
+
+impl Transaction<'_> {
+    /// Files the row of a TCKEY_ROW (or of a TCKEY_ROW_CONF, `conf`: then returns the commit's
+    /// GCI it names) for operation `op_index` in its result `slot`. `Err` names a protocol
+    /// violation.
+    fn file_row(
+        &mut self,
+        slot: usize,
+        op_index: u32,
+        payload: &[u8],
+        conf: bool,
+    ) -> Result<Option<u64>, String> {
+        let result = &mut self.results[slot];
+        if result.row.is_some() {
+            // A data node answers an operation once: replacing the row would let a flood of
+            // them run until the request times out.
+            return Err(format!("a second TCKEY_ROW for operation {op_index}"));
+        }
+        // Decoded into its slot: a row returned by value was copied in by loads wider than the
+        // stores that had just written it (a stall per row).
+        let values = result.row.insert(Vec::new());
+        // Checked against the operation's table as it is decoded.
+        let decoded = match self.tables.get(result.table, &self.rare) {
+            Some(table) if conf => TcKeyRow::decode_row_conf_into(payload, table.def(), values)
+                .map_err(|e| format!("{e} (operation {op_index})")),
+            Some(table) => TcKeyRow::decode_row_into(payload, table.def(), values)
+                .map(|()| None)
+                .map_err(|e| format!("{e} (operation {op_index})")),
+            None => Err(format!(
+                "TCKEY_ROW for operation {op_index}, which reads no row"
+            )),
+        };
+        if decoded.is_err() {
+            // No half-decoded or misshapen row stays behind.
+            result.row = None;
+        }
+        decoded
     }
 }
 

@@ -234,6 +234,13 @@ const DECODERS: &[Decoder] = &[
         let mut values = Vec::new();
         let _ = TcKeyRow::decode_row_into(b, &fuzz_table(), &mut values);
         let _ = TcKeyRow::op_index_of(b);
+        // The same bytes as a TCKEY_ROW_CONF: the row, then a commit's GCI or nothing.
+        round_trip(b, TcKeyRow::decode_conf, |(row, gci), out| {
+            TcKeyRow::encode_parts(out, row.op_index, &row.values);
+            TcExecuteConf { gci: *gci }.encode(out);
+        });
+        values.clear();
+        let _ = TcKeyRow::decode_row_conf_into(b, &fuzz_table(), &mut values);
     },
     |b| round_trip(b, TcKeyRef::decode, TcKeyRef::encode),
     |b| round_trip(b, TcExecuteReq::decode, TcExecuteReq::encode),

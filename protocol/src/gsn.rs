@@ -41,8 +41,11 @@ signals! {
     /// id and version name the index and whose key is the unique columns' values.
     TCINDXREQ = 26;
     /// A read's row that also confirms its execute: TCKEY_ROW and TC_EXECUTE_CONF in one
-    /// frame, payload as TCKEY_ROW. A data node sends it when the read was the last answer of
-    /// an execute that then concludes at once (NoCommit, no error).
+    /// frame, payload as TCKEY_ROW followed by TC_EXECUTE_CONF's (`signals::TcKeyRow::
+    /// decode_conf`: a commit's GCI, or nothing). A data node sends it when the read was the
+    /// last answer of an execute in which nothing failed: a NoCommit one at once; a Commit one
+    /// once the commit is over, the row kept until then (as NDB's TCKEYCONF carries the
+    /// commit with the operations' confirmations).
     TCKEY_ROW_CONF = 27;
     CREATE_INDEX_REQ = 30;
     CREATE_INDEX_CONF = 31;

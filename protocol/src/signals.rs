@@ -4,8 +4,9 @@
 //! connection). Operations travel as one `TcKeyReq` each; the `TcExecuteReq` that follows them
 //! says how many were sent and what to do at the end (NoCommit, Commit, Rollback). The data node
 //! answers each read with a `TcKeyRow`, each operation error with a `TcKeyRef`, and the execute
-//! as a whole with `TcExecuteConf` or `TcExecuteRef`. All of an execute's signals go out in one
-//! flush, so a batch costs one round trip.
+//! as a whole with `TcExecuteConf` or `TcExecuteRef`; when a read's row is the execute's last
+//! answer and the execute succeeded, one TCKEY_ROW_CONF carries both (the row, then a commit's
+//! GCI). All of an execute's signals go out in one flush, so a batch costs one round trip.
 
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::schema::{
@@ -676,6 +677,57 @@ impl TcKeyRow {
         def.decode_row_into(&mut r, values)?;
         r.finish()
     }
+
+    /// Encodes a TCKEY_ROW_CONF: the row as [`Self::encode_encoded`] writes it, then the
+    /// commit's GCI when there is one (as TC_EXECUTE_CONF carries it, see [`TcExecuteConf`]).
+    pub fn encode_encoded_conf(
+        out: &mut Vec<u8>,
+        op_index: u32,
+        encoded_values: &[u8],
+        gci: Option<u64>,
+    ) {
+        Self::encode_encoded(out, op_index, encoded_values);
+        TcExecuteConf { gci }.encode(out);
+    }
+
+    /// Decodes a TCKEY_ROW_CONF: the row, and the commit's GCI when it carries one.
+    pub fn decode_conf(buf: &[u8]) -> Result<(TcKeyRow, Option<u64>), DecodeError> {
+        let mut r = Reader::new(buf, "TCKEY_ROW_CONF");
+        let op_index = r.u32()?;
+        let mut values = Vec::new();
+        decode_values_into(&mut r, COLUMNS_MAX, &mut values)?;
+        let gci = decode_gci_tail(&mut r)?;
+        Ok((TcKeyRow { op_index, values }, gci))
+    }
+
+    /// As [`Self::decode_row_into`], for a TCKEY_ROW_CONF: returns the commit's GCI when it
+    /// carries one.
+    #[inline]
+    pub fn decode_row_conf_into(
+        buf: &[u8],
+        def: &TableDef,
+        values: &mut Vec<Value>,
+    ) -> Result<Option<u64>, DecodeError> {
+        let mut r = Reader::new(buf, "TCKEY_ROW_CONF");
+        r.u32()?;
+        def.decode_row_into(&mut r, values)?;
+        decode_gci_tail(&mut r)
+    }
+}
+
+/// The end of a TC_EXECUTE_CONF or a TCKEY_ROW_CONF: nothing, or a commit's GCI (never 0) and
+/// nothing after it.
+#[inline]
+fn decode_gci_tail(r: &mut Reader<'_>) -> Result<Option<u64>, DecodeError> {
+    if r.remaining() == 0 {
+        return Ok(None);
+    }
+    let gci = r.u64()?;
+    if gci == 0 {
+        return Err(r.error("GCI 0"));
+    }
+    r.finish()?;
+    Ok(Some(gci))
 }
 
 /// One operation failed (sent for every failed operation).
@@ -748,9 +800,10 @@ impl TcExecuteReq {
 }
 
 /// The execute succeeded (TC_EXECUTE_CONF). The payload is empty, or, when the execute
-/// committed, the commit's GCI u64 (checkpoint in the high word, epoch in the low; NDB's
-/// `NdbTransaction::getGCI`). Only commits carry it, so the answers of NoCommit and Rollback
-/// executes stay as short as before.
+/// committed a transaction that wrote, the commit's GCI u64 (checkpoint in the high word,
+/// epoch in the low; NDB's `NdbTransaction::getGCI`). Only such commits carry it: the answers
+/// of NoCommit and Rollback executes, and of read-only commits (whose GCI would name no
+/// change, as NDB's names none), stay as short as they can.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TcExecuteConf {
     /// The GCI the execute committed in; never 0 (`None` encodes as an empty payload).
@@ -766,15 +819,8 @@ impl TcExecuteConf {
     }
     pub fn decode(buf: &[u8]) -> Result<TcExecuteConf, DecodeError> {
         let mut r = Reader::new(buf, "TC_EXECUTE_CONF");
-        if r.remaining() == 0 {
-            return Ok(TcExecuteConf { gci: None });
-        }
-        let gci = r.u64()?;
-        if gci == 0 {
-            return Err(r.error("GCI 0"));
-        }
-        r.finish()?;
-        Ok(TcExecuteConf { gci: Some(gci) })
+        let gci = decode_gci_tail(&mut r)?;
+        Ok(TcExecuteConf { gci })
     }
 }
 
@@ -937,6 +983,55 @@ mod tests {
         }
     }
 
+    /// TCKEY_ROW_CONF is a TCKEY_ROW's payload, then a commit's GCI when there is one; a GCI
+    /// of 0, a short one, or bytes after it do not decode, with or without the table.
+    #[test]
+    fn row_conf_carries_the_row_and_a_commits_gci() {
+        let def = TableDef::new(
+            "t",
+            vec![
+                ColumnDef::key("id", ColumnType::Int32),
+                ColumnDef::new("v", ColumnType::Int64),
+            ],
+        );
+        let values = vec![Value::Int32(7), Value::Int64(-1)];
+        let mut encoded = Vec::new();
+        encode_values(&mut Writer::new(&mut encoded), &values);
+        for gci in [None, Some(5 << 32 | 2)] {
+            let mut buf = Vec::new();
+            TcKeyRow::encode_encoded_conf(&mut buf, 3, &encoded, gci);
+            let mut row_only = Vec::new();
+            TcKeyRow::encode_parts(&mut row_only, 3, &values);
+            assert_eq!(buf[..row_only.len()], row_only[..], "the row comes first");
+            assert_eq!(
+                buf.len() - row_only.len(),
+                if gci.is_some() { 8 } else { 0 }
+            );
+            let row = TcKeyRow {
+                op_index: 3,
+                values: values.clone(),
+            };
+            assert_eq!(TcKeyRow::decode_conf(&buf), Ok((row, gci)));
+            let mut decoded = Vec::new();
+            assert_eq!(
+                TcKeyRow::decode_row_conf_into(&buf, &def, &mut decoded),
+                Ok(gci)
+            );
+            assert_eq!(decoded, values);
+        }
+        let mut row_only = Vec::new();
+        TcKeyRow::encode_parts(&mut row_only, 3, &values);
+        for tail in [&[0u8; 8][..], &[1, 0, 0], &[1, 0, 0, 0, 0, 0, 0, 0, 0]] {
+            let bad = [&row_only[..], tail].concat();
+            assert!(TcKeyRow::decode_conf(&bad).is_err(), "{tail:?}");
+            let mut decoded = Vec::new();
+            assert!(
+                TcKeyRow::decode_row_conf_into(&bad, &def, &mut decoded).is_err(),
+                "{tail:?}"
+            );
+        }
+    }
+
     #[test]
     fn table_info_round_trips() {
         let def = TableDef::new(
@@ -1034,6 +1129,7 @@ mod tests {
                 proptest::prop_assert_eq!(TcKeyReq::decode(&bytes), Ok(view.to_owned()));
             }
             let _ = TcKeyRow::decode(&bytes);
+            let _ = TcKeyRow::decode_conf(&bytes);
             let _ = ListTablesReq::decode(&bytes);
             let _ = ListTablesConf::decode(&bytes);
             let _ = TcKeyRef::decode(&bytes);

@@ -20,8 +20,8 @@ use rndb_protocol::scan::{
     SCAN_FLAG_START_TRANSACTION,
 };
 use rndb_protocol::signals::{
-    self, block, gsn, CreateIndexReq, IndexInfo, Refusal, TableInfo, TcExecuteRef, TcExecuteReq,
-    TcKeyRef, TcKeyReqRef, TcKeyRow, FLAG_START_TRANSACTION, REPLICA_PRIMARY,
+    self, block, gsn, CreateIndexReq, IndexInfo, Refusal, TableInfo, TcExecuteConf, TcExecuteRef,
+    TcExecuteReq, TcKeyRef, TcKeyReqRef, TcKeyRow, FLAG_START_TRANSACTION, REPLICA_PRIMARY,
 };
 use rndb_protocol::{
     AbortOption, ColumnDef, ColumnType, ExecType, IndexKind, LockMode, OperationType, TableDef,
@@ -1478,10 +1478,20 @@ impl Client {
             gsn::CREATE_TABLE_REF | gsn::CREATE_INDEX_REF => Refusal::decode(payload)
                 .map(|r| Some(Ended::Refused(r.code)))
                 .map_err(|e| e.to_string()),
-            gsn::TCKEY_ROW | gsn::TCKEY_ROW_CONF => match TcKeyRow::decode(payload) {
+            gsn::TCKEY_ROW => match TcKeyRow::decode(payload) {
                 Ok(row) => {
                     request.rows.insert(row.op_index, row.values);
-                    Ok((header.signal == gsn::TCKEY_ROW_CONF).then(|| Ended::Conf(Vec::new())))
+                    Ok(None)
+                }
+                Err(e) => Err(e.to_string()),
+            },
+            // The row, then what a TC_EXECUTE_CONF would have said (a commit's GCI).
+            gsn::TCKEY_ROW_CONF => match TcKeyRow::decode_conf(payload) {
+                Ok((row, gci)) => {
+                    request.rows.insert(row.op_index, row.values);
+                    let mut conf = Vec::new();
+                    TcExecuteConf { gci }.encode(&mut conf);
+                    Ok(Some(Ended::Conf(conf)))
                 }
                 Err(e) => Err(e.to_string()),
             },

@@ -92,6 +92,8 @@ struct Executed {
     took: Duration,
     /// The row each read found, in key order.
     rows: Vec<Option<Vec<Value>>>,
+    /// The GCI the commit reported.
+    gci: Option<u64>,
 }
 
 /// Reads `keys` in one new transaction with one execute (Commit), the execute the fake node
@@ -110,7 +112,12 @@ fn execute_reads(cluster: &Cluster, table: &Table, keys: &[u32]) -> Executed {
         .iter()
         .map(|&op| tx.row(op).map(<[Value]>::to_vec))
         .collect();
-    Executed { result, took, rows }
+    Executed {
+        result,
+        took,
+        rows,
+        gci: tx.gci(),
+    }
 }
 
 /// Gets the table and reads key 1 in one execute.
@@ -244,6 +251,36 @@ fn a_well_formed_answer_completes_the_execute() {
 #[test]
 fn a_row_that_confirms_the_execute_completes_it() {
     check_read_succeeds(vec![(gsn::TCKEY_ROW_CONF, row_payload(0, &stored_row()))]);
+}
+
+/// A TCKEY_ROW_CONF that ends a commit with the commit's GCI after the row completes the
+/// execute with that row and reports that GCI; one without a GCI reports none.
+#[test]
+fn a_row_that_confirms_a_commit_reports_its_gci() {
+    let gci = 5u64 << 32 | 2;
+    for (tail, reported) in [(gci.to_le_bytes().to_vec(), Some(gci)), (Vec::new(), None)] {
+        let payload = [row_payload(0, &stored_row()), tail].concat();
+        let fake = answering_execute(vec![(gsn::TCKEY_ROW_CONF, payload)]);
+        let executed = fake.run(read_one);
+        executed.result.expect("the execute succeeds");
+        assert_eq!(executed.rows, vec![Some(stored_row())]);
+        assert_eq!(executed.gci, reported);
+        fake.finish();
+    }
+}
+
+/// A TCKEY_ROW_CONF whose GCI is cut short, is 0, or runs on fails the execute like any
+/// answer that does not decode.
+#[test]
+fn a_malformed_gci_after_a_confirming_row_fails_the_execute() {
+    for tail in [vec![1, 2, 3], vec![0; 8], vec![1; 9]] {
+        let payload = [row_payload(0, &stored_row()), tail].concat();
+        check_execute_protocol_violation(
+            vec![(gsn::TCKEY_ROW_CONF, payload)],
+            "TCKEY_ROW_CONF",
+            "a malformed GCI after the row",
+        );
+    }
 }
 
 /// A TCKEY_ROW_CONF whose row does not decode fails the execute like a bad TCKEY_ROW.

@@ -1,13 +1,15 @@
 //! Proves that the bytes an API node reports for its links (`Cluster::link_traffic`, which
 //! testread-perf prints per row) are the bytes that crossed the wire: over TCP they equal what
 //! the kernel counted for the socket, and they add up to the frame layout of ARCHITECTURE.md for
-//! a single-row primary-key read of a 100-byte row (request plus answer within 200 bytes) and
-//! for a batch of 20 such reads (each row's answer its data plus a fixed 30 bytes).
+//! a single-row primary-key read of a 100-byte row committed in its execute (request plus
+//! answer within 200 bytes, over TCP and over SHM with its 4-byte checksum trailer per frame)
+//! and for a batch of 20 such reads (each row's answer its data plus a fixed 30 bytes).
 
 use std::time::{Duration, Instant};
 
 use rndb_api::{
-    Cluster, ColumnDef, ColumnType, ExecType, LinkTraffic, LockMode, Table, TableDef, Value,
+    Cluster, ColumnDef, ColumnType, ExecType, LinkTraffic, LockMode, Table, TableDef,
+    TransporterKind, Value,
 };
 use rndb_tests::ops::recreate_table;
 use rndb_tests::{ClusterSpec, TestCluster};
@@ -18,6 +20,15 @@ const KERNEL_TIMEOUT: Duration = Duration::from_secs(10);
 const BATCH_ROWS: u32 = 20;
 /// Frame header bytes (ARCHITECTURE.md: Frame); TCP links run without the CRC-32 trailer.
 const HEADER: u64 = 16;
+/// The CRC-32 trailer of every frame on an SHM link (NDB's default Checksum=1 there).
+const SHM_TRAILER: u64 = 4;
+/// TCKEYREQ: flags 1, op index 4, op type 1, lock mode 1, table id 4, version 4, replica 1,
+/// key (count 2, tag 1, u32 4), attr count 2, the execute it ends 3 = 28.
+const READ_REQUEST: u64 = HEADER + 28;
+/// Values of the row: count 2, six tags, 4 × 4 + 8, Varbinary length 2 + 76 = 110.
+const VALUES: u64 = 2 + 6 + 24 + 2 + 76;
+/// TCKEY_ROW, or the TCKEY_ROW_CONF of a read-only commit (no GCI): op index 4 + values.
+const ROW_ANSWER: u64 = HEADER + 4 + VALUES;
 
 /// testread-perf's row shape at `--row-bytes 100`: 24 bytes of integers and 76 of Varbinary.
 fn def() -> TableDef {
@@ -65,6 +76,17 @@ fn traffic_of(api: &Cluster, work: impl FnOnce()) -> LinkTraffic {
     }
 }
 
+/// One read of row 7 in its own transaction, committed in its execute.
+fn read_committed(api: &Cluster, table: &Table) {
+    let mut tx = api.start_transaction().expect("start");
+    let op = tx
+        .read(table, &[Value::UInt32(7)], LockMode::CommittedRead)
+        .expect("read");
+    tx.execute(ExecType::Commit).expect("execute");
+    assert_eq!(tx.row(op), Some(&row(7)[..]));
+    assert_eq!(tx.gci(), None, "a read-only commit names no GCI");
+}
+
 fn load(api: &Cluster) -> Table {
     let table = recreate_table(api, &def()).expect("create the table");
     let mut tx = api.start_transaction().expect("start");
@@ -77,44 +99,31 @@ fn load(api: &Cluster) -> Table {
 
 #[test]
 fn reported_bytes_are_the_bytes_on_the_wire() {
-    // No API heartbeat during the test: every frame counted is one the test caused.
-    let spec = ClusterSpec::new().data_node_param("HeartbeatIntervalDbApi", "30000");
+    // No API heartbeat during the test: every frame counted is one the test caused. API links
+    // are SHM (every node is on 127.0.0.1); the TCP case forces TCP on its link.
+    let spec = ClusterSpec::new()
+        .data_node_param("HeartbeatIntervalDbApi", "30000")
+        .use_shm(true);
     let cluster = TestCluster::start(spec).expect("start the cluster");
-    let api = cluster.connect().expect("connect");
+    let api = cluster
+        .connect_over(TransporterKind::Tcp)
+        .expect("connect over TCP");
     let table = load(&api);
 
-    // A single-row read committed in its execute: one TCKEYREQ out; TCKEY_ROW and
-    // TC_EXECUTE_CONF (with the GCI) back.
-    let single = traffic_of(&api, || {
-        let mut tx = api.start_transaction().expect("start");
-        let op = tx
-            .read(&table, &[Value::UInt32(7)], LockMode::CommittedRead)
-            .expect("read");
-        tx.execute(ExecType::Commit).expect("execute");
-        assert_eq!(tx.row(op), Some(&row(7)[..]));
-    });
-    // TCKEYREQ: flags 1, op index 4, op type 1, lock mode 1, table id 4, version 4, replica 1,
-    // key (count 2, tag 1, u32 4), attr count 2, the execute it ends 3 = 28.
-    let request = HEADER + 28;
-    // Values of the row: count 2, six tags, 4 × 4 + 8, Varbinary length 2 + 76 = 110.
-    let values = 2 + 6 + 24 + 2 + 76;
-    // TCKEY_ROW: op index 4 + values; TC_EXECUTE_CONF: GCI 8.
-    let answer = (HEADER + 4 + values) + (HEADER + 8);
+    // A single-row read committed in its execute: one TCKEYREQ out; one TCKEY_ROW_CONF back,
+    // the row confirming the committed execute.
+    let single = traffic_of(&api, || read_committed(&api, &table));
     assert_eq!(
         (single.frames_sent, single.bytes_sent),
-        (1, request),
+        (1, READ_REQUEST),
         "{single:?}"
     );
     assert_eq!(
         (single.frames_received, single.bytes_received),
-        (2, answer),
+        (1, ROW_ANSWER),
         "{single:?}"
     );
-    assert!(
-        request + answer <= 200,
-        "a single-row read costs {} bytes",
-        request + answer
-    );
+    assert_eq!(READ_REQUEST + ROW_ANSWER, 174);
 
     // 20 reads in one NoCommit execute: 20 TCKEYREQs (the last ends the execute), 19 TCKEY_ROWs
     // and a TCKEY_ROW_CONF; then the rollback (TC_EXECUTE_REQ, TC_EXECUTE_CONF).
@@ -142,12 +151,39 @@ fn reported_bytes_are_the_bytes_on_the_wire() {
         "{batch:?}"
     );
     assert_eq!(batch.frames_received, rows + 1, "{batch:?}");
-    let row_answer = HEADER + 4 + values;
     assert_eq!(
         batch.bytes_received,
-        rows * row_answer + rollback_answer,
+        rows * ROW_ANSWER + rollback_answer,
         "{batch:?}"
     );
     // A batched row's answer is its 100 bytes of data plus a fixed 30.
-    assert_eq!(row_answer, 100 + 30);
+    assert_eq!(ROW_ANSWER, 100 + 30);
+
+    // The same single-row read over SHM: the same two frames, each with its trailer.
+    let shm = cluster
+        .connect_over(TransporterKind::Shm)
+        .expect("connect over SHM");
+    let table = shm.get_table("wire_bytes").expect("find the table");
+    // The API counts a frame when it sends or files it, so the counts are complete once the
+    // execute returns.
+    let before = shm.link_traffic();
+    read_committed(&shm, &table);
+    let single = shm.link_traffic().since(&before);
+    let request = READ_REQUEST + SHM_TRAILER;
+    let answer = ROW_ANSWER + SHM_TRAILER;
+    assert_eq!(
+        (single.frames_sent, single.bytes_sent),
+        (1, request),
+        "{single:?}"
+    );
+    assert_eq!(
+        (single.frames_received, single.bytes_received),
+        (1, answer),
+        "{single:?}"
+    );
+    assert!(
+        request + answer <= 200,
+        "a single-row read over SHM costs {} bytes",
+        request + answer
+    );
 }

@@ -45,7 +45,10 @@ use crate::{NodeId, TransportError, TransporterKind};
 /// 2: a TCKEYREQ or TCINDXREQ may carry its execute (`signals::FLAG_EXECUTE`), which a node of
 /// version 1 would take for a malformed operation; a read's row may confirm its execute
 /// (`TCKEY_ROW_CONF`), a signal an API node of version 1 does not know.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// 3: a TCKEY_ROW_CONF may end a committed execute and then carries the commit's GCI after the
+/// row, which a node of version 2 would take for trailing garbage; a read-only commit's
+/// TC_EXECUTE_CONF names no GCI.
+pub const PROTOCOL_VERSION: u32 = 3;
 /// The first four bytes of a HELLO payload.
 pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";
 /// Signal number of HELLO.

@@ -1,9 +1,11 @@
-//! Final answers that must not be lost: TC_EXECUTE_CONF/REF, SCAN_TABCONF/REF, dictionary and
-//! ping answers each end a request the API waits for. One that meets a full send buffer is kept
-//! and sent on the next turn, before any other final answer to that node (so answers keep their
-//! order). The queue per node is bounded (MaxNoOfConcurrentTransactions +
-//! MaxNoOfConcurrentScans + a few dictionary requests: what a well-behaved API can have
-//! outstanding); an API node past the bound does not read its answers, and its link is closed.
+//! Final answers that must not be lost: TC_EXECUTE_CONF/REF, a committed execute's
+//! TCKEY_ROW_CONF, SCAN_TABCONF/REF, dictionary and ping answers each end a request the API
+//! waits for. One that meets a full send buffer is kept and sent on the next turn, before any
+//! other final answer to that node (so answers keep their order). The queue per node is bounded
+//! (MaxNoOfConcurrentTransactions + MaxNoOfConcurrentScans + a few dictionary requests: what a
+//! well-behaved API can have outstanding; a kept TCKEY_ROW_CONF holds one row, so the bytes are
+//! bounded by that count times the largest frame); an API node past the bound does not read its
+//! answers, and its link is closed.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 

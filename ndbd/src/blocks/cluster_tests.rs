@@ -231,23 +231,34 @@ impl Sim {
         self.delivered.get(&signal).copied().unwrap_or(0)
     }
 
-    /// The execute answer for request `rid`.
+    /// The execute answer for request `rid` (a row that confirms its execute counts as
+    /// TC_EXECUTE_CONF).
     fn answer(&self, rid: u32) -> u16 {
         self.api
             .iter()
             .rev()
             .find(|(_, s, r, _)| {
-                *r == rid && matches!(*s, gsn::TC_EXECUTE_CONF | gsn::TC_EXECUTE_REF)
+                *r == rid
+                    && matches!(
+                        *s,
+                        gsn::TC_EXECUTE_CONF | gsn::TC_EXECUTE_REF | gsn::TCKEY_ROW_CONF
+                    )
             })
-            .map(|x| x.1)
+            .map(|x| match x.1 {
+                gsn::TCKEY_ROW_CONF => gsn::TC_EXECUTE_CONF,
+                signal => signal,
+            })
             .expect("an execute answer")
     }
 
     fn row(&self, rid: u32) -> Option<Vec<Value>> {
         self.api
             .iter()
-            .find(|(_, s, r, _)| *r == rid && *s == gsn::TCKEY_ROW)
-            .map(|(_, _, _, b)| TcKeyRow::decode(b).expect("row").values)
+            .find(|(_, s, r, _)| *r == rid && matches!(*s, gsn::TCKEY_ROW | gsn::TCKEY_ROW_CONF))
+            .map(|(_, s, _, b)| match *s {
+                gsn::TCKEY_ROW => TcKeyRow::decode(b).expect("row").values,
+                _ => TcKeyRow::decode_conf(b).expect("row").0.values,
+            })
     }
 
     fn create_table(&mut self, name: &str, read_backup: bool) -> TableInfo {

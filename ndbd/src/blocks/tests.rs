@@ -517,11 +517,12 @@ impl Outbox for RowsDontFit {
     }
 }
 
-/// A read that ends a NoCommit execute is answered by one frame, its row confirming the
-/// execute (TCKEY_ROW_CONF); under Commit the row and the execute's CONF stay two frames (the
-/// commit runs between them). A row that does not fit fails the execute with 1218 either way.
+/// A read that ends an execute is answered by one frame, its row confirming the execute
+/// (TCKEY_ROW_CONF): under NoCommit at once, under Commit once the commit is over (a read-only
+/// commit names no GCI). A row that does not fit a NoCommit execute's answer fails the execute
+/// with 1218.
 #[test]
-fn a_read_ending_a_nocommit_execute_confirms_it_with_its_row() {
+fn a_read_ending_an_execute_confirms_it_with_its_row() {
     let (mut k, mut out, t) = setup();
     op(
         &mut k,
@@ -562,13 +563,19 @@ fn a_read_ending_a_nocommit_execute_confirms_it_with_its_row() {
     );
 
     read_one(&mut k, &mut out, 101, ExecType::Commit);
-    let signals_3: Vec<u16> = out
-        .frames
-        .iter()
-        .filter(|f| f.2 == 101)
-        .map(|f| f.1)
-        .collect();
-    assert_eq!(signals_3, vec![gsn::TCKEY_ROW, gsn::TC_EXECUTE_CONF]);
+    let answers: Vec<_> = out.frames.iter().filter(|f| f.2 == 101).collect();
+    assert_eq!(answers.len(), 1, "one frame: {answers:?}");
+    assert_eq!(answers[0].1, gsn::TCKEY_ROW_CONF);
+    let (row, gci) = signals::TcKeyRow::decode_conf(&answers[0].3).expect("row");
+    assert_eq!(
+        (row.op_index, row.values, gci),
+        (0, vec![Value::Int32(7), Value::Int32(10)], None)
+    );
+    assert_eq!(
+        k.transaction_count(),
+        1,
+        "committed: only the NoCommit one is open"
+    );
 
     let mut full = RowsDontFit(Out::default());
     read_one(&mut k, &mut full, 102, ExecType::NoCommit);
@@ -577,16 +584,37 @@ fn a_read_ending_a_nocommit_execute_confirms_it_with_its_row() {
 }
 
 /// Defect 4: under IgnoreError, a read whose row could not be sent fails the execute (1218)
-/// instead of reporting neither row nor error.
+/// instead of reporting neither row nor error. (Here the row is not the execute's last answer,
+/// which would wait for the commit and go with its confirmation as every final answer does.)
 #[test]
 fn a_lost_row_is_reported_under_ignore_error() {
     let (mut k, out, t) = setup();
     let mut out = RowsDontFit(out);
     let now = Instant::now();
-    let b = key_req(&t, true, OperationType::Read, 1, 0);
-    k.on_frame(NodeId(50), &hdr(gsn::TCKEYREQ, 20), &b, &mut out, now)
-        .expect("frame");
-    let b = exec_req(true, ExecType::Commit, AbortOption::IgnoreError, 1);
+    let first = TcKeyReq {
+        flags: FLAG_START_TRANSACTION,
+        op_index: 0,
+        replica: 0,
+        op_type: OperationType::Read,
+        lock_mode: LockMode::Read,
+        table_id: t.table_id,
+        table_version: t.table_version,
+        key: vec![Value::Int32(1)],
+        attrs: vec![],
+    };
+    let second = TcKeyReq {
+        flags: 0,
+        op_index: 1,
+        key: vec![Value::Int32(2)],
+        ..first.clone()
+    };
+    for req in [&first, &second] {
+        let mut b = Vec::new();
+        req.encode(&mut b);
+        k.on_frame(NodeId(50), &hdr(gsn::TCKEYREQ, 20), &b, &mut out, now)
+            .expect("frame");
+    }
+    let b = exec_req(true, ExecType::Commit, AbortOption::IgnoreError, 2);
     k.on_frame(NodeId(50), &hdr(gsn::TC_EXECUTE_REQ, 20), &b, &mut out, now)
         .expect("frame");
     k.run_jobs(&mut out, now);
@@ -594,6 +622,69 @@ fn a_lost_row_is_reported_under_ignore_error() {
     let r = execute_ref(&out.0, 20);
     assert_eq!((r.code, r.op_index), (1218, 0));
     assert_eq!(k.transaction_count(), 0);
+}
+
+/// A read of `key` in transaction `rid` (`start`: a new one) and the Commit execute that ends
+/// it, both received before the read runs (as when the API ends the execute in the TCKEYREQ),
+/// so TC knows the row is the execute's last answer.
+fn read_and_commit(k: &mut Kernel, out: &mut Out, rid: u32, t: &TableInfo, start: bool, key: i32) {
+    let now = Instant::now();
+    let b = key_req(t, start, OperationType::Read, key, 0);
+    k.on_frame(NodeId(50), &hdr(gsn::TCKEYREQ, rid), &b, out, now)
+        .expect("frame");
+    let b = exec_req(start, ExecType::Commit, AbortOption::AbortOnError, 1);
+    k.on_frame(NodeId(50), &hdr(gsn::TC_EXECUTE_REQ, rid), &b, out, now)
+        .expect("frame");
+    k.run_jobs(out, now);
+}
+
+/// A read that ends a Commit execute of a transaction that wrote names the commit's GCI with
+/// its row; a committed row's answer that meets a full send buffer is kept, as any final
+/// answer, and sent once the buffer drains (the commit is over: it cannot fail any more).
+#[test]
+fn a_committed_rows_answer_names_the_gci_of_a_write_and_survives_a_full_link() {
+    let (mut k, mut out, t) = setup();
+    op(
+        &mut k,
+        &mut out,
+        50,
+        60,
+        &t,
+        true,
+        OperationType::Insert,
+        5,
+        9,
+        ExecType::NoCommit,
+    );
+    assert_eq!(answered(&out, 60), Some(gsn::TC_EXECUTE_CONF));
+    out.frames.clear();
+    read_and_commit(&mut k, &mut out, 60, &t, false, 5);
+    let answers: Vec<_> = out.frames.iter().filter(|f| f.2 == 60).collect();
+    assert_eq!(answers.len(), 1, "one frame: {answers:?}");
+    assert_eq!(answers[0].1, gsn::TCKEY_ROW_CONF);
+    let (row, gci) = signals::TcKeyRow::decode_conf(&answers[0].3).expect("row");
+    assert_eq!(row.values, vec![Value::Int32(5), Value::Int32(9)]);
+    assert_eq!(
+        gci,
+        Some(k.current_gci()),
+        "the commit of a write names its GCI"
+    );
+
+    out.frames.clear();
+    out.overloaded.insert(NodeId(50));
+    read_and_commit(&mut k, &mut out, 61, &t, true, 1);
+    assert!(out.frames.iter().all(|f| f.2 != 61), "{:?}", out.frames);
+    assert_eq!(k.transaction_count(), 0, "committed all the same");
+    out.overloaded.clear();
+    k.run_jobs(&mut out, Instant::now());
+    let answers: Vec<_> = out.frames.iter().filter(|f| f.2 == 61).collect();
+    assert_eq!(answers.len(), 1, "one frame: {answers:?}");
+    assert_eq!(answers[0].1, gsn::TCKEY_ROW_CONF);
+    let (row, gci) = signals::TcKeyRow::decode_conf(&answers[0].3).expect("row");
+    assert_eq!(
+        (row.values, gci),
+        (vec![Value::Int32(1), Value::Int32(0)], None)
+    );
 }
 
 /// Defect 5: rows a locking scan locks take operation records; none free is 234.

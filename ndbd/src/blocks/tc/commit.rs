@@ -118,9 +118,8 @@ impl Kernel {
         for (trans, answer) in std::mem::take(&mut self.tc.held_aborts) {
             self.answer_api(trans, answer, out);
         }
-        for (trans, gci) in self.tc.checkpoint_saved(self.gcp.restorable) {
-            let gci = (gci != 0).then_some(gci);
-            self.answer_api(trans, ApiAnswer::ExecuteConf { gci }, out);
+        for (trans, answer) in self.tc.checkpoint_saved(self.gcp.restorable) {
+            self.answer_api(trans, answer, out);
         }
         if self.tc.saving_count() > 0 {
             // Commits of a later checkpoint still wait: the next save, now.

@@ -16,7 +16,7 @@ use rndb_protocol::signals::{
     gsn, TcExecuteConf, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReqView, TcKeyRow,
     REPLICA_PRIMARY,
 };
-use rndb_protocol::{NdbError, OperationType};
+use rndb_protocol::{ExecType, NdbError, OperationType};
 
 use super::{ApiAnswer, Holds, TcAction};
 use crate::blocks::acc::{Row, TransId};
@@ -188,8 +188,41 @@ impl Kernel {
         for change in fired {
             self.fire(trans, op_index, change, out);
         }
-        if let Some(api_answer) = self.tc.on_lqh_answer(trans, op_index, result) {
-            self.answer_api(trans, api_answer, out);
+        match self.tc.on_lqh_answer(trans, op_index, result) {
+            Some(ApiAnswer::Row { op_index, row }) => {
+                return self.forward_row(trans, op_index, row, out, now)
+            }
+            Some(api_answer) => self.answer_api(trans, api_answer, out),
+            None => {}
+        }
+        self.complete(trans, out, now);
+    }
+
+    /// A read's row for the API, its operation already counted as answered. When it is the
+    /// last answer of an execute in which nothing failed, it confirms the execute too, in one
+    /// TCKEY_ROW_CONF instead of the row and a TC_EXECUTE_CONF: a NoCommit execute at once
+    /// (only once that frame is sent is the execute concluded; a row that does not fit goes
+    /// the usual way, and its lost answer fails the execute with 1218); a Commit execute once
+    /// the commit is over, TC keeping the row until then (`finish_transaction`).
+    fn forward_row(
+        &mut self,
+        trans: TransId,
+        op_index: u32,
+        row: Row,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        match self.tc.row_ends_execute(trans) {
+            Some(ExecType::NoCommit) if self.send_row_conf(trans, op_index, &row, out) => {
+                let concluded = self.tc.try_complete(trans, now);
+                debug_assert!(
+                    matches!(concluded, Some(Ok(ApiAnswer::ExecuteConf { gci: None }))),
+                    "the row confirmed the execute: {concluded:?}"
+                );
+                return;
+            }
+            Some(ExecType::Commit) => self.tc.keep_last_row(trans, op_index, row),
+            _ => self.answer_api(trans, ApiAnswer::Row { op_index, row }, out),
         }
         self.complete(trans, out, now);
     }
@@ -206,8 +239,8 @@ impl Kernel {
         }
     }
 
-    /// Sends a read's row as the confirmation of its execute too (TCKEY_ROW_CONF). False when
-    /// it could not be sent (the caller then answers the usual way).
+    /// Sends a read's row as the confirmation of its NoCommit execute too (TCKEY_ROW_CONF).
+    /// False when it could not be sent (the caller then answers the usual way).
     pub(crate) fn send_row_conf(
         &mut self,
         trans: TransId,
@@ -218,7 +251,7 @@ impl Kernel {
         let (api, request_id) = tc::trans_parts(trans);
         let header = api_header(gsn::TCKEY_ROW_CONF, request_id);
         out.send(api, header, &mut |b| {
-            TcKeyRow::encode_encoded(b, op_index, row.encoded())
+            TcKeyRow::encode_encoded_conf(b, op_index, row.encoded(), None)
         })
         .is_ok()
     }
@@ -250,6 +283,15 @@ impl Kernel {
                     .unsent
                     .send(out, api, header(gsn::TC_EXECUTE_CONF), &mut |b| {
                         conf.encode(b)
+                    });
+            }
+            // A commit's row and confirmation: the commit is over, so the row must not be lost
+            // any more than the confirmation.
+            ApiAnswer::RowConf { op_index, row, gci } => {
+                return self
+                    .unsent
+                    .send(out, api, header(gsn::TCKEY_ROW_CONF), &mut |b| {
+                        TcKeyRow::encode_encoded_conf(b, *op_index, row.encoded(), *gci)
                     });
             }
             ApiAnswer::ExecuteRef { error, op_index } => {
@@ -469,10 +511,8 @@ impl Kernel {
     /// the execute completes only when every operation is counted, so another operation's
     /// answer still queued holds it back, and its CONF or REF follows the row on the same link.
     ///
-    /// When this row ends a NoCommit execute, it confirms the execute too: one frame
-    /// (TCKEY_ROW_CONF) instead of the row and a TC_EXECUTE_CONF. Only once that frame is sent
-    /// is the execute concluded; a row that does not fit goes the usual way (its lost answer
-    /// fails the execute with 1218).
+    /// When this row is its execute's last answer, it confirms the execute too (see
+    /// `forward_row`).
     pub(crate) fn exec_transid_ai(
         &mut self,
         trans: TransId,
@@ -481,15 +521,7 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) {
-        if self.tc.count_read_answer(trans) && self.send_row_conf(trans, op_index, &row, out) {
-            let concluded = self.tc.try_complete(trans, now);
-            debug_assert!(
-                matches!(concluded, Some(Ok(ApiAnswer::ExecuteConf { gci: None }))),
-                "the row confirmed the execute: {concluded:?}"
-            );
-        } else {
-            self.answer_api(trans, ApiAnswer::Row { op_index, row }, out);
-            self.complete(trans, out, now);
-        }
+        self.tc.count_read_answer(trans);
+        self.forward_row(trans, op_index, row, out, now);
     }
 }

@@ -125,6 +125,13 @@ struct TcTransaction {
     dispatched_at: Instant,
     /// The epoch its commit belongs to, once the commit started (0 before).
     gci: u64,
+    /// It wrote a row (some participant holds a primary or backup replica of a change): only
+    /// then does its commit's answer name the GCI.
+    wrote: bool,
+    /// The row of a read that was the last answer of a Commit execute in which nothing
+    /// failed (operation index, row): kept until the commit is over, then sent with its
+    /// confirmation in one TCKEY_ROW_CONF. Boxed: most transactions never keep one.
+    last_row: Option<Box<(u32, Row)>>,
 }
 
 /// What a participant holds of a transaction, which decides the commit rounds it is in.
@@ -160,8 +167,16 @@ pub enum ApiAnswer {
         op_index: u32,
         code: u32,
     },
-    /// The execute succeeded; `gci` is the GCI of its commit, when it committed.
+    /// The execute succeeded; `gci` is the GCI of its commit, when it committed a
+    /// transaction that wrote.
     ExecuteConf {
+        gci: Option<u64>,
+    },
+    /// The execute's last answer, a read's row, with the execute's confirmation
+    /// (TCKEY_ROW_CONF): a committed execute's, whose row TC kept until the commit was over.
+    RowConf {
+        op_index: u32,
+        row: Row,
         gci: Option<u64>,
     },
     ExecuteRef {
@@ -443,23 +458,37 @@ impl Tc {
     }
 
     /// Counts the answer of a read whose row goes straight to the API (`on_lqh_answer` with no
-    /// row to forward). Returns true when that ends its execute with a TC_EXECUTE_CONF at once
-    /// ([`Tc::try_complete`]): it was the last outstanding operation of a NoCommit execute in
-    /// which nothing failed.
-    pub fn count_read_answer(&mut self, trans: TransId) -> bool {
-        let Some(t) = self.transactions.get_mut(trans) else {
-            return false;
-        };
-        t.ops_outstanding = t.ops_outstanding.saturating_sub(1);
-        t.phase == Phase::Active
+    /// row to forward).
+    pub fn count_read_answer(&mut self, trans: TransId) {
+        if let Some(t) = self.transactions.get_mut(trans) {
+            t.ops_outstanding = t.ops_outstanding.saturating_sub(1);
+        }
+    }
+
+    /// The exec type of `trans`'s execute when a read's row, just counted, is its last answer
+    /// and nothing in it failed: the row may then confirm the execute (TCKEY_ROW_CONF). A
+    /// NoCommit execute ends at once ([`Tc::try_complete`] answers a TC_EXECUTE_CONF); a
+    /// Commit one commits next.
+    pub fn row_ends_execute(&self, trans: TransId) -> Option<ExecType> {
+        let t = self.transactions.get(trans)?;
+        let clean = t.phase == Phase::Active
             && t.ops_outstanding == 0
             && !t.rollback_requested
             && !t.must_abort
             && t.first_error.is_none()
-            && t.lost_answer.is_none()
-            && t.execute
-                .as_ref()
-                .is_some_and(|e| e.exec_type == ExecType::NoCommit)
+            && t.lost_answer.is_none();
+        t.execute.as_ref().filter(|_| clean).map(|e| e.exec_type)
+    }
+
+    /// Keeps the row that is the last answer of `trans`'s Commit execute
+    /// ([`Tc::row_ends_execute`]) to go out with the commit's confirmation. If the commit
+    /// fails instead, the row goes with the transaction: an aborted transaction's read shows
+    /// nothing.
+    pub fn keep_last_row(&mut self, trans: TransId, op_index: u32, row: Row) {
+        if let Some(t) = self.transactions.get_mut(trans) {
+            debug_assert!(t.last_row.is_none(), "one last row per execute");
+            t.last_row = Some(Box::new((op_index, row)));
+        }
     }
 
     /// LQH answered an operation. Returns what to tell the API (nothing once the transaction is
@@ -772,6 +801,7 @@ impl Tc {
                 Holds::Backup => t.backups.insert(node),
                 Holds::Lock => false,
             };
+            t.wrote |= holds != Holds::Lock;
         }
     }
 
@@ -903,9 +933,7 @@ impl Tc {
         let t = self.transactions.remove(trans)?;
         self.operations_in_use = self.operations_in_use.saturating_sub(t.operations);
         match t.phase {
-            Phase::Committing => Some(ApiAnswer::ExecuteConf {
-                gci: (t.gci != 0).then_some(t.gci),
-            }),
+            Phase::Committing => Some(t.committed_answer()),
             Phase::Aborting(AbortReply::Conf) => Some(ApiAnswer::ExecuteConf { gci: None }),
             Phase::Aborting(AbortReply::Ref(failed)) => {
                 let (error, op_index) = *failed;
@@ -946,8 +974,8 @@ impl Tc {
     }
 
     /// Global checkpoints up to `restorable` are saved: the durable commits held for them end,
-    /// oldest checkpoint first, each with its GCI for the API's TC_EXECUTE_CONF.
-    pub fn checkpoint_saved(&mut self, restorable: u32) -> Vec<(TransId, u64)> {
+    /// oldest checkpoint first, each with its answer for the API.
+    pub fn checkpoint_saved(&mut self, restorable: u32) -> Vec<(TransId, ApiAnswer)> {
         let mut saved = Vec::new();
         while let Some(&(checkpoint, trans)) = self.saving.first() {
             if checkpoint > restorable {
@@ -956,7 +984,7 @@ impl Tc {
             self.saving.pop_first();
             if let Some(t) = self.transactions.remove(trans) {
                 debug_assert_eq!(t.phase, Phase::Saving);
-                saved.push((trans, t.gci));
+                saved.push((trans, t.committed_answer()));
             }
         }
         saved
@@ -1075,6 +1103,22 @@ impl TcTransaction {
             lost_answer: None,
             dispatched_at: now,
             last_activity: now,
+            wrote: false,
+            last_row: None,
+        }
+    }
+
+    /// The answer of its commit, over on every participant: the row kept for it with the
+    /// confirmation, or the confirmation alone; either names the GCI only if it wrote (a
+    /// read-only commit changed nothing that a GCI could name, as in NDB).
+    fn committed_answer(self: Box<Self>) -> ApiAnswer {
+        let gci = (self.wrote && self.gci != 0).then_some(self.gci);
+        match self.last_row {
+            Some(kept) => {
+                let (op_index, row) = *kept;
+                ApiAnswer::RowConf { op_index, row, gci }
+            }
+            None => ApiAnswer::ExecuteConf { gci },
         }
     }
 }
