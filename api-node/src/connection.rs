@@ -1353,12 +1353,19 @@ async fn receive_task(connection: Arc<Connection>) {
         (LinkFd(link.poll_fd()), link.spin_time())
     };
     let mut last_input = Instant::now();
+    // A socket is also watched for room when a flush left bytes behind.
+    let socket = connection.kind == TransporterKind::Tcp;
+    let interest = if socket {
+        tokio::io::Interest::READABLE | tokio::io::Interest::WRITABLE
+    } else {
+        tokio::io::Interest::READABLE
+    };
     // Deprecated for I/O safety: the descriptor must stay open while registered. It does: the
     // link owns it, this task holds the connection (and so the link) until the registration is
     // dropped, and a link never changes its descriptor (a failed link is shut down, not
     // closed). The safe constructor is the only one a crate that forbids `unsafe` may call.
     #[allow(deprecated)]
-    let registered = tokio::io::unix::AsyncFd::with_interest(fd, tokio::io::Interest::READABLE);
+    let registered = tokio::io::unix::AsyncFd::with_interest(fd, interest);
     let readable = match registered {
         Ok(readable) => readable,
         Err(e) => {
@@ -1390,12 +1397,32 @@ async fn receive_task(connection: Arc<Connection>) {
             tokio::task::yield_now().await;
             continue;
         }
+        // Bytes a flush left behind (the socket or ring was full) must not wait for the next
+        // execute: every task may be awaiting answers to them. They are pushed again when the
+        // socket turns writable (SHM: after POLL_SLEEP_SEND_PENDING).
+        let send_pending = {
+            let mut link = connection.link();
+            if link.pending_send_bytes() > 0 {
+                if let Err(e) = link.flush() {
+                    let _ = connection.fail(&mut link, e);
+                    return;
+                }
+            }
+            link.pending_send_bytes() > 0
+        };
         if !connection.link().prepare_to_sleep() {
             continue;
         }
         let woken = tokio::select! {
             readable = readable.readable() => Some(Some(readable)),
             () = connection.task_request_registered.notified() => Some(None),
+            writable = readable.writable(), if send_pending && socket => {
+                if let Ok(mut guard) = writable {
+                    guard.clear_ready();
+                }
+                None
+            }
+            () = tokio::time::sleep(POLL_SLEEP_SEND_PENDING), if send_pending && !socket => None,
             () = &mut backstop => {
                 backstop.as_mut().reset(tokio::time::Instant::now() + RECEIVE_TASK_BACKSTOP);
                 None
