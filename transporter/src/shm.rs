@@ -72,8 +72,7 @@ mod tests;
 
 #[cfg(not(loom))]
 pub use floor::SpinFloor;
-pub use link::InputProbe;
-pub use link::{ShmFault, ShmLink};
+pub use link::{InputProbe, ShmFault, ShmLink};
 pub use setup::{client_setup, client_setup_on, server_setup, server_setup_on};
 
 use crate::frame::FRAME_BYTES_MAX;

@@ -52,9 +52,6 @@ pub enum ShmFault {
 /// one every few dozen nanoseconds, so the check still comes within microseconds of its time).
 const EMPTY_RECEIVES_PER_CLOCK_READ: u32 = 16;
 
-/// One SHM link to one peer. Frames go through the segment's rings; wake-up bytes through two
-/// FIFOs (see `setup.rs`), whose end of file, like the TCP socket's, tells that the peer
-/// process is gone or shut the link down.
 /// Looks at an SHM link's inbound ring without the link: true when the peer has published
 /// bytes the link has not consumed (or may have: a tail the link will find corrupt also
 /// counts). Two atomic loads on the ring's control words; the link's `receive` still does the
@@ -74,6 +71,9 @@ impl InputProbe {
     }
 }
 
+/// One SHM link to one peer. Frames go through the segment's rings; wake-up bytes through two
+/// FIFOs (see `setup.rs`), whose end of file, like the TCP socket's, tells that the peer
+/// process is gone or shut the link down.
 pub struct ShmLink {
     peer: NodeId,
     /// The pair's TCP connection, non-blocking: carries nothing after set-up; EOF = peer gone.
