@@ -1122,14 +1122,11 @@ impl Connection {
             // also pushes out bytes a flush left behind and checks the peer is alive) comes
             // when the probe sees input, and on every SPIN_READ_EVERY-th turn regardless.
             spins = spins.wrapping_add(1);
-            read_now = match &self.probe {
-                Some(probe) => probe.input_pending() || spins.is_multiple_of(SPIN_READ_EVERY),
-                None => true,
-            };
             let more = match &self.probe {
-                Some(_) => read_now,
+                Some(probe) => probe.input_pending() || spins.is_multiple_of(SPIN_READ_EVERY),
                 None => self.link().input_pending(),
             };
+            read_now = more || self.probe.is_none();
             if now.duration_since(last_input) < budget || more {
                 std::hint::spin_loop();
                 continue;
@@ -1397,22 +1394,17 @@ async fn receive_task(connection: Arc<Connection>) {
             tokio::task::yield_now().await;
             continue;
         }
-        // Bytes a flush left behind (the socket or ring was full) must not wait for the next
-        // execute: every task may be awaiting answers to them. They are pushed again when the
-        // socket turns writable (SHM: after POLL_SLEEP_SEND_PENDING).
+        // Bytes the last read's flush left behind (the socket or ring was full) must not wait
+        // for the next execute: every task may be awaiting answers to them. The next read
+        // pushes them again, once the socket turns writable (SHM: after
+        // POLL_SLEEP_SEND_PENDING).
         let send_pending = {
             let mut link = connection.link();
-            if link.pending_send_bytes() > 0 {
-                if let Err(e) = link.flush() {
-                    let _ = connection.fail(&mut link, e);
-                    return;
-                }
+            if !link.prepare_to_sleep() {
+                continue;
             }
             link.pending_send_bytes() > 0
         };
-        if !connection.link().prepare_to_sleep() {
-            continue;
-        }
         let woken = tokio::select! {
             readable = readable.readable() => Some(Some(readable)),
             () = connection.task_request_registered.notified() => Some(None),

@@ -90,7 +90,15 @@ fn frame_at(
 }
 
 fn key_req(t: &TableInfo, start: bool, op_type: OperationType, key: i32, val: i32) -> Vec<u8> {
-    let req = TcKeyReq {
+    let mut b = Vec::new();
+    key_op(t, start, op_type, key, val).encode(&mut b);
+    b
+}
+
+/// Operation 0 of `op_type` on `key` (writing `val` to column 1 where it writes), the first of
+/// its transaction when `start`.
+fn key_op(t: &TableInfo, start: bool, op_type: OperationType, key: i32, val: i32) -> TcKeyReq {
+    TcKeyReq {
         flags: if start { FLAG_START_TRANSACTION } else { 0 },
         op_index: 0,
         replica: 0,
@@ -108,10 +116,7 @@ fn key_req(t: &TableInfo, start: bool, op_type: OperationType, key: i32, val: i3
         } else {
             vec![(1, Value::Int32(val))]
         },
-    };
-    let mut b = Vec::new();
-    req.encode(&mut b);
-    b
+    }
 }
 
 fn exec_req(start: bool, exec_type: ExecType, abort_option: AbortOption, ops: u32) -> Vec<u8> {
@@ -591,17 +596,7 @@ fn a_lost_row_is_reported_under_ignore_error() {
     let (mut k, out, t) = setup();
     let mut out = RowsDontFit(out);
     let now = Instant::now();
-    let first = TcKeyReq {
-        flags: FLAG_START_TRANSACTION,
-        op_index: 0,
-        replica: 0,
-        op_type: OperationType::Read,
-        lock_mode: LockMode::Read,
-        table_id: t.table_id,
-        table_version: t.table_version,
-        key: vec![Value::Int32(1)],
-        attrs: vec![],
-    };
+    let first = key_op(&t, true, OperationType::Read, 1, 0);
     let second = TcKeyReq {
         flags: 0,
         op_index: 1,
@@ -982,17 +977,7 @@ fn a_rollback_during_a_running_execute_aborts_when_it_ends() {
 fn a_read_row_comes_before_the_ref_of_its_failed_execute() {
     let (mut k, mut out, t) = setup();
     let rid = 40;
-    let read = TcKeyReq {
-        flags: FLAG_START_TRANSACTION,
-        op_index: 0,
-        replica: 0,
-        op_type: OperationType::Read,
-        lock_mode: LockMode::Read,
-        table_id: t.table_id,
-        table_version: t.table_version,
-        key: vec![Value::Int32(1)],
-        attrs: vec![],
-    };
+    let read = key_op(&t, true, OperationType::Read, 1, 0);
     let duplicate = TcKeyReq {
         flags: 0,
         op_index: 1,
