@@ -185,6 +185,9 @@ struct Shared {
     replies: HashMap<u32, Reply, SequentialIds>,
     /// A thread is reading the link; the others are parked.
     poll_owner: bool,
+    /// The receive thread's turn ended with the poller kept (`poll_owner` stays set): its next
+    /// turn takes it without a handover, and it gives it up when it stops.
+    receiver_holds: bool,
     /// Set once the link failed; every waiter then fails with this error.
     failure: Option<String>,
     /// Parked waiters in arrival order: when the poll owner leaves, the first whose request is
@@ -230,7 +233,15 @@ impl Shared {
             return;
         }
         reply.waiter = Some(std::thread::current());
-        self.parked.push_back(request_id);
+        if request_id == RECEIVE_THREAD_REQUEST_ID {
+            // The receive thread goes first: the client thread that owns the poller hands it
+            // back as soon as its own request is done, not after every other waiter had a
+            // turn (at thousands of threads that chain of handovers, each a wake-up and a
+            // context switch, did a third of the reading; issue 26).
+            self.parked.push_front(request_id);
+        } else {
+            self.parked.push_back(request_id);
+        }
         // Entries of requests completed without a handover stay queued until popped; drop them
         // when they outnumber the open requests, so the queue stays bounded by those.
         if self.parked.len() > 2 * self.replies.len() + 64 {
@@ -508,6 +519,17 @@ impl Connection {
             }
         }
         self.forget(RECEIVE_THREAD_REQUEST_ID);
+        // Its last turn kept the poller: a parked waiter takes it now.
+        let next = {
+            let mut shared = self.shared();
+            if std::mem::take(&mut shared.receiver_holds) {
+                shared.poll_owner = false;
+                shared.next_owner()
+            } else {
+                None
+            }
+        };
+        next.iter().for_each(Thread::unpark);
     }
 
     fn shared(&self) -> MutexGuard<'_, Shared> {
@@ -824,8 +846,11 @@ impl Connection {
         frames: impl Iterator<Item = (FrameHeader, &'a [u8])> + Clone,
         flush: bool,
     ) -> Result<(), Error> {
-        if let Some(failure) = &self.shared().failure {
-            return Err(lost(self.peer, failure));
+        // The flag first: the lock is taken only on a failed link, for the reason.
+        if self.failed.load(Ordering::Acquire) {
+            if let Some(failure) = &self.shared().failure {
+                return Err(lost(self.peer, failure));
+            }
         }
         let mut link = self.link();
         let mut batch_bytes = 0usize;
@@ -935,12 +960,19 @@ impl Connection {
     /// Waits until the request's answer is complete, or the deadline passes (error 4012), or
     /// the link fails (error 4010).
     pub fn wait(&self, request_id: u32, deadline: Instant) -> Result<Answers, Error> {
-        let complete = self.await_reply(request_id, deadline);
-        let reply = self.shared().replies.remove(&request_id);
-        match complete {
-            Ok(true) => Ok(Answers(reply.unwrap_or_default().frames)),
-            Ok(false) => Err(self.no_answer()),
-            Err(e) => Err(e),
+        let taken = self.await_progress(request_id, deadline, usize::MAX, |shared| {
+            shared.replies.remove(&request_id)
+        });
+        match taken {
+            Ok(Some(reply)) => Ok(Answers(reply.unwrap_or_default().frames)),
+            Ok(None) => {
+                self.forget(request_id);
+                Err(self.no_answer())
+            }
+            Err(e) => {
+                self.forget(request_id);
+                Err(e)
+            }
         }
     }
 
@@ -956,31 +988,37 @@ impl Connection {
     ) -> Result<(), Error> {
         let mut slice = Answers(Vec::new());
         loop {
-            let progress = self.await_progress(request_id, deadline, STREAM_SLICE_BYTES);
-            let mut shared = self.shared();
-            let complete = match shared.replies.get_mut(&request_id) {
-                Some(reply) if matches!(progress, Ok(true)) => {
+            // The slice is taken under the lock that saw it, so a woken waiter locks once.
+            let progress =
+                self.await_progress(request_id, deadline, STREAM_SLICE_BYTES, |shared| {
                     slice.0.clear();
-                    std::mem::swap(&mut reply.frames, &mut slice.0);
-                    // Not parked while it decodes: a handover must not pick this thread.
-                    reply.waiter = None;
-                    reply.complete
+                    let complete = match shared.replies.get_mut(&request_id) {
+                        Some(reply) => {
+                            std::mem::swap(&mut reply.frames, &mut slice.0);
+                            // Not parked while it decodes: a handover must not pick this thread.
+                            reply.waiter = None;
+                            reply.complete
+                        }
+                        // Forgotten: nobody expects it any more.
+                        None => true,
+                    };
+                    if complete {
+                        shared.replies.remove(&request_id);
+                    }
+                    complete
+                });
+            let complete = match progress {
+                Ok(Some(complete)) => complete,
+                Ok(None) => {
+                    self.forget(request_id);
+                    return Err(self.no_answer());
                 }
-                // Forgotten (nobody expects it any more), or the wait failed.
-                _ => {
-                    slice.0.clear();
-                    true
+                Err(e) => {
+                    self.forget(request_id);
+                    return Err(e);
                 }
             };
-            if complete {
-                shared.replies.remove(&request_id);
-            }
-            drop(shared);
-            match progress {
-                Ok(true) => on_answers(&slice),
-                Ok(false) => return Err(self.no_answer()),
-                Err(e) => return Err(e),
-            }
+            on_answers(&slice);
             if complete {
                 recycle_reply_buffer(slice.0);
                 return Ok(());
@@ -996,33 +1034,39 @@ impl Connection {
     /// answer is complete (true; it stays filed), the deadline passes (false), or the link
     /// fails. A request no longer registered counts as complete.
     pub fn await_reply(&self, request_id: u32, deadline: Instant) -> Result<bool, Error> {
-        self.await_progress(request_id, deadline, usize::MAX)
+        self.await_progress(request_id, deadline, usize::MAX, |_| ())
+            .map(|taken| taken.is_some())
     }
 
-    /// As [`Connection::await_reply`], but also returns true once the request has
-    /// `slice_bytes` of answers filed, complete or not. A poll owner that returns on such
+    /// As [`Connection::await_reply`], but also returns once the request has `slice_bytes` of
+    /// answers filed, complete or not, and runs `take` under the lock that saw the progress:
+    /// its result, or `None` when the deadline passed. A poll owner that returns on such
     /// progress keeps the other waiters parked (it comes back for the rest at once, and hands
     /// the poller over when its request is complete); a parked waiter sees the progress when
     /// it next wakes.
-    fn await_progress(
+    fn await_progress<T>(
         &self,
         request_id: u32,
         deadline: Instant,
         slice_bytes: usize,
-    ) -> Result<bool, Error> {
+        take: impl FnOnce(&mut Shared) -> T,
+    ) -> Result<Option<T>, Error> {
         loop {
             let mut shared = self.shared();
             if shared.progressed(request_id, slice_bytes) {
-                return Ok(true);
+                return Ok(Some(take(&mut shared)));
             }
             if let Some(failure) = shared.failure.clone() {
                 return Err(lost(self.peer, &failure));
             }
             let now = Instant::now();
             if now >= deadline {
-                return Ok(false);
+                return Ok(None);
             }
-            if shared.poll_owner {
+            // The receive thread's last turn kept the poller for this one.
+            let holds = request_id == RECEIVE_THREAD_REQUEST_ID
+                && std::mem::take(&mut shared.receiver_holds);
+            if shared.poll_owner && !holds {
                 // Park until the owner completes this request or hands ownership over. A wake-up
                 // that comes before the park is not lost: it makes the park return at once.
                 shared.park_here(request_id);
@@ -1059,16 +1103,27 @@ impl Connection {
                 {
                     Vec::new()
                 }
+                // The receive thread's turn ended: it keeps the poller for its next turn, which
+                // its loop starts at once. Released, the poller would go to a client thread
+                // that keeps it until its own request is done (at thousands of threads, tens
+                // of milliseconds of reading from a thread that is descheduled between reads).
+                Ok(()) if request_id == RECEIVE_THREAD_REQUEST_ID => {
+                    shared.poll_owner = true;
+                    shared.receiver_holds = true;
+                    Vec::new()
+                }
                 Ok(()) => shared.next_owner().into_iter().collect(),
             };
             // What the loop's first check would find, read under this lock rather than the
             // next one.
-            let done = shared.progressed(request_id, slice_bytes);
+            if shared.progressed(request_id, slice_bytes) {
+                let taken = take(&mut shared);
+                drop(shared);
+                wake.iter().for_each(Thread::unpark);
+                return Ok(Some(taken));
+            }
             drop(shared);
             wake.iter().for_each(Thread::unpark);
-            if done {
-                return Ok(true);
-            }
         }
     }
 
