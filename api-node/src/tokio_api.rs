@@ -313,23 +313,33 @@ impl<'c> TokioTransaction<'c> {
         connection.register_task_request_until(request_id, cluster.deadline());
         let appended = connection.append_frames_deferred(frames.iter());
         frames.recycle();
-        if let Err(e) = appended {
-            connection.forget(request_id);
-            return Err(transaction.send_failed(e));
-        }
+        let owes_flush = match appended {
+            Ok(made_owed) => made_owed,
+            Err(e) => {
+                connection.forget(request_id);
+                return Err(transaction.send_failed(e));
+            }
+        };
         let mut guard = RollBackOnDrop {
             transaction: Some(transaction),
             connection: Arc::clone(&connection),
+            owes_flush,
         };
         // The frames wait in the send buffer while every other task the runtime has ready
-        // appends its own; the first of them back flushes them all (one write for many
-        // executes, NDB's adaptive send). A task dropped meanwhile leaves the flush to the
-        // others, or to its rollback, which flushes.
-        yield_once().await;
-        if let Err(e) = connection.flush_owed() {
-            connection.forget(request_id);
-            let transaction = guard.transaction.take().expect("taken only here");
-            return Err(transaction.send_failed(e));
+        // appends its own. The task whose append made the flush owed flushes them all when it
+        // is back, after one turn of the run queue (one write for many executes, NDB's adaptive
+        // send); the others leave it to that task. Were it the first task back that flushed,
+        // then once every task waited behind a yield each would flush the single execute
+        // appended just before it (issue 27: 3.5 executes a write at 4096 in flight over TCP).
+        // A task dropped meanwhile flushes as it goes (see `RollBackOnDrop`).
+        if owes_flush {
+            yield_once().await;
+            guard.owes_flush = false;
+            if let Err(e) = connection.flush_owed() {
+                connection.forget(request_id);
+                let transaction = guard.transaction.take().expect("taken only here");
+                return Err(transaction.send_failed(e));
+            }
         }
         let answers = Reply::new(connection, request_id).await;
         let transaction = guard.transaction.take().expect("taken only here");
@@ -444,10 +454,16 @@ struct RollBackOnDrop<'t, 'c> {
     transaction: Option<&'t mut Transaction<'c>>,
     /// The link the execute went on.
     connection: Arc<Connection>,
+    /// The link's owed flush is this execute's to do: other tasks' executes wait for it.
+    owes_flush: bool,
 }
 
 impl Drop for RollBackOnDrop<'_, '_> {
     fn drop(&mut self) {
+        if self.owes_flush {
+            // A failure is recorded on the connection, where every waiter sees it.
+            let _ = self.connection.flush_owed();
+        }
         if let Some(transaction) = self.transaction.take() {
             self.connection.forget(transaction.request_id());
             transaction.roll_back_now();
