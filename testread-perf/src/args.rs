@@ -114,9 +114,10 @@ pub struct Args {
     #[arg(long, default_value_t = 0.0, value_name = "F")]
     pub write_ratio: f64,
 
-    /// How the sweep keeps transactions in flight: `threads` (one client thread per
-    /// transaction, each executing synchronously) or `async` (one thread with NDB's
-    /// asynchronous API: prepare, send together, poll completions)
+    /// How the sweep and the tpcc workload keep transactions in flight: `threads` (one client
+    /// thread per transaction, each executing synchronously) or `async` (one thread: the sweep
+    /// with NDB's asynchronous API, prepare, send together, poll completions; tpcc with a tokio
+    /// task per transaction on one current-thread runtime)
     #[arg(long, value_enum, default_value_t = InFlight::Threads)]
     pub in_flight: InFlight,
 
@@ -199,7 +200,7 @@ impl Consistency {
 pub enum InFlight {
     /// A client thread per transaction in flight.
     Threads,
-    /// One thread with the asynchronous executor.
+    /// One thread: the sweep with the asynchronous executor, tpcc with tokio tasks.
     Async,
 }
 

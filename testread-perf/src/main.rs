@@ -21,6 +21,7 @@ mod tpcc_run;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
@@ -128,15 +129,18 @@ fn run(args: &Args, shutdown: &Shutdown) -> Result<()> {
     for &transporter in transporters {
         shutdown.check()?;
         if args.local {
+            let tpcc = args.workload == args::WorkloadKind::Tpcc;
             let placement = match (args.concurrency.is_empty(), args.in_flight) {
-                _ if args.workload == args::WorkloadKind::Tpcc => local::Placement::SweepThreads,
+                (_, args::InFlight::Threads) if tpcc => local::Placement::SweepThreads,
+                (_, args::InFlight::Async) if tpcc => local::Placement::SweepAsync,
                 (true, _) => local::Placement::Measure,
                 (false, args::InFlight::Threads) => local::Placement::SweepThreads,
                 (false, args::InFlight::Async) => local::Placement::SweepAsync,
             };
             local::place_for(&config, transporter.kind(), placement)?;
         }
-        let cluster = connect(transporter)?;
+        // Shared with the tokio tasks of an asynchronous tpcc level, which cannot borrow it.
+        let cluster = Arc::new(connect(transporter)?);
         let link = match link_name(cluster.transporter_kind()) {
             // A TLS link is a TCP link whose bytes are TLS records.
             "tcp" if transporter == Transporter::Tls => "tls",

@@ -15,8 +15,11 @@
 //! lines'; the customers' C_YTD_PAYMENT and the history = the payments.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, RwLock};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -25,7 +28,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rndb_api::{
     Cluster, ColumnDef, ColumnType, ErrorClass, ExecType, LockMode, ScanOptions, Table, TableDef,
-    Transaction, Value,
+    TokioCluster, TokioTransaction, Transaction, Value,
 };
 
 /// Districts per warehouse (TPC-C's 10).
@@ -442,21 +445,23 @@ pub struct Level {
     pub payment_ns: Histogram<u64>,
 }
 
-/// The parameters every client thread of a level shares.
-pub struct Run<'a> {
-    pub cluster: &'a Cluster,
-    pub tables: &'a Tables,
+/// The parameters every client of a level shares. It owns what it names (counted references),
+/// so that the tasks of an asynchronous level, which must not borrow, can each hold it.
+#[derive(Clone)]
+pub struct Run {
+    pub cluster: Arc<Cluster>,
+    pub tables: Tables,
     pub scale: Scale,
     pub setting: Setting,
     pub duration: Duration,
     pub seed: u64,
     /// Polled between transactions: true stops the level early (Ctrl-C).
-    pub stop: &'a (dyn Fn() -> bool + Sync),
+    pub stop: Arc<dyn Fn() -> bool + Send + Sync>,
     /// Unique keys for history rows.
-    pub history_ids: &'a AtomicU64,
+    pub history_ids: Arc<AtomicU64>,
 }
 
-impl std::fmt::Debug for Run<'_> {
+impl std::fmt::Debug for Run {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Run")
             .field("scale", &self.scale)
@@ -464,6 +469,26 @@ impl std::fmt::Debug for Run<'_> {
             .field("duration", &self.duration)
             .field("seed", &self.seed)
             .finish_non_exhaustive()
+    }
+}
+
+/// How a level keeps its transactions in flight. Either way each client runs the same
+/// transactions ([`Run::client`]); only who waits for an execute differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InFlight {
+    /// A client thread per transaction in flight; each execute blocks its thread.
+    Threads,
+    /// A tokio task per transaction in flight, every one on one current-thread runtime (one OS
+    /// thread); each execute is awaited.
+    Async,
+}
+
+impl InFlight {
+    pub fn name(self) -> &'static str {
+        match self {
+            InFlight::Threads => "threads",
+            InFlight::Async => "async",
+        }
     }
 }
 
@@ -484,19 +509,112 @@ struct NewOrder {
     lines: Vec<(u32, u32, u32)>,
 }
 
-impl Run<'_> {
-    /// Runs `in_flight` client threads for the run's duration, started together; adds what
-    /// committed to `ledger`.
-    pub fn level(&self, in_flight: u32, ledger: &Mutex<Ledger>) -> Result<Level> {
+/// What one client did: its figures and what it committed.
+type ClientResult = Result<(Level, Ledger)>;
+
+/// Where a client runs its transactions.
+#[derive(Clone, Copy)]
+enum On<'c> {
+    /// On a thread of its own, which each execute blocks.
+    Thread(&'c Cluster),
+    /// As a task of a tokio runtime, which awaits each execute.
+    Task(TokioCluster<'c>),
+}
+
+impl<'c> On<'c> {
+    fn start(self, setting: Setting) -> Result<Tx<'c>> {
+        let mut tx = match self {
+            On::Thread(cluster) => Tx::Blocking(cluster.start_transaction()?),
+            On::Task(cluster) => Tx::Awaited(cluster.start_transaction()),
+        };
+        tx.set_durable_commit(setting == Setting::Durable);
+        Ok(tx)
+    }
+}
+
+/// A transaction of either kind. Operations are defined and rows read on the [`Transaction`]
+/// it derefs to, the same for both; only [`Tx::execute`] differs.
+enum Tx<'c> {
+    Blocking(Transaction<'c>),
+    Awaited(TokioTransaction<'c>),
+}
+
+impl<'c> Tx<'c> {
+    /// Every operation defined since the last execute, in one round trip: the blocking one
+    /// returns only once its answers came (its future is ready at its first poll), the
+    /// awaited one lets the runtime run other tasks meanwhile.
+    async fn execute(&mut self, exec: ExecType) -> Result<(), rndb_api::Error> {
+        match self {
+            Tx::Blocking(tx) => tx.execute(exec),
+            Tx::Awaited(tx) => tx.execute(exec).await,
+        }
+    }
+}
+
+impl<'c> Deref for Tx<'c> {
+    type Target = Transaction<'c>;
+    fn deref(&self) -> &Transaction<'c> {
+        match self {
+            Tx::Blocking(tx) => tx,
+            Tx::Awaited(tx) => tx,
+        }
+    }
+}
+
+impl<'c> DerefMut for Tx<'c> {
+    fn deref_mut(&mut self) -> &mut Transaction<'c> {
+        match self {
+            Tx::Blocking(tx) => tx,
+            Tx::Awaited(tx) => tx,
+        }
+    }
+}
+
+/// Runs a client thread's future to its end. It never waits (its executes block the thread
+/// instead), so one poll ends it, and no runtime is needed.
+fn run_on_thread<T>(future: impl Future<Output = Result<T>>) -> Result<T> {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        Poll::Ready(result) => result,
+        Poll::Pending => bail!("a client thread's transaction waited for a runtime"),
+    }
+}
+
+impl Run {
+    /// Runs `in_flight` clients for the run's duration, started together, as threads or as
+    /// tasks (`mode`); adds what committed to `ledger`.
+    pub fn level(&self, in_flight: u32, mode: InFlight, ledger: &mut Ledger) -> Result<Level> {
         if in_flight == 0 || in_flight > IN_FLIGHT_MAX {
             bail!("{in_flight} in flight is outside 1..={IN_FLIGHT_MAX}");
         }
+        let clients = match mode {
+            InFlight::Threads => self.threads(in_flight),
+            InFlight::Async => self.tasks(in_flight)?,
+        };
+        let mut level = empty_level(in_flight)?;
+        for client in clients {
+            let (mine, own) = client?;
+            level.new_orders += mine.new_orders;
+            level.payments += mine.payments;
+            level.temporary_errors += mine.temporary_errors;
+            level.elapsed = level.elapsed.max(mine.elapsed);
+            level.latency_ns.add(&mine.latency_ns)?;
+            level.new_order_ns.add(&mine.new_order_ns)?;
+            level.payment_ns.add(&mine.payment_ns)?;
+            ledger.merge(&own);
+        }
+        Ok(level)
+    }
+
+    /// `in_flight` client threads.
+    fn threads(&self, in_flight: u32) -> Vec<ClientResult> {
         // Held while the threads start: each waits for it to go before its first transaction,
         // so all begin together; if one cannot be started, `abort` sends the others home.
         let gate = RwLock::new(());
         let abort = AtomicBool::new(false);
         let held = gate.write().unwrap_or_else(|p| p.into_inner());
-        let results: Vec<Result<Level>> = std::thread::scope(|scope| {
+        std::thread::scope(|scope| {
             let mut handles = Vec::new();
             let mut failed = None;
             for index in 0..in_flight {
@@ -507,9 +625,10 @@ impl Run<'_> {
                     .spawn_scoped(scope, move || {
                         drop(gate.read().unwrap_or_else(|p| p.into_inner()));
                         if abort.load(Ordering::Acquire) {
-                            return empty_level(in_flight);
+                            return Ok((empty_level(in_flight)?, Ledger::default()));
                         }
-                        self.client(index, in_flight, ledger)
+                        let on = On::Thread(&self.cluster);
+                        run_on_thread(self.client(on, index, in_flight))
                     });
                 match spawned {
                     Ok(handle) => handles.push(handle),
@@ -521,7 +640,7 @@ impl Run<'_> {
                 }
             }
             drop(held);
-            let mut results: Vec<Result<Level>> = handles
+            let mut results: Vec<ClientResult> = handles
                 .into_iter()
                 .map(|h| {
                     h.join()
@@ -530,24 +649,42 @@ impl Run<'_> {
                 .collect();
             results.extend(failed.map(Err));
             results
-        });
-        let mut level = empty_level(in_flight)?;
-        for result in results {
-            let thread = result?;
-            level.new_orders += thread.new_orders;
-            level.payments += thread.payments;
-            level.temporary_errors += thread.temporary_errors;
-            level.elapsed = level.elapsed.max(thread.elapsed);
-            level.latency_ns.add(&thread.latency_ns)?;
-            level.new_order_ns.add(&thread.new_order_ns)?;
-            level.payment_ns.add(&thread.payment_ns)?;
-        }
-        Ok(level)
+        })
+    }
+
+    /// `in_flight` client tasks, `tokio::spawn`ed on one current-thread runtime made for the
+    /// level (a task of a `LocalSet` would cost a system call for each wake-up: see
+    /// `rndb_api::tokio_api`). The runtime is dropped with the level, and the links' receive
+    /// tasks with it; the blocking API reads the links again after.
+    fn tasks(&self, in_flight: u32) -> Result<Vec<ClientResult>> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("build the tokio runtime")?;
+        let run = Arc::new(self.clone());
+        Ok(runtime.block_on(async {
+            // None runs before this future awaits the first, so all begin together.
+            let tasks: Vec<_> = (0..in_flight)
+                .map(|index| {
+                    let run = Arc::clone(&run);
+                    tokio::spawn(async move {
+                        let on = On::Task(run.cluster.tokio());
+                        run.client(on, index, in_flight).await
+                    })
+                })
+                .collect();
+            let mut results = Vec::with_capacity(tasks.len());
+            for task in tasks {
+                let result = task.await;
+                results.push(result.unwrap_or_else(|e| bail!("client task: {e}")));
+            }
+            results
+        }))
     }
 
     /// One client: transactions back to back until the deadline. Its home warehouse is fixed
     /// (TPC-C's terminal), its district picked per transaction.
-    fn client(&self, index: u32, in_flight: u32, ledger: &Mutex<Ledger>) -> Result<Level> {
+    async fn client(&self, on: On<'_>, index: u32, in_flight: u32) -> ClientResult {
         let seed =
             self.seed ^ (u64::from(in_flight) << 32) ^ u64::from(index).wrapping_mul(0x9E37_79B9);
         let mut rng = StdRng::seed_from_u64(seed);
@@ -561,9 +698,9 @@ impl Run<'_> {
             let new_order = rng.gen_range(0..NEW_ORDER_SHARE.1) < NEW_ORDER_SHARE.0;
             let attempt = if new_order {
                 let input = self.new_order_input(home, &mut rng);
-                self.new_order(&input, &mut own)
+                self.new_order(on, &input, &mut own).await
             } else {
-                self.payment(home, &mut rng, &mut own)
+                self.payment(on, home, &mut rng, &mut own).await
             };
             match attempt.with_context(|| format!("client {index}"))? {
                 Attempt::Committed => {
@@ -581,8 +718,7 @@ impl Run<'_> {
             }
         }
         mine.elapsed = begun.elapsed();
-        ledger.lock().unwrap_or_else(|p| p.into_inner()).merge(&own);
-        Ok(mine)
+        Ok((mine, own))
     }
 
     fn new_order_input(&self, home: u32, rng: &mut StdRng) -> NewOrder {
@@ -615,21 +751,20 @@ impl Run<'_> {
         }
     }
 
-    fn start(&self) -> Result<Transaction<'_>> {
-        let mut tx = self.cluster.start_transaction()?;
-        tx.set_durable_commit(self.setting == Setting::Durable);
-        Ok(tx)
-    }
-
     /// TPC-C New-Order: read the warehouse's tax, the district's tax and next order id
     /// (exclusive), the customer's discount, each item's price and each stock row
     /// (exclusive); then take the order id, insert the order, its new_order row and its lines,
     /// and update the stock.
-    fn new_order(&self, input: &NewOrder, ledger: &mut Ledger) -> Result<Attempt> {
-        let t = self.tables;
+    async fn new_order(
+        &self,
+        on: On<'_>,
+        input: &NewOrder,
+        ledger: &mut Ledger,
+    ) -> Result<Attempt> {
+        let t = &self.tables;
         let read = self.setting.read_lock();
         let (w, d) = (Value::UInt32(input.w), Value::UInt32(input.d));
-        let mut tx = self.start()?;
+        let mut tx = on.start(self.setting)?;
         // The district first: the transaction is coordinated where its row is.
         let district = tx.read(&t.district, &[w.clone(), d.clone()], LockMode::Exclusive)?;
         let warehouse = tx.read(&t.warehouse, std::slice::from_ref(&w), read)?;
@@ -648,7 +783,7 @@ impl Run<'_> {
             )?;
             items.push((i, s));
         }
-        if let Some(temporary) = temporary(tx.execute(ExecType::NoCommit))? {
+        if let Some(temporary) = temporary(tx.execute(ExecType::NoCommit).await)? {
             return Ok(temporary);
         }
         let o_id = u32_at(tx.row(district), 5, "d_next_o_id")?;
@@ -724,7 +859,7 @@ impl Run<'_> {
         let _total = total * (10_000 - i64::from(discount)) / 10_000
             * (10_000 + i64::from(w_tax) + i64::from(d_tax))
             / 10_000;
-        if let Some(temporary) = temporary(tx.execute(ExecType::Commit))? {
+        if let Some(temporary) = temporary(tx.execute(ExecType::Commit).await)? {
             return Ok(temporary);
         }
         let key = (input.w, input.d);
@@ -740,13 +875,19 @@ impl Run<'_> {
     /// TPC-C Payment (by customer number, the home warehouse's customer): read the warehouse,
     /// district and customer (exclusive), add the amount to W_YTD, D_YTD and the customer's
     /// payments, and insert a history row.
-    fn payment(&self, home: u32, rng: &mut StdRng, ledger: &mut Ledger) -> Result<Attempt> {
-        let t = self.tables;
+    async fn payment(
+        &self,
+        on: On<'_>,
+        home: u32,
+        rng: &mut StdRng,
+        ledger: &mut Ledger,
+    ) -> Result<Attempt> {
+        let t = &self.tables;
         let d = rng.gen_range(1..=DISTRICTS_PER_WAREHOUSE);
         let c = rng.gen_range(1..=self.scale.customers_per_district);
         let amount: i64 = rng.gen_range(100..=500_000);
         let (wv, dv, cv) = (Value::UInt32(home), Value::UInt32(d), Value::UInt32(c));
-        let mut tx = self.start()?;
+        let mut tx = on.start(self.setting)?;
         let warehouse = tx.read(&t.warehouse, std::slice::from_ref(&wv), LockMode::Exclusive)?;
         let district = tx.read(&t.district, &[wv.clone(), dv.clone()], LockMode::Exclusive)?;
         let customer = tx.read(
@@ -754,7 +895,7 @@ impl Run<'_> {
             &[wv.clone(), dv.clone(), cv.clone()],
             LockMode::Exclusive,
         )?;
-        if let Some(temporary) = temporary(tx.execute(ExecType::NoCommit))? {
+        if let Some(temporary) = temporary(tx.execute(ExecType::NoCommit).await)? {
             return Ok(temporary);
         }
         let w_ytd = i64_at(tx.row(warehouse), 4, "w_ytd")?;
@@ -793,7 +934,7 @@ impl Run<'_> {
                 Value::Varchar(filler(c, 24)),
             ],
         )?;
-        if let Some(temporary) = temporary(tx.execute(ExecType::Commit))? {
+        if let Some(temporary) = temporary(tx.execute(ExecType::Commit).await)? {
             return Ok(temporary);
         }
         *ledger.payments.entry((home, d)).or_default() += 1;

@@ -2,16 +2,16 @@
 //! transactions in flight, then the consistency checks; figures as a table or JSON.
 
 use std::sync::atomic::AtomicU64;
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use comfy_table::{presets, CellAlignment, Table};
 use rndb_api::Cluster;
-use rndb_testread_perf::tpcc::{self, Checked, Ledger, Level, Scale};
+use rndb_testread_perf::tpcc::{self, Checked, InFlight, Ledger, Level, Scale};
 use serde::Serialize;
 
-use crate::args::{Args, Transporter};
+use crate::args::{self, Args, Transporter};
 use crate::local::Shutdown;
 
 /// The JSON document of a tpcc run (`version` as in the access report).
@@ -25,6 +25,9 @@ pub struct TpccReport {
     /// One per transporter and setting: what the consistency checks found (they passed, or
     /// the run failed).
     pub checks: Vec<TpccChecked>,
+    /// `--in-flight` (named in `params`).
+    #[serde(skip)]
+    pub mode: InFlight,
 }
 
 #[derive(Debug, Serialize)]
@@ -35,6 +38,9 @@ pub struct TpccParams {
     pub items: u32,
     pub customers_per_district: u32,
     pub in_flight: Vec<u32>,
+    /// How each level kept its transactions in flight (`--in-flight`): `threads` (a client
+    /// thread per transaction) or `async` (a tokio task per transaction, on one thread).
+    pub in_flight_mode: &'static str,
     pub duration_ms: u64,
     pub consistency: Vec<&'static str>,
     pub transporter: Vec<&'static str>,
@@ -48,6 +54,8 @@ pub struct TpccFigures {
     pub link: &'static str,
     pub consistency: &'static str,
     pub in_flight: u32,
+    /// `threads` or `async`, as in the params.
+    pub in_flight_mode: &'static str,
     /// New-Order and Payment transactions committed per second.
     pub tx_per_sec: f64,
     /// New-Orders per minute (TPC-C's tpmC, for this partial mix).
@@ -80,7 +88,12 @@ fn us(h: &hdrhistogram::Histogram<u64>, q: f64) -> f64 {
 }
 
 impl TpccFigures {
-    fn new(transporter: Transporter, setting: tpcc::Setting, level: &Level) -> TpccFigures {
+    fn new(
+        transporter: Transporter,
+        setting: tpcc::Setting,
+        mode: InFlight,
+        level: &Level,
+    ) -> TpccFigures {
         let seconds = level.elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
         let round = |x: f64| (x * 10.0).round() / 10.0;
         TpccFigures {
@@ -88,6 +101,7 @@ impl TpccFigures {
             link: transporter.name(),
             consistency: setting.name(),
             in_flight: level.in_flight,
+            in_flight_mode: mode.name(),
             tx_per_sec: round((level.new_orders + level.payments) as f64 / seconds),
             new_orders_per_min: round(level.new_orders as f64 * 60.0 / seconds),
             new_orders: level.new_orders,
@@ -108,7 +122,7 @@ impl TpccFigures {
 /// Runs every setting over one connected transporter; appends figures and checks.
 pub fn run_transporter(
     args: &Args,
-    cluster: &Cluster,
+    cluster: &Arc<Cluster>,
     transporter: Transporter,
     seed: u64,
     shutdown: &Shutdown,
@@ -119,7 +133,7 @@ pub fn run_transporter(
         items: args.tpcc_items,
         customers_per_district: args.tpcc_customers,
     };
-    let stop = || shutdown.requested();
+    let mode = in_flight_mode(args.in_flight);
     for consistency in &args.consistency {
         shutdown.check()?;
         let setting = consistency.setting();
@@ -133,37 +147,37 @@ pub fn run_transporter(
         let tables = tpcc::create_and_load(cluster, scale, setting.read_backup())
             .context("load the tpcc tables")?;
         eprintln!("testread-perf: tpcc: loaded in {:.2?}", started.elapsed());
-        let history_ids = AtomicU64::new(0);
-        let ledger = Mutex::new(Ledger::default());
+        let mut ledger = Ledger::default();
+        let stop = shutdown.clone();
         let run = tpcc::Run {
-            cluster,
-            tables: &tables,
+            cluster: Arc::clone(cluster),
+            tables: tables.clone(),
             scale,
             setting,
             duration: Duration::from_millis(args.duration_ms),
             seed,
-            stop: &stop,
-            history_ids: &history_ids,
+            stop: Arc::new(move || stop.requested()),
+            history_ids: Arc::new(AtomicU64::new(0)),
         };
         for &in_flight in &args.concurrency {
             shutdown.check()?;
             let level = run
-                .level(in_flight, &ledger)
+                .level(in_flight, mode, &mut ledger)
                 .with_context(|| format!("tpcc {} at {in_flight} in flight", setting.name()))?;
             shutdown.check()?;
             eprintln!(
-                "testread-perf: tpcc {} {in_flight} in flight: {} New-Orders, {} Payments, {} \
-                 retried",
+                "testread-perf: tpcc {} {in_flight} in flight ({}): {} New-Orders, {} Payments, \
+                 {} retried",
                 setting.name(),
+                mode.name(),
                 level.new_orders,
                 level.payments,
                 level.temporary_errors
             );
             report
                 .results
-                .push(TpccFigures::new(transporter, setting, &level));
+                .push(TpccFigures::new(transporter, setting, mode, &level));
         }
-        let ledger = ledger.into_inner().unwrap_or_else(|p| p.into_inner());
         let checked = tpcc::check(cluster, &tables, scale, &ledger)
             .with_context(|| format!("tpcc consistency checks after {}", setting.name()))?;
         eprintln!(
@@ -183,6 +197,14 @@ pub fn run_transporter(
     Ok(())
 }
 
+/// The library's name for `--in-flight`.
+fn in_flight_mode(in_flight: args::InFlight) -> InFlight {
+    match in_flight {
+        args::InFlight::Threads => InFlight::Threads,
+        args::InFlight::Async => InFlight::Async,
+    }
+}
+
 impl TpccReport {
     pub fn new(args: &Args, config_file: String, seed: u64) -> TpccReport {
         TpccReport {
@@ -196,6 +218,7 @@ impl TpccReport {
                 items: args.tpcc_items,
                 customers_per_district: args.tpcc_customers,
                 in_flight: args.concurrency.clone(),
+                in_flight_mode: in_flight_mode(args.in_flight).name(),
                 duration_ms: args.duration_ms,
                 consistency: args
                     .consistency
@@ -207,6 +230,7 @@ impl TpccReport {
             },
             results: Vec::new(),
             checks: Vec::new(),
+            mode: in_flight_mode(args.in_flight),
         }
     }
 
@@ -219,8 +243,17 @@ impl TpccReport {
         let p = &self.params;
         let mut out = format!(
             "testread-perf tpcc (New-Order and Payment, 45:43): {} warehouse(s), {} items, {} \
-             customers per district, {} ms per level, seed {}, config {}\n",
-            p.warehouses, p.items, p.customers_per_district, p.duration_ms, p.seed, p.config_file
+             customers per district, {} ms per level, in flight as {}, seed {}, config {}\n",
+            p.warehouses,
+            p.items,
+            p.customers_per_district,
+            p.duration_ms,
+            match self.mode {
+                InFlight::Threads => "threads (a client thread per transaction)",
+                InFlight::Async => "async (a tokio task per transaction, on one thread)",
+            },
+            p.seed,
+            p.config_file
         );
         let mut table = Table::new();
         table.load_preset(presets::UTF8_FULL_CONDENSED);

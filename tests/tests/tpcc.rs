@@ -1,14 +1,15 @@
 //! Proves that the order-entry workload (`testread-perf --workload tpcc`) keeps TPC-C's
 //! consistency conditions and its own ledger under every consistency setting on a two-node,
-//! two-replica cluster, and that its checks fail when the data is wrong: a district whose next
-//! order id moved, a warehouse whose year-to-date lost a payment, a lost order line.
+//! two-replica cluster, with its transactions on client threads and as tokio tasks on one
+//! thread (`--in-flight async`), and that its checks fail when the data is wrong: a district
+//! whose next order id moved, a warehouse whose year-to-date lost a payment, a lost order line.
 
 use std::sync::atomic::AtomicU64;
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rndb_api::{Cluster, ExecType, Value};
-use rndb_testread_perf::tpcc::{self, Ledger, Scale, Setting, Tables};
+use rndb_testread_perf::tpcc::{self, InFlight, Ledger, Scale, Setting, Tables};
 use rndb_tests::{ClusterSpec, TestCluster};
 
 const SCALE: Scale = Scale {
@@ -20,29 +21,34 @@ const SCALE: Scale = Scale {
 const RUN: Duration = Duration::from_millis(400);
 /// Transactions in flight: enough to contend for the districts and warehouse rows.
 const IN_FLIGHT: u32 = 6;
+/// The asynchronous run's levels: one task, then more tasks than the threaded runs' threads.
+const ASYNC_LEVELS: [u32; 2] = [1, 32];
 
-fn run(api: &Cluster, tables: &Tables, setting: Setting) -> Ledger {
-    let history_ids = AtomicU64::new(0);
-    let ledger = Mutex::new(Ledger::default());
-    let stop = || false;
-    let run = tpcc::Run {
-        cluster: api,
-        tables,
+fn workload(api: &Arc<Cluster>, tables: &Tables, setting: Setting) -> tpcc::Run {
+    tpcc::Run {
+        cluster: Arc::clone(api),
+        tables: tables.clone(),
         scale: SCALE,
         setting,
         duration: RUN,
         seed: 26,
-        stop: &stop,
-        history_ids: &history_ids,
-    };
-    let level = run.level(IN_FLIGHT, &ledger).expect("run the workload");
+        stop: Arc::new(|| false),
+        history_ids: Arc::new(AtomicU64::new(0)),
+    }
+}
+
+fn run(api: &Arc<Cluster>, tables: &Tables, setting: Setting) -> Ledger {
+    let mut ledger = Ledger::default();
+    let level = workload(api, tables, setting)
+        .level(IN_FLIGHT, InFlight::Threads, &mut ledger)
+        .expect("run the workload");
     // A durable setting may commit only a few in the time, maybe all of one kind; the test
     // asks for both kinds over all settings.
     assert!(
         level.new_orders + level.payments > 0,
         "{setting:?}: {level:?}"
     );
-    ledger.into_inner().expect("ledger")
+    ledger
 }
 
 #[test]
@@ -52,7 +58,7 @@ fn every_setting_keeps_the_invariants_and_the_checks_catch_damage() {
         .replicas(2)
         .data_memory("64M");
     let cluster = TestCluster::start(spec).expect("start the cluster");
-    let api = cluster.connect().expect("connect");
+    let api = Arc::new(cluster.connect().expect("connect"));
     let (mut new_orders, mut payments) = (0, 0);
     for setting in Setting::EVERY {
         let tables = tpcc::create_and_load(&api, SCALE, setting.read_backup()).expect("load");
@@ -66,6 +72,22 @@ fn every_setting_keeps_the_invariants_and_the_checks_catch_damage() {
         payments += checked.payments;
     }
     assert!(new_orders > 0 && payments > 0, "{new_orders} {payments}");
+
+    // Tokio tasks on one runtime thread run the same transactions: levels that add to one
+    // ledger, then the same checks.
+    let tables = tpcc::create_and_load(&api, SCALE, false).expect("load");
+    let mut ledger = Ledger::default();
+    let tasks = workload(&api, &tables, Setting::Committed);
+    for in_flight in ASYNC_LEVELS {
+        let level = tasks
+            .level(in_flight, InFlight::Async, &mut ledger)
+            .expect("run the workload as tasks");
+        assert!(level.new_orders + level.payments > 0, "{level:?}");
+    }
+    let checked = tpcc::check(&api, &tables, SCALE, &ledger).unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(checked.orders, ledger.new_orders.values().sum::<u64>());
+    assert_eq!(checked.payments, ledger.payments.values().sum::<u64>());
+    assert!(checked.orders > 0 && checked.payments > 0, "{checked:?}");
 
     // The last setting's tables, damaged one way at a time, fail the checks.
     let tables = tpcc::create_and_load(&api, SCALE, false).expect("load");
