@@ -195,23 +195,9 @@ impl Consistency {
     }
 }
 
-/// How the concurrency sweep keeps transactions in flight.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum InFlight {
-    /// A client thread per transaction in flight.
-    Threads,
-    /// One thread: the sweep with the asynchronous executor, tpcc with tokio tasks.
-    Async,
-}
-
-impl InFlight {
-    pub fn name(self) -> &'static str {
-        match self {
-            InFlight::Threads => "threads",
-            InFlight::Async => "async",
-        }
-    }
-}
+/// How the sweep and the tpcc workload keep transactions in flight (the library's, so that
+/// both share it).
+pub use rndb_testread_perf::tpcc::InFlight;
 
 const AFTER_HELP: &str = "\
 One measurement reads `range` consecutive rows from a random start row in one transaction that \

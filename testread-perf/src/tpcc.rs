@@ -472,14 +472,15 @@ impl std::fmt::Debug for Run {
     }
 }
 
-/// How a level keeps its transactions in flight. Either way each client runs the same
-/// transactions ([`Run::client`]); only who waits for an execute differs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How a level keeps its transactions in flight (testread-perf's `--in-flight`). Either way
+/// each tpcc client runs the same transactions ([`Run::client`]); only who waits for an execute
+/// differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum InFlight {
     /// A client thread per transaction in flight; each execute blocks its thread.
     Threads,
-    /// A tokio task per transaction in flight, every one on one current-thread runtime (one OS
-    /// thread); each execute is awaited.
+    /// One thread: the sweep with the asynchronous executor, tpcc with a tokio task per
+    /// transaction on one current-thread runtime (each execute awaited).
     Async,
 }
 

@@ -11,7 +11,7 @@ use rndb_api::Cluster;
 use rndb_testread_perf::tpcc::{self, Checked, InFlight, Ledger, Level, Scale};
 use serde::Serialize;
 
-use crate::args::{self, Args, Transporter};
+use crate::args::{Args, Transporter};
 use crate::local::Shutdown;
 
 /// The JSON document of a tpcc run (`version` as in the access report).
@@ -133,7 +133,7 @@ pub fn run_transporter(
         items: args.tpcc_items,
         customers_per_district: args.tpcc_customers,
     };
-    let mode = in_flight_mode(args.in_flight);
+    let mode = args.in_flight;
     for consistency in &args.consistency {
         shutdown.check()?;
         let setting = consistency.setting();
@@ -197,14 +197,6 @@ pub fn run_transporter(
     Ok(())
 }
 
-/// The library's name for `--in-flight`.
-fn in_flight_mode(in_flight: args::InFlight) -> InFlight {
-    match in_flight {
-        args::InFlight::Threads => InFlight::Threads,
-        args::InFlight::Async => InFlight::Async,
-    }
-}
-
 impl TpccReport {
     pub fn new(args: &Args, config_file: String, seed: u64) -> TpccReport {
         TpccReport {
@@ -218,7 +210,7 @@ impl TpccReport {
                 items: args.tpcc_items,
                 customers_per_district: args.tpcc_customers,
                 in_flight: args.concurrency.clone(),
-                in_flight_mode: in_flight_mode(args.in_flight).name(),
+                in_flight_mode: args.in_flight.name(),
                 duration_ms: args.duration_ms,
                 consistency: args
                     .consistency
@@ -230,7 +222,7 @@ impl TpccReport {
             },
             results: Vec::new(),
             checks: Vec::new(),
-            mode: in_flight_mode(args.in_flight),
+            mode: args.in_flight,
         }
     }
 
