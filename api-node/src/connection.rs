@@ -963,15 +963,22 @@ impl Connection {
         let taken = self.await_progress(request_id, deadline, usize::MAX, |shared| {
             shared.replies.remove(&request_id)
         });
+        let reply = self.taken_or_forgotten(request_id, taken)?;
+        Ok(Answers(reply.unwrap_or_default().frames))
+    }
+
+    /// What `await_progress` took, or, when the deadline passed (4012) or the link failed, the
+    /// error, with the request forgotten.
+    fn taken_or_forgotten<T>(
+        &self,
+        request_id: u32,
+        taken: Result<Option<T>, Error>,
+    ) -> Result<T, Error> {
         match taken {
-            Ok(Some(reply)) => Ok(Answers(reply.unwrap_or_default().frames)),
-            Ok(None) => {
+            Ok(Some(taken)) => Ok(taken),
+            failed => {
                 self.forget(request_id);
-                Err(self.no_answer())
-            }
-            Err(e) => {
-                self.forget(request_id);
-                Err(e)
+                Err(failed.err().unwrap_or_else(|| self.no_answer()))
             }
         }
     }
@@ -1007,17 +1014,7 @@ impl Connection {
                     }
                     complete
                 });
-            let complete = match progress {
-                Ok(Some(complete)) => complete,
-                Ok(None) => {
-                    self.forget(request_id);
-                    return Err(self.no_answer());
-                }
-                Err(e) => {
-                    self.forget(request_id);
-                    return Err(e);
-                }
-            };
+            let complete = self.taken_or_forgotten(request_id, progress)?;
             on_answers(&slice);
             if complete {
                 recycle_reply_buffer(slice.0);
