@@ -131,6 +131,10 @@ signals! {
     MASTER_GCPREQ = 93;
     /// The epoch commits start in on the sender (NDB's MASTER_GCPCONF).
     MASTER_GCPCONF = 94;
+    /// The president includes a restarting node: the epoch commits start in now, which a
+    /// round run before the inclusion may have moved past its START_PERMCONF's (NDB carries
+    /// it in INCL_NODEREQ).
+    GCP_EPOCH_REP = 95;
     // QMGR's membership (data node ↔ data node).
     /// I am alive (every HeartbeatIntervalDbDb ms, to every other data node); no payload.
     HEARTBEAT = 100;

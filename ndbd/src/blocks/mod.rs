@@ -360,7 +360,7 @@ impl Kernel {
             signal if dict::schema::is_schema_answer(signal) && self.qmgr.is_data_node(from) => {
                 self.exec_schema_answer(from, header, payload, out, now)?
             }
-            gsn::GCP_PREPARE..=gsn::MASTER_GCPCONF if self.qmgr.is_data_node(from) => {
+            gsn::GCP_PREPARE..=gsn::GCP_EPOCH_REP if self.qmgr.is_data_node(from) => {
                 let GcpSignal { gci, failed } = GcpSignal::decode(payload)?;
                 if matches!(header.signal, gsn::GCP_SAVEREQ | gsn::CNTR_START_CONF) {
                     self.gcp.master_failed = NodeSet::from_words(failed);

@@ -4,7 +4,8 @@
 //! checkpoint and redo log up to its restorable GCI g, and the live replicas then send whole
 //! only the rows changed after g; the others go as their key alone ("unchanged"), and what N
 //! restored that the copy neither sent nor confirmed was deleted since and is removed. One node
-//! restarts at a time; the president (the master, the lowest live id) lets it in.
+//! restarts at a time; the president (the master: the lowest live id not being copied to)
+//! lets it in, and stays master until N serves.
 //! (docs/node-restart.md has the byte layouts and the cost.)
 //!
 //! ```text
@@ -251,8 +252,8 @@ impl Kernel {
             }
             gsn::COPY_ROWS => self.exec_copy_rows(from, payload)?,
             gsn::COPY_FRAGCONF => self.exec_copy_fragconf(from, out),
-            gsn::START_COPYCONF => self.exec_start_copyconf(from, out),
-            gsn::NODE_STARTED_REP => self.exec_node_started_rep(node(payload)?),
+            gsn::START_COPYCONF => self.exec_start_copyconf(from, out, now),
+            gsn::NODE_STARTED_REP => self.exec_node_started_rep(node(payload)?, out, now),
             other => return Err(ProtocolViolation(format!("unknown signal {other}"))),
         }
         Ok(())
@@ -738,6 +739,9 @@ impl Kernel {
                 self.qmgr.rejoined.push(node);
                 self.qmgr.include(node);
                 self.gcp.forget_failed(node);
+                if i.president == self.me {
+                    self.gcp_include(node, out);
+                }
                 tracing::info!(node = %node, "data node {node} included: it takes writes (last in every chain) and global checkpoints while its fragments are copied");
             }
             i.before.retain(|&t| self.tc.has_transaction(t));
@@ -1041,7 +1045,7 @@ impl Kernel {
     }
 
     /// START_COPYCONF at the president: the node is started, everywhere.
-    fn exec_start_copyconf(&mut self, from: NodeId, out: &mut dyn Outbox) {
+    fn exec_start_copyconf(&mut self, from: NodeId, out: &mut dyn Outbox, now: Instant) {
         if self
             .node_restart
             .admit
@@ -1054,7 +1058,7 @@ impl Kernel {
         let alive: Vec<NodeId> = self.qmgr.alive().collect();
         for node in alive {
             if node == self.me {
-                self.exec_node_started_rep(from);
+                self.exec_node_started_rep(from, out, now);
             } else {
                 self.send_to(node, gsn::NODE_STARTED_REP, Some(from), out);
             }
@@ -1062,11 +1066,12 @@ impl Kernel {
     }
 
     /// NODE_STARTED_REP: `node` restarted; it is read from like any replica.
-    fn exec_node_started_rep(&mut self, node: NodeId) {
+    fn exec_node_started_rep(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
         self.qmgr.copying.remove(node);
         if self.qmgr.master() == self.me {
-            // The president now (the restarted node itself when its id is the lowest) moves
-            // its primaries back.
+            // The president now (the restarted node itself when its id is the lowest, which
+            // then takes over the global checkpoints, `gcp_started_as_master`) moves its
+            // primaries back.
             self.primary_switch_queue(node);
         }
         if node == self.me && self.node_restart.me.take().is_some() {
@@ -1075,6 +1080,7 @@ impl Kernel {
                 gci = self.gcp.current,
                 "node restart complete: data node {node} started"
             );
+            self.gcp_started_as_master(out, now);
         } else if node != self.me {
             tracing::info!(node = %node, "data node {node} started (node restart)");
         }

@@ -1,6 +1,7 @@
 //! QMGR: membership. Which data nodes the cluster has, which of them this node has a live link
 //! to, whether the cluster has started (every data node connected once), which node is master
-//! (the lowest live id: DICT's master, and NDB's president), and node failure: when a data
+//! (the lowest live id not being copied to by node restart: DICT's master, and NDB's
+//! president), and node failure: when a data
 //! node's link closes, QMGR marks it failed and tells every block (NODE_FAILREP), each of which
 //! cleans up its own records.
 //!
@@ -245,12 +246,15 @@ impl Qmgr {
         }
     }
 
-    /// The lowest live data node other than `failed`: the president once `failed` is gone.
+    /// The master once `failed` is gone (see [`master`](Self::master)): the president that
+    /// declares it failed.
     fn president_without(&self, failed: NodeId) -> NodeId {
         self.data_nodes
             .iter()
             .copied()
-            .find(|&n| n != failed && (n == self.me || self.up.contains(&n)))
+            .find(|&n| {
+                n != failed && (n == self.me || self.up.contains(&n)) && !self.copying.contains(n)
+            })
             .unwrap_or(self.me)
     }
 
@@ -314,12 +318,14 @@ impl Qmgr {
     }
 
     /// NDB's DICT master: the live data node with the lowest id (every survivor of a failure
-    /// picks the same one).
+    /// picks the same one), but for a node still being copied to by node restart, this one
+    /// included: it holds no say until it serves, and the president that lets it in stays
+    /// master (and runs the global checkpoints) until then.
     pub fn master(&self) -> NodeId {
         self.data_nodes
             .iter()
             .copied()
-            .find(|&n| n == self.me || self.up.contains(&n))
+            .find(|&n| (n == self.me || self.up.contains(&n)) && !self.copying.contains(n))
             .unwrap_or(self.me)
     }
 

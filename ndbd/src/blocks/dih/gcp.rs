@@ -1,8 +1,8 @@
 //! DIH's global checkpoints (NDB's GCP protocol). Every commit belongs to one epoch, a 64-bit
 //! GCI whose high word is the global checkpoint and whose low word counts the epochs within
-//! it. The master (the lowest live data node) starts a new epoch every TimeBetweenEpochs ms,
-//! and every TimeBetweenGlobalCheckpoints ms a new global checkpoint, whose old one it then
-//! saves:
+//! it. The master (the lowest live data node not being copied to) starts a new epoch every
+//! TimeBetweenEpochs ms, and every TimeBetweenGlobalCheckpoints ms a new global checkpoint,
+//! whose old one it then saves:
 //!
 //! ```text
 //!  master ─GCP_PREPARE(g)──► every node: commits that have not started wait ─GCP_PREPARECONF─►
@@ -24,6 +24,14 @@
 //! that, its first save could name an epoch below one some node was already committing in, and
 //! that node would log those commits after the save's GCI_COMPLETED: a system restart would
 //! restore such a transaction on other nodes only.
+//!
+//! A node that restarts (node restart) joins the rounds once the president includes it, and
+//! the president then tells it the current epoch (GCP_EPOCH_REP): the epoch its START_PERMCONF
+//! named may be older, and a node that coordinated a commit in a GCI the others have saved
+//! would log it after their GCI_COMPLETED (seed 0xbad: a node restart then copied around the
+//! change, and it was lost). A restarted node whose id is the lowest becomes master once it
+//! serves: it takes over as after a failure, and the president answers its MASTER_GCPREQ
+//! only once its own round has ended, so two masters' rounds never overlap.
 //!
 //! A coordinator that fails does not send GCP_NODEFINISH: its transactions of the epoch may be
 //! committed on some survivors and not yet on others, until the master decides them (see
@@ -92,6 +100,9 @@ pub(crate) struct Gcp {
     pub asked_save: bool,
     /// As a new master: the nodes whose epoch it waits for (MASTER_GCPREQ) before any round.
     takeover: Option<NodeSet>,
+    /// As a master that a restarted node of lower id took over from: the MASTER_GCPREQs
+    /// answered once this node's last round has ended (the new one's must not overlap it).
+    deferred: NodeSet,
 }
 
 #[derive(Debug)]
@@ -149,6 +160,7 @@ impl Gcp {
             save_wanted: false,
             asked_save: false,
             takeover: None,
+            deferred: NodeSet::new(),
         }
     }
 
@@ -267,10 +279,15 @@ impl Kernel {
                 self.gcp_timer(out, now);
             }
             gsn::COPY_GCIREQ => self.gcp_copy(from, gci, out),
+            gsn::MASTER_GCPREQ if self.gcp.round.is_some() => {
+                // This node was master until `from` started: its round ends first.
+                self.gcp.deferred.insert(from);
+            }
             gsn::MASTER_GCPREQ => {
                 let current = self.gcp.current;
                 self.send_gcp(from, gsn::MASTER_GCPCONF, current, out);
             }
+            gsn::GCP_EPOCH_REP => self.gcp.current = self.gcp.current.max(gci),
             gsn::MASTER_GCPCONF => {
                 self.gcp.current = self.gcp.current.max(gci);
                 if let Some(awaiting) = self.gcp.takeover.as_mut() {
@@ -465,6 +482,10 @@ impl Kernel {
         let Some(next) = next else {
             self.gcp.round = None;
             self.gcp.next_epoch = Some(now + self.gcp.epoch_interval);
+            let current = self.gcp.current;
+            for node in std::mem::take(&mut self.gcp.deferred).iter() {
+                self.send_gcp(node, gsn::MASTER_GCPCONF, current, out);
+            }
             if self.gcp.save_wanted {
                 self.gcp_timer(out, now);
             }
@@ -496,24 +517,59 @@ impl Kernel {
         }
     }
 
+    /// As a new master: asks every other live node for its epoch (MASTER_GCPREQ) and starts
+    /// no round before all answered; the round this node ran as master before, if any, is
+    /// over.
+    fn gcp_take_over(&mut self, out: &mut dyn Outbox, now: Instant) {
+        self.gcp.round = None;
+        self.gcp.deferred = NodeSet::new();
+        let awaiting: NodeSet = self.qmgr.peers_up().collect();
+        for peer in awaiting.iter() {
+            self.send_gcp(peer, gsn::MASTER_GCPREQ, 0, out);
+        }
+        self.gcp.takeover = Some(awaiting);
+        self.gcp_takeover_done(out, now);
+    }
+
+    /// This node started by node restart and is master now (its id is the lowest): it takes
+    /// over the global checkpoints from the president, whose round in progress ends first
+    /// (the president answers MASTER_GCPREQ only then). Without it, this node's first round
+    /// would start from its own epoch, which may be behind the cluster's.
+    pub(crate) fn gcp_started_as_master(&mut self, out: &mut dyn Outbox, now: Instant) {
+        if self.qmgr.master() == self.me {
+            self.gcp_take_over(out, now);
+        }
+    }
+
+    /// At the president, as it includes a restarting node: the node takes the epoch commits
+    /// start in now. Its START_PERMCONF named the epoch of then, and a round run since
+    /// without it (the node was not included yet) may have moved on, even saved that GCI:
+    /// the node must never coordinate a commit in a GCI the cluster has saved.
+    pub(crate) fn gcp_include(&mut self, node: NodeId, out: &mut dyn Outbox) {
+        let mut epoch = self.gcp.current;
+        if let Some(round) = &self.gcp.round {
+            if round.step != gsn::GCP_PREPARE {
+                // GCP_COMMIT went out; this node's own may still wait in the job queue.
+                epoch = epoch.max(round.gci);
+            }
+        }
+        self.send_gcp(node, gsn::GCP_EPOCH_REP, epoch, out);
+    }
+
     /// NODE_FAILREP in DIH: the master's round stops waiting for the failed node; when the
     /// master itself failed, commits held for its GCP_COMMIT go on in the current epoch, and
     /// the new master asks every node for its epoch before its first round.
     pub(crate) fn dih_node_failrep(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
-        // The failed node was the master if it is below this one, which is master now.
-        let was_master = node < self.me && self.qmgr.master() == self.me;
+        // The failed node was the master if it is below this one, which is master now, and
+        // was not being copied to (then it was never master).
+        let was_master =
+            node < self.me && !self.qmgr.copying.contains(node) && self.qmgr.master() == self.me;
         if let Some(awaiting) = self.gcp.takeover.as_mut() {
             awaiting.remove(node);
         }
+        self.gcp.deferred.remove(node);
         if was_master && self.qmgr.started() {
-            // The old master's round, if any, is over: a new one starts from the highest epoch.
-            self.gcp.round = None;
-            let mut awaiting: NodeSet = self.qmgr.peers_up().collect();
-            awaiting.remove(node);
-            for peer in awaiting.iter() {
-                self.send_gcp(peer, gsn::MASTER_GCPREQ, 0, out);
-            }
-            self.gcp.takeover = Some(awaiting);
+            self.gcp_take_over(out, now);
         }
         self.gcp_takeover_done(out, now);
         if let Some(round) = self.gcp.round.as_mut() {
