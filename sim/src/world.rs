@@ -326,9 +326,10 @@ struct World {
     hung: BTreeSet<NodeId>,
     /// A partition was made: a side that loses arbitration stops (2305), as it must.
     split: bool,
-    /// Until when a one-way partition may still get one of its ends declared failed: no
-    /// other partition starts before (two at once could take a node group off whole).
-    one_way_until_ns: u64,
+    /// Until when a partition may still get a node declared failed (a one-way cut's end, or
+    /// a two-way cut's side, which runs on, started, until it finds itself alone): no other
+    /// partition starts before (two at once could take a node group off whole).
+    partition_until_ns: u64,
     /// Data nodes that started again after a crash (node restart).
     restarted: BTreeSet<NodeId>,
     /// Each data node's disk (durable seeds): it outlives the node's kernels.
@@ -442,7 +443,7 @@ impl World {
             crash_after: BTreeMap::new(),
             paused: BTreeMap::new(),
             split: false,
-            one_way_until_ns: 0,
+            partition_until_ns: 0,
             hung: BTreeSet::new(),
             restarted: BTreeSet::new(),
             disks,
@@ -1214,7 +1215,7 @@ impl World {
             Planned::OneWay { from, to, for_ns } => {
                 // Past the heartbeat bound either end may be declared failed: not when that
                 // would leave a node group without a node (see `cut`).
-                if self.now_ns < self.one_way_until_ns
+                if self.now_ns < self.partition_until_ns
                     || !self.every_group_served_without(&[from])
                     || !self.every_group_served_without(&[to])
                 {
@@ -1224,8 +1225,7 @@ impl World {
                 self.count("partition (one-way)");
                 self.split = true;
                 // Its end is declared failed up to a heartbeat bound after it heals.
-                let bound = 5 * u64::from(self.knobs.heartbeat_ms) * 1_000_000;
-                self.one_way_until_ns = self.now_ns + for_ns + bound;
+                self.partition_until_ns = self.now_ns + for_ns + self.heartbeat_bound_ns();
                 let until = self.now_ns + for_ns;
                 self.net.blackhole(from, to, until);
             }
@@ -1509,17 +1509,27 @@ impl World {
         self.schedule_fault(at, Planned::Reconnect { client, node });
     }
 
+    /// Past this a node silent to its peers has been declared failed (4 heartbeat intervals,
+    /// and one more for the report to reach the president).
+    fn heartbeat_bound_ns(&self) -> u64 {
+        5 * u64::from(self.knobs.heartbeat_ms) * 1_000_000
+    }
+
     /// The data nodes of `side` lose their links to the other data nodes, both ways. A cut
     /// that would leave some node group with no started node off `side` is not made: that
     /// side would stop as it must (2305), but so would the other, and the cluster with it
     /// (as a crash of a whole node group, which the crash plans leave out too).
     fn cut(&mut self, side: &[NodeId]) {
-        if self.now_ns < self.one_way_until_ns || !self.every_group_served_without(side) {
+        if self.now_ns < self.partition_until_ns || !self.every_group_served_without(side) {
             self.count("partition not made (it could split a node group off whole)");
             return;
         }
         self.count("partition (two-way)");
         self.split = true;
+        // Seed 0x4a894 (`--faults partition,restart,slow,pause,client,api-link`): a one-way
+        // cut 4 → 1 came 42 us after node 3 was cut off, while node 3 still ran started; node
+        // 1 declared 4 failed, and node group {3, 4} was gone.
+        self.partition_until_ns = self.now_ns + self.heartbeat_bound_ns();
         let others: Vec<NodeId> = self
             .kernels
             .keys()
