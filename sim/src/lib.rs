@@ -38,7 +38,10 @@
 //! key, or as committed reads whose every value some transfer must have written); then
 //! faults stop, links heal, clients finish, and client 0 reads every row
 //! under locks (the set: every key of its space, a missing row answered 626), then at its
-//! backup (the replicas must agree); the register and set histories are checked last. Faults: data nodes crash at a random time or right after handling a given
+//! backup (the replicas must agree); the register and set histories are checked last. After
+//! every kernel step, a kernel that logged a change behind its own GCI's GCI_COMPLETED fails
+//! the seed at once (`Kernel::take_broken_invariant`). Faults: data nodes crash at a random
+//! time or right after handling a given
 //! signal (never both replicas of a node group; what they sent is lost or still delivered),
 //! clients die (some while a request is outstanding), links slow down, API links drop and
 //! come back, data nodes pause (their events wait, their links stay up), BUGGIFY makes sends

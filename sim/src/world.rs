@@ -712,6 +712,9 @@ impl World {
         f(kernel, &mut out, now)?;
         let closes = std::mem::take(&mut out.closes);
         self.overloads += out.overloads;
+        if let Some(why) = kernel.take_broken_invariant() {
+            return Err(format!("data node {node}: {why}"));
+        }
         let unsent = kernel.has_unsent_answers();
         let fatal = kernel.take_fatal();
         if kernel.is_started() {

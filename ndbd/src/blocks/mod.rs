@@ -287,6 +287,13 @@ impl Kernel {
         self.fatal.take()
     }
 
+    /// A broken invariant this node found in itself, once: a change logged in its redo log
+    /// behind its own GCI's GCI_COMPLETED (see `Redo::late_change`). The simulator fails the
+    /// seed on it.
+    pub fn take_broken_invariant(&mut self) -> Option<String> {
+        self.lqh.redo.as_mut().and_then(|r| r.late_change.take())
+    }
+
     /// The epoch commits start in now (NDB's GCI: checkpoint in the high word).
     pub fn current_gci(&self) -> u64 {
         self.gcp.current

@@ -1,9 +1,8 @@
 //! QMGR: membership. Which data nodes the cluster has, which of them this node has a live link
 //! to, whether the cluster has started (every data node connected once), which node is master
 //! (the lowest live id not being copied to by node restart: DICT's master, and NDB's
-//! president), and node failure: when a data
-//! node's link closes, QMGR marks it failed and tells every block (NODE_FAILREP), each of which
-//! cleans up its own records.
+//! president), and node failure: when a data node's link closes, QMGR marks it failed and
+//! tells every block (NODE_FAILREP), each of which cleans up its own records.
 //!
 //! Heartbeats find a node whose link stays open but which no longer runs (a stopped process, a
 //! link that drops everything): every data node sends HEARTBEAT to every other one each

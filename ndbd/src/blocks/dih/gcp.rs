@@ -283,10 +283,7 @@ impl Kernel {
                 // This node was master until `from` started: its round ends first.
                 self.gcp.deferred.insert(from);
             }
-            gsn::MASTER_GCPREQ => {
-                let current = self.gcp.current;
-                self.send_gcp(from, gsn::MASTER_GCPCONF, current, out);
-            }
+            gsn::MASTER_GCPREQ => self.gcp_answer_master(from, out),
             gsn::GCP_EPOCH_REP => self.gcp.current = self.gcp.current.max(gci),
             gsn::MASTER_GCPCONF => {
                 self.gcp.current = self.gcp.current.max(gci);
@@ -482,9 +479,8 @@ impl Kernel {
         let Some(next) = next else {
             self.gcp.round = None;
             self.gcp.next_epoch = Some(now + self.gcp.epoch_interval);
-            let current = self.gcp.current;
             for node in std::mem::take(&mut self.gcp.deferred).iter() {
-                self.send_gcp(node, gsn::MASTER_GCPCONF, current, out);
+                self.gcp_answer_master(node, out);
             }
             if self.gcp.save_wanted {
                 self.gcp_timer(out, now);
@@ -514,6 +510,17 @@ impl Kernel {
                 "took over global checkpoints as master"
             );
             self.gcp_timer(out, now);
+        }
+    }
+
+    /// MASTER_GCPCONF to a new master: the epoch commits start in here. A save some node
+    /// asked this node for as master (GCP_SAVE_WANTED) and that it did not start goes with
+    /// it: durable commits wait for it.
+    fn gcp_answer_master(&mut self, to: NodeId, out: &mut dyn Outbox) {
+        let current = self.gcp.current;
+        self.send_gcp(to, gsn::MASTER_GCPCONF, current, out);
+        if std::mem::take(&mut self.gcp.save_wanted) {
+            self.send_gcp(to, gsn::GCP_SAVE_WANTED, 0, out);
         }
     }
 

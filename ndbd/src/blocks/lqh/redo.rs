@@ -50,6 +50,12 @@ pub(crate) struct Redo {
     appended: u64,
     /// File requests for NDBFS, taken by the kernel.
     pub requests: Vec<(FsOp, RedoIo)>,
+    /// The newest global checkpoint this log wrote a GCI_COMPLETED for.
+    completed: u32,
+    /// A change logged behind the GCI_COMPLETED of its own GCI, which a restart up to that
+    /// GCI would not restore though every node calls it saved: a broken invariant of the
+    /// GCP protocol, for the simulator to fail the seed on (the first one seen).
+    pub late_change: Option<String>,
 }
 
 /// Where a part goes on after a restart.
@@ -132,6 +138,8 @@ impl Redo {
             buffered: 0,
             appended: 0,
             requests: Vec::new(),
+            completed: 0,
+            late_change: None,
         };
         for part in 0..redo.parts.len() {
             if redo.parts[part].written == 0 {
@@ -205,6 +213,16 @@ impl Redo {
 
     /// Logs a committed change of a row of `fragment`.
     pub fn log_change(&mut self, change: &RowChange<'_>, gci: u64) {
+        if format::gci_hi(gci) <= self.completed && self.late_change.is_none() {
+            let why = format!(
+                "a change of table {} in GCI {} logged after this node's GCI_COMPLETED for GCI {}",
+                change.table_id,
+                format::gci_hi(gci),
+                self.completed
+            );
+            tracing::error!("{why}");
+            self.late_change = Some(why);
+        }
         let part = change.fragment as usize % self.parts.len();
         let bytes =
             (format::RECORD_HEAD_BYTES + 16 + change.key.len() + change.row.map_or(0, <[u8]>::len))
@@ -270,6 +288,7 @@ impl Redo {
     /// everything buffered is written and synced. Returns how many syncs were asked for (the
     /// save is done when that many have completed).
     pub fn save(&mut self, gci: u64) -> usize {
+        self.completed = self.completed.max(format::gci_hi(gci));
         let mut paths = Vec::new();
         for part in 0..self.parts.len() {
             self.make_room(part, EMPTY_RECORD_BYTES);
