@@ -100,6 +100,11 @@ pub enum ArbiterEvent {
 }
 
 impl ArbiterState {
+    /// True once a president made this node the arbitrator (ARBIT_STARTREQ).
+    pub fn has_ticket(&self) -> bool {
+        self.ticket.is_some()
+    }
+
     /// The answer (signal and payload) to arbitration request `signal` (ARBIT_STARTREQ or
     /// ARBIT_CHOOSEREQ), with what happened; `None` for another signal.
     pub fn answer(&mut self, signal: u16, request: &Arbit) -> Option<(u16, Arbit, ArbiterEvent)> {

@@ -555,6 +555,11 @@ impl Client {
         self.phase != Phase::Dead
     }
 
+    /// True once a data node's president made this client the arbitrator.
+    pub fn arbitrator_started(&self) -> bool {
+        self.arbiter.as_ref().is_some_and(ArbiterState::has_ticket)
+    }
+
     /// True when the client has nothing outstanding (the workload may end).
     pub fn is_idle(&self) -> bool {
         self.request.is_none()

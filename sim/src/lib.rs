@@ -32,8 +32,9 @@
 //!
 //! A run: clients register (API_REGREQ); client 0 creates the tables (some seeds first at a
 //! non-master, which answers 702) and the set's unique hash index on its value column (read
-//! through with TCINDXREQ), and inserts their rows; the fault plan is drawn and the
-//! workload runs (in some seeds the bank's full reads are table scans: SCAN_TABREQ to every
+//! through with TCINDXREQ), and inserts their rows; once the arbitrator runs (in seeds with
+//! one) the fault plan is drawn and the workload runs (in some seeds the bank's full reads
+//! are table scans: SCAN_TABREQ to every
 //! data node, SCAN_NEXTREQ for each further batch, under locks checked like a read of every
 //! key, or as committed reads whose every value some transfer must have written); then
 //! faults stop, links heal, clients finish, and client 0 reads every row

@@ -49,6 +49,8 @@ const CRASH_AFTER_SIGNALS: [u16; 7] = [
 ];
 /// How soon after the first crash a second one may follow, at most, when they come together.
 const CRASH_STORM_NS_MAX: u64 = 30_000_000;
+/// How long the faults wait for the arbitrator to be started once the tables are ready.
+const ARBITRATOR_WAIT_NS: u64 = 1_000_000_000;
 /// The tables must be ready this soon.
 const SETUP_NS_MAX: u64 = 30_000_000_000;
 /// After the workload ends, the final reads must be done this soon.
@@ -342,6 +344,8 @@ struct World {
     /// The GCI bound when the tables were ready: a cluster crash waits until a sysfile names
     /// it, or the tables (whose creation is saved with global checkpoints) would be gone.
     ready_gci: u32,
+    /// When the tables were first seen ready (see `arbitration_ready`).
+    ready_since_ns: Option<u64>,
     /// Cluster crashes so far.
     cluster_crashes: Vec<ClusterCrash>,
     /// Data nodes whose logs stop before the cluster's (see `ClusterCrash::lagging`).
@@ -450,6 +454,7 @@ impl World {
             incarnations: data_nodes.iter().map(|&n| (n, 0)).collect(),
             gci_clock: GciClock::default(),
             ready_gci: 0,
+            ready_since_ns: None,
             cluster_crashes: Vec::new(),
             lagging: BTreeSet::new(),
             restart_pending: false,
@@ -503,7 +508,7 @@ impl World {
                 return Err(what);
             }
             self.flush_log();
-            if !self.planned && self.shared.ready {
+            if !self.planned && self.shared.ready && self.arbitration_ready() {
                 self.plan_faults();
             }
             if self.shared.final_done {
@@ -924,6 +929,20 @@ impl World {
     }
 
     /// Draws the faults of the workload phase, which starts now.
+    /// Faults start once the arbitrator runs (in seeds with one), or a second after the
+    /// tables were ready. A president that hangs before it has started one, and a node of the
+    /// other node group soon after, leave the survivors half the nodes without an arbitrator:
+    /// they stop (2305), as NDB's do, and the sim does not start a stopped cluster again
+    /// (seed 0x7a20ea).
+    fn arbitration_ready(&mut self) -> bool {
+        if !self.knobs.arbitrator {
+            return true;
+        }
+        let since = *self.ready_since_ns.get_or_insert(self.now_ns);
+        self.clients[crate::client::ARBITRATOR].arbitrator_started()
+            || self.now_ns >= since + ARBITRATOR_WAIT_NS
+    }
+
     fn plan_faults(&mut self) {
         self.planned = true;
         let start = self.now_ns;

@@ -4,7 +4,7 @@
 //! simulator: if a fixed bug's seed passes for another reason, look for a new seed with
 //! `scripts/sim --seeds N --faults crash`.)
 
-use rndb_sim::{run_seed, Fault, Options};
+use rndb_sim::{run_seed, Fault, Options, Workload};
 
 /// Seed 0x10be3a (found by `scripts/sim --seeds 100000 --start 1000000 --once` at commit
 /// 84c15b1; later commits draw more knobs, so it replays there only: `git checkout 84c15b1`
@@ -112,6 +112,11 @@ fn a_delete_seen_by_a_reader_survives_the_coordinators_failure() {
 ///   declared it failed and moved node 1's primaries back, and the final check compared
 ///   their chain order with the one node 4 held from before. A node that hangs or is paused
 ///   is no longer asked.
+/// - 0x7a20ea (`--workload registers`, default faults, found by `scripts/sim --seeds 5000
+///   --start 8000000 --workload registers`), a simulator bug: node 1, the president, hung
+///   1.5 ms after the tables were ready, before it had started the arbitrator, and node 4
+///   hung too; nodes 2 and 3, half the cluster without an arbitrator, stopped (2305), as NDB's
+///   would. Faults now start once the arbitrator runs.
 ///
 /// Each seed's run changed with its fix (new frames, new draws): they stay as regressions.
 #[test]
@@ -121,12 +126,17 @@ fn seeds_found_with_heartbeats_pass() {
         ..Options::default()
     };
     let default = Options::default();
+    let registers = Options {
+        workload: Workload::Registers,
+        ..Options::default()
+    };
     let failures: Vec<String> = [
         (0x123, &default),
         (0x706, &default),
         (0xc591e, &every),
         (0xdc1ee, &default),
         (0xfd2cd, &default),
+        (0x7a20ea, &registers),
     ]
     .iter()
     .filter_map(|&(seed, options)| run_seed(seed, options).err())
