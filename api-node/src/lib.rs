@@ -686,7 +686,7 @@ impl Cluster {
             connection,
             self.new_request_id(),
             (signal, receiver_block, payload),
-            self.deadline(),
+            self.request_timeout,
         )
     }
 
@@ -784,12 +784,13 @@ fn open_connection(
 }
 
 /// Sends one signal `(signal, receiver block, payload)` on `connection` as request
-/// `request_id` and waits until `deadline` for its answer.
+/// `request_id` and waits up to `timeout` for its answer. The clock is read once the request
+/// is on its way, while the data node works on it.
 fn request(
     connection: &Connection,
     request_id: u32,
     (signal, receiver_block, payload): (u16, u16, &[u8]),
-    deadline: Instant,
+    timeout: Duration,
 ) -> Result<Answers, Error> {
     let header = FrameHeader {
         signal,
@@ -802,7 +803,7 @@ fn request(
         connection.forget(request_id);
         return Err(e);
     }
-    connection.wait(request_id, deadline)
+    connection.wait(request_id, Instant::now() + timeout)
 }
 
 /// Asks the data node of `connection` whether the cluster has started (API_REGREQ as request
@@ -813,7 +814,7 @@ fn api_reg_conf(
     timeout: Duration,
 ) -> Result<ApiRegConf, Error> {
     let signal = (lqh::gsn::API_REGREQ, block::QMGR, &[][..]);
-    let answers = request(connection, request_id, signal, Instant::now() + timeout)?;
+    let answers = request(connection, request_id, signal, timeout)?;
     let (signal, payload) = single_answer(&answers, connection)?;
     (signal == lqh::gsn::API_REGCONF)
         .then(|| ApiRegConf::decode(payload).ok())
