@@ -1179,9 +1179,8 @@ impl Connection {
             }
             // Spinning on the probe, the clock is read on every SPIN_CLOCK_EVERY-th turn.
             spins = spins.wrapping_add(1);
-            let clock_due = self.probe.is_none()
-                || budget.is_zero()
-                || spins.is_multiple_of(SPIN_CLOCK_EVERY);
+            let clock_due =
+                self.probe.is_none() || budget.is_zero() || spins.is_multiple_of(SPIN_CLOCK_EVERY);
             if clock_due {
                 now = Instant::now();
                 if now >= deadline {
@@ -1333,10 +1332,7 @@ impl Connection {
             add_under_link_lock(&self.frames_received, delivered as u64);
             // Every frame's header and trailer are the same size: that of an empty frame.
             let framing_bytes = link.encoded_frame_bytes(0) * delivered;
-            add_under_link_lock(
-                &self.bytes_received,
-                (payload_bytes + framing_bytes) as u64,
-            );
+            add_under_link_lock(&self.bytes_received, (payload_bytes + framing_bytes) as u64);
         }
         let done = shared.progressed(request_id, slice_bytes);
         drop(guard);

@@ -70,6 +70,19 @@ fn local_uses_shm_between_api_and_data_nodes() {
 }
 
 #[test]
+fn local_spin_uses_shm_everywhere_and_spins() {
+    let config = parse("local-spin.ini");
+    assert_eq!(config.node_groups.len(), 1);
+    assert_eq!(config.node_groups[0].nodes, vec![NodeId(1), NodeId(2)]);
+    assert!(config.links.iter().all(|l| l.kind == TransporterKind::Shm));
+    assert_eq!(config.links.len(), 1 + 2 * config.api_slots.len());
+    assert!(config.links.iter().all(|l| l.shm_spintime_us == 300));
+    for node in &config.data_nodes {
+        assert_eq!(node.lock_execute_thread_to_cpu, vec![1]);
+    }
+}
+
+#[test]
 fn four_nodes_form_two_groups_of_two() {
     let config = parse("four-nodes.ini");
     let groups: Vec<(u32, Vec<u16>)> = config

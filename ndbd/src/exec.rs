@@ -129,6 +129,10 @@ pub struct ExecLoop {
     /// `rndb_transporter::sleeper`), with the ticker that bounds its sleeps; `None` sleeps in
     /// the poller after a plain flush.
     sleeper: Option<(Sleeper, TimerFd)>,
+    /// Another data node's execution thread shares this one's CPU: a spinning turn that finds
+    /// no input yields the CPU (`sched_yield`), so that the other loop runs now, not at the
+    /// end of this one's time slice.
+    yields_when_spinning: bool,
     /// The one link with output at the end of the last turn, left for `wait` to send with its
     /// sleep (or to flush, when it does not sleep).
     deferred: Option<NodeId>,
@@ -193,6 +197,7 @@ impl ExecLoop {
             polls_skipped: 0,
             has_shm_links: false,
             sleeper,
+            yields_when_spinning: shares_cpu,
             deferred: None,
             ndbfs: None,
             probe: None,
@@ -338,6 +343,9 @@ impl ExecLoop {
             return (false, now);
         }
         self.polls_skipped = 0;
+        if spinning && !input_waiting && self.yields_when_spinning {
+            let _ = nix::sched::sched_yield();
+        }
         let sleeping = !timeout.is_zero() && self.prepare_to_sleep();
         if !sleeping {
             timeout = Duration::ZERO;

@@ -140,7 +140,7 @@ pub fn run(
         .with_context(|| format!("LockExecuteThreadToCPU of node {me}"))?;
     let shares_cpu = shares_cpu_with_data_node(&config, me);
     if shares_cpu {
-        tracing::info!(node = %me, "execution thread shares its CPU with another data node's: answers are sent with the sleep that follows them");
+        tracing::info!(node = %me, "execution thread shares its CPU with another data node's: answers are sent with the sleep that follows them, and a spin that finds no input yields the CPU");
     }
     let connected_for_mgm = connected.clone();
     let shutdown_for_mgm = shutdown.clone();

@@ -8,7 +8,8 @@
 //! row with the bank total intact. Each restarted node takes its primaries back once started
 //! (its log says so).
 //! One API node connected at the start runs every round: it links each restarted data node
-//! again and uses it.
+//! again and uses it. The same holds with every link over spinning shared memory, data nodes
+//! to each other too.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -198,7 +199,12 @@ fn copy_report(log: &str) -> Option<CopyReport> {
 /// checkpoint than the cold rows' inserts).
 fn node_restarts_under_load(spec: ClusterSpec, restarts: &[Restart], partner: NodeId, files: bool) {
     let mut cluster = TestCluster::start(spec).expect("start the data nodes");
-    let api = connect(&cluster);
+    restarts_on(&mut cluster, restarts, partner, files);
+}
+
+/// [`node_restarts_under_load`] on a started cluster.
+fn restarts_on(cluster: &mut TestCluster, restarts: &[Restart], partner: NodeId, files: bool) {
+    let api = connect(cluster);
     let table = recreate_table(&api, &accounts_def("accounts")).expect("create accounts");
     let rows: Vec<Vec<Value>> = (0..ACCOUNT_COUNT)
         .map(|id| row(id, OPENING_BALANCE))
@@ -355,6 +361,51 @@ const TEN_RESTARTS: [Restart; 10] = [
 #[test]
 fn data_nodes_with_files_killed_and_restarted_ten_times_hold_every_row() {
     node_restarts_under_load(spec(), &TEN_RESTARTS, NodeId(4), true);
+}
+
+/// The four nodes in config/examples/local-spin.ini's shape: every link shared memory (each
+/// pair of data nodes through its own `[shm]` section), spinning for ShmSpintime, and every
+/// execution thread bound to CPU 1, where spinning loops yield it to each other.
+fn spec_over_spinning_shm() -> ClusterSpec {
+    let mut spec = spec()
+        .use_shm(true)
+        .data_node_param("LockExecuteThreadToCPU", "1");
+    for (a, b) in [(1, 2), (1, 3), (1, 4), (2, 3), (2, 4), (3, 4)] {
+        spec = spec.extra(&format!(
+            "[shm]\nNodeId1={a}\nNodeId2={b}\nShmSpintime=300\n"
+        ));
+    }
+    spec
+}
+
+#[test]
+fn data_nodes_linked_over_spinning_shared_memory_restart_with_every_row() {
+    let mut cluster = TestCluster::start(spec_over_spinning_shm()).expect("start the data nodes");
+    // The cluster is what the spec says: node 1 links every other data node over SHM, and
+    // knows it shares its CPU with them.
+    wait_until("node 1's links to the data nodes", START_TIMEOUT, || {
+        let log = cluster.log(NodeId(1));
+        let shm_links = (2..=4)
+            .filter(|peer| {
+                // "node connected" (it accepted the link) or "connected to data node".
+                log.lines().any(|l| {
+                    l.contains("connected")
+                        && l.contains(&format!(" node={peer} "))
+                        && l.contains("kind=SHM")
+                })
+            })
+            .count();
+        Ok((shm_links == 3).then_some(()))
+    })
+    .expect("node 1 links data nodes 2, 3 and 4 over SHM");
+    assert!(
+        cluster
+            .log(NodeId(1))
+            .contains("shares its CPU with another data node"),
+        "node 1 does not know it shares CPU 1"
+    );
+    let restarts = [(NodeId(2), false), (NodeId(3), true)];
+    restarts_on(&mut cluster, &restarts, NodeId(4), true);
 }
 
 #[test]
