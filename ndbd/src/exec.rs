@@ -11,7 +11,10 @@
 //! nodes' execution threads share one CPU (`Settings::shares_cpu`), a turn that ends with output
 //! for one API node's socket link leaves it to `wait`, which sends it in the same system call that puts the
 //! loop to sleep (`rndb_transporter::sleeper`), so that the client it wakes does not preempt
-//! the loop on its way to sleep; a timerfd then bounds those sleeps by the timer tick.
+//! the loop on its way to sleep; a timerfd then bounds those sleeps by the timer tick. Such a
+//! loop, spinning, yields the CPU (`sched_yield`) on every turn that finds no input: the other
+//! loop runs at once instead of at the end of this one's time slice, so a message between two
+//! spinning data nodes on one CPU costs a context switch (config/examples/local-spin.ini).
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
