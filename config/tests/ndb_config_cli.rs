@@ -1,6 +1,6 @@
 //! Proves that the `ndb_config` binary answers queries like NDB's tool: one line per node,
 //! `--connections` with the link kinds, every error of a broken file with exit status 1, and a
-//! missing file named as missing.
+//! missing file named as missing, and a reader that closed the pipe early ending it quietly.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -183,4 +183,29 @@ fn a_missing_file_is_named_as_missing() {
         stderr.contains(&format!("{missing}: the config file does not exist")),
         "stderr: {stderr}"
     );
+}
+
+#[test]
+fn a_reader_that_closed_the_pipe_ends_it_quietly() {
+    // The pipe's read end is closed before ndb_config starts, so its first write fails with
+    // EPIPE (Rust programs ignore SIGPIPE), as under `ndb_config ... | head -1` once head left.
+    let (reader, writer) = std::io::pipe().expect("make a pipe");
+    drop(reader);
+    let file = example("local.ini");
+    let output = Command::new(env!("CARGO_BIN_EXE_ndb_config"))
+        .args([
+            "--config-file",
+            file.to_str().expect("utf-8 path"),
+            "--connections",
+        ])
+        .stdout(writer)
+        .output()
+        .expect("run ndb_config");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "exit {:?}: {stderr}",
+        output.status
+    );
+    assert!(stderr.is_empty(), "stderr: {stderr}");
 }

@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -72,7 +73,7 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.configinfo {
         let kind = args.node_type.as_deref().map(section_kind).transpose()?;
-        print!("{}", configinfo(kind));
+        print_out(&configinfo(kind))?;
         return Ok(ExitCode::SUCCESS);
     }
     let path = args
@@ -97,9 +98,19 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
         node_rows(&config, args, &names)?
     };
     if !rows.is_empty() {
-        print!("{}{}", rows.join(&args.rows), args.rows);
+        print_out(&format!("{}{}", rows.join(&args.rows), args.rows))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `text` to stdout. A reader that closed the pipe early (`ndb_config ... | head -1`)
+/// ends the tool quietly, as it would a C tool killed by SIGPIPE; `print!` panicked there.
+fn print_out(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        written => written.context("write to stdout"),
+    }
 }
 
 /// Parses the file, printing every error and warning when it is broken.
