@@ -39,6 +39,7 @@ mod connection;
 pub mod ddl;
 mod error;
 mod heartbeat;
+pub mod placement;
 mod reconnect;
 mod scan;
 #[cfg(feature = "tokio")]

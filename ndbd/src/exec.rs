@@ -345,10 +345,19 @@ impl ExecLoop {
             self.ready.clear();
             return (false, now);
         }
-        self.polls_skipped = 0;
-        if spinning && !input_waiting && self.yields_when_spinning {
+        // A spinning loop that shares its CPU yields it on a turn without input, and polls
+        // the sockets only on every POLLS_SKIPPED_MAX-th such turn: the other loop's turn is
+        // then a look at its rings and a yield, and a frame for this loop waits that long.
+        if spinning && self.yields_when_spinning && self.polls_skipped < POLLS_SKIPPED_MAX {
+            if let Some(node) = deferred {
+                self.flush_link(node);
+            }
+            self.polls_skipped += 1;
+            self.ready.clear();
             let _ = nix::sched::sched_yield();
+            return (false, now);
         }
+        self.polls_skipped = 0;
         let sleeping = !timeout.is_zero() && self.prepare_to_sleep();
         if !sleeping {
             timeout = Duration::ZERO;
@@ -385,6 +394,11 @@ impl ExecLoop {
             for (_, link) in self.registry.iter_mut() {
                 link.woke_up();
             }
+        }
+        // Last, once the deferred output is out and the sockets were looked at: the turn after
+        // the yield begins with a look at the rings, where the other loop's frames arrive.
+        if spinning && !input_waiting && self.ready.is_empty() && self.yields_when_spinning {
+            let _ = nix::sched::sched_yield();
         }
         (sleeping, now)
     }

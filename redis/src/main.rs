@@ -50,6 +50,16 @@ fn main() -> anyhow::Result<()> {
     };
     let cluster = Cluster::connect(&args.config_file, options)
         .with_context(|| format!("connect to the cluster of {}", args.config_file.display()))?;
+    // The runtime spins on its shared-memory links while it awaits answers: it runs beside the
+    // data nodes' CPUs, never on them.
+    if let Some(cpus) = cluster.cpus_beside_spinning_data_nodes() {
+        rndb_api::placement::bind_this_thread(&cpus)
+            .with_context(|| format!("bind the gateway to CPUs {cpus:?}"))?;
+        tracing::info!(
+            ?cpus,
+            "serving from the CPUs the local data nodes leave free"
+        );
+    }
     // The gateway serves until it is killed: its cluster lives as long as the process, which
     // lets every connection's task share it.
     let cluster: &'static Cluster = Box::leak(Box::new(cluster));

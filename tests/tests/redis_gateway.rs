@@ -5,6 +5,7 @@
 //! RondisServerPort or `--port`, pipelines of many clients writing the same keys
 //! on two replicas never deadlock, TTLs expire keys, oversized values are refused,
 //! and garbage, huge lengths and unknown commands get errors while other clients are served.
+//! Over spinning shared memory the gateway keeps off the CPU its data node is bound to.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -172,6 +173,50 @@ fn redis_cli_and_redis_benchmark_work_against_the_gateway() {
     );
     // Every reply was right: the benchmark's keys are there.
     assert_eq!(redis_cli(&gateway, &["EXISTS", "key:__rand_int__"]), "1");
+}
+
+/// The CPUs a thread may run on, from /proc (`Cpus_allowed_list`, as `0-1,3`).
+fn allowed_cpus(pid: u32) -> Vec<usize> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("Cpus_allowed_list")
+        .trim()
+        .to_string();
+    list.split(',')
+        .flat_map(|range| match range.split_once('-') {
+            Some((a, b)) => (a.parse().unwrap()..=b.parse().unwrap()).collect::<Vec<usize>>(),
+            None => vec![range.parse().unwrap()],
+        })
+        .collect()
+}
+
+#[test]
+fn over_spinning_shared_memory_the_gateway_keeps_off_the_data_node_cpu() {
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        eprintln!("skipped: one CPU, none to keep off");
+        return;
+    }
+    let spec = ClusterSpec::new()
+        .use_shm(true)
+        .data_node_param("LockExecuteThreadToCPU", "1")
+        .extra("[shm default]\nShmSpintime=300");
+    let cluster = TestCluster::start(spec).expect("start the cluster");
+    let gateway = Gateway::start(&cluster);
+    assert_eq!(redis_cli(&gateway, &["SET", "k", "v"]), "OK");
+    assert_eq!(redis_cli(&gateway, &["GET", "k"]), "v");
+    // The runtime runs on the main thread, whose id is the process's.
+    let cpus = allowed_cpus(gateway.child.id());
+    assert!(
+        !cpus.is_empty() && !cpus.contains(&1),
+        "the gateway runs on CPUs {cpus:?}"
+    );
+    let log = std::fs::read_to_string(cluster.dir().join("rndb-redis.log")).expect("log");
+    assert!(
+        log.contains("serving from the CPUs the local data nodes leave free"),
+        "{log}"
+    );
 }
 
 #[test]
