@@ -12,9 +12,10 @@
 //! for one API node's socket link leaves it to `wait`, which sends it in the same system call that puts the
 //! loop to sleep (`rndb_transporter::sleeper`), so that the client it wakes does not preempt
 //! the loop on its way to sleep; a timerfd then bounds those sleeps by the timer tick. Such a
-//! loop, spinning, yields the CPU (`sched_yield`) on every turn that finds no input: the other
-//! loop runs at once instead of at the end of this one's time slice, so a message between two
-//! spinning data nodes on one CPU costs a context switch (config/examples/local-spin.ini).
+//! loop, spinning, yields the CPU (`sched_yield`) on every turn that finds no input, once
+//! `SHARED_CPU_YIELD_GRACE` has passed since its last work: the other loop runs at once instead
+//! of at the end of this one's time slice, so a message between two spinning data nodes on one
+//! CPU costs a context switch (config/examples/local-spin.ini).
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,6 +75,13 @@ const SLEEP_SEND_BYTES_MAX: usize = 16 * 1024;
 /// poll of the sockets. A zero-timeout poll is a system call (about 0.2 µs here) that a frame
 /// arriving in a ring waits out; looking at a ring is a load from a cache line.
 const RING_CHECKS_PER_POLL: u32 = 32;
+/// A spinning loop that shares its CPU with another data node's looks at its rings this many
+/// times between two yields: the other loop's frames wait for one such turn.
+const RING_CHECKS_PER_YIELD: u32 = 4;
+/// How long after its last work a loop that shares its CPU spins without yielding it: a
+/// client that answers at once (the next request of a serial run, the commit after a read)
+/// finds it running instead of behind the other loop's turn.
+const SHARED_CPU_YIELD_GRACE: Duration = Duration::from_micros(5);
 
 /// How the loop waits.
 #[derive(Clone, Copy, Debug)]
@@ -315,10 +323,20 @@ impl ExecLoop {
             }
             idle.recorded = true;
         }
+        // Sharing its CPU, a loop yields it only once its own client had a moment to send the
+        // next request (within the grace), and between yields looks at its rings a few times.
+        let yields = self.yields_when_spinning
+            && spinning
+            && now.duration_since(idle.since) >= SHARED_CPU_YIELD_GRACE;
+        let ring_checks = if yields {
+            RING_CHECKS_PER_YIELD
+        } else {
+            RING_CHECKS_PER_POLL
+        };
         let deferred = self.deferred.take();
         let mut input_waiting = !self.hot.is_empty() || self.any_input_pending();
         if spinning && !input_waiting && self.has_shm_links {
-            input_waiting = (1..RING_CHECKS_PER_POLL).any(|_| {
+            input_waiting = (1..ring_checks).any(|_| {
                 std::hint::spin_loop();
                 self.any_input_pending()
             });
@@ -348,7 +366,7 @@ impl ExecLoop {
         // A spinning loop that shares its CPU yields it on a turn without input, and polls
         // the sockets only on every POLLS_SKIPPED_MAX-th such turn: the other loop's turn is
         // then a look at its rings and a yield, and a frame for this loop waits that long.
-        if spinning && self.yields_when_spinning && self.polls_skipped < POLLS_SKIPPED_MAX {
+        if yields && self.polls_skipped < POLLS_SKIPPED_MAX {
             if let Some(node) = deferred {
                 self.flush_link(node);
             }
@@ -397,7 +415,7 @@ impl ExecLoop {
         }
         // Last, once the deferred output is out and the sockets were looked at: the turn after
         // the yield begins with a look at the rings, where the other loop's frames arrive.
-        if spinning && !input_waiting && self.ready.is_empty() && self.yields_when_spinning {
+        if yields && !input_waiting && self.ready.is_empty() {
             let _ = nix::sched::sched_yield();
         }
         (sleeping, now)
