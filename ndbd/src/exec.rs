@@ -141,8 +141,8 @@ pub struct ExecLoop {
     /// the poller after a plain flush.
     sleeper: Option<(Sleeper, TimerFd)>,
     /// Another data node's execution thread shares this one's CPU: a spinning turn that finds
-    /// no input yields the CPU (`sched_yield`), so that the other loop runs now, not at the
-    /// end of this one's time slice.
+    /// no input, past `SHARED_CPU_YIELD_GRACE`, yields the CPU (`sched_yield`), so that the
+    /// other loop runs now, not at the end of this one's time slice.
     yields_when_spinning: bool,
     /// The one link with output at the end of the last turn, left for `wait` to send with its
     /// sleep (or to flush, when it does not sleep).
@@ -353,26 +353,19 @@ impl ExecLoop {
             timeout = timeout.min(RETRY_FLUSH_AFTER);
         }
         // Input is already waiting (frames in a shared-memory ring, a link that stopped at its
-        // read limit, a new link): the poller's system call would only delay it. Sockets are
+        // read limit, a new link): the poller's system call would only delay it. A loop that
+        // yields its shared CPU skips the poll too, and yields: the other loop's turn is then a
+        // look at its rings and a yield, and a frame for this loop waits that long. Sockets are
         // still polled every `POLLS_SKIPPED_MAX` turns, so busy rings cannot starve them.
-        if input_waiting && self.polls_skipped < POLLS_SKIPPED_MAX {
+        if (input_waiting || yields) && self.polls_skipped < POLLS_SKIPPED_MAX {
             if let Some(node) = deferred {
                 self.flush_link(node);
             }
             self.polls_skipped += 1;
             self.ready.clear();
-            return (false, now);
-        }
-        // A spinning loop that shares its CPU yields it on a turn without input, and polls
-        // the sockets only on every POLLS_SKIPPED_MAX-th such turn: the other loop's turn is
-        // then a look at its rings and a yield, and a frame for this loop waits that long.
-        if yields && self.polls_skipped < POLLS_SKIPPED_MAX {
-            if let Some(node) = deferred {
-                self.flush_link(node);
+            if !input_waiting {
+                let _ = nix::sched::sched_yield();
             }
-            self.polls_skipped += 1;
-            self.ready.clear();
-            let _ = nix::sched::sched_yield();
             return (false, now);
         }
         self.polls_skipped = 0;
