@@ -157,7 +157,8 @@ fn id_of(row: &[Value]) -> u32 {
 
 /// Reads the rows with `ids` from replica `replica` in one transaction (CommittedReads, each
 /// served by the node holding that replica): `Some(row)`, or `None` where the replica has no
-/// such row (626). Any other error fails the test.
+/// such row (626). A read refused with a temporary error (1204 while a restarted node takes
+/// its primaries back) is read again, for up to 10 s; any other error fails the test.
 #[track_caller]
 fn replica_rows(
     api: &Cluster,
@@ -165,6 +166,21 @@ fn replica_rows(
     ids: &[u32],
     replica: usize,
 ) -> Vec<Option<Vec<Value>>> {
+    rndb_tests::wait_until(
+        &format!("replica {replica} reads without a temporary error"),
+        Duration::from_secs(10),
+        || Ok(replica_rows_once(api, table, ids, replica).ok()),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// One try of [`replica_rows`]: `Err` with the first temporary error.
+fn replica_rows_once(
+    api: &Cluster,
+    table: &Table,
+    ids: &[u32],
+    replica: usize,
+) -> Result<Vec<Option<Vec<Value>>>, String> {
     let mut transaction = api.start_transaction().expect("start");
     let ops: Vec<_> = ids
         .iter()
@@ -177,7 +193,15 @@ fn replica_rows(
     transaction
         .execute_with(ExecType::Commit, AbortOption::IgnoreError)
         .unwrap_or_else(|e| panic!("read {} rows from replica {replica}: {e}", ids.len()));
-    ids.iter()
+    if let Some(e) = ops
+        .iter()
+        .filter_map(|&op| transaction.op_error(op))
+        .find(|e| e.is_temporary())
+    {
+        return Err(e.to_string());
+    }
+    Ok(ids
+        .iter()
         .zip(ops)
         .map(|(id, op)| match transaction.op_error(op) {
             None => Some(
@@ -189,7 +213,7 @@ fn replica_rows(
             Some(e) if e.code == 626 => None,
             Some(e) => panic!("read key {id} from replica {replica}: {e}"),
         })
-        .collect()
+        .collect())
 }
 
 /// Asserts that both replicas of every id in `ids` hold exactly `expected(id)` (`None`: no
