@@ -1076,6 +1076,7 @@ impl Connection {
                 let parked = shared.parked.len();
                 drop(shared);
                 self.maybe_start_receiver(parked);
+                let _counted = crate::futex_hash::parking();
                 std::thread::park_timeout((deadline - now).min(PARKED_SLEEP_MAX));
                 continue;
             }

@@ -26,11 +26,13 @@
 //!   (`Cluster::tokio`), woken by each link's reader (a task on the runtime for TCP).
 //! - [`ddl`]: a `CREATE TABLE` subset read with `sqlparser`, for tools and applications.
 //! - [`error`]: [`Error`], which keeps NDB's code and temporary/permanent class.
+//! - `futex_hash`: grows the kernel's futex hash for thousands of parked client threads; the
+//!   crate's only `unsafe` (two `prctl` calls).
 //!
 //! Nothing here panics on what a data node or the network sends: a malformed answer closes the
 //! link and fails the waiting request with an error.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod arbiter;
 mod asynch;
@@ -38,6 +40,7 @@ mod connect;
 mod connection;
 pub mod ddl;
 mod error;
+mod futex_hash;
 mod heartbeat;
 pub mod placement;
 mod reconnect;
