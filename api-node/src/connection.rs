@@ -125,6 +125,18 @@ const REPLY_BYTES_INITIAL: usize = 128;
 /// rest of the batch (a publish is one store, plus a wake-up only if the data node sleeps).
 const SHM_PUBLISH_EARLY_BYTES: usize = 256;
 
+/// When [`Connection::append_frames`] flushes what it appended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flush {
+    /// At once.
+    Now,
+    /// Not: the caller owes a flush (`append_frames_deferred`).
+    #[cfg(feature = "tokio")]
+    Deferred,
+    /// At once, unless a TCP link's poll owner is awake to flush it (`send_frames_awaited`).
+    UnlessReaderAwake,
+}
+
 /// Answer bytes [`Connection::wait_streaming`] hands over at a time, while more are coming.
 const STREAM_SLICE_BYTES: usize = 256;
 
@@ -312,6 +324,10 @@ pub(crate) struct Connection {
     bytes_sent: AtomicU64,
     bytes_received: AtomicU64,
     heartbeat: Mutex<HeartbeatState>,
+    /// A poll owner is reading the link and flushes what the send buffer holds before it next
+    /// sleeps or leaves (see [`Connection::send_frames_awaited`]). Changed and read only under
+    /// the link's lock, so an append never misses the flush that follows it.
+    reader_awake: AtomicBool,
     /// Frames appended by `append_frames_deferred` wait in the send buffer for a flush.
     #[cfg(feature = "tokio")]
     flush_owed: AtomicBool,
@@ -448,6 +464,7 @@ impl Connection {
             bytes_sent: AtomicU64::new(0),
             bytes_received: AtomicU64::new(0),
             heartbeat: Mutex::new(HeartbeatState::default()),
+            reader_awake: AtomicBool::new(false),
             #[cfg(feature = "tokio")]
             flush_owed: AtomicBool::new(false),
             #[cfg(feature = "tokio")]
@@ -814,7 +831,22 @@ impl Connection {
         &self,
         frames: impl Iterator<Item = (FrameHeader, &'a [u8])> + Clone,
     ) -> Result<(), Error> {
-        self.append_frames(frames, true)
+        self.append_frames(frames, Flush::Now)
+    }
+
+    /// As [`Connection::send_frames`], for frames whose answers the calling thread waits for
+    /// next: over TCP, while another thread owns the poller and is reading (not asleep in the
+    /// poller), the frames are left in the send buffer for that reader, which flushes before
+    /// each read and before it sleeps or leaves. With thousands of client threads each sending
+    /// one transaction, the receive thread then pushes many in one `send` where each thread
+    /// made its own (issue 26; NDB's API leaves the send to its poll owner or send thread in
+    /// the same way). Otherwise, and over SHM (a spinning reader looks at its ring, not at
+    /// the send buffer), the frames are flushed now.
+    pub fn send_frames_awaited<'a>(
+        &self,
+        frames: impl Iterator<Item = (FrameHeader, &'a [u8])> + Clone,
+    ) -> Result<(), Error> {
+        self.append_frames(frames, Flush::UnlessReaderAwake)
     }
 
     /// As [`Connection::send_frames`], but leaves the frames in the link's send buffer unless
@@ -827,7 +859,7 @@ impl Connection {
         &self,
         frames: impl Iterator<Item = (FrameHeader, &'a [u8])> + Clone,
     ) -> Result<bool, Error> {
-        self.append_frames(frames, false)?;
+        self.append_frames(frames, Flush::Deferred)?;
         Ok(!self.flush_owed.swap(true, Ordering::AcqRel))
     }
 
@@ -846,11 +878,11 @@ impl Connection {
     }
 
     /// Appends `frames` (all or nothing, see [`Connection::send_batch`]), then flushes them
-    /// when `flush`.
+    /// as `when` says.
     fn append_frames<'a>(
         &self,
         frames: impl Iterator<Item = (FrameHeader, &'a [u8])> + Clone,
-        flush: bool,
+        when: Flush,
     ) -> Result<(), Error> {
         // The flag first: the lock is taken only on a failed link, for the reason.
         if self.failed.load(Ordering::Acquire) {
@@ -890,6 +922,14 @@ impl Connection {
                 ),
             ));
         }
+        let flush = match when {
+            Flush::Now => true,
+            #[cfg(feature = "tokio")]
+            Flush::Deferred => false,
+            Flush::UnlessReaderAwake => {
+                link.kind() != TransporterKind::Tcp || !self.reader_awake.load(Ordering::Relaxed)
+            }
+        };
         let mut publish_early = flush && link.kind() == TransporterKind::Shm;
         for (header, payload) in frames {
             // Checked above to fit, so a failure here is the link's, not the batch's.
@@ -1133,7 +1173,9 @@ impl Connection {
 
     /// Reads the link until `request_id` is complete or has `slice_bytes` of answers filed,
     /// the deadline passes or the link fails. Spins for the poller's adaptive budget after the
-    /// last input, then sleeps in the poller.
+    /// last input, then sleeps in the poller. Frames other threads left for it to send (see
+    /// [`Connection::send_frames_awaited`]) are flushed before each read, before each sleep,
+    /// and when it leaves.
     fn poll_as_owner(
         &self,
         request_id: u32,
@@ -1142,6 +1184,24 @@ impl Connection {
         began: Instant,
     ) -> Result<(), String> {
         let mut poller = self.poller.lock().unwrap_or_else(|p| p.into_inner());
+        let result = self.read_until(&mut poller, request_id, deadline, slice_bytes, began);
+        let mut link = self.link();
+        self.reader_awake.store(false, Ordering::Relaxed);
+        if result.is_ok() && link.pending_send_bytes() > 0 {
+            link.flush().map_err(|e| e.to_string())?;
+        }
+        result
+    }
+
+    /// The loop of [`Connection::poll_as_owner`], with the poller held.
+    fn read_until(
+        &self,
+        poller: &mut Poller,
+        request_id: u32,
+        deadline: Instant,
+        slice_bytes: usize,
+        began: Instant,
+    ) -> Result<(), String> {
         let mut last_input = began;
         let budget = poller.spin.budget();
         // Whether this wait's spin was judged: input while spinning, or the spin ran out. A wait
@@ -1151,6 +1211,7 @@ impl Connection {
         // one's probe would wake the other, and go unjudged).
         let (woke_peer, input_pending) = {
             let mut link = self.link();
+            self.reader_awake.store(true, Ordering::Relaxed);
             (link.take_woke_peer(), link.input_pending())
         };
         let mut judged = budget.is_zero();
@@ -1212,6 +1273,8 @@ impl Connection {
             // some still remain, the sleep is short, so they go out soon after room appears.
             let send_pending = {
                 let mut link = self.link();
+                // From here on a sender flushes for itself: this thread may be asleep.
+                self.reader_awake.store(false, Ordering::Relaxed);
                 if link.pending_send_bytes() > 0 {
                     link.flush().map_err(|e| e.to_string())?;
                 }
@@ -1223,8 +1286,12 @@ impl Connection {
                     self.peer
                 ));
             }
-            if !self.link().prepare_to_sleep() {
-                continue;
+            {
+                let mut link = self.link();
+                if !link.prepare_to_sleep() {
+                    self.reader_awake.store(true, Ordering::Relaxed);
+                    continue;
+                }
             }
             let sleep_max = if send_pending {
                 POLL_SLEEP_SEND_PENDING
@@ -1239,6 +1306,7 @@ impl Connection {
                 .any(|e| e.is_readable() && !e.is_read_closed() && !e.is_error());
             let mut link = self.link();
             link.woke_up();
+            self.reader_awake.store(true, Ordering::Relaxed);
             if open_event {
                 // The peer has not closed: the next read may stop once it comes up short.
                 link.stop_after_short_read();

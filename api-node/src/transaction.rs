@@ -600,7 +600,7 @@ impl<'c> Transaction<'c> {
                 sent,
             } => {
                 connection.register_request(self.request_id);
-                let sent_frames = connection.send_frames(frames.iter());
+                let sent_frames = connection.send_frames_awaited(frames.iter());
                 frames.recycle();
                 if let Err(e) = sent_frames {
                     connection.forget(self.request_id);
