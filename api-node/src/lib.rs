@@ -84,6 +84,11 @@ use arbiter::Arbiter;
 use connection::{Answers, Connection, Declared, LinksShared};
 use reconnect::{Connector, Slot, Slots};
 
+thread_local! {
+    /// The buffer [`Cluster::tc_of_key`] encodes keys in, kept for this thread's next key.
+    static KEY_SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 /// The longest a dictionary request refused by a data node that is not the DICT master (702)
 /// waits for a link to a data node of lower id (the master is the live data node of lowest id)
 /// before the 702 goes to the caller: several rounds of the background connector.
@@ -479,12 +484,17 @@ impl Cluster {
     /// first such replica on this host if there is one. Key values are encoded as the data
     /// node encodes them; a key the node will refuse still gets a node.
     pub(crate) fn tc_of_key(&self, key: &[Value], near: bool) -> NodeId {
-        let mut bytes = Vec::with_capacity(32);
+        // Encoded in this thread's scratch buffer: an allocation per transaction cost a cache
+        // miss or two in each of thousands of client threads' heaps (issue 26).
+        let mut bytes = KEY_SCRATCH.take();
+        bytes.clear();
         let mut w = rndb_protocol::Writer::new(&mut bytes);
         for value in key {
             value.encode(&mut w);
         }
-        let partition = self.partitions.partition_of(key_hash(&bytes));
+        let hash = key_hash(&bytes);
+        KEY_SCRATCH.set(bytes);
+        let partition = self.partitions.partition_of(hash);
         let mut live = self
             .partitions
             .replicas(partition)
