@@ -28,7 +28,7 @@ const PR_FUTEX_HASH_GET_SLOTS: libc::c_ulong = 2;
 /// Slots asked for per parked thread when the hash grows (the kernel's own default ratio).
 const SLOTS_PER_PARKED: usize = 4;
 /// The most slots asked for: 64 bytes each, 4 MiB.
-pub(crate) const SLOTS_MAX: usize = 65_536;
+const SLOTS_MAX: usize = 65_536;
 
 /// Threads parked in this library now.
 static PARKED: AtomicUsize = AtomicUsize::new(0);
@@ -98,7 +98,7 @@ fn make_room(parked: usize) {
 }
 
 /// The slots of this process's futex hash (0: the kernel's global hash).
-pub(crate) fn slots() -> std::io::Result<usize> {
+fn slots() -> std::io::Result<usize> {
     // SAFETY: PR_FUTEX_HASH_GET_SLOTS reads no memory of ours; the unused arguments are 0.
     let slots = unsafe { libc::prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_GET_SLOTS, 0, 0, 0) };
     if slots < 0 {

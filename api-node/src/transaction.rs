@@ -208,12 +208,11 @@ fn spare_row() -> Vec<Value> {
 fn recycle_rows(results: &mut [OpResult]) {
     let _ = SPARE_ROWS.try_with(|spare| {
         let mut spare = spare.borrow_mut();
-        for row in results.iter_mut().filter_map(|r| r.row.take()) {
+        for mut row in results.iter_mut().filter_map(|r| r.row.take()) {
             if spare.len() >= SPARE_ROWS_MAX {
                 break;
             }
             if row.capacity() <= SPARE_ROW_VALUES_MAX {
-                let mut row = row;
                 row.clear();
                 spare.push(row);
             }
