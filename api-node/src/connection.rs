@@ -176,18 +176,18 @@ impl Reply {
 }
 
 thread_local! {
-    /// The buffer of the last answers this thread read through [`Connection::wait_streaming`],
-    /// emptied, for its next request's reply: a thread making one request after another then
-    /// allocates none.
+    /// The buffer of the last [`Answers`] this thread dropped, emptied, for its next request's
+    /// reply: a thread making one request after another then allocates none.
     static SPARE_REPLY_BUFFER: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
 }
 
 /// A reply buffer larger than this is freed rather than kept for the next request.
 const SPARE_REPLY_BYTES_MAX: usize = 64 * 1024;
 
-/// Keeps `frames` (emptied) for this thread's next reply, unless it grew large.
+/// Keeps `frames` (emptied) for this thread's next reply, unless it grew large (or never
+/// held anything: the spare it would replace may).
 fn recycle_reply_buffer(mut frames: Vec<u8>) {
-    if frames.capacity() <= SPARE_REPLY_BYTES_MAX {
+    if (1..=SPARE_REPLY_BYTES_MAX).contains(&frames.capacity()) {
         frames.clear();
         SPARE_REPLY_BUFFER.set(frames);
     }
@@ -402,9 +402,16 @@ impl LinkTraffic {
     }
 }
 
-/// The frames that answered one request, to be walked with [`Answers::iter`].
+/// The frames that answered one request, to be walked with [`Answers::iter`]. Dropped, its
+/// buffer is kept for this thread's next request (see [`Reply::awaited`]).
 #[derive(Debug)]
 pub(crate) struct Answers(Vec<u8>);
+
+impl Drop for Answers {
+    fn drop(&mut self) {
+        recycle_reply_buffer(std::mem::take(&mut self.0));
+    }
+}
 
 impl Answers {
     /// Every (signal, payload) in arrival order.
@@ -1063,7 +1070,6 @@ impl Connection {
             let complete = self.taken_or_forgotten(request_id, progress)?;
             on_answers(&slice);
             if complete {
-                recycle_reply_buffer(slice.0);
                 return Ok(());
             }
         }
@@ -1634,5 +1640,19 @@ mod tests {
         let reply = Reply::awaited(false);
         assert!(reply.frames.is_empty());
         assert!(reply.frames.capacity() <= SPARE_REPLY_BYTES_MAX);
+    }
+
+    /// Dropped answers leave their buffer for the next request; answers that never held one
+    /// (an empty slice of a stream) do not take the kept buffer's place.
+    #[test]
+    fn dropped_answers_leave_their_buffer_for_the_next_request() {
+        drop(Answers(Vec::with_capacity(8192)));
+        drop(Answers(Vec::new()));
+        let reply = Reply::awaited(false);
+        assert!(
+            reply.frames.capacity() >= 8192,
+            "{}",
+            reply.frames.capacity()
+        );
     }
 }

@@ -792,6 +792,22 @@ impl Idle {
 const FLUSH_EARLY_SHM_BYTES: usize = 256;
 const FLUSH_EARLY_SOCKET_BYTES: usize = 32 * 1024;
 
+/// True when a frame about to be sent on `link` is published as soon as it is written, rather
+/// than at the end of the loop's turn: the first frame of a burst on an SHM link whose peer
+/// spins (ShmSpintime > 0). Such a peer polls the ring from its own core and takes the frame
+/// at once; held back, the frame's ring lines, which the peer had read (they hold the last
+/// frames), wait in the store buffer for their cache-line transfers while the rest of the turn
+/// runs, and the tail is published only after them: the transfers come one after the other
+/// instead of overlapping (issue 26; the figures are in docs/shm.md). Later frames of the
+/// burst wait for [`FLUSH_EARLY_SHM_BYTES`] or the turn's end, as before, so a batch's answers
+/// cost one publish (a locked instruction) per few rows, not one per frame. A peer whose spin
+/// ran out and that sleeps is woken by this publish, mid-turn (it runs on another core).
+fn publishes_first_frame_at_once(link: &dyn Transporter) -> bool {
+    link.kind() == rndb_config::TransporterKind::Shm
+        && !link.spin_time().is_zero()
+        && link.pending_send_bytes() == 0
+}
+
 /// True when the peer of a loopback socket link last sent from the CPU this thread runs on
 /// (never for SHM links, which name no CPU).
 fn peer_on_this_cpu(link: &dyn Transporter) -> bool {
@@ -847,6 +863,7 @@ impl Outbox for LinkOutbox<'_> {
         let Some(link) = self.registry.get_mut(to) else {
             return Err(SendFailure::Gone);
         };
+        let first_of_burst = publishes_first_frame_at_once(&*link);
         let mut result = link.send(&header, self.scratch);
         if let Err(TransportError::Overloaded { .. }) = result {
             self.counters.send_overloads += 1;
@@ -859,6 +876,12 @@ impl Outbox for LinkOutbox<'_> {
         }
         match result {
             Ok(()) => {
+                if first_of_burst {
+                    if let Err(e) = link.flush() {
+                        self.broken.push((to, format!("flush: {e}"), false));
+                        return Err(SendFailure::Gone);
+                    }
+                }
                 self.dirty.insert(to);
                 self.counters.frames_sent += 1;
                 self.counters.bytes_sent +=
