@@ -1191,6 +1191,11 @@ impl Connection {
     ) -> Result<(), String> {
         let mut poller = self.poller.lock().unwrap_or_else(|p| p.into_inner());
         let result = self.read_until(&mut poller, request_id, deadline, slice_bytes, began);
+        if self.kind != TransporterKind::Tcp {
+            // Only a TCP reader is left frames to send (see `send_frames_awaited`), and its
+            // last read flushed any a full ring or socket held back.
+            return result;
+        }
         let mut link = self.link();
         self.reader_awake.store(false, Ordering::Relaxed);
         if result.is_ok() && link.pending_send_bytes() > 0 {
