@@ -688,11 +688,17 @@ impl<'c> Transaction<'c> {
         let count = frames.len();
         // One result slot per operation of the batch, made in one go: pushed one by one as
         // operations were defined, each was built on the stack and copied in by loads wider
-        // than its stores (a stall per operation). Exactly as many as needed: most
-        // transactions have one operation, and with thousands in flight spare slots crowd
-        // the cache.
+        // than its stores (a stall per operation). Exactly as many as needed for the first
+        // execute: most transactions have one operation, and with thousands in flight spare
+        // slots crowd the cache. Later executes grow the slots as a vector does (doubling):
+        // grown exactly, a transaction executing one read at a time (serial_pk) moved all its
+        // results to a new allocation on every execute, before the send.
         let first = self.results.len();
-        self.results.reserve_exact(count);
+        if first == 0 {
+            self.results.reserve_exact(count);
+        } else {
+            self.results.reserve(count);
+        }
         self.results.resize_with(first + count, OpResult::default);
         for (result, frame) in self.results[first..].iter_mut().zip(&frames.frames) {
             result.table = frame.3;
