@@ -332,11 +332,7 @@ pub fn place_for(
     if chosen.is_empty() {
         return Ok(());
     }
-    let mut set = nix::sched::CpuSet::new();
-    for &cpu in &chosen {
-        set.set(cpu).with_context(|| format!("CPU {cpu}"))?;
-    }
-    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+    rndb_api::placement::bind_this_thread(&chosen)
         .with_context(|| format!("bind testread-perf to CPUs {chosen:?}"))?;
     eprintln!("testread-perf: measuring {kind} from CPUs {chosen:?} (data nodes on {taken:?})");
     Ok(())
