@@ -69,8 +69,7 @@ fn bin_dir() -> Result<PathBuf> {
 
 /// Runs cargo to build the workspace's binaries (`ndbd`, `testread-perf`, `ndb_desc`, the table
 /// tools, the management programs and the rest) into `dir`, unless told not to or not run by
-/// cargo. Returns cargo's error output
-/// when the build fails.
+/// cargo. Returns cargo's error output when the build fails.
 fn build_binaries(dir: &Path) -> Result<(), String> {
     if env::var_os("RNDB_BIN_DIR").is_some() || env::var_os("RNDB_TESTS_NO_BUILD").is_some() {
         return Ok(());
