@@ -5,10 +5,12 @@
 //! inside the package that owns the binary. So the harness looks for the binaries in the target
 //! directory the test executable itself was built into (`target/<profile>/`), and, the first
 //! time a test process asks and the test runs under cargo (`CARGO` is set), it first runs
-//! `cargo build --workspace --bins` with the same profile and target directory. That build is a
-//! no-op when the binaries are fresh (as after `scripts/test`'s own build, which is the same
-//! command: a build of fewer packages would resolve features differently and compile again), and
-//! it means a test never runs a stale data node.
+//! `cargo build --workspace --bins` with the same profile and target directory, without the
+//! variables cargo set for the test. That build is a no-op when the binaries are fresh (as after
+//! `scripts/test`'s own build, which is the same command in the same environment: a build of
+//! fewer packages would resolve features differently, and one that kept the test's variables
+//! would run ring's build script again, and either would compile a dozen crates), and it means
+//! a test never runs a stale data node.
 //!
 //! - `RNDB_BIN_DIR=<dir>` uses the binaries in `<dir>` and builds nothing.
 //! - `RNDB_TESTS_NO_BUILD=1` skips the build; the binaries must then already exist
@@ -67,6 +69,24 @@ fn bin_dir() -> Result<PathBuf> {
     Ok(dir.to_path_buf())
 }
 
+/// True for an environment variable cargo sets for the crate it runs (a test here), as opposed
+/// to the user's configuration (`CARGO_HOME`, `CARGO_TARGET_DIR`, `CARGO_PROFILE_*`, ...).
+fn set_by_cargo_for_the_test(key: &str) -> bool {
+    const PREFIXES: [&str; 4] = [
+        "CARGO_PKG_",
+        "CARGO_MANIFEST_",
+        "CARGO_BIN_",
+        "CARGO_CRATE_",
+    ];
+    const NAMES: [&str; 4] = [
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+        "OUT_DIR",
+    ];
+    PREFIXES.iter().any(|prefix| key.starts_with(prefix)) || NAMES.contains(&key)
+}
+
 /// Runs cargo to build the workspace's binaries (`ndbd`, `testread-perf`, `ndb_desc`, the table
 /// tools, the management programs and the rest) into `dir`, unless told not to or not run by
 /// cargo. Returns cargo's error output when the build fails.
@@ -85,6 +105,14 @@ fn build_binaries(dir: &Path) -> Result<(), String> {
         return Ok(());
     }
     let mut command = Command::new(cargo);
+    // What cargo sets for the test process (its package's name, manifest, version and so on)
+    // would reach the build's scripts too: ring's counts them among its inputs, so the build
+    // would compile ring and all above it again, and the next cargo run outside a test again.
+    for (key, _) in env::vars_os() {
+        if key.to_str().is_some_and(set_by_cargo_for_the_test) {
+            command.env_remove(key);
+        }
+    }
     command
         // The whole workspace, as `scripts/test` builds it: cargo resolves features over the
         // packages it is given, so a build of a few packages compiles their crates again with
