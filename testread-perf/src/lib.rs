@@ -5,11 +5,16 @@
 //!   integration tests' harness (`rndb-tests`), which depends on this crate for it; this crate
 //!   depends on nothing of theirs.
 //!
+//! - [`cargo_build`]: a `cargo build` of the workspace run from a program cargo started
+//!   (testread-perf building ndbd, the harness building every binary), made so that it does not
+//!   compile fresh crates again.
+//!
 //! - [`tpcc`]: the order-entry workload (`--workload tpcc`): its tables, transactions and
 //!   consistency checks, which the integration tests also run.
 //!
 //! The benchmark itself (arguments, measurements, reports) lives in the binary (`main.rs`).
 #![forbid(unsafe_code)]
 
+pub mod cargo_build;
 pub mod data_nodes;
 pub mod tpcc;

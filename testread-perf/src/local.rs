@@ -7,7 +7,7 @@
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -209,53 +209,43 @@ pub fn find_ndbd(explicit: Option<&Path>) -> Result<PathBuf> {
     }
     if !candidate.is_file() {
         bail!(
-            "no ndbd next to {}: build it (`cargo build --release -p rndb-ndbd`) or pass --ndbd",
+            "no ndbd next to {}: build it (`cargo build --release --workspace --bin ndbd`) or pass --ndbd",
             exe.display()
         );
     }
     Ok(candidate)
 }
 
-/// Runs `cargo build -p rndb-ndbd` into `dir` when `dir` is a debug or release directory and
-/// the workspace this binary was built from still exists; does nothing otherwise. Cargo's
-/// progress goes to this process's stderr as it comes: the first build of a release ndbd takes
-/// about a minute, which must not look like a hang.
+/// Runs cargo to build ndbd into `dir` when `dir` is a debug or release directory and the
+/// workspace this binary was built from still exists; does nothing otherwise. The build is
+/// `cargo build --workspace --bin ndbd` (`rndb_testread_perf::cargo_build` says why not `-p rndb-ndbd`).
+/// Cargo's progress goes to this process's stderr as it comes: the first build of a release
+/// ndbd takes about a minute, which must not look like a hang.
 fn build_ndbd(dir: &Path) -> Result<()> {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
     let profile = dir.file_name().and_then(|n| n.to_str());
     let (Some(profile @ ("debug" | "release")), Some(target_dir)) = (profile, dir.parent()) else {
         return Ok(());
     };
-    if !manifest.is_file() {
-        return Ok(());
-    }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
+    let Some(mut command) = rndb_testread_perf::cargo_build::workspace_build(
+        &cargo,
+        target_dir,
+        profile,
+        &["--bin", "ndbd"],
+    ) else {
+        return Ok(());
+    };
     command
-        .args([
-            "build",
-            "-p",
-            "rndb-ndbd",
-            "--bin",
-            "ndbd",
-            "--manifest-path",
-        ])
-        .arg(&manifest)
-        .arg("--target-dir")
-        .arg(target_dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
-    if profile == "release" {
-        command.arg("--release");
-    }
     eprintln!(
         "testread-perf: building ndbd ({profile} profile) with cargo; the first build takes \
          about a minute, later runs only check that it is fresh"
     );
     let status = command.status().context("run cargo to build ndbd")?;
     if !status.success() {
-        bail!("cargo build -p rndb-ndbd failed ({status}); its errors are above");
+        bail!("cargo build of ndbd failed ({status}); its errors are above");
     }
     Ok(())
 }

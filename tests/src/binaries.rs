@@ -5,12 +5,10 @@
 //! inside the package that owns the binary. So the harness looks for the binaries in the target
 //! directory the test executable itself was built into (`target/<profile>/`), and, the first
 //! time a test process asks and the test runs under cargo (`CARGO` is set), it first runs
-//! `cargo build --workspace --bins` with the same profile and target directory, without the
-//! variables cargo set for the test. That build is a no-op when the binaries are fresh (as after
-//! `scripts/test`'s own build, which is the same command in the same environment: a build of
-//! fewer packages would resolve features differently, and one that kept the test's variables
-//! would run ring's build script again, and either would compile a dozen crates), and it means
-//! a test never runs a stale data node.
+//! `cargo build --workspace --bins` with the same profile and target directory. That build is
+//! a no-op when the binaries are fresh (as after `scripts/test`'s own build, which is the same
+//! command; `rndb_testread_perf::cargo_build` says what else it takes not to compile crates
+//! again), and it means a test never runs a stale data node.
 //!
 //! - `RNDB_BIN_DIR=<dir>` uses the binaries in `<dir>` and builds nothing.
 //! - `RNDB_TESTS_NO_BUILD=1` skips the build; the binaries must then already exist
@@ -18,10 +16,10 @@
 
 use std::env;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 use anyhow::{anyhow, bail, Context, Result};
+use rndb_testread_perf::cargo_build::workspace_build;
 
 /// The outcome of the one build a test process runs, shared by every test thread.
 static BUILD: OnceLock<Result<(), String>> = OnceLock::new();
@@ -69,27 +67,11 @@ fn bin_dir() -> Result<PathBuf> {
     Ok(dir.to_path_buf())
 }
 
-/// True for an environment variable cargo sets for the crate it runs (a test here), as opposed
-/// to the user's configuration (`CARGO_HOME`, `CARGO_TARGET_DIR`, `CARGO_PROFILE_*`, ...).
-fn set_by_cargo_for_the_test(key: &str) -> bool {
-    const PREFIXES: [&str; 4] = [
-        "CARGO_PKG_",
-        "CARGO_MANIFEST_",
-        "CARGO_BIN_",
-        "CARGO_CRATE_",
-    ];
-    const NAMES: [&str; 4] = [
-        "CARGO_PRIMARY_PACKAGE",
-        "CARGO_TARGET_TMPDIR",
-        "CARGO_RUSTC_CURRENT_DIR",
-        "OUT_DIR",
-    ];
-    PREFIXES.iter().any(|prefix| key.starts_with(prefix)) || NAMES.contains(&key)
-}
-
 /// Runs cargo to build the workspace's binaries (`ndbd`, `testread-perf`, `ndb_desc`, the table
 /// tools, the management programs and the rest) into `dir`, unless told not to or not run by
-/// cargo. Returns cargo's error output when the build fails.
+/// cargo. The build is `scripts/test`'s own, `cargo build --workspace --bins`, run without the
+/// variables cargo set for the test (`rndb_testread_perf::cargo_build` says why). Returns
+/// cargo's error output when the build fails.
 fn build_binaries(dir: &Path) -> Result<(), String> {
     if env::var_os("RNDB_BIN_DIR").is_some() || env::var_os("RNDB_TESTS_NO_BUILD").is_some() {
         return Ok(());
@@ -97,40 +79,15 @@ fn build_binaries(dir: &Path) -> Result<(), String> {
     let Some(cargo) = env::var_os("CARGO") else {
         return Ok(());
     };
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let (Some(profile), Some(target_dir)) = (dir.file_name(), dir.parent()) else {
+    let (Some(profile), Some(target_dir)) =
+        (dir.file_name().and_then(|p| p.to_str()), dir.parent())
+    else {
         return Ok(());
     };
-    if !manifest.is_file() {
+    let Some(mut command) = workspace_build(&cargo, target_dir, profile, &["--quiet", "--bins"])
+    else {
         return Ok(());
-    }
-    let mut command = Command::new(cargo);
-    // What cargo sets for the test process (its package's name, manifest, version and so on)
-    // would reach the build's scripts too: ring's counts them among its inputs, so the build
-    // would compile ring and all above it again, and the next cargo run outside a test again.
-    for (key, _) in env::vars_os() {
-        if key.to_str().is_some_and(set_by_cargo_for_the_test) {
-            command.env_remove(key);
-        }
-    }
-    command
-        // The whole workspace, as `scripts/test` builds it: cargo resolves features over the
-        // packages it is given, so a build of a few packages compiles their crates again with
-        // other features (~45 s of a CI run spent in the first test that asked).
-        .args(["build", "--quiet", "--workspace", "--bins"])
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .arg("--target-dir")
-        .arg(target_dir);
-    match profile.to_str() {
-        Some("debug") => {}
-        Some("release") => {
-            command.arg("--release");
-        }
-        _ => {
-            command.arg("--profile").arg(profile);
-        }
-    }
+    };
     let output = command.output().map_err(|e| format!("run cargo: {e}"))?;
     if output.status.success() {
         return Ok(());
