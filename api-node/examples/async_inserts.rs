@@ -3,8 +3,8 @@
 //! flight, and reports how many committed per second.
 //!
 //! ```text
-//! cargo run --release -p rndb-ndbd --bin ndbd -- --config-file config/examples/single.ini --ndb-nodeid 1 &
-//! cargo run --release -p rndb-api --example async_inserts -- config/examples/single.ini
+//! cargo run --release --bin ndbd -- --config-file config/examples/single.ini --ndb-nodeid 1 &
+//! cargo run --release --example async_inserts -- config/examples/single.ini
 //! ```
 
 use std::time::{Duration, Instant};

@@ -1,8 +1,8 @@
 //! Connects to a running cluster, creates a table, writes and reads a few rows.
 //!
 //! ```text
-//! cargo run --release -p rndb-ndbd --bin ndbd -- --config-file config/examples/single.ini --ndb-nodeid 1 &
-//! cargo run --release -p rndb-api --example quickstart -- config/examples/single.ini
+//! cargo run --release --bin ndbd -- --config-file config/examples/single.ini --ndb-nodeid 1 &
+//! cargo run --release --example quickstart -- config/examples/single.ini
 //! ```
 
 use rndb_api::{

@@ -6,7 +6,7 @@
 //! --ndb-nodeid 1 --initial`), then:
 //!
 //! ```text
-//! cargo run --release -p rndb-api --features tokio --example tokio_sweep -- \
+//! cargo run --release --features rndb-api/tokio --example tokio_sweep -- \
 //!     --config-file config/examples/single.ini --levels 1,64,1024,4096
 //! ```
 

@@ -92,13 +92,13 @@ fn committed_seeds_are_what_the_encoders_make() {
         let path = root.join(target).join(&name);
         let committed = std::fs::read(&path).unwrap_or_else(|e| {
             panic!(
-                "{}: {e}; run `cargo run -p rndb-fuzz -- --write-seeds`",
+                "{}: {e}; run `cargo run --bin rndb-fuzz -- --write-seeds`",
                 path.display()
             )
         });
         assert!(
             committed == bytes,
-            "{} differs from what the encoders make; run `cargo run -p rndb-fuzz -- --write-seeds`",
+            "{} differs from what the encoders make; run `cargo run --bin rndb-fuzz -- --write-seeds`",
             path.display()
         );
     }

@@ -182,7 +182,7 @@ impl Options {
             " --release"
         };
         let mut command = format!(
-            "cargo run{profile} -p rndb-sim -- --seed {seed:#018x} --workload {}",
+            "cargo run{profile} --bin rndb-sim -- --seed {seed:#018x} --workload {}",
             self.workload.name()
         );
         let mut faults = self.faults.clone();

@@ -15,7 +15,7 @@ use rndb_sim::{run_seed, Fault, Options, Workload};
 /// answers node 2 "committed" and crashes (a second failure, in the other node group) before
 /// node 3's query reaches it, so node 3 hears only node 2, which answers "open" (it is still
 /// resolving): node 3 rolls the debit back while node 2 commits the credit, and the accounts
-/// sum to 9053 instead of 9000. Replay (at 84c15b1): `cargo run --release -p rndb-sim --
+/// sum to 9053 instead of 9000. Replay (at 84c15b1): `cargo run --release --bin rndb-sim --
 /// --seed 0x000000000010be3a --workload all --trace` (the transfer is request 94 of client 50).
 /// The kernel decided a failed coordinator's transactions on every survivor separately, and a
 /// survivor's "open" did not carry the "committed" it heard from another: a second failure
@@ -58,7 +58,7 @@ fn a_second_crash_while_survivors_resolve_a_failed_coordinator_keeps_the_bank_to
 /// 75.7 ms (its frames in flight lost), node 1 resolves its transactions alone, and the row is
 /// back: client 50's insert of element 13 at 79.4 ms is refused with 630, and the final read
 /// finds it. No operation inserted it after the read that saw it absent. Replay:
-/// `cargo run --release -p rndb-sim -- --seed 0xb25 --workload sets --trace`.
+/// `cargo run --release --bin rndb-sim -- --seed 0xb25 --workload sets --trace`.
 /// 0x4dc7 is the same with a pause instead of the slow link: element 14's delete is confirmed
 /// by the backup (node 1) at 35.0 ms, node 1 pauses at 35.5 ms, a CommittedRead at node 2
 /// answers 626 at 37.9 ms, node 2 crashes at 185.5 ms, and after the pause the row is there.
