@@ -52,12 +52,11 @@
 //!
 //! # Checking the ring with loom
 //!
-//! ```text
-//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-//!     cargo test -p rndb-transporter --release --lib shm::loom_tests
-//! ```
+//! `shm::loom_tests` runs the ring's real `Producer` and `Consumer` on loom's atomics (the ring
+//! is written against `sync::AtomicWord`) over every interleaving, up to a preemption bound;
+//! they are ordinary unit tests of this crate (`cargo test -p rndb-transporter --lib
+//! shm::loom_tests`).
 
-#[cfg(not(loom))]
 mod floor;
 mod link;
 mod ring;
@@ -65,12 +64,11 @@ mod segment;
 mod setup;
 mod sync;
 
-#[cfg(all(test, loom))]
+#[cfg(test)]
 mod loom_tests;
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests;
 
-#[cfg(not(loom))]
 pub use floor::SpinFloor;
 pub use link::{InputProbe, ShmFault, ShmLink};
 pub use setup::{client_setup, client_setup_on, server_setup, server_setup_on};

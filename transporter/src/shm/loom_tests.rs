@@ -3,10 +3,8 @@
 //! preemption bound), so a consumer that read unpublished bytes would be reported as a data
 //! race, and a lost wake-up fails an assertion.
 //!
-//! ```text
-//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-//!     cargo test -p rndb-transporter --release --lib shm::loom_tests
-//! ```
+//! They run with this crate's unit tests (`cargo test -p rndb-transporter --lib shm::loom_tests`),
+//! at a preemption bound of 3.
 
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -1,5 +1,5 @@
 //! The atomic word the ring algorithm is written against, so the same code runs on `std` atomics
-//! in a mapped segment and on loom's atomics in the model tests (`cfg(loom)`).
+//! in a mapped segment and on loom's atomics in the model tests (`loom_tests`).
 
 use std::sync::atomic::Ordering;
 
@@ -36,7 +36,7 @@ impl AtomicWord for std::sync::atomic::AtomicU64 {
     }
 }
 
-#[cfg(loom)]
+#[cfg(test)]
 impl AtomicWord for loom::sync::atomic::AtomicU64 {
     #[cfg(test)]
     fn with_value(value: u64) -> Self {
