@@ -218,9 +218,9 @@ pub fn find_ndbd(explicit: Option<&Path>) -> Result<PathBuf> {
 
 /// Runs cargo to build ndbd into `dir` when `dir` is a debug or release directory and the
 /// workspace this binary was built from still exists; does nothing otherwise. The build is
-/// `cargo build --workspace --bin ndbd` (`rndb_testread_perf::cargo_build` says why not `-p rndb-ndbd`).
-/// Cargo's progress goes to this process's stderr as it comes: the first build of a release
-/// ndbd takes about a minute, which must not look like a hang.
+/// `cargo build --workspace --bin ndbd` (`rndb_testread_perf::cargo_build` says why not `-p
+/// rndb-ndbd`). Cargo's progress goes to this process's stderr as it comes: the first build of
+/// a release ndbd takes about a minute, which must not look like a hang.
 fn build_ndbd(dir: &Path) -> Result<()> {
     let profile = dir.file_name().and_then(|n| n.to_str());
     let (Some(profile @ ("debug" | "release")), Some(target_dir)) = (profile, dir.parent()) else {
