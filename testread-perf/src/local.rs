@@ -209,7 +209,7 @@ pub fn find_ndbd(explicit: Option<&Path>) -> Result<PathBuf> {
     }
     if !candidate.is_file() {
         bail!(
-            "no ndbd next to {}: build it (`cargo build --release --workspace --bin ndbd`) or pass --ndbd",
+            "no ndbd next to {}: build it (`cargo build --release --bin ndbd`) or pass --ndbd",
             exe.display()
         );
     }

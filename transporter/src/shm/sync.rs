@@ -38,7 +38,6 @@ impl AtomicWord for std::sync::atomic::AtomicU64 {
 
 #[cfg(test)]
 impl AtomicWord for loom::sync::atomic::AtomicU64 {
-    #[cfg(test)]
     fn with_value(value: u64) -> Self {
         Self::new(value)
     }
