@@ -351,3 +351,27 @@ fn a_restarted_node_of_lowest_id_never_commits_in_a_saved_gci() {
         panic!("{failure}");
     }
 }
+
+/// Seeds 0x366ba853, 0x366b7bcd and 0x366c6621 with every fault the cluster handles together
+/// (`Fault::HANDLED`; found by `scripts/sim --seeds 300000 --start 913000000 --once --faults
+/// crash,client,slow,api-link,buggify,pause,hang,crash-all,disk,restart`), 4 data nodes. In
+/// 0x366ba853 node 4's sync of its first sysfile copy (`D1/DBDIH/P0.sysfile`) failed with
+/// ENOSPC, and node 4 went on to overwrite the second copy, queued with the first; the cluster
+/// then lost power, both copies were torn (8 and 13 bytes), node 4 could not start (no readable
+/// sysfile), and every request was refused with 4009 until the end. 0x366b7bcd is the same on
+/// node 1, 0x366c6621 on node 3 with EIO. Each copy is now written only once the one before it is synced without a failed
+/// file request (`gcp_sysfile_written` in `ndbd/src/blocks/dih/gcp.rs`), so a failure leaves
+/// the other copy as it was.
+#[test]
+fn a_failed_sysfile_sync_leaves_the_other_copy_for_the_restart() {
+    let options = Options {
+        faults: Fault::HANDLED.to_vec(),
+        ..Options::default()
+    };
+    let failures: Vec<String> = [0x366b_a853, 0x366b_7bcd, 0x366c_6621]
+        .into_iter()
+        .filter_map(|seed| run_seed(seed, &options).err())
+        .map(|failure| failure.to_string())
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -4,7 +4,8 @@
 //! at all stops with an error that says so; and a change of a GCI a restart did not restore
 //! stays unrestored at every later restart, though the restarted cluster gives its GCI again;
 //! no node serves before every node restored; and a global checkpoint whose redo write failed
-//! is never saved, though the sync after it succeeded.
+//! is never saved, though the sync after it succeeded; and a sysfile copy whose write failed
+//! is not followed by a write of the other copy.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -449,6 +450,28 @@ fn a_global_checkpoint_whose_redo_write_failed_is_never_saved() {
         );
         assert!(!disk.0.contains_key("D1/DBDIH/P0.sysfile"));
     }
+}
+
+#[test]
+fn a_failed_sysfile_write_leaves_the_other_copy_untouched() {
+    // Node 2's writes of its first sysfile copy fail with EIO; the sync after them succeeds.
+    let failing = MemDisk(BTreeMap::new(), Some("D1/DBDIH/P0.sysfile"));
+    let mut cluster = Cluster::new(vec![MemDisk::default(), failing], true);
+    cluster.run(cluster.start);
+    cluster.save_checkpoint();
+    let (node1, disk1) = &cluster.nodes[0];
+    let (node2, disk2) = &cluster.nodes[1];
+    // Node 1 saved the checkpoint in both copies.
+    assert_eq!(node1.restorable_gci(), 1);
+    for path in ["D1/DBDIH/P0.sysfile", "D2/DBDIH/P0.sysfile"] {
+        assert!(disk1.0.contains_key(path), "node 1 has no {path}");
+    }
+    // Node 2 never touched its second copy: a power loss now could tear only the first.
+    assert_eq!(node2.restorable_gci(), 0);
+    assert!(
+        !disk2.0.contains_key("D2/DBDIH/P0.sysfile"),
+        "node 2 wrote its second sysfile copy after the first one's write failed"
+    );
 }
 
 #[test]

@@ -1232,8 +1232,8 @@ fn a_durable_commit_is_answered_once_its_checkpoint_is_saved() {
     let sysfiles = pump_files(&mut k, &mut out, &mut disk, now);
     assert_eq!(
         sysfiles.len(),
-        4,
-        "both copies of the sysfile are written and synced"
+        2,
+        "the first copy of the sysfile is written and synced, the second not yet touched"
     );
     assert!(u64::from(k.restorable_gci()) < gci >> 32);
     assert_eq!(
@@ -1241,8 +1241,7 @@ fn a_durable_commit_is_answered_once_its_checkpoint_is_saved() {
         None,
         "the redo is synced, the sysfile not yet written"
     );
-    let mut sysfiles = sysfiles.into_iter();
-    for request in sysfiles.by_ref().take(2) {
+    for request in sysfiles {
         let conf = ndbfs::execute(&mut disk, request);
         k.on_fs_conf(conf, &mut out, now).expect("sysfile");
         k.run_jobs(&mut out, now);
@@ -1252,7 +1251,9 @@ fn a_durable_commit_is_answered_once_its_checkpoint_is_saved() {
         None,
         "one copy of the sysfile is not enough"
     );
-    for request in sysfiles {
+    let second = pump_files(&mut k, &mut out, &mut disk, now);
+    assert_eq!(second.len(), 2, "the second copy once the first is synced");
+    for request in second {
         let conf = ndbfs::execute(&mut disk, request);
         k.on_fs_conf(conf, &mut out, now).expect("sysfile");
         k.run_jobs(&mut out, now);
@@ -1349,10 +1350,17 @@ fn a_durable_commit_whose_api_left_is_forgotten() {
     assert_eq!(k.transaction_count(), 0);
     assert_eq!(k.tc.saving_count(), 0);
     let restorable = k.restorable_gci();
-    for request in pump_files(&mut k, &mut out, &mut disk, now) {
-        let conf = ndbfs::execute(&mut disk, request);
-        k.on_fs_conf(conf, &mut out, now).expect("sysfile");
-        k.run_jobs(&mut out, now);
+    // The sysfile's copies, one after the other.
+    loop {
+        let sysfiles = pump_files(&mut k, &mut out, &mut disk, now);
+        if sysfiles.is_empty() {
+            break;
+        }
+        for request in sysfiles {
+            let conf = ndbfs::execute(&mut disk, request);
+            k.on_fs_conf(conf, &mut out, now).expect("sysfile");
+            k.run_jobs(&mut out, now);
+        }
     }
     assert!(k.restorable_gci() > restorable, "the save went on");
     assert_eq!(answered(&out, 10), None);

@@ -83,8 +83,8 @@ pub(crate) struct Gcp {
     pub master_failed: NodeSet,
     /// A save in progress: the GCI, the master to confirm to, syncs still to complete.
     saving: Option<(u64, NodeId, usize)>,
-    /// A sysfile write in progress: the GCI, the master, copies still to complete.
-    copying: Option<(u64, NodeId, usize)>,
+    /// A sysfile write in progress.
+    copying: Option<Copying>,
     /// The newest global checkpoint (high word) this node knows to be restorable.
     pub restorable: u32,
     /// The GCI the cluster last started from: its last system restart's (0 after an initial
@@ -103,6 +103,17 @@ pub(crate) struct Gcp {
     /// As a master that a restarted node of lower id took over from: the MASTER_GCPREQs
     /// answered once this node's last round has ended (the new one's must not overlap it).
     deferred: NodeSet,
+}
+
+/// A sysfile write in progress: the copies are written one after the other.
+#[derive(Debug)]
+struct Copying {
+    gci: u64,
+    /// The master to confirm to (COPY_GCICONF).
+    master: NodeId,
+    sysfile: Sysfile,
+    /// The index in [`SYSFILES`] of the copy being written.
+    copy: usize,
 }
 
 #[derive(Debug)]
@@ -371,24 +382,31 @@ impl Kernel {
         };
         // Each copy is overwritten in place and synced before the next is touched (two fsyncs,
         // where a replace through a temporary file costs four): a crash tears at most one, whose
-        // CRC then fails, and a restart reads the other.
-        for path in SYSFILES {
-            self.fs.push(
-                FsOp::Write {
-                    path: path.to_string(),
-                    offset: 0,
-                    bytes: sysfile.file_bytes(u32::from(self.me.0)),
-                },
-                FsWait::Nothing,
-            );
-            self.fs.push(
-                FsOp::Sync {
-                    path: path.to_string(),
-                },
-                FsWait::Sysfile,
-            );
-        }
-        self.gcp.copying = Some((gci, master, SYSFILES.len()));
+        // CRC then fails, and a restart reads the other. The next copy is written only once
+        // this one's sync has come back well (`gcp_sysfile_written`): a write or sync that
+        // failed (ENOSPC, EIO) leaves the other copy as it was, where requests queued
+        // together would go on to overwrite it too, and a power loss could then tear both.
+        self.gcp.copying = Some(Copying {
+            gci,
+            master,
+            sysfile,
+            copy: 0,
+        });
+        self.write_sysfile_copy(0, sysfile);
+    }
+
+    /// Overwrites copy `copy` of the sysfile with `sysfile`, and syncs it.
+    fn write_sysfile_copy(&mut self, copy: usize, sysfile: Sysfile) {
+        let path = SYSFILES[copy].to_string();
+        self.fs.push(
+            FsOp::Write {
+                path: path.clone(),
+                offset: 0,
+                bytes: sysfile.file_bytes(u32::from(self.me.0)),
+            },
+            FsWait::Nothing,
+        );
+        self.fs.push(FsOp::Sync { path }, FsWait::Sysfile);
     }
 
     /// A sync of a save completed.
@@ -411,24 +429,34 @@ impl Kernel {
         }
     }
 
-    /// A sysfile copy was written.
+    /// A sysfile copy was written and synced: the next one is written, or, after the last,
+    /// the checkpoint is saved.
     pub(crate) fn gcp_sysfile_written(&mut self, out: &mut dyn Outbox) {
-        let Some((gci, master, left)) = self.gcp.copying.as_mut() else {
+        let Some(copying) = self.gcp.copying.as_mut() else {
             return;
         };
-        *left -= 1;
-        if *left == 0 {
-            let (gci, master) = (*gci, *master);
-            self.gcp.copying = None;
-            self.gcp.restorable = self.gcp.restorable.max(gci_hi(gci));
-            tracing::debug!(gci = gci_hi(gci), "global checkpoint saved");
-            self.lcp_promote();
-            // Every node synced this checkpoint's redo before the master sent COPY_GCIREQ, and
-            // this node's sysfile now names it: a system restart, which takes the highest
-            // restorable GCI any node names, comes back at least here.
-            self.tc_checkpoint_saved(out);
-            self.send_gcp(master, gsn::COPY_GCICONF, gci, out);
+        if let Some(why) = &self.fs.failed {
+            // A file request failed (this copy's write, or another): the copy may not hold
+            // what its sync confirmed, so the other copy, the one a restart would read, is
+            // left as it was, and this save is never confirmed: global checkpoints stop.
+            tracing::error!(gci = gci_hi(copying.gci), %why, "global checkpoint not saved: a file write failed");
+            return;
         }
+        copying.copy += 1;
+        if copying.copy < SYSFILES.len() {
+            let (copy, sysfile) = (copying.copy, copying.sysfile);
+            return self.write_sysfile_copy(copy, sysfile);
+        }
+        let (gci, master) = (copying.gci, copying.master);
+        self.gcp.copying = None;
+        self.gcp.restorable = self.gcp.restorable.max(gci_hi(gci));
+        tracing::debug!(gci = gci_hi(gci), "global checkpoint saved");
+        self.lcp_promote();
+        // Every node synced this checkpoint's redo before the master sent COPY_GCIREQ, and
+        // this node's sysfile now names it: a system restart, which takes the highest
+        // restorable GCI any node names, comes back at least here.
+        self.tc_checkpoint_saved(out);
+        self.send_gcp(master, gsn::COPY_GCICONF, gci, out);
     }
 
     /// As master: a node answered the round's current step; when all have, the next step.
