@@ -16,8 +16,8 @@
 //!
 //! Faults, only where the seed turns them on and only after [`SimDisk::arm_faults`]: a write,
 //! a replace or a sync fails with ENOSPC (28) or EIO (5) and changes nothing. A real fsync that
-//! fails may drop the dirty pages it could not write (Linux marks them clean); the kernel
-//! stops writing and saving after any failure, so the model keeps them unsynced instead.
+//! fails may drop the dirty pages it could not write (Linux marks them clean); NDBFS changes
+//! nothing after any failure (`FailStop`), so the model keeps them unsynced instead.
 //!
 //! Requests run one at a time in request order ([`SimDisk::submit`], [`SimDisk::complete`]),
 //! each taking a drawn time: a request's effect happens when it completes, so a request still
@@ -26,7 +26,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 
-use rndb_ndbd::ndbfs::{self, Disk, FsConf, FsOp, FsRequest};
+use rndb_ndbd::ndbfs::{Disk, FailStop, FsConf, FsOp, FsRequest};
 
 use crate::rng::Rng;
 
@@ -122,6 +122,8 @@ pub struct SimDisk {
     armed: bool,
     /// Requests taken from the kernel and not yet carried out, oldest first.
     queue: VecDeque<FsRequest>,
+    /// NDBFS of the node's running process: it changes nothing after a failure.
+    stop: FailStop,
     /// Faults injected so far.
     pub faults: u64,
     /// Unsynced changes dropped by crashes, kept by crashes, and writes torn.
@@ -138,6 +140,7 @@ impl SimDisk {
             knobs,
             armed: false,
             queue: VecDeque::new(),
+            stop: FailStop::default(),
             faults: 0,
             lost_changes: 0,
             kept_changes: 0,
@@ -162,6 +165,7 @@ impl SimDisk {
     /// already took stays, in the page cache).
     pub fn drop_queue(&mut self) {
         self.queue.clear();
+        self.stop = FailStop::default();
     }
 
     /// True while requests wait.
@@ -181,7 +185,10 @@ impl SimDisk {
     /// Carries out the request at the head of the queue.
     pub fn complete(&mut self) -> Option<FsConf> {
         let request = self.queue.pop_front()?;
-        Some(ndbfs::execute(self, request))
+        let mut stop = std::mem::take(&mut self.stop);
+        let conf = stop.execute(self, request);
+        self.stop = stop;
+        Some(conf)
     }
 
     /// The node lost power: queued requests never happen, and each file keeps a drawn
@@ -189,6 +196,7 @@ impl SimDisk {
     /// may be torn.
     pub fn crash(&mut self) {
         self.queue.clear();
+        self.stop = FailStop::default();
         for file in self.files.values_mut() {
             let count = file.unsynced.len();
             if count == 0 {

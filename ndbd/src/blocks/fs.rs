@@ -101,9 +101,11 @@ impl Kernel {
                 if let FsWait::Start(_) = wait {
                     return Err(format!("restart: {error}"));
                 }
-                tracing::error!(%error, "file request failed: this node refuses writes from now on, and its global checkpoints stop");
                 if self.fs.failed.is_none() {
+                    tracing::error!(%error, "file request failed: this node refuses writes from now on, and its global checkpoints stop");
                     self.fs.failed = Some(error.to_string());
+                } else {
+                    tracing::debug!(%error, "file request failed after the first failure");
                 }
                 return Ok(());
             }

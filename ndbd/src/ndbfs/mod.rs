@@ -162,5 +162,136 @@ pub fn execute(disk: &mut dyn Disk, request: FsRequest) -> FsConf {
     }
 }
 
+/// NDBFS stops changing the disk at its first failed request. Every request after it that
+/// would write, sync, truncate, replace or remove is not carried out and fails, naming the
+/// first failure; reads and listings still run. A sequence the kernel queued at once (a node
+/// restart's overwrite of both sysfile copies, their syncs, then the removal of its files)
+/// thereby never goes on past a step that failed, and the kernel, which refuses writes and stops
+/// saving from its first failure, finds the disk as that failure left it. A new process
+/// starts with a new one.
+#[derive(Debug, Default)]
+pub struct FailStop {
+    first: Option<FsError>,
+}
+
+impl FailStop {
+    /// Carries out `request` on `disk`, unless it changes the disk after a failure.
+    pub fn execute(&mut self, disk: &mut dyn Disk, request: FsRequest) -> FsConf {
+        if let Some(first) = &self.first {
+            if !matches!(request.op, FsOp::Read { .. } | FsOp::List { .. }) {
+                return FsConf {
+                    id: request.id,
+                    result: Err(FsError {
+                        op: request.op.name(),
+                        path: request.op.path().to_string(),
+                        no_space: first.no_space,
+                        reason: format!("not carried out: an earlier request failed ({first})"),
+                    }),
+                };
+            }
+        }
+        let conf = execute(disk, request);
+        if let (Err(error), None) = (&conf.result, &self.first) {
+            self.first = Some(error.clone());
+        }
+        conf
+    }
+}
+
 const ENOSPC: i32 = 28;
 const EDQUOT: i32 = 122;
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// Files in memory; writes to `failing` fail with EIO.
+    #[derive(Default)]
+    struct Files(BTreeMap<String, Vec<u8>>, &'static str);
+
+    impl Disk for Files {
+        fn write_at(&mut self, path: &str, _: u64, bytes: &[u8]) -> io::Result<()> {
+            if path == self.1 {
+                return Err(io::Error::from_raw_os_error(5));
+            }
+            self.0.insert(path.to_string(), bytes.to_vec());
+            Ok(())
+        }
+        fn sync(&mut self, _: &str) -> io::Result<()> {
+            Ok(())
+        }
+        fn truncate(&mut self, _: &str, _: u64) -> io::Result<()> {
+            Ok(())
+        }
+        fn replace(&mut self, path: &str, bytes: &[u8]) -> io::Result<()> {
+            self.write_at(path, 0, bytes)
+        }
+        fn read(&mut self, path: &str) -> io::Result<Option<Vec<u8>>> {
+            Ok(self.0.get(path).cloned())
+        }
+        fn list(&mut self, _: &str) -> io::Result<Vec<String>> {
+            Ok(self.0.keys().cloned().collect())
+        }
+        fn remove(&mut self, path: &str) -> io::Result<()> {
+            self.0.remove(path);
+            Ok(())
+        }
+    }
+
+    fn request(id: u64, op: FsOp) -> FsRequest {
+        FsRequest { id, op }
+    }
+
+    fn write(path: &str) -> FsOp {
+        FsOp::Write {
+            path: path.into(),
+            offset: 0,
+            bytes: b"new".to_vec(),
+        }
+    }
+
+    #[test]
+    fn nothing_changes_the_disk_after_a_failed_request() {
+        let mut disk = Files(BTreeMap::new(), "D1/a");
+        disk.0.insert("D2/a".into(), b"old".to_vec());
+        disk.0.insert("D8/log".into(), b"log".to_vec());
+        let mut stop = FailStop::default();
+        let ok = stop.execute(&mut disk, request(0, write("D3/a")));
+        assert!(ok.result.is_ok(), "before any failure requests run");
+        let first = stop.execute(&mut disk, request(1, write("D1/a")));
+        assert!(first.result.is_err());
+        let later = [
+            write("D2/a"),
+            FsOp::Sync {
+                path: "D2/a".into(),
+            },
+            FsOp::Remove {
+                path: "D8/log".into(),
+            },
+        ];
+        for (id, op) in (2..).zip(later) {
+            let conf = stop.execute(&mut disk, request(id, op));
+            let error = conf.result.expect_err("a change after the failure");
+            assert!(
+                error
+                    .reason
+                    .contains("an earlier request failed (write D1/a: "),
+                "the error names the first failure: {error}"
+            );
+        }
+        assert_eq!(disk.0.get("D2/a").map(Vec::as_slice), Some(&b"old"[..]));
+        assert!(disk.0.contains_key("D8/log"), "nothing was removed");
+        let read = stop.execute(
+            &mut disk,
+            request(
+                9,
+                FsOp::Read {
+                    path: "D2/a".into(),
+                },
+            ),
+        );
+        assert_eq!(read.result, Ok(FsData::File(Some(b"old".to_vec()))));
+    }
+}

@@ -1,6 +1,7 @@
 //! The real disk: files under the node's file system directory, and the NDBFS thread that
-//! carries out the kernel's file requests on it, one at a time and in order, so that the
-//! execution thread never waits for a disk.
+//! carries out the kernel's file requests on it, one at a time and in order (none that
+//! changes the disk after one failed: [`FailStop`]), so that the execution thread never
+//! waits for a disk.
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -10,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 
-use super::{execute, Disk, FsConf, FsRequest};
+use super::{Disk, FailStop, FsConf, FsRequest};
 
 /// Files under one directory, kept open while they are written.
 #[derive(Debug)]
@@ -164,8 +165,9 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("ndbfs".into())
         .spawn(move || {
+            let mut stop = FailStop::default();
             for request in inbox {
-                if confs.send(execute(&mut disk, request)).is_err() {
+                if confs.send(stop.execute(&mut disk, request)).is_err() {
                     return;
                 }
                 wake();
