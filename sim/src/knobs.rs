@@ -77,8 +77,10 @@ pub enum Fault {
     /// some of it, the last write torn), then all restart from their disks (a system restart)
     /// and the clients reconnect. Only in seeds whose data nodes keep files.
     CrashAll,
-    /// Disk writes, replaces and syncs fail with ENOSPC or EIO (the node then refuses writes
-    /// with 1234, and global checkpoints stop). Only in seeds whose data nodes keep files.
+    /// Disk writes, replaces and syncs fail with ENOSPC or EIO: the node refuses writes with
+    /// 1234 and saves nothing more, and is stopped (2810, 2813) while another member of its
+    /// node group serves (with `restart`, it then starts again by node restart). Only in
+    /// seeds whose data nodes keep files.
     Disk,
     /// A data node that crashed starts again a while later and rejoins the running cluster by
     /// node restart (from its disk, which it drops, or without files), copying every row from

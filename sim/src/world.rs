@@ -829,7 +829,14 @@ impl World {
         } else if stale {
             "it crashed alone before the cluster crash and never restarted since, its disk holds less than the restart GCI, and node restart is not implemented"
         } else if disk_faults > 0 {
-            "the seed's disks failed writes or syncs (ENOSPC, EIO)"
+            if why.contains("file system") {
+                self.count("data node stopped after its file system failed");
+            }
+            if self.knobs.node_restarts && why.contains("file system") {
+                let at = self.now_ns + self.rng.between(RESTART_NS_MIN, RESTART_NS_MAX);
+                self.schedule_fault(at, Planned::NodeRestart(node));
+            }
+            "the seed's disks failed writes or syncs (ENOSPC, EIO): the node asked to be stopped, and starts again by node restart"
         } else {
             return Err(format!("data node {node} stopped: {why}"));
         };
@@ -1154,6 +1161,17 @@ impl World {
                 let at = self.now_ns + CLUSTER_CRASH_RETRY_NS;
                 self.schedule_fault(at, Planned::Crash { node, drain });
             }
+            // Another member of its node group is down (a node stopped after its disk
+            // failed): crashing this one too would take the group down whole, a double fault
+            // the crash plans leave out. It waits for that member to come back, or is dropped.
+            Planned::Crash { node, drain } if self.group_member_down(node) => {
+                if self.knobs.node_restarts {
+                    let at = self.now_ns + CLUSTER_CRASH_RETRY_NS;
+                    self.schedule_fault(at, Planned::Crash { node, drain });
+                } else {
+                    self.count("crash left out (its node group's other member is down)");
+                }
+            }
             Planned::Crash { node, drain } => self.crash(node, drain),
             Planned::CrashAfter {
                 node,
@@ -1252,6 +1270,14 @@ impl World {
                 self.net.blackhole(from, to, until);
             }
         }
+    }
+
+    /// True when a data node of `node`'s node group other than `node` does not run.
+    fn group_member_down(&self, node: NodeId) -> bool {
+        (self.config.node_groups.iter())
+            .filter(|g| g.nodes.contains(&node))
+            .flat_map(|g| g.nodes.iter())
+            .any(|n| *n != node && !self.kernels.contains_key(n))
     }
 
     /// The node's kernel (its memory) is dropped; every link of it drops.

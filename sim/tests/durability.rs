@@ -58,7 +58,7 @@ fn cluster_crashes_lose_no_acknowledged_durable_transaction() {
 }
 
 #[test]
-fn disk_faults_stop_writes_and_checkpoints_but_lose_nothing_saved() {
+fn disk_faults_stop_writes_and_their_nodes_but_lose_nothing_saved() {
     let options = Options {
         workload: Workload::Bank,
         faults: vec![Fault::Crash, Fault::CrashAll, Fault::Disk],
@@ -71,6 +71,11 @@ fn disk_faults_stop_writes_and_checkpoints_but_lose_nothing_saved() {
         r.stats.errors.get(&1234).copied().unwrap_or(0)
     });
     assert!(refused > 0, "no write was refused after a disk fault");
+    // A node whose disk failed is stopped (2810, 2813) while its group's other member serves.
+    let stopped = sum(&reports, |r| {
+        faults(r, "data node stopped after its file system failed")
+    });
+    assert!(stopped > 0, "no node was stopped after its disk failed");
     assert!(sum(&reports, |r| faults(r, "cluster crash")) > SEEDS / 4);
 }
 

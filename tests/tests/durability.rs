@@ -9,7 +9,8 @@
 //! sysfile names its checkpoint, and every one acknowledged before the same kill is there after
 //! the restart, with no later checkpoint waited for. Local checkpoints let a small redo log
 //! carry far more writes than it holds, and a disk that fills refuses writes with a temporary
-//! error (root only).
+//! error, or, where another replica serves, stops its node while the cluster goes on (root
+//! only).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -345,6 +346,84 @@ fn a_full_disk_refuses_writes_with_a_temporary_error_and_reads_go_on() {
         read_committed(&api, &table, &[Value::UInt32(id)]).expect("a committed row reads");
     }
     assert!(cluster.is_running(NodeId(1)), "the node keeps running");
+}
+
+/// A data node of two replicas whose disk fills stops with NDB's 2810 once the other replica
+/// serves alone, and the cluster goes on: writes commit, and a durable commit is answered (its
+/// global checkpoint is saved without the stopped node).
+#[test]
+#[ignore = "needs root: mounts a small tmpfs (scripts/test runs it as root)"]
+fn a_node_whose_disk_fills_is_stopped_and_its_group_goes_on_saving() {
+    let spec = ClusterSpec::new()
+        .data_nodes(2)
+        .replicas(2)
+        .data_memory("64M")
+        .data_node_param("NoOfFragmentLogFiles", "3")
+        .data_node_param("FragmentLogFileSize", "4M")
+        .data_node_param("TimeBetweenGlobalCheckpoints", "100");
+    let mut cluster = TestCluster::start(spec).expect("start the cluster");
+    let api = cluster.connect().expect("connect");
+    let def = TableDef::new(
+        "fill2",
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("value", ColumnType::Varbinary(8000)),
+        ],
+    );
+    let table = recreate_table(&api, &def).expect("create the table");
+    // Node 2 starts again over an empty 6 MiB file system: every row is copied to it.
+    cluster.stop_node(NodeId(2)).expect("stop node 2");
+    let _disk = SmallDisk::mount(&cluster.file_system(NodeId(2)), "6m");
+    cluster.restart_node(NodeId(2)).expect("restart node 2");
+    wait_until("node 2's node restart", Duration::from_secs(60), || {
+        Ok(cluster
+            .log(NodeId(2))
+            .contains("node restart complete")
+            .then_some(()))
+    })
+    .expect("node 2 rejoins");
+    // Writes go on (some refused with a temporary error while node 2 is being stopped) until
+    // node 2 is gone.
+    let mut id = 0u32;
+    let mut refused = Vec::new();
+    wait_until("node 2 to stop", Duration::from_secs(60), || {
+        let mut t = api.start_transaction()?;
+        t.insert(
+            &table,
+            &[Value::UInt32(id), Value::Varbinary(vec![7; 8000])],
+        )?;
+        match t.execute(ExecType::Commit) {
+            Ok(()) => id += 1,
+            Err(e) if e.is_temporary() => refused.push(e.to_string()),
+            Err(e) => return Err(e.into()),
+        }
+        Ok((!cluster.is_running(NodeId(2))).then_some(()))
+    })
+    .unwrap_or_else(|e| panic!("{e:#}\n--- node 2 ---\n{}", cluster.log(NodeId(2))));
+    eprintln!("{id} rows committed; refused: {refused:?}");
+    let log = cluster.log(NodeId(2));
+    assert!(
+        log.contains("error 2810: The file system is full"),
+        "node 2 stops with NDB's 2810:\n{log}"
+    );
+    assert!(cluster.is_running(NodeId(1)), "node 1 goes on");
+    // Node 1 alone commits, and saves: a durable commit is answered.
+    wait_until(
+        "a durable commit on node 1 alone",
+        Duration::from_secs(30),
+        || {
+            let mut t = api.start_transaction()?;
+            t.set_durable_commit(true);
+            t.insert(&table, &[Value::UInt32(id), Value::Varbinary(vec![8; 10])])?;
+            match t.execute(ExecType::Commit) {
+                Ok(()) => Ok(Some(())),
+                Err(e) if e.is_temporary() => Ok(None),
+                Err(e) => Err(e.into()),
+            }
+        },
+    )
+    .expect("node 1 commits durably without node 2");
+    read_committed(&api, &table, &[Value::UInt32(id)]).expect("the durable row reads");
 }
 
 /// Durable commits the workload keeps in flight at once.

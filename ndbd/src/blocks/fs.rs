@@ -12,7 +12,7 @@ use super::lqh::lcp::LcpIo;
 use super::lqh::redo::RedoIo;
 use super::restart::StartRead;
 use super::{Kernel, Outbox};
-use crate::ndbfs::{FsConf, FsOp, FsRequest};
+use crate::ndbfs::{FsConf, FsError, FsOp, FsRequest};
 
 /// What a file request's completion means.
 #[derive(Debug)]
@@ -39,8 +39,9 @@ pub(crate) struct FsQueue {
     ready: Vec<FsRequest>,
     waits: VecDeque<(u64, FsWait)>,
     /// The first file request that failed: the node refuses writes from then on (a redo
-    /// change that cannot reach the disk would make a later save a lie).
-    pub failed: Option<String>,
+    /// change that cannot reach the disk would make a later save a lie), and asks to be
+    /// stopped (`fs_failed_report`).
+    pub failed: Option<FsError>,
 }
 
 impl FsQueue {
@@ -102,8 +103,9 @@ impl Kernel {
                     return Err(format!("restart: {error}"));
                 }
                 if self.fs.failed.is_none() {
-                    tracing::error!(%error, "file request failed: this node refuses writes from now on, and its global checkpoints stop");
-                    self.fs.failed = Some(error.to_string());
+                    tracing::error!(%error, "file request failed: this node refuses writes from now on, saves no global checkpoint, and asks to be stopped");
+                    self.fs.failed = Some(error);
+                    self.fs_failed_report(out);
                 } else {
                     tracing::debug!(%error, "file request failed after the first failure");
                 }

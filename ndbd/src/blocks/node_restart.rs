@@ -1181,14 +1181,19 @@ impl Kernel {
         self.node_restart_link_lost(node);
     }
 
-    /// A data node's link closed: what waited for it ends (an inclusion, a copy to it, its
-    /// admission).
     /// True once the president's inclusion of `node` (a node restarting) has reached this
     /// node: an INCL_NODEREQ waits or was done here.
     pub(crate) fn node_restart_inclusion_begun(&self, node: NodeId) -> bool {
         self.qmgr.copying.contains(node) || self.node_restart.incl.iter().any(|i| i.node == node)
     }
 
+    /// True while this node joins the running cluster by node restart.
+    pub(crate) fn node_restart_joining(&self) -> bool {
+        self.node_restart.me.is_some()
+    }
+
+    /// A data node's link closed: what waited for it ends (an inclusion, a copy to it, its
+    /// admission).
     pub(crate) fn node_restart_link_lost(&mut self, node: NodeId) {
         self.qmgr.joining.remove(node);
         self.qmgr.copying.remove(node);

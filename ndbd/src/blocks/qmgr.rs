@@ -37,6 +37,7 @@ use rndb_transporter::FrameHeader;
 use super::node_set::NodeSet;
 use super::tc::{self, ApiAnswer};
 use super::{data_node_header, reply, Kernel, Outbox};
+use crate::ndbfs::FsError;
 
 /// Intervals without a frame from a peer after which a missed heartbeat is logged.
 const MISSED_WARN: u32 = 2;
@@ -102,6 +103,9 @@ pub(crate) struct Qmgr {
     pub partial_due: bool,
     /// When a start waiting for a missing node group last said so.
     group_missing_logged: Option<Instant>,
+    /// As president: nodes whose file system failed that were left running, as the last
+    /// serving member of their node group (said once).
+    disk_failed_kept: NodeSet,
 }
 
 impl Qmgr {
@@ -148,6 +152,7 @@ impl Qmgr {
             start_since: None,
             partial_due: false,
             group_missing_logged: None,
+            disk_failed_kept: NodeSet::new(),
         }
     }
 
@@ -268,6 +273,16 @@ impl Qmgr {
                     && !nodes.iter().all(|n| self.stopping.contains(n))
             })
             .map(|(id, _)| *id)
+    }
+
+    /// True when another member of `node`'s node group is alive here and serves (not being
+    /// copied to by node restart): the group keeps its rows without `node`.
+    pub fn group_serves_without(&self, node: NodeId) -> bool {
+        self.node_groups
+            .iter()
+            .filter(|(_, nodes)| nodes.contains(&node))
+            .flat_map(|(_, nodes)| nodes.iter().copied())
+            .any(|n| n != node && self.is_alive(n) && !self.copying.contains(n))
     }
 
     /// True when every node of some node group is alive here and started (arbitration's rule
@@ -457,6 +472,9 @@ impl Kernel {
             let frame = data_node_header(gsn::HEARTBEAT, block::QMGR, block::QMGR);
             self.unsent.send(out, peer, frame, &mut |_| {});
         }
+        if self.fs.failed.is_some() {
+            self.fs_failed_report(out);
+        }
         if !self.qmgr.started {
             // A node restarting sends heartbeats but judges no one: its view of the cluster is
             // the president's, and a failure reaches it as NODE_FAILREP or a closed link.
@@ -556,8 +574,63 @@ impl Kernel {
         now: Instant,
     ) {
         let node = NodeId(rep.node);
+        if node == from {
+            return self.exec_fail_rep_own_disk(node, out, now);
+        }
         if self.qmgr.president_without(node) == self.me && node != self.me {
             self.declare_failed(node, &format!("reported by data node {from}"), out, now);
+        }
+    }
+
+    /// This node's file system failed (a write, sync or removal came back with ENOSPC, EIO,
+    /// ...): as NDB stops a data node on a file system error (2810, 2813), it asks to be
+    /// declared failed (FAIL_REP naming itself, to the node that presides without it), so
+    /// that its node group's other members go on saving global checkpoints without it. Asked
+    /// again every heartbeat interval while it runs: the president keeps it running while it
+    /// is its node group's last serving member, which then serves reads and refuses writes.
+    /// A node joining by node restart and not yet let in serves nothing: it stops at once.
+    /// One in a system or initial start asks once started.
+    pub(crate) fn fs_failed_report(&mut self, out: &mut dyn Outbox) {
+        if self.qmgr.dead {
+            return;
+        }
+        if !(self.qmgr.started || self.qmgr.beating) {
+            if let Some(error) = self
+                .fs
+                .failed
+                .clone()
+                .filter(|_| self.node_restart_joining())
+            {
+                self.stopped_by_fs_error(None, error);
+            }
+            return;
+        }
+        let president = self.qmgr.president_without(self.me);
+        if president == self.me {
+            return;
+        }
+        let frame = data_node_header(gsn::FAIL_REP, block::QMGR, block::QMGR);
+        let rep = FailRep { node: self.me.0 };
+        self.unsent
+            .send(out, president, frame, &mut |b| rep.encode(b));
+    }
+
+    /// FAIL_REP from `node` naming itself: its file system failed. The node that presides
+    /// without it declares it failed while another member of its node group serves;
+    /// otherwise it stays, its group's last replica, serving reads. A president whose own
+    /// file system failed declares nobody for theirs: two members of a group that failed
+    /// together, each presiding without the other, would otherwise declare each other.
+    fn exec_fail_rep_own_disk(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
+        if self.qmgr.president_without(node) != self.me {
+            return;
+        }
+        if self.fs.failed.is_none() && self.qmgr.group_serves_without(node) {
+            self.qmgr.disk_failed_kept.remove(node);
+            let why = "its file system failed (NDB stops such a node: 2810, 2813); its node \
+                       group goes on without it";
+            self.declare_failed(node, why, out, now);
+        } else if self.qmgr.disk_failed_kept.insert(node) {
+            tracing::error!(node = %node, "data node {node}'s file system failed, but it is the last serving member of its node group: it goes on serving reads and refusing writes (1234), and is stopped once another member serves");
         }
     }
 
@@ -679,15 +752,23 @@ impl Kernel {
         now: Instant,
     ) {
         let node = NodeId(rep.node);
-        if node == self.me && from != self.qmgr.master() && self.arbit_enabled() {
+        if node == self.me
+            && from != self.qmgr.master()
+            && self.arbit_enabled()
+            && self.fs.failed.is_none()
+        {
             // Not this node's president (it is lower): the sender's side has split from this
             // one's, and closes its links. Arbitration decides which side goes on; obeying
             // would stop a side that may be the winner (a one-way cut made node 2 of two
-            // declare node 1, whose side the arbitrator then chose).
+            // declare node 1, whose side the arbitrator then chose). A node whose file system
+            // failed asked for it, and obeys.
             tracing::warn!(node = %from, "data node {from}, not this node's president, declared this node failed: a split, which arbitration decides");
             return;
         }
         if node == self.me {
+            if let Some(error) = self.fs.failed.clone() {
+                return self.stopped_by_fs_error(Some(from), error);
+            }
             return self.declared_dead(format!(
                 "data node {from}, the president, declared this node failed (it missed \
                  heartbeats, or its links failed)"
@@ -724,6 +805,31 @@ impl Kernel {
             let frame = data_node_header(gsn::NODE_FAILREP, block::API, block::QMGR);
             self.unsent.send(out, api, frame, &mut |b| rep.encode(b));
         }
+    }
+
+    /// The cluster declared this node failed at its own request (`president`), or its node
+    /// restart ends, its file system having failed: it stops with NDB's code for the error
+    /// (2810 a full file system, 2813 any other) and handles nothing more.
+    fn stopped_by_fs_error(&mut self, president: Option<NodeId>, error: FsError) {
+        let (code, text) = if error.no_space {
+            (2810, "The file system is full")
+        } else {
+            (2813, "Unknown file system error")
+        };
+        let how = match president {
+            Some(node) => format!(
+                "data node {node} declared this node failed and the cluster goes on without it"
+            ),
+            None => "this node stops its node restart".to_string(),
+        };
+        let why = format!(
+            "error {code}: {text} ({error}); {how}. Mend the file system, then start the node \
+             again: it rejoins by node restart"
+        );
+        tracing::error!("{why}");
+        self.qmgr.dead = true;
+        self.jobs.clear();
+        self.fatal.get_or_insert(why);
     }
 
     /// The cluster declared this node failed: it stops (NDB's 2315) and from now on handles

@@ -265,6 +265,20 @@ impl Cluster {
         }
     }
 
+    /// Every node's timer runs each 500 ms from the start until `ms` (heartbeats, global
+    /// checkpoints), the nodes running after each tick.
+    fn tick_until(&mut self, ms: u64) {
+        for at in (500..=ms).step_by(500) {
+            let now = self.start + std::time::Duration::from_millis(at);
+            for (index, (kernel, _)) in self.nodes.iter_mut().enumerate() {
+                if self.fatal[index].is_none() {
+                    kernel.on_timer(now);
+                }
+            }
+            self.run(now);
+        }
+    }
+
     /// Each node's error, if it stopped, its epoch and its DataMemory in use.
     fn state(&self) -> Vec<(Option<String>, u64, u64)> {
         self.nodes
@@ -434,21 +448,71 @@ fn no_node_serves_until_every_node_has_restored() {
 }
 
 #[test]
-fn a_global_checkpoint_whose_redo_write_failed_is_never_saved() {
+fn a_node_whose_redo_write_failed_is_stopped_and_the_cluster_saves_without_it() {
     // Node 2's writes to redo part 2 fail with EIO; its syncs succeed (the file is not there).
     let failing = MemDisk(BTreeMap::new(), Some("D10/"));
     let mut cluster = Cluster::new(vec![MemDisk::default(), failing], true);
     cluster.run(cluster.start);
-    assert!(cluster.nodes.iter().all(|(k, _)| k.qmgr.started()));
+    // The write failed during the start; once started, node 2 asks to be stopped at its
+    // next heartbeat.
     cluster.save_checkpoint();
-    for (index, (kernel, disk)) in cluster.nodes.iter().enumerate() {
-        assert_eq!(
-            kernel.restorable_gci(),
-            0,
-            "node {} took GCI 1 as saved, though node 2's redo part 2 never reached its disk",
+    let why = cluster.fatal[1].clone().unwrap_or_default();
+    assert!(
+        why.starts_with("error 2813: Unknown file system error (write D10/"),
+        "node 2 stops with NDB's code for its file system error: {why:?}"
+    );
+    assert_eq!(cluster.fatal[0], None);
+    let (node1, disk1) = &cluster.nodes[0];
+    let (node2, disk2) = &cluster.nodes[1];
+    assert_eq!(node1.restorable_gci(), 1, "node 1 saves without node 2");
+    assert!(disk1.0.contains_key("D1/DBDIH/P0.sysfile"));
+    assert_eq!(
+        node2.restorable_gci(),
+        0,
+        "node 2 took GCI 1 as saved, though its redo part 2 never reached its disk"
+    );
+    assert!(!disk2.0.contains_key("D1/DBDIH/P0.sysfile"));
+}
+
+#[test]
+fn the_last_serving_node_of_a_group_goes_on_refusing_writes_when_its_disk_fails() {
+    // Both nodes' writes to redo part 2 fail: the first to ask is stopped, the other is then
+    // its node group's last serving member and goes on, refusing writes; nothing is saved.
+    let failing = || MemDisk(BTreeMap::new(), Some("D10/"));
+    let mut cluster = Cluster::new(vec![failing(), failing()], true);
+    cluster.run(cluster.start);
+    cluster.save_checkpoint();
+    let stopped: Vec<usize> = (0..2).filter(|&i| cluster.fatal[i].is_some()).collect();
+    assert_eq!(stopped.len(), 1, "{:?}", cluster.fatal);
+    let (survivor, disk) = &cluster.nodes[1 - stopped[0]];
+    assert_eq!(survivor.restorable_gci(), 0);
+    assert!(!disk.0.contains_key("D1/DBDIH/P0.sysfile"));
+    assert_eq!(survivor.fs.refusal().map(|e| e.code), Some(1234));
+}
+
+#[test]
+fn two_nodes_of_a_group_whose_disks_failed_together_do_not_declare_each_other() {
+    let mut cluster = Cluster::new(vec![MemDisk::default(), MemDisk::default()], true);
+    cluster.run(cluster.start);
+    for (kernel, _) in &mut cluster.nodes {
+        kernel.fs.failed = Some(crate::ndbfs::FsError {
+            op: "sync",
+            path: "D8/DBLQH/S0.FragLog".into(),
+            no_space: true,
+            reason: "No space left on device (os error 28)".into(),
+        });
+    }
+    // Each asks the other, which presides without it, at every heartbeat.
+    cluster.tick_until(20_000);
+    assert_eq!(cluster.fatal, vec![None, None]);
+    for (index, (kernel, _)) in cluster.nodes.iter().enumerate() {
+        let other = NodeId(2 - index as u16);
+        assert!(
+            kernel.qmgr.is_up(other),
+            "node {} declared node {other} failed",
             index + 1
         );
-        assert!(!disk.0.contains_key("D1/DBDIH/P0.sysfile"));
+        assert_eq!(kernel.restorable_gci(), 0);
     }
 }
 
@@ -467,6 +531,10 @@ fn a_failed_sysfile_write_leaves_the_other_copy_untouched() {
         assert!(disk1.0.contains_key(path), "node 1 has no {path}");
     }
     // Node 2 never touched its second copy: a power loss now could tear only the first.
+    // It stopped (error 2813), and node 1 saved without it.
+    assert!(cluster.fatal[1]
+        .as_deref()
+        .is_some_and(|w| w.starts_with("error 2813")));
     assert_eq!(node2.restorable_gci(), 0);
     assert!(
         !disk2.0.contains_key("D2/DBDIH/P0.sysfile"),
