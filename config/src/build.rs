@@ -169,6 +169,8 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
             diskless: l.bool("Diskless"),
             file_system_path: l.text("FileSystemPath").map(PathBuf::from),
             time_between_global_checkpoints_ms: l.u32("TimeBetweenGlobalCheckpoints"),
+            time_between_global_checkpoints_timeout_ms: l
+                .u32("TimeBetweenGlobalCheckpointsTimeout"),
             time_between_epochs_ms: l.u32("TimeBetweenEpochs"),
             no_of_fragment_log_parts: l.u32("NoOfFragmentLogParts"),
             no_of_fragment_log_files: l.u32("NoOfFragmentLogFiles"),

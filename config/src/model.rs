@@ -146,6 +146,9 @@ pub struct Durability {
     pub file_system_path: Option<PathBuf>,
     /// TimeBetweenGlobalCheckpoints, ms: how often the redo log is made durable.
     pub time_between_global_checkpoints_ms: u32,
+    /// TimeBetweenGlobalCheckpointsTimeout, ms: how long this node's part in a save (its
+    /// redo and sysfile written and synced) may take before it asks to be stopped (GCP stop).
+    pub time_between_global_checkpoints_timeout_ms: u32,
     /// TimeBetweenEpochs, ms: how often a new epoch (GCI low word) starts; 0 = one per
     /// global checkpoint.
     pub time_between_epochs_ms: u32,
@@ -169,6 +172,7 @@ impl Default for Durability {
             diskless: false,
             file_system_path: None,
             time_between_global_checkpoints_ms: 2000,
+            time_between_global_checkpoints_timeout_ms: 120_000,
             time_between_epochs_ms: 100,
             no_of_fragment_log_parts: 4,
             no_of_fragment_log_files: 16,

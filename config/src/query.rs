@@ -135,6 +135,10 @@ fn data_value(config: &ClusterConfig, id: NodeId, name: &str) -> Option<String> 
         "TimeBetweenGlobalCheckpoints" => {
             n.durability.time_between_global_checkpoints_ms.to_string()
         }
+        "TimeBetweenGlobalCheckpointsTimeout" => n
+            .durability
+            .time_between_global_checkpoints_timeout_ms
+            .to_string(),
         "TimeBetweenEpochs" => n.durability.time_between_epochs_ms.to_string(),
         "HeartbeatIntervalDbDb" => n.heartbeat_interval_db_db_ms.to_string(),
         "HeartbeatIntervalDbApi" => n.heartbeat_interval_db_api_ms.to_string(),

@@ -279,6 +279,10 @@ pub struct Knobs {
     pub lcp_log2: u32,
     /// Saves after which a data node compacts its schema log.
     pub schema_compact_after: u32,
+    /// TimeBetweenGlobalCheckpointsTimeout: a quarter of the durable seeds make it short, so
+    /// that a node whose part in a save lags (paused, slow, waiting for failures to be
+    /// handled) asks to be stopped (GCP stop, 2303).
+    pub gcp_stop_ms: u32,
     /// The disks' service times and fault rates (faults: `--faults disk`).
     pub disk: DiskKnobs,
     /// Cluster crashes, each followed by a system restart (`--faults crash-all`).
@@ -390,6 +394,11 @@ impl Knobs {
         } else {
             rndb_ndbd::blocks::dict::log::COMPACT_AFTER
         };
+        let gcp_stop_ms = if durable && durability.below(4) == 0 {
+            durability.between(200, 2_000) as u32
+        } else {
+            120_000
+        };
         Knobs {
             data_nodes,
             clients,
@@ -434,6 +443,7 @@ impl Knobs {
             epoch_interval_ms,
             lcp_log2,
             schema_compact_after,
+            gcp_stop_ms,
             disk,
             cluster_crashes,
             node_restarts: options.has(Fault::Restart) && cluster_crashes == 0,
@@ -476,8 +486,9 @@ impl Knobs {
         );
         if self.durable {
             ini.push_str(&format!(
-                "TimeBetweenGlobalCheckpoints={}\nTimeBetweenEpochs={}\nTimeBetweenLocalCheckpoints={}\n",
-                self.gcp_interval_ms, self.epoch_interval_ms, self.lcp_log2
+                "TimeBetweenGlobalCheckpoints={}\nTimeBetweenEpochs={}\nTimeBetweenLocalCheckpoints={}\n\
+                 TimeBetweenGlobalCheckpointsTimeout={}\n",
+                self.gcp_interval_ms, self.epoch_interval_ms, self.lcp_log2, self.gcp_stop_ms
             ));
         }
         for id in 1..=self.data_nodes {
@@ -501,8 +512,9 @@ impl Knobs {
             return "no files (Kernel::new)".into();
         }
         format!(
-            "files: global checkpoints every {} ms, epochs every {} ms, local checkpoints every 2^{} words, disk ops {}-{} us, syncs {}-{} us, ENOSPC {} ppm, EIO {} ppm, cluster crashes {}, ledger {}",
+            "files: global checkpoints every {} ms (GCP stop after {} ms), epochs every {} ms, local checkpoints every 2^{} words, disk ops {}-{} us, syncs {}-{} us, ENOSPC {} ppm, EIO {} ppm, cluster crashes {}, ledger {}",
             self.gcp_interval_ms,
+            self.gcp_stop_ms,
             self.epoch_interval_ms,
             self.lcp_log2,
             self.disk.op_ns.0 / 1000,

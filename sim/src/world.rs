@@ -824,6 +824,13 @@ impl World {
                 self.schedule_fault(at, Planned::NodeRestart(node));
             }
             "the data nodes were split, and this side lost (arbitration) or was declared failed; it starts again by node restart"
+        } else if why.contains("GCP stop") {
+            self.count("data node stopped for a GCP stop");
+            if self.knobs.node_restarts {
+                let at = self.now_ns + self.rng.between(RESTART_NS_MIN, RESTART_NS_MAX);
+                self.schedule_fault(at, Planned::NodeRestart(node));
+            }
+            "its part in a global checkpoint's save lagged past TimeBetweenGlobalCheckpointsTimeout (GCP stop), and it asked to be stopped; it starts again by node restart"
         } else if self.hung.contains(&node) {
             "it hung past the heartbeat bound and the cluster declared it failed"
         } else if stale {

@@ -40,7 +40,7 @@ pub(crate) struct FsQueue {
     waits: VecDeque<(u64, FsWait)>,
     /// The first file request that failed: the node refuses writes from then on (a redo
     /// change that cannot reach the disk would make a later save a lie), and asks to be
-    /// stopped (`fs_failed_report`).
+    /// stopped (`ask_to_be_stopped`).
     pub failed: Option<FsError>,
 }
 
@@ -105,7 +105,7 @@ impl Kernel {
                 if self.fs.failed.is_none() {
                     tracing::error!(%error, "file request failed: this node refuses writes from now on, saves no global checkpoint, and asks to be stopped");
                     self.fs.failed = Some(error);
-                    self.fs_failed_report(out);
+                    self.ask_to_be_stopped(out);
                 } else {
                     tracing::debug!(%error, "file request failed after the first failure");
                 }

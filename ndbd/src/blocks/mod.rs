@@ -582,6 +582,7 @@ impl Kernel {
                     self.arbit_timer(out, now);
                     self.restart_request(out);
                     self.gcp_timer(out, now);
+                    self.gcp_stop_check(out, now);
                     self.lcp_timer(out);
                     self.node_restart_timer(out, now);
                     self.primary_switch_timer(out, now);

@@ -37,7 +37,7 @@ use rndb_transporter::FrameHeader;
 use super::node_set::NodeSet;
 use super::tc::{self, ApiAnswer};
 use super::{data_node_header, reply, Kernel, Outbox};
-use crate::ndbfs::FsError;
+use crate::ndbfs::format::gci_hi;
 
 /// Intervals without a frame from a peer after which a missed heartbeat is logged.
 const MISSED_WARN: u32 = 2;
@@ -103,9 +103,9 @@ pub(crate) struct Qmgr {
     pub partial_due: bool,
     /// When a start waiting for a missing node group last said so.
     group_missing_logged: Option<Instant>,
-    /// As president: nodes whose file system failed that were left running, as the last
-    /// serving member of their node group (said once).
-    disk_failed_kept: NodeSet,
+    /// As president: nodes that asked to be stopped (`exec_fail_rep_self`) and were left
+    /// running, as the last serving member of their node group (said once).
+    stop_refused: NodeSet,
 }
 
 impl Qmgr {
@@ -152,7 +152,7 @@ impl Qmgr {
             start_since: None,
             partial_due: false,
             group_missing_logged: None,
-            disk_failed_kept: NodeSet::new(),
+            stop_refused: NodeSet::new(),
         }
     }
 
@@ -472,8 +472,8 @@ impl Kernel {
             let frame = data_node_header(gsn::HEARTBEAT, block::QMGR, block::QMGR);
             self.unsent.send(out, peer, frame, &mut |_| {});
         }
-        if self.fs.failed.is_some() {
-            self.fs_failed_report(out);
+        if self.asked_to_stop() {
+            self.ask_to_be_stopped(out);
         }
         if !self.qmgr.started {
             // A node restarting sends heartbeats but judges no one: its view of the cluster is
@@ -575,33 +575,35 @@ impl Kernel {
     ) {
         let node = NodeId(rep.node);
         if node == from {
-            return self.exec_fail_rep_own_disk(node, out, now);
+            return self.exec_fail_rep_self(node, out, now);
         }
         if self.qmgr.president_without(node) == self.me && node != self.me {
             self.declare_failed(node, &format!("reported by data node {from}"), out, now);
         }
     }
 
+    /// True when this node asked to be stopped: its file system failed, or its part in a
+    /// global checkpoint's save lags past TimeBetweenGlobalCheckpointsTimeout (GCP stop).
+    pub(crate) fn asked_to_stop(&self) -> bool {
+        self.fs.failed.is_some() || self.gcp.stop_asked.is_some()
+    }
+
     /// This node's file system failed (a write, sync or removal came back with ENOSPC, EIO,
-    /// ...): as NDB stops a data node on a file system error (2810, 2813), it asks to be
-    /// declared failed (FAIL_REP naming itself, to the node that presides without it), so
-    /// that its node group's other members go on saving global checkpoints without it. Asked
-    /// again every heartbeat interval while it runs: the president keeps it running while it
-    /// is its node group's last serving member, which then serves reads and refuses writes.
-    /// A node joining by node restart and not yet let in serves nothing: it stops at once.
-    /// One in a system or initial start asks once started.
-    pub(crate) fn fs_failed_report(&mut self, out: &mut dyn Outbox) {
+    /// ...), or its part in a save lags (GCP stop): as NDB stops such a data node (2810,
+    /// 2813, 2303), it asks to be declared failed (FAIL_REP naming itself, to the node that
+    /// presides without it), so that its node group's other members go on saving global
+    /// checkpoints without it. Asked again every heartbeat interval while it runs: the
+    /// president keeps it running while it is its node group's last serving member, which
+    /// then serves reads and refuses writes. A node joining by node restart and not yet let
+    /// in serves nothing: it stops at once. One in a system or initial start asks once
+    /// started.
+    pub(crate) fn ask_to_be_stopped(&mut self, out: &mut dyn Outbox) {
         if self.qmgr.dead {
             return;
         }
         if !(self.qmgr.started || self.qmgr.beating) {
-            if let Some(error) = self
-                .fs
-                .failed
-                .clone()
-                .filter(|_| self.node_restart_joining())
-            {
-                self.stopped_by_fs_error(None, error);
+            if self.node_restart_joining() {
+                self.stopped_at_own_request(None);
             }
             return;
         }
@@ -615,22 +617,22 @@ impl Kernel {
             .send(out, president, frame, &mut |b| rep.encode(b));
     }
 
-    /// FAIL_REP from `node` naming itself: its file system failed. The node that presides
-    /// without it declares it failed while another member of its node group serves;
-    /// otherwise it stays, its group's last replica, serving reads. A president whose own
-    /// file system failed declares nobody for theirs: two members of a group that failed
+    /// FAIL_REP from `node` naming itself: its file system failed or its save lags. The node
+    /// that presides without it declares it failed while another member of its node group
+    /// serves; otherwise it stays, its group's last replica, serving reads. A president that
+    /// asked to be stopped itself declares nobody: two members of a group that failed
     /// together, each presiding without the other, would otherwise declare each other.
-    fn exec_fail_rep_own_disk(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
+    fn exec_fail_rep_self(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
         if self.qmgr.president_without(node) != self.me {
             return;
         }
-        if self.fs.failed.is_none() && self.qmgr.group_serves_without(node) {
-            self.qmgr.disk_failed_kept.remove(node);
-            let why = "its file system failed (NDB stops such a node: 2810, 2813); its node \
-                       group goes on without it";
+        if !self.asked_to_stop() && self.qmgr.group_serves_without(node) {
+            self.qmgr.stop_refused.remove(node);
+            let why = "it asked to be stopped (its file system failed, or its part in a global \
+                       checkpoint lagged: GCP stop); its node group goes on without it";
             self.declare_failed(node, why, out, now);
-        } else if self.qmgr.disk_failed_kept.insert(node) {
-            tracing::error!(node = %node, "data node {node}'s file system failed, but it is the last serving member of its node group: it goes on serving reads and refusing writes (1234), and is stopped once another member serves");
+        } else if self.qmgr.stop_refused.insert(node) {
+            tracing::error!(node = %node, "data node {node} asked to be stopped (its file system failed, or its save lags), but it is the last serving member of its node group: it goes on serving reads, and is stopped once another member serves");
         }
     }
 
@@ -755,19 +757,19 @@ impl Kernel {
         if node == self.me
             && from != self.qmgr.master()
             && self.arbit_enabled()
-            && self.fs.failed.is_none()
+            && !self.asked_to_stop()
         {
             // Not this node's president (it is lower): the sender's side has split from this
             // one's, and closes its links. Arbitration decides which side goes on; obeying
             // would stop a side that may be the winner (a one-way cut made node 2 of two
-            // declare node 1, whose side the arbitrator then chose). A node whose file system
-            // failed asked for it, and obeys.
+            // declare node 1, whose side the arbitrator then chose). A node that asked to be
+            // stopped obeys.
             tracing::warn!(node = %from, "data node {from}, not this node's president, declared this node failed: a split, which arbitration decides");
             return;
         }
         if node == self.me {
-            if let Some(error) = self.fs.failed.clone() {
-                return self.stopped_by_fs_error(Some(from), error);
+            if self.asked_to_stop() {
+                return self.stopped_at_own_request(Some(from));
             }
             return self.declared_dead(format!(
                 "data node {from}, the president, declared this node failed (it missed \
@@ -808,13 +810,22 @@ impl Kernel {
     }
 
     /// The cluster declared this node failed at its own request (`president`), or its node
-    /// restart ends, its file system having failed: it stops with NDB's code for the error
-    /// (2810 a full file system, 2813 any other) and handles nothing more.
-    fn stopped_by_fs_error(&mut self, president: Option<NodeId>, error: FsError) {
-        let (code, text) = if error.no_space {
-            (2810, "The file system is full")
-        } else {
-            (2813, "Unknown file system error")
+    /// restart ends: it stops with NDB's code for why it asked (2810 a full file system, 2813
+    /// another file system error, 2303 a GCP stop) and handles nothing more.
+    fn stopped_at_own_request(&mut self, president: Option<NodeId>) {
+        let (code, text) = match (&self.fs.failed, self.gcp.stop_asked) {
+            (Some(error), _) if error.no_space => {
+                (2810, format!("The file system is full ({error})"))
+            }
+            (Some(error), _) => (2813, format!("Unknown file system error ({error})")),
+            (None, gci) => (
+                2303,
+                format!(
+                    "GCP stop detected: this node's part in saving global checkpoint {} took \
+                     longer than TimeBetweenGlobalCheckpointsTimeout",
+                    gci.map_or(0, gci_hi)
+                ),
+            ),
         };
         let how = match president {
             Some(node) => format!(
@@ -823,7 +834,7 @@ impl Kernel {
             None => "this node stops its node restart".to_string(),
         };
         let why = format!(
-            "error {code}: {text} ({error}); {how}. Mend the file system, then start the node \
+            "error {code}: {text}; {how}. Mend what failed (the disk), then start the node \
              again: it rejoins by node restart"
         );
         tracing::error!("{why}");

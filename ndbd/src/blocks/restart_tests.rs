@@ -170,13 +170,17 @@ impl Cluster {
 
     /// Both nodes, made to start over `disks` (with `--initial` when `initial`), not yet run.
     fn new(disks: Vec<MemDisk>, initial: bool) -> Cluster {
-        let config = config();
+        Cluster::with_config(&config(), disks, initial)
+    }
+
+    /// The same, under `config`.
+    fn with_config(config: &ClusterConfig, disks: Vec<MemDisk>, initial: bool) -> Cluster {
         let nodes: Vec<(Kernel, MemDisk)> = config
             .data_nodes
             .iter()
             .zip(disks)
             .map(|(node, disk)| {
-                let mut kernel = Kernel::with_files(&config, node, initial);
+                let mut kernel = Kernel::with_files(config, node, initial);
                 for other in &config.data_nodes {
                     if other.node_id != node.node_id {
                         kernel.on_connect(other.node_id);
@@ -514,6 +518,31 @@ fn two_nodes_of_a_group_whose_disks_failed_together_do_not_declare_each_other() 
         );
         assert_eq!(kernel.restorable_gci(), 0);
     }
+}
+
+#[test]
+fn a_node_whose_save_stalls_past_the_timeout_is_stopped_and_the_cluster_saves_without_it() {
+    let ini = INI.replace(
+        "DataMemory=1M\n",
+        "DataMemory=1M\nTimeBetweenGlobalCheckpointsTimeout=3000\n",
+    );
+    let config = rndb_config::parse_str(&ini, Path::new("t.ini")).expect("config");
+    let mut cluster =
+        Cluster::with_config(&config, vec![MemDisk::default(), MemDisk::default()], true);
+    cluster.run(cluster.start);
+    // Node 2's redo requests never complete from now on: its disk stalls.
+    cluster.hold = Some((1, "DBLQH"));
+    cluster.tick_until(12_000);
+    let why = cluster.fatal[1].clone().unwrap_or_default();
+    assert!(
+        why.starts_with("error 2303: GCP stop detected"),
+        "node 2 stops for its GCP stop: {why:?}"
+    );
+    assert_eq!(cluster.fatal[0], None);
+    assert!(
+        cluster.nodes[0].0.restorable_gci() >= 1,
+        "node 1 saves without node 2"
+    );
 }
 
 #[test]

@@ -103,6 +103,14 @@ pub(crate) struct Gcp {
     /// As a master that a restarted node of lower id took over from: the MASTER_GCPREQs
     /// answered once this node's last round has ended (the new one's must not overlap it).
     deferred: NodeSet,
+    /// TimeBetweenGlobalCheckpointsTimeout: how long this node's part in a save may take.
+    save_timeout: Duration,
+    /// A save step the master asked of this node (GCP_SAVEREQ, COPY_GCIREQ) and not answered
+    /// yet: its GCI, and since when.
+    answering: Option<(u64, Instant)>,
+    /// GCP stop: this node's part in saving this GCI took longer than `save_timeout`, and it
+    /// asked to be stopped (`gcp_stop_check`).
+    pub stop_asked: Option<u64>,
 }
 
 /// A sysfile write in progress: the copies are written one after the other.
@@ -172,6 +180,11 @@ impl Gcp {
             asked_save: false,
             takeover: None,
             deferred: NodeSet::new(),
+            save_timeout: Duration::from_millis(u64::from(
+                config.time_between_global_checkpoints_timeout_ms,
+            )),
+            answering: None,
+            stop_asked: None,
         }
     }
 
@@ -195,6 +208,11 @@ impl Gcp {
 impl Kernel {
     /// Sends a GCP signal to `to`, through the job queue when that is this node.
     pub(crate) fn send_gcp(&mut self, to: NodeId, signal: u16, gci: u64, out: &mut dyn Outbox) {
+        if signal == gsn::GCP_SAVECONF || signal == gsn::COPY_GCICONF {
+            // This node's part is done: it lags no more.
+            self.gcp.answering = None;
+            self.gcp.stop_asked = None;
+        }
         if to == self.me {
             self.jobs.push_back(Signal::Gcp {
                 signal,
@@ -275,6 +293,7 @@ impl Kernel {
                 self.gcp_check_finished(out);
             }
             gsn::GCP_SAVEREQ => {
+                self.gcp.answering.get_or_insert((gci, now));
                 self.gcp.asked_save = false;
                 let failed = std::mem::take(&mut self.gcp.master_failed);
                 self.gcp.save_waiting = Some(SaveWaiting {
@@ -289,7 +308,10 @@ impl Kernel {
                 // At once, unless a round runs (then when it ends).
                 self.gcp_timer(out, now);
             }
-            gsn::COPY_GCIREQ => self.gcp_copy(from, gci, out),
+            gsn::COPY_GCIREQ => {
+                self.gcp.answering.get_or_insert((gci, now));
+                self.gcp_copy(from, gci, out)
+            }
             gsn::MASTER_GCPREQ if self.gcp.round.is_some() => {
                 // This node was master until `from` started: its round ends first.
                 self.gcp.deferred.insert(from);
@@ -311,6 +333,31 @@ impl Kernel {
             }
             _ => {}
         }
+    }
+
+    /// GCP stop (NDB's TimeBetweenGlobalCheckpointsTimeout): this node's part in a save (its
+    /// redo log and schema log synced, its sysfile written) has taken longer than the
+    /// timeout, a disk that stalls or a save that waits for what never comes. Every node's
+    /// checkpoints wait for it, so it asks to be stopped (`ask_to_be_stopped`), which the
+    /// cluster grants while another member of its node group serves; it stops with 2303.
+    /// A node whose part completes after all asks no more.
+    pub(crate) fn gcp_stop_check(&mut self, out: &mut dyn Outbox, now: Instant) {
+        let Some((gci, since)) = self.gcp.answering else {
+            return;
+        };
+        if self.gcp.stop_asked.is_some()
+            || now.saturating_duration_since(since) < self.gcp.save_timeout
+        {
+            return;
+        }
+        self.gcp.stop_asked = Some(gci);
+        tracing::error!(
+            gci = gci_hi(gci),
+            "GCP stop: this node's part in saving global checkpoint {} has taken longer than TimeBetweenGlobalCheckpointsTimeout={} ms; it asks to be stopped",
+            gci_hi(gci),
+            self.gcp.save_timeout.as_millis()
+        );
+        self.ask_to_be_stopped(out);
     }
 
     /// Asks the master for a global checkpoint now (once until the next save starts here):
