@@ -120,6 +120,8 @@ pub struct SimDisk {
     knobs: DiskKnobs,
     /// Faults fire only once armed (after the tables are ready).
     armed: bool,
+    /// Faults do not fire while set (the world holds them: see `World::fs_done`).
+    pub faults_held: bool,
     /// Requests taken from the kernel and not yet carried out, oldest first.
     queue: VecDeque<FsRequest>,
     /// NDBFS of the node's running process: it changes nothing after a failure.
@@ -139,6 +141,7 @@ impl SimDisk {
             rng,
             knobs,
             armed: false,
+            faults_held: false,
             queue: VecDeque::new(),
             stop: FailStop::default(),
             faults: 0,
@@ -230,7 +233,7 @@ impl SimDisk {
 
     /// ENOSPC or EIO, drawn, when a fault fires for this write or sync.
     fn fault(&mut self) -> io::Result<()> {
-        if !self.armed || self.knobs.enospc_ppm + self.knobs.eio_ppm == 0 {
+        if !self.armed || self.faults_held || self.knobs.enospc_ppm + self.knobs.eio_ppm == 0 {
             return Ok(());
         }
         let draw = self.rng.below(1_000_000);

@@ -326,6 +326,12 @@ struct World {
     paused: BTreeMap<NodeId, u64>,
     /// Data nodes that hung past the heartbeat bound: declared failed, they stop on waking.
     hung: BTreeSet<NodeId>,
+    /// Data nodes whose disk failed in their current run, or that stopped at their own
+    /// request (a failed disk, a GCP stop): each is its node group's one failure, as the
+    /// crash plans allow one per group.
+    stopped_on_request: BTreeSet<NodeId>,
+    /// When each data node last crashed.
+    crashed_at: BTreeMap<NodeId, u64>,
     /// A partition was made: a side that loses arbitration stops (2305), as it must.
     split: bool,
     /// Until when a partition may still get a node declared failed (a one-way cut's end, or
@@ -449,6 +455,8 @@ impl World {
             split: false,
             partition_until_ns: 0,
             hung: BTreeSet::new(),
+            stopped_on_request: BTreeSet::new(),
+            crashed_at: BTreeMap::new(),
             restarted: BTreeSet::new(),
             disks,
             incarnations: data_nodes.iter().map(|&n| (n, 0)).collect(),
@@ -773,9 +781,14 @@ impl World {
         if !self.kernels.contains_key(&node) || self.incarnation(node) != incarnation {
             return Ok(());
         }
+        let peer_failing = self.group_peer_failing(node);
         let Some(disk) = self.disks.get_mut(&node) else {
             return Ok(());
         };
+        // A disk fault would stop this node (its group's other member serving, as far as
+        // the cluster knows yet) while that member hangs or has just crashed: a double fault
+        // in one group, which the fault plans leave out.
+        disk.faults_held = peer_failing;
         let Some(conf) = disk.complete() else {
             return Ok(());
         };
@@ -786,6 +799,7 @@ impl World {
         }
         if let Err(error) = &conf.result {
             self.count("disk fault");
+            self.stopped_on_request.insert(node);
             self.log(format!("data node {node}: file request failed: {error}"));
         }
         let mut stop = None;
@@ -826,6 +840,7 @@ impl World {
             "the data nodes were split, and this side lost (arbitration) or was declared failed; it starts again by node restart"
         } else if why.contains("GCP stop") {
             self.count("data node stopped for a GCP stop");
+            self.stopped_on_request.insert(node);
             if self.knobs.node_restarts {
                 let at = self.now_ns + self.rng.between(RESTART_NS_MIN, RESTART_NS_MAX);
                 self.schedule_fault(at, Planned::NodeRestart(node));
@@ -838,6 +853,7 @@ impl World {
         } else if disk_faults > 0 {
             if why.contains("file system") {
                 self.count("data node stopped after its file system failed");
+                self.stopped_on_request.insert(node);
             }
             if self.knobs.node_restarts && why.contains("file system") {
                 let at = self.now_ns + self.rng.between(RESTART_NS_MIN, RESTART_NS_MAX);
@@ -1168,16 +1184,12 @@ impl World {
                 let at = self.now_ns + CLUSTER_CRASH_RETRY_NS;
                 self.schedule_fault(at, Planned::Crash { node, drain });
             }
-            // Another member of its node group is down (a node stopped after its disk
-            // failed): crashing this one too would take the group down whole, a double fault
-            // the crash plans leave out. It waits for that member to come back, or is dropped.
-            Planned::Crash { node, drain } if self.group_member_down(node) => {
-                if self.knobs.node_restarts {
-                    let at = self.now_ns + CLUSTER_CRASH_RETRY_NS;
-                    self.schedule_fault(at, Planned::Crash { node, drain });
-                } else {
-                    self.count("crash left out (its node group's other member is down)");
-                }
+            // Another member of its node group stopped at its own request, or will (its disk
+            // failed, or its save lagged), or does not serve: that was the group's failure,
+            // and crashing this one too would be a double fault, which the crash plans leave
+            // out.
+            Planned::Crash { node, .. } if self.group_had_its_failure(node) => {
+                self.count("crash left out (its node group's other member failed)");
             }
             Planned::Crash { node, drain } => self.crash(node, drain),
             Planned::CrashAfter {
@@ -1251,6 +1263,10 @@ impl World {
                     self.paused.insert(node, self.now_ns + for_ns);
                 }
             }
+            // As a crash: a hang past the heartbeat bound fails the node.
+            Planned::Hang { node, .. } if self.group_had_its_failure(node) => {
+                self.count("hang left out (its node group's other member failed)");
+            }
             Planned::Hang { node, for_ns } => {
                 if self.kernels.contains_key(&node) && !self.shared.stopping {
                     self.count("hang past the heartbeat bound");
@@ -1279,12 +1295,33 @@ impl World {
         }
     }
 
-    /// True when a data node of `node`'s node group other than `node` does not run.
-    fn group_member_down(&self, node: NodeId) -> bool {
+    /// True when a data node of `node`'s node group other than `node` is paused or hangs, or
+    /// crashed within two heartbeat bounds (the cluster may not know yet).
+    fn group_peer_failing(&self, node: NodeId) -> bool {
+        let failing = |n: &NodeId| {
+            self.paused.get(n).is_some_and(|&until| self.now_ns < until)
+                || self.crashed_at.get(n).is_some_and(|&at| {
+                    self.now_ns < at.saturating_add(2 * self.heartbeat_bound_ns())
+                })
+        };
         (self.config.node_groups.iter())
             .filter(|g| g.nodes.contains(&node))
             .flat_map(|g| g.nodes.iter())
-            .any(|n| *n != node && !self.kernels.contains_key(n))
+            .any(|n| *n != node && failing(n))
+    }
+
+    /// True when a data node of `node`'s node group other than `node` stopped at its own
+    /// request, or its disk failed in its current run, or it does not serve (stopped, or
+    /// restarting): the group had its failure.
+    fn group_had_its_failure(&self, node: NodeId) -> bool {
+        let down = |n: &NodeId| {
+            self.stopped_on_request.contains(n)
+                || !self.kernels.get(n).is_some_and(|k| k.is_started())
+        };
+        (self.config.node_groups.iter())
+            .filter(|g| g.nodes.contains(&node))
+            .flat_map(|g| g.nodes.iter())
+            .any(|n| *n != node && down(n))
     }
 
     /// The node's kernel (its memory) is dropped; every link of it drops.
@@ -1299,6 +1336,7 @@ impl World {
         });
         // The node lost power: its disk keeps what was synced (and drawn unsynced parts), and
         // its log stops here while the cluster's goes on.
+        self.crashed_at.insert(node, self.now_ns);
         if let Some(disk) = self.disks.get_mut(&node) {
             disk.crash();
             self.lagging.insert(node);
@@ -1339,6 +1377,7 @@ impl World {
             }
         }
         self.kernels.insert(node, kernel);
+        self.stopped_on_request.remove(&node);
         self.first_tick(node);
         for client in 0..self.clients.len() {
             let at = self.now_ns + self.rng.between(1_000_000, 50_000_000);
@@ -1515,6 +1554,7 @@ impl World {
         for node in &nodes {
             let kernel = self.started_again(node);
             self.kernels.insert(node.node_id, kernel);
+            self.stopped_on_request.remove(&node.node_id);
         }
         for &a in &ids {
             for &b in &ids {

@@ -359,9 +359,9 @@ fn a_restarted_node_of_lowest_id_never_commits_in_a_saved_gci() {
 /// ENOSPC, and node 4 went on to overwrite the second copy, queued with the first; the cluster
 /// then lost power, both copies were torn (8 and 13 bytes), node 4 could not start (no readable
 /// sysfile), and every request was refused with 4009 until the end. 0x366b7bcd is the same on
-/// node 1, 0x366c6621 on node 3 with EIO. Each copy is now written only once the one before it is synced without a failed
-/// file request (`gcp_sysfile_written` in `ndbd/src/blocks/dih/gcp.rs`), so a failure leaves
-/// the other copy as it was.
+/// node 1, 0x366c6621 on node 3 with EIO. Each copy is now written only once the one before
+/// it is synced without a failed file request (`gcp_sysfile_written` in
+/// `ndbd/src/blocks/dih/gcp.rs`), so a failure leaves the other copy as it was.
 #[test]
 fn a_failed_sysfile_sync_leaves_the_other_copy_for_the_restart() {
     let options = Options {
@@ -374,4 +374,24 @@ fn a_failed_sysfile_sync_leaves_the_other_copy_for_the_restart() {
         .map(|failure| failure.to_string())
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Seed 0x380748c8 with `Fault::HANDLED` (found by `scripts/sim --seeds 20000 --start
+/// 940000000 --once --faults crash,client,slow,api-link,buggify,pause,hang,crash-all,disk,
+/// restart`), 2 data nodes. Node 2's disk filled and it stopped at its own request (2810);
+/// it rejoined by node restart, and node 1, the president, crashed 46 ms after. Node 2 was on
+/// half the data nodes and knew no arbitrator: node 1 had told it of the arbitrator before
+/// it failed and still counted it as told, so it never told the rejoined node, which stopped
+/// with 2305 and left the cluster without a data node. The president now forgets what a
+/// failed node was told, and tells a node the arbitrator at once when it serves again
+/// (`arbit_keep_arbitrator` in `ndbd/src/blocks/arbit.rs`).
+#[test]
+fn a_node_that_rejoined_knows_the_arbitrator_when_the_president_fails() {
+    let options = Options {
+        faults: Fault::HANDLED.to_vec(),
+        ..Options::default()
+    };
+    if let Err(failure) = run_seed(0x3807_48c8, &options) {
+        panic!("{failure}");
+    }
 }

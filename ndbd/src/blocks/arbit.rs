@@ -150,6 +150,8 @@ impl Kernel {
     /// gracefully, a round begins that holds commits until this side knows it may go on.
     /// `before` is this node's view of the live data nodes before the failure.
     pub(crate) fn arbit_node_failed(&mut self, node: NodeId, before: NodeSet, now: Instant) {
+        // Told of the arbitrator no more: when it rejoins, it is told at once.
+        self.arbit.prepped.remove(node);
         if !self.qmgr.started() || self.qmgr.is_stopping(node) {
             return;
         }
@@ -410,8 +412,11 @@ impl Kernel {
             }
         }
         if let Some((api, ticket)) = self.arbit.arbitrator {
-            // Every interval, and at once to a node that joined (a node restart) since.
-            let peers: NodeSet = self.qmgr.peers_up().collect();
+            // Every interval, and at once to a node that joined (a node restart) since, once
+            // it serves (one still being copied to may not hold this node up yet, and drop
+            // it). Seed 0x380748c8: a node that failed and rejoined counted as told, heard of
+            // no arbitrator, and stopped with 2305 when this node crashed.
+            let peers = self.serving_peers();
             let due = !peers.is_subset(&self.arbit.prepped)
                 || self
                     .arbit
@@ -453,6 +458,13 @@ impl Kernel {
         self.unsent.send(out, api, frame, &mut |b| signal.encode(b));
     }
 
+    /// The other live data nodes, but those being copied to by node restart.
+    fn serving_peers(&self) -> NodeSet {
+        (self.qmgr.peers_up())
+            .filter(|&n| !self.qmgr.copying.contains(n))
+            .collect()
+    }
+
     fn arbit_prep(&mut self, api: NodeId, ticket: u64, out: &mut dyn Outbox) {
         let signal = ArbitSignal {
             ticket,
@@ -489,7 +501,7 @@ impl Kernel {
                 self.arbit.arbitrator = Some((api, ticket));
                 tracing::info!(arbitrator = %api, "Started arbitrator node {api} [ticket={ticket:016x}]");
                 self.arbit.prep_sent = Some(now);
-                self.arbit.prepped = self.qmgr.peers_up().collect();
+                self.arbit.prepped = self.serving_peers();
                 self.arbit_prep(api, ticket, out);
             }
             gsn::ARBIT_CHOOSECONF | gsn::ARBIT_CHOOSEREF => {

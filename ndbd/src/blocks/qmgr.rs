@@ -106,6 +106,9 @@ pub(crate) struct Qmgr {
     /// As president: nodes that asked to be stopped (`exec_fail_rep_self`) and were left
     /// running, as the last serving member of their node group (said once).
     stop_refused: NodeSet,
+    /// As president: nodes let stop, until their failure comes; they no longer count as
+    /// serving members of their groups.
+    stop_granted: NodeSet,
 }
 
 impl Qmgr {
@@ -153,6 +156,7 @@ impl Qmgr {
             partial_due: false,
             group_missing_logged: None,
             stop_refused: NodeSet::new(),
+            stop_granted: NodeSet::new(),
         }
     }
 
@@ -275,14 +279,23 @@ impl Qmgr {
             .map(|(id, _)| *id)
     }
 
-    /// True when another member of `node`'s node group is alive here and serves (not being
-    /// copied to by node restart): the group keeps its rows without `node`.
+    /// True when another member of `node`'s node group serves, as this node sees it: this
+    /// node once started, another one alive here; neither being copied to by node restart,
+    /// nor let stop. The group keeps its rows without `node`.
     pub fn group_serves_without(&self, node: NodeId) -> bool {
+        let serves = |n: NodeId| {
+            let running = if n == self.me {
+                self.started
+            } else {
+                self.up.contains(&n)
+            };
+            running && !self.copying.contains(n) && !self.stop_granted.contains(n)
+        };
         self.node_groups
             .iter()
             .filter(|(_, nodes)| nodes.contains(&node))
             .flat_map(|(_, nodes)| nodes.iter().copied())
-            .any(|n| n != node && self.is_alive(n) && !self.copying.contains(n))
+            .any(|n| n != node && serves(n))
     }
 
     /// True when every node of some node group is alive here and started (arbitration's rule
@@ -575,7 +588,7 @@ impl Kernel {
     ) {
         let node = NodeId(rep.node);
         if node == from {
-            return self.exec_fail_rep_self(node, out, now);
+            return self.exec_fail_rep_self(node, out);
         }
         if self.qmgr.president_without(node) == self.me && node != self.me {
             self.declare_failed(node, &format!("reported by data node {from}"), out, now);
@@ -603,7 +616,7 @@ impl Kernel {
         }
         if !(self.qmgr.started || self.qmgr.beating) {
             if self.node_restart_joining() {
-                self.stopped_at_own_request(None);
+                self.stopped_at_own_request(None, out);
             }
             return;
         }
@@ -618,19 +631,30 @@ impl Kernel {
     }
 
     /// FAIL_REP from `node` naming itself: its file system failed or its save lags. The node
-    /// that presides without it declares it failed while another member of its node group
-    /// serves; otherwise it stays, its group's last replica, serving reads. A president that
-    /// asked to be stopped itself declares nobody: two members of a group that failed
-    /// together, each presiding without the other, would otherwise declare each other.
-    fn exec_fail_rep_self(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
-        if self.qmgr.president_without(node) != self.me {
+    /// that presides without it lets it stop (NODE_FAILREP naming it, to it alone) while
+    /// another member of its node group serves; otherwise it stays, its group's last replica,
+    /// serving reads. The node then stops at once, as NDB's does on such an error, and the
+    /// cluster handles its failure as a crash's, from its closed links: declaring it failed
+    /// while it still ran would have the others take over its transactions while it went on
+    /// committing them. A president that asked to be stopped itself lets nobody stop: two
+    /// members of a group that failed together would otherwise let each other go. Nor does
+    /// a node still restarting (seed 0x380745b7: node 1, being copied to, let node 2, its
+    /// group's only serving member, stop).
+    fn exec_fail_rep_self(&mut self, node: NodeId, out: &mut dyn Outbox) {
+        // A node still restarting has no say: its view of the cluster is the president's.
+        if !self.qmgr.started
+            || self.qmgr.president_without(node) != self.me
+            || self.qmgr.stop_granted.contains(node)
+        {
             return;
         }
         if !self.asked_to_stop() && self.qmgr.group_serves_without(node) {
             self.qmgr.stop_refused.remove(node);
-            let why = "it asked to be stopped (its file system failed, or its part in a global \
-                       checkpoint lagged: GCP stop); its node group goes on without it";
-            self.declare_failed(node, why, out, now);
+            self.qmgr.stop_granted.insert(node);
+            tracing::warn!(node = %node, "data node {node} asked to be stopped (its file system failed, or its part in a global checkpoint lagged: GCP stop); its node group goes on without it: it stops");
+            let frame = data_node_header(gsn::NODE_FAILREP, block::QMGR, block::QMGR);
+            let rep = FailRep { node: node.0 };
+            self.unsent.send(out, node, frame, &mut |b| rep.encode(b));
         } else if self.qmgr.stop_refused.insert(node) {
             tracing::error!(node = %node, "data node {node} asked to be stopped (its file system failed, or its save lags), but it is the last serving member of its node group: it goes on serving reads, and is stopped once another member serves");
         }
@@ -769,7 +793,7 @@ impl Kernel {
         }
         if node == self.me {
             if self.asked_to_stop() {
-                return self.stopped_at_own_request(Some(from));
+                return self.stopped_at_own_request(Some(from), out);
             }
             return self.declared_dead(format!(
                 "data node {from}, the president, declared this node failed (it missed \
@@ -809,10 +833,12 @@ impl Kernel {
         }
     }
 
-    /// The cluster declared this node failed at its own request (`president`), or its node
+    /// The president let this node stop at its own request (`president`), or its node
     /// restart ends: it stops with NDB's code for why it asked (2810 a full file system, 2813
-    /// another file system error, 2303 a GCP stop) and handles nothing more.
-    fn stopped_at_own_request(&mut self, president: Option<NodeId>) {
+    /// another file system error, 2303 a GCP stop) and handles nothing more. Let stop, it
+    /// first tells every data node it stops (NODE_STOPPING_REP), as a graceful stop does: its
+    /// leaving is no split, and a side left with half the nodes needs no arbitrator.
+    fn stopped_at_own_request(&mut self, president: Option<NodeId>, out: &mut dyn Outbox) {
         let (code, text) = match (&self.fs.failed, self.gcp.stop_asked) {
             (Some(error), _) if error.no_space => {
                 (2810, format!("The file system is full ({error})"))
@@ -828,9 +854,9 @@ impl Kernel {
             ),
         };
         let how = match president {
-            Some(node) => format!(
-                "data node {node} declared this node failed and the cluster goes on without it"
-            ),
+            Some(node) => {
+                format!("data node {node} let this node stop, and the cluster goes on without it")
+            }
             None => "this node stops its node restart".to_string(),
         };
         let why = format!(
@@ -838,6 +864,9 @@ impl Kernel {
              again: it rejoins by node restart"
         );
         tracing::error!("{why}");
+        if president.is_some() {
+            self.on_shutdown(out);
+        }
         self.qmgr.dead = true;
         self.jobs.clear();
         self.fatal.get_or_insert(why);
@@ -862,6 +891,7 @@ impl Kernel {
     /// here, TC fails what it had out there, DICT fails a schema change or index build that
     /// waited for it. A node that is now the last of no node group stops.
     pub(crate) fn node_failrep(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
+        self.qmgr.stop_granted.remove(node);
         if !self.qmgr.up.remove(&node) {
             // Not a member: a failed node's new link, or a restarting node not included here
             // yet (its inclusion ends; it stops on the NODE_FAILREP the president sent it).

@@ -157,6 +157,8 @@ struct Cluster {
     /// the node's index, until `hold` is cleared.
     hold: Option<(usize, &'static str)>,
     held: Vec<(usize, FsRequest)>,
+    /// Nodes that stopped and whose links the others saw close.
+    closed: Vec<bool>,
 }
 
 impl Cluster {
@@ -191,6 +193,7 @@ impl Cluster {
             .collect();
         let fatal = vec![None; nodes.len()];
         Cluster {
+            closed: vec![false; nodes.len()],
             nodes,
             fatal,
             start: Instant::now(),
@@ -244,6 +247,23 @@ impl Cluster {
                     self.fatal[index] = Some(why);
                 }
                 next.extend(sent.0.into_iter().map(|(to, h, p)| (me, to, h, p)));
+            }
+            // A node that stopped: its process exited, and the others see its links close.
+            for gone in 0..self.nodes.len() {
+                if self.fatal[gone].is_none() || self.closed[gone] {
+                    continue;
+                }
+                self.closed[gone] = true;
+                moved = true;
+                let node = NodeId(gone as u16 + 1);
+                for (index, (kernel, _)) in self.nodes.iter_mut().enumerate() {
+                    if self.fatal[index].is_none() {
+                        let mut sent = Sent::default();
+                        kernel.on_disconnect(node, &mut sent, now);
+                        let me = NodeId(index as u16 + 1);
+                        next.extend(sent.0.into_iter().map(|(to, h, p)| (me, to, h, p)));
+                    }
+                }
             }
             moved |= !next.is_empty();
             frames = next;

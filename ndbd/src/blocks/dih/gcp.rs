@@ -109,7 +109,7 @@ pub(crate) struct Gcp {
     /// yet: its GCI, and since when.
     answering: Option<(u64, Instant)>,
     /// GCP stop: this node's part in saving this GCI took longer than `save_timeout`, and it
-    /// asked to be stopped (`gcp_stop_check`).
+    /// asked to be stopped (`gcp_stop_check`), for good.
     pub stop_asked: Option<u64>,
 }
 
@@ -209,9 +209,9 @@ impl Kernel {
     /// Sends a GCP signal to `to`, through the job queue when that is this node.
     pub(crate) fn send_gcp(&mut self, to: NodeId, signal: u16, gci: u64, out: &mut dyn Outbox) {
         if signal == gsn::GCP_SAVECONF || signal == gsn::COPY_GCICONF {
-            // This node's part is done: it lags no more.
+            // This node's part is done: it lags no more. One that asked to be stopped goes on
+            // asking: the president may already count it out of its group.
             self.gcp.answering = None;
-            self.gcp.stop_asked = None;
         }
         if to == self.me {
             self.jobs.push_back(Signal::Gcp {
@@ -340,7 +340,6 @@ impl Kernel {
     /// timeout, a disk that stalls or a save that waits for what never comes. Every node's
     /// checkpoints wait for it, so it asks to be stopped (`ask_to_be_stopped`), which the
     /// cluster grants while another member of its node group serves; it stops with 2303.
-    /// A node whose part completes after all asks no more.
     pub(crate) fn gcp_stop_check(&mut self, out: &mut dyn Outbox, now: Instant) {
         let Some((gci, since)) = self.gcp.answering else {
             return;
