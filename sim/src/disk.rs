@@ -156,6 +156,12 @@ impl SimDisk {
         self.armed = true;
     }
 
+    /// The operator mended the disk (its node stopped for a file system error, and is
+    /// started again, as its error message asks): no fault fires on it again.
+    pub fn mend(&mut self) {
+        self.armed = false;
+    }
+
     /// Queues the kernel's requests. True when the disk was idle: the caller schedules the
     /// first completion ([`SimDisk::service_ns`]).
     pub fn submit(&mut self, requests: Vec<FsRequest>) -> bool {

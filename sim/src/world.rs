@@ -854,12 +854,16 @@ impl World {
             if why.contains("file system") {
                 self.count("data node stopped after its file system failed");
                 self.stopped_on_request.insert(node);
+                // It starts again once its disk is mended, as its error asks.
+                if let Some(disk) = self.disks.get_mut(&node) {
+                    disk.mend();
+                }
             }
             if self.knobs.node_restarts && why.contains("file system") {
                 let at = self.now_ns + self.rng.between(RESTART_NS_MIN, RESTART_NS_MAX);
                 self.schedule_fault(at, Planned::NodeRestart(node));
             }
-            "the seed's disks failed writes or syncs (ENOSPC, EIO): the node asked to be stopped, and starts again by node restart"
+            "the seed's disks failed writes or syncs (ENOSPC, EIO): the node asked to be stopped, and starts again, its disk mended, by node restart"
         } else {
             return Err(format!("data node {node} stopped: {why}"));
         };
@@ -1315,8 +1319,7 @@ impl World {
     /// restarting): the group had its failure.
     fn group_had_its_failure(&self, node: NodeId) -> bool {
         let down = |n: &NodeId| {
-            self.stopped_on_request.contains(n)
-                || !self.kernels.get(n).is_some_and(|k| k.is_started())
+            self.stopped_on_request.contains(n) || !self.kernels.get(n).is_some_and(|k| k.serves())
         };
         (self.config.node_groups.iter())
             .filter(|g| g.nodes.contains(&node))
@@ -1355,8 +1358,13 @@ impl World {
             return;
         }
         // As a data node's listener admits a node id once its old link has closed: a peer
-        // that has not yet seen the crash (a slow link still draining) is waited for.
-        if self.kernels.values().any(|k| !k.has_failed(node)) {
+        // that has not yet seen the crash (a slow link still draining) is waited for. One
+        // that never let it in (it stopped early in its own node restart) has nothing to see.
+        if self
+            .kernels
+            .values()
+            .any(|k| !k.has_failed(node) && k.holds_up(node))
+        {
             let at = self.now_ns + DETECT_NS_MAX;
             self.schedule_fault(at, Planned::NodeRestart(node));
             return;

@@ -395,3 +395,22 @@ fn a_node_that_rejoined_knows_the_arbitrator_when_the_president_fails() {
         panic!("{failure}");
     }
 }
+
+/// Seed 0x39389997 with `Fault::HANDLED` (found by `scripts/sim --seeds 20000 --start
+/// 960000000 --once --faults crash,client,slow,api-link,buggify,pause,hang,crash-all,disk,
+/// restart`), 2 data nodes. Node 2's first save wrote and synced its first sysfile copy (GCI
+/// 1), and power failed while it wrote the second. The system restart read the first copy
+/// and the cluster restarted at GCI 1; the next save overwrote that first copy first, and
+/// power failed again: no copy named GCI 1, and the cluster would have come back at 0. A
+/// save now overwrites last the copy its restart read (`sysfile_first` in
+/// `ndbd/src/blocks/dih/gcp.rs`).
+#[test]
+fn the_sysfile_copy_a_restart_read_is_overwritten_last() {
+    let options = Options {
+        faults: Fault::HANDLED.to_vec(),
+        ..Options::default()
+    };
+    if let Err(failure) = run_seed(0x3938_9997, &options) {
+        panic!("{failure}");
+    }
+}

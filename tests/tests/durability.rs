@@ -383,24 +383,27 @@ fn a_node_whose_disk_fills_is_stopped_and_its_group_goes_on_saving() {
     })
     .expect("node 2 rejoins");
     // Writes go on (some refused with a temporary error while node 2 is being stopped) until
-    // node 2 is gone.
+    // node 2 is gone. Each insert takes a new key: one that failed with the node may still
+    // have committed.
     let mut id = 0u32;
+    let mut committed = 0;
     let mut refused = Vec::new();
     wait_until("node 2 to stop", Duration::from_secs(60), || {
+        id += 1;
         let mut t = api.start_transaction()?;
         t.insert(
             &table,
             &[Value::UInt32(id), Value::Varbinary(vec![7; 8000])],
         )?;
         match t.execute(ExecType::Commit) {
-            Ok(()) => id += 1,
+            Ok(()) => committed += 1,
             Err(e) if e.is_temporary() => refused.push(e.to_string()),
             Err(e) => return Err(e.into()),
         }
         Ok((!cluster.is_running(NodeId(2))).then_some(()))
     })
     .unwrap_or_else(|e| panic!("{e:#}\n--- node 2 ---\n{}", cluster.log(NodeId(2))));
-    eprintln!("{id} rows committed; refused: {refused:?}");
+    eprintln!("{committed} rows committed; refused: {refused:?}");
     let log = cluster.log(NodeId(2));
     assert!(
         log.contains("error 2810: The file system is full"),
@@ -412,6 +415,7 @@ fn a_node_whose_disk_fills_is_stopped_and_its_group_goes_on_saving() {
         "a durable commit on node 1 alone",
         Duration::from_secs(30),
         || {
+            id += 1;
             let mut t = api.start_transaction()?;
             t.set_durable_commit(true);
             t.insert(&table, &[Value::UInt32(id), Value::Varbinary(vec![8; 10])])?;

@@ -412,11 +412,10 @@ impl Kernel {
             }
         }
         if let Some((api, ticket)) = self.arbit.arbitrator {
-            // Every interval, and at once to a node that joined (a node restart) since, once
-            // it serves (one still being copied to may not hold this node up yet, and drop
-            // it). Seed 0x380748c8: a node that failed and rejoined counted as told, heard of
-            // no arbitrator, and stopped with 2305 when this node crashed.
-            let peers = self.serving_peers();
+            // Every interval, and at once to a node that joined (a node restart) since: a
+            // failed node is told again when it rejoins (seed 0x380748c8: one that counted as
+            // told heard of no arbitrator, and stopped with 2305 when this node crashed).
+            let peers: NodeSet = self.qmgr.peers_up().collect();
             let due = !peers.is_subset(&self.arbit.prepped)
                 || self
                     .arbit
@@ -458,11 +457,26 @@ impl Kernel {
         self.unsent.send(out, api, frame, &mut |b| signal.encode(b));
     }
 
-    /// The other live data nodes, but those being copied to by node restart.
-    fn serving_peers(&self) -> NodeSet {
-        (self.qmgr.peers_up())
-            .filter(|&n| !self.qmgr.copying.contains(n))
-            .collect()
+    /// At the president, as it includes a restarting node: the node hears of the running
+    /// arbitrator at once (ARBIT_PREPREQ), before it serves. Told by the timer only, a node
+    /// whose copy took less than a tick served, then presided (its id the lowest) knowing no
+    /// arbitrator, and stopped with 2305 when its partner crashed (seed 0x3807539f).
+    pub(crate) fn arbit_include(&mut self, node: NodeId, out: &mut dyn Outbox) {
+        if self.arbit_president() != self.me {
+            return;
+        }
+        let Some((api, ticket)) = self.arbit.arbitrator else {
+            return;
+        };
+        self.arbit.prepped.insert(node);
+        let signal = ArbitSignal {
+            ticket,
+            node: api.0,
+            nodes: Vec::new(),
+        };
+        let frame = data_node_header(gsn::ARBIT_PREPREQ, block::QMGR, block::QMGR);
+        self.unsent
+            .send(out, node, frame, &mut |b| signal.encode(b));
     }
 
     fn arbit_prep(&mut self, api: NodeId, ticket: u64, out: &mut dyn Outbox) {
@@ -501,7 +515,7 @@ impl Kernel {
                 self.arbit.arbitrator = Some((api, ticket));
                 tracing::info!(arbitrator = %api, "Started arbitrator node {api} [ticket={ticket:016x}]");
                 self.arbit.prep_sent = Some(now);
-                self.arbit.prepped = self.serving_peers();
+                self.arbit.prepped = self.qmgr.peers_up().collect();
                 self.arbit_prep(api, ticket, out);
             }
             gsn::ARBIT_CHOOSECONF | gsn::ARBIT_CHOOSEREF => {

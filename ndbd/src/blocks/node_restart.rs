@@ -741,6 +741,7 @@ impl Kernel {
                 self.gcp.forget_failed(node);
                 if i.president == self.me {
                     self.gcp_include(node, out);
+                    self.arbit_include(node, out);
                 }
                 tracing::info!(node = %node, "data node {node} included: it takes writes (last in every chain) and global checkpoints while its fragments are copied");
             }

@@ -267,12 +267,14 @@ impl Kernel {
             .unwrap_or_default();
         let mut best: Option<Sysfile> = None;
         let mut errors = Vec::new();
-        for (path, bytes) in SYSFILES.iter().zip(&copies) {
+        for (index, (path, bytes)) in SYSFILES.iter().zip(&copies).enumerate() {
             let Some(bytes) = bytes else { continue };
             match Sysfile::from_file(bytes, me) {
                 Ok(sysfile) => {
                     if best.is_none_or(|b| b.restorable_gci < sysfile.restorable_gci) {
                         best = Some(sysfile);
+                        // The next save overwrites the other copy first, this one last.
+                        self.gcp.sysfile_first = (index + 1) % SYSFILES.len();
                     }
                 }
                 Err(why) => {
@@ -893,7 +895,9 @@ impl Kernel {
 
     /// The node's restore is done: it serves from the next global checkpoint on.
     pub(crate) fn finish_start(&mut self, gci: u32) {
+        let sysfile_first = self.gcp.sysfile_first;
         self.gcp = Gcp::new(&self.durability, gci);
+        self.gcp.sysfile_first = sysfile_first;
         self.restart = None;
         self.qmgr.set_started();
         tracing::info!(gci, "data node started at GCI {gci}");

@@ -566,6 +566,28 @@ fn a_node_whose_save_stalls_past_the_timeout_is_stopped_and_the_cluster_saves_wi
 }
 
 #[test]
+fn after_a_restart_the_sysfile_copy_it_read_is_overwritten_last() {
+    // GCI 1 saved, but each node's second sysfile copy was lost (the first save, cut short
+    // by a power loss): the restart reads the first copy.
+    let config = config();
+    let disks = (1..=2)
+        .map(|node| {
+            let mut disk = saved_disk(&config, node, 1, 1);
+            disk.0.remove("D2/DBDIH/P0.sysfile");
+            disk
+        })
+        .collect();
+    let mut cluster = Cluster::restart(disks);
+    assert_eq!(cluster.fatal, vec![None, None]);
+    // The next save's sysfile writes wait: the first must be the copy the restart did not
+    // read, so that a power loss during it leaves the one naming GCI 1.
+    cluster.hold = Some((0, "P0.sysfile"));
+    cluster.save_checkpoint();
+    let first = cluster.held.first().map(|(_, r)| r.op.path().to_string());
+    assert_eq!(first.as_deref(), Some("D2/DBDIH/P0.sysfile"));
+}
+
+#[test]
 fn a_failed_sysfile_write_leaves_the_other_copy_untouched() {
     // Node 2's writes of its first sysfile copy fail with EIO; the sync after them succeeds.
     let failing = MemDisk(BTreeMap::new(), Some("D1/DBDIH/P0.sysfile"));

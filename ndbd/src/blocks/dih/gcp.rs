@@ -85,6 +85,9 @@ pub(crate) struct Gcp {
     saving: Option<(u64, NodeId, usize)>,
     /// A sysfile write in progress.
     copying: Option<Copying>,
+    /// The index in [`SYSFILES`] of the copy a save overwrites first: not the one a restart
+    /// took its GCI from (see `gcp_copy`).
+    pub sysfile_first: usize,
     /// The newest global checkpoint (high word) this node knows to be restorable.
     pub restorable: u32,
     /// The GCI the cluster last started from: its last system restart's (0 after an initial
@@ -120,8 +123,8 @@ struct Copying {
     /// The master to confirm to (COPY_GCICONF).
     master: NodeId,
     sysfile: Sysfile,
-    /// The index in [`SYSFILES`] of the copy being written.
-    copy: usize,
+    /// Copies written so far (the first is `Gcp::sysfile_first`).
+    written: usize,
 }
 
 #[derive(Debug)]
@@ -171,6 +174,7 @@ impl Gcp {
             master_failed: NodeSet::new(),
             saving: None,
             copying: None,
+            sysfile_first: 0,
             restorable,
             restart_gci: restorable,
             round: None,
@@ -432,13 +436,17 @@ impl Kernel {
         // this one's sync has come back well (`gcp_sysfile_written`): a write or sync that
         // failed (ENOSPC, EIO) leaves the other copy as it was, where requests queued
         // together would go on to overwrite it too, and a power loss could then tear both.
+        // The copy a restart took its GCI from is overwritten last (seed 0x39389997: the
+        // first save's second copy was lost to a power loss, the system restart read the
+        // first, the next save overwrote that first and power failed again: no copy named
+        // the GCI the cluster had restarted at).
         self.gcp.copying = Some(Copying {
             gci,
             master,
             sysfile,
-            copy: 0,
+            written: 0,
         });
-        self.write_sysfile_copy(0, sysfile);
+        self.write_sysfile_copy(self.gcp.sysfile_first, sysfile);
     }
 
     /// Overwrites copy `copy` of the sysfile with `sysfile`, and syncs it.
@@ -488,9 +496,10 @@ impl Kernel {
             tracing::error!(gci = gci_hi(copying.gci), %why, "global checkpoint not saved: a file write failed");
             return;
         }
-        copying.copy += 1;
-        if copying.copy < SYSFILES.len() {
-            let (copy, sysfile) = (copying.copy, copying.sysfile);
+        copying.written += 1;
+        if copying.written < SYSFILES.len() {
+            let copy = (self.gcp.sysfile_first + copying.written) % SYSFILES.len();
+            let sysfile = copying.sysfile;
             return self.write_sysfile_copy(copy, sysfile);
         }
         let (gci, master) = (copying.gci, copying.master);
