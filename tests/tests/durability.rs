@@ -291,6 +291,27 @@ impl Drop for SmallDisk {
     }
 }
 
+/// `spec` with 64 MiB of DataMemory, a small redo log (3 files of 4 MiB per part) and a
+/// global checkpoint every 100 ms.
+fn small_redo(spec: ClusterSpec) -> ClusterSpec {
+    spec.data_memory("64M")
+        .data_node_param("NoOfFragmentLogFiles", "3")
+        .data_node_param("FragmentLogFileSize", "4M")
+        .data_node_param("TimeBetweenGlobalCheckpoints", "100")
+}
+
+/// Table `name` (`id` key, an 8000-byte `value`), made anew.
+fn fill_table(api: &Cluster, name: &str) -> Table {
+    let def = TableDef::new(
+        name,
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("value", ColumnType::Varbinary(8000)),
+        ],
+    );
+    recreate_table(api, &def).expect("create the table")
+}
+
 /// A data node whose disk fills while it runs refuses writes with a temporary error (1234 once a
 /// file request failed, or 410/1221 before), keeps serving reads of what it holds, and does not
 /// stop.
@@ -300,24 +321,11 @@ fn a_full_disk_refuses_writes_with_a_temporary_error_and_reads_go_on() {
     let base = tempfile::tempdir().expect("temporary directory");
     let disk_path = base.path().join("small-disk");
     let _disk = SmallDisk::mount(&disk_path, "6m");
-    let spec = ClusterSpec::new()
-        .data_nodes(1)
-        .replicas(1)
-        .data_memory("64M")
-        .data_node_param("FileSystemPath", &disk_path.display().to_string())
-        .data_node_param("NoOfFragmentLogFiles", "3")
-        .data_node_param("FragmentLogFileSize", "4M")
-        .data_node_param("TimeBetweenGlobalCheckpoints", "100");
+    let spec = small_redo(ClusterSpec::new().data_nodes(1).replicas(1))
+        .data_node_param("FileSystemPath", &disk_path.display().to_string());
     let mut cluster = TestCluster::start(spec).expect("start the cluster");
     let api = cluster.connect().expect("connect");
-    let def = TableDef::new(
-        "fill",
-        vec![
-            ColumnDef::key("id", ColumnType::UInt32),
-            ColumnDef::new("value", ColumnType::Varbinary(8000)),
-        ],
-    );
-    let table = recreate_table(&api, &def).expect("create the table");
+    let table = fill_table(&api, "fill");
     let mut refused = None;
     let mut committed = Vec::new();
     for id in 0..20_000u32 {
@@ -354,23 +362,10 @@ fn a_full_disk_refuses_writes_with_a_temporary_error_and_reads_go_on() {
 #[test]
 #[ignore = "needs root: mounts a small tmpfs (scripts/test runs it as root)"]
 fn a_node_whose_disk_fills_is_stopped_and_its_group_goes_on_saving() {
-    let spec = ClusterSpec::new()
-        .data_nodes(2)
-        .replicas(2)
-        .data_memory("64M")
-        .data_node_param("NoOfFragmentLogFiles", "3")
-        .data_node_param("FragmentLogFileSize", "4M")
-        .data_node_param("TimeBetweenGlobalCheckpoints", "100");
+    let spec = small_redo(ClusterSpec::new().data_nodes(2).replicas(2));
     let mut cluster = TestCluster::start(spec).expect("start the cluster");
     let api = cluster.connect().expect("connect");
-    let def = TableDef::new(
-        "fill2",
-        vec![
-            ColumnDef::key("id", ColumnType::UInt32),
-            ColumnDef::new("value", ColumnType::Varbinary(8000)),
-        ],
-    );
-    let table = recreate_table(&api, &def).expect("create the table");
+    let table = fill_table(&api, "fill2");
     // Node 2 starts again over an empty 6 MiB file system: every row is copied to it.
     cluster.stop_node(NodeId(2)).expect("stop node 2");
     let _disk = SmallDisk::mount(&cluster.file_system(NodeId(2)), "6m");
