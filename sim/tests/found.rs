@@ -414,3 +414,21 @@ fn the_sysfile_copy_a_restart_read_is_overwritten_last() {
         panic!("{failure}");
     }
 }
+
+/// Seed 0x3a69e659 with `Fault::HANDLED` (found by comparing `scripts/sim --seeds 20000
+/// --start 980000000 --once --faults crash,client,slow,api-link,buggify,pause,hang,crash-all,
+/// disk,restart` with and without the fix). A node that rejoined by node restart was told of
+/// the arbitrator only by the president's timer, every HeartbeatIntervalDbDb; its copy took
+/// less than that, it served, its partner failed, and it stopped with 2305 ("no arbitrator
+/// was running"). The president now tells a node of the arbitrator as it includes it
+/// (`arbit_include` in `ndbd/src/blocks/arbit.rs`).
+#[test]
+fn a_node_is_told_of_the_arbitrator_as_it_is_included() {
+    let options = Options {
+        faults: Fault::HANDLED.to_vec(),
+        ..Options::default()
+    };
+    if let Err(failure) = run_seed(0x3a69_e659, &options) {
+        panic!("{failure}");
+    }
+}
