@@ -827,24 +827,15 @@ impl World {
         let disk_faults: u64 = self.disks.values().map(|d| d.faults).sum();
         let restart_failed = ["error 2303", "error 2315"].iter().any(|e| why.contains(e));
         let expected = if self.restarted.contains(&node) && restart_failed {
-            if self.knobs.node_restarts {
-                let at = self.now_ns + self.rng.between(RESTART_NS_MIN, RESTART_NS_MAX);
-                self.schedule_fault(at, Planned::NodeRestart(node));
-            }
+            self.restart_later(node);
             "a data node failed while it rejoined by node restart (it starts again)"
         } else if self.split && ["error 2305", "error 2315"].iter().any(|e| why.contains(e)) {
-            if self.knobs.node_restarts {
-                let at = self.now_ns + self.rng.between(RESTART_NS_MIN, RESTART_NS_MAX);
-                self.schedule_fault(at, Planned::NodeRestart(node));
-            }
+            self.restart_later(node);
             "the data nodes were split, and this side lost (arbitration) or was declared failed; it starts again by node restart"
         } else if why.contains("GCP stop") {
             self.count("data node stopped for a GCP stop");
             self.stopped_on_request.insert(node);
-            if self.knobs.node_restarts {
-                let at = self.now_ns + self.rng.between(RESTART_NS_MIN, RESTART_NS_MAX);
-                self.schedule_fault(at, Planned::NodeRestart(node));
-            }
+            self.restart_later(node);
             "its part in a global checkpoint's save lagged past TimeBetweenGlobalCheckpointsTimeout (GCP stop), and it asked to be stopped; it starts again by node restart"
         } else if self.hung.contains(&node) {
             "it hung past the heartbeat bound and the cluster declared it failed"
@@ -858,10 +849,7 @@ impl World {
                 if let Some(disk) = self.disks.get_mut(&node) {
                     disk.mend();
                 }
-            }
-            if self.knobs.node_restarts && why.contains("file system") {
-                let at = self.now_ns + self.rng.between(RESTART_NS_MIN, RESTART_NS_MAX);
-                self.schedule_fault(at, Planned::NodeRestart(node));
+                self.restart_later(node);
             }
             "the seed's disks failed writes or syncs (ENOSPC, EIO): the node asked to be stopped, and starts again, its disk mended, by node restart"
         } else {
@@ -1308,10 +1296,15 @@ impl World {
                     self.now_ns < at.saturating_add(2 * self.heartbeat_bound_ns())
                 })
         };
+        self.group_peers(node).any(|n| failing(&n))
+    }
+
+    /// The data nodes of `node`'s node group but `node`.
+    fn group_peers(&self, node: NodeId) -> impl Iterator<Item = NodeId> + '_ {
         (self.config.node_groups.iter())
-            .filter(|g| g.nodes.contains(&node))
-            .flat_map(|g| g.nodes.iter())
-            .any(|n| *n != node && failing(n))
+            .filter(move |g| g.nodes.contains(&node))
+            .flat_map(|g| g.nodes.iter().copied())
+            .filter(move |&n| n != node)
     }
 
     /// True when a data node of `node`'s node group other than `node` stopped at its own
@@ -1321,10 +1314,7 @@ impl World {
         let down = |n: &NodeId| {
             self.stopped_on_request.contains(n) || !self.kernels.get(n).is_some_and(|k| k.serves())
         };
-        (self.config.node_groups.iter())
-            .filter(|g| g.nodes.contains(&node))
-            .flat_map(|g| g.nodes.iter())
-            .any(|n| *n != node && down(n))
+        self.group_peers(node).any(|n| down(&n))
     }
 
     /// The node's kernel (its memory) is dropped; every link of it drops.
@@ -1345,6 +1335,11 @@ impl World {
             self.lagging.insert(node);
         }
         self.stop_kernel(node, drain);
+        self.restart_later(node);
+    }
+
+    /// In seeds with node restarts, `node` starts again a drawn while later.
+    fn restart_later(&mut self, node: NodeId) {
         if self.knobs.node_restarts {
             let at = self.now_ns + self.rng.between(RESTART_NS_MIN, RESTART_NS_MAX);
             self.schedule_fault(at, Planned::NodeRestart(node));

@@ -158,13 +158,7 @@ fn seeds_found_with_heartbeats_pass() {
 /// whose link failed, fails the commit (the API's 4010).
 #[test]
 fn a_locked_scan_whose_part_lost_its_link_does_not_commit() {
-    let every = Options {
-        faults: Fault::HANDLED.to_vec(),
-        ..Options::default()
-    };
-    if let Err(failure) = run_seed(0x10d4b8, &every) {
-        panic!("{failure}");
-    }
+    replay_handled(&[0x10d4b8]);
 }
 
 /// Seed 0x31675 with `--faults crash,restart,client,slow,api-link,buggify,pause,hang,disk`
@@ -364,16 +358,7 @@ fn a_restarted_node_of_lowest_id_never_commits_in_a_saved_gci() {
 /// `ndbd/src/blocks/dih/gcp.rs`), so a failure leaves the other copy as it was.
 #[test]
 fn a_failed_sysfile_sync_leaves_the_other_copy_for_the_restart() {
-    let options = Options {
-        faults: Fault::HANDLED.to_vec(),
-        ..Options::default()
-    };
-    let failures: Vec<String> = [0x366b_a853, 0x366b_7bcd, 0x366c_6621]
-        .into_iter()
-        .filter_map(|seed| run_seed(seed, &options).err())
-        .map(|failure| failure.to_string())
-        .collect();
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    replay_handled(&[0x366b_a853, 0x366b_7bcd, 0x366c_6621]);
 }
 
 /// Seed 0x380748c8 with `Fault::HANDLED` (found by `scripts/sim --seeds 20000 --start
@@ -387,13 +372,7 @@ fn a_failed_sysfile_sync_leaves_the_other_copy_for_the_restart() {
 /// (`arbit_keep_arbitrator` in `ndbd/src/blocks/arbit.rs`).
 #[test]
 fn a_node_that_rejoined_knows_the_arbitrator_when_the_president_fails() {
-    let options = Options {
-        faults: Fault::HANDLED.to_vec(),
-        ..Options::default()
-    };
-    if let Err(failure) = run_seed(0x3807_48c8, &options) {
-        panic!("{failure}");
-    }
+    replay_handled(&[0x3807_48c8]);
 }
 
 /// Seed 0x39389997 with `Fault::HANDLED` (found by `scripts/sim --seeds 20000 --start
@@ -406,13 +385,7 @@ fn a_node_that_rejoined_knows_the_arbitrator_when_the_president_fails() {
 /// `ndbd/src/blocks/dih/gcp.rs`).
 #[test]
 fn the_sysfile_copy_a_restart_read_is_overwritten_last() {
-    let options = Options {
-        faults: Fault::HANDLED.to_vec(),
-        ..Options::default()
-    };
-    if let Err(failure) = run_seed(0x3938_9997, &options) {
-        panic!("{failure}");
-    }
+    replay_handled(&[0x3938_9997]);
 }
 
 /// Seed 0x3a69e659 with `Fault::HANDLED` (found by comparing `scripts/sim --seeds 20000
@@ -424,11 +397,19 @@ fn the_sysfile_copy_a_restart_read_is_overwritten_last() {
 /// (`arbit_include` in `ndbd/src/blocks/arbit.rs`).
 #[test]
 fn a_node_is_told_of_the_arbitrator_as_it_is_included() {
+    replay_handled(&[0x3a69_e659]);
+}
+
+/// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
+/// with every seed's failure.
+fn replay_handled(seeds: &[u64]) {
     let options = Options {
         faults: Fault::HANDLED.to_vec(),
         ..Options::default()
     };
-    if let Err(failure) = run_seed(0x3a69_e659, &options) {
-        panic!("{failure}");
-    }
+    let failures: Vec<String> = (seeds.iter())
+        .filter_map(|&seed| run_seed(seed, &options).err())
+        .map(|failure| failure.to_string())
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -469,28 +469,26 @@ impl Kernel {
             return;
         };
         self.arbit.prepped.insert(node);
+        self.arbit_prep_to(node, api, ticket, out);
+    }
+
+    /// ARBIT_PREPREQ to every other live data node.
+    fn arbit_prep(&mut self, api: NodeId, ticket: u64, out: &mut dyn Outbox) {
+        let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
+        for peer in peers {
+            self.arbit_prep_to(peer, api, ticket, out);
+        }
+    }
+
+    /// ARBIT_PREPREQ to `to`: arbitrator `api` runs with `ticket`.
+    fn arbit_prep_to(&mut self, to: NodeId, api: NodeId, ticket: u64, out: &mut dyn Outbox) {
         let signal = ArbitSignal {
             ticket,
             node: api.0,
             nodes: Vec::new(),
         };
         let frame = data_node_header(gsn::ARBIT_PREPREQ, block::QMGR, block::QMGR);
-        self.unsent
-            .send(out, node, frame, &mut |b| signal.encode(b));
-    }
-
-    fn arbit_prep(&mut self, api: NodeId, ticket: u64, out: &mut dyn Outbox) {
-        let signal = ArbitSignal {
-            ticket,
-            node: api.0,
-            nodes: Vec::new(),
-        };
-        let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
-        for peer in peers {
-            let frame = data_node_header(gsn::ARBIT_PREPREQ, block::QMGR, block::QMGR);
-            self.unsent
-                .send(out, peer, frame, &mut |b| signal.encode(b));
-        }
+        self.unsent.send(out, to, frame, &mut |b| signal.encode(b));
     }
 
     /// ARBIT_STARTCONF, ARBIT_CHOOSECONF or ARBIT_CHOOSEREF from the arbitrator (a management

@@ -615,9 +615,9 @@ impl Kernel {
 
     /// This node's file system failed (a write, sync or removal came back with ENOSPC, EIO,
     /// ...), or its part in a save lags (GCP stop): as NDB stops such a data node (2810,
-    /// 2813, 2303), it asks to be declared failed (FAIL_REP naming itself, to the node that
-    /// presides without it), so that its node group's other members go on saving global
-    /// checkpoints without it. Asked again every heartbeat interval while it runs: the
+    /// 2813, 2303), it asks to stop (FAIL_REP naming itself, to the node that presides
+    /// without it, which lets it: `exec_fail_rep_self`), so that its node group's other
+    /// members go on saving global checkpoints without it. Asked again every heartbeat interval while it runs: the
     /// president keeps it running while it is its node group's last serving member, which
     /// then serves reads and refuses writes. A node joining by node restart and not yet let
     /// in serves nothing: it stops at once. One in a system or initial start asks once
