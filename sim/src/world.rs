@@ -816,10 +816,12 @@ impl World {
         }
     }
 
-    /// The kernel of `node` says it must stop. Allowed only at a restart the node could not
-    /// make because it was down before the cluster crash and its own disk holds less than the
-    /// cluster restarts at (node restart is not implemented), or in a seed whose disks failed
-    /// writes (ENOSPC, EIO); anything else fails the run.
+    /// The kernel of `node` says it must stop. Allowed only at a system restart the node
+    /// could not take part in (it was down before the cluster crash and its own disk holds
+    /// less than the cluster restarts at, or its files do not record the newest restart; it
+    /// starts again by node restart), for a failure of its node restart, a split it lost, a
+    /// GCP stop, a hang, or in a seed whose disks failed writes (ENOSPC, EIO); anything else
+    /// fails the run.
     fn node_stops(&mut self, node: NodeId, why: &str) -> Result<(), String> {
         let stale = self.cluster_crashes.last().is_some_and(|c| {
             c.lagging.contains(&node) && c.own.get(&node).copied().unwrap_or(0) < c.restart_gci
@@ -840,7 +842,11 @@ impl World {
         } else if self.hung.contains(&node) {
             "it hung past the heartbeat bound and the cluster declared it failed"
         } else if stale {
-            "it crashed alone before the cluster crash and never restarted since, its disk holds less than the restart GCI, and node restart is not implemented"
+            self.restart_later(node);
+            "it crashed alone before the cluster crash and never restarted since, and its disk holds less than the restart GCI; it starts again by node restart"
+        } else if why.contains("that this node's files do not record") {
+            self.restart_later(node);
+            "its sysfile does not name the newest system restart (its disk failed as it cut its logs there), so its redo log is not trusted past it; it starts again by node restart"
         } else if disk_faults > 0 {
             if why.contains("file system") {
                 self.count("data node stopped after its file system failed");

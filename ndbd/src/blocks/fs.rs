@@ -22,8 +22,10 @@ pub(crate) enum FsWait {
     SchemaWrite,
     /// A sync of the schema log, part of a global checkpoint's save.
     SchemaSync,
-    /// A copy of the sysfile.
+    /// A copy of the sysfile, part of a global checkpoint's save.
     Sysfile,
+    /// A copy of the sysfile naming a system restart, written once its restore is done.
+    RestartSysfile,
     /// A read of a restart.
     Start(StartRead),
     /// Nothing waits for it (a truncate or removal of a restart's cut).
@@ -109,6 +111,9 @@ impl Kernel {
                 } else {
                     tracing::debug!(%error, "file request failed after the first failure");
                 }
+                if let FsWait::RestartSysfile = wait {
+                    self.restart_sysfile_written(out);
+                }
                 return Ok(());
             }
         };
@@ -121,6 +126,7 @@ impl Kernel {
             FsWait::Redo(RedoIo::Sync) | FsWait::SchemaSync => self.gcp_synced(out),
             FsWait::SchemaWrite | FsWait::Nothing => {}
             FsWait::Sysfile => self.gcp_sysfile_written(out),
+            FsWait::RestartSysfile => self.restart_sysfile_written(out),
             FsWait::Start(read) => {
                 self.restart_read(read, data, out, now).map_err(|why| {
                     match self

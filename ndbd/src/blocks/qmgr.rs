@@ -165,6 +165,11 @@ impl Qmgr {
         &self.data_nodes
     }
 
+    /// Each node group of the config: its id and its nodes.
+    pub fn node_groups(&self) -> &[(u32, Vec<NodeId>)] {
+        &self.node_groups
+    }
+
     /// True when every data node of the config is connected to this one.
     pub fn all_connected(&self) -> bool {
         self.up.len() + 1 == self.data_nodes.len()

@@ -71,9 +71,12 @@ pub(crate) struct Restart {
     pub(crate) restart_gci: u32,
     /// The master CNTR_START_REQ was sent to.
     requested: Option<NodeId>,
-    /// As master: each node's newest restorable GCI, and whether the restart GCI went out.
-    answers: BTreeMap<NodeId, u32>,
+    /// As master: what each node's sysfile names (its newest restorable GCI, and the system
+    /// restart it last took part in), and whether the restart GCI went out.
+    answers: BTreeMap<NodeId, Named>,
     conf_sent: bool,
+    /// As master: a node group whose every node is stale was logged.
+    stale_group_logged: bool,
     /// The GCI the cluster restarts at, once the master said.
     pub(crate) gci: Option<u32>,
     /// Redo files read, per part: (name, bytes), and reads still out.
@@ -93,11 +96,60 @@ pub(crate) struct Restart {
     /// The checkpoints of the chain still to load, last first.
     lcp_chain: Vec<u32>,
     lcp_ids: (u32, u32),
+    /// Copies of the sysfile written to name the restart, once the restore is done.
+    sysfile_written: usize,
     /// This node's restore is done, and the master it told (CNTR_WAITREP).
     restored: Option<NodeId>,
     /// As master: the nodes whose restore is done, and whether CNTR_START_REP went out.
     waited: BTreeSet<NodeId>,
     start_sent: bool,
+}
+
+/// What a node's sysfile names, as it tells the master in its CNTR_START_REQ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Named {
+    /// The newest global checkpoint restorable from its files.
+    pub restorable: u32,
+    /// The GCI of the last system restart it took part in (its restore done and its logs cut
+    /// there, see `restore_done`), or the cluster's when it last joined by node restart.
+    pub restart: u32,
+}
+
+impl Named {
+    /// In a CNTR_START_REQ: the restorable GCI in the low word, the restart's in the high one.
+    fn to_word(self) -> u64 {
+        u64::from(self.restart) << 32 | u64::from(self.restorable)
+    }
+
+    fn from_word(word: u64) -> Named {
+        Named {
+            restorable: word as u32,
+            restart: (word >> 32) as u32,
+        }
+    }
+}
+
+/// A system restart's GCI, from what each node's sysfile names, and the newest restart any
+/// names: a node whose sysfile names an older one is stale past it. Its redo log may hold,
+/// uncut, changes of GCIs that restart gave again (its disk failed while it cut its logs, or
+/// it was left out of that restart), so it counts no further than that restart, and takes no
+/// part when the cluster restarts beyond it.
+pub(crate) fn restart_gci(answers: &BTreeMap<NodeId, Named>) -> (u32, u32) {
+    let newest = answers.values().map(|n| n.restart).max().unwrap_or(0);
+    let gci = (answers.values())
+        .map(|n| match n.restart == newest {
+            true => n.restorable,
+            false => n.restorable.min(newest),
+        })
+        .max()
+        .unwrap_or(0);
+    (gci, newest)
+}
+
+/// True when a node whose sysfile names `named` can restore the cluster's restart at `gci`,
+/// the newest restart any node names being `newest` (see [`restart_gci`]).
+fn can_restore(named: Named, gci: u32, newest: u32) -> bool {
+    named.restart == newest || gci <= newest
 }
 
 impl Restart {
@@ -321,21 +373,27 @@ impl Kernel {
             return;
         }
         restart.requested = Some(master);
-        self.send_gcp(master, gsn::CNTR_START_REQ, u64::from(restorable), out);
+        let named = Named {
+            restorable,
+            restart: restart.restart_gci,
+        };
+        self.send_gcp(master, gsn::CNTR_START_REQ, named.to_word(), out);
     }
 
     /// CNTR_START_REQ at the master: when every data node has said, all hear the restart GCI.
-    pub(crate) fn exec_cntr_start_req(&mut self, from: NodeId, gci: u64, out: &mut dyn Outbox) {
+    pub(crate) fn exec_cntr_start_req(&mut self, from: NodeId, word: u64, out: &mut dyn Outbox) {
         let Some(restart) = self.restart.as_mut() else {
             return;
         };
-        restart.answers.insert(from, gci as u32);
+        restart.answers.insert(from, Named::from_word(word));
         self.cntr_start_decide(out);
     }
 
     /// As master: the restart GCI goes to every node that asked, once every data node has, or
     /// (a partial start, after StartPartialTimeout) every live one has and every node group
-    /// has one; the others are named failed in the CNTR_START_CONF and left out.
+    /// has one; the others are named failed in the CNTR_START_CONF and left out. Every node
+    /// group needs a node that can restore the restart GCI (see [`restart_gci`]); the stale
+    /// ones hear the newest restart too (the CONF's high word), and stop.
     pub(crate) fn cntr_start_decide(&mut self, out: &mut dyn Outbox) {
         if self.qmgr.master() != self.me {
             return;
@@ -355,8 +413,38 @@ impl Kernel {
                 return;
             }
         }
+        let (restart_gci, newest) = self::restart_gci(&restart.answers);
+        let answers = &restart.answers;
+        let unrestorable = self.qmgr.node_groups().iter().find(|(_, nodes)| {
+            !nodes.iter().any(|n| {
+                answers
+                    .get(n)
+                    .is_some_and(|&named| can_restore(named, restart_gci, newest))
+            })
+        });
+        if let Some((group, nodes)) = unrestorable {
+            if !restart.stale_group_logged {
+                restart.stale_group_logged = true;
+                tracing::error!(
+                    group,
+                    ?nodes,
+                    gci = restart_gci,
+                    newest_restart = newest,
+                    "the cluster cannot restart at GCI {restart_gci}: no node of node group \
+                     {group} that has said can restore it (its sysfile names no system restart \
+                     as new as GCI {newest}, or it is missing); waiting for its nodes"
+                );
+            }
+            return;
+        }
         restart.conf_sent = true;
-        let restart_gci = restart.answers.values().copied().max().unwrap_or(0);
+        let stale: Vec<NodeId> = (answers.iter())
+            .filter(|(_, &named)| !can_restore(named, restart_gci, newest))
+            .map(|(&node, _)| node)
+            .collect();
+        if !stale.is_empty() {
+            tracing::warn!(gci = restart_gci, newest_restart = newest, ?stale, "system restart: these data nodes' files do not record the system restart at GCI {newest}: they stop, and join by node restart once the cluster has started");
+        }
         let nodes: Vec<NodeId> = restart.answers.keys().copied().collect();
         if nodes.len() < count {
             let missing: Vec<NodeId> = (self.qmgr.data_nodes().iter().copied())
@@ -369,18 +457,23 @@ impl Kernel {
         } else {
             tracing::info!(gci = restart_gci, nodes = ?restart.answers, "system restart: every data node reported its newest restorable GCI");
         }
+        let word = u64::from(newest) << 32 | u64::from(restart_gci);
         for node in nodes {
-            self.send_gcp(node, gsn::CNTR_START_CONF, u64::from(restart_gci), out);
+            self.send_gcp(node, gsn::CNTR_START_CONF, word, out);
         }
     }
 
-    /// CNTR_START_CONF: the cluster restarts at `gci`; restore up to it.
-    pub(crate) fn exec_cntr_start_conf(&mut self, gci: u64) -> Result<(), String> {
-        let gci = gci as u32;
+    /// CNTR_START_CONF: the cluster restarts at the GCI of the low word (the newest restart
+    /// any node's sysfile names in the high word); restore up to it.
+    pub(crate) fn exec_cntr_start_conf(&mut self, word: u64) -> Result<(), String> {
+        let (gci, newest) = (word as u32, (word >> 32) as u32);
         let Some(restart) = self.restart.as_mut().filter(|r| !r.node_restart) else {
             return Ok(());
         };
-        let own = restart.restorable.unwrap_or(0);
+        let named = Named {
+            restorable: restart.restorable.unwrap_or(0),
+            restart: restart.restart_gci,
+        };
         restart.gci = Some(gci);
         if gci == 0 {
             // Nothing anywhere: an initial start.
@@ -394,11 +487,21 @@ impl Kernel {
         // every node saves a GCI (GCP_SAVEREQ) before any writes its sysfile (COPY_GCIREQ), so
         // a crash between two nodes' sysfile writes of the first global checkpoint leaves one
         // without. Its redo log tells (`replay_part` fails when the GCI is not there).
-        if own == 0 && restart.initial {
+        if named.restorable == 0 && restart.initial {
             return Err(format!(
                 "the cluster restarts at GCI {gci}, and this node has nothing to restore (it was \
                  started with --initial or has no files); start it again once the cluster has \
                  started: it joins by node restart"
+            ));
+        }
+        if !can_restore(named, gci, newest) {
+            return Err(format!(
+                "the cluster restarts at GCI {gci}, past the system restart at GCI {newest} that \
+                 this node's files do not record (its sysfile names the restart at GCI {}: its \
+                 disk failed while it cut its logs at that restart, or it was left out of it), \
+                 so its redo log past GCI {newest} cannot be trusted; start it again once the \
+                 cluster has started: it joins by node restart",
+                named.restart
             ));
         }
         tracing::info!(gci, "system restart: restoring the schema and the redo log");
@@ -834,14 +937,37 @@ impl Kernel {
         }
     }
 
-    /// This node's restore for a system restart is done: the master hears of it.
+    /// This node's restore for a system restart is done: its sysfile names the restart (both
+    /// copies, one after the other, the one the start read last), then the master hears of
+    /// it. A later system restart knows by this sysfile that this node's logs were cut here
+    /// (`restart_gci`). When a write fails the node goes on and starts, its sysfile naming
+    /// an older restart; it refuses writes and asks to be stopped.
     fn restore_done(&mut self, gci: u32, out: &mut dyn Outbox) {
         let master = self.qmgr.master();
+        let failed = self.fs.failed.is_some();
         let Some(restart) = self.restart.as_mut() else {
             return;
         };
+        if gci > 0 && !failed && restart.sysfile_written < SYSFILES.len() {
+            let copy = (self.gcp.sysfile_first + restart.sysfile_written) % SYSFILES.len();
+            let sysfile = Sysfile {
+                restorable_gci: gci,
+                restart_gci: gci,
+            };
+            return self.write_sysfile_copy(copy, sysfile, FsWait::RestartSysfile);
+        }
         restart.restored = Some(master);
         self.send_gcp(master, gsn::CNTR_WAITREP, u64::from(gci), out);
+    }
+
+    /// A sysfile copy naming the restart was written and synced, or failed.
+    pub(crate) fn restart_sysfile_written(&mut self, out: &mut dyn Outbox) {
+        let Some(restart) = self.restart.as_mut() else {
+            return;
+        };
+        restart.sysfile_written += 1;
+        let gci = restart.gci.unwrap_or(0);
+        self.restore_done(gci, out);
     }
 
     /// CNTR_WAITREP at the master: once every live node has restored, all start.

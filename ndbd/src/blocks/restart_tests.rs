@@ -5,7 +5,8 @@
 //! stays unrestored at every later restart, though the restarted cluster gives its GCI again;
 //! no node serves before every node restored; and a global checkpoint whose redo write failed
 //! is never saved, though the sync after it succeeded; and a sysfile copy whose write failed
-//! is not followed by a write of the other copy.
+//! is not followed by a write of the other copy; and a node whose disk failed as it cut its
+//! logs at a system restart takes no part in a later restart past that one.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -27,9 +28,9 @@ const INI: &str = "[ndbd default]\nNoOfReplicas=2\nDataMemory=1M\n\
 [api]\nNodeId=50\nHostName=127.0.0.1\n";
 
 /// Files by path; nothing is ever lost. Writes to paths holding the text in `.1` fail with
-/// EIO.
+/// EIO, and truncations of them too when `.2`.
 #[derive(Default)]
-struct MemDisk(BTreeMap<String, Vec<u8>>, Option<&'static str>);
+struct MemDisk(BTreeMap<String, Vec<u8>>, Option<&'static str>, bool);
 
 impl Disk for MemDisk {
     fn write_at(&mut self, path: &str, offset: u64, bytes: &[u8]) -> io::Result<()> {
@@ -48,6 +49,9 @@ impl Disk for MemDisk {
         Ok(())
     }
     fn truncate(&mut self, path: &str, len: u64) -> io::Result<()> {
+        if self.2 && self.1.is_some_and(|text| path.contains(text)) {
+            return Err(io::Error::from_raw_os_error(5));
+        }
         self.0
             .entry(path.to_string())
             .or_default()
@@ -474,7 +478,7 @@ fn no_node_serves_until_every_node_has_restored() {
 #[test]
 fn a_node_whose_redo_write_failed_is_stopped_and_the_cluster_saves_without_it() {
     // Node 2's writes to redo part 2 fail with EIO; its syncs succeed (the file is not there).
-    let failing = MemDisk(BTreeMap::new(), Some("D10/"));
+    let failing = MemDisk(BTreeMap::new(), Some("D10/"), false);
     let mut cluster = Cluster::new(vec![MemDisk::default(), failing], true);
     cluster.run(cluster.start);
     // The write failed during the start; once started, node 2 asks to be stopped at its
@@ -502,7 +506,7 @@ fn a_node_whose_redo_write_failed_is_stopped_and_the_cluster_saves_without_it() 
 fn the_last_serving_node_of_a_group_goes_on_refusing_writes_when_its_disk_fails() {
     // Both nodes' writes to redo part 2 fail: the first to ask is stopped, the other is then
     // its node group's last serving member and goes on, refusing writes; nothing is saved.
-    let failing = || MemDisk(BTreeMap::new(), Some("D10/"));
+    let failing = || MemDisk(BTreeMap::new(), Some("D10/"), false);
     let mut cluster = Cluster::new(vec![failing(), failing()], true);
     cluster.run(cluster.start);
     cluster.save_checkpoint();
@@ -590,7 +594,7 @@ fn after_a_restart_the_sysfile_copy_it_read_is_overwritten_last() {
 #[test]
 fn a_failed_sysfile_write_leaves_the_other_copy_untouched() {
     // Node 2's writes of its first sysfile copy fail with EIO; the sync after them succeeds.
-    let failing = MemDisk(BTreeMap::new(), Some("D1/DBDIH/P0.sysfile"));
+    let failing = MemDisk(BTreeMap::new(), Some("D1/DBDIH/P0.sysfile"), false);
     let mut cluster = Cluster::new(vec![MemDisk::default(), failing], true);
     cluster.run(cluster.start);
     cluster.save_checkpoint();
@@ -666,5 +670,87 @@ fn a_compacted_schema_log_stays_small_and_restores_the_tables() {
             "node {} restored the table and its row",
             index + 1
         );
+    }
+}
+
+#[test]
+fn a_restart_counts_a_node_whose_sysfile_names_an_older_restart_no_further_than_the_newest() {
+    use super::restart::{restart_gci, Named};
+    let named = |restorable, restart| Named {
+        restorable,
+        restart,
+    };
+    // Node 2 names GCI 9 restorable, but from before the restart at GCI 3 it never recorded.
+    let answers = BTreeMap::from([(NodeId(1), named(5, 3)), (NodeId(2), named(9, 1))]);
+    assert_eq!(restart_gci(&answers), (5, 3));
+    // With no save since that restart, every node can restore it.
+    let answers = BTreeMap::from([(NodeId(1), named(3, 3)), (NodeId(2), named(3, 1))]);
+    assert_eq!(restart_gci(&answers), (3, 3));
+    // No restart yet: the newest restorable GCI any names.
+    let answers = BTreeMap::from([(NodeId(1), named(4, 0)), (NodeId(2), named(0, 0))]);
+    assert_eq!(restart_gci(&answers), (4, 0));
+}
+
+#[test]
+fn a_node_whose_disk_failed_as_it_cut_its_logs_sits_out_the_next_restart_past_that_cut() {
+    let config = config();
+    // Row 1 committed in GCI 1; row 2 in GCI 2, which every node logged complete but no
+    // sysfile names (the crash came between the save and the sysfile writes).
+    let puts = [(1, 10, 1), (2, 20, 2)];
+    let disks: Vec<MemDisk> = (1..=2)
+        .map(|n| {
+            let mut disk = disk_with_rows(&config, n, &puts);
+            if let Some(redo) = disk.0.get_mut("D8/DBLQH/S0.FragLog") {
+                format::append_record(redo, 2 << 32, kind::GCI_COMPLETED, |_| {});
+            }
+            disk
+        })
+        .collect();
+    // The restart at GCI 1 gives GCI 2 again; node 2's disk fails as it cuts its redo part 0
+    // there, so its log keeps the first GCI 2's row 2, uncut.
+    let mut cluster = Cluster::new(disks, false);
+    cluster.nodes[1].1 .1 = Some("D8/");
+    cluster.nodes[1].1 .2 = true;
+    cluster.run(cluster.start);
+    let after_first = cluster.state();
+    assert_eq!(after_first[0].0, None);
+    // Node 2 started with its disk failed and is stopped; node 1 saves GCI 2 without it.
+    cluster.tick_until(6_000);
+    let why = cluster.fatal[1].clone().unwrap_or_default();
+    assert!(why.starts_with("error 2813"), "{why:?}");
+    assert!(cluster.nodes[0].0.restorable_gci() >= 2);
+    // Power fails; node 2's disk is mended. Restarting past GCI 1, node 2's redo log would
+    // give back row 2 of the GCI 2 the first restart threw away.
+    let mut disks = cluster.crash();
+    disks[1].1 = None;
+    let second = Cluster::restart(disks).state();
+    assert_eq!(second[0].0, None, "node 1 restarts");
+    assert_eq!(second[0].2, after_first[0].2, "node 1 holds row 1 alone");
+    let why = second[1].0.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("past the system restart at GCI 1 that this node's files do not record"),
+        "node 2 must not restore past the cut its disk failed to make: {why:?}"
+    );
+}
+
+#[test]
+fn a_node_names_the_system_restart_in_its_sysfile_before_it_serves() {
+    let config = config();
+    let disks = (1..=2)
+        .map(|n| disk_with_rows(&config, n, &[(1, 10, 1)]))
+        .collect();
+    let cluster = Cluster::restart(disks);
+    assert_eq!(cluster.fatal, vec![None, None]);
+    for (index, (kernel, disk)) in cluster.nodes.iter().enumerate() {
+        assert!(kernel.qmgr.started());
+        for path in ["D1/DBDIH/P0.sysfile", "D2/DBDIH/P0.sysfile"] {
+            let sysfile = Sysfile::from_file(&disk.0[path], index as u32 + 1).expect(path);
+            assert_eq!(
+                (sysfile.restorable_gci, sysfile.restart_gci),
+                (1, 1),
+                "node {} {path}",
+                index + 1
+            );
+        }
     }
 }

@@ -446,11 +446,12 @@ impl Kernel {
             sysfile,
             written: 0,
         });
-        self.write_sysfile_copy(self.gcp.sysfile_first, sysfile);
+        self.write_sysfile_copy(self.gcp.sysfile_first, sysfile, FsWait::Sysfile);
     }
 
-    /// Overwrites copy `copy` of the sysfile with `sysfile`, and syncs it.
-    fn write_sysfile_copy(&mut self, copy: usize, sysfile: Sysfile) {
+    /// Overwrites copy `copy` of the sysfile with `sysfile`, and syncs it; `wait` hears of
+    /// the sync.
+    pub(crate) fn write_sysfile_copy(&mut self, copy: usize, sysfile: Sysfile, wait: FsWait) {
         let path = SYSFILES[copy].to_string();
         self.fs.push(
             FsOp::Write {
@@ -460,7 +461,7 @@ impl Kernel {
             },
             FsWait::Nothing,
         );
-        self.fs.push(FsOp::Sync { path }, FsWait::Sysfile);
+        self.fs.push(FsOp::Sync { path }, wait);
     }
 
     /// A sync of a save completed.
@@ -500,7 +501,7 @@ impl Kernel {
         if copying.written < SYSFILES.len() {
             let copy = (self.gcp.sysfile_first + copying.written) % SYSFILES.len();
             let sysfile = copying.sysfile;
-            return self.write_sysfile_copy(copy, sysfile);
+            return self.write_sysfile_copy(copy, sysfile, FsWait::Sysfile);
         }
         let (gci, master) = (copying.gci, copying.master);
         self.gcp.copying = None;
