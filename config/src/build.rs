@@ -164,7 +164,6 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
         start_partial_timeout_ms: l.u32("StartPartialTimeout"),
         arbitration: arbitration(l, diag),
         arbitration_timeout_ms: l.u32("ArbitrationTimeout"),
-        time_between_global_checkpoints_ms: l.u32("TimeBetweenGlobalCheckpoints"),
         durability: Durability {
             diskless: l.bool("Diskless"),
             file_system_path: l.text("FileSystemPath").map(PathBuf::from),

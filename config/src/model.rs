@@ -117,9 +117,6 @@ pub struct DataNodeConfig {
     pub arbitration: Arbitration,
     /// ArbitrationTimeout: how long such a side waits for the arbitrator's answer.
     pub arbitration_timeout_ms: u32,
-    /// Recognised only: nothing reads it yet, so a value in the file is ignored with a
-    /// warning and it always holds NDB's default (tests that build a config by hand use it).
-    pub time_between_global_checkpoints_ms: u32,
     /// The redo log, global checkpoints and where the node keeps its files.
     pub durability: Durability,
     pub use_shm: bool,

@@ -414,6 +414,18 @@ fn a_node_that_could_not_cut_its_logs_at_a_restart_sits_out_the_next_one_past_it
     replay_handled(&[0x3938_b258]);
 }
 
+/// Seeds 0x3a69a862 and 0x3a69e2b1 with `Fault::HANDLED` (found by `scripts/sim --seeds
+/// 20000 --start 980000000 --once --faults ...,crash-all,disk,restart`), 4 data nodes. A data
+/// node failed, and while the survivors' arbitration round settled, the president let
+/// another node stop for its disk; counted among the nodes lost, it left the survivors at
+/// half (or under) of those alive before, and they stopped with 2305. A node that stops
+/// gracefully during a round now leaves the round's count (`arbit_rules` in
+/// `ndbd/src/blocks/arbit.rs`).
+#[test]
+fn a_node_let_stop_during_a_failure_round_does_not_count_as_lost() {
+    replay_handled(&[0x3a69_a862, 0x3a69_e2b1]);
+}
+
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
 /// with every seed's failure.
 fn replay_handled(seeds: &[u64]) {

@@ -84,7 +84,8 @@ pub(crate) struct Arbit {
 /// Failures since the side was last whole.
 #[derive(Debug)]
 struct Round {
-    /// The data nodes alive before the first failure (nodes stopping gracefully left out).
+    /// The data nodes alive before the first failure (nodes stopping gracefully left out,
+    /// also when they stop during the round).
     before: NodeSet,
     since: Instant,
     /// As the side's president: when ARBIT_CHOOSEREQ went to the arbitrator, and the side it
@@ -265,8 +266,13 @@ impl Kernel {
             return Decision::Wait;
         };
         let alive = self.arbit_side();
-        let before = round.before.len();
-        let survivors = alive.intersection(&round.before).len();
+        // A node that stopped gracefully since the round began (NODE_STOPPING_REP: an
+        // operator's stop, or one the president let stop for its disk) is no failure either.
+        let before: NodeSet = (round.before.iter())
+            .filter(|&n| !self.qmgr.is_stopping(n))
+            .collect();
+        let survivors = alive.intersection(&before).len();
+        let before = before.len();
         if self.qmgr.group_fully_alive() {
             return Decision::GoOn("every data node of a node group is on this side");
         }

@@ -5,8 +5,9 @@
 //! transaction cannot take a lock, a node that is primary of one write and backup of another
 //! commits its primary row only after the backups, a node refuses API work until every data
 //! node is connected, and (on three kernels) a node that stops running is declared failed by
-//! the president's heartbeats and stops when it reads so; and two kernels split in half go on
-//! only on the side the arbitrator chose.
+//! the president's heartbeats and stops when it reads so; two kernels split in half go on
+//! only on the side the arbitrator chose; and a node that stops gracefully while a failure is
+//! being arbitrated does not count as lost.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -1365,5 +1366,95 @@ fn a_split_in_half_goes_on_only_on_the_side_the_arbitrator_chose() {
                 );
             }
         }
+    }
+}
+
+/// Four data nodes in two node groups, API node 50 the arbitrator (it never answers). Node 1
+/// fails; while its round settles, node 4 stops gracefully (NODE_STOPPING_REP, as a node the
+/// president let stop for its disk does). Nodes 2 and 3 are two of the three nodes that were
+/// alive and did not stop: more than half, they go on without asking the arbitrator. (Counting
+/// node 4 as lost, they were exactly half, found no arbitrator, and stopped with 2305: seed
+/// 0x3a69a862.)
+#[test]
+fn a_node_stopping_gracefully_during_a_failure_round_is_not_counted_lost() {
+    use std::time::Duration;
+
+    let ini = "[ndbd default]\nNoOfReplicas=2\nDataMemory=16M\nHeartbeatIntervalDbDb=100\n\
+               ArbitrationTimeout=1000\n[ndbd]\nNodeId=1\nHostName=127.0.0.1\n\
+               [ndbd]\nNodeId=2\nHostName=127.0.0.1\n[ndbd]\nNodeId=3\nHostName=127.0.0.1\n\
+               [ndbd]\nNodeId=4\nHostName=127.0.0.1\n\
+               [api]\nNodeId=50\nHostName=127.0.0.1\nArbitrationRank=1\n";
+    let config = rndb_config::parse_str(ini, Path::new("t.ini")).expect("config");
+    let mut kernels: BTreeMap<NodeId, Kernel> = BTreeMap::new();
+    for node in &config.data_nodes {
+        let mut kernel = Kernel::new(&config, node);
+        for other in &config.data_nodes {
+            if other.node_id != node.node_id {
+                kernel.on_connect(other.node_id);
+            }
+        }
+        kernel.on_connect(API);
+        kernels.insert(node.node_id, kernel);
+    }
+    let start = Instant::now();
+    // Frames between the data nodes in `kernels` until none is left (the API's are dropped).
+    let deliver = |kernels: &mut BTreeMap<NodeId, Kernel>, mut pending: Vec<Frame>, now| {
+        while let Some((from, to, header, payload)) = pending.pop() {
+            let Some(kernel) = kernels.get_mut(&to) else {
+                continue;
+            };
+            let mut sent = Sent::default();
+            kernel
+                .on_frame(from, &header, &payload, &mut sent, now)
+                .map_err(|e| e.0)
+                .expect("frame");
+            kernel.run_jobs(&mut sent, now);
+            pending.extend(sent.0.into_iter().map(|(t, h, p)| (to, t, h, p)));
+        }
+    };
+    let tick = |kernels: &mut BTreeMap<NodeId, Kernel>, now: Instant| {
+        let mut pending: Vec<Frame> = Vec::new();
+        for (&node, kernel) in kernels.iter_mut() {
+            let mut sent = Sent::default();
+            kernel.on_timer(now);
+            kernel.run_jobs(&mut sent, now);
+            pending.extend(sent.0.into_iter().map(|(to, h, p)| (node, to, h, p)));
+        }
+        deliver(kernels, pending, now);
+    };
+    // `gone`'s links close at every other kernel.
+    let close = |kernels: &mut BTreeMap<NodeId, Kernel>, gone: NodeId, now| {
+        kernels.remove(&gone);
+        let mut pending: Vec<Frame> = Vec::new();
+        for (&node, kernel) in kernels.iter_mut() {
+            let mut sent = Sent::default();
+            kernel.on_disconnect(gone, &mut sent, now);
+            kernel.run_jobs(&mut sent, now);
+            pending.extend(sent.0.into_iter().map(|(to, h, p)| (node, to, h, p)));
+        }
+        deliver(kernels, pending, now);
+    };
+    for i in 1..=5 {
+        tick(&mut kernels, start + Duration::from_millis(10 * i));
+    }
+    close(&mut kernels, NodeId(1), start + Duration::from_millis(60));
+    let now = start + Duration::from_millis(70);
+    let mut stopping = Sent::default();
+    kernels
+        .get_mut(&NodeId(4))
+        .unwrap()
+        .on_shutdown(&mut stopping);
+    let pending = stopping
+        .0
+        .into_iter()
+        .map(|(to, h, p)| (NodeId(4), to, h, p));
+    deliver(&mut kernels, pending.collect(), now);
+    close(&mut kernels, NodeId(4), now);
+    for i in 8..=40 {
+        tick(&mut kernels, start + Duration::from_millis(100 * i));
+    }
+    for (&node, kernel) in kernels.iter_mut() {
+        assert_eq!(kernel.take_fatal(), None, "node {node} stopped");
+        assert!(!kernel.tc.commits_held(), "node {node} commits again");
     }
 }

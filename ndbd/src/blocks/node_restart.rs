@@ -337,7 +337,9 @@ impl Kernel {
     /// at once when nothing of them is kept. First both sysfile copies are overwritten with
     /// one that names no restorable GCI, and synced: a removal is durable only once its
     /// directory is synced, and a crash must never leave the old sysfile beside a redo log
-    /// that this run began anew (the next start would restore from it).
+    /// that this run began anew (the next start would restore from it). NDBFS runs the
+    /// requests one after the other, and none after one failed (`FailStop`): the second copy
+    /// is touched only once the first is synced, as a save's are (`gcp_copy`).
     fn node_restart_drop_files(&mut self) {
         if self.restart.take().is_none() {
             return;

@@ -40,7 +40,6 @@ pub fn data_node(id: u16, host_name: &str) -> DataNodeConfig {
         start_partial_timeout_ms: 30000,
         arbitration: Default::default(),
         arbitration_timeout_ms: 7500,
-        time_between_global_checkpoints_ms: 2000,
         durability: Default::default(),
         use_shm: false,
         max_no_of_execution_threads: 1,
