@@ -426,6 +426,24 @@ fn a_node_let_stop_during_a_failure_round_does_not_count_as_lost() {
     replay_handled(&[0x3a69_a862, 0x3a69_e2b1]);
 }
 
+/// Seeds 0x3a69bb1b, 0x3a69c5d7, 0x3a69c8b2, 0x3a69c8e8 and 0x3a69cd88 with
+/// `Fault::HANDLED` (same campaign). A node whose failure round came due at exactly half
+/// waited for its president's verdict, which a president outside any round never sent: the
+/// node group that kept one node had its other node let stop for its disk, and that node was
+/// counted as one that might serve on another side. It held commits (286) until the final
+/// reads gave up. A node that stopped gracefully now counts as absent from any other side
+/// (arbitration's rule 2, `group_fully_alive` in `ndbd/src/blocks/qmgr.rs`).
+#[test]
+fn a_group_whose_other_node_was_let_stop_keeps_its_side_going() {
+    replay_handled(&[
+        0x3a69_bb1b,
+        0x3a69_c5d7,
+        0x3a69_c8b2,
+        0x3a69_c8e8,
+        0x3a69_cd88,
+    ]);
+}
+
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
 /// with every seed's failure.
 fn replay_handled(seeds: &[u64]) {

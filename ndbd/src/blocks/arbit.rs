@@ -3,8 +3,8 @@
 //! rules, over the data nodes alive before the failures:
 //!
 //! 1. a node group with no live node left: the side stops (2305, `qmgr.rs` does it);
-//! 2. a node group whose every node is alive on this side: it goes on (the other side cannot
-//!    have a node of that group);
+//! 2. a node group whose every node is alive on this side, or stopped gracefully (one at
+//!    least alive here): it goes on (the other side cannot have a node of that group);
 //! 3. more than half of the nodes: it goes on; fewer than half: it stops (2305);
 //! 4. exactly half: the side's president asks the arbitrator (ARBIT_CHOOSEREQ), and the first
 //!    side to ask goes on; the other is refused and stops. No answer within
@@ -85,7 +85,7 @@ pub(crate) struct Arbit {
 #[derive(Debug)]
 struct Round {
     /// The data nodes alive before the first failure (nodes stopping gracefully left out,
-    /// also when they stop during the round).
+    /// also when they stop during the round: `arbit_node_failed`).
     before: NodeSet,
     since: Instant,
     /// As the side's president: when ARBIT_CHOOSEREQ went to the arbitrator, and the side it
@@ -153,7 +153,15 @@ impl Kernel {
     pub(crate) fn arbit_node_failed(&mut self, node: NodeId, before: NodeSet, now: Instant) {
         // Told of the arbitrator no more: when it rejoins, it is told at once.
         self.arbit.prepped.remove(node);
-        if !self.qmgr.started() || self.qmgr.is_stopping(node) {
+        if self.qmgr.is_stopping(node) {
+            // No failure either while a round runs (an operator's stop, or one the president
+            // let stop for its disk): it leaves the count (seed 0x3a69a862).
+            if let Some(round) = self.arbit.round.as_mut() {
+                round.before.remove(node);
+            }
+            return;
+        }
+        if !self.qmgr.started() {
             return;
         }
         if !self.arbit.enabled() {
@@ -266,15 +274,12 @@ impl Kernel {
             return Decision::Wait;
         };
         let alive = self.arbit_side();
-        // A node that stopped gracefully since the round began (NODE_STOPPING_REP: an
-        // operator's stop, or one the president let stop for its disk) is no failure either.
-        let before: NodeSet = (round.before.iter())
-            .filter(|&n| !self.qmgr.is_stopping(n))
-            .collect();
-        let survivors = alive.intersection(&before).len();
-        let before = before.len();
+        let before = round.before.len();
+        let survivors = alive.intersection(&round.before).len();
         if self.qmgr.group_fully_alive() {
-            return Decision::GoOn("every data node of a node group is on this side");
+            return Decision::GoOn(
+                "every data node of a node group is on this side, or stopped gracefully",
+            );
         }
         if 2 * survivors > before {
             return Decision::GoOn("more than half of the data nodes are on this side");

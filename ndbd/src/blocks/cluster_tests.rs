@@ -1372,9 +1372,9 @@ fn a_split_in_half_goes_on_only_on_the_side_the_arbitrator_chose() {
 /// Four data nodes in two node groups, API node 50 the arbitrator (it never answers). Node 1
 /// fails; while its round settles, node 4 stops gracefully (NODE_STOPPING_REP, as a node the
 /// president let stop for its disk does). Nodes 2 and 3 are two of the three nodes that were
-/// alive and did not stop: more than half, they go on without asking the arbitrator. (Counting
-/// node 4 as lost, they were exactly half, found no arbitrator, and stopped with 2305: seed
-/// 0x3a69a862.)
+/// alive and did not stop, and node 3's group has no node that could serve elsewhere: they go
+/// on without asking the arbitrator. (Counting node 4 as lost, they were exactly half, found
+/// no arbitrator, and stopped with 2305: seed 0x3a69a862.)
 #[test]
 fn a_node_stopping_gracefully_during_a_failure_round_is_not_counted_lost() {
     use std::time::Duration;

@@ -303,13 +303,19 @@ impl Qmgr {
             .any(|n| n != node && serves(n))
     }
 
-    /// True when every node of some node group is alive here and started (arbitration's rule
-    /// 2; a node still being copied to does not hold the group's rows yet).
+    /// True when some node group has a node alive here and started, and every other node of
+    /// it is so too or stopped gracefully (NODE_STOPPING_REP): arbitration's rule 2, as the
+    /// other side of a split can have no node of that group (a node still being copied to
+    /// does not hold the group's rows yet). A graceful stop is no failure: counting a node
+    /// let stop (its disk full) as one that may serve elsewhere left a round at exactly half
+    /// waiting for a verdict its president, outside any round, never sent (seed 0x3a69bb1b).
     pub fn group_fully_alive(&self) -> bool {
         self.node_groups.iter().any(|(_, nodes)| {
-            nodes
-                .iter()
-                .all(|&n| self.is_alive(n) && !self.copying.contains(n))
+            let serves = |n: NodeId| self.is_alive(n) && !self.copying.contains(n);
+            nodes.iter().any(|&n| serves(n))
+                && nodes
+                    .iter()
+                    .all(|&n| serves(n) || self.stopping.contains(&n))
         })
     }
 
