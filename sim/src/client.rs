@@ -1772,7 +1772,8 @@ impl Client {
     }
 
     /// A CREATE TABLE ended: the table, or (sent to a non-master) 702 and the retry on the
-    /// master; anything else fails the run (no faults run during setup).
+    /// master, or 4009 (sent before the node started) and a retry; anything else fails the
+    /// run (no faults run during setup).
     fn create_ended(
         &mut self,
         ctx: &mut Ctx<'_>,
@@ -1808,6 +1809,16 @@ impl Client {
                 } else {
                     self.resume_after(ctx, RETRY_NS);
                 }
+            }
+            // The master has not started yet (it hears the last data node's CM_REGREQ after
+            // another node told this client the cluster serves): as an API node does, the
+            // client tries again (seed 0x5f5e5823).
+            Ended::Refused(4009) => {
+                ctx.shared.log.push(format!(
+                    "client {}: CREATE TABLE at data node {} refused with 4009 (not started yet): retrying later",
+                    self.node, request.to
+                ));
+                self.resume_after(ctx, RETRY_NS);
             }
             other => ctx.shared.fail(format!(
                 "CREATE TABLE at data node {} (non-master: {at_non_master}) ended with {other:?}",

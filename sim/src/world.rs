@@ -1189,6 +1189,11 @@ impl World {
             Planned::Crash { node, .. } if self.group_had_its_failure(node) => {
                 self.count("crash left out (its node group's other member failed)");
             }
+            Planned::Crash { node, drain } if self.arbitrator_unlinked() => {
+                self.count("crash put off (a data node has no link to the arbitrator yet)");
+                let at = self.now_ns + DETECT_NS_MAX;
+                self.schedule_fault(at, Planned::Crash { node, drain });
+            }
             Planned::Crash { node, drain } => self.crash(node, drain),
             Planned::CrashAfter {
                 node,
@@ -1265,6 +1270,11 @@ impl World {
             Planned::Hang { node, .. } if self.group_had_its_failure(node) => {
                 self.count("hang left out (its node group's other member failed)");
             }
+            Planned::Hang { node, for_ns } if self.arbitrator_unlinked() => {
+                self.count("hang put off (a data node has no link to the arbitrator yet)");
+                let at = self.now_ns + DETECT_NS_MAX;
+                self.schedule_fault(at, Planned::Hang { node, for_ns });
+            }
             Planned::Hang { node, for_ns } => {
                 if self.kernels.contains_key(&node) && !self.shared.stopping {
                     self.count("hang past the heartbeat bound");
@@ -1321,6 +1331,22 @@ impl World {
             self.stopped_on_request.contains(n) || !self.kernels.get(n).is_some_and(|k| k.serves())
         };
         self.group_peers(node).any(|n| down(&n))
+    }
+
+    /// In seeds with an arbitrator, while the workload runs: a serving data node that knows
+    /// no running arbitrator, or that the arbitrator has no link to (it started again, and
+    /// client 0 has not reconnected, or its president has not started the arbitrator again).
+    /// A failure now could leave it half the cluster, unable to ask the arbitrator: it would
+    /// stop (2305), as NDB's does, a double fault the sim does not recover from (seeds
+    /// 0x3a69a27c, 0x3b9af1b9). Crashes and hangs wait for the arbitrator.
+    fn arbitrator_unlinked(&self) -> bool {
+        let api = self.clients[ARBITRATOR].node;
+        self.knobs.arbitrator
+            && !self.shared.stopping
+            && self.is_alive(api)
+            && (self.kernels.iter()).any(|(&node, k)| {
+                k.serves() && (!k.knows_arbitrator() || !self.net.is_up(api, node))
+            })
     }
 
     /// The node's kernel (its memory) is dropped; every link of it drops.

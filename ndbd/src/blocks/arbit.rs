@@ -197,6 +197,11 @@ impl Kernel {
         self.arbit.enabled()
     }
 
+    /// The running arbitrator this node knows of: its API or management node.
+    pub(crate) fn arbit_arbitrator(&self) -> Option<NodeId> {
+        self.arbit.arbitrator.map(|(api, _)| api)
+    }
+
     /// A node still being copied to failed (a failed node restart): no round, as it counts on
     /// no side, but a president outside a round says its side goes on, as another node may
     /// have taken the node for a member and begun a round that waits for that word.

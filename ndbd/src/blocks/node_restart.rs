@@ -225,8 +225,9 @@ impl Kernel {
                 let refusal = StartPermRef::decode(payload)?;
                 tracing::info!(asked = %from, "node restart: not let in yet ({}); asking again", refusal.reason);
                 let president = NodeId(refusal.president);
+                let linked = self.qmgr.is_linked(president);
                 if let Some(me) = self.node_restart.me.as_mut() {
-                    if president != from && self.qmgr.is_up(president) {
+                    if president != from && linked {
                         // Asked at once: the president is the node the refusal names.
                         me.next_ask = Some(president);
                         me.asked = None;
@@ -417,7 +418,7 @@ impl Kernel {
         if let Some(me) = self.node_restart.me.as_mut() {
             let due = me.asked.is_none_or(|(_, at)| now >= at + ASK_AGAIN);
             if me.president.is_none() && due && me.ready {
-                let next = me.next_ask.take().filter(|&n| self.qmgr.is_up(n));
+                let next = me.next_ask.take().filter(|&n| self.qmgr.is_linked(n));
                 if let Some(president) = next.or_else(|| me.started_peers.iter().next()) {
                     me.asked = Some((president, now));
                     let header = data_node_header(gsn::START_PERMREQ, block::QMGR, block::QMGR);
@@ -573,6 +574,15 @@ impl Kernel {
         }
         let mut awaiting = NodeSet::from_words(conf.alive);
         awaiting.remove(self.me);
+        // A node this one saw fail, that restarted since (a new link, `joining`) and that the
+        // president holds alive, rejoined meanwhile (seed 0x537274b6: the president itself).
+        for node in awaiting.iter() {
+            if self.qmgr.failed.contains(node) && self.qmgr.joining.contains(node) {
+                self.qmgr.joining.remove(node);
+                self.qmgr.failed.remove(node);
+                self.qmgr.include(node);
+            }
+        }
         if let Some(gone) = awaiting.iter().find(|&n| self.qmgr.failed.contains(n)) {
             return self.node_restart_fails(format!(
                 "data node {from} lets this node in with data node {gone}, which failed here"

@@ -27,7 +27,8 @@
 //! round (its place is set again when it rejoins). When the president fails during a round,
 //! some nodes may have taken the new order and others not: a node still holding keeps holding
 //! and asks the new president (PRIMARY_SWITCH_QUERY), which runs a round with no time limit
-//! that sets every node to its own order. Payloads are ARBIT's (`qmgr::Arbit`): ticket = round
+//! that sets every node to its own order (a node that asks while that round runs, holding for
+//! another, gets the round's REQ again). Payloads are ARBIT's (`qmgr::Arbit`): ticket = round
 //! id, node = the node moving back (REQ) or apply (COMMIT), nodes = the new `rejoined` order.
 
 use std::time::{Duration, Instant};
@@ -212,10 +213,21 @@ impl Kernel {
             gsn::PRIMARY_SWITCH_REQ => self.exec_primary_switch_req(from, arbit, out),
             gsn::PRIMARY_SWITCH_CONF => self.exec_primary_switch_conf(from, arbit.ticket, out),
             gsn::PRIMARY_SWITCH_COMMIT => self.exec_primary_switch_commit(arbit),
-            gsn::PRIMARY_SWITCH_QUERY
-                if self.qmgr.master() == self.me && self.primary.round.is_none() =>
-            {
-                self.primary_resync(out, now);
+            gsn::PRIMARY_SWITCH_QUERY if self.qmgr.master() == self.me => {
+                match &self.primary.round {
+                    None => self.primary_resync(out, now),
+                    // The node holds for another round: a failed president's REQ, drained
+                    // after this one's, replaced its hold (seed 0x59683266). It is asked again.
+                    Some(round) if round.awaiting.contains(from) => {
+                        let req = Arbit {
+                            ticket: round.id,
+                            node: round.node.map_or(0, |n| n.0),
+                            nodes: round.order.clone(),
+                        };
+                        self.primary_send(from, gsn::PRIMARY_SWITCH_REQ, &req, out);
+                    }
+                    Some(_) => {}
+                }
             }
             _ => {}
         }

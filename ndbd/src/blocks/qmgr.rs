@@ -401,6 +401,12 @@ impl Qmgr {
         }
     }
 
+    /// True for a data node with a live link here: a member, or one that failed and has
+    /// restarted since (its new link's CM_REGREQ said so, `joining`).
+    pub fn is_linked(&self, node: NodeId) -> bool {
+        self.is_up(node) || self.joining.contains(node)
+    }
+
     /// True for another data node with a live link.
     pub fn is_up(&self, node: NodeId) -> bool {
         self.up.contains(&node)
@@ -439,6 +445,12 @@ impl Kernel {
     /// (a node restoring its own files before it joins counts as started).
     pub fn serves(&self) -> bool {
         self.qmgr.started() && !self.node_restart_joining()
+    }
+
+    /// True when this node knows a running arbitrator (one its president started, or told it
+    /// of), or arbitration is off.
+    pub fn knows_arbitrator(&self) -> bool {
+        !self.arbit_enabled() || self.arbit_arbitrator().is_some()
     }
 
     /// True while data node `node` is a member here with a live link: not seen to fail since
