@@ -1270,17 +1270,7 @@ fn a_split_in_half_goes_on_only_on_the_side_the_arbitrator_chose() {
                [api]\nNodeId=50\nHostName=127.0.0.1\nArbitrationRank=1\n";
     let config = rndb_config::parse_str(ini, Path::new("t.ini")).expect("config");
     for first in [NodeId(1), NodeId(2)] {
-        let mut kernels: BTreeMap<NodeId, Kernel> = BTreeMap::new();
-        for node in &config.data_nodes {
-            let mut kernel = Kernel::new(&config, node);
-            for other in &config.data_nodes {
-                if other.node_id != node.node_id {
-                    kernel.on_connect(other.node_id);
-                }
-            }
-            kernel.on_connect(API);
-            kernels.insert(node.node_id, kernel);
-        }
+        let mut kernels = wired_kernels(&config);
         let mut arbiter = ArbiterState::default();
         let mut cut = false;
         let start = Instant::now();
@@ -1288,13 +1278,7 @@ fn a_split_in_half_goes_on_only_on_the_side_the_arbitrator_chose() {
         // node frames unless the link is cut, arbitration requests answered by `arbiter` in
         // node order with `first` first.
         let mut tick = |kernels: &mut BTreeMap<NodeId, Kernel>, now: Instant, cut: bool| {
-            let mut pending: Vec<Frame> = Vec::new();
-            for (&node, kernel) in kernels.iter_mut() {
-                let mut sent = Sent::default();
-                kernel.on_timer(now);
-                kernel.run_jobs(&mut sent, now);
-                pending.extend(sent.0.into_iter().map(|(to, h, p)| (node, to, h, p)));
-            }
+            let mut pending = from_each(kernels, now, &mut |k, _| k.on_timer(now));
             while !pending.is_empty() {
                 pending.sort_by_key(|f| (f.1 != API, f.0 != first));
                 let (from, to, header, payload) = pending.remove(0);
@@ -1385,17 +1369,7 @@ fn a_node_stopping_gracefully_during_a_failure_round_is_not_counted_lost() {
                [ndbd]\nNodeId=4\nHostName=127.0.0.1\n\
                [api]\nNodeId=50\nHostName=127.0.0.1\nArbitrationRank=1\n";
     let config = rndb_config::parse_str(ini, Path::new("t.ini")).expect("config");
-    let mut kernels: BTreeMap<NodeId, Kernel> = BTreeMap::new();
-    for node in &config.data_nodes {
-        let mut kernel = Kernel::new(&config, node);
-        for other in &config.data_nodes {
-            if other.node_id != node.node_id {
-                kernel.on_connect(other.node_id);
-            }
-        }
-        kernel.on_connect(API);
-        kernels.insert(node.node_id, kernel);
-    }
+    let mut kernels = wired_kernels(&config);
     let start = Instant::now();
     // Frames between the data nodes in `kernels` until none is left (the API's are dropped).
     let deliver = |kernels: &mut BTreeMap<NodeId, Kernel>, mut pending: Vec<Frame>, now| {
@@ -1413,25 +1387,15 @@ fn a_node_stopping_gracefully_during_a_failure_round_is_not_counted_lost() {
         }
     };
     let tick = |kernels: &mut BTreeMap<NodeId, Kernel>, now: Instant| {
-        let mut pending: Vec<Frame> = Vec::new();
-        for (&node, kernel) in kernels.iter_mut() {
-            let mut sent = Sent::default();
-            kernel.on_timer(now);
-            kernel.run_jobs(&mut sent, now);
-            pending.extend(sent.0.into_iter().map(|(to, h, p)| (node, to, h, p)));
-        }
+        let pending = from_each(kernels, now, &mut |k, _| k.on_timer(now));
         deliver(kernels, pending, now);
     };
     // `gone`'s links close at every other kernel.
     let close = |kernels: &mut BTreeMap<NodeId, Kernel>, gone: NodeId, now| {
         kernels.remove(&gone);
-        let mut pending: Vec<Frame> = Vec::new();
-        for (&node, kernel) in kernels.iter_mut() {
-            let mut sent = Sent::default();
-            kernel.on_disconnect(gone, &mut sent, now);
-            kernel.run_jobs(&mut sent, now);
-            pending.extend(sent.0.into_iter().map(|(to, h, p)| (node, to, h, p)));
-        }
+        let pending = from_each(kernels, now, &mut |k, sent| {
+            k.on_disconnect(gone, sent, now)
+        });
         deliver(kernels, pending, now);
     };
     for i in 1..=5 {
@@ -1457,4 +1421,36 @@ fn a_node_stopping_gracefully_during_a_failure_round_is_not_counted_lost() {
         assert_eq!(kernel.take_fatal(), None, "node {node} stopped");
         assert!(!kernel.tc.commits_held(), "node {node} commits again");
     }
+}
+
+/// A kernel per data node of `config`, each linked to the others and to API node 50.
+fn wired_kernels(config: &rndb_config::ClusterConfig) -> BTreeMap<NodeId, Kernel> {
+    let mut kernels = BTreeMap::new();
+    for node in &config.data_nodes {
+        let mut kernel = Kernel::new(config, node);
+        for other in &config.data_nodes {
+            if other.node_id != node.node_id {
+                kernel.on_connect(other.node_id);
+            }
+        }
+        kernel.on_connect(API);
+        kernels.insert(node.node_id, kernel);
+    }
+    kernels
+}
+
+/// Runs `f` on every kernel, then its jobs; the frames they sent, with their sender.
+fn from_each(
+    kernels: &mut BTreeMap<NodeId, Kernel>,
+    now: Instant,
+    f: &mut dyn FnMut(&mut Kernel, &mut Sent),
+) -> Vec<Frame> {
+    let mut pending = Vec::new();
+    for (&node, kernel) in kernels.iter_mut() {
+        let mut sent = Sent::default();
+        f(kernel, &mut sent);
+        kernel.run_jobs(&mut sent, now);
+        pending.extend(sent.0.into_iter().map(|(to, h, p)| (node, to, h, p)));
+    }
+    pending
 }
