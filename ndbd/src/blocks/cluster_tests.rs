@@ -1306,16 +1306,7 @@ fn a_split_in_half_goes_on_only_on_the_side_the_arbitrator_chose() {
                 if cut && from != API {
                     continue;
                 }
-                let Some(kernel) = kernels.get_mut(&to) else {
-                    continue;
-                };
-                let mut sent = Sent::default();
-                kernel
-                    .on_frame(from, &header, &payload, &mut sent, now)
-                    .map_err(|e| e.0)
-                    .expect("frame");
-                kernel.run_jobs(&mut sent, now);
-                pending.extend(sent.0.into_iter().map(|(t, h, p)| (to, t, h, p)));
+                pending.extend(take_frame(kernels, (from, to, header, payload), now));
             }
         };
         for i in 1..=5 {
@@ -1373,17 +1364,9 @@ fn a_node_stopping_gracefully_during_a_failure_round_is_not_counted_lost() {
     let start = Instant::now();
     // Frames between the data nodes in `kernels` until none is left (the API's are dropped).
     let deliver = |kernels: &mut BTreeMap<NodeId, Kernel>, mut pending: Vec<Frame>, now| {
-        while let Some((from, to, header, payload)) = pending.pop() {
-            let Some(kernel) = kernels.get_mut(&to) else {
-                continue;
-            };
-            let mut sent = Sent::default();
-            kernel
-                .on_frame(from, &header, &payload, &mut sent, now)
-                .map_err(|e| e.0)
-                .expect("frame");
-            kernel.run_jobs(&mut sent, now);
-            pending.extend(sent.0.into_iter().map(|(t, h, p)| (to, t, h, p)));
+        while let Some(frame) = pending.pop() {
+            let sent = take_frame(kernels, frame, now);
+            pending.extend(sent);
         }
     };
     let tick = |kernels: &mut BTreeMap<NodeId, Kernel>, now: Instant| {
@@ -1453,4 +1436,19 @@ fn from_each(
         pending.extend(sent.0.into_iter().map(|(to, h, p)| (node, to, h, p)));
     }
     pending
+}
+
+/// The receiving kernel (if it runs) takes `frame` and runs its jobs: the frames it sent.
+fn take_frame(kernels: &mut BTreeMap<NodeId, Kernel>, frame: Frame, now: Instant) -> Vec<Frame> {
+    let (from, to, header, payload) = frame;
+    let Some(kernel) = kernels.get_mut(&to) else {
+        return Vec::new();
+    };
+    let mut sent = Sent::default();
+    kernel
+        .on_frame(from, &header, &payload, &mut sent, now)
+        .map_err(|e| e.0)
+        .expect("frame");
+    kernel.run_jobs(&mut sent, now);
+    sent.0.into_iter().map(|(t, h, p)| (to, t, h, p)).collect()
 }
