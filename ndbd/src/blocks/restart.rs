@@ -14,6 +14,13 @@
 //! Changes of later GCIs logged before that record are skipped, and a RESTART record at the
 //! cut keeps every later restart from applying them: the restarted cluster gives their GCIs
 //! again, to other changes.
+//! Once its logs are cut, a node names the restart in its sysfile (restorable and restart GCI
+//! both the restart's) before it tells the master. Each CNTR_START_REQ carries the restart
+//! the sender's sysfile names: a node naming an older one than another's may hold, uncut,
+//! changes of GCIs that restart gave again (its disk failed as it cut its logs, or it was left
+//! out), so it counts no further than the newest restart, and when the cluster restarts past
+//! that, it stops and joins by node restart (`restart_gci`). The master waits while a node
+//! group has no node that can restore the restart GCI.
 //! A node started with `--initial` (or with no files) restores nothing; when the cluster
 //! restarts at a GCI it cannot reach, it stops with an error; started again once the others
 //! serve, it joins by node restart (`node_restart.rs`).
