@@ -494,6 +494,45 @@ fn crashes_wait_while_a_serving_node_cannot_reach_the_arbitrator() {
     replay_handled(&[0x3a69_a27c, 0x3b9a_f1b9]);
 }
 
+/// Seeds 0x3b9af6bf, 0x3b9adfcd, 0x4190bc52, 0x3a69d3ce and 0x3a69d423 with
+/// `Fault::HANDLED`, 4 data nodes. The president let a restarting node in while a failure
+/// round ran; the node served, its group peer crashed, and that failure joined the same round,
+/// in which the new node counted on no side: the survivors were under half of the nodes
+/// alive before, and stopped with 2305. As NDB's president is busy for a joining node while it
+/// handles a failure, START_PERMREQ is now refused while a round runs
+/// (`exec_start_permreq` in `ndbd/src/blocks/node_restart.rs`).
+#[test]
+fn no_node_is_let_in_while_a_failure_is_arbitrated() {
+    replay_handled(&[
+        0x3b9a_f6bf,
+        0x3b9a_dfcd,
+        0x4190_bc52,
+        0x3a69_d3ce,
+        0x3a69_d423,
+    ]);
+}
+
+/// Seed 0x4190d51d with `Fault::HANDLED`, 2 data nodes. Node 1, let stop for its disk, sent
+/// NODE_STOPPING_REP into a full send buffer and it was lost: node 2 took the stop for a
+/// failure and won arbitration, then started the arbitrator with a new ticket while node 1,
+/// restarted with the lower id, became president and spread the old one; when node 1 crashed,
+/// node 2 asked with the stale ticket and stopped with 2305. A NODE_STOPPING_REP that meets a
+/// full buffer now goes in the node's last flush, and a node that becomes president while the
+/// last one still runs starts the arbitrator with its own ticket.
+#[test]
+fn a_stop_is_told_past_a_full_buffer_and_a_new_president_renews_the_ticket() {
+    replay_handled(&[0x4190_d51d]);
+}
+
+/// Seed 0x3b9b0501 with `Fault::HANDLED`, 2 data nodes. A crash put off while a node had no
+/// arbitrator fired just after the workload ended, when no node is started again: the
+/// survivor, alone at half without an arbitrator, stopped with 2305. A crash now never fires
+/// after the faults end.
+#[test]
+fn no_crash_fires_after_the_faults_end() {
+    replay_handled(&[0x3b9b_0501]);
+}
+
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
 /// with every seed's failure.
 fn replay_handled(seeds: &[u64]) {

@@ -75,6 +75,10 @@ pub(crate) struct Arbit {
     verdict_win: Option<(NodeId, Instant, NodeSet)>,
     /// Tickets made so far (a ticket is this node's id and the count).
     tickets_made: u64,
+    /// The side's president at the last tick, and whether this node, president since, is
+    /// to start the arbitrator with a ticket of its own (`arbit_timer`).
+    president_seen: Option<NodeId>,
+    renew: bool,
     /// Said once: arbitration is off, and why.
     logged_off: bool,
     /// Failures the API nodes hear of once the round ends with this side going on.
@@ -130,6 +134,8 @@ impl Arbit {
             round: None,
             verdict_win: None,
             tickets_made: 0,
+            president_seen: None,
+            renew: false,
             logged_off: false,
             api_failreps: Vec::new(),
         }
@@ -192,6 +198,11 @@ impl Kernel {
         }
     }
 
+    /// True while a failure round runs here (commits held).
+    pub(crate) fn arbit_round_running(&self) -> bool {
+        self.arbit.round.is_some()
+    }
+
     /// True when failures are arbitrated here (see `Arbit::enabled`).
     pub(crate) fn arbit_enabled(&self) -> bool {
         self.arbit.enabled()
@@ -234,6 +245,20 @@ impl Kernel {
     /// Every timer tick: a round whose settle time has passed is decided; the president keeps
     /// an arbitrator and tells every data node which one.
     pub(crate) fn arbit_timer(&mut self, out: &mut dyn Outbox, now: Instant) {
+        // Became president while the last one runs (a lower id restarted): the last one may
+        // have just started the arbitrator with its own ticket, its STARTCONF then ignored,
+        // so this node's is stale (seed 0x4190d51d). Start it again with a ticket of ours.
+        let president = self.arbit_president();
+        if president != self.me {
+            self.arbit.renew = false;
+        } else if self
+            .arbit
+            .president_seen
+            .is_some_and(|last| last != self.me && self.qmgr.is_alive(last))
+        {
+            self.arbit.renew = true;
+        }
+        self.arbit.president_seen = Some(president);
         if !self.qmgr.started() || !self.arbit.enabled() {
             return;
         }
@@ -241,6 +266,10 @@ impl Kernel {
         // A node that is stopping (it lost) must not start the arbitrator with a new ticket:
         // the winner's request for the current one would then be refused.
         if self.arbit_president() == self.me && self.arbit.round.is_none() && self.fatal.is_none() {
+            if std::mem::take(&mut self.arbit.renew) {
+                self.arbit.arbitrator = None;
+                self.arbit.starting = None;
+            }
             self.arbit_keep_arbitrator(out, now);
         }
     }

@@ -510,6 +510,8 @@ impl Kernel {
     /// Runs queued signals until none is left.
     pub fn run_jobs(&mut self, out: &mut dyn Outbox, now: Instant) {
         if self.qmgr.dead {
+            // Stopped: only a graceful stop's NODE_STOPPING_REP that met a full buffer.
+            self.send_stopping_reps(out);
             return;
         }
         // Final answers that found a full send buffer go first.

@@ -456,6 +456,10 @@ impl Kernel {
             Some("its CM_REGREQ has not come here".to_string())
         } else if let Some(admit) = &self.node_restart.admit {
             (admit.node != from).then(|| format!("data node {} restarts now", admit.node))
+        } else if self.arbit_round_running() {
+            // As NDB's president is busy for CM_REGREQ during node failure handling: a node
+            // let in during a round counts on no side of it (seed 0x3b9af6bf).
+            Some("a node failure is being arbitrated".to_string())
         } else if self.schema_busy() {
             Some("a schema change runs".to_string())
         } else if self.primary_switch_busy() {

@@ -109,6 +109,9 @@ pub(crate) struct Qmgr {
     /// As president: nodes let stop, until their failure comes; they no longer count as
     /// serving members of their groups.
     stop_granted: NodeSet,
+    /// Data nodes whose NODE_STOPPING_REP found a full send buffer as this node stopped:
+    /// sent again by its last flush (`run_jobs` once dead).
+    stopping_rep_unsent: Vec<NodeId>,
 }
 
 impl Qmgr {
@@ -157,6 +160,7 @@ impl Qmgr {
             group_missing_logged: None,
             stop_refused: NodeSet::new(),
             stop_granted: NodeSet::new(),
+            stopping_rep_unsent: Vec::new(),
         }
     }
 
@@ -796,10 +800,20 @@ impl Kernel {
     /// not make the rest stop with 2305.
     pub fn on_shutdown(&mut self, out: &mut dyn Outbox) {
         let peers: Vec<NodeId> = self.qmgr.up.iter().copied().collect();
-        for peer in peers {
+        self.qmgr.stopping_rep_unsent = peers;
+        self.send_stopping_reps(out);
+    }
+
+    /// NODE_STOPPING_REP to the peers not told yet; one that met a full buffer goes in the
+    /// last flush (lost, the stop counted as a failure: seed 0x4190d51d).
+    pub(crate) fn send_stopping_reps(&mut self, out: &mut dyn Outbox) {
+        self.qmgr.stopping_rep_unsent.retain(|&peer| {
             let frame = data_node_header(gsn::NODE_STOPPING_REP, block::QMGR, block::QMGR);
-            let _ = out.send(peer, frame, &mut |_| {});
-        }
+            matches!(
+                out.send(peer, frame, &mut |_| {}),
+                Err(super::SendFailure::Overloaded)
+            )
+        });
     }
 
     /// NODE_STOPPING_REP: `from` stops gracefully.
