@@ -453,9 +453,7 @@ fn a_group_whose_other_node_was_let_stop_keeps_its_side_going() {
 /// node the president holds alive as rejoined.
 #[test]
 fn a_restarting_node_asks_a_president_that_rejoined_while_it_waited() {
-    if let Err(failure) = run_seed(0x5372_74b6, &Options::default()) {
-        panic!("{failure}");
-    }
+    replay(&[0x5372_74b6], &Options::default());
 }
 
 /// Seed 0x5f5e5823 with the default faults (found by `scripts/sim --seeds 20000 --start
@@ -464,9 +462,7 @@ fn a_restarting_node_asks_a_president_that_rejoined_while_it_waited() {
 /// which the simulated client took for a failure. It now tries again, as an API node does.
 #[test]
 fn a_schema_request_refused_before_the_master_started_is_tried_again() {
-    if let Err(failure) = run_seed(0x5f5e_5823, &Options::default()) {
-        panic!("{failure}");
-    }
+    replay(&[0x5f5e_5823], &Options::default());
 }
 
 /// Seed 0x59683266 with the default faults (found by `scripts/sim --seeds 20000 --start
@@ -478,9 +474,7 @@ fn a_schema_request_refused_before_the_master_started_is_tried_again() {
 /// (PRIMARY_SWITCH_QUERY) while the president's round waits for it now gets the REQ again.
 #[test]
 fn a_node_that_took_a_failed_presidents_late_switch_round_is_asked_again() {
-    if let Err(failure) = run_seed(0x5968_3266, &Options::default()) {
-        panic!("{failure}");
-    }
+    replay(&[0x5968_3266], &Options::default());
 }
 
 /// Seeds 0x3a69a27c (2 data nodes) and 0x3b9af1b9 with `Fault::HANDLED`. A node let stop for
@@ -541,9 +535,7 @@ fn no_crash_fires_after_the_faults_end() {
 /// when the simulator plans crashes and hangs (`group_had_its_failure`).
 #[test]
 fn no_hang_is_planned_beside_a_pause_that_will_stop_its_node() {
-    if let Err(failure) = run_seed(0x6b49_efd1, &Options::default()) {
-        panic!("{failure}");
-    }
+    replay(&[0x6b49_efd1], &Options::default());
 }
 
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
@@ -553,8 +545,13 @@ fn replay_handled(seeds: &[u64]) {
         faults: Fault::HANDLED.to_vec(),
         ..Options::default()
     };
+    replay(seeds, &options);
+}
+
+/// Runs each of `seeds` with `options`, and fails with every seed's failure.
+fn replay(seeds: &[u64], options: &Options) {
     let failures: Vec<String> = (seeds.iter())
-        .filter_map(|&seed| run_seed(seed, &options).err())
+        .filter_map(|&seed| run_seed(seed, options).err())
         .map(|failure| failure.to_string())
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));

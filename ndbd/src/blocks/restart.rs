@@ -112,7 +112,8 @@ pub(crate) struct Restart {
     start_sent: bool,
 }
 
-/// What a node's sysfile names, as it tells the master in its CNTR_START_REQ.
+/// What a node's sysfile names, as it tells the master in its CNTR_START_REQ; in the
+/// master's CNTR_START_CONF, the cluster's restart GCI and the newest restart any names.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Named {
     /// The newest global checkpoint restorable from its files.
@@ -123,7 +124,8 @@ pub(crate) struct Named {
 }
 
 impl Named {
-    /// In a CNTR_START_REQ: the restorable GCI in the low word, the restart's in the high one.
+    /// In a CNTR_START_REQ or _CONF: the restorable GCI in the low word, the restart's in the
+    /// high one.
     fn to_word(self) -> u64 {
         u64::from(self.restart) << 32 | u64::from(self.restorable)
     }
@@ -464,7 +466,11 @@ impl Kernel {
         } else {
             tracing::info!(gci = restart_gci, nodes = ?restart.answers, "system restart: every data node reported its newest restorable GCI");
         }
-        let word = u64::from(newest) << 32 | u64::from(restart_gci);
+        let word = Named {
+            restorable: restart_gci,
+            restart: newest,
+        }
+        .to_word();
         for node in nodes {
             self.send_gcp(node, gsn::CNTR_START_CONF, word, out);
         }
@@ -473,7 +479,10 @@ impl Kernel {
     /// CNTR_START_CONF: the cluster restarts at the GCI of the low word (the newest restart
     /// any node's sysfile names in the high word); restore up to it.
     pub(crate) fn exec_cntr_start_conf(&mut self, word: u64) -> Result<(), String> {
-        let (gci, newest) = (word as u32, (word >> 32) as u32);
+        let Named {
+            restorable: gci,
+            restart: newest,
+        } = Named::from_word(word);
         let Some(restart) = self.restart.as_mut().filter(|r| !r.node_restart) else {
             return Ok(());
         };
