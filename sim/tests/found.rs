@@ -538,6 +538,29 @@ fn no_hang_is_planned_beside_a_pause_that_will_stop_its_node() {
     replay(&[0x6b49_efd1], &Options::default());
 }
 
+/// Seed 0x4190b11a with `Fault::HANDLED` (found by `scripts/sim --seeds 20000 --start
+/// 1100000000 --once`), 4 data nodes. Node 3 rejoined by node restart; once its fragments were
+/// copied the president held it started and let node 4, its group peer whose disk had failed,
+/// stop. NODE_STARTED_REP was still crossing a slow link to node 3, which took node 4's stop
+/// for a failure during its restart and stopped too (2303): the group was lost. A restarting
+/// node whose copy is done now leaves the outcome to its president unless the president
+/// failed.
+#[test]
+fn a_node_whose_copy_is_done_outlives_a_peer_the_president_let_stop() {
+    replay_handled(&[0x4190_b11a]);
+}
+
+/// Seed 0x53726efe with `Fault::HANDLED` (found by `scripts/sim --seeds 20000 --start
+/// 1400000000 --once`), 2 data nodes, arbitration off. Node 1 hung right after a system
+/// restart, before its first heartbeat tick as a started node; node 2 declared it failed and
+/// closed their link. Woken, node 1 had no tick to measure its stall from, took the closed
+/// link for node 2's failure, and both served alone. A started node's heartbeat clock now
+/// starts when it starts, and node 1 stops with 2315 when it wakes.
+#[test]
+fn a_node_that_hangs_as_it_starts_knows_it_stalled_when_it_wakes() {
+    replay_handled(&[0x5372_6efe]);
+}
+
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
 /// with every seed's failure.
 fn replay_handled(seeds: &[u64]) {

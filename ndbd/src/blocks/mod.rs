@@ -575,7 +575,7 @@ impl Kernel {
                         }
                     }
                     gsn::CNTR_WAITREP => self.exec_cntr_waitrep(from, gci, out),
-                    gsn::CNTR_START_REP => self.exec_cntr_start_rep(gci),
+                    gsn::CNTR_START_REP => self.exec_cntr_start_rep(gci, now),
                     _ => self.exec_gcp_signal(from, signal, gci, out, now),
                 },
                 Signal::Timer => {

@@ -1092,7 +1092,7 @@ impl Kernel {
             self.primary_switch_queue(node);
         }
         if node == self.me && self.node_restart.me.take().is_some() {
-            self.qmgr.set_started();
+            self.qmgr.set_started(now);
             tracing::info!(
                 gci = self.gcp.current,
                 "node restart complete: data node {node} started"
@@ -1163,10 +1163,19 @@ impl Kernel {
         self.node_restart
             .saved_with
             .insert(node, self.gcp.restorable.max(saved_by).max(copied));
-        if self.node_restart.me.is_some() {
-            return self.node_restart_fails(format!(
-                "data node {node} failed while this node restarted; start it again"
-            ));
+        if let Some(me) = &self.node_restart.me {
+            // Once every fragment is copied and START_COPYCONF went out, the president decides:
+            // it either held this node started on that message (NODE_STARTED_REP, perhaps
+            // still on its way here) or ends the restart itself (it declares this node failed).
+            // Stopping here as well would lose a node group the president counts on: it let
+            // node 4 stop for its disk because node 3, its group peer, had started, while
+            // NODE_STARTED_REP still crossed a slow link to node 3 (seed 0x4190b11a).
+            if !me.copied || me.president.is_none_or(|p| p == node) {
+                return self.node_restart_fails(format!(
+                    "data node {node} failed while this node restarted; start it again"
+                ));
+            }
+            tracing::info!(failed = %node, "data node {node} failed after this node's fragments were copied: its president decides whether this node started");
         }
         self.node_restart_link_lost(node);
         if let Some(admit) = self.node_restart.admit.take() {

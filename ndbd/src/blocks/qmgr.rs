@@ -349,9 +349,14 @@ impl Qmgr {
         self.held = true;
     }
 
-    pub fn set_started(&mut self) {
+    pub fn set_started(&mut self, now: Instant) {
         self.started = true;
         self.held = false;
+        // The heartbeat clock starts with the node's service: a node that hangs before its
+        // first timer tick as a started node still knows, when it wakes, that it did not run
+        // (seed 0x53726efe: node 1 hung at once after a system restart, woke to find node 2
+        // had closed their link, and took that for node 2's failure).
+        self.last_tick = Some(now);
     }
 
     /// Data nodes in the config, this one included.
@@ -790,7 +795,7 @@ impl Kernel {
             self.qmgr.exclude(node);
         }
         if self.restart.is_none() && !self.qmgr.started {
-            self.qmgr.set_started();
+            self.qmgr.set_started(now);
             tracing::info!(excluded = ?excluded, "cluster started without every data node (partial start)");
         }
     }

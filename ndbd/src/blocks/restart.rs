@@ -1029,19 +1029,19 @@ impl Kernel {
     }
 
     /// CNTR_START_REP: every node restored; this one serves.
-    pub(crate) fn exec_cntr_start_rep(&mut self, gci: u64) {
+    pub(crate) fn exec_cntr_start_rep(&mut self, gci: u64, now: Instant) {
         if self.restart.as_ref().is_some_and(|r| r.restored.is_some()) {
-            self.finish_start(gci as u32);
+            self.finish_start(gci as u32, now);
         }
     }
 
     /// The node's restore is done: it serves from the next global checkpoint on.
-    pub(crate) fn finish_start(&mut self, gci: u32) {
+    pub(crate) fn finish_start(&mut self, gci: u32, now: Instant) {
         let sysfile_first = self.gcp.sysfile_first;
         self.gcp = Gcp::new(&self.durability, gci);
         self.gcp.sysfile_first = sysfile_first;
         self.restart = None;
-        self.qmgr.set_started();
+        self.qmgr.set_started(now);
         tracing::info!(gci, "data node started at GCI {gci}");
     }
 }
