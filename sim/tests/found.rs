@@ -561,6 +561,18 @@ fn a_node_that_hangs_as_it_starts_knows_it_stalled_when_it_wakes() {
     replay_handled(&[0x5372_6efe]);
 }
 
+/// Seed 0x713fcd90 with the default faults (found by `scripts/sim --seeds 20000 --start
+/// 1900000000 --once`), 4 data nodes. President 1 let node 4 in and crashed; node 4 stopped
+/// (2303). Node 1's INCL_NODEREQ for node 4 reached node 2 over a slow link after node 4's
+/// link had closed there, and waited; node 4's next run connected, and node 2, president now,
+/// included it from that stale request, named it a copy source for node 1's restart, and
+/// refused node 4 for good while node 1's restart waited on it. A failed president's
+/// inclusions that have not begun now end with it.
+#[test]
+fn a_failed_presidents_pending_inclusion_ends_with_it() {
+    replay(&[0x713f_cd90], &Options::default());
+}
+
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
 /// with every seed's failure.
 fn replay_handled(seeds: &[u64]) {

@@ -1163,6 +1163,13 @@ impl Kernel {
         self.node_restart
             .saved_with
             .insert(node, self.gcp.restorable.max(saved_by).max(copied));
+        // An inclusion the failed node asked for as president and that has not begun here
+        // ends with it (the restarting node stops too): kept, it would include that node's
+        // next run, which no president let in, as soon as that run's link came (seed
+        // 0x713fcd90: node 2 then named it a copy source, and no restart finished again).
+        self.node_restart
+            .incl
+            .retain(|i| i.president != node || i.included);
         if let Some(me) = &self.node_restart.me {
             // Once every fragment is copied and START_COPYCONF went out, the president decides:
             // it either held this node started on that message (NODE_STARTED_REP, perhaps
