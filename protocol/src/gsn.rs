@@ -135,6 +135,11 @@ signals! {
     /// round run before the inclusion may have moved past its START_PERMCONF's (NDB carries
     /// it in INCL_NODEREQ).
     GCP_EPOCH_REP = 95;
+    /// GCP_SAVEREQ done, but this node's files cannot restore the GCI: it is being copied to,
+    /// or it was and its first local checkpoint since is not complete (NDB's GCP_SAVEREF,
+    /// NodeRestartInProgress). The master makes a GCI restorable (COPY_GCIREQ) only once every
+    /// node group has a node that confirmed it (GCP_SAVECONF).
+    GCP_SAVEREF = 96;
     // QMGR's membership (data node ↔ data node).
     /// I am alive (every HeartbeatIntervalDbDb ms, to every other data node); no payload.
     HEARTBEAT = 100;

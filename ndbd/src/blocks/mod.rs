@@ -177,6 +177,8 @@ pub struct Kernel {
     key_scratch: Vec<u8>,
     /// The redo log's and checkpoints' parameters.
     durability: rndb_config::Durability,
+    /// This node keeps files (`with_files`); one without (Diskless) confirms every save.
+    has_files: bool,
     /// DIH's global checkpoints.
     gcp: dih::gcp::Gcp,
     /// File requests for NDBFS.
@@ -252,6 +254,7 @@ impl Kernel {
             ),
             key_scratch: Vec::with_capacity(256),
             durability: node.durability.clone(),
+            has_files: false,
             gcp: dih::gcp::Gcp::new(&node.durability, 0),
             fs: fs::FsQueue::default(),
             dict_log: dict::log::DictLog::default(),
@@ -270,6 +273,7 @@ impl Kernel {
     /// GCI it restarts at. (`new` makes one without files, as Diskless does.)
     pub fn with_files(config: &ClusterConfig, node: &DataNodeConfig, initial: bool) -> Kernel {
         let mut kernel = Kernel::new(config, node);
+        kernel.has_files = true;
         kernel.qmgr.hold_start();
         kernel.begin_start(initial);
         kernel
@@ -367,7 +371,7 @@ impl Kernel {
             signal if dict::schema::is_schema_answer(signal) && self.qmgr.is_data_node(from) => {
                 self.exec_schema_answer(from, header, payload, out, now)?
             }
-            gsn::GCP_PREPARE..=gsn::GCP_EPOCH_REP if self.qmgr.is_data_node(from) => {
+            gsn::GCP_PREPARE..=gsn::GCP_SAVEREF if self.qmgr.is_data_node(from) => {
                 let GcpSignal { gci, failed } = GcpSignal::decode(payload)?;
                 if matches!(header.signal, gsn::GCP_SAVEREQ | gsn::CNTR_START_CONF) {
                     self.gcp.master_failed = NodeSet::from_words(failed);

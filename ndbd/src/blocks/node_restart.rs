@@ -1113,13 +1113,38 @@ impl Kernel {
         self.gcp.restorable = self.gcp.restorable.max(gci_hi(gci));
         self.lcp_promote();
         if self.lcps.promoted >= first {
-            self.node_restart.hold = None;
-            let records = self.dict_log.records().to_vec();
-            self.dict_log = DictLog::with_records(u32::from(self.me.0), records);
-            self.dict_log.set_compact_after(self.schema_compact_after);
-            tracing::info!(lcp = self.lcps.promoted, "node restart: the local checkpoint after the copy is restorable; the schema log and sysfile are written from the next global checkpoint");
+            self.node_restart_hold_ends();
         }
         true
+    }
+
+    /// GCP_SAVEREQ at a node that holds its sysfile after a node restart's copy: true when
+    /// its files will restore `gci` once the save is done, because the local checkpoint it
+    /// took after the copy is complete and covers no GCI past `gci`. The hold then ends here,
+    /// before the save's syncs, so that the schema log is saved with this GCI and
+    /// COPY_GCIREQ writes the sysfile. Until then the node answers GCP_SAVEREF, and a GCI
+    /// that no node of its group confirmed is not made restorable: a group whose other
+    /// members failed meanwhile has acknowledged no durable commit that its files lack.
+    pub(crate) fn node_restart_restorable_at(&mut self, gci: u64) -> bool {
+        let Some(first) = self.node_restart.hold else {
+            return true;
+        };
+        self.lcp_promote_upto(gci_hi(gci));
+        if self.lcps.promoted < first {
+            return false;
+        }
+        self.node_restart_hold_ends();
+        true
+    }
+
+    /// The local checkpoint after the copy is restorable: the schema log and the sysfile are
+    /// written from the next save on.
+    fn node_restart_hold_ends(&mut self) {
+        self.node_restart.hold = None;
+        let records = self.dict_log.records().to_vec();
+        self.dict_log = DictLog::with_records(u32::from(self.me.0), records);
+        self.dict_log.set_compact_after(self.schema_compact_after);
+        tracing::info!(lcp = self.lcps.promoted, "node restart: the local checkpoint after the copy is restorable; the schema log and sysfile are written from the next global checkpoint");
     }
 
     /// GCP_SAVECONF at the GCP master: `node` saved global checkpoint `gci` with this node's

@@ -6,7 +6,9 @@
 //! no node serves before every node restored; and a global checkpoint whose redo write failed
 //! is never saved, though the sync after it succeeded; and a sysfile copy whose write failed
 //! is not followed by a write of the other copy; and a node whose disk failed as it cut its
-//! logs at a system restart takes no part in a later restart past that one.
+//! logs at a system restart takes no part in a later restart past that one; and a node
+//! restarted by node restart, left alone in its node group before its local checkpoint is
+//! complete, makes no global checkpoint restorable until that checkpoint covers one.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -296,7 +298,12 @@ impl Cluster {
     /// Every node's timer runs each 500 ms from the start until `ms` (heartbeats, global
     /// checkpoints), the nodes running after each tick.
     fn tick_until(&mut self, ms: u64) {
-        for at in (500..=ms).step_by(500) {
+        self.tick(500, ms);
+    }
+
+    /// As `tick_until`, from `from` ms after the start (past the ticks already run).
+    fn tick(&mut self, from: u64, ms: u64) {
+        for at in (from..=ms).step_by(500) {
             let now = self.start + std::time::Duration::from_millis(at);
             for (index, (kernel, _)) in self.nodes.iter_mut().enumerate() {
                 if self.fatal[index].is_none() {
@@ -753,4 +760,57 @@ fn a_node_names_the_system_restart_in_its_sysfile_before_it_serves() {
             );
         }
     }
+}
+
+#[test]
+fn a_restarted_node_left_alone_makes_no_checkpoint_restorable_until_its_own_covers_one() {
+    let config = config();
+    let mut cluster = Cluster::new(vec![MemDisk::default(), MemDisk::default()], true);
+    cluster.run(cluster.start);
+    cluster.tick_until(5_000);
+    assert!(cluster.nodes[1].0.restorable_gci() >= 1);
+    // Node 2 is killed, and started again with --initial: it rejoins by node restart and
+    // has every row copied. Its local checkpoint after the copy never completes (its writes
+    // to LCP/1/ wait) until `hold` is cleared.
+    cluster.fatal[1] = Some("killed".into());
+    cluster.tick(5_500, 7_000);
+    let mut node2 = Kernel::with_files(&config, &config.data_nodes[1], true);
+    node2.on_connect(NodeId(1));
+    cluster.nodes[0].0.on_connect(NodeId(2));
+    cluster.nodes[1].0 = node2;
+    cluster.fatal[1] = None;
+    cluster.closed[1] = false;
+    cluster.hold = Some((1, "LCP/1/"));
+    cluster.tick(7_500, 15_000);
+    let node1 = &cluster.nodes[0].0;
+    assert!(
+        node1.qmgr.is_up(NodeId(2)) && !node1.qmgr.copying.contains(NodeId(2)),
+        "node 2 started by node restart: {:?}",
+        cluster.fatal
+    );
+    // Node 1 fails: node 2, whose files hold no copy of the rows yet, serves alone.
+    cluster.fatal[0] = Some("killed".into());
+    cluster.tick(15_500, 17_000);
+    let before = cluster.nodes[1].0.restorable_gci();
+    let epoch = cluster.nodes[1].0.current_gci() >> 32;
+    cluster.tick(17_500, 30_000);
+    let node2 = &cluster.nodes[1].0;
+    assert_eq!(cluster.fatal[1], None);
+    assert!(
+        node2.current_gci() >> 32 >= epoch + 3,
+        "global checkpoints went on: {} after {epoch}",
+        node2.current_gci() >> 32
+    );
+    assert_eq!(
+        node2.restorable_gci(),
+        before,
+        "a global checkpoint was made restorable that no file of the node group can restore"
+    );
+    // Its checkpoint completes: the next save is restorable, and its sysfile names it.
+    cluster.hold = None;
+    cluster.tick(30_500, 40_000);
+    let (node2, disk2) = &cluster.nodes[1];
+    assert!(node2.restorable_gci() > before);
+    let sysfile = Sysfile::from_file(&disk2.0["D1/DBDIH/P0.sysfile"], 2).expect("sysfile");
+    assert_eq!(sysfile.restorable_gci, node2.restorable_gci());
 }

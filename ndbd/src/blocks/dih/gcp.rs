@@ -13,6 +13,11 @@
 //!         ─COPY_GCIREQ(old)─► every node: sysfile says old is restorable ─COPY_GCICONF─►
 //! ```
 //!
+//! A node whose files could not restore the GCI (being copied to by node restart, or copied
+//! and its first local checkpoint since not complete) answers GCP_SAVEREF; the master sends
+//! COPY_GCIREQ only when every node group has a node that answered GCP_SAVECONF, and ends the
+//! round otherwise: no durable commit answers for a GCI that no file of some group holds.
+//!
 //! The wait between PREPARE and COMMIT is what makes a GCI a consistent cut: no commit starts
 //! anywhere while the nodes switch, so a transaction that saw another's change never gets an
 //! older GCI than it. After GCP_SAVECONF from every node, every change of the old checkpoint
@@ -81,8 +86,9 @@ pub(crate) struct Gcp {
     save_waiting: Option<SaveWaiting>,
     /// The failed nodes the latest GCP_SAVEREQ named.
     pub master_failed: NodeSet,
-    /// A save in progress: the GCI, the master to confirm to, syncs still to complete.
-    saving: Option<(u64, NodeId, usize)>,
+    /// A save in progress: the GCI, the master to confirm to, syncs still to complete, and
+    /// whether this node's files will restore it (GCP_SAVECONF) or not (GCP_SAVEREF).
+    saving: Option<(u64, NodeId, usize, bool)>,
     /// A sysfile write in progress.
     copying: Option<Copying>,
     /// The index in [`SYSFILES`] of the copy a save overwrites first: not the one a restart
@@ -145,6 +151,9 @@ struct Round {
     /// It starts a new global checkpoint, so the old one is saved.
     save: bool,
     awaiting: NodeSet,
+    /// The nodes that answered the save with GCP_SAVECONF, and with GCP_SAVEREF.
+    restorable: NodeSet,
+    unrestorable: NodeSet,
 }
 
 impl Gcp {
@@ -212,7 +221,10 @@ impl Gcp {
 impl Kernel {
     /// Sends a GCP signal to `to`, through the job queue when that is this node.
     pub(crate) fn send_gcp(&mut self, to: NodeId, signal: u16, gci: u64, out: &mut dyn Outbox) {
-        if signal == gsn::GCP_SAVECONF || signal == gsn::COPY_GCICONF {
+        if matches!(
+            signal,
+            gsn::GCP_SAVECONF | gsn::GCP_SAVEREF | gsn::COPY_GCICONF
+        ) {
             // This node's part is done: it lags no more. One that asked to be stopped goes on
             // asking: the president may already count it out of its group.
             self.gcp.answering = None;
@@ -265,6 +277,8 @@ impl Kernel {
             old,
             save,
             awaiting,
+            restorable: NodeSet::new(),
+            unrestorable: NodeSet::new(),
         });
         for node in awaiting.iter() {
             self.send_gcp(node, gsn::GCP_PREPARE, gci, out);
@@ -329,7 +343,11 @@ impl Kernel {
                 }
                 self.gcp_takeover_done(out, now);
             }
-            gsn::GCP_PREPARECONF | gsn::GCP_NODEFINISH | gsn::GCP_SAVECONF | gsn::COPY_GCICONF => {
+            gsn::GCP_PREPARECONF
+            | gsn::GCP_NODEFINISH
+            | gsn::GCP_SAVECONF
+            | gsn::GCP_SAVEREF
+            | gsn::COPY_GCICONF => {
                 if signal == gsn::GCP_SAVECONF {
                     self.node_restart_saved(from, gci_hi(gci));
                 }
@@ -403,15 +421,27 @@ impl Kernel {
     /// GCP_SAVEREQ: every redo part gets its GCI_COMPLETED, and what is buffered is written
     /// and synced, with the schema log; then GCP_SAVECONF.
     fn gcp_save(&mut self, master: NodeId, gci: u64, out: &mut dyn Outbox) {
+        let restorable = self.save_restorable(gci);
         let syncs = match self.lqh.redo.as_mut() {
             Some(redo) => redo.save(gci) + self.dict_log.save(&mut self.fs, gci),
             None => 0,
         };
         if syncs == 0 {
-            self.send_gcp(master, gsn::GCP_SAVECONF, gci, out);
+            self.send_gcp(master, save_answer(restorable), gci, out);
         } else {
-            self.gcp.saving = Some((gci, master, syncs));
+            self.gcp.saving = Some((gci, master, syncs, restorable));
         }
+    }
+
+    /// Whether this node's files will restore `gci` once it is saved: not while it is being
+    /// copied to (no redo log yet), nor until the local checkpoint it took after the copy
+    /// covers `gci` (`node_restart_restorable_at`). A node without files (Diskless) confirms
+    /// every save: nothing is restorable there, and its answer only orders the commits.
+    fn save_restorable(&mut self, gci: u64) -> bool {
+        if !self.has_files {
+            return true;
+        }
+        self.lqh.redo.is_some() && self.node_restart_restorable_at(gci)
     }
 
     /// COPY_GCIREQ: both copies of the sysfile name the saved GCI; then COPY_GCICONF.
@@ -466,12 +496,12 @@ impl Kernel {
 
     /// A sync of a save completed.
     pub(crate) fn gcp_synced(&mut self, out: &mut dyn Outbox) {
-        let Some((gci, master, left)) = self.gcp.saving.as_mut() else {
+        let Some((gci, master, left, restorable)) = self.gcp.saving.as_mut() else {
             return;
         };
         *left -= 1;
         if *left == 0 {
-            let (gci, master) = (*gci, *master);
+            let (gci, master, restorable) = (*gci, *master, *restorable);
             self.gcp.saving = None;
             if let Some(why) = &self.fs.failed {
                 // A write failed (in this save or before it) though every sync succeeded:
@@ -480,7 +510,7 @@ impl Kernel {
                 tracing::error!(gci, %why, "global checkpoint not saved: a file write failed");
                 return;
             }
-            self.send_gcp(master, gsn::GCP_SAVECONF, gci, out);
+            self.send_gcp(master, save_answer(restorable), gci, out);
         }
     }
 
@@ -533,9 +563,14 @@ impl Kernel {
             gsn::GCP_SAVEREQ => gsn::GCP_SAVECONF,
             _ => gsn::COPY_GCICONF,
         };
-        if signal != expected {
+        if signal == gsn::GCP_SAVEREF && expected == gsn::GCP_SAVECONF {
+            round.unrestorable.insert(from);
+        } else if signal != expected {
             tracing::warn!(node = %from, signal, gci, "GCP answer out of step; ignored");
             return;
+        }
+        if signal == gsn::GCP_SAVECONF {
+            round.restorable.insert(from);
         }
         round.awaiting.remove(from);
         if signal == gsn::GCP_NODEFINISH && gci < round.gci {
@@ -557,7 +592,16 @@ impl Kernel {
         let (next, gci) = match round.step {
             gsn::GCP_PREPARE => (Some(gsn::GCP_COMMIT), round.gci),
             gsn::GCP_COMMIT if round.save => (Some(gsn::GCP_SAVEREQ), round.old),
-            gsn::GCP_SAVEREQ => (Some(gsn::COPY_GCIREQ), round.old),
+            gsn::GCP_SAVEREQ => match unrestorable_group(self.qmgr.node_groups(), round) {
+                None => (Some(gsn::COPY_GCIREQ), round.old),
+                Some(group) => {
+                    // Every node's redo log holds the GCI, but no node of `group` could
+                    // restore it: it is not made restorable, and durable commits wait for
+                    // a later one.
+                    tracing::debug!(gci = gci_hi(round.old), group, "global checkpoint saved in every redo log but not restorable: no node of node group {group} can restore it yet");
+                    (None, 0)
+                }
+            },
             _ => (None, 0),
         };
         let Some(next) = next else {
@@ -575,6 +619,8 @@ impl Kernel {
         awaiting.insert(self.me);
         round.step = next;
         round.awaiting = awaiting;
+        round.restorable = NodeSet::new();
+        round.unrestorable = NodeSet::new();
         for node in awaiting.iter() {
             self.send_gcp(node, next, gci, out);
         }
@@ -687,5 +733,65 @@ impl Kernel {
                 self.jobs.push_back(Signal::TcContinueB(trans));
             }
         }
+    }
+}
+
+/// The answer to GCP_SAVEREQ once the save is synced.
+fn save_answer(restorable: bool) -> u16 {
+    if restorable {
+        gsn::GCP_SAVECONF
+    } else {
+        gsn::GCP_SAVEREF
+    }
+}
+
+/// A node group some node of which answered `round`'s save and none with GCP_SAVECONF: no
+/// file of it could restore the GCI. (A node group none of whose nodes answered lost them
+/// all during the save: arbitration's matter, and the cluster's end.)
+fn unrestorable_group(groups: &[(u32, Vec<NodeId>)], round: &Round) -> Option<u32> {
+    groups
+        .iter()
+        .find(|(_, nodes)| {
+            nodes.iter().any(|&n| round.unrestorable.contains(n))
+                && !nodes.iter().any(|&n| round.restorable.contains(n))
+        })
+        .map(|(id, _)| *id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(restorable: &[u16], unrestorable: &[u16]) -> Round {
+        let set = |nodes: &[u16]| {
+            let mut set = NodeSet::new();
+            for &n in nodes {
+                set.insert(NodeId(n));
+            }
+            set
+        };
+        Round {
+            step: gsn::GCP_SAVEREQ,
+            gci: 3 << 32,
+            old: 2 << 32,
+            save: true,
+            awaiting: NodeSet::new(),
+            restorable: set(restorable),
+            unrestorable: set(unrestorable),
+        }
+    }
+
+    #[test]
+    fn a_save_is_restorable_only_when_every_node_group_has_a_node_that_confirmed_it() {
+        let groups = vec![
+            (0, vec![NodeId(1), NodeId(2)]),
+            (1, vec![NodeId(3), NodeId(4)]),
+        ];
+        // Node 4 restarted and its local checkpoint is not complete, node 3 confirmed.
+        assert_eq!(unrestorable_group(&groups, &round(&[1, 2, 3], &[4])), None);
+        // Node 3 failed during the save: group 1 has only node 4, which cannot restore it.
+        assert_eq!(unrestorable_group(&groups, &round(&[1, 2], &[4])), Some(1));
+        // Group 0 lost both during the save: not this check's to decide.
+        assert_eq!(unrestorable_group(&groups, &round(&[3], &[])), None);
     }
 }

@@ -418,7 +418,12 @@ impl Kernel {
     /// Once a complete checkpoint's rows are all restorable, a restart uses it: the redo
     /// before its start is released, and older checkpoints go.
     pub(crate) fn lcp_promote(&mut self) {
-        let restorable = self.gcp.restorable;
+        self.lcp_promote_upto(self.gcp.restorable);
+    }
+
+    /// As [`lcp_promote`](Self::lcp_promote), with `restorable` for the newest restorable
+    /// global checkpoint.
+    pub(crate) fn lcp_promote_upto(&mut self, restorable: u32) {
         let running = self.lcps.running.as_ref().map(|r| r.id);
         let Some(at) = self
             .lcps
