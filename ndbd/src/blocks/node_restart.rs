@@ -1144,7 +1144,7 @@ impl Kernel {
         let records = self.dict_log.records().to_vec();
         self.dict_log = DictLog::with_records(u32::from(self.me.0), records);
         self.dict_log.set_compact_after(self.schema_compact_after);
-        tracing::info!(lcp = self.lcps.promoted, "node restart: the local checkpoint after the copy is restorable; the schema log and sysfile are written from the next global checkpoint");
+        tracing::info!(lcp = self.lcps.promoted, "node restart: the local checkpoint after the copy is restorable; its schema log and sysfile are written with each save from here on");
     }
 
     /// GCP_SAVECONF at the GCP master: `node` saved global checkpoint `gci` with this node's
