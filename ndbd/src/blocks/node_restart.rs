@@ -1138,7 +1138,7 @@ impl Kernel {
     }
 
     /// The local checkpoint after the copy is restorable: the schema log and the sysfile are
-    /// written from the next save on.
+    /// written with each save from here on.
     fn node_restart_hold_ends(&mut self) {
         self.node_restart.hold = None;
         let records = self.dict_log.records().to_vec();
