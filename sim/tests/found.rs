@@ -573,6 +573,30 @@ fn a_failed_presidents_pending_inclusion_ends_with_it() {
     replay(&[0x713f_cd90], &Options::default());
 }
 
+/// Seed 0x8f0d561d with every handled fault (found by `scripts/sim --seeds 20000 --start
+/// 2400000000 --once --faults ...`), 4 data nodes, GCP stop after 251 ms, heartbeats every
+/// 259 ms. Node 2 hung, then node 3, of the other node group. When node 2 was declared
+/// failed, node 4's save of the GCI waited for the president to decide node 2's orphan
+/// transactions, which waited for node 3's answer. Node 4 timed that wait as its own lag and
+/// asked to be stopped (2303), and node 3's failure then took its node group off. A node's
+/// part in a save is now timed from when nothing but the node holds it up.
+#[test]
+fn a_save_waiting_for_a_failed_coordinators_orphans_is_no_gcp_stop() {
+    replay_handled(&[0x8f0d_561d]);
+}
+
+/// Seed 0x8f0d3a9c with every handled fault (found as 0x8f0d561d), 4 data nodes. President
+/// 1 held node 3 started after its node restart and crashed with NODE_STARTED_REP still on
+/// a slow link to node 2; node 4, node 3's group peer, crashed next. Node 2 counted node 3
+/// on no side, found 1 of 3 nodes on its side, and stopped the cluster (2305). A node
+/// restart's node now tells every live node again that it started when the president that
+/// held it started fails, and arbitration counts nodes being copied to among those alive
+/// before a failure: node 2 asks the arbitrator, as half of the cluster.
+#[test]
+fn a_node_restarts_start_outlives_its_president() {
+    replay_handled(&[0x8f0d_3a9c]);
+}
+
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
 /// with every seed's failure.
 fn replay_handled(seeds: &[u64]) {

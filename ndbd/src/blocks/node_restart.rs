@@ -89,6 +89,10 @@ pub(crate) struct NodeRestarts {
     /// After the copy: the sysfile and schema log wait until a local checkpoint with at least
     /// this id is restorable.
     hold: Option<u32>,
+    /// This node restarted, and this president held it started (NODE_STARTED_REP). Should
+    /// that president fail, every live node hears it again from this node: the president
+    /// may have failed before telling them all (`node_restart_retell_started`).
+    let_in_by: Option<NodeId>,
     /// As president: the node being let in.
     admit: Option<Admit>,
     /// Inclusions this node works on (INCL_NODEREQ).
@@ -1082,16 +1086,23 @@ impl Kernel {
         }
     }
 
-    /// NODE_STARTED_REP: `node` restarted; it is read from like any replica.
+    /// NODE_STARTED_REP: `node` restarted; it is read from like any replica. (Heard again
+    /// from the node itself when its president failed: then it may be known here already.)
     fn exec_node_started_rep(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
-        self.qmgr.copying.remove(node);
+        if !self.qmgr.copying.remove(node) {
+            return;
+        }
         if self.qmgr.master() == self.me {
             // The president now (the restarted node itself when its id is the lowest, which
             // then takes over the global checkpoints, `gcp_started_as_master`) moves its
             // primaries back.
             self.primary_switch_queue(node);
         }
-        if node == self.me && self.node_restart.me.take().is_some() {
+        if node == self.me {
+            let Some(me) = self.node_restart.me.take() else {
+                return;
+            };
+            self.node_restart.let_in_by = me.president;
             self.qmgr.set_started(now);
             tracing::info!(
                 gci = self.gcp.current,
@@ -1215,6 +1226,23 @@ impl Kernel {
             // The restarting node is declared failed too, and may be started again.
             tracing::warn!(node = %admit.node, failed = %node, "node restart of data node {} ends: data node {node} failed", admit.node);
             self.jobs.push_back(Signal::AbortNodeRestart(admit.node));
+        }
+    }
+
+    /// Data node `failed` failed: when it was the president that held this node started after
+    /// its node restart, every live node hears NODE_STARTED_REP from this node again. The
+    /// president may have failed with the report still on its way to some of them (seed
+    /// 0x8f0d3a9c: node 2 never heard that node 3 started, counted it on no side when node 4,
+    /// node 3's group peer, crashed next, and stopped its side with 2305).
+    pub(crate) fn node_restart_retell_started(&mut self, failed: NodeId, out: &mut dyn Outbox) {
+        if self.node_restart.let_in_by != Some(failed) {
+            return;
+        }
+        self.node_restart.let_in_by = None;
+        let alive: Vec<NodeId> = self.qmgr.alive().filter(|&n| n != self.me).collect();
+        tracing::info!(president = %failed, "data node {failed}, the president that held this node started after its node restart, failed: every live node hears again that it started");
+        for node in alive {
+            self.send_to(node, gsn::NODE_STARTED_REP, Some(self.me), out);
         }
     }
 

@@ -956,18 +956,19 @@ impl Kernel {
             // yet (its inclusion ends; it stops on the NODE_FAILREP the president sent it).
             return self.node_restart_link_lost(node);
         }
-        // The started data nodes before the failure, for arbitration: a node still being copied
-        // to by node restart does not count, and its failure is a failed restart, not a split.
+        // The live data nodes before the failure, for arbitration, those still being copied to
+        // by node restart too: their president may have told the other side of a split that
+        // one started and not told this side yet, and a count that left it out here would
+        // let this side go on with a majority of fewer nodes while that side asks the
+        // arbitrator. (The failure of a node being copied to is a failed restart, not a
+        // split.)
         let restarting = self.qmgr.copying.contains(node);
-        let mut before: NodeSet = self
-            .qmgr
-            .alive()
-            .filter(|&n| !self.qmgr.copying.contains(n))
-            .collect();
+        let mut before: NodeSet = self.qmgr.alive().collect();
         before.insert(node);
         self.qmgr.failed.insert(node);
         self.qmgr.registered.remove(node);
         self.node_restart_node_failed(node);
+        self.node_restart_retell_started(node, out);
         self.primary_switch_node_failed(node, out, now);
         if self.qmgr.started && self.qmgr.just_woke_from_stall(now) {
             // Not a failure of `node` to handle: taking over from it would complete this
