@@ -23,7 +23,7 @@
 //! each taking a drawn time: a request's effect happens when it completes, so a request still
 //! queued at a crash never happened.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
 
 use rndb_ndbd::ndbfs::{Disk, FailStop, FsConf, FsOp, FsRequest};
@@ -311,14 +311,17 @@ impl Disk for SimDisk {
         Ok(self.files.get(path).and_then(SimFile::current))
     }
 
+    /// The names in directory `path`, as `read_dir` gives them: its files and its
+    /// subdirectories (a directory is there while a file under it is; a local checkpoint is
+    /// the directory `LCP/<id>`).
     fn list(&mut self, path: &str) -> io::Result<Vec<String>> {
-        Ok(self
-            .files
-            .iter()
-            .filter(|(p, _)| parent(p) == path)
+        let prefix = format!("{path}/");
+        let names: BTreeSet<String> = (self.files.iter())
             .filter(|(_, f)| f.current().is_some())
-            .filter_map(|(p, _)| p.rsplit_once('/').map(|(_, name)| name.to_string()))
-            .collect())
+            .filter_map(|(p, _)| p.strip_prefix(&prefix))
+            .map(|rest| rest.split('/').next().unwrap_or(rest).to_string())
+            .collect();
+        Ok(names.into_iter().collect())
     }
 
     /// Removes a file, or a directory with everything in it, durably: `RealDisk::remove`

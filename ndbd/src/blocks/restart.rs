@@ -13,7 +13,8 @@
 //! record after it is the torn tail of a write the crash interrupted, and is cut off.
 //! Changes of later GCIs logged before that record are skipped, and a RESTART record at the
 //! cut keeps every later restart from applying them: the restarted cluster gives their GCIs
-//! again, to other changes.
+//! again, to other changes. For the same reason every local checkpoint after the one restored
+//! is removed (its rows may be of those GCIs).
 //! Once its logs are cut, a node names the restart in its sysfile (restorable and restart GCI
 //! both the restart's) before it tells the master. Each CNTR_START_REQ carries the restart
 //! the sender's sysfile names: a node naming an older one than another's may hold, uncut,
@@ -37,7 +38,7 @@ use rndb_protocol::gsn;
 use super::dict::log::{DictLog, SCHEMA_LOG};
 use super::dih::gcp::{Gcp, SYSFILES};
 use super::fs::FsWait;
-use super::lqh::lcp::{lcp_ctl, lcp_data, Lcps};
+use super::lqh::lcp::{lcp_ctl, lcp_data, lcp_dir, Lcps};
 use super::lqh::redo::{part_dir, part_file, Redo, Resume};
 use super::{Kernel, Outbox, Signal};
 use crate::ndbfs::format::{self, gci_hi, kind, FileHeader, LcpCtl, Next, Sysfile};
@@ -754,6 +755,9 @@ impl Kernel {
             resume.push(at);
         }
         tracing::info!(changes = applied, gci, "redo log replayed");
+        if !self.restart.as_ref().is_some_and(|r| r.node_restart) {
+            self.restart_drop_later_lcps(lcp.as_ref().map(|ctl| ctl.lcp_id), oldest, newest);
+        }
         let me = u32::from(self.me.0);
         self.lqh.redo = Some(Redo::new(me, &self.durability, &resume));
         let schema_written = self.restart.as_ref().map_or(0, |r| r.schema_written);
@@ -773,6 +777,26 @@ impl Kernel {
             .map_err(|e| format!("building the ordered indexes: {e}"))?;
         self.jobs.push_back(Signal::StartDone { gci });
         Ok(())
+    }
+
+    /// A system restart at GCI g removes every local checkpoint after the one it restored
+    /// (or every one, when it restored none): each was left incomplete by the crash, or holds
+    /// rows of GCIs after g, which the restarted cluster gives again to other changes, as the
+    /// redo log's cut says for the log. Kept, one could be chosen by a later restart at a GCI
+    /// past its own, with changes no node committed in that GCI (seed 0xa0eec3e0: a
+    /// checkpoint of GCI 2 from before a restart at GCI 1 was restored at the next restart,
+    /// at GCI 2, and its redo positions named the log before its cut). The removals are
+    /// queued before the sysfile names the restart, so they are durable first.
+    fn restart_drop_later_lcps(&mut self, restored: Option<u32>, oldest: u32, newest: u32) {
+        let first = restored.map_or(oldest, |id| id + 1).max(1);
+        for id in first..=newest {
+            tracing::info!(
+                lcp = id,
+                "local checkpoint {id} is past the restart: removed"
+            );
+            self.fs
+                .push(FsOp::Remove { path: lcp_dir(id) }, FsWait::Nothing);
+        }
     }
 
     /// Replays one redo part's files up to `gci` and cuts off what follows; returns where the

@@ -2,8 +2,8 @@
 //! (the cluster crashed after another node wrote its sysfile for the first global checkpoint,
 //! before this one did) still restores that checkpoint from its redo log; a node with no files
 //! at all stops with an error that says so; and a change of a GCI a restart did not restore
-//! stays unrestored at every later restart, though the restarted cluster gives its GCI again;
-//! no node serves before every node restored; and a global checkpoint whose redo write failed
+//! stays unrestored at every later restart, though the restarted cluster gives its GCI again,
+//! and so does a local checkpoint taken past the restart's GCI; no node serves before every node restored; and a global checkpoint whose redo write failed
 //! is never saved, though the sync after it succeeded; and a sysfile copy whose write failed
 //! is not followed by a write of the other copy; and a node whose disk failed as it cut its
 //! logs at a system restart takes no part in a later restart past that one; and a node
@@ -22,7 +22,7 @@ use rndb_protocol::schema::encode_values;
 use rndb_protocol::{gsn, signals, ColumnDef, ColumnType, TableDef, Value, Writer};
 
 use super::{Kernel, Outbox, SendFailure};
-use crate::ndbfs::format::{self, kind, FileHeader, RowChange, SchemaChange, Sysfile};
+use crate::ndbfs::format::{self, kind, FileHeader, LcpCtl, RowChange, SchemaChange, Sysfile};
 use crate::ndbfs::{execute, Disk, FsRequest};
 
 const INI: &str = "[ndbd default]\nNoOfReplicas=2\nDataMemory=1M\n\
@@ -67,16 +67,19 @@ impl Disk for MemDisk {
     fn read(&mut self, path: &str) -> io::Result<Option<Vec<u8>>> {
         Ok(self.0.get(path).cloned())
     }
+    /// The directory's files and subdirectories, as `read_dir` gives them.
     fn list(&mut self, path: &str) -> io::Result<Vec<String>> {
         let prefix = format!("{path}/");
-        Ok(self
-            .0
-            .keys()
-            .filter_map(|p| p.strip_prefix(&prefix).map(str::to_string))
-            .collect())
+        let mut names: Vec<String> = (self.0.keys())
+            .filter_map(|p| p.strip_prefix(&prefix))
+            .map(|rest| rest.split('/').next().unwrap_or(rest).to_string())
+            .collect();
+        names.dedup();
+        Ok(names)
     }
     fn remove(&mut self, path: &str) -> io::Result<()> {
-        self.0.remove(path);
+        let under = format!("{path}/");
+        self.0.retain(|p, _| p != path && !p.starts_with(&under));
         Ok(())
     }
 }
@@ -383,27 +386,66 @@ fn disk_with_rows(config: &ClusterConfig, node: u16, puts: &[(i32, i32, u32)]) -
     }
     .encode(&mut redo);
     for &(k, v, gci) in puts {
-        let mut key = Vec::new();
-        Value::Int32(k).encode(&mut Writer::new(&mut key));
-        let mut row = Vec::new();
-        encode_values(
-            &mut Writer::new(&mut row),
-            &[Value::Int32(k), Value::Int32(v)],
-        );
-        let change = RowChange {
-            table_id: 1,
-            table_version: 0,
-            fragment: 0,
-            key: &key,
-            row: Some(&row),
-        };
-        format::append_record(&mut redo, u64::from(gci) << 32, kind::PUT, |b| {
-            change.encode(b)
-        });
+        append_put(&mut redo, k, v, gci);
     }
     format::append_record(&mut redo, 1 << 32, kind::GCI_COMPLETED, |_| {});
     disk.0.insert("D8/DBLQH/S0.FragLog".into(), redo);
     disk
+}
+
+/// Appends a PUT record of table 1's row (`k`, `v`), fragment 0, with GCI `gci`.
+fn append_put(bytes: &mut Vec<u8>, k: i32, v: i32, gci: u32) {
+    let mut key = Vec::new();
+    Value::Int32(k).encode(&mut Writer::new(&mut key));
+    let mut row = Vec::new();
+    encode_values(
+        &mut Writer::new(&mut row),
+        &[Value::Int32(k), Value::Int32(v)],
+    );
+    let change = RowChange {
+        table_id: 1,
+        table_version: 0,
+        fragment: 0,
+        key: &key,
+        row: Some(&row),
+    };
+    format::append_record(bytes, u64::from(gci) << 32, kind::PUT, |b| change.encode(b));
+}
+
+/// Adds to `disk` (node `node`'s) complete full local checkpoint `id` of table 1's `rows`,
+/// taken in epoch `max_gci`, whose replay starts at the head of every redo part.
+fn add_lcp(
+    config: &ClusterConfig,
+    disk: &mut MemDisk,
+    node: u16,
+    id: u32,
+    rows: &[(i32, i32)],
+    max_gci: u32,
+) {
+    let mut data = Vec::new();
+    FileHeader {
+        magic: format::LCP_DATA_MAGIC,
+        node: u32::from(node),
+        part: 0,
+        seq: u64::from(id),
+    }
+    .encode(&mut data);
+    for &(k, v) in rows {
+        append_put(&mut data, k, v, max_gci);
+    }
+    format::append_record(&mut data, u64::from(max_gci) << 32, kind::LCP_END, |b| {
+        b.extend_from_slice(&(rows.len() as u64).to_le_bytes())
+    });
+    let parts = config.data_nodes[0].durability.no_of_fragment_log_parts;
+    let ctl = LcpCtl {
+        lcp_id: id,
+        base_id: id,
+        max_gci: u64::from(max_gci) << 32,
+        starts: vec![(0, format::HEADER_BYTES as u64); parts as usize],
+    };
+    disk.0.insert(format!("LCP/{id}/ALL.Data"), data);
+    disk.0
+        .insert(format!("LCP/{id}/LCP.ctl"), ctl.file_bytes(u32::from(node)));
 }
 
 #[test]
@@ -455,6 +497,50 @@ fn a_change_a_restart_did_not_restore_stays_out_when_its_gci_is_saved_again() {
         assert_eq!(
             memory, memory_before,
             "node {} restored row 2, a change of the first cluster's GCI 2 that its restart did not restore",
+            index + 1
+        );
+    }
+}
+
+#[test]
+fn a_local_checkpoint_past_a_restarts_gci_is_never_restored() {
+    let config = config();
+    // Row 1 committed in GCI 1, saved; a local checkpoint of epoch 2 holds it and row 2, a
+    // change of GCI 2, which was never saved. The restart at GCI 1 cannot use the
+    // checkpoint; it replays the redo log and removes the checkpoint.
+    let disks = (1..=2)
+        .map(|n| {
+            let mut disk = disk_with_rows(&config, n, &[(1, 10, 1)]);
+            add_lcp(&config, &mut disk, n, 1, &[(1, 10), (2, 20)], 2);
+            disk
+        })
+        .collect();
+    let mut first = Cluster::restart(disks);
+    let after_first = first.state();
+    for (index, (kernel_disk, (why, _, _))) in first.nodes.iter().zip(&after_first).enumerate() {
+        assert_eq!(why, &None, "node {} stopped", index + 1);
+        let left: Vec<&String> = kernel_disk
+            .1
+             .0
+            .keys()
+            .filter(|p| p.starts_with("LCP/"))
+            .collect();
+        assert!(left.is_empty(), "node {} kept {left:?}", index + 1);
+    }
+    // The restarted cluster saves its own GCI 2, with no change in it, and crashes before a
+    // checkpoint of its own: the next restart, at GCI 2, must not take the old checkpoint of
+    // epoch 2 for one of this GCI 2.
+    first.save_checkpoint();
+    let second = Cluster::restart(first.crash()).state();
+    for (index, ((why, epoch, memory), (_, _, memory_before))) in
+        second.iter().zip(&after_first).enumerate()
+    {
+        assert_eq!(why, &None, "node {} stopped", index + 1);
+        assert_eq!(*epoch >> 32, 3, "node {} restarted at GCI 2", index + 1);
+        assert_eq!(
+            memory,
+            memory_before,
+            "node {} restored row 2 from a checkpoint of the first cluster's GCI 2",
             index + 1
         );
     }
