@@ -84,7 +84,8 @@ pub enum Fault {
     Disk,
     /// A data node that crashed starts again a while later and rejoins the running cluster by
     /// node restart (from its disk, which it drops, or without files), copying every row from
-    /// live replicas while the workload goes on. Not in seeds with cluster crashes.
+    /// live replicas while the workload goes on. With cluster crashes too: a node whose files
+    /// cannot restore the restart GCI stops at the system restart and then rejoins so.
     Restart,
 }
 
@@ -287,8 +288,7 @@ pub struct Knobs {
     pub disk: DiskKnobs,
     /// Cluster crashes, each followed by a system restart (`--faults crash-all`).
     pub cluster_crashes: u16,
-    /// Crashed data nodes start again and rejoin by node restart (`--faults restart`; never
-    /// with cluster crashes).
+    /// Crashed data nodes start again and rejoin by node restart (`--faults restart`).
     pub node_restarts: bool,
     /// Client 0 arbitrates (its slot has ArbitrationRank 1). Not in seeds with cluster
     /// crashes: a data node that crashes right after a system restart, before the president
@@ -446,7 +446,7 @@ impl Knobs {
             gcp_stop_ms,
             disk,
             cluster_crashes,
-            node_restarts: options.has(Fault::Restart) && cluster_crashes == 0,
+            node_restarts: options.has(Fault::Restart),
             arbitrator: cluster_crashes == 0,
             ledger,
         }

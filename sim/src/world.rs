@@ -730,7 +730,9 @@ impl World {
         }
         let unsent = kernel.has_unsent_answers();
         let fatal = kernel.take_fatal();
-        if kernel.is_started() {
+        // A node restart's node catches up once its files can restart it, not when it
+        // serves (a system restart before then finds nothing of it to restore).
+        if kernel.is_started() && !kernel.files_lag() {
             self.lagging.remove(&node);
         }
         self.gci_clock.observe(self.now_ns, kernel.current_gci());

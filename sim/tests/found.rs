@@ -610,6 +610,35 @@ fn a_checkpoint_from_before_a_restarts_cut_is_not_restored_later() {
     replay_handled(&[0xa0ee_c3e0]);
 }
 
+/// Seeds found once node restarts ran in seeds with cluster crashes too (`scripts/sim
+/// --seeds 5000 --start 5000000 --once --faults crash,restart,crash-all`; before, a crashed
+/// node never started again in such a seed). Each failed for its own bug:
+/// - 0x4c4bfd: node 3, left out of a system restart (its disk held less than the restart
+///   GCI), started again while the others restored; they ignored its CM_REGREQ until they
+///   served, and then told it nothing: it waited for good. A node that serves after a system
+///   restart now tells the nodes that asked meanwhile, and lets them in by node restart.
+/// - 0x4c571f: node 2, held after its node restart (its sysfile waits for its first local
+///   checkpoint), took GCI 4 for restorable on COPY_GCIREQ and would answer durable
+///   commits, while node 1's sysfile write, the only one of their node group, was still on
+///   its way: the crash restarted the cluster at GCI 3. A node whose own files name no GCI
+///   now takes one for restorable when the master's next round begins.
+/// - 0x4c4b4b: a node whose files were dropped for a node restart and whose sysfile named
+///   no GCI yet counted as caught up in the simulator, so its stop at the system restart
+///   ("nothing to restore") was taken for a failure.
+/// - 0x4c5936: node 4's checkpoint after its copy was of epoch 10; the cluster crashed
+///   before any sysfile named 10 and restarted at 9, where node 4 restored from its redo
+///   log alone, which begins at the copy: its rows from before were gone. A node restart
+///   now leaves a sysfile naming no GCI once its files are dropped, and a system restart
+///   that finds one and no checkpoint covering its GCI stops the node, which rejoins.
+#[test]
+fn node_restarts_between_cluster_crashes() {
+    let options = Options {
+        faults: vec![Fault::Crash, Fault::Restart, Fault::CrashAll],
+        ..Options::default()
+    };
+    replay(&[0x4c_4bfd, 0x4c_571f, 0x4c_4b4b, 0x4c_5936], &options);
+}
+
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
 /// with every seed's failure.
 fn replay_handled(seeds: &[u64]) {

@@ -89,6 +89,9 @@ pub(crate) struct NodeRestarts {
     /// After the copy: the sysfile and schema log wait until a local checkpoint with at least
     /// this id is restorable.
     hold: Option<u32>,
+    /// This node dropped its files to rejoin, and no sysfile has named a GCI since: a system
+    /// restart would find nothing of it to restore.
+    unsaved: bool,
     /// This node restarted, and this president held it started (NODE_STARTED_REP). Should
     /// that president fail, every live node hears it again from this node: the president
     /// may have failed before telling them all (`node_restart_retell_started`).
@@ -109,6 +112,10 @@ pub(crate) struct NodeRestarts {
     /// As GCP master: the newest GCI each data node confirmed saved (GCP_SAVECONF); under
     /// this node's own id, the newest GCI a COPY_GCIREQ named here.
     saved_by: std::collections::BTreeMap<NodeId, u32>,
+    /// Failed nodes that asked to rejoin (CM_REGREQ) while this node did not serve yet (a
+    /// system restart without them): told that it serves once it does
+    /// (`node_restart_tell_waiting`).
+    asked_before_start: NodeSet,
 }
 
 #[derive(Debug)]
@@ -271,6 +278,7 @@ impl Kernel {
     fn exec_cm_regreq(&mut self, from: NodeId, req: CmRegReq, out: &mut dyn Outbox, now: Instant) {
         if self.qmgr.failed.contains(from) {
             if !self.qmgr.started() && self.node_restart.me.is_none() {
+                self.node_restart.asked_before_start.insert(from);
                 return;
             }
             if req.started {
@@ -301,6 +309,23 @@ impl Kernel {
             me.started_peers.insert(from);
         }
         self.node_restart_timer(out, now);
+    }
+
+    /// This node serves after a system restart: every failed node that asked to rejoin
+    /// meanwhile hears it (CM_REGREQ), and joins by node restart; its request counts as made
+    /// now. Left waiting, such a node (started again while the others restored without it)
+    /// would wait for good for a system restart that had gone on without it.
+    pub(crate) fn node_restart_tell_waiting(&mut self) {
+        let waiting = std::mem::take(&mut self.node_restart.asked_before_start);
+        let failed = self.qmgr.failed;
+        for node in waiting.iter().filter(|&n| failed.contains(n)) {
+            tracing::info!(node = %node, "data node restarts and asks to rejoin");
+            self.qmgr.joining.insert(node);
+            self.jobs.push_back(Signal::CmRegReq {
+                node,
+                started: true,
+            });
+        }
     }
 
     /// This node learnt that the cluster serves: it joins by node restart. With files (and
@@ -350,29 +375,38 @@ impl Kernel {
             return;
         }
         self.node_restart.files = true;
-        let nothing = Sysfile::default().file_bytes(u32::from(self.me.0));
-        for path in SYSFILES {
-            let path = path.to_string();
-            let bytes = nothing.clone();
-            self.fs.push(
-                FsOp::Write {
-                    path: path.clone(),
-                    offset: 0,
-                    bytes,
-                },
-                FsWait::Nothing,
-            );
-            self.fs.push(FsOp::Sync { path }, FsWait::Nothing);
-        }
+        self.node_restart.unsaved = true;
+        self.write_empty_sysfile();
         let parts = self.durability.no_of_fragment_log_parts;
         let dirs = ["D1".to_string(), "D2".to_string(), "LCP".to_string()];
         for path in dirs.into_iter().chain((0..parts).map(part_dir)) {
             let path = path.split('/').next().unwrap_or_default().to_string();
             self.fs.push(FsOp::Remove { path }, FsWait::Nothing);
         }
+        // Written again once the directories are gone: a sysfile that names no GCI tells a
+        // system restart that this node's redo log begins at the copy, and that only a local
+        // checkpoint taken since holds the rows copied (`Restart::files_dropped`).
+        self.write_empty_sysfile();
         self.lqh.redo = None;
         self.dict_log = DictLog::default();
         self.lcps = Lcps::default();
+    }
+
+    /// Both sysfile copies name no GCI, each synced in turn.
+    fn write_empty_sysfile(&mut self) {
+        let nothing = Sysfile::default().file_bytes(u32::from(self.me.0));
+        for path in SYSFILES {
+            let path = path.to_string();
+            self.fs.push(
+                FsOp::Write {
+                    path: path.clone(),
+                    offset: 0,
+                    bytes: nothing.clone(),
+                },
+                FsWait::Nothing,
+            );
+            self.fs.push(FsOp::Sync { path }, FsWait::Nothing);
+        }
     }
 
     /// The sysfile is read and the node restarts: it restores its schema log, local
@@ -1121,8 +1155,9 @@ impl Kernel {
         let Some(first) = self.node_restart.hold else {
             return false;
         };
-        self.gcp.restorable = self.gcp.restorable.max(gci_hi(gci));
-        self.lcp_promote();
+        // The master made the GCI restorable; this node knows it is once the sysfiles of the
+        // others name it (`Gcp::copied_elsewhere`).
+        self.lcp_promote_upto(gci_hi(gci));
         if self.lcps.promoted >= first {
             self.node_restart_hold_ends();
         }
@@ -1273,6 +1308,18 @@ impl Kernel {
         self.qmgr.copying.contains(node) || self.node_restart.incl.iter().any(|i| i.node == node)
     }
 
+    /// True while this node's files cannot restart it: it dropped them to rejoin the running
+    /// cluster by node restart, and its sysfile has named no GCI since (a system restart then
+    /// finds nothing of it to restore).
+    pub fn files_lag(&self) -> bool {
+        self.node_restart.unsaved
+    }
+
+    /// A sysfile naming a GCI was written.
+    pub(crate) fn node_restart_sysfile_saved(&mut self) {
+        self.node_restart.unsaved = false;
+    }
+
     /// True while this node joins the running cluster by node restart.
     pub(crate) fn node_restart_joining(&self) -> bool {
         self.node_restart.me.is_some()
@@ -1281,6 +1328,7 @@ impl Kernel {
     /// A data node's link closed: what waited for it ends (an inclusion, a copy to it, its
     /// admission).
     pub(crate) fn node_restart_link_lost(&mut self, node: NodeId) {
+        self.node_restart.asked_before_start.remove(node);
         self.qmgr.joining.remove(node);
         self.qmgr.copying.remove(node);
         self.node_restart.incl.retain(|i| i.node != node);

@@ -72,6 +72,10 @@ pub(crate) struct Restart {
     pub(crate) restorable: Option<u32>,
     /// Started with `--initial`: there is nothing to restore.
     pub(crate) initial: bool,
+    /// The sysfile read names no GCI, as a node restart writes it when it drops the node's
+    /// files: the redo log begins at that restart's copy, and the rows copied then are only
+    /// in the local checkpoints taken since.
+    files_dropped: bool,
     /// The cluster serves already: this node restores its own files up to its own restorable
     /// GCI (`restorable`), takes no part in a system restart, and then joins by node restart.
     pub(crate) node_restart: bool,
@@ -252,7 +256,7 @@ impl Kernel {
                     );
                 }
                 if ids.is_empty() {
-                    self.restart_choose_lcp();
+                    self.restart_choose_lcp()?;
                 }
             }
             (StartRead::LcpCtl(id), FsData::File(bytes)) => {
@@ -273,7 +277,7 @@ impl Kernel {
                     }
                 }
                 if restart.lcp_reads_out == 0 {
-                    self.restart_choose_lcp();
+                    self.restart_choose_lcp()?;
                 }
             }
             (StartRead::LcpData(id), FsData::File(bytes)) => {
@@ -353,7 +357,15 @@ impl Kernel {
         // it). Nothing was restorable yet.
         let first_save_cut = errors.len() == 1 && copies.iter().any(Option::is_none);
         match best {
-            Some(sysfile) => Ok(sysfile),
+            Some(sysfile) => {
+                if sysfile.restorable_gci == 0 {
+                    // Written so only when a node restart dropped the node's files.
+                    if let Some(restart) = self.restart.as_mut() {
+                        restart.files_dropped = true;
+                    }
+                }
+                Ok(sysfile)
+            }
             None if errors.is_empty() => Ok(Sysfile::default()),
             None if first_save_cut => {
                 tracing::warn!("the first sysfile write was cut short: nothing was saved yet");
@@ -626,9 +638,9 @@ impl Kernel {
 
     /// Picks the newest complete local checkpoint whose rows are all restorable at the
     /// restart GCI, and reads it (or, with none, replays the redo from its start).
-    fn restart_choose_lcp(&mut self) {
+    fn restart_choose_lcp(&mut self) -> Result<(), String> {
         let Some(restart) = self.restart.as_mut() else {
-            return;
+            return Ok(());
         };
         let gci = restart.gci.unwrap_or(0);
         // The newest usable checkpoint whose whole chain (its full checkpoint and every
@@ -650,9 +662,17 @@ impl Kernel {
                 ctl.base_id
             );
             restart.lcp_chain = (ctl.base_id..=ctl.lcp_id).rev().collect();
+        } else if restart.files_dropped {
+            // Its redo log lacks the rows copied to it (seed 0x4c5936: node 4's checkpoint
+            // after the copy was of epoch 10, the cluster crashed before any sysfile named
+            // 10 and restarted at 9, and node 4 came back from its redo log alone).
+            return Err(format!(
+                "the cluster restarts at GCI {gci}, and this node has nothing to restore (its                  files were dropped for a node restart, and no local checkpoint since covers                  GCI {gci}); start it again once the cluster has started: it joins by node                  restart"
+            ));
         }
         restart.lcp = chosen;
         self.restart_load_next_lcp();
+        Ok(())
     }
 
     /// Reads the next checkpoint of the chain, or, when all are loaded, the redo log.
@@ -1067,6 +1087,7 @@ impl Kernel {
         self.restart = None;
         self.qmgr.set_started(now);
         tracing::info!(gci, "data node started at GCI {gci}");
+        self.node_restart_tell_waiting();
     }
 }
 

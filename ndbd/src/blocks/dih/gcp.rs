@@ -96,6 +96,11 @@ pub(crate) struct Gcp {
     pub sysfile_first: usize,
     /// The newest global checkpoint (high word) this node knows to be restorable.
     pub restorable: u32,
+    /// A node with files that none of its own can name a GCI by (being copied to, or holding
+    /// its sysfile after a node restart): the GCI (high word) the last COPY_GCIREQ named,
+    /// and its master. The GCI is restorable once another node's sysfile names it, which
+    /// every live one's does when that master starts its next round (GCP_PREPARE).
+    copied_elsewhere: Option<(u32, NodeId)>,
     /// The GCI the cluster last started from: its last system restart's (0 after an initial
     /// start), told to a restarting node by the president. Written in the sysfile.
     pub restart_gci: u32,
@@ -191,6 +196,7 @@ impl Gcp {
             last_checkpoint: None,
             save_wanted: false,
             asked_save: false,
+            copied_elsewhere: None,
             takeover: None,
             deferred: NodeSet::new(),
             save_timeout: Duration::from_millis(u64::from(
@@ -296,6 +302,14 @@ impl Kernel {
     ) {
         match signal {
             gsn::GCP_PREPARE => {
+                if let Some((copied, _)) = self.gcp.copied_elsewhere.filter(|&(_, m)| m == from) {
+                    // That master's last round ended: every live node answered its
+                    // COPY_GCIREQ, and those with files had their sysfiles name the GCI.
+                    self.gcp.copied_elsewhere = None;
+                    self.gcp.restorable = self.gcp.restorable.max(copied);
+                    self.lcp_promote();
+                    self.tc_checkpoint_saved(out);
+                }
                 self.gcp.prepared = true;
                 self.gcp.prepared_by = from;
                 self.send_gcp(from, gsn::GCP_PREPARECONF, gci, out);
@@ -459,9 +473,17 @@ impl Kernel {
         // Every node the master held live had saved this GCI (a node restart's president
         // vouches for it, `node_restart_saved`).
         self.node_restart_saved(self.me, gci_hi(gci));
-        if self.lqh.redo.is_none() || self.sysfile_held(gci) {
+        if self.has_files && (self.lqh.redo.is_none() || self.sysfile_held(gci)) {
+            // Being copied to, or a restarted node whose copied rows are not in a local
+            // checkpoint yet: no sysfile of its own names the GCI, so nothing here makes it
+            // restorable; another node's sysfile does, once written. Until the master's next
+            // round says so, durable commits here wait (seed 0x4c571f: a held node answered
+            // them while the only sysfile write of its node group was still on its way).
+            self.gcp.copied_elsewhere = Some((gci_hi(gci), master));
+            return self.send_gcp(master, gsn::COPY_GCICONF, gci, out);
+        }
+        if self.lqh.redo.is_none() {
             // Diskless: "saved" means every node's GCP_SAVECONF came, which COPY_GCIREQ says.
-            // (Or a restarted node whose copied rows are not in a local checkpoint yet.)
             self.gcp.restorable = self.gcp.restorable.max(gci_hi(gci));
             self.tc_checkpoint_saved(out);
             return self.send_gcp(master, gsn::COPY_GCICONF, gci, out);
@@ -546,6 +568,7 @@ impl Kernel {
         let (gci, master) = (copying.gci, copying.master);
         self.gcp.copying = None;
         self.gcp.restorable = self.gcp.restorable.max(gci_hi(gci));
+        self.node_restart_sysfile_saved();
         tracing::debug!(gci = gci_hi(gci), "global checkpoint saved");
         self.lcp_promote();
         // Every node synced this checkpoint's redo before the master sent COPY_GCIREQ, and
