@@ -639,6 +639,24 @@ fn node_restarts_between_cluster_crashes() {
     replay(&[0x4c_4bfd, 0x4c_571f, 0x4c_4b4b, 0x4c_5936], &options);
 }
 
+/// Seeds 0xcaa837df (every handled fault) and 0xd6945dcb (`--faults
+/// crash-all,disk,slow,pause`), found once restarts restored local checkpoints in the
+/// simulator. A coordinator already in GCI 3 committed a row at a node whose GCP_COMMIT for
+/// 3 was still on a slow link; that node's checkpoint then wrote the row and named its own
+/// epoch, 2, as the newest it held. The cluster crashed and restarted at GCI 2, restoring
+/// the checkpoint: half of a GCI-3 transfer came back (the accounts summed to 9199). A
+/// checkpoint now names the newest GCI its node logged a change of, if later, and each row
+/// record carries the row's own GCI when that is past the scan's.
+#[test]
+fn a_checkpoint_names_the_newest_gci_of_its_rows() {
+    replay_handled(&[0xcaa8_37df]);
+    let options = Options {
+        faults: vec![Fault::Slow, Fault::Pause, Fault::CrashAll, Fault::Disk],
+        ..Options::default()
+    };
+    replay(&[0xd694_5dcb], &options);
+}
+
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
 /// with every seed's failure.
 fn replay_handled(seeds: &[u64]) {

@@ -352,8 +352,9 @@ pub struct LcpCtl {
     /// every checkpoint from `base_id` to `lcp_id`, in order.
     pub base_id: u32,
     /// The newest epoch any row in the data file can belong to (the epoch current when the
-    /// checkpoint ended): the checkpoint restores only at a GCI whose high word is at least
-    /// this one's.
+    /// checkpoint ended, or the newest one the node logged a change of, if later: a
+    /// coordinator may commit in a GCI before this node switches to it): the checkpoint
+    /// restores only at a GCI whose high word is at least this one's.
     pub max_gci: u64,
     /// Per redo part, where the log stood when the checkpoint started (file seq, offset):
     /// replay starts there.

@@ -319,7 +319,7 @@ impl Kernel {
                 if let Some(image) = fragment
                     .rows
                     .slot(run.slot)
-                    .and_then(|slot| Some((&slot.key, slot.committed.as_ref()?)))
+                    .and_then(|slot| Some((&slot.key, slot.committed.as_ref()?, slot.gci)))
                 {
                     let change = RowChange {
                         table_id,
@@ -328,7 +328,10 @@ impl Kernel {
                         key: image.0,
                         row: Some(image.1.encoded()),
                     };
-                    format::append_record(&mut out, gci, kind::PUT, |b| change.encode(b));
+                    // At or after the row's last change, which may be of a GCI this node has
+                    // not switched to yet.
+                    let row_gci = gci.max(u64::from(image.2) << 32);
+                    format::append_record(&mut out, row_gci, kind::PUT, |b| change.encode(b));
                     rows += 1;
                 }
             }
@@ -371,11 +374,15 @@ impl Kernel {
                 }
             }
             LcpIo::Sync => {
+                // Every row written was committed in this epoch or before, or in a later one
+                // a coordinator had switched to first, whose change was logged here (seed
+                // 0xd6945dcb: a row of GCI 3 committed at a node still in epoch 2 went into
+                // a checkpoint a restart at GCI 2 then restored).
+                let newest_logged = self.lqh.redo.as_ref().map_or(0, |r| r.newest_logged);
                 let ctl = LcpCtl {
                     lcp_id: run.id,
                     base_id: run.base,
-                    // Every row written was committed in this epoch or before.
-                    max_gci: self.gcp.current,
+                    max_gci: self.gcp.current.max(newest_logged),
                     starts: run.starts.clone(),
                 };
                 self.fs.push(

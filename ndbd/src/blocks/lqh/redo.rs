@@ -52,6 +52,9 @@ pub(crate) struct Redo {
     pub requests: Vec<(FsOp, RedoIo)>,
     /// The newest global checkpoint this log wrote a GCI_COMPLETED for.
     completed: u32,
+    /// The newest GCI (whole) of a change logged: a commit may come from a coordinator
+    /// already in a GCI this node has not switched to yet (its GCP_COMMIT on its way).
+    pub newest_logged: u64,
     /// A change logged behind the GCI_COMPLETED of its own GCI, which a restart up to that
     /// GCI would not restore though every node calls it saved: a broken invariant of the
     /// GCP protocol, for the simulator to fail the seed on (the first one seen).
@@ -139,6 +142,7 @@ impl Redo {
             appended: 0,
             requests: Vec::new(),
             completed: 0,
+            newest_logged: 0,
             late_change: None,
         };
         for part in 0..redo.parts.len() {
@@ -223,6 +227,7 @@ impl Redo {
             tracing::error!("{why}");
             self.late_change = Some(why);
         }
+        self.newest_logged = self.newest_logged.max(gci);
         let part = change.fragment as usize % self.parts.len();
         let bytes =
             (format::RECORD_HEAD_BYTES + 16 + change.key.len() + change.row.map_or(0, <[u8]>::len))
