@@ -657,6 +657,19 @@ fn a_checkpoint_names_the_newest_gci_of_its_rows() {
     replay(&[0xd694_5dcb], &options);
 }
 
+/// Seed 0xcaa93202 with every handled fault (found by `scripts/sim --seeds 100000 --start
+/// 3400000000 --once --faults ...`), 4 data nodes. TC 3's transfer sent a write over a slow
+/// link to node 2, then aborted it (node 1 had crashed). Node 1 restarted meanwhile, and
+/// node 2, which had included it, forwarded the write to it as the last replica before the
+/// abort arrived; node 1 locked the row and answered TC 3, which had sent its abort only to
+/// the participants it knew. The row stayed locked for good (every later read ended with
+/// 266). A TC now sends LQH_ABORTREQ to a node whose LQHKEYCONF comes for a transaction
+/// that ended or aborts without it.
+#[test]
+fn a_late_answer_from_a_node_the_abort_missed_is_aborted_there() {
+    replay_handled(&[0xcaa9_3202]);
+}
+
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
 /// with every seed's failure.
 fn replay_handled(seeds: &[u64]) {

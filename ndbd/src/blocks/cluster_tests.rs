@@ -958,7 +958,11 @@ fn an_orphans_waiting_operation_does_not_run_after_its_coordinator_fails() {
         ),
     ];
     sim.kernels.remove(&NodeId(1));
-    sim.route(pending);
+    // T2's answer to node 2 is held: node 2's TC has no record of T2 here (the test plays
+    // its part, and aborts it below), and would take it for a late answer to abort.
+    sim.route_holding(pending, &|f| {
+        f.1 == NodeId(2) && f.2.signal == dgsn::LQHKEYCONF
+    });
     assert!(
         sim.kernels[&NodeId(3)].lqh.trans_rows.contains_key(&t),
         "op2 waits at node 3"

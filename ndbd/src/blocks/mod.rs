@@ -477,7 +477,7 @@ impl Kernel {
         }
         match header.signal {
             dgsn::LQHKEYREQ => self.exec_lqhkeyreq(lqh_signals::LqhKeyReq::decode(payload)?)?,
-            dgsn::LQHKEYCONF => self.exec_lqhkeyconf(from, LqhKeyConf::decode(payload)?),
+            dgsn::LQHKEYCONF => self.exec_lqhkeyconf(from, LqhKeyConf::decode(payload)?, out),
             dgsn::LQHKEYREF => self.exec_lqhkeyref(LqhKeyRef::decode(payload)?),
             dgsn::LQH_COMMITREQ => {
                 let req = lqh_signals::LqhCommitReq::decode(payload)?;

@@ -13,7 +13,7 @@ use std::time::Instant;
 use rndb_config::NodeId;
 use rndb_protocol::lqh::{self, LqhKeyConf, LqhKeyRef};
 use rndb_protocol::signals::{
-    gsn, TcExecuteConf, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReqView, TcKeyRow,
+    block, gsn, TcExecuteConf, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReqView, TcKeyRow,
     REPLICA_PRIMARY,
 };
 use rndb_protocol::{ExecType, NdbError, OperationType};
@@ -454,7 +454,15 @@ impl Kernel {
     }
 
     /// LQHKEYCONF from another node's LQH: an operation this TC sent there succeeded.
-    pub(crate) fn exec_lqhkeyconf(&mut self, from: NodeId, conf: LqhKeyConf) {
+    pub(crate) fn exec_lqhkeyconf(&mut self, from: NodeId, conf: LqhKeyConf, out: &mut dyn Outbox) {
+        if self.tc.answer_unawaited(conf.trans, from) {
+            // The transaction aborts or ended without this answer, and its abort does not go
+            // to `from`: what the operation holds there is released. A primary that had
+            // included a restarting node in its chain meanwhile forwarded the write to it
+            // (seed 0xcaa93202: node 1 held the row locked for good).
+            self.send_trans_signal(from, lqh::gsn::LQH_ABORTREQ, block::DBLQH, conf.trans, out);
+            return;
+        }
         // The last replica committed on its own: no commit round goes there. Believed
         // only for an operation this TC sent to that very node with the order to.
         let committed = conf.flags & lqh::LQHKEYCONF_COMMITTED != 0

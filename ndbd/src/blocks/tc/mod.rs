@@ -311,6 +311,15 @@ impl Tc {
             .is_some_and(|t| t.phase == Phase::Active)
     }
 
+    /// True when an answer of `node` for `trans` comes too late: the transaction ended or
+    /// aborts (a commit waits for every answer), and `node` is no participant its abort goes
+    /// to.
+    pub fn answer_unawaited(&self, trans: TransId, node: NodeId) -> bool {
+        self.transactions
+            .get(trans)
+            .is_none_or(|t| matches!(t.phase, Phase::Aborting(_)) && !t.participants.contains(node))
+    }
+
     /// True while this TC has a record of `trans`.
     pub fn knows(&self, trans: TransId) -> bool {
         self.transactions.contains_key(trans)
