@@ -84,8 +84,9 @@ pub enum Fault {
     Disk,
     /// A data node that crashed starts again a while later and rejoins the running cluster by
     /// node restart (from its disk, which it drops, or without files), copying every row from
-    /// live replicas while the workload goes on. With cluster crashes too: a node whose files
-    /// cannot restore the restart GCI stops at the system restart and then rejoins so.
+    /// live replicas while the workload goes on. With cluster crashes too (not also with disk
+    /// faults): a node whose files cannot restore the restart GCI stops at the system restart
+    /// and then rejoins so.
     Restart,
 }
 
@@ -446,7 +447,11 @@ impl Knobs {
             gcp_stop_ms,
             disk,
             cluster_crashes,
-            node_restarts: options.has(Fault::Restart),
+            // Not with cluster crashes and disk faults together: a second disk fault in a node
+            // group whose other member rejoined (its files dropped, not restorable yet) leaves
+            // no file of the group that restores the restorable GCI, a double fault.
+            node_restarts: options.has(Fault::Restart)
+                && (cluster_crashes == 0 || disk.enospc_ppm + disk.eio_ppm == 0),
             arbitrator: cluster_crashes == 0,
             ledger,
         }

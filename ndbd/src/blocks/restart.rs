@@ -1066,6 +1066,22 @@ impl Kernel {
             return;
         };
         let (told, gci) = (restart.restored, restart.gci.unwrap_or(0));
+        if restart.gci.is_some() && !restart.node_restart {
+            // Every node group needs a node that restores the restart GCI: started without
+            // one, the cluster would serve with a node group's rows missing (seed 0xee6b2b73:
+            // both nodes of group 1 stopped with nothing to restore, and the others started).
+            let qmgr = &self.qmgr;
+            let lost = (qmgr.node_groups().iter())
+                .find(|(_, nodes)| !nodes.iter().any(|&n| qmgr.is_alive(n)));
+            if let Some((group, nodes)) = lost {
+                let why = format!(
+                    "error 2308: Another node failed during system restart, please investigate                      error(s) on other node(s): no node of node group {group} ({nodes:?}) is left                      to restore GCI {gci}, so the cluster cannot start there; start the node                      group's nodes again (their errors say what their files lack)"
+                );
+                tracing::error!("{why}");
+                self.fatal.get_or_insert(why);
+                return;
+            }
+        }
         if told.is_some_and(|old| old != master) {
             self.restore_done(gci, out);
         }

@@ -693,6 +693,11 @@ impl Kernel {
     fn gcp_take_over(&mut self, out: &mut dyn Outbox, now: Instant) {
         self.gcp.round = None;
         self.gcp.deferred = NodeSet::new();
+        // The old master's save schedule went with it: the first round saves, so that
+        // masters changing one after another never put saves off (seed 0xee6b321e: two
+        // takeovers within TimeBetweenGlobalCheckpoints, and no GCI was made restorable for
+        // the rest of the run, while node restarts dropped the files that held the last).
+        self.gcp.save_wanted = true;
         let awaiting: NodeSet = self.qmgr.peers_up().collect();
         for peer in awaiting.iter() {
             self.send_gcp(peer, gsn::MASTER_GCPREQ, 0, out);
