@@ -670,6 +670,24 @@ fn a_late_answer_from_a_node_the_abort_missed_is_aborted_there() {
     replay_handled(&[0xcaa9_3202]);
 }
 
+/// Seeds 0xee6b7fc5 and 0xee6b2a86, every handled fault (found by `scripts/sim --seeds
+/// 100000 --start 4000000000 --once --faults ...` once a new GCP master saved in its first
+/// round):
+/// - 0xee6b7fc5, 2 data nodes: node 1 started again while node 2 finished a system restart
+///   without it. Node 2's CM_REGREQ, sent when their link came up, said "not started";
+///   node 1's reached node 2 once it served, and node 2 held it joining but said nothing
+///   more: node 1 waited for a system restart for good. A serving node now answers a
+///   failed node's CM_REGREQ with its own, "started".
+/// - 0xee6b2a86: node 2 was saving the GCI its failed master had asked for when, master
+///   now, it asked every node for the next save; the first save's syncs counted for the
+///   second, which node 2 confirmed before its own schema log sync, which then failed. The
+///   GCI was made restorable with no file of node 2's group holding it. A save now waits
+///   for the one before it.
+#[test]
+fn a_joiner_told_not_started_and_a_save_behind_another() {
+    replay_handled(&[0xee6b_7fc5, 0xee6b_2a86]);
+}
+
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
 /// with every seed's failure.
 fn replay_handled(seeds: &[u64]) {

@@ -287,6 +287,10 @@ impl Kernel {
             } else {
                 tracing::info!(node = %from, "data node restarts and asks to rejoin");
                 self.qmgr.joining.insert(from);
+                // This node's own CM_REGREQ may have said "not started" (its link came up
+                // while it still restored, seed 0xee6b7fc5): the joiner would wait for a
+                // system restart for good. It hears that this node serves.
+                self.send_cm_regreq(from, true, out);
                 self.incl_progress(out);
             }
             return;

@@ -24,7 +24,9 @@
 //! group has no node that can restore the restart GCI.
 //! A node started with `--initial` (or with no files) restores nothing; when the cluster
 //! restarts at a GCI it cannot reach, it stops with an error; started again once the others
-//! serve, it joins by node restart (`node_restart.rs`).
+//! serve, it joins by node restart (`node_restart.rs`). Should every node of a node group stop
+//! so, or fail, during the restore, the others stop too (2308): started, they would serve
+//! without that group's rows.
 //! A node that hears, while it starts, that the others serve already (`Restart::node_restart`)
 //! runs the same restore up to its own restorable GCI instead of the cluster's, sends no
 //! CNTR_START_REQ or CNTR_WAITREP, and goes on with the node restart (`start_done`).

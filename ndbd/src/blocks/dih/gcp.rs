@@ -434,6 +434,14 @@ impl Kernel {
         let Some(waiting) = &self.gcp.save_waiting else {
             return;
         };
+        if self.gcp.saving.is_some() {
+            // A save still waits for its syncs (one a failed master asked for, and the new
+            // master asked again at once): this one starts when that one is done, or the
+            // syncs of the first would count for the second, which would then be confirmed
+            // before its own were (seed 0xee6b2a86: a GCI was made restorable though the
+            // schema log sync of its save failed on the last node of its group).
+            return;
+        }
         if !self.foreign.orphans.is_empty() || waiting.failed.iter().any(|n| self.qmgr.is_up(n)) {
             tracing::debug!(gci = waiting.gci, orphans = self.foreign.orphans.len(), failed = ?waiting.failed, "global checkpoint save waits for failed coordinators' transactions");
             return;
@@ -465,7 +473,11 @@ impl Kernel {
         if !self.has_files {
             return true;
         }
-        self.lqh.redo.is_some() && self.node_restart_restorable_at(gci)
+        // A node whose file system failed saves nothing more (seed 0xee6b2a86: the last
+        // serving node of its group, its schema log's sync failed, confirmed a later save
+        // whose syncs it had not been asked for, and the GCI was made restorable with no
+        // file of the group holding it).
+        self.fs.failed.is_none() && self.lqh.redo.is_some() && self.node_restart_restorable_at(gci)
     }
 
     /// COPY_GCIREQ: both copies of the sysfile name the saved GCI; then COPY_GCICONF.
@@ -543,6 +555,7 @@ impl Kernel {
                 return;
             }
             self.send_gcp(master, save_answer(restorable), gci, out);
+            self.gcp_try_save(out);
         }
     }
 
