@@ -23,6 +23,10 @@
 //! older GCI than it. After GCP_SAVECONF from every node, every change of the old checkpoint
 //! is on every node's disk; after COPY_GCI a system restart comes back at least there.
 //!
+//! A node saves one GCI at a time: a GCP_SAVEREQ that comes while the syncs of another save
+//! are out waits for them. A new master's first round saves (the old master's schedule went
+//! with it).
+//!
 //! A master that fails may have started an epoch on some nodes and not on others (or on the
 //! new master). The new master first asks every node which epoch it is in (MASTER_GCPREQ) and
 //! starts no round before all answered (MASTER_GCPCONF); it goes on from the highest. Without
