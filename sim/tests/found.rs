@@ -688,6 +688,16 @@ fn a_joiner_told_not_started_and_a_save_behind_another() {
     replay_handled(&[0xee6b_7fc5, 0xee6b_2a86]);
 }
 
+/// Seed 0xee6c06d1 with every handled fault (it failed before this session's changes too), 2
+/// data nodes. President 2 was letting node 1 in when node 1 crashed, and node 2 was paused
+/// until after node 1's next run had connected: the close of the old link was never seen
+/// as such, the old admission stayed, and node 2 ignored the new run's START_PERMREQ for
+/// good. A failed node's new link now ends what its earlier run had under way.
+#[test]
+fn a_failed_nodes_new_link_ends_its_earlier_runs_admission() {
+    replay_handled(&[0xee6c_06d1]);
+}
+
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
 /// with every seed's failure.
 fn replay_handled(seeds: &[u64]) {
