@@ -683,9 +683,14 @@ fn a_late_answer_from_a_node_the_abort_missed_is_aborted_there() {
 ///   second, which node 2 confirmed before its own schema log sync, which then failed. The
 ///   GCI was made restorable with no file of node 2's group holding it. A save now waits
 ///   for the one before it.
+///
+/// Seed 0x1122fd1d9 (found by the same command at 4600000000) broke the first fix: node 3,
+/// restarting itself, answered node 1's CM_REGREQ with "started"; node 1, which held node 3
+/// failed, took it for a stale member and stopped it, and node 3 never got in. Only a node
+/// that serves, and whose own CM_REGREQ on that link said "not started", answers.
 #[test]
 fn a_joiner_told_not_started_and_a_save_behind_another() {
-    replay_handled(&[0xee6b_7fc5, 0xee6b_2a86]);
+    replay_handled(&[0xee6b_7fc5, 0xee6b_2a86, 0x1_122f_d1d9]);
 }
 
 /// Seed 0xee6c06d1 with every handled fault (it failed before this session's changes too), 2

@@ -116,6 +116,9 @@ pub(crate) struct NodeRestarts {
     /// system restart without them): told that it serves once it does
     /// (`node_restart_tell_waiting`).
     asked_before_start: NodeSet,
+    /// Failed nodes whose new link came up while this node did not serve yet: its CM_REGREQ
+    /// to them said "not started", and it says "started" when one asks to rejoin.
+    told_not_started: NodeSet,
 }
 
 #[derive(Debug)]
@@ -287,10 +290,14 @@ impl Kernel {
             } else {
                 tracing::info!(node = %from, "data node restarts and asks to rejoin");
                 self.qmgr.joining.insert(from);
-                // This node's own CM_REGREQ may have said "not started" (its link came up
-                // while it still restored, seed 0xee6b7fc5): the joiner would wait for a
-                // system restart for good. It hears that this node serves.
-                self.send_cm_regreq(from, true, out);
+                // This node's own CM_REGREQ said "not started" when it came up while this
+                // node still restored (seed 0xee6b7fc5): the joiner would wait for a system
+                // restart for good. It hears that this node serves. (Only then, and only from
+                // a node that serves: a node restarting itself says nothing, or the joiner,
+                // which holds it failed, would take it for a stale member and stop it.)
+                if self.node_restart.told_not_started.remove(from) && self.qmgr.started() {
+                    self.send_cm_regreq(from, true, out);
+                }
                 self.incl_progress(out);
             }
             return;
@@ -1319,6 +1326,11 @@ impl Kernel {
         self.node_restart.unsaved
     }
 
+    /// This node's CM_REGREQ on `node`'s new link says "not started".
+    pub(crate) fn node_restart_told_not_started(&mut self, node: NodeId) {
+        self.node_restart.told_not_started.insert(node);
+    }
+
     /// A sysfile naming a GCI was written.
     pub(crate) fn node_restart_sysfile_saved(&mut self) {
         self.node_restart.unsaved = false;
@@ -1333,6 +1345,7 @@ impl Kernel {
     /// admission).
     pub(crate) fn node_restart_link_lost(&mut self, node: NodeId) {
         self.node_restart.asked_before_start.remove(node);
+        self.node_restart.told_not_started.remove(node);
         self.qmgr.joining.remove(node);
         self.qmgr.copying.remove(node);
         self.node_restart.incl.retain(|i| i.node != node);

@@ -494,6 +494,9 @@ impl Kernel {
             // not have been seen yet (seed 0xee6c06d1: this node, paused, still admitted the
             // earlier run, and ignored the new one's START_PERMREQ for good).
             self.node_restart_link_lost(node);
+            if !self.qmgr.started {
+                self.node_restart_told_not_started(node);
+            }
             return;
         }
         self.qmgr.up.insert(node);
