@@ -68,7 +68,7 @@ impl Disk for RealDisk {
         // A new file's directory entry must be durable too (once: fsync of a directory costs
         // as much as a file's).
         if self.created.remove(path) {
-            sync_dir(&self.full(path))?;
+            sync_dirs(&self.root, &self.full(path))?;
         }
         Ok(())
     }
@@ -83,7 +83,7 @@ impl Disk for RealDisk {
         nix::unistd::syncfs(fd).map_err(io::Error::from)?;
         for path in paths {
             if self.created.remove(path) {
-                sync_dir(&self.full(path))?;
+                sync_dirs(&self.root, &self.full(path))?;
             }
         }
         Ok(())
@@ -104,7 +104,7 @@ impl Disk for RealDisk {
         file.write_all(bytes)?;
         file.sync_data()?;
         fs::rename(&temporary, &full)?;
-        sync_dir(&full)
+        sync_dirs(&self.root, &full)
     }
 
     fn read(&mut self, path: &str) -> io::Result<Option<Vec<u8>>> {
@@ -146,6 +146,19 @@ impl Disk for RealDisk {
 }
 
 /// Makes the directory entry of `path` durable.
+/// Makes `path`'s entry durable in its directory, and each directory's in the one above, up
+/// to the node's file system directory: a file in a directory made just before (a node
+/// restart removes `D1` and writes its sysfile there again) would be lost with it otherwise.
+fn sync_dirs(root: &Path, path: &Path) -> io::Result<()> {
+    for dir in path.ancestors().skip(1) {
+        File::open(dir)?.sync_all()?;
+        if dir == root || !dir.starts_with(root) {
+            break;
+        }
+    }
+    Ok(())
+}
+
 fn sync_dir(path: &Path) -> io::Result<()> {
     match path.parent() {
         Some(dir) => File::open(dir)?.sync_all(),
