@@ -1411,6 +1411,18 @@ impl World {
             self.schedule_fault(at, Planned::NodeRestart(node));
             return;
         }
+        // A paused peer accepts no connection, and has not seen the old link close yet (seed
+        // 0xee6c06d1: a paused president, handed the new run's link at once, kept admitting
+        // the crashed run and ignored the new one for good): the start waits for the pause.
+        if let Some(until) = (self.paused.iter())
+            .filter(|&(&peer, &until)| peer != node && until > self.now_ns)
+            .map(|(_, &until)| until)
+            .max()
+        {
+            let at = until + DETECT_NS_MAX + 1;
+            self.schedule_fault(at, Planned::NodeRestart(node));
+            return;
+        }
         let Some(config) = self.config.data_node(node).cloned() else {
             return;
         };

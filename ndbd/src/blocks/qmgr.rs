@@ -490,10 +490,6 @@ impl Kernel {
         });
         if self.qmgr.failed.contains(node) {
             tracing::info!(node = %node, "data node that failed has a new link; it may rejoin by node restart");
-            // What its earlier run had under way here ends, should the close of its old link
-            // not have been seen yet (seed 0xee6c06d1: this node, paused, still admitted the
-            // earlier run, and ignored the new one's START_PERMREQ for good).
-            self.node_restart_link_lost(node);
             if !self.qmgr.started {
                 self.node_restart_told_not_started(node);
             }
