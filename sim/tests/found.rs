@@ -693,7 +693,7 @@ fn a_joiner_told_not_started_and_a_save_behind_another() {
     replay_handled(&[0xee6b_7fc5, 0xee6b_2a86, 0x1_122f_d1d9]);
 }
 
-/// Seed 0xee6c06d1 with every handled fault (it failed before this session's changes too), 2
+/// Seed 0xee6c06d1 with every handled fault (it failed at 440fff2 too), 2
 /// data nodes. President 2 was letting node 1 in when node 1 crashed, and node 2 was paused
 /// when the simulator connected node 1's next run to it: the close of the old link was never
 /// seen as such, the old admission stayed, and node 2 ignored the new run's START_PERMREQ

@@ -38,8 +38,9 @@
 //! count on no side (the failure of one is a failed restart), but among the nodes alive before
 //! a failure (their president may have told the other side that one started).
 //! `Arbitration=Disabled` decides rule 4 for going on, and `WaitExternal` goes on after
-//! ArbitrationTimeout (an external manager is to stop one side meanwhile). The arbitrator is `ndb_mgmd` (`rndb_mgm::server::arbitrator`; ArbitrationRank 1
-//! by default) or an API node (`rndb_api`'s `arbiter.rs`; ArbitrationRank 0 by default).
+//! ArbitrationTimeout (an external manager is to stop one side meanwhile). The arbitrator is
+//! `ndb_mgmd` (`rndb_mgm::server::arbitrator`; ArbitrationRank 1 by default) or an API node
+//! (`rndb_api`'s `arbiter.rs`; ArbitrationRank 0 by default).
 //! Unlike NDB, a cluster whose config has no node of ArbitrationRank 1 or 2 does not
 //! arbitrate (as Disabled), where NDB would stop a two-node cluster at its first failure.
 

@@ -669,7 +669,10 @@ impl Kernel {
             // after the copy was of epoch 10, the cluster crashed before any sysfile named
             // 10 and restarted at 9, and node 4 came back from its redo log alone).
             return Err(format!(
-                "the cluster restarts at GCI {gci}, and this node has nothing to restore (its                  files were dropped for a node restart, and no local checkpoint since covers                  GCI {gci}); start it again once the cluster has started: it joins by node                  restart"
+                "the cluster restarts at GCI {gci}, and this node has nothing to restore (its \
+                 files were dropped for a node restart, and no local checkpoint since covers \
+                 GCI {gci}); start it again once the cluster has started: it joins by node \
+                 restart"
             ));
         }
         restart.lcp = chosen;
@@ -1077,7 +1080,10 @@ impl Kernel {
                 .find(|(_, nodes)| !nodes.iter().any(|&n| qmgr.is_alive(n)));
             if let Some((group, nodes)) = lost {
                 let why = format!(
-                    "error 2308: Another node failed during system restart, please investigate                      error(s) on other node(s): no node of node group {group} ({nodes:?}) is left                      to restore GCI {gci}, so the cluster cannot start there; start the node                      group's nodes again (their errors say what their files lack)"
+                    "error 2308: Another node failed during system restart, please investigate \
+                     error(s) on other node(s): no node of node group {group} ({nodes:?}) is \
+                     left to restore GCI {gci}, so the cluster cannot start there; start the \
+                     node group's nodes again (their errors say what their files lack)"
                 );
                 tracing::error!("{why}");
                 self.fatal.get_or_insert(why);

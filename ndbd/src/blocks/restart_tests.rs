@@ -3,8 +3,9 @@
 //! before this one did) still restores that checkpoint from its redo log; a node with no files
 //! at all stops with an error that says so; and a change of a GCI a restart did not restore
 //! stays unrestored at every later restart, though the restarted cluster gives its GCI again,
-//! and so does a local checkpoint taken past the restart's GCI; no node serves before every node restored; and a global checkpoint whose redo write failed
-//! is never saved, though the sync after it succeeded; and a sysfile copy whose write failed
+//! and so does a local checkpoint taken past the restart's GCI; no node serves before every
+//! node restored; and a global checkpoint whose redo write failed is never saved, though the
+//! sync after it succeeded; and a sysfile copy whose write failed
 //! is not followed by a write of the other copy; and a node whose disk failed as it cut its
 //! logs at a system restart takes no part in a later restart past that one; and a node
 //! restarted by node restart, left alone in its node group before its local checkpoint is
