@@ -305,7 +305,7 @@ fn signal_payloads() -> Vec<Seed> {
     put(28, &|o| {
         rndb_protocol::dih::GcpSignal {
             gci: 5 << 32 | 3,
-            failed: [1 << 2, 0, 0, 0],
+            nodes: [1 << 2, 0, 0, 0],
         }
         .encode(o)
     });
@@ -348,6 +348,7 @@ fn signal_payloads() -> Vec<Seed> {
             gci: 5 << 32 | 2,
             restart_gci: 4,
             alive: [0b110, 0, 0, 0],
+            files_restore: [0b100, 0, 0, 0],
             rejoined: vec![2],
             dictionary: vec![0; 12],
         }

@@ -5,20 +5,22 @@ use crate::codec::{DecodeError, Reader, Writer};
 
 /// Every GCP_* and COPY_GCI* signal, and CNTR_START_REQ/CONF: one GCI. (A GCP_NODEFINISH names
 /// the epoch whose commits have ended; a GCP_SAVEREQ and a COPY_GCIREQ, or a CNTR_START_*, a
-/// global checkpoint in the high word.) And the data nodes the sender has declared failed: a
-/// node saves a GCI (GCP_SAVEREQ) only once it has handled those failures too.
+/// global checkpoint in the high word.) And a set of data nodes: in GCP_SAVEREQ and
+/// CNTR_START_*, those the sender has declared failed (a node saves a GCI only once it has
+/// handled those failures too); in COPY_GCIREQ, those that confirmed the save (GCP_SAVECONF),
+/// whose files restore the GCI once it is restorable; else the sender's failed nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GcpSignal {
     pub gci: u64,
     /// Node ids as a bitmap: node n is bit n % 64 of word n / 64.
-    pub failed: [u64; 4],
+    pub nodes: [u64; 4],
 }
 
 impl GcpSignal {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = Writer::new(out);
         w.u64(self.gci);
-        for word in self.failed {
+        for word in self.nodes {
             w.u64(word);
         }
     }
@@ -26,12 +28,12 @@ impl GcpSignal {
     pub fn decode(buf: &[u8]) -> Result<GcpSignal, DecodeError> {
         let mut r = Reader::new(buf, "global checkpoint signal");
         let gci = r.u64()?;
-        let mut failed = [0; 4];
-        for word in &mut failed {
+        let mut nodes = [0; 4];
+        for word in &mut nodes {
             *word = r.u64()?;
         }
         r.finish()?;
-        Ok(GcpSignal { gci, failed })
+        Ok(GcpSignal { gci, nodes })
     }
 }
 
@@ -44,7 +46,7 @@ mod tests {
         let mut b = Vec::new();
         let signal = GcpSignal {
             gci: 7 << 32 | 3,
-            failed: [1 << 3, 0, 0, 1 << 63],
+            nodes: [1 << 3, 0, 0, 1 << 63],
         };
         signal.encode(&mut b);
         assert_eq!(GcpSignal::decode(&b).unwrap(), signal);

@@ -140,6 +140,13 @@ signals! {
     /// NodeRestartInProgress). The master makes a GCI restorable (COPY_GCIREQ) only once every
     /// node group has a node that confirmed it (GCP_SAVECONF).
     GCP_SAVEREF = 96;
+    /// COPY_GCIREQ done at a node that wrote no sysfile (being copied to, or holding its
+    /// sysfile after a node restart): only another node's sysfile makes the GCI restorable.
+    /// Not in NDB, whose node restart ends only after its local checkpoint.
+    COPY_GCIREF = 97;
+    /// The master heard COPY_GCICONF from a node that wrote its sysfile: the GCI is
+    /// restorable, to each node that answered COPY_GCIREF. Not in NDB.
+    GCP_RESTORABLE_REP = 98;
     // QMGR's membership (data node ↔ data node).
     /// I am alive (every HeartbeatIntervalDbDb ms, to every other data node); no payload.
     HEARTBEAT = 100;

@@ -214,6 +214,9 @@ pub struct StartPermConf {
     pub gci: u64,
     pub restart_gci: u32,
     pub alive: [u64; 4],
+    /// The live nodes whose files restore the cluster's restorable GCI, as the president
+    /// knows them (a bitmap as `alive`).
+    pub files_restore: [u64; 4],
     pub rejoined: Vec<u16>,
     pub dictionary: Vec<u8>,
 }
@@ -222,13 +225,13 @@ pub struct StartPermConf {
 const REJOINED_MAX: usize = 255;
 
 impl StartPermConf {
-    /// `gci u64 | restart_gci u32 | alive 4 × u64 | rejoined count u16 | count × node u16 |
-    /// dictionary (the rest)`.
+    /// `gci u64 | restart_gci u32 | alive 4 × u64 | files_restore 4 × u64 | rejoined count
+    /// u16 | count × node u16 | dictionary (the rest)`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = Writer::new(out);
         w.u64(self.gci).u32(self.restart_gci);
-        for word in self.alive {
-            w.u64(word);
+        for word in self.alive.iter().chain(&self.files_restore) {
+            w.u64(*word);
         }
         w.u16(self.rejoined.len() as u16);
         for &node in &self.rejoined {
@@ -242,7 +245,8 @@ impl StartPermConf {
         let gci = r.u64()?;
         let restart_gci = r.u32()?;
         let mut alive = [0u64; 4];
-        for word in &mut alive {
+        let mut files_restore = [0u64; 4];
+        for word in alive.iter_mut().chain(&mut files_restore) {
             *word = r.u64()?;
         }
         let count = usize::from(r.u16()?);
@@ -254,6 +258,7 @@ impl StartPermConf {
             gci,
             restart_gci,
             alive,
+            files_restore,
             rejoined,
             dictionary: r.rest().to_vec(),
         })
@@ -336,6 +341,7 @@ mod tests {
             gci: 7 << 32 | 3,
             restart_gci: 6,
             alive: [0b110, 0, 0, 1],
+            files_restore: [0b10, 0, 0, 0],
             rejoined: vec![3, 2],
             dictionary: vec![1, 2, 3],
         };

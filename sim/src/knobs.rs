@@ -158,6 +158,9 @@ pub struct Options {
     pub trace: bool,
     /// A deliberate client bug (see [`Sabotage`]).
     pub sabotage: Option<Sabotage>,
+    /// Draw node restarts in seeds that have both cluster crashes and disk faults too
+    /// (`--all-restarts`; left out otherwise, see `Knobs::draw`).
+    pub all_restarts: bool,
 }
 
 impl Default for Options {
@@ -167,6 +170,7 @@ impl Default for Options {
             faults: Fault::DEFAULT.to_vec(),
             trace: false,
             sabotage: None,
+            all_restarts: false,
         }
     }
 }
@@ -205,6 +209,9 @@ impl Options {
             Some(Sabotage::Registers) => command.push_str(" --sabotage registers"),
             Some(Sabotage::Sets) => command.push_str(" --sabotage sets"),
             None => {}
+        }
+        if self.all_restarts {
+            command.push_str(" --all-restarts");
         }
         command
     }
@@ -447,11 +454,13 @@ impl Knobs {
             gcp_stop_ms,
             disk,
             cluster_crashes,
-            // Not with cluster crashes and disk faults together: a second disk fault in a node
-            // group whose other member rejoined (its files dropped, not restorable yet) leaves
-            // no file of the group that restores the restorable GCI, a double fault.
+            // Not with cluster crashes and disk faults together unless asked for: a few seeds
+            // in 10 000 there still end with a node group that cannot restart (2308) after
+            // disk faults on both of its nodes and node restarts between them.
             node_restarts: options.has(Fault::Restart)
-                && (cluster_crashes == 0 || disk.enospc_ppm + disk.eio_ppm == 0),
+                && (options.all_restarts
+                    || cluster_crashes == 0
+                    || disk.enospc_ppm + disk.eio_ppm == 0),
             arbitrator: cluster_crashes == 0,
             ledger,
         }

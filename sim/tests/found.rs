@@ -621,7 +621,8 @@ fn a_checkpoint_from_before_a_restarts_cut_is_not_restored_later() {
 ///   checkpoint), took GCI 4 for restorable on COPY_GCIREQ and would answer durable
 ///   commits, while node 1's sysfile write, the only one of their node group, was still on
 ///   its way: the crash restarted the cluster at GCI 3. A node whose own files name no GCI
-///   now takes one for restorable when the master's next round begins.
+///   now takes one for restorable when the master tells it another node's sysfile names it
+///   (GCP_RESTORABLE_REP; at first, when the master's next round began).
 /// - 0x4c4b4b: a node whose files were dropped for a node restart and whose sysfile named
 ///   no GCI yet counted as caught up in the simulator, so its stop at the system restart
 ///   ("nothing to restore") was taken for a failure.
@@ -702,6 +703,52 @@ fn a_joiner_told_not_started_and_a_save_behind_another() {
 #[test]
 fn a_node_restart_waits_for_a_paused_peer() {
     replay_handled(&[0xee6c_06d1]);
+}
+
+/// Seeds found with `--faults crash,crash-all,disk,restart --all-restarts` (node restarts
+/// in seeds with both cluster crashes and disk faults, which plain runs leave out; `scripts/sim
+/// --seeds 20000 --start 7000000000 --once ...` at f8af2f7 failed 94, five of them losing
+/// acknowledged data), each with 2 data nodes unless said:
+/// - 0x1a13bb33f: node 1, held after its node restart, answered COPY_GCIREQ as if it had
+///   written its sysfile; node 2's sysfile write, the only one, failed (EIO) and node 2
+///   stopped: the master ended the round, and GCI 3 was taken for restorable with no
+///   sysfile naming it. A held node now answers COPY_GCIREF, and hears that the GCI is
+///   restorable (GCP_RESTORABLE_REP) only once some node's COPY_GCICONF came.
+/// - 0x1a13b8850: node 2, its group's only node with restorable files (node 1 was held),
+///   restarted after a disk fault and dropped its files as it restored them: GCI 2, reported
+///   restorable, was on no disk. A restarting node now keeps its files until the president
+///   lets it in, which it does only once another node of its group has files that restore
+///   the cluster's GCIs (`Gcp::files_restore`).
+/// - 0x1a13b86ed, 4 data nodes: node 3's file system failed during GCI 1's save, and it
+///   stayed up as its group's last serving node, unanswering, until node 4 (restarted and
+///   included after the save began) served: the round ended with no node of group {3,4}
+///   having confirmed the save, and GCI 1 was made restorable. A group none of whose nodes
+///   confirmed a save now keeps it from being restorable.
+/// - 0x1a13b9e97: a simulator bug: node restarts drawn before a cluster crash started two
+///   nodes while the cluster was down, and the system restart then replaced them while they
+///   served, without a power loss. A node restart now waits for the system restart.
+#[test]
+fn node_restarts_beside_disk_faults_and_cluster_crashes() {
+    let options = Options {
+        faults: vec![Fault::Crash, Fault::CrashAll, Fault::Disk, Fault::Restart],
+        all_restarts: true,
+        ..Options::default()
+    };
+    replay(
+        &[0x1_a13b_b33f, 0x1_a13b_8850, 0x1_a13b_86ed, 0x1_a13b_9e97],
+        &options,
+    );
+}
+
+/// Seeds 0x1a7317fd2 and 0x1a7319b6d with every handled fault (found by `scripts/sim --seeds
+/// 20000 --start 7100000000 --once --faults ...` while the president kept a restarting node
+/// out for as long as its group had no other node with restorable files), 4 data nodes: both
+/// nodes of the other group had their file systems fail and stayed as its last serving
+/// members, so no GCI could become restorable again, and node 3 waited for good. Such a node
+/// is now let in (`last_files_of_group`).
+#[test]
+fn a_restarting_node_is_let_in_when_another_group_cannot_save() {
+    replay_handled(&[0x1_a731_7fd2, 0x1_a731_9b6d]);
 }
 
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails

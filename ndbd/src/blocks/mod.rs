@@ -371,10 +371,14 @@ impl Kernel {
             signal if dict::schema::is_schema_answer(signal) && self.qmgr.is_data_node(from) => {
                 self.exec_schema_answer(from, header, payload, out, now)?
             }
-            gsn::GCP_PREPARE..=gsn::GCP_SAVEREF if self.qmgr.is_data_node(from) => {
-                let GcpSignal { gci, failed } = GcpSignal::decode(payload)?;
-                if matches!(header.signal, gsn::GCP_SAVEREQ | gsn::CNTR_START_CONF) {
-                    self.gcp.master_failed = NodeSet::from_words(failed);
+            gsn::GCP_PREPARE..=gsn::GCP_RESTORABLE_REP if self.qmgr.is_data_node(from) => {
+                let GcpSignal { gci, nodes } = GcpSignal::decode(payload)?;
+                match header.signal {
+                    gsn::GCP_SAVEREQ | gsn::CNTR_START_CONF => {
+                        self.gcp.master_failed = NodeSet::from_words(nodes)
+                    }
+                    gsn::COPY_GCIREQ => self.gcp.copy_saved = NodeSet::from_words(nodes),
+                    _ => {}
                 }
                 self.jobs.push_back(Signal::Gcp {
                     signal: header.signal,

@@ -86,6 +86,9 @@ pub(crate) struct NodeRestarts {
     me: Option<Joining>,
     /// This node had files when it began to restart: it keeps them again after the copy.
     files: bool,
+    /// This node restored its own files and is not let in yet: they stay on disk as they
+    /// were (a crash meanwhile restores them again) and go at START_PERMCONF.
+    files_kept: bool,
     /// After the copy: the sysfile and schema log wait until a local checkpoint with at least
     /// this id is restorable.
     hold: Option<u32>,
@@ -374,18 +377,38 @@ impl Kernel {
         }
     }
 
-    /// Files this node had go: once restored (they are older than the cluster's rows), or
-    /// at once when nothing of them is kept. First both sysfile copies are overwritten with
-    /// one that names no restorable GCI, and synced: a removal is durable only once its
-    /// directory is synced, and a crash must never leave the old sysfile beside a redo log
-    /// that this run began anew (the next start would restore from it). NDBFS runs the
-    /// requests one after the other, and none after one failed (`FailStop`): the second copy
-    /// is touched only once the first is synced, as a save's are (`gcp_copy`).
+    /// Files this node had go, at once when nothing of them is kept.
     fn node_restart_drop_files(&mut self) {
+        if self.node_restart_forget_files() {
+            self.node_restart_remove_files();
+        }
+    }
+
+    /// The restore is over: the files' state in memory goes (a new redo log and local
+    /// checkpoint start after the copy). False when there was none.
+    fn node_restart_forget_files(&mut self) -> bool {
         if self.restart.take().is_none() {
-            return;
+            return false;
         }
         self.node_restart.files = true;
+        self.lqh.redo = None;
+        self.dict_log = DictLog::default();
+        self.lcps = Lcps::default();
+        true
+    }
+
+    /// The files on disk go: once the president let this node in after it restored them
+    /// (they are older than the cluster's rows, and may be the last that restore its node
+    /// group's: the president lets it in only when another node's would, see
+    /// `last_files_of_group`), or at once when nothing of them is kept. First both sysfile
+    /// copies are overwritten with one that names no restorable GCI, and synced: a removal is
+    /// durable only once its directory is synced, and a crash must never leave the old
+    /// sysfile beside a redo log that this run began anew (the next start would restore from
+    /// it). NDBFS runs the requests one after the other, and none after one failed
+    /// (`FailStop`): the second copy is touched only once the first is synced, as a save's
+    /// are (`gcp_copy`).
+    fn node_restart_remove_files(&mut self) {
+        self.node_restart.files_kept = false;
         self.node_restart.unsaved = true;
         self.write_empty_sysfile();
         let parts = self.durability.no_of_fragment_log_parts;
@@ -398,9 +421,6 @@ impl Kernel {
         // system restart that this node's redo log begins at the copy, and that only a local
         // checkpoint taken since holds the rows copied (`Restart::files_dropped`).
         self.write_empty_sysfile();
-        self.lqh.redo = None;
-        self.dict_log = DictLog::default();
-        self.lcps = Lcps::default();
     }
 
     /// Both sysfile copies name no GCI, each synced in turn.
@@ -446,7 +466,7 @@ impl Kernel {
     /// confirms it, and the node asks to be let in.
     pub(crate) fn node_restart_restored(&mut self, gci: u32, out: &mut dyn Outbox, now: Instant) {
         let restart_gci = self.restart.as_ref().map_or(0, |r| r.restart_gci);
-        self.node_restart_drop_files();
+        self.node_restart.files_kept = self.node_restart_forget_files();
         let rows = self.lqh.mark_restored();
         tracing::info!(
             gci,
@@ -513,6 +533,17 @@ impl Kernel {
             Some("a schema change runs".to_string())
         } else if self.primary_switch_busy() {
             Some("primaries are moving back to a restarted node".to_string())
+        } else if let Some(group) = self.last_files_of_group(from) {
+            // Once let in, the node drops its files: they may be the only ones left that
+            // restore its group's rows (seed 0x1a13b8850: the group's other node had been
+            // copied to, and its first local checkpoint since was not restorable yet).
+            Some(format!(
+                "no other data node of node group {group} has files that restore the cluster's \
+                 global checkpoints yet (a node restarted and its first local checkpoint since \
+                 is not restorable, or no save has completed since data node {} became \
+                 president): data node {from} keeps its files until one has",
+                self.me
+            ))
         } else if self.dict_log.records().len() + 256 > FRAME_PAYLOAD_BYTES_MAX {
             // Not sent in pieces yet: the restart cannot go on (the node asks again, and this
             // node's log says why).
@@ -556,11 +587,37 @@ impl Kernel {
             gci: self.gcp.current,
             restart_gci: self.gcp.restart_gci,
             alive: alive.words(),
+            files_restore: self.gcp.files_restore.words(),
             rejoined: self.qmgr.rejoined.iter().map(|n| n.0).collect(),
             dictionary: self.dict_log.records().to_vec(),
         };
         let header = data_node_header(gsn::START_PERMCONF, block::QMGR, block::QMGR);
         self.unsent.send(out, from, header, &mut |b| conf.encode(b));
+    }
+
+    /// The node group of `node` when no other live node of it is known to have files that
+    /// restore the cluster's restorable global checkpoints (`Gcp::files_restore`); `None`
+    /// without files (Diskless), and when every live node of another node group asked to be
+    /// stopped (its file system failed, or GCP stop) and stays, its group's last: then no
+    /// global checkpoint becomes restorable until an operator mends one, and the node would
+    /// wait for good (seed 0x1a7317fd2: both nodes of the other group had their file systems
+    /// fail); it is let in, and its files go.
+    fn last_files_of_group(&self, node: NodeId) -> Option<u32> {
+        if !self.has_files {
+            return None;
+        }
+        let (group, nodes) = (self.qmgr.node_groups().iter()).find(|(_, n)| n.contains(&node))?;
+        let restores = |&n: &NodeId| n != node && self.gcp.files_restore.contains(n);
+        if nodes.iter().any(restores) {
+            return None;
+        }
+        let stuck = (self.qmgr.node_groups().iter())
+            .find(|(g, nodes)| g != group && self.group_cannot_save(nodes));
+        if let Some((other, _)) = stuck {
+            tracing::warn!(%node, group, other, "node restart of data node {node}: no other node of node group {group} has files that restore the cluster's global checkpoints, but node group {other} cannot save (every live node of it asked to be stopped): it is let in, and its files, which may be the last that restore its group's rows, go");
+            return None;
+        }
+        Some(*group)
     }
 
     /// START_PERMCONF at the restarting node: it replays the dictionary and joins the epoch.
@@ -581,6 +638,9 @@ impl Kernel {
         // a node without files does, then keeps the rows of each table the dictionary still
         // has unchanged (a table dropped, created or changed meanwhile is copied whole).
         let restored = me.restored;
+        if self.node_restart.files_kept {
+            self.node_restart_remove_files();
+        }
         let history_kept = restored.is_some_and(|(_, restart_gci)| restart_gci == conf.restart_gci);
         if let (Some((gci, restart_gci)), false) = (restored, history_kept) {
             tracing::warn!(gci, restart_gci, cluster_restart_gci = conf.restart_gci, "node restart: the cluster restarted from GCI {} since this node saved its files (its GCIs after that were given again to other changes); every row is copied", conf.restart_gci);
@@ -656,6 +716,7 @@ impl Kernel {
         }
         self.gcp.current = self.gcp.current.max(conf.gci);
         self.gcp.restart_gci = conf.restart_gci;
+        self.gcp.files_restore = NodeSet::from_words(conf.files_restore);
         // Chains as every other node orders them: the nodes that rejoined before, then this
         // one, last; and this node reads nothing of its own until it is started.
         self.qmgr.rejoined = conf.rejoined.iter().map(|&n| NodeId(n)).collect();
@@ -1167,7 +1228,7 @@ impl Kernel {
             return false;
         };
         // The master made the GCI restorable; this node knows it is once the sysfiles of the
-        // others name it (`Gcp::copied_elsewhere`).
+        // others name it (GCP_RESTORABLE_REP).
         self.lcp_promote_upto(gci_hi(gci));
         if self.lcps.promoted >= first {
             self.node_restart_hold_ends();

@@ -82,7 +82,7 @@ impl NodeSet {
         self.difference(other).is_empty()
     }
 
-    /// The bitmap as it crosses the wire (`rndb_protocol::dih::GcpSignal::failed`): node n is
+    /// The bitmap as it crosses the wire (`rndb_protocol::dih::GcpSignal::nodes`): node n is
     /// bit n % 64 of word n / 64.
     pub const fn words(&self) -> [u64; WORDS] {
         self.words

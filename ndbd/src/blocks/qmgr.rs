@@ -648,6 +648,20 @@ impl Kernel {
         self.fs.failed.is_some() || self.gcp.stop_asked.is_some()
     }
 
+    /// True when every live node of `nodes` (a node group) asked to be stopped, its file system
+    /// failed or its save lagging, and stays as its group's last serving member: no global
+    /// checkpoint becomes restorable until one is mended.
+    pub(crate) fn group_cannot_save(&self, nodes: &[NodeId]) -> bool {
+        let asked = |&n: &NodeId| match n == self.me {
+            true => self.asked_to_stop(),
+            false => self.qmgr.stop_refused.contains(n),
+        };
+        let live: Vec<NodeId> = (nodes.iter().copied())
+            .filter(|&n| self.qmgr.is_alive(n))
+            .collect();
+        !live.is_empty() && live.iter().all(asked)
+    }
+
     /// This node's file system failed (a write, sync or removal came back with ENOSPC, EIO,
     /// ...), or its part in a save lags (GCP stop): as NDB stops such a data node (2810,
     /// 2813, 2303), it asks to stop (FAIL_REP naming itself, to the node that presides

@@ -1108,6 +1108,8 @@ impl Kernel {
         let sysfile_first = self.gcp.sysfile_first;
         self.gcp = Gcp::new(&self.durability, gci);
         self.gcp.sysfile_first = sysfile_first;
+        // Every node that starts with this one restored the GCI from its files.
+        self.gcp.files_restore = self.qmgr.alive().collect();
         self.restart = None;
         self.qmgr.set_started(now);
         tracing::info!(gci, "data node started at GCI {gci}");

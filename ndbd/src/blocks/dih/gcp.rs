@@ -17,6 +17,10 @@
 //! and its first local checkpoint since not complete) answers GCP_SAVEREF; the master sends
 //! COPY_GCIREQ only when every node group has a node that answered GCP_SAVECONF, and ends the
 //! round otherwise: no durable commit answers for a GCI that no file of some group holds.
+//! Such a node writes no sysfile at COPY_GCIREQ either and answers COPY_GCIREF; the GCI is
+//! restorable once some node's sysfile names it, so the master tells those nodes so
+//! (GCP_RESTORABLE_REP) only when a COPY_GCICONF came. When every node that would have
+//! written one failed first, the GCI is not restorable and the master saves again at once.
 //!
 //! The wait between PREPARE and COMMIT is what makes a GCI a consistent cut: no commit starts
 //! anywhere while the nodes switch, so a transaction that saw another's change never gets an
@@ -100,11 +104,15 @@ pub(crate) struct Gcp {
     pub sysfile_first: usize,
     /// The newest global checkpoint (high word) this node knows to be restorable.
     pub restorable: u32,
-    /// A node with files that none of its own can name a GCI by (being copied to, or holding
-    /// its sysfile after a node restart): the GCI (high word) the last COPY_GCIREQ named,
-    /// and its master. The GCI is restorable once another node's sysfile names it, which
-    /// every live one's does when that master starts its next round (GCP_PREPARE).
-    copied_elsewhere: Option<(u32, NodeId)>,
+    /// The live nodes whose files restore the newest GCI this node knows restorable: they
+    /// answered GCP_SAVECONF to its save (as COPY_GCIREQ said), or took part in the system
+    /// restart this node started from. A node leaves it when it fails. As president, a node
+    /// lets a restarting node in (which then drops its files) only once its node group has
+    /// another node here (`last_files_of_group`).
+    pub files_restore: NodeSet,
+    /// The nodes the last COPY_GCIREQ said confirmed its save: `files_restore` once the GCI
+    /// is known restorable here.
+    pub copy_saved: NodeSet,
     /// The GCI the cluster last started from: its last system restart's (0 after an initial
     /// start), told to a restarting node by the president. Written in the sysfile.
     pub restart_gci: u32,
@@ -160,9 +168,12 @@ struct Round {
     /// It starts a new global checkpoint, so the old one is saved.
     save: bool,
     awaiting: NodeSet,
-    /// The nodes that answered the save with GCP_SAVECONF, and with GCP_SAVEREF.
+    /// The nodes that answered the save with GCP_SAVECONF, and with GCP_SAVEREF; in the
+    /// sysfile step, with COPY_GCICONF and COPY_GCIREF.
     restorable: NodeSet,
     unrestorable: NodeSet,
+    /// In the sysfile step: the nodes that answered the save with GCP_SAVECONF.
+    saved: NodeSet,
 }
 
 impl Gcp {
@@ -194,13 +205,14 @@ impl Gcp {
             copying: None,
             sysfile_first: 0,
             restorable,
+            files_restore: NodeSet::new(),
+            copy_saved: NodeSet::new(),
             restart_gci: restorable,
             round: None,
             next_epoch: None,
             last_checkpoint: None,
             save_wanted: false,
             asked_save: false,
-            copied_elsewhere: None,
             takeover: None,
             deferred: NodeSet::new(),
             save_timeout: Duration::from_millis(u64::from(
@@ -231,15 +243,31 @@ impl Gcp {
 impl Kernel {
     /// Sends a GCP signal to `to`, through the job queue when that is this node.
     pub(crate) fn send_gcp(&mut self, to: NodeId, signal: u16, gci: u64, out: &mut dyn Outbox) {
+        let failed = self.qmgr.failed();
+        self.send_gcp_nodes(to, signal, gci, failed, out);
+    }
+
+    /// Sends a GCP signal that names a set of nodes (`GcpSignal::nodes`).
+    fn send_gcp_nodes(
+        &mut self,
+        to: NodeId,
+        signal: u16,
+        gci: u64,
+        nodes: NodeSet,
+        out: &mut dyn Outbox,
+    ) {
         if matches!(
             signal,
-            gsn::GCP_SAVECONF | gsn::GCP_SAVEREF | gsn::COPY_GCICONF
+            gsn::GCP_SAVECONF | gsn::GCP_SAVEREF | gsn::COPY_GCICONF | gsn::COPY_GCIREF
         ) {
             // This node's part is done: it lags no more. One that asked to be stopped goes on
             // asking: the president may already count it out of its group.
             self.gcp.answering = None;
         }
         if to == self.me {
+            if signal == gsn::COPY_GCIREQ {
+                self.gcp.copy_saved = nodes;
+            }
             self.jobs.push_back(Signal::Gcp {
                 signal,
                 from: self.me,
@@ -247,11 +275,19 @@ impl Kernel {
             });
         } else if self.qmgr.is_up(to) {
             let header = data_node_header(signal, block::DBDIH, block::DBDIH);
-            let failed = self.qmgr.failed().words();
-            self.unsent.send(out, to, header, &mut |b| {
-                GcpSignal { gci, failed }.encode(b)
-            });
+            let nodes = nodes.words();
+            self.unsent
+                .send(out, to, header, &mut |b| GcpSignal { gci, nodes }.encode(b));
         }
+    }
+
+    /// The GCI the last COPY_GCIREQ named is restorable: the nodes that confirmed its save
+    /// and still live have files that restore it.
+    fn gcp_files_restore(&mut self) {
+        let saved = self.gcp.copy_saved;
+        self.gcp.files_restore = (saved.iter())
+            .filter(|&n| n == self.me || self.qmgr.is_up(n))
+            .collect();
     }
 
     /// The master's timer: starts the next epoch when it is due.
@@ -289,6 +325,7 @@ impl Kernel {
             awaiting,
             restorable: NodeSet::new(),
             unrestorable: NodeSet::new(),
+            saved: NodeSet::new(),
         });
         for node in awaiting.iter() {
             self.send_gcp(node, gsn::GCP_PREPARE, gci, out);
@@ -306,14 +343,6 @@ impl Kernel {
     ) {
         match signal {
             gsn::GCP_PREPARE => {
-                if let Some((copied, _)) = self.gcp.copied_elsewhere.filter(|&(_, m)| m == from) {
-                    // That master's last round ended: every live node answered its
-                    // COPY_GCIREQ, and those with files had their sysfiles name the GCI.
-                    self.gcp.copied_elsewhere = None;
-                    self.gcp.restorable = self.gcp.restorable.max(copied);
-                    self.lcp_promote();
-                    self.tc_checkpoint_saved(out);
-                }
                 self.gcp.prepared = true;
                 self.gcp.prepared_by = from;
                 self.send_gcp(from, gsn::GCP_PREPARECONF, gci, out);
@@ -348,6 +377,13 @@ impl Kernel {
                 self.gcp.answering.get_or_insert((gci, now));
                 self.gcp_copy(from, gci, out)
             }
+            gsn::GCP_RESTORABLE_REP if gci_hi(gci) > self.gcp.restorable => {
+                // This node answered COPY_GCIREF: another node's sysfile names the GCI.
+                self.gcp.restorable = gci_hi(gci);
+                self.gcp_files_restore();
+                self.lcp_promote();
+                self.tc_checkpoint_saved(out);
+            }
             gsn::MASTER_GCPREQ if self.gcp.round.is_some() => {
                 // This node was master until `from` started: its round ends first.
                 self.gcp.deferred.insert(from);
@@ -365,7 +401,8 @@ impl Kernel {
             | gsn::GCP_NODEFINISH
             | gsn::GCP_SAVECONF
             | gsn::GCP_SAVEREF
-            | gsn::COPY_GCICONF => {
+            | gsn::COPY_GCICONF
+            | gsn::COPY_GCIREF => {
                 if signal == gsn::GCP_SAVECONF {
                     self.node_restart_saved(from, gci_hi(gci));
                 }
@@ -492,11 +529,11 @@ impl Kernel {
         if self.has_files && (self.lqh.redo.is_none() || self.sysfile_held(gci)) {
             // Being copied to, or a restarted node whose copied rows are not in a local
             // checkpoint yet: no sysfile of its own names the GCI, so nothing here makes it
-            // restorable; another node's sysfile does, once written. Until the master's next
-            // round says so, durable commits here wait (seed 0x4c571f: a held node answered
-            // them while the only sysfile write of its node group was still on its way).
-            self.gcp.copied_elsewhere = Some((gci_hi(gci), master));
-            return self.send_gcp(master, gsn::COPY_GCICONF, gci, out);
+            // restorable; another node's sysfile does, once written. Until the master says
+            // one was (GCP_RESTORABLE_REP), durable commits here wait (seed 0x4c571f: a held
+            // node answered them while the only sysfile write of its node group was still on
+            // its way; seed 0x1a13bb33f: that write failed, and its node stopped).
+            return self.send_gcp(master, gsn::COPY_GCIREF, gci, out);
         }
         if self.lqh.redo.is_none() {
             // Diskless: "saved" means every node's GCP_SAVECONF came, which COPY_GCIREQ says.
@@ -585,6 +622,7 @@ impl Kernel {
         let (gci, master) = (copying.gci, copying.master);
         self.gcp.copying = None;
         self.gcp.restorable = self.gcp.restorable.max(gci_hi(gci));
+        self.gcp_files_restore();
         self.node_restart_sysfile_saved();
         tracing::debug!(gci = gci_hi(gci), "global checkpoint saved");
         self.lcp_promote();
@@ -613,13 +651,17 @@ impl Kernel {
             gsn::GCP_SAVEREQ => gsn::GCP_SAVECONF,
             _ => gsn::COPY_GCICONF,
         };
-        if signal == gsn::GCP_SAVEREF && expected == gsn::GCP_SAVECONF {
+        let refused = match (signal, expected) {
+            (gsn::GCP_SAVEREF, gsn::GCP_SAVECONF) | (gsn::COPY_GCIREF, gsn::COPY_GCICONF) => true,
+            _ if signal == expected => false,
+            _ => {
+                tracing::warn!(node = %from, signal, gci, "GCP answer out of step; ignored");
+                return;
+            }
+        };
+        if refused {
             round.unrestorable.insert(from);
-        } else if signal != expected {
-            tracing::warn!(node = %from, signal, gci, "GCP answer out of step; ignored");
-            return;
-        }
-        if signal == gsn::GCP_SAVECONF {
+        } else if matches!(signal, gsn::GCP_SAVECONF | gsn::COPY_GCICONF) {
             round.restorable.insert(from);
         }
         round.awaiting.remove(from);
@@ -639,11 +681,15 @@ impl Kernel {
         if !round.awaiting.is_empty() {
             return;
         }
+        let mut copied = None;
         let (next, gci) = match round.step {
             gsn::GCP_PREPARE => (Some(gsn::GCP_COMMIT), round.gci),
             gsn::GCP_COMMIT if round.save => (Some(gsn::GCP_SAVEREQ), round.old),
             gsn::GCP_SAVEREQ => match unrestorable_group(self.qmgr.node_groups(), round) {
-                None => (Some(gsn::COPY_GCIREQ), round.old),
+                None => {
+                    round.saved = round.restorable;
+                    (Some(gsn::COPY_GCIREQ), round.old)
+                }
                 Some(group) => {
                     // Every node's redo log holds the GCI, but no node of `group` could
                     // restore it: it is not made restorable, and durable commits wait for
@@ -652,10 +698,29 @@ impl Kernel {
                     (None, 0)
                 }
             },
+            gsn::COPY_GCIREQ => {
+                let written = !round.restorable.is_empty();
+                copied = Some((round.old, round.unrestorable, written));
+                (None, 0)
+            }
             _ => (None, 0),
         };
         let Some(next) = next else {
             self.gcp.round = None;
+            match copied {
+                Some((gci, refused, true)) => {
+                    for node in refused.iter() {
+                        self.send_gcp(node, gsn::GCP_RESTORABLE_REP, gci, out);
+                    }
+                }
+                Some((gci, _, false)) => {
+                    // Every node that was to write its sysfile failed first: no file names
+                    // the GCI. Durable commits wait for the next save, which starts at once.
+                    tracing::warn!(gci = gci_hi(gci), "global checkpoint not restorable: every node that was to name it in its sysfile failed first; saving again");
+                    self.gcp.save_wanted = true;
+                }
+                None => {}
+            }
             self.gcp.next_epoch = Some(now + self.gcp.epoch_interval);
             for node in std::mem::take(&mut self.gcp.deferred).iter() {
                 self.gcp_answer_master(node, out);
@@ -671,8 +736,12 @@ impl Kernel {
         round.awaiting = awaiting;
         round.restorable = NodeSet::new();
         round.unrestorable = NodeSet::new();
+        let nodes = match next {
+            gsn::COPY_GCIREQ => round.saved,
+            _ => self.qmgr.failed(),
+        };
         for node in awaiting.iter() {
-            self.send_gcp(node, next, gci, out);
+            self.send_gcp_nodes(node, next, gci, nodes, out);
         }
     }
 
@@ -760,6 +829,7 @@ impl Kernel {
             awaiting.remove(node);
         }
         self.gcp.deferred.remove(node);
+        self.gcp.files_restore.remove(node);
         if was_master && self.qmgr.started() {
             self.gcp_take_over(out, now);
         }
@@ -800,16 +870,12 @@ fn save_answer(restorable: bool) -> u16 {
     }
 }
 
-/// A node group some node of which answered `round`'s save and none with GCP_SAVECONF: no
-/// file of it could restore the GCI. (A node group none of whose nodes answered lost them
-/// all during the save: arbitration's matter, and the cluster's end.)
+/// A node group none of whose nodes answered `round`'s save with GCP_SAVECONF: no file of it
+/// could restore the GCI (its nodes answered GCP_SAVEREF, or failed before they answered).
 fn unrestorable_group(groups: &[(u32, Vec<NodeId>)], round: &Round) -> Option<u32> {
     groups
         .iter()
-        .find(|(_, nodes)| {
-            nodes.iter().any(|&n| round.unrestorable.contains(n))
-                && !nodes.iter().any(|&n| round.restorable.contains(n))
-        })
+        .find(|(_, nodes)| !nodes.iter().any(|&n| round.restorable.contains(n)))
         .map(|(id, _)| *id)
 }
 
@@ -833,6 +899,7 @@ mod tests {
             awaiting: NodeSet::new(),
             restorable: set(restorable),
             unrestorable: set(unrestorable),
+            saved: NodeSet::new(),
         }
     }
 
@@ -846,7 +913,9 @@ mod tests {
         assert_eq!(unrestorable_group(&groups, &round(&[1, 2, 3], &[4])), None);
         // Node 3 failed during the save: group 1 has only node 4, which cannot restore it.
         assert_eq!(unrestorable_group(&groups, &round(&[1, 2], &[4])), Some(1));
-        // Group 0 lost both during the save: not this check's to decide.
-        assert_eq!(unrestorable_group(&groups, &round(&[3], &[])), None);
+        // Group 0's nodes failed during the save, or never answered it (seed 0x1a13b86ed:
+        // node 3's file system failed, and it stayed up as its group's last serving node
+        // until node 4, restarted and included after the save began, served).
+        assert_eq!(unrestorable_group(&groups, &round(&[3], &[])), Some(0));
     }
 }
