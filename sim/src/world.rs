@@ -1398,8 +1398,11 @@ impl World {
     fn node_restart(&mut self, node: NodeId) {
         // After a cluster crash the system restart starts every node (seed 0x1a13b9e97: a
         // node restart drawn before the crash started two nodes first, and the system
-        // restart then replaced their running kernels without a power loss).
-        if self.kernels.contains_key(&node) || self.shared.stopping || self.restart_pending {
+        // restart then replaced their running kernels without a power loss). A start is no
+        // fault: it goes on after the workload, as an operator starts stopped nodes again
+        // (seed 0x1a7319b6d: a node of the other group, stopped on a disk fault, was its
+        // group's way to save again, and a restarting node waited for that).
+        if self.kernels.contains_key(&node) || self.restart_pending {
             return;
         }
         // As a data node's listener admits a node id once its old link has closed: a peer

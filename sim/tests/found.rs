@@ -727,6 +727,11 @@ fn a_node_restart_waits_for_a_paused_peer() {
 /// - 0x1a13b9e97: a simulator bug: node restarts drawn before a cluster crash started two
 ///   nodes while the cluster was down, and the system restart then replaced them while they
 ///   served, without a power loss. A node restart now waits for the system restart.
+/// - 0x1a13b87a7, 4 data nodes: with group {3,4}'s node 4 up on a failed disk and node 3
+///   restarting, the president let node 2 in (taking group {3,4} for one that cannot save
+///   again) though node 1, its group's other node, had no restorable files yet: node 2
+///   dropped the group's last, and a cluster crash followed (2308). It now waits while a
+///   node of that group is down (it may rejoin, and its peer then stop).
 #[test]
 fn node_restarts_beside_disk_faults_and_cluster_crashes() {
     let options = Options {
@@ -735,17 +740,26 @@ fn node_restarts_beside_disk_faults_and_cluster_crashes() {
         ..Options::default()
     };
     replay(
-        &[0x1_a13b_b33f, 0x1_a13b_8850, 0x1_a13b_86ed, 0x1_a13b_9e97],
+        &[
+            0x1_a13b_b33f,
+            0x1_a13b_8850,
+            0x1_a13b_86ed,
+            0x1_a13b_9e97,
+            0x1_a13b_87a7,
+        ],
         &options,
     );
 }
 
 /// Seeds 0x1a7317fd2 and 0x1a7319b6d with every handled fault (found by `scripts/sim --seeds
 /// 20000 --start 7100000000 --once --faults ...` while the president kept a restarting node
-/// out for as long as its group had no other node with restorable files), 4 data nodes: both
-/// nodes of the other group had their file systems fail and stayed as its last serving
-/// members, so no GCI could become restorable again, and node 3 waited for good. Such a node
-/// is now let in (`last_files_of_group`).
+/// out for as long as its group had no other node with restorable files), 4 data nodes:
+/// - 0x1a7317fd2: both nodes of the other group had their file systems fail and stayed as
+///   its last serving members, so no GCI could become restorable again, and node 3 waited
+///   for good. Such a node is now let in (`last_files_of_group`).
+/// - 0x1a7319b6d: node 2 waited for group {3,4} to save again, which needed node 3 (stopped
+///   on a disk fault) back; the simulator started no node after the workload ended. It now
+///   does, as an operator would.
 #[test]
 fn a_restarting_node_is_let_in_when_another_group_cannot_save() {
     replay_handled(&[0x1_a731_7fd2, 0x1_a731_9b6d]);

@@ -597,11 +597,13 @@ impl Kernel {
 
     /// The node group of `node` when no other live node of it is known to have files that
     /// restore the cluster's restorable global checkpoints (`Gcp::files_restore`); `None`
-    /// without files (Diskless), and when every live node of another node group asked to be
-    /// stopped (its file system failed, or GCP stop) and stays, its group's last: then no
+    /// without files (Diskless), and when every node of another node group is alive, asked to
+    /// be stopped (its file system failed, or GCP stop) and stays, its group's last: then no
     /// global checkpoint becomes restorable until an operator mends one, and the node would
     /// wait for good (seed 0x1a7317fd2: both nodes of the other group had their file systems
-    /// fail); it is let in, and its files go.
+    /// fail); it is let in, and its files go. With a node of that group down, the node waits
+    /// for it to rejoin, after which the other may stop (seed 0x1a13b87a7: let in, the node
+    /// dropped its group's last restorable files, and a cluster crash followed).
     fn last_files_of_group(&self, node: NodeId) -> Option<u32> {
         if !self.has_files {
             return None;
@@ -614,7 +616,7 @@ impl Kernel {
         let stuck = (self.qmgr.node_groups().iter())
             .find(|(g, nodes)| g != group && self.group_cannot_save(nodes));
         if let Some((other, _)) = stuck {
-            tracing::warn!(%node, group, other, "node restart of data node {node}: no other node of node group {group} has files that restore the cluster's global checkpoints, but node group {other} cannot save (every live node of it asked to be stopped): it is let in, and its files, which may be the last that restore its group's rows, go");
+            tracing::warn!(%node, group, other, "node restart of data node {node}: no other node of node group {group} has files that restore the cluster's global checkpoints, but node group {other} cannot save (every node of it runs with a failed disk or a stalled save, and none can rejoin in its place): it is let in, and its files, which may be the last that restore its group's rows, go");
             return None;
         }
         Some(*group)

@@ -648,18 +648,15 @@ impl Kernel {
         self.fs.failed.is_some() || self.gcp.stop_asked.is_some()
     }
 
-    /// True when every live node of `nodes` (a node group) asked to be stopped, its file system
-    /// failed or its save lagging, and stays as its group's last serving member: no global
-    /// checkpoint becomes restorable until one is mended.
+    /// True when every node of `nodes` (a node group) is alive, asked to be stopped (its file
+    /// system failed or its save lags) and stays, as the group's last serving members: none
+    /// can rejoin in its place, and no global checkpoint becomes restorable until an operator
+    /// mends one.
     pub(crate) fn group_cannot_save(&self, nodes: &[NodeId]) -> bool {
-        let asked = |&n: &NodeId| match n == self.me {
+        nodes.iter().all(|&n| match n == self.me {
             true => self.asked_to_stop(),
-            false => self.qmgr.stop_refused.contains(n),
-        };
-        let live: Vec<NodeId> = (nodes.iter().copied())
-            .filter(|&n| self.qmgr.is_alive(n))
-            .collect();
-        !live.is_empty() && live.iter().all(asked)
+            false => self.qmgr.is_alive(n) && self.qmgr.stop_refused.contains(n),
+        })
     }
 
     /// This node's file system failed (a write, sync or removal came back with ENOSPC, EIO,
