@@ -732,6 +732,14 @@ fn a_node_restart_waits_for_a_paused_peer() {
 ///   again) though node 1, its group's other node, had no restorable files yet: node 2
 ///   dropped the group's last, and a cluster crash followed (2308). It now waits while a
 ///   node of that group is down (it may rejoin, and its peer then stop).
+/// - 0x1a13b9f61, 4 data nodes: node 1 saved GCI 3 (the cluster made it restorable with node
+///   3's sysfile) but its own sysfile write failed; restarting, it restored its files up to
+///   its sysfile's GCI 2 and cut its logs there, removing GCI 3, its group's only copy. A node
+///   restart's own restore now changes nothing on disk.
+/// - 0x1a13bbc21, 4 data nodes: node 3's checkpoint after its copy covered GCI 3, but the
+///   sysfile left by its drop named no system restart; the cluster, last restarted at 2,
+///   took node 3 for stale and its group could not restart at 3. That sysfile now names the
+///   cluster's restart (from START_PERMCONF).
 #[test]
 fn node_restarts_beside_disk_faults_and_cluster_crashes() {
     let options = Options {
@@ -746,6 +754,8 @@ fn node_restarts_beside_disk_faults_and_cluster_crashes() {
             0x1_a13b_86ed,
             0x1_a13b_9e97,
             0x1_a13b_87a7,
+            0x1_a13b_9f61,
+            0x1_a13b_bc21,
         ],
         &options,
     );

@@ -380,7 +380,7 @@ impl Kernel {
     /// Files this node had go, at once when nothing of them is kept.
     fn node_restart_drop_files(&mut self) {
         if self.node_restart_forget_files() {
-            self.node_restart_remove_files();
+            self.node_restart_remove_files(0);
         }
     }
 
@@ -407,10 +407,12 @@ impl Kernel {
     /// it). NDBFS runs the requests one after the other, and none after one failed
     /// (`FailStop`): the second copy is touched only once the first is synced, as a save's
     /// are (`gcp_copy`).
-    fn node_restart_remove_files(&mut self) {
+    /// `restart_gci`: the system restart the cluster last started from, as far as known
+    /// (`write_empty_sysfile`).
+    fn node_restart_remove_files(&mut self, restart_gci: u32) {
         self.node_restart.files_kept = false;
         self.node_restart.unsaved = true;
-        self.write_empty_sysfile();
+        self.write_empty_sysfile(restart_gci);
         let parts = self.durability.no_of_fragment_log_parts;
         let dirs = ["D1".to_string(), "D2".to_string(), "LCP".to_string()];
         for path in dirs.into_iter().chain((0..parts).map(part_dir)) {
@@ -420,12 +422,20 @@ impl Kernel {
         // Written again once the directories are gone: a sysfile that names no GCI tells a
         // system restart that this node's redo log begins at the copy, and that only a local
         // checkpoint taken since holds the rows copied (`Restart::files_dropped`).
-        self.write_empty_sysfile();
+        self.write_empty_sysfile(restart_gci);
     }
 
-    /// Both sysfile copies name no GCI, each synced in turn.
-    fn write_empty_sysfile(&mut self) {
-        let nothing = Sysfile::default().file_bytes(u32::from(self.me.0));
+    /// Both sysfile copies name no GCI, each synced in turn, and the system restart the
+    /// cluster last started from: this node's files hold nothing of GCIs that restart gave
+    /// again, so a system restart counts them in (seed 0x1a13bbc21: a node whose checkpoint
+    /// after its copy covered the restart GCI was taken for stale, its sysfile naming no
+    /// restart, and its group could not restart).
+    fn write_empty_sysfile(&mut self, restart_gci: u32) {
+        let nothing = Sysfile {
+            restorable_gci: 0,
+            restart_gci,
+        }
+        .file_bytes(u32::from(self.me.0));
         for path in SYSFILES {
             let path = path.to_string();
             self.fs.push(
@@ -641,7 +651,10 @@ impl Kernel {
         // has unchanged (a table dropped, created or changed meanwhile is copied whole).
         let restored = me.restored;
         if self.node_restart.files_kept {
-            self.node_restart_remove_files();
+            self.node_restart_remove_files(conf.restart_gci);
+        } else if self.node_restart.files {
+            // Dropped before this node asked: the sysfile names the cluster's restart now.
+            self.write_empty_sysfile(conf.restart_gci);
         }
         let history_kept = restored.is_some_and(|(_, restart_gci)| restart_gci == conf.restart_gci);
         if let (Some((gci, restart_gci)), false) = (restored, history_kept) {

@@ -614,6 +614,9 @@ impl Kernel {
             restart.schema_written = (cut + mark.len()) as u64;
             restart.schema_records = replayed_bytes;
         }
+        if !self.restore_cuts() {
+            return Ok(());
+        }
         self.fs.push(
             FsOp::Truncate {
                 path: SCHEMA_LOG.into(),
@@ -636,6 +639,14 @@ impl Kernel {
             FsWait::Nothing,
         );
         Ok(())
+    }
+
+    /// True when a restore cuts the logs it replayed at its GCI: a system restart's. A node
+    /// restart's own restore changes nothing on disk: its files stay as they were until the
+    /// president lets it in, and may hold GCIs past its sysfile's that the cluster made
+    /// restorable (its sysfile write failed after its save: seed 0x1a13b9f61).
+    fn restore_cuts(&self) -> bool {
+        !self.restart.as_ref().is_some_and(|r| r.node_restart)
     }
 
     /// Picks the newest complete local checkpoint whose rows are all restorable at the
@@ -897,7 +908,9 @@ impl Kernel {
             }
             if complete && seq != cut.seq {
                 // Past the cut: written after the restart GCI, removed below.
-                self.fs.push(FsOp::Remove { path }, FsWait::Nothing);
+                if self.restore_cuts() {
+                    self.fs.push(FsOp::Remove { path }, FsWait::Nothing);
+                }
                 continue;
             }
             let offset = match start {
@@ -954,6 +967,9 @@ impl Kernel {
                 "redo part {part} ({}) has no GCI_COMPLETED record for GCI {gci}",
                 part_dir(part)
             ));
+        }
+        if !self.restore_cuts() {
+            return Ok((cut, applied));
         }
         // Everything after the cut goes, and a RESTART record marks the cut, durably, before
         // anything new is written there: changes before the cut of GCIs after `gci` were not
