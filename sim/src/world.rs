@@ -842,7 +842,10 @@ impl World {
             self.restart_later(node);
             "its part in a global checkpoint's save lagged past TimeBetweenGlobalCheckpointsTimeout (GCP stop), and it asked to be stopped; it starts again by node restart"
         } else if self.hung.contains(&node) {
-            "it hung past the heartbeat bound and the cluster declared it failed"
+            // Started again, as an operator (or NDB's angel) would (seed 0x1d0eae74d: a
+            // restarting node of the other group waited for this one to rejoin, for good).
+            self.restart_later(node);
+            "it hung past the heartbeat bound and the cluster declared it failed; it starts again by node restart"
         } else if stale {
             self.restart_later(node);
             "it crashed alone before the cluster crash and never restarted since, and its disk holds less than the restart GCI; it starts again by node restart"

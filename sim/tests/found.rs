@@ -770,9 +770,13 @@ fn node_restarts_beside_disk_faults_and_cluster_crashes() {
 /// - 0x1a7319b6d: node 2 waited for group {3,4} to save again, which needed node 3 (stopped
 ///   on a disk fault) back; the simulator started no node after the workload ended. It now
 ///   does, as an operator would.
+///
+/// Seed 0x1d0eae74d (found by the same command at 7800000000 on 250bd04): node 1 waited for
+/// group {3,4}, whose node 3 had hung and been declared failed; the simulator never started
+/// a hung node again. It now does.
 #[test]
 fn a_restarting_node_is_let_in_when_another_group_cannot_save() {
-    replay_handled(&[0x1_a731_7fd2, 0x1_a731_9b6d]);
+    replay_handled(&[0x1_a731_7fd2, 0x1_a731_9b6d, 0x1_d0ea_e74d]);
 }
 
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
