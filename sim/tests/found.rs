@@ -773,10 +773,12 @@ fn node_restarts_beside_disk_faults_and_cluster_crashes() {
 ///
 /// Seed 0x1d0eae74d (found by the same command at 7800000000 on 250bd04): node 1 waited for
 /// group {3,4}, whose node 3 had hung and been declared failed; the simulator never started
-/// a hung node again. It now does.
+/// a hung node again. It now does, and then seed 0x1d0eb29fe: node 1, started again after
+/// its hang, waited for node 2, its group's other node, which ran on a failed disk and could
+/// stop only once node 1 served. Such a node is let in too.
 #[test]
 fn a_restarting_node_is_let_in_when_another_group_cannot_save() {
-    replay_handled(&[0x1_a731_7fd2, 0x1_a731_9b6d, 0x1_d0ea_e74d]);
+    replay_handled(&[0x1_a731_7fd2, 0x1_a731_9b6d, 0x1_d0ea_e74d, 0x1_d0eb_29fe]);
 }
 
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails

@@ -613,7 +613,9 @@ impl Kernel {
     /// wait for good (seed 0x1a7317fd2: both nodes of the other group had their file systems
     /// fail); it is let in, and its files go. With a node of that group down, the node waits
     /// for it to rejoin, after which the other may stop (seed 0x1a13b87a7: let in, the node
-    /// dropped its group's last restorable files, and a cluster crash followed).
+    /// dropped its group's last restorable files, and a cluster crash followed). So too when
+    /// the other nodes of its own group are stuck so (seed 0x1d0eb29fe: they cannot stop
+    /// before it serves).
     fn last_files_of_group(&self, node: NodeId) -> Option<u32> {
         if !self.has_files {
             return None;
@@ -623,9 +625,15 @@ impl Kernel {
         if nodes.iter().any(restores) {
             return None;
         }
-        let stuck = (self.qmgr.node_groups().iter())
-            .find(|(g, nodes)| g != group && self.group_cannot_save(nodes));
-        if let Some((other, _)) = stuck {
+        // Its own group's other nodes, or another group, stuck so: waiting would not end.
+        let others: Vec<NodeId> = nodes.iter().copied().filter(|&n| n != node).collect();
+        let stuck = match !others.is_empty() && self.group_cannot_save(&others) {
+            true => Some(group),
+            false => (self.qmgr.node_groups().iter())
+                .find(|(g, nodes)| g != group && self.group_cannot_save(nodes))
+                .map(|(g, _)| g),
+        };
+        if let Some(other) = stuck {
             tracing::warn!(%node, group, other, "node restart of data node {node}: no other node of node group {group} has files that restore the cluster's global checkpoints, but node group {other} cannot save (every node of it runs with a failed disk or a stalled save, and none can rejoin in its place): it is let in, and its files, which may be the last that restore its group's rows, go");
             return None;
         }
