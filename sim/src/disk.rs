@@ -157,7 +157,8 @@ impl SimDisk {
     }
 
     /// The operator mended the disk (its node stopped for a file system error, and is
-    /// started again, as its error message asks): no fault fires on it again.
+    /// started again, as its error message asks), or the faults ended with the workload: no
+    /// fault fires on it again.
     pub fn mend(&mut self) {
         self.armed = false;
     }
