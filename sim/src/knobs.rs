@@ -454,9 +454,8 @@ impl Knobs {
             gcp_stop_ms,
             disk,
             cluster_crashes,
-            // Not with cluster crashes and disk faults together unless asked for: a few seeds
-            // in 10 000 there still end with a node group that cannot restart (2308) after
-            // disk faults on both of its nodes and node restarts between them.
+            // Not with cluster crashes and disk faults together unless asked for: 3 seeds in
+            // 20 000 there still end unable to serve (docs/node-restart.md, "Not done").
             node_restarts: options.has(Fault::Restart)
                 && (options.all_restarts
                     || cluster_crashes == 0
