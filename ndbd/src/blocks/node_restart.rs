@@ -117,7 +117,8 @@ pub(crate) struct NodeRestarts {
     saved_by: std::collections::BTreeMap<NodeId, u32>,
     /// Failed nodes that asked to rejoin (CM_REGREQ) while this node did not serve yet (a
     /// system restart without them): told that it serves once it does
-    /// (`node_restart_tell_waiting`).
+    /// (`node_restart_tell_waiting`), or, when this node joins by node restart itself, taken
+    /// as joining once it is let in (`exec_start_permconf`).
     asked_before_start: NodeSet,
     /// Failed nodes whose new link came up while this node did not serve yet: its CM_REGREQ
     /// to them said "not started", and it says "started" when one asks to rejoin.
@@ -725,6 +726,15 @@ impl Kernel {
             ));
         }
         self.qmgr.adopt_alive(awaiting);
+        // A failed node that asked to rejoin before this node began its own restart (both
+        // started again during a system restart without them) is joining: the president may
+        // include it later, and its CM_REGREQ will not come again (seed 0x1a13b8cca: this
+        // node never confirmed that inclusion).
+        for node in std::mem::take(&mut self.node_restart.asked_before_start).iter() {
+            if self.qmgr.failed.contains(node) {
+                self.qmgr.joining.insert(node);
+            }
+        }
         tracing::info!(president = %from, schema_changes = tables, copy_from = ?awaiting, "node restart: dictionary copied; waiting to be included");
         let mut info = CopyFragReq {
             node: self.me.0,
