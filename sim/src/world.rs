@@ -324,6 +324,9 @@ struct World {
     crash_after: BTreeMap<NodeId, (u16, bool)>,
     /// Paused data nodes, and until when: their events wait until then.
     paused: BTreeMap<NodeId, u64>,
+    /// When each live end of a dropped data-node link hears it closed (`Disconnected`), keyed
+    /// by (that end, the peer): a crashed node starts again only once every peer has.
+    hears_closed: BTreeMap<(NodeId, NodeId), u64>,
     /// Data nodes that hung past the heartbeat bound: declared failed, they stop on waking.
     hung: BTreeSet<NodeId>,
     /// Data nodes whose disk failed in their current run, or that stopped at their own
@@ -452,6 +455,7 @@ impl World {
             frame_hashes: Vec::new(),
             crash_after: BTreeMap::new(),
             paused: BTreeMap::new(),
+            hears_closed: BTreeMap::new(),
             split: false,
             partition_until_ns: 0,
             hung: BTreeSet::new(),
@@ -923,17 +927,8 @@ impl World {
         let generation = self.net.generation(a, b);
         for (at, peer) in [(a, b), (b, a)] {
             if self.is_alive(at) {
-                let delay = self.rng.between(10_000, DETECT_NS_MAX);
-                self.queue.push(
-                    self.now_ns + delay,
-                    at.0,
-                    peer.0,
-                    EventKind::Disconnected {
-                        at,
-                        peer,
-                        generation,
-                    },
-                );
+                let when = self.now_ns + self.rng.between(10_000, DETECT_NS_MAX);
+                self.hears_closed_at(when, at, peer, generation);
             }
         }
     }
@@ -948,14 +943,20 @@ impl World {
         for (at, peer, after) in [(from, to, self.now_ns), (to, from, last_ns)] {
             if self.is_alive(at) {
                 let when = after.max(self.now_ns) + self.rng.between(10_000, DETECT_NS_MAX);
-                let event = EventKind::Disconnected {
-                    at,
-                    peer,
-                    generation,
-                };
-                self.queue.push(when, at.0, peer.0, event);
+                self.hears_closed_at(when, at, peer, generation);
             }
         }
+    }
+
+    /// `at` hears at `when` that its link to `peer` (of `generation`) closed.
+    fn hears_closed_at(&mut self, when: u64, at: NodeId, peer: NodeId, generation: u64) {
+        self.hears_closed.insert((at, peer), when);
+        let event = EventKind::Disconnected {
+            at,
+            peer,
+            generation,
+        };
+        self.queue.push(when, at.0, peer.0, event);
     }
 
     fn is_alive(&self, node: NodeId) -> bool {
@@ -1426,6 +1427,20 @@ impl World {
             self.schedule_fault(at, Planned::NodeRestart(node));
             return;
         }
+        // That holds for a peer that had not counted the node a member yet too (seed
+        // 0x218714d0a: node 1 crashed while node 2 let it in, started again before node 2
+        // heard of the crash over a slow link, and node 2, its old link's close then
+        // dropped as news of an old generation, kept admitting the crashed run).
+        if let Some(heard) = (self.hears_closed.iter())
+            .filter(|&(&(at, peer), &when)| {
+                peer == node && when > self.now_ns && self.kernels.contains_key(&at)
+            })
+            .map(|(_, &when)| when)
+            .max()
+        {
+            self.schedule_fault(heard + 1, Planned::NodeRestart(node));
+            return;
+        }
         // A paused peer accepts no connection, and has not seen the old link close yet (seed
         // 0xee6c06d1: a paused president, handed the new run's link at once, kept admitting
         // the crashed run and ignored the new one for good): the start waits for the pause.
@@ -1503,13 +1518,9 @@ impl World {
             }
             if let Some(last_ns) = self.net.drop_draining(node, peer) {
                 if self.is_alive(peer) {
-                    let at = last_ns.max(self.now_ns) + self.rng.between(10_000, DETECT_NS_MAX);
-                    let event = EventKind::Disconnected {
-                        at: peer,
-                        peer: node,
-                        generation: self.net.generation(node, peer),
-                    };
-                    self.queue.push(at, peer.0, node.0, event);
+                    let when = last_ns.max(self.now_ns) + self.rng.between(10_000, DETECT_NS_MAX);
+                    let generation = self.net.generation(node, peer);
+                    self.hears_closed_at(when, peer, node, generation);
                 }
             }
         }
