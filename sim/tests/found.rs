@@ -821,6 +821,24 @@ fn a_crashed_node_starts_again_once_every_peer_heard_of_the_crash() {
     replay_handled(&[0x2_1871_4d0a]);
 }
 
+/// Seeds 0x21e6703ea and 0x21e670839 (found by `scripts/sim --seeds 20000 --start
+/// 9100000000 --once --faults crash,crash-all,disk,restart --all-restarts` on 9b0c90e) and
+/// 0x1a13bbd3a (7000000000, f15c6cf), 4 data nodes: node 4 had no sysfile, and its schema and
+/// redo logs restored its group's rows in a system restart. Started again after a crash, it
+/// found no restorable GCI in its sysfile and removed its files at once, while node 3, its
+/// group's other node, copied to, had no restorable checkpoint yet; a cluster crash then left
+/// the group nothing to restore (2308). A node restart now keeps such files until the
+/// president lets the node in, as it keeps files it restored.
+#[test]
+fn a_node_restart_keeps_files_its_sysfile_does_not_name() {
+    let options = Options {
+        faults: vec![Fault::Crash, Fault::CrashAll, Fault::Disk, Fault::Restart],
+        all_restarts: true,
+        ..Options::default()
+    };
+    replay(&[0x2_1e67_03ea, 0x2_1e67_0839, 0x1_a13b_bd3a], &options);
+}
+
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
 /// with every seed's failure.
 fn replay_handled(seeds: &[u64]) {

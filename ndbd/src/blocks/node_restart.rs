@@ -86,8 +86,9 @@ pub(crate) struct NodeRestarts {
     me: Option<Joining>,
     /// This node had files when it began to restart: it keeps them again after the copy.
     files: bool,
-    /// This node restored its own files and is not let in yet: they stay on disk as they
-    /// were (a crash meanwhile restores them again) and go at START_PERMCONF.
+    /// This node restored its own files, or set them aside unrestored (not `--initial`), and
+    /// is not let in yet: they stay on disk as they were (a crash meanwhile finds them again)
+    /// and go at START_PERMCONF.
     files_kept: bool,
     /// After the copy: the sysfile and schema log wait until a local checkpoint with at least
     /// this id is restorable.
@@ -374,14 +375,24 @@ impl Kernel {
             }
         } else {
             tracing::warn!(node = %peer, "data node {peer} serves: this node joins the running cluster by node restart (copying every row from live replicas)");
-            self.node_restart_drop_files();
+            self.node_restart_set_files_aside();
         }
     }
 
-    /// Files this node had go, at once when nothing of them is kept.
-    fn node_restart_drop_files(&mut self) {
-        if self.node_restart_forget_files() {
+    /// Nothing of this node's files is restored: every row is copied. With `--initial` the
+    /// files go at once. Otherwise they stay on disk until the node is let in, as restored
+    /// ones do: a sysfile that names no restorable GCI does not make a schema log and redo
+    /// log useless to a system restart (seed 0x21e6703ea: node 4, which had restored its
+    /// group's rows from them in the last system restart without a sysfile, dropped them
+    /// when it started again, while the group's other node had no restorable checkpoint
+    /// yet; a cluster crash followed, and the group had nothing to restore).
+    fn node_restart_set_files_aside(&mut self) {
+        let initial = self.restart.as_ref().is_some_and(|r| r.initial);
+        let had_files = self.node_restart_forget_files();
+        if initial && had_files {
             self.node_restart_remove_files(0);
+        } else {
+            self.node_restart.files_kept = had_files;
         }
     }
 
@@ -452,8 +463,8 @@ impl Kernel {
     }
 
     /// The sysfile is read and the node restarts: it restores its schema log, local
-    /// checkpoint and redo log up to its own restorable GCI (or, with none, drops its files
-    /// and has everything copied).
+    /// checkpoint and redo log up to its own restorable GCI (or, with none, sets its files
+    /// aside and has everything copied).
     pub(crate) fn node_restart_own_restore(&mut self) {
         let Some(restart) = self.restart.as_mut() else {
             return;
@@ -461,7 +472,7 @@ impl Kernel {
         let gci = restart.restorable.unwrap_or(0);
         if gci == 0 {
             tracing::info!("node restart: this node has nothing restorable; every row is copied");
-            self.node_restart_drop_files();
+            self.node_restart_set_files_aside();
             if let Some(me) = self.node_restart.me.as_mut() {
                 me.ready = true;
             }
