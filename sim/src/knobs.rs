@@ -158,9 +158,6 @@ pub struct Options {
     pub trace: bool,
     /// A deliberate client bug (see [`Sabotage`]).
     pub sabotage: Option<Sabotage>,
-    /// Draw node restarts in seeds that have both cluster crashes and disk faults too
-    /// (`--all-restarts`; left out otherwise, see `Knobs::draw`).
-    pub all_restarts: bool,
 }
 
 impl Default for Options {
@@ -170,7 +167,6 @@ impl Default for Options {
             faults: Fault::DEFAULT.to_vec(),
             trace: false,
             sabotage: None,
-            all_restarts: false,
         }
     }
 }
@@ -209,9 +205,6 @@ impl Options {
             Some(Sabotage::Registers) => command.push_str(" --sabotage registers"),
             Some(Sabotage::Sets) => command.push_str(" --sabotage sets"),
             None => {}
-        }
-        if self.all_restarts {
-            command.push_str(" --all-restarts");
         }
         command
     }
@@ -454,12 +447,7 @@ impl Knobs {
             gcp_stop_ms,
             disk,
             cluster_crashes,
-            // Not with cluster crashes and disk faults together unless asked for: 3 seeds in
-            // 20 000 there still end unable to serve (docs/node-restart.md, "Not done").
-            node_restarts: options.has(Fault::Restart)
-                && (options.all_restarts
-                    || cluster_crashes == 0
-                    || disk.enospc_ppm + disk.eio_ppm == 0),
+            node_restarts: options.has(Fault::Restart),
             arbitrator: cluster_crashes == 0,
             ledger,
         }

@@ -48,9 +48,6 @@ struct Args {
     /// Plant a deliberate client bug, to see a checker fire and the failing seed replay.
     #[arg(long, value_enum)]
     sabotage: Option<Sabotage>,
-    /// Draw node restarts also in seeds with both cluster crashes and disk faults.
-    #[arg(long)]
-    all_restarts: bool,
     /// Print only the trace hash of the one seed (used by --check-determinism).
     #[arg(long, hide = true)]
     print_hash: bool,
@@ -87,7 +84,6 @@ fn main() -> ExitCode {
         faults,
         trace: args.trace,
         sabotage: args.sabotage,
-        all_restarts: args.all_restarts,
     };
     if let Some(seed) = args.seed {
         if args.log {
@@ -152,7 +148,6 @@ fn check_across_processes(seed: u64, options: &Options, report: &Report) -> Exit
             Some(Sabotage::Sets) => &["--sabotage", "sets"][..],
             None => &[],
         })
-        .args(options.all_restarts.then_some("--all-restarts"))
         .output();
     let theirs = match output {
         Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_string(),

@@ -159,7 +159,6 @@ fn sabotaged(workload: Workload, sabotage: Sabotage) -> Options {
         faults: vec![Fault::Client, Fault::Slow, Fault::ApiLink, Fault::Buggify],
         trace: false,
         sabotage: Some(sabotage),
-        all_restarts: false,
     }
 }
 

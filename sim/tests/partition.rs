@@ -12,7 +12,6 @@ fn run_many(faults: Vec<Fault>, start: u64, count: u64) -> Vec<Report> {
         faults,
         trace: false,
         sabotage: None,
-        all_restarts: false,
     };
     run_seeds(start, count, &options).unwrap_or_else(|failures| panic!("{failures}"))
 }

@@ -17,7 +17,6 @@ fn without_crashes(workload: Workload) -> Options {
         ],
         trace: false,
         sabotage: None,
-        all_restarts: false,
     }
 }
 
@@ -65,7 +64,6 @@ fn a_seed_with_data_node_crashes_replays_identically() {
         faults: vec![Fault::Crash],
         trace: false,
         sabotage: None,
-        all_restarts: false,
     };
     let failures: Vec<String> = (0..200)
         .filter_map(|seed| run_seed_checked(seed, &options).err())
