@@ -5,10 +5,12 @@
 //!
 //! A client runs one request at a time: API_REGREQ to each data node, then (client 0) the
 //! tables' creation and their rows, then its workload's operations until the workload ends,
-//! then (client 0) the final reads. Every request has a deadline; a request without an answer
-//! by then is a liveness failure (a hang), except under partitions. A scan, which the API
-//! sends to every data node at once, is sent here to one node after the other (see
-//! [`ScanRead`]), so that a client still has one request outstanding.
+//! then (client 0) the final reads. A data node's link that comes back while the client runs
+//! is used once that node answers an API_REGREQ saying it serves, as the API hands over a new
+//! link. Every request has a deadline; a request without an answer by then is a liveness
+//! failure (a hang), except under partitions. A scan, which the API sends to every data node
+//! at once, is sent here to one node after the other (see [`ScanRead`]), so that a client
+//! still has one request outstanding.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -390,6 +392,10 @@ enum Phase {
 #[derive(Clone, Debug)]
 enum Kind {
     RegReq,
+    /// API_REGREQ to a data node whose link came back while the client ran.
+    RegReqAgain {
+        node: NodeId,
+    },
     CreateTable {
         which: usize,
         at_non_master: bool,
@@ -504,6 +510,11 @@ pub struct Client {
     data_nodes: Vec<NodeId>,
     /// Data nodes whose link is up, as this client knows it.
     links_up: BTreeSet<NodeId>,
+    /// Data nodes whose link came back while the client ran, and when the client next asks
+    /// each whether it serves (API_REGREQ): as the API hands over a data node's new link only
+    /// once it says so, the client uses it only then (a node that restarts and is not let in
+    /// yet has a link, and serves nothing).
+    registering: BTreeMap<NodeId, u64>,
     next_request_id: u32,
     request: Option<Request>,
     /// When the next operation may start (think time, retries).
@@ -537,6 +548,7 @@ impl Client {
             rng,
             phase: Phase::Registering(0),
             links_up: data_nodes.iter().copied().collect(),
+            registering: BTreeMap::new(),
             data_nodes,
             next_request_id: 1,
             request: None,
@@ -590,8 +602,31 @@ impl Client {
         }
     }
 
-    /// Starts the next request of the client's phase.
+    /// Starts the next request of the client's phase (first, while it runs, an API_REGREQ to
+    /// a data node whose link came back).
     fn next(&mut self, ctx: &mut Ctx<'_>) {
+        let runs = match self.phase {
+            Phase::Running => !ctx.shared.stopping,
+            phase => matches!(
+                phase,
+                Phase::FinalAudit
+                    | Phase::FinalLedger(_)
+                    | Phase::FinalRead(_)
+                    | Phase::FinalSetRead
+                    | Phase::BackupCheck(_)
+            ),
+        };
+        let due = (self.registering.iter()).find(|&(_, &at)| at <= ctx.now_ns);
+        if let (true, Some((&node, _))) = (runs, due) {
+            return self.send_request(
+                ctx,
+                node,
+                Kind::RegReqAgain { node },
+                lgsn::API_REGREQ,
+                block::QMGR,
+                Vec::new(),
+            );
+        }
         match self.phase {
             Phase::Registering(i) => match self.data_nodes.get(i).copied() {
                 Some(node) if self.links_up.contains(&node) => self.send_request(
@@ -1589,6 +1624,7 @@ impl Client {
     /// either way it fails too.
     pub fn on_link_down(&mut self, ctx: &mut Ctx<'_>, node: NodeId) {
         self.links_up.remove(&node);
+        self.registering.remove(&node);
         let scanned = self.scan.as_ref().is_some_and(|s| s.nodes.contains(&node));
         if self.request.as_ref().is_some_and(|r| r.to == node) || scanned {
             self.end_request(ctx, Ended::Lost);
@@ -1600,10 +1636,20 @@ impl Client {
         self.links_up.remove(&node);
     }
 
-    /// The link to data node `node` is back.
+    /// The link to data node `node` is back: during setup (no faults yet) it is used at once;
+    /// later once the node says it serves (`registering`).
     pub fn on_link_up(&mut self, node: NodeId) {
-        if self.phase != Phase::Dead {
-            self.links_up.insert(node);
+        match self.phase {
+            Phase::Dead => {}
+            Phase::Registering(_)
+            | Phase::Creating(_)
+            | Phase::Populating(_)
+            | Phase::WaitingForTables => {
+                self.links_up.insert(node);
+            }
+            _ => {
+                self.registering.insert(node, 0);
+            }
         }
     }
 
@@ -1638,6 +1684,7 @@ impl Client {
         }
         self.phase = Phase::Dead;
         self.links_up.clear();
+        self.registering.clear();
     }
 
     fn end_request(&mut self, ctx: &mut Ctx<'_>, ended: Ended) {
@@ -1666,6 +1713,27 @@ impl Client {
         }
         match request.kind {
             Kind::RegReq => self.registration_ended(ctx, &ended),
+            Kind::RegReqAgain { node } => {
+                match ended {
+                    Ended::Conf(payload) => match ApiRegConf::decode(&payload) {
+                        Ok(conf) if conf.started => {
+                            self.registering.remove(&node);
+                            self.links_up.insert(node);
+                        }
+                        Ok(_) => {
+                            self.registering.insert(node, ctx.now_ns + RETRY_NS);
+                        }
+                        Err(e) => return ctx.shared.fail(format!("API_REGCONF: {e}")),
+                    },
+                    // The link closed (`on_link_down` forgot the node), or no answer yet.
+                    _ => {
+                        if let Some(at) = self.registering.get_mut(&node) {
+                            *at = ctx.now_ns + RETRY_NS;
+                        }
+                    }
+                }
+                self.resume_after(ctx, 0);
+            }
             Kind::CreateTable {
                 which,
                 at_non_master,
