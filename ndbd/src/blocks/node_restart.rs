@@ -448,8 +448,10 @@ impl Kernel {
             restart_gci,
         }
         .file_bytes(u32::from(self.me.0));
-        for path in SYSFILES {
-            let path = path.to_string();
+        // The copy the restart did not read first, as a save does (seed 0x248204582: the
+        // other copy was damaged, and a crash tore this write of the good one).
+        for i in 0..SYSFILES.len() {
+            let path = SYSFILES[(self.gcp.sysfile_first + i) % SYSFILES.len()].to_string();
             self.fs.push(
                 FsOp::Write {
                     path: path.clone(),
@@ -619,15 +621,14 @@ impl Kernel {
 
     /// The node group of `node` when no other live node of it is known to have files that
     /// restore the cluster's restorable global checkpoints (`Gcp::files_restore`); `None`
-    /// without files (Diskless), and when every node of another node group is alive, asked to
-    /// be stopped (its file system failed, or GCP stop) and stays, its group's last: then no
-    /// global checkpoint becomes restorable until an operator mends one, and the node would
-    /// wait for good (seed 0x1a7317fd2: both nodes of the other group had their file systems
-    /// fail); it is let in, and its files go. With a node of that group down, the node waits
-    /// for it to rejoin, after which the other may stop (seed 0x1a13b87a7: let in, the node
-    /// dropped its group's last restorable files, and a cluster crash followed). So too when
-    /// the other nodes of its own group are stuck so (seed 0x1d0eb29fe: they cannot stop
-    /// before it serves).
+    /// without files (Diskless), and when every other node of its group is alive, asked to be
+    /// stopped (its file system failed, or GCP stop) and stays as the group's last serving
+    /// member: those can stop only once this node serves, and the group saves again only
+    /// then (seed 0x1d0eb29fe); it is let in, and its files go. Stuck nodes of another group
+    /// do not let it in: nothing it does makes that group save again, and its files may be
+    /// the last that restore its own group's rows (seed 0x2482036f6: let in so, node 3
+    /// dropped them, and a cluster crash left group 1 nothing to restore, 2308). It waits,
+    /// serving nothing; API nodes do not use a data node before it serves (API_REGREQ).
     fn last_files_of_group(&self, node: NodeId) -> Option<u32> {
         if !self.has_files {
             return None;
@@ -637,16 +638,9 @@ impl Kernel {
         if nodes.iter().any(restores) {
             return None;
         }
-        // Its own group's other nodes, or another group, stuck so: waiting would not end.
         let others: Vec<NodeId> = nodes.iter().copied().filter(|&n| n != node).collect();
-        let stuck = match !others.is_empty() && self.group_cannot_save(&others) {
-            true => Some(group),
-            false => (self.qmgr.node_groups().iter())
-                .find(|(g, nodes)| g != group && self.group_cannot_save(nodes))
-                .map(|(g, _)| g),
-        };
-        if let Some(other) = stuck {
-            tracing::warn!(%node, group, other, "node restart of data node {node}: no other node of node group {group} has files that restore the cluster's global checkpoints, but node group {other} cannot save (every node of it runs with a failed disk or a stalled save, and none can rejoin in its place): it is let in, and its files, which may be the last that restore its group's rows, go");
+        if !others.is_empty() && self.group_cannot_save(&others) {
+            tracing::warn!(%node, group, "node restart of data node {node}: no other node of node group {group} has files that restore the cluster's global checkpoints, but those nodes cannot save (each runs with a failed disk or a stalled save, and stops only once this node serves): it is let in, and its files, which may be the last that restore its group's rows, go");
             return None;
         }
         Some(*group)
