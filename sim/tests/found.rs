@@ -860,6 +860,18 @@ fn node_restarts_beside_cluster_crashes_and_disk_faults_with_every_fault() {
     replay_handled(&[0x2_4820_36f6, 0x2_4820_4582, 0x2_4820_b722]);
 }
 
+/// Seed 0x26be3bb65 with every handled fault (found by `scripts/sim --seeds 40000 --start
+/// 10400000000 --once --faults ...` on 03c9acb), 4 data nodes: node 2 took over as GCP
+/// master twice in a few milliseconds and began the save again for GCI 2; node 4's
+/// GCP_SAVECONF for GCI 1, from the first round, was counted for GCI 2, which node 4 (its
+/// disk failing) never saved. GCI 2 was made restorable with no file of group 1 holding it,
+/// and after a cluster crash the group could not restore it (2308). The master now ignores
+/// an answer naming another GCI than its round's.
+#[test]
+fn a_save_answer_for_an_earlier_gci_confirms_nothing() {
+    replay_handled(&[0x2_6be3_bb65]);
+}
+
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
 /// with every seed's failure.
 fn replay_handled(seeds: &[u64]) {

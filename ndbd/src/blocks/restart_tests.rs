@@ -9,7 +9,8 @@
 //! is not followed by a write of the other copy; and a node whose disk failed as it cut its
 //! logs at a system restart takes no part in a later restart past that one; and a node
 //! restarted by node restart, left alone in its node group before its local checkpoint is
-//! complete, makes no global checkpoint restorable until that checkpoint covers one.
+//! complete, makes no global checkpoint restorable until that checkpoint covers one; and a
+//! late confirmation of an earlier save does not make the current one restorable.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -900,4 +901,59 @@ fn a_restarted_node_left_alone_makes_no_checkpoint_restorable_until_its_own_cove
     assert!(node2.restorable_gci() > before);
     let sysfile = Sysfile::from_file(&disk2.0["D1/DBDIH/P0.sysfile"], 2).expect("sysfile");
     assert_eq!(sysfile.restorable_gci, node2.restorable_gci());
+}
+
+#[test]
+fn a_save_confirmation_naming_an_earlier_gci_does_not_make_the_next_one_restorable() {
+    let mut cluster = Cluster::new(vec![MemDisk::default(), MemDisk::default()], true);
+    cluster.run(cluster.start);
+    cluster.save_checkpoint();
+    let saved = cluster.nodes[0].0.restorable_gci();
+    assert!(saved >= 1, "a first global checkpoint is saved");
+    // Node 2's redo log stalls: it cannot confirm the next save.
+    cluster.hold = Some((1, "DBLQH"));
+    let interval = u64::from(
+        config().data_nodes[0]
+            .durability
+            .time_between_global_checkpoints_ms,
+    );
+    for step in [3, 4] {
+        let now = cluster.start + std::time::Duration::from_millis(interval * step);
+        for (kernel, _) in &mut cluster.nodes {
+            kernel.on_timer(now);
+        }
+        cluster.run(now);
+    }
+    // A confirmation of the save before, late (a master that failed asked for it, and this
+    // one began that save again for a later GCI, seed 0x26be3bb65), must not stand for it.
+    let stale = rndb_protocol::dih::GcpSignal {
+        gci: u64::from(saved) << 32,
+        nodes: [0; 4],
+    };
+    let mut payload = Vec::new();
+    stale.encode(&mut payload);
+    let header = FrameHeader {
+        signal: gsn::GCP_SAVECONF,
+        receiver_block: signals::block::DBDIH,
+        sender_block: signals::block::DBDIH,
+        request_id: 0,
+    };
+    let now = cluster.start + std::time::Duration::from_millis(interval * 4);
+    let mut sent = Sent::default();
+    (cluster.nodes[0].0)
+        .on_frame(NodeId(2), &header, &payload, &mut sent, now)
+        .expect("a valid frame");
+    cluster.nodes[0].0.run_jobs(&mut sent, now);
+    cluster.run(now);
+    assert_eq!(
+        cluster.nodes[0].0.restorable_gci(),
+        saved,
+        "the next GCI is not restorable: node 2's redo log does not hold it"
+    );
+    cluster.hold = None;
+    cluster.run(now);
+    assert!(
+        cluster.nodes[0].0.restorable_gci() > saved,
+        "once node 2 saves it, it is"
+    );
 }

@@ -659,6 +659,14 @@ impl Kernel {
                 return;
             }
         };
+        if matches!(expected, gsn::GCP_SAVECONF | gsn::COPY_GCICONF) && gci != round.old {
+            // An answer to a save of an earlier round, which a failed master began and this
+            // one began again for a later GCI: it confirms nothing of this one (seed
+            // 0x26be3bb65: node 4's confirmation of GCI 1 was counted for GCI 2, which it never
+            // saved, and GCI 2 was made restorable with no file of its group holding it).
+            tracing::warn!(node = %from, signal, gci, round_gci = round.old, "GCP answer for another global checkpoint's save; ignored");
+            return;
+        }
         if refused {
             round.unrestorable.insert(from);
         } else if matches!(signal, gsn::GCP_SAVECONF | gsn::COPY_GCICONF) {
