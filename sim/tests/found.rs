@@ -872,6 +872,19 @@ fn a_save_answer_for_an_earlier_gci_confirms_nothing() {
     replay_handled(&[0x2_6be3_bb65]);
 }
 
+/// Seed 0x2a77ea335 with every handled fault (found by `scripts/sim --seeds 60000 --start
+/// 11400000000 --once --faults ...` on ce5e651), 4 data nodes: node 2, restarted, took a
+/// local checkpoint of GCI 4 and then stopped at a system restart at GCI 3 it could not take
+/// part in. Let in by its next node restart, it overwrote its sysfile with one naming the
+/// cluster's last system restart (GCI 3) before removing its old files; a cluster crash came
+/// in between, and the next system restart, at GCI 4, restored that old checkpoint (of a
+/// GCI 4 given again since): the bank's accounts summed to 5162, not 5000. The first
+/// overwrite now names the system restart the old files' sysfile named.
+#[test]
+fn a_node_restart_drops_old_files_under_their_own_restart() {
+    replay_handled(&[0x2_a77e_a335]);
+}
+
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
 /// with every seed's failure.
 fn replay_handled(seeds: &[u64]) {

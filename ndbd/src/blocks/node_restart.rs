@@ -60,7 +60,7 @@ use rndb_transporter::frame::FRAME_PAYLOAD_BYTES_MAX;
 use rndb_transporter::FrameHeader;
 
 use super::acc::{RowSlot, SlotId, TransId};
-use super::dict::log::DictLog;
+use super::dict::log::{DictLog, SCHEMA_LOG};
 use super::dih::gcp::SYSFILES;
 use super::fs::FsWait;
 use super::lqh::lcp::Lcps;
@@ -88,8 +88,8 @@ pub(crate) struct NodeRestarts {
     files: bool,
     /// This node restored its own files, or set them aside unrestored (not `--initial`), and
     /// is not let in yet: they stay on disk as they were (a crash meanwhile finds them again)
-    /// and go at START_PERMCONF.
-    files_kept: bool,
+    /// and go at START_PERMCONF. The system restart their sysfile names.
+    files_kept: Option<u32>,
     /// After the copy: the sysfile and schema log wait until a local checkpoint with at least
     /// this id is restorable.
     hold: Option<u32>,
@@ -389,24 +389,22 @@ impl Kernel {
     fn node_restart_set_files_aside(&mut self) {
         let initial = self.restart.as_ref().is_some_and(|r| r.initial);
         let had_files = self.node_restart_forget_files();
-        if initial && had_files {
-            self.node_restart_remove_files(0);
-        } else {
-            self.node_restart.files_kept = had_files;
+        match had_files {
+            Some(own) if initial => self.node_restart_remove_files(own, 0),
+            _ => self.node_restart.files_kept = had_files,
         }
     }
 
     /// The restore is over: the files' state in memory goes (a new redo log and local
-    /// checkpoint start after the copy). False when there was none.
-    fn node_restart_forget_files(&mut self) -> bool {
-        if self.restart.take().is_none() {
-            return false;
-        }
+    /// checkpoint start after the copy). The system restart their sysfile names; `None` when
+    /// there were none.
+    fn node_restart_forget_files(&mut self) -> Option<u32> {
+        let restart = self.restart.take()?;
         self.node_restart.files = true;
         self.lqh.redo = None;
         self.dict_log = DictLog::default();
         self.lcps = Lcps::default();
-        true
+        Some(restart.restart_gci)
     }
 
     /// The files on disk go: once the president let this node in after it restored them
@@ -416,24 +414,33 @@ impl Kernel {
     /// copies are overwritten with one that names no restorable GCI, and synced: a removal is
     /// durable only once its directory is synced, and a crash must never leave the old
     /// sysfile beside a redo log that this run began anew (the next start would restore from
-    /// it). NDBFS runs the requests one after the other, and none after one failed
-    /// (`FailStop`): the second copy is touched only once the first is synced, as a save's
-    /// are (`gcp_copy`).
-    /// `restart_gci`: the system restart the cluster last started from, as far as known
-    /// (`write_empty_sysfile`).
-    fn node_restart_remove_files(&mut self, restart_gci: u32) {
-        self.node_restart.files_kept = false;
+    /// it). That sysfile names `own`, the system restart the files' own sysfile named: until
+    /// they are gone, their local checkpoints and redo log may hold GCIs of an era a later
+    /// system restart gave again, which only a sysfile naming that restart lets a start trust.
+    /// NDBFS runs the requests one after the other, and none after one failed (`FailStop`):
+    /// the second copy is touched only once the first is synced, as a save's are
+    /// (`gcp_copy`). Then the schema log, the local checkpoints and the redo log go, and both
+    /// copies are written again, naming `restart_gci`, the system restart the cluster last
+    /// started from as far as known (`write_empty_sysfile`). The copies stay where they are,
+    /// so that at every moment one of them is whole (seed 0x2a77ea335: node 2 had stopped at
+    /// a system restart it could not take part in; its empty sysfile, naming that restart,
+    /// was written and a crash came before its old files went, and the next system restart
+    /// took its checkpoint of GCI 4 from before that restart, a GCI given again since).
+    fn node_restart_remove_files(&mut self, own: u32, restart_gci: u32) {
+        self.node_restart.files_kept = None;
         self.node_restart.unsaved = true;
-        self.write_empty_sysfile(restart_gci);
+        self.write_empty_sysfile(own);
         let parts = self.durability.no_of_fragment_log_parts;
-        let dirs = ["D1".to_string(), "D2".to_string(), "LCP".to_string()];
-        for path in dirs.into_iter().chain((0..parts).map(part_dir)) {
-            let path = path.split('/').next().unwrap_or_default().to_string();
+        let schema_dir = SCHEMA_LOG
+            .rsplit_once('/')
+            .map_or(SCHEMA_LOG, |(dir, _)| dir);
+        let dirs = [schema_dir.to_string(), "LCP".to_string()];
+        for path in dirs.into_iter().chain((0..parts).map(|p| {
+            let dir = part_dir(p);
+            dir.split('/').next().unwrap_or_default().to_string()
+        })) {
             self.fs.push(FsOp::Remove { path }, FsWait::Nothing);
         }
-        // Written again once the directories are gone: a sysfile that names no GCI tells a
-        // system restart that this node's redo log begins at the copy, and that only a local
-        // checkpoint taken since holds the rows copied (`Restart::files_dropped`).
         self.write_empty_sysfile(restart_gci);
     }
 
@@ -664,8 +671,8 @@ impl Kernel {
         // a node without files does, then keeps the rows of each table the dictionary still
         // has unchanged (a table dropped, created or changed meanwhile is copied whole).
         let restored = me.restored;
-        if self.node_restart.files_kept {
-            self.node_restart_remove_files(conf.restart_gci);
+        if let Some(own) = self.node_restart.files_kept {
+            self.node_restart_remove_files(own, conf.restart_gci);
         } else if self.node_restart.files {
             // Dropped before this node asked: the sysfile names the cluster's restart now.
             self.write_empty_sysfile(conf.restart_gci);
