@@ -307,7 +307,7 @@ impl Shared {
         }
     }
 
-    fn fail(&mut self, what: String) {
+    pub(crate) fn fail(&mut self, what: String) {
         self.failure.get_or_insert(what);
     }
 

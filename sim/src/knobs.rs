@@ -84,9 +84,9 @@ pub enum Fault {
     Disk,
     /// A data node that crashed starts again a while later and rejoins the running cluster by
     /// node restart (from its disk, which it drops, or without files), copying every row from
-    /// live replicas while the workload goes on. With cluster crashes too (not also with disk
-    /// faults): a node whose files cannot restore the restart GCI stops at the system restart
-    /// and then rejoins so.
+    /// live replicas while the workload goes on. With cluster crashes (and disk faults) too: a
+    /// node whose files cannot restore the restart GCI stops at the system restart and then
+    /// rejoins so.
     Restart,
 }
 

@@ -892,7 +892,23 @@ impl World {
         }
         self.flush_before_exit(node);
         self.stop_kernel(node, true);
-        Ok(())
+        self.last_node_stopped()
+    }
+
+    /// The last running data node stopped outside a cluster crash, in a seed with partitions
+    /// (a side that lost arbitration stopped, and then the other side's last node of a group
+    /// crashed: a double fault the other faults never make, so elsewhere this stays a
+    /// failure): the cluster is down as after a cluster crash, though every disk keeps what
+    /// it had, and an operator starts it again (a system restart).
+    fn last_node_stopped(&mut self) -> Result<(), String> {
+        let partitions = self.knobs.partitions > 0;
+        if !partitions || !self.knobs.durable || !self.kernels.is_empty() || self.restart_pending {
+            return Ok(());
+        }
+        self.count("every data node stopped");
+        let lagging: Vec<NodeId> = self.lagging.iter().copied().collect();
+        let restorable = self.restorable_max;
+        self.cluster_down("every data node has stopped", restorable, lagging)
     }
 
     /// Runs `f` on the client of node `node` and sends what it sent.
@@ -1393,6 +1409,9 @@ impl World {
         }
         self.stop_kernel(node, drain);
         self.restart_later(node);
+        if let Err(why) = self.last_node_stopped() {
+            self.shared.fail(why);
+        }
     }
 
     /// In seeds with node restarts, `node` starts again a drawn while later.
@@ -1550,13 +1569,27 @@ impl World {
             self.stop_kernel(node, false);
             self.paused.remove(&node);
         }
+        self.cluster_down("every data node loses power", restorable, lagging)
+    }
+
+    /// No data node runs any more (a cluster crash, or the last ones stopped): what the
+    /// disks' sysfiles name is the GCI the cluster restarts from, which must not be below one
+    /// a kernel reported restorable; acknowledgements of later GCIs may be lost (`durability`).
+    /// The system restart follows.
+    fn cluster_down(
+        &mut self,
+        how: &str,
+        restorable: u32,
+        lagging: Vec<NodeId>,
+    ) -> Result<(), String> {
+        let data_nodes: Vec<NodeId> = self.config.data_nodes.iter().map(|n| n.node_id).collect();
         let own: BTreeMap<NodeId, u32> = data_nodes
             .iter()
             .map(|&n| (n, self.sysfile_gci(n)))
             .collect();
         let restart_gci = own.values().copied().max().unwrap_or(0);
         self.log(format!(
-            "cluster crash: every data node loses power; kernels reported GCI {restorable} restorable, the disks' sysfiles name {own:?}: the cluster restarts at {restart_gci}"
+            "cluster crash: {how}; kernels reported GCI {restorable} restorable, the disks' sysfiles name {own:?}: the cluster restarts at {restart_gci}"
         ));
         if restorable > restart_gci {
             return Err(format!(
