@@ -151,6 +151,9 @@ struct Running {
     written: u64,
     writes_in_flight: usize,
     rows: u64,
+    /// The newest GCI a record written so far carries: a row copied by a node restart keeps
+    /// the GCI of its last change at the live replica, which may be past this node's epoch.
+    max_gci: u64,
     scanned: bool,
     /// A step is queued (so a write completion does not queue another).
     step_queued: bool,
@@ -237,6 +240,7 @@ impl Kernel {
             written: 0,
             writes_in_flight: 0,
             rows: 0,
+            max_gci: 0,
             scanned: false,
             step_queued: true,
         });
@@ -331,6 +335,7 @@ impl Kernel {
                     // At or after the row's last change, which may be of a GCI this node has
                     // not switched to yet.
                     let row_gci = gci.max(u64::from(image.2) << 32);
+                    run.max_gci = run.max_gci.max(row_gci);
                     format::append_record(&mut out, row_gci, kind::PUT, |b| change.encode(b));
                     rows += 1;
                 }
@@ -382,7 +387,7 @@ impl Kernel {
                 let ctl = LcpCtl {
                     lcp_id: run.id,
                     base_id: run.base,
-                    max_gci: self.gcp.current.max(newest_logged),
+                    max_gci: self.gcp.current.max(newest_logged).max(run.max_gci),
                     starts: run.starts.clone(),
                 };
                 self.fs.push(
