@@ -80,6 +80,11 @@ impl Arbit {
 pub struct ArbiterState {
     ticket: Option<u64>,
     chosen: Option<Vec<u16>>,
+    /// The ticket before this one, when no side was chosen for it: a new president replaced
+    /// it (a lower id that rejoined), and a node its ARBIT_PREPREQ had not reached yet asks
+    /// with it. Such a request counts for the current ticket. A ticket a side was chosen for
+    /// is never taken again: a late request of the side that lost must stay refused.
+    undecided: Option<u64>,
 }
 
 /// What [`ArbiterState::answer`] decided, for the arbitrator's log.
@@ -123,14 +128,22 @@ impl ArbiterState {
                 } else {
                     ArbiterEvent::Started
                 };
+                let undecided = match (self.ticket, &self.chosen) {
+                    (Some(old), None) if old != request.ticket => Some(old),
+                    (Some(old), None) => self.undecided.filter(|&u| u != old),
+                    _ => None,
+                };
                 *self = ArbiterState {
                     ticket: Some(request.ticket),
                     chosen: None,
+                    undecided,
                 };
                 reply(gsn::ARBIT_STARTCONF, event)
             }
             gsn::ARBIT_CHOOSEREQ => {
-                if self.ticket != Some(request.ticket) {
+                let known = self.ticket == Some(request.ticket)
+                    || (self.undecided.is_some() && self.undecided == Some(request.ticket));
+                if !known {
                     return reply(gsn::ARBIT_CHOOSEREF, ArbiterEvent::UnknownTicket);
                 }
                 match &self.chosen {
@@ -306,6 +319,48 @@ impl CopyFragReq {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn arbit(ticket: u64, nodes: &[u16]) -> Arbit {
+        Arbit {
+            ticket,
+            node: 0,
+            nodes: nodes.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_ticket_replaced_undecided_still_counts_and_a_decided_one_never_again() {
+        let mut state = ArbiterState::default();
+        let (old, new, next) = (2 << 48 | 1, 1 << 48 | 1, 1 << 48 | 2);
+        state.answer(gsn::ARBIT_STARTREQ, &arbit(old, &[]));
+        // Node 1, rejoined with the lowest id, presides and starts the arbitrator anew; it
+        // crashes before node 2 hears of the new ticket, and node 2 asks with the old one.
+        state.answer(gsn::ARBIT_STARTREQ, &arbit(new, &[]));
+        let (signal, _, event) = state
+            .answer(gsn::ARBIT_CHOOSEREQ, &arbit(old, &[2]))
+            .unwrap();
+        assert_eq!(
+            (signal, event),
+            (gsn::ARBIT_CHOOSECONF, ArbiterEvent::Chose(vec![2]))
+        );
+        // One side only: the other side, with the current ticket, is refused.
+        let (signal, _, _) = state
+            .answer(gsn::ARBIT_CHOOSEREQ, &arbit(new, &[1]))
+            .unwrap();
+        assert_eq!(signal, gsn::ARBIT_CHOOSEREF);
+        // After that decision the winner starts it again: the old tickets are gone, and a late
+        // request of the side that lost stays refused.
+        state.answer(gsn::ARBIT_STARTREQ, &arbit(next, &[]));
+        for ticket in [old, new] {
+            let (signal, _, event) = state
+                .answer(gsn::ARBIT_CHOOSEREQ, &arbit(ticket, &[1]))
+                .unwrap();
+            assert_eq!(
+                (signal, event),
+                (gsn::ARBIT_CHOOSEREF, ArbiterEvent::UnknownTicket)
+            );
+        }
+    }
 
     #[test]
     fn a_fail_rep_round_trips_and_refuses_other_lengths() {

@@ -885,6 +885,22 @@ fn a_node_restart_drops_old_files_under_their_own_restart() {
     replay_handled(&[0x2_a77e_a335]);
 }
 
+/// Seeds found with every handled fault (`scripts/sim --seeds 60000 --start 12200000000
+/// --once --faults ...` on 187a25b):
+/// - 0x2d72da7e1, 4 data nodes: node 1's first local checkpoint after its copy held rows the
+///   copy brought with the GCI of their last change at the live replica (GCI 5), but its
+///   `max_gci` was this node's epoch (4); taken for restorable at 4, it was restored by a
+///   system restart at GCI 4 beside other groups that had not GCI 5's half of a transfer, and
+///   the bank summed to 10269. A checkpoint's `max_gci` now covers every record it wrote.
+/// - 0x2d72d79b7, 2 data nodes: node 1, restarted with the lower id, presided and started
+///   the arbitrator with a new ticket, then crashed before node 2 heard of it; node 2 asked
+///   with the old ticket, was refused, and stopped (2305): the whole cluster was down. The
+///   arbitrator now takes the ticket it replaced while no side was chosen for it.
+#[test]
+fn a_copied_rows_gci_and_a_replaced_arbitration_ticket() {
+    replay_handled(&[0x2_d72d_a7e1, 0x2_d72d_79b7]);
+}
+
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
 /// with every seed's failure.
 fn replay_handled(seeds: &[u64]) {

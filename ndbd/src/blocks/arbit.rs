@@ -32,7 +32,9 @@
 //!
 //! After a side goes on by the arbitrator, its president starts the arbitrator again with a
 //! new ticket, so that the next split is decided afresh; so does a node that becomes president
-//! while the last one still runs (a lower id that rejoined), whose ticket may be stale. No
+//! while the last one still runs (a lower id that rejoined), whose ticket may be stale. The
+//! arbitrator still takes the ticket it replaced so, undecided, from a node the new ticket
+//! has not reached (`ArbiterState`: seed 0x2d72d79b7, the new president crashed first). No
 //! restarting node is let in while a round runs (`exec_start_permreq`). Graceful stops
 //! (NODE_STOPPING_REP) are no failures here, and nodes still being copied to by node restart
 //! count on no side (the failure of one is a failed restart), but among the nodes alive before
