@@ -901,6 +901,32 @@ fn a_copied_rows_gci_and_a_replaced_arbitration_ticket() {
     replay_handled(&[0x2_d72d_a7e1, 0x2_d72d_79b7]);
 }
 
+/// Seed 0x2e3190a52 with `--faults partition,restart,slow,client,api-link,buggify` (found by
+/// `scripts/sim --seeds 20000 --start 12400000000 --once --faults ...` on 187a25b; it passes
+/// before f956281 only because the clients' requests were timed otherwise), 4 data nodes: two
+/// one-way cuts at once, 1 → 2 and then 4 → 1. Node 2 declared node 1, the president, failed
+/// and went on with nodes 3 and 4 by rule (node group {3, 4} whole on its side); node 1
+/// declared nodes 2 and 4 failed and went on with node 3 by the arbitrator's choice. Node 3
+/// was counted on both sides, both committed, and the bank's accounts summed to 9196, not
+/// 9000. A side's members must agree to it (NDB settles a failure at the president, with
+/// every node of the side confirming, and its heartbeats go round a ring); not fixed yet.
+#[test]
+#[ignore = "split brain under two one-way cuts: a node counted on both sides (see the comment)"]
+fn two_one_way_cuts_leave_one_side() {
+    let options = Options {
+        faults: vec![
+            Fault::Partition,
+            Fault::Restart,
+            Fault::Slow,
+            Fault::Client,
+            Fault::ApiLink,
+            Fault::Buggify,
+        ],
+        ..Options::default()
+    };
+    replay(&[0x2_e319_0a52], &options);
+}
+
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
 /// with every seed's failure.
 fn replay_handled(seeds: &[u64]) {
