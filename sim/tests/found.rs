@@ -901,6 +901,18 @@ fn a_copied_rows_gci_and_a_replaced_arbitration_ticket() {
     replay_handled(&[0x2_d72d_a7e1, 0x2_d72d_79b7]);
 }
 
+/// Seed 0x312c83fee with every handled fault (found by `scripts/sim --seeds 60000 --start
+/// 13200000000 --once --faults ...` on 7043fd8), 2 data nodes without an arbitrator (the
+/// seed has cluster crashes): node 2 hung as the system restart ended, with the master's
+/// CNTR_START_REP waiting for it; node 1 declared it failed and went on. Woken, node 2
+/// started and took the closed link for node 1's failure, and went on alone too. A node's
+/// clock of its own running now goes on before it serves, so that a start right after a
+/// stall knows the cluster may have declared it failed (it stops, 2315).
+#[test]
+fn a_node_that_hung_before_its_start_ended_stops_on_waking() {
+    replay_handled(&[0x3_12c8_3fee]);
+}
+
 /// Seed 0x2e3190a52 with `--faults partition,restart,slow,client,api-link,buggify` (found by
 /// `scripts/sim --seeds 20000 --start 12400000000 --once --faults ...` on 187a25b; it passes
 /// before f956281 only because the clients' requests were timed otherwise), 4 data nodes: two

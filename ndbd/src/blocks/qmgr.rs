@@ -355,8 +355,9 @@ impl Qmgr {
         // The heartbeat clock starts with the node's service: a node that hangs before its
         // first timer tick as a started node still knows, when it wakes, that it did not run
         // (seed 0x53726efe: node 1 hung at once after a system restart, woke to find node 2
-        // had closed their link, and took that for node 2's failure).
-        self.last_tick = Some(now);
+        // had closed their link, and took that for node 2's failure). It goes on from the
+        // last tick before the start, when there was one.
+        self.last_tick.get_or_insert(now);
     }
 
     /// Data nodes in the config, this one included.
@@ -506,7 +507,19 @@ impl Kernel {
     /// and one more silent interval counted for each; a peer silent for `MISSED_DEAD` intervals
     /// is reported to the president (which declares it failed at once when it is this node).
     pub(crate) fn qmgr_timer(&mut self, out: &mut dyn Outbox, now: Instant) {
-        if !(self.qmgr.started || self.qmgr.beating) || self.qmgr.heartbeat_interval.is_zero() {
+        if self.qmgr.heartbeat_interval.is_zero() {
+            return;
+        }
+        if !(self.qmgr.started || self.qmgr.beating) {
+            // Not serving yet, but the clock of this node's own running goes on: a start that
+            // completes right after a stall (a hung process, the master's start signal
+            // waiting for it) knows the cluster may have declared it failed meanwhile (seed
+            // 0x312c83fee: node 2 hung as its system restart ended, node 1 declared it failed,
+            // and node 2, started on waking, took the closed link for node 1's failure).
+            if self.qmgr.stalled_until(now) {
+                self.qmgr.woke_from_stall = Some(now);
+            }
+            self.qmgr.last_tick = Some(now);
             return;
         }
         if self.qmgr.stalled_until(now) {
