@@ -742,22 +742,15 @@ fn a_node_restart_waits_for_a_paused_peer() {
 ///   cluster's restart (from START_PERMCONF).
 #[test]
 fn node_restarts_beside_disk_faults_and_cluster_crashes() {
-    let options = Options {
-        faults: vec![Fault::Crash, Fault::CrashAll, Fault::Disk, Fault::Restart],
-        ..Options::default()
-    };
-    replay(
-        &[
-            0x1_a13b_b33f,
-            0x1_a13b_8850,
-            0x1_a13b_86ed,
-            0x1_a13b_9e97,
-            0x1_a13b_87a7,
-            0x1_a13b_9f61,
-            0x1_a13b_bc21,
-        ],
-        &options,
-    );
+    replay_crashes_and_disk(&[
+        0x1_a13b_b33f,
+        0x1_a13b_8850,
+        0x1_a13b_86ed,
+        0x1_a13b_9e97,
+        0x1_a13b_87a7,
+        0x1_a13b_9f61,
+        0x1_a13b_bc21,
+    ]);
 }
 
 /// Seeds 0x1a7317fd2 and 0x1a7319b6d with every handled fault (found by `scripts/sim --seeds
@@ -803,11 +796,7 @@ fn disk_faults_end_with_the_workload() {
 #[test]
 fn a_request_to_rejoin_made_before_a_node_restart_counts_after_it() {
     replay_handled(&[0x1_d0ea_9b45]);
-    let options = Options {
-        faults: vec![Fault::Crash, Fault::CrashAll, Fault::Disk, Fault::Restart],
-        ..Options::default()
-    };
-    replay(&[0x1_a13b_8cca, 0x1_a13b_b67b], &options);
+    replay_crashes_and_disk(&[0x1_a13b_8cca, 0x1_a13b_b67b]);
 }
 
 /// Seed 0x218714d0a with every handled fault (found by `scripts/sim --seeds 20000 --start
@@ -832,11 +821,7 @@ fn a_crashed_node_starts_again_once_every_peer_heard_of_the_crash() {
 /// president lets the node in, as it keeps files it restored.
 #[test]
 fn a_node_restart_keeps_files_its_sysfile_does_not_name() {
-    let options = Options {
-        faults: vec![Fault::Crash, Fault::CrashAll, Fault::Disk, Fault::Restart],
-        ..Options::default()
-    };
-    replay(&[0x2_1e67_03ea, 0x2_1e67_0839, 0x1_a13b_bd3a], &options);
+    replay_crashes_and_disk(&[0x2_1e67_03ea, 0x2_1e67_0839, 0x1_a13b_bd3a]);
 }
 
 /// Seeds found with every handled fault once node restarts came beside both cluster crashes
@@ -937,6 +922,16 @@ fn two_one_way_cuts_leave_one_side() {
         ..Options::default()
     };
     replay(&[0x2_e319_0a52], &options);
+}
+
+/// Runs each of `seeds` with crashes, cluster crashes, disk faults and node restarts, and
+/// fails with every seed's failure.
+fn replay_crashes_and_disk(seeds: &[u64]) {
+    let options = Options {
+        faults: vec![Fault::Crash, Fault::CrashAll, Fault::Disk, Fault::Restart],
+        ..Options::default()
+    };
+    replay(seeds, &options);
 }
 
 /// Runs each of `seeds` with every fault the cluster handles (`Fault::HANDLED`), and fails
