@@ -899,6 +899,17 @@ fn a_node_that_hung_before_its_start_ended_stops_on_waking() {
     replay_handled(&[0x3_12c8_3fee]);
 }
 
+/// Seed 0x342770c7c with every handled fault (found by `scripts/sim --seeds 60000 --start
+/// 14000000000 --once --faults ...` on d9977ec), 4 data nodes: node 4 confirmed GCI 1's save
+/// and then failed on its disk; the round waited for node 3, whose disk failed too, and when
+/// node 3 was stopped, GCI 1 was made restorable on node 4's confirmation, though node 4 had
+/// rejoined since without its files. A cluster crash then left group {3, 4} nothing for GCI
+/// 1 (2308). A failed node's confirmation no longer counts for its group.
+#[test]
+fn a_failed_nodes_save_confirmation_no_longer_counts() {
+    replay_handled(&[0x3_4277_0c7c]);
+}
+
 /// Seed 0x2e3190a52 with `--faults partition,restart,slow,client,api-link,buggify` (found by
 /// `scripts/sim --seeds 20000 --start 12400000000 --once --faults ...` on 187a25b; it passes
 /// before f956281 only because the clients' requests were timed otherwise), 4 data nodes: two

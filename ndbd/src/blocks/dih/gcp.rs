@@ -844,6 +844,12 @@ impl Kernel {
         self.gcp_takeover_done(out, now);
         if let Some(round) = self.gcp.round.as_mut() {
             round.awaiting.remove(node);
+            // A failed node's confirmation no longer vouches for its group: it may restart
+            // without its files (seed 0x342770c7c: node 4 confirmed GCI 1's save and failed;
+            // the round waited for node 3, whose disk failed, and when node 3 stopped, GCI 1
+            // was made restorable on node 4's word, though node 4 had rejoined without files).
+            round.restorable.remove(node);
+            round.saved.remove(node);
             self.gcp_advance(out, now);
         }
         if self.gcp.finishing.is_some_and(|(_, master)| master == node) {
