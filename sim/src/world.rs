@@ -906,9 +906,7 @@ impl World {
             return Ok(());
         }
         self.count("every data node stopped");
-        let lagging: Vec<NodeId> = self.lagging.iter().copied().collect();
-        let restorable = self.restorable_max;
-        self.cluster_down("every data node has stopped", restorable, lagging)
+        self.cluster_down("every data node has stopped")
     }
 
     /// Runs `f` on the client of node `node` and sends what it sent.
@@ -1560,8 +1558,6 @@ impl World {
         }
         self.count("cluster crash");
         let data_nodes: Vec<NodeId> = self.config.data_nodes.iter().map(|n| n.node_id).collect();
-        let lagging: Vec<NodeId> = self.lagging.iter().copied().collect();
-        let restorable = self.restorable_max;
         for &node in &data_nodes {
             if let Some(disk) = self.disks.get_mut(&node) {
                 disk.crash();
@@ -1569,19 +1565,16 @@ impl World {
             self.stop_kernel(node, false);
             self.paused.remove(&node);
         }
-        self.cluster_down("every data node loses power", restorable, lagging)
+        self.cluster_down("every data node loses power")
     }
 
     /// No data node runs any more (a cluster crash, or the last ones stopped): what the
     /// disks' sysfiles name is the GCI the cluster restarts from, which must not be below one
     /// a kernel reported restorable; acknowledgements of later GCIs may be lost (`durability`).
     /// The system restart follows.
-    fn cluster_down(
-        &mut self,
-        how: &str,
-        restorable: u32,
-        lagging: Vec<NodeId>,
-    ) -> Result<(), String> {
+    fn cluster_down(&mut self, how: &str) -> Result<(), String> {
+        let lagging: Vec<NodeId> = self.lagging.iter().copied().collect();
+        let restorable = self.restorable_max;
         let data_nodes: Vec<NodeId> = self.config.data_nodes.iter().map(|n| n.node_id).collect();
         let own: BTreeMap<NodeId, u32> = data_nodes
             .iter()

@@ -332,16 +332,25 @@ impl Kernel {
     /// now. Left waiting, such a node (started again while the others restored without it)
     /// would wait for good for a system restart that had gone on without it.
     pub(crate) fn node_restart_tell_waiting(&mut self) {
-        let waiting = std::mem::take(&mut self.node_restart.asked_before_start);
-        let failed = self.qmgr.failed;
-        for node in waiting.iter().filter(|&n| failed.contains(n)) {
-            tracing::info!(node = %node, "data node restarts and asks to rejoin");
-            self.qmgr.joining.insert(node);
+        for node in self.node_restart_take_waiting().iter() {
             self.jobs.push_back(Signal::CmRegReq {
                 node,
                 started: true,
             });
         }
+    }
+
+    /// The failed nodes that asked to rejoin while this node did not serve yet are joining
+    /// from now on (their CM_REGREQ will not come again); which they are.
+    fn node_restart_take_waiting(&mut self) -> NodeSet {
+        let mut joining = NodeSet::new();
+        let waiting = std::mem::take(&mut self.node_restart.asked_before_start);
+        for node in waiting.iter().filter(|&n| self.qmgr.failed.contains(n)) {
+            tracing::info!(node = %node, "data node restarts and asks to rejoin");
+            self.qmgr.joining.insert(node);
+            joining.insert(node);
+        }
+        joining
     }
 
     /// This node learnt that the cluster serves: it joins by node restart. With files (and
@@ -740,13 +749,8 @@ impl Kernel {
         self.qmgr.adopt_alive(awaiting);
         // A failed node that asked to rejoin before this node began its own restart (both
         // started again during a system restart without them) is joining: the president may
-        // include it later, and its CM_REGREQ will not come again (seed 0x1a13b8cca: this
-        // node never confirmed that inclusion).
-        for node in std::mem::take(&mut self.node_restart.asked_before_start).iter() {
-            if self.qmgr.failed.contains(node) {
-                self.qmgr.joining.insert(node);
-            }
-        }
+        // include it later (seed 0x1a13b8cca: this node never confirmed that inclusion).
+        self.node_restart_take_waiting();
         tracing::info!(president = %from, schema_changes = tables, copy_from = ?awaiting, "node restart: dictionary copied; waiting to be included");
         let mut info = CopyFragReq {
             node: self.me.0,
