@@ -910,6 +910,41 @@ fn a_failed_nodes_save_confirmation_no_longer_counts() {
     replay_handled(&[0x3_4277_0c7c]);
 }
 
+/// Seeds 0x34e6318e7 and 0x312c84e60 with every handled fault (found by `scripts/sim
+/// --seeds 60000 --start 14200000000 --once --faults ...` on 53834c6 and 7043fd8), 4 data
+/// nodes: node 3 confirmed GCI 1's save, failed on its disk, and rejoined by node restart,
+/// dropping its files. Node 4 then crashed, and its restart was let in on the word of node
+/// 3: the president's list of nodes whose files restore the GCI is made again from the
+/// nodes the last COPY_GCIREQ named, and node 3 was still named there, up again. Node 4
+/// dropped its files too, and a cluster crash left group {3, 4} nothing for GCI 1 (2308). A
+/// failed node now leaves that list as well.
+#[test]
+fn a_failed_node_leaves_the_nodes_whose_files_restore() {
+    replay_handled(&[0x3_4e63_18e7, 0x3_12c8_4e60]);
+}
+
+/// Seed 0x34e639530 with every handled fault (found as above on 53834c6), 4 data nodes: node
+/// 2's sync of sysfile copy D1 failed (ENOSPC) and it stopped, the new copy still in the page
+/// cache. Started again, it read that copy (the newer), began its node restart by writing
+/// the empty sysfile over the other copy, D2, and stopped before that write was synced. A
+/// cluster crash then tore both copies, and node 2 never started again (2303, then "no
+/// readable sysfile" at every start). A start now syncs the sysfile copies it read before
+/// anything else is written.
+#[test]
+fn a_start_makes_the_sysfile_it_read_durable_first() {
+    replay_handled(&[0x3_4e63_9530]);
+}
+
+/// Seed 0x3b9aca064 with every handled fault (found by `scripts/sim --seeds 60000 --start
+/// 16000000000 --once --faults ...` with the sync above): nodes 1 and 3 failed that sync at a
+/// system restart and stopped, and nodes 2 and 4 waited for them for good. A failed sync of
+/// the sysfile a start read now fails nothing by itself: nothing later is written, the
+/// start goes on from what was read, and the node asks to be stopped once it runs.
+#[test]
+fn a_failed_sync_of_the_sysfile_read_does_not_stop_a_system_restart() {
+    replay_handled(&[0x3_b9ac_a064]);
+}
+
 /// Seed 0x2e3190a52 with `--faults partition,restart,slow,client,api-link,buggify` (found by
 /// `scripts/sim --seeds 20000 --start 12400000000 --once --faults ...` on 187a25b; it passes
 /// before f956281 only because the clients' requests were timed otherwise), 4 data nodes: two

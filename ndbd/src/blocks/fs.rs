@@ -101,8 +101,15 @@ impl Kernel {
         let data = match conf.result {
             Ok(data) => data,
             Err(error) => {
-                if let FsWait::Start(_) = wait {
-                    return Err(format!("restart: {error}"));
+                // A failed sync of the sysfile a start read stops nothing by itself: no
+                // later request changes the disk (`FailStop`), and the node asks to be
+                // stopped once it runs, as after any other failed write.
+                if matches!(&wait, FsWait::Start(read) if !matches!(read, StartRead::SysfileSync)) {
+                    let (code, text) = super::qmgr::file_system_error(&error);
+                    return Err(format!(
+                        "restart: error {code}: {text}. Mend what failed (the disk), then start \
+                         the node again"
+                    ));
                 }
                 if self.fs.failed.is_none() {
                     tracing::error!(%error, "file request failed: this node refuses writes from now on, saves no global checkpoint, and asks to be stopped");

@@ -926,10 +926,7 @@ impl Kernel {
     /// leaving is no split, and a side left with half the nodes needs no arbitrator.
     fn stopped_at_own_request(&mut self, president: Option<NodeId>, out: &mut dyn Outbox) {
         let (code, text) = match (&self.fs.failed, self.gcp.stop_asked) {
-            (Some(error), _) if error.no_space => {
-                (2810, format!("The file system is full ({error})"))
-            }
-            (Some(error), _) => (2813, format!("Unknown file system error ({error})")),
+            (Some(error), _) => file_system_error(error),
             (None, gci) => (
                 2303,
                 format!(
@@ -1145,4 +1142,14 @@ fn interval_due(next: &mut Option<Instant>, interval: Duration, now: Instant) ->
     }
     *next = Some(now + interval);
     true
+}
+
+/// NDB's code and text for a failed file request: 2810 a full file system, 2813 any other
+/// file system error.
+pub(crate) fn file_system_error(error: &crate::ndbfs::FsError) -> (u32, String) {
+    if error.no_space {
+        (2810, format!("The file system is full ({error})"))
+    } else {
+        (2813, format!("Unknown file system error ({error})"))
+    }
 }

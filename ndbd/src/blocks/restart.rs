@@ -52,6 +52,8 @@ use crate::ndbfs::{FsData, FsOp};
 pub(crate) enum StartRead {
     /// A copy of the sysfile.
     Sysfile,
+    /// A sync of a sysfile copy that was read (see `restart_read`).
+    SysfileSync,
     SchemaLog,
     /// The files of a redo part's directory.
     PartList(u32),
@@ -215,6 +217,22 @@ impl Kernel {
             (StartRead::Sysfile, FsData::File(bytes)) => {
                 restart.sysfiles.push(bytes);
                 if restart.sysfiles.len() == SYSFILES.len() {
+                    // What was read may be only in the page cache: the process stopped (or
+                    // its sync failed) after a write, and the machine did not crash. Before
+                    // anything overwrites the other copy, what was read is made durable, or
+                    // a power loss could tear both (seed 0x34e639530: a sysfile whose sync
+                    // had failed was read, the empty sysfile of the node restart went to the
+                    // other copy, and a cluster crash left neither readable). Files that do
+                    // not exist are not synced (a sync would create them).
+                    let read: Vec<bool> = restart.sysfiles.iter().map(Option::is_some).collect();
+                    for (path, _) in SYSFILES.iter().zip(read).filter(|(_, read)| *read) {
+                        self.fs.push(
+                            FsOp::Sync {
+                                path: path.to_string(),
+                            },
+                            FsWait::Start(StartRead::SysfileSync),
+                        );
+                    }
                     let sysfile = self.sysfile_gci()?;
                     let restorable = sysfile.restorable_gci;
                     tracing::info!(
@@ -318,6 +336,7 @@ impl Kernel {
                 }
                 self.restart_replay_if_read()?;
             }
+            (StartRead::SysfileSync, FsData::Done) => {}
             (read, data) => {
                 return Err(format!("restart: {read:?} answered with {data:?}"));
             }

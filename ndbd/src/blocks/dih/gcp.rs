@@ -838,6 +838,7 @@ impl Kernel {
         }
         self.gcp.deferred.remove(node);
         self.gcp.files_restore.remove(node);
+        self.gcp.copy_saved.remove(node);
         if was_master && self.qmgr.started() {
             self.gcp_take_over(out, now);
         }
