@@ -1285,6 +1285,17 @@ impl World {
             }
             Planned::ClusterCrash | Planned::ClusterRestart => {}
             Planned::NodeRestart(node) => self.node_restart(node),
+            // A split can stop every data node (a side loses arbitration, the other side's
+            // last node of a group crashes). Until a sysfile names the GCI of the tables and
+            // their first rows, such a stop loses them, as NDB loses what no global
+            // checkpoint saved: the split waits, as a cluster crash does.
+            fault @ (Planned::Cut { .. } | Planned::OneWay { .. })
+                if self.knobs.durable && self.saved_gci() < self.ready_gci =>
+            {
+                self.count("partition put off (the tables were not saved yet)");
+                let at = self.now_ns + CLUSTER_CRASH_RETRY_NS;
+                self.schedule_fault(at, fault);
+            }
             Planned::Cut { side } => self.cut(&side),
             Planned::Pause { node, for_ns } => {
                 if self.kernels.contains_key(&node) && !self.paused.contains_key(&node) {

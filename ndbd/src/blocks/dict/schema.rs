@@ -20,6 +20,7 @@ use rndb_transporter::FrameHeader;
 use super::index::PendingBuild;
 use crate::blocks::dict::index_build::BuildReply;
 use crate::blocks::{refuse, reply, Kernel, Outbox, ProtocolViolation, Signal};
+use crate::ndbfs::format::gci_hi;
 
 /// Schema changes waiting while one runs, at most.
 const QUEUED_MAX: usize = 64;
@@ -30,6 +31,19 @@ pub(crate) struct SchemaOps {
     current: Option<SchemaOp>,
     queue: VecDeque<(NodeId, FrameHeader, Vec<u8>)>,
     next_id: u32,
+    /// Changes done everywhere whose CONF waits for a restorable global checkpoint.
+    held: Vec<HeldConf>,
+}
+
+/// A schema change's CONF, held until global checkpoint `gci` is restorable: every node's
+/// schema log then holds the change durably, so a system restart brings it back (NDB's
+/// DICT waits for a GCP the same way before it answers a CREATE TABLE).
+#[derive(Debug)]
+struct HeldConf {
+    gci: u32,
+    api: NodeId,
+    header: FrameHeader,
+    conf: Vec<u8>,
 }
 
 impl SchemaOps {
@@ -359,6 +373,18 @@ impl Kernel {
         };
         let (conf_signal, ref_signal) = answers_of(op.header.signal);
         match op.failure {
+            // Each node logged the change in the GCI it was in when it applied it: this
+            // node's, or the next (a node moves on when it hears the GCP master's commit,
+            // and the master starts no GCI before every node has moved to the last).
+            None if self.has_files && self.gcp.restorable <= gci_hi(self.gcp.current) => {
+                self.schema.held.push(HeldConf {
+                    gci: gci_hi(self.gcp.current) + 1,
+                    api: op.api,
+                    header: op.header,
+                    conf: op.conf,
+                });
+                self.gcp_want_save(out);
+            }
             None => reply(
                 &mut self.unsent,
                 out,
@@ -398,6 +424,26 @@ impl Kernel {
             }
         }
         self.next_schema_op(out, now);
+    }
+
+    /// Answers the schema changes held for global checkpoints up to `Gcp::restorable`.
+    /// Returns true while some still wait for a later one.
+    pub(crate) fn dict_checkpoint_saved(&mut self, out: &mut dyn Outbox) -> bool {
+        let restorable = self.gcp.restorable;
+        let (saved, held) = std::mem::take(&mut self.schema.held)
+            .into_iter()
+            .partition(|h| h.gci <= restorable);
+        self.schema.held = held;
+        for HeldConf {
+            api, header, conf, ..
+        } in saved
+        {
+            let (conf_signal, _) = answers_of(header.signal);
+            reply(&mut self.unsent, out, api, &header, conf_signal, &mut |b| {
+                b.extend_from_slice(&conf)
+            });
+        }
+        !self.schema.held.is_empty()
     }
 
     /// Applies a schema change to this node and records it in the schema log; answers its

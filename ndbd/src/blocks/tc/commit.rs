@@ -109,7 +109,7 @@ impl Kernel {
 
     /// TC: global checkpoints up to `Gcp::restorable` are saved (this node wrote its sysfile,
     /// or, diskless, heard that every node saved): the durable commits held for them are
-    /// answered.
+    /// answered, and the schema changes (`dict_checkpoint_saved`).
     pub(crate) fn tc_checkpoint_saved(&mut self, out: &mut dyn Outbox) {
         if self.tc.commits_held() {
             // Answered once arbitration lets this side go on (`arbit_end_round`).
@@ -121,7 +121,8 @@ impl Kernel {
         for (trans, answer) in self.tc.checkpoint_saved(self.gcp.restorable) {
             self.answer_api(trans, answer, out);
         }
-        if self.tc.saving_count() > 0 {
+        let schema_held = self.dict_checkpoint_saved(out);
+        if self.tc.saving_count() > 0 || schema_held {
             // Commits of a later checkpoint still wait: the next save, now.
             self.gcp.asked_save = false;
             self.gcp_want_save(out);
