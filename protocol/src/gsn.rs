@@ -150,7 +150,8 @@ signals! {
     // QMGR's membership (data node ↔ data node).
     /// I am alive (every HeartbeatIntervalDbDb ms, to every other data node); no payload.
     HEARTBEAT = 100;
-    /// A node saw another fail (missed heartbeats), to the president: `qmgr::FailRep`.
+    /// A node saw another fail (missed heartbeats; in a failure round, any failure it saw),
+    /// to the president: `qmgr::FailRep`.
     FAIL_REP = 101;
     /// The president declares a node failed, to every data node it has a link to, the failed
     /// one included (which then stops): `qmgr::FailRep`.
@@ -204,7 +205,7 @@ signals! {
     /// not the arbitrator's).
     ARBIT_CHOOSEREF = 121;
     /// A side's president → the side's other data nodes: the side goes on (`node` = 1) or
-    /// stops (0).
+    /// stops (0); `ticket` names the PREP_FAILREQ its nodes confirmed, `nodes` the side.
     ARBIT_VERDICT = 122;
     // Primaries moving back after a node restart (`rndb_ndbd`'s `blocks/primary.rs`), each a
     // `qmgr::Arbit`: ticket = the round, node and nodes as each says.
@@ -218,6 +219,15 @@ signals! {
     PRIMARY_SWITCH_COMMIT = 125;
     /// Data node → a new president: the one that ran a round this node holds for failed.
     PRIMARY_SWITCH_QUERY = 126;
+    // A failure settled at the president (NDB's PREP_FAILREQ/CONF; ARBIT_VERDICT is its
+    // COMMIT_FAILREQ), each a `qmgr::Arbit`: ticket = the request, nodes = the side.
+    /// A side's president → each other data node it counts: the side is the first `node` of
+    /// `nodes` (the rest are being copied to, on no side); fail every node not named and
+    /// confirm. A node that holds one of the side failed answers with FAIL_REP naming it.
+    PREP_FAILREQ = 127;
+    /// Data node → the side's president: it has failed every node outside the side of request
+    /// `ticket`, and counts on that side only.
+    PREP_FAILCONF = 128;
 }
 
 /// The name of signal `number`, or `None` for a number no signal has.

@@ -28,9 +28,11 @@ impl FailRep {
     }
 }
 
-/// Every arbitration signal (ARBIT_STARTREQ .. ARBIT_VERDICT): the arbitrator's ticket, a node
-/// (the arbitrator in ARBIT_PREPREQ, the verdict in ARBIT_VERDICT, else 0) and, in
-/// ARBIT_CHOOSEREQ, the data nodes of the asking side.
+/// Every arbitration signal (ARBIT_STARTREQ .. ARBIT_VERDICT, PREP_FAILREQ/CONF): the
+/// arbitrator's ticket (ARBIT_VERDICT and PREP_FAILREQ/CONF: the side's request), a node (the
+/// arbitrator in ARBIT_PREPREQ, the verdict in ARBIT_VERDICT, the side's count in
+/// PREP_FAILREQ, else 0) and, in ARBIT_CHOOSEREQ, ARBIT_VERDICT and PREP_FAILREQ, the data
+/// nodes of the side (PREP_FAILREQ: then those being copied to).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Arbit {
     pub ticket: u64,

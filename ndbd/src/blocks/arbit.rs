@@ -1,10 +1,10 @@
 //! Arbitration (NDB's, in QMGR): which side of a split goes on. When data nodes fail, each
-//! survivor cannot tell a crash from a network split, so each side decides alone, by NDB's
-//! rules, over the data nodes alive before the failures:
+//! survivor cannot tell a crash from a network split, so each side's president decides, by
+//! NDB's rules, over the data nodes alive before the failures and the side its nodes confirmed:
 //!
 //! 1. a node group with no live node left: the side stops (2305, `qmgr.rs` does it);
-//! 2. a node group whose every node is alive on this side, or stopped gracefully (one at
-//!    least alive here): it goes on (the other side cannot have a node of that group);
+//! 2. a node group whose every node is on this side, or stopped gracefully (one at least
+//!    here): it goes on (the other side cannot have a node of that group);
 //! 3. more than half of the nodes: it goes on; fewer than half: it stops (2305);
 //! 4. exactly half: the side's president asks the arbitrator (ARBIT_CHOOSEREQ), and the first
 //!    side to ask goes on; the other is refused and stops. No answer within
@@ -15,18 +15,32 @@
 //! then stops must not have shown or acknowledged anything the other side lacks, and the
 //! arbitrator must keep its links to both sides. All of it resumes when the side goes on.
 //!
-//! A node other than the president goes on by rules 2 and 3 alone; otherwise it waits for its
-//! president's ARBIT_VERDICT, which names the side's nodes and counts only when this node sees
-//! the same side (it may have seen the failures later or in another order, and counted a node
-//! alive that the president did not). The president sends a verdict at the end of every round.
+//! A node is counted on a side only once it agreed to it, as NDB settles a failure at the
+//! president: each side counted from its own links once took a node that had seen no failure
+//! for both, and both went on (seed 0x2e3190a52). The side's president (its lowest id) asks
+//! every other node it counts to confirm the side (PREP_FAILREQ naming its nodes). A node
+//! that holds every one of them alive fails every other node (closing its links: it speaks to
+//! them no more until they restart, so no other side can count it) and confirms
+//! (PREP_FAILCONF); one that holds one of them failed says so (FAIL_REP), and the president
+//! asks again without it, as it does whenever its side changes. A node that has not confirmed
+//! within ArbitrationTimeout is failed too. Only then are the rules applied, and the
+//! arbitrator asked, for the confirmed side. A node confirms a side only within the one it
+//! confirmed before, so two sides that go on share no node. The other nodes go on only on
+//! their president's ARBIT_VERDICT (NDB's COMMIT_FAILREQ) for the side they confirmed, none
+//! of whose nodes failed here since; without it they stop after twice ArbitrationTimeout. One
+//! in a round it confirmed nothing of reports its failures to its president (FAIL_REP) every
+//! HeartbeatIntervalDbDb; a president outside a round that hears of a node it holds failed
+//! already (one it was copying to) begins one.
 //!
 //! ```text
 //!  president ─ARBIT_STARTREQ(ticket)─► a management or API node of ArbitrationRank 1 (else 2)
 //!            ◄─ARBIT_STARTCONF────────
 //!            ─ARBIT_PREPREQ(arbitrator, ticket)─► every data node
-//!  a failure: every node holds commits (286) for one HeartbeatIntervalDbDb, so that the rest
-//!  of a split shows too, then applies rules 1-3 itself; with exactly half:
-//!  side's president ─ARBIT_CHOOSEREQ(ticket, side)─► arbitrator ─CONF/REF─►
+//!  a failure: every node holds commits (286); after one HeartbeatIntervalDbDb, so that the
+//!  rest of a split shows too:
+//!  side's president ─PREP_FAILREQ(side)─► the side's other nodes ─PREP_FAILCONF─►
+//!  then rules 1-3 on the confirmed side; with exactly half:
+//!                   ─ARBIT_CHOOSEREQ(ticket, side)─► arbitrator ─CONF/REF─►
 //!                   ─ARBIT_VERDICT(go on / stop, side)─► the side's other nodes
 //! ```
 //!
@@ -40,7 +54,8 @@
 //! count on no side (the failure of one is a failed restart), but among the nodes alive before
 //! a failure (their president may have told the other side that one started).
 //! `Arbitration=Disabled` decides rule 4 for going on, and `WaitExternal` goes on after
-//! ArbitrationTimeout (an external manager is to stop one side meanwhile). The arbitrator is
+//! ArbitrationTimeout, each node by its own count, confirming nothing (an external manager is
+//! to stop one side meanwhile). The arbitrator is
 //! `ndb_mgmd` (`rndb_mgm::server::arbitrator`; ArbitrationRank 1 by default) or an API node
 //! (`rndb_api`'s `arbiter.rs`; ArbitrationRank 0 by default).
 //! Unlike NDB, a cluster whose config has no node of ArbitrationRank 1 or 2 does not
@@ -49,7 +64,7 @@
 use std::time::{Duration, Instant};
 
 use rndb_config::{Arbitration, ClusterConfig, DataNodeConfig, NodeId};
-use rndb_protocol::qmgr::Arbit as ArbitSignal;
+use rndb_protocol::qmgr::{Arbit as ArbitSignal, FailRep};
 use rndb_protocol::signals::{block, gsn};
 
 use super::node_set::NodeSet;
@@ -76,11 +91,14 @@ pub(crate) struct Arbit {
     prepped: NodeSet,
     /// Failures being decided.
     round: Option<Round>,
-    /// The last ARBIT_VERDICT that said this side goes on: from whom, when, and the data
-    /// nodes its president counted on the side.
-    verdict_win: Option<(NodeId, Instant, NodeSet)>,
+    /// The last ARBIT_VERDICT that said this side goes on: from whom, the PREP_FAILREQ it
+    /// ends, and the data nodes its president counted on the side.
+    verdict_win: Option<(NodeId, u64, NodeSet)>,
     /// Tickets made so far (a ticket is this node's id and the count).
     tickets_made: u64,
+    /// PREP_FAILREQs sent so far, as a side's president (each named by this node's id and
+    /// the count).
+    preps_made: u64,
     /// The side's president at the last tick, and whether this node, president since, is
     /// to start the arbitrator with a ticket of its own (`arbit_timer`).
     president_seen: Option<NodeId>,
@@ -101,6 +119,46 @@ struct Round {
     /// As the side's president: when ARBIT_CHOOSEREQ went to the arbitrator, and the side it
     /// named.
     asked: Option<Instant>,
+    /// As the side's president: the PREP_FAILREQ that the side's other nodes confirm.
+    prep: Option<Prep>,
+    /// As another node of the side: the last PREP_FAILREQ this node confirmed, until a node
+    /// of its side fails here (`arbit_side_lost`).
+    confirmed: Option<Confirmed>,
+    /// As another node of the side: when it last told its president of the failures it saw
+    /// (FAIL_REP), waiting for a PREP_FAILREQ.
+    reported: Option<Instant>,
+}
+
+/// A side's president's PREP_FAILREQ: the side it names, and the nodes that confirmed it.
+#[derive(Debug)]
+struct Prep {
+    id: u64,
+    side: NodeSet,
+    confirmed: NodeSet,
+    sent: Instant,
+}
+
+/// A PREP_FAILREQ this node confirmed (PREP_FAILCONF): from which president, which one, the
+/// side it named (this node failed every node outside it), and when.
+#[derive(Debug)]
+struct Confirmed {
+    president: NodeId,
+    id: u64,
+    side: NodeSet,
+    at: Instant,
+}
+
+impl Round {
+    fn new(before: NodeSet, since: Instant) -> Round {
+        Round {
+            before,
+            since,
+            asked: None,
+            prep: None,
+            confirmed: None,
+            reported: None,
+        }
+    }
 }
 
 /// What a failure round decided.
@@ -109,6 +167,8 @@ enum Decision {
     GoOn(&'static str),
     Stop(String),
     Ask,
+    /// As the side's president: the side's other nodes are to confirm it (PREP_FAILREQ).
+    Prepare,
     Wait,
 }
 
@@ -140,6 +200,7 @@ impl Arbit {
             round: None,
             verdict_win: None,
             tickets_made: 0,
+            preps_made: 0,
             president_seen: None,
             renew: false,
             logged_off: false,
@@ -188,12 +249,22 @@ impl Kernel {
         }
         if self.arbit.round.is_none() {
             tracing::warn!(node = %node, "data node {node} failed: commits wait {} ms for the rest of a possible split to show, then this side decides whether it goes on", self.arbit.settle.as_millis());
-            self.arbit.round = Some(Round {
-                before,
-                since: now,
-                asked: None,
-            });
+            self.arbit.round = Some(Round::new(before, now));
             self.tc.set_commits_held(true);
+        }
+    }
+
+    /// A data node failed here (a member, or one being copied to): a side this node confirmed
+    /// with it no longer holds, and the president's verdict for that side does not count.
+    pub(crate) fn arbit_side_lost(&mut self, node: NodeId) {
+        if let Some(round) = self.arbit.round.as_mut() {
+            if round
+                .confirmed
+                .as_ref()
+                .is_some_and(|c| c.side.contains(node))
+            {
+                round.confirmed = None;
+            }
         }
     }
 
@@ -219,17 +290,22 @@ impl Kernel {
         self.arbit.arbitrator.map(|(api, _)| api)
     }
 
-    /// A node still being copied to failed (a failed node restart): no round, as it counts on
-    /// no side, but a president outside a round says its side goes on, as another node may
-    /// have taken the node for a member and begun a round that waits for that word.
-    pub(crate) fn arbit_copying_failed(&mut self, out: &mut dyn Outbox) {
-        if self.qmgr.started()
-            && self.arbit.enabled()
-            && self.arbit.round.is_none()
-            && self.arbit_president() == self.me
+    /// As a side's president: another node of the side reports the failure of `node`, which
+    /// this node holds failed already. Outside a round (the node was being copied to here,
+    /// so its failure began none), one begins: the reporting node took it for a member, and
+    /// holds commits until its side is confirmed (PREP_FAILREQ) and goes on (ARBIT_VERDICT).
+    pub(crate) fn arbit_failure_reported(&mut self, node: NodeId, now: Instant) {
+        if !self.qmgr.started()
+            || !self.arbit.enabled()
+            || self.arbit.round.is_some()
+            || self.arbit_president() != self.me
+            || self.fatal.is_some()
         {
-            self.arbit_send_verdict(true, out);
+            return;
         }
+        tracing::warn!(node = %node, "another data node reports data node {node} failed: this side confirms its members before it goes on");
+        self.arbit.round = Some(Round::new(self.arbit_side(), now));
+        self.tc.set_commits_held(true);
     }
 
     /// The data nodes this node counts on its side: the live ones but those still being
@@ -284,12 +360,20 @@ impl Kernel {
         let Some(round) = &self.arbit.round else {
             return;
         };
-        if now < round.since + self.arbit.settle {
+        let member = self.arbit_member();
+        if !member && now < round.since + self.arbit.settle {
             return;
         }
-        let decision = self.arbit_rules(now);
+        let mut decision = self.arbit_rules(now);
+        if decision == Decision::Prepare {
+            self.arbit_prepare(out, now);
+            decision = self.arbit_rules(now);
+        }
+        if member && decision == Decision::Wait {
+            self.arbit_report(out, now);
+        }
         match decision {
-            Decision::Wait => {}
+            Decision::Wait | Decision::Prepare => {}
             Decision::GoOn(why) => {
                 tracing::warn!("this side of the cluster goes on: {why}");
                 self.arbit_end_round(true, out);
@@ -308,12 +392,33 @@ impl Kernel {
         }
     }
 
-    /// NDB's rules over the failures of the round (module doc).
+    /// True when this node waits for its side's president to settle a round (Default
+    /// arbitration, and another node presides).
+    fn arbit_member(&self) -> bool {
+        self.arbit.method == Arbitration::Default && self.arbit_president() != self.me
+    }
+
+    /// NDB's rules over the failures of the round (module doc), applied by the side's
+    /// president once every other node of the side confirmed it (PREP_FAILREQ).
     fn arbit_rules(&self, now: Instant) -> Decision {
         let Some(round) = &self.arbit.round else {
             return Decision::Wait;
         };
         let alive = self.arbit_side();
+        if self.arbit_member() {
+            return self.arbit_member_rules(round, now);
+        }
+        if self.arbit.method == Arbitration::Default {
+            let confirmed = round.prep.as_ref().is_some_and(|prep| {
+                prep.side == alive
+                    && alive
+                        .iter()
+                        .all(|n| n == self.me || prep.confirmed.contains(n))
+            });
+            if !confirmed {
+                return Decision::Prepare;
+            }
+        }
         let before = round.before.len();
         let survivors = alive.intersection(&round.before).len();
         if self.qmgr.group_fully_alive() {
@@ -323,32 +428,6 @@ impl Kernel {
         }
         if 2 * survivors > before {
             return Decision::GoOn("more than half of the data nodes are on this side");
-        }
-        if self.arbit_president() != self.me && self.arbit.method == Arbitration::Default {
-            // The side's president decides the rest: this node may have seen the failures
-            // later or in another order, so its own count may be off (a node it still took
-            // for alive when its round began). The president says what it decided.
-            let verdict = self
-                .arbit
-                .verdict_win
-                .as_ref()
-                .is_some_and(|(from, at, side)| {
-                    *from == self.arbit_president()
-                        && *at + self.arbit.settle + self.arbit.timeout >= round.since
-                        && *side == alive
-                });
-            return if verdict {
-                Decision::GoOn("this side's president says it goes on (ARBIT_VERDICT)")
-            } else if now >= round.since + self.arbit.settle + self.arbit.timeout {
-                Decision::Stop(format!(
-                    "data node {}, this side's president, said nothing of whether the side goes \
-                     on within ArbitrationTimeout={} ms",
-                    self.arbit_president(),
-                    self.arbit.timeout.as_millis()
-                ))
-            } else {
-                Decision::Wait
-            };
         }
         if 2 * survivors < before {
             return Decision::Stop(format!(
@@ -390,12 +469,220 @@ impl Kernel {
         }
     }
 
-    /// As the side's president: ask the arbitrator whether this side goes on.
+    /// A node of a side that another node presides goes on only when its president says so
+    /// (ARBIT_VERDICT) for the side this node confirmed (PREP_FAILCONF), none of whose nodes
+    /// failed here since: its own count may be off (it may have seen the failures later or
+    /// in another order), and a node it counts may have confirmed another side. It stops when
+    /// its president says nothing for twice ArbitrationTimeout after the round settled or it
+    /// last confirmed (the president may wait that long for other confirmations, then for
+    /// the arbitrator).
+    fn arbit_member_rules(&self, round: &Round, now: Instant) -> Decision {
+        let president = self.arbit_president();
+        let verdict = round.confirmed.as_ref().is_some_and(|c| {
+            self.arbit
+                .verdict_win
+                .as_ref()
+                .is_some_and(|(from, id, side)| {
+                    *from == c.president && *id == c.id && *side == c.side
+                })
+        });
+        if verdict {
+            return Decision::GoOn(
+                "this side's president says it goes on (ARBIT_VERDICT), for the side this node \
+                 confirmed",
+            );
+        }
+        let settled = round.since + self.arbit.settle;
+        let waited_from = round
+            .confirmed
+            .as_ref()
+            .map_or(settled, |c| c.at.max(settled));
+        if now >= waited_from + 2 * self.arbit.timeout {
+            return Decision::Stop(format!(
+                "data node {president}, this side's president, said nothing of whether the side \
+                 goes on within twice ArbitrationTimeout={} ms",
+                self.arbit.timeout.as_millis()
+            ));
+        }
+        Decision::Wait
+    }
+
+    /// As a node of a side another node presides, in a round it has confirmed no side of:
+    /// its president hears of the failures it saw (FAIL_REP), once every
+    /// HeartbeatIntervalDbDb, so that it settles them too (it may not have seen them).
+    fn arbit_report(&mut self, out: &mut dyn Outbox, now: Instant) {
+        let president = self.arbit_president();
+        let alive = self.arbit_side();
+        let settle = self.arbit.settle;
+        let Some(round) = self.arbit.round.as_mut() else {
+            return;
+        };
+        if round.confirmed.is_some() || round.reported.is_some_and(|at| now < at + settle) {
+            return;
+        }
+        round.reported = Some(now);
+        let failed: Vec<NodeId> = round.before.difference(&alive).iter().collect();
+        for node in failed {
+            let frame = data_node_header(gsn::FAIL_REP, block::QMGR, block::QMGR);
+            let rep = FailRep { node: node.0 };
+            self.unsent
+                .send(out, president, frame, &mut |b| rep.encode(b));
+        }
+    }
+
+    /// As the side's president: every other node of the side is asked to confirm it
+    /// (PREP_FAILREQ naming the side), anew when the side changed. One that has not
+    /// confirmed within ArbitrationTimeout is failed too (NODE_FAILREP), and the smaller side
+    /// asked again.
+    fn arbit_prepare(&mut self, out: &mut dyn Outbox, now: Instant) {
+        let side = self.arbit_side();
+        let timeout = self.arbit.timeout;
+        let Some(round) = self.arbit.round.as_mut() else {
+            return;
+        };
+        if let Some(prep) = round.prep.as_ref().filter(|p| p.side == side) {
+            if now < prep.sent + timeout {
+                return;
+            }
+            let silent: Vec<NodeId> = side
+                .iter()
+                .filter(|&n| n != self.me && !prep.confirmed.contains(n))
+                .collect();
+            for node in silent {
+                let why = format!(
+                    "it did not confirm this side (PREP_FAILCONF) within ArbitrationTimeout={} ms",
+                    timeout.as_millis()
+                );
+                self.declare_failed(node, &why, out, now);
+            }
+            return;
+        }
+        self.arbit.preps_made += 1;
+        let id = (u64::from(self.me.0) << 48) | self.arbit.preps_made;
+        // A side asked the arbitrator about is asked about again once confirmed.
+        round.asked = None;
+        round.prep = Some(Prep {
+            id,
+            side,
+            confirmed: NodeSet::new(),
+            sent: now,
+        });
+        tracing::info!(side = ?side, "asking the other data nodes of this side to confirm it (PREP_FAILREQ)");
+        // The side, then the nodes being copied to: on no side, but not failed either.
+        let copying = self
+            .qmgr
+            .peers_up()
+            .filter(|&n| self.qmgr.copying.contains(n));
+        let request = ArbitSignal {
+            ticket: id,
+            node: side.len() as u16,
+            nodes: side.iter().chain(copying).map(|n| n.0).collect(),
+        };
+        for node in side.iter().filter(|&n| n != self.me) {
+            let frame = data_node_header(gsn::PREP_FAILREQ, block::QMGR, block::QMGR);
+            self.unsent
+                .send(out, node, frame, &mut |b| request.encode(b));
+        }
+    }
+
+    /// PREP_FAILREQ from `from`, the president of the side `request.nodes` (its first
+    /// `request.node`; the rest are being copied to there): when this node holds every node
+    /// of the side alive, it fails every node the president does not name (closing its link:
+    /// it speaks to it no more until it restarts, so that no other side can count this node)
+    /// and confirms (PREP_FAILCONF); the round this begins, if none runs, holds commits until
+    /// the president's verdict. When it holds a node of the side failed, it tells the
+    /// president (FAIL_REP), which asks again without it.
+    pub(crate) fn exec_prep_failreq(
+        &mut self,
+        from: NodeId,
+        request: ArbitSignal,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        if !self.qmgr.started() || !self.arbit.enabled() || self.fatal.is_some() {
+            return;
+        }
+        let count = usize::from(request.node).min(request.nodes.len());
+        let side: NodeSet = request.nodes[..count].iter().map(|&n| NodeId(n)).collect();
+        let named: NodeSet = request.nodes.iter().map(|&n| NodeId(n)).collect();
+        if !side.contains(self.me) || side.iter().next() != Some(from) {
+            return;
+        }
+        let gone: Vec<NodeId> = side.iter().filter(|&n| !self.qmgr.is_alive(n)).collect();
+        if !gone.is_empty() {
+            for node in gone {
+                let frame = data_node_header(gsn::FAIL_REP, block::QMGR, block::QMGR);
+                let rep = FailRep { node: node.0 };
+                self.unsent.send(out, from, frame, &mut |b| rep.encode(b));
+            }
+            return;
+        }
+        if self.arbit.round.is_none() {
+            self.arbit.round = Some(Round::new(self.arbit_side(), now));
+            self.tc.set_commits_held(true);
+        }
+        let outside: Vec<NodeId> = self
+            .qmgr
+            .peers_up()
+            .filter(|&n| !named.contains(n))
+            .collect();
+        for node in outside {
+            tracing::warn!(node = %node, president = %from, "data node {from} presides over a side without data node {node}: this node fails it and confirms that side");
+            out.declare_failed(
+                node,
+                format!("data node {from}, this node's president, settled a side without it"),
+            );
+            self.node_failrep(node, out, now);
+        }
+        if self.fatal.is_some() || self.qmgr.dead {
+            return;
+        }
+        let Some(round) = self.arbit.round.as_mut() else {
+            return;
+        };
+        round.confirmed = Some(Confirmed {
+            president: from,
+            id: request.ticket,
+            side,
+            at: now,
+        });
+        let conf = ArbitSignal {
+            ticket: request.ticket,
+            node: 0,
+            nodes: Vec::new(),
+        };
+        let frame = data_node_header(gsn::PREP_FAILCONF, block::QMGR, block::QMGR);
+        self.unsent.send(out, from, frame, &mut |b| conf.encode(b));
+    }
+
+    /// PREP_FAILCONF from `from`: it confirmed this president's side; once every node of it
+    /// did, the round is decided at once.
+    pub(crate) fn exec_prep_failconf(
+        &mut self,
+        from: NodeId,
+        conf: ArbitSignal,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        let Some(prep) = self.arbit.round.as_mut().and_then(|r| r.prep.as_mut()) else {
+            return;
+        };
+        if prep.id != conf.ticket || !prep.side.contains(from) {
+            return;
+        }
+        prep.confirmed.insert(from);
+        if self.qmgr.started() && self.arbit.enabled() {
+            self.arbit_decide(out, now);
+        }
+    }
+
+    /// As the side's president: ask the arbitrator whether this side (confirmed by its
+    /// nodes) goes on.
     fn arbit_ask(&mut self, out: &mut dyn Outbox, now: Instant) {
         let Some((api, ticket)) = self.arbit.arbitrator else {
             return;
         };
-        let nodes: Vec<u16> = self.qmgr.alive().map(|n| n.0).collect();
+        let nodes: Vec<u16> = self.arbit_side().iter().map(|n| n.0).collect();
         tracing::warn!(arbitrator = %api, "half of the data nodes are on this side ({nodes:?}): asking the arbitrator, node {api}");
         if let Some(round) = &mut self.arbit.round {
             round.asked = Some(now);
@@ -412,7 +699,12 @@ impl Kernel {
     /// The round ends: commits go on (or the node stops). A president tells its side what it
     /// decided, and after a win by the arbitrator starts it again with a new ticket.
     fn arbit_end_round(&mut self, go_on: bool, out: &mut dyn Outbox) {
-        let asked = self.arbit.round.take().is_some_and(|r| r.asked.is_some());
+        let round = self.arbit.round.take();
+        let asked = round.as_ref().is_some_and(|r| r.asked.is_some());
+        // The side its nodes confirmed (one that failed since is in a round of its own).
+        let (prep, side) = round
+            .and_then(|r| r.prep)
+            .map_or((0, self.arbit_side()), |p| (p.id, p.side));
         // A verdict is for one round: a later one must hear its own.
         self.arbit.verdict_win = None;
         self.tc.set_commits_held(false);
@@ -426,7 +718,7 @@ impl Kernel {
             }
         }
         if self.arbit_president() == self.me {
-            self.arbit_send_verdict(go_on, out);
+            self.arbit_send_verdict(prep, side, go_on, out);
             if go_on && asked {
                 // The arbitrator chose this side for this ticket: a new one for the next split.
                 self.arbit.arbitrator = None;
@@ -435,12 +727,13 @@ impl Kernel {
     }
 
     /// As president: ARBIT_VERDICT to every data node of the side, naming the side's nodes
-    /// (a node that counts another side, having seen other failures, waits for its own).
-    fn arbit_send_verdict(&mut self, go_on: bool, out: &mut dyn Outbox) {
+    /// and the PREP_FAILREQ they confirmed (a node that counts another side, having seen
+    /// other failures, waits for its own).
+    fn arbit_send_verdict(&mut self, prep: u64, side: NodeSet, go_on: bool, out: &mut dyn Outbox) {
         let verdict = ArbitSignal {
-            ticket: self.arbit.arbitrator.map_or(0, |(_, t)| t),
+            ticket: prep,
             node: u16::from(go_on),
-            nodes: self.arbit_side().iter().map(|n| n.0).collect(),
+            nodes: side.iter().map(|n| n.0).collect(),
         };
         let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
         for peer in peers {
@@ -576,6 +869,15 @@ impl Kernel {
                 if !asked || !current {
                     return;
                 }
+                // A side that lost a node since it asked is confirmed again, then asks again
+                // (the arbitrator confirms a side it chose): its nodes took the verdict for
+                // the side they confirmed only.
+                let side = self.arbit_side();
+                let changed = (self.arbit.round.as_ref())
+                    .is_some_and(|r| r.prep.as_ref().is_some_and(|p| p.side != side));
+                if signal == gsn::ARBIT_CHOOSECONF && changed {
+                    return;
+                }
                 if signal == gsn::ARBIT_CHOOSECONF {
                     tracing::warn!(arbitrator = %from, "the arbitrator, node {from}, chose this side: it goes on");
                     self.arbit_end_round(true, out);
@@ -601,6 +903,7 @@ impl Kernel {
         from: NodeId,
         signal: u16,
         arbit: ArbitSignal,
+        out: &mut dyn Outbox,
         now: Instant,
     ) {
         match signal {
@@ -609,9 +912,15 @@ impl Kernel {
             }
             gsn::ARBIT_VERDICT if arbit.node == 1 => {
                 let side = arbit.nodes.iter().map(|&n| NodeId(n)).collect();
-                self.arbit.verdict_win = Some((from, now, side));
+                self.arbit.verdict_win = Some((from, arbit.ticket, side));
+                // At once: the president lets a restarting node in once its round ended, and
+                // a member that took it in first would count another president.
+                if self.arbit.round.is_some() && self.qmgr.started() && self.arbit.enabled() {
+                    self.arbit_decide(out, now);
+                }
             }
-            gsn::ARBIT_VERDICT => {
+            // A stop from the president: the arbitrator chose the other side.
+            gsn::ARBIT_VERDICT if from == self.arbit_president() => {
                 let why = format!(
                     "error 2305: Node lost connection to other nodes and can not form a \
                      unpartitioned cluster, please investigate if there are error(s) on other \

@@ -406,11 +406,21 @@ impl Kernel {
             }
             gsn::ARBIT_PREPREQ | gsn::ARBIT_VERDICT if self.qmgr.is_up(from) => {
                 let arbit = rndb_protocol::qmgr::Arbit::decode(payload)?;
-                self.exec_arbit_from_data_node(from, header.signal, arbit, now)
+                self.exec_arbit_from_data_node(from, header.signal, arbit, out, now)
+            }
+            gsn::PREP_FAILREQ if self.qmgr.is_up(from) => {
+                let request = rndb_protocol::qmgr::Arbit::decode(payload)?;
+                self.exec_prep_failreq(from, request, out, now)
+            }
+            gsn::PREP_FAILCONF if self.qmgr.is_up(from) => {
+                let conf = rndb_protocol::qmgr::Arbit::decode(payload)?;
+                self.exec_prep_failconf(from, conf, out, now)
             }
             // From a data node this one holds failed (sent before this node's link closed,
             // as that node's side decided alone): it speaks for no side of this node's.
-            gsn::ARBIT_PREPREQ | gsn::ARBIT_VERDICT if self.qmgr.is_data_node(from) => {
+            gsn::ARBIT_PREPREQ | gsn::ARBIT_VERDICT | gsn::PREP_FAILREQ | gsn::PREP_FAILCONF
+                if self.qmgr.is_data_node(from) =>
+            {
                 rndb_protocol::qmgr::Arbit::decode(payload)?;
             }
             gsn::NODE_STOPPING_REP if self.qmgr.is_data_node(from) => {

@@ -637,7 +637,8 @@ impl Kernel {
     }
 
     /// FAIL_REP: a node saw `rep.node` fail. Declared when this node is the president without
-    /// it; otherwise the reporter's view of who presides is ahead of this node's, and its own
+    /// it (one failed here already may begin a failure round: `arbit_failure_reported`);
+    /// otherwise the reporter's view of who presides is ahead of this node's, and its own
     /// heartbeats or link will tell.
     pub(crate) fn exec_fail_rep(
         &mut self,
@@ -651,7 +652,11 @@ impl Kernel {
             return self.exec_fail_rep_self(node, out);
         }
         if self.qmgr.president_without(node) == self.me && node != self.me {
-            self.declare_failed(node, &format!("reported by data node {from}"), out, now);
+            if self.qmgr.up.contains(&node) {
+                self.declare_failed(node, &format!("reported by data node {from}"), out, now);
+            } else {
+                self.arbit_failure_reported(node, now);
+            }
         }
     }
 
@@ -1016,9 +1021,8 @@ impl Kernel {
                 self.fatal.get_or_insert(why);
             }
         }
-        if restarting {
-            self.arbit_copying_failed(out);
-        } else {
+        self.arbit_side_lost(node);
+        if !restarting {
             self.arbit_node_failed(node, before, now);
         }
         // The API nodes stop routing to it, even while their link to it stays open (a
