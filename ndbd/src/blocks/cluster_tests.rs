@@ -6,8 +6,9 @@
 //! commits its primary row only after the backups, a node refuses API work until every data
 //! node is connected, and (on three kernels) a node that stops running is declared failed by
 //! the president's heartbeats and stops when it reads so; two kernels split in half go on
-//! only on the side the arbitrator chose; and a node that stops gracefully while a failure is
-//! being arbitrated does not count as lost.
+//! only on the side the arbitrator chose; a node that stops gracefully while a failure is
+//! being arbitrated does not count as lost; and (on four) a node that two presidents count is
+//! on the side it confirmed only.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -1407,6 +1408,204 @@ fn a_node_stopping_gracefully_during_a_failure_round_is_not_counted_lost() {
     for (&node, kernel) in kernels.iter_mut() {
         assert_eq!(kernel.take_fatal(), None, "node {node} stopped");
         assert!(!kernel.tc.commits_held(), "node {node} commits again");
+    }
+}
+
+/// Four data nodes in node groups {1, 2} and {3, 4}, API node 50 the arbitrator. The links
+/// 1–2 and 1–4 close (as two one-way cuts end, seed 0x2e3190a52): node 1 presides over the
+/// side {1, 3}, node 2 over {2, 3, 4}, and node 3, which saw no failure, is on both. Each
+/// president asks its side to confirm it (PREP_FAILREQ); node 3 confirms the first to reach
+/// it and fails the nodes outside that side, so the other president loses it. Exactly one
+/// side goes on, with node 3: {1, 3} by the arbitrator (half of the nodes), or {2, 3, 4} by
+/// node group {3, 4}; the other stops (2305). (Counting node 3 without its word, both sides
+/// went on.)
+#[test]
+fn a_node_two_presidents_count_is_on_the_side_it_confirmed_only() {
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    use rndb_protocol::qmgr::{Arbit, ArbiterState};
+
+    /// Frames one kernel sent during one step, and the links it closed.
+    #[derive(Default)]
+    struct Closing {
+        sent: Sent,
+        closed: Vec<NodeId>,
+    }
+
+    impl Outbox for Closing {
+        fn send(
+            &mut self,
+            to: NodeId,
+            header: FrameHeader,
+            encode: &mut dyn FnMut(&mut Vec<u8>),
+        ) -> Result<(), SendFailure> {
+            self.sent.send(to, header, encode)
+        }
+
+        fn close(&mut self, to: NodeId, _: String) {
+            self.closed.push(to);
+        }
+
+        fn declare_failed(&mut self, to: NodeId, _: String) {
+            self.closed.push(to);
+        }
+    }
+
+    /// The data nodes, the links closed between them, the arbitrator's state, and the nodes
+    /// that stopped (with why). Frames from `first` are delivered before the others'.
+    struct Net {
+        kernels: BTreeMap<NodeId, Kernel>,
+        closed: BTreeSet<(NodeId, NodeId)>,
+        arbiter: ArbiterState,
+        stopped: BTreeMap<NodeId, String>,
+        first: NodeId,
+    }
+
+    impl Net {
+        /// Runs `step` on kernel `node` (if it runs), then its jobs: what it sent, and the
+        /// links it closed (each end hears that), or its links when it stopped.
+        fn step(
+            &mut self,
+            node: NodeId,
+            now: Instant,
+            step: &mut dyn FnMut(&mut Kernel, &mut Closing),
+        ) -> Vec<Frame> {
+            let Some(kernel) = self.kernels.get_mut(&node) else {
+                return Vec::new();
+            };
+            let mut out = Closing::default();
+            step(kernel, &mut out);
+            kernel.run_jobs(&mut out, now);
+            let mut frames: Vec<Frame> = (out.sent.0.into_iter())
+                .map(|(to, h, p)| (node, to, h, p))
+                .collect();
+            let mut closing = out.closed;
+            if let Some(why) = kernel.take_fatal() {
+                self.kernels.remove(&node);
+                self.stopped.insert(node, why);
+                closing = self.kernels.keys().copied().collect();
+            }
+            for other in closing {
+                frames.extend(self.close(node, other, now));
+            }
+            frames
+        }
+
+        /// The link between `a` and `b` closes: each end that runs hears it.
+        fn close(&mut self, a: NodeId, b: NodeId, now: Instant) -> Vec<Frame> {
+            if !self.closed.insert((a.min(b), a.max(b))) {
+                return Vec::new();
+            }
+            let mut frames = Vec::new();
+            for (end, other) in [(a, b), (b, a)] {
+                frames.extend(self.step(end, now, &mut |k, out| k.on_disconnect(other, out, now)));
+            }
+            frames
+        }
+
+        /// Delivers `pending` and what follows until nothing is left: the arbitrator's
+        /// answers first, then frames from `first`; none crosses a closed link.
+        fn run(&mut self, mut pending: Vec<Frame>, now: Instant) {
+            while !pending.is_empty() {
+                pending.sort_by_key(|f| (f.1 != API, f.0 != self.first));
+                let (from, to, header, payload) = pending.remove(0);
+                if to == API {
+                    pending.extend(self.arbitrate(from, &header, &payload));
+                    continue;
+                }
+                if from != API && self.closed.contains(&(from.min(to), from.max(to))) {
+                    continue;
+                }
+                pending.extend(self.step(to, now, &mut |k, out| {
+                    k.on_frame(from, &header, &payload, out, now)
+                        .map_err(|e| e.0)
+                        .expect("frame");
+                }));
+            }
+        }
+
+        /// API node 50 answers an arbitration request from `from` (other frames to it are
+        /// news it drops).
+        fn arbitrate(&mut self, from: NodeId, header: &FrameHeader, payload: &[u8]) -> Vec<Frame> {
+            if !matches!(header.signal, gsn::ARBIT_STARTREQ | gsn::ARBIT_CHOOSEREQ) {
+                return Vec::new();
+            }
+            let request = Arbit::decode(payload).expect("arbitration request");
+            let Some((signal, answer, _)) = self.arbiter.answer(header.signal, &request) else {
+                return Vec::new();
+            };
+            let mut bytes = Vec::new();
+            answer.encode(&mut bytes);
+            let header = FrameHeader {
+                signal,
+                receiver_block: block::QMGR,
+                sender_block: block::API,
+                request_id: 0,
+            };
+            vec![(API, from, header, bytes)]
+        }
+
+        /// One timer tick on every running kernel, and everything that follows.
+        fn tick(&mut self, now: Instant) {
+            let nodes: Vec<NodeId> = self.kernels.keys().copied().collect();
+            let mut pending = Vec::new();
+            for node in nodes {
+                pending.extend(self.step(node, now, &mut |k, _| k.on_timer(now)));
+            }
+            self.run(pending, now);
+        }
+    }
+
+    let ini = "[ndbd default]\nNoOfReplicas=2\nDataMemory=16M\nHeartbeatIntervalDbDb=100\n\
+               ArbitrationTimeout=1000\n[ndbd]\nNodeId=1\nHostName=127.0.0.1\n\
+               [ndbd]\nNodeId=2\nHostName=127.0.0.1\n[ndbd]\nNodeId=3\nHostName=127.0.0.1\n\
+               [ndbd]\nNodeId=4\nHostName=127.0.0.1\n\
+               [api]\nNodeId=50\nHostName=127.0.0.1\nArbitrationRank=1\n";
+    let config = rndb_config::parse_str(ini, Path::new("t.ini")).expect("config");
+    for first in [NodeId(1), NodeId(2)] {
+        let mut net = Net {
+            kernels: wired_kernels(&config),
+            closed: BTreeSet::new(),
+            arbiter: ArbiterState::default(),
+            stopped: BTreeMap::new(),
+            first,
+        };
+        let start = Instant::now();
+        for i in 1..=5 {
+            net.tick(start + Duration::from_millis(10 * i));
+        }
+        assert!(net.arbiter.has_ticket(), "node 1 started the arbitrator");
+        let now = start + Duration::from_millis(60);
+        for (a, b) in [(NodeId(1), NodeId(2)), (NodeId(1), NodeId(4))] {
+            let frames = net.close(a, b, now);
+            net.run(frames, now);
+        }
+        for i in 7..=60 {
+            net.tick(start + Duration::from_millis(10 * i));
+        }
+        let (winners, losers) = match first.0 {
+            1 => ([1, 3].as_slice(), [2, 4].as_slice()),
+            _ => ([2, 3, 4].as_slice(), [1].as_slice()),
+        };
+        for &node in winners {
+            let kernel = net.kernels.get(&NodeId(node));
+            let kernel = kernel.unwrap_or_else(|| {
+                panic!(
+                    "{first} first: node {node} goes on, but stopped: {:?}",
+                    net.stopped.get(&NodeId(node))
+                )
+            });
+            assert!(
+                !kernel.tc.commits_held(),
+                "{first} first: node {node} commits again"
+            );
+        }
+        for &node in losers {
+            let why = net.stopped.get(&NodeId(node));
+            let why = why.unwrap_or_else(|| panic!("{first} first: node {node} stops"));
+            assert!(why.contains("2305"), "{first} first: node {node}: {why}");
+        }
     }
 }
 
