@@ -952,11 +952,14 @@ fn a_failed_sync_of_the_sysfile_read_does_not_stop_a_system_restart() {
 /// and went on with nodes 3 and 4 by rule (node group {3, 4} whole on its side); node 1
 /// declared nodes 2 and 4 failed and went on with node 3 by the arbitrator's choice. Node 3
 /// was counted on both sides, both committed, and the bank's accounts summed to 9196, not
-/// 9000. A side's members must agree to it (NDB settles a failure at the president, with
-/// every node of the side confirming, and its heartbeats go round a ring); not fixed yet.
+/// 9000. Each side was counted from its own links, and node 3 had agreed to neither. Now a
+/// side's president asks every other node of the side to confirm it (PREP_FAILREQ, as NDB
+/// settles a failure); a node confirms one side only, failing every node outside it, and the
+/// rules and the arbitrator count only confirmed sides, whose other nodes go on only on the
+/// president's verdict. Node 3 confirms node 1's side and closes its links to nodes 2 and 4,
+/// whose side is then half, is refused by the arbitrator, and stops (2305).
 #[test]
-#[ignore = "split brain under two one-way cuts: a node counted on both sides (see the comment)"]
-fn unfixed_two_one_way_cuts_leave_one_side() {
+fn two_one_way_cuts_leave_one_side() {
     let options = Options {
         faults: vec![
             Fault::Partition,
