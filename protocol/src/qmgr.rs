@@ -98,7 +98,7 @@ pub enum ArbiterEvent {
     Restarted,
     /// The first side to ask for the ticket goes on.
     Chose(Vec<u16>),
-    /// The chosen side asked again.
+    /// The chosen side, or a part of it, asked again: it is the chosen side now.
     Confirmed,
     /// Another side asked: it stops; the chosen one is named.
     Refused { chosen: Vec<u16> },
@@ -156,9 +156,13 @@ impl ArbiterState {
                             ArbiterEvent::Chose(request.nodes.clone()),
                         )
                     }
-                    // Sides of a split share no data node: a request naming one of the chosen
-                    // side's nodes is that side asking again (its president may have changed).
+                    // Sides of a split share no data node (each node confirms one side): a
+                    // request naming one of the chosen side's nodes is that side asking again
+                    // (its president may have changed), or a part of it that split off since.
+                    // The chosen side becomes that part, so that of two parts of it only the
+                    // first to ask goes on.
                     Some(chosen) if request.nodes.iter().any(|n| chosen.contains(n)) => {
+                        self.chosen = Some(request.nodes.clone());
                         reply(gsn::ARBIT_CHOOSECONF, ArbiterEvent::Confirmed)
                     }
                     Some(chosen) => {
@@ -362,6 +366,32 @@ mod tests {
                 (gsn::ARBIT_CHOOSEREF, ArbiterEvent::UnknownTicket)
             );
         }
+    }
+
+    #[test]
+    fn a_chosen_side_that_splits_again_goes_on_in_one_part_only() {
+        let mut state = ArbiterState::default();
+        let ticket = 1 << 48 | 1;
+        state.answer(gsn::ARBIT_STARTREQ, &arbit(ticket, &[]));
+        let ask = |state: &mut ArbiterState, nodes: &[u16]| {
+            let (signal, _, event) = state
+                .answer(gsn::ARBIT_CHOOSEREQ, &arbit(ticket, nodes))
+                .unwrap();
+            (signal, event)
+        };
+        let chose = ArbiterEvent::Chose(vec![1, 2, 3, 4]);
+        assert_eq!(
+            ask(&mut state, &[1, 2, 3, 4]),
+            (gsn::ARBIT_CHOOSECONF, chose)
+        );
+        // The chosen side asks again under a new president, then splits in two before its
+        // president started the arbitrator with a new ticket: the first part to ask goes on.
+        let again = (gsn::ARBIT_CHOOSECONF, ArbiterEvent::Confirmed);
+        assert_eq!(ask(&mut state, &[2, 3, 4]), again);
+        assert_eq!(ask(&mut state, &[3, 4]), again);
+        let (signal, _) = ask(&mut state, &[2]);
+        assert_eq!(signal, gsn::ARBIT_CHOOSEREF);
+        assert_eq!(ask(&mut state, &[4]), again);
     }
 
     #[test]
