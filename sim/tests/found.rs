@@ -957,7 +957,10 @@ fn a_failed_sync_of_the_sysfile_read_does_not_stop_a_system_restart() {
 /// settles a failure); a node confirms one side only, failing every node outside it, and the
 /// rules and the arbitrator count only confirmed sides, whose other nodes go on only on the
 /// president's verdict. Node 3 confirms node 1's side and closes its links to nodes 2 and 4,
-/// whose side is then half, is refused by the arbitrator, and stops (2305).
+/// whose side is then half, is refused by the arbitrator, and stops (2305). On 5813ac0 the
+/// simulator draws other faults for this seed, which passes there without the fix too;
+/// `a_node_two_presidents_count_is_on_the_side_it_confirmed_only` (`cluster_tests.rs`) keeps
+/// the scenario.
 #[test]
 fn two_one_way_cuts_leave_one_side() {
     let options = Options {
