@@ -945,6 +945,18 @@ fn a_failed_sync_of_the_sysfile_read_does_not_stop_a_system_restart() {
     replay_handled(&[0x3_b9ac_a064]);
 }
 
+/// Seed 0x3e366ac32 with every handled fault (found by `scripts/sim --seeds 60000 --start
+/// 16700000000 --once --faults ...` on 69bd050; it draws other faults since the merge of
+/// PREP_FAILREQ), 4 data nodes: node 4's node restart failed just after the president sent
+/// INCL_NODEREQ; node 3 heard node 4's link close first and kept the request, and when node
+/// 4 started again, took it for included on its CM_REGREQ alone. Node 3 crashed, node 4
+/// served rows restored at GCI 17, and an acknowledged insert was gone. The president now
+/// sends NODE_FAILREP after such an inclusion ends (`inclusion_ended`), which clears it.
+#[test]
+fn an_inclusion_that_ended_with_its_link_is_cleared_everywhere() {
+    replay_handled(&[0x3_e366_ac32]);
+}
+
 /// Seed 0x2e3190a52 with `--faults partition,restart,slow,client,api-link,buggify` (found by
 /// `scripts/sim --seeds 20000 --start 12400000000 --once --faults ...` on 187a25b; it passes
 /// before f956281 only because the clients' requests were timed otherwise), 4 data nodes: two

@@ -146,6 +146,9 @@ enum Signal {
     CopyStep,
     /// QMGR as president: a node restart cannot finish; the restarting node is failed.
     AbortNodeRestart(NodeId),
+    /// QMGR as president: the inclusion of a restarting node ended with its link; every
+    /// other node hears NODE_FAILREP after the INCL_NODEREQ it was sent.
+    InclusionEnded(NodeId),
 }
 
 const _: () = assert!(std::mem::size_of::<Signal>() <= 16);
@@ -611,6 +614,7 @@ impl Kernel {
                 Signal::CmRegReq { node, started } => self.send_cm_regreq(node, started, out),
                 Signal::CopyStep => self.copy_step(out),
                 Signal::AbortNodeRestart(node) => self.abort_node_restart(node, out, now),
+                Signal::InclusionEnded(node) => self.inclusion_ended(node, out),
                 Signal::StartDone { gci } => self.start_done(gci, out, now),
             }
         }

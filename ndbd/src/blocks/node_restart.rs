@@ -1460,14 +1460,27 @@ impl Kernel {
         self.qmgr.copying.remove(node);
         self.node_restart.incl.retain(|i| i.node != node);
         self.node_restart.copies.retain(|c| c.node != node);
-        if self
-            .node_restart
-            .admit
-            .as_ref()
-            .is_some_and(|a| a.node == node)
-        {
+        if let Some(admit) = self.node_restart.admit.as_ref().filter(|a| a.node == node) {
             tracing::warn!(node = %node, "node restart of data node {node} ends: its link closed");
+            if admit.step != gsn::START_PERMCONF {
+                self.jobs.push_back(Signal::InclusionEnded(node));
+            }
             self.node_restart.admit = None;
+        }
+    }
+
+    /// As president: the inclusion of `node` ended with its link, after INCL_NODEREQ went
+    /// out. A node that heard the link close before the request arrived keeps the request,
+    /// and would take the node's next run for included on its CM_REGREQ alone, before any
+    /// president let it in (seed 0x3e366ac32: node 3 did, crashed, and node 4 served rows
+    /// restored from an old GCI; an acknowledged insert was gone). NODE_FAILREP follows the
+    /// request on the same link and ends it there (`exec_node_failrep`).
+    pub(crate) fn inclusion_ended(&mut self, node: NodeId, out: &mut dyn Outbox) {
+        let peers: Vec<NodeId> = (self.qmgr.alive())
+            .filter(|&n| n != self.me && n != node)
+            .collect();
+        for peer in peers {
+            self.send_to(peer, gsn::NODE_FAILREP, Some(node), out);
         }
     }
 }
