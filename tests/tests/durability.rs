@@ -103,6 +103,17 @@ fn transfer(api: &Cluster, accounts: &Table, ledger: &Table, n: u32) -> bool {
     run().is_ok()
 }
 
+/// Kills every data node with SIGKILL, starts them again without `--initial`, and connects.
+fn kill_every_node_and_restart(cluster: &mut TestCluster) -> Cluster {
+    for id in cluster.data_node_ids() {
+        cluster.kill_node(id).expect("SIGKILL");
+    }
+    cluster
+        .restart_stopped_nodes()
+        .expect("restart without --initial");
+    cluster.connect().expect("connect after the restart")
+}
+
 #[test]
 fn every_node_killed_with_sigkill_restarts_with_every_transfer_saved_before() {
     let mut cluster = TestCluster::start(spec()).expect("start the cluster");
@@ -131,13 +142,7 @@ fn every_node_killed_with_sigkill_restarts_with_every_transfer_saved_before() {
         n += 1;
     }
     drop(api);
-    for id in cluster.data_node_ids() {
-        cluster.kill_node(id).expect("SIGKILL");
-    }
-    cluster
-        .restart_stopped_nodes()
-        .expect("restart without --initial");
-    let api = cluster.connect().expect("connect after the restart");
+    let api = kill_every_node_and_restart(&mut cluster);
     let accounts = api
         .get_table("accounts")
         .expect("the accounts table survives");
@@ -198,13 +203,7 @@ fn a_table_created_or_dropped_just_before_a_sigkill_of_every_node_stays_so() {
     api.drop_table("dropped").expect("drop dropped");
     api.create_table(&def("created")).expect("create created");
     drop(api);
-    for id in cluster.data_node_ids() {
-        cluster.kill_node(id).expect("SIGKILL");
-    }
-    cluster
-        .restart_stopped_nodes()
-        .expect("restart without --initial");
-    let api = cluster.connect().expect("connect after the restart");
+    let api = kill_every_node_and_restart(&mut cluster);
     api.get_table("created")
         .expect("the table created before the kill is there");
     let gone = api.get_table("dropped");

@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use rndb_config::{key_hash, NodeId, PartitionMap};
 use rndb_protocol::lqh::{self, gsn as dgsn};
+use rndb_protocol::qmgr::{Arbit, ArbiterState};
 use rndb_protocol::signals::{self, block, gsn, TableInfo, TcExecuteReq, TcKeyReq, TcKeyRow};
 use rndb_protocol::{
     AbortOption, ColumnDef, ColumnType, ExecType, LockMode, OperationType, TableDef, Value,
@@ -33,6 +34,30 @@ const API: NodeId = NodeId(50);
 
 /// A frame between data nodes: from, to, header, payload.
 type Frame = (NodeId, NodeId, FrameHeader, Vec<u8>);
+
+/// The arbitrator's (API node `API`'s) answer to an arbitration request from data node
+/// `from`; `None` for any other frame to it, or a request it does not answer.
+fn arbiter_answer(
+    arbiter: &mut ArbiterState,
+    from: NodeId,
+    header: &FrameHeader,
+    payload: &[u8],
+) -> Option<Frame> {
+    if !matches!(header.signal, gsn::ARBIT_STARTREQ | gsn::ARBIT_CHOOSEREQ) {
+        return None;
+    }
+    let request = Arbit::decode(payload).expect("arbitration request");
+    let (signal, answer, _) = arbiter.answer(header.signal, &request)?;
+    let mut bytes = Vec::new();
+    answer.encode(&mut bytes);
+    let header = FrameHeader {
+        signal,
+        receiver_block: block::QMGR,
+        sender_block: block::API,
+        request_id: 0,
+    };
+    Some((API, from, header, bytes))
+}
 
 /// Frames one kernel sent during one step.
 #[derive(Default)]
@@ -1267,8 +1292,6 @@ fn a_silent_data_node_is_declared_failed_by_the_president_and_stops_when_told() 
 fn a_split_in_half_goes_on_only_on_the_side_the_arbitrator_chose() {
     use std::time::Duration;
 
-    use rndb_protocol::qmgr::{Arbit, ArbiterState};
-
     let ini = "[ndbd default]\nNoOfReplicas=2\nDataMemory=16M\nHeartbeatIntervalDbDb=100\n\
                ArbitrationTimeout=1000\n[ndbd]\nNodeId=1\nHostName=127.0.0.1\n\
                [ndbd]\nNodeId=2\nHostName=127.0.0.1\n\
@@ -1288,23 +1311,11 @@ fn a_split_in_half_goes_on_only_on_the_side_the_arbitrator_chose() {
                 pending.sort_by_key(|f| (f.1 != API, f.0 != first));
                 let (from, to, header, payload) = pending.remove(0);
                 let (from, to, header, payload) = if to == API {
-                    if !matches!(header.signal, gsn::ARBIT_STARTREQ | gsn::ARBIT_CHOOSEREQ) {
-                        // News for API nodes (NODE_FAILREP once this side goes on).
-                        continue;
-                    }
-                    let request = Arbit::decode(&payload).expect("arbitration request");
-                    let Some((signal, answer, _)) = arbiter.answer(header.signal, &request) else {
+                    // Other news for API nodes (NODE_FAILREP once this side goes on) is dropped.
+                    let Some(answer) = arbiter_answer(&mut arbiter, from, &header, &payload) else {
                         continue;
                     };
-                    let mut bytes = Vec::new();
-                    answer.encode(&mut bytes);
-                    let header = FrameHeader {
-                        signal,
-                        receiver_block: block::QMGR,
-                        sender_block: block::API,
-                        request_id: 0,
-                    };
-                    (API, from, header, bytes)
+                    answer
                 } else {
                     (from, to, header, payload)
                 };
@@ -1424,8 +1435,6 @@ fn a_node_two_presidents_count_is_on_the_side_it_confirmed_only() {
     use std::collections::BTreeSet;
     use std::time::Duration;
 
-    use rndb_protocol::qmgr::{Arbit, ArbiterState};
-
     /// Frames one kernel sent during one step, and the links it closed.
     #[derive(Default)]
     struct Closing {
@@ -1528,22 +1537,9 @@ fn a_node_two_presidents_count_is_on_the_side_it_confirmed_only() {
         /// API node 50 answers an arbitration request from `from` (other frames to it are
         /// news it drops).
         fn arbitrate(&mut self, from: NodeId, header: &FrameHeader, payload: &[u8]) -> Vec<Frame> {
-            if !matches!(header.signal, gsn::ARBIT_STARTREQ | gsn::ARBIT_CHOOSEREQ) {
-                return Vec::new();
-            }
-            let request = Arbit::decode(payload).expect("arbitration request");
-            let Some((signal, answer, _)) = self.arbiter.answer(header.signal, &request) else {
-                return Vec::new();
-            };
-            let mut bytes = Vec::new();
-            answer.encode(&mut bytes);
-            let header = FrameHeader {
-                signal,
-                receiver_block: block::QMGR,
-                sender_block: block::API,
-                request_id: 0,
-            };
-            vec![(API, from, header, bytes)]
+            arbiter_answer(&mut self.arbiter, from, header, payload)
+                .into_iter()
+                .collect()
         }
 
         /// One timer tick on every running kernel, and everything that follows.
