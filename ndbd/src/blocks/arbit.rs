@@ -64,7 +64,7 @@
 use std::time::{Duration, Instant};
 
 use rndb_config::{Arbitration, ClusterConfig, DataNodeConfig, NodeId};
-use rndb_protocol::qmgr::{Arbit as ArbitSignal, FailRep};
+use rndb_protocol::qmgr::Arbit as ArbitSignal;
 use rndb_protocol::signals::{block, gsn};
 
 use super::node_set::NodeSet;
@@ -523,10 +523,7 @@ impl Kernel {
         round.reported = Some(now);
         let failed: Vec<NodeId> = round.before.difference(&alive).iter().collect();
         for node in failed {
-            let frame = data_node_header(gsn::FAIL_REP, block::QMGR, block::QMGR);
-            let rep = FailRep { node: node.0 };
-            self.unsent
-                .send(out, president, frame, &mut |b| rep.encode(b));
+            self.send_to(president, gsn::FAIL_REP, Some(node), out);
         }
     }
 
@@ -611,9 +608,7 @@ impl Kernel {
         let gone: Vec<NodeId> = side.iter().filter(|&n| !self.qmgr.is_alive(n)).collect();
         if !gone.is_empty() {
             for node in gone {
-                let frame = data_node_header(gsn::FAIL_REP, block::QMGR, block::QMGR);
-                let rep = FailRep { node: node.0 };
-                self.unsent.send(out, from, frame, &mut |b| rep.encode(b));
+                self.send_to(from, gsn::FAIL_REP, Some(node), out);
             }
             return;
         }

@@ -543,7 +543,14 @@ impl Kernel {
         }
     }
 
-    fn send_to(&mut self, to: NodeId, signal: u16, node: Option<NodeId>, out: &mut dyn Outbox) {
+    /// Sends QMGR's `signal` to data node `to`, with a `FailRep` payload naming `node`.
+    pub(crate) fn send_to(
+        &mut self,
+        to: NodeId,
+        signal: u16,
+        node: Option<NodeId>,
+        out: &mut dyn Outbox,
+    ) {
         let header = data_node_header(signal, block::QMGR, block::QMGR);
         let rep = node.map(|n| FailRep { node: n.0 });
         self.unsent.send(out, to, header, &mut |b| {
