@@ -989,6 +989,37 @@ fn two_one_way_cuts_leave_one_side() {
     replay(&[0x2_e319_0a52], &options);
 }
 
+/// Seed 0x950306a7f with `--faults partition,restart,slow,pause,client,api-link,buggify`, and
+/// 0xba43cdf3e and 0x4190ac6a9 with `--faults partition,restart,slow,client,api-link,buggify`
+/// (found by campaigns on 3083033 and 685c662), 4 data nodes: a set's element read absent, then
+/// present again with nothing inserting it. In the first, node 3 (cut off alone) is the TC and
+/// the primary of a delete of element 5, node 4 its backup and the primary of the unique
+/// index's hidden row. The first commit round (backup rows) committed node 3's hidden row just
+/// before the cut; the round's LQH_COMMITREQ to node 4 was lost. When node 3 heard node 4 fail,
+/// its TC stopped waiting for node 4 and ran the second round (the primaries) on node 3 while
+/// arbitration held commits: the delete was applied, and a read waiting on its lock was
+/// answered 626. Node 3's side then stopped (2305), and nodes 1, 2, 4, knowing no replica that
+/// committed, rolled the delete back. A commit round now waits while commits are held
+/// (`Tc::held_rounds`), and goes on only if arbitration lets the side go on.
+#[test]
+fn a_commit_round_waits_for_arbitration_to_let_its_side_go_on() {
+    let mut options = Options {
+        faults: vec![
+            Fault::Partition,
+            Fault::Restart,
+            Fault::Slow,
+            Fault::Pause,
+            Fault::Client,
+            Fault::ApiLink,
+            Fault::Buggify,
+        ],
+        ..Options::default()
+    };
+    replay(&[0x9_5030_6a7f], &options);
+    options.faults.retain(|f| *f != Fault::Pause);
+    replay(&[0xb_a43c_df3e, 0x4_190a_c6a9], &options);
+}
+
 /// Runs each of `seeds` with crashes, cluster crashes, disk faults and node restarts, and
 /// fails with every seed's failure.
 fn replay_crashes_and_disk(seeds: &[u64]) {

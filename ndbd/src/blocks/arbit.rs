@@ -11,9 +11,11 @@
 //!    ArbitrationTimeout, or no arbitrator: it stops.
 //!
 //! While a round runs a node serves no key operation and refuses commits (286), holds the
-//! answers of commits that finished meanwhile, and tells API nodes of no failure: a side that
-//! then stops must not have shown or acknowledged anything the other side lacks, and the
-//! arbitrator must keep its links to both sides. All of it resumes when the side goes on.
+//! answers of commits that finished meanwhile and the commit rounds of those still running
+//! (a round releases locks and shows rows: seed 0x950306a7f), and tells API nodes of no
+//! failure: a side that then stops must not have shown or acknowledged anything the other
+//! side lacks, and the arbitrator must keep its links to both sides. All of it resumes when
+//! the side goes on.
 //!
 //! A node is counted on a side only once it agreed to it, as NDB settles a failure at the
 //! president: each side counted from its own links once took a node that had seen no failure
@@ -68,7 +70,7 @@ use rndb_protocol::qmgr::Arbit as ArbitSignal;
 use rndb_protocol::signals::{block, gsn};
 
 use super::node_set::NodeSet;
-use super::{data_node_header, Kernel, Outbox};
+use super::{data_node_header, Kernel, Outbox, Signal};
 
 /// A data node's arbitration state.
 #[derive(Debug)]
@@ -704,7 +706,11 @@ impl Kernel {
         self.arbit.verdict_win = None;
         self.tc.set_commits_held(false);
         let failed = std::mem::take(&mut self.arbit.api_failreps);
+        let rounds = std::mem::take(&mut self.tc.held_rounds);
         if go_on {
+            for trans in rounds {
+                self.jobs.push_back(Signal::TcContinueB(trans));
+            }
             // The commits whose answers the round held, and the failures the API nodes wait
             // to hear of.
             self.tc_checkpoint_saved(out);

@@ -133,6 +133,12 @@ impl Kernel {
     /// round is done.
     pub(crate) fn tc_round(&mut self, trans: TransId, out: &mut dyn Outbox) {
         let commit = self.tc.is_committing(trans);
+        if commit && self.tc.commits_held() {
+            // Shown now, the rows could reveal a commit the other side of a split aborts
+            // (seed 0x950306a7f: the primary's round ran as the backup's link failed, and a
+            // read waiting on its lock saw the delete the other side rolled back).
+            return self.tc.held_rounds.push(trans);
+        }
         if commit && self.tc.gci_of(trans).is_none() {
             // The commit starts: in the current epoch, unless the nodes are switching epochs
             // (GCP_PREPARE), when it waits for GCP_COMMIT (see `dih/gcp.rs`).

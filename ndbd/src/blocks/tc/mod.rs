@@ -237,6 +237,11 @@ pub struct Tc {
     /// replica may live on the other side, so the abort is told only if this side goes on
     /// (then the other side stops and its commit goes with it).
     pub held_aborts: Vec<(TransId, ApiAnswer)>,
+    /// Commit rounds put off while commits are held (`Kernel::tc_round`): a round commits
+    /// rows and releases their locks, and what it shows may be what the other side of a split
+    /// aborts (a round decided here that reached only this side's replicas). They go on when
+    /// arbitration lets this side go on.
+    pub held_rounds: Vec<TransId>,
 }
 
 /// Names a transaction: the API node and its request id.
@@ -300,6 +305,7 @@ impl Tc {
             commits_held: false,
             starts_held: false,
             held_aborts: Vec::new(),
+            held_rounds: Vec::new(),
         }
     }
 
