@@ -1020,6 +1020,19 @@ fn a_commit_round_waits_for_arbitration_to_let_its_side_go_on() {
     replay(&[0xb_a43c_df3e, 0x4_190a_c6a9], &options);
 }
 
+/// Seed 0x730060d (found by `scripts/sim --seeds 30000 --start 0x7300000 --once` on 82d4e05),
+/// 4 data nodes: a transfer's debit committed without its credit (the accounts summed to 6978,
+/// not 7000). Node 3, its TC, sent the first commit round (backup rows) and crashed; node 4,
+/// paused meanwhile, held node 3's LQH_COMMITREQ unread. When it ran again it handled the
+/// president's NODE_FAILREP for node 3 first, answered the master's TC_FAIL_QUERY "open", and
+/// only then ran the LQH_COMMITREQ read before its link to node 3 closed: it committed the
+/// debit's backup row, and the master, hearing "open" from every survivor, rolled the rest
+/// back. A data node now drops TC and LQH signals from a data node it holds failed.
+#[test]
+fn a_signal_read_before_its_sender_failed_is_dropped_after() {
+    replay(&[0x730_060d], &Options::default());
+}
+
 /// Runs each of `seeds` with crashes, cluster crashes, disk faults and node restarts, and
 /// fails with every seed's failure.
 fn replay_crashes_and_disk(seeds: &[u64]) {

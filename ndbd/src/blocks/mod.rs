@@ -492,6 +492,15 @@ impl Kernel {
                 header.signal
             )));
         }
+        if !self.qmgr.is_up(from) {
+            // Read before its link closed here, and handled after: its failure is handled
+            // already (its transactions decided by the survivors, its operations answered
+            // 4010), and a late commit would commit what the survivors may roll back (seed
+            // 0x730060d: a paused node committed a failed TC's backup rows after answering the
+            // master's TC_FAIL_QUERY "open", and the transfer's debit stayed alone).
+            tracing::debug!(node = %from, signal = header.signal, "a signal from a data node held failed; dropped");
+            return Ok(());
+        }
         match header.signal {
             dgsn::LQHKEYREQ => self.exec_lqhkeyreq(lqh_signals::LqhKeyReq::decode(payload)?)?,
             dgsn::LQHKEYCONF => self.exec_lqhkeyconf(from, LqhKeyConf::decode(payload)?, out),
