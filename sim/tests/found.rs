@@ -1033,6 +1033,31 @@ fn a_signal_read_before_its_sender_failed_is_dropped_after() {
     replay(&[0x730_060d], &Options::default());
 }
 
+/// Seed 0xa204621 with `--workload bank --faults partition,restart,slow,pause,client,api-link,buggify`
+/// (found by `scripts/sim --seeds 40000 --start 0xa200000 --once ...` on ca93f53), 2 data
+/// nodes: the final check of the chains' order found node 2 putting itself last and node 1
+/// not. Node 2, cut off alone a second time, was still in its failure round (commits held,
+/// serving nothing) when the clients went idle, and had settled the order of its own side;
+/// the arbitrator had chosen node 1, and node 2 would stop. A node in a failure round no
+/// longer counts as settled (`Kernel::settled_chain_order`).
+#[test]
+fn a_node_in_a_failure_round_has_no_settled_chain_order() {
+    let options = Options {
+        workload: Workload::Bank,
+        faults: vec![
+            Fault::Partition,
+            Fault::Restart,
+            Fault::Slow,
+            Fault::Pause,
+            Fault::Client,
+            Fault::ApiLink,
+            Fault::Buggify,
+        ],
+        ..Options::default()
+    };
+    replay(&[0xa20_4621], &options);
+}
+
 /// Runs each of `seeds` with crashes, cluster crashes, disk faults and node restarts, and
 /// fails with every seed's failure.
 fn replay_crashes_and_disk(seeds: &[u64]) {

@@ -701,11 +701,16 @@ impl Kernel {
     }
 
     /// How this node orders the chains' live rejoined nodes (see `primary.rs`), once it is
-    /// settled: `None` while this node does not serve, a node restart copies, or a round
-    /// moving primaries holds it. Every node that returns `Some` must return the same list.
+    /// settled: `None` while this node does not serve, a node restart copies, a round
+    /// moving primaries holds it, or a failure round runs (its side, undecided, serves
+    /// nothing and may yet stop: seed 0xa204621, node 2 cut off alone before its stop).
+    /// Every node that returns `Some` must return the same list.
     /// (A failed node's place does not matter: it is put last again when it rejoins.)
     pub fn settled_chain_order(&self) -> Option<Vec<NodeId>> {
-        let settled = self.qmgr.started() && self.qmgr.copying.is_empty() && !self.tc.starts_held();
+        let settled = self.qmgr.started()
+            && self.qmgr.copying.is_empty()
+            && !self.tc.starts_held()
+            && !self.arbit_round_running();
         settled.then(|| {
             self.qmgr
                 .rejoined
