@@ -137,7 +137,10 @@ impl Kernel {
             // Shown now, the rows could reveal a commit the other side of a split aborts
             // (seed 0x950306a7f: the primary's round ran as the backup's link failed, and a
             // read waiting on its lock saw the delete the other side rolled back).
-            return self.tc.held_rounds.push(trans);
+            if !self.tc.held_rounds.contains(&trans) {
+                self.tc.held_rounds.push(trans);
+            }
+            return;
         }
         if commit && self.tc.gci_of(trans).is_none() {
             // The commit starts: in the current epoch, unless the nodes are switching epochs
