@@ -1657,10 +1657,15 @@ impl World {
             .unwrap_or(0)
     }
 
-    /// The highest GCI any node's disk has durably saved.
+    /// The highest GCI the disk of a node whose files can restart it has durably saved. A
+    /// lagging node's do not count (seed 0xb103776: node 1's sysfile named the tables' GCI as
+    /// its node restart began, and dropping its files for the copy took it away, while node
+    /// 2's disk had failed before that save; the cluster crash let in on it restarted at the
+    /// GCI before the tables' rows).
     fn saved_gci(&self) -> u32 {
         self.disks
             .keys()
+            .filter(|n| !self.lagging.contains(n))
             .map(|&n| self.sysfile_gci(n))
             .max()
             .unwrap_or(0)
