@@ -477,7 +477,8 @@ impl Kernel {
     /// in another order), and a node it counts may have confirmed another side. It stops when
     /// its president says nothing for twice ArbitrationTimeout after the round settled or it
     /// last confirmed (the president may wait that long for other confirmations, then for
-    /// the arbitrator).
+    /// the arbitrator). A round whose failed nodes have all been let in again (node restart,
+    /// which a president allows only outside a round) goes on: its president's side did.
     fn arbit_member_rules(&self, round: &Round, now: Instant) -> Decision {
         let president = self.arbit_president();
         let verdict = round.confirmed.as_ref().is_some_and(|c| {
@@ -492,6 +493,16 @@ impl Kernel {
             return Decision::GoOn(
                 "this side's president says it goes on (ARBIT_VERDICT), for the side this node \
                  confirmed",
+            );
+        }
+        if round.confirmed.is_none() && round.before.is_subset(&self.arbit_side()) {
+            // Every node that failed was let in again by node restart, which a president
+            // allows only outside a round: the side it runs went on, with this node in it
+            // (seed 0xb202f8b: node 3's round for node 4 outlived its president's graceful stop
+            // and the restarts of nodes 4 and 1, and refused every request with 286).
+            return Decision::GoOn(
+                "every data node alive before the failure has been let in again by this side's \
+                 president",
             );
         }
         let settled = round.since + self.arbit.settle;
