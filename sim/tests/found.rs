@@ -1086,6 +1086,29 @@ fn a_round_whose_failed_nodes_all_rejoined_goes_on() {
     replay_handled(&[0xb20_2f8b]);
 }
 
+/// Seed 0xf003b34 with `--faults hang,restart,crash,disk,pause` (found by `scripts/sim --seeds
+/// 40000 --start 0xf000000 --once --faults ...` on 6316c66; it fails the same way on
+/// 685c662), 4 data nodes: every data node stopped. Node 4 had just come back by node
+/// restart, and node 3 still counted it as being copied to when node 1 crashed. In its round
+/// node 3 reported to its president, node 2, every node alive before the failure that was not
+/// on its side: node 1, and node 4. Node 2 failed node 4 on that report while it let node 3
+/// stop for its full disk, and stopped itself (2305: node group {3, 4} had no live node). A
+/// member now reports only the nodes it holds failed (`arbit_report`).
+#[test]
+fn a_member_reports_no_node_being_copied_to_as_failed() {
+    let options = Options {
+        faults: vec![
+            Fault::Hang,
+            Fault::Restart,
+            Fault::Crash,
+            Fault::Disk,
+            Fault::Pause,
+        ],
+        ..Options::default()
+    };
+    replay(&[0xf00_3b34], &options);
+}
+
 /// Runs each of `seeds` with crashes, cluster crashes, disk faults and node restarts, and
 /// fails with every seed's failure.
 fn replay_crashes_and_disk(seeds: &[u64]) {

@@ -525,7 +525,10 @@ impl Kernel {
     /// HeartbeatIntervalDbDb, so that it settles them too (it may not have seen them).
     fn arbit_report(&mut self, out: &mut dyn Outbox, now: Instant) {
         let president = self.arbit_president();
-        let alive = self.arbit_side();
+        // Every live node, those being copied to too: one of them is no failure to report
+        // (seed 0xf003b34: node 3 reported node 4, still being copied to as it saw it, and
+        // the president failed it and stopped for the node group that left).
+        let alive: NodeSet = self.qmgr.alive().collect();
         let settle = self.arbit.settle;
         let Some(round) = self.arbit.round.as_mut() else {
             return;
