@@ -1004,15 +1004,7 @@ fn two_one_way_cuts_leave_one_side() {
 #[test]
 fn a_commit_round_waits_for_arbitration_to_let_its_side_go_on() {
     let mut options = Options {
-        faults: vec![
-            Fault::Partition,
-            Fault::Restart,
-            Fault::Slow,
-            Fault::Pause,
-            Fault::Client,
-            Fault::ApiLink,
-            Fault::Buggify,
-        ],
+        faults: partitions_with_pauses(),
         ..Options::default()
     };
     replay(&[0x9_5030_6a7f], &options);
@@ -1044,15 +1036,7 @@ fn a_signal_read_before_its_sender_failed_is_dropped_after() {
 fn a_node_in_a_failure_round_has_no_settled_chain_order() {
     let options = Options {
         workload: Workload::Bank,
-        faults: vec![
-            Fault::Partition,
-            Fault::Restart,
-            Fault::Slow,
-            Fault::Pause,
-            Fault::Client,
-            Fault::ApiLink,
-            Fault::Buggify,
-        ],
+        faults: partitions_with_pauses(),
         ..Options::default()
     };
     replay(&[0xa20_4621], &options);
@@ -1107,6 +1091,20 @@ fn a_member_reports_no_node_being_copied_to_as_failed() {
         ..Options::default()
     };
     replay(&[0xf00_3b34], &options);
+}
+
+/// `--faults partition,restart,slow,pause,client,api-link,buggify`: splits, with node
+/// restarts, slow links, paused nodes, client faults and BUGGIFY.
+fn partitions_with_pauses() -> Vec<Fault> {
+    vec![
+        Fault::Partition,
+        Fault::Restart,
+        Fault::Slow,
+        Fault::Pause,
+        Fault::Client,
+        Fault::ApiLink,
+        Fault::Buggify,
+    ]
 }
 
 /// Runs each of `seeds` with crashes, cluster crashes, disk faults and node restarts, and
