@@ -591,10 +591,9 @@ impl Kernel {
             node: side.len() as u16,
             nodes: side.iter().chain(copying).map(|n| n.0).collect(),
         };
-        for node in side.iter().filter(|&n| n != self.me) {
-            let frame = data_node_header(gsn::PREP_FAILREQ, block::QMGR, block::QMGR);
-            self.unsent
-                .send(out, node, frame, &mut |b| request.encode(b));
+        let me = self.me;
+        for node in side.iter().filter(|&n| n != me) {
+            self.arbit_send(node, gsn::PREP_FAILREQ, block::QMGR, &request, out);
         }
     }
 
@@ -662,8 +661,7 @@ impl Kernel {
             node: 0,
             nodes: Vec::new(),
         };
-        let frame = data_node_header(gsn::PREP_FAILCONF, block::QMGR, block::QMGR);
-        self.unsent.send(out, from, frame, &mut |b| conf.encode(b));
+        self.arbit_send(from, gsn::PREP_FAILCONF, block::QMGR, &conf, out);
     }
 
     /// PREP_FAILCONF from `from`: it confirmed this president's side; once every node of it
@@ -703,8 +701,7 @@ impl Kernel {
             node: 0,
             nodes,
         };
-        let frame = data_node_header(gsn::ARBIT_CHOOSEREQ, block::API, block::QMGR);
-        self.unsent.send(out, api, frame, &mut |b| signal.encode(b));
+        self.arbit_send(api, gsn::ARBIT_CHOOSEREQ, block::API, &signal, out);
     }
 
     /// The round ends: commits go on (or the node stops). A president tells its side what it
@@ -752,9 +749,7 @@ impl Kernel {
         };
         let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
         for peer in peers {
-            let frame = data_node_header(gsn::ARBIT_VERDICT, block::QMGR, block::QMGR);
-            self.unsent
-                .send(out, peer, frame, &mut |b| verdict.encode(b));
+            self.arbit_send(peer, gsn::ARBIT_VERDICT, block::QMGR, &verdict, out);
         }
     }
 
@@ -812,8 +807,7 @@ impl Kernel {
             node: 0,
             nodes: Vec::new(),
         };
-        let frame = data_node_header(gsn::ARBIT_STARTREQ, block::API, block::QMGR);
-        self.unsent.send(out, api, frame, &mut |b| signal.encode(b));
+        self.arbit_send(api, gsn::ARBIT_STARTREQ, block::API, &signal, out);
     }
 
     /// At the president, as it includes a restarting node: the node hears of the running
@@ -846,8 +840,21 @@ impl Kernel {
             node: api.0,
             nodes: Vec::new(),
         };
-        let frame = data_node_header(gsn::ARBIT_PREPREQ, block::QMGR, block::QMGR);
-        self.unsent.send(out, to, frame, &mut |b| signal.encode(b));
+        self.arbit_send(to, gsn::ARBIT_PREPREQ, block::QMGR, &signal, out);
+    }
+
+    /// Sends QMGR's arbitration `signal` to `to`'s `receiver_block` (QMGR of a data node, or
+    /// the arbitrator's API block), kept until it can be sent.
+    fn arbit_send(
+        &mut self,
+        to: NodeId,
+        signal: u16,
+        receiver_block: u16,
+        arbit: &ArbitSignal,
+        out: &mut dyn Outbox,
+    ) {
+        let frame = data_node_header(signal, receiver_block, block::QMGR);
+        self.unsent.send(out, to, frame, &mut |b| arbit.encode(b));
     }
 
     /// ARBIT_STARTCONF, ARBIT_CHOOSECONF or ARBIT_CHOOSEREF from the arbitrator (a management
