@@ -7,8 +7,8 @@
 //! node is connected, and (on three kernels) a node that stops running is declared failed by
 //! the president's heartbeats and stops when it reads so; two kernels split in half go on
 //! only on the side the arbitrator chose; a node that stops gracefully while a failure is
-//! being arbitrated does not count as lost; and (on four) a node that two presidents count is
-//! on the side it confirmed only.
+//! being arbitrated does not count as lost; a failed master's GCP_PREPARE read late holds no
+//! commit; and (on four) a node that two presidents count is on the side it confirmed only.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -1650,4 +1650,45 @@ fn take_frame(kernels: &mut BTreeMap<NodeId, Kernel>, frame: Frame, now: Instant
         .expect("frame");
     kernel.run_jobs(&mut sent, now);
     sent.0.into_iter().map(|(t, h, p)| (to, t, h, p)).collect()
+}
+
+/// A GCP_PREPARE that the master sent just before it failed, read by a survivor only after it
+/// handled that failure (its process paused with the frame unread, say), is dropped: handled,
+/// it would hold every commit for a GCP_COMMIT the failed master can no longer send.
+#[test]
+fn a_failed_masters_late_gcp_prepare_holds_no_commit() {
+    let mut sim = Sim::with_nodes(3, None);
+    let table = sim.create_table("t", false);
+    sim.kill(NodeId(1));
+    let node3 = sim.kernels.get_mut(&NodeId(3)).unwrap();
+    assert!(node3.has_failed(NodeId(1)));
+    let mut payload = Vec::new();
+    rndb_protocol::dih::GcpSignal {
+        gci: node3.gcp.current + (1 << 32),
+        nodes: [0; 4],
+    }
+    .encode(&mut payload);
+    let header = FrameHeader {
+        signal: gsn::GCP_PREPARE,
+        receiver_block: block::DBDIH,
+        sender_block: block::DBDIH,
+        request_id: 0,
+    };
+    sim.route(vec![(NodeId(1), NodeId(3), header, payload)]);
+    assert!(
+        !sim.kernels[&NodeId(3)].gcp.prepared,
+        "node 3 prepared an epoch for a master it holds failed"
+    );
+    // A write coordinated by node 3 commits.
+    let answer = sim.op(
+        NodeId(3),
+        7,
+        &table,
+        OperationType::Insert,
+        LockMode::Exclusive,
+        5,
+        1,
+        ExecType::Commit,
+    );
+    assert_eq!(answer, gsn::TC_EXECUTE_CONF);
 }

@@ -374,6 +374,17 @@ impl Kernel {
             signal if dict::schema::is_schema_answer(signal) && self.qmgr.is_data_node(from) => {
                 self.exec_schema_answer(from, header, payload, out, now)?
             }
+            // From a data node this one holds failed, read before its link closed and handled
+            // after its failure: the rounds it was in ended with it (`dih_node_failrep`).
+            // Handled now, a master's GCP_PREPARE would hold every commit for a GCP_COMMIT
+            // that can no longer come. (A failed node comes back only by node restart, which
+            // takes it out of `failed` as it is included.)
+            signal @ gsn::GCP_PREPARE..=gsn::GCP_RESTORABLE_REP
+                if self.qmgr.failed.contains(from) && dih::gcp::is_round_signal(signal) =>
+            {
+                GcpSignal::decode(payload)?;
+                tracing::debug!(node = %from, signal, "a GCP signal from a data node held failed; dropped");
+            }
             gsn::GCP_PREPARE..=gsn::GCP_RESTORABLE_REP if self.qmgr.is_data_node(from) => {
                 let GcpSignal { gci, nodes } = GcpSignal::decode(payload)?;
                 match header.signal {

@@ -876,6 +876,18 @@ impl Kernel {
     }
 }
 
+/// True for the signals of the global checkpoint rounds and of a master's takeover of them
+/// (not the start's CNTR_* signals, which share their number range): those of a node this one
+/// holds failed are stale, since its failure ended every round it was in.
+pub(crate) fn is_round_signal(signal: u16) -> bool {
+    matches!(
+        signal,
+        gsn::GCP_PREPARE..=gsn::COPY_GCICONF
+            | gsn::GCP_SAVE_WANTED
+            | gsn::MASTER_GCPREQ..=gsn::GCP_RESTORABLE_REP
+    )
+}
+
 /// The answer to GCP_SAVEREQ once the save is synced.
 fn save_answer(restorable: bool) -> u16 {
     if restorable {
