@@ -564,13 +564,11 @@ impl Cluster {
     /// storage: the transporter and loop cost, the baseline for everything else.
     pub fn ping(&self) -> Result<(), Error> {
         let connection = self.coordinator();
-        let answers = self.request_to(&connection, gsn::PING_REQ, block::QMGR, &[])?;
-        match single_answer(&answers, &connection)? {
-            (gsn::PING_CONF, _) => Ok(()),
+        let answer = ping_on(&connection, self.new_request_id(), self.request_timeout)?;
+        match answer {
+            gsn::PING_CONF => Ok(()),
             // Any signal completes a request; only PING_CONF answers a ping.
-            (signal, _) => {
-                Err(connection.protocol_violation(format!("answer {signal} to PING_REQ")))
-            }
+            signal => Err(connection.protocol_violation(format!("answer {signal} to PING_REQ"))),
         }
     }
 
@@ -795,6 +793,57 @@ fn open_connection(
         .spin_time()
         .max(Duration::from_micros(u64::from(spin_us)));
     Connection::new(link, spin, shared)
+}
+
+/// Sends PING_REQ on `connection` as request `request_id` and returns the signal of its one
+/// answer.
+fn ping_on(connection: &Connection, request_id: u32, timeout: Duration) -> Result<u16, Error> {
+    let answers = request(
+        connection,
+        request_id,
+        (gsn::PING_REQ, block::QMGR, &[]),
+        timeout,
+    )?;
+    single_answer(&answers, connection).map(|(signal, _)| signal)
+}
+
+/// [`Cluster::ping`]'s path through the library (register the request, send it, spin for
+/// the answer, take it) over one link with no cluster behind it, for benchmarks that put it
+/// beside the bare link: `cargo bench -p rndb-transporter --bench shm_floor` answers each
+/// frame with itself from a process that only echoes, so the difference from its `link` cell
+/// is what the library adds to a round trip, and the rest of testread-perf's ping is the data
+/// node's. Not for applications.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct LinkPinger {
+    connection: Arc<Connection>,
+    next_request_id: u32,
+}
+
+impl LinkPinger {
+    /// Wraps `link` as a cluster wraps each of its links; its poll owner spins `spin` after
+    /// the last input before it sleeps.
+    pub fn new(
+        link: Box<dyn rndb_transporter::Transporter>,
+        spin: Duration,
+    ) -> Result<LinkPinger, Error> {
+        Ok(LinkPinger {
+            connection: Connection::new(link, spin, &connection::LinksShared::default())?,
+            next_request_id: 0,
+        })
+    }
+
+    /// One ping, as [`Cluster::ping`] sends it; any answer to its request id ends it.
+    pub fn ping(&mut self, timeout: Duration) -> Result<(), Error> {
+        self.next_request_id = self.next_request_id.wrapping_add(1).max(1);
+        ping_on(&self.connection, self.next_request_id, timeout).map(|_| ())
+    }
+}
+
+impl Drop for LinkPinger {
+    fn drop(&mut self) {
+        self.connection.close();
+    }
 }
 
 /// Sends one signal `(signal, receiver block, payload)` on `connection` as request

@@ -9,6 +9,10 @@
 //!   offered over TCP), with the frame checks of SHM's default `Checksum=1`: the pinger sends an
 //!   empty frame, flushes, and spins on `receive`; the echoer spins on `receive` and sends each
 //!   frame back. The difference from `floor` is the ring, the frame encoding and the CRC.
+//! - `api`: the pinger sends through the API library instead ([`rndb_api::LinkPinger`]: a
+//!   ping as `Cluster::ping` makes it, request registered, sent, the answer spun for and taken),
+//!   to the same echo. The difference from `link` is the library's; what testread-perf's SHM
+//!   ping takes beyond `api` is the data node's loop.
 //!
 //! Rounds alternate the cells; each prints the p50, p99 and mean of every round trip timed
 //! (with one clock read each, included), pooled over the rounds. `-- --json` prints one JSON
@@ -200,6 +204,30 @@ fn measure_link(cpus: (usize, usize)) -> Vec<u64> {
     times
 }
 
+/// Round trip times in ns of one `api` round.
+fn measure_api(cpus: (usize, usize)) -> Vec<u64> {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let address = listener.local_addr().expect("address").to_string();
+    let _child = spawn_echoer("link", &address, cpus.1);
+    let (stream, _) = listener.accept().expect("accept the echo process");
+    let link: ShmLink =
+        shm::server_setup(stream, ECHOER_NODE, PINGER_NODE, CLUSTER_ID, &link_config())
+            .expect("offer the SHM link");
+    // Spinning, as testread-perf's API over single.ini's links (ShmSpintime=300).
+    let mut pinger = rndb_api::LinkPinger::new(Box::new(link), Duration::from_micros(300))
+        .expect("wrap the link");
+    pin(cpus.0);
+    let mut times = Vec::with_capacity(ROUND_TRIPS);
+    for trip in 0..WARM_UP + ROUND_TRIPS {
+        let start = Instant::now();
+        pinger.ping(PEER_TIMEOUT).expect("ping through the API");
+        if trip >= WARM_UP {
+            times.push(start.elapsed().as_nanos() as u64);
+        }
+    }
+    times
+}
+
 /// p50, p99 and mean of `times` (ns), in µs.
 fn summary(times: &mut [u64]) -> (f64, f64, f64) {
     times.sort_unstable();
@@ -233,22 +261,25 @@ fn main() {
     let cpus = (0, cpu_count.min(2) - 1);
     let mut floor = Vec::new();
     let mut link = Vec::new();
+    let mut api = Vec::new();
     for _ in 0..ROUNDS {
         floor.extend(measure_floor(cpus));
         link.extend(measure_link(cpus));
+        api.extend(measure_api(cpus));
     }
-    let (floor, link) = (summary(&mut floor), summary(&mut link));
+    let (floor, link, api) = (summary(&mut floor), summary(&mut link), summary(&mut api));
     if json {
         let cell = |(p50, p99, mean): (f64, f64, f64)| {
             format!("{{\"p50_us\": {p50:.3}, \"p99_us\": {p99:.3}, \"mean_us\": {mean:.3}}}")
         };
         println!(
-            "{{\"cpus\": [{}, {}], \"round_trips\": {}, \"floor\": {}, \"link\": {}}}",
+            "{{\"cpus\": [{}, {}], \"round_trips\": {}, \"floor\": {}, \"link\": {}, \"api\": {}}}",
             cpus.0,
             cpus.1,
             ROUNDS * ROUND_TRIPS,
             cell(floor),
-            cell(link)
+            cell(link),
+            cell(api)
         );
         return;
     }
@@ -260,6 +291,7 @@ fn main() {
     for (name, (p50, p99, mean)) in [
         ("floor: one cache line each way", floor),
         ("link: ShmLink, empty frame, Checksum=1", link),
+        ("api: the API's ping over the same link", api),
     ] {
         println!("{name:<44}{p50:>8.3}{p99:>8.3}{mean:>8.3}");
     }
@@ -267,5 +299,10 @@ fn main() {
         "the link adds {:.3} µs at p50 ({:.2} × the floor)",
         link.0 - floor.0,
         link.0 / floor.0
+    );
+    println!(
+        "the API library adds {:.3} µs more ({:.2} × the floor in all)",
+        api.0 - link.0,
+        api.0 / floor.0
     );
 }
