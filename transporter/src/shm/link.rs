@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use rndb_config::LinkConfig;
 
-use super::ring::{Consumer, Producer, RingError};
+use super::ring::{Consumer, Producer, RingBytes, RingError};
 use super::segment::{MappedBytes, MappedControl, Segment};
 use super::{SHM_LIVENESS_CHECK_INTERVAL_US, SHM_WAKE_BYTE};
 use crate::error::is_disconnect;
@@ -59,15 +59,21 @@ const EMPTY_RECEIVES_PER_CLOCK_READ: u32 = 16;
 #[derive(Clone, Debug)]
 pub struct InputProbe {
     control: MappedControl,
+    bytes: MappedBytes,
 }
 
 impl InputProbe {
-    /// True when input may be waiting in the ring.
+    /// True when input may be waiting in the ring. Each look also prefetches the next record's
+    /// first lines, as the link's own `receive` does: a spinning reader then has them on their
+    /// way while the tail's line comes, where otherwise the read after a look that saw input
+    /// would wait for them in turn (~40 ns of a ~0.4 µs ping on the AMD EPYC guest).
     pub fn input_pending(&self) -> bool {
         // Acquire on the tail pairs with the producer's Release; the head is this side's own
         // (stored by the consumer after each record), so it is never ahead of what was read.
-        self.control.tail.word.load(Ordering::Acquire)
-            != self.control.head.word.load(Ordering::Relaxed)
+        let head = self.control.head.word.load(Ordering::Relaxed);
+        let mask = self.bytes.capacity_bytes() as u64 - 1;
+        self.bytes.prefetch((head & mask) as usize);
+        self.control.tail.word.load(Ordering::Acquire) != head
     }
 }
 
@@ -235,7 +241,6 @@ impl ShmLink {
     }
 
     fn inbound_bytes_capacity(&self) -> usize {
-        use super::ring::RingBytes;
         self.inbound_bytes.capacity_bytes()
     }
 
@@ -546,6 +551,7 @@ impl Transporter for ShmLink {
     fn input_probe(&self) -> Option<InputProbe> {
         Some(InputProbe {
             control: self.inbound_control.clone(),
+            bytes: self.inbound_bytes.clone(),
         })
     }
 }

@@ -478,7 +478,7 @@ impl std::ops::Deref for MappedControl {
 }
 
 /// A ring's data area inside a segment.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct MappedBytes {
     segment: Arc<Segment>,
     offset: usize,
