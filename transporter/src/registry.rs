@@ -74,94 +74,78 @@ impl fmt::Display for Refusal {
 
 impl std::error::Error for Refusal {}
 
-/// The links of one node, indexed by peer node id. At most one link per peer.
+/// The links of one node, by peer node id. At most one link per peer.
+///
+/// Stored densely, in node-id order: a data node's loop walks every link several times a turn
+/// (and its spin looks at each ring on every check), and a walk over slots for every id up to
+/// the highest in use (an API node 50, say) cost a hundred cycles where there were two links.
 #[derive(Default)]
 pub struct Registry {
-    /// Slot `i` holds the link to node `i`; grown on insert, never shrunk.
-    links: Vec<Option<Box<dyn Transporter>>>,
-    /// How many slots hold a link.
-    link_count: usize,
-    /// One past the highest slot that holds a link: iterations stop there (they run on every
-    /// turn of a data node's loop, and node ids in use are usually far below 255).
-    end: usize,
+    /// The links, sorted by peer id.
+    links: Vec<(NodeId, Box<dyn Transporter>)>,
 }
 
 impl Registry {
-    /// An empty registry with room for every node id NDB allows.
+    /// An empty registry.
     pub fn new() -> Registry {
-        let mut links = Vec::new();
-        links.resize_with(usize::from(NodeId::MAX) + 1, || None);
-        Registry {
-            links,
-            link_count: 0,
-            end: 0,
-        }
+        Registry::default()
+    }
+
+    /// Where the link to `peer` is, or where it would go.
+    fn position(&self, peer: NodeId) -> Result<usize, usize> {
+        self.links.binary_search_by_key(&peer, |(id, _)| *id)
     }
 
     /// Adds a link under its peer's id. Returns the link that was there before, if any, which
     /// the caller should treat as a bug (admission refuses a second link with 1702).
     pub fn insert(&mut self, link: Box<dyn Transporter>) -> Option<Box<dyn Transporter>> {
-        let index = usize::from(link.peer().0);
-        if index >= self.links.len() {
-            self.links.resize_with(index + 1, || None);
+        let peer = link.peer();
+        match self.position(peer) {
+            Ok(at) => Some(std::mem::replace(&mut self.links[at].1, link)),
+            Err(at) => {
+                self.links.insert(at, (peer, link));
+                None
+            }
         }
-        let previous = self.links[index].replace(link);
-        if previous.is_none() {
-            self.link_count += 1;
-        }
-        self.end = self.end.max(index + 1);
-        previous
     }
 
     /// Removes and returns the link to `peer`.
     pub fn remove(&mut self, peer: NodeId) -> Option<Box<dyn Transporter>> {
-        let previous = self.links.get_mut(usize::from(peer.0))?.take();
-        if previous.is_some() {
-            self.link_count -= 1;
-            while self.end > 0 && self.links[self.end - 1].is_none() {
-                self.end -= 1;
-            }
-        }
-        previous
+        let at = self.position(peer).ok()?;
+        Some(self.links.remove(at).1)
     }
 
     /// The link to `peer`.
     pub fn get_mut(&mut self, peer: NodeId) -> Option<&mut (dyn Transporter + 'static)> {
-        self.links.get_mut(usize::from(peer.0))?.as_deref_mut()
+        let at = self.position(peer).ok()?;
+        Some(&mut *self.links[at].1)
     }
 
     /// True when a link to `peer` is registered.
     pub fn contains(&self, peer: NodeId) -> bool {
-        self.links
-            .get(usize::from(peer.0))
-            .is_some_and(Option::is_some)
+        self.position(peer).is_ok()
     }
 
     /// Every link, in node-id order.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (NodeId, &mut (dyn Transporter + 'static))> {
-        self.links[..self.end]
+        self.links
             .iter_mut()
-            .enumerate()
-            .filter_map(|(index, slot)| Some((NodeId(index as u16), slot.as_deref_mut()?)))
+            .map(|(peer, link)| (*peer, &mut **link))
     }
 
     /// The peers with a link, in node-id order.
     pub fn peers(&self) -> impl Iterator<Item = NodeId> + '_ {
-        self.links[..self.end]
-            .iter()
-            .enumerate()
-            .filter(|(_, slot)| slot.is_some())
-            .map(|(index, _)| NodeId(index as u16))
+        self.links.iter().map(|(peer, _)| *peer)
     }
 
     /// How many links are registered.
     pub fn len(&self) -> usize {
-        self.link_count
+        self.links.len()
     }
 
     /// True when no link is registered.
     pub fn is_empty(&self) -> bool {
-        self.link_count == 0
+        self.links.is_empty()
     }
 }
 
