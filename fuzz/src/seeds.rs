@@ -341,7 +341,11 @@ fn signal_payloads() -> Vec<Seed> {
     });
     put(32, &|o| rndb_protocol::qmgr::FailRep { node: 3 }.encode(o));
     put(33, &|o| {
-        rndb_protocol::qmgr::CmRegReq { started: true }.encode(o)
+        rndb_protocol::qmgr::CmRegReq {
+            started: true,
+            run: 7,
+        }
+        .encode(o)
     });
     put(34, &|o| {
         rndb_protocol::qmgr::StartPermConf {

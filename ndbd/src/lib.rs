@@ -121,6 +121,12 @@ pub fn run(
             Some(ndbfs),
         )
     };
+    let mut kernel = kernel;
+    // This run of the node, named in its CM_REGREQ: later runs start later.
+    let run = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    kernel.set_run(run);
     let config = Arc::new(config);
     listener::spawn_acceptor(
         listener,

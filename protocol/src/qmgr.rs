@@ -176,15 +176,19 @@ impl ArbiterState {
     }
 }
 
-/// CM_REGREQ: whether the sender serves (has started).
+/// CM_REGREQ: whether the sender serves (has started), and which run of its process this is
+/// (a value no earlier run of that node had: see `INCL_NODEREQ`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CmRegReq {
     pub started: bool,
+    pub run: u64,
 }
 
 impl CmRegReq {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        Writer::new(out).u8(u8::from(self.started));
+        let mut w = Writer::new(out);
+        w.u8(u8::from(self.started));
+        w.u64(self.run);
     }
 
     pub fn decode(buf: &[u8]) -> Result<CmRegReq, DecodeError> {
@@ -194,8 +198,36 @@ impl CmRegReq {
             1 => true,
             other => return Err(r.error(format!("started flag {other}"))),
         };
+        let run = r.u64()?;
         r.finish()?;
-        Ok(CmRegReq { started })
+        Ok(CmRegReq { started, run })
+    }
+}
+
+/// INCL_NODEREQ: the president includes `node`, the run of it that it let in (the `run` of
+/// that run's CM_REGREQ). A node that has since heard another run of it register takes the
+/// request for stale: the president let in a run that is gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InclNodeReq {
+    pub node: u16,
+    pub run: u64,
+}
+
+impl InclNodeReq {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::new(out);
+        w.u16(self.node);
+        w.u64(self.run);
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<InclNodeReq, DecodeError> {
+        let mut r = Reader::new(buf, "INCL_NODEREQ");
+        let v = InclNodeReq {
+            node: r.u16()?,
+            run: r.u64()?,
+        };
+        r.finish()?;
+        Ok(v)
     }
 }
 
@@ -408,11 +440,21 @@ mod tests {
     fn node_restart_payloads_round_trip_and_refuse_bad_input() {
         for started in [false, true] {
             let mut b = Vec::new();
-            CmRegReq { started }.encode(&mut b);
-            assert_eq!(CmRegReq::decode(&b).unwrap(), CmRegReq { started });
+            let req = CmRegReq {
+                started,
+                run: 0x0123_4567_89ab_cdef,
+            };
+            req.encode(&mut b);
+            assert_eq!(CmRegReq::decode(&b).unwrap(), req);
         }
-        assert!(CmRegReq::decode(&[2]).is_err());
+        assert!(CmRegReq::decode(&[2, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
+        assert!(CmRegReq::decode(&[1]).is_err(), "a run is required");
         assert!(CmRegReq::decode(&[]).is_err());
+        let incl = InclNodeReq { node: 4, run: 9 };
+        let mut b = Vec::new();
+        incl.encode(&mut b);
+        assert_eq!(InclNodeReq::decode(&b).unwrap(), incl);
+        assert!(InclNodeReq::decode(&b[..2]).is_err());
         let req = CopyFragReq {
             node: 3,
             gci: 41,

@@ -1508,11 +1508,16 @@ impl World {
     /// A data node's kernel as the process starts again: from its disk (not initial), or
     /// without files.
     fn started_again(&self, node: &DataNodeConfig) -> Kernel {
-        if !self.knobs.durable {
-            return Kernel::new(&self.config, node);
-        }
-        let mut kernel = Kernel::with_files(&self.config, node, false);
-        kernel.compact_schema_log_after(self.knobs.schema_compact_after);
+        let mut kernel = if self.knobs.durable {
+            let mut kernel = Kernel::with_files(&self.config, node, false);
+            kernel.compact_schema_log_after(self.knobs.schema_compact_after);
+            kernel
+        } else {
+            Kernel::new(&self.config, node)
+        };
+        // This run of the node, as ndbd takes the wall clock: later runs start later (the
+        // first runs, at time 0, are 0).
+        kernel.set_run(self.now_ns);
         kernel
     }
 

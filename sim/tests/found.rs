@@ -1093,6 +1093,20 @@ fn a_member_reports_no_node_being_copied_to_as_failed() {
     replay(&[0xf00_3b34], &options);
 }
 
+/// Seed 0x5504ec7 with the handled faults (found by `scripts/sim --seeds 80000 --start
+/// 0x5500000 --once --faults ...` on a31903b; it fails the same way on 8a7980e), 4 data
+/// nodes: the final reads got 4010 for good. President 1 included node 4, restarting, then
+/// let its own failed disk stop it; node 4 stopped too (2303: its president failed) and
+/// started again. President 1's INCL_NODEREQ reached node 2 over a slow link after the new
+/// run's CM_REGREQ, and node 2 took the new run for included: a member at node 2 that never
+/// knew it. The next restart, node 1's, waited for node 4's copy for good, and node 4 was
+/// never let in. CM_REGREQ now names the sender's run and INCL_NODEREQ the run it includes;
+/// an inclusion of an earlier run is dropped.
+#[test]
+fn an_inclusion_of_a_nodes_earlier_run_is_dropped() {
+    replay_handled(&[0x550_4ec7]);
+}
+
 /// `--faults partition,restart,slow,pause,client,api-link,buggify`: splits, with node
 /// restarts, slow links, paused nodes, client faults and BUGGIFY.
 fn partitions_with_pauses() -> Vec<Fault> {

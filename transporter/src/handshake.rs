@@ -48,7 +48,9 @@ use crate::{NodeId, TransportError, TransporterKind};
 /// 3: a TCKEY_ROW_CONF may end a committed execute and then carries the commit's GCI after the
 /// row, which a node of version 2 would take for trailing garbage; a read-only commit's
 /// TC_EXECUTE_CONF names no GCI.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// 4: CM_REGREQ names the sender's run and INCL_NODEREQ the run it includes (eight bytes
+/// more each), which a node of version 3 would refuse as malformed.
+pub const PROTOCOL_VERSION: u32 = 4;
 /// The first four bytes of a HELLO payload.
 pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";
 /// Signal number of HELLO.

@@ -792,7 +792,11 @@ fn a_node_refuses_api_work_until_every_data_node_is_connected() {
     // Node 2 connects and says it does not serve yet (CM_REGREQ): started.
     kernel.on_connect(NodeId(2));
     let mut regreq = Vec::new();
-    rndb_protocol::qmgr::CmRegReq { started: false }.encode(&mut regreq);
+    rndb_protocol::qmgr::CmRegReq {
+        started: false,
+        run: 0,
+    }
+    .encode(&mut regreq);
     let qmgr_frame = FrameHeader {
         signal: gsn::CM_REGREQ,
         receiver_block: block::QMGR,

@@ -54,7 +54,9 @@ use std::time::{Duration, Instant};
 
 use rndb_config::NodeId;
 use rndb_protocol::gsn;
-use rndb_protocol::qmgr::{CmRegReq, CopyFragReq, FailRep, StartPermConf, StartPermRef};
+use rndb_protocol::qmgr::{
+    CmRegReq, CopyFragReq, FailRep, InclNodeReq, StartPermConf, StartPermRef,
+};
 use rndb_protocol::signals::block;
 use rndb_transporter::frame::FRAME_PAYLOAD_BYTES_MAX;
 use rndb_transporter::FrameHeader;
@@ -124,6 +126,11 @@ pub(crate) struct NodeRestarts {
     /// Failed nodes whose new link came up while this node did not serve yet: its CM_REGREQ
     /// to them said "not started", and it says "started" when one asks to rejoin.
     told_not_started: NodeSet,
+    /// This process's run, in its CM_REGREQ: larger than any earlier run of this node had
+    /// (`Kernel::set_run`).
+    my_run: u64,
+    /// The run each peer's CM_REGREQ on its live link named (forgotten when the link closes).
+    runs: std::collections::BTreeMap<NodeId, u64>,
 }
 
 #[derive(Debug)]
@@ -162,6 +169,8 @@ struct Admit {
 #[derive(Debug)]
 struct Incl {
     node: NodeId,
+    /// The run of the node the president let in.
+    run: u64,
     president: NodeId,
     included: bool,
     /// This node's transactions when the inclusion came: their chains lack the node.
@@ -209,9 +218,20 @@ struct Mark {
 }
 
 impl Kernel {
+    /// This process's run, which its CM_REGREQ names (0 until set): a value larger than any
+    /// earlier run of this node had, so that an inclusion of an earlier run is told from one of
+    /// this run (`InclNodeReq`). `ndbd` sets the wall clock in nanoseconds at its start, the
+    /// simulator its simulated time.
+    pub fn set_run(&mut self, run: u64) {
+        self.node_restart.my_run = run;
+    }
+
     /// Sends CM_REGREQ on a new data-node link: whether this node served when it came up.
     pub(crate) fn send_cm_regreq(&mut self, to: NodeId, started: bool, out: &mut dyn Outbox) {
-        let req = CmRegReq { started };
+        let req = CmRegReq {
+            started,
+            run: self.node_restart.my_run,
+        };
         let header = data_node_header(gsn::CM_REGREQ, block::QMGR, block::QMGR);
         self.unsent.send(out, to, header, &mut |b| req.encode(b));
     }
@@ -232,7 +252,10 @@ impl Kernel {
         match header.signal {
             // From a president or member whose failure this node has not handled yet (its
             // last frames, after it stopped): the restart they were about ended with it.
-            gsn::INCL_NODEREQ | gsn::INCL_NODECONF | gsn::NODE_STARTED_REP if !from_member => {
+            gsn::INCL_NODEREQ if !from_member => {
+                InclNodeReq::decode(payload)?;
+            }
+            gsn::INCL_NODECONF | gsn::NODE_STARTED_REP if !from_member => {
                 node(payload)?;
             }
             gsn::COPY_FRAGREQ if !from_member => {
@@ -260,7 +283,7 @@ impl Kernel {
             gsn::START_INFOCONF => {
                 self.exec_start_infoconf(from, CopyFragReq::decode(payload)?, out)
             }
-            gsn::INCL_NODEREQ => self.exec_incl_nodereq(from, node(payload)?, out),
+            gsn::INCL_NODEREQ => self.exec_incl_nodereq(from, InclNodeReq::decode(payload)?, out),
             gsn::INCL_NODECONF => self.exec_incl_nodeconf(from, node(payload)?, out),
             gsn::COPY_FRAGREQ => {
                 let req = CopyFragReq::decode(payload)?;
@@ -284,6 +307,7 @@ impl Kernel {
     /// that says it restarts may be let in; one that says it serves was declared failed
     /// without knowing it, and is told so.
     fn exec_cm_regreq(&mut self, from: NodeId, req: CmRegReq, out: &mut dyn Outbox, now: Instant) {
+        self.node_restart.runs.insert(from, req.run);
         if self.qmgr.failed.contains(from) {
             if !self.qmgr.started() && self.node_restart.me.is_none() {
                 self.node_restart.asked_before_start.insert(from);
@@ -876,24 +900,38 @@ impl Kernel {
         };
         admit.step = gsn::INCL_NODEREQ;
         admit.awaiting = alive;
+        // The run let in: START_PERMREQ came on the link its CM_REGREQ came on (admission
+        // needs that CM_REGREQ, and a closed link ends the admission).
+        let req = InclNodeReq {
+            node: from.0,
+            run: self
+                .node_restart
+                .runs
+                .get(&from)
+                .copied()
+                .unwrap_or_default(),
+        };
         for node in alive.iter() {
             if node == self.me {
-                self.exec_incl_nodereq(self.me, from, out);
+                self.exec_incl_nodereq(self.me, req, out);
             } else {
-                self.send_to(node, gsn::INCL_NODEREQ, Some(from), out);
+                let header = data_node_header(gsn::INCL_NODEREQ, block::QMGR, block::QMGR);
+                self.unsent.send(out, node, header, &mut |b| req.encode(b));
             }
         }
     }
 
     /// INCL_NODEREQ: include `node` once its link is here, and confirm once this node's
     /// transactions from before have ended.
-    fn exec_incl_nodereq(&mut self, president: NodeId, node: NodeId, out: &mut dyn Outbox) {
+    fn exec_incl_nodereq(&mut self, president: NodeId, req: InclNodeReq, out: &mut dyn Outbox) {
+        let node = NodeId(req.node);
         if node == self.me {
             return;
         }
         let before = self.tc.transaction_ids();
         self.node_restart.incl.push(Incl {
             node,
+            run: req.run,
             president,
             included: false,
             before,
@@ -907,11 +945,22 @@ impl Kernel {
         let mut confirmed = Vec::new();
         let mut incl = std::mem::take(&mut self.node_restart.incl);
         incl.retain_mut(|i| {
+            let run = self.node_restart.runs.get(&i.node).copied();
+            if !i.included && run.is_some_and(|run| run > i.run) {
+                // A later run of the node registered here: the run the president let in is
+                // gone, and its inclusion with it. (Seed 0x5504ec7: president 1 included node
+                // 4 and stopped; node 4 then stopped (2303) and started again, and the request
+                // reached node 2 over a slow link after the new run's CM_REGREQ. Taken for
+                // the new run, node 4 was a member at node 2 that never knew it, and the next
+                // restart, node 1's, waited for its copy for good.)
+                tracing::warn!(node = %i.node, president = %i.president, "the inclusion of an earlier run of data node {}; dropped", i.node);
+                return false;
+            }
             if !i.included && self.qmgr.copying.contains(i.node) && self.qmgr.is_up(i.node) {
                 // Included already (an inclusion that a failed president began).
                 i.included = true;
             }
-            if !i.included && self.qmgr.joining.contains(i.node) {
+            if !i.included && self.qmgr.joining.contains(i.node) && run == Some(i.run) {
                 i.included = true;
                 let node = i.node;
                 self.qmgr.joining.remove(node);
@@ -1461,6 +1510,7 @@ impl Kernel {
     /// A data node's link closed: what waited for it ends (an inclusion, a copy to it, its
     /// admission).
     pub(crate) fn node_restart_link_lost(&mut self, node: NodeId) {
+        self.node_restart.runs.remove(&node);
         self.node_restart.asked_before_start.remove(node);
         self.node_restart.told_not_started.remove(node);
         self.qmgr.joining.remove(node);
