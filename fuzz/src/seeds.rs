@@ -381,6 +381,9 @@ fn signal_payloads() -> Vec<Seed> {
         }
         .encode(o)
     });
+    put(38, &|o| {
+        rndb_protocol::qmgr::InclNodeReq { node: 4, run: 9 }.encode(o)
+    });
     payloads
         .into_iter()
         .enumerate()

@@ -18,7 +18,9 @@ use rndb_protocol::lqh::{
     ApiRegConf, IndexBuildDone, IndexBuildRows, LqhCommitReq, LqhKeyConf, LqhKeyRef, LqhKeyReq,
     TcFailAnswer, TcFailQuery, TransSignal,
 };
-use rndb_protocol::qmgr::{Arbit, CmRegReq, CopyFragReq, FailRep, StartPermConf, StartPermRef};
+use rndb_protocol::qmgr::{
+    Arbit, CmRegReq, CopyFragReq, FailRep, InclNodeReq, StartPermConf, StartPermRef,
+};
 use rndb_protocol::scan::{decode_scan_rows, ScanNextReq, ScanTabConf, ScanTabReq};
 use rndb_protocol::schema::{self, ColumnDef, ColumnType, TableDef, Value};
 use rndb_protocol::signals::{
@@ -285,6 +287,7 @@ const DECODERS: &[Decoder] = &[
     |b| round_trip(b, StartPermRef::decode, StartPermRef::encode),
     |b| round_trip(b, Arbit::decode, Arbit::encode),
     |b| round_trip(b, CopyFragReq::decode, CopyFragReq::encode),
+    |b| round_trip(b, InclNodeReq::decode, InclNodeReq::encode),
 ];
 
 /// Every signal payload decoder of rndb-protocol; `data[0]` picks which, the rest is the
