@@ -641,7 +641,7 @@ impl World {
             EventKind::EndWorkload => {
                 self.log("workload over: faults end, links heal, clients finish".into());
                 self.shared.stopping = true;
-                self.net.heal();
+                self.net.heal(&mut self.queue, self.now_ns);
                 // Disk faults end too: nodes still start again after this (node restarts),
                 // and one failing then could stop as the run ends, before every node heard
                 // (seed 0x1eeb81b49: the chain check saw two views of who had rejoined).
