@@ -125,11 +125,14 @@ impl ArbiterState {
         };
         match signal {
             gsn::ARBIT_STARTREQ => {
-                let event = if self.ticket == Some(request.ticket) {
-                    ArbiterEvent::Restarted
-                } else {
-                    ArbiterEvent::Started
-                };
+                if self.ticket == Some(request.ticket) {
+                    // The president asked again for the ticket it holds: a side chosen for it
+                    // stays chosen (seed 0x6203fcd: node 1, restarted, made the ticket its
+                    // earlier run had made; this forgot the side chosen for it, and the other
+                    // side of the split, asking with it next, was chosen too).
+                    return reply(gsn::ARBIT_STARTCONF, ArbiterEvent::Restarted);
+                }
+                let event = ArbiterEvent::Started;
                 let undecided = match (self.ticket, &self.chosen) {
                     (Some(old), None) if old != request.ticket => Some(old),
                     (Some(old), None) => self.undecided.filter(|&u| u != old),

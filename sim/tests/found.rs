@@ -1122,6 +1122,49 @@ fn unfixed_two_presidents_let_both_nodes_of_a_group_stop() {
     replay_handled(&[0x5e0_03f9]);
 }
 
+/// Seed 0x6203fcd with `--faults partition,disk,restart,slow,client,api-link,buggify,pause`
+/// (found by `scripts/sim --seeds 30000 --start 0x6200000 --once --faults ...` on 8c41589;
+/// fails the same way on 8a7980e), 2 data nodes: split brain, a register's replicas
+/// differ. Node 1 started the arbitrator with ticket (1 << 48) | 1, failed its disk, and
+/// came back by node restart. On a split both sides asked with that ticket; node 1's won,
+/// and node 1 started the arbitrator again "with a new ticket": its count had started again
+/// with its new run, so the ticket was the same, and the arbitrator, taking it for a restart
+/// of that ticket, forgot the side it had chosen. Node 2's request came next and was chosen
+/// too. The arbitrator now keeps a side chosen for a ticket that is started again, and a
+/// data node's tickets start from its run (`Kernel::set_run`).
+#[test]
+fn a_ticket_started_again_keeps_the_side_chosen_for_it() {
+    replay(&[0x620_3fcd], &partitions_with_disks());
+}
+
+/// Seed 0x6200ba5 with the same faults (found in the same campaign): a one-way cut (node 3
+/// to node 1) was set for longer than the run's faults, and the heal at their end left the
+/// frames it held, and every later frame of that way, scheduled at the cut's end. Node 1
+/// heard nothing from node 3 for 600 ms after the faults ended, declared it failed while
+/// node 3's group peer restarted, and the whole cluster stopped. A simulator bug: the heal
+/// now sends the held frames at once, in order.
+#[test]
+fn the_final_heal_opens_a_one_way_cut_at_once() {
+    replay(&[0x620_0ba5], &partitions_with_disks());
+}
+
+/// `--faults partition,disk,restart,slow,client,api-link,buggify,pause`.
+fn partitions_with_disks() -> Options {
+    Options {
+        faults: vec![
+            Fault::Partition,
+            Fault::Disk,
+            Fault::Restart,
+            Fault::Slow,
+            Fault::Client,
+            Fault::ApiLink,
+            Fault::Buggify,
+            Fault::Pause,
+        ],
+        ..Options::default()
+    }
+}
+
 /// `--faults partition,restart,slow,pause,client,api-link,buggify`: splits, with node
 /// restarts, slow links, paused nodes, client faults and BUGGIFY.
 fn partitions_with_pauses() -> Vec<Fault> {

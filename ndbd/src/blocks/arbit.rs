@@ -798,9 +798,15 @@ impl Kernel {
             return;
         };
         // ARBIT_STARTREQ makes the arbitrator forget every earlier ticket, so a ticket need
-        // only differ from this president's earlier ones.
+        // only differ from this president's earlier ones, those of its earlier runs too: the
+        // count starts again with each run, so it starts from the run's own value (seed
+        // 0x6203fcd: node 1, restarted, made its earlier run's first ticket again).
         self.arbit.tickets_made += 1;
-        let ticket = (u64::from(self.me.0) << 48) | self.arbit.tickets_made;
+        let ticket = (u64::from(self.me.0) << 48)
+            | (self
+                .node_restart_run()
+                .wrapping_add(self.arbit.tickets_made)
+                & ((1 << 48) - 1));
         self.arbit.starting = Some((api, ticket, now));
         let signal = ArbitSignal {
             ticket,

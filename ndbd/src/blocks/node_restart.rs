@@ -226,6 +226,11 @@ impl Kernel {
         self.node_restart.my_run = run;
     }
 
+    /// This process's run (see [`Kernel::set_run`]).
+    pub(crate) fn node_restart_run(&self) -> u64 {
+        self.node_restart.my_run
+    }
+
     /// Sends CM_REGREQ on a new data-node link: whether this node served when it came up.
     pub(crate) fn send_cm_regreq(&mut self, to: NodeId, started: bool, out: &mut dyn Outbox) {
         let req = CmRegReq {
