@@ -404,8 +404,10 @@ impl Net {
                 }
             }
             let mut events = std::mem::take(&mut queue.heap).into_vec();
-            // In each held direction's order (the events' keys), from now on.
-            events.sort();
+            // In each held direction's order (its frames' times and sequence numbers), from
+            // now on. (The heap holds `Reverse`d events: sorted as they are, the latest would
+            // come first.)
+            events.sort_by(|Reverse(a), Reverse(b)| a.cmp(b));
             for Reverse(event) in &mut events {
                 let EventKind::Deliver { from, to, .. } = &event.kind else {
                     continue;
