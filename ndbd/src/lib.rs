@@ -85,7 +85,7 @@ pub fn run(
     let (links_tx, links_rx) = mpsc::channel();
     let connected = listener::Connected::default();
     let durability = &node.durability;
-    let (kernel, ndbfs) = if durability.diskless {
+    let (mut kernel, ndbfs) = if durability.diskless {
         if initial {
             tracing::info!("Diskless=1: no files; every start is an initial start");
         }
@@ -121,7 +121,6 @@ pub fn run(
             Some(ndbfs),
         )
     };
-    let mut kernel = kernel;
     // This run of the node, named in its CM_REGREQ: later runs start later.
     let run = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

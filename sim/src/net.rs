@@ -151,8 +151,6 @@ struct Direction {
     /// Frames sent under this epoch are still delivered though the connection dropped: its
     /// sender crashed after they left (the peer reads what reached its socket, then the close).
     draining: Option<u32>,
-    /// While the heal reschedules the frames a one-way partition held: when the last arrives.
-    last_heal_ns: u64,
 }
 
 /// Both directions of a pair's connection.
@@ -209,7 +207,6 @@ impl Net {
                         slow_factor: 1,
                         blackhole_until_ns: 0,
                         draining: None,
-                        last_heal_ns: 0,
                     },
                 );
             }
@@ -392,17 +389,13 @@ impl Net {
     /// heard nothing from node 3 for 600 ms after the faults ended, declared it failed, and
     /// with node 3's group peer restarting the whole cluster stopped).
     pub fn heal(&mut self, queue: &mut Queue, now_ns: u64) {
-        let held: Vec<(NodeId, NodeId)> = (self.directions.iter())
+        // The held directions, each with when its last rescheduled frame arrives.
+        let mut held: BTreeMap<(NodeId, NodeId), u64> = (self.directions.iter())
             .filter(|(_, d)| d.blackhole_until_ns > now_ns)
-            .map(|(&key, _)| key)
+            .map(|(&key, _)| (key, 0))
             .collect();
         if !held.is_empty() {
             let (min, max) = (self.delay_ns_min, self.delay_ns_max);
-            for key in &held {
-                if let Some(direction) = self.directions.get_mut(key) {
-                    direction.last_heal_ns = 0;
-                }
-            }
             let mut events = std::mem::take(&mut queue.heap).into_vec();
             // In each held direction's order (its frames' times and sequence numbers), from
             // now on. (The heap holds `Reverse`d events: sorted as they are, the latest would
@@ -412,19 +405,19 @@ impl Net {
                 let EventKind::Deliver { from, to, .. } = &event.kind else {
                     continue;
                 };
-                if !held.contains(&(*from, *to)) {
-                    continue;
-                }
-                let Some(direction) = self.directions.get_mut(&(*from, *to)) else {
+                let (Some(last_ns), Some(direction)) = (
+                    held.get_mut(&(*from, *to)),
+                    self.directions.get_mut(&(*from, *to)),
+                ) else {
                     continue;
                 };
-                let at_ns = (now_ns + direction.rng.between(min, max)).max(direction.last_heal_ns);
-                direction.last_heal_ns = at_ns;
+                let at_ns = (now_ns + direction.rng.between(min, max)).max(*last_ns);
+                *last_ns = at_ns;
                 event.at_ns = event.at_ns.min(at_ns);
             }
-            for (key, direction) in self.directions.iter_mut() {
-                if held.contains(key) {
-                    direction.last_ns = direction.last_heal_ns;
+            for (key, last_ns) in held {
+                if let Some(direction) = self.directions.get_mut(&key) {
+                    direction.last_ns = last_ns;
                 }
             }
             queue.heap = events.into();

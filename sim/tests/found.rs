@@ -1150,17 +1150,10 @@ fn the_final_heal_opens_a_one_way_cut_at_once() {
 
 /// `--faults partition,disk,restart,slow,client,api-link,buggify,pause`.
 fn partitions_with_disks() -> Options {
+    let mut faults = partitions_with_pauses();
+    faults.push(Fault::Disk);
     Options {
-        faults: vec![
-            Fault::Partition,
-            Fault::Disk,
-            Fault::Restart,
-            Fault::Slow,
-            Fault::Client,
-            Fault::ApiLink,
-            Fault::Buggify,
-            Fault::Pause,
-        ],
+        faults,
         ..Options::default()
     }
 }
