@@ -228,6 +228,14 @@ signals! {
     /// Data node → the side's president: it has failed every node outside the side of request
     /// `ticket`, and counts on that side only.
     PREP_FAILCONF = 128;
+    // A node let stop asks its node group's live peers first (`rndb_ndbd`'s
+    // `blocks/stop_perm.rs`), each a `qmgr::Arbit`: ticket = the attempt, node = the sender.
+    /// Node let stop → each live member of its node group: may it stop?
+    STOP_PERM_REQ = 129;
+    /// Yes: the sender does not ask to stop itself (or gave its own attempt up).
+    STOP_PERM_CONF = 130;
+    /// No: the sender asks to stop too, and has the lower id.
+    STOP_PERM_REF = 131;
 }
 
 /// The name of signal `number`, or `None` for a number no signal has.

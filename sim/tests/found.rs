@@ -1112,13 +1112,11 @@ fn an_inclusion_of_a_nodes_earlier_run_is_dropped() {
 /// nodes, no arbitrator: the final reads got 4010 for good, node group {3, 4} gone. Both of
 /// its disks filled at once. Node 4 asked president 1 to be stopped; node 1 let it and
 /// crashed at once, its NODE_FAILREP to node 4 still on the way. Node 3 asked node 2, the
-/// next president, which did not know of node 4's stop yet and let node 3 stop too. A
-/// president that takes over must learn of its predecessor's grants before it grants one
-/// (with an arbitrator, a failure round now closes this: no stop is let during one); without
-/// one, nothing does yet.
+/// next president, which did not know of node 4's stop yet and let node 3 stop too. A node
+/// let stop now asks its group's live peers first (STOP_PERM_REQ) and stops only once each
+/// confirmed; of two members asking at once the lower id goes.
 #[test]
-#[ignore = "kernel bug: a president that fails just after letting a node stop, and the next one letting its group peer stop before it knows, lose the node group (no arbitrator)"]
-fn unfixed_two_presidents_let_both_nodes_of_a_group_stop() {
+fn a_node_let_stop_asks_its_group_peers_first() {
     replay_handled(&[0x5e0_03f9]);
 }
 

@@ -1696,3 +1696,92 @@ fn a_failed_masters_late_gcp_prepare_holds_no_commit() {
     );
     assert_eq!(answer, gsn::TC_EXECUTE_CONF);
 }
+
+/// Four data nodes in node groups {1, 2} and {3, 4}, no arbitrator; the disks of nodes 3 and
+/// 4 have failed (here: each asked to be stopped for a GCP stop), and two presidents let each
+/// of them stop at once: node 1 lets node 3, and node 2, presiding after a failure node 4 saw
+/// first, lets node 4 (seed 0x5e003f9). Each asks the other first (STOP_PERM_REQ): in either
+/// order of delivery exactly one stops; the other stays, its group's last member, and its
+/// president refuses it when it asks again.
+#[test]
+fn of_two_group_members_let_stop_at_once_only_one_stops() {
+    use rndb_protocol::qmgr::FailRep;
+    use std::time::Duration;
+
+    use super::data_node_header;
+
+    let ini = "[ndbd default]\nNoOfReplicas=2\nDataMemory=16M\nHeartbeatIntervalDbDb=100\n\
+               [ndbd]\nNodeId=1\nHostName=127.0.0.1\n[ndbd]\nNodeId=2\nHostName=127.0.0.1\n\
+               [ndbd]\nNodeId=3\nHostName=127.0.0.1\n[ndbd]\nNodeId=4\nHostName=127.0.0.1\n\
+               [api]\nNodeId=50\nHostName=127.0.0.1\n";
+    let config = rndb_config::parse_str(ini, Path::new("t.ini")).expect("config");
+    for lifo in [false, true] {
+        let mut kernels = wired_kernels(&config);
+        let start = Instant::now();
+        let deliver = |kernels: &mut BTreeMap<NodeId, Kernel>, mut pending: Vec<Frame>, now| {
+            while !pending.is_empty() {
+                let frame = match lifo {
+                    true => pending.pop().unwrap(),
+                    false => pending.remove(0),
+                };
+                pending.extend(take_frame(kernels, frame, now));
+            }
+        };
+        for i in 1..=5 {
+            let now = start + Duration::from_millis(10 * i);
+            let pending = from_each(&mut kernels, now, &mut |k, _| k.on_timer(now));
+            deliver(&mut kernels, pending, now);
+        }
+        for node in 1..=4 {
+            assert!(kernels[&NodeId(node)].qmgr.started(), "node {node} started");
+        }
+        for node in [NodeId(3), NodeId(4)] {
+            kernels.get_mut(&node).unwrap().gcp.stop_asked = Some(1 << 32);
+        }
+        let now = start + Duration::from_millis(60);
+        let grant = |president: u16, node: u16| {
+            let mut payload = Vec::new();
+            FailRep { node }.encode(&mut payload);
+            let header = data_node_header(gsn::NODE_FAILREP, block::QMGR, block::QMGR);
+            (NodeId(president), NodeId(node), header, payload)
+        };
+        deliver(&mut kernels, vec![grant(1, 3), grant(2, 4)], now);
+        let mut stopped = Vec::new();
+        for node in [NodeId(3), NodeId(4)] {
+            if let Some(fatal) = kernels.get_mut(&node).unwrap().take_fatal() {
+                assert!(
+                    fatal.contains("2303") && fatal.contains("let this node stop"),
+                    "{fatal}"
+                );
+                stopped.push(node);
+            }
+        }
+        let [gone] = stopped[..] else {
+            panic!("exactly one of nodes 3 and 4 stops (lifo {lifo}): {stopped:?}");
+        };
+        let stays = if gone == NodeId(3) {
+            NodeId(4)
+        } else {
+            NodeId(3)
+        };
+        // Its links close; the other asks again, and president 1 keeps it.
+        kernels.remove(&gone);
+        let pending = from_each(&mut kernels, now, &mut |k, sent| {
+            k.on_disconnect(gone, sent, now)
+        });
+        deliver(&mut kernels, pending, now);
+        for i in 7..=20 {
+            let now = start + Duration::from_millis(100 * i);
+            let pending = from_each(&mut kernels, now, &mut |k, _| k.on_timer(now));
+            deliver(&mut kernels, pending, now);
+        }
+        for (&node, kernel) in kernels.iter_mut() {
+            assert_eq!(
+                kernel.take_fatal(),
+                None,
+                "node {node} stopped (lifo {lifo})"
+            );
+        }
+        assert!(kernels[&NodeId(1)].qmgr.stop_refused.contains(stays));
+    }
+}

@@ -31,6 +31,7 @@ pub mod node_set;
 mod primary;
 mod qmgr;
 mod restart;
+mod stop_perm;
 pub mod tc;
 pub mod tup;
 pub mod tux;
@@ -435,6 +436,14 @@ impl Kernel {
             gsn::ARBIT_PREPREQ | gsn::ARBIT_VERDICT | gsn::PREP_FAILREQ | gsn::PREP_FAILCONF
                 if self.qmgr.is_data_node(from) =>
             {
+                rndb_protocol::qmgr::Arbit::decode(payload)?;
+            }
+            gsn::STOP_PERM_REQ..=gsn::STOP_PERM_REF if self.qmgr.is_up(from) => {
+                let arbit = rndb_protocol::qmgr::Arbit::decode(payload)?;
+                self.exec_stop_perm_signal(from, header.signal, &arbit, out)
+            }
+            // From a data node this one holds failed: an attempt this node gave up on.
+            gsn::STOP_PERM_REQ..=gsn::STOP_PERM_REF if self.qmgr.is_data_node(from) => {
                 rndb_protocol::qmgr::Arbit::decode(payload)?;
             }
             gsn::NODE_STOPPING_REP if self.qmgr.is_data_node(from) => {

@@ -105,13 +105,15 @@ pub(crate) struct Qmgr {
     group_missing_logged: Option<Instant>,
     /// As president: nodes that asked to be stopped (`exec_fail_rep_self`) and were left
     /// running, as the last serving member of their node group (said once).
-    stop_refused: NodeSet,
+    pub(super) stop_refused: NodeSet,
     /// As president: nodes let stop, until their failure comes; they no longer count as
     /// serving members of their groups.
     stop_granted: NodeSet,
     /// Data nodes whose NODE_STOPPING_REP found a full send buffer as this node stopped:
     /// sent again by its last flush (`run_jobs` once dead).
     stopping_rep_unsent: Vec<NodeId>,
+    /// Let stop, this node asks its node group's live peers first (`stop_perm.rs`).
+    pub(super) stop_perm: super::stop_perm::StopPerm,
 }
 
 impl Qmgr {
@@ -161,6 +163,7 @@ impl Qmgr {
             stop_refused: NodeSet::new(),
             stop_granted: NodeSet::new(),
             stopping_rep_unsent: Vec::new(),
+            stop_perm: Default::default(),
         }
     }
 
@@ -702,7 +705,7 @@ impl Kernel {
             return;
         }
         let president = self.qmgr.president_without(self.me);
-        if president == self.me {
+        if president == self.me || self.qmgr.stop_perm.asking() {
             return;
         }
         let frame = data_node_header(gsn::FAIL_REP, block::QMGR, block::QMGR);
@@ -714,21 +717,22 @@ impl Kernel {
     /// FAIL_REP from `node` naming itself: its file system failed or its save lags. The node
     /// that presides without it lets it stop (NODE_FAILREP naming it, to it alone) while
     /// another member of its node group serves; otherwise it stays, its group's last replica,
-    /// serving reads. The node then stops at once, as NDB's does on such an error, and the
-    /// cluster handles its failure as a crash's, from its closed links: declaring it failed
-    /// while it still ran would have the others take over its transactions while it went on
-    /// committing them. A president that asked to be stopped itself lets nobody stop: two
+    /// serving reads. The node then asks its group's live peers (`stop_perm.rs`: another
+    /// president may have let one of them stop) and, once each confirmed, stops, as NDB's
+    /// does on such an error; the cluster handles its failure as a crash's, from its closed
+    /// links: declaring it failed while it still ran would have the others take over its
+    /// transactions while it went on committing them. A president that asked to be stopped itself lets nobody stop: two
     /// members of a group that failed together would otherwise let each other go. Nor does
     /// a node still restarting (seed 0x380745b7: node 1, being copied to, let node 2, its
     /// group's only serving member, stop).
     fn exec_fail_rep_self(&mut self, node: NodeId, out: &mut dyn Outbox) {
         // A node still restarting has no say: its view of the cluster is the president's.
-        if !self.qmgr.started
-            || self.qmgr.president_without(node) != self.me
-            || self.qmgr.stop_granted.contains(node)
-        {
+        if !self.qmgr.started || self.qmgr.president_without(node) != self.me {
             return;
         }
+        // Asked again after it was let stop: it stayed (its peers did not all confirm, or it
+        // asked before the grant came), and is judged afresh.
+        self.qmgr.stop_granted.remove(node);
         if self.arbit_round_running() {
             // Not while a failure round runs: a president that failed may have let another
             // member of the node's group stop just before, its NODE_FAILREP still on the way
@@ -894,7 +898,7 @@ impl Kernel {
         }
         if node == self.me {
             if self.asked_to_stop() {
-                return self.stopped_at_own_request(Some(from), out);
+                return self.stop_perm_begin(from, out);
             }
             return self.declared_dead(format!(
                 "data node {from}, the president, declared this node failed (it missed \
@@ -939,7 +943,11 @@ impl Kernel {
     /// another file system error, 2303 a GCP stop) and handles nothing more. Let stop, it
     /// first tells every data node it stops (NODE_STOPPING_REP), as a graceful stop does: its
     /// leaving is no split, and a side left with half the nodes needs no arbitrator.
-    fn stopped_at_own_request(&mut self, president: Option<NodeId>, out: &mut dyn Outbox) {
+    pub(super) fn stopped_at_own_request(
+        &mut self,
+        president: Option<NodeId>,
+        out: &mut dyn Outbox,
+    ) {
         let (code, text) = match (&self.fs.failed, self.gcp.stop_asked) {
             (Some(error), _) => file_system_error(error),
             (None, gci) => (
@@ -990,6 +998,7 @@ impl Kernel {
     /// waited for it. A node that is now the last of no node group stops.
     pub(crate) fn node_failrep(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
         self.qmgr.stop_granted.remove(node);
+        self.stop_perm_node_failed(node);
         if !self.qmgr.up.remove(&node) {
             // Not a member: a failed node's new link, or a restarting node not included here
             // yet (its inclusion ends; it stops on the NODE_FAILREP the president sent it).
