@@ -1146,6 +1146,19 @@ fn the_final_heal_opens_a_one_way_cut_at_once() {
     replay(&[0x620_0ba5], &partitions_with_disks());
 }
 
+/// Seed 0x720d30f with the same faults (found by `scripts/sim --seeds 60000 --start 0x7200000
+/// --once --faults ...`; fails the same way on cf347cb), 2 data nodes: a register read 51:21
+/// three times, then 0. Node 2 lost a split's arbitration after it had saved GCI 14 on its
+/// own side, and joined again by node restart; its disk filled as it was to drop its files,
+/// and its restart failed. Node 1 counted it, failing while being copied to, as having saved
+/// node 1's restorable GCI, so its next restart kept its own rows up to GCI 14, those of the
+/// losing side. A node whose files do not restore the cluster's restorable GCI is now counted
+/// as having saved only what was known at its failure before.
+#[test]
+fn a_node_failing_while_copied_to_is_not_counted_as_saving() {
+    replay(&[0x720_d30f], &partitions_with_disks());
+}
+
 /// `--faults partition,disk,restart,slow,client,api-link,buggify,pause`.
 fn partitions_with_disks() -> Options {
     let mut faults = partitions_with_pauses();

@@ -1402,20 +1402,31 @@ impl Kernel {
 
     /// A data node failed (NODE_FAILREP in QMGR): a restart it took part in ends.
     pub(crate) fn node_restart_node_failed(&mut self, node: NodeId) {
-        // What this node knew the failed node had saved: restorable here, confirmed to this
-        // node as GCP master, or named by a COPY_GCIREQ that came here before the failure (a
-        // master sends one only once every node it holds live saved the GCI, and sends the
-        // NODE_FAILREP of a node it leaves out first).
+        // What this node knew the failed node had saved: confirmed to this node as GCP
+        // master, restorable here if its files restore that GCI (`files_restore`), or named by
+        // a COPY_GCIREQ that came here before the failure and said it confirmed the save (a
+        // master sends the NODE_FAILREP of a node it leaves out first), and never less than
+        // what was known at its last failure. A node that failed while being copied to, or
+        // before its first local checkpoint since, saved nothing with the cluster: its files
+        // are still those of its last failure (seed 0x720d30f: node 2, on the losing side of a
+        // split, had saved GCI 14 of its own; its restart failed as its disk filled, before
+        // it could drop those files; counted as having saved the cluster's restorable GCI, its
+        // next restart kept its own rows of GCIs 12 to 14, and a register went back to 0).
         let saved_by = self.node_restart.saved_by.remove(&node).unwrap_or(0);
-        let copied = self
-            .node_restart
-            .saved_by
-            .get(&self.me)
-            .copied()
-            .unwrap_or(0);
-        self.node_restart
-            .saved_with
-            .insert(node, self.gcp.restorable.max(saved_by).max(copied));
+        let restorable = match self.gcp.files_restore.contains(node) {
+            true => self.gcp.restorable,
+            false => 0,
+        };
+        let copied = match self.gcp.copy_saved.contains(node) {
+            true => (self.node_restart.saved_by.get(&self.me).copied()).unwrap_or(0),
+            false => 0,
+        };
+        let before = self.node_restart.saved_with.get(&node).copied();
+        let known = saved_by
+            .max(restorable)
+            .max(copied)
+            .max(before.unwrap_or(0));
+        self.node_restart.saved_with.insert(node, known);
         // An inclusion the failed node asked for as president and that has not begun here
         // ends with it (the restarting node stops too): kept, it would include that node's
         // next run, which no president let in, as soon as that run's link came (seed
