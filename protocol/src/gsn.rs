@@ -236,6 +236,9 @@ signals! {
     STOP_PERM_CONF = 130;
     /// No: the sender asks to stop too, and has the lower id.
     STOP_PERM_REF = 131;
+    /// Node let stop → the president that let it: it stays (a peer refused, or failed); its
+    /// next request to be stopped is judged afresh.
+    STOP_ABORT_REP = 132;
 }
 
 /// The name of signal `number`, or `None` for a number no signal has.

@@ -1785,3 +1785,61 @@ fn of_two_group_members_let_stop_at_once_only_one_stops() {
         assert!(kernels[&NodeId(1)].qmgr.stop_refused.contains(stays));
     }
 }
+
+/// Three data nodes in one node group (NoOfReplicas=3). Node 3 asks to be stopped, and
+/// president 1 lets it; node 3 asks nodes 1 and 2 (STOP_PERM_REQ), node 1 confirms, and node 2
+/// fails before it answers. Node 3 stays and tells the president (STOP_ABORT_REP); asking
+/// again, it is let stop again and, node 1 confirming, stops.
+#[test]
+fn a_node_whose_peer_fails_while_it_asks_stays_and_is_let_stop_again() {
+    use std::time::Duration;
+
+    let ini = "[ndbd default]\nNoOfReplicas=3\nDataMemory=16M\nHeartbeatIntervalDbDb=100\n\
+               [ndbd]\nNodeId=1\nHostName=127.0.0.1\n[ndbd]\nNodeId=2\nHostName=127.0.0.1\n\
+               [ndbd]\nNodeId=3\nHostName=127.0.0.1\n[api]\nNodeId=50\nHostName=127.0.0.1\n";
+    let config = rndb_config::parse_str(ini, Path::new("t.ini")).expect("config");
+    let mut kernels = wired_kernels(&config);
+    let start = Instant::now();
+    // Every frame until none is left; those to node 2 are dropped once `mute` is set.
+    let deliver = |kernels: &mut BTreeMap<NodeId, Kernel>, mut pending: Vec<Frame>, now, mute| {
+        while !pending.is_empty() {
+            let frame = pending.remove(0);
+            if mute && frame.1 == NodeId(2) {
+                continue;
+            }
+            pending.extend(take_frame(kernels, frame, now));
+        }
+    };
+    let tick = |kernels: &mut BTreeMap<NodeId, Kernel>, now: Instant, mute| {
+        let pending = from_each(kernels, now, &mut |k, _| k.on_timer(now));
+        deliver(kernels, pending, now, mute);
+    };
+    for i in 1..=5 {
+        tick(&mut kernels, start + Duration::from_millis(10 * i), false);
+    }
+    kernels.get_mut(&NodeId(3)).unwrap().gcp.stop_asked = Some(1 << 32);
+    // Its next heartbeat asks the president.
+    for i in 1..=3 {
+        tick(&mut kernels, start + Duration::from_millis(100 * i), true);
+    }
+    assert!(kernels[&NodeId(3)].qmgr.stop_perm.asking(), "node 3 asks");
+    assert!(kernels[&NodeId(1)].qmgr.stop_granted.contains(NodeId(3)));
+    // Node 2 fails before it answers.
+    kernels.remove(&NodeId(2));
+    let now = start + Duration::from_millis(310);
+    let pending = from_each(&mut kernels, now, &mut |k, sent| {
+        k.on_disconnect(NodeId(2), sent, now)
+    });
+    deliver(&mut kernels, pending, now, true);
+    let node3 = kernels.get_mut(&NodeId(3)).unwrap();
+    assert_eq!(node3.take_fatal(), None, "node 3 stays");
+    assert!(!node3.qmgr.stop_perm.asking());
+    assert!(!kernels[&NodeId(1)].qmgr.stop_granted.contains(NodeId(3)));
+    for i in 4..=6 {
+        tick(&mut kernels, start + Duration::from_millis(100 * i), true);
+    }
+    let fatal = kernels.get_mut(&NodeId(3)).unwrap().take_fatal();
+    let fatal = fatal.expect("node 3 is let stop again and stops");
+    assert!(fatal.contains("data node 1 let this node stop"), "{fatal}");
+    assert_eq!(kernels.get_mut(&NodeId(1)).unwrap().take_fatal(), None);
+}

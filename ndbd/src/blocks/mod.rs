@@ -438,12 +438,12 @@ impl Kernel {
             {
                 rndb_protocol::qmgr::Arbit::decode(payload)?;
             }
-            gsn::STOP_PERM_REQ..=gsn::STOP_PERM_REF if self.qmgr.is_up(from) => {
+            gsn::STOP_PERM_REQ..=gsn::STOP_ABORT_REP if self.qmgr.is_up(from) => {
                 let arbit = rndb_protocol::qmgr::Arbit::decode(payload)?;
                 self.exec_stop_perm_signal(from, header.signal, &arbit, out)
             }
             // From a data node this one holds failed: an attempt this node gave up on.
-            gsn::STOP_PERM_REQ..=gsn::STOP_PERM_REF if self.qmgr.is_data_node(from) => {
+            gsn::STOP_PERM_REQ..=gsn::STOP_ABORT_REP if self.qmgr.is_data_node(from) => {
                 rndb_protocol::qmgr::Arbit::decode(payload)?;
             }
             gsn::NODE_STOPPING_REP if self.qmgr.is_data_node(from) => {

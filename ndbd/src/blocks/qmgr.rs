@@ -108,7 +108,7 @@ pub(crate) struct Qmgr {
     pub(super) stop_refused: NodeSet,
     /// As president: nodes let stop, until their failure comes; they no longer count as
     /// serving members of their groups.
-    stop_granted: NodeSet,
+    pub(super) stop_granted: NodeSet,
     /// Data nodes whose NODE_STOPPING_REP found a full send buffer as this node stopped:
     /// sent again by its last flush (`run_jobs` once dead).
     stopping_rep_unsent: Vec<NodeId>,
@@ -727,12 +727,13 @@ impl Kernel {
     /// group's only serving member, stop).
     fn exec_fail_rep_self(&mut self, node: NodeId, out: &mut dyn Outbox) {
         // A node still restarting has no say: its view of the cluster is the president's.
-        if !self.qmgr.started || self.qmgr.president_without(node) != self.me {
+        if !self.qmgr.started
+            || self.qmgr.president_without(node) != self.me
+            || self.qmgr.stop_granted.contains(node)
+        {
+            // Let stop once: a node that stays says so (STOP_ABORT_REP, `stop_perm.rs`).
             return;
         }
-        // Asked again after it was let stop: it stayed (its peers did not all confirm, or it
-        // asked before the grant came), and is judged afresh.
-        self.qmgr.stop_granted.remove(node);
         if self.arbit_round_running() {
             // Not while a failure round runs: a president that failed may have let another
             // member of the node's group stop just before, its NODE_FAILREP still on the way
@@ -998,7 +999,7 @@ impl Kernel {
     /// waited for it. A node that is now the last of no node group stops.
     pub(crate) fn node_failrep(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
         self.qmgr.stop_granted.remove(node);
-        self.stop_perm_node_failed(node);
+        self.stop_perm_node_failed(node, out);
         if !self.qmgr.up.remove(&node) {
             // Not a member: a failed node's new link, or a restarting node not included here
             // yet (its inclusion ends; it stops on the NODE_FAILREP the president sent it).

@@ -11,6 +11,7 @@
 //!  peer, not asking itself ─STOP_PERM_CONF(attempt)─► node     (all confirmed: it stops)
 //!  peer asking too, lower id ─STOP_PERM_REF(attempt)─► node     (it stays, asks again later)
 //!  peer asking too, higher id: gives up its own attempt and confirms
+//!  node that stays ─STOP_ABORT_REP─► the president that let it  (which judges it afresh)
 //! ```
 //!
 //! Why no two members of a group both stop: say X and Y both stopped, X after Y's
@@ -19,10 +20,13 @@
 //! request was sent and before X's own attempt began. Each attempt then began before the
 //! other, which cannot be. A confirmation counts only for the attempt it answers (the payload
 //! names it), and a node whose peer fails while it asks gives up (the peer may have been its
-//! group's other serving member). A node that gives up asks the president again on its next
-//! heartbeat; the president takes a second request from a node it let stop as that node
-//! having stayed. Payloads are ARBIT's (`qmgr::Arbit`): ticket = the attempt, node = the
-//! node that asks (REQ) or answers (CONF, REF).
+//! group's other serving member).
+//!
+//! A president lets a node stop once (it sends no second grant while the node is in
+//! `stop_granted`); a node that stays says so (STOP_ABORT_REP), and its next request is judged
+//! afresh. So a NODE_FAILREP naming a node while it asks is no grant: the president declared
+//! it failed, and it stops. Payloads are ARBIT's (`qmgr::Arbit`): ticket = the attempt, node =
+//! the sender.
 
 use rndb_config::NodeId;
 use rndb_protocol::qmgr::Arbit;
@@ -54,17 +58,19 @@ impl StopPerm {
 }
 
 impl Kernel {
-    /// The president let this node stop at its own request (NODE_FAILREP naming it): it asks
-    /// its node group's live peers first. With none live here it stays: it is its group's
-    /// last member as it sees it, and its president's view was older.
+    /// NODE_FAILREP naming this node, which asked to be stopped: the president let it stop,
+    /// and it asks its node group's live peers first. With none live here it stays: it is
+    /// its group's last member as it sees it, and its president's view was older. While it
+    /// asks, the message is no grant (a president grants once) but a declaration: it stops.
     pub(crate) fn stop_perm_begin(&mut self, president: NodeId, out: &mut dyn Outbox) {
         if self.qmgr.stop_perm.asking() {
-            return;
+            self.qmgr.stop_perm.asking = None;
+            return self.stopped_at_own_request(Some(president), out);
         }
         let awaiting: Vec<NodeId> = self.group_peers().filter(|&n| self.qmgr.is_up(n)).collect();
         if awaiting.is_empty() {
             tracing::warn!(president = %president, "data node {president} let this node stop, but no other member of its node group is alive here: it stays, its group's last member");
-            return;
+            return self.send_stop_perm(president, gsn::STOP_ABORT_REP, 0, out);
         }
         self.qmgr.stop_perm.attempts += 1;
         let attempt = self.qmgr.stop_perm.attempts;
@@ -79,7 +85,7 @@ impl Kernel {
         });
     }
 
-    /// STOP_PERM_REQ, CONF or REF from live data node `from`.
+    /// STOP_PERM_REQ, CONF or REF, or STOP_ABORT_REP, from live data node `from`.
     pub(crate) fn exec_stop_perm_signal(
         &mut self,
         from: NodeId,
@@ -98,7 +104,7 @@ impl Kernel {
                         return self.send_stop_perm(from, gsn::STOP_PERM_REF, attempt, out);
                     }
                     tracing::info!(node = %from, "data node {from} of this node group asks to stop too, and has the lower id: this node stays for now");
-                    self.qmgr.stop_perm.asking = None;
+                    self.stop_perm_abort(out);
                 }
                 self.send_stop_perm(from, gsn::STOP_PERM_CONF, attempt, out);
             }
@@ -120,7 +126,10 @@ impl Kernel {
                 if self.qmgr.stop_perm.asking.as_ref().map(|a| a.attempt) == Some(attempt) =>
             {
                 tracing::info!(node = %from, "data node {from} of this node group asks to stop too, and has the lower id: this node stays for now");
-                self.qmgr.stop_perm.asking = None;
+                self.stop_perm_abort(out);
+            }
+            gsn::STOP_ABORT_REP => {
+                self.qmgr.stop_granted.remove(from);
             }
             _ => {}
         }
@@ -128,12 +137,22 @@ impl Kernel {
 
     /// Data node `node` failed: an attempt to stop that waits on a peer of this node's group
     /// gives up, as that peer may have been the group's other serving member.
-    pub(crate) fn stop_perm_node_failed(&mut self, node: NodeId) {
+    pub(crate) fn stop_perm_node_failed(&mut self, node: NodeId, out: &mut dyn Outbox) {
         if !self.qmgr.stop_perm.asking() || !self.group_peers().any(|n| n == node) {
             return;
         }
         tracing::warn!(node = %node, "data node {node} of this node group failed while this node asked to stop: it stays for now");
-        self.qmgr.stop_perm.asking = None;
+        self.stop_perm_abort(out);
+    }
+
+    /// This node stays: the attempt ends, and the president that let it stop hears so.
+    fn stop_perm_abort(&mut self, out: &mut dyn Outbox) {
+        let Some(asking) = self.qmgr.stop_perm.asking.take() else {
+            return;
+        };
+        if self.qmgr.is_up(asking.president) {
+            self.send_stop_perm(asking.president, gsn::STOP_ABORT_REP, asking.attempt, out);
+        }
     }
 
     /// The other members of this node's node group.
