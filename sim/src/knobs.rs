@@ -158,6 +158,8 @@ pub struct Options {
     pub trace: bool,
     /// A deliberate client bug (see [`Sabotage`]).
     pub sabotage: Option<Sabotage>,
+    /// NoOfReplicas: 2 or 3, in one or two node groups.
+    pub replicas: u16,
 }
 
 impl Default for Options {
@@ -167,6 +169,7 @@ impl Default for Options {
             faults: Fault::DEFAULT.to_vec(),
             trace: false,
             sabotage: None,
+            replicas: 2,
         }
     }
 }
@@ -206,12 +209,15 @@ impl Options {
             Some(Sabotage::Sets) => command.push_str(" --sabotage sets"),
             None => {}
         }
+        if self.replicas != 2 {
+            command.push_str(&format!(" --replicas {}", self.replicas));
+        }
         command
     }
 }
 
-/// Data nodes a run has at most (two node groups of NoOfReplicas=2).
-pub const DATA_NODES_MAX: u16 = 4;
+/// Data nodes a run has at most (two node groups of NoOfReplicas=3).
+pub const DATA_NODES_MAX: u16 = 6;
 /// API clients a run has at most.
 pub const CLIENTS_MAX: u16 = 6;
 /// The first API node id (clients are 50, 51, ...).
@@ -224,8 +230,10 @@ const API_HEARTBEAT_MS: u32 = 4_000_000_000;
 /// What one seed drew. Every field is a function of the seed and the options.
 #[derive(Clone, Debug)]
 pub struct Knobs {
-    /// 2 (one node group) or 4 (two); NoOfReplicas is always 2.
+    /// One node group or two, of `replicas` nodes each.
     pub data_nodes: u16,
+    /// NoOfReplicas (`Options::replicas`).
+    pub replicas: u16,
     pub clients: u16,
     /// One-way delay of a frame on a link, before slowness.
     pub delay_ns_min: u64,
@@ -315,7 +323,9 @@ impl Knobs {
     /// Draws a seed's knobs. Each fault kind allowed by `options` is left out by about one
     /// seed in four (swarm testing).
     pub fn draw(rng: &mut Rng, options: &Options) -> Knobs {
-        let data_nodes = if rng.coin() { 2 } else { 4 };
+        let replicas = options.replicas;
+        let data_nodes = if rng.coin() { replicas } else { 2 * replicas };
+        let groups = u64::from(data_nodes / replicas);
         let clients = rng.between(2, u64::from(CLIENTS_MAX)) as u16;
         let delay_ns_min = rng.between(20_000, 200_000);
         let delay_ns_max = delay_ns_min + rng.between(0, 2_000_000);
@@ -326,7 +336,7 @@ impl Knobs {
                 0
             }
         };
-        let crashes = fault(Fault::Crash, rng, u64::from(data_nodes / 2));
+        let crashes = fault(Fault::Crash, rng, groups);
         let client_deaths = fault(Fault::Client, rng, u64::from(clients - 1));
         let slow_links = fault(Fault::Slow, rng, 4);
         let api_link_drops = fault(Fault::ApiLink, rng, 3);
@@ -351,7 +361,7 @@ impl Knobs {
         let mut membership = Rng::new(rng.clone().next_u64() ^ MEMBERSHIP_KNOBS_SALT);
         let heartbeat_ms = membership.between(150, 300) as u32;
         let hangs = if options.has(Fault::Hang) && membership.below(4) != 0 {
-            membership.between(1, u64::from(data_nodes / 2)) as u16
+            membership.between(1, groups) as u16
         } else {
             0
         };
@@ -402,6 +412,7 @@ impl Knobs {
         };
         Knobs {
             data_nodes,
+            replicas,
             clients,
             delay_ns_min,
             delay_ns_max,
@@ -478,12 +489,16 @@ impl Knobs {
     /// The cluster's config.ini: small pools, so that creating a kernel is cheap.
     pub fn config_ini(&self) -> String {
         let mut ini = format!(
-            "[ndbd default]\nNoOfReplicas=2\nDataMemory=1M\nMaxNoOfConcurrentOperations={}\n\
+            "[ndbd default]\nNoOfReplicas={}\nDataMemory=1M\nMaxNoOfConcurrentOperations={}\n\
              MaxNoOfConcurrentTransactions=32\nMaxNoOfConcurrentScans=2\nMaxNoOfTables=8\n\
              MaxNoOfOrderedIndexes=0\nMaxNoOfUniqueHashIndexes=1\n\
              TransactionDeadlockDetectionTimeout={}\nHeartbeatIntervalDbDb={}\n\
              HeartbeatIntervalDbApi={}\n",
-            self.operations_max, self.deadlock_timeout_ms, self.heartbeat_ms, API_HEARTBEAT_MS
+            self.replicas,
+            self.operations_max,
+            self.deadlock_timeout_ms,
+            self.heartbeat_ms,
+            API_HEARTBEAT_MS
         );
         if self.durable {
             ini.push_str(&format!(

@@ -48,6 +48,9 @@ struct Args {
     /// Plant a deliberate client bug, to see a checker fire and the failing seed replay.
     #[arg(long, value_enum)]
     sabotage: Option<Sabotage>,
+    /// NoOfReplicas: 2 (2 or 4 data nodes) or 3 (3 or 6 data nodes).
+    #[arg(long, default_value = "2", value_parser = clap::value_parser!(u16).range(2..=3))]
+    replicas: u16,
     /// Print only the trace hash of the one seed (used by --check-determinism).
     #[arg(long, hide = true)]
     print_hash: bool,
@@ -84,6 +87,7 @@ fn main() -> ExitCode {
         faults,
         trace: args.trace,
         sabotage: args.sabotage,
+        replicas: args.replicas,
     };
     if let Some(seed) = args.seed {
         if args.log {
@@ -148,6 +152,7 @@ fn check_across_processes(seed: u64, options: &Options, report: &Report) -> Exit
             Some(Sabotage::Sets) => &["--sabotage", "sets"][..],
             None => &[],
         })
+        .args(["--replicas", &options.replicas.to_string()])
         .output();
     let theirs = match output {
         Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_string(),

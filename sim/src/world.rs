@@ -1028,7 +1028,9 @@ impl World {
         items[self.rng.below(items.len() as u64) as usize]
     }
 
-    /// At most one crash per node group, so that every partition keeps a replica.
+    /// At most one crash per node group, so that every partition keeps a replica (with three
+    /// replicas too: two failures in one round leave a group's survivor a minority, which
+    /// stops, as NDB's does).
     fn plan_crashes(&mut self) -> Vec<(u64, Planned)> {
         let mut groups: Vec<Vec<NodeId>> = self
             .config
@@ -1147,7 +1149,18 @@ impl World {
         for _ in 0..self.knobs.partitions {
             let at = self.rng.below(self.knobs.workload_ns);
             if self.rng.coin() {
-                let side = vec![self.pick(&data_nodes)];
+                let mut side = vec![self.pick(&data_nodes)];
+                // With three replicas, sides of up to half the nodes (with two, of one: the
+                // seeds found so far replay as they were).
+                if self.knobs.replicas > 2 {
+                    let size = self.rng.between(1, data_nodes.len() as u64 / 2) as usize;
+                    while side.len() < size {
+                        let node = self.pick(&data_nodes);
+                        if !side.contains(&node) {
+                            side.push(node);
+                        }
+                    }
+                }
                 plan.push((at, Planned::Cut { side }));
             } else {
                 let from = self.pick(&data_nodes);

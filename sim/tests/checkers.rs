@@ -159,6 +159,7 @@ fn sabotaged(workload: Workload, sabotage: Sabotage) -> Options {
         faults: vec![Fault::Client, Fault::Slow, Fault::ApiLink, Fault::Buggify],
         trace: false,
         sabotage: Some(sabotage),
+        replicas: 2,
     }
 }
 

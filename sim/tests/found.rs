@@ -1159,6 +1159,25 @@ fn a_node_failing_while_copied_to_is_not_counted_as_saving() {
     replay(&[0x720_d30f], &partitions_with_disks());
 }
 
+/// Seed 0x7c02287 with the same faults and `--replicas 3` (the class found by `scripts/sim
+/// --replicas 3 --seeds 40000 --start 0x7c00000 --once --faults ...`, the first run of three
+/// replicas), 3 data nodes: split brain, a register's replicas differ. Node 2, cut off from
+/// nodes 1 and 3, first saw node 3 fail, still being copied to in its view (node 3's start had
+/// reached node 1 only): a failed restart, no round. Then node 1 failed, and node 2, at half of
+/// {1, 2}, asked the arbitrator, which chose it, while {1, 3}, two of three, went on without
+/// asking. A node being copied to that failed now counts among those alive before a round
+/// that starts soon after.
+#[test]
+fn a_copied_to_node_that_failed_just_before_a_split_is_counted() {
+    replay(
+        &[0x7c0_2287],
+        &Options {
+            replicas: 3,
+            ..partitions_with_disks()
+        },
+    );
+}
+
 /// `--faults partition,disk,restart,slow,client,api-link,buggify,pause`.
 fn partitions_with_disks() -> Options {
     let mut faults = partitions_with_pauses();

@@ -12,6 +12,7 @@ fn run_many(faults: Vec<Fault>, start: u64, count: u64) -> Vec<Report> {
         faults,
         trace: false,
         sabotage: None,
+        replicas: 2,
     };
     run_seeds(start, count, &options).unwrap_or_else(|failures| panic!("{failures}"))
 }

@@ -12,6 +12,7 @@ fn restarted_nodes_take_their_primaries_back_and_every_history_stays_correct() {
         faults: vec![Fault::Crash, Fault::Restart, Fault::Slow, Fault::Client],
         trace: false,
         sabotage: None,
+        replicas: 2,
     };
     let reports = run_seeds(20000, 300, &options).unwrap_or_else(|failures| panic!("{failures}"));
     let total = |kind: &str| -> u64 {

@@ -17,6 +17,7 @@ fn without_crashes(workload: Workload) -> Options {
         ],
         trace: false,
         sabotage: None,
+        replicas: 2,
     }
 }
 
@@ -64,6 +65,7 @@ fn a_seed_with_data_node_crashes_replays_identically() {
         faults: vec![Fault::Crash],
         trace: false,
         sabotage: None,
+        replicas: 2,
     };
     let failures: Vec<String> = (0..200)
         .filter_map(|seed| run_seed_checked(seed, &options).err())

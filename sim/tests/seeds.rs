@@ -117,3 +117,37 @@ fn set_seeds_keep_every_acknowledged_insert_and_delete_through_crashes() {
 fn mixed_seeds_pass() {
     run_many(Workload::All, 2_000_000, SEEDS / 3);
 }
+
+/// NoOfReplicas=3 (one or two node groups of three data nodes) under the handled faults, disk
+/// faults and node restarts too: chains of three replicas, failures with two survivors in a
+/// group, and a node let stop for its disk asking both of its peers first.
+#[test]
+fn three_replica_seeds_pass_with_disk_faults_and_restarts() {
+    let options = Options {
+        faults: vec![
+            Fault::Crash,
+            Fault::Client,
+            Fault::Slow,
+            Fault::ApiLink,
+            Fault::Buggify,
+            Fault::Pause,
+            Fault::Hang,
+            Fault::Restart,
+            Fault::Disk,
+        ],
+        replicas: 3,
+        ..Options::default()
+    };
+    let seeds = SEEDS / 3;
+    let reports =
+        run_seeds(4_000_000, seeds, &options).unwrap_or_else(|failures| panic!("{failures}"));
+    let six = reports.iter().filter(|r| r.knobs.data_nodes == 6).count() as u64;
+    assert!(
+        six > seeds / 4 && six < seeds * 3 / 4,
+        "{six} seeds of 6 data nodes"
+    );
+    assert!(reports.iter().all(|r| r.knobs.data_nodes % 3 == 0));
+    assert!(faults(&reports, "disk fault") > seeds / 4);
+    assert!(faults(&reports, "node restart") > seeds / 4);
+    assert!(faults(&reports, "crash (sent frames drain)") > seeds / 8);
+}

@@ -109,7 +109,16 @@ pub(crate) struct Arbit {
     logged_off: bool,
     /// Failures the API nodes hear of once the round ends with this side going on.
     api_failreps: Vec<NodeId>,
+    /// Nodes being copied to whose failure started no round, and when they failed: a round
+    /// that starts within `COPYING_FAILED_COUNTED` heartbeat intervals counts them alive
+    /// before (`arbit_copying_failed`).
+    copying_failed: Vec<(NodeId, Instant)>,
 }
+
+/// Heartbeat intervals for which a node being copied to that failed still counts among the
+/// nodes alive before a failure round: twice the heartbeat bound, past the spread of one
+/// split's failures as its nodes detect them.
+const COPYING_FAILED_COUNTED: u32 = 2 * super::qmgr::MISSED_DEAD;
 
 /// Failures since the side was last whole.
 #[derive(Debug)]
@@ -207,6 +216,7 @@ impl Arbit {
             renew: false,
             logged_off: false,
             api_failreps: Vec::new(),
+            copying_failed: Vec::new(),
         }
     }
 
@@ -251,9 +261,33 @@ impl Kernel {
         }
         if self.arbit.round.is_none() {
             tracing::warn!(node = %node, "data node {node} failed: commits wait {} ms for the rest of a possible split to show, then this side decides whether it goes on", self.arbit.settle.as_millis());
+            let window = self.arbit.settle * COPYING_FAILED_COUNTED;
+            self.arbit
+                .copying_failed
+                .retain(|&(_, at)| now.saturating_duration_since(at) <= window);
+            let mut before = before;
+            for &(copying, _) in &self.arbit.copying_failed {
+                before.insert(copying);
+            }
             self.arbit.round = Some(Round::new(before, now));
             self.tc.set_commits_held(true);
         }
+    }
+
+    /// Data node `node`, being copied to by node restart, failed: a failed restart, which
+    /// starts no round (a two-node cluster's survivor would need an arbitrator for it). But
+    /// it may be the first failure of a split seen here, its start told to the other side
+    /// and not to this one: that side counts it among the nodes alive before, and a round
+    /// here that left it out would count a minority as half (seed 0x7c02287, three data
+    /// nodes: node 2, cut off, saw node 3 fail while copied to here and started there, then
+    /// node 1; at half of {1, 2} it asked the arbitrator, which chose it, while {1, 3}, two
+    /// of three, went on). A round that starts soon after counts it.
+    pub(crate) fn arbit_copying_failed(&mut self, node: NodeId, now: Instant) {
+        self.arbit.copying_failed.retain(|&(n, _)| n != node);
+        if self.qmgr.is_stopping(node) {
+            return;
+        }
+        self.arbit.copying_failed.push((node, now));
     }
 
     /// A data node failed here (a member, or one being copied to): a side this node confirmed

@@ -1042,7 +1042,9 @@ impl Kernel {
             }
         }
         self.arbit_side_lost(node);
-        if !restarting {
+        if restarting {
+            self.arbit_copying_failed(node, now);
+        } else {
             self.arbit_node_failed(node, before, now);
         }
         // The API nodes stop routing to it, even while their link to it stays open (a
