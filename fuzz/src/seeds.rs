@@ -206,7 +206,8 @@ fn signal_payloads() -> Vec<Seed> {
         key_bytes: vec![2, 1, 0, 0, 0],
         key: vec![Value::UInt32(1)],
         attrs: vec![(1, Value::Varbinary(vec![1, 2]))],
-        chain: vec![2],
+        run: 7,
+        chain: vec![(2, 9)],
         flags: 1,
         gci: 0,
     };

@@ -168,6 +168,9 @@ pub const LQHKEYCONF_COMMITTED: u8 = 1;
 
 /// Most replicas a partition has (NoOfReplicas is 1..=4).
 pub const REPLICAS_MAX: usize = 4;
+
+/// [`LqhKeyReq::run`] when the TC did not know the node's run (its link had closed).
+pub const RUN_UNKNOWN: u64 = u64::MAX;
 /// Most index changes one write fires (one delete and one insert per unique index).
 pub const FIRED_MAX: usize = 2 * 64;
 
@@ -188,8 +191,12 @@ pub struct LqhKeyReq {
     pub key_bytes: Vec<u8>,
     pub key: Vec<Value>,
     pub attrs: Vec<(u16, Value)>,
-    /// Replicas still to run the operation after this one, in order (backups of a write).
-    pub chain: Vec<u16>,
+    /// The receiver's run (its CM_REGREQ's) as the TC that chose the replicas knew it, or
+    /// [`RUN_UNKNOWN`]: a node that restarted since drops the operation.
+    pub run: u64,
+    /// Replicas still to run the operation after this one, in order (backups of a write),
+    /// each with its run as that TC knew it.
+    pub chain: Vec<(u16, u64)>,
     /// [`LQHKEY_COMMIT_AT_LAST_REPLICA`], [`LQHKEY_BACKUP`].
     pub flags: u8,
     /// With [`LQHKEY_COMMIT_AT_LAST_REPLICA`]: the epoch the commit belongs to (0 otherwise).
@@ -211,10 +218,10 @@ impl LqhKeyReq {
         encode_values(&mut w, &self.key);
         encode_attrs(&mut w, &self.attrs);
         w.u8(self.chain.len() as u8);
-        for node in &self.chain {
-            w.u16(*node);
+        for &(node, run) in &self.chain {
+            w.u16(node).u64(run);
         }
-        w.u8(self.flags).u64(self.gci);
+        w.u8(self.flags).u64(self.gci).u64(self.run);
     }
 
     pub fn decode(buf: &[u8]) -> Result<LqhKeyReq, DecodeError> {
@@ -235,9 +242,12 @@ impl LqhKeyReq {
         if chain_len >= REPLICAS_MAX {
             return Err(r.error(format!("chain of {chain_len} replicas")));
         }
-        let chain = (0..chain_len).map(|_| r.u16()).collect::<Result<_, _>>()?;
+        let chain = (0..chain_len)
+            .map(|_| Ok((r.u16()?, r.u64()?)))
+            .collect::<Result<_, DecodeError>>()?;
         let flags = r.u8()?;
         let gci = r.u64()?;
+        let run = r.u64()?;
         r.finish()?;
         Ok(LqhKeyReq {
             trans,
@@ -251,6 +261,7 @@ impl LqhKeyReq {
             key_bytes,
             key,
             attrs,
+            run,
             chain,
             flags,
             gci,
@@ -519,7 +530,8 @@ mod tests {
             key_bytes: vec![1, 2, 3],
             key: vec![Value::UInt32(5)],
             attrs: vec![(1, Value::Int64(-3)), (2, Value::Null)],
-            chain: vec![2],
+            run: 7,
+            chain: vec![(2, 9)],
             flags: LQHKEY_COMMIT_AT_LAST_REPLICA,
             gci: 7 << 32,
         };

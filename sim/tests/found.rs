@@ -1178,6 +1178,25 @@ fn a_copied_to_node_that_failed_just_before_a_split_is_counted() {
     );
 }
 
+/// Seed 0x7d0235a with the same faults and `--replicas 3` (found in the first run of three
+/// replicas), 6 data nodes: the final reads got 266 for good, a row locked at node 4 by a
+/// transaction nobody would end. Node 5's TC sent an update down the chain [6, 4, 5]; a slow
+/// link brought it to node 6 after node 4 had failed and started again, it waited there for
+/// a lock, and went on to node 4's new run, which took the row's lock; the transaction had
+/// aborted meanwhile (node 4's earlier run was its participant), and node 5 dropped the
+/// update as its last replica. LQHKEYREQ now names each replica's run, and a node drops an
+/// operation meant for its earlier run.
+#[test]
+fn an_operation_for_a_replicas_earlier_run_is_dropped() {
+    replay(
+        &[0x7d0_235a],
+        &Options {
+            replicas: 3,
+            ..partitions_with_disks()
+        },
+    );
+}
+
 /// `--faults partition,disk,restart,slow,client,api-link,buggify,pause`.
 fn partitions_with_disks() -> Options {
     let mut faults = partitions_with_pauses();

@@ -50,7 +50,9 @@ use crate::{NodeId, TransportError, TransporterKind};
 /// TC_EXECUTE_CONF names no GCI.
 /// 4: CM_REGREQ names the sender's run and INCL_NODEREQ the run it includes (eight bytes
 /// more each), which a node of version 3 would refuse as malformed.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// 5: LQHKEYREQ names each replica's run (the receiver's and every chain node's), and STOP_PERM_*
+/// and STOP_ABORT_REP (129-132) exist.
+pub const PROTOCOL_VERSION: u32 = 5;
 /// The first four bytes of a HELLO payload.
 pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";
 /// Signal number of HELLO.

@@ -231,6 +231,17 @@ impl Kernel {
         self.node_restart.my_run
     }
 
+    /// Data node `node`'s run as its CM_REGREQ named it (this node's own for itself), or
+    /// `lqh::RUN_UNKNOWN` once its link closed: LQHKEYREQ names each replica's, so that a
+    /// node that restarted since drops an operation meant for its earlier run.
+    pub(crate) fn run_of(&self, node: NodeId) -> u64 {
+        if node == self.me {
+            return self.node_restart.my_run;
+        }
+        let run = self.node_restart.runs.get(&node).copied();
+        run.unwrap_or(rndb_protocol::lqh::RUN_UNKNOWN)
+    }
+
     /// Sends CM_REGREQ on a new data-node link: whether this node served when it came up.
     pub(crate) fn send_cm_regreq(&mut self, to: NodeId, started: bool, out: &mut dyn Outbox) {
         let req = CmRegReq {

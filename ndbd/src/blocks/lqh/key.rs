@@ -97,7 +97,7 @@ impl Kernel {
             None => {}
             Some(LqhKeyConfRef::Conf { fired, .. }) if forward.is_some() => {
                 let Some(mut next) = forward else { return };
-                let to = next.chain.remove(0);
+                let (to, run) = next.chain.remove(0);
                 next.backup = true;
                 if next.chain.is_empty() && role_is_local && fired.is_empty() {
                     // This node's TC coordinates: when the transaction's fate now hangs
@@ -105,7 +105,7 @@ impl Kernel {
                     // saving the commit round trip.
                     let replicas: NodeSet = [self.me, to]
                         .into_iter()
-                        .chain(next.chain.iter().copied())
+                        .chain(next.chain.iter().map(|&(node, _)| node))
                         .collect();
                     next.commit_at_last =
                         !self.gcp.prepared && self.tc.start_early_commit(trans, &replicas, to);
@@ -114,7 +114,7 @@ impl Kernel {
                         self.tc.set_gci(trans, gci);
                     }
                 }
-                self.send_lqh_key_req(to, *next, out);
+                self.send_lqh_key_req(to, run, *next, out);
             }
             Some(LqhKeyConfRef::Conf {
                 trans,
@@ -159,9 +159,11 @@ impl Kernel {
 
     pub(crate) fn exec_lqhkeyreq(&mut self, wire: lqh::LqhKeyReq) -> Result<(), ProtocolViolation> {
         let tc_node = NodeId(wire.tc_node);
-        let chain: Vec<NodeId> = wire.chain.iter().map(|&n| NodeId(n)).collect();
+        let chain: Vec<(NodeId, u64)> = (wire.chain.iter())
+            .map(|&(node, run)| (NodeId(node), run))
+            .collect();
         if let Some(bad) = std::iter::once(tc_node)
-            .chain(chain.iter().copied())
+            .chain(chain.iter().map(|&(node, _)| node))
             .find(|&n| !self.qmgr.is_data_node(n))
         {
             return Err(ProtocolViolation(format!(
@@ -175,6 +177,15 @@ impl Kernel {
                 "LQHKEYREQ names transaction {:#x}, which no API node can have",
                 wire.trans
             )));
+        }
+        if wire.run != lqh::RUN_UNKNOWN && wire.run != self.node_restart_run() {
+            // For this node's earlier run: its TC chose the replicas before it handled that
+            // run's failure, and the transaction aborts (the run was among its participants).
+            // Taken, its lock here would be ended by nobody: the operation may have waited
+            // for a lock at the replica before this one, or on a slow link, while this node
+            // failed and came back (seed 0x7d0235a).
+            tracing::debug!(trans = %wire.trans, "LQHKEYREQ for an earlier run of this node; dropped");
+            return Ok(());
         }
         let early_gci = wire.gci;
         let req = LqhKeyReq {
@@ -230,7 +241,13 @@ impl Kernel {
 
     /// Sends an operation to node `to`'s LQH. Its role stays with this node's TC (under a
     /// token) unless another node's TC already keeps it.
-    pub(crate) fn send_lqh_key_req(&mut self, to: NodeId, req: LqhKeyReq, out: &mut dyn Outbox) {
+    pub(crate) fn send_lqh_key_req(
+        &mut self,
+        to: NodeId,
+        run: u64,
+        req: LqhKeyReq,
+        out: &mut dyn Outbox,
+    ) {
         let (tc_node, token) = match req.role {
             OpRole::Remote { tc_node, token } => (tc_node, token),
             _ => (self.me, self.tc.stash(req.trans, &req, to)),
@@ -247,7 +264,10 @@ impl Kernel {
             key_bytes: req.key_bytes.to_vec(),
             key: req.key,
             attrs: req.attrs,
-            chain: req.chain.iter().map(|n| n.0).collect(),
+            run,
+            chain: (req.chain.iter())
+                .map(|&(node, run)| (node.0, run))
+                .collect(),
             flags: if req.commit_at_last {
                 lqh::LQHKEY_COMMIT_AT_LAST_REPLICA
             } else {

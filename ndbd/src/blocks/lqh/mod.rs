@@ -80,8 +80,9 @@ pub struct LqhKeyReq {
     pub key: Vec<Value>,
     pub attrs: Vec<(u16, Value)>,
     pub role: OpRole,
-    /// Replicas that run a write after this node, in order: the last one answers TC.
-    pub chain: Vec<NodeId>,
+    /// Replicas that run a write after this node, in order, each with its run as the TC knew
+    /// it (`lqh::RUN_UNKNOWN` when it did not): the last one answers TC.
+    pub chain: Vec<(NodeId, u64)>,
     /// The last replica commits the transaction on its node when the operation succeeds (TC
     /// decided to commit, and nothing else of the transaction can fail).
     pub commit_at_last: bool,

@@ -388,7 +388,7 @@ impl Kernel {
                 };
                 self.tc.add_participant(req.trans, node, holds);
             }
-            req.chain = live.skip(1).collect();
+            req.chain = live.skip(1).map(|node| (node, self.run_of(node))).collect();
         } else if !committed_read {
             self.tc.add_participant(req.trans, primary, Holds::Lock);
         }
@@ -396,7 +396,8 @@ impl Kernel {
             self.prefetch_if_alone(&req);
             self.jobs.push_back(Signal::LqhKeyReq(req));
         } else {
-            self.send_lqh_key_req(target, *req, out);
+            let run = self.run_of(target);
+            self.send_lqh_key_req(target, run, *req, out);
         }
     }
 
