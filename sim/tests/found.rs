@@ -1197,6 +1197,24 @@ fn an_operation_for_a_replicas_earlier_run_is_dropped() {
     );
 }
 
+/// Seed 0x8003c3f with the same faults and `--replicas 3`, 6 data nodes: a set element's
+/// replicas differ, the restarted node 2 lacking an insert. Node 3 had INCL_NODEREQ for node 2
+/// before an insert began there, and node 2's link reached it only after (a slow link): the
+/// insert's chain lacked node 2, but node 3 counted as "from before" only the transactions of
+/// when the request came and confirmed the inclusion while the insert still ran; the copy that
+/// followed did not bring the row either. A node now counts those running when it includes
+/// the node.
+#[test]
+fn a_transaction_begun_before_the_inclusion_itself_is_waited_for() {
+    replay(
+        &[0x800_3c3f],
+        &Options {
+            replicas: 3,
+            ..partitions_with_disks()
+        },
+    );
+}
+
 /// `--faults partition,disk,restart,slow,client,api-link,buggify,pause`.
 fn partitions_with_disks() -> Options {
     let mut faults = partitions_with_pauses();

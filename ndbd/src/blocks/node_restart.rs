@@ -978,6 +978,11 @@ impl Kernel {
             }
             if !i.included && self.qmgr.joining.contains(i.node) && run == Some(i.run) {
                 i.included = true;
+                // The transactions from before are those running now: one that began after
+                // the INCL_NODEREQ came and before its node's link did (a slow link) has
+                // chains without the node too, and its change may reach the node by neither
+                // its chain nor the copy that follows the confirmation (seed 0x8003c3f).
+                i.before = self.tc.transaction_ids();
                 let node = i.node;
                 self.qmgr.joining.remove(node);
                 self.qmgr.failed.remove(node);
