@@ -721,10 +721,10 @@ impl Kernel {
     /// president may have let one of them stop) and, once each confirmed, stops, as NDB's
     /// does on such an error; the cluster handles its failure as a crash's, from its closed
     /// links: declaring it failed while it still ran would have the others take over its
-    /// transactions while it went on committing them. A president that asked to be stopped itself lets nobody stop: two
-    /// members of a group that failed together would otherwise let each other go. Nor does
-    /// a node still restarting (seed 0x380745b7: node 1, being copied to, let node 2, its
-    /// group's only serving member, stop).
+    /// transactions while it went on committing them. A president that asked to be stopped
+    /// itself lets nobody stop: two members of a group that failed together would otherwise
+    /// let each other go. Nor does a node still restarting (seed 0x380745b7: node 1, being
+    /// copied to, let node 2, its group's only serving member, stop).
     fn exec_fail_rep_self(&mut self, node: NodeId, out: &mut dyn Outbox) {
         // A node still restarting has no say: its view of the cluster is the president's.
         if !self.qmgr.started
