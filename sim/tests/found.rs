@@ -1215,6 +1215,24 @@ fn a_transaction_begun_before_the_inclusion_itself_is_waited_for() {
     );
 }
 
+/// Seed 0x850915b with the handled faults and `--replicas 3`, 6 data nodes: replicas differ,
+/// node 6 without accounts rows 3 and 7. Node group {4, 5, 6} lost the disks of 4 and 6, and
+/// a system restart went on without them (their sysfiles named an older GCI); a slow link had
+/// not yet brought node 4's close to node 5, which started (CNTR_START_REP) still holding node
+/// 4 live. Node 6's node restart then came, and node 5's copy plan made node 4, dead, the
+/// source of two fragments. CNTR_START_REP's failed set now fails such a node first.
+#[test]
+fn a_node_the_master_started_without_is_failed_before_the_start() {
+    replay(
+        &[0x850_915b],
+        &Options {
+            faults: Fault::HANDLED.to_vec(),
+            replicas: 3,
+            ..Options::default()
+        },
+    );
+}
+
 /// `--faults partition,disk,restart,slow,client,api-link,buggify,pause`.
 fn partitions_with_disks() -> Options {
     let mut faults = partitions_with_pauses();

@@ -389,7 +389,7 @@ impl Kernel {
             gsn::GCP_PREPARE..=gsn::GCP_RESTORABLE_REP if self.qmgr.is_data_node(from) => {
                 let GcpSignal { gci, nodes } = GcpSignal::decode(payload)?;
                 match header.signal {
-                    gsn::GCP_SAVEREQ | gsn::CNTR_START_CONF => {
+                    gsn::GCP_SAVEREQ | gsn::CNTR_START_CONF | gsn::CNTR_START_REP => {
                         self.gcp.master_failed = NodeSet::from_words(nodes)
                     }
                     gsn::COPY_GCIREQ => self.gcp.copy_saved = NodeSet::from_words(nodes),
@@ -625,7 +625,18 @@ impl Kernel {
                         }
                     }
                     gsn::CNTR_WAITREP => self.exec_cntr_waitrep(from, gci, out),
-                    gsn::CNTR_START_REP => self.exec_cntr_start_rep(gci, now),
+                    gsn::CNTR_START_REP => {
+                        // The master started the nodes it holds live: one it holds failed
+                        // that is still up here (its link's close not seen yet: a slow link)
+                        // fails here first. Kept, it would stay in this node's chains: a
+                        // restarting node's copy plan named it the source of fragments it
+                        // never copied (seed 0x850915b, three replicas).
+                        if from != self.me {
+                            let excluded = std::mem::take(&mut self.gcp.master_failed);
+                            self.start_excluding(excluded, out, now);
+                        }
+                        self.exec_cntr_start_rep(gci, now)
+                    }
                     _ => self.exec_gcp_signal(from, signal, gci, out, now),
                 },
                 Signal::Timer => {
