@@ -303,11 +303,15 @@ impl Qmgr {
             };
             running && !self.copying.contains(n) && !self.stop_granted.contains(n)
         };
-        self.node_groups
-            .iter()
-            .filter(|(_, nodes)| nodes.contains(&node))
+        self.group_peers(node).any(serves)
+    }
+
+    /// The other members of `node`'s node group.
+    pub fn group_peers(&self, node: NodeId) -> impl Iterator<Item = NodeId> + '_ {
+        (self.node_groups.iter())
+            .filter(move |(_, nodes)| nodes.contains(&node))
             .flat_map(|(_, nodes)| nodes.iter().copied())
-            .any(|n| n != node && serves(n))
+            .filter(move |&n| n != node)
     }
 
     /// True when some node group has a node alive here and started, and every other node of

@@ -67,7 +67,11 @@ impl Kernel {
             self.qmgr.stop_perm.asking = None;
             return self.stopped_at_own_request(Some(president), out);
         }
-        let awaiting: Vec<NodeId> = self.group_peers().filter(|&n| self.qmgr.is_up(n)).collect();
+        let awaiting: Vec<NodeId> = self
+            .qmgr
+            .group_peers(self.me)
+            .filter(|&n| self.qmgr.is_up(n))
+            .collect();
         if awaiting.is_empty() {
             tracing::warn!(president = %president, "data node {president} let this node stop, but no other member of its node group is alive here: it stays, its group's last member");
             return self.send_stop_perm(president, gsn::STOP_ABORT_REP, 0, out);
@@ -138,7 +142,7 @@ impl Kernel {
     /// Data node `node` failed: an attempt to stop that waits on a peer of this node's group
     /// gives up, as that peer may have been the group's other serving member.
     pub(crate) fn stop_perm_node_failed(&mut self, node: NodeId, out: &mut dyn Outbox) {
-        if !self.qmgr.stop_perm.asking() || !self.group_peers().any(|n| n == node) {
+        if !self.qmgr.stop_perm.asking() || !self.qmgr.group_peers(self.me).any(|n| n == node) {
             return;
         }
         tracing::warn!(node = %node, "data node {node} of this node group failed while this node asked to stop: it stays for now");
@@ -153,15 +157,6 @@ impl Kernel {
         if self.qmgr.is_up(asking.president) {
             self.send_stop_perm(asking.president, gsn::STOP_ABORT_REP, asking.attempt, out);
         }
-    }
-
-    /// The other members of this node's node group.
-    fn group_peers(&self) -> impl Iterator<Item = NodeId> + '_ {
-        let me = self.me;
-        (self.qmgr.node_groups().iter())
-            .filter(move |(_, nodes)| nodes.contains(&me))
-            .flat_map(|(_, nodes)| nodes.iter().copied())
-            .filter(move |&n| n != me)
     }
 
     fn send_stop_perm(&mut self, to: NodeId, signal: u16, attempt: u64, out: &mut dyn Outbox) {
