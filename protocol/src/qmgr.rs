@@ -209,7 +209,8 @@ impl CmRegReq {
 
 /// INCL_NODEREQ: the president includes `node`, the run of it that it let in (the `run` of
 /// that run's CM_REGREQ). A node that has since heard another run of it register takes the
-/// request for stale: the president let in a run that is gone.
+/// request for stale: the president let in a run that is gone. INCL_NODECONF carries the same
+/// two fields back, so that the president takes a confirmation for the run it let in only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InclNodeReq {
     pub node: u16,
@@ -224,7 +225,16 @@ impl InclNodeReq {
     }
 
     pub fn decode(buf: &[u8]) -> Result<InclNodeReq, DecodeError> {
-        let mut r = Reader::new(buf, "INCL_NODEREQ");
+        Self::decode_as(buf, "INCL_NODEREQ")
+    }
+
+    /// INCL_NODECONF: the same two fields, the inclusion a node confirms.
+    pub fn decode_conf(buf: &[u8]) -> Result<InclNodeReq, DecodeError> {
+        Self::decode_as(buf, "INCL_NODECONF")
+    }
+
+    fn decode_as(buf: &[u8], signal: &'static str) -> Result<InclNodeReq, DecodeError> {
+        let mut r = Reader::new(buf, signal);
         let v = InclNodeReq {
             node: r.u16()?,
             run: r.u64()?,

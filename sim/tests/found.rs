@@ -1233,6 +1233,24 @@ fn a_node_the_master_started_without_is_failed_before_the_start() {
     );
 }
 
+/// Seed 0x8905db8 with partitions, disk faults and `--replicas 3`, 6 data nodes: a register's
+/// replicas differ, the restarted node 3 holding a write older than its group's. Node 3 failed
+/// while being included, and node 2's INCL_NODECONF for that run waited behind a one-way cut
+/// from node 2 to the president; node 3 was let in again, and once the cut healed, the
+/// president took the old confirmation for the new inclusion and started the copy, while an
+/// update from before it (its chain lacking node 3) still waited at node 2 for its backup.
+/// INCL_NODECONF now names the run it confirms.
+#[test]
+fn a_confirmation_of_an_earlier_inclusion_does_not_start_the_copy() {
+    replay(
+        &[0x890_5db8],
+        &Options {
+            replicas: 3,
+            ..partitions_with_disks()
+        },
+    );
+}
+
 /// `--faults partition,disk,restart,slow,client,api-link,buggify,pause`.
 fn partitions_with_disks() -> Options {
     let mut faults = partitions_with_pauses();

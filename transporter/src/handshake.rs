@@ -52,7 +52,9 @@ use crate::{NodeId, TransportError, TransporterKind};
 /// more each), which a node of version 3 would refuse as malformed.
 /// 5: LQHKEYREQ names each replica's run (the receiver's and every chain node's), and STOP_PERM_*
 /// and STOP_ABORT_REP (129-132) exist.
-pub const PROTOCOL_VERSION: u32 = 5;
+/// 6: INCL_NODECONF names the run it confirms the inclusion of, as INCL_NODEREQ does (eight
+/// bytes more), which a node of version 5 would refuse as malformed.
+pub const PROTOCOL_VERSION: u32 = 6;
 /// The first four bytes of a HELLO payload.
 pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";
 /// Signal number of HELLO.

@@ -164,6 +164,9 @@ struct Admit {
     copy: CopyFragReq,
     /// The nodes whose INCL_NODECONF is still to come.
     awaiting: NodeSet,
+    /// The run of the node let in (INCL_NODEREQ's): an INCL_NODECONF for an earlier run is
+    /// not for this inclusion.
+    run: u64,
 }
 
 #[derive(Debug)]
@@ -271,7 +274,10 @@ impl Kernel {
             gsn::INCL_NODEREQ if !from_member => {
                 InclNodeReq::decode(payload)?;
             }
-            gsn::INCL_NODECONF | gsn::NODE_STARTED_REP if !from_member => {
+            gsn::INCL_NODECONF if !from_member => {
+                InclNodeReq::decode_conf(payload)?;
+            }
+            gsn::NODE_STARTED_REP if !from_member => {
                 node(payload)?;
             }
             gsn::COPY_FRAGREQ if !from_member => {
@@ -300,7 +306,9 @@ impl Kernel {
                 self.exec_start_infoconf(from, CopyFragReq::decode(payload)?, out)
             }
             gsn::INCL_NODEREQ => self.exec_incl_nodereq(from, InclNodeReq::decode(payload)?, out),
-            gsn::INCL_NODECONF => self.exec_incl_nodeconf(from, node(payload)?, out),
+            gsn::INCL_NODECONF => {
+                self.exec_incl_nodeconf(from, InclNodeReq::decode_conf(payload)?, out)
+            }
             gsn::COPY_FRAGREQ => {
                 let req = CopyFragReq::decode(payload)?;
                 // Only for a node included here and still copied to: a request of a president
@@ -669,6 +677,7 @@ impl Kernel {
             step: gsn::START_PERMCONF,
             copy: CopyFragReq::default(),
             awaiting: NodeSet::new(),
+            run: 0,
         });
         let conf = StartPermConf {
             gci: self.gcp.current,
@@ -914,19 +923,13 @@ impl Kernel {
                 ..info
             }
         };
-        admit.step = gsn::INCL_NODEREQ;
-        admit.awaiting = alive;
         // The run let in: START_PERMREQ came on the link its CM_REGREQ came on (admission
         // needs that CM_REGREQ, and a closed link ends the admission).
-        let req = InclNodeReq {
-            node: from.0,
-            run: self
-                .node_restart
-                .runs
-                .get(&from)
-                .copied()
-                .unwrap_or_default(),
-        };
+        let run = (self.node_restart.runs.get(&from).copied()).unwrap_or_default();
+        admit.step = gsn::INCL_NODEREQ;
+        admit.awaiting = alive;
+        admit.run = run;
+        let req = InclNodeReq { node: from.0, run };
         for node in alive.iter() {
             if node == self.me {
                 self.exec_incl_nodereq(self.me, req, out);
@@ -1003,29 +1006,43 @@ impl Kernel {
             // 0x31df3: an orphan reported late stayed undecided for good).
             let orphans = self.foreign.orphans.values().any(|o| o.tc_node == i.node);
             if i.included && i.before.is_empty() && !orphans {
-                confirmed.push((i.president, i.node));
+                confirmed.push((
+                    i.president,
+                    InclNodeReq {
+                        node: i.node.0,
+                        run: i.run,
+                    },
+                ));
                 return false;
             }
             true
         });
         incl.append(&mut self.node_restart.incl);
         self.node_restart.incl = incl;
-        for (president, node) in confirmed {
+        for (president, conf) in confirmed {
             if president == self.me {
-                self.exec_incl_nodeconf(self.me, node, out);
+                self.exec_incl_nodeconf(self.me, conf, out);
             } else {
-                self.send_to(president, gsn::INCL_NODECONF, Some(node), out);
+                let header = data_node_header(gsn::INCL_NODECONF, block::QMGR, block::QMGR);
+                self.unsent
+                    .send(out, president, header, &mut |b| conf.encode(b));
             }
         }
     }
 
     /// INCL_NODECONF at the president: once every live node included the node, each copies
     /// its fragments to it.
-    fn exec_incl_nodeconf(&mut self, from: NodeId, node: NodeId, out: &mut dyn Outbox) {
+    fn exec_incl_nodeconf(&mut self, from: NodeId, conf: InclNodeReq, out: &mut dyn Outbox) {
+        let node = NodeId(conf.node);
         let Some(admit) = self.node_restart.admit.as_mut() else {
             return;
         };
-        if admit.node != node || admit.step != gsn::INCL_NODEREQ {
+        // Of the run let in only: a confirmation of an earlier run's inclusion (the node
+        // failed during it and was let in again) can arrive late over a held link, and taken
+        // for this one it started the copy while a transaction from before this inclusion
+        // still ran at `from`; its change reached the node by neither its chain nor the copy
+        // (seed 0x8905db8).
+        if admit.node != node || admit.step != gsn::INCL_NODEREQ || admit.run != conf.run {
             return;
         }
         admit.awaiting.remove(from);
