@@ -895,15 +895,34 @@ impl World {
         self.last_node_stopped()
     }
 
-    /// The last running data node stopped outside a cluster crash, in a seed with partitions
+    /// The last serving data node stopped outside a cluster crash, in a seed with partitions
     /// (a side that lost arbitration stopped, and then the other side's last node of a group
     /// crashed: a double fault the other faults never make, so elsewhere this stays a
     /// failure): the cluster is down as after a cluster crash, though every disk keeps what
-    /// it had, and an operator starts it again (a system restart).
+    /// it had, and an operator starts it again (a system restart). Nodes still joining by
+    /// node restart have nothing to join: they are stopped with the rest. (Left running, one
+    /// of them outlived the last member while another node started again, and the cluster's
+    /// loss of the GCIs no disk saved went unrecorded: seed 0x89049a7.)
     fn last_node_stopped(&mut self) -> Result<(), String> {
         let partitions = self.knobs.partitions > 0;
-        if !partitions || !self.knobs.durable || !self.kernels.is_empty() || self.restart_pending {
+        if !partitions || !self.knobs.durable || self.restart_pending {
             return Ok(());
+        }
+        if !self.kernels.values().all(|k| k.joins_by_node_restart()) {
+            return Ok(());
+        }
+        // Their processes exit, as after their own error (2303, which they would stop with).
+        let joining: Vec<NodeId> = self.kernels.keys().copied().collect();
+        for node in joining {
+            self.log(format!(
+                "data node {node} stops: it joined by node restart, and no member is left"
+            ));
+            if let Some(disk) = self.disks.get_mut(&node) {
+                disk.drop_queue();
+            }
+            self.lagging.insert(node);
+            self.stop_kernel(node, true);
+            self.paused.remove(&node);
         }
         self.count("every data node stopped");
         self.cluster_down("every data node has stopped")
