@@ -88,6 +88,11 @@ pub enum Fault {
     /// node whose files cannot restore the restart GCI stops at the system restart and then
     /// rejoins so.
     Restart,
+    /// With `--replicas 3`: a node group that lost a node to a crash loses a second one, once
+    /// the first failure is handled (two heartbeat bounds later) and while another member
+    /// serves, leaving one replica (with three data nodes, half of the two alive: the
+    /// arbitrator decides). Nothing with two replicas. Off unless asked for.
+    CrashAgain,
 }
 
 impl Fault {
@@ -132,6 +137,7 @@ impl Fault {
             Fault::CrashAll => "crash-all",
             Fault::Disk => "disk",
             Fault::Restart => "restart",
+            Fault::CrashAgain => "crash-again",
         }
     }
 }

@@ -25,7 +25,7 @@ use crate::client::{
 };
 use crate::disk::SimDisk;
 use crate::durability::{self, ClusterCrash, Fate, GciClock};
-use crate::knobs::{Knobs, Options, FIRST_API_NODE};
+use crate::knobs::{Fault, Knobs, Options, FIRST_API_NODE};
 use crate::net::{EventKind, Net, Queue, SimOutbox};
 use crate::rng::Rng;
 
@@ -287,6 +287,11 @@ enum Planned {
     Hang {
         node: NodeId,
         for_ns: u64,
+    },
+    /// A crash of a node whose group lost a node already (see `Fault::CrashAgain`).
+    CrashAgain {
+        node: NodeId,
+        drain: bool,
     },
 }
 
@@ -1032,6 +1037,8 @@ impl World {
             let at = self.rng.below(self.knobs.workload_ns * 3 / 4);
             plan.push((at, Planned::ClusterCrash));
         }
+        let again = self.plan_second_crashes(&plan);
+        plan.extend(again);
         for (at, fault) in plan {
             self.schedule_fault(start + at, fault);
         }
@@ -1102,6 +1109,65 @@ impl World {
             ));
         }
         plan
+    }
+
+    /// With `crash-again` and three replicas, half the node groups that a planned crash takes
+    /// a node from lose a second one later (`Planned::CrashAgain`). Drawn from a generator of
+    /// their own, and only then: without the fault every draw stays as it was.
+    fn plan_second_crashes(&mut self, plan: &[(u64, Planned)]) -> Vec<(u64, Planned)> {
+        if !self.options.has(Fault::CrashAgain) || self.knobs.replicas < 3 {
+            return Vec::new();
+        }
+        let mut rng = self.rng.fork();
+        let mut again = Vec::new();
+        for (at, fault) in plan {
+            let (Planned::Crash { node, .. } | Planned::CrashAfter { node, .. }) = fault else {
+                continue;
+            };
+            if !rng.coin() {
+                continue;
+            }
+            let peers: Vec<NodeId> = self.group_peers(*node).collect();
+            let peer = peers[rng.below(peers.len() as u64) as usize];
+            // Put off until the first failure is handled (`crash_again`).
+            let after = rng.between(1, self.knobs.workload_ns / 2);
+            let drain = rng.coin();
+            again.push((at + after, Planned::CrashAgain { node: peer, drain }));
+        }
+        again
+    }
+
+    /// A node group's second crash (`Fault::CrashAgain`): only once the group's first failure
+    /// is handled (no other member crashed within two heartbeat bounds, is paused or hangs, or
+    /// is joining by node restart, which the crash would fail too: two failures in a round),
+    /// and while another member serves; put off during a system restart and while the
+    /// arbitrator is unlinked (the crash may leave half the cluster).
+    fn crash_again(&mut self, node: NodeId, drain: bool) {
+        if !self.kernels.contains_key(&node) || self.shared.stopping {
+            return;
+        }
+        let peer_joining =
+            (self.group_peers(node)).any(|n| self.kernels.get(&n).is_some_and(|k| !k.serves()));
+        if self.restarting()
+            || self.arbitrator_unlinked()
+            || self.group_peer_failing(node)
+            || peer_joining
+        {
+            self.count("second crash put off");
+            let at = self.now_ns + DETECT_NS_MAX;
+            self.schedule_fault(at, Planned::CrashAgain { node, drain });
+            return;
+        }
+        let serving = self.group_peers(node).any(|n| {
+            !self.stopped_on_request.contains(&n)
+                && self.kernels.get(&n).is_some_and(|k| k.serves())
+        });
+        if !serving {
+            self.count("second crash left out (no other member serves)");
+            return;
+        }
+        self.count("second crash in a node group");
+        self.crash(node, drain);
     }
 
     /// Any client but client 0, which does the final reads.
@@ -1253,6 +1319,7 @@ impl World {
                 self.schedule_fault(at, Planned::Crash { node, drain });
             }
             Planned::Crash { node, drain } => self.crash(node, drain),
+            Planned::CrashAgain { node, drain } => self.crash_again(node, drain),
             Planned::CrashAfter {
                 node,
                 signal,

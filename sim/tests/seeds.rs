@@ -142,3 +142,21 @@ fn three_replica_seeds_pass_with_every_handled_fault() {
     assert!(faults(&reports, "node restart") > seeds / 4);
     assert!(faults(&reports, "crash (sent frames drain)") > seeds / 8);
 }
+
+/// NoOfReplicas=3 with `crash-again`: a node group that lost a node to a crash loses a second
+/// one once the first failure is handled, and its last member serves alone (with three data
+/// nodes, after the arbitrator chose it), alongside node restarts of the two.
+#[test]
+fn a_three_replica_group_serves_on_after_two_crashes() {
+    let mut faults_on = Fault::DEFAULT.to_vec();
+    faults_on.push(Fault::CrashAgain);
+    let options = Options {
+        faults: faults_on,
+        replicas: 3,
+        ..Options::default()
+    };
+    let seeds = SEEDS / 3;
+    let reports =
+        run_seeds(4_100_000, seeds, &options).unwrap_or_else(|failures| panic!("{failures}"));
+    assert!(faults(&reports, "second crash in a node group") > seeds / 20);
+}
