@@ -64,6 +64,9 @@ pub(crate) struct PrimarySwitch {
     rounds_made: u64,
     /// This node's part in a round: it starts no transaction until the round ends.
     hold: Option<Hold>,
+    /// Nodes that asked this node to settle the order (PRIMARY_SWITCH_QUERY) before it was
+    /// president: it settles it once it is.
+    queried: NodeSet,
     /// Restarted nodes moved back to their config place here.
     pub moves: u64,
 }
@@ -99,6 +102,7 @@ impl PrimarySwitch {
             attempts: 0,
             rounds_made: 0,
             hold: None,
+            queried: NodeSet::new(),
             moves: 0,
         }
     }
@@ -141,6 +145,10 @@ impl Kernel {
                 }
             }
             return;
+        }
+        if !self.primary.queried.is_empty() {
+            self.primary.queried = NodeSet::new();
+            return self.primary_resync(out, now);
         }
         if self.primary.not_before.is_some_and(|t| now < t) || self.node_restart_running() {
             return;
@@ -213,7 +221,14 @@ impl Kernel {
             gsn::PRIMARY_SWITCH_REQ => self.exec_primary_switch_req(from, arbit, out),
             gsn::PRIMARY_SWITCH_CONF => self.exec_primary_switch_conf(from, arbit.ticket, out),
             gsn::PRIMARY_SWITCH_COMMIT => self.exec_primary_switch_commit(arbit),
-            gsn::PRIMARY_SWITCH_QUERY if self.qmgr.master() == self.me => {
+            // Before this node has handled the failure that makes it president (the asking
+            // node heard of it first): kept until it has. Dropped, the asking node held its
+            // order, unlike this node's, until the next round, and a node restart let in
+            // meanwhile was copied to by a plan the two did not share (seed 0xa401e19).
+            gsn::PRIMARY_SWITCH_QUERY if self.qmgr.master() != self.me => {
+                self.primary.queried.insert(from);
+            }
+            gsn::PRIMARY_SWITCH_QUERY => {
                 match &self.primary.round {
                     None => self.primary_resync(out, now),
                     // The node holds for another round: a failed president's REQ, drained
@@ -357,6 +372,11 @@ impl Kernel {
                     self.primary_commit(id, true, order, out);
                 }
             }
+        }
+        let queried = !self.primary.queried.is_empty();
+        if queried && self.qmgr.master() == self.me && self.primary.round.is_none() {
+            self.primary.queried = NodeSet::new();
+            self.primary_resync(out, now);
         }
         let orphaned = self
             .primary
