@@ -12,10 +12,11 @@
 //!
 //! While a round runs a node serves no key operation and refuses commits (286), holds the
 //! answers of commits that finished meanwhile and the commit rounds of those still running
-//! (a round releases locks and shows rows: seed 0x950306a7f), and tells API nodes of no
-//! failure: a side that then stops must not have shown or acknowledged anything the other
-//! side lacks, and the arbitrator must keep its links to both sides. All of it resumes when
-//! the side goes on.
+//! (a round releases locks and shows rows: seed 0x950306a7f), saves no global checkpoint
+//! (what it decided for the failed nodes' transactions is its side's: seed 0xa403ba6), and
+//! tells API nodes of no failure: a side that then stops must not have shown, acknowledged
+//! or saved anything the other side lacks, and the arbitrator must keep its links to both
+//! sides. All of it resumes when the side goes on.
 //!
 //! A node is counted on a side only once it agreed to it, as NDB settles a failure at the
 //! president: each side counted from its own links once took a node that had seen no failure
@@ -762,6 +763,8 @@ impl Kernel {
             for node in failed {
                 self.api_failrep(node, out);
             }
+            // A save the round held (`gcp_try_save`).
+            self.gcp_try_save(out);
         }
         if self.arbit_president() == self.me {
             self.arbit_send_verdict(prep, side, go_on, out);

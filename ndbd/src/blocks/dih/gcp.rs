@@ -53,6 +53,8 @@
 //! handled when it sent GCP_SAVEREQ (the signal names them): an orphan it has not found yet
 //! would otherwise commit behind the record, and a system restart would restore the
 //! transaction on some nodes only (NDB waits for the take-over, NF_COMPLETEREP, likewise).
+//! Nor while a failure round runs (`arbit.rs`): those decisions are its side's until the side
+//! goes on, and a side that stops must have saved none of them.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -485,6 +487,20 @@ impl Kernel {
         }
         if !self.foreign.orphans.is_empty() || waiting.failed.iter().any(|n| self.qmgr.is_up(n)) {
             tracing::debug!(gci = waiting.gci, orphans = self.foreign.orphans.len(), failed = ?waiting.failed, "global checkpoint save waits for failed coordinators' transactions");
+            return;
+        }
+        if self.arbit_round_running() {
+            // What this side decided for the failed nodes' transactions (an orphan rolled
+            // back here, committed there) is this side's until it knows it goes on: saved
+            // now, a side that then stops has a GCI_COMPLETED the other side's differs from,
+            // and a system restart restores the transaction on some nodes only (seed
+            // 0xa403ba6: a split left one node on each side, each saved GCI 13 with its own
+            // decision for a transaction the other had committed early, and both stopped).
+            // The save goes on when the round ends with this side going on.
+            tracing::debug!(
+                gci = waiting.gci,
+                "global checkpoint save waits for this side's arbitration"
+            );
             return;
         }
         let SaveWaiting { gci, master, .. } = self.gcp.save_waiting.take().expect("checked above");
