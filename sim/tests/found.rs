@@ -1270,6 +1270,41 @@ fn the_cluster_is_down_once_no_member_serves() {
     );
 }
 
+/// Seed 0xa401e19 with the same faults and `--replicas 3`, 3 data nodes: a full scan of the
+/// bank missed an account. President 1 was cut off while its round moving node 2's primaries
+/// back committed; node 2 took the new order, node 3 did not, and asked node 2, the next
+/// president, to settle it (PRIMARY_SWITCH_QUERY) before node 2 had handled node 1's failure
+/// itself: node 2 dropped the query. Node 1's node restart was then let in, and nodes 2 and 3
+/// planned its copy by different chain orders: two thirds of its fragments came from nobody.
+/// A query that comes before its receiver is president is now kept until it is.
+#[test]
+fn a_query_to_settle_the_order_that_comes_early_is_kept() {
+    replay(
+        &[0xa40_1e19],
+        &Options {
+            replicas: 3,
+            ..partitions_with_disks()
+        },
+    );
+}
+
+/// Seed 0xa403ba6 with the same faults and `--replicas 3`, 3 data nodes: a set element's
+/// replicas differ after a system restart. A split left nodes 2 and 3 alone, each its own
+/// side; node 2 had committed an insert early as its last replica, node 3, its coordinator,
+/// rolled it back on node 2's failure, and each saved GCI 13 with its own outcome while its
+/// arbitration ran. Both sides stopped, and the system restart restored GCI 13 from both. A
+/// node now saves no global checkpoint while a failure round runs, until its side goes on.
+#[test]
+fn no_global_checkpoint_is_saved_while_this_side_is_arbitrated() {
+    replay(
+        &[0xa40_3ba6],
+        &Options {
+            replicas: 3,
+            ..partitions_with_disks()
+        },
+    );
+}
+
 /// `--faults partition,disk,restart,slow,client,api-link,buggify,pause`.
 fn partitions_with_disks() -> Options {
     let mut faults = partitions_with_pauses();
