@@ -161,6 +161,11 @@ impl TestCluster {
         self.nodes.kill(id)
     }
 
+    /// Kills every data node with SIGKILL at once (see `DataNodes::kill_all`).
+    pub fn kill_all_nodes(&mut self) -> Result<()> {
+        self.nodes.kill_all()
+    }
+
     /// Stops data node `id` with SIGTERM (SIGKILL after [`STOP_GRACE`]) and returns how it
     /// exited.
     pub fn stop_node(&mut self, id: NodeId) -> Result<ExitStatus> {
