@@ -253,6 +253,9 @@ pub struct Shared {
     pub sabotage: Option<Sabotage>,
     /// The final reads' values at the primaries: (table, row id) → value.
     pub final_rows: BTreeMap<(usize, i32), i64>,
+    /// Times the whole cluster went down (cluster crashes, and every data node stopping):
+    /// final reads from before the last one may show what the restart did not restore.
+    pub cluster_downs: u32,
     /// (account, balance) pairs a transfer whose commit was sent wrote, and the initial ones:
     /// what a committed read may see.
     pub balances_written: BTreeSet<(i32, i64)>,
@@ -295,6 +298,7 @@ impl Shared {
             log: Vec::new(),
             sabotage: None,
             final_rows: BTreeMap::new(),
+            cluster_downs: 0,
             balances_written: (0..i32::from(knobs.accounts))
                 .map(|id| (id, INITIAL_BALANCE))
                 .collect(),
@@ -521,6 +525,8 @@ pub struct Client {
     resume_ns: u64,
     /// Attempts of the current final read.
     attempts: u32,
+    /// `Shared::cluster_downs` when the final reads began.
+    final_downs: u32,
     /// The value this client's last read returned (for `Sabotage::Registers`).
     last_read: Option<i64>,
     think_ns_max: u64,
@@ -554,6 +560,7 @@ impl Client {
             request: None,
             resume_ns: 0,
             attempts: 0,
+            final_downs: 0,
             last_read: None,
             think_ns_max: knobs.think_ns_max,
             scan: None,
@@ -676,15 +683,33 @@ impl Client {
 
     /// Client 0, once every client is idle after the workload: the final reads.
     pub fn start_final(&mut self, ctx: &mut Ctx<'_>) {
-        self.phase = final_phases(ctx.shared)[0];
-        self.attempts = 0;
+        self.final_from_start(ctx);
         self.resume_ns = ctx.now_ns;
         self.next(ctx);
     }
 
+    /// The final reads begin (again), forgetting what earlier ones read.
+    fn final_from_start(&mut self, ctx: &mut Ctx<'_>) {
+        self.phase = final_phases(ctx.shared)[0];
+        self.attempts = 0;
+        self.final_downs = ctx.shared.cluster_downs;
+        ctx.shared.final_rows.clear();
+        ctx.shared.ledger_rows.clear();
+    }
+
     /// Moves on to the final phase after `stage` (the final phases run in a fixed order, those
-    /// of absent workloads left out).
+    /// of absent workloads left out). After the cluster went down meanwhile, they begin again:
+    /// a value read before may be of a GCI the restart did not restore, and the replicas'
+    /// check compared it with the restored backup (seed 0xa606a66).
     fn final_stage_done(&mut self, ctx: &mut Ctx<'_>, stage: Phase) {
+        if ctx.shared.cluster_downs != self.final_downs {
+            if ctx.shared.trace {
+                let line = "the cluster went down during the final reads: they begin again";
+                ctx.shared.log.push(line.into());
+            }
+            self.final_from_start(ctx);
+            return self.final_step_done(ctx);
+        }
         let phases = final_phases(ctx.shared);
         let index = phases.iter().position(|&p| p == stage).unwrap_or(0);
         self.phase = phases.get(index + 1).copied().unwrap_or(Phase::Done);

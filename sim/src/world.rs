@@ -896,31 +896,33 @@ impl World {
             disk.drop_queue();
         }
         self.flush_before_exit(node);
+        let served = self.kernels.get(&node).is_some_and(|k| k.serves());
         self.stop_kernel(node, true);
-        self.last_node_stopped()
+        self.last_member_stopped(served)
     }
 
-    /// The last serving data node stopped outside a cluster crash, in a seed with partitions
-    /// (a side that lost arbitration stopped, and then the other side's last node of a group
-    /// crashed: a double fault the other faults never make, so elsewhere this stays a
-    /// failure): the cluster is down as after a cluster crash, though every disk keeps what
-    /// it had, and an operator starts it again (a system restart). Nodes still joining by
-    /// node restart have nothing to join: they are stopped with the rest. (Left running, one
-    /// of them outlived the last member while another node started again, and the cluster's
-    /// loss of the GCIs no disk saved went unrecorded: seed 0x89049a7.)
-    fn last_node_stopped(&mut self) -> Result<(), String> {
+    /// The last serving data node stopped (`served`: the one that just stopped served)
+    /// outside a cluster crash, in a seed with partitions (a side that lost arbitration
+    /// stopped, and then the other side's last node of a group crashed: a double fault the
+    /// other faults never make, so elsewhere this stays a failure): the cluster is down as
+    /// after a cluster crash, though every disk keeps what it had, and an operator starts it
+    /// again (a system restart). The nodes still running serve nothing (joining by node
+    /// restart, or just started again): they are stopped with the rest. (Left running, one of
+    /// them outlived the last member while another node started again, and the cluster's
+    /// loss of the GCIs no disk saved went unrecorded: seeds 0x89049a7, 0xa60075e.)
+    fn last_member_stopped(&mut self, served: bool) -> Result<(), String> {
         let partitions = self.knobs.partitions > 0;
-        if !partitions || !self.knobs.durable || self.restart_pending {
+        if !partitions || !self.knobs.durable || self.restart_pending || !served {
             return Ok(());
         }
-        if !self.kernels.values().all(|k| k.joins_by_node_restart()) {
+        if self.kernels.values().any(|k| k.serves()) {
             return Ok(());
         }
         // Their processes exit, as after their own error (2303, which they would stop with).
-        let joining: Vec<NodeId> = self.kernels.keys().copied().collect();
-        for node in joining {
+        let rest: Vec<NodeId> = self.kernels.keys().copied().collect();
+        for node in rest {
             self.log(format!(
-                "data node {node} stops: it joined by node restart, and no member is left"
+                "data node {node} stops: it does not serve, and no member is left"
             ));
             if let Some(disk) = self.disks.get_mut(&node) {
                 disk.drop_queue();
@@ -1515,9 +1517,10 @@ impl World {
             disk.crash();
             self.lagging.insert(node);
         }
+        let served = self.kernels.get(&node).is_some_and(|k| k.serves());
         self.stop_kernel(node, drain);
         self.restart_later(node);
-        if let Err(why) = self.last_node_stopped() {
+        if let Err(why) = self.last_member_stopped(served) {
             self.shared.fail(why);
         }
     }
@@ -1704,6 +1707,7 @@ impl World {
                 "durability: a kernel reported GCI {restorable} restorable, but after the cluster crash no node's sysfile names more than {restart_gci}: {own:?}"
             ));
         }
+        self.shared.cluster_downs += 1;
         self.durability
             .crashes
             .push((self.now_ns, restorable, restart_gci));

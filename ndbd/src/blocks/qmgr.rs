@@ -464,13 +464,6 @@ impl Kernel {
         self.qmgr.started() && !self.node_restart_joining()
     }
 
-    /// True while this node joins a running cluster by node restart (restoring its own
-    /// files first, or being let in and copied to): it serves nothing without the cluster's
-    /// members, and fails with the last of them (2303).
-    pub fn joins_by_node_restart(&self) -> bool {
-        self.node_restart_joining() || self.restart.as_ref().is_some_and(|r| r.node_restart)
-    }
-
     /// True when this node knows a running arbitrator (one its president started, or told it
     /// of), or arbitration is off.
     pub fn knows_arbitrator(&self) -> bool {
