@@ -1323,6 +1323,25 @@ fn the_final_reads_begin_again_after_the_cluster_went_down() {
     );
 }
 
+/// Seed 0xac021be with the same faults, `--replicas 3` and the sets workload, 3 data nodes:
+/// a set element was at its primary and not at a backup. Node 3's TC chose a delete's chain
+/// [2, 3] before it included node 1, restarting; at the primary, node 2, the delete waited
+/// for the lock of an insert whose chain had node 1, which reached node 1; then the delete
+/// ran on nodes 2 and 3 only, and the copy to node 1, sending the rows that are, left node
+/// 1's row. A primary now refuses (1204) a write whose chain leaves out a replica being
+/// copied to.
+#[test]
+fn a_write_whose_chain_leaves_out_a_node_being_copied_to_is_refused() {
+    replay(
+        &[0xac0_21be],
+        &Options {
+            workload: Workload::Sets,
+            replicas: 3,
+            ..partitions_with_disks()
+        },
+    );
+}
+
 /// `--faults partition,disk,restart,slow,client,api-link,buggify,pause`.
 fn partitions_with_disks() -> Options {
     let mut faults = partitions_with_pauses();

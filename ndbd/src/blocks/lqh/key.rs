@@ -67,6 +67,30 @@ impl Kernel {
             };
             return self.jobs.push_back(Signal::LqhKeyConfRef(Box::new(answer)));
         }
+        if req.op_type != OperationType::Read && !req.backup && !self.qmgr.copying.is_empty() {
+            if let Some(missing) = self.chain_misses_copied_to(&req) {
+                // Its TC chose the chain before it included the node, and the row may since
+                // have reached the node by a later transaction's chain: run here, the write
+                // would reach every replica but that one, and the copy, which sends only the
+                // rows that are, would not undo it there (seed 0xac021be: a delete waited
+                // here for an insert's lock; the insert reached the restarting node, the
+                // delete did not). NDB's "distribution changed": the transaction retries.
+                let answer = LqhKeyConfRef::Ref {
+                    trans: req.trans,
+                    op_index: req.op_index,
+                    error: NdbError::with_detail(
+                        1204,
+                        format!(
+                            "data node {missing}, restarting, joined partition {}'s replicas after the operation's were chosen",
+                            req.fragment
+                        ),
+                    ),
+                    role: req.role,
+                    backup: req.backup,
+                };
+                return self.jobs.push_back(Signal::LqhKeyConfRef(Box::new(answer)));
+            }
+        }
         if req.op_type != OperationType::Read {
             // The redo log must be able to take the change when it commits.
             let refusal = self.fs.refusal().or_else(|| {
@@ -155,6 +179,17 @@ impl Kernel {
             }
             Some(answer) => self.jobs.push_back(Signal::LqhKeyConfRef(Box::new(answer))),
         }
+    }
+
+    /// A node being copied to by node restart that holds a replica of the write's partition
+    /// here, and that its chain (the replicas after this one) leaves out.
+    fn chain_misses_copied_to(&self, req: &LqhKeyReq) -> Option<NodeId> {
+        let replicas = self.dih.replicas(req.fragment);
+        self.qmgr.copying.iter().find(|&node| {
+            node != self.me
+                && replicas.contains(&node)
+                && !req.chain.iter().any(|&(n, _)| n == node)
+        })
     }
 
     pub(crate) fn exec_lqhkeyreq(&mut self, wire: lqh::LqhKeyReq) -> Result<(), ProtocolViolation> {
