@@ -379,6 +379,7 @@ fn signal_payloads() -> Vec<Seed> {
             node: 4,
             gci: 17,
             tables: vec![1, 2, 6],
+            alive: [0b11110, 0, 0, 0],
         }
         .encode(o)
     });

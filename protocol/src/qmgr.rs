@@ -334,23 +334,29 @@ pub const COPY_TABLES_MAX: usize = 1 << 16;
 
 /// START_INFOCONF (restarting node → president) and COPY_FRAGREQ (president → each node that
 /// copies): the restarting node, the GCI up to which it restored its own local checkpoint and
-/// redo log (0: it restored nothing and everything is copied), and the tables whose restored
+/// redo log (0: it restored nothing and everything is copied), the tables whose restored
 /// rows it kept (for those, rows unchanged since that GCI are sent as a key only; the others
-/// are copied whole).
+/// are copied whole), and in COPY_FRAGREQ the data nodes alive at the president (a bitmap as
+/// START_PERMCONF's; zero in START_INFOCONF): a node plans its part of the copy only once it
+/// holds none of the others alive.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CopyFragReq {
     pub node: u16,
     pub gci: u32,
     pub tables: Vec<u32>,
+    pub alive: [u64; 4],
 }
 
 impl CopyFragReq {
-    /// `node u16 | gci u32 | table count u32 | count × table id u32`.
+    /// `node u16 | gci u32 | table count u32 | count × table id u32 | alive 4 × u64`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = Writer::new(out);
         w.u16(self.node).u32(self.gci).u32(self.tables.len() as u32);
         for &table in &self.tables {
             w.u32(table);
+        }
+        for word in self.alive {
+            w.u64(word);
         }
     }
 
@@ -362,8 +368,14 @@ impl CopyFragReq {
             return Err(r.error(format!("{count} tables")));
         }
         let tables = (0..count).map(|_| r.u32()).collect::<Result<_, _>>()?;
+        let alive = [r.u64()?, r.u64()?, r.u64()?, r.u64()?];
         r.finish()?;
-        Ok(CopyFragReq { node, gci, tables })
+        Ok(CopyFragReq {
+            node,
+            gci,
+            tables,
+            alive,
+        })
     }
 }
 
@@ -472,6 +484,7 @@ mod tests {
             node: 3,
             gci: 41,
             tables: vec![2, 5],
+            alive: [0b1110, 0, 0, 1],
         };
         let mut b = Vec::new();
         req.encode(&mut b);

@@ -1342,6 +1342,25 @@ fn a_write_whose_chain_leaves_out_a_node_being_copied_to_is_refused() {
     );
 }
 
+/// Seed 0xb102a7c with the same faults, `--replicas 3` and the bank, 6 data nodes: six
+/// acknowledged durable transfers were missing from the ledger. Node 5 stopped for its disk;
+/// the news reached node 4 over a slow link only after node 6's node restart had begun, and
+/// node 4 planned its part of the copy by chains that still held node 5, leaving every
+/// fragment where node 5 came before node 6 to node 5. Node 6 then removed, as deleted, the
+/// rows of those fragments it had restored from its own files. COPY_FRAGREQ now names the
+/// president's live nodes, and a node plans its part once it holds no other one alive.
+#[test]
+fn a_copy_is_planned_only_once_the_presidents_failures_are_handled() {
+    replay(
+        &[0xb10_2a7c],
+        &Options {
+            workload: Workload::Bank,
+            replicas: 3,
+            ..partitions_with_disks()
+        },
+    );
+}
+
 /// `--faults partition,disk,restart,slow,client,api-link,buggify,pause`.
 fn partitions_with_disks() -> Options {
     let mut faults = partitions_with_pauses();

@@ -54,7 +54,9 @@ use crate::{NodeId, TransportError, TransporterKind};
 /// and STOP_ABORT_REP (129-132) exist.
 /// 6: INCL_NODECONF names the run it confirms the inclusion of, as INCL_NODEREQ does (eight
 /// bytes more), which a node of version 5 would refuse as malformed.
-pub const PROTOCOL_VERSION: u32 = 6;
+/// 7: START_INFOCONF and COPY_FRAGREQ end with the president's live data nodes (a 32-byte
+/// bitmap), which a node of version 6 would take for trailing garbage.
+pub const PROTOCOL_VERSION: u32 = 7;
 /// The first four bytes of a HELLO payload.
 pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";
 /// Signal number of HELLO.

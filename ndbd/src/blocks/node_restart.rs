@@ -108,6 +108,9 @@ pub(crate) struct NodeRestarts {
     incl: Vec<Incl>,
     /// Fragment copies this node runs for a restarting node.
     copies: Vec<Copy>,
+    /// A COPY_FRAGREQ that waits until this node has handled every failure the president
+    /// had when it sent it (`copy_fragreq_progress`).
+    copy_waiting: Option<CopyFragReq>,
     /// For each data node whose failure this node handled: the newest GCI this node then
     /// knew the node had saved with it (restorable cluster-wide, or saved by the node for this
     /// node as master, `saved_by`). A GCI the node saved after that may be of its own side of
@@ -314,7 +317,8 @@ impl Kernel {
                 // Only for a node included here and still copied to: a request of a president
                 // that failed since, arriving late, is for a run that ended (seed 0x92888).
                 if self.qmgr.copying.contains(NodeId(req.node)) {
-                    self.exec_copy_fragreq(req);
+                    self.node_restart.copy_waiting = Some(req);
+                    self.copy_fragreq_progress();
                 }
             }
             gsn::COPY_ROWS => self.exec_copy_rows(from, payload)?,
@@ -1052,7 +1056,12 @@ impl Kernel {
         admit.step = gsn::COPY_FRAGREQ;
         let req = admit.copy.clone();
         tracing::info!(node = %node, restored_gci = req.gci, kept_tables = req.tables.len(), "node restart of data node {node}: every node included it; copying its fragments");
-        let sources: Vec<NodeId> = self.qmgr.alive().filter(|&n| n != node).collect();
+        let alive: NodeSet = self.qmgr.alive().collect();
+        let req = CopyFragReq {
+            alive: alive.words(),
+            ..req
+        };
+        let sources: Vec<NodeId> = alive.iter().filter(|&n| n != node).collect();
         for source in sources {
             if source == self.me {
                 self.exec_copy_fragreq(req.clone());
@@ -1061,6 +1070,30 @@ impl Kernel {
                 self.unsent
                     .send(out, source, header, &mut |b| req.encode(b));
             }
+        }
+    }
+
+    /// A waiting COPY_FRAGREQ goes on once every node alive here was alive at the president
+    /// when it sent it: a node planned by the chains of a view that still held a node the
+    /// president had seen fail, and left the fragments where that node came before the
+    /// restarting one to it, a dead node (seed 0xb102a7c: node 4 heard of node 5's graceful
+    /// stop over a slow link only after node 6's copy; two thirds of group {4, 5, 6}'s
+    /// fragments were never copied, and node 6 removed rows it had restored).
+    fn copy_fragreq_progress(&mut self) {
+        let Some(req) = &self.node_restart.copy_waiting else {
+            return;
+        };
+        if !self.qmgr.copying.contains(NodeId(req.node)) {
+            self.node_restart.copy_waiting = None;
+            return;
+        }
+        let at_president = NodeSet::from_words(req.alive);
+        if let Some(ahead) = self.qmgr.alive().find(|&n| !at_president.contains(n)) {
+            tracing::debug!(node = %ahead, "COPY_FRAGREQ waits until this node has handled the failure of data node {ahead}, as the president had");
+            return;
+        }
+        if let Some(req) = self.node_restart.copy_waiting.take() {
+            self.exec_copy_fragreq(req);
         }
     }
 
@@ -1482,6 +1515,7 @@ impl Kernel {
             tracing::info!(failed = %node, "data node {node} failed after this node's fragments were copied: its president decides whether this node started");
         }
         self.node_restart_link_lost(node);
+        self.copy_fragreq_progress();
         if let Some(admit) = self.node_restart.admit.take() {
             // Another node failed during the restart: its copy or inclusion may never come.
             // The restarting node is declared failed too, and may be started again.
