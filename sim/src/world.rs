@@ -340,6 +340,9 @@ struct World {
     stopped_on_request: BTreeSet<NodeId>,
     /// When each data node last crashed.
     crashed_at: BTreeMap<NodeId, u64>,
+    /// When each data node last stopped or crashed while it served nothing (joining by node
+    /// restart): an arbitration round soon after counts it among the nodes alive before.
+    failed_joining_at: BTreeMap<NodeId, u64>,
     /// A partition was made: a side that loses arbitration stops (2305), as it must.
     split: bool,
     /// Until when a partition may still get a node declared failed (a one-way cut's end, or
@@ -466,6 +469,7 @@ impl World {
             hung: BTreeSet::new(),
             stopped_on_request: BTreeSet::new(),
             crashed_at: BTreeMap::new(),
+            failed_joining_at: BTreeMap::new(),
             restarted: BTreeSet::new(),
             disks,
             incarnations: data_nodes.iter().map(|&n| (n, 0)).collect(),
@@ -897,6 +901,9 @@ impl World {
         }
         self.flush_before_exit(node);
         let served = self.kernels.get(&node).is_some_and(|k| k.serves());
+        if !served {
+            self.failed_joining_at.insert(node, self.now_ns);
+        }
         self.stop_kernel(node, true);
         self.last_member_stopped(served)
     }
@@ -1142,18 +1149,24 @@ impl World {
     /// A node group's second crash (`Fault::CrashAgain`): only once the group's first failure
     /// is handled (no other member crashed within two heartbeat bounds, is paused or hangs, or
     /// is joining by node restart, which the crash would fail too: two failures in a round),
-    /// and while another member serves; put off during a system restart and while the
-    /// arbitrator is unlinked (the crash may leave half the cluster).
+    /// and while another member serves; put off during a system restart, while the
+    /// arbitrator is unlinked (the crash may leave half the cluster), and for two heartbeat
+    /// bounds after any node failed while joining (a round counts it alive before: seed
+    /// 0xb20270b, two such nodes made the survivors 2 of 5, and every node stopped).
     fn crash_again(&mut self, node: NodeId, drain: bool) {
         if !self.kernels.contains_key(&node) || self.shared.stopping {
             return;
         }
         let peer_joining =
             (self.group_peers(node)).any(|n| self.kernels.get(&n).is_some_and(|k| !k.serves()));
+        let window_ns = 2 * self.heartbeat_bound_ns();
+        let joiner_failed =
+            (self.failed_joining_at.values()).any(|&at| self.now_ns < at.saturating_add(window_ns));
         if self.restarting()
             || self.arbitrator_unlinked()
             || self.group_peer_failing(node)
             || peer_joining
+            || joiner_failed
         {
             self.count("second crash put off");
             let at = self.now_ns + DETECT_NS_MAX;
@@ -1427,6 +1440,7 @@ impl World {
                 if self.now_ns < self.partition_until_ns
                     || !self.every_group_served_without(&[from])
                     || !self.every_group_served_without(&[to])
+                    || self.diskless_split_could_stop_all()
                 {
                     self.count("partition not made (it could split a node group off whole)");
                     return;
@@ -1518,6 +1532,9 @@ impl World {
             self.lagging.insert(node);
         }
         let served = self.kernels.get(&node).is_some_and(|k| k.serves());
+        if !served {
+            self.failed_joining_at.insert(node, self.now_ns);
+        }
         self.stop_kernel(node, drain);
         self.restart_later(node);
         if let Err(why) = self.last_member_stopped(served) {
@@ -1853,7 +1870,10 @@ impl World {
     /// side would stop as it must (2305), but so would the other, and the cluster with it
     /// (as a crash of a whole node group, which the crash plans leave out too).
     fn cut(&mut self, side: &[NodeId]) {
-        if self.now_ns < self.partition_until_ns || !self.every_group_served_without(side) {
+        if self.now_ns < self.partition_until_ns
+            || !self.every_group_served_without(side)
+            || self.diskless_split_could_stop_all()
+        {
             self.count("partition not made (it could split a node group off whole)");
             return;
         }
@@ -1874,6 +1894,14 @@ impl World {
                 self.drop_connection(a, b);
             }
         }
+    }
+
+    /// In a seed without files, while a data node is joining by node restart: arbitration
+    /// counts it among the nodes alive before a split, so with three data nodes each side of
+    /// a cut of one could be a third, and both stop (seed 0xb504063); a cluster without files
+    /// that stops whole has lost its tables, a double fault the plans leave out.
+    fn diskless_split_could_stop_all(&self) -> bool {
+        !self.knobs.durable && self.kernels.values().any(|k| !k.serves())
     }
 
     /// True when every node group keeps a started, running data node outside `nodes`, and
