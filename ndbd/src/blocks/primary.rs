@@ -28,7 +28,8 @@
 //! some nodes may have taken the new order and others not: a node still holding keeps holding
 //! and asks the new president (PRIMARY_SWITCH_QUERY), which runs a round with no time limit
 //! that sets every node to its own order (a node that asks while that round runs, holding for
-//! another, gets the round's REQ again). Payloads are ARBIT's (`qmgr::Arbit`): ticket = round
+//! another, gets the round's REQ again; a query that comes before the receiver has handled
+//! the failure that makes it president is kept until it has). Payloads are ARBIT's (`qmgr::Arbit`): ticket = round
 //! id, node = the node moving back (REQ) or apply (COMMIT), nodes = the new `rejoined` order.
 
 use std::time::{Duration, Instant};
