@@ -623,6 +623,17 @@ impl Client {
                     | Phase::BackupCheck(_)
             ),
         };
+        let final_phase = runs && self.phase != Phase::Running;
+        if final_phase && ctx.shared.cluster_downs != self.final_downs {
+            // A step of the final reads (or its retry) after the cluster went down: they begin
+            // again (see `final_stage_done`; seed 0xc701ece: the backups' check, retried
+            // across a cluster crash, compared the restored backup with a value read before).
+            if ctx.shared.trace {
+                let line = "the cluster went down during the final reads: they begin again";
+                ctx.shared.log.push(line.into());
+            }
+            self.final_from_start(ctx);
+        }
         let due = (self.registering.iter()).find(|&(_, &at)| at <= ctx.now_ns);
         if let (true, Some((&node, _))) = (runs, due) {
             return self.send_request(
@@ -703,11 +714,7 @@ impl Client {
     /// check compared it with the restored backup (seed 0xa606a66).
     fn final_stage_done(&mut self, ctx: &mut Ctx<'_>, stage: Phase) {
         if ctx.shared.cluster_downs != self.final_downs {
-            if ctx.shared.trace {
-                let line = "the cluster went down during the final reads: they begin again";
-                ctx.shared.log.push(line.into());
-            }
-            self.final_from_start(ctx);
+            // `next` begins them again.
             return self.final_step_done(ctx);
         }
         let phases = final_phases(ctx.shared);

@@ -1311,11 +1311,11 @@ fn no_global_checkpoint_is_saved_while_this_side_is_arbitrated() {
 /// scan got Lost 200 times); in the second the final reads had read GCI 14's transfer before
 /// the cluster went down, and the replicas' check compared that value with the backup the
 /// restart at GCI 13 restored (617 against 618). The final reads now begin again after the
-/// cluster went down.
+/// cluster went down; in 0xc701ece, at a retry of the backups' check across a cluster crash.
 #[test]
 fn the_final_reads_begin_again_after_the_cluster_went_down() {
     replay(
-        &[0xa60_075e, 0xa60_6a66],
+        &[0xa60_075e, 0xa60_6a66, 0xc70_1ece],
         &Options {
             replicas: 3,
             ..partitions_with_disks()
