@@ -1396,6 +1396,28 @@ fn no_split_stops_a_cluster_without_files_whole() {
     );
 }
 
+/// Seed 0xc400254 with the handled faults, `crash-again`, `--replicas 3` and the sets, 3 data
+/// nodes: after a cluster crash, a set element was at its primary and not at a backup. Node 1
+/// was copied to by node restart while a delete of GCI 9 reached it, unlogged (its redo log
+/// starts after the copy), and its first local checkpoint after the copy, taken while its
+/// epoch still said 8 (a slow link from the master), named GCI 8 as its newest: the restart
+/// at GCI 8 restored it without the row. A checkpoint now names at least the newest GCI any
+/// commit here belonged to.
+#[test]
+fn a_checkpoint_names_the_newest_gci_committed_here_logged_or_not() {
+    let mut faults = Fault::HANDLED.to_vec();
+    faults.push(Fault::CrashAgain);
+    replay(
+        &[0xc40_0254],
+        &Options {
+            workload: Workload::Sets,
+            faults,
+            replicas: 3,
+            ..Options::default()
+        },
+    );
+}
+
 /// `--faults partition,disk,restart,slow,client,api-link,buggify,pause`.
 fn partitions_with_disks() -> Options {
     let mut faults = partitions_with_pauses();

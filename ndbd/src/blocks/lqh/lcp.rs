@@ -382,12 +382,17 @@ impl Kernel {
                 // Every row written was committed in this epoch or before, or in a later one
                 // a coordinator had switched to first, whose change was logged here (seed
                 // 0xd6945dcb: a row of GCI 3 committed at a node still in epoch 2 went into
-                // a checkpoint a restart at GCI 2 then restored).
+                // a checkpoint a restart at GCI 2 then restored), or committed unlogged
+                // while this node was copied to: a delete of GCI 9 left no record in the
+                // first checkpoint after the copy, taken while this node's epoch still said
+                // 8 (a slow link from the master), and a restart at GCI 8 restored the
+                // checkpoint without the row (seed 0xc400254).
                 let newest_logged = self.lqh.redo.as_ref().map_or(0, |r| r.newest_logged);
+                let newest = newest_logged.max(self.lqh.newest_committed);
                 let ctl = LcpCtl {
                     lcp_id: run.id,
                     base_id: run.base,
-                    max_gci: self.gcp.current.max(newest_logged).max(run.max_gci),
+                    max_gci: self.gcp.current.max(newest).max(run.max_gci),
                     starts: run.starts.clone(),
                 };
                 self.fs.push(

@@ -218,6 +218,10 @@ pub struct Lqh {
     /// Key operations and locking scans that had to wait for a row lock, since the start
     /// (reported to ndb_mgmd; monotonic).
     pub(crate) lock_waits_total: u64,
+    /// The newest epoch a commit here belonged to, logged or not (a node being copied to
+    /// keeps no redo log yet): a local checkpoint taken after it may lack a row such a commit
+    /// deleted, which no record of the checkpoint names.
+    pub(crate) newest_committed: u64,
 }
 
 /// Queued jobs [`Lqh::warm`] looks ahead at.
@@ -249,6 +253,7 @@ impl Lqh {
             redo: None,
             copying: false,
             lock_waits_total: 0,
+            newest_committed: 0,
         }
     }
 
@@ -567,6 +572,7 @@ impl Lqh {
         gci: u64,
         live: &dyn Fn(TransId) -> bool,
     ) -> Vec<LqhWork> {
+        self.newest_committed = self.newest_committed.max(gci);
         self.finish(trans, Some(gci), live)
     }
 
@@ -580,6 +586,7 @@ impl Lqh {
         gci: u64,
         live: &dyn Fn(TransId) -> bool,
     ) -> Vec<LqhWork> {
+        self.newest_committed = self.newest_committed.max(gci);
         match rows {
             CommitRows::All => self.finish(trans, Some(gci), live),
             CommitRows::BackupOnly => self.commit_backup_rows(trans, gci, live),
@@ -664,6 +671,7 @@ impl Lqh {
             redo,
             copying: _,
             lock_waits_total: _,
+            newest_committed: _,
         } = self;
         let mut rows = trans_rows.remove(&trans).unwrap_or_default();
         // Rows of one transaction mostly belong to one table: look its fragments up once.
