@@ -900,10 +900,7 @@ impl World {
             disk.drop_queue();
         }
         self.flush_before_exit(node);
-        let served = self.kernels.get(&node).is_some_and(|k| k.serves());
-        if !served {
-            self.failed_joining_at.insert(node, self.now_ns);
-        }
+        let served = self.note_stop(node);
         self.stop_kernel(node, true);
         self.last_member_stopped(served)
     }
@@ -1144,6 +1141,16 @@ impl World {
             again.push((at + after, Planned::CrashAgain { node: peer, drain }));
         }
         again
+    }
+
+    /// Data node `node` is about to stop or crash: whether it served, and, when it did not
+    /// (joining by node restart), when it failed so (`failed_joining_at`).
+    fn note_stop(&mut self, node: NodeId) -> bool {
+        let served = self.kernels.get(&node).is_some_and(|k| k.serves());
+        if !served {
+            self.failed_joining_at.insert(node, self.now_ns);
+        }
+        served
     }
 
     /// A node group's second crash (`Fault::CrashAgain`): only once the group's first failure
@@ -1531,10 +1538,7 @@ impl World {
             disk.crash();
             self.lagging.insert(node);
         }
-        let served = self.kernels.get(&node).is_some_and(|k| k.serves());
-        if !served {
-            self.failed_joining_at.insert(node, self.now_ns);
-        }
+        let served = self.note_stop(node);
         self.stop_kernel(node, drain);
         self.restart_later(node);
         if let Err(why) = self.last_member_stopped(served) {

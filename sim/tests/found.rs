@@ -1368,16 +1368,7 @@ fn a_copy_is_planned_only_once_the_presidents_failures_are_handled() {
 /// simulator now puts a second crash off for two heartbeat bounds after such a failure.
 #[test]
 fn a_second_crash_waits_for_failed_restarts_to_leave_the_count() {
-    let mut faults = Fault::HANDLED.to_vec();
-    faults.push(Fault::CrashAgain);
-    replay(
-        &[0xb20_270b],
-        &Options {
-            faults,
-            replicas: 3,
-            ..Options::default()
-        },
-    );
+    replay(&[0xb20_270b], &three_replicas_crashing_again());
 }
 
 /// Seed 0xb504063 with the same faults and `--replicas 3`, 3 data nodes without files: the
@@ -1405,15 +1396,11 @@ fn no_split_stops_a_cluster_without_files_whole() {
 /// commit here belonged to.
 #[test]
 fn a_checkpoint_names_the_newest_gci_committed_here_logged_or_not() {
-    let mut faults = Fault::HANDLED.to_vec();
-    faults.push(Fault::CrashAgain);
     replay(
         &[0xc40_0254],
         &Options {
             workload: Workload::Sets,
-            faults,
-            replicas: 3,
-            ..Options::default()
+            ..three_replicas_crashing_again()
         },
     );
 }
@@ -1435,6 +1422,18 @@ fn a_backup_that_has_not_yet_handled_a_coordinators_stop_is_read_again() {
             ..partitions_with_disks()
         },
     );
+}
+
+/// `--replicas 3 --faults crash,client,slow,api-link,buggify,pause,hang,restart,crash-all,
+/// disk,crash-again`.
+fn three_replicas_crashing_again() -> Options {
+    let mut faults = Fault::HANDLED.to_vec();
+    faults.push(Fault::CrashAgain);
+    Options {
+        faults,
+        replicas: 3,
+        ..Options::default()
+    }
 }
 
 /// `--faults partition,disk,restart,slow,client,api-link,buggify,pause`.

@@ -147,9 +147,8 @@ impl Kernel {
             }
             return;
         }
-        if !self.primary.queried.is_empty() {
-            self.primary.queried = NodeSet::new();
-            return self.primary_resync(out, now);
+        if self.primary_answer_early_queries(out, now) {
+            return;
         }
         if self.primary.not_before.is_some_and(|t| now < t) || self.node_restart_running() {
             return;
@@ -374,11 +373,7 @@ impl Kernel {
                 }
             }
         }
-        let queried = !self.primary.queried.is_empty();
-        if queried && self.qmgr.master() == self.me && self.primary.round.is_none() {
-            self.primary.queried = NodeSet::new();
-            self.primary_resync(out, now);
-        }
+        self.primary_answer_early_queries(out, now);
         let orphaned = self
             .primary
             .hold
@@ -403,6 +398,18 @@ impl Kernel {
             };
             self.primary_send(president, gsn::PRIMARY_SWITCH_QUERY, &query, out);
         }
+    }
+
+    /// As president outside a round: queries kept from before this node was president are
+    /// answered with a round that settles the order. True when one began.
+    fn primary_answer_early_queries(&mut self, out: &mut dyn Outbox, now: Instant) -> bool {
+        let ready = self.qmgr.master() == self.me && self.primary.round.is_none();
+        if !ready || self.primary.queried.is_empty() {
+            return false;
+        }
+        self.primary.queried = NodeSet::new();
+        self.primary_resync(out, now);
+        true
     }
 
     /// As a new president: a round, with no time limit, that makes every node take this
