@@ -1734,6 +1734,15 @@ impl Client {
         }
         if let Ended::Refused(code) = ended {
             *ctx.shared.stats.errors.entry(code).or_default() += 1;
+            if code == 4000 {
+                // The clients send only well-formed requests, in order: a 4000 (an execute
+                // while one runs, operations missing) is a data node's mistake, and an
+                // application would take it for permanent.
+                ctx.shared.fail(format!(
+                    "client {}: request {} at {} ({:?}) refused with 4000",
+                    self.node, request.request_id, request.to, request.kind
+                ));
+            }
         }
         let unknown = matches!(ended, Ended::Lost | Ended::TimedOut) && request.commit_sent;
         if matches!(ended, Ended::TimedOut) && request.to.0 != 0 {

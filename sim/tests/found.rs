@@ -1424,6 +1424,26 @@ fn a_backup_that_has_not_yet_handled_a_coordinators_stop_is_read_again() {
     );
 }
 
+/// Seeds 0x51 and 0xa4 with `--workload bank` and every handled fault (found by
+/// `scripts/sim --seeds 3000 --start 1 --once --workload bank --faults ...` on b382675, once
+/// the clients failed a seed on any 4000; CI's `node_restart` test had met it), 4 data nodes:
+/// a client's execute was refused with 4000, "execute while the previous one is still
+/// running". Its TC had aborted the transaction on its own between two executes (a data node
+/// holding its rows failed), and took the next execute, arriving during the abort, for a second
+/// one. Such an abort now keeps its error (286, or 266 and 237 for the timeouts) for the API's
+/// next execute, during the abort or after it.
+#[test]
+fn an_execute_after_tc_aborted_between_executes_is_told_why() {
+    replay(
+        &[0x51, 0xa4],
+        &Options {
+            workload: Workload::Bank,
+            faults: Fault::HANDLED.to_vec(),
+            ..Options::default()
+        },
+    );
+}
+
 /// `--replicas 3 --faults crash,client,slow,api-link,buggify,pause,hang,restart,crash-all,
 /// disk,crash-again`.
 fn three_replicas_crashing_again() -> Options {

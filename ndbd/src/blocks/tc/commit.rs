@@ -93,9 +93,14 @@ impl Kernel {
         } else {
             self.tc.on_finished(trans)
         };
-        let scan_error = || match &answer {
-            Some(ApiAnswer::ExecuteRef { error, .. }) => error.clone(),
-            _ => NdbError::with_detail(4120, "the scan's transaction ended"),
+        let ended_with = match &answer {
+            Some(ApiAnswer::ExecuteRef { error, .. }) => Some(error.clone()),
+            _ => self.tc.aborted_unasked(trans).cloned(),
+        };
+        let scan_error = || {
+            ended_with
+                .clone()
+                .unwrap_or_else(|| NdbError::with_detail(4120, "the scan's transaction ended"))
         };
         self.close_scans_of(trans, &scan_error, out);
         match answer {

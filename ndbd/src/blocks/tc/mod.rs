@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 // hashbrown's default hasher (foldhash, randomly seeded) costs a fraction of std's SipHash for
 // these integer keys.
-use hashbrown::HashSet;
+use hashbrown::HashMap;
 use rndb_config::NodeId;
 use rndb_protocol::signals::{
     TcExecuteReq, FLAG_DURABLE_COMMIT, FLAG_START_TRANSACTION, OP_INDEX_NONE,
@@ -54,6 +54,10 @@ pub enum AbortReply {
     /// The execute failed: TC_EXECUTE_REF with this error and operation (boxed: rare, and a
     /// transaction record stays small).
     Ref(Box<(NdbError, u32)>),
+    /// TC aborted the transaction on its own while no execute waited (a participant failed,
+    /// a lock wait or the transaction's idleness timed out): the API's next execute, whenever
+    /// it comes, is refused with this error, not the abort's end.
+    Unasked(Box<(NdbError, u32)>),
     /// Nobody is waiting (the API left, or the transaction was idle too long).
     Silent,
 }
@@ -215,10 +219,11 @@ pub struct Tc {
     deadlock_timeout: Duration,
     /// None when TransactionInactiveTimeout is "unlimited".
     inactive_timeout: Option<Duration>,
-    /// Transactions recently aborted for inactivity (at most MaxNoOfConcurrentTransactions,
-    /// oldest forgotten first), so that an execute arriving late is told 237.
-    timed_out: HashSet<TransId>,
-    timed_out_order: VecDeque<TransId>,
+    /// Transactions TC aborted on its own whose API has not asked since (at most
+    /// MaxNoOfConcurrentTransactions, oldest forgotten first), with the error their next
+    /// execute is told (237 after TransactionInactiveTimeout, 286 after a node failure).
+    aborted_unasked: HashMap<TransId, NdbError>,
+    aborted_unasked_order: VecDeque<TransId>,
     /// When `expired` looks at the transactions again.
     next_expiry_scan: Option<Instant>,
     /// Durable commits whose answer waits for their global checkpoint to be saved, by
@@ -298,8 +303,8 @@ impl Tc {
             operations_max,
             deadlock_timeout,
             inactive_timeout,
-            timed_out: HashSet::new(),
-            timed_out_order: VecDeque::new(),
+            aborted_unasked: HashMap::new(),
+            aborted_unasked_order: VecDeque::new(),
             next_expiry_scan: None,
             saving: BTreeSet::new(),
             commits_held: false,
@@ -691,14 +696,24 @@ impl Tc {
         now: Instant,
     ) -> Option<ApiAnswer> {
         let Some(t) = self.transactions.get_mut(trans) else {
-            if self.timed_out.remove(&trans) {
+            if let Some(error) = self.aborted_unasked.remove(&trans) {
                 return Some(ApiAnswer::ExecuteRef {
-                    error: NdbError::with_detail(237, "aborted after TransactionInactiveTimeout"),
+                    error,
                     op_index: OP_INDEX_NONE,
                 });
             }
             return Some(unknown_transaction_answer(&req, self.transactions_max));
         };
+        if let Phase::Aborting(reply @ AbortReply::Unasked(_)) = &mut t.phase {
+            // Aborted here while the API was between executes: this execute is answered with
+            // the abort's error once the abort is over.
+            let AbortReply::Unasked(failed) = std::mem::replace(reply, AbortReply::Conf) else {
+                unreachable!("matched above");
+            };
+            *reply = AbortReply::Ref(failed);
+            t.last_activity = now;
+            return None;
+        }
         if t.phase == Phase::Active && t.execute.is_some() && req.exec_type == ExecType::Rollback {
             // Answered when the running execute ends, by the abort (an early commit is
             // already decided and goes on).
@@ -931,8 +946,7 @@ impl Tc {
         let mut failed = Vec::new();
         for (trans, t) in self.transactions.iter_mut() {
             if t.phase == Phase::Active && t.participants.remove(node) {
-                t.phase =
-                    Phase::Aborting(AbortReply::Ref(Box::new((error.clone(), OP_INDEX_NONE))));
+                t.phase = Phase::Aborting(t.abort_reply(error.clone()));
                 failed.push(trans);
             } else {
                 t.participants.remove(node);
@@ -953,6 +967,16 @@ impl Tc {
             Phase::Aborting(AbortReply::Ref(failed)) => {
                 let (error, op_index) = *failed;
                 Some(ApiAnswer::ExecuteRef { error, op_index })
+            }
+            Phase::Aborting(AbortReply::Unasked(failed)) => {
+                self.aborted_unasked.insert(trans, failed.0);
+                self.aborted_unasked_order.push_back(trans);
+                while self.aborted_unasked_order.len() > self.transactions_max as usize {
+                    if let Some(old) = self.aborted_unasked_order.pop_front() {
+                        self.aborted_unasked.remove(&old);
+                    }
+                }
+                None
             }
             Phase::Aborting(AbortReply::Silent) | Phase::Active | Phase::Saving => None,
         }
@@ -1012,6 +1036,12 @@ impl Tc {
 
     /// Transactions to abort now: lock waits past TransactionDeadlockDetectionTimeout (answered
     /// with 266) and idle transactions past TransactionInactiveTimeout (aborted silently).
+    /// The error the next execute of `trans` is told: TC aborted it on its own, and its API has
+    /// not asked since.
+    pub fn aborted_unasked(&self, trans: TransId) -> Option<&NdbError> {
+        self.aborted_unasked.get(&trans)
+    }
+
     /// Looks at every transaction, so it does so only every tenth of the shorter timeout
     /// (between 10 and 100 ms): a timeout fires at most that much late.
     pub fn expired(&mut self, now: Instant) -> Vec<TransId> {
@@ -1034,10 +1064,7 @@ impl Tc {
                     "lock wait exceeded TransactionDeadlockDetectionTimeout={} ms",
                     self.deadlock_timeout.as_millis()
                 );
-                t.phase = Phase::Aborting(AbortReply::Ref(Box::new((
-                    NdbError::with_detail(266, detail),
-                    OP_INDEX_NONE,
-                ))));
+                t.phase = Phase::Aborting(t.abort_reply(NdbError::with_detail(266, detail)));
                 expired.push(trans);
             } else if t.ops_outstanding == 0 && t.execute.is_none() {
                 // Idle: nothing runs for it and no execute is pending, whether or not
@@ -1046,18 +1073,13 @@ impl Tc {
                 // signal the API sent for the transaction).
                 if let Some(limit) = self.inactive_timeout {
                     if now.duration_since(t.last_activity) > limit {
-                        t.phase = Phase::Aborting(AbortReply::Silent);
+                        let error =
+                            NdbError::with_detail(237, "aborted after TransactionInactiveTimeout");
+                        t.phase =
+                            Phase::Aborting(AbortReply::Unasked(Box::new((error, OP_INDEX_NONE))));
                         expired.push(trans);
-                        if t.ops_received > 0 && self.timed_out.insert(trans) {
-                            self.timed_out_order.push_back(trans);
-                        }
                     }
                 }
-            }
-        }
-        while self.timed_out_order.len() > self.transactions_max as usize {
-            if let Some(old) = self.timed_out_order.pop_front() {
-                self.timed_out.remove(&old);
             }
         }
         expired
@@ -1120,6 +1142,17 @@ impl TcTransaction {
             last_activity: now,
             wrote: false,
             last_row: None,
+        }
+    }
+
+    /// How an abort TC starts on its own with `error` is answered: to the execute that waits,
+    /// or, between executes, to the API's next one.
+    fn abort_reply(&self, error: NdbError) -> AbortReply {
+        let failed = Box::new((error, OP_INDEX_NONE));
+        if self.execute.is_some() {
+            AbortReply::Ref(failed)
+        } else {
+            AbortReply::Unasked(failed)
         }
     }
 
