@@ -26,8 +26,8 @@ use rndb_protocol::signals::{
     TcExecuteReq, TcKeyRef, TcKeyReqRef, TcKeyRow, FLAG_START_TRANSACTION, REPLICA_PRIMARY,
 };
 use rndb_protocol::{
-    AbortOption, ColumnDef, ColumnType, ExecType, IndexKind, LockMode, OperationType, TableDef,
-    Value, Writer,
+    AbortOption, ColumnDef, ColumnType, ExecType, IndexKind, LockMode, NdbError, OperationType,
+    TableDef, Value, Writer,
 };
 use rndb_transporter::FrameHeader;
 
@@ -1734,13 +1734,15 @@ impl Client {
         }
         if let Ended::Refused(code) = ended {
             *ctx.shared.stats.errors.entry(code).or_default() += 1;
-            if code == 4000 {
-                // The clients send only well-formed requests, in order: a 4000 (an execute
-                // while one runs, operations missing) is a data node's mistake, and an
-                // application would take it for permanent.
+            let error = NdbError::new(code);
+            if !error.is_temporary() && !matches!(code, 626 | 630 | 893) {
+                // The clients send only well-formed requests, in order: a permanent error
+                // other than the workloads' own outcomes (no such row, a duplicate) is a data
+                // node's mistake, such as a 4000 for an execute taken for a second one, and an
+                // application would give up on it.
                 ctx.shared.fail(format!(
-                    "client {}: request {} at {} ({:?}) refused with 4000",
-                    self.node, request.request_id, request.to, request.kind
+                    "client {}: request {} at {} ({:?}) refused with {code} ({:?}, permanent)",
+                    self.node, request.request_id, request.to, request.kind, error.class
                 ));
             }
         }
