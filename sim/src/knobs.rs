@@ -93,6 +93,12 @@ pub enum Fault {
     /// serves, leaving one replica (with three data nodes, half of the two alive: the
     /// arbitrator decides). Nothing with two replicas. Off unless asked for.
     CrashAgain,
+    /// Half the system restarts lose a data node while they run: right after it handles one
+    /// of the restart's signals (its registration with the master, the restart GCI, the
+    /// report that it restored, the start) or a drawn moment within the restore. Only in
+    /// seeds whose crashed nodes start again (`restart`), and never a node whose node group
+    /// has already lost a member in that restart. Off unless asked for.
+    CrashStarting,
 }
 
 impl Fault {
@@ -138,6 +144,7 @@ impl Fault {
             Fault::Disk => "disk",
             Fault::Restart => "restart",
             Fault::CrashAgain => "crash-again",
+            Fault::CrashStarting => "crash-starting",
         }
     }
 }
@@ -315,6 +322,10 @@ pub struct Knobs {
     /// transfers made of them and that no acknowledged, durable transfer is missing. Always on
     /// in seeds with cluster crashes and the bank.
     pub ledger: bool,
+    /// StartPartialTimeout in ms, with `crash-starting` (0: NDB's default, 30 s): short, so
+    /// that a system restart that lost a node before every node reported goes on without it
+    /// (a partial start) within the time the final reads wait.
+    pub start_partial_timeout_ms: u32,
 }
 
 /// Mixed into the seed of the generator that draws the knobs added after the first ones, so
@@ -324,6 +335,8 @@ const LATER_KNOBS_SALT: u64 = 0x5e75_0f5c_a115_2026;
 const DURABILITY_KNOBS_SALT: u64 = 0xd15c_5a1e_0f1a_5700;
 /// The same for the membership knobs (heartbeats, hangs).
 const MEMBERSHIP_KNOBS_SALT: u64 = 0x4ea7_b3a7_0f0d_e5d1;
+/// The same for the knobs of `crash-starting`.
+const START_KNOBS_SALT: u64 = 0x57a7_0ff5_c0a5_4ed1;
 
 impl Knobs {
     /// Draws a seed's knobs. Each fault kind allowed by `options` is left out by about one
@@ -365,6 +378,11 @@ impl Knobs {
             0
         };
         let mut membership = Rng::new(rng.clone().next_u64() ^ MEMBERSHIP_KNOBS_SALT);
+        let start_partial_timeout_ms = if options.has(Fault::CrashStarting) {
+            Rng::new(rng.clone().next_u64() ^ START_KNOBS_SALT).between(300, 1500) as u32
+        } else {
+            0
+        };
         let heartbeat_ms = membership.between(150, 300) as u32;
         let hangs = if options.has(Fault::Hang) && membership.below(4) != 0 {
             membership.between(1, groups) as u16
@@ -467,6 +485,7 @@ impl Knobs {
             node_restarts: options.has(Fault::Restart),
             arbitrator: cluster_crashes == 0,
             ledger,
+            start_partial_timeout_ms,
         }
     }
 
@@ -506,6 +525,12 @@ impl Knobs {
             self.heartbeat_ms,
             API_HEARTBEAT_MS
         );
+        if self.start_partial_timeout_ms != 0 {
+            ini.push_str(&format!(
+                "StartPartialTimeout={}\n",
+                self.start_partial_timeout_ms
+            ));
+        }
         if self.durable {
             ini.push_str(&format!(
                 "TimeBetweenGlobalCheckpoints={}\nTimeBetweenEpochs={}\nTimeBetweenLocalCheckpoints={}\n\

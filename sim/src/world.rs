@@ -47,6 +47,16 @@ const CRASH_AFTER_SIGNALS: [u16; 7] = [
     rndb_protocol::lqh::gsn::LQH_ABORTREQ,
     rndb_protocol::lqh::gsn::TC_FAIL_QUERY,
 ];
+/// The system restart's signals a `crash-starting` crash may follow at the node handling it.
+const CRASH_STARTING_SIGNALS: [u16; 5] = [
+    rndb_protocol::gsn::CM_REGREQ,
+    rndb_protocol::gsn::CNTR_START_REQ,
+    rndb_protocol::gsn::CNTR_START_CONF,
+    rndb_protocol::gsn::CNTR_WAITREP,
+    rndb_protocol::gsn::CNTR_START_REP,
+];
+/// How long into a system restart a timed `crash-starting` crash may come, at most.
+const CRASH_STARTING_NS_MAX: u64 = 40_000_000;
 /// How soon after the first crash a second one may follow, at most, when they come together.
 const CRASH_STORM_NS_MAX: u64 = 30_000_000;
 /// How long the faults wait for the arbitrator to be started once the tables are ready.
@@ -293,6 +303,13 @@ enum Planned {
         node: NodeId,
         drain: bool,
     },
+    /// A crash while the cluster restarts from its disks (see `Fault::CrashStarting`): now, or
+    /// armed for right after the node handles a frame carrying `signal`.
+    CrashStarting {
+        node: NodeId,
+        signal: Option<u16>,
+        drain: bool,
+    },
 }
 
 struct World {
@@ -327,6 +344,8 @@ struct World {
     frame_hashes: Vec<(u64, u64, u64)>,
     /// Armed crashes: the node crashes right after it handles a frame with this signal.
     crash_after: BTreeMap<NodeId, (u16, bool)>,
+    /// As `crash_after`, for crashes during a system restart (`Fault::CrashStarting`).
+    crash_starting_after: BTreeMap<NodeId, (u16, bool)>,
     /// Paused data nodes, and until when: their events wait until then.
     paused: BTreeMap<NodeId, u64>,
     /// When each live end of a dropped data-node link hears it closed (`Disconnected`), keyed
@@ -369,6 +388,8 @@ struct World {
     lagging: BTreeSet<NodeId>,
     /// A cluster restart is scheduled and has not happened yet.
     restart_pending: bool,
+    /// A data node crashed during the system restart that runs (`Fault::CrashStarting`).
+    crashed_in_restart: bool,
     /// The highest restorable GCI any kernel reported (since the last cluster crash).
     restorable_max: u32,
     durability: DurabilityReport,
@@ -462,6 +483,7 @@ impl World {
             undecided_keys: 0,
             frame_hashes: Vec::new(),
             crash_after: BTreeMap::new(),
+            crash_starting_after: BTreeMap::new(),
             paused: BTreeMap::new(),
             hears_closed: BTreeMap::new(),
             split: false,
@@ -479,6 +501,7 @@ impl World {
             cluster_crashes: Vec::new(),
             lagging: BTreeSet::new(),
             restart_pending: false,
+            crashed_in_restart: false,
             restorable_max: 0,
             durability: DurabilityReport::default(),
             notes: Vec::new(),
@@ -712,6 +735,13 @@ impl World {
                 }
                 _ => {}
             }
+            match self.crash_starting_after.get(&to) {
+                Some(&(signal, drain)) if signal == header.signal => {
+                    self.crash_starting_after.remove(&to);
+                    self.crash_starting(to, drain);
+                }
+                _ => {}
+            }
             Ok(())
         } else {
             self.client_step(to, |c, ctx| c.on_frame(ctx, from, &header, &payload));
@@ -849,7 +879,10 @@ impl World {
         });
         let disk_faults: u64 = self.disks.values().map(|d| d.faults).sum();
         let restart_failed = ["error 2303", "error 2315"].iter().any(|e| why.contains(e));
-        let expected = if self.restarted.contains(&node) && restart_failed {
+        let system_restart_failed = self.crashed_in_restart && why.contains("error 2308");
+        let expected = if system_restart_failed {
+            "a data node crashed during the system restart, and a node group has no node left to restore the restart GCI: the system restart failed (2308), and the cluster starts again from its disks"
+        } else if self.restarted.contains(&node) && restart_failed {
             self.restart_later(node);
             "a data node failed while it rejoined by node restart (it starts again)"
         } else if self.split && ["error 2305", "error 2315"].iter().any(|e| why.contains(e)) {
@@ -902,7 +935,28 @@ impl World {
         self.flush_before_exit(node);
         let served = self.note_stop(node);
         self.stop_kernel(node, true);
+        if system_restart_failed {
+            return self.system_restart_failed();
+        }
         self.last_member_stopped(served)
+    }
+
+    /// A system restart failed (2308, after a crash during it): as NDB's nodes do, every data
+    /// node still running stops, and the operator starts the cluster again from its disks (a
+    /// new system restart). Nothing was acknowledged since the cluster went down.
+    fn system_restart_failed(&mut self) -> Result<(), String> {
+        let rest: Vec<NodeId> = self.kernels.keys().copied().collect();
+        for node in rest {
+            self.log(format!("data node {node} stops: the system restart failed"));
+            if let Some(disk) = self.disks.get_mut(&node) {
+                disk.drop_queue();
+            }
+            self.lagging.insert(node);
+            self.stop_kernel(node, true);
+            self.paused.remove(&node);
+        }
+        self.count("system restart failed");
+        self.cluster_down("the system restart failed")
     }
 
     /// The last serving data node stopped (`served`: the one that just stopped served)
@@ -1192,6 +1246,76 @@ impl World {
         self.crash(node, drain);
     }
 
+    /// With `crash-starting`, half the system restarts plan a crash of one data node, drawn
+    /// from a generator of their own (without the fault every draw stays as it was).
+    fn plan_crash_starting(&mut self) {
+        if !self.options.has(Fault::CrashStarting) || !self.knobs.node_restarts {
+            return;
+        }
+        let mut rng = self.rng.fork();
+        if !rng.coin() {
+            return;
+        }
+        let nodes: Vec<NodeId> = self.config.data_nodes.iter().map(|n| n.node_id).collect();
+        let node = nodes[rng.below(nodes.len() as u64) as usize];
+        let drain = rng.coin();
+        let signal = rng.coin().then(|| {
+            CRASH_STARTING_SIGNALS[rng.below(CRASH_STARTING_SIGNALS.len() as u64) as usize]
+        });
+        let at = match signal {
+            Some(_) => self.now_ns,
+            None => self.now_ns + rng.below(CRASH_STARTING_NS_MAX),
+        };
+        self.schedule_fault(
+            at,
+            Planned::CrashStarting {
+                node,
+                signal,
+                drain,
+            },
+        );
+    }
+
+    /// A `crash-starting` crash: only while the system restart runs, before any node serves
+    /// (one armed on a signal that came after it is dropped), and only of a node whose node group has lost no
+    /// member since the restart began (its peers all run): one failure per group.
+    fn crash_starting(&mut self, node: NodeId, drain: bool) {
+        self.crash_starting_after.remove(&node);
+        if !self.kernels.contains_key(&node) || self.shared.stopping {
+            return;
+        }
+        if self.kernels.values().any(|k| k.serves())
+            || self.kernels.values().all(|k| k.is_started())
+        {
+            self.count("crash in a system restart left out (the cluster had started)");
+            return;
+        }
+        if self
+            .group_peers(node)
+            .any(|n| !self.kernels.contains_key(&n))
+        {
+            self.count("crash in a system restart left out (its node group lost a node)");
+            return;
+        }
+        // Without the only sysfile naming the newest GCI, a partial start (possible with
+        // several node groups) restarts at an older one, which no acknowledgement said durable
+        // but which the checks take for the restart GCI (seed 0x1e8859: the tables' rows were
+        // of the GCIs after it). Not modelled yet: left out.
+        let own = self.sysfile_gci(node);
+        let others = (self.config.data_nodes.iter())
+            .filter(|n| n.node_id != node)
+            .map(|n| self.sysfile_gci(n.node_id))
+            .max()
+            .unwrap_or(0);
+        if own > others && self.config.node_groups.len() > 1 {
+            self.count("crash in a system restart left out (the only sysfile of the newest GCI)");
+            return;
+        }
+        self.count("crash during a system restart");
+        self.crashed_in_restart = true;
+        self.crash(node, drain);
+    }
+
     /// Any client but client 0, which does the final reads.
     fn plan_client_deaths(&mut self) -> Vec<(u64, Planned)> {
         let mut mortal: Vec<usize> = (1..self.clients.len()).collect();
@@ -1322,8 +1446,8 @@ impl World {
     /// The faults that cannot fail the run where they are injected.
     fn inject_other(&mut self, fault: Planned) {
         match fault {
-            // A node that fails during a system restart stalls it for good (every node must
-            // take part; partial system restart is not implemented): the crash waits.
+            // A crash during a system restart waits (`Fault::CrashStarting` makes them, and
+            // the world then starts the cluster again when the restart fails).
             Planned::Crash { node, drain } if self.restarting() => {
                 let at = self.now_ns + CLUSTER_CRASH_RETRY_NS;
                 self.schedule_fault(at, Planned::Crash { node, drain });
@@ -1342,6 +1466,18 @@ impl World {
             }
             Planned::Crash { node, drain } => self.crash(node, drain),
             Planned::CrashAgain { node, drain } => self.crash_again(node, drain),
+            Planned::CrashStarting {
+                node,
+                signal: Some(signal),
+                drain,
+            } => {
+                self.crash_starting_after.insert(node, (signal, drain));
+            }
+            Planned::CrashStarting {
+                node,
+                signal: None,
+                drain,
+            } => self.crash_starting(node, drain),
             Planned::CrashAfter {
                 node,
                 signal,
@@ -1747,8 +1883,8 @@ impl World {
 
     /// A node about to exit sends the answers it kept for full send buffers, BUGGIFY aside: a
     /// master that stops at a restart may hold the restart GCI for another node, and a system
-    /// restart cannot go on without the master's answer (partial system restart is not
-    /// implemented), so losing it to a simulated full buffer would stall the start for good.
+    /// restart that lost it waits StartPartialTimeout (30 s by default, past the final reads)
+    /// for a new master, so losing it to a simulated full buffer would stall the start.
     fn flush_before_exit(&mut self, node: NodeId) {
         let now = self.now();
         let Some(kernel) = self.kernels.get_mut(&node) else {
@@ -1804,6 +1940,9 @@ impl World {
     /// connect to each other and agree on the restart GCI; clients reconnect soon after.
     fn cluster_restart(&mut self) -> Result<(), String> {
         self.restart_pending = false;
+        self.crashed_in_restart = false;
+        // A crash armed in a restart that a cluster crash cut short is not this one's.
+        self.crash_starting_after.clear();
         self.count("system restart");
         self.log("system restart: every data node starts from its disk".into());
         self.gci_clock.new_era(self.now_ns);
@@ -1836,6 +1975,7 @@ impl World {
                 self.schedule_fault(at, Planned::Reconnect { client, node });
             }
         }
+        self.plan_crash_starting();
         Ok(())
     }
 

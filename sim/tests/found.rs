@@ -1444,6 +1444,33 @@ fn an_execute_after_tc_aborted_between_executes_is_told_why() {
     );
 }
 
+/// Seeds 0x559, 0x14 and 0x223 with every handled fault and `crash-starting` (found by
+/// `scripts/sim --seeds 3000 --start 1 --once --faults ...,crash-starting` on 9e6f587, the
+/// first run of that fault), a data node crashing during system restarts:
+/// - 0x559 (2 data nodes): node 1, the only one with files, crashed at its CM_REGREQ; node 2,
+///   with none, started the cluster alone at GCI 0 once StartPartialTimeout passed, and node
+///   1 then joined by node restart and copied the empty tables (709: no such table). A start
+///   without missing nodes that hold a node of every node group now waits for them (they may
+///   have saved newer GCIs), and fails with 2308 when they failed during the start (their
+///   next runs join only by node restart);
+/// - 0x14 (4 data nodes): the crashed node was its group's only one able to restore the
+///   restart GCI; the master now fails the start (2308) instead of waiting for a failed node;
+/// - 0x223 (4 data nodes): the master failed after its CNTR_START_CONF reached one node; the
+///   new master waited for that node's CNTR_START_REQ for good. It now names the restart it
+///   was told to its new master, which chooses it again.
+#[test]
+fn a_node_crashing_during_a_system_restart_loses_nothing_and_the_cluster_starts() {
+    let mut faults = Fault::HANDLED.to_vec();
+    faults.push(Fault::CrashStarting);
+    replay(
+        &[0x559, 0x14, 0x223],
+        &Options {
+            faults,
+            ..Options::default()
+        },
+    );
+}
+
 /// `--replicas 3 --faults crash,client,slow,api-link,buggify,pause,hang,restart,crash-all,
 /// disk,crash-again`.
 fn three_replicas_crashing_again() -> Options {

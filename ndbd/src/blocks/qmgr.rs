@@ -773,6 +773,22 @@ impl Kernel {
             return;
         }
         if let Some(group) = self.qmgr.group_lost() {
+            let nodes: Vec<NodeId> = (self.qmgr.node_groups().iter())
+                .find(|(id, _)| *id == group)
+                .map(|(_, nodes)| nodes.clone())
+                .unwrap_or_default();
+            if self.restart.is_some() && nodes.iter().all(|&n| self.qmgr.failed.contains(n)) {
+                // Every node of the group failed during this start: their next runs join only
+                // by node restart, which needs a started cluster (as NDB's, the start fails).
+                let why = format!(
+                    "error 2308: Another node failed during system restart, please investigate \
+                     error(s) on other node(s): every node of node group {group} ({nodes:?}) \
+                     failed during the start; start every data node again"
+                );
+                tracing::error!("{why}");
+                self.fatal.get_or_insert(why);
+                return;
+            }
             let quiet = self.qmgr.group_missing_logged.is_some_and(|at| {
                 now.saturating_duration_since(at) < std::time::Duration::from_secs(10)
             });

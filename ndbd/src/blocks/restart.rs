@@ -8,6 +8,15 @@
 //! Until then no node serves and no global checkpoint runs: a node still restoring would
 //! answer another's LQHKEYREQ from half its rows, and save checkpoints it has no log for.
 //!
+//! After StartPartialTimeout the master may start without missing nodes (a partial start),
+//! but not when they hold a node of every node group: a GCI is restorable once a node of each
+//! group has it, so such nodes may alone have saved newer ones (NDB's partitioned start). A
+//! failed node comes back only by node restart, which needs a started cluster: when the nodes
+//! that failed during the start hold a node of every group, or a group's only nodes able to
+//! restore the chosen GCI failed, the master stops with 2308 and every node must be started
+//! again, as in NDB. A node that heard the restart GCI from a master that then failed names
+//! that restart to the new one (`restart_request`), which chooses it again.
+//!
 //! A record that is damaged before the restart GCI's GCI_COMPLETED record in its part is an
 //! error naming the file and offset: that part cannot give back what it promised. A damaged
 //! record after it is the torn tail of a write the crash interrupted, and is cut off.
@@ -93,6 +102,9 @@ pub(crate) struct Restart {
     conf_sent: bool,
     /// As master: a node group whose every node is stale was logged.
     stale_group_logged: bool,
+    /// As master: a partial start refused because the missing nodes could be a cluster of
+    /// their own was logged.
+    partitioned_logged: bool,
     /// The GCI the cluster restarts at, once the master said.
     pub(crate) gci: Option<u32>,
     /// Redo files read, per part: (name, bytes), and reads still out.
@@ -411,14 +423,25 @@ impl Kernel {
         else {
             return;
         };
-        // Again when the master changed (a lower node connected during a partial start).
-        if restart.requested == Some(master) || restart.gci.is_some() {
+        // Again when the master changed (a lower node connected during a partial start, or
+        // the master failed).
+        if restart.requested == Some(master) {
             return;
         }
         restart.requested = Some(master);
-        let named = Named {
-            restorable,
-            restart: restart.restart_gci,
+        let named = match restart.gci {
+            // The old master chose the restart GCI, and this node restores it (its logs may be
+            // cut there already): it names that restart, so the new master chooses it again
+            // (`restart_gci`; seed 0x223: the old master failed after its CNTR_START_CONF
+            // reached one node, and the new one waited for that node's request for good).
+            Some(gci) => Named {
+                restorable: gci,
+                restart: gci,
+            },
+            None => Named {
+                restorable,
+                restart: restart.restart_gci,
+            },
         };
         self.send_gcp(master, gsn::CNTR_START_REQ, named.to_word(), out);
     }
@@ -455,6 +478,29 @@ impl Kernel {
             if !partial_due || !all_alive_asked {
                 return;
             }
+            // A global checkpoint is restorable once a node of every node group has it in its
+            // sysfile. Missing nodes that hold a node of every group may have saved newer ones
+            // than any node here, alone (the nodes here failed before them): starting without
+            // them would lose those. As NDB's partitioned start, this waits for them.
+            let missing: Vec<NodeId> = (self.qmgr.data_nodes().iter().copied())
+                .filter(|n| !restart.answers.contains_key(n))
+                .collect();
+            // (A master told the restart GCI by the one before it, which chose it from every
+            // node's answer or from a start that was not partitioned, chooses it again.)
+            let partitioned = (self.qmgr.node_groups().iter())
+                .all(|(_, nodes)| nodes.iter().any(|n| missing.contains(n)));
+            if partitioned && restart.gci.is_none() {
+                if !restart.partitioned_logged {
+                    restart.partitioned_logged = true;
+                    tracing::error!(
+                        ?missing,
+                        "the cluster cannot start without data nodes {missing:?}: they hold a \
+                         node of every node group, so they may have saved global checkpoints \
+                         newer than any node here (a partitioned start); waiting for them"
+                    );
+                }
+                return;
+            }
         }
         let (restart_gci, newest) = self::restart_gci(&restart.answers);
         let answers = &restart.answers;
@@ -466,6 +512,23 @@ impl Kernel {
             })
         });
         if let Some((group, nodes)) = unrestorable {
+            // Its nodes that have not said all failed during this start: their next runs join
+            // by node restart, so no node of the group will come to restore it.
+            let unheard: Vec<NodeId> = (nodes.iter().copied())
+                .filter(|n| !answers.contains_key(n))
+                .collect();
+            if !unheard.is_empty() && unheard.iter().all(|&n| self.qmgr.failed.contains(n)) {
+                let why = format!(
+                    "error 2308: Another node failed during system restart, please investigate \
+                     error(s) on other node(s): no node of node group {group} ({nodes:?}) is \
+                     left to restore GCI {restart_gci} (those that did not say failed: \
+                     {unheard:?}), so the cluster cannot start there; start every data node \
+                     again"
+                );
+                tracing::error!("{why}");
+                self.fatal.get_or_insert(why);
+                return;
+            }
             if !restart.stale_group_logged {
                 restart.stale_group_logged = true;
                 tracing::error!(
@@ -520,6 +583,17 @@ impl Kernel {
         let Some(restart) = self.restart.as_mut().filter(|r| !r.node_restart) else {
             return Ok(());
         };
+        match restart.gci {
+            // A new master's answer to the restart this node named (`restart_request`).
+            Some(chosen) if chosen == gci => return Ok(()),
+            Some(chosen) => {
+                return Err(format!(
+                    "the new master restarts the cluster at GCI {gci}, but the failed master \
+                     chose GCI {chosen}, which this node restores"
+                ))
+            }
+            None => {}
+        }
         let named = Named {
             restorable: restart.restorable.unwrap_or(0),
             restart: restart.restart_gci,
@@ -1106,6 +1180,34 @@ impl Kernel {
             return;
         };
         let (told, gci) = (restart.restored, restart.gci.unwrap_or(0));
+        let undecided = restart.gci.is_none() && !restart.conf_sent && !restart.node_restart;
+        if undecided && self.qmgr.master() == self.me {
+            // As master, before choosing the restart GCI (the others hear it, or this node's
+            // stop, from it: one that has not yet heard the choice sees the stale nodes it
+            // stopped as failures): nodes that failed now come back only by node restart,
+            // which needs a started cluster. Holding a node of every node group, they may have
+            // saved newer global checkpoints than any node left, which will not start without
+            // them (a partitioned start, see `cntr_start_decide`): the restart fails, as NDB's
+            // does, and every node must be started again.
+            let qmgr = &self.qmgr;
+            let failed: Vec<NodeId> = (qmgr.data_nodes().iter().copied())
+                .filter(|&n| qmgr.failed.contains(n))
+                .collect();
+            let partitioned = (qmgr.node_groups().iter())
+                .all(|(_, nodes)| nodes.iter().any(|n| failed.contains(n)));
+            if partitioned {
+                let why = format!(
+                    "error 2308: Another node failed during system restart, please investigate \
+                     error(s) on other node(s): data nodes {failed:?} failed before the restart \
+                     GCI was chosen; they hold a node of every node group, so they may have \
+                     saved global checkpoints newer than any node left, which cannot start \
+                     without them; start every data node again"
+                );
+                tracing::error!("{why}");
+                self.fatal.get_or_insert(why);
+                return;
+            }
+        }
         if restart.gci.is_some() && !restart.node_restart {
             // Every node group needs a node that restores the restart GCI: started without
             // one, the cluster would serve with a node group's rows missing (seed 0xee6b2b73:
