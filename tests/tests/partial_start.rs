@@ -1,8 +1,10 @@
 //! Proves StartPartialTimeout: a cluster whose data node does not come starts without it once
 //! the timeout has passed and every node group has a live node, with and without files (API
 //! nodes are served every row; the node that comes later joins by node restart and serves the
-//! rows written without it); and a cluster missing a whole node group does not start, and its
-//! log names the group.
+//! rows written without it); that a cluster missing a whole node group does not start, and its
+//! log names the group; and that a system restart without nodes holding a node of every node
+//! group waits for them (they may alone hold newer global checkpoints), then starts with every
+//! row once they come.
 
 use std::time::Duration;
 
@@ -131,4 +133,56 @@ fn a_cluster_missing_a_whole_node_group_does_not_start_and_names_it() {
         refused.is_err(),
         "an API node is served by a cluster missing a node group"
     );
+}
+
+#[test]
+fn a_restart_without_a_node_of_every_node_group_waits_for_it() {
+    // One node group, {1, 2}: node 1 alone covers it.
+    let spec = ClusterSpec::new()
+        .data_nodes(2)
+        .replicas(2)
+        .api_slots(2)
+        .data_node_param("StartPartialTimeout", PARTIAL_MS);
+    let mut cluster = TestCluster::start(spec).expect("start both data nodes");
+    let connect = |cluster: &TestCluster, timeout: Duration| {
+        cluster.connect_with(ConnectOptions {
+            connect_timeout: timeout,
+            ..ConnectOptions::default()
+        })
+    };
+    let api = connect(&cluster, START_TIMEOUT).expect("connect");
+    let table = recreate_table(&api, &table_def()).expect("create the table");
+    let rows: Vec<Vec<Value>> = (0..ROWS)
+        .map(|id| vec![Value::UInt32(id), Value::UInt32(id * 3)])
+        .collect();
+    insert_committed(&api, &table, &rows).expect("insert every row");
+    cluster
+        .wait_for_saved_checkpoints(NodeId(1), 2)
+        .expect("the rows' global checkpoint is saved");
+    drop(api);
+    cluster.kill_all_nodes().expect("kill both data nodes");
+    cluster.restart_node(NodeId(2)).expect("start node 2 alone");
+    wait_until(
+        "node 2 to say it waits for node 1",
+        Duration::from_secs(30),
+        || {
+            Ok(cluster
+                .log(NodeId(2))
+                .contains("cannot start without data nodes [NodeId(1)]")
+                .then_some(()))
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e:#}\n--- node 2 ---\n{}", cluster.log(NodeId(2))));
+    assert!(
+        connect(&cluster, Duration::from_secs(1)).is_err(),
+        "node 2 served without node 1 past StartPartialTimeout"
+    );
+    cluster.restart_node(NodeId(1)).expect("start node 1");
+    let api = connect(&cluster, START_TIMEOUT).expect("connect once both have started");
+    let table = api.get_table("partial").expect("the table survives");
+    for id in 0..ROWS {
+        let row = read_with(&api, &table, &[Value::UInt32(id)], LockMode::Read)
+            .unwrap_or_else(|e| panic!("read row {id}: {e}"));
+        assert_eq!(row[1], Value::UInt32(id * 3), "row {id}");
+    }
 }
