@@ -1277,8 +1277,9 @@ impl World {
     }
 
     /// A `crash-starting` crash: only while the system restart runs, before any node serves
-    /// (one armed on a signal that came after it is dropped), and only of a node whose node group has lost no
-    /// member since the restart began (its peers all run): one failure per group.
+    /// (one armed on a signal that came after it is dropped), and only of a node whose node
+    /// group has lost no member since the restart began (its peers all run): one failure per
+    /// group.
     fn crash_starting(&mut self, node: NodeId, drain: bool) {
         self.crash_starting_after.remove(&node);
         if !self.kernels.contains_key(&node) || self.shared.stopping {
