@@ -945,9 +945,17 @@ impl World {
     /// node still running stops, and the operator starts the cluster again from its disks (a
     /// new system restart). Nothing was acknowledged since the cluster went down.
     fn system_restart_failed(&mut self) -> Result<(), String> {
+        self.stop_every_node("the system restart failed");
+        self.count("system restart failed");
+        self.cluster_down("the system restart failed")
+    }
+
+    /// Every data node still running exits, for `why`: what it queued for its disk never
+    /// happens, and its log stops here.
+    fn stop_every_node(&mut self, why: &str) {
         let rest: Vec<NodeId> = self.kernels.keys().copied().collect();
         for node in rest {
-            self.log(format!("data node {node} stops: the system restart failed"));
+            self.log(format!("data node {node} stops: {why}"));
             if let Some(disk) = self.disks.get_mut(&node) {
                 disk.drop_queue();
             }
@@ -955,8 +963,6 @@ impl World {
             self.stop_kernel(node, true);
             self.paused.remove(&node);
         }
-        self.count("system restart failed");
-        self.cluster_down("the system restart failed")
     }
 
     /// The last serving data node stopped (`served`: the one that just stopped served)
@@ -977,18 +983,7 @@ impl World {
             return Ok(());
         }
         // Their processes exit, as after their own error (2303, which they would stop with).
-        let rest: Vec<NodeId> = self.kernels.keys().copied().collect();
-        for node in rest {
-            self.log(format!(
-                "data node {node} stops: it does not serve, and no member is left"
-            ));
-            if let Some(disk) = self.disks.get_mut(&node) {
-                disk.drop_queue();
-            }
-            self.lagging.insert(node);
-            self.stop_kernel(node, true);
-            self.paused.remove(&node);
-        }
+        self.stop_every_node("it does not serve, and no member is left");
         self.count("every data node stopped");
         self.cluster_down("every data node has stopped")
     }
