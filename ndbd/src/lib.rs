@@ -51,6 +51,7 @@ pub fn run(
     config: ClusterConfig,
     me: NodeId,
     initial: bool,
+    nowait: &[NodeId],
     shutdown: Arc<AtomicBool>,
     tls: rndb_transporter::tls::TlsSetup,
     mgm: Option<rndb_mgm::node_report::ReportSetup>,
@@ -126,6 +127,7 @@ pub fn run(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
     kernel.set_run(run);
+    kernel.set_nowait_nodes(nowait);
     let config = Arc::new(config);
     listener::spawn_acceptor(
         listener,

@@ -55,6 +55,16 @@ struct Args {
     /// FileSystemPath or DataDir) first. Without it, the node restores what its files hold.
     #[arg(long)]
     initial: bool,
+    /// Do not wait for these data nodes (comma-separated node ids) when the cluster starts:
+    /// start without them at once, even when they hold a node of every node group (they must
+    /// then hold no global checkpoint newer than the nodes that start: they were down, or
+    /// their files are lost). They join by node restart later.
+    #[arg(
+        long = "nowait-nodes",
+        visible_alias = "nowait_nodes",
+        value_delimiter = ','
+    )]
+    nowait_nodes: Vec<u16>,
     /// Do not start the data node: connect to ndb_mgmd and wait in NOT_STARTED until
     /// `ndb_mgm -e "N START"` (needs --ndb-connectstring).
     #[arg(short = 'n', long = "nostart", visible_alias = "no-start")]
@@ -121,10 +131,12 @@ fn run() -> anyhow::Result<i32> {
     if !under_angel && !args.foreground {
         // The angel fetches the config (and, from ndb_mgmd, takes a node id) first, as NDB's:
         // a bad config or an unreachable ndb_mgmd fails here, once.
-        let (_, me, _) = load_config(&args)?;
+        let (config, me, _) = load_config(&args)?;
+        nowait_nodes(&args.nowait_nodes, &config)?;
         return angel::run(me.0);
     }
     let (config, me, mgm) = load_config(&args)?;
+    let nowait = nowait_nodes(&args.nowait_nodes, &config)?;
     for warning in &config.warnings {
         tracing::warn!("{}: {warning}", config.source.display());
     }
@@ -170,7 +182,7 @@ fn run() -> anyhow::Result<i32> {
             .context("start the threads reporting to ndb_mgmd")?;
     }
     if start {
-        rndb_ndbd::run(config, me, args.initial, shutdown, tls, mgm)?;
+        rndb_ndbd::run(config, me, args.initial, &nowait, shutdown, tls, mgm)?;
     }
     match restart_requested() {
         Some(request) if under_angel => Ok(angel::restart_exit_code(request)),
@@ -231,4 +243,20 @@ fn load_config(
         }
         Err(errors) => anyhow::bail!("{} has errors:\n{errors}", file.display()),
     }
+}
+
+/// `--nowait-nodes`: each id must name a data node of the config.
+fn nowait_nodes(ids: &[u16], config: &rndb_config::ClusterConfig) -> anyhow::Result<Vec<NodeId>> {
+    ids.iter()
+        .map(|&id| {
+            let node = NodeId(id);
+            match config.data_node(node) {
+                Some(_) => Ok(node),
+                None => anyhow::bail!(
+                    "--nowait-nodes: node {id} is not a data node ([ndbd] NodeId) in {}",
+                    config.source.display()
+                ),
+            }
+        })
+        .collect()
 }

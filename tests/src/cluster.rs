@@ -161,6 +161,13 @@ impl TestCluster {
         self.nodes.kill(id)
     }
 
+    /// The arguments every `ndbd` started from now on gets after the usual ones (instead of
+    /// the spec's).
+    pub fn set_ndbd_args(&mut self, args: &[&str]) {
+        self.nodes
+            .set_extra_args(args.iter().map(|a| a.to_string()).collect());
+    }
+
     /// Kills every data node with SIGKILL at once (see `DataNodes::kill_all`).
     pub fn kill_all_nodes(&mut self) -> Result<()> {
         self.nodes.kill_all()

@@ -103,6 +103,9 @@ pub(crate) struct Qmgr {
     pub partial_due: bool,
     /// When a start waiting for a missing node group last said so.
     group_missing_logged: Option<Instant>,
+    /// Data nodes a start does not wait for (ndbd's `--nowait-nodes`): the operator says they
+    /// hold nothing newer, so a start without them is no partitioned start either.
+    pub nowait: NodeSet,
     /// As president: nodes that asked to be stopped (`exec_fail_rep_self`) and were left
     /// running, as the last serving member of their node group (said once).
     pub(super) stop_refused: NodeSet,
@@ -160,6 +163,7 @@ impl Qmgr {
             start_since: None,
             partial_due: false,
             group_missing_logged: None,
+            nowait: NodeSet::new(),
             stop_refused: NodeSet::new(),
             stop_granted: NodeSet::new(),
             stopping_rep_unsent: Vec::new(),
@@ -476,6 +480,16 @@ impl Kernel {
         self.qmgr.is_up(node)
     }
 
+    /// The data nodes a start does not wait for (ndbd's `--nowait-nodes`; this node itself and
+    /// ids that are no data node are ignored).
+    pub fn set_nowait_nodes(&mut self, nodes: &[NodeId]) {
+        for &node in nodes {
+            if node != self.me && self.qmgr.is_data_node(node) {
+                self.qmgr.nowait.insert(node);
+            }
+        }
+    }
+
     /// True when data node `node` was seen to fail (it is never used again).
     pub fn has_failed(&self, node: NodeId) -> bool {
         self.qmgr.failed.contains(node)
@@ -765,12 +779,20 @@ impl Kernel {
     /// live node; the master then decides (`cntr_start_decide`, or for a node without files
     /// `partial_start_diskless`). A start missing a whole node group waits, and says which.
     pub(crate) fn start_timer(&mut self, out: &mut dyn Outbox, now: Instant) {
-        if self.qmgr.started || self.qmgr.partial_timeout.is_zero() || self.qmgr.all_connected() {
+        if self.qmgr.started || self.qmgr.all_connected() {
             return;
         }
-        let since = *self.qmgr.start_since.get_or_insert(now);
-        if now.saturating_duration_since(since) < self.qmgr.partial_timeout {
-            return;
+        // Only nodes of `--nowait-nodes` missing: no need to wait for them.
+        let only_nowait_missing = (self.qmgr.data_nodes.iter())
+            .all(|&n| self.qmgr.is_alive(n) || self.qmgr.nowait.contains(n));
+        if !only_nowait_missing {
+            if self.qmgr.partial_timeout.is_zero() {
+                return;
+            }
+            let since = *self.qmgr.start_since.get_or_insert(now);
+            if now.saturating_duration_since(since) < self.qmgr.partial_timeout {
+                return;
+            }
         }
         if let Some(group) = self.qmgr.group_lost() {
             let nodes: Vec<NodeId> = (self.qmgr.node_groups().iter())

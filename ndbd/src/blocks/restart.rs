@@ -483,7 +483,7 @@ impl Kernel {
             // than any node here, alone (the nodes here failed before them): starting without
             // them would lose those. As NDB's partitioned start, this waits for them.
             let missing: Vec<NodeId> = (self.qmgr.data_nodes().iter().copied())
-                .filter(|n| !restart.answers.contains_key(n))
+                .filter(|n| !restart.answers.contains_key(n) && !self.qmgr.nowait.contains(*n))
                 .collect();
             // (A master told the restart GCI by the one before it, which chose it from every
             // node's answer or from a start that was not partitioned, chooses it again.)
@@ -1191,7 +1191,7 @@ impl Kernel {
             // does, and every node must be started again.
             let qmgr = &self.qmgr;
             let failed: Vec<NodeId> = (qmgr.data_nodes().iter().copied())
-                .filter(|&n| qmgr.failed.contains(n))
+                .filter(|&n| qmgr.failed.contains(n) && !qmgr.nowait.contains(n))
                 .collect();
             let partitioned = (qmgr.node_groups().iter())
                 .all(|(_, nodes)| nodes.iter().any(|n| failed.contains(n)));
