@@ -10,7 +10,9 @@
 //!
 //! After StartPartialTimeout the master may start without missing nodes (a partial start),
 //! but not when they hold a node of every node group: a GCI is restorable once a node of each
-//! group has it, so such nodes may alone have saved newer ones (NDB's partitioned start). A
+//! group has it, so such nodes may alone have saved newer ones (NDB's partitioned start;
+//! ndbd's `--nowait-nodes` names nodes the operator says hold nothing newer, and a start waits
+//! neither for them nor StartPartialTimeout when only they are missing). A
 //! failed node comes back only by node restart, which needs a started cluster: when the nodes
 //! that failed during the start hold a node of every group, or a group's only nodes able to
 //! restore the chosen GCI failed, the master stops with 2308 and every node must be started
