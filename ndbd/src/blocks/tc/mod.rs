@@ -58,7 +58,7 @@ pub enum AbortReply {
     /// a lock wait or the transaction's idleness timed out): the API's next execute, whenever
     /// it comes, is refused with this error, not the abort's end.
     Unasked(Box<(NdbError, u32)>),
-    /// Nobody is waiting (the API left, or the transaction was idle too long).
+    /// Nobody is waiting, nor will ask: the API left.
     Silent,
 }
 
@@ -1034,14 +1034,15 @@ impl Tc {
         self.saving.len()
     }
 
-    /// Transactions to abort now: lock waits past TransactionDeadlockDetectionTimeout (answered
-    /// with 266) and idle transactions past TransactionInactiveTimeout (aborted silently).
     /// The error the next execute of `trans` is told: TC aborted it on its own, and its API has
     /// not asked since.
     pub fn aborted_unasked(&self, trans: TransId) -> Option<&NdbError> {
         self.aborted_unasked.get(&trans)
     }
 
+    /// Transactions to abort now: lock waits past TransactionDeadlockDetectionTimeout (answered
+    /// with 266) and idle transactions past TransactionInactiveTimeout (their next execute is
+    /// told 237).
     /// Looks at every transaction, so it does so only every tenth of the shorter timeout
     /// (between 10 and 100 ms): a timeout fires at most that much late.
     pub fn expired(&mut self, now: Instant) -> Vec<TransId> {
