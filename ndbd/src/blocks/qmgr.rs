@@ -832,11 +832,18 @@ impl Kernel {
         }
         if !self.qmgr.partial_due {
             self.qmgr.partial_due = true;
-            tracing::warn!(
-                "StartPartialTimeout={} ms has passed without every data node; every node \
-                 group has a live node: starting without the missing ones",
-                self.qmgr.partial_timeout.as_millis()
-            );
+            if only_nowait_missing {
+                tracing::warn!(
+                    "only data nodes of --nowait-nodes are missing; every node group has a live \
+                     node: starting without them"
+                );
+            } else {
+                tracing::warn!(
+                    "StartPartialTimeout={} ms has passed without every data node; every node \
+                     group has a live node: starting without the missing ones",
+                    self.qmgr.partial_timeout.as_millis()
+                );
+            }
         }
         if self.restart.is_some() {
             self.restart_request(out);
