@@ -1455,6 +1455,7 @@ fn an_execute_after_tc_aborted_between_executes_is_told_why() {
 ///   next runs join only by node restart);
 /// - 0x14 (4 data nodes): the crashed node was its group's only one able to restore the
 ///   restart GCI; the master now fails the start (2308) instead of waiting for a failed node;
+///   0x2ddb1b likewise when both nodes of a group failed during the start (qmgr's timer);
 /// - 0x223 (4 data nodes): the master failed after its CNTR_START_CONF reached one node; the
 ///   new master waited for that node's CNTR_START_REQ for good. It now names the restart it
 ///   was told to its new master, which chooses it again.
@@ -1463,7 +1464,7 @@ fn a_node_crashing_during_a_system_restart_loses_nothing_and_the_cluster_starts(
     let mut faults = Fault::HANDLED.to_vec();
     faults.push(Fault::CrashStarting);
     replay(
-        &[0x559, 0x14, 0x223],
+        &[0x559, 0x14, 0x223, 0x2dd_b1b],
         &Options {
             faults,
             ..Options::default()
