@@ -1464,7 +1464,7 @@ fn a_node_crashing_during_a_system_restart_loses_nothing_and_the_cluster_starts(
     let mut faults = Fault::HANDLED.to_vec();
     faults.push(Fault::CrashStarting);
     replay(
-        &[0x559, 0x14, 0x223, 0x2dd_b1b],
+        &[0x559, 0x14, 0x223, 0x2d_db1b],
         &Options {
             faults,
             ..Options::default()
