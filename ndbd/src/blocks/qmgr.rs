@@ -802,13 +802,10 @@ impl Kernel {
             if self.restart.is_some() && nodes.iter().all(|&n| self.qmgr.failed.contains(n)) {
                 // Every node of the group failed during this start: their next runs join only
                 // by node restart, which needs a started cluster (as NDB's, the start fails).
-                let why = format!(
-                    "error 2308: Another node failed during system restart, please investigate \
-                     error(s) on other node(s): every node of node group {group} ({nodes:?}) \
-                     failed during the start; start every data node again"
-                );
-                tracing::error!("{why}");
-                self.fatal.get_or_insert(why);
+                self.start_fails(format!(
+                    "every node of node group {group} ({nodes:?}) failed during the start; \
+                     start every data node again"
+                ));
                 return;
             }
             let quiet = self.qmgr.group_missing_logged.is_some_and(|at| {

@@ -520,15 +520,11 @@ impl Kernel {
                 .filter(|n| !answers.contains_key(n))
                 .collect();
             if !unheard.is_empty() && unheard.iter().all(|&n| self.qmgr.failed.contains(n)) {
-                let why = format!(
-                    "error 2308: Another node failed during system restart, please investigate \
-                     error(s) on other node(s): no node of node group {group} ({nodes:?}) is \
-                     left to restore GCI {restart_gci} (those that did not say failed: \
-                     {unheard:?}), so the cluster cannot start there; start every data node \
-                     again"
-                );
-                tracing::error!("{why}");
-                self.fatal.get_or_insert(why);
+                self.start_fails(format!(
+                    "no node of node group {group} ({nodes:?}) is left to restore GCI \
+                     {restart_gci} (those that did not say failed: {unheard:?}), so the \
+                     cluster cannot start there; start every data node again"
+                ));
                 return;
             }
             if !restart.stale_group_logged {
@@ -1198,15 +1194,12 @@ impl Kernel {
             let partitioned = (qmgr.node_groups().iter())
                 .all(|(_, nodes)| nodes.iter().any(|n| failed.contains(n)));
             if partitioned {
-                let why = format!(
-                    "error 2308: Another node failed during system restart, please investigate \
-                     error(s) on other node(s): data nodes {failed:?} failed before the restart \
-                     GCI was chosen; they hold a node of every node group, so they may have \
-                     saved global checkpoints newer than any node left, which cannot start \
-                     without them; start every data node again"
-                );
-                tracing::error!("{why}");
-                self.fatal.get_or_insert(why);
+                self.start_fails(format!(
+                    "data nodes {failed:?} failed before the restart GCI was chosen; they hold \
+                     a node of every node group, so they may have saved global checkpoints \
+                     newer than any node left, which cannot start without them; start every \
+                     data node again"
+                ));
                 return;
             }
         }
@@ -1218,14 +1211,11 @@ impl Kernel {
             let lost = (qmgr.node_groups().iter())
                 .find(|(_, nodes)| !nodes.iter().any(|&n| qmgr.is_alive(n)));
             if let Some((group, nodes)) = lost {
-                let why = format!(
-                    "error 2308: Another node failed during system restart, please investigate \
-                     error(s) on other node(s): no node of node group {group} ({nodes:?}) is \
-                     left to restore GCI {gci}, so the cluster cannot start there; start the \
-                     node group's nodes again (their errors say what their files lack)"
-                );
-                tracing::error!("{why}");
-                self.fatal.get_or_insert(why);
+                self.start_fails(format!(
+                    "no node of node group {group} ({nodes:?}) is left to restore GCI {gci}, \
+                     so the cluster cannot start there; start the node group's nodes again \
+                     (their errors say what their files lack)"
+                ));
                 return;
             }
         }
@@ -1233,6 +1223,18 @@ impl Kernel {
             self.restore_done(gci, out);
         }
         self.start_if_all_restored(u64::from(gci), out);
+    }
+
+    /// The system restart cannot go on without nodes that failed during it: this node stops
+    /// with 2308 (NDB's NDBD_EXIT_SR_OTHERNODEFAILED), `detail` saying why, and every data
+    /// node must be started again.
+    pub(crate) fn start_fails(&mut self, detail: String) {
+        let why = format!(
+            "error 2308: Another node failed during system restart, please investigate error(s) \
+             on other node(s): {detail}"
+        );
+        tracing::error!("{why}");
+        self.fatal.get_or_insert(why);
     }
 
     /// CNTR_START_REP: every node restored; this one serves.
