@@ -57,6 +57,23 @@ pub fn insert_when_served(
     })
 }
 
+/// Reads the row of `key` (a shared lock), retrying temporary errors (a node's failure is
+/// handled within the heartbeat bound) until it is read, for at most `timeout`.
+pub fn read_when_served(
+    cluster: &Cluster,
+    table: &Table,
+    key: &[Value],
+    timeout: std::time::Duration,
+) -> anyhow::Result<Vec<Value>> {
+    crate::wait_until("a read", timeout, || {
+        match read_with(cluster, table, key, LockMode::Read) {
+            Ok(row) => Ok(Some(row)),
+            Err(e) if e.is_temporary() => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    })
+}
+
 /// Creates the table `def`, dropping a table of the same name first if one exists.
 pub fn recreate_table(cluster: &Cluster, def: &rndb_api::TableDef) -> Result<Table, Error> {
     match cluster.drop_table(&def.name) {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rndb_api::{ColumnDef, ColumnType, ConnectOptions, LockMode, TableDef, Value};
 use rndb_config::NodeId;
-use rndb_tests::ops::{insert_committed, read_with, recreate_table};
+use rndb_tests::ops::{insert_committed, read_when_served, read_with, recreate_table};
 use rndb_tests::{wait_until, ClusterSpec, TestCluster, START_TIMEOUT};
 
 /// StartPartialTimeout of these tests.
@@ -24,6 +24,14 @@ fn spec() -> ClusterSpec {
         .replicas(2)
         .api_slots(2)
         .data_node_param("StartPartialTimeout", PARTIAL_MS)
+}
+
+/// Waits until data node `node`'s log holds `needle`; panics with the log after `timeout`.
+fn wait_for_log(cluster: &TestCluster, node: NodeId, needle: &str, timeout: Duration) {
+    wait_until(&format!("node {node} to log {needle:?}"), timeout, || {
+        Ok(cluster.log(node).contains(needle).then_some(()))
+    })
+    .unwrap_or_else(|e| panic!("{e:#}\n--- node {node} ---\n{}", cluster.log(node)));
 }
 
 fn table_def() -> TableDef {
@@ -65,13 +73,12 @@ fn starts_without_node_4(spec: ClusterSpec) {
     );
     // Node 4, started late, joins the running cluster by node restart.
     cluster.start_node(missing).expect("start node 4");
-    wait_until("node 4's node restart", Duration::from_secs(60), || {
-        Ok(cluster
-            .log(missing)
-            .contains("node restart complete")
-            .then_some(()))
-    })
-    .unwrap_or_else(|e| panic!("{e:#}\n--- node 4 ---\n{}", cluster.log(missing)));
+    wait_for_log(
+        &cluster,
+        missing,
+        "node restart complete",
+        Duration::from_secs(60),
+    );
     // With node 3 gone, node 4 alone serves its node group's rows.
     cluster.kill_node(NodeId(3)).expect("kill node 3");
     let fresh = cluster
@@ -81,14 +88,11 @@ fn starts_without_node_4(spec: ClusterSpec) {
         })
         .expect("connect an API node that uses node 4");
     for id in 0..ROWS {
-        let row = wait_until(
-            "a read after node 3's failure",
+        let row = read_when_served(
+            &fresh,
+            &table,
+            &[Value::UInt32(id)],
             Duration::from_secs(20),
-            || match read_with(&fresh, &table, &[Value::UInt32(id)], LockMode::Read) {
-                Ok(row) => Ok(Some(row)),
-                Err(e) if e.is_temporary() => Ok(None),
-                Err(e) => Err(e.into()),
-            },
         )
         .unwrap_or_else(|e| panic!("read row {id} after node 3's failure: {e:#}"));
         assert_eq!(
@@ -114,17 +118,12 @@ fn a_cluster_missing_a_whole_node_group_does_not_start_and_names_it() {
     // Node groups form in file order: {1, 2} and {3, 4}.
     let cluster =
         TestCluster::start_without(spec(), &[NodeId(3), NodeId(4)]).expect("start nodes 1-2");
-    wait_until(
-        "node 1 to name the missing node group",
+    wait_for_log(
+        &cluster,
+        NodeId(1),
+        "node group 1 has no live data node",
         Duration::from_secs(30),
-        || {
-            Ok(cluster
-                .log(NodeId(1))
-                .contains("node group 1 has no live data node")
-                .then_some(()))
-        },
-    )
-    .expect("node 1 names node group 1");
+    );
     let refused = cluster.connect_with(ConnectOptions {
         connect_timeout: Duration::from_secs(1),
         ..ConnectOptions::default()
@@ -162,17 +161,12 @@ fn a_restart_without_a_node_of_every_node_group_waits_for_it() {
     drop(api);
     cluster.kill_all_nodes().expect("kill both data nodes");
     cluster.restart_node(NodeId(2)).expect("start node 2 alone");
-    wait_until(
-        "node 2 to say it waits for node 1",
+    wait_for_log(
+        &cluster,
+        NodeId(2),
+        "cannot start without data nodes [NodeId(1)]",
         Duration::from_secs(30),
-        || {
-            Ok(cluster
-                .log(NodeId(2))
-                .contains("cannot start without data nodes [NodeId(1)]")
-                .then_some(()))
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e:#}\n--- node 2 ---\n{}", cluster.log(NodeId(2))));
+    );
     assert!(
         connect(&cluster, Duration::from_secs(1)).is_err(),
         "node 2 served without node 1 past StartPartialTimeout"
@@ -186,16 +180,8 @@ fn a_restart_without_a_node_of_every_node_group_waits_for_it() {
     let check_rows = |api: &rndb_api::Cluster, what: &str| {
         let table = api.get_table("partial").expect("the table survives");
         for id in 0..ROWS {
-            // A node's failure is handled within the heartbeat bound: until then reads may
-            // fail with a temporary error.
-            let row = wait_until(what, Duration::from_secs(20), || {
-                match read_with(api, &table, &[Value::UInt32(id)], LockMode::Read) {
-                    Ok(row) => Ok(Some(row)),
-                    Err(e) if e.is_temporary() => Ok(None),
-                    Err(e) => Err(e.into()),
-                }
-            })
-            .unwrap_or_else(|e| panic!("{what}: read row {id}: {e:#}"));
+            let row = read_when_served(api, &table, &[Value::UInt32(id)], Duration::from_secs(20))
+                .unwrap_or_else(|e| panic!("{what}: read row {id}: {e:#}"));
             assert_eq!(row[1], Value::UInt32(id * 3), "{what}: row {id}");
         }
     };
@@ -204,13 +190,12 @@ fn a_restart_without_a_node_of_every_node_group_waits_for_it() {
     // Node 1 then joins by node restart.
     cluster.set_ndbd_args(&[]);
     cluster.restart_node(NodeId(1)).expect("start node 1");
-    wait_until("node 1's node restart", Duration::from_secs(60), || {
-        Ok(cluster
-            .log(NodeId(1))
-            .contains("node restart complete")
-            .then_some(()))
-    })
-    .unwrap_or_else(|e| panic!("{e:#}\n--- node 1 ---\n{}", cluster.log(NodeId(1))));
+    wait_for_log(
+        &cluster,
+        NodeId(1),
+        "node restart complete",
+        Duration::from_secs(60),
+    );
     cluster.kill_node(NodeId(2)).expect("kill node 2");
     let api = connect(&cluster, START_TIMEOUT).expect("connect to node 1 alone");
     check_rows(&api, "node 1 after its node restart, node 2 killed");

@@ -285,6 +285,18 @@ impl Qmgr {
     /// A node group none of whose members is alive here, if any, unless every member stopped
     /// gracefully (an operator taking the cluster down node by node: nothing of it can be on
     /// the other side of a split).
+    /// The data nodes `missing` names, but those of `--nowait-nodes`, when they hold a node of
+    /// every node group: a GCI is restorable once a node of each group has it, so they may
+    /// alone have saved newer ones than the others (a start without them is partitioned).
+    pub fn partitioned_by(&self, missing: impl Fn(NodeId) -> bool) -> Option<Vec<NodeId>> {
+        let nodes: Vec<NodeId> = (self.data_nodes.iter().copied())
+            .filter(|&n| missing(n) && !self.nowait.contains(n))
+            .collect();
+        (self.node_groups.iter())
+            .all(|(_, group)| group.iter().any(|n| nodes.contains(n)))
+            .then_some(nodes)
+    }
+
     fn group_lost(&self) -> Option<u32> {
         self.node_groups
             .iter()

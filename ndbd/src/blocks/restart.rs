@@ -480,18 +480,18 @@ impl Kernel {
             if !partial_due || !all_alive_asked {
                 return;
             }
-            // A global checkpoint is restorable once a node of every node group has it in its
-            // sysfile. Missing nodes that hold a node of every group may have saved newer ones
-            // than any node here, alone (the nodes here failed before them): starting without
-            // them would lose those. As NDB's partitioned start, this waits for them.
-            let missing: Vec<NodeId> = (self.qmgr.data_nodes().iter().copied())
-                .filter(|n| !restart.answers.contains_key(n) && !self.qmgr.nowait.contains(*n))
-                .collect();
-            // (A master told the restart GCI by the one before it, which chose it from every
-            // node's answer or from a start that was not partitioned, chooses it again.)
-            let partitioned = (self.qmgr.node_groups().iter())
-                .all(|(_, nodes)| nodes.iter().any(|n| missing.contains(n)));
-            if partitioned && restart.gci.is_none() {
+            // Missing nodes that hold a node of every group may alone have saved newer GCIs
+            // than any node here (the nodes here failed before them): starting without them
+            // would lose those. As NDB's partitioned start, this waits for them. (A master told
+            // the restart GCI by the one before it, which chose it from every node's answer or
+            // from a start that was not partitioned, chooses it again.)
+            let partitioned = (restart.gci.is_none())
+                .then(|| {
+                    self.qmgr
+                        .partitioned_by(|n| !restart.answers.contains_key(&n))
+                })
+                .flatten();
+            if let Some(missing) = partitioned {
                 if !restart.partitioned_logged {
                     restart.partitioned_logged = true;
                     tracing::error!(
@@ -1187,13 +1187,8 @@ impl Kernel {
             // saved newer global checkpoints than any node left, which will not start without
             // them (a partitioned start, see `cntr_start_decide`): the restart fails, as NDB's
             // does, and every node must be started again.
-            let qmgr = &self.qmgr;
-            let failed: Vec<NodeId> = (qmgr.data_nodes().iter().copied())
-                .filter(|&n| qmgr.failed.contains(n) && !qmgr.nowait.contains(n))
-                .collect();
-            let partitioned = (qmgr.node_groups().iter())
-                .all(|(_, nodes)| nodes.iter().any(|n| failed.contains(n)));
-            if partitioned {
+            let failed = &self.qmgr.failed;
+            if let Some(failed) = self.qmgr.partitioned_by(|n| failed.contains(n)) {
                 self.start_fails(format!(
                     "data nodes {failed:?} failed before the restart GCI was chosen; they hold \
                      a node of every node group, so they may have saved global checkpoints \
