@@ -50,7 +50,11 @@ fn run(args: &[&str]) -> Output {
 /// Runs testread-perf with `args`, which must succeed and print one JSON document; returns the
 /// document and what it wrote on stderr.
 fn run_json(args: &[&str]) -> (Json, String) {
-    let output = run(args);
+    json_of(args, run(args))
+}
+
+/// The JSON document of testread-perf's `output` (which must be a success) and its stderr.
+fn json_of(args: &[&str], output: Output) -> (Json, String) {
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(
         output.status.success(),
@@ -63,6 +67,34 @@ fn run_json(args: &[&str]) -> (Json, String) {
     (report, stderr)
 }
 
+/// How many times [`run_local_json`] writes its config again, with fresh ports.
+const PORT_TAKEN_TRIES: usize = 3;
+
+/// Runs `testread-perf --local` on a config written from `spec` (with `args` after), as
+/// [`run_json`], and returns the data nodes' ports too. The ports are free when picked, but another process may take one before
+/// testread-perf starts its data node there (it then refuses to run): the config is written
+/// again with fresh ports, at most [`PORT_TAKEN_TRIES`] times.
+fn run_local_json(spec: ClusterSpec, args: &[&str]) -> (Json, String, Vec<u16>) {
+    let ndbd = ndbd_path().expect("find ndbd");
+    let ndbd = ndbd.to_str().expect("a UTF-8 target path");
+    let mut attempt = 1;
+    loop {
+        let dir = tempfile::tempdir().expect("create a directory");
+        let written = spec.clone().write(dir.path()).expect("write the config");
+        let config = written.path.to_str().expect("a UTF-8 temp path");
+        let mut all = vec!["--local", "--config-file", config, "--ndbd", ndbd];
+        all.extend_from_slice(args);
+        let output = run(&all);
+        let port_taken = !output.status.success()
+            && String::from_utf8_lossy(&output.stderr).contains("already listens on");
+        if !port_taken || attempt == PORT_TAKEN_TRIES {
+            let (report, stderr) = json_of(&all, output);
+            return (report, stderr, written.ports.values().copied().collect());
+        }
+        attempt += 1;
+    }
+}
+
 /// Runs testread-perf with `args`, which it must refuse; returns its stderr.
 fn run_refused(args: &[&str]) -> String {
     let output = run(args);
@@ -72,44 +104,32 @@ fn run_refused(args: &[&str]) -> String {
 
 #[test]
 fn local_run_prints_the_json_schema() {
-    let dir = tempfile::tempdir().expect("create a directory");
-    let written = ClusterSpec::new()
-        .write(dir.path())
-        .expect("write the config");
-    let ndbd = ndbd_path().expect("find ndbd");
     let (range, iterations) = (RANGE.to_string(), ITERATIONS.to_string());
-    let (report, _) = run_json(&[
-        "--local",
-        "--config-file",
-        written.path.to_str().expect("a UTF-8 temp path"),
-        "--ndbd",
-        ndbd.to_str().expect("a UTF-8 target path"),
-        "--size",
-        "200",
-        "--range",
-        &range,
-        "--iterations",
-        &iterations,
-        "--access",
-        "all",
-        "--transporter",
-        "tcp",
-        "--format",
-        "json",
-        "--seed",
-        "7",
-    ]);
+    let (report, _, ports) = run_local_json(
+        ClusterSpec::new(),
+        &[
+            "--size",
+            "200",
+            "--range",
+            &range,
+            "--iterations",
+            &iterations,
+            "--access",
+            "all",
+            "--transporter",
+            "tcp",
+            "--format",
+            "json",
+            "--seed",
+            "7",
+        ],
+    );
     check_report(&report);
 
     // The data node was stopped when testread-perf exited: its port no longer accepts.
     let addr = (
         "127.0.0.1",
-        written
-            .ports
-            .values()
-            .next()
-            .copied()
-            .expect("a data node port"),
+        ports.first().copied().expect("a data node port"),
     );
     wait_until(
         "the local data node to be stopped",
@@ -210,32 +230,25 @@ fn the_concurrency_sweep_reports_every_level_with_its_concurrency() {
 
 /// One sweep with transactions kept in flight by `mode` (`--in-flight`).
 fn sweep_reports_every_level(mode: &str) {
-    let dir = tempfile::tempdir().expect("create a directory");
-    let written = ClusterSpec::new()
-        .write(dir.path())
-        .expect("write the config");
-    let ndbd = ndbd_path().expect("find ndbd");
-    let (report, _) = run_json(&[
-        "--local",
-        "--config-file",
-        written.path.to_str().expect("a UTF-8 temp path"),
-        "--ndbd",
-        ndbd.to_str().expect("a UTF-8 target path"),
-        "--size",
-        "200",
-        "--concurrency",
-        "1,8",
-        "--duration-ms",
-        "200",
-        "--write-ratio",
-        "0.5",
-        "--in-flight",
-        mode,
-        "--transporter",
-        "tcp",
-        "--format",
-        "json",
-    ]);
+    let (report, _, _) = run_local_json(
+        ClusterSpec::new(),
+        &[
+            "--size",
+            "200",
+            "--concurrency",
+            "1,8",
+            "--duration-ms",
+            "200",
+            "--write-ratio",
+            "0.5",
+            "--in-flight",
+            mode,
+            "--transporter",
+            "tcp",
+            "--format",
+            "json",
+        ],
+    );
     assert_eq!(report["params"]["in_flight"], mode);
     let results = report["results"].as_array().expect("a results array");
     let levels: Vec<u64> = results
@@ -271,33 +284,24 @@ fn a_concurrency_past_the_limit_is_refused() {
 /// access type, reads placed by their key (`--transaction-per-row`) and replicated writes.
 #[test]
 fn local_run_starts_every_data_node_of_the_config() {
-    let dir = tempfile::tempdir().expect("create a directory");
-    let written = ClusterSpec::new()
-        .data_nodes(4)
-        .replicas(2)
-        .write(dir.path())
-        .expect("write the config");
-    let ndbd = ndbd_path().expect("find ndbd");
-    let (report, stderr) = run_json(&[
-        "--local",
-        "--config-file",
-        written.path.to_str().expect("a UTF-8 temp path"),
-        "--ndbd",
-        ndbd.to_str().expect("a UTF-8 target path"),
-        "--size",
-        "200",
-        "--range",
-        "10",
-        "--iterations",
-        "3",
-        "--access",
-        "all",
-        "--transaction-per-row",
-        "--transporter",
-        "tcp",
-        "--format",
-        "json",
-    ]);
+    let (report, stderr, ports) = run_local_json(
+        ClusterSpec::new().data_nodes(4).replicas(2),
+        &[
+            "--size",
+            "200",
+            "--range",
+            "10",
+            "--iterations",
+            "3",
+            "--access",
+            "all",
+            "--transaction-per-row",
+            "--transporter",
+            "tcp",
+            "--format",
+            "json",
+        ],
+    );
     for id in 1..=4 {
         assert!(
             stderr.contains(&format!("data node {id} serves on")),
@@ -307,7 +311,7 @@ fn local_run_starts_every_data_node_of_the_config() {
     assert_eq!(report["params"]["transaction_per_row"], true);
     let results = report["results"].as_array().expect("results");
     assert_eq!(results.len(), ACCESS.len(), "every access type ran");
-    for &port in written.ports.values() {
+    for &port in &ports {
         wait_until(
             "every local data node to be stopped",
             Duration::from_secs(10),
@@ -600,34 +604,27 @@ fn local_refuses_a_data_node_on_another_host() {
 /// figures as JSON, and reports the consistency checks it ran after each setting.
 #[test]
 fn the_tpcc_workload_reports_every_setting_level_and_check() {
-    let dir = tempfile::tempdir().expect("create a directory");
-    let written = ClusterSpec::new()
-        .write(dir.path())
-        .expect("write the config");
-    let ndbd = ndbd_path().expect("find ndbd");
-    let (report, stderr) = run_json(&[
-        "--local",
-        "--config-file",
-        written.path.to_str().expect("a UTF-8 temp path"),
-        "--ndbd",
-        ndbd.to_str().expect("a UTF-8 target path"),
-        "--workload",
-        "tpcc",
-        "--tpcc-items",
-        "100",
-        "--tpcc-customers",
-        "10",
-        "--concurrency",
-        "1,4",
-        "--duration-ms",
-        "200",
-        "--consistency",
-        "committed,durable",
-        "--transporter",
-        "tcp",
-        "--format",
-        "json",
-    ]);
+    let (report, stderr, _) = run_local_json(
+        ClusterSpec::new(),
+        &[
+            "--workload",
+            "tpcc",
+            "--tpcc-items",
+            "100",
+            "--tpcc-customers",
+            "10",
+            "--concurrency",
+            "1,4",
+            "--duration-ms",
+            "200",
+            "--consistency",
+            "committed,durable",
+            "--transporter",
+            "tcp",
+            "--format",
+            "json",
+        ],
+    );
     assert_eq!(report["workload"], "tpcc");
     let results = report["results"].as_array().expect("a results array");
     let seen: Vec<(String, u64)> = results
