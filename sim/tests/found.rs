@@ -1472,6 +1472,27 @@ fn a_node_crashing_during_a_system_restart_loses_nothing_and_the_cluster_starts(
     );
 }
 
+/// Seed 0x9100d30 (`--faults crash,client,slow,api-link,buggify,pause,hang,restart,crash-all,
+/// disk,crash-starting`): data node 1 stopped after a failed write (2813) and ran again; it
+/// restored its own files and asked to be let in by node restart, but its start timer still
+/// ran: once StartPartialTimeout passed it took itself for the master of a partial start,
+/// started on its restored rows, answered API_REGREQ as started and served transactions
+/// outside the cluster (a committed read from its restored rows; an insert's operation refused
+/// and its execute never answered: a client waited 20 s). A node joining by node restart now
+/// starts only when it is let in and copied to.
+#[test]
+fn a_node_joining_by_node_restart_never_starts_on_its_own() {
+    let mut faults = Fault::HANDLED.to_vec();
+    faults.push(Fault::CrashStarting);
+    replay(
+        &[0x910_0d30],
+        &Options {
+            faults,
+            ..Options::default()
+        },
+    );
+}
+
 /// `--replicas 3 --faults crash,client,slow,api-link,buggify,pause,hang,restart,crash-all,
 /// disk,crash-again`.
 fn three_replicas_crashing_again() -> Options {

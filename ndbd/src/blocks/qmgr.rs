@@ -791,7 +791,11 @@ impl Kernel {
     /// live node; the master then decides (`cntr_start_decide`, or for a node without files
     /// `partial_start_diskless`). A start missing a whole node group waits, and says which.
     pub(crate) fn start_timer(&mut self, out: &mut dyn Outbox, now: Instant) {
-        if self.qmgr.started || self.qmgr.all_connected() {
+        // A node that joins the running cluster by node restart starts when it is let in and
+        // copied to, never by a start of its own (seed 0x9100d30: a node restarting after a
+        // disk failure took itself for master of a partial start, started on its own restored
+        // rows and served reads and writes outside the cluster).
+        if self.qmgr.started || self.qmgr.all_connected() || self.node_restart_joining() {
             return;
         }
         // Only nodes of `--nowait-nodes` missing: no need to wait for them.
@@ -899,7 +903,7 @@ impl Kernel {
             }
             self.qmgr.exclude(node);
         }
-        if self.restart.is_none() && !self.qmgr.started {
+        if self.restart.is_none() && !self.qmgr.started && !self.node_restart_joining() {
             self.qmgr.set_started(now);
             tracing::info!(excluded = ?excluded, "cluster started without every data node (partial start)");
         }
