@@ -1379,3 +1379,86 @@ fn a_durable_commit_whose_api_left_is_forgotten() {
     );
     assert_eq!(execute_ref(&out, 11).code, 630);
 }
+
+/// A local checkpoint's scan runs a bounded step at a time: each `run_jobs_and_a_step` (one
+/// turn of the execution loop) writes at most a step's rows, however many the table holds, so
+/// a request read in the next turn waits for one step, not for the scan. The data file, once
+/// complete, holds every row once and an end record that counts them.
+#[test]
+fn a_local_checkpoint_scans_a_step_of_rows_at_a_time() {
+    const ROWS: i32 = 1000;
+    let config = rndb_config::parse_str(INI, Path::new("t.ini")).expect("config");
+    let mut k = Kernel::with_files(&config, &config.data_nodes[0], true);
+    let mut out = Out::default();
+    let mut disk = MemDisk::default();
+    let now = Instant::now();
+    k.run_jobs(&mut out, now);
+    pump_files(&mut k, &mut out, &mut disk, now);
+    let t = create_table(&mut k, &mut out);
+    for key in 0..ROWS {
+        let rid = 100 + key as u32;
+        op(
+            &mut k,
+            &mut out,
+            50,
+            rid,
+            &t,
+            true,
+            OperationType::Insert,
+            key,
+            key * 7,
+            ExecType::Commit,
+        );
+        assert_eq!(answered(&out, rid), Some(gsn::TC_EXECUTE_CONF));
+    }
+    pump_files(&mut k, &mut out, &mut disk, now);
+    k.lcps.start_now = true;
+    k.lcp_timer(&mut out);
+    let id = k.lcps.last_id;
+    assert!(k.background_due(), "the checkpoint's scan waits to run");
+    let mut steps = 0usize;
+    let mut scanned = 0;
+    while k.lcps.is_running() {
+        if k.background_due() {
+            k.run_jobs_and_a_step(&mut out, now);
+            steps += 1;
+            let after = k.lcp_rows_scanned().unwrap_or(u64::from(ROWS as u32));
+            assert!(
+                after - scanned <= super::lqh::lcp::ROWS_PER_STEP as u64,
+                "one step scanned {} rows",
+                after - scanned
+            );
+            scanned = after;
+        }
+        // NDBFS carries out the writes (and the sync and control file at the end); its
+        // confirmations resume the scan, but only the loop's next turn runs a step.
+        for request in k.take_fs_requests() {
+            let conf = ndbfs::execute(&mut disk, request);
+            k.on_fs_conf(conf, &mut out, now).expect("checkpoint file");
+        }
+        assert!(steps <= 10 * ROWS as usize, "the scan never ends");
+    }
+    assert!(
+        steps >= ROWS as usize / super::lqh::lcp::ROWS_PER_STEP,
+        "{ROWS} rows in {steps} steps"
+    );
+    let data = &disk.files[&format!("LCP/{id}/ALL.Data")];
+    let mut offset = crate::ndbfs::format::HEADER_BYTES;
+    let (mut puts, mut end) = (0u64, None);
+    while let crate::ndbfs::format::Next::Record(record) =
+        crate::ndbfs::format::read_record(data, offset)
+    {
+        match record.kind {
+            crate::ndbfs::format::kind::PUT => puts += 1,
+            crate::ndbfs::format::kind::LCP_END => {
+                end = Some(u64::from_le_bytes(
+                    record.payload.try_into().expect("count"),
+                ))
+            }
+            _ => {}
+        }
+        offset = record.next;
+    }
+    assert_eq!(offset, data.len(), "the file ends after its last record");
+    assert_eq!((puts, end), (ROWS as u64, Some(ROWS as u64)));
+}
