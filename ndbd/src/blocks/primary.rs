@@ -90,6 +90,9 @@ struct Hold {
     /// This TC's transactions when the round began; the CONF goes once they have ended.
     before: Vec<TransId>,
     confirmed: bool,
+    /// This node's `rejoined` order when the round began: a node included after it (by a
+    /// new president, the round's own having failed) is not in the round's order.
+    rejoined: Vec<NodeId>,
 }
 
 impl PrimarySwitch {
@@ -256,6 +259,7 @@ impl Kernel {
             president,
             before: self.tc.running_transaction_ids(),
             confirmed: false,
+            rejoined: self.qmgr.rejoined.clone(),
         });
         self.tc.set_starts_held(true);
         self.primary_hold_progress(out);
@@ -339,11 +343,24 @@ impl Kernel {
         {
             return;
         }
-        self.primary.hold = None;
+        let Some(hold) = self.primary.hold.take() else {
+            return;
+        };
         self.tc.set_starts_held(false);
         if commit.node == 1 {
             let before = std::mem::take(&mut self.qmgr.rejoined);
             self.qmgr.rejoined = commit.nodes.iter().map(|&n| NodeId(n)).collect();
+            // Nodes included here while the round held (its president failed, and a new one
+            // let a node in before this COMMIT, sent earlier, came over a slow link) stay
+            // last, as every node that took the COMMIT first then included them has them.
+            // Dropped, this node's chains put such a node in its config place where the
+            // others put it last, and the copy to it skipped the fragments each side took
+            // the other to copy (seed 0x94000f6: a row inserted while the node was down
+            // never reached it).
+            let included_since: Vec<NodeId> = (before.iter().copied())
+                .filter(|n| !hold.rejoined.contains(n) && !self.qmgr.rejoined.contains(n))
+                .collect();
+            self.qmgr.rejoined.extend(included_since);
             let moved: Vec<NodeId> = before
                 .into_iter()
                 .filter(|n| !self.qmgr.rejoined.contains(n))
