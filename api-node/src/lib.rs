@@ -413,16 +413,32 @@ impl Cluster {
     }
 
     /// Waits until every connected data node says the cluster has started; after `timeout`,
-    /// returns those that do not when some do, or fails with 4009 when none does.
+    /// returns those that do not when some do, or fails with 4009 when none does. A data node
+    /// whose link fails meanwhile (it stops or restarts while this API connects) is returned
+    /// with them while another one is left; with none left, its error is.
     fn find_not_started(&self, timeout: Duration) -> Result<Vec<NodeId>, Error> {
         let deadline = Instant::now() + timeout;
         let mut pending: Vec<Arc<Connection>> = self.linked().collect();
         let linked_count = pending.len();
         let mut last = String::new();
+        let mut lost: Vec<NodeId> = Vec::new();
         while !pending.is_empty() {
             let mut still = Vec::new();
             for connection in pending {
-                let conf = api_reg_conf(&connection, self.new_request_id(), self.request_timeout)?;
+                let asked = api_reg_conf(&connection, self.new_request_id(), self.request_timeout);
+                let conf = match asked {
+                    Ok(conf) => conf,
+                    Err(e) if connection.is_failed() && lost.len() + 1 < linked_count => {
+                        tracing::warn!(
+                            "data node {} left while this API node connected ({e}); going on \
+                             without it until it serves again",
+                            connection.peer
+                        );
+                        lost.push(connection.peer);
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
                 if !conf.started {
                     last = format!(
                         "data node {} sees {} of {} data nodes",
@@ -435,8 +451,8 @@ impl Cluster {
             if pending.is_empty() {
                 break;
             }
-            if Instant::now() >= deadline && pending.len() < linked_count {
-                return Ok(pending.iter().map(|c| c.peer).collect());
+            if Instant::now() >= deadline && pending.len() + lost.len() < linked_count {
+                return Ok(pending.iter().map(|c| c.peer).chain(lost).collect());
             }
             if Instant::now() >= deadline {
                 let missing: Vec<String> = self
@@ -460,7 +476,7 @@ impl Cluster {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Ok(Vec::new())
+        Ok(lost)
     }
 
     /// The partition map: which partition each key belongs to and the nodes of each.
