@@ -3,7 +3,8 @@
 //! frames (HELLO, API_REGREQ, GET_TABINFO_REQ), and then runs a script of what to answer: any
 //! signal, any payload, bytes that are no frame, a close, silence.
 //!
-//! [`FakeDataNode::start`] writes a config.ini with one data node (the fake, [`DATA_NODE`]) and
+//! [`FakeDataNode::start`] writes a config.ini with one data node (the fake, [`DATA_NODE`];
+//! [`FakeDataNode::start_several`]: several) and
 //! one API slot ([`API_NODE`]) in a temporary directory; [`FakeDataNode::run`] connects an API
 //! node to it over TCP and runs the API side on a thread of its own, bounded by [`RUN_LIMIT`],
 //! so a hang fails the test instead of stalling it. The script's side is a [`Peer`].
@@ -27,7 +28,7 @@ use tempfile::TempDir;
 
 use crate::{free_port_listener, ClusterSpec, API_NODE_ID_FIRST, DATA_NODE_ID_FIRST};
 
-/// The fake data node's id: the one data node of the config.
+/// The fake data node's id: the one data node of the config (the first of several).
 pub const DATA_NODE: NodeId = NodeId(DATA_NODE_ID_FIRST);
 /// The API node's slot.
 pub const API_NODE: NodeId = NodeId(API_NODE_ID_FIRST);
@@ -70,7 +71,8 @@ pub struct FakeDataNode {
     config_path: PathBuf,
     /// Set when the test is done with the node: its thread stops within [`FAKE_POLL`].
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    /// One per fake data node of the config.
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl FakeDataNode {
@@ -87,32 +89,47 @@ impl FakeDataNode {
     /// As [`FakeDataNode::start`], but `script` runs right after the handshake: it answers
     /// API_REGREQ itself.
     pub fn start_raw(script: impl FnOnce(&mut Peer) + Send + 'static) -> FakeDataNode {
+        FakeDataNode::start_several(vec![Box::new(script)])
+    }
+
+    /// Fake data nodes [`DATA_NODE`], [`DATA_NODE`] + 1, ... (NoOfReplicas=1: a node group
+    /// each), the n-th running the n-th script right after its handshake, as
+    /// [`FakeDataNode::start_raw`].
+    pub fn start_several(scripts: Vec<Box<dyn FnOnce(&mut Peer) + Send>>) -> FakeDataNode {
         let dir = tempfile::tempdir().expect("create a temporary directory");
-        // The port stays bound: the fake node accepts on this very socket.
-        let listener = free_port_listener();
-        let port = listener
-            .local_addr()
-            .expect("read the bound address")
-            .port();
+        // The ports stay bound: each fake node accepts on its very socket.
+        let listeners: Vec<(NodeId, TcpListener)> = (0..scripts.len())
+            .map(|i| (NodeId(DATA_NODE.0 + i as u16), free_port_listener()))
+            .collect();
+        let ports: BTreeMap<NodeId, u16> = (listeners.iter())
+            .map(|(node, l)| (*node, l.local_addr().expect("bound address").port()))
+            .collect();
         let config_path = dir.path().join("config.ini");
-        let ports = BTreeMap::from([(DATA_NODE, port)]);
-        let config = ClusterSpec::new().api_slots(1).render(dir.path(), &ports);
+        let config = ClusterSpec::new()
+            .data_nodes(scripts.len() as u16)
+            .replicas(1)
+            .api_slots(1)
+            .render(dir.path(), &ports);
         std::fs::write(&config_path, config).expect("write config.ini");
         let stop = Arc::new(AtomicBool::new(false));
-        let thread_stop = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("fake-ndbd".into())
-            .spawn(move || {
-                let mut peer = Peer::accept(&listener, thread_stop);
-                script(&mut peer);
-                peer.linger();
+        let threads = (listeners.into_iter().zip(scripts))
+            .map(|((node, listener), script)| {
+                let thread_stop = stop.clone();
+                std::thread::Builder::new()
+                    .name(format!("fake-ndbd-{node}"))
+                    .spawn(move || {
+                        let mut peer = Peer::accept(&listener, node, thread_stop);
+                        script(&mut peer);
+                        peer.linger();
+                    })
+                    .expect("spawn the fake data node")
             })
-            .expect("spawn the fake data node");
+            .collect();
         FakeDataNode {
             _dir: dir,
             config_path,
             stop,
-            thread: Some(thread),
+            threads,
         }
     }
 
@@ -138,7 +155,7 @@ impl FakeDataNode {
     /// the script expected.
     pub fn finish(mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
+        for thread in std::mem::take(&mut self.threads) {
             if let Err(panic) = thread.join() {
                 std::panic::resume_unwind(panic);
             }
@@ -151,7 +168,7 @@ impl Drop for FakeDataNode {
     /// [`FAKE_POLL`]); a panic of its script is left to the test's own failure.
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
+        for thread in std::mem::take(&mut self.threads) {
             let _ = thread.join();
         }
     }
@@ -173,7 +190,7 @@ pub struct Peer {
 
 impl Peer {
     /// Waits (bounded) for the API to connect and admits it, as a data node's listener does.
-    fn accept(listener: &TcpListener, stop: Arc<AtomicBool>) -> Peer {
+    fn accept(listener: &TcpListener, node: NodeId, stop: Arc<AtomicBool>) -> Peer {
         listener
             .set_nonblocking(true)
             .expect("make the listener non-blocking");
@@ -196,14 +213,9 @@ impl Peer {
             .expect("make the stream blocking");
         let hello = handshake::server_read_hello(&mut stream, HANDSHAKE_TIMEOUT)
             .expect("read the API's HELLO");
-        assert_eq!(
-            (hello.from, hello.to),
-            (API_NODE, DATA_NODE),
-            "HELLO's node ids"
-        );
+        assert_eq!((hello.from, hello.to), (API_NODE, node), "HELLO's node ids");
         assert_eq!(hello.transporter, TransporterKind::Tcp, "HELLO's link kind");
-        handshake::server_accept(&mut stream, DATA_NODE, HANDSHAKE_TIMEOUT)
-            .expect("send HELLO_CONF");
+        handshake::server_accept(&mut stream, node, HANDSHAKE_TIMEOUT).expect("send HELLO_CONF");
         stream
             .set_read_timeout(Some(FAKE_POLL))
             .expect("set the read timeout");

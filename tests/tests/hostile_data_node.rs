@@ -4,7 +4,8 @@
 //! unexpected signals, invalid frames, a close in the middle of an answer, silence, a flood, or
 //! answers to requests nobody made, and every call returns the expected typed error (or, for
 //! stray answers, the right result) within its request timeout, never a panic or a hang; a
-//! link that carried a violation is given up, so later calls fail cleanly with 4010.
+//! link that carried a violation is given up, so later calls fail cleanly with 4010. A data
+//! node whose link closes while the API connects does not fail the connect.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -20,7 +21,7 @@ use rndb_protocol::signals::{
     gsn, ListTablesConf, ListedObject, ObjectKind, TableInfo, TcExecuteRef, TcKeyRef, TcKeyRow,
 };
 use rndb_tests::assert_ndb_code;
-use rndb_tests::fake_data_node::{FakeDataNode, DATA_NODE, REQUEST_TIMEOUT};
+use rndb_tests::fake_data_node::{FakeDataNode, Peer, DATA_NODE, REQUEST_TIMEOUT};
 use rndb_transporter::frame::FRAME_BYTES_MAX;
 
 /// The longest one API call may take: its request timeout and a margin for a loaded machine.
@@ -1036,5 +1037,29 @@ fn a_table_list_that_goes_backwards_fails_list_tables() {
         "went backwards",
         "a LIST_TABLES_CONF page before the last",
     );
+    fake.finish();
+}
+
+/// Of two data nodes, the second closes its link when the API node registers (API_REGREQ: it
+/// stops or restarts just then): the connect goes on with the first, which serves, and leaves
+/// the second to the background connector (it failed with 4010 before).
+#[test]
+fn a_data_node_leaving_while_the_api_connects_does_not_fail_the_connect() {
+    let fake = FakeDataNode::start_several(vec![
+        Box::new(|peer: &mut Peer| {
+            peer.register_api();
+            let (ping, _) = peer.expect(gsn::PING_REQ);
+            peer.answer(&ping, gsn::PING_CONF, &[]);
+        }),
+        Box::new(|peer: &mut Peer| {
+            peer.expect(lqh::gsn::API_REGREQ);
+            peer.close();
+        }),
+    ]);
+    let cluster = fake
+        .try_connect()
+        .expect("the connect goes on without the data node that left");
+    cluster.ping().expect("the data node that serves answers");
+    drop(cluster);
     fake.finish();
 }
