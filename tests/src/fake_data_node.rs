@@ -61,6 +61,9 @@ fn connect(config_path: &Path) -> Result<Cluster, Error> {
     Cluster::connect(config_path, connect_options())
 }
 
+/// What a fake data node does after its handshake.
+pub type Script = Box<dyn FnOnce(&mut Peer) + Send>;
+
 /// A data node that is a test thread: it accepts one API connection on a port of its own,
 /// runs the server side of the handshake, and then a script of what to answer. It ends (and is
 /// joined) when the test ends, even when the test fails.
@@ -95,7 +98,7 @@ impl FakeDataNode {
     /// Fake data nodes [`DATA_NODE`], [`DATA_NODE`] + 1, ... (NoOfReplicas=1: a node group
     /// each), the n-th running the n-th script right after its handshake, as
     /// [`FakeDataNode::start_raw`].
-    pub fn start_several(scripts: Vec<Box<dyn FnOnce(&mut Peer) + Send>>) -> FakeDataNode {
+    pub fn start_several(scripts: Vec<Script>) -> FakeDataNode {
         let dir = tempfile::tempdir().expect("create a temporary directory");
         // The ports stay bound: each fake node accepts on its very socket.
         let listeners: Vec<(NodeId, TcpListener)> = (0..scripts.len())
