@@ -180,6 +180,24 @@ fn op(
     );
 }
 
+/// API node 50 inserts row (`key`, `val`) in a transaction of its own (request `rid`), which
+/// commits.
+fn insert_committed(k: &mut Kernel, out: &mut Out, t: &TableInfo, rid: u32, key: i32, val: i32) {
+    op(
+        k,
+        out,
+        50,
+        rid,
+        t,
+        true,
+        OperationType::Insert,
+        key,
+        val,
+        ExecType::Commit,
+    );
+    assert_eq!(answered(out, rid), Some(gsn::TC_EXECUTE_CONF));
+}
+
 /// The execute answer (CONF or REF) last sent for `rid`.
 fn answered(out: &Out, rid: u32) -> Option<u16> {
     out.frames
@@ -687,20 +705,7 @@ fn a_committed_rows_answer_names_the_gci_of_a_write_and_survives_a_full_link() {
 fn locking_scans_are_bounded_by_operation_records() {
     let (mut k, mut out, t) = setup_with("MaxNoOfConcurrentOperations=32\n");
     for key in 10..60 {
-        let rid = 1000 + key as u32;
-        op(
-            &mut k,
-            &mut out,
-            50,
-            rid,
-            &t,
-            true,
-            OperationType::Insert,
-            key,
-            0,
-            ExecType::Commit,
-        );
-        assert_eq!(answered(&out, rid), Some(gsn::TC_EXECUTE_CONF));
+        insert_committed(&mut k, &mut out, &t, 1000 + key as u32, key, 0);
     }
     let base_mem = k.memory_used_bytes();
     let scan = scan_req(&t, 700, LockMode::Exclusive, SCAN_FLAG_START_TRANSACTION);
@@ -1396,20 +1401,7 @@ fn a_local_checkpoint_scans_a_step_of_rows_at_a_time() {
     pump_files(&mut k, &mut out, &mut disk, now);
     let t = create_table(&mut k, &mut out);
     for key in 0..ROWS {
-        let rid = 100 + key as u32;
-        op(
-            &mut k,
-            &mut out,
-            50,
-            rid,
-            &t,
-            true,
-            OperationType::Insert,
-            key,
-            key * 7,
-            ExecType::Commit,
-        );
-        assert_eq!(answered(&out, rid), Some(gsn::TC_EXECUTE_CONF));
+        insert_committed(&mut k, &mut out, &t, 100 + key as u32, key, key * 7);
     }
     pump_files(&mut k, &mut out, &mut disk, now);
     k.lcps.start_now = true;
