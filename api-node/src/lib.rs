@@ -393,10 +393,13 @@ impl Cluster {
         if not_started.is_empty() {
             return Ok(());
         }
-        // Some data nodes serve, others have not started yet (a node restarting): go on with
-        // those that serve, as NDB's API does; the background connector links the others once
-        // they serve.
-        for peer in &not_started {
+        // Some data nodes serve, others have not started yet or left meanwhile (a node
+        // restarting; `find_not_started` logged those): go on with those that serve, as NDB's
+        // API does; the background connector links the others once they serve.
+        for peer in not_started
+            .iter()
+            .filter(|&&p| self.linked().any(|c| c.peer == p && !c.is_failed()))
+        {
             tracing::warn!(
                 "data node {peer} has not joined the started cluster; going on without it \
                  until it does"
