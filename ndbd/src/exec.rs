@@ -334,7 +334,7 @@ impl ExecLoop {
             RING_CHECKS_PER_POLL
         };
         let deferred = self.deferred.take();
-        // Background work due (a checkpoint's or a copy's next step) is taken like input: no sleep,
+        // Background work due (a local checkpoint's next step) is taken like input: no sleep,
         // and the poller is skipped as for a busy ring.
         let mut input_waiting =
             !self.hot.is_empty() || self.kernel.background_due() || self.any_input_pending();

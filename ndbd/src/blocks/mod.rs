@@ -555,8 +555,8 @@ impl Kernel {
 
     /// Runs queued signals until none is left, then the background work (a local checkpoint's
     /// scan, fragment copies) until it is done or waits (for NDBFS, a send buffer, the next
-    /// timer): what the simulator and the tests call after each event. The execution loop
-    /// runs one step of it a turn instead ([`Kernel::run_jobs_and_a_step`]).
+    /// timer): what the simulator and the tests call after each event. The execution loop runs one step of it a turn instead
+    /// ([`Kernel::run_jobs_and_a_step`]).
     pub fn run_jobs(&mut self, out: &mut dyn Outbox, now: Instant) {
         self.run_queued(out, now);
         while self.background_due() {

@@ -26,7 +26,7 @@
 //! after a restart is full (what changed before it is not known).
 //!
 //! The scan runs in steps of at most [`ROWS_PER_STEP`] rows, one step per turn of the
-//! execution loop after it has read its links ([`Kernel::run_jobs_and_a_step`]): a request
+//! execution loop after it has read its links ([`Kernel::run_background_step`]): a request
 //! that arrives during a checkpoint waits for one step (a few microseconds), not for the
 //! scan. Steps append to a buffer that goes to NDBFS in writes of [`WRITE_BYTES`], at most
 //! [`WRITES_IN_FLIGHT_MAX`] at a time, so the scan runs at the speed the disk takes them.
