@@ -141,6 +141,8 @@ enum Signal {
     /// QMGR: a data-node link came up; the peer hears whether this node served then
     /// (CM_REGREQ).
     CmRegReq { node: NodeId, started: bool },
+    /// LQH → LQH: the next step of the fragment copies to a restarting node.
+    CopyStep,
     /// QMGR as president: a node restart cannot finish; the restarting node is failed.
     AbortNodeRestart(NodeId),
     /// QMGR as president: the inclusion of a restarting node ended with its link; every
@@ -554,13 +556,13 @@ impl Kernel {
     }
 
     /// Runs queued signals until none is left, then the background work (a local checkpoint's
-    /// scan, fragment copies) until it is done or waits (for NDBFS, a send buffer, the next
-    /// timer): what the simulator and the tests call after each event. The execution loop runs one step of it a turn instead
+    /// scan) until it is done or waits for NDBFS: what the simulator and the tests call after
+    /// each event. The execution loop runs one step of it a turn instead
     /// ([`Kernel::run_jobs_and_a_step`]).
     pub fn run_jobs(&mut self, out: &mut dyn Outbox, now: Instant) {
         self.run_queued(out, now);
         while self.background_due() {
-            self.run_background_step(out);
+            self.lcp_step();
         }
     }
 
@@ -570,25 +572,14 @@ impl Kernel {
     pub fn run_jobs_and_a_step(&mut self, out: &mut dyn Outbox, now: Instant) -> bool {
         self.run_queued(out, now);
         if self.background_due() {
-            self.run_background_step(out);
+            self.lcp_step();
         }
         self.background_due()
     }
 
-    /// True when background work may run now: a step of a local checkpoint's scan, or of the
-    /// fragment copies to a restarting node.
+    /// True when background work (a step of a local checkpoint's scan) may run now.
     pub fn background_due(&self) -> bool {
-        !self.qmgr.dead && (self.lcp_step_due() || self.node_restart.copy_due)
-    }
-
-    /// One step of each kind of background work that is due.
-    fn run_background_step(&mut self, out: &mut dyn Outbox) {
-        if self.lcp_step_due() {
-            self.lcp_step();
-        }
-        if self.node_restart.copy_due {
-            self.copy_step(out);
-        }
+        !self.qmgr.dead && self.lcp_step_due()
     }
 
     /// Runs queued signals until none is left.
@@ -685,6 +676,7 @@ impl Kernel {
                     self.primary_switch_timer(out, now);
                 }
                 Signal::CmRegReq { node, started } => self.send_cm_regreq(node, started, out),
+                Signal::CopyStep => self.copy_step(out),
                 Signal::AbortNodeRestart(node) => self.abort_node_restart(node, out, now),
                 Signal::InclusionEnded(node) => self.inclusion_ended(node, out),
                 Signal::StartDone { gci } => self.start_done(gci, out, now),

@@ -76,9 +76,8 @@ use crate::ndbfs::FsOp;
 /// Bytes of rows after which a COPY_ROWS frame is sent (a record that would not fit the frame
 /// goes in the next one).
 const COPY_FRAME_BYTES: usize = FRAME_PAYLOAD_BYTES_MAX / 2;
-/// COPY_ROWS frames one step of a copy sends at most (then other work runs): filling one took
-/// tens of microseconds on the development machine, and a request waits for a step.
-const COPY_FRAMES_PER_STEP: usize = 1;
+/// COPY_ROWS frames one step of a copy sends at most (then other work runs).
+const COPY_FRAMES_PER_STEP: usize = 4;
 /// How long a restarting node waits before asking the president again.
 const ASK_AGAIN: Duration = Duration::from_millis(500);
 
@@ -109,9 +108,6 @@ pub(crate) struct NodeRestarts {
     incl: Vec<Incl>,
     /// Fragment copies this node runs for a restarting node.
     copies: Vec<Copy>,
-    /// A step of the copies may run now: the execution loop runs one a turn (background
-    /// work, see `Kernel::run_jobs_and_a_step`), so that requests go on between frames.
-    pub(crate) copy_due: bool,
     /// A COPY_FRAGREQ that waits until this node has handled every failure the president
     /// had when it sent it (`copy_fragreq_progress`).
     copy_waiting: Option<CopyFragReq>,
@@ -595,7 +591,7 @@ impl Kernel {
             self.incl_progress(out);
         }
         if !self.node_restart.copies.is_empty() {
-            self.node_restart.copy_due = true;
+            self.jobs.push_back(Signal::CopyStep);
         }
     }
 
@@ -1139,13 +1135,12 @@ impl Kernel {
             rows: 0,
             unchanged: 0,
         });
-        self.node_restart.copy_due = true;
+        self.jobs.push_back(Signal::CopyStep);
     }
 
     /// One step of every copy: up to a few COPY_ROWS frames each. A copy whose frame finds
     /// the send buffer full, or whose last rows wait for a commit, goes on at the next timer.
     pub(crate) fn copy_step(&mut self, out: &mut dyn Outbox) {
-        self.node_restart.copy_due = false;
         let mut copies = std::mem::take(&mut self.node_restart.copies);
         copies.retain_mut(|copy| self.copy_some(copy, out));
         copies.append(&mut self.node_restart.copies);
@@ -1191,7 +1186,7 @@ impl Kernel {
                 return false;
             }
         }
-        self.node_restart.copy_due = true;
+        self.jobs.push_back(Signal::CopyStep);
         true
     }
 
