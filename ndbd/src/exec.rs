@@ -241,7 +241,7 @@ impl ExecLoop {
             }
         }
         if worked {
-            self.kernel.run_jobs_and_a_step(&mut out, now);
+            self.kernel.run_jobs(&mut out, now);
         }
         for request in self.kernel.take_fs_requests() {
             if requests.send(request).is_err() {
@@ -334,10 +334,7 @@ impl ExecLoop {
             RING_CHECKS_PER_POLL
         };
         let deferred = self.deferred.take();
-        // Background work due (a local checkpoint's next step) is taken like input: no sleep,
-        // and the poller is skipped as for a busy ring.
-        let mut input_waiting =
-            !self.hot.is_empty() || self.kernel.background_due() || self.any_input_pending();
+        let mut input_waiting = !self.hot.is_empty() || self.any_input_pending();
         if spinning && !input_waiting && self.has_shm_links {
             input_waiting = (1..ring_checks).any(|_| {
                 std::hint::spin_loop();
@@ -550,11 +547,9 @@ impl ExecLoop {
         true
     }
 
-    /// Runs the kernel's jobs and one step of its background work (see `wait`, which does
-    /// not sleep while more is due).
     fn run_jobs(&mut self, now: Instant) -> bool {
         let mut out = link_outbox!(self);
-        self.kernel.run_jobs_and_a_step(&mut out, now);
+        self.kernel.run_jobs(&mut out, now);
         !self.dirty.is_empty()
     }
 

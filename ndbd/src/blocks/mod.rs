@@ -138,6 +138,8 @@ enum Signal {
     /// This node's restore of a system restart is done at this GCI (it tells the master, and
     /// serves once every node has restored).
     StartDone { gci: u32 },
+    /// LQH → LQH: the next step of a local checkpoint's scan.
+    LcpStep,
     /// QMGR: a data-node link came up; the peer hears whether this node served then
     /// (CM_REGREQ).
     CmRegReq { node: NodeId, started: bool },
@@ -555,35 +557,8 @@ impl Kernel {
         Ok(())
     }
 
-    /// Runs queued signals until none is left, then the background work (a local checkpoint's
-    /// scan) until it is done or waits for NDBFS: what the simulator and the tests call after
-    /// each event. The execution loop runs one step of it a turn instead
-    /// ([`Kernel::run_jobs_and_a_step`]).
-    pub fn run_jobs(&mut self, out: &mut dyn Outbox, now: Instant) {
-        self.run_queued(out, now);
-        while self.background_due() {
-            self.lcp_step();
-        }
-    }
-
-    /// Runs queued signals until none is left, then at most one step of background work: a
-    /// request read in the next turn waits for that step only. Returns true while more
-    /// background work may run at once (the loop should not sleep).
-    pub fn run_jobs_and_a_step(&mut self, out: &mut dyn Outbox, now: Instant) -> bool {
-        self.run_queued(out, now);
-        if self.background_due() {
-            self.lcp_step();
-        }
-        self.background_due()
-    }
-
-    /// True when background work (a step of a local checkpoint's scan) may run now.
-    pub fn background_due(&self) -> bool {
-        !self.qmgr.dead && self.lcp_step_due()
-    }
-
     /// Runs queued signals until none is left.
-    fn run_queued(&mut self, out: &mut dyn Outbox, now: Instant) {
+    pub fn run_jobs(&mut self, out: &mut dyn Outbox, now: Instant) {
         if self.qmgr.dead {
             // Stopped: only a graceful stop's NODE_STOPPING_REP that met a full buffer.
             self.send_stopping_reps(out);
@@ -675,6 +650,7 @@ impl Kernel {
                     self.node_restart_timer(out, now);
                     self.primary_switch_timer(out, now);
                 }
+                Signal::LcpStep => self.lcp_step(),
                 Signal::CmRegReq { node, started } => self.send_cm_regreq(node, started, out),
                 Signal::CopyStep => self.copy_step(out),
                 Signal::AbortNodeRestart(node) => self.abort_node_restart(node, out, now),

@@ -25,27 +25,20 @@
 //! outweigh the full one (so a restore reads at most about twice the data), and the first one
 //! after a restart is full (what changed before it is not known).
 //!
-//! The scan runs in steps of at most [`ROWS_PER_STEP`] rows, one step per turn of the
-//! execution loop after it has read its links ([`Kernel::run_background_step`]): a request
-//! that arrives during a checkpoint waits for one step (a few microseconds), not for the
-//! scan. Steps append to a buffer that goes to NDBFS in writes of [`WRITE_BYTES`], at most
-//! [`WRITES_IN_FLIGHT_MAX`] at a time, so the scan runs at the speed the disk takes them.
+//! Writes go out at most [`WRITES_IN_FLIGHT_MAX`] at a time, so the scan runs at the speed the
+//! disk takes them.
 
 use crate::blocks::fs::FsWait;
 
 use crate::blocks::acc::SlotId;
-use crate::blocks::{Kernel, Outbox};
+use crate::blocks::{Kernel, Outbox, Signal};
 use crate::ndbfs::format::{self, gci_hi, kind, FileHeader, LcpCtl, RowChange};
 use crate::ndbfs::FsOp;
 
-/// Rows (and deleted keys) one step of the scan writes at most: a step of 2048 took 100-450 µs
-/// on the development machine, during which a request waited; 64 take a few microseconds.
-pub(crate) const ROWS_PER_STEP: usize = 64;
-/// Bytes one step of the scan appends at most (a step ends after the row that passes them).
-const BYTES_PER_STEP: usize = 16 * 1024;
-/// Bytes of the data file one write hands to NDBFS (the last write of a checkpoint may be
-/// shorter).
-const WRITE_BYTES: usize = 256 * 1024;
+/// Rows one step of the scan writes at most.
+const ROWS_PER_STEP: usize = 2048;
+/// Bytes one step of the scan writes at most.
+const BYTES_PER_STEP: usize = 256 * 1024;
 /// Writes of a checkpoint out at once, at most.
 const WRITES_IN_FLIGHT_MAX: usize = 2;
 /// Checkpoints in a chain (a full one and the partial ones after it), at most.
@@ -156,21 +149,14 @@ struct Running {
     slot: u32,
     /// Bytes of the data file handed to NDBFS.
     written: u64,
-    /// Records scanned and not yet handed to NDBFS (up to [`WRITE_BYTES`]).
-    buffer: Vec<u8>,
-    /// Keys deleted from the current fragment since the last pass, still to be written (a
-    /// partial checkpoint writes them before the fragment's rows).
-    deleted: Vec<Box<[u8]>>,
-    /// The scan has taken the current fragment's deleted keys.
-    entered: bool,
     writes_in_flight: usize,
     rows: u64,
     /// The newest GCI a record written so far carries: a row copied by a node restart keeps
     /// the GCI of its last change at the live replica, which may be past this node's epoch.
     max_gci: u64,
     scanned: bool,
-    /// The next step may run: the scan is not done and waits for no write.
-    step_due: bool,
+    /// A step is queued (so a write completion does not queue another).
+    step_queued: bool,
 }
 
 impl Lcps {
@@ -252,27 +238,14 @@ impl Kernel {
             fragment: 0,
             slot: 0,
             written: 0,
-            buffer: Vec::with_capacity(WRITE_BYTES + BYTES_PER_STEP),
-            deleted: Vec::new(),
-            entered: false,
             writes_in_flight: 0,
             rows: 0,
             max_gci: 0,
             scanned: false,
-            step_due: true,
+            step_queued: true,
         });
         self.lcp_write(header);
-    }
-
-    /// True when a step of the running checkpoint's scan may run.
-    pub(crate) fn lcp_step_due(&self) -> bool {
-        self.lcps.running.as_ref().is_some_and(|run| run.step_due)
-    }
-
-    /// Rows the running checkpoint's scan has written so far.
-    #[cfg(test)]
-    pub(crate) fn lcp_rows_scanned(&self) -> Option<u64> {
-        self.lcps.running.as_ref().map(|run| run.rows)
+        self.jobs.push_back(Signal::LcpStep);
     }
 
     /// Hands bytes of the running checkpoint's data file to NDBFS.
@@ -291,25 +264,22 @@ impl Kernel {
         );
         run.written += len;
         run.writes_in_flight += 1;
-        if run.writes_in_flight >= WRITES_IN_FLIGHT_MAX {
-            // Resumed when a write completes.
-            run.step_due = false;
-        }
     }
 
-    /// One step of the scan: up to a step's rows, from where the last one stopped. A full
-    /// buffer, or the end of the scan, goes to NDBFS.
+    /// One step of the scan: up to a step's rows, from where the last one stopped.
     pub(crate) fn lcp_step(&mut self) {
         let Some(run) = self.lcps.running.as_mut() else {
             return;
         };
-        if !run.step_due {
+        run.step_queued = false;
+        if run.scanned || run.writes_in_flight >= WRITES_IN_FLIGHT_MAX {
+            // Resumed when a write completes.
             return;
         }
         let gci = self.gcp.current;
-        let step_end = run.buffer.len() + BYTES_PER_STEP;
-        let mut records = 0;
-        while records < ROWS_PER_STEP && run.buffer.len() < step_end {
+        let mut out = Vec::with_capacity(BYTES_PER_STEP + 4096);
+        let mut rows = 0;
+        while rows < ROWS_PER_STEP && out.len() < BYTES_PER_STEP {
             let Some(&table_id) = run.tables.get(run.table) else {
                 run.scanned = true;
                 break;
@@ -324,36 +294,28 @@ impl Kernel {
                 run.table += 1;
                 run.fragment = 0;
                 run.slot = 0;
-                run.entered = false;
                 continue;
             };
-            if !run.entered {
+            if run.slot == 0 {
                 // Entering the fragment: the keys deleted since the last pass go first (a
                 // full checkpoint needs none: a restore starts from it).
-                run.entered = true;
                 let deleted = std::mem::take(&mut fragment.lcp.deleted);
                 if !run.full {
-                    // Taken from the end (`pop`), so in the order they were deleted.
-                    run.deleted = deleted;
-                    run.deleted.reverse();
+                    for key in &deleted {
+                        let change = RowChange {
+                            table_id,
+                            table_version: 0,
+                            fragment: run.fragment,
+                            key,
+                            row: None,
+                        };
+                        format::append_record(&mut out, gci, kind::DELETE, |b| change.encode(b));
+                    }
                 }
-            }
-            if let Some(key) = run.deleted.pop() {
-                let change = RowChange {
-                    table_id,
-                    table_version: 0,
-                    fragment: run.fragment,
-                    key: &key,
-                    row: None,
-                };
-                format::append_record(&mut run.buffer, gci, kind::DELETE, |b| change.encode(b));
-                records += 1;
-                continue;
             }
             if run.slot >= fragment.rows.id_end() {
                 run.fragment += 1;
                 run.slot = 0;
-                run.entered = false;
                 continue;
             }
             let changed = fragment.lcp.take(run.slot);
@@ -374,37 +336,31 @@ impl Kernel {
                     // not switched to yet.
                     let row_gci = gci.max(u64::from(image.2) << 32);
                     run.max_gci = run.max_gci.max(row_gci);
-                    format::append_record(&mut run.buffer, row_gci, kind::PUT, |b| {
-                        change.encode(b)
-                    });
-                    run.rows += 1;
-                    records += 1;
+                    format::append_record(&mut out, row_gci, kind::PUT, |b| change.encode(b));
+                    rows += 1;
                 }
             }
             run.slot += 1;
         }
+        run.rows += rows as u64;
         if run.scanned {
             let total = run.rows;
-            format::append_record(&mut run.buffer, gci, kind::LCP_END, |b| {
+            format::append_record(&mut out, gci, kind::LCP_END, |b| {
                 b.extend_from_slice(&total.to_le_bytes())
             });
-            run.step_due = false;
         }
         let (scanned, id) = (run.scanned, run.id);
-        if scanned || run.buffer.len() >= WRITE_BYTES {
-            let bytes = std::mem::replace(
-                &mut run.buffer,
-                Vec::with_capacity(if scanned {
-                    0
-                } else {
-                    WRITE_BYTES + BYTES_PER_STEP
-                }),
-            );
-            self.lcp_write(bytes);
+        if !out.is_empty() {
+            self.lcp_write(out);
         }
         if scanned {
             self.fs
                 .push(FsOp::Sync { path: lcp_data(id) }, FsWait::Lcp(LcpIo::Sync));
+        } else if let Some(run) = self.lcps.running.as_mut() {
+            if run.writes_in_flight < WRITES_IN_FLIGHT_MAX {
+                run.step_queued = true;
+                self.jobs.push_back(Signal::LcpStep);
+            }
         }
     }
 
@@ -417,7 +373,10 @@ impl Kernel {
         match io {
             LcpIo::Write => {
                 run.writes_in_flight -= 1;
-                run.step_due = !run.scanned;
+                if !run.scanned && !run.step_queued {
+                    run.step_queued = true;
+                    self.jobs.push_back(Signal::LcpStep);
+                }
             }
             LcpIo::Sync => {
                 // Every row written was committed in this epoch or before, or in a later one
