@@ -1493,6 +1493,26 @@ fn a_node_joining_by_node_restart_never_starts_on_its_own() {
     );
 }
 
+/// Seed 0xa500c10 (`--faults crash,client,slow,api-link,buggify,pause,hang,restart,crash-all,
+/// disk,crash-starting`): node 3 could not take part in a system restart (its disk had failed
+/// before the crash) and rejoined by node restart; node 4, the other node of its group and the
+/// only one able to restore, crashed right after the restart served, so nodes 1 and 2 stopped
+/// with 2305 as they must, and nodes 3 and 4 waited for node group 0 for good: the simulator
+/// started a stopped cluster again only after partitions. It now does so with crashes in
+/// system restarts too (a model fix; the kernels were right).
+#[test]
+fn a_cluster_stopped_by_a_crash_after_its_system_restart_starts_again() {
+    let mut faults = Fault::HANDLED.to_vec();
+    faults.push(Fault::CrashStarting);
+    replay(
+        &[0xa50_0c10],
+        &Options {
+            faults,
+            ..Options::default()
+        },
+    );
+}
+
 /// Seed 0x94000f6 (`--replicas 3 --faults crash,client,slow,api-link,buggify,pause,hang,
 /// restart,crash-all,disk,crash-again,crash-starting`): president 1 ran a round moving node 3's
 /// primaries back and failed; its COMMIT reached node 6 over a slow link only after the new
