@@ -972,10 +972,10 @@ impl World {
     /// served, its partner out of the restart: the others stop with 2305, seed 0xa500c10), a
     /// double fault the other faults never make, so elsewhere this stays a failure: the
     /// cluster is down as after a cluster crash, though every disk keeps what it had, and an
-    /// operator starts it again (a system restart). The nodes still running serve nothing (joining by node
-    /// restart, or just started again): they are stopped with the rest. (Left running, one of
-    /// them outlived the last member while another node started again, and the cluster's
-    /// loss of the GCIs no disk saved went unrecorded: seeds 0x89049a7, 0xa60075e.)
+    /// operator starts it again (a system restart). The nodes still running serve nothing
+    /// (joining by node restart, or just started again): they are stopped with the rest. (Left
+    /// running, one of them outlived the last member while another node started again, and the
+    /// cluster's loss of the GCIs no disk saved went unrecorded: seeds 0x89049a7, 0xa60075e.)
     fn last_member_stopped(&mut self, served: bool) -> Result<(), String> {
         let double_faults = self.knobs.partitions > 0 || self.options.has(Fault::CrashStarting);
         if !double_faults || !self.knobs.durable || self.restart_pending || !served {

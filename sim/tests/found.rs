@@ -1461,15 +1461,7 @@ fn an_execute_after_tc_aborted_between_executes_is_told_why() {
 ///   was told to its new master, which chooses it again.
 #[test]
 fn a_node_crashing_during_a_system_restart_loses_nothing_and_the_cluster_starts() {
-    let mut faults = Fault::HANDLED.to_vec();
-    faults.push(Fault::CrashStarting);
-    replay(
-        &[0x559, 0x14, 0x223, 0x2d_db1b],
-        &Options {
-            faults,
-            ..Options::default()
-        },
-    );
+    replay(&[0x559, 0x14, 0x223, 0x2d_db1b], &crashing_while_starting());
 }
 
 /// Seed 0x9100d30 (`--faults crash,client,slow,api-link,buggify,pause,hang,restart,crash-all,
@@ -1482,15 +1474,7 @@ fn a_node_crashing_during_a_system_restart_loses_nothing_and_the_cluster_starts(
 /// starts only when it is let in and copied to.
 #[test]
 fn a_node_joining_by_node_restart_never_starts_on_its_own() {
-    let mut faults = Fault::HANDLED.to_vec();
-    faults.push(Fault::CrashStarting);
-    replay(
-        &[0x910_0d30],
-        &Options {
-            faults,
-            ..Options::default()
-        },
-    );
+    replay(&[0x910_0d30], &crashing_while_starting());
 }
 
 /// Seed 0xa500c10 (`--faults crash,client,slow,api-link,buggify,pause,hang,restart,crash-all,
@@ -1502,15 +1486,7 @@ fn a_node_joining_by_node_restart_never_starts_on_its_own() {
 /// system restarts too (a model fix; the kernels were right).
 #[test]
 fn a_cluster_stopped_by_a_crash_after_its_system_restart_starts_again() {
-    let mut faults = Fault::HANDLED.to_vec();
-    faults.push(Fault::CrashStarting);
-    replay(
-        &[0xa50_0c10],
-        &Options {
-            faults,
-            ..Options::default()
-        },
-    );
+    replay(&[0xa50_0c10], &crashing_while_starting());
 }
 
 /// Seed 0x94000f6 (`--replicas 3 --faults crash,client,slow,api-link,buggify,pause,hang,
@@ -1526,6 +1502,17 @@ fn a_late_primary_switch_commit_keeps_a_node_included_since_last() {
     let mut options = three_replicas_crashing_again();
     options.faults.push(Fault::CrashStarting);
     replay(&[0x940_00f6], &options);
+}
+
+/// `--faults crash,client,slow,api-link,buggify,pause,hang,restart,crash-all,disk,
+/// crash-starting`.
+fn crashing_while_starting() -> Options {
+    let mut faults = Fault::HANDLED.to_vec();
+    faults.push(Fault::CrashStarting);
+    Options {
+        faults,
+        ..Options::default()
+    }
 }
 
 /// `--replicas 3 --faults crash,client,slow,api-link,buggify,pause,hang,restart,crash-all,

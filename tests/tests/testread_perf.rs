@@ -47,12 +47,6 @@ fn run(args: &[&str]) -> Output {
         .expect("run testread-perf")
 }
 
-/// Runs testread-perf with `args`, which must succeed and print one JSON document; returns the
-/// document and what it wrote on stderr.
-fn run_json(args: &[&str]) -> (Json, String) {
-    json_of(args, run(args))
-}
-
 /// The JSON document of testread-perf's `output` (which must be a success) and its stderr.
 fn json_of(args: &[&str], output: Output) -> (Json, String) {
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -330,37 +324,27 @@ fn local_run_starts_every_data_node_of_the_config() {
 /// type that does not read rows by key, are refused before anything starts.
 #[test]
 fn primary_node_measures_that_nodes_rows_and_refuses_what_it_cannot_restrict() {
-    let dir = tempfile::tempdir().expect("create a directory");
-    let written = ClusterSpec::new()
-        .data_nodes(4)
-        .replicas(2)
-        .write(dir.path())
-        .expect("write the config");
-    let config = written.path.to_str().expect("a UTF-8 temp path");
-    let ndbd = ndbd_path().expect("find ndbd");
-    let ndbd = ndbd.to_str().expect("a UTF-8 target path");
-    let (report, _) = run_json(&[
-        "--local",
-        "--config-file",
-        config,
-        "--ndbd",
-        ndbd,
-        "--size",
-        "200",
-        "--range",
-        "10",
-        "--iterations",
-        "3",
-        "--access",
-        "ping,serial_pk,batch_pk,serial_write",
-        "--transaction-per-row",
-        "--primary-node",
-        "3",
-        "--transporter",
-        "tcp",
-        "--format",
-        "json",
-    ]);
+    let spec = ClusterSpec::new().data_nodes(4).replicas(2);
+    let (report, _, _) = run_local_json(
+        spec.clone(),
+        &[
+            "--size",
+            "200",
+            "--range",
+            "10",
+            "--iterations",
+            "3",
+            "--access",
+            "ping,serial_pk,batch_pk,serial_write",
+            "--transaction-per-row",
+            "--primary-node",
+            "3",
+            "--transporter",
+            "tcp",
+            "--format",
+            "json",
+        ],
+    );
     assert_eq!(report["params"]["primary_node"], 3);
     let results = report["results"].as_array().expect("results");
     assert_eq!(results.len(), 4, "every access type ran: {results:?}");
@@ -368,6 +352,10 @@ fn primary_node_measures_that_nodes_rows_and_refuses_what_it_cannot_restrict() {
         assert_eq!(result["rows"], 30, "range * iterations rows: {result}");
     }
 
+    // Refused before anything starts: a config with its ports will do.
+    let dir = tempfile::tempdir().expect("create a directory");
+    let written = spec.write(dir.path()).expect("write the config");
+    let config = written.path.to_str().expect("a UTF-8 temp path");
     let stderr = run_refused(&["--config-file", config, "--primary-node", "9"]);
     assert!(
         stderr.contains("--primary-node 9") && stderr.contains("has no data node 9"),

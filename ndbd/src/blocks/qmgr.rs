@@ -282,9 +282,6 @@ impl Qmgr {
             .unwrap_or(self.me)
     }
 
-    /// A node group none of whose members is alive here, if any, unless every member stopped
-    /// gracefully (an operator taking the cluster down node by node: nothing of it can be on
-    /// the other side of a split).
     /// The data nodes `missing` names, but those of `--nowait-nodes`, when they hold a node of
     /// every node group: a GCI is restorable once a node of each group has it, so they may
     /// alone have saved newer ones than the others (a start without them is partitioned).
@@ -297,14 +294,17 @@ impl Qmgr {
             .then_some(nodes)
     }
 
-    fn group_lost(&self) -> Option<u32> {
+    /// A node group none of whose members is alive here, and its nodes, if any, unless every
+    /// member stopped gracefully (an operator taking the cluster down node by node: nothing of
+    /// it can be on the other side of a split).
+    fn group_lost(&self) -> Option<(u32, &[NodeId])> {
         self.node_groups
             .iter()
             .find(|(_, nodes)| {
                 !nodes.iter().any(|&n| self.is_alive(n))
                     && !nodes.iter().all(|n| self.stopping.contains(n))
             })
-            .map(|(id, _)| *id)
+            .map(|(id, nodes)| (*id, nodes.as_slice()))
     }
 
     /// True when another member of `node`'s node group serves, as this node sees it: this
@@ -810,11 +810,7 @@ impl Kernel {
                 return;
             }
         }
-        if let Some(group) = self.qmgr.group_lost() {
-            let nodes: Vec<NodeId> = (self.qmgr.node_groups().iter())
-                .find(|(id, _)| *id == group)
-                .map(|(_, nodes)| nodes.clone())
-                .unwrap_or_default();
+        if let Some((group, nodes)) = self.qmgr.group_lost() {
             if self.restart.is_some() && nodes.iter().all(|&n| self.qmgr.failed.contains(n)) {
                 // Every node of the group failed during this start: their next runs join only
                 // by node restart, which needs a started cluster (as NDB's, the start fails).
@@ -1092,7 +1088,7 @@ impl Kernel {
             ));
         }
         if self.qmgr.started {
-            if let Some(group) = self.qmgr.group_lost() {
+            if let Some((group, _)) = self.qmgr.group_lost() {
                 let why = format!(
                     "error 2305: Node lost connection to other nodes and can not form a \
                      unpartitioned cluster, please investigate if there are error(s) on other \
