@@ -9,8 +9,8 @@
 //! execute (its TCKEYREQ carries the execute), `SERIAL_RANGE` of them per transaction, then the
 //! rollback. No other read's misses overlap a serial read's.
 //!
-//! Run: `cargo bench -p rndb-ndbd --bench key_path [-- SIZE ...]` (table sizes; default 1000 and
-//! 100000).
+//! Run: `cargo bench -p rndb-ndbd --bench key_path [-- [serial] SIZE ...]` (table sizes; default
+//! 1000 and 100000; `serial` measures the serial reads only, for a profile of them alone).
 
 use std::hint::black_box;
 use std::path::Path;
@@ -201,6 +201,7 @@ fn main() {
     if sizes.is_empty() {
         sizes = SIZES.to_vec();
     }
+    let serial_only = std::env::args().any(|a| a == "serial");
     for size in sizes {
         let size = size.max(BATCH);
         let config = rndb_config::parse_str(INI, Path::new("bench.ini")).expect("config");
@@ -250,7 +251,7 @@ fn main() {
         let began = Instant::now();
         let mut reads = 0u64;
         let mut i = 0;
-        while began.elapsed() < CELL_DURATION {
+        while !serial_only && began.elapsed() < CELL_DURATION {
             let signal = run(&mut kernel, &mut sink, rid, &batches[i % batches.len()]);
             // The last read's row may confirm the execute itself.
             assert!(
@@ -262,7 +263,7 @@ fn main() {
             rid += 1;
             i += 1;
         }
-        let us = began.elapsed().as_secs_f64() * 1e6 / reads as f64;
+        let us = began.elapsed().as_secs_f64() * 1e6 / reads.max(1) as f64;
         let serial_us = measure_serial(&mut kernel, &mut sink, &table, size, &mut rid);
         println!(
             "  {size:>7} rows: {:.3} µs per read in batches, {:.3} serial",
