@@ -5,16 +5,19 @@
 //! operations. A slot exists while it has a row, an uncommitted change, a lock holder or a
 //! waiter; it is removed as soon as it has none.
 //!
-//! Slots live in a slab ([`SlotStore`]): a vector of slots with stable ids and a free list, and
+//! Slots live in a slab ([`SlotStore`]): fixed-size pages of slots (`pages`), so ids and
+//! addresses are stable and growing never copies a slot, with a free list, and
 //! a hash index of (32-bit hash tag, slot id) entries (`slot_index`): a lookup compares the tag
 //! before it looks at the slot's key, and no key is stored twice. A full-table scan walks the
 //! slab by slot id, so its cursor is one integer that stays valid while rows come and go (NDB's
 //! TUP scans by page and row id); an ordered index (TUX) refers to rows by slot id too.
 
+pub mod pages;
 pub mod slot_index;
 
 use std::collections::VecDeque;
 
+use pages::Pages;
 pub use slot_index::SlotId;
 use slot_index::SlotIndex;
 
@@ -367,7 +370,7 @@ impl<W> RowSlot<W> {
 /// The slots of one fragment and its hash index (encoded primary key → slot id).
 pub struct SlotStore<W> {
     /// Slots by id; `None` is a free id (listed in `free`).
-    slots: Vec<Option<RowSlot<W>>>,
+    slots: Pages<RowSlot<W>>,
     /// Free slot ids, reused last-freed first.
     free: Vec<SlotId>,
     /// Every slot's id by the hash of its key.
@@ -386,7 +389,7 @@ impl<W> std::fmt::Debug for SlotStore<W> {
 impl<W> Default for SlotStore<W> {
     fn default() -> Self {
         SlotStore {
-            slots: Vec::new(),
+            slots: Pages::default(),
             free: Vec::new(),
             index: SlotIndex::default(),
         }
@@ -583,14 +586,16 @@ impl<W> SlotStore<W> {
         let slot = RowSlot::new(key);
         let id = match self.free.pop() {
             Some(id) => {
-                debug_assert!(self.slots[id as usize].is_none(), "free slot in use");
-                self.slots[id as usize] = Some(slot);
+                match self.slots.get_mut(id as usize) {
+                    Some(place) => {
+                        debug_assert!(place.is_none(), "free slot in use");
+                        *place = Some(slot);
+                    }
+                    None => unreachable!("free slot id {id} past the slots"),
+                }
                 id
             }
-            None => {
-                self.slots.push(Some(slot));
-                (self.slots.len() - 1) as SlotId
-            }
+            None => self.slots.push(Some(slot)) as SlotId,
         };
         self.index.insert(hash, id);
         id
@@ -609,7 +614,7 @@ impl<W> SlotStore<W> {
     pub fn drain(&mut self) -> impl Iterator<Item = RowSlot<W>> + '_ {
         self.index.clear();
         self.free.clear();
-        self.slots.drain(..).flatten()
+        self.slots.drain().flatten()
     }
 
     /// Every occupied slot with its id.
