@@ -880,8 +880,18 @@ impl World {
         let disk_faults: u64 = self.disks.values().map(|d| d.faults).sum();
         let restart_failed = ["error 2303", "error 2315"].iter().any(|e| why.contains(e));
         let system_restart_failed = self.crashed_in_restart && why.contains("error 2308");
+        // The crash came as the restart ended: this node had started when it saw the failure,
+        // so it stops as a started node does when a node group is gone (seeds 0xa500c10, whose
+        // disk faults hid this, and 0x3d002fc2: the crashed node's partner had been left out
+        // of the restart, and was joining by node restart).
+        let group_lost_as_restart_ended = self.crashed_in_restart
+            && why.contains("error 2305")
+            && why.contains("no live data node of node group");
         let expected = if system_restart_failed {
             "a data node crashed during the system restart, and a node group has no node left to restore the restart GCI: the system restart failed (2308), and the cluster starts again from its disks"
+        } else if group_lost_as_restart_ended {
+            self.restart_later(node);
+            "a data node crashed as the system restart ended, and no other node of its group could restore: the started nodes stop (2305), and the cluster starts again from its disks"
         } else if self.restarted.contains(&node) && restart_failed {
             self.restart_later(node);
             "a data node failed while it rejoined by node restart (it starts again)"
