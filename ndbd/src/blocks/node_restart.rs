@@ -1009,7 +1009,14 @@ impl Kernel {
             // first: the node must not start while one may still commit or abort (seed
             // 0x31df3: an orphan reported late stayed undecided for good).
             let orphans = self.foreign.orphans.values().any(|o| o.tc_node == i.node);
-            if i.included && i.before.is_empty() && !orphans {
+            // Nor while this node holds for a round moving primaries: its chains may then
+            // differ from the president's (a round of a failed president that this node has
+            // not taken, and the president has), and the copy that follows the confirmation
+            // is planned from every node's chains: a fragment each side took the other to
+            // copy would reach the node from no one. The round ends first (the new president
+            // settles the order for a node that asks).
+            let holding = self.primary_switch_holding();
+            if i.included && i.before.is_empty() && !orphans && !holding {
                 confirmed.push((
                     i.president,
                     InclNodeReq {

@@ -29,8 +29,11 @@
 //! and asks the new president (PRIMARY_SWITCH_QUERY), which runs a round with no time limit
 //! that sets every node to its own order (a node that asks while that round runs, holding for
 //! another, gets the round's REQ again; a query that comes before the receiver has handled
-//! the failure that makes it president is kept until it has). Payloads are ARBIT's (`qmgr::Arbit`): ticket = round
-//! id, node = the node moving back (REQ) or apply (COMMIT), nodes = the new `rejoined` order.
+//! the failure that makes it president is kept until it has; should that president fail too,
+//! the next one is asked). A node that holds confirms no node restart's inclusion
+//! (INCL_NODECONF) until its round ends, so that a copy is planned only from chains every node
+//! shares. Payloads are ARBIT's (`qmgr::Arbit`): ticket = round id, node = the node moving back
+//! (REQ) or apply (COMMIT), nodes = the new `rejoined` order.
 
 use std::time::{Duration, Instant};
 
@@ -124,6 +127,11 @@ impl Kernel {
     /// True while a switch round runs here, as president: no node restart is let in then.
     pub(crate) fn primary_switch_busy(&self) -> bool {
         self.primary.round.is_some()
+    }
+
+    /// True while this node holds for a switch round: it confirms no inclusion then.
+    pub(crate) fn primary_switch_holding(&self) -> bool {
+        self.primary.hold.is_some()
     }
 
     /// Every timer tick: a hold whose transactions from before have ended is confirmed; the
@@ -391,11 +399,13 @@ impl Kernel {
             }
         }
         self.primary_answer_early_queries(out, now);
+        // Its president failed, now or before (a new president that failed too before it
+        // settled the order is asked again: the hold still names the first one).
         let orphaned = self
             .primary
             .hold
             .as_ref()
-            .is_some_and(|h| h.president == node);
+            .is_some_and(|h| h.president == node || !self.qmgr.is_alive(h.president));
         if !orphaned {
             return;
         }
