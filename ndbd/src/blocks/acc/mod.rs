@@ -5,12 +5,12 @@
 //! operations. A slot exists while it has a row, an uncommitted change, a lock holder or a
 //! waiter; it is removed as soon as it has none.
 //!
-//! Slots live in a slab ([`SlotStore`]): fixed-size pages of slots (`pages`), so ids and
-//! addresses are stable and growing never copies a slot, with a free list, and
-//! a hash index of (32-bit hash tag, slot id) entries (`slot_index`): a lookup compares the tag
-//! before it looks at the slot's key, and no key is stored twice. A full-table scan walks the
-//! slab by slot id, so its cursor is one integer that stays valid while rows come and go (NDB's
-//! TUP scans by page and row id); an ordered index (TUX) refers to rows by slot id too.
+//! Slots live in a slab ([`SlotStore`]): pages of slots (`pages`: ids and addresses are stable,
+//! and growing copies no slot) with a free list, and a hash index of (32-bit hash tag, slot id)
+//! entries (`slot_index`): a lookup compares the tag before it looks at the slot's key, and no
+//! key is stored twice. A full-table scan walks the slab by slot id, so its cursor is one
+//! integer that stays valid while rows come and go (NDB's TUP scans by page and row id); an
+//! ordered index (TUX) refers to rows by slot id too.
 
 pub mod pages;
 pub mod slot_index;
@@ -586,13 +586,11 @@ impl<W> SlotStore<W> {
         let slot = RowSlot::new(key);
         let id = match self.free.pop() {
             Some(id) => {
-                match self.slots.get_mut(id as usize) {
-                    Some(place) => {
-                        debug_assert!(place.is_none(), "free slot in use");
-                        *place = Some(slot);
-                    }
-                    None => unreachable!("free slot id {id} past the slots"),
-                }
+                let Some(place) = self.slots.get_mut(id as usize) else {
+                    unreachable!("free slot id {id} past the slots");
+                };
+                debug_assert!(place.is_none(), "free slot in use");
+                *place = Some(slot);
                 id
             }
             None => self.slots.push(Some(slot)) as SlotId,

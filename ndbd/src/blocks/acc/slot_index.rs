@@ -62,7 +62,7 @@ pub struct SlotIndex {
 impl Default for SlotIndex {
     fn default() -> Self {
         SlotIndex {
-            entries: Vec::new(),
+            entries: vec![EMPTY; ENTRIES_MIN],
             len: 0,
             old: None,
             moves_per_change: MOVES_PER_CHANGE,
@@ -100,9 +100,9 @@ fn id_of(entry: u64) -> SlotId {
     (entry as u32).wrapping_sub(1)
 }
 
-/// The place of `hash`'s first probe in an array of `len` (a power of two) entries.
-fn home(len: usize, hash: u64) -> usize {
-    hash as u32 as usize & (len - 1)
+/// The place of `hash`'s first probe in `entries` (a power of two of them).
+fn home(entries: &[u64], hash: u64) -> usize {
+    hash as u32 as usize & (entries.len() - 1)
 }
 
 /// Puts `e` in the first unused place of its probe run.
@@ -115,19 +115,32 @@ fn place(entries: &mut [u64], e: u64) {
     entries[at] = e;
 }
 
-/// The place of the first entry of `hash`'s probe run in `entries` that `is_key` takes,
-/// looking only at places from `from` on (an old array's places not yet moved).
-fn find_in(
+/// The place of the first entry of `hash`'s probe run in `entries` that `is_key` takes.
+fn find_in(entries: &[u64], hash: u64, is_key: &mut impl FnMut(SlotId) -> bool) -> Option<usize> {
+    let mask = entries.len() - 1;
+    let mut at = home(entries, hash);
+    loop {
+        let e = entries[at];
+        if e == EMPTY {
+            return None;
+        }
+        if tag_of(e) == hash as u32 && is_key(id_of(e)) {
+            return Some(at);
+        }
+        at = (at + 1) & mask;
+    }
+}
+
+/// As [`find_in`], in an array being emptied by growth: only its places from `from` on (not
+/// moved yet), past tombstones.
+fn find_in_old(
     entries: &[u64],
     from: usize,
     hash: u64,
     is_key: &mut impl FnMut(SlotId) -> bool,
 ) -> Option<usize> {
-    if entries.is_empty() {
-        return None;
-    }
     let mask = entries.len() - 1;
-    let mut at = home(entries.len(), hash);
+    let mut at = home(entries, hash);
     loop {
         let e = entries[at];
         if e == EMPTY {
@@ -151,10 +164,7 @@ impl SlotIndex {
 
     /// Reads the entry a lookup of `hash` starts at: brings it into the cache.
     pub fn touch(&self, hash: u64) -> u64 {
-        self.entries
-            .get(home(self.entries.len().max(1), hash))
-            .copied()
-            .unwrap_or(EMPTY)
+        self.entries[home(&self.entries, hash)]
     }
 
     /// Asks the CPU to bring in the entry a lookup of `hash` reads first, and goes on at once.
@@ -163,10 +173,7 @@ impl SlotIndex {
     /// node's only `unsafe`.
     #[allow(unsafe_code)]
     pub fn prefetch(&self, hash: u64) {
-        let Some(entry) = self.entries.get(home(self.entries.len().max(1), hash)) else {
-            return;
-        };
-        let entry: *const u64 = entry;
+        let entry: *const u64 = &self.entries[home(&self.entries, hash)];
         #[cfg(target_arch = "x86_64")]
         // SAFETY: PREFETCHT0 is a hint: it changes no memory and no register the program can
         // see, and it does not fault; `entry` points into `entries` anyway.
@@ -178,11 +185,11 @@ impl SlotIndex {
     }
 
     pub fn find(&self, hash: u64, mut is_key: impl FnMut(SlotId) -> bool) -> Option<SlotId> {
-        if let Some(at) = find_in(&self.entries, 0, hash, &mut is_key) {
+        if let Some(at) = find_in(&self.entries, hash, &mut is_key) {
             return Some(id_of(self.entries[at]));
         }
         let old = self.old.as_ref()?;
-        let at = find_in(&old.entries, old.moved, hash, &mut is_key)?;
+        let at = find_in_old(&old.entries, old.moved, hash, &mut is_key)?;
         Some(id_of(old.entries[at]))
     }
 
@@ -199,12 +206,12 @@ impl SlotIndex {
     /// Removes slot `id` stored under `hash`. False when it was not there.
     pub fn remove(&mut self, hash: u64, id: SlotId) -> bool {
         let wanted = entry(hash, id);
-        let removed = if let Some(at) = find_in(&self.entries, 0, hash, &mut |i| i == id) {
+        let removed = if let Some(at) = find_in(&self.entries, hash, &mut |i| i == id) {
             debug_assert_eq!(self.entries[at], wanted);
             remove_at(&mut self.entries, at);
             true
         } else if let Some(old) = self.old.as_mut() {
-            match find_in(&old.entries, old.moved, hash, &mut |i| i == id) {
+            match find_in_old(&old.entries, old.moved, hash, &mut |i| i == id) {
                 Some(at) => {
                     old.entries[at] = TOMBSTONE;
                     true
@@ -234,18 +241,16 @@ impl SlotIndex {
         while self.old.is_some() {
             self.move_some();
         }
-        let size = (self.entries.len() * 2).max(ENTRIES_MIN);
+        let size = self.entries.len() * 2;
         assert!(
             size <= 1 << 32,
             "slot index past 2^32 entries (DataMemory bounds the slots long before)"
         );
         let old = std::mem::replace(&mut self.entries, vec![EMPTY; size]);
-        if !old.is_empty() {
-            self.old = Some(Moving {
-                entries: old,
-                moved: 0,
-            });
-        }
+        self.old = Some(Moving {
+            entries: old,
+            moved: 0,
+        });
     }
 
     /// Moves the next places of the old array, if the index grows; drops the old array once
@@ -375,7 +380,7 @@ mod tests {
         assert_eq!(moving.moved, MOVES_PER_CHANGE);
         let in_old: Vec<SlotId> = (0..next)
             .filter(|&id| {
-                find_in(&moving.entries, moving.moved, hash(id), &mut |i| i == id).is_some()
+                find_in_old(&moving.entries, moving.moved, hash(id), &mut |i| i == id).is_some()
             })
             .collect();
         assert!(in_old.len() >= 4, "entries left to move: {in_old:?}");
