@@ -12,15 +12,17 @@
 //! at most 3/4 of its entries, and fewer than 2^32 (the mask must fit in the tag).
 //!
 //! Growth is incremental, as NDB's ACC grows its linear hash a bucket at a time: the array
-//! twice the size is allocated zeroed (an unused entry is 0, so the allocator hands out
-//! untouched pages and nothing is written), and every insert and removal after it moves the
-//! next [`MOVES_PER_CHANGE`] places of the old array into it. Re-placing every entry at once
-//! held up every request for as long as it took: 34 + 40 ms for the insert that grew a
-//! 786 432-row fragment's index (`cargo bench -p rndb-ndbd --bench key_path`). While the old
-//! array is being emptied a lookup looks in the new one, then in the old one's places not yet
-//! moved; a removal from the old array leaves a tombstone there (a backward shift could move
-//! an entry behind the mover). The old array is dropped once every place is moved, long before
-//! the new one fills.
+//! twice the size is allocated zeroed (an unused entry is 0, so memory fresh from the OS needs
+//! no writing), and every insert and removal after it moves the next [`MOVES_PER_CHANGE`]
+//! places of the old array into it. Re-placing every entry at once held up every request for
+//! as long as it took (with the slots' vector doubling, the longest batch of 1000 inserts
+//! loading 300 000 rows took up to 112 ms; `cargo bench -p rndb-ndbd --bench key_path`). The new
+//! array's pages are still touched for the first time as entries land in them: on this
+//! machine's VM guest a fresh 2 MiB page cost 5-17 ms, a stall that paging in advance (NDB
+//! allocates DataMemory at start) would remove. While the old array is being emptied
+//! a lookup looks in the new one, then in the old one's places not yet moved; a removal from
+//! the old array leaves a tombstone there (a backward shift could move an entry behind the
+//! mover). The old array is dropped once every place is moved, long before the new one fills.
 //!
 //! Equal tags do not mean equal keys: callers compare the slot's key (`SlotStore::id_of`).
 
