@@ -186,6 +186,7 @@ impl SlotIndex {
         let _ = entry;
     }
 
+    /// The first slot id whose tag matches `hash` and for which `is_key` holds.
     pub fn find(&self, hash: u64, mut is_key: impl FnMut(SlotId) -> bool) -> Option<SlotId> {
         if let Some(at) = find_in(&self.entries, hash, &mut is_key) {
             return Some(id_of(self.entries[at]));
