@@ -11,10 +11,15 @@
 //! seen, dead ones included). The transaction is therefore **durable** at a crash when
 //! `clock.at(t) <= G`, `G` being the GCI the cluster restarts at.
 //!
-//! `G` is read from the disks right after the crash, as the restart will read it: the highest
-//! restorable GCI any node's surviving sysfile names (NDB's rule, which `restart.rs` follows).
-//! It is at least the highest `restorable_gci()` any kernel reported before the crash (each
-//! reports only what its sysfile holds durably); the world checks that too.
+//! `G` is the GCI the system restart chose, as the kernels hear it from the master. Until then
+//! it is read from the disks right after the crash: the highest restorable GCI any node's
+//! surviving sysfile names (NDB's rule, which `restart.rs` follows when every node takes
+//! part). A restart that goes on without a node (it failed during the restart: a partial
+//! start) chooses from the others' sysfiles, which may name less when that node's was the only
+//! one naming the newest GCI: that GCI was never reported restorable, and its transactions
+//! may be lost. `G` is at least the highest `restorable_gci()` any kernel reported before the
+//! crash (each reports only what its sysfile holds durably); the world checks that too, both
+//! against the disks and against the GCI the restart chose.
 //!
 //! The brief's suggestion was `restorable >= 1 + clock.at(t)`; that is sound but waits a whole
 //! global checkpoint longer than needed, so it checks fewer transactions. The bound here
@@ -82,14 +87,31 @@ pub struct ClusterCrash {
     pub at_ns: u64,
     /// The highest `restorable_gci()` a kernel reported before it (what the kernels claimed).
     pub restorable: u32,
-    /// The GCI the cluster restarts at: the highest any node's surviving sysfile names.
+    /// The highest GCI any node's surviving sysfile names: what the restart comes back at
+    /// when every node takes part.
     pub restart_gci: u32,
+    /// The GCI the system restart after it chose (the master's CNTR_START_CONF), once a kernel
+    /// heard it. Below `restart_gci` when the only sysfiles naming the newer GCIs were on nodes
+    /// the restart went on without (one failed during it: a partial start); never below
+    /// `restorable` (the world checks).
+    pub chosen: Option<u32>,
+    /// The cluster served after its restart. Until then another cluster crash may leave
+    /// only what the next restart chooses, which may be less (`chosen` is lowered to it).
+    pub served: bool,
     /// Each node's restorable GCI by its own surviving sysfile (0: none).
     pub own: BTreeMap<NodeId, u32>,
     /// Data nodes whose logs stop before the cluster's: they crashed alone (or stopped) and
     /// have not completed a restart since. One of them may be unable to restart at the
     /// restart GCI (it has no copy of what the cluster did since).
     pub lagging: Vec<NodeId>,
+}
+
+impl ClusterCrash {
+    /// The GCI the cluster came back at: the one the restart chose, or (not chosen yet) the
+    /// highest any sysfile names.
+    pub fn restored_gci(&self) -> u32 {
+        self.chosen.unwrap_or(self.restart_gci)
+    }
 }
 
 /// What a crash did to an operation completed at some time.
@@ -116,7 +138,7 @@ pub fn fate(crashes: &[ClusterCrash], clock: &GciClock, invoke_ns: u64, complete
     }
     match crashes.iter().find(|c| c.at_ns >= complete_ns) {
         None => Fate::NoCrashAfter,
-        Some(crash) if clock.at(complete_ns) <= crash.restart_gci => Fate::Durable,
+        Some(crash) if clock.at(complete_ns) <= crash.restored_gci() => Fate::Durable,
         Some(_) => Fate::MayBeLost,
     }
 }
@@ -142,6 +164,8 @@ mod tests {
             at_ns: 38,
             restorable: 2,
             restart_gci: 2,
+            chosen: None,
+            served: true,
             own: BTreeMap::new(),
             lagging: Vec::new(),
         };
@@ -152,5 +176,15 @@ mod tests {
         assert_eq!(fate(&crashes, &clock, 55, 60), Fate::NoCrashAfter);
         // Sent before the crash, answered after it.
         assert_eq!(fate(&crashes, &clock, 37, 60), Fate::MayBeLost);
+        // A partial start chose an older GCI than the disks named: what came after it is not
+        // durable.
+        let crash = ClusterCrash {
+            restart_gci: 3,
+            chosen: Some(2),
+            ..crashes[0].clone()
+        };
+        let crashes = [crash];
+        assert_eq!(fate(&crashes, &clock, 12, 15), Fate::Durable);
+        assert_eq!(fate(&crashes, &clock, 12, 25), Fate::MayBeLost);
     }
 }

@@ -1501,6 +1501,19 @@ fn a_node_group_lost_as_a_system_restart_ends_stops_the_cluster() {
     replay(&[0x3d00_2fc2], &crashing_while_starting());
 }
 
+/// Seeds 0x50002671 and 0x700013f1 (`--faults crash,client,slow,api-link,buggify,pause,hang,
+/// restart,crash-all,disk,crash-starting`): a cluster crash came after node 1's sysfile named
+/// GCI G and before any other's did (the kernels had reported G - 1 restorable); node 1 then
+/// crashed during the system restart, and after StartPartialTimeout the others started
+/// without it at G - 1, as NDB's do (in 0x700013f1 after a first restart cut short by another
+/// cluster crash). The simulator took the highest GCI any sysfile named for the restart's, and
+/// left such crashes out; it now takes the GCI the restart chose, and fails a run whose restart
+/// chose less than a kernel had reported restorable (a model change).
+#[test]
+fn a_partial_system_restart_comes_back_at_an_older_gci_than_one_sysfile_named() {
+    replay(&[0x5000_2671, 0x7000_13f1], &crashing_while_starting());
+}
+
 /// Seed 0x94000f6 (`--replicas 3 --faults crash,client,slow,api-link,buggify,pause,hang,
 /// restart,crash-all,disk,crash-again,crash-starting`): president 1 ran a round moving node 3's
 /// primaries back and failed; its COMMIT reached node 6 over a slow link only after the new

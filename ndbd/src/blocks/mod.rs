@@ -312,6 +312,14 @@ impl Kernel {
         self.gcp.restorable
     }
 
+    /// The GCI the system restart under way brings the cluster back at, once the master said
+    /// (CNTR_START_CONF); `None` before, once started, and in a node restart.
+    pub fn system_restart_gci(&self) -> Option<u32> {
+        (self.restart.as_ref())
+            .filter(|r| !r.node_restart)
+            .and_then(|r| r.gci)
+    }
+
     /// Handles one frame from node `from`. An error means the peer broke the protocol.
     pub fn on_frame(
         &mut self,
