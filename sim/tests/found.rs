@@ -1514,6 +1514,19 @@ fn a_partial_system_restart_comes_back_at_an_older_gci_than_one_sysfile_named() 
     replay(&[0x5000_2671, 0x7000_13f1], &crashing_while_starting());
 }
 
+/// Seed 0x48007244 (`--faults crash,client,slow,api-link,buggify,pause,hang,restart,crash-all,
+/// disk,crash-starting`): president 1 began a round moving primaries and crashed; node 2, the
+/// new president, settled the order with a round that node 4 confirmed; then node 1's REQ,
+/// sent before its crash over a slow link, reached node 4, which held for that round instead.
+/// Its query to node 2 was dropped (it had confirmed already), it ignored the round's COMMIT,
+/// and held for good: it refused every transaction (1204) and, since holding nodes confirm no
+/// inclusion, node 1's next node restart never ended. A querying node is now asked and awaited
+/// again, and a REQ from a president this node saw fail is dropped.
+#[test]
+fn a_node_holding_for_a_dead_presidents_late_round_is_asked_again() {
+    replay(&[0x4800_7244], &crashing_while_starting());
+}
+
 /// Seed 0x94000f6 (`--replicas 3 --faults crash,client,slow,api-link,buggify,pause,hang,
 /// restart,crash-all,disk,crash-again,crash-starting`): president 1 ran a round moving node 3's
 /// primaries back and failed; its COMMIT reached node 6 over a slow link only after the new

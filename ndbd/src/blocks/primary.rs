@@ -229,6 +229,12 @@ impl Kernel {
         now: Instant,
     ) {
         match signal {
+            // From a president this node has seen fail (its frames drained late over a slow
+            // link): its round is over, and taken now, the hold would be for a round no one
+            // ends. The new president settled the order already, or will for those who ask
+            // (seed 0x48007244: node 4 held for dead node 1's round after the new president's
+            // round had ended, and so confirmed no inclusion again).
+            gsn::PRIMARY_SWITCH_REQ if !self.qmgr.is_alive(from) => {}
             gsn::PRIMARY_SWITCH_REQ => self.exec_primary_switch_req(from, arbit, out),
             gsn::PRIMARY_SWITCH_CONF => self.exec_primary_switch_conf(from, arbit.ticket, out),
             gsn::PRIMARY_SWITCH_COMMIT => self.exec_primary_switch_commit(arbit),
@@ -240,11 +246,15 @@ impl Kernel {
                 self.primary.queried.insert(from);
             }
             gsn::PRIMARY_SWITCH_QUERY => {
-                match &self.primary.round {
+                match &mut self.primary.round {
                     None => self.primary_resync(out, now),
                     // The node holds for another round: a failed president's REQ, drained
-                    // after this one's, replaced its hold (seed 0x59683266). It is asked again.
-                    Some(round) if round.awaiting.contains(from) => {
+                    // after this one's, replaced its hold (seed 0x59683266), even after it had
+                    // confirmed this one (seed 0x48007244: its CONF counted, it then held for
+                    // the dead president's round, ignored this round's COMMIT, and confirmed
+                    // no inclusion again). It is asked again, and awaited again.
+                    Some(round) => {
+                        round.awaiting.insert(from);
                         let req = Arbit {
                             ticket: round.id,
                             node: round.node.map_or(0, |n| n.0),
@@ -252,7 +262,6 @@ impl Kernel {
                         };
                         self.primary_send(from, gsn::PRIMARY_SWITCH_REQ, &req, out);
                     }
-                    Some(_) => {}
                 }
             }
             _ => {}
