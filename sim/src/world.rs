@@ -390,8 +390,7 @@ struct World {
     restart_pending: bool,
     /// A data node crashed during the system restart that runs (`Fault::CrashStarting`).
     crashed_in_restart: bool,
-    /// The highest GCI any kernel answers durable commits up to (`Kernel::durable_gci`: every
-    /// node of its save named it in its sysfile), since the last cluster crash.
+    /// The highest restorable GCI any kernel reported (since the last cluster crash).
     restorable_max: u32,
     durability: DurabilityReport,
     notes: Vec<String>,
@@ -789,7 +788,7 @@ impl World {
             self.lagging.remove(&node);
         }
         self.gci_clock.observe(self.now_ns, kernel.current_gci());
-        self.restorable_max = self.restorable_max.max(kernel.durable_gci());
+        self.restorable_max = self.restorable_max.max(kernel.restorable_gci());
         self.note_restart(node, chosen, serves)?;
         if unsent && self.kicks.insert(node) {
             self.queue

@@ -312,12 +312,6 @@ impl Kernel {
         self.gcp.restorable
     }
 
-    /// The newest global checkpoint whose durable commits this node answers: every node of
-    /// its save named it in its sysfile (`Gcp::durable`).
-    pub fn durable_gci(&self) -> u32 {
-        self.gcp.durable
-    }
-
     /// The GCI the system restart under way brings the cluster back at, once the master said
     /// (CNTR_START_CONF); `None` before, once started, and in a node restart.
     pub fn system_restart_gci(&self) -> Option<u32> {
