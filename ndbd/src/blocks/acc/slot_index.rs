@@ -119,23 +119,23 @@ fn place(entries: &mut [u64], e: u64) {
 
 /// The place of the first entry of `hash`'s probe run in `entries` that `is_key` takes.
 fn find_in(entries: &[u64], hash: u64, is_key: &mut impl FnMut(SlotId) -> bool) -> Option<usize> {
-    let mask = entries.len() - 1;
-    let mut at = home(entries, hash);
-    loop {
-        let e = entries[at];
-        if e == EMPTY {
-            return None;
-        }
-        if tag_of(e) == hash as u32 && is_key(id_of(e)) {
-            return Some(at);
-        }
-        at = (at + 1) & mask;
-    }
+    probe::<false>(entries, 0, hash, is_key)
 }
 
 /// As [`find_in`], in an array being emptied by growth: only its places from `from` on (not
 /// moved yet), past tombstones.
 fn find_in_old(
+    entries: &[u64],
+    from: usize,
+    hash: u64,
+    is_key: &mut impl FnMut(SlotId) -> bool,
+) -> Option<usize> {
+    probe::<true>(entries, from, hash, is_key)
+}
+
+/// The probe loop of both: `OLD` adds the old array's checks, which the new array's lookups
+/// (every lookup's first) go without.
+fn probe<const OLD: bool>(
     entries: &[u64],
     from: usize,
     hash: u64,
@@ -148,7 +148,8 @@ fn find_in_old(
         if e == EMPTY {
             return None;
         }
-        if at >= from && e != TOMBSTONE && tag_of(e) == hash as u32 && is_key(id_of(e)) {
+        let live = !OLD || (at >= from && e != TOMBSTONE);
+        if live && tag_of(e) == hash as u32 && is_key(id_of(e)) {
             return Some(at);
         }
         at = (at + 1) & mask;
