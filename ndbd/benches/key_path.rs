@@ -254,43 +254,55 @@ fn main() {
             batch_us[batch_us.len() / 2],
             batch_us[batch_us.len() - 1]
         );
-        let batches: Vec<Vec<Vec<u8>>> = (0..64)
-            .map(|i| {
-                let start = (i * 7919 * BATCH) % (size - BATCH + 1);
-                let keys: Vec<u32> = (start..start + BATCH).collect();
-                execute(&table, OperationType::Read, &keys, ExecType::NoCommit)
-            })
-            .collect();
-        let began = Instant::now();
-        let mut reads = 0u64;
-        let mut i = 0;
-        while !serial_only && began.elapsed() < CELL_DURATION {
-            let signal = run(&mut kernel, &mut sink, rid, &batches[i % batches.len()]);
-            // The last read's row may confirm the execute itself.
-            assert!(
-                matches!(signal, gsn::TC_EXECUTE_CONF | gsn::TCKEY_ROW_CONF),
-                "signal {signal}"
-            );
-            rollback(&mut kernel, &mut sink, rid);
-            reads += u64::from(BATCH);
-            rid += 1;
-            i += 1;
-        }
-        let us = began.elapsed().as_secs_f64() * 1e6 / reads.max(1) as f64;
+        let batched_us =
+            (!serial_only).then(|| measure_batched(&mut kernel, &mut sink, &table, size, &mut rid));
         let serial_us = measure_serial(&mut kernel, &mut sink, &table, size, &mut rid);
-        if serial_only {
-            println!(
-                "  {size:>7} rows: {:.3} µs per serial read",
-                black_box(serial_us)
-            );
-        } else {
-            println!(
+        match batched_us {
+            Some(us) => println!(
                 "  {size:>7} rows: {:.3} µs per read in batches, {:.3} serial",
                 black_box(us),
                 black_box(serial_us)
-            );
+            ),
+            None => println!(
+                "  {size:>7} rows: {:.3} µs per serial read",
+                black_box(serial_us)
+            ),
         }
     }
+}
+
+/// µs per read in batches: executes of `BATCH` consecutive keys from 64 starts over the table,
+/// each transaction rolled back.
+fn measure_batched(
+    kernel: &mut Kernel,
+    sink: &mut Sink,
+    table: &TableInfo,
+    size: u32,
+    rid: &mut u32,
+) -> f64 {
+    let batches: Vec<Vec<Vec<u8>>> = (0..64)
+        .map(|i| {
+            let start = (i * 7919 * BATCH) % (size - BATCH + 1);
+            let keys: Vec<u32> = (start..start + BATCH).collect();
+            execute(table, OperationType::Read, &keys, ExecType::NoCommit)
+        })
+        .collect();
+    let began = Instant::now();
+    let mut reads = 0u64;
+    let mut i = 0;
+    while began.elapsed() < CELL_DURATION {
+        let signal = run(kernel, sink, *rid, &batches[i % batches.len()]);
+        // The last read's row may confirm the execute itself.
+        assert!(
+            matches!(signal, gsn::TC_EXECUTE_CONF | gsn::TCKEY_ROW_CONF),
+            "signal {signal}"
+        );
+        rollback(kernel, sink, *rid);
+        reads += u64::from(BATCH);
+        *rid += 1;
+        i += 1;
+    }
+    began.elapsed().as_secs_f64() * 1e6 / reads as f64
 }
 
 /// µs per serial read: `SERIAL_RANGE` reads of consecutive keys from pseudo-random starts, one
