@@ -16,10 +16,11 @@
 //! surviving sysfile names (NDB's rule, which `restart.rs` follows when every node takes
 //! part). A restart that goes on without a node (it failed during the restart: a partial
 //! start) chooses from the others' sysfiles, which may name less when that node's was the only
-//! one naming the newest GCI: that GCI was never reported restorable, and its transactions
-//! may be lost. `G` is at least the highest `restorable_gci()` any kernel reported before the
-//! crash (each reports only what its sysfile holds durably); the world checks that too, both
-//! against the disks and against the GCI the restart chose.
+//! one naming the newest GCI: no kernel answered durable commits of that GCI, and its
+//! transactions may be lost. `G` is at least the highest `durable_gci()` any kernel reported
+//! before the crash (a kernel answers durable commits only once every node of the save named
+//! the GCI in its sysfile); the world checks that too, both against the disks and against the
+//! GCI the restart chose.
 //!
 //! The brief's suggestion was `restorable >= 1 + clock.at(t)`; that is sound but waits a whole
 //! global checkpoint longer than needed, so it checks fewer transactions. The bound here
@@ -85,7 +86,7 @@ impl GciClock {
 #[derive(Clone, Debug)]
 pub struct ClusterCrash {
     pub at_ns: u64,
-    /// The highest `restorable_gci()` a kernel reported before it (what the kernels claimed).
+    /// The highest `durable_gci()` a kernel reported before it (what the kernels promised).
     pub restorable: u32,
     /// The highest GCI any node's surviving sysfile names: what the restart comes back at
     /// when every node takes part.

@@ -390,7 +390,11 @@ struct World {
     restart_pending: bool,
     /// A data node crashed during the system restart that runs (`Fault::CrashStarting`).
     crashed_in_restart: bool,
-    /// The highest restorable GCI any kernel reported (since the last cluster crash).
+    /// Node groups whose last restorable files a president let go, with the highest durable
+    /// GCI known then (`World::files_given_up`).
+    given_up: BTreeMap<u32, u32>,
+    /// The highest GCI any kernel answers durable commits up to (`Kernel::durable_gci`: every
+    /// node of its save named it in its sysfile), since the last cluster crash.
     restorable_max: u32,
     durability: DurabilityReport,
     notes: Vec<String>,
@@ -502,6 +506,7 @@ impl World {
             lagging: BTreeSet::new(),
             restart_pending: false,
             crashed_in_restart: false,
+            given_up: BTreeMap::new(),
             restorable_max: 0,
             durability: DurabilityReport::default(),
             notes: Vec::new(),
@@ -788,7 +793,10 @@ impl World {
             self.lagging.remove(&node);
         }
         self.gci_clock.observe(self.now_ns, kernel.current_gci());
-        self.restorable_max = self.restorable_max.max(kernel.restorable_gci());
+        for group in kernel.groups_files_given_up() {
+            self.given_up.entry(group).or_insert(self.restorable_max);
+        }
+        self.restorable_max = self.restorable_max.max(kernel.durable_gci());
         self.note_restart(node, chosen, serves)?;
         if unsent && self.kicks.insert(node) {
             self.queue
@@ -1887,7 +1895,7 @@ impl World {
             self.count("cluster crash skipped (the tables were not saved in time)");
             return Ok(());
         }
-        if self.restart_pending || self.saved_gci() < self.ready_gci {
+        if self.restart_pending || self.saved_gci() < self.ready_gci || self.files_given_up() {
             let at = self.now_ns + CLUSTER_CRASH_RETRY_NS;
             self.schedule_fault(at, Planned::ClusterCrash);
             return Ok(());
@@ -1969,6 +1977,24 @@ impl World {
     fn restarting(&self) -> bool {
         self.restart_pending
             || (!self.cluster_crashes.is_empty() && self.kernels.values().any(|k| !k.is_started()))
+    }
+
+    /// A president let a node in while its group's other members could not save (their
+    /// disks had failed, `Kernel::groups_files_given_up`), and the node dropped what may have
+    /// been the group's last restorable files: until a disk of the group saves a newer GCI,
+    /// a cluster crash is a third fault in that group, which the fault plans leave out (seed
+    /// 0x4c003d31: after both disks of group 0 failed, it left the group nothing, 2308).
+    fn files_given_up(&mut self) -> bool {
+        let given_up = std::mem::take(&mut self.given_up);
+        self.given_up = (given_up.into_iter())
+            .filter(|&(group, gci)| {
+                let nodes = self.config.node_groups.iter().filter(|g| g.id == group);
+                !nodes
+                    .flat_map(|g| g.nodes.iter())
+                    .any(|&n| self.sysfile_gci(n) > gci)
+            })
+            .collect();
+        !self.given_up.is_empty()
     }
 
     /// The highest restorable GCI a node's durable sysfile copies name (0: none).

@@ -307,9 +307,22 @@ impl Kernel {
         self.gcp.current
     }
 
+    /// As president: the node groups whose last restorable files were let go (a node let in
+    /// while the group's other members could not save) with no save naming a node of the
+    /// group since: a cluster crash now leaves such a group nothing to restore.
+    pub fn groups_files_given_up(&self) -> impl Iterator<Item = u32> + '_ {
+        self.node_restart.files_given_up.iter().copied()
+    }
+
     /// The newest global checkpoint this node knows to be restorable.
     pub fn restorable_gci(&self) -> u32 {
         self.gcp.restorable
+    }
+
+    /// The newest global checkpoint whose durable commits this node answers: every node of
+    /// its save named it in its sysfile (`Gcp::durable`).
+    pub fn durable_gci(&self) -> u32 {
+        self.gcp.durable
     }
 
     /// The GCI the system restart under way brings the cluster back at, once the master said

@@ -134,6 +134,22 @@ pub(crate) struct NodeRestarts {
     my_run: u64,
     /// The run each peer's CM_REGREQ on its live link named (forgotten when the link closes).
     runs: std::collections::BTreeMap<NodeId, u64>,
+    /// As president: node groups whose last restorable files this node let go (it let a
+    /// node in while the group's other members could not save: `last_files_of_group`), until
+    /// a save names a node of the group again (`node_restart_group_saved`). Meanwhile one more
+    /// fault, a cluster crash, leaves the group nothing to restore.
+    pub(crate) files_given_up: std::collections::BTreeSet<u32>,
+}
+
+/// What letting a node in would do to the files that restore its node group
+/// (`Kernel::last_files_of_group`).
+enum GroupFiles {
+    /// Another live node of the group has files that restore (or nodes keep no files).
+    Restored,
+    /// The node's files may be the group's last: it waits.
+    Last(u32),
+    /// They may be, but the group's other nodes cannot save: it is let in, and they go.
+    GivenUp(u32),
 }
 
 #[derive(Debug)]
@@ -632,7 +648,7 @@ impl Kernel {
             Some("a schema change runs".to_string())
         } else if self.primary_switch_busy() {
             Some("primaries are moving back to a restarted node".to_string())
-        } else if let Some(group) = self.last_files_of_group(from) {
+        } else if let GroupFiles::Last(group) = self.last_files_of_group(from) {
             // Once let in, the node drops its files: they may be the only ones left that
             // restore its group's rows (seed 0x1a13b8850: the group's other node had been
             // copied to, and its first local checkpoint since was not restorable yet).
@@ -674,6 +690,9 @@ impl Kernel {
             // INCL_NODEREQ came late): it starts over as a joining node.
             self.qmgr.exclude_again(from);
         }
+        if let GroupFiles::GivenUp(group) = self.last_files_of_group(from) {
+            self.node_restart.files_given_up.insert(group);
+        }
         let alive: NodeSet = self.qmgr.alive().collect();
         tracing::info!(node = %from, "node restart of data node {from}: letting it in");
         self.node_restart.admit = Some(Admit {
@@ -705,21 +724,40 @@ impl Kernel {
     /// the last that restore its own group's rows (seed 0x2482036f6: let in so, node 3
     /// dropped them, and a cluster crash left group 1 nothing to restore, 2308). It waits,
     /// serving nothing; API nodes do not use a data node before it serves (API_REGREQ).
-    fn last_files_of_group(&self, node: NodeId) -> Option<u32> {
+    fn last_files_of_group(&self, node: NodeId) -> GroupFiles {
         if !self.has_files {
-            return None;
+            return GroupFiles::Restored;
         }
-        let (group, nodes) = (self.qmgr.node_groups().iter()).find(|(_, n)| n.contains(&node))?;
+        let Some((group, nodes)) =
+            (self.qmgr.node_groups().iter()).find(|(_, n)| n.contains(&node))
+        else {
+            return GroupFiles::Restored;
+        };
         let restores = |&n: &NodeId| n != node && self.gcp.files_restore.contains(n);
         if nodes.iter().any(restores) {
-            return None;
+            return GroupFiles::Restored;
         }
         let others: Vec<NodeId> = nodes.iter().copied().filter(|&n| n != node).collect();
         if !others.is_empty() && self.group_cannot_save(&others) {
             tracing::warn!(%node, group, "node restart of data node {node}: no other node of node group {group} has files that restore the cluster's global checkpoints, but those nodes cannot save (each runs with a failed disk or a stalled save, and stops only once this node serves): it is let in, and its files, which may be the last that restore its group's rows, go");
-            return None;
+            return GroupFiles::GivenUp(*group);
         }
-        Some(*group)
+        GroupFiles::Last(*group)
+    }
+
+    /// A save named `saved` (`Gcp::files_restore`): the node groups with a node among them
+    /// have files that restore again.
+    pub(crate) fn node_restart_group_saved(&mut self, saved: NodeSet) {
+        if self.node_restart.files_given_up.is_empty() {
+            return;
+        }
+        let groups = self.qmgr.node_groups();
+        let saved_group = |g: &u32| {
+            groups
+                .iter()
+                .any(|(group, nodes)| group == g && nodes.iter().any(|&n| saved.contains(n)))
+        };
+        self.node_restart.files_given_up.retain(|g| !saved_group(g));
     }
 
     /// START_PERMCONF at the restarting node: it replays the dictionary and joins the epoch.

@@ -376,7 +376,7 @@ impl Kernel {
             // Each node logged the change in the GCI it was in when it applied it: this
             // node's, or the next (a node moves on when it hears the GCP master's commit,
             // and the master starts no GCI before every node has moved to the last).
-            None if self.has_files && self.gcp.restorable <= gci_hi(self.gcp.current) => {
+            None if self.has_files && self.gcp.durable <= gci_hi(self.gcp.current) => {
                 self.schema.held.push(HeldConf {
                     gci: gci_hi(self.gcp.current) + 1,
                     api: op.api,
@@ -426,10 +426,10 @@ impl Kernel {
         self.next_schema_op(out, now);
     }
 
-    /// Answers the schema changes held for global checkpoints up to `Gcp::restorable`.
+    /// Answers the schema changes held for global checkpoints up to `Gcp::durable`.
     /// Returns true while some still wait for a later one.
     pub(crate) fn dict_checkpoint_saved(&mut self, out: &mut dyn Outbox) -> bool {
-        let restorable = self.gcp.restorable;
+        let restorable = self.gcp.durable;
         let (saved, held) = std::mem::take(&mut self.schema.held)
             .into_iter()
             .partition(|h| h.gci <= restorable);

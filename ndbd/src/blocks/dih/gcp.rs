@@ -18,9 +18,12 @@
 //! COPY_GCIREQ only when every node group has a node that answered GCP_SAVECONF, and ends the
 //! round otherwise: no durable commit answers for a GCI that no file of some group holds.
 //! Such a node writes no sysfile at COPY_GCIREQ either and answers COPY_GCIREF; the GCI is
-//! restorable once some node's sysfile names it, so the master tells those nodes so
-//! (GCP_RESTORABLE_REP) only when a COPY_GCICONF came. When every node that would have
-//! written one failed first, the GCI is not restorable and the master saves again at once.
+//! restorable once some node's sysfile names it. Once every node answered, and a COPY_GCICONF
+//! came, the master tells every node of the round (GCP_RESTORABLE_REP): only then are durable
+//! commits of the GCI answered (`Gcp::durable`), since a system restart that goes on without
+//! a node (a partial start) comes back at what the others' sysfiles name. When every node
+//! that would have written one failed first, the GCI is not restorable and the master saves
+//! again at once.
 //!
 //! The wait between PREPARE and COMMIT is what makes a GCI a consistent cut: no commit starts
 //! anywhere while the nodes switch, so a transaction that saw another's change never gets an
@@ -106,6 +109,13 @@ pub(crate) struct Gcp {
     pub sysfile_first: usize,
     /// The newest global checkpoint (high word) this node knows to be restorable.
     pub restorable: u32,
+    /// The newest global checkpoint every live node's sysfile names (or, a node without one
+    /// of its own, another node of its group's), as the master said once every COPY_GCICONF
+    /// came (GCP_RESTORABLE_REP): durable commits and schema changes are answered up to it.
+    /// `restorable` alone is not enough: a node whose own sysfile names a GCI may be the one a
+    /// partial system restart goes on without, and the others' sysfiles bring the cluster
+    /// back older.
+    pub durable: u32,
     /// The live nodes whose files restore the newest GCI this node knows restorable: they
     /// answered GCP_SAVECONF to its save (as COPY_GCIREQ said), or took part in the system
     /// restart this node started from. A node leaves it when it fails. As president, a node
@@ -207,6 +217,7 @@ impl Gcp {
             copying: None,
             sysfile_first: 0,
             restorable,
+            durable: restorable,
             files_restore: NodeSet::new(),
             copy_saved: NodeSet::new(),
             restart_gci: restorable,
@@ -290,6 +301,7 @@ impl Kernel {
         self.gcp.files_restore = (saved.iter())
             .filter(|&n| n == self.me || self.qmgr.is_up(n))
             .collect();
+        self.node_restart_group_saved(self.gcp.files_restore);
     }
 
     /// The master's timer: starts the next epoch when it is due.
@@ -379,13 +391,7 @@ impl Kernel {
                 self.gcp.answering.get_or_insert((gci, now));
                 self.gcp_copy(from, gci, out)
             }
-            gsn::GCP_RESTORABLE_REP if gci_hi(gci) > self.gcp.restorable => {
-                // This node answered COPY_GCIREF: another node's sysfile names the GCI.
-                self.gcp.restorable = gci_hi(gci);
-                self.gcp_files_restore();
-                self.lcp_promote();
-                self.tc_checkpoint_saved(out);
-            }
+            gsn::GCP_RESTORABLE_REP => self.gcp_durable(gci, out),
             gsn::MASTER_GCPREQ if self.gcp.round.is_some() => {
                 // This node was master until `from` started: its round ends first.
                 self.gcp.deferred.insert(from);
@@ -554,6 +560,7 @@ impl Kernel {
         if self.lqh.redo.is_none() {
             // Diskless: "saved" means every node's GCP_SAVECONF came, which COPY_GCIREQ says.
             self.gcp.restorable = self.gcp.restorable.max(gci_hi(gci));
+            self.gcp.durable = self.gcp.durable.max(gci_hi(gci));
             self.tc_checkpoint_saved(out);
             return self.send_gcp(master, gsn::COPY_GCICONF, gci, out);
         }
@@ -643,10 +650,25 @@ impl Kernel {
         tracing::debug!(gci = gci_hi(gci), "global checkpoint saved");
         self.lcp_promote();
         // Every node synced this checkpoint's redo before the master sent COPY_GCIREQ, and
-        // this node's sysfile now names it: a system restart, which takes the highest
-        // restorable GCI any node names, comes back at least here.
-        self.tc_checkpoint_saved(out);
+        // this node's sysfile now names it. Durable commits still wait for the master's word
+        // that every node's does (`gcp_durable`): a system restart without this node (it
+        // failed during the restart) comes back at what the others' sysfiles name.
         self.send_gcp(master, gsn::COPY_GCICONF, gci, out);
+    }
+
+    /// GCP_RESTORABLE_REP: every live node's sysfile names `gci` (a node that answered
+    /// COPY_GCIREF learns here that another node's does): durable commits and schema changes
+    /// of it are answered.
+    fn gcp_durable(&mut self, gci: u64, out: &mut dyn Outbox) {
+        if gci_hi(gci) > self.gcp.restorable {
+            self.gcp.restorable = gci_hi(gci);
+            self.gcp_files_restore();
+            self.lcp_promote();
+        }
+        if gci_hi(gci) > self.gcp.durable {
+            self.gcp.durable = gci_hi(gci);
+            self.tc_checkpoint_saved(out);
+        }
     }
 
     /// As master: a node answered the round's current step; when all have, the next step.
@@ -724,7 +746,11 @@ impl Kernel {
             },
             gsn::COPY_GCIREQ => {
                 let written = !round.restorable.is_empty();
-                copied = Some((round.old, round.unrestorable, written));
+                let mut answered = round.restorable;
+                for node in round.unrestorable.iter() {
+                    answered.insert(node);
+                }
+                copied = Some((round.old, answered, written));
                 (None, 0)
             }
             _ => (None, 0),
@@ -732,9 +758,16 @@ impl Kernel {
         let Some(next) = next else {
             self.gcp.round = None;
             match copied {
-                Some((gci, refused, true)) => {
-                    for node in refused.iter() {
-                        self.send_gcp(node, gsn::GCP_RESTORABLE_REP, gci, out);
+                Some((gci, answered, true)) => {
+                    // Every live node answered: whichever of them a system restart goes on
+                    // from, its sysfile (or its group's) names the GCI. Told to the nodes of
+                    // this round only: one that joined since has none of its files.
+                    for node in answered.iter() {
+                        if node == self.me {
+                            self.gcp_durable(gci, out);
+                        } else {
+                            self.send_gcp(node, gsn::GCP_RESTORABLE_REP, gci, out);
+                        }
                     }
                 }
                 Some((gci, _, false)) => {

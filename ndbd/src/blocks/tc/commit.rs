@@ -83,7 +83,7 @@ impl Kernel {
             self.gcp_check_finished(out);
         }
         let early = self.tc.is_early_commit(trans);
-        let answer = if self.tc.hold_for_checkpoint(trans, self.gcp.restorable) {
+        let answer = if self.tc.hold_for_checkpoint(trans, self.gcp.durable) {
             // A durable commit (or any, while arbitration holds commits): answered by
             // `tc_checkpoint_saved`, after a save the master starts at once rather than at
             // TimeBetweenGlobalCheckpoints (group commit: every commit held meanwhile shares
@@ -123,7 +123,7 @@ impl Kernel {
         for (trans, answer) in std::mem::take(&mut self.tc.held_aborts) {
             self.answer_api(trans, answer, out);
         }
-        for (trans, answer) in self.tc.checkpoint_saved(self.gcp.restorable) {
+        for (trans, answer) in self.tc.checkpoint_saved(self.gcp.durable) {
             self.answer_api(trans, answer, out);
         }
         let schema_held = self.dict_checkpoint_saved(out);
