@@ -147,6 +147,10 @@ signals! {
     /// The master heard COPY_GCICONF from a node that wrote its sysfile: the GCI is
     /// restorable, to each node that answered COPY_GCIREF. Not in NDB.
     GCP_RESTORABLE_REP = 98;
+    /// Every node the master sent COPY_GCIREQ answered it: the GCI is durable (a system
+    /// restart, even one without some node, comes back at least there), to each of them;
+    /// durable commits are answered up to it. Not in NDB.
+    GCP_DURABLE_REP = 99;
     // QMGR's membership (data node ↔ data node).
     /// I am alive (every HeartbeatIntervalDbDb ms, to every other data node); no payload.
     HEARTBEAT = 100;

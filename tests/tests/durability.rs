@@ -5,7 +5,7 @@
 //! checkpoints were saved is there, the ledger and the balances agree, and the total is
 //! unchanged; the schema comes back with the rows. And that a durable commit
 //! (`Transaction::set_durable_commit`) is kept at once: commits report GCIs that grow, every
-//! durable commit acknowledged (hundreds, many in flight) is acknowledged only once a node's
+//! durable commit acknowledged (hundreds, many in flight) is acknowledged only once every node's
 //! sysfile names its checkpoint, and every one acknowledged before the same kill is there after
 //! the restart, with no later checkpoint waited for. A table's creation and drop are
 //! acknowledged only once saved: a SIGKILL of every node right after either keeps it.
@@ -490,7 +490,7 @@ fn commit_until_gci_grows(api: &Cluster, table: &Table, next: &mut u32, after: u
 /// Runs durable inserts of keys 0, 1, ... with `DURABLE_IN_FLIGHT` in flight through the
 /// asynchronous API until the nodes are being `killed` (then it waits for those in flight),
 /// recording each acknowledged key with its GCI. Each acknowledgement must find the commit's
-/// checkpoint named by some node's sysfile, and nothing may fail before the kill.
+/// checkpoint named by every node's sysfile, and nothing may fail before the kill.
 fn durable_workload(
     api: &Cluster,
     table: &Table,
@@ -537,10 +537,10 @@ fn durable_workload(
                 .transaction
                 .gci()
                 .expect("a durable commit reports its GCI");
-            let saved = file_systems.iter().map(|fs| restorable_gci(fs)).max();
+            let saved = file_systems.iter().map(|fs| restorable_gci(fs)).min();
             assert!(
                 saved >= Some((gci >> 32) as u32),
-                "key {} acknowledged in GCI {gci:#x} before a sysfile named its checkpoint \
+                "key {} acknowledged in GCI {gci:#x} before every sysfile named its checkpoint \
                  (saved: {saved:?})",
                 done.tag
             );

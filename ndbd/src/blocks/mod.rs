@@ -401,13 +401,13 @@ impl Kernel {
             // Handled now, a master's GCP_PREPARE would hold every commit for a GCP_COMMIT
             // that can no longer come. (A failed node comes back only by node restart, which
             // takes it out of `failed` as it is included.)
-            signal @ gsn::GCP_PREPARE..=gsn::GCP_RESTORABLE_REP
+            signal @ gsn::GCP_PREPARE..=gsn::GCP_DURABLE_REP
                 if self.qmgr.failed.contains(from) && dih::gcp::is_round_signal(signal) =>
             {
                 GcpSignal::decode(payload)?;
                 tracing::debug!(node = %from, signal, "a GCP signal from a data node held failed; dropped");
             }
-            gsn::GCP_PREPARE..=gsn::GCP_RESTORABLE_REP if self.qmgr.is_data_node(from) => {
+            gsn::GCP_PREPARE..=gsn::GCP_DURABLE_REP if self.qmgr.is_data_node(from) => {
                 let GcpSignal { gci, nodes } = GcpSignal::decode(payload)?;
                 match header.signal {
                     gsn::GCP_SAVEREQ | gsn::CNTR_START_CONF | gsn::CNTR_START_REP => {

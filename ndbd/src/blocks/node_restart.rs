@@ -308,6 +308,18 @@ impl Kernel {
                 let refusal = StartPermRef::decode(payload)?;
                 tracing::info!(asked = %from, "node restart: not let in yet ({}); asking again", refusal.reason);
                 let president = NodeId(refusal.president);
+                if !self.qmgr.is_linked(president)
+                    && self.node_restart.asked_before_start.remove(president)
+                {
+                    // Its new run's CM_REGREQ came before this node began its node restart,
+                    // the failure of its run before only after: held failed, it was never
+                    // asked, and it never heard this node wants in (seed 0x630055eb with
+                    // --durable-commits: nodes 1 and 4 restarted together, node 1 was let in
+                    // first and presided, and node 4 asked node 2 for good). The refusal says
+                    // it presides: its link is up.
+                    self.qmgr.failed.remove(president);
+                    self.qmgr.include(president);
+                }
                 let linked = self.qmgr.is_linked(president);
                 if let Some(me) = self.node_restart.me.as_mut() {
                     if president != from && linked {
@@ -379,6 +391,9 @@ impl Kernel {
             return;
         }
         if !req.started {
+            if let Some(me) = self.node_restart.me.as_mut() {
+                me.started_peers.remove(from);
+            }
             self.qmgr.registered.insert(from);
             self.qmgr.try_start_all_registered();
             return;
@@ -989,7 +1004,10 @@ impl Kernel {
         if node == self.me {
             return;
         }
-        let before = self.tc.transaction_ids();
+        // A durable commit waiting only to answer is over: its rows are in every replica,
+        // and the copy takes them (waited for, it could wait on a save that this node
+        // restart is the group's way to (its partner's disk failed), for good).
+        let before = self.tc.running_transaction_ids();
         self.node_restart.incl.push(Incl {
             node,
             run: req.run,
@@ -1027,7 +1045,7 @@ impl Kernel {
                 // the INCL_NODEREQ came and before its node's link did (a slow link) has
                 // chains without the node too, and its change may reach the node by neither
                 // its chain nor the copy that follows the confirmation (seed 0x8003c3f).
-                i.before = self.tc.transaction_ids();
+                i.before = self.tc.running_transaction_ids();
                 let node = i.node;
                 self.qmgr.joining.remove(node);
                 self.qmgr.failed.remove(node);
@@ -1036,13 +1054,14 @@ impl Kernel {
                 self.qmgr.rejoined.push(node);
                 self.qmgr.include(node);
                 self.gcp.forget_failed(node);
+                self.gcp_included_while_saving(node, out);
                 if i.president == self.me {
                     self.gcp_include(node, out);
                     self.arbit_include(node, out);
                 }
                 tracing::info!(node = %node, "data node {node} included: it takes writes (last in every chain) and global checkpoints while its fragments are copied");
             }
-            i.before.retain(|&t| self.tc.has_transaction(t));
+            i.before.retain(|&t| self.tc.is_running(t));
             // Transactions the node's earlier run coordinated, with work here, are decided
             // first: the node must not start while one may still commit or abort (seed
             // 0x31df3: an orphan reported late stayed undecided for good).
@@ -1639,6 +1658,12 @@ impl Kernel {
     /// admission).
     pub(crate) fn node_restart_link_lost(&mut self, node: NodeId) {
         self.node_restart.runs.remove(&node);
+        // It served when it said so; it says so again on its next link if it still does
+        // (seed 0x630055eb with --durable-commits: node 4 asked node 2, which had failed and
+        // was restarting itself, to let it in, for good, and never asked node 3, president).
+        if let Some(me) = self.node_restart.me.as_mut() {
+            me.started_peers.remove(node);
+        }
         self.node_restart.asked_before_start.remove(node);
         self.node_restart.told_not_started.remove(node);
         self.qmgr.joining.remove(node);

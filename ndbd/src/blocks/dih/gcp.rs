@@ -18,12 +18,13 @@
 //! COPY_GCIREQ only when every node group has a node that answered GCP_SAVECONF, and ends the
 //! round otherwise: no durable commit answers for a GCI that no file of some group holds.
 //! Such a node writes no sysfile at COPY_GCIREQ either and answers COPY_GCIREF; the GCI is
-//! restorable once some node's sysfile names it. Once every node answered, and a COPY_GCICONF
-//! came, the master tells every node of the round (GCP_RESTORABLE_REP): only then are durable
-//! commits of the GCI answered (`Gcp::durable`), since a system restart that goes on without
-//! a node (a partial start) comes back at what the others' sysfiles name. When every node
-//! that would have written one failed first, the GCI is not restorable and the master saves
-//! again at once.
+//! restorable once some node's sysfile names it, as the master tells such nodes once a
+//! COPY_GCICONF came (GCP_RESTORABLE_REP). Durable commits of the GCI are answered
+//! (`Gcp::durable`) only once every node the COPY_GCIREQ went to answered it, as the master
+//! tells each (GCP_DURABLE_REP): a system restart that goes on without a node (a partial
+//! start) comes back at what the others' sysfiles name, and a node that failed before it
+//! answered may keep files whose sysfile names less. When a node failed first, or every node
+//! that would have written a sysfile did, the master saves again at once.
 //!
 //! The wait between PREPARE and COMMIT is what makes a GCI a consistent cut: no commit starts
 //! anywhere while the nodes switch, so a transaction that saw another's change never gets an
@@ -179,6 +180,10 @@ struct Round {
     old: u64,
     /// It starts a new global checkpoint, so the old one is saved.
     save: bool,
+    /// The nodes the current step went to, and those still to answer it.
+    asked: NodeSet,
+    /// The failed nodes the current step named (GCP_SAVEREQ's).
+    failed: NodeSet,
     awaiting: NodeSet,
     /// The nodes that answered the save with GCP_SAVECONF, and with GCP_SAVEREF; in the
     /// sysfile step, with COPY_GCICONF and COPY_GCIREF.
@@ -217,7 +222,10 @@ impl Gcp {
             copying: None,
             sysfile_first: 0,
             restorable,
-            durable: restorable,
+            // Learned in this run only: after a system restart at G, G may be named by one
+            // node's sysfile alone (another's write of it failed), and a partial restart
+            // without that node comes back older (seed 0x60004d71 with --durable-commits).
+            durable: 0,
             files_restore: NodeSet::new(),
             copy_saved: NodeSet::new(),
             restart_gci: restorable,
@@ -304,6 +312,28 @@ impl Kernel {
         self.node_restart_group_saved(self.gcp.files_restore);
     }
 
+    /// As master: `node` was included again while this node's GCP_SAVEREQ, which named it
+    /// failed, was out. A node that included it first takes that for a new failure it has
+    /// not handled yet and waits (`gcp_try_save`), for good; so the nodes still to answer
+    /// are asked again without it (seed 0x60001bce with --durable-commits: node 1, president
+    /// once it restarted, let node 4 in while node 2 ran its last round as master).
+    pub(crate) fn gcp_included_while_saving(&mut self, node: NodeId, out: &mut dyn Outbox) {
+        let Some(round) = self.gcp.round.as_ref() else {
+            return;
+        };
+        if round.step != gsn::GCP_SAVEREQ || !round.failed.contains(node) {
+            return;
+        }
+        let (awaiting, gci) = (round.awaiting, round.old);
+        let failed = self.qmgr.failed();
+        if let Some(round) = self.gcp.round.as_mut() {
+            round.failed = failed;
+        }
+        for to in awaiting.iter() {
+            self.send_gcp_nodes(to, gsn::GCP_SAVEREQ, gci, failed, out);
+        }
+    }
+
     /// The master's timer: starts the next epoch when it is due.
     pub(crate) fn gcp_timer(&mut self, out: &mut dyn Outbox, now: Instant) {
         if !self.qmgr.started()
@@ -336,6 +366,8 @@ impl Kernel {
             gci,
             old,
             save,
+            asked: awaiting,
+            failed: NodeSet::new(),
             awaiting,
             restorable: NodeSet::new(),
             unrestorable: NodeSet::new(),
@@ -391,7 +423,8 @@ impl Kernel {
                 self.gcp.answering.get_or_insert((gci, now));
                 self.gcp_copy(from, gci, out)
             }
-            gsn::GCP_RESTORABLE_REP => self.gcp_durable(gci, out),
+            gsn::GCP_RESTORABLE_REP => self.gcp_restorable_rep(gci),
+            gsn::GCP_DURABLE_REP => self.gcp_durable(gci, out),
             gsn::MASTER_GCPREQ if self.gcp.round.is_some() => {
                 // This node was master until `from` started: its round ends first.
                 self.gcp.deferred.insert(from);
@@ -656,15 +689,21 @@ impl Kernel {
         self.send_gcp(master, gsn::COPY_GCICONF, gci, out);
     }
 
-    /// GCP_RESTORABLE_REP: every live node's sysfile names `gci` (a node that answered
-    /// COPY_GCIREF learns here that another node's does): durable commits and schema changes
-    /// of it are answered.
-    fn gcp_durable(&mut self, gci: u64, out: &mut dyn Outbox) {
+    /// GCP_RESTORABLE_REP: this node answered COPY_GCIREF, and another node's sysfile names
+    /// `gci`.
+    fn gcp_restorable_rep(&mut self, gci: u64) {
         if gci_hi(gci) > self.gcp.restorable {
             self.gcp.restorable = gci_hi(gci);
             self.gcp_files_restore();
             self.lcp_promote();
         }
+    }
+
+    /// GCP_DURABLE_REP: every node the save's sysfile step went to answered it (its sysfile
+    /// names `gci`, or it has no files to restore from): durable commits and schema changes of
+    /// it are answered.
+    fn gcp_durable(&mut self, gci: u64, out: &mut dyn Outbox) {
+        self.gcp_restorable_rep(gci);
         if gci_hi(gci) > self.gcp.durable {
             self.gcp.durable = gci_hi(gci);
             self.tc_checkpoint_saved(out);
@@ -745,12 +784,18 @@ impl Kernel {
                 }
             },
             gsn::COPY_GCIREQ => {
-                let written = !round.restorable.is_empty();
                 let mut answered = round.restorable;
                 for node in round.unrestorable.iter() {
                     answered.insert(node);
                 }
-                copied = Some((round.old, answered, written));
+                // Durable only when no node the step went to failed first: one that did may
+                // keep files whose sysfile names an older GCI (its disk failed), and a
+                // partial system restart may go on from them (seed 0x61007b6f with
+                // --durable-commits: node 4's sysfile write failed, it stopped, and after a
+                // cluster crash the restart without node 1 came back at GCI 18, where 19 had
+                // been answered durable).
+                let durable = round.asked.iter().all(|n| answered.contains(n));
+                copied = Some((round.old, round.unrestorable, answered, durable));
                 (None, 0)
             }
             _ => (None, 0),
@@ -758,19 +803,29 @@ impl Kernel {
         let Some(next) = next else {
             self.gcp.round = None;
             match copied {
-                Some((gci, answered, true)) => {
-                    // Every live node answered: whichever of them a system restart goes on
-                    // from, its sysfile (or its group's) names the GCI. Told to the nodes of
-                    // this round only: one that joined since has none of its files.
-                    for node in answered.iter() {
+                Some((gci, refused, answered, durable)) if answered != refused => {
+                    // A sysfile names the GCI: restorable, also for the nodes that wrote none.
+                    for node in refused.iter() {
+                        self.send_gcp(node, gsn::GCP_RESTORABLE_REP, gci, out);
+                    }
+                    if !durable {
+                        // A node failed before it answered: durable commits wait for the
+                        // next save, which starts at once.
+                        self.gcp.save_wanted = true;
+                    }
+                    // Every node the step went to answered: whichever of them a system
+                    // restart goes on from, its sysfile names the GCI, or it has no files and
+                    // its group restarts from another's. Told to the nodes of this round only:
+                    // one that joined since has none of its files.
+                    for node in answered.iter().filter(|_| durable) {
                         if node == self.me {
                             self.gcp_durable(gci, out);
                         } else {
-                            self.send_gcp(node, gsn::GCP_RESTORABLE_REP, gci, out);
+                            self.send_gcp(node, gsn::GCP_DURABLE_REP, gci, out);
                         }
                     }
                 }
-                Some((gci, _, false)) => {
+                Some((gci, ..)) => {
                     // Every node that was to write its sysfile failed first: no file names
                     // the GCI. Durable commits wait for the next save, which starts at once.
                     tracing::warn!(gci = gci_hi(gci), "global checkpoint not restorable: every node that was to name it in its sysfile failed first; saving again");
@@ -790,6 +845,7 @@ impl Kernel {
         let mut awaiting: NodeSet = self.qmgr.peers_up().collect();
         awaiting.insert(self.me);
         round.step = next;
+        round.asked = awaiting;
         round.awaiting = awaiting;
         round.restorable = NodeSet::new();
         round.unrestorable = NodeSet::new();
@@ -797,6 +853,7 @@ impl Kernel {
             gsn::COPY_GCIREQ => round.saved,
             _ => self.qmgr.failed(),
         };
+        round.failed = nodes;
         for node in awaiting.iter() {
             self.send_gcp_nodes(node, next, gci, nodes, out);
         }
@@ -933,7 +990,7 @@ pub(crate) fn is_round_signal(signal: u16) -> bool {
         signal,
         gsn::GCP_PREPARE..=gsn::COPY_GCICONF
             | gsn::GCP_SAVE_WANTED
-            | gsn::MASTER_GCPREQ..=gsn::GCP_RESTORABLE_REP
+            | gsn::MASTER_GCPREQ..=gsn::GCP_DURABLE_REP
     )
 }
 
@@ -972,6 +1029,8 @@ mod tests {
             gci: 3 << 32,
             old: 2 << 32,
             save: true,
+            asked: NodeSet::new(),
+            failed: NodeSet::new(),
             awaiting: NodeSet::new(),
             restorable: set(restorable),
             unrestorable: set(unrestorable),

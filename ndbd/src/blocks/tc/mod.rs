@@ -362,11 +362,6 @@ impl Tc {
         self.transactions.len()
     }
 
-    /// Every transaction this TC coordinates now.
-    pub fn transaction_ids(&self) -> Vec<TransId> {
-        self.transactions.iter().map(|(trans, _)| trans).collect()
-    }
-
     /// The transactions this TC coordinates whose commit or abort is not over (a durable
     /// commit waiting only to answer is).
     pub fn running_transaction_ids(&self) -> Vec<TransId> {
@@ -393,11 +388,6 @@ impl Tc {
     /// True while no transaction may start here (see [`Tc::set_starts_held`]).
     pub fn starts_held(&self) -> bool {
         self.starts_held
-    }
-
-    /// True while `trans` is one this TC coordinates.
-    pub fn has_transaction(&self, trans: TransId) -> bool {
-        self.transactions.contains_key(trans)
     }
 
     /// An operation arrived. `Ok(Dispatch)` sends it to LQH; `Err` answers it at once with an
@@ -996,7 +986,8 @@ impl Tc {
         let Some(t) = self.transactions.get_mut(trans) else {
             return false;
         };
-        let unsaved = t.durable && gci_hi(t.gci) > restorable;
+        // A transaction that wrote nothing has nothing to save: answered at once.
+        let unsaved = t.durable && t.wrote && gci_hi(t.gci) > restorable;
         if t.phase != Phase::Committing || !(unsaved || held) {
             return false;
         }
