@@ -23,7 +23,8 @@ use rndb_protocol::scan::{
 };
 use rndb_protocol::signals::{
     self, block, gsn, CreateIndexReq, IndexInfo, Refusal, TableInfo, TcExecuteConf, TcExecuteRef,
-    TcExecuteReq, TcKeyRef, TcKeyReqRef, TcKeyRow, FLAG_START_TRANSACTION, REPLICA_PRIMARY,
+    TcExecuteReq, TcKeyRef, TcKeyReqRef, TcKeyRow, FLAG_DURABLE_COMMIT, FLAG_START_TRANSACTION,
+    REPLICA_PRIMARY,
 };
 use rndb_protocol::{
     AbortOption, ColumnDef, ColumnType, ExecType, IndexKind, LockMode, NdbError, OperationType,
@@ -275,6 +276,11 @@ pub struct Shared {
     pub transfers: Vec<Transfer>,
     /// The final read of the ledger: transfer id → its row's value, for the rows found.
     pub ledger_rows: BTreeMap<i32, i64>,
+    /// Commits ask to be durable (`Options::durable_commits`).
+    pub durable_commits: bool,
+    /// Every live node of some node group has a failed disk: no global checkpoint can be
+    /// saved until an operator starts another, so a durable commit may wait for good.
+    pub saves_stuck: bool,
 }
 
 impl Shared {
@@ -311,6 +317,8 @@ impl Shared {
             ledger: knobs.ledger && workload.bank(),
             transfers: Vec::new(),
             ledger_rows: BTreeMap::new(),
+            durable_commits: false,
+            saves_stuck: false,
         }
     }
 
@@ -599,7 +607,12 @@ impl Client {
                     request.kind,
                     REQUEST_TIMEOUT_NS / 1_000_000_000
                 );
-                if !ctx.shared.hangs_expected {
+                // A durable commit waits for a save that a node group whose disks all failed
+                // cannot make (both nodes stay, each its group's last serving member, until
+                // an operator starts another): its outcome is unknown, not a hang.
+                let unsaved =
+                    request.commit_sent && ctx.shared.durable_commits && ctx.shared.saves_stuck;
+                if !ctx.shared.hangs_expected && !unsaved {
                     ctx.shared.fail(what);
                     return;
                 }
@@ -1404,8 +1417,10 @@ impl Client {
             }
             .encode(&mut payload);
             if op_index + 1 == ops.len() {
+                let durable = exec == ExecType::Commit && ctx.shared.durable_commits;
                 TcExecuteReq {
-                    flags: if starts { FLAG_START_TRANSACTION } else { 0 },
+                    flags: if starts { FLAG_START_TRANSACTION } else { 0 }
+                        | if durable { FLAG_DURABLE_COMMIT } else { 0 },
                     exec_type: exec,
                     abort_option: abort,
                     op_count: ops.len() as u32,

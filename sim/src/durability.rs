@@ -122,6 +122,9 @@ pub enum Fate {
     NoCrashAfter,
     /// The first crash after it keeps it.
     Durable,
+    /// The first crash after it keeps it because its durable commit was answered, where the
+    /// clock alone would have let the crash lose it.
+    DurableCommit,
     /// The first crash after it may have lost it.
     MayBeLost,
 }
@@ -129,8 +132,16 @@ pub enum Fate {
 /// The fate of an operation invoked at `invoke_ns` and answered at `complete_ns`. One whose
 /// answer came after a cluster crash it was sent before may have taken effect before the
 /// crash (a data node that answered, then crashed alone, its answer still on a slow link):
-/// it may have been lost.
-pub fn fate(crashes: &[ClusterCrash], clock: &GciClock, invoke_ns: u64, complete_ns: u64) -> Fate {
+/// it may have been lost. A `durable` one (a write whose durable commit was acknowledged:
+/// TC answered only once its global checkpoint was saved) is kept by the crash after it,
+/// whatever the clock says.
+pub fn fate(
+    crashes: &[ClusterCrash],
+    clock: &GciClock,
+    invoke_ns: u64,
+    complete_ns: u64,
+    durable: bool,
+) -> Fate {
     if crashes
         .iter()
         .any(|c| c.at_ns >= invoke_ns && c.at_ns < complete_ns)
@@ -140,6 +151,7 @@ pub fn fate(crashes: &[ClusterCrash], clock: &GciClock, invoke_ns: u64, complete
     match crashes.iter().find(|c| c.at_ns >= complete_ns) {
         None => Fate::NoCrashAfter,
         Some(crash) if clock.at(complete_ns) <= crash.restored_gci() => Fate::Durable,
+        Some(_) if durable => Fate::DurableCommit,
         Some(_) => Fate::MayBeLost,
     }
 }
@@ -171,12 +183,12 @@ mod tests {
             lagging: Vec::new(),
         };
         let crashes = [crash];
-        assert_eq!(fate(&crashes, &clock, 12, 15), Fate::Durable);
-        assert_eq!(fate(&crashes, &clock, 12, 25), Fate::MayBeLost);
-        assert_eq!(fate(&crashes, &clock, 12, 38), Fate::MayBeLost);
-        assert_eq!(fate(&crashes, &clock, 55, 60), Fate::NoCrashAfter);
+        assert_eq!(fate(&crashes, &clock, 12, 15, false), Fate::Durable);
+        assert_eq!(fate(&crashes, &clock, 12, 25, false), Fate::MayBeLost);
+        assert_eq!(fate(&crashes, &clock, 12, 38, false), Fate::MayBeLost);
+        assert_eq!(fate(&crashes, &clock, 55, 60, false), Fate::NoCrashAfter);
         // Sent before the crash, answered after it.
-        assert_eq!(fate(&crashes, &clock, 37, 60), Fate::MayBeLost);
+        assert_eq!(fate(&crashes, &clock, 37, 60, false), Fate::MayBeLost);
         // A partial start chose an older GCI than the disks named: what came after it is not
         // durable.
         let crash = ClusterCrash {
@@ -185,7 +197,11 @@ mod tests {
             ..crashes[0].clone()
         };
         let crashes = [crash];
-        assert_eq!(fate(&crashes, &clock, 12, 15), Fate::Durable);
-        assert_eq!(fate(&crashes, &clock, 12, 25), Fate::MayBeLost);
+        assert_eq!(fate(&crashes, &clock, 12, 15, false), Fate::Durable);
+        assert_eq!(fate(&crashes, &clock, 12, 25, false), Fate::MayBeLost);
+        // A durable commit's answer: kept whatever its GCI, unless a crash came before it.
+        assert_eq!(fate(&crashes, &clock, 12, 15, true), Fate::Durable);
+        assert_eq!(fate(&crashes, &clock, 12, 25, true), Fate::DurableCommit);
+        assert_eq!(fate(&crashes, &clock, 37, 60, true), Fate::MayBeLost);
     }
 }

@@ -173,6 +173,9 @@ pub struct Options {
     pub sabotage: Option<Sabotage>,
     /// NoOfReplicas: 2 or 3, in one or two node groups.
     pub replicas: u16,
+    /// Every commit the clients send asks to be durable (`FLAG_DURABLE_COMMIT`): an
+    /// acknowledged write must then survive every cluster crash after it, whatever GCI it had.
+    pub durable_commits: bool,
 }
 
 impl Default for Options {
@@ -183,6 +186,7 @@ impl Default for Options {
             trace: false,
             sabotage: None,
             replicas: 2,
+            durable_commits: false,
         }
     }
 }
@@ -224,6 +228,9 @@ impl Options {
         }
         if self.replicas != 2 {
             command.push_str(&format!(" --replicas {}", self.replicas));
+        }
+        if self.durable_commits {
+            command.push_str(" --durable-commits");
         }
         command
     }

@@ -51,6 +51,10 @@ struct Args {
     /// NoOfReplicas: 2 (2 or 4 data nodes) or 3 (3 or 6 data nodes).
     #[arg(long, default_value = "2", value_parser = clap::value_parser!(u16).range(2..=3))]
     replicas: u16,
+    /// Every commit asks to be durable: answered once its global checkpoint is saved, and
+    /// checked to survive every cluster crash after its answer.
+    #[arg(long)]
+    durable_commits: bool,
     /// Print only the trace hash of the one seed (used by --check-determinism).
     #[arg(long, hide = true)]
     print_hash: bool,
@@ -88,6 +92,7 @@ fn main() -> ExitCode {
         trace: args.trace,
         sabotage: args.sabotage,
         replicas: args.replicas,
+        durable_commits: args.durable_commits,
     };
     if let Some(seed) = args.seed {
         if args.log {
@@ -153,6 +158,7 @@ fn check_across_processes(seed: u64, options: &Options, report: &Report) -> Exit
             None => &[],
         })
         .args(["--replicas", &options.replicas.to_string()])
+        .args(options.durable_commits.then_some("--durable-commits"))
         .output();
     let theirs = match output {
         Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_string(),
@@ -255,13 +261,14 @@ fn print_report(report: &Report) {
     if report.knobs.durable {
         let d = &report.durability;
         println!(
-            "  durability: restorable GCI {} at the end; cluster crashes (ms, restorable, restart GCI) {:?}; acknowledged operations durable through a crash {}, made unknown by one {}; transfers the ledger had to hold {}, ledger rows {}; disk faults {}, unsynced changes lost {} kept {}, torn writes {}",
+            "  durability: restorable GCI {} at the end; cluster crashes (ms, restorable, restart GCI) {:?}; acknowledged operations durable through a crash {} ({} by a durable commit's answer), made unknown by one {}; transfers the ledger had to hold {}, ledger rows {}; disk faults {}, unsynced changes lost {} kept {}, torn writes {}",
             d.restorable_gci,
             d.crashes
                 .iter()
                 .map(|&(at, r, g)| (format!("{:.3}", at as f64 / 1e6), r, g))
                 .collect::<Vec<_>>(),
             d.durable_ops,
+            d.durable_commits_kept,
             d.ops_made_unknown,
             d.transfers_required,
             d.ledger_rows,

@@ -160,6 +160,7 @@ fn sabotaged(workload: Workload, sabotage: Sabotage) -> Options {
         trace: false,
         sabotage: Some(sabotage),
         replicas: 2,
+        durable_commits: false,
     }
 }
 

@@ -4,7 +4,8 @@
 //! bank's ledger holds every durable transfer and the balances are what it made of them, the
 //! register and set histories stay linearizable with what a crash may have lost as unknown, the
 //! replicas agree, and no data node stops unless it could not restore (it lagged the cluster,
-//! or its disk failed). The seeds that found the kernel's restart bugs pass too.
+//! or its disk failed). With every commit durable, each answered durable commit survives every
+//! crash after it, whatever its GCI. The seeds that found the kernel's restart bugs pass too.
 
 use rndb_sim::{run_seed, run_seeds, Fault, Options, Report, Workload};
 
@@ -159,4 +160,26 @@ fn a_transaction_taken_over_from_a_failed_coordinator_is_restored_whole() {
     .map(|failure| failure.to_string())
     .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// With every commit durable (`--durable-commits`), under every handled fault and crashes
+/// during system restarts: each write whose durable commit was answered is there after every
+/// restart, those the GCI clock alone would have let a crash lose among them.
+#[test]
+fn answered_durable_commits_survive_every_cluster_crash() {
+    let mut handled = Fault::HANDLED.to_vec();
+    handled.push(Fault::CrashStarting);
+    let options = Options {
+        workload: Workload::All,
+        faults: handled,
+        durable_commits: true,
+        ..Options::default()
+    };
+    let reports = run_many(&options, 9_000_000, SEEDS);
+    assert!(sum(&reports, |r| faults(r, "cluster crash")) > SEEDS / 4);
+    let kept = sum(&reports, |r| r.durability.durable_commits_kept);
+    assert!(
+        kept > SEEDS / 4,
+        "{kept} operations kept by a durable commit's answer"
+    );
 }

@@ -13,6 +13,7 @@ fn run_many(faults: Vec<Fault>, start: u64, count: u64) -> Vec<Report> {
         trace: false,
         sabotage: None,
         replicas: 2,
+        durable_commits: false,
     };
     run_seeds(start, count, &options).unwrap_or_else(|failures| panic!("{failures}"))
 }

@@ -13,6 +13,7 @@ fn restarted_nodes_take_their_primaries_back_and_every_history_stays_correct() {
         trace: false,
         sabotage: None,
         replicas: 2,
+        durable_commits: false,
     };
     let reports = run_seeds(20000, 300, &options).unwrap_or_else(|failures| panic!("{failures}"));
     let total = |kind: &str| -> u64 {

@@ -18,6 +18,7 @@ fn without_crashes(workload: Workload) -> Options {
         trace: false,
         sabotage: None,
         replicas: 2,
+        durable_commits: false,
     }
 }
 
@@ -66,6 +67,7 @@ fn a_seed_with_data_node_crashes_replays_identically() {
         trace: false,
         sabotage: None,
         replicas: 2,
+        durable_commits: false,
     };
     let failures: Vec<String> = (0..200)
         .filter_map(|seed| run_seed_checked(seed, &options).err())
