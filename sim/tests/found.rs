@@ -1565,6 +1565,20 @@ fn durable_commits_survive_and_end_with_every_handled_fault() {
     );
 }
 
+/// Seed 0x69000134 (`--replicas 3 --durable-commits --faults crash,client,slow,api-link,
+/// buggify,pause,hang,restart,crash-all,disk,crash-again,crash-starting`): nodes 1 and 2 of
+/// node group {1, 2, 3} both ran on failed disks and asked to be stopped; each, presiding
+/// without the other, refused the other's request because it was stopping itself, though node
+/// 3 served, and no global checkpoint was saved again (only a durable commit noticed). A
+/// president that is stopping now counts itself out of the group and lets the other go.
+#[test]
+fn two_stopping_nodes_of_a_group_with_a_third_serving_let_each_other_stop() {
+    let mut options = three_replicas_crashing_again();
+    options.faults.push(Fault::CrashStarting);
+    options.durable_commits = true;
+    replay(&[0x6900_0134], &options);
+}
+
 /// Seed 0x94000f6 (`--replicas 3 --faults crash,client,slow,api-link,buggify,pause,hang,
 /// restart,crash-all,disk,crash-again,crash-starting`): president 1 ran a round moving node 3's
 /// primaries back and failed; its COMMIT reached node 6 over a slow link only after the new

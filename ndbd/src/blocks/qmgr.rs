@@ -307,10 +307,10 @@ impl Qmgr {
             .map(|(id, nodes)| (*id, nodes.as_slice()))
     }
 
-    /// True when another member of `node`'s node group serves, as this node sees it: this
-    /// node once started, another one alive here; neither being copied to by node restart,
-    /// nor let stop. The group keeps its rows without `node`.
-    pub fn group_serves_without(&self, node: NodeId) -> bool {
+    /// True when a member of `node`'s node group other than `node` and `other` serves, as
+    /// this node sees it: this node once started, another one alive here; neither being
+    /// copied to by node restart, nor let stop. The group keeps its rows without them.
+    pub fn group_serves_without(&self, node: NodeId, other: NodeId) -> bool {
         let serves = |n: NodeId| {
             let running = if n == self.me {
                 self.started
@@ -319,7 +319,7 @@ impl Qmgr {
             };
             running && !self.copying.contains(n) && !self.stop_granted.contains(n)
         };
-        self.group_peers(node).any(serves)
+        self.group_peers(node).filter(|&n| n != other).any(serves)
     }
 
     /// The other members of `node`'s node group.
@@ -774,7 +774,12 @@ impl Kernel {
             // The node asks again every heartbeat interval.
             return;
         }
-        if !self.asked_to_stop() && self.qmgr.group_serves_without(node) {
+        // A president that asked to be stopped itself counts itself out of the group too
+        // (seed 0x69000134, `--replicas 3 --durable-commits`: nodes 1 and 2, of group {1, 2,
+        // 3}, both on failed disks, each refused the other while node 3 served, and no global
+        // checkpoint was saved again).
+        let without = if self.asked_to_stop() { self.me } else { node };
+        if self.qmgr.group_serves_without(node, without) {
             self.qmgr.stop_refused.remove(node);
             self.qmgr.stop_granted.insert(node);
             tracing::warn!(node = %node, "data node {node} asked to be stopped (its file system failed, or its part in a global checkpoint lagged: GCP stop); its node group goes on without it: it stops");
