@@ -397,7 +397,7 @@ struct World {
     /// GCI known then (`World::files_given_up`).
     given_up: BTreeMap<u32, u32>,
     /// The highest GCI any kernel answers durable commits up to (`Kernel::durable_gci`: every
-    /// node of its save named it in its sysfile), since the last cluster crash.
+    /// node its save's COPY_GCIREQ went to answered it), since the last cluster crash.
     restorable_max: u32,
     durability: DurabilityReport,
     notes: Vec<String>,

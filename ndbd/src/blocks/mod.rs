@@ -319,8 +319,8 @@ impl Kernel {
         self.gcp.restorable
     }
 
-    /// The newest global checkpoint whose durable commits this node answers: every node of
-    /// its save named it in its sysfile (`Gcp::durable`).
+    /// The newest global checkpoint whose durable commits this node answers: every node its
+    /// save's COPY_GCIREQ went to answered it (`Gcp::durable`).
     pub fn durable_gci(&self) -> u32 {
         self.gcp.durable
     }

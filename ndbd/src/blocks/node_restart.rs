@@ -706,6 +706,7 @@ impl Kernel {
             self.qmgr.exclude_again(from);
         }
         if let GroupFiles::GivenUp(group) = self.last_files_of_group(from) {
+            tracing::warn!(node = %from, group, "node restart of data node {from}: no other node of node group {group} has files that restore the cluster's global checkpoints, but those nodes cannot save (each runs with a failed disk or a stalled save, and stops only once this node serves): it is let in, and its files, which may be the last that restore its group's rows, go");
             self.node_restart.files_given_up.insert(group);
         }
         let alive: NodeSet = self.qmgr.alive().collect();
@@ -754,7 +755,6 @@ impl Kernel {
         }
         let others: Vec<NodeId> = nodes.iter().copied().filter(|&n| n != node).collect();
         if !others.is_empty() && self.group_cannot_save(&others) {
-            tracing::warn!(%node, group, "node restart of data node {node}: no other node of node group {group} has files that restore the cluster's global checkpoints, but those nodes cannot save (each runs with a failed disk or a stalled save, and stops only once this node serves): it is let in, and its files, which may be the last that restore its group's rows, go");
             return GroupFiles::GivenUp(*group);
         }
         GroupFiles::Last(*group)
@@ -1658,9 +1658,8 @@ impl Kernel {
     /// admission).
     pub(crate) fn node_restart_link_lost(&mut self, node: NodeId) {
         self.node_restart.runs.remove(&node);
-        // It served when it said so; it says so again on its next link if it still does
-        // (seed 0x630055eb with --durable-commits: node 4 asked node 2, which had failed and
-        // was restarting itself, to let it in, for good, and never asked node 3, president).
+        // It served when it said so; it says so again on its next link if it still does (a
+        // peer that failed and restarts would otherwise be asked, and refuse, for good).
         if let Some(me) = self.node_restart.me.as_mut() {
             me.started_peers.remove(node);
         }

@@ -110,12 +110,12 @@ pub(crate) struct Gcp {
     pub sysfile_first: usize,
     /// The newest global checkpoint (high word) this node knows to be restorable.
     pub restorable: u32,
-    /// The newest global checkpoint every live node's sysfile names (or, a node without one
-    /// of its own, another node of its group's), as the master said once every COPY_GCICONF
-    /// came (GCP_RESTORABLE_REP): durable commits and schema changes are answered up to it.
-    /// `restorable` alone is not enough: a node whose own sysfile names a GCI may be the one a
-    /// partial system restart goes on without, and the others' sysfiles bring the cluster
-    /// back older.
+    /// The newest global checkpoint whose save every node the master's COPY_GCIREQ went to
+    /// answered (its sysfile names it, or it has no files), as the master said
+    /// (GCP_DURABLE_REP), in this run: durable commits and schema changes are answered up to
+    /// it. `restorable` alone is not enough: a node whose own sysfile names a GCI may be the
+    /// one a partial system restart goes on without, and the others' sysfiles bring the
+    /// cluster back older.
     pub durable: u32,
     /// The live nodes whose files restore the newest GCI this node knows restorable: they
     /// answered GCP_SAVECONF to its save (as COPY_GCIREQ said), or took part in the system
@@ -853,7 +853,9 @@ impl Kernel {
             gsn::COPY_GCIREQ => round.saved,
             _ => self.qmgr.failed(),
         };
-        round.failed = nodes;
+        if next == gsn::GCP_SAVEREQ {
+            round.failed = nodes;
+        }
         for node in awaiting.iter() {
             self.send_gcp_nodes(node, next, gci, nodes, out);
         }
