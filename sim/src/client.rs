@@ -279,7 +279,8 @@ pub struct Shared {
     /// Commits ask to be durable (`Options::durable_commits`).
     pub durable_commits: bool,
     /// Every live node of some node group has a failed disk: no global checkpoint can be
-    /// saved until an operator starts another, so a durable commit may wait for good.
+    /// saved until an operator starts another, so a durable commit may wait for good. Set
+    /// before each wake.
     pub saves_stuck: bool,
 }
 

@@ -672,6 +672,8 @@ impl World {
             EventKind::FsDone { node, incarnation } => self.fs_done(node, incarnation),
             EventKind::ClientWake { client } => {
                 let node = self.clients[client].node;
+                // Read only by a wake that times a request out (`Client::on_wake`).
+                self.shared.saves_stuck = self.saves_stuck();
                 self.client_step(node, |c, ctx| c.on_wake(ctx));
                 Ok(())
             }
@@ -1077,7 +1079,6 @@ impl World {
 
     /// Runs `f` on the client of node `node` and sends what it sent.
     fn client_step(&mut self, node: NodeId, f: impl FnOnce(&mut Client, &mut Ctx<'_>)) {
-        self.shared.saves_stuck = self.saves_stuck();
         let Some(index) = node.0.checked_sub(FIRST_API_NODE).map(usize::from) else {
             return;
         };

@@ -143,6 +143,7 @@ pub(crate) struct NodeRestarts {
 
 /// What letting a node in would do to the files that restore its node group
 /// (`Kernel::last_files_of_group`).
+#[derive(Clone, Copy)]
 enum GroupFiles {
     /// Another live node of the group has files that restore (or nodes keep no files).
     Restored,
@@ -645,6 +646,7 @@ impl Kernel {
 
     /// START_PERMREQ at the president: let `from` in, unless something else runs.
     fn exec_start_permreq(&mut self, from: NodeId, out: &mut dyn Outbox) {
+        let files = self.last_files_of_group(from);
         let busy = if !self.qmgr.started() || self.qmgr.master() != self.me {
             Some(format!(
                 "data node {} is not the president; ask data node {}",
@@ -663,7 +665,7 @@ impl Kernel {
             Some("a schema change runs".to_string())
         } else if self.primary_switch_busy() {
             Some("primaries are moving back to a restarted node".to_string())
-        } else if let GroupFiles::Last(group) = self.last_files_of_group(from) {
+        } else if let GroupFiles::Last(group) = files {
             // Once let in, the node drops its files: they may be the only ones left that
             // restore its group's rows (seed 0x1a13b8850: the group's other node had been
             // copied to, and its first local checkpoint since was not restorable yet).
@@ -705,7 +707,7 @@ impl Kernel {
             // INCL_NODEREQ came late): it starts over as a joining node.
             self.qmgr.exclude_again(from);
         }
-        if let GroupFiles::GivenUp(group) = self.last_files_of_group(from) {
+        if let GroupFiles::GivenUp(group) = files {
             tracing::warn!(node = %from, group, "node restart of data node {from}: no other node of node group {group} has files that restore the cluster's global checkpoints, but those nodes cannot save (each runs with a failed disk or a stalled save, and stops only once this node serves): it is let in, and its files, which may be the last that restore its group's rows, go");
             self.node_restart.files_given_up.insert(group);
         }

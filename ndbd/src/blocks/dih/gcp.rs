@@ -318,17 +318,14 @@ impl Kernel {
     /// are asked again without it (seed 0x60001bce with --durable-commits: node 1, president
     /// once it restarted, let node 4 in while node 2 ran its last round as master).
     pub(crate) fn gcp_included_while_saving(&mut self, node: NodeId, out: &mut dyn Outbox) {
-        let Some(round) = self.gcp.round.as_ref() else {
+        let failed = self.qmgr.failed();
+        let Some(round) = (self.gcp.round.as_mut())
+            .filter(|r| r.step == gsn::GCP_SAVEREQ && r.failed.contains(node))
+        else {
             return;
         };
-        if round.step != gsn::GCP_SAVEREQ || !round.failed.contains(node) {
-            return;
-        }
+        round.failed = failed;
         let (awaiting, gci) = (round.awaiting, round.old);
-        let failed = self.qmgr.failed();
-        if let Some(round) = self.gcp.round.as_mut() {
-            round.failed = failed;
-        }
         for to in awaiting.iter() {
             self.send_gcp_nodes(to, gsn::GCP_SAVEREQ, gci, failed, out);
         }
