@@ -548,6 +548,7 @@ fn files() -> Vec<Seed> {
     let sysfile = Sysfile {
         restorable_gci: 7,
         restart_gci: 0,
+        cut_pending: false,
     };
     seeds.push(("sysfile", "gci-7".into(), sysfile.file_bytes(1)));
     seeds

@@ -1594,6 +1594,21 @@ fn a_late_primary_switch_commit_keeps_a_node_included_since_last() {
     replay(&[0x940_00f6], &options);
 }
 
+/// Seeds 0x6200999d (`--faults crash,client,slow,api-link,buggify,pause,hang,restart,
+/// crash-all,disk,crash-starting`), and 0x6500453c and 0x6c0052d5 (the same with
+/// `--durable-commits`): a partial system restart at GCI 18 without node 1 cut the logs of
+/// nodes 3 and 4 there, then failed (2308) before their sysfiles named it. The next restart
+/// chose node 1's GCI 19, which group 1's cut logs no longer held, and failed with 2308 at
+/// every start. A restore now names the restart in its sysfile, with its cut pending, before
+/// it cuts.
+#[test]
+fn a_failed_partial_restarts_cut_is_named_before_it_is_made() {
+    replay(&[0x6200_999d], &crashing_while_starting());
+    let mut options = crashing_while_starting();
+    options.durable_commits = true;
+    replay(&[0x6500_453c, 0x6c00_52d5], &options);
+}
+
 /// `--faults crash,client,slow,api-link,buggify,pause,hang,restart,crash-all,disk,
 /// crash-starting`.
 fn crashing_while_starting() -> Options {

@@ -26,9 +26,11 @@ pub(crate) enum FsWait {
     Sysfile,
     /// A copy of the sysfile naming a system restart, written once its restore is done.
     RestartSysfile,
+    /// The last request of a system restart's cut (`Restart::cut`).
+    RestartCut,
     /// A read of a restart.
     Start(StartRead),
-    /// Nothing waits for it (a truncate or removal of a restart's cut).
+    /// Nothing waits for it (a request of a restart's cut but the last).
     Nothing,
     /// A request of a local checkpoint.
     Lcp(LcpIo),
@@ -118,8 +120,10 @@ impl Kernel {
                 } else {
                     tracing::debug!(%error, "file request failed after the first failure");
                 }
-                if let FsWait::RestartSysfile = wait {
-                    self.restart_sysfile_written(out);
+                match wait {
+                    FsWait::RestartSysfile => self.restart_sysfile_written(out),
+                    FsWait::RestartCut => self.restart_cut_done(out),
+                    _ => {}
                 }
                 return Ok(());
             }
@@ -134,6 +138,7 @@ impl Kernel {
             FsWait::SchemaWrite | FsWait::Nothing => {}
             FsWait::Sysfile => self.gcp_sysfile_written(out),
             FsWait::RestartSysfile => self.restart_sysfile_written(out),
+            FsWait::RestartCut => self.restart_cut_done(out),
             FsWait::Start(read) => {
                 self.restart_read(read, data, out, now).map_err(|why| {
                     match self

@@ -546,6 +546,7 @@ impl Kernel {
         let nothing = Sysfile {
             restorable_gci: 0,
             restart_gci,
+            cut_pending: false,
         }
         .file_bytes(u32::from(self.me.0));
         // The copy the restart did not read first, as a save does (seed 0x248204582: the

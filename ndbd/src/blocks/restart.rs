@@ -26,8 +26,11 @@
 //! cut keeps every later restart from applying them: the restarted cluster gives their GCIs
 //! again, to other changes. For the same reason every local checkpoint after the one restored
 //! is removed (its rows may be of those GCIs).
-//! Once its logs are cut, a node names the restart in its sysfile (restorable and restart GCI
-//! both the restart's) before it tells the master. Each CNTR_START_REQ carries the restart
+//! Before it cuts its logs, a node names the restart in its sysfile (restorable and restart
+//! GCI both the restart's) with the cut pending, and once the cut is on disk, again without;
+//! then it tells the master. A node whose sysfile says the cut is pending restores no GCI past
+//! that restart: its logs may still hold changes of the GCIs the restart gave again. Each
+//! CNTR_START_REQ carries the restart
 //! the sender's sysfile names: a node naming an older one than another's may hold, uncut,
 //! changes of GCIs that restart gave again (its disk failed as it cut its logs, or it was left
 //! out), so it counts no further than the newest restart, and when the cluster restarts past
@@ -96,6 +99,9 @@ pub(crate) struct Restart {
     pub(crate) node_restart: bool,
     /// The GCI the cluster had last started from when this node's sysfile was saved.
     pub(crate) restart_gci: u32,
+    /// The sysfile read was written by a system restart's restore at `restart_gci` before it
+    /// cut the logs, and the cut may not have reached the disk: no GCI past it is restored.
+    cut_pending: bool,
     /// The master CNTR_START_REQ was sent to.
     requested: Option<NodeId>,
     /// As master: what each node's sysfile names (its newest restorable GCI, and the system
@@ -126,7 +132,14 @@ pub(crate) struct Restart {
     /// The checkpoints of the chain still to load, last first.
     lcp_chain: Vec<u32>,
     lcp_ids: (u32, u32),
-    /// Copies of the sysfile written to name the restart, once the restore is done.
+    /// What the restore removes from this node's files, once its sysfile names the restart
+    /// (`restore_done`): the logs past the restart GCI, with a RESTART record at each cut, and
+    /// the local checkpoints after the one restored.
+    cut: Vec<FsOp>,
+    /// The cut went to NDBFS.
+    cut_sent: bool,
+    /// Copies of the sysfile written to name the restart, once the restore is done: first
+    /// both with the cut pending, then, once the cut is on disk, both without.
     sysfile_written: usize,
     /// This node's restore is done, and the master it told (CNTR_WAITREP).
     restored: Option<NodeId>,
@@ -261,6 +274,7 @@ impl Kernel {
                     if let Some(restart) = self.restart.as_mut() {
                         restart.restorable = Some(restorable);
                         restart.restart_gci = sysfile.restart_gci;
+                        restart.cut_pending = sysfile.cut_pending;
                         if restart.node_restart {
                             self.node_restart_own_restore();
                             return Ok(());
@@ -372,7 +386,10 @@ impl Kernel {
             let Some(bytes) = bytes else { continue };
             match Sysfile::from_file(bytes, me) {
                 Ok(sysfile) => {
-                    if best.is_none_or(|b| b.restorable_gci < sysfile.restorable_gci) {
+                    // Of two copies naming the same GCI, the one naming a newer restart, and
+                    // then the one whose cut is done, was written last (`restore_done`).
+                    let key = |s: &Sysfile| (s.restorable_gci, s.restart_gci, !s.cut_pending);
+                    if best.is_none_or(|b| key(&b) < key(&sysfile)) {
                         best = Some(sysfile);
                         // The next save overwrites the other copy first, this one last.
                         self.gcp.sysfile_first = (index + 1) % SYSFILES.len();
@@ -616,6 +633,15 @@ impl Kernel {
                  started: it joins by node restart"
             ));
         }
+        if restart.cut_pending && gci > named.restart {
+            return Err(format!(
+                "the cluster restarts at GCI {gci}, past the system restart at GCI {} whose cut \
+                 of this node's logs may not have reached the disk (the node stopped while it \
+                 cut them), so its redo log past GCI {} cannot be trusted; start it again once \
+                 the cluster has started: it joins by node restart",
+                named.restart, named.restart
+            ));
+        }
         if !can_restore(named, gci, newest) {
             return Err(format!(
                 "the cluster restarts at GCI {gci}, past the system restart at GCI {newest} that \
@@ -634,6 +660,9 @@ impl Kernel {
     /// Restores from the schema log on: then the local checkpoint and the redo log, up to
     /// the restart's GCI.
     pub(crate) fn read_schema_log(&mut self) {
+        if let Some(restart) = self.restart.as_mut() {
+            restart.cut.clear();
+        }
         self.fs.push(
             FsOp::Read {
                 path: SCHEMA_LOG.into(),
@@ -705,30 +734,7 @@ impl Kernel {
             restart.schema_written = (cut + mark.len()) as u64;
             restart.schema_records = replayed_bytes;
         }
-        if !self.restore_cuts() {
-            return Ok(());
-        }
-        self.fs.push(
-            FsOp::Truncate {
-                path: SCHEMA_LOG.into(),
-                len: cut as u64,
-            },
-            FsWait::Nothing,
-        );
-        self.fs.push(
-            FsOp::Write {
-                path: SCHEMA_LOG.into(),
-                offset: cut as u64,
-                bytes: mark,
-            },
-            FsWait::Nothing,
-        );
-        self.fs.push(
-            FsOp::Sync {
-                path: SCHEMA_LOG.into(),
-            },
-            FsWait::Nothing,
-        );
+        self.restore_cut(SCHEMA_LOG, cut as u64, mark);
         Ok(())
     }
 
@@ -738,6 +744,27 @@ impl Kernel {
     /// restorable (its sysfile write failed after its save: seed 0x1a13b9f61).
     fn restore_cuts(&self) -> bool {
         !self.restart.as_ref().is_some_and(|r| r.node_restart)
+    }
+
+    /// Adds to the restore's cut (see `restore_done`): `path` truncated at `len`, a RESTART
+    /// record `mark` appended there, synced. A node restart's restore cuts nothing.
+    fn restore_cut(&mut self, path: &str, len: u64, mark: Vec<u8>) {
+        let Some(restart) = self.restart.as_mut().filter(|r| !r.node_restart) else {
+            return;
+        };
+        let path = path.to_string();
+        restart.cut.extend([
+            FsOp::Truncate {
+                path: path.clone(),
+                len,
+            },
+            FsOp::Write {
+                path: path.clone(),
+                offset: len,
+                bytes: mark,
+            },
+            FsOp::Sync { path },
+        ]);
     }
 
     /// Picks the newest complete local checkpoint whose rows are all restorable at the
@@ -912,8 +939,9 @@ impl Kernel {
     /// redo log's cut says for the log. Kept, one could be chosen by a later restart at a GCI
     /// past its own, with changes no node committed in that GCI (seed 0xa0eec3e0: a
     /// checkpoint of GCI 2 from before a restart at GCI 1 was restored at the next restart,
-    /// at GCI 2, and its redo positions named the log before its cut). The removals are
-    /// queued before the sysfile names the restart, so they are durable first.
+    /// at GCI 2, and its redo positions named the log before its cut). The removals are part
+    /// of the cut: made once the sysfile names the restart with its cut pending, they are
+    /// durable before that flag is cleared.
     fn restart_drop_later_lcps(&mut self, restored: Option<u32>, oldest: u32, newest: u32) {
         let first = restored.map_or(oldest, |id| id + 1).max(1);
         for id in first..=newest {
@@ -921,8 +949,9 @@ impl Kernel {
                 lcp = id,
                 "local checkpoint {id} is past the restart: removed"
             );
-            self.fs
-                .push(FsOp::Remove { path: lcp_dir(id) }, FsWait::Nothing);
+            if let Some(restart) = self.restart.as_mut() {
+                restart.cut.push(FsOp::Remove { path: lcp_dir(id) });
+            }
         }
     }
 
@@ -999,8 +1028,8 @@ impl Kernel {
             }
             if complete && seq != cut.seq {
                 // Past the cut: written after the restart GCI, removed below.
-                if self.restore_cuts() {
-                    self.fs.push(FsOp::Remove { path }, FsWait::Nothing);
+                if let Some(restart) = self.restart.as_mut().filter(|r| !r.node_restart) {
+                    restart.cut.push(FsOp::Remove { path });
                 }
                 continue;
             }
@@ -1066,27 +1095,11 @@ impl Kernel {
         // anything new is written there: changes before the cut of GCIs after `gci` were not
         // restored, and the GCIs the restarted cluster gives next are those same numbers.
         let path = cut_path.unwrap_or_else(|| part_file(part, cut.seq % files));
-        self.fs.push(
-            FsOp::Truncate {
-                path: path.clone(),
-                len: cut.offset,
-            },
-            FsWait::Nothing,
-        );
         let mut mark = Vec::new();
         format::append_record(&mut mark, u64::from(gci) << 32, kind::RESTART, |_| {});
         let offset = cut.offset;
         cut.offset += mark.len() as u64;
-        self.fs.push(
-            FsOp::Write {
-                path: path.clone(),
-                offset,
-                bytes: mark,
-            },
-            FsWait::Nothing,
-        );
-        self.fs
-            .push(FsOp::Sync { path: path.clone() }, FsWait::Nothing);
+        self.restore_cut(&path, offset, mark);
         if path != part_file(part, cut.seq % files) {
             // A file written past the ring (see `Redo::make_room`): the log goes on in the
             // next file rather than append to it under its ring name.
@@ -1109,24 +1122,44 @@ impl Kernel {
         }
     }
 
-    /// This node's restore for a system restart is done: its sysfile names the restart (both
-    /// copies, one after the other, the one the start read last), then the master hears of
-    /// it. A later system restart knows by this sysfile that this node's logs were cut here
-    /// (`restart_gci`). When a write fails the node goes on and starts, its sysfile naming
-    /// an older restart; it refuses writes and asks to be stopped.
+    /// This node's restore for a system restart is done. Its sysfile names the restart (both
+    /// copies, one after the other, the one the start read last), with the cut pending; then
+    /// the logs are cut and the later local checkpoints removed (`Restart::cut`); then both
+    /// copies are written again without the flag, and the master hears of it. A later system
+    /// restart knows by this sysfile that this node's logs were cut here (`restart_gci`), and
+    /// it knows so before the cut: cut first, a crash before the sysfile write would leave
+    /// logs that no longer hold a GCI the sysfiles of other nodes name restorable (seed
+    /// 0x6200999d: a partial restart at 18 cut nodes 3 and 4, then failed; the next chose node
+    /// 1's GCI 19, which group 1 had lost, and failed with 2308 at every start). When a write
+    /// fails the node goes on and starts, its sysfile naming an older restart, or the cut
+    /// pending; it refuses writes and asks to be stopped.
     fn restore_done(&mut self, gci: u32, out: &mut dyn Outbox) {
         let master = self.qmgr.master();
         let failed = self.fs.failed.is_some();
         let Some(restart) = self.restart.as_mut() else {
             return;
         };
-        if gci > 0 && !failed && restart.sysfile_written < SYSFILES.len() {
-            let copy = (self.gcp.sysfile_first + restart.sysfile_written) % SYSFILES.len();
-            let sysfile = Sysfile {
-                restorable_gci: gci,
-                restart_gci: gci,
-            };
-            return self.write_sysfile_copy(copy, sysfile, FsWait::RestartSysfile);
+        if gci > 0 && !failed {
+            let copies = SYSFILES.len();
+            if restart.sysfile_written == copies && !restart.cut_sent {
+                restart.cut_sent = true;
+                let mut cut = std::mem::take(&mut restart.cut);
+                if let Some(last) = cut.pop() {
+                    for op in cut {
+                        self.fs.push(op, FsWait::Nothing);
+                    }
+                    return self.fs.push(last, FsWait::RestartCut);
+                }
+            }
+            if restart.sysfile_written < 2 * copies {
+                let copy = (self.gcp.sysfile_first + restart.sysfile_written) % copies;
+                let sysfile = Sysfile {
+                    restorable_gci: gci,
+                    restart_gci: gci,
+                    cut_pending: restart.sysfile_written < copies,
+                };
+                return self.write_sysfile_copy(copy, sysfile, FsWait::RestartSysfile);
+            }
         }
         restart.restored = Some(master);
         self.send_gcp(master, gsn::CNTR_WAITREP, u64::from(gci), out);
@@ -1139,6 +1172,12 @@ impl Kernel {
         };
         restart.sysfile_written += 1;
         let gci = restart.gci.unwrap_or(0);
+        self.restore_done(gci, out);
+    }
+
+    /// The restore's cut is on disk, or failed.
+    pub(crate) fn restart_cut_done(&mut self, out: &mut dyn Outbox) {
+        let gci = self.restart.as_ref().and_then(|r| r.gci).unwrap_or(0);
         self.restore_done(gci, out);
     }
 

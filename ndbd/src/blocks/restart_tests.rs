@@ -149,6 +149,7 @@ fn saved_disk(config: &ClusterConfig, node: u16, gci: u32, sysfile_gci: u32) -> 
         let sysfile = Sysfile {
             restorable_gci: sysfile_gci,
             restart_gci: 0,
+            cut_pending: false,
         };
         for path in ["D1/DBDIH/P0.sysfile", "D2/DBDIH/P0.sysfile"] {
             disk.0
@@ -816,7 +817,8 @@ fn a_node_whose_disk_failed_as_it_cut_its_logs_sits_out_the_next_restart_past_th
     assert!(why.starts_with("error 2813"), "{why:?}");
     assert!(cluster.nodes[0].0.restorable_gci() >= 2);
     // Power fails; node 2's disk is mended. Restarting past GCI 1, node 2's redo log would
-    // give back row 2 of the GCI 2 the first restart threw away.
+    // give back row 2 of the GCI 2 the first restart threw away. Its sysfile names that
+    // restart (written before the cut) with the cut pending.
     let mut disks = cluster.crash();
     disks[1].1 = None;
     let second = Cluster::restart(disks).state();
@@ -824,7 +826,7 @@ fn a_node_whose_disk_failed_as_it_cut_its_logs_sits_out_the_next_restart_past_th
     assert_eq!(second[0].2, after_first[0].2, "node 1 holds row 1 alone");
     let why = second[1].0.as_deref().unwrap_or_default();
     assert!(
-        why.contains("past the system restart at GCI 1 that this node's files do not record"),
+        why.contains("past the system restart at GCI 1 whose cut of this node's logs may not"),
         "node 2 must not restore past the cut its disk failed to make: {why:?}"
     );
 }
@@ -842,8 +844,12 @@ fn a_node_names_the_system_restart_in_its_sysfile_before_it_serves() {
         for path in ["D1/DBDIH/P0.sysfile", "D2/DBDIH/P0.sysfile"] {
             let sysfile = Sysfile::from_file(&disk.0[path], index as u32 + 1).expect(path);
             assert_eq!(
-                (sysfile.restorable_gci, sysfile.restart_gci),
-                (1, 1),
+                (
+                    sysfile.restorable_gci,
+                    sysfile.restart_gci,
+                    sysfile.cut_pending
+                ),
+                (1, 1, false),
                 "node {} {path}",
                 index + 1
             );

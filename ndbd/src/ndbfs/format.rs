@@ -280,11 +280,20 @@ pub struct Sysfile {
     /// not restarted since: a system restart gives the GCIs after its own again, to other
     /// changes, so a GCI above it in older files names a history the cluster dropped.
     pub restart_gci: u32,
+    /// Written by a system restart's restore before it cut its logs at `restart_gci`, and
+    /// cleared once the cut is on disk: while set, the logs may still hold, past the restart
+    /// GCI, changes of GCIs the restarted cluster gave again, and this node restores no GCI
+    /// past it.
+    pub cut_pending: bool,
 }
+
+/// The SYSFILE record's flag saying its restart's cut may not be on disk yet.
+const SYSFILE_CUT_PENDING: u32 = 1;
 
 impl Sysfile {
     /// A whole sysfile: header, then one SYSFILE record (`restorable_gci u32 | restart_gci
-    /// u32`).
+    /// u32 | flags u32`, flag 1 `cut_pending`; a record without the flags word, as written
+    /// before it existed, reads as no flags).
     pub fn file_bytes(&self, node: u32) -> Vec<u8> {
         let mut out = Vec::with_capacity(64);
         FileHeader {
@@ -297,7 +306,12 @@ impl Sysfile {
         append_record(&mut out, 0, kind::SYSFILE, |b| {
             Writer::new(b)
                 .u32(self.restorable_gci)
-                .u32(self.restart_gci);
+                .u32(self.restart_gci)
+                .u32(if self.cut_pending {
+                    SYSFILE_CUT_PENDING
+                } else {
+                    0
+                });
         });
         out
     }
@@ -324,12 +338,24 @@ impl Sysfile {
             Next::Record(r) if r.kind == kind::SYSFILE => {
                 let mut reader = Reader::new(r.payload, "sysfile");
                 let mut read = || -> Result<Sysfile, DecodeError> {
-                    let sysfile = Sysfile {
-                        restorable_gci: reader.u32()?,
-                        restart_gci: reader.u32()?,
+                    let restorable_gci = reader.u32()?;
+                    let restart_gci = reader.u32()?;
+                    let flags = match reader.remaining() {
+                        0 => 0,
+                        _ => reader.u32()?,
                     };
                     reader.finish()?;
-                    Ok(sysfile)
+                    if flags & !SYSFILE_CUT_PENDING != 0 {
+                        return Err(DecodeError::new(
+                            "sysfile",
+                            format!("unknown flags {flags:#x}"),
+                        ));
+                    }
+                    Ok(Sysfile {
+                        restorable_gci,
+                        restart_gci,
+                        cut_pending: flags & SYSFILE_CUT_PENDING != 0,
+                    })
                 };
                 read().map_err(|e| format!("at offset {HEADER_BYTES}: {e}"))
             }
@@ -521,10 +547,38 @@ mod tests {
         let sysfile = Sysfile {
             restorable_gci: 42,
             restart_gci: 7,
+            cut_pending: true,
         };
         let bytes = sysfile.file_bytes(3);
         assert_eq!(Sysfile::from_file(&bytes, 3).unwrap(), sysfile);
         assert!(Sysfile::from_file(&bytes, 4).is_err());
         assert!(Sysfile::from_file(&bytes[..40], 3).is_err());
+    }
+
+    #[test]
+    fn a_sysfile_without_the_flags_word_reads_as_none_and_unknown_flags_are_refused() {
+        let with_body = |body: &[u32]| {
+            let mut out = Vec::new();
+            FileHeader {
+                magic: SYSFILE_MAGIC,
+                node: 3,
+                part: 0,
+                seq: 0,
+            }
+            .encode(&mut out);
+            append_record(&mut out, 0, kind::SYSFILE, |b| {
+                for word in body {
+                    b.extend_from_slice(&word.to_le_bytes());
+                }
+            });
+            out
+        };
+        let old = Sysfile::from_file(&with_body(&[42, 7]), 3).unwrap();
+        assert_eq!(
+            (old.restorable_gci, old.restart_gci, old.cut_pending),
+            (42, 7, false)
+        );
+        let why = Sysfile::from_file(&with_body(&[42, 7, 2]), 3).unwrap_err();
+        assert!(why.contains("unknown flags 0x2"), "{why}");
     }
 }

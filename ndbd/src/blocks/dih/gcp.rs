@@ -597,6 +597,7 @@ impl Kernel {
         let sysfile = Sysfile {
             restorable_gci: gci_hi(gci),
             restart_gci: self.gcp.restart_gci,
+            cut_pending: false,
         };
         // Each copy is overwritten in place and synced before the next is touched (two fsyncs,
         // where a replace through a temporary file costs four): a crash tears at most one, whose
