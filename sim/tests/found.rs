@@ -1579,6 +1579,19 @@ fn two_stopping_nodes_of_a_group_with_a_third_serving_let_each_other_stop() {
     replay(&[0x6900_0134], &options);
 }
 
+/// Seeds 0x74006e67 and 0x7400587a (the same options as above): node 1's disk failed while it
+/// joined by node restart, included and being copied to. It asked to be stopped, and the
+/// president let it, but its STOP_PERM_REQ was never answered (it had not started); it
+/// finished its restart, presided, and on its failed disk no global checkpoint was saved again
+/// (only a durable commit noticed). A node restart that has not ended now stops at once.
+#[test]
+fn a_node_whose_disk_fails_before_its_node_restart_ends_stops_at_once() {
+    let mut options = three_replicas_crashing_again();
+    options.faults.push(Fault::CrashStarting);
+    options.durable_commits = true;
+    replay(&[0x7400_6e67, 0x7400_587a], &options);
+}
+
 /// Seed 0x94000f6 (`--replicas 3 --faults crash,client,slow,api-link,buggify,pause,hang,
 /// restart,crash-all,disk,crash-again,crash-starting`): president 1 ran a round moving node 3's
 /// primaries back and failed; its COMMIT reached node 6 over a slow link only after the new

@@ -714,24 +714,27 @@ impl Kernel {
     /// ...), or its part in a save lags (GCP stop): as NDB stops such a data node (2810,
     /// 2813, 2303), it asks to stop (FAIL_REP naming itself, to the node that presides
     /// without it, which lets it: `exec_fail_rep_self`), so that its node group's other
-    /// members go on saving global checkpoints without it. Asked again every heartbeat interval while it runs: the
-    /// president keeps it running while it is its node group's last serving member, which
-    /// then serves reads and refuses writes. A node joining by node restart and not yet let
-    /// in serves nothing: it stops at once. One in a system or initial start asks once
-    /// started: stopping would stall a start that needs every node. Not safe yet: its
-    /// restart's cut (truncation, RESTART record) may then not be on its disk, and a later
-    /// system restart can replay its log past that cut (seed 0x3938b258, `--faults
-    /// crash,client,slow,api-link,buggify,pause,hang,crash-all,disk,restart`). The fix to
-    /// make: a node whose sysfile does not name the cluster's newest restart restores no
-    /// further than that restart.
+    /// members go on saving global checkpoints without it. Asked again every heartbeat
+    /// interval while it runs: the president keeps it running while it is its node group's
+    /// last serving member, which then serves reads and refuses writes. A node joining by
+    /// node restart serves nothing until it has started: it stops at once. One in a system or
+    /// initial start asks once started: stopping would stall a start that needs every node.
+    /// Its restart's cut may then not be on its disk; its sysfile says so (an older restart,
+    /// or the cut pending), and a later system restart past that one goes on without it
+    /// (`restart.rs`; seed 0x3938b258).
     pub(crate) fn ask_to_be_stopped(&mut self, out: &mut dyn Outbox) {
         if self.qmgr.dead {
             return;
         }
+        // A node restart that has not ended stops at once, included or not: the node serves
+        // nothing yet, so no group needs it and nobody need let it go (seed 0x74006e67: node
+        // 1, included and being copied to, asked to be stopped; its STOP_PERM_REQ was never
+        // answered, it finished its restart, and, presiding on a failed disk, saved no global
+        // checkpoint again).
+        if !self.qmgr.started && self.node_restart_joining() {
+            return self.stopped_at_own_request(None, out);
+        }
         if !(self.qmgr.started || self.qmgr.beating) {
-            if self.node_restart_joining() {
-                self.stopped_at_own_request(None, out);
-            }
             return;
         }
         let president = self.qmgr.president_without(self.me);
