@@ -1592,6 +1592,19 @@ fn a_node_whose_disk_fails_before_its_node_restart_ends_stops_at_once() {
     replay(&[0x7400_6e67, 0x7400_587a], &options);
 }
 
+/// Seeds 0x77001e98 and 0x770031fb (the same options as above): node 2 served node group {1,
+/// 2, 3} alone on a failed disk, its first local checkpoint since its own node restart not
+/// restorable. Nodes 1 and 3 each asked to be let in, and each was refused because the other
+/// was down and so not stuck, and no global checkpoint was saved again. A node of the group
+/// that is down no longer keeps the others out.
+#[test]
+fn a_group_serving_on_a_failed_disk_lets_a_node_in_though_another_is_down() {
+    let mut options = three_replicas_crashing_again();
+    options.faults.push(Fault::CrashStarting);
+    options.durable_commits = true;
+    replay(&[0x7700_1e98, 0x7700_31fb], &options);
+}
+
 /// Seed 0x94000f6 (`--replicas 3 --faults crash,client,slow,api-link,buggify,pause,hang,
 /// restart,crash-all,disk,crash-again,crash-starting`): president 1 ran a round moving node 3's
 /// primaries back and failed; its COMMIT reached node 6 over a slow link only after the new

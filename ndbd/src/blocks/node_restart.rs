@@ -735,9 +735,9 @@ impl Kernel {
 
     /// The node group of `node` when no other live node of it is known to have files that
     /// restore the cluster's restorable global checkpoints (`Gcp::files_restore`); `None`
-    /// without files (Diskless), and when every other node of its group is alive, asked to be
-    /// stopped (its file system failed, or GCP stop) and stays as the group's last serving
-    /// member: those can stop only once this node serves, and the group saves again only
+    /// without files (Diskless), and when every other live node of its group (one at least)
+    /// asked to be stopped (its file system failed, or GCP stop) and stays as the group's last
+    /// serving member: those can stop only once this node serves, and the group saves again only
     /// then (seed 0x1d0eb29fe); it is let in, and its files go. Stuck nodes of another group
     /// do not let it in: nothing it does makes that group save again, and its files may be
     /// the last that restore its own group's rows (seed 0x2482036f6: let in so, node 3
@@ -756,7 +756,13 @@ impl Kernel {
         if nodes.iter().any(restores) {
             return GroupFiles::Restored;
         }
-        let others: Vec<NodeId> = nodes.iter().copied().filter(|&n| n != node).collect();
+        // Others that are down save nothing either, and do not keep it out (seed 0x77001e98,
+        // 3 replicas: node 2 served alone on a failed disk, its first local checkpoint since
+        // its own restart not restorable; nodes 1 and 3 each asked to be let in, and each was
+        // refused because the other was down).
+        let others: Vec<NodeId> = (nodes.iter().copied())
+            .filter(|&n| n != node && self.qmgr.is_alive(n))
+            .collect();
         if !others.is_empty() && self.group_cannot_save(&others) {
             return GroupFiles::GivenUp(*group);
         }
