@@ -1555,12 +1555,22 @@ fn a_cluster_crash_waits_while_a_groups_last_files_are_given_up() {
 ///   master now asks again without a node it includes meanwhile.
 /// - 0x630055eb: nodes 1 and 4 restarted together; node 1 was let in first and presided, and
 ///   node 4, holding it failed, asked node 2 for good.
+/// - 0x6c002e14: master 1 asked node 3 to save and crashed; its request reached node 3 over a
+///   slow link after new master 2's, before node 3 held node 1 failed, and replaced it: node 3
+///   answered only node 1, and node 2's round waited for good. Each master's request now
+///   waits on its own.
 #[test]
 fn durable_commits_survive_and_end_with_every_handled_fault() {
     let mut options = crashing_while_starting();
     options.durable_commits = true;
     replay(
-        &[0x6100_7b6f, 0x6000_4d71, 0x6000_1bce, 0x6300_55eb],
+        &[
+            0x6100_7b6f,
+            0x6000_4d71,
+            0x6000_1bce,
+            0x6300_55eb,
+            0x6c00_2e14,
+        ],
         &options,
     );
 }

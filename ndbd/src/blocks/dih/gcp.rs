@@ -95,9 +95,13 @@ pub(crate) struct Gcp {
     running: BTreeMap<u64, u32>,
     /// An epoch that ended here, whose commits must end before the master hears of it.
     finishing: Option<(u64, NodeId)>,
-    /// A save the master asked for that waits for this node's orphans to be decided, or for
-    /// failures the master handled to be handled here.
-    save_waiting: Option<SaveWaiting>,
+    /// Saves masters asked for that wait for this node's orphans to be decided, or for
+    /// failures the master handled to be handled here, or for the save before: one per
+    /// master, in the order asked. A failed master's request can arrive after its successor's,
+    /// before this node holds it failed; had it replaced the successor's, this node would
+    /// answer only the failed master, and the successor's round would wait for good (seed
+    /// 0x6c002e14, `--durable-commits`).
+    save_waiting: Vec<SaveWaiting>,
     /// The failed nodes the latest GCP_SAVEREQ named.
     pub master_failed: NodeSet,
     /// A save in progress: the GCI, the master to confirm to, syncs still to complete, and
@@ -198,7 +202,7 @@ impl Gcp {
     /// handled here.
     pub fn forget_failed(&mut self, node: NodeId) {
         self.master_failed.remove(node);
-        if let Some(waiting) = self.save_waiting.as_mut() {
+        for waiting in &mut self.save_waiting {
             waiting.failed.remove(node);
         }
     }
@@ -216,7 +220,7 @@ impl Gcp {
             held: Vec::new(),
             running: BTreeMap::new(),
             finishing: None,
-            save_waiting: None,
+            save_waiting: Vec::new(),
             master_failed: NodeSet::new(),
             saving: None,
             copying: None,
@@ -404,7 +408,8 @@ impl Kernel {
                 self.gcp.answering.get_or_insert((gci, now));
                 self.gcp.asked_save = false;
                 let failed = std::mem::take(&mut self.gcp.master_failed);
-                self.gcp.save_waiting = Some(SaveWaiting {
+                self.gcp.save_waiting.retain(|w| w.master != from);
+                self.gcp.save_waiting.push(SaveWaiting {
                     gci,
                     master: from,
                     failed,
@@ -459,7 +464,7 @@ impl Kernel {
         let Some((gci, since)) = self.gcp.answering else {
             return;
         };
-        if self.gcp.save_waiting.is_some() {
+        if !self.gcp.save_waiting.is_empty() {
             // The save waits for the master to decide the orphans of failed coordinators,
             // which waits for every survivor's answer: a survivor that hangs holds it up
             // until it is declared failed, a heartbeat bound, often longer than the
@@ -510,7 +515,7 @@ impl Kernel {
     /// waits for the master's decision, and every node the master had declared failed is
     /// failed here too (its orphans found).
     pub(crate) fn gcp_try_save(&mut self, out: &mut dyn Outbox) {
-        let Some(waiting) = &self.gcp.save_waiting else {
+        let Some(waiting) = self.gcp.save_waiting.first() else {
             return;
         };
         if self.gcp.saving.is_some() {
@@ -539,7 +544,7 @@ impl Kernel {
             );
             return;
         }
-        let SaveWaiting { gci, master, .. } = self.gcp.save_waiting.take().expect("checked above");
+        let SaveWaiting { gci, master, .. } = self.gcp.save_waiting.remove(0);
         self.gcp_save(master, gci, out);
     }
 
@@ -962,15 +967,8 @@ impl Kernel {
         if self.gcp.finishing.is_some_and(|(_, master)| master == node) {
             self.gcp.finishing = None;
         }
-        if self
-            .gcp
-            .save_waiting
-            .as_ref()
-            .is_some_and(|w| w.master == node)
-        {
-            // Nobody to confirm to: the next master saves again.
-            self.gcp.save_waiting = None;
-        }
+        // Nobody to confirm to: the next master saves again.
+        self.gcp.save_waiting.retain(|w| w.master != node);
         if self.gcp.prepared && self.gcp.prepared_by == node {
             // Commits must not wait for a GCP_COMMIT that will never come. The next master's
             // rounds start from here.
