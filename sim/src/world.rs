@@ -988,9 +988,11 @@ impl World {
         } else if stale {
             self.restart_later(node);
             "it crashed alone before the cluster crash and never restarted since, and its disk holds less than the restart GCI; it starts again by node restart"
-        } else if why.contains("that this node's files do not record") {
+        } else if why.contains("that this node's files do not record")
+            || why.contains("whose cut of this node's logs may not have reached the disk")
+        {
             self.restart_later(node);
-            "its sysfile does not name the newest system restart (its disk failed as it cut its logs there), so its redo log is not trusted past it; it starts again by node restart"
+            "its sysfile does not name the newest system restart, or names it with its cut pending (its disk failed or it stopped as it cut its logs there), so its redo log is not trusted past it; it starts again by node restart"
         } else if disk_faults > 0 {
             if why.contains("file system") {
                 self.count("data node stopped after its file system failed");
