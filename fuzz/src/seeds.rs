@@ -352,6 +352,10 @@ fn signal_payloads() -> Vec<Seed> {
         rndb_protocol::qmgr::StartPermConf {
             gci: 5 << 32 | 2,
             restart_gci: 4,
+            restarts: vec![
+                rndb_protocol::dih::RestartId { no: 0, gci: 0 },
+                rndb_protocol::dih::RestartId { no: 1, gci: 4 },
+            ],
             alive: [0b110, 0, 0, 0],
             files_restore: [0b100, 0, 0, 0],
             rejoined: vec![2],
@@ -385,6 +389,25 @@ fn signal_payloads() -> Vec<Seed> {
     });
     put(38, &|o| {
         rndb_protocol::qmgr::InclNodeReq { node: 4, run: 9 }.encode(o)
+    });
+    let restarts = vec![
+        rndb_protocol::dih::RestartId { no: 0, gci: 0 },
+        rndb_protocol::dih::RestartId { no: 2, gci: 9 },
+    ];
+    put(39, &|o| {
+        rndb_protocol::dih::CntrStartReq {
+            restorable: 11,
+            restarts: restarts.clone(),
+        }
+        .encode(o)
+    });
+    put(40, &|o| {
+        rndb_protocol::dih::CntrStartConf {
+            gci: 11,
+            failed: [1 << 3, 0, 0, 0],
+            restarts: restarts.clone(),
+        }
+        .encode(o)
     });
     payloads
         .into_iter()
@@ -549,6 +572,10 @@ fn files() -> Vec<Seed> {
         restorable_gci: 7,
         restart_gci: 0,
         cut_pending: false,
+        restarts: vec![
+            rndb_protocol::dih::RestartId { no: 0, gci: 0 },
+            rndb_protocol::dih::RestartId { no: 1, gci: 5 },
+        ],
     };
     seeds.push(("sysfile", "gci-7".into(), sysfile.file_bytes(1)));
     seeds

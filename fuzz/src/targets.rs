@@ -12,7 +12,7 @@ use std::path::Path;
 use rndb_config::{ClusterConfig, NodeId};
 use rndb_ndbd::ndbfs::format::{self as file_format, FileHeader, LcpCtl, Sysfile};
 use rndb_ndbd::ndbfs::read::{self as file_read, FileKind};
-use rndb_protocol::dih::GcpSignal;
+use rndb_protocol::dih::{CntrStartConf, CntrStartReq, GcpSignal};
 use rndb_protocol::filter::Filter;
 use rndb_protocol::lqh::{
     ApiRegConf, IndexBuildDone, IndexBuildRows, LqhCommitReq, LqhKeyConf, LqhKeyRef, LqhKeyReq,
@@ -288,6 +288,8 @@ const DECODERS: &[Decoder] = &[
     |b| round_trip(b, Arbit::decode, Arbit::encode),
     |b| round_trip(b, CopyFragReq::decode, CopyFragReq::encode),
     |b| round_trip(b, InclNodeReq::decode, InclNodeReq::encode),
+    |b| round_trip(b, CntrStartReq::decode, CntrStartReq::encode),
+    |b| round_trip(b, CntrStartConf::decode, CntrStartConf::encode),
 ];
 
 /// Every signal payload decoder of rndb-protocol; `data[0]` picks which, the rest is the

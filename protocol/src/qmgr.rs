@@ -7,6 +7,7 @@
 //! record per row, each with its CRC), back to back.
 
 use crate::codec::{DecodeError, Reader, Writer};
+use crate::dih::{decode_restarts, encode_restarts, RestartId};
 use crate::gsn;
 
 /// FAIL_REP and NODE_FAILREP: the node that failed.
@@ -269,7 +270,8 @@ impl StartPermRef {
 }
 
 /// START_PERMCONF: the president's current epoch, the GCI the cluster last started from (its
-/// last system restart, 0 after an initial start), the data nodes alive in its view (a bitmap
+/// last system restart, 0 after an initial start) and its restart history (the last restart
+/// last), the data nodes alive in its view (a bitmap
 /// by node id), the nodes that rejoined before (in the order they did: chains put them last in
 /// that order), and the dictionary as schema-log records (each table and index as the schema
 /// change that made it, in the order they were made).
@@ -277,6 +279,7 @@ impl StartPermRef {
 pub struct StartPermConf {
     pub gci: u64,
     pub restart_gci: u32,
+    pub restarts: Vec<RestartId>,
     pub alive: [u64; 4],
     /// The live nodes whose files restore the cluster's restorable GCI, as the president
     /// knows them (a bitmap as `alive`).
@@ -289,11 +292,13 @@ pub struct StartPermConf {
 const REJOINED_MAX: usize = 255;
 
 impl StartPermConf {
-    /// `gci u64 | restart_gci u32 | alive 4 × u64 | files_restore 4 × u64 | rejoined count
-    /// u16 | count × node u16 | dictionary (the rest)`.
+    /// `gci u64 | restart_gci u32 | restarts (count u8 | count × (no u32 | gci u32)) | alive
+    /// 4 × u64 | files_restore 4 × u64 | rejoined count u16 | count × node u16 | dictionary
+    /// (the rest)`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = Writer::new(out);
         w.u64(self.gci).u32(self.restart_gci);
+        encode_restarts(&mut w, &self.restarts);
         for word in self.alive.iter().chain(&self.files_restore) {
             w.u64(*word);
         }
@@ -308,6 +313,7 @@ impl StartPermConf {
         let mut r = Reader::new(buf, "START_PERMCONF");
         let gci = r.u64()?;
         let restart_gci = r.u32()?;
+        let restarts = decode_restarts(&mut r)?;
         let mut alive = [0u64; 4];
         let mut files_restore = [0u64; 4];
         for word in alive.iter_mut().chain(&mut files_restore) {
@@ -321,6 +327,7 @@ impl StartPermConf {
         Ok(StartPermConf {
             gci,
             restart_gci,
+            restarts,
             alive,
             files_restore,
             rejoined,
@@ -495,6 +502,7 @@ mod tests {
         let conf = StartPermConf {
             gci: 7 << 32 | 3,
             restart_gci: 6,
+            restarts: vec![RestartId { no: 0, gci: 0 }, RestartId { no: 4, gci: 6 }],
             alive: [0b110, 0, 0, 1],
             files_restore: [0b10, 0, 0, 0],
             rejoined: vec![3, 2],

@@ -1645,6 +1645,20 @@ fn a_failed_partial_restarts_cut_is_named_before_it_is_made() {
     replay(&[0x6500_453c, 0x6c00_52d5], &options);
 }
 
+/// Seed 0x7a0001db (`--durable-commits --faults crash,client,slow,api-link,buggify,pause,hang,
+/// restart,crash-all,disk,crash-starting`): node 2, last restarted at the initial start,
+/// missed the system restarts at GCI 16 and 17 (it crashed during the first); the next
+/// restart, at 17, let it restore its own old GCI 17, of the history the restart at 16 had
+/// dropped, and its accounts row differed from node 1's. The sysfile held only the last
+/// restart's GCI; it now holds the node's last restarts, and a node that missed some restores
+/// no further than the lowest GCI of those.
+#[test]
+fn a_node_that_missed_two_restarts_does_not_restore_the_history_they_dropped() {
+    let mut options = crashing_while_starting();
+    options.durable_commits = true;
+    replay(&[0x7a00_01db], &options);
+}
+
 /// `--faults crash,client,slow,api-link,buggify,pause,hang,restart,crash-all,disk,
 /// crash-starting`.
 fn crashing_while_starting() -> Options {

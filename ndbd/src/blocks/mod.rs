@@ -131,8 +131,18 @@ enum Signal {
     /// ACC → LQH (NDB's NEXT_SCANCONF after a lock wait): the row lock a scan waited for was
     /// granted, and the scan of that fragment goes on.
     NextScanConf { scan: ScanKey, fragment: u32 },
-    /// DIH ↔ DIH of this node: a GCP_* or CNTR_START_* signal (see `dih/gcp.rs`).
+    /// DIH ↔ DIH of this node: a GCP_* or CNTR_* signal (see `dih/gcp.rs`).
     Gcp { signal: u16, from: NodeId, gci: u64 },
+    /// NDBCNTR: a starting node tells the master what its sysfile names (`restart.rs`).
+    CntrStartReq {
+        from: NodeId,
+        req: Box<rndb_protocol::dih::CntrStartReq>,
+    },
+    /// NDBCNTR: the master's restart GCI and restart history (`restart.rs`).
+    CntrStartConf {
+        from: NodeId,
+        conf: Box<rndb_protocol::dih::CntrStartConf>,
+    },
     /// The timer: the master's global checkpoints, a start waiting for its peers.
     Timer,
     /// This node's restore of a system restart is done at this GCI (it tells the master, and
@@ -407,10 +417,18 @@ impl Kernel {
                 GcpSignal::decode(payload)?;
                 tracing::debug!(node = %from, signal, "a GCP signal from a data node held failed; dropped");
             }
+            gsn::CNTR_START_REQ if self.qmgr.is_data_node(from) => {
+                let req = Box::new(rndb_protocol::dih::CntrStartReq::decode(payload)?);
+                self.jobs.push_back(Signal::CntrStartReq { from, req });
+            }
+            gsn::CNTR_START_CONF if self.qmgr.is_data_node(from) => {
+                let conf = Box::new(rndb_protocol::dih::CntrStartConf::decode(payload)?);
+                self.jobs.push_back(Signal::CntrStartConf { from, conf });
+            }
             gsn::GCP_PREPARE..=gsn::GCP_DURABLE_REP if self.qmgr.is_data_node(from) => {
                 let GcpSignal { gci, nodes } = GcpSignal::decode(payload)?;
                 match header.signal {
-                    gsn::GCP_SAVEREQ | gsn::CNTR_START_CONF | gsn::CNTR_START_REP => {
+                    gsn::GCP_SAVEREQ | gsn::CNTR_START_REP => {
                         self.gcp.master_failed = NodeSet::from_words(nodes)
                     }
                     gsn::COPY_GCIREQ => self.gcp.copy_saved = NodeSet::from_words(nodes),
@@ -632,19 +650,19 @@ impl Kernel {
                         self.tc_round(trans, out);
                     }
                 }
-                Signal::Gcp { signal, from, gci } => match signal {
-                    gsn::CNTR_START_REQ => self.exec_cntr_start_req(from, gci, out),
-                    gsn::CNTR_START_CONF => {
-                        let excluded = if from == self.me {
-                            self.qmgr.failed()
-                        } else {
-                            std::mem::take(&mut self.gcp.master_failed)
-                        };
-                        self.start_excluding(excluded, out, now);
-                        if let Err(why) = self.exec_cntr_start_conf(gci) {
-                            self.fatal.get_or_insert(why);
-                        }
+                Signal::CntrStartReq { from, req } => self.exec_cntr_start_req(from, *req, out),
+                Signal::CntrStartConf { from, conf } => {
+                    let excluded = if from == self.me {
+                        self.qmgr.failed()
+                    } else {
+                        NodeSet::from_words(conf.failed)
+                    };
+                    self.start_excluding(excluded, out, now);
+                    if let Err(why) = self.exec_cntr_start_conf(*conf) {
+                        self.fatal.get_or_insert(why);
                     }
+                }
+                Signal::Gcp { signal, from, gci } => match signal {
                     gsn::CNTR_WAITREP => self.exec_cntr_waitrep(from, gci, out),
                     gsn::CNTR_START_REP => {
                         // The master started the nodes it holds live: one it holds failed

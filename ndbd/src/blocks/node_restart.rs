@@ -547,6 +547,7 @@ impl Kernel {
             restorable_gci: 0,
             restart_gci,
             cut_pending: false,
+            restarts: self.gcp.restarts.clone(),
         }
         .file_bytes(u32::from(self.me.0));
         // The copy the restart did not read first, as a save does (seed 0x248204582: the
@@ -724,6 +725,7 @@ impl Kernel {
         let conf = StartPermConf {
             gci: self.gcp.current,
             restart_gci: self.gcp.restart_gci,
+            restarts: self.gcp.restarts.clone(),
             alive: alive.words(),
             files_restore: self.gcp.files_restore.words(),
             rejoined: self.qmgr.rejoined.iter().map(|n| n.0).collect(),
@@ -802,6 +804,8 @@ impl Kernel {
         // a node without files does, then keeps the rows of each table the dictionary still
         // has unchanged (a table dropped, created or changed meanwhile is copied whole).
         let restored = me.restored;
+        // The cluster's restart history: the sysfiles this node writes from now on name it.
+        self.gcp.restarts = conf.restarts.clone();
         if let Some(own) = self.node_restart.files_kept {
             self.node_restart_remove_files(own, conf.restart_gci);
         } else if self.node_restart.files {

@@ -884,8 +884,13 @@ impl Kernel {
             "partial start: the cluster starts without these data nodes"
         );
         let alive: Vec<NodeId> = self.qmgr.alive().collect();
+        let conf = rndb_protocol::dih::CntrStartConf {
+            gci: 0,
+            failed: self.qmgr.failed().words(),
+            restarts: vec![rndb_protocol::dih::RestartId::default()],
+        };
         for node in alive {
-            self.send_gcp(node, gsn::CNTR_START_CONF, 0, out);
+            self.send_cntr_start_conf(node, &conf, out);
         }
     }
 

@@ -29,13 +29,14 @@
 //! Before it cuts its logs, a node names the restart in its sysfile (restorable and restart
 //! GCI both the restart's) with the cut pending, and once the cut is on disk, again without;
 //! then it tells the master. A node whose sysfile says the cut is pending restores no GCI past
-//! that restart: its logs may still hold changes of the GCIs the restart gave again. Each
-//! CNTR_START_REQ carries the restart
-//! the sender's sysfile names: a node naming an older one than another's may hold, uncut,
-//! changes of GCIs that restart gave again (its disk failed as it cut its logs, or it was left
-//! out), so it counts no further than the newest restart, and when the cluster restarts past
-//! that, it stops and joins by node restart (`restart_gci`). The master waits while a node
-//! group has no node that can restore the restart GCI.
+//! that restart: its logs may still hold changes of the GCIs the restart gave again.
+//! Each restart is numbered (one past the newest any node names), and each sysfile keeps the
+//! node's last `RESTARTS_KEPT` restarts, which each CNTR_START_REQ carries. A node that missed
+//! restarts the newest history holds may hold, uncut, changes of GCIs they gave again (its
+//! disk failed as it cut its logs, or it was left out), so it counts and restores no further
+//! than the lowest GCI of those; past that it stops and joins by node restart (`standing`).
+//! The master waits while a node group has no node that can restore the restart GCI, and
+//! sends the new history (CNTR_START_CONF), which every node's sysfile names from then on.
 //! A node started with `--initial` (or with no files) restores nothing; when the cluster
 //! restarts at a GCI it cannot reach, it stops with an error; started again once the others
 //! serve, it joins by node restart (`node_restart.rs`). Should every node of a node group stop
@@ -49,14 +50,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use rndb_config::NodeId;
+use rndb_protocol::dih::{CntrStartConf, CntrStartReq, RestartId, RESTARTS_KEPT};
 use rndb_protocol::gsn;
+use rndb_protocol::signals::block;
 
 use super::dict::log::{DictLog, SCHEMA_LOG};
 use super::dih::gcp::{Gcp, SYSFILES};
 use super::fs::FsWait;
 use super::lqh::lcp::{lcp_ctl, lcp_data, lcp_dir, Lcps};
 use super::lqh::redo::{part_dir, part_file, Redo, Resume};
-use super::{Kernel, Outbox, Signal};
+use super::{data_node_header, Kernel, Outbox, Signal};
 use crate::ndbfs::format::{self, gci_hi, kind, FileHeader, LcpCtl, Next, Sysfile};
 use crate::ndbfs::read::{self, Body, Entry, FileKind};
 use crate::ndbfs::{FsData, FsOp};
@@ -102,6 +105,10 @@ pub(crate) struct Restart {
     /// The sysfile read was written by a system restart's restore at `restart_gci` before it
     /// cut the logs, and the cut may not have reached the disk: no GCI past it is restored.
     cut_pending: bool,
+    /// The restart history the sysfile read names (`Sysfile::restarts`).
+    restarts: Vec<RestartId>,
+    /// The cluster's restart history, this restart last, once the master said.
+    pub(crate) history: Vec<RestartId>,
     /// The master CNTR_START_REQ was sent to.
     requested: Option<NodeId>,
     /// As master: what each node's sysfile names (its newest restorable GCI, and the system
@@ -148,53 +155,84 @@ pub(crate) struct Restart {
     start_sent: bool,
 }
 
-/// What a node's sysfile names, as it tells the master in its CNTR_START_REQ; in the
-/// master's CNTR_START_CONF, the cluster's restart GCI and the newest restart any names.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What a node's sysfile names, as it tells the master in its CNTR_START_REQ.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Named {
     /// The newest global checkpoint restorable from its files.
     pub restorable: u32,
-    /// The GCI of the last system restart it took part in (its restore done and its logs cut
-    /// there, see `restore_done`), or the cluster's when it last joined by node restart.
-    pub restart: u32,
+    /// The system restarts its files went through (`Sysfile::restarts`): the last is the one
+    /// it took part in (its restore done and its logs cut there, see `restore_done`), or the
+    /// cluster's when it last joined by node restart.
+    pub restarts: Vec<RestartId>,
 }
 
 impl Named {
-    /// In a CNTR_START_REQ or _CONF: the restorable GCI in the low word, the restart's in the
-    /// high one.
-    fn to_word(self) -> u64 {
-        u64::from(self.restart) << 32 | u64::from(self.restorable)
+    fn from_req(req: CntrStartReq) -> Named {
+        Named {
+            restorable: req.restorable,
+            restarts: req.restarts,
+        }
     }
 
-    fn from_word(word: u64) -> Named {
-        Named {
-            restorable: word as u32,
-            restart: (word >> 32) as u32,
-        }
+    /// The GCI of the last restart it took part in (0 when its files name none).
+    pub fn restart(&self) -> u32 {
+        self.restarts.last().map_or(0, |r| r.gci)
     }
 }
 
-/// A system restart's GCI, from what each node's sysfile names, and the newest restart any
-/// names: a node whose sysfile names an older one is stale past it. Its redo log may hold,
-/// uncut, changes of GCIs that restart gave again (its disk failed while it cut its logs, or
-/// it was left out of that restart), so it counts no further than that restart, and takes no
-/// part when the cluster restarts beyond it.
-pub(crate) fn restart_gci(answers: &BTreeMap<NodeId, Named>) -> (u32, u32) {
-    let newest = answers.values().map(|n| n.restart).max().unwrap_or(0);
+/// The restart history of the newest system restart any node names: the one whose last
+/// restart has the highest number (of two with the same number, from attempts that did not
+/// hear of each other, the higher GCI's).
+pub(crate) fn newest_history(answers: &BTreeMap<NodeId, Named>) -> Vec<RestartId> {
+    (answers.values())
+        .filter_map(|n| n.restarts.last().map(|last| (*last, &n.restarts)))
+        .max_by_key(|(last, _)| *last)
+        .map(|(_, history)| history.clone())
+        .unwrap_or_default()
+}
+
+/// Where a node whose sysfile names `named` stands against the newest restart history
+/// `newest`: what it counts towards the restart GCI, and the highest GCI it can restore. A
+/// node that took part in the newest restart counts its restorable GCI and may restore any
+/// (its redo log may hold a GCI its sysfile does not name yet). A node that missed later
+/// restarts counts, and restores, no further than the lowest GCI of those: its redo log may
+/// hold, uncut, changes of GCIs they gave again (its disk failed while it cut its logs, or it
+/// was left out). Counting up to the newest restart's GCI alone was not enough: node 2 of seed
+/// 0x7a0001db, which missed the restarts at 16 and 17, restored its own old GCI 17 at the
+/// next restart at 17. A node whose last restart is not in the history (older than it keeps,
+/// or of another history) cannot take part: `None`.
+fn standing(named: &Named, newest: &[RestartId]) -> Option<(u32, u32)> {
+    let last = named.restarts.last()?;
+    let at = newest.iter().position(|r| r == last)?;
+    match newest[at + 1..].iter().map(|r| r.gci).min() {
+        None => Some((named.restorable, u32::MAX)),
+        Some(missed) => Some((named.restorable.min(missed), missed)),
+    }
+}
+
+/// A system restart's GCI, from what each node's sysfile names, and the newest restart
+/// history (see [`standing`]).
+pub(crate) fn restart_gci(answers: &BTreeMap<NodeId, Named>) -> (u32, Vec<RestartId>) {
+    let newest = newest_history(answers);
     let gci = (answers.values())
-        .map(|n| match n.restart == newest {
-            true => n.restorable,
-            false => n.restorable.min(newest),
-        })
+        .filter_map(|n| standing(n, &newest).map(|(counted, _)| counted))
         .max()
         .unwrap_or(0);
     (gci, newest)
 }
 
 /// True when a node whose sysfile names `named` can restore the cluster's restart at `gci`,
-/// the newest restart any node names being `newest` (see [`restart_gci`]).
-fn can_restore(named: Named, gci: u32, newest: u32) -> bool {
-    named.restart == newest || gci <= newest
+/// the newest restart history any node names being `newest` (see [`standing`]).
+pub(crate) fn can_restore(named: &Named, gci: u32, newest: &[RestartId]) -> bool {
+    standing(named, newest).is_some_and(|(_, limit)| gci <= limit)
+}
+
+/// `history` with the restart `next` appended, the oldest dropped past `RESTARTS_KEPT`.
+fn with_restart(history: &[RestartId], next: RestartId) -> Vec<RestartId> {
+    let keep = history.len().min(RESTARTS_KEPT - 1);
+    let mut restarts = history[history.len() - keep..].to_vec();
+    restarts.push(next);
+    restarts
 }
 
 impl Restart {
@@ -215,6 +253,7 @@ impl Kernel {
         };
         if initial {
             restart.restorable = Some(0);
+            restart.restarts = vec![RestartId::default()];
         } else {
             for path in SYSFILES {
                 self.fs.push(
@@ -275,6 +314,7 @@ impl Kernel {
                         restart.restorable = Some(restorable);
                         restart.restart_gci = sysfile.restart_gci;
                         restart.cut_pending = sysfile.cut_pending;
+                        restart.restarts = sysfile.restarts;
                         if restart.node_restart {
                             self.node_restart_own_restore();
                             return Ok(());
@@ -389,7 +429,7 @@ impl Kernel {
                     // Of two copies naming the same GCI, the one naming a newer restart, and
                     // then the one whose cut is done, was written last (`restore_done`).
                     let key = |s: &Sysfile| (s.restorable_gci, s.restart_gci, !s.cut_pending);
-                    if best.is_none_or(|b| key(&b) < key(&sysfile)) {
+                    if best.as_ref().is_none_or(|b| key(b) < key(&sysfile)) {
                         best = Some(sysfile);
                         // The next save overwrites the other copy first, this one last.
                         self.gcp.sysfile_first = (index + 1) % SYSFILES.len();
@@ -418,10 +458,17 @@ impl Kernel {
                 }
                 Ok(sysfile)
             }
-            None if errors.is_empty() => Ok(Sysfile::default()),
+            // Nothing saved yet: the files went through the initial start only.
+            None if errors.is_empty() => Ok(Sysfile {
+                restarts: vec![RestartId::default()],
+                ..Sysfile::default()
+            }),
             None if first_save_cut => {
                 tracing::warn!("the first sysfile write was cut short: nothing was saved yet");
-                Ok(Sysfile::default())
+                Ok(Sysfile {
+                    restarts: vec![RestartId::default()],
+                    ..Sysfile::default()
+                })
             }
             None => Err(format!(
                 "no readable sysfile: {}. Start with --initial to begin empty",
@@ -448,29 +495,43 @@ impl Kernel {
             return;
         }
         restart.requested = Some(master);
-        let named = match restart.gci {
+        let req = match restart.gci {
             // The old master chose the restart GCI, and this node restores it (its logs may be
             // cut there already): it names that restart, so the new master chooses it again
             // (`restart_gci`; seed 0x223: the old master failed after its CNTR_START_CONF
             // reached one node, and the new one waited for that node's request for good).
-            Some(gci) => Named {
+            Some(gci) => CntrStartReq {
                 restorable: gci,
-                restart: gci,
+                restarts: restart.history.clone(),
             },
-            None => Named {
+            None => CntrStartReq {
                 restorable,
-                restart: restart.restart_gci,
+                restarts: restart.restarts.clone(),
             },
         };
-        self.send_gcp(master, gsn::CNTR_START_REQ, named.to_word(), out);
+        if master == self.me {
+            self.jobs.push_back(Signal::CntrStartReq {
+                from: master,
+                req: Box::new(req),
+            });
+        } else if self.qmgr.is_up(master) {
+            let header = data_node_header(gsn::CNTR_START_REQ, block::DBDIH, block::DBDIH);
+            self.unsent
+                .send(out, master, header, &mut |b| req.encode(b));
+        }
     }
 
     /// CNTR_START_REQ at the master: when every data node has said, all hear the restart GCI.
-    pub(crate) fn exec_cntr_start_req(&mut self, from: NodeId, word: u64, out: &mut dyn Outbox) {
+    pub(crate) fn exec_cntr_start_req(
+        &mut self,
+        from: NodeId,
+        req: CntrStartReq,
+        out: &mut dyn Outbox,
+    ) {
         let Some(restart) = self.restart.as_mut() else {
             return;
         };
-        restart.answers.insert(from, Named::from_word(word));
+        restart.answers.insert(from, Named::from_req(req));
         self.cntr_start_decide(out);
     }
 
@@ -527,7 +588,7 @@ impl Kernel {
             !nodes.iter().any(|n| {
                 answers
                     .get(n)
-                    .is_some_and(|&named| can_restore(named, restart_gci, newest))
+                    .is_some_and(|named| can_restore(named, restart_gci, &newest))
             })
         });
         if let Some((group, nodes)) = unrestorable {
@@ -546,25 +607,27 @@ impl Kernel {
             }
             if !restart.stale_group_logged {
                 restart.stale_group_logged = true;
+                let newest_restart = newest.last().map_or(0, |r| r.gci);
                 tracing::error!(
                     group,
                     ?nodes,
                     gci = restart_gci,
-                    newest_restart = newest,
+                    newest_restart,
                     "the cluster cannot restart at GCI {restart_gci}: no node of node group \
-                     {group} that has said can restore it (its sysfile names no system restart \
-                     as new as GCI {newest}, or it is missing); waiting for its nodes"
+                     {group} that has said can restore it (its sysfile does not name the \
+                     system restart at GCI {newest_restart}, or it missed restarts at lower \
+                     GCIs, or it is missing); waiting for its nodes"
                 );
             }
             return;
         }
         restart.conf_sent = true;
         let stale: Vec<NodeId> = (answers.iter())
-            .filter(|(_, &named)| !can_restore(named, restart_gci, newest))
+            .filter(|(_, named)| !can_restore(named, restart_gci, &newest))
             .map(|(&node, _)| node)
             .collect();
         if !stale.is_empty() {
-            tracing::warn!(gci = restart_gci, newest_restart = newest, ?stale, "system restart: these data nodes' files do not record the system restart at GCI {newest}: they stop, and join by node restart once the cluster has started");
+            tracing::warn!(gci = restart_gci, ?newest, ?stale, "system restart: these data nodes' files do not record every system restart since theirs, up to GCI {restart_gci}: they stop, and join by node restart once the cluster has started");
         }
         let nodes: Vec<NodeId> = restart.answers.keys().copied().collect();
         if nodes.len() < count {
@@ -578,23 +641,50 @@ impl Kernel {
         } else {
             tracing::info!(gci = restart_gci, nodes = ?restart.answers, "system restart: every data node reported its newest restorable GCI");
         }
-        let word = Named {
-            restorable: restart_gci,
-            restart: newest,
-        }
-        .to_word();
+        // This restart is numbered one past the newest any node names (the initial start
+        // is number 0), and goes on that one's history.
+        let restarts = match restart_gci {
+            0 => vec![RestartId::default()],
+            gci => with_restart(
+                &newest,
+                RestartId {
+                    no: newest.last().map_or(0, |r| r.no) + 1,
+                    gci,
+                },
+            ),
+        };
+        let conf = CntrStartConf {
+            gci: restart_gci,
+            failed: self.qmgr.failed().words(),
+            restarts,
+        };
         for node in nodes {
-            self.send_gcp(node, gsn::CNTR_START_CONF, word, out);
+            self.send_cntr_start_conf(node, &conf, out);
         }
     }
 
-    /// CNTR_START_CONF: the cluster restarts at the GCI of the low word (the newest restart
-    /// any node's sysfile names in the high word); restore up to it.
-    pub(crate) fn exec_cntr_start_conf(&mut self, word: u64) -> Result<(), String> {
-        let Named {
-            restorable: gci,
-            restart: newest,
-        } = Named::from_word(word);
+    /// CNTR_START_CONF to `node` (this one through the job queue).
+    pub(crate) fn send_cntr_start_conf(
+        &mut self,
+        node: NodeId,
+        conf: &CntrStartConf,
+        out: &mut dyn Outbox,
+    ) {
+        if node == self.me {
+            self.jobs.push_back(Signal::CntrStartConf {
+                from: node,
+                conf: Box::new(conf.clone()),
+            });
+        } else if self.qmgr.is_up(node) {
+            let header = data_node_header(gsn::CNTR_START_CONF, block::DBDIH, block::DBDIH);
+            self.unsent.send(out, node, header, &mut |b| conf.encode(b));
+        }
+    }
+
+    /// CNTR_START_CONF: the cluster restarts at `conf.gci`, with the restart history
+    /// `conf.restarts` (this restart last); restore up to it.
+    pub(crate) fn exec_cntr_start_conf(&mut self, conf: CntrStartConf) -> Result<(), String> {
+        let gci = conf.gci;
         let Some(restart) = self.restart.as_mut().filter(|r| !r.node_restart) else {
             return Ok(());
         };
@@ -611,9 +701,13 @@ impl Kernel {
         }
         let named = Named {
             restorable: restart.restorable.unwrap_or(0),
-            restart: restart.restart_gci,
+            restarts: restart.restarts.clone(),
         };
+        let newest = &conf.restarts[..conf.restarts.len().saturating_sub(1)];
+        let newest_restart = newest.last().map_or(0, |r| r.gci);
+        let fits = can_restore(&named, gci, newest);
         restart.gci = Some(gci);
+        restart.history = conf.restarts;
         if gci == 0 {
             // Nothing anywhere: an initial start.
             self.lqh.redo = Some(Redo::new(u32::from(self.me.0), &self.durability, &[]));
@@ -633,23 +727,24 @@ impl Kernel {
                  started: it joins by node restart"
             ));
         }
-        if restart.cut_pending && gci > named.restart {
+        if restart.cut_pending && gci > named.restart() {
             return Err(format!(
                 "the cluster restarts at GCI {gci}, past the system restart at GCI {} whose cut \
                  of this node's logs may not have reached the disk (the node stopped while it \
                  cut them), so its redo log past GCI {} cannot be trusted; start it again once \
                  the cluster has started: it joins by node restart",
-                named.restart, named.restart
+                named.restart(),
+                named.restart()
             ));
         }
-        if !can_restore(named, gci, newest) {
+        if !fits {
             return Err(format!(
-                "the cluster restarts at GCI {gci}, past the system restart at GCI {newest} that \
-                 this node's files do not record (its sysfile names the restart at GCI {}: its \
-                 disk failed while it cut its logs at that restart, or it was left out of it), \
-                 so its redo log past GCI {newest} cannot be trusted; start it again once the \
-                 cluster has started: it joins by node restart",
-                named.restart
+                "the cluster restarts at GCI {gci}, past a system restart that this node's files \
+                 do not record (its sysfile names the restart at GCI {}, the newest is at GCI \
+                 {newest_restart}: its disk failed while it cut its logs at a later one, or it \
+                 was left out of it), so its redo log past that restart cannot be trusted; start \
+                 it again once the cluster has started: it joins by node restart",
+                named.restart()
             ));
         }
         tracing::info!(gci, "system restart: restoring the schema and the redo log");
@@ -1157,8 +1252,9 @@ impl Kernel {
                     restorable_gci: gci,
                     restart_gci: gci,
                     cut_pending: restart.sysfile_written < copies,
+                    restarts: restart.history.clone(),
                 };
-                return self.write_sysfile_copy(copy, sysfile, FsWait::RestartSysfile);
+                return self.write_sysfile_copy(copy, &sysfile, FsWait::RestartSysfile);
             }
         }
         restart.restored = Some(master);
@@ -1281,8 +1377,13 @@ impl Kernel {
     /// The node's restore is done: it serves from the next global checkpoint on.
     pub(crate) fn finish_start(&mut self, gci: u32, now: Instant) {
         let sysfile_first = self.gcp.sysfile_first;
+        let restarts = self
+            .restart
+            .as_mut()
+            .map(|r| std::mem::take(&mut r.history));
         self.gcp = Gcp::new(&self.durability, gci);
         self.gcp.sysfile_first = sysfile_first;
+        self.gcp.restarts = restarts.unwrap_or_default();
         // Every node that starts with this one restored the GCI from its files.
         self.gcp.files_restore = self.qmgr.alive().collect();
         self.restart = None;

@@ -150,6 +150,7 @@ fn saved_disk(config: &ClusterConfig, node: u16, gci: u32, sysfile_gci: u32) -> 
             restorable_gci: sysfile_gci,
             restart_gci: 0,
             cut_pending: false,
+            restarts: vec![rndb_protocol::dih::RestartId::default()],
         };
         for path in ["D1/DBDIH/P0.sysfile", "D2/DBDIH/P0.sysfile"] {
             disk.0
@@ -772,20 +773,72 @@ fn a_compacted_schema_log_stays_small_and_restores_the_tables() {
 
 #[test]
 fn a_restart_counts_a_node_whose_sysfile_names_an_older_restart_no_further_than_the_newest() {
-    use super::restart::{restart_gci, Named};
-    let named = |restorable, restart| Named {
+    use super::restart::{can_restore, restart_gci, Named};
+    use rndb_protocol::dih::RestartId;
+    // Restart histories as (number, GCI) pairs, oldest first.
+    let history = |pairs: &[(u32, u32)]| -> Vec<RestartId> {
+        (pairs.iter())
+            .map(|&(no, gci)| RestartId { no, gci })
+            .collect()
+    };
+    let named = |restorable, pairs: &[(u32, u32)]| Named {
         restorable,
-        restart,
+        restarts: history(pairs),
     };
     // Node 2 names GCI 9 restorable, but from before the restart at GCI 3 it never recorded.
-    let answers = BTreeMap::from([(NodeId(1), named(5, 3)), (NodeId(2), named(9, 1))]);
-    assert_eq!(restart_gci(&answers), (5, 3));
+    let answers = BTreeMap::from([
+        (NodeId(1), named(5, &[(0, 0), (1, 3)])),
+        (NodeId(2), named(9, &[(0, 0)])),
+    ]);
+    assert_eq!(restart_gci(&answers), (5, history(&[(0, 0), (1, 3)])));
     // With no save since that restart, every node can restore it.
-    let answers = BTreeMap::from([(NodeId(1), named(3, 3)), (NodeId(2), named(3, 1))]);
-    assert_eq!(restart_gci(&answers), (3, 3));
+    let answers = BTreeMap::from([
+        (NodeId(1), named(3, &[(0, 0), (1, 3)])),
+        (NodeId(2), named(3, &[(0, 0)])),
+    ]);
+    let (gci, newest) = restart_gci(&answers);
+    assert_eq!(gci, 3);
+    assert!(answers.values().all(|n| can_restore(n, 3, &newest)));
     // No restart yet: the newest restorable GCI any names.
-    let answers = BTreeMap::from([(NodeId(1), named(4, 0)), (NodeId(2), named(0, 0))]);
-    assert_eq!(restart_gci(&answers), (4, 0));
+    let answers = BTreeMap::from([
+        (NodeId(1), named(4, &[(0, 0)])),
+        (NodeId(2), named(0, &[(0, 0)])),
+    ]);
+    assert_eq!(restart_gci(&answers), (4, history(&[(0, 0)])));
+    // Seed 0x7a0001db: node 2 last restarted at the initial start and saved up to 16; it
+    // missed the restarts at 16 and 17. Its GCI 17 is of the history the first dropped.
+    let answers = BTreeMap::from([
+        (NodeId(1), named(17, &[(0, 0), (1, 16), (2, 17)])),
+        (NodeId(2), named(16, &[(0, 0)])),
+    ]);
+    let (gci, newest) = restart_gci(&answers);
+    assert_eq!(gci, 17);
+    assert!(!can_restore(&answers[&NodeId(2)], 17, &newest));
+    assert!(can_restore(&answers[&NodeId(2)], 16, &newest));
+    // Two restarts at the same GCI (a master failed as it chose it, and the next chose it
+    // again): a node that missed both still restores up to it.
+    let answers = BTreeMap::from([
+        (NodeId(1), named(17, &[(0, 0), (1, 17), (2, 17)])),
+        (NodeId(2), named(16, &[(0, 0)])),
+    ]);
+    let (gci, newest) = restart_gci(&answers);
+    assert!(can_restore(&answers[&NodeId(2)], gci, &newest));
+    // A node whose last restart is not in the newest history (another history, or older than
+    // it keeps) takes no part.
+    let answers = BTreeMap::from([
+        (NodeId(1), named(20, &[(0, 0), (1, 10), (3, 15)])),
+        (NodeId(2), named(15, &[(0, 0), (2, 12)])),
+    ]);
+    let (gci, newest) = restart_gci(&answers);
+    assert_eq!(gci, 20);
+    assert!(!can_restore(&answers[&NodeId(2)], 15, &newest));
+    // A node that took part in the newest restart restores a GCI its sysfile does not name
+    // yet (its log may hold it: its sysfile write came after the save).
+    assert!(can_restore(
+        &named(19, &[(0, 0), (1, 10), (3, 15)]),
+        20,
+        &newest
+    ));
 }
 
 #[test]

@@ -12,6 +12,7 @@
 //! torn tail (cut off) or damage (an error naming the file and offset).
 
 use rndb_protocol::codec::{DecodeError, Reader, Writer};
+use rndb_protocol::dih::{decode_restarts, encode_restarts, RestartId};
 
 /// The format version every header carries.
 pub const VERSION: u32 = 1;
@@ -271,7 +272,7 @@ impl SchemaChange {
 
 /// The sysfile (NDB's P0.sysfile, written in two copies): the newest global checkpoint this
 /// node knows to be restorable cluster-wide.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Sysfile {
     /// NDB's newestRestorableGCI: the high word of the newest saved GCI.
     pub restorable_gci: u32,
@@ -285,6 +286,10 @@ pub struct Sysfile {
     /// GCI, changes of GCIs the restarted cluster gave again, and this node restores no GCI
     /// past it.
     pub cut_pending: bool,
+    /// The system restarts the files went through, oldest first, the last the one this node
+    /// took part in (or the cluster's when it joined by node restart): the newest
+    /// `RESTARTS_KEPT`. A restart chooses which nodes' logs it can trust by them (`restart.rs`).
+    pub restarts: Vec<RestartId>,
 }
 
 /// The SYSFILE record's flag saying its restart's cut may not be on disk yet.
@@ -292,8 +297,9 @@ const SYSFILE_CUT_PENDING: u32 = 1;
 
 impl Sysfile {
     /// A whole sysfile: header, then one SYSFILE record (`restorable_gci u32 | restart_gci
-    /// u32 | flags u32`, flag 1 `cut_pending`; a record without the flags word, as written
-    /// before it existed, reads as no flags).
+    /// u32 | flags u32 | restarts: count u8 | count × (no u32 | gci u32)`, flag 1
+    /// `cut_pending`; a sysfile written before the flags and the history existed reads as
+    /// damaged).
     pub fn file_bytes(&self, node: u32) -> Vec<u8> {
         let mut out = Vec::with_capacity(64);
         FileHeader {
@@ -312,6 +318,7 @@ impl Sysfile {
                 } else {
                     0
                 });
+            encode_restarts(&mut Writer::new(b), &self.restarts);
         });
         out
     }
@@ -340,10 +347,8 @@ impl Sysfile {
                 let mut read = || -> Result<Sysfile, DecodeError> {
                     let restorable_gci = reader.u32()?;
                     let restart_gci = reader.u32()?;
-                    let flags = match reader.remaining() {
-                        0 => 0,
-                        _ => reader.u32()?,
-                    };
+                    let flags = reader.u32()?;
+                    let restarts = decode_restarts(&mut reader)?;
                     reader.finish()?;
                     if flags & !SYSFILE_CUT_PENDING != 0 {
                         return Err(DecodeError::new(
@@ -355,6 +360,7 @@ impl Sysfile {
                         restorable_gci,
                         restart_gci,
                         cut_pending: flags & SYSFILE_CUT_PENDING != 0,
+                        restarts,
                     })
                 };
                 read().map_err(|e| format!("at offset {HEADER_BYTES}: {e}"))
@@ -548,6 +554,7 @@ mod tests {
             restorable_gci: 42,
             restart_gci: 7,
             cut_pending: true,
+            restarts: vec![RestartId { no: 0, gci: 0 }, RestartId { no: 2, gci: 7 }],
         };
         let bytes = sysfile.file_bytes(3);
         assert_eq!(Sysfile::from_file(&bytes, 3).unwrap(), sysfile);
@@ -556,8 +563,8 @@ mod tests {
     }
 
     #[test]
-    fn a_sysfile_without_the_flags_word_reads_as_none_and_unknown_flags_are_refused() {
-        let with_body = |body: &[u32]| {
+    fn a_sysfile_without_flags_and_history_or_with_unknown_flags_is_refused() {
+        let with_body = |body: &[u32], tail: &[u8]| {
             let mut out = Vec::new();
             FileHeader {
                 magic: SYSFILE_MAGIC,
@@ -570,15 +577,13 @@ mod tests {
                 for word in body {
                     b.extend_from_slice(&word.to_le_bytes());
                 }
+                b.extend_from_slice(tail);
             });
             out
         };
-        let old = Sysfile::from_file(&with_body(&[42, 7]), 3).unwrap();
-        assert_eq!(
-            (old.restorable_gci, old.restart_gci, old.cut_pending),
-            (42, 7, false)
-        );
-        let why = Sysfile::from_file(&with_body(&[42, 7, 2]), 3).unwrap_err();
+        assert!(Sysfile::from_file(&with_body(&[42, 7, 0], &[0]), 3).is_ok());
+        assert!(Sysfile::from_file(&with_body(&[42, 7], &[]), 3).is_err());
+        let why = Sysfile::from_file(&with_body(&[42, 7, 2], &[0]), 3).unwrap_err();
         assert!(why.contains("unknown flags 0x2"), "{why}");
     }
 }

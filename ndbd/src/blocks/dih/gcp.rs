@@ -133,6 +133,10 @@ pub(crate) struct Gcp {
     /// The GCI the cluster last started from: its last system restart's (0 after an initial
     /// start), told to a restarting node by the president. Written in the sysfile.
     pub restart_gci: u32,
+    /// The cluster's system restarts, the last the one it last started from
+    /// (`Sysfile::restarts`): set when this node starts (`finish_start`) or is let in
+    /// (START_PERMCONF), and written with each save.
+    pub restarts: Vec<rndb_protocol::dih::RestartId>,
     /// The master's round in progress.
     round: Option<Round>,
     next_epoch: Option<Instant>,
@@ -233,6 +237,7 @@ impl Gcp {
             files_restore: NodeSet::new(),
             copy_saved: NodeSet::new(),
             restart_gci: restorable,
+            restarts: Vec::new(),
             round: None,
             next_epoch: None,
             last_checkpoint: None,
@@ -603,6 +608,7 @@ impl Kernel {
             restorable_gci: gci_hi(gci),
             restart_gci: self.gcp.restart_gci,
             cut_pending: false,
+            restarts: self.gcp.restarts.clone(),
         };
         // Each copy is overwritten in place and synced before the next is touched (two fsyncs,
         // where a replace through a temporary file costs four): a crash tears at most one, whose
@@ -620,12 +626,16 @@ impl Kernel {
             sysfile,
             written: 0,
         });
-        self.write_sysfile_copy(self.gcp.sysfile_first, sysfile, FsWait::Sysfile);
+        let first = self.gcp.sysfile_first;
+        if let Some(copying) = self.gcp.copying.take() {
+            self.write_sysfile_copy(first, &copying.sysfile, FsWait::Sysfile);
+            self.gcp.copying = Some(copying);
+        }
     }
 
     /// Overwrites copy `copy` of the sysfile with `sysfile`, and syncs it; `wait` hears of
     /// the sync.
-    pub(crate) fn write_sysfile_copy(&mut self, copy: usize, sysfile: Sysfile, wait: FsWait) {
+    pub(crate) fn write_sysfile_copy(&mut self, copy: usize, sysfile: &Sysfile, wait: FsWait) {
         let path = SYSFILES[copy].to_string();
         self.fs.push(
             FsOp::Write {
@@ -675,8 +685,8 @@ impl Kernel {
         copying.written += 1;
         if copying.written < SYSFILES.len() {
             let copy = (self.gcp.sysfile_first + copying.written) % SYSFILES.len();
-            let sysfile = copying.sysfile;
-            return self.write_sysfile_copy(copy, sysfile, FsWait::Sysfile);
+            let sysfile = copying.sysfile.clone();
+            return self.write_sysfile_copy(copy, &sysfile, FsWait::Sysfile);
         }
         let (gci, master) = (copying.gci, copying.master);
         self.gcp.copying = None;
