@@ -1615,6 +1615,19 @@ fn a_group_serving_on_a_failed_disk_lets_a_node_in_though_another_is_down() {
     replay(&[0x7700_1e98, 0x7700_31fb], &options);
 }
 
+/// Seed 0x8400039a (the same options as above): master 1 sent GCP_COMMIT and crashed; new
+/// master 2's GCP_COMMIT reached node 3 first, node 1's arrived over a slow link after it,
+/// before node 3 held node 1 failed, and replaced it: node 3 told only node 1 when the epoch's
+/// commits ended, and node 2's round waited for good. Each master's epoch now waits on its
+/// own.
+#[test]
+fn a_dead_masters_late_gcp_commit_leaves_its_successors_round_alone() {
+    let mut options = three_replicas_crashing_again();
+    options.faults.push(Fault::CrashStarting);
+    options.durable_commits = true;
+    replay(&[0x8400_039a], &options);
+}
+
 /// Seed 0x94000f6 (`--replicas 3 --faults crash,client,slow,api-link,buggify,pause,hang,
 /// restart,crash-all,disk,crash-again,crash-starting`): president 1 ran a round moving node 3's
 /// primaries back and failed; its COMMIT reached node 6 over a slow link only after the new

@@ -689,8 +689,14 @@ impl Kernel {
             return Ok(());
         };
         match restart.gci {
-            // A new master's answer to the restart this node named (`restart_request`).
-            Some(chosen) if chosen == gci => return Ok(()),
+            // A new master's answer to the restart this node named (`restart_request`): the
+            // same GCI, numbered anew; the sysfiles this node writes from now on name the new
+            // number, as every other node's do (kept at the old one, it would count as having
+            // missed the new one, and restore no GCI past it at the next system restart).
+            Some(chosen) if chosen == gci => {
+                restart.history = conf.restarts;
+                return Ok(());
+            }
             Some(chosen) => {
                 return Err(format!(
                     "the new master restarts the cluster at GCI {gci}, but the failed master \

@@ -93,8 +93,12 @@ pub(crate) struct Gcp {
     pub held: Vec<TransId>,
     /// Commits running, per epoch.
     running: BTreeMap<u64, u32>,
-    /// An epoch that ended here, whose commits must end before the master hears of it.
-    finishing: Option<(u64, NodeId)>,
+    /// Epochs that ended here, whose commits must end before the master that ended each
+    /// hears of it: one per master. A failed master's GCP_COMMIT can arrive after its
+    /// successor's, before this node holds it failed; had it replaced the successor's, this
+    /// node would answer only the failed master, and the successor's round would wait for
+    /// good (seed 0x8400039a, 3 replicas, `--durable-commits`).
+    finishing: Vec<(u64, NodeId)>,
     /// Saves masters asked for that wait for this node's orphans to be decided, or for
     /// failures the master handled to be handled here, or for the save before: one per
     /// master, in the order asked. A failed master's request can arrive after its successor's,
@@ -223,7 +227,7 @@ impl Gcp {
             prepared_by: NodeId(0),
             held: Vec::new(),
             running: BTreeMap::new(),
-            finishing: None,
+            finishing: Vec::new(),
             save_waiting: Vec::new(),
             master_failed: NodeSet::new(),
             saving: None,
@@ -406,7 +410,8 @@ impl Kernel {
                 for trans in std::mem::take(&mut self.gcp.held) {
                     self.jobs.push_back(Signal::TcContinueB(trans));
                 }
-                self.gcp.finishing = Some((old, from));
+                self.gcp.finishing.retain(|&(_, master)| master != from);
+                self.gcp.finishing.push((old, from));
                 self.gcp_check_finished(out);
             }
             gsn::GCP_SAVEREQ => {
@@ -504,16 +509,15 @@ impl Kernel {
         }
     }
 
-    /// Once every commit of the epoch that ended here has ended, the master hears of it.
+    /// Once every commit of an epoch that ended here has ended, the master that ended it hears
+    /// of it.
     pub(crate) fn gcp_check_finished(&mut self, out: &mut dyn Outbox) {
-        let Some((old, master)) = self.gcp.finishing else {
-            return;
-        };
-        if self.gcp.running.range(..=old).next().is_some() {
-            return;
+        while let Some(at) = (self.gcp.finishing.iter())
+            .position(|&(old, _)| self.gcp.running.range(..=old).next().is_none())
+        {
+            let (old, master) = self.gcp.finishing.remove(at);
+            self.send_gcp(master, gsn::GCP_NODEFINISH, old, out);
         }
-        self.gcp.finishing = None;
-        self.send_gcp(master, gsn::GCP_NODEFINISH, old, out);
     }
 
     /// The save the master asked for, once nothing here may still commit in its GCI: no orphan
@@ -974,9 +978,7 @@ impl Kernel {
             round.saved.remove(node);
             self.gcp_advance(out, now);
         }
-        if self.gcp.finishing.is_some_and(|(_, master)| master == node) {
-            self.gcp.finishing = None;
-        }
+        self.gcp.finishing.retain(|&(_, master)| master != node);
         // Nobody to confirm to: the next master saves again.
         self.gcp.save_waiting.retain(|w| w.master != node);
         if self.gcp.prepared && self.gcp.prepared_by == node {
