@@ -963,6 +963,58 @@ fn a_restarted_node_left_alone_makes_no_checkpoint_restorable_until_its_own_cove
     assert_eq!(sysfile.restorable_gci, node2.restorable_gci());
 }
 
+/// A COPY_GCIREQ for a GCI this node's sysfile already names, or an older one (a failed
+/// master's late request, which can arrive after its successor's), is answered at once: the
+/// sysfile never goes back to an older GCI.
+#[test]
+fn a_late_copy_request_for_an_older_gci_leaves_the_sysfile_as_it_is() {
+    let mut cluster = Cluster::new(vec![MemDisk::default(), MemDisk::default()], true);
+    cluster.run(cluster.start);
+    cluster.tick_until(6_000);
+    let saved = cluster.nodes[1].0.restorable_gci();
+    assert!(saved >= 2, "two global checkpoints are saved");
+    let sysfiles = |cluster: &Cluster| -> Vec<u32> {
+        ["D1/DBDIH/P0.sysfile", "D2/DBDIH/P0.sysfile"]
+            .iter()
+            .map(|path| {
+                let sysfile = Sysfile::from_file(&cluster.nodes[1].1 .0[*path], 2).expect(path);
+                sysfile.restorable_gci
+            })
+            .collect()
+    };
+    let before = sysfiles(&cluster);
+    assert!(before.iter().all(|&gci| gci == saved), "{before:?}");
+    let late = rndb_protocol::dih::GcpSignal {
+        gci: u64::from(saved - 1) << 32,
+        nodes: [0b110, 0, 0, 0],
+    };
+    let mut payload = Vec::new();
+    late.encode(&mut payload);
+    let header = FrameHeader {
+        signal: gsn::COPY_GCIREQ,
+        receiver_block: signals::block::DBDIH,
+        sender_block: signals::block::DBDIH,
+        request_id: 0,
+    };
+    let now = cluster.start + std::time::Duration::from_secs(30);
+    let mut sent = Sent::default();
+    (cluster.nodes[1].0)
+        .on_frame(NodeId(1), &header, &payload, &mut sent, now)
+        .expect("a valid frame");
+    cluster.nodes[1].0.run_jobs(&mut sent, now);
+    let answered = sent.0.iter().any(|(to, header, payload)| {
+        *to == NodeId(1)
+            && header.signal == gsn::COPY_GCICONF
+            && rndb_protocol::dih::GcpSignal::decode(payload).map(|s| s.gci) == Ok(late.gci)
+    });
+    assert!(answered, "answered at once: {:?}", sent.0);
+    assert!(
+        !cluster.nodes[1].0.has_fs_requests(),
+        "no sysfile write for an older GCI"
+    );
+    assert_eq!(sysfiles(&cluster), before);
+}
+
 #[test]
 fn a_save_confirmation_naming_an_earlier_gci_does_not_make_the_next_one_restorable() {
     let mut cluster = Cluster::new(vec![MemDisk::default(), MemDisk::default()], true);

@@ -113,6 +113,15 @@ pub(crate) struct Gcp {
     saving: Option<(u64, NodeId, usize, bool)>,
     /// A sysfile write in progress.
     copying: Option<Copying>,
+    /// COPY_GCIREQs that came while a sysfile write was in progress: one per master, in the
+    /// order asked, each carried out (or answered) once the write before is done. A failed
+    /// master's request can arrive after its successor's, before this node holds it failed,
+    /// as GCP_SAVEREQ and GCP_COMMIT can: it must neither take the successor's place nor
+    /// write its older GCI over the successor's.
+    copy_waiting: Vec<(u64, NodeId)>,
+    /// The newest GCI a sysfile write of this run named (this node's sysfile names it or a
+    /// newer one): a request for it or an older one is answered at once.
+    copied: u64,
     /// The index in [`SYSFILES`] of the copy a save overwrites first: not the one a restart
     /// took its GCI from (see `gcp_copy`).
     pub sysfile_first: usize,
@@ -232,6 +241,8 @@ impl Gcp {
             master_failed: NodeSet::new(),
             saving: None,
             copying: None,
+            copy_waiting: Vec::new(),
+            copied: 0,
             sysfile_first: 0,
             restorable,
             // Learned in this run only: after a system restart at G, G may be named by one
@@ -608,6 +619,16 @@ impl Kernel {
             self.tc_checkpoint_saved(out);
             return self.send_gcp(master, gsn::COPY_GCICONF, gci, out);
         }
+        if gci <= self.gcp.copied {
+            // Saved here already (a new master asking again for the GCI, or a failed
+            // master's late request): the sysfile never goes back.
+            return self.send_gcp(master, gsn::COPY_GCICONF, gci, out);
+        }
+        if self.gcp.copying.is_some() {
+            self.gcp.copy_waiting.retain(|&(_, m)| m != master);
+            self.gcp.copy_waiting.push((gci, master));
+            return;
+        }
         let sysfile = Sysfile {
             restorable_gci: gci_hi(gci),
             restart_gci: self.gcp.restart_gci,
@@ -694,6 +715,7 @@ impl Kernel {
         }
         let (gci, master) = (copying.gci, copying.master);
         self.gcp.copying = None;
+        self.gcp.copied = self.gcp.copied.max(gci);
         self.gcp.restorable = self.gcp.restorable.max(gci_hi(gci));
         self.gcp_files_restore();
         self.node_restart_sysfile_saved();
@@ -704,6 +726,10 @@ impl Kernel {
         // that every node's does (`gcp_durable`): a system restart without this node (it
         // failed during the restart) comes back at what the others' sysfiles name.
         self.send_gcp(master, gsn::COPY_GCICONF, gci, out);
+        while self.gcp.copying.is_none() && !self.gcp.copy_waiting.is_empty() {
+            let (gci, master) = self.gcp.copy_waiting.remove(0);
+            self.gcp_copy(master, gci, out);
+        }
     }
 
     /// GCP_RESTORABLE_REP: this node answered COPY_GCIREF, and another node's sysfile names
@@ -979,6 +1005,7 @@ impl Kernel {
             self.gcp_advance(out, now);
         }
         self.gcp.finishing.retain(|&(_, master)| master != node);
+        self.gcp.copy_waiting.retain(|&(_, master)| master != node);
         // Nobody to confirm to: the next master saves again.
         self.gcp.save_waiting.retain(|w| w.master != node);
         if self.gcp.prepared && self.gcp.prepared_by == node {
