@@ -103,6 +103,19 @@ impl Outbox for Sent {
     }
 }
 
+/// A DIH frame carrying `GcpSignal { gci, nodes }`: its header and payload.
+fn gcp_frame(signal: u16, gci: u64, nodes: [u64; 4]) -> (FrameHeader, Vec<u8>) {
+    let mut payload = Vec::new();
+    rndb_protocol::dih::GcpSignal { gci, nodes }.encode(&mut payload);
+    let header = FrameHeader {
+        signal,
+        receiver_block: signals::block::DBDIH,
+        sender_block: signals::block::DBDIH,
+        request_id: 0,
+    };
+    (header, payload)
+}
+
 fn config() -> ClusterConfig {
     rndb_config::parse_str(INI, Path::new("t.ini")).expect("config")
 }
@@ -984,18 +997,8 @@ fn a_late_copy_request_for_an_older_gci_leaves_the_sysfile_as_it_is() {
     };
     let before = sysfiles(&cluster);
     assert!(before.iter().all(|&gci| gci == saved), "{before:?}");
-    let late = rndb_protocol::dih::GcpSignal {
-        gci: u64::from(saved - 1) << 32,
-        nodes: [0b110, 0, 0, 0],
-    };
-    let mut payload = Vec::new();
-    late.encode(&mut payload);
-    let header = FrameHeader {
-        signal: gsn::COPY_GCIREQ,
-        receiver_block: signals::block::DBDIH,
-        sender_block: signals::block::DBDIH,
-        request_id: 0,
-    };
+    let late = u64::from(saved - 1) << 32;
+    let (header, payload) = gcp_frame(gsn::COPY_GCIREQ, late, [0b110, 0, 0, 0]);
     let now = cluster.start + std::time::Duration::from_secs(30);
     let mut sent = Sent::default();
     (cluster.nodes[1].0)
@@ -1005,7 +1008,7 @@ fn a_late_copy_request_for_an_older_gci_leaves_the_sysfile_as_it_is() {
     let answered = sent.0.iter().any(|(to, header, payload)| {
         *to == NodeId(1)
             && header.signal == gsn::COPY_GCICONF
-            && rndb_protocol::dih::GcpSignal::decode(payload).map(|s| s.gci) == Ok(late.gci)
+            && rndb_protocol::dih::GcpSignal::decode(payload).map(|s| s.gci) == Ok(late)
     });
     assert!(answered, "answered at once: {:?}", sent.0);
     assert!(
@@ -1038,18 +1041,7 @@ fn a_save_confirmation_naming_an_earlier_gci_does_not_make_the_next_one_restorab
     }
     // A confirmation of the save before, late (a master that failed asked for it, and this
     // one began that save again for a later GCI, seed 0x26be3bb65), must not stand for it.
-    let stale = rndb_protocol::dih::GcpSignal {
-        gci: u64::from(saved) << 32,
-        nodes: [0; 4],
-    };
-    let mut payload = Vec::new();
-    stale.encode(&mut payload);
-    let header = FrameHeader {
-        signal: gsn::GCP_SAVECONF,
-        receiver_block: signals::block::DBDIH,
-        sender_block: signals::block::DBDIH,
-        request_id: 0,
-    };
+    let (header, payload) = gcp_frame(gsn::GCP_SAVECONF, u64::from(saved) << 32, [0; 4]);
     let now = cluster.start + std::time::Duration::from_millis(interval * 4);
     let mut sent = Sent::default();
     (cluster.nodes[0].0)
