@@ -645,17 +645,13 @@ impl Kernel {
         // first save's second copy was lost to a power loss, the system restart read the
         // first, the next save overwrote that first and power failed again: no copy named
         // the GCI the cluster had restarted at).
+        self.write_sysfile_copy(self.gcp.sysfile_first, &sysfile, FsWait::Sysfile);
         self.gcp.copying = Some(Copying {
             gci,
             master,
             sysfile,
             written: 0,
         });
-        let first = self.gcp.sysfile_first;
-        if let Some(copying) = self.gcp.copying.take() {
-            self.write_sysfile_copy(first, &copying.sysfile, FsWait::Sysfile);
-            self.gcp.copying = Some(copying);
-        }
     }
 
     /// Overwrites copy `copy` of the sysfile with `sysfile`, and syncs it; `wait` hears of
