@@ -1022,8 +1022,11 @@ impl<'c> Transaction<'c> {
     /// costs mostly latency: throughput needs as many commits in flight as commit in one
     /// TimeBetweenGlobalCheckpoints. If the coordinating data node fails meanwhile, the
     /// execute fails as any other does when its node is lost (4010), and whether the commit
-    /// survives is then unknown. A Diskless cluster answers at the next global checkpoint,
-    /// which saves nothing.
+    /// survives is then unknown. If the checkpoint is still not saved twice
+    /// TimeBetweenGlobalCheckpointsTimeout after the commit ended (a node group whose every
+    /// live node runs on a failed disk can save nothing), the data node gives up waiting: the
+    /// execute fails with 4012 (unknown result: committed in memory, its durability unknown).
+    /// A Diskless cluster answers at the next global checkpoint, which saves nothing.
     pub fn set_durable_commit(&mut self, durable: bool) {
         self.durable_commit = durable;
     }

@@ -610,7 +610,9 @@ impl Client {
                 );
                 // A durable commit waits for a save that a node group whose disks all failed
                 // cannot make (both nodes stay, each its group's last serving member, until
-                // an operator starts another): its outcome is unknown, not a hang.
+                // an operator starts another): its outcome is unknown, not a hang, when TC's
+                // own bound (4012 after twice TimeBetweenGlobalCheckpointsTimeout) is longer
+                // than the client's (see `World::saves_stuck`).
                 let unsaved =
                     request.commit_sent && ctx.shared.durable_commits && ctx.shared.saves_stuck;
                 if !ctx.shared.hangs_expected && !unsaved {
@@ -1762,7 +1764,10 @@ impl Client {
                 ));
             }
         }
-        let unknown = matches!(ended, Ended::Lost | Ended::TimedOut) && request.commit_sent;
+        // 4012 after a commit: committed, but TC gave up waiting for the global checkpoint
+        // that would make it durable (`Tc::saves_overdue`).
+        let unknown = matches!(ended, Ended::Lost | Ended::TimedOut | Ended::Refused(4012))
+            && request.commit_sent;
         if matches!(ended, Ended::TimedOut) && request.to.0 != 0 {
             // As the API's drop does: roll back, nobody waits for the answer.
             self.send_rollback(ctx, request.to, request.request_id, false);

@@ -431,7 +431,7 @@ impl Kernel {
                     gsn::GCP_SAVEREQ | gsn::CNTR_START_REP => {
                         self.gcp.master_failed = NodeSet::from_words(nodes)
                     }
-                    gsn::COPY_GCIREQ => self.gcp.copy_saved = NodeSet::from_words(nodes),
+                    gsn::COPY_GCIREQ => self.gcp.copy_named(gci, NodeSet::from_words(nodes)),
                     _ => {}
                 }
                 self.jobs.push_back(Signal::Gcp {
@@ -636,7 +636,7 @@ impl Kernel {
                     self.resume_scan(scan, fragment, out, now)
                 }
                 Signal::LqhKeyConfRef(answer) => self.exec_lqhkey_answer(*answer, out, now),
-                Signal::TcContinueB(trans) => self.tc_round(trans, out),
+                Signal::TcContinueB(trans) => self.tc_round(trans, out, now),
                 Signal::LqhCommitReq {
                     trans,
                     tc_node,
@@ -647,7 +647,7 @@ impl Kernel {
                 }
                 Signal::RoundConf { trans, node } => {
                     if self.tc.round_done(trans, node) {
-                        self.tc_round(trans, out);
+                        self.tc_round(trans, out, now);
                     }
                 }
                 Signal::CntrStartReq { from, req } => self.exec_cntr_start_req(from, *req, out),
@@ -685,6 +685,7 @@ impl Kernel {
                     self.restart_request(out);
                     self.gcp_timer(out, now);
                     self.gcp_stop_check(out, now);
+                    self.tc_saves_overdue(out, now);
                     self.lcp_timer(out);
                     self.node_restart_timer(out, now);
                     self.primary_switch_timer(out, now);

@@ -978,7 +978,7 @@ fn a_restarted_node_left_alone_makes_no_checkpoint_restorable_until_its_own_cove
 
 /// A COPY_GCIREQ for a GCI this node's sysfile already names, or an older one (a failed
 /// master's late request, which can arrive after its successor's), is answered at once: the
-/// sysfile never goes back to an older GCI.
+/// sysfile never goes back to an older GCI, nor the nodes known to have saved the newest.
 #[test]
 fn a_late_copy_request_for_an_older_gci_leaves_the_sysfile_as_it_is() {
     let mut cluster = Cluster::new(vec![MemDisk::default(), MemDisk::default()], true);
@@ -998,7 +998,10 @@ fn a_late_copy_request_for_an_older_gci_leaves_the_sysfile_as_it_is() {
     let before = sysfiles(&cluster);
     assert!(before.iter().all(|&gci| gci == saved), "{before:?}");
     let late = u64::from(saved - 1) << 32;
-    let (header, payload) = gcp_frame(gsn::COPY_GCIREQ, late, [0b110, 0, 0, 0]);
+    let copy_saved = cluster.nodes[1].0.gcp.copy_saved;
+    assert!(copy_saved.contains(NodeId(2)), "{copy_saved:?}");
+    // It names node 1 alone.
+    let (header, payload) = gcp_frame(gsn::COPY_GCIREQ, late, [0b010, 0, 0, 0]);
     let now = cluster.start + std::time::Duration::from_secs(30);
     let mut sent = Sent::default();
     (cluster.nodes[1].0)
@@ -1016,6 +1019,7 @@ fn a_late_copy_request_for_an_older_gci_leaves_the_sysfile_as_it_is() {
         "no sysfile write for an older GCI"
     );
     assert_eq!(sysfiles(&cluster), before);
+    assert_eq!(cluster.nodes[1].0.gcp.copy_saved, copy_saved);
 }
 
 #[test]

@@ -1384,3 +1384,41 @@ fn a_durable_commit_whose_api_left_is_forgotten() {
     );
     assert_eq!(execute_ref(&out, 11).code, 630);
 }
+
+/// A durable commit whose global checkpoint is never saved (here its files are never written,
+/// as on a node group whose every disk failed) is answered 4012 (unknown result) twice
+/// TimeBetweenGlobalCheckpointsTimeout after it was held, and its transaction record goes;
+/// a save that comes after answers it no second time.
+#[test]
+fn a_durable_commit_whose_checkpoint_is_never_saved_ends_as_unknown() {
+    let (mut k, mut out, mut disk, t) = with_files("TimeBetweenGlobalCheckpointsTimeout=1000\n");
+    let held = Instant::now();
+    durable_insert(&mut k, &mut out, 50, 10, &t, 5);
+    assert_eq!(answered(&out, 10), None, "the durable commit waits");
+    assert_eq!(k.tc.saving_count(), 1);
+    k.on_timer(held + Duration::from_millis(1900));
+    k.run_jobs(&mut out, held + Duration::from_millis(1900));
+    assert_eq!(answered(&out, 10), None, "not before twice the timeout");
+    assert_eq!(k.transaction_count(), 1);
+    let late = held + Duration::from_millis(2100);
+    k.on_timer(late);
+    k.run_jobs(&mut out, late);
+    let error = execute_ref(&out, 10);
+    assert_eq!(error.code, 4012, "{error:?}");
+    assert!(error.detail.contains("durable is unknown"), "{error:?}");
+    assert_eq!(k.transaction_count(), 0, "its record is free again");
+    assert_eq!(k.tc.saving_count(), 0);
+    // The save completes after all: the row is there, and nothing more is answered.
+    let answers = out.frames.len();
+    for _ in 0..4 {
+        for request in pump_files(&mut k, &mut out, &mut disk, late) {
+            let conf = ndbfs::execute(&mut disk, request);
+            k.on_fs_conf(conf, &mut out, late).expect("sysfile");
+            k.run_jobs(&mut out, late);
+        }
+    }
+    assert!(
+        !out.frames[answers..].iter().any(|(_, _, r, _)| *r == 10),
+        "answered twice"
+    );
+}

@@ -140,9 +140,11 @@ pub(crate) struct Gcp {
     /// lets a restarting node in (which then drops its files) only once its node group has
     /// another node here (`last_files_of_group`).
     pub files_restore: NodeSet,
-    /// The nodes the last COPY_GCIREQ said confirmed its save: `files_restore` once the GCI
-    /// is known restorable here.
+    /// The nodes the COPY_GCIREQ of the newest GCI said confirmed its save: `files_restore`
+    /// once the GCI is known restorable here (see `copy_named`).
     pub copy_saved: NodeSet,
+    /// The GCI of the COPY_GCIREQ that set `copy_saved`.
+    copy_saved_gci: u64,
     /// The GCI the cluster last started from: its last system restart's (0 after an initial
     /// start), told to a restarting node by the president. Written in the sysfile.
     pub restart_gci: u32,
@@ -251,6 +253,7 @@ impl Gcp {
             durable: 0,
             files_restore: NodeSet::new(),
             copy_saved: NodeSet::new(),
+            copy_saved_gci: 0,
             restart_gci: restorable,
             restarts: Vec::new(),
             round: None,
@@ -272,6 +275,22 @@ impl Gcp {
     pub fn commit_started(&mut self) -> u64 {
         *self.running.entry(self.current).or_default() += 1;
         self.current
+    }
+
+    /// A COPY_GCIREQ for `gci` came, saying `nodes` confirmed its save. A late one for an
+    /// older GCI (from a failed master, or one a new master asked again) names no newer
+    /// files: it leaves the set of the newest as it is, where it would otherwise become
+    /// `files_restore` when the copy in progress ends.
+    pub fn copy_named(&mut self, gci: u64, nodes: NodeSet) {
+        if gci >= self.copy_saved_gci {
+            self.copy_saved_gci = gci;
+            self.copy_saved = nodes;
+        }
+    }
+
+    /// TimeBetweenGlobalCheckpointsTimeout.
+    pub fn save_timeout(&self) -> Duration {
+        self.save_timeout
     }
 
     /// A commit of epoch `gci` ended.
@@ -311,7 +330,7 @@ impl Kernel {
         }
         if to == self.me {
             if signal == gsn::COPY_GCIREQ {
-                self.gcp.copy_saved = nodes;
+                self.gcp.copy_named(gci, nodes);
             }
             self.jobs.push_back(Signal::Gcp {
                 signal,

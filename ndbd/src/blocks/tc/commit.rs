@@ -20,6 +20,8 @@
 //! The early commit at the last replica (`Tc::start_early_commit`) skips both rounds there;
 //! TC orders it only when that replica is the primary of no write.
 
+use std::time::Instant;
+
 use rndb_config::NodeId;
 use rndb_protocol::lqh::{gsn as lgsn, LqhCommitReq, TransSignal, LQH_COMMIT_BACKUP_ROWS_ONLY};
 use rndb_protocol::signals::block;
@@ -68,7 +70,12 @@ impl Kernel {
 
     /// The transaction's commit or abort is over on every participant: TC forgets it and
     /// answers the API.
-    pub(crate) fn finish_transaction(&mut self, trans: TransId, out: &mut dyn Outbox) {
+    pub(crate) fn finish_transaction(
+        &mut self,
+        trans: TransId,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
         // The invariant that keeps locks from leaking: no work of a transaction runs in LQH
         // once TC has started its commit or abort, so when TC forgets it, LQH holds nothing
         // of it (this node is always a participant, and its round has run), unless another
@@ -83,7 +90,7 @@ impl Kernel {
             self.gcp_check_finished(out);
         }
         let early = self.tc.is_early_commit(trans);
-        let answer = if self.tc.hold_for_checkpoint(trans, self.gcp.durable) {
+        let answer = if self.tc.hold_for_checkpoint(trans, self.gcp.durable, now) {
             // A durable commit (or any, while arbitration holds commits): answered by
             // `tc_checkpoint_saved`, after a save the master starts at once rather than at
             // TimeBetweenGlobalCheckpoints (group commit: every commit held meanwhile shares
@@ -134,9 +141,23 @@ impl Kernel {
         }
     }
 
+    /// TC: durable commits whose checkpoint is overdue are answered as unknown
+    /// (`Tc::saves_overdue`).
+    pub(crate) fn tc_saves_overdue(&mut self, out: &mut dyn Outbox, now: Instant) {
+        let limit = self.gcp.save_timeout().saturating_mul(2);
+        for (trans, answer) in self.tc.saves_overdue(now, limit) {
+            tracing::warn!(
+                trans = trans.0,
+                "a durable commit's global checkpoint was not saved in {} ms: answered 4012",
+                limit.as_millis()
+            );
+            self.answer_api(trans, answer, out);
+        }
+    }
+
     /// TC: the next round of a commit or an abort, or the end of the transaction when every
     /// round is done.
-    pub(crate) fn tc_round(&mut self, trans: TransId, out: &mut dyn Outbox) {
+    pub(crate) fn tc_round(&mut self, trans: TransId, out: &mut dyn Outbox, now: Instant) {
         let commit = self.tc.is_committing(trans);
         if commit && self.tc.commits_held() {
             // Shown now, the rows could reveal a commit the other side of a split aborts
@@ -158,7 +179,7 @@ impl Kernel {
         }
         let round = self.tc.next_round(trans);
         if round.nodes.is_empty() {
-            return self.finish_transaction(trans, out);
+            return self.finish_transaction(trans, out, now);
         }
         for node in round.nodes {
             let backup_rows_only = round.backup_rows_only.contains(node);

@@ -232,6 +232,9 @@ pub struct Tc {
     /// there are never more than MaxNoOfConcurrentTransactions; new transactions meanwhile get
     /// 233 as for any record in use.
     saving: BTreeSet<(u32, TransId)>,
+    /// When each checkpoint in `saving` (but 0) had its first commit held: a checkpoint not
+    /// saved in time has its commits answered as unknown (`saves_overdue`).
+    saving_since: BTreeMap<u32, Instant>,
     /// Arbitration decides whether this side of a failure goes on: key operations and commits
     /// are refused (286), and finished commits' answers held, until it has (`arbit.rs`).
     commits_held: bool,
@@ -307,6 +310,7 @@ impl Tc {
             aborted_unasked_order: VecDeque::new(),
             next_expiry_scan: None,
             saving: BTreeSet::new(),
+            saving_since: BTreeMap::new(),
             commits_held: false,
             starts_held: false,
             held_aborts: Vec::new(),
@@ -981,7 +985,7 @@ impl Tc {
     /// goes on) every commit's answer is held: one given now could be lost if the side stops
     /// (its commit reached this side's replicas only). A commit that is not durable, or whose
     /// checkpoint is saved, waits as checkpoint 0, answered when the hold ends.
-    pub fn hold_for_checkpoint(&mut self, trans: TransId, restorable: u32) -> bool {
+    pub fn hold_for_checkpoint(&mut self, trans: TransId, restorable: u32, now: Instant) -> bool {
         let held = self.commits_held;
         let Some(t) = self.transactions.get_mut(trans) else {
             return false;
@@ -1000,6 +1004,9 @@ impl Tc {
         self.operations_in_use = self.operations_in_use.saturating_sub(t.operations);
         t.operations = 0;
         self.saving.insert((checkpoint, trans));
+        if checkpoint != 0 {
+            self.saving_since.entry(checkpoint).or_insert(now);
+        }
         true
     }
 
@@ -1017,7 +1024,57 @@ impl Tc {
                 saved.push((trans, t.committed_answer()));
             }
         }
+        self.saving_since = self.saving_since.split_off(&restorable.saturating_add(1));
         saved
+    }
+
+    /// The durable commits held for a checkpoint that is still not saved `limit` after its
+    /// first commit was held (twice TimeBetweenGlobalCheckpointsTimeout: the bound of a
+    /// node's part in the save, the GCP stop, and as long again for the rest of its node group
+    /// to save without it). Each is committed, but whether it will survive a crash of the
+    /// whole cluster is unknown: it ends with 4012 (unknown result), and its record goes, so
+    /// that a cluster that can no longer save (every live node of a group on a failed disk)
+    /// does not keep MaxNoOfConcurrentTransactions records for good. Not while commits are
+    /// held for arbitration (their answers wait for its decision, which is bounded).
+    pub fn saves_overdue(&mut self, now: Instant, limit: Duration) -> Vec<(TransId, ApiAnswer)> {
+        let overdue = self
+            .saving_since
+            .iter()
+            .take_while(|(_, &since)| now.saturating_duration_since(since) >= limit)
+            .map(|(&checkpoint, _)| checkpoint)
+            .last();
+        let Some(overdue) = overdue.filter(|_| !self.commits_held) else {
+            return Vec::new();
+        };
+        self.saving_since = self.saving_since.split_off(&(overdue + 1));
+        let ended: Vec<(u32, TransId)> = self
+            .saving
+            .range((1, TransId(0))..=(overdue, TransId(u64::MAX)))
+            .copied()
+            .collect();
+        let mut answers = Vec::with_capacity(ended.len());
+        for (checkpoint, trans) in ended {
+            self.saving.remove(&(checkpoint, trans));
+            if self.transactions.remove(trans).is_some() {
+                let error = NdbError::with_detail(
+                    4012,
+                    format!(
+                        "committed in memory, but global checkpoint {checkpoint} was not saved \
+                         within {} ms (twice TimeBetweenGlobalCheckpointsTimeout): whether \
+                         the commit is durable is unknown",
+                        limit.as_millis()
+                    ),
+                );
+                answers.push((
+                    trans,
+                    ApiAnswer::ExecuteRef {
+                        error,
+                        op_index: OP_INDEX_NONE,
+                    },
+                ));
+            }
+        }
+        answers
     }
 
     /// Durable commits whose answers wait for a global checkpoint.
