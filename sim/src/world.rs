@@ -371,6 +371,9 @@ struct World {
     /// a two-way cut's side, which runs on, started, until it finds itself alone): no other
     /// partition starts before (two at once could take a node group off whole).
     partition_until_ns: u64,
+    /// The nodes that partition may get declared failed (a one-way cut's two ends, both sides
+    /// of a two-way cut): until `partition_until_ns`, each counts as its node group's failure.
+    partition_ends: Vec<NodeId>,
     /// Data nodes that started again after a crash (node restart).
     restarted: BTreeSet<NodeId>,
     /// Each data node's disk (durable seeds): it outlives the node's kernels.
@@ -496,6 +499,7 @@ impl World {
             hears_closed: BTreeMap::new(),
             split: false,
             partition_until_ns: 0,
+            partition_ends: Vec::new(),
             hung: BTreeSet::new(),
             stopped_on_request: BTreeSet::new(),
             crashed_at: BTreeMap::new(),
@@ -1680,6 +1684,7 @@ impl World {
                 self.split = true;
                 // Its end is declared failed up to a heartbeat bound after it heals.
                 self.partition_until_ns = self.now_ns + for_ns + self.heartbeat_bound_ns();
+                self.partition_ends = vec![from, to];
                 let until = self.now_ns + for_ns;
                 self.net.blackhole(from, to, until);
             }
@@ -1726,7 +1731,8 @@ impl World {
 
     /// True when a data node of `node`'s node group other than `node` stopped at its own
     /// request, or its disk failed in its current run, or it does not serve (stopped, or
-    /// restarting), or a pause may make it stop: the group had its failure.
+    /// restarting), or a pause may make it stop, or a partition may still get it declared
+    /// failed: the group had its failure.
     fn group_had_its_failure(&self, node: NodeId) -> bool {
         // A pause with more than half of TimeBetweenGlobalCheckpointsTimeout still to run
         // may well end in a GCP stop, a failure of the group's (seed 0x6b49efd1: node 3,
@@ -1737,9 +1743,16 @@ impl World {
                 .get(n)
                 .is_some_and(|&until| until > self.now_ns + gcp_stop_ns / 2)
         };
+        // Seed 0x97006c36 (`--workload sets`, partitions with crashes): a one-way cut 3 → 1
+        // got node 3 declared failed a heartbeat bound later, and node 4, its group's other
+        // node, crashed meanwhile: the cluster, without files, lost its tables.
+        let cut_off = |n: &NodeId| {
+            self.now_ns < self.partition_until_ns && self.partition_ends.contains(n)
+        };
         let down = |n: &NodeId| {
             self.stopped_on_request.contains(n)
                 || stops(n)
+                || cut_off(n)
                 || !self.kernels.get(n).is_some_and(|k| k.serves())
         };
         self.group_peers(node).any(|n| down(&n))
@@ -2160,6 +2173,9 @@ impl World {
             .copied()
             .filter(|n| !side.contains(n))
             .collect();
+        // Either side may lose arbitration (seed 0xb00002cd: side [2] won, and its crash
+        // left the cluster without node group {1, 2}).
+        self.partition_ends = side.iter().chain(&others).copied().collect();
         for &a in side {
             for &b in &others {
                 self.drop_connection(a, b);
