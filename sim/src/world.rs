@@ -1746,9 +1746,8 @@ impl World {
         // Seed 0x97006c36 (`--workload sets`, partitions with crashes): a one-way cut 3 → 1
         // got node 3 declared failed a heartbeat bound later, and node 4, its group's other
         // node, crashed meanwhile: the cluster, without files, lost its tables.
-        let cut_off = |n: &NodeId| {
-            self.now_ns < self.partition_until_ns && self.partition_ends.contains(n)
-        };
+        let cut_off =
+            |n: &NodeId| self.now_ns < self.partition_until_ns && self.partition_ends.contains(n);
         let down = |n: &NodeId| {
             self.stopped_on_request.contains(n)
                 || stops(n)
