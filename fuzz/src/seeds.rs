@@ -351,7 +351,6 @@ fn signal_payloads() -> Vec<Seed> {
     put(34, &|o| {
         rndb_protocol::qmgr::StartPermConf {
             gci: 5 << 32 | 2,
-            restart_gci: 4,
             restarts: vec![
                 rndb_protocol::dih::RestartId { no: 0, gci: 0 },
                 rndb_protocol::dih::RestartId { no: 1, gci: 4 },
@@ -570,7 +569,6 @@ fn files() -> Vec<Seed> {
     seeds.push(("lcp", "ctl-3".into(), ctl.file_bytes(1)));
     let sysfile = Sysfile {
         restorable_gci: 7,
-        restart_gci: 0,
         cut_pending: false,
         restarts: vec![
             rndb_protocol::dih::RestartId { no: 0, gci: 0 },

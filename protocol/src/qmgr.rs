@@ -278,7 +278,7 @@ impl StartPermRef {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StartPermConf {
     pub gci: u64,
-    pub restart_gci: u32,
+    /// The cluster's system restarts, the last the one it last started from.
     pub restarts: Vec<RestartId>,
     pub alive: [u64; 4],
     /// The live nodes whose files restore the cluster's restorable GCI, as the president
@@ -292,12 +292,12 @@ pub struct StartPermConf {
 const REJOINED_MAX: usize = 255;
 
 impl StartPermConf {
-    /// `gci u64 | restart_gci u32 | restarts (count u8 | count × (no u32 | gci u32)) | alive
+    /// `gci u64 | restarts (count u8 | count × (no u32 | gci u32)) | alive
     /// 4 × u64 | files_restore 4 × u64 | rejoined count u16 | count × node u16 | dictionary
     /// (the rest)`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = Writer::new(out);
-        w.u64(self.gci).u32(self.restart_gci);
+        w.u64(self.gci);
         encode_restarts(&mut w, &self.restarts);
         for word in self.alive.iter().chain(&self.files_restore) {
             w.u64(*word);
@@ -312,7 +312,6 @@ impl StartPermConf {
     pub fn decode(buf: &[u8]) -> Result<StartPermConf, DecodeError> {
         let mut r = Reader::new(buf, "START_PERMCONF");
         let gci = r.u64()?;
-        let restart_gci = r.u32()?;
         let restarts = decode_restarts(&mut r)?;
         let mut alive = [0u64; 4];
         let mut files_restore = [0u64; 4];
@@ -326,7 +325,6 @@ impl StartPermConf {
         let rejoined = (0..count).map(|_| r.u16()).collect::<Result<_, _>>()?;
         Ok(StartPermConf {
             gci,
-            restart_gci,
             restarts,
             alive,
             files_restore,
@@ -501,7 +499,6 @@ mod tests {
         assert!(CopyFragReq::decode(&b).is_err());
         let conf = StartPermConf {
             gci: 7 << 32 | 3,
-            restart_gci: 6,
             restarts: vec![RestartId { no: 0, gci: 0 }, RestartId { no: 4, gci: 6 }],
             alive: [0b110, 0, 0, 1],
             files_restore: [0b10, 0, 0, 0],

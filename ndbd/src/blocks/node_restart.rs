@@ -53,6 +53,7 @@
 use std::time::{Duration, Instant};
 
 use rndb_config::NodeId;
+use rndb_protocol::dih::RestartId;
 use rndb_protocol::gsn;
 use rndb_protocol::qmgr::{
     CmRegReq, CopyFragReq, FailRep, InclNodeReq, StartPermConf, StartPermRef,
@@ -90,8 +91,8 @@ pub(crate) struct NodeRestarts {
     files: bool,
     /// This node restored its own files, or set them aside unrestored (not `--initial`), and
     /// is not let in yet: they stay on disk as they were (a crash meanwhile finds them again)
-    /// and go at START_PERMCONF. The system restart their sysfile names.
-    files_kept: Option<u32>,
+    /// and go at START_PERMCONF. The restart history their sysfile names.
+    files_kept: Option<Vec<RestartId>>,
     /// After the copy: the sysfile and schema log wait until a local checkpoint with at least
     /// this id is restorable.
     hold: Option<u32>,
@@ -169,8 +170,8 @@ struct Joining {
     /// The node may ask to be let in: its own files are restored (or it has none to).
     ready: bool,
     /// The node restored its own files: up to this GCI, saved when the cluster had last
-    /// started from the second one (the sysfile's `restart_gci`).
-    restored: Option<(u32, u32)>,
+    /// started from the second one (the last restart of the sysfile's history).
+    restored: Option<(u32, Option<RestartId>)>,
     /// What the copy did: rows whose image came, and rows kept as restored ("unchanged").
     rows_copied: u64,
     rows_kept: u64,
@@ -483,21 +484,22 @@ impl Kernel {
         let initial = self.restart.as_ref().is_some_and(|r| r.initial);
         let had_files = self.node_restart_forget_files();
         match had_files {
-            Some(own) if initial => self.node_restart_remove_files(own, 0),
+            // Nothing was read: the files go, named by no restart.
+            Some(_) if initial => self.node_restart_remove_files(Vec::new()),
             _ => self.node_restart.files_kept = had_files,
         }
     }
 
     /// The restore is over: the files' state in memory goes (a new redo log and local
-    /// checkpoint start after the copy). The system restart their sysfile names; `None` when
+    /// checkpoint start after the copy). The restart history their sysfile names; `None` when
     /// there were none.
-    fn node_restart_forget_files(&mut self) -> Option<u32> {
+    fn node_restart_forget_files(&mut self) -> Option<Vec<RestartId>> {
         let restart = self.restart.take()?;
         self.node_restart.files = true;
         self.lqh.redo = None;
         self.dict_log = DictLog::default();
         self.lcps = Lcps::default();
-        Some(restart.restart_gci)
+        Some(restart.restarts)
     }
 
     /// The files on disk go: once the president let this node in after it restored them
@@ -507,19 +509,23 @@ impl Kernel {
     /// copies are overwritten with one that names no restorable GCI, and synced: a removal is
     /// durable only once its directory is synced, and a crash must never leave the old
     /// sysfile beside a redo log that this run began anew (the next start would restore from
-    /// it). That sysfile names `own`, the system restart the files' own sysfile named: until
+    /// it). That sysfile names `own`, the restart history the files' own sysfile named: until
     /// they are gone, their local checkpoints and redo log may hold GCIs of an era a later
-    /// system restart gave again, which only a sysfile naming that restart lets a start trust.
+    /// system restart gave again, which only a sysfile naming that restart lets a start trust
+    /// (it once named the cluster's history beside the files' own restart GCI, and a start
+    /// would have counted such files as current: `restart.rs`'s `standing` reads the
+    /// history).
     /// NDBFS runs the requests one after the other, and none after one failed (`FailStop`):
     /// the second copy is touched only once the first is synced, as a save's are
     /// (`gcp_copy`). Then the schema log, the local checkpoints and the redo log go, and both
-    /// copies are written again, naming `restart_gci`, the system restart the cluster last
-    /// started from as far as known (`write_empty_sysfile`). The copies stay where they are,
-    /// so that at every moment one of them is whole (seed 0x2a77ea335: node 2 had stopped at
-    /// a system restart it could not take part in; its empty sysfile, naming that restart,
-    /// was written and a crash came before its old files went, and the next system restart
-    /// took its checkpoint of GCI 4 from before that restart, a GCI given again since).
-    fn node_restart_remove_files(&mut self, own: u32, restart_gci: u32) {
+    /// copies are written again, naming the cluster's restart history as far as known
+    /// (`Gcp::restarts`: still empty with `--initial`, before START_PERMCONF;
+    /// `write_empty_sysfile`). The copies stay where they are, so that at every moment one of
+    /// them is whole (seed 0x2a77ea335: node 2 had stopped at a system restart it could not
+    /// take part in; its empty sysfile, naming that restart, was written and a crash came
+    /// before its old files went, and the next system restart took its checkpoint of GCI 4
+    /// from before that restart, a GCI given again since).
+    fn node_restart_remove_files(&mut self, own: Vec<RestartId>) {
         self.node_restart.files_kept = None;
         self.node_restart.unsaved = true;
         self.write_empty_sysfile(own);
@@ -534,20 +540,19 @@ impl Kernel {
         })) {
             self.fs.push(FsOp::Remove { path }, FsWait::Nothing);
         }
-        self.write_empty_sysfile(restart_gci);
+        self.write_empty_sysfile(self.gcp.restarts.clone());
     }
 
-    /// Both sysfile copies name no GCI, each synced in turn, and the system restart the
-    /// cluster last started from: this node's files hold nothing of GCIs that restart gave
-    /// again, so a system restart counts them in (seed 0x1a13bbc21: a node whose checkpoint
-    /// after its copy covered the restart GCI was taken for stale, its sysfile naming no
-    /// restart, and its group could not restart).
-    fn write_empty_sysfile(&mut self, restart_gci: u32) {
+    /// Both sysfile copies name no GCI, each synced in turn, and the restart history
+    /// `restarts`: the cluster's, once this node's files hold nothing of GCIs its last restart
+    /// gave again, so that a system restart counts them in (seed 0x1a13bbc21: a node whose
+    /// checkpoint after its copy covered the restart GCI was taken for stale, its sysfile
+    /// naming no restart, and its group could not restart).
+    fn write_empty_sysfile(&mut self, restarts: Vec<RestartId>) {
         let nothing = Sysfile {
             restorable_gci: 0,
-            restart_gci,
             cut_pending: false,
-            restarts: self.gcp.restarts.clone(),
+            restarts,
         }
         .file_bytes(u32::from(self.me.0));
         // The copy the restart did not read first, as a save does (seed 0x248204582: the
@@ -591,8 +596,8 @@ impl Kernel {
     /// checkpoint start after the copy), every row restored is marked as such until the copy
     /// confirms it, and the node asks to be let in.
     pub(crate) fn node_restart_restored(&mut self, gci: u32, out: &mut dyn Outbox, now: Instant) {
-        let restart_gci = self.restart.as_ref().map_or(0, |r| r.restart_gci);
         self.node_restart.files_kept = self.node_restart_forget_files();
+        let own = (self.node_restart.files_kept.as_ref()).and_then(|h| h.last().copied());
         let rows = self.lqh.mark_restored();
         tracing::info!(
             gci,
@@ -600,7 +605,7 @@ impl Kernel {
             "node restart: own files restored up to GCI {gci} ({rows} rows); asking to be let in"
         );
         if let Some(me) = self.node_restart.me.as_mut() {
-            me.restored = Some((gci, restart_gci));
+            me.restored = Some((gci, own));
             me.ready = true;
         }
         self.node_restart_timer(out, now);
@@ -724,7 +729,6 @@ impl Kernel {
         });
         let conf = StartPermConf {
             gci: self.gcp.current,
-            restart_gci: self.gcp.restart_gci,
             restarts: self.gcp.restarts.clone(),
             alive: alive.words(),
             files_restore: self.gcp.files_restore.words(),
@@ -806,15 +810,19 @@ impl Kernel {
         let restored = me.restored;
         // The cluster's restart history: the sysfiles this node writes from now on name it.
         self.gcp.restarts = conf.restarts.clone();
-        if let Some(own) = self.node_restart.files_kept {
-            self.node_restart_remove_files(own, conf.restart_gci);
+        if let Some(own) = self.node_restart.files_kept.take() {
+            self.node_restart_remove_files(own);
         } else if self.node_restart.files {
             // Dropped before this node asked: the sysfile names the cluster's restart now.
-            self.write_empty_sysfile(conf.restart_gci);
+            self.write_empty_sysfile(conf.restarts.clone());
         }
-        let history_kept = restored.is_some_and(|(_, restart_gci)| restart_gci == conf.restart_gci);
-        if let (Some((gci, restart_gci)), false) = (restored, history_kept) {
-            tracing::warn!(gci, restart_gci, cluster_restart_gci = conf.restart_gci, "node restart: the cluster restarted from GCI {} since this node saved its files (its GCIs after that were given again to other changes); every row is copied", conf.restart_gci);
+        // The same restart, by number and GCI: two restarts can share a GCI, and the second
+        // gives the GCIs after it again as the first did.
+        let cluster = conf.restarts.last().copied();
+        let history_kept = restored.is_some_and(|(_, own)| own.is_some() && own == cluster);
+        if let (Some((gci, own)), false) = (restored, history_kept) {
+            let cluster_restart_gci = cluster.map_or(0, |r| r.gci);
+            tracing::warn!(gci, ?own, ?cluster, "node restart: the cluster restarted from GCI {cluster_restart_gci} since this node saved its files (its GCIs after that were given again to other changes); every row is copied");
         }
         let set_aside = restored.map(|_| {
             let empty = self.dict.emptied();
@@ -890,7 +898,6 @@ impl Kernel {
             }
         }
         self.gcp.current = self.gcp.current.max(conf.gci);
-        self.gcp.restart_gci = conf.restart_gci;
         self.gcp.files_restore = NodeSet::from_words(conf.files_restore);
         // Chains as every other node orders them: the nodes that rejoined before, then this
         // one, last; and this node reads nothing of its own until it is started.

@@ -100,13 +100,12 @@ pub(crate) struct Restart {
     /// The cluster serves already: this node restores its own files up to its own restorable
     /// GCI (`restorable`), takes no part in a system restart, and then joins by node restart.
     pub(crate) node_restart: bool,
-    /// The GCI the cluster had last started from when this node's sysfile was saved.
-    pub(crate) restart_gci: u32,
-    /// The sysfile read was written by a system restart's restore at `restart_gci` before it
-    /// cut the logs, and the cut may not have reached the disk: no GCI past it is restored.
+    /// The sysfile read was written by a system restart's restore at its last restart's GCI
+    /// before it cut the logs, and the cut may not have reached the disk: no GCI past it is
+    /// restored.
     cut_pending: bool,
     /// The restart history the sysfile read names (`Sysfile::restarts`).
-    restarts: Vec<RestartId>,
+    pub(crate) restarts: Vec<RestartId>,
     /// The cluster's restart history, this restart last, once the master said.
     pub(crate) history: Vec<RestartId>,
     /// The master CNTR_START_REQ was sent to.
@@ -312,7 +311,6 @@ impl Kernel {
                     );
                     if let Some(restart) = self.restart.as_mut() {
                         restart.restorable = Some(restorable);
-                        restart.restart_gci = sysfile.restart_gci;
                         restart.cut_pending = sysfile.cut_pending;
                         restart.restarts = sysfile.restarts;
                         if restart.node_restart {
@@ -428,7 +426,9 @@ impl Kernel {
                 Ok(sysfile) => {
                     // Of two copies naming the same GCI, the one naming a newer restart, and
                     // then the one whose cut is done, was written last (`restore_done`).
-                    let key = |s: &Sysfile| (s.restorable_gci, s.restart_gci, !s.cut_pending);
+                    let key = |s: &Sysfile| {
+                        (s.restorable_gci, s.restarts.last().copied(), !s.cut_pending)
+                    };
                     if best.as_ref().is_none_or(|b| key(b) < key(&sysfile)) {
                         best = Some(sysfile);
                         // The next save overwrites the other copy first, this one last.
@@ -1256,7 +1256,6 @@ impl Kernel {
                 let copy = (self.gcp.sysfile_first + restart.sysfile_written) % copies;
                 let sysfile = Sysfile {
                     restorable_gci: gci,
-                    restart_gci: gci,
                     cut_pending: restart.sysfile_written < copies,
                     restarts: restart.history.clone(),
                 };

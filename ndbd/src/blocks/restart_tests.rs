@@ -161,7 +161,6 @@ fn saved_disk(config: &ClusterConfig, node: u16, gci: u32, sysfile_gci: u32) -> 
     if sysfile_gci > 0 {
         let sysfile = Sysfile {
             restorable_gci: sysfile_gci,
-            restart_gci: 0,
             cut_pending: false,
             restarts: vec![rndb_protocol::dih::RestartId::default()],
         };
@@ -912,7 +911,7 @@ fn a_node_names_the_system_restart_in_its_sysfile_before_it_serves() {
             assert_eq!(
                 (
                     sysfile.restorable_gci,
-                    sysfile.restart_gci,
+                    sysfile.restart_gci(),
                     sysfile.cut_pending
                 ),
                 (1, 1, false),

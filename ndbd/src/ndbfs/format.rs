@@ -276,19 +276,17 @@ impl SchemaChange {
 pub struct Sysfile {
     /// NDB's newestRestorableGCI: the high word of the newest saved GCI.
     pub restorable_gci: u32,
-    /// The GCI the cluster last started from when this node saved (its last system restart;
-    /// 0 after an initial start). A node restart keeps its own rows only when the cluster has
-    /// not restarted since: a system restart gives the GCIs after its own again, to other
-    /// changes, so a GCI above it in older files names a history the cluster dropped.
-    pub restart_gci: u32,
-    /// Written by a system restart's restore before it cut its logs at `restart_gci`, and
+    /// Written by a system restart's restore before it cut its logs at its GCI, and
     /// cleared once the cut is on disk: while set, the logs may still hold, past the restart
     /// GCI, changes of GCIs the restarted cluster gave again, and this node restores no GCI
     /// past it.
     pub cut_pending: bool,
     /// The system restarts the files went through, oldest first, the last the one this node
     /// took part in (or the cluster's when it joined by node restart): the newest
-    /// `RESTARTS_KEPT`. A restart chooses which nodes' logs it can trust by them (`restart.rs`).
+    /// `RESTARTS_KEPT`. A restart chooses which nodes' logs it can trust by them (`restart.rs`),
+    /// and a node restart keeps its own rows only when the cluster has not restarted since
+    /// (`node_restart.rs`): a system restart gives the GCIs after its own again, to other
+    /// changes.
     pub restarts: Vec<RestartId>,
 }
 
@@ -296,10 +294,17 @@ pub struct Sysfile {
 const SYSFILE_CUT_PENDING: u32 = 1;
 
 impl Sysfile {
+    /// The GCI of the last system restart named (0 when none is: an initial start's files, or
+    /// none).
+    pub fn restart_gci(&self) -> u32 {
+        self.restarts.last().map_or(0, |r| r.gci)
+    }
+
     /// A whole sysfile: header, then one SYSFILE record (`restorable_gci u32 | restart_gci
     /// u32 | flags u32 | restarts: count u8 | count × (no u32 | gci u32)`, flag 1
-    /// `cut_pending`; a sysfile written before the flags and the history existed reads as
-    /// damaged).
+    /// `cut_pending`; `restart_gci` is the last restart's GCI, and a record where it is not
+    /// reads as damaged, as does a sysfile written before the flags and the history
+    /// existed).
     pub fn file_bytes(&self, node: u32) -> Vec<u8> {
         let mut out = Vec::with_capacity(64);
         FileHeader {
@@ -312,7 +317,7 @@ impl Sysfile {
         append_record(&mut out, 0, kind::SYSFILE, |b| {
             Writer::new(b)
                 .u32(self.restorable_gci)
-                .u32(self.restart_gci)
+                .u32(self.restart_gci())
                 .u32(if self.cut_pending {
                     SYSFILE_CUT_PENDING
                 } else {
@@ -356,12 +361,21 @@ impl Sysfile {
                             format!("unknown flags {flags:#x}"),
                         ));
                     }
-                    Ok(Sysfile {
+                    let sysfile = Sysfile {
                         restorable_gci,
-                        restart_gci,
                         cut_pending: flags & SYSFILE_CUT_PENDING != 0,
                         restarts,
-                    })
+                    };
+                    if sysfile.restart_gci() != restart_gci {
+                        return Err(DecodeError::new(
+                            "sysfile",
+                            format!(
+                                "restart GCI {restart_gci}, but its restart history ends at GCI {}",
+                                sysfile.restart_gci()
+                            ),
+                        ));
+                    }
+                    Ok(sysfile)
                 };
                 read().map_err(|e| format!("at offset {HEADER_BYTES}: {e}"))
             }
@@ -552,7 +566,6 @@ mod tests {
     fn a_sysfile_reads_back_and_refuses_another_nodes() {
         let sysfile = Sysfile {
             restorable_gci: 42,
-            restart_gci: 7,
             cut_pending: true,
             restarts: vec![RestartId { no: 0, gci: 0 }, RestartId { no: 2, gci: 7 }],
         };
@@ -563,7 +576,8 @@ mod tests {
     }
 
     #[test]
-    fn a_sysfile_without_flags_and_history_or_with_unknown_flags_is_refused() {
+    fn a_sysfile_without_flags_and_history_or_with_unknown_flags_or_another_restart_gci_is_refused()
+    {
         let with_body = |body: &[u32], tail: &[u8]| {
             let mut out = Vec::new();
             FileHeader {
@@ -581,8 +595,11 @@ mod tests {
             });
             out
         };
-        assert!(Sysfile::from_file(&with_body(&[42, 7, 0], &[0]), 3).is_ok());
-        assert!(Sysfile::from_file(&with_body(&[42, 7], &[]), 3).is_err());
+        assert!(Sysfile::from_file(&with_body(&[42, 0, 0], &[0]), 3).is_ok());
+        assert!(Sysfile::from_file(&with_body(&[42, 0], &[]), 3).is_err());
+        // A restart GCI its history does not end at.
+        let why = Sysfile::from_file(&with_body(&[42, 7, 0], &[0]), 3).unwrap_err();
+        assert!(why.contains("history ends at GCI 0"), "{why}");
         let why = Sysfile::from_file(&with_body(&[42, 7, 2], &[0]), 3).unwrap_err();
         assert!(why.contains("unknown flags 0x2"), "{why}");
     }

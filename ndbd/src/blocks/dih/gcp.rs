@@ -145,9 +145,6 @@ pub(crate) struct Gcp {
     pub copy_saved: NodeSet,
     /// The GCI of the COPY_GCIREQ that set `copy_saved`.
     copy_saved_gci: u64,
-    /// The GCI the cluster last started from: its last system restart's (0 after an initial
-    /// start), told to a restarting node by the president. Written in the sysfile.
-    pub restart_gci: u32,
     /// The cluster's system restarts, the last the one it last started from
     /// (`Sysfile::restarts`): set when this node starts (`finish_start`) or is let in
     /// (START_PERMCONF), and written with each save.
@@ -254,7 +251,6 @@ impl Gcp {
             files_restore: NodeSet::new(),
             copy_saved: NodeSet::new(),
             copy_saved_gci: 0,
-            restart_gci: restorable,
             restarts: Vec::new(),
             round: None,
             next_epoch: None,
@@ -650,7 +646,6 @@ impl Kernel {
         }
         let sysfile = Sysfile {
             restorable_gci: gci_hi(gci),
-            restart_gci: self.gcp.restart_gci,
             cut_pending: false,
             restarts: self.gcp.restarts.clone(),
         };
