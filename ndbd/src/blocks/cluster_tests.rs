@@ -8,11 +8,12 @@
 //! the president's heartbeats and stops when it reads so; two kernels split in half go on
 //! only on the side the arbitrator chose; a node that stops gracefully while a failure is
 //! being arbitrated does not count as lost; a failed master's GCP_PREPARE read late holds no
-//! commit; and (on four) a node that two presidents count is on the side it confirmed only.
+//! commit; an idle transaction cannot hold a switch round without time limit; and (on four) a
+//! node that two presidents count is on the side it confirmed only.
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rndb_config::{key_hash, NodeId, PartitionMap};
 use rndb_protocol::lqh::{self, gsn as dgsn};
@@ -1844,4 +1845,81 @@ fn a_node_whose_peer_fails_while_it_asks_stays_and_is_let_stop_again() {
     let fatal = fatal.expect("node 3 is let stop again and stops");
     assert!(fatal.contains("data node 1 let this node stop"), "{fatal}");
     assert_eq!(kernels.get_mut(&NodeId(1)).unwrap().take_fatal(), None);
+}
+
+/// Runs node `node`'s timer at `at`, then its jobs, and delivers what it sent.
+fn tick_node(sim: &mut Sim, node: NodeId, at: Instant) {
+    let kernel = sim.kernels.get_mut(&node).expect("node");
+    let mut sent = Sent::default();
+    kernel.on_timer(at);
+    kernel.run_jobs(&mut sent, at);
+    let frames: Vec<Frame> = (sent.0.into_iter())
+        .map(|(to, header, payload)| (node, to, header, payload))
+        .collect();
+    sim.route(frames);
+}
+
+/// A switch round with no time limit (a new president settling the order after the old one
+/// failed mid-round) waits for the transactions from before it, but one left idle by its API
+/// past TransactionDeadlockDetectionTimeout is aborted (its next execute told 1204), so that
+/// it cannot hold the round, and every new transaction with it, for good.
+#[test]
+fn an_idle_transaction_cannot_hold_a_switch_round_without_time_limit() {
+    let mut sim = Sim::new();
+    let table = sim.create_table("t", false);
+    let key = sim.key_on(NodeId(2));
+    let answer = sim.op(
+        NodeId(2),
+        10,
+        &table,
+        OperationType::Insert,
+        LockMode::Exclusive,
+        key,
+        1,
+        ExecType::NoCommit,
+    );
+    assert_eq!(answer, gsn::TC_EXECUTE_CONF);
+    // The round: from node 1, for no node (the order as it stands).
+    let begun = Instant::now();
+    let mut req = Vec::new();
+    Arbit {
+        ticket: 1 << 48 | 7,
+        node: 0,
+        nodes: Vec::new(),
+    }
+    .encode(&mut req);
+    let header = super::data_node_header(gsn::PRIMARY_SWITCH_REQ, block::QMGR, block::QMGR);
+    sim.route(vec![(NodeId(1), NodeId(2), header, req)]);
+    let confirmations = sim.delivered(gsn::PRIMARY_SWITCH_CONF);
+    tick_node(&mut sim, NodeId(2), begun + Duration::from_millis(50));
+    assert_eq!(sim.kernels[&NodeId(2)].transaction_count(), 1);
+    assert_eq!(
+        sim.delivered(gsn::PRIMARY_SWITCH_CONF),
+        confirmations,
+        "the open transaction holds the round"
+    );
+    // TransactionDeadlockDetectionTimeout is 100 ms here.
+    tick_node(&mut sim, NodeId(2), begun + Duration::from_millis(150));
+    tick_node(&mut sim, NodeId(2), begun + Duration::from_millis(160));
+    assert_eq!(sim.kernels[&NodeId(2)].transaction_count(), 0);
+    assert_eq!(
+        sim.delivered(gsn::PRIMARY_SWITCH_CONF),
+        confirmations + 1,
+        "confirmed once the idle transaction is gone"
+    );
+    let mut execute = Vec::new();
+    TcExecuteReq {
+        flags: 0,
+        exec_type: ExecType::Commit,
+        abort_option: AbortOption::AbortOnError,
+        op_count: 0,
+    }
+    .encode(&mut execute);
+    sim.send(NodeId(2), &[(gsn::TC_EXECUTE_REQ, 10, execute)]);
+    assert_eq!(sim.answer(10), gsn::TC_EXECUTE_REF);
+    let (_, _, _, payload) = (sim.api.iter().rev())
+        .find(|(_, s, r, _)| *r == 10 && *s == gsn::TC_EXECUTE_REF)
+        .expect("the refusal");
+    let refusal = signals::TcExecuteRef::decode(payload).expect("TC_EXECUTE_REF");
+    assert_eq!(refusal.code, 1204, "{refusal:?}");
 }

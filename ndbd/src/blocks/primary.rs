@@ -27,7 +27,10 @@
 //! round (its place is set again when it rejoins). When the president fails during a round,
 //! some nodes may have taken the new order and others not: a node still holding keeps holding
 //! and asks the new president (PRIMARY_SWITCH_QUERY), which runs a round with no time limit
-//! that sets every node to its own order (a node that asks while that round runs, holding for
+//! that sets every node to its own order (there, a transaction from before that sits idle,
+//! waiting for its API, past TransactionDeadlockDetectionTimeout is aborted with 1204, so that
+//! an application holding a transaction open cannot hold the round and every new transaction
+//! with it for good; a node that asks while that round runs, holding for
 //! another, gets the round's REQ again; a query that comes before the receiver has handled
 //! the failure that makes it president is kept until it has; should that president fail too,
 //! the next one is asked). A node that holds confirms no node restart's inclusion
@@ -40,10 +43,10 @@ use std::time::{Duration, Instant};
 use rndb_config::{DataNodeConfig, NodeId};
 use rndb_protocol::qmgr::Arbit;
 use rndb_protocol::signals::{block, gsn};
-use rndb_protocol::TransId;
+use rndb_protocol::{NdbError, TransId};
 
 use super::node_set::NodeSet;
-use super::{data_node_header, Kernel, Outbox};
+use super::{data_node_header, Kernel, Outbox, Signal};
 
 /// Rounds tried for one node before its primaries stay where they are.
 pub const ATTEMPTS_MAX: u32 = 10;
@@ -96,6 +99,10 @@ struct Hold {
     /// This node's `rejoined` order when the round began: a node included after it (by a
     /// new president, the round's own having failed) is not in the round's order.
     rejoined: Vec<NodeId>,
+    /// The round has no time limit (it settles the order after a president failed), and
+    /// when this node began to hold for it: past the drain, idle transactions from before
+    /// are aborted.
+    untimed_since: Option<Instant>,
 }
 
 impl PrimarySwitch {
@@ -137,7 +144,7 @@ impl Kernel {
     /// Every timer tick: a hold whose transactions from before have ended is confirmed; the
     /// president ends a round that ran out, and starts the next one.
     pub(crate) fn primary_switch_timer(&mut self, out: &mut dyn Outbox, now: Instant) {
-        self.primary_hold_progress(out);
+        self.primary_hold_progress(out, now);
         if !self.qmgr.started() || self.qmgr.master() != self.me {
             return;
         }
@@ -207,7 +214,7 @@ impl Kernel {
         });
         for peer in awaiting.iter() {
             if peer == self.me {
-                self.exec_primary_switch_req(self.me, &req, out);
+                self.exec_primary_switch_req(self.me, &req, out, now);
             } else {
                 self.primary_send(peer, gsn::PRIMARY_SWITCH_REQ, &req, out);
             }
@@ -235,7 +242,7 @@ impl Kernel {
             // (seed 0x48007244: node 4 held for dead node 1's round after the new president's
             // round had ended, and so confirmed no inclusion again).
             gsn::PRIMARY_SWITCH_REQ if !self.qmgr.is_alive(from) => {}
-            gsn::PRIMARY_SWITCH_REQ => self.exec_primary_switch_req(from, arbit, out),
+            gsn::PRIMARY_SWITCH_REQ => self.exec_primary_switch_req(from, arbit, out, now),
             gsn::PRIMARY_SWITCH_CONF => self.exec_primary_switch_conf(from, arbit.ticket, out),
             gsn::PRIMARY_SWITCH_COMMIT => self.exec_primary_switch_commit(arbit),
             // Before this node has handled the failure that makes it president (the asking
@@ -270,28 +277,59 @@ impl Kernel {
 
     /// PRIMARY_SWITCH_REQ: start no transaction until the round ends; confirm once this TC's
     /// transactions from before have ended.
-    fn exec_primary_switch_req(&mut self, president: NodeId, req: &Arbit, out: &mut dyn Outbox) {
+    fn exec_primary_switch_req(
+        &mut self,
+        president: NodeId,
+        req: &Arbit,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
         self.primary.hold = Some(Hold {
             id: req.ticket,
             president,
             before: self.tc.running_transaction_ids(),
             confirmed: false,
             rejoined: self.qmgr.rejoined.clone(),
+            // A round for no node (`node` 0) settles the order after a president failed.
+            untimed_since: (req.node == 0).then_some(now),
         });
         self.tc.set_starts_held(true);
-        self.primary_hold_progress(out);
+        self.primary_hold_progress(out, now);
     }
 
-    fn primary_hold_progress(&mut self, out: &mut dyn Outbox) {
+    fn primary_hold_progress(&mut self, out: &mut dyn Outbox, now: Instant) {
         let Some(hold) = &mut self.primary.hold else {
             return;
         };
         if hold.confirmed {
             return;
         }
-        let tc = &self.tc;
+        let tc = &mut self.tc;
         hold.before.retain(|&t| tc.is_running(t));
         if !hold.before.is_empty() {
+            if hold
+                .untimed_since
+                .is_some_and(|since| now.saturating_duration_since(since) >= self.primary.drain)
+            {
+                // Transactions that wait for their lock or commit end on their own (a lock
+                // wait within TransactionDeadlockDetectionTimeout); one that waits for its
+                // API's next execute may never end (TransactionInactiveTimeout is unlimited by
+                // default): it is aborted, and its next execute told 1204 (NDB's "Temporary
+                // failure, distribution changed": the application retries).
+                let error = NdbError::with_detail(
+                    1204,
+                    format!(
+                        "aborted while idle: primaries were being moved, and the transaction \
+                         held that up for TransactionDeadlockDetectionTimeout={} ms",
+                        self.primary.drain.as_millis()
+                    ),
+                );
+                for &trans in &hold.before {
+                    if tc.abort_idle(trans, error.clone()) {
+                        self.jobs.push_back(Signal::TcContinueB(trans));
+                    }
+                }
+            }
             return;
         }
         hold.confirmed = true;

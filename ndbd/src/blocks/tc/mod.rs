@@ -1134,6 +1134,24 @@ impl Tc {
         expired
     }
 
+    /// Aborts `trans` if it is idle (open, nothing of it running or asked to run, no early
+    /// commit): its API's next execute is told `error`, as after TransactionInactiveTimeout.
+    /// True when it was.
+    pub fn abort_idle(&mut self, trans: TransId, error: NdbError) -> bool {
+        let Some(t) = self.transactions.get_mut(trans) else {
+            return false;
+        };
+        if t.phase != Phase::Active
+            || t.early_commit
+            || t.ops_outstanding > 0
+            || t.execute.is_some()
+        {
+            return false;
+        }
+        t.phase = Phase::Aborting(AbortReply::Unasked(Box::new((error, OP_INDEX_NONE))));
+        true
+    }
+
     /// Every transaction of an API node that left: aborted without an answer.
     pub fn abandon_node(&mut self, api: NodeId) -> Vec<TransId> {
         let mut abandoned = Vec::new();
