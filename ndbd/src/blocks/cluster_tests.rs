@@ -365,6 +365,21 @@ impl Sim {
         self.answer(rid)
     }
 
+    /// Commits the open transaction of request id `rid` at its TC, node `tc` (an execute of
+    /// no operations), and returns the answer.
+    fn commit(&mut self, tc: NodeId, rid: u32) -> u16 {
+        let mut execute = Vec::new();
+        TcExecuteReq {
+            flags: 0,
+            exec_type: ExecType::Commit,
+            abort_option: AbortOption::AbortOnError,
+            op_count: 0,
+        }
+        .encode(&mut execute);
+        self.send(tc, &[(gsn::TC_EXECUTE_REQ, rid, execute)]);
+        self.answer(rid)
+    }
+
     /// The committed value of `key` on node `node`'s replica, read there directly.
     fn value_on(&mut self, node: NodeId, rid: u32, table: &TableInfo, key: i32) -> Option<i32> {
         let before = self.delivered(dgsn::LQHKEYREQ);
@@ -507,16 +522,7 @@ fn a_one_write_transaction_commits_at_its_backup_without_a_commit_round() {
         ExecType::NoCommit,
     );
     assert_eq!(answer, gsn::TC_EXECUTE_CONF);
-    let mut execute = Vec::new();
-    TcExecuteReq {
-        flags: 0,
-        exec_type: ExecType::Commit,
-        abort_option: AbortOption::AbortOnError,
-        op_count: 0,
-    }
-    .encode(&mut execute);
-    sim.send(NodeId(1), &[(gsn::TC_EXECUTE_REQ, 2, execute)]);
-    assert_eq!(sim.answer(2), gsn::TC_EXECUTE_CONF);
+    assert_eq!(sim.commit(NodeId(1), 2), gsn::TC_EXECUTE_CONF);
     assert_eq!(
         sim.delivered(dgsn::LQH_COMMITREQ),
         commits + 1,
@@ -1907,16 +1913,7 @@ fn an_idle_transaction_cannot_hold_a_switch_round_without_time_limit() {
         confirmations + 1,
         "confirmed once the idle transaction is gone"
     );
-    let mut execute = Vec::new();
-    TcExecuteReq {
-        flags: 0,
-        exec_type: ExecType::Commit,
-        abort_option: AbortOption::AbortOnError,
-        op_count: 0,
-    }
-    .encode(&mut execute);
-    sim.send(NodeId(2), &[(gsn::TC_EXECUTE_REQ, 10, execute)]);
-    assert_eq!(sim.answer(10), gsn::TC_EXECUTE_REF);
+    assert_eq!(sim.commit(NodeId(2), 10), gsn::TC_EXECUTE_REF);
     let (_, _, _, payload) = (sim.api.iter().rev())
         .find(|(_, s, r, _)| *r == 10 && *s == gsn::TC_EXECUTE_REF)
         .expect("the refusal");
