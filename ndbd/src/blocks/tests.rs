@@ -1408,7 +1408,7 @@ fn a_durable_commit_whose_checkpoint_is_never_saved_ends_as_unknown() {
     assert!(error.detail.contains("durable is unknown"), "{error:?}");
     assert_eq!(k.transaction_count(), 0, "its record is free again");
     assert_eq!(k.tc.saving_count(), 0);
-    // The save completes after all: the row is there, and nothing more is answered.
+    // The save completes after all: nothing more is answered.
     let answers = out.frames.len();
     for _ in 0..4 {
         for request in pump_files(&mut k, &mut out, &mut disk, late) {

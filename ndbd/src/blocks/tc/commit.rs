@@ -145,12 +145,17 @@ impl Kernel {
     /// (`Tc::saves_overdue`).
     pub(crate) fn tc_saves_overdue(&mut self, out: &mut dyn Outbox, now: Instant) {
         let limit = self.gcp.save_timeout().saturating_mul(2);
-        for (trans, answer) in self.tc.saves_overdue(now, limit) {
+        let overdue = self.tc.saves_overdue(now, limit);
+        if !overdue.is_empty() {
             tracing::warn!(
-                trans = trans.0,
-                "a durable commit's global checkpoint was not saved in {} ms: answered 4012",
+                commits = overdue.len(),
+                restorable_gci = self.gcp.restorable,
+                "{} durable commits waited {} ms for their global checkpoint to be saved: each is answered 4012 (committed, durability unknown)",
+                overdue.len(),
                 limit.as_millis()
             );
+        }
+        for (trans, answer) in overdue {
             self.answer_api(trans, answer, out);
         }
     }
