@@ -33,6 +33,20 @@ use std::time::Duration;
 use anyhow::Context;
 use rndb_config::{ClusterConfig, NodeId};
 
+/// Removes everything inside `dir`, which stays.
+fn remove_contents(dir: &std::path::Path) -> anyhow::Result<()> {
+    for entry in std::fs::read_dir(dir).with_context(|| format!("list {}", dir.display()))? {
+        let path = entry?.path();
+        let removed = if path.is_dir() && !path.is_symlink() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.with_context(|| format!("remove {}", path.display()))?;
+    }
+    Ok(())
+}
+
 /// Says at start-up, not at the first checkpoint, that the node's file system cannot be
 /// written (a read-only or full disk).
 fn check_writable(root: &std::path::Path) -> anyhow::Result<()> {
@@ -98,7 +112,9 @@ pub fn run(
             .unwrap_or_else(|| node.data_dir.clone())
             .join(format!("ndb_{me}_fs"));
         if initial && root.exists() {
-            std::fs::remove_dir_all(&root).with_context(|| {
+            // What is inside goes, not the directory: it may be a file system of its own,
+            // mounted there (a disk given to the node), which cannot be removed.
+            remove_contents(&root).with_context(|| {
                 format!(
                     "--initial: remove the node's file system {}",
                     root.display()

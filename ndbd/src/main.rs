@@ -51,8 +51,9 @@ struct Args {
     /// Seconds between tries.
     #[arg(long = "connect-retry-delay", default_value_t = 5)]
     connect_retry_delay: u64,
-    /// Start from empty: remove the node's file system (`ndb_<NodeId>_fs/` under
-    /// FileSystemPath or DataDir) first. Without it, the node restores what its files hold.
+    /// Start from empty: remove everything in the node's file system (`ndb_<NodeId>_fs/`
+    /// under FileSystemPath or DataDir; the directory stays, so it may be a mount point)
+    /// first. Without it, the node restores what its files hold.
     #[arg(long)]
     initial: bool,
     /// Do not wait for these data nodes (comma-separated node ids) when the cluster starts:
