@@ -2,7 +2,8 @@
 //! failed) keep the bank and the registers correct over hundreds of seeds: client 0
 //! arbitrates, only one side goes on, the losing side stops (2305 or 2315) and, with node
 //! restarts on, rejoins; nothing acknowledged is lost and no stale side serves. Slow links,
-//! client deaths, API link drops and BUGGIFY come on top in the second test.
+//! client deaths, API link drops and BUGGIFY come on top in the second test, and every fault
+//! kind at once (crashes, hangs, disk faults and cluster crashes too) in the third.
 
 use rndb_sim::{run_seeds, Fault, Options, Report, Workload};
 
@@ -49,4 +50,14 @@ fn partitions_with_slow_links_client_deaths_and_buggify_stay_correct() {
         5000,
         150,
     );
+}
+
+#[test]
+fn partitions_with_every_other_fault_stay_correct() {
+    let mut faults = Fault::HANDLED.to_vec();
+    faults.extend([Fault::Partition, Fault::CrashStarting]);
+    let reports = run_many(faults, 9000, 300);
+    // Both kinds of partitions happened beside crashes.
+    assert!(total(&reports, "partition (two-way)") + total(&reports, "partition (one-way)") > 10);
+    assert!(total(&reports, "crash (sent frames lost)") > 10);
 }
