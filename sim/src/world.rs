@@ -1324,8 +1324,11 @@ impl World {
             self.schedule_fault(at, Planned::CrashAgain { node, drain });
             return;
         }
+        // A member a partition may still get declared failed does not count (seeds
+        // 0xb1000376 and others, 3 replicas with partitions: the group's last two went).
         let serving = self.group_peers(node).any(|n| {
             !self.stopped_on_request.contains(&n)
+                && !self.partition_may_fail(n)
                 && self.kernels.get(&n).is_some_and(|k| k.serves())
         });
         if !serving {
@@ -1743,18 +1746,21 @@ impl World {
                 .get(n)
                 .is_some_and(|&until| until > self.now_ns + gcp_stop_ns / 2)
         };
-        // Seed 0x97006c36 (`--workload sets`, partitions with crashes): a one-way cut 3 → 1
-        // got node 3 declared failed a heartbeat bound later, and node 4, its group's other
-        // node, crashed meanwhile: the cluster, without files, lost its tables.
-        let cut_off =
-            |n: &NodeId| self.now_ns < self.partition_until_ns && self.partition_ends.contains(n);
         let down = |n: &NodeId| {
             self.stopped_on_request.contains(n)
                 || stops(n)
-                || cut_off(n)
+                || self.partition_may_fail(*n)
                 || !self.kernels.get(n).is_some_and(|k| k.serves())
         };
         self.group_peers(node).any(|n| down(&n))
+    }
+
+    /// True while the partition in force may still get `node` declared failed (see
+    /// `partition_ends`). Seed 0x97006c36 (`--workload sets`, partitions with crashes): a
+    /// one-way cut 3 → 1 got node 3 declared failed a heartbeat bound later, and node 4, its
+    /// group's other node, crashed meanwhile: the cluster, without files, lost its tables.
+    fn partition_may_fail(&self, node: NodeId) -> bool {
+        self.now_ns < self.partition_until_ns && self.partition_ends.contains(&node)
     }
 
     /// In seeds with an arbitrator, while the workload runs: a serving data node that knows
@@ -2184,10 +2190,13 @@ impl World {
 
     /// In a seed without files, while a data node is joining by node restart: arbitration
     /// counts it among the nodes alive before a split, so with three data nodes each side of
-    /// a cut of one could be a third, and both stop (seed 0xb504063); a cluster without files
-    /// that stops whole has lost its tables, a double fault the plans leave out.
+    /// a cut of one could be a third, and both stop (seed 0xb504063); or while a serving node
+    /// has no running arbitrator to ask (after crashes and restarts), so both halves of a
+    /// split stop (seed 0xaf006e42, every fault kind at once); a cluster without files that
+    /// stops whole has lost its tables, a double fault the plans leave out.
     fn diskless_split_could_stop_all(&self) -> bool {
-        !self.knobs.durable && self.kernels.values().any(|k| !k.serves())
+        !self.knobs.durable
+            && (self.kernels.values().any(|k| !k.serves()) || self.arbitrator_unlinked())
     }
 
     /// True when every node group keeps a started, running data node outside `nodes`, and

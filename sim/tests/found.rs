@@ -1774,3 +1774,22 @@ fn no_crash_takes_a_node_group_whose_other_node_a_partition_may_fail() {
         },
     );
 }
+
+/// Seed 0xaf006e42 with every fault kind at once and `--durable-commits` (found at 9b9773c),
+/// no files: a simulator bug. After node 1's crash and node restart, no arbitrator ran yet
+/// when a two-way cut split the two data nodes: each half stopped (2305, "no arbitrator was
+/// running"), and the cluster lost its tables (709). A split is no longer made in a seed
+/// without files while a serving node has no running arbitrator to ask.
+#[test]
+fn no_split_without_files_while_no_arbitrator_runs() {
+    let mut faults = Fault::HANDLED.to_vec();
+    faults.extend([Fault::Partition, Fault::CrashStarting]);
+    replay(
+        &[0xaf006e42],
+        &Options {
+            faults,
+            durable_commits: true,
+            ..Options::default()
+        },
+    );
+}
