@@ -2192,11 +2192,25 @@ impl World {
     /// counts it among the nodes alive before a split, so with three data nodes each side of
     /// a cut of one could be a third, and both stop (seed 0xb504063); or while a serving node
     /// has no running arbitrator to ask (after crashes and restarts), so both halves of a
-    /// split stop (seed 0xaf006e42, every fault kind at once); a cluster without files that
-    /// stops whole has lost its tables, a double fault the plans leave out.
+    /// split stop (seed 0xaf006e42, every fault kind at once); or while the survivors of a
+    /// crash may still be deciding their side, which a split then joins: each side counts
+    /// itself against every node alive before the crash (seed 0xb500012c, three replicas:
+    /// node 1 crashed, a cut split nodes 2 and 3 121 ms later, and each was 1 of 3); a cluster
+    /// without files that stops whole has lost its tables, a double fault the plans leave out.
     fn diskless_split_could_stop_all(&self) -> bool {
+        let deciding_ns = 2 * self.heartbeat_bound_ns();
+        let deciding = (self.crashed_at.values())
+            .any(|&at| self.now_ns < at.saturating_add(deciding_ns))
+            // A node hanging past the heartbeat bound is declared failed at some point of its
+            // hang (seed 0xb5000143: a cut came 2 ms after node 2 was).
+            || (self.hung.iter()).any(|n| {
+                (self.paused.get(n))
+                    .is_some_and(|&until| self.now_ns < until.saturating_add(deciding_ns))
+            });
         !self.knobs.durable
-            && (self.kernels.values().any(|k| !k.serves()) || self.arbitrator_unlinked())
+            && (self.kernels.values().any(|k| !k.serves())
+                || self.arbitrator_unlinked()
+                || deciding)
     }
 
     /// True when every node group keeps a started, running data node outside `nodes`, and

@@ -1793,3 +1793,23 @@ fn no_split_without_files_while_no_arbitrator_runs() {
         },
     );
 }
+
+/// Seeds 0xb500012c and 0xb5000143, three replicas with every fault kind and crash-again
+/// (found at b48b082), no files: a simulator bug. A split came while the survivors of a
+/// failure (node 1's crash; node 2's hang past the heartbeat bound) were still deciding their
+/// side: each side then counted itself against every node alive before the first failure (1
+/// of 3), both stopped (2305), and the tables were lost (709). In a seed without files no
+/// split is made within two heartbeat bounds of a crash or of a hang's end.
+#[test]
+fn no_split_without_files_while_a_failures_side_is_being_decided() {
+    let mut faults = Fault::HANDLED.to_vec();
+    faults.extend([Fault::Partition, Fault::CrashStarting, Fault::CrashAgain]);
+    replay(
+        &[0xb500012c, 0xb5000143],
+        &Options {
+            faults,
+            replicas: 3,
+            ..Options::default()
+        },
+    );
+}
