@@ -1324,8 +1324,8 @@ impl World {
             self.schedule_fault(at, Planned::CrashAgain { node, drain });
             return;
         }
-        // A member a partition may still get declared failed does not count (seeds
-        // 0xb1000376 and others, 3 replicas with partitions: the group's last two went).
+        // A member a partition may still get declared failed does not count, as in
+        // `group_had_its_failure`.
         let serving = self.group_peers(node).any(|n| {
             !self.stopped_on_request.contains(&n)
                 && !self.partition_may_fail(n)

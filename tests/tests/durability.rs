@@ -340,6 +340,15 @@ fn small_redo(spec: ClusterSpec) -> ClusterSpec {
         .data_node_param("TimeBetweenGlobalCheckpoints", "100")
 }
 
+/// Commits row `id` of a `fill_table` table with 8000 bytes of value, in a transaction of
+/// its own.
+fn insert_8000_bytes(api: &Cluster, table: &Table, id: u32) -> Result<(), rndb_api::Error> {
+    let mut t = api.start_transaction().expect("start");
+    t.insert(table, &[Value::UInt32(id), Value::Varbinary(vec![7; 8000])])
+        .expect("define");
+    t.execute(ExecType::Commit)
+}
+
 /// Table `name` (`id` key, an 8000-byte `value`), made anew.
 fn fill_table(api: &Cluster, name: &str) -> Table {
     let def = TableDef::new(
@@ -369,13 +378,7 @@ fn a_full_disk_refuses_writes_with_a_temporary_error_and_reads_go_on() {
     let mut refused = None;
     let mut committed = Vec::new();
     for id in 0..20_000u32 {
-        let mut t = api.start_transaction().expect("start");
-        t.insert(
-            &table,
-            &[Value::UInt32(id), Value::Varbinary(vec![7; 8000])],
-        )
-        .expect("define");
-        match t.execute(ExecType::Commit) {
+        match insert_8000_bytes(&api, &table, id) {
             Ok(()) => committed.push(id),
             Err(e) => {
                 refused = Some(e);
@@ -661,13 +664,7 @@ fn a_durable_commit_no_save_can_answer_ends_with_4012() {
     // Fill node 2's disk: half the keys go there.
     let mut refused = None;
     for id in 0..20_000u32 {
-        let mut t = api.start_transaction().expect("start");
-        t.insert(
-            &table,
-            &[Value::UInt32(id), Value::Varbinary(vec![7; 8000])],
-        )
-        .expect("define");
-        if let Err(e) = t.execute(ExecType::Commit) {
+        if let Err(e) = insert_8000_bytes(&api, &table, id) {
             refused = Some(e);
             break;
         }
