@@ -1583,10 +1583,7 @@ fn durable_commits_survive_and_end_with_every_handled_fault() {
 /// president that is stopping now counts itself out of the group and lets the other go.
 #[test]
 fn two_stopping_nodes_of_a_group_with_a_third_serving_let_each_other_stop() {
-    let mut options = three_replicas_crashing_again();
-    options.faults.push(Fault::CrashStarting);
-    options.durable_commits = true;
-    replay(&[0x6900_0134], &options);
+    replay(&[0x6900_0134], &three_replicas_durable_starting());
 }
 
 /// Seeds 0x74006e67 and 0x7400587a (the same options as above): node 1's disk failed while it
@@ -1596,10 +1593,10 @@ fn two_stopping_nodes_of_a_group_with_a_third_serving_let_each_other_stop() {
 /// (only a durable commit noticed). A node restart that has not ended now stops at once.
 #[test]
 fn a_node_whose_disk_fails_before_its_node_restart_ends_stops_at_once() {
-    let mut options = three_replicas_crashing_again();
-    options.faults.push(Fault::CrashStarting);
-    options.durable_commits = true;
-    replay(&[0x7400_6e67, 0x7400_587a], &options);
+    replay(
+        &[0x7400_6e67, 0x7400_587a],
+        &three_replicas_durable_starting(),
+    );
 }
 
 /// Seeds 0x77001e98 and 0x770031fb (the same options as above): node 2 served node group {1,
@@ -1609,10 +1606,10 @@ fn a_node_whose_disk_fails_before_its_node_restart_ends_stops_at_once() {
 /// that is down no longer keeps the others out.
 #[test]
 fn a_group_serving_on_a_failed_disk_lets_a_node_in_though_another_is_down() {
-    let mut options = three_replicas_crashing_again();
-    options.faults.push(Fault::CrashStarting);
-    options.durable_commits = true;
-    replay(&[0x7700_1e98, 0x7700_31fb], &options);
+    replay(
+        &[0x7700_1e98, 0x7700_31fb],
+        &three_replicas_durable_starting(),
+    );
 }
 
 /// Seed 0x8400039a (the same options as above): master 1 sent GCP_COMMIT and crashed; new
@@ -1622,10 +1619,7 @@ fn a_group_serving_on_a_failed_disk_lets_a_node_in_though_another_is_down() {
 /// own.
 #[test]
 fn a_dead_masters_late_gcp_commit_leaves_its_successors_round_alone() {
-    let mut options = three_replicas_crashing_again();
-    options.faults.push(Fault::CrashStarting);
-    options.durable_commits = true;
-    replay(&[0x8400_039a], &options);
+    replay(&[0x8400_039a], &three_replicas_durable_starting());
 }
 
 /// Seed 0x94000f6 (`--replicas 3 --faults crash,client,slow,api-link,buggify,pause,hang,
@@ -1693,6 +1687,14 @@ fn three_replicas_crashing_again() -> Options {
         replicas: 3,
         ..Options::default()
     }
+}
+
+/// `three_replicas_crashing_again` with crash-starting and durable commits.
+fn three_replicas_durable_starting() -> Options {
+    let mut options = three_replicas_crashing_again();
+    options.faults.push(Fault::CrashStarting);
+    options.durable_commits = true;
+    options
 }
 
 /// `--faults partition,disk,restart,slow,client,api-link,buggify,pause`.
