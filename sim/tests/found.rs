@@ -1815,3 +1815,24 @@ fn no_split_without_files_while_a_failures_side_is_being_decided() {
         },
     );
 }
+
+/// Seeds 0xb70033b5 and 0xb70072dd, three replicas with every fault kind and crash-again
+/// (found at 77160e5), no files: a simulator bug. A node group's second crash came while
+/// the group's other member, cut off by a partition, was still being declared failed (node 2
+/// crashed 4 ms after it declared node 1 failed): two failures in one round left node 3 1 of
+/// the 3 nodes alive before it, every node stopped (2305), and the tables were lost (709).
+/// A second crash now waits while a partition may still get a member of its group declared
+/// failed.
+#[test]
+fn no_second_crash_in_a_group_while_a_partition_may_fail_its_member() {
+    let mut faults = Fault::HANDLED.to_vec();
+    faults.extend([Fault::Partition, Fault::CrashStarting, Fault::CrashAgain]);
+    replay(
+        &[0xb70033b5, 0xb70072dd],
+        &Options {
+            faults,
+            replicas: 3,
+            ..Options::default()
+        },
+    );
+}
