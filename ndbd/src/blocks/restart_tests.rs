@@ -10,7 +10,9 @@
 //! logs at a system restart takes no part in a later restart past that one; and a node
 //! restarted by node restart, left alone in its node group before its local checkpoint is
 //! complete, makes no global checkpoint restorable until that checkpoint covers one; and a
-//! late confirmation of an earlier save does not make the current one restorable.
+//! late confirmation of an earlier save does not make the current one restorable; and a node
+//! restart that loses power between overwriting its sysfile and removing its old files leaves
+//! a sysfile naming those files' own restart history, never the cluster's.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -25,7 +27,7 @@ use rndb_protocol::{gsn, signals, ColumnDef, ColumnType, TableDef, Value, Writer
 
 use super::{Kernel, Outbox, SendFailure};
 use crate::ndbfs::format::{self, kind, FileHeader, LcpCtl, RowChange, SchemaChange, Sysfile};
-use crate::ndbfs::{execute, Disk, FsRequest};
+use crate::ndbfs::{execute, Disk, FsOp, FsRequest};
 
 const INI: &str = "[ndbd default]\nNoOfReplicas=2\nDataMemory=1M\n\
 [ndbd]\nNodeId=1\nHostName=127.0.0.1\n[ndbd]\nNodeId=2\nHostName=127.0.0.1\n\
@@ -182,6 +184,9 @@ struct Cluster {
     /// the node's index, until `hold` is cleared.
     hold: Option<(usize, &'static str)>,
     held: Vec<(usize, FsRequest)>,
+    /// This node (index) loses power before its first request to remove a file or directory
+    /// runs: that request and every one after it are lost.
+    crash_before_remove: Option<usize>,
     /// Nodes that stopped and whose links the others saw close.
     closed: Vec<bool>,
 }
@@ -224,6 +229,7 @@ impl Cluster {
             start: Instant::now(),
             hold: None,
             held: Vec::new(),
+            crash_before_remove: None,
         }
     }
 
@@ -262,6 +268,14 @@ impl Cluster {
                 }
                 for request in requests {
                     moved = true;
+                    if let (Some(crashing), FsOp::Remove { path }) =
+                        (self.crash_before_remove, &request.op)
+                    {
+                        if crashing == index {
+                            self.fatal[index] = Some(format!("lost power before removing {path}"));
+                            break;
+                        }
+                    }
                     if let Err(why) = kernel.on_fs_conf(execute(disk, request), &mut sent, now) {
                         self.fatal[index] = Some(why);
                         break;
@@ -1063,4 +1077,96 @@ fn a_save_confirmation_naming_an_earlier_gci_does_not_make_the_next_one_restorab
         cluster.nodes[0].0.restorable_gci() > saved,
         "once node 2 saves it, it is"
     );
+}
+
+/// Appends GCI_COMPLETED records for `gcis` to every redo part of `disk`, and to its schema
+/// log too when `schema`.
+fn complete(config: &ClusterConfig, disk: &mut MemDisk, gcis: &[u32], schema: bool) {
+    let parts = config.data_nodes[0].durability.no_of_fragment_log_parts;
+    let mut paths: Vec<String> = (0..parts)
+        .map(|part| format!("D{}/DBLQH/S0.FragLog", 8 + part))
+        .collect();
+    if schema {
+        paths.push(super::dict::log::SCHEMA_LOG.to_string());
+    }
+    for path in paths {
+        let log = disk.0.get_mut(&path).expect("a log");
+        for &gci in gcis {
+            format::append_record(log, u64::from(gci) << 32, kind::GCI_COMPLETED, |_| {});
+        }
+    }
+}
+
+/// A node restart that cannot keep its own files (the cluster restarted since they were
+/// saved) first overwrites its sysfile with one naming no GCI and the files' own restart
+/// history, then removes them. Power lost between the two: the next system restart must
+/// not count those files as current, or it would restore their GCIs of an era the cluster's
+/// restart gave again (here row 2, of the old GCI 2).
+#[test]
+fn a_node_restart_that_loses_power_before_removing_its_old_files_never_restores_them() {
+    use rndb_protocol::dih::RestartId;
+    let config = config();
+    // Both saved GCI 1 (row 1). Node 1 then restarted alone at GCI 1 and saved GCIs 2 and 3
+    // of its own, with no row 2; node 2, down all along, had logged GCIs 2 (row 2) to 20
+    // complete before that restart, and its sysfile names GCI 1 of the first history.
+    let mut node1 = disk_with_rows(&config, 1, &[(1, 10, 1)]);
+    complete(&config, &mut node1, &[2, 3], true);
+    let restarted_at_1 = Sysfile {
+        restorable_gci: 3,
+        cut_pending: false,
+        restarts: vec![RestartId::default(), RestartId { no: 1, gci: 1 }],
+    };
+    for path in ["D1/DBDIH/P0.sysfile", "D2/DBDIH/P0.sysfile"] {
+        node1.0.insert(path.into(), restarted_at_1.file_bytes(1));
+    }
+    let mut node2 = disk_with_rows(&config, 2, &[(1, 10, 1), (2, 20, 2)]);
+    let old_era: Vec<u32> = (2..=20).collect();
+    complete(&config, &mut node2, &old_era, true);
+    let own_history = vec![RestartId::default()];
+    // Both start: the cluster restarts at GCI 3 from node 1, which node 2 cannot restore.
+    let mut cluster = Cluster::restart(vec![node1, node2]);
+    cluster.tick_until(3_000);
+    assert_eq!(cluster.fatal[0], None);
+    assert!(cluster.nodes[0].0.qmgr.started(), "node 1 started");
+    let why = cluster.fatal[1].clone().unwrap_or_default();
+    assert!(why.contains("it joins by node restart"), "{why:?}");
+    let one_row = cluster.nodes[0].0.memory_used_bytes();
+    // Node 2 starts again and rejoins by node restart: its files hold GCIs of the era before
+    // the restart at GCI 1, so they go once it is let in. It loses power before the first
+    // removal.
+    let mut restarted = Kernel::with_files(&config, &config.data_nodes[1], false);
+    restarted.on_connect(NodeId(1));
+    cluster.nodes[0].0.on_connect(NodeId(2));
+    cluster.nodes[1].0 = restarted;
+    cluster.fatal[1] = None;
+    cluster.closed[1] = false;
+    cluster.crash_before_remove = Some(1);
+    cluster.tick(3_500, 10_000);
+    let why = cluster.fatal[1].clone().unwrap_or_default();
+    assert!(why.starts_with("lost power before removing"), "{why:?}");
+    let (_, disk2) = &cluster.nodes[1];
+    for path in ["D1/DBDIH/P0.sysfile", "D2/DBDIH/P0.sysfile"] {
+        let sysfile = Sysfile::from_file(&disk2.0[path], 2).expect(path);
+        assert_eq!(sysfile.restorable_gci, 0, "{path}");
+        assert_eq!(
+            sysfile.restarts, own_history,
+            "{path} names the files' own history"
+        );
+    }
+    // Power fails everywhere. Node 1 restores its own GCIs; node 2 takes no part, and
+    // nothing of its old era (row 2) comes back. (Were its sysfile to name the cluster's
+    // history, its files would count as current; here a later check, that files dropped for
+    // a node restart restore nothing, stops it too.)
+    let after = Cluster::restart(cluster.crash());
+    assert_eq!(after.fatal[0], None);
+    for (index, (kernel, _)) in after.nodes.iter().enumerate() {
+        if after.fatal[index].is_none() {
+            assert_eq!(
+                kernel.memory_used_bytes(),
+                one_row,
+                "node {} holds row 1 alone",
+                index + 1
+            );
+        }
+    }
 }
