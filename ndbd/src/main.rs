@@ -5,6 +5,7 @@
 //! in this process, without an angel.
 
 mod angel;
+mod data_memory;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -138,6 +139,15 @@ fn run() -> anyhow::Result<i32> {
     }
     let (config, me, mgm) = load_config(&args)?;
     let nowait = nowait_nodes(&args.nowait_nodes, &config)?;
+    if let Some(node) = config.data_nodes.iter().find(|n| n.node_id == me) {
+        let began = std::time::Instant::now();
+        let bytes = data_memory::page_in(me.0, node.data_memory_bytes)?;
+        tracing::info!(
+            bytes,
+            ms = began.elapsed().as_millis() as u64,
+            "DataMemory paged in"
+        );
+    }
     for warning in &config.warnings {
         tracing::warn!("{}: {warning}", config.source.display());
     }

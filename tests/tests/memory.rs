@@ -1,6 +1,7 @@
 //! Proves that a data node with little DataMemory refuses inserts with error 827 when full
 //! instead of growing or crashing, keeps serving reads and deletes, and accepts inserts again
-//! once deletes have freed memory.
+//! once deletes have freed memory; and that a data node holds its whole DataMemory in memory
+//! once it serves (paged in at start, as NDB's).
 
 use rndb_api::{Cluster, ColumnDef, ColumnType, ExecType, Table, TableDef, Value};
 use rndb_tests::ops::{read_committed, recreate_table};
@@ -102,4 +103,29 @@ fn a_full_node_refuses_inserts_with_827_and_recovers_after_deletes() {
     insert_range(&api, &table, inserted, ROWS_PER_EXECUTE).expect("insert after the deletes");
     let found = read_committed(&api, &table, &[Value::UInt32(inserted)]).expect("read it back");
     assert_eq!(found, row(inserted));
+}
+
+#[test]
+fn a_serving_data_node_holds_its_data_memory_paged_in() {
+    const DATA_MEMORY_MIB: u64 = 384;
+    let cluster =
+        TestCluster::start(ClusterSpec::new().data_memory(&format!("{DATA_MEMORY_MIB}M")))
+            .expect("start the cluster");
+    let id = cluster.data_node_ids()[0];
+    let pid = cluster.pid(id).expect("the data node runs");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
+    let resident_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in its status");
+    assert!(
+        resident_kib >= DATA_MEMORY_MIB * 1024,
+        "{resident_kib} KiB resident, less than DataMemory={DATA_MEMORY_MIB}M"
+    );
+    assert!(
+        cluster.log(id).contains("DataMemory paged in"),
+        "{}",
+        cluster.log(id)
+    );
 }

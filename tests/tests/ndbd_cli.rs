@@ -1,9 +1,11 @@
 //! Proves that `ndbd` started with a config file that does not exist says so, naming the file,
 //! rather than reporting that the file "has errors", and that a node whose file system cannot
-//! be made (its DataDir is a file) says so at start-up, naming the path, and that a config file
-//! that is not UTF-8 is named by line.
+//! be made (its DataDir is a file) says so at start-up, naming the path, that a config file
+//! that is not UTF-8 is named by line, and that a DataMemory the host cannot give fails the
+//! start, naming the parameter.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use rndb_tests::ndbd_path;
 
@@ -90,4 +92,57 @@ fn a_config_that_is_not_utf8_is_named_by_line() {
         !stderr.contains("stream did not contain valid UTF-8"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_data_memory_the_host_cannot_give_fails_the_start_naming_it() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let config = dir.path().join("config.ini");
+    let port = rndb_tests::free_port_listener()
+        .local_addr()
+        .expect("a free port")
+        .port();
+    std::fs::write(
+        &config,
+        format!(
+            "[ndbd default]\nNoOfReplicas=1\nDataMemory=2G\n[ndbd]\nNodeId=1\n\
+             HostName=127.0.0.1\nServerPort={port}\nDataDir={}\n[api]\nNodeId=50\n",
+            dir.path().display()
+        ),
+    )
+    .expect("write the config");
+    // 1.5 GiB of address space: less than the DataMemory the node must page in at start.
+    let log = dir.path().join("ndbd.log");
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 1572864 && exec \"$0\" --config-file \"$1\" --ndb-nodeid 1 --foreground")
+        .arg(ndbd_path().expect("find ndbd"))
+        .arg(&config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("create the log"))
+        .spawn()
+        .expect("run ndbd");
+    // Killed and reaped however the test ends: a node that did start would serve for good.
+    let mut child = KillOnDrop(child);
+    let status = rndb_tests::wait_until("ndbd to stop", Duration::from_secs(30), || {
+        Ok(child.0.try_wait()?)
+    });
+    let stderr = std::fs::read_to_string(&log).unwrap_or_default();
+    let status = status.unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert!(!status.success(), "ndbd started: {stderr}");
+    assert!(
+        stderr.contains("DataMemory=2147483648 of node 1: cannot page in"),
+        "{stderr}"
+    );
+}
+
+/// A child process killed (SIGKILL) and reaped when dropped.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -17,9 +17,9 @@
 //! places of the old array into it. Re-placing every entry at once held up every request for
 //! as long as it took (with the slots' vector doubling, the longest batch of 1000 inserts
 //! loading 300 000 rows took up to 112 ms; `cargo bench -p rndb-ndbd --bench key_path`). The new
-//! array's pages are still touched for the first time as entries land in them: on this
-//! machine's VM guest a fresh 2 MiB page cost 5-17 ms, a stall that paging in advance (NDB
-//! allocates DataMemory at start) would remove. While the old array is being emptied
+//! array's pages may be touched for the first time as entries land in them: on this
+//! machine's VM guest a fresh 2 MiB page cost 5-17 ms, a stall `ndbd` avoids by paging its
+//! DataMemory in at start (`ndbd/src/data_memory.rs`, as NDB's). While the old array is emptied
 //! a lookup looks in the new one, then in the old one's places not yet moved; a removal from
 //! the old array leaves a tombstone there (a backward shift could move an entry behind the
 //! mover). The old array is dropped once every place is moved, long before the new one fills.
