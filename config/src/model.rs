@@ -113,6 +113,9 @@ pub struct DataNodeConfig {
     /// StartPartialTimeout: how long a start waits for every data node before it goes on
     /// without those missing (0: it waits for all).
     pub start_partial_timeout_ms: u32,
+    /// LockPagesInMainMemory: 0 leaves the node's memory swappable; 1 locks it (mlockall)
+    /// once DataMemory is paged in; 2 locks it before, and every page mapped later too.
+    pub lock_pages_in_main_memory: u8,
     /// Arbitration: how a side of a split that keeps exactly half the data nodes decides.
     pub arbitration: Arbitration,
     /// ArbitrationTimeout: how long such a side waits for the arbitrator's answer.

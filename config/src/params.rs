@@ -361,7 +361,7 @@ static PARAMS: &[ParamInfo] = &[
     later(DB, "StopOnError", Bool, B(true), BOOL.0, BOOL.1, "Stop instead of restarting after an error"),
     p(DB, "Diskless", Bool, B(false), BOOL.0, BOOL.1, "Run without disk"),
     later(DB, "IndexMemory", Size, I(0), 0, 1 << 40, "Deprecated hash index memory"),
-    later(DB, "LockPagesInMainMemory", Int, I(0), 0, 2, "Lock the process memory"),
+    p(DB, "LockPagesInMainMemory", Int, I(0), 0, 2, "Lock the data node's memory in RAM: 1 after DataMemory is paged in at start, 2 before (and all it maps later)"),
     later(DB, "ODirect", Bool, B(false), BOOL.0, BOOL.1, "Use O_DIRECT for files"),
     p(DB, "StartPartialTimeout", Int, I(30000), 0, MAX_INT_RNIL, "Wait in ms for every data node before starting without some (every node group needs one); 0 waits for all"),
     later(DB, "StartPartitionedTimeout", Int, I(60000), 0, MAX_INT_RNIL, "Wait in ms before a partitioned start"),

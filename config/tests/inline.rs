@@ -336,7 +336,7 @@ fn the_table_drives_defaults_ranges_and_configinfo() {
     assert_eq!(data_memory.range_text(), "1M..16T");
     assert!(table
         .iter()
-        .any(|p| !p.implemented && p.name == "LockPagesInMainMemory"));
+        .any(|p| !p.implemented && p.name == "SharedGlobalMemory"));
 }
 
 #[test]

@@ -157,7 +157,7 @@ fn configinfo_prints_the_table() {
     }
     assert!(text
         .lines()
-        .any(|l| l.contains("LockPagesInMainMemory") && l.contains("no")));
+        .any(|l| l.contains("SharedGlobalMemory") && l.contains("no")));
 }
 
 #[test]

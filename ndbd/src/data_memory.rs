@@ -64,3 +64,26 @@ pub fn page_in(node: u16, data_memory_bytes: u64) -> anyhow::Result<usize> {
     }
     Ok(paged)
 }
+
+/// Locks the process's memory in RAM (NDB's LockPagesInMainMemory): what is mapped now, and,
+/// with `future`, each page mapped later once it is first touched (`MCL_ONFAULT`: the
+/// allocator's reserved address space is not paged in for it). A lock the host refuses
+/// (RLIMIT_MEMLOCK without CAP_IPC_LOCK) is logged and the node goes on, as NDB's does.
+pub fn lock(node: u16, mode: u8, future: bool) {
+    let flags = if future {
+        libc::MCL_CURRENT | libc::MCL_FUTURE | libc::MCL_ONFAULT
+    } else {
+        libc::MCL_CURRENT
+    };
+    // SAFETY: mlockall changes only whether the process's pages may be swapped.
+    if unsafe { libc::mlockall(flags) } == 0 {
+        tracing::info!(node, "LockPagesInMainMemory={mode}: memory locked");
+    } else {
+        let e = io::Error::last_os_error();
+        tracing::warn!(
+            node,
+            "LockPagesInMainMemory={mode}: failed to lock the memory of node {node}: {e}; \
+             it may be swapped"
+        );
+    }
+}

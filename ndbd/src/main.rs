@@ -140,6 +140,10 @@ fn run() -> anyhow::Result<i32> {
     let (config, me, mgm) = load_config(&args)?;
     let nowait = nowait_nodes(&args.nowait_nodes, &config)?;
     if let Some(node) = config.data_nodes.iter().find(|n| n.node_id == me) {
+        let lock = node.lock_pages_in_main_memory;
+        if lock == 2 {
+            data_memory::lock(me.0, lock, true);
+        }
         let began = std::time::Instant::now();
         let bytes = data_memory::page_in(me.0, node.data_memory_bytes)?;
         tracing::info!(
@@ -147,6 +151,9 @@ fn run() -> anyhow::Result<i32> {
             ms = began.elapsed().as_millis() as u64,
             "DataMemory paged in"
         );
+        if lock == 1 {
+            data_memory::lock(me.0, lock, false);
+        }
     }
     for warning in &config.warnings {
         tracing::warn!("{}: {warning}", config.source.display());

@@ -1,7 +1,8 @@
 //! Proves that a data node with little DataMemory refuses inserts with error 827 when full
 //! instead of growing or crashing, keeps serving reads and deletes, and accepts inserts again
 //! once deletes have freed memory; and that a data node holds its whole DataMemory in memory
-//! once it serves (paged in at start, as NDB's).
+//! once it serves (paged in at start, as NDB's), locked in RAM with LockPagesInMainMemory
+//! (root only).
 
 use rndb_api::{Cluster, ColumnDef, ColumnType, ExecType, Table, TableDef, Value};
 use rndb_tests::ops::{read_committed, recreate_table};
@@ -105,6 +106,16 @@ fn a_full_node_refuses_inserts_with_827_and_recovers_after_deletes() {
     assert_eq!(found, row(inserted));
 }
 
+/// A line of `/proc/<pid>/status` in KiB (`VmRSS`, `VmLck`).
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} in the status of process {pid}"))
+}
+
 #[test]
 fn a_serving_data_node_holds_its_data_memory_paged_in() {
     const DATA_MEMORY_MIB: u64 = 384;
@@ -113,12 +124,7 @@ fn a_serving_data_node_holds_its_data_memory_paged_in() {
             .expect("start the cluster");
     let id = cluster.data_node_ids()[0];
     let pid = cluster.pid(id).expect("the data node runs");
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
-    let resident_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in its status");
+    let resident_kib = status_kib(pid, "VmRSS");
     assert!(
         resident_kib >= DATA_MEMORY_MIB * 1024,
         "{resident_kib} KiB resident, less than DataMemory={DATA_MEMORY_MIB}M"
@@ -128,4 +134,27 @@ fn a_serving_data_node_holds_its_data_memory_paged_in() {
         "{}",
         cluster.log(id)
     );
+}
+
+#[test]
+#[ignore = "needs root: locks memory (scripts/test runs it as root)"]
+fn lock_pages_in_main_memory_locks_the_data_memory() {
+    const DATA_MEMORY_MIB: u64 = 64;
+    for mode in ["1", "2"] {
+        let cluster = TestCluster::start(
+            ClusterSpec::new()
+                .data_memory(&format!("{DATA_MEMORY_MIB}M"))
+                .data_node_param("LockPagesInMainMemory", mode),
+        )
+        .expect("start the cluster");
+        let id = cluster.data_node_ids()[0];
+        let pid = cluster.pid(id).expect("the data node runs");
+        let locked_kib = status_kib(pid, "VmLck");
+        assert!(
+            locked_kib >= DATA_MEMORY_MIB * 1024,
+            "LockPagesInMainMemory={mode}: {locked_kib} KiB locked, less than \
+             DataMemory={DATA_MEMORY_MIB}M\n{}",
+            cluster.log(id)
+        );
+    }
 }

@@ -38,6 +38,7 @@ pub fn data_node(id: u16, host_name: &str) -> DataNodeConfig {
         heartbeat_interval_db_db_ms: 5000,
         heartbeat_interval_db_api_ms: 1500,
         start_partial_timeout_ms: 30000,
+        lock_pages_in_main_memory: 0,
         arbitration: Default::default(),
         arbitration_timeout_ms: 7500,
         durability: Default::default(),
