@@ -44,8 +44,8 @@ pub fn page_in(node: u16, data_memory_bytes: u64) -> anyhow::Result<usize> {
             break;
         }
         chunks.push(chunk);
-        // SAFETY: `chunk` is CHUNK_BYTES this function owns, page aligned; populating writes
-        // zeroes in only where nothing was written.
+        // SAFETY: `chunk` is CHUNK_BYTES this function owns, page aligned; populating faults
+        // its pages in writable without changing what they hold.
         if unsafe { libc::madvise(chunk.cast(), CHUNK_BYTES, libc::MADV_POPULATE_WRITE) } != 0 {
             failed = Some(io::Error::last_os_error());
             break;

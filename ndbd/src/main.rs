@@ -139,6 +139,9 @@ fn run() -> anyhow::Result<i32> {
     }
     let (config, me, mgm) = load_config(&args)?;
     let nowait = nowait_nodes(&args.nowait_nodes, &config)?;
+    for warning in &config.warnings {
+        tracing::warn!("{}: {warning}", config.source.display());
+    }
     if let Some(node) = config.data_nodes.iter().find(|n| n.node_id == me) {
         let lock = node.lock_pages_in_main_memory;
         if lock == 2 {
@@ -154,9 +157,6 @@ fn run() -> anyhow::Result<i32> {
         if lock == 1 {
             data_memory::lock(me.0, lock, false);
         }
-    }
-    for warning in &config.warnings {
-        tracing::warn!("{}: {warning}", config.source.display());
     }
     let shutdown = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
