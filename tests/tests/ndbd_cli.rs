@@ -4,10 +4,31 @@
 //! that is not UTF-8 is named by line, and that a DataMemory the host cannot give fails the
 //! start, naming the parameter.
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use rndb_tests::ndbd_path;
+
+/// Writes `dir/config.ini`: data node 1 on a free port with DataDir `data_dir`, `defaults`
+/// (whole lines) in its `[ndbd default]`, and API node 50. Returns its path.
+fn one_node_config(dir: &Path, defaults: &str, data_dir: &Path) -> PathBuf {
+    let config = dir.join("config.ini");
+    let port = rndb_tests::free_port_listener()
+        .local_addr()
+        .expect("a free port")
+        .port();
+    std::fs::write(
+        &config,
+        format!(
+            "[ndbd default]\nNoOfReplicas=1\n{defaults}[ndbd]\nNodeId=1\nHostName=127.0.0.1\n\
+             ServerPort={port}\nDataDir={}\n[api]\nNodeId=50\n",
+            data_dir.display()
+        ),
+    )
+    .expect("write the config");
+    config
+}
 
 #[test]
 fn a_missing_config_file_is_named_as_missing() {
@@ -36,20 +57,7 @@ fn a_data_dir_that_cannot_hold_files_is_named_at_start_up() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let not_a_dir = dir.path().join("plain-file");
     std::fs::write(&not_a_dir, b"not a directory").expect("write a file");
-    let config = dir.path().join("config.ini");
-    let port = rndb_tests::free_port_listener()
-        .local_addr()
-        .expect("a free port")
-        .port();
-    std::fs::write(
-        &config,
-        format!(
-            "[ndbd default]\nNoOfReplicas=1\n[ndbd]\nNodeId=1\nHostName=127.0.0.1\n\
-             ServerPort={port}\nDataDir={}\n[api]\nNodeId=50\n",
-            not_a_dir.display()
-        ),
-    )
-    .expect("write the config");
+    let config = one_node_config(dir.path(), "", &not_a_dir);
     let output = Command::new(ndbd_path().expect("find ndbd"))
         .arg("--config-file")
         .arg(&config)
@@ -97,20 +105,7 @@ fn a_config_that_is_not_utf8_is_named_by_line() {
 #[test]
 fn a_data_memory_the_host_cannot_give_fails_the_start_naming_it() {
     let dir = tempfile::tempdir().expect("temporary directory");
-    let config = dir.path().join("config.ini");
-    let port = rndb_tests::free_port_listener()
-        .local_addr()
-        .expect("a free port")
-        .port();
-    std::fs::write(
-        &config,
-        format!(
-            "[ndbd default]\nNoOfReplicas=1\nDataMemory=2G\n[ndbd]\nNodeId=1\n\
-             HostName=127.0.0.1\nServerPort={port}\nDataDir={}\n[api]\nNodeId=50\n",
-            dir.path().display()
-        ),
-    )
-    .expect("write the config");
+    let config = one_node_config(dir.path(), "DataMemory=2G\n", dir.path());
     // 1.5 GiB of address space: less than the DataMemory the node must page in at start.
     let log = dir.path().join("ndbd.log");
     let child = Command::new("sh")
