@@ -6,8 +6,9 @@
 //! The allocator is told never to give freed memory back to the OS (mimalloc's purge delay
 //! -1), then DataMemory is allocated in chunks, every page of them written in
 //! (`MADV_POPULATE_WRITE`), and freed: it stays resident in the allocator's arenas, and the
-//! node's rows, indexes and records are later carved from it. A machine without the memory
-//! fails the start with the parameter named, as NDB's does.
+//! node's rows, indexes and records are later carved from it. A DataMemory larger than the
+//! host's MemAvailable, or one the kernel refuses, fails the start with the parameter named,
+//! as NDB's does (rather than the OOM killer ending the process mid-way).
 
 use std::alloc::{alloc, dealloc, Layout};
 use std::io;
@@ -26,6 +27,17 @@ pub fn page_in(node: u16, data_memory_bytes: u64) -> anyhow::Result<usize> {
     let Ok(wanted) = usize::try_from(data_memory_bytes) else {
         bail!("DataMemory={data_memory_bytes} of node {node} does not fit this machine's address space");
     };
+    // Past what the host has free the page-in would not fail: the kernel's OOM killer would
+    // end this process (or another) without a word.
+    if let Some(available) = mem_available_bytes()? {
+        if data_memory_bytes > available {
+            bail!(
+                "DataMemory={data_memory_bytes} of node {node} is more than this host has \
+                 available ({available} bytes, MemAvailable in /proc/meminfo): lower DataMemory, \
+                 or free memory on this host"
+            );
+        }
+    }
     // SAFETY: sets an allocator option; any value is valid, and allocations in flight are
     // unaffected.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
@@ -63,6 +75,22 @@ pub fn page_in(node: u16, data_memory_bytes: u64) -> anyhow::Result<usize> {
         );
     }
     Ok(paged)
+}
+
+/// The host's MemAvailable (`/proc/meminfo`), in bytes; `None` where the kernel gives none.
+fn mem_available_bytes() -> anyhow::Result<Option<u64>> {
+    let meminfo = match std::fs::read_to_string("/proc/meminfo") {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => bail!("read /proc/meminfo: {e}"),
+    };
+    let Some(line) = meminfo.lines().find(|l| l.starts_with("MemAvailable:")) else {
+        return Ok(None);
+    };
+    let kib = (line.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<u64>().ok())
+        .ok_or_else(|| anyhow::anyhow!("/proc/meminfo: cannot read {line:?}"))?;
+    Ok(Some(kib.saturating_mul(1024)))
 }
 
 /// Locks the process's memory in RAM (NDB's LockPagesInMainMemory): what is mapped now, and,

@@ -2,7 +2,7 @@
 //! rather than reporting that the file "has errors", and that a node whose file system cannot
 //! be made (its DataDir is a file) says so at start-up, naming the path, that a config file
 //! that is not UTF-8 is named by line, and that a DataMemory the host cannot give fails the
-//! start, naming the parameter.
+//! start, naming the parameter (one larger than the host's available memory at once).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -107,18 +107,30 @@ fn a_data_memory_the_host_cannot_give_fails_the_start_naming_it() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let config = one_node_config(dir.path(), "DataMemory=2G\n", dir.path());
     // 1.5 GiB of address space: less than the DataMemory the node must page in at start.
-    let log = dir.path().join("ndbd.log");
-    let child = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .arg("-c")
         .arg("ulimit -v 1572864 && exec \"$0\" --config-file \"$1\" --ndb-nodeid 1 --foreground")
         .arg(ndbd_path().expect("find ndbd"))
-        .arg(&config)
+        .arg(&config);
+    let stderr = failed_start(command, dir.path());
+    assert!(
+        stderr.contains("DataMemory=2147483648 of node 1: cannot page in"),
+        "{stderr}"
+    );
+}
+
+/// Runs `command`, an `ndbd` that must not start, its stderr to a log in `dir`; waits at most
+/// 30 s for it to stop, asserts it failed, and returns what it wrote. Killed and reaped
+/// however the test ends: a node that did start would serve for good.
+fn failed_start(mut command: Command, dir: &Path) -> String {
+    let log = dir.join("ndbd.log");
+    let child = command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("create the log"))
         .spawn()
         .expect("run ndbd");
-    // Killed and reaped however the test ends: a node that did start would serve for good.
     let mut child = KillOnDrop(child);
     let status = rndb_tests::wait_until("ndbd to stop", Duration::from_secs(30), || {
         Ok(child.0.try_wait()?)
@@ -126,10 +138,7 @@ fn a_data_memory_the_host_cannot_give_fails_the_start_naming_it() {
     let stderr = std::fs::read_to_string(&log).unwrap_or_default();
     let status = status.unwrap_or_else(|e| panic!("{e}: {stderr}"));
     assert!(!status.success(), "ndbd started: {stderr}");
-    assert!(
-        stderr.contains("DataMemory=2147483648 of node 1: cannot page in"),
-        "{stderr}"
-    );
+    stderr
 }
 
 /// A child process killed (SIGKILL) and reaped when dropped.
@@ -140,4 +149,20 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+#[test]
+fn a_data_memory_larger_than_the_host_has_available_fails_the_start_at_once() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let config = one_node_config(dir.path(), "DataMemory=8000G\n", dir.path());
+    let mut command = Command::new(ndbd_path().expect("find ndbd"));
+    command
+        .arg("--config-file")
+        .arg(&config)
+        .args(["--ndb-nodeid", "1", "--foreground"]);
+    let stderr = failed_start(command, dir.path());
+    assert!(
+        stderr.contains("DataMemory=8589934592000 of node 1 is more than this host has available"),
+        "{stderr}"
+    );
 }
