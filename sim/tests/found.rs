@@ -1836,3 +1836,20 @@ fn no_second_crash_in_a_group_while_a_partition_may_fail_its_member() {
         },
     );
 }
+
+/// Seed 0xc2000a20, partitions with disk faults, three replicas and durable commits (found at
+/// a5b6b78): a kernel bug. Node 1, president, ran a round moving node 3's primaries back;
+/// node 3 confirmed it. A one-way cut then got node 2 declared failed by node 1, and node 2,
+/// seeing node 1's links close, took itself for president and ran a round settling the
+/// order, which node 3 (still holding node 1 as its president) took, keeping node 3 out of its
+/// config place; node 1's COMMIT, over a slow link, came after and found no hold. Nodes 1 and
+/// 3 then disagreed on every chain, and the final locked scan read 3 of 9 accounts. A switch
+/// round's REQ from a node that is not the receiver's president is now kept until it is.
+#[test]
+fn a_switch_round_from_a_node_that_is_not_the_president_waits_until_it_is() {
+    let mut options = partitions_with_disks();
+    options.faults.push(Fault::CrashStarting);
+    options.replicas = 3;
+    options.durable_commits = true;
+    replay(&[0xc2000a20], &options);
+}

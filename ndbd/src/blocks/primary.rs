@@ -33,7 +33,10 @@
 //! with it for good; a node that asks while that round runs, holding for
 //! another, gets the round's REQ again; a query that comes before the receiver has handled
 //! the failure that makes it president is kept until it has; should that president fail too,
-//! the next one is asked). A node that holds confirms no node restart's inclusion
+//! the next one is asked). Likewise a REQ from a node the receiver does not hold as its
+//! president yet (it saw the old one fail first, or a split that arbitration will settle) is
+//! kept until it is, and dropped if that node fails or ends the round first: two presidents'
+//! rounds taken side by side would each set part of the cluster's order. A node that holds confirms no node restart's inclusion
 //! (INCL_NODECONF) until its round ends, so that a copy is planned only from chains every node
 //! shares. Payloads are ARBIT's (`qmgr::Arbit`): ticket = round id, node = the node moving back
 //! (REQ) or apply (COMMIT), nodes = the new `rejoined` order.
@@ -74,6 +77,10 @@ pub(crate) struct PrimarySwitch {
     /// Nodes that asked this node to settle the order (PRIMARY_SWITCH_QUERY) before it was
     /// president: it settles it once it is.
     queried: NodeSet,
+    /// A round's REQ from a live node that is not this node's president (it saw a failure
+    /// this node has not seen yet): taken once it is president here, dropped when it fails or
+    /// ends that round first.
+    early_req: Option<(NodeId, Arbit)>,
     /// Restarted nodes moved back to their config place here.
     pub moves: u64,
 }
@@ -117,6 +124,7 @@ impl PrimarySwitch {
             rounds_made: 0,
             hold: None,
             queried: NodeSet::new(),
+            early_req: None,
             moves: 0,
         }
     }
@@ -242,9 +250,25 @@ impl Kernel {
             // (seed 0x48007244: node 4 held for dead node 1's round after the new president's
             // round had ended, and so confirmed no inclusion again).
             gsn::PRIMARY_SWITCH_REQ if !self.qmgr.is_alive(from) => {}
+            // From a node that is not this node's president: it saw this node's president fail
+            // first (or a split, which arbitration settles). Taken now, the two presidents'
+            // rounds would each set part of the cluster's order (seed 0xc2000a20: node 3 took
+            // node 2's round, which kept it out of its config place, after it had confirmed
+            // node 1's, which put it back; node 1's COMMIT came after, found no hold, and
+            // nodes 1 and 3 disagreed on every chain: a scan read 3 of 9 rows).
+            gsn::PRIMARY_SWITCH_REQ if self.qmgr.master() != from => {
+                self.primary.early_req = Some((from, arbit.clone()));
+            }
             gsn::PRIMARY_SWITCH_REQ => self.exec_primary_switch_req(from, arbit, out, now),
             gsn::PRIMARY_SWITCH_CONF => self.exec_primary_switch_conf(from, arbit.ticket, out),
-            gsn::PRIMARY_SWITCH_COMMIT => self.exec_primary_switch_commit(arbit),
+            gsn::PRIMARY_SWITCH_COMMIT => {
+                if (self.primary.early_req.as_ref())
+                    .is_some_and(|(early, req)| *early == from && req.ticket == arbit.ticket)
+                {
+                    self.primary.early_req = None;
+                }
+                self.exec_primary_switch_commit(arbit)
+            }
             // Before this node has handled the failure that makes it president (the asking
             // node heard of it first): kept until it has. Dropped, the asking node held its
             // order, unlike this node's, until the next round, and a node restart let in
@@ -446,6 +470,13 @@ impl Kernel {
             }
         }
         self.primary_answer_early_queries(out, now);
+        if let Some((from, req)) = self.primary.early_req.take() {
+            if from == self.qmgr.master() {
+                self.exec_primary_switch_req(from, &req, out, now);
+            } else if self.qmgr.is_alive(from) {
+                self.primary.early_req = Some((from, req));
+            }
+        }
         // Its president failed, now or before (a new president that failed too before it
         // settled the order is asked again: the hold still names the first one).
         let orphaned = self
