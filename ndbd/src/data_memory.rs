@@ -25,7 +25,10 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// Returns the bytes paged in.
 pub fn page_in(node: u16, data_memory_bytes: u64) -> anyhow::Result<usize> {
     let Ok(wanted) = usize::try_from(data_memory_bytes) else {
-        bail!("DataMemory={data_memory_bytes} of node {node} does not fit this machine's address space");
+        bail!(
+            "DataMemory={data_memory_bytes} of node {node} does not fit this machine's address \
+             space"
+        );
     };
     // Past what the host has free the page-in would not fail: the kernel's OOM killer would
     // end this process (or another) without a word.
@@ -43,7 +46,10 @@ pub fn page_in(node: u16, data_memory_bytes: u64) -> anyhow::Result<usize> {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
     // SAFETY: reads an allocator option.
     if unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) } != -1 {
-        bail!("the allocator did not take its purge delay (mimalloc's option {MI_OPTION_PURGE_DELAY})");
+        bail!(
+            "the allocator did not take its purge delay (mimalloc's option \
+             {MI_OPTION_PURGE_DELAY})"
+        );
     }
     let layout = Layout::from_size_align(CHUNK_BYTES, 4096).expect("a valid layout");
     let mut chunks = Vec::with_capacity(wanted.div_ceil(CHUNK_BYTES));

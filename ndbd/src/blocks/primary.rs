@@ -36,10 +36,11 @@
 //! the next one is asked). Likewise a REQ from a node the receiver does not hold as its
 //! president yet (it saw the old one fail first, or a split that arbitration will settle) is
 //! kept until it is, and dropped if that node fails or ends the round first: two presidents'
-//! rounds taken side by side would each set part of the cluster's order. A node that holds confirms no node restart's inclusion
-//! (INCL_NODECONF) until its round ends, so that a copy is planned only from chains every node
-//! shares. Payloads are ARBIT's (`qmgr::Arbit`): ticket = round id, node = the node moving back
-//! (REQ) or apply (COMMIT), nodes = the new `rejoined` order.
+//! rounds taken side by side would each set part of the cluster's order. A node that holds
+//! confirms no node restart's inclusion (INCL_NODECONF) until its round ends, so that a copy
+//! is planned only from chains every node shares. Payloads are ARBIT's (`qmgr::Arbit`):
+//! ticket = round id, node = the node moving back (REQ) or apply (COMMIT), nodes = the new
+//! `rejoined` order.
 
 use std::time::{Duration, Instant};
 
