@@ -1689,6 +1689,15 @@ fn three_replicas_crashing_again() -> Options {
     }
 }
 
+/// `three_replicas_crashing_again` with partitions and crash-starting: every fault kind.
+fn every_fault_three_replicas() -> Options {
+    let mut options = three_replicas_crashing_again();
+    options
+        .faults
+        .extend([Fault::Partition, Fault::CrashStarting]);
+    options
+}
+
 /// `three_replicas_crashing_again` with crash-starting and durable commits.
 fn three_replicas_durable_starting() -> Options {
     let mut options = three_replicas_crashing_again();
@@ -1804,16 +1813,7 @@ fn no_split_without_files_while_no_arbitrator_runs() {
 /// split is made within two heartbeat bounds of a crash or of a hang's end.
 #[test]
 fn no_split_without_files_while_a_failures_side_is_being_decided() {
-    let mut faults = Fault::HANDLED.to_vec();
-    faults.extend([Fault::Partition, Fault::CrashStarting, Fault::CrashAgain]);
-    replay(
-        &[0xb500012c, 0xb5000143],
-        &Options {
-            faults,
-            replicas: 3,
-            ..Options::default()
-        },
-    );
+    replay(&[0xb500012c, 0xb5000143], &every_fault_three_replicas());
 }
 
 /// Seeds 0xb70033b5 and 0xb70072dd, three replicas with every fault kind and crash-again
@@ -1825,16 +1825,7 @@ fn no_split_without_files_while_a_failures_side_is_being_decided() {
 /// failed.
 #[test]
 fn no_second_crash_in_a_group_while_a_partition_may_fail_its_member() {
-    let mut faults = Fault::HANDLED.to_vec();
-    faults.extend([Fault::Partition, Fault::CrashStarting, Fault::CrashAgain]);
-    replay(
-        &[0xb70033b5, 0xb70072dd],
-        &Options {
-            faults,
-            replicas: 3,
-            ..Options::default()
-        },
-    );
+    replay(&[0xb70033b5, 0xb70072dd], &every_fault_three_replicas());
 }
 
 /// Seed 0xc2000a20, partitions with disk faults, three replicas and durable commits (found at

@@ -4,7 +4,7 @@
 //! once it serves (paged in at start, as NDB's), locked in RAM with LockPagesInMainMemory
 //! (root only).
 
-use rndb_api::{Cluster, ColumnDef, ColumnType, ExecType, Table, TableDef, Value};
+use rndb_api::{Cluster, ColumnDef, ColumnType, ExecType, NodeId, Table, TableDef, Value};
 use rndb_tests::ops::{read_committed, recreate_table};
 use rndb_tests::{assert_ndb_code, ClusterSpec, TestCluster};
 
@@ -106,14 +106,18 @@ fn a_full_node_refuses_inserts_with_827_and_recovers_after_deletes() {
     assert_eq!(found, row(inserted));
 }
 
-/// A line of `/proc/<pid>/status` in KiB (`VmRSS`, `VmLck`).
-fn status_kib(pid: u32, field: &str) -> u64 {
+/// The cluster's first data node, and a line of its `/proc/<pid>/status` in KiB (`VmRSS`,
+/// `VmLck`).
+fn data_node_status_kib(cluster: &TestCluster, field: &str) -> (NodeId, u64) {
+    let id = cluster.data_node_ids()[0];
+    let pid = cluster.pid(id).expect("the data node runs");
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
-    status
+    let kib = status
         .lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("{field} in the status of process {pid}"))
+        .unwrap_or_else(|| panic!("{field} in the status of process {pid}"));
+    (id, kib)
 }
 
 #[test]
@@ -122,9 +126,7 @@ fn a_serving_data_node_holds_its_data_memory_paged_in() {
     let cluster =
         TestCluster::start(ClusterSpec::new().data_memory(&format!("{DATA_MEMORY_MIB}M")))
             .expect("start the cluster");
-    let id = cluster.data_node_ids()[0];
-    let pid = cluster.pid(id).expect("the data node runs");
-    let resident_kib = status_kib(pid, "VmRSS");
+    let (id, resident_kib) = data_node_status_kib(&cluster, "VmRSS");
     assert!(
         resident_kib >= DATA_MEMORY_MIB * 1024,
         "{resident_kib} KiB resident, less than DataMemory={DATA_MEMORY_MIB}M"
@@ -147,9 +149,7 @@ fn lock_pages_in_main_memory_locks_the_data_memory() {
                 .data_node_param("LockPagesInMainMemory", mode),
         )
         .expect("start the cluster");
-        let id = cluster.data_node_ids()[0];
-        let pid = cluster.pid(id).expect("the data node runs");
-        let locked_kib = status_kib(pid, "VmLck");
+        let (id, locked_kib) = data_node_status_kib(&cluster, "VmLck");
         assert!(
             locked_kib >= DATA_MEMORY_MIB * 1024,
             "LockPagesInMainMemory={mode}: {locked_kib} KiB locked, less than \
