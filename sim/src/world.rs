@@ -951,7 +951,8 @@ impl World {
     /// The kernel of `node` says it must stop. Allowed only at a system restart the node
     /// could not take part in (it was down before the cluster crash and its own disk holds
     /// less than the cluster restarts at, or its files do not record the newest restart; it
-    /// starts again by node restart), for a failure of its node restart, a split it lost, a
+    /// starts again by node restart), for a failure of its node restart (or of a start that
+    /// lost its links before it learnt the cluster serves), a split it lost, a
     /// GCP stop, a hang, or in a seed whose disks failed writes (ENOSPC, EIO); anything else
     /// fails the run.
     fn node_stops(&mut self, node: NodeId, why: &str) -> Result<(), String> {
@@ -960,6 +961,14 @@ impl World {
         });
         let disk_faults: u64 = self.disks.values().map(|d| d.faults).sum();
         let restart_failed = ["error 2303", "error 2315"].iter().any(|e| why.contains(e));
+        // Started again by node restart, it lost its links before any peer told it the
+        // cluster serves, so it took its start for a system restart the failed peers could
+        // hold newer checkpoints for (2308) while the others served on (seed 0xc7006d78: node
+        // 2 crashed again and a partition cut node 3 off as node 1 asked to rejoin).
+        let rejoin_undecided = self.restarted.contains(&node)
+            && why.contains("error 2308")
+            && self.kernels.get(&node).is_some_and(|k| !k.serves())
+            && (self.kernels.iter()).any(|(&n, k)| n != node && k.serves());
         let system_restart_failed = self.crashed_in_restart && why.contains("error 2308");
         // The crash came as the restart ended: this node had started when it saw the failure,
         // so it stops as a started node does when a node group is gone (seeds 0xa500c10, whose
@@ -973,7 +982,7 @@ impl World {
         } else if group_lost_as_restart_ended {
             self.restart_later(node);
             "a data node crashed as the system restart ended, and no other node of its group could restore: the started nodes stop (2305), and the cluster starts again from its disks"
-        } else if self.restarted.contains(&node) && restart_failed {
+        } else if (self.restarted.contains(&node) && restart_failed) || rejoin_undecided {
             self.restart_later(node);
             "a data node failed while it rejoined by node restart (it starts again)"
         } else if self.split && ["error 2305", "error 2315"].iter().any(|e| why.contains(e)) {

@@ -1333,7 +1333,8 @@ impl Kernel {
                     "data nodes {failed:?} failed before the restart GCI was chosen; they hold \
                      a node of every node group, so they may have saved global checkpoints \
                      newer than any node left, which cannot start without them; start every \
-                     data node again"
+                     data node again (if they serve, this node lost them before it learnt so: \
+                     start it again and it joins by node restart)"
                 ));
                 return;
             }
