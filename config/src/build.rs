@@ -151,6 +151,7 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
         node_group: 0,
         data_memory_bytes: l.int("DataMemory"),
         max_no_of_concurrent_operations: l.u32("MaxNoOfConcurrentOperations"),
+        max_dml_operations_per_transaction: l.u32("MaxDMLOperationsPerTransaction"),
         max_no_of_concurrent_transactions: l.u32("MaxNoOfConcurrentTransactions"),
         max_no_of_concurrent_scans: l.u32("MaxNoOfConcurrentScans"),
         batch_size_per_local_scan: l.u32("BatchSizePerLocalScan"),

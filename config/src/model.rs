@@ -96,6 +96,9 @@ pub struct DataNodeConfig {
     pub node_group: u32,
     pub data_memory_bytes: u64,
     pub max_no_of_concurrent_operations: u32,
+    /// MaxDMLOperationsPerTransaction: inserts, updates, writes and deletes one transaction
+    /// may define at a TC before it is aborted with 261.
+    pub max_dml_operations_per_transaction: u32,
     pub max_no_of_concurrent_transactions: u32,
     pub max_no_of_concurrent_scans: u32,
     pub batch_size_per_local_scan: u32,

@@ -154,6 +154,7 @@ fn data_value(config: &ClusterConfig, id: NodeId, name: &str) -> Option<String> 
         "NoOfReplicas" => config.no_of_replicas.to_string(),
         "DataMemory" => n.data_memory_bytes.to_string(),
         "MaxNoOfConcurrentOperations" => n.max_no_of_concurrent_operations.to_string(),
+        "MaxDMLOperationsPerTransaction" => n.max_dml_operations_per_transaction.to_string(),
         "MaxNoOfConcurrentTransactions" => n.max_no_of_concurrent_transactions.to_string(),
         "MaxNoOfConcurrentScans" => n.max_no_of_concurrent_scans.to_string(),
         "BatchSizePerLocalScan" => n.batch_size_per_local_scan.to_string(),

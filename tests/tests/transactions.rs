@@ -3,7 +3,8 @@
 //! publishes at once, Rollback (explicit or by dropping) undoes, lock waits end in error 266
 //! after TransactionDeadlockDetectionTimeout, an idle transaction is aborted after
 //! TransactionInactiveTimeout and frees its locks, duplicate inserts get 630, missing rows 626,
-//! and IgnoreError reports errors per operation.
+//! IgnoreError reports errors per operation, and a transaction defining more writes than
+//! MaxDMLOperationsPerTransaction is aborted with 261.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -382,4 +383,68 @@ fn abort_on_error_aborts_the_whole_transaction() {
         626,
         "nothing was committed",
     );
+}
+
+#[test]
+fn max_dml_operations_per_transaction_aborts_the_transaction_past_it_with_261() {
+    const LIMIT: u32 = 32;
+    let spec = ClusterSpec::new().data_node_param("MaxDMLOperationsPerTransaction", "32");
+    let (cluster, api, table) = start(spec);
+    assert_eq!(
+        data_node(&cluster).max_dml_operations_per_transaction,
+        LIMIT
+    );
+    // Reads do not count: the limit's worth of writes and as many reads commit.
+    let mut transaction = api.start_transaction().expect("start");
+    for id in 0..LIMIT {
+        transaction
+            .insert(&table, &row(100 + id, 1))
+            .expect("define");
+        transaction
+            .read(&table, &key(1), LockMode::Read)
+            .expect("define");
+    }
+    transaction.execute(ExecType::Commit).expect("at the limit");
+    assert_eq!(committed_balance(&api, &table, 131), Value::Int64(1));
+
+    // Counted over the whole transaction: the first execute's writes are undone with it, and
+    // an earlier operation's error (626, ignored) does not hide why it aborted.
+    let mut transaction = api.start_transaction().expect("start");
+    for id in 0..LIMIT - 1 {
+        transaction
+            .update(&table, &key(100 + id), &[(1, Value::Int64(2))])
+            .expect("define");
+    }
+    transaction
+        .execute(ExecType::NoCommit)
+        .expect("below the limit");
+    transaction.delete(&table, &key(999)).expect("define");
+    transaction.insert(&table, &row(200, 1)).expect("define");
+    let error = transaction
+        .execute_with(ExecType::Commit, AbortOption::IgnoreError)
+        .expect_err("one past the limit");
+    assert_eq!(error.code(), Some(261), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("MaxDMLOperationsPerTransaction=32"),
+        "{error}"
+    );
+    drop(transaction);
+    assert_eq!(
+        committed_balance(&api, &table, 100),
+        Value::Int64(1),
+        "updates undone"
+    );
+    assert_ndb_code(
+        read_committed(&api, &table, &key(200)),
+        626,
+        "insert undone",
+    );
+
+    // The next transaction starts from zero.
+    let mut transaction = api.start_transaction().expect("start");
+    transaction.insert(&table, &row(200, 7)).expect("define");
+    transaction.execute(ExecType::Commit).expect("a new count");
+    assert_eq!(committed_balance(&api, &table, 200), Value::Int64(7));
 }

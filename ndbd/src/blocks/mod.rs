@@ -248,6 +248,7 @@ impl Kernel {
                 node.node_id,
                 node.max_no_of_concurrent_transactions,
                 node.max_no_of_concurrent_operations,
+                node.max_dml_operations_per_transaction,
                 Duration::from_millis(u64::from(node.transaction_deadlock_detection_timeout_ms)),
                 inactive_timeout,
             ),

@@ -29,6 +29,7 @@ pub fn data_node(id: u16, host_name: &str) -> DataNodeConfig {
         max_no_of_concurrent_operations: 32 * 1024,
         max_no_of_concurrent_transactions: 4096,
         max_no_of_concurrent_scans: 256,
+        max_dml_operations_per_transaction: u32::MAX,
         batch_size_per_local_scan: 256,
         max_no_of_tables: 128,
         max_no_of_ordered_indexes: 128,

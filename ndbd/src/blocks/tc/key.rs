@@ -54,7 +54,11 @@ impl Kernel {
     ) {
         let trans = tc::trans_id(from, request_id);
         let mut req_replica = req.replica();
-        match self.tc.on_key_req(trans, req.flags(), req.op_index(), now) {
+        let dml = req.op_type() != OperationType::Read;
+        match self
+            .tc
+            .on_key_req(trans, req.flags(), req.op_index(), dml, now)
+        {
             None => {}
             Some(Err(error)) => self.answer_api(
                 trans,

@@ -105,6 +105,9 @@ struct TcTransaction {
     ops_outstanding: u32,
     /// Operation records this transaction holds (released when it ends).
     operations: u32,
+    /// Inserts, updates, writes and deletes it defined, over all its executes (NDB's
+    /// `m_write_count`, held against MaxDMLOperationsPerTransaction).
+    dml_operations: u32,
     /// The execute request, once it has arrived.
     execute: Option<TcExecuteReq>,
     /// When the API last sent anything for this transaction.
@@ -216,6 +219,8 @@ pub struct Tc {
     transactions_max: u32,
     /// MaxNoOfConcurrentOperations.
     operations_max: u32,
+    /// MaxDMLOperationsPerTransaction.
+    dml_max: u32,
     deadlock_timeout: Duration,
     /// None when TransactionInactiveTimeout is "unlimited".
     inactive_timeout: Option<Duration>,
@@ -293,6 +298,7 @@ impl Tc {
         me: NodeId,
         transactions_max: u32,
         operations_max: u32,
+        dml_max: u32,
         deadlock_timeout: Duration,
         inactive_timeout: Option<Duration>,
     ) -> Tc {
@@ -304,6 +310,7 @@ impl Tc {
             operations_in_use: 0,
             transactions_max,
             operations_max,
+            dml_max,
             deadlock_timeout,
             inactive_timeout,
             aborted_unasked: HashMap::new(),
@@ -402,6 +409,7 @@ impl Tc {
         trans: TransId,
         flags: u8,
         op_index: u32,
+        dml: bool,
         now: Instant,
     ) -> Option<Result<TcAction, NdbError>> {
         if !self.transactions.contains_key(trans) {
@@ -446,6 +454,20 @@ impl Tc {
             t.first_error
                 .get_or_insert_with(|| Box::new((error.clone(), op_index)));
             return Some(Err(error));
+        }
+        if dml {
+            t.dml_operations = t.dml_operations.saturating_add(1);
+            if t.dml_operations > self.dml_max {
+                // As NDB's DBTC: the transaction aborts, whatever the abort option, and its
+                // execute fails with 261 (not with an error an earlier operation had).
+                let error = NdbError::with_detail(
+                    261,
+                    format!("MaxDMLOperationsPerTransaction={}", self.dml_max),
+                );
+                t.must_abort = true;
+                t.first_error = Some(Box::new((error.clone(), op_index)));
+                return Some(Err(error));
+            }
         }
         if self.operations_in_use >= self.operations_max {
             let error = NdbError::with_detail(
@@ -1201,6 +1223,7 @@ impl TcTransaction {
             ops_received: 0,
             ops_outstanding: 0,
             operations: 0,
+            dml_operations: 0,
             execute: None,
             first_error: None,
             must_abort: false,
