@@ -99,6 +99,15 @@ pub struct DataNodeConfig {
     /// MaxDMLOperationsPerTransaction: inserts, updates, writes and deletes one transaction
     /// may define at a TC before it is aborted with 261.
     pub max_dml_operations_per_transaction: u32,
+    /// StopOnError: the angel stops after the data node process fails (true, the default), or
+    /// starts it again (false).
+    pub stop_on_error: bool,
+    /// MaxStartFailRetries: with StopOnError=0, the angel gives up after this many failed
+    /// starts in a row (0: never).
+    pub max_start_fail_retries: u32,
+    /// StartFailRetryDelay, in seconds: the angel's wait before it starts again a data node
+    /// process whose start failed.
+    pub start_fail_retry_delay_s: u32,
     pub max_no_of_concurrent_transactions: u32,
     pub max_no_of_concurrent_scans: u32,
     pub batch_size_per_local_scan: u32,

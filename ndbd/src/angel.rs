@@ -1,28 +1,39 @@
 //! The angel: NDB's parent process that starts the data node process and starts it again when
-//! it stops asking to be restarted (`ndb_mgm -e "N RESTART [-i] [-n]"`).
+//! it stops asking to be restarted (`ndb_mgm -e "N RESTART [-i] [-n]"`), or, with
+//! StopOnError=0, when it fails.
 //!
 //! ```text
-//!  ndbd (angel) ── spawns ──> ndbd --angel-pid P --allocated-nodeid N [--angel-start KIND]
-//!     ▲                          │ stops gracefully; its exit code says what next:
-//!     └──────────────────────────┘ 0 stop, 64 + NDB's NdbRestartType restart, other: error
+//!  ndbd (angel) ── spawns ──> ndbd --angel-pid P --allocated-nodeid N --report-fd F
+//!     ▲                          [--angel-start KIND]
+//!     │                          │ its exit code says what next: 0 stop, 64 + NDB's
+//!     └──────────────────────────┘ NdbRestartType restart, other (or a signal): error
 //! ```
 //!
 //! - The angel forwards SIGTERM and SIGINT to the data node process (a graceful stop) and exits
-//!   with its exit code; it starts it again only for a restart exit code, never after an error
-//!   or a crash (NDB's StopOnError=1).
+//!   with its exit code. After an error exit or a crash it exits with it too (StopOnError=1,
+//!   NDB's default), or, with StopOnError=0, starts the node again (never `--initial`, which
+//!   would lose its files).
+//! - The data node process writes `started` to the pipe `--report-fd` once it serves. A
+//!   process that failed before it did counts as a failed start: after MaxStartFailRetries of
+//!   them in a row (0: no limit) the angel gives up, and it waits StartFailRetryDelay seconds
+//!   before each new try, as NDB's.
 //! - The data node process asks the kernel to kill it when the angel dies
 //!   (`PR_SET_PDEATHSIG`), so a SIGKILL of the angel leaves no data node running, and it exits
 //!   at once if the angel is gone before it asked.
 //! - `--foreground` runs the data node process itself, without an angel, as NDB's does.
 
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use rndb_config::DataNodeConfig;
 use rndb_mgm::node_report::RestartRequest;
 
 /// How often the angel looks at its child and at the signals it got.
@@ -96,10 +107,47 @@ pub fn watch_angel(angel_pid: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What the data node process writes to its `--report-fd` once it serves.
+const STARTED_REPORT: &[u8] = b"started\n";
+
+/// What the angel does when its data node process fails: NDB's StopOnError,
+/// MaxStartFailRetries and StartFailRetryDelay.
+#[derive(Clone, Copy, Debug)]
+pub struct OnError {
+    pub stop_on_error: bool,
+    pub max_start_fail_retries: u32,
+    pub start_fail_retry_delay: Duration,
+}
+
+impl OnError {
+    pub fn of(node: &DataNodeConfig) -> OnError {
+        OnError {
+            stop_on_error: node.stop_on_error,
+            max_start_fail_retries: node.max_start_fail_retries,
+            start_fail_retry_delay: Duration::from_secs(u64::from(node.start_fail_retry_delay_s)),
+        }
+    }
+}
+
+/// In the data node process started by an angel: tells the angel, through the pipe it passed
+/// as `--report-fd`, that the node serves (a later failure is not a failed start). Best effort:
+/// an angel that cannot hear it counts a failure as a failed start.
+pub fn report_started(report_fd: i32) {
+    let path = format!("/proc/self/fd/{report_fd}");
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .and_then(|mut pipe| pipe.write_all(STARTED_REPORT));
+    if let Err(e) = written {
+        tracing::warn!("could not tell the angel the node started ({path}): {e}");
+    }
+}
+
 /// Runs the angel of data node `node_id`: starts the data node process with this process's
-/// arguments and starts it again whenever it exits asking for a restart. Returns the exit code
-/// the angel exits with (the data node process's last).
-pub fn run(node_id: u16) -> anyhow::Result<i32> {
+/// arguments and starts it again whenever it exits asking for a restart, or, as `on_error`
+/// says, after it failed. Returns the exit code the angel exits with (the data node process's
+/// last).
+pub fn run(node_id: u16, on_error: OnError) -> anyhow::Result<i32> {
     let terminate = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, terminate.clone())
@@ -108,25 +156,31 @@ pub fn run(node_id: u16) -> anyhow::Result<i32> {
     let exe = std::env::current_exe().context("find the ndbd executable")?;
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let mut start: Option<RestartRequest> = None;
+    let mut failed_starts = 0u32;
     loop {
+        let (report, report_child) = report_pipe()?;
         let mut command = Command::new(&exe);
         command
             .args(&args)
             .arg("--angel-pid")
             .arg(std::process::id().to_string())
             .arg("--allocated-nodeid")
-            .arg(node_id.to_string());
+            .arg(node_id.to_string())
+            .arg("--report-fd")
+            .arg(report_child.as_raw_fd().to_string());
         if let Some(request) = start {
             command.arg("--angel-start").arg(start_kind(request));
         }
         let mut child = command.spawn().context("start the data node process")?;
+        // Only the child holds the write end now: its exit closes the pipe.
+        drop(report_child);
         tracing::info!(
             "Angel pid: {} started child: {}",
             std::process::id(),
             child.id()
         );
         let status = wait(&mut child, &terminate)?;
-        match status.code() {
+        let failed = match status.code() {
             Some(0) => {
                 tracing::info!("Angel shutting down");
                 return Ok(0);
@@ -143,18 +197,85 @@ pub fn run(node_id: u16) -> anyhow::Result<i32> {
                         "Angel restarting child process"
                     );
                     start = Some(request);
+                    continue;
                 }
                 None => {
                     tracing::info!("Angel: the data node process exited with code {code}");
-                    return Ok(code);
+                    code
                 }
             },
             None => {
                 let signal = std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0);
                 tracing::error!("Angel: the data node process was killed by signal {signal}");
-                return Ok(128 + signal);
+                128 + signal
             }
+        };
+        if on_error.stop_on_error || terminate.load(Ordering::Relaxed) {
+            return Ok(failed);
         }
+        // StopOnError=0: start it again, restoring its files (never --initial).
+        let mut delay = Duration::ZERO;
+        if started(report) {
+            failed_starts = 0;
+        } else {
+            failed_starts += 1;
+            let max = on_error.max_start_fail_retries;
+            if max > 0 && failed_starts >= max {
+                tracing::error!(
+                    "Angel detected too many startup failures({failed_starts}), not restarting \
+                     again (MaxStartFailRetries={max})"
+                );
+                return Ok(failed);
+            }
+            tracing::info!("Angel detected startup failure, count: {failed_starts}");
+            delay = on_error.start_fail_retry_delay;
+        }
+        tracing::info!(
+            "Child has terminated (pid {}). Angel restarting child process",
+            child.id()
+        );
+        if !sleep_unless(delay, &terminate) {
+            tracing::info!("Angel shutting down (signalled before the restart)");
+            return Ok(failed);
+        }
+        start = Some(RestartRequest {
+            initial: false,
+            no_start: false,
+        });
+    }
+}
+
+/// A pipe for the data node process's reports: the angel's read end (non-blocking, not
+/// inherited) and the end the child inherits.
+fn report_pipe() -> anyhow::Result<(OwnedFd, OwnedFd)> {
+    let (read, write) = nix::unistd::pipe().context("create the angel's report pipe")?;
+    fcntl(read.as_raw_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
+        .and_then(|_| fcntl(read.as_raw_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK)))
+        .context("set up the angel's report pipe")?;
+    Ok((read, write))
+}
+
+/// True when the data node process that just exited had reported that it served.
+fn started(report: OwnedFd) -> bool {
+    let mut said = Vec::new();
+    // Non-blocking: what the child wrote before it exited is there.
+    let _ = std::fs::File::from(report).read_to_end(&mut said);
+    said.windows(STARTED_REPORT.len())
+        .any(|w| w == STARTED_REPORT)
+}
+
+/// Sleeps `delay`, returning false early if the angel was asked to stop.
+fn sleep_unless(delay: Duration, terminate: &AtomicBool) -> bool {
+    let until = Instant::now() + delay;
+    loop {
+        if terminate.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= until {
+            return true;
+        }
+        std::thread::sleep(POLL_INTERVAL.min(until - now));
     }
 }
 

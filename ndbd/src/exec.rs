@@ -152,6 +152,8 @@ pub struct ExecLoop {
     /// Where the kernel's state is published for ndb_mgmd's report link every tick (`None`: no
     /// management server).
     probe: Option<Arc<crate::mgm_report::Probe>>,
+    /// Called once, at the first tick that finds the node serving (the angel's report).
+    on_started: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl std::fmt::Debug for ExecLoop {
@@ -212,12 +214,19 @@ impl ExecLoop {
             deferred: None,
             ndbfs: None,
             probe: None,
+            on_started: None,
         }
     }
 
     /// Carries out the kernel's file requests on the NDBFS thread behind these channels.
     pub fn with_ndbfs(mut self, requests: Sender<FsRequest>, confs: Receiver<FsConf>) -> ExecLoop {
         self.ndbfs = Some((requests, confs));
+        self
+    }
+
+    /// Calls `on_started` once, at the first timer tick that finds the node serving.
+    pub fn with_on_started(mut self, on_started: Box<dyn FnOnce() + Send>) -> ExecLoop {
+        self.on_started = Some(on_started);
         self
     }
 
@@ -276,6 +285,11 @@ impl ExecLoop {
                         .map(|(_, link)| link.pending_send_bytes())
                         .sum();
                     probe.publish(&self.kernel, &self.counters, send_buffer_bytes as u64);
+                }
+                if self.on_started.is_some() && self.kernel.is_started() {
+                    if let Some(on_started) = self.on_started.take() {
+                        on_started();
+                    }
                 }
                 worked |= self.run_jobs(now);
             }

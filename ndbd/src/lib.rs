@@ -56,20 +56,43 @@ fn check_writable(root: &std::path::Path) -> anyhow::Result<()> {
         .with_context(|| format!("the node's file system {} is not writable", root.display()))
 }
 
-/// Starts data node `me` of `config` and serves until `shutdown` is set. Without `initial`
-/// it restores what its files hold (a system restart); with it, it removes them first. `tls`
+/// How a data node starts.
+pub struct Start<'a> {
+    /// Remove the node's files first (`--initial`); without, it restores what they hold.
+    pub initial: bool,
+    /// `--nowait-nodes`: data nodes a system restart does not wait for.
+    pub nowait: &'a [NodeId],
+    /// Called once, when the node first serves (the angel's report, see `angel.rs`).
+    pub on_started: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl std::fmt::Debug for Start<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Start")
+            .field("initial", &self.initial)
+            .field("nowait", &self.nowait)
+            .field("on_started", &self.on_started.is_some())
+            .finish()
+    }
+}
+
+/// Starts data node `me` of `config` as `start` says and serves until `shutdown` is set. `tls`
 /// is its TLS keys (if any) and RequireTls, for every link it accepts or opens. With `mgm`
 /// (the connectstring it fetched its config with) it reports its state to ndb_mgmd, which may
 /// ask it to stop or restart (see `mgm_report`).
 pub fn run(
     config: ClusterConfig,
     me: NodeId,
-    initial: bool,
-    nowait: &[NodeId],
+    start: Start<'_>,
     shutdown: Arc<AtomicBool>,
     tls: rndb_transporter::tls::TlsSetup,
     mgm: Option<rndb_mgm::node_report::ReportSetup>,
 ) -> anyhow::Result<()> {
+    let Start {
+        initial,
+        nowait,
+        on_started,
+    } = start;
     let tls = Arc::new(tls);
     let node = config
         .data_node(me)
@@ -191,6 +214,9 @@ pub fn run(
         )
         .context("start the ndb_mgmd reporting thread")?;
         exec = exec.with_probe(probe);
+    }
+    if let Some(on_started) = on_started {
+        exec = exec.with_on_started(on_started);
     }
     if let Err(reason) = exec.run() {
         anyhow::bail!("data node {me} stopped: {reason}");

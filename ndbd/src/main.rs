@@ -89,6 +89,10 @@ struct Args {
     /// --initial and --nostart).
     #[arg(long = "angel-start", hide = true, value_parser = angel::START_KINDS)]
     angel_start: Option<String>,
+    /// The pipe the data node process tells its angel it started through (NDB's
+    /// `--report-fd`), given by the angel.
+    #[arg(long = "report-fd", hide = true)]
+    report_fd: Option<i32>,
     /// Directories (colon-separated) to search for the cluster CA (NDB-Cluster-cert) and this
     /// node's key and certificate (ndb-data-node-private-key, ndb-data-node-cert), as NDB 8.3.
     /// With them, links to peers that have keys too are TLS, and so is the connection to
@@ -135,7 +139,13 @@ fn run() -> anyhow::Result<i32> {
         // a bad config or an unreachable ndb_mgmd fails here, once.
         let (config, me, _) = load_config(&args)?;
         nowait_nodes(&args.nowait_nodes, &config)?;
-        return angel::run(me.0);
+        let node = config.data_node(me).with_context(|| {
+            format!(
+                "--ndb-nodeid={me} is not a data node ([ndbd] NodeId) in {}",
+                config.source.display()
+            )
+        })?;
+        return angel::run(me.0, angel::OnError::of(node));
     }
     let (config, me, mgm) = load_config(&args)?;
     let nowait = nowait_nodes(&args.nowait_nodes, &config)?;
@@ -200,7 +210,15 @@ fn run() -> anyhow::Result<i32> {
             .context("start the threads reporting to ndb_mgmd")?;
     }
     if start {
-        rndb_ndbd::run(config, me, args.initial, &nowait, shutdown, tls, mgm)?;
+        let on_started = args
+            .report_fd
+            .map(|fd| Box::new(move || angel::report_started(fd)) as Box<dyn FnOnce() + Send>);
+        let start = rndb_ndbd::Start {
+            initial: args.initial,
+            nowait: &nowait,
+            on_started,
+        };
+        rndb_ndbd::run(config, me, start, shutdown, tls, mgm)?;
     }
     match restart_requested() {
         Some(request) if under_angel => Ok(angel::restart_exit_code(request)),

@@ -4,7 +4,8 @@
 //! (`ndb_waiter --not-started` sees it) until `2 START`; a rolling restart (1 RESTART, then 2
 //! RESTART) loses no acknowledged insert, and both replicas then hold the same rows; the
 //! cluster log records each restart; SIGKILL of an angel leaves no data node process behind
-//! and SIGTERM of an angel stops its node gracefully.
+//! and SIGTERM of an angel stops its node gracefully; with StopOnError=0 an angel starts a
+//! data node process killed with SIGKILL again, and it rejoins without losing a write.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -321,4 +322,98 @@ fn data_nodes_restart_through_ndb_mgm_and_lose_no_acknowledged_write() {
         is_gone(child_1),
         "node 1's data node process {child_1} outlived its angel"
     );
+}
+
+#[test]
+fn with_stop_on_error_0_the_angel_starts_a_killed_data_node_again_and_it_rejoins() {
+    let mut procs = Processes::new();
+    let (config, port) = write_mgm_config(procs.dir.path(), "StopOnError=0\n", 4);
+    let cs = format!("127.0.0.1:{port}");
+    procs.spawn(
+        "ndb_mgmd",
+        "ndb_mgmd",
+        &["-f", &config.display().to_string()],
+    );
+    wait_until("ndb_mgmd to listen", Duration::from_secs(20), || {
+        Ok(TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ()))
+    })
+    .expect("ndb_mgmd listens");
+    procs.spawn("ndbd-1", "ndbd", &["-c", &cs, "--ndb-nodeid", "1"]);
+    procs.spawn("ndbd-2", "ndbd", &["-c", &cs, "--ndb-nodeid", "2"]);
+    wait_for(&cs, &[]);
+
+    let api = connect(&cs).expect("an API node connects");
+    let table = api.create_table(&table_def()).expect("create the table");
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (cs, stop) = (cs.clone(), stop.clone());
+        std::thread::spawn(move || insert_until(&cs, &stop))
+    };
+
+    // SIGKILL of node 2's data node process, twice: each time its angel starts it again and
+    // it rejoins by node restart while the writer inserts. Each kill waits for the arbitrator
+    // (without one, the survivor of two data nodes stops too: 2305, as NDB's).
+    wait_until("node 1 to start the arbitrator", START_TIMEOUT, || {
+        Ok(procs
+            .log("ndbd-1")
+            .contains("Started arbitrator node 49")
+            .then_some(()))
+    })
+    .expect("an arbitrator runs");
+    for round in 1..=2 {
+        let killed = child_pid(&procs.log("ndbd-2")).expect("node 2's angel names its child");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(killed),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .expect("kill -9 node 2's data node process");
+        wait_until(
+            "node 2's angel to start a new data node process, and it to rejoin",
+            START_TIMEOUT,
+            || {
+                let log = procs.log("ndbd-2");
+                let Some(new) = child_pid(&log).filter(|&pid| pid != killed) else {
+                    return Ok(None);
+                };
+                // What the new process logged: it joined by node restart and serves.
+                let since = log.split(&format!("started child: {new}")).nth(1);
+                Ok(since
+                    .is_some_and(|since| since.contains("node restart complete"))
+                    .then_some(()))
+            },
+        )
+        .unwrap_or_else(|e| panic!("round {round}: {e}: {}", procs.log("ndbd-2")));
+        wait_for(&cs, &[]);
+    }
+    assert!(
+        procs.child("ndbd-2").try_wait().expect("poll").is_none(),
+        "node 2's angel still runs"
+    );
+    let log = procs.log("ndbd-2");
+    assert_eq!(
+        log.matches("Angel restarting child process").count(),
+        2,
+        "{log}"
+    );
+
+    stop.store(true, Ordering::Relaxed);
+    let acknowledged = writer.join().expect("the writer thread");
+    assert!(
+        acknowledged.len() > 10,
+        "only {} inserts were acknowledged",
+        acknowledged.len()
+    );
+    drop(api);
+    let fresh = connect(&cs).expect("a new API node connects");
+    let table = fresh.get_table(table.name()).expect("the table");
+    let end = acknowledged.last().map_or(0, |id| id + 2);
+    let on_primary = replica_rows(&fresh, &table, end, PRIMARY);
+    let on_backup = replica_rows(&fresh, &table, end, BACKUP);
+    assert_eq!(
+        on_primary, on_backup,
+        "the replicas differ after the restarts"
+    );
+    let stored: BTreeSet<u32> = on_primary.iter().map(|(id, _)| *id).collect();
+    let lost: Vec<&u32> = acknowledged.difference(&stored).collect();
+    assert!(lost.is_empty(), "acknowledged inserts lost: {lost:?}");
 }

@@ -2,7 +2,9 @@
 //! rather than reporting that the file "has errors", and that a node whose file system cannot
 //! be made (its DataDir is a file) says so at start-up, naming the path, that a config file
 //! that is not UTF-8 is named by line, and that a DataMemory the host cannot give fails the
-//! start, naming the parameter (one larger than the host's available memory at once).
+//! start, naming the parameter (one larger than the host's available memory at once), and
+//! that with StopOnError=0 the angel starts a failing data node process again, at most
+//! MaxStartFailRetries times in a row, StartFailRetryDelay seconds apart.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -165,4 +167,41 @@ fn a_data_memory_larger_than_the_host_has_available_fails_the_start_at_once() {
         stderr.contains("DataMemory=8589934592000 of node 1 is more than this host has available"),
         "{stderr}"
     );
+}
+
+#[test]
+fn with_stop_on_error_0_the_angel_gives_up_after_max_start_fail_retries_failed_starts() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    // A DataDir that is a file: every data node process fails before it serves.
+    let not_a_dir = dir.path().join("plain-file");
+    std::fs::write(&not_a_dir, b"not a directory").expect("write a file");
+    let config = one_node_config(
+        dir.path(),
+        "StopOnError=0\nMaxStartFailRetries=3\nStartFailRetryDelay=1\n",
+        &not_a_dir,
+    );
+    let mut command = Command::new(ndbd_path().expect("find ndbd"));
+    command
+        .arg("--config-file")
+        .arg(&config)
+        .args(["--ndb-nodeid", "1"]);
+    let began = std::time::Instant::now();
+    let stderr = failed_start(command, dir.path());
+    assert_eq!(stderr.matches("started child: ").count(), 3, "{stderr}");
+    assert_eq!(
+        stderr
+            .matches("Angel detected startup failure, count: ")
+            .count(),
+        2,
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "Angel detected too many startup failures(3), not restarting again \
+             (MaxStartFailRetries=3)"
+        ),
+        "{stderr}"
+    );
+    // StartFailRetryDelay=1 before each of the two tries after the first.
+    assert!(began.elapsed() >= Duration::from_secs(2), "{stderr}");
 }
