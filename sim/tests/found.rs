@@ -1855,3 +1855,20 @@ fn a_switch_round_from_a_node_that_is_not_the_president_waits_until_it_is() {
 fn a_restarted_node_cut_off_before_it_learns_the_cluster_serves_stops_and_starts_again() {
     replay(&[0xc7006d78], &every_fault_three_replicas());
 }
+
+/// Seed 0xd20032a3, partitions with disk faults, three replicas and durable commits (found at
+/// 94959c7): a kernel bug, both sides of a split went on. Node 1, being copied to by node
+/// restart, lost its links to nodes 3, 5 and 6 to a two-way cut before it was told it
+/// started; a node that has not started starts no arbitration round, so once started (and
+/// president of {1, 2, 4}) it began one on another node's report of node 3's failure that
+/// counted only {1, 2, 4} alive before: a majority of its own side, while the arbitrator chose
+/// {3, 5, 6}. The final scan, whose API saw all six nodes, was refused for good (4010). A
+/// round now counts the failures this node saw before it started, and the reported node.
+#[test]
+fn a_node_let_in_as_a_split_shows_counts_the_nodes_it_lost_before_it_started() {
+    let mut options = partitions_with_disks();
+    options.faults.push(Fault::CrashStarting);
+    options.replicas = 3;
+    options.durable_commits = true;
+    replay(&[0xd20032a3], &options);
+}

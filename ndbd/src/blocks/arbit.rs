@@ -110,10 +110,11 @@ pub(crate) struct Arbit {
     logged_off: bool,
     /// Failures the API nodes hear of once the round ends with this side going on.
     api_failreps: Vec<NodeId>,
-    /// Nodes being copied to whose failure started no round, and when they failed: a round
-    /// that starts within `COPYING_FAILED_COUNTED` heartbeat intervals counts them alive
-    /// before (`arbit_copying_failed`).
-    copying_failed: Vec<(NodeId, Instant)>,
+    /// Failures that started no round here, and when: a node being copied to
+    /// (`arbit_copying_failed`), or a member that failed while this node was not yet started.
+    /// A round that starts within `COPYING_FAILED_COUNTED` heartbeat intervals counts them
+    /// alive before.
+    failed_uncounted: Vec<(NodeId, Instant)>,
 }
 
 /// Heartbeat intervals for which a node being copied to that failed still counts among the
@@ -217,7 +218,7 @@ impl Arbit {
             renew: false,
             logged_off: false,
             api_failreps: Vec::new(),
-            copying_failed: Vec::new(),
+            failed_uncounted: Vec::new(),
         }
     }
 
@@ -248,6 +249,14 @@ impl Kernel {
             return;
         }
         if !self.qmgr.started() {
+            // This node is joining and has no say yet, but it may be let in (and become its
+            // side's president) as a split shows: a round it starts then must count the nodes
+            // that failed just before among those alive before the split, or it takes half a
+            // cluster for a majority (seed 0xd20032a3: node 1, copied to, lost nodes 3, 5 and
+            // 6 to a two-way cut, was told it started, and as president of {1, 2, 4} counted
+            // 3 of 4 and went on, while the arbitrator chose {3, 5, 6}).
+            self.arbit.failed_uncounted.retain(|&(n, _)| n != node);
+            self.arbit.failed_uncounted.push((node, now));
             return;
         }
         if !self.arbit.enabled() {
@@ -262,17 +271,22 @@ impl Kernel {
         }
         if self.arbit.round.is_none() {
             tracing::warn!(node = %node, "data node {node} failed: commits wait {} ms for the rest of a possible split to show, then this side decides whether it goes on", self.arbit.settle.as_millis());
-            let window = self.arbit.settle * COPYING_FAILED_COUNTED;
-            self.arbit
-                .copying_failed
-                .retain(|&(_, at)| now.saturating_duration_since(at) <= window);
-            let mut before = before;
-            for &(copying, _) in &self.arbit.copying_failed {
-                before.insert(copying);
-            }
-            self.arbit.round = Some(Round::new(before, now));
-            self.tc.set_commits_held(true);
+            self.arbit_round_begins(before, now);
         }
+    }
+
+    /// A round begins that counts `before`, and the failures that started none here lately
+    /// (`failed_uncounted`), as the nodes alive before; commits wait until it ends.
+    fn arbit_round_begins(&mut self, mut before: NodeSet, now: Instant) {
+        let window = self.arbit.settle * COPYING_FAILED_COUNTED;
+        self.arbit
+            .failed_uncounted
+            .retain(|&(_, at)| now.saturating_duration_since(at) <= window);
+        for &(uncounted, _) in &self.arbit.failed_uncounted {
+            before.insert(uncounted);
+        }
+        self.arbit.round = Some(Round::new(before, now));
+        self.tc.set_commits_held(true);
     }
 
     /// Data node `node`, being copied to by node restart, failed: a failed restart, which
@@ -284,11 +298,11 @@ impl Kernel {
     /// node 1; at half of {1, 2} it asked the arbitrator, which chose it, while {1, 3}, two
     /// of three, went on). A round that starts soon after counts it.
     pub(crate) fn arbit_copying_failed(&mut self, node: NodeId, now: Instant) {
-        self.arbit.copying_failed.retain(|&(n, _)| n != node);
+        self.arbit.failed_uncounted.retain(|&(n, _)| n != node);
         if self.qmgr.is_stopping(node) {
             return;
         }
-        self.arbit.copying_failed.push((node, now));
+        self.arbit.failed_uncounted.push((node, now));
     }
 
     /// A data node failed here (a member, or one being copied to): a side this node confirmed
@@ -341,8 +355,10 @@ impl Kernel {
             return;
         }
         tracing::warn!(node = %node, "another data node reports data node {node} failed: this side confirms its members before it goes on");
-        self.arbit.round = Some(Round::new(self.arbit_side(), now));
-        self.tc.set_commits_held(true);
+        // The reporter took `node` for a member: it counts as alive before.
+        let mut before = self.arbit_side();
+        before.insert(node);
+        self.arbit_round_begins(before, now);
     }
 
     /// The data nodes this node counts on its side: the live ones but those still being
