@@ -108,6 +108,9 @@ pub struct DataNodeConfig {
     /// StartFailRetryDelay, in seconds: the angel's wait before it starts again a data node
     /// process whose start failed.
     pub start_fail_retry_delay_s: u32,
+    /// TimeBetweenWatchDogCheck, ms: the execution thread stuck this long is warned of, and
+    /// three times as long stops the node (6050).
+    pub time_between_watchdog_check_ms: u32,
     pub max_no_of_concurrent_transactions: u32,
     pub max_no_of_concurrent_scans: u32,
     pub batch_size_per_local_scan: u32,

@@ -39,6 +39,7 @@ use crate::blocks::node_set::NodeSet;
 use crate::blocks::{Kernel, Outbox, SendFailure};
 use crate::listener::Connected;
 use crate::ndbfs::{FsConf, FsRequest};
+use crate::watchdog;
 
 /// The loop's [`LinkOutbox`] over its own fields (a macro, not a method: the kernel, also a
 /// field, is borrowed beside it).
@@ -154,6 +155,8 @@ pub struct ExecLoop {
     probe: Option<Arc<crate::mgm_report::Probe>>,
     /// Called once, at the first tick that finds the node serving (the angel's report).
     on_started: Option<Box<dyn FnOnce() + Send>>,
+    /// Each stage of a turn, marked for the watchdog.
+    watched: Arc<crate::watchdog::Watched>,
 }
 
 impl std::fmt::Debug for ExecLoop {
@@ -215,12 +218,19 @@ impl ExecLoop {
             ndbfs: None,
             probe: None,
             on_started: None,
+            watched: Arc::default(),
         }
     }
 
     /// Carries out the kernel's file requests on the NDBFS thread behind these channels.
     pub fn with_ndbfs(mut self, requests: Sender<FsRequest>, confs: Receiver<FsConf>) -> ExecLoop {
         self.ndbfs = Some((requests, confs));
+        self
+    }
+
+    /// Marks each stage of a turn in `watched`, for the watchdog.
+    pub fn with_watched(mut self, watched: Arc<crate::watchdog::Watched>) -> ExecLoop {
+        self.watched = watched;
         self
     }
 
@@ -268,14 +278,18 @@ impl ExecLoop {
         let mut idle = Idle::new(Instant::now(), self.spin.budget());
         let mut next_tick = idle.since + TIMER_TICK;
         while !self.shutdown.load(Ordering::Relaxed) {
+            self.watched.at(watchdog::POLLING);
             let (slept, waited_from) = self.wait(&mut idle, next_tick);
             // A turn that did not sleep takes its time from the start of its wait, at most a
             // spin of a few ring checks and a zero-timeout poll ago: a clock read costs ~20 ns
             // on this machine's virtual CPUs, on the way from a request's arrival to its answer.
             let now = if slept { Instant::now() } else { waited_from };
+            self.watched.at(watchdog::READING_LINKS);
             let mut worked = self.read_links(slept);
+            self.watched.at(watchdog::EXECUTING_SIGNALS);
             worked |= self.dispatch(now);
             if now >= next_tick {
+                self.watched.at(watchdog::TIMERS_AND_JOBS);
                 self.kernel.on_timer(now);
                 next_tick = now + TIMER_TICK;
                 if let Some(probe) = &self.probe {
@@ -293,7 +307,9 @@ impl ExecLoop {
                 }
                 worked |= self.run_jobs(now);
             }
+            self.watched.at(watchdog::FILE_COMPLETIONS);
             worked |= self.pump_files(now);
+            self.watched.at(watchdog::SENDING);
             self.flush_links(true);
             worked |= self.close_broken(now);
             // A kernel that must stop says so after any step (a start that cannot restore, a

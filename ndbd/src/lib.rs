@@ -25,8 +25,9 @@ pub mod limits;
 pub mod listener;
 pub mod mgm_report;
 pub mod ndbfs;
+pub mod watchdog;
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
@@ -218,7 +219,15 @@ pub fn run(
     if let Some(on_started) = on_started {
         exec = exec.with_on_started(on_started);
     }
-    if let Err(reason) = exec.run() {
+    let watched = Arc::new(watchdog::Watched::default());
+    let watchdog_stop = Arc::new(AtomicBool::new(false));
+    let interval = Duration::from_millis(u64::from(node.time_between_watchdog_check_ms));
+    let watchdog = watchdog::spawn(me, watched.clone(), interval, watchdog_stop.clone())
+        .context("start the watchdog thread")?;
+    let result = exec.with_watched(watched).run();
+    watchdog_stop.store(true, Ordering::Relaxed);
+    let _ = watchdog.join();
+    if let Err(reason) = result {
         anyhow::bail!("data node {me} stopped: {reason}");
     }
     tracing::info!(node = %me, "data node stopped");
