@@ -111,6 +111,9 @@ pub struct DataNodeConfig {
     /// TimeBetweenWatchDogCheck, ms: the execution thread stuck this long is warned of, and
     /// three times as long stops the node (6050).
     pub time_between_watchdog_check_ms: u32,
+    /// StartFailureTimeout, ms: a data node not started this long after it began stops (6100);
+    /// 0: no limit.
+    pub start_failure_timeout_ms: u32,
     pub max_no_of_concurrent_transactions: u32,
     pub max_no_of_concurrent_scans: u32,
     pub batch_size_per_local_scan: u32,

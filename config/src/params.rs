@@ -367,7 +367,7 @@ static PARAMS: &[ParamInfo] = &[
     later(DB, "ODirect", Bool, B(false), BOOL.0, BOOL.1, "Use O_DIRECT for files"),
     p(DB, "StartPartialTimeout", Int, I(30000), 0, MAX_INT_RNIL, "Wait in ms for every data node before starting without some (every node group needs one); 0 waits for all"),
     later(DB, "StartPartitionedTimeout", Int, I(60000), 0, MAX_INT_RNIL, "Wait in ms before a partitioned start"),
-    later(DB, "StartFailureTimeout", Int, I(0), 0, MAX_INT_RNIL, "Give up starting after this many ms"),
+    p(DB, "StartFailureTimeout", Int, I(0), 0, MAX_INT_RNIL, "A data node not started this many ms after it began stops (6100); 0: no limit"),
     later(DB, "BackupDataDir", Path, Unset, TEXT.0, TEXT.1, "Directory for backups"),
     p(DB, "FileSystemPath", Path, Unset, TEXT.0, TEXT.1, "Directory for checkpoints and redo logs"),
     later(DB, "DiskPageBufferMemory", Size, I(64 * M), 4 * M, 1 << 40, "Page cache for disk data"),

@@ -157,6 +157,9 @@ pub struct ExecLoop {
     on_started: Option<Box<dyn FnOnce() + Send>>,
     /// Each stage of a turn, marked for the watchdog.
     watched: Arc<crate::watchdog::Watched>,
+    /// StartFailureTimeout: the node stops (6100) if it does not serve this long after the
+    /// loop began (`None`: no limit).
+    start_failure_timeout: Option<Duration>,
 }
 
 impl std::fmt::Debug for ExecLoop {
@@ -219,12 +222,19 @@ impl ExecLoop {
             probe: None,
             on_started: None,
             watched: Arc::default(),
+            start_failure_timeout: None,
         }
     }
 
     /// Carries out the kernel's file requests on the NDBFS thread behind these channels.
     pub fn with_ndbfs(mut self, requests: Sender<FsRequest>, confs: Receiver<FsConf>) -> ExecLoop {
         self.ndbfs = Some((requests, confs));
+        self
+    }
+
+    /// Stops the node (6100) if it does not serve `limit` after the loop began.
+    pub fn with_start_failure_timeout(mut self, limit: Duration) -> ExecLoop {
+        self.start_failure_timeout = Some(limit);
         self
     }
 
@@ -275,7 +285,8 @@ impl ExecLoop {
 
     /// Runs until the shutdown flag is set. Fails when this node had to stop itself.
     pub fn run(&mut self) -> Result<(), String> {
-        let mut idle = Idle::new(Instant::now(), self.spin.budget());
+        let began = Instant::now();
+        let mut idle = Idle::new(began, self.spin.budget());
         let mut next_tick = idle.since + TIMER_TICK;
         while !self.shutdown.load(Ordering::Relaxed) {
             self.watched.at(watchdog::POLLING);
@@ -303,6 +314,17 @@ impl ExecLoop {
                 if self.on_started.is_some() && self.kernel.is_started() {
                     if let Some(on_started) = self.on_started.take() {
                         on_started();
+                    }
+                }
+                if let Some(limit) = self.start_failure_timeout {
+                    if !self.kernel.is_started() && now.duration_since(began) > limit {
+                        self.fatal.get_or_insert(format!(
+                            "error 6100: Total restart time too long, consider increasing \
+                             StartFailureTimeout or investigate error(s) on other node(s): not \
+                             started {} ms after the start began (StartFailureTimeout={})",
+                            now.duration_since(began).as_millis(),
+                            limit.as_millis()
+                        ));
                     }
                 }
                 worked |= self.run_jobs(now);

@@ -224,6 +224,10 @@ pub fn run(
     let interval = Duration::from_millis(u64::from(node.time_between_watchdog_check_ms));
     let watchdog = watchdog::spawn(me, watched.clone(), interval, watchdog_stop.clone())
         .context("start the watchdog thread")?;
+    if node.start_failure_timeout_ms > 0 {
+        let limit = Duration::from_millis(u64::from(node.start_failure_timeout_ms));
+        exec = exec.with_start_failure_timeout(limit);
+    }
     let result = exec.with_watched(watched).run();
     watchdog_stop.store(true, Ordering::Relaxed);
     let _ = watchdog.join();

@@ -4,7 +4,8 @@
 //! that is not UTF-8 is named by line, and that a DataMemory the host cannot give fails the
 //! start, naming the parameter (one larger than the host's available memory at once), and
 //! that with StopOnError=0 the angel starts a failing data node process again, at most
-//! MaxStartFailRetries times in a row, StartFailRetryDelay seconds apart.
+//! MaxStartFailRetries times in a row, StartFailRetryDelay seconds apart, and that a node not
+//! started within StartFailureTimeout stops with 6100.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -204,4 +205,48 @@ fn with_stop_on_error_0_the_angel_gives_up_after_max_start_fail_retries_failed_s
     );
     // StartFailRetryDelay=1 before each of the two tries after the first.
     assert!(began.elapsed() >= Duration::from_secs(2), "{stderr}");
+}
+
+#[test]
+fn a_node_that_has_not_started_within_start_failure_timeout_stops_with_6100() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    // Node 2 never starts: node 1 waits for it (StartPartialTimeout) until StartFailureTimeout.
+    let ports: Vec<u16> = (0..2)
+        .map(|_| {
+            rndb_tests::free_port_listener()
+                .local_addr()
+                .expect("a free port")
+                .port()
+        })
+        .collect();
+    let config = dir.path().join("config.ini");
+    std::fs::write(
+        &config,
+        format!(
+            "[ndbd default]\nNoOfReplicas=2\nDataMemory=16M\nStartPartialTimeout=60000\n\
+             StartFailureTimeout=1500\nDataDir={d}\n\
+             [ndbd]\nNodeId=1\nHostName=127.0.0.1\nServerPort={}\n\
+             [ndbd]\nNodeId=2\nHostName=127.0.0.1\nServerPort={}\n[api]\nNodeId=50\n",
+            ports[0],
+            ports[1],
+            d = dir.path().display()
+        ),
+    )
+    .expect("write the config");
+    let mut command = Command::new(ndbd_path().expect("find ndbd"));
+    command
+        .arg("--config-file")
+        .arg(&config)
+        .args(["--ndb-nodeid", "1", "--foreground"]);
+    let began = std::time::Instant::now();
+    let stderr = failed_start(command, dir.path());
+    assert!(
+        stderr.contains(
+            "error 6100: Total restart time too long, consider increasing StartFailureTimeout \
+             or investigate error(s) on other node(s): not started"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("(StartFailureTimeout=1500)"), "{stderr}");
+    assert!(began.elapsed() >= Duration::from_millis(1500), "{stderr}");
 }
