@@ -311,7 +311,8 @@ impl ExecLoop {
                         .sum();
                     probe.publish(&self.kernel, &self.counters, send_buffer_bytes as u64);
                 }
-                if self.on_started.is_some() && self.kernel.is_started() {
+                if self.kernel.is_started() {
+                    self.watched.serving();
                     if let Some(on_started) = self.on_started.take() {
                         on_started();
                     }

@@ -8,6 +8,10 @@
 //! intervals it stops the process with NDB's error 6050 (an error exit, which an angel with
 //! StopOnError=0 starts again). The loop never sleeps longer than its timer tick, so an idle
 //! node still marks a turn every few milliseconds.
+//!
+//! A node that does not serve yet is only warned of: a system restart loads each local
+//! checkpoint file in one step, which for a large DataMemory may take longer than three
+//! intervals, and stopping it would only start the same restore again.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -38,10 +42,12 @@ fn stage_name(stage: u32) -> &'static str {
     }
 }
 
-/// The execution thread's last stage, 0 once the watchdog has seen it.
+/// The execution thread's last stage, 0 once the watchdog has seen it, and whether the node
+/// serves.
 #[derive(Debug, Default)]
 pub struct Watched {
     stage: AtomicU32,
+    serving: AtomicBool,
 }
 
 impl Watched {
@@ -49,6 +55,11 @@ impl Watched {
     #[inline]
     pub fn at(&self, stage: u32) {
         self.stage.store(stage, Ordering::Relaxed);
+    }
+
+    /// The node serves: from now on a stuck execution thread stops it.
+    pub fn serving(&self) {
+        self.serving.store(true, Ordering::Relaxed);
     }
 }
 
@@ -94,7 +105,7 @@ fn run(me: NodeId, watched: &Watched, interval: Duration, stop: &AtomicBool) {
         }
         let stuck = now.duration_since(progress);
         let action = stage_name(last_stage);
-        if stuck > 3 * interval {
+        if stuck > 3 * interval && watched.serving.load(Ordering::Relaxed) {
             let why = format!(
                 "error 6050: WatchDog terminate, internal error or massive overload on the \
                  machine running this node: the execution thread of data node {me} was stuck \
@@ -107,8 +118,13 @@ fn run(me: NodeId, watched: &Watched, interval: Duration, stop: &AtomicBool) {
             std::process::exit(1);
         }
         if stuck >= warn_at {
+            let starting = if watched.serving.load(Ordering::Relaxed) {
+                ""
+            } else {
+                " (not stopped: the node is starting)"
+            };
             tracing::warn!(
-                "Ndb kernel thread is stuck in: {action} elapsed={}",
+                "Ndb kernel thread is stuck in: {action} elapsed={}{starting}",
                 stuck.as_millis()
             );
             warn_at += interval;

@@ -1,5 +1,5 @@
-//! Proves that a data node whose execution thread stops making progress is stopped by its
-//! watchdog, as NDB's: stuck for TimeBetweenWatchDogCheck it is warned of, naming the stage it
+//! Proves that a serving data node whose execution thread stops making progress is stopped by
+//! its watchdog, as NDB's: stuck for TimeBetweenWatchDogCheck it is warned of, naming the stage it
 //! is stuck in, and past three times that the process exits with error 6050. The thread is
 //! stopped from outside (ptrace interrupts that one thread), so every other thread runs on.
 
