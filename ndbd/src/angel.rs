@@ -197,6 +197,7 @@ pub fn run(node_id: u16, on_error: OnError) -> anyhow::Result<i32> {
                         "Angel restarting child process"
                     );
                     start = Some(request);
+                    failed_starts = 0;
                     continue;
                 }
                 None => {

@@ -286,6 +286,7 @@ impl ExecLoop {
     /// Runs until the shutdown flag is set. Fails when this node had to stop itself.
     pub fn run(&mut self) -> Result<(), String> {
         let began = Instant::now();
+        let mut served = false;
         let mut idle = Idle::new(began, self.spin.budget());
         let mut next_tick = idle.since + TIMER_TICK;
         while !self.shutdown.load(Ordering::Relaxed) {
@@ -312,13 +313,14 @@ impl ExecLoop {
                     probe.publish(&self.kernel, &self.counters, send_buffer_bytes as u64);
                 }
                 if self.kernel.is_started() {
+                    served = true;
                     self.watched.serving();
                     if let Some(on_started) = self.on_started.take() {
                         on_started();
                     }
                 }
                 if let Some(limit) = self.start_failure_timeout {
-                    if !self.kernel.is_started() && now.duration_since(began) > limit {
+                    if !served && now.duration_since(began) > limit {
                         self.fatal.get_or_insert(format!(
                             "error 6100: Total restart time too long, consider increasing \
                              StartFailureTimeout or investigate error(s) on other node(s): not \
