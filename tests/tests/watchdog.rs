@@ -13,7 +13,7 @@ use nix::unistd::Pid;
 use rndb_tests::ndbd_path;
 
 /// TimeBetweenWatchDogCheck of the test's node, ms.
-const INTERVAL_MS: u64 = 300;
+const INTERVAL_MS: u64 = 500;
 
 /// The data node process, killed and reaped however the test ends.
 struct Node(Child);
