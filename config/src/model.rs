@@ -99,6 +99,9 @@ pub struct DataNodeConfig {
     /// MaxDMLOperationsPerTransaction: inserts, updates, writes and deletes one transaction
     /// may define at a TC before it is aborted with 261.
     pub max_dml_operations_per_transaction: u32,
+    /// MaxNoOfConcurrentIndexOperations: unique index operations TC holds records for (288
+    /// past it).
+    pub max_no_of_concurrent_index_operations: u32,
     /// StopOnError: the angel stops after the data node process fails (true, the default), or
     /// starts it again (false).
     pub stop_on_error: bool,

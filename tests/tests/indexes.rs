@@ -3,7 +3,8 @@
 //! that never collide, rolled-back writes that leave no entry, entries that move with updates;
 //! ordered-index scans with every bound type, prefix bounds on two columns, descending and
 //! multi-range scans, empty ranges, ranges over every partition in sorted order, indexes built on
-//! loaded tables, and the MaxNoOfOrderedIndexes limit (903).
+//! loaded tables, and the MaxNoOfOrderedIndexes (903) and MaxNoOfConcurrentIndexOperations (288)
+//! limits.
 
 use std::cmp::Ordering;
 
@@ -584,4 +585,53 @@ fn ordered_index_limit_is_enforced() {
     api.drop_index(&table, "i1").unwrap();
     api.create_index(&table, &IndexDef::ordered("i3", &["a", "b"]))
         .expect("room after a drop");
+}
+
+#[test]
+fn max_no_of_concurrent_index_operations_is_enforced_with_288_until_the_transaction_ends() {
+    let spec = ClusterSpec::new().data_node_param("MaxNoOfConcurrentIndexOperations", "3");
+    let (_cluster, api) = start(spec);
+    let table = recreate_table(&api, &people_def()).expect("create table");
+    let index = api
+        .create_index(&table, &IndexDef::unique("email_u", &["email"]))
+        .expect("create unique index");
+    let rows: Vec<Vec<Value>> = (1..=4)
+        .map(|id| person(id, Some(&format!("{id}@x")), 20, None))
+        .collect();
+    insert_committed(&api, &table, &rows).expect("insert");
+    // One transaction holds three index operation records until it ends.
+    let mut holder = api.start_transaction().expect("start");
+    for id in 1..=3 {
+        holder
+            .read_unique(&index, &email(&format!("{id}@x")), LockMode::Read)
+            .expect("define");
+    }
+    holder.execute(ExecType::NoCommit).expect("three fit");
+    assert_ndb_code(
+        read_unique(&api, &index, &email("4@x")),
+        288,
+        "a fourth, from another transaction",
+    );
+    let error = holder
+        .read_unique(&index, &email("4@x"), LockMode::Read)
+        .and_then(|_| holder.execute(ExecType::NoCommit))
+        .expect_err("a fourth in the same transaction");
+    assert_eq!(error.code(), Some(288), "{error}");
+    assert!(error.is_temporary(), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("MaxNoOfConcurrentIndexOperations=3"),
+        "{error}"
+    );
+    drop(holder);
+    // The records went with the transaction; key reads never needed one.
+    assert_eq!(
+        read_unique(&api, &index, &email("4@x")).expect("free again")[0],
+        Value::UInt32(4)
+    );
+    assert_eq!(
+        read_committed(&api, &table, &[Value::UInt32(1)]).expect("a key read")[0],
+        Value::UInt32(1)
+    );
 }

@@ -251,7 +251,8 @@ impl Kernel {
                 node.max_dml_operations_per_transaction,
                 Duration::from_millis(u64::from(node.transaction_deadlock_detection_timeout_ms)),
                 inactive_timeout,
-            ),
+            )
+            .with_index_operations_max(node.max_no_of_concurrent_index_operations),
             lqh: lqh::Lqh::new(node.data_memory_bytes),
             scans: tc::scan::Scans::new(node.max_no_of_concurrent_scans),
             jobs: VecDeque::new(),

@@ -70,7 +70,9 @@ impl Kernel {
             ),
             Some(Ok(_)) => match if via_index {
                 req_replica = REPLICA_PRIMARY;
-                self.build_unique_lookup(trans, req.to_owned())
+                (self.tc.take_index_operation(trans))
+                    .map_err(|e| (req.op_index(), e))
+                    .and_then(|()| self.build_unique_lookup(trans, req.to_owned()))
                     .map(Box::new)
             } else {
                 self.build_lqh_req(trans, req)

@@ -108,6 +108,9 @@ struct TcTransaction {
     /// Inserts, updates, writes and deletes it defined, over all its executes (NDB's
     /// `m_write_count`, held against MaxDMLOperationsPerTransaction).
     dml_operations: u32,
+    /// Index operation records it holds (one per operation through a unique index, released
+    /// when it ends, with its operation records).
+    index_operations: u32,
     /// The execute request, once it has arrived.
     execute: Option<TcExecuteReq>,
     /// When the API last sent anything for this transaction.
@@ -221,6 +224,9 @@ pub struct Tc {
     operations_max: u32,
     /// MaxDMLOperationsPerTransaction.
     dml_max: u32,
+    index_operations_in_use: u32,
+    /// MaxNoOfConcurrentIndexOperations.
+    index_operations_max: u32,
     deadlock_timeout: Duration,
     /// None when TransactionInactiveTimeout is "unlimited".
     inactive_timeout: Option<Duration>,
@@ -311,6 +317,8 @@ impl Tc {
             transactions_max,
             operations_max,
             dml_max,
+            index_operations_in_use: 0,
+            index_operations_max: u32::MAX,
             deadlock_timeout,
             inactive_timeout,
             aborted_unasked: HashMap::new(),
@@ -574,6 +582,31 @@ impl Tc {
         self.operations_in_use += 1;
         t.operations += 1;
         t.ops_outstanding += 1;
+        Ok(())
+    }
+
+    /// MaxNoOfConcurrentIndexOperations.
+    pub fn with_index_operations_max(mut self, max: u32) -> Tc {
+        self.index_operations_max = max;
+        self
+    }
+
+    /// Takes an index operation record for an operation of `trans` through a unique index,
+    /// held until the transaction ends: 288 when none is free.
+    pub fn take_index_operation(&mut self, trans: TransId) -> Result<(), NdbError> {
+        if self.index_operations_in_use >= self.index_operations_max {
+            return Err(NdbError::with_detail(
+                288,
+                format!(
+                    "MaxNoOfConcurrentIndexOperations={}",
+                    self.index_operations_max
+                ),
+            ));
+        }
+        if let Some(t) = self.transactions.get_mut(trans) {
+            self.index_operations_in_use += 1;
+            t.index_operations += 1;
+        }
         Ok(())
     }
 
@@ -977,6 +1010,8 @@ impl Tc {
     pub fn on_finished(&mut self, trans: TransId) -> Option<ApiAnswer> {
         let t = self.transactions.remove(trans)?;
         self.operations_in_use = self.operations_in_use.saturating_sub(t.operations);
+        self.index_operations_in_use =
+            (self.index_operations_in_use).saturating_sub(t.index_operations);
         match t.phase {
             Phase::Committing => Some(t.committed_answer()),
             Phase::Aborting(AbortReply::Conf) => Some(ApiAnswer::ExecuteConf { gci: None }),
@@ -1025,6 +1060,9 @@ impl Tc {
         t.phase = Phase::Saving;
         self.operations_in_use = self.operations_in_use.saturating_sub(t.operations);
         t.operations = 0;
+        self.index_operations_in_use =
+            (self.index_operations_in_use).saturating_sub(t.index_operations);
+        t.index_operations = 0;
         self.saving.insert((checkpoint, trans));
         if checkpoint != 0 {
             self.saving_since.entry(checkpoint).or_insert(now);
@@ -1224,6 +1262,7 @@ impl TcTransaction {
             ops_outstanding: 0,
             operations: 0,
             dml_operations: 0,
+            index_operations: 0,
             execute: None,
             first_error: None,
             must_abort: false,
