@@ -12,6 +12,7 @@ use std::fs;
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rndb_api::{
@@ -193,11 +194,10 @@ fn is_gone(pid: i32) -> bool {
     }
 }
 
-#[test]
-fn data_nodes_restart_through_ndb_mgm_and_lose_no_acknowledged_write() {
-    let mut procs = Processes::new();
-    let (config, port) = write_mgm_config(procs.dir.path(), "", 4);
-    let cs = format!("127.0.0.1:{port}");
+/// Starts ndb_mgmd on a config of two data nodes with `defaults` in `[ndbd default]`, and
+/// waits until it listens; returns its connectstring.
+fn start_mgmd(procs: &mut Processes, defaults: &str) -> String {
+    let (config, port) = write_mgm_config(procs.dir.path(), defaults, 4);
     procs.spawn(
         "ndb_mgmd",
         "ndb_mgmd",
@@ -207,6 +207,51 @@ fn data_nodes_restart_through_ndb_mgm_and_lose_no_acknowledged_write() {
         Ok(TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ()))
     })
     .expect("ndb_mgmd listens");
+    format!("127.0.0.1:{port}")
+}
+
+/// Creates the table and starts a thread inserting into it until `stop` is set.
+fn start_writer(api: &Cluster, cs: &str, stop: &Arc<AtomicBool>) -> JoinHandle<BTreeSet<u32>> {
+    api.create_table(&table_def()).expect("create the table");
+    let (cs, stop) = (cs.to_string(), stop.clone());
+    std::thread::spawn(move || insert_until(&cs, &stop))
+}
+
+/// Stops the writer; then every insert it had acknowledged must be on both replicas, the
+/// replicas agreeing row for row, read by a new API node. Returns those rows.
+fn stop_writer_and_check(
+    cs: &str,
+    stop: &AtomicBool,
+    writer: JoinHandle<BTreeSet<u32>>,
+    api: Cluster,
+) -> BTreeSet<(u32, i64)> {
+    stop.store(true, Ordering::Relaxed);
+    let acknowledged = writer.join().expect("the writer thread");
+    assert!(
+        acknowledged.len() > 10,
+        "only {} inserts were acknowledged",
+        acknowledged.len()
+    );
+    drop(api);
+    let fresh = connect(cs).expect("a new API node connects");
+    let table = fresh.get_table(&table_def().name).expect("the table");
+    let end = acknowledged.last().map_or(0, |id| id + 2);
+    let on_primary = replica_rows(&fresh, &table, end, PRIMARY);
+    let on_backup = replica_rows(&fresh, &table, end, BACKUP);
+    assert_eq!(
+        on_primary, on_backup,
+        "the replicas differ after the restarts"
+    );
+    let stored: BTreeSet<u32> = on_primary.iter().map(|(id, _)| *id).collect();
+    let lost: Vec<&u32> = acknowledged.difference(&stored).collect();
+    assert!(lost.is_empty(), "acknowledged inserts lost: {lost:?}");
+    on_primary
+}
+
+#[test]
+fn data_nodes_restart_through_ndb_mgm_and_lose_no_acknowledged_write() {
+    let mut procs = Processes::new();
+    let cs = start_mgmd(&mut procs, "");
     procs.spawn(
         "ndbd-1",
         "ndbd",
@@ -216,12 +261,8 @@ fn data_nodes_restart_through_ndb_mgm_and_lose_no_acknowledged_write() {
     wait_for(&cs, &[]);
 
     let api = connect(&cs).expect("an API node connects");
-    let table = api.create_table(&table_def()).expect("create the table");
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (cs, stop) = (cs.clone(), stop.clone());
-        std::thread::spawn(move || insert_until(&cs, &stop))
-    };
+    let writer = start_writer(&api, &cs, &stop);
 
     // 2 RESTART while the writer inserts: node 2 stops gracefully and its angel starts it.
     let angel_2 = procs.child("ndbd-2").id();
@@ -258,32 +299,11 @@ fn data_nodes_restart_through_ndb_mgm_and_lose_no_acknowledged_write() {
     mgm(&cs, "2 RESTART -i");
     wait_for(&cs, &[]);
 
-    stop.store(true, Ordering::Relaxed);
-    let acknowledged = writer.join().expect("the writer thread");
-    assert!(
-        acknowledged.len() > 10,
-        "only {} inserts were acknowledged",
-        acknowledged.len()
-    );
-    drop(api);
-
     // Every acknowledged insert is on both replicas, and the replicas agree row for row.
-    let fresh = connect(&cs).expect("a new API node connects");
-    let table = fresh.get_table(table.name()).expect("the table");
-    let end = acknowledged.last().map_or(0, |id| id + 2);
-    let on_primary = replica_rows(&fresh, &table, end, PRIMARY);
-    let on_backup = replica_rows(&fresh, &table, end, BACKUP);
-    assert_eq!(
-        on_primary, on_backup,
-        "the replicas differ after the restarts"
-    );
-    let stored: BTreeSet<u32> = on_primary.iter().map(|(id, _)| *id).collect();
-    let lost: Vec<&u32> = acknowledged.difference(&stored).collect();
-    assert!(lost.is_empty(), "acknowledged inserts lost: {lost:?}");
-    for (id, value) in &on_primary {
+    let rows = stop_writer_and_check(&cs, &stop, writer, api);
+    for (id, value) in &rows {
         assert_eq!(*value, value_of(*id), "key {id}");
     }
-    drop(fresh);
 
     let log = fs::read_to_string(procs.path("mgm/ndb_49_cluster.log")).expect("the cluster log");
     for line in [
@@ -327,28 +347,14 @@ fn data_nodes_restart_through_ndb_mgm_and_lose_no_acknowledged_write() {
 #[test]
 fn with_stop_on_error_0_the_angel_starts_a_killed_data_node_again_and_it_rejoins() {
     let mut procs = Processes::new();
-    let (config, port) = write_mgm_config(procs.dir.path(), "StopOnError=0\n", 4);
-    let cs = format!("127.0.0.1:{port}");
-    procs.spawn(
-        "ndb_mgmd",
-        "ndb_mgmd",
-        &["-f", &config.display().to_string()],
-    );
-    wait_until("ndb_mgmd to listen", Duration::from_secs(20), || {
-        Ok(TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ()))
-    })
-    .expect("ndb_mgmd listens");
+    let cs = start_mgmd(&mut procs, "StopOnError=0\n");
     procs.spawn("ndbd-1", "ndbd", &["-c", &cs, "--ndb-nodeid", "1"]);
     procs.spawn("ndbd-2", "ndbd", &["-c", &cs, "--ndb-nodeid", "2"]);
     wait_for(&cs, &[]);
 
     let api = connect(&cs).expect("an API node connects");
-    let table = api.create_table(&table_def()).expect("create the table");
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (cs, stop) = (cs.clone(), stop.clone());
-        std::thread::spawn(move || insert_until(&cs, &stop))
-    };
+    let writer = start_writer(&api, &cs, &stop);
 
     // SIGKILL of node 2's data node process, twice: each time its angel starts it again and
     // it rejoins by node restart while the writer inserts. Each kill waits for the arbitrator
@@ -396,24 +402,5 @@ fn with_stop_on_error_0_the_angel_starts_a_killed_data_node_again_and_it_rejoins
         "{log}"
     );
 
-    stop.store(true, Ordering::Relaxed);
-    let acknowledged = writer.join().expect("the writer thread");
-    assert!(
-        acknowledged.len() > 10,
-        "only {} inserts were acknowledged",
-        acknowledged.len()
-    );
-    drop(api);
-    let fresh = connect(&cs).expect("a new API node connects");
-    let table = fresh.get_table(table.name()).expect("the table");
-    let end = acknowledged.last().map_or(0, |id| id + 2);
-    let on_primary = replica_rows(&fresh, &table, end, PRIMARY);
-    let on_backup = replica_rows(&fresh, &table, end, BACKUP);
-    assert_eq!(
-        on_primary, on_backup,
-        "the replicas differ after the restarts"
-    );
-    let stored: BTreeSet<u32> = on_primary.iter().map(|(id, _)| *id).collect();
-    let lost: Vec<&u32> = acknowledged.difference(&stored).collect();
-    assert!(lost.is_empty(), "acknowledged inserts lost: {lost:?}");
+    stop_writer_and_check(&cs, &stop, writer, api);
 }
