@@ -224,6 +224,7 @@ pub struct Tc {
     operations_max: u32,
     /// MaxDMLOperationsPerTransaction.
     dml_max: u32,
+    /// Index operation records the live transactions hold.
     index_operations_in_use: u32,
     /// MaxNoOfConcurrentIndexOperations.
     index_operations_max: u32,
