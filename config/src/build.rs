@@ -170,6 +170,7 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
         heartbeat_interval_db_api_ms: l.u32("HeartbeatIntervalDbApi"),
         start_partial_timeout_ms: l.u32("StartPartialTimeout"),
         lock_pages_in_main_memory: l.u32("LockPagesInMainMemory") as u8,
+        tcp_bind_inaddr_any: l.bool("TcpBind_INADDR_ANY"),
         arbitration: arbitration(l, diag),
         arbitration_timeout_ms: l.u32("ArbitrationTimeout"),
         durability: Durability {

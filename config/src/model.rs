@@ -137,6 +137,9 @@ pub struct DataNodeConfig {
     /// LockPagesInMainMemory: 0 leaves the node's memory swappable; 1 locks it (mlockall)
     /// once DataMemory is paged in; 2 locks it before, and every page mapped later too.
     pub lock_pages_in_main_memory: u8,
+    /// TcpBind_INADDR_ANY: the data node listens on every address of its host (ServerPort on
+    /// 0.0.0.0), not only on HostName's.
+    pub tcp_bind_inaddr_any: bool,
     /// Arbitration: how a side of a split that keeps exactly half the data nodes decides.
     pub arbitration: Arbitration,
     /// ArbitrationTimeout: how long such a side waits for the arbitrator's answer.

@@ -394,7 +394,7 @@ static PARAMS: &[ParamInfo] = &[
     later(DB, "HeartbeatOrder", Int, I(0), 0, 65535, "Order of the heartbeat ring"),
     later(DB, "ConnectCheckIntervalDelay", Int, I(0), 0, MAX_INT_RNIL, "Connectivity check delay in ms"),
     later(DB, "RestartOnErrorInsert", Int, I(2), 0, 4, "Restart type after error insert"),
-    later(DB, "TcpBind_INADDR_ANY", Bool, B(false), BOOL.0, BOOL.1, "Bind to any address"),
+    p(DB, "TcpBind_INADDR_ANY", Bool, B(false), BOOL.0, BOOL.1, "Listen on every address of the host (0.0.0.0), not only HostName's"),
     later(DB, "MaxNoOfSubscriptions", Int, I(0), 0, MAX_INT_RNIL, "Event subscriptions"),
     later(DB, "MaxNoOfSubscribers", Int, I(0), 0, MAX_INT_RNIL, "Event subscribers"),
     later(DB, "MaxBufferedEpochs", Int, I(100), 0, 100_000, "Epochs a subscriber may lag"),

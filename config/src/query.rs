@@ -144,6 +144,7 @@ fn data_value(config: &ClusterConfig, id: NodeId, name: &str) -> Option<String> 
         "HeartbeatIntervalDbApi" => n.heartbeat_interval_db_api_ms.to_string(),
         "StartPartialTimeout" => n.start_partial_timeout_ms.to_string(),
         "LockPagesInMainMemory" => n.lock_pages_in_main_memory.to_string(),
+        "TcpBind_INADDR_ANY" => u8::from(n.tcp_bind_inaddr_any).to_string(),
         "Arbitration" => n.arbitration.as_str().to_string(),
         "ArbitrationTimeout" => n.arbitration_timeout_ms.to_string(),
         "NoOfFragmentLogParts" => n.durability.no_of_fragment_log_parts.to_string(),

@@ -36,8 +36,8 @@ pub type Connected = Arc<Mutex<HashSet<NodeId>>>;
 const PREVIOUS_PROCESS_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Binds the data node's port: ServerPort, or the derived port, on the address its HostName
-/// resolves to. A port still in use after [`PREVIOUS_PROCESS_EXIT_WAIT`] is a fatal error that
-/// says which.
+/// resolves to (every address with TcpBind_INADDR_ANY). A port still in use after
+/// [`PREVIOUS_PROCESS_EXIT_WAIT`] is a fatal error that says which.
 pub fn bind(config: &ClusterConfig, me: NodeId) -> anyhow::Result<TcpListener> {
     let node = config.data_node(me).with_context(|| {
         format!(
@@ -52,6 +52,17 @@ pub fn bind(config: &ClusterConfig, me: NodeId) -> anyhow::Result<TcpListener> {
         .with_context(|| format!("resolve HostName={host} of node {me}"))?
         .min_by_key(|a| a.is_ipv6())
         .with_context(|| format!("HostName={host} of node {me} resolves to no address"))?;
+    // TcpBind_INADDR_ANY: every address of the host, of HostName's family.
+    let addr = if node.tcp_bind_inaddr_any {
+        let any: std::net::IpAddr = if addr.is_ipv6() {
+            std::net::Ipv6Addr::UNSPECIFIED.into()
+        } else {
+            std::net::Ipv4Addr::UNSPECIFIED.into()
+        };
+        SocketAddr::new(any, port)
+    } else {
+        addr
+    };
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(addr),
         socket2::Type::STREAM,

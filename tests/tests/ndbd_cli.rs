@@ -4,8 +4,9 @@
 //! that is not UTF-8 is named by line, and that a DataMemory the host cannot give fails the
 //! start, naming the parameter (one larger than the host's available memory at once), and
 //! that with StopOnError=0 the angel starts a failing data node process again, at most
-//! MaxStartFailRetries times in a row, StartFailRetryDelay seconds apart, and that a node not
-//! started within StartFailureTimeout stops with 6100.
+//! MaxStartFailRetries times in a row, StartFailRetryDelay seconds apart, that a node not
+//! started within StartFailureTimeout stops with 6100, and that TcpBind_INADDR_ANY=1 makes a
+//! node listen on every address of its host rather than on its HostName's only.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -249,4 +250,51 @@ fn a_node_that_has_not_started_within_start_failure_timeout_stops_with_6100() {
     );
     assert!(stderr.contains("(StartFailureTimeout=1500)"), "{stderr}");
     assert!(began.elapsed() >= Duration::from_millis(1500), "{stderr}");
+}
+
+/// Starts the node of `config` (in `--foreground`) and returns it once its ServerPort accepts
+/// on 127.0.0.1, with that port.
+fn serving_node(config: &Path, dir: &Path) -> (KillOnDrop, u16) {
+    let text = std::fs::read_to_string(config).expect("read the config");
+    let port: u16 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("ServerPort="))
+        .and_then(|p| p.parse().ok())
+        .expect("the config names ServerPort");
+    let log = std::fs::File::create(dir.join("ndbd.log")).expect("create the log");
+    let child = Command::new(ndbd_path().expect("find ndbd"))
+        .arg("--config-file")
+        .arg(config)
+        .args(["--ndb-nodeid", "1", "--foreground"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("run ndbd");
+    let node = KillOnDrop(child);
+    rndb_tests::wait_until("the data node to listen", Duration::from_secs(60), || {
+        Ok(std::net::TcpStream::connect(("127.0.0.1", port))
+            .ok()
+            .map(|_| ()))
+    })
+    .expect("ndbd listens on its HostName");
+    (node, port)
+}
+
+#[test]
+fn tcp_bind_inaddr_any_listens_on_every_address_of_the_host() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    // HostName=127.0.0.1: by default the node listens there only, not on 127.0.0.2.
+    let config = one_node_config(dir.path(), "", dir.path());
+    let (node, port) = serving_node(&config, dir.path());
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.2", port)).is_err(),
+        "a node without TcpBind_INADDR_ANY listens beyond its HostName"
+    );
+    drop(node);
+    let any = tempfile::tempdir().expect("temporary directory");
+    let config = one_node_config(any.path(), "TcpBind_INADDR_ANY=1\n", any.path());
+    let (_node, port) = serving_node(&config, any.path());
+    std::net::TcpStream::connect(("127.0.0.2", port))
+        .expect("with TcpBind_INADDR_ANY=1 the node accepts on every address of its host");
 }
