@@ -150,6 +150,7 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
         data_dir: PathBuf::from(l.text("DataDir").unwrap_or_default()),
         node_group: 0,
         data_memory_bytes: l.int("DataMemory"),
+        min_free_pct: l.u32("MinFreePct") as u8,
         max_no_of_concurrent_operations: l.u32("MaxNoOfConcurrentOperations"),
         max_dml_operations_per_transaction: l.u32("MaxDMLOperationsPerTransaction"),
         max_no_of_concurrent_index_operations: l.u32("MaxNoOfConcurrentIndexOperations"),

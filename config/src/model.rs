@@ -95,6 +95,9 @@ pub struct DataNodeConfig {
     /// The node group this node belongs to (explicit `Nodegroup` or formed in file order).
     pub node_group: u32,
     pub data_memory_bytes: u64,
+    /// MinFreePct: the share of DataMemory (percent) key operations may not use, kept for
+    /// restores and node restart copies.
+    pub min_free_pct: u8,
     pub max_no_of_concurrent_operations: u32,
     /// MaxDMLOperationsPerTransaction: inserts, updates, writes and deletes one transaction
     /// may define at a TC before it is aborted with 261.

@@ -388,7 +388,7 @@ static PARAMS: &[ParamInfo] = &[
     later(DB, "CompressedLCP", Bool, B(false), BOOL.0, BOOL.1, "Compress local checkpoints"),
     later(DB, "CompressedBackup", Bool, B(false), BOOL.0, BOOL.1, "Compress backups"),
     later(DB, "BuildIndexThreads", Int, I(128), 0, 128, "Threads building ordered indexes"),
-    later(DB, "MinFreePct", Int, I(5), 0, 100, "Memory kept free for restarts"),
+    p(DB, "MinFreePct", Int, I(5), 0, 100, "Percent of DataMemory key operations leave free for restarts (827 past the rest)"),
     later(DB, "MaxNoOfOpenFiles", Int, I(0), 0, MAX_INT_RNIL, "Open file limit"),
     later(DB, "InitialNoOfOpenFiles", Int, I(27), 20, MAX_INT_RNIL, "Open files at start"),
     later(DB, "HeartbeatOrder", Int, I(0), 0, 65535, "Order of the heartbeat ring"),

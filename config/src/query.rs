@@ -154,6 +154,7 @@ fn data_value(config: &ClusterConfig, id: NodeId, name: &str) -> Option<String> 
         "TimeBetweenLocalCheckpoints" => n.durability.time_between_local_checkpoints.to_string(),
         "NoOfReplicas" => config.no_of_replicas.to_string(),
         "DataMemory" => n.data_memory_bytes.to_string(),
+        "MinFreePct" => n.min_free_pct.to_string(),
         "MaxNoOfConcurrentOperations" => n.max_no_of_concurrent_operations.to_string(),
         "MaxDMLOperationsPerTransaction" => n.max_dml_operations_per_transaction.to_string(),
         "MaxNoOfConcurrentIndexOperations" => n.max_no_of_concurrent_index_operations.to_string(),

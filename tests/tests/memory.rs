@@ -1,6 +1,7 @@
 //! Proves that a data node with little DataMemory refuses inserts with error 827 when full
 //! instead of growing or crashing, keeps serving reads and deletes, and accepts inserts again
-//! once deletes have freed memory; and that a data node holds its whole DataMemory in memory
+//! once deletes have freed memory, key operations leaving MinFreePct of it for restarts; and
+//! that a data node holds its whole DataMemory in memory
 //! once it serves (paged in at start, as NDB's), locked in RAM with LockPagesInMainMemory
 //! (root only).
 
@@ -63,19 +64,52 @@ fn fill(api: &Cluster, table: &Table) -> u32 {
     inserted
 }
 
-#[test]
-fn a_full_node_refuses_inserts_with_827_and_recovers_after_deletes() {
-    let cluster =
-        TestCluster::start(ClusterSpec::new().data_memory("1M")).expect("start the cluster");
-    let api = cluster.connect().expect("connect");
-    let def = TableDef::new(
+fn blobs_def() -> TableDef {
+    TableDef::new(
         "blobs",
         vec![
             ColumnDef::key("id", ColumnType::UInt32),
             ColumnDef::new("payload", ColumnType::Varbinary(PAYLOAD_BYTES as u16)),
         ],
+    )
+}
+
+/// Rows a node with 1M of DataMemory and MinFreePct=`pct` takes before it answers 827, and
+/// that answer.
+fn rows_until_full(min_free_pct: u32) -> (u32, rndb_api::Error) {
+    let spec = ClusterSpec::new()
+        .data_memory("1M")
+        .data_node_param("MinFreePct", &min_free_pct.to_string());
+    let cluster = TestCluster::start(spec).expect("start the cluster");
+    let api = cluster.connect().expect("connect");
+    let table = recreate_table(&api, &blobs_def()).expect("create the table");
+    let inserted = fill(&api, &table);
+    let refused = insert_range(&api, &table, inserted, 1).expect_err("full");
+    (inserted, refused)
+}
+
+#[test]
+fn key_operations_leave_min_free_pct_of_data_memory_for_restarts() {
+    let (all, _) = rows_until_full(0);
+    let (half, refused) = rows_until_full(50);
+    assert!(
+        (all * 4 / 10..=all * 6 / 10).contains(&half),
+        "MinFreePct=50: {half} rows, MinFreePct=0: {all}"
     );
-    let table = recreate_table(&api, &def).expect("create the table");
+    assert!(
+        refused
+            .to_string()
+            .contains("less MinFreePct=50 % kept for restarts"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn a_full_node_refuses_inserts_with_827_and_recovers_after_deletes() {
+    let cluster =
+        TestCluster::start(ClusterSpec::new().data_memory("1M")).expect("start the cluster");
+    let api = cluster.connect().expect("connect");
+    let table = recreate_table(&api, &blobs_def()).expect("create the table");
     let inserted = fill(&api, &table);
     eprintln!("{inserted} rows of {PAYLOAD_BYTES} bytes filled 1M of DataMemory");
     assert!(inserted > 0, "some rows fit before the node is full");

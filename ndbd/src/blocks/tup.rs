@@ -2,7 +2,9 @@
 //!
 //! Every byte a fragment holds — keys, committed rows and uncommitted images — counts against
 //! the node's DataMemory. An operation that would grow past it fails with NDB error 827; reads
-//! and deletes never need memory, so a full node keeps serving them.
+//! and deletes never need memory, so a full node keeps serving them. Key operations stop short
+//! of it by MinFreePct: the rest is kept for restores and node restart copies, which may
+//! briefly hold more than the live replicas do.
 //!
 //! Rows are stored packed ([`Row`]): the values in their wire encoding, inside the row's slot
 //! when they are short and in one allocation when not, so a read answers with one copy and a
@@ -27,6 +29,8 @@ pub const ROW_OVERHEAD_BYTES: u64 = 16;
 pub struct DataMemory {
     used_bytes: u64,
     limit_bytes: u64,
+    /// MinFreePct, percent.
+    min_free_pct: u8,
 }
 
 impl DataMemory {
@@ -34,7 +38,37 @@ impl DataMemory {
         DataMemory {
             used_bytes: 0,
             limit_bytes,
+            min_free_pct: 0,
         }
+    }
+
+    /// Key operations may use all but `pct` percent of the budget (MinFreePct).
+    pub fn set_min_free_pct(&mut self, pct: u8) {
+        self.min_free_pct = pct.min(100);
+    }
+
+    /// The bytes key operations may hold: the budget less MinFreePct.
+    fn operations_limit(&self) -> u64 {
+        let kept = (u128::from(self.limit_bytes) * u128::from(self.min_free_pct) / 100) as u64;
+        self.limit_bytes - kept
+    }
+
+    /// As [`DataMemory::reserve`], for a key operation: fails with 827 past the budget less
+    /// MinFreePct.
+    pub fn reserve_for_operation(&mut self, bytes: u64) -> Result<(), NdbError> {
+        let limit = self.operations_limit();
+        if self.used_bytes + bytes > limit {
+            return Err(NdbError::with_detail(
+                827,
+                format!(
+                    "DataMemory={} bytes less MinFreePct={} % kept for restarts: {limit} for \
+                     operations, {} in use, {bytes} more needed",
+                    self.limit_bytes, self.min_free_pct, self.used_bytes
+                ),
+            ));
+        }
+        self.used_bytes += bytes;
+        Ok(())
     }
 
     /// Takes `bytes` from the budget, or fails with 827 and takes nothing.

@@ -257,6 +257,12 @@ impl Lqh {
         }
     }
 
+    /// Key operations leave `pct` percent of DataMemory free (MinFreePct).
+    pub fn with_min_free_pct(mut self, pct: u8) -> Lqh {
+        self.memory.set_min_free_pct(pct);
+        self
+    }
+
     pub fn create_fragments(&mut self, table_id: u32, count: u32) {
         self.fragments
             .insert(table_id, (0..count).map(|_| Fragment::default()).collect());
@@ -530,7 +536,8 @@ impl Lqh {
                 ) {
                     return Some(refuse(&req, NdbError::new(626)));
                 }
-                if let Err(e) = self.memory.reserve(tup::slot_bytes(&req.key_bytes)) {
+                if let Err(e) = (self.memory).reserve_for_operation(tup::slot_bytes(&req.key_bytes))
+                {
                     return Some(refuse(&req, e));
                 }
                 fragment.rows.insert(&req.key_bytes)
@@ -971,7 +978,7 @@ fn set_pending(
         "uncommitted change of another transaction under an exclusive lock"
     );
     let image_bytes = image.as_ref().map_or(0, tup::row_bytes);
-    memory.reserve(image_bytes)?;
+    memory.reserve_for_operation(image_bytes)?;
     if let Some(new) = &image {
         let mut entry_bytes = 0;
         let keys: Vec<Box<[u8]>> = ordered
@@ -983,7 +990,7 @@ fn set_pending(
                 entry_bytes += crate::blocks::tux::entry_bytes(key);
             }
         }
-        if let Err(e) = memory.reserve(entry_bytes) {
+        if let Err(e) = memory.reserve_for_operation(entry_bytes) {
             memory.free(image_bytes);
             return Err(NdbError::with_detail(902, e.message));
         }
