@@ -159,6 +159,7 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
         start_fail_retry_delay_s: l.u32("StartFailRetryDelay"),
         time_between_watchdog_check_ms: l.u32("TimeBetweenWatchDogCheck"),
         start_failure_timeout_ms: l.u32("StartFailureTimeout"),
+        max_no_of_saved_messages: l.u32("MaxNoOfSavedMessages"),
         max_no_of_concurrent_transactions: l.u32("MaxNoOfConcurrentTransactions"),
         max_no_of_concurrent_scans: l.u32("MaxNoOfConcurrentScans"),
         batch_size_per_local_scan: l.u32("BatchSizePerLocalScan"),

@@ -120,6 +120,8 @@ pub struct DataNodeConfig {
     /// StartFailureTimeout, ms: a data node not started this long after it began stops (6100);
     /// 0: no limit.
     pub start_failure_timeout_ms: u32,
+    /// MaxNoOfSavedMessages: entries `ndb_<NodeId>_error.log` keeps.
+    pub max_no_of_saved_messages: u32,
     pub max_no_of_concurrent_transactions: u32,
     pub max_no_of_concurrent_scans: u32,
     pub batch_size_per_local_scan: u32,

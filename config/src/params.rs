@@ -383,7 +383,7 @@ static PARAMS: &[ParamInfo] = &[
     later(DB, "ThreadConfig", Str, Unset, TEXT.0, TEXT.1, "Thread layout of ndbmtd"),
     later(DB, "SchedulerExecutionTimer", Int, I(50), 0, 11000, "Microseconds of execution before sending"),
     later(DB, "SchedulerResponsiveness", Int, I(5), 0, 10, "Latency versus throughput preference"),
-    later(DB, "MaxNoOfSavedMessages", Int, I(25), 0, MAX_INT_RNIL, "Error logs kept"),
+    p(DB, "MaxNoOfSavedMessages", Int, I(25), 0, MAX_INT_RNIL, "Entries ndb_<NodeId>_error.log in DataDir keeps"),
     later(DB, "MemReportFrequency", Int, I(0), 0, MAX_INT_RNIL, "Memory report interval in s"),
     later(DB, "CompressedLCP", Bool, B(false), BOOL.0, BOOL.1, "Compress local checkpoints"),
     later(DB, "CompressedBackup", Bool, B(false), BOOL.0, BOOL.1, "Compress backups"),

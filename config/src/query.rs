@@ -163,6 +163,7 @@ fn data_value(config: &ClusterConfig, id: NodeId, name: &str) -> Option<String> 
         "StartFailRetryDelay" => n.start_fail_retry_delay_s.to_string(),
         "TimeBetweenWatchDogCheck" => n.time_between_watchdog_check_ms.to_string(),
         "StartFailureTimeout" => n.start_failure_timeout_ms.to_string(),
+        "MaxNoOfSavedMessages" => n.max_no_of_saved_messages.to_string(),
         "MaxNoOfConcurrentTransactions" => n.max_no_of_concurrent_transactions.to_string(),
         "MaxNoOfConcurrentScans" => n.max_no_of_concurrent_scans.to_string(),
         "BatchSizePerLocalScan" => n.batch_size_per_local_scan.to_string(),

@@ -20,6 +20,7 @@
 #![deny(unsafe_code)]
 
 pub mod blocks;
+pub mod error_log;
 pub mod exec;
 pub mod limits;
 pub mod listener;
@@ -222,8 +223,15 @@ pub fn run(
     let watched = Arc::new(watchdog::Watched::default());
     let watchdog_stop = Arc::new(AtomicBool::new(false));
     let interval = Duration::from_millis(u64::from(node.time_between_watchdog_check_ms));
-    let watchdog = watchdog::spawn(me, watched.clone(), interval, watchdog_stop.clone())
-        .context("start the watchdog thread")?;
+    let error_log = (node.data_dir.clone(), node.max_no_of_saved_messages);
+    let watchdog = watchdog::spawn(
+        me,
+        watched.clone(),
+        interval,
+        watchdog_stop.clone(),
+        error_log,
+    )
+    .context("start the watchdog thread")?;
     if node.start_failure_timeout_ms > 0 {
         let limit = Duration::from_millis(u64::from(node.start_failure_timeout_ms));
         exec = exec.with_start_failure_timeout(limit);
@@ -232,6 +240,7 @@ pub fn run(
     watchdog_stop.store(true, Ordering::Relaxed);
     let _ = watchdog.join();
     if let Err(reason) = result {
+        error_log::record(&node.data_dir, me, &reason, node.max_no_of_saved_messages);
         anyhow::bail!("data node {me} stopped: {reason}");
     }
     tracing::info!(node = %me, "data node stopped");

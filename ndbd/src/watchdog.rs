@@ -13,6 +13,7 @@
 //! checkpoint file in one step, which for a large DataMemory may take longer than three
 //! intervals, and stopping it would only start the same restore again.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -65,18 +66,26 @@ impl Watched {
 
 /// Starts the watchdog of node `me` over `watched`, checking against `interval`
 /// (TimeBetweenWatchDogCheck) until `stop` is set.
+/// A stop is recorded in the error log `error_log` names (DataDir, MaxNoOfSavedMessages).
 pub fn spawn(
     me: NodeId,
     watched: Arc<Watched>,
     interval: Duration,
     stop: Arc<AtomicBool>,
+    error_log: (PathBuf, u32),
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("watchdog".into())
-        .spawn(move || run(me, &watched, interval, &stop))
+        .spawn(move || run(me, &watched, interval, &stop, &error_log))
 }
 
-fn run(me: NodeId, watched: &Watched, interval: Duration, stop: &AtomicBool) {
+fn run(
+    me: NodeId,
+    watched: &Watched,
+    interval: Duration,
+    stop: &AtomicBool,
+    error_log: &(PathBuf, u32),
+) {
     let check = CHECK_EVERY.min(interval);
     let mut last_check = Instant::now();
     let mut progress = last_check;
@@ -114,6 +123,7 @@ fn run(me: NodeId, watched: &Watched, interval: Duration, stop: &AtomicBool) {
                 interval.as_millis()
             );
             tracing::error!("{why}");
+            crate::error_log::record(&error_log.0, me, &why, error_log.1);
             eprintln!("ndbd: error: {why}");
             std::process::exit(1);
         }

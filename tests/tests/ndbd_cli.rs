@@ -249,6 +249,9 @@ fn a_node_that_has_not_started_within_start_failure_timeout_stops_with_6100() {
         "{stderr}"
     );
     assert!(stderr.contains("(StartFailureTimeout=1500)"), "{stderr}");
+    let error_log = std::fs::read_to_string(dir.path().join("ndb_1_error.log"))
+        .expect("the error log in DataDir");
+    assert!(error_log.contains("\nError: 6100\n"), "{error_log}");
     assert!(began.elapsed() >= Duration::from_millis(1500), "{stderr}");
 }
 

@@ -1,6 +1,7 @@
 //! Proves that a serving data node whose execution thread stops making progress is stopped by
 //! its watchdog, as NDB's: stuck for TimeBetweenWatchDogCheck it is warned of, naming the stage it
-//! is stuck in, and past three times that the process exits with error 6050. The thread is
+//! is stuck in, and past three times that the process exits with error 6050, recorded in its
+//! error log. The thread is
 //! stopped from outside (ptrace interrupts that one thread), so every other thread runs on.
 
 use std::path::Path;
@@ -103,6 +104,11 @@ fn a_stuck_execution_thread_is_warned_of_and_then_stops_the_node_with_6050() {
         took >= Duration::from_millis(3 * INTERVAL_MS),
         "stopped after {took:?}, before three intervals: {stderr}"
     );
+    // NDB's error log in DataDir has the entry.
+    let error_log =
+        std::fs::read_to_string(dir.path().join("ndb_1_error.log")).expect("the error log");
+    assert!(error_log.contains("\nError: 6050\n"), "{error_log}");
+    assert!(error_log.ends_with("***EOM***\n"), "{error_log}");
     // Reaped here: the guard's kill and wait find nothing.
     std::mem::forget(node);
 }

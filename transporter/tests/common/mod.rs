@@ -37,6 +37,7 @@ pub fn data_node(id: u16, host_name: &str) -> DataNodeConfig {
         start_fail_retry_delay_s: 0,
         time_between_watchdog_check_ms: 6000,
         start_failure_timeout_ms: 0,
+        max_no_of_saved_messages: 25,
         tcp_bind_inaddr_any: false,
         batch_size_per_local_scan: 256,
         max_no_of_tables: 128,
