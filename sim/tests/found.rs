@@ -1706,6 +1706,15 @@ fn three_replicas_durable_starting() -> Options {
     options
 }
 
+/// `partitions_with_disks` with crash-starting, three replicas and durable commits.
+fn partitions_with_disks_three_replicas_durable() -> Options {
+    let mut options = partitions_with_disks();
+    options.faults.push(Fault::CrashStarting);
+    options.replicas = 3;
+    options.durable_commits = true;
+    options
+}
+
 /// `--faults partition,disk,restart,slow,client,api-link,buggify,pause`.
 fn partitions_with_disks() -> Options {
     let mut faults = partitions_with_pauses();
@@ -1838,11 +1847,10 @@ fn no_second_crash_in_a_group_while_a_partition_may_fail_its_member() {
 /// round's REQ from a node that is not the receiver's president is now kept until it is.
 #[test]
 fn a_switch_round_from_a_node_that_is_not_the_president_waits_until_it_is() {
-    let mut options = partitions_with_disks();
-    options.faults.push(Fault::CrashStarting);
-    options.replicas = 3;
-    options.durable_commits = true;
-    replay(&[0xc2000a20], &options);
+    replay(
+        &[0xc2000a20],
+        &partitions_with_disks_three_replicas_durable(),
+    );
 }
 
 /// Seed 0xc7006d78, three replicas with every fault kind and crash-again (found at
@@ -1866,9 +1874,8 @@ fn a_restarted_node_cut_off_before_it_learns_the_cluster_serves_stops_and_starts
 /// round now counts the failures this node saw before it started, and the reported node.
 #[test]
 fn a_node_let_in_as_a_split_shows_counts_the_nodes_it_lost_before_it_started() {
-    let mut options = partitions_with_disks();
-    options.faults.push(Fault::CrashStarting);
-    options.replicas = 3;
-    options.durable_commits = true;
-    replay(&[0xd20032a3], &options);
+    replay(
+        &[0xd20032a3],
+        &partitions_with_disks_three_replicas_durable(),
+    );
 }
