@@ -312,7 +312,7 @@ impl ExecLoop {
                         .sum();
                     probe.publish(&self.kernel, &self.counters, send_buffer_bytes as u64);
                 }
-                if self.kernel.is_started() {
+                if !served && self.kernel.is_started() {
                     served = true;
                     self.watched.serving();
                     if let Some(on_started) = self.on_started.take() {

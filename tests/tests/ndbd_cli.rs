@@ -34,16 +34,22 @@ fn one_node_config(dir: &Path, defaults: &str, data_dir: &Path) -> PathBuf {
     config
 }
 
+/// `ndbd --config-file <config> --ndb-nodeid 1`, then `args`.
+fn ndbd(config: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(ndbd_path().expect("find ndbd"));
+    command
+        .arg("--config-file")
+        .arg(config)
+        .args(["--ndb-nodeid", "1"])
+        .args(args);
+    command
+}
+
 #[test]
 fn a_missing_config_file_is_named_as_missing() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let missing = dir.path().join("no-such-config.ini");
-    let output = Command::new(ndbd_path().expect("find ndbd"))
-        .arg("--config-file")
-        .arg(&missing)
-        .args(["--ndb-nodeid", "1"])
-        .output()
-        .expect("run ndbd");
+    let output = ndbd(&missing, &[]).output().expect("run ndbd");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "ndbd started: {stderr}");
     assert!(
@@ -62,12 +68,7 @@ fn a_data_dir_that_cannot_hold_files_is_named_at_start_up() {
     let not_a_dir = dir.path().join("plain-file");
     std::fs::write(&not_a_dir, b"not a directory").expect("write a file");
     let config = one_node_config(dir.path(), "", &not_a_dir);
-    let output = Command::new(ndbd_path().expect("find ndbd"))
-        .arg("--config-file")
-        .arg(&config)
-        .args(["--ndb-nodeid", "1"])
-        .output()
-        .expect("run ndbd");
+    let output = ndbd(&config, &[]).output().expect("run ndbd");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "ndbd started: {stderr}");
     assert!(
@@ -85,12 +86,7 @@ fn a_config_that_is_not_utf8_is_named_by_line() {
         b"[ndbd default]\nNoOfReplicas=1\n[ndbd]\nNodeId=1\n# r\xe9serv\xe9\nHostName=127.0.0.1\n",
     )
     .expect("write the config");
-    let output = Command::new(ndbd_path().expect("find ndbd"))
-        .arg("--config-file")
-        .arg(&config)
-        .args(["--ndb-nodeid", "1"])
-        .output()
-        .expect("run ndbd");
+    let output = ndbd(&config, &[]).output().expect("run ndbd");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "ndbd started: {stderr}");
     assert!(
@@ -159,11 +155,7 @@ impl Drop for KillOnDrop {
 fn a_data_memory_larger_than_the_host_has_available_fails_the_start_at_once() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let config = one_node_config(dir.path(), "DataMemory=8000G\n", dir.path());
-    let mut command = Command::new(ndbd_path().expect("find ndbd"));
-    command
-        .arg("--config-file")
-        .arg(&config)
-        .args(["--ndb-nodeid", "1", "--foreground"]);
+    let command = ndbd(&config, &["--foreground"]);
     let stderr = failed_start(command, dir.path());
     assert!(
         stderr.contains("DataMemory=8589934592000 of node 1 is more than this host has available"),
@@ -182,11 +174,7 @@ fn with_stop_on_error_0_the_angel_gives_up_after_max_start_fail_retries_failed_s
         "StopOnError=0\nMaxStartFailRetries=3\nStartFailRetryDelay=1\n",
         &not_a_dir,
     );
-    let mut command = Command::new(ndbd_path().expect("find ndbd"));
-    command
-        .arg("--config-file")
-        .arg(&config)
-        .args(["--ndb-nodeid", "1"]);
+    let command = ndbd(&config, &[]);
     let began = std::time::Instant::now();
     let stderr = failed_start(command, dir.path());
     assert_eq!(stderr.matches("started child: ").count(), 3, "{stderr}");
@@ -234,11 +222,7 @@ fn a_node_that_has_not_started_within_start_failure_timeout_stops_with_6100() {
         ),
     )
     .expect("write the config");
-    let mut command = Command::new(ndbd_path().expect("find ndbd"));
-    command
-        .arg("--config-file")
-        .arg(&config)
-        .args(["--ndb-nodeid", "1", "--foreground"]);
+    let command = ndbd(&config, &["--foreground"]);
     let began = std::time::Instant::now();
     let stderr = failed_start(command, dir.path());
     assert!(
@@ -265,10 +249,7 @@ fn serving_node(config: &Path, dir: &Path) -> (KillOnDrop, u16) {
         .and_then(|p| p.parse().ok())
         .expect("the config names ServerPort");
     let log = std::fs::File::create(dir.join("ndbd.log")).expect("create the log");
-    let child = Command::new(ndbd_path().expect("find ndbd"))
-        .arg("--config-file")
-        .arg(config)
-        .args(["--ndb-nodeid", "1", "--foreground"])
+    let child = ndbd(config, &["--foreground"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)
