@@ -164,6 +164,7 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
         max_no_of_concurrent_scans: l.u32("MaxNoOfConcurrentScans"),
         batch_size_per_local_scan: l.u32("BatchSizePerLocalScan"),
         max_no_of_tables: l.u32("MaxNoOfTables"),
+        max_no_of_attributes: l.u32("MaxNoOfAttributes"),
         max_no_of_ordered_indexes: l.u32("MaxNoOfOrderedIndexes"),
         max_no_of_unique_hash_indexes: l.u32("MaxNoOfUniqueHashIndexes"),
         transaction_deadlock_detection_timeout_ms: l.u32("TransactionDeadlockDetectionTimeout"),

@@ -126,6 +126,8 @@ pub struct DataNodeConfig {
     pub max_no_of_concurrent_scans: u32,
     pub batch_size_per_local_scan: u32,
     pub max_no_of_tables: u32,
+    /// MaxNoOfAttributes: columns of every table, unique index table and ordered index.
+    pub max_no_of_attributes: u32,
     pub max_no_of_ordered_indexes: u32,
     pub max_no_of_unique_hash_indexes: u32,
     pub transaction_deadlock_detection_timeout_ms: u32,

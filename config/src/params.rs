@@ -343,7 +343,7 @@ static PARAMS: &[ParamInfo] = &[
     p(DB, "HeartbeatIntervalDbApi", Int, I(1500), 100, MAX_INT_RNIL, "Heartbeat ms between data and API nodes; silent for 4 of them, the link is closed"),
     p(DB, "TimeBetweenGlobalCheckpoints", Int, I(2000), 20, 32000, "Global checkpoint (group commit) interval in ms"),
     p(DB, "TimeBetweenGlobalCheckpointsTimeout", Int, I(120000), 10, MAX_INT_RNIL, "ms a node's part in a global checkpoint's save may take; past it the node asks to be stopped (GCP stop, 2303)"),
-    later(DB, "MaxNoOfAttributes", Int, I(1000), 32, MAX_INT_RNIL, "Attributes the dictionary holds"),
+    p(DB, "MaxNoOfAttributes", Int, I(1000), 32, MAX_INT_RNIL, "Attributes of every table and index the dictionary holds"),
     later(DB, "MaxNoOfTriggers", Int, I(768), 0, MAX_INT_RNIL, "Trigger records"),
     later(DB, "MaxNoOfFiredTriggers", Int, I(4000), 0, MAX_INT_RNIL, "Fired trigger records"),
     later(DB, "MaxNoOfLocalOperations", Int, Unset, 32, MAX_INT_RNIL, "Operation records in LQH"),

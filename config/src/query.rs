@@ -168,6 +168,7 @@ fn data_value(config: &ClusterConfig, id: NodeId, name: &str) -> Option<String> 
         "MaxNoOfConcurrentScans" => n.max_no_of_concurrent_scans.to_string(),
         "BatchSizePerLocalScan" => n.batch_size_per_local_scan.to_string(),
         "MaxNoOfTables" => n.max_no_of_tables.to_string(),
+        "MaxNoOfAttributes" => n.max_no_of_attributes.to_string(),
         "MaxNoOfOrderedIndexes" => n.max_no_of_ordered_indexes.to_string(),
         "MaxNoOfUniqueHashIndexes" => n.max_no_of_unique_hash_indexes.to_string(),
         "TransactionDeadlockDetectionTimeout" => {

@@ -588,6 +588,42 @@ fn ordered_index_limit_is_enforced() {
 }
 
 #[test]
+fn max_no_of_attributes_counts_tables_and_indexes_and_is_enforced_with_826() {
+    let spec = ClusterSpec::new().data_node_param("MaxNoOfAttributes", "32");
+    let (_cluster, api) = start(spec);
+    let wide = |name: &str, columns: usize| {
+        let mut defs = vec![ColumnDef::key("id", ColumnType::UInt32)];
+        defs.extend((1..columns).map(|c| ColumnDef::new(&format!("c{c}"), ColumnType::Int32)));
+        TableDef::new(name, defs)
+    };
+    let t1 = recreate_table(&api, &wide("t1", 10)).expect("10 attributes");
+    recreate_table(&api, &wide("t2", 10)).expect("20 attributes");
+    recreate_table(&api, &wide("t3", 10)).expect("30 attributes");
+    let refused = recreate_table(&api, &wide("t4", 10));
+    let detail = format!("{refused:?}");
+    assert_ndb_code(refused, 826, "a table past MaxNoOfAttributes");
+    assert!(detail.contains("MaxNoOfAttributes=32"), "{detail}");
+    // An ordered index counts its columns, a unique index its hidden table's (the indexed
+    // columns and NDB$PK).
+    api.create_index(&t1, &IndexDef::ordered("o", &["c1", "c2"]))
+        .expect("32 attributes");
+    assert_ndb_code(
+        api.create_index(&t1, &IndexDef::unique("u", &["c3"])),
+        826,
+        "a unique index past MaxNoOfAttributes",
+    );
+    api.drop_table("t3").unwrap();
+    api.create_index(&t1, &IndexDef::unique("u", &["c3"]))
+        .expect("24 attributes after the drop");
+    assert_ndb_code(
+        recreate_table(&api, &wide("t4", 9)),
+        826,
+        "a table of 9 attributes with 24 defined",
+    );
+    recreate_table(&api, &wide("t4", 8)).expect("32 attributes");
+}
+
+#[test]
 fn max_no_of_concurrent_index_operations_is_enforced_with_288_until_the_transaction_ends() {
     let spec = ClusterSpec::new().data_node_param("MaxNoOfConcurrentIndexOperations", "3");
     let (_cluster, api) = start(spec);

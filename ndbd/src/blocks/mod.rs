@@ -238,6 +238,7 @@ impl Kernel {
                 node.max_no_of_tables,
                 node.max_no_of_ordered_indexes,
                 node.max_no_of_unique_hash_indexes,
+                node.max_no_of_attributes,
             ),
             dih: dih::Dih::new(config),
             qmgr: qmgr::Qmgr::new(config, node.node_id),

@@ -43,6 +43,7 @@ pub fn data_node(id: u16, host_name: &str) -> DataNodeConfig {
         max_no_of_tables: 128,
         max_no_of_ordered_indexes: 128,
         max_no_of_unique_hash_indexes: 64,
+        max_no_of_attributes: 1000,
         transaction_deadlock_detection_timeout_ms: 1200,
         transaction_inactive_timeout_ms: u32::MAX,
         heartbeat_interval_db_db_ms: 5000,

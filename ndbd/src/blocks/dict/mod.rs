@@ -93,10 +93,13 @@ pub struct Dict {
     ordered_max: u32,
     /// MaxNoOfUniqueHashIndexes.
     unique_max: u32,
+    /// MaxNoOfAttributes: columns of every table (a unique index's hidden table too) and
+    /// ordered index, as NDB's DICT counts its attribute records.
+    attributes_max: u32,
 }
 
 impl Dict {
-    pub fn new(tables_max: u32, ordered_max: u32, unique_max: u32) -> Dict {
+    pub fn new(tables_max: u32, ordered_max: u32, unique_max: u32, attributes_max: u32) -> Dict {
         Dict {
             tables: HashMap::new(),
             by_name: HashMap::new(),
@@ -105,10 +108,12 @@ impl Dict {
             tables_max,
             ordered_max,
             unique_max,
+            attributes_max,
         }
     }
 
-    /// Creates a table: 721 if the name exists, 826 past MaxNoOfTables, definition errors as
+    /// Creates a table: 721 if the name exists, 826 past MaxNoOfTables or MaxNoOfAttributes,
+    /// definition errors as
     /// `TableDef::validate` reports them.
     pub fn create(&mut self, def: TableDef, fragment_count: u32) -> Result<&Table, NdbError> {
         def.validate()
@@ -123,6 +128,7 @@ impl Dict {
                 format!("MaxNoOfTables={} reached", self.tables_max),
             ));
         }
+        self.check_attributes(def.columns.len(), &format!("table {}", def.name))?;
         let table_id = self.insert_table(def, fragment_count, None);
         let name = self.tables[&table_id].info.def.name.clone();
         self.by_name.insert(name, table_id);
@@ -262,7 +268,12 @@ impl Dict {
     /// An empty dictionary with this one's limits (a node restart sets its restored one
     /// aside and takes the president's).
     pub fn emptied(&self) -> Dict {
-        Dict::new(self.tables_max, self.ordered_max, self.unique_max)
+        Dict::new(
+            self.tables_max,
+            self.ordered_max,
+            self.unique_max,
+            self.attributes_max,
+        )
     }
 
     pub fn table_ids(&self) -> Vec<u32> {
@@ -394,7 +405,35 @@ impl Dict {
                 format!("{param}={max} reached"),
             ));
         }
+        // A unique index's hidden table has the indexed columns and NDB$PK.
+        let attributes = match req.kind {
+            IndexKind::Ordered => columns.len(),
+            IndexKind::Unique => columns.len() + 1,
+        };
+        self.check_attributes(attributes, &format!("index {}", req.index))?;
         Ok(columns)
+    }
+
+    /// 826 when `adding` more attributes (for `what`) would pass MaxNoOfAttributes.
+    fn check_attributes(&self, adding: usize, what: &str) -> Result<(), NdbError> {
+        let tables: usize = self.tables.values().map(|t| t.info.def.columns.len()).sum();
+        let ordered: usize = self
+            .indexes
+            .values()
+            .filter(|i| i.info.kind == IndexKind::Ordered)
+            .map(|i| i.columns.len())
+            .sum();
+        let defined = tables + ordered;
+        if defined + adding > self.attributes_max as usize {
+            return Err(NdbError::with_detail(
+                826,
+                format!(
+                    "MaxNoOfAttributes={} reached: {defined} attributes defined, {what} has {adding}",
+                    self.attributes_max
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn count(&self, kind: IndexKind) -> usize {

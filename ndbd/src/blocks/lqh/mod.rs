@@ -1062,7 +1062,7 @@ mod tests {
 
     /// A table `t(id key, a Int32)` with an ordered index on `a`, one fragment.
     fn setup() -> (Dict, Lqh, u32) {
-        let mut dict = Dict::new(10, 10, 10);
+        let mut dict = Dict::new(10, 10, 10, 1000);
         let def = TableDef::new(
             "t",
             vec![
