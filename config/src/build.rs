@@ -152,6 +152,13 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
         data_memory_bytes: l.int("DataMemory"),
         min_free_pct: l.u32("MinFreePct") as u8,
         max_no_of_concurrent_operations: l.u32("MaxNoOfConcurrentOperations"),
+        max_no_of_local_operations: l
+            .opt_int("MaxNoOfLocalOperations")
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or_else(|| {
+                let concurrent = u64::from(l.u32("MaxNoOfConcurrentOperations"));
+                u32::try_from(concurrent * 11 / 10).unwrap_or(u32::MAX)
+            }),
         max_dml_operations_per_transaction: l.u32("MaxDMLOperationsPerTransaction"),
         max_no_of_concurrent_index_operations: l.u32("MaxNoOfConcurrentIndexOperations"),
         stop_on_error: l.bool("StopOnError"),

@@ -99,6 +99,9 @@ pub struct DataNodeConfig {
     /// restores and node restart copies.
     pub min_free_pct: u8,
     pub max_no_of_concurrent_operations: u32,
+    /// MaxNoOfLocalOperations: LQH's operation records (1.1 × MaxNoOfConcurrentOperations
+    /// when absent, as in NDB).
+    pub max_no_of_local_operations: u32,
     /// MaxDMLOperationsPerTransaction: inserts, updates, writes and deletes one transaction
     /// may define at a TC before it is aborted with 261.
     pub max_dml_operations_per_transaction: u32,

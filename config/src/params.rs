@@ -346,7 +346,7 @@ static PARAMS: &[ParamInfo] = &[
     p(DB, "MaxNoOfAttributes", Int, I(1000), 32, MAX_INT_RNIL, "Attributes of every table and index the dictionary holds"),
     later(DB, "MaxNoOfTriggers", Int, I(768), 0, MAX_INT_RNIL, "Trigger records"),
     later(DB, "MaxNoOfFiredTriggers", Int, I(4000), 0, MAX_INT_RNIL, "Fired trigger records"),
-    later(DB, "MaxNoOfLocalOperations", Int, Unset, 32, MAX_INT_RNIL, "Operation records in LQH"),
+    p(DB, "MaxNoOfLocalOperations", Int, Unset, 32, MAX_INT_RNIL, "Operation records in LQH: rows its transactions lock or write; 1.1 × MaxNoOfConcurrentOperations when absent"),
     later(DB, "MaxNoOfLocalScans", Int, Unset, 32, MAX_INT_RNIL, "Local scan records"),
     later(DB, "MaxParallelScansPerFragment", Int, I(256), 1, 1024, "Parallel scans per fragment"),
     later(DB, "LongMessageBuffer", Size, I(64 * M), 512 * K, MAX_INT_RNIL, "Internal long-signal buffer"),

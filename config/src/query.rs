@@ -156,6 +156,7 @@ fn data_value(config: &ClusterConfig, id: NodeId, name: &str) -> Option<String> 
         "DataMemory" => n.data_memory_bytes.to_string(),
         "MinFreePct" => n.min_free_pct.to_string(),
         "MaxNoOfConcurrentOperations" => n.max_no_of_concurrent_operations.to_string(),
+        "MaxNoOfLocalOperations" => n.max_no_of_local_operations.to_string(),
         "MaxDMLOperationsPerTransaction" => n.max_dml_operations_per_transaction.to_string(),
         "MaxNoOfConcurrentIndexOperations" => n.max_no_of_concurrent_index_operations.to_string(),
         "StopOnError" => u8::from(n.stop_on_error).to_string(),

@@ -68,6 +68,7 @@ const ERRORS: &[(u32, ErrorClass, &str)] = &[
     (1221, Overload, "REDO buffers overloaded (increase RedoBuffer)"),
     (1234, TemporaryResource, "REDO log files overloaded (increase disk hardware)"),
     (4021, TemporaryResource, "Out of Send Buffer space in NDB API"),
+    (1217, TemporaryResource, "Out of operation records in local data manager (increase MaxNoOfLocalOperations)"),
     (4006, Overload, "Connect failure - out of connection objects (increase MaxNoOfConcurrentTransactions)"),
     (286, NodeRecovery, "Node failure caused abort of transaction"),
     (4010, NodeRecovery, "Node failure caused abort of transaction"),

@@ -1827,10 +1827,9 @@ impl Client {
                     self.phase = Phase::Populating(which + 1);
                     self.resume_after(ctx, 0);
                 }
-                // Before faults begin, only an overloaded send buffer (BUGGIFY) refuses it.
-                Ended::Refused(code) if code == 1218 || code == 234 => {
-                    self.resume_after(ctx, RETRY_NS)
-                }
+                // Before faults begin, only an overloaded send buffer (BUGGIFY) or records
+                // other clients' transactions hold (TC's, LQH's) refuse it.
+                Ended::Refused(1218 | 234 | 1217) => self.resume_after(ctx, RETRY_NS),
                 other => ctx.shared.fail(format!(
                     "inserting the rows of table {which} ended with {other:?}"
                 )),

@@ -4,7 +4,8 @@
 //! after TransactionDeadlockDetectionTimeout, an idle transaction is aborted after
 //! TransactionInactiveTimeout and frees its locks, duplicate inserts get 630, missing rows 626,
 //! IgnoreError reports errors per operation, and a transaction defining more writes than
-//! MaxDMLOperationsPerTransaction is aborted with 261.
+//! MaxDMLOperationsPerTransaction is aborted with 261, and a row locked or written past the data
+//! node's MaxNoOfLocalOperations is refused with 1217.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -447,4 +448,58 @@ fn max_dml_operations_per_transaction_aborts_the_transaction_past_it_with_261() 
     transaction.insert(&table, &row(200, 7)).expect("define");
     transaction.execute(ExecType::Commit).expect("a new count");
     assert_eq!(committed_balance(&api, &table, 200), Value::Int64(7));
+}
+
+#[test]
+fn max_no_of_local_operations_refuses_a_row_past_it_with_1217_until_records_are_freed() {
+    const LIMIT: u32 = 32;
+    let spec = ClusterSpec::new().data_node_param("MaxNoOfLocalOperations", "32");
+    let (cluster, api, table) = start(spec);
+    assert_eq!(data_node(&cluster).max_no_of_local_operations, LIMIT);
+    // Committed reads hold no record: many more than the limit in one transaction commit.
+    let mut reader = api.start_transaction().expect("start");
+    for _ in 0..3 * LIMIT {
+        reader
+            .read(&table, &key(1), LockMode::CommittedRead)
+            .expect("define");
+    }
+    reader.execute(ExecType::Commit).expect("committed reads");
+
+    // One transaction holds 30 records: 29 rows written, one locked by a read.
+    let mut holder = api.start_transaction().expect("start");
+    for id in 0..29 {
+        holder.insert(&table, &row(100 + id, 1)).expect("define");
+    }
+    holder
+        .read(&table, &key(1), LockMode::Read)
+        .expect("define");
+    holder.execute(ExecType::NoCommit).expect("30 records");
+    // Another takes the last two and is refused the next.
+    let second = |api: &Cluster| {
+        let mut t = api.start_transaction().expect("start");
+        t.update(&table, &key(2), &[(1, Value::Int64(22))])
+            .expect("define");
+        t.update(&table, &key(3), &[(1, Value::Int64(33))])
+            .expect("define");
+        t.insert(&table, &row(300, 3)).expect("define");
+        t.execute(ExecType::Commit)
+    };
+    let error = second(&api).expect_err("a 33rd record");
+    assert_eq!(error.code(), Some(1217), "{error}");
+    assert!(error.is_temporary(), "{error}");
+    assert!(
+        error.to_string().contains("MaxNoOfLocalOperations=32"),
+        "{error}"
+    );
+    assert_ndb_code(
+        read_committed(&api, &table, &key(300)),
+        626,
+        "the refused transaction's insert",
+    );
+    assert_eq!(committed_balance(&api, &table, 2), Value::Int64(20));
+    // Once the holder commits, its records are free and the retry commits.
+    holder.execute(ExecType::Commit).expect("commit the holder");
+    second(&api).expect("the retry");
+    assert_eq!(committed_balance(&api, &table, 300), Value::Int64(3));
+    assert_eq!(committed_balance(&api, &table, 2), Value::Int64(22));
 }

@@ -254,7 +254,9 @@ impl Kernel {
                 inactive_timeout,
             )
             .with_index_operations_max(node.max_no_of_concurrent_index_operations),
-            lqh: lqh::Lqh::new(node.data_memory_bytes).with_min_free_pct(node.min_free_pct),
+            lqh: lqh::Lqh::new(node.data_memory_bytes)
+                .with_min_free_pct(node.min_free_pct)
+                .with_local_operations_max(node.max_no_of_local_operations),
             scans: tc::scan::Scans::new(node.max_no_of_concurrent_scans),
             jobs: VecDeque::new(),
             warmed: 0,

@@ -285,6 +285,7 @@ fn assert_rows_free(k: &mut Kernel, out: &mut Out, t: &TableInfo, base_mem: u64,
     }
     assert_eq!(k.memory_used_bytes(), base_mem, "no DataMemory leaked");
     assert!(k.lqh.trans_rows.is_empty(), "no row list leaked");
+    assert_eq!(k.lqh.row_locks(), 0, "no operation record leaked");
 }
 
 /// Defect 1: T1 and T2 of one API node are aborted together (disconnect); T1's abort grants

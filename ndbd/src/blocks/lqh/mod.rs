@@ -205,6 +205,11 @@ pub struct Lqh {
     pub(crate) fragments: HashMap<u32, Vec<Fragment>>,
     /// Rows each live transaction touched.
     pub(crate) trans_rows: HashMap<TransId, Vec<RowRef>, SequentialIds>,
+    /// Entries of `trans_rows` (NDB's LQH operation records: a row a live transaction
+    /// locked, wrote or waits for), and how many key operations may hold
+    /// (MaxNoOfLocalOperations; a key operation that finds none free fails with 1217).
+    records_held: u64,
+    records_max: u64,
     /// Emptied row lists of ended transactions, reused by new ones (at most
     /// [`SPARE_ROW_LISTS`], each of at most [`SPARE_ROW_LIST_CAPACITY`] entries).
     spare_rows: Vec<Vec<RowRef>>,
@@ -248,6 +253,8 @@ impl Lqh {
         Lqh {
             fragments: HashMap::new(),
             trans_rows: HashMap::default(),
+            records_held: 0,
+            records_max: u64::MAX,
             spare_rows: Vec::new(),
             memory: DataMemory::new(data_memory_bytes),
             redo: None,
@@ -260,6 +267,12 @@ impl Lqh {
     /// Key operations leave `pct` percent of DataMemory free (MinFreePct).
     pub fn with_min_free_pct(mut self, pct: u8) -> Lqh {
         self.memory.set_min_free_pct(pct);
+        self
+    }
+
+    /// Key operations hold at most `max` operation records (MaxNoOfLocalOperations).
+    pub fn with_local_operations_max(mut self, max: u32) -> Lqh {
+        self.records_max = u64::from(max);
         self
     }
 
@@ -390,9 +403,22 @@ impl Lqh {
     }
 
     /// Row locks held or waited for by live transactions at this LQH (one per row a
-    /// transaction locked or wrote here).
+    /// transaction locked or wrote here): the operation records in use.
     pub fn row_locks(&self) -> u64 {
-        self.trans_rows.values().map(|rows| rows.len() as u64).sum()
+        self.debug_check_records();
+        self.records_held
+    }
+
+    /// In debug builds, that `records_held` counts the entries of `trans_rows`.
+    fn debug_check_records(&self) {
+        debug_assert_eq!(
+            self.records_held,
+            self.trans_rows
+                .values()
+                .map(|rows| rows.len() as u64)
+                .sum::<u64>(),
+            "operation records held"
+        );
     }
 
     /// Brings into the cache what running `reqs` will read, so that their cache misses
@@ -499,6 +525,21 @@ impl Lqh {
             (OperationType::Read, LockMode::Read) => LockKind::Shared,
             _ => LockKind::Exclusive,
         };
+        if self.records_held >= self.records_max {
+            // Checked before the row is looked up or made: nothing is left to undo. An
+            // operation on a row its transaction holds already would take no new record here,
+            // but NDB's takes one per operation, and is refused alike.
+            return Some(refuse(
+                &req,
+                NdbError::with_detail(
+                    1217,
+                    format!(
+                        "MaxNoOfLocalOperations={}: every operation record is held",
+                        self.records_max
+                    ),
+                ),
+            ));
+        }
         let id = match fragment.rows.id_of_op(&req.key_bytes) {
             Some(id) => id,
             None => {
@@ -545,6 +586,7 @@ impl Lqh {
         };
         let slot = fragment.rows.slot_mut(id)?;
         if !slot.lock.held_by(req.trans) {
+            self.records_held += 1;
             let spare = &mut self.spare_rows;
             self.trans_rows
                 .entry(req.trans)
@@ -673,6 +715,8 @@ impl Lqh {
         let Lqh {
             fragments,
             trans_rows,
+            records_held,
+            records_max: _,
             spare_rows,
             memory,
             redo,
@@ -681,6 +725,7 @@ impl Lqh {
             newest_committed: _,
         } = self;
         let mut rows = trans_rows.remove(&trans).unwrap_or_default();
+        *records_held -= rows.len() as u64;
         // Rows of one transaction mostly belong to one table: look its fragments up once.
         let mut table: Option<(u32, &mut Vec<Fragment>)> = None;
         for row in rows.drain(..) {
@@ -705,6 +750,7 @@ impl Lqh {
         {
             spare_rows.push(rows);
         }
+        self.debug_check_records();
         granted
     }
 
@@ -720,6 +766,7 @@ impl Lqh {
         let Lqh {
             fragments,
             trans_rows,
+            records_held,
             memory,
             redo,
             ..
@@ -727,6 +774,7 @@ impl Lqh {
         let Some(rows) = trans_rows.get_mut(&trans) else {
             return granted;
         };
+        let held_before = rows.len();
         // Rare (a node that is backup of one write and primary of another): each row's
         // fragment is looked up afresh.
         rows.retain(|row| {
@@ -743,11 +791,13 @@ impl Lqh {
             }
             false
         });
+        *records_held -= (held_before - rows.len()) as u64;
         if rows.is_empty() {
             // Nothing is left: the list goes, as after a full commit (a spare is not worth
             // keeping for this rare case).
             trans_rows.remove(&trans);
         }
+        self.debug_check_records();
         granted
     }
 }

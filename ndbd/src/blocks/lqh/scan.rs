@@ -110,6 +110,7 @@ impl Lqh {
         let Lqh {
             fragments,
             trans_rows,
+            records_held,
             lock_waits_total,
             ..
         } = self;
@@ -126,6 +127,8 @@ impl Lqh {
             LockMode::CommittedRead => None,
             LockMode::Read | LockMode::Exclusive => Some(trans_rows.entry(def.trans).or_default()),
         };
+        // The rows locked take LQH operation records too (only TC's records limit them).
+        let locked_before = locked.as_ref().map_or(0, |rows| rows.len());
         let mut out_of_records = false;
         let mut filter = def.filter.as_ref().map(RowFilter::new);
         // Looks at one row unless the batch is full; `None` means stop here with that end.
@@ -181,6 +184,7 @@ impl Lqh {
                 walk_index(index, rows, def, range, from, &mut visit)
             }
         };
+        *records_held += (locked.map_or(0, |rows| rows.len()) - locked_before) as u64;
         if out_of_records {
             return Err(NdbError::with_detail(
                 234,
