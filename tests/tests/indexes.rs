@@ -588,7 +588,7 @@ fn ordered_index_limit_is_enforced() {
 }
 
 #[test]
-fn max_no_of_attributes_counts_tables_and_indexes_and_is_enforced_with_826() {
+fn max_no_of_attributes_counts_tables_and_indexes_and_is_enforced_with_708() {
     let spec = ClusterSpec::new().data_node_param("MaxNoOfAttributes", "32");
     let (_cluster, api) = start(spec);
     let wide = |name: &str, columns: usize| {
@@ -601,7 +601,7 @@ fn max_no_of_attributes_counts_tables_and_indexes_and_is_enforced_with_826() {
     recreate_table(&api, &wide("t3", 10)).expect("30 attributes");
     let refused = recreate_table(&api, &wide("t4", 10));
     let detail = format!("{refused:?}");
-    assert_ndb_code(refused, 826, "a table past MaxNoOfAttributes");
+    assert_ndb_code(refused, 708, "a table past MaxNoOfAttributes");
     assert!(detail.contains("MaxNoOfAttributes=32"), "{detail}");
     // An ordered index counts its columns, a unique index its hidden table's (the indexed
     // columns and NDB$PK).
@@ -609,7 +609,7 @@ fn max_no_of_attributes_counts_tables_and_indexes_and_is_enforced_with_826() {
         .expect("32 attributes");
     assert_ndb_code(
         api.create_index(&t1, &IndexDef::unique("u", &["c3"])),
-        826,
+        708,
         "a unique index past MaxNoOfAttributes",
     );
     api.drop_table("t3").unwrap();
@@ -617,7 +617,7 @@ fn max_no_of_attributes_counts_tables_and_indexes_and_is_enforced_with_826() {
         .expect("24 attributes after the drop");
     assert_ndb_code(
         recreate_table(&api, &wide("t4", 9)),
-        826,
+        708,
         "a table of 9 attributes with 24 defined",
     );
     recreate_table(&api, &wide("t4", 8)).expect("32 attributes");

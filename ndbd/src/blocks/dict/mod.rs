@@ -112,8 +112,8 @@ impl Dict {
         }
     }
 
-    /// Creates a table: 721 if the name exists, 826 past MaxNoOfTables or MaxNoOfAttributes,
-    /// definition errors as
+    /// Creates a table: 721 if the name exists, 826 past MaxNoOfTables, 708 past
+    /// MaxNoOfAttributes, definition errors as
     /// `TableDef::validate` reports them.
     pub fn create(&mut self, def: TableDef, fragment_count: u32) -> Result<&Table, NdbError> {
         def.validate()
@@ -414,7 +414,8 @@ impl Dict {
         Ok(columns)
     }
 
-    /// 826 when `adding` more attributes (for `what`) would pass MaxNoOfAttributes.
+    /// 708 (NDB DICT's "no more attribute metadata records") when `adding` more attributes
+    /// (for `what`) would pass MaxNoOfAttributes.
     fn check_attributes(&self, adding: usize, what: &str) -> Result<(), NdbError> {
         let tables: usize = self.tables.values().map(|t| t.info.def.columns.len()).sum();
         let ordered: usize = self
@@ -426,7 +427,7 @@ impl Dict {
         let defined = tables + ordered;
         if defined + adding > self.attributes_max as usize {
             return Err(NdbError::with_detail(
-                826,
+                708,
                 format!(
                     "MaxNoOfAttributes={} reached: {defined} attributes defined, {what} has {adding}",
                     self.attributes_max
