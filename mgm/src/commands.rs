@@ -47,6 +47,10 @@ pub enum Command {
         target: Target,
         settings: Vec<(String, u8)>,
     },
+    /// `ENTER SINGLE USER MODE <api node id>`.
+    EnterSingleUser(u16),
+    /// `EXIT SINGLE USER MODE`.
+    ExitSingleUser,
     Quit,
 }
 
@@ -82,6 +86,9 @@ CLUSTERLOG OFF [<severity>] ...        Disable Cluster logging
 CLUSTERLOG TOGGLE [<severity>] ...     Toggle severity filter on/off
 CLUSTERLOG INFO                        Print cluster log information
 <id> CLUSTERLOG {<category>=<level>}+  Set log level for cluster log
+ENTER SINGLE USER MODE <api id>        Enter single user mode: only that API
+                                       node may use the database
+EXIT SINGLE USER MODE                  Exit single user mode
 QUIT, EXIT                             Quit management client
 
 <severity>  = ALERT | CRITICAL | ERROR | WARNING | INFO | DEBUG
@@ -114,6 +121,26 @@ pub fn parse(line: &str) -> Result<Command, String> {
             ("SHUTDOWN", 1) => Ok(Command::Shutdown),
             ("QUIT" | "EXIT" | "BYE", 1) => Ok(Command::Quit),
             ("CLUSTERLOG", _) => parse_clusterlog(&words[1..]).ok_or_else(invalid),
+            ("ENTER" | "EXIT", _)
+                if words
+                    .get(1..4)
+                    .is_some_and(|w| w == ["SINGLE", "USER", "MODE"]) =>
+            {
+                let bad_id = || {
+                    "Invalid arguments: expected <NodeId>\n\
+                     Use SHOW to see what API nodes are configured"
+                        .to_string()
+                };
+                match (first.as_str(), &words[4..]) {
+                    ("EXIT", []) => Ok(Command::ExitSingleUser),
+                    ("ENTER", [id]) => id
+                        .parse()
+                        .map(Command::EnterSingleUser)
+                        .map_err(|_| bad_id()),
+                    ("ENTER", []) => Err(bad_id()),
+                    _ => Err(invalid()),
+                }
+            }
             _ => Err(invalid()),
         };
     };
@@ -197,6 +224,26 @@ pub fn execute(
         Command::Help => Ok(HELP.to_string()),
         Command::Quit => Ok(String::new()),
         Command::Start(target) => start(connect, *target),
+        Command::EnterSingleUser(api) => {
+            let mut client = connect().map_err(fail)?;
+            let request = Message::new("enter single user").field("node", api);
+            client
+                .call(&request, REPLY_TIMEOUT)
+                .map_err(|e| format!("Entering single user mode for node {api} failed\n*  {e}"))?;
+            Ok(format!(
+                "Single user mode entered\nAccess is granted for API node {api} only.\n"
+            ))
+        }
+        Command::ExitSingleUser => {
+            let mut client = connect().map_err(fail)?;
+            let request = Message::new("exit single user");
+            client
+                .call(&request, REPLY_TIMEOUT)
+                .map_err(|e| format!("Exiting single user mode failed.\n*  {e}"))?;
+            Ok("Exiting single user mode in progress.\n\
+                Use ALL STATUS or SHOW to see when single user mode has been exited.\n"
+                .into())
+        }
         Command::Restart {
             target,
             initial,
@@ -573,6 +620,17 @@ mod tests {
         );
         check("2 start", Ok(Command::Start(Target::Node(2))));
         check("all start", Ok(Command::Start(Target::All)));
+        check(
+            "enter single user mode 50",
+            Ok(Command::EnterSingleUser(50)),
+        );
+        check("Exit Single User Mode", Ok(Command::ExitSingleUser));
+        check("exit", Ok(Command::Quit));
+        assert!(parse("enter single user mode")
+            .unwrap_err()
+            .starts_with("Invalid arguments: expected <NodeId>"));
+        assert!(parse("enter single user mode x").is_err());
+        assert!(parse("exit single user mode 5").is_err());
         check(
             "2 restart",
             Ok(Command::Restart {

@@ -19,7 +19,7 @@
 
 use std::convert::Infallible;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,6 +51,8 @@ pub struct DataNodeReport {
     pub alive: Vec<u16>,
     /// The figures of [`FIGURES`] (same order), sent as `stat.<name>` fields.
     pub figures: Vec<u64>,
+    /// Single user mode: the API node it lets in, 0 when the node is not in that mode.
+    pub single_user: u16,
 }
 
 /// Whether a figure only grows (from the node's start) or goes up and down.
@@ -148,6 +150,9 @@ pub struct RestartRequest {
     pub no_start: bool,
 }
 
+/// In [`ReportSetup::single_user`]: no server asked for a single user mode change.
+pub const SINGLE_USER_UNASKED: u32 = u32::MAX;
+
 /// What the reporting threads read the node's state from, once its kernel runs.
 pub type ProbeFn = Arc<dyn Fn() -> DataNodeReport + Send + Sync>;
 
@@ -171,6 +176,9 @@ pub struct ReportSetup {
     pub restartable: bool,
     /// TLS for the report links: the data node's own keys, when it has them.
     pub tls: ClientTls,
+    /// The single user mode a server's reply asked for, until the node takes it:
+    /// [`SINGLE_USER_UNASKED`], 0 (leave the mode) or the API node to let in.
+    pub single_user: Arc<AtomicU32>,
     /// The reporting threads, once started (by [`wait_for_start`] or [`spawn`]): the same
     /// links from NOT_STARTED to the stop.
     reporters: Option<Arc<Reporters>>,
@@ -186,6 +194,7 @@ impl ReportSetup {
             restart: Arc::new(Mutex::new(None)),
             restartable: false,
             tls: ClientTls::plain(),
+            single_user: Arc::new(AtomicU32::new(SINGLE_USER_UNASKED)),
             reporters: None,
         }
     }
@@ -215,6 +224,7 @@ impl ReportSetup {
             identity: self.identity,
             tls: self.tls.clone(),
             restart: self.restart.clone(),
+            single_user: self.single_user.clone(),
             shutdown,
             probe: Mutex::new(probe),
             start: AtomicBool::new(false),
@@ -237,6 +247,8 @@ struct Reporters {
     identity: ConfigIdentity,
     tls: ClientTls,
     restart: Arc<Mutex<Option<RestartRequest>>>,
+    /// See [`ReportSetup::single_user`].
+    single_user: Arc<AtomicU32>,
     /// The node's graceful-stop flag (SIGTERM sets it too).
     shutdown: Arc<AtomicBool>,
     /// The kernel's state; `None` while the node waits in NOT_STARTED.
@@ -314,6 +326,9 @@ impl Reporters {
             let reply = client.call(&self.report_message(), REPLY_TIMEOUT)?;
             if last_refusal.take().is_some() {
                 tracing::info!("{server} accepts this node's reports again");
+            }
+            if let Some(api) = reply.get("singleuser").and_then(|v| v.parse::<u16>().ok()) {
+                self.single_user.store(u32::from(api), Ordering::Relaxed);
             }
             if !self.obey(action_of(&reply), server) {
                 std::thread::sleep(REPORT_INTERVAL);
@@ -454,7 +469,8 @@ fn report_message(node_id: u16, status: &str, angel: bool, report: &DataNodeRepo
         .field("alive", alive.join(","))
         .field("datamemory.used", report.data_memory_used_bytes)
         .field("datamemory.total", report.data_memory_total_bytes)
-        .field("transactions", report.transactions);
+        .field("transactions", report.transactions)
+        .field("singleuser", report.single_user);
     for (figure, value) in FIGURES.iter().zip(&report.figures) {
         message.push(format!("stat.{}", figure.name), value);
     }
@@ -476,6 +492,7 @@ mod tests {
             },
             tls: ClientTls::plain(),
             restart: Arc::new(Mutex::new(None)),
+            single_user: Arc::new(AtomicU32::new(SINGLE_USER_UNASKED)),
             shutdown: Arc::new(AtomicBool::new(false)),
             probe: Mutex::new(None),
             start: AtomicBool::new(false),

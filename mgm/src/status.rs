@@ -90,6 +90,8 @@ pub struct NodeStatus {
     pub master: bool,
     /// The HostName of the node's section; `None` accepts any host.
     pub config_host: Option<String>,
+    /// Single user mode: a data node in it, or the API node it lets in.
+    pub single_user: bool,
 }
 
 /// Every node of the cluster, in node-id order, and the management server that answered.
@@ -120,6 +122,9 @@ impl ClusterStatus {
             }
             if let Some(h) = &n.config_host {
                 reply.push(key("hostname"), h);
+            }
+            if n.single_user {
+                reply.push(key("singleuser"), 1);
             }
         }
         reply
@@ -161,6 +166,7 @@ impl ClusterStatus {
                 node_group,
                 master: get("master") == Some("1"),
                 config_host: get("hostname").map(str::to_string),
+                single_user: get("singleuser") == Some("1"),
             });
         }
         Ok(ClusterStatus { nodes })
@@ -211,6 +217,12 @@ fn show_line(n: &NodeStatus) -> String {
         NodeState::ShuttingDown => details.push("shutting down".into()),
         _ => {}
     }
+    if n.single_user {
+        details.push(match n.node_type {
+            NodeType::Api => "allowed single user".into(),
+            _ => "single user mode".into(),
+        });
+    }
     if let Some(g) = n.node_group {
         details.push(format!("Nodegroup: {g}"));
     }
@@ -228,6 +240,9 @@ pub fn format_node_status(n: &NodeStatus) -> String {
         NodeState::NoContact => format!("Node {}: not connected", n.id),
         NodeState::NotStarted => format!("Node {}: not started ({version})", n.id),
         NodeState::Starting => format!("Node {}: starting ({version})", n.id),
+        NodeState::Started if n.single_user => {
+            format!("Node {}: single user mode ({version})", n.id)
+        }
         NodeState::Started => format!("Node {}: started ({version})", n.id),
         NodeState::ShuttingDown => format!("Node {}: shutting down ({version})", n.id),
         NodeState::Connected => format!("Node {}: connected ({version})", n.id),
@@ -249,6 +264,7 @@ mod tests {
             node_group: (node_type == NodeType::Ndb).then_some(0),
             master: id == 1,
             config_host: (node_type != NodeType::Api).then(|| "127.0.0.1".to_string()),
+            single_user: false,
         }
     }
 

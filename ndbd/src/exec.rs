@@ -305,6 +305,9 @@ impl ExecLoop {
                 self.kernel.on_timer(now);
                 next_tick = now + TIMER_TICK;
                 if let Some(probe) = &self.probe {
+                    if let Some(single_user) = probe.take_single_user_request() {
+                        self.kernel.set_single_user(single_user);
+                    }
                     let send_buffer_bytes: usize = self
                         .registry
                         .iter_mut()

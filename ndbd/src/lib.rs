@@ -205,7 +205,7 @@ pub fn run(
         None => exec,
     };
     if let Some(setup) = mgm {
-        let probe = Arc::new(mgm_report::Probe::default());
+        let probe = Arc::new(mgm_report::Probe::new(setup.single_user.clone()));
         mgm_report::start(
             setup,
             me.0,

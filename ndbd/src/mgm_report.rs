@@ -5,10 +5,11 @@
 //! timer tick (10 ms): a few relaxed stores, no lock on the data path. The reporting thread
 //! reads them, and the listener's set of connected nodes, every report.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rndb_mgm::node_report::{figure_index, DataNodeReport, FIGURES};
+use rndb_config::NodeId;
+use rndb_mgm::node_report::{figure_index, DataNodeReport, FIGURES, SINGLE_USER_UNASKED};
 
 use crate::blocks::Kernel;
 use crate::exec::LinkCounters;
@@ -22,14 +23,35 @@ pub struct Probe {
     figures: Vec<AtomicU64>,
     /// The data nodes this node holds alive, a bitmap of node ids (below 256).
     alive: [AtomicU64; 4],
+    /// The API node the kernel's single user mode lets in, 0 when not in that mode.
+    single_user: AtomicU32,
+    /// The single user mode a management server asked for and the kernel has not taken yet
+    /// (`ReportSetup::single_user`, set by the reporting threads).
+    single_user_asked: Arc<AtomicU32>,
 }
 
-impl Default for Probe {
-    fn default() -> Probe {
+impl Probe {
+    /// A probe whose single user mode requests come through `single_user_asked`.
+    pub fn new(single_user_asked: Arc<AtomicU32>) -> Probe {
         Probe {
             started: AtomicBool::new(false),
             figures: FIGURES.iter().map(|_| AtomicU64::new(0)).collect(),
             alive: Default::default(),
+            single_user: AtomicU32::new(0),
+            single_user_asked,
+        }
+    }
+
+    /// The single user mode a management server asked for since the last call, if any:
+    /// `Some(None)` to leave it, `Some(Some(api))` to let API node `api` in alone.
+    pub fn take_single_user_request(&self) -> Option<Option<NodeId>> {
+        match self
+            .single_user_asked
+            .swap(SINGLE_USER_UNASKED, Ordering::Relaxed)
+        {
+            SINGLE_USER_UNASKED => None,
+            0 => Some(None),
+            api => Some(u16::try_from(api).ok().map(NodeId)),
         }
     }
 }
@@ -50,6 +72,8 @@ impl Probe {
     /// bytes waiting in their send buffers.
     pub fn publish(&self, kernel: &Kernel, links: &LinkCounters, send_buffer_bytes: u64) {
         self.started.store(kernel.is_started(), Ordering::Relaxed);
+        let single_user = kernel.single_user().map_or(0, |api| u32::from(api.0));
+        self.single_user.store(single_user, Ordering::Relaxed);
         let figures = kernel.figures();
         let values = [
             ("data_memory_used_bytes", kernel.memory_used_bytes()),
@@ -112,6 +136,7 @@ impl Probe {
                 .iter()
                 .map(|v| v.load(Ordering::Relaxed))
                 .collect(),
+            single_user: self.single_user.load(Ordering::Relaxed) as u16,
         }
     }
 }

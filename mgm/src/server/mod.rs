@@ -40,6 +40,8 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const RESERVATION: Duration = Duration::from_secs(10);
 /// How long STOP and RESTART wait for the nodes to be gone.
 pub const STOP_WAIT: Duration = Duration::from_secs(120);
+/// How long ENTER SINGLE USER MODE waits for every started data node to report the mode.
+pub const SINGLE_USER_WAIT: Duration = Duration::from_secs(20);
 /// How long a data node's config request waits for the report link of its previous process
 /// to close (a node restarted by its angel asks again at once, and the old link's end may not
 /// have been read yet).
@@ -89,6 +91,9 @@ struct State {
     refusals_logged: BTreeSet<(u16, u64)>,
     log: ClusterLog,
     next_link: u64,
+    /// ENTER SINGLE USER MODE (the API node) or EXIT (0) asked here, until every started data
+    /// node reports it (see [`single_user_reply`]).
+    single_user_asked: Option<u16>,
 }
 
 #[derive(Debug, Default)]
@@ -123,6 +128,47 @@ struct ReportLink {
     alive: BTreeSet<u16>,
     /// The restart it reported stopping for (asked through this server or another one).
     restarting: Option<RestartRequest>,
+    /// Single user mode: the API node it reported letting in, 0 when not in that mode.
+    single_user: u16,
+}
+
+/// The started data nodes, each with the API node its single user mode lets in (0: none), as
+/// they last reported.
+fn started_single_user(state: &State) -> impl Iterator<Item = (u16, u16)> + '_ {
+    state.data.iter().filter_map(|(&id, n)| {
+        let link = n.link.as_ref().filter(|s| s.state == NodeState::Started)?;
+        Some((id, link.single_user))
+    })
+}
+
+/// The cluster's single user mode: the API node every started data node lets in, if they all
+/// report the same one.
+fn single_user_mode(state: &State) -> Option<u16> {
+    let mut modes = started_single_user(state).map(|(_, api)| api);
+    let first = modes.next()?;
+    (first != 0 && modes.all(|api| api == first)).then_some(first)
+}
+
+/// What the reply to data node `node`'s report says of single user mode: the mode asked
+/// through this server until every started data node reports it; after that, to a node not in
+/// the mode every other started data node is in (one started again since), that mode. `None`:
+/// nothing.
+fn single_user_reply(state: &mut State, node: u16) -> Option<u16> {
+    if let Some(asked) = state.single_user_asked {
+        let mut started = started_single_user(state).peekable();
+        if started.peek().is_some() && started.all(|(_, api)| api == asked) {
+            drop(started);
+            state.single_user_asked = None;
+        }
+        return Some(asked);
+    }
+    let others: Vec<u16> = started_single_user(state)
+        .filter(|&(id, _)| id != node)
+        .map(|(_, api)| api)
+        .collect();
+    let mine = state.data.get(&node)?.link.as_ref()?.single_user;
+    let api = *others.first()?;
+    (api != 0 && mine != api && others.iter().all(|&a| a == api)).then_some(api)
 }
 
 /// NDB's checkpoint events, from the change between two reports of the master: `Global
@@ -206,6 +252,7 @@ impl Server {
                 refusals_logged: BTreeSet::new(),
                 log: setup.log,
                 next_link: 1,
+                single_user_asked: None,
             }),
             changed: Condvar::new(),
             shutdown: AtomicBool::new(false),
@@ -344,6 +391,8 @@ impl Server {
             "stop" => self.stop(request),
             "restart" => self.restart(request),
             "start" => self.start(request),
+            "enter single user" => self.enter_single_user(request),
+            "exit single user" => self.exit_single_user(request),
             "report memoryusage" => Ok(self.memory_usage()),
             "set clusterlog" => self.set_clusterlog(request),
             "set loglevel" => self.set_loglevel(request),
@@ -485,6 +534,7 @@ impl Server {
             .split(',')
             .filter_map(|n| n.trim().parse().ok())
             .collect();
+        let single_user: u16 = request.parse("singleuser")?.unwrap_or(0);
         let mut figures = BTreeMap::new();
         for figure in FIGURES {
             if let Some(value) = request.parse::<u64>(&format!("stat.{}", figure.name))? {
@@ -536,6 +586,7 @@ impl Server {
                     figures: BTreeMap::new(),
                     alive: BTreeSet::new(),
                     restarting: None,
+                    single_user: 0,
                 });
                 record.reserved_until = None;
                 *link = Some((node, id));
@@ -611,6 +662,7 @@ impl Server {
         live.version = version;
         live.pid = request.parse("pid")?.unwrap_or(0);
         live.angel = request.get("angel") == Some("1");
+        live.single_user = single_user;
         live.connected = connected;
         live.data_memory_used = request.parse("datamemory.used")?.unwrap_or(0);
         live.data_memory_total = request.parse("datamemory.total")?.unwrap_or(0);
@@ -635,6 +687,10 @@ impl Server {
                 record.start_requested = false;
                 reply.field("action", "none")
             }
+        };
+        let reply = match single_user_reply(state, node) {
+            Some(api) => reply.field("singleuser", api),
+            None => reply,
         };
         for event in &events {
             state.log.write(event);
@@ -754,6 +810,7 @@ impl Server {
                 node_group: Some(data.node_group),
                 master: master == Some(id),
                 config_host: Some(data.host_name.clone()).filter(|h| !h.is_empty()),
+                single_user: link.is_some_and(|s| s.single_user != 0),
             });
         }
         let my_address = self
@@ -786,6 +843,7 @@ impl Server {
                 node_group: None,
                 master: false,
                 config_host: Some(mgm.host_name.clone()).filter(|h| !h.is_empty()),
+                single_user: false,
             });
         }
         // An API node is connected when a live data node reports a link to it.
@@ -795,6 +853,7 @@ impl Server {
             .filter_map(|n| n.link.as_ref())
             .flat_map(|s| s.connected.iter().copied())
             .collect();
+        let single_user = single_user_mode(&state);
         for slot in &self.config.api_slots {
             let id = slot.node_id.0;
             let connected = linked.contains(&id);
@@ -814,6 +873,7 @@ impl Server {
                 node_group: None,
                 master: false,
                 config_host: slot.host_name.clone(),
+                single_user: single_user == Some(id),
             });
         }
         nodes.sort_by_key(|n| n.id);
@@ -937,6 +997,67 @@ impl Server {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+    }
+
+    /// ENTER SINGLE USER MODE: `node: 5`, an API node of the config. Every started data node
+    /// is told through its report replies; answered once each reports the mode (at most
+    /// [`SINGLE_USER_WAIT`]), as NDB's "Single user mode entered".
+    fn enter_single_user(&self, request: &Message) -> Result<Message, String> {
+        let api: u16 = request.parse("node")?.ok_or("no node id given")?;
+        match self.config.node_kind(NodeId(api)) {
+            Some(NodeKind::Api) => {}
+            Some(_) => return Err(format!("Node {api} is not an API node")),
+            None => return Err(format!("Node {api} is not a node of the cluster")),
+        }
+        let mut state = self.lock();
+        if started_single_user(&state).next().is_none() {
+            return Err("no data node is started".into());
+        }
+        state.single_user_asked = Some(api);
+        let text = format!("Entering single user mode, access for API node {api} only");
+        let event = Event::new(self.me.0, Category::Startup, 7, Severity::Info, text);
+        state.log.write(&event);
+        let deadline = Instant::now() + SINGLE_USER_WAIT;
+        loop {
+            let left: Vec<String> = started_single_user(&state)
+                .filter(|&(_, mode)| mode != api)
+                .map(|(id, _)| id.to_string())
+                .collect();
+            if left.is_empty() {
+                let text = format!("Entered single user mode, node {api} has exclusive access");
+                let event = Event::new(self.me.0, Category::Startup, 7, Severity::Info, text);
+                state.log.write(&event);
+                return Ok(Message::ok_reply(&request.command));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(format!(
+                    "node(s) {} did not enter single user mode within {SINGLE_USER_WAIT:?}",
+                    left.join(", ")
+                ));
+            }
+            state = self
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// EXIT SINGLE USER MODE: every data node is told through its report replies; answered at
+    /// once, as NDB's "Exiting single user mode in progress".
+    fn exit_single_user(&self, request: &Message) -> Result<Message, String> {
+        let mut state = self.lock();
+        state.single_user_asked = Some(0);
+        let event = Event::new(
+            self.me.0,
+            Category::Startup,
+            7,
+            Severity::Info,
+            "Exiting single user mode".to_string(),
+        );
+        state.log.write(&event);
+        Ok(Message::ok_reply(&request.command))
     }
 
     /// The node ids of a `node: 2,3` field with the kind of node each is in the config; a part

@@ -31,6 +31,7 @@ pub mod node_set;
 mod primary;
 mod qmgr;
 mod restart;
+mod single_user;
 mod stop_perm;
 pub mod tc;
 pub mod tup;
@@ -213,6 +214,8 @@ pub struct Kernel {
     primary: primary::PrimarySwitch,
     /// Why this node must stop, when it must (a restart that cannot restore).
     fatal: Option<String>,
+    /// Single user mode: the one API node let in (`single_user.rs`).
+    single_user: Option<NodeId>,
 }
 
 /// A frame from a peer that could not be understood: the link must be closed.
@@ -284,6 +287,7 @@ impl Kernel {
             arbit: arbit::Arbit::new(config, node),
             primary: primary::PrimarySwitch::new(node),
             fatal: None,
+            single_user: None,
         }
     }
 
@@ -375,6 +379,9 @@ impl Kernel {
             if self.refuse_api_request(from, header, payload, out, why) {
                 return Ok(());
             }
+        }
+        if self.single_user.is_some() && self.refuse_single_user(from, header, payload, out) {
+            return Ok(());
         }
         match header.signal {
             // TC
@@ -727,6 +734,7 @@ impl Kernel {
         for trans in self.tc.expired(now) {
             self.jobs.push_back(Signal::TcContinueB(trans));
         }
+        self.single_user_sweep();
         self.jobs.push_back(Signal::Timer);
     }
 

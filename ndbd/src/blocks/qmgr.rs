@@ -1198,10 +1198,23 @@ impl Kernel {
         out: &mut dyn Outbox,
         why: &str,
     ) -> bool {
+        let error = NdbError::with_detail(4009, why);
+        self.refuse_api_request_with(from, header, payload, out, error)
+    }
+
+    /// Refuses an API node's transaction or scan with `error`, as [`Kernel::refuse_api_request`]
+    /// does with 4009.
+    pub(crate) fn refuse_api_request_with(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        payload: &[u8],
+        out: &mut dyn Outbox,
+        error: NdbError,
+    ) -> bool {
         if self.qmgr.is_data_node(from) {
             return false;
         }
-        let error = NdbError::with_detail(4009, why);
         // An operation that ends its execute (FLAG_EXECUTE, its flags' byte) is answered as
         // the execute would be.
         let ends_execute = payload

@@ -72,7 +72,7 @@ struct SchemaOp {
 }
 
 /// The CONF and REF signals answering a schema request.
-fn answers_of(request: u16) -> (u16, u16) {
+pub(crate) fn answers_of(request: u16) -> (u16, u16) {
     match request {
         gsn::CREATE_TABLE_REQ => (gsn::CREATE_TABLE_CONF, gsn::CREATE_TABLE_REF),
         gsn::DROP_TABLE_REQ => (gsn::DROP_TABLE_CONF, gsn::DROP_TABLE_REF),

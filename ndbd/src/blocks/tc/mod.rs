@@ -1213,6 +1213,19 @@ impl Tc {
         true
     }
 
+    /// Aborts every idle transaction (as [`Tc::abort_idle`]) of API nodes other than `api`,
+    /// except scan parts another node coordinates; returns those aborted.
+    pub fn abort_idle_except(&mut self, api: NodeId, error: &NdbError) -> Vec<TransId> {
+        let others: Vec<TransId> = (self.transactions.iter())
+            .filter(|(trans, t)| trans_parts(*trans).0 != api && !t.scan_part)
+            .map(|(trans, _)| trans)
+            .collect();
+        others
+            .into_iter()
+            .filter(|&trans| self.abort_idle(trans, error.clone()))
+            .collect()
+    }
+
     /// Every transaction of an API node that left: aborted without an answer.
     pub fn abandon_node(&mut self, api: NodeId) -> Vec<TransId> {
         let mut abandoned = Vec::new();

@@ -1,0 +1,94 @@
+//! Single user mode (ndb_mgm's ENTER SINGLE USER MODE, NDB's NDBCNTR and DBTC state): one API
+//! node alone may use the database. Every other API node's new transactions, scans and schema
+//! changes are refused with 299, and its open transactions are aborted once idle (their next
+//! execute is told 299); an execute or scan already running when the mode begins runs to its
+//! end. Management servers set the mode on each data node through its reports
+//! (`mgm_report.rs`); the kernel only holds it.
+
+use rndb_config::NodeId;
+use rndb_protocol::signals::gsn;
+use rndb_protocol::NdbError;
+use rndb_transporter::FrameHeader;
+
+use super::{dict, refuse, tc, Kernel, Outbox, Signal};
+
+impl Kernel {
+    /// The API node single user mode lets in, when the node is in that mode.
+    pub fn single_user(&self) -> Option<NodeId> {
+        self.single_user
+    }
+
+    /// Enters single user mode for API node `api`, or leaves it (`None`). Other API nodes'
+    /// idle transactions are aborted at the next timer tick.
+    pub fn set_single_user(&mut self, api: Option<NodeId>) {
+        if self.single_user != api {
+            match api {
+                Some(api) => tracing::info!("single user mode: access for API node {api} only"),
+                None => tracing::info!("single user mode left"),
+            }
+        }
+        self.single_user = api;
+    }
+
+    /// In single user mode, aborts the idle transactions of API nodes other than the one let
+    /// in (their next execute is told 299).
+    pub(super) fn single_user_sweep(&mut self) {
+        let Some(api) = self.single_user else {
+            return;
+        };
+        for trans in self.tc.abort_idle_except(api, &single_user_error(api)) {
+            self.jobs.push_back(Signal::TcContinueB(trans));
+        }
+    }
+
+    /// In single user mode, refuses (with 299) a request of API node `from`, which is not the
+    /// one let in: a new transaction, scan or schema change. A request of a transaction TC
+    /// holds open goes on after the transaction, if idle, is aborted: TC then answers it
+    /// with the abort's error. True when the frame was handled.
+    pub(super) fn refuse_single_user(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        payload: &[u8],
+        out: &mut dyn Outbox,
+    ) -> bool {
+        let Some(api) = self.single_user else {
+            return false;
+        };
+        if from == api || self.qmgr.is_data_node(from) {
+            return false;
+        }
+        let error = single_user_error(api);
+        match header.signal {
+            gsn::TCKEYREQ | gsn::TCINDXREQ | gsn::TC_EXECUTE_REQ | gsn::SCAN_TABREQ => {
+                let trans = tc::trans_id(from, header.request_id);
+                if self.tc.knows(trans) {
+                    if self.tc.abort_idle(trans, error.clone()) {
+                        self.jobs.push_back(Signal::TcContinueB(trans));
+                    }
+                    if header.signal != gsn::SCAN_TABREQ {
+                        return false;
+                    }
+                }
+                self.refuse_api_request_with(from, header, payload, out, error)
+            }
+            gsn::CREATE_TABLE_REQ
+            | gsn::DROP_TABLE_REQ
+            | gsn::CREATE_INDEX_REQ
+            | gsn::DROP_INDEX_REQ => {
+                let ref_signal = dict::schema::answers_of(header.signal).1;
+                refuse(&mut self.unsent, out, from, header, ref_signal, &error);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// NDB's 299, naming the API node let in.
+fn single_user_error(api: NodeId) -> NdbError {
+    NdbError::with_detail(
+        299,
+        format!("the cluster is in single user mode: only API node {api} may use it"),
+    )
+}
