@@ -251,6 +251,9 @@ pub struct Shared {
     pub sets: bool,
     /// Partitions are on: a request without an answer is an unknown outcome, not a hang.
     pub hangs_expected: bool,
+    /// Single user mode windows are on: clients other than 0 may be refused with 299 (a
+    /// transaction that never committed).
+    pub single_user_expected: bool,
     pub total: i64,
     /// Lines for `--trace`.
     pub log: Vec<String>,
@@ -304,6 +307,7 @@ impl Shared {
             registers: workload.registers(),
             sets: workload.sets(),
             hangs_expected: knobs.partitions > 0,
+            single_user_expected: knobs.single_user_windows > 0,
             total: i64::from(knobs.accounts) * INITIAL_BALANCE,
             log: Vec::new(),
             sabotage: None,
@@ -1753,7 +1757,8 @@ impl Client {
         if let Ended::Refused(code) = ended {
             *ctx.shared.stats.errors.entry(code).or_default() += 1;
             let error = NdbError::new(code);
-            if !error.is_temporary() && !matches!(code, 626 | 630 | 893) {
+            let single_user = code == 299 && ctx.shared.single_user_expected && self.index != 0;
+            if !error.is_temporary() && !matches!(code, 626 | 630 | 893) && !single_user {
                 // The clients send only well-formed requests, in order: a permanent error
                 // other than the workloads' own outcomes (no such row, a duplicate) is a data
                 // node's mistake, such as a 4000 for an execute taken for a second one, and an
@@ -1773,9 +1778,10 @@ impl Client {
             self.send_rollback(ctx, request.to, request.request_id, false);
         }
         let mut think = self.rng.between(0, self.think_ns_max);
-        if matches!(ended, Ended::Refused(4009)) || request.to.0 == 0 {
-            // The cluster is restarting (4009), or no replica's link is up: the next try
-            // waits, as an application would, instead of filling the history with failures.
+        if matches!(ended, Ended::Refused(4009 | 299)) || request.to.0 == 0 {
+            // The cluster is restarting (4009), in single user mode for another client (299),
+            // or no replica's link is up: the next try waits, as an application would,
+            // instead of filling the history with failures.
             think = think.max(RETRY_NS);
         }
         match request.kind {

@@ -99,6 +99,11 @@ pub enum Fault {
     /// seeds whose crashed nodes start again (`restart`), and never a node whose node group
     /// has already lost a member in that restart. Off unless asked for.
     CrashStarting,
+    /// Windows of single user mode (ndb_mgm's ENTER SINGLE USER MODE) for client 0: every
+    /// data node refuses the other clients' requests with 299 and aborts their idle
+    /// transactions, until the window ends (EXIT SINGLE USER MODE). A data node started
+    /// meanwhile enters the mode too, as ndb_mgmd tells it. Off unless asked for.
+    SingleUser,
 }
 
 impl Fault {
@@ -145,6 +150,7 @@ impl Fault {
             Fault::Restart => "restart",
             Fault::CrashAgain => "crash-again",
             Fault::CrashStarting => "crash-starting",
+            Fault::SingleUser => "single-user",
         }
     }
 }
@@ -298,6 +304,8 @@ pub struct Knobs {
     pub heartbeat_ms: u32,
     /// Node groups (of those no crash took) that have a node hang past the heartbeat bound.
     pub hangs: u16,
+    /// Windows of single user mode for client 0 (`Fault::SingleUser`).
+    pub single_user_windows: u16,
     /// The data nodes keep files (`Kernel::with_files`: redo log, schema log, sysfile, on
     /// simulated disks); otherwise they are made with `Kernel::new`, as Diskless.
     pub durable: bool,
@@ -344,6 +352,8 @@ const DURABILITY_KNOBS_SALT: u64 = 0xd15c_5a1e_0f1a_5700;
 const MEMBERSHIP_KNOBS_SALT: u64 = 0x4ea7_b3a7_0f0d_e5d1;
 /// The same for the knobs of `crash-starting`.
 const START_KNOBS_SALT: u64 = 0x57a7_0ff5_c0a5_4ed1;
+/// Seeds the draw of the single user mode windows.
+const SINGLE_USER_KNOBS_SALT: u64 = 0x5191_e05e_a0de_2026;
 
 impl Knobs {
     /// Draws a seed's knobs. Each fault kind allowed by `options` is left out by about one
@@ -387,6 +397,16 @@ impl Knobs {
         let mut membership = Rng::new(rng.clone().next_u64() ^ MEMBERSHIP_KNOBS_SALT);
         let start_partial_timeout_ms = if options.has(Fault::CrashStarting) {
             Rng::new(rng.clone().next_u64() ^ START_KNOBS_SALT).between(300, 1500) as u32
+        } else {
+            0
+        };
+        let single_user_windows = if options.has(Fault::SingleUser) {
+            let mut draw = Rng::new(rng.clone().next_u64() ^ SINGLE_USER_KNOBS_SALT);
+            if draw.below(4) != 0 {
+                draw.between(1, 3) as u16
+            } else {
+                0
+            }
         } else {
             0
         };
@@ -481,6 +501,7 @@ impl Knobs {
             pauses,
             heartbeat_ms,
             hangs,
+            single_user_windows,
             durable,
             gcp_interval_ms,
             epoch_interval_ms,
@@ -591,7 +612,7 @@ impl fmt::Display for Knobs {
              {} operation records, {} accounts, {} register keys, schema to non-master {}, master link late {} ms, \
              crashes {}, client deaths {}, slow links {}, api link drops {}, overload {} ppm, \
              late ticks up to {} ms, partitions {}, {} set keys, scan reads {} ({} rows a batch), \
-             pauses {}, heartbeats every {} ms, hangs {}, {}",
+             pauses {}, heartbeats every {} ms, hangs {}, single user windows {}, {}",
             self.data_nodes,
             self.clients,
             self.delay_ns_min / 1000,
@@ -616,6 +637,7 @@ impl fmt::Display for Knobs {
             self.pauses,
             self.heartbeat_ms,
             self.hangs,
+            self.single_user_windows,
             self.durability()
         )
     }

@@ -296,6 +296,9 @@ enum Planned {
         node: NodeId,
         for_ns: u64,
     },
+    /// Every data node enters single user mode for client 0 (`Fault::SingleUser`), or leaves
+    /// it (`None`).
+    SingleUser(Option<NodeId>),
     /// As a pause, past the heartbeat bound (see `Fault::Hang`).
     Hang {
         node: NodeId,
@@ -356,6 +359,10 @@ struct World {
     hears_closed: BTreeMap<(NodeId, NodeId), u64>,
     /// Data nodes that hung past the heartbeat bound: declared failed, they stop on waking.
     hung: BTreeSet<NodeId>,
+    /// Single user mode (`Fault::SingleUser`): the API node every data node lets in alone.
+    single_user: Option<NodeId>,
+    /// Single user mode windows open (they may overlap).
+    single_users: i32,
     /// Data nodes whose disk failed in their current run, or that stopped at their own
     /// request (a failed disk, a GCP stop): each is its node group's one failure, as the
     /// crash plans allow one per group.
@@ -501,6 +508,8 @@ impl World {
             partition_until_ns: 0,
             partition_ends: Vec::new(),
             hung: BTreeSet::new(),
+            single_user: None,
+            single_users: 0,
             stopped_on_request: BTreeSet::new(),
             crashed_at: BTreeMap::new(),
             failed_joining_at: BTreeMap::new(),
@@ -1191,6 +1200,7 @@ impl World {
         plan.extend(self.plan_link_faults());
         plan.extend(self.plan_partitions());
         plan.extend(self.plan_pauses());
+        plan.extend(self.plan_single_user());
         for _ in 0..self.knobs.cluster_crashes {
             // In the first three quarters of the workload, so that it goes on after the restart.
             let at = self.rng.below(self.knobs.workload_ns * 3 / 4);
@@ -1527,6 +1537,21 @@ impl World {
         plan
     }
 
+    /// Windows of single user mode for client 0, each from 20 to 300 ms, over before the
+    /// workload's last quarter (the final reads need every client).
+    fn plan_single_user(&mut self) -> Vec<(u64, Planned)> {
+        let api = self.clients[0].node;
+        let mut plan = Vec::new();
+        for _ in 0..self.knobs.single_user_windows {
+            let at = self.rng.below(self.knobs.workload_ns / 2);
+            let for_ns = self.rng.between(20_000_000, 300_000_000);
+            let end = (at + for_ns).min(self.knobs.workload_ns * 3 / 4);
+            plan.push((at, Planned::SingleUser(Some(api))));
+            plan.push((end, Planned::SingleUser(None)));
+        }
+        plan
+    }
+
     fn schedule_fault(&mut self, at_ns: u64, fault: Planned) {
         self.plan.push(fault);
         let index = self.plan.len() - 1;
@@ -1661,6 +1686,25 @@ impl World {
                 self.schedule_fault(at, fault);
             }
             Planned::Cut { side } => self.cut(&side),
+            Planned::SingleUser(api) => {
+                // Windows may overlap: the mode ends with the last window's end.
+                let entering = api.is_some();
+                self.single_users += if entering { 1 } else { -1 };
+                let mode = if self.single_users > 0 {
+                    self.clients.first().map(|c| c.node)
+                } else {
+                    None
+                };
+                self.count(if entering {
+                    "single user mode entered"
+                } else {
+                    "single user mode left"
+                });
+                self.single_user = mode;
+                for kernel in self.kernels.values_mut() {
+                    kernel.set_single_user(mode);
+                }
+            }
             Planned::Pause { node, for_ns } => {
                 if self.kernels.contains_key(&node) && !self.paused.contains_key(&node) {
                     self.count("pause");
@@ -1913,6 +1957,8 @@ impl World {
         // This run of the node, as ndbd takes the wall clock: later runs start later (the
         // first runs, at time 0, are 0).
         kernel.set_run(self.now_ns);
+        // In single user mode, ndb_mgmd tells a node that starts again to enter it too.
+        kernel.set_single_user(self.single_user);
         kernel
     }
 
