@@ -150,9 +150,10 @@ fn single_user_mode(state: &State) -> Option<u16> {
 }
 
 /// What the reply to data node `node`'s report says of single user mode: the mode asked
-/// through this server until every started data node reports it; after that, to a node not in
-/// the mode every other started data node is in (one started again since), that mode. `None`:
-/// nothing.
+/// through this server until every started data node reports it; after that, to a node still
+/// starting (started again since), the mode every started data node is in. `None`: nothing (a
+/// started node is never told a mode nobody asked of this server: with several servers, each
+/// would undo the others' requests).
 fn single_user_reply(state: &mut State, node: u16) -> Option<u16> {
     if let Some(asked) = state.single_user_asked {
         let mut started = started_single_user(state).peekable();
@@ -162,13 +163,12 @@ fn single_user_reply(state: &mut State, node: u16) -> Option<u16> {
         }
         return Some(asked);
     }
-    let others: Vec<u16> = started_single_user(state)
-        .filter(|&(id, _)| id != node)
-        .map(|(_, api)| api)
-        .collect();
-    let mine = state.data.get(&node)?.link.as_ref()?.single_user;
-    let api = *others.first()?;
-    (api != 0 && mine != api && others.iter().all(|&a| a == api)).then_some(api)
+    let link = state.data.get(&node)?.link.as_ref()?;
+    if link.state == NodeState::Started {
+        return None;
+    }
+    let api = single_user_mode(state)?;
+    (link.single_user != api).then_some(api)
 }
 
 /// NDB's checkpoint events, from the change between two reports of the master: `Global
@@ -1019,6 +1019,9 @@ impl Server {
         state.log.write(&event);
         let deadline = Instant::now() + SINGLE_USER_WAIT;
         loop {
+            if started_single_user(&state).next().is_none() {
+                return Err("no data node is started".into());
+            }
             let left: Vec<String> = started_single_user(&state)
                 .filter(|&(_, mode)| mode != api)
                 .map(|(id, _)| id.to_string())
@@ -1032,7 +1035,8 @@ impl Server {
             let now = Instant::now();
             if now >= deadline {
                 return Err(format!(
-                    "node(s) {} did not enter single user mode within {SINGLE_USER_WAIT:?}",
+                    "node(s) {} did not enter single user mode within {SINGLE_USER_WAIT:?} \
+                     (they are still asked to; EXIT SINGLE USER MODE withdraws it)",
                     left.join(", ")
                 ));
             }

@@ -2,14 +2,16 @@
 //! node alone may use the database. Every other API node's new transactions, scans and schema
 //! changes are refused with 299, and its open transactions are aborted once idle (their next
 //! execute is told 299); an execute or scan already running when the mode begins runs to its
-//! end. Management servers set the mode on each data node through its reports
+//! end (a transaction with a scan open is not idle). Management servers set the mode on each data node through its reports
 //! (`mgm_report.rs`); the kernel only holds it.
 
 use rndb_config::NodeId;
+use rndb_protocol::scan::ScanTabReq;
 use rndb_protocol::signals::gsn;
 use rndb_protocol::NdbError;
 use rndb_transporter::FrameHeader;
 
+use super::acc::TransId;
 use super::{dict, refuse, tc, Kernel, Outbox, Signal};
 
 impl Kernel {
@@ -36,7 +38,14 @@ impl Kernel {
         let Some(api) = self.single_user else {
             return;
         };
-        for trans in self.tc.abort_idle_except(api, &single_user_error(api)) {
+        // A transaction with a scan open is between two batches, not idle: its scan runs to
+        // its end (aborted, the scan's next batch would find its record gone).
+        let scans = &self.scans;
+        let spared = |trans| scans.open_in(trans);
+        for trans in self
+            .tc
+            .abort_idle_except(api, &single_user_error(api), &spared)
+        {
             self.jobs.push_back(Signal::TcContinueB(trans));
         }
     }
@@ -60,16 +69,20 @@ impl Kernel {
         }
         let error = single_user_error(api);
         match header.signal {
-            gsn::TCKEYREQ | gsn::TCINDXREQ | gsn::TC_EXECUTE_REQ | gsn::SCAN_TABREQ => {
+            gsn::TCKEYREQ | gsn::TCINDXREQ | gsn::TC_EXECUTE_REQ => {
                 let trans = tc::trans_id(from, header.request_id);
                 if self.tc.knows(trans) {
-                    if self.tc.abort_idle(trans, error.clone()) {
-                        self.jobs.push_back(Signal::TcContinueB(trans));
-                    }
-                    if header.signal != gsn::SCAN_TABREQ {
-                        return false;
-                    }
+                    self.single_user_abort(trans, &error);
+                    return false;
                 }
+                self.refuse_api_request_with(from, header, payload, out, error)
+            }
+            gsn::SCAN_TABREQ => {
+                // A malformed request is left to `on_frame`, which closes the link.
+                let Ok(req) = ScanTabReq::decode(payload) else {
+                    return false;
+                };
+                self.single_user_abort(tc::trans_id(from, req.trans_request_id), &error);
                 self.refuse_api_request_with(from, header, payload, out, error)
             }
             gsn::CREATE_TABLE_REQ
@@ -81,6 +94,19 @@ impl Kernel {
                 true
             }
             _ => false,
+        }
+    }
+}
+
+impl Kernel {
+    /// Aborts `trans` if TC holds it open and idle, without a scan open, and it is no scan
+    /// part another node coordinates.
+    fn single_user_abort(&mut self, trans: TransId, error: &NdbError) {
+        if !self.scans.open_in(trans)
+            && !self.tc.is_scan_part(trans)
+            && self.tc.abort_idle(trans, error.clone())
+        {
+            self.jobs.push_back(Signal::TcContinueB(trans));
         }
     }
 }

@@ -525,21 +525,6 @@ impl Lqh {
             (OperationType::Read, LockMode::Read) => LockKind::Shared,
             _ => LockKind::Exclusive,
         };
-        if self.records_held >= self.records_max {
-            // Checked before the row is looked up or made: nothing is left to undo. An
-            // operation on a row its transaction holds already would take no new record here,
-            // but NDB's takes one per operation, and is refused alike.
-            return Some(refuse(
-                &req,
-                NdbError::with_detail(
-                    1217,
-                    format!(
-                        "MaxNoOfLocalOperations={}: every operation record is held",
-                        self.records_max
-                    ),
-                ),
-            ));
-        }
         let id = match fragment.rows.id_of_op(&req.key_bytes) {
             Some(id) => id,
             None => {
@@ -577,6 +562,9 @@ impl Lqh {
                 ) {
                     return Some(refuse(&req, NdbError::new(626)));
                 }
+                if self.records_held >= self.records_max {
+                    return Some(refuse(&req, out_of_records(self.records_max)));
+                }
                 if let Err(e) = (self.memory).reserve_for_operation(tup::slot_bytes(&req.key_bytes))
                 {
                     return Some(refuse(&req, e));
@@ -586,6 +574,12 @@ impl Lqh {
         };
         let slot = fragment.rows.slot_mut(id)?;
         if !slot.lock.held_by(req.trans) {
+            // A row the transaction does not hold yet takes a record (checked before a new
+            // row's slot is made, so nothing is left to undo); one it holds, or an operation
+            // run again once granted the lock it waited for, takes none.
+            if self.records_held >= self.records_max {
+                return Some(refuse(&req, out_of_records(self.records_max)));
+            }
             self.records_held += 1;
             let spare = &mut self.spare_rows;
             self.trans_rows
@@ -750,7 +744,6 @@ impl Lqh {
         {
             spare_rows.push(rows);
         }
-        self.debug_check_records();
         granted
     }
 
@@ -797,9 +790,16 @@ impl Lqh {
             // keeping for this rare case).
             trans_rows.remove(&trans);
         }
-        self.debug_check_records();
         granted
     }
+}
+
+/// 1217: every LQH operation record (MaxNoOfLocalOperations) is held.
+fn out_of_records(max: u64) -> NdbError {
+    NdbError::with_detail(
+        1217,
+        format!("MaxNoOfLocalOperations={max}: every operation record is held"),
+    )
 }
 
 /// How a row's transaction ends: committed in a GCI (and logged in the redo log, when there
@@ -1170,6 +1170,73 @@ mod tests {
         let mut key = Vec::new();
         Value::UInt32(id).encode(&mut rndb_protocol::Writer::new(&mut key));
         lqh.fragments[&t][0].rows.get(&key)
+    }
+
+    /// MaxNoOfLocalOperations: a row a transaction newly holds takes a record, one it holds
+    /// takes none, and an operation that waited for its lock is not refused when it runs
+    /// again, even with every record held (its record was taken when it queued).
+    #[test]
+    fn local_operation_records_are_taken_per_row_and_kept_by_a_waiter() {
+        let (dict, lqh, t) = setup();
+        let mut lqh = lqh.with_local_operations_max(3);
+        run(
+            &mut lqh,
+            &dict,
+            op(TransId(1), t, OperationType::Insert, 1, 1),
+        );
+        run(
+            &mut lqh,
+            &dict,
+            op(TransId(1), t, OperationType::Insert, 2, 2),
+        );
+        lqh.commit(TransId(1), 1 << 32, &|_| true);
+        assert_eq!(lqh.row_locks(), 0);
+        run(
+            &mut lqh,
+            &dict,
+            op(TransId(2), t, OperationType::Update, 1, 10),
+        );
+        run(
+            &mut lqh,
+            &dict,
+            op(TransId(2), t, OperationType::Update, 1, 11),
+        );
+        assert_eq!(lqh.row_locks(), 1, "a second operation on a held row");
+        // Transaction 3 queues behind 2's lock on row 1: its record is taken now.
+        let waiting = op(TransId(3), t, OperationType::Update, 1, 30);
+        assert!(lqh.execute(&dict, Box::new(waiting)).is_none(), "waits");
+        assert_eq!(lqh.row_locks(), 2);
+        run(
+            &mut lqh,
+            &dict,
+            op(TransId(4), t, OperationType::Update, 2, 40),
+        );
+        let refused = lqh.execute(
+            &dict,
+            Box::new(op(TransId(5), t, OperationType::Insert, 3, 5)),
+        );
+        assert!(
+            matches!(&refused, Some(LqhKeyConfRef::Ref { error, .. }) if error.code == 1217),
+            "{refused:?}"
+        );
+        let granted = lqh.commit(TransId(2), 2 << 32, &|_| true);
+        // Before the granted work runs, another transaction takes the record 2 freed.
+        run(
+            &mut lqh,
+            &dict,
+            op(TransId(6), t, OperationType::Insert, 4, 6),
+        );
+        assert_eq!(lqh.row_locks(), 3, "every record held");
+        let [LqhWork::Key(again)] = granted.as_slice() else {
+            panic!("one granted operation: {granted:?}");
+        };
+        run(&mut lqh, &dict, (**again).clone());
+        assert_eq!(lqh.row_locks(), 3);
+        for trans in [3, 4, 6] {
+            lqh.abort(TransId(trans), &|_| true);
+        }
+        assert_eq!(lqh.row_locks(), 0);
+        assert!(lqh.trans_rows.is_empty());
     }
 
     /// A commit records its GCI in the row. Rows restored for a node restart stay marked

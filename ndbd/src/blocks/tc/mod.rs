@@ -1214,10 +1214,16 @@ impl Tc {
     }
 
     /// Aborts every idle transaction (as [`Tc::abort_idle`]) of API nodes other than `api`,
-    /// except scan parts another node coordinates; returns those aborted.
-    pub fn abort_idle_except(&mut self, api: NodeId, error: &NdbError) -> Vec<TransId> {
+    /// except scan parts another node coordinates and those `spared` names; returns those
+    /// aborted.
+    pub fn abort_idle_except(
+        &mut self,
+        api: NodeId,
+        error: &NdbError,
+        spared: &dyn Fn(TransId) -> bool,
+    ) -> Vec<TransId> {
         let others: Vec<TransId> = (self.transactions.iter())
-            .filter(|(trans, t)| trans_parts(*trans).0 != api && !t.scan_part)
+            .filter(|(trans, t)| trans_parts(*trans).0 != api && !t.scan_part && !spared(*trans))
             .map(|(trans, _)| trans)
             .collect();
         others

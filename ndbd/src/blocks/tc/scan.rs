@@ -98,6 +98,11 @@ impl Scans {
     pub fn count(&self) -> usize {
         self.records.len()
     }
+
+    /// True while `trans` has a scan open here.
+    pub fn open_in(&self, trans: TransId) -> bool {
+        self.records.values().any(|r| r.def.trans == trans)
+    }
 }
 
 /// Names a scan by its API node and scan id.
