@@ -70,7 +70,7 @@ impl Kernel {
             ),
             Some(Ok(_)) => match if via_index {
                 req_replica = REPLICA_PRIMARY;
-                (self.tc.take_index_operation(trans))
+                (self.tc.take_index_operation(trans, req.op_index()))
                     .map_err(|e| (req.op_index(), e))
                     .and_then(|()| self.build_unique_lookup(trans, req.to_owned()))
                     .map(Box::new)
@@ -536,7 +536,7 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) {
-        self.tc.count_read_answer(trans);
+        self.tc.count_read_answer(trans, op_index);
         self.forward_row(trans, op_index, row, out, now);
     }
 }

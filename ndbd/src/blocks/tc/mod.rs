@@ -108,9 +108,10 @@ struct TcTransaction {
     /// Inserts, updates, writes and deletes it defined, over all its executes (NDB's
     /// `m_write_count`, held against MaxDMLOperationsPerTransaction).
     dml_operations: u32,
-    /// Index operation records it holds (one per operation through a unique index, released
-    /// when it ends, with its operation records).
-    index_operations: u32,
+    /// The operations (by index in the execute) through a unique index that hold an index
+    /// operation record: each is released when its operation is answered, as NDB's
+    /// TcIndexOperation, or with the transaction.
+    index_ops: Vec<u32>,
     /// The execute request, once it has arrived.
     execute: Option<TcExecuteReq>,
     /// When the API last sent anything for this transaction.
@@ -495,6 +496,7 @@ impl Tc {
 
     /// An operation was refused before it reached LQH (bad table, bad key): counts as answered.
     pub fn on_refused_before_dispatch(&mut self, trans: TransId, op_index: u32, error: NdbError) {
+        self.release_index_op(trans, op_index);
         if let Some(t) = self.transactions.get_mut(trans) {
             t.ops_outstanding = t.ops_outstanding.saturating_sub(1);
             t.first_error
@@ -504,7 +506,8 @@ impl Tc {
 
     /// Counts the answer of a read whose row goes straight to the API (`on_lqh_answer` with no
     /// row to forward).
-    pub fn count_read_answer(&mut self, trans: TransId) {
+    pub fn count_read_answer(&mut self, trans: TransId, op_index: u32) {
+        self.release_index_op(trans, op_index);
         if let Some(t) = self.transactions.get_mut(trans) {
             t.ops_outstanding = t.ops_outstanding.saturating_sub(1);
         }
@@ -544,6 +547,7 @@ impl Tc {
         op_index: u32,
         result: Result<Option<Row>, NdbError>,
     ) -> Option<ApiAnswer> {
+        self.release_index_op(trans, op_index);
         let t = self.transactions.get_mut(trans)?;
         t.ops_outstanding = t.ops_outstanding.saturating_sub(1);
         if t.phase != Phase::Active {
@@ -592,9 +596,9 @@ impl Tc {
         self
     }
 
-    /// Takes an index operation record for an operation of `trans` through a unique index,
-    /// held until the transaction ends: 288 when none is free.
-    pub fn take_index_operation(&mut self, trans: TransId) -> Result<(), NdbError> {
+    /// Takes an index operation record for operation `op_index` of `trans`, through a unique
+    /// index, held until that operation is answered: 288 when none is free.
+    pub fn take_index_operation(&mut self, trans: TransId, op_index: u32) -> Result<(), NdbError> {
         if self.index_operations_in_use >= self.index_operations_max {
             return Err(NdbError::with_detail(
                 288,
@@ -606,9 +610,21 @@ impl Tc {
         }
         if let Some(t) = self.transactions.get_mut(trans) {
             self.index_operations_in_use += 1;
-            t.index_operations += 1;
+            t.index_ops.push(op_index);
         }
         Ok(())
+    }
+
+    /// Operation `op_index` of `trans` was answered: the index operation record it holds, if
+    /// it went through a unique index, is free again.
+    fn release_index_op(&mut self, trans: TransId, op_index: u32) {
+        let Some(t) = self.transactions.get_mut(trans) else {
+            return;
+        };
+        if let Some(at) = t.index_ops.iter().position(|&o| o == op_index) {
+            t.index_ops.swap_remove(at);
+            self.index_operations_in_use = self.index_operations_in_use.saturating_sub(1);
+        }
     }
 
     /// Operation records in use, and MaxNoOfConcurrentOperations.
@@ -1012,7 +1028,7 @@ impl Tc {
         let t = self.transactions.remove(trans)?;
         self.operations_in_use = self.operations_in_use.saturating_sub(t.operations);
         self.index_operations_in_use =
-            (self.index_operations_in_use).saturating_sub(t.index_operations);
+            (self.index_operations_in_use).saturating_sub(t.index_ops.len() as u32);
         match t.phase {
             Phase::Committing => Some(t.committed_answer()),
             Phase::Aborting(AbortReply::Conf) => Some(ApiAnswer::ExecuteConf { gci: None }),
@@ -1062,8 +1078,8 @@ impl Tc {
         self.operations_in_use = self.operations_in_use.saturating_sub(t.operations);
         t.operations = 0;
         self.index_operations_in_use =
-            (self.index_operations_in_use).saturating_sub(t.index_operations);
-        t.index_operations = 0;
+            (self.index_operations_in_use).saturating_sub(t.index_ops.len() as u32);
+        t.index_ops.clear();
         self.saving.insert((checkpoint, trans));
         if checkpoint != 0 {
             self.saving_since.entry(checkpoint).or_insert(now);
@@ -1282,7 +1298,7 @@ impl TcTransaction {
             ops_outstanding: 0,
             operations: 0,
             dml_operations: 0,
-            index_operations: 0,
+            index_ops: Vec::new(),
             execute: None,
             first_error: None,
             must_abort: false,
