@@ -72,7 +72,15 @@ pub(crate) fn build(sections: &[TypedSection], source: &Path, diag: &mut Diag) -
         );
     }
     let no_of_replicas = groups::check_replicas(&data, diag);
-    let (data_nodes, node_groups) = groups::form(data, no_of_replicas, diag);
+    let (mut data_nodes, node_groups) = groups::form(data, no_of_replicas, diag);
+    let data_node_count = data_nodes.len() as u64;
+    for node in data_nodes
+        .iter_mut()
+        .filter(|n| n.max_no_of_local_scans == 0)
+    {
+        let scans = 4 * u64::from(node.max_no_of_concurrent_scans) * data_node_count + 2;
+        node.max_no_of_local_scans = u32::try_from(scans).unwrap_or(u32::MAX);
+    }
     let no_of_replicas = no_of_replicas.map_or(1, |r| r.count);
     let mut config = ClusterConfig {
         source: PathBuf::from(source),
@@ -169,6 +177,11 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
         max_no_of_saved_messages: l.u32("MaxNoOfSavedMessages"),
         max_no_of_concurrent_transactions: l.u32("MaxNoOfConcurrentTransactions"),
         max_no_of_concurrent_scans: l.u32("MaxNoOfConcurrentScans"),
+        // 0 (below the minimum): absent, computed once the data nodes are counted.
+        max_no_of_local_scans: l
+            .opt_int("MaxNoOfLocalScans")
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(0),
         batch_size_per_local_scan: l.u32("BatchSizePerLocalScan"),
         max_no_of_tables: l.u32("MaxNoOfTables"),
         max_no_of_attributes: l.u32("MaxNoOfAttributes"),

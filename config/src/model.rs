@@ -127,6 +127,9 @@ pub struct DataNodeConfig {
     pub max_no_of_saved_messages: u32,
     pub max_no_of_concurrent_transactions: u32,
     pub max_no_of_concurrent_scans: u32,
+    /// MaxNoOfLocalScans: fragment scans running at once on the node (NDB's scanfrag
+    /// records); 4 × MaxNoOfConcurrentScans × data nodes + 2 when absent, as in NDB.
+    pub max_no_of_local_scans: u32,
     pub batch_size_per_local_scan: u32,
     pub max_no_of_tables: u32,
     /// MaxNoOfAttributes: columns of every table, unique index table and ordered index.

@@ -347,7 +347,7 @@ static PARAMS: &[ParamInfo] = &[
     later(DB, "MaxNoOfTriggers", Int, I(768), 0, MAX_INT_RNIL, "Trigger records"),
     later(DB, "MaxNoOfFiredTriggers", Int, I(4000), 0, MAX_INT_RNIL, "Fired trigger records"),
     p(DB, "MaxNoOfLocalOperations", Int, Unset, 32, MAX_INT_RNIL, "Operation records in LQH: rows its transactions lock or write; 1.1 × MaxNoOfConcurrentOperations when absent"),
-    later(DB, "MaxNoOfLocalScans", Int, Unset, 32, MAX_INT_RNIL, "Local scan records"),
+    p(DB, "MaxNoOfLocalScans", Int, Unset, 32, MAX_INT_RNIL, "Fragment scans a data node runs at once; 4 × MaxNoOfConcurrentScans × data nodes + 2 when absent"),
     later(DB, "MaxParallelScansPerFragment", Int, I(256), 1, 1024, "Parallel scans per fragment"),
     later(DB, "LongMessageBuffer", Size, I(64 * M), 512 * K, MAX_INT_RNIL, "Internal long-signal buffer"),
     p(DB, "TimeBetweenLocalCheckpoints", Int, I(20), 0, 31, "Local checkpoint trigger (log2 of words written)"),

@@ -167,6 +167,7 @@ fn data_value(config: &ClusterConfig, id: NodeId, name: &str) -> Option<String> 
         "MaxNoOfSavedMessages" => n.max_no_of_saved_messages.to_string(),
         "MaxNoOfConcurrentTransactions" => n.max_no_of_concurrent_transactions.to_string(),
         "MaxNoOfConcurrentScans" => n.max_no_of_concurrent_scans.to_string(),
+        "MaxNoOfLocalScans" => n.max_no_of_local_scans.to_string(),
         "BatchSizePerLocalScan" => n.batch_size_per_local_scan.to_string(),
         "MaxNoOfTables" => n.max_no_of_tables.to_string(),
         "MaxNoOfAttributes" => n.max_no_of_attributes.to_string(),

@@ -1,6 +1,6 @@
 //! Proves that scans on a real data node return exactly the rows a model says: 100 000 rows
 //! through small batches, early closes that free the node's scan records (MaxNoOfConcurrentScans
-//! is enforced with 245), pushed-down filters equal to a client-side filter of a full scan
+//! is enforced with 245, MaxNoOfLocalScans with 291), pushed-down filters equal to a client-side filter of a full scan
 //! (a property test), CommittedRead scans that never wait for writers, and locking scans whose
 //! rows stay locked until the transaction ends and can be updated in it.
 
@@ -140,6 +140,42 @@ fn closing_early_frees_the_scan_and_the_limit_holds() {
     let third = tx.scan_table(&table, &small).expect("room after a close");
     assert_eq!(third.count(), 2000);
     drop(second);
+    tx.execute(ExecType::Commit).unwrap();
+}
+
+#[test]
+fn max_no_of_local_scans_bounds_the_fragment_scans_open_scans_hold_with_291() {
+    let spec = ClusterSpec::new()
+        .data_node_param("MaxNoOfLocalScans", "32")
+        .data_node_param("MaxNoOfConcurrentScans", "100");
+    let cluster = TestCluster::start(spec).unwrap();
+    let api = cluster.connect().unwrap();
+    let table = recreate_table(&api, &items_def()).unwrap();
+    load(&api, &table, 500);
+    let one_at_a_time = ScanOptions {
+        batch_rows: Some(1),
+        parallelism: 1,
+        ..ScanOptions::default()
+    };
+    // Each open scan of parallelism 1 holds one fragment scan: 32 fit, the 33rd does not.
+    let mut tx = api.start_transaction().unwrap();
+    let mut open = Vec::new();
+    for _ in 0..32 {
+        let mut scan = tx.scan_table(&table, &one_at_a_time).unwrap();
+        scan.next().expect("a row").expect("no error");
+        open.push(scan);
+    }
+    let refused = tx.scan_table(&table, &one_at_a_time).map(|_| ());
+    let detail = format!("{refused:?}");
+    assert_ndb_code(refused, 291, "a 33rd fragment scan");
+    assert!(detail.contains("MaxNoOfLocalScans=32"), "{detail}");
+    // A closed scan gives its fragment scan back.
+    open.pop().expect("an open scan").close().unwrap();
+    let last = tx
+        .scan_table(&table, &one_at_a_time)
+        .expect("room after a close");
+    assert_eq!(last.count(), 500);
+    drop(open);
     tx.execute(ExecType::Commit).unwrap();
 }
 

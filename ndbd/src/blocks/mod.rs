@@ -260,7 +260,8 @@ impl Kernel {
             lqh: lqh::Lqh::new(node.data_memory_bytes)
                 .with_min_free_pct(node.min_free_pct)
                 .with_local_operations_max(node.max_no_of_local_operations),
-            scans: tc::scan::Scans::new(node.max_no_of_concurrent_scans),
+            scans: tc::scan::Scans::new(node.max_no_of_concurrent_scans)
+                .with_fragment_scans_max(node.max_no_of_local_scans),
             jobs: VecDeque::new(),
             warmed: 0,
             unsent: answers::Unsent::new(

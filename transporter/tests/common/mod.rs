@@ -29,6 +29,7 @@ pub fn data_node(id: u16, host_name: &str) -> DataNodeConfig {
         min_free_pct: 5,
         max_no_of_concurrent_operations: 32 * 1024,
         max_no_of_local_operations: 36044,
+        max_no_of_local_scans: 2050,
         max_no_of_concurrent_transactions: 4096,
         max_no_of_concurrent_scans: 256,
         max_dml_operations_per_transaction: u32::MAX,

@@ -85,6 +85,9 @@ pub struct Scans {
     records: HashMap<ScanKey, ScanRecord>,
     /// MaxNoOfConcurrentScans.
     scans_max: u32,
+    /// MaxNoOfLocalScans: the fragment scans the open scans may run at once (each takes its
+    /// parallelism's worth, NDB's scanfrag records, while it is open).
+    fragment_scans_max: u32,
 }
 
 impl Scans {
@@ -92,7 +95,19 @@ impl Scans {
         Scans {
             records: HashMap::new(),
             scans_max,
+            fragment_scans_max: u32::MAX,
         }
+    }
+
+    /// Open scans run at most `max` fragment scans at once (MaxNoOfLocalScans).
+    pub fn with_fragment_scans_max(mut self, max: u32) -> Scans {
+        self.fragment_scans_max = max;
+        self
+    }
+
+    /// The fragment scans the open scans hold.
+    fn fragment_scans(&self) -> usize {
+        self.records.values().map(|r| r.parallelism).sum()
     }
 
     pub fn count(&self) -> usize {
@@ -181,6 +196,17 @@ impl Kernel {
             0 => fragment_count,
             p => p.min(fragment_count),
         };
+        let held = self.scans.fragment_scans();
+        if held + parallelism > self.scans.fragment_scans_max as usize {
+            return Err(NdbError::with_detail(
+                291,
+                format!(
+                    "MaxNoOfLocalScans={}: the open scans hold {held} fragment scans, this one \
+                     needs {parallelism}",
+                    self.scans.fragment_scans_max
+                ),
+            ));
+        }
         let start_cursor = match def.index_id {
             None => Cursor::Slot(0),
             Some(_) => Cursor::Index {
