@@ -3,6 +3,7 @@
 //! [`run`] runs a tool (ndb_mgm, ndb_waiter) to its end.
 
 use std::fs;
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::Duration;
@@ -118,6 +119,23 @@ pub fn text(bytes: &[u8]) -> String {
 pub fn write_mgm_config(dir: &Path, defaults: &str, api_slots: u16) -> (PathBuf, u16) {
     let (path, ports) = write_config(dir, defaults, &[(49, "mgm")], api_slots);
     (path, ports[0])
+}
+
+/// Starts ndb_mgmd (as `ndb_mgmd`) on the config of [`write_mgm_config`] (two data nodes,
+/// `defaults` in `[ndbd default]`, `api_slots` API slots from 50), and waits until it listens;
+/// returns its connectstring.
+pub fn start_mgmd(procs: &mut Processes, defaults: &str, api_slots: u16) -> String {
+    let (config, port) = write_mgm_config(procs.dir.path(), defaults, api_slots);
+    procs.spawn(
+        "ndb_mgmd",
+        "ndb_mgmd",
+        &["-f", &config.display().to_string()],
+    );
+    wait_until("ndb_mgmd to listen", Duration::from_secs(20), || {
+        Ok(TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ()))
+    })
+    .expect("ndb_mgmd listens");
+    format!("127.0.0.1:{port}")
 }
 
 /// Writes `dir/config.ini` as [`write_mgm_config`] does, with two management servers, nodes 49

@@ -9,7 +9,6 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -18,7 +17,7 @@ use std::time::{Duration, Instant};
 use rndb_api::{
     AbortOption, Cluster, ColumnDef, ColumnType, ConnectOptions, ExecType, Table, TableDef, Value,
 };
-use rndb_tests::processes::{run, text, write_mgm_config, Processes};
+use rndb_tests::processes::{self, run, text, Processes};
 use rndb_tests::wait_until;
 
 /// How long a start or restart may take (debug builds on a shared 2-core machine).
@@ -197,17 +196,7 @@ fn is_gone(pid: i32) -> bool {
 /// Starts ndb_mgmd on a config of two data nodes with `defaults` in `[ndbd default]`, and
 /// waits until it listens; returns its connectstring.
 fn start_mgmd(procs: &mut Processes, defaults: &str) -> String {
-    let (config, port) = write_mgm_config(procs.dir.path(), defaults, 4);
-    procs.spawn(
-        "ndb_mgmd",
-        "ndb_mgmd",
-        &["-f", &config.display().to_string()],
-    );
-    wait_until("ndb_mgmd to listen", Duration::from_secs(20), || {
-        Ok(TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ()))
-    })
-    .expect("ndb_mgmd listens");
-    format!("127.0.0.1:{port}")
+    processes::start_mgmd(procs, defaults, 4)
 }
 
 /// Creates the table and starts a thread inserting into it until `stop` is set.

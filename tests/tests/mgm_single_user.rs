@@ -4,14 +4,13 @@
 //! started again meanwhile enters the mode too, only an API node can be named, and
 //! `EXIT SINGLE USER MODE` lets every API node in again.
 
-use std::net::TcpStream;
 use std::time::Duration;
 
 use rndb_api::{
     Cluster, ColumnDef, ColumnType, ConnectOptions, ExecType, ScanOptions, TableDef, Value,
 };
 use rndb_tests::ops::{insert_committed, read_committed, recreate_table};
-use rndb_tests::processes::{run, text, write_mgm_config, Processes};
+use rndb_tests::processes::{run, start_mgmd, text, Processes};
 use rndb_tests::{assert_ndb_code, wait_until};
 
 /// How long a start may take (two data nodes in debug builds on a shared 2-core machine).
@@ -39,17 +38,7 @@ fn row(id: u32) -> Vec<Value> {
 #[test]
 fn single_user_mode_lets_one_api_node_in_and_refuses_the_others_with_299() {
     let mut procs = Processes::new();
-    let (config, port) = write_mgm_config(procs.dir.path(), "", 2);
-    let cs = format!("127.0.0.1:{port}");
-    procs.spawn(
-        "ndb_mgmd",
-        "ndb_mgmd",
-        &["-f", &config.display().to_string()],
-    );
-    wait_until("ndb_mgmd to listen", Duration::from_secs(20), || {
-        Ok(TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ()))
-    })
-    .expect("ndb_mgmd listens");
+    let cs = start_mgmd(&mut procs, "", 2);
     procs.spawn("ndbd-1", "ndbd", &["-c", &cs, "--ndb-nodeid", "1"]);
     procs.spawn("ndbd-2", "ndbd", &["-c", &cs, "--ndb-nodeid", "2"]);
     wait_for_status(

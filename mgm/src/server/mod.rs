@@ -971,25 +971,39 @@ impl Server {
     /// Waits (at most [`STOP_WAIT`]) until none of `targets` has a report link.
     fn wait_gone<'a>(
         &'a self,
-        mut state: MutexGuard<'a, State>,
+        state: MutexGuard<'a, State>,
         targets: &BTreeSet<u16>,
     ) -> Result<MutexGuard<'a, State>, String> {
-        let deadline = Instant::now() + STOP_WAIT;
-        loop {
-            let left: Vec<String> = targets
+        let left = |state: &State| {
+            let ids = targets
                 .iter()
-                .filter(|id| state.data.get(id).is_some_and(|n| n.link.is_some()))
-                .map(u16::to_string)
-                .collect();
-            if left.is_empty() {
+                .filter(|id| state.data.get(id).is_some_and(|n| n.link.is_some()));
+            Ok(ids.copied().collect())
+        };
+        let timed_out = |left: &str| format!("node(s) {left} did not stop within {STOP_WAIT:?}");
+        self.wait_for_nodes(state, STOP_WAIT, left, timed_out)
+    }
+
+    /// Waits, at most `wait`, until `left` names no node (reports change what it sees); an
+    /// error `left` gives ends the wait with it. On a timeout, the error is `timed_out` of the
+    /// nodes left, comma-separated.
+    fn wait_for_nodes<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State>,
+        wait: Duration,
+        left: impl Fn(&State) -> Result<Vec<u16>, String>,
+        timed_out: impl Fn(&str) -> String,
+    ) -> Result<MutexGuard<'a, State>, String> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let nodes = left(&state)?;
+            if nodes.is_empty() {
                 return Ok(state);
             }
             let now = Instant::now();
             if now >= deadline {
-                return Err(format!(
-                    "node(s) {} did not stop within {STOP_WAIT:?}",
-                    left.join(", ")
-                ));
+                let ids: Vec<String> = nodes.iter().map(u16::to_string).collect();
+                return Err(timed_out(&ids.join(", ")));
             }
             state = self
                 .changed
@@ -1017,35 +1031,24 @@ impl Server {
         let text = format!("Entering single user mode, access for API node {api} only");
         let event = Event::new(self.me.0, Category::Startup, 7, Severity::Info, text);
         state.log.write(&event);
-        let deadline = Instant::now() + SINGLE_USER_WAIT;
-        loop {
-            if started_single_user(&state).next().is_none() {
-                return Err("no data node is started".into());
+        let left = |state: &State| {
+            if started_single_user(state).next().is_none() {
+                return Err("no data node is started".to_string());
             }
-            let left: Vec<String> = started_single_user(&state)
-                .filter(|&(_, mode)| mode != api)
-                .map(|(id, _)| id.to_string())
-                .collect();
-            if left.is_empty() {
-                let text = format!("Entered single user mode, node {api} has exclusive access");
-                let event = Event::new(self.me.0, Category::Startup, 7, Severity::Info, text);
-                state.log.write(&event);
-                return Ok(Message::ok_reply(&request.command));
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(format!(
-                    "node(s) {} did not enter single user mode within {SINGLE_USER_WAIT:?} \
-                     (they are still asked to; EXIT SINGLE USER MODE withdraws it)",
-                    left.join(", ")
-                ));
-            }
-            state = self
-                .changed
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+            let others = started_single_user(state).filter(|&(_, mode)| mode != api);
+            Ok(others.map(|(id, _)| id).collect())
+        };
+        let timed_out = |left: &str| {
+            format!(
+                "node(s) {left} did not enter single user mode within {SINGLE_USER_WAIT:?} \
+                 (they are still asked to; EXIT SINGLE USER MODE withdraws it)"
+            )
+        };
+        let mut state = self.wait_for_nodes(state, SINGLE_USER_WAIT, left, timed_out)?;
+        let text = format!("Entered single user mode, node {api} has exclusive access");
+        let event = Event::new(self.me.0, Category::Startup, 7, Severity::Info, text);
+        state.log.write(&event);
+        Ok(Message::ok_reply(&request.command))
     }
 
     /// EXIT SINGLE USER MODE: every data node is told through its report replies; answered at
