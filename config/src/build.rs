@@ -169,6 +169,7 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
             }),
         max_dml_operations_per_transaction: l.u32("MaxDMLOperationsPerTransaction"),
         max_no_of_concurrent_index_operations: l.u32("MaxNoOfConcurrentIndexOperations"),
+        max_no_of_fired_triggers: l.u32("MaxNoOfFiredTriggers"),
         stop_on_error: l.bool("StopOnError"),
         max_start_fail_retries: l.u32("MaxStartFailRetries"),
         start_fail_retry_delay_s: l.u32("StartFailRetryDelay"),

@@ -108,6 +108,8 @@ pub struct DataNodeConfig {
     /// MaxNoOfConcurrentIndexOperations: unique index operations TC holds records for (288
     /// past it).
     pub max_no_of_concurrent_index_operations: u32,
+    /// MaxNoOfFiredTriggers: unique index maintenance operations TC runs at once.
+    pub max_no_of_fired_triggers: u32,
     /// StopOnError: the angel stops after the data node process fails (true, the default), or
     /// starts it again (false).
     pub stop_on_error: bool,

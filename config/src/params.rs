@@ -345,7 +345,7 @@ static PARAMS: &[ParamInfo] = &[
     p(DB, "TimeBetweenGlobalCheckpointsTimeout", Int, I(120000), 10, MAX_INT_RNIL, "ms a node's part in a global checkpoint's save may take; past it the node asks to be stopped (GCP stop, 2303)"),
     p(DB, "MaxNoOfAttributes", Int, I(1000), 32, MAX_INT_RNIL, "Attributes of every table and index the dictionary holds"),
     later(DB, "MaxNoOfTriggers", Int, I(768), 0, MAX_INT_RNIL, "Trigger records"),
-    later(DB, "MaxNoOfFiredTriggers", Int, I(4000), 0, MAX_INT_RNIL, "Fired trigger records"),
+    p(DB, "MaxNoOfFiredTriggers", Int, I(4000), 0, MAX_INT_RNIL, "Index maintenance operations (fired triggers) TC runs at once"),
     p(DB, "MaxNoOfLocalOperations", Int, Unset, 32, MAX_INT_RNIL, "Operation records in LQH: rows its transactions lock or write; 1.1 × MaxNoOfConcurrentOperations when absent"),
     p(DB, "MaxNoOfLocalScans", Int, Unset, 32, MAX_INT_RNIL, "Fragment scans a data node runs at once; 4 × MaxNoOfConcurrentScans × data nodes + 2 when absent"),
     later(DB, "MaxParallelScansPerFragment", Int, I(256), 1, 1024, "Parallel scans per fragment"),

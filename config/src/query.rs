@@ -159,6 +159,7 @@ fn data_value(config: &ClusterConfig, id: NodeId, name: &str) -> Option<String> 
         "MaxNoOfLocalOperations" => n.max_no_of_local_operations.to_string(),
         "MaxDMLOperationsPerTransaction" => n.max_dml_operations_per_transaction.to_string(),
         "MaxNoOfConcurrentIndexOperations" => n.max_no_of_concurrent_index_operations.to_string(),
+        "MaxNoOfFiredTriggers" => n.max_no_of_fired_triggers.to_string(),
         "StopOnError" => u8::from(n.stop_on_error).to_string(),
         "MaxStartFailRetries" => n.max_start_fail_retries.to_string(),
         "StartFailRetryDelay" => n.start_fail_retry_delay_s.to_string(),

@@ -62,6 +62,7 @@ const ERRORS: &[(u32, ErrorClass, &str)] = &[
     (233, TemporaryResource, "Out of transaction records in transaction coordinator (increase MaxNoOfConcurrentTransactions)"),
     (234, TemporaryResource, "Out of operation records in transaction coordinator (increase MaxNoOfConcurrentOperations)"),
     (288, TemporaryResource, "Out of index operations in transaction coordinator (increase MaxNoOfConcurrentIndexOperations)"),
+    (221, TemporaryResource, "Too many concurrently fired triggers (increase MaxNoOfFiredTriggers)"),
     (291, TemporaryResource, "Out of scanfrag records in TC (increase MaxNoOfLocalScans)"),
     (245, TemporaryResource, "Too many active scans, increase MaxNoOfConcurrentScans"),
     (1218, TemporaryResource, "Send Buffers overloaded in NDB kernel"),

@@ -3,8 +3,8 @@
 //! that never collide, rolled-back writes that leave no entry, entries that move with updates;
 //! ordered-index scans with every bound type, prefix bounds on two columns, descending and
 //! multi-range scans, empty ranges, ranges over every partition in sorted order, indexes built on
-//! loaded tables, and the MaxNoOfOrderedIndexes (903) and MaxNoOfConcurrentIndexOperations (288)
-//! limits.
+//! loaded tables, and the MaxNoOfOrderedIndexes (903), MaxNoOfConcurrentIndexOperations (288),
+//! MaxNoOfFiredTriggers (221) and MaxNoOfAttributes (708) limits.
 
 use std::cmp::Ordering;
 
@@ -621,6 +621,52 @@ fn max_no_of_attributes_counts_tables_and_indexes_and_is_enforced_with_708() {
         "a table of 9 attributes with 24 defined",
     );
     recreate_table(&api, &wide("t4", 8)).expect("32 attributes");
+}
+
+#[test]
+fn max_no_of_fired_triggers_refuses_index_maintenance_past_it_with_221() {
+    let spec = ClusterSpec::new().data_node_param("MaxNoOfFiredTriggers", "2");
+    let (_cluster, api) = start(spec);
+    let table = recreate_table(&api, &people_def()).expect("create table");
+    let index = api
+        .create_index(&table, &IndexDef::unique("email_u", &["email"]))
+        .expect("create unique index");
+    // Five inserts in one execute fire five index inserts at once: past two, 221, and the
+    // whole transaction is undone.
+    let mut five = api.start_transaction().expect("start");
+    for id in 1..=5 {
+        five.insert(&table, &person(id, Some(&format!("{id}@x")), 20, None))
+            .expect("define");
+    }
+    let error = five
+        .execute(ExecType::Commit)
+        .expect_err("five triggers at once");
+    assert_eq!(error.code(), Some(221), "{error}");
+    assert!(error.is_temporary(), "{error}");
+    assert!(
+        error.to_string().contains("MaxNoOfFiredTriggers=2"),
+        "{error}"
+    );
+    drop(five);
+    assert_ndb_code(
+        read_committed(&api, &table, &[Value::UInt32(1)]),
+        626,
+        "the refused transaction's insert",
+    );
+    // Records come back as their operations are answered: inserts two at a time, many times.
+    for pair in 0..4 {
+        let rows: Vec<Vec<Value>> = (1..=2)
+            .map(|k| {
+                let id = 10 + 2 * pair + k;
+                person(id, Some(&format!("{id}@x")), 20, None)
+            })
+            .collect();
+        insert_committed(&api, &table, &rows).expect("two at a time");
+    }
+    assert_eq!(
+        read_unique(&api, &index, &email("17@x")).expect("maintained")[0],
+        Value::UInt32(17)
+    );
 }
 
 #[test]

@@ -256,7 +256,8 @@ impl Kernel {
                 Duration::from_millis(u64::from(node.transaction_deadlock_detection_timeout_ms)),
                 inactive_timeout,
             )
-            .with_index_operations_max(node.max_no_of_concurrent_index_operations),
+            .with_index_operations_max(node.max_no_of_concurrent_index_operations)
+            .with_fired_triggers_max(node.max_no_of_fired_triggers),
             lqh: lqh::Lqh::new(node.data_memory_bytes)
                 .with_min_free_pct(node.min_free_pct)
                 .with_local_operations_max(node.max_no_of_local_operations),

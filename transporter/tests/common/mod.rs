@@ -34,6 +34,7 @@ pub fn data_node(id: u16, host_name: &str) -> DataNodeConfig {
         max_no_of_concurrent_scans: 256,
         max_dml_operations_per_transaction: u32::MAX,
         max_no_of_concurrent_index_operations: 8 * 1024,
+        max_no_of_fired_triggers: 4000,
         stop_on_error: true,
         max_start_fail_retries: 3,
         start_fail_retry_delay_s: 0,

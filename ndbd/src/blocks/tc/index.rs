@@ -178,7 +178,12 @@ impl Kernel {
             commit_at_last: false,
             backup: false,
         };
-        if let Err(error) = encoded.and_then(|()| self.tc.add_internal_op(trans)) {
+        if let Err(error) = encoded.and_then(|()| self.tc.take_fired_trigger(trans)) {
+            self.tc.on_trigger_refused(trans, op_index, error);
+            return;
+        }
+        if let Err(error) = self.tc.add_internal_op(trans) {
+            self.tc.release_fired_trigger(trans);
             self.tc.on_trigger_refused(trans, op_index, error);
             return;
         }

@@ -182,10 +182,12 @@ impl Kernel {
             },
             OpRole::Trigger => match result {
                 Ok(_) => {
+                    self.tc.release_fired_trigger(trans);
                     self.tc.on_internal_done(trans);
                     return self.complete(trans, out, now);
                 }
                 Err(error) => {
+                    self.tc.release_fired_trigger(trans);
                     self.tc.force_abort(trans);
                     Err(index::trigger_error(error))
                 }

@@ -112,6 +112,9 @@ struct TcTransaction {
     /// operation record: each is released when its operation is answered, as NDB's
     /// TcIndexOperation, or with the transaction.
     index_ops: Vec<u32>,
+    /// Index maintenance operations fired for it and not answered yet (fired trigger
+    /// records, released with their answers, or with the transaction).
+    fired_triggers: u32,
     /// The execute request, once it has arrived.
     execute: Option<TcExecuteReq>,
     /// When the API last sent anything for this transaction.
@@ -229,6 +232,9 @@ pub struct Tc {
     index_operations_in_use: u32,
     /// MaxNoOfConcurrentIndexOperations.
     index_operations_max: u32,
+    fired_triggers_in_use: u32,
+    /// MaxNoOfFiredTriggers.
+    fired_triggers_max: u32,
     deadlock_timeout: Duration,
     /// None when TransactionInactiveTimeout is "unlimited".
     inactive_timeout: Option<Duration>,
@@ -321,6 +327,8 @@ impl Tc {
             dml_max,
             index_operations_in_use: 0,
             index_operations_max: u32::MAX,
+            fired_triggers_in_use: 0,
+            fired_triggers_max: u32::MAX,
             deadlock_timeout,
             inactive_timeout,
             aborted_unasked: HashMap::new(),
@@ -613,6 +621,41 @@ impl Tc {
             t.index_ops.push(op_index);
         }
         Ok(())
+    }
+
+    /// MaxNoOfFiredTriggers.
+    pub fn with_fired_triggers_max(mut self, max: u32) -> Tc {
+        self.fired_triggers_max = max;
+        self
+    }
+
+    /// Takes a fired trigger record for an index maintenance operation of `trans`, held until
+    /// it is answered: 221 when none is free.
+    pub fn take_fired_trigger(&mut self, trans: TransId) -> Result<(), NdbError> {
+        if self.fired_triggers_in_use >= self.fired_triggers_max {
+            return Err(NdbError::with_detail(
+                221,
+                format!("MaxNoOfFiredTriggers={}", self.fired_triggers_max),
+            ));
+        }
+        if let Some(t) = self.transactions.get_mut(trans) {
+            self.fired_triggers_in_use += 1;
+            t.fired_triggers += 1;
+        }
+        Ok(())
+    }
+
+    /// An index maintenance operation of `trans` was answered (or never sent): its fired
+    /// trigger record is free again.
+    pub fn release_fired_trigger(&mut self, trans: TransId) {
+        if let Some(t) = self
+            .transactions
+            .get_mut(trans)
+            .filter(|t| t.fired_triggers > 0)
+        {
+            t.fired_triggers -= 1;
+            self.fired_triggers_in_use = self.fired_triggers_in_use.saturating_sub(1);
+        }
     }
 
     /// Operation `op_index` of `trans` was answered: the index operation record it holds, if
@@ -1029,6 +1072,7 @@ impl Tc {
         self.operations_in_use = self.operations_in_use.saturating_sub(t.operations);
         self.index_operations_in_use =
             (self.index_operations_in_use).saturating_sub(t.index_ops.len() as u32);
+        self.fired_triggers_in_use = self.fired_triggers_in_use.saturating_sub(t.fired_triggers);
         match t.phase {
             Phase::Committing => Some(t.committed_answer()),
             Phase::Aborting(AbortReply::Conf) => Some(ApiAnswer::ExecuteConf { gci: None }),
@@ -1080,6 +1124,8 @@ impl Tc {
         self.index_operations_in_use =
             (self.index_operations_in_use).saturating_sub(t.index_ops.len() as u32);
         t.index_ops.clear();
+        self.fired_triggers_in_use = self.fired_triggers_in_use.saturating_sub(t.fired_triggers);
+        t.fired_triggers = 0;
         self.saving.insert((checkpoint, trans));
         if checkpoint != 0 {
             self.saving_since.entry(checkpoint).or_insert(now);
@@ -1299,6 +1345,7 @@ impl TcTransaction {
             operations: 0,
             dml_operations: 0,
             index_ops: Vec::new(),
+            fired_triggers: 0,
             execute: None,
             first_error: None,
             must_abort: false,
