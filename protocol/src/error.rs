@@ -27,6 +27,35 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
+    /// NDB's text for the classification (ndberror.c), as `ndb_perror` prints it.
+    pub fn description(self) -> &'static str {
+        match self {
+            ErrorClass::NoDataFound => "No data found",
+            ErrorClass::ConstraintViolation => "Constraint violation",
+            ErrorClass::TemporaryResource => "Temporary Resource error",
+            ErrorClass::InsufficientSpace => "Insufficient space",
+            ErrorClass::Timeout => "Timeout expired",
+            ErrorClass::Overload => "Overload error",
+            ErrorClass::NodeRecovery => "Node Recovery error",
+            ErrorClass::NodeShutdown => "Node shutdown",
+            ErrorClass::UnknownResult => "Unknown result error",
+            ErrorClass::SchemaError => "Schema error",
+            ErrorClass::ApplicationError => "Application error",
+            ErrorClass::InternalError => "Internal error",
+            ErrorClass::InternalTemporary => "Internal temporary",
+        }
+    }
+
+    /// NDB's status of an error of this class: "Temporary error", "Permanent error" or, for
+    /// an unknown result, "Unknown result".
+    pub fn status(self) -> &'static str {
+        match self {
+            ErrorClass::UnknownResult => "Unknown result",
+            class if class.is_temporary() => "Temporary error",
+            _ => "Permanent error",
+        }
+    }
+
     /// True for the classes where NDB says a retry may succeed.
     pub fn is_temporary(self) -> bool {
         matches!(
@@ -122,18 +151,21 @@ pub struct NdbError {
 impl NdbError {
     /// The error with NDB's message for `code` (unknown codes are internal errors).
     pub fn new(code: u32) -> Self {
-        match ERRORS.iter().find(|(c, _, _)| *c == code) {
-            Some((_, class, message)) => NdbError {
-                code,
-                class: *class,
-                message: message.to_string(),
-            },
-            None => NdbError {
-                code,
-                class: InternalError,
-                message: format!("Unknown error code {code}"),
-            },
-        }
+        NdbError::known(code).unwrap_or_else(|| NdbError {
+            code,
+            class: InternalError,
+            message: format!("Unknown error code {code}"),
+        })
+    }
+
+    /// The error with NDB's message for `code`, if rndb knows the code.
+    pub fn known(code: u32) -> Option<Self> {
+        let (_, class, message) = ERRORS.iter().find(|(c, _, _)| *c == code)?;
+        Some(NdbError {
+            code,
+            class: *class,
+            message: message.to_string(),
+        })
     }
 
     /// The error for `code` with detail appended to NDB's message.

@@ -4,7 +4,8 @@
 //! the table and `ndb_drop_table` drops it; and that bad input to each tool (an unknown flag, a
 //! config that names no running cluster, a CSV with wrong field counts, wrong types and bytes
 //! that are not UTF-8, a statement outside the DDL subset) gets a clear message that names the
-//! line, with every row either committed or reported, an interrupted import included.
+//! line, with every row either committed or reported, an interrupted import included; and that
+//! `ndb_perror` prints what an error code means, as NDB's.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -566,5 +567,47 @@ fn signal(pid: u32, name: &str) {
     assert!(
         std::thread::panicking() || status.as_ref().is_ok_and(|s| s.success()),
         "kill -{name} {pid}: {status:?}"
+    );
+}
+
+#[test]
+fn ndb_perror_prints_what_codes_mean_and_refuses_an_unknown_one() {
+    let exe = binary_path("ndb_perror").expect("find ndb_perror");
+    let run = |args: &[&str]| {
+        Command::new(&exe)
+            .args(args)
+            .output()
+            .expect("run ndb_perror")
+    };
+    let known = run(&["626", "1217", "4012"]);
+    assert!(known.status.success(), "{}", stderr(&known));
+    assert_eq!(
+        stdout(&known),
+        "NDB error code 626: Tuple did not exist: Permanent error: No data found\n\
+         NDB error code 1217: Out of operation records in local data manager (increase \
+         MaxNoOfLocalOperations): Temporary error: Temporary Resource error\n\
+         NDB error code 4012: Request ndbd time-out, maybe due to high load or communication \
+         problems: Unknown result: Unknown result error\n"
+    );
+    let silent = run(&["--silent", "299"]);
+    assert_eq!(
+        stdout(&silent),
+        "Operation not allowed or aborted due to single user mode\n"
+    );
+    // An unknown code is reported, the others still printed, and the status is 1.
+    let unknown = run(&["99999", "626"]);
+    assert!(!unknown.status.success());
+    assert!(
+        stderr(&unknown).contains("illegal NDB error code 99999"),
+        "{}",
+        stderr(&unknown)
+    );
+    assert!(stdout(&unknown).starts_with("NDB error code 626: "));
+    let not_a_code = run(&["x"]);
+    assert!(!not_a_code.status.success());
+    assert!(
+        stderr(&not_a_code).contains("invalid value 'x'"),
+        "{}",
+        stderr(&not_a_code)
     );
 }
