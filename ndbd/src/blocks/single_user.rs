@@ -2,8 +2,8 @@
 //! node alone may use the database. Every other API node's new transactions, scans and schema
 //! changes are refused with 299, and its open transactions are aborted once idle (their next
 //! execute is told 299); an execute or scan already running when the mode begins runs to its
-//! end (a transaction with a scan open is not idle). Management servers set the mode on each data node through its reports
-//! (`mgm_report.rs`); the kernel only holds it.
+//! end (a transaction with a scan open is not idle). Management servers set the mode on each
+//! data node through its reports (`mgm_report.rs`); the kernel only holds it.
 
 use rndb_config::NodeId;
 use rndb_protocol::scan::ScanTabReq;
@@ -96,9 +96,7 @@ impl Kernel {
             _ => false,
         }
     }
-}
 
-impl Kernel {
     /// Aborts `trans` if TC holds it open and idle, without a scan open, and it is no scan
     /// part another node coordinates.
     fn single_user_abort(&mut self, trans: TransId, error: &NdbError) {

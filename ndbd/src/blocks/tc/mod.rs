@@ -108,13 +108,6 @@ struct TcTransaction {
     /// Inserts, updates, writes and deletes it defined, over all its executes (NDB's
     /// `m_write_count`, held against MaxDMLOperationsPerTransaction).
     dml_operations: u32,
-    /// The operations (by index in the execute) through a unique index that hold an index
-    /// operation record: each is released when its operation is answered, as NDB's
-    /// TcIndexOperation, or with the transaction.
-    index_ops: Vec<u32>,
-    /// Index maintenance operations fired for it and not answered yet (fired trigger
-    /// records, released with their answers, or with the transaction).
-    fired_triggers: u32,
     /// The execute request, once it has arrived.
     execute: Option<TcExecuteReq>,
     /// When the API last sent anything for this transaction.
@@ -146,6 +139,22 @@ struct TcTransaction {
     /// failed (operation index, row): kept until the commit is over, then sent with its
     /// confirmation in one TCKEY_ROW_CONF. Boxed: most transactions never keep one.
     last_row: Option<Box<(u32, Row)>>,
+    /// Index maintenance operations fired for it and not answered yet (fired trigger
+    /// records, released with their answers, or with the transaction).
+    fired_triggers: u32,
+    /// The operations (by index in the execute) through a unique index that hold an index
+    /// operation record: each is released when its operation is answered, as NDB's
+    /// TcIndexOperation, or with the transaction. Last: most transactions use no index.
+    index_ops: Vec<u32>,
+}
+
+/// Operation `op_index` of `t` was answered: the index operation record it holds, if it went
+/// through a unique index, is free again (`in_use` counts them).
+fn release_index_op(t: &mut TcTransaction, in_use: &mut u32, op_index: u32) {
+    if let Some(at) = t.index_ops.iter().position(|&o| o == op_index) {
+        t.index_ops.swap_remove(at);
+        *in_use = in_use.saturating_sub(1);
+    }
 }
 
 /// What a participant holds of a transaction, which decides the commit rounds it is in.
@@ -504,8 +513,8 @@ impl Tc {
 
     /// An operation was refused before it reached LQH (bad table, bad key): counts as answered.
     pub fn on_refused_before_dispatch(&mut self, trans: TransId, op_index: u32, error: NdbError) {
-        self.release_index_op(trans, op_index);
         if let Some(t) = self.transactions.get_mut(trans) {
+            release_index_op(t, &mut self.index_operations_in_use, op_index);
             t.ops_outstanding = t.ops_outstanding.saturating_sub(1);
             t.first_error
                 .get_or_insert_with(|| Box::new((error, op_index)));
@@ -515,8 +524,8 @@ impl Tc {
     /// Counts the answer of a read whose row goes straight to the API (`on_lqh_answer` with no
     /// row to forward).
     pub fn count_read_answer(&mut self, trans: TransId, op_index: u32) {
-        self.release_index_op(trans, op_index);
         if let Some(t) = self.transactions.get_mut(trans) {
+            release_index_op(t, &mut self.index_operations_in_use, op_index);
             t.ops_outstanding = t.ops_outstanding.saturating_sub(1);
         }
     }
@@ -555,8 +564,8 @@ impl Tc {
         op_index: u32,
         result: Result<Option<Row>, NdbError>,
     ) -> Option<ApiAnswer> {
-        self.release_index_op(trans, op_index);
         let t = self.transactions.get_mut(trans)?;
+        release_index_op(t, &mut self.index_operations_in_use, op_index);
         t.ops_outstanding = t.ops_outstanding.saturating_sub(1);
         if t.phase != Phase::Active {
             return None;
@@ -655,18 +664,6 @@ impl Tc {
         {
             t.fired_triggers -= 1;
             self.fired_triggers_in_use = self.fired_triggers_in_use.saturating_sub(1);
-        }
-    }
-
-    /// Operation `op_index` of `trans` was answered: the index operation record it holds, if
-    /// it went through a unique index, is free again.
-    fn release_index_op(&mut self, trans: TransId, op_index: u32) {
-        let Some(t) = self.transactions.get_mut(trans) else {
-            return;
-        };
-        if let Some(at) = t.index_ops.iter().position(|&o| o == op_index) {
-            t.index_ops.swap_remove(at);
-            self.index_operations_in_use = self.index_operations_in_use.saturating_sub(1);
         }
     }
 
