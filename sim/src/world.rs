@@ -1690,10 +1690,10 @@ impl World {
                 // Windows may overlap: the mode ends with the last window's end.
                 let entering = api.is_some();
                 self.single_users += if entering { 1 } else { -1 };
-                let mode = if self.single_users > 0 {
-                    self.clients.first().map(|c| c.node)
-                } else {
-                    None
+                let mode = match api {
+                    Some(api) => Some(api),
+                    None if self.single_users > 0 => self.single_user,
+                    None => None,
                 };
                 self.count(if entering {
                     "single user mode entered"
