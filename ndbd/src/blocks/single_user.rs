@@ -40,8 +40,8 @@ impl Kernel {
         };
         // A transaction with a scan open is between two batches, not idle: its scan runs to
         // its end (aborted, the scan's next batch would find its record gone).
-        let scans = &self.scans;
-        let spared = |trans| scans.open_in(trans);
+        let scanning = self.scans.transactions();
+        let spared = |trans| scanning.contains(&trans);
         for trans in self
             .tc
             .abort_idle_except(api, &single_user_error(api), &spared)

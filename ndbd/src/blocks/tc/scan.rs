@@ -118,6 +118,11 @@ impl Scans {
     pub fn open_in(&self, trans: TransId) -> bool {
         self.records.values().any(|r| r.def.trans == trans)
     }
+
+    /// The transactions with a scan open here.
+    pub fn transactions(&self) -> std::collections::HashSet<TransId> {
+        self.records.values().map(|r| r.def.trans).collect()
+    }
 }
 
 /// Names a scan by its API node and scan id.
