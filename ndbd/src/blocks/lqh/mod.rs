@@ -719,7 +719,7 @@ impl Lqh {
             newest_committed: _,
         } = self;
         let mut rows = trans_rows.remove(&trans).unwrap_or_default();
-        *records_held -= rows.len() as u64;
+        *records_held = records_held.saturating_sub(rows.len() as u64);
         // Rows of one transaction mostly belong to one table: look its fragments up once.
         let mut table: Option<(u32, &mut Vec<Fragment>)> = None;
         for row in rows.drain(..) {
@@ -784,7 +784,7 @@ impl Lqh {
             }
             false
         });
-        *records_held -= (held_before - rows.len()) as u64;
+        *records_held = records_held.saturating_sub((held_before - rows.len()) as u64);
         if rows.is_empty() {
             // Nothing is left: the list goes, as after a full commit (a spare is not worth
             // keeping for this rare case).

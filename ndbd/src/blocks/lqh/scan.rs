@@ -184,7 +184,8 @@ impl Lqh {
                 walk_index(index, rows, def, range, from, &mut visit)
             }
         };
-        *records_held += (locked.map_or(0, |rows| rows.len()) - locked_before) as u64;
+        let locked_now = locked.map_or(0, |rows| rows.len());
+        *records_held += locked_now.saturating_sub(locked_before) as u64;
         if out_of_records {
             return Err(NdbError::with_detail(
                 234,
