@@ -1,8 +1,8 @@
 //! Proves that scans on a real data node return exactly the rows a model says: 100 000 rows
 //! through small batches, early closes that free the node's scan records (MaxNoOfConcurrentScans
-//! is enforced with 245, MaxNoOfLocalScans with 291), pushed-down filters equal to a client-side filter of a full scan
-//! (a property test), CommittedRead scans that never wait for writers, and locking scans whose
-//! rows stay locked until the transaction ends and can be updated in it.
+//! is enforced with 245, MaxNoOfLocalScans with 291), pushed-down filters equal to a client-side
+//! filter of a full scan (a property test), CommittedRead scans that never wait for writers, and
+//! locking scans whose rows stay locked until the transaction ends and can be updated in it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;

@@ -719,6 +719,7 @@ impl Lqh {
             newest_committed: _,
         } = self;
         let mut rows = trans_rows.remove(&trans).unwrap_or_default();
+        debug_assert!(*records_held >= rows.len() as u64, "operation records held");
         *records_held = records_held.saturating_sub(rows.len() as u64);
         // Rows of one transaction mostly belong to one table: look its fragments up once.
         let mut table: Option<(u32, &mut Vec<Fragment>)> = None;
@@ -784,7 +785,9 @@ impl Lqh {
             }
             false
         });
-        *records_held = records_held.saturating_sub((held_before - rows.len()) as u64);
+        let released = (held_before - rows.len()) as u64;
+        debug_assert!(*records_held >= released, "operation records held");
+        *records_held = records_held.saturating_sub(released);
         if rows.is_empty() {
             // Nothing is left: the list goes, as after a full commit (a spare is not worth
             // keeping for this rare case).

@@ -143,8 +143,8 @@ struct TcTransaction {
     /// records, released with their answers, or with the transaction).
     fired_triggers: u32,
     /// The operations (by index in the execute) through a unique index that hold an index
-    /// operation record: each is released when its operation is answered, as NDB's
-    /// TcIndexOperation, or with the transaction. Last: most transactions use no index.
+    /// operation record (NDB's TcIndexOperation): each is released when its operation is
+    /// answered, or with the transaction. Last: most transactions use no index.
     index_ops: Vec<u32>,
 }
 
