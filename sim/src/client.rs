@@ -1834,8 +1834,8 @@ impl Client {
                     self.resume_after(ctx, 0);
                 }
                 // Before faults begin, only an overloaded send buffer (BUGGIFY) or records
-                // other clients' transactions hold (TC's, LQH's) refuse it.
-                Ended::Refused(1218 | 234 | 1217) => self.resume_after(ctx, RETRY_NS),
+                // other clients' transactions hold (TC's, LQH's, fired triggers) refuse it.
+                Ended::Refused(1218 | 234 | 1217 | 221) => self.resume_after(ctx, RETRY_NS),
                 other => ctx.shared.fail(format!(
                     "inserting the rows of table {which} ended with {other:?}"
                 )),

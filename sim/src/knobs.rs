@@ -104,6 +104,11 @@ pub enum Fault {
     /// transactions, until the window ends (EXIT SINGLE USER MODE). A data node started
     /// meanwhile enters the mode too, as ndb_mgmd tells it. Off unless asked for.
     SingleUser,
+    /// Small record limits in every data node: MaxNoOfLocalOperations (1217),
+    /// MaxNoOfConcurrentIndexOperations (288) and MaxNoOfFiredTriggers (221), so that the
+    /// workload runs into them (temporary errors, retried) and a record that leaked would
+    /// refuse the final reads for good. Off unless asked for.
+    Limits,
 }
 
 impl Fault {
@@ -151,6 +156,7 @@ impl Fault {
             Fault::CrashAgain => "crash-again",
             Fault::CrashStarting => "crash-starting",
             Fault::SingleUser => "single-user",
+            Fault::Limits => "limits",
         }
     }
 }
@@ -306,6 +312,9 @@ pub struct Knobs {
     pub hangs: u16,
     /// Windows of single user mode for client 0 (`Fault::SingleUser`).
     pub single_user_windows: u16,
+    /// MaxNoOfLocalOperations, MaxNoOfConcurrentIndexOperations and MaxNoOfFiredTriggers
+    /// (`Fault::Limits`); `None`: the defaults.
+    pub record_limits: Option<(u32, u32, u32)>,
     /// The data nodes keep files (`Kernel::with_files`: redo log, schema log, sysfile, on
     /// simulated disks); otherwise they are made with `Kernel::new`, as Diskless.
     pub durable: bool,
@@ -352,6 +361,8 @@ const DURABILITY_KNOBS_SALT: u64 = 0xd15c_5a1e_0f1a_5700;
 const MEMBERSHIP_KNOBS_SALT: u64 = 0x4ea7_b3a7_0f0d_e5d1;
 /// The same for the knobs of `crash-starting`.
 const START_KNOBS_SALT: u64 = 0x57a7_0ff5_c0a5_4ed1;
+/// Seeds the draw of the record limits (`Fault::Limits`).
+const LIMITS_KNOBS_SALT: u64 = 0x1141_75ec_0bd5_2026;
 /// Seeds the draw of the single user mode windows.
 const SINGLE_USER_KNOBS_SALT: u64 = 0x5191_e05e_a0de_2026;
 
@@ -409,6 +420,18 @@ impl Knobs {
             }
         } else {
             0
+        };
+        // (LQH operation records, TC index operation records, fired trigger records); the
+        // populate phase writes up to 16 rows, each firing one trigger, in one transaction.
+        let record_limits = if options.has(Fault::Limits) {
+            let mut draw = Rng::new(rng.clone().next_u64() ^ LIMITS_KNOBS_SALT);
+            Some((
+                draw.between(32, 96) as u32,
+                draw.between(1, 2) as u32,
+                draw.between(16, 24) as u32,
+            ))
+        } else {
+            None
         };
         let heartbeat_ms = membership.between(150, 300) as u32;
         let hangs = if options.has(Fault::Hang) && membership.below(4) != 0 {
@@ -502,6 +525,7 @@ impl Knobs {
             heartbeat_ms,
             hangs,
             single_user_windows,
+            record_limits,
             durable,
             gcp_interval_ms,
             epoch_interval_ms,
@@ -559,6 +583,12 @@ impl Knobs {
                 self.start_partial_timeout_ms
             ));
         }
+        if let Some((local, index, fired)) = self.record_limits {
+            ini.push_str(&format!(
+                "MaxNoOfLocalOperations={local}\nMaxNoOfConcurrentIndexOperations={index}\n\
+                 MaxNoOfFiredTriggers={fired}\n"
+            ));
+        }
         if self.durable {
             ini.push_str(&format!(
                 "TimeBetweenGlobalCheckpoints={}\nTimeBetweenEpochs={}\nTimeBetweenLocalCheckpoints={}\n\
@@ -612,7 +642,7 @@ impl fmt::Display for Knobs {
              {} operation records, {} accounts, {} register keys, schema to non-master {}, master link late {} ms, \
              crashes {}, client deaths {}, slow links {}, api link drops {}, overload {} ppm, \
              late ticks up to {} ms, partitions {}, {} set keys, scan reads {} ({} rows a batch), \
-             pauses {}, heartbeats every {} ms, hangs {}, single user windows {}, {}",
+             pauses {}, heartbeats every {} ms, hangs {}, single user windows {}, record limits {:?}, {}",
             self.data_nodes,
             self.clients,
             self.delay_ns_min / 1000,
@@ -638,6 +668,7 @@ impl fmt::Display for Knobs {
             self.heartbeat_ms,
             self.hangs,
             self.single_user_windows,
+            self.record_limits,
             self.durability()
         )
     }
