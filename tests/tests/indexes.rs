@@ -10,7 +10,7 @@ use std::cmp::Ordering;
 
 use rndb_api::{
     BoundType, Cluster, ColumnDef, ColumnType, ExecType, Index, IndexDef, IndexRange, LockMode,
-    ScanOptions, TableDef, Value,
+    ScanOptions, Table, TableDef, Value,
 };
 use rndb_tests::ops::{insert_committed, read_committed, recreate_table};
 use rndb_tests::{assert_ndb_code, ClusterSpec, TestCluster};
@@ -37,6 +37,20 @@ fn person(id: u32, email: Option<&str>, age: i32, name: Option<&str>) -> Vec<Val
     ]
 }
 
+/// Person `id`, aged 20, with email `<id>@x`.
+fn person_at_x(id: u32) -> Vec<Value> {
+    person(id, Some(&format!("{id}@x")), 20, None)
+}
+
+/// The people table, made afresh, with its unique index `email_u` on `email`.
+fn people_with_email_index(api: &Cluster) -> (Table, Index) {
+    let table = recreate_table(api, &people_def()).expect("create table");
+    let index = api
+        .create_index(&table, &IndexDef::unique("email_u", &["email"]))
+        .expect("create unique index");
+    (table, index)
+}
+
 fn email(e: &str) -> Vec<Value> {
     vec![Value::Varchar(e.into())]
 }
@@ -61,10 +75,7 @@ fn start(spec: ClusterSpec) -> (TestCluster, Cluster) {
 #[test]
 fn unique_index_lookups_duplicates_nulls_and_moves() {
     let (_cluster, api) = start(ClusterSpec::new());
-    let table = recreate_table(&api, &people_def()).expect("create table");
-    let index = api
-        .create_index(&table, &IndexDef::unique("email_u", &["email"]))
-        .expect("create unique index");
+    let (table, index) = people_with_email_index(&api);
     insert_committed(
         &api,
         &table,
@@ -166,10 +177,7 @@ fn unique_index_lookups_duplicates_nulls_and_moves() {
 fn rolled_back_writes_leave_no_entry_and_locks_hold() {
     let spec = ClusterSpec::new().deadlock_timeout_ms(300);
     let (_cluster, api) = start(spec);
-    let table = recreate_table(&api, &people_def()).expect("create table");
-    let index = api
-        .create_index(&table, &IndexDef::unique("email_u", &["email"]))
-        .expect("create unique index");
+    let (table, index) = people_with_email_index(&api);
     let mut tx = api.start_transaction().unwrap();
     tx.insert(&table, &person(1, Some("r@x"), 1, None)).unwrap();
     tx.execute(ExecType::NoCommit).unwrap();
@@ -627,16 +635,12 @@ fn max_no_of_attributes_counts_tables_and_indexes_and_is_enforced_with_708() {
 fn max_no_of_fired_triggers_refuses_index_maintenance_past_it_with_221() {
     let spec = ClusterSpec::new().data_node_param("MaxNoOfFiredTriggers", "2");
     let (_cluster, api) = start(spec);
-    let table = recreate_table(&api, &people_def()).expect("create table");
-    let index = api
-        .create_index(&table, &IndexDef::unique("email_u", &["email"]))
-        .expect("create unique index");
+    let (table, index) = people_with_email_index(&api);
     // Five inserts in one execute fire five index inserts at once: past two, 221, and the
     // whole transaction is undone.
     let mut five = api.start_transaction().expect("start");
     for id in 1..=5 {
-        five.insert(&table, &person(id, Some(&format!("{id}@x")), 20, None))
-            .expect("define");
+        five.insert(&table, &person_at_x(id)).expect("define");
     }
     let error = five
         .execute(ExecType::Commit)
@@ -655,12 +659,7 @@ fn max_no_of_fired_triggers_refuses_index_maintenance_past_it_with_221() {
     );
     // Records come back as their operations are answered: inserts two at a time, many times.
     for pair in 0..4 {
-        let rows: Vec<Vec<Value>> = (1..=2)
-            .map(|k| {
-                let id = 10 + 2 * pair + k;
-                person(id, Some(&format!("{id}@x")), 20, None)
-            })
-            .collect();
+        let rows: Vec<Vec<Value>> = (1..=2).map(|k| person_at_x(10 + 2 * pair + k)).collect();
         insert_committed(&api, &table, &rows).expect("two at a time");
     }
     assert_eq!(
@@ -673,13 +672,8 @@ fn max_no_of_fired_triggers_refuses_index_maintenance_past_it_with_221() {
 fn max_no_of_concurrent_index_operations_refuses_one_past_it_in_flight_with_288() {
     let spec = ClusterSpec::new().data_node_param("MaxNoOfConcurrentIndexOperations", "3");
     let (_cluster, api) = start(spec);
-    let table = recreate_table(&api, &people_def()).expect("create table");
-    let index = api
-        .create_index(&table, &IndexDef::unique("email_u", &["email"]))
-        .expect("create unique index");
-    let rows: Vec<Vec<Value>> = (1..=4)
-        .map(|id| person(id, Some(&format!("{id}@x")), 20, None))
-        .collect();
+    let (table, index) = people_with_email_index(&api);
+    let rows: Vec<Vec<Value>> = (1..=4).map(person_at_x).collect();
     insert_committed(&api, &table, &rows).expect("insert");
     // Four index operations in one execute reach TC together: the fourth finds the three
     // records held.
