@@ -209,6 +209,8 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
             fragment_log_file_size: l.int("FragmentLogFileSize"),
             redo_buffer: l.int("RedoBuffer"),
             time_between_local_checkpoints: l.u32("TimeBetweenLocalCheckpoints"),
+            backup_data_dir: l.text("BackupDataDir").map(PathBuf::from),
+            backup_log_buffer_size: l.int("BackupLogBufferSize"),
         },
         use_shm: l.bool("UseShm"),
         max_no_of_execution_threads: l.u32("MaxNoOfExecutionThreads"),

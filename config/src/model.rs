@@ -202,6 +202,21 @@ pub struct Durability {
     /// TimeBetweenLocalCheckpoints: a local checkpoint starts once 4 × 2^this bytes of redo
     /// were written since the last one started.
     pub time_between_local_checkpoints: u32,
+    /// BackupDataDir (FileSystemPath, then DataDir, when unset): where `BACKUP/` is.
+    pub backup_data_dir: Option<PathBuf>,
+    /// BackupLogBufferSize, bytes: a backup's logged changes not yet written, at most.
+    pub backup_log_buffer_size: u64,
+}
+
+impl Durability {
+    /// BackupDataDir: FileSystemPath when unset, and `data_dir` (DataDir) when that is unset
+    /// too, as NDB's.
+    pub fn backup_dir(&self, data_dir: &std::path::Path) -> PathBuf {
+        self.backup_data_dir
+            .clone()
+            .or_else(|| self.file_system_path.clone())
+            .unwrap_or_else(|| data_dir.to_path_buf())
+    }
 }
 
 impl Default for Durability {
@@ -218,6 +233,8 @@ impl Default for Durability {
             fragment_log_file_size: 16 << 20,
             redo_buffer: 32 << 20,
             time_between_local_checkpoints: 20,
+            backup_data_dir: None,
+            backup_log_buffer_size: 16 << 20,
         }
     }
 }

@@ -152,6 +152,8 @@ fn data_value(config: &ClusterConfig, id: NodeId, name: &str) -> Option<String> 
         "FragmentLogFileSize" => n.durability.fragment_log_file_size.to_string(),
         "RedoBuffer" => n.durability.redo_buffer.to_string(),
         "TimeBetweenLocalCheckpoints" => n.durability.time_between_local_checkpoints.to_string(),
+        "BackupDataDir" => n.durability.backup_dir(&n.data_dir).display().to_string(),
+        "BackupLogBufferSize" => n.durability.backup_log_buffer_size.to_string(),
         "NoOfReplicas" => config.no_of_replicas.to_string(),
         "DataMemory" => n.data_memory_bytes.to_string(),
         "MinFreePct" => n.min_free_pct.to_string(),

@@ -17,6 +17,9 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a reply to STOP or SHUTDOWN may take: the server waits for the nodes to be gone.
 pub const STOP_REPLY_TIMEOUT: Duration = Duration::from_secs(150);
+/// How long START BACKUP waits for its answer: a little longer than the server waits for the
+/// backup (`server::backup::BACKUP_WAIT`).
+pub const BACKUP_REPLY_TIMEOUT: Duration = Duration::from_secs(6 * 3600 + 60);
 
 /// What talking to ndb_mgmd can fail with.
 #[derive(Debug, thiserror::Error)]

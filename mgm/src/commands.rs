@@ -3,7 +3,7 @@
 //! Each command is one request on its own connection, so an interactive client survives a
 //! restarted ndb_mgmd. Output has NDB's wording where NDB has it.
 
-use crate::client::{MgmClient, MgmError, REPLY_TIMEOUT, STOP_REPLY_TIMEOUT};
+use crate::client::{MgmClient, MgmError, BACKUP_REPLY_TIMEOUT, REPLY_TIMEOUT, STOP_REPLY_TIMEOUT};
 use crate::status::{format_node_status, format_show, NodeType};
 use crate::wire::Message;
 
@@ -51,7 +51,35 @@ pub enum Command {
     EnterSingleUser(u16),
     /// `EXIT SINGLE USER MODE`.
     ExitSingleUser,
+    /// `START BACKUP [<backup id>] [NOWAIT | WAIT STARTED | WAIT COMPLETED] [SNAPSHOTEND]`.
+    StartBackup {
+        id: Option<u32>,
+        wait: BackupWait,
+    },
+    /// `ABORT BACKUP <backup id>`.
+    AbortBackup(u32),
     Quit,
+}
+
+/// How long `START BACKUP` waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackupWait {
+    /// `NOWAIT`: not at all.
+    No,
+    /// `WAIT STARTED`: until every data node has begun its part.
+    Started,
+    /// `WAIT COMPLETED` (the default): until the backup ends.
+    Completed,
+}
+
+impl BackupWait {
+    fn as_str(self) -> &'static str {
+        match self {
+            BackupWait::No => "no",
+            BackupWait::Started => "started",
+            BackupWait::Completed => "completed",
+        }
+    }
 }
 
 /// NDB's `HELP` text, for what rndb has.
@@ -89,6 +117,10 @@ CLUSTERLOG INFO                        Print cluster log information
 ENTER SINGLE USER MODE <api id>        Enter single user mode: only that API
                                        node may use the database
 EXIT SINGLE USER MODE                  Exit single user mode
+START BACKUP [<backup id>] [NOWAIT | WAIT STARTED | WAIT COMPLETED]
+                                       Start an online backup (consistent as
+                                       of its end: SNAPSHOTEND)
+ABORT BACKUP <backup id>               Abort backup
 QUIT, EXIT                             Quit management client
 
 <severity>  = ALERT | CRITICAL | ERROR | WARNING | INFO | DEBUG
@@ -121,6 +153,13 @@ pub fn parse(line: &str) -> Result<Command, String> {
             ("SHUTDOWN", 1) => Ok(Command::Shutdown),
             ("QUIT" | "EXIT" | "BYE", 1) => Ok(Command::Quit),
             ("CLUSTERLOG", _) => parse_clusterlog(&words[1..]).ok_or_else(invalid),
+            ("START", _) if words.get(1).is_some_and(|w| w == "BACKUP") => {
+                parse_start_backup(&words[2..])
+            }
+            ("ABORT", 3) if words[1] == "BACKUP" => words[2]
+                .parse()
+                .map(Command::AbortBackup)
+                .map_err(|_| format!("Invalid backup id: {}", words[2])),
             ("ENTER" | "EXIT", _)
                 if words
                     .get(1..4)
@@ -195,6 +234,42 @@ pub fn parse(line: &str) -> Result<Command, String> {
     }
 }
 
+/// The words after `START BACKUP`.
+fn parse_start_backup(words: &[String]) -> Result<Command, String> {
+    let mut words = words.iter().map(String::as_str).peekable();
+    let id = match words.peek().map(|w| w.parse::<u32>()) {
+        Some(Ok(id)) => {
+            words.next();
+            Some(id)
+        }
+        _ => None,
+    };
+    let mut wait = BackupWait::Completed;
+    while let Some(word) = words.next() {
+        match (word, words.peek().copied()) {
+            ("NOWAIT", _) => wait = BackupWait::No,
+            ("WAIT", Some("STARTED")) => {
+                words.next();
+                wait = BackupWait::Started;
+            }
+            ("WAIT", Some("COMPLETED")) => {
+                words.next();
+                wait = BackupWait::Completed;
+            }
+            ("SNAPSHOTEND", _) => {}
+            ("SNAPSHOTSTART", _) => {
+                return Err(
+                    "SNAPSHOTSTART is not supported: a backup is consistent as of its \
+                            end (SNAPSHOTEND)"
+                        .into(),
+                )
+            }
+            _ => return Err(format!("Invalid argument to START BACKUP: {word}")),
+        }
+    }
+    Ok(Command::StartBackup { id, wait })
+}
+
 fn parse_clusterlog(words: &[String]) -> Option<Command> {
     let (mode, severities) = words.split_first()?;
     let mode = match mode.as_str() {
@@ -250,6 +325,15 @@ pub fn execute(
             no_start,
             force,
         } => restart(connect, *target, *initial, *no_start, *force),
+        Command::StartBackup { id, wait } => start_backup(connect, *id, *wait),
+        Command::AbortBackup(id) => {
+            let mut client = connect().map_err(fail)?;
+            let request = Message::new("abort backup").field("backupid", id);
+            client
+                .call(&request, REPLY_TIMEOUT)
+                .map_err(|e| format!("Abort of backup {id} failed\n*  {e}"))?;
+            Ok(format!("Abort of backup {id} ordered\n"))
+        }
         Command::Show => {
             let mut client = connect().map_err(fail)?;
             let status = client.status().map_err(fail)?;
@@ -337,6 +421,49 @@ fn stop(
     }
     if target == Target::All {
         out.push_str("NDB Cluster has shutdown.\n");
+    }
+    Ok(out)
+}
+
+/// NDB's lines for START BACKUP: the wait, the start, and the completion with its figures.
+fn start_backup(
+    connect: &dyn Fn() -> Result<MgmClient, MgmError>,
+    id: Option<u32>,
+    wait: BackupWait,
+) -> Result<String, String> {
+    let mut client = connect().map_err(|e| e.to_string())?;
+    let mut request = Message::new("start backup").field("wait", wait.as_str());
+    if let Some(id) = id {
+        request.push("backupid", id);
+    }
+    let mut out = String::new();
+    match wait {
+        BackupWait::No => {}
+        BackupWait::Started => out.push_str("Waiting for started, this may take several minutes\n"),
+        BackupWait::Completed => {
+            out.push_str("Waiting for completed, this may take several minutes\n")
+        }
+    }
+    let reply = client.call(&request, BACKUP_REPLY_TIMEOUT).map_err(|e| {
+        format!("{out}Backup failed\n*  3001: Could not start backup\n*        {e}")
+    })?;
+    let field = |name: &str| reply.get(name).unwrap_or("?").to_string();
+    let (master, id, from) = (field("master"), field("backupid"), field("from"));
+    out.push_str(&format!(
+        "Node {master}: Backup {id} started from node {from}\n"
+    ));
+    if wait == BackupWait::Completed {
+        out.push_str(&format!(
+            "Node {master}: Backup {id} started from node {from} completed\n \
+             StartGCP: {} StopGCP: {}\n #Records: {} #LogRecords: {}\n \
+             Data: {} bytes Log: {} bytes\n",
+            field("startgci"),
+            field("stopgci"),
+            field("records"),
+            field("logrecords"),
+            field("bytes"),
+            field("logbytes")
+        ));
     }
     Ok(out)
 }
@@ -626,6 +753,33 @@ mod tests {
         );
         check("Exit Single User Mode", Ok(Command::ExitSingleUser));
         check("exit", Ok(Command::Quit));
+        check(
+            "start backup",
+            Ok(Command::StartBackup {
+                id: None,
+                wait: BackupWait::Completed,
+            }),
+        );
+        check(
+            "START BACKUP 12 NOWAIT",
+            Ok(Command::StartBackup {
+                id: Some(12),
+                wait: BackupWait::No,
+            }),
+        );
+        check(
+            "start backup wait started snapshotend",
+            Ok(Command::StartBackup {
+                id: None,
+                wait: BackupWait::Started,
+            }),
+        );
+        assert!(parse("start backup snapshotstart")
+            .unwrap_err()
+            .starts_with("SNAPSHOTSTART is not supported"));
+        assert!(parse("start backup 3 wait").is_err());
+        check("abort backup 4", Ok(Command::AbortBackup(4)));
+        assert!(parse("abort backup x").is_err());
         assert!(parse("enter single user mode")
             .unwrap_err()
             .starts_with("Invalid arguments: expected <NodeId>"));

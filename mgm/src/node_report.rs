@@ -53,6 +53,166 @@ pub struct DataNodeReport {
     pub figures: Vec<u64>,
     /// Single user mode: the API node it lets in, 0 when the node is not in that mode.
     pub single_user: u16,
+    /// The node's part of the last online backup it took part in (START BACKUP).
+    pub backup: Option<BackupProgress>,
+    /// The highest backup id the node has files of or took part in (the next START BACKUP
+    /// without an id takes one more).
+    pub backup_last: u32,
+}
+
+/// A step of an online backup a management server asks of a data node (ndb_mgm's START
+/// BACKUP, coordinated by the server that was asked: `server/backup.rs`), repeated in every
+/// reply while the backup runs there, so that a node that misses one hears it again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackupCommand {
+    /// Begin backup `id`: log the changes to the fragments this node backs up (each
+    /// fragment's first replica among `participants`), then scan them.
+    Start { id: u32, participants: Vec<u16> },
+    /// End backup `id` at the end of global checkpoint `stop_gci`.
+    Stop { id: u32, stop_gci: u32 },
+    /// Give backup `id` up, with NDB's error `error` (1321 asked, 1326 a node failed).
+    Abort { id: u32, error: u32 },
+}
+
+impl BackupCommand {
+    /// The backup it is about.
+    pub fn id(&self) -> u32 {
+        match self {
+            BackupCommand::Start { id, .. }
+            | BackupCommand::Stop { id, .. }
+            | BackupCommand::Abort { id, .. } => *id,
+        }
+    }
+
+    /// The reply field's value: `start 5 1,2`, `stop 5 120` or `abort 5 1326`.
+    pub fn encode(&self) -> String {
+        match self {
+            BackupCommand::Start { id, participants } => {
+                let nodes: Vec<String> = participants.iter().map(u16::to_string).collect();
+                format!("start {id} {}", nodes.join(","))
+            }
+            BackupCommand::Stop { id, stop_gci } => format!("stop {id} {stop_gci}"),
+            BackupCommand::Abort { id, error } => format!("abort {id} {error}"),
+        }
+    }
+
+    /// Reads [`encode`](Self::encode)'s text; `None` for anything else.
+    pub fn parse(text: &str) -> Option<BackupCommand> {
+        let mut words = text.split_whitespace();
+        let (verb, id) = (words.next()?, words.next()?.parse().ok()?);
+        let arg = words.next()?;
+        if words.next().is_some() {
+            return None;
+        }
+        match verb {
+            "start" => Some(BackupCommand::Start {
+                id,
+                participants: arg
+                    .split(',')
+                    .map(|n| n.parse().ok())
+                    .collect::<Option<_>>()?,
+            }),
+            "stop" => Some(BackupCommand::Stop {
+                id,
+                stop_gci: arg.parse().ok()?,
+            }),
+            "abort" => Some(BackupCommand::Abort {
+                id,
+                error: arg.parse().ok()?,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Where a data node's part of a backup stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum BackupPhase {
+    /// Logging changes and scanning.
+    Running,
+    /// Every row is in the data file (synced); changes are still logged.
+    Scanned,
+    /// The log and control files are written and synced.
+    Completed,
+    /// Given up (`BackupProgress::error`).
+    Failed,
+}
+
+impl BackupPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackupPhase::Running => "running",
+            BackupPhase::Scanned => "scanned",
+            BackupPhase::Completed => "completed",
+            BackupPhase::Failed => "failed",
+        }
+    }
+
+    fn parse(text: &str) -> Option<BackupPhase> {
+        [
+            BackupPhase::Running,
+            BackupPhase::Scanned,
+            BackupPhase::Completed,
+            BackupPhase::Failed,
+        ]
+        .into_iter()
+        .find(|p| p.as_str() == text)
+    }
+}
+
+/// A data node's part of a backup, as it reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BackupProgress {
+    pub id: u32,
+    pub phase: Option<BackupPhase>,
+    /// The node's GCI when its part began.
+    pub start_gci: u64,
+    /// Once scanned: the newest GCI any row it backed up or change it logged can have (the
+    /// backup stops at a global checkpoint no older).
+    pub scanned_gci: u64,
+    pub records: u64,
+    pub log_records: u64,
+    pub data_bytes: u64,
+    pub log_bytes: u64,
+    /// NDB's error code when failed, and what happened.
+    pub error: u32,
+    pub error_text: String,
+}
+
+impl BackupProgress {
+    /// Adds this progress to a report as `backup.*` fields.
+    pub fn add_to(&self, message: &mut Message) {
+        message.push("backup.id", self.id);
+        message.push(
+            "backup.phase",
+            self.phase.map_or("none", BackupPhase::as_str),
+        );
+        message.push("backup.startgci", self.start_gci);
+        message.push("backup.gci", self.scanned_gci);
+        message.push("backup.records", self.records);
+        message.push("backup.logrecords", self.log_records);
+        message.push("backup.bytes", self.data_bytes);
+        message.push("backup.logbytes", self.log_bytes);
+        message.push("backup.error", self.error);
+        message.push("backup.errortext", &self.error_text);
+    }
+
+    /// The progress a report carries, if any (`None` also for fields that do not parse).
+    pub fn from_message(message: &Message) -> Option<BackupProgress> {
+        let number = |name: &str| message.get(name)?.parse::<u64>().ok();
+        Some(BackupProgress {
+            id: u32::try_from(number("backup.id")?).ok()?,
+            phase: BackupPhase::parse(message.get("backup.phase")?),
+            start_gci: number("backup.startgci")?,
+            scanned_gci: number("backup.gci")?,
+            records: number("backup.records")?,
+            log_records: number("backup.logrecords")?,
+            data_bytes: number("backup.bytes")?,
+            log_bytes: number("backup.logbytes")?,
+            error: u32::try_from(number("backup.error")?).ok()?,
+            error_text: message.get("backup.errortext").unwrap_or("").to_string(),
+        })
+    }
 }
 
 /// Whether a figure only grows (from the node's start) or goes up and down.
@@ -179,6 +339,8 @@ pub struct ReportSetup {
     /// The single user mode a server's reply asked for, until the node takes it:
     /// [`SINGLE_USER_UNASKED`], 0 (leave the mode) or the API node to let in.
     pub single_user: Arc<AtomicU32>,
+    /// The backup step a server's reply asked for, until the node takes it.
+    pub backup: Arc<Mutex<Option<BackupCommand>>>,
     /// The reporting threads, once started (by [`wait_for_start`] or [`spawn`]): the same
     /// links from NOT_STARTED to the stop.
     reporters: Option<Arc<Reporters>>,
@@ -195,6 +357,7 @@ impl ReportSetup {
             restartable: false,
             tls: ClientTls::plain(),
             single_user: Arc::new(AtomicU32::new(SINGLE_USER_UNASKED)),
+            backup: Arc::new(Mutex::new(None)),
             reporters: None,
         }
     }
@@ -225,6 +388,7 @@ impl ReportSetup {
             tls: self.tls.clone(),
             restart: self.restart.clone(),
             single_user: self.single_user.clone(),
+            backup: self.backup.clone(),
             shutdown,
             probe: Mutex::new(probe),
             start: AtomicBool::new(false),
@@ -249,6 +413,8 @@ struct Reporters {
     restart: Arc<Mutex<Option<RestartRequest>>>,
     /// See [`ReportSetup::single_user`].
     single_user: Arc<AtomicU32>,
+    /// See [`ReportSetup::backup`].
+    backup: Arc<Mutex<Option<BackupCommand>>>,
     /// The node's graceful-stop flag (SIGTERM sets it too).
     shutdown: Arc<AtomicBool>,
     /// The kernel's state; `None` while the node waits in NOT_STARTED.
@@ -329,6 +495,9 @@ impl Reporters {
             }
             if let Some(api) = reply.get("singleuser").and_then(|v| v.parse::<u16>().ok()) {
                 self.single_user.store(u32::from(api), Ordering::Relaxed);
+            }
+            if let Some(command) = reply.get("backup").and_then(BackupCommand::parse) {
+                *self.backup.lock().unwrap_or_else(|e| e.into_inner()) = Some(command);
             }
             if !self.obey(action_of(&reply), server) {
                 std::thread::sleep(REPORT_INTERVAL);
@@ -470,7 +639,11 @@ fn report_message(node_id: u16, status: &str, angel: bool, report: &DataNodeRepo
         .field("datamemory.used", report.data_memory_used_bytes)
         .field("datamemory.total", report.data_memory_total_bytes)
         .field("transactions", report.transactions)
-        .field("singleuser", report.single_user);
+        .field("singleuser", report.single_user)
+        .field("backup.last", report.backup_last);
+    if let Some(backup) = &report.backup {
+        backup.add_to(&mut message);
+    }
     for (figure, value) in FIGURES.iter().zip(&report.figures) {
         message.push(format!("stat.{}", figure.name), value);
     }
@@ -493,6 +666,7 @@ mod tests {
             tls: ClientTls::plain(),
             restart: Arc::new(Mutex::new(None)),
             single_user: Arc::new(AtomicU32::new(SINGLE_USER_UNASKED)),
+            backup: Arc::new(Mutex::new(None)),
             shutdown: Arc::new(AtomicBool::new(false)),
             probe: Mutex::new(None),
             start: AtomicBool::new(false),
@@ -533,6 +707,49 @@ mod tests {
         assert_eq!(report.get("initial"), Some("1"));
         assert_eq!(report.get("nostart"), Some("0"));
         assert_eq!(report.get("clusterid"), Some("0000000000000001"));
+    }
+
+    #[test]
+    fn backup_steps_and_progress_read_back_and_nothing_else_parses() {
+        for command in [
+            BackupCommand::Start {
+                id: 3,
+                participants: vec![1, 2, 4],
+            },
+            BackupCommand::Stop {
+                id: 3,
+                stop_gci: 77,
+            },
+            BackupCommand::Abort { id: 3, error: 1326 },
+        ] {
+            assert_eq!(BackupCommand::parse(&command.encode()), Some(command));
+        }
+        for bad in [
+            "",
+            "start 3",
+            "start x 1",
+            "start 3 1,x",
+            "stop 3 1 2",
+            "halt 3 1",
+        ] {
+            assert_eq!(BackupCommand::parse(bad), None, "{bad:?}");
+        }
+        let progress = BackupProgress {
+            id: 3,
+            phase: Some(BackupPhase::Scanned),
+            start_gci: 5 << 32,
+            scanned_gci: 9 << 32 | 4,
+            records: 10,
+            log_records: 2,
+            data_bytes: 400,
+            log_bytes: 120,
+            error: 0,
+            error_text: String::new(),
+        };
+        let mut message = Message::new("report");
+        progress.add_to(&mut message);
+        assert_eq!(BackupProgress::from_message(&message), Some(progress));
+        assert_eq!(BackupProgress::from_message(&Message::new("report")), None);
     }
 
     #[test]

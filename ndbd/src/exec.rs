@@ -308,6 +308,9 @@ impl ExecLoop {
                     if let Some(single_user) = probe.take_single_user_request() {
                         self.kernel.set_single_user(single_user);
                     }
+                    if let Some(command) = probe.take_backup_command() {
+                        self.kernel.backup_command(command, now);
+                    }
                     let send_buffer_bytes: usize = self
                         .registry
                         .iter_mut()

@@ -158,10 +158,17 @@ pub fn run(
             }),
         )
         .context("start the NDBFS thread")?;
-        (
-            blocks::Kernel::with_files(&config, &node, initial),
-            Some(ndbfs),
-        )
+        let mut kernel = blocks::Kernel::with_files(&config, &node, initial);
+        let backups = durability.backup_dir(&node.data_dir).join("BACKUP");
+        let backups = std::path::absolute(&backups)
+            .with_context(|| format!("BackupDataDir of node {me}: {}", backups.display()))?;
+        let last_id = last_backup_id(&backups);
+        kernel.set_backup_dir(
+            backups.display().to_string(),
+            durability.backup_log_buffer_size,
+            last_id,
+        );
+        (kernel, Some(ndbfs))
     };
     // This run of the node, named in its CM_REGREQ: later runs start later.
     let run = std::time::SystemTime::now()
@@ -205,7 +212,10 @@ pub fn run(
         None => exec,
     };
     if let Some(setup) = mgm {
-        let probe = Arc::new(mgm_report::Probe::new(setup.single_user.clone()));
+        let probe = Arc::new(mgm_report::Probe::new(
+            setup.single_user.clone(),
+            setup.backup.clone(),
+        ));
         mgm_report::start(
             setup,
             me.0,
@@ -280,4 +290,23 @@ fn bind_to_cpus(cpus: &[usize]) -> anyhow::Result<()> {
     })?;
     tracing::info!(?cpus, "execution thread bound to CPUs");
     Ok(())
+}
+
+/// The highest id among the `BACKUP-<id>` directories in `dir` (0 when there are none): the
+/// next START BACKUP without an id takes one more.
+fn last_backup_id(dir: &std::path::Path) -> u32 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_prefix("BACKUP-")?
+                .parse()
+                .ok()
+        })
+        .max()
+        .unwrap_or(0)
 }

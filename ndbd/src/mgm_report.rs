@@ -6,10 +6,12 @@
 //! reads them, and the listener's set of connected nodes, every report.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rndb_config::NodeId;
-use rndb_mgm::node_report::{figure_index, DataNodeReport, FIGURES, SINGLE_USER_UNASKED};
+use rndb_mgm::node_report::{
+    figure_index, BackupCommand, BackupProgress, DataNodeReport, FIGURES, SINGLE_USER_UNASKED,
+};
 
 use crate::blocks::Kernel;
 use crate::exec::LinkCounters;
@@ -28,18 +30,37 @@ pub struct Probe {
     /// The single user mode a management server asked for and the kernel has not taken yet
     /// (`ReportSetup::single_user`, set by the reporting threads).
     single_user_asked: Arc<AtomicU32>,
+    /// The node's part of its last backup, and the highest backup id it has.
+    backup: Mutex<(Option<BackupProgress>, u32)>,
+    /// The backup step a management server asked for and the kernel has not taken yet
+    /// (`ReportSetup::backup`, set by the reporting threads).
+    backup_asked: Arc<Mutex<Option<BackupCommand>>>,
 }
 
 impl Probe {
-    /// A probe whose single user mode requests come through `single_user_asked`.
-    pub fn new(single_user_asked: Arc<AtomicU32>) -> Probe {
+    /// A probe whose single user mode requests come through `single_user_asked`, and backup
+    /// steps through `backup_asked`.
+    pub fn new(
+        single_user_asked: Arc<AtomicU32>,
+        backup_asked: Arc<Mutex<Option<BackupCommand>>>,
+    ) -> Probe {
         Probe {
             started: AtomicBool::new(false),
             figures: FIGURES.iter().map(|_| AtomicU64::new(0)).collect(),
             alive: Default::default(),
             single_user: AtomicU32::new(0),
             single_user_asked,
+            backup: Mutex::new((None, 0)),
+            backup_asked,
         }
+    }
+
+    /// The backup step a management server asked for since the last call, if any.
+    pub fn take_backup_command(&self) -> Option<BackupCommand> {
+        self.backup_asked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     /// The single user mode a management server asked for since the last call, if any:
@@ -74,6 +95,13 @@ impl Probe {
         self.started.store(kernel.is_started(), Ordering::Relaxed);
         let single_user = kernel.single_user().map_or(0, |api| u32::from(api.0));
         self.single_user.store(single_user, Ordering::Relaxed);
+        {
+            let mut backup = self.backup.lock().unwrap_or_else(|e| e.into_inner());
+            if backup.0.as_ref() != kernel.backup_progress() {
+                backup.0 = kernel.backup_progress().cloned();
+            }
+            backup.1 = kernel.last_backup_id();
+        }
         let figures = kernel.figures();
         let values = [
             ("data_memory_used_bytes", kernel.memory_used_bytes()),
@@ -120,6 +148,11 @@ impl Probe {
             .unwrap_or_default();
         nodes.sort_unstable();
         self.set("data_memory_total_bytes", data_memory_total_bytes);
+        let (backup, backup_last) = self
+            .backup
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         DataNodeReport {
             started: self.started.load(Ordering::Relaxed),
             data_memory_used_bytes: self.get("data_memory_used_bytes"),
@@ -137,6 +170,8 @@ impl Probe {
                 .map(|v| v.load(Ordering::Relaxed))
                 .collect(),
             single_user: self.single_user.load(Ordering::Relaxed) as u16,
+            backup,
+            backup_last,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! condition variable that wakes requests waiting for nodes to stop.
 
 pub mod arbitrator;
+mod backup;
 pub mod cache;
 pub mod log;
 pub mod metrics;
@@ -23,7 +24,7 @@ use std::time::{Duration, Instant};
 use rndb_config::{ClusterConfig, NodeId, NodeKind};
 
 use crate::identity::ConfigIdentity;
-use crate::node_report::{RestartRequest, FIGURES};
+use crate::node_report::{BackupProgress, RestartRequest, FIGURES};
 use crate::status::{ClusterStatus, NodeState, NodeStatus, NodeType, VERSION};
 use crate::tls::{Screened, ServerTls};
 use crate::wire::Message;
@@ -94,6 +95,10 @@ struct State {
     /// ENTER SINGLE USER MODE (the API node) or EXIT (0) asked here, until every started data
     /// node reports it (see [`single_user_reply`]).
     single_user_asked: Option<u16>,
+    /// The backup this server coordinates, or coordinated last (`backup.rs`).
+    backup: Option<backup::Backup>,
+    /// The highest backup id this server gave.
+    backup_last_id: u32,
 }
 
 #[derive(Debug, Default)]
@@ -130,6 +135,9 @@ struct ReportLink {
     restarting: Option<RestartRequest>,
     /// Single user mode: the API node it reported letting in, 0 when not in that mode.
     single_user: u16,
+    /// Its part of the last backup it took part in, and the highest backup id it has.
+    backup: Option<BackupProgress>,
+    backup_last: u32,
 }
 
 /// The started data nodes, each with the API node its single user mode lets in (0: none), as
@@ -253,6 +261,8 @@ impl Server {
                 log: setup.log,
                 next_link: 1,
                 single_user_asked: None,
+                backup: None,
+                backup_last_id: 0,
             }),
             changed: Condvar::new(),
             shutdown: AtomicBool::new(false),
@@ -393,6 +403,8 @@ impl Server {
             "start" => self.start(request),
             "enter single user" => self.enter_single_user(request),
             "exit single user" => self.exit_single_user(request),
+            "start backup" => self.start_backup(request),
+            "abort backup" => self.abort_backup(request),
             "report memoryusage" => Ok(self.memory_usage()),
             "set clusterlog" => self.set_clusterlog(request),
             "set loglevel" => self.set_loglevel(request),
@@ -587,6 +599,8 @@ impl Server {
                     alive: BTreeSet::new(),
                     restarting: None,
                     single_user: 0,
+                    backup: None,
+                    backup_last: 0,
                 });
                 record.reserved_until = None;
                 *link = Some((node, id));
@@ -663,6 +677,8 @@ impl Server {
         live.pid = request.parse("pid")?.unwrap_or(0);
         live.angel = request.get("angel") == Some("1");
         live.single_user = single_user;
+        live.backup = BackupProgress::from_message(request);
+        live.backup_last = request.parse("backup.last")?.unwrap_or(0);
         live.connected = connected;
         live.data_memory_used = request.parse("datamemory.used")?.unwrap_or(0);
         live.data_memory_total = request.parse("datamemory.total")?.unwrap_or(0);
@@ -690,6 +706,11 @@ impl Server {
         };
         let reply = match single_user_reply(state, node) {
             Some(api) => reply.field("singleuser", api),
+            None => reply,
+        };
+        events.extend(state.backup_advance(me));
+        let reply = match state.backup_command(node) {
+            Some(command) => reply.field("backup", command.encode()),
             None => reply,
         };
         for event in &events {
@@ -771,6 +792,9 @@ impl Server {
             Severity::Alert,
             text,
         ));
+        for event in state.backup_advance(me) {
+            state.log.write(&event);
+        }
         drop(guard);
         self.changed.notify_all();
     }

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use rndb_protocol::NdbError;
 
+use super::backup::BackupIo;
 use super::lqh::lcp::LcpIo;
 use super::lqh::redo::RedoIo;
 use super::restart::StartRead;
@@ -34,6 +35,9 @@ pub(crate) enum FsWait {
     Nothing,
     /// A request of a local checkpoint.
     Lcp(LcpIo),
+    /// A request of backup `id` (its files are outside the node's file system: one that
+    /// fails fails the backup, not the node).
+    Backup(u32, BackupIo),
 }
 
 /// File requests not yet taken, and those taken but not completed.
@@ -103,6 +107,10 @@ impl Kernel {
         let data = match conf.result {
             Ok(data) => data,
             Err(error) => {
+                if let FsWait::Backup(id, _) = wait {
+                    self.backup_io_failed(id, &error);
+                    return Ok(());
+                }
                 // A failed sync of the sysfile a start read stops nothing by itself: no
                 // later request changes the disk (`FailStop`), and the node asks to be
                 // stopped once it runs, as after any other failed write.
@@ -153,6 +161,7 @@ impl Kernel {
                 })?
             }
             FsWait::Lcp(io) => self.lcp_io_done(io),
+            FsWait::Backup(id, io) => self.backup_io_done(id, io, data),
         }
         Ok(())
     }

@@ -22,6 +22,7 @@
 pub mod acc;
 mod answers;
 mod arbit;
+pub(crate) mod backup;
 pub mod dict;
 pub mod dih;
 mod fs;
@@ -151,6 +152,8 @@ enum Signal {
     StartDone { gci: u32 },
     /// LQH → LQH: the next step of a local checkpoint's scan.
     LcpStep,
+    /// BACKUP → BACKUP: the next step of a backup's scan.
+    BackupStep,
     /// QMGR: a data-node link came up; the peer hears whether this node served then
     /// (CM_REGREQ).
     CmRegReq { node: NodeId, started: bool },
@@ -216,6 +219,8 @@ pub struct Kernel {
     fatal: Option<String>,
     /// Single user mode: the one API node let in (`single_user.rs`).
     single_user: Option<NodeId>,
+    /// Online backups (`backup.rs`).
+    backups: backup::Backups,
 }
 
 /// A frame from a peer that could not be understood: the link must be closed.
@@ -290,6 +295,7 @@ impl Kernel {
             primary: primary::PrimarySwitch::new(node),
             fatal: None,
             single_user: None,
+            backups: backup::Backups::default(),
         }
     }
 
@@ -416,7 +422,11 @@ impl Kernel {
             gsn::CREATE_INDEX_REQ
             | gsn::DROP_INDEX_REQ
             | gsn::CREATE_TABLE_REQ
-            | gsn::DROP_TABLE_REQ => self.exec_schema_req(from, header, payload, out, now)?,
+            | gsn::DROP_TABLE_REQ => {
+                if !self.refuse_drop_during_backup(from, header, out) {
+                    self.exec_schema_req(from, header, payload, out, now)?
+                }
+            }
             signal if dict::schema::is_schema_answer(signal) && self.qmgr.is_data_node(from) => {
                 self.exec_schema_answer(from, header, payload, out, now)?
             }
@@ -701,10 +711,12 @@ impl Kernel {
                     self.gcp_stop_check(out, now);
                     self.tc_saves_overdue(out, now);
                     self.lcp_timer(out);
+                    self.backup_timer(now);
                     self.node_restart_timer(out, now);
                     self.primary_switch_timer(out, now);
                 }
                 Signal::LcpStep => self.lcp_step(),
+                Signal::BackupStep => self.backup_step(),
                 Signal::CmRegReq { node, started } => self.send_cm_regreq(node, started, out),
                 Signal::CopyStep => self.copy_step(out),
                 Signal::AbortNodeRestart(node) => self.abort_node_restart(node, out, now),

@@ -10,6 +10,7 @@
 //! `D<8+part>/DBLQH/S<file>.FragLog`. Their byte layouts are in [`format`] and
 //! ARCHITECTURE.md.
 
+pub mod backup;
 pub mod format;
 pub mod read;
 pub mod real;
@@ -168,7 +169,8 @@ pub fn execute(disk: &mut dyn Disk, request: FsRequest) -> FsConf {
 /// restart's overwrite of both sysfile copies, their syncs, then the removal of its files)
 /// thereby never goes on past a step that failed, and the kernel, which refuses writes and stops
 /// saving from its first failure, finds the disk as that failure left it. A new process
-/// starts with a new one.
+/// starts with a new one. Requests on absolute paths (a backup's files, under BackupDataDir)
+/// are outside this: carried out whatever failed before, and their failures stop nothing.
 #[derive(Debug, Default)]
 pub struct FailStop {
     first: Option<FsError>,
@@ -177,6 +179,11 @@ pub struct FailStop {
 impl FailStop {
     /// Carries out `request` on `disk`, unless it changes the disk after a failure.
     pub fn execute(&mut self, disk: &mut dyn Disk, request: FsRequest) -> FsConf {
+        // An absolute path is outside the node's file system (a backup's file): its failure
+        // concerns only what wrote it.
+        if request.op.path().starts_with('/') {
+            return execute(disk, request);
+        }
         if let Some(first) = &self.first {
             if !matches!(request.op, FsOp::Read { .. } | FsOp::List { .. }) {
                 return FsConf {

@@ -65,6 +65,12 @@ impl Disk for RealDisk {
 
     fn sync(&mut self, path: &str) -> io::Result<()> {
         self.file(path)?.sync_data()?;
+        if path.starts_with('/') {
+            // A file outside the node's file system (a backup's) is synced once, when it is
+            // complete: it is closed.
+            self.open.remove(path);
+            return sync_dirs(&self.root, &self.full(path));
+        }
         // A new file's directory entry must be durable too (once: fsync of a directory costs
         // as much as a file's).
         if self.created.remove(path) {

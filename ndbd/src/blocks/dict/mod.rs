@@ -286,6 +286,10 @@ impl Dict {
         self.tables.get(&table_id)
     }
 
+    pub fn index(&self, index_id: u32) -> Option<&Index> {
+        self.indexes.get(&index_id)
+    }
+
     /// The index `name` of table `table`: 709 without the table, 4243 without the index.
     pub fn index_by_name(&self, table: &str, name: &str) -> Result<&Index, NdbError> {
         let table = self.by_name(table)?;

@@ -196,6 +196,9 @@ pub struct Fragment {
     pub ordered: Vec<OrderedIndex>,
     /// What changed since the local checkpoint scan last passed (kept only with a redo log).
     pub lcp: lcp::Changes,
+    /// While an online backup backs this fragment up here: the changes committed since it
+    /// began, not yet handed to its log file (`backup.rs`).
+    pub backup_log: Option<Box<crate::blocks::backup::BackupLog>>,
 }
 
 /// The LQH block with its fragments.
@@ -878,6 +881,14 @@ fn finish_row(
             },
             gci,
         );
+        if let Some(log) = fragment.backup_log.as_mut() {
+            // A put logs its new image, a delete the image it removes (the key's values).
+            match (&pending.image, &slot.committed) {
+                (Some(image), _) => log.push(gci, false, table_id, fragment_no, image),
+                (None, Some(gone)) => log.push(gci, true, table_id, fragment_no, gone),
+                (None, None) => {}
+            }
+        }
     }
     let (gone, stays) = if commit {
         let old = std::mem::replace(&mut slot.committed, pending.image);

@@ -1,0 +1,679 @@
+//! BACKUP: online backups (ndb_mgm's START BACKUP), taken while traffic goes on, as NDB's
+//! BACKUP block takes them: a fuzzy scan of the rows plus a log of the changes made while it
+//! ran, cut at a global checkpoint.
+//!
+//! The management server that was asked coordinates (`rndb_mgm`'s `server/backup.rs`), through
+//! the node's report replies (`BackupCommand`); each started data node does its part here:
+//!
+//! 1. **Start** (`participants`: the started data nodes): every fragment is backed up by its
+//!    first replica, in the partition map's order, that is a participant, so every node
+//!    reaches the same split. From this moment each such fragment logs the changes committed
+//!    to it (`Fragment::backup_log`, filled in `finish_row`); then its rows are scanned into
+//!    the data file, a step at a time between other work, as a local checkpoint's are.
+//! 2. **Scanned**: the data file is synced; the node reports the newest GCI a row it wrote or a
+//!    change it logged can have. The server stops the backup at the newest of these,
+//!    `stop_gci`: no row in any data file is newer.
+//! 3. **Stop**: once `stop_gci` is restorable here, every change of that global checkpoint and
+//!    those before it has committed on every replica, so it is in the log. The log file ends
+//!    (END), is synced, and the control file (the tables, their indexes, the counts) is
+//!    written last: a backup with every node's control file is complete.
+//!
+//! A restore (`ndb_restore`) loads each data file and applies its log up to `stop_gci`: a row
+//! the scan found before a change has that change in the log after it, and a row the scan
+//! found after a change of a later GCI cannot exist (`stop_gci` is at least that GCI). The
+//! byte layouts are in `ndbfs/backup.rs`.
+//!
+//! A participant that fails, a file that cannot be written, a log that outgrows
+//! BackupLogBufferSize, or a coordinator that stops asking (its server gone) end the backup
+//! with NDB's error (1326, 1325, 1324); its files stay, without a control file from this
+//! node. A backup needs files (1306 with Diskless).
+
+use std::time::{Duration, Instant};
+
+use rndb_config::NodeId;
+use rndb_mgm::node_report::{BackupCommand, BackupPhase, BackupProgress};
+use rndb_protocol::signals::{gsn, IndexInfo, TableInfo};
+use rndb_protocol::NdbError;
+use rndb_transporter::FrameHeader;
+
+use super::fs::FsWait;
+use super::tup::Row;
+use super::{Kernel, Outbox, Signal};
+use crate::ndbfs::backup::{self as layout, BackupCtl};
+use crate::ndbfs::format::kind;
+use crate::ndbfs::{FsData, FsError, FsOp};
+
+/// Rows one step of the scan writes at most.
+const ROWS_PER_STEP: usize = 2048;
+/// Bytes one step of the scan writes at most.
+const BYTES_PER_STEP: usize = 256 * 1024;
+/// Writes of the data file out at once, at most.
+const WRITES_IN_FLIGHT_MAX: usize = 2;
+/// A backup no management server has asked about for this long is given up (1326): the
+/// server that coordinated it is gone. Servers ask in every report reply (every 200 ms).
+const ORPHAN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The changes committed to one fragment since its backup began, not yet handed to the log
+/// file: records as they go into it.
+#[derive(Debug, Default)]
+pub struct BackupLog {
+    bytes: Vec<u8>,
+    records: u64,
+}
+
+impl BackupLog {
+    /// A change committed in `gci`: `row` is the new image, or for a delete the image removed.
+    pub fn push(&mut self, gci: u64, delete: bool, table_id: u32, fragment: u32, row: &Row) {
+        let kind = if delete { kind::DELETE } else { kind::PUT };
+        layout::append_row(
+            &mut self.bytes,
+            gci,
+            kind,
+            table_id,
+            fragment,
+            row.encoded(),
+        );
+        self.records += 1;
+    }
+}
+
+/// What a completed file request of a backup was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BackupIo {
+    /// The listing of the backup's directory (it must not exist yet).
+    Listed,
+    DataWrite,
+    DataSync,
+    LogWrite(u64),
+    LogSync,
+    Ctl,
+}
+
+/// This node's online backups.
+#[derive(Debug, Default)]
+pub(crate) struct Backups {
+    /// `<BackupDataDir>/BACKUP`, absolute; `None` without files.
+    root: Option<String>,
+    /// BackupLogBufferSize: changes logged but not yet written, at most.
+    log_buffer_max: u64,
+    /// The highest backup id this node has files of or took part in.
+    last_id: u32,
+    run: Option<Run>,
+    /// This node's part of the last backup it took part in, as reported.
+    progress: Option<BackupProgress>,
+}
+
+#[derive(Debug)]
+struct Run {
+    id: u32,
+    dir: String,
+    participants: Vec<NodeId>,
+    /// The fragments this node backs up, (table, fragment), in scan order.
+    claimed: Vec<(u32, u32)>,
+    /// The scan: the claimed fragment it is in and the next slot.
+    next: usize,
+    slot: u32,
+    /// The directory was found empty; the files are being written.
+    listed: bool,
+    data_written: u64,
+    data_in_flight: usize,
+    step_queued: bool,
+    scanned: bool,
+    data_synced: bool,
+    /// The newest GCI of a row written to the data file.
+    max_gci: u64,
+    log_written: u64,
+    /// Log bytes handed to NDBFS and not yet written.
+    log_in_flight: u64,
+    log_records: u64,
+    /// The newest GCI of a change logged.
+    log_max_gci: u64,
+    stop: Option<u32>,
+    /// The log's END is written; its sync and then the control file follow.
+    finishing: bool,
+    tables: Vec<TableInfo>,
+    indexes: Vec<IndexInfo>,
+    /// When a management server last asked about this backup.
+    heard: Instant,
+}
+
+impl Backups {
+    /// Backups under `root` (`<BackupDataDir>/BACKUP`) whose logs may hold `log_buffer_max`
+    /// unwritten bytes; `last_id` is the highest backup id found there.
+    pub fn new(root: String, log_buffer_max: u64, last_id: u32) -> Backups {
+        Backups {
+            root: Some(root),
+            log_buffer_max,
+            last_id,
+            run: None,
+            progress: None,
+        }
+    }
+}
+
+impl Kernel {
+    /// Where backups go, how much unwritten log a backup may hold, and the highest backup id
+    /// found there (set by `ndbd` from BackupDataDir and BackupLogBufferSize).
+    pub fn set_backup_dir(&mut self, root: String, log_buffer_max: u64, last_id: u32) {
+        self.backups = Backups::new(root, log_buffer_max, last_id);
+    }
+
+    /// This node's part of the last backup it took part in.
+    pub fn backup_progress(&self) -> Option<&BackupProgress> {
+        self.backups.progress.as_ref()
+    }
+
+    /// The highest backup id this node has files of or took part in.
+    pub fn last_backup_id(&self) -> u32 {
+        self.backups.last_id
+    }
+
+    /// Refuses (761, as NDB) an API node's DROP TABLE or DROP INDEX while a backup runs
+    /// here: the backup's control file names the table. True when refused.
+    pub(super) fn refuse_drop_during_backup(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        out: &mut dyn Outbox,
+    ) -> bool {
+        let dropping = matches!(header.signal, gsn::DROP_TABLE_REQ | gsn::DROP_INDEX_REQ);
+        let Some(run) = &self.backups.run else {
+            return false;
+        };
+        if !dropping || self.qmgr.is_data_node(from) {
+            return false;
+        }
+        let error = NdbError::with_detail(761, format!("backup {} is running", run.id));
+        let ref_signal = super::dict::schema::answers_of(header.signal).1;
+        super::refuse(&mut self.unsent, out, from, header, ref_signal, &error);
+        true
+    }
+
+    /// A management server's backup step (repeated in every reply while the backup runs:
+    /// a step already taken is only noted as heard).
+    pub fn backup_command(&mut self, command: BackupCommand, now: Instant) {
+        let id = command.id();
+        if let Some(run) = self.backups.run.as_mut().filter(|r| r.id == id) {
+            run.heard = now;
+            match command {
+                BackupCommand::Start { .. } => {}
+                BackupCommand::Stop { stop_gci, .. } => {
+                    if run.stop.is_none() {
+                        tracing::info!(
+                            backup = id,
+                            stop_gci,
+                            "backup {id} stops at GCI {stop_gci}"
+                        );
+                        run.stop = Some(stop_gci);
+                        self.backup_try_finish();
+                    }
+                }
+                BackupCommand::Abort { error, .. } => self.backup_fail(NdbError::with_detail(
+                    error,
+                    "asked by the management server",
+                )),
+            }
+            return;
+        }
+        let BackupCommand::Start { participants, .. } = command else {
+            return;
+        };
+        if self.backups.progress.as_ref().is_some_and(|p| p.id == id) {
+            // Done (or given up) already; the server has not heard yet.
+            return;
+        }
+        if let Some(run) = &self.backups.run {
+            tracing::warn!(
+                running = run.id,
+                asked = id,
+                "backup {id} asked while backup {} runs here: not started",
+                run.id
+            );
+            return;
+        }
+        let participants: Vec<NodeId> = participants.into_iter().map(NodeId).collect();
+        if !self.qmgr.started() || !participants.contains(&self.me) {
+            return;
+        }
+        self.backup_begin(id, participants, now);
+    }
+
+    fn backup_begin(&mut self, id: u32, participants: Vec<NodeId>, now: Instant) {
+        self.backups.last_id = self.backups.last_id.max(id);
+        self.backups.progress = Some(BackupProgress {
+            id,
+            phase: Some(BackupPhase::Running),
+            start_gci: self.gcp.current,
+            ..BackupProgress::default()
+        });
+        let root = match (&self.backups.root, self.has_files) {
+            (Some(root), true) => root.clone(),
+            _ => {
+                return self
+                    .backup_failed(id, NdbError::with_detail(1306, "this node keeps no files"))
+            }
+        };
+        // Each fragment goes to its first replica among the participants: the same split on
+        // every node, whatever each holds alive or primary just now.
+        let mut claimed = Vec::new();
+        let (mut tables, mut indexes) = (Vec::new(), Vec::new());
+        for table_id in self.dict.table_ids() {
+            let Some(table) = self.dict.get(table_id) else {
+                continue;
+            };
+            if table.hidden_for.is_some() {
+                continue;
+            }
+            tables.push(table.info.clone());
+            let index_ids = table.unique.iter().map(|u| u.index_id);
+            let index_ids = index_ids.chain(table.ordered.iter().map(|o| o.index_id));
+            indexes.extend(
+                index_ids
+                    .filter_map(|i| self.dict.index(i))
+                    .map(|i| i.info.clone()),
+            );
+            for fragment in 0..table.fragment_count {
+                let first = self
+                    .dih
+                    .replicas(fragment)
+                    .iter()
+                    .find(|n| participants.contains(n));
+                if first == Some(&self.me) {
+                    claimed.push((table_id, fragment));
+                }
+            }
+        }
+        for &(table_id, fragment) in &claimed {
+            if let Some(f) = self.fragment_mut(table_id, fragment) {
+                f.backup_log = Some(Box::default());
+            }
+        }
+        tracing::info!(
+            backup = id,
+            fragments = claimed.len(),
+            "backup {id} started: {} fragments backed up here",
+            claimed.len()
+        );
+        let dir = format!("{root}/{}", layout::dir_name(id));
+        self.fs.push(
+            FsOp::List { path: dir.clone() },
+            FsWait::Backup(id, BackupIo::Listed),
+        );
+        self.backups.run = Some(Run {
+            id,
+            dir,
+            participants,
+            claimed,
+            next: 0,
+            slot: 0,
+            listed: false,
+            data_written: 0,
+            data_in_flight: 0,
+            step_queued: false,
+            scanned: false,
+            data_synced: false,
+            max_gci: 0,
+            log_written: 0,
+            log_in_flight: 0,
+            log_records: 0,
+            log_max_gci: 0,
+            stop: None,
+            finishing: false,
+            tables,
+            indexes,
+            heard: now,
+        });
+    }
+
+    fn fragment_mut(&mut self, table_id: u32, fragment: u32) -> Option<&mut super::lqh::Fragment> {
+        self.lqh
+            .fragments
+            .get_mut(&table_id)?
+            .get_mut(fragment as usize)
+    }
+
+    /// On the timer: hands logged changes to NDBFS, ends a backup whose participant failed or
+    /// whose coordinator stopped asking, and finishes one whose stop GCI became restorable.
+    pub(crate) fn backup_timer(&mut self, now: Instant) {
+        let Some(run) = &self.backups.run else {
+            return;
+        };
+        if let Some(gone) = run.participants.iter().find(|n| !self.qmgr.is_alive(**n)) {
+            let why = format!("data node {gone}, a participant, failed");
+            return self.backup_fail(NdbError::with_detail(1326, why));
+        }
+        if now.saturating_duration_since(run.heard) > ORPHAN_TIMEOUT {
+            let why = format!(
+                "no management server asked about it for {} s (its coordinator is gone)",
+                ORPHAN_TIMEOUT.as_secs()
+            );
+            return self.backup_fail(NdbError::with_detail(1326, why));
+        }
+        self.backup_write_log();
+        self.backup_try_finish();
+    }
+
+    /// Hands the changes logged since the last call to NDBFS; past BackupLogBufferSize of
+    /// unwritten bytes the backup fails (1324).
+    fn backup_write_log(&mut self) {
+        let Some(run) = self.backups.run.as_mut() else {
+            return;
+        };
+        if !run.listed || run.finishing {
+            return;
+        }
+        let mut bytes = Vec::new();
+        for &(table_id, fragment) in &run.claimed {
+            let Some(log) = self
+                .lqh
+                .fragments
+                .get_mut(&table_id)
+                .and_then(|f| f.get_mut(fragment as usize))
+                .and_then(|f| f.backup_log.as_mut())
+            else {
+                continue;
+            };
+            if bytes.is_empty() {
+                bytes = std::mem::take(&mut log.bytes);
+            } else {
+                bytes.append(&mut log.bytes);
+            }
+            run.log_records += std::mem::take(&mut log.records);
+        }
+        if bytes.is_empty() {
+            return;
+        }
+        run.log_max_gci = run.log_max_gci.max(self.lqh.newest_committed);
+        let len = bytes.len() as u64;
+        if run.log_in_flight + len > self.backups.log_buffer_max {
+            let why = format!(
+                "{} bytes of changes wait for the disk, BackupLogBufferSize is {}",
+                run.log_in_flight + len,
+                self.backups.log_buffer_max
+            );
+            return self.backup_fail(NdbError::with_detail(1324, why));
+        }
+        let path = format!(
+            "{}/{}",
+            run.dir,
+            layout::log_file(run.id, u32::from(self.me.0))
+        );
+        self.fs.push(
+            FsOp::Write {
+                path,
+                offset: run.log_written,
+                bytes,
+            },
+            FsWait::Backup(run.id, BackupIo::LogWrite(len)),
+        );
+        run.log_written += len;
+        run.log_in_flight += len;
+    }
+
+    /// One step of the scan: up to a step's rows, from where the last one stopped.
+    pub(crate) fn backup_step(&mut self) {
+        self.backup_write_log();
+        let Some(run) = self.backups.run.as_mut() else {
+            return;
+        };
+        run.step_queued = false;
+        if run.scanned || run.data_in_flight >= WRITES_IN_FLIGHT_MAX {
+            return;
+        }
+        let mut out = Vec::with_capacity(BYTES_PER_STEP + 4096);
+        let mut rows = 0;
+        while rows < ROWS_PER_STEP && out.len() < BYTES_PER_STEP {
+            let Some(&(table_id, fragment_no)) = run.claimed.get(run.next) else {
+                run.scanned = true;
+                break;
+            };
+            let fragment = self
+                .lqh
+                .fragments
+                .get(&table_id)
+                .and_then(|f| f.get(fragment_no as usize));
+            let Some(fragment) = fragment.filter(|f| run.slot < f.rows.id_end()) else {
+                run.next += 1;
+                run.slot = 0;
+                continue;
+            };
+            if let Some(slot) = fragment.rows.slot(run.slot) {
+                if let Some(row) = &slot.committed {
+                    let gci = u64::from(slot.gci) << 32;
+                    run.max_gci = run.max_gci.max(gci);
+                    layout::append_row(
+                        &mut out,
+                        gci,
+                        kind::PUT,
+                        table_id,
+                        fragment_no,
+                        row.encoded(),
+                    );
+                    rows += 1;
+                }
+            }
+            run.slot += 1;
+        }
+        let progress = self.backups.progress.get_or_insert_with(Default::default);
+        progress.records += rows as u64;
+        if run.scanned {
+            layout::append_end(&mut out, self.gcp.current, progress.records);
+        }
+        let (id, path) = (
+            run.id,
+            format!(
+                "{}/{}",
+                run.dir,
+                layout::data_file(run.id, u32::from(self.me.0))
+            ),
+        );
+        if !out.is_empty() {
+            let len = out.len() as u64;
+            self.fs.push(
+                FsOp::Write {
+                    path: path.clone(),
+                    offset: run.data_written,
+                    bytes: out,
+                },
+                FsWait::Backup(id, BackupIo::DataWrite),
+            );
+            run.data_written += len;
+            run.data_in_flight += 1;
+        }
+        if run.scanned {
+            self.fs
+                .push(FsOp::Sync { path }, FsWait::Backup(id, BackupIo::DataSync));
+        } else if run.data_in_flight < WRITES_IN_FLIGHT_MAX {
+            run.step_queued = true;
+            self.jobs.push_back(Signal::BackupStep);
+        }
+    }
+
+    /// A file request of backup `id` completed.
+    pub(crate) fn backup_io_done(&mut self, id: u32, io: BackupIo, data: FsData) {
+        let me = u32::from(self.me.0);
+        let Some(run) = self.backups.run.as_mut().filter(|r| r.id == id) else {
+            return;
+        };
+        match io {
+            BackupIo::Listed => {
+                if matches!(&data, FsData::Names(names) if !names.is_empty()) {
+                    let why = format!("{} exists", run.dir);
+                    return self.backup_fail(NdbError::with_detail(1350, why));
+                }
+                run.listed = true;
+                let data = layout::header(layout::DATA_MAGIC, id, me);
+                let log = layout::header(layout::LOG_MAGIC, id, me);
+                run.data_written = data.len() as u64;
+                run.log_written = log.len() as u64;
+                let (data_path, log_path) = (
+                    format!("{}/{}", run.dir, layout::data_file(id, me)),
+                    format!("{}/{}", run.dir, layout::log_file(id, me)),
+                );
+                run.data_in_flight += 1;
+                run.step_queued = true;
+                self.fs.push(
+                    FsOp::Write {
+                        path: data_path,
+                        offset: 0,
+                        bytes: data,
+                    },
+                    FsWait::Backup(id, BackupIo::DataWrite),
+                );
+                self.fs.push(
+                    FsOp::Write {
+                        path: log_path,
+                        offset: 0,
+                        bytes: log,
+                    },
+                    FsWait::Backup(id, BackupIo::LogWrite(0)),
+                );
+                self.jobs.push_back(Signal::BackupStep);
+            }
+            BackupIo::DataWrite => {
+                run.data_in_flight -= 1;
+                if !run.scanned && !run.step_queued {
+                    run.step_queued = true;
+                    self.jobs.push_back(Signal::BackupStep);
+                }
+            }
+            BackupIo::DataSync => {
+                run.data_synced = true;
+                let newest_logged = self.lqh.redo.as_ref().map_or(0, |r| r.newest_logged);
+                let newest = [
+                    self.gcp.current,
+                    self.lqh.newest_committed,
+                    newest_logged,
+                    run.max_gci,
+                    run.log_max_gci,
+                ];
+                let data_bytes = run.data_written;
+                if let Some(p) = self.backups.progress.as_mut() {
+                    p.phase = Some(BackupPhase::Scanned);
+                    p.scanned_gci = newest.into_iter().max().unwrap_or(0);
+                    p.data_bytes = data_bytes;
+                }
+                tracing::info!(backup = id, "backup {id}: every row is in the data file");
+                self.backup_try_finish();
+            }
+            BackupIo::LogWrite(len) => run.log_in_flight -= len,
+            BackupIo::LogSync => {
+                let ctl = BackupCtl {
+                    backup_id: id,
+                    start_gci: self.backups.progress.as_ref().map_or(0, |p| p.start_gci),
+                    stop_gci: run.stop.unwrap_or(0),
+                    records: self.backups.progress.as_ref().map_or(0, |p| p.records),
+                    log_records: run.log_records,
+                    data_bytes: run.data_written,
+                    log_bytes: run.log_written,
+                    tables: std::mem::take(&mut run.tables),
+                    indexes: std::mem::take(&mut run.indexes),
+                };
+                let path = format!("{}/{}", run.dir, layout::ctl_file(id, me));
+                self.fs.push(
+                    FsOp::Replace {
+                        path,
+                        bytes: ctl.file_bytes(me),
+                    },
+                    FsWait::Backup(id, BackupIo::Ctl),
+                );
+            }
+            BackupIo::Ctl => {
+                let (log_records, log_bytes) = (run.log_records, run.log_written);
+                self.backups.run = None;
+                if let Some(p) = self.backups.progress.as_mut() {
+                    p.phase = Some(BackupPhase::Completed);
+                    p.log_records = log_records;
+                    p.log_bytes = log_bytes;
+                    tracing::info!(
+                        backup = id,
+                        records = p.records,
+                        log_records,
+                        "backup {id} completed here"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A file request of backup `id` failed: the backup fails (1325), the node goes on.
+    pub(crate) fn backup_io_failed(&mut self, id: u32, error: &FsError) {
+        if self.backups.run.as_ref().is_some_and(|r| r.id == id) {
+            self.backup_fail(NdbError::with_detail(1325, error.to_string()));
+        }
+    }
+
+    /// Once scanned, stopped, and the stop GCI restorable here: ends the log, then writes the
+    /// control file.
+    fn backup_try_finish(&mut self) {
+        let restorable = self.gcp.restorable;
+        let Some(run) = self.backups.run.as_ref() else {
+            return;
+        };
+        let ready = run.data_synced && !run.finishing && run.stop.is_some_and(|s| s <= restorable);
+        if !ready {
+            return;
+        }
+        self.backup_write_log();
+        let me = u32::from(self.me.0);
+        let Some(run) = self.backups.run.as_mut() else {
+            return;
+        };
+        run.finishing = true;
+        for &(table_id, fragment) in &run.claimed {
+            if let Some(f) = self
+                .lqh
+                .fragments
+                .get_mut(&table_id)
+                .and_then(|f| f.get_mut(fragment as usize))
+            {
+                f.backup_log = None;
+            }
+        }
+        let mut end = Vec::new();
+        layout::append_end(&mut end, self.gcp.current, run.log_records);
+        let len = end.len() as u64;
+        let path = format!("{}/{}", run.dir, layout::log_file(run.id, me));
+        self.fs.push(
+            FsOp::Write {
+                path: path.clone(),
+                offset: run.log_written,
+                bytes: end,
+            },
+            FsWait::Backup(run.id, BackupIo::LogWrite(len)),
+        );
+        run.log_written += len;
+        run.log_in_flight += len;
+        self.fs.push(
+            FsOp::Sync { path },
+            FsWait::Backup(run.id, BackupIo::LogSync),
+        );
+    }
+
+    /// Ends the running backup with `error`: changes are no longer logged; the files stay
+    /// without a control file from this node.
+    fn backup_fail(&mut self, error: NdbError) {
+        let Some(run) = self.backups.run.take() else {
+            return;
+        };
+        for &(table_id, fragment) in &run.claimed {
+            if let Some(f) = self.fragment_mut(table_id, fragment) {
+                f.backup_log = None;
+            }
+        }
+        self.backup_failed(run.id, error);
+    }
+
+    fn backup_failed(&mut self, id: u32, error: NdbError) {
+        tracing::warn!(
+            backup = id,
+            code = error.code,
+            "backup {id} failed here: {error}"
+        );
+        let progress = self.backups.progress.get_or_insert_with(Default::default);
+        progress.id = id;
+        progress.phase = Some(BackupPhase::Failed);
+        progress.error = error.code;
+        progress.error_text = error.to_string();
+    }
+}

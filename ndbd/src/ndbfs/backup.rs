@@ -1,0 +1,390 @@
+//! The byte layouts of an online backup's files (ndb_mgm's START BACKUP), under NDB's names:
+//! each data node writes three files in `BACKUP/BACKUP-<id>/` under its BackupDataDir.
+//!
+//! ```text
+//! BACKUP-<id>-0.<node>.Data   magic RNDBBKPD, seq = id; PUT records (gci = the row's last
+//!                             change), then END (rows u64)
+//! BACKUP-<id>.<node>.log      magic RNDBBKPL, seq = id; PUT (after-image) and DELETE
+//!                             (before-image) records in commit order, gci = the commit's,
+//!                             then END (records u64)
+//! BACKUP-<id>.<node>.ctl      magic RNDBBKPC, seq = id; CTL, then a TABLE record per table
+//!                             and an INDEX record per index; written last, once the other
+//!                             two are synced: a backup without it is incomplete
+//! row payload                 table_id u32 | fragment u32 | row (packed values, all columns)
+//! CTL payload                 backup_id u32 | start_gci u64 | stop_gci u32 | records u64 |
+//!                             log_records u64 | data_bytes u64 | log_bytes u64 | tables u32 |
+//!                             indexes u32
+//! TABLE payload               TableInfo (table_id u32 | version u32 | TableDef)
+//! INDEX payload               IndexInfo
+//! ```
+//!
+//! Records have the framing of every data node file ([`super::format`]): length, CRC, GCI,
+//! kind. The data file holds each row of the fragments this node backed up as a fuzzy scan
+//! found it; the log holds every change committed to those fragments from before the scan
+//! began until the backup stopped. A restore loads the data and applies, in order, the log
+//! records whose GCI's high word is at most `stop_gci`: the result is each fragment as of the
+//! end of that global checkpoint.
+
+use rndb_protocol::codec::{DecodeError, Reader, Writer};
+use rndb_protocol::signals::{IndexInfo, TableInfo};
+
+use super::format::{append_record, kind, read_record, FileHeader, Next, HEADER_BYTES};
+
+pub const DATA_MAGIC: [u8; 8] = *b"RNDBBKPD";
+pub const LOG_MAGIC: [u8; 8] = *b"RNDBBKPL";
+pub const CTL_MAGIC: [u8; 8] = *b"RNDBBKPC";
+
+/// Record kinds of backup files (after the kinds of [`kind`]; rows are [`kind::PUT`] and
+/// [`kind::DELETE`]).
+pub mod backup_kind {
+    /// The last record of a data or log file: how many row records it holds (u64).
+    pub const END: u8 = 11;
+    /// A control file's first record: [`super::BackupCtl`].
+    pub const CTL: u8 = 12;
+    /// A table of the backup: `TableInfo`.
+    pub const TABLE: u8 = 13;
+    /// An index of the backup: `IndexInfo`.
+    pub const INDEX: u8 = 14;
+}
+
+/// The directory of backup `id`, under `<BackupDataDir>/BACKUP`.
+pub fn dir_name(id: u32) -> String {
+    format!("BACKUP-{id}")
+}
+
+/// Node `node`'s data file of backup `id`.
+pub fn data_file(id: u32, node: u32) -> String {
+    format!("BACKUP-{id}-0.{node}.Data")
+}
+
+/// Node `node`'s log file of backup `id`.
+pub fn log_file(id: u32, node: u32) -> String {
+    format!("BACKUP-{id}.{node}.log")
+}
+
+/// Node `node`'s control file of backup `id`.
+pub fn ctl_file(id: u32, node: u32) -> String {
+    format!("BACKUP-{id}.{node}.ctl")
+}
+
+/// The header of node `node`'s file with `magic` of backup `id`.
+pub fn header(magic: [u8; 8], id: u32, node: u32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER_BYTES);
+    FileHeader {
+        magic,
+        node,
+        part: 0,
+        seq: u64::from(id),
+    }
+    .encode(&mut out);
+    out
+}
+
+/// Appends a row record (`kind::PUT` or `kind::DELETE`) of `gci`.
+pub fn append_row(out: &mut Vec<u8>, gci: u64, kind: u8, table_id: u32, fragment: u32, row: &[u8]) {
+    append_record(out, gci, kind, |b| {
+        Writer::new(b).u32(table_id).u32(fragment);
+        b.extend_from_slice(row);
+    });
+}
+
+/// Appends the END record of a data or log file holding `records` rows.
+pub fn append_end(out: &mut Vec<u8>, gci: u64, records: u64) {
+    append_record(out, gci, backup_kind::END, |b| {
+        b.extend_from_slice(&records.to_le_bytes())
+    });
+}
+
+/// One row record as read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BackupRow<'a> {
+    pub gci: u64,
+    /// `kind::PUT` or `kind::DELETE`.
+    pub kind: u8,
+    pub table_id: u32,
+    pub fragment: u32,
+    /// The packed row: every column's value (a delete's is the row it removed).
+    pub row: &'a [u8],
+    /// The record's offset in its file.
+    pub offset: usize,
+}
+
+/// Reads a whole data or log file (`magic`) of node `node` of backup `id`: its row records,
+/// checked against the END record's count. Every error names the offset it is at.
+pub fn read_rows(
+    bytes: &[u8],
+    magic: [u8; 8],
+    id: u32,
+    node: u32,
+) -> Result<Vec<BackupRow<'_>>, String> {
+    check_header(bytes, magic, id, node)?;
+    let mut rows = Vec::new();
+    let mut offset = HEADER_BYTES;
+    loop {
+        let record = match read_record(bytes, offset) {
+            Next::Record(r) => r,
+            Next::End => {
+                return Err(format!(
+                    "ends at offset {offset} without its END record (the backup did not finish \
+                     writing it)"
+                ))
+            }
+            Next::Bad(why) => return Err(format!("at offset {offset}: {why}")),
+        };
+        match record.kind {
+            kind::PUT | kind::DELETE => {
+                let mut r = Reader::new(record.payload, "backup row");
+                let (table_id, fragment) = r
+                    .u32()
+                    .and_then(|t| Ok((t, r.u32()?)))
+                    .map_err(|e| format!("at offset {offset}: {e}"))?;
+                rows.push(BackupRow {
+                    gci: record.gci,
+                    kind: record.kind,
+                    table_id,
+                    fragment,
+                    row: r.rest(),
+                    offset,
+                });
+            }
+            backup_kind::END => {
+                let count = <[u8; 8]>::try_from(record.payload)
+                    .map(u64::from_le_bytes)
+                    .map_err(|_| format!("at offset {offset}: an END record that is not a u64"))?;
+                if count != rows.len() as u64 {
+                    return Err(format!(
+                        "at offset {offset}: the END record counts {count} rows, the file holds {}",
+                        rows.len()
+                    ));
+                }
+                if record.next != bytes.len() {
+                    return Err(format!(
+                        "{} bytes after the END record at offset {offset}",
+                        bytes.len() - record.next
+                    ));
+                }
+                return Ok(rows);
+            }
+            other => return Err(format!("at offset {offset}: a record of kind {other}")),
+        }
+        offset = record.next;
+    }
+}
+
+fn check_header(bytes: &[u8], magic: [u8; 8], id: u32, node: u32) -> Result<(), String> {
+    let header = FileHeader::decode(bytes, magic).map_err(|e| format!("at offset 0: {e}"))?;
+    if header.node != node || header.seq != u64::from(id) {
+        return Err(format!(
+            "at offset 0: the header names node {} backup {}, not node {node} backup {id}",
+            header.node, header.seq
+        ));
+    }
+    Ok(())
+}
+
+/// A node's control file of a backup: what it holds and the schema to restore it into.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackupCtl {
+    pub backup_id: u32,
+    /// The node's epoch when its part of the backup began.
+    pub start_gci: u64,
+    /// The backup is each table as of the end of this global checkpoint: a restore applies
+    /// log records up to it.
+    pub stop_gci: u32,
+    /// Rows in the data file, records in the log file, and the two files' sizes in bytes.
+    pub records: u64,
+    pub log_records: u64,
+    pub data_bytes: u64,
+    pub log_bytes: u64,
+    /// The tables backed up (unique indexes' hidden tables are not: a restore builds them).
+    pub tables: Vec<TableInfo>,
+    /// Their unique and ordered indexes.
+    pub indexes: Vec<IndexInfo>,
+}
+
+impl BackupCtl {
+    /// The whole control file of node `node`.
+    pub fn file_bytes(&self, node: u32) -> Vec<u8> {
+        let mut out = header(CTL_MAGIC, self.backup_id, node);
+        append_record(
+            &mut out,
+            u64::from(self.stop_gci) << 32,
+            backup_kind::CTL,
+            |b| {
+                Writer::new(b)
+                    .u32(self.backup_id)
+                    .u64(self.start_gci)
+                    .u32(self.stop_gci)
+                    .u64(self.records)
+                    .u64(self.log_records)
+                    .u64(self.data_bytes)
+                    .u64(self.log_bytes)
+                    .u32(self.tables.len() as u32)
+                    .u32(self.indexes.len() as u32);
+            },
+        );
+        for table in &self.tables {
+            append_record(&mut out, 0, backup_kind::TABLE, |b| table.encode(b));
+        }
+        for index in &self.indexes {
+            append_record(&mut out, 0, backup_kind::INDEX, |b| index.encode(b));
+        }
+        out
+    }
+
+    /// Reads node `node`'s whole control file of backup `id`. Every error names the offset
+    /// it is at.
+    pub fn from_file(bytes: &[u8], id: u32, node: u32) -> Result<BackupCtl, String> {
+        check_header(bytes, CTL_MAGIC, id, node)?;
+        let mut offset = HEADER_BYTES;
+        let next = |kind: u8, offset: &mut usize| -> Result<&[u8], String> {
+            let at = *offset;
+            match read_record(bytes, at) {
+                Next::Record(r) if r.kind == kind => {
+                    *offset = r.next;
+                    Ok(r.payload)
+                }
+                Next::Record(r) => Err(format!(
+                    "at offset {at}: a record of kind {}, expected {kind}",
+                    r.kind
+                )),
+                Next::End => Err(format!("ends at offset {at}, before its last record")),
+                Next::Bad(why) => Err(format!("at offset {at}: {why}")),
+            }
+        };
+        let at = offset;
+        let payload = next(backup_kind::CTL, &mut offset)?;
+        let mut r = Reader::new(payload, "backup control record");
+        let decode = |r: &mut Reader<'_>| -> Result<(BackupCtl, u32, u32), DecodeError> {
+            let ctl = BackupCtl {
+                backup_id: r.u32()?,
+                start_gci: r.u64()?,
+                stop_gci: r.u32()?,
+                records: r.u64()?,
+                log_records: r.u64()?,
+                data_bytes: r.u64()?,
+                log_bytes: r.u64()?,
+                tables: Vec::new(),
+                indexes: Vec::new(),
+            };
+            let (tables, indexes) = (r.u32()?, r.u32()?);
+            r.finish()?;
+            Ok((ctl, tables, indexes))
+        };
+        let (mut ctl, tables, indexes) =
+            decode(&mut r).map_err(|e| format!("at offset {at}: {e}"))?;
+        if ctl.backup_id != id {
+            return Err(format!(
+                "at offset {at}: the control record names backup {}, not {id}",
+                ctl.backup_id
+            ));
+        }
+        for _ in 0..tables {
+            let at = offset;
+            let payload = next(backup_kind::TABLE, &mut offset)?;
+            ctl.tables
+                .push(TableInfo::decode(payload).map_err(|e| format!("at offset {at}: {e}"))?);
+        }
+        for _ in 0..indexes {
+            let at = offset;
+            let payload = next(backup_kind::INDEX, &mut offset)?;
+            ctl.indexes
+                .push(IndexInfo::decode(payload).map_err(|e| format!("at offset {at}: {e}"))?);
+        }
+        if offset != bytes.len() {
+            return Err(format!(
+                "{} bytes after the last record, at offset {offset}",
+                bytes.len() - offset
+            ));
+        }
+        Ok(ctl)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rndb_protocol::{ColumnDef, ColumnType, IndexKind, TableDef};
+
+    use super::*;
+
+    fn ctl() -> BackupCtl {
+        BackupCtl {
+            backup_id: 7,
+            start_gci: 5 << 32 | 2,
+            stop_gci: 9,
+            records: 2,
+            log_records: 1,
+            data_bytes: 120,
+            log_bytes: 90,
+            tables: vec![TableInfo {
+                table_id: 3,
+                table_version: 1,
+                def: TableDef::new(
+                    "t",
+                    vec![
+                        ColumnDef::key("id", ColumnType::Int32),
+                        ColumnDef::new("v", ColumnType::Varchar(20)),
+                    ],
+                ),
+            }],
+            indexes: vec![IndexInfo {
+                index_id: 4,
+                index_version: 1,
+                table_id: 3,
+                table_version: 1,
+                kind: IndexKind::Ordered,
+                name: "v_idx".into(),
+                columns: vec![1],
+            }],
+        }
+    }
+
+    #[test]
+    fn a_control_file_reads_back_and_damage_is_reported_at_its_offset() {
+        let bytes = ctl().file_bytes(2);
+        assert_eq!(BackupCtl::from_file(&bytes, 7, 2), Ok(ctl()));
+        let err = BackupCtl::from_file(&bytes, 7, 3).unwrap_err();
+        assert!(err.contains("node 2 backup 7, not node 3"), "{err}");
+        let mut damaged = bytes.clone();
+        damaged[HEADER_BYTES + 20] ^= 1;
+        let err = BackupCtl::from_file(&damaged, 7, 2).unwrap_err();
+        assert!(
+            err.starts_with(&format!("at offset {HEADER_BYTES}: ")),
+            "{err}"
+        );
+        let cut = &bytes[..bytes.len() - 3];
+        assert!(BackupCtl::from_file(cut, 7, 2).is_err());
+    }
+
+    #[test]
+    fn a_row_file_needs_its_end_record_and_its_count() {
+        let mut bytes = header(LOG_MAGIC, 7, 2);
+        append_row(&mut bytes, 9 << 32, kind::PUT, 3, 1, b"row-a");
+        append_row(&mut bytes, 10 << 32, kind::DELETE, 3, 0, b"row-b");
+        let unfinished = bytes.clone();
+        append_end(&mut bytes, 10 << 32, 2);
+        let rows = read_rows(&bytes, LOG_MAGIC, 7, 2).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            (rows[0].kind, rows[0].table_id, rows[0].fragment),
+            (kind::PUT, 3, 1)
+        );
+        assert_eq!(
+            (rows[1].kind, rows[1].row, rows[1].gci),
+            (kind::DELETE, &b"row-b"[..], 10 << 32)
+        );
+        let err = read_rows(&unfinished, LOG_MAGIC, 7, 2).unwrap_err();
+        assert!(err.contains("without its END record"), "{err}");
+        let err = read_rows(&bytes, DATA_MAGIC, 7, 2).unwrap_err();
+        assert!(err.starts_with("at offset 0: not a RNDBBKPD file"), "{err}");
+        let mut wrong = unfinished.clone();
+        append_end(&mut wrong, 0, 3);
+        let err = read_rows(&wrong, LOG_MAGIC, 7, 2).unwrap_err();
+        assert!(err.contains("counts 3 rows, the file holds 2"), "{err}");
+        let mut damaged = bytes.clone();
+        let second = rows[1].offset;
+        damaged[second + 10] ^= 0x40;
+        let err = read_rows(&damaged, LOG_MAGIC, 7, 2).unwrap_err();
+        assert!(err.starts_with(&format!("at offset {second}: ")), "{err}");
+    }
+}

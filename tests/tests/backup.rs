@@ -1,0 +1,296 @@
+//! Proves online backup and restore end to end: `START BACKUP` through ndb_mgm, taken while a
+//! client writes, restores with `ndb_restore` into a second cluster as exactly the table
+//! state at the end of the backup's stop GCP (every acknowledged write of that GCP or before,
+//! none after), with its unique and ordered indexes; backup ids go up, an existing backup's
+//! id is refused (1350); and a damaged backup file is reported with its name and offset.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rndb_api::{
+    Cluster, ColumnDef, ColumnType, ConnectOptions, ExecType, IndexDef, LockMode, ScanOptions,
+    TableDef, Value,
+};
+use rndb_tests::processes::{run, start_mgmd, text, Processes};
+use rndb_tests::wait_until;
+
+/// How long a start may take (two data nodes in debug builds on a shared 2-core machine).
+const START_TIMEOUT: Duration = Duration::from_secs(90);
+const VERSION: &str = concat!("rndb-", env!("CARGO_PKG_VERSION"));
+/// Keys the writer uses.
+const KEYS: u32 = 400;
+
+fn mgm(cs: &str, command: &str) -> (bool, String, String) {
+    let out = run("ndb_mgm", &["-c", cs, "-e", command]);
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
+/// Starts ndb_mgmd and data nodes 1 and 2 in `procs`; returns the connectstring.
+fn start_cluster(procs: &mut Processes) -> String {
+    let cs = start_mgmd(procs, "TimeBetweenGlobalCheckpoints=300\n", 2);
+    procs.spawn("ndbd-1", "ndbd", &["-c", &cs, "--ndb-nodeid", "1"]);
+    procs.spawn("ndbd-2", "ndbd", &["-c", &cs, "--ndb-nodeid", "2"]);
+    let want = format!("Node 1: started ({VERSION})\nNode 2: started ({VERSION})\n");
+    wait_until("both data nodes to start", START_TIMEOUT, || {
+        Ok((mgm(&cs, "ALL STATUS").1 == want).then_some(()))
+    })
+    .unwrap_or_else(|e| panic!("{e}; last: {}", mgm(&cs, "ALL STATUS").1));
+    cs
+}
+
+fn table_def() -> TableDef {
+    TableDef::new(
+        "accounts",
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("balance", ColumnType::Int64),
+            ColumnDef::new("email", ColumnType::Varchar(40)),
+        ],
+    )
+}
+
+fn row(id: u32, balance: i64) -> Vec<Value> {
+    vec![
+        Value::UInt32(id),
+        Value::Int64(balance),
+        Value::Varchar(format!("user{id}@example.com")),
+    ]
+}
+
+/// Every row of `accounts`, by id.
+fn all_rows(cluster: &Cluster) -> BTreeMap<u32, Vec<Value>> {
+    let table = cluster.get_table("accounts").expect("the table");
+    let mut tx = cluster.start_transaction().expect("start");
+    let rows = tx
+        .scan_table(&table, &ScanOptions::default())
+        .expect("scan")
+        .collect::<Result<Vec<_>, _>>()
+        .expect("scan rows");
+    rows.into_iter()
+        .map(|r| match r[0] {
+            Value::UInt32(id) => (id, r),
+            ref other => panic!("id {other:?}"),
+        })
+        .collect()
+}
+
+/// A field of ndb_mgm's START BACKUP output: the word after `label`.
+fn field(out: &str, label: &str) -> u32 {
+    let at = out
+        .find(label)
+        .unwrap_or_else(|| panic!("no {label:?} in {out}"));
+    out[at + label.len()..]
+        .split_whitespace()
+        .next()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no number after {label:?} in {out}"))
+}
+
+fn backup_dir(procs: &Processes, node: u32, id: u32) -> PathBuf {
+    procs.path(&format!("n{node}/BACKUP/BACKUP-{id}"))
+}
+
+fn restore(cs: &str, node: u32, id: u32, dir: &Path, meta: bool) -> (bool, String, String) {
+    let (node, id, dir) = (node.to_string(), id.to_string(), dir.display().to_string());
+    let mut args = vec![
+        "-c",
+        cs,
+        "-n",
+        &node,
+        "-b",
+        &id,
+        "-r",
+        "--backup-path",
+        &dir,
+    ];
+    if meta {
+        args.push("-m");
+    }
+    let out = run("ndb_restore", &args);
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn a_backup_taken_under_writes_restores_as_of_its_stop_gcp() {
+    let mut source = Processes::new();
+    let cs = start_cluster(&mut source);
+    let cluster = Cluster::connect_mgm(&cs, ConnectOptions::default()).expect("connect");
+    let table = cluster
+        .create_table(&table_def())
+        .expect("create the table");
+    cluster
+        .create_index(&table, &IndexDef::unique("email_idx", &["email"]))
+        .expect("unique index");
+    cluster
+        .create_index(&table, &IndexDef::ordered("balance_idx", &["balance"]))
+        .expect("ordered index");
+    let mut tx = cluster.start_transaction().expect("start");
+    for id in 0..KEYS / 2 {
+        tx.insert(&table, &row(id, 1000)).expect("define");
+    }
+    tx.execute(ExecType::Commit).expect("load");
+    let loaded_gci = tx.gci().expect("a write's GCI");
+    drop(tx);
+
+    // One client writes while the backup runs: every acknowledged change with its GCI, in
+    // commit order (one thread, so later commits have GCIs no older).
+    let stop = AtomicBool::new(false);
+    let (history, out) = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            let mut history: Vec<(u64, u32, Option<Vec<Value>>)> = Vec::new();
+            let mut present: Vec<bool> = (0..KEYS).map(|id| id < KEYS / 2).collect();
+            let mut i = 0u32;
+            while !stop.load(Ordering::Relaxed) || history.len() < 50 {
+                i += 1;
+                let id = i.wrapping_mul(7919) % KEYS;
+                let mut tx = cluster.start_transaction().expect("start");
+                let change = match (present[id as usize], i % 5) {
+                    (true, 0) => {
+                        tx.delete(&table, &[Value::UInt32(id)]).expect("define");
+                        None
+                    }
+                    (true, _) => {
+                        let set = [(1, Value::Int64(i64::from(i)))];
+                        tx.update(&table, &[Value::UInt32(id)], &set)
+                            .expect("define");
+                        Some(row(id, i64::from(i)))
+                    }
+                    (false, _) => {
+                        tx.insert(&table, &row(id, i64::from(i))).expect("define");
+                        Some(row(id, i64::from(i)))
+                    }
+                };
+                tx.execute(ExecType::Commit)
+                    .unwrap_or_else(|e| panic!("change {i} of id {id}: {e}"));
+                present[id as usize] = change.is_some();
+                history.push((tx.gci().expect("a write's GCI"), id, change));
+            }
+            history
+        });
+        let out = mgm(&cs, "START BACKUP");
+        stop.store(true, Ordering::Relaxed);
+        (writer.join().expect("the writer"), out)
+    });
+    let (ok, out, err) = out;
+    assert!(ok, "START BACKUP failed: {out}{err}");
+    assert!(
+        out.starts_with("Waiting for completed, this may take several minutes\n"),
+        "{out}"
+    );
+    let id = field(&out, "Backup ");
+    assert_eq!(id, 1, "the first backup's id: {out}");
+    assert!(
+        out.contains("Backup 1 started from node 49 completed\n"),
+        "{out}"
+    );
+    let (start_gcp, stop_gcp) = (field(&out, "StartGCP: "), field(&out, "StopGCP: "));
+    assert!(start_gcp <= stop_gcp, "{out}");
+    assert!(
+        (loaded_gci >> 32) as u32 <= stop_gcp,
+        "the load precedes the backup: {out}"
+    );
+    let after: Vec<_> = history
+        .iter()
+        .filter(|(gci, ..)| (gci >> 32) as u32 > stop_gcp)
+        .collect();
+    let before = history.len() - after.len();
+    assert!(before > 0, "no write committed up to the stop GCP: {out}");
+    assert!(
+        !after.is_empty(),
+        "no write after the stop GCP ({before} before): the test shows nothing left out"
+    );
+
+    // What the table held at the end of the stop GCP.
+    let mut expected: BTreeMap<u32, Vec<Value>> =
+        (0..KEYS / 2).map(|id| (id, row(id, 1000))).collect();
+    for (gci, id, change) in &history {
+        if (gci >> 32) as u32 <= stop_gcp {
+            match change {
+                Some(r) => expected.insert(*id, r.clone()),
+                None => expected.remove(id),
+            };
+        }
+    }
+    let records = field(&out, "#Records: ");
+    assert!(records as usize >= KEYS as usize / 4, "{out}");
+
+    // Backup ids go up; a backup's id cannot be taken again.
+    let (ok, second, err) = mgm(&cs, "START BACKUP WAIT STARTED");
+    assert!(ok, "{second}{err}");
+    assert_eq!(field(&second, "Backup "), 2, "{second}");
+    wait_until("backup 2 to end", START_TIMEOUT, || {
+        let (ok, out, err) = mgm(&cs, "START BACKUP 1");
+        let out = out + &err;
+        Ok((!out.contains("1302")).then_some((ok, out)))
+    })
+    .map(|(ok, out)| {
+        assert!(!ok, "backup 1 again: {out}");
+        assert!(out.contains("1350"), "{out}");
+    })
+    .expect("START BACKUP 1 answered");
+
+    // Restore into a second cluster: the schema from node 1's files, the rows of both.
+    let mut target = Processes::new();
+    let target_cs = start_cluster(&mut target);
+    for (node, meta) in [(1, true), (2, false)] {
+        let (ok, out, err) = restore(&target_cs, node, id, &backup_dir(&source, node, id), meta);
+        assert!(ok, "ndb_restore -n {node}: {out}{err}");
+        assert!(
+            out.contains(&format!("Stop GCP of Backup: {stop_gcp}\n")),
+            "{out}"
+        );
+        assert!(out.ends_with("NDBT_ProgramExit: 0 - OK\n"), "{out}");
+        if meta {
+            assert!(
+                out.contains("Successfully restored table `accounts`"),
+                "{out}"
+            );
+            assert!(
+                out.contains("Successfully created index `email_idx` on `accounts`"),
+                "{out}"
+            );
+        }
+    }
+    let restored = Cluster::connect_mgm(&target_cs, ConnectOptions::default()).expect("connect");
+    let got = all_rows(&restored);
+    assert_eq!(got.len(), expected.len(), "rows restored");
+    assert_eq!(got, expected, "the table as of StopGCP {stop_gcp}");
+    // The indexes were built over the restored rows.
+    let table = restored.get_table("accounts").expect("table");
+    let index = restored
+        .get_index(&table, "email_idx")
+        .expect("the unique index");
+    let (&some_id, some_row) = expected.iter().next().expect("a row");
+    let mut tx = restored.start_transaction().expect("start");
+    let op = tx
+        .read_unique(&index, &[some_row[2].clone()], LockMode::CommittedRead)
+        .expect("define");
+    tx.execute(ExecType::Commit)
+        .expect("read by the unique index");
+    assert_eq!(
+        tx.row(op).map(<[Value]>::to_vec),
+        Some(some_row.clone()),
+        "id {some_id}"
+    );
+
+    // A damaged file: the restore names it and the offset, and writes nothing.
+    let copy = target.path("damaged");
+    std::fs::create_dir_all(&copy).expect("mkdir");
+    let source_dir = backup_dir(&source, 2, id);
+    for entry in std::fs::read_dir(&source_dir).expect("the backup directory") {
+        let entry = entry.expect("entry");
+        std::fs::copy(entry.path(), copy.join(entry.file_name())).expect("copy");
+    }
+    let data = copy.join(format!("BACKUP-{id}-0.2.Data"));
+    let mut bytes = std::fs::read(&data).expect("read");
+    bytes[32 + 20] ^= 0x10;
+    std::fs::write(&data, &bytes).expect("write");
+    let (ok, out, err) = restore(&target_cs, 2, id, &copy, false);
+    assert!(!ok, "a damaged file restores nothing: {out}");
+    assert!(
+        err.contains(&format!("{}: at offset 32: ", data.display())),
+        "{err}"
+    );
+}

@@ -1,0 +1,295 @@
+//! `ndb_restore`: restores an online backup (ndb_mgm's START BACKUP), like MySQL Cluster's
+//! `ndb_restore`.
+//!
+//! `ndb_restore -c HOST:PORT -n NODE -b ID [-m] [-r] --backup-path DIR` reads data node
+//! NODE's files of backup ID in DIR (the backup's `BACKUP-<ID>` directory): with `-m` it
+//! creates the backup's tables and indexes (once, from any node's files), with `-r` it writes
+//! the node's rows and then applies its log up to the backup's stop GCI. Run `-r` once per
+//! data node of the backup, as with NDB; the nodes' files hold disjoint fragments.
+//!
+//! Every file is checked before anything is written: its header, every record's CRC, its END
+//! record's count; a damaged or incomplete file is an error naming the file and the offset.
+//! Rows go in with NDB's write (insert or overwrite), so that a restore run twice ends the
+//! same; a logged delete of a row already gone is not an error.
+
+#![forbid(unsafe_code)]
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Context};
+use clap::Parser;
+use rndb_api::{AbortOption, Cluster, ExecType, IndexDef, OpId, Table, Transaction, Value};
+use rndb_ndbd::ndbfs::backup::{self as layout, BackupCtl, BackupRow};
+use rndb_ndbd::ndbfs::format::kind;
+use rndb_protocol::codec::{Reader, Writer};
+use rndb_protocol::schema::encode_values;
+use rndb_protocol::signals::TableInfo;
+use rndb_tools::{run_main, ConnectArgs};
+
+/// Rows written by one transaction.
+const ROWS_PER_TRANSACTION: usize = 128;
+/// NDB's "Tuple did not exist": a logged delete of a row that is already gone.
+const NO_SUCH_ROW: u32 = 626;
+
+/// Restore an rndb online backup, like NDB's ndb_restore.
+#[derive(Debug, Parser)]
+#[command(name = "ndb_restore", version)]
+struct Args {
+    #[command(flatten)]
+    connect: ConnectArgs,
+    /// The data node whose backup files to restore.
+    #[arg(short = 'n', long = "nodeid", value_name = "ID")]
+    nodeid: u32,
+    /// The backup to restore.
+    #[arg(short = 'b', long = "backupid", value_name = "ID")]
+    backupid: u32,
+    /// Create the backup's tables and indexes.
+    #[arg(short = 'm', long = "restore-meta", visible_alias = "restore_meta")]
+    restore_meta: bool,
+    /// Write the node's rows and apply its log.
+    #[arg(short = 'r', long = "restore-data", visible_alias = "restore_data")]
+    restore_data: bool,
+    /// The backup's directory (`BACKUP-<ID>` under BackupDataDir/BACKUP).
+    #[arg(
+        long = "backup-path",
+        visible_alias = "backup_path",
+        value_name = "DIR",
+        default_value = "."
+    )]
+    backup_path: PathBuf,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    run_main("ndb_restore", || run(&args))
+}
+
+/// A backup file read whole.
+struct File {
+    path: PathBuf,
+    bytes: Vec<u8>,
+}
+
+impl File {
+    fn read(dir: &Path, name: &str) -> anyhow::Result<File> {
+        let path = dir.join(name);
+        println!("Opening file '{}'", path.display());
+        let bytes = std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
+        Ok(File { path, bytes })
+    }
+
+    fn rows(&self, magic: [u8; 8], id: u32, node: u32) -> anyhow::Result<Vec<BackupRow<'_>>> {
+        layout::read_rows(&self.bytes, magic, id, node)
+            .map_err(|why| anyhow!("{}: {why}", self.path.display()))
+    }
+}
+
+fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let (id, node) = (args.backupid, args.nodeid);
+    let dir = &args.backup_path;
+    println!("Nodeid = {node}");
+    println!("Backup Id = {id}");
+    println!("backup path = {}", dir.display());
+    let ctl_file = File::read(dir, &layout::ctl_file(id, node))?;
+    let ctl = BackupCtl::from_file(&ctl_file.bytes, id, node)
+        .map_err(|why| anyhow!("{}: {why}", ctl_file.path.display()))?;
+    println!("Stop GCP of Backup: {}", ctl.stop_gci);
+    // Both row files are read and checked whole before anything is written.
+    let data_file = File::read(dir, &layout::data_file(id, node))?;
+    let data = data_file.rows(layout::DATA_MAGIC, id, node)?;
+    let log_file = File::read(dir, &layout::log_file(id, node))?;
+    let log = log_file.rows(layout::LOG_MAGIC, id, node)?;
+    if !args.restore_meta && !args.restore_data {
+        println!("Nothing asked: give -m to create the tables, -r to restore the rows");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let cluster = args.connect.connect()?;
+    println!("Connected to ndb!!");
+    if args.restore_meta {
+        restore_meta(&cluster, &ctl)?;
+    }
+    if args.restore_data {
+        let tables = target_tables(&cluster, &ctl)?;
+        let mut restore = Restore::new(&cluster);
+        for row in &data {
+            restore.apply(&tables, row, &data_file.path)?;
+        }
+        restore.flush()?;
+        let (tuples, mut log_entries) = (restore.applied, 0);
+        for row in log.iter().filter(|r| (r.gci >> 32) as u32 <= ctl.stop_gci) {
+            restore.apply(&tables, row, &log_file.path)?;
+            log_entries += 1;
+        }
+        restore.flush()?;
+        for (table, rows) in &restore.per_table {
+            println!("_____________________________________________________");
+            println!("Processing data in table: {table}: {rows} records");
+        }
+        println!("Restored {tuples} tuples and {log_entries} log entries");
+    }
+    println!("\nNDBT_ProgramExit: 0 - OK");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Creates the backup's tables, then their indexes.
+fn restore_meta(cluster: &Cluster, ctl: &BackupCtl) -> anyhow::Result<()> {
+    let mut created = BTreeMap::new();
+    for info in &ctl.tables {
+        let table = cluster
+            .create_table(&info.def)
+            .with_context(|| format!("create table `{}`", info.def.name))?;
+        println!("Successfully restored table `{}`", info.def.name);
+        created.insert(info.table_id, (info, table));
+    }
+    for index in &ctl.indexes {
+        let Some((info, table)) = created.get(&index.table_id) else {
+            bail!(
+                "index `{}` names table id {}, which the backup does not hold",
+                index.name,
+                index.table_id
+            );
+        };
+        let columns = index
+            .columns
+            .iter()
+            .map(|&c| {
+                info.def
+                    .columns
+                    .get(usize::from(c))
+                    .map(|c| c.name.clone())
+                    .ok_or_else(|| anyhow!("index `{}` names column {c}", index.name))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let def = IndexDef {
+            name: index.name.clone(),
+            kind: index.kind,
+            columns,
+        };
+        cluster
+            .create_index(table, &def)
+            .with_context(|| format!("create index `{}` on `{}`", index.name, info.def.name))?;
+        println!(
+            "Successfully created index `{}` on `{}`",
+            index.name, info.def.name
+        );
+    }
+    Ok(())
+}
+
+/// The cluster's table for each of the backup's, by backup table id: same name and columns.
+fn target_tables<'b>(
+    cluster: &Cluster,
+    ctl: &'b BackupCtl,
+) -> anyhow::Result<BTreeMap<u32, (&'b TableInfo, Table)>> {
+    let mut tables = BTreeMap::new();
+    for info in &ctl.tables {
+        let name = &info.def.name;
+        let table = cluster
+            .get_table(name)
+            .with_context(|| format!("table `{name}` (create it first, or restore with -m)"))?;
+        if table.def().columns != info.def.columns {
+            bail!("table `{name}` in the cluster has other columns than in the backup");
+        }
+        tables.insert(info.table_id, (info, table));
+    }
+    Ok(tables)
+}
+
+/// Row writes and deletes, a transaction of [`ROWS_PER_TRANSACTION`] at a time, in order.
+struct Restore<'c> {
+    cluster: &'c Cluster,
+    batch: Option<Transaction<'c>>,
+    /// The batch's operations: each a delete or not, and where its record is.
+    ops: Vec<(OpId, bool, String)>,
+    /// The keys the batch touches (a second change of one goes in the next batch, after it).
+    keys: HashSet<(u32, Vec<u8>)>,
+    applied: u64,
+    per_table: BTreeMap<String, u64>,
+    values: Vec<Value>,
+}
+
+impl<'c> Restore<'c> {
+    fn new(cluster: &'c Cluster) -> Restore<'c> {
+        Restore {
+            cluster,
+            batch: None,
+            ops: Vec::new(),
+            keys: HashSet::new(),
+            applied: 0,
+            per_table: BTreeMap::new(),
+            values: Vec::new(),
+        }
+    }
+
+    /// Writes (or deletes) one record's row.
+    fn apply(
+        &mut self,
+        tables: &BTreeMap<u32, (&TableInfo, Table)>,
+        row: &BackupRow<'_>,
+        file: &Path,
+    ) -> anyhow::Result<()> {
+        let at = || format!("{} at offset {}", file.display(), row.offset);
+        let Some((info, table)) = tables.get(&row.table_id) else {
+            bail!(
+                "{}: a row of table id {}, which the backup does not hold",
+                at(),
+                row.table_id
+            );
+        };
+        self.values.clear();
+        let mut r = Reader::new(row.row, "backup row");
+        info.def
+            .decode_row_into(&mut r, &mut self.values)
+            .and_then(|()| r.finish())
+            .map_err(|e| anyhow!("{}: {e}", at()))?;
+        let key: Vec<Value> = table
+            .key_columns()
+            .iter()
+            .map(|&i| self.values[i].clone())
+            .collect();
+        let mut key_bytes = Vec::new();
+        encode_values(&mut Writer::new(&mut key_bytes), &key);
+        if !self.keys.insert((row.table_id, key_bytes.clone())) {
+            self.flush()?;
+            self.keys.insert((row.table_id, key_bytes));
+        }
+        let tx = match &mut self.batch {
+            Some(tx) => tx,
+            None => self.batch.insert(self.cluster.start_transaction()?),
+        };
+        let delete = row.kind == kind::DELETE;
+        let op = if delete {
+            tx.delete(table, &key)?
+        } else {
+            tx.write(table, &self.values)?
+        };
+        self.ops.push((op, delete, at()));
+        *self.per_table.entry(info.def.name.clone()).or_default() += 1;
+        self.applied += 1;
+        if self.ops.len() >= ROWS_PER_TRANSACTION {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Commits the open batch; an operation's error (but a delete's 626) stops the restore.
+    fn flush(&mut self) -> anyhow::Result<()> {
+        self.keys.clear();
+        let Some(mut tx) = self.batch.take() else {
+            return Ok(());
+        };
+        let ops = std::mem::take(&mut self.ops);
+        tx.execute_with(ExecType::Commit, AbortOption::IgnoreError)
+            .with_context(|| format!("commit rows up to {}", ops.last().map_or("", |o| &o.2)))?;
+        for (op, delete, at) in &ops {
+            match tx.op_error(*op) {
+                None => {}
+                Some(e) if *delete && e.code == NO_SUCH_ROW => {}
+                Some(e) => bail!("{at}: {e}"),
+            }
+        }
+        Ok(())
+    }
+}
