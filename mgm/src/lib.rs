@@ -10,6 +10,8 @@
 //! - [`node_report`]: a data node's reports to ndb_mgmd (state, links, memory, the figures of
 //!   [`node_report::FIGURES`]) and the stop, restart or start ndb_mgmd may ask for in its
 //!   replies; the wait in NOT_STARTED of a node started with `--nostart`.
+//! - [`backup_round`]: the coordinator of an online backup (START BACKUP), over the data
+//!   nodes' reported progress.
 //! - [`status`]: what ndb_mgmd knows of each node, and SHOW's and STATUS's text.
 //! - [`tls`]: TLS on the protocol (`start tls`, as NDB 8.3), for both ends.
 //! - [`server`]: ndb_mgmd itself: serving the config, node states, the cluster log
@@ -22,6 +24,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod backup_round;
 pub mod client;
 pub mod commands;
 pub mod connectstring;

@@ -109,6 +109,13 @@ pub enum Fault {
     /// workload runs into them (temporary errors, retried) and a record that leaked would
     /// refuse the final reads for good. Off unless asked for.
     Limits,
+    /// Online backups (ndb_mgm's START BACKUP) while the workload runs, coordinated by the
+    /// world as ndb_mgmd does: each that completes is read back from the data nodes' disks and
+    /// checked (the bank's balances and ledger are a consistent cut: every transfer
+    /// acknowledged before it began is in it, none sent after it ended, none halfway). A
+    /// failure must be one a fault explains (1326 a node gone, 1325 a disk fault, 1306
+    /// without files). Off unless asked for.
+    Backup,
 }
 
 impl Fault {
@@ -157,6 +164,7 @@ impl Fault {
             Fault::CrashStarting => "crash-starting",
             Fault::SingleUser => "single-user",
             Fault::Limits => "limits",
+            Fault::Backup => "backup",
         }
     }
 }
@@ -312,6 +320,8 @@ pub struct Knobs {
     pub hangs: u16,
     /// Windows of single user mode for client 0 (`Fault::SingleUser`).
     pub single_user_windows: u16,
+    /// Online backups started (`Fault::Backup`).
+    pub backups: u16,
     /// MaxNoOfLocalOperations, MaxNoOfConcurrentIndexOperations and MaxNoOfFiredTriggers
     /// (`Fault::Limits`); `None`: the defaults.
     pub record_limits: Option<(u32, u32, u32)>,
@@ -365,6 +375,8 @@ const START_KNOBS_SALT: u64 = 0x57a7_0ff5_c0a5_4ed1;
 const LIMITS_KNOBS_SALT: u64 = 0x1141_75ec_0bd5_2026;
 /// Seeds the draw of the single user mode windows.
 const SINGLE_USER_KNOBS_SALT: u64 = 0x5191_e05e_a0de_2026;
+/// Seeds the draw of the backups (`Fault::Backup`).
+const BACKUP_KNOBS_SALT: u64 = 0xbac4_0b5e_ed00_2026;
 
 impl Knobs {
     /// Draws a seed's knobs. Each fault kind allowed by `options` is left out by about one
@@ -418,6 +430,11 @@ impl Knobs {
             } else {
                 0
             }
+        } else {
+            0
+        };
+        let backups = if options.has(Fault::Backup) {
+            Rng::new(rng.clone().next_u64() ^ BACKUP_KNOBS_SALT).between(1, 3) as u16
         } else {
             0
         };
@@ -525,6 +542,7 @@ impl Knobs {
             heartbeat_ms,
             hangs,
             single_user_windows,
+            backups,
             record_limits,
             durable,
             gcp_interval_ms,
@@ -642,7 +660,8 @@ impl fmt::Display for Knobs {
              {} operation records, {} accounts, {} register keys, schema to non-master {}, master link late {} ms, \
              crashes {}, client deaths {}, slow links {}, api link drops {}, overload {} ppm, \
              late ticks up to {} ms, partitions {}, {} set keys, scan reads {} ({} rows a batch), \
-             pauses {}, heartbeats every {} ms, hangs {}, single user windows {}, record limits {:?}, {}",
+             pauses {}, heartbeats every {} ms, hangs {}, single user windows {}, backups {}, \
+             record limits {:?}, {}",
             self.data_nodes,
             self.clients,
             self.delay_ns_min / 1000,
@@ -668,6 +687,7 @@ impl fmt::Display for Knobs {
             self.heartbeat_ms,
             self.hangs,
             self.single_user_windows,
+            self.backups,
             self.record_limits,
             self.durability()
         )

@@ -8,6 +8,8 @@
 //! full read of the bank is checked when its answer arrives); the run stops at the first
 //! violation, naming the seed, the step and the simulated time.
 
+mod backup;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::Path;
@@ -296,6 +298,10 @@ enum Planned {
         node: NodeId,
         for_ns: u64,
     },
+    /// START BACKUP (`Fault::Backup`): the world coordinates it, as ndb_mgmd does.
+    Backup,
+    /// The coordinator's next report round of the running backup.
+    BackupReport,
     /// Every data node enters single user mode for client 0 (`Fault::SingleUser`), or leaves
     /// it (`None`).
     SingleUser(Option<NodeId>),
@@ -361,6 +367,9 @@ struct World {
     hung: BTreeSet<NodeId>,
     /// Single user mode (`Fault::SingleUser`): the API node every data node lets in alone.
     single_user: Option<NodeId>,
+    /// The online backup the world coordinates (`Fault::Backup`), and the last id given.
+    backup: Option<backup::SimBackup>,
+    backup_ids: u32,
     /// Single user mode windows open (they may overlap).
     single_users: i32,
     /// Data nodes whose disk failed in their current run, or that stopped at their own
@@ -445,6 +454,8 @@ impl World {
             } else {
                 Kernel::new(&config, node)
             };
+            let root = backup::BACKUP_ROOT.to_string();
+            kernel.set_backup_dir(root, backup::LOG_BUFFER_BYTES, 0);
             for &other in &data_nodes {
                 if other != node.node_id {
                     kernel.on_connect(other);
@@ -510,6 +521,8 @@ impl World {
             hung: BTreeSet::new(),
             single_user: None,
             single_users: 0,
+            backup: None,
+            backup_ids: 0,
             stopped_on_request: BTreeSet::new(),
             crashed_at: BTreeMap::new(),
             failed_joining_at: BTreeMap::new(),
@@ -1201,6 +1214,7 @@ impl World {
         plan.extend(self.plan_partitions());
         plan.extend(self.plan_pauses());
         plan.extend(self.plan_single_user());
+        plan.extend(self.plan_backups());
         for _ in 0..self.knobs.cluster_crashes {
             // In the first three quarters of the workload, so that it goes on after the restart.
             let at = self.rng.below(self.knobs.workload_ns * 3 / 4);
@@ -1568,6 +1582,8 @@ impl World {
         match fault {
             Planned::ClusterCrash => self.cluster_crash(),
             Planned::ClusterRestart => self.cluster_restart(),
+            Planned::Backup => self.start_backup(),
+            Planned::BackupReport => self.backup_report(),
             other => {
                 self.inject_other(other);
                 Ok(())
@@ -1672,7 +1688,10 @@ impl World {
                     });
                 }
             }
-            Planned::ClusterCrash | Planned::ClusterRestart => {}
+            Planned::ClusterCrash
+            | Planned::ClusterRestart
+            | Planned::Backup
+            | Planned::BackupReport => {}
             Planned::NodeRestart(node) => self.node_restart(node),
             // A split can stop every data node (a side loses arbitration, the other side's
             // last node of a group crashes). Until a sysfile names the GCI of the tables and
@@ -1959,6 +1978,8 @@ impl World {
         kernel.set_run(self.now_ns);
         // In single user mode, ndb_mgmd tells a node that starts again to enter it too.
         kernel.set_single_user(self.single_user);
+        let root = backup::BACKUP_ROOT.to_string();
+        kernel.set_backup_dir(root, backup::LOG_BUFFER_BYTES, self.backup_ids);
         kernel
     }
 

@@ -96,7 +96,7 @@ struct State {
     /// node reports it (see [`single_user_reply`]).
     single_user_asked: Option<u16>,
     /// The backup this server coordinates, or coordinated last (`backup.rs`).
-    backup: Option<backup::Backup>,
+    backup: Option<crate::backup_round::BackupRound>,
     /// The highest backup id this server gave.
     backup_last_id: u32,
 }

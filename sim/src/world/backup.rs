@@ -1,0 +1,245 @@
+//! Online backups in the simulator (`Fault::Backup`): the world coordinates each as ndb_mgmd
+//! does ([`BackupRound`], one report every [`REPORT_NS`]), and reads a completed one back from
+//! the participants' disks to check it.
+//!
+//! The check: the backup, restored as `ndb_restore` restores it (each node's rows, then its
+//! log up to the stop GCP), is a consistent cut of the bank. Every transfer acknowledged before
+//! the backup began (and after the last cluster crash) is in it, no transfer that surely failed
+//! is, and the balances are exactly the initial ones moved by the transfers whose ledger rows
+//! are there (`check::check_ledger`): a transfer is in it whole or not at all. A fuzzy scan
+//! without its log, or a log cut at the wrong GCI, breaks the sums.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rndb_config::NodeId;
+use rndb_mgm::backup_round::{BackupRound, Participant};
+use rndb_ndbd::ndbfs::backup::{self as layout, BackupCtl, BackupRow};
+use rndb_ndbd::ndbfs::format::kind;
+use rndb_ndbd::ndbfs::Disk;
+use rndb_protocol::codec::Reader;
+use rndb_protocol::Value;
+
+use super::{Planned, World};
+use crate::check::{self, Expect};
+use crate::client::{TransferOutcome, INITIAL_BALANCE};
+
+/// How often the coordinator hears from the data nodes (ndb_mgmd's report interval).
+const REPORT_NS: u64 = 200_000_000;
+/// Where every data node keeps its backups (`<BackupDataDir>/BACKUP`) on its simulated disk.
+pub(super) const BACKUP_ROOT: &str = "/backup/BACKUP";
+/// BackupLogBufferSize (NDB's default).
+pub(super) const LOG_BUFFER_BYTES: u64 = 16 << 20;
+
+/// The backup the world coordinates.
+#[derive(Debug)]
+pub(super) struct SimBackup {
+    round: BackupRound,
+    started_ns: u64,
+    /// Each participant's incarnation when it began: one that restarted since is gone.
+    incarnations: BTreeMap<NodeId, u32>,
+}
+
+impl World {
+    /// When the backups start, in the workload's first three quarters.
+    pub(super) fn plan_backups(&mut self) -> Vec<(u64, Planned)> {
+        (0..self.knobs.backups)
+            .map(|_| {
+                let at = self.rng.below(self.knobs.workload_ns * 3 / 4);
+                (at, Planned::Backup)
+            })
+            .collect()
+    }
+
+    /// START BACKUP: every data node that serves takes part.
+    pub(super) fn start_backup(&mut self) -> Result<(), String> {
+        if self.backup.is_some() {
+            self.count("backup put off (one runs)");
+            self.schedule_fault(self.now_ns + REPORT_NS, Planned::Backup);
+            return Ok(());
+        }
+        let participants: BTreeSet<u16> = (self.kernels.iter())
+            .filter(|(_, k)| k.is_started())
+            .map(|(n, _)| n.0)
+            .collect();
+        if participants.is_empty() {
+            self.count("backup not started (no data node serves)");
+            return Ok(());
+        }
+        self.backup_ids += 1;
+        let id = self.backup_ids;
+        let incarnations = participants
+            .iter()
+            .map(|&n| (NodeId(n), self.incarnation(NodeId(n))))
+            .collect();
+        self.log(format!("backup {id} starts on {participants:?}"));
+        self.count("backup started");
+        self.backup = Some(SimBackup {
+            round: BackupRound::new(id, participants),
+            started_ns: self.now_ns,
+            incarnations,
+        });
+        self.backup_report()
+    }
+
+    /// One report round: the coordinator moves the backup on and tells each participant
+    /// its step; a backup that ended is checked (completed) or its failure explained.
+    pub(super) fn backup_report(&mut self) -> Result<(), String> {
+        let Some(mut backup) = self.backup.take() else {
+            return Ok(());
+        };
+        let gone = |world: &World, node: NodeId| {
+            world.incarnation(node) != backup.incarnations[&node]
+                || world.kernels.get(&node).is_none_or(|k| !k.is_started())
+        };
+        let ended = backup.round.advance(|n| {
+            let node = NodeId(n);
+            match self.kernels.get(&node) {
+                Some(k) if !gone(self, node) => Participant::Serving(k.backup_progress()),
+                _ => Participant::Gone,
+            }
+        });
+        let mut commands = Vec::new();
+        for &n in &backup.round.participants {
+            let node = NodeId(n);
+            let stopped = self.hung.contains(&node)
+                || self.paused.get(&node).is_some_and(|&t| t > self.now_ns);
+            let Some(kernel) = self.kernels.get(&node).filter(|_| !gone(self, node)) else {
+                continue;
+            };
+            if let Some(command) = backup.round.command(n, kernel.backup_progress()) {
+                if !stopped {
+                    commands.push((node, command));
+                }
+            }
+        }
+        for (node, command) in commands {
+            self.kernel_step(node, |k, out, now| {
+                k.backup_command(command, now);
+                k.run_jobs(out, now);
+                Ok(())
+            })?;
+        }
+        if !ended {
+            self.schedule_fault(self.now_ns + REPORT_NS, Planned::BackupReport);
+            self.backup = Some(backup);
+            return Ok(());
+        }
+        let id = backup.round.id;
+        match &backup.round.outcome {
+            Some(Ok(summary)) => {
+                self.log(format!("backup {id} completed: {summary:?}"));
+                self.check_backup(&backup)?;
+                self.count("backup completed and checked");
+            }
+            Some(Err(failure)) => {
+                self.log(format!("backup {id} failed: {failure:?}"));
+                match failure.code {
+                    1326 => self.count("backup failed: a data node gone (1326)"),
+                    1325 => self.count("backup failed: a disk fault (1325)"),
+                    1306 if !self.knobs.durable => self.count("backup failed: no files (1306)"),
+                    1302 => self.count("backup failed: a node still in an earlier one (1302)"),
+                    _ => return Err(format!("backup {id} failed unexplained: {failure:?}")),
+                }
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// Restores a completed backup from the participants' disks as `ndb_restore` does and
+    /// checks the bank in it.
+    fn check_backup(&mut self, backup: &SimBackup) -> Result<(), String> {
+        let (id, round) = (backup.round.id, &backup.round);
+        let stop = round.stop_gci.unwrap_or(0);
+        // (table name, key) → value, as restored.
+        let mut rows: BTreeMap<(String, i32), i64> = BTreeMap::new();
+        for &n in &round.participants {
+            let disk = self
+                .disks
+                .get_mut(&NodeId(n))
+                .ok_or_else(|| format!("backup {id}: data node {n} has no disk"))?;
+            let dir = format!("{BACKUP_ROOT}/{}", layout::dir_name(id));
+            let mut read = |name: String| -> Result<Vec<u8>, String> {
+                let path = format!("{dir}/{name}");
+                match disk.read(&path) {
+                    Ok(Some(bytes)) => Ok(bytes),
+                    Ok(None) => Err(format!("backup {id}: {path} is missing")),
+                    Err(e) => Err(format!("backup {id}: read {path}: {e}")),
+                }
+            };
+            let ctl_bytes = read(layout::ctl_file(id, u32::from(n)))?;
+            let data_bytes = read(layout::data_file(id, u32::from(n)))?;
+            let log_bytes = read(layout::log_file(id, u32::from(n)))?;
+            let bad = |file: String, why: String| format!("backup {id}: {file}: {why}");
+            let ctl = BackupCtl::from_file(&ctl_bytes, id, u32::from(n))
+                .map_err(|e| bad(layout::ctl_file(id, u32::from(n)), e))?;
+            if ctl.stop_gci != stop {
+                return Err(format!(
+                    "backup {id}: node {n}'s control file stops at GCI {}, the round at {stop}",
+                    ctl.stop_gci
+                ));
+            }
+            let data = layout::read_rows(&data_bytes, layout::DATA_MAGIC, id, u32::from(n))
+                .map_err(|e| bad(layout::data_file(id, u32::from(n)), e))?;
+            let log = layout::read_rows(&log_bytes, layout::LOG_MAGIC, id, u32::from(n))
+                .map_err(|e| bad(layout::log_file(id, u32::from(n)), e))?;
+            let in_cut = log.iter().filter(|r| (r.gci >> 32) as u32 <= stop);
+            for row in data.iter().chain(in_cut) {
+                let (table, key, value) = decode(&ctl, row).map_err(|e| {
+                    format!("backup {id}: node {n}'s row at offset {}: {e}", row.offset)
+                })?;
+                match row.kind {
+                    kind::DELETE => rows.remove(&(table, key)),
+                    _ => rows.insert((table, key), value),
+                };
+            }
+        }
+        if !self.shared.ledger {
+            return Ok(());
+        }
+        let table_rows = |name: &str| -> BTreeMap<i32, i64> {
+            (rows.iter())
+                .filter(|((t, _), _)| t == name)
+                .map(|((_, k), &v)| (*k, v))
+                .collect()
+        };
+        let (balances, ledger) = (table_rows("accounts"), table_rows("ledger"));
+        let last_crash = (self.cluster_crashes.iter())
+            .map(|c| c.at_ns)
+            .filter(|&at| at <= backup.started_ns)
+            .max();
+        let expected: Vec<(i32, i64, Expect)> = (self.shared.transfers.iter())
+            .map(|t| {
+                let expect = match t.outcome {
+                    TransferOutcome::Failed => Expect::Absent,
+                    TransferOutcome::Acknowledged(at)
+                        if at < backup.started_ns && last_crash.is_none_or(|c| at > c) =>
+                    {
+                        Expect::Present
+                    }
+                    _ => Expect::Either,
+                };
+                (t.id, t.ledger_value(), expect)
+            })
+            .collect();
+        check::check_ledger(INITIAL_BALANCE, &balances, &expected, &ledger)
+            .map_err(|e| format!("backup {id} (stop GCI {stop}): {e}"))
+    }
+}
+
+/// A backed-up row of the simulator's tables: its table's name, its Int32 key and Int64 value.
+fn decode(ctl: &BackupCtl, row: &BackupRow<'_>) -> Result<(String, i32, i64), String> {
+    let table = (ctl.tables.iter())
+        .find(|t| t.table_id == row.table_id)
+        .ok_or_else(|| format!("table id {} is not in the control file", row.table_id))?;
+    let mut values = Vec::new();
+    let mut r = Reader::new(row.row, "backup row");
+    table
+        .def
+        .decode_row_into(&mut r, &mut values)
+        .map_err(|e| e.to_string())?;
+    match values.as_slice() {
+        [Value::Int32(key), Value::Int64(value)] => Ok((table.def.name.clone(), *key, *value)),
+        other => Err(format!("row {other:?} of table {}", table.def.name)),
+    }
+}
