@@ -1879,3 +1879,19 @@ fn a_node_let_in_as_a_split_shows_counts_the_nodes_it_lost_before_it_started() {
         &partitions_with_disks_three_replicas_durable(),
     );
 }
+
+/// Seeds 0xb10351d, 0xb1008db and 0xb10037a, the bank with every handled fault kind and
+/// `backup` (found at 97f5071, the first run of the backup fault): a kernel bug. A system
+/// restart's nodes 1 and 2 served a moment before nodes 3 and 4, and a backup began on
+/// {1, 2}; the fragments of the node group of 3 and 4 had no participant replica, so no node
+/// backed them up, and the backup completed without those accounts. A node now refuses a
+/// backup one of whose fragments no participant holds (1326).
+#[test]
+fn a_backup_begun_before_every_node_group_serves_fails_instead_of_missing_rows() {
+    let options = Options {
+        workload: Workload::Bank,
+        faults: [&Fault::HANDLED[..], &[Fault::CrashStarting, Fault::Backup]].concat(),
+        ..Options::default()
+    };
+    replay(&[0xb10351d, 0xb1008db, 0xb10037a], &options);
+}

@@ -256,6 +256,7 @@ impl Kernel {
         // Each fragment goes to its first replica among the participants: the same split on
         // every node, whatever each holds alive or primary just now.
         let mut claimed = Vec::new();
+        let mut unclaimed = None;
         let (mut tables, mut indexes) = (Vec::new(), Vec::new());
         for table_id in self.dict.table_ids() {
             let Some(table) = self.dict.get(table_id) else {
@@ -278,10 +279,21 @@ impl Kernel {
                     .replicas(fragment)
                     .iter()
                     .find(|n| participants.contains(n));
-                if first == Some(&self.me) {
-                    claimed.push((table_id, fragment));
+                match first {
+                    Some(&node) if node == self.me => claimed.push((table_id, fragment)),
+                    Some(_) => {}
+                    None => unclaimed = Some((table.info.def.name.clone(), fragment)),
                 }
             }
+        }
+        if let Some((table, fragment)) = unclaimed {
+            // A node group none of whose nodes serves yet (they start a moment after the
+            // others): its rows would be in no node's files.
+            let why = format!(
+                "no participant holds fragment {fragment} of table {table} (its node group has \
+                 no started data node)"
+            );
+            return self.backup_failed(id, NdbError::with_detail(1326, why));
         }
         for &(table_id, fragment) in &claimed {
             if let Some(f) = self.fragment_mut(table_id, fragment) {
