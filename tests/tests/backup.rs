@@ -2,7 +2,9 @@
 //! client writes, restores with `ndb_restore` into a second cluster as exactly the table
 //! state at the end of the backup's stop GCP (every acknowledged write of that GCP or before,
 //! none after), with its unique and ordered indexes; backup ids go up, an existing backup's
-//! id is refused (1350); and a damaged backup file is reported with its name and offset.
+//! id is refused (1350); a damaged backup file is reported with its name and offset; and a
+//! running backup refuses DROP TABLE (761), ends on ABORT BACKUP (1321) and when a data node
+//! is killed (1326), without stopping the cluster.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,9 +29,10 @@ fn mgm(cs: &str, command: &str) -> (bool, String, String) {
     (out.status.success(), text(&out.stdout), text(&out.stderr))
 }
 
-/// Starts ndb_mgmd and data nodes 1 and 2 in `procs`; returns the connectstring.
-fn start_cluster(procs: &mut Processes) -> String {
-    let cs = start_mgmd(procs, "TimeBetweenGlobalCheckpoints=300\n", 2);
+/// Starts ndb_mgmd and data nodes 1 and 2 in `procs` (with `defaults` for them); returns
+/// the connectstring.
+fn start_cluster_with(procs: &mut Processes, defaults: &str) -> String {
+    let cs = start_mgmd(procs, defaults, 2);
     procs.spawn("ndbd-1", "ndbd", &["-c", &cs, "--ndb-nodeid", "1"]);
     procs.spawn("ndbd-2", "ndbd", &["-c", &cs, "--ndb-nodeid", "2"]);
     let want = format!("Node 1: started ({VERSION})\nNode 2: started ({VERSION})\n");
@@ -38,6 +41,10 @@ fn start_cluster(procs: &mut Processes) -> String {
     })
     .unwrap_or_else(|e| panic!("{e}; last: {}", mgm(&cs, "ALL STATUS").1));
     cs
+}
+
+fn start_cluster(procs: &mut Processes) -> String {
+    start_cluster_with(procs, "TimeBetweenGlobalCheckpoints=300\n")
 }
 
 fn table_def() -> TableDef {
@@ -293,4 +300,87 @@ fn a_backup_taken_under_writes_restores_as_of_its_stop_gcp() {
         err.contains(&format!("{}: at offset 32: ", data.display())),
         "{err}"
     );
+}
+
+/// Waits until the cluster log holds `text`.
+fn wait_for_log(procs: &Processes, text: &str) {
+    let path = procs.path("mgm/ndb_49_cluster.log");
+    let read = || std::fs::read_to_string(&path).unwrap_or_default();
+    wait_until(
+        &format!("the cluster log to say {text:?}"),
+        START_TIMEOUT,
+        || Ok(read().contains(text).then_some(())),
+    )
+    .unwrap_or_else(|e| panic!("{e}:\n{}", read()));
+}
+
+#[test]
+fn a_running_backup_refuses_drop_table_and_ends_on_abort_or_a_killed_node() {
+    let mut procs = Processes::new();
+    // Checkpoints saved every 4 s: a backup waits that long for its stop GCP.
+    let cs = start_cluster_with(&mut procs, "TimeBetweenGlobalCheckpoints=4000\n");
+    let cluster = Cluster::connect_mgm(&cs, ConnectOptions::default()).expect("connect");
+    let table = cluster
+        .create_table(&table_def())
+        .expect("create the table");
+    let mut tx = cluster.start_transaction().expect("start");
+    for id in 0..20 {
+        tx.insert(&table, &row(id, 10)).expect("define");
+    }
+    tx.execute(ExecType::Commit).expect("load");
+    drop(tx);
+
+    let (ok, out, err) = mgm(&cs, "START BACKUP WAIT STARTED");
+    assert!(ok, "{out}{err}");
+    assert_eq!(field(&out, "Backup "), 1, "{out}");
+    let dropped = cluster.drop_table("accounts");
+    assert_eq!(
+        dropped.as_ref().err().and_then(|e| e.code()),
+        Some(761),
+        "DROP TABLE during a backup: {dropped:?}"
+    );
+    let (ok, out, err) = mgm(&cs, "START BACKUP NOWAIT");
+    assert!(!ok && (out.clone() + &err).contains("1302"), "{out}{err}");
+    let (ok, out, err) = mgm(&cs, "ABORT BACKUP 1");
+    assert!(ok, "{out}{err}");
+    assert_eq!(out, "Abort of backup 1 ordered\n");
+    wait_for_log(
+        &procs,
+        "Backup 1 started from 49 has been aborted. Error: 1321",
+    );
+    let (ok, out, _) = mgm(&cs, "ABORT BACKUP 1");
+    assert!(!ok, "a backup already ended: {out}");
+
+    // A data node killed while a backup runs: the backup fails, the other node serves.
+    let started = wait_until("backup 2 to start", START_TIMEOUT, || {
+        let (ok, out, err) = mgm(&cs, "START BACKUP WAIT STARTED");
+        let all = out + &err;
+        match ok {
+            true => Ok(Some(all)),
+            false if all.contains("1302") => Ok(None),
+            false => panic!("START BACKUP: {all}"),
+        }
+    })
+    .expect("backup 2 started");
+    assert_eq!(field(&started, "Backup "), 2, "{started}");
+    procs.kill("ndbd-2");
+    wait_for_log(
+        &procs,
+        "Backup 2 started from 49 has been aborted. Error: 1326",
+    );
+    let read = wait_until("node 1 to serve alone", START_TIMEOUT, || {
+        let mut tx = cluster.start_transaction()?;
+        let op = tx.read(&table, &[Value::UInt32(7)], LockMode::CommittedRead)?;
+        Ok(tx
+            .execute(ExecType::Commit)
+            .ok()
+            .and_then(|()| tx.row(op).map(<[Value]>::to_vec)))
+    })
+    .expect("a read after the failure");
+    assert_eq!(read, row(7, 10));
+    // The table can be dropped again once no backup runs.
+    wait_until("the drop to be allowed", START_TIMEOUT, || {
+        Ok(cluster.drop_table("accounts").is_ok().then_some(()))
+    })
+    .expect("DROP TABLE after the backups");
 }
