@@ -1,6 +1,7 @@
 //! Online backups in the simulator (`Fault::Backup`): the world coordinates each as ndb_mgmd
-//! does ([`BackupRound`], one report every [`REPORT_NS`]), and reads a completed one back from
-//! the participants' disks to check it.
+//! does ([`BackupRound`], one report round every [`REPORT_NS`]), tries again after a failure
+//! while the workload runs, and reads a completed one back from the participants' disks to
+//! check it.
 //!
 //! The check: the backup, restored as `ndb_restore` restores it (each node's rows, then its
 //! log up to the stop GCP), is a consistent cut of the bank. Every transfer acknowledged before
@@ -23,8 +24,10 @@ use super::{Planned, World};
 use crate::check::{self, Expect};
 use crate::client::{TransferOutcome, INITIAL_BALANCE};
 
-/// How often the coordinator hears from the data nodes (ndb_mgmd's report interval).
-const REPORT_NS: u64 = 200_000_000;
+/// How often the coordinator hears from the data nodes: ndb_mgmd's report interval is
+/// 200 ms; a quarter of it lets more backups end within a simulated workload of about a
+/// second, among its crashes.
+const REPORT_NS: u64 = 50_000_000;
 /// Where every data node keeps its backups (`<BackupDataDir>/BACKUP`) on its simulated disk.
 pub(super) const BACKUP_ROOT: &str = "/backup/BACKUP";
 /// BackupLogBufferSize (NDB's default).
@@ -139,6 +142,12 @@ impl World {
                     1306 if !self.knobs.durable => self.count("backup failed: no files (1306)"),
                     1302 => self.count("backup failed: a node still in an earlier one (1302)"),
                     _ => return Err(format!("backup {id} failed unexplained: {failure:?}")),
+                }
+                // Another try while the workload runs, so that seeds with faults also check
+                // backups that complete.
+                if !self.shared.stopping && self.backup_ids < 3 * u32::from(self.knobs.backups) {
+                    let at = self.now_ns + self.rng.between(20_000_000, 200_000_000);
+                    self.schedule_fault(at, Planned::Backup);
                 }
             }
             None => {}
