@@ -2,7 +2,7 @@
 //! small mutation runner that drives them on stable Rust.
 //!
 //! - [`targets`]: one function per target (`frame`, `signals`, `handshake`, `config`, and the data
-//!   node's file readers `redo`, `schema_log`, `lcp`, `sysfile`). Each takes
+//!   node's file readers `redo`, `schema_log`, `lcp`, `sysfile`, `backup`). Each takes
 //!   arbitrary bytes and panics only when it finds a bug: a decoder panicked, or something it
 //!   accepted does not survive being encoded and decoded again.
 //! - [`runner`]: feeds a target its seed corpus (`fuzz/corpus/<target>/`), its regressions

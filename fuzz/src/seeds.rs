@@ -7,6 +7,7 @@
 //! local checkpoint write them.
 
 use rndb_config::NodeId;
+use rndb_ndbd::ndbfs::backup::{self, BackupCtl};
 use rndb_ndbd::ndbfs::format::{
     self as file_format, kind, FileHeader, LcpCtl, RowChange, SchemaChange, Sysfile,
 };
@@ -576,5 +577,39 @@ fn files() -> Vec<Seed> {
         ],
     };
     seeds.push(("sysfile", "gci-7".into(), sysfile.file_bytes(1)));
+    let row = {
+        let mut row = Vec::new();
+        rndb_protocol::schema::encode_values(
+            &mut Writer::new(&mut row),
+            &[Value::Int32(7), Value::Varchar("seven".into())],
+        );
+        row
+    };
+    for (name, magic, kind) in [
+        ("data-2", backup::DATA_MAGIC, kind::PUT),
+        ("log-2", backup::LOG_MAGIC, kind::DELETE),
+    ] {
+        let mut file = backup::header(magic, 2, 1);
+        backup::append_row(&mut file, gci, kind::PUT, 5, 0, &row);
+        backup::append_row(&mut file, gci, kind, 5, 1, &row);
+        backup::append_end(&mut file, gci, 2);
+        seeds.push(("backup", name.into(), file));
+    }
+    let ctl = BackupCtl {
+        backup_id: 2,
+        start_gci: gci,
+        stop_gci: 9,
+        records: 2,
+        log_records: 2,
+        data_bytes: 200,
+        log_bytes: 200,
+        tables: vec![TableInfo {
+            table_id: 5,
+            table_version: 1,
+            def: table.clone(),
+        }],
+        indexes: Vec::new(),
+    };
+    seeds.push(("backup", "ctl-2".into(), ctl.file_bytes(1)));
     seeds
 }

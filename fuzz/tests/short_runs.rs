@@ -68,6 +68,11 @@ fn sysfile_short_run() {
 }
 
 #[test]
+fn backup_short_run() {
+    check_short_run("backup", SHORT_RUN_CASES);
+}
+
+#[test]
 fn every_target_has_a_short_run_here() {
     let names: Vec<&str> = TARGETS.iter().map(|t| t.name).collect();
     assert_eq!(
@@ -80,7 +85,8 @@ fn every_target_has_a_short_run_here() {
             "redo",
             "schema_log",
             "lcp",
-            "sysfile"
+            "sysfile",
+            "backup"
         ]
     );
 }

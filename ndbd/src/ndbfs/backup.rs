@@ -173,10 +173,11 @@ pub fn read_rows(
 
 fn check_header(bytes: &[u8], magic: [u8; 8], id: u32, node: u32) -> Result<(), String> {
     let header = FileHeader::decode(bytes, magic).map_err(|e| format!("at offset 0: {e}"))?;
-    if header.node != node || header.seq != u64::from(id) {
+    if header.node != node || header.seq != u64::from(id) || header.part != 0 {
         return Err(format!(
-            "at offset 0: the header names node {} backup {}, not node {node} backup {id}",
-            header.node, header.seq
+            "at offset 0: the header names node {} backup {} part {}, not node {node} backup \
+             {id} part 0",
+            header.node, header.seq, header.part
         ));
     }
     Ok(())
@@ -237,13 +238,19 @@ impl BackupCtl {
     pub fn from_file(bytes: &[u8], id: u32, node: u32) -> Result<BackupCtl, String> {
         check_header(bytes, CTL_MAGIC, id, node)?;
         let mut offset = HEADER_BYTES;
-        let next = |kind: u8, offset: &mut usize| -> Result<&[u8], String> {
+        // Each record of `kind` carries GCI `gci` (the control record the stop GCI's, the
+        // others 0).
+        let next = |kind: u8, gci: u64, offset: &mut usize| -> Result<&[u8], String> {
             let at = *offset;
             match read_record(bytes, at) {
-                Next::Record(r) if r.kind == kind => {
+                Next::Record(r) if r.kind == kind && r.gci == gci => {
                     *offset = r.next;
                     Ok(r.payload)
                 }
+                Next::Record(r) if r.kind == kind => Err(format!(
+                    "at offset {at}: a record of kind {kind} with GCI {}, expected {gci}",
+                    r.gci
+                )),
                 Next::Record(r) => Err(format!(
                     "at offset {at}: a record of kind {}, expected {kind}",
                     r.kind
@@ -253,7 +260,11 @@ impl BackupCtl {
             }
         };
         let at = offset;
-        let payload = next(backup_kind::CTL, &mut offset)?;
+        let gci = match read_record(bytes, at) {
+            Next::Record(r) => r.gci,
+            _ => 0,
+        };
+        let payload = next(backup_kind::CTL, gci, &mut offset)?;
         let mut r = Reader::new(payload, "backup control record");
         let decode = |r: &mut Reader<'_>| -> Result<(BackupCtl, u32, u32), DecodeError> {
             let ctl = BackupCtl {
@@ -273,6 +284,12 @@ impl BackupCtl {
         };
         let (mut ctl, tables, indexes) =
             decode(&mut r).map_err(|e| format!("at offset {at}: {e}"))?;
+        if gci != u64::from(ctl.stop_gci) << 32 {
+            return Err(format!(
+                "at offset {at}: the control record's GCI {gci} is not its stop GCI {}",
+                ctl.stop_gci
+            ));
+        }
         if ctl.backup_id != id {
             return Err(format!(
                 "at offset {at}: the control record names backup {}, not {id}",
@@ -281,13 +298,13 @@ impl BackupCtl {
         }
         for _ in 0..tables {
             let at = offset;
-            let payload = next(backup_kind::TABLE, &mut offset)?;
+            let payload = next(backup_kind::TABLE, 0, &mut offset)?;
             ctl.tables
                 .push(TableInfo::decode(payload).map_err(|e| format!("at offset {at}: {e}"))?);
         }
         for _ in 0..indexes {
             let at = offset;
-            let payload = next(backup_kind::INDEX, &mut offset)?;
+            let payload = next(backup_kind::INDEX, 0, &mut offset)?;
             ctl.indexes
                 .push(IndexInfo::decode(payload).map_err(|e| format!("at offset {at}: {e}"))?);
         }
@@ -344,7 +361,7 @@ mod tests {
         let bytes = ctl().file_bytes(2);
         assert_eq!(BackupCtl::from_file(&bytes, 7, 2), Ok(ctl()));
         let err = BackupCtl::from_file(&bytes, 7, 3).unwrap_err();
-        assert!(err.contains("node 2 backup 7, not node 3"), "{err}");
+        assert!(err.contains("node 2 backup 7 part 0, not node 3"), "{err}");
         let mut damaged = bytes.clone();
         damaged[HEADER_BYTES + 20] ^= 1;
         let err = BackupCtl::from_file(&damaged, 7, 2).unwrap_err();
