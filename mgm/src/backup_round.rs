@@ -48,6 +48,8 @@ pub struct BackupFailure {
 #[derive(Clone, Debug)]
 pub struct BackupRound {
     pub id: u32,
+    /// Names this round to the data nodes (a later round may reuse the id).
+    pub token: u64,
     pub participants: BTreeSet<u16>,
     /// Set once every participant scanned.
     pub stop_gci: Option<u32>,
@@ -62,9 +64,10 @@ fn running(progress: &BackupProgress) -> bool {
 }
 
 impl BackupRound {
-    pub fn new(id: u32, participants: BTreeSet<u16>) -> BackupRound {
+    pub fn new(id: u32, participants: BTreeSet<u16>, token: u64) -> BackupRound {
         BackupRound {
             id,
+            token,
             participants,
             stop_gci: None,
             outcome: None,
@@ -83,7 +86,7 @@ impl BackupRound {
             let failure = |code, text: String| Some(Err(BackupFailure { code, text }));
             let outcome = match view(node) {
                 Participant::Gone => failure(1326, format!("data node {node} failed or stopped")),
-                Participant::Serving(Some(p)) if p.id == self.id => {
+                Participant::Serving(Some(p)) if self.is_mine(p) => {
                     if p.phase == Some(BackupPhase::Failed) {
                         failure(p.error, format!("data node {node}: {}", p.error_text))
                     } else {
@@ -111,6 +114,16 @@ impl BackupRound {
         };
         match self.stop_gci {
             None if all(BackupPhase::Scanned) => {
+                let schemas: BTreeSet<u64> = progress.iter().map(|p| p.schema).collect();
+                if schemas.len() > 1 {
+                    self.outcome = Some(Err(BackupFailure {
+                        code: 1340,
+                        text: "the data nodes began with different tables (a schema change \
+                               while the backup started): start it again"
+                            .into(),
+                    }));
+                    return true;
+                }
                 let newest = progress.iter().map(|p| p.scanned_gci).max().unwrap_or(0);
                 self.stop_gci = Some((newest >> 32) as u32);
                 false
@@ -134,6 +147,11 @@ impl BackupRound {
         }
     }
 
+    /// True when `progress` is a node's part of this round.
+    fn is_mine(&self, progress: &BackupProgress) -> bool {
+        progress.id == self.id && progress.token == self.token
+    }
+
     /// The step participant `node`, whose last report said `progress`, is to take, if any:
     /// start and stop until the round ends, then abort while it still runs its part of a
     /// failed round.
@@ -146,11 +164,12 @@ impl BackupRound {
             (None, None) => Some(BackupCommand::Start {
                 id,
                 participants: self.participants.iter().copied().collect(),
+                token: self.token,
             }),
             (None, Some(stop_gci)) => Some(BackupCommand::Stop { id, stop_gci }),
             (Some(Err(failure)), _) => {
                 progress
-                    .filter(|p| p.id == id && running(p))
+                    .filter(|p| self.is_mine(p) && running(p))
                     .map(|_| BackupCommand::Abort {
                         id,
                         error: failure.code,
@@ -168,6 +187,7 @@ mod tests {
     fn progress(id: u32, phase: BackupPhase, scanned_gci: u64) -> BackupProgress {
         BackupProgress {
             id,
+            token: 8,
             phase: Some(phase),
             start_gci: 3 << 32,
             scanned_gci,
@@ -181,15 +201,23 @@ mod tests {
 
     #[test]
     fn a_round_stops_at_the_newest_scanned_gci_and_sums_the_nodes() {
-        let mut round = BackupRound::new(4, [1, 2].into());
+        let mut round = BackupRound::new(4, [1, 2].into(), 8);
         let start = round.command(1, None);
         assert_eq!(
             start,
             Some(BackupCommand::Start {
                 id: 4,
-                participants: vec![1, 2]
+                participants: vec![1, 2],
+                token: 8,
             })
         );
+        // A node's report of an earlier round of the same id is not this round's.
+        let earlier = BackupProgress {
+            token: 7,
+            ..progress(4, BackupPhase::Completed, 1 << 32)
+        };
+        assert!(!round.advance(|_| Participant::Serving(Some(&earlier))));
+        assert_eq!((round.stop_gci, &round.outcome), (None, &None));
         let (a, b) = (
             progress(4, BackupPhase::Scanned, 7 << 32 | 3),
             progress(4, BackupPhase::Running, 0),
@@ -213,7 +241,7 @@ mod tests {
 
     #[test]
     fn a_gone_or_failed_participant_ends_the_round_and_the_others_abort() {
-        let mut round = BackupRound::new(4, [1, 2].into());
+        let mut round = BackupRound::new(4, [1, 2].into(), 8);
         let a = progress(4, BackupPhase::Running, 0);
         assert!(round.advance(|n| if n == 1 {
             Participant::Serving(Some(&a))
@@ -231,7 +259,19 @@ mod tests {
         let failed = progress(4, BackupPhase::Failed, 0);
         assert_eq!(round.command(1, Some(&failed)), None, "already given up");
 
-        let mut round = BackupRound::new(5, [1].into());
+        // Nodes that began with different tables.
+        let mut round = BackupRound::new(4, [1, 2].into(), 8);
+        let (a, b) = (
+            progress(4, BackupPhase::Scanned, 0),
+            BackupProgress {
+                schema: 1,
+                ..progress(4, BackupPhase::Scanned, 0)
+            },
+        );
+        assert!(round.advance(|n| Participant::Serving(Some(if n == 1 { &a } else { &b }))));
+        assert_eq!(round.outcome.unwrap().unwrap_err().code, 1340);
+
+        let mut round = BackupRound::new(5, [1].into(), 9);
         let other = progress(4, BackupPhase::Scanned, 0);
         assert!(round.advance(|_| Participant::Serving(Some(&other))));
         assert_eq!(round.outcome.unwrap().unwrap_err().code, 1302);

@@ -66,8 +66,13 @@ pub struct DataNodeReport {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BackupCommand {
     /// Begin backup `id`: log the changes to the fragments this node backs up (each
-    /// fragment's first replica among `participants`), then scan them.
-    Start { id: u32, participants: Vec<u16> },
+    /// fragment's first replica among `participants`), then scan them. `token` names this
+    /// round: a later START BACKUP of the same id (its files removed) is another round.
+    Start {
+        id: u32,
+        participants: Vec<u16>,
+        token: u64,
+    },
     /// End backup `id` at the end of global checkpoint `stop_gci`.
     Stop { id: u32, stop_gci: u32 },
     /// Give backup `id` up, with NDB's error `error` (1321 asked, 1326 a node failed).
@@ -84,12 +89,16 @@ impl BackupCommand {
         }
     }
 
-    /// The reply field's value: `start 5 1,2`, `stop 5 120` or `abort 5 1326`.
+    /// The reply field's value: `start 5 1,2 <token>`, `stop 5 120` or `abort 5 1326`.
     pub fn encode(&self) -> String {
         match self {
-            BackupCommand::Start { id, participants } => {
+            BackupCommand::Start {
+                id,
+                participants,
+                token,
+            } => {
                 let nodes: Vec<String> = participants.iter().map(u16::to_string).collect();
-                format!("start {id} {}", nodes.join(","))
+                format!("start {id} {} {token}", nodes.join(","))
             }
             BackupCommand::Stop { id, stop_gci } => format!("stop {id} {stop_gci}"),
             BackupCommand::Abort { id, error } => format!("abort {id} {error}"),
@@ -101,6 +110,10 @@ impl BackupCommand {
         let mut words = text.split_whitespace();
         let (verb, id) = (words.next()?, words.next()?.parse().ok()?);
         let arg = words.next()?;
+        let token = match verb {
+            "start" => Some(words.next()?.parse().ok()?),
+            _ => None,
+        };
         if words.next().is_some() {
             return None;
         }
@@ -111,6 +124,7 @@ impl BackupCommand {
                     .split(',')
                     .map(|n| n.parse().ok())
                     .collect::<Option<_>>()?,
+                token: token?,
             }),
             "stop" => Some(BackupCommand::Stop {
                 id,
@@ -164,6 +178,12 @@ impl BackupPhase {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BackupProgress {
     pub id: u32,
+    /// The round's token (`BackupCommand::Start`).
+    pub token: u64,
+    /// A fingerprint of the tables and indexes the node began with: every participant's
+    /// must be the same (a schema change while the start spread would leave a table's
+    /// fragments on some nodes out).
+    pub schema: u64,
     pub phase: Option<BackupPhase>,
     /// The node's GCI when its part began.
     pub start_gci: u64,
@@ -183,6 +203,8 @@ impl BackupProgress {
     /// Adds this progress to a report as `backup.*` fields.
     pub fn add_to(&self, message: &mut Message) {
         message.push("backup.id", self.id);
+        message.push("backup.token", self.token);
+        message.push("backup.schema", self.schema);
         message.push(
             "backup.phase",
             self.phase.map_or("none", BackupPhase::as_str),
@@ -202,6 +224,8 @@ impl BackupProgress {
         let number = |name: &str| message.get(name)?.parse::<u64>().ok();
         Some(BackupProgress {
             id: u32::try_from(number("backup.id")?).ok()?,
+            token: number("backup.token")?,
+            schema: number("backup.schema")?,
             phase: BackupPhase::parse(message.get("backup.phase")?),
             start_gci: number("backup.startgci")?,
             scanned_gci: number("backup.gci")?,
@@ -715,6 +739,7 @@ mod tests {
             BackupCommand::Start {
                 id: 3,
                 participants: vec![1, 2, 4],
+                token: 77,
             },
             BackupCommand::Stop {
                 id: 3,
@@ -726,9 +751,10 @@ mod tests {
         }
         for bad in [
             "",
-            "start 3",
-            "start x 1",
-            "start 3 1,x",
+            "start 3 1",
+            "start x 1 7",
+            "start 3 1,x 7",
+            "start 3 1 x",
             "stop 3 1 2",
             "halt 3 1",
         ] {
@@ -736,6 +762,8 @@ mod tests {
         }
         let progress = BackupProgress {
             id: 3,
+            token: 77,
+            schema: 0xfeed,
             phase: Some(BackupPhase::Scanned),
             start_gci: 5 << 32,
             scanned_gci: 9 << 32 | 4,

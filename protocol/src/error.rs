@@ -143,6 +143,7 @@ const ERRORS: &[(u32, ErrorClass, &str)] = &[
     (1324, InternalError, "Backup log buffer full"),
     (1325, InternalError, "File or scan error"),
     (1326, InternalError, "Backup aborted due to node failure"),
+    (1340, InternalError, "Backup undefined error"),
     (1350, ApplicationError, "Backup failed: file already exists (use 'START BACKUP <backup id>')"),
     (4000, InternalError, "Malformed signal"),
     (702, InternalTemporary, "Request to non-master"),

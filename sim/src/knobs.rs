@@ -114,7 +114,8 @@ pub enum Fault {
     /// checked (the bank's balances and ledger are a consistent cut: every transfer
     /// acknowledged before it began is in it, none sent after it ended, none halfway). A
     /// failure must be one a fault explains (1326 a node gone, 1325 a disk fault, 1306
-    /// without files). Off unless asked for.
+    /// without files, 1302 a node still in an earlier round, 1340 the tables created as it
+    /// began). Off unless asked for.
     Backup,
 }
 

@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use crate::backup_round::{BackupFailure, BackupRound, Participant};
+use crate::backup_round::{BackupFailure, BackupRound, BackupSummary, Participant};
 use crate::node_report::{BackupCommand, BackupPhase, BackupProgress};
 use crate::status::NodeState;
 use crate::wire::Message;
@@ -18,6 +18,14 @@ use super::{Server, State};
 
 /// The longest START BACKUP waits for its backup to end (the backup goes on after that).
 pub const BACKUP_WAIT: Duration = Duration::from_secs(6 * 3600);
+/// A participant that has not begun its part this long after START BACKUP fails the backup
+/// (1326): a started node begins within a report or two.
+pub const BACKUP_BEGIN_WAIT: Duration = Duration::from_secs(60);
+/// Ended rounds whose outcome is kept for their waiters.
+const DONE_KEPT: usize = 8;
+
+/// How a backup round ended.
+pub(super) type Outcome = Result<BackupSummary, BackupFailure>;
 
 /// How long START BACKUP waits: until the backup is started on every participant, until it
 /// ends, or not at all.
@@ -46,10 +54,25 @@ impl State {
     /// Moves the coordinated backup on from what the participants last reported; returns the
     /// events to log when it ends.
     pub(super) fn backup_advance(&mut self, me: u16) -> Vec<Event> {
-        let Some(mut round) = self.backup.take() else {
+        let Some((mut round, began)) = self.backup.take() else {
             return Vec::new();
         };
-        let ended = round.advance(|node| self.participant(node));
+        let mut ended = round.advance(|node| self.participant(node));
+        let token = round.token;
+        let late = (round.participants.iter())
+            .find(|&&n| (self.reported_backup(n)).is_none_or(|p| p.token != token));
+        if let Some(&node) = late.filter(|_| round.outcome.is_none()) {
+            if began.elapsed() > BACKUP_BEGIN_WAIT {
+                round.outcome = Some(Err(BackupFailure {
+                    code: 1326,
+                    text: format!(
+                        "data node {node} did not begin its part within {} s",
+                        BACKUP_BEGIN_WAIT.as_secs()
+                    ),
+                }));
+                ended = true;
+            }
+        }
         let id = round.id;
         let event = match &round.outcome {
             Some(Ok(s)) if ended => Some(Event::new(
@@ -75,15 +98,14 @@ impl State {
             )),
             _ => None,
         };
-        self.backup = Some(round);
+        self.backup = Some((round, began));
         event.into_iter().collect()
     }
 
     /// The backup step data node `node` is to take, if any.
     pub(super) fn backup_command(&self, node: u16) -> Option<BackupCommand> {
-        self.backup
-            .as_ref()?
-            .command(node, self.reported_backup(node))
+        let (round, _) = self.backup.as_ref()?;
+        round.command(node, self.reported_backup(node))
     }
 }
 
@@ -100,7 +122,7 @@ impl Server {
         let asked: Option<u32> = request.parse("backupid")?;
         let me = self.me.0;
         let mut state = self.lock();
-        if let Some(running) = state.backup.as_ref().filter(|b| b.outcome.is_none()) {
+        if let Some((running, _)) = state.backup.as_ref().filter(|(b, _)| b.outcome.is_none()) {
             return Err(format!(
                 "error 1302: A backup is already running (backup {})",
                 running.id
@@ -144,7 +166,19 @@ impl Server {
                 .ok_or("every backup id is taken (the highest is 4294967295)")?,
         };
         state.backup_last_id = state.backup_last_id.max(id);
-        state.backup = Some(BackupRound::new(id, participants.clone()));
+        // Names this round to the nodes: a later START BACKUP of the same id is another one.
+        let token = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        if let Some((old, _)) = state.backup.take() {
+            if let Some(outcome) = old.outcome {
+                state.backup_done.push((old.token, outcome));
+                let excess = state.backup_done.len().saturating_sub(DONE_KEPT);
+                state.backup_done.drain(..excess);
+            }
+        }
+        let round = BackupRound::new(id, participants.clone(), token);
+        state.backup = Some((round, Instant::now()));
         let text = format!("Backup {id} started from node {me}");
         state
             .log
@@ -159,13 +193,23 @@ impl Server {
         }
         let deadline = Instant::now() + BACKUP_WAIT;
         loop {
-            let backup = state.backup.as_ref().filter(|b| b.id == id);
-            let started = || {
-                participants
-                    .iter()
-                    .all(|&n| state.reported_backup(n).is_some_and(|p| p.id == id))
+            for event in state.backup_advance(me) {
+                state.log.write(&event);
+            }
+            let current = (state.backup.as_ref())
+                .filter(|(b, _)| b.token == token)
+                .and_then(|(b, _)| b.outcome.clone());
+            let earlier = || {
+                (state.backup_done.iter())
+                    .find(|(t, _)| *t == token)
+                    .map(|(_, outcome)| outcome.clone())
             };
-            match backup.and_then(|b| b.outcome.clone()) {
+            let started = || {
+                participants.iter().all(|&n| {
+                    (state.reported_backup(n)).is_some_and(|p| p.id == id && p.token == token)
+                })
+            };
+            match current.or_else(earlier) {
                 Some(Ok(s)) => {
                     return Ok(reply
                         .field("startgci", s.start_gci)
@@ -200,10 +244,8 @@ impl Server {
         let me = self.me.0;
         let mut guard = self.lock();
         let state = &mut *guard;
-        let Some(backup) = state
-            .backup
-            .as_mut()
-            .filter(|b| b.id == id && b.outcome.is_none())
+        let Some((backup, _)) =
+            (state.backup.as_mut()).filter(|(b, _)| b.id == id && b.outcome.is_none())
         else {
             return Err(format!(
                 "backup {id} is not running (coordinated by this server)"

@@ -95,8 +95,12 @@ struct State {
     /// ENTER SINGLE USER MODE (the API node) or EXIT (0) asked here, until every started data
     /// node reports it (see [`single_user_reply`]).
     single_user_asked: Option<u16>,
-    /// The backup this server coordinates, or coordinated last (`backup.rs`).
-    backup: Option<crate::backup_round::BackupRound>,
+    /// The backup this server coordinates, or coordinated last (`backup.rs`), and when it
+    /// began.
+    backup: Option<(crate::backup_round::BackupRound, Instant)>,
+    /// The outcomes of the rounds before it, by token (the last few), for a START BACKUP
+    /// still waiting when another began.
+    backup_done: Vec<(u64, backup::Outcome)>,
     /// The highest backup id this server gave.
     backup_last_id: u32,
 }
@@ -262,6 +266,7 @@ impl Server {
                 next_link: 1,
                 single_user_asked: None,
                 backup: None,
+                backup_done: Vec::new(),
                 backup_last_id: 0,
             }),
             changed: Condvar::new(),

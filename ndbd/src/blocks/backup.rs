@@ -87,6 +87,8 @@ pub(crate) enum BackupIo {
     LogWrite(u64),
     LogSync,
     Ctl,
+    /// A sync that closes the file of a backup given up (nothing waits for it).
+    Close,
 }
 
 /// This node's online backups.
@@ -106,6 +108,8 @@ pub(crate) struct Backups {
 #[derive(Debug)]
 struct Run {
     id: u32,
+    /// The coordinator's name for this round (`BackupCommand::Start`).
+    token: u64,
     dir: String,
     participants: Vec<NodeId>,
     /// The fragments this node backs up, (table, fragment), in scan order.
@@ -193,7 +197,11 @@ impl Kernel {
     /// a step already taken is only noted as heard).
     pub fn backup_command(&mut self, command: BackupCommand, now: Instant) {
         let id = command.id();
-        if let Some(run) = self.backups.run.as_mut().filter(|r| r.id == id) {
+        let same_round = |run: &Run| match &command {
+            BackupCommand::Start { token, .. } => run.id == id && run.token == *token,
+            _ => run.id == id,
+        };
+        if let Some(run) = self.backups.run.as_mut().filter(|r| same_round(r)) {
             run.heard = now;
             match command {
                 BackupCommand::Start { .. } => {}
@@ -215,10 +223,15 @@ impl Kernel {
             }
             return;
         }
-        let BackupCommand::Start { participants, .. } = command else {
+        let BackupCommand::Start {
+            participants,
+            token,
+            ..
+        } = command
+        else {
             return;
         };
-        if self.backups.progress.as_ref().is_some_and(|p| p.id == id) {
+        if (self.backups.progress.as_ref()).is_some_and(|p| p.id == id && p.token == token) {
             // Done (or given up) already; the server has not heard yet.
             return;
         }
@@ -235,13 +248,14 @@ impl Kernel {
         if !self.qmgr.started() || !participants.contains(&self.me) {
             return;
         }
-        self.backup_begin(id, participants, now);
+        self.backup_begin(id, token, participants, now);
     }
 
-    fn backup_begin(&mut self, id: u32, participants: Vec<NodeId>, now: Instant) {
+    fn backup_begin(&mut self, id: u32, token: u64, participants: Vec<NodeId>, now: Instant) {
         self.backups.last_id = self.backups.last_id.max(id);
         self.backups.progress = Some(BackupProgress {
             id,
+            token,
             phase: Some(BackupPhase::Running),
             start_gci: self.gcp.current,
             ..BackupProgress::default()
@@ -300,6 +314,12 @@ impl Kernel {
                 f.backup_log = Some(Box::default());
             }
         }
+        let mut schema = Vec::new();
+        tables.iter().for_each(|t| t.encode(&mut schema));
+        indexes.iter().for_each(|i| i.encode(&mut schema));
+        if let Some(p) = self.backups.progress.as_mut() {
+            p.schema = xxhash_rust::xxh3::xxh3_64(&schema);
+        }
         tracing::info!(
             backup = id,
             fragments = claimed.len(),
@@ -309,10 +329,11 @@ impl Kernel {
         let dir = format!("{root}/{}", layout::dir_name(id));
         self.fs.push(
             FsOp::List { path: dir.clone() },
-            FsWait::Backup(id, BackupIo::Listed),
+            FsWait::Backup(token, BackupIo::Listed),
         );
         self.backups.run = Some(Run {
             id,
+            token,
             dir,
             participants,
             claimed,
@@ -416,7 +437,7 @@ impl Kernel {
                 offset: run.log_written,
                 bytes,
             },
-            FsWait::Backup(run.id, BackupIo::LogWrite(len)),
+            FsWait::Backup(run.token, BackupIo::LogWrite(len)),
         );
         run.log_written += len;
         run.log_in_flight += len;
@@ -471,8 +492,8 @@ impl Kernel {
         if run.scanned {
             layout::append_end(&mut out, self.gcp.current, progress.records);
         }
-        let (id, path) = (
-            run.id,
+        let (token, path) = (
+            run.token,
             format!(
                 "{}/{}",
                 run.dir,
@@ -487,31 +508,45 @@ impl Kernel {
                     offset: run.data_written,
                     bytes: out,
                 },
-                FsWait::Backup(id, BackupIo::DataWrite),
+                FsWait::Backup(token, BackupIo::DataWrite),
             );
             run.data_written += len;
             run.data_in_flight += 1;
         }
         if run.scanned {
-            self.fs
-                .push(FsOp::Sync { path }, FsWait::Backup(id, BackupIo::DataSync));
+            self.fs.push(
+                FsOp::Sync { path },
+                FsWait::Backup(token, BackupIo::DataSync),
+            );
         } else if run.data_in_flight < WRITES_IN_FLIGHT_MAX {
             run.step_queued = true;
             self.jobs.push_back(Signal::BackupStep);
         }
     }
 
-    /// A file request of backup `id` completed.
-    pub(crate) fn backup_io_done(&mut self, id: u32, io: BackupIo, data: FsData) {
+    /// A file request of the backup round `token` completed (one of a round that ended is
+    /// ignored).
+    pub(crate) fn backup_io_done(&mut self, token: u64, io: BackupIo, data: FsData) {
         let me = u32::from(self.me.0);
-        let Some(run) = self.backups.run.as_mut().filter(|r| r.id == id) else {
+        let Some(run) = self.backups.run.as_mut().filter(|r| r.token == token) else {
             return;
         };
+        let id = run.id;
         match io {
+            BackupIo::Close => {}
             BackupIo::Listed => {
-                if matches!(&data, FsData::Names(names) if !names.is_empty()) {
-                    let why = format!("{} exists", run.dir);
-                    return self.backup_fail(NdbError::with_detail(1350, why));
+                // Other nodes may share the directory (one BackupDataDir for several nodes):
+                // only this node's own files refuse the id.
+                let mine = [
+                    layout::data_file(id, me),
+                    layout::log_file(id, me),
+                    layout::ctl_file(id, me),
+                ];
+                if let FsData::Names(names) = &data {
+                    if let Some(name) = names.iter().find(|n| mine.contains(n)) {
+                        let why = format!("{}/{name} exists", run.dir);
+                        return self.backup_fail(NdbError::with_detail(1350, why));
+                    }
                 }
                 run.listed = true;
                 let data = layout::header(layout::DATA_MAGIC, id, me);
@@ -530,7 +565,7 @@ impl Kernel {
                         offset: 0,
                         bytes: data,
                     },
-                    FsWait::Backup(id, BackupIo::DataWrite),
+                    FsWait::Backup(token, BackupIo::DataWrite),
                 );
                 self.fs.push(
                     FsOp::Write {
@@ -538,7 +573,7 @@ impl Kernel {
                         offset: 0,
                         bytes: log,
                     },
-                    FsWait::Backup(id, BackupIo::LogWrite(0)),
+                    FsWait::Backup(token, BackupIo::LogWrite(0)),
                 );
                 self.jobs.push_back(Signal::BackupStep);
             }
@@ -587,7 +622,7 @@ impl Kernel {
                         path,
                         bytes: ctl.file_bytes(me),
                     },
-                    FsWait::Backup(id, BackupIo::Ctl),
+                    FsWait::Backup(token, BackupIo::Ctl),
                 );
             }
             BackupIo::Ctl => {
@@ -608,9 +643,22 @@ impl Kernel {
         }
     }
 
-    /// A file request of backup `id` failed: the backup fails (1325), the node goes on.
-    pub(crate) fn backup_io_failed(&mut self, id: u32, error: &FsError) {
-        if self.backups.run.as_ref().is_some_and(|r| r.id == id) {
+    /// Table `table_id` is dropped here (its DROP passed a DICT master whose part of the
+    /// backup had ended, or that had not begun it): a backup holding it fails (1340), since
+    /// its fragments and their unwritten changes go.
+    pub(crate) fn backup_table_dropped(&mut self, table_id: u32) {
+        let holds = (self.backups.run.as_ref())
+            .is_some_and(|r| r.claimed.iter().any(|&(t, _)| t == table_id));
+        if holds {
+            let why = format!("table id {table_id} was dropped while the backup ran");
+            self.backup_fail(NdbError::with_detail(1340, why));
+        }
+    }
+
+    /// A file request of the backup round `token` failed: the backup fails (1325), the node
+    /// goes on.
+    pub(crate) fn backup_io_failed(&mut self, token: u64, error: &FsError) {
+        if self.backups.run.as_ref().is_some_and(|r| r.token == token) {
             self.backup_fail(NdbError::with_detail(1325, error.to_string()));
         }
     }
@@ -652,13 +700,13 @@ impl Kernel {
                 offset: run.log_written,
                 bytes: end,
             },
-            FsWait::Backup(run.id, BackupIo::LogWrite(len)),
+            FsWait::Backup(run.token, BackupIo::LogWrite(len)),
         );
         run.log_written += len;
         run.log_in_flight += len;
         self.fs.push(
             FsOp::Sync { path },
-            FsWait::Backup(run.id, BackupIo::LogSync),
+            FsWait::Backup(run.token, BackupIo::LogSync),
         );
     }
 
@@ -671,6 +719,17 @@ impl Kernel {
         for &(table_id, fragment) in &run.claimed {
             if let Some(f) = self.fragment_mut(table_id, fragment) {
                 f.backup_log = None;
+            }
+        }
+        if run.listed {
+            // A synced backup file is closed (`ndbfs/real.rs`); nothing waits for these.
+            let me = u32::from(self.me.0);
+            for name in [layout::data_file(run.id, me), layout::log_file(run.id, me)] {
+                let path = format!("{}/{name}", run.dir);
+                self.fs.push(
+                    FsOp::Sync { path },
+                    FsWait::Backup(run.token, BackupIo::Close),
+                );
             }
         }
         self.backup_failed(run.id, error);

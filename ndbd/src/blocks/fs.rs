@@ -1,7 +1,7 @@
 //! The kernel's side of NDBFS: blocks queue file requests here, each with what its completion
 //! means to them ([`FsWait`]); whoever runs the kernel takes the requests
 //! ([`Kernel::take_fs_requests`]) and hands back each completion ([`Kernel::on_fs_conf`]), in
-//! request order.
+//! request order (a backup's requests in their own order: `ndbfs/real.rs`).
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -35,9 +35,9 @@ pub(crate) enum FsWait {
     Nothing,
     /// A request of a local checkpoint.
     Lcp(LcpIo),
-    /// A request of backup `id` (its files are outside the node's file system: one that
-    /// fails fails the backup, not the node).
-    Backup(u32, BackupIo),
+    /// A request of the backup round with this token (its files are outside the node's file
+    /// system: one that fails fails the backup, not the node).
+    Backup(u64, BackupIo),
 }
 
 /// File requests not yet taken, and those taken but not completed.
@@ -107,8 +107,8 @@ impl Kernel {
         let data = match conf.result {
             Ok(data) => data,
             Err(error) => {
-                if let FsWait::Backup(id, _) = wait {
-                    self.backup_io_failed(id, &error);
+                if let FsWait::Backup(token, _) = wait {
+                    self.backup_io_failed(token, &error);
                     return Ok(());
                 }
                 // A failed sync of the sysfile a start read stops nothing by itself: no
@@ -161,7 +161,7 @@ impl Kernel {
                 })?
             }
             FsWait::Lcp(io) => self.lcp_io_done(io),
-            FsWait::Backup(id, io) => self.backup_io_done(id, io, data),
+            FsWait::Backup(token, io) => self.backup_io_done(token, io, data),
         }
         Ok(())
     }

@@ -1,13 +1,15 @@
 //! NDBFS: the data node's files. The kernel does no I/O: its blocks put file requests
 //! ([`FsRequest`]) in a queue, and whoever runs the kernel carries them out on a [`Disk`] and
 //! hands each completion ([`FsConf`]) back, in request order. In `ndbd` that is one thread over
-//! the real file system ([`real`]); in the simulator, a simulated disk that tears writes, loses
-//! what was not synced when its node crashes, and fails with ENOSPC or EIO.
+//! the real file system ([`real`]), and a second one for a backup's files; in the simulator, a
+//! simulated disk that tears writes, loses what was not synced when its node crashes, and
+//! fails with ENOSPC or EIO.
 //!
 //! Every path is relative to the node's file system directory, `ndb_<NodeId>_fs/` under
 //! FileSystemPath (DataDir when unset), as NDB names its files: `D1/DBDIH/P0.sysfile` (and its
 //! copy under `D2`), `D1/DBDICT/P0.SchemaLog`, and each redo log part's files
-//! `D<8+part>/DBLQH/S<file>.FragLog`. Their byte layouts are in [`format`] and
+//! `D<8+part>/DBLQH/S<file>.FragLog`; only a backup's files (`BACKUP/BACKUP-<id>/` under
+//! BackupDataDir) have absolute paths. Their byte layouts are in [`format`], [`backup`] and
 //! ARCHITECTURE.md.
 
 pub mod backup;
@@ -18,7 +20,8 @@ pub mod real;
 use std::fmt;
 use std::io;
 
-/// One file request from the kernel. Requests complete in the order they were made.
+/// One file request from the kernel. Requests complete in the order they were made (those on
+/// absolute paths, a backup's, in the order they among themselves were made).
 #[derive(Debug)]
 pub struct FsRequest {
     /// Echoed in the completion.

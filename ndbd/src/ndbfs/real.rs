@@ -67,9 +67,14 @@ impl Disk for RealDisk {
         self.file(path)?.sync_data()?;
         if path.starts_with('/') {
             // A file outside the node's file system (a backup's) is synced once, when it is
-            // complete: it is closed.
+            // complete or given up: it is closed, and the directories its backup made
+            // (`BACKUP-<id>/`, `BACKUP/`) are synced up to BackupDataDir.
             self.open.remove(path);
-            return sync_dirs(&self.root, &self.full(path));
+            self.created.remove(path);
+            for dir in Path::new(path).ancestors().skip(1).take(3) {
+                File::open(dir)?.sync_all()?;
+            }
+            return Ok(());
         }
         // A new file's directory entry must be durable too (once: fsync of a directory costs
         // as much as a file's).
@@ -172,25 +177,46 @@ fn sync_dir(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Starts the NDBFS thread over `disk`: requests go in through the returned sender, and each
+/// Starts the NDBFS threads over `disk`: requests go in through the returned sender, and each
 /// completion comes back on the returned receiver, after which `wake` is called (it wakes the
-/// execution thread). The thread ends when the sender is dropped.
+/// execution thread). The node's own files are one thread's, in request order; requests on
+/// absolute paths (a backup's files, under BackupDataDir) go to a second thread, in their own
+/// order, so that a slow backup disk never holds up the redo log. The threads end when the
+/// sender is dropped.
 pub fn spawn(
-    mut disk: RealDisk,
+    disk: RealDisk,
     wake: Arc<dyn Fn() + Send + Sync>,
 ) -> io::Result<(Sender<FsRequest>, Receiver<FsConf>)> {
     let (requests, inbox) = mpsc::channel::<FsRequest>();
+    let (backup_requests, backup_inbox) = mpsc::channel::<FsRequest>();
     let (confs, outbox) = mpsc::channel();
-    std::thread::Builder::new()
-        .name("ndbfs".into())
-        .spawn(move || {
-            let mut stop = FailStop::default();
-            for request in inbox {
-                if confs.send(stop.execute(&mut disk, request)).is_err() {
-                    return;
+    let worker = |name: &str, mut disk: RealDisk, inbox: Receiver<FsRequest>, forward| {
+        let (confs, wake): (Sender<FsConf>, Arc<dyn Fn() + Send + Sync>) =
+            (confs.clone(), wake.clone());
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                let mut stop = FailStop::default();
+                for request in inbox {
+                    let request = match &forward {
+                        Some(backups) if request.op.path().starts_with('/') => {
+                            let backups: &Sender<FsRequest> = backups;
+                            match backups.send(request) {
+                                Ok(()) => continue,
+                                Err(mpsc::SendError(request)) => request,
+                            }
+                        }
+                        _ => request,
+                    };
+                    if confs.send(stop.execute(&mut disk, request)).is_err() {
+                        return;
+                    }
+                    wake();
                 }
-                wake();
-            }
-        })?;
+            })
+    };
+    let backup_disk = RealDisk::new(disk.root.clone());
+    worker("ndbfs-backup", backup_disk, backup_inbox, None)?;
+    worker("ndbfs", disk, inbox, Some(backup_requests))?;
     Ok((requests, outbox))
 }

@@ -77,7 +77,7 @@ impl World {
         self.log(format!("backup {id} starts on {participants:?}"));
         self.count("backup started");
         self.backup = Some(SimBackup {
-            round: BackupRound::new(id, participants),
+            round: BackupRound::new(id, participants, self.now_ns),
             started_ns: self.now_ns,
             incarnations,
         });
@@ -141,6 +141,7 @@ impl World {
                     1325 => self.count("backup failed: a disk fault (1325)"),
                     1306 if !self.knobs.durable => self.count("backup failed: no files (1306)"),
                     1302 => self.count("backup failed: a node still in an earlier one (1302)"),
+                    1340 => self.count("backup failed: a schema change as it began (1340)"),
                     _ => return Err(format!("backup {id} failed unexplained: {failure:?}")),
                 }
                 // Another try while the workload runs, so that seeds with faults also check

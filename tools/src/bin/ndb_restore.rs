@@ -1,14 +1,20 @@
 //! `ndb_restore`: restores an online backup (ndb_mgm's START BACKUP), like MySQL Cluster's
 //! `ndb_restore`.
 //!
-//! `ndb_restore -c HOST:PORT -n NODE -b ID [-m] [-r] --backup-path DIR` reads data node
-//! NODE's files of backup ID in DIR (the backup's `BACKUP-<ID>` directory): with `-m` it
-//! creates the backup's tables and indexes (once, from any node's files), with `-r` it writes
-//! the node's rows and then applies its log up to the backup's stop GCI. Run `-r` once per
-//! data node of the backup, as with NDB; the nodes' files hold disjoint fragments.
+//! `ndb_restore -c HOST:PORT -n NODE -b ID [-m] [-r] [--rebuild-indexes] --backup-path DIR`
+//! reads data node NODE's files of backup ID in DIR (the backup's `BACKUP-<ID>` directory):
+//! with `-m` it creates the backup's tables and ordered indexes (once, from any node's files),
+//! with `-r` it writes the node's rows and then applies its log up to the backup's stop GCI,
+//! with `--rebuild-indexes` it creates the indexes not yet there, the unique ones among them.
+//! Run `-r` once per data node of the backup, as with NDB (the nodes' files hold disjoint
+//! fragments), and `--rebuild-indexes` after the last: a unique index must wait for every
+//! row, since a backup's fuzzy scan may hold two rows with one unique value between the data
+//! and the log, and the nodes' files are restored one after another. `--disable-indexes` makes
+//! `-m` create no index at all.
 //!
 //! Every file is checked before anything is written: its header, every record's CRC, its END
-//! record's count; a damaged or incomplete file is an error naming the file and the offset.
+//! record's count, and the counts and sizes the control file gives; a damaged or incomplete
+//! file is an error naming the file (and the offset).
 //! Rows go in with NDB's write (insert or overwrite), so that a restore run twice ends the
 //! same; a logged delete of a row already gone is not an error.
 
@@ -25,7 +31,8 @@ use rndb_ndbd::ndbfs::backup::{self as layout, BackupCtl, BackupRow};
 use rndb_ndbd::ndbfs::format::kind;
 use rndb_protocol::codec::{Reader, Writer};
 use rndb_protocol::schema::encode_values;
-use rndb_protocol::signals::TableInfo;
+use rndb_protocol::signals::{IndexInfo, TableInfo};
+use rndb_protocol::IndexKind;
 use rndb_tools::{run_main, ConnectArgs};
 
 /// Rows written by one transaction.
@@ -51,6 +58,13 @@ struct Args {
     /// Write the node's rows and apply its log.
     #[arg(short = 'r', long = "restore-data", visible_alias = "restore_data")]
     restore_data: bool,
+    /// Create the backup's indexes that are not there yet (unique indexes: after every
+    /// node's data is restored).
+    #[arg(long = "rebuild-indexes", visible_alias = "rebuild_indexes")]
+    rebuild_indexes: bool,
+    /// With -m, create no index at all (create them later with --rebuild-indexes).
+    #[arg(long = "disable-indexes", visible_alias = "disable_indexes")]
+    disable_indexes: bool,
     /// The backup's directory (`BACKUP-<ID>` under BackupDataDir/BACKUP).
     #[arg(
         long = "backup-path",
@@ -101,14 +115,37 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let data = data_file.rows(layout::DATA_MAGIC, id, node)?;
     let log_file = File::read(dir, &layout::log_file(id, node))?;
     let log = log_file.rows(layout::LOG_MAGIC, id, node)?;
-    if !args.restore_meta && !args.restore_data {
-        println!("Nothing asked: give -m to create the tables, -r to restore the rows");
+    for (file, (rows, bytes), (said_rows, said_bytes)) in [
+        (
+            &data_file,
+            (data.len(), data_file.bytes.len()),
+            (ctl.records, ctl.data_bytes),
+        ),
+        (
+            &log_file,
+            (log.len(), log_file.bytes.len()),
+            (ctl.log_records, ctl.log_bytes),
+        ),
+    ] {
+        if (rows as u64, bytes as u64) != (said_rows, said_bytes) {
+            bail!(
+                "{}: {rows} records in {bytes} bytes, the control file says {said_rows} in \
+                 {said_bytes}",
+                file.path.display()
+            );
+        }
+    }
+    if !args.restore_meta && !args.restore_data && !args.rebuild_indexes {
+        println!(
+            "Nothing asked: give -m to create the tables, -r to restore the rows, \
+             --rebuild-indexes to create the indexes"
+        );
         return Ok(ExitCode::SUCCESS);
     }
     let cluster = args.connect.connect()?;
     println!("Connected to ndb!!");
     if args.restore_meta {
-        restore_meta(&cluster, &ctl)?;
+        restore_meta(&cluster, &ctl, !args.disable_indexes)?;
     }
     if args.restore_data {
         let tables = target_tables(&cluster, &ctl)?;
@@ -129,52 +166,89 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }
         println!("Restored {tuples} tuples and {log_entries} log entries");
     }
+    if args.rebuild_indexes {
+        rebuild_indexes(&cluster, &ctl)?;
+    }
     println!("\nNDBT_ProgramExit: 0 - OK");
     Ok(ExitCode::SUCCESS)
 }
 
-/// Creates the backup's tables, then their indexes.
-fn restore_meta(cluster: &Cluster, ctl: &BackupCtl) -> anyhow::Result<()> {
-    let mut created = BTreeMap::new();
+/// Creates the backup's tables, then (with `indexes`) their ordered indexes; a unique index
+/// waits for `--rebuild-indexes`.
+fn restore_meta(cluster: &Cluster, ctl: &BackupCtl, indexes: bool) -> anyhow::Result<()> {
     for info in &ctl.tables {
-        let table = cluster
+        cluster
             .create_table(&info.def)
             .with_context(|| format!("create table `{}`", info.def.name))?;
         println!("Successfully restored table `{}`", info.def.name);
-        created.insert(info.table_id, (info, table));
     }
+    let tables = target_tables(cluster, ctl)?;
     for index in &ctl.indexes {
-        let Some((info, table)) = created.get(&index.table_id) else {
-            bail!(
-                "index `{}` names table id {}, which the backup does not hold",
-                index.name,
-                index.table_id
+        let table = tables.get(&index.table_id).map(|(info, _)| &info.def.name);
+        let table = table.map_or("?", String::as_str);
+        if !indexes {
+            println!(
+                "Index `{}` on `{table}` not created (--disable-indexes)",
+                index.name
             );
-        };
-        let columns = index
-            .columns
-            .iter()
-            .map(|&c| {
-                info.def
-                    .columns
-                    .get(usize::from(c))
-                    .map(|c| c.name.clone())
-                    .ok_or_else(|| anyhow!("index `{}` names column {c}", index.name))
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let def = IndexDef {
-            name: index.name.clone(),
-            kind: index.kind,
-            columns,
-        };
-        cluster
-            .create_index(table, &def)
-            .with_context(|| format!("create index `{}` on `{}`", index.name, info.def.name))?;
-        println!(
-            "Successfully created index `{}` on `{}`",
-            index.name, info.def.name
-        );
+        } else if index.kind == IndexKind::Unique {
+            println!(
+                "Unique index `{}` on `{table}` waits for --rebuild-indexes, after every \
+                 node's data is restored",
+                index.name
+            );
+        } else {
+            create_index(cluster, &tables, index)?;
+        }
     }
+    Ok(())
+}
+
+/// Creates the backup's indexes the cluster does not have yet.
+fn rebuild_indexes(cluster: &Cluster, ctl: &BackupCtl) -> anyhow::Result<()> {
+    let tables = target_tables(cluster, ctl)?;
+    for index in &ctl.indexes {
+        let there = (tables.get(&index.table_id))
+            .is_some_and(|(_, table)| cluster.get_index(table, &index.name).is_ok());
+        if !there {
+            create_index(cluster, &tables, index)?;
+        }
+    }
+    Ok(())
+}
+
+/// Creates one of the backup's indexes on its table in the cluster.
+fn create_index(
+    cluster: &Cluster,
+    tables: &BTreeMap<u32, (&TableInfo, Table)>,
+    index: &IndexInfo,
+) -> anyhow::Result<()> {
+    let Some((info, table)) = tables.get(&index.table_id) else {
+        bail!(
+            "index `{}` names table id {}, which the backup does not hold",
+            index.name,
+            index.table_id
+        );
+    };
+    let columns = (index.columns.iter())
+        .map(|&c| {
+            (info.def.columns.get(usize::from(c)))
+                .map(|c| c.name.clone())
+                .ok_or_else(|| anyhow!("index `{}` names column {c}", index.name))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let def = IndexDef {
+        name: index.name.clone(),
+        kind: index.kind,
+        columns,
+    };
+    cluster
+        .create_index(table, &def)
+        .with_context(|| format!("create index `{}` on `{}`", index.name, info.def.name))?;
+    println!(
+        "Successfully created index `{}` on `{}`",
+        index.name, info.def.name
+    );
     Ok(())
 }
 
