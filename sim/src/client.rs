@@ -153,6 +153,8 @@ pub struct Transfer {
     pub invoke_ns: u64,
     /// Confirmed (when it was acknowledged), unknown, or surely not applied.
     pub outcome: TransferOutcome,
+    /// The GCI its acknowledgement named.
+    pub gci: Option<u64>,
 }
 
 /// How a transfer's commit ended.
@@ -1864,6 +1866,10 @@ impl Client {
                 };
                 if let Some(t) = transfer {
                     ctx.shared.transfers[t].outcome = outcome;
+                    if let Ended::Conf(conf) = &ended {
+                        let gci = TcExecuteConf::decode(conf).ok().and_then(|c| c.gci);
+                        ctx.shared.transfers[t].gci = gci;
+                    }
                 }
                 if matches!(ended, Ended::Conf(_)) || unknown {
                     ctx.shared.balances_written.extend(writes);
@@ -2040,6 +2046,7 @@ impl Client {
                     client: self.node.0,
                     invoke_ns: ctx.now_ns,
                     outcome: TransferOutcome::Pending,
+                    gci: None,
                 };
                 ops.push(KeyOp {
                     key: vec![Value::Int32(id)],

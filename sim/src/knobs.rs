@@ -180,6 +180,9 @@ pub enum Sabotage {
     Registers,
     /// Client 1 reports its deletes that found no row (626) as done.
     Sets,
+    /// The check of a completed backup (`Fault::Backup`) restores its data files without
+    /// their logs: the fuzzy scan alone, which is no consistent cut.
+    Backup,
 }
 
 /// What the user chose for a run (the same for every seed of a `--seeds` run).
@@ -245,6 +248,7 @@ impl Options {
             Some(Sabotage::Bank) => command.push_str(" --sabotage bank"),
             Some(Sabotage::Registers) => command.push_str(" --sabotage registers"),
             Some(Sabotage::Sets) => command.push_str(" --sabotage sets"),
+            Some(Sabotage::Backup) => command.push_str(" --sabotage backup"),
             None => {}
         }
         if self.replicas != 2 {

@@ -155,6 +155,7 @@ fn check_across_processes(seed: u64, options: &Options, report: &Report) -> Exit
             Some(Sabotage::Bank) => &["--sabotage", "bank"][..],
             Some(Sabotage::Registers) => &["--sabotage", "registers"][..],
             Some(Sabotage::Sets) => &["--sabotage", "sets"][..],
+            Some(Sabotage::Backup) => &["--sabotage", "backup"][..],
             None => &[],
         })
         .args(["--replicas", &options.replicas.to_string()])

@@ -151,6 +151,32 @@ fn set_elements_refuse_lost_inserts_resurrected_deletes_and_inventions() {
     bad(&[op(Insert, 0, Some(1)), op(Insert, 2, Some(3))]);
 }
 
+#[test]
+fn a_backup_restored_without_its_log_fails_its_seed_and_the_failure_replays() {
+    let options = Options {
+        faults: vec![Fault::Client, Fault::Slow, Fault::Backup],
+        ..sabotaged(Workload::Bank, Sabotage::Backup)
+    };
+    let mut caught = 0;
+    for seed in 0..60 {
+        let Err(first) = run_seed(seed, &options) else {
+            // No backup completed, or none met a change while it scanned.
+            continue;
+        };
+        caught += 1;
+        assert!(first.what.starts_with("backup "), "{first}");
+        let again = run_seed(seed, &options).expect_err("replays");
+        assert_eq!(
+            (first.step, first.sim_ns, &first.what),
+            (again.step, again.sim_ns, &again.what)
+        );
+    }
+    assert!(
+        caught >= 15,
+        "only {caught} of 60 seeds caught the missing logs"
+    );
+}
+
 fn sabotaged(workload: Workload, sabotage: Sabotage) -> Options {
     Options {
         workload,

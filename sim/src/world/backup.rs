@@ -4,11 +4,12 @@
 //! check it.
 //!
 //! The check: the backup, restored as `ndb_restore` restores it (each node's rows, then its
-//! log up to the stop GCP), is a consistent cut of the bank. Every transfer acknowledged before
-//! the backup began (and after the last cluster crash) is in it, no transfer that surely failed
-//! is, and the balances are exactly the initial ones moved by the transfers whose ledger rows
-//! are there (`check::check_ledger`): a transfer is in it whole or not at all. A fuzzy scan
-//! without its log, or a log cut at the wrong GCI, breaks the sums.
+//! log up to the stop GCP), is the bank as of the end of the stop GCP. Every transfer
+//! acknowledged since the last cluster crash is in it exactly when the GCI its acknowledgement
+//! named is at most the stop GCP, no transfer that surely failed is, and the balances are
+//! exactly the initial ones moved by the transfers whose ledger rows are there
+//! (`check::check_ledger`): a transfer is in it whole or not at all. A fuzzy scan without its
+//! log (`--sabotage backup`), or a log cut at the wrong GCI, fails it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,6 +24,7 @@ use rndb_protocol::Value;
 use super::{Planned, World};
 use crate::check::{self, Expect};
 use crate::client::{TransferOutcome, INITIAL_BALANCE};
+use crate::knobs::Sabotage;
 
 /// How often the coordinator hears from the data nodes: ndb_mgmd's report interval is
 /// 200 ms; a quarter of it lets more backups end within a simulated workload of about a
@@ -193,7 +195,10 @@ impl World {
                 .map_err(|e| bad(layout::data_file(id, u32::from(n)), e))?;
             let log = layout::read_rows(&log_bytes, layout::LOG_MAGIC, id, u32::from(n))
                 .map_err(|e| bad(layout::log_file(id, u32::from(n)), e))?;
-            let in_cut = log.iter().filter(|r| (r.gci >> 32) as u32 <= stop);
+            let sabotaged = self.shared.sabotage == Some(Sabotage::Backup);
+            let in_cut = log
+                .iter()
+                .filter(|r| (r.gci >> 32) as u32 <= stop && !sabotaged);
             for row in data.iter().chain(in_cut) {
                 let (table, key, value) = decode(&ctl, row).map_err(|e| {
                     format!("backup {id}: node {n}'s row at offset {}: {e}", row.offset)
@@ -218,11 +223,23 @@ impl World {
             .map(|c| c.at_ns)
             .filter(|&at| at <= backup.started_ns)
             .max();
+        // A transfer acknowledged since the last cluster crash is in the backup exactly when
+        // its GCI is at most the stop GCP (before that crash, the restart may have lost it and
+        // given its GCI again).
         let expected: Vec<(i32, i64, Expect)> = (self.shared.transfers.iter())
             .map(|t| {
-                let expect = match t.outcome {
-                    TransferOutcome::Failed => Expect::Absent,
-                    TransferOutcome::Acknowledged(at)
+                let expect = match (t.outcome, t.gci) {
+                    (TransferOutcome::Failed, _) => Expect::Absent,
+                    (TransferOutcome::Acknowledged(at), Some(gci))
+                        if last_crash.is_none_or(|c| at > c) =>
+                    {
+                        if (gci >> 32) as u32 <= stop {
+                            Expect::Present
+                        } else {
+                            Expect::Absent
+                        }
+                    }
+                    (TransferOutcome::Acknowledged(at), None)
                         if at < backup.started_ns && last_crash.is_none_or(|c| at > c) =>
                     {
                         Expect::Present
