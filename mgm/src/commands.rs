@@ -37,6 +37,8 @@ pub enum Command {
     ReportMemoryUsage(Target),
     /// `N REPORT Counters` (rndb's): locks, transporter counters, checkpoint state.
     ReportCounters(Target),
+    /// `N REPORT BackupStatus`: the node's part of the backup it runs.
+    ReportBackupStatus(Target),
     /// `CLUSTERLOG ON|OFF|TOGGLE [severity ...]`, `CLUSTERLOG INFO`.
     ClusterLog {
         mode: &'static str,
@@ -109,6 +111,7 @@ ALL REPORT MemoryUsage                 Report memory use of data nodes
 <id> REPORT MemoryUsage                Report memory use of one node
 <id> REPORT Counters                   Report locks, transporter counters and
                                        checkpoint state of data node(s)
+<id> REPORT BackupStatus               Report the backup a data node runs
 CLUSTERLOG ON [<severity>] ...         Enable Cluster logging
 CLUSTERLOG OFF [<severity>] ...        Disable Cluster logging
 CLUSTERLOG TOGGLE [<severity>] ...     Toggle severity filter on/off
@@ -198,6 +201,7 @@ pub fn parse(line: &str) -> Result<Command, String> {
             Ok(Command::ReportMemoryUsage(target))
         }
         ["REPORT", "COUNTERS" | "COUNTERS;"] => Ok(Command::ReportCounters(target)),
+        ["REPORT", "BACKUPSTATUS" | "BACKUPSTATUS;"] => Ok(Command::ReportBackupStatus(target)),
         ["START"] => Ok(Command::Start(target)),
         ["RESTART", options @ ..] => {
             let (mut initial, mut no_start, mut force) = (false, false, false);
@@ -363,6 +367,7 @@ pub fn execute(
             report(connect, *target, |id, get| memory_lines(id, get))
         }
         Command::ReportCounters(target) => report(connect, *target, counter_lines),
+        Command::ReportBackupStatus(target) => report(connect, *target, backup_status_lines),
         Command::ClusterLog { mode, severities } => clusterlog(connect, mode, severities),
         Command::LogLevel { target, settings } => {
             let mut client = connect().map_err(fail)?;
@@ -590,6 +595,31 @@ fn memory_lines(id: u16, get: Figures<'_>) -> Option<String> {
     Some(out)
 }
 
+/// `REPORT BackupStatus`: the node's part of a running backup, as NDB words it.
+fn backup_status_lines(id: u16, get: Figures<'_>) -> Option<String> {
+    get("frames_sent")?;
+    // BackupPhase + 1: 1 running, 2 scanned (0: no backup since the node started).
+    let phase = get("backup.phase").unwrap_or(0);
+    if !matches!(phase, 1 | 2) {
+        return Some(format!("Node {id}: Backup not started\n"));
+    }
+    let g = |name: &str| get(name).unwrap_or(0);
+    Some(format!(
+        "Node {id}: Local backup status: backup {} {}\n #Records: {} #LogRecords: {}\n \
+         Data: {} bytes Log: {} bytes\n",
+        g("backup.id"),
+        if phase == 1 {
+            "scanning"
+        } else {
+            "scanned, logging to its stop GCP"
+        },
+        g("backup.records"),
+        g("backup.logrecords"),
+        g("backup.bytes"),
+        g("backup.logbytes"),
+    ))
+}
+
 /// `REPORT Counters`: locks, the transporter's counters and the checkpoint state.
 fn counter_lines(id: u16, get: Figures<'_>) -> Option<String> {
     let g = |name: &str| get(name).unwrap_or(0);
@@ -779,6 +809,10 @@ mod tests {
             .starts_with("SNAPSHOTSTART is not supported"));
         assert!(parse("start backup 3 wait").is_err());
         check("abort backup 4", Ok(Command::AbortBackup(4)));
+        check(
+            "all report BackupStatus",
+            Ok(Command::ReportBackupStatus(Target::All)),
+        );
         assert!(parse("abort backup x").is_err());
         assert!(parse("enter single user mode")
             .unwrap_err()

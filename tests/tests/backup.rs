@@ -334,6 +334,11 @@ fn a_running_backup_refuses_drop_table_and_ends_on_abort_or_a_killed_node() {
     let (ok, out, err) = mgm(&cs, "START BACKUP WAIT STARTED");
     assert!(ok, "{out}{err}");
     assert_eq!(field(&out, "Backup "), 1, "{out}");
+    let status = mgm(&cs, "ALL REPORT BackupStatus").1;
+    for node in [1, 2] {
+        let line = format!("Node {node}: Local backup status: backup 1 ");
+        assert!(status.contains(&line), "{status}");
+    }
     let dropped = cluster.drop_table("accounts");
     assert_eq!(
         dropped.as_ref().err().and_then(|e| e.code()),
@@ -351,6 +356,11 @@ fn a_running_backup_refuses_drop_table_and_ends_on_abort_or_a_killed_node() {
     );
     let (ok, out, _) = mgm(&cs, "ABORT BACKUP 1");
     assert!(!ok, "a backup already ended: {out}");
+    wait_until("the nodes to give backup 1 up", START_TIMEOUT, || {
+        let status = mgm(&cs, "ALL REPORT BackupStatus").1;
+        Ok((status == "Node 1: Backup not started\nNode 2: Backup not started\n").then_some(()))
+    })
+    .expect("REPORT BackupStatus after the abort");
 
     // A data node killed while a backup runs: the backup fails, the other node serves.
     let started = wait_until("backup 2 to start", START_TIMEOUT, || {

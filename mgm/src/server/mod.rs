@@ -1286,6 +1286,20 @@ impl Server {
                 for (name, value) in &s.figures {
                     reply.push(format!("node.{id}.{name}"), value);
                 }
+                if let Some(b) = &s.backup {
+                    let phase = b.phase.map_or(0, |p| p as u8 + 1);
+                    for (name, value) in [
+                        ("backup.id", u64::from(b.id)),
+                        ("backup.phase", u64::from(phase)),
+                        ("backup.records", b.records),
+                        ("backup.logrecords", b.log_records),
+                        ("backup.bytes", b.data_bytes),
+                        ("backup.logbytes", b.log_bytes),
+                        ("backup.error", u64::from(b.error)),
+                    ] {
+                        reply.push(format!("node.{id}.{name}"), value);
+                    }
+                }
             }
         }
         reply

@@ -441,6 +441,9 @@ impl Kernel {
         );
         run.log_written += len;
         run.log_in_flight += len;
+        if let Some(p) = self.backups.progress.as_mut() {
+            (p.log_records, p.log_bytes) = (run.log_records, run.log_written);
+        }
     }
 
     /// One step of the scan: up to a step's rows, from where the last one stopped.
@@ -512,6 +515,9 @@ impl Kernel {
             );
             run.data_written += len;
             run.data_in_flight += 1;
+            if let Some(p) = self.backups.progress.as_mut() {
+                p.data_bytes = run.data_written;
+            }
         }
         if run.scanned {
             self.fs.push(
