@@ -953,7 +953,10 @@ impl World {
         }
         if let Err(error) = &conf.result {
             self.count("disk fault");
-            self.stopped_on_request.insert(node);
+            // A backup's file (an absolute path) fails the backup, not the node.
+            if !error.path.starts_with('/') {
+                self.stopped_on_request.insert(node);
+            }
             self.log(format!("data node {node}: file request failed: {error}"));
         }
         let mut stop = None;

@@ -130,13 +130,22 @@ impl Server {
         }
         let elsewhere = state.data.values().find_map(|n| {
             let p = n.link.as_ref()?.backup.as_ref()?;
-            matches!(p.phase, Some(BackupPhase::Running | BackupPhase::Scanned)).then_some(p.id)
+            let running = matches!(p.phase, Some(BackupPhase::Running | BackupPhase::Scanned));
+            running.then_some((p.id, p.token))
         });
-        if let Some(other) = elsewhere {
-            return Err(format!(
-                "error 1302: A backup is already running (backup {other}, coordinated by \
-                 another management server)"
-            ));
+        if let Some((other, token)) = elsewhere {
+            let ours = (state.backup.as_ref()).is_some_and(|(b, _)| b.token == token)
+                || (state.backup_done.iter()).any(|(t, _)| *t == token);
+            return Err(match ours {
+                true => format!(
+                    "error 1302: A backup is already running (backup {other} ended here; the \
+                     data nodes are still giving it up: try again in a moment)"
+                ),
+                false => format!(
+                    "error 1302: A backup is already running (backup {other}, coordinated by \
+                     another management server)"
+                ),
+            });
         }
         let participants: BTreeSet<u16> = state
             .data
@@ -209,7 +218,17 @@ impl Server {
                     (state.reported_backup(n)).is_some_and(|p| p.id == id && p.token == token)
                 })
             };
-            match current.or_else(earlier) {
+            let outcome = current.or_else(earlier);
+            let forgotten = outcome.is_none()
+                && (state.backup.as_ref()).is_none_or(|(b, _)| b.token != token)
+                && !(state.backup_done.iter()).any(|(t, _)| *t == token);
+            if forgotten {
+                return Err(format!(
+                    "backup {id} ended, but several backups began since and its outcome is \
+                     no longer kept here: the cluster log has it"
+                ));
+            }
+            match outcome {
                 Some(Ok(s)) => {
                     return Ok(reply
                         .field("startgci", s.start_gci)

@@ -52,6 +52,9 @@ const WRITES_IN_FLIGHT_MAX: usize = 2;
 /// A backup no management server has asked about for this long is given up (1326): the
 /// server that coordinated it is gone. Servers ask in every report reply (every 200 ms).
 const ORPHAN_TIMEOUT: Duration = Duration::from_secs(10);
+/// Writes of the log file out at once, at most: more changes wait in the fragments' buffers
+/// (counted against BackupLogBufferSize), so a slow backup disk gets few large writes.
+const LOG_WRITES_IN_FLIGHT_MAX: usize = 2;
 
 /// The changes committed to one fragment since its backup began, not yet handed to the log
 /// file: records as they go into it.
@@ -127,8 +130,9 @@ struct Run {
     /// The newest GCI of a row written to the data file.
     max_gci: u64,
     log_written: u64,
-    /// Log bytes handed to NDBFS and not yet written.
+    /// Log bytes handed to NDBFS and not yet written, in how many writes.
     log_in_flight: u64,
+    log_writes_in_flight: usize,
     log_records: u64,
     /// The newest GCI of a change logged.
     log_max_gci: u64,
@@ -348,6 +352,7 @@ impl Kernel {
             max_gci: 0,
             log_written: 0,
             log_in_flight: 0,
+            log_writes_in_flight: 0,
             log_records: 0,
             log_max_gci: 0,
             stop: None,
@@ -382,17 +387,33 @@ impl Kernel {
             );
             return self.backup_fail(NdbError::with_detail(1326, why));
         }
-        self.backup_write_log();
+        // Changes buffered in the fragments (from the start on, before the files exist too)
+        // and handed to NDBFS but not yet written.
+        let buffered: u64 = (run.claimed.iter())
+            .filter_map(|&(t, f)| self.lqh.fragments.get(&t)?.get(f as usize))
+            .filter_map(|f| f.backup_log.as_ref())
+            .map(|log| log.bytes.len() as u64)
+            .sum();
+        if buffered + run.log_in_flight > self.backups.log_buffer_max {
+            let why = format!(
+                "{} bytes of changes wait for the disk, BackupLogBufferSize is {}",
+                buffered + run.log_in_flight,
+                self.backups.log_buffer_max
+            );
+            return self.backup_fail(NdbError::with_detail(1324, why));
+        }
+        self.backup_write_log(false);
         self.backup_try_finish();
     }
 
-    /// Hands the changes logged since the last call to NDBFS; past BackupLogBufferSize of
-    /// unwritten bytes the backup fails (1324).
-    fn backup_write_log(&mut self) {
+    /// Hands the changes logged since the last call to NDBFS, unless `LOG_WRITES_IN_FLIGHT_MAX`
+    /// writes are out already and not `all` (the log's end takes every change).
+    fn backup_write_log(&mut self, all: bool) {
         let Some(run) = self.backups.run.as_mut() else {
             return;
         };
-        if !run.listed || run.finishing {
+        let busy = run.log_writes_in_flight >= LOG_WRITES_IN_FLIGHT_MAX && !all;
+        if !run.listed || run.finishing || busy {
             return;
         }
         let mut bytes = Vec::new();
@@ -418,14 +439,6 @@ impl Kernel {
         }
         run.log_max_gci = run.log_max_gci.max(self.lqh.newest_committed);
         let len = bytes.len() as u64;
-        if run.log_in_flight + len > self.backups.log_buffer_max {
-            let why = format!(
-                "{} bytes of changes wait for the disk, BackupLogBufferSize is {}",
-                run.log_in_flight + len,
-                self.backups.log_buffer_max
-            );
-            return self.backup_fail(NdbError::with_detail(1324, why));
-        }
         let path = format!(
             "{}/{}",
             run.dir,
@@ -441,6 +454,7 @@ impl Kernel {
         );
         run.log_written += len;
         run.log_in_flight += len;
+        run.log_writes_in_flight += 1;
         if let Some(p) = self.backups.progress.as_mut() {
             (p.log_records, p.log_bytes) = (run.log_records, run.log_written);
         }
@@ -448,12 +462,14 @@ impl Kernel {
 
     /// One step of the scan: up to a step's rows, from where the last one stopped.
     pub(crate) fn backup_step(&mut self) {
-        self.backup_write_log();
+        self.backup_write_log(false);
         let Some(run) = self.backups.run.as_mut() else {
             return;
         };
         run.step_queued = false;
-        if run.scanned || run.data_in_flight >= WRITES_IN_FLIGHT_MAX {
+        // Nothing is written before the directory was found free (the files' headers go
+        // first, at offset 0).
+        if !run.listed || run.scanned || run.data_in_flight >= WRITES_IN_FLIGHT_MAX {
             return;
         }
         let mut out = Vec::with_capacity(BYTES_PER_STEP + 4096);
@@ -581,6 +597,7 @@ impl Kernel {
                     },
                     FsWait::Backup(token, BackupIo::LogWrite(0)),
                 );
+                run.log_writes_in_flight += 1;
                 self.jobs.push_back(Signal::BackupStep);
             }
             BackupIo::DataWrite => {
@@ -609,7 +626,10 @@ impl Kernel {
                 tracing::info!(backup = id, "backup {id}: every row is in the data file");
                 self.backup_try_finish();
             }
-            BackupIo::LogWrite(len) => run.log_in_flight -= len,
+            BackupIo::LogWrite(len) => {
+                run.log_in_flight -= len;
+                run.log_writes_in_flight -= 1;
+            }
             BackupIo::LogSync => {
                 let ctl = BackupCtl {
                     backup_id: id,
@@ -680,7 +700,7 @@ impl Kernel {
         if !ready {
             return;
         }
-        self.backup_write_log();
+        self.backup_write_log(true);
         let me = u32::from(self.me.0);
         let Some(run) = self.backups.run.as_mut() else {
             return;
@@ -710,6 +730,7 @@ impl Kernel {
         );
         run.log_written += len;
         run.log_in_flight += len;
+        run.log_writes_in_flight += 1;
         self.fs.push(
             FsOp::Sync { path },
             FsWait::Backup(run.token, BackupIo::LogSync),

@@ -64,18 +64,27 @@ impl Disk for RealDisk {
     }
 
     fn sync(&mut self, path: &str) -> io::Result<()> {
-        self.file(path)?.sync_data()?;
         if path.starts_with('/') {
             // A file outside the node's file system (a backup's) is synced once, when it is
-            // complete or given up: it is closed, and the directories its backup made
-            // (`BACKUP-<id>/`, `BACKUP/`) are synced up to BackupDataDir.
-            self.open.remove(path);
+            // complete or given up: it is closed whatever the sync's outcome, never created
+            // by it (a given-up backup's directory may be gone), and the directories its
+            // backup made (`BACKUP-<id>/`, `BACKUP/`) are synced up to BackupDataDir.
             self.created.remove(path);
+            let file = match self.open.remove(path) {
+                Some(file) => file,
+                None => match OpenOptions::new().write(true).open(path) {
+                    Ok(file) => file,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                    Err(e) => return Err(e),
+                },
+            };
+            file.sync_data()?;
             for dir in Path::new(path).ancestors().skip(1).take(3) {
                 File::open(dir)?.sync_all()?;
             }
             return Ok(());
         }
+        self.file(path)?.sync_data()?;
         // A new file's directory entry must be durable too (once: fsync of a directory costs
         // as much as a file's).
         if self.created.remove(path) {
