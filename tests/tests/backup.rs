@@ -4,7 +4,8 @@
 //! none after), with its unique and ordered indexes; backup ids go up, an existing backup's
 //! id is refused (1350); a damaged backup file is reported with its name and offset; and a
 //! running backup refuses DROP TABLE (761), ends on ABORT BACKUP (1321) and when a data node
-//! is killed (1326), without stopping the cluster.
+//! is killed (1326), without stopping the cluster; and a backup directory that cannot be
+//! written fails the backup (1325), not the data nodes.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -394,4 +395,39 @@ fn a_running_backup_refuses_drop_table_and_ends_on_abort_or_a_killed_node() {
         Ok(cluster.drop_table("accounts").is_ok().then_some(()))
     })
     .expect("DROP TABLE after the backups");
+}
+
+#[test]
+fn a_backup_directory_that_cannot_be_written_fails_the_backup_not_the_node() {
+    let mut procs = Processes::new();
+    // BackupDataDir names a file: no BACKUP directory can be made under it.
+    let not_a_dir = procs.path("not-a-directory");
+    std::fs::write(&not_a_dir, b"a file").expect("write");
+    let defaults = format!(
+        "TimeBetweenGlobalCheckpoints=300\nBackupDataDir={}\n",
+        not_a_dir.display()
+    );
+    let cs = start_cluster_with(&mut procs, &defaults);
+    let cluster = Cluster::connect_mgm(&cs, ConnectOptions::default()).expect("connect");
+    let table = cluster
+        .create_table(&table_def())
+        .expect("create the table");
+    let (ok, out, err) = mgm(&cs, "START BACKUP");
+    assert!(!ok, "{out}");
+    let all = out + &err;
+    assert!(
+        all.contains("Backup failed") && all.contains("1325"),
+        "{all}"
+    );
+    assert!(
+        all.contains("not-a-directory"),
+        "the error names the path: {all}"
+    );
+    // Both data nodes still serve, and write.
+    let want = format!("Node 1: started ({VERSION})\nNode 2: started ({VERSION})\n");
+    assert_eq!(mgm(&cs, "ALL STATUS").1, want);
+    let mut tx = cluster.start_transaction().expect("start");
+    tx.insert(&table, &row(1, 5)).expect("define");
+    tx.execute(ExecType::Commit)
+        .expect("a write after the failed backup");
 }
