@@ -2,14 +2,16 @@
 //! BACKUP block takes them: a fuzzy scan of the rows plus a log of the changes made while it
 //! ran, cut at a global checkpoint.
 //!
-//! The management server that was asked coordinates (`rndb_mgm`'s `server/backup.rs`), through
-//! the node's report replies (`BackupCommand`); each started data node does its part here:
+//! The management server that was asked coordinates (`rndb_mgm::backup_round`), through the
+//! node's report replies (`BackupCommand`); each started data node does its part here:
 //!
-//! 1. **Start** (`participants`: the started data nodes): every fragment is backed up by its
-//!    first replica, in the partition map's order, that is a participant, so every node
-//!    reaches the same split. From this moment each such fragment logs the changes committed
-//!    to it (`Fragment::backup_log`, filled in `finish_row`); then its rows are scanned into
-//!    the data file, a step at a time between other work, as a local checkpoint's are.
+//! 1. **Start** (`participants`: the started data nodes; a token names the round): every
+//!    fragment is backed up by its first replica, in the partition map's order, that is a
+//!    participant, so every node reaches the same split (a fragment none holds fails it).
+//!    From this moment each such fragment logs the changes committed to it
+//!    (`Fragment::backup_log`, filled in `finish_row`); then its rows are scanned into the
+//!    data file, a step at a time between other work, as a local checkpoint's are. The node
+//!    reports a fingerprint of its tables: nodes that began with different ones fail it.
 //! 2. **Scanned**: the data file is synced; the node reports the newest GCI a row it wrote or a
 //!    change it logged can have. The server stops the backup at the newest of these,
 //!    `stop_gci`: no row in any data file is newer.
@@ -23,10 +25,11 @@
 //! found after a change of a later GCI cannot exist (`stop_gci` is at least that GCI). The
 //! byte layouts are in `ndbfs/backup.rs`.
 //!
-//! A participant that fails, a file that cannot be written, a log that outgrows
-//! BackupLogBufferSize, or a coordinator that stops asking (its server gone) end the backup
-//! with NDB's error (1326, 1325, 1324); its files stay, without a control file from this
-//! node. A backup needs files (1306 with Diskless).
+//! A participant that fails, a file that cannot be written, changes that outgrow
+//! BackupLogBufferSize before the disk takes them, a table dropped under it, or a coordinator
+//! that stops asking (its server gone) end the backup with NDB's error (1326, 1325, 1324,
+//! 1340); its files stay, without a control file from this node, and the node goes on. A
+//! backup needs files (1306 with Diskless).
 
 use std::time::{Duration, Instant};
 
@@ -83,7 +86,7 @@ impl BackupLog {
 /// What a completed file request of a backup was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum BackupIo {
-    /// The listing of the backup's directory (it must not exist yet).
+    /// The listing of the backup's directory (it must hold none of this node's files).
     Listed,
     DataWrite,
     DataSync,
@@ -120,7 +123,7 @@ struct Run {
     /// The scan: the claimed fragment it is in and the next slot.
     next: usize,
     slot: u32,
-    /// The directory was found empty; the files are being written.
+    /// The directory held none of this node's files; they are being written.
     listed: bool,
     data_written: u64,
     data_in_flight: usize,
