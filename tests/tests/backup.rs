@@ -4,8 +4,9 @@
 //! none after), with its unique and ordered indexes; backup ids go up, an existing backup's
 //! id is refused (1350); a damaged backup file is reported with its name and offset; and a
 //! running backup refuses DROP TABLE (761), ends on ABORT BACKUP (1321) and when a data node
-//! is killed (1326), without stopping the cluster; and a backup directory that cannot be
-//! written fails the backup (1325), not the data nodes.
+//! is killed (1326), without stopping the cluster; a backup directory that cannot be written
+//! fails the backup (1325), not the data nodes; and after every data node and ndb_mgmd are
+//! killed during a backup, the cluster restarts and the next backup takes the next id.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -430,4 +431,58 @@ fn a_backup_directory_that_cannot_be_written_fails_the_backup_not_the_node() {
     tx.insert(&table, &row(1, 5)).expect("define");
     tx.execute(ExecType::Commit)
         .expect("a write after the failed backup");
+}
+
+#[test]
+fn a_cluster_killed_during_a_backup_restarts_and_the_next_backup_takes_the_next_id() {
+    let mut procs = Processes::new();
+    let cs = start_cluster_with(&mut procs, "TimeBetweenGlobalCheckpoints=4000\n");
+    let cluster = Cluster::connect_mgm(&cs, ConnectOptions::default()).expect("connect");
+    let table = cluster
+        .create_table(&table_def())
+        .expect("create the table");
+    // Answered once saved on every data node's disk, so the cluster's restart keeps it.
+    let mut tx = cluster.start_transaction().expect("start");
+    tx.set_durable_commit(true);
+    for id in 0..50 {
+        tx.insert(&table, &row(id, 1)).expect("define");
+    }
+    tx.execute(ExecType::Commit).expect("load");
+    drop(tx);
+    drop(cluster);
+    let (ok, out, err) = mgm(&cs, "START BACKUP WAIT STARTED");
+    assert!(ok, "{out}{err}");
+    assert_eq!(field(&out, "Backup "), 1, "{out}");
+    // Every data node dies with SIGKILL while backup 1 waits for its stop GCP.
+    procs.kill("ndbd-1");
+    procs.kill("ndbd-2");
+    wait_for_log(
+        &procs,
+        "Backup 1 started from 49 has been aborted. Error: 1326",
+    );
+    for node in [1, 2] {
+        let dir = backup_dir(&procs, node, 1);
+        let ctl = dir.join(format!("BACKUP-1.{node}.ctl"));
+        assert!(
+            !ctl.exists(),
+            "{} of a backup that never completed",
+            ctl.display()
+        );
+    }
+    // ndb_mgmd too starts again (it forgets the ids it gave), then the cluster from its
+    // files: backup ids go on from the BACKUP-<id> directories the data nodes find.
+    procs.kill("ndb_mgmd");
+    let config = procs.path("config.ini").display().to_string();
+    procs.spawn("ndb_mgmd", "ndb_mgmd", &["-f", &config]);
+    procs.spawn("ndbd-1", "ndbd", &["-c", &cs, "--ndb-nodeid", "1"]);
+    procs.spawn("ndbd-2", "ndbd", &["-c", &cs, "--ndb-nodeid", "2"]);
+    let want = format!("Node 1: started ({VERSION})\nNode 2: started ({VERSION})\n");
+    wait_until("the cluster to start again", START_TIMEOUT, || {
+        Ok((mgm(&cs, "ALL STATUS").1 == want).then_some(()))
+    })
+    .unwrap_or_else(|e| panic!("{e}; last: {}", mgm(&cs, "ALL STATUS").1));
+    let (ok, out, err) = mgm(&cs, "START BACKUP");
+    assert!(ok, "{out}{err}");
+    assert_eq!(field(&out, "Backup "), 2, "{out}");
+    assert_eq!(field(&out, "#Records: "), 50, "{out}");
 }
