@@ -263,6 +263,80 @@ fn a_backup_taken_under_writes_restores_as_of_its_stop_gcp() {
             assert!(!out.contains("balance_idx"), "created again: {out}");
         }
     }
+    // Printed without a cluster, the two nodes' files hold the same rows.
+    let mut printed = BTreeMap::new();
+    for node in [1, 2] {
+        let (node_arg, id_arg) = (node.to_string(), id.to_string());
+        let dir = backup_dir(&source, node, id).display().to_string();
+        let out = run(
+            "ndb_restore",
+            &[
+                "-n",
+                &node_arg,
+                "-b",
+                &id_arg,
+                "--print-data",
+                "--print-meta",
+                "--backup-path",
+                &dir,
+            ],
+        );
+        let text = text(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            text.contains(
+                "Table `accounts`: id UInt32 NOT NULL PRIMARY KEY, balance Int64 NOT NULL"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("Index `email_idx` on `accounts`: unique (email)"),
+            "{text}"
+        );
+        let rows = text
+            .split("-- accounts --\nid\tbalance\temail\n")
+            .nth(1)
+            .expect("rows");
+        for line in rows.lines().take_while(|l| !l.is_empty()) {
+            let f: Vec<&str> = line.split('\t').collect();
+            let id: u32 = f[0].parse().expect("an id");
+            let balance: i64 = f[1].parse().expect("a balance");
+            let row = vec![
+                Value::UInt32(id),
+                Value::Int64(balance),
+                Value::Varchar(f[2].into()),
+            ];
+            assert!(
+                printed.insert(id, row).is_none(),
+                "id {id} in both nodes' files"
+            );
+        }
+    }
+    assert_eq!(printed, expected, "--print-data, as of StopGCP {stop_gcp}");
+    let dir = backup_dir(&source, 1, id).display().to_string();
+    let args = [
+        "-n",
+        "1",
+        "-b",
+        "1",
+        "--print-data",
+        "--exclude-tables",
+        "TEST_DB.accounts",
+    ];
+    let out = run(
+        "ndb_restore",
+        &[&args[..], &["--backup-path", &dir]].concat(),
+    );
+    assert!(out.status.success());
+    assert!(
+        !text(&out.stdout).contains("accounts"),
+        "{}",
+        text(&out.stdout)
+    );
     let restored = Cluster::connect_mgm(&target_cs, ConnectOptions::default()).expect("connect");
     let got = all_rows(&restored);
     assert_eq!(got.len(), expected.len(), "rows restored");

@@ -10,7 +10,9 @@
 //! fragments), and `--rebuild-indexes` after the last: a unique index must wait for every
 //! row, since a backup's fuzzy scan may hold two rows with one unique value between the data
 //! and the log, and the nodes' files are restored one after another. `--disable-indexes` makes
-//! `-m` create no index at all.
+//! `-m` create no index at all. `--print-data` and `--print-meta` print the node's rows (as a
+//! restore leaves them) and the schema without a cluster; `--include-tables` and
+//! `--exclude-tables` choose tables.
 //!
 //! Every file is checked before anything is written: its header, every record's CRC, its END
 //! record's count, and the counts and sizes the control file gives; a damaged or incomplete
@@ -33,6 +35,7 @@ use rndb_protocol::codec::{Reader, Writer};
 use rndb_protocol::schema::encode_values;
 use rndb_protocol::signals::{IndexInfo, TableInfo};
 use rndb_protocol::IndexKind;
+use rndb_tools::values::{format_value, IntegerFormat};
 use rndb_tools::{run_main, ConnectArgs};
 
 /// Rows written by one transaction.
@@ -44,8 +47,26 @@ const NO_SUCH_ROW: u32 = 626;
 #[derive(Debug, Parser)]
 #[command(name = "ndb_restore", version)]
 struct Args {
-    #[command(flatten)]
-    connect: ConnectArgs,
+    /// The cluster's config.ini (needed with -m, -r, --rebuild-indexes).
+    #[arg(
+        short = 'f',
+        long = "config-file",
+        visible_alias = "config_file",
+        value_name = "FILE"
+    )]
+    config_file: Option<PathBuf>,
+    /// Fetch the config from ndb_mgmd: `host[:port][,host[:port]]` (port 1186 by default).
+    #[arg(
+        short = 'c',
+        long = "ndb-connectstring",
+        visible_aliases = ["connect-string", "ndb_connectstring"],
+        value_name = "CONNECTSTRING",
+        conflicts_with = "config_file"
+    )]
+    connectstring: Option<String>,
+    /// Connect in this API slot; by default the first free slot that admits this host.
+    #[arg(long = "ndb-nodeid", visible_alias = "ndb_nodeid", value_name = "N")]
+    ndb_nodeid: Option<u16>,
     /// The data node whose backup files to restore.
     #[arg(short = 'n', long = "nodeid", value_name = "ID")]
     nodeid: u32,
@@ -65,6 +86,29 @@ struct Args {
     /// With -m, create no index at all (create them later with --rebuild-indexes).
     #[arg(long = "disable-indexes", visible_alias = "disable_indexes")]
     disable_indexes: bool,
+    /// Print the node's rows as a restore leaves them (its data, then its log up to the stop
+    /// GCP), tab-separated, table by table; needs no cluster.
+    #[arg(long = "print-data", visible_alias = "print_data")]
+    print_data: bool,
+    /// Print the backup's tables and indexes; needs no cluster.
+    #[arg(long = "print-meta", visible_alias = "print_meta")]
+    print_meta: bool,
+    /// Only these tables (comma-separated; NDB's `db.table` form is read as `table`).
+    #[arg(
+        long = "include-tables",
+        visible_alias = "include_tables",
+        value_name = "TABLES",
+        value_delimiter = ','
+    )]
+    include_tables: Vec<String>,
+    /// All tables but these (comma-separated).
+    #[arg(
+        long = "exclude-tables",
+        visible_alias = "exclude_tables",
+        value_name = "TABLES",
+        value_delimiter = ','
+    )]
+    exclude_tables: Vec<String>,
     /// The backup's directory (`BACKUP-<ID>` under BackupDataDir/BACKUP).
     #[arg(
         long = "backup-path",
@@ -107,7 +151,7 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
     println!("Backup Id = {id}");
     println!("backup path = {}", dir.display());
     let ctl_file = File::read(dir, &layout::ctl_file(id, node))?;
-    let ctl = BackupCtl::from_file(&ctl_file.bytes, id, node)
+    let mut ctl = BackupCtl::from_file(&ctl_file.bytes, id, node)
         .map_err(|why| anyhow!("{}: {why}", ctl_file.path.display()))?;
     println!("Stop GCP of Backup: {}", ctl.stop_gci);
     // Both row files are read and checked whole before anything is written.
@@ -135,14 +179,47 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    // The tables asked for, and their rows and indexes only.
+    let name_of = |t: &String| t.rsplit('.').next().unwrap_or(t).to_string();
+    let (include, exclude): (Vec<String>, Vec<String>) = (
+        args.include_tables.iter().map(name_of).collect(),
+        args.exclude_tables.iter().map(name_of).collect(),
+    );
+    ctl.tables.retain(|t| {
+        (include.is_empty() || include.contains(&t.def.name)) && !exclude.contains(&t.def.name)
+    });
+    let kept: HashSet<u32> = ctl.tables.iter().map(|t| t.table_id).collect();
+    ctl.indexes.retain(|i| kept.contains(&i.table_id));
+    let data: Vec<_> = data
+        .into_iter()
+        .filter(|r| kept.contains(&r.table_id))
+        .collect();
+    let log: Vec<_> = (log.into_iter())
+        .filter(|r| kept.contains(&r.table_id) && (r.gci >> 32) as u32 <= ctl.stop_gci)
+        .collect();
+    if args.print_meta {
+        print_meta(&ctl);
+    }
+    if args.print_data {
+        print_data(&ctl, &data, &log)?;
+    }
     if !args.restore_meta && !args.restore_data && !args.rebuild_indexes {
-        println!(
-            "Nothing asked: give -m to create the tables, -r to restore the rows, \
-             --rebuild-indexes to create the indexes"
-        );
+        if !args.print_meta && !args.print_data {
+            println!(
+                "Nothing asked: give -m to create the tables, -r to restore the rows, \
+                 --rebuild-indexes to create the indexes, --print-data or --print-meta"
+            );
+        }
+        println!("\nNDBT_ProgramExit: 0 - OK");
         return Ok(ExitCode::SUCCESS);
     }
-    let cluster = args.connect.connect()?;
+    let connect = ConnectArgs {
+        config_file: args.config_file.clone(),
+        connectstring: args.connectstring.clone(),
+        ndb_nodeid: args.ndb_nodeid,
+        database: String::new(),
+    };
+    let cluster = connect.connect()?;
     println!("Connected to ndb!!");
     if args.restore_meta {
         restore_meta(&cluster, &ctl, !args.disable_indexes)?;
@@ -155,7 +232,7 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }
         restore.flush()?;
         let (tuples, mut log_entries) = (restore.applied, 0);
-        for row in log.iter().filter(|r| (r.gci >> 32) as u32 <= ctl.stop_gci) {
+        for row in &log {
             restore.apply(&tables, row, &log_file.path)?;
             log_entries += 1;
         }
@@ -171,6 +248,97 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
     println!("\nNDBT_ProgramExit: 0 - OK");
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--print-meta`: each table's columns, then each index.
+fn print_meta(ctl: &BackupCtl) {
+    for info in &ctl.tables {
+        let columns: Vec<String> = (info.def.columns.iter())
+            .map(|c| {
+                let mut text = format!("{} {}", c.name, c.column_type);
+                if !c.nullable {
+                    text.push_str(" NOT NULL");
+                }
+                if c.primary_key {
+                    text.push_str(" PRIMARY KEY");
+                }
+                text
+            })
+            .collect();
+        println!("Table `{}`: {}", info.def.name, columns.join(", "));
+    }
+    for index in &ctl.indexes {
+        let table = ctl.tables.iter().find(|t| t.table_id == index.table_id);
+        let Some(table) = table else { continue };
+        let columns: Vec<&str> = (index.columns.iter())
+            .filter_map(|&c| table.def.columns.get(usize::from(c)))
+            .map(|c| c.name.as_str())
+            .collect();
+        let kind = match index.kind {
+            IndexKind::Unique => "unique",
+            IndexKind::Ordered => "ordered",
+        };
+        println!(
+            "Index `{}` on `{}`: {kind} ({})",
+            index.name,
+            table.def.name,
+            columns.join(", ")
+        );
+    }
+}
+
+/// `--print-data`: the node's rows as a restore leaves them, table by table: a header of the
+/// column names, then one tab-separated line per row, in key order.
+fn print_data(
+    ctl: &BackupCtl,
+    data: &[BackupRow<'_>],
+    log: &[BackupRow<'_>],
+) -> anyhow::Result<()> {
+    let mut tables: BTreeMap<u32, BTreeMap<Vec<u8>, Vec<Value>>> = BTreeMap::new();
+    for row in data.iter().chain(log) {
+        let Some(info) = ctl.tables.iter().find(|t| t.table_id == row.table_id) else {
+            bail!(
+                "a row of table id {}, which the backup does not hold",
+                row.table_id
+            );
+        };
+        let mut values = Vec::new();
+        let mut r = Reader::new(row.row, "backup row");
+        info.def
+            .decode_row_into(&mut r, &mut values)
+            .and_then(|()| r.finish())
+            .map_err(|e| anyhow!("a row at offset {}: {e}", row.offset))?;
+        let key: Vec<Value> = (info.def.key_columns().into_iter())
+            .map(|i| values[i].clone())
+            .collect();
+        let mut key_bytes = Vec::new();
+        encode_values(&mut Writer::new(&mut key_bytes), &key);
+        let rows = tables.entry(row.table_id).or_default();
+        match row.kind {
+            kind::DELETE => rows.remove(&key_bytes),
+            _ => rows.insert(key_bytes, values),
+        };
+    }
+    let mut out = String::new();
+    for info in &ctl.tables {
+        let names: Vec<&str> = info.def.columns.iter().map(|c| c.name.as_str()).collect();
+        out.push_str(&format!("-- {} --\n{}\n", info.def.name, names.join("\t")));
+        for values in tables
+            .get(&info.table_id)
+            .into_iter()
+            .flat_map(|t| t.values())
+        {
+            for (i, value) in values.iter().enumerate() {
+                if i > 0 {
+                    out.push('\t');
+                }
+                format_value(&mut out, value, IntegerFormat::Decimal);
+            }
+            out.push('\n');
+        }
+    }
+    print!("{out}");
+    Ok(())
 }
 
 /// Creates the backup's tables, then (with `indexes`) their ordered indexes; a unique index
