@@ -1423,3 +1423,53 @@ fn a_durable_commit_whose_checkpoint_is_never_saved_ends_as_unknown() {
         "answered twice"
     );
 }
+
+/// A backup's changes wait in memory until its files exist (here its directory listing never
+/// completes, as on a stalled backup disk); once they pass BackupLogBufferSize the backup fails
+/// with 1324, stops logging, and the node goes on committing.
+#[test]
+fn a_backup_whose_changes_outgrow_the_log_buffer_fails_with_1324() {
+    use rndb_mgm::node_report::{BackupCommand, BackupPhase};
+    let (mut k, mut out, mut disk, t) = with_files("");
+    let now = Instant::now();
+    assert!(pump_files(&mut k, &mut out, &mut disk, now).is_empty());
+    k.set_backup_dir("/backup/BACKUP".into(), 2048, 0);
+    let start = BackupCommand::Start {
+        id: 1,
+        participants: vec![1],
+        token: 7,
+    };
+    k.backup_command(start, now);
+    let held = k.take_fs_requests();
+    assert!(
+        held.iter()
+            .any(|r| r.op.path() == "/backup/BACKUP/BACKUP-1"),
+        "the directory is listed first: {held:?}"
+    );
+    let phase = |k: &Kernel| k.backup_progress().and_then(|p| p.phase);
+    // Each insert logs a record of about 40 bytes.
+    for i in 0..200 {
+        insert_committed(&mut k, &mut out, &t, 1000 + i, 100 + i as i32, 5);
+        k.on_timer(now);
+        k.run_jobs(&mut out, now);
+        if phase(&k) == Some(BackupPhase::Failed) {
+            break;
+        }
+    }
+    let progress = k.backup_progress().expect("a backup");
+    assert_eq!(progress.phase, Some(BackupPhase::Failed));
+    assert_eq!(progress.error, 1324, "{}", progress.error_text);
+    assert!(
+        progress.error_text.contains("BackupLogBufferSize is 2048"),
+        "{}",
+        progress.error_text
+    );
+    // Logging stopped; the node commits on.
+    insert_committed(&mut k, &mut out, &t, 2000, 999, 5);
+    assert!(k
+        .lqh
+        .fragments
+        .values()
+        .flatten()
+        .all(|f| f.backup_log.is_none()));
+}
