@@ -206,6 +206,12 @@ pub struct Durability {
     pub backup_data_dir: Option<PathBuf>,
     /// BackupLogBufferSize, bytes: a backup's logged changes not yet written, at most.
     pub backup_log_buffer_size: u64,
+    /// BackupDataBufferSize, bytes: a backup's scanned rows not yet written, at most.
+    pub backup_data_buffer_size: u64,
+    /// BackupWriteSize, bytes: what a backup's scan writes at a time, at most
+    /// BackupMaxWriteSize.
+    pub backup_write_size: u64,
+    pub backup_max_write_size: u64,
 }
 
 impl Durability {
@@ -235,6 +241,9 @@ impl Default for Durability {
             time_between_local_checkpoints: 20,
             backup_data_dir: None,
             backup_log_buffer_size: 16 << 20,
+            backup_data_buffer_size: 16 << 20,
+            backup_write_size: 256 << 10,
+            backup_max_write_size: 1 << 20,
         }
     }
 }

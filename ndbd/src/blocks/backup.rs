@@ -48,10 +48,8 @@ use crate::ndbfs::{FsData, FsError, FsOp};
 
 /// Rows one step of the scan writes at most.
 const ROWS_PER_STEP: usize = 2048;
-/// Bytes one step of the scan writes at most.
-const BYTES_PER_STEP: usize = 256 * 1024;
-/// Writes of the data file out at once, at most.
-const WRITES_IN_FLIGHT_MAX: usize = 2;
+/// Writes of the data file out at once, at most, whatever BackupDataBufferSize allows.
+const WRITES_IN_FLIGHT_CAP: usize = 64;
 /// A backup no management server has asked about for this long is given up (1326): the
 /// server that coordinated it is gone. Servers ask in every report reply (every 200 ms).
 const ORPHAN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -104,6 +102,10 @@ pub(crate) struct Backups {
     root: Option<String>,
     /// BackupLogBufferSize: changes logged but not yet written, at most.
     log_buffer_max: u64,
+    /// BackupWriteSize: the bytes one step of the scan writes at most.
+    write_size: usize,
+    /// Writes of the data file out at once, at most: BackupDataBufferSize of them.
+    data_writes_max: usize,
     /// The highest backup id this node has files of or took part in.
     last_id: u32,
     run: Option<Run>,
@@ -155,6 +157,8 @@ impl Backups {
         Backups {
             root: Some(root),
             log_buffer_max,
+            write_size: 256 * 1024,
+            data_writes_max: 2,
             last_id,
             run: None,
             progress: None,
@@ -167,6 +171,13 @@ impl Kernel {
     /// found there (set by `ndbd` from BackupDataDir and BackupLogBufferSize).
     pub fn set_backup_dir(&mut self, root: String, log_buffer_max: u64, last_id: u32) {
         self.backups = Backups::new(root, log_buffer_max, last_id);
+        let durability = &self.durability;
+        let write_size = (durability.backup_write_size)
+            .min(durability.backup_max_write_size)
+            .max(1);
+        self.backups.write_size = usize::try_from(write_size).unwrap_or(usize::MAX);
+        let writes = durability.backup_data_buffer_size / write_size;
+        self.backups.data_writes_max = (writes as usize).clamp(1, WRITES_IN_FLIGHT_CAP);
     }
 
     /// This node's part of the last backup it took part in.
@@ -472,12 +483,13 @@ impl Kernel {
         run.step_queued = false;
         // Nothing is written before the directory was found free (the files' headers go
         // first, at offset 0).
-        if !run.listed || run.scanned || run.data_in_flight >= WRITES_IN_FLIGHT_MAX {
+        let (write_size, writes_max) = (self.backups.write_size, self.backups.data_writes_max);
+        if !run.listed || run.scanned || run.data_in_flight >= writes_max {
             return;
         }
-        let mut out = Vec::with_capacity(BYTES_PER_STEP + 4096);
+        let mut out = Vec::with_capacity(write_size.min(1 << 20) + 4096);
         let mut rows = 0;
-        while rows < ROWS_PER_STEP && out.len() < BYTES_PER_STEP {
+        while rows < ROWS_PER_STEP && out.len() < write_size {
             let Some(&(table_id, fragment_no)) = run.claimed.get(run.next) else {
                 run.scanned = true;
                 break;
@@ -543,7 +555,7 @@ impl Kernel {
                 FsOp::Sync { path },
                 FsWait::Backup(token, BackupIo::DataSync),
             );
-        } else if run.data_in_flight < WRITES_IN_FLIGHT_MAX {
+        } else if run.data_in_flight < writes_max {
             run.step_queued = true;
             self.jobs.push_back(Signal::BackupStep);
         }

@@ -19,7 +19,7 @@ use rndb_protocol::{
 use rndb_transporter::FrameHeader;
 
 use super::{Kernel, Outbox, SendFailure};
-use crate::ndbfs::{self, Disk, FsRequest};
+use crate::ndbfs::{self, Disk, FsOp, FsRequest};
 
 /// Records every frame sent; sends to nodes in `overloaded` fail with `Overloaded`.
 #[derive(Default)]
@@ -1472,4 +1472,54 @@ fn a_backup_whose_changes_outgrow_the_log_buffer_fails_with_1324() {
         .values()
         .flatten()
         .all(|f| f.backup_log.is_none()));
+}
+
+/// A backup's scan writes BackupWriteSize at a time (a step ends past it by at most one row),
+/// with at most BackupDataBufferSize of them out at once, and its data file holds every row.
+#[test]
+fn a_backup_scan_writes_backup_write_size_at_a_time_within_its_data_buffer() {
+    use rndb_mgm::node_report::{BackupCommand, BackupPhase};
+    let (mut k, mut out, mut disk, t) =
+        with_files("BackupWriteSize=32K\nBackupMaxWriteSize=256K\nBackupDataBufferSize=512K\n");
+    let now = Instant::now();
+    // About 35 bytes a row in the data file: some 700 KB, more than the data buffer holds.
+    for i in 0..20_000 {
+        insert_committed(&mut k, &mut out, &t, 1000 + i, 10 + i as i32, 7);
+    }
+    assert!(pump_files(&mut k, &mut out, &mut disk, now).is_empty());
+    k.set_backup_dir("/backup/BACKUP".into(), 16 << 20, 0);
+    let start = BackupCommand::Start {
+        id: 1,
+        participants: vec![1],
+        token: 7,
+    };
+    k.backup_command(start, now);
+    let data = "/backup/BACKUP/BACKUP-1/BACKUP-1-0.1.Data";
+    let (mut writes, mut out_at_once) = (Vec::new(), 0);
+    for _ in 0..1000 {
+        let requests = k.take_fs_requests();
+        if requests.is_empty() {
+            break;
+        }
+        let pending = (requests.iter())
+            .filter(|r| matches!(&r.op, FsOp::Write { path, .. } if path == data))
+            .count();
+        out_at_once = out_at_once.max(pending);
+        for request in requests {
+            if let FsOp::Write { path, bytes, .. } = &request.op {
+                if path == data {
+                    writes.push(bytes.len());
+                }
+            }
+            let conf = ndbfs::execute(&mut disk, request);
+            k.on_fs_conf(conf, &mut out, now).expect("file request");
+            k.run_jobs(&mut out, now);
+        }
+    }
+    let progress = k.backup_progress().expect("a backup");
+    assert_eq!(progress.phase, Some(BackupPhase::Scanned), "{progress:?}");
+    assert_eq!(progress.records, 20_000);
+    assert!(writes.len() > 16, "{} writes", writes.len());
+    assert!(writes.iter().all(|&w| w < 32 * 1024 + 100), "{writes:?}");
+    assert_eq!(out_at_once, 16, "512K of 32K writes at once");
 }
