@@ -140,7 +140,9 @@ impl World {
                 self.log(format!("backup {id} failed: {failure:?}"));
                 match failure.code {
                     1326 => self.count("backup failed: a data node gone (1326)"),
-                    1325 => self.count("backup failed: a disk fault (1325)"),
+                    1325 if self.knobs.disk.enospc_ppm + self.knobs.disk.eio_ppm > 0 => {
+                        self.count("backup failed: a disk fault (1325)")
+                    }
                     1306 if !self.knobs.durable => self.count("backup failed: no files (1306)"),
                     1302 => self.count("backup failed: a node still in an earlier one (1302)"),
                     1340 => self.count("backup failed: a schema change as it began (1340)"),
