@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use rndb_api::{
     Cluster, ColumnDef, ColumnType, ConnectOptions, ExecType, IndexDef, LockMode, ScanOptions,
-    TableDef, Value,
+    Table, TableDef, Value,
 };
 use rndb_tests::processes::{run, start_mgmd, text, Processes};
 use rndb_tests::wait_until;
@@ -23,6 +23,8 @@ use rndb_tests::wait_until;
 /// How long a start may take (two data nodes in debug builds on a shared 2-core machine).
 const START_TIMEOUT: Duration = Duration::from_secs(90);
 const VERSION: &str = concat!("rndb-", env!("CARGO_PKG_VERSION"));
+/// Global checkpoints saved every 300 ms: a backup's stop GCP is soon restorable.
+const QUICK_CHECKPOINTS: &str = "TimeBetweenGlobalCheckpoints=300\n";
 /// Keys the writer uses.
 const KEYS: u32 = 400;
 
@@ -45,8 +47,18 @@ fn start_cluster_with(procs: &mut Processes, defaults: &str) -> String {
     cs
 }
 
+/// A cluster as `start_cluster_with` starts it, an API node connected, and table `accounts`.
+fn cluster_with_table(procs: &mut Processes, defaults: &str) -> (String, Cluster, Table) {
+    let cs = start_cluster_with(procs, defaults);
+    let cluster = Cluster::connect_mgm(&cs, ConnectOptions::default()).expect("connect");
+    let table = cluster
+        .create_table(&table_def())
+        .expect("create the table");
+    (cs, cluster, table)
+}
+
 fn start_cluster(procs: &mut Processes) -> String {
-    start_cluster_with(procs, "TimeBetweenGlobalCheckpoints=300\n")
+    start_cluster_with(procs, QUICK_CHECKPOINTS)
 }
 
 fn table_def() -> TableDef {
@@ -114,11 +126,7 @@ fn restore(cs: &str, node: u32, id: u32, dir: &Path, what: &[&str]) -> (bool, St
 #[test]
 fn a_backup_taken_under_writes_restores_as_of_its_stop_gcp() {
     let mut source = Processes::new();
-    let cs = start_cluster(&mut source);
-    let cluster = Cluster::connect_mgm(&cs, ConnectOptions::default()).expect("connect");
-    let table = cluster
-        .create_table(&table_def())
-        .expect("create the table");
+    let (cs, cluster, table) = cluster_with_table(&mut source, QUICK_CHECKPOINTS);
     cluster
         .create_index(&table, &IndexDef::unique("email_idx", &["email"]))
         .expect("unique index");
@@ -395,11 +403,8 @@ fn wait_for_log(procs: &Processes, text: &str) {
 fn a_running_backup_refuses_drop_table_and_ends_on_abort_or_a_killed_node() {
     let mut procs = Processes::new();
     // Checkpoints saved every 4 s: a backup waits that long for its stop GCP.
-    let cs = start_cluster_with(&mut procs, "TimeBetweenGlobalCheckpoints=4000\n");
-    let cluster = Cluster::connect_mgm(&cs, ConnectOptions::default()).expect("connect");
-    let table = cluster
-        .create_table(&table_def())
-        .expect("create the table");
+    let (cs, cluster, table) =
+        cluster_with_table(&mut procs, "TimeBetweenGlobalCheckpoints=4000\n");
     let mut tx = cluster.start_transaction().expect("start");
     for id in 0..20 {
         tx.insert(&table, &row(id, 10)).expect("define");
@@ -482,11 +487,7 @@ fn a_backup_directory_that_cannot_be_written_fails_the_backup_not_the_node() {
         "TimeBetweenGlobalCheckpoints=300\nBackupDataDir={}\n",
         not_a_dir.display()
     );
-    let cs = start_cluster_with(&mut procs, &defaults);
-    let cluster = Cluster::connect_mgm(&cs, ConnectOptions::default()).expect("connect");
-    let table = cluster
-        .create_table(&table_def())
-        .expect("create the table");
+    let (cs, cluster, table) = cluster_with_table(&mut procs, &defaults);
     let (ok, out, err) = mgm(&cs, "START BACKUP");
     assert!(!ok, "{out}");
     let all = out + &err;
@@ -510,11 +511,8 @@ fn a_backup_directory_that_cannot_be_written_fails_the_backup_not_the_node() {
 #[test]
 fn a_cluster_killed_during_a_backup_restarts_and_the_next_backup_takes_the_next_id() {
     let mut procs = Processes::new();
-    let cs = start_cluster_with(&mut procs, "TimeBetweenGlobalCheckpoints=4000\n");
-    let cluster = Cluster::connect_mgm(&cs, ConnectOptions::default()).expect("connect");
-    let table = cluster
-        .create_table(&table_def())
-        .expect("create the table");
+    let (cs, cluster, table) =
+        cluster_with_table(&mut procs, "TimeBetweenGlobalCheckpoints=4000\n");
     // Answered once saved on every data node's disk, so the cluster's restart keeps it.
     let mut tx = cluster.start_transaction().expect("start");
     tx.set_durable_commit(true);

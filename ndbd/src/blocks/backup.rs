@@ -327,11 +327,7 @@ impl Kernel {
             );
             return self.backup_failed(id, NdbError::with_detail(1326, why));
         }
-        for &(table_id, fragment) in &claimed {
-            if let Some(f) = self.fragment_mut(table_id, fragment) {
-                f.backup_log = Some(Box::default());
-            }
-        }
+        self.lqh.set_backup_logs(&claimed, true);
         let mut schema = Vec::new();
         tables.iter().for_each(|t| t.encode(&mut schema));
         indexes.iter().for_each(|i| i.encode(&mut schema));
@@ -377,13 +373,6 @@ impl Kernel {
         });
     }
 
-    fn fragment_mut(&mut self, table_id: u32, fragment: u32) -> Option<&mut super::lqh::Fragment> {
-        self.lqh
-            .fragments
-            .get_mut(&table_id)?
-            .get_mut(fragment as usize)
-    }
-
     /// On the timer: hands logged changes to NDBFS, ends a backup whose participant failed or
     /// whose coordinator stopped asking, and finishes one whose stop GCI became restorable.
     pub(crate) fn backup_timer(&mut self, now: Instant) {
@@ -404,8 +393,7 @@ impl Kernel {
         // Changes buffered in the fragments (from the start on, before the files exist too)
         // and handed to NDBFS but not yet written.
         let buffered: u64 = (run.claimed.iter())
-            .filter_map(|&(t, f)| self.lqh.fragments.get(&t)?.get(f as usize))
-            .filter_map(|f| f.backup_log.as_ref())
+            .filter_map(|&(t, f)| self.lqh.fragment(t, f)?.backup_log.as_ref())
             .map(|log| log.bytes.len() as u64)
             .sum();
         if buffered + run.log_in_flight > self.backups.log_buffer_max {
@@ -432,13 +420,8 @@ impl Kernel {
         }
         let mut bytes = Vec::new();
         for &(table_id, fragment) in &run.claimed {
-            let Some(log) = self
-                .lqh
-                .fragments
-                .get_mut(&table_id)
-                .and_then(|f| f.get_mut(fragment as usize))
-                .and_then(|f| f.backup_log.as_mut())
-            else {
+            let log = self.lqh.fragment_mut(table_id, fragment);
+            let Some(log) = log.and_then(|f| f.backup_log.as_mut()) else {
                 continue;
             };
             if bytes.is_empty() {
@@ -494,11 +477,7 @@ impl Kernel {
                 run.scanned = true;
                 break;
             };
-            let fragment = self
-                .lqh
-                .fragments
-                .get(&table_id)
-                .and_then(|f| f.get(fragment_no as usize));
+            let fragment = self.lqh.fragment(table_id, fragment_no);
             let Some(fragment) = fragment.filter(|f| run.slot < f.rows.id_end()) else {
                 run.next += 1;
                 run.slot = 0;
@@ -721,16 +700,7 @@ impl Kernel {
             return;
         };
         run.finishing = true;
-        for &(table_id, fragment) in &run.claimed {
-            if let Some(f) = self
-                .lqh
-                .fragments
-                .get_mut(&table_id)
-                .and_then(|f| f.get_mut(fragment as usize))
-            {
-                f.backup_log = None;
-            }
-        }
+        self.lqh.set_backup_logs(&run.claimed, false);
         let mut end = Vec::new();
         layout::append_end(&mut end, self.gcp.current, run.log_records);
         let len = end.len() as u64;
@@ -758,11 +728,7 @@ impl Kernel {
         let Some(run) = self.backups.run.take() else {
             return;
         };
-        for &(table_id, fragment) in &run.claimed {
-            if let Some(f) = self.fragment_mut(table_id, fragment) {
-                f.backup_log = None;
-            }
-        }
+        self.lqh.set_backup_logs(&run.claimed, false);
         if run.listed {
             // A synced backup file is closed (`ndbfs/real.rs`); nothing waits for these.
             let me = u32::from(self.me.0);

@@ -27,6 +27,7 @@
 
 use rndb_protocol::codec::{DecodeError, Reader, Writer};
 use rndb_protocol::signals::{IndexInfo, TableInfo};
+use rndb_protocol::{TableDef, Value};
 
 use super::format::{append_record, kind, read_record, FileHeader, Next, HEADER_BYTES};
 
@@ -107,6 +108,18 @@ pub struct BackupRow<'a> {
     pub row: &'a [u8],
     /// The record's offset in its file.
     pub offset: usize,
+}
+
+impl BackupRow<'_> {
+    /// The row's values, checked against its table `def` (one per column, each of its type,
+    /// nothing after the last).
+    pub fn values(&self, def: &TableDef) -> Result<Vec<Value>, DecodeError> {
+        let mut values = Vec::new();
+        let mut r = Reader::new(self.row, "backup row");
+        def.decode_row_into(&mut r, &mut values)?;
+        r.finish()?;
+        Ok(values)
+    }
 }
 
 /// Reads a whole data or log file (`magic`) of node `node` of backup `id`: its row records,

@@ -18,7 +18,6 @@ use rndb_mgm::backup_round::{BackupRound, Participant};
 use rndb_ndbd::ndbfs::backup::{self as layout, BackupCtl, BackupRow};
 use rndb_ndbd::ndbfs::format::kind;
 use rndb_ndbd::ndbfs::Disk;
-use rndb_protocol::codec::Reader;
 use rndb_protocol::Value;
 
 use super::{Planned, World};
@@ -261,12 +260,7 @@ fn decode(ctl: &BackupCtl, row: &BackupRow<'_>) -> Result<(String, i32, i64), St
     let table = (ctl.tables.iter())
         .find(|t| t.table_id == row.table_id)
         .ok_or_else(|| format!("table id {} is not in the control file", row.table_id))?;
-    let mut values = Vec::new();
-    let mut r = Reader::new(row.row, "backup row");
-    table
-        .def
-        .decode_row_into(&mut r, &mut values)
-        .map_err(|e| e.to_string())?;
+    let values = row.values(&table.def).map_err(|e| e.to_string())?;
     match values.as_slice() {
         [Value::Int32(key), Value::Int64(value)] => Ok((table.def.name.clone(), *key, *value)),
         other => Err(format!("row {other:?} of table {}", table.def.name)),

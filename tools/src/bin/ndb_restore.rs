@@ -31,7 +31,7 @@ use clap::Parser;
 use rndb_api::{AbortOption, Cluster, ExecType, IndexDef, OpId, Table, Transaction, Value};
 use rndb_ndbd::ndbfs::backup::{self as layout, BackupCtl, BackupRow};
 use rndb_ndbd::ndbfs::format::kind;
-use rndb_protocol::codec::{Reader, Writer};
+use rndb_protocol::codec::Writer;
 use rndb_protocol::schema::encode_values;
 use rndb_protocol::signals::{IndexInfo, TableInfo};
 use rndb_protocol::IndexKind;
@@ -302,17 +302,9 @@ fn print_data(
                 row.table_id
             );
         };
-        let mut values = Vec::new();
-        let mut r = Reader::new(row.row, "backup row");
-        info.def
-            .decode_row_into(&mut r, &mut values)
-            .and_then(|()| r.finish())
-            .map_err(|e| anyhow!("a row at offset {}: {e}", row.offset))?;
-        let key: Vec<Value> = (info.def.key_columns().into_iter())
-            .map(|i| values[i].clone())
-            .collect();
-        let mut key_bytes = Vec::new();
-        encode_values(&mut Writer::new(&mut key_bytes), &key);
+        let values =
+            (row.values(&info.def)).map_err(|e| anyhow!("a row at offset {}: {e}", row.offset))?;
+        let (_, key_bytes) = key_of(&info.def.key_columns(), &values);
         let rows = tables.entry(row.table_id).or_default();
         match row.kind {
             kind::DELETE => rows.remove(&key_bytes),
@@ -439,6 +431,14 @@ fn target_tables<'b>(
     Ok(tables)
 }
 
+/// A row's key values (the columns at `key_columns`) and their encoding, which names the row.
+fn key_of(key_columns: &[usize], values: &[Value]) -> (Vec<Value>, Vec<u8>) {
+    let key: Vec<Value> = key_columns.iter().map(|&i| values[i].clone()).collect();
+    let mut bytes = Vec::new();
+    encode_values(&mut Writer::new(&mut bytes), &key);
+    (key, bytes)
+}
+
 /// Row writes and deletes, a transaction of [`ROWS_PER_TRANSACTION`] at a time, in order.
 struct Restore<'c> {
     cluster: &'c Cluster,
@@ -449,7 +449,6 @@ struct Restore<'c> {
     keys: HashSet<(u32, Vec<u8>)>,
     applied: u64,
     per_table: BTreeMap<String, u64>,
-    values: Vec<Value>,
 }
 
 impl<'c> Restore<'c> {
@@ -461,7 +460,6 @@ impl<'c> Restore<'c> {
             keys: HashSet::new(),
             applied: 0,
             per_table: BTreeMap::new(),
-            values: Vec::new(),
         }
     }
 
@@ -480,19 +478,10 @@ impl<'c> Restore<'c> {
                 row.table_id
             );
         };
-        self.values.clear();
-        let mut r = Reader::new(row.row, "backup row");
-        info.def
-            .decode_row_into(&mut r, &mut self.values)
-            .and_then(|()| r.finish())
+        let values = row
+            .values(&info.def)
             .map_err(|e| anyhow!("{}: {e}", at()))?;
-        let key: Vec<Value> = table
-            .key_columns()
-            .iter()
-            .map(|&i| self.values[i].clone())
-            .collect();
-        let mut key_bytes = Vec::new();
-        encode_values(&mut Writer::new(&mut key_bytes), &key);
+        let (key, key_bytes) = key_of(table.key_columns(), &values);
         if !self.keys.insert((row.table_id, key_bytes.clone())) {
             self.flush()?;
             self.keys.insert((row.table_id, key_bytes));
@@ -505,7 +494,7 @@ impl<'c> Restore<'c> {
         let op = if delete {
             tx.delete(table, &key)?
         } else {
-            tx.write(table, &self.values)?
+            tx.write(table, &values)?
         };
         self.ops.push((op, delete, at()));
         *self.per_table.entry(info.def.name.clone()).or_default() += 1;

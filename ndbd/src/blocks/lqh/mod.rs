@@ -287,6 +287,27 @@ impl Lqh {
     /// Drops a table's fragments and frees their memory. Operations queued on its rows fail
     /// with 709; scans queued on them are returned, to be resumed (they then find the table
     /// gone).
+    /// Fragment `fragment` of table `table_id`.
+    pub(crate) fn fragment(&self, table_id: u32, fragment: u32) -> Option<&Fragment> {
+        self.fragments.get(&table_id)?.get(fragment as usize)
+    }
+
+    pub(crate) fn fragment_mut(&mut self, table_id: u32, fragment: u32) -> Option<&mut Fragment> {
+        self.fragments
+            .get_mut(&table_id)?
+            .get_mut(fragment as usize)
+    }
+
+    /// Starts (`on`) or stops logging the changes committed to each of `fragments` (table,
+    /// fragment) for an online backup (`Fragment::backup_log`).
+    pub(crate) fn set_backup_logs(&mut self, fragments: &[(u32, u32)], on: bool) {
+        for &(table_id, fragment) in fragments {
+            if let Some(f) = self.fragment_mut(table_id, fragment) {
+                f.backup_log = on.then(Box::default);
+            }
+        }
+    }
+
     pub fn drop_fragments(&mut self, table_id: u32) -> (Vec<LqhKeyConfRef>, Vec<(ScanKey, u32)>) {
         let mut answers = Vec::new();
         let mut scans = Vec::new();
