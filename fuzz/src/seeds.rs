@@ -409,6 +409,36 @@ fn signal_payloads() -> Vec<Seed> {
         }
         .encode(o)
     });
+    use rndb_protocol::ndbinfo::{self, table_id};
+    put(41, &|o| {
+        ndbinfo::DbinfoScanReq {
+            table_id: table_id::COUNTERS,
+            cursor: 0,
+        }
+        .encode(o)
+    });
+    put(42, &|o| {
+        ndbinfo::DbinfoScanConf {
+            table_id: table_id::MEMORYUSAGE,
+            rows: vec![vec![
+                1u32.into(),
+                "Data memory".into(),
+                4096u64.into(),
+                1u64.into(),
+                (16u64 << 20).into(),
+                512u64.into(),
+            ]],
+            next: Some(1),
+        }
+        .encode(o)
+    });
+    put(43, &|o| {
+        ndbinfo::DbinfoScanRef {
+            table_id: 99,
+            error: 709,
+        }
+        .encode(o)
+    });
     payloads
         .into_iter()
         .enumerate()

@@ -19,6 +19,7 @@ use rndb_protocol::lqh::{
     ApiRegConf, IndexBuildDone, IndexBuildRows, LqhCommitReq, LqhKeyConf, LqhKeyRef, LqhKeyReq,
     TcFailAnswer, TcFailQuery, TransSignal,
 };
+use rndb_protocol::ndbinfo;
 use rndb_protocol::qmgr::{
     Arbit, CmRegReq, CopyFragReq, FailRep, InclNodeReq, StartPermConf, StartPermRef,
 };
@@ -301,6 +302,27 @@ const DECODERS: &[Decoder] = &[
     |b| round_trip(b, InclNodeReq::decode, InclNodeReq::encode),
     |b| round_trip(b, CntrStartReq::decode, CntrStartReq::encode),
     |b| round_trip(b, CntrStartConf::decode, CntrStartConf::encode),
+    |b| {
+        round_trip(
+            b,
+            ndbinfo::DbinfoScanReq::decode,
+            ndbinfo::DbinfoScanReq::encode,
+        )
+    },
+    |b| {
+        round_trip(
+            b,
+            ndbinfo::DbinfoScanConf::decode,
+            ndbinfo::DbinfoScanConf::encode,
+        )
+    },
+    |b| {
+        round_trip(
+            b,
+            ndbinfo::DbinfoScanRef::decode,
+            ndbinfo::DbinfoScanRef::encode,
+        )
+    },
 ];
 
 /// Every signal payload decoder of rndb-protocol; `data[0]` picks which, the rest is the

@@ -32,9 +32,10 @@ use rndb_transporter::registry::Registry;
 use rndb_transporter::sleeper::{EpollEvent, Sleeper};
 use rndb_transporter::spin::AdaptiveSpin;
 use rndb_transporter::{
-    FlushStatus, FrameHeader, TransportError, Transporter, RECEIVE_SLICE_BYTES,
+    FlushStatus, FrameHeader, TransportError, Transporter, FRAME_BYTES_MAX, RECEIVE_SLICE_BYTES,
 };
 
+use crate::blocks::dbinfo::LinkInfo;
 use crate::blocks::node_set::NodeSet;
 use crate::blocks::{Kernel, Outbox, SendFailure};
 use crate::listener::Connected;
@@ -52,6 +53,7 @@ macro_rules! link_outbox {
             broken: &mut $exec.broken,
             stalled: &mut $exec.stalled,
             counters: &mut $exec.counters,
+            link_stats: &mut $exec.link_stats,
         }
     };
 }
@@ -133,6 +135,8 @@ pub struct ExecLoop {
     stalled: Vec<NodeId>,
     /// Frames and bytes through the links since the start (reported to ndb_mgmd).
     counters: LinkCounters,
+    /// Each node's link, by node id (ndbinfo.transporters).
+    link_stats: Vec<LinkStat>,
     /// Turns since the poller last ran (see `POLLS_SKIPPED_MAX`).
     polls_skipped: u32,
     /// Some link is a shared-memory link (recomputed when links come and go).
@@ -213,6 +217,7 @@ impl ExecLoop {
             scratch: Vec::with_capacity(1 << 16),
             stalled: Vec::new(),
             counters: LinkCounters::default(),
+            link_stats: vec![LinkStat::default(); NODE_IDS],
             polls_skipped: 0,
             has_shm_links: false,
             sleeper,
@@ -318,6 +323,7 @@ impl ExecLoop {
                         .sum();
                     probe.publish(&self.kernel, &self.counters, send_buffer_bytes as u64);
                 }
+                self.publish_links();
                 if !served && self.kernel.is_started() {
                     served = true;
                     self.watched.serving();
@@ -563,11 +569,17 @@ impl ExecLoop {
                 continue;
             };
             let (inbox, frames) = (&mut self.inbox, &mut self.inbox_frames);
+            let before = (inbox.len(), frames.len());
             let received = link.receive(&mut |header, payload| {
                 let start = inbox.len();
                 inbox.extend_from_slice(payload);
                 frames.push((node, *header, start..inbox.len()));
             });
+            if let Some(stat) = self.link_stats.get_mut(usize::from(node.0)) {
+                stat.bytes_received += (inbox.len() - before.0
+                    + (frames.len() - before.1) * rndb_transporter::FRAME_HEADER_BYTES)
+                    as u64;
+            }
             match received {
                 Ok(_) => {}
                 Err(TransportError::Closed { .. }) => {
@@ -741,11 +753,44 @@ impl ExecLoop {
                 tracing::error!(node = %node, "replaced an existing link");
                 drop(old);
             }
+            if let Some(stat) = self.link_stats.get_mut(usize::from(node.0)) {
+                stat.connect_count += 1;
+                stat.bytes_sent = 0;
+                stat.bytes_received = 0;
+            }
             // Input may have arrived before registration.
             self.hot.push(node);
             self.kernel.on_connect(node);
         }
         self.update_spin();
+    }
+
+    /// Hands the kernel its links' state, for ndbinfo.transporters: every node linked now or
+    /// before.
+    fn publish_links(&mut self) {
+        let (registry, stats) = (&mut self.registry, &self.link_stats);
+        self.kernel.set_links(&mut |links| {
+            for (index, stat) in stats.iter().enumerate() {
+                if stat.connect_count == 0 {
+                    continue;
+                }
+                let node = NodeId(index as u16);
+                let mut info = LinkInfo::blank(node);
+                info.connect_count = stat.connect_count;
+                info.overload_count = stat.overload_count;
+                if let Some(link) = registry.get_mut(node) {
+                    info.connected = true;
+                    info.address = link.peer_address();
+                    info.kind = Some(link.kind());
+                    info.encrypted = link.is_encrypted();
+                    info.bytes_sent = stat.bytes_sent;
+                    info.bytes_received = stat.bytes_received;
+                    info.overloaded = link.send_capacity_bytes() < FRAME_BYTES_MAX;
+                    info.send_buffer_bytes = link.pending_send_bytes() as u64;
+                }
+                links.push(info);
+            }
+        });
     }
 
     /// True when a flush since the last call woke a sleeping peer (flags of every link taken).
@@ -900,6 +945,20 @@ struct LinkOutbox<'a> {
     /// this CPU: not tried again before the end-of-turn flush.
     stalled: &'a mut Vec<NodeId>,
     counters: &'a mut LinkCounters,
+    link_stats: &'a mut [LinkStat],
+}
+
+/// Node ids a link may have (`NodeId` below 256).
+const NODE_IDS: usize = 256;
+
+/// One node's link: bytes through the link now up, times a link came up, and sends that found
+/// its send buffer overloaded (ndbinfo.transporters).
+#[derive(Clone, Copy, Debug, Default)]
+struct LinkStat {
+    bytes_sent: u64,
+    bytes_received: u64,
+    connect_count: u64,
+    overload_count: u64,
 }
 
 /// Frames and bytes (headers and payloads) through this node's links since it started, and the
@@ -929,6 +988,9 @@ impl Outbox for LinkOutbox<'_> {
         let mut result = link.send(&header, self.scratch);
         if let Err(TransportError::Overloaded { .. }) = result {
             self.counters.send_overloads += 1;
+            if let Some(stat) = self.link_stats.get_mut(usize::from(to.0)) {
+                stat.overload_count += 1;
+            }
             // Make room by pushing what is buffered, then try once more.
             if let Err(e) = link.flush() {
                 self.broken.push((to, format!("flush: {e}"), false));
@@ -945,9 +1007,12 @@ impl Outbox for LinkOutbox<'_> {
                     }
                 }
                 self.dirty.insert(to);
+                let bytes = (self.scratch.len() + rndb_transporter::FRAME_HEADER_BYTES) as u64;
                 self.counters.frames_sent += 1;
-                self.counters.bytes_sent +=
-                    (self.scratch.len() + rndb_transporter::FRAME_HEADER_BYTES) as u64;
+                self.counters.bytes_sent += bytes;
+                if let Some(stat) = self.link_stats.get_mut(usize::from(to.0)) {
+                    stat.bytes_sent += bytes;
+                }
                 Ok(())
             }
             Err(TransportError::Overloaded { .. }) => {

@@ -157,6 +157,11 @@ pub struct NdbError {
     pub message: String,
 }
 
+/// Every code rndb produces, in the table's order, with its class and message.
+pub fn all_codes() -> impl Iterator<Item = (u32, ErrorClass, &'static str)> {
+    ERRORS.iter().copied()
+}
+
 impl NdbError {
     /// The error with NDB's message for `code` (unknown codes are internal errors).
     pub fn new(code: u32) -> Self {

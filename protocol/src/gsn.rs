@@ -60,6 +60,12 @@ signals! {
     /// `signals::ListTablesReq`, answered by LIST_TABLES_CONF (`signals::ListTablesConf`).
     LIST_TABLES_REQ = 45;
     LIST_TABLES_CONF = 46;
+    /// A page of one of the data node's ndbinfo tables (NDB's DBINFO_SCANREQ):
+    /// `ndbinfo::DbinfoScanReq`, answered by DBINFO_SCANCONF (`ndbinfo::DbinfoScanConf`) or
+    /// DBINFO_SCANREF (`ndbinfo::DbinfoScanRef`).
+    DBINFO_SCANREQ = 47;
+    DBINFO_SCANCONF = 48;
+    DBINFO_SCANREF = 49;
     SCAN_TABREQ = 40;
     SCAN_TABCONF = 41;
     SCAN_TABREF = 42;

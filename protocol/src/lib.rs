@@ -15,6 +15,8 @@
 //! - [`qmgr`]: membership: a node failure reported and declared.
 //! - [`scan`]: the scan signals (SCAN_TABREQ, SCAN_NEXTREQ, SCAN_ROWS, SCAN_TABCONF).
 //! - [`filter`]: pushed-down scan filters, their encoding and their meaning.
+//! - [`ndbinfo`]: the data nodes' virtual tables of their own state, and the signals that read
+//!   them.
 //! - [`ids`]: ids that travel between nodes ([`TransId`]).
 //! - [`id_hash`]: the hasher of maps keyed by request and transaction ids, which keeps their
 //!   order.
@@ -32,6 +34,7 @@ pub mod gsn;
 pub mod id_hash;
 pub mod ids;
 pub mod lqh;
+pub mod ndbinfo;
 pub mod qmgr;
 pub mod scan;
 pub mod schema;

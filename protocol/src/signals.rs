@@ -26,6 +26,7 @@ pub mod block {
     pub const DBTUP: u16 = 249;
     pub const DBDICT: u16 = 250;
     pub const QMGR: u16 = 252;
+    pub const DBINFO: u16 = 263;
     pub const API: u16 = 0x8000;
 }
 

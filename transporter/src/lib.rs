@@ -218,4 +218,14 @@ pub trait Transporter: Send {
     fn spin_time(&self) -> std::time::Duration {
         std::time::Duration::ZERO
     }
+
+    /// The peer's address on the link's socket (`None` when the socket cannot say).
+    fn peer_address(&self) -> Option<std::net::SocketAddr> {
+        None
+    }
+
+    /// True when the link's bytes are encrypted (TLS).
+    fn is_encrypted(&self) -> bool {
+        false
+    }
 }

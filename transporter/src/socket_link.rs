@@ -306,6 +306,15 @@ impl<I: SocketIo> Transporter for SocketLink<I> {
         self.peer
     }
 
+    fn peer_address(&self) -> Option<std::net::SocketAddr> {
+        self.stream.peer_addr().ok()
+    }
+
+    fn is_encrypted(&self) -> bool {
+        // A socket that carries records rather than frames carries TLS.
+        !I::SOCKET_CARRIES_FRAMES
+    }
+
     fn kind(&self) -> TransporterKind {
         I::KIND
     }

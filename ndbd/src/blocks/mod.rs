@@ -23,6 +23,7 @@ pub mod acc;
 mod answers;
 mod arbit;
 pub(crate) mod backup;
+pub mod dbinfo;
 pub mod dict;
 pub mod dih;
 mod fs;
@@ -221,6 +222,8 @@ pub struct Kernel {
     single_user: Option<NodeId>,
     /// Online backups (`backup.rs`).
     backups: backup::Backups,
+    /// The ndbinfo tables' state (`dbinfo.rs`).
+    dbinfo: dbinfo::Dbinfo,
 }
 
 /// A frame from a peer that could not be understood: the link must be closed.
@@ -296,6 +299,7 @@ impl Kernel {
             fatal: None,
             single_user: None,
             backups: backup::Backups::default(),
+            dbinfo: dbinfo::Dbinfo::new(config, node.node_id, node.data_memory_bytes),
         }
     }
 
@@ -544,6 +548,10 @@ impl Kernel {
                     &mut |b| conf.encode(b),
                 )
             }
+            gsn::DBINFO_SCANREQ => {
+                let req = rndb_protocol::ndbinfo::DbinfoScanReq::decode(payload)?;
+                self.exec_dbinfo_scanreq(from, header, req, out, now)
+            }
             // QMGR
             dgsn::API_REGREQ => self.exec_api_regreq(from, header, out),
             gsn::PING_REQ => reply(
@@ -742,6 +750,7 @@ impl Kernel {
 
     /// Aborts transactions whose lock waits or idle time ran out.
     pub fn on_timer(&mut self, now: Instant) {
+        self.dbinfo_tick(now);
         if self.qmgr.dead {
             return;
         }

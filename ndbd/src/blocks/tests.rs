@@ -867,7 +867,7 @@ proptest! {
             gsn::TCKEYREQ, gsn::TCINDXREQ, gsn::TC_EXECUTE_REQ, gsn::SCAN_TABREQ,
             gsn::SCAN_NEXTREQ, gsn::CREATE_TABLE_REQ, gsn::DROP_TABLE_REQ, gsn::GET_TABINFO_REQ,
             gsn::CREATE_INDEX_REQ, gsn::DROP_INDEX_REQ, gsn::GET_INDEX_REQ, gsn::LIST_TABLES_REQ,
-            gsn::PING_REQ, 999,
+            gsn::PING_REQ, gsn::DBINFO_SCANREQ, 999,
         ]),
         rid in 0u32..4,
         payload in prop::collection::vec(any::<u8>(), 0..64),

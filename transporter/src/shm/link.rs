@@ -415,6 +415,11 @@ impl Transporter for ShmLink {
         self.peer
     }
 
+    fn peer_address(&self) -> Option<std::net::SocketAddr> {
+        // The socket the segment was agreed on, which stays open for wake-ups.
+        self.stream.peer_addr().ok()
+    }
+
     fn spin_time(&self) -> Duration {
         self.spintime()
     }

@@ -39,6 +39,7 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) {
+        self.lqh.operations_total += 1;
         let committed_read = is_committed_read(req.op_type, req.lock_mode);
         let remote = matches!(req.role, OpRole::Remote { .. });
         // A CommittedRead for another node takes no lock and belongs to no transaction here.

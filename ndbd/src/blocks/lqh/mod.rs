@@ -226,6 +226,8 @@ pub struct Lqh {
     /// Key operations and locking scans that had to wait for a row lock, since the start
     /// (reported to ndb_mgmd; monotonic).
     pub(crate) lock_waits_total: u64,
+    /// Key operations run here since the start (NDB's DBLQH OPERATIONS counter).
+    pub(crate) operations_total: u64,
     /// The newest epoch a commit here belonged to, logged or not (a node being copied to
     /// keeps no redo log yet): a local checkpoint taken after it may lack a row such a commit
     /// deleted, which no record of the checkpoint names.
@@ -263,6 +265,7 @@ impl Lqh {
             redo: None,
             copying: false,
             lock_waits_total: 0,
+            operations_total: 0,
             newest_committed: 0,
         }
     }
@@ -424,6 +427,11 @@ impl Lqh {
 
     pub fn memory_used_bytes(&self) -> u64 {
         self.memory.used_bytes()
+    }
+
+    /// Operation records held, and MaxNoOfLocalOperations (`u64::MAX` when unbounded).
+    pub fn operation_records(&self) -> (u64, u64) {
+        (self.records_held, self.records_max)
     }
 
     /// Row locks held or waited for by live transactions at this LQH (one per row a
@@ -740,6 +748,7 @@ impl Lqh {
             redo,
             copying: _,
             lock_waits_total: _,
+            operations_total: _,
             newest_committed: _,
         } = self;
         let mut rows = trans_rows.remove(&trans).unwrap_or_default();

@@ -325,6 +325,22 @@ impl Redo {
             .fold(0.0, f64::max)
     }
 
+    /// Each part's index, the bytes its files hold, and the bytes of them in use (from the
+    /// oldest file still needed to what is buffered; more than the files hold while the log
+    /// runs past its ring).
+    pub fn spaces(&self) -> Vec<(u32, u64, u64)> {
+        let total = self.files_per_part * self.file_size;
+        self.parts
+            .iter()
+            .map(|p| (p.index, total, p.used(self.file_size)))
+            .collect()
+    }
+
+    /// Bytes appended and not yet written (held against RedoBuffer).
+    pub fn unwritten(&self) -> u64 {
+        self.buffered
+    }
+
     /// Bytes of row changes appended since the node started.
     pub fn appended(&self) -> u64 {
         self.appended

@@ -85,6 +85,7 @@ impl Kernel {
             "transaction {trans:#x} touched rows after its commit or abort"
         );
         self.tc.forget_operations_of(trans);
+        self.tc.count_end(trans);
         if let Some(gci) = self.tc.gci_of(trans) {
             self.gcp.commit_ended(gci);
             self.gcp_check_finished(out);

@@ -55,10 +55,15 @@ impl Kernel {
         let trans = tc::trans_id(from, request_id);
         let mut req_replica = req.replica();
         let dml = req.op_type() != OperationType::Read;
-        match self
+        let accepted = self
             .tc
-            .on_key_req(trans, req.flags(), req.op_index(), dml, now)
-        {
+            .on_key_req(trans, req.flags(), req.op_index(), dml, now);
+        if let Some(Ok(_)) = accepted {
+            self.tc
+                .counters
+                .count_key_operation(req.op_type(), req.lock_mode());
+        }
+        match accepted {
             None => {}
             Some(Err(error)) => self.answer_api(
                 trans,

@@ -27,7 +27,7 @@ use rndb_config::NodeId;
 use rndb_protocol::signals::{
     TcExecuteReq, FLAG_DURABLE_COMMIT, FLAG_START_TRANSACTION, OP_INDEX_NONE,
 };
-use rndb_protocol::{AbortOption, ExecType, NdbError};
+use rndb_protocol::{AbortOption, ExecType, LockMode, NdbError, OperationType};
 
 use crate::blocks::acc::{Row, TransId};
 use crate::blocks::lqh::{LqhKeyReq, OpRole};
@@ -73,6 +73,49 @@ enum Phase {
     /// A durable commit, over on every participant: only its answer waits, until the global
     /// checkpoint holding its GCI is saved (see [`Tc::hold_for_checkpoint`]).
     Saving,
+}
+
+/// NDB's DBTC counters (ndbinfo.counters): events since the node started, of the transactions
+/// this node coordinates.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TcCounters {
+    /// Transactions started (NDB's TRANSACTIONS).
+    pub transactions: u64,
+    /// Transactions committed, and aborted (COMMITS, ABORTS).
+    pub commits: u64,
+    pub aborts: u64,
+    /// Key reads that lock (READS), committed reads (SIMPLE_READS), and inserts, updates,
+    /// writes and deletes (WRITES), through the primary key or a unique index.
+    pub reads: u64,
+    pub simple_reads: u64,
+    pub writes: u64,
+    /// Scans of a whole table, and of an ordered index's ranges (TABLE_SCANS, RANGE_SCANS).
+    pub table_scans: u64,
+    pub range_scans: u64,
+}
+
+/// One transaction of [`Tc::transaction_rows`].
+#[derive(Clone, Copy, Debug)]
+pub struct TransactionRow {
+    pub trans: TransId,
+    /// NDB's word for its phase.
+    pub state: &'static str,
+    /// Operation records it holds, and operations not answered yet.
+    pub operations: u32,
+    pub outstanding: u32,
+    /// Since the API last sent anything for it.
+    pub inactive_seconds: u64,
+}
+
+impl TcCounters {
+    /// A key operation TC accepted.
+    pub fn count_key_operation(&mut self, op: OperationType, lock: LockMode) {
+        match (op, lock) {
+            (OperationType::Read, LockMode::CommittedRead) => self.simple_reads += 1,
+            (OperationType::Read, _) => self.reads += 1,
+            _ => self.writes += 1,
+        }
+    }
 }
 
 /// One transaction's record.
@@ -222,6 +265,8 @@ pub(crate) struct RemoteOp {
 /// The TC block.
 #[derive(Debug)]
 pub struct Tc {
+    /// NDB's DBTC counters since the node started (ndbinfo.counters).
+    pub counters: TcCounters,
     /// Operations this TC sent to another node, by transaction and token: the role TC keeps
     /// for the answer, and the node the operation went to.
     pub(crate) remote_ops: BTreeMap<(TransId, u32), RemoteOp>,
@@ -326,6 +371,7 @@ impl Tc {
         inactive_timeout: Option<Duration>,
     ) -> Tc {
         Tc {
+            counters: TcCounters::default(),
             remote_ops: BTreeMap::new(),
             next_token: 1,
             me,
@@ -447,6 +493,7 @@ impl Tc {
             }
             let record = Box::new(TcTransaction::new(self.me, now));
             self.transactions.insert(trans, record);
+            self.counters.transactions += 1;
             if self.starts_held {
                 let error = NdbError::with_detail(
                     1204,
@@ -667,6 +714,48 @@ impl Tc {
         }
     }
 
+    /// `trans`'s commit or abort is over on every participant: counted as NDB's COMMITS or
+    /// ABORTS (a scan part's record, which another node coordinates, is not).
+    pub fn count_end(&mut self, trans: TransId) {
+        match self.transactions.get(trans) {
+            Some(t) if t.scan_part => {}
+            Some(t) if t.phase == Phase::Committing => self.counters.commits += 1,
+            Some(t) if matches!(t.phase, Phase::Aborting(_)) => self.counters.aborts += 1,
+            _ => {}
+        }
+    }
+
+    /// The transactions this node coordinates, for ndbinfo.cluster_transactions (a scan
+    /// part's record, which another node coordinates, left out).
+    pub fn transaction_rows(&self, now: Instant) -> Vec<TransactionRow> {
+        self.transactions
+            .iter()
+            .filter(|(_, t)| !t.scan_part)
+            .map(|(trans, t)| TransactionRow {
+                trans,
+                state: match t.phase {
+                    Phase::Active => "Started",
+                    Phase::Committing => "Committing",
+                    Phase::Aborting(_) => "Aborting",
+                    Phase::Saving => "Committed",
+                },
+                operations: t.operations,
+                outstanding: t.ops_outstanding,
+                inactive_seconds: now.saturating_duration_since(t.last_activity).as_secs(),
+            })
+            .collect()
+    }
+
+    /// Index operation records in use, and MaxNoOfConcurrentIndexOperations.
+    pub fn index_operations_in_use(&self) -> (u32, u32) {
+        (self.index_operations_in_use, self.index_operations_max)
+    }
+
+    /// Fired trigger records in use, and MaxNoOfFiredTriggers.
+    pub fn fired_triggers_in_use(&self) -> (u32, u32) {
+        (self.fired_triggers_in_use, self.fired_triggers_max)
+    }
+
     /// Operation records in use, and MaxNoOfConcurrentOperations.
     pub fn operations_in_use(&self) -> (u32, u32) {
         (self.operations_in_use, self.operations_max)
@@ -733,6 +822,9 @@ impl Tc {
             let mut t = Box::new(TcTransaction::new(self.me, now));
             t.scan_part = part;
             self.transactions.insert(trans, t);
+            if !part {
+                self.counters.transactions += 1;
+            }
         }
         self.touch(trans, now)
     }

@@ -114,6 +114,17 @@ impl Scans {
         self.records.len()
     }
 
+    /// Scan records in use and MaxNoOfConcurrentScans; fragment scans held and
+    /// MaxNoOfLocalScans.
+    pub fn pools(&self) -> (usize, u32, usize, u32) {
+        (
+            self.records.len(),
+            self.scans_max,
+            self.fragment_scans(),
+            self.fragment_scans_max,
+        )
+    }
+
     /// True while `trans` has a scan open here.
     pub fn open_in(&self, trans: TransId) -> bool {
         self.records.values().any(|r| r.def.trans == trans)
@@ -143,7 +154,15 @@ impl Kernel {
         let key = scan_key(from, header.request_id);
         let trans = tc::trans_id(from, req.trans_request_id);
         match self.open_scan(from, key, trans, &req, now) {
-            Ok(()) => self.start_batch(key, header.request_id, &[], out, now),
+            Ok(()) => {
+                if req.flags & SCAN_FLAG_PART == 0 {
+                    match req.index_id {
+                        0 => self.tc.counters.table_scans += 1,
+                        _ => self.tc.counters.range_scans += 1,
+                    }
+                }
+                self.start_batch(key, header.request_id, &[], out, now)
+            }
             Err(e) => scan_ref(&mut self.unsent, out, from, header.request_id, &e),
         }
     }

@@ -1,0 +1,404 @@
+//! DBINFO: the rows of the ndbinfo tables (`rndb_protocol::ndbinfo`) made from this node's
+//! blocks, for an API node's DBINFO_SCANREQ (NDB's DBINFO block).
+//!
+//! Each request makes its table's rows afresh and answers one page of them from the request's
+//! cursor on: a table read in several pages may see rows move between two pages (as NDB's
+//! ndbinfo does). The transporters' rows come from the execution loop, which hands the kernel
+//! its links' state every timer tick ([`Kernel::set_links`]), so they are at most one tick
+//! old.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use rndb_config::{ClusterConfig, NodeId, TransporterKind};
+use rndb_protocol::gsn;
+use rndb_protocol::ndbinfo::{
+    self, table_id, DbinfoScanConf, DbinfoScanRef, DbinfoScanReq, InfoRow,
+};
+use rndb_transporter::FrameHeader;
+
+use super::{reply, Kernel, Outbox};
+
+/// Bytes of DataMemory shown as one page, as NDB's 32 KiB pages.
+const PAGE_BYTES: u64 = 32 * 1024;
+
+/// One other node's link, as the execution loop last saw it.
+#[derive(Clone, Debug)]
+pub struct LinkInfo {
+    pub node: NodeId,
+    /// Linked now.
+    pub connected: bool,
+    pub address: Option<SocketAddr>,
+    pub kind: Option<TransporterKind>,
+    pub encrypted: bool,
+    /// Bytes (headers and payloads) through the link now up (0 when none is).
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Times a link to the node came up since this node started.
+    pub connect_count: u64,
+    /// A frame of the largest size would not fit the send buffer now.
+    pub overloaded: bool,
+    /// Sends that found the send buffer overloaded, since this node started.
+    pub overload_count: u64,
+    pub send_buffer_bytes: u64,
+}
+
+impl LinkInfo {
+    /// A node never linked.
+    pub fn blank(node: NodeId) -> LinkInfo {
+        LinkInfo {
+            node,
+            connected: false,
+            address: None,
+            kind: None,
+            encrypted: false,
+            bytes_sent: 0,
+            bytes_received: 0,
+            connect_count: 0,
+            overloaded: false,
+            overload_count: 0,
+            send_buffer_bytes: 0,
+        }
+    }
+}
+
+/// What DBINFO keeps between requests.
+#[derive(Debug)]
+pub(crate) struct Dbinfo {
+    /// The first timer tick: the node's uptime counts from it.
+    born: Option<Instant>,
+    /// The other nodes the config links this one to (data and API nodes), with the link's
+    /// configured transporter.
+    peers: Vec<(NodeId, TransporterKind)>,
+    /// The execution loop's links, by node.
+    links: Vec<LinkInfo>,
+    data_memory_total: u64,
+    redo_buffer: u64,
+}
+
+impl Dbinfo {
+    pub(crate) fn new(config: &ClusterConfig, me: NodeId, data_memory_total: u64) -> Dbinfo {
+        let mgm = |n: NodeId| config.mgm_nodes.iter().any(|m| m.node_id == n);
+        let mut peers: Vec<(NodeId, TransporterKind)> = config
+            .links
+            .iter()
+            .filter_map(|l| match (l.node1 == me, l.node2 == me) {
+                (true, _) => Some((l.node2, l.kind)),
+                (_, true) => Some((l.node1, l.kind)),
+                _ => None,
+            })
+            .filter(|(n, _)| !mgm(*n))
+            .collect();
+        peers.sort_by_key(|(n, _)| *n);
+        let redo_buffer = config
+            .data_nodes
+            .iter()
+            .find(|d| d.node_id == me)
+            .map_or(0, |d| d.durability.redo_buffer);
+        Dbinfo {
+            born: None,
+            peers,
+            links: Vec::new(),
+            data_memory_total,
+            redo_buffer,
+        }
+    }
+}
+
+impl Kernel {
+    /// The execution loop's links now (called every timer tick).
+    pub fn set_links(&mut self, links: &mut dyn FnMut(&mut Vec<LinkInfo>)) {
+        self.dbinfo.links.clear();
+        links(&mut self.dbinfo.links);
+    }
+
+    /// Marks the node's start for `nodes.uptime` (the first call counts).
+    pub(crate) fn dbinfo_tick(&mut self, now: Instant) {
+        self.dbinfo.born.get_or_insert(now);
+    }
+
+    /// DBINFO_SCANREQ: one page of an ndbinfo table, or 709 for a table this node does not
+    /// know.
+    pub(crate) fn exec_dbinfo_scanreq(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        req: DbinfoScanReq,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        match self.dbinfo_rows(req.table_id, now) {
+            Some(rows) => {
+                let page = DbinfoScanConf::page(req.table_id, rows, req.cursor);
+                reply(
+                    &mut self.unsent,
+                    out,
+                    from,
+                    header,
+                    gsn::DBINFO_SCANCONF,
+                    &mut |b| page.encode(b),
+                )
+            }
+            None => {
+                let refusal = DbinfoScanRef {
+                    table_id: req.table_id,
+                    error: 709,
+                };
+                reply(
+                    &mut self.unsent,
+                    out,
+                    from,
+                    header,
+                    gsn::DBINFO_SCANREF,
+                    &mut |b| refusal.encode(b),
+                )
+            }
+        }
+    }
+
+    /// Every row of table `id` now (`None`: no such table).
+    pub(crate) fn dbinfo_rows(&self, id: u32, now: Instant) -> Option<Vec<InfoRow>> {
+        let me = u64::from(self.me.0);
+        let node = || ndbinfo::InfoValue::Number(me);
+        let rows = match id {
+            table_id::TABLES | table_id::COLUMNS => ndbinfo::catalogue_rows(id)?,
+            table_id::NODES => {
+                let status = match (self.is_started(), self.single_user()) {
+                    (false, _) => "STARTING",
+                    (true, Some(_)) => "SINGLEUSER",
+                    (true, None) => "STARTED",
+                };
+                let uptime = self
+                    .dbinfo
+                    .born
+                    .map_or(0, |born| now.saturating_duration_since(born).as_secs());
+                vec![vec![
+                    node(),
+                    uptime.into(),
+                    status.into(),
+                    u64::from(!self.is_started()).into(),
+                ]]
+            }
+            table_id::MEMORYUSAGE => {
+                let used = self.memory_used_bytes();
+                let total = self.dbinfo.data_memory_total;
+                vec![vec![
+                    node(),
+                    "Data memory".into(),
+                    used.into(),
+                    used.div_ceil(PAGE_BYTES).into(),
+                    total.into(),
+                    (total / PAGE_BYTES).into(),
+                ]]
+            }
+            table_id::TRANSPORTERS => self.transporter_rows(me),
+            table_id::COUNTERS => self.counter_rows(me),
+            table_id::POOLS => self.pool_rows(me),
+            table_id::LOGSPACES => match &self.lqh.redo {
+                Some(redo) => redo
+                    .spaces()
+                    .into_iter()
+                    .map(|(part, total, used)| {
+                        vec![
+                            node(),
+                            "REDO".into(),
+                            0u64.into(),
+                            u64::from(part).into(),
+                            total.into(),
+                            used.into(),
+                        ]
+                    })
+                    .collect(),
+                None => Vec::new(),
+            },
+            table_id::LOGBUFFERS => match &self.lqh.redo {
+                // One RedoBuffer holds every part's bytes: one row, part 0.
+                Some(redo) => vec![vec![
+                    node(),
+                    "REDO".into(),
+                    0u64.into(),
+                    0u64.into(),
+                    self.dbinfo.redo_buffer.into(),
+                    redo.unwritten().into(),
+                ]],
+                None => Vec::new(),
+            },
+            table_id::CLUSTER_TRANSACTIONS => self
+                .tc
+                .transaction_rows(now)
+                .into_iter()
+                .map(|t| {
+                    vec![
+                        node(),
+                        0u64.into(),
+                        t.trans.0.into(),
+                        t.state.into(),
+                        u64::from(t.operations).into(),
+                        u64::from(t.outstanding).into(),
+                        t.inactive_seconds.into(),
+                        (t.trans.0 >> 32).into(),
+                        (t.trans.0 & 0xFFFF_FFFF).into(),
+                    ]
+                })
+                .collect(),
+            table_id::BACKUP_ID => vec![vec![self.last_backup_id().into()]],
+            table_id::ERROR_MESSAGES => rndb_protocol::error::all_codes()
+                .map(|(code, class, message)| {
+                    vec![
+                        code.into(),
+                        message.into(),
+                        class.status().into(),
+                        class.description().into(),
+                    ]
+                })
+                .collect(),
+            _ => return None,
+        };
+        Some(rows)
+    }
+
+    fn transporter_rows(&self, me: u64) -> Vec<InfoRow> {
+        self.dbinfo
+            .peers
+            .iter()
+            .map(|&(peer, configured)| {
+                let blank = LinkInfo::blank(peer);
+                let l = (self.dbinfo.links.iter().find(|l| l.node == peer)).unwrap_or(&blank);
+                let kind = l.kind.unwrap_or(configured);
+                vec![
+                    me.into(),
+                    u64::from(peer.0).into(),
+                    if l.connected {
+                        "CONNECTED"
+                    } else {
+                        "DISCONNECTED"
+                    }
+                    .into(),
+                    l.address
+                        .filter(|_| l.connected)
+                        .map_or(String::new(), |a| a.ip().to_string())
+                        .into(),
+                    l.bytes_sent.into(),
+                    l.bytes_received.into(),
+                    l.connect_count.into(),
+                    u64::from(l.overloaded).into(),
+                    l.overload_count.into(),
+                    u64::from(l.encrypted).into(),
+                    l.send_buffer_bytes.into(),
+                    transporter_name(kind).into(),
+                ]
+            })
+            .collect()
+    }
+
+    fn counter_rows(&self, me: u64) -> Vec<InfoRow> {
+        let tc = &self.tc.counters;
+        // NDB's block names and counter ids (ndbinfo.counters).
+        let counters: [(&str, u64, &str, u64); 9] = [
+            ("DBTC", 2, "TRANSACTIONS", tc.transactions),
+            ("DBTC", 3, "COMMITS", tc.commits),
+            ("DBTC", 4, "READS", tc.reads),
+            ("DBTC", 5, "SIMPLE_READS", tc.simple_reads),
+            ("DBTC", 6, "WRITES", tc.writes),
+            ("DBTC", 7, "ABORTS", tc.aborts),
+            ("DBTC", 8, "TABLE_SCANS", tc.table_scans),
+            ("DBTC", 9, "RANGE_SCANS", tc.range_scans),
+            ("DBLQH", 10, "OPERATIONS", self.lqh.operations_total),
+        ];
+        counters
+            .into_iter()
+            .map(|(block, id, name, value)| {
+                vec![
+                    me.into(),
+                    block.into(),
+                    0u64.into(),
+                    id.into(),
+                    name.into(),
+                    value.into(),
+                ]
+            })
+            .collect()
+    }
+
+    fn pool_rows(&self, me: u64) -> Vec<InfoRow> {
+        let (operations, operations_max) = self.tc.operations_in_use();
+        let (index_ops, index_ops_max) = self.tc.index_operations_in_use();
+        let (fired, fired_max) = self.tc.fired_triggers_in_use();
+        let (scans, scans_max, fragment_scans, fragment_scans_max) = self.scans.pools();
+        let (local_ops, local_ops_max) = self.lqh.operation_records();
+        let pools: [(&str, &str, u64, u64, &str); 7] = [
+            (
+                "DBTC",
+                "Transaction Record",
+                self.transaction_count() as u64,
+                u64::from(self.tc.transactions_max()),
+                "MaxNoOfConcurrentTransactions",
+            ),
+            (
+                "DBTC",
+                "Operation Record",
+                u64::from(operations),
+                u64::from(operations_max),
+                "MaxNoOfConcurrentOperations",
+            ),
+            (
+                "DBTC",
+                "Scan Record",
+                scans as u64,
+                u64::from(scans_max),
+                "MaxNoOfConcurrentScans",
+            ),
+            (
+                "DBTC",
+                "Index Operation",
+                u64::from(index_ops),
+                u64::from(index_ops_max),
+                "MaxNoOfConcurrentIndexOperations",
+            ),
+            (
+                "DBTC",
+                "Fired Trigger",
+                u64::from(fired),
+                u64::from(fired_max),
+                "MaxNoOfFiredTriggers",
+            ),
+            (
+                "DBTC",
+                "Scan Fragment",
+                fragment_scans as u64,
+                u64::from(fragment_scans_max),
+                "MaxNoOfLocalScans",
+            ),
+            (
+                "DBLQH",
+                "Operation Record",
+                local_ops,
+                local_ops_max,
+                "MaxNoOfLocalOperations",
+            ),
+        ];
+        pools
+            .into_iter()
+            .map(|(block, pool, used, total, param)| {
+                vec![
+                    me.into(),
+                    block.into(),
+                    0u64.into(),
+                    pool.into(),
+                    used.into(),
+                    total.into(),
+                    param.into(),
+                ]
+            })
+            .collect()
+    }
+}
+
+/// NDB's name of a transporter type.
+fn transporter_name(kind: TransporterKind) -> &'static str {
+    match kind {
+        TransporterKind::Tcp => "TCP",
+        TransporterKind::Shm => "SHM",
+        TransporterKind::Uring => "IOURING",
+    }
+}
