@@ -103,6 +103,7 @@ pub mod table_id {
     pub const CLUSTER_TRANSACTIONS: u32 = 9;
     pub const BACKUP_ID: u32 = 10;
     pub const ERROR_MESSAGES: u32 = 11;
+    pub const CLUSTER_LOCKS: u32 = 12;
 }
 
 /// Every table, in id order (a table's id is its index here).
@@ -288,6 +289,35 @@ pub static TABLES: &[InfoTable] = &[
             t("error_description", ""),
             t("error_status", ""),
             t("error_classification", ""),
+        ],
+    },
+    InfoTable {
+        id: table_id::CLUSTER_LOCKS,
+        name: "cluster_locks",
+        comment: "row locks held and waited for: one row per holder or waiter",
+        scope: Scope::Node,
+        columns: &[
+            NODE_ID,
+            n("block_instance", ""),
+            n("tableid", ""),
+            n("fragmentid", ""),
+            n("rowid", "the row's slot in its fragment"),
+            n("transid", "the transaction holding or waiting"),
+            t("mode", "S shared, X exclusive"),
+            t("state", "H holding, W waiting"),
+            t("detail", "* for the first holder"),
+            t(
+                "op",
+                "READ-SH, READ-EX, INSERT, UPDATE, DELETE, WRITE, SCAN-SH or SCAN-EX",
+            ),
+            n(
+                "lock_num",
+                "this lock request, numbered from 1 in the table",
+            ),
+            n(
+                "waiting_for",
+                "a waiter: the lock_num of the row's first holder (0 for a holder)",
+            ),
         ],
     },
 ];

@@ -1,7 +1,7 @@
 //! Proves that the ndbinfo tables tell what a running cluster of real processes did: the
 //! counters go up by exactly the transactions, reads, writes, scans and aborts a client ran;
 //! memoryusage, pools and cluster_transactions show the rows and the open transaction it
-//! holds; transporters show each link up (bytes, address, type) or down, and count a node's
+//! holds, and cluster_locks who holds a row and who waits for it; transporters show each link up (bytes, address, type) or down, and count a node's
 //! links again after it restarts; every node's rows come node by node, the cluster's tables
 //! once; and `ndbinfo_select_all` prints them as NDB's tool does, refusing an unknown table
 //! with error 709 while printing the others.
@@ -101,7 +101,9 @@ fn ndbinfo_tables_show_what_the_cluster_did() {
     let spec = ClusterSpec::new()
         .data_nodes(2)
         .replicas(2)
-        .data_memory("16M");
+        .data_memory("16M")
+        // A lock wait lasts until the test ends it.
+        .deadlock_timeout_ms(60_000);
     let mut test = TestCluster::start(spec).expect("start the cluster");
     let cluster = test.connect().expect("connect");
     let me = u64::from(cluster.node_id().0);
@@ -251,6 +253,70 @@ fn ndbinfo_tables_show_what_the_cluster_did() {
     assert_eq!(in_use, 1);
     open.execute(ExecType::Commit).unwrap();
     assert!(rows(&cluster, "cluster_transactions").is_empty());
+
+    // A lock wait: the holder's update and the waiter's read, on the row's primary replica,
+    // the waiter pointing at the holder; the backup replica holds the update's lock too.
+    let mut holder = cluster.start_transaction().unwrap();
+    let changed = [(1, Value::Varchar("changed".into()))];
+    holder
+        .update(&table, &[Value::UInt32(5)], &changed)
+        .unwrap();
+    holder.execute(ExecType::NoCommit).unwrap();
+    let primary = u64::from(cluster.replicas_of(&table, &[Value::UInt32(5)]).unwrap()[0].0);
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let mut tx = cluster.start_transaction().unwrap();
+            tx.read(&table, &[Value::UInt32(5)], LockMode::Read)
+                .unwrap();
+            tx.execute(ExecType::Commit)
+        });
+        let locks = wait_until("the read to wait for the lock", RESTART_TIMEOUT, || {
+            let locks = rows(&cluster, "cluster_locks");
+            Ok(locks
+                .iter()
+                .any(|l| text(l, "state") == "W")
+                .then_some(locks))
+        })
+        .unwrap();
+        let on_primary: Vec<_> = locks
+            .iter()
+            .filter(|l| number(l, "node_id") == primary)
+            .collect();
+        assert_eq!(on_primary.len(), 2, "{locks:?}");
+        let (held, waiting) = (on_primary[0], on_primary[1]);
+        assert_eq!(
+            (
+                text(held, "mode"),
+                text(held, "state"),
+                text(held, "detail"),
+                text(held, "op")
+            ),
+            ("X", "H", "*", "UPDATE"),
+            "{held:?}"
+        );
+        assert_eq!(
+            (
+                text(waiting, "mode"),
+                text(waiting, "state"),
+                text(waiting, "op")
+            ),
+            ("S", "W", "READ-SH"),
+            "{waiting:?}"
+        );
+        assert_eq!(number(waiting, "waiting_for"), number(held, "lock_num"));
+        assert_eq!(number(held, "rowid"), number(waiting, "rowid"));
+        assert_ne!(number(held, "transid"), number(waiting, "transid"));
+        let on_backup: Vec<_> = locks
+            .iter()
+            .filter(|l| number(l, "node_id") != primary)
+            .collect();
+        assert_eq!(on_backup.len(), 1, "{locks:?}");
+        assert_eq!(text(on_backup[0], "state"), "H");
+        assert_eq!(number(on_backup[0], "transid"), number(held, "transid"));
+        holder.execute(ExecType::Commit).unwrap();
+        waiter.join().unwrap().expect("the read after the commit");
+    });
+    assert!(rows(&cluster, "cluster_locks").is_empty());
 
     // Node 1's links: node 2 and this API node up, the other API slots down.
     let links: Vec<_> = rows(&cluster, "transporters")

@@ -7,16 +7,19 @@
 //! its links' state every timer tick ([`Kernel::set_links`]), so they are at most one tick
 //! old.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use rndb_config::{ClusterConfig, NodeId, TransporterKind};
-use rndb_protocol::gsn;
 use rndb_protocol::ndbinfo::{
     self, table_id, DbinfoScanConf, DbinfoScanRef, DbinfoScanReq, InfoRow,
 };
+use rndb_protocol::{gsn, LockMode, OperationType};
 use rndb_transporter::FrameHeader;
 
+use super::acc::{LockKind, SlotId};
+use super::lqh::LqhWork;
 use super::{reply, Kernel, Outbox};
 
 /// Bytes of DataMemory shown as one page, as NDB's 32 KiB pages.
@@ -241,6 +244,7 @@ impl Kernel {
                     ]
                 })
                 .collect(),
+            table_id::CLUSTER_LOCKS => self.lock_rows(me),
             table_id::BACKUP_ID => vec![vec![self.last_backup_id().into()]],
             table_id::ERROR_MESSAGES => rndb_protocol::error::all_codes()
                 .map(|(code, class, message)| {
@@ -289,6 +293,57 @@ impl Kernel {
                 ]
             })
             .collect()
+    }
+
+    /// Every row lock a live transaction holds or waits for, row by row in (table, fragment,
+    /// slot) order: holders first, then waiters in queue order.
+    fn lock_rows(&self, me: u64) -> Vec<InfoRow> {
+        let rows: BTreeSet<(u32, u32, SlotId)> = self
+            .lqh
+            .trans_rows
+            .values()
+            .flatten()
+            .map(|r| (r.table_id, r.fragment, r.slot))
+            .collect();
+        let mut out = Vec::new();
+        for (table, fragment, slot_id) in rows {
+            let Some(slot) =
+                (self.lqh.fragment(table, fragment)).and_then(|f| f.rows.slot(slot_id))
+            else {
+                continue;
+            };
+            let first_holder = out.len() as u64 + 1;
+            for (i, (trans, kind, waits)) in slot.lock.entries().into_iter().enumerate() {
+                let exclusive = kind == LockKind::Exclusive;
+                let op = match waits {
+                    Some(work) => waiting_op(work, exclusive),
+                    None => match &slot.pending {
+                        Some(p) if p.trans == trans => match (&slot.committed, &p.image) {
+                            (_, None) => "DELETE",
+                            (None, Some(_)) => "INSERT",
+                            (Some(_), Some(_)) => "UPDATE",
+                        },
+                        _ if exclusive => "READ-EX",
+                        _ => "READ-SH",
+                    },
+                };
+                out.push(vec![
+                    me.into(),
+                    0u64.into(),
+                    table.into(),
+                    fragment.into(),
+                    slot_id.into(),
+                    trans.0.into(),
+                    if exclusive { "X" } else { "S" }.into(),
+                    if waits.is_some() { "W" } else { "H" }.into(),
+                    if i == 0 && waits.is_none() { "*" } else { "" }.into(),
+                    op.into(),
+                    (out.len() as u64 + 1).into(),
+                    if waits.is_some() { first_holder } else { 0 }.into(),
+                ]);
+            }
+        }
+        out
     }
 
     fn counter_rows(&self, me: u64) -> Vec<InfoRow> {
@@ -391,6 +446,22 @@ impl Kernel {
                 ]
             })
             .collect()
+    }
+}
+
+/// NDB's name of the operation a waiter waits to run (`exclusive`: the lock it asks for).
+fn waiting_op(work: &LqhWork, exclusive: bool) -> &'static str {
+    match work {
+        LqhWork::Key(req) => match (req.op_type, req.lock_mode) {
+            (OperationType::Read, LockMode::Exclusive) => "READ-EX",
+            (OperationType::Read, _) => "READ-SH",
+            (OperationType::Insert, _) => "INSERT",
+            (OperationType::Update, _) => "UPDATE",
+            (OperationType::Delete, _) => "DELETE",
+            (OperationType::Write, _) => "WRITE",
+        },
+        LqhWork::Scan { .. } if exclusive => "SCAN-EX",
+        LqhWork::Scan { .. } => "SCAN-SH",
     }
 }
 

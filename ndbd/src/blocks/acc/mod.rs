@@ -228,6 +228,31 @@ impl<W> Lock<W> {
         taken
     }
 
+    /// Who holds the lock (the exclusive holder, or the shared ones), then who waits for it in
+    /// queue order with the work each waits to run (`None` for a holder).
+    pub fn entries(&self) -> Vec<(TransId, LockKind, Option<&W>)> {
+        let mut entries = Vec::new();
+        if self.exclusive != NO_TRANS {
+            entries.push((self.exclusive, LockKind::Exclusive, None));
+        }
+        if self.shared_first != NO_TRANS {
+            entries.push((self.shared_first, LockKind::Shared, None));
+        }
+        if let Some(rest) = &self.rest {
+            entries.extend(
+                rest.shared_more
+                    .iter()
+                    .map(|&t| (t, LockKind::Shared, None)),
+            );
+            entries.extend(
+                rest.waiters
+                    .iter()
+                    .map(|w| (w.trans, w.kind, Some(&w.work))),
+            );
+        }
+        entries
+    }
+
     /// True when nobody holds or waits for the lock.
     pub fn is_idle(&self) -> bool {
         self.exclusive == NO_TRANS && self.shared_first == NO_TRANS && self.rest.is_none()
