@@ -317,6 +317,25 @@ pub const FIGURES: &[Figure] = &[
         "The newest local checkpoint a restart would use",
     ),
     gauge("lcp_running", "1 while a local checkpoint runs"),
+    // NDB's ndbinfo.counters (DBTC's and DBLQH's), as the data node counts them.
+    counter(
+        "tc_transactions",
+        "Transactions this node coordinated (TRANSACTIONS)",
+    ),
+    counter("tc_commits", "Transactions committed (COMMITS)"),
+    counter("tc_aborts", "Transactions aborted (ABORTS)"),
+    counter("tc_reads", "Key reads that lock (READS)"),
+    counter("tc_simple_reads", "Committed key reads (SIMPLE_READS)"),
+    counter(
+        "tc_writes",
+        "Key inserts, updates, writes and deletes (WRITES)",
+    ),
+    counter("tc_table_scans", "Table scans (TABLE_SCANS)"),
+    counter("tc_range_scans", "Ordered index range scans (RANGE_SCANS)"),
+    counter(
+        "lqh_operations",
+        "Key operations run here, one per replica of a write (OPERATIONS)",
+    ),
 ];
 
 /// The index of figure `name` in [`FIGURES`].

@@ -124,6 +124,15 @@ impl Probe {
             ("lcp_id", u64::from(figures.lcp_id)),
             ("lcp_restorable_id", u64::from(figures.lcp_restorable_id)),
             ("lcp_running", u64::from(figures.lcp_running)),
+            ("tc_transactions", figures.tc.transactions),
+            ("tc_commits", figures.tc.commits),
+            ("tc_aborts", figures.tc.aborts),
+            ("tc_reads", figures.tc.reads),
+            ("tc_simple_reads", figures.tc.simple_reads),
+            ("tc_writes", figures.tc.writes),
+            ("tc_table_scans", figures.tc.table_scans),
+            ("tc_range_scans", figures.tc.range_scans),
+            ("lqh_operations", figures.lqh_operations),
         ];
         for (name, value) in values {
             self.set(name, value);

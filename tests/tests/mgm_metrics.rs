@@ -175,6 +175,8 @@ fn metrics_reports_and_the_cluster_log_show_what_the_data_nodes_do() {
             "frames_sent_total",
             "bytes_sent_total",
             "frames_received_total",
+            // Every insert runs on both replicas.
+            "lqh_operations_total",
         ] {
             let series = format!("ndb_{name}{{node_id=\"{node}\"}}");
             assert!(
@@ -184,6 +186,41 @@ fn metrics_reports_and_the_cluster_log_show_what_the_data_nodes_do() {
                 after[&series]
             );
         }
+    }
+    // The inserts' transactions, on whichever nodes coordinated them, once reported.
+    let summed = |s: &BTreeMap<String, u64>, name: &str| {
+        ["1", "2"]
+            .iter()
+            .map(|n| s[&format!("ndb_{name}{{node_id=\"{n}\"}}")])
+            .sum::<u64>()
+    };
+    // Ten inserts a transaction.
+    let inserted = u64::from(inserted);
+    let counted = [
+        ("tc_writes_total", inserted),
+        ("tc_transactions_total", inserted / 10),
+        ("tc_commits_total", inserted / 10),
+    ];
+    let after_all = wait_until(
+        "the reports to count every insert",
+        Duration::from_secs(10),
+        || {
+            let now = scrape(metrics_port);
+            Ok(counted
+                .iter()
+                .all(|&(name, grew)| summed(&now, name) >= summed(&before, name) + grew)
+                .then_some(now))
+        },
+    );
+    if let Err(e) = after_all {
+        let now = scrape(metrics_port);
+        let shown: Vec<String> = counted
+            .iter()
+            .map(|(n, _)| format!("{n}: {} → {}", summed(&before, n), summed(&now, n)))
+            .collect();
+        panic!("{e}; {inserted} inserts; {shown:?}");
+    }
+    for node in ["1", "2"] {
         for name in [
             "transactions_max",
             "operations_max",

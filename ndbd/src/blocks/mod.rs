@@ -845,6 +845,8 @@ impl Kernel {
             lcp_id: self.lcps.last_id,
             lcp_restorable_id: self.lcps.promoted,
             lcp_running: self.lcps.is_running(),
+            tc: self.tc.counters,
+            lqh_operations: self.lqh.operations_total,
         }
     }
 }
@@ -852,6 +854,10 @@ impl Kernel {
 /// The kernel's figures a report to ndb_mgmd carries (read on the execution thread's timer).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct KernelFigures {
+    /// DBTC's counters (ndbinfo.counters).
+    pub tc: tc::TcCounters,
+    /// DBLQH's OPERATIONS counter.
+    pub lqh_operations: u64,
     /// MaxNoOfConcurrentTransactions.
     pub transactions_max: u32,
     /// TC operation records in use, and MaxNoOfConcurrentOperations.
