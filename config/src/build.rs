@@ -176,6 +176,8 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
         time_between_watchdog_check_ms: l.u32("TimeBetweenWatchDogCheck"),
         start_failure_timeout_ms: l.u32("StartFailureTimeout"),
         max_no_of_saved_messages: l.u32("MaxNoOfSavedMessages"),
+        mem_report_frequency_s: l.u32("MemReportFrequency"),
+        backup_report_frequency_s: l.u32("BackupReportFrequency"),
         max_no_of_concurrent_transactions: l.u32("MaxNoOfConcurrentTransactions"),
         max_no_of_concurrent_scans: l.u32("MaxNoOfConcurrentScans"),
         // 0 (below the minimum): absent, computed once the data nodes are counted.

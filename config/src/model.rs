@@ -127,6 +127,12 @@ pub struct DataNodeConfig {
     pub start_failure_timeout_ms: u32,
     /// MaxNoOfSavedMessages: entries `ndb_<NodeId>_error.log` keeps.
     pub max_no_of_saved_messages: u32,
+    /// MemReportFrequency, s: ndb_mgmd logs the node's memory usage this often (0: when it
+    /// reaches 80, 90, 99 or 100 %).
+    pub mem_report_frequency_s: u32,
+    /// BackupReportFrequency, s: ndb_mgmd logs a running backup's status this often (0:
+    /// never).
+    pub backup_report_frequency_s: u32,
     pub max_no_of_concurrent_transactions: u32,
     pub max_no_of_concurrent_scans: u32,
     /// MaxNoOfLocalScans: fragment scans running at once on the node (NDB's scanfrag

@@ -171,6 +171,8 @@ fn data_value(config: &ClusterConfig, id: NodeId, name: &str) -> Option<String> 
         "TimeBetweenWatchDogCheck" => n.time_between_watchdog_check_ms.to_string(),
         "StartFailureTimeout" => n.start_failure_timeout_ms.to_string(),
         "MaxNoOfSavedMessages" => n.max_no_of_saved_messages.to_string(),
+        "MemReportFrequency" => n.mem_report_frequency_s.to_string(),
+        "BackupReportFrequency" => n.backup_report_frequency_s.to_string(),
         "MaxNoOfConcurrentTransactions" => n.max_no_of_concurrent_transactions.to_string(),
         "MaxNoOfConcurrentScans" => n.max_no_of_concurrent_scans.to_string(),
         "MaxNoOfLocalScans" => n.max_no_of_local_scans.to_string(),

@@ -2,8 +2,9 @@
 //! over HTTP while an API node inserts, serves every data node's figures in the OpenMetrics
 //! format with counters that never go back and that grow under the load; `ALL REPORT
 //! MemoryUsage` and `ALL REPORT Counters` print the record pools, locks, transporter counters
-//! and checkpoint state; and the cluster log records the master's local checkpoints, a node
-//! failure as the survivor saw it, and the failed node's start again.
+//! and checkpoint state; and the cluster log records the master's local checkpoints, each
+//! node's memory usage every MemReportFrequency seconds, a node failure as the survivor saw
+//! it, and the failed node's start again.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -91,7 +92,11 @@ fn insert_until(api: &Cluster, stop: &AtomicBool) -> u32 {
 #[test]
 fn metrics_reports_and_the_cluster_log_show_what_the_data_nodes_do() {
     let mut procs = Processes::new();
-    let (config, port) = write_mgm_config(procs.dir.path(), "TimeBetweenLocalCheckpoints=10\n", 2);
+    let (config, port) = write_mgm_config(
+        procs.dir.path(),
+        "TimeBetweenLocalCheckpoints=10\nMemReportFrequency=1\n",
+        2,
+    );
     let metrics_port = free_port();
     let cs = format!("127.0.0.1:{port}");
     procs.spawn(
@@ -280,6 +285,25 @@ fn metrics_reports_and_the_cluster_log_show_what_the_data_nodes_do() {
         },
     )
     .unwrap_or_else(|e| panic!("{e}:\n{}", cluster_log()));
+    // MemReportFrequency=1: each node's memory usage, every second.
+    wait_until(
+        "the cluster log to record memory usage twice",
+        Duration::from_secs(30),
+        || {
+            let log = cluster_log();
+            let reports = |node| {
+                let line = format!("[MgmtSrvr] INFO     -- Node {node}: Data usage is ");
+                log.matches(&line).count()
+            };
+            Ok((reports(1) >= 2 && reports(2) >= 2).then_some(()))
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}:\n{}", cluster_log()));
+    assert!(
+        cluster_log().contains(" 32K pages of total 512)\n"),
+        "{}",
+        cluster_log()
+    );
 
     // Node 2 killed: the survivor reports its failure; started again, it rejoins.
     drop(api);

@@ -11,6 +11,7 @@ pub mod cache;
 pub mod log;
 pub mod metrics;
 pub mod peers;
+mod periodic;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufReader;
@@ -142,6 +143,8 @@ struct ReportLink {
     /// Its part of the last backup it took part in, and the highest backup id it has.
     backup: Option<BackupProgress>,
     backup_last: u32,
+    /// When its memory and backup reports are next due in the cluster log.
+    periodic: periodic::Periodic,
 }
 
 /// The started data nodes, each with the API node its single user mode lets in (0: none), as
@@ -606,6 +609,7 @@ impl Server {
                     single_user: 0,
                     backup: None,
                     backup_last: 0,
+                    periodic: periodic::Periodic::default(),
                 });
                 record.reserved_until = None;
                 *link = Some((node, id));
@@ -687,6 +691,19 @@ impl Server {
         live.connected = connected;
         live.data_memory_used = request.parse("datamemory.used")?.unwrap_or(0);
         live.data_memory_total = request.parse("datamemory.total")?.unwrap_or(0);
+        if reported == NodeState::Started {
+            let every = (self.config.data_nodes.iter())
+                .find(|d| d.node_id.0 == node)
+                .map_or((0, 0), |d| {
+                    (d.mem_report_frequency_s, d.backup_report_frequency_s)
+                });
+            let usage = periodic::Usage {
+                used: live.data_memory_used,
+                total: live.data_memory_total,
+                backup: live.backup.as_ref(),
+            };
+            events.extend(live.periodic.events(node, every, usage, Instant::now()));
+        }
         live.restarting = (reported == NodeState::ShuttingDown
             && request.get("restart") == Some("1"))
         .then(|| RestartRequest {

@@ -41,6 +41,8 @@ pub fn data_node(id: u16, host_name: &str) -> DataNodeConfig {
         time_between_watchdog_check_ms: 6000,
         start_failure_timeout_ms: 0,
         max_no_of_saved_messages: 25,
+        mem_report_frequency_s: 0,
+        backup_report_frequency_s: 0,
         tcp_bind_inaddr_any: false,
         batch_size_per_local_scan: 256,
         max_no_of_tables: 128,
