@@ -330,6 +330,14 @@ pub const FIGURES: &[Figure] = &[
         "tc_writes",
         "Key inserts, updates, writes and deletes (WRITES)",
     ),
+    counter(
+        "tc_local_reads",
+        "Key reads whose primary replica is on the coordinator (LOCAL_READS)",
+    ),
+    counter(
+        "tc_local_writes",
+        "Key writes whose primary replica is on the coordinator (LOCAL_WRITES)",
+    ),
     counter("tc_table_scans", "Table scans (TABLE_SCANS)"),
     counter("tc_range_scans", "Ordered index range scans (RANGE_SCANS)"),
     counter(

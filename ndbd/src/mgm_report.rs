@@ -130,6 +130,8 @@ impl Probe {
             ("tc_reads", figures.tc.reads),
             ("tc_simple_reads", figures.tc.simple_reads),
             ("tc_writes", figures.tc.writes),
+            ("tc_local_reads", figures.tc.local_reads),
+            ("tc_local_writes", figures.tc.local_writes),
             ("tc_table_scans", figures.tc.table_scans),
             ("tc_range_scans", figures.tc.range_scans),
             ("lqh_operations", figures.lqh_operations),

@@ -195,6 +195,23 @@ fn ndbinfo_tables_show_what_the_cluster_did() {
     assert_eq!(delta("ABORTS"), 1, "{after:?}");
     // Each write runs on both replicas; each read on one.
     assert_eq!(delta("OPERATIONS"), 2 * 201 + 80, "{after:?}");
+    // A transaction runs on its first key's primary replica: its operations on rows whose
+    // primary is that node are local.
+    let primary = |id: u32| cluster.replicas_of(&table, &[Value::UInt32(id)]).unwrap()[0];
+    let local = |keys: &[u32]| {
+        keys.iter()
+            .filter(|&&k| primary(k) == primary(keys[0]))
+            .count()
+    };
+    let batches: Vec<Vec<u32>> = (0..10).map(|b| (b * 20..b * 20 + 20).collect()).collect();
+    let local_writes: usize = batches.iter().map(|b| local(b)).sum::<usize>() + local(&[1000]);
+    let local_reads = local(&(0..50).collect::<Vec<_>>()) + local(&(0..30).collect::<Vec<_>>());
+    assert_eq!(delta("LOCAL_WRITES"), local_writes as u64, "{after:?}");
+    assert_eq!(delta("LOCAL_READS"), local_reads as u64, "{after:?}");
+    assert!(
+        local_writes < 201 && local_reads < 80,
+        "both nodes are primaries of some rows"
+    );
 
     // DataMemory holds the rows now, on both nodes.
     let memory_after = rows(&cluster, "memoryusage");

@@ -349,7 +349,7 @@ impl Kernel {
     fn counter_rows(&self, me: u64) -> Vec<InfoRow> {
         let tc = &self.tc.counters;
         // NDB's block names and counter ids (ndbinfo.counters).
-        let counters: [(&str, u64, &str, u64); 9] = [
+        let counters: [(&str, u64, &str, u64); 11] = [
             ("DBTC", 2, "TRANSACTIONS", tc.transactions),
             ("DBTC", 3, "COMMITS", tc.commits),
             ("DBTC", 4, "READS", tc.reads),
@@ -359,6 +359,8 @@ impl Kernel {
             ("DBTC", 8, "TABLE_SCANS", tc.table_scans),
             ("DBTC", 9, "RANGE_SCANS", tc.range_scans),
             ("DBLQH", 10, "OPERATIONS", self.lqh.operations_total),
+            ("DBTC", 24, "LOCAL_READS", tc.local_reads),
+            ("DBTC", 25, "LOCAL_WRITES", tc.local_writes),
         ];
         counters
             .into_iter()

@@ -373,6 +373,13 @@ impl Kernel {
             };
             return self.jobs.push_back(Signal::LqhKeyConfRef(Box::new(answer)));
         };
+        if primary == self.me && matches!(req.role, OpRole::Api) {
+            // NDB's LOCAL_READS and LOCAL_WRITES: this TC is on the row's primary replica.
+            match req.op_type {
+                OperationType::Read => self.tc.counters.local_reads += 1,
+                _ => self.tc.counters.local_writes += 1,
+            }
+        }
         let committed_read = is_committed_read(req.op_type, req.lock_mode);
         let read_backup = committed_read
             && replica == REPLICA_PRIMARY

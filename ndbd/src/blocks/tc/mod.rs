@@ -89,6 +89,9 @@ pub struct TcCounters {
     pub reads: u64,
     pub simple_reads: u64,
     pub writes: u64,
+    /// Of those, the ones whose primary replica is on this node (LOCAL_READS, LOCAL_WRITES).
+    pub local_reads: u64,
+    pub local_writes: u64,
     /// Scans of a whole table, and of an ordered index's ranges (TABLE_SCANS, RANGE_SCANS).
     pub table_scans: u64,
     pub range_scans: u64,
