@@ -3,10 +3,11 @@
 //!
 //! A table is a fixed list of columns, each a number or a text, defined here once so that data
 //! node and API agree on it (NDB keeps it in `NdbinfoTables.cpp`, known to both). A data node
-//! makes a table's rows afresh for each DBINFO_SCANREQ and answers from row `cursor` on, as
-//! many rows as fit a page of [`PAGE_BYTES`]; the API asks again from `next` until there is
-//! none. A table of [`Scope::Node`] has rows on every data node (the first column is the
-//! node's id); one of [`Scope::Cluster`] is asked of one data node only.
+//! answers a DBINFO_SCANREQ with the table's rows from row `cursor` on, as many as fit a page
+//! of [`PAGE_BYTES`]; the API asks again from `next` until there is none. A table of [`Scope::Node`] has rows on every data node (the first column is the
+//! node's id); one of [`Scope::Cluster`] is asked of one data node only. A data node keeps the
+//! rest of a table read from row 0 for the same API node's next page, so the pages of one read
+//! are one snapshot (see `rndb_ndbd`'s `blocks/dbinfo.rs`).
 //!
 //! Wire layouts (little-endian, `str16` = u16 length and UTF-8 bytes):
 //!
@@ -16,6 +17,8 @@
 //!                  number: tag 0, u64 | text: tag 1, str16) | more u8 | next u32
 //! DBINFO_SCANREF   table_id u32 | error u32
 //! ```
+
+use std::collections::VecDeque;
 
 use crate::codec::{DecodeError, Reader, Writer};
 
@@ -434,28 +437,27 @@ fn encode_row(w: &mut Writer<'_>, row: &[InfoValue]) {
 }
 
 impl DbinfoScanConf {
-    /// The page of `rows` (all of table `table_id`'s rows) that starts at row `cursor`: rows
-    /// are added until the page holds [`PAGE_BYTES`] (at least one row).
-    pub fn page(table_id: u32, rows: Vec<InfoRow>, cursor: u32) -> DbinfoScanConf {
-        let total = rows.len();
-        let start = (cursor as usize).min(total);
+    /// The page of table `table_id` at row `cursor`, taken off the front of `rest` (the
+    /// table's rows from `cursor` on): rows are added until the page holds [`PAGE_BYTES`] (at
+    /// least one row, so a page is at most [`PAGE_BYTES`] and one row).
+    pub fn take_page(table_id: u32, rest: &mut VecDeque<InfoRow>, cursor: u32) -> DbinfoScanConf {
         let mut taken = Vec::new();
         let mut bytes = 0;
         let mut scratch = Vec::new();
-        for row in rows.into_iter().skip(start) {
-            if !taken.is_empty() && bytes >= PAGE_BYTES || taken.len() == usize::from(u16::MAX) {
+        while !(!taken.is_empty() && bytes >= PAGE_BYTES || taken.len() == usize::from(u16::MAX)) {
+            let Some(row) = rest.pop_front() else {
                 break;
-            }
+            };
             scratch.clear();
             encode_row(&mut Writer::new(&mut scratch), &row);
             bytes += scratch.len();
             taken.push(row);
         }
-        let end = start + taken.len();
+        let end = cursor.saturating_add(taken.len() as u32);
         DbinfoScanConf {
             table_id,
             rows: taken,
-            next: (end < total).then_some(end as u32),
+            next: (!rest.is_empty()).then_some(end),
         }
     }
 
@@ -595,8 +597,9 @@ mod tests {
             .collect();
         let mut cursor = 0;
         let mut seen = Vec::new();
+        let mut rest: VecDeque<InfoRow> = rows.iter().cloned().collect();
         loop {
-            let page = DbinfoScanConf::page(table_id::TABLES, rows.clone(), cursor);
+            let page = DbinfoScanConf::take_page(table_id::TABLES, &mut rest, cursor);
             let mut buf = Vec::new();
             page.encode(&mut buf);
             assert!(buf.len() < PAGE_BYTES + 1024, "{} bytes", buf.len());

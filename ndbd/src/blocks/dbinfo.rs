@@ -1,15 +1,17 @@
 //! DBINFO: the rows of the ndbinfo tables (`rndb_protocol::ndbinfo`) made from this node's
 //! blocks, for an API node's DBINFO_SCANREQ (NDB's DBINFO block).
 //!
-//! Each request makes its table's rows afresh and answers one page of them from the request's
-//! cursor on: a table read in several pages may see rows move between two pages (as NDB's
-//! ndbinfo does). The transporters' rows come from the execution loop, which hands the kernel
-//! its links' state every timer tick ([`Kernel::set_links`]), so they are at most one tick
-//! old.
+//! A request from row 0 makes the table's rows afresh and answers their first page; the rest
+//! is kept for that API node's next request of the same table (one snapshot per API node and
+//! table, dropped once read, when the node disconnects, or after [`SNAPSHOT_KEPT`]), so a table
+//! read in several pages is one snapshot, made once however many pages it takes. A request
+//! from another row than the snapshot's next makes the rows afresh and answers from that row.
+//! The transporters' rows come from the execution loop, which hands the kernel its links'
+//! state every timer tick ([`Kernel::set_links`]), so they are at most one tick old.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rndb_config::{ClusterConfig, NodeId, TransporterKind};
 use rndb_protocol::ndbinfo::{
@@ -24,6 +26,18 @@ use super::{reply, Kernel, Outbox};
 
 /// Bytes of DataMemory shown as one page, as NDB's 32 KiB pages.
 const PAGE_BYTES: u64 = 32 * 1024;
+
+/// How long the rest of a table read in pages is kept for its next request.
+pub const SNAPSHOT_KEPT: Duration = Duration::from_secs(30);
+
+/// The rows of a table an API node has not read yet.
+#[derive(Debug)]
+struct Snapshot {
+    /// The cursor its next request names.
+    next: u32,
+    rest: VecDeque<InfoRow>,
+    made: Instant,
+}
 
 /// One other node's link, as the execution loop last saw it.
 #[derive(Clone, Debug)]
@@ -77,6 +91,8 @@ pub(crate) struct Dbinfo {
     links: Vec<LinkInfo>,
     data_memory_total: u64,
     redo_buffer: u64,
+    /// Tables being read in pages, by API node and table.
+    snapshots: BTreeMap<(NodeId, u32), Snapshot>,
 }
 
 impl Dbinfo {
@@ -104,6 +120,7 @@ impl Dbinfo {
             links: Vec::new(),
             data_memory_total,
             redo_buffer,
+            snapshots: BTreeMap::new(),
         }
     }
 }
@@ -115,9 +132,17 @@ impl Kernel {
         links(&mut self.dbinfo.links);
     }
 
-    /// Marks the node's start for `nodes.uptime` (the first call counts).
+    /// Marks the node's start for `nodes.uptime` (the first call counts), and drops
+    /// snapshots kept past [`SNAPSHOT_KEPT`].
     pub(crate) fn dbinfo_tick(&mut self, now: Instant) {
         self.dbinfo.born.get_or_insert(now);
+        (self.dbinfo.snapshots)
+            .retain(|_, s| now.saturating_duration_since(s.made) < SNAPSHOT_KEPT);
+    }
+
+    /// Node `node` disconnected: the tables it was reading are dropped.
+    pub(crate) fn dbinfo_forget(&mut self, node: NodeId) {
+        self.dbinfo.snapshots.retain(|(n, _), _| *n != node);
     }
 
     /// DBINFO_SCANREQ: one page of an ndbinfo table, or 709 for a table this node does not
@@ -130,9 +155,28 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) {
-        match self.dbinfo_rows(req.table_id, now) {
-            Some(rows) => {
-                let page = DbinfoScanConf::page(req.table_id, rows, req.cursor);
+        let key = (from, req.table_id);
+        let kept = (self.dbinfo.snapshots.remove(&key))
+            .filter(|s| req.cursor != 0 && s.next == req.cursor);
+        let rest = match kept {
+            Some(snapshot) => Some(snapshot.rest),
+            None => self.dbinfo_rows(req.table_id, now).map(|rows| {
+                let mut rest = VecDeque::from(rows);
+                rest.drain(..rest.len().min(req.cursor as usize));
+                rest
+            }),
+        };
+        match rest {
+            Some(mut rest) => {
+                let page = DbinfoScanConf::take_page(req.table_id, &mut rest, req.cursor);
+                if let Some(next) = page.next {
+                    let snapshot = Snapshot {
+                        next,
+                        rest,
+                        made: now,
+                    };
+                    self.dbinfo.snapshots.insert(key, snapshot);
+                }
                 reply(
                     &mut self.unsent,
                     out,

@@ -1,12 +1,13 @@
 //! Kernel-level regression tests: signals in, frames out, with a fake outbox that can refuse
 //! sends (an overloaded or gone link).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use rndb_config::NodeId;
+use rndb_protocol::ndbinfo::{table_id, DbinfoScanConf, DbinfoScanReq};
 use rndb_protocol::scan::{ScanTabReq, SCAN_FLAG_START_TRANSACTION};
 use rndb_protocol::signals::{
     self, block, gsn, CreateIndexReq, Refusal, TableInfo, TcExecuteConf, TcExecuteRef,
@@ -1522,4 +1523,93 @@ fn a_backup_scan_writes_backup_write_size_at_a_time_within_its_data_buffer() {
     assert!(writes.len() > 16, "{} writes", writes.len());
     assert!(writes.iter().all(|&w| w < 32 * 1024 + 100), "{writes:?}");
     assert_eq!(out_at_once, 16, "512K of 32K writes at once");
+}
+
+/// Reads one page of ndbinfo table `table` from `cursor` as API node 50.
+fn dbinfo_page(k: &mut Kernel, out: &mut Out, table: u32, cursor: u32) -> DbinfoScanConf {
+    let mut b = Vec::new();
+    DbinfoScanReq {
+        table_id: table,
+        cursor,
+    }
+    .encode(&mut b);
+    frame(k, out, 50, gsn::DBINFO_SCANREQ, 900, &b);
+    let (_, signal, _, payload) = out.frames.last().expect("answer");
+    assert_eq!(*signal, gsn::DBINFO_SCANCONF);
+    DbinfoScanConf::decode(payload).expect("page")
+}
+
+/// A table read in pages is one snapshot: the locks released after its first page are still
+/// in the later ones; a read from row 0 sees the table as it is now; a page asked from
+/// another row than the snapshot's next is made afresh from that row.
+#[test]
+fn an_ndbinfo_table_read_in_pages_is_one_snapshot() {
+    let (mut k, mut out, t) = setup();
+    for key in 10..1010 {
+        op(
+            &mut k,
+            &mut out,
+            51,
+            700,
+            &t,
+            key == 10,
+            OperationType::Insert,
+            key,
+            0,
+            ExecType::NoCommit,
+        );
+    }
+    let first = dbinfo_page(&mut k, &mut out, table_id::CLUSTER_LOCKS, 0);
+    let mut next = first.next.expect("more than one page");
+    assert_eq!(next as usize, first.rows.len());
+    let mut rows = first.rows.clone();
+    let again = dbinfo_page(&mut k, &mut out, table_id::CLUSTER_LOCKS, 7);
+    assert_eq!(again.rows[0], first.rows[7]);
+    // The page from row 7 replaced the snapshot: the first page's end is made afresh, after
+    // the rollback released every lock.
+    let b = exec_req(false, ExecType::Rollback, AbortOption::AbortOnError, 0);
+    frame(&mut k, &mut out, 51, gsn::TC_EXECUTE_REQ, 700, &b);
+    assert_eq!(answered(&out, 700), Some(gsn::TC_EXECUTE_CONF));
+    assert!(dbinfo_page(&mut k, &mut out, table_id::CLUSTER_LOCKS, next)
+        .rows
+        .is_empty());
+    // Read again, with locks taken and released between the pages.
+    for key in 10..1010 {
+        op(
+            &mut k,
+            &mut out,
+            51,
+            701,
+            &t,
+            key == 10,
+            OperationType::Insert,
+            key,
+            0,
+            ExecType::NoCommit,
+        );
+    }
+    let first = dbinfo_page(&mut k, &mut out, table_id::CLUSTER_LOCKS, 0);
+    rows.clear();
+    rows.extend(first.rows);
+    next = first.next.expect("more than one page");
+    let b = exec_req(false, ExecType::Rollback, AbortOption::AbortOnError, 0);
+    frame(&mut k, &mut out, 51, gsn::TC_EXECUTE_REQ, 701, &b);
+    loop {
+        let page = dbinfo_page(&mut k, &mut out, table_id::CLUSTER_LOCKS, next);
+        rows.extend(page.rows);
+        match page.next {
+            Some(n) => next = n,
+            None => break,
+        }
+    }
+    assert_eq!(rows.len(), 1000);
+    let keys: BTreeSet<(String, String)> = (rows.iter())
+        .map(|r| (r[3].to_string(), r[4].to_string()))
+        .collect();
+    assert_eq!(keys.len(), 1000, "each locked row once");
+    assert!(rows
+        .iter()
+        .all(|r| r[6] == "X".into() && r[9] == "INSERT".into()));
+    let now = dbinfo_page(&mut k, &mut out, table_id::CLUSTER_LOCKS, 0);
+    assert!(now.rows.is_empty() && now.next.is_none());
 }
