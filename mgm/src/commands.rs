@@ -527,6 +527,9 @@ fn restart(
         completed.push_str(", initial");
     }
     let mut out = String::new();
+    if target == Target::All {
+        out.push_str("Executing RESTART on all nodes.\nStarting shutdown. This may take a while. Please wait...\n");
+    }
     for id in reply
         .get("restarted")
         .unwrap_or("")
@@ -536,6 +539,10 @@ fn restart(
         out.push_str(&format!(
             "Node {id}: Node shutdown initiated\nNode {id}: {completed}.\nNode {id} is being restarted\n"
         ));
+    }
+    if target == Target::All {
+        // ndb_mgmd starts them together once all are back (with -n, ALL START does).
+        out.push_str("NDB Cluster is being restarted.\n");
     }
     Ok(out)
 }

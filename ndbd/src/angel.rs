@@ -12,7 +12,9 @@
 //! - The angel forwards SIGTERM and SIGINT to the data node process (a graceful stop) and exits
 //!   with its exit code. After an error exit or a crash it exits with it too (StopOnError=1,
 //!   NDB's default), or, with StopOnError=0, starts the node again (never `--initial`, which
-//!   would lose its files).
+//!   would lose its files). A node whose files cannot restore the GCI the others' system
+//!   restart chose (it stopped before they saved it) exits with [`REJOIN_EXIT_CODE`] and is
+//!   started again whatever StopOnError says: it joins by node restart.
 //! - The data node process writes `started` to the pipe `--report-fd` once it serves. A
 //!   process that failed before it did counts as a failed start: after MaxStartFailRetries of
 //!   them in a row (0: no limit) the angel gives up, and it waits StartFailRetryDelay seconds
@@ -41,6 +43,12 @@ const POLL_INTERVAL: Duration = Duration::from_millis(50);
 /// Restart exit codes are NDB's `NdbRestartType` plus this, so that none is an error exit (1),
 /// a panic (101) or a signal's (128 + n).
 const RESTART_EXIT_CODE_BASE: i32 = 64;
+
+/// The exit code of a data node process whose files cannot restore the GCI of the system
+/// restart the other data nodes run (`rndb_ndbd::RejoinNeeded`): the angel starts it again
+/// whatever StopOnError says, as a failed start (MaxStartFailRetries, StartFailRetryDelay), and
+/// it joins by node restart once they serve. Not one of NDB's codes.
+pub const REJOIN_EXIT_CODE: i32 = RESTART_EXIT_CODE_BASE + 8;
 
 /// NDB's `NdbRestartType` values.
 const NRT_NO_START_RESTART: i32 = 1;
@@ -200,6 +208,13 @@ pub fn run(node_id: u16, on_error: OnError) -> anyhow::Result<i32> {
                     failed_starts = 0;
                     continue;
                 }
+                None if code == REJOIN_EXIT_CODE => {
+                    tracing::info!(
+                        "Angel: the data node process cannot restore the others' restart GCI: \
+                         starting it again, to join by node restart"
+                    );
+                    code
+                }
                 None => {
                     tracing::info!("Angel: the data node process exited with code {code}");
                     code
@@ -211,7 +226,8 @@ pub fn run(node_id: u16, on_error: OnError) -> anyhow::Result<i32> {
                 128 + signal
             }
         };
-        if on_error.stop_on_error || terminate.load(Ordering::Relaxed) {
+        let rejoin = failed == REJOIN_EXIT_CODE;
+        if (on_error.stop_on_error && !rejoin) || terminate.load(Ordering::Relaxed) {
             return Ok(failed);
         }
         // StopOnError=0: start it again, restoring its files (never --initial).
@@ -312,7 +328,7 @@ mod tests {
                 assert_eq!(parse_start_kind(start_kind(request)), Some(request));
             }
         }
-        for code in [0, 1, 2, 63, 69, 101, 137] {
+        for code in [0, 1, 2, 63, 69, REJOIN_EXIT_CODE, 101, 137] {
             assert_eq!(restart_of_exit_code(code), None, "{code}");
         }
         assert_eq!(parse_start_kind("bogus"), None);

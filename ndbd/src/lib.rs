@@ -82,6 +82,13 @@ impl std::fmt::Debug for Start<'_> {
 /// is its TLS keys (if any) and RequireTls, for every link it accepts or opens. With `mgm`
 /// (the connectstring it fetched its config with) it reports its state to ndb_mgmd, which may
 /// ask it to stop or restart (see `mgm_report`).
+/// The error of a data node that stopped because its files cannot restore the GCI of the
+/// system restart the other data nodes run: started again, it joins by node restart once they
+/// serve (an angel does so at once; see `angel::REJOIN_EXIT_CODE`).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct RejoinNeeded(pub String);
+
 pub fn run(
     config: ClusterConfig,
     me: NodeId,
@@ -246,11 +253,16 @@ pub fn run(
         let limit = Duration::from_millis(u64::from(node.start_failure_timeout_ms));
         exec = exec.with_start_failure_timeout(limit);
     }
-    let result = exec.with_watched(watched).run();
+    let mut exec = exec.with_watched(watched);
+    let result = exec.run();
     watchdog_stop.store(true, Ordering::Relaxed);
     let _ = watchdog.join();
     if let Err(reason) = result {
         error_log::record(&node.data_dir, me, &reason, node.max_no_of_saved_messages);
+        if exec.rejoin_cures() {
+            return Err(anyhow::Error::new(RejoinNeeded(reason)))
+                .with_context(|| format!("data node {me} stopped"));
+        }
         anyhow::bail!("data node {me} stopped: {reason}");
     }
     tracing::info!(node = %me, "data node stopped");

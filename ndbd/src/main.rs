@@ -218,7 +218,16 @@ fn run() -> anyhow::Result<i32> {
             nowait: &nowait,
             on_started,
         };
-        rndb_ndbd::run(config, me, start, shutdown, tls, mgm)?;
+        match rndb_ndbd::run(config, me, start, shutdown, tls, mgm) {
+            Ok(()) => {}
+            // The angel starts it again: it joins by node restart once the others serve.
+            Err(e) if under_angel && e.downcast_ref::<rndb_ndbd::RejoinNeeded>().is_some() => {
+                eprintln!("ndbd: error: {e:#}");
+                tracing::warn!("the angel starts this data node again: it joins by node restart");
+                return Ok(angel::REJOIN_EXIT_CODE);
+            }
+            Err(e) => return Err(e),
+        }
     }
     match restart_requested() {
         Some(request) if under_angel => Ok(angel::restart_exit_code(request)),

@@ -190,7 +190,7 @@ fn bad_connectstrings_commands_and_configs_get_clear_errors() {
     );
     check(
         run("ndb_mgm", &["-c", &cs, "-e", "ALL RESTART"]),
-        "ALL RESTART is not supported yet",
+        "no data node is connected: nothing to restart",
     );
     check(
         run("ndb_mgm", &["-c", &cs, "-e", "2 START"]),

@@ -2,10 +2,14 @@
 //! cluster of two data nodes (NoOfReplicas=2) started from ndb_mgmd, `2 RESTART` while an API
 //! node inserts brings node 2 back STARTED; `2 RESTART -n` leaves it waiting in NOT_STARTED
 //! (`ndb_waiter --not-started` sees it) until `2 START`; a rolling restart (1 RESTART, then 2
-//! RESTART) loses no acknowledged insert, and both replicas then hold the same rows; the
+//! RESTART) loses no acknowledged insert, and both replicas then hold the same rows; `ALL
+//! RESTART` (a system restart) brings both back STARTED with every row saved before it, and
+//! `ALL RESTART -n` leaves both waiting until `ALL START`; the
 //! cluster log records each restart; SIGKILL of an angel leaves no data node process behind
 //! and SIGTERM of an angel stops its node gracefully; with StopOnError=0 an angel starts a
-//! data node process killed with SIGKILL again, and it rejoins without losing a write.
+//! data node process killed with SIGKILL again, and it rejoins without losing a write; and a
+//! data node stopped before the other saved more global checkpoints, started again with it,
+//! is started a second time by its angel and rejoins by node restart with every row.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -294,6 +298,48 @@ fn data_nodes_restart_through_ndb_mgm_and_lose_no_acknowledged_write() {
         assert_eq!(*value, value_of(*id), "key {id}");
     }
 
+    // ALL RESTART: a system restart. A durable commit first: its global checkpoint, and so
+    // every insert acknowledged before it, is then on disk.
+    let api = connect(&cs).expect("an API node connects");
+    let table = api.get_table(&table_def().name).expect("the table");
+    let marker = rows.last().map_or(0, |(id, _)| id + 10);
+    let mut tx = api.start_transaction().unwrap();
+    tx.set_durable_commit(true);
+    tx.insert(
+        &table,
+        &[Value::UInt32(marker), Value::Int64(value_of(marker))],
+    )
+    .unwrap();
+    tx.execute(ExecType::Commit).expect("a durable commit");
+    drop(tx);
+    drop(api);
+    assert_eq!(
+        mgm(&cs, "ALL RESTART"),
+        "Executing RESTART on all nodes.\n\
+         Starting shutdown. This may take a while. Please wait...\n\
+         Node 1: Node shutdown initiated\n\
+         Node 1: Node shutdown completed, restarting.\n\
+         Node 1 is being restarted\n\
+         Node 2: Node shutdown initiated\n\
+         Node 2: Node shutdown completed, restarting.\n\
+         Node 2 is being restarted\n\
+         NDB Cluster is being restarted.\n"
+    );
+    wait_for(&cs, &[]);
+    let api = connect(&cs).expect("an API node connects after the system restart");
+    let table = api.get_table(&table_def().name).expect("the table");
+    let mut expected = rows.clone();
+    expected.insert((marker, value_of(marker)));
+    for replica in [PRIMARY, BACKUP] {
+        assert_eq!(replica_rows(&api, &table, marker + 1, replica), expected);
+    }
+    drop(api);
+    // ALL RESTART -n: every node waits in NOT_STARTED until ALL START.
+    mgm(&cs, "ALL RESTART -n");
+    wait_for(&cs, &["--not-started"]);
+    assert_eq!(mgm(&cs, "ALL START"), "NDB Cluster is being started.\n");
+    wait_for(&cs, &[]);
+
     let log = fs::read_to_string(procs.path("mgm/ndb_49_cluster.log")).expect("the cluster log");
     for line in [
         "-- Node 2: Node shutdown completed, restarting\n",
@@ -392,4 +438,63 @@ fn with_stop_on_error_0_the_angel_starts_a_killed_data_node_again_and_it_rejoins
     );
 
     stop_writer_and_check(&cs, &stop, writer, api);
+}
+
+/// Rows `ids` with their values, as `replica_rows` reads them.
+fn rows_of(ids: impl IntoIterator<Item = u32>) -> BTreeSet<(u32, i64)> {
+    ids.into_iter().map(|id| (id, value_of(id))).collect()
+}
+
+#[test]
+fn a_data_node_stopped_before_the_others_saved_more_rejoins_after_the_system_restart() {
+    let mut procs = Processes::new();
+    let cs = start_mgmd(&mut procs, "TimeBetweenGlobalCheckpoints=200\n");
+    procs.spawn("ndbd-1", "ndbd", &["-c", &cs, "--ndb-nodeid", "1"]);
+    procs.spawn("ndbd-2", "ndbd", &["-c", &cs, "--ndb-nodeid", "2"]);
+    wait_for(&cs, &[]);
+    let api = connect(&cs).expect("an API node connects");
+    let table = api.create_table(&table_def()).expect("create the table");
+    // Written (not inserted), so that a try again after a temporary error (a node stopping)
+    // cannot fail on a row its first try committed.
+    let insert = |ids: std::ops::Range<u32>| {
+        wait_until("a durable commit", START_TIMEOUT, || {
+            let mut tx = api.start_transaction()?;
+            tx.set_durable_commit(true);
+            for id in ids.clone() {
+                tx.write(&table, &[Value::UInt32(id), Value::Int64(value_of(id))])?;
+            }
+            match tx.execute(ExecType::Commit) {
+                Ok(()) => Ok(Some(())),
+                Err(e) if e.is_temporary() => Ok(None),
+                Err(e) => Err(e.into()),
+            }
+        })
+        .expect("a durable commit");
+    };
+    insert(0..100);
+
+    // Node 1 stops; node 2 alone saves global checkpoints that node 1's files do not have.
+    mgm(&cs, "1 STOP");
+    assert!(procs.wait_exit("ndbd-1", START_TIMEOUT).success());
+    insert(100..200);
+    mgm(&cs, "2 STOP -f");
+    assert!(procs.wait_exit("ndbd-2", START_TIMEOUT).success());
+    drop(api);
+
+    // Both started again: the system restart restores node 2's newest GCI, which node 1
+    // cannot; its angel starts it again (StopOnError=1 notwithstanding) and it joins by node
+    // restart.
+    procs.spawn("ndbd-1b", "ndbd", &["-c", &cs, "--ndb-nodeid", "1"]);
+    procs.spawn("ndbd-2b", "ndbd", &["-c", &cs, "--ndb-nodeid", "2"]);
+    wait_for(&cs, &[]);
+    let log = procs.log("ndbd-1b");
+    assert!(
+        log.contains("starting it again, to join by node restart"),
+        "node 1 took part in the system restart: {log}"
+    );
+    let api = connect(&cs).expect("an API node connects after the restart");
+    let table = api.get_table(&table_def().name).expect("the table");
+    for replica in [PRIMARY, BACKUP] {
+        assert_eq!(replica_rows(&api, &table, 200, replica), rows_of(0..200));
+    }
 }

@@ -273,6 +273,7 @@ fn ndbinfo_tables_show_what_the_cluster_did() {
 
     // A lock wait: the holder's update and the waiter's read, on the row's primary replica,
     // the waiter pointing at the holder; the backup replica holds the update's lock too.
+    let before = counters(&cluster);
     let mut holder = cluster.start_transaction().unwrap();
     let changed = [(1, Value::Varchar("changed".into()))];
     holder
@@ -334,6 +335,17 @@ fn ndbinfo_tables_show_what_the_cluster_did() {
         waiter.join().unwrap().expect("the read after the commit");
     });
     assert!(rows(&cluster, "cluster_locks").is_empty());
+    // The read that waited counts once: OPERATIONS are the update on both replicas and the
+    // read, however long it waited.
+    let after = counters(&cluster);
+    let delta = |name: &str| after[name] - before[name];
+    assert_eq!(delta("OPERATIONS"), 3, "{after:?}");
+    assert_eq!((delta("READS"), delta("WRITES")), (1, 1), "{after:?}");
+    assert_eq!(
+        (delta("TRANSACTIONS"), delta("COMMITS")),
+        (2, 2),
+        "{after:?}"
+    );
 
     // Node 1's links: node 2 and this API node up, the other API slots down.
     let links: Vec<_> = rows(&cluster, "transporters")

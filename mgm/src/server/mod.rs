@@ -104,6 +104,10 @@ struct State {
     backup_done: Vec<(u64, backup::Outcome)>,
     /// The highest backup id this server gave.
     backup_last_id: u32,
+    /// ALL RESTART without `-n`: the data nodes restarted (each with the report link it had
+    /// then), told to start together once every one is back and waiting in NOT_STARTED
+    /// ([`release_restarted_together`]).
+    start_together: Option<BTreeMap<u16, u64>>,
 }
 
 #[derive(Debug, Default)]
@@ -145,6 +149,33 @@ struct ReportLink {
     backup_last: u32,
     /// When its memory and backup reports are next due in the cluster log.
     periodic: periodic::Periodic,
+}
+
+/// ALL RESTART: once every data node it restarted is back (a report link other than the one it
+/// had) and waiting in NOT_STARTED, each is told to start (its next report's reply says so).
+fn release_restarted_together(state: &mut State, me: u16) -> Option<Event> {
+    let links = state.start_together.as_ref()?;
+    let back = links.iter().all(|(id, old)| {
+        (state.data.get(id)).is_some_and(|n| {
+            (n.link.as_ref()).is_some_and(|s| s.id != *old && s.state == NodeState::NotStarted)
+        })
+    });
+    if !back {
+        return None;
+    }
+    let ids: Vec<u16> = links.keys().copied().collect();
+    state.start_together = None;
+    for id in &ids {
+        if let Some(n) = state.data.get_mut(id) {
+            n.start_requested = true;
+        }
+    }
+    let names: Vec<String> = ids.iter().map(u16::to_string).collect();
+    let text = format!(
+        "Data nodes {} restarted: starting them together",
+        names.join(", ")
+    );
+    Some(Event::new(me, Category::Startup, 1, Severity::Info, text))
 }
 
 /// The started data nodes, each with the API node its single user mode lets in (0: none), as
@@ -271,6 +302,7 @@ impl Server {
                 backup: None,
                 backup_done: Vec::new(),
                 backup_last_id: 0,
+                start_together: None,
             }),
             changed: Condvar::new(),
             shutdown: AtomicBool::new(false),
@@ -730,6 +762,7 @@ impl Server {
             Some(api) => reply.field("singleuser", api),
             None => reply,
         };
+        events.extend(release_restarted_together(state, me));
         events.extend(state.backup_advance(me));
         let reply = match state.backup_command(node) {
             Some(command) => reply.field("backup", command.encode()),
@@ -1155,26 +1188,34 @@ impl Server {
         Ok(ids)
     }
 
-    /// RESTART: `node: 2,3`, `initial: 1` (`-i`), `nostart: 1` (`-n`), `force: 1` (`-f`). Each
-    /// node stops gracefully, as on STOP, and its angel starts it again; the reply comes once
-    /// every node's report link has closed. `all: 1` is refused: the data nodes would stop one
-    /// by one and restart into a cluster still stopping, where NDB stops them all first.
+    /// RESTART: `node: 2,3` or `all: 1`, `initial: 1` (`-i`), `nostart: 1` (`-n`), `force: 1`
+    /// (`-f`). Each node stops gracefully, as on STOP, and its angel starts it again; the reply
+    /// comes once every node's report link has closed. ALL RESTART is a system restart: every
+    /// data node stops, each comes back waiting in NOT_STARTED (as `-n`), and once all are
+    /// back they are told to start together (unless `-n`: then `ALL START` does), so that none
+    /// starts into a cluster still stopping.
     fn restart(&self, request: &Message) -> Result<Message, String> {
-        if request.get("all") == Some("1") {
-            return Err(
-                "ALL RESTART is not supported yet: restart the data nodes one at a time \
-                        (`<id> RESTART`, waiting for each to be started again), or SHUTDOWN and \
-                        start the cluster again"
-                    .into(),
+        let all = request.get("all") == Some("1");
+        let mut targets = self.data_node_ids(request, "restart")?;
+        if all {
+            let state = self.lock();
+            targets.extend(
+                (state.data.iter())
+                    .filter(|(_, n)| n.link.is_some())
+                    .map(|(&id, _)| id),
             );
+            if targets.is_empty() {
+                return Err("no data node is connected: nothing to restart".into());
+            }
         }
-        let targets = self.data_node_ids(request, "restart")?;
         if targets.is_empty() {
             return Err("RESTART names no node".into());
         }
+        let no_start = request.get("nostart") == Some("1");
         let restart = RestartRequest {
             initial: request.get("initial") == Some("1"),
-            no_start: request.get("nostart") == Some("1"),
+            // A system restart: every node waits for the others before it starts.
+            no_start: no_start || all,
         };
         let mut state = self.lock();
         for &id in &targets {
@@ -1194,15 +1235,44 @@ impl Server {
                 ));
             }
         }
-        if request.get("force") != Some("1") {
+        if !all && request.get("force") != Some("1") {
             self.check_groups_survive(&state, &targets)?;
         }
+        let links: BTreeMap<u16, u64> = (targets.iter())
+            .filter_map(|&id| Some((id, state.data.get(&id)?.link.as_ref()?.id)))
+            .collect();
         for &id in &targets {
             if let Some(n) = state.data.get_mut(&id) {
                 n.restart_requested = Some(restart);
             }
         }
-        drop(self.wait_gone(state, &targets)?);
+        if all {
+            if !no_start {
+                state.start_together = Some(links.clone());
+            }
+            let text = "Cluster system restart initiated";
+            state.log.write(&Event::new(
+                self.me.0,
+                Category::Startup,
+                1,
+                Severity::Info,
+                text,
+            ));
+            // A node may be back before the last one stops: each is gone once the link it had
+            // is.
+            let left = |state: &State| {
+                let ids = links.iter().filter(|&(id, link)| {
+                    (state.data.get(id))
+                        .is_some_and(|n| n.link.as_ref().is_some_and(|s| s.id == *link))
+                });
+                Ok(ids.map(|(&id, _)| id).collect())
+            };
+            let timed_out =
+                |left: &str| format!("node(s) {left} did not stop within {STOP_WAIT:?}");
+            drop(self.wait_for_nodes(state, STOP_WAIT, left, timed_out)?);
+        } else {
+            drop(self.wait_gone(state, &targets)?);
+        }
         let restarted: Vec<String> = targets.iter().map(u16::to_string).collect();
         Ok(Message::ok_reply(&request.command).field("restarted", restarted.join(",")))
     }

@@ -218,6 +218,10 @@ pub struct Kernel {
     primary: primary::PrimarySwitch,
     /// Why this node must stop, when it must (a restart that cannot restore).
     fatal: Option<String>,
+    /// The start failed in a way starting again cures: this node's files cannot restore the
+    /// GCI the cluster restarts at, and its next run joins by node restart once the cluster
+    /// serves (an angel starts it again: `fatal_cured_by_rejoin`).
+    rejoin_cures: bool,
     /// Single user mode: the one API node let in (`single_user.rs`).
     single_user: Option<NodeId>,
     /// Online backups (`backup.rs`).
@@ -297,6 +301,7 @@ impl Kernel {
             arbit: arbit::Arbit::new(config, node),
             primary: primary::PrimarySwitch::new(node),
             fatal: None,
+            rejoin_cures: false,
             single_user: None,
             backups: backup::Backups::default(),
             dbinfo: dbinfo::Dbinfo::new(config, node.node_id, node.data_memory_bytes),
@@ -324,6 +329,12 @@ impl Kernel {
     /// Why this node must stop, once (a restart that cannot restore its files).
     pub fn take_fatal(&mut self) -> Option<String> {
         self.fatal.take()
+    }
+
+    /// True when this node stopped because its files cannot restore the GCI of the system
+    /// restart the others run: started again, it joins by node restart once they serve.
+    pub fn fatal_cured_by_rejoin(&self) -> bool {
+        self.rejoin_cures
     }
 
     /// A broken invariant this node found in itself, once: a change logged in its redo log
@@ -691,6 +702,9 @@ impl Kernel {
                     };
                     self.start_excluding(excluded, out, now);
                     if let Err(why) = self.exec_cntr_start_conf(*conf) {
+                        // Each refusal of the restart GCI says: start again, join by node
+                        // restart.
+                        self.rejoin_cures = self.fatal.is_none();
                         self.fatal.get_or_insert(why);
                     }
                 }

@@ -781,6 +781,7 @@ impl Kernel {
     ) -> Result<(), String> {
         let gci = self.restart.as_ref().and_then(|r| r.gci).unwrap_or(0);
         if bytes.is_empty() {
+            self.rejoin_cures = self.fatal.is_none();
             return Err(format!(
                 "the cluster restarts at GCI {gci}, and this node has nothing to restore (no \
                  schema log); start it again once the cluster has started: it joins by node \
@@ -821,9 +822,14 @@ impl Kernel {
             }
         }
         let Some(cut) = cut else {
+            // Another node saved the GCI after this one stopped: joined by node restart, this
+            // node gets every row from them.
+            self.rejoin_cures = self.fatal.is_none();
             return Err(format!(
                 "{SCHEMA_LOG}: no GCI_COMPLETED record for GCI {gci}: this node did not save \
-                 that global checkpoint (a write failed, or the file is damaged before it)"
+                 that global checkpoint (it stopped before, a write failed, or the file is \
+                 damaged before it); start it again once the cluster has started: it joins by \
+                 node restart"
             ));
         };
         tracing::info!(changes = replayed, "schema restored");
@@ -1184,8 +1190,11 @@ impl Kernel {
             }
         }
         if !complete {
+            self.rejoin_cures = self.fatal.is_none();
             return Err(format!(
-                "redo part {part} ({}) has no GCI_COMPLETED record for GCI {gci}",
+                "redo part {part} ({}) has no GCI_COMPLETED record for GCI {gci}: this node did \
+                 not save that global checkpoint; start it again once the cluster has started: \
+                 it joins by node restart",
                 part_dir(part)
             ));
         }

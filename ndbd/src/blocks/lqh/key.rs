@@ -39,7 +39,6 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) {
-        self.lqh.operations_total += 1;
         let committed_read = is_committed_read(req.op_type, req.lock_mode);
         let remote = matches!(req.role, OpRole::Remote { .. });
         // A CommittedRead for another node takes no lock and belongs to no transaction here.
@@ -214,6 +213,8 @@ impl Kernel {
                 wire.trans
             )));
         }
+        // NDB's OPERATIONS counts an LQHKEYREQ as it arrives (not again when a lock wait ends).
+        self.lqh.operations_total += 1;
         if wire.run != lqh::RUN_UNKNOWN && wire.run != self.node_restart_run() {
             // For this node's earlier run: its TC chose the replicas before it handled that
             // run's failure, and the transaction aborts (the run was among its participants).

@@ -414,6 +414,7 @@ impl Kernel {
         }
         if target == self.me {
             self.prefetch_if_alone(&req);
+            self.lqh.operations_total += 1;
             self.jobs.push_back(Signal::LqhKeyReq(req));
         } else {
             let run = self.run_of(target);
