@@ -1,7 +1,7 @@
 //! Reading the data nodes' ndbinfo tables (`rndb_protocol::ndbinfo`), as NDB's NdbInfo API
 //! does for `ndbinfo_select_all` and the `ndbinfo` database.
 
-use rndb_protocol::ndbinfo::{self, DbinfoScanConf, DbinfoScanRef, DbinfoScanReq, Scope};
+use rndb_protocol::ndbinfo::{self, DbinfoScanConf, DbinfoScanRef, DbinfoScanReq, Position, Scope};
 use rndb_protocol::signals::block;
 use rndb_protocol::{gsn, NdbError};
 
@@ -48,29 +48,36 @@ impl Cluster {
         Ok(NdbinfoRows { table, rows })
     }
 
-    /// Adds `connection`'s data node's rows of `table` to `rows`, a page at a time.
+    /// Adds `connection`'s data node's rows of `table` to `rows`, a page at a time. A page
+    /// this API node cannot read (a data node of another version, say) fails the read alone:
+    /// the link, intact, goes on serving.
     fn read_table_of(
         &self,
         connection: &Connection,
         table: &'static InfoTable,
         rows: &mut Vec<InfoRow>,
     ) -> Result<(), Error> {
-        let mut cursor = 0;
+        let unreadable = |reason: String| Error::Protocol {
+            node: connection.peer,
+            reason: format!("ndbinfo table {}: {reason}", table.name),
+        };
+        let mut position = Position::default();
         loop {
             let mut payload = Vec::new();
             DbinfoScanReq {
                 table_id: table.id,
-                cursor,
+                position,
             }
             .encode(&mut payload);
             let answers =
                 self.request_to(connection, gsn::DBINFO_SCANREQ, block::DBINFO, &payload)?;
             let page = match single_answer(&answers, connection)? {
-                (gsn::DBINFO_SCANCONF, payload) => DbinfoScanConf::decode(payload)
-                    .map_err(|e| connection.protocol_violation(e.to_string()))?,
+                (gsn::DBINFO_SCANCONF, payload) => {
+                    DbinfoScanConf::decode(payload).map_err(|e| unreadable(e.to_string()))?
+                }
                 (gsn::DBINFO_SCANREF, payload) => {
-                    let refusal = DbinfoScanRef::decode(payload)
-                        .map_err(|e| connection.protocol_violation(e.to_string()))?;
+                    let refusal =
+                        DbinfoScanRef::decode(payload).map_err(|e| unreadable(e.to_string()))?;
                     return Err(Error::Ndb(NdbError::with_detail(
                         refusal.error,
                         format!(
@@ -80,24 +87,21 @@ impl Cluster {
                     )));
                 }
                 (signal, _) => {
-                    return Err(
-                        connection.protocol_violation(format!("answer {signal} to DBINFO_SCANREQ"))
-                    )
+                    return Err(unreadable(format!("answer {signal} to DBINFO_SCANREQ")))
                 }
             };
             if page.table_id != table.id {
-                return Err(connection.protocol_violation(format!(
-                    "DBINFO_SCANCONF of table {} for table {}",
-                    page.table_id, table.id
-                )));
+                return Err(unreadable(format!("a page of table {}", page.table_id)));
             }
-            let got = page.rows.len() as u32;
             rows.extend(page.rows);
             match page.next {
-                // Each page moves on: a node that answers the same cursor again would loop.
-                Some(next) if next > cursor && got > 0 => cursor = next,
-                Some(_) => {
-                    return Err(connection.protocol_violation("DBINFO_SCANCONF did not move on"))
+                // Each page moves on: a node that answered the same position again would
+                // keep this read going for ever.
+                Some(next) if next > position => position = next,
+                Some(next) => {
+                    return Err(unreadable(format!(
+                        "the page after {position:?} goes on from {next:?}"
+                    )))
                 }
                 None => return Ok(()),
             }

@@ -127,8 +127,8 @@ pub struct DataNodeConfig {
     pub start_failure_timeout_ms: u32,
     /// MaxNoOfSavedMessages: entries `ndb_<NodeId>_error.log` keeps.
     pub max_no_of_saved_messages: u32,
-    /// MemReportFrequency, s: ndb_mgmd logs the node's memory usage this often (0: when it
-    /// reaches 80, 90, 99 or 100 %).
+    /// MemReportFrequency, s: ndb_mgmd logs the node's memory usage this often (0: never),
+    /// besides each crossing of 80, 90, 99 or 100 %.
     pub mem_report_frequency_s: u32,
     /// BackupReportFrequency, s: ndb_mgmd logs a running backup's status this often (0:
     /// never).

@@ -391,7 +391,7 @@ static PARAMS: &[ParamInfo] = &[
     later(DB, "SchedulerExecutionTimer", Int, I(50), 0, 11000, "Microseconds of execution before sending"),
     later(DB, "SchedulerResponsiveness", Int, I(5), 0, 10, "Latency versus throughput preference"),
     p(DB, "MaxNoOfSavedMessages", Int, I(25), 0, MAX_INT_RNIL, "Entries ndb_<NodeId>_error.log in DataDir keeps"),
-    p(DB, "MemReportFrequency", Int, I(0), 0, MAX_INT_RNIL, "Seconds between memory usage reports in the cluster log; 0: only when usage reaches 80, 90, 99 or 100 %"),
+    p(DB, "MemReportFrequency", Int, I(0), 0, MAX_INT_RNIL, "Seconds between memory usage reports in the cluster log (0: none); crossing 80, 90, 99 or 100 % is reported at once"),
     later(DB, "CompressedLCP", Bool, B(false), BOOL.0, BOOL.1, "Compress local checkpoints"),
     later(DB, "CompressedBackup", Bool, B(false), BOOL.0, BOOL.1, "Compress backups"),
     later(DB, "BuildIndexThreads", Int, I(128), 0, 128, "Threads building ordered indexes"),

@@ -413,7 +413,7 @@ fn signal_payloads() -> Vec<Seed> {
     put(41, &|o| {
         ndbinfo::DbinfoScanReq {
             table_id: table_id::COUNTERS,
-            cursor: 0,
+            position: [0, 0, 0, 0],
         }
         .encode(o)
     });
@@ -428,7 +428,7 @@ fn signal_payloads() -> Vec<Seed> {
                 (16u64 << 20).into(),
                 512u64.into(),
             ]],
-            next: Some(1),
+            next: Some([1, 0, 0, 0]),
         }
         .encode(o)
     });

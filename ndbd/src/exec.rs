@@ -741,6 +741,7 @@ impl ExecLoop {
                 link.limit_receive(RECEIVE_SLICE_BYTES);
             }
             let node = link.peer();
+            let address = link.peer_address();
             let fd = link.poll_fd();
             if let Err(e) = self.poll.registry().register(
                 &mut SourceFd(&fd),
@@ -760,9 +761,11 @@ impl ExecLoop {
                 drop(old);
             }
             if let Some(stat) = self.link_stats.get_mut(usize::from(node.0)) {
-                stat.connect_count += 1;
-                stat.bytes_sent = 0;
-                stat.bytes_received = 0;
+                *stat = LinkStat {
+                    address,
+                    connect_count: stat.connect_count + 1,
+                    ..LinkStat::default()
+                };
             }
             // Input may have arrived before registration.
             self.hot.push(node);
@@ -786,7 +789,7 @@ impl ExecLoop {
                 info.overload_count = stat.overload_count;
                 if let Some(link) = registry.get_mut(node) {
                     info.connected = true;
-                    info.address = link.peer_address();
+                    info.address = stat.address;
                     info.kind = Some(link.kind());
                     info.encrypted = link.is_encrypted();
                     info.bytes_sent = stat.bytes_sent;
@@ -957,14 +960,17 @@ struct LinkOutbox<'a> {
 /// Node ids a link may have (`NodeId` below 256).
 const NODE_IDS: usize = 256;
 
-/// One node's link: bytes through the link now up, times a link came up, and sends that found
-/// its send buffer overloaded (ndbinfo.transporters).
+/// One node's link (ndbinfo.transporters): its peer's address, bytes through the link now up,
+/// times a link came up, and times the link now up went into overload (a send found its send
+/// buffer over the overload limit after one that did not).
 #[derive(Clone, Copy, Debug, Default)]
 struct LinkStat {
+    address: Option<std::net::SocketAddr>,
     bytes_sent: u64,
     bytes_received: u64,
     connect_count: u64,
     overload_count: u64,
+    overloaded: bool,
 }
 
 /// Frames and bytes (headers and payloads) through this node's links since it started, and the
@@ -995,7 +1001,8 @@ impl Outbox for LinkOutbox<'_> {
         if let Err(TransportError::Overloaded { .. }) = result {
             self.counters.send_overloads += 1;
             if let Some(stat) = self.link_stats.get_mut(usize::from(to.0)) {
-                stat.overload_count += 1;
+                stat.overload_count += u64::from(!stat.overloaded);
+                stat.overloaded = true;
             }
             // Make room by pushing what is buffered, then try once more.
             if let Err(e) = link.flush() {
@@ -1018,6 +1025,7 @@ impl Outbox for LinkOutbox<'_> {
                 self.counters.bytes_sent += bytes;
                 if let Some(stat) = self.link_stats.get_mut(usize::from(to.0)) {
                     stat.bytes_sent += bytes;
+                    stat.overloaded = false;
                 }
                 Ok(())
             }

@@ -3,27 +3,26 @@
 //!
 //! A table is a fixed list of columns, each a number or a text, defined here once so that data
 //! node and API agree on it (NDB keeps it in `NdbinfoTables.cpp`, known to both). A data node
-//! answers a DBINFO_SCANREQ with the table's rows from row `cursor` on, as many as fit a page
-//! of [`PAGE_BYTES`]; the API asks again from `next` until there is none. A table of [`Scope::Node`] has rows on every data node (the first column is the
-//! node's id); one of [`Scope::Cluster`] is asked of one data node only. A data node keeps the
-//! rest of a table read from row 0 for the same API node's next page, so the pages of one read
-//! are one snapshot (see `rndb_ndbd`'s `blocks/dbinfo.rs`).
+//! answers a DBINFO_SCANREQ with the table's rows from its [`Position`] on, as many as fit a
+//! page of [`PAGE_BYTES`] and as it finds within a budget of records examined (NDB's
+//! ratelimit), and the position to go on from; the API asks again until there is none. A table
+//! of [`Scope::Node`] has rows on every data node (the first column is the node's id); one of
+//! [`Scope::Cluster`] is asked of one data node only.
 //!
 //! Wire layouts (little-endian, `str16` = u16 length and UTF-8 bytes):
 //!
 //! ```text
-//! DBINFO_SCANREQ   table_id u32 | cursor u32
-//! DBINFO_SCANCONF  table_id u32 | rows u16 | rows × (column values in the table's order:
-//!                  number: tag 0, u64 | text: tag 1, str16) | more u8 | next u32
+//! DBINFO_SCANREQ   table_id u32 | position 4 × u32
+//! DBINFO_SCANCONF  table_id u32 | columns u16 | rows u16 | rows × columns values (in the
+//!                  table's order; number: tag 0, u64 | text: tag 1, str16) | more u8 |
+//!                  next position 4 × u32
 //! DBINFO_SCANREF   table_id u32 | error u32
 //! ```
 
-use std::collections::VecDeque;
-
 use crate::codec::{DecodeError, Reader, Writer};
 
-/// Bytes of rows a DBINFO_SCANCONF carries at most, well inside a 32 KiB frame. A data node
-/// stops adding rows once a page reaches it (a page holds at least one row).
+/// Bytes of rows a DBINFO_SCANCONF carries at most, well inside a 32 KiB frame: a data node
+/// stops adding rows once a page reaches it, so a page holds at most this and one row.
 pub const PAGE_BYTES: usize = 16 * 1024;
 
 /// Bytes a text value may hold: longer ones are cut (at a character boundary) when encoded,
@@ -314,12 +313,8 @@ pub static TABLES: &[InfoTable] = &[
                 "READ-SH, READ-EX, INSERT, UPDATE, DELETE, WRITE, SCAN-SH or SCAN-EX",
             ),
             n(
-                "lock_num",
-                "this lock request, numbered from 1 in the table",
-            ),
-            n(
                 "waiting_for",
-                "a waiter: the lock_num of the row's first holder (0 for a holder)",
+                "a waiter: the transid of the row's first holder of another transaction (0 for a holder)",
             ),
         ],
     },
@@ -388,34 +383,60 @@ impl From<String> for InfoValue {
 /// One row: a value for each column of its table, in order.
 pub type InfoRow = Vec<InfoValue>;
 
-/// DBINFO_SCANREQ: the rows of table `table_id` from row `cursor` on.
+/// Where a read of a table stands, as NDB's ScanCursor keeps it: four words whose meaning is
+/// the table's (a row index for most; for cluster_transactions a transaction record, for
+/// cluster_locks a table, fragment, row slot and lock entry). All zero: the start. A data node
+/// answers the rows from there on and the position to go on from, which is always past the
+/// one asked: a read ends.
+pub type Position = [u32; 4];
+
+/// DBINFO_SCANREQ: the rows of table `table_id` from `position` on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DbinfoScanReq {
     pub table_id: u32,
-    pub cursor: u32,
+    pub position: Position,
+}
+
+fn write_position(w: &mut Writer<'_>, position: &Position) {
+    for word in position {
+        w.u32(*word);
+    }
+}
+
+fn read_position(r: &mut Reader<'_>) -> Result<Position, DecodeError> {
+    Ok([r.u32()?, r.u32()?, r.u32()?, r.u32()?])
 }
 
 impl DbinfoScanReq {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        Writer::new(out).u32(self.table_id).u32(self.cursor);
+        let mut w = Writer::new(out);
+        w.u32(self.table_id);
+        write_position(&mut w, &self.position);
     }
     pub fn decode(buf: &[u8]) -> Result<DbinfoScanReq, DecodeError> {
         let mut r = Reader::new(buf, "DBINFO_SCANREQ");
-        let req = DbinfoScanReq {
-            table_id: r.u32()?,
-            cursor: r.u32()?,
-        };
+        let table_id = r.u32()?;
+        let position = read_position(&mut r)?;
         r.finish()?;
-        Ok(req)
+        Ok(DbinfoScanReq { table_id, position })
     }
 }
 
-/// DBINFO_SCANCONF: a page of rows; `next` is the cursor to ask from when rows remain.
+/// DBINFO_SCANCONF: a page of rows (maybe none, when the node examined its budget of records
+/// without finding one), and the position to ask from next when the table goes on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DbinfoScanConf {
     pub table_id: u32,
     pub rows: Vec<InfoRow>,
-    pub next: Option<u32>,
+    pub next: Option<Position>,
+}
+
+/// Bytes `value` takes in a page.
+fn encoded_len(value: &InfoValue) -> usize {
+    match value {
+        InfoValue::Number(_) => 9,
+        InfoValue::Text(s) => 3 + s.len().min(TEXT_BYTES_MAX),
+    }
 }
 
 /// Encodes one row's values.
@@ -436,60 +457,98 @@ fn encode_row(w: &mut Writer<'_>, row: &[InfoValue]) {
     }
 }
 
-impl DbinfoScanConf {
-    /// The page of table `table_id` at row `cursor`, taken off the front of `rest` (the
-    /// table's rows from `cursor` on): rows are added until the page holds [`PAGE_BYTES`] (at
-    /// least one row, so a page is at most [`PAGE_BYTES`] and one row).
-    pub fn take_page(table_id: u32, rest: &mut VecDeque<InfoRow>, cursor: u32) -> DbinfoScanConf {
-        let mut taken = Vec::new();
-        let mut bytes = 0;
-        let mut scratch = Vec::new();
-        while !(!taken.is_empty() && bytes >= PAGE_BYTES || taken.len() == usize::from(u16::MAX)) {
-            let Some(row) = rest.pop_front() else {
-                break;
-            };
-            scratch.clear();
-            encode_row(&mut Writer::new(&mut scratch), &row);
-            bytes += scratch.len();
-            taken.push(row);
-        }
-        let end = cursor.saturating_add(taken.len() as u32);
+/// The rows of one DBINFO_SCANCONF being gathered: full once they take [`PAGE_BYTES`], so a
+/// page holds at most that and one row.
+#[derive(Debug, Default)]
+pub struct Page {
+    rows: Vec<InfoRow>,
+    bytes: usize,
+}
+
+impl Page {
+    pub fn is_full(&self) -> bool {
+        self.bytes >= PAGE_BYTES || self.rows.len() >= usize::from(u16::MAX)
+    }
+
+    pub fn push(&mut self, row: InfoRow) {
+        self.bytes += row.iter().map(encoded_len).sum::<usize>();
+        self.rows.push(row);
+    }
+
+    /// The answer: these rows, and `next` to go on from (`None`: the table ended).
+    pub fn into_conf(self, table_id: u32, next: Option<Position>) -> DbinfoScanConf {
         DbinfoScanConf {
             table_id,
-            rows: taken,
-            next: (!rest.is_empty()).then_some(end),
+            rows: self.rows,
+            next,
         }
+    }
+}
+
+impl DbinfoScanConf {
+    /// The page of a table whose rows are all in `rows` (a small one), from row
+    /// `position[0]` on.
+    pub fn of_rows(table_id: u32, rows: Vec<InfoRow>, position: Position) -> DbinfoScanConf {
+        let total = rows.len();
+        let start = (position[0] as usize).min(total);
+        let mut page = Page::default();
+        let mut end = start;
+        for row in rows.into_iter().skip(start) {
+            if page.is_full() {
+                break;
+            }
+            page.push(row);
+            end += 1;
+        }
+        let next = (end < total).then_some([end as u32, 0, 0, 0]);
+        page.into_conf(table_id, next)
     }
 
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = Writer::new(out);
-        w.u32(self.table_id).u16(self.rows.len() as u16);
+        let columns = self.rows.first().map_or(0, Vec::len);
+        w.u32(self.table_id)
+            .u16(columns as u16)
+            .u16(self.rows.len() as u16);
         for row in &self.rows {
             encode_row(&mut w, row);
         }
-        w.u8(u8::from(self.next.is_some()))
-            .u32(self.next.unwrap_or(0));
+        w.u8(u8::from(self.next.is_some()));
+        write_position(&mut w, &self.next.unwrap_or_default());
     }
 
-    /// Decodes a page, checking each row against its table's columns.
+    /// Decodes a page, checking each row against its table's columns. A row of more values
+    /// than the table has here (a data node of a later version, which added columns at the
+    /// end) keeps the ones known; fewer is an error.
     pub fn decode(buf: &[u8]) -> Result<DbinfoScanConf, DecodeError> {
         let mut r = Reader::new(buf, "DBINFO_SCANCONF");
         let table_id = r.u32()?;
         let table = table_by_id(table_id)
             .ok_or_else(|| r.error(format!("no ndbinfo table has id {table_id}")))?;
+        let columns = usize::from(r.u16()?);
         let count = usize::from(r.u16()?);
+        if count > 0 && columns < table.columns.len() {
+            return Err(r.error(format!(
+                "rows of {columns} values for table {}, which has {} columns",
+                table.name,
+                table.columns.len()
+            )));
+        }
         // Each value takes at least 3 bytes: a count past what is left is a lie.
-        if count * table.columns.len() * 3 > r.remaining() {
+        if count * columns * 3 > r.remaining() {
             return Err(r.error(format!("{count} rows in {} bytes", r.remaining())));
         }
         let mut rows = Vec::with_capacity(count);
         for _ in 0..count {
             let mut row = Vec::with_capacity(table.columns.len());
-            for column in table.columns {
+            for index in 0..columns {
                 let value = match r.u8()? {
                     0 => InfoValue::Number(r.u64()?),
                     1 => InfoValue::Text(r.str16()?.to_string()),
                     tag => return Err(r.error(format!("value tag {tag}"))),
+                };
+                let Some(column) = table.columns.get(index) else {
+                    continue;
                 };
                 if value.kind() != column.kind {
                     return Err(r.error(format!(
@@ -505,7 +564,7 @@ impl DbinfoScanConf {
             rows.push(row);
         }
         let more = r.u8()?;
-        let next = r.u32()?;
+        let next = read_position(&mut r)?;
         r.finish()?;
         let next = match more {
             0 => None,
@@ -595,11 +654,10 @@ mod tests {
         let rows: Vec<InfoRow> = (0..3000u32)
             .map(|i| vec![i.into(), format!("row {i}").into(), "x".repeat(40).into()])
             .collect();
-        let mut cursor = 0;
+        let mut position = Position::default();
         let mut seen = Vec::new();
-        let mut rest: VecDeque<InfoRow> = rows.iter().cloned().collect();
         loop {
-            let page = DbinfoScanConf::take_page(table_id::TABLES, &mut rest, cursor);
+            let page = DbinfoScanConf::of_rows(table_id::TABLES, rows.clone(), position);
             let mut buf = Vec::new();
             page.encode(&mut buf);
             assert!(buf.len() < PAGE_BYTES + 1024, "{} bytes", buf.len());
@@ -607,11 +665,33 @@ mod tests {
             assert_eq!(decoded, page);
             seen.extend(decoded.rows);
             match decoded.next {
-                Some(next) => cursor = next,
+                Some(next) => position = next,
                 None => break,
             }
         }
         assert_eq!(seen, rows);
+    }
+
+    #[test]
+    fn rows_of_a_later_version_keep_the_known_columns() {
+        let mut buf = Vec::new();
+        DbinfoScanConf {
+            table_id: table_id::BACKUP_ID,
+            rows: vec![vec![7u32.into(), "a later column".into()]],
+            next: None,
+        }
+        .encode(&mut buf);
+        let decoded = DbinfoScanConf::decode(&buf).unwrap();
+        assert_eq!(decoded.rows, [vec![InfoValue::Number(7)]]);
+        // Fewer values than the table has is an error.
+        let mut buf = Vec::new();
+        DbinfoScanConf {
+            table_id: table_id::MEMORYUSAGE,
+            rows: vec![vec![1u32.into()]],
+            next: None,
+        }
+        .encode(&mut buf);
+        assert!(DbinfoScanConf::decode(&buf).is_err());
     }
 
     #[test]
@@ -635,7 +715,10 @@ mod tests {
         assert!(DbinfoScanConf::decode(&buf).is_err());
         // A row count the bytes cannot hold.
         let mut buf = Vec::new();
-        Writer::new(&mut buf).u32(table_id::NODES).u16(u16::MAX);
+        Writer::new(&mut buf)
+            .u32(table_id::NODES)
+            .u16(4)
+            .u16(u16::MAX);
         assert!(DbinfoScanConf::decode(&buf).is_err());
     }
 
@@ -660,7 +743,7 @@ mod tests {
     fn requests_and_refusals_round_trip() {
         let req = DbinfoScanReq {
             table_id: 4,
-            cursor: 17,
+            position: [17, 1, 2, 3],
         };
         let mut buf = Vec::new();
         req.encode(&mut buf);

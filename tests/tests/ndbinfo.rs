@@ -12,7 +12,9 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use rndb_api::ndbinfo::InfoValue;
-use rndb_api::{Cluster, ColumnDef, ColumnType, ExecType, LockMode, ScanOptions, TableDef, Value};
+use rndb_api::{
+    Cluster, ColumnDef, ColumnType, ExecType, IndexDef, LockMode, ScanOptions, TableDef, Value,
+};
 use rndb_config::NodeId;
 use rndb_tests::{binary_path, wait_until, ClusterSpec, TestCluster};
 
@@ -144,6 +146,9 @@ fn ndbinfo_tables_show_what_the_cluster_did() {
         .expect("error 1324 listed");
     assert_eq!(text(full, "error_description"), "Backup log buffer full");
 
+    let by_payload = cluster
+        .create_index(&table, &IndexDef::ordered("by_payload", &["payload"]))
+        .expect("create the ordered index");
     let memory_before = rows(&cluster, "memoryusage");
     let before = counters(&cluster);
 
@@ -177,6 +182,15 @@ fn ndbinfo_tables_show_what_the_cluster_did() {
     assert_eq!(scanned, 200);
     tx.execute(ExecType::Commit)
         .expect("commit the scan's transaction");
+    // A range scan of an ordered index (created before the counters were read).
+    let mut tx = cluster.start_transaction().unwrap();
+    let ranged = tx
+        .scan_index(&by_payload, &ScanOptions::default())
+        .unwrap()
+        .count();
+    assert_eq!(ranged, 200);
+    tx.execute(ExecType::Commit)
+        .expect("commit the range scan's transaction");
     // A write rolled back.
     let mut tx = cluster.start_transaction().unwrap();
     tx.insert(&table, &row(1000)).unwrap();
@@ -189,9 +203,9 @@ fn ndbinfo_tables_show_what_the_cluster_did() {
     assert_eq!(delta("READS"), 50, "{after:?}");
     assert_eq!(delta("SIMPLE_READS"), 30, "{after:?}");
     assert_eq!(delta("TABLE_SCANS"), 1, "{after:?}");
-    assert_eq!(delta("RANGE_SCANS"), 0, "{after:?}");
-    assert_eq!(delta("TRANSACTIONS"), 14, "{after:?}");
-    assert_eq!(delta("COMMITS"), 13, "{after:?}");
+    assert_eq!(delta("RANGE_SCANS"), 1, "{after:?}");
+    assert_eq!(delta("TRANSACTIONS"), 15, "{after:?}");
+    assert_eq!(delta("COMMITS"), 14, "{after:?}");
     assert_eq!(delta("ABORTS"), 1, "{after:?}");
     // Each write runs on both replicas; each read on one.
     assert_eq!(delta("OPERATIONS"), 2 * 201 + 80, "{after:?}");
@@ -321,7 +335,7 @@ fn ndbinfo_tables_show_what_the_cluster_did() {
             ("S", "W", "READ-SH"),
             "{waiting:?}"
         );
-        assert_eq!(number(waiting, "waiting_for"), number(held, "lock_num"));
+        assert_eq!(number(waiting, "waiting_for"), number(held, "transid"));
         assert_eq!(number(held, "rowid"), number(waiting, "rowid"));
         assert_ne!(number(held, "transid"), number(waiting, "transid"));
         let on_backup: Vec<_> = locks

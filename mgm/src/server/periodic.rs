@@ -1,7 +1,7 @@
 //! The cluster log's periodic reports of each data node, written from its reports to ndb_mgmd:
-//! memory usage every MemReportFrequency seconds (with 0, when usage reaches 80, 90, 99 or
-//! 100 %, as NDB's data nodes report it), and a running backup's status every
-//! BackupReportFrequency seconds (with 0, never).
+//! memory usage when it crosses 80, 90, 99 or 100 %, and besides every MemReportFrequency
+//! seconds (0: never), as NDB's data nodes report it; and a running backup's status every
+//! BackupReportFrequency seconds (0: never).
 
 use std::time::{Duration, Instant};
 
@@ -43,29 +43,31 @@ impl Periodic {
         now: Instant,
     ) -> Vec<Event> {
         let mut events = Vec::new();
-        if let Some(percent) = (usage.used * 100).checked_div(usage.total) {
+        // From a report on a socket: a used figure past the total reads as 100 %.
+        let used = usage.used.min(usage.total);
+        let percent = (u128::from(used) * 100).checked_div(u128::from(usage.total));
+        if let Some(percent) = percent.map(|p| p as u64) {
             let pages = format!(
                 "{percent}%({} 32K pages of total {})",
-                usage.used.div_ceil(PAGE_BYTES),
+                used.div_ceil(PAGE_BYTES),
                 usage.total / PAGE_BYTES
             );
-            if mem_every_s > 0 {
-                if self.mem_next.is_none_or(|next| now >= next) {
-                    self.mem_next = Some(now + Duration::from_secs(u64::from(mem_every_s)));
-                    events.push(info(node, format!("Data usage is {pages}")));
-                }
-            } else {
-                let level = LEVELS.iter().rev().find(|&&l| percent >= l).copied();
-                let level = level.unwrap_or(0);
-                if level != self.mem_level {
-                    let way = if level > self.mem_level {
-                        "increased"
-                    } else {
-                        "decreased"
-                    };
-                    self.mem_level = level;
-                    events.push(info(node, format!("Data usage {way} to {pages}")));
-                }
+            // A level crossed is reported at once, as NDB's; the periodic report besides.
+            let level = LEVELS.iter().rev().find(|&&l| percent >= l).copied();
+            let level = level.unwrap_or(0);
+            if level != self.mem_level {
+                let way = if level > self.mem_level {
+                    "increased"
+                } else {
+                    "decreased"
+                };
+                self.mem_level = level;
+                events.push(info(node, format!("Data usage {way} to {pages}")));
+            } else if mem_every_s > 0 && self.mem_next.is_none_or(|next| now >= next) {
+                events.push(info(node, format!("Data usage is {pages}")));
+            }
+            if mem_every_s > 0 && self.mem_next.is_none_or(|next| now >= next) {
+                self.mem_next = Some(now + Duration::from_secs(u64::from(mem_every_s)));
             }
         }
         let running = usage
@@ -141,6 +143,28 @@ mod tests {
         assert_eq!(
             texts(p.events(1, (0, 0), pages(50), t0)),
             ["Data usage decreased to 50%(50 32K pages of total 100)"]
+        );
+    }
+
+    #[test]
+    fn a_level_crossed_is_reported_at_once_with_an_interval_too() {
+        let mut p = Periodic::default();
+        let t0 = Instant::now();
+        let pages = |n| usage(n * PAGE_BYTES, None);
+        assert_eq!(p.events(1, (600, 0), pages(10), t0).len(), 1);
+        assert_eq!(
+            texts(p.events(1, (600, 0), pages(95), t0 + Duration::from_secs(1))),
+            ["Data usage increased to 95%(95 32K pages of total 100)"]
+        );
+        // A used figure past the total (or one that would overflow) reads as 100 %.
+        let bogus = Usage {
+            used: u64::MAX,
+            total: 100 * PAGE_BYTES,
+            backup: None,
+        };
+        assert_eq!(
+            texts(p.events(1, (600, 0), bogus, t0 + Duration::from_secs(2))),
+            ["Data usage increased to 100%(100 32K pages of total 100)"]
         );
     }
 

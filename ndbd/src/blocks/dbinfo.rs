@@ -1,43 +1,37 @@
 //! DBINFO: the rows of the ndbinfo tables (`rndb_protocol::ndbinfo`) made from this node's
 //! blocks, for an API node's DBINFO_SCANREQ (NDB's DBINFO block).
 //!
-//! A request from row 0 makes the table's rows afresh and answers their first page; the rest
-//! is kept for that API node's next request of the same table (one snapshot per API node and
-//! table, dropped once read, when the node disconnects, or after [`SNAPSHOT_KEPT`]), so a table
-//! read in several pages is one snapshot, made once however many pages it takes. A request
-//! from another row than the snapshot's next makes the rows afresh and answers from that row.
-//! The transporters' rows come from the execution loop, which hands the kernel its links'
-//! state every timer tick ([`Kernel::set_links`]), so they are at most one tick old.
+//! A request names where the read stands ([`Position`]) and is answered with the rows from
+//! there on, up to a page, and where to go on from. The small tables are made whole for each
+//! request and paged by row index. The two that grow with the load are walked in place, as
+//! NDB's DBINFO walks its record pools: cluster_transactions over TC's transaction records,
+//! cluster_locks over every fragment's row slots, each request examining at most
+//! [`RECORDS_PER_REQUEST`] records, so a request costs the execution thread a bounded time
+//! however large the table, and nothing is kept between requests. A table read in several
+//! pages may see rows move between two pages, as NDB's. The transporters' rows come from the
+//! execution loop, which hands the kernel its links' state every timer tick
+//! ([`Kernel::set_links`]), so they are at most one tick old.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rndb_config::{ClusterConfig, NodeId, TransporterKind};
 use rndb_protocol::ndbinfo::{
-    self, table_id, DbinfoScanConf, DbinfoScanRef, DbinfoScanReq, InfoRow,
+    self, table_id, DbinfoScanConf, DbinfoScanRef, DbinfoScanReq, InfoRow, Page, Position,
 };
 use rndb_protocol::{gsn, LockMode, OperationType};
 use rndb_transporter::FrameHeader;
 
-use super::acc::{LockKind, SlotId};
+use super::acc::LockKind;
 use super::lqh::LqhWork;
 use super::{reply, Kernel, Outbox};
 
 /// Bytes of DataMemory shown as one page, as NDB's 32 KiB pages.
 const PAGE_BYTES: u64 = 32 * 1024;
 
-/// How long the rest of a table read in pages is kept for its next request.
-pub const SNAPSHOT_KEPT: Duration = Duration::from_secs(30);
-
-/// The rows of a table an API node has not read yet.
-#[derive(Debug)]
-struct Snapshot {
-    /// The cursor its next request names.
-    next: u32,
-    rest: VecDeque<InfoRow>,
-    made: Instant,
-}
+/// Records (transaction records, row slots) one request examines at most: a few hundred
+/// microseconds of the execution thread.
+pub const RECORDS_PER_REQUEST: usize = 16 * 1024;
 
 /// One other node's link, as the execution loop last saw it.
 #[derive(Clone, Debug)]
@@ -91,8 +85,6 @@ pub(crate) struct Dbinfo {
     links: Vec<LinkInfo>,
     data_memory_total: u64,
     redo_buffer: u64,
-    /// Tables being read in pages, by API node and table.
-    snapshots: BTreeMap<(NodeId, u32), Snapshot>,
 }
 
 impl Dbinfo {
@@ -120,7 +112,6 @@ impl Dbinfo {
             links: Vec::new(),
             data_memory_total,
             redo_buffer,
-            snapshots: BTreeMap::new(),
         }
     }
 }
@@ -132,17 +123,9 @@ impl Kernel {
         links(&mut self.dbinfo.links);
     }
 
-    /// Marks the node's start for `nodes.uptime` (the first call counts), and drops
-    /// snapshots kept past [`SNAPSHOT_KEPT`].
+    /// Marks the node's start for `nodes.uptime` (the first call counts).
     pub(crate) fn dbinfo_tick(&mut self, now: Instant) {
         self.dbinfo.born.get_or_insert(now);
-        (self.dbinfo.snapshots)
-            .retain(|_, s| now.saturating_duration_since(s.made) < SNAPSHOT_KEPT);
-    }
-
-    /// Node `node` disconnected: the tables it was reading are dropped.
-    pub(crate) fn dbinfo_forget(&mut self, node: NodeId) {
-        self.dbinfo.snapshots.retain(|(n, _), _| *n != node);
     }
 
     /// DBINFO_SCANREQ: one page of an ndbinfo table, or 709 for a table this node does not
@@ -155,37 +138,22 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) {
-        let key = (from, req.table_id);
-        let kept = (self.dbinfo.snapshots.remove(&key))
-            .filter(|s| req.cursor != 0 && s.next == req.cursor);
-        let rest = match kept {
-            Some(snapshot) => Some(snapshot.rest),
-            None => self.dbinfo_rows(req.table_id, now).map(|rows| {
-                let mut rest = VecDeque::from(rows);
-                rest.drain(..rest.len().min(req.cursor as usize));
-                rest
-            }),
+        let me = u64::from(self.me.0);
+        let page = match req.table_id {
+            table_id::CLUSTER_TRANSACTIONS => Some(self.transaction_page(me, req.position, now)),
+            table_id::CLUSTER_LOCKS => Some(self.lock_page(me, req.position)),
+            id => (self.dbinfo_rows(id, now))
+                .map(|rows| DbinfoScanConf::of_rows(id, rows, req.position)),
         };
-        match rest {
-            Some(mut rest) => {
-                let page = DbinfoScanConf::take_page(req.table_id, &mut rest, req.cursor);
-                if let Some(next) = page.next {
-                    let snapshot = Snapshot {
-                        next,
-                        rest,
-                        made: now,
-                    };
-                    self.dbinfo.snapshots.insert(key, snapshot);
-                }
-                reply(
-                    &mut self.unsent,
-                    out,
-                    from,
-                    header,
-                    gsn::DBINFO_SCANCONF,
-                    &mut |b| page.encode(b),
-                )
-            }
+        match page {
+            Some(page) => reply(
+                &mut self.unsent,
+                out,
+                from,
+                header,
+                gsn::DBINFO_SCANCONF,
+                &mut |b| page.encode(b),
+            ),
             None => {
                 let refusal = DbinfoScanRef {
                     table_id: req.table_id,
@@ -203,7 +171,7 @@ impl Kernel {
         }
     }
 
-    /// Every row of table `id` now (`None`: no such table).
+    /// Every row of small table `id` now (`None`: no such table, or one walked in place).
     pub(crate) fn dbinfo_rows(&self, id: u32, now: Instant) -> Option<Vec<InfoRow>> {
         let me = u64::from(self.me.0);
         let node = || ndbinfo::InfoValue::Number(me);
@@ -270,25 +238,6 @@ impl Kernel {
                 ]],
                 None => Vec::new(),
             },
-            table_id::CLUSTER_TRANSACTIONS => self
-                .tc
-                .transaction_rows(now)
-                .into_iter()
-                .map(|t| {
-                    vec![
-                        node(),
-                        0u64.into(),
-                        t.trans.0.into(),
-                        t.state.into(),
-                        u64::from(t.operations).into(),
-                        u64::from(t.outstanding).into(),
-                        t.inactive_seconds.into(),
-                        (t.trans.0 >> 32).into(),
-                        (t.trans.0 & 0xFFFF_FFFF).into(),
-                    ]
-                })
-                .collect(),
-            table_id::CLUSTER_LOCKS => self.lock_rows(me),
             table_id::BACKUP_ID => vec![vec![self.last_backup_id().into()]],
             table_id::ERROR_MESSAGES => rndb_protocol::error::all_codes()
                 .map(|(code, class, message)| {
@@ -339,55 +288,112 @@ impl Kernel {
             .collect()
     }
 
-    /// Every row lock a live transaction holds or waits for, row by row in (table, fragment,
-    /// slot) order: holders first, then waiters in queue order.
-    fn lock_rows(&self, me: u64) -> Vec<InfoRow> {
-        let rows: BTreeSet<(u32, u32, SlotId)> = self
-            .lqh
-            .trans_rows
-            .values()
-            .flatten()
-            .map(|r| (r.table_id, r.fragment, r.slot))
-            .collect();
-        let mut out = Vec::new();
-        for (table, fragment, slot_id) in rows {
-            let Some(slot) =
-                (self.lqh.fragment(table, fragment)).and_then(|f| f.rows.slot(slot_id))
-            else {
+    /// A page of cluster_transactions: TC's transaction records from record `position[0]` on.
+    fn transaction_page(&self, me: u64, position: Position, now: Instant) -> DbinfoScanConf {
+        let mut page = Page::default();
+        let mut next = None;
+        let records = self.tc.transaction_records(position[0] as usize, now);
+        for (examined, (record, transaction)) in records.enumerate() {
+            if examined == RECORDS_PER_REQUEST || page.is_full() {
+                next = Some([record as u32, 0, 0, 0]);
+                break;
+            }
+            let Some(t) = transaction else {
                 continue;
             };
-            let first_holder = out.len() as u64 + 1;
-            for (i, (trans, kind, waits)) in slot.lock.entries().into_iter().enumerate() {
-                let exclusive = kind == LockKind::Exclusive;
-                let op = match waits {
-                    Some(work) => waiting_op(work, exclusive),
-                    None => match &slot.pending {
-                        Some(p) if p.trans == trans => match (&slot.committed, &p.image) {
-                            (_, None) => "DELETE",
-                            (None, Some(_)) => "INSERT",
-                            (Some(_), Some(_)) => "UPDATE",
-                        },
-                        _ if exclusive => "READ-EX",
-                        _ => "READ-SH",
-                    },
-                };
-                out.push(vec![
-                    me.into(),
-                    0u64.into(),
-                    table.into(),
-                    fragment.into(),
-                    slot_id.into(),
-                    trans.0.into(),
-                    if exclusive { "X" } else { "S" }.into(),
-                    if waits.is_some() { "W" } else { "H" }.into(),
-                    if i == 0 && waits.is_none() { "*" } else { "" }.into(),
-                    op.into(),
-                    (out.len() as u64 + 1).into(),
-                    if waits.is_some() { first_holder } else { 0 }.into(),
-                ]);
+            page.push(vec![
+                me.into(),
+                0u64.into(),
+                t.trans.0.into(),
+                t.state.into(),
+                u64::from(t.operations).into(),
+                u64::from(t.outstanding).into(),
+                t.inactive_seconds.into(),
+                (t.trans.0 >> 32).into(),
+                (t.trans.0 & 0xFFFF_FFFF).into(),
+            ]);
+        }
+        page.into_conf(table_id::CLUSTER_TRANSACTIONS, next)
+    }
+
+    /// A page of cluster_locks: every row lock held or waited for, walking the tables in id
+    /// order, their fragments and their row slots, from `position` = (table, fragment, slot,
+    /// lock entry) on. A slot's holders come first, then its waiters in queue order.
+    fn lock_page(&self, me: u64, position: Position) -> DbinfoScanConf {
+        let [at_table, at_fragment, at_slot, at_entry] = position;
+        let mut tables: Vec<u32> = (self.lqh.fragments.keys().copied())
+            .filter(|&t| t >= at_table)
+            .collect();
+        tables.sort_unstable();
+        let mut page = Page::default();
+        let mut examined = 0;
+        for table in tables {
+            let fragments = &self.lqh.fragments[&table];
+            let first_fragment = if table == at_table { at_fragment } else { 0 };
+            for fragment in first_fragment..fragments.len() as u32 {
+                let rows = &fragments[fragment as usize].rows;
+                let here = table == at_table && fragment == at_fragment;
+                for slot_id in if here { at_slot } else { 0 }..rows.id_end() {
+                    let first_entry = if here && slot_id == at_slot {
+                        at_entry
+                    } else {
+                        0
+                    };
+                    if examined == RECORDS_PER_REQUEST || page.is_full() {
+                        let next = [table, fragment, slot_id, first_entry];
+                        return page.into_conf(table_id::CLUSTER_LOCKS, Some(next));
+                    }
+                    examined += 1;
+                    let Some(slot) = rows.slot(slot_id).filter(|s| !s.lock.is_idle()) else {
+                        continue;
+                    };
+                    let entries = slot.lock.entries();
+                    for (i, &(trans, kind, waits)) in entries.iter().enumerate() {
+                        if (i as u32) < first_entry {
+                            continue;
+                        }
+                        if page.is_full() {
+                            let next = [table, fragment, slot_id, i as u32];
+                            return page.into_conf(table_id::CLUSTER_LOCKS, Some(next));
+                        }
+                        let exclusive = kind == LockKind::Exclusive;
+                        let op = match waits {
+                            Some(work) => waiting_op(work, exclusive),
+                            None if !exclusive => "READ-SH",
+                            None => match &slot.pending {
+                                Some(p) if p.trans == trans => match (&slot.committed, &p.image) {
+                                    (_, None) => "DELETE",
+                                    (None, Some(_)) => "INSERT",
+                                    (Some(_), Some(_)) => "UPDATE",
+                                },
+                                _ => "READ-EX",
+                            },
+                        };
+                        // A waiter waits for the first holder of another transaction (a lock
+                        // upgrade's waiter may share the lock with itself).
+                        let waiting_for = waits.map_or(0, |_| {
+                            (entries.iter())
+                                .find(|(t, _, w)| w.is_none() && *t != trans)
+                                .map_or(0, |(t, _, _)| t.0)
+                        });
+                        page.push(vec![
+                            me.into(),
+                            0u64.into(),
+                            table.into(),
+                            fragment.into(),
+                            slot_id.into(),
+                            trans.0.into(),
+                            if exclusive { "X" } else { "S" }.into(),
+                            if waits.is_some() { "W" } else { "H" }.into(),
+                            if i == 0 && waits.is_none() { "*" } else { "" }.into(),
+                            op.into(),
+                            waiting_for.into(),
+                        ]);
+                    }
+                }
             }
         }
-        out
+        page.into_conf(table_id::CLUSTER_LOCKS, None)
     }
 
     fn counter_rows(&self, me: u64) -> Vec<InfoRow> {

@@ -786,7 +786,6 @@ impl Kernel {
             return self.node_failrep(node, out, now);
         }
         self.unsent.forget(node);
-        self.dbinfo_forget(node);
         self.qmgr.forget_api(node);
         self.arbit_api_gone(node);
         self.abandon_scans(node);

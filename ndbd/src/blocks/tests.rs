@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use rndb_config::NodeId;
-use rndb_protocol::ndbinfo::{table_id, DbinfoScanConf, DbinfoScanReq};
+use rndb_protocol::ndbinfo::{self, table_id, DbinfoScanConf, DbinfoScanReq, Position};
 use rndb_protocol::scan::{ScanTabReq, SCAN_FLAG_START_TRANSACTION};
 use rndb_protocol::signals::{
     self, block, gsn, CreateIndexReq, Refusal, TableInfo, TcExecuteConf, TcExecuteRef,
@@ -1525,12 +1525,12 @@ fn a_backup_scan_writes_backup_write_size_at_a_time_within_its_data_buffer() {
     assert_eq!(out_at_once, 16, "512K of 32K writes at once");
 }
 
-/// Reads one page of ndbinfo table `table` from `cursor` as API node 50.
-fn dbinfo_page(k: &mut Kernel, out: &mut Out, table: u32, cursor: u32) -> DbinfoScanConf {
+/// Reads one page of ndbinfo table `table` from `position` as API node 50.
+fn dbinfo_page(k: &mut Kernel, out: &mut Out, table: u32, position: Position) -> DbinfoScanConf {
     let mut b = Vec::new();
     DbinfoScanReq {
         table_id: table,
-        cursor,
+        position,
     }
     .encode(&mut b);
     frame(k, out, 50, gsn::DBINFO_SCANREQ, 900, &b);
@@ -1539,77 +1539,124 @@ fn dbinfo_page(k: &mut Kernel, out: &mut Out, table: u32, cursor: u32) -> Dbinfo
     DbinfoScanConf::decode(payload).expect("page")
 }
 
-/// A table read in pages is one snapshot: the locks released after its first page are still
-/// in the later ones; a read from row 0 sees the table as it is now; a page asked from
-/// another row than the snapshot's next is made afresh from that row.
+/// Every page of ndbinfo table `table`, read from the start: each goes on past the last.
+fn dbinfo_pages(k: &mut Kernel, out: &mut Out, table: u32) -> Vec<DbinfoScanConf> {
+    let mut position = Position::default();
+    let mut pages = Vec::new();
+    loop {
+        let page = dbinfo_page(k, out, table, position);
+        let next = page.next;
+        pages.push(page);
+        match next {
+            Some(next) => {
+                assert!(next > position, "{next:?} after {position:?}");
+                position = next;
+            }
+            None => return pages,
+        }
+    }
+}
+
+/// cluster_locks is walked in place, a bounded number of row slots a request: 1000 rows
+/// locked among 20 000 come in pages, each once; the locks of a transaction ended between two
+/// pages are gone from the later ones; with no lock, a walk of 20 000 slots takes two requests
+/// (`RECORDS_PER_REQUEST` each); a transaction that upgraded its shared lock holds it once,
+/// exclusively.
 #[test]
-fn an_ndbinfo_table_read_in_pages_is_one_snapshot() {
+fn cluster_locks_are_walked_in_pages_of_bounded_work() {
     let (mut k, mut out, t) = setup();
-    for key in 10..1010 {
+    for key in 10..20_010 {
+        insert_committed(&mut k, &mut out, &t, 100_000 + key as u32, key, 0);
+    }
+    for i in 0..1000 {
         op(
             &mut k,
             &mut out,
             51,
             700,
             &t,
-            key == 10,
-            OperationType::Insert,
-            key,
-            0,
+            i == 0,
+            OperationType::Update,
+            10 + i * 20,
+            1,
             ExecType::NoCommit,
         );
     }
-    let first = dbinfo_page(&mut k, &mut out, table_id::CLUSTER_LOCKS, 0);
-    let mut next = first.next.expect("more than one page");
-    assert_eq!(next as usize, first.rows.len());
-    let mut rows = first.rows.clone();
-    let again = dbinfo_page(&mut k, &mut out, table_id::CLUSTER_LOCKS, 7);
-    assert_eq!(again.rows[0], first.rows[7]);
-    // The page from row 7 replaced the snapshot: the first page's end is made afresh, after
-    // the rollback released every lock.
+    let pages = dbinfo_pages(&mut k, &mut out, table_id::CLUSTER_LOCKS);
+    // ~100 KiB of rows: several pages, none much over PAGE_BYTES.
+    assert!(pages.len() >= 6, "{} pages", pages.len());
+    for page in &pages {
+        let mut b = Vec::new();
+        page.encode(&mut b);
+        assert!(b.len() < ndbinfo::PAGE_BYTES + 1024, "{} bytes", b.len());
+    }
+    let rows: Vec<_> = pages.into_iter().flat_map(|p| p.rows).collect();
+    assert_eq!(rows.len(), 1000);
+    let locked: BTreeSet<(String, String)> = (rows.iter())
+        .map(|r| (r[3].to_string(), r[4].to_string()))
+        .collect();
+    assert_eq!(locked.len(), 1000, "each locked row once");
+    assert!(rows
+        .iter()
+        .all(|r| r[6] == "X".into() && r[9] == "UPDATE".into()));
+
+    // Rolled back after the first page: the rest is read as it is now.
+    let first = dbinfo_page(
+        &mut k,
+        &mut out,
+        table_id::CLUSTER_LOCKS,
+        Position::default(),
+    );
     let b = exec_req(false, ExecType::Rollback, AbortOption::AbortOnError, 0);
     frame(&mut k, &mut out, 51, gsn::TC_EXECUTE_REQ, 700, &b);
     assert_eq!(answered(&out, 700), Some(gsn::TC_EXECUTE_CONF));
-    assert!(dbinfo_page(&mut k, &mut out, table_id::CLUSTER_LOCKS, next)
-        .rows
-        .is_empty());
-    // Read again, with locks taken and released between the pages.
-    for key in 10..1010 {
-        op(
-            &mut k,
-            &mut out,
-            51,
-            701,
-            &t,
-            key == 10,
-            OperationType::Insert,
-            key,
-            0,
-            ExecType::NoCommit,
-        );
-    }
-    let first = dbinfo_page(&mut k, &mut out, table_id::CLUSTER_LOCKS, 0);
-    rows.clear();
-    rows.extend(first.rows);
-    next = first.next.expect("more than one page");
-    let b = exec_req(false, ExecType::Rollback, AbortOption::AbortOnError, 0);
-    frame(&mut k, &mut out, 51, gsn::TC_EXECUTE_REQ, 701, &b);
+    let mut position = first.next.expect("more than one page");
     loop {
-        let page = dbinfo_page(&mut k, &mut out, table_id::CLUSTER_LOCKS, next);
-        rows.extend(page.rows);
+        let page = dbinfo_page(&mut k, &mut out, table_id::CLUSTER_LOCKS, position);
+        assert!(page.rows.is_empty());
         match page.next {
-            Some(n) => next = n,
+            Some(next) => position = next,
             None => break,
         }
     }
-    assert_eq!(rows.len(), 1000);
-    let keys: BTreeSet<(String, String)> = (rows.iter())
-        .map(|r| (r[3].to_string(), r[4].to_string()))
+
+    // No lock left: the 20 002 row slots take two requests of RECORDS_PER_REQUEST each.
+    let pages = dbinfo_pages(&mut k, &mut out, table_id::CLUSTER_LOCKS);
+    assert_eq!(pages.len(), 2);
+    assert!(pages.iter().all(|p| p.rows.is_empty()));
+
+    // A shared lock upgraded by its own transaction: one entry, exclusive.
+    op(
+        &mut k,
+        &mut out,
+        51,
+        701,
+        &t,
+        true,
+        OperationType::Read,
+        1,
+        0,
+        ExecType::NoCommit,
+    );
+    op(
+        &mut k,
+        &mut out,
+        51,
+        701,
+        &t,
+        false,
+        OperationType::Update,
+        1,
+        5,
+        ExecType::NoCommit,
+    );
+    let rows: Vec<_> = dbinfo_pages(&mut k, &mut out, table_id::CLUSTER_LOCKS)
+        .into_iter()
+        .flat_map(|p| p.rows)
         .collect();
-    assert_eq!(keys.len(), 1000, "each locked row once");
-    assert!(rows
-        .iter()
-        .all(|r| r[6] == "X".into() && r[9] == "INSERT".into()));
-    let now = dbinfo_page(&mut k, &mut out, table_id::CLUSTER_LOCKS, 0);
-    assert!(now.rows.is_empty() && now.next.is_none());
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (rows[0][6].to_string(), rows[0][9].to_string()),
+        ("X".into(), "UPDATE".into())
+    );
 }

@@ -235,15 +235,14 @@ impl<W> Lock<W> {
         if self.exclusive != NO_TRANS {
             entries.push((self.exclusive, LockKind::Exclusive, None));
         }
-        if self.shared_first != NO_TRANS {
+        // A transaction that upgraded its shared lock holds it once, exclusively.
+        let shared = |t: TransId| t != NO_TRANS && t != self.exclusive;
+        if shared(self.shared_first) {
             entries.push((self.shared_first, LockKind::Shared, None));
         }
         if let Some(rest) = &self.rest {
-            entries.extend(
-                rest.shared_more
-                    .iter()
-                    .map(|&t| (t, LockKind::Shared, None)),
-            );
+            let more = rest.shared_more.iter().filter(|&&t| shared(t));
+            entries.extend(more.map(|&t| (t, LockKind::Shared, None)));
             entries.extend(
                 rest.waiters
                     .iter()

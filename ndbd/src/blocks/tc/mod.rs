@@ -97,7 +97,7 @@ pub struct TcCounters {
     pub range_scans: u64,
 }
 
-/// One transaction of [`Tc::transaction_rows`].
+/// One transaction of [`Tc::transaction_records`].
 #[derive(Clone, Copy, Debug)]
 pub struct TransactionRow {
     pub trans: TransId,
@@ -728,25 +728,33 @@ impl Tc {
         }
     }
 
-    /// The transactions this node coordinates, for ndbinfo.cluster_transactions (a scan
-    /// part's record, which another node coordinates, left out).
-    pub fn transaction_rows(&self, now: Instant) -> Vec<TransactionRow> {
+    /// The transaction records from record `from` on, with their index, for
+    /// ndbinfo.cluster_transactions: `None` for a free record or one of a scan part (another
+    /// node coordinates that transaction).
+    pub fn transaction_records(
+        &self,
+        from: usize,
+        now: Instant,
+    ) -> impl Iterator<Item = (usize, Option<TransactionRow>)> + '_ {
         self.transactions
-            .iter()
-            .filter(|(_, t)| !t.scan_part)
-            .map(|(trans, t)| TransactionRow {
-                trans,
-                state: match t.phase {
-                    Phase::Active => "Started",
-                    Phase::Committing => "Committing",
-                    Phase::Aborting(_) => "Aborting",
-                    Phase::Saving => "Committed",
-                },
-                operations: t.operations,
-                outstanding: t.ops_outstanding,
-                inactive_seconds: now.saturating_duration_since(t.last_activity).as_secs(),
+            .records_from(from)
+            .map(move |(record, entry)| {
+                let row = entry
+                    .filter(|(_, t)| !t.scan_part)
+                    .map(|(trans, t)| TransactionRow {
+                        trans,
+                        state: match t.phase {
+                            Phase::Active => "Started",
+                            Phase::Committing => "Committing",
+                            Phase::Aborting(_) => "Aborting",
+                            Phase::Saving => "Committed",
+                        },
+                        operations: t.operations,
+                        outstanding: t.ops_outstanding,
+                        inactive_seconds: now.saturating_duration_since(t.last_activity).as_secs(),
+                    });
+                (record, row)
             })
-            .collect()
     }
 
     /// Index operation records in use, and MaxNoOfConcurrentIndexOperations.

@@ -113,6 +113,16 @@ impl<T> TransTable<T> {
         self.slots[slot as usize].take().map(|(_, record)| record)
     }
 
+    /// Every slot from `from` on, with its index, free ones too (a caller walking the table
+    /// in steps counts them, and goes on from an index).
+    pub fn records_from(
+        &self,
+        from: usize,
+    ) -> impl Iterator<Item = (usize, Option<(TransId, &T)>)> {
+        (self.slots.iter().enumerate().skip(from))
+            .map(|(index, slot)| (index, slot.as_ref().map(|(t, record)| (*t, &**record))))
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (TransId, &T)> {
         self.slots
             .iter()
