@@ -122,6 +122,61 @@ impl BackupRow<'_> {
     }
 }
 
+/// What is at one offset of a data or log file.
+enum Step<'a> {
+    /// A row record, and where the next record starts.
+    Row(BackupRow<'a>, usize),
+    /// The END record, the file's last.
+    End,
+}
+
+/// Reads the record at `at` of `bytes` (the file from `base` on), `rows` row records having
+/// come before it: a row, or the END record whose count must be `rows`. Errors name the
+/// file's offset.
+fn step(bytes: &[u8], at: usize, base: usize, rows: u64) -> Result<Step<'_>, String> {
+    let offset = base + at;
+    let record = match read_record(bytes, at) {
+        Next::Record(r) => r,
+        Next::End => {
+            return Err(format!(
+                "ends at offset {offset} without its END record (the backup did not finish \
+                 writing it)"
+            ))
+        }
+        Next::Bad(why) => return Err(format!("at offset {offset}: {why}")),
+    };
+    match record.kind {
+        kind::PUT | kind::DELETE => {
+            let mut r = Reader::new(record.payload, "backup row");
+            let (table_id, fragment) = r
+                .u32()
+                .and_then(|t| Ok((t, r.u32()?)))
+                .map_err(|e| format!("at offset {offset}: {e}"))?;
+            let row = BackupRow {
+                gci: record.gci,
+                kind: record.kind,
+                table_id,
+                fragment,
+                row: r.rest(),
+                offset,
+            };
+            Ok(Step::Row(row, record.next))
+        }
+        backup_kind::END => {
+            let count = <[u8; 8]>::try_from(record.payload)
+                .map(u64::from_le_bytes)
+                .map_err(|_| format!("at offset {offset}: an END record that is not a u64"))?;
+            if count != rows {
+                return Err(format!(
+                    "at offset {offset}: the END record counts {count} rows, the file holds {rows}"
+                ));
+            }
+            Ok(Step::End)
+        }
+        other => Err(format!("at offset {offset}: a record of kind {other}")),
+    }
+}
+
 /// Reads a whole data or log file (`magic`) of node `node` of backup `id`: its row records,
 /// checked against the END record's count. Every error names the offset it is at.
 pub fn read_rows(
@@ -132,55 +187,123 @@ pub fn read_rows(
 ) -> Result<Vec<BackupRow<'_>>, String> {
     check_header(bytes, magic, id, node)?;
     let mut rows = Vec::new();
-    let mut offset = HEADER_BYTES;
+    let mut at = HEADER_BYTES;
     loop {
-        let record = match read_record(bytes, offset) {
-            Next::Record(r) => r,
-            Next::End => {
-                return Err(format!(
-                    "ends at offset {offset} without its END record (the backup did not finish \
-                     writing it)"
-                ))
+        match step(bytes, at, 0, rows.len() as u64)? {
+            Step::Row(row, next) => {
+                rows.push(row);
+                at = next;
             }
-            Next::Bad(why) => return Err(format!("at offset {offset}: {why}")),
-        };
-        match record.kind {
-            kind::PUT | kind::DELETE => {
-                let mut r = Reader::new(record.payload, "backup row");
-                let (table_id, fragment) = r
-                    .u32()
-                    .and_then(|t| Ok((t, r.u32()?)))
-                    .map_err(|e| format!("at offset {offset}: {e}"))?;
-                rows.push(BackupRow {
-                    gci: record.gci,
-                    kind: record.kind,
-                    table_id,
-                    fragment,
-                    row: r.rest(),
-                    offset,
-                });
-            }
-            backup_kind::END => {
-                let count = <[u8; 8]>::try_from(record.payload)
-                    .map(u64::from_le_bytes)
-                    .map_err(|_| format!("at offset {offset}: an END record that is not a u64"))?;
-                if count != rows.len() as u64 {
+            Step::End => {
+                let end = match read_record(bytes, at) {
+                    Next::Record(r) => r.next,
+                    _ => unreachable!("step read a record there"),
+                };
+                if end != bytes.len() {
                     return Err(format!(
-                        "at offset {offset}: the END record counts {count} rows, the file holds {}",
-                        rows.len()
-                    ));
-                }
-                if record.next != bytes.len() {
-                    return Err(format!(
-                        "{} bytes after the END record at offset {offset}",
-                        bytes.len() - record.next
+                        "{} bytes after the END record at offset {at}",
+                        bytes.len() - end
                     ));
                 }
                 return Ok(rows);
             }
-            other => return Err(format!("at offset {offset}: a record of kind {other}")),
         }
-        offset = record.next;
+    }
+}
+
+/// Bytes a streamed file is read in at least.
+const READ_CHUNK_BYTES: usize = 1 << 20;
+
+/// The part of a file being streamed that is in memory: the bytes from offset `base` on, the
+/// next record at `at` of them.
+struct Window<'f> {
+    file: &'f mut dyn std::io::Read,
+    bytes: Vec<u8>,
+    base: usize,
+    at: usize,
+    eof: bool,
+}
+
+impl Window<'_> {
+    /// Makes `bytes[at..]` hold `want` bytes, or all the file has left.
+    fn fill(&mut self, want: usize) -> Result<(), String> {
+        if self.bytes.len() - self.at >= want || self.eof {
+            return Ok(());
+        }
+        self.bytes.drain(..self.at);
+        self.base += self.at;
+        self.at = 0;
+        while self.bytes.len() < want && !self.eof {
+            let old = self.bytes.len();
+            self.bytes.resize(old + want.max(READ_CHUNK_BYTES), 0);
+            let mut read = 0;
+            while old + read < self.bytes.len() {
+                match self.file.read(&mut self.bytes[old + read..]) {
+                    Ok(0) => {
+                        self.eof = true;
+                        break;
+                    }
+                    Ok(n) => read += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        return Err(format!("at offset {}: read: {e}", self.base + old + read))
+                    }
+                }
+            }
+            self.bytes.truncate(old + read);
+        }
+        Ok(())
+    }
+}
+
+/// Reads a data or log file (`magic`) of node `node` of backup `id` from `file` a record at a
+/// time, in memory of a chunk, handing each row record to `each`: the checks of
+/// [`read_rows`], for a file of any size. Returns how many rows it read.
+pub fn scan_rows(
+    file: &mut dyn std::io::Read,
+    magic: [u8; 8],
+    id: u32,
+    node: u32,
+    each: &mut dyn FnMut(BackupRow<'_>) -> Result<(), String>,
+) -> Result<u64, String> {
+    let mut w = Window {
+        file,
+        bytes: Vec::new(),
+        base: 0,
+        at: 0,
+        eof: false,
+    };
+    w.fill(HEADER_BYTES)?;
+    check_header(&w.bytes, magic, id, node)?;
+    w.at = HEADER_BYTES;
+    let mut rows = 0u64;
+    loop {
+        // The record's head, then the whole record its length says (a length past the limit
+        // is for `step` to refuse).
+        w.fill(super::format::RECORD_HEAD_BYTES)?;
+        if let Some(head) = w.bytes.get(w.at..w.at + 4) {
+            let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+            w.fill(super::format::RECORD_HEAD_BYTES + len.min(super::format::PAYLOAD_MAX))?;
+        }
+        let end = match step(&w.bytes, w.at, w.base, rows)? {
+            Step::Row(row, next) => {
+                each(row)?;
+                rows += 1;
+                w.at = next;
+                continue;
+            }
+            Step::End => match read_record(&w.bytes, w.at) {
+                Next::Record(r) => r.next,
+                _ => unreachable!("step read a record there"),
+            },
+        };
+        let end_at = w.base + w.at;
+        w.at = end;
+        w.fill(1)?;
+        if w.bytes.len() > w.at {
+            return Err(format!("bytes after the END record at offset {end_at}"));
+        }
+        return Ok(rows);
     }
 }
 
@@ -416,5 +539,92 @@ mod tests {
         damaged[second + 10] ^= 0x40;
         let err = read_rows(&damaged, LOG_MAGIC, 7, 2).unwrap_err();
         assert!(err.starts_with(&format!("at offset {second}: ")), "{err}");
+    }
+
+    /// A reader that hands out at most `step` bytes a read, so that a stream refills its
+    /// window in the middle of records.
+    struct Trickle<'a> {
+        bytes: &'a [u8],
+        step: usize,
+    }
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.step).min(self.bytes.len());
+            buf[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            Ok(n)
+        }
+    }
+
+    /// What `scan_rows` reads from `bytes`, `step` bytes a read: each row as (offset, gci,
+    /// kind, table, fragment, row), or its error.
+    #[allow(clippy::type_complexity)]
+    fn streamed(
+        bytes: &[u8],
+        step: usize,
+    ) -> Result<Vec<(usize, u64, u8, u32, u32, Vec<u8>)>, String> {
+        let mut rows = Vec::new();
+        let mut file = Trickle { bytes, step };
+        let count = scan_rows(&mut file, LOG_MAGIC, 7, 2, &mut |r| {
+            rows.push((
+                r.offset,
+                r.gci,
+                r.kind,
+                r.table_id,
+                r.fragment,
+                r.row.to_vec(),
+            ));
+            Ok(())
+        })?;
+        assert_eq!(count as usize, rows.len());
+        Ok(rows)
+    }
+
+    /// A file streamed a few bytes a read, or a megabyte, reads as it does whole: the same
+    /// rows, and each damage named at the same offset.
+    #[test]
+    fn a_streamed_file_reads_as_a_whole_one() {
+        let mut bytes = header(LOG_MAGIC, 7, 2);
+        for i in 0..300u32 {
+            let row = vec![i as u8; (i as usize * 37) % 2000];
+            append_row(&mut bytes, u64::from(i) << 32, kind::PUT, 3, i % 4, &row);
+        }
+        append_end(&mut bytes, 300 << 32, 300);
+        let whole: Vec<_> = read_rows(&bytes, LOG_MAGIC, 7, 2)
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r.offset,
+                    r.gci,
+                    r.kind,
+                    r.table_id,
+                    r.fragment,
+                    r.row.to_vec(),
+                )
+            })
+            .collect();
+        for step in [1, 7, 4096, 1 << 20] {
+            assert_eq!(streamed(&bytes, step).unwrap(), whole, "step {step}");
+        }
+        for at in [0, 5, 40, bytes.len() / 2, bytes.len() - 3] {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x20;
+            let expected = read_rows(&damaged, LOG_MAGIC, 7, 2).unwrap_err();
+            for step in [3, 1 << 20] {
+                assert_eq!(streamed(&damaged, step).unwrap_err(), expected, "at {at}");
+            }
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(streamed(&longer, 5)
+            .unwrap_err()
+            .contains("bytes after the END record"));
+        let cut = &bytes[..bytes.len() - 1];
+        assert_eq!(
+            streamed(cut, 9).unwrap_err(),
+            read_rows(cut, LOG_MAGIC, 7, 2).unwrap_err()
+        );
     }
 }

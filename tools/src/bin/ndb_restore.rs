@@ -16,19 +16,25 @@
 //!
 //! Every file is checked before anything is written: its header, every record's CRC, its END
 //! record's count, and the counts and sizes the control file gives; a damaged or incomplete
-//! file is an error naming the file (and the offset).
+//! file is an error naming the file (and the offset). Files are read a record at a time, so a
+//! restore takes a megabyte or so of memory for files of any size; rows go in transactions of
+//! 128, `--parallelism` (NDB's `-p`, 128) of them in flight at once, a row's changes in file
+//! order.
 //! Rows go in with NDB's write (insert or overwrite), so that a restore run twice ends the
 //! same; a logged delete of a row already gone is not an error.
 
 #![forbid(unsafe_code)]
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
 use clap::Parser;
-use rndb_api::{AbortOption, Cluster, ExecType, IndexDef, OpId, Table, Transaction, Value};
+use rndb_api::{
+    AbortOption, AsyncExecutor, Cluster, ExecType, IndexDef, OpId, Table, Transaction, Value,
+};
 use rndb_ndbd::ndbfs::backup::{self as layout, BackupCtl, BackupRow};
 use rndb_ndbd::ndbfs::format::kind;
 use rndb_protocol::codec::Writer;
@@ -40,6 +46,9 @@ use rndb_tools::{run_main, ConnectArgs};
 
 /// Rows written by one transaction.
 const ROWS_PER_TRANSACTION: usize = 128;
+/// How long a poll for batches' answers waits at most (each transaction also has the
+/// cluster's request timeout, after which it is answered 4012).
+const ANSWER_WAIT: Duration = Duration::from_secs(60);
 /// NDB's "Tuple did not exist": a logged delete of a row that is already gone.
 const NO_SUCH_ROW: u32 = 626;
 
@@ -109,6 +118,9 @@ struct Args {
         value_delimiter = ','
     )]
     exclude_tables: Vec<String>,
+    /// Transactions of restored rows in flight at once (NDB's default, 128).
+    #[arg(short = 'p', long, default_value_t = 128, value_name = "N")]
+    parallelism: usize,
     /// The backup's directory (`BACKUP-<ID>` under BackupDataDir/BACKUP).
     #[arg(
         long = "backup-path",
@@ -124,23 +136,56 @@ fn main() -> ExitCode {
     run_main("ndb_restore", || run(&args))
 }
 
-/// A backup file read whole.
-struct File {
+/// A backup's data or log file, read a record at a time (`layout::scan_rows`), so that a
+/// file of any size takes a chunk of memory.
+struct RowFile {
     path: PathBuf,
-    bytes: Vec<u8>,
+    magic: [u8; 8],
+    id: u32,
+    node: u32,
 }
 
-impl File {
-    fn read(dir: &Path, name: &str) -> anyhow::Result<File> {
+impl RowFile {
+    fn open(dir: &Path, name: &str, magic: [u8; 8], id: u32, node: u32) -> RowFile {
         let path = dir.join(name);
         println!("Opening file '{}'", path.display());
-        let bytes = std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
-        Ok(File { path, bytes })
+        RowFile {
+            path,
+            magic,
+            id,
+            node,
+        }
     }
 
-    fn rows(&self, magic: [u8; 8], id: u32, node: u32) -> anyhow::Result<Vec<BackupRow<'_>>> {
-        layout::read_rows(&self.bytes, magic, id, node)
-            .map_err(|why| anyhow!("{}: {why}", self.path.display()))
+    /// The file's size in bytes.
+    fn len(&self) -> anyhow::Result<u64> {
+        let meta = std::fs::metadata(&self.path);
+        Ok(meta
+            .with_context(|| format!("read {}", self.path.display()))?
+            .len())
+    }
+
+    /// Hands each row record to `each`, in file order, checking the file as it goes (its
+    /// header, every record's CRC, its END record); returns the rows read. An error of the
+    /// file names it and the offset; one of `each` stops the scan and is returned as is.
+    fn scan(
+        &self,
+        each: &mut dyn FnMut(BackupRow<'_>) -> anyhow::Result<()>,
+    ) -> anyhow::Result<u64> {
+        let mut file = std::fs::File::open(&self.path)
+            .with_context(|| format!("read {}", self.path.display()))?;
+        let mut failed: Option<anyhow::Error> = None;
+        let scanned = layout::scan_rows(&mut file, self.magic, self.id, self.node, &mut |row| {
+            each(row).map_err(|e| {
+                let text = format!("{e:#}");
+                failed = Some(e);
+                text
+            })
+        });
+        scanned.map_err(|why| match failed.take() {
+            Some(e) => e,
+            None => anyhow!("{}: {why}", self.path.display()),
+        })
     }
 }
 
@@ -150,28 +195,36 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
     println!("Nodeid = {node}");
     println!("Backup Id = {id}");
     println!("backup path = {}", dir.display());
-    let ctl_file = File::read(dir, &layout::ctl_file(id, node))?;
-    let mut ctl = BackupCtl::from_file(&ctl_file.bytes, id, node)
-        .map_err(|why| anyhow!("{}: {why}", ctl_file.path.display()))?;
+    let ctl_path = dir.join(layout::ctl_file(id, node));
+    println!("Opening file '{}'", ctl_path.display());
+    let ctl_bytes =
+        std::fs::read(&ctl_path).with_context(|| format!("read {}", ctl_path.display()))?;
+    let mut ctl = BackupCtl::from_file(&ctl_bytes, id, node)
+        .map_err(|why| anyhow!("{}: {why}", ctl_path.display()))?;
     println!("Stop GCP of Backup: {}", ctl.stop_gci);
-    // Both row files are read and checked whole before anything is written.
-    let data_file = File::read(dir, &layout::data_file(id, node))?;
-    let data = data_file.rows(layout::DATA_MAGIC, id, node)?;
-    let log_file = File::read(dir, &layout::log_file(id, node))?;
-    let log = log_file.rows(layout::LOG_MAGIC, id, node)?;
-    for (file, (rows, bytes), (said_rows, said_bytes)) in [
-        (
-            &data_file,
-            (data.len(), data_file.bytes.len()),
-            (ctl.records, ctl.data_bytes),
-        ),
-        (
-            &log_file,
-            (log.len(), log_file.bytes.len()),
-            (ctl.log_records, ctl.log_bytes),
-        ),
+    // Both row files are read and checked whole before anything is written, then read again
+    // to print or restore them.
+    let data_file = RowFile::open(
+        dir,
+        &layout::data_file(id, node),
+        layout::DATA_MAGIC,
+        id,
+        node,
+    );
+    let log_file = RowFile::open(
+        dir,
+        &layout::log_file(id, node),
+        layout::LOG_MAGIC,
+        id,
+        node,
+    );
+    for (file, (said_rows, said_bytes)) in [
+        (&data_file, (ctl.records, ctl.data_bytes)),
+        (&log_file, (ctl.log_records, ctl.log_bytes)),
     ] {
-        if (rows as u64, bytes as u64) != (said_rows, said_bytes) {
+        let bytes = file.len()?;
+        let rows = file.scan(&mut |_| Ok(()))?;
+        if (rows, bytes) != (said_rows, said_bytes) {
             bail!(
                 "{}: {rows} records in {bytes} bytes, the control file says {said_rows} in \
                  {said_bytes}",
@@ -190,18 +243,16 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
     });
     let kept: HashSet<u32> = ctl.tables.iter().map(|t| t.table_id).collect();
     ctl.indexes.retain(|i| kept.contains(&i.table_id));
-    let data: Vec<_> = data
-        .into_iter()
-        .filter(|r| kept.contains(&r.table_id))
-        .collect();
-    let log: Vec<_> = (log.into_iter())
-        .filter(|r| kept.contains(&r.table_id) && (r.gci >> 32) as u32 <= ctl.stop_gci)
-        .collect();
+    let stop_gci = ctl.stop_gci;
+    // A data row of a table asked for; a log record of one, up to the stop GCP.
+    let data_wanted = |r: &BackupRow<'_>| kept.contains(&r.table_id);
+    let log_wanted =
+        |r: &BackupRow<'_>| kept.contains(&r.table_id) && (r.gci >> 32) as u32 <= stop_gci;
     if args.print_meta {
         print_meta(&ctl);
     }
     if args.print_data {
-        print_data(&ctl, &data, &log)?;
+        print_data(&ctl, [(&data_file, &data_wanted), (&log_file, &log_wanted)])?;
     }
     if !args.restore_meta && !args.restore_data && !args.rebuild_indexes {
         if !args.print_meta && !args.print_data {
@@ -226,17 +277,19 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
     if args.restore_data {
         let tables = target_tables(&cluster, &ctl)?;
-        let mut restore = Restore::new(&cluster);
-        for row in &data {
-            restore.apply(&tables, row, &data_file.path)?;
-        }
-        restore.flush()?;
-        let (tuples, mut log_entries) = (restore.applied, 0);
-        for row in &log {
-            restore.apply(&tables, row, &log_file.path)?;
-            log_entries += 1;
-        }
-        restore.flush()?;
+        let mut restore = Restore::new(&cluster, args.parallelism);
+        data_file.scan(&mut |row| match data_wanted(&row) {
+            true => restore.apply(&tables, &row, &data_file.path),
+            false => Ok(()),
+        })?;
+        restore.finish()?;
+        let tuples = restore.applied;
+        log_file.scan(&mut |row| match log_wanted(&row) {
+            true => restore.apply(&tables, &row, &log_file.path),
+            false => Ok(()),
+        })?;
+        restore.finish()?;
+        let log_entries = restore.applied - tuples;
         for (table, rows) in &restore.per_table {
             println!("_____________________________________________________");
             println!("Processing data in table: {table}: {rows} records");
@@ -287,29 +340,35 @@ fn print_meta(ctl: &BackupCtl) {
     }
 }
 
+/// Which records of a file a restore takes.
+type Wanted<'a> = &'a dyn Fn(&BackupRow<'_>) -> bool;
+
 /// `--print-data`: the node's rows as a restore leaves them, table by table: a header of the
 /// column names, then one tab-separated line per row, in key order.
-fn print_data(
-    ctl: &BackupCtl,
-    data: &[BackupRow<'_>],
-    log: &[BackupRow<'_>],
-) -> anyhow::Result<()> {
+fn print_data(ctl: &BackupCtl, files: [(&RowFile, Wanted<'_>); 2]) -> anyhow::Result<()> {
     let mut tables: BTreeMap<u32, BTreeMap<Vec<u8>, Vec<Value>>> = BTreeMap::new();
-    for row in data.iter().chain(log) {
-        let Some(info) = ctl.tables.iter().find(|t| t.table_id == row.table_id) else {
-            bail!(
-                "a row of table id {}, which the backup does not hold",
-                row.table_id
-            );
-        };
-        let values =
-            (row.values(&info.def)).map_err(|e| anyhow!("a row at offset {}: {e}", row.offset))?;
-        let (_, key_bytes) = key_of(&info.def.key_columns(), &values);
-        let rows = tables.entry(row.table_id).or_default();
-        match row.kind {
-            kind::DELETE => rows.remove(&key_bytes),
-            _ => rows.insert(key_bytes, values),
-        };
+    for (file, wanted) in files {
+        file.scan(&mut |row| {
+            if !wanted(&row) {
+                return Ok(());
+            }
+            let Some(info) = ctl.tables.iter().find(|t| t.table_id == row.table_id) else {
+                bail!(
+                    "{}: a row of table id {}, which the backup does not hold",
+                    file.path.display(),
+                    row.table_id
+                );
+            };
+            let values = (row.values(&info.def))
+                .map_err(|e| anyhow!("{} at offset {}: {e}", file.path.display(), row.offset))?;
+            let (_, key_bytes) = key_of(&info.def.key_columns(), &values);
+            let rows = tables.entry(row.table_id).or_default();
+            match row.kind {
+                kind::DELETE => rows.remove(&key_bytes),
+                _ => rows.insert(key_bytes, values),
+            };
+            Ok(())
+        })?;
     }
     let mut out = String::new();
     for info in &ctl.tables {
@@ -439,25 +498,56 @@ fn key_of(key_columns: &[usize], values: &[Value]) -> (Vec<Value>, Vec<u8>) {
     (key, bytes)
 }
 
-/// Row writes and deletes, a transaction of [`ROWS_PER_TRANSACTION`] at a time, in order.
+/// A row of a table, by table id and key encoding.
+type RowKey = (u32, Vec<u8>);
+
+/// One operation of a batch: a delete or not, and where its record is.
+struct BatchOp {
+    op: OpId,
+    delete: bool,
+    at: String,
+}
+
+/// The operations of one transaction of rows, and the keys they touch.
+#[derive(Default)]
+struct Batch {
+    ops: Vec<BatchOp>,
+    keys: HashSet<RowKey>,
+}
+
+/// Row writes and deletes, a transaction of [`ROWS_PER_TRANSACTION`] at a time, up to
+/// `--parallelism` transactions in flight. A row's changes apply in file order: a key already
+/// in the batch being filled sends that batch, and a key in a batch in flight waits for its
+/// answer.
 struct Restore<'c> {
     cluster: &'c Cluster,
+    executor: AsyncExecutor<'c>,
+    parallelism: usize,
+    /// The transaction being filled, and its operations and keys.
     batch: Option<Transaction<'c>>,
-    /// The batch's operations: each a delete or not, and where its record is.
-    ops: Vec<(OpId, bool, String)>,
-    /// The keys the batch touches (a second change of one goes in the next batch, after it).
-    keys: HashSet<(u32, Vec<u8>)>,
+    filling: Batch,
+    /// The batches in flight, by tag.
+    in_flight: HashMap<u64, Batch>,
+    /// The keys of the batches in flight.
+    busy: HashSet<RowKey>,
+    next_tag: u64,
     applied: u64,
     per_table: BTreeMap<String, u64>,
 }
 
 impl<'c> Restore<'c> {
-    fn new(cluster: &'c Cluster) -> Restore<'c> {
+    fn new(cluster: &'c Cluster, parallelism: usize) -> Restore<'c> {
+        let executor = cluster.async_executor();
+        let parallelism = parallelism.clamp(1, executor.limit().max(1));
         Restore {
             cluster,
+            executor,
+            parallelism,
             batch: None,
-            ops: Vec::new(),
-            keys: HashSet::new(),
+            filling: Batch::default(),
+            in_flight: HashMap::new(),
+            busy: HashSet::new(),
+            next_tag: 0,
             applied: 0,
             per_table: BTreeMap::new(),
         }
@@ -482,10 +572,14 @@ impl<'c> Restore<'c> {
             .values(&info.def)
             .map_err(|e| anyhow!("{}: {e}", at()))?;
         let (key, key_bytes) = key_of(table.key_columns(), &values);
-        if !self.keys.insert((row.table_id, key_bytes.clone())) {
-            self.flush()?;
-            self.keys.insert((row.table_id, key_bytes));
+        let named = (row.table_id, key_bytes);
+        if self.filling.keys.contains(&named) {
+            self.send()?;
         }
+        while self.busy.contains(&named) {
+            self.collect()?;
+        }
+        self.filling.keys.insert(named);
         let tx = match &mut self.batch {
             Some(tx) => tx,
             None => self.batch.insert(self.cluster.start_transaction()?),
@@ -496,30 +590,68 @@ impl<'c> Restore<'c> {
         } else {
             tx.write(table, &values)?
         };
-        self.ops.push((op, delete, at()));
+        self.filling.ops.push(BatchOp {
+            op,
+            delete,
+            at: at(),
+        });
         *self.per_table.entry(info.def.name.clone()).or_default() += 1;
         self.applied += 1;
-        if self.ops.len() >= ROWS_PER_TRANSACTION {
-            self.flush()?;
+        if self.filling.ops.len() >= ROWS_PER_TRANSACTION {
+            self.send()?;
         }
         Ok(())
     }
 
-    /// Commits the open batch; an operation's error (but a delete's 626) stops the restore.
-    fn flush(&mut self) -> anyhow::Result<()> {
-        self.keys.clear();
-        let Some(mut tx) = self.batch.take() else {
+    /// Sends the batch being filled to commit, first waiting for one in flight when
+    /// `--parallelism` are.
+    fn send(&mut self) -> anyhow::Result<()> {
+        let Some(tx) = self.batch.take() else {
             return Ok(());
         };
-        let ops = std::mem::take(&mut self.ops);
-        tx.execute_with(ExecType::Commit, AbortOption::IgnoreError)
-            .with_context(|| format!("commit rows up to {}", ops.last().map_or("", |o| &o.2)))?;
-        for (op, delete, at) in &ops {
-            match tx.op_error(*op) {
-                None => {}
-                Some(e) if *delete && e.code == NO_SUCH_ROW => {}
-                Some(e) => bail!("{at}: {e}"),
+        while self.executor.len() >= self.parallelism {
+            self.collect()?;
+        }
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        let batch = std::mem::take(&mut self.filling);
+        self.busy.extend(batch.keys.iter().cloned());
+        self.in_flight.insert(tag, batch);
+        self.executor
+            .prepare(tx, ExecType::Commit, AbortOption::IgnoreError, tag)?;
+        self.executor.send();
+        Ok(())
+    }
+
+    /// Waits for at least one batch in flight to be answered; an operation's error (but a
+    /// delete's 626) stops the restore.
+    fn collect(&mut self) -> anyhow::Result<()> {
+        for done in self.executor.poll(1, ANSWER_WAIT) {
+            let Some(batch) = self.in_flight.remove(&done.tag) else {
+                continue;
+            };
+            for key in &batch.keys {
+                self.busy.remove(key);
             }
+            let last = batch.ops.last().map_or("", |o| o.at.as_str());
+            done.result
+                .with_context(|| format!("commit rows up to {last}"))?;
+            for op in &batch.ops {
+                match done.transaction.op_error(op.op) {
+                    None => {}
+                    Some(e) if op.delete && e.code == NO_SUCH_ROW => {}
+                    Some(e) => bail!("{}: {e}", op.at),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends the batch being filled and waits until every batch is answered.
+    fn finish(&mut self) -> anyhow::Result<()> {
+        self.send()?;
+        while !self.executor.is_empty() {
+            self.collect()?;
         }
         Ok(())
     }
