@@ -129,6 +129,8 @@ pub struct ExecLoop {
     broken: Vec<(NodeId, String, bool)>,
     /// Set when this node must stop (see `close_broken`).
     fatal: Option<String>,
+    /// `fatal` came from the kernel, and a restart cures it (`Kernel::fatal_cured_by_rejoin`).
+    rejoin: bool,
     /// Reused payload buffer for outgoing frames.
     scratch: Vec<u8>,
     /// Links not to flush early again this turn (see `LinkOutbox::stalled`).
@@ -214,6 +216,7 @@ impl ExecLoop {
             dirty: NodeSet::new(),
             broken: Vec::new(),
             fatal: None,
+            rejoin: false,
             scratch: Vec::with_capacity(1 << 16),
             stalled: Vec::new(),
             counters: LinkCounters::default(),
@@ -271,6 +274,10 @@ impl ExecLoop {
         while let Ok(conf) = confs.try_recv() {
             worked = true;
             if let Err(why) = self.kernel.on_fs_conf(conf, &mut out, now) {
+                // The kernel says, as it fails, whether a restart cures this.
+                if self.fatal.is_none() {
+                    self.rejoin = self.kernel.fatal_cured_by_rejoin();
+                }
                 self.fatal.get_or_insert(why);
             }
         }
@@ -282,17 +289,26 @@ impl ExecLoop {
                 self.fatal.get_or_insert("the NDBFS thread stopped".into());
             }
         }
+        self.take_kernel_fatal();
+        worked
+    }
+
+    /// The kernel's reason to stop, if it has one and none came before; whether a restart
+    /// cures it is taken with it (`rejoin`).
+    fn take_kernel_fatal(&mut self) {
         if let Some(why) = self.kernel.take_fatal() {
+            if self.fatal.is_none() {
+                self.rejoin = self.kernel.fatal_cured_by_rejoin();
+            }
             self.fatal.get_or_insert(why);
         }
-        worked
     }
 
     /// Runs until the shutdown flag is set. Fails when this node had to stop itself.
     /// After `run` failed: true when the node stopped because its files cannot restore the
     /// GCI of the system restart the others run (`Kernel::fatal_cured_by_rejoin`).
     pub fn rejoin_cures(&self) -> bool {
-        self.kernel.fatal_cured_by_rejoin()
+        self.rejoin
     }
 
     pub fn run(&mut self) -> Result<(), String> {
@@ -357,9 +373,7 @@ impl ExecLoop {
             worked |= self.close_broken(now);
             // A kernel that must stop says so after any step (a start that cannot restore, a
             // node declared failed, a node group lost), with or without files.
-            if let Some(why) = self.kernel.take_fatal() {
-                self.fatal.get_or_insert(why);
-            }
+            self.take_kernel_fatal();
             if self.fatal.is_some() {
                 break;
             }

@@ -78,10 +78,6 @@ impl std::fmt::Debug for Start<'_> {
     }
 }
 
-/// Starts data node `me` of `config` as `start` says and serves until `shutdown` is set. `tls`
-/// is its TLS keys (if any) and RequireTls, for every link it accepts or opens. With `mgm`
-/// (the connectstring it fetched its config with) it reports its state to ndb_mgmd, which may
-/// ask it to stop or restart (see `mgm_report`).
 /// The error of a data node that stopped because its files cannot restore the GCI of the
 /// system restart the other data nodes run: started again, it joins by node restart once they
 /// serve (an angel does so at once; see `angel::REJOIN_EXIT_CODE`).
@@ -89,6 +85,10 @@ impl std::fmt::Debug for Start<'_> {
 #[error("{0}")]
 pub struct RejoinNeeded(pub String);
 
+/// Starts data node `me` of `config` as `start` says and serves until `shutdown` is set. `tls`
+/// is its TLS keys (if any) and RequireTls, for every link it accepts or opens. With `mgm`
+/// (the connectstring it fetched its config with) it reports its state to ndb_mgmd, which may
+/// ask it to stop or restart (see `mgm_report`).
 pub fn run(
     config: ClusterConfig,
     me: NodeId,

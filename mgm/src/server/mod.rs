@@ -107,7 +107,7 @@ struct State {
     /// ALL RESTART without `-n`: the data nodes restarted (each with the report link it had
     /// then), told to start together once every one is back and waiting in NOT_STARTED
     /// ([`release_restarted_together`]).
-    start_together: Option<BTreeMap<u16, u64>>,
+    start_together: Option<StartTogether>,
 }
 
 #[derive(Debug, Default)]
@@ -151,31 +151,73 @@ struct ReportLink {
     periodic: periodic::Periodic,
 }
 
+/// How long ALL RESTART waits for every data node to come back before it starts those that did.
+pub const START_TOGETHER_WAIT: Duration = Duration::from_secs(120);
+
+/// An ALL RESTART waiting for its data nodes to come back.
+#[derive(Debug)]
+struct StartTogether {
+    /// Each node restarted, with the report link it had then.
+    links: BTreeMap<u16, u64>,
+    /// When it starts those back without the others.
+    deadline: Instant,
+}
+
 /// ALL RESTART: once every data node it restarted is back (a report link other than the one it
-/// had) and waiting in NOT_STARTED, each is told to start (its next report's reply says so).
+/// had), or at its deadline, those waiting in NOT_STARTED are told to start (their next
+/// report's reply says so). A node back in another state (its angel started it after a
+/// failure) is left as it is.
 fn release_restarted_together(state: &mut State, me: u16) -> Option<Event> {
-    let links = state.start_together.as_ref()?;
-    let back = links.iter().all(|(id, old)| {
-        (state.data.get(id)).is_some_and(|n| {
-            (n.link.as_ref()).is_some_and(|s| s.id != *old && s.state == NodeState::NotStarted)
-        })
-    });
-    if !back {
+    let together = state.start_together.as_ref()?;
+    let back = |id: &u16, old: &u64| {
+        (state.data.get(id)).is_some_and(|n| n.link.as_ref().is_some_and(|s| s.id != *old))
+    };
+    let missing: Vec<u16> = (together.links.iter())
+        .filter(|(id, old)| !back(id, old))
+        .map(|(&id, _)| id)
+        .collect();
+    if !missing.is_empty() && Instant::now() < together.deadline {
         return None;
     }
-    let ids: Vec<u16> = links.keys().copied().collect();
+    let waiting: Vec<u16> = (together.links.keys().copied())
+        .filter(|id| {
+            (state.data.get(id)).is_some_and(|n| {
+                (n.link.as_ref()).is_some_and(|s| s.state == NodeState::NotStarted)
+            })
+        })
+        .filter(|id| !missing.contains(id))
+        .collect();
     state.start_together = None;
-    for id in &ids {
+    for id in &waiting {
         if let Some(n) = state.data.get_mut(id) {
             n.start_requested = true;
         }
     }
-    let names: Vec<String> = ids.iter().map(u16::to_string).collect();
-    let text = format!(
-        "Data nodes {} restarted: starting them together",
-        names.join(", ")
-    );
-    Some(Event::new(me, Category::Startup, 1, Severity::Info, text))
+    let list = |ids: &[u16]| {
+        ids.iter()
+            .map(u16::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (severity, text) = match missing.is_empty() {
+        true => (
+            Severity::Info,
+            format!(
+                "Data nodes {} restarted: starting them together",
+                list(&waiting)
+            ),
+        ),
+        false => (
+            Severity::Alert,
+            format!(
+                "Data nodes {} did not come back within {START_TOGETHER_WAIT:?} of ALL RESTART: \
+                 starting {} without them",
+                list(&missing),
+                list(&waiting)
+            ),
+        ),
+    };
+    Some(Event::new(me, Category::Startup, 1, severity, text))
 }
 
 /// The started data nodes, each with the API node its single user mode lets in (0: none), as
@@ -1025,6 +1067,10 @@ impl Server {
                 n.stop_requested = true;
             }
         }
+        // A STOP during an ALL RESTART ends it: the nodes still waiting stay for START.
+        if !targets.is_empty() {
+            state.start_together = None;
+        }
         drop(self.wait_gone(state, &targets)?);
         peers::stop(self, &peers)?;
         let stopped: Vec<String> = targets.iter().map(u16::to_string).collect();
@@ -1218,6 +1264,14 @@ impl Server {
             no_start: no_start || all,
         };
         let mut state = self.lock();
+        if let Some(together) = &state.start_together {
+            let ids: Vec<String> = together.links.keys().map(u16::to_string).collect();
+            return Err(format!(
+                "an ALL RESTART of data nodes {} is still waiting for them to come back (`ALL \
+                 START` starts those waiting in NOT_STARTED)",
+                ids.join(", ")
+            ));
+        }
         for &id in &targets {
             let node = state.data.get(&id);
             if node.is_none_or(|n| n.link.is_none()) {
@@ -1247,9 +1301,11 @@ impl Server {
             }
         }
         if all {
-            if !no_start {
-                state.start_together = Some(links.clone());
-            }
+            // With -n the nodes wait for ALL START.
+            state.start_together = (!no_start).then(|| StartTogether {
+                links: links.clone(),
+                deadline: Instant::now() + START_TOGETHER_WAIT,
+            });
             let text = "Cluster system restart initiated";
             state.log.write(&Event::new(
                 self.me.0,
@@ -1330,6 +1386,8 @@ impl Server {
                 n.start_requested = true;
             }
         }
+        // Started by hand: an ALL RESTART waiting to start them does not any more.
+        state.start_together = None;
         let started: Vec<String> = targets.iter().map(u16::to_string).collect();
         Ok(Message::ok_reply(&request.command).field("started", started.join(",")))
     }

@@ -702,9 +702,6 @@ impl Kernel {
                     };
                     self.start_excluding(excluded, out, now);
                     if let Err(why) = self.exec_cntr_start_conf(*conf) {
-                        // Each refusal of the restart GCI says: start again, join by node
-                        // restart.
-                        self.rejoin_cures = self.fatal.is_none();
                         self.fatal.get_or_insert(why);
                     }
                 }

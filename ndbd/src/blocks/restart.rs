@@ -726,32 +726,38 @@ impl Kernel {
         // every node saves a GCI (GCP_SAVEREQ) before any writes its sysfile (COPY_GCIREQ), so
         // a crash between two nodes' sysfile writes of the first global checkpoint leaves one
         // without. Its redo log tells (`replay_part` fails when the GCI is not there).
-        if named.restorable == 0 && restart.initial {
-            return Err(format!(
+        let refusal = if named.restorable == 0 && restart.initial {
+            Some(format!(
                 "the cluster restarts at GCI {gci}, and this node has nothing to restore (it was \
                  started with --initial or has no files); start it again once the cluster has \
                  started: it joins by node restart"
-            ));
-        }
-        if restart.cut_pending && gci > named.restart() {
-            return Err(format!(
+            ))
+        } else if restart.cut_pending && gci > named.restart() {
+            Some(format!(
                 "the cluster restarts at GCI {gci}, past the system restart at GCI {} whose cut \
                  of this node's logs may not have reached the disk (the node stopped while it \
                  cut them), so its redo log past GCI {} cannot be trusted; start it again once \
                  the cluster has started: it joins by node restart",
                 named.restart(),
                 named.restart()
-            ));
-        }
-        if !fits {
-            return Err(format!(
+            ))
+        } else if !fits {
+            Some(format!(
                 "the cluster restarts at GCI {gci}, past a system restart that this node's files \
                  do not record (its sysfile names the restart at GCI {}, the newest is at GCI \
                  {newest_restart}: its disk failed while it cut its logs at a later one, or it \
                  was left out of it), so its redo log past that restart cannot be trusted; start \
                  it again once the cluster has started: it joins by node restart",
                 named.restart()
-            ));
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = refusal {
+            // Each refusal of the restart GCI is cured by starting again: the node then joins
+            // by node restart.
+            self.rejoin_cures = self.fatal.is_none();
+            return Err(why);
         }
         tracing::info!(gci, "system restart: restoring the schema and the redo log");
         self.read_schema_log();
@@ -773,6 +779,34 @@ impl Kernel {
     }
 
     /// Replays the schema changes up to the restart GCI.
+    /// True when this node runs a system restart at `gci` (not its own node restart) and its
+    /// sysfile names an older restorable GCI: it stopped before the others saved `gci`, so its
+    /// logs may well end before it, and started again it joins by node restart.
+    fn restore_gci_unsaved(&self, gci: u32) -> bool {
+        self.restart
+            .as_ref()
+            .is_some_and(|r| !r.node_restart && r.restorable.unwrap_or(0) < gci)
+    }
+
+    /// The error of a log (`file`) that has no GCI_COMPLETED record for `gci`. When this node
+    /// stopped before the others saved `gci`, starting again cures it (`rejoin_cures`);
+    /// otherwise the log is damaged or lost a write, and no restart cures that.
+    fn gci_not_saved(&mut self, file: &str, gci: u32) -> String {
+        if self.restore_gci_unsaved(gci) {
+            self.rejoin_cures = self.fatal.is_none();
+            format!(
+                "{file}: no GCI_COMPLETED record for GCI {gci}: this node stopped before the \
+                 others saved that global checkpoint; start it again once the cluster has \
+                 started: it joins by node restart"
+            )
+        } else {
+            format!(
+                "{file}: no GCI_COMPLETED record for GCI {gci}, which this node's sysfile says \
+                 it saved: a write failed, or the file is damaged before it"
+            )
+        }
+    }
+
     fn replay_schema_log(
         &mut self,
         bytes: &[u8],
@@ -781,7 +815,7 @@ impl Kernel {
     ) -> Result<(), String> {
         let gci = self.restart.as_ref().and_then(|r| r.gci).unwrap_or(0);
         if bytes.is_empty() {
-            self.rejoin_cures = self.fatal.is_none();
+            self.rejoin_cures = self.fatal.is_none() && self.restore_gci_unsaved(gci);
             return Err(format!(
                 "the cluster restarts at GCI {gci}, and this node has nothing to restore (no \
                  schema log); start it again once the cluster has started: it joins by node \
@@ -822,15 +856,7 @@ impl Kernel {
             }
         }
         let Some(cut) = cut else {
-            // Another node saved the GCI after this one stopped: joined by node restart, this
-            // node gets every row from them.
-            self.rejoin_cures = self.fatal.is_none();
-            return Err(format!(
-                "{SCHEMA_LOG}: no GCI_COMPLETED record for GCI {gci}: this node did not save \
-                 that global checkpoint (it stopped before, a write failed, or the file is \
-                 damaged before it); start it again once the cluster has started: it joins by \
-                 node restart"
-            ));
+            return Err(self.gci_not_saved(SCHEMA_LOG, gci));
         };
         tracing::info!(changes = replayed, "schema restored");
         // What follows the cut goes, and a RESTART record marks it, durably, before anything
@@ -1190,13 +1216,8 @@ impl Kernel {
             }
         }
         if !complete {
-            self.rejoin_cures = self.fatal.is_none();
-            return Err(format!(
-                "redo part {part} ({}) has no GCI_COMPLETED record for GCI {gci}: this node did \
-                 not save that global checkpoint; start it again once the cluster has started: \
-                 it joins by node restart",
-                part_dir(part)
-            ));
+            let file = format!("redo part {part} ({})", part_dir(part));
+            return Err(self.gci_not_saved(&file, gci));
         }
         if !self.restore_cuts() {
             return Ok((cut, applied));

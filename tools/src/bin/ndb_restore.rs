@@ -614,11 +614,11 @@ impl<'c> Restore<'c> {
         }
         let tag = self.next_tag;
         self.next_tag += 1;
+        self.executor
+            .prepare(tx, ExecType::Commit, AbortOption::IgnoreError, tag)?;
         let batch = std::mem::take(&mut self.filling);
         self.busy.extend(batch.keys.iter().cloned());
         self.in_flight.insert(tag, batch);
-        self.executor
-            .prepare(tx, ExecType::Commit, AbortOption::IgnoreError, tag)?;
         self.executor.send();
         Ok(())
     }
