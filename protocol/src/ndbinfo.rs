@@ -106,6 +106,7 @@ pub mod table_id {
     pub const BACKUP_ID: u32 = 10;
     pub const ERROR_MESSAGES: u32 = 11;
     pub const CLUSTER_LOCKS: u32 = 12;
+    pub const TABLE_FRAGMENTS: u32 = 13;
 }
 
 /// Every table, in id order (a table's id is its index here).
@@ -316,6 +317,27 @@ pub static TABLES: &[InfoTable] = &[
                 "waiting_for",
                 "a waiter: the transid of the row's first holder of another transaction (0 for a holder)",
             ),
+        ],
+    },
+    InfoTable {
+        id: table_id::TABLE_FRAGMENTS,
+        name: "table_fragments",
+        comment: "each table's fragments and their replicas, as this node's DIH sees them",
+        scope: Scope::Node,
+        columns: &[
+            NODE_ID,
+            n("table_id", ""),
+            n("partition_id", ""),
+            n("fragment_id", ""),
+            n("log_part_id", "the redo log part its changes go to"),
+            n("no_of_replicas", "NoOfReplicas"),
+            n("current_primary", "the live replica operations go to first (0: none)"),
+            n("preferred_primary", "the config's first replica"),
+            n("current_first_backup", "0: none"),
+            n("current_second_backup", "0: none"),
+            n("current_third_backup", "0: none"),
+            n("num_alive_replicas", ""),
+            n("num_dead_replicas", ""),
         ],
     },
 ];

@@ -1,10 +1,12 @@
 //! Proves that the ndbinfo tables tell what a running cluster of real processes did: the
 //! counters go up by exactly the transactions, reads, writes, scans and aborts a client ran;
 //! memoryusage, pools and cluster_transactions show the rows and the open transaction it
-//! holds, and cluster_locks who holds a row and who waits for it; transporters show each link up (bytes, address, type) or down, and count a node's
-//! links again after it restarts; every node's rows come node by node, the cluster's tables
-//! once; and `ndbinfo_select_all` prints them as NDB's tool does, refusing an unknown table
-//! with error 709 while printing the others.
+//! holds, and cluster_locks who holds a row and who waits for it; table_fragments where each
+//! fragment's primary is, and the takeover when a node fails; transporters show each link up
+//! (bytes, address, type) or down, and count a node's links again after it restarts; every
+//! node's rows come node by node, the cluster's tables once; and `ndbinfo_select_all` prints
+//! them as NDB's tool does, refusing an unknown table with error 709 while printing the
+//! others.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -387,6 +389,35 @@ fn ndbinfo_tables_show_what_the_cluster_did() {
         }
     }
 
+    // Each node's view of the table's fragments: both replicas alive, each primary where
+    // the config puts it, half of them on each node.
+    let fragments_of = |rows: Vec<Row>| -> Vec<Row> {
+        (rows.into_iter())
+            .filter(|f| number(f, "node_id") == 1 && number(f, "table_id") == u64::from(table.id()))
+            .collect()
+    };
+    let fragments = fragments_of(rows(&cluster, "table_fragments"));
+    assert!(fragments.len() >= 2, "{fragments:?}");
+    for f in &fragments {
+        assert_eq!(
+            number(f, "current_primary"),
+            number(f, "preferred_primary"),
+            "{f:?}"
+        );
+        assert_eq!(
+            (
+                number(f, "num_alive_replicas"),
+                number(f, "num_dead_replicas")
+            ),
+            (2, 0)
+        );
+        assert_ne!(number(f, "current_first_backup"), 0, "{f:?}");
+        assert_eq!(number(f, "no_of_replicas"), 2);
+    }
+    assert!(fragments
+        .iter()
+        .any(|f| number(f, "preferred_primary") == 2));
+
     // Node 2 restarts: its link to node 1 comes up a second time.
     test.kill_node(NodeId(2)).expect("kill node 2");
     wait_until("node 1 to see node 2 gone", RESTART_TIMEOUT, || {
@@ -406,6 +437,18 @@ fn ndbinfo_tables_show_what_the_cluster_did() {
         Ok(nodes.filter(|n| n.len() == 1).map(|_| ()))
     })
     .unwrap();
+    // Node 1 took over node 2's primaries: every fragment's one live replica.
+    for f in fragments_of(rows(&cluster, "table_fragments")) {
+        assert_eq!(number(&f, "current_primary"), 1, "{f:?}");
+        assert_eq!(number(&f, "current_first_backup"), 0, "{f:?}");
+        assert_eq!(
+            (
+                number(&f, "num_alive_replicas"),
+                number(&f, "num_dead_replicas")
+            ),
+            (1, 1)
+        );
+    }
     test.restart_node(NodeId(2)).expect("restart node 2");
     wait_until("node 2 to start again", RESTART_TIMEOUT, || {
         let nodes = rows_when_served(&cluster, "nodes")?.unwrap_or_default();

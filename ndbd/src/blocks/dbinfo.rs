@@ -142,6 +142,7 @@ impl Kernel {
         let page = match req.table_id {
             table_id::CLUSTER_TRANSACTIONS => Some(self.transaction_page(me, req.position, now)),
             table_id::CLUSTER_LOCKS => Some(self.lock_page(me, req.position)),
+            table_id::TABLE_FRAGMENTS => Some(self.fragment_page(me, req.position)),
             id => (self.dbinfo_rows(id, now))
                 .map(|rows| DbinfoScanConf::of_rows(id, rows, req.position)),
         };
@@ -394,6 +395,52 @@ impl Kernel {
             }
         }
         page.into_conf(table_id::CLUSTER_LOCKS, None)
+    }
+
+    /// A page of table_fragments: each table's fragments in (table, fragment) order from
+    /// `position` on, with the partition's replicas: the config's order, and the live ones
+    /// primary first (failed nodes and nodes still being copied to left out).
+    fn fragment_page(&self, me: u64, position: Position) -> DbinfoScanConf {
+        let [at_table, at_fragment, ..] = position;
+        let parts = u64::from(self.durability.no_of_fragment_log_parts.max(1));
+        let mut page = Page::default();
+        let mut examined = 0;
+        let tables = self.dict.table_ids().into_iter().filter(|&t| t >= at_table);
+        for table_id in tables {
+            let Some(table) = self.dict.get(table_id) else {
+                continue;
+            };
+            let first = if table_id == at_table { at_fragment } else { 0 };
+            for fragment in first..table.fragment_count {
+                if examined == RECORDS_PER_REQUEST || page.is_full() {
+                    let next = [table_id, fragment, 0, 0];
+                    return page.into_conf(table_id::TABLE_FRAGMENTS, Some(next));
+                }
+                examined += 1;
+                let configured = self.dih.replicas(fragment);
+                let live = self.live_replicas(fragment);
+                let alive = (configured.iter())
+                    .filter(|&&n| self.qmgr.is_alive(n))
+                    .count();
+                let nth = |i: usize| live.get(i).map_or(0, |n| u64::from(n.0));
+                page.push(vec![
+                    me.into(),
+                    table_id.into(),
+                    fragment.into(),
+                    fragment.into(),
+                    (u64::from(fragment) % parts).into(),
+                    (configured.len() as u64).into(),
+                    nth(0).into(),
+                    configured.first().map_or(0, |n| u64::from(n.0)).into(),
+                    nth(1).into(),
+                    nth(2).into(),
+                    nth(3).into(),
+                    (alive as u64).into(),
+                    ((configured.len() - alive) as u64).into(),
+                ]);
+            }
+        }
+        page.into_conf(table_id::TABLE_FRAGMENTS, None)
     }
 
     fn counter_rows(&self, me: u64) -> Vec<InfoRow> {
