@@ -107,6 +107,8 @@ pub mod table_id {
     pub const ERROR_MESSAGES: u32 = 11;
     pub const CLUSTER_LOCKS: u32 = 12;
     pub const TABLE_FRAGMENTS: u32 = 13;
+    pub const CONFIG_PARAMS: u32 = 14;
+    pub const CONFIG_VALUES: u32 = 15;
 }
 
 /// Every table, in id order (a table's id is its index here).
@@ -338,6 +340,34 @@ pub static TABLES: &[InfoTable] = &[
             n("current_third_backup", "0: none"),
             n("num_alive_replicas", ""),
             n("num_dead_replicas", ""),
+        ],
+    },
+    InfoTable {
+        id: table_id::CONFIG_PARAMS,
+        name: "config_params",
+        comment: "every config parameter rndb knows, of every section",
+        scope: Scope::Cluster,
+        columns: &[
+            n("param_number", "the parameter's number (config_values.config_param)"),
+            t("param_name", ""),
+            t("param_description", ""),
+            t("param_type", "int, size, bool, string or path"),
+            t("param_default", ""),
+            t("param_min", "empty for a type without a range"),
+            t("param_max", "empty for a type without a range"),
+            n("param_mandatory", "1 when a section must give it"),
+            t("param_status", "implemented, or recognised (the value is ignored)"),
+        ],
+    },
+    InfoTable {
+        id: table_id::CONFIG_VALUES,
+        name: "config_values",
+        comment: "the value of each [ndbd] parameter this data node runs with",
+        scope: Scope::Node,
+        columns: &[
+            NODE_ID,
+            n("config_param", "config_params.param_number"),
+            t("config_value", ""),
         ],
     },
 ];

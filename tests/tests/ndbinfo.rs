@@ -151,6 +151,35 @@ fn ndbinfo_tables_show_what_the_cluster_did() {
     let by_payload = cluster
         .create_index(&table, &IndexDef::ordered("by_payload", &["payload"]))
         .expect("create the ordered index");
+    // Each node's config, joined with the catalogue of parameters by number.
+    let params = rows(&cluster, "config_params");
+    let number_of = |name: &str| {
+        let p = (params.iter())
+            .find(|p| text(p, "param_name") == name)
+            .unwrap_or_else(|| panic!("{name} in config_params"));
+        number(p, "param_number")
+    };
+    let values = rows(&cluster, "config_values");
+    for (name, expected) in [
+        ("DataMemory", 16u64 << 20),
+        ("TransactionDeadlockDetectionTimeout", 60_000),
+        ("NoOfReplicas", 2),
+    ] {
+        let param = number_of(name);
+        let of_param: Vec<_> = (values.iter())
+            .filter(|v| number(v, "config_param") == param)
+            .map(|v| (number(v, "node_id"), text(v, "config_value").to_string()))
+            .collect();
+        assert_eq!(
+            of_param,
+            [(1, expected.to_string()), (2, expected.to_string())],
+            "{name}"
+        );
+    }
+    let ignored = (params.iter())
+        .find(|p| text(p, "param_name") == "BackupMemory")
+        .unwrap();
+    assert_eq!(text(ignored, "param_status"), "recognised");
     let memory_before = rows(&cluster, "memoryusage");
     let before = counters(&cluster);
 

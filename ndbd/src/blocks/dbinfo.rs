@@ -15,7 +15,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use rndb_config::{ClusterConfig, NodeId, TransporterKind};
+use rndb_config::{ClusterConfig, NodeId, ParamDefault, SectionKind, TransporterKind};
 use rndb_protocol::ndbinfo::{
     self, table_id, DbinfoScanConf, DbinfoScanRef, DbinfoScanReq, InfoRow, Page, Position,
 };
@@ -85,6 +85,9 @@ pub(crate) struct Dbinfo {
     links: Vec<LinkInfo>,
     data_memory_total: u64,
     redo_buffer: u64,
+    /// The value of each implemented `[ndbd]` parameter this node runs with, by its number
+    /// in `rndb_config::param_table()`.
+    config_values: Vec<(u32, String)>,
 }
 
 impl Dbinfo {
@@ -106,7 +109,15 @@ impl Dbinfo {
             .iter()
             .find(|d| d.node_id == me)
             .map_or(0, |d| d.durability.redo_buffer);
+        let config_values = (rndb_config::param_table().iter().enumerate())
+            .filter(|(_, p)| p.implemented && p.applies_to(SectionKind::Ndbd))
+            .map(|(number, p)| {
+                let value = config.param_value(me, p.name).unwrap_or_default();
+                (number as u32, value)
+            })
+            .collect();
         Dbinfo {
+            config_values,
             born: None,
             peers,
             links: Vec::new(),
@@ -239,6 +250,36 @@ impl Kernel {
                 ]],
                 None => Vec::new(),
             },
+            table_id::CONFIG_PARAMS => (rndb_config::param_table().iter().enumerate())
+                .map(|(number, p)| {
+                    let (min, max) = match p.ty.is_numeric() {
+                        true => (
+                            rndb_config::format_number(p.ty, p.min),
+                            rndb_config::format_number(p.ty, p.max),
+                        ),
+                        false => (String::new(), String::new()),
+                    };
+                    vec![
+                        (number as u32).into(),
+                        p.name.into(),
+                        p.meaning.into(),
+                        p.ty.name().into(),
+                        p.default_text().into(),
+                        min.into(),
+                        max.into(),
+                        u64::from(p.default == ParamDefault::Required).into(),
+                        if p.implemented {
+                            "implemented"
+                        } else {
+                            "recognised"
+                        }
+                        .into(),
+                    ]
+                })
+                .collect(),
+            table_id::CONFIG_VALUES => (self.dbinfo.config_values.iter())
+                .map(|(number, value)| vec![node(), (*number).into(), value.as_str().into()])
+                .collect(),
             table_id::BACKUP_ID => vec![vec![self.last_backup_id().into()]],
             table_id::ERROR_MESSAGES => rndb_protocol::error::all_codes()
                 .map(|(code, class, message)| {
