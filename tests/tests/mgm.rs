@@ -165,6 +165,10 @@ fn bad_connectstrings_commands_and_configs_get_clear_errors() {
         run("ndb_show_tables", &["-c", &unused]),
         "could not connect to a management server",
     );
+    check(
+        run("ndb_desc", &["-c", &unused, "t"]),
+        "could not connect to a management server",
+    );
     let no_mgm = procs.path("no-mgm.ini");
     fs::write(&no_mgm, "[ndbd]\nNodeId=1\nNoOfReplicas=1\n[api]\n").expect("write");
     check(

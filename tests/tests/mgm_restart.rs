@@ -9,7 +9,8 @@
 //! and SIGTERM of an angel stops its node gracefully; with StopOnError=0 an angel starts a
 //! data node process killed with SIGKILL again, and it rejoins without losing a write; and a
 //! data node stopped before the other saved more global checkpoints, started again with it,
-//! is started a second time by its angel and rejoins by node restart with every row.
+//! is started a second time by its angel and rejoins by node restart with every row (and
+//! `ndb_desc -c` describes the table through ndb_mgmd).
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -497,4 +498,12 @@ fn a_data_node_stopped_before_the_others_saved_more_rejoins_after_the_system_res
     for replica in [PRIMARY, BACKUP] {
         assert_eq!(replica_rows(&api, &table, 200, replica), rows_of(0..200));
     }
+    // ndb_desc finds the cluster through ndb_mgmd too.
+    let desc = run("ndb_desc", &["-c", &cs, "-p", &table_def().name]);
+    let described = text(&desc.stdout);
+    assert!(desc.status.success(), "{described}{}", text(&desc.stderr));
+    assert!(
+        described.contains("-- Per partition info --"),
+        "{described}"
+    );
 }

@@ -7,10 +7,9 @@
 //! - `--partitions-only` prints the partition map from the config alone, without connecting:
 //!   every table uses the same map (table fragment i is partition i), so no table is needed.
 //!
-//! rndb has no management server, so the cluster is named by its config.ini (`--config-file`,
-//! `-f`, as `ndbd` takes it) rather than by NDB's `--ndb-connectstring`. A table that does not
-//! exist prints NDB's error 709 on stderr and makes the exit status 1; the other tables are
-//! still described.
+//! The cluster is named by ndb_mgmd (`-c`, NDB's `--ndb-connectstring`) or by its config.ini
+//! (`--config-file`, `-f`, as `ndbd` takes it). A table that does not exist prints NDB's error
+//! 709 on stderr and makes the exit status 1; the other tables are still described.
 
 #![forbid(unsafe_code)]
 
@@ -34,9 +33,19 @@ struct Args {
         short = 'f',
         long = "config-file",
         visible_alias = "config_file",
-        value_name = "FILE"
+        value_name = "FILE",
+        required_unless_present = "connectstring",
+        conflicts_with = "connectstring"
     )]
-    config_file: PathBuf,
+    config_file: Option<PathBuf>,
+    /// Fetch the config from ndb_mgmd: `host[:port][,host[:port]]` (port 1186 by default).
+    #[arg(
+        short = 'c',
+        long = "ndb-connectstring",
+        visible_aliases = ["connect-string", "ndb_connectstring"],
+        value_name = "CONNECTSTRING"
+    )]
+    connectstring: Option<String>,
     /// Connect in this API slot; by default the first free slot that admits this host.
     #[arg(long = "ndb-nodeid", visible_alias = "ndb_nodeid", value_name = "N")]
     ndb_nodeid: Option<u16>,
@@ -51,8 +60,8 @@ struct Args {
         visible_alias = "extra_partition_info"
     )]
     extra_partition_info: bool,
-    /// Print only the partition map (the same for every table), read from the config without
-    /// connecting.
+    /// Print only the partition map (the same for every table), read from the config (with
+    /// `-f`, without connecting).
     #[arg(long, conflicts_with = "tables")]
     partitions_only: bool,
     /// The tables to describe.
@@ -72,19 +81,40 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let config = load(&args.config_file)?;
+    let (node_id, tls) = (
+        args.ndb_nodeid.map(NodeId),
+        args.ndb_tls_search_path.clone(),
+    );
+    let cluster = match (&args.connectstring, &args.config_file) {
+        (Some(connectstring), _) => {
+            let options = ConnectOptions {
+                node_id,
+                tls_search_path: tls,
+                ..ConnectOptions::default()
+            };
+            Cluster::connect_mgm(connectstring, options).map_err(|err| {
+                anyhow!("connect to the cluster of ndb_mgmd {connectstring}: {err}")
+            })?
+        }
+        (None, Some(file)) => {
+            let config = load(file)?;
+            if args.partitions_only {
+                let map = PartitionMap::new(&config);
+                print!("{}", describe_partition_map(&config, &map));
+                return Ok(ExitCode::SUCCESS);
+            }
+            connect(config, node_id, tls)?
+        }
+        (None, None) => return Err(anyhow!("give -c CONNECTSTRING or -f config.ini")),
+    };
     if args.partitions_only {
+        let config = cluster.config();
         print!(
             "{}",
-            describe_partition_map(&config, &PartitionMap::new(&config))
+            describe_partition_map(config, &PartitionMap::new(config))
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let cluster = connect(
-        config,
-        args.ndb_nodeid.map(NodeId),
-        args.ndb_tls_search_path.clone(),
-    )?;
     // The same map the API library and every data node build from the same config.
     let map = PartitionMap::new(cluster.config());
     let detail = if args.extra_partition_info {
