@@ -304,13 +304,13 @@ impl ExecLoop {
         }
     }
 
-    /// Runs until the shutdown flag is set. Fails when this node had to stop itself.
     /// After `run` failed: true when the node stopped because its files cannot restore the
     /// GCI of the system restart the others run (`Kernel::fatal_cured_by_rejoin`).
     pub fn rejoin_cures(&self) -> bool {
         self.rejoin
     }
 
+    /// Runs until the shutdown flag is set. Fails when this node had to stop itself.
     pub fn run(&mut self) -> Result<(), String> {
         let began = Instant::now();
         let mut served = false;

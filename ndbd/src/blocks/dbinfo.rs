@@ -3,11 +3,12 @@
 //!
 //! A request names where the read stands ([`Position`]) and is answered with the rows from
 //! there on, up to a page, and where to go on from. The small tables are made whole for each
-//! request and paged by row index. The two that grow with the load are walked in place, as
-//! NDB's DBINFO walks its record pools: cluster_transactions over TC's transaction records,
-//! cluster_locks over every fragment's row slots, each request examining at most
-//! [`RECORDS_PER_REQUEST`] records, so a request costs the execution thread a bounded time
-//! however large the table, and nothing is kept between requests. A table read in several
+//! request and paged by row index. Those that grow with the load are walked in place, each
+//! request examining at most [`RECORDS_PER_REQUEST`] records, so a request costs the execution
+//! thread a bounded time however large the table, and nothing is kept between requests:
+//! cluster_transactions over TC's transaction records (as NDB's DBINFO walks its record
+//! pools), cluster_locks over every fragment's row slots (NDB walks ACC's operation records;
+//! rndb's locks have no records of their own), table_fragments over the tables' fragments. A table read in several
 //! pages may see rows move between two pages, as NDB's. The transporters' rows come from the
 //! execution loop, which hands the kernel its links' state every timer tick
 //! ([`Kernel::set_links`]), so they are at most one tick old.
@@ -49,7 +50,8 @@ pub struct LinkInfo {
     pub connect_count: u64,
     /// A frame of the largest size would not fit the send buffer now.
     pub overloaded: bool,
-    /// Sends that found the send buffer overloaded, since this node started.
+    /// Times the link now up went into overload (a send found its send buffer over
+    /// OverloadLimit after one that did not).
     pub overload_count: u64,
     pub send_buffer_bytes: u64,
 }
