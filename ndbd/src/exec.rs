@@ -266,10 +266,15 @@ impl ExecLoop {
 
     /// Hands the kernel the file requests that completed, and NDBFS the kernel's new ones.
     fn pump_files(&mut self, now: Instant) -> bool {
+        if self.ndbfs.is_none() {
+            return false;
+        }
+        let mut worked = false;
+        // A reason to stop the kernel already has goes first, with whether a restart cures it.
+        self.take_kernel_fatal();
         let Some((requests, confs)) = &self.ndbfs else {
             return false;
         };
-        let mut worked = false;
         let mut out = link_outbox!(self);
         while let Ok(conf) = confs.try_recv() {
             worked = true;

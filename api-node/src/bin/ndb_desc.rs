@@ -4,8 +4,9 @@
 //!   id, version, columns (type, nullability, primary key) and FragmentCount.
 //! - `-p` / `--extra-partition-info` adds one row per partition: its primary node, its backup
 //!   nodes and their node group.
-//! - `--partitions-only` prints the partition map from the config alone, without connecting:
-//!   every table uses the same map (table fragment i is partition i), so no table is needed.
+//! - `--partitions-only` prints the partition map from the config alone (with `-f`, without
+//!   connecting; with `-c`, after connecting as an API node): every table uses the same map
+//!   (table fragment i is partition i), so no table is needed.
 //!
 //! The cluster is named by ndb_mgmd (`-c`, NDB's `--ndb-connectstring`) or by its config.ini
 //! (`--config-file`, `-f`, as `ndbd` takes it). A table that does not exist prints NDB's error

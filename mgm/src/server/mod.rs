@@ -151,43 +151,57 @@ struct ReportLink {
     periodic: periodic::Periodic,
 }
 
-/// How long ALL RESTART waits for every data node to come back before it starts those that did.
+/// How long ALL RESTART waits, once every data node it restarted has stopped, for all to come
+/// back before it starts those that did.
 pub const START_TOGETHER_WAIT: Duration = Duration::from_secs(120);
 
 /// An ALL RESTART waiting for its data nodes to come back.
 #[derive(Debug)]
 struct StartTogether {
-    /// Each node restarted, with the report link it had then.
+    /// Each node restarted and not started yet, with the report link it had then.
     links: BTreeMap<u16, u64>,
-    /// When it starts those back without the others.
-    deadline: Instant,
+    /// When the last of them stopped (their old links all closed).
+    all_gone: Option<Instant>,
+    /// The nodes back were started (all came back, or the wait ran out): each one still
+    /// missing is started as it comes back.
+    released: bool,
 }
 
-/// ALL RESTART: once every data node it restarted is back (a report link other than the one it
-/// had), or at its deadline, those waiting in NOT_STARTED are told to start (their next
-/// report's reply says so). A node back in another state (its angel started it after a
+/// ALL RESTART: once every data node it restarted has stopped and is back (a report link other
+/// than the one it had), or START_TOGETHER_WAIT after they all stopped, those waiting in
+/// NOT_STARTED are told to start (their next report's reply says so); one still missing then
+/// is started when it comes back. A node back in another state (its angel started it after a
 /// failure) is left as it is.
-fn release_restarted_together(state: &mut State, me: u16) -> Option<Event> {
-    let together = state.start_together.as_ref()?;
-    let back = |id: &u16, old: &u64| {
-        (state.data.get(id)).is_some_and(|n| n.link.as_ref().is_some_and(|s| s.id != *old))
+fn release_restarted_together(state: &mut State, me: u16) -> Vec<Event> {
+    let Some(together) = state.start_together.as_mut() else {
+        return Vec::new();
     };
-    let missing: Vec<u16> = (together.links.iter())
-        .filter(|(id, old)| !back(id, old))
-        .map(|(&id, _)| id)
+    let link_of = |id: &u16| (state.data.get(id)).and_then(|n| n.link.as_ref());
+    // Not while one still stops: the others would start into a cluster still stopping.
+    if (together.links.iter()).any(|(id, old)| link_of(id).is_some_and(|s| s.id == *old)) {
+        return Vec::new();
+    }
+    let now = Instant::now();
+    let gone = *together.all_gone.get_or_insert(now);
+    let back = |id: &u16| link_of(id).is_some();
+    let missing: Vec<u16> = together
+        .links
+        .keys()
+        .copied()
+        .filter(|id| !back(id))
         .collect();
-    if !missing.is_empty() && Instant::now() < together.deadline {
-        return None;
+    if !together.released && !missing.is_empty() && now < gone + START_TOGETHER_WAIT {
+        return Vec::new();
     }
     let waiting: Vec<u16> = (together.links.keys().copied())
-        .filter(|id| {
-            (state.data.get(id)).is_some_and(|n| {
-                (n.link.as_ref()).is_some_and(|s| s.state == NodeState::NotStarted)
-            })
-        })
-        .filter(|id| !missing.contains(id))
+        .filter(|id| link_of(id).is_some_and(|s| s.state == NodeState::NotStarted))
         .collect();
-    state.start_together = None;
+    let first = !together.released;
+    together.released = true;
+    together.links.retain(|id, _| !back(id));
+    if together.links.is_empty() {
+        state.start_together = None;
+    }
     for id in &waiting {
         if let Some(n) = state.data.get_mut(id) {
             n.start_requested = true;
@@ -199,25 +213,43 @@ fn release_restarted_together(state: &mut State, me: u16) -> Option<Event> {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let (severity, text) = match missing.is_empty() {
-        true => (
+    let (severity, text) = match (first, missing.is_empty()) {
+        (true, true) => (
             Severity::Info,
             format!(
                 "Data nodes {} restarted: starting them together",
                 list(&waiting)
             ),
         ),
-        false => (
+        (true, false) => (
             Severity::Alert,
             format!(
-                "Data nodes {} did not come back within {START_TOGETHER_WAIT:?} of ALL RESTART: \
-                 starting {} without them",
+                "Data nodes {} did not come back within {START_TOGETHER_WAIT:?} of ALL \
+                 RESTART: starting {} without them (each starts when it comes back)",
                 list(&missing),
                 list(&waiting)
             ),
         ),
+        (false, _) if waiting.is_empty() => return Vec::new(),
+        (false, _) => (
+            Severity::Info,
+            format!(
+                "Data nodes {} came back after ALL RESTART: starting them",
+                list(&waiting)
+            ),
+        ),
     };
-    Some(Event::new(me, Category::Startup, 1, severity, text))
+    vec![Event::new(me, Category::Startup, 1, severity, text)]
+}
+
+/// START or STOP of `ids`: an ALL RESTART no longer starts them.
+fn leave_start_together(state: &mut State, ids: &BTreeSet<u16>) {
+    if let Some(together) = state.start_together.as_mut() {
+        together.links.retain(|id, _| !ids.contains(id));
+        if together.links.is_empty() {
+            state.start_together = None;
+        }
+    }
 }
 
 /// The started data nodes, each with the API node its single user mode lets in (0: none), as
@@ -1067,10 +1099,8 @@ impl Server {
                 n.stop_requested = true;
             }
         }
-        // A STOP during an ALL RESTART ends it: the nodes still waiting stay for START.
-        if !targets.is_empty() {
-            state.start_together = None;
-        }
+        // Stopped: an ALL RESTART waiting to start them does not any more.
+        leave_start_together(&mut state, &targets);
         drop(self.wait_gone(state, &targets)?);
         peers::stop(self, &peers)?;
         let stopped: Vec<String> = targets.iter().map(u16::to_string).collect();
@@ -1304,7 +1334,8 @@ impl Server {
             // With -n the nodes wait for ALL START.
             state.start_together = (!no_start).then(|| StartTogether {
                 links: links.clone(),
-                deadline: Instant::now() + START_TOGETHER_WAIT,
+                all_gone: None,
+                released: false,
             });
             let text = "Cluster system restart initiated";
             state.log.write(&Event::new(
@@ -1387,7 +1418,8 @@ impl Server {
             }
         }
         // Started by hand: an ALL RESTART waiting to start them does not any more.
-        state.start_together = None;
+        let ids: BTreeSet<u16> = targets.iter().copied().collect();
+        leave_start_together(&mut state, &ids);
         let started: Vec<String> = targets.iter().map(u16::to_string).collect();
         Ok(Message::ok_reply(&request.command).field("started", started.join(",")))
     }

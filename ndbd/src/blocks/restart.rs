@@ -754,9 +754,9 @@ impl Kernel {
             None
         };
         if let Some(why) = refusal {
-            // Each refusal of the restart GCI is cured by starting again: the node then joins
-            // by node restart.
-            self.rejoin_cures = self.fatal.is_none();
+            // Starting again cures each refusal of the restart GCI, the node then joining by
+            // node restart, when another node of its group restores the group.
+            self.rejoin_cures = self.fatal.is_none() && self.group_restored_without_me();
             return Err(why);
         }
         tracing::info!(gci, "system restart: restoring the schema and the redo log");
@@ -786,6 +786,18 @@ impl Kernel {
         self.restart
             .as_ref()
             .is_some_and(|r| !r.node_restart && r.restorable.unwrap_or(0) < gci)
+            && self.group_restored_without_me()
+    }
+
+    /// True when another node of this node's group is alive in this start: it restores the
+    /// group's fragments, and this node, started again, copies them from it. Without one the
+    /// group is lost with this node (the others stop, 2308), and no restart of it cures that.
+    fn group_restored_without_me(&self) -> bool {
+        (self.qmgr.node_groups().iter())
+            .find(|(_, nodes)| nodes.contains(&self.me))
+            .is_some_and(|(_, nodes)| {
+                (nodes.iter()).any(|&n| n != self.me && self.qmgr.is_alive(n))
+            })
     }
 
     /// The error of a log (`file`) that has no GCI_COMPLETED record for `gci`. When this node
@@ -815,7 +827,12 @@ impl Kernel {
     ) -> Result<(), String> {
         let gci = self.restart.as_ref().and_then(|r| r.gci).unwrap_or(0);
         if bytes.is_empty() {
-            self.rejoin_cures = self.fatal.is_none() && self.restore_gci_unsaved(gci);
+            // Only a node whose sysfile names nothing may lack its schema log: with a
+            // restorable GCI, the log is lost.
+            let named_nothing =
+                (self.restart.as_ref()).is_some_and(|r| r.restorable.unwrap_or(0) == 0);
+            self.rejoin_cures =
+                self.fatal.is_none() && named_nothing && self.restore_gci_unsaved(gci);
             return Err(format!(
                 "the cluster restarts at GCI {gci}, and this node has nothing to restore (no \
                  schema log); start it again once the cluster has started: it joins by node \
