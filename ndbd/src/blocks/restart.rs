@@ -1137,11 +1137,8 @@ impl Kernel {
             }
         }
         if by_seq.is_empty() {
-            return Err(format!(
-                "the cluster restarts at GCI {gci}, and this node has nothing to restore (redo \
-                 part {part} has no files); start it again once the cluster has started: it \
-                 joins by node restart"
-            ));
+            let file = format!("redo part {part} (no files)");
+            return Err(self.gci_not_saved(&file, gci));
         }
         let files = self.durability.no_of_fragment_log_files.max(3) as u64;
         // Files before the checkpoint's start are older laps of the ring, not replayed.
@@ -1219,6 +1216,16 @@ impl Kernel {
                     },
                     // After the cut: removed below, whatever it holds.
                     None | Some(Err(_)) if complete => break,
+                    // A log that ends, or ends in a write cut short, before the GCI: a node that
+                    // stopped before the others saved it rejoins (`gci_not_saved`).
+                    None if self.restore_gci_unsaved(gci) => {
+                        let file = format!("{path} (redo part {part}, ends at offset {offset})");
+                        return Err(self.gci_not_saved(&file, gci));
+                    }
+                    Some(Err(e)) if e.torn && self.restore_gci_unsaved(gci) => {
+                        let file = format!("{path} (redo part {part}, cut short at offset {offset})");
+                        return Err(self.gci_not_saved(&file, gci));
+                    }
                     None => {
                         return Err(format!(
                             "{path}: redo part {part} ends at offset {offset} before GCI {gci} was complete"
