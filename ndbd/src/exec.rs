@@ -280,10 +280,7 @@ impl ExecLoop {
             worked = true;
             if let Err(why) = self.kernel.on_fs_conf(conf, &mut out, now) {
                 // The kernel says, as it fails, whether a restart cures this.
-                if self.fatal.is_none() {
-                    self.rejoin = self.kernel.fatal_cured_by_rejoin();
-                }
-                self.fatal.get_or_insert(why);
+                stop_for_kernel(&mut self.fatal, &mut self.rejoin, &self.kernel, why);
             }
         }
         if worked {
@@ -302,10 +299,7 @@ impl ExecLoop {
     /// cures it is taken with it (`rejoin`).
     fn take_kernel_fatal(&mut self) {
         if let Some(why) = self.kernel.take_fatal() {
-            if self.fatal.is_none() {
-                self.rejoin = self.kernel.fatal_cured_by_rejoin();
-            }
-            self.fatal.get_or_insert(why);
+            stop_for_kernel(&mut self.fatal, &mut self.rejoin, &self.kernel, why);
         }
     }
 
@@ -925,6 +919,16 @@ impl Idle {
 /// is a system call, worth it for one of NDB's 32 KiB send buffer pages.
 const FLUSH_EARLY_SHM_BYTES: usize = 256;
 const FLUSH_EARLY_SOCKET_BYTES: usize = 32 * 1024;
+
+/// The kernel's reason `why` to stop becomes the loop's, unless it has one already; then
+/// `rejoin` says whether a restart cures it (`Kernel::fatal_cured_by_rejoin`). Fields, not
+/// `&mut ExecLoop`: the caller may hold the links' outbox.
+fn stop_for_kernel(fatal: &mut Option<String>, rejoin: &mut bool, kernel: &Kernel, why: String) {
+    if fatal.is_none() {
+        *rejoin = kernel.fatal_cured_by_rejoin();
+        *fatal = Some(why);
+    }
+}
 
 /// True when a frame about to be sent on `link` is published as soon as it is written, rather
 /// than at the end of the loop's turn: the first frame of a burst on an SHM link whose peer

@@ -23,7 +23,7 @@ use rndb_protocol::ndbinfo::{
 use rndb_protocol::{gsn, LockMode, OperationType};
 use rndb_transporter::FrameHeader;
 
-use super::acc::LockKind;
+use super::acc::{LockKind, RowSlot, TransId};
 use super::lqh::LqhWork;
 use super::{reply, Kernel, Outbox};
 
@@ -85,15 +85,13 @@ pub(crate) struct Dbinfo {
     peers: Vec<(NodeId, TransporterKind)>,
     /// The execution loop's links, by node.
     links: Vec<LinkInfo>,
-    data_memory_total: u64,
-    redo_buffer: u64,
     /// The value of each implemented `[ndbd]` parameter this node runs with, by its number
     /// in `rndb_config::param_table()`.
     config_values: Vec<(u32, String)>,
 }
 
 impl Dbinfo {
-    pub(crate) fn new(config: &ClusterConfig, me: NodeId, data_memory_total: u64) -> Dbinfo {
+    pub(crate) fn new(config: &ClusterConfig, me: NodeId) -> Dbinfo {
         let mgm = |n: NodeId| config.mgm_nodes.iter().any(|m| m.node_id == n);
         let mut peers: Vec<(NodeId, TransporterKind)> = config
             .links
@@ -106,11 +104,6 @@ impl Dbinfo {
             .filter(|(n, _)| !mgm(*n))
             .collect();
         peers.sort_by_key(|(n, _)| *n);
-        let redo_buffer = config
-            .data_nodes
-            .iter()
-            .find(|d| d.node_id == me)
-            .map_or(0, |d| d.durability.redo_buffer);
         let config_values = (rndb_config::param_table().iter().enumerate())
             .filter(|(_, p)| p.implemented && p.applies_to(SectionKind::Ndbd))
             .map(|(number, p)| {
@@ -123,8 +116,6 @@ impl Dbinfo {
             born: None,
             peers,
             links: Vec::new(),
-            data_memory_total,
-            redo_buffer,
         }
     }
 }
@@ -210,7 +201,7 @@ impl Kernel {
             }
             table_id::MEMORYUSAGE => {
                 let used = self.memory_used_bytes();
-                let total = self.dbinfo.data_memory_total;
+                let total = self.lqh.memory.limit_bytes();
                 vec![vec![
                     node(),
                     "Data memory".into(),
@@ -247,7 +238,7 @@ impl Kernel {
                     "REDO".into(),
                     0u64.into(),
                     0u64.into(),
-                    self.dbinfo.redo_buffer.into(),
+                    self.durability.redo_buffer.into(),
                     redo.unwritten().into(),
                 ]],
                 None => Vec::new(),
@@ -392,47 +383,12 @@ impl Kernel {
                         continue;
                     };
                     let entries = slot.lock.entries();
-                    for (i, &(trans, kind, waits)) in entries.iter().enumerate() {
-                        if (i as u32) < first_entry {
-                            continue;
-                        }
+                    for i in (first_entry as usize)..entries.len() {
                         if page.is_full() {
                             let next = [table, fragment, slot_id, i as u32];
                             return page.into_conf(table_id::CLUSTER_LOCKS, Some(next));
                         }
-                        let exclusive = kind == LockKind::Exclusive;
-                        let op = match waits {
-                            Some(work) => waiting_op(work, exclusive),
-                            None if !exclusive => "READ-SH",
-                            None => match &slot.pending {
-                                Some(p) if p.trans == trans => match (&slot.committed, &p.image) {
-                                    (_, None) => "DELETE",
-                                    (None, Some(_)) => "INSERT",
-                                    (Some(_), Some(_)) => "UPDATE",
-                                },
-                                _ => "READ-EX",
-                            },
-                        };
-                        // A waiter waits for the first holder of another transaction (a lock
-                        // upgrade's waiter may share the lock with itself).
-                        let waiting_for = waits.map_or(0, |_| {
-                            (entries.iter())
-                                .find(|(t, _, w)| w.is_none() && *t != trans)
-                                .map_or(0, |(t, _, _)| t.0)
-                        });
-                        page.push(vec![
-                            me.into(),
-                            0u64.into(),
-                            table.into(),
-                            fragment.into(),
-                            slot_id.into(),
-                            trans.0.into(),
-                            if exclusive { "X" } else { "S" }.into(),
-                            if waits.is_some() { "W" } else { "H" }.into(),
-                            if i == 0 && waits.is_none() { "*" } else { "" }.into(),
-                            op.into(),
-                            waiting_for.into(),
-                        ]);
+                        page.push(lock_row(me, [table, fragment, slot_id], slot, &entries, i));
                     }
                 }
             }
@@ -589,6 +545,51 @@ impl Kernel {
             })
             .collect()
     }
+}
+
+/// The cluster_locks row of entry `i` of `entries` (`Lock::entries` of `slot`, the row slot at
+/// table, fragment, slot id).
+fn lock_row(
+    me: u64,
+    [table, fragment, slot_id]: [u32; 3],
+    slot: &RowSlot<LqhWork>,
+    entries: &[(TransId, LockKind, Option<&LqhWork>)],
+    i: usize,
+) -> InfoRow {
+    let (trans, kind, waits) = entries[i];
+    let exclusive = kind == LockKind::Exclusive;
+    let op = match waits {
+        Some(work) => waiting_op(work, exclusive),
+        None if !exclusive => "READ-SH",
+        None => match &slot.pending {
+            Some(p) if p.trans == trans => match (&slot.committed, &p.image) {
+                (_, None) => "DELETE",
+                (None, Some(_)) => "INSERT",
+                (Some(_), Some(_)) => "UPDATE",
+            },
+            _ => "READ-EX",
+        },
+    };
+    // A waiter waits for the first holder of another transaction (a lock upgrade's waiter
+    // may share the lock with itself).
+    let waiting_for = waits.map_or(0, |_| {
+        (entries.iter())
+            .find(|(t, _, w)| w.is_none() && *t != trans)
+            .map_or(0, |(t, _, _)| t.0)
+    });
+    vec![
+        me.into(),
+        0u64.into(),
+        table.into(),
+        fragment.into(),
+        slot_id.into(),
+        trans.0.into(),
+        if exclusive { "X" } else { "S" }.into(),
+        if waits.is_some() { "W" } else { "H" }.into(),
+        if i == 0 && waits.is_none() { "*" } else { "" }.into(),
+        op.into(),
+        waiting_for.into(),
+    ]
 }
 
 /// NDB's name of the operation a waiter waits to run (`exclusive`: the lock it asks for).

@@ -304,7 +304,7 @@ impl Kernel {
             rejoin_cures: false,
             single_user: None,
             backups: backup::Backups::default(),
-            dbinfo: dbinfo::Dbinfo::new(config, node.node_id, node.data_memory_bytes),
+            dbinfo: dbinfo::Dbinfo::new(config, node.node_id),
         }
     }
 

@@ -1541,7 +1541,16 @@ fn dbinfo_page(k: &mut Kernel, out: &mut Out, table: u32, position: Position) ->
 
 /// Every page of ndbinfo table `table`, read from the start: each goes on past the last.
 fn dbinfo_pages(k: &mut Kernel, out: &mut Out, table: u32) -> Vec<DbinfoScanConf> {
-    let mut position = Position::default();
+    dbinfo_pages_from(k, out, table, Position::default())
+}
+
+/// Every page of ndbinfo table `table` from `position` on.
+fn dbinfo_pages_from(
+    k: &mut Kernel,
+    out: &mut Out,
+    table: u32,
+    mut position: Position,
+) -> Vec<DbinfoScanConf> {
     let mut pages = Vec::new();
     loop {
         let page = dbinfo_page(k, out, table, position);
@@ -1610,15 +1619,9 @@ fn cluster_locks_are_walked_in_pages_of_bounded_work() {
     let b = exec_req(false, ExecType::Rollback, AbortOption::AbortOnError, 0);
     frame(&mut k, &mut out, 51, gsn::TC_EXECUTE_REQ, 700, &b);
     assert_eq!(answered(&out, 700), Some(gsn::TC_EXECUTE_CONF));
-    let mut position = first.next.expect("more than one page");
-    loop {
-        let page = dbinfo_page(&mut k, &mut out, table_id::CLUSTER_LOCKS, position);
-        assert!(page.rows.is_empty());
-        match page.next {
-            Some(next) => position = next,
-            None => break,
-        }
-    }
+    let rest = first.next.expect("more than one page");
+    let later = dbinfo_pages_from(&mut k, &mut out, table_id::CLUSTER_LOCKS, rest);
+    assert!(later.iter().all(|p| p.rows.is_empty()));
 
     // No lock left: the 20 002 row slots take two requests of RECORDS_PER_REQUEST each.
     let pages = dbinfo_pages(&mut k, &mut out, table_id::CLUSTER_LOCKS);

@@ -99,6 +99,11 @@ impl DataMemory {
     pub fn used_bytes(&self) -> u64 {
         self.used_bytes
     }
+
+    /// DataMemory: the bytes that may be used.
+    pub fn limit_bytes(&self) -> u64 {
+        self.limit_bytes
+    }
 }
 
 /// A stored row image, packed: every column's value in column order, exactly as

@@ -126,8 +126,8 @@ impl BackupRow<'_> {
 enum Step<'a> {
     /// A row record, and where the next record starts.
     Row(BackupRow<'a>, usize),
-    /// The END record, the file's last.
-    End,
+    /// The END record, the file's last, and where it ends.
+    End(usize),
 }
 
 /// Reads the record at `at` of `bytes` (the file from `base` on), `rows` row records having
@@ -171,7 +171,7 @@ fn step(bytes: &[u8], at: usize, base: usize, rows: u64) -> Result<Step<'_>, Str
                     "at offset {offset}: the END record counts {count} rows, the file holds {rows}"
                 ));
             }
-            Ok(Step::End)
+            Ok(Step::End(record.next))
         }
         other => Err(format!("at offset {offset}: a record of kind {other}")),
     }
@@ -194,11 +194,7 @@ pub fn read_rows(
                 rows.push(row);
                 at = next;
             }
-            Step::End => {
-                let end = match read_record(bytes, at) {
-                    Next::Record(r) => r.next,
-                    _ => unreachable!("step read a record there"),
-                };
+            Step::End(end) => {
                 if end != bytes.len() {
                     return Err(format!(
                         "{} bytes after the END record at offset {at}",
@@ -292,10 +288,7 @@ pub fn scan_rows(
                 w.at = next;
                 continue;
             }
-            Step::End => match read_record(&w.bytes, w.at) {
-                Next::Record(r) => r.next,
-                _ => unreachable!("step read a record there"),
-            },
+            Step::End(end) => end,
         };
         let end_at = w.base + w.at;
         w.at = end;
@@ -557,24 +550,26 @@ mod tests {
         }
     }
 
-    /// What `scan_rows` reads from `bytes`, `step` bytes a read: each row as (offset, gci,
-    /// kind, table, fragment, row), or its error.
-    #[allow(clippy::type_complexity)]
-    fn streamed(
-        bytes: &[u8],
-        step: usize,
-    ) -> Result<Vec<(usize, u64, u8, u32, u32, Vec<u8>)>, String> {
+    /// A row read, as (offset, gci, kind, table, fragment, row).
+    type OwnedRow = (usize, u64, u8, u32, u32, Vec<u8>);
+
+    fn owned(r: &BackupRow<'_>) -> OwnedRow {
+        (
+            r.offset,
+            r.gci,
+            r.kind,
+            r.table_id,
+            r.fragment,
+            r.row.to_vec(),
+        )
+    }
+
+    /// What `scan_rows` reads from `bytes`, `step` bytes a read, or its error.
+    fn streamed(bytes: &[u8], step: usize) -> Result<Vec<OwnedRow>, String> {
         let mut rows = Vec::new();
         let mut file = Trickle { bytes, step };
         let count = scan_rows(&mut file, LOG_MAGIC, 7, 2, &mut |r| {
-            rows.push((
-                r.offset,
-                r.gci,
-                r.kind,
-                r.table_id,
-                r.fragment,
-                r.row.to_vec(),
-            ));
+            rows.push(owned(&r));
             Ok(())
         })?;
         assert_eq!(count as usize, rows.len());
@@ -594,16 +589,7 @@ mod tests {
         let whole: Vec<_> = read_rows(&bytes, LOG_MAGIC, 7, 2)
             .unwrap()
             .iter()
-            .map(|r| {
-                (
-                    r.offset,
-                    r.gci,
-                    r.kind,
-                    r.table_id,
-                    r.fragment,
-                    r.row.to_vec(),
-                )
-            })
+            .map(owned)
             .collect();
         for step in [1, 7, 4096, 1 << 20] {
             assert_eq!(streamed(&bytes, step).unwrap(), whole, "step {step}");
