@@ -157,6 +157,11 @@ struct Reply {
     /// an execute needs no timer of its own.
     #[cfg(feature = "tokio")]
     deadline: Option<Instant>,
+    /// An event subscription's stream (`event.rs`): never complete but by its end, its
+    /// frames taken as they come, at most this many bytes of them held.
+    stream_max: Option<usize>,
+    /// The stream outgrew `stream_max`: its data frames since are dropped.
+    overflowed: bool,
 }
 
 impl Reply {
@@ -404,7 +409,7 @@ impl LinkTraffic {
 
 /// The frames that answered one request, to be walked with [`Answers::iter`]. Dropped, its
 /// buffer is kept for this thread's next request (see [`Reply::awaited`]).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Answers(Vec<u8>);
 
 impl Drop for Answers {
@@ -431,7 +436,25 @@ impl Answers {
 /// True for the signal that completes a request: everything but per-operation answers and
 /// scan rows (a scan batch is complete with its SCAN_TABCONF or SCAN_TABREF).
 fn completes_request(signal: u16) -> bool {
-    !matches!(signal, gsn::TCKEY_ROW | gsn::TCKEYREF | gsn::SCAN_ROWS)
+    !matches!(
+        signal,
+        gsn::TCKEY_ROW
+            | gsn::TCKEYREF
+            | gsn::SCAN_ROWS
+            | gsn::SUB_START_CONF
+            | gsn::SUB_TABLE_DATA
+            | gsn::SUB_GCP_COMPLETE_REP
+    )
+}
+
+/// What an event subscription's stream collected since it was last taken.
+#[derive(Debug, Default)]
+pub(crate) struct StreamTake {
+    pub frames: Answers,
+    /// The stream ended (SUB_STOP_CONF, SUB_START_REF) or is no longer registered.
+    pub ended: bool,
+    /// It outgrew its bound and dropped data frames.
+    pub overflowed: bool,
 }
 
 impl Connection {
@@ -574,6 +597,46 @@ impl Connection {
     pub fn register_request(&self, request_id: u32) {
         let reply = Reply::awaited(false);
         self.shared().replies.insert(request_id, reply);
+    }
+
+    /// Registers `request_id` as an event subscription's stream of at most `bytes_max` bytes
+    /// not taken, and starts the receive thread: the subscriber reads none of its links
+    /// itself ([`Connection::take_stream`]).
+    pub fn register_stream(&self, request_id: u32, bytes_max: usize) {
+        let reply = Reply {
+            stream_max: Some(bytes_max),
+            ..Reply::default()
+        };
+        self.shared().replies.insert(request_id, reply);
+        self.maybe_start_receiver(RECEIVE_THREAD_AFTER_PARKED);
+    }
+
+    /// Takes what the stream `request_id` collected, and has the calling thread unparked by
+    /// its next SUB_GCP_COMPLETE_REP, its end, or the link's failure.
+    pub fn take_stream(&self, request_id: u32) -> Result<StreamTake, Error> {
+        let mut shared = self.shared();
+        if let Some(failure) = &shared.failure {
+            let error = lost(self.peer, failure);
+            shared.replies.remove(&request_id);
+            return Err(error);
+        }
+        let Some(reply) = shared.replies.get_mut(&request_id) else {
+            return Ok(StreamTake {
+                ended: true,
+                ..StreamTake::default()
+            });
+        };
+        let take = StreamTake {
+            frames: Answers(std::mem::take(&mut reply.frames)),
+            ended: reply.complete,
+            overflowed: reply.overflowed,
+        };
+        if take.ended {
+            shared.replies.remove(&request_id);
+        } else {
+            reply.waiter = Some(std::thread::current());
+        }
+        Ok(take)
     }
 
     /// Registers `request_id` as awaiting answers that [`Connection::take_async_done`] collects.
@@ -1600,7 +1663,14 @@ fn file_frame<'r>(
     let Some(reply) = replies.get_mut(&header.request_id) else {
         return Ok(None);
     };
-    if reply.frames.len() + payload.len() + 6 > REPLY_BYTES_MAX {
+    let completes = completes_request(header.signal);
+    if let Some(max) = reply.stream_max {
+        // An event stream: its consumer may lag, which costs its own data, never the link.
+        reply.overflowed |= reply.frames.len() + payload.len() + 6 > max;
+        if reply.overflowed && !completes {
+            return Ok(None);
+        }
+    } else if reply.frames.len() + payload.len() + 6 > REPLY_BYTES_MAX {
         return Err(format!(
             "request {} collected more than {REPLY_BYTES_MAX} bytes of answers",
             header.request_id
@@ -1611,8 +1681,11 @@ fn file_frame<'r>(
         .frames
         .extend_from_slice(&(payload.len() as u32).to_le_bytes());
     reply.frames.extend_from_slice(payload);
-    if !completes_request(header.signal) {
-        return Ok(None);
+    if !completes {
+        // A stream's subscriber is woken by each completed epoch (its waiter is taken, so
+        // once until it takes the stream again).
+        let epoch_done = reply.stream_max.is_some() && header.signal == gsn::SUB_GCP_COMPLETE_REP;
+        return Ok(epoch_done.then_some(reply));
     }
     reply.complete = true;
     Ok(Some(reply))

@@ -178,6 +178,10 @@ fn data_draft(l: &Layered<'_>, diag: &mut Diag) -> DataDraft {
         max_no_of_saved_messages: l.u32("MaxNoOfSavedMessages"),
         mem_report_frequency_s: l.u32("MemReportFrequency"),
         backup_report_frequency_s: l.u32("BackupReportFrequency"),
+        max_no_of_subscriptions: l.u32("MaxNoOfSubscriptions"),
+        max_no_of_subscribers: l.u32("MaxNoOfSubscribers"),
+        max_buffered_epochs: l.u32("MaxBufferedEpochs"),
+        max_buffered_epoch_bytes: l.int("MaxBufferedEpochBytes"),
         max_no_of_concurrent_transactions: l.u32("MaxNoOfConcurrentTransactions"),
         max_no_of_concurrent_scans: l.u32("MaxNoOfConcurrentScans"),
         // 0 (below the minimum): absent, computed once the data nodes are counted.

@@ -133,6 +133,19 @@ pub struct DataNodeConfig {
     /// BackupReportFrequency, s: ndb_mgmd logs a running backup's status this often (0:
     /// never).
     pub backup_report_frequency_s: u32,
+    /// MaxNoOfSubscriptions: tables with event subscribers at once (0: MaxNoOfTables); one
+    /// more is refused with 1422.
+    pub max_no_of_subscriptions: u32,
+    /// MaxNoOfSubscribers: event subscriptions of API nodes at once (0: twice
+    /// MaxNoOfTables); one more is refused with 1422.
+    pub max_no_of_subscribers: u32,
+    /// MaxBufferedEpochs: completed epochs a subscriber's unsent events may span before the
+    /// node closes its link (NDB disconnects a lagging subscriber likewise).
+    pub max_buffered_epochs: u32,
+    /// MaxBufferedEpochBytes: events held for subscribers at most, per node (changes of
+    /// epochs not complete) and per subscriber (unsent); past it the changes are dropped (the
+    /// epochs' report says so) or the lagging subscriber's link is closed.
+    pub max_buffered_epoch_bytes: u64,
     pub max_no_of_concurrent_transactions: u32,
     pub max_no_of_concurrent_scans: u32,
     /// MaxNoOfLocalScans: fragment scans running at once on the node (NDB's scanfrag

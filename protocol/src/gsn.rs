@@ -66,6 +66,19 @@ signals! {
     DBINFO_SCANREQ = 47;
     DBINFO_SCANCONF = 48;
     DBINFO_SCANREF = 49;
+    /// The event API (NDB's SUMA): subscribe to a table's committed changes
+    /// (`suma::SubStartReq`), answered by SUB_START_CONF (`suma::SubStartConf`) or SUB_START_REF
+    /// (`signals::Refusal`); then, under the same request id, SUB_TABLE_DATA
+    /// (`suma::SubTableData`) per change and SUB_GCP_COMPLETE_REP (`suma::SubGcpCompleteRep`)
+    /// per completed epoch, until SUB_STOP_REQ (empty) is answered by SUB_STOP_CONF (or a
+    /// SUB_START_REF ends the subscription: its table was dropped).
+    SUB_START_REQ = 50;
+    SUB_START_CONF = 51;
+    SUB_START_REF = 52;
+    SUB_STOP_REQ = 53;
+    SUB_STOP_CONF = 54;
+    SUB_TABLE_DATA = 55;
+    SUB_GCP_COMPLETE_REP = 56;
     SCAN_TABREQ = 40;
     SCAN_TABCONF = 41;
     SCAN_TABREF = 42;
@@ -249,6 +262,11 @@ signals! {
     /// Node let stop → the president that let it: it stays (a peer refused, or failed); its
     /// next request to be stopped is judged afresh.
     STOP_ABORT_REP = 132;
+    /// Master → every data node: every commit of epoch `gci` and before has ended on every
+    /// live node (each sent GCP_NODEFINISH); SUMA reports the epoch complete to its
+    /// subscribers once no failed coordinator's transaction waits here (`dih::GcpSignal`, the
+    /// master's failed nodes). NDB's DIH sends SUB_GCP_COMPLETE_REP to SUMA for this.
+    GCP_COMPLETE_REP = 133;
 }
 
 /// The name of signal `number`, or `None` for a number no signal has.

@@ -17,6 +17,7 @@
 //! - [`filter`]: pushed-down scan filters, their encoding and their meaning.
 //! - [`ndbinfo`]: the data nodes' virtual tables of their own state, and the signals that read
 //!   them.
+//! - [`suma`]: the event API's subscriptions and the changes they carry.
 //! - [`ids`]: ids that travel between nodes ([`TransId`]).
 //! - [`id_hash`]: the hasher of maps keyed by request and transaction ids, which keeps their
 //!   order.
@@ -39,6 +40,7 @@ pub mod qmgr;
 pub mod scan;
 pub mod schema;
 pub mod signals;
+pub mod suma;
 
 pub use codec::{DecodeError, Reader, Writer};
 pub use error::{ErrorClass, NdbError};

@@ -27,6 +27,7 @@ pub mod block {
     pub const DBDICT: u16 = 250;
     pub const QMGR: u16 = 252;
     pub const DBINFO: u16 = 263;
+    pub const SUMA: u16 = 257;
     pub const API: u16 = 0x8000;
 }
 

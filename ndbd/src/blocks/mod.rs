@@ -35,6 +35,7 @@ mod qmgr;
 mod restart;
 mod single_user;
 mod stop_perm;
+pub(crate) mod suma;
 pub mod tc;
 pub mod tup;
 pub mod tux;
@@ -228,6 +229,8 @@ pub struct Kernel {
     backups: backup::Backups,
     /// The ndbinfo tables' state (`dbinfo.rs`).
     dbinfo: dbinfo::Dbinfo,
+    /// The event API's subscriptions (`suma.rs`).
+    suma: suma::Suma,
 }
 
 /// A frame from a peer that could not be understood: the link must be closed.
@@ -305,6 +308,7 @@ impl Kernel {
             single_user: None,
             backups: backup::Backups::default(),
             dbinfo: dbinfo::Dbinfo::new(config, node.node_id),
+            suma: suma::Suma::new(node),
         }
     }
 
@@ -563,6 +567,21 @@ impl Kernel {
                 let req = rndb_protocol::ndbinfo::DbinfoScanReq::decode(payload)?;
                 self.exec_dbinfo_scanreq(from, header, req, out, now)
             }
+            // SUMA
+            gsn::SUB_START_REQ if !self.qmgr.is_data_node(from) => {
+                let req = rndb_protocol::suma::SubStartReq::decode(payload)?;
+                self.exec_sub_start_req(from, header.request_id, req, out)
+            }
+            gsn::SUB_STOP_REQ if !self.qmgr.is_data_node(from) => {
+                self.exec_sub_stop_req(from, header.request_id, out)
+            }
+            gsn::GCP_COMPLETE_REP if self.qmgr.is_data_node(from) => {
+                let GcpSignal { gci, nodes } = GcpSignal::decode(payload)?;
+                // From a node held failed: a report of a master gone, which the next covers.
+                if self.qmgr.is_up(from) {
+                    self.suma_epoch_completed(gci, NodeSet::from_words(nodes), out);
+                }
+            }
             // QMGR
             dgsn::API_REGREQ => self.exec_api_regreq(from, header, out),
             gsn::PING_REQ => reply(
@@ -648,6 +667,7 @@ impl Kernel {
         }
         // Final answers that found a full send buffer go first.
         self.unsent.retry(out);
+        self.suma_flush(out);
         let mut ran = 0usize;
         loop {
             // One queued operation alone gains nothing from warming (it would look its row up
@@ -733,6 +753,7 @@ impl Kernel {
                     self.backup_timer(now);
                     self.node_restart_timer(out, now);
                     self.primary_switch_timer(out, now);
+                    self.suma_timer(out);
                 }
                 Signal::LcpStep => self.lcp_step(),
                 Signal::BackupStep => self.backup_step(),
@@ -783,6 +804,7 @@ impl Kernel {
             return self.node_failrep(node, out, now);
         }
         self.unsent.forget(node);
+        self.suma_api_gone(node);
         self.qmgr.forget_api(node);
         self.arbit_api_gone(node);
         self.abandon_scans(node);

@@ -1236,6 +1236,7 @@ impl Kernel {
             gsn::SCAN_TABREQ | gsn::SCAN_NEXTREQ => {
                 tc::scan::scan_ref(&mut self.unsent, out, from, header.request_id, &error)
             }
+            gsn::SUB_START_REQ => self.suma_refuse(from, header.request_id, &error, out),
             _ => return false,
         }
         true

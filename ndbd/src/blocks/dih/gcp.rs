@@ -469,6 +469,8 @@ impl Kernel {
             }
             gsn::MASTER_GCPREQ => self.gcp_answer_master(from, out),
             gsn::GCP_EPOCH_REP => self.gcp.current = self.gcp.current.max(gci),
+            // This node's own report as master: every failure it handled is handled here.
+            gsn::GCP_COMPLETE_REP => self.suma_epoch_completed(gci, NodeSet::new(), out),
             gsn::MASTER_GCPCONF => {
                 self.gcp.current = self.gcp.current.max(gci);
                 if let Some(awaiting) = self.gcp.takeover.as_mut() {
@@ -819,6 +821,19 @@ impl Kernel {
         if !round.awaiting.is_empty() {
             return;
         }
+        if round.step == gsn::GCP_COMMIT {
+            // Every live node's commits of the old epoch have ended: SUMA may report it.
+            let old = round.old;
+            let failed = self.qmgr.failed();
+            let mut nodes: NodeSet = self.qmgr.peers_up().collect();
+            nodes.insert(self.me);
+            for node in nodes.iter() {
+                self.send_gcp_nodes(node, gsn::GCP_COMPLETE_REP, old, failed, out);
+            }
+        }
+        let Some(round) = self.gcp.round.as_mut() else {
+            return;
+        };
         let mut copied = None;
         let (next, gci) = match round.step {
             gsn::GCP_PREPARE => (Some(gsn::GCP_COMMIT), round.gci),

@@ -199,6 +199,9 @@ pub struct Fragment {
     /// While an online backup backs this fragment up here: the changes committed since it
     /// began, not yet handed to its log file (`backup.rs`).
     pub backup_log: Option<Box<crate::blocks::backup::BackupLog>>,
+    /// While the fragment's table has event subscribers: the changes committed since the
+    /// last epoch SUMA reported complete (`suma.rs`).
+    pub events: Option<Box<crate::blocks::suma::EventLog>>,
 }
 
 /// The LQH block with its fragments.
@@ -895,6 +898,9 @@ fn finish_row(
         // A committed change: the row's image is current (see `RowSlot::restored`).
         slot.gci = gci_hi(gci);
         slot.restored = false;
+        if let Some(events) = fragment.events.as_mut() {
+            events.push(gci, pending.image.as_ref(), slot.committed.as_ref());
+        }
     }
     if let RowEnd::Commit(gci, Some((redo, table_id, fragment_no))) = end {
         match &pending.image {

@@ -1,0 +1,597 @@
+//! The event API (NDB's NdbEventOperation): a table's committed changes, epoch by epoch
+//! ([docs/events.md](../../docs/events.md)).
+//!
+//! [`Cluster::create_event_operation`] subscribes on every data node linked (SUB_START_REQ).
+//! Each sends the changes committed on its replicas, and closes each completed epoch with
+//! SUB_GCP_COMPLETE_REP; the link's receive thread files them into the subscription's stream.
+//! [`EventOperation::poll_events`] takes the streams and hands out an epoch once every data
+//! node subscribed that covers it has reported it complete: for each fragment, the changes of
+//! one data node holding a replica of it that covered the whole epoch (every replica sends
+//! them; one is kept). A fragment no such node covered makes the epoch
+//! [`EventType::Inconsistent`] (NDB's TE_INCONSISTENT): its changes may be missing.
+//!
+//! A data node whose link fails drops out; when it is linked again (it restarted), the
+//! subscription is made there again and counts from its start epoch on. With no data node
+//! left, the operation fails (4009, as NDB's TE_CLUSTER_FAILURE ends one).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rndb_config::NodeId;
+use rndb_protocol::codec::Reader;
+use rndb_protocol::error::NdbError;
+use rndb_protocol::schema::Value;
+use rndb_protocol::signals::{block, gsn, Refusal};
+use rndb_protocol::suma::{
+    ChangeKind, SubGcpCompleteRep, SubStartConf, SubStartReq, SubTableData, SUB_GCP_DATA_LOST,
+};
+use rndb_transporter::FrameHeader;
+
+use crate::connection::Connection;
+use crate::{Cluster, Error, Table};
+
+/// Bytes of events an operation holds, not yet handed out, by default (its
+/// [`EventOperation::set_buffer_max`]); past them it fails (4734).
+pub const EVENT_BUFFER_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
+
+/// How often a data node that refused the subscription, or that was linked again, is asked
+/// again.
+const RESUBSCRIBE_EVERY: Duration = Duration::from_millis(500);
+
+/// What a change did, or what an epoch lacks (NDB's TableEvent values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// TE_INSERT: `values` is the new row.
+    Insert,
+    /// TE_UPDATE: `values` the new row, `pre_values` the row before.
+    Update,
+    /// TE_DELETE: `pre_values` the row deleted.
+    Delete,
+    /// TE_INCONSISTENT: changes of this epoch (and, for a gap after a failure, of epochs up
+    /// to it) may be missing: no data node that held a fragment's replica covered it.
+    Inconsistent,
+    /// TE_DROP: the table was dropped; the operation ends.
+    Drop,
+}
+
+/// One event: a committed change of a row, or an epoch's inconsistency, or the table's drop.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventData {
+    pub event_type: EventType,
+    /// The epoch (NDB's GCI: the global checkpoint in the high word, the epoch within it in
+    /// the low word) the change committed in.
+    pub epoch: u64,
+    /// The fragment (partition) of the row.
+    pub fragment: u32,
+    /// Every column's new value (insert, update).
+    pub values: Option<Vec<Value>>,
+    /// Every column's value before (update, delete).
+    pub pre_values: Option<Vec<Value>>,
+}
+
+/// A change as it came, decoded when its epoch is handed out.
+#[derive(Debug)]
+struct Buffered {
+    fragment: u32,
+    kind: ChangeKind,
+    after: Vec<u8>,
+    before: Vec<u8>,
+}
+
+/// The subscription on one data node.
+#[derive(Debug)]
+struct NodeStream {
+    connection: Arc<Connection>,
+    request_id: u32,
+    /// Its SUB_START_CONF came: the first epoch it covers.
+    start_gci: Option<u64>,
+    /// The newest epoch it reported complete (before its first report, the one before its
+    /// start epoch).
+    reported: u64,
+    /// The newest epoch it sent SUB_GCP_COMPLETE_REP for (0: none yet).
+    last_report: u64,
+    /// Epoch spans (after, through] it reported with its changes dropped.
+    lost: Vec<(u64, u64)>,
+}
+
+impl NodeStream {
+    /// True when it sent every change it committed in `epoch`.
+    fn covers(&self, epoch: u64) -> bool {
+        self.start_gci.is_some_and(|s| s <= epoch)
+            && epoch <= self.reported
+            && !self.lost.iter().any(|&(a, b)| a < epoch && epoch <= b)
+    }
+}
+
+/// A subscription to one table's committed changes (NDB's NdbEventOperation, executed).
+/// Dropped, it unsubscribes.
+pub struct EventOperation<'c> {
+    cluster: &'c Cluster,
+    table: Table,
+    nodes: BTreeMap<NodeId, NodeStream>,
+    /// When each data node not subscribed is asked next.
+    retry_at: BTreeMap<NodeId, Instant>,
+    /// Changes by epoch, then by the data node that sent them.
+    epochs: BTreeMap<u64, BTreeMap<NodeId, Vec<Buffered>>>,
+    buffered_bytes: usize,
+    buffer_max: usize,
+    /// Epochs up to this one are handed out (or were before the subscription began).
+    delivered: u64,
+    /// A data node that alone covered some fragment failed after reporting this epoch: the
+    /// next epoch handed out begins with an [`EventType::Inconsistent`] event.
+    gap_after: Option<u64>,
+    ready: VecDeque<EventData>,
+    /// The table was dropped, or the cluster failed: nothing more comes.
+    ended: Option<Error>,
+}
+
+impl std::fmt::Debug for EventOperation<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventOperation")
+            .field("table", &self.table.name())
+            .field("nodes", &self.nodes.keys().collect::<Vec<_>>())
+            .field("delivered", &self.delivered)
+            .field("buffered_bytes", &self.buffered_bytes)
+            .finish()
+    }
+}
+
+impl Cluster {
+    /// Subscribes to `table`'s committed changes on every data node linked (NDB's
+    /// `Ndb::createEventOperation` and `NdbEventOperation::execute`), waiting for each to
+    /// confirm and then for the epoch it subscribed in to complete: every change committed
+    /// after this returns is handed out, and none of an epoch some node's subscription did
+    /// not cover from its start.
+    pub fn create_event_operation(&self, table: &Table) -> Result<EventOperation<'_>, Error> {
+        let mut op = EventOperation {
+            cluster: self,
+            table: table.clone(),
+            nodes: BTreeMap::new(),
+            retry_at: BTreeMap::new(),
+            epochs: BTreeMap::new(),
+            buffered_bytes: 0,
+            buffer_max: EVENT_BUFFER_BYTES_DEFAULT,
+            delivered: 0,
+            gap_after: None,
+            ready: VecDeque::new(),
+            ended: None,
+        };
+        let linked: Vec<Arc<Connection>> = self.linked().filter(|c| !c.is_failed()).collect();
+        for connection in linked {
+            op.subscribe(connection)?;
+        }
+        // Each confirmation comes first on its stream, then the report of the epoch it was
+        // made in (by then every data node commits in a later one): wait for them all.
+        let deadline = self.deadline();
+        let waiting = |op: &EventOperation<'_>| {
+            let first = op
+                .nodes
+                .values()
+                .map(|n| n.start_gci.unwrap_or(u64::MAX))
+                .max();
+            first.is_some_and(|first| {
+                first == u64::MAX || op.nodes.values().any(|n| n.last_report < first - 1)
+            })
+        };
+        while waiting(&op) {
+            op.take_streams()?;
+            if let Some(e) = op.ended.take() {
+                return Err(e);
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::ndb_detail(
+                    4012,
+                    "no data node confirmed the subscription and completed its epoch in time",
+                ));
+            }
+            std::thread::park_timeout(Duration::from_millis(10));
+        }
+        if op.nodes.is_empty() {
+            return Err(Error::ndb_detail(4009, "no data node is linked"));
+        }
+        // Epochs some node does not cover from its start are not handed out.
+        op.delivered = op
+            .nodes
+            .values()
+            .filter_map(|n| n.start_gci)
+            .max()
+            .unwrap_or(1)
+            - 1;
+        Ok(op)
+    }
+}
+
+impl<'c> EventOperation<'c> {
+    /// The table subscribed to.
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// Bytes of events held before they are handed out, at most (NDB's
+    /// `ndb_eventbuffer_max_alloc`); past it [`EventOperation::poll_events`] fails with 4734.
+    pub fn set_buffer_max(&mut self, bytes: usize) {
+        self.buffer_max = bytes;
+    }
+
+    /// Waits up to `timeout` for a complete epoch (NDB's `Ndb::pollEvents`): returns the newest
+    /// epoch whose events [`EventOperation::next_event`] now hands out, or `None` when none
+    /// completed in time.
+    pub fn poll_events(&mut self, timeout: Duration) -> Result<Option<u64>, Error> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.take_streams()?;
+            self.resubscribe();
+            self.deliver()?;
+            if let Some(last) = self.ready.back() {
+                return Ok(Some(last.epoch));
+            }
+            if let Some(e) = self.ended.take() {
+                self.ended = Some(clone_error(&e));
+                return Err(e);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            // Woken by a stream's next completed epoch; the timeout bounds a resubscription's
+            // delay.
+            std::thread::park_timeout((deadline - now).min(RESUBSCRIBE_EVERY));
+        }
+    }
+
+    /// The next event of the epochs [`EventOperation::poll_events`] completed (NDB's
+    /// `Ndb::nextEvent`), in epoch order.
+    pub fn next_event(&mut self) -> Option<EventData> {
+        self.ready.pop_front()
+    }
+
+    /// Subscribes on the data node at the end of `connection`.
+    fn subscribe(&mut self, connection: Arc<Connection>) -> Result<(), Error> {
+        let request_id = self.cluster.new_request_id();
+        connection.register_stream(request_id, self.buffer_max);
+        let mut payload = Vec::new();
+        SubStartReq {
+            table_id: self.table.id(),
+            table_version: self.table.version(),
+        }
+        .encode(&mut payload);
+        let header = header(gsn::SUB_START_REQ, request_id);
+        if let Err(e) = connection.send_frames(std::iter::once((header, &payload[..]))) {
+            connection.forget(request_id);
+            return Err(e);
+        }
+        self.nodes.insert(
+            connection.peer,
+            NodeStream {
+                connection,
+                request_id,
+                start_gci: None,
+                reported: 0,
+                last_report: 0,
+                lost: Vec::new(),
+            },
+        );
+        Ok(())
+    }
+
+    /// Subscribes again on data nodes linked and not subscribed (restarted, or that refused
+    /// while they were being restarted), at most every [`RESUBSCRIBE_EVERY`] each.
+    fn resubscribe(&mut self) {
+        if self.ended.is_some() {
+            return;
+        }
+        let now = Instant::now();
+        let linked: Vec<Arc<Connection>> = self
+            .cluster
+            .linked()
+            .filter(|c| !c.is_failed() && !self.nodes.contains_key(&c.peer))
+            .collect();
+        for connection in linked {
+            let at = self.retry_at.entry(connection.peer).or_insert(now);
+            if now < *at {
+                continue;
+            }
+            *at = now + RESUBSCRIBE_EVERY;
+            let node = connection.peer;
+            if let Err(e) = self.subscribe(connection) {
+                tracing::debug!(%node, "subscribe again: {e}");
+            }
+        }
+    }
+
+    /// Takes what each data node's stream collected.
+    fn take_streams(&mut self) -> Result<(), Error> {
+        let nodes: Vec<NodeId> = self.nodes.keys().copied().collect();
+        for node in nodes {
+            let Some(stream) = self.nodes.get(&node) else {
+                continue;
+            };
+            match stream.connection.take_stream(stream.request_id) {
+                Ok(take) => {
+                    let overflowed = take.overflowed;
+                    let ended = take.ended;
+                    for (signal, payload) in take.frames.iter() {
+                        self.file(node, signal, payload)?;
+                    }
+                    if overflowed {
+                        return Err(self.overflow(format!(
+                            "data node {node}'s events outgrew the buffer ({} bytes) before \
+                             they were taken",
+                            self.buffer_max
+                        )));
+                    }
+                    if ended {
+                        self.node_gone(node);
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(%node, "event stream lost: {e}");
+                    self.node_gone(node);
+                }
+            }
+        }
+        if self.nodes.is_empty() && self.ended.is_none() {
+            self.ended = Some(Error::ndb_detail(
+                4009,
+                "cluster failure: no data node sends this subscription's events",
+            ));
+        }
+        Ok(())
+    }
+
+    /// One frame of `node`'s stream.
+    fn file(&mut self, node: NodeId, signal: u16, payload: &[u8]) -> Result<(), Error> {
+        let Some(stream) = self.nodes.get_mut(&node) else {
+            return Ok(());
+        };
+        let connection = Arc::clone(&stream.connection);
+        let malformed = |e: &dyn std::fmt::Display| {
+            connection.protocol_violation(format!("signal {signal}: {e}"))
+        };
+        match signal {
+            gsn::SUB_START_CONF => {
+                let conf = SubStartConf::decode(payload).map_err(|e| malformed(&e))?;
+                stream.start_gci = Some(conf.start_gci.max(1));
+                stream.reported = conf.start_gci.max(1) - 1;
+            }
+            gsn::SUB_TABLE_DATA => {
+                let data = SubTableData::decode(payload).map_err(|e| malformed(&e))?;
+                if data.gci <= self.delivered {
+                    return Ok(());
+                }
+                self.buffered_bytes += data.after.len() + data.before.len() + 32;
+                if self.buffered_bytes > self.buffer_max {
+                    return Err(self.overflow(format!(
+                        "more than {} bytes of events not handed out",
+                        self.buffer_max
+                    )));
+                }
+                self.epochs
+                    .entry(data.gci)
+                    .or_default()
+                    .entry(node)
+                    .or_default()
+                    .push(Buffered {
+                        fragment: data.fragment,
+                        kind: data.kind,
+                        after: data.after.to_vec(),
+                        before: data.before.to_vec(),
+                    });
+            }
+            gsn::SUB_GCP_COMPLETE_REP => {
+                let rep = SubGcpCompleteRep::decode(payload).map_err(|e| malformed(&e))?;
+                stream.last_report = stream.last_report.max(rep.gci);
+                if rep.gci > stream.reported {
+                    if rep.flags & SUB_GCP_DATA_LOST != 0 {
+                        stream.lost.push((stream.reported, rep.gci));
+                    }
+                    stream.reported = rep.gci;
+                }
+            }
+            gsn::SUB_STOP_CONF => {}
+            gsn::SUB_START_REF => {
+                let r = Refusal::decode(payload).map_err(|e| malformed(&e))?;
+                let error = Error::Ndb(NdbError::from_wire(r.code, &r.detail));
+                if r.code == 1417 {
+                    // The table was dropped: the operation's last event.
+                    let epoch = stream.reported.max(self.delivered);
+                    self.ready.push_back(EventData {
+                        event_type: EventType::Drop,
+                        epoch,
+                        fragment: 0,
+                        values: None,
+                        pre_values: None,
+                    });
+                    self.ended = Some(error);
+                    self.nodes.clear();
+                    return Ok(());
+                }
+                tracing::debug!(%node, "subscription refused: {error}");
+            }
+            other => {
+                return Err(malformed(&format!(
+                    "unexpected signal {other} on an event stream"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// `node`'s stream ended or its link failed: it no longer counts. A fragment no other
+    /// subscribed node covers leaves a gap from its last report on.
+    fn node_gone(&mut self, node: NodeId) {
+        let Some(gone) = self.nodes.remove(&node) else {
+            return;
+        };
+        gone.connection.forget(gone.request_id);
+        self.retry_at
+            .insert(node, Instant::now() + RESUBSCRIBE_EVERY);
+        let Some(start) = gone.start_gci else {
+            return;
+        };
+        let map = self.cluster.partition_map();
+        let uncovered = (0..map.partition_count()).any(|p| {
+            map.replicas(p).contains(&node)
+                && !map
+                    .replicas(p)
+                    .iter()
+                    .any(|n| self.nodes.get(n).is_some_and(|s| s.start_gci.is_some()))
+        });
+        let after = gone.reported.max(start - 1);
+        if uncovered && after >= self.delivered {
+            self.gap_after = Some(self.gap_after.map_or(after, |g| g.min(after)));
+        }
+    }
+
+    /// Hands out every epoch that every subscribed data node covering it has reported.
+    fn deliver(&mut self) -> Result<(), Error> {
+        let complete_through = self
+            .nodes
+            .values()
+            .filter_map(|n| n.start_gci.map(|_| n.reported))
+            .min();
+        let Some(complete_through) = complete_through else {
+            return Ok(());
+        };
+        if let Some(after) = self.gap_after {
+            if complete_through > after {
+                self.gap_after = None;
+                self.ready.push_back(EventData {
+                    event_type: EventType::Inconsistent,
+                    epoch: after + 1,
+                    fragment: 0,
+                    values: None,
+                    pre_values: None,
+                });
+            }
+        }
+        while let Some(entry) = self.epochs.first_entry() {
+            let epoch = *entry.key();
+            if epoch > complete_through {
+                break;
+            }
+            let mut by_node = entry.remove();
+            self.delivered = epoch;
+            let map = self.cluster.partition_map();
+            let mut events = Vec::new();
+            let mut uncovered = None;
+            for p in 0..map.partition_count() {
+                let chosen = map
+                    .replicas(p)
+                    .iter()
+                    .copied()
+                    .find(|n| self.nodes.get(n).is_some_and(|s| s.covers(epoch)));
+                let Some(chosen) = chosen else {
+                    uncovered.get_or_insert(p);
+                    continue;
+                };
+                let Some(changes) = by_node.get_mut(&chosen) else {
+                    continue;
+                };
+                for b in changes.iter().filter(|b| b.fragment == p) {
+                    events.push(self.decode(chosen, epoch, b)?);
+                }
+            }
+            if let Some(fragment) = uncovered {
+                self.ready.push_back(EventData {
+                    event_type: EventType::Inconsistent,
+                    epoch,
+                    fragment,
+                    values: None,
+                    pre_values: None,
+                });
+            }
+            self.ready.extend(events);
+            let bytes: usize = by_node
+                .values()
+                .flatten()
+                .map(|b| b.after.len() + b.before.len() + 32)
+                .sum();
+            self.buffered_bytes = self.buffered_bytes.saturating_sub(bytes);
+            by_node.clear();
+        }
+        self.delivered = self.delivered.max(complete_through);
+        Ok(())
+    }
+
+    fn decode(&self, node: NodeId, epoch: u64, b: &Buffered) -> Result<EventData, Error> {
+        let def = self.table.def();
+        let row = |bytes: &[u8]| -> Result<Vec<Value>, Error> {
+            let mut values = Vec::new();
+            let mut r = Reader::new(bytes, "SUB_TABLE_DATA row");
+            def.decode_row_into(&mut r, &mut values)
+                .and_then(|()| r.finish())
+                .map_err(|e| {
+                    self.nodes.get(&node).map_or_else(
+                        || Error::Protocol {
+                            node,
+                            reason: e.to_string(),
+                        },
+                        |s| s.connection.protocol_violation(e.to_string()),
+                    )
+                })?;
+            Ok(values)
+        };
+        let (event_type, values, pre_values) = match b.kind {
+            ChangeKind::Insert => (EventType::Insert, Some(row(&b.after)?), None),
+            ChangeKind::Update => (
+                EventType::Update,
+                Some(row(&b.after)?),
+                Some(row(&b.before)?),
+            ),
+            ChangeKind::Delete => (EventType::Delete, None, Some(row(&b.before)?)),
+        };
+        Ok(EventData {
+            event_type,
+            epoch,
+            fragment: b.fragment,
+            values,
+            pre_values,
+        })
+    }
+
+    /// The operation outgrew its buffer: it ends (4734).
+    fn overflow(&mut self, detail: String) -> Error {
+        self.unsubscribe();
+        let error = Error::ndb_detail(4734, format!("event buffer overflow: {detail}"));
+        self.ended = Some(clone_error(&error));
+        error
+    }
+
+    /// Asks every data node to end the subscription and forgets its streams.
+    fn unsubscribe(&mut self) {
+        for stream in std::mem::take(&mut self.nodes).into_values() {
+            let header = header(gsn::SUB_STOP_REQ, stream.request_id);
+            let _ = stream
+                .connection
+                .send_frames(std::iter::once((header, &[][..])));
+            stream.connection.forget(stream.request_id);
+        }
+        self.epochs.clear();
+        self.buffered_bytes = 0;
+    }
+}
+
+impl Drop for EventOperation<'_> {
+    fn drop(&mut self) {
+        self.unsubscribe();
+    }
+}
+
+fn header(signal: u16, request_id: u32) -> FrameHeader {
+    FrameHeader {
+        signal,
+        receiver_block: block::SUMA,
+        sender_block: block::API,
+        request_id,
+    }
+}
+
+/// The same error again (an ended operation fails every later poll alike).
+fn clone_error(e: &Error) -> Error {
+    match e {
+        Error::Ndb(n) => Error::Ndb(n.clone()),
+        other => Error::ndb_detail(4009, other),
+    }
+}

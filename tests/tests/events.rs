@@ -1,0 +1,334 @@
+//! Proves that the event API hands a subscriber every committed change exactly once, in epoch
+//! order, each in the epoch its commit returned, with the row's new and old images, and
+//! nothing of an aborted transaction; that a data node SIGKILLed and restarted under a writer
+//! loses and duplicates no acknowledged change (its replica partner covers its fragments, and
+//! it is subscribed again once it is back); and that dropping the table ends the subscription
+//! with a Drop event.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rndb_api::{
+    Cluster, ColumnDef, ColumnType, EventData, EventOperation, EventType, ExecType, Table,
+    TableDef, Value,
+};
+use rndb_config::NodeId;
+use rndb_tests::ops::recreate_table;
+use rndb_tests::{wait_until, ClusterSpec, TestCluster};
+
+/// A node's restart, in debug builds on a shared 2-core machine.
+const RESTART_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long the events of what was committed may take to come (a few epochs, on a loaded
+/// machine).
+const EVENTS_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// An event as compared: its type, epoch, new and old images.
+type Change = (EventType, u64, Option<Vec<Value>>, Option<Vec<Value>>);
+
+fn counters_def(name: &str) -> TableDef {
+    TableDef::new(
+        name,
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("v", ColumnType::Int64),
+        ],
+    )
+}
+
+fn row(id: u32, v: i64) -> Vec<Value> {
+    vec![Value::UInt32(id), Value::Int64(v)]
+}
+
+/// Polls until `done` holds over the events gathered, failing after [`EVENTS_TIMEOUT`].
+fn gather(
+    op: &mut EventOperation<'_>,
+    events: &mut Vec<EventData>,
+    what: &str,
+    done: impl Fn(&[EventData]) -> bool,
+) {
+    let deadline = Instant::now() + EVENTS_TIMEOUT;
+    while !done(events) {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not every event came within {EVENTS_TIMEOUT:?}; got {events:#?}"
+        );
+        if op
+            .poll_events(Duration::from_millis(200))
+            .expect("poll events")
+            .is_some()
+        {
+            while let Some(event) = op.next_event() {
+                events.push(event);
+            }
+        }
+    }
+}
+
+fn commit(cluster: &Cluster, build: impl FnOnce(&mut rndb_api::Transaction<'_>)) -> u64 {
+    let mut t = cluster.start_transaction().expect("start a transaction");
+    build(&mut t);
+    t.execute(ExecType::Commit).expect("commit");
+    t.gci().expect("a writing commit has a GCI")
+}
+
+#[test]
+fn committed_changes_come_once_in_their_epochs_with_both_images() {
+    let cluster = TestCluster::start(ClusterSpec::new().data_nodes(2).replicas(2))
+        .expect("start the data nodes");
+    let api = cluster.connect().expect("connect");
+    let table = recreate_table(&api, &counters_def("ev_basic")).expect("create table");
+    let mut op = api.create_event_operation(&table).expect("subscribe");
+
+    // Changes that commit, each with the GCI its commit returned.
+    let mut expected: Vec<Change> = Vec::new();
+    let gci = commit(&api, |t| {
+        for id in 0..20 {
+            t.insert(&table, &row(id, 0)).unwrap();
+        }
+    });
+    for id in 0..20 {
+        expected.push((EventType::Insert, gci, Some(row(id, 0)), None));
+    }
+    let gci = commit(&api, |t| {
+        t.update(&table, &[Value::UInt32(3)], &[(1, Value::Int64(33))])
+            .unwrap();
+    });
+    expected.push((EventType::Update, gci, Some(row(3, 33)), Some(row(3, 0))));
+    // An aborted transaction's changes never appear.
+    {
+        let mut t = api.start_transaction().unwrap();
+        t.insert(&table, &row(100, 1)).unwrap();
+        t.delete(&table, &[Value::UInt32(4)]).unwrap();
+        t.execute(ExecType::NoCommit).unwrap();
+        t.execute(ExecType::Rollback).unwrap();
+    }
+    let gci = commit(&api, |t| {
+        t.delete(&table, &[Value::UInt32(5)]).unwrap();
+    });
+    expected.push((EventType::Delete, gci, None, Some(row(5, 0))));
+
+    let mut events = Vec::new();
+    gather(&mut op, &mut events, "basic changes", |e| {
+        e.len() >= expected.len()
+    });
+    // A little longer: nothing more may come (each change once, the aborted ones never).
+    let more = op.poll_events(Duration::from_millis(500)).expect("poll");
+    while let Some(event) = op.next_event() {
+        events.push(event);
+    }
+    assert!(
+        more.is_none() || events.len() == expected.len(),
+        "unexpected events: {events:#?}"
+    );
+    assert!(
+        events.windows(2).all(|w| w[0].epoch <= w[1].epoch),
+        "epochs in order: {events:#?}"
+    );
+    let mut got: Vec<_> = events
+        .iter()
+        .map(|e| {
+            (
+                e.event_type,
+                e.epoch,
+                e.values.clone(),
+                e.pre_values.clone(),
+            )
+        })
+        .collect();
+    let key = |x: &Change| (x.1, format!("{:?}", x.0), format!("{:?}{:?}", x.2, x.3));
+    got.sort_by_key(key);
+    expected.sort_by_key(key);
+    assert_eq!(
+        got, expected,
+        "every committed change once, in its commit's epoch"
+    );
+
+    // Dropping the table ends the subscription.
+    api.drop_table("ev_basic").expect("drop table");
+    let mut last = Vec::new();
+    gather(&mut op, &mut last, "the drop", |e| {
+        e.iter().any(|x| x.event_type == EventType::Drop)
+    });
+    let after = op.poll_events(Duration::from_millis(10));
+    assert!(
+        after.is_err(),
+        "an operation whose table was dropped ends: {after:?}"
+    );
+}
+
+#[test]
+fn a_data_node_killed_and_restarted_under_a_writer_loses_and_repeats_no_change() {
+    let mut cluster = TestCluster::start(ClusterSpec::new().data_nodes(2).replicas(2).api_slots(8))
+        .expect("start the data nodes");
+    let api = cluster.connect().expect("connect");
+    let table = recreate_table(&api, &counters_def("ev_kill")).expect("create table");
+    const KEYS: u32 = 16;
+    let opening: Vec<Vec<Value>> = (0..KEYS).map(|id| row(id, 0)).collect();
+    let mut t = api.start_transaction().unwrap();
+    for r in &opening {
+        t.insert(&table, r).unwrap();
+    }
+    t.execute(ExecType::Commit).unwrap();
+    let mut op = api.create_event_operation(&table).expect("subscribe");
+
+    // The writer sets each key to 1, 2, 3, ... in turn; acknowledged values are recorded.
+    let acked: Mutex<BTreeMap<u32, Vec<i64>>> = Mutex::new(BTreeMap::new());
+    let stop = AtomicBool::new(false);
+    let mut events = Vec::new();
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| write_until(&api, &table, &acked, &stop));
+        let take = |op: &mut EventOperation<'_>, events: &mut Vec<EventData>| {
+            if op
+                .poll_events(Duration::from_millis(50))
+                .expect("poll events")
+                .is_some()
+            {
+                while let Some(event) = op.next_event() {
+                    events.push(event);
+                }
+            }
+        };
+        let acked_count = || acked.lock().unwrap().values().map(Vec::len).sum::<usize>();
+        let result = (|| {
+            wait_until("writes before the kill", RESTART_TIMEOUT, || {
+                take(&mut op, &mut events);
+                Ok((acked_count() >= 200).then_some(()))
+            })?;
+            cluster.kill_node(NodeId(2))?;
+            let before = acked_count();
+            wait_until("writes after the kill", RESTART_TIMEOUT, || {
+                take(&mut op, &mut events);
+                Ok((acked_count() >= before + 200).then_some(()))
+            })?;
+            cluster.restart_node(NodeId(2))?;
+            wait_until("the node restart", RESTART_TIMEOUT, || {
+                take(&mut op, &mut events);
+                Ok(cluster
+                    .log(NodeId(2))
+                    .contains("node restart complete")
+                    .then_some(()))
+            })?;
+            let before = acked_count();
+            wait_until("writes after the restart", RESTART_TIMEOUT, || {
+                take(&mut op, &mut events);
+                Ok((acked_count() >= before + 200).then_some(()))
+            })
+        })();
+        stop.store(true, Ordering::Relaxed);
+        writer.join().expect("writer");
+        result.expect("kill and restart under the writer");
+    });
+
+    // Every acknowledged value arrives, once, in order per key.
+    let acked = acked.into_inner().unwrap();
+    let last: BTreeMap<u32, i64> = acked
+        .iter()
+        .map(|(k, v)| (*k, *v.last().unwrap()))
+        .collect();
+    gather(
+        &mut op,
+        &mut events,
+        "every acknowledged change",
+        |events| {
+            let mut newest: BTreeMap<u32, i64> = BTreeMap::new();
+            for e in events {
+                if let Some(values) = &e.values {
+                    if let (Value::UInt32(k), Value::Int64(v)) = (&values[0], &values[1]) {
+                        newest.insert(*k, *v);
+                    }
+                }
+            }
+            last.iter()
+                .all(|(k, v)| newest.get(k).is_some_and(|n| n >= v))
+        },
+    );
+    eprintln!(
+        "{} acknowledged writes, {} events",
+        acked.values().map(Vec::len).sum::<usize>(),
+        events.len()
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.event_type == EventType::Inconsistent),
+        "a replica survived: no epoch lacks a fragment"
+    );
+    assert!(
+        events.windows(2).all(|w| w[0].epoch <= w[1].epoch),
+        "epochs in order"
+    );
+    let mut seen: BTreeMap<u32, Vec<i64>> = BTreeMap::new();
+    for e in &events {
+        assert_eq!(e.event_type, EventType::Update, "{e:?}");
+        let (Some(values), Some(pre)) = (&e.values, &e.pre_values) else {
+            panic!("an update has both images: {e:?}");
+        };
+        let (Value::UInt32(k), Value::Int64(v)) = (&values[0], &values[1]) else {
+            panic!("{values:?}");
+        };
+        let Value::Int64(p) = &pre[1] else {
+            panic!("{pre:?}")
+        };
+        let history = seen.entry(*k).or_default();
+        assert_eq!(
+            *p,
+            history.last().copied().unwrap_or(0),
+            "key {k}: the image before is the last one seen"
+        );
+        history.push(*v);
+    }
+    for (k, values) in &acked {
+        let history = seen.get(k).cloned().unwrap_or_default();
+        assert!(
+            history.windows(2).all(|w| w[1] == w[0] + 1) && history.first() == Some(&1),
+            "key {k}: each value once, in order: {history:?}"
+        );
+        for v in values {
+            assert!(
+                history.contains(v),
+                "key {k}: acknowledged value {v} arrived"
+            );
+        }
+    }
+}
+
+/// Sets key `k` to its next value, one key a transaction, until `stop`; records each
+/// acknowledged value. A commit whose outcome is unknown (its node failed) is read back
+/// before the key is written again, so values stay one apart.
+fn write_until(
+    api: &Cluster,
+    table: &Table,
+    acked: &Mutex<BTreeMap<u32, Vec<i64>>>,
+    stop: &AtomicBool,
+) {
+    let mut next: BTreeMap<u32, i64> = BTreeMap::new();
+    let mut k = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let v = next.get(&k).copied().unwrap_or(0) + 1;
+        let result = (|| {
+            let mut t = api.start_transaction()?;
+            t.update(table, &[Value::UInt32(k)], &[(1, Value::Int64(v))])?;
+            t.execute(ExecType::Commit)
+        })();
+        match result {
+            Ok(()) => {
+                acked.lock().unwrap().entry(k).or_default().push(v);
+                next.insert(k, v);
+                k = (k + 1) % 16;
+            }
+            Err(e) => {
+                assert!(e.is_temporary(), "write: {e}");
+                // The row says whether it committed.
+                if let Ok(row) = rndb_tests::ops::read_committed(api, table, &[Value::UInt32(k)]) {
+                    if let Value::Int64(now) = row[1] {
+                        next.insert(k, now);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+}
