@@ -23,9 +23,7 @@ use rndb_protocol::codec::Reader;
 use rndb_protocol::error::NdbError;
 use rndb_protocol::schema::Value;
 use rndb_protocol::signals::{block, gsn, Refusal};
-use rndb_protocol::suma::{
-    ChangeKind, SubGcpCompleteRep, SubStartConf, SubStartReq, SubTableData, SUB_GCP_DATA_LOST,
-};
+use rndb_protocol::suma::{ChangeKind, EventMerge, HeldChange, Merged, SubStartReq};
 use rndb_transporter::FrameHeader;
 
 use crate::connection::Connection;
@@ -70,38 +68,11 @@ pub struct EventData {
     pub pre_values: Option<Vec<Value>>,
 }
 
-/// A change as it came, decoded when its epoch is handed out.
-#[derive(Debug)]
-struct Buffered {
-    fragment: u32,
-    kind: ChangeKind,
-    after: Vec<u8>,
-    before: Vec<u8>,
-}
-
-/// The subscription on one data node.
+/// The subscription's stream on one data node.
 #[derive(Debug)]
 struct NodeStream {
     connection: Arc<Connection>,
     request_id: u32,
-    /// Its SUB_START_CONF came: the first epoch it covers.
-    start_gci: Option<u64>,
-    /// The newest epoch it reported complete (before its first report, the one before its
-    /// start epoch).
-    reported: u64,
-    /// The newest epoch it sent SUB_GCP_COMPLETE_REP for (0: none yet).
-    last_report: u64,
-    /// Epoch spans (after, through] it reported with its changes dropped.
-    lost: Vec<(u64, u64)>,
-}
-
-impl NodeStream {
-    /// True when it sent every change it committed in `epoch`.
-    fn covers(&self, epoch: u64) -> bool {
-        self.start_gci.is_some_and(|s| s <= epoch)
-            && epoch <= self.reported
-            && !self.lost.iter().any(|&(a, b)| a < epoch && epoch <= b)
-    }
 }
 
 /// A subscription to one table's committed changes (NDB's NdbEventOperation, executed).
@@ -112,15 +83,9 @@ pub struct EventOperation<'c> {
     nodes: BTreeMap<NodeId, NodeStream>,
     /// When each data node not subscribed is asked next.
     retry_at: BTreeMap<NodeId, Instant>,
-    /// Changes by epoch, then by the data node that sent them.
-    epochs: BTreeMap<u64, BTreeMap<NodeId, Vec<Buffered>>>,
-    buffered_bytes: usize,
+    /// The epochs' changes as they come, handed out once complete.
+    merge: EventMerge,
     buffer_max: usize,
-    /// Epochs up to this one are handed out (or were before the subscription began).
-    delivered: u64,
-    /// A data node that alone covered some fragment failed after reporting this epoch: the
-    /// next epoch handed out begins with an [`EventType::Inconsistent`] event.
-    gap_after: Option<u64>,
     ready: VecDeque<EventData>,
     /// The table was dropped, or the cluster failed: nothing more comes.
     ended: Option<Error>,
@@ -131,8 +96,7 @@ impl std::fmt::Debug for EventOperation<'_> {
         f.debug_struct("EventOperation")
             .field("table", &self.table.name())
             .field("nodes", &self.nodes.keys().collect::<Vec<_>>())
-            .field("delivered", &self.delivered)
-            .field("buffered_bytes", &self.buffered_bytes)
+            .field("held_bytes", &self.merge.held_bytes())
             .finish()
     }
 }
@@ -144,16 +108,17 @@ impl Cluster {
     /// after this returns is handed out, and none of an epoch some node's subscription did
     /// not cover from its start.
     pub fn create_event_operation(&self, table: &Table) -> Result<EventOperation<'_>, Error> {
+        let map = self.partition_map();
+        let replicas = (0..map.partition_count())
+            .map(|p| map.replicas(p).iter().map(|n| n.0).collect())
+            .collect();
         let mut op = EventOperation {
             cluster: self,
             table: table.clone(),
             nodes: BTreeMap::new(),
             retry_at: BTreeMap::new(),
-            epochs: BTreeMap::new(),
-            buffered_bytes: 0,
+            merge: EventMerge::new(replicas),
             buffer_max: EVENT_BUFFER_BYTES_DEFAULT,
-            delivered: 0,
-            gap_after: None,
             ready: VecDeque::new(),
             ended: None,
         };
@@ -164,17 +129,7 @@ impl Cluster {
         // Each confirmation comes first on its stream, then the report of the epoch it was
         // made in (by then every data node commits in a later one): wait for them all.
         let deadline = self.deadline();
-        let waiting = |op: &EventOperation<'_>| {
-            let first = op
-                .nodes
-                .values()
-                .map(|n| n.start_gci.unwrap_or(u64::MAX))
-                .max();
-            first.is_some_and(|first| {
-                first == u64::MAX || op.nodes.values().any(|n| n.last_report < first - 1)
-            })
-        };
-        while waiting(&op) {
+        while !op.nodes.is_empty() && !op.merge.begin() {
             op.take_streams()?;
             if let Some(e) = op.ended.take() {
                 return Err(e);
@@ -190,14 +145,6 @@ impl Cluster {
         if op.nodes.is_empty() {
             return Err(Error::ndb_detail(4009, "no data node is linked"));
         }
-        // Epochs some node does not cover from its start are not handed out.
-        op.delivered = op
-            .nodes
-            .values()
-            .filter_map(|n| n.start_gci)
-            .max()
-            .unwrap_or(1)
-            - 1;
         Ok(op)
     }
 }
@@ -261,15 +208,12 @@ impl<'c> EventOperation<'c> {
             connection.forget(request_id);
             return Err(e);
         }
+        self.merge.subscribing(connection.peer.0);
         self.nodes.insert(
             connection.peer,
             NodeStream {
                 connection,
                 request_id,
-                start_gci: None,
-                reported: 0,
-                last_report: 0,
-                lost: Vec::new(),
             },
         );
         Ok(())
@@ -342,7 +286,7 @@ impl<'c> EventOperation<'c> {
 
     /// One frame of `node`'s stream.
     fn file(&mut self, node: NodeId, signal: u16, payload: &[u8]) -> Result<(), Error> {
-        let Some(stream) = self.nodes.get_mut(&node) else {
+        let Some(stream) = self.nodes.get(&node) else {
             return Ok(());
         };
         let connection = Arc::clone(&stream.connection);
@@ -350,43 +294,14 @@ impl<'c> EventOperation<'c> {
             connection.protocol_violation(format!("signal {signal}: {e}"))
         };
         match signal {
-            gsn::SUB_START_CONF => {
-                let conf = SubStartConf::decode(payload).map_err(|e| malformed(&e))?;
-                stream.start_gci = Some(conf.start_gci.max(1));
-                stream.reported = conf.start_gci.max(1) - 1;
-            }
-            gsn::SUB_TABLE_DATA => {
-                let data = SubTableData::decode(payload).map_err(|e| malformed(&e))?;
-                if data.gci <= self.delivered {
-                    return Ok(());
-                }
-                self.buffered_bytes += data.after.len() + data.before.len() + 32;
-                if self.buffered_bytes > self.buffer_max {
+            gsn::SUB_START_CONF | gsn::SUB_TABLE_DATA | gsn::SUB_GCP_COMPLETE_REP => {
+                let held =
+                    (self.merge.on_frame(node.0, signal, payload)).map_err(|e| malformed(&e))?;
+                if held > self.buffer_max {
                     return Err(self.overflow(format!(
                         "more than {} bytes of events not handed out",
                         self.buffer_max
                     )));
-                }
-                self.epochs
-                    .entry(data.gci)
-                    .or_default()
-                    .entry(node)
-                    .or_default()
-                    .push(Buffered {
-                        fragment: data.fragment,
-                        kind: data.kind,
-                        after: data.after.to_vec(),
-                        before: data.before.to_vec(),
-                    });
-            }
-            gsn::SUB_GCP_COMPLETE_REP => {
-                let rep = SubGcpCompleteRep::decode(payload).map_err(|e| malformed(&e))?;
-                stream.last_report = stream.last_report.max(rep.gci);
-                if rep.gci > stream.reported {
-                    if rep.flags & SUB_GCP_DATA_LOST != 0 {
-                        stream.lost.push((stream.reported, rep.gci));
-                    }
-                    stream.reported = rep.gci;
                 }
             }
             gsn::SUB_STOP_CONF => {}
@@ -394,8 +309,12 @@ impl<'c> EventOperation<'c> {
                 let r = Refusal::decode(payload).map_err(|e| malformed(&e))?;
                 let error = Error::Ndb(NdbError::from_wire(r.code, &r.detail));
                 if r.code == 1417 {
-                    // The table was dropped: the operation's last event.
-                    let epoch = stream.reported.max(self.delivered);
+                    // The table was dropped: the operation's last event, after every epoch
+                    // completed before.
+                    let mut merged = Vec::new();
+                    self.merge.take_complete(&mut merged);
+                    self.hand_out(merged)?;
+                    let epoch = self.ready.back().map_or(0, |e| e.epoch);
                     self.ready.push_back(EventData {
                         event_type: EventType::Drop,
                         epoch,
@@ -404,7 +323,7 @@ impl<'c> EventOperation<'c> {
                         pre_values: None,
                     });
                     self.ended = Some(error);
-                    self.nodes.clear();
+                    self.unsubscribe();
                     return Ok(());
                 }
                 tracing::debug!(%node, "subscription refused: {error}");
@@ -418,119 +337,52 @@ impl<'c> EventOperation<'c> {
         Ok(())
     }
 
-    /// `node`'s stream ended or its link failed: it no longer counts. A fragment no other
-    /// subscribed node covers leaves a gap from its last report on.
+    /// `node`'s stream ended or its link failed: it no longer counts.
     fn node_gone(&mut self, node: NodeId) {
         let Some(gone) = self.nodes.remove(&node) else {
             return;
         };
         gone.connection.forget(gone.request_id);
+        self.merge.gone(node.0);
         self.retry_at
             .insert(node, Instant::now() + RESUBSCRIBE_EVERY);
-        let Some(start) = gone.start_gci else {
-            return;
-        };
-        let map = self.cluster.partition_map();
-        let uncovered = (0..map.partition_count()).any(|p| {
-            map.replicas(p).contains(&node)
-                && !map
-                    .replicas(p)
-                    .iter()
-                    .any(|n| self.nodes.get(n).is_some_and(|s| s.start_gci.is_some()))
-        });
-        let after = gone.reported.max(start - 1);
-        if uncovered && after >= self.delivered {
-            self.gap_after = Some(self.gap_after.map_or(after, |g| g.min(after)));
-        }
     }
 
-    /// Hands out every epoch that every subscribed data node covering it has reported.
+    /// Hands out every epoch that every subscribed data node has reported complete.
     fn deliver(&mut self) -> Result<(), Error> {
-        let complete_through = self
-            .nodes
-            .values()
-            .filter_map(|n| n.start_gci.map(|_| n.reported))
-            .min();
-        let Some(complete_through) = complete_through else {
-            return Ok(());
-        };
-        if let Some(after) = self.gap_after {
-            if complete_through > after {
-                self.gap_after = None;
-                self.ready.push_back(EventData {
-                    event_type: EventType::Inconsistent,
-                    epoch: after + 1,
-                    fragment: 0,
-                    values: None,
-                    pre_values: None,
-                });
-            }
-        }
-        while let Some(entry) = self.epochs.first_entry() {
-            let epoch = *entry.key();
-            if epoch > complete_through {
-                break;
-            }
-            let mut by_node = entry.remove();
-            self.delivered = epoch;
-            let map = self.cluster.partition_map();
-            let mut events = Vec::new();
-            let mut uncovered = None;
-            for p in 0..map.partition_count() {
-                let chosen = map
-                    .replicas(p)
-                    .iter()
-                    .copied()
-                    .find(|n| self.nodes.get(n).is_some_and(|s| s.covers(epoch)));
-                let Some(chosen) = chosen else {
-                    uncovered.get_or_insert(p);
-                    continue;
-                };
-                let Some(changes) = by_node.get_mut(&chosen) else {
-                    continue;
-                };
-                for b in changes.iter().filter(|b| b.fragment == p) {
-                    events.push(self.decode(chosen, epoch, b)?);
-                }
-            }
-            if let Some(fragment) = uncovered {
-                self.ready.push_back(EventData {
+        let mut merged = Vec::new();
+        self.merge.take_complete(&mut merged);
+        self.hand_out(merged)
+    }
+
+    /// Decodes merged changes into events.
+    fn hand_out(&mut self, merged: Vec<Merged>) -> Result<(), Error> {
+        for m in merged {
+            let event = match m {
+                Merged::Change { epoch, change } => self.decode(epoch, &change)?,
+                Merged::Inconsistent { epoch, fragment } => EventData {
                     event_type: EventType::Inconsistent,
                     epoch,
                     fragment,
                     values: None,
                     pre_values: None,
-                });
-            }
-            self.ready.extend(events);
-            let bytes: usize = by_node
-                .values()
-                .flatten()
-                .map(|b| b.after.len() + b.before.len() + 32)
-                .sum();
-            self.buffered_bytes = self.buffered_bytes.saturating_sub(bytes);
-            by_node.clear();
+                },
+            };
+            self.ready.push_back(event);
         }
-        self.delivered = self.delivered.max(complete_through);
         Ok(())
     }
 
-    fn decode(&self, node: NodeId, epoch: u64, b: &Buffered) -> Result<EventData, Error> {
+    /// A change's rows, by the table's columns. A row that does not decode is the data
+    /// nodes' fault; the operation fails (its streams are not tied to one link any more).
+    fn decode(&self, epoch: u64, b: &HeldChange) -> Result<EventData, Error> {
         let def = self.table.def();
         let row = |bytes: &[u8]| -> Result<Vec<Value>, Error> {
             let mut values = Vec::new();
             let mut r = Reader::new(bytes, "SUB_TABLE_DATA row");
             def.decode_row_into(&mut r, &mut values)
                 .and_then(|()| r.finish())
-                .map_err(|e| {
-                    self.nodes.get(&node).map_or_else(
-                        || Error::Protocol {
-                            node,
-                            reason: e.to_string(),
-                        },
-                        |s| s.connection.protocol_violation(e.to_string()),
-                    )
-                })?;
+                .map_err(|e| Error::ndb_detail(4009, format!("an event's row: {e}")))?;
             Ok(values)
         };
         let (event_type, values, pre_values) = match b.kind {
@@ -568,8 +420,7 @@ impl<'c> EventOperation<'c> {
                 .send_frames(std::iter::once((header, &[][..])));
             stream.connection.forget(stream.request_id);
         }
-        self.epochs.clear();
-        self.buffered_bytes = 0;
+        self.merge = EventMerge::new(Vec::new());
     }
 }
 

@@ -13,6 +13,8 @@
 //! Every replica of a fragment sends its changes; the API keeps one replica's per fragment and
 //! epoch (`rndb_api::event`). A refusal is SUB_START_REF (`signals::Refusal`).
 
+use std::collections::BTreeMap;
+
 use crate::codec::{DecodeError, Reader, Writer};
 
 /// SUB_START_REQ: subscribe to the committed changes of a table.
@@ -147,6 +149,253 @@ impl SubGcpCompleteRep {
     }
 }
 
+/// A change as a subscriber holds it until its epoch is handed out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldChange {
+    pub fragment: u32,
+    pub kind: ChangeKind,
+    pub after: Vec<u8>,
+    pub before: Vec<u8>,
+}
+
+impl HeldChange {
+    fn bytes(&self) -> usize {
+        self.after.len() + self.before.len() + 32
+    }
+}
+
+/// What [`EventMerge::take_complete`] hands out, in epoch order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Merged {
+    /// A committed change, from one replica of its fragment.
+    Change { epoch: u64, change: HeldChange },
+    /// No data node that covered `fragment` for this epoch (and, after a failure, for the
+    /// epochs since the failed node's last report) was subscribed: changes may be missing.
+    Inconsistent { epoch: u64, fragment: u32 },
+}
+
+/// One data node's subscription, as the subscriber tracks it.
+#[derive(Clone, Debug, Default)]
+struct Source {
+    /// Its SUB_START_CONF came: the first epoch it covers.
+    start_gci: Option<u64>,
+    /// The newest epoch it covers so far (before its first report, the one before its start).
+    reported: u64,
+    /// The newest epoch it sent SUB_GCP_COMPLETE_REP for (0: none yet).
+    last_report: u64,
+    /// Epoch spans (after, through] it reported with its changes dropped.
+    lost: Vec<(u64, u64)>,
+}
+
+impl Source {
+    /// True when it sent every change it committed in `epoch`.
+    fn covers(&self, epoch: u64) -> bool {
+        self.start_gci.is_some_and(|s| s <= epoch)
+            && epoch <= self.reported
+            && !self.lost.iter().any(|&(a, b)| a < epoch && epoch <= b)
+    }
+}
+
+/// The subscriber's side of the event protocol, without I/O: it takes each data node's
+/// frames and hands out complete epochs. Every replica of a fragment sends its changes; an
+/// epoch is handed out once every data node subscribed has reported it complete (its
+/// SUB_GCP_COMPLETE_REP), with, for each fragment, the changes of the first of its replicas
+/// (in the partition map's order) that covered the whole epoch. A fragment no subscribed
+/// replica covered makes the epoch [`Merged::Inconsistent`]. Shared by `rndb_api`'s event
+/// operations and the simulator's subscriber, so that the simulator checks what the library
+/// runs.
+#[derive(Clone, Debug)]
+pub struct EventMerge {
+    /// Each partition's replicas (data node ids), as the partition map lists them.
+    replicas: Vec<Vec<u16>>,
+    sources: BTreeMap<u16, Source>,
+    /// Changes by epoch, then by the data node that sent them.
+    epochs: BTreeMap<u64, BTreeMap<u16, Vec<HeldChange>>>,
+    bytes: usize,
+    /// Epochs up to this one are handed out (or came before the subscription began).
+    delivered: u64,
+    /// A node that alone covered some fragment failed after reporting this epoch.
+    gap_after: Option<u64>,
+}
+
+impl EventMerge {
+    /// A subscription over a cluster whose partition `p` has replicas `replicas[p]`.
+    pub fn new(replicas: Vec<Vec<u16>>) -> EventMerge {
+        EventMerge {
+            replicas,
+            sources: BTreeMap::new(),
+            epochs: BTreeMap::new(),
+            bytes: 0,
+            delivered: 0,
+            gap_after: None,
+        }
+    }
+
+    /// SUB_START_REQ went to `node`.
+    pub fn subscribing(&mut self, node: u16) {
+        self.sources.insert(node, Source::default());
+    }
+
+    /// True while `node` is subscribed or being subscribed.
+    pub fn is_subscribed(&self, node: u16) -> bool {
+        self.sources.contains_key(&node)
+    }
+
+    /// Nodes subscribed or being subscribed.
+    pub fn nodes(&self) -> impl Iterator<Item = u16> + '_ {
+        self.sources.keys().copied()
+    }
+
+    /// Bytes of changes held.
+    pub fn held_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// True once every node subscribed at the start has confirmed and reported the epoch its
+    /// subscription was made in (by then every data node commits in a later one: a change
+    /// committed after this is handed out). Sets where handing out begins.
+    pub fn begin(&mut self) -> bool {
+        let Some(first) = self.sources.values().map(|s| s.start_gci).max() else {
+            return false;
+        };
+        let Some(first) = first.filter(|_| self.sources.values().all(|s| s.start_gci.is_some()))
+        else {
+            return false;
+        };
+        if self.sources.values().any(|s| s.last_report + 1 < first) {
+            return false;
+        }
+        self.delivered = self.delivered.max(first - 1);
+        true
+    }
+
+    /// One frame of `node`'s stream: SUB_START_CONF, SUB_TABLE_DATA or SUB_GCP_COMPLETE_REP
+    /// (others are the caller's). Returns the bytes of changes it now holds.
+    pub fn on_frame(
+        &mut self,
+        node: u16,
+        signal: u16,
+        payload: &[u8],
+    ) -> Result<usize, DecodeError> {
+        use crate::gsn;
+        let Some(source) = self.sources.get_mut(&node) else {
+            return Ok(self.bytes);
+        };
+        match signal {
+            gsn::SUB_START_CONF => {
+                let conf = SubStartConf::decode(payload)?;
+                let start = conf.start_gci.max(1);
+                source.start_gci = Some(start);
+                source.reported = start - 1;
+            }
+            gsn::SUB_TABLE_DATA => {
+                let data = SubTableData::decode(payload)?;
+                if data.gci > self.delivered && source.start_gci.is_some_and(|s| data.gci >= s) {
+                    let change = HeldChange {
+                        fragment: data.fragment,
+                        kind: data.kind,
+                        after: data.after.to_vec(),
+                        before: data.before.to_vec(),
+                    };
+                    self.bytes += change.bytes();
+                    let held = self.epochs.entry(data.gci).or_default();
+                    held.entry(node).or_default().push(change);
+                }
+            }
+            gsn::SUB_GCP_COMPLETE_REP => {
+                let rep = SubGcpCompleteRep::decode(payload)?;
+                source.last_report = source.last_report.max(rep.gci);
+                if rep.gci > source.reported && source.start_gci.is_some() {
+                    if rep.flags & SUB_GCP_DATA_LOST != 0 {
+                        source.lost.push((source.reported, rep.gci));
+                    }
+                    source.reported = rep.gci;
+                }
+            }
+            other => {
+                return Err(DecodeError::new(
+                    "event stream",
+                    format!("signal {other} is not one of an event stream"),
+                ))
+            }
+        }
+        Ok(self.bytes)
+    }
+
+    /// `node`'s stream ended or its link failed: it no longer counts. A fragment no other
+    /// subscribed node covers leaves a gap from its last report on.
+    pub fn gone(&mut self, node: u16) {
+        let Some(gone) = self.sources.remove(&node) else {
+            return;
+        };
+        let Some(start) = gone.start_gci else {
+            return;
+        };
+        let uncovered = self.replicas.iter().any(|replicas| {
+            replicas.contains(&node)
+                && !replicas
+                    .iter()
+                    .any(|n| self.sources.get(n).is_some_and(|s| s.start_gci.is_some()))
+        });
+        let after = gone.reported.max(start - 1);
+        if uncovered && after >= self.delivered {
+            self.gap_after = Some(self.gap_after.map_or(after, |g| g.min(after)));
+        }
+    }
+
+    /// Hands out every epoch each subscribed node has reported complete, in order.
+    pub fn take_complete(&mut self, out: &mut Vec<Merged>) {
+        let complete_through = (self.sources.values())
+            .filter(|s| s.start_gci.is_some())
+            .map(|s| s.reported)
+            .min();
+        let Some(complete_through) = complete_through else {
+            return;
+        };
+        if let Some(after) = self.gap_after.filter(|&a| complete_through > a) {
+            self.gap_after = None;
+            out.push(Merged::Inconsistent {
+                epoch: after + 1,
+                fragment: u32::MAX,
+            });
+        }
+        while let Some(entry) = self.epochs.first_entry() {
+            let epoch = *entry.key();
+            if epoch > complete_through {
+                break;
+            }
+            let mut by_node = entry.remove();
+            let mut uncovered = None;
+            let mut changes = Vec::new();
+            for (p, replicas) in self.replicas.iter().enumerate() {
+                let p = p as u32;
+                let chosen = (replicas.iter())
+                    .find(|n| self.sources.get(n).is_some_and(|s| s.covers(epoch)));
+                let Some(chosen) = chosen else {
+                    uncovered.get_or_insert(p);
+                    continue;
+                };
+                if let Some(held) = by_node.get_mut(chosen) {
+                    changes.extend(held.iter().filter(|c| c.fragment == p).map(|c| {
+                        Merged::Change {
+                            epoch,
+                            change: c.clone(),
+                        }
+                    }));
+                }
+            }
+            if let Some(fragment) = uncovered {
+                out.push(Merged::Inconsistent { epoch, fragment });
+            }
+            out.extend(changes);
+            let bytes: usize = by_node.values().flatten().map(HeldChange::bytes).sum();
+            self.bytes = self.bytes.saturating_sub(bytes);
+            by_node.clear();
+        }
+        self.delivered = self.delivered.max(complete_through);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,6 +428,133 @@ mod tests {
         Writer::new(&mut bad).u64(1).u32(0).u8(9);
         let e = SubTableData::decode(&bad).unwrap_err().to_string();
         assert!(e.contains("unknown change kind 9"), "{e}");
+    }
+
+    fn frame_of(encode: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+        let mut b = Vec::new();
+        encode(&mut b);
+        b
+    }
+
+    fn conf(m: &mut EventMerge, node: u16, start_gci: u64) {
+        let f = frame_of(|b| SubStartConf { start_gci }.encode(b));
+        m.on_frame(node, crate::gsn::SUB_START_CONF, &f).unwrap();
+    }
+
+    fn data(m: &mut EventMerge, node: u16, gci: u64, fragment: u32, after: &[u8]) {
+        let d = SubTableData {
+            gci,
+            fragment,
+            kind: ChangeKind::Insert,
+            after,
+            before: b"",
+        };
+        let f = frame_of(|b| d.encode(b));
+        m.on_frame(node, crate::gsn::SUB_TABLE_DATA, &f).unwrap();
+    }
+
+    fn rep(m: &mut EventMerge, node: u16, gci: u64, flags: u32) {
+        let f = frame_of(|b| SubGcpCompleteRep { gci, flags }.encode(b));
+        m.on_frame(node, crate::gsn::SUB_GCP_COMPLETE_REP, &f)
+            .unwrap();
+    }
+
+    fn taken(m: &mut EventMerge) -> Vec<(u64, String)> {
+        let mut out = Vec::new();
+        m.take_complete(&mut out);
+        out.into_iter()
+            .map(|x| match x {
+                Merged::Change { epoch, change } => {
+                    (epoch, String::from_utf8(change.after).unwrap())
+                }
+                Merged::Inconsistent { epoch, fragment } => {
+                    (epoch, format!("inconsistent {fragment}"))
+                }
+            })
+            .collect()
+    }
+
+    /// Two partitions, both on nodes 1 and 2 (one node group, two replicas).
+    fn two_replicas() -> EventMerge {
+        let mut m = EventMerge::new(vec![vec![1, 2], vec![2, 1]]);
+        m.subscribing(1);
+        m.subscribing(2);
+        assert!(!m.begin(), "no confirmation yet");
+        conf(&mut m, 1, 10);
+        conf(&mut m, 2, 11);
+        assert!(
+            !m.begin(),
+            "node 2 has not reported the epoch it subscribed in"
+        );
+        rep(&mut m, 1, 10, 0);
+        rep(&mut m, 2, 10, 0);
+        assert!(m.begin());
+        m
+    }
+
+    #[test]
+    fn each_change_is_handed_out_once_from_one_replica_after_every_node_reported() {
+        let mut m = two_replicas();
+        // Epoch 10 is before node 2's start: node 1's change of it is not handed out.
+        assert!(taken(&mut m).is_empty());
+        for node in [1, 2] {
+            data(&mut m, node, 11, 0, b"a");
+            data(&mut m, node, 11, 1, b"b");
+            data(&mut m, node, 12, 0, b"c");
+        }
+        rep(&mut m, 1, 12, 0);
+        assert!(taken(&mut m).is_empty(), "node 2 has not reported 11");
+        rep(&mut m, 2, 11, 0);
+        assert_eq!(taken(&mut m), [(11, "a".into()), (11, "b".into())]);
+        rep(&mut m, 2, 12, 0);
+        assert_eq!(taken(&mut m), [(12, "c".into())]);
+        assert_eq!(m.held_bytes(), 0, "what was not handed out is dropped");
+        // A late duplicate of a handed-out epoch is not kept.
+        data(&mut m, 2, 12, 0, b"c");
+        assert_eq!(m.held_bytes(), 0);
+    }
+
+    #[test]
+    fn a_failed_replica_leaves_its_partner_to_cover_and_a_lone_one_leaves_a_gap() {
+        let mut m = two_replicas();
+        data(&mut m, 1, 11, 0, b"a");
+        data(&mut m, 2, 11, 0, b"a");
+        data(&mut m, 2, 12, 1, b"b");
+        // Node 1 fails before reporting 11: node 2 covers both fragments.
+        m.gone(1);
+        rep(&mut m, 2, 12, 0);
+        assert_eq!(taken(&mut m), [(11, "a".into()), (12, "b".into())]);
+        // Node 2 goes too: nothing covers epochs after 12.
+        m.gone(2);
+        m.subscribing(1);
+        conf(&mut m, 1, 20);
+        rep(&mut m, 1, 20, 0);
+        assert_eq!(taken(&mut m), [(13, "inconsistent 4294967295".into())]);
+        // Node 1 alone, back: partition 0's replica 2 is gone, yet node 1 covers both.
+        data(&mut m, 1, 21, 0, b"x");
+        rep(&mut m, 1, 21, 0);
+        assert_eq!(taken(&mut m), [(21, "x".into())]);
+    }
+
+    #[test]
+    fn a_report_of_dropped_changes_makes_another_replica_or_an_inconsistency_cover() {
+        let mut m = two_replicas();
+        data(&mut m, 2, 11, 0, b"a");
+        rep(&mut m, 1, 11, SUB_GCP_DATA_LOST);
+        rep(&mut m, 2, 11, 0);
+        assert_eq!(taken(&mut m), [(11, "a".into())], "node 2's copy");
+        data(&mut m, 1, 12, 0, b"b");
+        rep(&mut m, 1, 12, 0);
+        rep(&mut m, 2, 12, SUB_GCP_DATA_LOST);
+        assert_eq!(taken(&mut m), [(12, "b".into())], "node 1's copy");
+        data(&mut m, 1, 13, 0, b"c");
+        rep(&mut m, 1, 13, SUB_GCP_DATA_LOST);
+        rep(&mut m, 2, 13, SUB_GCP_DATA_LOST);
+        assert_eq!(
+            taken(&mut m),
+            [(13, "inconsistent 0".into())],
+            "neither vouches for epoch 13"
+        );
     }
 
     #[test]
