@@ -439,6 +439,37 @@ fn signal_payloads() -> Vec<Seed> {
         }
         .encode(o)
     });
+    use rndb_protocol::suma;
+    put(44, &|o| {
+        suma::SubStartReq {
+            table_id: 2,
+            table_version: 1,
+        }
+        .encode(o)
+    });
+    put(45, &|o| {
+        suma::SubStartConf {
+            start_gci: 7 << 32 | 2,
+        }
+        .encode(o)
+    });
+    put(46, &|o| {
+        suma::SubTableData {
+            gci: 7 << 32 | 2,
+            fragment: 1,
+            kind: suma::ChangeKind::Update,
+            after: &[2, 0, 3, 1, 0, 0, 0, 4, 9, 0, 0, 0, 0, 0, 0, 0],
+            before: &[2, 0, 3, 1, 0, 0, 0, 4, 8, 0, 0, 0, 0, 0, 0, 0],
+        }
+        .encode(o)
+    });
+    put(47, &|o| {
+        suma::SubGcpCompleteRep {
+            gci: 7 << 32 | 2,
+            flags: suma::SUB_GCP_DATA_LOST,
+        }
+        .encode(o)
+    });
     payloads
         .into_iter()
         .enumerate()

@@ -29,6 +29,7 @@ use rndb_protocol::signals::{
     self, CreateIndexReq, IndexInfo, IndexName, Refusal, TableInfo, TcExecuteConf, TcExecuteRef,
     TcExecuteReq, TcKeyRef, TcKeyReq, TcKeyReqView, TcKeyRow,
 };
+use rndb_protocol::suma;
 use rndb_protocol::{Reader, Writer};
 use rndb_transporter::frame::{self, Decoded, FRAME_BYTES_MAX, FRAME_HEADER_BYTES};
 use rndb_transporter::handshake::{self, Hello};
@@ -321,6 +322,26 @@ const DECODERS: &[Decoder] = &[
             b,
             ndbinfo::DbinfoScanRef::decode,
             ndbinfo::DbinfoScanRef::encode,
+        )
+    },
+    |b| round_trip(b, suma::SubStartReq::decode, suma::SubStartReq::encode),
+    |b| round_trip(b, suma::SubStartConf::decode, suma::SubStartConf::encode),
+    |b| {
+        // Borrows its images from the payload: decoded, encoded and decoded again by hand.
+        let Ok(first) = suma::SubTableData::decode(b) else {
+            return;
+        };
+        let mut encoded = Vec::new();
+        first.encode(&mut encoded);
+        let second = suma::SubTableData::decode(&encoded)
+            .unwrap_or_else(|e| panic!("{first:?} encoded to {encoded:02x?}: {e}"));
+        assert_eq!(first, second);
+    },
+    |b| {
+        round_trip(
+            b,
+            suma::SubGcpCompleteRep::decode,
+            suma::SubGcpCompleteRep::encode,
         )
     },
 ];
