@@ -89,6 +89,8 @@ pub struct EventOperation<'c> {
     ready: VecDeque<EventData>,
     /// The table was dropped, or the cluster failed: nothing more comes.
     ended: Option<Error>,
+    /// The last data node's refusal of the subscription (SUB_START_REF).
+    refused: Option<Error>,
 }
 
 impl std::fmt::Debug for EventOperation<'_> {
@@ -121,6 +123,7 @@ impl Cluster {
             buffer_max: EVENT_BUFFER_BYTES_DEFAULT,
             ready: VecDeque::new(),
             ended: None,
+            refused: None,
         };
         let linked: Vec<Arc<Connection>> = self.linked().filter(|c| !c.is_failed()).collect();
         for connection in linked {
@@ -131,7 +134,9 @@ impl Cluster {
         let deadline = self.deadline();
         while !op.nodes.is_empty() && !op.merge.begin() {
             op.take_streams()?;
-            if let Some(e) = op.ended.take() {
+            // A data node's refusal fails the whole operation (as NDB's execute), which,
+            // dropped, unsubscribes on the others.
+            if let Some(e) = op.refused.take().or_else(|| op.ended.take()) {
                 return Err(e);
             }
             if Instant::now() >= deadline {
@@ -327,6 +332,7 @@ impl<'c> EventOperation<'c> {
                     return Ok(());
                 }
                 tracing::debug!(%node, "subscription refused: {error}");
+                self.refused = Some(error);
             }
             other => {
                 return Err(malformed(&format!(

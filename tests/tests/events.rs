@@ -332,3 +332,85 @@ fn write_until(
         }
     }
 }
+
+#[test]
+fn subscriptions_past_the_config_limits_are_refused_with_1422() {
+    let cluster = TestCluster::start(
+        ClusterSpec::new()
+            .data_nodes(2)
+            .replicas(2)
+            .data_node_param("MaxNoOfSubscribers", "2")
+            .data_node_param("MaxNoOfSubscriptions", "1"),
+    )
+    .expect("start the data nodes");
+    let api = cluster.connect().expect("connect");
+    let a = recreate_table(&api, &counters_def("ev_limit_a")).expect("create table");
+    let b = recreate_table(&api, &counters_def("ev_limit_b")).expect("create table");
+    let first = api.create_event_operation(&a).expect("first subscription");
+    let refused = api.create_event_operation(&b).map(|_| ());
+    let e = refused.expect_err("a second table's subscription: MaxNoOfSubscriptions=1");
+    assert_eq!(e.code(), Some(1422), "{e}");
+    assert!(e.to_string().contains("MaxNoOfSubscriptions"), "{e}");
+    let second = api
+        .create_event_operation(&a)
+        .expect("second subscriber of the table");
+    let e = api
+        .create_event_operation(&a)
+        .map(|_| ())
+        .expect_err("MaxNoOfSubscribers=2");
+    assert_eq!(e.code(), Some(1422), "{e}");
+    assert!(e.to_string().contains("MaxNoOfSubscribers"), "{e}");
+    // Dropped operations give their places back.
+    drop(first);
+    drop(second);
+    wait_until("the subscriptions to end", EVENTS_TIMEOUT, || {
+        Ok(api.create_event_operation(&b).ok().map(|_| ()))
+    })
+    .expect("subscribe to the other table once the first ended");
+}
+
+#[test]
+fn an_operation_that_outgrows_its_event_buffer_fails_with_4734_and_the_links_serve_on() {
+    let cluster = TestCluster::start(ClusterSpec::new().data_nodes(2).replicas(2))
+        .expect("start the data nodes");
+    let api = cluster.connect().expect("connect");
+    let table = recreate_table(&api, &counters_def("ev_overflow")).expect("create table");
+    let mut op = api.create_event_operation(&table).expect("subscribe");
+    op.set_buffer_max(4096);
+    commit(&api, |t| {
+        for id in 0..500 {
+            t.insert(&table, &row(id, 7)).unwrap();
+        }
+    });
+    let deadline = Instant::now() + EVENTS_TIMEOUT;
+    let error = loop {
+        match op.poll_events(Duration::from_millis(200)) {
+            Err(e) => break e,
+            Ok(_) => {
+                while op.next_event().is_some() {}
+                assert!(
+                    Instant::now() < deadline,
+                    "no overflow within {EVENTS_TIMEOUT:?}"
+                );
+            }
+        }
+    };
+    assert_eq!(error.code(), Some(4734), "{error}");
+    assert!(
+        op.poll_events(Duration::ZERO).is_err(),
+        "the operation stays ended"
+    );
+    // The overflow cost the operation only: the links go on serving.
+    let read = rndb_tests::ops::read_committed(&api, &table, &[Value::UInt32(9)]).expect("read");
+    assert_eq!(read, row(9, 7));
+    let mut again = api.create_event_operation(&table).expect("subscribe again");
+    commit(&api, |t| {
+        t.update(&table, &[Value::UInt32(9)], &[(1, Value::Int64(8))])
+            .unwrap();
+    });
+    let mut events = Vec::new();
+    gather(&mut again, &mut events, "the next change", |e| {
+        !e.is_empty()
+    });
+    assert_eq!(events[0].values, Some(row(9, 8)));
+}

@@ -1063,3 +1063,51 @@ fn a_data_node_leaving_while_the_api_connects_does_not_fail_the_connect() {
     drop(cluster);
     fake.finish();
 }
+
+/// An event stream that carries a change cut short, a report that does not decode, or a
+/// signal no stream carries fails the subscription with a protocol error naming it (within
+/// the call's bound, no panic), and the link is given up.
+#[test]
+fn a_malformed_event_stream_fails_the_subscription() {
+    use rndb_protocol::suma::{SubGcpCompleteRep, SubStartConf};
+    let start = 5u64 << 32 | 1;
+    let cases: [(u16, Vec<u8>, &str); 3] = [
+        (gsn::SUB_TABLE_DATA, vec![1, 2, 3], "SUB_TABLE_DATA"),
+        (
+            gsn::SUB_GCP_COMPLETE_REP,
+            vec![9; 3],
+            "SUB_GCP_COMPLETE_REP",
+        ),
+        (gsn::TCKEY_ROW, Vec::new(), "unexpected signal"),
+    ];
+    for (signal, payload, naming) in cases {
+        let fake = FakeDataNode::start(move |peer| {
+            peer.serve_table(&table_info());
+            let subscribe = peer.expect_skipping(gsn::SUB_START_REQ);
+            let mut conf = Vec::new();
+            SubStartConf { start_gci: start }.encode(&mut conf);
+            peer.answer(&subscribe, gsn::SUB_START_CONF, &conf);
+            let mut rep = Vec::new();
+            SubGcpCompleteRep {
+                gci: start,
+                flags: 0,
+            }
+            .encode(&mut rep);
+            peer.answer(&subscribe, gsn::SUB_GCP_COMPLETE_REP, &rep);
+            peer.answer(&subscribe, signal, &payload);
+            peer.linger();
+        });
+        let (result, later) = fake.run(|cluster| {
+            let table = get_table(cluster);
+            let polled = timed("an event stream", || {
+                let mut op = cluster.create_event_operation(&table)?;
+                op.poll_events(Duration::from_secs(2))
+            })
+            .0;
+            (polled, later_calls(cluster, &table))
+        });
+        assert_protocol(result, naming, naming);
+        assert_all_lost(later, naming);
+        fake.finish();
+    }
+}
