@@ -1663,3 +1663,242 @@ fn cluster_locks_are_walked_in_pages_of_bounded_work() {
         ("X".into(), "UPDATE".into())
     );
 }
+
+/// API node `from` subscribes to `t` (request `rid`); the answer's start epoch.
+fn subscribe(k: &mut Kernel, out: &mut Out, from: u16, rid: u32, t: &TableInfo) -> u64 {
+    use rndb_protocol::suma::{SubStartConf, SubStartReq};
+    let mut b = Vec::new();
+    SubStartReq {
+        table_id: t.table_id,
+        table_version: t.table_version,
+    }
+    .encode(&mut b);
+    frame(k, out, from, gsn::SUB_START_REQ, rid, &b);
+    let (_, _, _, payload) = (out.frames.iter())
+        .rev()
+        .find(|(to, s, r, _)| *to == NodeId(from) && *r == rid && *s == gsn::SUB_START_CONF)
+        .expect("SUB_START_CONF");
+    SubStartConf::decode(payload).expect("decode").start_gci
+}
+
+/// Ticks past one TimeBetweenEpochs at a time until the master completed `epochs` more.
+fn run_epochs(k: &mut Kernel, out: &mut Out, now: &mut Instant, epochs: u32) {
+    for _ in 0..epochs {
+        *now += Duration::from_millis(150);
+        tick(k, out, *now);
+    }
+}
+
+/// SUMA's frames to API node `to` of the subscription `rid`, in order.
+fn stream(out: &Out, to: u16, rid: u32) -> Vec<(u16, Vec<u8>)> {
+    (out.frames.iter())
+        .filter(|(n, s, r, _)| *n == NodeId(to) && *r == rid && (50..=56).contains(s))
+        .map(|(_, s, _, p)| (*s, p.clone()))
+        .collect()
+}
+
+/// A subscriber gets each change committed after its subscription once its epoch is complete,
+/// with the commit's GCI and the row's images, then the epoch's report; an abort's change never
+/// comes; once it unsubscribes nothing more comes.
+#[test]
+fn suma_sends_each_committed_change_with_its_epoch_then_the_report() {
+    use rndb_protocol::suma::{ChangeKind, SubGcpCompleteRep, SubTableData};
+    let (mut k, mut out, t) = setup();
+    let mut now = Instant::now();
+    run_epochs(&mut k, &mut out, &mut now, 1);
+    let start = subscribe(&mut k, &mut out, 50, 900, &t);
+    run_epochs(&mut k, &mut out, &mut now, 1);
+    op(
+        &mut k,
+        &mut out,
+        50,
+        901,
+        &t,
+        true,
+        OperationType::Update,
+        1,
+        7,
+        ExecType::Commit,
+    );
+    let gci = conf_gci(&out, 901).expect("a commit's GCI");
+    assert!(
+        gci >= start,
+        "the change is in an epoch the subscription covers"
+    );
+    op(
+        &mut k,
+        &mut out,
+        50,
+        902,
+        &t,
+        true,
+        OperationType::Insert,
+        9,
+        1,
+        ExecType::NoCommit,
+    );
+    op(
+        &mut k,
+        &mut out,
+        50,
+        902,
+        &t,
+        false,
+        OperationType::Delete,
+        2,
+        0,
+        ExecType::Rollback,
+    );
+    assert!(
+        !stream(&out, 50, 900)
+            .iter()
+            .any(|(s, _)| *s == gsn::SUB_TABLE_DATA),
+        "nothing before the epoch completes"
+    );
+    run_epochs(&mut k, &mut out, &mut now, 2);
+    let frames = stream(&out, 50, 900);
+    let data: Vec<_> = (frames.iter())
+        .filter(|(s, _)| *s == gsn::SUB_TABLE_DATA)
+        .map(|(_, p)| SubTableData::decode(p).expect("decode").gci)
+        .collect();
+    assert_eq!(
+        data,
+        [gci],
+        "the update, once, in its commit's epoch: {frames:?}"
+    );
+    let change = (frames.iter())
+        .find(|(s, _)| *s == gsn::SUB_TABLE_DATA)
+        .map(|(_, p)| SubTableData::decode(p).expect("decode"))
+        .expect("the change");
+    assert_eq!(change.kind, ChangeKind::Update);
+    assert!(!change.after.is_empty() && !change.before.is_empty());
+    let at = frames
+        .iter()
+        .position(|(s, _)| *s == gsn::SUB_TABLE_DATA)
+        .unwrap();
+    let reported = (frames[at..].iter())
+        .filter(|(s, _)| *s == gsn::SUB_GCP_COMPLETE_REP)
+        .map(|(_, p)| SubGcpCompleteRep::decode(p).expect("decode"))
+        .next()
+        .expect("a report after the change");
+    assert!(reported.gci >= gci && reported.flags == 0, "{reported:?}");
+    frame(&mut k, &mut out, 50, gsn::SUB_STOP_REQ, 900, &[]);
+    assert_eq!(
+        stream(&out, 50, 900).last().map(|f| f.0),
+        Some(gsn::SUB_STOP_CONF)
+    );
+    let before = stream(&out, 50, 900).len();
+    op(
+        &mut k,
+        &mut out,
+        50,
+        903,
+        &t,
+        true,
+        OperationType::Update,
+        1,
+        8,
+        ExecType::Commit,
+    );
+    run_epochs(&mut k, &mut out, &mut now, 2);
+    assert_eq!(
+        stream(&out, 50, 900).len(),
+        before,
+        "nothing after the stop"
+    );
+}
+
+/// A subscriber that does not take its frames (a full send buffer) keeps its completed epochs
+/// queued up to MaxBufferedEpochs; past it, its link is closed and its subscription ends, and
+/// the other subscriber is served on.
+#[test]
+fn suma_closes_a_subscriber_lagging_past_max_buffered_epochs() {
+    let (mut k, mut out, t) = setup_with("MaxBufferedEpochs=3\n");
+    let mut now = Instant::now();
+    subscribe(&mut k, &mut out, 50, 900, &t);
+    subscribe(&mut k, &mut out, 51, 901, &t);
+    out.overloaded.insert(NodeId(50));
+    run_epochs(&mut k, &mut out, &mut now, 3);
+    assert!(
+        out.closed.is_empty(),
+        "three epochs queued: {:?}",
+        out.closed
+    );
+    run_epochs(&mut k, &mut out, &mut now, 2);
+    let (node, reason) = out
+        .closed
+        .first()
+        .expect("the lagging subscriber's link closed");
+    assert_eq!(*node, NodeId(50));
+    assert!(reason.contains("MaxBufferedEpochs (3)"), "{reason}");
+    assert_eq!(k.suma.subscriber_count(), 1, "node 51's subscription stays");
+    let reports = |out: &Out| {
+        stream(out, 51, 901)
+            .iter()
+            .filter(|(s, _)| *s == gsn::SUB_GCP_COMPLETE_REP)
+            .count()
+    };
+    let served = reports(&out);
+    run_epochs(&mut k, &mut out, &mut now, 2);
+    assert!(reports(&out) > served, "node 51 is served on");
+}
+
+/// Changes of epochs not complete past MaxBufferedEpochBytes are dropped, and the report that
+/// covers them says so (the subscriber then takes another replica's copy, or marks the epoch
+/// inconsistent); reports after them are whole again.
+#[test]
+fn suma_drops_changes_past_max_buffered_epoch_bytes_and_says_so() {
+    use rndb_protocol::suma::{SubGcpCompleteRep, SUB_GCP_DATA_LOST};
+    let mut k = kernel_with("");
+    let mut out = Out::default();
+    let def = TableDef::new(
+        "big",
+        vec![
+            ColumnDef::key("k", ColumnType::Int32),
+            ColumnDef::new("v", ColumnType::Varbinary(8000)),
+        ],
+    );
+    let mut b = Vec::new();
+    signals::encode_table_def(&mut b, &def);
+    frame(&mut k, &mut out, 50, gsn::CREATE_TABLE_REQ, 1, &b);
+    let t = TableInfo::decode(&out.frames.last().expect("answer").3).expect("table info");
+    let mut now = Instant::now();
+    subscribe(&mut k, &mut out, 50, 900, &t);
+    run_epochs(&mut k, &mut out, &mut now, 1);
+    // 26214400 bytes (the default) of changes within one epoch: a row of 8000 bytes inserted,
+    // then updated (each change holds both images) 1700 times.
+    for key in 0..1700 {
+        let kind = if key == 0 {
+            OperationType::Insert
+        } else {
+            OperationType::Update
+        };
+        let mut req = key_op(&t, true, kind, 0, 0);
+        req.attrs = vec![(1, Value::Varbinary(vec![key as u8; 8000]))];
+        let mut b = Vec::new();
+        req.encode(&mut b);
+        let rid = 2000 + key as u32;
+        frame(&mut k, &mut out, 50, gsn::TCKEYREQ, rid, &b);
+        let b = exec_req(true, ExecType::Commit, AbortOption::AbortOnError, 1);
+        frame(&mut k, &mut out, 50, gsn::TC_EXECUTE_REQ, rid, &b);
+        assert_eq!(answered(&out, rid), Some(gsn::TC_EXECUTE_CONF));
+    }
+    run_epochs(&mut k, &mut out, &mut now, 3);
+    let reports: Vec<SubGcpCompleteRep> = (stream(&out, 50, 900).iter())
+        .filter(|(s, _)| *s == gsn::SUB_GCP_COMPLETE_REP)
+        .map(|(_, p)| SubGcpCompleteRep::decode(p).expect("decode"))
+        .collect();
+    assert!(
+        reports.iter().any(|r| r.flags & SUB_GCP_DATA_LOST != 0),
+        "a report says changes were dropped: {reports:?}"
+    );
+    assert_eq!(
+        reports.last().map(|r| r.flags),
+        Some(0),
+        "later reports are whole: {reports:?}"
+    );
+    let data = (stream(&out, 50, 900).iter())
+        .filter(|(s, _)| *s == gsn::SUB_TABLE_DATA)
+        .count();
+    assert!(data < 1700, "the dropped changes were not sent ({data})");
+}
