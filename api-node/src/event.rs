@@ -35,7 +35,7 @@ pub const EVENT_BUFFER_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
 
 /// How often a data node that refused the subscription, or that was linked again, is asked
 /// again.
-const RESUBSCRIBE_EVERY: Duration = Duration::from_millis(500);
+const RESUBSCRIBE_EVERY: Duration = Duration::from_millis(100);
 
 /// What a change did, or what an epoch lacks (NDB's TableEvent values).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,6 +160,12 @@ impl<'c> EventOperation<'c> {
         &self.table
     }
 
+    /// The data nodes whose subscription is confirmed now (each sends the changes of its
+    /// replicas; one that failed is subscribed again once it is back).
+    pub fn data_nodes(&self) -> Vec<NodeId> {
+        self.merge.confirmed().map(NodeId).collect()
+    }
+
     /// Bytes of events held before they are handed out, at most (NDB's
     /// `ndb_eventbuffer_max_alloc`); past it [`EventOperation::poll_events`] fails with 4734.
     pub fn set_buffer_max(&mut self, bytes: usize) {
@@ -280,7 +286,12 @@ impl<'c> EventOperation<'c> {
                 }
             }
         }
-        if self.nodes.is_empty() && self.ended.is_none() {
+        // Ended only when no data node is linked (a system restart): while one is, it is
+        // subscribed again, and the epochs nobody covered meanwhile are Inconsistent.
+        if self.nodes.is_empty()
+            && self.ended.is_none()
+            && self.cluster.linked().all(|c| c.is_failed())
+        {
             self.ended = Some(Error::ndb_detail(
                 4009,
                 "cluster failure: no data node sends this subscription's events",
@@ -302,6 +313,19 @@ impl<'c> EventOperation<'c> {
             gsn::SUB_START_CONF | gsn::SUB_TABLE_DATA | gsn::SUB_GCP_COMPLETE_REP => {
                 let held =
                     (self.merge.on_frame(node.0, signal, payload)).map_err(|e| malformed(&e))?;
+                if let Some(node) = self.merge.went_back() {
+                    // A system restart: the epochs start again below those handed out (NDB's
+                    // TE_CLUSTER_FAILURE ends an operation likewise).
+                    self.unsubscribe();
+                    self.ended = Some(Error::ndb_detail(
+                        4009,
+                        format!(
+                            "cluster failure: data node {node} restarted at an epoch already \
+                             handed out (a system restart); create the operation again"
+                        ),
+                    ));
+                    return Ok(());
+                }
                 if held > self.buffer_max {
                     return Err(self.overflow(format!(
                         "more than {} bytes of events not handed out",
@@ -319,7 +343,7 @@ impl<'c> EventOperation<'c> {
                     let mut merged = Vec::new();
                     self.merge.take_complete(&mut merged);
                     self.hand_out(merged)?;
-                    let epoch = self.ready.back().map_or(0, |e| e.epoch);
+                    let epoch = self.merge.delivered();
                     self.ready.push_back(EventData {
                         event_type: EventType::Drop,
                         epoch,

@@ -169,14 +169,16 @@ impl HeldChange {
 pub enum Merged {
     /// A committed change, from one replica of its fragment.
     Change { epoch: u64, change: HeldChange },
-    /// No data node that covered `fragment` for this epoch (and, after a failure, for the
-    /// epochs since the failed node's last report) was subscribed: changes may be missing.
+    /// From `epoch` on (up to the next epoch a replica of `fragment` covers again), no data
+    /// node covered the fragment: changes of it may be missing. It comes before the changes of
+    /// `epoch` and later epochs.
     Inconsistent { epoch: u64, fragment: u32 },
 }
 
 /// One data node's subscription, as the subscriber tracks it.
 #[derive(Clone, Debug, Default)]
 struct Source {
+    node: u16,
     /// Its SUB_START_CONF came: the first epoch it covers.
     start_gci: Option<u64>,
     /// The newest epoch it covers so far (before its first report, the one before its start).
@@ -194,28 +196,50 @@ impl Source {
             && epoch <= self.reported
             && !self.lost.iter().any(|&(a, b)| a < epoch && epoch <= b)
     }
+
+    /// The epoch spans [first, last] it covers.
+    fn spans(&self) -> Vec<(u64, u64)> {
+        let Some(start) = self.start_gci else {
+            return Vec::new();
+        };
+        let mut spans = vec![(start, self.reported)];
+        for &(after, through) in &self.lost {
+            spans = (spans.into_iter())
+                .flat_map(|(a, b)| [(a, b.min(after)), (a.max(through.saturating_add(1)), b)])
+                .collect();
+        }
+        spans.retain(|(a, b)| a <= b);
+        spans
+    }
 }
 
 /// The subscriber's side of the event protocol, without I/O: it takes each data node's
-/// frames and hands out complete epochs. Every replica of a fragment sends its changes; an
-/// epoch is handed out once every data node subscribed has reported it complete (its
+/// frames and hands out complete epochs. Every replica of a fragment sends its changes; epochs
+/// are handed out once every data node subscribed has reported them complete (its
 /// SUB_GCP_COMPLETE_REP), with, for each fragment, the changes of the first of its replicas
-/// (in the partition map's order) that covered the whole epoch. A fragment no subscribed
-/// replica covered makes the epoch [`Merged::Inconsistent`]. Shared by `rndb_api`'s event
-/// operations and the simulator's subscriber, so that the simulator checks what the library
-/// runs.
+/// (in the partition map's order) that covered the epoch, or still covers it after it failed
+/// (what it reported before it failed stays good). An epoch span in which no replica of a
+/// fragment covered it is reported by a [`Merged::Inconsistent`] at its first epoch, whether
+/// or not any change of the span came. Shared by `rndb_api`'s event operations and the
+/// simulator's subscriber, so that the simulator checks what the library runs.
 #[derive(Clone, Debug)]
 pub struct EventMerge {
     /// Each partition's replicas (data node ids), as the partition map lists them.
     replicas: Vec<Vec<u16>>,
+    /// Subscriptions in place or being made, by node.
     sources: BTreeMap<u16, Source>,
+    /// Subscriptions that ended (their node failed, or its link), kept while epochs they
+    /// covered are not all handed out.
+    retired: Vec<Source>,
     /// Changes by epoch, then by the data node that sent them.
     epochs: BTreeMap<u64, BTreeMap<u16, Vec<HeldChange>>>,
     bytes: usize,
     /// Epochs up to this one are handed out (or came before the subscription began).
     delivered: u64,
-    /// A node that alone covered some fragment failed after reporting this epoch.
-    gap_after: Option<u64>,
+    /// `begin` returned true.
+    begun: bool,
+    /// See [`EventMerge::went_back`].
+    went_back: Option<u16>,
 }
 
 impl EventMerge {
@@ -224,16 +248,22 @@ impl EventMerge {
         EventMerge {
             replicas,
             sources: BTreeMap::new(),
+            retired: Vec::new(),
             epochs: BTreeMap::new(),
             bytes: 0,
             delivered: 0,
-            gap_after: None,
+            begun: false,
+            went_back: None,
         }
     }
 
     /// SUB_START_REQ went to `node`.
     pub fn subscribing(&mut self, node: u16) {
-        self.sources.insert(node, Source::default());
+        let source = Source {
+            node,
+            ..Source::default()
+        };
+        self.sources.insert(node, source);
     }
 
     /// True while `node` is subscribed or being subscribed.
@@ -246,14 +276,34 @@ impl EventMerge {
         self.sources.keys().copied()
     }
 
+    /// Nodes whose subscription is confirmed.
+    pub fn confirmed(&self) -> impl Iterator<Item = u16> + '_ {
+        (self.sources.values())
+            .filter(|s| s.start_gci.is_some())
+            .map(|s| s.node)
+    }
+
+    /// A node subscribed again after [`EventMerge::begin`] whose subscription starts at or
+    /// below an epoch already handed out: the cluster went back to an older epoch (a system
+    /// restart restores the last one saved), and this subscription's epochs cannot go on.
+    pub fn went_back(&self) -> Option<u16> {
+        self.went_back
+    }
+
     /// Bytes of changes held.
     pub fn held_bytes(&self) -> usize {
         self.bytes
     }
 
+    /// The newest epoch handed out.
+    pub fn delivered(&self) -> u64 {
+        self.delivered
+    }
+
     /// True once every node subscribed at the start has confirmed and reported the epoch its
     /// subscription was made in (by then every data node commits in a later one: a change
-    /// committed after this is handed out). Sets where handing out begins.
+    /// committed after this is handed out). Sets where handing out begins: changes of earlier
+    /// epochs, which not every node covered, are dropped.
     pub fn begin(&mut self) -> bool {
         let Some(first) = self.sources.values().map(|s| s.start_gci).max() else {
             return false;
@@ -266,7 +316,28 @@ impl EventMerge {
             return false;
         }
         self.delivered = self.delivered.max(first - 1);
+        self.drop_delivered();
+        self.begun = true;
         true
+    }
+
+    /// Drops the changes of epochs handed out (late copies from other replicas) and the ended
+    /// subscriptions no epoch to come needs.
+    fn drop_delivered(&mut self) {
+        while let Some(entry) = self.epochs.first_entry() {
+            if *entry.key() > self.delivered {
+                break;
+            }
+            let bytes: usize = entry
+                .remove()
+                .values()
+                .flatten()
+                .map(HeldChange::bytes)
+                .sum();
+            self.bytes = self.bytes.saturating_sub(bytes);
+        }
+        let delivered = self.delivered;
+        self.retired.retain(|s| s.reported > delivered);
     }
 
     /// One frame of `node`'s stream: SUB_START_CONF, SUB_TABLE_DATA or SUB_GCP_COMPLETE_REP
@@ -287,6 +358,9 @@ impl EventMerge {
                 let start = conf.start_gci.max(1);
                 source.start_gci = Some(start);
                 source.reported = start - 1;
+                if self.begun && start <= self.delivered {
+                    self.went_back.get_or_insert(node);
+                }
             }
             gsn::SUB_TABLE_DATA => {
                 let data = SubTableData::decode(payload)?;
@@ -322,25 +396,37 @@ impl EventMerge {
         Ok(self.bytes)
     }
 
-    /// `node`'s stream ended or its link failed: it no longer counts. A fragment no other
-    /// subscribed node covers leaves a gap from its last report on.
+    /// `node`'s stream ended or its link failed: it sends no more, and no longer holds epochs
+    /// back; what it reported complete stays good for the epochs not handed out yet.
     pub fn gone(&mut self, node: u16) {
-        let Some(gone) = self.sources.remove(&node) else {
-            return;
-        };
-        let Some(start) = gone.start_gci else {
-            return;
-        };
-        let uncovered = self.replicas.iter().any(|replicas| {
-            replicas.contains(&node)
-                && !replicas
-                    .iter()
-                    .any(|n| self.sources.get(n).is_some_and(|s| s.start_gci.is_some()))
-        });
-        let after = gone.reported.max(start - 1);
-        if uncovered && after >= self.delivered {
-            self.gap_after = Some(self.gap_after.map_or(after, |g| g.min(after)));
+        if let Some(gone) = self.sources.remove(&node) {
+            if gone.start_gci.is_some() && gone.reported > self.delivered {
+                self.retired.push(gone);
+            }
         }
+    }
+
+    /// The sources, live first, then ended ones, that hold changes of `fragment`'s replicas.
+    fn sources_of(&self, fragment: usize) -> impl Iterator<Item = &Source> + '_ {
+        let replicas = &self.replicas[fragment];
+        let live = replicas.iter().filter_map(|n| self.sources.get(n));
+        let retired = (self.retired.iter()).filter(|s| replicas.contains(&s.node));
+        live.chain(retired)
+    }
+
+    /// The first epoch of (`from`, `through`] that no source of `fragment` covers.
+    fn first_uncovered(&self, fragment: usize, from: u64, through: u64) -> Option<u64> {
+        let mut spans: Vec<(u64, u64)> =
+            self.sources_of(fragment).flat_map(Source::spans).collect();
+        spans.sort_unstable();
+        let mut next = from + 1;
+        for (first, last) in spans {
+            if first > next {
+                break;
+            }
+            next = next.max(last.saturating_add(1));
+        }
+        (next <= through).then_some(next)
     }
 
     /// Hands out every epoch each subscribed node has reported complete, in order.
@@ -349,50 +435,49 @@ impl EventMerge {
             .filter(|s| s.start_gci.is_some())
             .map(|s| s.reported)
             .min();
-        let Some(complete_through) = complete_through else {
+        let Some(through) = complete_through.filter(|&t| t > self.delivered) else {
             return;
         };
-        if let Some(after) = self.gap_after.filter(|&a| complete_through > a) {
-            self.gap_after = None;
-            out.push(Merged::Inconsistent {
-                epoch: after + 1,
-                fragment: u32::MAX,
-            });
-        }
-        while let Some(entry) = self.epochs.first_entry() {
-            let epoch = *entry.key();
-            if epoch > complete_through {
-                break;
+        let mut gaps: Vec<(u64, u32)> = (0..self.replicas.len())
+            .filter_map(|p| {
+                let epoch = self.first_uncovered(p, self.delivered, through)?;
+                Some((epoch, p as u32))
+            })
+            .collect();
+        gaps.sort_unstable();
+        let mut gaps = gaps.into_iter().peekable();
+        let epochs: Vec<u64> = self.epochs.range(..=through).map(|(e, _)| *e).collect();
+        for epoch in epochs {
+            while let Some((gap, fragment)) = gaps.next_if(|&(g, _)| g <= epoch) {
+                out.push(Merged::Inconsistent {
+                    epoch: gap,
+                    fragment,
+                });
             }
-            let mut by_node = entry.remove();
-            let mut uncovered = None;
-            let mut changes = Vec::new();
-            for (p, replicas) in self.replicas.iter().enumerate() {
-                let p = p as u32;
-                let chosen = (replicas.iter())
-                    .find(|n| self.sources.get(n).is_some_and(|s| s.covers(epoch)));
-                let Some(chosen) = chosen else {
-                    uncovered.get_or_insert(p);
+            let by_node = self.epochs.remove(&epoch).unwrap_or_default();
+            for p in 0..self.replicas.len() {
+                let chosen = self.sources_of(p).find(|s| s.covers(epoch)).map(|s| s.node);
+                let Some(held) = chosen.and_then(|n| by_node.get(&n)) else {
                     continue;
                 };
-                if let Some(held) = by_node.get_mut(chosen) {
-                    changes.extend(held.iter().filter(|c| c.fragment == p).map(|c| {
-                        Merged::Change {
-                            epoch,
-                            change: c.clone(),
-                        }
-                    }));
-                }
+                out.extend((held.iter()).filter(|c| c.fragment == p as u32).map(|c| {
+                    Merged::Change {
+                        epoch,
+                        change: c.clone(),
+                    }
+                }));
             }
-            if let Some(fragment) = uncovered {
-                out.push(Merged::Inconsistent { epoch, fragment });
-            }
-            out.extend(changes);
             let bytes: usize = by_node.values().flatten().map(HeldChange::bytes).sum();
             self.bytes = self.bytes.saturating_sub(bytes);
-            by_node.clear();
         }
-        self.delivered = self.delivered.max(complete_through);
+        for (gap, fragment) in gaps {
+            out.push(Merged::Inconsistent {
+                epoch: gap,
+                fragment,
+            });
+        }
+        self.delivered = through;
+        self.drop_delivered();
     }
 }
 
@@ -529,7 +614,10 @@ mod tests {
         m.subscribing(1);
         conf(&mut m, 1, 20);
         rep(&mut m, 1, 20, 0);
-        assert_eq!(taken(&mut m), [(13, "inconsistent 4294967295".into())]);
+        assert_eq!(
+            taken(&mut m),
+            [(13, "inconsistent 0".into()), (13, "inconsistent 1".into())]
+        );
         // Node 1 alone, back: partition 0's replica 2 is gone, yet node 1 covers both.
         data(&mut m, 1, 21, 0, b"x");
         rep(&mut m, 1, 21, 0);
@@ -552,9 +640,79 @@ mod tests {
         rep(&mut m, 2, 13, SUB_GCP_DATA_LOST);
         assert_eq!(
             taken(&mut m),
-            [(13, "inconsistent 0".into())],
+            [(13, "inconsistent 0".into()), (13, "inconsistent 1".into())],
             "neither vouches for epoch 13"
         );
+    }
+
+    #[test]
+    fn changes_of_epochs_before_the_beginning_are_not_handed_out() {
+        let mut m = EventMerge::new(vec![vec![1, 2]]);
+        m.subscribing(1);
+        m.subscribing(2);
+        conf(&mut m, 1, 10);
+        data(&mut m, 1, 10, 0, b"early");
+        conf(&mut m, 2, 11);
+        rep(&mut m, 1, 10, 0);
+        rep(&mut m, 2, 10, 0);
+        assert!(m.begin());
+        data(&mut m, 1, 11, 0, b"a");
+        rep(&mut m, 1, 11, 0);
+        rep(&mut m, 2, 11, 0);
+        assert_eq!(
+            taken(&mut m),
+            [(11, "a".into())],
+            "epoch 10 only node 1 covered"
+        );
+    }
+
+    #[test]
+    fn epochs_between_a_failed_replicas_last_report_and_its_partners_start_are_a_gap() {
+        let mut m = two_replicas();
+        rep(&mut m, 1, 12, 0);
+        rep(&mut m, 2, 12, 0);
+        assert!(taken(&mut m).is_empty());
+        // Node 2 fails and comes back: its subscription covers from 20 on.
+        m.gone(2);
+        m.subscribing(2);
+        conf(&mut m, 2, 20);
+        // Node 1 reported through 14, then fails: 15..=19 no replica covered, though no
+        // change of them came.
+        data(&mut m, 1, 13, 0, b"a");
+        rep(&mut m, 1, 14, 0);
+        m.gone(1);
+        rep(&mut m, 2, 21, 0);
+        assert_eq!(
+            taken(&mut m),
+            [
+                (13, "a".into()),
+                (15, "inconsistent 0".into()),
+                (15, "inconsistent 1".into())
+            ],
+            "node 1's reports stay good after it failed; the gap after them is reported"
+        );
+    }
+
+    #[test]
+    fn a_node_subscribed_again_below_the_epochs_handed_out_says_the_cluster_went_back() {
+        let mut m = two_replicas();
+        data(&mut m, 1, 11, 0, b"a");
+        rep(&mut m, 1, 12, 0);
+        rep(&mut m, 2, 12, 0);
+        assert_eq!(taken(&mut m), [(11, "a".into())]);
+        assert_eq!(
+            m.went_back(),
+            None,
+            "node 1 started at 10, before the beginning: fine"
+        );
+        m.gone(2);
+        m.subscribing(2);
+        conf(&mut m, 2, 13);
+        assert_eq!(m.went_back(), None, "a later start");
+        m.gone(1);
+        m.subscribing(1);
+        conf(&mut m, 1, 12);
+        assert_eq!(m.went_back(), Some(1), "epoch 12 was handed out already");
     }
 
     #[test]
