@@ -4,15 +4,17 @@
 //! [`Cluster::create_event_operation`] subscribes on every data node linked (SUB_START_REQ).
 //! Each sends the changes committed on its replicas, and closes each completed epoch with
 //! SUB_GCP_COMPLETE_REP; the link's receive thread files them into the subscription's stream.
-//! [`EventOperation::poll_events`] takes the streams and hands out an epoch once every data
-//! node subscribed that covers it has reported it complete: for each fragment, the changes of
-//! one data node holding a replica of it that covered the whole epoch (every replica sends
-//! them; one is kept). A fragment no such node covered makes the epoch
-//! [`EventType::Inconsistent`] (NDB's TE_INCONSISTENT): its changes may be missing.
+//! [`EventOperation::poll_events`] takes the streams and hands out epochs once every data node
+//! subscribed has reported them complete: for each fragment, the changes of one data node
+//! holding a replica of it that covered the epoch (every replica sends them; one is kept; the
+//! merge is `rndb_protocol::suma::EventMerge`). A span of epochs no replica of a fragment
+//! covered is an [`EventType::Inconsistent`] event (NDB's TE_INCONSISTENT): its changes may be
+//! missing.
 //!
 //! A data node whose link fails drops out; when it is linked again (it restarted), the
 //! subscription is made there again and counts from its start epoch on. With no data node
-//! left, the operation fails (4009, as NDB's TE_CLUSTER_FAILURE ends one).
+//! linked, or after a system restart, the operation fails (4009, as NDB's TE_CLUSTER_FAILURE
+//! ends one).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
