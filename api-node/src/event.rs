@@ -93,6 +93,10 @@ pub struct EventOperation<'c> {
     ended: Option<Error>,
     /// The last data node's refusal of the subscription (SUB_START_REF).
     refused: Option<Error>,
+    /// The data nodes that ended the subscription because the table was dropped (1417), and
+    /// their error.
+    dropped_by: Vec<NodeId>,
+    dropped: Option<Error>,
 }
 
 impl std::fmt::Debug for EventOperation<'_> {
@@ -126,6 +130,8 @@ impl Cluster {
             ready: VecDeque::new(),
             ended: None,
             refused: None,
+            dropped_by: Vec::new(),
+            dropped: None,
         };
         let linked: Vec<Arc<Connection>> = self.linked().filter(|c| !c.is_failed()).collect();
         for connection in linked {
@@ -278,7 +284,9 @@ impl<'c> EventOperation<'c> {
                             self.buffer_max
                         )));
                     }
-                    if ended {
+                    // A node that ended it for the table's drop still counts: its last reports
+                    // complete the epochs before the drop.
+                    if ended && !self.dropped_by.contains(&node) {
                         self.node_gone(node);
                     }
                 }
@@ -287,6 +295,26 @@ impl<'c> EventOperation<'c> {
                     self.node_gone(node);
                 }
             }
+        }
+        if let Some(error) = self.dropped.take() {
+            if self.nodes.keys().all(|n| self.dropped_by.contains(n)) {
+                // Every node sent its last changes: those epochs, then the drop.
+                let mut merged = Vec::new();
+                self.merge.take_complete(&mut merged);
+                self.hand_out(merged)?;
+                let epoch = self.merge.delivered();
+                self.ready.push_back(EventData {
+                    event_type: EventType::Drop,
+                    epoch,
+                    fragment: 0,
+                    values: None,
+                    pre_values: None,
+                });
+                self.ended = Some(error);
+                self.unsubscribe();
+                return Ok(());
+            }
+            self.dropped = Some(error);
         }
         // Ended only when no data node is linked (a system restart): while one is, it is
         // subscribed again, and the epochs nobody covered meanwhile are Inconsistent.
@@ -340,21 +368,10 @@ impl<'c> EventOperation<'c> {
                 let r = Refusal::decode(payload).map_err(|e| malformed(&e))?;
                 let error = Error::Ndb(NdbError::from_wire(r.code, &r.detail));
                 if r.code == 1417 {
-                    // The table was dropped: the operation's last event, after every epoch
-                    // completed before.
-                    let mut merged = Vec::new();
-                    self.merge.take_complete(&mut merged);
-                    self.hand_out(merged)?;
-                    let epoch = self.merge.delivered();
-                    self.ready.push_back(EventData {
-                        event_type: EventType::Drop,
-                        epoch,
-                        fragment: 0,
-                        values: None,
-                        pre_values: None,
-                    });
-                    self.ended = Some(error);
-                    self.unsubscribe();
+                    // The table was dropped: this node sent its last changes and the report
+                    // of their epoch first. The operation ends once every node has.
+                    self.dropped_by.push(node);
+                    self.dropped = Some(error);
                     return Ok(());
                 }
                 tracing::debug!(%node, "subscription refused: {error}");

@@ -146,12 +146,24 @@ fn committed_changes_come_once_in_their_epochs_with_both_images() {
         "every committed change once, in its commit's epoch"
     );
 
-    // Dropping the table ends the subscription.
+    // Dropping the table ends the subscription, after the changes committed before it (in
+    // an epoch not complete when the drop came).
+    let gci = commit(&api, |t| {
+        t.update(&table, &[Value::UInt32(6)], &[(1, Value::Int64(66))])
+            .unwrap();
+    });
     api.drop_table("ev_basic").expect("drop table");
     let mut last = Vec::new();
     gather(&mut op, &mut last, "the drop", |e| {
         e.iter().any(|x| x.event_type == EventType::Drop)
     });
+    let kinds: Vec<_> = last.iter().map(|e| (e.event_type, e.epoch)).collect();
+    assert_eq!(
+        kinds,
+        [(EventType::Update, gci), (EventType::Drop, kinds[1].1)],
+        "the last change, then the drop: {last:#?}"
+    );
+    assert_eq!(last[0].values, Some(row(6, 66)));
     let after = op.poll_events(Duration::from_millis(10));
     assert!(
         after.is_err(),

@@ -137,6 +137,19 @@ pub(crate) struct Suma {
     pending: Option<(u64, NodeSet)>,
     /// Changes up to this epoch were dropped (MaxBufferedEpochBytes): reports up to it say so.
     lost_through: u64,
+    /// Tables dropped while subscribed: their last changes, sent once their epochs complete,
+    /// then 1417 to each subscriber.
+    dropped: Vec<Dropped>,
+}
+
+/// A table dropped while it had subscribers.
+#[derive(Debug)]
+struct Dropped {
+    subscribers: Vec<Subscriber>,
+    /// Each fragment's changes not yet sent, by fragment number.
+    logs: Vec<(u32, Box<EventLog>)>,
+    /// The newest epoch among them: the subscriptions end once it is complete.
+    through: u64,
 }
 
 impl Suma {
@@ -155,12 +168,15 @@ impl Suma {
             completed: 0,
             pending: None,
             lost_through: 0,
+            dropped: Vec::new(),
         }
     }
 
-    /// Subscriptions in place (ndbinfo and tests).
+    /// Subscriptions in place (ndbinfo and tests), those of dropped tables still ending
+    /// included.
     pub fn subscriber_count(&self) -> usize {
-        self.tables.values().map(Vec::len).sum()
+        let ending: usize = self.dropped.iter().map(|d| d.subscribers.len()).sum();
+        self.tables.values().map(Vec::len).sum::<usize>() + ending
     }
 
     fn queue(&mut self, api: NodeId, signal: u16, request_id: u32, payload: Vec<u8>) {
@@ -247,16 +263,13 @@ impl Kernel {
                 ),
             ));
         }
-        let subscribers = suma.tables.entry(req.table_id).or_default();
-        if subscribers
-            .iter()
-            .any(|s| s.api == api && s.request_id == request_id)
-        {
+        if (suma.tables.values().flatten()).any(|s| s.api == api && s.request_id == request_id) {
             return Err(NdbError::with_detail(
                 1415,
                 "subscription not unique: request id in use",
             ));
         }
+        let subscribers = suma.tables.entry(req.table_id).or_default();
         // Every change committed here from now on is logged; none is yet in an epoch later than
         // both the one commits start in here and the newest one a commit here had.
         let start_gci = self.gcp.current.max(self.lqh.newest_committed) + 1;
@@ -305,16 +318,27 @@ impl Kernel {
         self.remove_subscribers(|s| s.api == api);
     }
 
-    /// A table was dropped: its subscriptions end with 1417.
-    pub(crate) fn suma_table_dropped(&mut self, table_id: u32, out: &mut dyn Outbox) {
+    /// A table is being dropped: its subscriptions end with 1417 once the epochs of its last
+    /// changes are complete and those changes sent (its fragments' logs are kept until then).
+    pub(crate) fn suma_table_dropped(&mut self, table_id: u32) {
         let Some(subscribers) = self.suma.tables.remove(&table_id) else {
             return;
         };
-        let error = NdbError::with_detail(1417, format!("table {table_id} was dropped"));
-        for s in subscribers {
-            self.suma.refuse(s.api, s.request_id, &error);
+        let mut logs = Vec::new();
+        let mut through = self.suma.completed;
+        for (no, fragment) in
+            (self.lqh.fragments.get_mut(&table_id).into_iter().flatten()).enumerate()
+        {
+            if let Some(log) = fragment.events.take() {
+                through = through.max(log.changes.last().map_or(0, |c| c.gci));
+                logs.push((no as u32, log));
+            }
         }
-        self.suma_flush(out);
+        self.suma.dropped.push(Dropped {
+            subscribers,
+            logs,
+            through,
+        });
     }
 
     /// Removes the subscribers `gone` picks; a table left without any stops logging changes.
@@ -326,6 +350,10 @@ impl Kernel {
                 unsubscribed.push(table_id);
             }
         }
+        for d in &mut self.suma.dropped {
+            d.subscribers.retain(|s| !gone(s));
+        }
+        self.suma.dropped.retain(|d| !d.subscribers.is_empty());
         for table_id in unsubscribed {
             self.suma.tables.remove(&table_id);
             if let Some(fragments) = self.lqh.fragments.get_mut(&table_id) {
@@ -370,46 +398,41 @@ impl Kernel {
         }
         let previous = self.suma.completed;
         self.suma.completed = gci;
-        if self.suma.tables.is_empty() {
+        if self.suma.tables.is_empty() && self.suma.dropped.is_empty() {
             return;
         }
         let lost = self.suma.lost_through > previous;
-        let Kernel { suma, lqh, .. } = self;
-        let tables = std::mem::take(&mut suma.tables);
-        for (table_id, subscribers) in &tables {
-            let Some(fragments) = lqh.fragments.get_mut(table_id) else {
-                continue;
-            };
-            for (fragment_no, fragment) in fragments.iter_mut().enumerate() {
-                let Some(log) = fragment.events.as_mut() else {
-                    continue;
-                };
-                for change in log.take_through(gci) {
-                    let mut payload = Vec::new();
-                    SubTableData {
-                        gci: change.gci,
-                        fragment: fragment_no as u32,
-                        kind: change.kind,
-                        after: image(&change.after),
-                        before: image(&change.before),
-                    }
-                    .encode(&mut payload);
-                    for s in subscribers.iter().filter(|s| change.gci >= s.start_gci) {
-                        queue_frame(suma, s, gsn::SUB_TABLE_DATA, payload.clone());
-                    }
-                }
-            }
-        }
         let rep = SubGcpCompleteRep {
             gci,
             flags: if lost { SUB_GCP_DATA_LOST } else { 0 },
         };
-        for s in tables.values().flatten() {
-            let mut payload = Vec::new();
-            rep.encode(&mut payload);
-            queue_frame(suma, s, gsn::SUB_GCP_COMPLETE_REP, payload);
+        let Kernel { suma, lqh, .. } = self;
+        let tables = std::mem::take(&mut suma.tables);
+        for (table_id, subscribers) in &tables {
+            let fragments = lqh.fragments.get_mut(table_id).into_iter().flatten();
+            for (fragment_no, fragment) in fragments.enumerate() {
+                if let Some(log) = fragment.events.as_mut() {
+                    send_changes(suma, subscribers, fragment_no as u32, log, gci);
+                }
+            }
+            send_report(suma, subscribers, rep);
         }
         suma.tables = tables;
+        let mut dropped = std::mem::take(&mut suma.dropped);
+        for d in &mut dropped {
+            for (fragment_no, log) in &mut d.logs {
+                send_changes(suma, &d.subscribers, *fragment_no, log, gci);
+            }
+            send_report(suma, &d.subscribers, rep);
+            if gci >= d.through {
+                let error = NdbError::with_detail(1417, "the table was dropped");
+                for s in &d.subscribers {
+                    suma.refuse(s.api, s.request_id, &error);
+                }
+            }
+        }
+        dropped.retain(|d| gci < d.through);
+        suma.dropped = dropped;
         self.suma_flush(out);
     }
 
@@ -485,6 +508,40 @@ impl Kernel {
                 }
             }
         }
+    }
+}
+
+/// Queues the changes of epochs up to `gci` that `log` holds for fragment `fragment_no` to
+/// each subscriber whose subscription covers their epoch.
+fn send_changes(
+    suma: &mut Suma,
+    subscribers: &[Subscriber],
+    fragment_no: u32,
+    log: &mut EventLog,
+    gci: u64,
+) {
+    for change in log.take_through(gci) {
+        let mut payload = Vec::new();
+        SubTableData {
+            gci: change.gci,
+            fragment: fragment_no,
+            kind: change.kind,
+            after: image(&change.after),
+            before: image(&change.before),
+        }
+        .encode(&mut payload);
+        for s in subscribers.iter().filter(|s| change.gci >= s.start_gci) {
+            queue_frame(suma, s, gsn::SUB_TABLE_DATA, payload.clone());
+        }
+    }
+}
+
+/// Queues an epoch's report to each of `subscribers`.
+fn send_report(suma: &mut Suma, subscribers: &[Subscriber], rep: SubGcpCompleteRep) {
+    for s in subscribers {
+        let mut payload = Vec::new();
+        rep.encode(&mut payload);
+        queue_frame(suma, s, gsn::SUB_GCP_COMPLETE_REP, payload);
     }
 }
 

@@ -597,7 +597,7 @@ impl Kernel {
     /// resume and find the table gone.
     pub(crate) fn drop_fragments(&mut self, table_id: u32, out: &mut dyn Outbox, now: Instant) {
         self.backup_table_dropped(table_id);
-        self.suma_table_dropped(table_id, out);
+        self.suma_table_dropped(table_id);
         let (answers, scans) = self.lqh.drop_fragments(table_id);
         for answer in answers {
             self.exec_lqhkey_answer(answer, out, now);
