@@ -600,15 +600,14 @@ impl Connection {
     }
 
     /// Registers `request_id` as an event subscription's stream of at most `bytes_max` bytes
-    /// not taken, and starts the receive thread: the subscriber reads none of its links
-    /// itself ([`Connection::take_stream`]).
+    /// not taken: whichever thread reads the link files its frames, and the subscriber takes
+    /// them ([`Connection::take_stream`]), reading the link itself (`pump`) when nobody does.
     pub fn register_stream(&self, request_id: u32, bytes_max: usize) {
         let reply = Reply {
             stream_max: Some(bytes_max),
             ..Reply::default()
         };
         self.shared().replies.insert(request_id, reply);
-        self.maybe_start_receiver(RECEIVE_THREAD_AFTER_PARKED);
     }
 
     /// Takes what the stream `request_id` collected, and has the calling thread unparked by

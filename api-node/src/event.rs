@@ -3,7 +3,8 @@
 //!
 //! [`Cluster::create_event_operation`] subscribes on every data node linked (SUB_START_REQ).
 //! Each sends the changes committed on its replicas, and closes each completed epoch with
-//! SUB_GCP_COMPLETE_REP; the link's receive thread files them into the subscription's stream.
+//! SUB_GCP_COMPLETE_REP; whichever thread reads the link files them into the subscription's
+//! stream (the subscriber itself when no other does).
 //! [`EventOperation::poll_events`] takes the streams and hands out epochs once every data node
 //! subscribed has reported them complete: for each fragment, the changes of one data node
 //! holding a replica of it that covered the epoch (every replica sends them; one is kept; the
@@ -38,6 +39,10 @@ pub const EVENT_BUFFER_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
 /// How often a data node that refused the subscription, or that was linked again, is asked
 /// again.
 const RESUBSCRIBE_EVERY: Duration = Duration::from_millis(100);
+
+/// How often a waiting [`EventOperation::poll_events`] reads the links itself when no other
+/// thread does (one that does wakes it at each epoch's report).
+const STREAM_POLL_EVERY: Duration = Duration::from_millis(2);
 
 /// What a change did, or what an epoch lacks (NDB's TableEvent values).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,10 +173,11 @@ impl<'c> EventOperation<'c> {
         &self.table
     }
 
-    /// The data nodes whose subscription is confirmed now (each sends the changes of its
-    /// replicas; one that failed is subscribed again once it is back).
+    /// The data nodes whose subscription covers every epoch not handed out yet: each sends
+    /// every change of its replicas from there on. One that failed is subscribed again once it
+    /// is back, and counts here once the epochs before its new subscription are handed out.
     pub fn data_nodes(&self) -> Vec<NodeId> {
-        self.merge.confirmed().map(NodeId).collect()
+        self.merge.covering().map(NodeId).collect()
     }
 
     /// Bytes of events held before they are handed out, at most (NDB's
@@ -202,7 +208,7 @@ impl<'c> EventOperation<'c> {
             }
             // Woken by a stream's next completed epoch; the timeout bounds a resubscription's
             // delay.
-            std::thread::park_timeout((deadline - now).min(RESUBSCRIBE_EVERY));
+            std::thread::park_timeout((deadline - now).min(STREAM_POLL_EVERY));
         }
     }
 
@@ -270,6 +276,9 @@ impl<'c> EventOperation<'c> {
             let Some(stream) = self.nodes.get(&node) else {
                 continue;
             };
+            // Reads what the link holds unless another thread is reading it (then that thread
+            // files the stream's frames, and wakes this one on an epoch's report).
+            let _ = stream.connection.pump();
             match stream.connection.take_stream(stream.request_id) {
                 Ok(take) => {
                     let overflowed = take.overflowed;

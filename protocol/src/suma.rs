@@ -276,10 +276,11 @@ impl EventMerge {
         self.sources.keys().copied()
     }
 
-    /// Nodes whose subscription is confirmed.
-    pub fn confirmed(&self) -> impl Iterator<Item = u16> + '_ {
+    /// Nodes whose subscription covers every epoch not handed out yet (confirmed, starting
+    /// at or before the next one): the loss of any one other node leaves no gap they cover.
+    pub fn covering(&self) -> impl Iterator<Item = u16> + '_ {
         (self.sources.values())
-            .filter(|s| s.start_gci.is_some())
+            .filter(|s| s.start_gci.is_some_and(|start| start <= self.delivered + 1))
             .map(|s| s.node)
     }
 
