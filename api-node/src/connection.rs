@@ -610,6 +610,15 @@ impl Connection {
         self.shared().replies.insert(request_id, reply);
     }
 
+    /// Bounds what the stream `request_id` holds, not taken, to `bytes_max`.
+    pub fn set_stream_max(&self, request_id: u32, bytes_max: usize) {
+        if let Some(reply) = self.shared().replies.get_mut(&request_id) {
+            if reply.stream_max.is_some() {
+                reply.stream_max = Some(bytes_max);
+            }
+        }
+    }
+
     /// Takes what the stream `request_id` collected, and has the calling thread unparked by
     /// its next SUB_GCP_COMPLETE_REP, its end, or the link's failure.
     pub fn take_stream(&self, request_id: u32) -> Result<StreamTake, Error> {

@@ -18,7 +18,8 @@
 //! ends one).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rndb_config::NodeId;
@@ -40,9 +41,17 @@ pub const EVENT_BUFFER_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
 /// again.
 const RESUBSCRIBE_EVERY: Duration = Duration::from_millis(100);
 
-/// How often a waiting [`EventOperation::poll_events`] reads the links itself when no other
-/// thread does (one that does wakes it at each epoch's report).
-const STREAM_POLL_EVERY: Duration = Duration::from_millis(2);
+/// How often the operation's pump thread reads links no other thread is reading, so that
+/// events flow into the streams (bounded by the buffer) even while the application does not
+/// poll, and the data nodes never find the subscriber lagging for want of a reader.
+const PUMP_EVERY: Duration = Duration::from_millis(5);
+
+/// How long [`EventOperation::poll_events`] sleeps at most between looks at its streams; a
+/// stream's epoch report wakes it earlier.
+const POLL_SLEEP_MAX: Duration = Duration::from_millis(50);
+
+/// How long a SUB_STOP_REQ may wait for a full send buffer.
+const STOP_SEND_WAIT: Duration = Duration::from_secs(1);
 
 /// What a change did, or what an epoch lacks (NDB's TableEvent values).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +111,60 @@ pub struct EventOperation<'c> {
     /// their error.
     dropped_by: Vec<NodeId>,
     dropped: Option<Error>,
+    /// Reads the subscribed links while nothing else does.
+    pumped: Pumper,
+}
+
+/// A thread that reads, every [`PUMP_EVERY`], the links of an operation's streams that no
+/// other thread is reading (`Connection::pump` leaves a link another thread reads alone).
+#[derive(Debug)]
+struct Pumper {
+    shared: Arc<PumpShared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[derive(Debug, Default)]
+struct PumpShared {
+    links: Mutex<Vec<Arc<Connection>>>,
+    stop: AtomicBool,
+}
+
+impl Pumper {
+    fn start() -> Pumper {
+        let shared = Arc::new(PumpShared::default());
+        let mine = Arc::clone(&shared);
+        let spawned = std::thread::Builder::new()
+            .name("rndb-events".into())
+            .spawn(move || {
+                while !mine.stop.load(Ordering::Acquire) {
+                    let links = mine.links.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    for link in links {
+                        let _ = link.pump();
+                    }
+                    std::thread::park_timeout(PUMP_EVERY);
+                }
+            });
+        // Without the thread, the streams are read while the application polls.
+        let thread = spawned
+            .map_err(|e| tracing::warn!("start the event pump thread: {e}"))
+            .ok();
+        Pumper { shared, thread }
+    }
+
+    /// The links to read from now on.
+    fn set(&self, links: Vec<Arc<Connection>>) {
+        *self.shared.links.lock().unwrap_or_else(|p| p.into_inner()) = links;
+    }
+}
+
+impl Drop for Pumper {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+    }
 }
 
 impl std::fmt::Debug for EventOperation<'_> {
@@ -137,6 +200,7 @@ impl Cluster {
             refused: None,
             dropped_by: Vec::new(),
             dropped: None,
+            pumped: Pumper::start(),
         };
         let linked: Vec<Arc<Connection>> = self.linked().filter(|c| !c.is_failed()).collect();
         for connection in linked {
@@ -184,6 +248,9 @@ impl<'c> EventOperation<'c> {
     /// `ndb_eventbuffer_max_alloc`); past it [`EventOperation::poll_events`] fails with 4734.
     pub fn set_buffer_max(&mut self, bytes: usize) {
         self.buffer_max = bytes;
+        for stream in self.nodes.values() {
+            stream.connection.set_stream_max(stream.request_id, bytes);
+        }
     }
 
     /// Waits up to `timeout` for a complete epoch (NDB's `Ndb::pollEvents`): returns the newest
@@ -208,7 +275,7 @@ impl<'c> EventOperation<'c> {
             }
             // Woken by a stream's next completed epoch; the timeout bounds a resubscription's
             // delay.
-            std::thread::park_timeout((deadline - now).min(STREAM_POLL_EVERY));
+            std::thread::park_timeout((deadline - now).min(POLL_SLEEP_MAX));
         }
     }
 
@@ -220,7 +287,7 @@ impl<'c> EventOperation<'c> {
 
     /// Subscribes on the data node at the end of `connection`.
     fn subscribe(&mut self, connection: Arc<Connection>) -> Result<(), Error> {
-        let request_id = self.cluster.new_request_id();
+        let request_id = self.cluster.new_stream_request_id();
         connection.register_stream(request_id, self.buffer_max);
         let mut payload = Vec::new();
         SubStartReq {
@@ -241,6 +308,7 @@ impl<'c> EventOperation<'c> {
                 request_id,
             },
         );
+        self.links_changed();
         Ok(())
     }
 
@@ -276,6 +344,12 @@ impl<'c> EventOperation<'c> {
             let Some(stream) = self.nodes.get(&node) else {
                 continue;
             };
+            if stream.connection.is_failed() && !self.dropped_by.contains(&node) {
+                // Its link failed, or the cluster declared the node failed (NODE_FAILREP):
+                // it holds back no epoch while the link's own failure is detected.
+                self.node_gone(node);
+                continue;
+            }
             // Reads what the link holds unless another thread is reading it (then that thread
             // files the stream's frames, and wakes this one on an epoch's report).
             let _ = stream.connection.pump();
@@ -308,10 +382,9 @@ impl<'c> EventOperation<'c> {
         if let Some(error) = self.dropped.take() {
             if self.nodes.keys().all(|n| self.dropped_by.contains(n)) {
                 // Every node sent its last changes: those epochs, then the drop.
-                let mut merged = Vec::new();
-                self.merge.take_complete(&mut merged);
-                self.hand_out(merged)?;
-                let epoch = self.merge.delivered();
+                let before = self.merge.delivered();
+                self.deliver()?;
+                let epoch = self.ready.back().map_or(before, |e| e.epoch);
                 self.ready.push_back(EventData {
                     event_type: EventType::Drop,
                     epoch,
@@ -380,6 +453,7 @@ impl<'c> EventOperation<'c> {
                     // The table was dropped: this node sent its last changes and the report
                     // of their epoch first. The operation ends once every node has.
                     self.dropped_by.push(node);
+                    self.merge.table_dropped_at(node.0);
                     self.dropped = Some(error);
                     return Ok(());
                 }
@@ -402,15 +476,28 @@ impl<'c> EventOperation<'c> {
         };
         gone.connection.forget(gone.request_id);
         self.merge.gone(node.0);
+        self.links_changed();
         self.retry_at
             .insert(node, Instant::now() + RESUBSCRIBE_EVERY);
     }
 
+    /// The pump thread reads the links of the streams in place.
+    fn links_changed(&self) {
+        let links = self.nodes.values().map(|s| Arc::clone(&s.connection));
+        self.pumped.set(links.collect());
+    }
+
     /// Hands out every epoch that every subscribed data node has reported complete.
+    /// A change that does not decode ends the operation: its epoch is handed out already.
     fn deliver(&mut self) -> Result<(), Error> {
         let mut merged = Vec::new();
         self.merge.take_complete(&mut merged);
-        self.hand_out(merged)
+        let handed = self.hand_out(merged);
+        if let Err(e) = &handed {
+            self.ended = Some(clone_error(e));
+            self.unsubscribe();
+        }
+        handed
     }
 
     /// Decodes merged changes into events.
@@ -470,14 +557,30 @@ impl<'c> EventOperation<'c> {
     }
 
     /// Asks every data node to end the subscription and forgets its streams.
+    /// A send buffer that stays full this long makes it give a stop up (the data node ends the
+    /// subscription when the link closes).
     fn unsubscribe(&mut self) {
         for stream in std::mem::take(&mut self.nodes).into_values() {
             let header = header(gsn::SUB_STOP_REQ, stream.request_id);
-            let _ = stream
-                .connection
-                .send_frames(std::iter::once((header, &[][..])));
-            stream.connection.forget(stream.request_id);
+            let connection = &stream.connection;
+            let deadline = Instant::now() + STOP_SEND_WAIT;
+            loop {
+                match connection.send_frames(std::iter::once((header, &[][..]))) {
+                    Err(e) if e.code() == Some(4021) && Instant::now() < deadline => {
+                        // The send buffer is full: the link drains as it is read.
+                        let _ = connection.pump();
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    Err(e) => {
+                        tracing::warn!(node = %connection.peer, "SUB_STOP_REQ not sent: {e}");
+                        break;
+                    }
+                    Ok(()) => break,
+                }
+            }
+            connection.forget(stream.request_id);
         }
+        self.pumped.set(Vec::new());
         self.merge = EventMerge::new(Vec::new());
     }
 }

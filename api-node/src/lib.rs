@@ -153,8 +153,12 @@ pub struct Cluster {
     heartbeat: Option<heartbeat::Heartbeat>,
     /// Where every key lives: the same map the data nodes build from the same config.
     partitions: PartitionMap,
-    /// The next request id (starting at a random value); 0 is never used.
+    /// The next request id (starting at a random value); 0 is never used, nor ids from
+    /// [`STREAM_REQUEST_IDS_FIRST`] up (event streams', which live for hours: a request that
+    /// wrapped around onto one would take its frames).
     next_request_id: AtomicU32,
+    /// The next event stream's request id, counted from [`STREAM_REQUEST_IDS_FIRST`].
+    next_stream_id: AtomicU32,
     request_timeout: Duration,
     /// The data nodes on this host (their HostName is one of its addresses): the nearest
     /// replicas for reads that any replica may serve.
@@ -362,6 +366,7 @@ impl Cluster {
             heartbeat: None,
             partitions,
             next_request_id: AtomicU32::new(first_request_id()),
+            next_stream_id: AtomicU32::new(0),
             request_timeout: options.request_timeout,
             near,
         };
@@ -771,11 +776,18 @@ impl Cluster {
 
     pub(crate) fn new_request_id(&self) -> u32 {
         loop {
-            let id = self.next_request_id.fetch_add(1, Ordering::Relaxed);
+            let id =
+                self.next_request_id.fetch_add(1, Ordering::Relaxed) % STREAM_REQUEST_IDS_FIRST;
             if id != 0 {
                 return id;
             }
         }
+    }
+
+    /// A request id for an event stream, apart from every other request's.
+    pub(crate) fn new_stream_request_id(&self) -> u32 {
+        let n = self.next_stream_id.fetch_add(1, Ordering::Relaxed);
+        STREAM_REQUEST_IDS_FIRST | (n & !STREAM_REQUEST_IDS_FIRST)
     }
 
     pub(crate) fn deadline(&self) -> Instant {
@@ -927,6 +939,10 @@ const NOT_MASTER: u32 = 702;
 /// Where this process's request ids start: random, so that an application restarted on the same
 /// API slot does not reuse the transaction ids its previous run had (data nodes remember ended
 /// transactions for a while and refuse work of them).
+/// Request ids from here up are event streams' (2^28 of them, reused after as many
+/// subscriptions).
+const STREAM_REQUEST_IDS_FIRST: u32 = 0xF000_0000;
+
 fn first_request_id() -> u32 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();

@@ -187,6 +187,9 @@ struct Source {
     last_report: u64,
     /// Epoch spans (after, through] it reported with its changes dropped.
     lost: Vec<(u64, u64)>,
+    /// It ended the subscription because the table was dropped there, after reporting the
+    /// epochs of its last changes: it holds no epoch back any more.
+    dropped: bool,
 }
 
 impl Source {
@@ -280,7 +283,9 @@ impl EventMerge {
     /// at or before the next one): the loss of any one other node leaves no gap they cover.
     pub fn covering(&self) -> impl Iterator<Item = u16> + '_ {
         (self.sources.values())
-            .filter(|s| s.start_gci.is_some_and(|start| start <= self.delivered + 1))
+            .filter(|s| {
+                (s.start_gci).is_some_and(|start| start <= self.delivered.saturating_add(1))
+            })
             .map(|s| s.node)
     }
 
@@ -313,7 +318,7 @@ impl EventMerge {
         else {
             return false;
         };
-        if self.sources.values().any(|s| s.last_report + 1 < first) {
+        if self.sources.values().any(|s| s.last_report < first - 1) {
             return false;
         }
         self.delivered = self.delivered.max(first - 1);
@@ -339,6 +344,9 @@ impl EventMerge {
         }
         let delivered = self.delivered;
         self.retired.retain(|s| s.reported > delivered);
+        for s in self.sources.values_mut() {
+            s.lost.retain(|&(_, through)| through > delivered);
+        }
     }
 
     /// One frame of `node`'s stream: SUB_START_CONF, SUB_TABLE_DATA or SUB_GCP_COMPLETE_REP
@@ -359,7 +367,9 @@ impl EventMerge {
                 let start = conf.start_gci.max(1);
                 source.start_gci = Some(start);
                 source.reported = start - 1;
-                if self.begun && start <= self.delivered {
+                // A live node starts at least two past the last epoch handed out (that one is
+                // complete only once every node commits in the next).
+                if self.begun && start <= self.delivered.saturating_add(1) {
                     self.went_back.get_or_insert(node);
                 }
             }
@@ -397,6 +407,18 @@ impl EventMerge {
         Ok(self.bytes)
     }
 
+    /// `node` ended the subscription because the table was dropped there (after sending its
+    /// last changes and the report of their epoch). It covers what it reported and holds no
+    /// epoch back; a replica that drops the table later may still commit changes of their
+    /// fragments (a commit reaching a node that dropped it changes nothing there), and covers
+    /// them. A fragment all of whose replicas dropped the table has nothing after their last
+    /// reports.
+    pub fn table_dropped_at(&mut self, node: u16) {
+        if let Some(source) = self.sources.get_mut(&node) {
+            source.dropped = true;
+        }
+    }
+
     /// `node`'s stream ended or its link failed: it sends no more, and no longer holds epochs
     /// back; what it reported complete stays good for the epochs not handed out yet.
     pub fn gone(&mut self, node: u16) {
@@ -415,27 +437,51 @@ impl EventMerge {
         live.chain(retired)
     }
 
-    /// The first epoch of (`from`, `through`] that no source of `fragment` covers.
+    /// The first epoch of (`from`, `through`] that no source of `fragment` covers. When every
+    /// replica of the fragment dropped the table, nothing of it comes after their last reports.
     fn first_uncovered(&self, fragment: usize, from: u64, through: u64) -> Option<u64> {
+        let replicas = &self.replicas[fragment];
+        let live: Vec<&Source> = replicas
+            .iter()
+            .filter_map(|n| self.sources.get(n))
+            .collect();
+        let through = if !live.is_empty() && live.iter().all(|s| s.dropped) {
+            through.min(live.iter().map(|s| s.reported).max().unwrap_or(0))
+        } else {
+            through
+        };
         let mut spans: Vec<(u64, u64)> =
             self.sources_of(fragment).flat_map(Source::spans).collect();
         spans.sort_unstable();
-        let mut next = from + 1;
+        let mut next = from.saturating_add(1);
         for (first, last) in spans {
             if first > next {
                 break;
             }
-            next = next.max(last.saturating_add(1));
+            if last == u64::MAX {
+                // Covered to the end (a node that ended for the table's drop).
+                return None;
+            }
+            next = next.max(last + 1);
         }
         (next <= through).then_some(next)
     }
 
     /// Hands out every epoch each subscribed node has reported complete, in order.
     pub fn take_complete(&mut self, out: &mut Vec<Merged>) {
-        let complete_through = (self.sources.values())
+        let confirmed: Vec<&Source> = (self.sources.values())
             .filter(|s| s.start_gci.is_some())
-            .map(|s| s.reported)
-            .min();
+            .collect();
+        // A node that dropped the table holds nothing back; once all have, everything they
+        // reported is complete.
+        let complete_through = if confirmed.iter().all(|s| s.dropped) {
+            confirmed.iter().map(|s| s.reported).max()
+        } else {
+            (confirmed.iter())
+                .filter(|s| !s.dropped)
+                .map(|s| s.reported)
+                .min()
+        };
         let Some(through) = complete_through.filter(|&t| t > self.delivered) else {
             return;
         };
@@ -708,12 +754,43 @@ mod tests {
         );
         m.gone(2);
         m.subscribing(2);
-        conf(&mut m, 2, 13);
+        conf(&mut m, 2, 14);
         assert_eq!(m.went_back(), None, "a later start");
         m.gone(1);
         m.subscribing(1);
         conf(&mut m, 1, 12);
         assert_eq!(m.went_back(), Some(1), "epoch 12 was handed out already");
+    }
+
+    #[test]
+    fn a_table_dropped_node_by_node_leaves_no_change_and_no_gap() {
+        // Two node groups: partition 0 on nodes 1 and 2, partition 1 on nodes 3 and 4.
+        let mut m = EventMerge::new(vec![vec![1, 2], vec![3, 4]]);
+        for node in 1..=4 {
+            m.subscribing(node);
+            conf(&mut m, node, 10);
+            rep(&mut m, node, 10, 0);
+        }
+        assert!(m.begin());
+        // Node 1 drops the table first; a commit in epoch 12 then reaches only node 2's
+        // replica of partition 0 (node 1 has nothing left to change).
+        rep(&mut m, 1, 11, 0);
+        m.table_dropped_at(1);
+        data(&mut m, 2, 12, 0, b"a");
+        rep(&mut m, 2, 12, 0);
+        m.table_dropped_at(2);
+        for node in [3, 4] {
+            data(&mut m, node, 13, 1, b"b");
+            rep(&mut m, node, 13, 0);
+        }
+        assert_eq!(
+            taken(&mut m),
+            [(12, "a".into()), (13, "b".into())],
+            "nodes 1 and 2 hold nothing back; no gap after partition 0's drop"
+        );
+        m.table_dropped_at(3);
+        m.table_dropped_at(4);
+        assert!(taken(&mut m).is_empty());
     }
 
     #[test]

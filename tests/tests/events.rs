@@ -200,7 +200,7 @@ fn kills_under_a_writer(spec: ClusterSpec, kills: &[NodeId]) {
     let mut op = api.create_event_operation(&table).expect("subscribe");
 
     // The writer sets the keys in turn to ever larger values; acknowledged ones are recorded.
-    let acked: Mutex<BTreeMap<u32, Vec<i64>>> = Mutex::new(BTreeMap::new());
+    let acked: Mutex<BTreeMap<u32, Vec<(i64, u64)>>> = Mutex::new(BTreeMap::new());
     let stop = AtomicBool::new(false);
     let mut events = Vec::new();
     std::thread::scope(|scope| {
@@ -265,7 +265,7 @@ fn kills_under_a_writer(spec: ClusterSpec, kills: &[NodeId]) {
     let acked = acked.into_inner().unwrap();
     let last: BTreeMap<u32, i64> = acked
         .iter()
-        .map(|(k, v)| (*k, *v.last().unwrap()))
+        .map(|(k, v)| (*k, v.last().unwrap().0))
         .collect();
     gather(
         &mut op,
@@ -300,6 +300,7 @@ fn kills_under_a_writer(spec: ClusterSpec, kills: &[NodeId]) {
         "epochs in order"
     );
     let mut seen: BTreeMap<u32, Vec<i64>> = BTreeMap::new();
+    let mut epoch_of: BTreeMap<i64, u64> = BTreeMap::new();
     for e in &events {
         assert_eq!(e.event_type, EventType::Update, "{e:?}");
         let (Some(values), Some(pre)) = (&e.values, &e.pre_values) else {
@@ -318,6 +319,7 @@ fn kills_under_a_writer(spec: ClusterSpec, kills: &[NodeId]) {
             "key {k}: the image before is the last one seen"
         );
         history.push(*v);
+        epoch_of.insert(*v, e.epoch);
     }
     for (k, values) in &acked {
         let history = seen.get(k).cloned().unwrap_or_default();
@@ -325,21 +327,22 @@ fn kills_under_a_writer(spec: ClusterSpec, kills: &[NodeId]) {
             history.windows(2).all(|w| w[1] > w[0]),
             "key {k}: each value once, in order: {history:?}"
         );
-        for v in values {
-            assert!(
-                history.contains(v),
-                "key {k}: acknowledged value {v} arrived"
+        for (v, gci) in values {
+            assert_eq!(
+                epoch_of.get(v),
+                Some(gci),
+                "key {k}: acknowledged value {v} arrived, in the epoch its commit returned"
             );
         }
     }
 }
 
 /// Updates the keys in turn, one a transaction, each to a value larger than any before,
-/// until `stop`; records each acknowledged value.
+/// until `stop`; records each acknowledged value with its commit's GCI.
 fn write_until(
     api: &Cluster,
     table: &Table,
-    acked: &Mutex<BTreeMap<u32, Vec<i64>>>,
+    acked: &Mutex<BTreeMap<u32, Vec<(i64, u64)>>>,
     stop: &AtomicBool,
 ) {
     // Every attempt writes a value never written before, so a commit whose answer was lost
@@ -351,11 +354,12 @@ fn write_until(
         let result = (|| {
             let mut t = api.start_transaction()?;
             t.update(table, &[Value::UInt32(k)], &[(1, Value::Int64(v))])?;
-            t.execute(ExecType::Commit)
+            t.execute(ExecType::Commit)?;
+            Ok::<u64, rndb_api::Error>(t.gci().expect("a writing commit has a GCI"))
         })();
         match result {
-            Ok(()) => {
-                acked.lock().unwrap().entry(k).or_default().push(v);
+            Ok(gci) => {
+                acked.lock().unwrap().entry(k).or_default().push((v, gci));
                 k = (k + 1) % 16;
             }
             Err(e) => {
@@ -446,4 +450,94 @@ fn an_operation_that_outgrows_its_event_buffer_fails_with_4734_and_the_links_ser
         !e.is_empty()
     });
     assert_eq!(events[0].values, Some(row(9, 8)));
+}
+
+#[test]
+fn a_table_dropped_under_a_writer_on_two_node_groups_hands_out_every_change_before_the_drop() {
+    let cluster = TestCluster::start(ClusterSpec::new().data_nodes(4).replicas(2).api_slots(8))
+        .expect("start the data nodes");
+    let api = cluster.connect().expect("connect");
+    let table = recreate_table(&api, &counters_def("ev_drop4")).expect("create table");
+    let mut t = api.start_transaction().unwrap();
+    for id in 0..16 {
+        t.insert(&table, &row(id, 0)).unwrap();
+    }
+    t.execute(ExecType::Commit).unwrap();
+    let mut op = api.create_event_operation(&table).expect("subscribe");
+    // The writer goes on until the drop refuses its writes (every key, both node groups).
+    let acked: Mutex<BTreeMap<u32, Vec<(i64, u64)>>> = Mutex::new(BTreeMap::new());
+    let dropping = AtomicBool::new(false);
+    let before_drop: Mutex<BTreeMap<u32, Vec<(i64, u64)>>> = Mutex::new(BTreeMap::new());
+    let mut events = Vec::new();
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| write_until_dropped(&api, &table, &acked, &dropping));
+        wait_until("writes before the drop", EVENTS_TIMEOUT, || {
+            Ok((acked.lock().unwrap().values().map(Vec::len).sum::<usize>() >= 300).then_some(()))
+        })
+        .expect("writes");
+        dropping.store(true, Ordering::Relaxed);
+        // Those acknowledged before the drop began. (One acknowledged while the table is
+        // being dropped may have had its rows dropped under its commit on some node: DROP
+        // TABLE does not wait for the transactions holding the table's rows.)
+        *before_drop.lock().unwrap() = acked.lock().unwrap().clone();
+        api.drop_table("ev_drop4").expect("drop table");
+        writer.join().expect("writer");
+    });
+    gather(&mut op, &mut events, "the drop", |e| {
+        e.iter().any(|x| x.event_type == EventType::Drop)
+    });
+    assert_eq!(events.last().map(|e| e.event_type), Some(EventType::Drop));
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.event_type == EventType::Inconsistent),
+        "{events:#?}"
+    );
+    let mut epoch_of: BTreeMap<i64, u64> = BTreeMap::new();
+    for e in events.iter().filter(|e| e.event_type == EventType::Update) {
+        if let Some([_, Value::Int64(v)]) = e.values.as_deref() {
+            assert!(epoch_of.insert(*v, e.epoch).is_none(), "value {v} twice");
+        }
+    }
+    for (v, gci) in before_drop.into_inner().unwrap().values().flatten() {
+        assert_eq!(
+            epoch_of.get(v),
+            Some(gci),
+            "acknowledged value {v} handed out before the drop, in its commit's epoch"
+        );
+    }
+    // Those acknowledged during the drop: in their commit's epoch when they came at all.
+    for (v, gci) in acked.into_inner().unwrap().values().flatten() {
+        if let Some(epoch) = epoch_of.get(v) {
+            assert_eq!(epoch, gci, "value {v}");
+        }
+    }
+}
+
+/// As [`write_until`], until the table, `dropping`, is gone (a write refused).
+fn write_until_dropped(
+    api: &Cluster,
+    table: &Table,
+    acked: &Mutex<BTreeMap<u32, Vec<(i64, u64)>>>,
+    dropping: &AtomicBool,
+) {
+    let mut v = 0;
+    let mut k = 0;
+    loop {
+        v += 1;
+        let result = (|| {
+            let mut t = api.start_transaction()?;
+            t.update(table, &[Value::UInt32(k)], &[(1, Value::Int64(v))])?;
+            t.execute(ExecType::Commit)?;
+            Ok::<u64, rndb_api::Error>(t.gci().expect("a writing commit has a GCI"))
+        })();
+        match result {
+            Ok(gci) => {
+                acked.lock().unwrap().entry(k).or_default().push((v, gci));
+                k = (k + 1) % 16;
+            }
+            Err(_) if dropping.load(Ordering::Relaxed) => return,
+            Err(e) => assert!(e.is_temporary(), "write: {e}"),
+        }
+    }
 }

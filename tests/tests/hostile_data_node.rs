@@ -1111,3 +1111,35 @@ fn a_malformed_event_stream_fails_the_subscription() {
         fake.finish();
     }
 }
+
+/// A data node that names the largest epoch there is, in its confirmation and its report,
+/// cannot make the library panic or hang: the subscription is made or refused in time.
+#[test]
+fn an_event_stream_at_the_last_epoch_neither_panics_nor_hangs() {
+    use rndb_protocol::suma::{SubGcpCompleteRep, SubStartConf};
+    let fake = FakeDataNode::start(move |peer| {
+        peer.serve_table(&table_info());
+        let subscribe = peer.expect_skipping(gsn::SUB_START_REQ);
+        let mut conf = Vec::new();
+        SubStartConf {
+            start_gci: u64::MAX,
+        }
+        .encode(&mut conf);
+        peer.answer(&subscribe, gsn::SUB_START_CONF, &conf);
+        for gci in [0, u64::MAX - 1, u64::MAX] {
+            let mut rep = Vec::new();
+            SubGcpCompleteRep { gci, flags: 1 }.encode(&mut rep);
+            peer.answer(&subscribe, gsn::SUB_GCP_COMPLETE_REP, &rep);
+        }
+        peer.linger();
+    });
+    let (result, took) = fake.run(|cluster| {
+        let table = get_table(cluster);
+        timed("an event stream at the last epoch", || {
+            let mut op = cluster.create_event_operation(&table)?;
+            op.poll_events(Duration::from_millis(200)).map(|_| ())
+        })
+    });
+    assert!(took < CALL_LIMIT, "took {took:?}: {result:?}");
+    fake.finish();
+}

@@ -114,10 +114,14 @@ struct Subscriber {
 /// Frames for one API node that its send buffer did not take yet, in order.
 #[derive(Debug, Default)]
 struct Queue {
-    frames: VecDeque<(FrameHeader, Vec<u8>)>,
+    /// Each frame, with the epoch it reports complete (SUB_GCP_COMPLETE_REP).
+    frames: VecDeque<(FrameHeader, Vec<u8>, Option<u64>)>,
     bytes: u64,
-    /// SUB_GCP_COMPLETE_REPs among them: completed epochs not yet sent.
+    /// Completed epochs whose reports are queued (one per epoch, however many subscriptions
+    /// the node has), and the last epoch queued and sent.
     epochs: u32,
+    last_queued: u64,
+    last_sent: u64,
 }
 
 /// SUMA's state.
@@ -180,9 +184,22 @@ impl Suma {
     }
 
     fn queue(&mut self, api: NodeId, signal: u16, request_id: u32, payload: Vec<u8>) {
+        self.queue_reporting(api, signal, request_id, payload, None);
+    }
+
+    /// Queues a frame; `epoch` is the epoch a SUB_GCP_COMPLETE_REP reports.
+    fn queue_reporting(
+        &mut self,
+        api: NodeId,
+        signal: u16,
+        request_id: u32,
+        payload: Vec<u8>,
+        epoch: Option<u64>,
+    ) {
         let queue = self.queues.entry(api).or_default();
         queue.bytes += payload.len() as u64;
-        if signal == gsn::SUB_GCP_COMPLETE_REP {
+        if let Some(gci) = epoch.filter(|&g| g != queue.last_queued) {
+            queue.last_queued = gci;
             queue.epochs += 1;
         }
         let header = FrameHeader {
@@ -191,7 +208,7 @@ impl Suma {
             sender_block: block::SUMA,
             request_id,
         };
-        queue.frames.push_back((header, payload));
+        queue.frames.push_back((header, payload, epoch));
     }
 
     fn refuse(&mut self, api: NodeId, request_id: u32, error: &NdbError) {
@@ -325,7 +342,9 @@ impl Kernel {
             return;
         };
         let mut logs = Vec::new();
-        let mut through = self.suma.completed;
+        // At least the epoch commits start in now: one of the table's changes committed here
+        // in it (before the drop) is then surely sent before the subscription ends.
+        let mut through = self.suma.completed.max(self.gcp.current);
         for (no, fragment) in
             (self.lqh.fragments.get_mut(&table_id).into_iter().flatten()).enumerate()
         {
@@ -367,13 +386,11 @@ impl Kernel {
     /// The master reports every commit of epoch `gci` and before ended on every live node
     /// (GCP_COMPLETE_REP), having handled the failures of `failed`.
     pub(crate) fn suma_epoch_completed(&mut self, gci: u64, failed: NodeSet, out: &mut dyn Outbox) {
-        match &mut self.suma.pending {
-            Some((pending, nodes)) if *pending >= gci => {
-                for node in failed.iter() {
-                    nodes.insert(node);
-                }
-            }
-            pending => *pending = Some((gci, failed)),
+        // The newest report's failed nodes are the master's now (a node it had failed may
+        // have rejoined since: merged in, it would hold the report up for good); an older
+        // report, late, adds nothing.
+        if self.suma.pending.is_none_or(|(pending, _)| gci >= pending) {
+            self.suma.pending = Some((gci, failed));
         }
         self.suma_try_complete(out);
     }
@@ -441,7 +458,7 @@ impl Kernel {
     pub(crate) fn suma_flush(&mut self, out: &mut dyn Outbox) {
         let mut lagging = Vec::new();
         for (&api, queue) in &mut self.suma.queues {
-            while let Some((header, payload)) = queue.frames.front() {
+            while let Some((header, payload, epoch)) = queue.frames.front() {
                 if out
                     .send(api, *header, &mut |b| b.extend_from_slice(payload))
                     .is_err()
@@ -449,8 +466,9 @@ impl Kernel {
                     break;
                 }
                 queue.bytes -= payload.len() as u64;
-                if header.signal == gsn::SUB_GCP_COMPLETE_REP {
-                    queue.epochs -= 1;
+                if let Some(gci) = epoch.filter(|&g| g != queue.last_sent) {
+                    queue.last_sent = gci;
+                    queue.epochs = queue.epochs.saturating_sub(1);
                 }
                 queue.frames.pop_front();
             }
@@ -541,7 +559,13 @@ fn send_report(suma: &mut Suma, subscribers: &[Subscriber], rep: SubGcpCompleteR
     for s in subscribers {
         let mut payload = Vec::new();
         rep.encode(&mut payload);
-        queue_frame(suma, s, gsn::SUB_GCP_COMPLETE_REP, payload);
+        suma.queue_reporting(
+            s.api,
+            gsn::SUB_GCP_COMPLETE_REP,
+            s.request_id,
+            payload,
+            Some(rep.gci),
+        );
     }
 }
 
