@@ -169,9 +169,9 @@ impl HeldChange {
 pub enum Merged {
     /// A committed change, from one replica of its fragment.
     Change { epoch: u64, change: HeldChange },
-    /// From `epoch` on (up to the next epoch a replica of `fragment` covers again), no data
-    /// node covered the fragment: changes of it may be missing. It comes before the changes of
-    /// `epoch` and later epochs.
+    /// At `epoch` no data node covered the fragment: changes of it may be missing there (and
+    /// in later epochs handed out in the same call: only the first uncovered epoch of each
+    /// fragment is named). It comes before the changes of `epoch` and later epochs.
     Inconsistent { epoch: u64, fragment: u32 },
 }
 
@@ -185,6 +185,9 @@ struct Source {
     reported: u64,
     /// The newest epoch it sent SUB_GCP_COMPLETE_REP for (0: none yet).
     last_report: u64,
+    /// When it was asked: the newest epoch handed out or reported by any subscription. Each
+    /// was complete cluster-wide, so a live node starts past it.
+    asked_after: u64,
     /// Epoch spans (after, through] it reported with its changes dropped.
     lost: Vec<(u64, u64)>,
     /// It ended the subscription because the table was dropped there, after reporting the
@@ -262,8 +265,14 @@ impl EventMerge {
 
     /// SUB_START_REQ went to `node`.
     pub fn subscribing(&mut self, node: u16) {
+        let reported = (self.sources.values().chain(&self.retired))
+            .filter(|s| s.start_gci.is_some())
+            .map(|s| s.reported)
+            .max()
+            .unwrap_or(0);
         let source = Source {
             node,
+            asked_after: self.delivered.max(reported),
             ..Source::default()
         };
         self.sources.insert(node, source);
@@ -290,8 +299,9 @@ impl EventMerge {
     }
 
     /// A node subscribed again after [`EventMerge::begin`] whose subscription starts at or
-    /// below an epoch already handed out: the cluster went back to an older epoch (a system
-    /// restart restores the last one saved), and this subscription's epochs cannot go on.
+    /// below an epoch complete when it was asked (handed out, or reported by a node): the
+    /// cluster went back to an older epoch (a system restart restores the last one saved),
+    /// and this subscription's epochs cannot go on.
     pub fn went_back(&self) -> Option<u16> {
         self.went_back
     }
@@ -367,9 +377,9 @@ impl EventMerge {
                 let start = conf.start_gci.max(1);
                 source.start_gci = Some(start);
                 source.reported = start - 1;
-                // A live node starts at least two past the last epoch handed out (that one is
-                // complete only once every node commits in the next).
-                if self.begun && start <= self.delivered.saturating_add(1) {
+                // Every epoch complete when it was asked was complete on every node, which
+                // then committed in a later one: a live node starts past it.
+                if self.begun && start <= source.asked_after {
                     self.went_back.get_or_insert(node);
                 }
             }

@@ -138,6 +138,8 @@ pub struct Record {
     pub invoke_ns: u64,
     pub complete_ns: u64,
     pub outcome: Outcome,
+    /// The GCI its acknowledgement named (a write's TC_EXECUTE_CONF).
+    pub gci: Option<u64>,
 }
 
 /// One transfer whose commit was sent, as the ledger check needs it.
@@ -1339,6 +1341,7 @@ impl Client {
             invoke_ns: ctx.now_ns,
             complete_ns: 0,
             outcome: Outcome::Pending,
+            gci: None,
         });
         ctx.shared.history.len() - 1
     }
@@ -1993,6 +1996,7 @@ impl Client {
         let r = &mut ctx.shared.history[record];
         r.outcome = outcome;
         r.complete_ns = ctx.now_ns;
+        r.gci = commit_gci(ended);
     }
 
     /// A transfer's second half: both updates and the commit, or a rollback when the first
@@ -2321,6 +2325,7 @@ impl Client {
         let r = &mut ctx.shared.history[record];
         r.outcome = outcome;
         r.complete_ns = ctx.now_ns;
+        r.gci = commit_gci(ended);
     }
 
     /// Reads the ledger rows of the transfers from index `from` on (at most
@@ -2429,6 +2434,7 @@ impl Client {
                 invoke_ns: request.sent_ns,
                 complete_ns: ctx.now_ns,
                 outcome: Outcome::Ok(Some(state)),
+                gci: None,
             });
         }
         self.final_stage_done(ctx, Phase::FinalSetRead);
@@ -2450,6 +2456,14 @@ impl Client {
             ));
         }
         self.resume_after(ctx, RETRY_NS);
+    }
+}
+
+/// The GCI a commit's TC_EXECUTE_CONF named.
+fn commit_gci(ended: &Ended) -> Option<u64> {
+    match ended {
+        Ended::Conf(conf) => TcExecuteConf::decode(conf).ok().and_then(|c| c.gci),
+        _ => None,
     }
 }
 

@@ -117,6 +117,13 @@ pub enum Fault {
     /// without files, 1302 a node still in an earlier round, 1340 the tables created as it
     /// began). Off unless asked for.
     Backup,
+    /// The event API: client 0 subscribes to every workload table on every data node once
+    /// the tables are ready (SUB_START_REQ), merges the streams with the library's
+    /// `EventMerge`, resubscribes where a link comes back or a node refused, and the run's end
+    /// checks that every acknowledged change was handed out once, in the epoch its commit
+    /// named (`crate::events`). No fault of its own; off unless asked for, since its frames
+    /// move every seed's schedule.
+    Events,
 }
 
 impl Fault {
@@ -166,6 +173,7 @@ impl Fault {
             Fault::SingleUser => "single-user",
             Fault::Limits => "limits",
             Fault::Backup => "backup",
+            Fault::Events => "events",
         }
     }
 }
@@ -183,6 +191,9 @@ pub enum Sabotage {
     /// The check of a completed backup (`Fault::Backup`) restores its data files without
     /// their logs: the fuzzy scan alone, which is no consistent cut.
     Backup,
+    /// The event subscriber (`Fault::Events`) skips the first update it is handed of a row
+    /// whose image it knows: a change lost, which the chain of the row's images must show.
+    Events,
 }
 
 /// What the user chose for a run (the same for every seed of a `--seeds` run).
@@ -249,6 +260,7 @@ impl Options {
             Some(Sabotage::Registers) => command.push_str(" --sabotage registers"),
             Some(Sabotage::Sets) => command.push_str(" --sabotage sets"),
             Some(Sabotage::Backup) => command.push_str(" --sabotage backup"),
+            Some(Sabotage::Events) => command.push_str(" --sabotage events"),
             None => {}
         }
         if self.replicas != 2 {

@@ -28,6 +28,9 @@
 //!   (registers, and set elements as registers that inserts and deletes move between absent
 //!   and present).
 //! - [`durability`]: which acknowledged operations a cluster crash must keep.
+//! - [`events`]: with `--faults events`, client 0's subscription to the tables' committed
+//!   changes (the library's `EventMerge`), checked as they come and against the clients'
+//!   acknowledged writes and final reads.
 //! - [`world`]: one run, step by step; [`run_seed`] and [`run_seed_checked`].
 //!
 //! A run: clients register (API_REGREQ); client 0 creates the tables (some seeds first at a
@@ -64,6 +67,7 @@ pub mod check;
 pub mod client;
 pub mod disk;
 pub mod durability;
+pub mod events;
 pub mod knobs;
 pub mod net;
 pub mod rng;

@@ -29,7 +29,8 @@ struct Args {
     /// Fault kinds seeds may draw, comma-separated: crash, client, slow, api-link, buggify,
     /// pause, crash-all (every data node crashes, then a system restart), disk (ENOSPC and EIO
     /// on writes and syncs), partition (data nodes cut from each other; client 0 arbitrates),
-    /// or none. Default: all but crash-all, disk and partition.
+    /// events (client 0 subscribes to the tables' changes, checked at the end; no fault of
+    /// its own), or none. Default: all but crash-all, disk and partition.
     #[arg(long, value_delimiter = ',', value_parser = parse_fault)]
     faults: Option<Vec<Option<Fault>>>,
     /// Print every delivered frame and every fault (with --seed).
@@ -156,6 +157,7 @@ fn check_across_processes(seed: u64, options: &Options, report: &Report) -> Exit
             Some(Sabotage::Registers) => &["--sabotage", "registers"][..],
             Some(Sabotage::Sets) => &["--sabotage", "sets"][..],
             Some(Sabotage::Backup) => &["--sabotage", "backup"][..],
+            Some(Sabotage::Events) => &["--sabotage", "events"][..],
             None => &[],
         })
         .args(["--replicas", &options.replicas.to_string()])

@@ -23,10 +23,11 @@ use rndb_transporter::FrameHeader;
 use crate::check::{self, Expect, HistoryOp, RegOp, Verdict};
 use crate::client::{
     Access, Client, Ctx, Outcome, Shared, Stats, TransferOutcome, ARBITRATOR, BANK,
-    INITIAL_BALANCE, SETS,
+    INITIAL_BALANCE, LEDGER, REGISTERS, SETS,
 };
 use crate::disk::SimDisk;
 use crate::durability::{self, ClusterCrash, Fate, GciClock};
+use crate::events::{EventStats, Subscriber};
 use crate::knobs::{Fault, Knobs, Options, FIRST_API_NODE};
 use crate::net::{EventKind, Net, Queue, SimOutbox};
 use crate::rng::Rng;
@@ -76,6 +77,9 @@ const DISK_SALT: u64 = 0xd15c_0000_5eed_0001;
 /// its links closed, so no such news reaches a restarted node.
 const RESTART_NS_MIN: u64 = 2 * DETECT_NS_MAX;
 const RESTART_NS_MAX: u64 = 200_000_000;
+/// With `--faults events`: how long after the final reads end the subscriber may take to hand
+/// out the epoch the data nodes were in then.
+const EVENTS_CATCH_UP_NS: u64 = 20_000_000_000;
 /// When a cluster crash finds the tables not yet saved (no sysfile names a GCI after their
 /// creation), it waits this long and looks again.
 const CLUSTER_CRASH_RETRY_NS: u64 = 20_000_000;
@@ -107,6 +111,8 @@ pub struct Report {
     /// Things that happened and are allowed, worth a line in the report (a data node that
     /// stopped at a restart it could not make, and why that was expected).
     pub notes: Vec<String>,
+    /// With `--faults events`: what the subscriber did and the checks found.
+    pub events: Option<EventStats>,
 }
 
 /// The durability side of a run.
@@ -420,6 +426,14 @@ struct World {
     restorable_max: u32,
     durability: DurabilityReport,
     notes: Vec<String>,
+    /// With `--faults events`: client 0's subscription to the workload's tables, made once
+    /// they are ready (`crate::events`).
+    subscriber: Option<Subscriber>,
+    /// Client 0's links to data nodes as it knows them: where the subscriber may subscribe.
+    events_links: BTreeSet<NodeId>,
+    /// Once the final reads ended: the epoch the subscriber must hand out before the final
+    /// checks, and by when.
+    events_target: Option<(u64, u64)>,
 }
 
 impl World {
@@ -540,6 +554,9 @@ impl World {
             restorable_max: 0,
             durability: DurabilityReport::default(),
             notes: Vec::new(),
+            subscriber: None,
+            events_links: data_nodes.iter().copied().collect(),
+            events_target: None,
         };
         for &node in &data_nodes {
             let first_tick = world.rng.below(TIMER_TICK_NS);
@@ -557,6 +574,7 @@ impl World {
         if world.knobs.master_link_late_ns > 0 {
             // The link from client 0 to the master never came up yet; no end hears of a drop.
             let (api, master) = (world.clients[0].node, data_nodes[0]);
+            world.events_links.remove(&master);
             world.net.drop_connection(api, master);
             world.clients[0].start_without_link(master);
 
@@ -590,7 +608,8 @@ impl World {
             if !self.planned && self.shared.ready && self.arbitration_ready() {
                 self.plan_faults();
             }
-            if self.shared.final_done {
+            self.poll_events()?;
+            if self.shared.final_done && self.events_caught_up()? {
                 return self.final_checks();
             }
             self.maybe_start_final();
@@ -665,6 +684,7 @@ impl World {
                         Ok(())
                     })
                 } else {
+                    self.events_link_down(at, peer);
                     self.client_step(at, |c, ctx| c.on_link_down(ctx, peer));
                     Ok(())
                 }
@@ -781,6 +801,12 @@ impl World {
             }
             Ok(())
         } else {
+            if let Some(subscriber) = self.subscriber.as_mut() {
+                if subscriber.node == to && subscriber.owns(&header) {
+                    subscriber.on_frame(self.now_ns, from, &header, &payload);
+                    return Ok(());
+                }
+            }
             self.client_step(to, |c, ctx| c.on_frame(ctx, from, &header, &payload));
             Ok(())
         }
@@ -1683,6 +1709,15 @@ impl World {
                     // crashed node waits behind what it sent on a slow link, and the
                     // reconnection makes that news stale): it hears it now, first. (A link
                     // that is up already, reconnected by an earlier restart, stays as it is.)
+                    if was_down {
+                        self.events_link_down(api, node);
+                    }
+                    if client == 0 {
+                        self.events_links.insert(node);
+                        if let Some(subscriber) = self.subscriber.as_mut() {
+                            subscriber.link_up(node);
+                        }
+                    }
                     self.client_step(api, |c, ctx| {
                         if was_down {
                             c.on_link_down(ctx, node);
@@ -2172,6 +2207,9 @@ impl World {
         // fails with 2308, and the cluster starts again).
         self.count("system restart");
         self.log("system restart: every data node starts from its disk".into());
+        if let Some(subscriber) = self.subscriber.as_mut() {
+            subscriber.system_restart(self.now_ns);
+        }
         self.gci_clock.new_era(self.now_ns);
         self.restorable_max = 0;
         let nodes: Vec<_> = self.config.data_nodes.clone();
@@ -2316,6 +2354,110 @@ impl World {
             .all(|g| g.nodes.iter().any(serving))
     }
 
+    /// With `--faults events`: makes client 0's subscriber once the tables are ready, sends
+    /// what it asks for, and stops the run at the first violation it saw.
+    fn poll_events(&mut self) -> Result<(), String> {
+        if !self.options.has(Fault::Events) || !self.shared.ready {
+            return Ok(());
+        }
+        if self.subscriber.is_none() {
+            let Some(tables) = self.shared.tables.as_ref() else {
+                return Ok(());
+            };
+            let mut wanted = Vec::new();
+            for which in [BANK, REGISTERS, SETS, LEDGER] {
+                if let Some(info) = tables.get(which) {
+                    wanted.push((which, info.clone()));
+                }
+            }
+            let data_nodes = self.config.data_nodes.iter().map(|n| n.node_id).collect();
+            let mut subscriber = Subscriber::new(
+                self.clients[0].node,
+                data_nodes,
+                &self.shared.partitions,
+                wanted,
+                self.events_links.clone(),
+            );
+            subscriber.trace = self.options.trace;
+            subscriber.sabotage = self.options.sabotage == Some(crate::Sabotage::Events);
+            self.subscriber = Some(subscriber);
+        }
+        let Some(subscriber) = self.subscriber.as_mut() else {
+            return Ok(());
+        };
+        let sends = subscriber.poll(self.now_ns);
+        let log = std::mem::take(&mut subscriber.log);
+        let failure = subscriber.failure.take();
+        let api = subscriber.node;
+        for (to, header, payload) in sends {
+            self.net
+                .send(&mut self.queue, self.now_ns, api, to, header, payload);
+        }
+        for line in log {
+            self.log(line);
+        }
+        match failure {
+            Some(what) => Err(what),
+            None => Ok(()),
+        }
+    }
+
+    /// Client 0's link to data node `peer` closed (`at` is the end that heard it).
+    fn events_link_down(&mut self, at: NodeId, peer: NodeId) {
+        if at != self.clients[0].node {
+            return;
+        }
+        self.events_links.remove(&peer);
+        if let Some(subscriber) = self.subscriber.as_mut() {
+            subscriber.link_down(self.now_ns, peer);
+        }
+    }
+
+    /// With `--faults events`, once the final reads ended: true when the subscriber has
+    /// handed out the epoch the data nodes were in then (every change the final reads saw).
+    fn events_caught_up(&mut self) -> Result<bool, String> {
+        let Some(subscriber) = self.subscriber.as_ref() else {
+            return Ok(true);
+        };
+        let (epoch, deadline_ns) = *self.events_target.get_or_insert_with(|| {
+            let epoch = (self.kernels.values())
+                .map(Kernel::current_gci)
+                .max()
+                .unwrap_or(0);
+            (epoch, self.now_ns + EVENTS_CATCH_UP_NS)
+        });
+        if subscriber.caught_up(epoch) {
+            return Ok(true);
+        }
+        let stalled = (self.kernels.values())
+            .map(Kernel::current_gci)
+            .max()
+            .is_none_or(|now| now <= epoch);
+        if self.now_ns > deadline_ns && (stalled || self.saves_stuck()) {
+            // The master ended no epoch since the final reads: in seeds whose disks failed,
+            // a global checkpoint that cannot be saved stops the epochs too (seeds 0xe000088,
+            // 0xe0002b0 with `--faults crash,client,slow,api-link,buggify,pause,hang,restart,
+            // crash-all,disk,crash-starting,events`: no GCP_COMPLETE_REP for 20 s), so the
+            // subscriber cannot hand out the last changes: what it handed out is checked, not
+            // the final images.
+            self.count(
+                "events: final images not checked (no epoch completed after the final reads)",
+            );
+            if let Some(subscriber) = self.subscriber.as_mut() {
+                subscriber.skip_final_images();
+            }
+            return Ok(true);
+        }
+        if self.now_ns > deadline_ns {
+            return Err(format!(
+                "events: the subscriber had not handed out epoch {epoch:#x} (the data nodes' when the final reads ended) {} s later: {}",
+                EVENTS_CATCH_UP_NS / 1_000_000_000,
+                subscriber.describe()
+            ));
+        }
+        Ok(false)
+    }
+
     /// Once the workload is over and every live client is idle, client 0 reads everything.
     fn maybe_start_final(&mut self) {
         if self.final_started || !self.shared.stopping {
@@ -2333,6 +2475,14 @@ impl World {
     /// The register and set histories, checked per key once the final reads are done, and
     /// the bank's ledger.
     fn final_checks(&mut self) -> Result<(), String> {
+        if let Some(subscriber) = self.subscriber.as_mut() {
+            subscriber.check(&self.shared)?;
+            let s = &subscriber.stats;
+            self.notes.push(format!(
+                "events: {} subscriptions made (refused {:?}), {} begun, {} ended with no data node linked, {} after a system restart ({} went on across one); {} changes handed out, {} inconsistent epochs ({} later gaps of a range unnamed); acknowledged writes found in their epoch {}, in no span {}; final images matched {}",
+                s.subscriptions, s.refusals, s.merges_begun, s.merges_ended, s.merges_went_back, s.merges_across_restart, s.changes, s.inconsistent, s.gaps_unnamed, s.writes_found, s.writes_uncovered, s.keys_matched
+            ));
+        }
         self.check_chain_order()?;
         self.forget_what_crashes_lost();
         self.check_ledger()?;
@@ -2557,6 +2707,7 @@ impl World {
             frame_hashes: std::mem::take(&mut self.frame_hashes),
             durability,
             notes: self.notes.clone(),
+            events: self.subscriber.as_ref().map(|s| s.stats.clone()),
         }
     }
 }
