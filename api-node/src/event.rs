@@ -398,12 +398,15 @@ impl<'c> EventOperation<'c> {
             }
             self.dropped = Some(error);
         }
-        // Ended only when no data node is linked (a system restart): while one is, it is
-        // subscribed again, and the epochs nobody covered meanwhile are Inconsistent.
-        if self.nodes.is_empty()
-            && self.ended.is_none()
-            && self.cluster.linked().all(|c| c.is_failed())
-        {
+        // Ended when no data node's subscription is left (every stream failed at once, as in
+        // a system restart, whose epochs may repeat those handed out): NDB's
+        // TE_CLUSTER_FAILURE.
+        let alone = if self.merge.has_begun() {
+            !self.merge.has_confirmed()
+        } else {
+            self.nodes.is_empty()
+        };
+        if alone && self.ended.is_none() {
             self.ended = Some(Error::ndb_detail(
                 4009,
                 "cluster failure: no data node sends this subscription's events",

@@ -450,6 +450,7 @@ fn signal_payloads() -> Vec<Seed> {
     put(45, &|o| {
         suma::SubStartConf {
             start_gci: 7 << 32 | 2,
+            restart: 1,
         }
         .encode(o)
     });

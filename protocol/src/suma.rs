@@ -40,20 +40,24 @@ impl SubStartReq {
 }
 
 /// SUB_START_CONF: the subscription is in place; every change committed on this node in
-/// `start_gci` or later is sent.
+/// `start_gci` or later is sent. `restart` numbers the system restart the cluster last
+/// started from (its sysfiles' restart history): a subscriber that sees it change knows the
+/// cluster went back to its last saved epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SubStartConf {
     pub start_gci: u64,
+    pub restart: u32,
 }
 
 impl SubStartConf {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        Writer::new(out).u64(self.start_gci);
+        Writer::new(out).u64(self.start_gci).u32(self.restart);
     }
     pub fn decode(buf: &[u8]) -> Result<SubStartConf, DecodeError> {
         let mut r = Reader::new(buf, "SUB_START_CONF");
         let conf = SubStartConf {
             start_gci: r.u64()?,
+            restart: r.u32()?,
         };
         r.finish()?;
         Ok(conf)
@@ -244,6 +248,8 @@ pub struct EventMerge {
     delivered: u64,
     /// `begin` returned true.
     begun: bool,
+    /// The system restart the first confirmation named.
+    restart: Option<u32>,
     /// See [`EventMerge::went_back`].
     went_back: Option<u16>,
 }
@@ -259,6 +265,7 @@ impl EventMerge {
             bytes: 0,
             delivered: 0,
             begun: false,
+            restart: None,
             went_back: None,
         }
     }
@@ -378,8 +385,11 @@ impl EventMerge {
                 source.start_gci = Some(start);
                 source.reported = start - 1;
                 // Every epoch complete when it was asked was complete on every node, which
-                // then committed in a later one: a live node starts past it.
-                if self.begun && start <= source.asked_after {
+                // then committed in a later one: a live node starts past it. A system restart
+                // since the first confirmation (its number changed) went back to the last
+                // saved epoch, whatever the start says.
+                let restarted = *self.restart.get_or_insert(conf.restart) != conf.restart;
+                if restarted || (self.begun && start <= source.asked_after) {
                     self.went_back.get_or_insert(node);
                 }
             }
@@ -432,11 +442,30 @@ impl EventMerge {
     /// `node`'s stream ended or its link failed: it sends no more, and no longer holds epochs
     /// back; what it reported complete stays good for the epochs not handed out yet.
     pub fn gone(&mut self, node: u16) {
-        if let Some(gone) = self.sources.remove(&node) {
-            if gone.start_gci.is_some() && gone.reported > self.delivered {
-                self.retired.push(gone);
+        let Some(gone) = self.sources.remove(&node) else {
+            return;
+        };
+        // What it sent of epochs it never reported complete can never be: dropped, so that a
+        // later subscription of the same node adds nothing to them.
+        for (_, held) in self.epochs.range_mut(gone.reported.saturating_add(1)..) {
+            if let Some(changes) = held.remove(&node) {
+                let bytes: usize = changes.iter().map(HeldChange::bytes).sum();
+                self.bytes = self.bytes.saturating_sub(bytes);
             }
         }
+        if gone.start_gci.is_some() && gone.reported > self.delivered {
+            self.retired.push(gone);
+        }
+    }
+
+    /// True once [`EventMerge::begin`] returned true.
+    pub fn has_begun(&self) -> bool {
+        self.begun
+    }
+
+    /// True while some node's subscription is confirmed.
+    pub fn has_confirmed(&self) -> bool {
+        self.sources.values().any(|s| s.start_gci.is_some())
     }
 
     /// The sources, live first, then ended ones, that hold changes of `fragment`'s replicas.
@@ -579,7 +608,13 @@ mod tests {
     }
 
     fn conf(m: &mut EventMerge, node: u16, start_gci: u64) {
-        let f = frame_of(|b| SubStartConf { start_gci }.encode(b));
+        let f = frame_of(|b| {
+            SubStartConf {
+                start_gci,
+                restart: 0,
+            }
+            .encode(b)
+        });
         m.on_frame(node, crate::gsn::SUB_START_CONF, &f).unwrap();
     }
 
@@ -812,7 +847,10 @@ mod tests {
         let mut b = Vec::new();
         req.encode(&mut b);
         assert_eq!(SubStartReq::decode(&b).unwrap(), req);
-        let conf = SubStartConf { start_gci: 99 };
+        let conf = SubStartConf {
+            start_gci: 99,
+            restart: 3,
+        };
         b.clear();
         conf.encode(&mut b);
         assert_eq!(SubStartConf::decode(&b).unwrap(), conf);

@@ -622,11 +622,13 @@ impl Subscriber {
         self.take(t);
     }
 
-    /// With no data node of table `t`'s merge subscribed and none linked, the merge ends (the
-    /// API's operation ends with 4009).
+    /// With no data node of table `t`'s merge confirmed once it began (or, before, none
+    /// subscribed and none linked), the merge ends (the API's operation ends with 4009).
     fn end_if_alone(&mut self, now_ns: u64, t: usize) {
-        let alone = (self.tables[t].merge.as_ref())
-            .is_some_and(|m| m.merge.nodes().next().is_none() && self.links_up.is_empty());
+        let alone = (self.tables[t].merge.as_ref()).is_some_and(|m| {
+            (m.begun && !m.merge.has_confirmed())
+                || (m.merge.nodes().next().is_none() && self.links_up.is_empty())
+        });
         if alone {
             self.end_merge(now_ns, t, Ended::NoDataNode);
         }

@@ -1085,7 +1085,11 @@ fn a_malformed_event_stream_fails_the_subscription() {
             peer.serve_table(&table_info());
             let subscribe = peer.expect_skipping(gsn::SUB_START_REQ);
             let mut conf = Vec::new();
-            SubStartConf { start_gci: start }.encode(&mut conf);
+            SubStartConf {
+                start_gci: start,
+                restart: 0,
+            }
+            .encode(&mut conf);
             peer.answer(&subscribe, gsn::SUB_START_CONF, &conf);
             let mut rep = Vec::new();
             SubGcpCompleteRep {
@@ -1123,6 +1127,7 @@ fn an_event_stream_at_the_last_epoch_neither_panics_nor_hangs() {
         let mut conf = Vec::new();
         SubStartConf {
             start_gci: u64::MAX,
+            restart: u32::MAX,
         }
         .encode(&mut conf);
         peer.answer(&subscribe, gsn::SUB_START_CONF, &conf);

@@ -301,7 +301,11 @@ impl Kernel {
             }
         }
         let mut payload = Vec::new();
-        SubStartConf { start_gci }.encode(&mut payload);
+        SubStartConf {
+            start_gci,
+            restart: self.gcp.restarts.last().map_or(0, |r| r.no),
+        }
+        .encode(&mut payload);
         self.suma
             .queue(api, gsn::SUB_START_CONF, request_id, payload);
         tracing::debug!(api = %api, table = req.table_id, start_gci, "event subscription started");
