@@ -116,3 +116,15 @@ fn a_lost_change_fails_the_seed() {
         failure.replay
     );
 }
+
+/// Seed 0xe600b46: both data nodes crashed (a system restart) and one came back and was
+/// subscribed again before the other's link was seen down, so the merge went on with the
+/// restarted cluster's epochs, which repeat numbers of epochs handed out before; the write of
+/// one was taken for the other. The confirmation now names the system restart (its number
+/// changed: the merge ends, as the API's operation with 4009).
+#[test]
+fn a_system_restart_ends_the_merge_even_when_a_node_comes_back_first() {
+    let report = run_seed(0xe60_0b46, &crash_options()).unwrap_or_else(|f| panic!("{f}"));
+    let stats = report.events.expect("the seed subscribed");
+    assert!(stats.merges_went_back > 0, "{stats:?}");
+}
