@@ -204,7 +204,7 @@ fn kills_under_a_writer(spec: ClusterSpec, kills: &[NodeId]) {
     let stop = AtomicBool::new(false);
     let mut events = Vec::new();
     std::thread::scope(|scope| {
-        let writer = scope.spawn(|| write_until(&api, &table, &acked, &stop));
+        let writer = scope.spawn(|| write_until(&api, &table, &acked, &stop, Until::Stopped));
         let take = |op: &mut EventOperation<'_>, events: &mut Vec<EventData>| {
             if op
                 .poll_events(Duration::from_millis(50))
@@ -337,19 +337,29 @@ fn kills_under_a_writer(spec: ClusterSpec, kills: &[NodeId]) {
     }
 }
 
+/// When [`write_until`] stops.
+#[derive(Clone, Copy, PartialEq)]
+enum Until {
+    /// Once the flag is set.
+    Stopped,
+    /// Once a write fails after the flag is set (the table is being dropped).
+    Refused,
+}
+
 /// Updates the keys in turn, one a transaction, each to a value larger than any before,
-/// until `stop`; records each acknowledged value with its commit's GCI.
+/// until `flag` says (see [`Until`]); records each acknowledged value with its commit's GCI.
 fn write_until(
     api: &Cluster,
     table: &Table,
     acked: &Mutex<BTreeMap<u32, Vec<(i64, u64)>>>,
-    stop: &AtomicBool,
+    flag: &AtomicBool,
+    until: Until,
 ) {
     // Every attempt writes a value never written before, so a commit whose answer was lost
     // (its node failed) and the retry after it are two changes with two values.
     let mut v = 0;
     let mut k = 0;
-    while !stop.load(Ordering::Relaxed) {
+    while until == Until::Refused || !flag.load(Ordering::Relaxed) {
         v += 1;
         let result = (|| {
             let mut t = api.start_transaction()?;
@@ -362,6 +372,7 @@ fn write_until(
                 acked.lock().unwrap().entry(k).or_default().push((v, gci));
                 k = (k + 1) % 16;
             }
+            Err(_) if until == Until::Refused && flag.load(Ordering::Relaxed) => return,
             Err(e) => {
                 assert!(e.is_temporary(), "write: {e}");
                 std::thread::sleep(Duration::from_millis(5));
@@ -470,7 +481,7 @@ fn a_table_dropped_under_a_writer_on_two_node_groups_hands_out_every_change_befo
     let before_drop: Mutex<BTreeMap<u32, Vec<(i64, u64)>>> = Mutex::new(BTreeMap::new());
     let mut events = Vec::new();
     std::thread::scope(|scope| {
-        let writer = scope.spawn(|| write_until_dropped(&api, &table, &acked, &dropping));
+        let writer = scope.spawn(|| write_until(&api, &table, &acked, &dropping, Until::Refused));
         wait_until("writes before the drop", EVENTS_TIMEOUT, || {
             Ok((acked.lock().unwrap().values().map(Vec::len).sum::<usize>() >= 300).then_some(()))
         })
@@ -510,34 +521,6 @@ fn a_table_dropped_under_a_writer_on_two_node_groups_hands_out_every_change_befo
     for (v, gci) in acked.into_inner().unwrap().values().flatten() {
         if let Some(epoch) = epoch_of.get(v) {
             assert_eq!(epoch, gci, "value {v}");
-        }
-    }
-}
-
-/// As [`write_until`], until the table, `dropping`, is gone (a write refused).
-fn write_until_dropped(
-    api: &Cluster,
-    table: &Table,
-    acked: &Mutex<BTreeMap<u32, Vec<(i64, u64)>>>,
-    dropping: &AtomicBool,
-) {
-    let mut v = 0;
-    let mut k = 0;
-    loop {
-        v += 1;
-        let result = (|| {
-            let mut t = api.start_transaction()?;
-            t.update(table, &[Value::UInt32(k)], &[(1, Value::Int64(v))])?;
-            t.execute(ExecType::Commit)?;
-            Ok::<u64, rndb_api::Error>(t.gci().expect("a writing commit has a GCI"))
-        })();
-        match result {
-            Ok(gci) => {
-                acked.lock().unwrap().entry(k).or_default().push((v, gci));
-                k = (k + 1) % 16;
-            }
-            Err(_) if dropping.load(Ordering::Relaxed) => return,
-            Err(e) => assert!(e.is_temporary(), "write: {e}"),
         }
     }
 }
