@@ -180,9 +180,9 @@ impl std::fmt::Debug for EventOperation<'_> {
 impl Cluster {
     /// Subscribes to `table`'s committed changes on every data node linked (NDB's
     /// `Ndb::createEventOperation` and `NdbEventOperation::execute`), waiting for each to
-    /// confirm and then for the epoch it subscribed in to complete: every change committed
-    /// after this returns is handed out, and none of an epoch some node's subscription did
-    /// not cover from its start.
+    /// confirm and then for the epoch it subscribed in to complete: every change of a
+    /// transaction that begins its commit after this returns is handed out, and none of an
+    /// epoch some node's subscription did not cover from its start.
     pub fn create_event_operation(&self, table: &Table) -> Result<EventOperation<'_>, Error> {
         let map = self.partition_map();
         let replicas = (0..map.partition_count())
