@@ -272,9 +272,10 @@ impl EventMerge {
 
     /// SUB_START_REQ went to `node`.
     pub fn subscribing(&mut self, node: u16) {
+        // Epochs some node reported complete (not the one before a start, which a fresh
+        // confirmation counts as reported without any report).
         let reported = (self.sources.values().chain(&self.retired))
-            .filter(|s| s.start_gci.is_some())
-            .map(|s| s.reported)
+            .map(|s| s.last_report.min(s.reported))
             .max()
             .unwrap_or(0);
         let source = Source {
@@ -445,15 +446,21 @@ impl EventMerge {
         let Some(gone) = self.sources.remove(&node) else {
             return;
         };
+        let Some(start) = gone.start_gci else {
+            // Never confirmed: nothing it sent was kept. (Its node's changes held under an
+            // earlier, ended subscription stay.)
+            return;
+        };
         // What it sent of epochs it never reported complete can never be: dropped, so that a
         // later subscription of the same node adds nothing to them.
-        for (_, held) in self.epochs.range_mut(gone.reported.saturating_add(1)..) {
+        let unreported = start.max(gone.reported.saturating_add(1));
+        for (_, held) in self.epochs.range_mut(unreported..) {
             if let Some(changes) = held.remove(&node) {
                 let bytes: usize = changes.iter().map(HeldChange::bytes).sum();
                 self.bytes = self.bytes.saturating_sub(bytes);
             }
         }
-        if gone.start_gci.is_some() && gone.reported > self.delivered {
+        if gone.reported > self.delivered {
             self.retired.push(gone);
         }
     }
@@ -836,6 +843,21 @@ mod tests {
         m.table_dropped_at(3);
         m.table_dropped_at(4);
         assert!(taken(&mut m).is_empty());
+    }
+
+    #[test]
+    fn a_refused_resubscription_keeps_what_the_nodes_ended_subscription_reported() {
+        let mut m = two_replicas();
+        data(&mut m, 2, 11, 0, b"a");
+        rep(&mut m, 2, 11, 0);
+        data(&mut m, 2, 12, 0, b"lost with node 2");
+        m.gone(2);
+        // Asked again and refused (it is restarting): nothing of its old reports is dropped.
+        m.subscribing(2);
+        m.gone(2);
+        // Node 1 lost its copy of epoch 11: node 2's, reported before it went, is the one.
+        rep(&mut m, 1, 11, SUB_GCP_DATA_LOST);
+        assert_eq!(taken(&mut m), [(11, "a".into())]);
     }
 
     #[test]

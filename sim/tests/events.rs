@@ -128,3 +128,14 @@ fn a_system_restart_ends_the_merge_even_when_a_node_comes_back_first() {
     let stats = report.events.expect("the seed subscribed");
     assert!(stats.merges_went_back > 0, "{stats:?}");
 }
+
+/// Seeds 0xeb04857, 0xeb068b7: a fresh confirmation's start, counted as reported, made
+/// another node's later confirmation look like a system restart. Seed 0xeb03ed5: a refused
+/// resubscription of a restarting node dropped the changes its ended subscription had
+/// reported, and a write was never handed out.
+#[test]
+fn resubscriptions_neither_look_like_restarts_nor_drop_reported_changes() {
+    for seed in [0xeb0_4857, 0xeb0_68b7, 0xeb0_3ed5] {
+        run_seed(seed, &crash_options()).unwrap_or_else(|f| panic!("{f}"));
+    }
+}
