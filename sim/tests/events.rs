@@ -139,3 +139,18 @@ fn resubscriptions_neither_look_like_restarts_nor_drop_reported_changes() {
         run_seed(seed, &crash_options()).unwrap_or_else(|f| panic!("{f}"));
     }
 }
+
+/// Seed 0xec021bf (three replicas, a split): data node 1, master on the losing side, ended
+/// epoch 0x1800000000 without the other side's nodes and reported it to the subscriber while it
+/// stopped (2305); the other side went on committing in that epoch, and the merge took node
+/// 1's copy, without a ledger row. A node that is stopping now reports nothing.
+#[test]
+fn the_losing_side_of_a_split_reports_no_epoch() {
+    let mut options = crash_options();
+    options.replicas = 3;
+    options.durable_commits = true;
+    options
+        .faults
+        .extend([Fault::CrashAgain, Fault::Backup, Fault::Partition]);
+    run_seed(0xec0_21bf, &options).unwrap_or_else(|f| panic!("{f}"));
+}

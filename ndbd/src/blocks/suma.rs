@@ -401,8 +401,9 @@ impl Kernel {
 
     /// Reports the epoch the master completed to the subscribers, once nothing here can still
     /// commit in it: no failed coordinator's transaction waits for its decision here, every
-    /// node the master had failed is failed here too (its transactions found), and no
-    /// arbitration round runs (what this side decided is not its own until the side goes on).
+    /// node the master had failed is failed here too (its transactions found), no arbitration
+    /// round runs (what this side decided is not its own until the side goes on), and this
+    /// node is not stopping (a side that lost goes no further).
     pub(crate) fn suma_try_complete(&mut self, out: &mut dyn Outbox) {
         let Some((gci, failed)) = self.suma.pending else {
             return;
@@ -410,7 +411,10 @@ impl Kernel {
         if !self.foreign.orphans.is_empty()
             || failed.iter().any(|n| self.qmgr.is_up(n))
             || self.arbit_round_running()
+            || self.fatal.is_some()
         {
+            // (A node about to stop vouches for nothing: on the losing side of a split, the
+            // epoch it ended without the others' nodes goes on over there; seed 0xec021bf.)
             return;
         }
         self.suma.pending = None;
