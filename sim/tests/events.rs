@@ -24,24 +24,14 @@ fn options(sabotage: Option<Sabotage>) -> Options {
     }
 }
 
-/// Data nodes crash, hang, restart and fail their disks, and the cluster crashes.
+/// Data nodes crash, hang, restart and fail their disks, and the cluster crashes: every
+/// handled fault, nodes crashing mid-restart too, and the subscriber.
 fn crash_options() -> Options {
+    let mut faults = Fault::HANDLED.to_vec();
+    faults.extend([Fault::CrashStarting, Fault::Events]);
     Options {
         workload: Workload::All,
-        faults: vec![
-            Fault::Crash,
-            Fault::Client,
-            Fault::Slow,
-            Fault::ApiLink,
-            Fault::Buggify,
-            Fault::Pause,
-            Fault::Hang,
-            Fault::Restart,
-            Fault::CrashAll,
-            Fault::Disk,
-            Fault::CrashStarting,
-            Fault::Events,
-        ],
+        faults,
         ..Options::default()
     }
 }
