@@ -5,6 +5,7 @@ use std::cell::{Cell, RefCell};
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
+use rndb_protocol::interpreter::Program;
 use rndb_protocol::scan::{
     ScanTabReq, SCAN_FLAG_DESCENDING, SCAN_FLAG_PART, SCAN_FLAG_START_TRANSACTION,
 };
@@ -18,6 +19,7 @@ use rndb_transporter::{FrameHeader, TransportError};
 
 use crate::connection::Answers;
 use crate::connection::Connection;
+use crate::interpreted::InterpretedCode;
 use crate::scan::{batch_sizes, Scan, ScanOptions};
 use crate::{Cluster, Error, Index, NodeId, Table};
 
@@ -233,6 +235,14 @@ pub(crate) struct Sent {
     exec: ExecType,
 }
 
+/// What few operations set besides their key and attributes.
+struct Extras<'p> {
+    /// Which replica serves a CommittedRead (`TcKeyReq::replica`).
+    replica: u8,
+    /// An interpreted update's program.
+    program: Option<&'p Program>,
+}
+
 /// Names one operation of a transaction, to fetch its row or error after `execute`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct OpId(usize);
@@ -356,7 +366,10 @@ impl<'c> Transaction<'c> {
             LockMode::CommittedRead,
             key,
             &[],
-            replica as u8,
+            Extras {
+                replica: replica as u8,
+                program: None,
+            },
         )
     }
 
@@ -399,6 +412,54 @@ impl<'c> Transaction<'c> {
             LockMode::Exclusive,
             key,
             &attrs,
+        )
+    }
+
+    /// Runs `code` against the row with primary key `key` in the data node, under its
+    /// exclusive lock, then sets `set` (NDB's `interpretedUpdateTuple`): 626 if there is no
+    /// such row, the program's exit code if its condition does not hold, 878 if a change meets
+    /// a NULL or leaves its column's range. A read of the row later in the same transaction
+    /// sees the values it left.
+    pub fn interpreted_update(
+        &mut self,
+        table: &Table,
+        key: &[Value],
+        set: &[(usize, Value)],
+        code: &InterpretedCode,
+    ) -> Result<OpId, Error> {
+        check_key(table, key)?;
+        let attrs = check_set(table, set)?;
+        if code.table().id() != table.id() || code.table().version() != table.version() {
+            return Err(Error::ndb_detail(
+                4116,
+                format!(
+                    "the interpreted code was built for table {}, not {}",
+                    code.table().def().name,
+                    table.def().name
+                ),
+            ));
+        }
+        if let Some(&(column, _)) = (code.program.changes.iter())
+            .find(|&&(column, _)| attrs.iter().any(|&(c, _)| c == column))
+        {
+            return Err(Error::ndb_detail(
+                4209,
+                format!(
+                    "column {} is both set and changed by the interpreted code",
+                    table.def().columns[usize::from(column)].name
+                ),
+            ));
+        }
+        self.define_at(
+            Target::table(table),
+            OperationType::Update,
+            LockMode::Exclusive,
+            key,
+            &attrs,
+            Extras {
+                replica: REPLICA_PRIMARY,
+                program: Some(&code.program),
+            },
         )
     }
 
@@ -1066,7 +1127,17 @@ impl<'c> Transaction<'c> {
         key: &[Value],
         attrs: &[(u16, Value)],
     ) -> Result<OpId, Error> {
-        self.define_at(target, op_type, lock_mode, key, attrs, REPLICA_PRIMARY)
+        self.define_at(
+            target,
+            op_type,
+            lock_mode,
+            key,
+            attrs,
+            Extras {
+                replica: REPLICA_PRIMARY,
+                program: None,
+            },
+        )
     }
 
     fn define_at(
@@ -1076,7 +1147,7 @@ impl<'c> Transaction<'c> {
         lock_mode: LockMode,
         key: &[Value],
         attrs: &[(u16, Value)],
-        replica: u8,
+        Extras { replica, program }: Extras<'_>,
     ) -> Result<OpId, Error> {
         self.check_usable()?;
         if self.tc.is_none() {
@@ -1101,6 +1172,7 @@ impl<'c> Transaction<'c> {
             replica,
             key,
             attrs,
+            program,
         };
         let header = self.header(target.signal);
         let table = self.tables.index_of(target.table, &mut self.rare);

@@ -78,6 +78,7 @@ fn tckeyreq() -> Vec<u8> {
             (3, Value::Null),
             (4, Value::Float64(0.5)),
         ],
+        program: None,
     }
     .encode(&mut out);
     // The execute a TCKEYREQ with FLAG_EXECUTE carries: flags, exec type, abort option.
@@ -211,6 +212,7 @@ fn signal_payloads() -> Vec<Seed> {
         chain: vec![(2, 9)],
         flags: 1,
         gci: 0,
+        program: None,
     };
     put(16, &|o| lqh_req.encode(o));
     let lqh_conf = LqhKeyConf {

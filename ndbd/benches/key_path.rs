@@ -121,6 +121,7 @@ fn execute(
                         .chain([(4, Value::UInt64(u64::from(key)))])
                         .collect()
                 },
+                program: None,
             };
             encoded(|b| req.encode(b))
         })
@@ -150,6 +151,7 @@ fn serial_read(table: &TableInfo, key: u32, first: bool) -> Vec<u8> {
         replica: 0,
         key: vec![Value::UInt32(key)],
         attrs: Vec::new(),
+        program: None,
     };
     let mut frame = encoded(|b| req.encode(b));
     TcExecuteReq {

@@ -80,6 +80,7 @@ const ERRORS: &[(u32, ErrorClass, &str)] = &[
     (839, ConstraintViolation, "Illegal null attribute"),
     (840, ConstraintViolation, "Trying to set a NOT NULL attribute to NULL"),
     (893, ConstraintViolation, "Constraint violation e.g. duplicate value in unique index"),
+    (878, ApplicationError, "Interpreted update on a NULL column or out of the column's range"),
     (266, Timeout, "Time-out in NDB, probably caused by deadlock"),
     (237, Timeout, "Transaction had timed out when trying to commit it"),
     (827, InsufficientSpace, "Out of memory in Ndb Kernel, table data (increase DataMemory)"),

@@ -14,7 +14,8 @@
 //! an empty AND is true and an empty OR is false. NOT x is NAND(x).
 
 use crate::codec::{DecodeError, Reader, Writer};
-use crate::schema::Value;
+use crate::error::NdbError;
+use crate::schema::{TableDef, Value};
 
 /// The most nodes a filter may have.
 pub const FILTER_NODES_MAX: usize = 256;
@@ -218,6 +219,41 @@ fn decode_node(r: &mut Reader<'_>, depth: usize, nodes: &mut usize) -> Result<Fi
         }
         t => return Err(r.error(format!("unknown filter node tag {t}"))),
     })
+}
+
+/// Checks a filter against a table: every column exists and every constant fits its column's
+/// type (4004 and 4209 otherwise), so evaluation never meets a type mismatch.
+pub fn check_filter(def: &TableDef, filter: &Filter) -> Result<(), NdbError> {
+    match filter {
+        Filter::Cmp { column, value, .. } => {
+            let Some(cdef) = def.columns.get(usize::from(*column)) else {
+                return Err(NdbError::with_detail(
+                    4004,
+                    format!("filter names column {column} of table {}", def.name),
+                ));
+            };
+            if *value == Value::Null || !value.fits(cdef.column_type) {
+                return Err(NdbError::with_detail(
+                    4209,
+                    format!(
+                        "filter compares column {} ({}) with {value:?}",
+                        cdef.name, cdef.column_type
+                    ),
+                ));
+            }
+            Ok(())
+        }
+        Filter::IsNull(column) | Filter::IsNotNull(column) => {
+            if def.columns.get(usize::from(*column)).is_none() {
+                return Err(NdbError::with_detail(
+                    4004,
+                    format!("filter names column {column} of table {}", def.name),
+                ));
+            }
+            Ok(())
+        }
+        Filter::Group { children, .. } => children.iter().try_for_each(|c| check_filter(def, c)),
+    }
 }
 
 /// `v op constant` for two non-NULL values of the same type; values of different types (the

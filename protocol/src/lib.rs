@@ -15,6 +15,7 @@
 //! - [`qmgr`]: membership: a node failure reported and declared.
 //! - [`scan`]: the scan signals (SCAN_TABREQ, SCAN_NEXTREQ, SCAN_ROWS, SCAN_TABCONF).
 //! - [`filter`]: pushed-down scan filters, their encoding and their meaning.
+//! - [`interpreter`]: interpreted updates' programs (a condition, then integer columns changed).
 //! - [`ndbinfo`]: the data nodes' virtual tables of their own state, and the signals that read
 //!   them.
 //! - [`suma`]: the event API's subscriptions and the changes they carry.
@@ -34,6 +35,7 @@ pub mod filter;
 pub mod gsn;
 pub mod id_hash;
 pub mod ids;
+pub mod interpreter;
 pub mod lqh;
 pub mod ndbinfo;
 pub mod qmgr;

@@ -8,6 +8,7 @@
 
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::ids::TransId;
+use crate::interpreter::Program;
 use crate::schema::{decode_values, encode_values, LockMode, OperationType, Value, COLUMNS_MAX};
 
 /// Signal numbers: one list for every signal, in [`crate::gsn`].
@@ -160,6 +161,9 @@ impl TcFailAnswer {
 pub const LQHKEY_COMMIT_AT_LAST_REPLICA: u8 = 1;
 /// `LqhKeyReq::flags`: the operation runs on a backup replica (the primary already ran it).
 pub const LQHKEY_BACKUP: u8 = 2;
+/// `LqhKeyReq::flags`: an interpreted update; its program follows the request's other fields
+/// (TC to the primary replica only: the primary sends its backups the values it computed).
+pub const LQHKEY_INTERPRETED: u8 = 4;
 /// `LqhKeyRef::flags`: a backup replica refused an operation its primary ran: the replicas
 /// would differ, so the transaction must abort whatever its abort option.
 pub const LQHKEYREF_BACKUP: u8 = 1;
@@ -201,6 +205,8 @@ pub struct LqhKeyReq {
     pub flags: u8,
     /// With [`LQHKEY_COMMIT_AT_LAST_REPLICA`]: the epoch the commit belongs to (0 otherwise).
     pub gci: u64,
+    /// An interpreted update's program ([`LQHKEY_INTERPRETED`] on the wire).
+    pub program: Option<Program>,
 }
 
 impl LqhKeyReq {
@@ -221,7 +227,14 @@ impl LqhKeyReq {
         for &(node, run) in &self.chain {
             w.u16(node).u64(run);
         }
-        w.u8(self.flags).u64(self.gci).u64(self.run);
+        let flags = match self.program {
+            Some(_) => self.flags | LQHKEY_INTERPRETED,
+            None => self.flags & !LQHKEY_INTERPRETED,
+        };
+        w.u8(flags).u64(self.gci).u64(self.run);
+        if let Some(program) = &self.program {
+            program.encode(&mut w);
+        }
     }
 
     pub fn decode(buf: &[u8]) -> Result<LqhKeyReq, DecodeError> {
@@ -248,6 +261,11 @@ impl LqhKeyReq {
         let flags = r.u8()?;
         let gci = r.u64()?;
         let run = r.u64()?;
+        let program = if flags & LQHKEY_INTERPRETED != 0 {
+            Some(Program::decode(&mut r)?)
+        } else {
+            None
+        };
         r.finish()?;
         Ok(LqhKeyReq {
             trans,
@@ -263,8 +281,9 @@ impl LqhKeyReq {
             attrs,
             run,
             chain,
-            flags,
+            flags: flags & !LQHKEY_INTERPRETED,
             gci,
+            program,
         })
     }
 }
@@ -534,6 +553,7 @@ mod tests {
             chain: vec![(2, 9)],
             flags: LQHKEY_COMMIT_AT_LAST_REPLICA,
             gci: 7 << 32,
+            program: None,
         };
         let mut buf = Vec::new();
         req.encode(&mut buf);

@@ -9,6 +9,7 @@
 //! GCI). All of an execute's signals go out in one flush, so a batch costs one round trip.
 
 use crate::codec::{DecodeError, Reader, Writer};
+use crate::interpreter::Program;
 use crate::schema::{
     decode_values, decode_values_into, encode_values, skip_values, AbortOption, ExecType,
     IndexKind, LockMode, OperationType, TableDef, Value, COLUMNS_MAX, NAME_BYTES_MAX,
@@ -46,6 +47,10 @@ pub const EXECUTE_TRAILER_BYTES: usize = 3;
 /// saved on every data node's disk, so that a system restart keeps it; an execute that does not
 /// commit ignores it. Bit 2, clear of [`FLAG_EXECUTE`], which only a TCKEYREQ uses.
 pub const FLAG_DURABLE_COMMIT: u8 = 4;
+/// Flag on a TCKEYREQ (NDB's interpretedUpdateTuple): an update whose program
+/// ([`crate::interpreter::Program`]) follows the attributes, before any execute trailer. Only
+/// an update of a base table's row carries one.
+pub const FLAG_INTERPRETED: u8 = 8;
 /// `TcKeyReq::replica` for the primary replica (the default).
 pub const REPLICA_PRIMARY: u8 = 0;
 /// The op index meaning "no particular operation" in `TcExecuteRef`.
@@ -377,6 +382,8 @@ pub struct TcKeyReq {
     pub key: Vec<Value>,
     /// Non-key values to set: (column position, value).
     pub attrs: Vec<(u16, Value)>,
+    /// An interpreted update's program ([`FLAG_INTERPRETED`] on the wire).
+    pub program: Option<Program>,
 }
 
 /// A [`TcKeyReq`] that borrows its key and values: what the API encodes from the caller's
@@ -392,12 +399,17 @@ pub struct TcKeyReqRef<'a> {
     pub replica: u8,
     pub key: &'a [Value],
     pub attrs: &'a [(u16, Value)],
+    pub program: Option<&'a Program>,
 }
 
 impl TcKeyReqRef<'_> {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = Writer::new(out);
-        w.u8(self.flags)
+        let flags = match self.program {
+            Some(_) => self.flags | FLAG_INTERPRETED,
+            None => self.flags & !FLAG_INTERPRETED,
+        };
+        w.u8(flags)
             .u32(self.op_index)
             .u8(self.op_type.to_u8())
             .u8(self.lock_mode.to_u8())
@@ -409,6 +421,9 @@ impl TcKeyReqRef<'_> {
         for (column, value) in self.attrs {
             w.u16(*column);
             value.encode(&mut w);
+        }
+        if let Some(program) = self.program {
+            program.encode(&mut w);
         }
     }
 }
@@ -427,6 +442,7 @@ impl TcKeyReq {
             replica: REPLICA_PRIMARY,
             key,
             attrs: Vec::new(),
+            program: None,
         }
     }
 
@@ -441,6 +457,7 @@ impl TcKeyReq {
             replica: self.replica,
             key: &self.key,
             attrs: &self.attrs,
+            program: self.program.as_ref(),
         }
         .encode(out)
     }
@@ -468,6 +485,9 @@ pub struct TcKeyReqView<'a> {
     pub key: &'a [u8],
     /// The attributes: a u16 count, then (column u16 · value)*.
     pub attrs: &'a [u8],
+    /// With [`FLAG_INTERPRETED`]: the program, as [`Program::encode`] writes it (checked by
+    /// `decode`).
+    pub program: Option<&'a [u8]>,
     /// With [`FLAG_EXECUTE`]: the execute this operation ends (checked by `decode`).
     execute_trailer: Option<&'a [u8; EXECUTE_TRAILER_BYTES]>,
 }
@@ -499,6 +519,13 @@ impl<'a> TcKeyReqView<'a> {
             Value::skip(&mut r)?;
         }
         let attrs = &attrs_start[..attrs_start.len() - r.rest().len()];
+        let program = if head[0] & FLAG_INTERPRETED != 0 {
+            let program_start = r.rest();
+            Program::decode(&mut r)?;
+            Some(&program_start[..program_start.len() - r.rest().len()])
+        } else {
+            None
+        };
         let execute_trailer = if head[0] & FLAG_EXECUTE != 0 {
             let trailer = r.rest().first_chunk::<EXECUTE_TRAILER_BYTES>();
             r.u8()?;
@@ -513,6 +540,7 @@ impl<'a> TcKeyReqView<'a> {
             head,
             key,
             attrs,
+            program,
             execute_trailer,
         })
     }
@@ -605,10 +633,18 @@ impl<'a> TcKeyReqView<'a> {
         attrs
     }
 
+    /// The interpreted update's program (`decode` checked it), or `None`.
+    pub fn program(&self) -> Option<Program> {
+        let program = Program::decode(&mut Reader::new(self.program?, "TCKEYREQ program"));
+        debug_assert!(program.is_ok(), "program decode checked: {program:?}");
+        program.ok()
+    }
+
     pub fn to_owned(&self) -> TcKeyReq {
         TcKeyReq {
-            // The execute it may end is not part of the operation.
-            flags: self.flags() & !FLAG_EXECUTE,
+            // The execute it may end is not part of the operation, and the program is its own
+            // field.
+            flags: self.flags() & !(FLAG_EXECUTE | FLAG_INTERPRETED),
             op_index: self.op_index(),
             op_type: self.op_type(),
             lock_mode: self.lock_mode(),
@@ -617,6 +653,7 @@ impl<'a> TcKeyReqView<'a> {
             replica: self.replica(),
             key: self.key_values(),
             attrs: self.attr_values(),
+            program: self.program(),
         }
     }
 }
@@ -905,6 +942,7 @@ mod tests {
                 (3, Value::Float64(1.5)),
                 (4, Value::Varbinary(vec![1, 2])),
             ],
+            program: None,
         };
         let mut buf = Vec::new();
         req.encode(&mut buf);
@@ -927,6 +965,7 @@ mod tests {
             replica: 0,
             key: vec![Value::UInt32(5)],
             attrs: vec![],
+            program: None,
         };
         let execute = TcExecuteReq {
             flags: FLAG_START_TRANSACTION,
@@ -1107,6 +1146,7 @@ mod tests {
                 replica: 0,
                 key,
                 attrs: vec![(types.len() as u16, Value::Int32(3))],
+                program: None,
             };
             let mut buf = Vec::new();
             req.encode(&mut buf);

@@ -1426,6 +1426,7 @@ impl Client {
                 replica: op.replica,
                 key: &op.key,
                 attrs: &op.attrs,
+                program: None,
             }
             .encode(&mut payload);
             if op_index + 1 == ops.len() {

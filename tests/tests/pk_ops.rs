@@ -530,6 +530,7 @@ impl RawApi {
             replica: REPLICA_PRIMARY,
             key: key.to_vec(),
             attrs: attrs.to_vec(),
+            program: None,
         }
         .encode(&mut payload);
         TcExecuteReq {

@@ -344,6 +344,7 @@ impl Sim {
                 OperationType::Read | OperationType::Delete => Vec::new(),
                 _ => vec![(1, Value::Int32(value))],
             },
+            program: None,
         };
         let mut op = Vec::new();
         req.encode(&mut op);
@@ -566,6 +567,7 @@ fn late_write(sim: &Sim, table: &TableInfo, trans: TransId, key: i32) -> Vec<u8>
         chain: Vec::new(),
         flags: 0,
         gci: 0,
+        program: None,
     }
     .encode(&mut write);
     write
@@ -972,6 +974,7 @@ fn an_orphans_waiting_operation_does_not_run_after_its_coordinator_fails() {
             chain: Vec::new(),
             flags,
             gci: 0,
+            program: None,
         }
         .encode(&mut b);
         b
@@ -1096,6 +1099,7 @@ fn insert_batch(
             replica: signals::REPLICA_PRIMARY,
             key: vec![Value::Int32(key)],
             attrs: vec![(1, Value::Int32(value))],
+            program: None,
         }
         .encode(&mut op);
         frames.push((gsn::TCKEYREQ, rid, op));

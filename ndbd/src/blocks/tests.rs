@@ -117,6 +117,7 @@ fn key_op(t: &TableInfo, start: bool, op_type: OperationType, key: i32, val: i32
         } else {
             vec![(1, Value::Int32(val))]
         },
+        program: None,
     }
 }
 

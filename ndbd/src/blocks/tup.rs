@@ -317,40 +317,7 @@ impl<'f> RowFilter<'f> {
     }
 }
 
-/// Checks a filter against a table: every column exists and every constant fits its column's
-/// type (4004 and 4209 otherwise), so evaluation never meets a type mismatch.
-pub fn check_filter(def: &TableDef, filter: &Filter) -> Result<(), NdbError> {
-    match filter {
-        Filter::Cmp { column, value, .. } => {
-            let Some(cdef) = def.columns.get(usize::from(*column)) else {
-                return Err(NdbError::with_detail(
-                    4004,
-                    format!("filter names column {column} of table {}", def.name),
-                ));
-            };
-            if *value == Value::Null || !value.fits(cdef.column_type) {
-                return Err(NdbError::with_detail(
-                    4209,
-                    format!(
-                        "filter compares column {} ({}) with {value:?}",
-                        cdef.name, cdef.column_type
-                    ),
-                ));
-            }
-            Ok(())
-        }
-        Filter::IsNull(column) | Filter::IsNotNull(column) => {
-            if def.columns.get(usize::from(*column)).is_none() {
-                return Err(NdbError::with_detail(
-                    4004,
-                    format!("filter names column {column} of table {}", def.name),
-                ));
-            }
-            Ok(())
-        }
-        Filter::Group { children, .. } => children.iter().try_for_each(|c| check_filter(def, c)),
-    }
-}
+pub use rndb_protocol::filter::check_filter;
 
 #[cfg(test)]
 mod tests {

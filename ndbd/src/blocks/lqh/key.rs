@@ -121,6 +121,14 @@ impl Kernel {
             None => {}
             Some(LqhKeyConfRef::Conf { fired, .. }) if forward.is_some() => {
                 let Some(mut next) = forward else { return };
+                if let Some(program) = next.program.take() {
+                    // The backups set the values the program computed here, as a plain
+                    // update (NDB's primary likewise sends its backups the after values).
+                    match self.lqh.resolved_attrs(&next, &program) {
+                        Some(attrs) => next.attrs = attrs,
+                        None => debug_assert!(false, "a confirmed update's row is locked here"),
+                    }
+                }
                 let (to, run) = next.chain.remove(0);
                 next.backup = true;
                 if next.chain.is_empty() && role_is_local && fired.is_empty() {
@@ -244,6 +252,7 @@ impl Kernel {
             commit_at_last: tc_node != self.me
                 && wire.flags & lqh::LQHKEY_COMMIT_AT_LAST_REPLICA != 0,
             backup: wire.flags & lqh::LQHKEY_BACKUP != 0,
+            program: wire.program.map(Box::new),
         };
         if tc_node != self.me && !self.qmgr.is_up(tc_node) {
             // Its coordinator failed: nobody would commit, abort or hear of it.
@@ -315,6 +324,7 @@ impl Kernel {
             } else {
                 0
             },
+            program: req.program.map(|p| *p),
         };
         // A node that failed is never sent to again, even if it reconnected.
         let sent = if self.qmgr.is_up(to) {

@@ -14,6 +14,7 @@ use hashbrown::HashMap;
 
 use rndb_config::NodeId;
 use rndb_protocol::id_hash::SequentialIds;
+use rndb_protocol::interpreter::Program;
 use rndb_protocol::{LockMode, NdbError, OperationType, Value};
 
 use crate::blocks::acc::{
@@ -88,6 +89,9 @@ pub struct LqhKeyReq {
     pub commit_at_last: bool,
     /// This replica is a backup: the primary already ran the operation.
     pub backup: bool,
+    /// An interpreted update's program: run by the primary replica against the row it
+    /// locked; its backups get the values it computed as attributes instead.
+    pub program: Option<Box<Program>>,
 }
 
 impl LqhKeyReq {
@@ -108,6 +112,7 @@ impl LqhKeyReq {
             chain: Vec::new(),
             commit_at_last: false,
             backup: false,
+            program: None,
         }
     }
 }
@@ -525,6 +530,25 @@ impl Lqh {
         {
             f.rows.prefetch_index(key.index_hash());
         }
+    }
+
+    /// The values an interpreted update left in its row, as attributes for its backups: its
+    /// own attributes' columns and its program's (`None` when the row is gone, which a
+    /// confirmed update's lock prevents).
+    pub fn resolved_attrs(&self, req: &LqhKeyReq, program: &Program) -> Option<Vec<(u16, Value)>> {
+        let row = self
+            .fragments
+            .get(&req.table_id)?
+            .get(req.fragment as usize)?
+            .rows
+            .get_op(&req.key_bytes)?
+            .visible_to(req.trans)?
+            .unpack();
+        let columns = req.attrs.iter().map(|&(c, _)| c);
+        let columns = columns.chain(program.changes.iter().map(|&(c, _)| c));
+        columns
+            .map(|c| Some((c, row.get(usize::from(c))?.clone())))
+            .collect()
     }
 
     /// Runs one operation. Returns `None` when it waits for a lock; it is handed back by
@@ -1003,7 +1027,14 @@ fn apply(
         }
         OperationType::Update | OperationType::Write if current.is_some() => {
             let mut row: Vec<Value> = current.map(Row::unpack).unwrap_or_default();
-            tup::apply_attrs(def, &mut row, &req.attrs).map(|()| Some(Row::pack(&row)))
+            // An interpreted update's program runs against the row as it is, then its
+            // attributes are set (NDB's interpreted, then final update sections).
+            // (Checked again here: TC checked it, but the request may come from another node.)
+            let program = (req.program.as_ref())
+                .map_or(Ok(()), |p| p.check(def).and_then(|()| p.run(def, &mut row)));
+            program
+                .and_then(|()| tup::apply_attrs(def, &mut row, &req.attrs))
+                .map(|()| Some(Row::pack(&row)))
         }
         OperationType::Write | OperationType::Update => {
             tup::build_row(def, &table.key_columns, &req.key, &req.attrs).map(Some)
@@ -1202,6 +1233,7 @@ mod tests {
             chain: Vec::new(),
             commit_at_last: false,
             backup: false,
+            program: None,
         }
     }
 

@@ -35,6 +35,12 @@ impl Kernel {
         req: TcKeyReq,
     ) -> Result<LqhKeyReq, (u32, NdbError)> {
         let fail = |e| (req.op_index, e);
+        if req.program.is_some() {
+            return Err(fail(NdbError::with_detail(
+                4116,
+                "an interpreted update goes to a table's row by its primary key, not through a unique index",
+            )));
+        }
         let index = self
             .dict
             .index_for_operation(req.table_id, req.table_version)
@@ -89,6 +95,7 @@ impl Kernel {
             chain: Vec::new(),
             commit_at_last: false,
             backup: false,
+            program: None,
         })
     }
 
@@ -130,6 +137,7 @@ impl Kernel {
             chain: Vec::new(),
             commit_at_last: false,
             backup: false,
+            program: None,
         })
     }
 
@@ -177,6 +185,7 @@ impl Kernel {
             chain: Vec::new(),
             commit_at_last: false,
             backup: false,
+            program: None,
         };
         if let Err(error) = encoded.and_then(|()| self.tc.take_fired_trigger(trans)) {
             self.tc.on_trigger_refused(trans, op_index, error);

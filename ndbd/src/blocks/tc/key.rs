@@ -135,6 +135,18 @@ impl Kernel {
         if req.has_attrs() {
             lqh_req.attrs = req.attr_values();
         }
+        if let Some(program) = req.program() {
+            if req.op_type() != OperationType::Update {
+                return Err((
+                    req.op_index(),
+                    NdbError::with_detail(4116, "only an update may carry an interpreted program"),
+                ));
+            }
+            program
+                .check(&table.info.def)
+                .map_err(|e| (req.op_index(), e))?;
+            lqh_req.program = Some(Box::new(program));
+        }
         Ok(lqh_req)
     }
 

@@ -1,0 +1,312 @@
+//! Proves that interpreted updates (NDB's interpretedUpdateTuple) change integer columns in the
+//! data node under the row's lock: conditions hold or fail with the program's exit code, NULLs
+//! and overflows fail with 878 leaving the row as it was, the API refuses ill-formed programs,
+//! and concurrent increments from many threads on two replicas lose no acknowledged one and
+//! break no cap through a data node's SIGKILL and restart, with both replicas equal after.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rndb_api::{
+    Cluster, CmpOp, ColumnDef, ColumnType, ConnectOptions, ExecType, Filter, InterpretedCode,
+    LockMode, NodeId, Table, TableDef, Value,
+};
+use rndb_tests::ops::{insert_committed, read_committed, recreate_table};
+use rndb_tests::{assert_ndb_code, wait_until, ClusterSpec, TestCluster, START_TIMEOUT};
+
+/// `counters(id UInt32 key, n Int64, cap_n UInt32, maybe Int32 NULL, label Varchar(8))`.
+fn counters_def() -> TableDef {
+    TableDef::new(
+        "counters",
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("n", ColumnType::Int64),
+            ColumnDef::new("capped", ColumnType::UInt32),
+            ColumnDef::nullable("maybe", ColumnType::Int32),
+            ColumnDef::new("label", ColumnType::Varchar(8)),
+        ],
+    )
+}
+
+const N: usize = 1;
+const CAPPED: usize = 2;
+const MAYBE: usize = 3;
+const LABEL: usize = 4;
+
+fn counter_row(id: u32, n: i64) -> Vec<Value> {
+    vec![
+        Value::UInt32(id),
+        Value::Int64(n),
+        Value::UInt32(0),
+        Value::Null,
+        Value::Varchar(format!("c{id}")),
+    ]
+}
+
+fn key(id: u32) -> [Value; 1] {
+    [Value::UInt32(id)]
+}
+
+/// Runs `code` (and `set`) against row `id` in a transaction of its own and commits.
+fn run(
+    api: &Cluster,
+    table: &Table,
+    id: u32,
+    set: &[(usize, Value)],
+    code: &InterpretedCode,
+) -> Result<(), rndb_api::Error> {
+    let mut tx = api.start_transaction()?;
+    tx.interpreted_update(table, &key(id), set, code)?;
+    tx.execute(ExecType::Commit)
+}
+
+fn add(table: &Table, column: usize, delta: i64) -> InterpretedCode {
+    let mut code = InterpretedCode::new(table);
+    code.add_value(column, delta).expect("a well-formed change");
+    code
+}
+
+#[test]
+fn interpreted_updates_change_rows_under_conditions_and_refuse_what_they_must() {
+    let cluster = TestCluster::start(ClusterSpec::new()).expect("start a data node");
+    let api = cluster.connect().expect("connect");
+    let table = recreate_table(&api, &counters_def()).expect("create counters");
+    insert_committed(&api, &table, &[counter_row(1, 10), counter_row(2, 0)]).expect("insert");
+    let row_of = |id| read_committed(&api, &table, &key(id)).expect("read");
+
+    // A change, and a second program that sets a column beside its change.
+    run(&api, &table, 1, &[], &add(&table, N, 5)).expect("add 5");
+    run(
+        &api,
+        &table,
+        1,
+        &[(LABEL, Value::Varchar("x".into()))],
+        &add(&table, CAPPED, 3),
+    )
+    .expect("add 3 and set the label");
+    assert_eq!(
+        row_of(1),
+        vec![
+            Value::UInt32(1),
+            Value::Int64(15),
+            Value::UInt32(3),
+            Value::Null,
+            Value::Varchar("x".into())
+        ]
+    );
+
+    // A read later in the same transaction sees what the program left; a rollback undoes it.
+    let mut tx = api.start_transaction().expect("start");
+    tx.interpreted_update(&table, &key(1), &[], &add(&table, N, -20))
+        .expect("define");
+    let read = tx.read(&table, &key(1), LockMode::Read).expect("define");
+    tx.execute(ExecType::NoCommit).expect("no-commit");
+    assert_eq!(tx.row(read).expect("its row")[N], Value::Int64(-5));
+    tx.execute(ExecType::Rollback).expect("rollback");
+    assert_eq!(row_of(1)[N], Value::Int64(15));
+
+    // Conditions: the program's exit code, or 626 by default; the row is left as it was.
+    let mut at_least_100 = add(&table, N, -100);
+    at_least_100
+        .condition(Filter::cmp(N as u16, CmpOp::Ge, Value::Int64(100)))
+        .expect("a well-formed condition");
+    assert_ndb_code(run(&api, &table, 1, &[], &at_least_100), 626, "below 100");
+    at_least_100.exit_nok(6000);
+    assert_ndb_code(run(&api, &table, 1, &[], &at_least_100), 6000, "below 100");
+    let mut at_least_15 = add(&table, N, -15);
+    at_least_15
+        .condition(Filter::cmp(N as u16, CmpOp::Ge, Value::Int64(15)))
+        .expect("a well-formed condition");
+    run(&api, &table, 1, &[], &at_least_15).expect("15 is at least 15");
+    assert_eq!(row_of(1)[N], Value::Int64(0));
+
+    // In the data node: a missing row, a NULL, and sums out of the column's range.
+    assert_ndb_code(
+        run(&api, &table, 99, &[], &add(&table, N, 1)),
+        626,
+        "no row",
+    );
+    assert_ndb_code(
+        run(&api, &table, 2, &[], &add(&table, MAYBE, 1)),
+        878,
+        "NULL",
+    );
+    assert_ndb_code(
+        run(&api, &table, 2, &[], &add(&table, CAPPED, -1)),
+        878,
+        "below 0",
+    );
+    run(&api, &table, 2, &[], &add(&table, N, i64::MAX)).expect("up to the maximum");
+    assert_ndb_code(
+        run(&api, &table, 2, &[], &add(&table, N, 1)),
+        878,
+        "past it",
+    );
+    assert_eq!(row_of(2), {
+        let mut row = counter_row(2, i64::MAX);
+        row[CAPPED] = Value::UInt32(0);
+        row
+    });
+
+    // In the API: a key column, a text column, a change of a column also set, another table's
+    // program, an unknown column, a condition that does not fit its column.
+    let mut code = InterpretedCode::new(&table);
+    assert_ndb_code(code.add_value(0, 1).map(drop), 4004, "a key column");
+    assert_ndb_code(code.add_value(LABEL, 1).map(drop), 4209, "a text column");
+    assert_ndb_code(code.add_value(9, 1).map(drop), 4004, "no such column");
+    assert_ndb_code(code.sub_value(N, i64::MIN).map(drop), 4209, "-i64::MIN");
+    assert_ndb_code(
+        code.condition(Filter::cmp(N as u16, CmpOp::Eq, Value::Int32(1)))
+            .map(drop),
+        4209,
+        "an Int32 constant for an Int64 column",
+    );
+    assert_ndb_code(
+        run(&api, &table, 1, &[(N, Value::Int64(1))], &add(&table, N, 1)),
+        4209,
+        "set and changed",
+    );
+    let other = recreate_table(&api, &TableDef::new("other", counters_def().columns))
+        .expect("create other");
+    assert_ndb_code(
+        run(&api, &other, 1, &[], &add(&table, N, 1)),
+        4116,
+        "another table's program",
+    );
+}
+
+/// Data nodes in the increment test: one node group of two.
+const DATA_NODE_COUNT: u16 = 2;
+/// Counters, and the threads incrementing them.
+const COUNTER_COUNT: u32 = 4;
+const THREAD_COUNT: u32 = 6;
+/// The capped column of every counter never passes this.
+const CAP: u32 = 1000;
+/// How long the increments run before and after the kill, at least.
+const HALF_RUN: Duration = Duration::from_millis(1500);
+/// A node restart, from start to its primaries moved back.
+const RESTART_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[test]
+fn concurrent_increments_lose_no_acknowledged_one_through_a_data_node_kill() {
+    let spec = ClusterSpec::new()
+        .data_nodes(DATA_NODE_COUNT)
+        .replicas(2)
+        .api_slots(2);
+    let mut cluster = TestCluster::start(spec).expect("start two data nodes");
+    let api = cluster
+        .connect_with(ConnectOptions {
+            request_timeout: Duration::from_secs(10),
+            connect_timeout: START_TIMEOUT,
+            ..ConnectOptions::default()
+        })
+        .expect("connect");
+    let table = recreate_table(&api, &counters_def()).expect("create counters");
+    let rows: Vec<_> = (0..COUNTER_COUNT).map(|id| counter_row(id, 0)).collect();
+    insert_committed(&api, &table, &rows).expect("insert the counters");
+
+    // Per counter: increments acknowledged, and failed ones (which may or may not have
+    // committed: a commit whose coordinator died has an unknown outcome).
+    let acked: Vec<AtomicU64> = (0..COUNTER_COUNT).map(|_| AtomicU64::new(0)).collect();
+    let failed: Vec<AtomicU64> = (0..COUNTER_COUNT).map(|_| AtomicU64::new(0)).collect();
+    let capped_out = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let mut one_up = add(&table, N, 1);
+    one_up
+        .add_value(CAPPED, 1)
+        .expect("a second change")
+        .condition(Filter::cmp(CAPPED as u16, CmpOp::Lt, Value::UInt32(CAP)))
+        .expect("the cap")
+        .exit_nok(6001);
+    let just_n = add(&table, N, 1);
+    let restarted = std::thread::scope(|scope| {
+        for thread in 0..THREAD_COUNT {
+            let (api, table, stop) = (&api, &table, &stop);
+            let (acked, failed, capped_out) = (&acked, &failed, &capped_out);
+            let (one_up, just_n) = (&one_up, &just_n);
+            scope.spawn(move || {
+                let mut i = thread;
+                while !stop.load(Ordering::Relaxed) {
+                    let id = i % COUNTER_COUNT;
+                    i = i.wrapping_mul(31).wrapping_add(7);
+                    match run(api, table, id, &[], one_up) {
+                        Ok(()) => acked[id as usize].fetch_add(1, Ordering::Relaxed),
+                        Err(e) if e.code() == Some(6001) => {
+                            // At the cap: n alone goes on.
+                            capped_out.fetch_add(1, Ordering::Relaxed);
+                            match run(api, table, id, &[], just_n) {
+                                Ok(()) => acked[id as usize].fetch_add(1, Ordering::Relaxed),
+                                Err(_) => failed[id as usize].fetch_add(1, Ordering::Relaxed),
+                            }
+                        }
+                        Err(_) => failed[id as usize].fetch_add(1, Ordering::Relaxed),
+                    };
+                }
+            });
+        }
+        let result = (|| {
+            let began = Instant::now();
+            wait_until("increments before the kill", HALF_RUN * 20, || {
+                let done: u64 = acked.iter().map(|a| a.load(Ordering::Relaxed)).sum();
+                Ok((began.elapsed() >= HALF_RUN && done > 0).then_some(()))
+            })?;
+            cluster.kill_node(NodeId(2))?;
+            cluster.start_node(NodeId(2))?;
+            wait_until("the node restart", RESTART_TIMEOUT, || {
+                let log = cluster.log(NodeId(2));
+                Ok(
+                    (log.contains("node restart complete") && log.contains("primaries moved back"))
+                        .then_some(()),
+                )
+            })?;
+            let after = acked.iter().map(|a| a.load(Ordering::Relaxed)).sum::<u64>();
+            let began = Instant::now();
+            wait_until("increments after the restart", HALF_RUN * 20, || {
+                let done: u64 = acked.iter().map(|a| a.load(Ordering::Relaxed)).sum();
+                Ok((began.elapsed() >= HALF_RUN && done > after).then_some(()))
+            })
+        })();
+        stop.store(true, Ordering::Relaxed);
+        result
+    });
+    if let Err(e) = restarted {
+        panic!("{e:#}\n--- node 2 ---\n{}", cluster.log(NodeId(2)));
+    }
+
+    for id in 0..COUNTER_COUNT {
+        let (acked, failed) = (
+            acked[id as usize].load(Ordering::Relaxed),
+            failed[id as usize].load(Ordering::Relaxed),
+        );
+        let mut replicas = Vec::new();
+        for replica in 0..2 {
+            let mut tx = api.start_transaction().expect("start");
+            let op = tx
+                .read_from_replica(&table, &key(id), replica)
+                .expect("define");
+            tx.execute(ExecType::Commit).expect("read a replica");
+            replicas.push(tx.row(op).expect("the counter's row").to_vec());
+        }
+        assert_eq!(
+            replicas[0], replicas[1],
+            "counter {id}: the replicas differ"
+        );
+        let Value::Int64(n) = replicas[0][N] else {
+            panic!("counter {id}: {:?}", replicas[0]);
+        };
+        let Value::UInt32(capped) = replicas[0][CAPPED] else {
+            panic!("counter {id}: {:?}", replicas[0]);
+        };
+        eprintln!("counter {id}: n {n}, capped {capped}, acknowledged {acked}, failed {failed}");
+        assert!(
+            n as u64 >= acked && n as u64 <= acked + failed,
+            "counter {id}: n is {n}, with {acked} increments acknowledged and {failed} failed"
+        );
+        assert!(
+            capped <= CAP,
+            "counter {id}: capped is {capped}, past {CAP}"
+        );
+        assert!(capped as i64 <= n, "counter {id}: capped {capped} > n {n}");
+    }
+    eprintln!("at the cap: {} times", capped_out.load(Ordering::Relaxed));
+}
