@@ -15,6 +15,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rndb_config::{key_hash, NodeId, PartitionMap};
+use rndb_protocol::filter::{CmpOp, Filter};
+use rndb_protocol::interpreter::Program;
 use rndb_protocol::lqh::{gsn as lgsn, ApiRegConf};
 use rndb_protocol::qmgr::{Arbit, ArbiterState};
 use rndb_protocol::scan::{
@@ -1426,7 +1428,7 @@ impl Client {
                 replica: op.replica,
                 key: &op.key,
                 attrs: &op.attrs,
-                program: None,
+                program: op.program.as_ref(),
             }
             .encode(&mut payload);
             if op_index + 1 == ops.len() {
@@ -2033,10 +2035,25 @@ impl Client {
             return self.send_rollback(ctx, request.to, request.request_id, true);
         }
         let credit = to + moved + i64::from(ctx.shared.sabotage == Some(Sabotage::Bank));
-        let mut ops = vec![
-            KeyOp::write(&table, OperationType::Update, a, from - moved),
-            KeyOp::write(&table, OperationType::Update, b, credit),
-        ];
+        let mut ops = match request.request_id % 16 {
+            // Every other transfer changes the balances by interpreted updates under the
+            // locks its reads took, which leave the same values (chosen by request id, so
+            // that the random streams, and the seeds' schedules, stay as they were).
+            0..=6 => vec![
+                KeyOp::interpreted(&table, a, -moved, Some(moved)),
+                KeyOp::interpreted(&table, b, credit - to, None),
+            ],
+            // Now and then its condition fails (the balance is below itself plus one): 626,
+            // and the whole transfer aborts.
+            7 => vec![
+                KeyOp::interpreted(&table, a, -moved, Some(from + 1)),
+                KeyOp::interpreted(&table, b, credit - to, None),
+            ],
+            _ => vec![
+                KeyOp::write(&table, OperationType::Update, a, from - moved),
+                KeyOp::write(&table, OperationType::Update, b, credit),
+            ],
+        };
         let writes = [(i32::from(a), from - moved), (i32::from(b), credit)];
         let ledger = ctx.shared.tables.as_ref().and_then(|t| t.ledger.clone());
         let transfer = match ledger.filter(|_| ctx.shared.ledger) {
@@ -2523,6 +2540,8 @@ struct KeyOp {
     attrs: Vec<(u16, Value)>,
     /// Which replica serves a CommittedRead (`REPLICA_PRIMARY`, or 1 for the first backup).
     replica: u8,
+    /// An interpreted update's program.
+    program: Option<Program>,
 }
 
 impl KeyOp {
@@ -2536,6 +2555,21 @@ impl KeyOp {
             key: vec![Value::Int32(i32::from(id))],
             attrs: Vec::new(),
             replica: REPLICA_PRIMARY,
+            program: None,
+        }
+    }
+
+    /// An interpreted update adding `delta` to account `id`'s balance, if it is at least
+    /// `at_least`.
+    fn interpreted(table: &TableInfo, id: u16, delta: i64, at_least: Option<i64>) -> KeyOp {
+        KeyOp {
+            attrs: Vec::new(),
+            program: Some(Program {
+                condition: at_least.map(|v| Filter::cmp(1, CmpOp::Ge, Value::Int64(v))),
+                changes: vec![(1, delta)],
+                ..Program::default()
+            }),
+            ..KeyOp::write(table, OperationType::Update, id, 0)
         }
     }
 
@@ -2549,6 +2583,7 @@ impl KeyOp {
             key: vec![Value::Int32(i32::from(id))],
             attrs: vec![(1, Value::Int64(value))],
             replica: REPLICA_PRIMARY,
+            program: None,
         }
     }
 }
