@@ -13,6 +13,7 @@ use rndb_ndbd::ndbfs::format::{
 };
 use rndb_protocol::filter::{CmpOp, Filter};
 use rndb_protocol::gsn;
+use rndb_protocol::interpreter::Program;
 use rndb_protocol::lqh::{
     ApiRegConf, FiredChange, IndexBuildDone, IndexBuildRows, LqhCommitReq, LqhKeyConf, LqhKeyRef,
     LqhKeyReq, TcFailAnswer, TcFailQuery, TransOutcome, TransSignal, LQH_COMMIT_BACKUP_ROWS_ONLY,
@@ -78,12 +79,21 @@ fn tckeyreq() -> Vec<u8> {
             (3, Value::Null),
             (4, Value::Float64(0.5)),
         ],
-        program: None,
+        program: Some(seed_program()),
     }
     .encode(&mut out);
     // The execute a TCKEYREQ with FLAG_EXECUTE carries: flags, exec type, abort option.
     out.extend_from_slice(&[0, ExecType::Commit as u8, AbortOption::AbortOnError as u8]);
     out
+}
+
+/// An interpreted update's program: a condition, then two changes.
+fn seed_program() -> Program {
+    Program {
+        condition: Some(Filter::cmp(2, CmpOp::Ge, Value::Int64(3))),
+        exit_code: 6000,
+        changes: vec![(2, -3), (5, 1)],
+    }
 }
 
 /// Each payload is prefixed with the index of its decoder in `targets::DECODERS`.
@@ -212,7 +222,7 @@ fn signal_payloads() -> Vec<Seed> {
         chain: vec![(2, 9)],
         flags: 1,
         gci: 0,
-        program: None,
+        program: Some(seed_program()),
     };
     put(16, &|o| lqh_req.encode(o));
     let lqh_conf = LqhKeyConf {

@@ -553,7 +553,11 @@ mod tests {
             chain: vec![(2, 9)],
             flags: LQHKEY_COMMIT_AT_LAST_REPLICA,
             gci: 7 << 32,
-            program: None,
+            program: Some(Program {
+                condition: None,
+                exit_code: 626,
+                changes: vec![(1, 7)],
+            }),
         };
         let mut buf = Vec::new();
         req.encode(&mut buf);

@@ -950,6 +950,55 @@ mod tests {
         assert!(TcKeyReq::decode(&buf[..buf.len() - 1]).is_err());
     }
 
+    /// An interpreted update's program travels between its attributes and its execute
+    /// trailer, flagged; the flag without a program, or a program cut short, does not decode.
+    #[test]
+    fn key_req_carries_its_program() {
+        let req = TcKeyReq {
+            flags: FLAG_START_TRANSACTION,
+            op_index: 0,
+            op_type: OperationType::Update,
+            lock_mode: LockMode::Exclusive,
+            table_id: 3,
+            table_version: 1,
+            replica: 0,
+            key: vec![Value::UInt32(5)],
+            attrs: vec![(2, Value::Int32(1))],
+            program: Some(Program {
+                condition: Some(crate::filter::Filter::IsNotNull(3)),
+                exit_code: 6000,
+                changes: vec![(3, -2)],
+            }),
+        };
+        let mut buf = Vec::new();
+        req.encode(&mut buf);
+        assert_eq!(buf[0], FLAG_START_TRANSACTION | FLAG_INTERPRETED);
+        assert_eq!(TcKeyReq::decode(&buf), Ok(req.clone()));
+        let execute = TcExecuteReq {
+            flags: 0,
+            exec_type: ExecType::Commit,
+            abort_option: AbortOption::AbortOnError,
+            op_count: 1,
+        };
+        let mut with_execute = buf.clone();
+        execute.append_to_key_req(&mut with_execute, 0);
+        let view = TcKeyReqView::decode(&with_execute).expect("decodes");
+        assert_eq!(view.program(), req.program);
+        assert_eq!(view.execute(), Some(execute));
+        assert!(TcKeyReq::decode(&buf[..buf.len() - 1]).is_err(), "short");
+        let plain = TcKeyReq {
+            program: None,
+            ..req
+        };
+        let mut flag_only = Vec::new();
+        plain.encode(&mut flag_only);
+        flag_only[0] |= FLAG_INTERPRETED;
+        assert!(
+            TcKeyReq::decode(&flag_only).is_err(),
+            "flag without program"
+        );
+    }
+
     /// A TCKEYREQ that ends its execute carries the execute after its attributes; the view
     /// hands it back with the operation count its op index implies, the owned request drops
     /// it, and a short or unknown trailer does not decode.

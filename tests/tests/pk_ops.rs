@@ -11,6 +11,8 @@ use rndb_api::{
     AbortOption, Cluster, ColumnDef, ColumnType, ExecType, LockMode, Table, TableDef, Value,
 };
 use rndb_config::NodeId;
+use rndb_protocol::filter::Filter;
+use rndb_protocol::interpreter::Program;
 use rndb_protocol::signals::{
     block, gsn, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReq, FLAG_START_TRANSACTION,
     REPLICA_PRIMARY,
@@ -475,6 +477,79 @@ fn null_in_a_not_null_column_is_refused_by_the_data_node() {
     ));
 }
 
+/// An interpreted update's program is checked by the data node as the API checks it: sent
+/// raw, a change of a key column (4004), of a text column (4209), of an unknown column (4004),
+/// a condition on an unknown column (4004), or a program on an insert (4116) is refused with
+/// its TCKEYREF, and the row is left as it was.
+#[test]
+fn ill_formed_interpreted_programs_are_refused_by_the_data_node() {
+    let (cluster, api) = start();
+    let table = recreate_table(&api, &typed_def("program_raw")).expect("create the table");
+    let slot = *cluster
+        .api_node_ids()
+        .iter()
+        .rev()
+        .find(|&&slot| slot != api.node_id())
+        .expect("an API slot the test's API node does not use");
+    let row = typed_row(5);
+    insert_committed(&api, &table, &row_list(row.clone())).expect("insert");
+    let mut raw = RawApi::connect(&cluster, slot);
+    let change = |column, condition| Program {
+        condition,
+        changes: vec![(column, 1)],
+        ..Program::default()
+    };
+    let cases = [
+        ("a key column", OperationType::Update, change(0, None), 4004),
+        (
+            "a text column",
+            OperationType::Update,
+            change(6, None),
+            4209,
+        ),
+        (
+            "no such column",
+            OperationType::Update,
+            change(40, None),
+            4004,
+        ),
+        (
+            "a condition on no such column",
+            OperationType::Update,
+            change(1, Some(Filter::IsNull(40))),
+            4004,
+        ),
+        ("an insert", OperationType::Insert, change(1, None), 4116),
+    ];
+    for (request_id, (what, op_type, program, code)) in (1u32..).zip(cases) {
+        let attrs: Vec<(u16, Value)> = match op_type {
+            OperationType::Insert => (1u16..).zip(row[1..].iter().cloned()).collect(),
+            _ => Vec::new(),
+        };
+        let op = (op_type, &row[..1], &attrs[..], Some(program));
+        let refused = raw
+            .execute_one(request_id, &table, op)
+            .unwrap_or_else(|| panic!("the data node committed a program on {what}"));
+        assert_eq!(
+            (refused.code, raw.key_refs.clone()),
+            (code, vec![TcKeyRef { op_index: 0, code }]),
+            "the data node's refusal of a program on {what}: {refused:?}"
+        );
+    }
+    assert!(rows_identical(
+        &read_committed(&api, &table, &row[..1]).expect("read the row"),
+        &row
+    ));
+}
+
+/// One operation sent raw: its type, key, attributes and interpreted program.
+type RawOp<'a> = (
+    OperationType,
+    &'a [Value],
+    &'a [(u16, Value)],
+    Option<Program>,
+);
+
 /// An API node's link to the data node made of raw frames: what a client that skips the API's
 /// checks sends.
 struct RawApi {
@@ -519,18 +594,30 @@ impl RawApi {
         key: &[Value],
         attrs: &[(u16, Value)],
     ) -> Option<TcExecuteRef> {
+        let op = (OperationType::Insert, key, attrs, None);
+        self.execute_one(request_id, table, op)
+    }
+
+    /// Sends a transaction of one operation (its type, key, attributes and program), with
+    /// Commit: `None` when it committed, else the data node's TC_EXECUTE_REF.
+    fn execute_one(
+        &mut self,
+        request_id: u32,
+        table: &Table,
+        (op_type, key, attrs, program): RawOp<'_>,
+    ) -> Option<TcExecuteRef> {
         let mut payload = Vec::new();
         TcKeyReq {
             flags: FLAG_START_TRANSACTION,
             op_index: 0,
-            op_type: OperationType::Insert,
+            op_type,
             lock_mode: LockMode::Exclusive,
             table_id: table.id(),
             table_version: table.version(),
             replica: REPLICA_PRIMARY,
             key: key.to_vec(),
             attrs: attrs.to_vec(),
-            program: None,
+            program,
         }
         .encode(&mut payload);
         TcExecuteReq {
@@ -548,7 +635,7 @@ impl RawApi {
         };
         let mut bytes = Vec::new();
         frame::encode_into(&mut bytes, &header, &payload, self.checksum).expect("encode a frame");
-        self.stream.write_all(&bytes).expect("send the insert");
+        self.stream.write_all(&bytes).expect("send the execute");
         self.key_refs.clear();
         let deadline = Instant::now() + ANSWER_TIMEOUT;
         loop {
@@ -566,7 +653,7 @@ impl RawApi {
                     return Some(refused.expect("a TC_EXECUTE_REF that decodes"));
                 }
                 gsn::TC_EXECUTE_CONF => return None,
-                other => panic!("unexpected signal {other} in the answer to an insert"),
+                other => panic!("unexpected signal {other} in the answer to an execute"),
             }
         }
     }
