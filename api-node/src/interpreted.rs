@@ -1,6 +1,7 @@
-//! Interpreted updates (NDB's `NdbInterpretedCode` with `interpretedUpdateTuple`): a row's
-//! integer columns changed by a constant in the data node, under a condition on the row, in
-//! one round trip and under the row's lock, without reading it first.
+//! Interpreted updates and deletes (NDB's `NdbInterpretedCode` with `interpretedUpdateTuple`
+//! and `interpretedDeleteTuple`): a row's integer columns changed by a constant in the data
+//! node, or the row deleted, under a condition on the row, in one round trip and under the
+//! row's lock, without reading it first.
 //!
 //! ```no_run
 //! # fn demo(cluster: &rndb_api::Cluster, accounts: &rndb_api::Table) -> Result<(), rndb_api::Error> {
@@ -21,7 +22,8 @@ use rndb_protocol::interpreter::Program;
 
 use crate::{Error, Table};
 
-/// A program for [`crate::Transaction::interpreted_update`]: a condition the row must meet
+/// A program for [`crate::Transaction::interpreted_update`] (or, without changes,
+/// [`crate::Transaction::interpreted_delete`]): a condition the row must meet
 /// (else the operation fails with the exit code, 626 unless [`InterpretedCode::exit_nok`] names
 /// another), then integer columns changed by constants. Checked against its table as it is
 /// built; the data node checks it again. A change that meets a NULL or leaves its column
@@ -86,5 +88,20 @@ impl InterpretedCode {
     /// The table the program was built for.
     pub fn table(&self) -> &Table {
         &self.table
+    }
+
+    /// 4116 unless the program was built for `table` (the same id and version).
+    pub(crate) fn check_for(&self, table: &Table) -> Result<(), Error> {
+        if self.table.id() == table.id() && self.table.version() == table.version() {
+            return Ok(());
+        }
+        Err(Error::ndb_detail(
+            4116,
+            format!(
+                "the interpreted code was built for table {}, not {}",
+                self.table.def().name,
+                table.def().name
+            ),
+        ))
     }
 }

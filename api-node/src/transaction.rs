@@ -429,16 +429,7 @@ impl<'c> Transaction<'c> {
     ) -> Result<OpId, Error> {
         check_key(table, key)?;
         let attrs = check_set(table, set)?;
-        if code.table().id() != table.id() || code.table().version() != table.version() {
-            return Err(Error::ndb_detail(
-                4116,
-                format!(
-                    "the interpreted code was built for table {}, not {}",
-                    code.table().def().name,
-                    table.def().name
-                ),
-            ));
-        }
+        code.check_for(table)?;
         if let Some(&(column, _)) = (code.program.changes.iter())
             .find(|&&(column, _)| attrs.iter().any(|&(c, _)| c == column))
         {
@@ -456,6 +447,36 @@ impl<'c> Transaction<'c> {
             LockMode::Exclusive,
             key,
             &attrs,
+            Extras {
+                replica: REPLICA_PRIMARY,
+                program: Some(&code.program),
+            },
+        )
+    }
+
+    /// Deletes the row with primary key `key` if it meets `code`'s condition (NDB's
+    /// `interpretedDeleteTuple`): 626 if there is no such row, the program's exit code if the
+    /// condition does not hold. A program that changes columns is refused (4116).
+    pub fn interpreted_delete(
+        &mut self,
+        table: &Table,
+        key: &[Value],
+        code: &InterpretedCode,
+    ) -> Result<OpId, Error> {
+        check_key(table, key)?;
+        code.check_for(table)?;
+        if !code.program.changes.is_empty() {
+            return Err(Error::ndb_detail(
+                4116,
+                "an interpreted delete takes a condition only, no column changes",
+            ));
+        }
+        self.define_at(
+            Target::table(table),
+            OperationType::Delete,
+            LockMode::Exclusive,
+            key,
+            &[],
             Extras {
                 replica: REPLICA_PRIMARY,
                 program: Some(&code.program),

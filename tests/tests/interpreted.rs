@@ -1,6 +1,7 @@
 //! Proves that interpreted updates (NDB's interpretedUpdateTuple) change integer columns in the
 //! data node under the row's lock: conditions hold or fail with the program's exit code, NULLs
-//! and overflows fail with 878 leaving the row as it was, the API refuses ill-formed programs,
+//! and overflows fail with 878 leaving the row as it was, interpreted deletes delete only a row
+//! meeting their condition, the API refuses ill-formed programs,
 //! and concurrent increments from many threads on two replicas lose no acknowledged one and
 //! break no cap through a data node's SIGKILL and restart, with both replicas equal after.
 
@@ -147,6 +148,24 @@ fn interpreted_updates_change_rows_under_conditions_and_refuse_what_they_must() 
         row[CAPPED] = Value::UInt32(0);
         row
     });
+
+    // Interpreted deletes: the condition fails (the row stays), then holds (the row goes).
+    let mut if_zero = InterpretedCode::new(&table);
+    if_zero
+        .condition(Filter::cmp(N as u16, CmpOp::Eq, Value::Int64(0)))
+        .expect("a well-formed condition")
+        .exit_nok(6002);
+    let delete = |id, code: &InterpretedCode| {
+        let mut tx = api.start_transaction()?;
+        tx.interpreted_delete(&table, &key(id), code)?;
+        tx.execute(ExecType::Commit)
+    };
+    assert_ndb_code(delete(2, &if_zero), 6002, "n is not 0");
+    assert_eq!(row_of(2)[N], Value::Int64(i64::MAX));
+    delete(1, &if_zero).expect("n is 0");
+    assert_ndb_code(read_committed(&api, &table, &key(1)), 626, "deleted");
+    assert_ndb_code(delete(1, &if_zero), 626, "no row");
+    assert_ndb_code(delete(2, &add(&table, N, 1)), 4116, "a delete that changes");
 
     // In the API: a key column, a text column, a change of a column also set, another table's
     // program, an unknown column, a condition that does not fit its column.

@@ -479,8 +479,8 @@ fn null_in_a_not_null_column_is_refused_by_the_data_node() {
 
 /// An interpreted update's program is checked by the data node as the API checks it: sent
 /// raw, a change of a key column (4004), of a text column (4209), of an unknown column (4004),
-/// a condition on an unknown column (4004), or a program on an insert (4116) is refused with
-/// its TCKEYREF, and the row is left as it was.
+/// a condition on an unknown column (4004), or a program on an insert, a read or a delete that
+/// changes columns (4116) is refused with its TCKEYREF, and the row is left as it was.
 #[test]
 fn ill_formed_interpreted_programs_are_refused_by_the_data_node() {
     let (cluster, api) = start();
@@ -520,6 +520,13 @@ fn ill_formed_interpreted_programs_are_refused_by_the_data_node() {
             4004,
         ),
         ("an insert", OperationType::Insert, change(1, None), 4116),
+        (
+            "a delete that changes",
+            OperationType::Delete,
+            change(1, None),
+            4116,
+        ),
+        ("a read", OperationType::Read, change(1, None), 4116),
     ];
     for (request_id, (what, op_type, program, code)) in (1u32..).zip(cases) {
         let attrs: Vec<(u16, Value)> = match op_type {

@@ -121,7 +121,8 @@ impl Kernel {
             None => {}
             Some(LqhKeyConfRef::Conf { fired, .. }) if forward.is_some() => {
                 let Some(mut next) = forward else { return };
-                if let Some(program) = next.program.take() {
+                let program = next.program.take();
+                if let Some(program) = program.filter(|_| next.op_type == OperationType::Update) {
                     // The backups set the values the program computed here, as a plain
                     // update (NDB's primary likewise sends its backups the after values).
                     match self.lqh.resolved_attrs(&next, &program) {

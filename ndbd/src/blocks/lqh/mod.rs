@@ -1039,7 +1039,16 @@ fn apply(
         OperationType::Write | OperationType::Update => {
             tup::build_row(def, &table.key_columns, &req.key, &req.attrs).map(Some)
         }
-        OperationType::Delete => Ok(None),
+        // An interpreted delete (NDB's interpretedDeleteTuple): its condition, on the row.
+        OperationType::Delete => match (&req.program, current) {
+            (Some(p), Some(current)) => {
+                let mut row = current.unpack();
+                p.check(def)
+                    .and_then(|()| p.run(def, &mut row))
+                    .map(|()| None)
+            }
+            _ => Ok(None),
+        },
     };
     let image = match image {
         Ok(image) => image,

@@ -136,11 +136,14 @@ impl Kernel {
             lqh_req.attrs = req.attr_values();
         }
         if let Some(program) = req.program() {
-            if req.op_type() != OperationType::Update {
-                return Err((
-                    req.op_index(),
-                    NdbError::with_detail(4116, "only an update may carry an interpreted program"),
-                ));
+            let refusal = match req.op_type() {
+                OperationType::Update => None,
+                OperationType::Delete if program.changes.is_empty() => None,
+                OperationType::Delete => Some("an interpreted delete changes no column"),
+                _ => Some("only an update or a delete may carry an interpreted program"),
+            };
+            if let Some(refusal) = refusal {
+                return Err((req.op_index(), NdbError::with_detail(4116, refusal)));
             }
             program
                 .check(&table.info.def)
