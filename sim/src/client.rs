@@ -985,6 +985,12 @@ impl Client {
             }
             Access::Delete => KeyOp {
                 attrs: Vec::new(),
+                // Every other delete is an interpreted one whose condition every element
+                // meets (its value is never NULL): the same outcomes, through the program.
+                program: (self.next_request_id % 2 == 0).then(|| Program {
+                    condition: Some(Filter::IsNotNull(1)),
+                    ..Program::default()
+                }),
                 ..KeyOp::write(&table, OperationType::Delete, key, 0)
             },
             _ => KeyOp::read(&table, key, lock),
@@ -2540,7 +2546,7 @@ struct KeyOp {
     attrs: Vec<(u16, Value)>,
     /// Which replica serves a CommittedRead (`REPLICA_PRIMARY`, or 1 for the first backup).
     replica: u8,
-    /// An interpreted update's program.
+    /// An interpreted update's or delete's program.
     program: Option<Program>,
 }
 
