@@ -987,7 +987,7 @@ impl Client {
                 attrs: Vec::new(),
                 // Every other delete is an interpreted one whose condition every element
                 // meets (its value is never NULL): the same outcomes, through the program.
-                program: (self.next_request_id % 2 == 0).then(|| Program {
+                program: self.next_request_id.is_multiple_of(2).then(|| Program {
                     condition: Some(Filter::IsNotNull(1)),
                     ..Program::default()
                 }),
