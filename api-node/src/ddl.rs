@@ -15,8 +15,10 @@
 //! Columns are nullable unless NOT NULL or in the primary key, as in MySQL. An unnamed index
 //! takes the name of its first column (`_2`, `_3`... when taken), as MySQL names it. Unlike
 //! MySQL, no ordered index is added for the primary key: name one with `INDEX (id)` to scan in
-//! key order. `DEFAULT NULL` (as mysqldump writes it) is read on nullable columns. Anything
-//! else (another type, another DEFAULT, AUTO_INCREMENT, FOREIGN KEY, IF NOT EXISTS,
+//! key order. `DEFAULT NULL` (as mysqldump writes it) is read on nullable columns.
+//! `AUTO_INCREMENT` marks an integer column whose values the application takes from
+//! [`Cluster::auto_increment_value`] (the table's counter, as mysqld takes them). Anything
+//! else (another type, another DEFAULT, FOREIGN KEY, IF NOT EXISTS,
 //! another engine...) is refused with a [`DdlError::Unsupported`] that names it, rather than
 //! silently dropped.
 
@@ -224,6 +226,7 @@ impl Builder {
         let column_type = column_type(&name, &column.data_type)?;
         let mut null = None;
         let mut default_null = false;
+        let mut auto_increment = false;
         for option in &column.options {
             match &option.option {
                 ColumnOption::Null => null = Some(true),
@@ -233,6 +236,10 @@ impl Builder {
                 // mysqldump writes it on every nullable column; it is what a NULL column does.
                 ColumnOption::Default(value) if value.to_string().eq_ignore_ascii_case("NULL") => {
                     default_null = true
+                }
+                // The MySQL dialect's own option (the parser keeps its tokens).
+                other if other.to_string().eq_ignore_ascii_case("AUTO_INCREMENT") => {
+                    auto_increment = true
                 }
                 other => {
                     return Err(DdlError::Unsupported(format!(
@@ -252,6 +259,7 @@ impl Builder {
             column_type,
             nullable: false,
             primary_key: false,
+            auto_increment,
         });
         self.explicit_null.push(null);
         Ok(())
@@ -511,6 +519,29 @@ mod tests {
     }
 
     #[test]
+    fn auto_increment() {
+        let statement = parse_create_table(
+            "CREATE TABLE t (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT, v INT, PRIMARY KEY (id))",
+        )
+        .expect("parse");
+        let flags: Vec<bool> = statement
+            .table
+            .columns
+            .iter()
+            .map(|c| c.auto_increment)
+            .collect();
+        assert_eq!(flags, [true, false]);
+        check_error(
+            "CREATE TABLE t (id INT PRIMARY KEY AUTO_INCREMENT, b INT AUTO_INCREMENT)",
+            "NDB error 4335",
+        );
+        check_error(
+            "CREATE TABLE t (id INT PRIMARY KEY, d DOUBLE AUTO_INCREMENT)",
+            "NDB error 4335",
+        );
+    }
+
+    #[test]
     fn unnamed_indexes_on_one_column_get_numbered() {
         check(
             "CREATE TABLE t (id INT PRIMARY KEY, a INT, INDEX (a), UNIQUE (a))",
@@ -534,10 +565,6 @@ mod tests {
             (
                 "CREATE TABLE t (id INT PRIMARY KEY, c CHAR(3))",
                 "type CHAR(3)",
-            ),
-            (
-                "CREATE TABLE t (id INT PRIMARY KEY AUTO_INCREMENT)",
-                "AUTO_INCREMENT",
             ),
             (
                 "CREATE TABLE t (id INT PRIMARY KEY, a INT DEFAULT 3)",

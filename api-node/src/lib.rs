@@ -36,6 +36,7 @@
 
 mod arbiter;
 mod asynch;
+mod auto_increment;
 mod connect;
 mod connection;
 pub mod ddl;
@@ -53,6 +54,7 @@ mod tokio_api;
 mod transaction;
 
 pub use asynch::{AsyncExecutor, Completion};
+pub use auto_increment::SYSTAB_0;
 pub use connection::LinkTraffic;
 pub use error::Error;
 pub use event::{EventData, EventOperation, EventType};
@@ -123,6 +125,9 @@ pub struct ConnectOptions {
     /// ndb-api-cert). With them, links to data nodes with keys are TLS; `None` connects in
     /// plain text, which a data node with RequireTls=1 refuses (error 1718).
     pub tls_search_path: Option<String>,
+    /// Auto-increment values taken from a table's counter at a time
+    /// ([`Cluster::auto_increment_value`]; MySQL's `ndb_autoincrement_prefetch_sz`, 512).
+    pub auto_increment_prefetch: u32,
 }
 
 impl Default for ConnectOptions {
@@ -134,6 +139,7 @@ impl Default for ConnectOptions {
             transporter: None,
             request_timeout: Duration::from_secs(60),
             tls_search_path: None,
+            auto_increment_prefetch: 512,
         }
     }
 }
@@ -165,6 +171,9 @@ pub struct Cluster {
     /// The data nodes on this host (their HostName is one of its addresses): the nearest
     /// replicas for reads that any replica may serve.
     near: Vec<NodeId>,
+    /// Auto-increment ranges this API node took and has not used up.
+    auto_increment: std::sync::Mutex<auto_increment::Ranges>,
+    auto_increment_prefetch: u32,
 }
 
 /// A table as the dictionary knows it: its id, version and definition.
@@ -371,6 +380,8 @@ impl Cluster {
             next_stream_id: AtomicU32::new(0),
             request_timeout: options.request_timeout,
             near,
+            auto_increment: Default::default(),
+            auto_increment_prefetch: options.auto_increment_prefetch,
         };
         cluster.wait_until_started(options.connect_timeout)?;
         // The shortest HeartbeatIntervalDbApi of the data nodes (each normally has the same).

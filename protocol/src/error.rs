@@ -120,6 +120,7 @@ const ERRORS: &[(u32, ErrorClass, &str)] = &[
     (4241, SchemaError, "Invalid schema object name"),
     (4317, SchemaError, "Invalid number of columns"),
     (4327, SchemaError, "Table has no primary key"),
+    (4335, SchemaError, "Only one autoincrement column allowed per table. Having a table without primary key uses an autoincremented hidden key, i.e. a table without a primary key can not have an autoincremented column"),
     (4243, SchemaError, "Index not found"),
     (4259, ApplicationError, "Invalid set of range scan bounds"),
     (4120, ApplicationError, "Scan already complete"),

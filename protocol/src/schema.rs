@@ -50,6 +50,9 @@ pub struct ColumnDef {
     pub nullable: bool,
     /// Part of the primary key (primary-key columns are never nullable).
     pub primary_key: bool,
+    /// Its values come from the table's auto-increment counter (NDB's `setAutoIncrement`;
+    /// the API's `Cluster::auto_increment_value`): an integer column, one per table at most.
+    pub auto_increment: bool,
 }
 
 impl ColumnDef {
@@ -60,6 +63,7 @@ impl ColumnDef {
             column_type,
             nullable: false,
             primary_key: false,
+            auto_increment: false,
         }
     }
     /// A primary-key column.
@@ -68,6 +72,11 @@ impl ColumnDef {
             primary_key: true,
             ..ColumnDef::new(name, column_type)
         }
+    }
+    /// The same column, its values from the table's auto-increment counter.
+    pub fn with_auto_increment(mut self) -> Self {
+        self.auto_increment = true;
+        self
     }
     /// A nullable column.
     pub fn nullable(name: &str, column_type: ColumnType) -> Self {
@@ -176,6 +185,20 @@ impl TableDef {
                     ));
                 }
             }
+            if c.auto_increment
+                && (!matches!(
+                    c.column_type,
+                    ColumnType::Int32 | ColumnType::UInt32 | ColumnType::Int64 | ColumnType::UInt64
+                ) || self.columns[..i].iter().any(|o| o.auto_increment))
+            {
+                return Err((
+                    4335,
+                    format!(
+                        "column {}: only one auto-increment column per table, of an integer type",
+                        c.name
+                    ),
+                ));
+            }
             if c.primary_key && c.nullable {
                 return Err((
                     740,
@@ -219,7 +242,9 @@ impl TableDef {
                 ColumnType::Varchar(n) => (6, n),
                 ColumnType::Varbinary(n) => (7, n),
             };
-            let flags = u8::from(c.nullable) | (u8::from(c.primary_key) << 1);
+            let flags = u8::from(c.nullable)
+                | (u8::from(c.primary_key) << 1)
+                | (u8::from(c.auto_increment) << 2);
             w.str16(&c.name).u8(tag).u16(len).u8(flags);
         }
         w.u8(if self.read_backup {
@@ -251,7 +276,7 @@ impl TableDef {
                 7 => ColumnType::Varbinary(len),
                 t => return Err(r.error(format!("unknown column type tag {t}"))),
             };
-            if flags & !3 != 0 {
+            if flags & !7 != 0 {
                 return Err(r.error(format!("unknown column flags {flags:#x}")));
             }
             columns.push(ColumnDef {
@@ -259,6 +284,7 @@ impl TableDef {
                 column_type,
                 nullable: flags & 1 != 0,
                 primary_key: flags & 2 != 0,
+                auto_increment: flags & 4 != 0,
             });
         }
         let flags = r.u8()?;

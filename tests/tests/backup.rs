@@ -1,7 +1,8 @@
 //! Proves online backup and restore end to end: `START BACKUP` through ndb_mgm, taken while a
 //! client writes, restores with `ndb_restore` into a second cluster as exactly the table
 //! state at the end of the backup's stop GCP (every acknowledged write of that GCP or before,
-//! none after), with its unique and ordered indexes; backup ids go up, an existing backup's
+//! none after), with its unique and ordered indexes and its auto-increment counter past every
+//! id restored; backup ids go up, an existing backup's
 //! id is refused (1350); a damaged backup file is reported with its name and offset; and a
 //! running backup refuses DROP TABLE (761), ends on ABORT BACKUP (1321) and when a data node
 //! is killed (1326), without stopping the cluster; a backup directory that cannot be written
@@ -65,7 +66,7 @@ fn table_def() -> TableDef {
     TableDef::new(
         "accounts",
         vec![
-            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::key("id", ColumnType::UInt32).with_auto_increment(),
             ColumnDef::new("balance", ColumnType::Int64),
             ColumnDef::new("email", ColumnType::Varchar(40)),
         ],
@@ -297,7 +298,7 @@ fn a_backup_taken_under_writes_restores_as_of_its_stop_gcp() {
         );
         assert!(
             text.contains(
-                "Table `accounts`: id UInt32 NOT NULL PRIMARY KEY, balance Int64 NOT NULL"
+                "Table `accounts`: id UInt32 NOT NULL PRIMARY KEY AUTO_INCREMENT, balance Int64 NOT NULL"
             ),
             "{text}"
         );
@@ -349,8 +350,15 @@ fn a_backup_taken_under_writes_restores_as_of_its_stop_gcp() {
     let got = all_rows(&restored);
     assert_eq!(got.len(), expected.len(), "rows restored");
     assert_eq!(got, expected, "the table as of StopGCP {stop_gcp}");
-    // The indexes were built over the restored rows.
+    // The auto-increment counter was moved past every id restored (rows of both nodes).
     let table = restored.get_table("accounts").expect("table");
+    let next = restored.auto_increment_value(&table).expect("a value");
+    let max = expected.keys().max().copied().unwrap_or(0);
+    assert!(
+        u64::from(max) < next,
+        "next auto-increment value {next}, restored ids up to {max}"
+    );
+    // The indexes were built over the restored rows.
     let index = restored
         .get_index(&table, "email_idx")
         .expect("the unique index");

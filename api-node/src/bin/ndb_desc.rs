@@ -242,7 +242,8 @@ fn describe_partition_map(config: &ClusterConfig, map: &PartitionMap) -> String 
 }
 
 /// One attribute as NDB prints it: name, type, then `PRIMARY KEY DISTRIBUTION KEY` (a row's
-/// partition is the hash of its whole primary key), `NULL` or `NOT NULL`.
+/// partition is the hash of its whole primary key), `NULL` or `NOT NULL`, and `AUTO_INCR` for
+/// an auto-increment column.
 fn column_line(column: &ColumnDef) -> String {
     let mark = if column.primary_key {
         "PRIMARY KEY DISTRIBUTION KEY"
@@ -251,7 +252,12 @@ fn column_line(column: &ColumnDef) -> String {
     } else {
         "NOT NULL"
     };
-    format!("{} {} {mark}", column.name, column.column_type)
+    let auto = if column.auto_increment {
+        " AUTO_INCR"
+    } else {
+        ""
+    };
+    format!("{} {} {mark}{auto}", column.name, column.column_type)
 }
 
 /// The `-- Per partition info --` block: one aligned row per partition. The node group is the
@@ -327,7 +333,7 @@ mod tests {
         TableDef::new(
             "people",
             vec![
-                ColumnDef::key("id", ColumnType::UInt32),
+                ColumnDef::key("id", ColumnType::UInt32).with_auto_increment(),
                 ColumnDef::new("name", ColumnType::Varchar(32)),
                 ColumnDef::nullable("note", ColumnType::Varbinary(8)),
             ],
@@ -356,7 +362,7 @@ Number of primary keys: 1
 ";
     const PEOPLE_ATTRIBUTES: &str = "\
 -- Attributes --
-id UInt32 PRIMARY KEY DISTRIBUTION KEY
+id UInt32 PRIMARY KEY DISTRIBUTION KEY AUTO_INCR
 name Varchar(32) NOT NULL
 note Varbinary(8) NULL
 ";

@@ -34,6 +34,7 @@ use anyhow::{anyhow, bail, Context};
 use clap::Parser;
 use rndb_api::{
     AbortOption, AsyncExecutor, Cluster, ExecType, IndexDef, OpId, Table, Transaction, Value,
+    SYSTAB_0,
 };
 use rndb_ndbd::ndbfs::backup::{self as layout, BackupCtl, BackupRow};
 use rndb_ndbd::ndbfs::format::kind;
@@ -238,8 +239,12 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
         args.include_tables.iter().map(name_of).collect(),
         args.exclude_tables.iter().map(name_of).collect(),
     );
+    // SYSTAB_0's counters are keyed by the backed-up cluster's table ids: each restored
+    // table's counter is set from its rows instead, as NDB's ndb_restore does.
     ctl.tables.retain(|t| {
-        (include.is_empty() || include.contains(&t.def.name)) && !exclude.contains(&t.def.name)
+        (include.is_empty() || include.contains(&t.def.name))
+            && !exclude.contains(&t.def.name)
+            && t.def.name != SYSTAB_0
     });
     let kept: HashSet<u32> = ctl.tables.iter().map(|t| t.table_id).collect();
     ctl.indexes.retain(|i| kept.contains(&i.table_id));
@@ -294,6 +299,21 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
             println!("_____________________________________________________");
             println!("Processing data in table: {table}: {rows} records");
         }
+        // Each auto-increment counter past the largest value restored (only ever raised).
+        for (table_id, max) in &restore.auto_max {
+            if let Some((info, table)) = tables.get(table_id) {
+                let next = max.saturating_add(1);
+                cluster
+                    .set_auto_increment_value(table, next, true)
+                    .with_context(|| {
+                        format!("set the auto-increment value of `{}`", info.def.name)
+                    })?;
+                println!(
+                    "Restored auto-increment value of table {}: {next}",
+                    info.def.name
+                );
+            }
+        }
         println!("Restored {tuples} tuples and {log_entries} log entries");
     }
     if args.rebuild_indexes {
@@ -314,6 +334,9 @@ fn print_meta(ctl: &BackupCtl) {
                 }
                 if c.primary_key {
                     text.push_str(" PRIMARY KEY");
+                }
+                if c.auto_increment {
+                    text.push_str(" AUTO_INCREMENT");
                 }
                 text
             })
@@ -490,6 +513,17 @@ fn target_tables<'b>(
     Ok(tables)
 }
 
+/// An auto-increment column's value as its counter counts (negative values do not count).
+fn as_counter(value: &Value) -> Option<u64> {
+    match *value {
+        Value::Int32(v) => u64::try_from(v).ok(),
+        Value::UInt32(v) => Some(v.into()),
+        Value::Int64(v) => u64::try_from(v).ok(),
+        Value::UInt64(v) => Some(v),
+        _ => None,
+    }
+}
+
 /// A row's key values (the columns at `key_columns`) and their encoding, which names the row.
 fn key_of(key_columns: &[usize], values: &[Value]) -> (Vec<Value>, Vec<u8>) {
     let key: Vec<Value> = key_columns.iter().map(|&i| values[i].clone()).collect();
@@ -533,6 +567,8 @@ struct Restore<'c> {
     next_tag: u64,
     applied: u64,
     per_table: BTreeMap<String, u64>,
+    /// The largest auto-increment column value written, by table id.
+    auto_max: BTreeMap<u32, u64>,
 }
 
 impl<'c> Restore<'c> {
@@ -550,6 +586,7 @@ impl<'c> Restore<'c> {
             next_tag: 0,
             applied: 0,
             per_table: BTreeMap::new(),
+            auto_max: BTreeMap::new(),
         }
     }
 
@@ -585,6 +622,14 @@ impl<'c> Restore<'c> {
             None => self.batch.insert(self.cluster.start_transaction()?),
         };
         let delete = row.kind == kind::DELETE;
+        let auto = info.def.columns.iter().position(|c| c.auto_increment);
+        if let Some(value) = auto
+            .filter(|_| !delete)
+            .and_then(|i| as_counter(&values[i]))
+        {
+            let max = self.auto_max.entry(row.table_id).or_default();
+            *max = value.max(*max);
+        }
         let op = if delete {
             tx.delete(table, &key)?
         } else {
