@@ -10,7 +10,7 @@
 //! let mut code = InterpretedCode::new(accounts);
 //! code.sub_value(1, 30)?
 //!     .condition(Filter::cmp(1, CmpOp::Ge, Value::Int64(30)))?
-//!     .exit_nok(6000);
+//!     .exit_nok(6000)?;
 //! let mut tx = cluster.start_transaction()?;
 //! tx.interpreted_update(accounts, &[Value::Int32(7)], &[], &code)?;
 //! tx.execute(ExecType::Commit)?; // error 6000 when the balance was below 30
@@ -78,11 +78,16 @@ impl InterpretedCode {
         Ok(self)
     }
 
-    /// The error code of a condition that does not hold (NDB's `interpret_exit_nok`; by
-    /// default 626, as NDB recommends for new programs).
-    pub fn exit_nok(&mut self, code: u16) -> &mut Self {
-        self.program.exit_code = code;
-        self
+    /// The error code of a condition that does not hold (NDB's `interpret_exit_nok`): 626
+    /// (the default, as in NDB), 899 (NDB's old default) or one of 6000-6999, which
+    /// applications choose for themselves; another is refused (4116).
+    pub fn exit_nok(&mut self, code: u16) -> Result<&mut Self, Error> {
+        let earlier = std::mem::replace(&mut self.program.exit_code, code);
+        if let Err(e) = self.program.check(self.table.def()) {
+            self.program.exit_code = earlier;
+            return Err(e.into());
+        }
+        Ok(self)
     }
 
     /// The table the program was built for.

@@ -73,6 +73,10 @@ impl ErrorClass {
 
 use ErrorClass::*;
 
+/// The exit codes an interpreted program may choose for itself (NDB's user-defined range),
+/// besides 626 and 899.
+pub const USER_EXIT_CODES: std::ops::RangeInclusive<u32> = 6000..=6999;
+
 /// Every code rndb produces: code, class, NDB's message.
 const ERRORS: &[(u32, ErrorClass, &str)] = &[
     (626, NoDataFound, "Tuple did not exist"),
@@ -80,6 +84,7 @@ const ERRORS: &[(u32, ErrorClass, &str)] = &[
     (839, ConstraintViolation, "Illegal null attribute"),
     (840, ConstraintViolation, "Trying to set a NOT NULL attribute to NULL"),
     (893, ConstraintViolation, "Constraint violation e.g. duplicate value in unique index"),
+    (899, TemporaryResource, "Rowid already allocated"),
     (878, ApplicationError, "Interpreted update on a NULL column or out of the column's range"),
     (266, Timeout, "Time-out in NDB, probably caused by deadlock"),
     (237, Timeout, "Transaction had timed out when trying to commit it"),
@@ -176,6 +181,13 @@ impl NdbError {
 
     /// The error with NDB's message for `code`, if rndb knows the code.
     pub fn known(code: u32) -> Option<Self> {
+        if USER_EXIT_CODES.contains(&code) {
+            return Some(NdbError {
+                code,
+                class: ApplicationError,
+                message: "Application error: an interpreted program's exit code".to_string(),
+            });
+        }
         let (_, class, message) = ERRORS.iter().find(|(c, _, _)| *c == code)?;
         Some(NdbError {
             code,

@@ -9,17 +9,18 @@
 //! delta i64 as u64)*.
 //!
 //! Running one: a missing row is 626; a condition that does not hold is the exit code (626
-//! unless the program names another, as NDB recommends for new programs); a change of a NULL
+//! unless the program names another: 899, NDB's old default, or one of 6000-6999); a change of a NULL
 //! column, or one that leaves the column type's range, is 878 (NDB's uninitialised register;
 //! NDB's registers wrap silently where rndb refuses).
 
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::error::NdbError;
+use crate::error::USER_EXIT_CODES;
 use crate::filter::{check_filter, Filter};
-use crate::schema::{ColumnType, TableDef, Value};
+use crate::schema::{ColumnType, TableDef, Value, COLUMNS_MAX};
 
 /// The most column changes a program holds (one per column of the widest table).
-pub const CHANGES_MAX: usize = 512;
+pub const CHANGES_MAX: usize = COLUMNS_MAX;
 /// The exit code of a condition that does not hold when the program names none.
 pub const EXIT_NOK_DEFAULT: u16 = 626;
 
@@ -82,10 +83,20 @@ impl Program {
         })
     }
 
-    /// Checks the program against a table: the condition's columns and constants (as a scan
-    /// filter's), and each change names an integer column outside the primary key (4004),
-    /// each at most once (4209 for a non-integer column).
+    /// Checks the program against a table: the exit code is 626, 899 or one of 6000-6999
+    /// (4116), the condition's columns and constants are a scan filter's, and each change
+    /// names an integer column outside the primary key (4004), each at most once (4209 for a
+    /// non-integer column or a second change).
     pub fn check(&self, def: &TableDef) -> Result<(), NdbError> {
+        let code = u32::from(self.exit_code);
+        if !(code == 626 || code == 899 || USER_EXIT_CODES.contains(&code)) {
+            return Err(NdbError::with_detail(
+                4116,
+                format!(
+                    "exit code {code}: an interpreted program exits with 626, 899 or 6000-6999"
+                ),
+            ));
+        }
         if let Some(filter) = &self.condition {
             check_filter(def, filter)?;
         }
@@ -128,6 +139,26 @@ impl Program {
             }
         }
         Ok(())
+    }
+
+    /// 4209 when a column is both set by `attrs` and changed by the program.
+    pub fn check_attrs(&self, def: &TableDef, attrs: &[(u16, Value)]) -> Result<(), NdbError> {
+        match self
+            .changes
+            .iter()
+            .find(|&&(c, _)| attrs.iter().any(|&(a, _)| a == c))
+        {
+            Some(&(column, _)) => Err(NdbError::with_detail(
+                4209,
+                format!(
+                    "column {} is both set and changed by the interpreted program",
+                    def.columns
+                        .get(usize::from(column))
+                        .map_or("?", |c| c.name.as_str())
+                ),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Runs the checked program against `row` (every column, in table order): the condition,
@@ -275,6 +306,21 @@ mod tests {
             ..Program::default()
         };
         assert_eq!(run(&twice, &row()), Err(4209));
+        for (code, ok) in [
+            (626, true),
+            (899, true),
+            (6000, true),
+            (6999, true),
+            (0, false),
+            (266, false),
+            (7000, false),
+        ] {
+            let program = Program {
+                exit_code: code,
+                ..Program::default()
+            };
+            assert_eq!(program.check(&table()).is_ok(), ok, "exit code {code}");
+        }
         let mut at_max = row();
         at_max[2] = Value::UInt64(u64::MAX - 1);
         assert_eq!(

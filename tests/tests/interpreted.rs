@@ -112,7 +112,7 @@ fn interpreted_updates_change_rows_under_conditions_and_refuse_what_they_must() 
         .condition(Filter::cmp(N as u16, CmpOp::Ge, Value::Int64(100)))
         .expect("a well-formed condition");
     assert_ndb_code(run(&api, &table, 1, &[], &at_least_100), 626, "below 100");
-    at_least_100.exit_nok(6000);
+    at_least_100.exit_nok(6000).expect("a user exit code");
     assert_ndb_code(run(&api, &table, 1, &[], &at_least_100), 6000, "below 100");
     let mut at_least_15 = add(&table, N, -15);
     at_least_15
@@ -154,7 +154,8 @@ fn interpreted_updates_change_rows_under_conditions_and_refuse_what_they_must() 
     if_zero
         .condition(Filter::cmp(N as u16, CmpOp::Eq, Value::Int64(0)))
         .expect("a well-formed condition")
-        .exit_nok(6002);
+        .exit_nok(6002)
+        .expect("a user exit code");
     let delete = |id, code: &InterpretedCode| {
         let mut tx = api.start_transaction()?;
         tx.interpreted_delete(&table, &key(id), code)?;
@@ -174,6 +175,13 @@ fn interpreted_updates_change_rows_under_conditions_and_refuse_what_they_must() 
     assert_ndb_code(code.add_value(LABEL, 1).map(drop), 4209, "a text column");
     assert_ndb_code(code.add_value(9, 1).map(drop), 4004, "no such column");
     assert_ndb_code(code.sub_value(N, i64::MIN).map(drop), 4209, "-i64::MIN");
+    for bad in [0, 266, 4012, 7000] {
+        assert_ndb_code(
+            code.exit_nok(bad).map(drop),
+            4116,
+            "an exit code of NDB's own",
+        );
+    }
     assert_ndb_code(
         code.condition(Filter::cmp(N as u16, CmpOp::Eq, Value::Int32(1)))
             .map(drop),
@@ -192,6 +200,46 @@ fn interpreted_updates_change_rows_under_conditions_and_refuse_what_they_must() 
         4116,
         "another table's program",
     );
+}
+
+/// On two replicas, an interpreted update setting one column many times over (as many set
+/// values as a table may have columns) besides its change: the backups get each column once,
+/// and both replicas hold the same row.
+#[test]
+fn a_program_beside_many_set_values_reaches_both_replicas() {
+    let spec = ClusterSpec::new().data_nodes(2).replicas(2).api_slots(2);
+    let cluster = TestCluster::start(spec).expect("start two data nodes");
+    let api = cluster.connect().expect("connect");
+    let table = recreate_table(&api, &counters_def()).expect("create counters");
+    let rows: Vec<_> = (0..8).map(|id| counter_row(id, 0)).collect();
+    insert_committed(&api, &table, &rows).expect("insert");
+    let set: Vec<(usize, Value)> = (0..128)
+        .map(|i| (LABEL, Value::Varchar(format!("x{}", i % 3))))
+        .collect();
+    // Eight keys: some have their primary on each node.
+    for id in 0..8 {
+        run(&api, &table, id, &set, &add(&table, N, 1)).expect("set and change");
+        let replicas: Vec<Vec<Value>> = (0..2)
+            .map(|replica| {
+                let mut tx = api.start_transaction().expect("start");
+                let op = tx
+                    .read_from_replica(&table, &key(id), replica)
+                    .expect("define");
+                tx.execute(ExecType::Commit).expect("read a replica");
+                tx.row(op).expect("the row").to_vec()
+            })
+            .collect();
+        assert_eq!(
+            replicas[0], replicas[1],
+            "counter {id}: the replicas differ"
+        );
+        assert_eq!(replicas[0][N], Value::Int64(1));
+        assert_eq!(
+            replicas[0][LABEL],
+            Value::Varchar("x1".into()),
+            "the last set wins"
+        );
+    }
 }
 
 /// Data nodes in the increment test: one node group of two.
@@ -236,7 +284,8 @@ fn concurrent_increments_lose_no_acknowledged_one_through_a_data_node_kill() {
         .expect("a second change")
         .condition(Filter::cmp(CAPPED as u16, CmpOp::Lt, Value::UInt32(CAP)))
         .expect("the cap")
-        .exit_nok(6001);
+        .exit_nok(6001)
+        .expect("a user exit code");
     let just_n = add(&table, N, 1);
     let restarted = std::thread::scope(|scope| {
         for thread in 0..THREAD_COUNT {

@@ -8,14 +8,16 @@
 //! the president's heartbeats and stops when it reads so; two kernels split in half go on
 //! only on the side the arbitrator chose; a node that stops gracefully while a failure is
 //! being arbitrated does not count as lost; a failed master's GCP_PREPARE read late holds no
-//! commit; an idle transaction cannot hold a switch round without time limit; and (on four) a
-//! node that two presidents count is on the side it confirmed only.
+//! commit; an idle transaction cannot hold a switch round without time limit; (on four) a
+//! node that two presidents count is on the side it confirmed only; and an interpreted
+//! update's backup gets the values its primary computed.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rndb_config::{key_hash, NodeId, PartitionMap};
+use rndb_protocol::interpreter::Program;
 use rndb_protocol::lqh::{self, gsn as dgsn};
 use rndb_protocol::qmgr::{Arbit, ArbiterState};
 use rndb_protocol::signals::{self, block, gsn, TableInfo, TcExecuteReq, TcKeyReq, TcKeyRow};
@@ -1923,4 +1925,122 @@ fn an_idle_transaction_cannot_hold_a_switch_round_without_time_limit() {
         .expect("the refusal");
     let refusal = signals::TcExecuteRef::decode(payload).expect("TC_EXECUTE_REF");
     assert_eq!(refusal.code, 1204, "{refusal:?}");
+}
+
+/// The API's execute of `programs` (one interpreted update of `key` each, in order) with
+/// Commit, sent to TC `tc` and run until every frame is delivered but those `hold` picks.
+fn send_programs(
+    sim: &mut Sim,
+    tc: NodeId,
+    rid: u32,
+    table: &TableInfo,
+    key: i32,
+    programs: &[Program],
+    hold: &dyn Fn(&Frame) -> bool,
+) -> Vec<Frame> {
+    let mut frames = Vec::new();
+    for (i, program) in programs.iter().enumerate() {
+        let mut op = Vec::new();
+        TcKeyReq {
+            flags: if i == 0 {
+                signals::FLAG_START_TRANSACTION
+            } else {
+                0
+            },
+            op_index: i as u32,
+            op_type: OperationType::Update,
+            lock_mode: LockMode::Exclusive,
+            table_id: table.table_id,
+            table_version: table.table_version,
+            replica: signals::REPLICA_PRIMARY,
+            key: vec![Value::Int32(key)],
+            attrs: Vec::new(),
+            program: Some(program.clone()),
+        }
+        .encode(&mut op);
+        frames.push((gsn::TCKEYREQ, rid, op));
+    }
+    let mut execute = Vec::new();
+    TcExecuteReq {
+        flags: signals::FLAG_START_TRANSACTION,
+        exec_type: ExecType::Commit,
+        abort_option: AbortOption::AbortOnError,
+        op_count: programs.len() as u32,
+    }
+    .encode(&mut execute);
+    frames.push((gsn::TC_EXECUTE_REQ, rid, execute));
+    sim.send_holding(tc, &frames, hold)
+}
+
+/// An interpreted update runs at its primary only: the backup's LQHKEYREQ carries no program,
+/// only the values the primary computed (each program of one execute on one row seeing the
+/// one before), whichever node coordinates; both replicas end equal. A program waiting for a
+/// lock runs once, on the row as the lock holder's commit left it.
+#[test]
+fn an_interpreted_updates_backup_gets_the_values_its_primary_computed() {
+    let add = |delta| Program {
+        changes: vec![(1, delta)],
+        ..Program::default()
+    };
+    for tc in [NodeId(1), NodeId(2)] {
+        let mut sim = Sim::new();
+        // READ_BACKUP, so that `value_on` reads each node's own replica.
+        let table = sim.create_table("t", true);
+        let key = sim.key_on(NodeId(1));
+        let insert = sim.op(
+            tc,
+            1,
+            &table,
+            OperationType::Insert,
+            LockMode::Exclusive,
+            key,
+            10,
+            ExecType::Commit,
+        );
+        assert_eq!(insert, gsn::TC_EXECUTE_CONF);
+        let to_backup =
+            |f: &Frame| f.0 == NodeId(1) && f.1 == NodeId(2) && f.2.signal == dgsn::LQHKEYREQ;
+        let held = send_programs(&mut sim, tc, 2, &table, key, &[add(5), add(7)], &to_backup);
+        let forwarded: Vec<(Option<_>, Vec<(u16, Value)>)> = held
+            .iter()
+            .map(|f| lqh::LqhKeyReq::decode(&f.3).expect("LQHKEYREQ"))
+            .map(|req| (req.program, req.attrs))
+            .collect();
+        assert_eq!(
+            forwarded,
+            [
+                (None, vec![(1, Value::Int32(15))]),
+                (None, vec![(1, Value::Int32(22))])
+            ],
+            "TC on node {tc}"
+        );
+        sim.route(held);
+        assert_eq!(sim.answer(2), gsn::TC_EXECUTE_CONF, "TC on node {tc}");
+        assert_eq!(sim.value_on(NodeId(1), 3, &table, key), Some(22));
+        assert_eq!(sim.value_on(NodeId(2), 4, &table, key), Some(22));
+
+        // Another transaction holds the row's lock with 50 uncommitted: the program waits,
+        // then adds to what that commit left.
+        let update = sim.op(
+            tc,
+            5,
+            &table,
+            OperationType::Update,
+            LockMode::Exclusive,
+            key,
+            50,
+            ExecType::NoCommit,
+        );
+        assert_eq!(update, gsn::TC_EXECUTE_CONF);
+        let held = send_programs(&mut sim, tc, 6, &table, key, &[add(1)], &|_| false);
+        assert!(held.is_empty());
+        assert!(
+            sim.api.iter().all(|a| a.2 != 6),
+            "the program waits for the lock"
+        );
+        assert_eq!(sim.commit(tc, 5), gsn::TC_EXECUTE_CONF);
+        assert_eq!(sim.answer(6), gsn::TC_EXECUTE_CONF);
+        assert_eq!(sim.value_on(NodeId(1), 7, &table, key), Some(51));
+        assert_eq!(sim.value_on(NodeId(2), 8, &table, key), Some(51));
+    }
 }

@@ -127,7 +127,21 @@ impl Kernel {
                     // update (NDB's primary likewise sends its backups the after values).
                     match self.lqh.resolved_attrs(&next, &program) {
                         Some(attrs) => next.attrs = attrs,
-                        None => debug_assert!(false, "a confirmed update's row is locked here"),
+                        None => {
+                            // Its row is locked here, so never; were it gone, the backups
+                            // must not go on without the values: the transaction aborts.
+                            let answer = LqhKeyConfRef::Ref {
+                                trans: next.trans,
+                                op_index: next.op_index,
+                                error: NdbError::with_detail(
+                                    1204,
+                                    "an interpreted update's row vanished at its primary",
+                                ),
+                                role: next.role,
+                                backup: true,
+                            };
+                            return self.jobs.push_back(Signal::LqhKeyConfRef(Box::new(answer)));
+                        }
                     }
                 }
                 let (to, run) = next.chain.remove(0);

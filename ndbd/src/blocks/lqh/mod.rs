@@ -544,9 +544,12 @@ impl Lqh {
             .get_op(&req.key_bytes)?
             .visible_to(req.trans)?
             .unpack();
-        let columns = req.attrs.iter().map(|&(c, _)| c);
-        let columns = columns.chain(program.changes.iter().map(|&(c, _)| c));
+        // Each column once, so the backups' request names no more than the table has.
+        let columns: std::collections::BTreeSet<u16> = (req.attrs.iter().map(|&(c, _)| c))
+            .chain(program.changes.iter().map(|&(c, _)| c))
+            .collect();
         columns
+            .into_iter()
             .map(|c| Some((c, row.get(usize::from(c))?.clone())))
             .collect()
     }
@@ -554,6 +557,15 @@ impl Lqh {
     /// Runs one operation. Returns `None` when it waits for a lock; it is handed back by
     /// `commit` or `abort` of the holder when the lock is granted.
     pub fn execute(&mut self, dict: &Dict, req: Box<LqhKeyReq>) -> Option<LqhKeyConfRef> {
+        if let Some(program) = &req.program {
+            // TC lets only these through; another node's request may hold anything.
+            let allowed = req.op_type == OperationType::Update
+                || (req.op_type == OperationType::Delete && program.changes.is_empty());
+            if !allowed {
+                let error = NdbError::with_detail(4116, "a program on this operation");
+                return Some(refuse(&req, error));
+            }
+        }
         let Some(table) = dict.get(req.table_id) else {
             return Some(refuse(
                 &req,

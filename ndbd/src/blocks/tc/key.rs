@@ -145,8 +145,8 @@ impl Kernel {
             if let Some(refusal) = refusal {
                 return Err((req.op_index(), NdbError::with_detail(4116, refusal)));
             }
-            program
-                .check(&table.info.def)
+            (program.check(&table.info.def))
+                .and_then(|()| program.check_attrs(&table.info.def, &lqh_req.attrs))
                 .map_err(|e| (req.op_index(), e))?;
             lqh_req.program = Some(Box::new(program));
         }
