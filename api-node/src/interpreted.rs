@@ -95,6 +95,19 @@ impl InterpretedCode {
         &self.table
     }
 
+    /// 4116 unless the program was built for `table` and changes no column (what an
+    /// interpreted `operation`, a read or a delete, takes).
+    pub(crate) fn check_condition_only(&self, table: &Table, operation: &str) -> Result<(), Error> {
+        self.check_for(table)?;
+        if !self.program.changes.is_empty() {
+            return Err(Error::ndb_detail(
+                4116,
+                format!("an interpreted {operation} takes a condition only, no column changes"),
+            ));
+        }
+        Ok(())
+    }
+
     /// 4116 unless the program was built for `table` (the same id and version).
     pub(crate) fn check_for(&self, table: &Table) -> Result<(), Error> {
         if self.table.id() == table.id() && self.table.version() == table.version() {

@@ -454,6 +454,32 @@ impl<'c> Transaction<'c> {
         )
     }
 
+    /// Reads the row with primary key `key` if it meets `code`'s condition (NDB's `readTuple`
+    /// with an interpreted program): 626 if there is no such row, the program's exit code if
+    /// the condition does not hold (a locked read keeps its lock either way, until the
+    /// transaction ends). A program that changes columns is refused (4116).
+    pub fn interpreted_read(
+        &mut self,
+        table: &Table,
+        key: &[Value],
+        lock: LockMode,
+        code: &InterpretedCode,
+    ) -> Result<OpId, Error> {
+        check_key(table, key)?;
+        code.check_condition_only(table, "read")?;
+        self.define_at(
+            Target::table(table),
+            OperationType::Read,
+            lock,
+            key,
+            &[],
+            Extras {
+                replica: REPLICA_PRIMARY,
+                program: Some(&code.program),
+            },
+        )
+    }
+
     /// Deletes the row with primary key `key` if it meets `code`'s condition (NDB's
     /// `interpretedDeleteTuple`): 626 if there is no such row, the program's exit code if the
     /// condition does not hold. A program that changes columns is refused (4116).
@@ -464,13 +490,7 @@ impl<'c> Transaction<'c> {
         code: &InterpretedCode,
     ) -> Result<OpId, Error> {
         check_key(table, key)?;
-        code.check_for(table)?;
-        if !code.program.changes.is_empty() {
-            return Err(Error::ndb_detail(
-                4116,
-                "an interpreted delete takes a condition only, no column changes",
-            ));
-        }
+        code.check_condition_only(table, "delete")?;
         self.define_at(
             Target::table(table),
             OperationType::Delete,

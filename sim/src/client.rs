@@ -993,7 +993,14 @@ impl Client {
                 }),
                 ..KeyOp::write(&table, OperationType::Delete, key, 0)
             },
-            _ => KeyOp::read(&table, key, lock),
+            // Every other read is an interpreted one whose condition every element meets.
+            _ => KeyOp {
+                program: self.next_request_id.is_multiple_of(2).then(|| Program {
+                    condition: Some(Filter::IsNotNull(1)),
+                    ..Program::default()
+                }),
+                ..KeyOp::read(&table, key, lock)
+            },
         };
         self.send_transaction(ctx, Kind::SetOp { record }, &[op], ExecType::Commit, true);
     }

@@ -1,7 +1,7 @@
 //! Proves that interpreted updates (NDB's interpretedUpdateTuple) change integer columns in the
 //! data node under the row's lock: conditions hold or fail with the program's exit code, NULLs
-//! and overflows fail with 878 leaving the row as it was, interpreted deletes delete only a row
-//! meeting their condition, the API refuses ill-formed programs,
+//! and overflows fail with 878 leaving the row as it was, interpreted reads and deletes read or
+//! delete only a row meeting their condition, the API refuses ill-formed programs,
 //! and concurrent increments from many threads on two replicas lose no acknowledged one and
 //! break no cap through a data node's SIGKILL and restart, with both replicas equal after.
 
@@ -148,6 +148,31 @@ fn interpreted_updates_change_rows_under_conditions_and_refuse_what_they_must() 
         row[CAPPED] = Value::UInt32(0);
         row
     });
+
+    // Interpreted reads: the row if it meets the condition, else the exit code; committed or
+    // locked.
+    let mut if_big = InterpretedCode::new(&table);
+    if_big
+        .condition(Filter::cmp(N as u16, CmpOp::Gt, Value::Int64(1000)))
+        .expect("a well-formed condition")
+        .exit_nok(6003)
+        .expect("a user exit code");
+    let read = |id, lock, code: &InterpretedCode| {
+        let mut tx = api.start_transaction()?;
+        let op = tx.interpreted_read(&table, &key(id), lock, code)?;
+        tx.execute(ExecType::Commit)?;
+        Ok::<_, rndb_api::Error>(tx.row(op).map(<[Value]>::to_vec))
+    };
+    for lock in [LockMode::CommittedRead, LockMode::Read, LockMode::Exclusive] {
+        assert_eq!(read(2, lock, &if_big).expect("big"), Some(row_of(2)));
+        assert_ndb_code(read(1, lock, &if_big), 6003, "n is 0");
+        assert_ndb_code(read(99, lock, &if_big), 626, "no row");
+    }
+    assert_ndb_code(
+        read(2, LockMode::Read, &add(&table, N, 1)),
+        4116,
+        "a read that changes",
+    );
 
     // Interpreted deletes: the condition fails (the row stays), then holds (the row goes).
     let mut if_zero = InterpretedCode::new(&table);

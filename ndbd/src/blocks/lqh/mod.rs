@@ -15,7 +15,7 @@ use hashbrown::HashMap;
 use rndb_config::NodeId;
 use rndb_protocol::id_hash::SequentialIds;
 use rndb_protocol::interpreter::Program;
-use rndb_protocol::{LockMode, NdbError, OperationType, Value};
+use rndb_protocol::{LockMode, NdbError, OperationType, TableDef, Value};
 
 use crate::blocks::acc::{
     KeyHash, LockKind, OpKey, Pending, Row, RowSlot, SlotId, SlotStore, TransId, Waiter,
@@ -559,8 +559,11 @@ impl Lqh {
     pub fn execute(&mut self, dict: &Dict, req: Box<LqhKeyReq>) -> Option<LqhKeyConfRef> {
         if let Some(program) = &req.program {
             // TC lets only these through; another node's request may hold anything.
-            let allowed = req.op_type == OperationType::Update
-                || (req.op_type == OperationType::Delete && program.changes.is_empty());
+            let allowed = match req.op_type {
+                OperationType::Update => true,
+                OperationType::Read | OperationType::Delete => program.changes.is_empty(),
+                _ => false,
+            };
             if !allowed {
                 let error = NdbError::with_detail(4116, "a program on this operation");
                 return Some(refuse(&req, error));
@@ -591,7 +594,7 @@ impl Lqh {
                     .rows
                     .get_op(&req.key_bytes)
                     .and_then(|s| s.visible_to(req.trans));
-                return Some(read_answer(&req, row));
+                return Some(read_answer(&req, &table.info.def, row));
             }
             (OperationType::Read, LockMode::Read) => LockKind::Shared,
             _ => LockKind::Exclusive,
@@ -1029,7 +1032,7 @@ fn apply(
     }
     let current = slot.visible_to(req.trans);
     let image: Result<Option<Row>, NdbError> = match req.op_type {
-        OperationType::Read => return Some(read_answer(req, current)),
+        OperationType::Read => return Some(read_answer(req, def, current)),
         OperationType::Insert if current.is_some() => Err(NdbError::new(630)),
         OperationType::Insert => {
             tup::build_row(def, &table.key_columns, &req.key, &req.attrs).map(Some)
@@ -1169,17 +1172,28 @@ fn set_pending(
     Ok(())
 }
 
-fn read_answer(req: &LqhKeyReq, row: Option<&Row>) -> LqhKeyConfRef {
-    match row {
-        Some(row) => LqhKeyConfRef::Conf {
-            trans: req.trans,
-            op_index: req.op_index,
-            row: Some(row.clone()),
-            role: req.role.clone(),
-            fired: Vec::new(),
-            committed: false,
-        },
-        None => refuse(req, NdbError::new(626)),
+fn read_answer(req: &LqhKeyReq, def: &TableDef, row: Option<&Row>) -> LqhKeyConfRef {
+    let Some(row) = row else {
+        return refuse(req, NdbError::new(626));
+    };
+    if let Some(program) = &req.program {
+        // An interpreted read (NDB's readTuple with a program): the row only if it meets the
+        // program's condition, else the program's exit code.
+        let mut values = row.unpack();
+        if let Err(error) = program
+            .check(def)
+            .and_then(|()| program.run(def, &mut values))
+        {
+            return refuse(req, error);
+        }
+    }
+    LqhKeyConfRef::Conf {
+        trans: req.trans,
+        op_index: req.op_index,
+        row: Some(row.clone()),
+        role: req.role.clone(),
+        fired: Vec::new(),
+        committed: false,
     }
 }
 

@@ -138,9 +138,11 @@ impl Kernel {
         if let Some(program) = req.program() {
             let refusal = match req.op_type() {
                 OperationType::Update => None,
-                OperationType::Delete if program.changes.is_empty() => None,
-                OperationType::Delete => Some("an interpreted delete changes no column"),
-                _ => Some("only an update or a delete may carry an interpreted program"),
+                OperationType::Read | OperationType::Delete if program.changes.is_empty() => None,
+                OperationType::Read | OperationType::Delete => {
+                    Some("an interpreted read or delete changes no column")
+                }
+                _ => Some("only a read, an update or a delete may carry an interpreted program"),
             };
             if let Some(refusal) = refusal {
                 return Err((req.op_index(), NdbError::with_detail(4116, refusal)));
