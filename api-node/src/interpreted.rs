@@ -1,7 +1,7 @@
-//! Interpreted updates and deletes (NDB's `NdbInterpretedCode` with `interpretedUpdateTuple`
-//! and `interpretedDeleteTuple`): a row's integer columns changed by a constant in the data
-//! node, or the row deleted, under a condition on the row, in one round trip and under the
-//! row's lock, without reading it first.
+//! Interpreted operations (NDB's `NdbInterpretedCode` with `interpretedUpdateTuple`,
+//! `interpretedDeleteTuple`, or `readTuple`): a row's integer columns changed by a constant in
+//! the data node, or the row deleted or read, under a condition on the row, in one round trip
+//! and (but for a committed read) under the row's lock, without reading it first.
 //!
 //! ```no_run
 //! # fn demo(cluster: &rndb_api::Cluster, accounts: &rndb_api::Table) -> Result<(), rndb_api::Error> {
@@ -23,7 +23,8 @@ use rndb_protocol::interpreter::Program;
 use crate::{Error, Table};
 
 /// A program for [`crate::Transaction::interpreted_update`] (or, without changes,
-/// [`crate::Transaction::interpreted_delete`]): a condition the row must meet
+/// [`crate::Transaction::interpreted_read`] and [`crate::Transaction::interpreted_delete`]):
+/// a condition the row must meet
 /// (else the operation fails with the exit code, 626 unless [`InterpretedCode::exit_nok`] names
 /// another), then integer columns changed by constants. Checked against its table as it is
 /// built; the data node checks it again. A change that meets a NULL or leaves its column

@@ -239,7 +239,7 @@ pub(crate) struct Sent {
 struct Extras<'p> {
     /// Which replica serves a CommittedRead (`TcKeyReq::replica`).
     replica: u8,
-    /// An interpreted update's program.
+    /// An interpreted operation's program.
     program: Option<&'p Program>,
 }
 
@@ -430,17 +430,7 @@ impl<'c> Transaction<'c> {
         check_key(table, key)?;
         let attrs = check_set(table, set)?;
         code.check_for(table)?;
-        if let Some(&(column, _)) = (code.program.changes.iter())
-            .find(|&&(column, _)| attrs.iter().any(|&(c, _)| c == column))
-        {
-            return Err(Error::ndb_detail(
-                4209,
-                format!(
-                    "column {} is both set and changed by the interpreted code",
-                    table.def().columns[usize::from(column)].name
-                ),
-            ));
-        }
+        code.program.check_attrs(table.def(), &attrs)?;
         self.define_at(
             Target::table(table),
             OperationType::Update,

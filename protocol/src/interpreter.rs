@@ -17,7 +17,7 @@ use crate::codec::{DecodeError, Reader, Writer};
 use crate::error::NdbError;
 use crate::error::USER_EXIT_CODES;
 use crate::filter::{check_filter, Filter};
-use crate::schema::{ColumnType, TableDef, Value, COLUMNS_MAX};
+use crate::schema::{ColumnType, OperationType, TableDef, Value, COLUMNS_MAX};
 
 /// The most column changes a program holds (one per column of the widest table).
 pub const CHANGES_MAX: usize = COLUMNS_MAX;
@@ -139,6 +139,20 @@ impl Program {
             }
         }
         Ok(())
+    }
+
+    /// 4116 unless the program may go with an operation of type `op`: an update's, or a read's
+    /// or delete's that changes no column (NDB's readTuple and interpretedDeleteTuple).
+    pub fn check_operation(&self, op: OperationType) -> Result<(), NdbError> {
+        let refusal = match op {
+            OperationType::Update => None,
+            OperationType::Read | OperationType::Delete if self.changes.is_empty() => None,
+            OperationType::Read | OperationType::Delete => {
+                Some("an interpreted read or delete changes no column")
+            }
+            _ => Some("only a read, an update or a delete may carry an interpreted program"),
+        };
+        refusal.map_or(Ok(()), |refusal| Err(NdbError::with_detail(4116, refusal)))
     }
 
     /// 4209 when a column is both set by `attrs` and changed by the program.

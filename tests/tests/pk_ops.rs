@@ -431,12 +431,7 @@ fn row_list(row: Vec<Value>) -> Vec<Vec<Value>> {
 fn null_in_a_not_null_column_is_refused_by_the_data_node() {
     let (cluster, api) = start();
     let table = recreate_table(&api, &typed_def("notnull_raw")).expect("create the table");
-    let slot = *cluster
-        .api_node_ids()
-        .iter()
-        .rev()
-        .find(|&&slot| slot != api.node_id())
-        .expect("an API slot the test's API node does not use");
+    let slot = spare_slot(&cluster, &api);
     let mut raw = RawApi::connect(&cluster, slot);
     let row = typed_row(5);
     let attrs: Vec<(u16, Value)> = (1u16..).zip(row[1..].iter().cloned()).collect();
@@ -485,12 +480,7 @@ fn null_in_a_not_null_column_is_refused_by_the_data_node() {
 fn ill_formed_interpreted_programs_are_refused_by_the_data_node() {
     let (cluster, api) = start();
     let table = recreate_table(&api, &typed_def("program_raw")).expect("create the table");
-    let slot = *cluster
-        .api_node_ids()
-        .iter()
-        .rev()
-        .find(|&&slot| slot != api.node_id())
-        .expect("an API slot the test's API node does not use");
+    let slot = spare_slot(&cluster, &api);
     let row = typed_row(5);
     insert_committed(&api, &table, &row_list(row.clone())).expect("insert");
     let mut raw = RawApi::connect(&cluster, slot);
@@ -547,6 +537,16 @@ fn ill_formed_interpreted_programs_are_refused_by_the_data_node() {
         &read_committed(&api, &table, &row[..1]).expect("read the row"),
         &row
     ));
+}
+
+/// An API slot the test's API node does not use, for a raw connection.
+fn spare_slot(cluster: &TestCluster, api: &Cluster) -> NodeId {
+    *cluster
+        .api_node_ids()
+        .iter()
+        .rev()
+        .find(|&&slot| slot != api.node_id())
+        .expect("an API slot the test's API node does not use")
 }
 
 /// One operation sent raw: its type, key, attributes and interpreted program.

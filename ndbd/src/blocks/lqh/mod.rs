@@ -89,8 +89,9 @@ pub struct LqhKeyReq {
     pub commit_at_last: bool,
     /// This replica is a backup: the primary already ran the operation.
     pub backup: bool,
-    /// An interpreted update's program: run by the primary replica against the row it
-    /// locked; its backups get the values it computed as attributes instead.
+    /// An interpreted operation's program: an update's runs at the primary replica against
+    /// the row it locked, and its backups get the values it computed as attributes instead;
+    /// a read's or delete's condition decides whether it reads or deletes.
     pub program: Option<Box<Program>>,
 }
 
@@ -558,14 +559,8 @@ impl Lqh {
     /// `commit` or `abort` of the holder when the lock is granted.
     pub fn execute(&mut self, dict: &Dict, req: Box<LqhKeyReq>) -> Option<LqhKeyConfRef> {
         if let Some(program) = &req.program {
-            // TC lets only these through; another node's request may hold anything.
-            let allowed = match req.op_type {
-                OperationType::Update => true,
-                OperationType::Read | OperationType::Delete => program.changes.is_empty(),
-                _ => false,
-            };
-            if !allowed {
-                let error = NdbError::with_detail(4116, "a program on this operation");
+            // TC checked it; another node's request may hold anything.
+            if let Err(error) = program.check_operation(req.op_type) {
                 return Some(refuse(&req, error));
             }
         }

@@ -38,7 +38,7 @@ impl Kernel {
         if req.program.is_some() {
             return Err(fail(NdbError::with_detail(
                 4116,
-                "an interpreted update goes to a table's row by its primary key, not through a unique index",
+                "an interpreted operation goes to a row by its primary key, not through a unique index",
             )));
         }
         let index = self

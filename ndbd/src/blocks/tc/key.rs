@@ -136,18 +136,8 @@ impl Kernel {
             lqh_req.attrs = req.attr_values();
         }
         if let Some(program) = req.program() {
-            let refusal = match req.op_type() {
-                OperationType::Update => None,
-                OperationType::Read | OperationType::Delete if program.changes.is_empty() => None,
-                OperationType::Read | OperationType::Delete => {
-                    Some("an interpreted read or delete changes no column")
-                }
-                _ => Some("only a read, an update or a delete may carry an interpreted program"),
-            };
-            if let Some(refusal) = refusal {
-                return Err((req.op_index(), NdbError::with_detail(4116, refusal)));
-            }
-            (program.check(&table.info.def))
+            (program.check_operation(req.op_type()))
+                .and_then(|()| program.check(&table.info.def))
                 .and_then(|()| program.check_attrs(&table.info.def, &lqh_req.attrs))
                 .map_err(|e| (req.op_index(), e))?;
             lqh_req.program = Some(Box::new(program));
