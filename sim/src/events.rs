@@ -548,12 +548,19 @@ impl Subscriber {
                 );
                 return self.fail(what);
             }
-            None if restarted && header.signal == gsn::SUB_START_CONF && merge.begun => {
-                self.stats.merges_across_restart += 1;
-                self.log.push(format!(
-                    "events: table {which}: data node {node} confirmed after a system restart, and the merge goes on (delivered {:#x})",
-                    merge.delivered
-                ));
+            None if restarted => {
+                if header.signal == gsn::SUB_START_CONF && merge.begun {
+                    self.stats.merges_across_restart += 1;
+                    self.log.push(format!(
+                        "events: table {which}: data node {node} confirmed after a system restart, and the merge goes on (delivered {:#x})",
+                        merge.delivered
+                    ));
+                }
+                // Every frame since the restart is of the new era (the links all closed
+                // with the cluster), and the merge goes on: what it hands out from now on is
+                // of that era (seed 0xfa02230: a merge made between two system restarts got
+                // its first confirmation after the second, and handed out only its changes).
+                merge.era = era_now;
             }
             None => {}
         }

@@ -144,3 +144,12 @@ fn the_losing_side_of_a_split_reports_no_epoch() {
         .extend([Fault::CrashAgain, Fault::Backup, Fault::Partition]);
     run_seed(0xec0_21bf, &options).unwrap_or_else(|f| panic!("{f}"));
 }
+
+/// Seed 0xfa02230: a merge made between two system restarts (its subscriptions refused while
+/// the cluster started) got its first confirmation only after the second, and went on, as
+/// it should: it had handed out nothing before. The check took its changes for the first
+/// restart's era; a merge that goes on across a restart is now of the new one.
+#[test]
+fn a_merge_made_between_two_system_restarts_is_of_the_second() {
+    run_seed(0xfa0_2230, &crash_options()).unwrap_or_else(|f| panic!("{f}"));
+}
