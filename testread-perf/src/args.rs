@@ -146,12 +146,13 @@ pub struct Args {
     /// tpcc: consistency settings to run, comma-separated: committed (rows only read are read
     /// committed), shared / exclusive (they take that lock), read_backup (tables with
     /// READ_BACKUP, committed reads from any replica), durable (as committed, each commit
-    /// waits for its global checkpoint's save)
+    /// waits for its global checkpoint's save), interpreted (as committed, the counters
+    /// changed in the data node by interpreted updates: Payment in one round trip)
     #[arg(
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "committed,shared,exclusive,read_backup,durable"
+        default_value = "committed,shared,exclusive,read_backup,durable,interpreted"
     )]
     pub consistency: Vec<Consistency>,
 
@@ -180,6 +181,7 @@ pub enum Consistency {
     #[value(name = "read_backup")]
     ReadBackup,
     Durable,
+    Interpreted,
 }
 
 impl Consistency {
@@ -191,6 +193,7 @@ impl Consistency {
             Consistency::Exclusive => Setting::Exclusive,
             Consistency::ReadBackup => Setting::ReadBackup,
             Consistency::Durable => Setting::Durable,
+            Consistency::Interpreted => Setting::Interpreted,
         }
     }
 }

@@ -7,7 +7,8 @@
 //! customers are picked uniformly, not by NURand or by last name; no order is loaded up front
 //! (each district's next order id starts at 1); New-Order never rolls back on an unused item;
 //! there is no keying or think time. Every transaction takes two executes: the reads (rows it
-//! will change read with an exclusive lock), then the writes and the commit.
+//! will change read with an exclusive lock), then the writes and the commit; under the
+//! `interpreted` setting a Payment takes one, its sums changed in the data node.
 //!
 //! The checks are TPC-C's consistency conditions 1–4 plus this client's own ledger of what
 //! committed: W_YTD = Σ D_YTD = the payments; D_NEXT_O_ID − 1 = max(O_ID) = max(NO_O_ID) = the
@@ -27,8 +28,8 @@ use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rndb_api::{
-    Cluster, ColumnDef, ColumnType, ErrorClass, ExecType, LockMode, ScanOptions, Table, TableDef,
-    TokioCluster, TokioTransaction, Transaction, Value,
+    Cluster, ColumnDef, ColumnType, ErrorClass, ExecType, InterpretedCode, LockMode, ScanOptions,
+    Table, TableDef, TokioCluster, TokioTransaction, Transaction, Value,
 };
 
 /// Districts per warehouse (TPC-C's 10).
@@ -82,15 +83,20 @@ pub enum Setting {
     /// every data node (`Transaction::set_durable_commit`); the others return once every
     /// replica committed in memory.
     Durable,
+    /// As `Committed`, and the counters are changed in the data node by interpreted updates
+    /// (NDB's interpretedUpdateTuple) instead of read under a lock and written back: Payment
+    /// takes one execute, New-Order's district takes its next order id in its first.
+    Interpreted,
 }
 
 impl Setting {
-    pub const EVERY: [Setting; 5] = [
+    pub const EVERY: [Setting; 6] = [
         Setting::Committed,
         Setting::Shared,
         Setting::Exclusive,
         Setting::ReadBackup,
         Setting::Durable,
+        Setting::Interpreted,
     ];
 
     pub fn name(self) -> &'static str {
@@ -100,13 +106,16 @@ impl Setting {
             Setting::Exclusive => "exclusive",
             Setting::ReadBackup => "read_backup",
             Setting::Durable => "durable",
+            Setting::Interpreted => "interpreted",
         }
     }
 
     /// The lock mode of rows read and not changed.
     fn read_lock(self) -> LockMode {
         match self {
-            Setting::Committed | Setting::ReadBackup | Setting::Durable => LockMode::CommittedRead,
+            Setting::Committed | Setting::ReadBackup | Setting::Durable | Setting::Interpreted => {
+                LockMode::CommittedRead
+            }
             Setting::Shared => LockMode::Read,
             Setting::Exclusive => LockMode::Exclusive,
         }
@@ -766,7 +775,13 @@ impl Run {
         let read = self.setting.read_lock();
         let (w, d) = (Value::UInt32(input.w), Value::UInt32(input.d));
         let mut tx = on.start(self.setting)?;
-        // The district first: the transaction is coordinated where its row is.
+        let interpreted = self.setting == Setting::Interpreted;
+        // The district first: the transaction is coordinated where its row is. Interpreted,
+        // its next order id is taken in the data node, and the read after sees it taken.
+        if interpreted {
+            let next_order = add_to(&t.district, &[(5, 1)])?;
+            tx.interpreted_update(&t.district, &[w.clone(), d.clone()], &[], &next_order)?;
+        }
         let district = tx.read(&t.district, &[w.clone(), d.clone()], LockMode::Exclusive)?;
         let warehouse = tx.read(&t.warehouse, std::slice::from_ref(&w), read)?;
         let customer = tx.read(
@@ -787,15 +802,20 @@ impl Run {
         if let Some(temporary) = temporary(tx.execute(ExecType::NoCommit).await)? {
             return Ok(temporary);
         }
-        let o_id = u32_at(tx.row(district), 5, "d_next_o_id")?;
+        let next_o_id = u32_at(tx.row(district), 5, "d_next_o_id")?;
         let w_tax = u32_at(tx.row(warehouse), 3, "w_tax")?;
         let d_tax = u32_at(tx.row(district), 3, "d_tax")?;
         let discount = u32_at(tx.row(customer), 5, "c_discount")?;
-        tx.update(
-            &t.district,
-            &[w.clone(), d.clone()],
-            &[(5, Value::UInt32(o_id + 1))],
-        )?;
+        let o_id = if interpreted {
+            next_o_id - 1
+        } else {
+            tx.update(
+                &t.district,
+                &[w.clone(), d.clone()],
+                &[(5, Value::UInt32(next_o_id + 1))],
+            )?;
+            next_o_id
+        };
         let all_local = input.lines.iter().all(|l| l.1 == input.w);
         tx.insert(
             &t.orders,
@@ -873,6 +893,27 @@ impl Run {
         Ok(Attempt::Committed)
     }
 
+    /// Payment's history row of `amount` paid by customer (w, d, c).
+    fn insert_history(
+        &self,
+        tx: &mut Transaction<'_>,
+        (w, d, c): (Value, Value, Value),
+        amount: i64,
+        customer: u32,
+    ) -> Result<()> {
+        let h_id = self.history_ids.fetch_add(1, Ordering::Relaxed);
+        let row = [
+            w,
+            Value::UInt64(h_id),
+            d,
+            c,
+            Value::Int64(amount),
+            Value::Varchar(filler(customer, 24)),
+        ];
+        tx.insert(&self.tables.history, &row)?;
+        Ok(())
+    }
+
     /// TPC-C Payment (by customer number, the home warehouse's customer): read the warehouse,
     /// district and customer (exclusive), add the amount to W_YTD, D_YTD and the customer's
     /// payments, and insert a history row.
@@ -889,6 +930,40 @@ impl Run {
         let amount: i64 = rng.gen_range(100..=500_000);
         let (wv, dv, cv) = (Value::UInt32(home), Value::UInt32(d), Value::UInt32(c));
         let mut tx = on.start(self.setting)?;
+        if self.setting == Setting::Interpreted {
+            // The sums change in the data node, and the rows are read after (TPC-C shows
+            // them): one execute.
+            let (w_key, d_key) = (std::slice::from_ref(&wv), [wv.clone(), dv.clone()]);
+            let c_key = [wv.clone(), dv.clone(), cv.clone()];
+            tx.interpreted_update(
+                &t.warehouse,
+                w_key,
+                &[],
+                &add_to(&t.warehouse, &[(4, amount)])?,
+            )?;
+            tx.interpreted_update(
+                &t.district,
+                &d_key,
+                &[],
+                &add_to(&t.district, &[(4, amount)])?,
+            )?;
+            let paid = add_to(&t.customer, &[(6, -amount), (7, amount), (8, 1)])?;
+            tx.interpreted_update(&t.customer, &c_key, &[], &paid)?;
+            for (table, key) in [
+                (&t.warehouse, w_key),
+                (&t.district, &d_key[..]),
+                (&t.customer, &c_key[..]),
+            ] {
+                tx.read(table, key, LockMode::Read)?;
+            }
+            self.insert_history(&mut tx, (wv, dv, cv), amount, c)?;
+            if let Some(temporary) = temporary(tx.execute(ExecType::Commit).await)? {
+                return Ok(temporary);
+            }
+            *ledger.payments.entry((home, d)).or_default() += 1;
+            *ledger.paid_cents.entry((home, d)).or_default() += amount;
+            return Ok(Attempt::Committed);
+        }
         let warehouse = tx.read(&t.warehouse, std::slice::from_ref(&wv), LockMode::Exclusive)?;
         let district = tx.read(&t.district, &[wv.clone(), dv.clone()], LockMode::Exclusive)?;
         let customer = tx.read(
@@ -923,18 +998,7 @@ impl Run {
                 (8, Value::UInt32(count + 1)),
             ],
         )?;
-        let h_id = self.history_ids.fetch_add(1, Ordering::Relaxed);
-        tx.insert(
-            &t.history,
-            &[
-                wv,
-                Value::UInt64(h_id),
-                dv,
-                cv,
-                Value::Int64(amount),
-                Value::Varchar(filler(c, 24)),
-            ],
-        )?;
+        self.insert_history(&mut tx, (wv, dv, cv), amount, c)?;
         if let Some(temporary) = temporary(tx.execute(ExecType::Commit).await)? {
             return Ok(temporary);
         }
@@ -942,6 +1006,15 @@ impl Run {
         *ledger.paid_cents.entry((home, d)).or_default() += amount;
         Ok(Attempt::Committed)
     }
+}
+
+/// A program adding each (column, delta) to a row of `table`.
+fn add_to(table: &Table, changes: &[(usize, i64)]) -> Result<InterpretedCode> {
+    let mut code = InterpretedCode::new(table);
+    for &(column, delta) in changes {
+        code.add_value(column, delta)?;
+    }
+    Ok(code)
 }
 
 /// An execute's result: `Some(Temporary)` when it failed with a temporary error (the
