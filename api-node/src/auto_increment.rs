@@ -6,14 +6,28 @@
 //! out from memory; values are unique across API nodes, increasing within one, and a range an
 //! API node did not use is a gap (as with NDB's `ndb_autoincrement_prefetch_sz`).
 //!
-//! `SYSTAB_0` is created by the first API node that needs it. A counter starts at 1.
+//! A range is dropped once this API node sees a link to a data node that was up when it was
+//! taken fail (as NDB's API drops its caches when it sees the cluster fail): a system restart
+//! may restore the counter from before the range (its commit was not yet in a saved global
+//! checkpoint), and the values would be handed out again. Rows inserted with the range's
+//! values commit after it, so such a restart restores none of them either. What this cannot
+//! see: a value handed out after the restart but before this API node noticed its link fail
+//! (a link is seen failed when it is used, or by the API heartbeat within four
+//! HeartbeatIntervalDbApi); an insert with it then fails on that link, and a retry must take a
+//! new value.
+//!
+//! `SYSTAB_0` is created by the first API node that needs it. A counter starts at 1. Taking a
+//! range holds this API node's auto-increment lock for its two round trips (the table's
+//! lookup, then the update and read), so threads of one API node take ranges one at a time.
 //!
 //! [`ConnectOptions::auto_increment_prefetch`]: crate::ConnectOptions::auto_increment_prefetch
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use rndb_protocol::{ColumnDef, ColumnType, ExecType, LockMode, TableDef, Value};
 
+use crate::connection::Connection;
 use crate::{Cluster, Error, InterpretedCode, Table};
 
 /// NDB's system table of auto-increment counters.
@@ -24,8 +38,27 @@ const NEXTID: usize = 1;
 /// system table (721) before it gives up.
 const RACES_MAX: usize = 16;
 
-/// This API node's ranges, by table id and version: the next value and the end (exclusive).
-pub(crate) type Ranges = HashMap<(u32, u32), (u64, u64)>;
+/// This API node's ranges, by table id and version.
+pub(crate) type Ranges = HashMap<(u32, u32), Range>;
+
+/// Values taken and not yet handed out.
+#[derive(Debug)]
+pub(crate) struct Range {
+    next: u64,
+    /// Exclusive.
+    end: u64,
+    /// The links up when it was taken: once one fails, a system restart may hand the range
+    /// out again.
+    links: Vec<Arc<Connection>>,
+}
+
+impl Range {
+    /// The next value not handed out, unless the range is used up or a link failed since it
+    /// was taken.
+    fn peek(&self) -> Option<u64> {
+        (self.next < self.end && !self.links.iter().any(|c| c.is_failed())).then_some(self.next)
+    }
+}
 
 fn systab_def() -> TableDef {
     TableDef::new(
@@ -49,14 +82,32 @@ impl Cluster {
             .unwrap_or_else(|e| e.into_inner());
         let key = (table.id(), table.version());
         let value = match ranges.get_mut(&key) {
-            Some((next, end)) if *next < *end => {
-                *next += 1;
-                *next - 1
+            Some(range) if range.peek().is_some() => {
+                range.next += 1;
+                range.next - 1
             }
             _ => {
-                let count = u64::from(self.auto_increment_prefetch.max(1));
-                let first = self.take_range(table, count)?;
-                ranges.insert(key, (first + 1, first + count));
+                let links: Vec<Arc<Connection>> =
+                    self.linked().filter(|c| !c.is_failed()).collect();
+                let mut count = u64::from(self.auto_increment_prefetch.max(1));
+                let mut taken = self.take_range(table, count);
+                if matches!(&taken, Err(e) if e.code() == Some(878)) && count > 1 {
+                    // Within a range of the top of u64: the last values one at a time.
+                    count = 1;
+                    taken = self.take_range(table, count);
+                }
+                let first = taken.map_err(|e| match e.code() {
+                    Some(878) => Error::ndb_detail(
+                        4209,
+                        format!(
+                            "the auto-increment counter of table {} is used up",
+                            table.def().name
+                        ),
+                    ),
+                    _ => e,
+                })?;
+                let (next, end) = (first + 1, first + count);
+                ranges.insert(key, Range { next, end, links });
                 first
             }
         };
@@ -71,10 +122,11 @@ impl Cluster {
             .auto_increment
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if let Some(&(next, end)) = ranges.get(&(table.id(), table.version())) {
-            if next < end {
-                return Ok(next);
-            }
+        if let Some(next) = ranges
+            .get(&(table.id(), table.version()))
+            .and_then(Range::peek)
+        {
+            return Ok(next);
         }
         drop(ranges);
         let systab = self.systab()?;
@@ -92,14 +144,15 @@ impl Cluster {
     }
 
     /// Moves `table`'s counter so that the next value any API node takes is `next` (NDB's
-    /// `setAutoIncrementValue`); with `increase_only`, only if that is above where it stands.
-    /// This API node's range is dropped; other API nodes use up theirs first.
+    /// `setAutoIncrementValue`; 0 is taken as 1); with `increase_only`, only if that is above
+    /// where it stands. This API node's range is dropped; other API nodes use up theirs first.
     pub fn set_auto_increment_value(
         &self,
         table: &Table,
         next: u64,
         increase_only: bool,
     ) -> Result<(), Error> {
+        let next = next.max(1);
         let mut ranges = self
             .auto_increment
             .lock()
@@ -174,7 +227,7 @@ impl Cluster {
             }
         }
         Err(Error::ndb_detail(
-            4009,
+            701,
             format!("{SYSTAB_0} was created and dropped {RACES_MAX} times while this API node looked it up"),
         ))
     }

@@ -1,19 +1,24 @@
 //! Proves that auto-increment values (NDB's getAutoIncrementValue over SYSTAB_0) are unique
 //! across API nodes and threads taking ranges at once, start at 1, move as
-//! set_auto_increment_value says (only up with increase_only), stop at the column's type, and
-//! that a CREATE TABLE's AUTO_INCREMENT column keeps its flag in the data node's dictionary.
+//! set_auto_increment_value says (only up with increase_only), stop at the column's type and
+//! below u64::MAX, are never 0, are not handed out again after a system restart rolls the
+//! counter back, and that a CREATE TABLE's AUTO_INCREMENT column keeps its flag in the data
+//! node's dictionary.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use rndb_api::ddl::parse_create_table;
-use rndb_api::{Cluster, ConnectOptions, ExecType, Table, Value};
+use rndb_api::{Cluster, ConnectOptions, ExecType, NodeId, Table, Value};
 use rndb_tests::ops::recreate_table;
-use rndb_tests::{assert_ndb_code, ClusterSpec, TestCluster};
+use rndb_tests::{assert_ndb_code, wait_until, ClusterSpec, TestCluster};
 
 /// API nodes taking values at once, threads on each, values each thread takes.
 const API_NODES: u16 = 2;
 const THREADS: usize = 3;
 const VALUES_PER_THREAD: usize = 200;
+/// A system restart of one data node, and an API node's links coming back after it.
+const RESTART_TIMEOUT: Duration = Duration::from_secs(120);
 
 fn connect(cluster: &TestCluster, prefetch: u32) -> Cluster {
     cluster
@@ -117,4 +122,79 @@ fn take_and_insert(api: &Cluster, table: &Table, thread: i32) -> Vec<u64> {
             id
         })
         .collect()
+}
+
+/// 0 is never handed out (a counter set to 0 starts at 1), and the last values below u64::MAX
+/// are taken one at a time until the counter is used up (4209), not lost to a range's overflow.
+#[test]
+fn auto_increment_edges() {
+    let cluster = TestCluster::start(ClusterSpec::new()).expect("start a node");
+    let api = connect(&cluster, 512);
+    let def =
+        parse_create_table("CREATE TABLE edges (id BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY)")
+            .expect("parse");
+    let table = recreate_table(&api, &def.table).expect("create edges");
+    api.set_auto_increment_value(&table, 0, false)
+        .expect("set 0");
+    assert_eq!(api.auto_increment_value(&table).expect("take"), 1);
+    api.set_auto_increment_value(&table, u64::MAX - 2, false)
+        .expect("near the top");
+    assert_eq!(
+        api.auto_increment_value(&table).expect("take"),
+        u64::MAX - 2
+    );
+    assert_eq!(
+        api.auto_increment_value(&table).expect("take"),
+        u64::MAX - 1
+    );
+    assert_ndb_code(api.auto_increment_value(&table), 4209, "used up");
+}
+
+/// A range taken just before a system restart that rolls the counter back (its commit was in
+/// no saved global checkpoint) is dropped by the API node that held it once it sees its link
+/// fail: the values another API node takes after the restart are not handed out again.
+#[test]
+fn a_range_lost_to_a_system_restart_is_not_handed_out_again() {
+    let spec = ClusterSpec::new()
+        .api_slots(4)
+        .data_node_param("TimeBetweenGlobalCheckpoints", "5000");
+    let mut cluster = TestCluster::start(spec).expect("start a node");
+    let a = connect(&cluster, 512);
+    let def =
+        parse_create_table("CREATE TABLE lost (id BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY)")
+            .expect("parse");
+    let table = recreate_table(&a, &def.table).expect("create lost");
+    // The table and SYSTAB_0 saved; the range taken after is not.
+    a.read_auto_increment_value(&table)
+        .expect("create SYSTAB_0");
+    cluster
+        .wait_for_saved_checkpoints(NodeId(1), 2)
+        .expect("a saved checkpoint");
+    assert_eq!(a.auto_increment_value(&table).expect("take"), 1);
+    cluster.kill_all_nodes().expect("kill the data node");
+    // A sees its link fail (as NDB's API drops its caches when it sees the cluster fail).
+    wait_until("API node A to see its link fail", RESTART_TIMEOUT, || {
+        Ok(a.ping().is_err().then_some(()))
+    })
+    .expect("A sees the failure");
+    cluster
+        .restart_stopped_nodes()
+        .expect("start it from its files");
+    let b = connect(&cluster, 512);
+    let table_b = b.get_table("lost").expect("the table survived");
+    let taken_by_b: Vec<u64> = (0..3)
+        .map(|_| b.auto_increment_value(&table_b).expect("take"))
+        .collect();
+    assert_eq!(
+        taken_by_b,
+        [1, 2, 3],
+        "the counter went back with the restart"
+    );
+    // A's range is gone: it takes from the counter (or cannot reach it), never from the range.
+    if let Ok(taken_by_a) = a.auto_increment_value(&table) {
+        assert!(
+            !taken_by_b.contains(&taken_by_a),
+            "A handed out {taken_by_a} again after the restart; B took {taken_by_b:?}"
+        );
+    }
 }

@@ -124,12 +124,20 @@ impl<W> Lock<W> {
     }
 
     /// Grants the lock if it is compatible. A transaction that already holds the lock is never
-    /// queued behind waiters (it would wait for itself); anyone else waits its turn.
+    /// queued behind other transactions' waiters (it would wait for itself), but one with an
+    /// operation of its own queued here waits behind that: a transaction's operations on a
+    /// row run in order (a read after an update queued as an upgrade must see the update).
+    /// Anyone else waits its turn.
     pub fn try_acquire(&mut self, trans: TransId, kind: LockKind) -> bool {
-        if self.has_waiters() && !self.held_by(trans) {
+        if self.has_waiters() && (!self.held_by(trans) || self.waits(trans)) {
             return false;
         }
         self.grant_if_compatible(trans, kind)
+    }
+
+    /// True when `trans` has an operation queued here.
+    fn waits(&self, trans: TransId) -> bool {
+        (self.rest.as_ref()).is_some_and(|r| r.waiters.iter().any(|w| w.trans == trans))
     }
 
     fn grant_if_compatible(&mut self, trans: TransId, kind: LockKind) -> bool {
@@ -157,13 +165,16 @@ impl<W> Lock<W> {
         }
     }
 
-    /// Queues an operation until the lock can be granted. An upgrade (a current shared holder
-    /// asking for the exclusive lock) goes to the front: the waiters behind it wait for the
-    /// upgrader anyway, and queued behind them it would wait for them: a needless deadlock.
+    /// Queues an operation until the lock can be granted. Behind its own transaction's last
+    /// queued operation, if it has one (they run in order); else an upgrade (a current shared
+    /// holder asking for the exclusive lock) goes to the front: the waiters behind it wait for
+    /// the upgrader anyway, and queued behind them it would wait for them: a needless deadlock.
     pub fn enqueue(&mut self, waiter: Waiter<W>) {
         let upgrade = self.held_by(waiter.trans);
         let waiters = &mut self.rest_mut().waiters;
-        if upgrade {
+        if let Some(last) = waiters.iter().rposition(|w| w.trans == waiter.trans) {
+            waiters.insert(last + 1, waiter);
+        } else if upgrade {
             waiters.push_front(waiter);
         } else {
             waiters.push_back(waiter);
@@ -720,6 +731,39 @@ mod tests {
         lock.enqueue(waiter(TransId(1), LockKind::Exclusive));
         lock.release(TransId(2));
         assert_eq!(lock.grant_waiters(), vec![TransId(1)], "the upgrader first");
+        lock.release(TransId(1));
+        assert_eq!(lock.grant_waiters(), vec![TransId(3)]);
+    }
+
+    /// Seen by a review: T1 and T2 share the lock; T1's update waits as an upgrade, and T1's
+    /// read of the same row in the same execute must wait behind it, not read the row before
+    /// T1's own update.
+    #[test]
+    fn a_transactions_operations_on_a_row_run_in_order() {
+        let mut lock: Lock<TransId> = Lock::default();
+        assert!(lock.try_acquire(TransId(1), LockKind::Shared));
+        assert!(lock.try_acquire(TransId(2), LockKind::Shared));
+        assert!(!lock.try_acquire(TransId(3), LockKind::Exclusive));
+        lock.enqueue(waiter(TransId(3), LockKind::Exclusive));
+        assert!(!lock.try_acquire(TransId(1), LockKind::Exclusive));
+        lock.enqueue(Waiter {
+            work: TransId(11),
+            ..waiter(TransId(1), LockKind::Exclusive)
+        });
+        assert!(
+            !lock.try_acquire(TransId(1), LockKind::Shared),
+            "the read waits behind its own transaction's update"
+        );
+        lock.enqueue(Waiter {
+            work: TransId(12),
+            ..waiter(TransId(1), LockKind::Shared)
+        });
+        lock.release(TransId(2));
+        assert_eq!(
+            lock.grant_waiters(),
+            vec![TransId(11), TransId(12)],
+            "the update, then the read, then nobody else"
+        );
         lock.release(TransId(1));
         assert_eq!(lock.grant_waiters(), vec![TransId(3)]);
     }
