@@ -89,9 +89,9 @@ struct Span {
 }
 
 impl Span {
-    fn covers(&self, table: usize, era: u32, fragment: u32, epoch: u64) -> bool {
+    /// True when the span covers `table`'s `fragment` in `epoch` (of the span's era).
+    fn covers(&self, table: usize, fragment: u32, epoch: u64) -> bool {
         self.table == table
-            && self.era == era
             && self.lo < epoch
             && epoch <= self.hi
             && !(self.holes.iter()).any(|&(f, a, b)| f == fragment && a <= epoch && epoch <= b)
@@ -343,6 +343,9 @@ pub struct Subscriber {
     /// When each system restart happened: a merge's era, and an acknowledgement's, is the
     /// number of them before it.
     restarts_ns: Vec<u64>,
+    /// The GCI each system restart restored (by `restarts_ns`'s order; set before the checks):
+    /// epochs up to it are the same in the era before and after.
+    restart_gcis: Vec<u32>,
     changes: Vec<Change>,
     spans: Vec<Span>,
     pub stats: EventStats,
@@ -389,6 +392,7 @@ impl Subscriber {
             next_request_id: REQUEST_ID_FIRST,
             pending: Vec::new(),
             restarts_ns: Vec::new(),
+            restart_gcis: Vec::new(),
             changes: Vec::new(),
             spans: Vec::new(),
             stats: EventStats::default(),
@@ -420,6 +424,29 @@ impl Subscriber {
 
     fn era_at(&self, at_ns: u64) -> u32 {
         self.restarts_ns.iter().filter(|&&t| t <= at_ns).count() as u32
+    }
+
+    /// Sets the GCI each system restart restored: `gci_of(at_ns)` for the restart that began
+    /// at `at_ns`.
+    pub fn set_restart_gcis(&mut self, gci_of: impl Fn(u64) -> u32) {
+        self.restart_gcis = self.restarts_ns.iter().map(|&t| gci_of(t)).collect();
+    }
+
+    /// The era in which `epoch` of era `era` was committed: an epoch the restarts since an
+    /// earlier era restored is that era's (the restart brought it back, not made it again).
+    fn era_of(&self, mut era: u32, epoch: u64) -> u32 {
+        while era > 0 {
+            let restored = self
+                .restart_gcis
+                .get(era as usize - 1)
+                .copied()
+                .unwrap_or(0);
+            if (epoch >> 32) as u32 > restored {
+                break;
+            }
+            era -= 1;
+        }
+        era
     }
 
     /// The link to `node` closed: every subscription there ends; a merge with no data node
@@ -927,7 +954,9 @@ impl Subscriber {
     /// True when a span covers `table`'s row `key` in `epoch` of era `era`.
     fn covered(&self, table: usize, era: u32, key: i32, epoch: u64) -> bool {
         let fragment = fragment_of(&self.partitions, key);
-        (self.spans.iter()).any(|s| s.covers(table, era, fragment, epoch))
+        let era = self.era_of(era, epoch);
+        (self.spans.iter())
+            .any(|s| self.era_of(s.era, epoch) == era && s.covers(table, fragment, epoch))
     }
     /// Changes of `table`'s row `key`, by (era, epoch).
     fn changes_of(&self, table: usize, key: i32) -> impl Iterator<Item = &Change> + '_ {
@@ -959,7 +988,7 @@ impl Subscriber {
         let found: Vec<(u32, u64)> = self
             .changes_of(table, key)
             .filter(|c| c.after == Some(value))
-            .map(|c| (c.era, c.epoch))
+            .map(|c| (self.era_of(c.era, c.epoch), c.epoch))
             .collect();
         match outcome {
             WriteOutcome::Failed if !found.is_empty() => Err(format!(
@@ -970,6 +999,7 @@ impl Subscriber {
                 found.len()
             )),
             WriteOutcome::Acknowledged { era, gci } => {
+                let era = self.era_of(era, gci);
                 if !found.is_empty() && found != [(era, gci)] {
                     return Err(format!(
                         "events: {what} committed in epoch {gci:#x} (era {era}), but its change was handed out in (era, epoch) {found:x?}"
@@ -1017,9 +1047,12 @@ impl Subscriber {
                         continue;
                     }
                     let insert = r.access == Access::Insert;
-                    let found = self
-                        .changes_of(SETS, key)
-                        .any(|c| c.era == era && c.epoch == gci && c.before.is_none() == insert);
+                    let era = self.era_of(era, gci);
+                    let found = self.changes_of(SETS, key).any(|c| {
+                        self.era_of(c.era, c.epoch) == era
+                            && c.epoch == gci
+                            && c.before.is_none() == insert
+                    });
                     if !found {
                         return Err(format!(
                             "events: client {}'s {:?} of set element {key} committed in epoch {gci:#x} (era {era}), which the subscription covered, but no such change was handed out in it",

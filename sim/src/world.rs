@@ -2476,6 +2476,12 @@ impl World {
     /// the bank's ledger.
     fn final_checks(&mut self) -> Result<(), String> {
         if let Some(subscriber) = self.subscriber.as_mut() {
+            // The GCI each system restart restored: the chosen one of the crash before it.
+            let crashes = &self.cluster_crashes;
+            subscriber.set_restart_gcis(|at_ns| {
+                (crashes.iter().rev().find(|c| c.at_ns <= at_ns))
+                    .map_or(0, |c| c.chosen.unwrap_or(c.restart_gci))
+            });
             subscriber.check(&self.shared)?;
             let s = &subscriber.stats;
             self.notes.push(format!(

@@ -153,3 +153,13 @@ fn the_losing_side_of_a_split_reports_no_epoch() {
 fn a_merge_made_between_two_system_restarts_is_of_the_second() {
     run_seed(0xfa0_2230, &crash_options()).unwrap_or_else(|f| panic!("{f}"));
 }
+
+/// Seed 0x10201ac7: a merge went on across a system restart and handed out, after it, an epoch
+/// the restart had restored (GCI 12, the restart GCI): its changes were committed in the era
+/// before. An epoch a restart restored counts as the earlier era's.
+#[test]
+fn an_epoch_a_system_restart_restored_is_of_the_era_before() {
+    let mut options = crash_options();
+    options.faults.push(Fault::SingleUser);
+    run_seed(0x1020_1ac7, &options).unwrap_or_else(|f| panic!("{f}"));
+}
