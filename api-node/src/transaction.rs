@@ -431,17 +431,8 @@ impl<'c> Transaction<'c> {
         let attrs = check_set(table, set)?;
         code.check_for(table)?;
         code.program.check_attrs(table.def(), &attrs)?;
-        self.define_at(
-            Target::table(table),
-            OperationType::Update,
-            LockMode::Exclusive,
-            key,
-            &attrs,
-            Extras {
-                replica: REPLICA_PRIMARY,
-                program: Some(&code.program),
-            },
-        )
+        let op = (OperationType::Update, LockMode::Exclusive);
+        self.define_interpreted(table, op, key, &attrs, code)
     }
 
     /// Reads the row with primary key `key` if it meets `code`'s condition (NDB's `readTuple`
@@ -457,17 +448,7 @@ impl<'c> Transaction<'c> {
     ) -> Result<OpId, Error> {
         check_key(table, key)?;
         code.check_condition_only(table, "read")?;
-        self.define_at(
-            Target::table(table),
-            OperationType::Read,
-            lock,
-            key,
-            &[],
-            Extras {
-                replica: REPLICA_PRIMARY,
-                program: Some(&code.program),
-            },
-        )
+        self.define_interpreted(table, (OperationType::Read, lock), key, &[], code)
     }
 
     /// Deletes the row with primary key `key` if it meets `code`'s condition (NDB's
@@ -481,12 +462,26 @@ impl<'c> Transaction<'c> {
     ) -> Result<OpId, Error> {
         check_key(table, key)?;
         code.check_condition_only(table, "delete")?;
+        let op = (OperationType::Delete, LockMode::Exclusive);
+        self.define_interpreted(table, op, key, &[], code)
+    }
+
+    /// An operation of `table`'s row `key` at its primary replica carrying `code`'s program
+    /// (checked by the caller).
+    fn define_interpreted(
+        &mut self,
+        table: &Table,
+        (op_type, lock_mode): (OperationType, LockMode),
+        key: &[Value],
+        attrs: &[(u16, Value)],
+        code: &InterpretedCode,
+    ) -> Result<OpId, Error> {
         self.define_at(
             Target::table(table),
-            OperationType::Delete,
-            LockMode::Exclusive,
+            op_type,
+            lock_mode,
             key,
-            &[],
+            attrs,
             Extras {
                 replica: REPLICA_PRIMARY,
                 program: Some(&code.program),

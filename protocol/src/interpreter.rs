@@ -175,9 +175,12 @@ impl Program {
         }
     }
 
-    /// Runs the checked program against `row` (every column, in table order): the condition,
-    /// then the changes, in place. On an error `row` may hold part of the changes.
+    /// Checks the program against the table (as [`Program::check`]: the data node runs what
+    /// another node may have sent), then runs it against `row` (every column, in table
+    /// order): the condition, then the changes, in place. On an error `row` may hold part of
+    /// the changes.
     pub fn run(&self, def: &TableDef, row: &mut [Value]) -> Result<(), NdbError> {
+        self.check(def)?;
         if let Some(filter) = &self.condition {
             if !filter.matches(row) {
                 return Err(NdbError::with_detail(
@@ -265,7 +268,6 @@ mod tests {
     }
 
     fn run(program: &Program, row: &[Value]) -> Result<Vec<Value>, u32> {
-        program.check(&table()).map_err(|e| e.code)?;
         let mut row = row.to_vec();
         program.run(&table(), &mut row).map_err(|e| e.code)?;
         Ok(row)

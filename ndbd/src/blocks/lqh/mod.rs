@@ -1039,9 +1039,7 @@ fn apply(
             let mut row: Vec<Value> = current.map(Row::unpack).unwrap_or_default();
             // An interpreted update's program runs against the row as it is, then its
             // attributes are set (NDB's interpreted, then final update sections).
-            // (Checked again here: TC checked it, but the request may come from another node.)
-            let program = (req.program.as_ref())
-                .map_or(Ok(()), |p| p.check(def).and_then(|()| p.run(def, &mut row)));
+            let program = (req.program.as_ref()).map_or(Ok(()), |p| p.run(def, &mut row));
             program
                 .and_then(|()| tup::apply_attrs(def, &mut row, &req.attrs))
                 .map(|()| Some(Row::pack(&row)))
@@ -1053,9 +1051,7 @@ fn apply(
         OperationType::Delete => match (&req.program, current) {
             (Some(p), Some(current)) => {
                 let mut row = current.unpack();
-                p.check(def)
-                    .and_then(|()| p.run(def, &mut row))
-                    .map(|()| None)
+                p.run(def, &mut row).map(|()| None)
             }
             _ => Ok(None),
         },
@@ -1175,10 +1171,7 @@ fn read_answer(req: &LqhKeyReq, def: &TableDef, row: Option<&Row>) -> LqhKeyConf
         // An interpreted read (NDB's readTuple with a program): the row only if it meets the
         // program's condition, else the program's exit code.
         let mut values = row.unpack();
-        if let Err(error) = program
-            .check(def)
-            .and_then(|()| program.run(def, &mut values))
-        {
+        if let Err(error) = program.run(def, &mut values) {
             return refuse(req, error);
         }
     }
