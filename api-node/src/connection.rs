@@ -211,6 +211,10 @@ struct Shared {
     receiver_holds: bool,
     /// Set once the link failed; every waiter then fails with this error.
     failure: Option<String>,
+    /// Why the background connector's latest attempt to link the data node again was refused
+    /// (the slot taken by another API node, the configs differ): requests that fail on this
+    /// failed link say so, as that is what keeps them failing.
+    relink_refused: Option<String>,
     /// Parked waiters in arrival order: when the poll owner leaves, the first whose request is
     /// still open takes over. Entries of finished requests are skipped.
     parked: VecDeque<u32>,
@@ -222,6 +226,19 @@ struct Shared {
 }
 
 impl Shared {
+    /// The error requests on the link fail with once it failed (4010), with the refusal of
+    /// the latest attempt to link its data node again, if there was one.
+    fn lost(&self, peer: NodeId) -> Option<Error> {
+        let failure = self.failure.as_deref()?;
+        Some(match &self.relink_refused {
+            Some(refused) => lost(
+                peer,
+                &format!("{failure}; linking it again was refused: {refused}"),
+            ),
+            None => lost(peer, failure),
+        })
+    }
+
     /// True when `request_id` is complete, has `slice_bytes` of answers filed, or is no longer
     /// registered: its waiter has something to take.
     fn progressed(&self, request_id: u32, slice_bytes: usize) -> bool {
@@ -623,8 +640,7 @@ impl Connection {
     /// its next SUB_GCP_COMPLETE_REP, its end, or the link's failure.
     pub fn take_stream(&self, request_id: u32) -> Result<StreamTake, Error> {
         let mut shared = self.shared();
-        if let Some(failure) = &shared.failure {
-            let error = lost(self.peer, failure);
+        if let Some(error) = shared.lost(self.peer) {
             shared.replies.remove(&request_id);
             return Err(error);
         }
@@ -742,8 +758,7 @@ impl Connection {
     ) -> std::task::Poll<Result<Answers, Error>> {
         use std::task::Poll;
         let mut shared = self.shared();
-        if let Some(failure) = &shared.failure {
-            let error = lost(self.peer, failure);
+        if let Some(error) = shared.lost(self.peer) {
             shared.replies.remove(&request_id);
             return Poll::Ready(Err(error));
         }
@@ -790,8 +805,8 @@ impl Connection {
     pub(crate) fn pump_count(&self) -> Result<usize, Error> {
         {
             let mut shared = self.shared();
-            if let Some(failure) = &shared.failure {
-                return Err(lost(self.peer, failure));
+            if let Some(error) = shared.lost(self.peer) {
+                return Err(error);
             }
             if shared.poll_owner {
                 return Ok(0);
@@ -885,8 +900,13 @@ impl Connection {
 
     /// The error every request on this connection fails with once its link failed.
     pub fn failure(&self) -> Option<Error> {
-        let failure = self.shared().failure.clone()?;
-        Some(lost(self.peer, &failure))
+        self.shared().lost(self.peer)
+    }
+
+    /// Records why linking this failed link's data node again was refused (`None`: it was
+    /// not, or is no longer): requests that fail on it name the refusal.
+    pub fn note_relink_refused(&self, refusal: Option<String>) {
+        self.shared().relink_refused = refusal;
     }
 
     /// Forgets a request (its answers, if any come, are dropped).
@@ -964,8 +984,8 @@ impl Connection {
     ) -> Result<(), Error> {
         // The flag first: the lock is taken only on a failed link, for the reason.
         if self.failed.load(Ordering::Acquire) {
-            if let Some(failure) = &self.shared().failure {
-                return Err(lost(self.peer, failure));
+            if let Some(error) = self.shared().lost(self.peer) {
+                return Err(error);
             }
         }
         let mut link = self.link();
@@ -1176,8 +1196,8 @@ impl Connection {
             if shared.progressed(request_id, slice_bytes) {
                 return Ok(Some(take(&mut shared)));
             }
-            if let Some(failure) = shared.failure.clone() {
-                return Err(lost(self.peer, &failure));
+            if let Some(error) = shared.lost(self.peer) {
+                return Err(error);
             }
             let now = Instant::now();
             if now >= deadline {

@@ -90,7 +90,7 @@ use rndb_transporter::{FrameHeader, Transporter};
 
 use arbiter::Arbiter;
 use connection::{Answers, Connection, Declared, LinksShared};
-use reconnect::{Connector, Slot, Slots};
+use reconnect::{Connector, OwnId, Slot, SlotReport, Slots};
 
 thread_local! {
     /// The buffer [`Cluster::tc_of_key`] encodes keys in, kept for this thread's next key.
@@ -148,7 +148,9 @@ impl Default for ConnectOptions {
 #[derive(Debug)]
 pub struct Cluster {
     config: ClusterConfig,
-    node_id: NodeId,
+    /// The `[api]` slot this API node holds; the background connector takes another when
+    /// another API node took this one while this one had no link (see `reconnect.rs`).
+    node_id: Arc<OwnId>,
     /// One slot per data node, in config order, holding its link. A slot is empty while its
     /// data node has none: it could not be reached at connect and the background connector has
     /// not linked it yet, or it never joined the started cluster. A filled slot stays filled
@@ -318,18 +320,19 @@ impl Cluster {
         if options.node_id.is_none() {
             options.node_id = parsed.as_ref().and_then(|cs| cs.node_id).map(NodeId);
         }
-        // Every management server of the config hears of this API node, each tracking it.
+        // Every management server of the config hears of this API node, each tracking it,
+        // and again of each slot it takes later.
         let servers = parsed.map_or_else(Vec::new, |cs| cs.servers_of(&fetched.config));
         let identity = fetched.identity();
-        let cluster = Cluster::connect_config(fetched.config, options)?;
-        for (server, e) in
-            rndb_mgm::client::report_api_connected(&servers, cluster.node_id().0, &identity, &tls)
-        {
-            tracing::warn!(
-                "could not tell {server} that API node {} connected: {e}",
-                cluster.node_id()
-            );
-        }
+        let report: SlotReport = Arc::new(move |me: NodeId| {
+            for (server, e) in
+                rndb_mgm::client::report_api_connected(&servers, me.0, &identity, &tls)
+            {
+                tracing::warn!("could not tell {server} that API node {me} connected: {e}");
+            }
+        });
+        let cluster = Cluster::connect_reporting(fetched.config, options, Some(report.clone()))?;
+        report(cluster.node_id());
         Ok(cluster)
     }
 
@@ -337,6 +340,16 @@ impl Cluster {
     pub fn connect_config(
         config: ClusterConfig,
         options: ConnectOptions,
+    ) -> Result<Cluster, Error> {
+        Cluster::connect_reporting(config, options, None)
+    }
+
+    /// [`Cluster::connect_config`], calling `report` with each slot the API node takes after
+    /// this one.
+    fn connect_reporting(
+        config: ClusterConfig,
+        options: ConnectOptions,
+        report: Option<SlotReport>,
     ) -> Result<Cluster, Error> {
         let (node_id, links) = connect::connect_all(&config, &options)?;
         // What every link of this cluster shares; this API node arbitrates only if its slot's
@@ -371,7 +384,7 @@ impl Cluster {
             .collect();
         let mut cluster = Cluster {
             config,
-            node_id,
+            node_id: Arc::new(OwnId::new(node_id)),
             connections: slots.into(),
             connector: None,
             heartbeat: None,
@@ -400,10 +413,11 @@ impl Cluster {
         // those that fail later: the background connector links them once they serve.
         cluster.connector = Connector::start(
             cluster.config.clone(),
-            node_id,
+            Arc::clone(&cluster.node_id),
             options,
             Arc::clone(&cluster.connections),
             shared,
+            report,
         );
         Ok(cluster)
     }
@@ -586,9 +600,11 @@ impl Cluster {
         total
     }
 
-    /// This API node's id.
+    /// This API node's id: the `[api]` slot it holds. It changes only when another API node
+    /// took the slot while this one had no link to any data node (a system restart), and this
+    /// one then took another free slot (unless [`ConnectOptions::node_id`] chose it).
     pub fn node_id(&self) -> NodeId {
-        self.node_id
+        self.node_id.get()
     }
 
     /// The config this node connected with.
@@ -702,7 +718,7 @@ impl Cluster {
         self.config
             .api_slots
             .iter()
-            .find(|s| s.node_id == self.node_id)
+            .find(|s| s.node_id == self.node_id())
             .map_or((256, 16 * 1024, 256 * 1024), |s| {
                 (s.batch_size, s.batch_byte_size, s.max_scan_batch_size)
             })

@@ -14,7 +14,18 @@
 //! has started (API_REGREQ), so no request meets a node that cannot serve it yet. Each data node
 //! has a [`Slot`], read without a lock on the hot path; only the connector's thread replaces a
 //! link, and only one that has failed.
+//!
+//! An API node takes the first free `[api]` slot when it connects, and the data nodes know it
+//! by that id only while it has a link. While it has none to any data node (a system restart,
+//! or every link lost), another API node connecting takes the same slot, and the data nodes then
+//! refuse this one with 1702 (node already connected) for as long as the other lives. So when
+//! every data node that answers refuses it so for [`SLOT_TAKEN_GRACE`] and it has no working
+//! link, it takes another free slot as it did at connect, unless the application chose the
+//! node id ([`ConnectOptions::node_id`]): then its requests fail with 4010 naming the refusal.
+//! (NDB avoids the clash by ndb_mgmd reserving each API node's id; an API node here may run
+//! without ndb_mgmd.)
 
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -24,6 +35,7 @@ use rndb_config::{ClusterConfig, NodeId};
 
 use crate::connection::{Connection, LinksShared};
 use crate::{api_reg_conf, connect, open_connection, ConnectOptions, Error};
+use rndb_transporter::registry::REFUSE_ALREADY_CONNECTED;
 
 /// The pause after a round of connect attempts that left some data node missing: NDB's
 /// connect loop tries every 100 ms.
@@ -38,6 +50,34 @@ const _: () = assert!(RECONNECT_INTERVAL_FIRST.as_millis() <= RECONNECT_INTERVAL
 /// The pause between looks at the links while every data node has a working one: a link that
 /// fails is worked on within this (a restarting data node takes longer than this to serve).
 pub(crate) const IDLE_LOOK_INTERVAL: Duration = RECONNECT_INTERVAL_MAX;
+
+/// How long every data node that answers must refuse this API node's slot as taken by
+/// another (1702), while it has no working link, before it takes another slot: longer than a
+/// data node takes to see this API node's own failed link close (the usual, passing reason for
+/// a 1702), short next to a system restart.
+pub(crate) const SLOT_TAKEN_GRACE: Duration = Duration::from_secs(2);
+
+/// This API node's id: the `[api]` slot it holds, changed only by the connector when another
+/// API node took the slot while this one had no link ([module docs](self)).
+#[derive(Debug)]
+pub(crate) struct OwnId(AtomicU16);
+
+impl OwnId {
+    pub fn new(id: NodeId) -> OwnId {
+        OwnId(AtomicU16::new(id.0))
+    }
+
+    pub fn get(&self) -> NodeId {
+        NodeId(self.0.load(Ordering::Acquire))
+    }
+
+    fn set(&self, id: NodeId) {
+        self.0.store(id.0, Ordering::Release);
+    }
+}
+
+/// Called with the slot the API node holds each time it takes another (tells ndb_mgmd).
+pub(crate) type SlotReport = Arc<dyn Fn(NodeId) + Send + Sync>;
 
 /// One slot per data node, in config order.
 pub(crate) type Slots = Arc<[Slot]>;
@@ -97,13 +137,14 @@ struct Flags {
 /// What the thread needs to connect as this API node.
 struct Job {
     config: ClusterConfig,
-    me: NodeId,
+    me: Arc<OwnId>,
     options: ConnectOptions,
     /// This API node's TLS keys and RequireTls, as at connect.
     tls: rndb_transporter::tls::TlsSetup,
     slots: Slots,
     /// What every link of the cluster shares.
     shared: LinksShared,
+    report: Option<SlotReport>,
 }
 
 /// The thread's work on one data node: its new link once connected, until that node says the
@@ -113,6 +154,8 @@ struct Pending {
     link: Option<Arc<Connection>>,
     /// A refusal was logged as a warning (once: the next ones go to the debug log).
     warned: bool,
+    /// Since when the data node has refused this API node's slot as taken (1702), unbroken.
+    taken_since: Option<Instant>,
 }
 
 impl Connector {
@@ -121,12 +164,13 @@ impl Connector {
     /// API node goes on with the links it has.
     pub fn start(
         config: ClusterConfig,
-        me: NodeId,
+        me: Arc<OwnId>,
         options: ConnectOptions,
         slots: Slots,
         shared: LinksShared,
+        report: Option<SlotReport>,
     ) -> Option<Connector> {
-        let tls = match connect::tls_setup(&config, me, &options) {
+        let tls = match connect::tls_setup(&config, me.get(), &options) {
             Ok(tls) => tls,
             Err(e) => {
                 tracing::warn!("not connecting the missing data nodes in the background: {e}");
@@ -134,13 +178,14 @@ impl Connector {
             }
         };
         let state = Arc::new(State::default());
-        let job = Job {
+        let mut job = Job {
             config,
             me,
             options,
             tls,
             slots,
             shared,
+            report,
         };
         let thread_state = Arc::clone(&state);
         let spawned = std::thread::Builder::new()
@@ -229,7 +274,7 @@ impl State {
 impl Job {
     /// Rounds of attempts on every data node without a working link, a growing pause apart
     /// while some stay without one, until the connector is stopped.
-    fn run(&self, state: &State) {
+    fn run(&mut self, state: &State) {
         let mut pending: Vec<Pending> = self.slots.iter().map(|_| Pending::default()).collect();
         let mut pause = RECONNECT_INTERVAL_FIRST;
         loop {
@@ -251,6 +296,9 @@ impl Job {
                     let _flags = state.flags();
                     state.changed.notify_all();
                 }
+            }
+            if self.slot_taken(&pending) {
+                self.take_another_slot(&mut pending);
             }
             let wait = if missing { pause } else { IDLE_LOOK_INTERVAL };
             if state.pause(wait) {
@@ -289,26 +337,40 @@ impl Job {
         }
         if work.link.is_none() {
             let opened =
-                connect::connect_one(&self.config, self.me, data, &self.options, &self.tls)
+                connect::connect_one(&self.config, self.me.get(), data, &self.options, &self.tls)
                     .and_then(|link| open_connection(link, self.options.spin_us, &self.shared));
             match opened {
                 Ok(link) => work.link = Some(link),
                 // Not listening yet (connect warned once already): the usual case, not news.
                 Err(e @ Error::Connect { .. }) => {
                     tracing::debug!(node = %data.node_id, "background connect: {e}");
+                    work.taken_since = None;
+                    if let Some(old) = &old {
+                        old.note_relink_refused(None);
+                    }
                     return false;
                 }
-                // Refused (the slot is taken, the configs differ): say so once.
+                // Refused (the slot is taken, the configs differ): say so once, and on the
+                // failed link, whose requests then name it.
                 Err(e) => {
                     if !std::mem::replace(&mut work.warned, true) {
                         tracing::warn!(node = %data.node_id, "background connect: {e}");
                     } else {
                         tracing::debug!(node = %data.node_id, "background connect: {e}");
                     }
+                    if matches!(&e, Error::Ndb(n) if n.code == REFUSE_ALREADY_CONNECTED) {
+                        work.taken_since.get_or_insert_with(Instant::now);
+                    } else {
+                        work.taken_since = None;
+                    }
+                    if let Some(old) = &old {
+                        old.note_relink_refused(Some(e.to_string()));
+                    }
                     return false;
                 }
             }
         }
+        work.taken_since = None;
         let Some(link) = work.link.take() else {
             return false;
         };
@@ -347,6 +409,84 @@ impl Job {
     }
 }
 
+impl Job {
+    /// True when this API node should take another slot: it chose none itself, it has no
+    /// working link, and a data node has refused its slot as taken by another API node for
+    /// [`SLOT_TAKEN_GRACE`] at least. (Links other data nodes accepted and that wait for the
+    /// cluster to start are dropped with the slot: this API node needs every data node.)
+    fn slot_taken(&self, pending: &[Pending]) -> bool {
+        self.options.node_id.is_none()
+            && !self.slots.iter().any(Slot::works)
+            && pending
+                .iter()
+                .filter_map(|w| w.taken_since)
+                .any(|since| since.elapsed() >= SLOT_TAKEN_GRACE)
+    }
+
+    /// Takes the first free slot this host may take, as at connect, and hands its links to
+    /// `pending`, where the next rounds finish them as any new link (API_REGREQ, then the
+    /// slot). Nothing is lost: with no working link, this API node has no request in flight
+    /// that a link could still answer. Fails with a warning when no slot is free.
+    fn take_another_slot(&mut self, pending: &mut [Pending]) {
+        let old = self.me.get();
+        let (me, links) = match connect::connect_all(&self.config, &self.options) {
+            Ok(taken) => taken,
+            Err(e) => {
+                tracing::warn!(
+                    "API node {old}: another API node took its slot while it had no link; no \
+                     other slot could be taken: {e}"
+                );
+                // Looked at again after another grace.
+                pending.iter_mut().for_each(|w| w.taken_since = None);
+                return;
+            }
+        };
+        let tls = match connect::tls_setup(&self.config, me, &self.options) {
+            Ok(tls) => tls,
+            Err(e) => {
+                tracing::warn!("API node {old}: cannot take slot {me}: {e}");
+                return;
+            }
+        };
+        let rank = self
+            .config
+            .api_slots
+            .iter()
+            .find(|slot| slot.node_id == me)
+            .map_or(0, |slot| slot.arbitration_rank);
+        self.shared.arbiter.moved(rank);
+        self.me.set(me);
+        self.tls = tls;
+        for work in pending.iter_mut() {
+            *work = Pending::default();
+        }
+        for link in links {
+            let Some(index) = self
+                .config
+                .data_nodes
+                .iter()
+                .position(|data| data.node_id == link.peer())
+            else {
+                continue;
+            };
+            match open_connection(link, self.options.spin_us, &self.shared) {
+                Ok(link) => pending[index].link = Some(link),
+                Err(e) => tracing::warn!("API node {me}: {e}"),
+            }
+        }
+        if me != old {
+            tracing::warn!(
+                "API node {old}: another API node took its slot while it had no link to any data \
+                 node (refused with 1702 for {SLOT_TAKEN_GRACE:?}); it is API node {me} from now \
+                 on"
+            );
+            if let Some(report) = &self.report {
+                report(me);
+            }
+        }
+    }
+}
+
 /// The request id of the connector's API_REGREQ on a link not yet handed over (never 0, the
 /// receive thread's).
 const REGREQ_REQUEST_ID: u32 = 1;
@@ -375,10 +515,11 @@ mod tests {
         let slots: Slots = vec![Slot::default()].into();
         let connector = Connector::start(
             config,
-            NodeId(50),
+            Arc::new(OwnId::new(NodeId(50))),
             ConnectOptions::default(),
             Arc::clone(&slots),
             LinksShared::default(),
+            None,
         )
         .expect("start the connector thread");
         let filled = || slots[0].get().is_some();

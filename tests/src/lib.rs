@@ -24,6 +24,7 @@ mod binaries;
 mod child;
 mod cluster;
 pub mod fake_data_node;
+pub mod gateway;
 mod hosts;
 pub mod ops;
 pub mod processes;

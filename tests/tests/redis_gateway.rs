@@ -7,90 +7,27 @@
 //! and garbage, huge lengths and unknown commands get errors while other clients are served.
 //! Over spinning shared memory the gateway keeps off the CPU its data node is bound to.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
 use rndb_api::{LockMode, NodeId, Value};
 use rndb_tests::binary_path;
+use rndb_tests::gateway::{Gateway, START_TIMEOUT};
 use rndb_tests::ops::read_with;
 use rndb_tests::{wait_until, ClusterSpec, TestCluster};
 
-/// How long the gateway may take to connect and listen.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a raw-protocol read may wait for a reply.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A running `rndb-redis`, killed when dropped.
-struct Gateway {
-    child: Child,
-    port: u16,
-}
-
-impl Gateway {
-    fn start(cluster: &TestCluster) -> Gateway {
-        Gateway::start_with(cluster, &["--port", "0"])
-    }
-
-    /// Starts the gateway with `args` after `--config-file`.
-    fn start_with(cluster: &TestCluster, args: &[&str]) -> Gateway {
-        let binary = binary_path("rndb-redis").expect("the rndb-redis binary");
-        let log = std::fs::File::create(cluster.dir().join("rndb-redis.log")).expect("log file");
-        let mut child = Command::new(binary)
-            .arg("--config-file")
-            .arg(cluster.config_path())
-            .args(args)
-            .env("RUST_BACKTRACE", "0")
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .expect("start rndb-redis");
-        let stdout = child.stdout.take().expect("stdout");
-        let (sender, receiver) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = sender.send(line);
-            }
-        });
-        let line = receiver.recv_timeout(START_TIMEOUT);
-        let port = line.as_deref().ok().and_then(|line| {
-            let addr = line.strip_prefix("rndb-redis listening on ")?;
-            addr.split_whitespace()
-                .next()?
-                .rsplit(':')
-                .next()?
-                .parse()
-                .ok()
-        });
-        let Some(port) = port else {
-            let _ = child.kill();
-            let _ = child.wait();
-            let log = std::fs::read_to_string(cluster.dir().join("rndb-redis.log"));
-            panic!("rndb-redis did not start ({line:?}); its log: {log:?}");
-        };
-        Gateway { child, port }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    fn client(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .expect("client")
-            .get_connection()
-            .expect("connect to the gateway")
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A client of the gateway (the `redis` crate).
+fn client(gateway: &Gateway) -> redis::Connection {
+    redis::Client::open(gateway.url())
+        .expect("client")
+        .get_connection()
+        .expect("connect to the gateway")
 }
 
 /// A tool of redis-tools; CI installs them (.ci/run).
@@ -224,7 +161,7 @@ fn a_client_library_reads_and_writes_and_the_api_sees_the_rows() {
     let cluster = TestCluster::start(ClusterSpec::new().data_nodes(2).replicas(2))
         .expect("start the cluster");
     let gateway = Gateway::start(&cluster);
-    let mut client = gateway.client();
+    let mut client = client(&gateway);
 
     let _: () = client.set("alpha", "one").expect("set");
     let _: () = client
@@ -455,7 +392,7 @@ fn pipelines_from_many_clients_on_shared_keys_never_deadlock() {
         let result = handle.join().expect("client thread");
         assert!(result.is_ok(), "client {client}: {result:?}");
     }
-    let mut client = gateway.client();
+    let mut client = client(&gateway);
     for key in 0..KEYS {
         let value: String = client.get(format!("shared{key}")).expect("get");
         assert!(value.ends_with(&format!(":{}", ROUNDS - 1)), "{value}");
@@ -509,7 +446,7 @@ fn multi_exec_is_one_transaction_across_node_groups() {
         .expect("start the cluster");
     let gateway = Gateway::start(&cluster);
     let (k1, k2) = keys_in_two_node_groups(&cluster);
-    let mut client = gateway.client();
+    let mut client = client(&gateway);
     let _: () = client.mset(&[(&k1, 0), (&k2, 0)]).unwrap();
 
     let writer_url = gateway.url();
@@ -589,7 +526,7 @@ fn connection_closes(stream: &mut TcpStream) -> bool {
 fn bad_protocol_input_gets_errors_and_others_are_served() {
     let cluster = TestCluster::start(ClusterSpec::new()).expect("start the cluster");
     let gateway = Gateway::start(&cluster);
-    let mut bystander = gateway.client();
+    let mut bystander = client(&gateway);
     let connect = || TcpStream::connect(("127.0.0.1", gateway.port)).expect("connect");
 
     // Unknown commands and garbage lines are errors; the connection goes on.
