@@ -259,12 +259,12 @@ fn check_fits(table: &Table, value: u64) -> Result<(), Error> {
     let Some(column) = table.def().columns.iter().find(|c| c.auto_increment) else {
         return Ok(());
     };
-    let max = match column.column_type {
-        ColumnType::Int32 => i32::MAX as u64,
-        ColumnType::UInt32 => u32::MAX.into(),
-        ColumnType::Int64 => i64::MAX as u64,
-        _ => u64::MAX,
-    };
+    let max = column
+        .column_type
+        .integer_bounds()
+        .map_or(u64::MAX, |(_, greatest)| {
+            u64::try_from(greatest).unwrap_or(u64::MAX)
+        });
     if value > max {
         return Err(Error::ndb_detail(
             4209,

@@ -399,6 +399,12 @@ fn column_type(column: &str, data_type: &DataType) -> Result<ColumnType, DdlErro
         ))),
     };
     match data_type {
+        DataType::TinyInt(_) => Ok(ColumnType::Int8),
+        DataType::TinyIntUnsigned(_) => Ok(ColumnType::UInt8),
+        DataType::SmallInt(_) => Ok(ColumnType::Int16),
+        DataType::SmallIntUnsigned(_) => Ok(ColumnType::UInt16),
+        DataType::MediumInt(_) => Ok(ColumnType::Int24),
+        DataType::MediumIntUnsigned(_) => Ok(ColumnType::UInt24),
         DataType::Int(_) | DataType::Integer(_) => Ok(ColumnType::Int32),
         DataType::IntUnsigned(_) | DataType::IntegerUnsigned(_) => Ok(ColumnType::UInt32),
         DataType::BigInt(_) => Ok(ColumnType::Int64),
@@ -415,8 +421,8 @@ fn column_type(column: &str, data_type: &DataType) -> Result<ColumnType, DdlErro
                 })
         }
         other => Err(DdlError::Unsupported(format!(
-            "type {other} (column {column}; rndb has INT [UNSIGNED], BIGINT [UNSIGNED], DOUBLE, \
-             VARCHAR(n), VARBINARY(n))"
+            "type {other} (column {column}; rndb has TINYINT, SMALLINT, MEDIUMINT, INT and \
+             BIGINT [UNSIGNED], DOUBLE, VARCHAR(n), VARBINARY(n))"
         ))),
     }
 }
@@ -479,6 +485,22 @@ mod tests {
                 "Ordered n (n)",
                 "Ordered by_u (u, n)",
                 "Unique ub (b)",
+            ],
+        );
+    }
+
+    #[test]
+    fn small_integers() {
+        check(
+            "CREATE TABLE s (a TINYINT PRIMARY KEY, b TINYINT UNSIGNED, c SMALLINT(5), \
+             d SMALLINT UNSIGNED, e MEDIUMINT, f MEDIUMINT UNSIGNED NOT NULL)",
+            &[
+                "a Int8 PK",
+                "b UInt8 NULL",
+                "c Int16 NULL",
+                "d UInt16 NULL",
+                "e Int24 NULL",
+                "f UInt24 NOT NULL",
             ],
         );
     }
@@ -561,7 +583,10 @@ mod tests {
                 "CREATE TABLE t (id INT PRIMARY KEY, s TEXT)",
                 "type TEXT (column s",
             ),
-            ("CREATE TABLE t (id TINYINT PRIMARY KEY)", "type TINYINT"),
+            (
+                "CREATE TABLE t (id INT PRIMARY KEY, d DATETIME)",
+                "type DATETIME (column d",
+            ),
             (
                 "CREATE TABLE t (id INT PRIMARY KEY, c CHAR(3))",
                 "type CHAR(3)",

@@ -17,7 +17,7 @@ use crate::codec::{DecodeError, Reader, Writer};
 use crate::error::NdbError;
 use crate::error::USER_EXIT_CODES;
 use crate::filter::{check_filter, Filter};
-use crate::schema::{ColumnType, OperationType, TableDef, Value, COLUMNS_MAX};
+use crate::schema::{OperationType, TableDef, Value, COLUMNS_MAX};
 
 /// The most column changes a program holds (one per column of the widest table).
 pub const CHANGES_MAX: usize = COLUMNS_MAX;
@@ -119,10 +119,7 @@ impl Program {
                     ),
                 ));
             }
-            if !matches!(
-                cdef.column_type,
-                ColumnType::Int32 | ColumnType::UInt32 | ColumnType::Int64 | ColumnType::UInt64
-            ) {
+            if !cdef.column_type.is_integer() {
                 return Err(NdbError::with_detail(
                     4209,
                     format!(
@@ -201,6 +198,7 @@ impl Program {
             let Some(value) = row.get_mut(usize::from(column)) else {
                 return Err(NdbError::with_detail(4004, format!("column {column}")));
             };
+            let column_type = def.columns.get(usize::from(column)).map(|c| c.column_type);
             let changed = match *value {
                 Value::Int32(v) => {
                     i32::try_from(i64::from(v).checked_add(delta).unwrap_or(i64::MAX))
@@ -231,6 +229,8 @@ impl Program {
                     ))
                 }
             };
+            // A narrow integer column (8, 16, 24 bits) is carried by a 32-bit value.
+            let changed = changed.filter(|v| column_type.is_none_or(|t| v.fits(t)));
             match changed {
                 Some(changed) => *value = changed,
                 None => {
@@ -252,7 +252,7 @@ impl Program {
 mod tests {
     use super::*;
     use crate::filter::CmpOp;
-    use crate::schema::ColumnDef;
+    use crate::schema::{ColumnDef, ColumnType};
 
     fn table() -> TableDef {
         TableDef::new(

@@ -17,6 +17,18 @@ pub const NAME_BYTES_MAX: usize = 128;
 /// A column's type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ColumnType {
+    /// NDB's Tinyint (MySQL TINYINT): -128..=127, carried by [`Value::Int32`].
+    Int8,
+    /// NDB's Tinyunsigned (TINYINT UNSIGNED): 0..=255, carried by [`Value::UInt32`].
+    UInt8,
+    /// NDB's Smallint (SMALLINT), carried by [`Value::Int32`].
+    Int16,
+    /// NDB's Smallunsigned (SMALLINT UNSIGNED), carried by [`Value::UInt32`].
+    UInt16,
+    /// NDB's Mediumint (MEDIUMINT): -8388608..=8388607, carried by [`Value::Int32`].
+    Int24,
+    /// NDB's Mediumunsigned (MEDIUMINT UNSIGNED): 0..=16777215, carried by [`Value::UInt32`].
+    UInt24,
     Int32,
     UInt32,
     Int64,
@@ -31,6 +43,12 @@ pub enum ColumnType {
 impl fmt::Display for ColumnType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            ColumnType::Int8 => write!(f, "Int8"),
+            ColumnType::UInt8 => write!(f, "UInt8"),
+            ColumnType::Int16 => write!(f, "Int16"),
+            ColumnType::UInt16 => write!(f, "UInt16"),
+            ColumnType::Int24 => write!(f, "Int24"),
+            ColumnType::UInt24 => write!(f, "UInt24"),
             ColumnType::Int32 => write!(f, "Int32"),
             ColumnType::UInt32 => write!(f, "UInt32"),
             ColumnType::Int64 => write!(f, "Int64"),
@@ -39,6 +57,67 @@ impl fmt::Display for ColumnType {
             ColumnType::Varchar(n) => write!(f, "Varchar({n})"),
             ColumnType::Varbinary(n) => write!(f, "Varbinary({n})"),
         }
+    }
+}
+
+impl ColumnType {
+    /// The tag of the [`Value`] variant that carries this type's values: the integers up to 32
+    /// bits go as `Int32` (1) or `UInt32` (2), and must lie in the type's range.
+    #[inline]
+    pub fn value_tag(self) -> u8 {
+        match self {
+            ColumnType::Int8 | ColumnType::Int16 | ColumnType::Int24 | ColumnType::Int32 => 1,
+            ColumnType::UInt8 | ColumnType::UInt16 | ColumnType::UInt24 | ColumnType::UInt32 => 2,
+            ColumnType::Int64 => 3,
+            ColumnType::UInt64 => 4,
+            ColumnType::Float64 => 5,
+            ColumnType::Varchar(_) => 6,
+            ColumnType::Varbinary(_) => 7,
+        }
+    }
+
+    /// The least and greatest value of an integer type; `None` for the others.
+    pub fn integer_bounds(self) -> Option<(i128, i128)> {
+        Some(match self {
+            ColumnType::Int8 => (i8::MIN.into(), i8::MAX.into()),
+            ColumnType::UInt8 => (0, u8::MAX.into()),
+            ColumnType::Int16 => (i16::MIN.into(), i16::MAX.into()),
+            ColumnType::UInt16 => (0, u16::MAX.into()),
+            ColumnType::Int24 => (-(1 << 23), (1 << 23) - 1),
+            ColumnType::UInt24 => (0, (1 << 24) - 1),
+            ColumnType::Int32 => (i32::MIN.into(), i32::MAX.into()),
+            ColumnType::UInt32 => (0, u32::MAX.into()),
+            ColumnType::Int64 => (i64::MIN.into(), i64::MAX.into()),
+            ColumnType::UInt64 => (0, u64::MAX.into()),
+            ColumnType::Float64 | ColumnType::Varchar(_) | ColumnType::Varbinary(_) => return None,
+        })
+    }
+
+    /// True for the integer types.
+    pub fn is_integer(self) -> bool {
+        self.integer_bounds().is_some()
+    }
+
+    /// True when integer `v` lies in this integer type's range (false for the other types).
+    #[inline]
+    pub fn admits(self, v: i128) -> bool {
+        self.integer_bounds()
+            .is_some_and(|(least, greatest)| (least..=greatest).contains(&v))
+    }
+
+    /// True for the integer types narrower than their carrier (8, 16 and 24 bits), whose
+    /// values need a range check.
+    #[inline]
+    fn is_narrow(self) -> bool {
+        matches!(
+            self,
+            ColumnType::Int8
+                | ColumnType::UInt8
+                | ColumnType::Int16
+                | ColumnType::UInt16
+                | ColumnType::Int24
+                | ColumnType::UInt24
+        )
     }
 }
 
@@ -186,10 +265,8 @@ impl TableDef {
                 }
             }
             if c.auto_increment
-                && (!matches!(
-                    c.column_type,
-                    ColumnType::Int32 | ColumnType::UInt32 | ColumnType::Int64 | ColumnType::UInt64
-                ) || self.columns[..i].iter().any(|o| o.auto_increment))
+                && (!c.column_type.is_integer()
+                    || self.columns[..i].iter().any(|o| o.auto_increment))
             {
                 return Err((
                     4335,
@@ -234,6 +311,12 @@ impl TableDef {
         w.str16(&self.name).u16(self.columns.len() as u16);
         for c in &self.columns {
             let (tag, len) = match c.column_type {
+                ColumnType::Int8 => (8, 0),
+                ColumnType::UInt8 => (9, 0),
+                ColumnType::Int16 => (10, 0),
+                ColumnType::UInt16 => (11, 0),
+                ColumnType::Int24 => (12, 0),
+                ColumnType::UInt24 => (13, 0),
                 ColumnType::Int32 => (1, 0),
                 ColumnType::UInt32 => (2, 0),
                 ColumnType::Int64 => (3, 0),
@@ -274,6 +357,12 @@ impl TableDef {
                 5 => ColumnType::Float64,
                 6 => ColumnType::Varchar(len),
                 7 => ColumnType::Varbinary(len),
+                8 => ColumnType::Int8,
+                9 => ColumnType::UInt8,
+                10 => ColumnType::Int16,
+                11 => ColumnType::UInt16,
+                12 => ColumnType::Int24,
+                13 => ColumnType::UInt24,
                 t => return Err(r.error(format!("unknown column type tag {t}"))),
             };
             if flags & !7 != 0 {
@@ -316,7 +405,14 @@ impl Value {
     /// The largest encoding of a value of type `t` (tag included).
     pub fn encoded_bytes_max(t: ColumnType) -> usize {
         match t {
-            ColumnType::Int32 | ColumnType::UInt32 => 5,
+            ColumnType::Int8
+            | ColumnType::UInt8
+            | ColumnType::Int16
+            | ColumnType::UInt16
+            | ColumnType::Int24
+            | ColumnType::UInt24
+            | ColumnType::Int32
+            | ColumnType::UInt32 => 5,
             ColumnType::Int64 | ColumnType::UInt64 | ColumnType::Float64 => 9,
             ColumnType::Varchar(n) | ColumnType::Varbinary(n) => 3 + usize::from(n),
         }
@@ -326,9 +422,9 @@ impl Value {
     pub fn fits(&self, t: ColumnType) -> bool {
         match (self, t) {
             (Value::Null, _) => true,
-            (Value::Int32(_), ColumnType::Int32)
-            | (Value::UInt32(_), ColumnType::UInt32)
-            | (Value::Int64(_), ColumnType::Int64)
+            (Value::Int32(v), t) if t.value_tag() == 1 => t.admits(i128::from(*v)),
+            (Value::UInt32(v), t) if t.value_tag() == 2 => t.admits(i128::from(*v)),
+            (Value::Int64(_), ColumnType::Int64)
             | (Value::UInt64(_), ColumnType::UInt64)
             | (Value::Float64(_), ColumnType::Float64) => true,
             (Value::Varchar(s), ColumnType::Varchar(n)) => s.len() <= usize::from(n),
@@ -361,6 +457,18 @@ impl Value {
             (0, _) if column.nullable => Value::Null,
             (1, ColumnType::Int32) => Value::Int32(r.u32()? as i32),
             (2, ColumnType::UInt32) => Value::UInt32(r.u32()?),
+            (1 | 2, t) if t.is_narrow() && t.value_tag() == tag => {
+                let raw = r.u32()?;
+                let value = if tag == 1 {
+                    Value::Int32(raw as i32)
+                } else {
+                    Value::UInt32(raw)
+                };
+                if !value.fits(t) {
+                    return Err(r.error(misfit(column, &value)));
+                }
+                value
+            }
             (3, ColumnType::Int64) => Value::Int64(r.u64()? as i64),
             (4, ColumnType::UInt64) => Value::UInt64(r.u64()?),
             (5, ColumnType::Float64) => Value::Float64(f64::from_bits(r.u64()?)),
@@ -507,6 +615,12 @@ pub fn canonical_key<'k>(
         let tag = r.u8().map_err(|_| malformed())?;
         let fits = match (tag, cdef.column_type) {
             (1, ColumnType::Int32) | (2, ColumnType::UInt32) => r.u32().is_ok(),
+            (1, t) if t.is_narrow() && t.value_tag() == 1 => {
+                r.u32().is_ok_and(|v| t.admits(i128::from(v as i32)))
+            }
+            (2, t) if t.is_narrow() && t.value_tag() == 2 => {
+                r.u32().is_ok_and(|v| t.admits(i128::from(v)))
+            }
             (3, ColumnType::Int64) | (4, ColumnType::UInt64) | (5, ColumnType::Float64) => {
                 r.u64().is_ok()
             }

@@ -1147,6 +1147,9 @@ mod tests {
             Just(Value::Null),
             any::<i32>().prop_map(Value::Int32),
             any::<u32>().prop_map(Value::UInt32),
+            // Near the edges of the 8-bit types, on both sides.
+            (-200i32..200).prop_map(Value::Int32),
+            (0u32..300).prop_map(Value::UInt32),
             any::<i64>().prop_map(Value::Int64),
             any::<u64>().prop_map(Value::UInt64),
             (-1e6f64..1e6).prop_map(Value::Float64),
@@ -1158,6 +1161,10 @@ mod tests {
     fn any_type() -> impl proptest::strategy::Strategy<Value = ColumnType> {
         use proptest::prelude::*;
         prop_oneof![
+            Just(ColumnType::Int8),
+            Just(ColumnType::UInt8),
+            Just(ColumnType::Int16),
+            Just(ColumnType::UInt24),
             Just(ColumnType::Int32),
             Just(ColumnType::UInt32),
             Just(ColumnType::Int64),

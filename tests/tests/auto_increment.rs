@@ -148,6 +148,20 @@ fn auto_increment_edges() {
         u64::MAX - 1
     );
     assert_ndb_code(api.auto_increment_value(&table), 4209, "used up");
+
+    // A TINYINT UNSIGNED counter ends at 255.
+    let def =
+        parse_create_table("CREATE TABLE tiny (id TINYINT UNSIGNED AUTO_INCREMENT PRIMARY KEY)")
+            .expect("parse");
+    let table = recreate_table(&api, &def.table).expect("create tiny");
+    api.set_auto_increment_value(&table, 255, false)
+        .expect("set 255");
+    assert_eq!(api.auto_increment_value(&table).expect("take"), 255);
+    assert_ndb_code(
+        api.auto_increment_value(&table),
+        4209,
+        "past TINYINT UNSIGNED",
+    );
 }
 
 /// A range taken just before a system restart that rolls the counter back (its commit was in

@@ -1,7 +1,8 @@
 //! Proves that primary-key operations (insert, read, update, write, delete) against a real data
 //! node round-trip every column type bit for bit, with single and composite keys, alone and a
 //! hundred to one execute, and that a dropped table is gone (error 709); and that a NULL for a
-//! NOT NULL column is refused by the API and, sent as raw frames past it, by the data node.
+//! NOT NULL column, or a TINYINT, SMALLINT or MEDIUMINT value past its range, is refused by the
+//! API and, sent as raw frames past it, by the data node.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -43,9 +44,19 @@ fn typed_def(name: &str) -> TableDef {
             ColumnDef::new("bytes", ColumnType::Varbinary(16)),
             ColumnDef::nullable("note", ColumnType::Varchar(8)),
             ColumnDef::nullable("maybe", ColumnType::Int64),
+            ColumnDef::new("i8", ColumnType::Int8),
+            ColumnDef::new("u8", ColumnType::UInt8),
+            ColumnDef::new("i16", ColumnType::Int16),
+            ColumnDef::new("u16", ColumnType::UInt16),
+            ColumnDef::nullable("i24", ColumnType::Int24),
+            ColumnDef::new("u24", ColumnType::UInt24),
         ],
     )
 }
+
+/// The first of the narrow integer columns (TINYINT, SMALLINT and MEDIUMINT, signed and
+/// unsigned, in that order).
+const NARROW_FIRST: usize = 10;
 
 /// ASCII-only text and bytes that vary with `id`, so rows differ from each other.
 fn typed_row(id: u32) -> Vec<Value> {
@@ -67,6 +78,15 @@ fn typed_row(id: u32) -> Vec<Value> {
             0 => Value::Null,
             _ => Value::Int64(n),
         },
+        Value::Int32(-((id % 128) as i32)),
+        Value::UInt32(id % 256),
+        Value::Int32((id as i32 % 300) * 100),
+        Value::UInt32(id * 200 % 65_536),
+        match id % 2 {
+            0 => Value::Null,
+            _ => Value::Int32(-((id % 200) as i32) * 30_000),
+        },
+        Value::UInt32(id * 70_000 % (1 << 24)),
     ]
 }
 
@@ -85,6 +105,12 @@ fn edge_rows() -> Vec<Vec<Value>> {
             Value::Varbinary(vec![0, 0xFF, 0, 0x80, 0x7F]),
             Value::Varchar("12345678".to_string()),
             Value::Int64(i64::MAX),
+            Value::Int32(i8::MIN.into()),
+            Value::UInt32(u8::MAX.into()),
+            Value::Int32(i16::MIN.into()),
+            Value::UInt32(u16::MAX.into()),
+            Value::Int32(-(1 << 23)),
+            Value::UInt32((1 << 24) - 1),
         ],
         vec![
             Value::UInt32(0),
@@ -97,6 +123,12 @@ fn edge_rows() -> Vec<Vec<Value>> {
             Value::Varbinary(Vec::new()),
             Value::Varchar(String::new()),
             Value::Null,
+            Value::Int32(i8::MAX.into()),
+            Value::UInt32(0),
+            Value::Int32(i16::MAX.into()),
+            Value::UInt32(0),
+            Value::Int32((1 << 23) - 1),
+            Value::UInt32(0),
         ],
         vec![
             Value::UInt32(1 << 31),
@@ -109,6 +141,12 @@ fn edge_rows() -> Vec<Vec<Value>> {
             Value::Varbinary(vec![0xAB; 16]),
             Value::Null,
             Value::Int64(0),
+            Value::Int32(-1),
+            Value::UInt32(1),
+            Value::Int32(-1),
+            Value::UInt32(1),
+            Value::Null,
+            Value::UInt32(1),
         ],
         vec![
             Value::UInt32(7),
@@ -121,6 +159,12 @@ fn edge_rows() -> Vec<Vec<Value>> {
             Value::Varbinary(vec![0; 16]),
             Value::Null,
             Value::Null,
+            Value::Int32(0),
+            Value::UInt32(7),
+            Value::Int32(0),
+            Value::UInt32(7),
+            Value::Int32(0),
+            Value::UInt32(7),
         ],
     ]
 }
@@ -416,6 +460,114 @@ fn null_in_a_not_null_column_is_refused() {
         read_committed(&api, &table, &[Value::UInt32(3)]),
         626,
         "nothing was inserted",
+    );
+}
+
+/// TINYINT, SMALLINT and MEDIUMINT columns, signed and unsigned, take their carriers'
+/// values (`Int32`, `UInt32`) only within their own range: one past either edge is refused by
+/// the API (4209) and, sent as raw frames past it, by the data node (4209); an interpreted
+/// increment past the edge fails (878); a narrow key past its range is refused (4209). Rows
+/// are left as they were.
+#[test]
+fn narrow_integers_past_their_range_are_refused() {
+    let (cluster, api) = start();
+    let table = recreate_table(&api, &typed_def("narrow")).expect("create the table");
+    let row = typed_row(5);
+    insert_committed(&api, &table, &row_list(row.clone())).expect("insert");
+    let (i8, u8, i16, u16, i24, u24) = (
+        NARROW_FIRST,
+        NARROW_FIRST + 1,
+        NARROW_FIRST + 2,
+        NARROW_FIRST + 3,
+        NARROW_FIRST + 4,
+        NARROW_FIRST + 5,
+    );
+    let past = [
+        (i8, Value::Int32(-129)),
+        (i8, Value::Int32(128)),
+        (u8, Value::UInt32(256)),
+        (i16, Value::Int32(-32_769)),
+        (i16, Value::Int32(32_768)),
+        (u16, Value::UInt32(65_536)),
+        (i24, Value::Int32(-(1 << 23) - 1)),
+        (i24, Value::Int32(1 << 23)),
+        (u24, Value::UInt32(1 << 24)),
+        // The carrier of the other sign.
+        (i8, Value::UInt32(1)),
+        (u8, Value::Int32(1)),
+    ];
+    let slot = spare_slot(&cluster, &api);
+    let mut raw = RawApi::connect(&cluster, slot);
+    for (request_id, (column, value)) in (1u32..).zip(past) {
+        let mut tx = api.start_transaction().expect("start");
+        let set = [(column, value.clone())];
+        assert_ndb_code(
+            tx.update(&table, &row[..1], &set),
+            4209,
+            &format!("the API sets column {column} to {value:?}"),
+        );
+        let attrs = [(column as u16, value.clone())];
+        let op = (OperationType::Update, &row[..1], &attrs[..], None);
+        let refused = raw
+            .execute_one(request_id, &table, op)
+            .unwrap_or_else(|| panic!("the data node set column {column} to {value:?}"));
+        assert_eq!(refused.code, 4209, "column {column} set to {value:?} raw");
+    }
+    // Increments past each edge: TINYINT from -1 by 128 (127 is the last), TINYINT UNSIGNED
+    // from 1 down by 2.
+    for (column, delta) in [(NARROW_FIRST, 129), (NARROW_FIRST + 1, -2)] {
+        let mut code = rndb_api::InterpretedCode::new(&table);
+        code.add_value(column, delta).expect("a well-formed change");
+        let mut tx = api.start_transaction().expect("start");
+        let mut row9 = typed_row(9);
+        row9[column] = if column == NARROW_FIRST {
+            Value::Int32(-1)
+        } else {
+            Value::UInt32(1)
+        };
+        insert_committed(&api, &table, &row_list(row9.clone())).expect("insert row 9");
+        tx.interpreted_update(&table, &row9[..1], &[], &code)
+            .expect("define");
+        assert_ndb_code(
+            tx.execute(ExecType::Commit),
+            878,
+            &format!("column {column} changed by {delta}"),
+        );
+        assert!(rows_identical(
+            &read_committed(&api, &table, &row9[..1]).expect("read row 9"),
+            &row9
+        ));
+        let mut tx = api.start_transaction().expect("start");
+        tx.delete(&table, &row9[..1]).expect("define");
+        tx.execute(ExecType::Commit).expect("delete row 9");
+    }
+    assert!(rows_identical(
+        &read_committed(&api, &table, &row[..1]).expect("read the row"),
+        &row
+    ));
+
+    // A SMALLINT key: every value in range names its own row; one past is refused.
+    let keyed = TableDef::new(
+        "narrow_key",
+        vec![
+            ColumnDef::key("k", ColumnType::Int16),
+            ColumnDef::new("v", ColumnType::UInt8),
+        ],
+    );
+    let keyed = recreate_table(&api, &keyed).expect("create narrow_key");
+    let keys = [i16::MIN, -1, 0, 1, i16::MAX];
+    let rows: Vec<Vec<Value>> = (0u32..)
+        .zip(keys)
+        .map(|(i, k)| vec![Value::Int32(k.into()), Value::UInt32(i)])
+        .collect();
+    insert_committed(&api, &keyed, &rows).expect("insert the keyed rows");
+    for row in &rows {
+        assert_row(&api, &keyed, &row[..1], row);
+    }
+    assert_ndb_code(
+        read_committed(&api, &keyed, &[Value::Int32(32_768)]),
+        4209,
+        "a key past SMALLINT",
     );
 }
 

@@ -66,22 +66,20 @@ pub fn parse_value(column: &ColumnDef, field: Option<&[u8]>) -> Result<Value, St
         format!("column {}: {text:?} is not {kind} ({e})", column.name)
     };
     match column.column_type {
-        ColumnType::Int32 => text
-            .parse()
-            .map(Value::Int32)
-            .map_err(|e| number("an INT", &e)),
-        ColumnType::UInt32 => text
-            .parse()
-            .map(Value::UInt32)
-            .map_err(|e| number("an INT UNSIGNED", &e)),
-        ColumnType::Int64 => text
-            .parse()
-            .map(Value::Int64)
-            .map_err(|e| number("a BIGINT", &e)),
-        ColumnType::UInt64 => text
-            .parse()
-            .map(Value::UInt64)
-            .map_err(|e| number("a BIGINT UNSIGNED", &e)),
+        t if t.is_integer() => {
+            let kind = integer_kind(t);
+            let v: i128 = text.parse().map_err(|e| number(kind, &e))?;
+            if !t.admits(v) {
+                return Err(number(kind, &"out of range"));
+            }
+            // In range, so each conversion holds.
+            Ok(match t.value_tag() {
+                1 => Value::Int32(v as i32),
+                2 => Value::UInt32(v as u32),
+                3 => Value::Int64(v as i64),
+                _ => Value::UInt64(v as u64),
+            })
+        }
         ColumnType::Float64 => match text.parse::<f64>() {
             Ok(v) if v.is_finite() => Ok(Value::Float64(v)),
             Ok(_) => Err(format!("column {}: {text:?} is not finite", column.name)),
@@ -94,6 +92,23 @@ pub fn parse_value(column: &ColumnDef, field: Option<&[u8]>) -> Result<Value, St
         )),
         ColumnType::Varchar(_) => Ok(Value::Varchar(text.to_string())),
         ColumnType::Varbinary(max) => parse_varbinary(column, bytes, max),
+        t => unreachable!("{t} is an integer type"),
+    }
+}
+
+/// An integer type's SQL name, with its article.
+fn integer_kind(t: ColumnType) -> &'static str {
+    match t {
+        ColumnType::Int8 => "a TINYINT",
+        ColumnType::UInt8 => "a TINYINT UNSIGNED",
+        ColumnType::Int16 => "a SMALLINT",
+        ColumnType::UInt16 => "a SMALLINT UNSIGNED",
+        ColumnType::Int24 => "a MEDIUMINT",
+        ColumnType::UInt24 => "a MEDIUMINT UNSIGNED",
+        ColumnType::Int32 => "an INT",
+        ColumnType::UInt32 => "an INT UNSIGNED",
+        ColumnType::Int64 => "a BIGINT",
+        _ => "a BIGINT UNSIGNED",
     }
 }
 
@@ -149,7 +164,25 @@ mod tests {
             Some(b"-7"),
             Err("is not an INT UNSIGNED"),
         );
-        check(ColumnType::UInt32, Some(b"4294967296"), Err("too large"));
+        check(ColumnType::UInt32, Some(b"4294967296"), Err("out of range"));
+        check(ColumnType::Int8, Some(b"-128"), Ok(Value::Int32(-128)));
+        check(
+            ColumnType::Int8,
+            Some(b"128"),
+            Err("\"128\" is not a TINYINT (out of range)"),
+        );
+        check(ColumnType::UInt16, Some(b"65535"), Ok(Value::UInt32(65535)));
+        check(ColumnType::UInt16, Some(b"65536"), Err("SMALLINT UNSIGNED"));
+        check(
+            ColumnType::Int24,
+            Some(b"-8388608"),
+            Ok(Value::Int32(-8388608)),
+        );
+        check(
+            ColumnType::UInt24,
+            Some(b"16777216"),
+            Err("MEDIUMINT UNSIGNED"),
+        );
         check(ColumnType::Int64, Some(b"x"), Err("\"x\" is not a BIGINT"));
         check(
             ColumnType::UInt64,
