@@ -2,7 +2,7 @@
 
 use rndb_config::{ClusterConfig, DataNodeConfig, NodeId, NodeKind};
 use rndb_transporter::connect::is_this_host;
-use rndb_transporter::registry::REFUSE_HOST_NOT_ALLOWED;
+use rndb_transporter::registry::{REFUSE_HOST_NOT_ALLOWED, REFUSE_LINK_CLOSING};
 use rndb_transporter::tls::{SearchPath, TlsSetup};
 use rndb_transporter::{TransportError, Transporter};
 
@@ -16,6 +16,15 @@ const NODE_ALREADY_CONNECTED: u32 = 1702;
 pub(crate) fn connect_all(
     config: &ClusterConfig,
     options: &ConnectOptions,
+) -> Result<(NodeId, Vec<Box<dyn Transporter>>), Error> {
+    connect_first_free(config, options, &|| false)
+}
+
+/// [`connect_all`], giving up (with the last error) once `stop` says so between slots.
+pub(crate) fn connect_first_free(
+    config: &ClusterConfig,
+    options: &ConnectOptions,
+    stop: &dyn Fn() -> bool,
 ) -> Result<(NodeId, Vec<Box<dyn Transporter>>), Error> {
     if config.data_nodes.is_empty() {
         return Err(Error::NoFreeSlot(format!(
@@ -41,6 +50,9 @@ pub(crate) fn connect_all(
     let mut taken = Vec::new();
     let mut refused = Vec::new();
     for &me in &candidates {
+        if stop() {
+            return Err(Error::NoFreeSlot("the API node is closing".into()));
+        }
         if config.api_slot(me).is_none() {
             return Err(Error::NoFreeSlot(format!(
                 "node {me} is not an [api] slot of {}",
@@ -50,7 +62,12 @@ pub(crate) fn connect_all(
         let tls = tls_setup(config, me, options)?;
         match connect_as(config, me, options, &tls) {
             Ok(links) => return Ok((me, links)),
-            Err(Error::Ndb(e)) if e.code == NODE_ALREADY_CONNECTED && options.node_id.is_none() => {
+            // Held by another process, or (when this process takes another slot) by its own
+            // earlier link, not yet closed: try the next.
+            Err(Error::Ndb(e))
+                if (e.code == NODE_ALREADY_CONNECTED || e.code == REFUSE_LINK_CLOSING)
+                    && options.node_id.is_none() =>
+            {
                 taken.push(me.to_string());
             }
             // The slot's HostName is another address of this host than the one the

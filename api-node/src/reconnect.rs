@@ -18,12 +18,16 @@
 //! An API node takes the first free `[api]` slot when it connects, and the data nodes know it
 //! by that id only while it has a link. While it has none to any data node (a system restart,
 //! or every link lost), another API node connecting takes the same slot, and the data nodes then
-//! refuse this one with 1702 (node already connected) for as long as the other lives. So when
-//! every data node that answers refuses it so for [`SLOT_TAKEN_GRACE`] and it has no working
-//! link, it takes another free slot as it did at connect, unless the application chose the
-//! node id ([`ConnectOptions::node_id`]): then its requests fail with 4010 naming the refusal.
-//! (NDB avoids the clash by ndb_mgmd reserving each API node's id; an API node here may run
-//! without ndb_mgmd.)
+//! refuse this one with 1702 (node already connected) for as long as the other lives. So when a
+//! data node has refused it so for [`SLOT_TAKEN_GRACE`] and it has no working link, it takes
+//! another free slot as it did at connect, unless the application chose the node id
+//! ([`ConnectOptions::node_id`]): then its requests fail with 4010 naming the refusal. A data
+//! node tells its own earlier link, not yet closed, from another process's by the process token
+//! of each HELLO (`rndb_transporter::handshake::process_token`): it refuses the former with 1703
+//! (node failure handling not completed), which never counts as taken, however long the data
+//! node takes to close the link (a system restart loading its checkpoints stalls it for
+//! seconds). (NDB avoids the clash by ndb_mgmd reserving each API node's id; an API node here
+//! may run without ndb_mgmd.)
 
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -35,7 +39,7 @@ use rndb_config::{ClusterConfig, NodeId};
 
 use crate::connection::{Connection, LinksShared};
 use crate::{api_reg_conf, connect, open_connection, ConnectOptions, Error};
-use rndb_transporter::registry::REFUSE_ALREADY_CONNECTED;
+use rndb_transporter::registry::{REFUSE_ALREADY_CONNECTED, REFUSE_LINK_CLOSING};
 
 /// The pause after a round of connect attempts that left some data node missing: NDB's
 /// connect loop tries every 100 ms.
@@ -51,10 +55,9 @@ const _: () = assert!(RECONNECT_INTERVAL_FIRST.as_millis() <= RECONNECT_INTERVAL
 /// fails is worked on within this (a restarting data node takes longer than this to serve).
 pub(crate) const IDLE_LOOK_INTERVAL: Duration = RECONNECT_INTERVAL_MAX;
 
-/// How long every data node that answers must refuse this API node's slot as taken by
-/// another (1702), while it has no working link, before it takes another slot: longer than a
-/// data node takes to see this API node's own failed link close (the usual, passing reason for
-/// a 1702), short next to a system restart.
+/// How long a data node must refuse this API node's slot as taken by another process (1702),
+/// while it has no working link, before it takes another slot: a few connect rounds, short
+/// next to a system restart.
 pub(crate) const SLOT_TAKEN_GRACE: Duration = Duration::from_secs(2);
 
 /// This API node's id: the `[api]` slot it holds, changed only by the connector when another
@@ -298,7 +301,7 @@ impl Job {
                 }
             }
             if self.slot_taken(&pending) {
-                self.take_another_slot(&mut pending);
+                self.take_another_slot(&mut pending, state);
             }
             let wait = if missing { pause } else { IDLE_LOOK_INTERVAL };
             if state.pause(wait) {
@@ -340,7 +343,12 @@ impl Job {
                 connect::connect_one(&self.config, self.me.get(), data, &self.options, &self.tls)
                     .and_then(|link| open_connection(link, self.options.spin_us, &self.shared));
             match opened {
-                Ok(link) => work.link = Some(link),
+                Ok(link) => {
+                    work.link = Some(link);
+                    if let Some(old) = &old {
+                        old.note_relink_refused(None);
+                    }
+                }
                 // Not listening yet (connect warned once already): the usual case, not news.
                 Err(e @ Error::Connect { .. }) => {
                     tracing::debug!(node = %data.node_id, "background connect: {e}");
@@ -352,6 +360,12 @@ impl Job {
                 }
                 // Refused (the slot is taken, the configs differ): say so once, and on the
                 // failed link, whose requests then name it.
+                // This API node's own earlier link, not closed yet: the usual case too.
+                Err(Error::Ndb(e)) if e.code == REFUSE_LINK_CLOSING => {
+                    tracing::debug!(node = %data.node_id, "background connect: {e}");
+                    work.taken_since = None;
+                    return false;
+                }
                 Err(e) => {
                     if !std::mem::replace(&mut work.warned, true) {
                         tracing::warn!(node = %data.node_id, "background connect: {e}");
@@ -427,17 +441,23 @@ impl Job {
     /// `pending`, where the next rounds finish them as any new link (API_REGREQ, then the
     /// slot). Nothing is lost: with no working link, this API node has no request in flight
     /// that a link could still answer. Fails with a warning when no slot is free.
-    fn take_another_slot(&mut self, pending: &mut [Pending]) {
+    fn take_another_slot(&mut self, pending: &mut [Pending], state: &State) {
         let old = self.me.get();
-        let (me, links) = match connect::connect_all(&self.config, &self.options) {
+        // Links of the old slot still waiting for the cluster to start would hold it at their
+        // data nodes: closed first.
+        for work in pending.iter_mut() {
+            *work = Pending::default();
+        }
+        let stop = || state.stopping();
+        let (me, links) = match connect::connect_first_free(&self.config, &self.options, &stop) {
             Ok(taken) => taken,
             Err(e) => {
-                tracing::warn!(
-                    "API node {old}: another API node took its slot while it had no link; no \
-                     other slot could be taken: {e}"
-                );
-                // Looked at again after another grace.
-                pending.iter_mut().for_each(|w| w.taken_since = None);
+                if !state.stopping() {
+                    tracing::warn!(
+                        "API node {old}: another API node took its slot while it had no link; \
+                         no other slot could be taken: {e}"
+                    );
+                }
                 return;
             }
         };
@@ -457,8 +477,11 @@ impl Job {
         self.shared.arbiter.moved(rank);
         self.me.set(me);
         self.tls = tls;
-        for work in pending.iter_mut() {
-            *work = Pending::default();
+        // The old slot's refusals no longer hold.
+        for slot in self.slots.iter() {
+            if let Some(link) = slot.get() {
+                link.note_relink_refused(None);
+            }
         }
         for link in links {
             let Some(index) = self
@@ -481,7 +504,15 @@ impl Job {
                  on"
             );
             if let Some(report) = &self.report {
-                report(me);
+                // Telling ndb_mgmd may take seconds (each server's connect and reply): not on
+                // this thread, which reads nothing meanwhile.
+                let report = Arc::clone(report);
+                let spawned = std::thread::Builder::new()
+                    .name("rndb-slot-report".into())
+                    .spawn(move || report(me));
+                if let Err(e) = spawned {
+                    tracing::warn!("API node {me}: could not tell ndb_mgmd of the new slot: {e}");
+                }
             }
         }
     }

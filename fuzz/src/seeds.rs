@@ -535,6 +535,7 @@ fn handshakes() -> Vec<Seed> {
         from_kind: rndb_config::NodeKind::Api,
         transporter: TransporterKind::Uring,
         checksum: false,
+        process: 0x5eed,
     };
     seeds.push((
         "handshake",

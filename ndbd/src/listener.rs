@@ -7,7 +7,8 @@
 //! [`crate::limits`]). An admitted link is handed to the execution thread through a channel and
 //! a poller wake-up.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
@@ -28,9 +29,10 @@ use crate::limits::{
     HANDSHAKE_TIMEOUT, LISTEN_BACKLOG, OVERLOAD_LOG_INTERVAL,
 };
 
-/// Node ids with a live (or being admitted) link to this node; the execution thread removes an
-/// id when its link closes.
-pub type Connected = Arc<Mutex<HashSet<NodeId>>>;
+/// Node ids with a live (or being admitted) link to this node, each with the process token of
+/// its hello (0 for a link this node opened); the execution thread removes an id when its link
+/// closes.
+pub type Connected = Arc<Mutex<HashMap<NodeId, u64>>>;
 
 /// How long binding the node's port waits for it to be released when it is in use.
 const PREVIOUS_PROCESS_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -395,7 +397,7 @@ pub fn spawn_connector(
             loop {
                 let linked = connected.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 let mut waiting_first = false;
-                for &peer in lower.iter().filter(|p| !linked.contains(p)) {
+                for &peer in lower.iter().filter(|p| !linked.contains_key(p)) {
                     if connect_peer(
                         &config, me, peer, &connected, &links, &waker, attempts, &tls,
                     ) {
@@ -439,10 +441,18 @@ fn connect_peer(
     );
     match link {
         Ok(link) => {
-            let fresh = connected
+            // A link this node opened: the peer's process is not known (0).
+            let fresh = match connected
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .insert(peer);
+                .entry(peer)
+            {
+                Entry::Occupied(_) => false,
+                Entry::Vacant(free) => {
+                    free.insert(0);
+                    true
+                }
+            };
             if !fresh {
                 tracing::warn!(node = %peer, "data node already has a link; dropping the second");
                 return true;
@@ -492,16 +502,17 @@ struct Handshake {
 impl Handshake {
     fn run(self, stream: TcpStream, addr: SocketAddr) {
         let reserved = std::cell::Cell::new(None);
-        let claim = |id: NodeId| {
+        let claim = |id: NodeId, process: u64| {
             let mut connected = self.connected.lock().unwrap_or_else(|p| p.into_inner());
-            if !connected.insert(id) {
-                return true;
-            }
+            match connected.entry(id) {
+                Entry::Occupied(held) => return Some(*held.get()),
+                Entry::Vacant(free) => free.insert(process),
+            };
             reserved.set(Some(id));
             // Admission asks last whether the node is connected: the HELLO passed every other
             // check, so this handshake is a node's, and is no longer evicted.
             self.slot.admitted.store(true, Ordering::Release);
-            false
+            None
         };
         let handshake = server_handshake_tls(
             stream,

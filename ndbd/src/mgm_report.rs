@@ -155,7 +155,7 @@ impl Probe {
     pub fn report(&self, data_memory_total_bytes: u64, connected: &Connected) -> DataNodeReport {
         let mut nodes: Vec<u16> = connected
             .lock()
-            .map(|set| set.iter().map(|n| n.0).collect())
+            .map(|held| held.keys().map(|n| n.0).collect())
             .unwrap_or_default();
         nodes.sort_unstable();
         self.set("data_memory_total_bytes", data_memory_total_bytes);

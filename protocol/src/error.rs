@@ -134,6 +134,7 @@ const ERRORS: &[(u32, ErrorClass, &str)] = &[
     (4116, ApplicationError, "Operation was not defined correctly, probably missing a key"),
     (4209, ApplicationError, "Length parameter in equal/setValue is incorrect"),
     (1702, ApplicationError, "Node already connected"),
+    (1703, NodeRecovery, "Node failure handling not completed"),
     (1704, ApplicationError, "Node type mismatch"),
     (1710, ApplicationError, "Protocol version mismatch"),
     (1711, ApplicationError, "Node read a different cluster configuration"),

@@ -16,12 +16,24 @@ use rndb_tests::{wait_until, ClusterSpec, TestCluster, API_NODE_ID_FIRST};
 /// A system restart, and an API node linking again after it.
 const STEP_TIMEOUT: Duration = Duration::from_secs(90);
 
+/// How long a Redis call may wait for the gateway's reply.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A connection to the gateway whose calls time out rather than hang.
+fn connection(gateway: &Gateway) -> Result<redis::Connection, String> {
+    let client = redis::Client::open(gateway.url()).map_err(|e| e.to_string())?;
+    let connection = client
+        .get_connection_with_timeout(REPLY_TIMEOUT)
+        .map_err(|e| e.to_string())?;
+    connection
+        .set_read_timeout(Some(REPLY_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    Ok(connection)
+}
+
 /// SETs `key` to `value` through the gateway: its reply, or the error's text.
 fn set(gateway: &Gateway, key: &str, value: &str) -> Result<(), String> {
-    let client = redis::Client::open(gateway.url()).map_err(|e| e.to_string())?;
-    let mut connection = client
-        .get_connection_with_timeout(Duration::from_secs(10))
-        .map_err(|e| e.to_string())?;
+    let mut connection = connection(gateway)?;
     redis::cmd("SET")
         .arg(key)
         .arg(value)
@@ -31,10 +43,7 @@ fn set(gateway: &Gateway, key: &str, value: &str) -> Result<(), String> {
 }
 
 fn get(gateway: &Gateway, key: &str) -> Option<String> {
-    let client = redis::Client::open(gateway.url()).expect("client");
-    let mut connection = client
-        .get_connection_with_timeout(Duration::from_secs(10))
-        .expect("connect to the gateway");
+    let mut connection = connection(gateway).expect("connect to the gateway");
     redis::cmd("GET")
         .arg(key)
         .query(&mut connection)

@@ -333,12 +333,44 @@ fn a_bad_crc_closes_the_link_and_frees_the_slot() {
             let mut stream = fixture.raw_connection();
             match handshake::client_handshake(&mut stream, &hello, HANDSHAKE_TIMEOUT) {
                 Ok(_) => Ok(Some(())),
-                Err(TransportError::Refused { code: 1702, .. }) => Ok(None),
+                // Held by this process's closed link until the node has dropped it.
+                Err(TransportError::Refused { code: 1703, .. }) => Ok(None),
                 Err(e) => Err(e.into()),
             }
         },
     )
     .expect("reconnect in the slot of the closed link");
+}
+
+/// A second link under a node id that has one is refused: with 1703 (node failure handling not
+/// completed: retry) when the hello comes from the same process as the held link's, which
+/// therefore knows no other process took its id; with 1702 (node already connected) from
+/// another process. The held link and the good client go on.
+#[test]
+fn a_second_link_of_a_node_id_names_whose_the_first_is() {
+    let mut fixture = Fixture::start();
+    let mut held = fixture.handshaken_connection(PLAIN_SLOT);
+    let ours = Hello::for_link(fixture.cluster.config(), PLAIN_SLOT, DATA_NODE).expect("hello");
+    let theirs = Hello {
+        process: ours.process.wrapping_add(1).max(1),
+        ..ours
+    };
+    for (hello, code) in [(ours, 1703), (theirs, 1702)] {
+        let mut stream = fixture.raw_connection();
+        match handshake::client_handshake(&mut stream, &hello, HANDSHAKE_TIMEOUT) {
+            Err(TransportError::Refused { code: got, message }) => {
+                assert_eq!(got, code, "{message}")
+            }
+            other => panic!("a second link of {PLAIN_SLOT}: {other:?}"),
+        }
+    }
+    fixture.assert_healthy("second links refused");
+    // The held link still works: a ping is answered.
+    held.write_all(&frame_bytes(gsn::PING_REQ, block::QMGR, &[], false))
+        .expect("ping on the held link");
+    held.set_read_timeout(Some(CLOSE_TIMEOUT)).expect("timeout");
+    let mut header = [0u8; frame::FRAME_HEADER_BYTES];
+    held.read_exact(&mut header).expect("the held link answers");
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //!
 //! | signal | name | direction | payload |
 //! |---|---|---|---|
-//! | `0xFFF0` | HELLO | client → server | [`Hello`], 23 bytes |
+//! | `0xFFF0` | HELLO | client → server | [`Hello`], 31 bytes |
 //! | `0xFFF1` | HELLO_CONF | server → client | server node id (u16) |
 //! | `0xFFF2` | HELLO_REF | server → client | error code (u32), message length (u16), UTF-8 message |
 //! | `0xFFF3` | START_TLS | client → server | empty: TLS handshake next, then HELLO inside TLS |
@@ -25,6 +25,7 @@
 //! 20      1     from node kind: 1 data, 2 mgm, 3 api
 //! 21      1     wanted transporter: 1 TCP, 2 SHM, 3 URING (TCP moved by io_uring)
 //! 22      1     checksum: 0 or 1
+//! 23      8     process token (protocol version 8 on; [`process_token`])
 //! ```
 //!
 //! The helpers here block, each bounded by a timeout (normally [`HANDSHAKE_TIMEOUT`]), and read
@@ -56,7 +57,9 @@ use crate::{NodeId, TransportError, TransporterKind};
 /// bytes more), which a node of version 5 would refuse as malformed.
 /// 7: START_INFOCONF and COPY_FRAGREQ end with the president's live data nodes (a 32-byte
 /// bitmap), which a node of version 6 would take for trailing garbage.
-pub const PROTOCOL_VERSION: u32 = 7;
+/// 8: HELLO ends with the connecting process's token (31 bytes); a version 7 hello (23 bytes)
+/// still decodes, so that it is refused for its version (1710) rather than as malformed.
+pub const PROTOCOL_VERSION: u32 = 8;
 /// The first four bytes of a HELLO payload.
 pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";
 /// Signal number of HELLO.
@@ -74,7 +77,9 @@ pub const SIGNAL_START_TLS_CONF: u16 = 0xFFF4;
 /// (a client that requires TLS closes instead).
 pub const SIGNAL_START_TLS_REF: u16 = 0xFFF5;
 /// Bytes in a HELLO payload.
-pub const HELLO_BYTES: usize = 23;
+pub const HELLO_BYTES: usize = 31;
+/// Bytes in a HELLO payload of protocol version 7 and earlier (no process token).
+pub const HELLO_BYTES_V7: usize = 23;
 /// Bytes in a HELLO_CONF payload.
 pub const HELLO_CONF_BYTES: usize = 2;
 /// The longest HELLO_REF message; longer messages are cut at a character boundary.
@@ -120,6 +125,27 @@ pub struct Hello {
     pub transporter: TransporterKind,
     /// The Checksum setting it expects for this pair.
     pub checksum: bool,
+    /// The connecting process's [`process_token`] (0 from a version 7 hello): a node that
+    /// still holds a link from the same process under this node id (it has not finished
+    /// closing it) refuses with 1703, not 1702, so the process knows no other took its id.
+    pub process: u64,
+}
+
+/// A number this process drew when it first linked, the same for each of its links, and
+/// unlikely to be any other process's (never 0).
+pub fn process_token() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static TOKEN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TOKEN.get_or_init(|| {
+        // RandomState's keys are random per process; the pid and the clock set it apart
+        // further.
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u32(std::process::id());
+        if let Ok(since) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+            hasher.write_u128(since.as_nanos());
+        }
+        hasher.finish().max(1)
+    })
 }
 
 /// What the server said when it admitted us.
@@ -152,10 +178,11 @@ impl Hello {
             from_kind,
             transporter: link.kind,
             checksum: link.checksum,
+            process: process_token(),
         })
     }
 
-    /// The 23 payload bytes of this hello.
+    /// The 31 payload bytes of this hello.
     pub fn encode(&self) -> [u8; HELLO_BYTES] {
         let mut bytes = [0u8; HELLO_BYTES];
         bytes[0..4].copy_from_slice(&HELLO_MAGIC);
@@ -166,17 +193,27 @@ impl Hello {
         bytes[20] = node_kind_code(self.from_kind);
         bytes[21] = transporter_code(self.transporter);
         bytes[22] = u8::from(self.checksum);
+        bytes[23..31].copy_from_slice(&self.process.to_le_bytes());
         bytes
     }
 
-    /// Parses a HELLO payload; anything but exactly 23 well-formed bytes is an error.
+    /// Parses a HELLO payload; anything but exactly 31 well-formed bytes (or 23, a version 7
+    /// hello, without a process token) is an error.
     pub fn decode(payload: &[u8]) -> Result<Hello, TransportError> {
-        let bytes: &[u8; HELLO_BYTES] = payload.try_into().map_err(|_| {
-            bad(format!(
-                "HELLO payload is {} bytes, expected {HELLO_BYTES}",
-                payload.len()
-            ))
-        })?;
+        let process = match payload.len() {
+            HELLO_BYTES => {
+                let mut token = [0u8; 8];
+                token.copy_from_slice(&payload[23..31]);
+                u64::from_le_bytes(token)
+            }
+            HELLO_BYTES_V7 => 0,
+            n => {
+                return Err(bad(format!(
+                    "HELLO payload is {n} bytes, expected {HELLO_BYTES}"
+                )))
+            }
+        };
+        let bytes = payload;
         if bytes[0..4] != HELLO_MAGIC {
             return Err(bad(format!(
                 "bad magic {:02x?}, expected \"RNDB\"",
@@ -211,6 +248,7 @@ impl Hello {
             from_kind,
             transporter,
             checksum,
+            process,
         })
     }
 }
@@ -601,6 +639,7 @@ mod tests {
         from_kind: NodeKind::Api,
         transporter: TransporterKind::Tcp,
         checksum: false,
+        process: 7,
     };
 
     fn frame_of(signal: u16, payload: &[u8]) -> Vec<u8> {

@@ -8,6 +8,7 @@
 //! | code | constant | meaning |
 //! |---|---|---|
 //! | 1702 | [`REFUSE_ALREADY_CONNECTED`] | node already connected (NDB) |
+//! | 1703 | [`REFUSE_LINK_CLOSING`] | node failure handling not completed (NDB): the same process's earlier link is still being closed |
 //! | 1704 | [`REFUSE_NODE_TYPE_MISMATCH`] | node type mismatch (NDB) |
 //! | 1710 | [`REFUSE_VERSION_MISMATCH`] | protocol version differs |
 //! | 1711 | [`REFUSE_CLUSTER_MISMATCH`] | cluster id differs: the two read different configs |
@@ -34,6 +35,10 @@ use crate::{NodeId, TransportError, Transporter, TransporterKind};
 
 /// NDB 1702: the node already has a live link to us.
 pub const REFUSE_ALREADY_CONNECTED: u32 = 1702;
+/// NDB 1703 (node failure handling not completed): the node id's link is held by the same
+/// process (its [`Hello::process`]), whose earlier link this node has not finished closing.
+/// Temporary: the process retries, and knows that no other process took its node id.
+pub const REFUSE_LINK_CLOSING: u32 = 1703;
 /// NDB 1704: the hello's node kind is not the config's kind for that node id.
 pub const REFUSE_NODE_TYPE_MISMATCH: u32 = 1704;
 /// The peer speaks another protocol version.
@@ -158,13 +163,15 @@ impl fmt::Debug for Registry {
 }
 
 /// Decides whether node `me` accepts `hello` from `peer_addr`, and returns the link config for
-/// the pair when it does. `connected` tells whether a node already has a live link to us.
+/// the pair when it does. `connected(node, process)` claims the node id for the connecting
+/// process ([`Hello::process`]) and answers `None`, or, when a link already holds it, the
+/// process token of that link's hello.
 pub fn admit<'c>(
     config: &'c ClusterConfig,
     me: NodeId,
     hello: &Hello,
     peer_addr: IpAddr,
-    connected: impl Fn(NodeId) -> bool,
+    connected: impl Fn(NodeId, u64) -> Option<u64>,
 ) -> Result<&'c LinkConfig, Refusal> {
     let from = hello.from;
     if hello.protocol_version != PROTOCOL_VERSION {
@@ -221,11 +228,26 @@ pub fn admit<'c>(
     };
     check_link(link, hello, me)?;
     check_host(config, from, peer_addr)?;
-    if connected(from) {
-        return refuse(
-            REFUSE_ALREADY_CONNECTED,
-            format!("Node already connected: node {from} already has a link to node {me}"),
-        );
+    match connected(from, hello.process) {
+        None => {}
+        Some(holder) if holder == hello.process && holder != 0 => {
+            return refuse(
+                REFUSE_LINK_CLOSING,
+                format!(
+                    "Node failure handling not completed: node {me} is still closing the earlier \
+                     link of node {from} from the same process; retry"
+                ),
+            )
+        }
+        Some(_) => {
+            return refuse(
+                REFUSE_ALREADY_CONNECTED,
+                format!(
+                    "Node already connected: node {from} already has a link to node {me}, from \
+                     another process"
+                ),
+            )
+        }
     }
     Ok(link)
 }
@@ -237,7 +259,7 @@ pub fn server_handshake<'c>(
     stream: &mut (impl HandshakeStream + ?Sized),
     config: &'c ClusterConfig,
     me: NodeId,
-    connected: impl Fn(NodeId) -> bool,
+    connected: impl Fn(NodeId, u64) -> Option<u64>,
     timeout: Duration,
 ) -> Result<(Hello, &'c LinkConfig), TransportError> {
     let peer_addr = stream
@@ -264,7 +286,7 @@ pub fn server_handshake_tls<'c>(
     stream: TcpStream,
     config: &'c ClusterConfig,
     me: NodeId,
-    connected: impl Fn(NodeId) -> bool,
+    connected: impl Fn(NodeId, u64) -> Option<u64>,
     timeout: Duration,
     tls: &TlsSetup,
 ) -> Result<(NodeStream, Hello, &'c LinkConfig), TransportError> {
@@ -358,7 +380,7 @@ fn answer_hello<'c>(
     hello: Hello,
     verdict: Result<(), Refusal>,
     peer_ip: IpAddr,
-    connected: impl Fn(NodeId) -> bool,
+    connected: impl Fn(NodeId, u64) -> Option<u64>,
     timeout: Duration,
 ) -> Result<(Hello, &'c LinkConfig), TransportError> {
     match verdict.and_then(|()| admit(config, me, &hello, peer_ip, connected)) {

@@ -74,12 +74,23 @@ fn check_decode_fails(patch: impl Fn(&mut Vec<u8>), expected: &str) {
     );
 }
 
+/// A version 7 hello (23 bytes, no process token) decodes, with process 0, so that it can be
+/// refused for its version (1710) rather than as malformed.
+#[test]
+fn a_version_7_hello_decodes_without_a_process() {
+    let mut old = api_hello();
+    old.protocol_version = 7;
+    let bytes = old.encode();
+    let decoded = Hello::decode(&bytes[..handshake::HELLO_BYTES_V7]).expect("decode");
+    assert_eq!(decoded, Hello { process: 0, ..old });
+}
+
 #[test]
 fn malformed_hellos_fail() {
     check_decode_fails(|b| b[0] = b'X', "bad magic");
-    check_decode_fails(|b| b.truncate(HELLO_BYTES - 1), "expected 23");
-    check_decode_fails(|b| b.push(0), "expected 23");
-    check_decode_fails(|b| b.clear(), "expected 23");
+    check_decode_fails(|b| b.truncate(HELLO_BYTES - 1), "expected 31");
+    check_decode_fails(|b| b.push(0), "expected 31");
+    check_decode_fails(|b| b.clear(), "expected 31");
     check_decode_fails(|b| b[20] = 0, "unknown node kind 0");
     check_decode_fails(|b| b[21] = 9, "unknown transporter kind 9");
     check_decode_fails(|b| b[22] = 2, "checksum flag 2");
@@ -109,7 +120,7 @@ fn admitted_client_sends_frames_right_away() {
     let server_thread = thread::spawn(move || {
         let config = common::cluster();
         let (hello, link_config) =
-            registry::server_handshake(&mut server, &config, NodeId(1), |_| false, SHORT_TIMEOUT)
+            registry::server_handshake(&mut server, &config, NodeId(1), |_, _| None, SHORT_TIMEOUT)
                 .expect("admit node 10");
         let settings = LinkSettings::from_link(link_config);
         let mut link = TcpLink::new(server, hello.from, &settings).expect("server link");
@@ -142,7 +153,7 @@ fn refused_client_gets_the_code_and_reason() {
     let (mut client, mut server) = common::connected_streams();
     let server_thread = thread::spawn(move || {
         let config = common::cluster();
-        registry::server_handshake(&mut server, &config, NodeId(1), |_| false, SHORT_TIMEOUT)
+        registry::server_handshake(&mut server, &config, NodeId(1), |_, _| None, SHORT_TIMEOUT)
             .map(|_| ())
     });
     let hello = Hello {

@@ -29,7 +29,7 @@ fn serve(
     let (client, server) = common::connected_streams();
     let server = thread::spawn(move || {
         let config = common::cluster();
-        registry::server_handshake_tls(server, &config, NodeId(1), |_| false, TIMEOUT, &tls)
+        registry::server_handshake_tls(server, &config, NodeId(1), |_, _| None, TIMEOUT, &tls)
             .map(|(stream, _, _)| !stream.is_tls())
     });
     (client, server)

@@ -19,12 +19,17 @@ fn hello(config: &ClusterConfig, from: u16, to: u16) -> Hello {
     Hello::for_link(config, NodeId(from), NodeId(to)).expect("linked pair")
 }
 
-/// Node 1 judges `hello` from `addr`, with node 2 already connected; `expected` is the pair the
-/// admitted link joins, or the refusal code and a phrase the message must contain.
+/// The process token of node 2's link in [`check`].
+const NODE_2_PROCESS: u64 = 0xABC;
+
+/// Node 1 judges `hello` from `addr`, with node 2 already connected (by process
+/// [`NODE_2_PROCESS`]); `expected` is the pair the admitted link joins, or the refusal code and
+/// a phrase the message must contain.
 fn check(hello: Hello, addr: &str, expected: Result<(u16, u16), (u32, &str)>) {
     let config = common::cluster();
     let addr: IpAddr = addr.parse().expect("test address");
-    let result = admit(&config, NodeId(1), &hello, addr, |node| node == NodeId(2));
+    let held = |node, _| (node == NodeId(2)).then_some(NODE_2_PROCESS);
+    let result = admit(&config, NodeId(1), &hello, addr, held);
     match (result, expected) {
         (Ok(link), Ok((node1, node2))) => {
             assert_eq!((link.node1, link.node2), (NodeId(node1), NodeId(node2)));
@@ -134,7 +139,7 @@ fn tcp_and_uring_stand_in_for_each_other() {
             NodeId(1),
             &hello,
             LOCAL.parse().expect("address"),
-            |_| false,
+            |_, _| None,
         );
         match result {
             Ok(_) => assert!(admitted, "{wanted} on a {configured} link was admitted"),
@@ -169,12 +174,17 @@ fn refuses_wrong_hosts_and_second_connections() {
         LOCAL,
         Err((REFUSE_HOST_NOT_ALLOWED, phrase)),
     );
-    let phrase = "node 2 already has a link";
+    let phrase = "node 2 already has a link to node 1, from another process";
     check(
         hello(&config, 2, 1),
         "192.0.2.10",
         Err((REFUSE_ALREADY_CONNECTED, phrase)),
     );
+    // The same process again, its earlier link not closed yet: 1703, to retry.
+    let mut again = hello(&config, 2, 1);
+    again.process = NODE_2_PROCESS;
+    let phrase = "still closing the earlier link of node 2 from the same process";
+    check(again, "192.0.2.10", Err((REFUSE_LINK_CLOSING, phrase)));
 }
 
 /// A link that only knows its peer; enough for the registry.
