@@ -11,19 +11,22 @@ use crate::{ConnectOptions, Error};
 /// NDB's "Node already connected": the slot is taken, try the next one.
 const NODE_ALREADY_CONNECTED: u32 = 1702;
 
-/// Takes an API slot and connects to every data node with it. Returns the slot's node id and
-/// one link per data node, in config order.
+/// Takes an API slot and connects to every data node with it, the HELLOs carrying `token`
+/// (this connection's: see `rndb_transporter::handshake::Hello::token`). Returns the slot's
+/// node id and one link per data node, in config order.
 pub(crate) fn connect_all(
     config: &ClusterConfig,
     options: &ConnectOptions,
+    token: u64,
 ) -> Result<(NodeId, Vec<Box<dyn Transporter>>), Error> {
-    connect_first_free(config, options, &|| false)
+    connect_first_free(config, options, token, &|| false)
 }
 
 /// [`connect_all`], giving up (with the last error) once `stop` says so between slots.
 pub(crate) fn connect_first_free(
     config: &ClusterConfig,
     options: &ConnectOptions,
+    token: u64,
     stop: &dyn Fn() -> bool,
 ) -> Result<(NodeId, Vec<Box<dyn Transporter>>), Error> {
     if config.data_nodes.is_empty() {
@@ -60,7 +63,7 @@ pub(crate) fn connect_first_free(
             )));
         }
         let tls = tls_setup(config, me, options)?;
-        match connect_as(config, me, options, &tls) {
+        match connect_as(config, me, options, &tls, token) {
             Ok(links) => return Ok((me, links)),
             // Held by another process, or (when this process takes another slot) by its own
             // earlier link, not yet closed: try the next.
@@ -106,11 +109,12 @@ fn connect_as(
     me: NodeId,
     options: &ConnectOptions,
     tls: &TlsSetup,
+    token: u64,
 ) -> Result<Vec<Box<dyn Transporter>>, Error> {
     let mut links = Vec::new();
     let mut unreachable = None;
     for data in &config.data_nodes {
-        match connect_one(config, me, data, options, tls) {
+        match connect_one(config, me, data, options, tls, token) {
             Ok(link) => links.push(link),
             Err(e @ Error::Connect { .. }) => {
                 tracing::warn!(
@@ -154,15 +158,17 @@ pub(crate) fn connect_one(
     data: &DataNodeConfig,
     options: &ConnectOptions,
     tls: &TlsSetup,
+    token: u64,
 ) -> Result<Box<dyn Transporter>, Error> {
     let peer = data.node_id;
-    rndb_transporter::connect::connect_to_data_node_tls(
+    rndb_transporter::connect::connect_to_data_node_as(
         config,
         me,
         data,
         options.transporter,
         options.connect_timeout,
         tls,
+        token,
     )
     .map_err(|e| match e {
         TransportError::Refused { code, message } => {

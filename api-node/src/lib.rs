@@ -351,7 +351,9 @@ impl Cluster {
         options: ConnectOptions,
         report: Option<SlotReport>,
     ) -> Result<Cluster, Error> {
-        let (node_id, links) = connect::connect_all(&config, &options)?;
+        // This connection's HELLO token: a process may hold several API slots, each its own.
+        let token = rndb_transporter::handshake::fresh_token();
+        let (node_id, links) = connect::connect_all(&config, &options, token)?;
         // What every link of this cluster shares; this API node arbitrates only if its slot's
         // ArbitrationRank is 1 or 2.
         let rank = config
@@ -414,6 +416,7 @@ impl Cluster {
         cluster.connector = Connector::start(
             cluster.config.clone(),
             Arc::clone(&cluster.node_id),
+            token,
             options,
             Arc::clone(&cluster.connections),
             shared,

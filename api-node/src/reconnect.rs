@@ -22,12 +22,12 @@
 //! data node has refused it so for [`SLOT_TAKEN_GRACE`] and it has no working link, it takes
 //! another free slot as it did at connect, unless the application chose the node id
 //! ([`ConnectOptions::node_id`]): then its requests fail with 4010 naming the refusal. A data
-//! node tells its own earlier link, not yet closed, from another process's by the process token
-//! of each HELLO (`rndb_transporter::handshake::process_token`): it refuses the former with 1703
-//! (node failure handling not completed), which never counts as taken, however long the data
-//! node takes to close the link (a system restart loading its checkpoints stalls it for
-//! seconds). (NDB avoids the clash by ndb_mgmd reserving each API node's id; an API node here
-//! may run without ndb_mgmd.)
+//! node tells this API node's own earlier link, not yet closed, from another's by the token of
+//! each HELLO, drawn per connection (`rndb_transporter::handshake::Hello::token`): it refuses
+//! the former with 1703 (node failure handling not completed), which never counts as taken,
+//! however long the data node takes to close the link (a system restart loading its
+//! checkpoints stalls it for seconds). (NDB avoids the clash by ndb_mgmd reserving each API
+//! node's id; an API node here may run without ndb_mgmd.)
 
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -141,6 +141,8 @@ struct Flags {
 struct Job {
     config: ClusterConfig,
     me: Arc<OwnId>,
+    /// This connection's HELLO token (`Hello::token`), the same for every slot it takes.
+    token: u64,
     options: ConnectOptions,
     /// This API node's TLS keys and RequireTls, as at connect.
     tls: rndb_transporter::tls::TlsSetup,
@@ -165,9 +167,12 @@ impl Connector {
     /// Starts the thread that links the data nodes of `slots` without a working link, for as
     /// long as the connector lives; `None` (with a warning) when no thread can be started: the
     /// API node goes on with the links it has.
+    // Each argument is one piece of the connection the thread works for.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         config: ClusterConfig,
         me: Arc<OwnId>,
+        token: u64,
         options: ConnectOptions,
         slots: Slots,
         shared: LinksShared,
@@ -184,6 +189,7 @@ impl Connector {
         let mut job = Job {
             config,
             me,
+            token,
             options,
             tls,
             slots,
@@ -339,9 +345,15 @@ impl Job {
             work.link = None;
         }
         if work.link.is_none() {
-            let opened =
-                connect::connect_one(&self.config, self.me.get(), data, &self.options, &self.tls)
-                    .and_then(|link| open_connection(link, self.options.spin_us, &self.shared));
+            let opened = connect::connect_one(
+                &self.config,
+                self.me.get(),
+                data,
+                &self.options,
+                &self.tls,
+                self.token,
+            )
+            .and_then(|link| open_connection(link, self.options.spin_us, &self.shared));
             match opened {
                 Ok(link) => {
                     work.link = Some(link);
@@ -449,18 +461,19 @@ impl Job {
             *work = Pending::default();
         }
         let stop = || state.stopping();
-        let (me, links) = match connect::connect_first_free(&self.config, &self.options, &stop) {
-            Ok(taken) => taken,
-            Err(e) => {
-                if !state.stopping() {
-                    tracing::warn!(
-                        "API node {old}: another API node took its slot while it had no link; \
+        let (me, links) =
+            match connect::connect_first_free(&self.config, &self.options, self.token, &stop) {
+                Ok(taken) => taken,
+                Err(e) => {
+                    if !state.stopping() {
+                        tracing::warn!(
+                            "API node {old}: another API node took its slot while it had no link; \
                          no other slot could be taken: {e}"
-                    );
+                        );
+                    }
+                    return;
                 }
-                return;
-            }
-        };
+            };
         let tls = match connect::tls_setup(&self.config, me, &self.options) {
             Ok(tls) => tls,
             Err(e) => {
@@ -547,6 +560,7 @@ mod tests {
         let connector = Connector::start(
             config,
             Arc::new(OwnId::new(NodeId(50))),
+            1,
             ConnectOptions::default(),
             Arc::clone(&slots),
             LinksShared::default(),

@@ -521,6 +521,8 @@ fn handshakes() -> Vec<Seed> {
     ] {
         let mut hello = Hello::for_link(&config, NodeId(from), NodeId(1)).expect("a link");
         hello.transporter = transporter;
+        // A fixed token: the seeds are the same on every run.
+        hello.token = u64::from(from);
         seeds.push((
             "handshake",
             format!("hello-from-{from}"),
@@ -535,7 +537,7 @@ fn handshakes() -> Vec<Seed> {
         from_kind: rndb_config::NodeKind::Api,
         transporter: TransporterKind::Uring,
         checksum: false,
-        process: 0x5eed,
+        token: 0x5eed,
     };
     seeds.push((
         "handshake",

@@ -497,17 +497,28 @@ thread_local! {
 
 /// The bytes a connecting peer sends, as data node 1 reads them (one whole handshake frame),
 /// then admission from 127.0.0.1 and from another host; the same bytes read as a server's
-/// answer. An accepted HELLO must encode back to its own payload.
+/// answer. An accepted HELLO must encode back to its own payload (a version 7 one, without a
+/// token, to its first 23 bytes).
 pub fn handshake(data: &[u8]) {
     if let Ok(hello) = handshake::decode_hello_frame(data) {
         let payload = &data[FRAME_HEADER_BYTES..];
-        assert_eq!(hello.encode()[..], payload[..], "HELLO did not re-encode");
-        assert_eq!(Hello::decode(&hello.encode()).ok(), Some(hello));
-        // Some node ids held: by the same process (1703) or another (1702).
-        let held = |node: NodeId, process: u64| {
+        let encoded = hello.encode();
+        if payload.len() == handshake::HELLO_BYTES_V7 {
+            assert_eq!(hello.token, 0, "a version 7 HELLO has no token");
+            assert_eq!(
+                encoded[..payload.len()],
+                payload[..],
+                "HELLO did not re-encode"
+            );
+        } else {
+            assert_eq!(encoded[..], payload[..], "HELLO did not re-encode");
+        }
+        assert_eq!(Hello::decode(&encoded).ok(), Some(hello));
+        // Some node ids held: by the same sender (1703) or another (1702).
+        let held = |node: NodeId, token: u64| {
             node.0
                 .is_multiple_of(3)
-                .then_some(if node.0.is_multiple_of(2) { process } else { 0 })
+                .then_some(if node.0.is_multiple_of(2) { token } else { 0 })
         };
         CONFIG.with(|config| {
             for peer in [

@@ -352,7 +352,7 @@ fn a_second_link_of_a_node_id_names_whose_the_first_is() {
     let mut held = fixture.handshaken_connection(PLAIN_SLOT);
     let ours = Hello::for_link(fixture.cluster.config(), PLAIN_SLOT, DATA_NODE).expect("hello");
     let theirs = Hello {
-        process: ours.process.wrapping_add(1).max(1),
+        token: ours.token.wrapping_add(1).max(1),
         ..ours
     };
     for (hello, code) in [(ours, 1703), (theirs, 1702)] {

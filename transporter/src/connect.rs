@@ -39,6 +39,21 @@ pub fn connect_to_data_node_tls(
     timeout: Duration,
     tls: &TlsSetup,
 ) -> Result<Box<dyn Transporter>, TransportError> {
+    let token = handshake::process_token();
+    connect_to_data_node_as(config, me, peer, kind, timeout, tls, token)
+}
+
+/// [`connect_to_data_node_tls`] with the HELLO's [`Hello::token`] given: an API node's own,
+/// drawn per connection (a process may hold several API slots).
+pub fn connect_to_data_node_as(
+    config: &ClusterConfig,
+    me: NodeId,
+    peer: &DataNodeConfig,
+    kind: Option<TransporterKind>,
+    timeout: Duration,
+    tls: &TlsSetup,
+    token: u64,
+) -> Result<Box<dyn Transporter>, TransportError> {
     let deadline = Instant::now() + timeout;
     let link = config.link(me, peer.node_id).ok_or_else(|| {
         TransportError::Handshake(format!(
@@ -52,6 +67,7 @@ pub fn connect_to_data_node_tls(
     let mut stream = start_tls(stream, config, me, peer, tls, deadline)?;
     let mut hello = Hello::for_link(config, me, peer.node_id)?;
     hello.transporter = kind;
+    hello.token = token;
     let left = deadline.saturating_duration_since(Instant::now());
     handshake::client_handshake(&mut stream, &hello, left)?;
     open_link(stream, me, peer.node_id, link, kind)

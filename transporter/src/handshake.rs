@@ -25,7 +25,7 @@
 //! 20      1     from node kind: 1 data, 2 mgm, 3 api
 //! 21      1     wanted transporter: 1 TCP, 2 SHM, 3 URING (TCP moved by io_uring)
 //! 22      1     checksum: 0 or 1
-//! 23      8     process token (protocol version 8 on; [`process_token`])
+//! 23      8     sender's token (protocol version 8 on; [`Hello::token`])
 //! ```
 //!
 //! The helpers here block, each bounded by a timeout (normally [`HANDSHAKE_TIMEOUT`]), and read
@@ -57,7 +57,7 @@ use crate::{NodeId, TransportError, TransporterKind};
 /// bytes more), which a node of version 5 would refuse as malformed.
 /// 7: START_INFOCONF and COPY_FRAGREQ end with the president's live data nodes (a 32-byte
 /// bitmap), which a node of version 6 would take for trailing garbage.
-/// 8: HELLO ends with the connecting process's token (31 bytes); a version 7 hello (23 bytes)
+/// 8: HELLO ends with the sender's token (31 bytes); a version 7 hello (23 bytes)
 /// still decodes, so that it is refused for its version (1710) rather than as malformed.
 pub const PROTOCOL_VERSION: u32 = 8;
 /// The first four bytes of a HELLO payload.
@@ -78,7 +78,7 @@ pub const SIGNAL_START_TLS_CONF: u16 = 0xFFF4;
 pub const SIGNAL_START_TLS_REF: u16 = 0xFFF5;
 /// Bytes in a HELLO payload.
 pub const HELLO_BYTES: usize = 31;
-/// Bytes in a HELLO payload of protocol version 7 and earlier (no process token).
+/// Bytes in a HELLO payload of protocol version 7 and earlier (no token).
 pub const HELLO_BYTES_V7: usize = 23;
 /// Bytes in a HELLO_CONF payload.
 pub const HELLO_CONF_BYTES: usize = 2;
@@ -125,27 +125,31 @@ pub struct Hello {
     pub transporter: TransporterKind,
     /// The Checksum setting it expects for this pair.
     pub checksum: bool,
-    /// The connecting process's [`process_token`] (0 from a version 7 hello): a node that
-    /// still holds a link from the same process under this node id (it has not finished
-    /// closing it) refuses with 1703, not 1702, so the process knows no other took its id.
-    pub process: u64,
+    /// Who sends: the [`process_token`] of a data node's or tool's process, or an API node's
+    /// own [`fresh_token`], drawn per connection (a process may hold several API slots); 0
+    /// from a version 7 hello. A node that still holds a link with the same token under this
+    /// node id (it has not finished closing it) refuses with 1703, not 1702: the sender knows
+    /// that no other took its id.
+    pub token: u64,
 }
 
-/// A number this process drew when it first linked, the same for each of its links, and
-/// unlikely to be any other process's (never 0).
+/// A token this process drew when it first linked, the same for each of its links
+/// ([`Hello::token`]).
 pub fn process_token() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
     static TOKEN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *TOKEN.get_or_init(|| {
-        // RandomState's keys are random per process; the pid and the clock set it apart
-        // further.
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u32(std::process::id());
-        if let Ok(since) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-            hasher.write_u128(since.as_nanos());
-        }
-        hasher.finish().max(1)
-    })
+    *TOKEN.get_or_init(fresh_token)
+}
+
+/// A new token, unlikely to be any other's (never 0).
+pub fn fresh_token() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    // Each RandomState has new random keys; the pid and the clock set tokens apart further.
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    if let Ok(since) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        hasher.write_u128(since.as_nanos());
+    }
+    hasher.finish().max(1)
 }
 
 /// What the server said when it admitted us.
@@ -178,7 +182,7 @@ impl Hello {
             from_kind,
             transporter: link.kind,
             checksum: link.checksum,
-            process: process_token(),
+            token: process_token(),
         })
     }
 
@@ -193,14 +197,14 @@ impl Hello {
         bytes[20] = node_kind_code(self.from_kind);
         bytes[21] = transporter_code(self.transporter);
         bytes[22] = u8::from(self.checksum);
-        bytes[23..31].copy_from_slice(&self.process.to_le_bytes());
+        bytes[23..31].copy_from_slice(&self.token.to_le_bytes());
         bytes
     }
 
     /// Parses a HELLO payload; anything but exactly 31 well-formed bytes (or 23, a version 7
-    /// hello, without a process token) is an error.
+    /// hello, without a token) is an error.
     pub fn decode(payload: &[u8]) -> Result<Hello, TransportError> {
-        let process = match payload.len() {
+        let token = match payload.len() {
             HELLO_BYTES => {
                 let mut token = [0u8; 8];
                 token.copy_from_slice(&payload[23..31]);
@@ -218,6 +222,12 @@ impl Hello {
             return Err(bad(format!(
                 "bad magic {:02x?}, expected \"RNDB\"",
                 &bytes[0..4]
+            )));
+        }
+        let version = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+        if bytes.len() == HELLO_BYTES_V7 && version >= 8 {
+            return Err(bad(format!(
+                "a version {version} HELLO is {HELLO_BYTES} bytes, not {HELLO_BYTES_V7}"
             )));
         }
         let from_kind = match bytes[20] {
@@ -248,7 +258,7 @@ impl Hello {
             from_kind,
             transporter,
             checksum,
-            process,
+            token,
         })
     }
 }
@@ -639,7 +649,7 @@ mod tests {
         from_kind: NodeKind::Api,
         transporter: TransporterKind::Tcp,
         checksum: false,
-        process: 7,
+        token: 7,
     };
 
     fn frame_of(signal: u16, payload: &[u8]) -> Vec<u8> {

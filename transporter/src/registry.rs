@@ -8,7 +8,7 @@
 //! | code | constant | meaning |
 //! |---|---|---|
 //! | 1702 | [`REFUSE_ALREADY_CONNECTED`] | node already connected (NDB) |
-//! | 1703 | [`REFUSE_LINK_CLOSING`] | node failure handling not completed (NDB): the same process's earlier link is still being closed |
+//! | 1703 | [`REFUSE_LINK_CLOSING`] | node failure handling not completed (NDB): the same sender's earlier link is still being closed |
 //! | 1704 | [`REFUSE_NODE_TYPE_MISMATCH`] | node type mismatch (NDB) |
 //! | 1710 | [`REFUSE_VERSION_MISMATCH`] | protocol version differs |
 //! | 1711 | [`REFUSE_CLUSTER_MISMATCH`] | cluster id differs: the two read different configs |
@@ -36,8 +36,8 @@ use crate::{NodeId, TransportError, Transporter, TransporterKind};
 /// NDB 1702: the node already has a live link to us.
 pub const REFUSE_ALREADY_CONNECTED: u32 = 1702;
 /// NDB 1703 (node failure handling not completed): the node id's link is held by the same
-/// process (its [`Hello::process`]), whose earlier link this node has not finished closing.
-/// Temporary: the process retries, and knows that no other process took its node id.
+/// sender (its [`Hello::token`]), whose earlier link this node has not finished closing.
+/// Temporary: the sender retries, and knows that no other took its node id.
 pub const REFUSE_LINK_CLOSING: u32 = 1703;
 /// NDB 1704: the hello's node kind is not the config's kind for that node id.
 pub const REFUSE_NODE_TYPE_MISMATCH: u32 = 1704;
@@ -163,9 +163,9 @@ impl fmt::Debug for Registry {
 }
 
 /// Decides whether node `me` accepts `hello` from `peer_addr`, and returns the link config for
-/// the pair when it does. `connected(node, process)` claims the node id for the connecting
-/// process ([`Hello::process`]) and answers `None`, or, when a link already holds it, the
-/// process token of that link's hello.
+/// the pair when it does. `connected(node, token)` claims the node id for the sender of
+/// [`Hello::token`] and answers `None`, or, when a link already holds it, the token of that
+/// link's hello.
 pub fn admit<'c>(
     config: &'c ClusterConfig,
     me: NodeId,
@@ -228,14 +228,14 @@ pub fn admit<'c>(
     };
     check_link(link, hello, me)?;
     check_host(config, from, peer_addr)?;
-    match connected(from, hello.process) {
+    match connected(from, hello.token) {
         None => {}
-        Some(holder) if holder == hello.process && holder != 0 => {
+        Some(holder) if holder == hello.token && holder != 0 => {
             return refuse(
                 REFUSE_LINK_CLOSING,
                 format!(
                     "Node failure handling not completed: node {me} is still closing the earlier \
-                     link of node {from} from the same process; retry"
+                     link of node {from} from the same sender; retry"
                 ),
             )
         }
@@ -244,7 +244,7 @@ pub fn admit<'c>(
                 REFUSE_ALREADY_CONNECTED,
                 format!(
                     "Node already connected: node {from} already has a link to node {me}, from \
-                     another process"
+                     another sender"
                 ),
             )
         }

@@ -82,7 +82,7 @@ fn a_version_7_hello_decodes_without_a_process() {
     old.protocol_version = 7;
     let bytes = old.encode();
     let decoded = Hello::decode(&bytes[..handshake::HELLO_BYTES_V7]).expect("decode");
-    assert_eq!(decoded, Hello { process: 0, ..old });
+    assert_eq!(decoded, Hello { token: 0, ..old });
 }
 
 #[test]

@@ -174,7 +174,7 @@ fn refuses_wrong_hosts_and_second_connections() {
         LOCAL,
         Err((REFUSE_HOST_NOT_ALLOWED, phrase)),
     );
-    let phrase = "node 2 already has a link to node 1, from another process";
+    let phrase = "node 2 already has a link to node 1, from another sender";
     check(
         hello(&config, 2, 1),
         "192.0.2.10",
@@ -182,8 +182,8 @@ fn refuses_wrong_hosts_and_second_connections() {
     );
     // The same process again, its earlier link not closed yet: 1703, to retry.
     let mut again = hello(&config, 2, 1);
-    again.process = NODE_2_PROCESS;
-    let phrase = "still closing the earlier link of node 2 from the same process";
+    again.token = NODE_2_PROCESS;
+    let phrase = "still closing the earlier link of node 2 from the same sender";
     check(again, "192.0.2.10", Err((REFUSE_LINK_CLOSING, phrase)));
 }
 
