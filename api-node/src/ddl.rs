@@ -387,6 +387,16 @@ fn column_names(columns: &[IndexColumn]) -> Result<Vec<String>, DdlError> {
         .collect()
 }
 
+/// A DATETIME's or TIMESTAMP's fraction digits: 0 unless given, at most 6 (MySQL's limit).
+fn fraction_digits(column: &str, fsp: Option<u64>) -> Result<u8, DdlError> {
+    match fsp.unwrap_or(0) {
+        n @ 0..=6 => Ok(n as u8),
+        n => Err(DdlError::Invalid(format!(
+            "column {column}: {n} fraction digits, at most 6"
+        ))),
+    }
+}
+
 /// The rndb type of a MySQL type.
 fn column_type(column: &str, data_type: &DataType) -> Result<ColumnType, DdlError> {
     let length = |length: &Option<CharacterLength>| match length {
@@ -413,6 +423,11 @@ fn column_type(column: &str, data_type: &DataType) -> Result<ColumnType, DdlErro
             Ok(ColumnType::Float64)
         }
         DataType::Varchar(n) => Ok(ColumnType::Varchar(length(n)?)),
+        DataType::Date => Ok(ColumnType::Date),
+        DataType::Datetime(fsp) => Ok(ColumnType::Datetime(fraction_digits(column, *fsp)?)),
+        DataType::Timestamp(fsp, ast::TimezoneInfo::None) => {
+            Ok(ColumnType::Timestamp(fraction_digits(column, *fsp)?))
+        }
         DataType::Varbinary(Some(ast::BinaryLength::IntegerLength { length })) => {
             u16::try_from(*length)
                 .map(ColumnType::Varbinary)
@@ -422,7 +437,8 @@ fn column_type(column: &str, data_type: &DataType) -> Result<ColumnType, DdlErro
         }
         other => Err(DdlError::Unsupported(format!(
             "type {other} (column {column}; rndb has TINYINT, SMALLINT, MEDIUMINT, INT and \
-             BIGINT [UNSIGNED], DOUBLE, VARCHAR(n), VARBINARY(n))"
+             BIGINT [UNSIGNED], DOUBLE, VARCHAR(n), VARBINARY(n), DATE, DATETIME(fsp), \
+             TIMESTAMP(fsp))"
         ))),
     }
 }
@@ -506,6 +522,23 @@ mod tests {
     }
 
     #[test]
+    fn dates_and_times() {
+        check(
+            "CREATE TABLE e (d DATE PRIMARY KEY, t DATETIME, t3 DATETIME(3), s TIMESTAMP(6) NULL)",
+            &[
+                "d Date PK",
+                "t Datetime(0) NULL",
+                "t3 Datetime(3) NULL",
+                "s Timestamp(6) NULL",
+            ],
+        );
+        check_error(
+            "CREATE TABLE e (d DATE PRIMARY KEY, t DATETIME(7))",
+            "7 fraction digits, at most 6",
+        );
+    }
+
+    #[test]
     fn composite_key_engine_and_read_backup() {
         let sql = "create table t2 (a int, b varchar(4), c double precision unique, \
                    primary key (a, b)) ENGINE=NDBCLUSTER COMMENT='NDB_TABLE=READ_BACKUP=1'";
@@ -584,8 +617,8 @@ mod tests {
                 "type TEXT (column s",
             ),
             (
-                "CREATE TABLE t (id INT PRIMARY KEY, d DATETIME)",
-                "type DATETIME (column d",
+                "CREATE TABLE t (id INT PRIMARY KEY, d DECIMAL(10, 2))",
+                "type DECIMAL(10,2) (column d",
             ),
             (
                 "CREATE TABLE t (id INT PRIMARY KEY, c CHAR(3))",

@@ -36,6 +36,15 @@ pub enum ColumnType {
     Float64,
     /// UTF-8 text of at most `n` bytes, compared as bytes (a binary collation).
     Varchar(u16),
+    /// MySQL DATE, carried by [`Value::Varchar`] as `YYYY-MM-DD`: a real day of the years
+    /// 1000 to 9999. Text in that one form orders as the dates do.
+    Date,
+    /// MySQL DATETIME(fsp), carried by [`Value::Varchar`] as `YYYY-MM-DD hh:mm:ss`, then a
+    /// point and exactly `fsp` (0..=6) digits when `fsp` > 0.
+    Datetime(u8),
+    /// MySQL TIMESTAMP(fsp): a DATETIME(fsp) in UTC from `1970-01-01 00:00:01` to
+    /// `2038-01-19 03:14:07` (the application converts from its time zone).
+    Timestamp(u8),
     /// Bytes, at most `n` of them.
     Varbinary(u16),
 }
@@ -56,6 +65,9 @@ impl fmt::Display for ColumnType {
             ColumnType::Float64 => write!(f, "Float64"),
             ColumnType::Varchar(n) => write!(f, "Varchar({n})"),
             ColumnType::Varbinary(n) => write!(f, "Varbinary({n})"),
+            ColumnType::Date => write!(f, "Date"),
+            ColumnType::Datetime(fsp) => write!(f, "Datetime({fsp})"),
+            ColumnType::Timestamp(fsp) => write!(f, "Timestamp({fsp})"),
         }
     }
 }
@@ -71,7 +83,10 @@ impl ColumnType {
             ColumnType::Int64 => 3,
             ColumnType::UInt64 => 4,
             ColumnType::Float64 => 5,
-            ColumnType::Varchar(_) => 6,
+            ColumnType::Varchar(_)
+            | ColumnType::Date
+            | ColumnType::Datetime(_)
+            | ColumnType::Timestamp(_) => 6,
             ColumnType::Varbinary(_) => 7,
         }
     }
@@ -89,7 +104,12 @@ impl ColumnType {
             ColumnType::UInt32 => (0, u32::MAX.into()),
             ColumnType::Int64 => (i64::MIN.into(), i64::MAX.into()),
             ColumnType::UInt64 => (0, u64::MAX.into()),
-            ColumnType::Float64 | ColumnType::Varchar(_) | ColumnType::Varbinary(_) => return None,
+            ColumnType::Float64
+            | ColumnType::Varchar(_)
+            | ColumnType::Varbinary(_)
+            | ColumnType::Date
+            | ColumnType::Datetime(_)
+            | ColumnType::Timestamp(_) => return None,
         })
     }
 
@@ -103,6 +123,38 @@ impl ColumnType {
     pub fn admits(self, v: i128) -> bool {
         self.integer_bounds()
             .is_some_and(|(least, greatest)| (least..=greatest).contains(&v))
+    }
+
+    /// The longest text of a date or time type (`None` for the others).
+    pub fn temporal_bytes(self) -> Option<u16> {
+        match self {
+            ColumnType::Date => Some(10),
+            ColumnType::Datetime(fsp) | ColumnType::Timestamp(fsp) => {
+                Some(19 + if fsp > 0 { 1 + u16::from(fsp) } else { 0 })
+            }
+            _ => None,
+        }
+    }
+
+    /// True when `text` is a value of this date or time type, in its one form.
+    pub fn admits_text(self, text: &str) -> bool {
+        let b = text.as_bytes();
+        if self.temporal_bytes().map(usize::from) != Some(b.len()) || !is_date(&b[..10]) {
+            return false;
+        }
+        match self {
+            ColumnType::Date => true,
+            ColumnType::Datetime(_) | ColumnType::Timestamp(_) => {
+                let whole = b[10] == b' '
+                    && is_time(&b[11..19])
+                    && (b.len() == 19 || b[19] == b'.' && b[20..].iter().all(u8::is_ascii_digit));
+                // Fixed-width text compares as the instants do.
+                whole
+                    && (!matches!(self, ColumnType::Timestamp(_))
+                        || (TIMESTAMP_FIRST..=TIMESTAMP_LAST).contains(&&text[..19]))
+            }
+            _ => false,
+        }
     }
 
     /// True for the integer types narrower than their carrier (8, 16 and 24 bits), whose
@@ -119,6 +171,48 @@ impl ColumnType {
                 | ColumnType::UInt24
         )
     }
+}
+
+/// The first and last TIMESTAMP (to the second), as MySQL's.
+const TIMESTAMP_FIRST: &str = "1970-01-01 00:00:01";
+const TIMESTAMP_LAST: &str = "2038-01-19 03:14:07";
+/// The most fraction digits of a DATETIME or TIMESTAMP (MySQL's).
+pub const FSP_MAX: u8 = 6;
+
+/// `YYYY-MM-DD`, a real day of the years 1000 to 9999.
+fn is_date(b: &[u8]) -> bool {
+    let number = |digits: &[u8]| {
+        digits.iter().try_fold(0u32, |n, &d| {
+            d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0'))
+        })
+    };
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return false;
+    }
+    let (Some(year), Some(month), Some(day)) =
+        (number(&b[0..4]), number(&b[5..7]), number(&b[8..10]))
+    else {
+        return false;
+    };
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    (1000..=9999).contains(&year) && (1..=days).contains(&day)
+}
+
+/// `hh:mm:ss`, a time of day.
+fn is_time(b: &[u8]) -> bool {
+    let two = |at: usize, below: u8| {
+        b[at].is_ascii_digit()
+            && b[at + 1].is_ascii_digit()
+            && (b[at] - b'0') * 10 + (b[at + 1] - b'0') < below
+    };
+    b.len() == 8 && b[2] == b':' && b[5] == b':' && two(0, 24) && two(3, 60) && two(6, 60)
 }
 
 /// One column of a table.
@@ -264,6 +358,17 @@ impl TableDef {
                     ));
                 }
             }
+            if let ColumnType::Datetime(fsp) | ColumnType::Timestamp(fsp) = c.column_type {
+                if fsp > FSP_MAX {
+                    return Err((
+                        738,
+                        format!(
+                            "column {}: at most {FSP_MAX} fraction digits, not {fsp}",
+                            c.name
+                        ),
+                    ));
+                }
+            }
             if c.auto_increment
                 && (!c.column_type.is_integer()
                     || self.columns[..i].iter().any(|o| o.auto_increment))
@@ -324,6 +429,9 @@ impl TableDef {
                 ColumnType::Float64 => (5, 0),
                 ColumnType::Varchar(n) => (6, n),
                 ColumnType::Varbinary(n) => (7, n),
+                ColumnType::Date => (14, 0),
+                ColumnType::Datetime(fsp) => (15, u16::from(fsp)),
+                ColumnType::Timestamp(fsp) => (16, u16::from(fsp)),
             };
             let flags = u8::from(c.nullable)
                 | (u8::from(c.primary_key) << 1)
@@ -363,6 +471,18 @@ impl TableDef {
                 11 => ColumnType::UInt16,
                 12 => ColumnType::Int24,
                 13 => ColumnType::UInt24,
+                14 => ColumnType::Date,
+                15 | 16 => {
+                    let fsp = u8::try_from(len)
+                        .ok()
+                        .filter(|&f| f <= FSP_MAX)
+                        .ok_or_else(|| r.error(format!("{len} fraction digits")))?;
+                    if tag == 15 {
+                        ColumnType::Datetime(fsp)
+                    } else {
+                        ColumnType::Timestamp(fsp)
+                    }
+                }
                 t => return Err(r.error(format!("unknown column type tag {t}"))),
             };
             if flags & !7 != 0 {
@@ -415,6 +535,9 @@ impl Value {
             | ColumnType::UInt32 => 5,
             ColumnType::Int64 | ColumnType::UInt64 | ColumnType::Float64 => 9,
             ColumnType::Varchar(n) | ColumnType::Varbinary(n) => 3 + usize::from(n),
+            t @ (ColumnType::Date | ColumnType::Datetime(_) | ColumnType::Timestamp(_)) => {
+                3 + usize::from(t.temporal_bytes().unwrap_or(0))
+            }
         }
     }
 
@@ -428,6 +551,7 @@ impl Value {
             | (Value::UInt64(_), ColumnType::UInt64)
             | (Value::Float64(_), ColumnType::Float64) => true,
             (Value::Varchar(s), ColumnType::Varchar(n)) => s.len() <= usize::from(n),
+            (Value::Varchar(s), t) if t.value_tag() == 6 => t.admits_text(s),
             (Value::Varbinary(b), ColumnType::Varbinary(n)) => b.len() <= usize::from(n),
             _ => false,
         }
@@ -475,6 +599,13 @@ impl Value {
             (6, ColumnType::Varchar(n)) => {
                 let text = r.str16()?;
                 if text.len() > usize::from(n) {
+                    return Err(r.error(misfit(column, &Value::Varchar(text.to_string()))));
+                }
+                Value::Varchar(text.to_string())
+            }
+            (6, t) if t.value_tag() == 6 => {
+                let text = r.str16()?;
+                if !t.admits_text(text) {
                     return Err(r.error(misfit(column, &Value::Varchar(text.to_string()))));
                 }
                 Value::Varchar(text.to_string())
@@ -625,6 +756,7 @@ pub fn canonical_key<'k>(
                 r.u64().is_ok()
             }
             (6, ColumnType::Varchar(n)) => r.str16().is_ok_and(|s| s.len() <= usize::from(n)),
+            (6, t) if t.value_tag() == 6 => r.str16().is_ok_and(|s| t.admits_text(s)),
             (7, ColumnType::Varbinary(n)) => r.bytes16().is_ok_and(|b| b.len() <= usize::from(n)),
             _ => false,
         };
@@ -855,5 +987,70 @@ mod tests {
         for (row, message) in cases {
             assert_eq!(decode_row(&t, row), Err(message.to_string()));
         }
+    }
+
+    #[test]
+    fn dates_and_times_in_their_one_form() {
+        let fits = |t: ColumnType, text: &str| Value::Varchar(text.into()).fits(t);
+        for ok in [
+            "1000-01-01",
+            "9999-12-31",
+            "2024-02-29",
+            "2000-02-29",
+            "2023-12-01",
+        ] {
+            assert!(fits(ColumnType::Date, ok), "{ok}");
+        }
+        for bad in [
+            "0999-12-31",
+            "2023-02-29",
+            "1900-02-29",
+            "2023-13-01",
+            "2023-00-10",
+            "2023-04-31",
+            "2023-4-30",
+            "2023-04-30 ",
+            "2023/04/30",
+            "",
+            "２０２３-04-30",
+        ] {
+            assert!(!fits(ColumnType::Date, bad), "{bad:?}");
+        }
+        assert!(fits(ColumnType::Datetime(0), "2023-04-30 23:59:59"));
+        assert!(fits(ColumnType::Datetime(3), "2023-04-30 00:00:00.120"));
+        assert!(!fits(ColumnType::Datetime(3), "2023-04-30 00:00:00.12"));
+        assert!(!fits(ColumnType::Datetime(0), "2023-04-30 00:00:00.1"));
+        assert!(!fits(ColumnType::Datetime(0), "2023-04-30 24:00:00"));
+        assert!(!fits(ColumnType::Datetime(0), "2023-04-30T10:00:00"));
+        assert!(!fits(ColumnType::Datetime(0), "2023-04-30 10:60:00"));
+        assert!(fits(ColumnType::Timestamp(0), "1970-01-01 00:00:01"));
+        assert!(fits(ColumnType::Timestamp(6), "2038-01-19 03:14:07.999999"));
+        assert!(!fits(ColumnType::Timestamp(0), "1970-01-01 00:00:00"));
+        assert!(!fits(ColumnType::Timestamp(0), "2038-01-19 03:14:08"));
+        assert!(!Value::Int32(1).fits(ColumnType::Date));
+        // The definition round-trips; 7 fraction digits is refused.
+        let def = TableDef::new(
+            "times",
+            vec![
+                ColumnDef::key("d", ColumnType::Date),
+                ColumnDef::new("t", ColumnType::Datetime(6)),
+                ColumnDef::nullable("s", ColumnType::Timestamp(0)),
+            ],
+        );
+        assert_eq!(def.validate(), Ok(()));
+        let mut bytes = Vec::new();
+        def.encode(&mut Writer::new(&mut bytes));
+        assert_eq!(
+            TableDef::decode(&mut Reader::new(&bytes, "TableDef")),
+            Ok(def)
+        );
+        let seven = TableDef::new(
+            "t7",
+            vec![
+                ColumnDef::key("d", ColumnType::Date),
+                ColumnDef::new("t", ColumnType::Datetime(7)),
+            ],
+        );
+        assert_eq!(seven.validate().map_err(|(code, _)| code), Err(738));
     }
 }

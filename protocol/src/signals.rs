@@ -1154,6 +1154,9 @@ mod tests {
             any::<u64>().prop_map(Value::UInt64),
             (-1e6f64..1e6).prop_map(Value::Float64),
             "[a-zé]{0,6}".prop_map(Value::Varchar),
+            Just(Value::Varchar("2024-02-29".into())),
+            Just(Value::Varchar("2023-02-29".into())),
+            Just(Value::Varchar("2024-02-29 12:00:00".into())),
             proptest::collection::vec(any::<u8>(), 0..6).prop_map(Value::Varbinary),
         ]
     }
@@ -1164,6 +1167,8 @@ mod tests {
             Just(ColumnType::Int8),
             Just(ColumnType::UInt8),
             Just(ColumnType::Int16),
+            Just(ColumnType::UInt16),
+            Just(ColumnType::Int24),
             Just(ColumnType::UInt24),
             Just(ColumnType::Int32),
             Just(ColumnType::UInt32),
@@ -1172,6 +1177,8 @@ mod tests {
             Just(ColumnType::Float64),
             (0u16..5).prop_map(ColumnType::Varchar),
             (0u16..5).prop_map(ColumnType::Varbinary),
+            Just(ColumnType::Date),
+            Just(ColumnType::Datetime(0)),
         ]
     }
 

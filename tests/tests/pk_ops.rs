@@ -1,8 +1,9 @@
 //! Proves that primary-key operations (insert, read, update, write, delete) against a real data
 //! node round-trip every column type bit for bit, with single and composite keys, alone and a
 //! hundred to one execute, and that a dropped table is gone (error 709); and that a NULL for a
-//! NOT NULL column, or a TINYINT, SMALLINT or MEDIUMINT value past its range, is refused by the
-//! API and, sent as raw frames past it, by the data node.
+//! NOT NULL column, a TINYINT, SMALLINT or MEDIUMINT value past its range, or a DATE, DATETIME
+//! or TIMESTAMP in another form, is refused by the API and, sent as raw frames past it, by the
+//! data node.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -569,6 +570,102 @@ fn narrow_integers_past_their_range_are_refused() {
         4209,
         "a key past SMALLINT",
     );
+}
+
+/// DATE, DATETIME(fsp) and TIMESTAMP columns take text in their one form: rows keyed by a
+/// DATE read back; an ordered index over a DATETIME(3) returns the rows in time order; a
+/// non-existent day, another form, too few fraction digits or a TIMESTAMP out of its range is
+/// refused by the API (4209) and, sent raw past it, by the data node (4209).
+#[test]
+fn dates_and_times_in_their_one_form() {
+    let (cluster, api) = start();
+    let def = TableDef::new(
+        "events",
+        vec![
+            ColumnDef::key("day", ColumnType::Date),
+            ColumnDef::new("at", ColumnType::Datetime(3)),
+            ColumnDef::nullable("seen", ColumnType::Timestamp(0)),
+        ],
+    );
+    let table = recreate_table(&api, &def).expect("create the table");
+    let text = |s: &str| Value::Varchar(s.to_string());
+    let rows = vec![
+        vec![
+            text("2024-02-29"),
+            text("2024-02-29 23:59:59.999"),
+            Value::Null,
+        ],
+        vec![
+            text("1000-01-01"),
+            text("1000-01-01 00:00:00.000"),
+            text("1970-01-01 00:00:01"),
+        ],
+        vec![
+            text("9999-12-31"),
+            text("9999-12-31 12:00:00.500"),
+            text("2038-01-19 03:14:07"),
+        ],
+        vec![
+            text("2023-06-15"),
+            text("2023-06-15 08:30:00.001"),
+            Value::Null,
+        ],
+    ];
+    insert_committed(&api, &table, &rows).expect("insert");
+    for row in &rows {
+        assert_row(&api, &table, &row[..1], row);
+    }
+    let index = api
+        .create_index(&table, &rndb_api::IndexDef::ordered("by_at", &["at"]))
+        .expect("create the ordered index");
+    let mut tx = api.start_transaction().expect("start");
+    let options = rndb_api::ScanOptions {
+        sorted: true,
+        ..rndb_api::ScanOptions::default()
+    };
+    let scanned: Vec<Value> = tx
+        .scan_index(&index, &options)
+        .expect("scan")
+        .map(|row| row.expect("a row")[1].clone())
+        .collect();
+    tx.execute(ExecType::Commit).expect("commit");
+    // In time order, written out: the rows were inserted in another.
+    let times: Vec<Value> = [
+        "1000-01-01 00:00:00.000",
+        "2023-06-15 08:30:00.001",
+        "2024-02-29 23:59:59.999",
+        "9999-12-31 12:00:00.500",
+    ]
+    .into_iter()
+    .map(text)
+    .collect();
+    assert_eq!(scanned, times, "the index orders the DATETIMEs by time");
+
+    let slot = spare_slot(&cluster, &api);
+    let mut raw = RawApi::connect(&cluster, slot);
+    let bad = [
+        (0, "2023-02-29"),
+        (0, "2023-6-15"),
+        (1, "2023-06-15 08:30:00"),
+        (1, "2023-06-15T08:30:00.000"),
+        (2, "1969-12-31 23:59:59"),
+        (2, "2038-01-19 03:14:08"),
+    ];
+    for (request_id, (column, value)) in (1u32..).zip(bad) {
+        let mut row = rows[3].clone();
+        row[0] = text("2001-01-01");
+        row[column] = text(value);
+        assert_ndb_code(
+            insert_committed(&api, &table, &row_list(row.clone())),
+            4209,
+            &format!("the API inserts {value:?} in column {column}"),
+        );
+        let attrs: Vec<(u16, Value)> = (1u16..).zip(row[1..].iter().cloned()).collect();
+        let refused = raw
+            .insert(request_id, &table, &row[..1], &attrs)
+            .unwrap_or_else(|| panic!("the data node stored {value:?} in column {column}"));
+        assert_eq!(refused.code, 4209, "{value:?} in column {column}, raw");
+    }
 }
 
 fn row_list(row: Vec<Value>) -> Vec<Vec<Value>> {

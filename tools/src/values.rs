@@ -92,7 +92,41 @@ pub fn parse_value(column: &ColumnDef, field: Option<&[u8]>) -> Result<Value, St
         )),
         ColumnType::Varchar(_) => Ok(Value::Varchar(text.to_string())),
         ColumnType::Varbinary(max) => parse_varbinary(column, bytes, max),
+        t @ (ColumnType::Date | ColumnType::Datetime(_) | ColumnType::Timestamp(_)) => {
+            if t.admits_text(text) {
+                Ok(Value::Varchar(text.to_string()))
+            } else {
+                Err(format!(
+                    "column {}: {text:?} is not a {} ({})",
+                    column.name,
+                    sql_name(t),
+                    temporal_form(t)
+                ))
+            }
+        }
         t => unreachable!("{t} is an integer type"),
+    }
+}
+
+/// A date or time type's SQL name.
+fn sql_name(t: ColumnType) -> String {
+    match t {
+        ColumnType::Date => "DATE".into(),
+        ColumnType::Datetime(fsp) => format!("DATETIME({fsp})"),
+        ColumnType::Timestamp(fsp) => format!("TIMESTAMP({fsp})"),
+        t => t.to_string(),
+    }
+}
+
+/// The one text form of a date or time type.
+fn temporal_form(t: ColumnType) -> String {
+    match t {
+        ColumnType::Date => "YYYY-MM-DD".into(),
+        ColumnType::Datetime(0) | ColumnType::Timestamp(0) => "YYYY-MM-DD hh:mm:ss".into(),
+        ColumnType::Datetime(fsp) | ColumnType::Timestamp(fsp) => {
+            format!("YYYY-MM-DD hh:mm:ss.{}", "f".repeat(usize::from(fsp)))
+        }
+        _ => String::new(),
     }
 }
 
@@ -182,6 +216,21 @@ mod tests {
             ColumnType::UInt24,
             Some(b"16777216"),
             Err("MEDIUMINT UNSIGNED"),
+        );
+        check(
+            ColumnType::Date,
+            Some(b"2024-02-29"),
+            Ok(Value::Varchar("2024-02-29".into())),
+        );
+        check(
+            ColumnType::Date,
+            Some(b"2023-02-29"),
+            Err("\"2023-02-29\" is not a DATE (YYYY-MM-DD)"),
+        );
+        check(
+            ColumnType::Datetime(2),
+            Some(b"2023-02-28 10:00:00"),
+            Err("not a DATETIME(2) (YYYY-MM-DD hh:mm:ss.ff)"),
         );
         check(ColumnType::Int64, Some(b"x"), Err("\"x\" is not a BIGINT"));
         check(
