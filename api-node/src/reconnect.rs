@@ -370,14 +370,14 @@ impl Job {
                     }
                     return false;
                 }
-                // Refused (the slot is taken, the configs differ): say so once, and on the
-                // failed link, whose requests then name it.
                 // This API node's own earlier link, not closed yet: the usual case too.
                 Err(Error::Ndb(e)) if e.code == REFUSE_LINK_CLOSING => {
                     tracing::debug!(node = %data.node_id, "background connect: {e}");
                     work.taken_since = None;
                     return false;
                 }
+                // Refused (the slot taken by another, the configs differ): say so once, and on
+                // the failed link, whose requests then name it.
                 Err(e) => {
                     if !std::mem::replace(&mut work.warned, true) {
                         tracing::warn!(node = %data.node_id, "background connect: {e}");
@@ -467,8 +467,8 @@ impl Job {
                 Err(e) => {
                     if !state.stopping() {
                         tracing::warn!(
-                            "API node {old}: another API node took its slot while it had no link; \
-                         no other slot could be taken: {e}"
+                            "API node {old}: another API node took its slot while it had no \
+                             link; no other slot could be taken: {e}"
                         );
                     }
                     return;
