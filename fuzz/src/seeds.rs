@@ -127,7 +127,19 @@ fn signal_payloads() -> Vec<Seed> {
         }
         .encode(o)
     });
-    put(2, &|o| rndb_protocol::signals::encode_table_def(o, &table));
+    // A definition with the narrow integer and the date and time types.
+    let typed = TableDef::new(
+        "typed",
+        vec![
+            key_column("k", ColumnType::Int8),
+            ColumnDef::new("a", ColumnType::UInt16),
+            ColumnDef::new("b", ColumnType::Int24),
+            ColumnDef::new("d", ColumnType::Date),
+            ColumnDef::new("t", ColumnType::Datetime(3)),
+            ColumnDef::new("s", ColumnType::Timestamp(0)),
+        ],
+    );
+    put(2, &|o| rndb_protocol::signals::encode_table_def(o, &typed));
     let index_req = CreateIndexReq {
         table: "t".into(),
         index: "i".into(),
