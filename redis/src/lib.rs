@@ -19,7 +19,9 @@
 //! `--port` when given; else the `RondisServerPort` of the `[api]`/`[mysqld]` slot the gateway
 //! takes (an rndb extension, named after RonDB's `Rondis.ServerPort`; 0 asks for any free
 //! port, a value outside 0..65535 is a config error naming its line); else 6379. The port
-//! taken is printed at start-up.
+//! taken is printed at start-up. It is kept should the gateway later take another API slot
+//! (another API node took its own while it had no link: see rndb-api's `Cluster::node_id`),
+//! whose RondisServerPort may differ; give `--port` or `--ndb-nodeid` where that matters.
 //!
 //! # Table layout
 //!
