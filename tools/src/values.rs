@@ -17,14 +17,27 @@ pub enum IntegerFormat {
     Hex,
 }
 
-/// Appends `value` as `ndb_select_all` prints it.
-pub fn format_value(out: &mut String, value: &Value, integers: IntegerFormat) {
+/// Appends `value`, of a column of type `column_type`, as `ndb_select_all` prints it.
+pub fn format_value(
+    out: &mut String,
+    value: &Value,
+    column_type: ColumnType,
+    integers: IntegerFormat,
+) {
     let hex = integers == IntegerFormat::Hex;
+    // The hex digits of a 32-bit carrier's type: 2 for TINYINT, 4 SMALLINT, 6 MEDIUMINT.
+    let digits = match column_type {
+        ColumnType::Int8 | ColumnType::UInt8 => 2,
+        ColumnType::Int16 | ColumnType::UInt16 => 4,
+        ColumnType::Int24 | ColumnType::UInt24 => 6,
+        _ => 8,
+    };
+    let mask = |v: u32| u64::from(v) & ((1u64 << (4 * digits)) - 1);
     // Writing to a String cannot fail.
     let _ = match value {
         Value::Null => write!(out, "[NULL]"),
-        Value::Int32(v) if hex => write!(out, "H'{:08x}", *v as u32),
-        Value::UInt32(v) if hex => write!(out, "H'{v:08x}"),
+        Value::Int32(v) if hex => write!(out, "H'{:0digits$x}", mask(*v as u32)),
+        Value::UInt32(v) if hex => write!(out, "H'{:0digits$x}", mask(*v)),
         Value::Int64(v) if hex => write!(out, "H'{:016x}", *v as u64),
         Value::UInt64(v) if hex => write!(out, "H'{v:016x}"),
         Value::Int32(v) => write!(out, "{v}"),
@@ -290,15 +303,22 @@ mod tests {
         ];
         for (value, column_type, text) in cases {
             let mut out = String::new();
-            format_value(&mut out, &value, IntegerFormat::Decimal);
+            format_value(&mut out, &value, column_type, IntegerFormat::Decimal);
             assert_eq!(out, text);
             assert_eq!(
                 parse_value(&column(column_type), Some(out.as_bytes())),
                 Ok(value)
             );
         }
-        let mut out = String::new();
-        format_value(&mut out, &Value::Int32(-1), IntegerFormat::Hex);
-        assert_eq!(out, "H'ffffffff");
+        for (value, column_type, text) in [
+            (Value::Int32(-1), ColumnType::Int32, "H'ffffffff"),
+            (Value::Int32(-1), ColumnType::Int8, "H'ff"),
+            (Value::UInt32(258), ColumnType::UInt16, "H'0102"),
+            (Value::Int32(-2), ColumnType::Int24, "H'fffffe"),
+        ] {
+            let mut out = String::new();
+            format_value(&mut out, &value, column_type, IntegerFormat::Hex);
+            assert_eq!(out, text);
+        }
     }
 }

@@ -402,11 +402,11 @@ fn print_data(ctl: &BackupCtl, files: [(&RowFile, Wanted<'_>); 2]) -> anyhow::Re
             .into_iter()
             .flat_map(|t| t.values())
         {
-            for (i, value) in values.iter().enumerate() {
+            for (i, (value, column)) in values.iter().zip(&info.def.columns).enumerate() {
                 if i > 0 {
                     out.push('\t');
                 }
-                format_value(&mut out, value, IntegerFormat::Decimal);
+                format_value(&mut out, value, column.column_type, IntegerFormat::Decimal);
             }
             out.push('\n');
         }

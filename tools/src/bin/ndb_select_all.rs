@@ -110,11 +110,11 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
             continue;
         }
         line.clear();
-        for (i, value) in row.iter().enumerate() {
+        for (i, (value, column)) in row.iter().zip(&table.def().columns).enumerate() {
             if i > 0 {
                 line.push_str(&delimiter);
             }
-            format_value(&mut line, value, integers);
+            format_value(&mut line, value, column.column_type, integers);
         }
         line.push('\n');
         out.write_all(line.as_bytes())?;
