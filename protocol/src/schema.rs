@@ -525,19 +525,13 @@ impl Value {
     /// The largest encoding of a value of type `t` (tag included).
     pub fn encoded_bytes_max(t: ColumnType) -> usize {
         match t {
-            ColumnType::Int8
-            | ColumnType::UInt8
-            | ColumnType::Int16
-            | ColumnType::UInt16
-            | ColumnType::Int24
-            | ColumnType::UInt24
-            | ColumnType::Int32
-            | ColumnType::UInt32 => 5,
-            ColumnType::Int64 | ColumnType::UInt64 | ColumnType::Float64 => 9,
             ColumnType::Varchar(n) | ColumnType::Varbinary(n) => 3 + usize::from(n),
-            t @ (ColumnType::Date | ColumnType::Datetime(_) | ColumnType::Timestamp(_)) => {
-                3 + usize::from(t.temporal_bytes().unwrap_or(0))
-            }
+            // By the carrier: 4 or 8 bytes, or a date or time type's text.
+            t => match t.value_tag() {
+                1 | 2 => 5,
+                3..=5 => 9,
+                _ => 3 + usize::from(t.temporal_bytes().unwrap_or(0)),
+            },
         }
     }
 
