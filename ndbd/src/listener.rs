@@ -29,8 +29,8 @@ use crate::limits::{
     HANDSHAKE_TIMEOUT, LISTEN_BACKLOG, OVERLOAD_LOG_INTERVAL,
 };
 
-/// Node ids with a live (or being admitted) link to this node, each with the process token of
-/// its hello (0 for a link this node opened); the execution thread removes an id when its link
+/// Node ids with a live (or being admitted) link to this node, each with the token of its hello
+/// (`Hello::token`; 0 for a link this node opened); the execution thread removes an id when its link
 /// closes.
 pub type Connected = Arc<Mutex<HashMap<NodeId, u64>>>;
 
@@ -441,7 +441,7 @@ fn connect_peer(
     );
     match link {
         Ok(link) => {
-            // A link this node opened: the peer's process is not known (0).
+            // A link this node opened: the peer's token is not known (0).
             let fresh = match connected
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -502,11 +502,11 @@ struct Handshake {
 impl Handshake {
     fn run(self, stream: TcpStream, addr: SocketAddr) {
         let reserved = std::cell::Cell::new(None);
-        let claim = |id: NodeId, process: u64| {
+        let claim = |id: NodeId, token: u64| {
             let mut connected = self.connected.lock().unwrap_or_else(|p| p.into_inner());
             match connected.entry(id) {
                 Entry::Occupied(held) => return Some(*held.get()),
-                Entry::Vacant(free) => free.insert(process),
+                Entry::Vacant(free) => free.insert(token),
             };
             reserved.set(Some(id));
             // Admission asks last whether the node is connected: the HELLO passed every other
