@@ -668,7 +668,10 @@ impl Cluster {
         }
     }
 
-    /// Drops a table and its rows (error 709 when there is none).
+    /// Drops a table and its rows (error 709 when there is none). As NDB's, the drop first
+    /// waits for the transactions holding the table's rows to commit or abort; meanwhile new
+    /// operations on the table fail with 283 (Table is being dropped). A transaction left
+    /// open holds the drop up (and this call fails with 4012 after the request timeout).
     pub fn drop_table(&self, name: &str) -> Result<(), Error> {
         let mut payload = Vec::new();
         signals::encode_name(&mut payload, name);

@@ -117,6 +117,7 @@ const ERRORS: &[(u32, ErrorClass, &str)] = &[
     (241, SchemaError, "Invalid schema object version"),
     (701, TemporaryResource, "System busy with other schema operation"),
     (709, SchemaError, "No such table existed"),
+    (283, SchemaError, "Table is being dropped"),
     (299, ApplicationError, "Operation not allowed or aborted due to single user mode"),
     (261, ApplicationError, "DML count in transaction exceeds config parameter MaxDMLOperationsPerTransaction"),
     (721, SchemaError, "Schema object with given name already exists"),

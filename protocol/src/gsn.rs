@@ -267,6 +267,13 @@ signals! {
     /// subscribers once no failed coordinator's transaction waits here (`dih::GcpSignal`, the
     /// master's failed nodes). NDB's DIH sends SUB_GCP_COMPLETE_REP to SUMA for this.
     GCP_COMPLETE_REP = 133;
+    // DICT's drop of a table (master → every data node; NDB's PREP_DROP_TAB_REQ and
+    // WAIT_DROP_TAB_REQ in one), payload the table id (u32).
+    /// Mark the table as being dropped (no operation or scan starts on it: 283), and answer
+    /// once no transaction holds a row of it on this node any more.
+    PREP_DROP_TAB_REQ = 134;
+    /// No transaction holds a row of the table here, and none can start one.
+    PREP_DROP_TAB_CONF = 135;
 }
 
 /// The name of signal `number`, or `None` for a number no signal has.

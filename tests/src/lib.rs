@@ -63,6 +63,10 @@ pub fn free_port_listener() -> TcpListener {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0")
 }
 
+/// A wait this long or longer is reported on stderr (shown with a failing test's output, or
+/// with `--nocapture`): a test that passes slowly says where its time went.
+const SLOW_WAIT: Duration = Duration::from_secs(10);
+
 /// Calls `check` every [`POLL_INTERVAL`] until it returns `Some`, an error, or `timeout` has
 /// passed; `what` names the awaited event in the timeout error ("data node 1 to listen").
 pub fn wait_until<T>(
@@ -70,9 +74,14 @@ pub fn wait_until<T>(
     timeout: Duration,
     mut check: impl FnMut() -> Result<Option<T>>,
 ) -> Result<T> {
-    let deadline = Instant::now() + timeout;
+    let start = Instant::now();
+    let deadline = start + timeout;
     loop {
         if let Some(value) = check()? {
+            let took = start.elapsed();
+            if took >= SLOW_WAIT {
+                eprintln!("wait_until: {what} took {took:?}");
+            }
             return Ok(value);
         }
         if Instant::now() >= deadline {

@@ -59,7 +59,9 @@ use crate::{NodeId, TransportError, TransporterKind};
 /// bitmap), which a node of version 6 would take for trailing garbage.
 /// 8: HELLO ends with the sender's token (31 bytes); a version 7 hello (23 bytes)
 /// still decodes, so that it is refused for its version (1710) rather than as malformed.
-pub const PROTOCOL_VERSION: u32 = 8;
+/// 9: DROP TABLE first sends PREP_DROP_TAB_REQ (134-135), which a node of version 8 would
+/// refuse as an unknown signal.
+pub const PROTOCOL_VERSION: u32 = 9;
 /// The first four bytes of a HELLO payload.
 pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";
 /// Signal number of HELLO.

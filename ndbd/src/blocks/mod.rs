@@ -449,6 +449,12 @@ impl Kernel {
             signal if dict::schema::is_schema_answer(signal) && self.qmgr.is_data_node(from) => {
                 self.exec_schema_answer(from, header, payload, out, now)?
             }
+            gsn::PREP_DROP_TAB_REQ if self.qmgr.is_data_node(from) => {
+                self.exec_prep_drop_tab_req(from, header, payload, out, now)?
+            }
+            gsn::PREP_DROP_TAB_CONF if self.qmgr.is_data_node(from) => {
+                self.exec_prep_drop_tab_conf(from, header, out, now)
+            }
             // From a data node this one holds failed, read before its link closed and handled
             // after its failure: the rounds it was in ended with it (`dih_node_failrep`).
             // Handled now, a master's GCP_PREPARE would hold every commit for a GCP_COMMIT
@@ -754,6 +760,7 @@ impl Kernel {
                     self.node_restart_timer(out, now);
                     self.primary_switch_timer(out, now);
                     self.suma_timer(out);
+                    self.drop_wait_check(out, now);
                 }
                 Signal::LcpStep => self.lcp_step(),
                 Signal::BackupStep => self.backup_step(),

@@ -96,6 +96,10 @@ pub struct Dict {
     /// MaxNoOfAttributes: columns of every table (a unique index's hidden table too) and
     /// ordered index, as NDB's DICT counts its attribute records.
     attributes_max: u32,
+    /// Tables being dropped (a table and its hidden index tables): no operation or scan
+    /// starts on them (283) while the drop waits for the transactions holding their rows
+    /// (`schema.rs`). Not saved: a drop not applied when its master fails is called off.
+    dropping: hashbrown::HashSet<u32>,
 }
 
 impl Dict {
@@ -109,6 +113,7 @@ impl Dict {
             ordered_max,
             unique_max,
             attributes_max,
+            dropping: hashbrown::HashSet::new(),
         }
     }
 
@@ -190,7 +195,48 @@ impl Dict {
                 self.indexes.remove(&o.index_id);
             }
         }
+        self.dropping.remove(&id);
+        for h in &hidden {
+            self.dropping.remove(h);
+        }
         Ok((id, hidden))
+    }
+
+    /// Marks table `table_id` and its hidden index tables as being dropped (see
+    /// [`Dict::is_dropping`]); returns their ids (none when there is no such table).
+    pub fn start_dropping(&mut self, table_id: u32) -> Vec<u32> {
+        let Some(table) = self.tables.get(&table_id) else {
+            return Vec::new();
+        };
+        let ids: Vec<u32> = std::iter::once(table_id)
+            .chain(table.unique.iter().map(|u| u.hidden_table_id))
+            .collect();
+        self.dropping.extend(ids.iter().copied());
+        ids
+    }
+
+    /// Takes the marks of [`Dict::start_dropping`] off `ids` again: the drop was called off.
+    pub fn stop_dropping(&mut self, ids: &[u32]) {
+        for id in ids {
+            self.dropping.remove(id);
+        }
+    }
+
+    /// True while table `table_id` (a hidden index table too) is being dropped.
+    pub fn is_dropping(&self, table_id: u32) -> bool {
+        !self.dropping.is_empty() && self.dropping.contains(&table_id)
+    }
+
+    /// 283 while table `table_id` is being dropped (NDB's "Table is being dropped").
+    pub fn check_not_dropping(&self, table_id: u32) -> Result<(), NdbError> {
+        if self.is_dropping(table_id) {
+            let name = self.tables.get(&table_id).map_or("", |t| &t.info.def.name);
+            return Err(NdbError::with_detail(
+                283,
+                format!("table {name} (id {table_id})"),
+            ));
+        }
+        Ok(())
     }
 
     pub fn by_name(&self, name: &str) -> Result<&Table, NdbError> {
@@ -230,7 +276,8 @@ impl Dict {
         ListTablesConf { objects, more }
     }
 
-    /// The table an operation names: 709 if it is gone, 241 if its version changed.
+    /// The table an operation names: 709 if it is gone, 241 if its version changed, 283 while
+    /// it is being dropped.
     pub fn for_operation(&self, table_id: u32, table_version: u32) -> Result<&Table, NdbError> {
         let table = self
             .tables
@@ -246,10 +293,12 @@ impl Dict {
                 ),
             ));
         }
+        self.check_not_dropping(table_id)?;
         Ok(table)
     }
 
-    /// The index an operation or scan names: 4243 if it is gone, 241 if its version changed.
+    /// The index an operation or scan names: 4243 if it is gone, 241 if its version changed,
+    /// 283 while its table is being dropped.
     pub fn index_for_operation(&self, index_id: u32, version: u32) -> Result<&Index, NdbError> {
         let index = self
             .indexes
@@ -261,10 +310,10 @@ impl Dict {
                 format!("index {} has another version", index.info.name),
             ));
         }
+        self.check_not_dropping(index.info.table_id)?;
         Ok(index)
     }
 
-    /// Every table's id, in id order.
     /// An empty dictionary with this one's limits (a node restart sets its restored one
     /// aside and takes the president's).
     pub fn emptied(&self) -> Dict {
@@ -276,6 +325,7 @@ impl Dict {
         )
     }
 
+    /// Every table's id, in id order.
     pub fn table_ids(&self) -> Vec<u32> {
         let mut ids: Vec<u32> = self.tables.keys().copied().collect();
         ids.sort_unstable();

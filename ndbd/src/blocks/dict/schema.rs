@@ -8,6 +8,17 @@
 //! leaves no gap), and compares their answers with its own (the same table and index ids).
 //! When one refuses, the change is undone where it was applied (a create is dropped again) and
 //! the API gets the refusal. A drop cannot be undone; a drop refused somewhere is reported.
+//!
+//! A DROP TABLE first waits for the transactions that hold the table's rows, as NDB's
+//! PREP_DROP_TAB_REQ and WAIT_DROP_TAB_REQ do: the master marks the table as being dropped and
+//! sends PREP_DROP_TAB_REQ to every other data node, which marks it too. From its mark on, a
+//! node starts no operation or scan on the table (283); it answers PREP_DROP_TAB_CONF once no
+//! transaction holds or waits for a row of it there (checked every timer tick). When every node
+//! has answered and the master's own rows are free, the drop runs as any change. So every
+//! transaction that wrote the table before the drop has committed or aborted on every node
+//! before any node drops it: none is acknowledged whose rows a node dropped under it. A node
+//! that fails during the wait is not waited for; when the master fails, the others take their
+//! marks off again (the table stays, and the API's request fails with its link).
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -33,6 +44,61 @@ pub(crate) struct SchemaOps {
     next_id: u32,
     /// Changes done everywhere whose CONF waits for a restorable global checkpoint.
     held: Vec<HeldConf>,
+    /// The master's PREP_DROP_TAB_REQ this node marked its table for (not the master).
+    follower_prep: Option<FollowerPrep>,
+}
+
+/// A drop's wait for the transactions holding its table's rows on this node.
+#[derive(Debug)]
+struct DropWait {
+    /// The table and its hidden index tables, marked as being dropped here.
+    tables: Vec<u32>,
+    /// No transaction holds or waits for a row of them here any more.
+    drained: bool,
+    /// When the wait began, and when it was last logged.
+    since: Instant,
+    logged: Instant,
+}
+
+impl DropWait {
+    fn new(tables: Vec<u32>, now: Instant) -> DropWait {
+        DropWait {
+            tables,
+            drained: false,
+            since: now,
+            logged: now,
+        }
+    }
+
+    /// Checks whether the rows are free here; logs, every [`DROP_WAIT_LOG_EVERY`], a wait that
+    /// goes on. True once drained.
+    fn check(&mut self, lqh: &crate::blocks::lqh::Lqh, now: Instant) -> bool {
+        if !self.drained {
+            self.drained = !lqh.holds_rows_of(&self.tables);
+        }
+        if !self.drained && now.duration_since(self.logged) >= DROP_WAIT_LOG_EVERY {
+            self.logged = now;
+            tracing::warn!(
+                tables = ?self.tables,
+                waited_s = now.duration_since(self.since).as_secs(),
+                "DROP TABLE waits for the transactions holding the table's rows here to commit or abort"
+            );
+        }
+        self.drained
+    }
+}
+
+/// How often a drop that still waits for transactions says so in the log.
+const DROP_WAIT_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A follower's part of a drop's first round.
+#[derive(Debug)]
+struct FollowerPrep {
+    master: NodeId,
+    request: FrameHeader,
+    wait: DropWait,
+    /// PREP_DROP_TAB_CONF was sent.
+    answered: bool,
 }
 
 /// A schema change's CONF, held until global checkpoint `gci` is restorable: every node's
@@ -69,6 +135,9 @@ struct SchemaOp {
     failure: Option<NdbError>,
     /// The hidden table of the unique index this change builds here, until that ends.
     building: Option<u32>,
+    /// A DROP TABLE's first round, until every node's rows of the table are free: `awaiting`
+    /// then names the nodes whose PREP_DROP_TAB_CONF has not come.
+    prep: Option<DropWait>,
 }
 
 /// The CONF and REF signals answering a schema request.
@@ -162,6 +231,10 @@ impl Kernel {
                 ));
             };
             check_payload(header.signal, payload)?;
+            if header.signal == gsn::DROP_TABLE_REQ {
+                // The drop's first round is over (this drop takes the marks off).
+                self.schema.follower_prep = None;
+            }
             self.dict.advance_next_id(u32::from_le_bytes(*first_id));
             match self.apply_schema(header.signal, payload, out, now) {
                 Ok((conf, Some(build))) => {
@@ -220,52 +293,211 @@ impl Kernel {
             let Some((api, header, payload)) = self.schema.queue.pop_front() else {
                 return;
             };
-            let (conf_signal, ref_signal) = answers_of(header.signal);
-            let first_id = self.dict.next_id();
-            let (conf, build) = match self.apply_schema(header.signal, &payload, out, now) {
-                Ok(applied) => applied,
-                Err(e) => {
-                    refuse(&mut self.unsent, out, api, &header, ref_signal, &e);
-                    continue;
-                }
-            };
-            let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
-            if peers.is_empty() && build.is_none() {
-                reply(&mut self.unsent, out, api, &header, conf_signal, &mut |b| {
-                    b.extend_from_slice(&conf)
-                });
-                continue;
+            if header.signal == gsn::DROP_TABLE_REQ {
+                self.prepare_drop(api, header, payload, out, now);
+            } else {
+                self.run_schema_op(api, header, payload, out, now);
             }
-            self.schema.next_id = self.schema.next_id.wrapping_add(1).max(1);
-            let request_id = self.schema.next_id;
-            for &peer in &peers {
-                let to_peer = FrameHeader {
-                    signal: header.signal,
-                    receiver_block: block::DBDICT,
-                    sender_block: block::DBDICT,
-                    request_id,
-                };
-                self.unsent.send(out, peer, to_peer, &mut |b| {
-                    b.extend_from_slice(&first_id.to_le_bytes());
-                    b.extend_from_slice(&payload)
-                });
+        }
+    }
+
+    /// A schema request's id for the other data nodes' answers.
+    fn new_schema_request_id(&mut self) -> u32 {
+        self.schema.next_id = self.schema.next_id.wrapping_add(1).max(1);
+        self.schema.next_id
+    }
+
+    /// A DROP TABLE's first round at the master (see the module's docs): marks the table,
+    /// asks every other data node to, and waits.
+    fn prepare_drop(
+        &mut self,
+        api: NodeId,
+        header: FrameHeader,
+        payload: Vec<u8>,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        let table = signals::decode_name(&payload)
+            .map_err(|e| NdbError::with_detail(4000, e.to_string()))
+            .and_then(|name| Ok(self.dict.by_name(&name)?.info.table_id));
+        let table_id = match table {
+            Ok(id) => id,
+            Err(e) => {
+                let ref_signal = answers_of(header.signal).1;
+                refuse(&mut self.unsent, out, api, &header, ref_signal, &e);
+                return;
             }
-            self.schema.current = Some(SchemaOp {
-                api,
-                header,
+        };
+        let tables = self.dict.start_dropping(table_id);
+        let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
+        let request_id = self.new_schema_request_id();
+        for &peer in &peers {
+            let to_peer = FrameHeader {
+                signal: gsn::PREP_DROP_TAB_REQ,
+                receiver_block: block::DBDICT,
+                sender_block: block::DBDICT,
                 request_id,
-                payload,
-                conf,
-                awaiting: peers,
-                succeeded: Vec::new(),
-                failure: None,
-                building: build.as_ref().map(|b| b.hidden),
+            };
+            self.unsent.send(out, peer, to_peer, &mut |b| {
+                b.extend_from_slice(&table_id.to_le_bytes())
             });
-            if let Some(build) = build {
-                let hidden = build.hidden;
-                self.start_unique_build(build, BuildReply::Master, out);
-                self.finish_build_if_done(hidden, out, now);
+        }
+        self.schema.current = Some(SchemaOp {
+            api,
+            header,
+            request_id,
+            payload,
+            conf: Vec::new(),
+            awaiting: peers,
+            succeeded: Vec::new(),
+            failure: None,
+            building: None,
+            prep: Some(DropWait::new(tables, now)),
+        });
+        self.drop_wait_check(out, now);
+    }
+
+    /// Every timer tick while a drop waits for transactions (and when a node answers or
+    /// fails): the master runs the drop once its rows and every other node's are free; a
+    /// follower answers once its own are.
+    pub(crate) fn drop_wait_check(&mut self, out: &mut dyn Outbox, now: Instant) {
+        if let Some(prep) = self.schema.follower_prep.as_mut() {
+            if !prep.answered && prep.wait.check(&self.lqh, now) {
+                prep.answered = true;
+                let (master, request) = (prep.master, prep.request);
+                reply(
+                    &mut self.unsent,
+                    out,
+                    master,
+                    &request,
+                    gsn::PREP_DROP_TAB_CONF,
+                    &mut |_| {},
+                );
             }
+        }
+        let Some(op) = self.schema.current.as_mut() else {
+            return;
+        };
+        let Some(prep) = op.prep.as_mut() else {
+            return;
+        };
+        if !prep.check(&self.lqh, now) || !op.awaiting.is_empty() {
+            return;
+        }
+        let Some(op) = self.schema.current.take() else {
+            return;
+        };
+        self.run_schema_op(op.api, op.header, op.payload, out, now);
+        self.next_schema_op(out, now);
+    }
+
+    /// PREP_DROP_TAB_REQ from the master: marks the table as being dropped here, and answers
+    /// once no transaction holds a row of it here.
+    pub(crate) fn exec_prep_drop_tab_req(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        payload: &[u8],
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) -> Result<(), ProtocolViolation> {
+        let Some(bytes) = payload.first_chunk::<4>().filter(|_| payload.len() == 4) else {
+            return Err(ProtocolViolation(format!(
+                "PREP_DROP_TAB_REQ of {} bytes, not 4",
+                payload.len()
+            )));
+        };
+        if from != self.qmgr.master() {
+            tracing::warn!(node = %from, master = %self.qmgr.master(), "PREP_DROP_TAB_REQ from a data node that is not the DICT master here: ignored");
+            return Ok(());
+        }
+        if let Some(old) = self.schema.follower_prep.take() {
+            self.dict.stop_dropping(&old.wait.tables);
+        }
+        let tables = self.dict.start_dropping(u32::from_le_bytes(*bytes));
+        self.schema.follower_prep = Some(FollowerPrep {
+            master: from,
+            request: *header,
+            wait: DropWait::new(tables, now),
+            answered: false,
+        });
+        self.drop_wait_check(out, now);
+        Ok(())
+    }
+
+    /// PREP_DROP_TAB_CONF: a node's rows of the table being dropped are free.
+    pub(crate) fn exec_prep_drop_tab_conf(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        let Some(op) = self.schema.current.as_mut() else {
+            return;
+        };
+        if op.prep.is_none() || header.request_id != op.request_id {
+            return;
+        }
+        op.awaiting.retain(|&n| n != from);
+        self.drop_wait_check(out, now);
+    }
+
+    /// Applies a schema change here and passes it on to every other data node (or answers
+    /// the API at once when there is none to wait for).
+    fn run_schema_op(
+        &mut self,
+        api: NodeId,
+        header: FrameHeader,
+        payload: Vec<u8>,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        let (conf_signal, ref_signal) = answers_of(header.signal);
+        let first_id = self.dict.next_id();
+        let (conf, build) = match self.apply_schema(header.signal, &payload, out, now) {
+            Ok(applied) => applied,
+            Err(e) => {
+                refuse(&mut self.unsent, out, api, &header, ref_signal, &e);
+                return;
+            }
+        };
+        let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
+        if peers.is_empty() && build.is_none() {
+            reply(&mut self.unsent, out, api, &header, conf_signal, &mut |b| {
+                b.extend_from_slice(&conf)
+            });
+            return;
+        }
+        let request_id = self.new_schema_request_id();
+        for &peer in &peers {
+            let to_peer = FrameHeader {
+                signal: header.signal,
+                receiver_block: block::DBDICT,
+                sender_block: block::DBDICT,
+                request_id,
+            };
+            self.unsent.send(out, peer, to_peer, &mut |b| {
+                b.extend_from_slice(&first_id.to_le_bytes());
+                b.extend_from_slice(&payload)
+            });
+        }
+        self.schema.current = Some(SchemaOp {
+            api,
+            header,
+            request_id,
+            payload,
+            conf,
+            awaiting: peers,
+            succeeded: Vec::new(),
+            failure: None,
+            building: build.as_ref().map(|b| b.hidden),
+            prep: None,
+        });
+        if let Some(build) = build {
+            let hidden = build.hidden;
+            self.start_unique_build(build, BuildReply::Master, out);
+            self.finish_build_if_done(hidden, out, now);
         }
     }
 
@@ -349,8 +581,21 @@ impl Kernel {
         Ok(())
     }
 
-    /// A data node failed: the running schema change fails if it waited for that node.
+    /// A data node failed: the running schema change fails if it waited for that node (a
+    /// drop's first round only stops waiting for it: it changed nothing there). A drop the
+    /// failed master asked this node to wait for is called off here.
     pub(crate) fn schema_node_lost(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
+        if self
+            .schema
+            .follower_prep
+            .as_ref()
+            .is_some_and(|p| p.master == node)
+        {
+            if let Some(prep) = self.schema.follower_prep.take() {
+                tracing::info!(master = %node, tables = ?prep.wait.tables, "the DICT master failed during a DROP TABLE's wait: the tables serve again");
+                self.dict.stop_dropping(&prep.wait.tables);
+            }
+        }
         let Some(op) = self.schema.current.as_mut() else {
             return;
         };
@@ -358,6 +603,10 @@ impl Kernel {
             return;
         }
         op.awaiting.retain(|&n| n != node);
+        if op.prep.is_some() {
+            self.drop_wait_check(out, now);
+            return;
+        }
         op.failure.get_or_insert(NdbError::with_detail(
             4009,
             format!("data node {node} failed during the schema change"),

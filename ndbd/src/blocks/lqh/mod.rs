@@ -296,9 +296,6 @@ impl Lqh {
             .insert(table_id, (0..count).map(|_| Fragment::default()).collect());
     }
 
-    /// Drops a table's fragments and frees their memory. Operations queued on its rows fail
-    /// with 709; scans queued on them are returned, to be resumed (they then find the table
-    /// gone).
     /// Fragment `fragment` of table `table_id`.
     pub(crate) fn fragment(&self, table_id: u32, fragment: u32) -> Option<&Fragment> {
         self.fragments.get(&table_id)?.get(fragment as usize)
@@ -320,6 +317,14 @@ impl Lqh {
         }
     }
 
+    /// True while a live transaction holds, or waits for, a row of one of `tables` here.
+    pub(crate) fn holds_rows_of(&self, tables: &[u32]) -> bool {
+        (self.trans_rows.values().flatten()).any(|r| tables.contains(&r.table_id))
+    }
+
+    /// Drops a table's fragments and frees their memory. Operations queued on its rows fail
+    /// with 709; scans queued on them are returned, to be resumed (they then find the table
+    /// gone).
     pub fn drop_fragments(&mut self, table_id: u32) -> (Vec<LqhKeyConfRef>, Vec<(ScanKey, u32)>) {
         let mut answers = Vec::new();
         let mut scans = Vec::new();
@@ -570,6 +575,11 @@ impl Lqh {
                 NdbError::with_detail(709, format!("table id {}", req.table_id)),
             ));
         };
+        // No operation starts on a table being dropped: the drop waits only for the rows
+        // held when it began (its transaction may still commit or abort what it holds).
+        if let Err(e) = dict.check_not_dropping(req.table_id) {
+            return Some(refuse(&req, e));
+        }
         let Some(fragment) = self
             .fragments
             .get_mut(&req.table_id)
