@@ -1,11 +1,11 @@
 //! Proves that DROP TABLE waits for the transactions holding the table's rows, as NDB's does:
-//! while one holds rows, new operations on the table fail with 283 on every data node and the
-//! drop does not return; the holder's commit is acknowledged and durable until the drop, which
-//! then completes. And that when the DICT master fails during that wait, the drop is called
-//! off and the table serves again on the survivor.
+//! while one holds rows (on the DICT master's node group, or only on another one), new
+//! operations on the table fail with 283 on every data node and the drop does not return; the
+//! holder's commit is acknowledged, and the drop then completes. And that when the DICT master
+//! fails during that wait, the drop is called off and the table serves again on the survivor.
 
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rndb_api::{Cluster, ColumnDef, ColumnType, ExecType, Table, TableDef, Value};
 use rndb_config::NodeId;
@@ -38,6 +38,22 @@ fn row(id: u32, v: i64) -> Vec<Value> {
 fn start() -> TestCluster {
     TestCluster::start(ClusterSpec::new().data_nodes(2).replicas(2).api_slots(3))
         .expect("start the data nodes")
+}
+
+/// How long a drop that must wait is watched not to return: one that did not wait returns
+/// within milliseconds once its table is marked everywhere.
+const NOT_RETURNING_WATCH: Duration = Duration::from_secs(2);
+
+/// Fails if `drop` returns within [`NOT_RETURNING_WATCH`].
+fn assert_still_waiting<T>(drop: &thread::ScopedJoinHandle<'_, T>) {
+    let until = Instant::now() + NOT_RETURNING_WATCH;
+    while Instant::now() < until {
+        assert!(
+            !drop.is_finished(),
+            "the drop waits while a transaction holds the table's rows"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// A key past those the tests write whose primary replica is data node `node`.
@@ -93,10 +109,7 @@ fn a_drop_waits_for_the_transactions_holding_the_tables_rows() {
                 &format!("an insert whose primary is data node {node}, during the drop"),
             );
         }
-        assert!(
-            !drop.is_finished(),
-            "the drop waits while a transaction holds the table's rows"
-        );
+        assert_still_waiting(&drop);
         t.execute(ExecType::Commit)
             .expect("the holder's commit is acknowledged");
         drop.join()
@@ -104,6 +117,45 @@ fn a_drop_waits_for_the_transactions_holding_the_tables_rows() {
             .expect("the drop completes once the rows are free");
     });
     assert_ndb_code(holder.get_table("held"), 709, "the dropped table");
+}
+
+#[test]
+fn a_drop_waits_for_rows_held_only_in_another_node_group() {
+    // Node groups {1, 2} and {3, 4}: the DICT master (node 1) holds none of the rows.
+    let cluster = TestCluster::start(ClusterSpec::new().data_nodes(4).replicas(2).api_slots(3))
+        .expect("start the data nodes");
+    let holder = cluster.connect().expect("connect the holder");
+    let dropper = cluster.connect().expect("connect the dropper");
+    let table = recreate_table(&holder, &def("held_apart")).expect("create the table");
+    insert_committed(&holder, &table, &[row(KEYS + 1, 0)]).expect("a committed row");
+    let mut t = holder.start_transaction().expect("start");
+    let mut held = 0;
+    for id in 0..1000 {
+        let key = [Value::UInt32(id)];
+        let replicas = holder.replicas_of(&table, &key).expect("replicas of a key");
+        if replicas.contains(&MASTER) || id == KEYS + 1 {
+            continue;
+        }
+        t.insert(&table, &row(id, 1)).expect("define");
+        held += 1;
+        if held == KEYS {
+            break;
+        }
+    }
+    assert_eq!(held, KEYS, "keys of the other node group");
+    t.execute(ExecType::NoCommit)
+        .expect("the inserts hold their rows");
+    thread::scope(|scope| {
+        let drop = scope.spawn(|| dropper.drop_table("held_apart"));
+        wait_for_283(&holder, &table);
+        assert_still_waiting(&drop);
+        t.execute(ExecType::Commit)
+            .expect("the holder's commit is acknowledged");
+        drop.join()
+            .expect("the dropping thread")
+            .expect("the drop completes once the rows are free");
+    });
+    assert_ndb_code(holder.get_table("held_apart"), 709, "the dropped table");
 }
 
 #[test]

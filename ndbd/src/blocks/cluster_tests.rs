@@ -2044,3 +2044,68 @@ fn an_interpreted_updates_backup_gets_the_values_its_primary_computed() {
         assert_eq!(sim.value_on(NodeId(2), 8, &table, key), Some(51));
     }
 }
+
+/// A PREP_DROP_TAB_REQ read by a node that has not yet handled the old DICT master's failure
+/// is ignored there (`exec_prep_drop_tab_req`: "not the DICT master here"); the new master
+/// sends it again every second, so the drop ends once that node has caught up (before the
+/// resend, it waited for that node's answer for good, refusing the table with 283 and every
+/// node restart while it was busy).
+#[test]
+fn a_drop_prepared_by_a_new_master_before_a_node_saw_it_take_over_completes() {
+    let mut sim = Sim::with_nodes(3, None);
+    let table = sim.create_table("t", false);
+    let now = Instant::now();
+    // Node 1, the DICT master, dies: node 2 handles its link's close first.
+    sim.kernels.remove(&NodeId(1));
+    let mut held: Vec<Frame> = Vec::new();
+    {
+        let k2 = sim.kernels.get_mut(&NodeId(2)).expect("node 2");
+        let mut sent = Sent::default();
+        k2.on_disconnect(NodeId(1), &mut sent, now);
+        k2.run_jobs(&mut sent, now);
+        held.extend(sent.0.into_iter().map(|(to, h, p)| (NodeId(2), to, h, p)));
+    }
+    assert_eq!(sim.kernels[&NodeId(2)].qmgr.master(), NodeId(2));
+    assert_eq!(sim.kernels[&NodeId(3)].qmgr.master(), NodeId(1));
+    // What node 2 sent on taking over (MASTER_GCPREQ) reaches node 3 first, on the same link
+    // as the PREP below; node 3 answers it while it still holds node 1 alive.
+    let held: Vec<Frame> = held.into_iter().filter(|f| f.1 != API).collect();
+    sim.route(held);
+    assert_eq!(sim.kernels[&NodeId(3)].qmgr.master(), NodeId(1));
+    // The API's link to node 1 closed too: its DROP TABLE goes to node 2, the new master.
+    let mut name = Vec::new();
+    signals::encode_name(&mut name, "t");
+    sim.send(NodeId(2), &[(gsn::DROP_TABLE_REQ, 901, name)]);
+    assert_eq!(
+        sim.delivered(gsn::PREP_DROP_TAB_REQ),
+        1,
+        "PREP sent to node 3"
+    );
+    // Node 3 now sees node 1's link close.
+    sim.sees_close(NodeId(3), NodeId(1));
+    assert_eq!(sim.kernels[&NodeId(3)].qmgr.master(), NodeId(2));
+    // A few seconds of timer ticks: the PREP comes again, node 3 answers, the drop runs.
+    let mut at = now;
+    for _ in 0..5 {
+        at += Duration::from_secs(1);
+        tick_node(&mut sim, NodeId(2), at);
+        tick_node(&mut sim, NodeId(3), at);
+    }
+    let answered = (sim.api.iter())
+        .any(|(_, s, r, _)| *r == 901 && matches!(*s, gsn::DROP_TABLE_CONF | gsn::DROP_TABLE_REF));
+    assert!(
+        answered,
+        "the drop ends: node 3 got PREP_DROP_TAB_REQ again and answered"
+    );
+    assert!(
+        !sim.kernels[&NodeId(2)].schema.is_busy(),
+        "no schema change runs"
+    );
+    for node in [NodeId(2), NodeId(3)] {
+        assert!(
+            sim.kernels[&node].dict.get(table.table_id).is_none(),
+            "dropped on node {node}"
+        );
+        assert!(!sim.kernels[&node].dict.is_dropping(table.table_id));
+    }
+}

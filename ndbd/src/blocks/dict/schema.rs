@@ -16,12 +16,16 @@
 //! transaction holds or waits for a row of it there (checked every timer tick). When every node
 //! has answered and the master's own rows are free, the drop runs as any change. So every
 //! transaction that wrote the table before the drop has committed or aborted on every node
-//! before any node drops it: none is acknowledged whose rows a node dropped under it. A node
-//! that fails during the wait is not waited for; when the master fails, the others take their
-//! marks off again (the table stays, and the API's request fails with its link).
+//! before any node drops it: none is acknowledged whose rows a node dropped under it. A backup
+//! running on a node holds that node's answer too (a dropped table fails it). A node that fails
+//! during the wait is not waited for; when the master fails during it, the others take their
+//! marks off again (the table stays, and the API's request fails with its link; a master that
+//! fails after its DROP_TABLE_REQ reached only some nodes leaves them differing, as any change
+//! does). The master sends PREP_DROP_TAB_REQ again every second to the nodes that have not
+//! answered: one that did not yet see it as master ignored it.
 
 use std::collections::VecDeque;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rndb_config::NodeId;
 use rndb_protocol::signals::{self, block, gsn, CreateIndexReq, IndexName, Refusal, TableInfo};
@@ -55,9 +59,11 @@ struct DropWait {
     tables: Vec<u32>,
     /// No transaction holds or waits for a row of them here any more.
     drained: bool,
-    /// When the wait began, and when it was last logged.
+    /// When the wait began, when it was last logged, and (at the master) when
+    /// PREP_DROP_TAB_REQ last went to the nodes not answered yet.
     since: Instant,
     logged: Instant,
+    sent: Instant,
 }
 
 impl DropWait {
@@ -67,21 +73,24 @@ impl DropWait {
             drained: false,
             since: now,
             logged: now,
+            sent: now,
         }
     }
 
-    /// Checks whether the rows are free here; logs, every [`DROP_WAIT_LOG_EVERY`], a wait that
-    /// goes on. True once drained.
-    fn check(&mut self, lqh: &crate::blocks::lqh::Lqh, now: Instant) -> bool {
+    /// Checks whether the rows are free here and no backup runs here (a backup holding the
+    /// table would fail with 1340 when it is dropped); logs, every [`DROP_WAIT_LOG_EVERY`], a
+    /// wait that goes on. True once drained.
+    fn check(&mut self, lqh: &crate::blocks::lqh::Lqh, backup_runs: bool, now: Instant) -> bool {
         if !self.drained {
-            self.drained = !lqh.holds_rows_of(&self.tables);
+            self.drained = !backup_runs && !lqh.holds_rows_of(&self.tables);
         }
         if !self.drained && now.duration_since(self.logged) >= DROP_WAIT_LOG_EVERY {
             self.logged = now;
             tracing::warn!(
                 tables = ?self.tables,
+                backup_runs,
                 waited_s = now.duration_since(self.since).as_secs(),
-                "DROP TABLE waits for the transactions holding the table's rows here to commit or abort"
+                "DROP TABLE waits for the transactions holding the table's rows here to commit or abort (and for a backup running here to end)"
             );
         }
         self.drained
@@ -89,7 +98,11 @@ impl DropWait {
 }
 
 /// How often a drop that still waits for transactions says so in the log.
-const DROP_WAIT_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+const DROP_WAIT_LOG_EVERY: Duration = Duration::from_secs(10);
+/// How often the master sends PREP_DROP_TAB_REQ again to the nodes that have not answered: a
+/// node that did not yet see the sender as master (it had not heard of the old master's
+/// failure, or of the end of the sender's node restart) ignored it.
+const PREP_DROP_RESEND: Duration = Duration::from_secs(1);
 
 /// A follower's part of a drop's first round.
 #[derive(Debug)]
@@ -331,17 +344,7 @@ impl Kernel {
         let tables = self.dict.start_dropping(table_id);
         let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
         let request_id = self.new_schema_request_id();
-        for &peer in &peers {
-            let to_peer = FrameHeader {
-                signal: gsn::PREP_DROP_TAB_REQ,
-                receiver_block: block::DBDICT,
-                sender_block: block::DBDICT,
-                request_id,
-            };
-            self.unsent.send(out, peer, to_peer, &mut |b| {
-                b.extend_from_slice(&table_id.to_le_bytes())
-            });
-        }
+        self.send_prep_drop(&peers, request_id, table_id, out);
         self.schema.current = Some(SchemaOp {
             api,
             header,
@@ -357,12 +360,34 @@ impl Kernel {
         self.drop_wait_check(out, now);
     }
 
+    /// PREP_DROP_TAB_REQ for `table_id` to each of `peers`.
+    fn send_prep_drop(
+        &mut self,
+        peers: &[NodeId],
+        request_id: u32,
+        table_id: u32,
+        out: &mut dyn Outbox,
+    ) {
+        for &peer in peers {
+            let to_peer = FrameHeader {
+                signal: gsn::PREP_DROP_TAB_REQ,
+                receiver_block: block::DBDICT,
+                sender_block: block::DBDICT,
+                request_id,
+            };
+            self.unsent.send(out, peer, to_peer, &mut |b| {
+                b.extend_from_slice(&table_id.to_le_bytes())
+            });
+        }
+    }
+
     /// Every timer tick while a drop waits for transactions (and when a node answers or
     /// fails): the master runs the drop once its rows and every other node's are free; a
     /// follower answers once its own are.
     pub(crate) fn drop_wait_check(&mut self, out: &mut dyn Outbox, now: Instant) {
+        let backup_runs = self.backups.is_running();
         if let Some(prep) = self.schema.follower_prep.as_mut() {
-            if !prep.answered && prep.wait.check(&self.lqh, now) {
+            if !prep.answered && prep.wait.check(&self.lqh, backup_runs, now) {
                 prep.answered = true;
                 let (master, request) = (prep.master, prep.request);
                 reply(
@@ -381,7 +406,15 @@ impl Kernel {
         let Some(prep) = op.prep.as_mut() else {
             return;
         };
-        if !prep.check(&self.lqh, now) || !op.awaiting.is_empty() {
+        if !op.awaiting.is_empty() && now.duration_since(prep.sent) >= PREP_DROP_RESEND {
+            prep.sent = now;
+            if let Some(&table_id) = prep.tables.first() {
+                let (awaiting, request_id) = (op.awaiting.clone(), op.request_id);
+                self.send_prep_drop(&awaiting, request_id, table_id, out);
+            }
+            return;
+        }
+        if !prep.check(&self.lqh, backup_runs, now) || !op.awaiting.is_empty() {
             return;
         }
         let Some(op) = self.schema.current.take() else {
