@@ -271,9 +271,14 @@ impl TestCluster {
             .into_iter()
             .filter(|&id| self.nodes.pid(id).is_some())
             .collect();
-        for id in running {
-            self.nodes.wait_serving(id, &|| Ok(()))?;
+        let started = std::time::Instant::now();
+        for id in &running {
+            self.nodes.wait_serving(*id, &|| Ok(()))?;
         }
+        crate::report_slow_wait(
+            &format!("data nodes {running:?} to serve"),
+            started.elapsed(),
+        );
         Ok(())
     }
 

@@ -31,6 +31,7 @@ pub mod processes;
 mod spec;
 
 use std::fmt::Debug;
+use std::io::{self, Write};
 use std::net::{Ipv4Addr, TcpListener};
 use std::time::{Duration, Instant};
 
@@ -63,9 +64,18 @@ pub fn free_port_listener() -> TcpListener {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0")
 }
 
-/// A wait this long or longer is reported on stderr (shown with a failing test's output, or
-/// with `--nocapture`): a test that passes slowly says where its time went.
+/// A wait this long or longer is reported on stderr, even for a test that passes: a test
+/// that passes slowly says where its time went.
 const SLOW_WAIT: Duration = Duration::from_secs(10);
+
+/// Reports a wait of [`SLOW_WAIT`] or more straight to stderr, past the test harness's
+/// capture, so that CI's log shows it.
+pub fn report_slow_wait(what: &str, took: Duration) {
+    if took >= SLOW_WAIT {
+        let test = std::thread::current().name().unwrap_or("?").to_string();
+        let _ = writeln!(io::stderr(), "rndb-tests: {test}: {what} took {took:?}");
+    }
+}
 
 /// Calls `check` every [`POLL_INTERVAL`] until it returns `Some`, an error, or `timeout` has
 /// passed; `what` names the awaited event in the timeout error ("data node 1 to listen").
@@ -78,10 +88,7 @@ pub fn wait_until<T>(
     let deadline = start + timeout;
     loop {
         if let Some(value) = check()? {
-            let took = start.elapsed();
-            if took >= SLOW_WAIT {
-                eprintln!("wait_until: {what} took {took:?}");
-            }
+            report_slow_wait(what, start.elapsed());
             return Ok(value);
         }
         if Instant::now() >= deadline {

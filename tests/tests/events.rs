@@ -204,6 +204,9 @@ fn kills_under_a_writer(spec: ClusterSpec, kills: &[NodeId]) {
     let acked: Mutex<BTreeMap<u32, Vec<(i64, u64)>>> = Mutex::new(BTreeMap::new());
     let stop = AtomicBool::new(false);
     let mut events = Vec::new();
+    // What the test did when, for a failure's message.
+    let started = Instant::now();
+    let mut timeline: Vec<String> = Vec::new();
     std::thread::scope(|scope| {
         let writer = scope.spawn(|| write_until(&api, &table, &acked, &stop, Until::Stopped));
         let take = |op: &mut EventOperation<'_>, events: &mut Vec<EventData>| {
@@ -218,12 +221,26 @@ fn kills_under_a_writer(spec: ClusterSpec, kills: &[NodeId]) {
             }
         };
         let acked_count = || acked.lock().unwrap().values().map(Vec::len).sum::<usize>();
+        let all = cluster.data_node_ids().len();
         let result = (|| {
             wait_until("writes before the first kill", RESTART_TIMEOUT, || {
                 take(&mut op, &mut events);
                 Ok((acked_count() >= 200).then_some(()))
             })?;
             for &node in kills {
+                // Every node's subscription covers what is not handed out yet, right before
+                // the kill: else the epochs between would be Inconsistent (see docs/events.md;
+                // a subscription redone since the last check starts later).
+                wait_until("every subscription covering", RESTART_TIMEOUT, || {
+                    take(&mut op, &mut events);
+                    Ok((op.data_nodes().len() == all).then_some(()))
+                })?;
+                timeline.push(format!(
+                    "{:?}: kill {node} (last event's epoch {:#x}, {} events)",
+                    started.elapsed(),
+                    events.last().map_or(0, |e| e.epoch),
+                    events.len()
+                ));
                 cluster.kill_node(node)?;
                 let before = acked_count();
                 wait_until("writes after the kill", RESTART_TIMEOUT, || {
@@ -238,9 +255,9 @@ fn kills_under_a_writer(spec: ClusterSpec, kills: &[NodeId]) {
                         .contains("node restart complete")
                         .then_some(()))
                 })?;
+                timeline.push(format!("{:?}: {node} restarted", started.elapsed()));
                 // Subscribed again there before its partner may fail: else the epochs between
                 // would be Inconsistent (see docs/events.md).
-                let all = cluster.data_node_ids().len();
                 wait_until(
                     "the subscription on the restarted node",
                     RESTART_TIMEOUT,
@@ -249,6 +266,11 @@ fn kills_under_a_writer(spec: ClusterSpec, kills: &[NodeId]) {
                         Ok((op.data_nodes().len() == all).then_some(()))
                     },
                 )?;
+                timeline.push(format!(
+                    "{:?}: {node} subscribed again (last event's epoch {:#x})",
+                    started.elapsed(),
+                    events.last().map_or(0, |e| e.epoch)
+                ));
                 let before = acked_count();
                 wait_until("writes after the restart", RESTART_TIMEOUT, || {
                     take(&mut op, &mut events);
@@ -290,11 +312,14 @@ fn kills_under_a_writer(spec: ClusterSpec, kills: &[NodeId]) {
         acked.values().map(Vec::len).sum::<usize>(),
         events.len()
     );
+    let inconsistent: Vec<(String, u32)> = (events.iter())
+        .filter(|e| e.event_type == EventType::Inconsistent)
+        .map(|e| (format!("{:#x}", e.epoch), e.fragment))
+        .collect();
     assert!(
-        !events
-            .iter()
-            .any(|e| e.event_type == EventType::Inconsistent),
-        "a replica survived: no epoch lacks a fragment"
+        inconsistent.is_empty(),
+        "a replica survived: no epoch lacks a fragment; Inconsistent (epoch, fragment): \
+         {inconsistent:?}; steps: {timeline:#?}"
     );
     assert!(
         events.windows(2).all(|w| w[0].epoch <= w[1].epoch),
