@@ -116,8 +116,13 @@ const ERRORS: &[(u32, ErrorClass, &str)] = &[
     (4012, UnknownResult, "Request ndbd time-out, maybe due to high load or communication problems"),
     (241, SchemaError, "Invalid schema object version"),
     (701, TemporaryResource, "System busy with other schema operation"),
+    (711, TemporaryResource, "System busy with node restart, schema operations not allowed"),
     (709, SchemaError, "No such table existed"),
     (283, SchemaError, "Table is being dropped"),
+    (1405, NodeRecovery, "Subscriber manager busy with node recovery"),
+    (1415, SchemaError, "Subscription not unique in subscriber manager"),
+    (1417, SchemaError, "Table in subscription not defined, probably dropped"),
+    (1422, SchemaError, "Out of subscription records"),
     (299, ApplicationError, "Operation not allowed or aborted due to single user mode"),
     (261, ApplicationError, "DML count in transaction exceeds config parameter MaxDMLOperationsPerTransaction"),
     (721, SchemaError, "Schema object with given name already exists"),
@@ -260,5 +265,14 @@ mod tests {
         assert_eq!(NdbError::new(702).class, ErrorClass::InternalTemporary);
         assert!(NdbError::new(702).is_temporary());
         assert_eq!(NdbError::new(702).message, "Request to non-master");
+        // Codes the data node sends for schema changes and subscriptions: a retry helps
+        // with 711 and 1405, not with the others.
+        assert!(NdbError::new(711).is_temporary());
+        assert!(NdbError::new(1405).is_temporary());
+        for code in [283, 1415, 1417, 1422] {
+            let e = NdbError::new(code);
+            assert_eq!(e.class, ErrorClass::SchemaError, "{code}");
+            assert!(!e.message.starts_with("Unknown"), "{code}");
+        }
     }
 }

@@ -834,6 +834,20 @@ impl Kernel {
         self.tc.transaction_count()
     }
 
+    /// The ids of the tables this node marks as being dropped (a DROP TABLE's wait).
+    pub fn tables_being_dropped(&self) -> Vec<u32> {
+        self.dict
+            .table_ids()
+            .into_iter()
+            .filter(|&id| self.dict.is_dropping(id))
+            .collect()
+    }
+
+    /// True when this node's dictionary has a table named `name`.
+    pub fn has_table(&self, name: &str) -> bool {
+        self.dict.by_name(name).is_ok()
+    }
+
     pub fn scan_count(&self) -> usize {
         self.scans.count()
     }

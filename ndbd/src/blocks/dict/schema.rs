@@ -486,7 +486,7 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) {
-        let (conf_signal, ref_signal) = answers_of(header.signal);
+        let ref_signal = answers_of(header.signal).1;
         let first_id = self.dict.next_id();
         let (conf, build) = match self.apply_schema(header.signal, &payload, out, now) {
             Ok(applied) => applied,
@@ -497,9 +497,8 @@ impl Kernel {
         };
         let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
         if peers.is_empty() && build.is_none() {
-            reply(&mut self.unsent, out, api, &header, conf_signal, &mut |b| {
-                b.extend_from_slice(&conf)
-            });
+            // Alone: done everywhere it must be, answered once durable as any change.
+            self.answer_applied(api, header, conf, out);
             return;
         }
         let request_id = self.new_schema_request_id();
@@ -653,28 +652,9 @@ impl Kernel {
         let Some(op) = self.schema.current.take() else {
             return;
         };
-        let (conf_signal, ref_signal) = answers_of(op.header.signal);
+        let ref_signal = answers_of(op.header.signal).1;
         match op.failure {
-            // Each node logged the change in the GCI it was in when it applied it: this
-            // node's, or the next (a node moves on when it hears the GCP master's commit,
-            // and the master starts no GCI before every node has moved to the last).
-            None if self.has_files && self.gcp.durable <= gci_hi(self.gcp.current) => {
-                self.schema.held.push(HeldConf {
-                    gci: gci_hi(self.gcp.current) + 1,
-                    api: op.api,
-                    header: op.header,
-                    conf: op.conf,
-                });
-                self.gcp_want_save(out);
-            }
-            None => reply(
-                &mut self.unsent,
-                out,
-                op.api,
-                &op.header,
-                conf_signal,
-                &mut |b| b.extend_from_slice(&op.conf),
-            ),
+            None => self.answer_applied(op.api, op.header, op.conf, out),
             Some(error) => {
                 if let Some((undo, payload)) = undo_of(op.header.signal, &op.payload) {
                     if let Err(e) = self.apply_schema(undo, &payload, out, now) {
@@ -706,6 +686,35 @@ impl Kernel {
             }
         }
         self.next_schema_op(out, now);
+    }
+
+    /// Answers a schema change applied on every node that must have it: at once, or (with
+    /// files) once the global checkpoint after the one it was logged in is durable, so that
+    /// no system restart undoes an acknowledged change. Each node logged the change in the GCI
+    /// it was in when it applied it: this node's, or the next (a node moves on when it hears
+    /// the GCP master's commit, and the master starts no GCI before every node has moved to
+    /// the last).
+    fn answer_applied(
+        &mut self,
+        api: NodeId,
+        header: FrameHeader,
+        conf: Vec<u8>,
+        out: &mut dyn Outbox,
+    ) {
+        if self.has_files && self.gcp.durable <= gci_hi(self.gcp.current) {
+            self.schema.held.push(HeldConf {
+                gci: gci_hi(self.gcp.current) + 1,
+                api,
+                header,
+                conf,
+            });
+            self.gcp_want_save(out);
+        } else {
+            let conf_signal = answers_of(header.signal).0;
+            reply(&mut self.unsent, out, api, &header, conf_signal, &mut |b| {
+                b.extend_from_slice(&conf)
+            });
+        }
     }
 
     /// Answers the schema changes held for global checkpoints up to `Gcp::durable`.
