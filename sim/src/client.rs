@@ -69,6 +69,10 @@ pub const LEDGER: usize = 3;
 /// The set's unique hash index on its value column, created after the tables
 /// (`Phase::Creating(SET_INDEX)`).
 const SET_INDEX: usize = 4;
+/// The scratch table client 0 drops under the transfers (`Fault::Drop`), created last.
+pub const SCRATCH: usize = 5;
+/// The scratch table's name.
+pub const SCRATCH_NAME: &str = "scratch";
 /// Key reads of the ledger per transaction of the final read (below the smallest
 /// MaxNoOfConcurrentOperations a seed draws, 64).
 const LEDGER_READS_PER_TRANSACTION: usize = 24;
@@ -82,6 +86,8 @@ pub struct Tables {
     /// The unique hash index on the set's value column (every insert writes a unique value).
     pub set_index: Option<IndexInfo>,
     pub ledger: Option<TableInfo>,
+    /// The scratch table (`Fault::Drop`) until client 0 has dropped it.
+    pub scratch: Option<TableInfo>,
 }
 
 impl Tables {
@@ -291,6 +297,19 @@ pub struct Shared {
     /// saved until an operator starts another, so a durable commit may wait for good. Set
     /// before each wake.
     pub saves_stuck: bool,
+    /// When into the workload client 0 drops the scratch table (`Knobs::drop_at_ns`), and
+    /// when the workload began.
+    pub drop_at_ns: Option<u64>,
+    pub running_since_ns: u64,
+    /// The scratch table's drop was acknowledged (DROP_TABLE_CONF: durable), and the DROP
+    /// TABLEs sent. (A 709 to one sent again shows the drop applied, not durable: a cluster
+    /// crash may bring the table back.)
+    pub scratch_dropped: bool,
+    /// A DROP TABLE was answered CONF or, sent again, 709.
+    pub scratch_gone: bool,
+    pub drops_sent: u32,
+    /// The newest global checkpoint any data node holds restorable. Set before each wake.
+    pub restorable_gci: u32,
 }
 
 impl Shared {
@@ -330,6 +349,12 @@ impl Shared {
             ledger_rows: BTreeMap::new(),
             durable_commits: false,
             saves_stuck: false,
+            drop_at_ns: knobs.drop_at_ns,
+            running_since_ns: 0,
+            scratch_dropped: false,
+            scratch_gone: false,
+            drops_sent: 0,
+            restorable_gci: 0,
         }
     }
 
@@ -430,10 +455,12 @@ enum Kind {
     Populate {
         which: usize,
     },
+    /// The transfer's locking reads (and, with `scratch`, a write of the scratch table).
     TransferRead {
         a: u16,
         b: u16,
         amount: i64,
+        scratch: bool,
     },
     /// The transfer's commit, writing (account, balance) twice, and its ledger row
     /// (`transfer`: its index in `Shared::transfers`).
@@ -468,6 +495,8 @@ enum Kind {
     BackupRead {
         which: usize,
     },
+    /// Client 0's DROP TABLE of the scratch table.
+    DropTable,
 }
 
 /// The one request a client has outstanding.
@@ -530,6 +559,8 @@ struct ScanRead {
 pub struct Client {
     pub node: NodeId,
     pub index: usize,
+    /// The newest restorable global checkpoint when the last DROP TABLE was sent.
+    drop_sent_restorable_gci: u32,
     rng: Rng,
     phase: Phase,
     /// Data nodes of the config, in id order.
@@ -589,6 +620,7 @@ impl Client {
             scan_reads: knobs.scan_reads,
             scan_batch_rows: knobs.scan_batch_rows,
             arbiter: (index == ARBITRATOR).then(ArbiterState::default),
+            drop_sent_restorable_gci: 0,
         }
     }
 
@@ -623,8 +655,15 @@ impl Client {
                 // an operator starts another): its outcome is unknown, not a hang, when TC's
                 // own bound (4012 after twice TimeBetweenGlobalCheckpointsTimeout) is longer
                 // than the client's (see `World::saves_stuck`).
-                let unsaved =
-                    request.commit_sent && ctx.shared.durable_commits && ctx.shared.saves_stuck;
+                // A schema change's answer waits for a save too (`answer_applied`): one that
+                // no global checkpoint followed (disks failing) is no hang either.
+                let drop_unsaved = matches!(request.kind, Kind::DropTable)
+                    && (ctx.shared.saves_stuck
+                        || ctx.shared.restorable_gci <= self.drop_sent_restorable_gci + 1);
+                let unsaved = drop_unsaved
+                    || (request.commit_sent
+                        && ctx.shared.durable_commits
+                        && ctx.shared.saves_stuck);
                 if !ctx.shared.hangs_expected && !unsaved {
                     ctx.shared.fail(what);
                     return;
@@ -708,7 +747,9 @@ impl Client {
                 }
             }
             Phase::Running => {
-                if !ctx.shared.stopping {
+                if self.drop_due(ctx) && !ctx.shared.stopping {
+                    self.drop_scratch(ctx);
+                } else if !ctx.shared.stopping {
                     self.start_operation(ctx);
                 }
             }
@@ -758,11 +799,16 @@ impl Client {
         if which == SET_INDEX && ctx.shared.sets {
             return self.create_index(ctx);
         }
-        if which >= wanted.len() {
-            self.phase = Phase::Populating(0);
+        let scratch = which == SCRATCH && ctx.shared.drop_at_ns.is_some();
+        if which >= wanted.len() && !scratch {
+            if which < SCRATCH {
+                self.phase = Phase::Creating(SCRATCH);
+            } else {
+                self.phase = Phase::Populating(0);
+            }
             return self.next(ctx);
         }
-        if !wanted[which] {
+        if !scratch && !wanted[which] {
             self.phase = Phase::Creating(which + 1);
             return self.next(ctx);
         }
@@ -842,6 +888,7 @@ impl Client {
                     .log
                     .push(format!("client {}: tables ready", self.node));
                 ctx.shared.ready = true;
+                ctx.shared.running_since_ns = ctx.now_ns;
                 return self.next(ctx);
             }
         };
@@ -864,6 +911,7 @@ impl Client {
             BANK => tables.bank = Some(info),
             REGISTERS => tables.registers = Some(info),
             LEDGER => tables.ledger = Some(info),
+            SCRATCH => tables.scratch = Some(info),
             _ => tables.sets = Some(info),
         }
     }
@@ -1040,17 +1088,23 @@ impl Client {
         let a = self.rng.below(accounts) as u16;
         let b = ((u64::from(a) + self.rng.between(1, accounts - 1)) % accounts) as u16;
         let amount = self.rng.between(1, TRANSFER_MAX) as i64;
-        let ops = [
+        let mut ops = vec![
             KeyOp::read(&table, a, LockMode::Exclusive),
             KeyOp::read(&table, b, LockMode::Exclusive),
         ];
-        self.send_transaction(
-            ctx,
-            Kind::TransferRead { a, b, amount },
-            &ops,
-            ExecType::NoCommit,
-            true,
-        );
+        // With `Fault::Drop`, the transfer's transaction also holds a scratch row from here
+        // to its commit: the scratch table's drop must wait for it.
+        let scratch = (ctx.shared.tables.as_ref()).and_then(|t| t.scratch.clone());
+        if let Some(scratch) = &scratch {
+            ops.push(KeyOp::write(scratch, OperationType::Write, a, amount));
+        }
+        let kind = Kind::TransferRead {
+            a,
+            b,
+            amount,
+            scratch: scratch.is_some(),
+        };
+        self.send_transaction(ctx, kind, &ops, ExecType::NoCommit, true);
     }
 
     /// A full read of the bank in one transaction, under shared locks; in seeds with scan
@@ -1592,10 +1646,13 @@ impl Client {
             lgsn::API_REGCONF
             | gsn::CREATE_TABLE_CONF
             | gsn::CREATE_INDEX_CONF
+            | gsn::DROP_TABLE_CONF
             | gsn::TC_EXECUTE_CONF => Ok(Some(Ended::Conf(payload.to_vec()))),
-            gsn::CREATE_TABLE_REF | gsn::CREATE_INDEX_REF => Refusal::decode(payload)
-                .map(|r| Some(Ended::Refused(r.code)))
-                .map_err(|e| e.to_string()),
+            gsn::CREATE_TABLE_REF | gsn::CREATE_INDEX_REF | gsn::DROP_TABLE_REF => {
+                Refusal::decode(payload)
+                    .map(|r| Some(Ended::Refused(r.code)))
+                    .map_err(|e| e.to_string())
+            }
             gsn::TCKEY_ROW => match TcKeyRow::decode(payload) {
                 Ok(row) => {
                     request.rows.insert(row.op_index, row.values);
@@ -1779,7 +1836,15 @@ impl Client {
             *ctx.shared.stats.errors.entry(code).or_default() += 1;
             let error = NdbError::new(code);
             let single_user = code == 299 && ctx.shared.single_user_expected && self.index != 0;
-            if !error.is_temporary() && !matches!(code, 626 | 630 | 893) && !single_user {
+            // The scratch table being dropped (283), or gone (709, 241 for a table made
+            // again by a system restart that undid the drop; 709 for a drop sent again).
+            let scratch = matches!(code, 283 | 709 | 241)
+                && matches!(
+                    request.kind,
+                    Kind::TransferRead { scratch: true, .. } | Kind::DropTable
+                );
+            if !error.is_temporary() && !matches!(code, 626 | 630 | 893) && !single_user && !scratch
+            {
                 // The clients send only well-formed requests, in order: a permanent error
                 // other than the workloads' own outcomes (no such row, a duplicate) is a data
                 // node's mistake, such as a 4000 for an execute taken for a second one, and an
@@ -1861,7 +1926,7 @@ impl Client {
                     "inserting the rows of table {which} ended with {other:?}"
                 )),
             },
-            Kind::TransferRead { a, b, amount } => match ended {
+            Kind::TransferRead { a, b, amount, .. } => match ended {
                 Ended::Conf(_) => self.transfer_write(ctx, &request, a, b, amount),
                 _ => {
                     ctx.shared.stats.transfers_failed += 1;
@@ -1918,6 +1983,68 @@ impl Client {
             Kind::FinalLedgerRead { from } => {
                 self.final_ledger_read_ended(ctx, &request, from, ended)
             }
+            Kind::DropTable => self.drop_ended(ctx, &request, ended),
+        }
+    }
+
+    /// Client 0, while the workload runs: the scratch table's drop is due (`Fault::Drop`).
+    fn drop_due(&self, ctx: &Ctx<'_>) -> bool {
+        let scratch = (ctx.shared.tables.as_ref()).is_some_and(|t| t.scratch.is_some());
+        let at = ctx
+            .shared
+            .drop_at_ns
+            .map(|at| ctx.shared.running_since_ns + at);
+        self.index == 0 && scratch && at.is_some_and(|at| ctx.now_ns >= at)
+    }
+
+    /// DROP TABLE of the scratch table, at the first data node this client reaches (the
+    /// master, or one that refuses with 702 until the master's link is up).
+    fn drop_scratch(&mut self, ctx: &mut Ctx<'_>) {
+        let mut payload = Vec::new();
+        signals::encode_name(&mut payload, SCRATCH_NAME);
+        let to = (self.data_nodes.iter().copied())
+            .find(|n| self.links_up.contains(n))
+            .unwrap_or(self.data_nodes[0]);
+        ctx.shared.drops_sent += 1;
+        self.drop_sent_restorable_gci = ctx.shared.restorable_gci;
+        self.send_request(
+            ctx,
+            to,
+            Kind::DropTable,
+            gsn::DROP_TABLE_REQ,
+            block::DBDICT,
+            payload,
+        );
+    }
+
+    /// The scratch table's drop ended: done (709: an earlier one whose answer was lost
+    /// dropped it), or to be sent again.
+    fn drop_ended(&mut self, ctx: &mut Ctx<'_>, request: &Request, ended: Ended) {
+        let done = matches!(ended, Ended::Conf(_) | Ended::Refused(709));
+        ctx.shared.log.push(format!(
+            "client {}: DROP TABLE {SCRATCH_NAME} at data node {} ended with {ended:?}{}",
+            self.node,
+            request.to,
+            if done { "" } else { ": sent again later" }
+        ));
+        match ended {
+            _ if done => {
+                ctx.shared.scratch_dropped |= matches!(ended, Ended::Conf(_));
+                ctx.shared.scratch_gone = true;
+                if let Some(tables) = ctx.shared.tables.as_mut() {
+                    tables.scratch = None;
+                }
+                self.resume_after(ctx, 0);
+            }
+            // Not the master (yet), the cluster restarting, a node failed during the change,
+            // another change or a node restart running, a backup, full send buffers, or no
+            // answer (its node failed, or a partition).
+            Ended::Refused(702 | 4009 | 701 | 711 | 761 | 1218) | Ended::Lost | Ended::TimedOut => {
+                self.resume_after(ctx, RETRY_NS)
+            }
+            other => ctx
+                .shared
+                .fail(format!("DROP TABLE {SCRATCH_NAME} ended with {other:?}")),
         }
     }
 
@@ -2528,6 +2655,7 @@ fn table_def(which: usize) -> TableDef {
         BANK => ("accounts", "balance"),
         REGISTERS => ("registers", "value"),
         LEDGER => ("ledger", "transfer"),
+        SCRATCH => (SCRATCH_NAME, "value"),
         _ => ("elements", "value"),
     };
     TableDef::new(

@@ -124,6 +124,14 @@ pub enum Fault {
     /// named (`crate::events`). No fault of its own; off unless asked for, since its frames
     /// move every seed's schedule.
     Events,
+    /// DROP TABLE under writers: client 0 creates a scratch table with the others, each
+    /// transfer's first execute also writes a scratch row (so that transactions hold its rows
+    /// across executes), and client 0 drops the table at a random time of the workload, again
+    /// until it is gone (a failed master, 702, 4009, 711, 761). The drop must end (a hang is a
+    /// liveness failure), writes to the table must fail only with 283, 709 or 241 meanwhile,
+    /// and once the run ends no data node may still hold the table or a mark of its drop.
+    /// Off unless asked for.
+    Drop,
 }
 
 impl Fault {
@@ -174,6 +182,7 @@ impl Fault {
             Fault::Limits => "limits",
             Fault::Backup => "backup",
             Fault::Events => "events",
+            Fault::Drop => "drop",
         }
     }
 }
@@ -339,6 +348,8 @@ pub struct Knobs {
     pub single_user_windows: u16,
     /// Online backups started (`Fault::Backup`).
     pub backups: u16,
+    /// When, into the workload, client 0 drops the scratch table (`Fault::Drop`).
+    pub drop_at_ns: Option<u64>,
     /// MaxNoOfLocalOperations, MaxNoOfConcurrentIndexOperations and MaxNoOfFiredTriggers
     /// (`Fault::Limits`); `None`: the defaults.
     pub record_limits: Option<(u32, u32, u32)>,
@@ -394,6 +405,8 @@ const LIMITS_KNOBS_SALT: u64 = 0x1141_75ec_0bd5_2026;
 const SINGLE_USER_KNOBS_SALT: u64 = 0x5191_e05e_a0de_2026;
 /// Seeds the draw of the backups (`Fault::Backup`).
 const BACKUP_KNOBS_SALT: u64 = 0xbac4_0b5e_ed00_2026;
+/// Seeds the draw of the scratch table's drop (`Fault::Drop`).
+const DROP_KNOBS_SALT: u64 = 0xd409_7ab1_e000_2026;
 
 impl Knobs {
     /// Draws a seed's knobs. Each fault kind allowed by `options` is left out by about one
@@ -518,7 +531,7 @@ impl Knobs {
         } else {
             120_000
         };
-        Knobs {
+        let mut knobs = Knobs {
             data_nodes,
             replicas,
             clients,
@@ -560,6 +573,7 @@ impl Knobs {
             hangs,
             single_user_windows,
             backups,
+            drop_at_ns: None,
             record_limits,
             durable,
             gcp_interval_ms,
@@ -573,7 +587,12 @@ impl Knobs {
             arbitrator: cluster_crashes == 0,
             ledger,
             start_partial_timeout_ms,
+        };
+        if options.has(Fault::Drop) {
+            let mut draw = Rng::new(rng.clone().next_u64() ^ DROP_KNOBS_SALT);
+            knobs.drop_at_ns = Some(draw.below(knobs.workload_ns * 3 / 4));
         }
+        knobs
     }
 
     /// A durable seed's disks: writes take 5 us to 0.5 ms, syncs 0.1 to 10 ms; with `--faults
@@ -678,7 +697,7 @@ impl fmt::Display for Knobs {
              crashes {}, client deaths {}, slow links {}, api link drops {}, overload {} ppm, \
              late ticks up to {} ms, partitions {}, {} set keys, scan reads {} ({} rows a batch), \
              pauses {}, heartbeats every {} ms, hangs {}, single user windows {}, backups {}, \
-             record limits {:?}, {}",
+             drop at {:?} ms, record limits {:?}, {}",
             self.data_nodes,
             self.clients,
             self.delay_ns_min / 1000,
@@ -705,6 +724,7 @@ impl fmt::Display for Knobs {
             self.hangs,
             self.single_user_windows,
             self.backups,
+            self.drop_at_ns.map(|ns| ns / 1_000_000),
             self.record_limits,
             self.durability()
         )

@@ -54,7 +54,8 @@
 //! and restart from its disk (a system restart), `--faults disk` fails writes and syncs with
 //! ENOSPC or EIO (both only in the seeds whose data nodes keep files, most of them), and
 //! `--faults partition` cuts data nodes from each other (client 0 arbitrates; the losing side
-//! stops, and with `restart` rejoins).
+//! stops, and with `restart` rejoins); `--faults drop` has client 0 drop a scratch table that
+//! every transfer writes, mid-workload (the drop must end, and leave no table or mark behind).
 //!
 //! **Architecture Invariant:** nothing in a run depends on anything but its seed and options:
 //! no threads, no wall clock (the kernels get `base + simulated ns`), no iteration over a

@@ -30,7 +30,8 @@ struct Args {
     /// pause, crash-all (every data node crashes, then a system restart), disk (ENOSPC and EIO
     /// on writes and syncs), partition (data nodes cut from each other; client 0 arbitrates),
     /// events (client 0 subscribes to the tables' changes, checked at the end; no fault of
-    /// its own), or none. Default: all but crash-all, disk and partition.
+    /// its own), drop (client 0 drops a table the transfers write, mid-workload), or none (see
+    /// `Fault` for the rest). Default: all but crash-all, disk and partition.
     #[arg(long, value_delimiter = ',', value_parser = parse_fault)]
     faults: Option<Vec<Option<Fault>>>,
     /// Print every delivered frame and every fault (with --seed).

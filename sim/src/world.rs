@@ -23,7 +23,7 @@ use rndb_transporter::FrameHeader;
 use crate::check::{self, Expect, HistoryOp, RegOp, Verdict};
 use crate::client::{
     Access, Client, Ctx, Outcome, Shared, Stats, TransferOutcome, ARBITRATOR, BANK,
-    INITIAL_BALANCE, LEDGER, REGISTERS, SETS,
+    INITIAL_BALANCE, LEDGER, REGISTERS, SCRATCH_NAME, SETS,
 };
 use crate::disk::SimDisk;
 use crate::durability::{self, ClusterCrash, Fate, GciClock};
@@ -720,6 +720,10 @@ impl World {
                 let node = self.clients[client].node;
                 // Read only by a wake that times a request out (`Client::on_wake`).
                 self.shared.saves_stuck = self.saves_stuck();
+                self.shared.restorable_gci = (self.kernels.values())
+                    .map(Kernel::restorable_gci)
+                    .max()
+                    .unwrap_or(0);
                 self.client_step(node, |c, ctx| c.on_wake(ctx));
                 Ok(())
             }
@@ -2490,6 +2494,7 @@ impl World {
             ));
         }
         self.check_chain_order()?;
+        self.check_drop()?;
         self.forget_what_crashes_lost();
         self.check_ledger()?;
         let mut by_key: BTreeMap<(usize, u16), Vec<HistoryOp>> = BTreeMap::new();
@@ -2575,6 +2580,49 @@ impl World {
         }
         for _ in 0..moved {
             self.count("primaries moved back");
+        }
+        Ok(())
+    }
+
+    /// `Fault::Drop`: once the run is over, no data node that serves marks a table as being
+    /// dropped (a drop's wait left behind refuses the table for good), and after client 0's
+    /// drop was acknowledged none holds the scratch table. Nodes hung, paused or behind are
+    /// not asked (see `check_chain_order`), nor any in runs with partitions (a minority's
+    /// master may be cut off mid-drop).
+    fn check_drop(&mut self) -> Result<(), String> {
+        if self.shared.drop_at_ns.is_none() || self.shared.hangs_expected {
+            return Ok(());
+        }
+        for (&node, kernel) in &self.kernels {
+            let stopped = self.paused.get(&node).is_some_and(|&t| t > self.now_ns);
+            let behind = (self.hears_closed.iter())
+                .any(|(&(at, _), &when)| at == node && when > self.now_ns);
+            if self.hung.contains(&node) || stopped || behind || !kernel.serves() {
+                continue;
+            }
+            let marked = kernel.tables_being_dropped();
+            if !marked.is_empty() {
+                return Err(format!(
+                    "drop: data node {node} still marks tables {marked:?} as being dropped after the run"
+                ));
+            }
+            if self.shared.scratch_dropped && kernel.has_table(SCRATCH_NAME) {
+                return Err(format!(
+                    "drop: data node {node} still has table {} after its DROP TABLE was acknowledged",
+                    SCRATCH_NAME
+                ));
+            }
+        }
+        let (sent, dropped) = (self.shared.drops_sent, self.shared.scratch_dropped);
+        if sent > 0 {
+            self.count(match (dropped, self.shared.scratch_gone) {
+                (true, _) => "scratch table dropped",
+                (false, true) => "scratch table dropped, answer lost (709 when sent again)",
+                (false, false) => "scratch table drop not done",
+            });
+            for _ in 1..sent {
+                self.count("scratch table drop sent again");
+            }
         }
         Ok(())
     }
