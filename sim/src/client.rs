@@ -308,8 +308,10 @@ pub struct Shared {
     /// A DROP TABLE was answered CONF or, sent again, 709.
     pub scratch_gone: bool,
     pub drops_sent: u32,
-    /// The newest global checkpoint any data node holds restorable. Set before each wake.
-    pub restorable_gci: u32,
+    /// The newest global checkpoint any data node holds durable, and since when. Set before
+    /// each wake.
+    pub durable_gci: u32,
+    pub durable_since_ns: u64,
 }
 
 impl Shared {
@@ -354,7 +356,8 @@ impl Shared {
             scratch_dropped: false,
             scratch_gone: false,
             drops_sent: 0,
-            restorable_gci: 0,
+            durable_gci: 0,
+            durable_since_ns: 0,
         }
     }
 
@@ -559,8 +562,6 @@ struct ScanRead {
 pub struct Client {
     pub node: NodeId,
     pub index: usize,
-    /// The newest restorable global checkpoint when the last DROP TABLE was sent.
-    drop_sent_restorable_gci: u32,
     rng: Rng,
     phase: Phase,
     /// Data nodes of the config, in id order.
@@ -620,7 +621,6 @@ impl Client {
             scan_reads: knobs.scan_reads,
             scan_batch_rows: knobs.scan_batch_rows,
             arbiter: (index == ARBITRATOR).then(ArbiterState::default),
-            drop_sent_restorable_gci: 0,
         }
     }
 
@@ -655,11 +655,13 @@ impl Client {
                 // an operator starts another): its outcome is unknown, not a hang, when TC's
                 // own bound (4012 after twice TimeBetweenGlobalCheckpointsTimeout) is longer
                 // than the client's (see `World::saves_stuck`).
-                // A schema change's answer waits for a save too (`answer_applied`): one that
-                // no global checkpoint followed (disks failing) is no hang either.
+                // A schema change's answer waits for a durable global checkpoint too
+                // (`answer_applied`): while none has become durable for half the request's
+                // time (a node group's disks failing), its wait is no hang either.
+                let saves_stalled = ctx.now_ns.saturating_sub(ctx.shared.durable_since_ns)
+                    >= REQUEST_TIMEOUT_NS / 2;
                 let drop_unsaved = matches!(request.kind, Kind::DropTable)
-                    && (ctx.shared.saves_stuck
-                        || ctx.shared.restorable_gci <= self.drop_sent_restorable_gci + 1);
+                    && (ctx.shared.saves_stuck || saves_stalled);
                 let unsaved = drop_unsaved
                     || (request.commit_sent
                         && ctx.shared.durable_commits
@@ -1838,11 +1840,10 @@ impl Client {
             let single_user = code == 299 && ctx.shared.single_user_expected && self.index != 0;
             // The scratch table being dropped (283), or gone (709, 241 for a table made
             // again by a system restart that undid the drop; 709 for a drop sent again).
-            let scratch = matches!(code, 283 | 709 | 241)
-                && matches!(
-                    request.kind,
-                    Kind::TransferRead { scratch: true, .. } | Kind::DropTable
-                );
+            // (A DROP TABLE's refusals are judged by `drop_ended`: 761 while a backup runs.)
+            let scratch = matches!(request.kind, Kind::DropTable)
+                || (matches!(code, 283 | 709 | 241)
+                    && matches!(request.kind, Kind::TransferRead { scratch: true, .. }));
             if !error.is_temporary() && !matches!(code, 626 | 630 | 893) && !single_user && !scratch
             {
                 // The clients send only well-formed requests, in order: a permanent error
@@ -2006,7 +2007,6 @@ impl Client {
             .find(|n| self.links_up.contains(n))
             .unwrap_or(self.data_nodes[0]);
         ctx.shared.drops_sent += 1;
-        self.drop_sent_restorable_gci = ctx.shared.restorable_gci;
         self.send_request(
             ctx,
             to,

@@ -720,10 +720,11 @@ impl World {
                 let node = self.clients[client].node;
                 // Read only by a wake that times a request out (`Client::on_wake`).
                 self.shared.saves_stuck = self.saves_stuck();
-                self.shared.restorable_gci = (self.kernels.values())
-                    .map(Kernel::restorable_gci)
-                    .max()
-                    .unwrap_or(0);
+                let durable = (self.kernels.values()).map(Kernel::durable_gci).max();
+                if durable.unwrap_or(0) != self.shared.durable_gci {
+                    self.shared.durable_gci = durable.unwrap_or(0);
+                    self.shared.durable_since_ns = self.now_ns;
+                }
                 self.client_step(node, |c, ctx| c.on_wake(ctx));
                 Ok(())
             }

@@ -476,8 +476,8 @@ impl Kernel {
         self.drop_wait_check(out, now);
     }
 
-    /// Applies a schema change here and passes it on to every other data node (or answers
-    /// the API at once when there is none to wait for).
+    /// Applies a schema change here and passes it on to every other data node (with none to
+    /// wait for, answers the API as [`Kernel::answer_applied`] does).
     fn run_schema_op(
         &mut self,
         api: NodeId,
