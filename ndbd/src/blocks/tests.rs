@@ -220,6 +220,14 @@ fn execute_ref(out: &Out, rid: u32) -> TcExecuteRef {
 }
 
 fn create_table(k: &mut Kernel, out: &mut Out) -> TableInfo {
+    send_create_table(k, out);
+    let (_, signal, _, payload) = out.frames.last().expect("answer");
+    assert_eq!(*signal, gsn::CREATE_TABLE_CONF);
+    TableInfo::decode(payload).expect("table info")
+}
+
+/// CREATE TABLE `t(k, v)`, request id 1.
+fn send_create_table(k: &mut Kernel, out: &mut Out) {
     let def = TableDef::new(
         "t",
         vec![
@@ -230,9 +238,33 @@ fn create_table(k: &mut Kernel, out: &mut Out) -> TableInfo {
     let mut b = Vec::new();
     signals::encode_table_def(&mut b, &def);
     frame(k, out, 50, gsn::CREATE_TABLE_REQ, 1, &b);
-    let (_, signal, _, payload) = out.frames.last().expect("answer");
-    assert_eq!(*signal, gsn::CREATE_TABLE_CONF);
-    TableInfo::decode(payload).expect("table info")
+}
+
+/// [`create_table`] on a kernel with files: its CONF waits for a durable global checkpoint,
+/// so every file request (sysfiles too) runs until it comes.
+fn create_table_saved(
+    k: &mut Kernel,
+    out: &mut Out,
+    disk: &mut MemDisk,
+    now: Instant,
+) -> TableInfo {
+    send_create_table(k, out);
+    let conf = |out: &Out| {
+        (out.frames.iter().rev())
+            .find(|(_, s, r, _)| *r == 1 && *s == gsn::CREATE_TABLE_CONF)
+            .map(|(_, _, _, payload)| payload.clone())
+    };
+    for _ in 0..64 {
+        if let Some(payload) = conf(out) {
+            return TableInfo::decode(&payload).expect("table info");
+        }
+        for request in k.take_fs_requests() {
+            let answer = ndbfs::execute(disk, request);
+            k.on_fs_conf(answer, out, now).expect("file request");
+        }
+        k.run_jobs(out, now);
+    }
+    panic!("CREATE TABLE was not answered once its checkpoint was saved")
 }
 
 /// A kernel with table `t(k, v)` holding committed rows 1 and 2.
@@ -1213,7 +1245,7 @@ fn a_durable_commit_is_answered_once_its_checkpoint_is_saved() {
     let start = Instant::now();
     k.run_jobs(&mut out, start);
     assert!(pump_files(&mut k, &mut out, &mut disk, start).is_empty());
-    let t = create_table(&mut k, &mut out);
+    let t = create_table_saved(&mut k, &mut out, &mut disk, start);
     let gci = k.current_gci();
     durable_insert(&mut k, &mut out, 50, 10, &t, 5);
     op(
@@ -1341,7 +1373,7 @@ fn with_files(extra: &str) -> (Kernel, Out, MemDisk, TableInfo) {
     let now = Instant::now();
     k.run_jobs(&mut out, now);
     assert!(pump_files(&mut k, &mut out, &mut disk, now).is_empty());
-    let t = create_table(&mut k, &mut out);
+    let t = create_table_saved(&mut k, &mut out, &mut disk, now);
     (k, out, disk, t)
 }
 
