@@ -669,10 +669,9 @@ impl Cluster {
     }
 
     /// Drops a table and its rows (error 709 when there is none). As NDB's, the drop first
-    /// waits for the transactions holding the table's rows to commit or abort, and for a
-    /// backup running on a data node to end; meanwhile new operations on the table fail with
-    /// 283 (Table is being dropped), other schema changes queue (701 past 64) and no data node
-    /// can restart (it is let in after the drop). A transaction left open holds the drop up:
+    /// waits for the transactions holding the table's rows to commit or abort; meanwhile new
+    /// operations on the table fail with 283 (Table is being dropped), other schema changes
+    /// queue (701 past 64) and no data node can restart (it is let in after the drop). A transaction left open holds the drop up:
     /// this call then fails with 4012 after the request timeout, while the drop goes on and
     /// happens once that transaction ends (a retry then gets 709).
     pub fn drop_table(&self, name: &str) -> Result<(), Error> {

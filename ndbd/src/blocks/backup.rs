@@ -151,11 +151,6 @@ struct Run {
 }
 
 impl Backups {
-    /// True while a backup runs on this node.
-    pub(crate) fn is_running(&self) -> bool {
-        self.run.is_some()
-    }
-
     /// Backups under `root` (`<BackupDataDir>/BACKUP`) whose logs may hold `log_buffer_max`
     /// unwritten bytes; `last_id` is the highest backup id found there.
     pub fn new(root: String, log_buffer_max: u64, last_id: u32) -> Backups {

@@ -16,9 +16,10 @@
 //! transaction holds or waits for a row of it there (checked every timer tick). When every node
 //! has answered and the master's own rows are free, the drop runs as any change. So every
 //! transaction that wrote the table before the drop has committed or aborted on every node
-//! before any node drops it: none is acknowledged whose rows a node dropped under it. A backup
-//! running on a node holds that node's answer too (a dropped table fails it). A node that fails
-//! during the wait is not waited for; when the master fails during it, the others take their
+//! before any node drops it: none is acknowledged whose rows a node dropped under it. (A backup
+//! is not waited for: one begun during the wait fails with 1340 when the table goes, as a
+//! backup stuck on a failed disk must not hold the drop, every schema change and every node
+//! restart for good.) A node that fails during the wait is not waited for; when the master fails during it, the others take their
 //! marks off again (the table stays, and the API's request fails with its link; a master that
 //! fails after its DROP_TABLE_REQ reached only some nodes leaves them differing, as any change
 //! does). The master sends PREP_DROP_TAB_REQ again every second to the nodes that have not
@@ -77,20 +78,18 @@ impl DropWait {
         }
     }
 
-    /// Checks whether the rows are free here and no backup runs here (a backup holding the
-    /// table would fail with 1340 when it is dropped); logs, every [`DROP_WAIT_LOG_EVERY`], a
-    /// wait that goes on. True once drained.
-    fn check(&mut self, lqh: &crate::blocks::lqh::Lqh, backup_runs: bool, now: Instant) -> bool {
+    /// Checks whether the rows are free here; logs, every [`DROP_WAIT_LOG_EVERY`], a wait
+    /// that goes on. True once drained.
+    fn check(&mut self, lqh: &crate::blocks::lqh::Lqh, now: Instant) -> bool {
         if !self.drained {
-            self.drained = !backup_runs && !lqh.holds_rows_of(&self.tables);
+            self.drained = !lqh.holds_rows_of(&self.tables);
         }
         if !self.drained && now.duration_since(self.logged) >= DROP_WAIT_LOG_EVERY {
             self.logged = now;
             tracing::warn!(
                 tables = ?self.tables,
-                backup_runs,
                 waited_s = now.duration_since(self.since).as_secs(),
-                "DROP TABLE waits for the transactions holding the table's rows here to commit or abort (and for a backup running here to end)"
+                "DROP TABLE waits for the transactions holding the table's rows here to commit or abort"
             );
         }
         self.drained
@@ -385,9 +384,8 @@ impl Kernel {
     /// fails): the master runs the drop once its rows and every other node's are free; a
     /// follower answers once its own are.
     pub(crate) fn drop_wait_check(&mut self, out: &mut dyn Outbox, now: Instant) {
-        let backup_runs = self.backups.is_running();
         if let Some(prep) = self.schema.follower_prep.as_mut() {
-            if !prep.answered && prep.wait.check(&self.lqh, backup_runs, now) {
+            if !prep.answered && prep.wait.check(&self.lqh, now) {
                 prep.answered = true;
                 let (master, request) = (prep.master, prep.request);
                 reply(
@@ -414,7 +412,7 @@ impl Kernel {
             }
             return;
         }
-        if !prep.check(&self.lqh, backup_runs, now) || !op.awaiting.is_empty() {
+        if !prep.check(&self.lqh, now) || !op.awaiting.is_empty() {
             return;
         }
         let Some(op) = self.schema.current.take() else {
