@@ -308,10 +308,9 @@ pub struct Shared {
     /// A DROP TABLE was answered CONF or, sent again, 709.
     pub scratch_gone: bool,
     pub drops_sent: u32,
-    /// The newest global checkpoint any data node holds durable, and since when. Set before
-    /// each wake.
-    pub durable_gci: u32,
-    pub durable_since_ns: u64,
+    /// Some node group's nodes are all gone or stopped on request: no global checkpoint can
+    /// be saved. Set before each wake.
+    pub group_cannot_save: bool,
 }
 
 impl Shared {
@@ -356,8 +355,7 @@ impl Shared {
             scratch_dropped: false,
             scratch_gone: false,
             drops_sent: 0,
-            durable_gci: 0,
-            durable_since_ns: 0,
+            group_cannot_save: false,
         }
     }
 
@@ -562,6 +560,9 @@ struct ScanRead {
 pub struct Client {
     pub node: NodeId,
     pub index: usize,
+    /// An earlier DROP TABLE of the scratch table may have been applied though its answer did
+    /// not say so (lost, timed out, or 4009: a node failed during it).
+    drop_unclear: bool,
     rng: Rng,
     phase: Phase,
     /// Data nodes of the config, in id order.
@@ -621,6 +622,7 @@ impl Client {
             scan_reads: knobs.scan_reads,
             scan_batch_rows: knobs.scan_batch_rows,
             arbiter: (index == ARBITRATOR).then(ArbiterState::default),
+            drop_unclear: false,
         }
     }
 
@@ -656,12 +658,10 @@ impl Client {
                 // own bound (4012 after twice TimeBetweenGlobalCheckpointsTimeout) is longer
                 // than the client's (see `World::saves_stuck`).
                 // A schema change's answer waits for a durable global checkpoint too
-                // (`answer_applied`): while none has become durable for half the request's
-                // time (a node group's disks failing), its wait is no hang either.
-                let saves_stalled = ctx.now_ns.saturating_sub(ctx.shared.durable_since_ns)
-                    >= REQUEST_TIMEOUT_NS / 2;
-                let drop_unsaved = matches!(request.kind, Kind::DropTable)
-                    && (ctx.shared.saves_stuck || saves_stalled);
+                // (`answer_applied`), with no bound of its own: while a node group cannot
+                // save (its disks failed), its wait is no hang either.
+                let drop_unsaved =
+                    matches!(request.kind, Kind::DropTable) && ctx.shared.group_cannot_save;
                 let unsaved = drop_unsaved
                     || (request.commit_sent
                         && ctx.shared.durable_commits
@@ -2020,6 +2020,12 @@ impl Client {
     /// The scratch table's drop ended: done (709: an earlier one whose answer was lost
     /// dropped it), or to be sent again.
     fn drop_ended(&mut self, ctx: &mut Ctx<'_>, request: &Request, ended: Ended) {
+        if matches!(ended, Ended::Refused(709)) && !self.drop_unclear {
+            return ctx.shared.fail(format!(
+                "DROP TABLE {SCRATCH_NAME}, with no earlier attempt that may have dropped it, refused with 709: the table its acknowledged CREATE made is gone"
+            ));
+        }
+        self.drop_unclear |= matches!(ended, Ended::Lost | Ended::TimedOut | Ended::Refused(4009));
         let done = matches!(ended, Ended::Conf(_) | Ended::Refused(709));
         ctx.shared.log.push(format!(
             "client {}: DROP TABLE {SCRATCH_NAME} at data node {} ended with {ended:?}{}",

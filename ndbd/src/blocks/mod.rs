@@ -223,6 +223,8 @@ pub struct Kernel {
     /// GCI the cluster restarts at, and its next run joins by node restart once the cluster
     /// serves (an angel starts it again: `fatal_cured_by_rejoin`).
     rejoin_cures: bool,
+    /// `Lqh::commits_of_dropped_rows` when `take_broken_invariant` last reported it.
+    dropped_rows_reported: u64,
     /// Single user mode: the one API node let in (`single_user.rs`).
     single_user: Option<NodeId>,
     /// Online backups (`backup.rs`).
@@ -305,6 +307,7 @@ impl Kernel {
             primary: primary::PrimarySwitch::new(node),
             fatal: None,
             rejoin_cures: false,
+            dropped_rows_reported: 0,
             single_user: None,
             backups: backup::Backups::default(),
             dbinfo: dbinfo::Dbinfo::new(config, node.node_id),
@@ -342,9 +345,17 @@ impl Kernel {
     }
 
     /// A broken invariant this node found in itself, once: a change logged in its redo log
-    /// behind its own GCI's GCI_COMPLETED (see `Redo::late_change`). The simulator fails the
-    /// seed on it.
+    /// behind its own GCI's GCI_COMPLETED (see `Redo::late_change`), or a commit that found
+    /// its rows' table dropped under it (see `Lqh::commits_of_dropped_rows`). The simulator
+    /// fails the seed on it.
     pub fn take_broken_invariant(&mut self) -> Option<String> {
+        if self.lqh.commits_of_dropped_rows > self.dropped_rows_reported {
+            self.dropped_rows_reported = self.lqh.commits_of_dropped_rows;
+            return Some(format!(
+                "committed rows of a table dropped under their transaction ({} so far)",
+                self.lqh.commits_of_dropped_rows
+            ));
+        }
         self.lqh.redo.as_mut().and_then(|r| r.late_change.take())
     }
 

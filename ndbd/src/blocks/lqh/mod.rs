@@ -241,6 +241,9 @@ pub struct Lqh {
     /// keeps no redo log yet): a local checkpoint taken after it may lack a row such a commit
     /// deleted, which no record of the checkpoint names.
     pub(crate) newest_committed: u64,
+    /// Rows a commit found their table dropped under (their fragment gone): DROP TABLE waits
+    /// for the transactions holding its table's rows, so this stays 0 (the simulator checks).
+    pub(crate) commits_of_dropped_rows: u64,
 }
 
 /// Queued jobs [`Lqh::warm`] looks ahead at.
@@ -276,6 +279,7 @@ impl Lqh {
             lock_waits_total: 0,
             operations_total: 0,
             newest_committed: 0,
+            commits_of_dropped_rows: 0,
         }
     }
 
@@ -797,6 +801,7 @@ impl Lqh {
             lock_waits_total: _,
             operations_total: _,
             newest_committed: _,
+            commits_of_dropped_rows,
         } = self;
         let mut rows = trans_rows.remove(&trans).unwrap_or_default();
         debug_assert!(*records_held >= rows.len() as u64, "operation records held");
@@ -818,6 +823,8 @@ impl Lqh {
                     None => RowEnd::Abort,
                 };
                 release_row(fragment, row.slot, trans, end, live, memory, &mut granted);
+            } else if commit.is_some() {
+                *commits_of_dropped_rows += 1;
             }
         }
         if spare_rows.len() < SPARE_ROW_LISTS
@@ -843,6 +850,7 @@ impl Lqh {
             records_held,
             memory,
             redo,
+            commits_of_dropped_rows,
             ..
         } = self;
         let Some(rows) = trans_rows.get_mut(&trans) else {
@@ -862,6 +870,8 @@ impl Lqh {
                 let log = redo.as_mut().map(|r| (r, row.table_id, row.fragment));
                 let end = RowEnd::Commit(gci, log);
                 release_row(fragment, row.slot, trans, end, live, memory, &mut granted);
+            } else {
+                *commits_of_dropped_rows += 1;
             }
             false
         });
