@@ -2025,7 +2025,10 @@ impl Client {
                 "DROP TABLE {SCRATCH_NAME}, with no earlier attempt that may have dropped it, refused with 709: the table its acknowledged CREATE made is gone"
             ));
         }
-        self.drop_unclear |= matches!(ended, Ended::Lost | Ended::TimedOut | Ended::Refused(4009));
+        self.drop_unclear |= matches!(
+            ended,
+            Ended::Lost | Ended::TimedOut | Ended::Refused(4009 | 4012)
+        );
         let done = matches!(ended, Ended::Conf(_) | Ended::Refused(709));
         ctx.shared.log.push(format!(
             "client {}: DROP TABLE {SCRATCH_NAME} at data node {} ended with {ended:?}{}",
@@ -2043,11 +2046,11 @@ impl Client {
                 self.resume_after(ctx, 0);
             }
             // Not the master (yet), the cluster restarting, a node failed during the change,
-            // another change or a node restart running, a backup, full send buffers, or no
-            // answer (its node failed, or a partition).
-            Ended::Refused(702 | 4009 | 701 | 711 | 761 | 1218) | Ended::Lost | Ended::TimedOut => {
-                self.resume_after(ctx, RETRY_NS)
-            }
+            // another change or a node restart running, a backup, full send buffers, applied
+            // but not saved in time (4012), or no answer (its node failed, or a partition).
+            Ended::Refused(702 | 4009 | 701 | 711 | 761 | 1218 | 4012)
+            | Ended::Lost
+            | Ended::TimedOut => self.resume_after(ctx, RETRY_NS),
             other => ctx
                 .shared
                 .fail(format!("DROP TABLE {SCRATCH_NAME} ended with {other:?}")),

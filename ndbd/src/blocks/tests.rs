@@ -1458,6 +1458,52 @@ fn a_durable_commit_whose_checkpoint_is_never_saved_ends_as_unknown() {
     );
 }
 
+/// A schema change whose checkpoint is never saved (the sysfile writes never complete) is
+/// answered 4012 after twice TimeBetweenGlobalCheckpointsTimeout, as a durable commit is:
+/// applied, its durability unknown.
+#[test]
+fn a_schema_change_whose_checkpoint_is_never_saved_ends_as_unknown() {
+    let ini = INI.replace(
+        "[ndbd]\n",
+        "TimeBetweenGlobalCheckpointsTimeout=1000\n[ndbd]\n",
+    );
+    let config = rndb_config::parse_str(&ini, Path::new("t.ini")).expect("config");
+    let mut k = Kernel::with_files(&config, &config.data_nodes[0], true);
+    let mut out = Out::default();
+    let mut disk = MemDisk::default();
+    let held = Instant::now();
+    k.run_jobs(&mut out, held);
+    assert!(pump_files(&mut k, &mut out, &mut disk, held).is_empty());
+    send_create_table(&mut k, &mut out);
+    // Its save's redo sync runs; the sysfile writes never complete.
+    let _sysfiles = pump_files(&mut k, &mut out, &mut disk, held);
+    let answer = |out: &Out| {
+        (out.frames.iter().rev())
+            .find(|(_, _, r, _)| *r == 1)
+            .map(|(_, s, _, payload)| (*s, payload.clone()))
+    };
+    assert_eq!(
+        answer(&out),
+        None,
+        "the CREATE TABLE waits for its checkpoint"
+    );
+    let early = held + Duration::from_millis(1900);
+    k.on_timer(early);
+    k.run_jobs(&mut out, early);
+    assert_eq!(answer(&out), None, "not before twice the timeout");
+    let late = held + Duration::from_millis(2100);
+    k.on_timer(late);
+    k.run_jobs(&mut out, late);
+    let (signal, payload) = answer(&out).expect("answered");
+    assert_eq!(signal, gsn::CREATE_TABLE_REF);
+    let refusal = Refusal::decode(&payload).expect("refusal");
+    assert_eq!(refusal.code, 4012, "{refusal:?}");
+    assert!(
+        refusal.detail.contains("durability is unknown"),
+        "{refusal:?}"
+    );
+}
+
 /// A backup's changes wait in memory until its files exist (here its directory listing never
 /// completes, as on a stalled backup disk); once they pass BackupLogBufferSize the backup fails
 /// with 1324, stops logging, and the node goes on committing.

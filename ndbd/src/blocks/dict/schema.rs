@@ -122,6 +122,9 @@ struct HeldConf {
     api: NodeId,
     header: FrameHeader,
     conf: Vec<u8>,
+    /// When it was held: past twice TimeBetweenGlobalCheckpointsTimeout it is answered 4012,
+    /// as a durable commit is (`dict_saves_overdue`).
+    since: Instant,
 }
 
 impl SchemaOps {
@@ -496,7 +499,7 @@ impl Kernel {
         let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
         if peers.is_empty() && build.is_none() {
             // Alone: done everywhere it must be, answered once durable as any change.
-            self.answer_applied(api, header, conf, out);
+            self.answer_applied(api, header, conf, out, now);
             return;
         }
         let request_id = self.new_schema_request_id();
@@ -652,7 +655,7 @@ impl Kernel {
         };
         let ref_signal = answers_of(op.header.signal).1;
         match op.failure {
-            None => self.answer_applied(op.api, op.header, op.conf, out),
+            None => self.answer_applied(op.api, op.header, op.conf, out, now),
             Some(error) => {
                 if let Some((undo, payload)) = undo_of(op.header.signal, &op.payload) {
                     if let Err(e) = self.apply_schema(undo, &payload, out, now) {
@@ -698,6 +701,7 @@ impl Kernel {
         header: FrameHeader,
         conf: Vec<u8>,
         out: &mut dyn Outbox,
+        now: Instant,
     ) {
         if self.has_files && self.gcp.durable <= gci_hi(self.gcp.current) {
             self.schema.held.push(HeldConf {
@@ -705,6 +709,7 @@ impl Kernel {
                 api,
                 header,
                 conf,
+                since: now,
             });
             self.gcp_want_save(out);
         } else {
@@ -712,6 +717,33 @@ impl Kernel {
             reply(&mut self.unsent, out, api, &header, conf_signal, &mut |b| {
                 b.extend_from_slice(&conf)
             });
+        }
+    }
+
+    /// Every timer tick: a schema change whose CONF waited twice TimeBetweenGlobalCheckpoints-
+    /// Timeout for its global checkpoint to be saved (a node group's disks failed) is answered
+    /// 4012, as a durable commit is: applied on every data node, its durability unknown.
+    pub(crate) fn dict_saves_overdue(&mut self, out: &mut dyn Outbox, now: Instant) {
+        if self.schema.held.is_empty() {
+            return;
+        }
+        let limit = self.gcp.save_timeout().saturating_mul(2);
+        let (overdue, held): (Vec<HeldConf>, Vec<HeldConf>) = std::mem::take(&mut self.schema.held)
+            .into_iter()
+            .partition(|h| now.duration_since(h.since) >= limit);
+        self.schema.held = held;
+        for h in overdue {
+            let error = NdbError::with_detail(
+                4012,
+                format!(
+                    "the schema change is applied on every data node, but global checkpoint {} was not saved within {} ms: its durability is unknown",
+                    h.gci,
+                    limit.as_millis()
+                ),
+            );
+            tracing::warn!("{error}");
+            let ref_signal = answers_of(h.header.signal).1;
+            refuse(&mut self.unsent, out, h.api, &h.header, ref_signal, &error);
         }
     }
 
