@@ -73,6 +73,8 @@ const SET_INDEX: usize = 4;
 pub const SCRATCH: usize = 5;
 /// The scratch table's name.
 pub const SCRATCH_NAME: &str = "scratch";
+/// The scratch table's write in a transfer's first execute: its third operation.
+const SCRATCH_OP: u32 = 2;
 /// Key reads of the ledger per transaction of the final read (below the smallest
 /// MaxNoOfConcurrentOperations a seed draws, 64).
 const LEDGER_READS_PER_TRANSACTION: usize = 24;
@@ -1680,7 +1682,10 @@ impl Client {
                 Err(e) => Err(e.to_string()),
             },
             gsn::TC_EXECUTE_REF => TcExecuteRef::decode(payload)
-                .map(|r| Some(Ended::Refused(r.code)))
+                .map(|r| {
+                    request.refused.insert(r.op_index, r.code);
+                    Some(Ended::Refused(r.code))
+                })
                 .map_err(|e| e.to_string()),
             gsn::SCAN_TABCONF => Ok(Some(Ended::Conf(payload.to_vec()))),
             gsn::SCAN_TABREF => Refusal::decode(payload)
@@ -1843,7 +1848,8 @@ impl Client {
             // (A DROP TABLE's refusals are judged by `drop_ended`: 761 while a backup runs.)
             let scratch = matches!(request.kind, Kind::DropTable)
                 || (matches!(code, 283 | 709 | 241)
-                    && matches!(request.kind, Kind::TransferRead { scratch: true, .. }));
+                    && matches!(request.kind, Kind::TransferRead { scratch: true, .. })
+                    && request.refused.get(&SCRATCH_OP) == Some(&code));
             if !error.is_temporary() && !matches!(code, 626 | 630 | 893) && !single_user && !scratch
             {
                 // The clients send only well-formed requests, in order: a permanent error
