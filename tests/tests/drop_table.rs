@@ -78,6 +78,31 @@ fn wait_for_283(api: &Cluster, table: &Table) {
     .expect("the drop refuses new operations while it waits");
 }
 
+/// Drops `table` from `dropper` while `t` (of `holder`) holds rows of it: new operations fail
+/// with 283, then `while_waiting` runs, the drop does not return until `t` commits (which is
+/// acknowledged), and then the table is gone.
+fn drop_while_held(
+    holder: &Cluster,
+    dropper: &Cluster,
+    table: &Table,
+    mut t: rndb_api::Transaction<'_>,
+    while_waiting: impl FnOnce(),
+) {
+    let name = table.name().to_string();
+    thread::scope(|scope| {
+        let drop = scope.spawn(|| dropper.drop_table(&name));
+        wait_for_283(holder, table);
+        while_waiting();
+        assert_still_waiting(&drop);
+        t.execute(ExecType::Commit)
+            .expect("the holder's commit is acknowledged");
+        drop.join()
+            .expect("the dropping thread")
+            .expect("the drop completes once the rows are free");
+    });
+    assert_ndb_code(holder.get_table(&name), 709, "the dropped table");
+}
+
 #[test]
 fn a_drop_waits_for_the_transactions_holding_the_tables_rows() {
     let cluster = start();
@@ -93,9 +118,7 @@ fn a_drop_waits_for_the_transactions_holding_the_tables_rows() {
     t.execute(ExecType::NoCommit)
         .expect("the inserts hold their rows");
 
-    thread::scope(|scope| {
-        let drop = scope.spawn(|| dropper.drop_table("held"));
-        wait_for_283(&holder, &table);
+    drop_while_held(&holder, &dropper, &table, t, || {
         // Both nodes refuse: each marked the table when the drop began there.
         for node in [MASTER, OTHER] {
             let key = key_on(&holder, &table, node);
@@ -109,14 +132,7 @@ fn a_drop_waits_for_the_transactions_holding_the_tables_rows() {
                 &format!("an insert whose primary is data node {node}, during the drop"),
             );
         }
-        assert_still_waiting(&drop);
-        t.execute(ExecType::Commit)
-            .expect("the holder's commit is acknowledged");
-        drop.join()
-            .expect("the dropping thread")
-            .expect("the drop completes once the rows are free");
     });
-    assert_ndb_code(holder.get_table("held"), 709, "the dropped table");
 }
 
 #[test]
@@ -145,17 +161,7 @@ fn a_drop_waits_for_rows_held_only_in_another_node_group() {
     assert_eq!(held, KEYS, "keys of the other node group");
     t.execute(ExecType::NoCommit)
         .expect("the inserts hold their rows");
-    thread::scope(|scope| {
-        let drop = scope.spawn(|| dropper.drop_table("held_apart"));
-        wait_for_283(&holder, &table);
-        assert_still_waiting(&drop);
-        t.execute(ExecType::Commit)
-            .expect("the holder's commit is acknowledged");
-        drop.join()
-            .expect("the dropping thread")
-            .expect("the drop completes once the rows are free");
-    });
-    assert_ndb_code(holder.get_table("held_apart"), 709, "the dropped table");
+    drop_while_held(&holder, &dropper, &table, t, || {});
 }
 
 #[test]
