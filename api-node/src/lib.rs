@@ -671,9 +671,12 @@ impl Cluster {
     /// Drops a table and its rows (error 709 when there is none). As NDB's, the drop first
     /// waits for the transactions holding the table's rows to commit or abort; meanwhile new
     /// operations on the table fail with 283 (Table is being dropped), other schema changes
-    /// queue (701 past 64) and no data node can restart (it is let in after the drop). A transaction left open holds the drop up:
-    /// this call then fails with 4012 after the request timeout, while the drop goes on and
-    /// happens once that transaction ends (a retry then gets 709).
+    /// queue (701 past 64) and no data node can restart (it is let in after the drop). A
+    /// transaction left open holds the drop up: this call then fails with 4012 after the
+    /// request timeout, while the drop goes on and happens once that transaction ends (a
+    /// retry then gets 709). With files, the answer waits for the global checkpoint that
+    /// makes the drop durable (4012 when none is saved within twice
+    /// TimeBetweenGlobalCheckpointsTimeout: dropped, durability unknown).
     pub fn drop_table(&self, name: &str) -> Result<(), Error> {
         let mut payload = Vec::new();
         signals::encode_name(&mut payload, name);
