@@ -1238,13 +1238,7 @@ fn pump_files(k: &mut Kernel, out: &mut Out, disk: &mut MemDisk, now: Instant) -
 /// the master, GCP_SAVE_WANTED), not after TimeBetweenGlobalCheckpoints.
 #[test]
 fn a_durable_commit_is_answered_once_its_checkpoint_is_saved() {
-    let config = rndb_config::parse_str(INI, Path::new("t.ini")).expect("config");
-    let mut k = Kernel::with_files(&config, &config.data_nodes[0], true);
-    let mut out = Out::default();
-    let mut disk = MemDisk::default();
-    let start = Instant::now();
-    k.run_jobs(&mut out, start);
-    assert!(pump_files(&mut k, &mut out, &mut disk, start).is_empty());
+    let (mut k, mut out, mut disk, start) = started_with_files("");
     let t = create_table_saved(&mut k, &mut out, &mut disk, start);
     let gci = k.current_gci();
     durable_insert(&mut k, &mut out, 50, 10, &t, 5);
@@ -1365,6 +1359,14 @@ fn waiting_durable_commits_are_bounded_by_transaction_records() {
 /// A kernel with files (on `MemDisk`) and table `t`, started; `extra` goes into
 /// `[ndbd default]`.
 fn with_files(extra: &str) -> (Kernel, Out, MemDisk, TableInfo) {
+    let (mut k, mut out, mut disk, now) = started_with_files(extra);
+    let t = create_table_saved(&mut k, &mut out, &mut disk, now);
+    (k, out, disk, t)
+}
+
+/// A kernel with files (on `MemDisk`), started, and the time it started at; `extra` goes
+/// into `[ndbd default]`.
+fn started_with_files(extra: &str) -> (Kernel, Out, MemDisk, Instant) {
     let ini = INI.replace("[ndbd]\n", &format!("{extra}[ndbd]\n"));
     let config = rndb_config::parse_str(&ini, Path::new("t.ini")).expect("config");
     let mut k = Kernel::with_files(&config, &config.data_nodes[0], true);
@@ -1373,8 +1375,7 @@ fn with_files(extra: &str) -> (Kernel, Out, MemDisk, TableInfo) {
     let now = Instant::now();
     k.run_jobs(&mut out, now);
     assert!(pump_files(&mut k, &mut out, &mut disk, now).is_empty());
-    let t = create_table_saved(&mut k, &mut out, &mut disk, now);
-    (k, out, disk, t)
+    (k, out, disk, now)
 }
 
 /// An API node that disconnects while its durable commit waits leaves nothing behind: the
@@ -1463,17 +1464,8 @@ fn a_durable_commit_whose_checkpoint_is_never_saved_ends_as_unknown() {
 /// applied, its durability unknown.
 #[test]
 fn a_schema_change_whose_checkpoint_is_never_saved_ends_as_unknown() {
-    let ini = INI.replace(
-        "[ndbd]\n",
-        "TimeBetweenGlobalCheckpointsTimeout=1000\n[ndbd]\n",
-    );
-    let config = rndb_config::parse_str(&ini, Path::new("t.ini")).expect("config");
-    let mut k = Kernel::with_files(&config, &config.data_nodes[0], true);
-    let mut out = Out::default();
-    let mut disk = MemDisk::default();
-    let held = Instant::now();
-    k.run_jobs(&mut out, held);
-    assert!(pump_files(&mut k, &mut out, &mut disk, held).is_empty());
+    let (mut k, mut out, mut disk, held) =
+        started_with_files("TimeBetweenGlobalCheckpointsTimeout=1000\n");
     send_create_table(&mut k, &mut out);
     // Its save's redo sync runs; the sysfile writes never complete.
     let _sysfiles = pump_files(&mut k, &mut out, &mut disk, held);
