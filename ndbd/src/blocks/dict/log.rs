@@ -1,5 +1,5 @@
 //! DICT's schema log, `D1/DBDICT/P0.SchemaLog`: every schema change this node applied, in
-//! order, tagged with the GCI it was applied in. Written and synced with the redo log at each
+//! order, tagged with the GCI the DICT master applied it in (the same on every node). Written and synced with the redo log at each
 //! global checkpoint's save, which ends with a GCI_COMPLETED record as each redo part does, so
 //! a system restart at a GCI finds every table and index that existed then (it replays the
 //! changes up to that GCI, giving each object the same id), and knows when this node did not
@@ -40,6 +40,9 @@ pub(crate) struct DictLog {
     /// Saves since the file was last written whole, and after how many it is.
     saves: u32,
     compact_after: u32,
+    /// The last GCI this node saved (its GCI_COMPLETED is written): a record appended now
+    /// lands after it, so a restart at that GCI or before never replays it.
+    saved: u32,
 }
 
 impl DictLog {
@@ -54,6 +57,7 @@ impl DictLog {
             records: Vec::new(),
             saves: 0,
             compact_after: COMPACT_AFTER,
+            saved: 0,
         };
         if enabled && written == 0 {
             FileHeader {
@@ -89,6 +93,11 @@ impl DictLog {
         }
     }
 
+    /// The last GCI whose GCI_COMPLETED this log wrote since it was opened (0: none).
+    pub fn saved(&self) -> u32 {
+        self.saved
+    }
+
     /// Every SCHEMA record this node holds: the dictionary, as the changes that made it.
     pub fn records(&self) -> &[u8] {
         &self.records
@@ -106,6 +115,7 @@ impl DictLog {
     /// A global checkpoint's save of `gci`: its GCI_COMPLETED record and what is buffered
     /// before it are written and synced. Returns the syncs asked for.
     pub fn save(&mut self, fs: &mut FsQueue, gci: u64) -> usize {
+        self.saved = self.saved.max(format::gci_hi(gci));
         if self.enabled {
             self.saves += 1;
             if self.saves >= self.compact_after {

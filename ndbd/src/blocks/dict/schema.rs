@@ -5,9 +5,11 @@
 //! master runs one change at a time (others queue): it applies the change itself, passes the
 //! same request to every other data node, prefixed with the id its dictionary gave the first
 //! new object (each follower moves its id counter up to it, so a change one of them refused
-//! leaves no gap), and compares their answers with its own (the same table and index ids).
-//! When one refuses, the change is undone where it was applied (a create is dropped again) and
-//! the API gets the refusal. A drop cannot be undone; a drop refused somewhere is reported.
+//! leaves no gap) and the GCI it logged the change in (each follower logs it in that one: a
+//! system restart finds it on every node or on none), and compares their answers with its own
+//! (the same table and index ids). When one refuses, the change is undone where it was
+//! applied (a create is dropped again) and the API gets the refusal. A drop cannot be undone;
+//! a drop refused somewhere is reported.
 //!
 //! A DROP TABLE first waits for the transactions that hold the table's rows, as NDB's
 //! PREP_DROP_TAB_REQ and WAIT_DROP_TAB_REQ do: the master marks the table as being dropped and
@@ -40,6 +42,16 @@ use crate::ndbfs::format::gci_hi;
 
 /// Schema changes waiting while one runs, at most.
 const QUEUED_MAX: usize = 64;
+
+/// Bytes the master puts before the API's request when it passes a schema change on: the id
+/// its dictionary gave the first new object (u32) and the epoch it logged the change in (u64).
+const MASTER_PREFIX_BYTES: usize = 12;
+
+/// Writes the master's prefix of a schema change passed on (see [`MASTER_PREFIX_BYTES`]).
+fn master_prefix(b: &mut Vec<u8>, first_id: u32, gci: u64) {
+    b.extend_from_slice(&first_id.to_le_bytes());
+    b.extend_from_slice(&gci.to_le_bytes());
+}
 
 /// The master's schema changes: the running one and those waiting.
 #[derive(Debug, Default)]
@@ -239,19 +251,23 @@ impl Kernel {
                 refuse(&mut self.unsent, out, from, header, ref_signal, &error);
                 return Ok(());
             }
-            // The master's id counter, then the API's request.
-            let Some((first_id, payload)) = payload.split_first_chunk::<4>() else {
+            // The master's id counter and GCI, then the API's request.
+            let Some((prefix, payload)) = payload.split_first_chunk::<MASTER_PREFIX_BYTES>() else {
                 return Err(ProtocolViolation(
-                    "schema change without the master's id".into(),
+                    "schema change without the master's id and GCI".into(),
                 ));
             };
+            let (first_id, master_gci) = prefix.split_at(4);
+            let first_id = u32::from_le_bytes(first_id.try_into().expect("4 bytes"));
+            let master_gci = u64::from_le_bytes(master_gci.try_into().expect("8 bytes"));
             check_payload(header.signal, payload)?;
             if header.signal == gsn::DROP_TABLE_REQ {
                 // The drop's first round is over (this drop takes the marks off).
                 self.schema.follower_prep = None;
             }
-            self.dict.advance_next_id(u32::from_le_bytes(*first_id));
-            match self.apply_schema(header.signal, payload, out, now) {
+            self.dict.advance_next_id(first_id);
+            let gci = self.follower_schema_gci(from, master_gci);
+            match self.apply_schema(header.signal, payload, gci, out, now) {
                 Ok((conf, Some(build))) => {
                     // Answered when the index is built across the cluster.
                     let hidden = build.hidden;
@@ -489,7 +505,8 @@ impl Kernel {
     ) {
         let ref_signal = answers_of(header.signal).1;
         let first_id = self.dict.next_id();
-        let (conf, build) = match self.apply_schema(header.signal, &payload, out, now) {
+        let gci = self.gcp.current;
+        let (conf, build) = match self.apply_schema(header.signal, &payload, gci, out, now) {
             Ok(applied) => applied,
             Err(e) => {
                 refuse(&mut self.unsent, out, api, &header, ref_signal, &e);
@@ -511,7 +528,7 @@ impl Kernel {
                 request_id,
             };
             self.unsent.send(out, peer, to_peer, &mut |b| {
-                b.extend_from_slice(&first_id.to_le_bytes());
+                master_prefix(b, first_id, gci);
                 b.extend_from_slice(&payload)
             });
         }
@@ -658,7 +675,8 @@ impl Kernel {
             None => self.answer_applied(op.api, op.header, op.conf, out, now),
             Some(error) => {
                 if let Some((undo, payload)) = undo_of(op.header.signal, &op.payload) {
-                    if let Err(e) = self.apply_schema(undo, &payload, out, now) {
+                    let gci = self.gcp.current;
+                    if let Err(e) = self.apply_schema(undo, &payload, gci, out, now) {
                         tracing::error!("undo of a failed schema change failed here: {e}");
                     }
                     let first_id = self.dict.next_id();
@@ -670,7 +688,7 @@ impl Kernel {
                             request_id: 0,
                         };
                         self.unsent.send(out, node, header, &mut |b| {
-                            b.extend_from_slice(&first_id.to_le_bytes());
+                            master_prefix(b, first_id, gci);
                             b.extend_from_slice(&payload)
                         });
                     }
@@ -691,10 +709,10 @@ impl Kernel {
 
     /// Answers a schema change applied on every node that must have it: at once, or (with
     /// files) once the global checkpoint after the one it was logged in is durable, so that
-    /// no system restart undoes an acknowledged change. Each node logged the change in the GCI
-    /// it was in when it applied it: this node's, or the next (a node moves on when it hears
-    /// the GCP master's commit, and the master starts no GCI before every node has moved to
-    /// the last).
+    /// no system restart undoes an acknowledged change. Every node logged the change in this
+    /// node's GCI but for one that had saved it already (see `follower_schema_gci`), which
+    /// logged it in its own: the next at most (the GCP master starts no GCI before every node
+    /// has moved to the last).
     fn answer_applied(
         &mut self,
         api: NodeId,
@@ -767,12 +785,33 @@ impl Kernel {
         !self.schema.held.is_empty()
     }
 
-    /// Applies a schema change to this node and records it in the schema log; answers its
-    /// CONF payload.
+    /// The GCI a follower logs the master's schema change in: the master's, so that a system
+    /// restart at any GCI finds the change on every node or on none. (Each node's own would
+    /// differ: the master may apply a change before it handles its own GCP_COMMIT of the next
+    /// GCI, which the others got before the change.) The master saves no GCI before every node
+    /// moved past it, and its GCP_SAVE_REQ comes after the change on the same link, so this
+    /// node has not saved the master's GCI yet; if it has (after a change of master), a record
+    /// logged in it would land after its GCI_COMPLETED, and the node's own GCI is taken.
+    fn follower_schema_gci(&self, master: NodeId, master_gci: u64) -> u64 {
+        if gci_hi(master_gci) > self.dict_log.saved() {
+            return master_gci;
+        }
+        tracing::warn!(
+            %master,
+            master_gci = gci_hi(master_gci),
+            saved = self.dict_log.saved(),
+            "a schema change from the DICT master in a GCI this node already saved: logged in this node's own"
+        );
+        self.gcp.current
+    }
+
+    /// Applies a schema change to this node and records it in the schema log, in epoch `gci`;
+    /// answers its CONF payload.
     fn apply_schema(
         &mut self,
         signal: u16,
         payload: &[u8],
+        gci: u64,
         out: &mut dyn Outbox,
         now: Instant,
     ) -> Result<(Vec<u8>, Option<PendingBuild>), NdbError> {
@@ -783,7 +822,7 @@ impl Kernel {
             first_id,
             request: payload.to_vec(),
         };
-        self.dict_log.append(self.gcp.current, &change);
+        self.dict_log.append(gci, &change);
         Ok(applied)
     }
 
