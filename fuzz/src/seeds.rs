@@ -383,6 +383,7 @@ fn signal_payloads() -> Vec<Seed> {
             alive: [0b110, 0, 0, 0],
             files_restore: [0b100, 0, 0, 0],
             rejoined: vec![2],
+            schema_seq: 3,
             dictionary: vec![0; 12],
         }
         .encode(o)

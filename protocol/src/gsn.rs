@@ -274,6 +274,12 @@ signals! {
     PREP_DROP_TAB_REQ = 134;
     /// No transaction holds a row of the table here, and none can start one.
     PREP_DROP_TAB_CONF = 135;
+    /// A data node that became DICT master by its predecessor's failure → every other data
+    /// node (NDB's DICT_TAKEOVER_REQ); no payload.
+    DICT_TAKEOVER_REQ = 136;
+    /// The last schema change the node handled: its sequence number, the node's id counter
+    /// and the change as the master passed it on (ndbd's `dict/takeover.rs`).
+    DICT_TAKEOVER_CONF = 137;
 }
 
 /// The name of signal `number`, or `None` for a number no signal has.

@@ -273,8 +273,9 @@ impl StartPermRef {
 /// last system restart, 0 after an initial start) and its restart history (the last restart
 /// last), the data nodes alive in its view (a bitmap
 /// by node id), the nodes that rejoined before (in the order they did: chains put them last in
-/// that order), and the dictionary as schema-log records (each table and index as the schema
-/// change that made it, in the order they were made).
+/// that order), the sequence number of the last schema change (a new DICT master's takeover
+/// compares them), and the dictionary as schema-log records (each table and index as the
+/// schema change that made it, in the order they were made).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StartPermConf {
     pub gci: u64,
@@ -285,6 +286,7 @@ pub struct StartPermConf {
     /// knows them (a bitmap as `alive`).
     pub files_restore: [u64; 4],
     pub rejoined: Vec<u16>,
+    pub schema_seq: u64,
     pub dictionary: Vec<u8>,
 }
 
@@ -293,8 +295,8 @@ const REJOINED_MAX: usize = 255;
 
 impl StartPermConf {
     /// `gci u64 | restarts (count u8 | count × (no u32 | gci u32)) | alive
-    /// 4 × u64 | files_restore 4 × u64 | rejoined count u16 | count × node u16 | dictionary
-    /// (the rest)`.
+    /// 4 × u64 | files_restore 4 × u64 | rejoined count u16 | count × node u16 | schema_seq
+    /// u64 | dictionary (the rest)`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = Writer::new(out);
         w.u64(self.gci);
@@ -306,6 +308,7 @@ impl StartPermConf {
         for &node in &self.rejoined {
             w.u16(node);
         }
+        w.u64(self.schema_seq);
         out.extend_from_slice(&self.dictionary);
     }
 
@@ -323,12 +326,14 @@ impl StartPermConf {
             return Err(r.error(format!("{count} rejoined nodes")));
         }
         let rejoined = (0..count).map(|_| r.u16()).collect::<Result<_, _>>()?;
+        let schema_seq = r.u64()?;
         Ok(StartPermConf {
             gci,
             restarts,
             alive,
             files_restore,
             rejoined,
+            schema_seq,
             dictionary: r.rest().to_vec(),
         })
     }
@@ -503,6 +508,7 @@ mod tests {
             alive: [0b110, 0, 0, 1],
             files_restore: [0b10, 0, 0, 0],
             rejoined: vec![3, 2],
+            schema_seq: 9,
             dictionary: vec![1, 2, 3],
         };
         let mut b = Vec::new();

@@ -61,8 +61,10 @@ use crate::{NodeId, TransportError, TransporterKind};
 /// still decodes, so that it is refused for its version (1710) rather than as malformed.
 /// 9: DROP TABLE first sends PREP_DROP_TAB_REQ (134-135), which a node of version 8 would
 /// refuse as an unknown signal.
-/// 10: the DICT master passes a schema change on with the epoch it logged it in after its
-/// id counter (12 bytes before the request, not 4), which a node of version 9 would misread.
+/// 10: the DICT master passes a schema change on with the epoch it logged it in and its
+/// sequence number after its id counter (20 bytes before the request, not 4), which a node of
+/// version 9 would misread; START_PERMCONF carries that number, and a new DICT master takes
+/// over with DICT_TAKEOVER_REQ/CONF (136-137).
 pub const PROTOCOL_VERSION: u32 = 10;
 /// The first four bytes of a HELLO payload.
 pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";

@@ -9,8 +9,9 @@
 //! only on the side the arbitrator chose; a node that stops gracefully while a failure is
 //! being arbitrated does not count as lost; a failed master's GCP_PREPARE read late holds no
 //! commit; an idle transaction cannot hold a switch round without time limit; (on four) a
-//! node that two presidents count is on the side it confirmed only; and an interpreted
-//! update's backup gets the values its primary computed.
+//! node that two presidents count is on the side it confirmed only; an interpreted update's
+//! backup gets the values its primary computed; and a new DICT master finishes a drop, and
+//! takes back a create, that its failed predecessor passed on to some nodes only.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -2045,13 +2046,14 @@ fn an_interpreted_updates_backup_gets_the_values_its_primary_computed() {
     }
 }
 
-/// A PREP_DROP_TAB_REQ read by a node that has not yet handled the old DICT master's failure
-/// is ignored there (`exec_prep_drop_tab_req`: "not the DICT master here"); the new master
-/// sends it again every second, so the drop ends once that node has caught up (before the
-/// resend, it waited for that node's answer for good, refusing the table with 283 and every
-/// node restart while it was busy).
+/// A DROP TABLE sent to a new DICT master before another node has handled the old master's
+/// failure completes once that node has caught up: the new master's DICT_TAKEOVER_REQ is
+/// ignored there ("not the DICT master here"), the drop waits for the takeover, and both go
+/// on when the request is sent again a second later. (Before the takeover, the drop's
+/// PREP_DROP_TAB_REQ was ignored there, and without its resend the drop waited for that
+/// node's answer for good, refusing the table with 283 and every node restart meanwhile.)
 #[test]
-fn a_drop_prepared_by_a_new_master_before_a_node_saw_it_take_over_completes() {
+fn a_drop_sent_to_a_new_master_before_a_node_saw_it_take_over_completes() {
     let mut sim = Sim::with_nodes(3, None);
     let table = sim.create_table("t", false);
     let now = Instant::now();
@@ -2076,15 +2078,22 @@ fn a_drop_prepared_by_a_new_master_before_a_node_saw_it_take_over_completes() {
     let mut name = Vec::new();
     signals::encode_name(&mut name, "t");
     sim.send(NodeId(2), &[(gsn::DROP_TABLE_REQ, 901, name)]);
+    assert_eq!(sim.delivered(gsn::DICT_TAKEOVER_REQ), 1);
+    assert_eq!(
+        sim.delivered(gsn::DICT_TAKEOVER_CONF),
+        0,
+        "node 3 ignored it"
+    );
     assert_eq!(
         sim.delivered(gsn::PREP_DROP_TAB_REQ),
-        1,
-        "PREP sent to node 3"
+        0,
+        "the drop waits for the takeover"
     );
     // Node 3 now sees node 1's link close.
     sim.sees_close(NodeId(3), NodeId(1));
     assert_eq!(sim.kernels[&NodeId(3)].qmgr.master(), NodeId(2));
-    // A few seconds of timer ticks: the PREP comes again, node 3 answers, the drop runs.
+    // A few seconds of timer ticks: DICT_TAKEOVER_REQ comes again, node 3 answers, the drop
+    // runs.
     let mut at = now;
     for _ in 0..5 {
         at += Duration::from_secs(1);
@@ -2095,7 +2104,7 @@ fn a_drop_prepared_by_a_new_master_before_a_node_saw_it_take_over_completes() {
         .any(|(_, s, r, _)| *r == 901 && matches!(*s, gsn::DROP_TABLE_CONF | gsn::DROP_TABLE_REF));
     assert!(
         answered,
-        "the drop ends: node 3 got PREP_DROP_TAB_REQ again and answered"
+        "the drop ends: node 3 got DICT_TAKEOVER_REQ again and answered"
     );
     assert!(
         !sim.kernels[&NodeId(2)].schema.is_busy(),
@@ -2108,4 +2117,86 @@ fn a_drop_prepared_by_a_new_master_before_a_node_saw_it_take_over_completes() {
         );
         assert!(!sim.kernels[&node].dict.is_dropping(table.table_id));
     }
+}
+
+/// The DICT master (node 1) passes `signal` on to nodes 2 and 3 and dies before its copy to
+/// node 3 leaves: only node 2 applied it. Node 2, the new master, then takes over: node 3
+/// ignores its DICT_TAKEOVER_REQ until it sees node 1's link close itself, and answers the
+/// one sent again a second later.
+fn master_dies_after_passing_on_to_node_2(sim: &mut Sim, signal: u16, payload: Vec<u8>) {
+    let lost = sim.send_holding(NodeId(1), &[(signal, 902, payload)], &|f| {
+        f.0 == NodeId(1) && f.1 == NodeId(3) && f.2.signal == signal
+    });
+    assert_eq!(lost.len(), 1, "the copy to node 3 is held, then lost");
+    sim.kill(NodeId(1));
+    let mut at = Instant::now();
+    for _ in 0..3 {
+        at += Duration::from_secs(1);
+        tick_node(sim, NodeId(2), at);
+        tick_node(sim, NodeId(3), at);
+    }
+    assert!(
+        !sim.kernels[&NodeId(2)].schema.is_busy(),
+        "the takeover ended"
+    );
+}
+
+/// A DROP TABLE the failed DICT master passed on to some data nodes only is finished on the
+/// others by the new master's takeover (before it, node 3 kept the table for good and the
+/// API's retry got 709 from node 2).
+#[test]
+fn a_new_dict_master_finishes_a_drop_its_predecessor_passed_on_to_some_nodes() {
+    let mut sim = Sim::with_nodes(3, None);
+    let table = sim.create_table("t", false);
+    let mut name = Vec::new();
+    signals::encode_name(&mut name, "t");
+    master_dies_after_passing_on_to_node_2(&mut sim, gsn::DROP_TABLE_REQ, name);
+    for node in [NodeId(2), NodeId(3)] {
+        let kernel = &sim.kernels[&node];
+        assert!(
+            kernel.dict.get(table.table_id).is_none(),
+            "dropped on node {node}"
+        );
+        assert!(!kernel.dict.is_dropping(table.table_id));
+        assert_eq!(kernel.schema.seq(), 2, "the create and the drop, on both");
+    }
+}
+
+/// A CREATE TABLE the failed DICT master passed on to some data nodes only is taken back
+/// where it was applied (no API got its CONF); the name can be created again, with the same
+/// table id on every node.
+#[test]
+fn a_new_dict_master_takes_back_a_create_its_predecessor_passed_on_to_some_nodes() {
+    let mut sim = Sim::with_nodes(3, None);
+    let def = TableDef::new(
+        "u",
+        vec![
+            ColumnDef::key("k", ColumnType::Int32),
+            ColumnDef::new("v", ColumnType::Int32),
+        ],
+    );
+    let mut b = Vec::new();
+    signals::encode_table_def(&mut b, &def);
+    master_dies_after_passing_on_to_node_2(&mut sim, gsn::CREATE_TABLE_REQ, b.clone());
+    for node in [NodeId(2), NodeId(3)] {
+        assert!(
+            sim.kernels[&node].dict.by_name("u").is_err(),
+            "no table u on node {node}"
+        );
+    }
+    sim.send(NodeId(2), &[(gsn::CREATE_TABLE_REQ, 903, b)]);
+    let answered = (sim.api.iter()).any(|(_, s, r, _)| *r == 903 && *s == gsn::CREATE_TABLE_CONF);
+    assert!(answered, "created again");
+    let ids: Vec<u32> = [NodeId(2), NodeId(3)]
+        .iter()
+        .map(|n| {
+            sim.kernels[n]
+                .dict
+                .by_name("u")
+                .expect("table u")
+                .info
+                .table_id
+        })
+        .collect();
+    assert_eq!(ids[0], ids[1], "the same table id on both nodes");
 }

@@ -466,6 +466,12 @@ impl Kernel {
             gsn::PREP_DROP_TAB_CONF if self.qmgr.is_data_node(from) => {
                 self.exec_prep_drop_tab_conf(from, header, out, now)
             }
+            gsn::DICT_TAKEOVER_REQ if self.qmgr.is_data_node(from) => {
+                self.exec_dict_takeover_req(from, header, out)
+            }
+            gsn::DICT_TAKEOVER_CONF if self.qmgr.is_data_node(from) => {
+                self.exec_dict_takeover_conf(from, header, payload, out, now)?
+            }
             // From a data node this one holds failed, read before its link closed and handled
             // after its failure: the rounds it was in ended with it (`dih_node_failrep`).
             // Handled now, a master's GCP_PREPARE would hold every commit for a GCP_COMMIT
@@ -773,6 +779,7 @@ impl Kernel {
                     self.primary_switch_timer(out, now);
                     self.suma_timer(out);
                     self.drop_wait_check(out, now);
+                    self.dict_takeover_timer(out, now);
                 }
                 Signal::LcpStep => self.lcp_step(),
                 Signal::BackupStep => self.backup_step(),

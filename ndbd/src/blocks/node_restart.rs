@@ -733,6 +733,7 @@ impl Kernel {
             alive: alive.words(),
             files_restore: self.gcp.files_restore.words(),
             rejoined: self.qmgr.rejoined.iter().map(|n| n.0).collect(),
+            schema_seq: self.schema.seq(),
             dictionary: self.dict_log.records().to_vec(),
         };
         let header = data_node_header(gsn::START_PERMCONF, block::QMGR, block::QMGR);
@@ -908,6 +909,7 @@ impl Kernel {
         // The dictionary as this node's own schema records: what it sends a node that
         // restarts after it, and what its schema log will hold.
         self.dict_log.set_records(conf.dictionary);
+        self.schema.set_seq(conf.schema_seq);
         self.lqh.copying = true;
         self.qmgr.beating = true;
         if let Some(me) = self.node_restart.me.as_mut() {

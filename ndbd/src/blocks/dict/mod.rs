@@ -10,6 +10,7 @@ pub mod index;
 pub mod index_build;
 pub mod log;
 pub mod schema;
+pub mod takeover;
 
 use hashbrown::HashMap;
 

@@ -21,11 +21,12 @@
 //! before any node drops it: none is acknowledged whose rows a node dropped under it. (A backup
 //! is not waited for: one begun during the wait fails with 1340 when the table goes, as a
 //! backup stuck on a failed disk must not hold the drop, every schema change and every node
-//! restart for good.) A node that fails during the wait is not waited for; when the master fails during it, the others take their
-//! marks off again (the table stays, and the API's request fails with its link; a master that
-//! fails after its DROP_TABLE_REQ reached only some nodes leaves them differing, as any change
-//! does). The master sends PREP_DROP_TAB_REQ again every second to the nodes that have not
-//! answered: one that did not yet see it as master ignored it.
+//! restart for good.) A node that fails during the wait is not waited for; when the master
+//! fails during it, the others take their marks off again (the table stays, and the API's
+//! request fails with its link; when the master fails after its DROP_TABLE_REQ reached only
+//! some nodes, the new master finishes the drop on the others: `dict/takeover.rs`). The
+//! master sends PREP_DROP_TAB_REQ again every second to the nodes that have not answered: one
+//! that did not yet see it as master (a node restart ended) ignored it.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -43,14 +44,56 @@ use crate::ndbfs::format::gci_hi;
 /// Schema changes waiting while one runs, at most.
 const QUEUED_MAX: usize = 64;
 
-/// Bytes the master puts before the API's request when it passes a schema change on: the id
-/// its dictionary gave the first new object (u32) and the epoch it logged the change in (u64).
-const MASTER_PREFIX_BYTES: usize = 12;
+/// Bytes the master puts before the API's request when it passes a schema change on (see
+/// [`PassedChange::encode`]).
+const MASTER_PREFIX_BYTES: usize = 20;
 
-/// Writes the master's prefix of a schema change passed on (see [`MASTER_PREFIX_BYTES`]).
-fn master_prefix(b: &mut Vec<u8>, first_id: u32, gci: u64) {
-    b.extend_from_slice(&first_id.to_le_bytes());
-    b.extend_from_slice(&gci.to_le_bytes());
+/// A schema change as the master passes it on: what every data node applies, and what a new
+/// master's takeover finishes or takes back (`dict/takeover.rs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PassedChange {
+    /// Its place in the masters' order of changes: one more than the last change's (an undo is
+    /// a change too). Not kept on disk: every node counts from 0 again after a system restart,
+    /// and a node restart copies the president's.
+    pub seq: u64,
+    /// The request's signal (CREATE/DROP TABLE/INDEX).
+    pub signal: u16,
+    /// The id the master's dictionary gave the first new object.
+    pub first_id: u32,
+    /// The epoch the master logged the change in: every node logs it in that one.
+    pub gci: u64,
+    /// The API's request.
+    pub request: Vec<u8>,
+}
+
+impl PassedChange {
+    /// `first_id u32 | gci u64 | seq u64 | request` (the signal is the frame's).
+    pub fn encode(&self, b: &mut Vec<u8>) {
+        b.extend_from_slice(&self.first_id.to_le_bytes());
+        b.extend_from_slice(&self.gci.to_le_bytes());
+        b.extend_from_slice(&self.seq.to_le_bytes());
+        b.extend_from_slice(&self.request);
+    }
+
+    /// The change of a schema request signal `signal` from the master, its request checked.
+    pub fn decode(signal: u16, payload: &[u8]) -> Result<PassedChange, ProtocolViolation> {
+        let Some((prefix, request)) = payload.split_first_chunk::<MASTER_PREFIX_BYTES>() else {
+            return Err(ProtocolViolation(format!(
+                "schema change of {} bytes from the master, without its {MASTER_PREFIX_BYTES}-byte prefix",
+                payload.len()
+            )));
+        };
+        let (first_id, rest) = prefix.split_at(4);
+        let (gci, seq) = rest.split_at(8);
+        check_payload(signal, request)?;
+        Ok(PassedChange {
+            seq: u64::from_le_bytes(seq.try_into().expect("8 bytes")),
+            signal,
+            first_id: u32::from_le_bytes(first_id.try_into().expect("4 bytes")),
+            gci: u64::from_le_bytes(gci.try_into().expect("8 bytes")),
+            request: request.to_vec(),
+        })
+    }
 }
 
 /// The master's schema changes: the running one and those waiting.
@@ -63,6 +106,24 @@ pub(crate) struct SchemaOps {
     held: Vec<HeldConf>,
     /// The master's PREP_DROP_TAB_REQ this node marked its table for (not the master).
     follower_prep: Option<FollowerPrep>,
+    /// The `seq` of the last change this node handled (applied, or refused), as master or
+    /// not, and that change (`None` after a restart).
+    pub(super) seq: u64,
+    pub(super) last: Option<PassedChange>,
+    /// A DROP TABLE that came with no PREP_DROP_TAB_REQ before it (a new master finishes one
+    /// its predecessor began), waiting here for the transactions holding the table's rows.
+    deferred: Option<DeferredDrop>,
+    /// A new master's takeover, until every node agrees on the last change.
+    pub(super) takeover: Option<super::takeover::Takeover>,
+}
+
+/// A DROP TABLE waiting for the transactions holding its table's rows on this node, then
+/// applied (and answered to `answer`).
+#[derive(Debug)]
+struct DeferredDrop {
+    answer: Option<(NodeId, FrameHeader)>,
+    change: PassedChange,
+    wait: DropWait,
 }
 
 /// A drop's wait for the transactions holding its table's rows on this node.
@@ -140,9 +201,28 @@ struct HeldConf {
 }
 
 impl SchemaOps {
-    /// True while a schema change runs or waits.
+    /// True while a schema change runs or waits, or a new master's takeover runs.
     pub fn is_busy(&self) -> bool {
+        self.current.is_some()
+            || !self.queue.is_empty()
+            || self.takeover.is_some()
+            || self.deferred.is_some()
+    }
+
+    /// True while a schema change runs or waits at this master.
+    pub(super) fn runs_change(&self) -> bool {
         self.current.is_some() || !self.queue.is_empty()
+    }
+
+    /// The `seq` of the last change this node handled, which a node restart copies.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// A node restart's copy of the president's `seq`.
+    pub fn set_seq(&mut self, seq: u64) {
+        self.seq = seq;
+        self.last = None;
     }
 }
 
@@ -177,6 +257,14 @@ pub(crate) fn answers_of(request: u16) -> (u16, u16) {
     }
 }
 
+/// True for the schema requests (API → master → every other data node).
+pub(crate) fn is_schema_request(signal: u16) -> bool {
+    matches!(
+        signal,
+        gsn::CREATE_TABLE_REQ | gsn::DROP_TABLE_REQ | gsn::CREATE_INDEX_REQ | gsn::DROP_INDEX_REQ
+    )
+}
+
 /// True for the answers data nodes send the master.
 pub(crate) fn is_schema_answer(signal: u16) -> bool {
     matches!(
@@ -193,7 +281,7 @@ pub(crate) fn is_schema_answer(signal: u16) -> bool {
 }
 
 /// The request that takes a change back, when there is one.
-fn undo_of(signal: u16, payload: &[u8]) -> Option<(u16, Vec<u8>)> {
+pub(super) fn undo_of(signal: u16, payload: &[u8]) -> Option<(u16, Vec<u8>)> {
     let mut undo = Vec::new();
     match signal {
         gsn::CREATE_TABLE_REQ => {
@@ -251,36 +339,8 @@ impl Kernel {
                 refuse(&mut self.unsent, out, from, header, ref_signal, &error);
                 return Ok(());
             }
-            // The master's id counter and GCI, then the API's request.
-            let Some((prefix, payload)) = payload.split_first_chunk::<MASTER_PREFIX_BYTES>() else {
-                return Err(ProtocolViolation(
-                    "schema change without the master's id and GCI".into(),
-                ));
-            };
-            let (first_id, master_gci) = prefix.split_at(4);
-            let first_id = u32::from_le_bytes(first_id.try_into().expect("4 bytes"));
-            let master_gci = u64::from_le_bytes(master_gci.try_into().expect("8 bytes"));
-            check_payload(header.signal, payload)?;
-            if header.signal == gsn::DROP_TABLE_REQ {
-                // The drop's first round is over (this drop takes the marks off).
-                self.schema.follower_prep = None;
-            }
-            self.dict.advance_next_id(first_id);
-            let gci = self.follower_schema_gci(from, master_gci);
-            match self.apply_schema(header.signal, payload, gci, out, now) {
-                Ok((conf, Some(build))) => {
-                    // Answered when the index is built across the cluster.
-                    let hidden = build.hidden;
-                    let reply = BuildReply::Follower {
-                        master: from,
-                        request: *header,
-                        conf,
-                    };
-                    self.start_unique_build(build, reply, out);
-                    self.finish_build_if_done(hidden, out, now);
-                }
-                result => self.answer_schema(from, header, result.map(|(conf, _)| conf), out),
-            }
+            let change = PassedChange::decode(header.signal, payload)?;
+            self.apply_passed(Some((from, *header)), change, out, now);
             return Ok(());
         }
         let refusal = if !self.qmgr.started() {
@@ -318,9 +378,101 @@ impl Kernel {
         Ok(())
     }
 
-    /// Starts queued schema changes until one has to wait for other nodes.
-    fn next_schema_op(&mut self, out: &mut dyn Outbox, now: Instant) {
-        while self.schema.current.is_none() {
+    /// A change the master passed on, or (`answer` `None`) one a new master's takeover
+    /// finishes or takes back on itself: applied, and answered. A DROP TABLE that found
+    /// transactions holding the table's rows here (no PREP_DROP_TAB_REQ came before it: a new
+    /// master finishes a drop its predecessor began) marks the table and waits for them first.
+    pub(super) fn apply_passed(
+        &mut self,
+        answer: Option<(NodeId, FrameHeader)>,
+        change: PassedChange,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        self.schema.seq = self.schema.seq.max(change.seq);
+        self.schema.last = Some(change.clone());
+        if change.signal == gsn::DROP_TABLE_REQ {
+            // The drop's first round is over (this drop takes the marks off).
+            self.schema.follower_prep = None;
+            let table = signals::decode_name(&change.request)
+                .ok()
+                .and_then(|name| self.dict.by_name(&name).ok().map(|t| t.info.table_id));
+            if let Some(table) = table {
+                let tables = self.dict.start_dropping(table);
+                if self.lqh.holds_rows_of(&tables) {
+                    tracing::info!(?tables, "DROP TABLE with no PREP_DROP_TAB_REQ before it: waits for the transactions holding the table's rows here");
+                    if let Some(old) = self.schema.deferred.take() {
+                        self.apply_passed_now(old.answer, old.change, out, now);
+                    }
+                    self.schema.deferred = Some(DeferredDrop {
+                        answer,
+                        change,
+                        wait: DropWait::new(tables, now),
+                    });
+                    return;
+                }
+            }
+        }
+        self.apply_passed_now(answer, change, out, now);
+    }
+
+    fn apply_passed_now(
+        &mut self,
+        answer: Option<(NodeId, FrameHeader)>,
+        change: PassedChange,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        self.dict.advance_next_id(change.first_id);
+        let gci = self.follower_schema_gci(change.gci);
+        let result = self.apply_schema(change.signal, &change.request, gci, out, now);
+        let Some((master, request)) = answer else {
+            // A takeover's own part: drops only, which build nothing.
+            if let Err(e) = result {
+                tracing::warn!("a schema change the DICT takeover finishes here: {e}");
+            }
+            return;
+        };
+        match result {
+            Ok((conf, Some(build))) => {
+                // Answered when the index is built across the cluster.
+                let hidden = build.hidden;
+                let reply = BuildReply::Follower {
+                    master,
+                    request,
+                    conf,
+                };
+                self.start_unique_build(build, reply, out);
+                self.finish_build_if_done(hidden, out, now);
+            }
+            result => self.answer_schema(master, &request, result.map(|(conf, _)| conf), out),
+        }
+    }
+
+    /// Records a change this node makes as master: the next `seq`.
+    fn master_change(
+        &mut self,
+        signal: u16,
+        first_id: u32,
+        gci: u64,
+        request: &[u8],
+    ) -> PassedChange {
+        self.schema.seq += 1;
+        let change = PassedChange {
+            seq: self.schema.seq,
+            signal,
+            first_id,
+            gci,
+            request: request.to_vec(),
+        };
+        self.schema.last = Some(change.clone());
+        change
+    }
+
+    /// Starts queued schema changes until one has to wait for other nodes (none while a new
+    /// master's takeover runs).
+    pub(super) fn next_schema_op(&mut self, out: &mut dyn Outbox, now: Instant) {
+        while self.schema.current.is_none() && self.schema.takeover.is_none() {
             let Some((api, header, payload)) = self.schema.queue.pop_front() else {
                 return;
             };
@@ -333,7 +485,7 @@ impl Kernel {
     }
 
     /// A schema request's id for the other data nodes' answers.
-    fn new_schema_request_id(&mut self) -> u32 {
+    pub(super) fn new_schema_request_id(&mut self) -> u32 {
         self.schema.next_id = self.schema.next_id.wrapping_add(1).max(1);
         self.schema.next_id
     }
@@ -403,6 +555,13 @@ impl Kernel {
     /// fails): the master runs the drop once its rows and every other node's are free; a
     /// follower answers once its own are.
     pub(crate) fn drop_wait_check(&mut self, out: &mut dyn Outbox, now: Instant) {
+        if let Some(deferred) = self.schema.deferred.as_mut() {
+            if deferred.wait.check(&self.lqh, now) {
+                if let Some(deferred) = self.schema.deferred.take() {
+                    self.apply_passed_now(deferred.answer, deferred.change, out, now);
+                }
+            }
+        }
         if let Some(prep) = self.schema.follower_prep.as_mut() {
             if !prep.answered && prep.wait.check(&self.lqh, now) {
                 prep.answered = true;
@@ -513,6 +672,7 @@ impl Kernel {
                 return;
             }
         };
+        let change = self.master_change(header.signal, first_id, gci, &payload);
         let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
         if peers.is_empty() && build.is_none() {
             // Alone: done everywhere it must be, answered once durable as any change.
@@ -520,18 +680,7 @@ impl Kernel {
             return;
         }
         let request_id = self.new_schema_request_id();
-        for &peer in &peers {
-            let to_peer = FrameHeader {
-                signal: header.signal,
-                receiver_block: block::DBDICT,
-                sender_block: block::DBDICT,
-                request_id,
-            };
-            self.unsent.send(out, peer, to_peer, &mut |b| {
-                master_prefix(b, first_id, gci);
-                b.extend_from_slice(&payload)
-            });
-        }
+        self.pass_on(&peers, request_id, &change, out);
         self.schema.current = Some(SchemaOp {
             api,
             header,
@@ -548,6 +697,26 @@ impl Kernel {
             let hidden = build.hidden;
             self.start_unique_build(build, BuildReply::Master, out);
             self.finish_build_if_done(hidden, out, now);
+        }
+    }
+
+    /// Sends `change` to each of `peers`, answered with `request_id`.
+    pub(super) fn pass_on(
+        &mut self,
+        peers: &[NodeId],
+        request_id: u32,
+        change: &PassedChange,
+        out: &mut dyn Outbox,
+    ) {
+        for &peer in peers {
+            let to_peer = FrameHeader {
+                signal: change.signal,
+                receiver_block: block::DBDICT,
+                sender_block: block::DBDICT,
+                request_id,
+            };
+            self.unsent
+                .send(out, peer, to_peer, &mut |b| change.encode(b));
         }
     }
 
@@ -601,6 +770,9 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) -> Result<(), ProtocolViolation> {
+        if self.dict_takeover_answer(from, header, payload, out, now) {
+            return Ok(());
+        }
         let Some(op) = self.schema.current.as_mut() else {
             // An undo's answer, or one for a change that already ended.
             return Ok(());
@@ -676,22 +848,13 @@ impl Kernel {
             Some(error) => {
                 if let Some((undo, payload)) = undo_of(op.header.signal, &op.payload) {
                     let gci = self.gcp.current;
+                    let first_id = self.dict.next_id();
                     if let Err(e) = self.apply_schema(undo, &payload, gci, out, now) {
                         tracing::error!("undo of a failed schema change failed here: {e}");
                     }
-                    let first_id = self.dict.next_id();
-                    for node in op.succeeded {
-                        let header = FrameHeader {
-                            signal: undo,
-                            receiver_block: block::DBDICT,
-                            sender_block: block::DBDICT,
-                            request_id: 0,
-                        };
-                        self.unsent.send(out, node, header, &mut |b| {
-                            master_prefix(b, first_id, gci);
-                            b.extend_from_slice(&payload)
-                        });
-                    }
+                    // Answers to request id 0 are not waited for.
+                    let change = self.master_change(undo, first_id, gci, &payload);
+                    self.pass_on(&op.succeeded, 0, &change, out);
                 }
                 tracing::warn!("schema change failed on a data node: {error}");
                 refuse(
@@ -792,12 +955,11 @@ impl Kernel {
     /// moved past it, and its GCP_SAVE_REQ comes after the change on the same link, so this
     /// node has not saved the master's GCI yet; if it has (after a change of master), a record
     /// logged in it would land after its GCI_COMPLETED, and the node's own GCI is taken.
-    fn follower_schema_gci(&self, master: NodeId, master_gci: u64) -> u64 {
+    fn follower_schema_gci(&self, master_gci: u64) -> u64 {
         if gci_hi(master_gci) > self.dict_log.saved() {
             return master_gci;
         }
         tracing::warn!(
-            %master,
             master_gci = gci_hi(master_gci),
             saved = self.dict_log.saved(),
             "a schema change from the DICT master in a GCI this node already saved: logged in this node's own"
@@ -871,6 +1033,8 @@ impl Kernel {
     /// fails.
     pub(crate) fn dict_node_failrep(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
         self.schema_node_lost(node, out, now);
+        self.dict_takeover_node_lost(node, out, now);
+        self.dict_takeover_start(node, out, now);
         self.builds_node_lost(node, out, now);
     }
 
