@@ -632,7 +632,10 @@ impl Cluster {
         }
     }
 
-    /// Creates a table on the data nodes.
+    /// Creates a table on the data nodes. When the DICT master fails before it answers, the
+    /// call fails and the new master makes the data nodes agree (NDB's DICT takeover): a create
+    /// some data node lacks is taken back where it was applied, so a retry creates the table,
+    /// or gets 721 when every data node had it.
     pub fn create_table(&self, def: &TableDef) -> Result<Table, Error> {
         def.validate()
             .map_err(|(code, detail)| Error::ndb_detail(code, detail))?;
@@ -676,7 +679,9 @@ impl Cluster {
     /// request timeout, while the drop goes on and happens once that transaction ends (a
     /// retry then gets 709). With files, the answer waits for the global checkpoint that
     /// makes the drop durable (4012 when none is saved within twice
-    /// TimeBetweenGlobalCheckpointsTimeout: dropped, durability unknown).
+    /// TimeBetweenGlobalCheckpointsTimeout: dropped, durability unknown). When the DICT master
+    /// fails before it answers, a drop that reached some data node is finished on the others
+    /// by the new master (a retry gets 709); one that reached none never happens.
     pub fn drop_table(&self, name: &str) -> Result<(), Error> {
         let mut payload = Vec::new();
         signals::encode_name(&mut payload, name);
