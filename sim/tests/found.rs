@@ -1958,3 +1958,23 @@ fn a_new_dict_master_finishes_a_drop_that_reached_some_nodes_only() {
     };
     replay(&[0xf4c44], &options);
 }
+
+/// Seeds 0xd02a76 (and 0xc00058 with three replicas and crash-again), every handled fault
+/// kind with `crash-starting` and `drop` (found by a review at c306988): a node's schema log,
+/// compacted, held only the GCI_COMPLETED of GCI 15; a system restart at 14 cut the log after
+/// it and marked the cut with a RESTART record. The acknowledged DROP was then logged in the
+/// new GCI 15, and the next system restart, at 15, cut at the old GCI_COMPLETED of 15 before
+/// the mark: the drop was lost there. A GCI_COMPLETED before a RESTART mark now vouches for no
+/// GCI past that restart's.
+#[test]
+fn a_schema_log_cut_is_not_at_a_gci_completed_an_earlier_restart_gave_again() {
+    let faults = [&Fault::HANDLED[..], &[Fault::CrashStarting, Fault::Drop]].concat();
+    let options = Options {
+        faults: faults.clone(),
+        ..Options::default()
+    };
+    replay(&[0xd02a76], &options);
+    let mut options = three_replicas_crashing_again();
+    options.faults.extend([Fault::CrashStarting, Fault::Drop]);
+    replay(&[0xc00058], &options);
+}

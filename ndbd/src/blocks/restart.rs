@@ -866,7 +866,12 @@ impl Kernel {
                     replayed_bytes.extend_from_slice(&bytes[offset..entry.next]);
                     replayed += 1;
                 }
-                Body::GciCompleted if cut.is_none() && gci_hi(entry.gci) >= gci => {
+                // A GCI_COMPLETED that an earlier restart's RESTART mark follows vouches for
+                // no GCI past that restart's: a compacted log may hold only the GCI_COMPLETED
+                // of a GCI that restart gave again (sim seeds 0xd02a76, 0xc00058).
+                Body::GciCompleted
+                    if cut.is_none() && completed_upto(&marks, offset, entry.gci) >= gci =>
+                {
                     cut = Some(entry.next);
                 }
                 _ => {}
@@ -1467,6 +1472,15 @@ fn restart_marks<'a>(files: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<((
         }
     }
     marks
+}
+
+/// The GCI a schema log's GCI_COMPLETED at `offset` of `gci` vouches for: no later than the
+/// restart GCI of any RESTART mark after it.
+fn completed_upto(marks: &[((u64, usize), u32)], offset: usize, gci: u64) -> u32 {
+    (marks.iter())
+        .filter(|&&(mark, _)| mark > (0, offset))
+        .map(|&(_, restart_gci)| restart_gci)
+        .fold(gci_hi(gci), u32::min)
 }
 
 /// True when a change at `at` of `gci` was discarded by an earlier restart: a RESTART record
