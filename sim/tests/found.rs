@@ -1949,7 +1949,10 @@ fn a_schema_change_is_logged_in_the_masters_gci_on_every_node() {
 /// node 4; the new master answered the retried drop with 709 and node 4 kept the table for
 /// good (a later CREATE of the name would fail there with 721). A new DICT master now takes
 /// over as NDB's does (`dict/takeover.rs`): it finishes a drop some node applied, and takes
-/// back a create some node applied, on the others.
+/// back a create some node applied, on the others. Seed 0xb047d0 (three replicas and
+/// crash-again, found by a review at c306988): node 4 ignored the new master's first
+/// DICT_TAKEOVER_REQ, not having handled the old master's failure yet, and the takeover waited
+/// a second for the resend, past the run's end; a node now answers it once it has.
 #[test]
 fn a_new_dict_master_finishes_a_drop_that_reached_some_nodes_only() {
     let options = Options {
@@ -1957,6 +1960,9 @@ fn a_new_dict_master_finishes_a_drop_that_reached_some_nodes_only() {
         ..Options::default()
     };
     replay(&[0xf4c44], &options);
+    let mut options = three_replicas_crashing_again();
+    options.faults.extend([Fault::CrashStarting, Fault::Drop]);
+    replay(&[0xb047d0], &options);
 }
 
 /// Seeds 0xd02a76 (and 0xc00058 with three replicas and crash-again), every handled fault

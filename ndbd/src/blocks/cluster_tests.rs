@@ -10,8 +10,10 @@
 //! being arbitrated does not count as lost; a failed master's GCP_PREPARE read late holds no
 //! commit; an idle transaction cannot hold a switch round without time limit; (on four) a
 //! node that two presidents count is on the side it confirmed only; an interpreted update's
-//! backup gets the values its primary computed; and a new DICT master finishes a drop, and
-//! takes back a create, that its failed predecessor passed on to some nodes only.
+//! backup gets the values its primary computed; a new DICT master finishes a drop, and takes
+//! back a create (a unique index's too, ending its builds), that its failed predecessor passed
+//! on to some nodes only, and drops a takeover a node restart overtook; a failed create is
+//! undone on every node, the next change waiting for it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -105,14 +107,21 @@ impl Sim {
 
     /// `count` data nodes with NoOfReplicas=2 (count even) or one group of three.
     fn with_nodes(count: u16, node2_bytes: Option<u64>) -> Sim {
+        Sim::with_nodes_replicas(count, node2_bytes, None)
+    }
+
+    fn with_nodes_replicas(count: u16, node2_bytes: Option<u64>, replicas: Option<u16>) -> Sim {
         let mut ini = INI.to_string();
+        if let Some(r) = replicas {
+            ini = ini.replace("NoOfReplicas=2", &format!("NoOfReplicas={r}"));
+        }
         for id in 3..=count {
             ini = ini.replace(
                 "[api]",
                 &format!("[ndbd]\nNodeId={id}\nHostName=127.0.0.1\n[api]"),
             );
         }
-        if count % 2 == 1 {
+        if count % 2 == 1 && replicas.is_none() {
             ini = ini.replace("NoOfReplicas=2", &format!("NoOfReplicas={count}"));
         }
         let config = rndb_config::parse_str(&ini, Path::new("t.ini")).expect("config");
@@ -2199,4 +2208,393 @@ fn a_new_dict_master_takes_back_a_create_its_predecessor_passed_on_to_some_nodes
         })
         .collect();
     assert_eq!(ids[0], ids[1], "the same table id on both nodes");
+}
+
+/// A unique CREATE INDEX the failed master passed on to node 2 only is taken back on node 2
+/// by the takeover, and node 2's build of it ends (it waited for node 3's INDEX_BUILD_DONE,
+/// which never comes: node 3 never created the index), so writes to the table go on.
+#[test]
+fn a_taken_back_unique_index_leaves_no_build_running() {
+    let mut sim = Sim::with_nodes(3, None);
+    let table = sim.create_table("t", false);
+    for k in 0..6 {
+        let answer = sim.op(
+            NodeId(1),
+            100 + k as u32,
+            &table,
+            OperationType::Insert,
+            LockMode::Exclusive,
+            k,
+            k,
+            ExecType::Commit,
+        );
+        assert_eq!(answer, gsn::TC_EXECUTE_CONF);
+    }
+    let req = signals::CreateIndexReq {
+        table: "t".into(),
+        index: "u".into(),
+        kind: rndb_protocol::IndexKind::Unique,
+        columns: vec!["v".into()],
+    };
+    let mut b = Vec::new();
+    req.encode(&mut b);
+    // Everything node 1 sends node 3 from here on is lost with node 1.
+    let lost = sim.send_holding(NodeId(1), &[(gsn::CREATE_INDEX_REQ, 902, b)], &|f| {
+        f.0 == NodeId(1) && f.1 == NodeId(3)
+    });
+    assert!(!lost.is_empty());
+    assert!(sim.kernels[&NodeId(2)].dict.index_by_name("t", "u").is_ok());
+    sim.kill(NodeId(1));
+    let mut at = Instant::now();
+    for _ in 0..5 {
+        at += Duration::from_secs(1);
+        tick_node(&mut sim, NodeId(2), at);
+        tick_node(&mut sim, NodeId(3), at);
+    }
+    assert!(
+        sim.kernels[&NodeId(2)]
+            .dict
+            .index_by_name("t", "u")
+            .is_err(),
+        "taken back"
+    );
+    assert!(
+        sim.kernels[&NodeId(2)].builds.running.is_empty(),
+        "a build of a dropped index still runs on node 2: the president refuses node restarts, and writes to t get 701"
+    );
+    let answer = sim.op(
+        NodeId(2),
+        700,
+        &table,
+        OperationType::Insert,
+        LockMode::Exclusive,
+        500,
+        500,
+        ExecType::Commit,
+    );
+    assert_eq!(answer, gsn::TC_EXECUTE_CONF, "writes to t go on");
+}
+
+/// A unique CREATE INDEX that reached every survivor, whose builds failed as the master died
+/// (its entries never came), is taken back by the takeover: no index lacking entries stays
+/// to let a duplicate value in.
+#[test]
+fn a_unique_index_whose_build_failed_with_the_master_is_taken_back() {
+    let mut sim = Sim::with_nodes(3, None);
+    let table = sim.create_table("t", false);
+    for k in 0..12 {
+        let answer = sim.op(
+            NodeId(1),
+            100 + k as u32,
+            &table,
+            OperationType::Insert,
+            LockMode::Exclusive,
+            k,
+            k,
+            ExecType::Commit,
+        );
+        assert_eq!(answer, gsn::TC_EXECUTE_CONF);
+    }
+    let req = signals::CreateIndexReq {
+        table: "t".into(),
+        index: "u".into(),
+        kind: rndb_protocol::IndexKind::Unique,
+        columns: vec!["v".into()],
+    };
+    let mut b = Vec::new();
+    req.encode(&mut b);
+    // Node 1's CREATE_INDEX_REQ reaches nodes 2 and 3; its build rows and DONE do not.
+    let lost = sim.send_holding(NodeId(1), &[(gsn::CREATE_INDEX_REQ, 902, b)], &|f| {
+        f.0 == NodeId(1) && f.1 != API && f.2.signal != gsn::CREATE_INDEX_REQ
+    });
+    assert!(!lost.is_empty());
+    sim.kill(NodeId(1));
+    let mut at = Instant::now();
+    for _ in 0..5 {
+        at += Duration::from_secs(1);
+        tick_node(&mut sim, NodeId(2), at);
+        tick_node(&mut sim, NodeId(3), at);
+    }
+    for node in [NodeId(2), NodeId(3)] {
+        assert!(
+            sim.kernels[&node].dict.index_by_name("t", "u").is_err(),
+            "a unique index whose build failed everywhere is still on node {node}"
+        );
+    }
+    // A row node 1 was the primary of: its entry was never built.
+    let k = (0..12)
+        .find(|&k| sim.replicas(k)[0] == NodeId(1))
+        .expect("a key on node 1");
+    let answer = sim.op(
+        NodeId(2),
+        700,
+        &table,
+        OperationType::Insert,
+        LockMode::Exclusive,
+        1000,
+        k,
+        ExecType::Commit,
+    );
+    assert_eq!(answer, gsn::TC_EXECUTE_CONF, "no build holds the table");
+}
+
+/// A unique CREATE INDEX refused for a duplicate found by a follower's build (which applied
+/// the index, then answered REF) is undone on that follower too: the undo goes to every node.
+#[test]
+fn a_unique_index_refused_for_a_duplicate_is_gone_everywhere() {
+    let mut sim = Sim::new();
+    let table = sim.create_table("t", false);
+    let a = sim.key_on(NodeId(1));
+    let b = sim.key_on(NodeId(2));
+    for (rid, k) in [(100, a), (101, b)] {
+        let answer = sim.op(
+            NodeId(1),
+            rid,
+            &table,
+            OperationType::Insert,
+            LockMode::Exclusive,
+            k,
+            5,
+            ExecType::Commit,
+        );
+        assert_eq!(answer, gsn::TC_EXECUTE_CONF);
+    }
+    let req = signals::CreateIndexReq {
+        table: "t".into(),
+        index: "u".into(),
+        kind: rndb_protocol::IndexKind::Unique,
+        columns: vec!["v".into()],
+    };
+    let mut bytes = Vec::new();
+    req.encode(&mut bytes);
+    sim.send(NodeId(1), &[(gsn::CREATE_INDEX_REQ, 902, bytes)]);
+    let answer = sim.api.iter().rev().find(|x| x.2 == 902).expect("answer");
+    assert_eq!(answer.1, gsn::CREATE_INDEX_REF, "refused for the duplicate");
+    for node in [NodeId(1), NodeId(2)] {
+        assert!(
+            sim.kernels[&node].dict.index_by_name("t", "u").is_err(),
+            "the index stays on node {node}"
+        );
+        assert!(sim.kernels[&node].builds.running.is_empty());
+    }
+}
+
+/// Node 3 starts a takeover when node 2 (the DICT master) fails while it still holds node 1
+/// as being copied to (node 1's NODE_STARTED_REP is on its way); once it hears node 1 started,
+/// node 1 is master and node 3 drops its takeover. When node 1 fails after an acknowledged
+/// CREATE TABLE, node 3 takes over afresh and keeps the table everywhere.
+#[test]
+fn a_takeover_overtaken_by_a_node_restart_decides_on_fresh_answers() {
+    let mut sim = Sim::with_nodes_replicas(4, None, Some(4));
+    sim.create_table("t", false);
+    // Node 1 restarted with node 2 as president; node 2 held it started, and its
+    // NODE_STARTED_REP reached node 4 but not node 3.
+    sim.kernels
+        .get_mut(&NodeId(3))
+        .unwrap()
+        .qmgr
+        .copying
+        .insert(NodeId(1));
+    sim.kill(NodeId(2));
+    assert_eq!(sim.kernels[&NodeId(3)].qmgr.master(), NodeId(3));
+    assert_eq!(sim.kernels[&NodeId(4)].qmgr.master(), NodeId(1));
+    assert!(
+        sim.kernels[&NodeId(3)].schema.takeover.is_some(),
+        "node 3 takes over"
+    );
+    // Node 1 retells NODE_STARTED_REP: node 3 sees node 1 as master.
+    sim.kernels
+        .get_mut(&NodeId(3))
+        .unwrap()
+        .qmgr
+        .copying
+        .remove(NodeId(1));
+    let mut at = Instant::now();
+    for _ in 0..3 {
+        at += Duration::from_secs(1);
+        for n in [1, 3, 4] {
+            tick_node(&mut sim, NodeId(n), at);
+        }
+    }
+    // Node 1, the master, creates table x everywhere; the API gets its CONF.
+    let def = TableDef::new(
+        "x",
+        vec![
+            ColumnDef::key("k", ColumnType::Int32),
+            ColumnDef::new("v", ColumnType::Int32),
+        ],
+    );
+    let mut b = Vec::new();
+    signals::encode_table_def(&mut b, &def);
+    sim.send(NodeId(1), &[(gsn::CREATE_TABLE_REQ, 903, b)]);
+    let answered = (sim.api.iter()).any(|(_, s, r, _)| *r == 903 && *s == gsn::CREATE_TABLE_CONF);
+    assert!(answered, "x created and acknowledged");
+    sim.kill(NodeId(1));
+    for _ in 0..3 {
+        at += Duration::from_secs(1);
+        for n in [3, 4] {
+            tick_node(&mut sim, NodeId(n), at);
+        }
+    }
+    assert!(
+        sim.kernels[&NodeId(4)].dict.by_name("x").is_ok(),
+        "the acknowledged table x was dropped on node 4"
+    );
+    assert_eq!(
+        sim.kernels[&NodeId(3)].dict.by_name("x").is_ok(),
+        sim.kernels[&NodeId(4)].dict.by_name("x").is_ok()
+    );
+}
+
+/// A follower that refuses a unique CREATE INDEX (701: its replica of a row has an
+/// uncommitted change the master's has not) sends no INDEX_BUILD_DONE, which the other
+/// follower's build waits for: the master undoes the change at once, which ends that build,
+/// and the API gets its answer.
+#[test]
+fn a_follower_refusing_a_unique_index_does_not_hold_the_build() {
+    let mut sim = Sim::with_nodes(3, None);
+    let table = sim.create_table("t", false);
+    let k = sim.key_on(NodeId(3));
+    assert_eq!(
+        sim.op(
+            NodeId(3),
+            100,
+            &table,
+            OperationType::Insert,
+            LockMode::Exclusive,
+            k,
+            1,
+            ExecType::Commit
+        ),
+        gsn::TC_EXECUTE_CONF
+    );
+    // An update through node 3 (the row's primary) whose LQHKEYREQ to the backups is held:
+    // only node 3 has the uncommitted change.
+    let req = TcKeyReq {
+        flags: signals::FLAG_START_TRANSACTION,
+        op_index: 0,
+        op_type: OperationType::Update,
+        lock_mode: LockMode::Exclusive,
+        table_id: table.table_id,
+        table_version: table.table_version,
+        replica: signals::REPLICA_PRIMARY,
+        key: vec![Value::Int32(k)],
+        attrs: vec![(1, Value::Int32(2))],
+        program: None,
+    };
+    let mut op = Vec::new();
+    req.encode(&mut op);
+    let mut execute = Vec::new();
+    TcExecuteReq {
+        flags: signals::FLAG_START_TRANSACTION,
+        exec_type: ExecType::NoCommit,
+        abort_option: AbortOption::AbortOnError,
+        op_count: 1,
+    }
+    .encode(&mut execute);
+    let held = sim.send_holding(
+        NodeId(3),
+        &[
+            (gsn::TCKEYREQ, 101, op),
+            (gsn::TC_EXECUTE_REQ, 101, execute),
+        ],
+        &|f| f.0 == NodeId(3) && f.2.signal == dgsn::LQHKEYREQ,
+    );
+    assert!(
+        !held.is_empty(),
+        "the update's LQHKEYREQ to a backup is held"
+    );
+    let ci = signals::CreateIndexReq {
+        table: "t".into(),
+        index: "u".into(),
+        kind: rndb_protocol::IndexKind::Unique,
+        columns: vec!["v".into()],
+    };
+    let mut b = Vec::new();
+    ci.encode(&mut b);
+    sim.send(NodeId(1), &[(gsn::CREATE_INDEX_REQ, 902, b)]);
+    let mut at = Instant::now();
+    for _ in 0..5 {
+        at += Duration::from_secs(1);
+        for n in [1, 2, 3] {
+            tick_node(&mut sim, NodeId(n), at);
+        }
+    }
+    let answer = sim.api.iter().rev().find(|x| x.2 == 902).map(|x| x.1);
+    assert_eq!(
+        answer,
+        Some(gsn::CREATE_INDEX_REF),
+        "the CREATE INDEX is answered (refused: 701 on one node)"
+    );
+    for n in [1, 2, 3] {
+        let kernel = &sim.kernels[&NodeId(n)];
+        assert!(!kernel.schema.is_busy(), "node {n} is not busy");
+        assert!(
+            kernel.builds.running.is_empty(),
+            "no build runs on node {n}"
+        );
+        assert!(kernel.dict.index_by_name("t", "u").is_err());
+    }
+}
+
+/// The master's undo of a failed create is waited for before its next change. Node 4 fails
+/// during CREATE TABLE alpha (applied on nodes 2 and 3); the master's undo (DROP alpha)
+/// reaches node 2 but not node 3, and the master dies while it waits for node 3's answer,
+/// CREATE bravo still queued. (It did not wait before: bravo reached node 2 only, the
+/// takeover took it back there, and node 3 kept alpha for good.) The takeover finishes the
+/// undo on node 3: neither table is anywhere.
+#[test]
+fn a_takeover_after_an_undo_leaves_the_dictionaries_alike() {
+    let mut sim = Sim::with_nodes(4, None);
+    let def = |name: &str| {
+        let mut b = Vec::new();
+        signals::encode_table_def(
+            &mut b,
+            &TableDef::new(
+                name,
+                vec![
+                    ColumnDef::key("k", ColumnType::Int32),
+                    ColumnDef::new("v", ColumnType::Int32),
+                ],
+            ),
+        );
+        b
+    };
+    let held = sim.send_holding(
+        NodeId(1),
+        &[
+            (gsn::CREATE_TABLE_REQ, 901, def("alpha")),
+            (gsn::CREATE_TABLE_REQ, 902, def("bravo")),
+        ],
+        &|f| f.0 == NodeId(1) && f.1 == NodeId(4),
+    );
+    assert_eq!(held.len(), 1, "CREATE alpha to node 4 is lost with node 4");
+    // Node 4 dies: node 1 sees its link close first; what it sends node 3 is lost.
+    sim.kernels.remove(&NodeId(4));
+    let mut sent = Sent::default();
+    let k1 = sim.kernels.get_mut(&NodeId(1)).unwrap();
+    k1.on_disconnect(NodeId(4), &mut sent, Instant::now());
+    k1.run_jobs(&mut sent, Instant::now());
+    let frames: Vec<Frame> = (sent.0.into_iter())
+        .map(|(to, h, p)| (NodeId(1), to, h, p))
+        .collect();
+    let lost = sim.route_holding(frames, &|f| f.0 == NodeId(1) && f.1 == NodeId(3));
+    assert!(!lost.is_empty(), "the undo to node 3 is lost");
+    sim.sees_close(NodeId(2), NodeId(4));
+    sim.sees_close(NodeId(3), NodeId(4));
+    sim.kill(NodeId(1));
+    let mut at = Instant::now();
+    for _ in 0..3 {
+        at += Duration::from_secs(1);
+        tick_node(&mut sim, NodeId(2), at);
+        tick_node(&mut sim, NodeId(3), at);
+    }
+    for name in ["alpha", "bravo"] {
+        for n in [2, 3] {
+            assert!(
+                sim.kernels[&NodeId(n)].dict.by_name(name).is_err(),
+                "node {n} has table {name}"
+            );
+        }
+    }
 }

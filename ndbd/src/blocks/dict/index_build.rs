@@ -12,7 +12,10 @@
 //! While its build runs, a node refuses writes to the indexed table (701, temporary), as NDB
 //! builds under a table lock: a write's index maintenance must not race the build's entries.
 //! A duplicate unique value anywhere fails the build (893) and so the schema change, which the
-//! master then undoes everywhere; so does a data node failing during the build.
+//! master then undoes on every data node (a follower whose build failed has the index too);
+//! so does a data node failing during the build. A build whose index is dropped (by that
+//! undo, or by a new master's takeover) ends where it runs. When the master fails during a
+//! build, the others' builds fail, and the new master's takeover takes the index back.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -164,16 +167,7 @@ impl Kernel {
                 reply,
             },
         );
-        let early = self.builds.early.remove(&hidden).unwrap_or_default();
-        self.builds.early_entries = self.builds.early_entries.saturating_sub(
-            early
-                .iter()
-                .map(|(_, e)| match e {
-                    Early::Rows(rows) => rows.len(),
-                    Early::Done(_) => 1,
-                })
-                .sum(),
-        );
+        let early = self.take_early(hidden);
         for (from, early) in early {
             match early {
                 Early::Rows(rows) => self.take_index_rows(from, hidden, rows),
@@ -322,9 +316,39 @@ impl Kernel {
                 master,
                 request,
                 conf,
-            } => self.answer_schema(master, &request, build.error.map_or(Ok(conf), Err), out),
+            } => {
+                if build.error.is_some() {
+                    // The index stays here until the master's undo: a takeover counts it as
+                    // not applied.
+                    self.schema.last_applied = false;
+                }
+                self.answer_schema(master, &request, build.error.map_or(Ok(conf), Err), out)
+            }
         }
         true
+    }
+
+    /// Table `hidden` is dropped here (its index was, or the undo of its creation ran): a build
+    /// of it that still runs ends, answering no one, and what arrived early for it goes.
+    pub(crate) fn builds_table_dropped(&mut self, hidden: u32) {
+        if self.builds.running.remove(&hidden).is_some() {
+            tracing::info!(hidden, "unique index build ended: its index was dropped");
+        }
+        self.take_early(hidden);
+    }
+
+    /// What arrived early for `hidden`, no longer held.
+    fn take_early(&mut self, hidden: u32) -> Vec<(NodeId, Early)> {
+        let early = self.builds.early.remove(&hidden).unwrap_or_default();
+        let held: usize = early
+            .iter()
+            .map(|(_, e)| match e {
+                Early::Rows(rows) => rows.len(),
+                Early::Done(_) => 1,
+            })
+            .sum();
+        self.builds.early_entries = self.builds.early_entries.saturating_sub(held);
+        early
     }
 
     /// The partition of the index entry with unique values `key`.

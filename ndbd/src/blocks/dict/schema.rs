@@ -5,11 +5,12 @@
 //! master runs one change at a time (others queue): it applies the change itself, passes the
 //! same request to every other data node, prefixed with the id its dictionary gave the first
 //! new object (each follower moves its id counter up to it, so a change one of them refused
-//! leaves no gap) and the GCI it logged the change in (each follower logs it in that one: a
-//! system restart finds it on every node or on none), and compares their answers with its own
-//! (the same table and index ids). When one refuses, the change is undone where it was
-//! applied (a create is dropped again) and the API gets the refusal. A drop cannot be undone;
-//! a drop refused somewhere is reported.
+//! leaves no gap) and the GCI it logged the change in (each follower logs it in that one, so a
+//! system restart finds it on every node or on none; not so a takeover's correction, see
+//! `dict/takeover.rs`), and compares their answers with its own
+//! (the same table and index ids). When one refuses, a create is undone (dropped again) on
+//! every node, and the API gets the refusal once they all answered the undo. A drop cannot be
+//! undone; a drop refused somewhere is reported.
 //!
 //! A DROP TABLE first waits for the transactions that hold the table's rows, as NDB's
 //! PREP_DROP_TAB_REQ and WAIT_DROP_TAB_REQ do: the master marks the table as being dropped and
@@ -53,7 +54,8 @@ const MASTER_PREFIX_BYTES: usize = 20;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct PassedChange {
     /// Its place in the masters' order of changes: one more than the last change's (an undo is
-    /// a change too). Not kept on disk: every node counts from 0 again after a system restart,
+    /// a change too; a takeover that finishes a change on the nodes behind sends it with its
+    /// own number). Not kept on disk: every node counts from 0 again after a system restart,
     /// and a node restart copies the president's.
     pub seq: u64,
     /// The request's signal (CREATE/DROP TABLE/INDEX).
@@ -85,11 +87,13 @@ impl PassedChange {
         };
         let (first_id, rest) = prefix.split_at(4);
         let (gci, seq) = rest.split_at(8);
+        let first_id = u32::from_le_bytes(first_id.try_into().expect("4 bytes"));
+        check_id_counter(first_id)?;
         check_payload(signal, request)?;
         Ok(PassedChange {
             seq: u64::from_le_bytes(seq.try_into().expect("8 bytes")),
             signal,
-            first_id: u32::from_le_bytes(first_id.try_into().expect("4 bytes")),
+            first_id,
             gci: u64::from_le_bytes(gci.try_into().expect("8 bytes")),
             request: request.to_vec(),
         })
@@ -110,11 +114,17 @@ pub(crate) struct SchemaOps {
     /// not, and that change (`None` after a restart).
     pub(super) seq: u64,
     pub(super) last: Option<PassedChange>,
+    /// This node applied that change (and built its unique index, if it made one): false
+    /// when it refused the change or the index's build failed here.
+    pub(super) last_applied: bool,
+    /// A DICT_TAKEOVER_REQ that came before this node held its sender as master, answered
+    /// once it does (the sender also sends it again every second).
+    pub(super) takeover_asked: Option<(NodeId, FrameHeader)>,
     /// A DROP TABLE that came with no PREP_DROP_TAB_REQ before it (a new master finishes one
     /// its predecessor began), waiting here for the transactions holding the table's rows.
     deferred: Option<DeferredDrop>,
     /// A new master's takeover, until every node agrees on the last change.
-    pub(super) takeover: Option<super::takeover::Takeover>,
+    pub(crate) takeover: Option<super::takeover::Takeover>,
 }
 
 /// A DROP TABLE waiting for the transactions holding its table's rows on this node, then
@@ -219,10 +229,12 @@ impl SchemaOps {
         self.seq
     }
 
-    /// A node restart's copy of the president's `seq`.
+    /// A node restart's copy of the president's `seq`: the dictionary copied holds every
+    /// change up to it.
     pub fn set_seq(&mut self, seq: u64) {
         self.seq = seq;
         self.last = None;
+        self.last_applied = true;
     }
 }
 
@@ -238,8 +250,10 @@ struct SchemaOp {
     /// The master's CONF payload, which every node's must equal.
     conf: Vec<u8>,
     awaiting: Vec<NodeId>,
-    succeeded: Vec<NodeId>,
     failure: Option<NdbError>,
+    /// The change failed and its undo went to every node: `awaiting` names the nodes whose
+    /// answer to the undo has not come (the API hears of the failure after them).
+    undoing: bool,
     /// The hidden table of the unique index this change builds here, until that ends.
     building: Option<u32>,
     /// A DROP TABLE's first round, until every node's rows of the table are free: `awaiting`
@@ -302,6 +316,17 @@ pub(super) fn undo_of(signal: u16, payload: &[u8]) -> Option<(u16, Vec<u8>)> {
     }
 }
 
+/// Refuses an id counter from another data node at the end of the ids: the next object would
+/// have none.
+pub(super) fn check_id_counter(next_id: u32) -> Result<(), ProtocolViolation> {
+    if next_id == u32::MAX {
+        return Err(ProtocolViolation(format!(
+            "a dictionary id counter of {next_id}: no id is left"
+        )));
+    }
+    Ok(())
+}
+
 /// Decodes a schema request without applying it (a queued request is checked on arrival).
 fn check_payload(signal: u16, payload: &[u8]) -> Result<(), ProtocolViolation> {
     match signal {
@@ -358,7 +383,9 @@ impl Kernel {
                 711,
                 "System busy with node restart, schema operations not allowed",
             ))
-        } else if self.schema.current.is_some() && self.schema.queue.len() >= QUEUED_MAX {
+        } else if (self.schema.current.is_some() || self.schema.takeover.is_some())
+            && self.schema.queue.len() >= QUEUED_MAX
+        {
             Some(NdbError::with_detail(
                 701,
                 format!("{QUEUED_MAX} schema changes already wait"),
@@ -391,6 +418,7 @@ impl Kernel {
     ) {
         self.schema.seq = self.schema.seq.max(change.seq);
         self.schema.last = Some(change.clone());
+        self.schema.last_applied = false;
         if change.signal == gsn::DROP_TABLE_REQ {
             // The drop's first round is over (this drop takes the marks off).
             self.schema.follower_prep = None;
@@ -426,6 +454,7 @@ impl Kernel {
         self.dict.advance_next_id(change.first_id);
         let gci = self.follower_schema_gci(change.gci);
         let result = self.apply_schema(change.signal, &change.request, gci, out, now);
+        self.schema.last_applied = result.is_ok();
         let Some((master, request)) = answer else {
             // A takeover's own part: drops only, which build nothing.
             if let Err(e) = result {
@@ -466,6 +495,7 @@ impl Kernel {
             request: request.to_vec(),
         };
         self.schema.last = Some(change.clone());
+        self.schema.last_applied = true;
         change
     }
 
@@ -522,7 +552,7 @@ impl Kernel {
             payload,
             conf: Vec::new(),
             awaiting: peers,
-            succeeded: Vec::new(),
+            undoing: false,
             failure: None,
             building: None,
             prep: Some(DropWait::new(tables, now)),
@@ -688,7 +718,7 @@ impl Kernel {
             payload,
             conf,
             awaiting: peers,
-            succeeded: Vec::new(),
+            undoing: false,
             failure: None,
             building: build.as_ref().map(|b| b.hidden),
             prep: None,
@@ -730,6 +760,9 @@ impl Kernel {
         let Some(op) = self.schema.current.as_mut() else {
             return;
         };
+        if op.undoing {
+            return;
+        }
         op.building = None;
         if let Some(error) = error {
             op.failure.get_or_insert(error);
@@ -781,9 +814,15 @@ impl Kernel {
             return Ok(());
         }
         op.awaiting.retain(|&n| n != from);
+        if op.undoing {
+            // A node that never had the change refuses its undo: nothing to take back there.
+            if op.awaiting.is_empty() {
+                self.end_schema_op(out, now);
+            }
+            return Ok(());
+        }
         let (conf_signal, _) = answers_of(op.header.signal);
         if header.signal == conf_signal {
-            op.succeeded.push(from);
             if payload != op.conf.as_slice() {
                 op.failure.get_or_insert(NdbError::with_detail(
                     4000,
@@ -797,7 +836,11 @@ impl Kernel {
                 &format!("data node {from}: {}", refusal.detail),
             ));
         }
-        if op.awaiting.is_empty() && op.building.is_none() {
+        // A failed create is undone at once: a node still building its unique index may wait
+        // for the INDEX_BUILD_DONE of a node that refused it, which never comes; the undo
+        // ends that build.
+        let undo_now = op.failure.is_some() && undo_of(op.header.signal, &op.payload).is_some();
+        if undo_now || (op.awaiting.is_empty() && (op.building.is_none() || op.failure.is_some())) {
             self.end_schema_op(out, now);
         }
         Ok(())
@@ -833,29 +876,43 @@ impl Kernel {
             4009,
             format!("data node {node} failed during the schema change"),
         ));
-        if op.awaiting.is_empty() && op.building.is_none() {
+        if op.awaiting.is_empty() && (op.building.is_none() || op.failure.is_some()) {
             self.end_schema_op(out, now);
         }
     }
 
+    /// The running change's answers are in (a failed one need not wait for this node's index
+    /// build: its undo ends it). A failed change that can be undone is undone here and on
+    /// every other live data node (one that refused it may still have applied it: a unique
+    /// index whose build failed), and the API hears of the failure once they all answered.
     fn end_schema_op(&mut self, out: &mut dyn Outbox, now: Instant) {
-        let Some(op) = self.schema.current.take() else {
+        let Some(mut op) = self.schema.current.take() else {
             return;
         };
+        if op.failure.is_some() && !op.undoing {
+            if let Some((undo, payload)) = undo_of(op.header.signal, &op.payload) {
+                let gci = self.gcp.current;
+                let first_id = self.dict.next_id();
+                if let Err(e) = self.apply_schema(undo, &payload, gci, out, now) {
+                    tracing::error!("undo of a failed schema change failed here: {e}");
+                }
+                let change = self.master_change(undo, first_id, gci, &payload);
+                let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
+                if !peers.is_empty() {
+                    op.request_id = self.new_schema_request_id();
+                    self.pass_on(&peers, op.request_id, &change, out);
+                    op.awaiting = peers;
+                    op.undoing = true;
+                    op.building = None;
+                    self.schema.current = Some(op);
+                    return;
+                }
+            }
+        }
         let ref_signal = answers_of(op.header.signal).1;
         match op.failure {
             None => self.answer_applied(op.api, op.header, op.conf, out, now),
             Some(error) => {
-                if let Some((undo, payload)) = undo_of(op.header.signal, &op.payload) {
-                    let gci = self.gcp.current;
-                    let first_id = self.dict.next_id();
-                    if let Err(e) = self.apply_schema(undo, &payload, gci, out, now) {
-                        tracing::error!("undo of a failed schema change failed here: {e}");
-                    }
-                    // Answers to request id 0 are not waited for.
-                    let change = self.master_change(undo, first_id, gci, &payload);
-                    self.pass_on(&op.succeeded, 0, &change, out);
-                }
                 tracing::warn!("schema change failed on a data node: {error}");
                 refuse(
                     &mut self.unsent,
@@ -1033,9 +1090,10 @@ impl Kernel {
     /// fails.
     pub(crate) fn dict_node_failrep(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
         self.schema_node_lost(node, out, now);
+        self.builds_node_lost(node, out, now);
         self.dict_takeover_node_lost(node, out, now);
         self.dict_takeover_start(node, out, now);
-        self.builds_node_lost(node, out, now);
+        self.dict_takeover_answer_asked(out);
     }
 
     /// GET_TABINFO_REQ: a table's definition, by name.
@@ -1120,6 +1178,7 @@ impl Kernel {
     /// Drops a table's fragments: operations queued on its rows fail, scans queued on them
     /// resume and find the table gone.
     pub(crate) fn drop_fragments(&mut self, table_id: u32, out: &mut dyn Outbox, now: Instant) {
+        self.builds_table_dropped(table_id);
         self.backup_table_dropped(table_id);
         self.suma_table_dropped(table_id);
         let (answers, scans) = self.lqh.drop_fragments(table_id);

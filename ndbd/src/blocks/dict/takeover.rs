@@ -6,19 +6,28 @@
 //!
 //! - a DROP TABLE or DROP INDEX some node applied is finished on the nodes behind (rolled
 //!   forward: a drop cannot be undone; the API's retry finds the object gone, 709 or 4243);
-//! - a CREATE some node applied and another did not is taken back (rolled back, dropped where
-//!   it was applied): no API got its CONF, which waits for every node's answer.
+//! - a CREATE that some node lacks (it is behind, refused it, or its unique index's build
+//!   failed) is taken back on every node that handled it (rolled back; a node that never
+//!   applied it refuses the drop, which is logged): no API got its CONF, which waits for
+//!   every node's answer, index build included.
 //!
-//! The correcting change goes only to the nodes it corrects, each answering; their refusals
-//! (a drop of what a node never had) are logged. Until every node answered and the
-//! correction ended, schema changes queue and node restarts wait. A node answers only a
-//! master it knows as such (one that has not yet handled the old master's failure ignores the
-//! request, which is sent again every second).
+//! The master waits for every node's answer to an undo before its next change, so no node is
+//! more than one change behind. The correcting change goes only to the nodes it corrects, each
+//! answering. Until every node answered and the correction ended, schema changes queue and
+//! node restarts wait. A node answers only a master it knows as such: one that has not yet
+//! handled the old master's failure answers once it has (the request is also sent again every
+//! second). A takeover ends when this node is no longer master, and starts afresh when
+//! another node fails during it.
+//!
+//! Not handled: a correction is logged in a later GCI than the change it corrects was on the
+//! nodes that had it (they saved that GCI since), so a system restart to a GCI between the
+//! two restores dictionaries that differ. NDB's system restart takes the dictionary from the
+//! master's schema file; rndb's restores each node's own schema log.
 //!
 //! ```text
 //! DICT_TAKEOVER_REQ:   (no payload)
-//! DICT_TAKEOVER_CONF:  seq u64 | next_id u32 | signal u16 (0: no change kept) | change
-//!                      (PassedChange::encode, when signal is not 0)
+//! DICT_TAKEOVER_CONF:  seq u64 | next_id u32 | applied u8 | signal u16 (0: no change kept)
+//!                      | change (PassedChange::encode, when signal is not 0)
 //! ```
 
 use std::time::{Duration, Instant};
@@ -27,11 +36,20 @@ use rndb_config::NodeId;
 use rndb_protocol::signals::{self, block, gsn};
 use rndb_transporter::FrameHeader;
 
-use super::schema::{is_schema_request, undo_of, PassedChange};
+use super::schema::{check_id_counter, is_schema_request, undo_of, PassedChange};
 use crate::blocks::{reply, Kernel, Outbox, ProtocolViolation};
 
 /// How often DICT_TAKEOVER_REQ goes again to the nodes that have not answered.
 const TAKEOVER_RESEND: Duration = Duration::from_secs(1);
+
+/// A node's last change, as DICT_TAKEOVER_CONF tells it.
+#[derive(Debug)]
+struct Answer {
+    node: NodeId,
+    seq: u64,
+    applied: bool,
+    change: Option<PassedChange>,
+}
 
 /// A new master's takeover, until every node agrees on the last change.
 #[derive(Debug)]
@@ -39,8 +57,8 @@ pub(crate) struct Takeover {
     request_id: u32,
     /// The nodes whose DICT_TAKEOVER_CONF has not come.
     awaiting: Vec<NodeId>,
-    /// Each node's answer: its last change's `seq` and the change (this node's own first).
-    answers: Vec<(NodeId, u64, Option<PassedChange>)>,
+    /// The other nodes' answers.
+    answers: Vec<Answer>,
     /// When DICT_TAKEOVER_REQ last went to the nodes in `awaiting`.
     sent: Instant,
     /// Once every node answered: the nodes whose answer to the correcting change has not come.
@@ -60,11 +78,11 @@ impl Kernel {
         if failed > self.me
             || !self.qmgr.started()
             || self.qmgr.master() != self.me
-            || self.schema.takeover.is_some()
             || self.schema.runs_change()
         {
             return;
         }
+        // A takeover that runs starts afresh: the failed node may have answered it.
         let request_id = self.new_schema_request_id();
         let awaiting: Vec<NodeId> = self.qmgr.peers_up().collect();
         tracing::info!(%failed, peers = ?awaiting, "DICT master takeover: asking the data nodes for the last schema change they handled");
@@ -72,7 +90,7 @@ impl Kernel {
         self.schema.takeover = Some(Takeover {
             request_id,
             awaiting,
-            answers: vec![(self.me, self.schema.seq, self.schema.last.clone())],
+            answers: Vec::new(),
             sent: now,
             correcting: None,
         });
@@ -96,6 +114,12 @@ impl Kernel {
         let Some(takeover) = self.schema.takeover.as_mut() else {
             return;
         };
+        if self.qmgr.master() != self.me {
+            // A node restart that ended made a lower node master, which takes over if need be.
+            tracing::info!(master = %self.qmgr.master(), "DICT master takeover ended: this node is not the master any more");
+            self.schema.takeover = None;
+            return;
+        }
         if takeover.awaiting.is_empty() || now.duration_since(takeover.sent) < TAKEOVER_RESEND {
             return;
         }
@@ -112,10 +136,13 @@ impl Kernel {
         out: &mut dyn Outbox,
     ) {
         if from != self.qmgr.master() {
-            tracing::info!(node = %from, master = %self.qmgr.master(), "DICT_TAKEOVER_REQ from a data node that is not the DICT master here (yet): ignored");
+            tracing::info!(node = %from, master = %self.qmgr.master(), "DICT_TAKEOVER_REQ from a data node that is not the DICT master here (yet): answered once it is");
+            self.schema.takeover_asked = Some((from, *header));
             return;
         }
+        self.schema.takeover_asked = None;
         let (seq, next_id) = (self.schema.seq, self.dict.next_id());
+        let applied = u8::from(self.schema.last_applied);
         let last = self.schema.last.clone();
         reply(
             &mut self.unsent,
@@ -126,6 +153,7 @@ impl Kernel {
             &mut |b| {
                 b.extend_from_slice(&seq.to_le_bytes());
                 b.extend_from_slice(&next_id.to_le_bytes());
+                b.push(applied);
                 match &last {
                     Some(change) => {
                         b.extend_from_slice(&change.signal.to_le_bytes());
@@ -135,6 +163,16 @@ impl Kernel {
                 }
             },
         );
+    }
+
+    /// After a node failure was handled here: a DICT_TAKEOVER_REQ that came too early is
+    /// answered when its sender is now the master.
+    pub(crate) fn dict_takeover_answer_asked(&mut self, out: &mut dyn Outbox) {
+        if let Some((from, header)) = self.schema.takeover_asked {
+            if from == self.qmgr.master() {
+                self.exec_dict_takeover_req(from, &header, out);
+            }
+        }
     }
 
     /// DICT_TAKEOVER_CONF: a node's last change.
@@ -148,13 +186,19 @@ impl Kernel {
     ) -> Result<(), ProtocolViolation> {
         let malformed = || {
             ProtocolViolation(format!(
-                "DICT_TAKEOVER_CONF of {} bytes, not seq u64 | next_id u32 | signal u16 | change",
+                "DICT_TAKEOVER_CONF of {} bytes, not seq u64 | next_id u32 | applied u8 | signal u16 | change",
                 payload.len()
             ))
         };
         let (seq, rest) = payload.split_first_chunk::<8>().ok_or_else(malformed)?;
         let (next_id, rest) = rest.split_first_chunk::<4>().ok_or_else(malformed)?;
+        let (&[applied], rest) = rest.split_first_chunk::<1>().ok_or_else(malformed)?;
         let (signal, rest) = rest.split_first_chunk::<2>().ok_or_else(malformed)?;
+        let next_id = u32::from_le_bytes(*next_id);
+        check_id_counter(next_id)?;
+        if applied > 1 {
+            return Err(malformed());
+        }
         let change = match u16::from_le_bytes(*signal) {
             0 if rest.is_empty() => None,
             0 => return Err(malformed()),
@@ -172,11 +216,14 @@ impl Kernel {
             return Ok(());
         }
         takeover.awaiting.retain(|&n| n != from);
-        takeover
-            .answers
-            .push((from, u64::from_le_bytes(*seq), change));
+        takeover.answers.push(Answer {
+            node: from,
+            seq: u64::from_le_bytes(*seq),
+            applied: applied == 1,
+            change,
+        });
         // The next objects get ids past every node's: a node ahead of this one holds more.
-        self.dict.advance_next_id(u32::from_le_bytes(*next_id));
+        self.dict.advance_next_id(next_id);
         self.dict_takeover_decide(out, now);
         Ok(())
     }
@@ -189,23 +236,42 @@ impl Kernel {
         if !takeover.awaiting.is_empty() || takeover.correcting.is_some() {
             return;
         }
-        let top = takeover.answers.iter().map(|a| a.1).max().unwrap_or(0);
-        let at_top = |a: &&(NodeId, u64, Option<PassedChange>)| a.1 == top;
-        let (ahead, behind): (Vec<_>, Vec<_>) = takeover.answers.iter().partition(at_top);
-        let behind: Vec<NodeId> = behind.iter().map(|a| a.0).collect();
-        if behind.is_empty() {
+        // This node's own answer, as it stands now.
+        let own = Answer {
+            node: self.me,
+            seq: self.schema.seq,
+            applied: self.schema.last_applied,
+            change: self.schema.last.clone(),
+        };
+        let answers: Vec<&Answer> = takeover.answers.iter().chain([&own]).collect();
+        let top = answers.iter().map(|a| a.seq).max().unwrap_or(0);
+        // Whatever happens next, this node's next change comes after every node's last.
+        self.schema.seq = self.schema.seq.max(top);
+        let at_top: Vec<NodeId> = (answers.iter().filter(|a| a.seq == top))
+            .map(|a| a.node)
+            .collect();
+        let behind: Vec<NodeId> = (answers.iter().filter(|a| a.seq < top))
+            .map(|a| a.node)
+            .collect();
+        // A node that kept no change (it restarted since) lacks nothing of it.
+        let lacking = !behind.is_empty()
+            || (answers.iter()).any(|a| a.seq == top && !a.applied && a.change.is_some());
+        if !lacking {
             return self.dict_takeover_end(out, now);
         }
-        let Some(last) = ahead
+        let last = answers
             .iter()
-            .find_map(|a| a.2.clone().filter(|c| c.seq == top))
-        else {
+            .find_map(|a| a.change.clone().filter(|c| c.seq == top));
+        let Some(last) = last else {
             tracing::warn!(top, ?behind, "DICT master takeover: the nodes differ on the last schema change, and no node kept it");
             return self.dict_takeover_end(out, now);
         };
-        let ahead: Vec<NodeId> = ahead.iter().map(|a| a.0).collect();
         let (change, targets) = if matches!(last.signal, gsn::DROP_TABLE_REQ | gsn::DROP_INDEX_REQ)
         {
+            if behind.is_empty() {
+                // Refused somewhere (what it drops was not there): nothing to finish.
+                return self.dict_takeover_end(out, now);
+            }
             (last, behind)
         } else {
             let Some((undo, request)) = undo_of(last.signal, &last.request) else {
@@ -219,7 +285,7 @@ impl Kernel {
                 gci: self.gcp.current,
                 request,
             };
-            (undo, ahead)
+            (undo, at_top)
         };
         tracing::warn!(
             signal = gsn::name(change.signal).unwrap_or("?"),
