@@ -2598,3 +2598,416 @@ fn a_takeover_after_an_undo_leaves_the_dictionaries_alike() {
         }
     }
 }
+
+/// Three nodes, table t with a row whose primary is node 3, and an update of it on node 3
+/// whose LQHKEYREQ to the backups is held: node 3 refuses a unique CREATE INDEX on t (701),
+/// nodes 1 and 2 build it.
+fn node_3_refuses_a_unique_index() -> Sim {
+    let mut sim = Sim::with_nodes(3, None);
+    let table = sim.create_table("t", false);
+    let k = sim.key_on(NodeId(3));
+    assert_eq!(
+        sim.op(
+            NodeId(3),
+            100,
+            &table,
+            OperationType::Insert,
+            LockMode::Exclusive,
+            k,
+            1,
+            ExecType::Commit
+        ),
+        gsn::TC_EXECUTE_CONF
+    );
+    let req = TcKeyReq {
+        flags: signals::FLAG_START_TRANSACTION,
+        op_index: 0,
+        op_type: OperationType::Update,
+        lock_mode: LockMode::Exclusive,
+        table_id: table.table_id,
+        table_version: table.table_version,
+        replica: signals::REPLICA_PRIMARY,
+        key: vec![Value::Int32(k)],
+        attrs: vec![(1, Value::Int32(2))],
+        program: None,
+    };
+    let mut op = Vec::new();
+    req.encode(&mut op);
+    let mut execute = Vec::new();
+    TcExecuteReq {
+        flags: signals::FLAG_START_TRANSACTION,
+        exec_type: ExecType::NoCommit,
+        abort_option: AbortOption::AbortOnError,
+        op_count: 1,
+    }
+    .encode(&mut execute);
+    let held = sim.send_holding(
+        NodeId(3),
+        &[
+            (gsn::TCKEYREQ, 101, op),
+            (gsn::TC_EXECUTE_REQ, 101, execute),
+        ],
+        &|f| f.0 == NodeId(3) && f.2.signal == dgsn::LQHKEYREQ,
+    );
+    assert!(!held.is_empty());
+    sim
+}
+
+/// A follower's INDEX_BUILD_DONE (or ROWS) that reaches the master after another follower's
+/// REF made it undo the unique index at once finds no build and no early slot (the hidden
+/// table id is below the id counter): it is ignored, not a protocol violation (on which a
+/// real data node closes the link and stops itself). Node 3 refuses (701); node 2's DONE to
+/// node 1 travels on another link than node 3's REF and comes after it.
+#[test]
+fn a_late_build_done_after_an_undo_is_no_protocol_violation() {
+    let mut sim = node_3_refuses_a_unique_index();
+    let ci = signals::CreateIndexReq {
+        table: "t".into(),
+        index: "u".into(),
+        kind: rndb_protocol::IndexKind::Unique,
+        columns: vec!["v".into()],
+    };
+    let mut b = Vec::new();
+    ci.encode(&mut b);
+    // Node 2's build signals to node 1 are slow.
+    let late = sim.send_holding(NodeId(1), &[(gsn::CREATE_INDEX_REQ, 902, b)], &|f| {
+        f.0 == NodeId(2)
+            && f.1 == NodeId(1)
+            && matches!(f.2.signal, dgsn::INDEX_BUILD_DONE | dgsn::INDEX_BUILD_ROWS)
+    });
+    assert!(
+        !late.is_empty(),
+        "node 2's INDEX_BUILD_DONE to node 1 is held"
+    );
+    assert!(
+        sim.kernels[&NodeId(1)]
+            .dict
+            .index_by_name("t", "u")
+            .is_err(),
+        "node 1 undid the index on node 3's REF"
+    );
+    let k1 = sim.kernels.get_mut(&NodeId(1)).unwrap();
+    let mut sent = Sent::default();
+    for (from, _, header, payload) in late {
+        let result = k1.on_frame(from, &header, &payload, &mut sent, Instant::now());
+        assert!(
+            result.is_ok(),
+            "node 1 takes node 2's late {} for a protocol violation: {:?}",
+            header.signal,
+            result.err()
+        );
+    }
+}
+
+/// A follower whose unique index build still runs when it answers DICT_TAKEOVER_CONF says it
+/// has not applied the change (its build may yet fail; it sent the master no CONF). Node 1
+/// (master) dies during a unique CREATE INDEX: its build rows and DONE reached nodes 2 and 4
+/// but not node 3, and node 4's DONE to node 3 is slow. The takeover takes the index back
+/// everywhere: node 3 keeps no index missing node 1's entries.
+#[test]
+fn a_build_still_running_at_the_takeover_counts_as_not_applied() {
+    let mut sim = Sim::with_nodes_replicas(4, None, Some(4));
+    let table = sim.create_table("t", false);
+    for k in 0..16 {
+        let answer = sim.op(
+            NodeId(1),
+            100 + k as u32,
+            &table,
+            OperationType::Insert,
+            LockMode::Exclusive,
+            k,
+            k,
+            ExecType::Commit,
+        );
+        assert_eq!(answer, gsn::TC_EXECUTE_CONF);
+    }
+    assert!(
+        (0..16).any(|k| sim.replicas(k)[0] == NodeId(1)),
+        "node 1 is the primary of some row"
+    );
+    let req = signals::CreateIndexReq {
+        table: "t".into(),
+        index: "u".into(),
+        kind: rndb_protocol::IndexKind::Unique,
+        columns: vec!["v".into()],
+    };
+    let mut b = Vec::new();
+    req.encode(&mut b);
+    let held = sim.send_holding(NodeId(1), &[(gsn::CREATE_INDEX_REQ, 902, b)], &|f| {
+        (f.0 == NodeId(1) && f.1 == NodeId(3) && f.2.signal != gsn::CREATE_INDEX_REQ)
+            || (f.0 == NodeId(4)
+                && f.1 == NodeId(3)
+                && matches!(f.2.signal, dgsn::INDEX_BUILD_DONE | dgsn::INDEX_BUILD_ROWS))
+    });
+    let slow: Vec<Frame> = held.into_iter().filter(|f| f.0 == NodeId(4)).collect();
+    assert!(!slow.is_empty());
+    assert_eq!(
+        sim.kernels[&NodeId(3)].builds.running.len(),
+        1,
+        "node 3 still builds"
+    );
+    sim.kill(NodeId(1));
+    let mut at = Instant::now();
+    for _ in 0..3 {
+        at += Duration::from_secs(1);
+        for n in [2, 3, 4] {
+            tick_node(&mut sim, NodeId(n), at);
+        }
+    }
+    assert!(
+        sim.kernels[&NodeId(2)].schema.takeover.is_none(),
+        "the takeover ended"
+    );
+    // Node 4's slow frames reach node 3: its build ends, failed.
+    sim.route(slow);
+    assert!(sim.kernels[&NodeId(3)].builds.running.is_empty());
+    let hidden_rows = |sim: &Sim, n: u16| -> Option<usize> {
+        let kernel = &sim.kernels[&NodeId(n)];
+        let index = kernel.dict.index_by_name("t", "u").ok()?;
+        let hidden = index.hidden_table_id?;
+        Some(
+            kernel.lqh.fragments[&hidden]
+                .iter()
+                .map(|f| f.rows.len())
+                .sum(),
+        )
+    };
+    let rows: Vec<Option<usize>> = [2, 3, 4].iter().map(|&n| hidden_rows(&sim, n)).collect();
+    assert!(
+        rows.iter().all(|r| r.is_none()) || rows.iter().all(|r| *r == Some(16)),
+        "unique index u after the takeover, entries by node 2, 3, 4: {rows:?} (node 3's build failed after it told the takeover it had applied the index)"
+    );
+}
+
+/// A node that fails after it answered DICT_TAKEOVER_CONF leaves the takeover's answers. Node
+/// 1 (master) passes CREATE TABLE x to node 4 only and dies; node 4 answers node 2's takeover
+/// (it has x), then dies; node 3 (without x) answers last. The takeover does not wait for the
+/// dead node 4 to undo x: it ends, and schema changes and node restarts go on.
+#[test]
+fn a_node_failing_after_its_takeover_answer_does_not_hold_the_takeover() {
+    let mut sim = Sim::with_nodes_replicas(4, None, Some(4));
+    sim.create_table("t", false);
+    let def = |name: &str| {
+        let mut b = Vec::new();
+        signals::encode_table_def(
+            &mut b,
+            &TableDef::new(
+                name,
+                vec![
+                    ColumnDef::key("k", ColumnType::Int32),
+                    ColumnDef::new("v", ColumnType::Int32),
+                ],
+            ),
+        );
+        b
+    };
+    let lost = sim.send_holding(NodeId(1), &[(gsn::CREATE_TABLE_REQ, 901, def("x"))], &|f| {
+        f.0 == NodeId(1) && f.2.signal == gsn::CREATE_TABLE_REQ && f.1 != NodeId(4)
+    });
+    assert_eq!(lost.len(), 2);
+    assert!(sim.kernels[&NodeId(4)].dict.by_name("x").is_ok());
+    sim.kernels.remove(&NodeId(1));
+    let now = Instant::now();
+    let mut held = Vec::new();
+    for id in [2u16, 3, 4] {
+        let k = sim.kernels.get_mut(&NodeId(id)).unwrap();
+        let mut sent = Sent::default();
+        k.on_disconnect(NodeId(1), &mut sent, now);
+        k.run_jobs(&mut sent, now);
+        let frames: Vec<Frame> = (sent.0.into_iter())
+            .map(|(d, h, p)| (NodeId(id), d, h, p))
+            .collect();
+        held.extend(sim.route_holding(frames, &|f| {
+            f.0 == NodeId(3) && f.2.signal == gsn::DICT_TAKEOVER_CONF
+        }));
+    }
+    assert_eq!(held.len(), 1, "node 3's DICT_TAKEOVER_CONF is slow");
+    assert!(sim.kernels[&NodeId(2)].schema.takeover.is_some());
+    sim.kill(NodeId(4));
+    sim.route(held);
+    let mut at = now;
+    for _ in 0..5 {
+        at += Duration::from_secs(1);
+        tick_node(&mut sim, NodeId(2), at);
+        tick_node(&mut sim, NodeId(3), at);
+    }
+    assert!(
+        sim.kernels[&NodeId(2)].schema.takeover.is_none(),
+        "the takeover still waits (for dead node 4's answer to its correction): {:?}",
+        sim.kernels[&NodeId(2)].schema.takeover
+    );
+    sim.send(NodeId(2), &[(gsn::CREATE_TABLE_REQ, 903, def("y"))]);
+    let answered = (sim.api.iter()).any(|(_, s, r, _)| *r == 903 && *s == gsn::CREATE_TABLE_CONF);
+    assert!(answered, "a schema change after the takeover runs");
+}
+
+/// What the builders sent a node that refused the unique index (INDEX_BUILD_ROWS and DONE for
+/// a hidden table it never created, kept in `early`) goes once the id counter passes it:
+/// otherwise each failed unique index would leave its entries held, counted against
+/// EARLY_ENTRIES_MAX (past which a peer's next entries are a protocol violation).
+#[test]
+fn a_refusing_node_keeps_no_early_build_entries() {
+    let mut sim = node_3_refuses_a_unique_index();
+    let ci = signals::CreateIndexReq {
+        table: "t".into(),
+        index: "u".into(),
+        kind: rndb_protocol::IndexKind::Unique,
+        columns: vec!["v".into()],
+    };
+    let mut b = Vec::new();
+    ci.encode(&mut b);
+    sim.send(NodeId(1), &[(gsn::CREATE_INDEX_REQ, 902, b)]);
+    let answer = sim.api.iter().rev().find(|x| x.2 == 902).map(|x| x.1);
+    assert_eq!(answer, Some(gsn::CREATE_INDEX_REF));
+    let early: Vec<u32> = sim.kernels[&NodeId(3)]
+        .builds
+        .early
+        .keys()
+        .copied()
+        .collect();
+    assert!(
+        early.is_empty(),
+        "node 3 still holds build entries for hidden tables {early:?}"
+    );
+}
+
+/// A schema change an API node sent the would-be master while its takeover ran is queued
+/// there; when a node restart's end makes a lower node master, the takeover is dropped and
+/// the queued request refused with 702 naming the new master (before, it was never answered,
+/// and the node counted as running a change, so it started no takeover later).
+#[test]
+fn a_request_queued_behind_a_dropped_takeover_is_answered() {
+    let mut sim = Sim::with_nodes_replicas(4, None, Some(4));
+    sim.create_table("t", false);
+    sim.kernels
+        .get_mut(&NodeId(3))
+        .unwrap()
+        .qmgr
+        .copying
+        .insert(NodeId(1));
+    sim.kill(NodeId(2));
+    assert_eq!(sim.kernels[&NodeId(3)].qmgr.master(), NodeId(3));
+    assert!(sim.kernels[&NodeId(3)].schema.takeover.is_some());
+    let def = TableDef::new(
+        "x",
+        vec![
+            ColumnDef::key("k", ColumnType::Int32),
+            ColumnDef::new("v", ColumnType::Int32),
+        ],
+    );
+    let mut b = Vec::new();
+    signals::encode_table_def(&mut b, &def);
+    sim.send(NodeId(3), &[(gsn::CREATE_TABLE_REQ, 905, b)]);
+    sim.kernels
+        .get_mut(&NodeId(3))
+        .unwrap()
+        .qmgr
+        .copying
+        .remove(NodeId(1));
+    let mut at = Instant::now();
+    let mut answered = false;
+    for _ in 0..3 {
+        at += Duration::from_secs(1);
+        for n in [1, 3, 4] {
+            // As `tick_node`, keeping what goes to the API node.
+            let kernel = sim.kernels.get_mut(&NodeId(n)).expect("node");
+            let mut sent = Sent::default();
+            kernel.on_timer(at);
+            kernel.run_jobs(&mut sent, at);
+            answered |= (sent.0.iter()).any(|(to, h, _)| *to == API && h.request_id == 905);
+            let frames: Vec<Frame> = (sent.0.into_iter())
+                .map(|(to, header, payload)| (NodeId(n), to, header, payload))
+                .collect();
+            sim.route(frames);
+        }
+    }
+    assert!(
+        sim.kernels[&NodeId(3)].schema.takeover.is_none(),
+        "node 3 dropped its takeover"
+    );
+    answered |= (sim.api.iter()).any(|(_, _, r, _)| *r == 905);
+    assert!(
+        answered && !sim.kernels[&NodeId(3)].schema.is_busy(),
+        "the CREATE TABLE queued at node 3 is never answered (answered: {answered}), and node 3 stays busy: {}",
+        sim.kernels[&NodeId(3)].schema.is_busy()
+    );
+}
+
+/// As `a_build_still_running_at_the_takeover_counts_as_not_applied`, with the next change
+/// acknowledged: a build that ends failed only sets its own change as not applied, never a
+/// later one. (Before, node 3's build ended failed after CREATE TABLE z was acknowledged,
+/// marked z as not applied, and node 3's later takeover took z back everywhere.)
+#[test]
+fn an_acknowledged_create_is_not_taken_back_after_a_late_build_failure() {
+    let mut sim = Sim::with_nodes_replicas(4, None, Some(4));
+    let table = sim.create_table("t", false);
+    for k in 0..16 {
+        let answer = sim.op(
+            NodeId(1),
+            100 + k as u32,
+            &table,
+            OperationType::Insert,
+            LockMode::Exclusive,
+            k,
+            k,
+            ExecType::Commit,
+        );
+        assert_eq!(answer, gsn::TC_EXECUTE_CONF);
+    }
+    let req = signals::CreateIndexReq {
+        table: "t".into(),
+        index: "u".into(),
+        kind: rndb_protocol::IndexKind::Unique,
+        columns: vec!["v".into()],
+    };
+    let mut b = Vec::new();
+    req.encode(&mut b);
+    let held = sim.send_holding(NodeId(1), &[(gsn::CREATE_INDEX_REQ, 902, b)], &|f| {
+        (f.0 == NodeId(1) && f.1 == NodeId(3) && f.2.signal != gsn::CREATE_INDEX_REQ)
+            || (f.0 == NodeId(4)
+                && f.1 == NodeId(3)
+                && matches!(f.2.signal, dgsn::INDEX_BUILD_DONE | dgsn::INDEX_BUILD_ROWS))
+    });
+    let slow: Vec<Frame> = held.into_iter().filter(|f| f.0 == NodeId(4)).collect();
+    sim.kill(NodeId(1));
+    let mut at = Instant::now();
+    for _ in 0..3 {
+        at += Duration::from_secs(1);
+        for n in [2, 3, 4] {
+            tick_node(&mut sim, NodeId(n), at);
+        }
+    }
+    assert!(
+        sim.kernels[&NodeId(2)].schema.takeover.is_none(),
+        "the takeover ended"
+    );
+    // The next change, acknowledged.
+    let def = TableDef::new(
+        "z",
+        vec![
+            ColumnDef::key("k", ColumnType::Int32),
+            ColumnDef::new("v", ColumnType::Int32),
+        ],
+    );
+    let mut b = Vec::new();
+    signals::encode_table_def(&mut b, &def);
+    sim.send(NodeId(2), &[(gsn::CREATE_TABLE_REQ, 903, b)]);
+    let acked = (sim.api.iter()).any(|(_, s, r, _)| *r == 903 && *s == gsn::CREATE_TABLE_CONF);
+    assert!(acked, "z created and acknowledged");
+    // Node 4's slow frames reach node 3: its build of u ends, failed.
+    sim.route(slow);
+    // The master fails; node 3 takes over.
+    sim.kill(NodeId(2));
+    for _ in 0..3 {
+        at += Duration::from_secs(1);
+        for n in [3, 4] {
+            tick_node(&mut sim, NodeId(n), at);
+        }
+    }
+    for n in [3, 4] {
+        assert!(
+            sim.kernels[&NodeId(n)].dict.by_name("z").is_ok(),
+            "the acknowledged table z was taken back on node {n}"
+        );
+    }
+}

@@ -45,6 +45,8 @@ pub(crate) enum BuildReply {
         master: NodeId,
         request: FrameHeader,
         conf: Vec<u8>,
+        /// The `seq` of the change that made the index.
+        seq: u64,
     },
 }
 
@@ -221,6 +223,11 @@ impl Kernel {
         early: Early,
     ) -> Result<(), ProtocolViolation> {
         let next_id = self.dict.next_id();
+        if hidden < next_id && self.dict.get(hidden).is_none() {
+            // A build that ended here (its index dropped, or this node refused it): a peer's
+            // part of it may still be on its way.
+            return Ok(());
+        }
         if hidden < next_id || hidden > next_id.saturating_add(EARLY_IDS_AHEAD) {
             return Err(ProtocolViolation(format!(
                 "index build entries for table id {hidden}, which is not being created"
@@ -316,8 +323,10 @@ impl Kernel {
                 master,
                 request,
                 conf,
+                seq,
             } => {
-                if build.error.is_some() {
+                let still_last = self.schema.last.as_ref().is_some_and(|c| c.seq == seq);
+                if build.error.is_some() && still_last {
                     // The index stays here until the master's undo: a takeover counts it as
                     // not applied.
                     self.schema.last_applied = false;
@@ -349,6 +358,22 @@ impl Kernel {
             .sum();
         self.builds.early_entries = self.builds.early_entries.saturating_sub(held);
         early
+    }
+
+    /// True while this node's part of a build of a change it answers the master for runs.
+    pub(crate) fn follower_build_running(&self) -> bool {
+        (self.builds.running.values()).any(|b| matches!(b.reply, BuildReply::Follower { .. }))
+    }
+
+    /// Drops what arrived early for ids below the id counter: their index was not made here.
+    pub(crate) fn builds_forget_early_below(&mut self, next_id: u32) {
+        let stale: Vec<u32> = (self.builds.early.keys())
+            .copied()
+            .filter(|&h| h < next_id)
+            .collect();
+        for hidden in stale {
+            self.take_early(hidden);
+        }
     }
 
     /// The partition of the index entry with unique values `key`.

@@ -89,9 +89,11 @@ impl PassedChange {
         let (gci, seq) = rest.split_at(8);
         let first_id = u32::from_le_bytes(first_id.try_into().expect("4 bytes"));
         check_id_counter(first_id)?;
+        let seq = u64::from_le_bytes(seq.try_into().expect("8 bytes"));
+        check_seq(seq)?;
         check_payload(signal, request)?;
         Ok(PassedChange {
-            seq: u64::from_le_bytes(seq.try_into().expect("8 bytes")),
+            seq,
             signal,
             first_id,
             gci: u64::from_le_bytes(gci.try_into().expect("8 bytes")),
@@ -327,6 +329,17 @@ pub(super) fn check_id_counter(next_id: u32) -> Result<(), ProtocolViolation> {
     Ok(())
 }
 
+/// Refuses a schema change sequence number from another data node at the end of the numbers:
+/// the next change would have none.
+pub(super) fn check_seq(seq: u64) -> Result<(), ProtocolViolation> {
+    if seq == u64::MAX {
+        return Err(ProtocolViolation(format!(
+            "a schema change sequence number of {seq}: no number is left"
+        )));
+    }
+    Ok(())
+}
+
 /// Decodes a schema request without applying it (a queued request is checked on arrival).
 fn check_payload(signal: u16, payload: &[u8]) -> Result<(), ProtocolViolation> {
     match signal {
@@ -454,7 +467,14 @@ impl Kernel {
         self.dict.advance_next_id(change.first_id);
         let gci = self.follower_schema_gci(change.gci);
         let result = self.apply_schema(change.signal, &change.request, gci, out, now);
-        self.schema.last_applied = result.is_ok();
+        if self
+            .schema
+            .last
+            .as_ref()
+            .is_some_and(|c| c.seq == change.seq)
+        {
+            self.schema.last_applied = result.is_ok();
+        }
         let Some((master, request)) = answer else {
             // A takeover's own part: drops only, which build nothing.
             if let Err(e) = result {
@@ -470,11 +490,31 @@ impl Kernel {
                     master,
                     request,
                     conf,
+                    seq: change.seq,
                 };
                 self.start_unique_build(build, reply, out);
                 self.finish_build_if_done(hidden, out, now);
             }
             result => self.answer_schema(master, &request, result.map(|(conf, _)| conf), out),
+        }
+        let next_id = self.dict.next_id();
+        self.builds_forget_early_below(next_id);
+    }
+
+    /// This node is no longer master: the changes queued here go to the new one (702).
+    pub(super) fn schema_refuse_queued(&mut self, out: &mut dyn Outbox) {
+        let master = self.qmgr.master();
+        for (api, header, _) in std::mem::take(&mut self.schema.queue) {
+            let error =
+                NdbError::with_detail(702, format!("schema changes go to data node {master}"));
+            refuse(
+                &mut self.unsent,
+                out,
+                api,
+                &header,
+                answers_of(header.signal).1,
+                &error,
+            );
         }
     }
 

@@ -36,7 +36,7 @@ use rndb_config::NodeId;
 use rndb_protocol::signals::{self, block, gsn};
 use rndb_transporter::FrameHeader;
 
-use super::schema::{check_id_counter, is_schema_request, undo_of, PassedChange};
+use super::schema::{check_id_counter, check_seq, is_schema_request, undo_of, PassedChange};
 use crate::blocks::{reply, Kernel, Outbox, ProtocolViolation};
 
 /// How often DICT_TAKEOVER_REQ goes again to the nodes that have not answered.
@@ -118,6 +118,7 @@ impl Kernel {
             // A node restart that ended made a lower node master, which takes over if need be.
             tracing::info!(master = %self.qmgr.master(), "DICT master takeover ended: this node is not the master any more");
             self.schema.takeover = None;
+            self.schema_refuse_queued(out);
             return;
         }
         if takeover.awaiting.is_empty() || now.duration_since(takeover.sent) < TAKEOVER_RESEND {
@@ -142,7 +143,8 @@ impl Kernel {
         }
         self.schema.takeover_asked = None;
         let (seq, next_id) = (self.schema.seq, self.dict.next_id());
-        let applied = u8::from(self.schema.last_applied);
+        // A build still running here may yet fail: not applied (no CONF went to the master).
+        let applied = u8::from(self.schema.last_applied && !self.follower_build_running());
         let last = self.schema.last.clone();
         reply(
             &mut self.unsent,
@@ -196,6 +198,8 @@ impl Kernel {
         let (signal, rest) = rest.split_first_chunk::<2>().ok_or_else(malformed)?;
         let next_id = u32::from_le_bytes(*next_id);
         check_id_counter(next_id)?;
+        let seq = u64::from_le_bytes(*seq);
+        check_seq(seq)?;
         if applied > 1 {
             return Err(malformed());
         }
@@ -218,7 +222,7 @@ impl Kernel {
         takeover.awaiting.retain(|&n| n != from);
         takeover.answers.push(Answer {
             node: from,
-            seq: u64::from_le_bytes(*seq),
+            seq,
             applied: applied == 1,
             change,
         });
@@ -240,7 +244,7 @@ impl Kernel {
         let own = Answer {
             node: self.me,
             seq: self.schema.seq,
-            applied: self.schema.last_applied,
+            applied: self.schema.last_applied && !self.follower_build_running(),
             change: self.schema.last.clone(),
         };
         let answers: Vec<&Answer> = takeover.answers.iter().chain([&own]).collect();
@@ -357,6 +361,7 @@ impl Kernel {
             return;
         };
         takeover.awaiting.retain(|&n| n != node);
+        takeover.answers.retain(|a| a.node != node);
         match takeover.correcting.as_mut() {
             Some(correcting) => {
                 correcting.retain(|&n| n != node);
@@ -380,8 +385,8 @@ impl Kernel {
 mod tests {
     use super::*;
 
-    /// A change passed on decodes to itself; a payload short of the prefix, or whose request
-    /// is not the signal's, is a protocol violation.
+    /// A change passed on decodes to itself; a payload short of the prefix, whose request is
+    /// not the signal's, or whose id counter or number is at its end, is a protocol violation.
     #[test]
     fn a_passed_change_round_trips_and_a_short_one_is_refused() {
         let mut request = Vec::new();
@@ -402,5 +407,18 @@ mod tests {
         assert!(PassedChange::decode(gsn::DROP_TABLE_REQ, &b[..19]).is_err());
         assert!(PassedChange::decode(gsn::DROP_TABLE_REQ, &b[..b.len() - 1]).is_err());
         assert!(PassedChange::decode(gsn::CREATE_TABLE_REQ, &b).is_err());
+        for (first_id, seq) in [(u32::MAX, 7), (12, u64::MAX)] {
+            let mut b = Vec::new();
+            PassedChange {
+                first_id,
+                seq,
+                ..change.clone()
+            }
+            .encode(&mut b);
+            assert!(
+                PassedChange::decode(gsn::DROP_TABLE_REQ, &b).is_err(),
+                "no id or number would be left"
+            );
+        }
     }
 }
