@@ -680,8 +680,8 @@ impl Cluster {
     /// retry then gets 709). With files, the answer waits for the global checkpoint that
     /// makes the drop durable (4012 when none is saved within twice
     /// TimeBetweenGlobalCheckpointsTimeout: dropped, durability unknown). When the DICT master
-    /// fails before it answers, a drop that reached some data node is finished on the others
-    /// by the new master (a retry gets 709); one that reached none never happens.
+    /// fails before it answers, a drop that reached some surviving data node is finished on the
+    /// others by the new master (a retry gets 709); one that reached none never happens.
     pub fn drop_table(&self, name: &str) -> Result<(), Error> {
         let mut payload = Vec::new();
         signals::encode_name(&mut payload, name);

@@ -6,7 +6,8 @@
 //! same request to every other data node, prefixed with the id its dictionary gave the first
 //! new object (each follower moves its id counter up to it, so a change one of them refused
 //! leaves no gap) and the GCI it logged the change in (each follower logs it in that one, so a
-//! system restart finds it on every node or on none; not so a takeover's correction, see
+//! system restart finds it on every node or on none; not so the undo of a failed create,
+//! logged in a later GCI than the create, nor a takeover's correction: see the limitation in
 //! `dict/takeover.rs`), and compares their answers with its own
 //! (the same table and index ids). When one refuses, a create is undone (dropped again) on
 //! every node, and the API gets the refusal once they all answered the undo. A drop cannot be
@@ -518,6 +519,15 @@ impl Kernel {
         }
     }
 
+    /// Takes the marks of a drop called off from `tables`, but not from those a deferred drop
+    /// still waits to drop (both may mark one table).
+    fn stop_dropping_but_deferred(&mut self, tables: &[u32]) {
+        let kept: Vec<u32> = (tables.iter().copied())
+            .filter(|t| (self.schema.deferred.as_ref()).is_none_or(|d| !d.wait.tables.contains(t)))
+            .collect();
+        self.dict.stop_dropping(&kept);
+    }
+
     /// Records a change this node makes as master: the next `seq`.
     fn master_change(
         &mut self,
@@ -691,7 +701,7 @@ impl Kernel {
             return Ok(());
         }
         if let Some(old) = self.schema.follower_prep.take() {
-            self.dict.stop_dropping(&old.wait.tables);
+            self.stop_dropping_but_deferred(&old.wait.tables);
         }
         let tables = self.dict.start_dropping(u32::from_le_bytes(*bytes));
         self.schema.follower_prep = Some(FollowerPrep {
@@ -898,7 +908,7 @@ impl Kernel {
         {
             if let Some(prep) = self.schema.follower_prep.take() {
                 tracing::info!(master = %node, tables = ?prep.wait.tables, "the DICT master failed during a DROP TABLE's wait: the tables serve again");
-                self.dict.stop_dropping(&prep.wait.tables);
+                self.stop_dropping_but_deferred(&prep.wait.tables);
             }
         }
         let Some(op) = self.schema.current.as_mut() else {

@@ -16,13 +16,16 @@
 //! answering. Until every node answered and the correction ended, schema changes queue and
 //! node restarts wait. A node answers only a master it knows as such: one that has not yet
 //! handled the old master's failure answers once it has (the request is also sent again every
-//! second). A takeover ends when this node is no longer master, and starts afresh when
-//! another node fails during it.
+//! second). A takeover ends when this node is no longer master (a lower node's node restart,
+//! which this node took for still running, ended), and starts afresh when a lower node fails
+//! during it; a higher node that fails only leaves it.
 //!
 //! Not handled: a correction is logged in a later GCI than the change it corrects was on the
 //! nodes that had it (they saved that GCI since), so a system restart to a GCI between the
-//! two restores dictionaries that differ. NDB's system restart takes the dictionary from the
-//! master's schema file; rndb's restores each node's own schema log.
+//! two restores dictionaries that differ; the same holds for the undo of a failed create, and
+//! for a change only the failed master logged (its copies lost with its links) in a GCI the
+//! survivors then saved. NDB's system restart takes the dictionary from the master's schema
+//! file; rndb's restores each node's own schema log.
 //!
 //! ```text
 //! DICT_TAKEOVER_REQ:   (no payload)
@@ -115,7 +118,8 @@ impl Kernel {
             return;
         };
         if self.qmgr.master() != self.me {
-            // A node restart that ended made a lower node master, which takes over if need be.
+            // A node restart that ended made a lower node master; its own failure handling
+            // runs the takeover that counts.
             tracing::info!(master = %self.qmgr.master(), "DICT master takeover ended: this node is not the master any more");
             self.schema.takeover = None;
             self.schema_refuse_queued(out);
