@@ -397,9 +397,8 @@ impl Kernel {
                 711,
                 "System busy with node restart, schema operations not allowed",
             ))
-        } else if (self.schema.current.is_some() || self.schema.takeover.is_some())
-            && self.schema.queue.len() >= QUEUED_MAX
-        {
+        } else if self.schema.queue.len() >= QUEUED_MAX {
+            // A queue waits for a running change, a takeover, or this node's deferred drop.
             Some(NdbError::with_detail(
                 701,
                 format!("{QUEUED_MAX} schema changes already wait"),
@@ -550,9 +549,13 @@ impl Kernel {
     }
 
     /// Starts queued schema changes until one has to wait for other nodes (none while a new
-    /// master's takeover runs).
+    /// master's takeover runs, or its own part of one, a drop, waits for transactions here:
+    /// a CREATE of the name would find the table still here).
     pub(super) fn next_schema_op(&mut self, out: &mut dyn Outbox, now: Instant) {
-        while self.schema.current.is_none() && self.schema.takeover.is_none() {
+        while self.schema.current.is_none()
+            && self.schema.takeover.is_none()
+            && self.schema.deferred.is_none()
+        {
             let Some((api, header, payload)) = self.schema.queue.pop_front() else {
                 return;
             };
@@ -639,6 +642,7 @@ impl Kernel {
             if deferred.wait.check(&self.lqh, now) {
                 if let Some(deferred) = self.schema.deferred.take() {
                     self.apply_passed_now(deferred.answer, deferred.change, out, now);
+                    self.next_schema_op(out, now);
                 }
             }
         }
