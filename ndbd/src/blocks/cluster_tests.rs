@@ -2452,58 +2452,7 @@ fn a_takeover_overtaken_by_a_node_restart_decides_on_fresh_answers() {
 /// and the API gets its answer.
 #[test]
 fn a_follower_refusing_a_unique_index_does_not_hold_the_build() {
-    let mut sim = Sim::with_nodes(3, None);
-    let table = sim.create_table("t", false);
-    let k = sim.key_on(NodeId(3));
-    assert_eq!(
-        sim.op(
-            NodeId(3),
-            100,
-            &table,
-            OperationType::Insert,
-            LockMode::Exclusive,
-            k,
-            1,
-            ExecType::Commit
-        ),
-        gsn::TC_EXECUTE_CONF
-    );
-    // An update through node 3 (the row's primary) whose LQHKEYREQ to the backups is held:
-    // only node 3 has the uncommitted change.
-    let req = TcKeyReq {
-        flags: signals::FLAG_START_TRANSACTION,
-        op_index: 0,
-        op_type: OperationType::Update,
-        lock_mode: LockMode::Exclusive,
-        table_id: table.table_id,
-        table_version: table.table_version,
-        replica: signals::REPLICA_PRIMARY,
-        key: vec![Value::Int32(k)],
-        attrs: vec![(1, Value::Int32(2))],
-        program: None,
-    };
-    let mut op = Vec::new();
-    req.encode(&mut op);
-    let mut execute = Vec::new();
-    TcExecuteReq {
-        flags: signals::FLAG_START_TRANSACTION,
-        exec_type: ExecType::NoCommit,
-        abort_option: AbortOption::AbortOnError,
-        op_count: 1,
-    }
-    .encode(&mut execute);
-    let held = sim.send_holding(
-        NodeId(3),
-        &[
-            (gsn::TCKEYREQ, 101, op),
-            (gsn::TC_EXECUTE_REQ, 101, execute),
-        ],
-        &|f| f.0 == NodeId(3) && f.2.signal == dgsn::LQHKEYREQ,
-    );
-    assert!(
-        !held.is_empty(),
-        "the update's LQHKEYREQ to a backup is held"
-    );
+    let mut sim = node_3_refuses_a_unique_index();
     let ci = signals::CreateIndexReq {
         table: "t".into(),
         index: "u".into(),
