@@ -561,7 +561,10 @@ fn deliver_to_node2(sim: &mut Sim, frames: Vec<(u16, Vec<u8>)>) -> Sent {
 }
 
 /// An insert of `key` for transaction `trans` coordinated on node 1, as LQHKEYREQ.
-fn late_write(sim: &Sim, table: &TableInfo, trans: TransId, key: i32) -> Vec<u8> {
+/// A write of `key` by node 1's TC as it reaches node `to`: the primary's hop, or a backup's
+/// (LQHKEY_BACKUP) when `to` is not the key's primary (a node refuses a primary's hop for a
+/// partition whose primary it knows to be another node).
+fn late_write(sim: &Sim, table: &TableInfo, trans: TransId, key: i32, to: NodeId) -> Vec<u8> {
     let mut write = Vec::new();
     lqh::LqhKeyReq {
         trans,
@@ -577,12 +580,21 @@ fn late_write(sim: &Sim, table: &TableInfo, trans: TransId, key: i32) -> Vec<u8>
         attrs: vec![(1, Value::Int32(1))],
         run: lqh::RUN_UNKNOWN,
         chain: Vec::new(),
-        flags: 0,
+        flags: hop_flag(sim, key, to),
         gci: 0,
         program: None,
     }
     .encode(&mut write);
     write
+}
+
+/// LQHKEY_BACKUP when node `to` is not `key`'s primary replica.
+fn hop_flag(sim: &Sim, key: i32, to: NodeId) -> u8 {
+    if sim.replicas(key)[0] == to {
+        0
+    } else {
+        lqh::LQHKEY_BACKUP
+    }
 }
 
 #[test]
@@ -596,7 +608,7 @@ fn an_operation_arriving_after_its_transactions_abort_takes_no_lock() {
         let trans = super::tc::trans_id(API, rid);
         let mut abort = Vec::new();
         lqh::TransSignal { trans }.encode(&mut abort);
-        let write = late_write(&sim, &table, trans, key);
+        let write = late_write(&sim, &table, trans, key, NodeId(2));
         let mut frames = Vec::new();
         if touched_first {
             frames.push((dgsn::LQHKEYREQ, write.clone()));
@@ -627,7 +639,7 @@ fn a_transaction_id_no_api_node_can_have_is_refused() {
     let table = sim.create_table("t", false);
     let key = sim.key_on(NodeId(2));
     for trans in [TransId(u64::MAX), TransId(1 << 48)] {
-        let write = late_write(&sim, &table, trans, key);
+        let write = late_write(&sim, &table, trans, key, NodeId(2));
         let header = lqh_header(dgsn::LQHKEYREQ);
         let node2 = sim.kernels.get_mut(&NodeId(2)).expect("node 2");
         let mut sent = Sent::default();
@@ -647,7 +659,7 @@ fn only_a_transactions_own_tc_commits_it() {
     let table = sim.create_table("t", false);
     let key = sim.key_on(NodeId(2));
     let trans = super::tc::trans_id(API, 9);
-    let write = late_write(&sim, &table, trans, key);
+    let write = late_write(&sim, &table, trans, key, NodeId(2));
     deliver_to_node2(&mut sim, vec![(dgsn::LQHKEYREQ, write)]);
     assert!(sim.kernels[&NodeId(2)].lqh.trans_rows.contains_key(&trans));
     // Node 3 claims to commit it.
@@ -852,7 +864,7 @@ fn survivors_of_a_failed_coordinator_agree_on_its_transactions() {
         let mut pending: Vec<_> = [NodeId(2), NodeId(3)]
             .into_iter()
             .map(|node| {
-                let write = late_write(&sim, &table, trans, key);
+                let write = late_write(&sim, &table, trans, key, node);
                 (NodeId(1), node, lqh_header(dgsn::LQHKEYREQ), write)
             })
             .collect();
@@ -917,7 +929,7 @@ fn a_query_about_a_failed_coordinator_waits_for_its_last_frames() {
     let pending: Vec<_> = [NodeId(2), NodeId(3)]
         .into_iter()
         .map(|node| {
-            let write = late_write(&sim, &table, trans, key);
+            let write = late_write(&sim, &table, trans, key, node);
             (NodeId(1), node, lqh_header(dgsn::LQHKEYREQ), write)
         })
         .collect();
@@ -968,7 +980,7 @@ fn an_orphans_waiting_operation_does_not_run_after_its_coordinator_fails() {
     let (key_k, key_j) = (7, 8);
     let t2 = super::tc::trans_id(API, 200); // coordinated by node 2 (alive)
     let t = super::tc::trans_id(API, 201); // coordinated by node 1 (dies)
-    let write = |sim: &Sim, trans: TransId, tc: u16, key: i32, flags: u8| {
+    let write = |sim: &Sim, trans: TransId, tc: u16, key: i32, flags: u8, to: u16| {
         let mut b = Vec::new();
         lqh::LqhKeyReq {
             trans,
@@ -984,7 +996,7 @@ fn an_orphans_waiting_operation_does_not_run_after_its_coordinator_fails() {
             attrs: vec![(1, Value::Int32(key * 10))],
             run: lqh::RUN_UNKNOWN,
             chain: Vec::new(),
-            flags,
+            flags: flags | hop_flag(sim, key, NodeId(to)),
             gci: 0,
             program: None,
         }
@@ -996,19 +1008,19 @@ fn an_orphans_waiting_operation_does_not_run_after_its_coordinator_fails() {
             NodeId(2),
             NodeId(3),
             lqh_header(dgsn::LQHKEYREQ),
-            write(&sim, t2, 2, key_k, 0),
+            write(&sim, t2, 2, key_k, 0, 3),
         ),
         (
             NodeId(1),
             NodeId(2),
             lqh_header(dgsn::LQHKEYREQ),
-            write(&sim, t, 1, key_j, 0),
+            write(&sim, t, 1, key_j, 0, 2),
         ),
         (
             NodeId(1),
             NodeId(3),
             lqh_header(dgsn::LQHKEYREQ),
-            write(&sim, t, 1, key_k, lqh::LQHKEY_COMMIT_AT_LAST_REPLICA),
+            write(&sim, t, 1, key_k, lqh::LQHKEY_COMMIT_AT_LAST_REPLICA, 3),
         ),
     ];
     sim.kernels.remove(&NodeId(1));
@@ -2959,4 +2971,70 @@ fn an_acknowledged_create_is_not_taken_back_after_a_late_build_failure() {
             "the acknowledged table z was taken back on node {n}"
         );
     }
+}
+
+/// A node refuses (4010) a locking operation sent to it as the partition's primary while it
+/// holds another node the primary: the coordinator handled that node's failure and this node
+/// has not yet, and run here the operation would take none of the locks held there (sim seed
+/// 0x13006e8: a read under an exclusive lock got a row another transaction held locked at the
+/// failed primary, and that transaction's update was overwritten). Once this node has handled
+/// the failure too, it takes the operation as the primary.
+#[test]
+fn a_primary_hop_to_a_node_that_holds_another_primary_is_refused() {
+    let mut sim = Sim::with_nodes(3, None);
+    let table = sim.create_table("t", false);
+    // Node 2 its primary, node 3 next.
+    let key = (0..1000)
+        .find(|&k| sim.replicas(k)[..2] == [NodeId(2), NodeId(3)])
+        .expect("a key");
+    let trans = super::tc::trans_id(API, 77);
+    // Node 1's TC, which saw node 2 fail, sends node 3 the write as to the new primary.
+    let mut write = Vec::new();
+    lqh::LqhKeyReq {
+        trans,
+        tc_node: 1,
+        token: 1,
+        op_index: 0,
+        op_type: OperationType::Insert,
+        lock_mode: LockMode::Exclusive,
+        table_id: table.table_id,
+        fragment: sim.map.partition_of(key_hash(&key_bytes(key))),
+        key_bytes: key_bytes(key),
+        key: vec![Value::Int32(key)],
+        attrs: vec![(1, Value::Int32(1))],
+        run: lqh::RUN_UNKNOWN,
+        chain: Vec::new(),
+        flags: 0,
+        gci: 0,
+        program: None,
+    }
+    .encode(&mut write);
+    let header = lqh_header(dgsn::LQHKEYREQ);
+    let deliver = |sim: &mut Sim| {
+        let node3 = sim.kernels.get_mut(&NodeId(3)).expect("node 3");
+        let mut sent = Sent::default();
+        node3
+            .on_frame(NodeId(1), &header, &write, &mut sent, Instant::now())
+            .map_err(|e| e.0)
+            .expect("frame");
+        node3.run_jobs(&mut sent, Instant::now());
+        (sent.0.iter())
+            .find(|(to, h, _)| *to == NodeId(1) && h.signal == dgsn::LQHKEYREF)
+            .map(|(_, _, p)| lqh::LqhKeyRef::decode(p).expect("LQHKEYREF").code)
+    };
+    assert_eq!(
+        deliver(&mut sim),
+        Some(4010),
+        "refused: node 2 is primary at node 3"
+    );
+    assert!(
+        !sim.kernels[&NodeId(3)].lqh.trans_rows.contains_key(&trans),
+        "no lock taken"
+    );
+    sim.kill(NodeId(2));
+    assert_eq!(deliver(&mut sim), None);
+    assert!(
+        sim.kernels[&NodeId(3)].lqh.trans_rows.contains_key(&trans),
+        "taken as the primary"
+    );
 }

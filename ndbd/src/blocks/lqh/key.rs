@@ -273,6 +273,33 @@ impl Kernel {
             // Its coordinator failed: nobody would commit, abort or hear of it.
             return Ok(());
         }
+        if tc_node != self.me && !req.backup && !is_committed_read(req.op_type, req.lock_mode) {
+            if let Some(primary) = self.primary_here(req.fragment).filter(|&p| p != self.me) {
+                // The coordinator took this node for the partition's primary: it handled a
+                // failure of data node {primary} that this node has not yet (its link to it
+                // still delivers). Run here, the operation would take none of the locks that
+                // node's transactions hold, and a transaction reading under a lock there
+                // could have its update overwritten (sim seed 0x13006e8). Refused, as NDB's
+                // node failure error: the transaction aborts, and a retry finds the views
+                // agreeing.
+                let answer = LqhKeyConfRef::Ref {
+                    trans: req.trans,
+                    op_index: req.op_index,
+                    error: NdbError::with_detail(
+                        4010,
+                        format!(
+                            "data node {primary} is the primary replica of partition {} on data \
+                             node {}: the failure of a node is being handled",
+                            req.fragment, self.me
+                        ),
+                    ),
+                    role: req.role,
+                    backup: false,
+                };
+                self.jobs.push_back(Signal::LqhKeyConfRef(Box::new(answer)));
+                return Ok(());
+            }
+        }
         if tc_node != self.me && !is_committed_read(req.op_type, req.lock_mode) {
             if self.foreign.ended.contains_key(&req.trans) {
                 // The transaction's abort overtook this operation: refused, so that it takes
@@ -298,6 +325,18 @@ impl Kernel {
         self.prefetch_if_alone(&req);
         self.jobs.push_back(Signal::LqhKeyReq(Box::new(req)));
         Ok(())
+    }
+
+    /// The primary replica of partition `fragment` as this node sees it: its first live
+    /// replica in chain order (as TC's `dispatch` picks it).
+    fn primary_here(&self, fragment: u32) -> Option<NodeId> {
+        let replicas = self.dih.replicas(fragment);
+        if self.qmgr.rejoined.is_empty() {
+            replicas.iter().copied().find(|&n| self.qmgr.is_alive(n))
+        } else {
+            let ordered = self.qmgr.chain_order(replicas);
+            ordered.iter().copied().find(|&n| self.qmgr.is_alive(n))
+        }
     }
 
     /// Sends an operation to node `to`'s LQH. Its role stays with this node's TC (under a
