@@ -276,12 +276,15 @@ impl Kernel {
         if tc_node != self.me && !req.backup && !is_committed_read(req.op_type, req.lock_mode) {
             if let Some(primary) = self.primary_here(req.fragment).filter(|&p| p != self.me) {
                 // The coordinator took this node for the partition's primary: it handled a
-                // failure of data node {primary} that this node has not yet (its link to it
+                // failure of data node `primary` that this node has not yet (its link to it
                 // still delivers). Run here, the operation would take none of the locks that
                 // node's transactions hold, and a transaction reading under a lock there
-                // could have its update overwritten (sim seed 0x13006e8). Refused, as NDB's
-                // node failure error: the transaction aborts, and a retry finds the views
-                // agreeing.
+                // could have its update overwritten (sim seed 0x13006e8). Refused with NDB's
+                // node failure error (the execute fails with it; nothing ran here), and a
+                // retry finds the views agreeing. Right after a primary switch round, whose
+                // commit reaches the nodes at different times, a restarted node may refuse so
+                // a hop from a TC that switched before it did: the same temporary error, for
+                // as long as that skew lasts.
                 let answer = LqhKeyConfRef::Ref {
                     trans: req.trans,
                     op_index: req.op_index,
@@ -289,7 +292,7 @@ impl Kernel {
                         4010,
                         format!(
                             "data node {primary} is the primary replica of partition {} on data \
-                             node {}: the failure of a node is being handled",
+                             node {}: a node failure (or a primary switch) is being handled",
                             req.fragment, self.me
                         ),
                     ),
