@@ -2229,27 +2229,8 @@ fn a_new_dict_master_takes_back_a_create_its_predecessor_passed_on_to_some_nodes
 fn a_taken_back_unique_index_leaves_no_build_running() {
     let mut sim = Sim::with_nodes(3, None);
     let table = sim.create_table("t", false);
-    for k in 0..6 {
-        let answer = sim.op(
-            NodeId(1),
-            100 + k as u32,
-            &table,
-            OperationType::Insert,
-            LockMode::Exclusive,
-            k,
-            k,
-            ExecType::Commit,
-        );
-        assert_eq!(answer, gsn::TC_EXECUTE_CONF);
-    }
-    let req = signals::CreateIndexReq {
-        table: "t".into(),
-        index: "u".into(),
-        kind: rndb_protocol::IndexKind::Unique,
-        columns: vec!["v".into()],
-    };
-    let mut b = Vec::new();
-    req.encode(&mut b);
+    insert_rows(&mut sim, &table, 6);
+    let b = unique_index_on_v();
     // Everything node 1 sends node 3 from here on is lost with node 1.
     let lost = sim.send_holding(NodeId(1), &[(gsn::CREATE_INDEX_REQ, 902, b)], &|f| {
         f.0 == NodeId(1) && f.1 == NodeId(3)
@@ -2294,27 +2275,8 @@ fn a_taken_back_unique_index_leaves_no_build_running() {
 fn a_unique_index_whose_build_failed_with_the_master_is_taken_back() {
     let mut sim = Sim::with_nodes(3, None);
     let table = sim.create_table("t", false);
-    for k in 0..12 {
-        let answer = sim.op(
-            NodeId(1),
-            100 + k as u32,
-            &table,
-            OperationType::Insert,
-            LockMode::Exclusive,
-            k,
-            k,
-            ExecType::Commit,
-        );
-        assert_eq!(answer, gsn::TC_EXECUTE_CONF);
-    }
-    let req = signals::CreateIndexReq {
-        table: "t".into(),
-        index: "u".into(),
-        kind: rndb_protocol::IndexKind::Unique,
-        columns: vec!["v".into()],
-    };
-    let mut b = Vec::new();
-    req.encode(&mut b);
+    insert_rows(&mut sim, &table, 12);
+    let b = unique_index_on_v();
     // Node 1's CREATE_INDEX_REQ reaches nodes 2 and 3; its build rows and DONE do not.
     let lost = sim.send_holding(NodeId(1), &[(gsn::CREATE_INDEX_REQ, 902, b)], &|f| {
         f.0 == NodeId(1) && f.1 != API && f.2.signal != gsn::CREATE_INDEX_REQ
@@ -2371,14 +2333,7 @@ fn a_unique_index_refused_for_a_duplicate_is_gone_everywhere() {
         );
         assert_eq!(answer, gsn::TC_EXECUTE_CONF);
     }
-    let req = signals::CreateIndexReq {
-        table: "t".into(),
-        index: "u".into(),
-        kind: rndb_protocol::IndexKind::Unique,
-        columns: vec!["v".into()],
-    };
-    let mut bytes = Vec::new();
-    req.encode(&mut bytes);
+    let bytes = unique_index_on_v();
     sim.send(NodeId(1), &[(gsn::CREATE_INDEX_REQ, 902, bytes)]);
     let answer = sim.api.iter().rev().find(|x| x.2 == 902).expect("answer");
     assert_eq!(answer.1, gsn::CREATE_INDEX_REF, "refused for the duplicate");
@@ -2465,14 +2420,7 @@ fn a_takeover_overtaken_by_a_node_restart_decides_on_fresh_answers() {
 #[test]
 fn a_follower_refusing_a_unique_index_does_not_hold_the_build() {
     let mut sim = node_3_refuses_a_unique_index();
-    let ci = signals::CreateIndexReq {
-        table: "t".into(),
-        index: "u".into(),
-        kind: rndb_protocol::IndexKind::Unique,
-        columns: vec!["v".into()],
-    };
-    let mut b = Vec::new();
-    ci.encode(&mut b);
+    let b = unique_index_on_v();
     sim.send(NodeId(1), &[(gsn::CREATE_INDEX_REQ, 902, b)]);
     let mut at = Instant::now();
     for _ in 0..5 {
@@ -2622,14 +2570,7 @@ fn node_3_refuses_a_unique_index() -> Sim {
 #[test]
 fn a_late_build_done_after_an_undo_is_no_protocol_violation() {
     let mut sim = node_3_refuses_a_unique_index();
-    let ci = signals::CreateIndexReq {
-        table: "t".into(),
-        index: "u".into(),
-        kind: rndb_protocol::IndexKind::Unique,
-        columns: vec!["v".into()],
-    };
-    let mut b = Vec::new();
-    ci.encode(&mut b);
+    let b = unique_index_on_v();
     // Node 2's build signals to node 1 are slow.
     let late = sim.send_holding(NodeId(1), &[(gsn::CREATE_INDEX_REQ, 902, b)], &|f| {
         f.0 == NodeId(2)
@@ -2669,31 +2610,12 @@ fn a_late_build_done_after_an_undo_is_no_protocol_violation() {
 fn a_build_still_running_at_the_takeover_counts_as_not_applied() {
     let mut sim = Sim::with_nodes_replicas(4, None, Some(4));
     let table = sim.create_table("t", false);
-    for k in 0..16 {
-        let answer = sim.op(
-            NodeId(1),
-            100 + k as u32,
-            &table,
-            OperationType::Insert,
-            LockMode::Exclusive,
-            k,
-            k,
-            ExecType::Commit,
-        );
-        assert_eq!(answer, gsn::TC_EXECUTE_CONF);
-    }
+    insert_rows(&mut sim, &table, 16);
     assert!(
         (0..16).any(|k| sim.replicas(k)[0] == NodeId(1)),
         "node 1 is the primary of some row"
     );
-    let req = signals::CreateIndexReq {
-        table: "t".into(),
-        index: "u".into(),
-        kind: rndb_protocol::IndexKind::Unique,
-        columns: vec!["v".into()],
-    };
-    let mut b = Vec::new();
-    req.encode(&mut b);
+    let b = unique_index_on_v();
     let held = sim.send_holding(NodeId(1), &[(gsn::CREATE_INDEX_REQ, 902, b)], &|f| {
         (f.0 == NodeId(1) && f.1 == NodeId(3) && f.2.signal != gsn::CREATE_INDEX_REQ)
             || (f.0 == NodeId(4)
@@ -2809,14 +2731,7 @@ fn a_node_failing_after_its_takeover_answer_does_not_hold_the_takeover() {
 #[test]
 fn a_refusing_node_keeps_no_early_build_entries() {
     let mut sim = node_3_refuses_a_unique_index();
-    let ci = signals::CreateIndexReq {
-        table: "t".into(),
-        index: "u".into(),
-        kind: rndb_protocol::IndexKind::Unique,
-        columns: vec!["v".into()],
-    };
-    let mut b = Vec::new();
-    ci.encode(&mut b);
+    let b = unique_index_on_v();
     sim.send(NodeId(1), &[(gsn::CREATE_INDEX_REQ, 902, b)]);
     let answer = sim.api.iter().rev().find(|x| x.2 == 902).map(|x| x.1);
     assert_eq!(answer, Some(gsn::CREATE_INDEX_REF));
@@ -2902,27 +2817,8 @@ fn a_request_queued_behind_a_dropped_takeover_is_answered() {
 fn an_acknowledged_create_is_not_taken_back_after_a_late_build_failure() {
     let mut sim = Sim::with_nodes_replicas(4, None, Some(4));
     let table = sim.create_table("t", false);
-    for k in 0..16 {
-        let answer = sim.op(
-            NodeId(1),
-            100 + k as u32,
-            &table,
-            OperationType::Insert,
-            LockMode::Exclusive,
-            k,
-            k,
-            ExecType::Commit,
-        );
-        assert_eq!(answer, gsn::TC_EXECUTE_CONF);
-    }
-    let req = signals::CreateIndexReq {
-        table: "t".into(),
-        index: "u".into(),
-        kind: rndb_protocol::IndexKind::Unique,
-        columns: vec!["v".into()],
-    };
-    let mut b = Vec::new();
-    req.encode(&mut b);
+    insert_rows(&mut sim, &table, 16);
+    let b = unique_index_on_v();
     let held = sim.send_holding(NodeId(1), &[(gsn::CREATE_INDEX_REQ, 902, b)], &|f| {
         (f.0 == NodeId(1) && f.1 == NodeId(3) && f.2.signal != gsn::CREATE_INDEX_REQ)
             || (f.0 == NodeId(4)
@@ -3037,4 +2933,34 @@ fn a_primary_hop_to_a_node_that_holds_another_primary_is_refused() {
         sim.kernels[&NodeId(3)].lqh.trans_rows.contains_key(&trans),
         "taken as the primary"
     );
+}
+
+/// CREATE_INDEX_REQ for a unique index u on column v of table t.
+fn unique_index_on_v() -> Vec<u8> {
+    let mut b = Vec::new();
+    signals::CreateIndexReq {
+        table: "t".into(),
+        index: "u".into(),
+        kind: rndb_protocol::IndexKind::Unique,
+        columns: vec!["v".into()],
+    }
+    .encode(&mut b);
+    b
+}
+
+/// Inserts rows k = k for k in 0..`rows` into `table` through node 1, each committed.
+fn insert_rows(sim: &mut Sim, table: &TableInfo, rows: i32) {
+    for k in 0..rows {
+        let answer = sim.op(
+            NodeId(1),
+            100 + k as u32,
+            table,
+            OperationType::Insert,
+            LockMode::Exclusive,
+            k,
+            k,
+            ExecType::Commit,
+        );
+        assert_eq!(answer, gsn::TC_EXECUTE_CONF);
+    }
 }
