@@ -2884,27 +2884,9 @@ fn a_primary_hop_to_a_node_that_holds_another_primary_is_refused() {
         .find(|&k| sim.replicas(k)[..2] == [NodeId(2), NodeId(3)])
         .expect("a key");
     let trans = super::tc::trans_id(API, 77);
-    // Node 1's TC, which saw node 2 fail, sends node 3 the write as to the new primary.
-    let mut write = Vec::new();
-    lqh::LqhKeyReq {
-        trans,
-        tc_node: 1,
-        token: 1,
-        op_index: 0,
-        op_type: OperationType::Insert,
-        lock_mode: LockMode::Exclusive,
-        table_id: table.table_id,
-        fragment: sim.map.partition_of(key_hash(&key_bytes(key))),
-        key_bytes: key_bytes(key),
-        key: vec![Value::Int32(key)],
-        attrs: vec![(1, Value::Int32(1))],
-        run: lqh::RUN_UNKNOWN,
-        chain: Vec::new(),
-        flags: 0,
-        gci: 0,
-        program: None,
-    }
-    .encode(&mut write);
+    // Node 1's TC, which saw node 2 fail, sends node 3 the write as to the new primary: the
+    // primary's hop (no LQHKEY_BACKUP), as the write meant for node 2 is.
+    let write = late_write(&sim, &table, trans, key, NodeId(2));
     let header = lqh_header(dgsn::LQHKEYREQ);
     let deliver = |sim: &mut Sim| {
         let node3 = sim.kernels.get_mut(&NodeId(3)).expect("node 3");

@@ -621,16 +621,28 @@ impl Kernel {
         table_id: u32,
         out: &mut dyn Outbox,
     ) {
+        self.dict_send(peers, gsn::PREP_DROP_TAB_REQ, request_id, out, &mut |b| {
+            b.extend_from_slice(&table_id.to_le_bytes())
+        });
+    }
+
+    /// DICT signal `signal` to DICT on each of `peers`, answered under `request_id`.
+    pub(super) fn dict_send(
+        &mut self,
+        peers: &[NodeId],
+        signal: u16,
+        request_id: u32,
+        out: &mut dyn Outbox,
+        encode: &mut dyn FnMut(&mut Vec<u8>),
+    ) {
         for &peer in peers {
-            let to_peer = FrameHeader {
-                signal: gsn::PREP_DROP_TAB_REQ,
+            let header = FrameHeader {
+                signal,
                 receiver_block: block::DBDICT,
                 sender_block: block::DBDICT,
                 request_id,
             };
-            self.unsent.send(out, peer, to_peer, &mut |b| {
-                b.extend_from_slice(&table_id.to_le_bytes())
-            });
+            self.unsent.send(out, peer, header, encode);
         }
     }
 
@@ -792,16 +804,9 @@ impl Kernel {
         change: &PassedChange,
         out: &mut dyn Outbox,
     ) {
-        for &peer in peers {
-            let to_peer = FrameHeader {
-                signal: change.signal,
-                receiver_block: block::DBDICT,
-                sender_block: block::DBDICT,
-                request_id,
-            };
-            self.unsent
-                .send(out, peer, to_peer, &mut |b| change.encode(b));
-        }
+        self.dict_send(peers, change.signal, request_id, out, &mut |b| {
+            change.encode(b)
+        });
     }
 
     /// This node's part of the running schema change's index build ended (the master's).

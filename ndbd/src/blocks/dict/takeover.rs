@@ -36,7 +36,7 @@
 use std::time::{Duration, Instant};
 
 use rndb_config::NodeId;
-use rndb_protocol::signals::{self, block, gsn};
+use rndb_protocol::signals::{self, gsn};
 use rndb_transporter::FrameHeader;
 
 use super::schema::{check_id_counter, check_seq, is_schema_request, undo_of, PassedChange};
@@ -101,15 +101,7 @@ impl Kernel {
     }
 
     fn send_takeover_req(&mut self, peers: &[NodeId], request_id: u32, out: &mut dyn Outbox) {
-        for &peer in peers {
-            let header = FrameHeader {
-                signal: gsn::DICT_TAKEOVER_REQ,
-                receiver_block: block::DBDICT,
-                sender_block: block::DBDICT,
-                request_id,
-            };
-            self.unsent.send(out, peer, header, &mut |_| {});
-        }
+        self.dict_send(peers, gsn::DICT_TAKEOVER_REQ, request_id, out, &mut |_| {});
     }
 
     /// Every timer tick: DICT_TAKEOVER_REQ again to the nodes that have not answered.
