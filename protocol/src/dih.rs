@@ -5,7 +5,8 @@ use crate::codec::{DecodeError, Reader, Writer};
 
 /// Every GCP_* and COPY_GCI* signal, and CNTR_WAITREP and CNTR_START_REP: one GCI. (A
 /// GCP_NODEFINISH names the epoch whose commits have ended; a GCP_SAVEREQ and a COPY_GCIREQ a
-/// global checkpoint in the high word; CNTR_* the restart GCI.) And a set of data nodes: in
+/// global checkpoint in the high word; CNTR_* the restart GCI, and CNTR_WAITREP in the high word
+/// the number of the restart the sender restored for.) And a set of data nodes: in
 /// GCP_SAVEREQ and CNTR_START_REP, those the sender has declared failed (a node saves a GCI
 /// only once it has handled those failures too); in COPY_GCIREQ, those that confirmed the save
 /// (GCP_SAVECONF), whose files restore the GCI once it is restorable; else the sender's failed

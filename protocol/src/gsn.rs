@@ -139,8 +139,8 @@ signals! {
     /// is more than half full and a complete local checkpoint waits for a save to release it.
     /// The master starts one at once (not in NDB, whose master only keeps its interval).
     GCP_SAVE_WANTED = 90;
-    /// A starting node restored its files up to the restart GCI, to the master (NDB's
-    /// CNTR_WAITREP).
+    /// A starting node restored its files up to the restart GCI, and its sysfile names the
+    /// restart's number (the high word), to the master (NDB's CNTR_WAITREP).
     CNTR_WAITREP = 91;
     /// Every starting node has restored: the cluster serves, from the master (NDB's
     /// CNTR_START_REP).

@@ -2002,3 +2002,20 @@ fn a_lock_lost_with_a_failed_primary_loses_no_update() {
     };
     replay(&[0x13006e8], &options);
 }
+
+/// Seed 0x1400846, every handled fault kind with `crash-starting` and `drop` (failing at
+/// 4334b56 and f7ee258): node 1, master of a system restart at GCI 14, sent its
+/// CNTR_START_CONF (restart 1) to node 2 only and crashed; node 2 restored and wrote restart
+/// 1 in its sysfile, then, master, chose GCI 14 again as restart 2 and served without naming
+/// it there. The next cluster crash came after GCI 15 was saved and before node 2's sysfile
+/// write: node 2 counted as having missed restart 2 (restoring no GCI past 14), node 1 had
+/// crashed again, and no node of group 0 could restore GCI 15 (2308). A node now names the new
+/// number in its sysfile before it tells the master it restored.
+#[test]
+fn a_restart_chosen_again_by_a_new_master_is_named_in_every_sysfile() {
+    let options = Options {
+        faults: [&Fault::HANDLED[..], &[Fault::CrashStarting, Fault::Drop]].concat(),
+        ..Options::default()
+    };
+    replay(&[0x1400846], &options);
+}

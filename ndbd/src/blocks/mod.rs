@@ -744,7 +744,7 @@ impl Kernel {
                         NodeSet::from_words(conf.failed)
                     };
                     self.start_excluding(excluded, out, now);
-                    if let Err(why) = self.exec_cntr_start_conf(*conf) {
+                    if let Err(why) = self.exec_cntr_start_conf(*conf, out) {
                         self.fatal.get_or_insert(why);
                     }
                 }

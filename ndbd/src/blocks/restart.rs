@@ -37,6 +37,10 @@
 //! than the lowest GCI of those; past that it stops and joins by node restart (`standing`).
 //! The master waits while a node group has no node that can restore the restart GCI, and
 //! sends the new history (CNTR_START_CONF), which every node's sysfile names from then on.
+//! A new master that chooses again the GCI its failed predecessor chose numbers the restart
+//! anew; a node that restored already names the new number in its sysfile before it tells
+//! the master so (CNTR_WAITREP names the number it restored for, and the master counts only
+//! its own), so no node serves under a number its sysfile lacks.
 //! A node started with `--initial` (or with no files) restores nothing; when the cluster
 //! restarts at a GCI it cannot reach, it stops with an error; started again once the others
 //! serve, it joins by node restart (`node_restart.rs`). Should every node of a node group stop
@@ -149,7 +153,13 @@ pub(crate) struct Restart {
     sysfile_written: usize,
     /// This node's restore is done, and the master it told (CNTR_WAITREP).
     restored: Option<NodeId>,
-    /// As master: the nodes whose restore is done, and whether CNTR_START_REP went out.
+    /// A sysfile copy without the cut pending went to disk naming the restart by a number a
+    /// new master has since replaced (`exec_cntr_start_conf`): both are written again before
+    /// this node tells the master it restored.
+    renumbered: bool,
+    /// As master: the number of the restart its CNTR_START_CONF named, once sent; the nodes
+    /// whose restore is done under that number, and whether CNTR_START_REP went out.
+    conf_no: Option<u32>,
     waited: BTreeSet<NodeId>,
     start_sent: bool,
 }
@@ -224,6 +234,12 @@ pub(crate) fn restart_gci(answers: &BTreeMap<NodeId, Named>) -> (u32, Vec<Restar
 /// the newest restart history any node names being `newest` (see [`standing`]).
 pub(crate) fn can_restore(named: &Named, gci: u32, newest: &[RestartId]) -> bool {
     standing(named, newest).is_some_and(|(_, limit)| gci <= limit)
+}
+
+/// CNTR_WAITREP's word: the restart GCI, and in the high word the number of the restart the
+/// node restored for (which its sysfile names).
+fn waitrep(gci: u32, no: u32) -> u64 {
+    u64::from(no) << 32 | u64::from(gci)
 }
 
 /// `history` with the restart `next` appended, the oldest dropped past `RESTARTS_KEPT`.
@@ -653,6 +669,7 @@ impl Kernel {
                 },
             ),
         };
+        restart.conf_no = restarts.last().map(|r| r.no);
         let conf = CntrStartConf {
             gci: restart_gci,
             failed: self.qmgr.failed().words(),
@@ -683,7 +700,11 @@ impl Kernel {
 
     /// CNTR_START_CONF: the cluster restarts at `conf.gci`, with the restart history
     /// `conf.restarts` (this restart last); restore up to it.
-    pub(crate) fn exec_cntr_start_conf(&mut self, conf: CntrStartConf) -> Result<(), String> {
+    pub(crate) fn exec_cntr_start_conf(
+        &mut self,
+        conf: CntrStartConf,
+        out: &mut dyn Outbox,
+    ) -> Result<(), String> {
         let gci = conf.gci;
         let Some(restart) = self.restart.as_mut().filter(|r| !r.node_restart) else {
             return Ok(());
@@ -693,8 +714,21 @@ impl Kernel {
             // same GCI, numbered anew; the sysfiles this node writes from now on name the new
             // number, as every other node's do (kept at the old one, it would count as having
             // missed the new one, and restore no GCI past it at the next system restart).
+            // A sysfile this node wrote already names the old number, and its redo log will
+            // hold the new restart's GCIs: at the next system restart it would count as having
+            // missed the new restart, and restore no GCI past it (seed 0x1400846: the cluster
+            // crashed again after the new master saved GCI 15, and no node of its group could
+            // restore it). So its sysfile names the new number before it tells the new master
+            // it restored (CNTR_WAITREP carries the number; the master counts no other).
             Some(chosen) if chosen == gci => {
                 restart.history = conf.restarts;
+                let copies = SYSFILES.len();
+                if restart.sysfile_written > copies {
+                    restart.renumbered = true;
+                }
+                if restart.restored.take().is_some() {
+                    self.restore_done(gci, out);
+                }
                 return Ok(());
             }
             Some(chosen) => {
@@ -1301,6 +1335,10 @@ impl Kernel {
         };
         if gci > 0 && !failed {
             let copies = SYSFILES.len();
+            if restart.sysfile_written == 2 * copies && restart.renumbered {
+                restart.renumbered = false;
+                restart.sysfile_written = copies;
+            }
             if restart.sysfile_written == copies && !restart.cut_sent {
                 restart.cut_sent = true;
                 let mut cut = std::mem::take(&mut restart.cut);
@@ -1322,7 +1360,8 @@ impl Kernel {
             }
         }
         restart.restored = Some(master);
-        self.send_gcp(master, gsn::CNTR_WAITREP, u64::from(gci), out);
+        let no = restart.history.last().map_or(0, |r| r.no);
+        self.send_gcp(master, gsn::CNTR_WAITREP, waitrep(gci, no), out);
     }
 
     /// A sysfile copy naming the restart was written and synced, or failed.
@@ -1341,12 +1380,18 @@ impl Kernel {
         self.restore_done(gci, out);
     }
 
-    /// CNTR_WAITREP at the master: once every live node has restored, all start.
-    pub(crate) fn exec_cntr_waitrep(&mut self, from: NodeId, gci: u64, out: &mut dyn Outbox) {
+    /// CNTR_WAITREP at the master: once every live node has restored under the restart
+    /// number this master sent, all start. One under another number (told to an old master
+    /// whose restart this one numbered anew, or sent before this one's CONF reached it) does
+    /// not count: that node writes its sysfile again and tells this master once more.
+    pub(crate) fn exec_cntr_waitrep(&mut self, from: NodeId, word: u64, out: &mut dyn Outbox) {
+        let (gci, no) = (word as u32, (word >> 32) as u32);
         if let Some(restart) = self.restart.as_mut() {
-            restart.waited.insert(from);
+            if restart.conf_no == Some(no) {
+                restart.waited.insert(from);
+            }
         }
-        self.start_if_all_restored(gci, out);
+        self.start_if_all_restored(u64::from(gci), out);
     }
 
     /// As master: CNTR_START_REP to every live node once each has restored.

@@ -1170,3 +1170,53 @@ fn a_node_restart_that_loses_power_before_removing_its_old_files_never_restores_
         }
     }
 }
+
+/// The master fails after its CNTR_START_CONF reached node 2, which restored and named that
+/// restart (number 1) in its sysfile. Node 2, master now, chooses the same GCI again under a
+/// new number (2). Before it serves, its sysfile must name number 2: its redo log will hold
+/// GCIs of restart 2, and a sysfile naming 1 counts at the next system restart as one that
+/// missed restart 2, restoring no GCI past it (seed 0x1400846: no node of a group could
+/// restore the saved GCI 15, and the cluster could not start).
+#[test]
+fn a_restart_numbered_anew_by_a_new_master_is_in_the_sysfile_before_the_node_serves() {
+    let config = config();
+    let disks = (1..=2)
+        .map(|n| disk_with_rows(&config, n, &[(1, 10, 1)]))
+        .collect();
+    let mut cluster = Cluster::new(disks, false);
+    // Node 1 chose the restart GCI, but its redo log is slow to read: node 2 restores first.
+    cluster.hold = Some((0, "DBLQH"));
+    cluster.run(cluster.start);
+    let named = |c: &Cluster| -> Vec<Vec<u32>> {
+        ["D1/DBDIH/P0.sysfile", "D2/DBDIH/P0.sysfile"]
+            .iter()
+            .map(|path| {
+                let sysfile = Sysfile::from_file(&c.nodes[1].1 .0[*path], 2).expect(path);
+                sysfile.restarts.iter().map(|r| r.no).collect()
+            })
+            .collect()
+    };
+    assert_eq!(
+        named(&cluster),
+        vec![vec![0, 1]; 2],
+        "node 2 restored for restart 1"
+    );
+    assert!(!cluster.nodes[1].0.qmgr.started());
+    // Node 1 loses power; node 2 starts alone once StartPartialTimeout has passed.
+    cluster.fatal[0] = Some("lost power".into());
+    let timeout = u64::from(config.data_nodes[0].start_partial_timeout_ms);
+    let mut at = 0;
+    while !cluster.nodes[1].0.qmgr.started() {
+        at += 500;
+        assert!(at <= timeout + 5_000, "node 2 never started alone");
+        let now = cluster.start + std::time::Duration::from_millis(at);
+        cluster.nodes[1].0.on_timer(now);
+        cluster.run(now);
+    }
+    assert_eq!(cluster.fatal[1], None);
+    assert_eq!(
+        named(&cluster),
+        vec![vec![0, 1, 2]; 2],
+        "node 2 serves under restart 2, and its sysfile must say so"
+    );
+}
