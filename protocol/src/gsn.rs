@@ -280,6 +280,13 @@ signals! {
     /// The last schema change the node handled: its sequence number, the node's id counter
     /// and the change as the master passed it on (ndbd's `dict/takeover.rs`).
     DICT_TAKEOVER_CONF = 137;
+    /// A node restored its files at a system restart: the tables and indexes it holds, to the
+    /// master, before its CNTR_WAITREP. Not in NDB (whose system restart takes the master's
+    /// schema file).
+    DICT_RESTORED_REP = 138;
+    /// The master of a system restart, before CNTR_START_REP: the tables and indexes some
+    /// restored node lacks, which every node drops. Not in NDB.
+    DICT_RESTART_DROP = 139;
 }
 
 /// The name of signal `number`, or `None` for a number no signal has.

@@ -2019,3 +2019,27 @@ fn a_restart_chosen_again_by_a_new_master_is_named_in_every_sysfile() {
     };
     replay(&[0x1400846], &options);
 }
+
+/// Seed 0x5000006, the handled faults with `partition`, `backup`, `single-user`, `events`,
+/// `limits` and `drop` (found at 2fbdc87, the first fix for 0x1400846): the master of a
+/// system restart failed after its CNTR_START_CONF reached every other node, and they
+/// restored under its restart number; the new master counted only restores under a number of
+/// its own, which it sends only after StartPartialTimeout, and the cluster never served again
+/// in the run. A new master now counts restores under its predecessor's number until it
+/// numbers the restart anew.
+#[test]
+fn a_new_restart_master_counts_the_restores_its_predecessor_started() {
+    let faults = [
+        Fault::Partition,
+        Fault::Backup,
+        Fault::SingleUser,
+        Fault::Events,
+        Fault::Limits,
+        Fault::Drop,
+    ];
+    let options = Options {
+        faults: [&Fault::HANDLED[..], &faults].concat(),
+        ..Options::default()
+    };
+    replay(&[0x5000006], &options);
+}

@@ -65,8 +65,9 @@ use crate::{NodeId, TransportError, TransporterKind};
 /// sequence number after its id counter (20 bytes before the request, not 4), which a node of
 /// version 9 would misread; START_PERMCONF carries that number, and a new DICT master takes
 /// over with DICT_TAKEOVER_REQ/CONF (136-137).
-/// 11: CNTR_WAITREP names the restart's number in its high word, and a master counts only its
-/// own; a node of version 10 sends 0 there, so its restore would never count.
+/// 11: CNTR_WAITREP names the restart's number in its high word, which a master checks (a
+/// node of version 10 sends 0 there); a system restart's master hears each node's tables and
+/// indexes and names those to drop (DICT_RESTORED_REP, DICT_RESTART_DROP: 138-139).
 pub const PROTOCOL_VERSION: u32 = 11;
 /// The first four bytes of a HELLO payload.
 pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";

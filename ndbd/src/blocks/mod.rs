@@ -472,6 +472,12 @@ impl Kernel {
             gsn::DICT_TAKEOVER_CONF if self.qmgr.is_data_node(from) => {
                 self.exec_dict_takeover_conf(from, header, payload, out, now)?
             }
+            gsn::DICT_RESTORED_REP if self.qmgr.is_data_node(from) => {
+                self.exec_dict_restored_rep(from, payload)?
+            }
+            gsn::DICT_RESTART_DROP if self.qmgr.is_data_node(from) => {
+                self.exec_dict_restart_drop(from, payload, out, now)?
+            }
             // From a data node this one holds failed, read before its link closed and handled
             // after its failure: the rounds it was in ended with it (`dih_node_failrep`).
             // Handled now, a master's GCP_PREPARE would hold every commit for a GCP_COMMIT
@@ -749,7 +755,7 @@ impl Kernel {
                     }
                 }
                 Signal::Gcp { signal, from, gci } => match signal {
-                    gsn::CNTR_WAITREP => self.exec_cntr_waitrep(from, gci, out),
+                    gsn::CNTR_WAITREP => self.exec_cntr_waitrep(from, gci, out, now),
                     gsn::CNTR_START_REP => {
                         // The master started the nodes it holds live: one it holds failed
                         // that is still up here (its link's close not seen yet: a slow link)

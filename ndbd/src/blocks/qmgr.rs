@@ -1127,7 +1127,7 @@ impl Kernel {
         if self.qmgr.started {
             self.api_failrep(node, out);
         }
-        self.restart_node_failrep(out);
+        self.restart_node_failrep(out, now);
         self.dih_node_failrep(node, out, now);
         tracing::error!(node = %node, "data node failed: its partitions' backups take over, transactions touching it abort");
         self.lqh_node_failrep(node, out);

@@ -40,7 +40,10 @@
 //! A new master that chooses again the GCI its failed predecessor chose numbers the restart
 //! anew; a node that restored already names the new number in its sysfile before it tells
 //! the master so (CNTR_WAITREP names the number it restored for, and the master counts only
-//! its own), so no node serves under a number its sysfile lacks.
+//! its own; until it numbers the restart anew, the number its predecessor sent), so no node
+//! serves under a number its sysfile lacks. Before CNTR_WAITREP a node names its tables and
+//! indexes to the master, which, before CNTR_START_REP, names those some node lacks: every
+//! node drops them (`dict/agree.rs`).
 //! A node started with `--initial` (or with no files) restores nothing; when the cluster
 //! restarts at a GCI it cannot reach, it stops with an error; started again once the others
 //! serve, it joins by node restart (`node_restart.rs`). Should every node of a node group stop
@@ -50,7 +53,7 @@
 //! runs the same restore up to its own restorable GCI instead of the cluster's, sends no
 //! CNTR_START_REQ or CNTR_WAITREP, and goes on with the node restart (`start_done`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use rndb_config::NodeId;
@@ -58,6 +61,7 @@ use rndb_protocol::dih::{CntrStartConf, CntrStartReq, RestartId, RESTARTS_KEPT};
 use rndb_protocol::gsn;
 use rndb_protocol::signals::block;
 
+use super::dict::agree::{lacked_by_some, Object};
 use super::dict::log::{DictLog, SCHEMA_LOG};
 use super::dih::gcp::{Gcp, SYSFILES};
 use super::fs::FsWait;
@@ -158,9 +162,12 @@ pub(crate) struct Restart {
     /// this node tells the master it restored.
     renumbered: bool,
     /// As master: the number of the restart its CNTR_START_CONF named, once sent; the nodes
-    /// whose restore is done under that number, and whether CNTR_START_REP went out.
+    /// whose restore is done, each under the restart number it named (`counted_no`), and
+    /// whether CNTR_START_REP went out.
     conf_no: Option<u32>,
-    waited: BTreeSet<NodeId>,
+    waited: BTreeMap<NodeId, u32>,
+    /// As master: the tables and indexes each node holds once restored (`dict/agree.rs`).
+    schemas: BTreeMap<NodeId, Vec<Object>>,
     start_sent: bool,
 }
 
@@ -234,6 +241,16 @@ pub(crate) fn restart_gci(answers: &BTreeMap<NodeId, Named>) -> (u32, Vec<Restar
 /// the newest restart history any node names being `newest` (see [`standing`]).
 pub(crate) fn can_restore(named: &Named, gci: u32, newest: &[RestartId]) -> bool {
     standing(named, newest).is_some_and(|(_, limit)| gci <= limit)
+}
+
+/// The restart number a master counts CNTR_WAITREPs under: the one its CNTR_START_CONF
+/// named, or, before it sent one (it became master by the failure of the one that chose the
+/// restart GCI), the number that one sent, under which the nodes that heard it restored (their
+/// sysfiles name it, as this node's does). Once this node numbers the restart anew, only
+/// restores under the new number count.
+fn counted_no(restart: &Restart) -> Option<u32> {
+    let chosen = || restart.gci.and(restart.history.last().map(|r| r.no));
+    restart.conf_no.or_else(chosen)
 }
 
 /// CNTR_WAITREP's word: the restart GCI, and in the high word the number of the restart the
@@ -1361,6 +1378,9 @@ impl Kernel {
         }
         restart.restored = Some(master);
         let no = restart.history.last().map_or(0, |r| r.no);
+        if gci > 0 {
+            self.dict_restored_rep(master, out);
+        }
         self.send_gcp(master, gsn::CNTR_WAITREP, waitrep(gci, no), out);
     }
 
@@ -1381,21 +1401,34 @@ impl Kernel {
     }
 
     /// CNTR_WAITREP at the master: once every live node has restored under the restart
-    /// number this master sent, all start. One under another number (told to an old master
-    /// whose restart this one numbered anew, or sent before this one's CONF reached it) does
-    /// not count: that node writes its sysfile again and tells this master once more.
-    pub(crate) fn exec_cntr_waitrep(&mut self, from: NodeId, word: u64, out: &mut dyn Outbox) {
+    /// number that counts (`counted_no`), all start. One under another number (told to an
+    /// old master whose restart this one numbered anew, or sent before this one's CONF
+    /// reached it) does not count: that node writes its sysfile again and tells this master
+    /// once more.
+    pub(crate) fn exec_cntr_waitrep(
+        &mut self,
+        from: NodeId,
+        word: u64,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
         let (gci, no) = (word as u32, (word >> 32) as u32);
         if let Some(restart) = self.restart.as_mut() {
-            if restart.conf_no == Some(no) {
-                restart.waited.insert(from);
-            }
+            restart.waited.insert(from, no);
         }
-        self.start_if_all_restored(u64::from(gci), out);
+        self.start_if_all_restored(u64::from(gci), out, now);
     }
 
-    /// As master: CNTR_START_REP to every live node once each has restored.
-    fn start_if_all_restored(&mut self, gci: u64, out: &mut dyn Outbox) {
+    /// As master: a node's tables and indexes once it restored (DICT_RESTORED_REP).
+    pub(crate) fn restart_dict_restored(&mut self, from: NodeId, objects: Vec<Object>) {
+        if let Some(restart) = self.restart.as_mut() {
+            restart.schemas.insert(from, objects);
+        }
+    }
+
+    /// As master: CNTR_START_REP to every live node once each has restored, after the
+    /// objects some of them lack (`dict/agree.rs`).
+    fn start_if_all_restored(&mut self, gci: u64, out: &mut dyn Outbox, now: Instant) {
         if self.qmgr.master() != self.me {
             return;
         }
@@ -1404,11 +1437,15 @@ impl Kernel {
         let Some(restart) = self.restart.as_mut() else {
             return;
         };
-        if restart.start_sent || !live.iter().all(|n| restart.waited.contains(n)) {
+        let no = counted_no(restart);
+        let restored = |n: &NodeId| no.is_some() && restart.waited.get(n).copied() == no;
+        if restart.start_sent || !live.iter().all(restored) {
             return;
         }
         restart.start_sent = true;
+        let lacked = lacked_by_some(live.iter().filter_map(|n| restart.schemas.get(n)));
         tracing::info!(gci, nodes = ?live, "system restart: every data node restored");
+        self.dict_restart_drop(lacked, &live, out, now);
         for node in live {
             self.send_gcp(node, gsn::CNTR_START_REP, gci, out);
         }
@@ -1416,7 +1453,7 @@ impl Kernel {
 
     /// A data node failed during the start: a new master hears again from the nodes that
     /// told the old one, and the master stops waiting for the failed node.
-    pub(crate) fn restart_node_failrep(&mut self, out: &mut dyn Outbox) {
+    pub(crate) fn restart_node_failrep(&mut self, out: &mut dyn Outbox, now: Instant) {
         let master = self.qmgr.master();
         let Some(restart) = self.restart.as_ref() else {
             return;
@@ -1462,7 +1499,7 @@ impl Kernel {
         if told.is_some_and(|old| old != master) {
             self.restore_done(gci, out);
         }
-        self.start_if_all_restored(u64::from(gci), out);
+        self.start_if_all_restored(u64::from(gci), out, now);
     }
 
     /// The system restart cannot go on without nodes that failed during it: this node stops

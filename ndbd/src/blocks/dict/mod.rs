@@ -6,6 +6,7 @@
 //! but no name in the table namespace. An ordered index has no table: TUX keeps one ordered
 //! structure per fragment of its base table.
 
+pub mod agree;
 pub mod index;
 pub mod index_build;
 pub mod log;

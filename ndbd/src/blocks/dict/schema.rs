@@ -7,8 +7,8 @@
 //! new object (each follower moves its id counter up to it, so a change one of them refused
 //! leaves no gap) and the GCI it logged the change in (each follower logs it in that one, so a
 //! system restart finds it on every node or on none; not so the undo of a failed create,
-//! logged in a later GCI than the create, nor a takeover's correction: see the limitation in
-//! `dict/takeover.rs`), and compares their answers with its own
+//! logged in a later GCI than the create, nor a takeover's correction, which a system restart
+//! makes agree: `dict/agree.rs`), and compares their answers with its own
 //! (the same table and index ids). When one refuses, a create is undone (dropped again) on
 //! every node, and the API gets the refusal once they all answered the undo. A drop cannot be
 //! undone; a drop refused somewhere is reported.

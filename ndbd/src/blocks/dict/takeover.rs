@@ -20,12 +20,11 @@
 //! which this node took for still running, ended), and starts afresh when a lower node fails
 //! during it; a higher node that fails only leaves it.
 //!
-//! Not handled: a correction is logged in a later GCI than the change it corrects was on the
-//! nodes that had it (they saved that GCI since), so a system restart to a GCI between the
-//! two restores dictionaries that differ; the same holds for the undo of a failed create, and
-//! for a change only the failed master logged (its copies lost with its links) in a GCI the
-//! survivors then saved. NDB's system restart takes the dictionary from the master's schema
-//! file; rndb's restores each node's own schema log.
+//! A correction is logged in a later GCI than the change it corrects was on the nodes that
+//! had it (they saved that GCI since), so a system restart to a GCI between the two restores
+//! dictionaries that differ (so does the undo of a failed create, and a change only the
+//! failed master logged); the restart then drops on every node what some node lacks, the side
+//! each correction takes (`dict/agree.rs`).
 //!
 //! ```text
 //! DICT_TAKEOVER_REQ:   (no payload)
