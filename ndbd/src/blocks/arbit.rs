@@ -56,9 +56,14 @@
 //! (NODE_STOPPING_REP) are no failures here, and nodes still being copied to by node restart
 //! count on no side (the failure of one is a failed restart), but among the nodes alive before
 //! a failure (their president may have told the other side that one started).
-//! `Arbitration=Disabled` decides rule 4 for going on, and `WaitExternal` goes on after
-//! ArbitrationTimeout, each node by its own count, confirming nothing (an external manager is
-//! to stop one side meanwhile). The arbitrator is
+//! `WaitExternal` goes on after ArbitrationTimeout, each node by its own count, confirming
+//! nothing (an external manager is to stop one side meanwhile). With arbitration off
+//! (`Arbitration=Disabled`, or no node that may arbitrate) a failure still runs a round, as
+//! NDB settles every failure at the president: at once (no settle time), the side's nodes
+//! confirm it, failing the nodes it lacks, and it goes on whatever its count (rule 1 aside).
+//! So no node serves again after a failure while another still takes the failed node's
+//! signals (seed 0x13006e8: a TC that had handled a primary's failure sent a locked read to
+//! the backup, which still ran the old primary's frames, and an update was lost). The arbitrator is
 //! `ndb_mgmd` (`rndb_mgm::server::arbitrator`; ArbitrationRank 1 by default) or an API node
 //! (`rndb_api`'s `arbiter.rs`; ArbitrationRank 0 by default).
 //! Unlike NDB, a cluster whose config has no node of ArbitrationRank 1 or 2 does not
@@ -231,6 +236,21 @@ impl Arbit {
             Arbitration::Disabled => false,
         }
     }
+
+    /// True when a side's nodes confirm it before it goes on (PREP_FAILREQ): always but with
+    /// WaitExternal, arbitration off too, as NDB settles every failure at the president. Off,
+    /// the confirmed side goes on, whatever its count; the round makes every node of it fail
+    /// the failed nodes (closing their links, handling the failure) before any serves again,
+    /// so no node acts on a failure while another still takes the failed node's signals
+    /// (seed 0x13006e8: a lost update).
+    fn confirms(&self) -> bool {
+        self.method != Arbitration::WaitExternal
+    }
+
+    /// True when failures run a round here (commits held until the side goes on).
+    fn rounds(&self) -> bool {
+        self.enabled() || self.confirms()
+    }
 }
 
 impl Kernel {
@@ -259,18 +279,22 @@ impl Kernel {
             self.arbit.failed_uncounted.push((node, now));
             return;
         }
-        if !self.arbit.enabled() {
-            if !std::mem::replace(&mut self.arbit.logged_off, true) {
-                tracing::warn!(
-                    "data node {node} failed and arbitration is off (Arbitration={}, no management \
-                     or API node with ArbitrationRank 1 or 2): a network split would leave each side serving",
-                    self.arbit.method.as_str()
-                );
-            }
+        if !self.arbit.enabled() && !std::mem::replace(&mut self.arbit.logged_off, true) {
+            tracing::warn!(
+                "data node {node} failed and arbitration is off (Arbitration={}, no management \
+                 or API node with ArbitrationRank 1 or 2): a network split would leave each side serving",
+                self.arbit.method.as_str()
+            );
+        }
+        if !self.arbit.rounds() {
             return;
         }
         if self.arbit.round.is_none() {
-            tracing::warn!(node = %node, "data node {node} failed: commits wait {} ms for the rest of a possible split to show, then this side decides whether it goes on", self.arbit.settle.as_millis());
+            if self.arbit.enabled() {
+                tracing::warn!(node = %node, "data node {node} failed: commits wait {} ms for the rest of a possible split to show, then this side decides whether it goes on", self.arbit.settle.as_millis());
+            } else {
+                tracing::info!(node = %node, "data node {node} failed: commits wait until every data node of this side has failed it too");
+            }
             self.arbit_round_begins(before, now);
         }
     }
@@ -347,7 +371,7 @@ impl Kernel {
     /// holds commits until its side is confirmed (PREP_FAILREQ) and goes on (ARBIT_VERDICT).
     pub(crate) fn arbit_failure_reported(&mut self, node: NodeId, now: Instant) {
         if !self.qmgr.started()
-            || !self.arbit.enabled()
+            || !self.arbit.rounds()
             || self.arbit.round.is_some()
             || self.arbit_president() != self.me
             || self.fatal.is_some()
@@ -394,7 +418,7 @@ impl Kernel {
             self.arbit.renew = true;
         }
         self.arbit.president_seen = Some(president);
-        if !self.qmgr.started() || !self.arbit.enabled() {
+        if !self.qmgr.started() || !self.arbit.rounds() {
             return;
         }
         self.arbit_decide(out, now);
@@ -409,12 +433,22 @@ impl Kernel {
         }
     }
 
+    /// With arbitration off, a round is settled as soon as its failure is handled here (no
+    /// timer tick waited for): nothing waits for the rest of a split to show.
+    pub(crate) fn arbit_off_decide(&mut self, out: &mut dyn Outbox, now: Instant) {
+        if self.qmgr.started() && !self.arbit.enabled() && self.arbit.rounds() {
+            self.arbit_decide(out, now);
+        }
+    }
+
     fn arbit_decide(&mut self, out: &mut dyn Outbox, now: Instant) {
         let Some(round) = &self.arbit.round else {
             return;
         };
         let member = self.arbit_member();
-        if !member && now < round.since + self.arbit.settle {
+        // Arbitrated, the president waits for the rest of a possible split to show; off, the
+        // side goes on whatever its count, as soon as its nodes confirm it.
+        if !member && self.arbit.enabled() && now < round.since + self.arbit.settle {
             return;
         }
         let mut decision = self.arbit_rules(now);
@@ -448,7 +482,7 @@ impl Kernel {
     /// True when this node waits for its side's president to settle a round (Default
     /// arbitration, and another node presides).
     fn arbit_member(&self) -> bool {
-        self.arbit.method == Arbitration::Default && self.arbit_president() != self.me
+        self.arbit.confirms() && self.arbit_president() != self.me
     }
 
     /// NDB's rules over the failures of the round (module doc), applied by the side's
@@ -461,7 +495,7 @@ impl Kernel {
         if self.arbit_member() {
             return self.arbit_member_rules(round, now);
         }
-        if self.arbit.method == Arbitration::Default {
+        if self.arbit.confirms() {
             let confirmed = round.prep.as_ref().is_some_and(|prep| {
                 prep.side == alive
                     && alive
@@ -471,6 +505,12 @@ impl Kernel {
             if !confirmed {
                 return Decision::Prepare;
             }
+        }
+        if !self.arbit.enabled() {
+            // Off: every node of the side confirmed it; it goes on (rule 1 aside, `qmgr.rs`).
+            return Decision::GoOn(
+                "arbitration is off, and every data node of this side confirmed it",
+            );
         }
         let before = round.before.len();
         let survivors = alive.intersection(&round.before).len();
@@ -662,7 +702,7 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) {
-        if !self.qmgr.started() || !self.arbit.enabled() || self.fatal.is_some() {
+        if !self.qmgr.started() || !self.arbit.confirms() || self.fatal.is_some() {
             return;
         }
         let count = usize::from(request.node).min(request.nodes.len());
@@ -731,7 +771,7 @@ impl Kernel {
             return;
         }
         prep.confirmed.insert(from);
-        if self.qmgr.started() && self.arbit.enabled() {
+        if self.qmgr.started() && self.arbit.rounds() {
             self.arbit_decide(out, now);
         }
     }
@@ -996,7 +1036,7 @@ impl Kernel {
                 self.arbit.verdict_win = Some((from, arbit.ticket, side));
                 // At once: the president lets a restarting node in once its round ended, and
                 // a member that took it in first would count another president.
-                if self.arbit.round.is_some() && self.qmgr.started() && self.arbit.enabled() {
+                if self.arbit.round.is_some() && self.qmgr.started() && self.arbit.rounds() {
                     self.arbit_decide(out, now);
                 }
             }

@@ -1134,6 +1134,7 @@ impl Kernel {
         self.gcp_try_save(out);
         self.tc_node_failrep(node);
         self.dict_node_failrep(node, out, now);
+        self.arbit_off_decide(out, now);
     }
 
     /// API_REGREQ: whether the cluster has started.
