@@ -843,8 +843,8 @@ impl World {
         }
         let unsent = kernel.has_unsent_answers();
         let fatal = kernel.take_fatal();
-        let chosen = (kernel.system_restart_gci())
-            .or_else(|| kernel.is_started().then(|| kernel.restorable_gci()));
+        let heard = kernel.system_restart_gci();
+        let chosen = heard.or_else(|| kernel.is_started().then(|| kernel.restorable_gci()));
         let serves = kernel.serves();
         // A node restart's node catches up once its files can restart it, not when it
         // serves (a system restart before then finds nothing of it to restore).
@@ -856,7 +856,7 @@ impl World {
             self.given_up.entry(group).or_insert(self.restorable_max);
         }
         self.restorable_max = self.restorable_max.max(kernel.durable_gci());
-        self.note_restart(node, chosen, serves)?;
+        self.note_restart(node, chosen, heard, serves)?;
         if unsent && self.kicks.insert(node) {
             self.queue
                 .push(self.now_ns + KICK_NS, node.0, 0, EventKind::Kick(node));
@@ -889,6 +889,7 @@ impl World {
         &mut self,
         node: NodeId,
         chosen: Option<u32>,
+        heard: Option<u32>,
         serves: bool,
     ) -> Result<(), String> {
         if self.restart_pending {
@@ -897,7 +898,13 @@ impl World {
         let Some(last) = self.cluster_crashes.len().checked_sub(1) else {
             return Ok(());
         };
-        if let Some(gci) = chosen.filter(|_| self.cluster_crashes[last].chosen.is_none()) {
+        // The first GCI a kernel hears, or a lower one a new master chose: its predecessor
+        // failed with its choice heard by no other node, which then chose from their own
+        // sysfiles (seed 0xf000372: node 1 chose 16, named by its sysfile alone, and crashed;
+        // node 2 chose 15).
+        let first = chosen.filter(|_| self.cluster_crashes[last].chosen.is_none());
+        let lower = heard.filter(|&g| self.cluster_crashes[last].chosen.is_some_and(|c| g < c));
+        if let Some(gci) = first.or(lower) {
             let named = self.cluster_crashes[last].restart_gci;
             self.log(format!(
                 "system restart: data node {node} heard the restart GCI {gci} (the disks named up to {named})"

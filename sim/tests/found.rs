@@ -2043,3 +2043,18 @@ fn a_new_restart_master_counts_the_restores_its_predecessor_started() {
     };
     replay(&[0x5000006], &options);
 }
+
+/// Seed 0xf000372, every handled fault kind with `crash-starting` and `drop` (found at 83cee95,
+/// the simulator's model): at the system restart node 1, master, chose GCI 16, which only its
+/// own sysfile named, and crashed before its choice reached any node; node 2, master next,
+/// chose 15 from the others' sysfiles (a partial start without the only sysfile naming 16;
+/// no kernel had called 16 durable). The simulator kept the first choice it heard and held a
+/// transfer of GCI 16 as lost; it now takes a lower choice a new master makes.
+#[test]
+fn a_restart_gci_chosen_again_lower_by_a_new_master_is_the_one_restored() {
+    let options = Options {
+        faults: [&Fault::HANDLED[..], &[Fault::CrashStarting, Fault::Drop]].concat(),
+        ..Options::default()
+    };
+    replay(&[0xf000372], &options);
+}

@@ -2970,3 +2970,52 @@ fn insert_rows(sim: &mut Sim, table: &TableInfo, rows: i32) {
         assert_eq!(answer, gsn::TC_EXECUTE_CONF);
     }
 }
+
+/// No arbitrator: node 1 dies and only node 2 sees its link close. Node 2, its side's
+/// president, serves nothing until node 3 has confirmed the side (PREP_FAILREQ), which makes
+/// node 3 fail node 1 though its own link from node 1 still looks open: then no node serves
+/// while another still takes node 1's signals (sim seed 0x13006e8, a lost update, came from
+/// that window).
+#[test]
+fn with_arbitration_off_a_side_serves_again_only_once_every_node_failed_the_failed_node() {
+    let mut sim = Sim::with_nodes(3, None);
+    let table = sim.create_table("t", false);
+    sim.kernels.remove(&NodeId(1));
+    let prep = sim.sees_close_holding(NodeId(2), NodeId(1), &|f| is_failure_round(f.2.signal));
+    assert!(!prep.is_empty(), "node 2 asks node 3 to confirm the side");
+    assert!(!sim.kernels[&NodeId(3)].has_failed(NodeId(1)));
+    let key = sim.key_on(NodeId(2));
+    let refused = sim.op(
+        NodeId(2),
+        1,
+        &table,
+        OperationType::Insert,
+        LockMode::Exclusive,
+        key,
+        1,
+        ExecType::Commit,
+    );
+    assert_eq!(
+        refused,
+        gsn::TC_EXECUTE_REF,
+        "node 2 serves nothing meanwhile (286)"
+    );
+    sim.route(prep);
+    assert!(
+        sim.kernels[&NodeId(3)].has_failed(NodeId(1)),
+        "node 3 failed node 1 as it confirmed the side"
+    );
+    for (rid, tc) in [(2, NodeId(2)), (3, NodeId(3))] {
+        let answer = sim.op(
+            tc,
+            rid,
+            &table,
+            OperationType::Insert,
+            LockMode::Exclusive,
+            key + rid as i32 * 1000,
+            1,
+            ExecType::Commit,
+        );
+        assert_eq!(answer, gsn::TC_EXECUTE_CONF, "node {tc} serves again");
+    }
+}
