@@ -3019,3 +3019,32 @@ fn with_arbitration_off_a_side_serves_again_only_once_every_node_failed_the_fail
         assert_eq!(answer, gsn::TC_EXECUTE_CONF, "node {tc} serves again");
     }
 }
+
+/// The DICT master applies a DROP TABLE to itself only once every other data node answered
+/// it: a drop the master alone logged (its copies lost with its links) could reach a system
+/// restart of a GCI the others saved, which then drops everywhere the table they kept and
+/// wrote since (`dict/agree.rs`).
+#[test]
+fn the_dict_master_drops_a_table_itself_only_once_every_node_answered() {
+    let mut sim = Sim::with_nodes(3, None);
+    let table = sim.create_table("t", false);
+    let mut name = Vec::new();
+    signals::encode_name(&mut name, "t");
+    let answers = sim.send_holding(NodeId(1), &[(gsn::DROP_TABLE_REQ, 905, name)], &|f| {
+        f.1 == NodeId(1) && f.2.signal == gsn::DROP_TABLE_CONF
+    });
+    assert_eq!(answers.len(), 2, "nodes 2 and 3 dropped it and answered");
+    for node in [NodeId(2), NodeId(3)] {
+        assert!(sim.kernels[&node].dict.get(table.table_id).is_none());
+    }
+    assert!(
+        sim.kernels[&NodeId(1)].dict.get(table.table_id).is_some(),
+        "the master keeps it until both answered"
+    );
+    sim.route(answers);
+    assert!(sim.kernels[&NodeId(1)].dict.get(table.table_id).is_none());
+    assert_eq!(
+        sim.api.iter().find(|a| a.2 == 905).map(|a| a.1),
+        Some(gsn::DROP_TABLE_CONF)
+    );
+}

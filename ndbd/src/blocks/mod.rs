@@ -473,7 +473,7 @@ impl Kernel {
                 self.exec_dict_takeover_conf(from, header, payload, out, now)?
             }
             gsn::DICT_RESTORED_REP if self.qmgr.is_data_node(from) => {
-                self.exec_dict_restored_rep(from, payload)?
+                self.exec_dict_restored_rep(from, payload, out, now)?
             }
             gsn::DICT_RESTART_DROP if self.qmgr.is_data_node(from) => {
                 self.exec_dict_restart_drop(from, payload, out, now)?
@@ -743,6 +743,17 @@ impl Kernel {
                     }
                 }
                 Signal::CntrStartReq { from, req } => self.exec_cntr_start_req(from, *req, out),
+                // The restart's CONF and START_REP count only from this node's master: one
+                // from a master this node has seen fail (read before its link closed) would
+                // renumber or start it behind the back of the master it serves now.
+                Signal::CntrStartConf { from, .. }
+                | Signal::Gcp {
+                    from,
+                    signal: gsn::CNTR_START_REP,
+                    ..
+                } if from != self.me && from != self.qmgr.master() => {
+                    tracing::info!(node = %from, master = %self.qmgr.master(), "a system restart's CNTR_START_CONF or CNTR_START_REP from a data node that is not the master here: ignored");
+                }
                 Signal::CntrStartConf { from, conf } => {
                     let excluded = if from == self.me {
                         self.qmgr.failed()

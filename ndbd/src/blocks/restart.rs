@@ -736,7 +736,7 @@ impl Kernel {
             // missed the new restart, and restore no GCI past it (seed 0x1400846: the cluster
             // crashed again after the new master saved GCI 15, and no node of its group could
             // restore it). So its sysfile names the new number before it tells the new master
-            // it restored (CNTR_WAITREP carries the number; the master counts no other).
+            // it restored (CNTR_WAITREP carries the number, which the master checks).
             Some(chosen) if chosen == gci => {
                 restart.history = conf.restarts;
                 let copies = SYSFILES.len();
@@ -1403,8 +1403,8 @@ impl Kernel {
     /// CNTR_WAITREP at the master: once every live node has restored under the restart
     /// number that counts (`counted_no`), all start. One under another number (told to an
     /// old master whose restart this one numbered anew, or sent before this one's CONF
-    /// reached it) does not count: that node writes its sysfile again and tells this master
-    /// once more.
+    /// reached it) does not count: once this master's CONF reaches that node, it writes its
+    /// sysfile again and tells this master once more.
     pub(crate) fn exec_cntr_waitrep(
         &mut self,
         from: NodeId,
@@ -1413,10 +1413,23 @@ impl Kernel {
         now: Instant,
     ) {
         let (gci, no) = (word as u32, (word >> 32) as u32);
-        if let Some(restart) = self.restart.as_mut() {
-            restart.waited.insert(from, no);
-        }
+        let Some(restart) = self.restart.as_mut() else {
+            return self.waitrep_after_start(from, gci, no, out);
+        };
+        restart.waited.insert(from, no);
         self.start_if_all_restored(u64::from(gci), out, now);
+    }
+
+    /// A CNTR_WAITREP at a master that serves already: the restart's master failed after its
+    /// CNTR_START_REP reached some nodes only (this one), and `from` restored for the same
+    /// restart (its GCI and number) and took part since. It starts too. (Its dictionary was
+    /// made one with this node's first: `dict_restored_after_start`.)
+    fn waitrep_after_start(&mut self, from: NodeId, gci: u32, no: u32, out: &mut dyn Outbox) {
+        let same = (self.gcp.restarts.last()).is_some_and(|r| r.gci == gci && r.no == no);
+        if self.qmgr.started() && self.qmgr.master() == self.me && same {
+            tracing::warn!(node = %from, gci, "data node {from} restored for this system restart and never heard it start (its master failed first): it starts now");
+            self.send_gcp(from, gsn::CNTR_START_REP, u64::from(gci), out);
+        }
     }
 
     /// As master: a node's tables and indexes once it restored (DICT_RESTORED_REP).

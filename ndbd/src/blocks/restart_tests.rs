@@ -14,8 +14,10 @@
 //! restart that loses power between overwriting its sysfile and removing its old files leaves
 //! a sysfile naming those files' own restart history, never the cluster's; and a new restart
 //! master counts restores under its predecessor's restart number until it numbers the restart
-//! anew, after which every node names the new number in its sysfile before any serves; and a
-//! system restart drops a table some restored node lacks, everywhere and for good.
+//! anew, after which every node names the new number in its sysfile before any serves, and a
+//! CONF, START_REP or DICT_RESTART_DROP from a master that failed is ignored; and a node that
+//! missed the start is started by a new master that serves already; and a system restart
+//! drops a table or index some restored node lacks, everywhere and for good.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -194,6 +196,9 @@ struct Cluster {
     closed: Vec<bool>,
     /// Frames of this signal from the first node to the second are lost.
     lose: Option<(NodeId, NodeId, u16)>,
+    /// This node (index) loses power right after a round in which it sent a frame of this
+    /// signal: the frames it sent still arrive, after the others saw its links close.
+    crash_after_send: Option<(usize, u16)>,
 }
 
 impl Cluster {
@@ -236,6 +241,7 @@ impl Cluster {
             held: Vec::new(),
             crash_before_remove: None,
             lose: None,
+            crash_after_send: None,
         }
     }
 
@@ -293,6 +299,12 @@ impl Cluster {
                 }
                 if let Some(why) = kernel.take_fatal() {
                     self.fatal[index] = Some(why);
+                }
+                if let Some((crashing, signal)) = self.crash_after_send {
+                    if crashing == index && sent.0.iter().any(|f| f.1.signal == signal) {
+                        self.fatal[index] = Some(format!("lost power after sending {signal}"));
+                        self.crash_after_send = None;
+                    }
                 }
                 next.extend(sent.0.into_iter().map(|(to, h, p)| (me, to, h, p)));
             }
@@ -1361,4 +1373,280 @@ fn a_system_restart_drops_a_table_some_restored_node_lacks() {
     assert_eq!(held(&cluster, "u"), vec![false, false]);
     assert_eq!(held(&cluster, "t"), vec![true, true]);
     assert_eq!(cluster.state()[0].2, rows, "table t's row is restored");
+}
+
+/// Three nodes of one node group. Node 1, master, sends CNTR_START_CONF (restart 1) to both
+/// others and loses power; node 3 restored under restart 1, node 2 (master now) is slow to
+/// read its redo log. Past StartPartialTimeout node 2 numbers the restart anew (2) and loses
+/// power right after its CONF went out. Node 3 handles node 2's failure before node 2's CONF,
+/// read before the failure, arrives: that CONF is ignored (not from its master), and node 3
+/// starts. (A review found it: the CONF renumbered node 3 while it rewrote its sysfile, its
+/// own START_REP went unheard, and it never served.)
+#[test]
+fn a_conf_from_a_failed_master_is_ignored_and_the_new_master_starts() {
+    let config = three_nodes();
+    let disks = (1..=3)
+        .map(|n| disk_with_rows(&config, n, &[(1, 10, 1)]))
+        .collect();
+    let mut cluster = Cluster::with_config(&config, disks, false);
+    cluster.hold = Some((1, "DBLQH"));
+    cluster.run(cluster.start);
+    assert!(
+        cluster.nodes[2].0.system_restart_gci().is_some(),
+        "node 3 heard restart 1"
+    );
+    assert!(!cluster.nodes[2].0.qmgr.started());
+    cluster.fatal[0] = Some("lost power".into());
+    cluster.crash_after_send = Some((1, gsn::CNTR_START_CONF));
+    let timeout = u64::from(config.data_nodes[0].start_partial_timeout_ms);
+    let mut at = 0;
+    while at <= timeout + 60_000 && !cluster.nodes[2].0.qmgr.started() {
+        at += 500;
+        let now = cluster.start + std::time::Duration::from_millis(at);
+        for index in 1..3 {
+            if cluster.fatal[index].is_none() {
+                cluster.nodes[index].0.on_timer(now);
+            }
+        }
+        cluster.run(now);
+    }
+    assert!(
+        cluster.fatal[1].is_some(),
+        "node 2 numbered the restart anew and lost power"
+    );
+    assert_eq!(cluster.fatal[2], None);
+    assert!(
+        cluster.nodes[2].0.qmgr.started(),
+        "node 3, alone and restored, never serves ({at} ms)"
+    );
+}
+
+/// Four nodes of one node group (four replicas).
+fn four_nodes() -> ClusterConfig {
+    let ini = INI.replace("NoOfReplicas=2", "NoOfReplicas=4").replace(
+        "[api]",
+        "[ndbd]\nNodeId=3\nHostName=127.0.0.1\n[ndbd]\nNodeId=4\nHostName=127.0.0.1\n[api]",
+    );
+    rndb_config::parse_str(&ini, Path::new("t.ini")).expect("config")
+}
+
+/// As above with four nodes: node 2's CONF (restart 2) to node 3 is lost, the one to node 4
+/// arrives after node 4 handled node 2's failure (and told node 3, master now, it restored
+/// under 1). Both serve. (Before, node 4 took that CONF, missed node 3's START_REP while it
+/// rewrote its sysfile, and never served, though it took part in the checkpoints.)
+#[test]
+fn a_conf_from_a_failed_master_leaves_no_node_that_never_serves() {
+    let config = four_nodes();
+    let disks = (1..=4)
+        .map(|n| disk_with_rows(&config, n, &[(1, 10, 1)]))
+        .collect();
+    let mut cluster = Cluster::with_config(&config, disks, false);
+    cluster.hold = Some((1, "DBLQH"));
+    cluster.run(cluster.start);
+    assert!(cluster.nodes[3].0.system_restart_gci().is_some());
+    cluster.fatal[0] = Some("lost power".into());
+    cluster.crash_after_send = Some((1, gsn::CNTR_START_CONF));
+    cluster.lose = Some((NodeId(2), NodeId(3), gsn::CNTR_START_CONF));
+    let timeout = u64::from(config.data_nodes[0].start_partial_timeout_ms);
+    for at in (500..=timeout + 60_000).step_by(500) {
+        let now = cluster.start + std::time::Duration::from_millis(at);
+        for index in 1..4 {
+            if cluster.fatal[index].is_none() {
+                cluster.nodes[index].0.on_timer(now);
+            }
+        }
+        cluster.run(now);
+    }
+    assert_eq!(cluster.fatal[2..], [None, None]);
+    let sysfile = |i: usize| {
+        Sysfile::from_file(&cluster.nodes[i].1 .0["D1/DBDIH/P0.sysfile"], i as u32 + 1)
+            .expect("a sysfile")
+    };
+    assert!(cluster.nodes[2].0.qmgr.started(), "node 3 serves");
+    assert!(
+        cluster.nodes[2].0.durable_gci() > 20,
+        "and saves checkpoints"
+    );
+    let (node4, restarts) = (sysfile(3).restorable_gci, sysfile(3).restarts);
+    assert!(
+        cluster.nodes[3].0.qmgr.started(),
+        "node 4 never serves, yet its sysfile names GCI {node4} restorable, restarts {restarts:?}"
+    );
+}
+
+/// Three nodes of one node group. Node 1, master, sends CNTR_START_REP to node 2 and loses
+/// power; its START_REP to node 3 is lost, and node 2 sees the failure before the START_REP:
+/// node 2, master now, starts both.
+#[test]
+fn a_start_rep_that_reached_some_nodes_only_leaves_none_waiting() {
+    let config = three_nodes();
+    let disks = (1..=3)
+        .map(|n| disk_with_rows(&config, n, &[(1, 10, 1)]))
+        .collect();
+    let mut cluster = Cluster::with_config(&config, disks, false);
+    cluster.crash_after_send = Some((0, gsn::CNTR_START_REP));
+    cluster.lose = Some((NodeId(1), NodeId(3), gsn::CNTR_START_REP));
+    cluster.run(cluster.start);
+    for at in (500..=60_000).step_by(500) {
+        let now = cluster.start + std::time::Duration::from_millis(at);
+        for index in 1..3 {
+            if cluster.fatal[index].is_none() {
+                cluster.nodes[index].0.on_timer(now);
+            }
+        }
+        cluster.run(now);
+    }
+    assert!(cluster.nodes[1].0.qmgr.started());
+    let sysfile = Sysfile::from_file(&cluster.nodes[2].1 .0["D1/DBDIH/P0.sysfile"], 3).unwrap();
+    assert!(
+        cluster.nodes[2].0.qmgr.started(),
+        "node 3 does not serve ({:?}); its sysfile names GCI {} restorable, restarts {:?}",
+        cluster.fatal[2],
+        sysfile.restorable_gci,
+        sysfile.restarts
+    );
+}
+
+/// Splices SCHEMA records of GCI 1 (`changes`) into `disk`'s schema log before its last
+/// record (GCI 1's GCI_COMPLETED).
+fn splice_schema(disk: &mut MemDisk, changes: &[SchemaChange]) {
+    let schema = disk.0.get_mut("D1/DBDICT/P0.SchemaLog").expect("a log");
+    let mut completed = Vec::new();
+    format::append_record(&mut completed, 1 << 32, kind::GCI_COMPLETED, |_| {});
+    let cut = schema.len() - completed.len();
+    let mut records = Vec::new();
+    for change in changes {
+        format::append_record(&mut records, 1 << 32, kind::SCHEMA, |b| change.encode(b));
+    }
+    schema.splice(cut..cut, records);
+}
+
+fn index_objects(c: &Cluster) -> Vec<Vec<(u32, String, String)>> {
+    c.nodes.iter().map(|(k, _)| k.dict_objects()).collect()
+}
+
+/// Node 1 holds a unique index `ux` on t(v) (id 2, its hidden table id 3) and table `u` with
+/// an ordered index `ox` (ids 4, 5), which node 2 lacks. The restart drops them on node 1;
+/// the next restart agrees too, and table t keeps its rows.
+#[test]
+fn a_system_restart_drops_indexes_and_a_table_with_its_index() {
+    let config = config();
+    let mut disks: Vec<MemDisk> = (1..=2)
+        .map(|n| disk_with_rows(&config, n, &[(1, 10, 1)]))
+        .collect();
+    let index = |table: &str, name: &str, kind: rndb_protocol::IndexKind, first_id: u32| {
+        let mut request = Vec::new();
+        signals::CreateIndexReq {
+            table: table.into(),
+            index: name.into(),
+            kind,
+            columns: vec!["v".into()],
+        }
+        .encode(&mut request);
+        SchemaChange {
+            signal: gsn::CREATE_INDEX_REQ,
+            first_id,
+            request,
+        }
+    };
+    let def = TableDef::new(
+        "u",
+        vec![
+            ColumnDef::key("k", ColumnType::Int32),
+            ColumnDef::new("v", ColumnType::Int32),
+        ],
+    );
+    let mut request = Vec::new();
+    signals::encode_table_def(&mut request, &def);
+    let create_u = SchemaChange {
+        signal: gsn::CREATE_TABLE_REQ,
+        first_id: 4,
+        request,
+    };
+    splice_schema(
+        &mut disks[0],
+        &[
+            index("t", "ux", rndb_protocol::IndexKind::Unique, 2),
+            create_u,
+            index("u", "ox", rndb_protocol::IndexKind::Ordered, 5),
+        ],
+    );
+    let mut cluster = Cluster::restart(disks);
+    assert_eq!(cluster.fatal, vec![None, None]);
+    assert_eq!(index_objects(&cluster)[0], index_objects(&cluster)[1]);
+    let rows = cluster.state()[0].2;
+    cluster.save_checkpoint();
+    let disks = cluster.crash();
+    let cluster = Cluster::restart(disks);
+    assert_eq!(cluster.fatal, vec![None, None]);
+    assert_eq!(index_objects(&cluster)[0], index_objects(&cluster)[1]);
+    assert_eq!(cluster.state()[0].2, rows);
+}
+
+/// Three nodes of one node group; nodes 1 and 3 hold table `u`, which node 2 lacks. Node 1,
+/// master, sends DICT_RESTART_DROP (u) and CNTR_START_REP to both others and loses power;
+/// they handle its failure before its frames, and ignore both (not from their master): the
+/// new master makes the dictionaries one again. (A review found it: node 3 ignored the DROP
+/// and took the START_REP, and served with a table node 2 lacked.)
+#[test]
+fn a_restart_drop_and_start_rep_from_a_failed_master_are_both_ignored() {
+    let config = three_nodes();
+    let mut disks: Vec<MemDisk> = (1..=3)
+        .map(|n| disk_with_rows(&config, n, &[(1, 10, 1)]))
+        .collect();
+    let def = TableDef::new(
+        "u",
+        vec![
+            ColumnDef::key("k", ColumnType::Int32),
+            ColumnDef::new("v", ColumnType::Int32),
+        ],
+    );
+    let mut request = Vec::new();
+    signals::encode_table_def(&mut request, &def);
+    let create_u = SchemaChange {
+        signal: gsn::CREATE_TABLE_REQ,
+        first_id: 2,
+        request,
+    };
+    splice_schema(&mut disks[0], std::slice::from_ref(&create_u));
+    splice_schema(&mut disks[2], &[create_u]);
+    let mut cluster = Cluster::with_config(&config, disks, false);
+    cluster.crash_after_send = Some((0, gsn::CNTR_START_REP));
+    cluster.run(cluster.start);
+    assert!(cluster.fatal[0].is_some());
+    assert_eq!(cluster.fatal[1..], [None, None]);
+    let serving: Vec<bool> = (1..3).map(|i| cluster.nodes[i].0.qmgr.started()).collect();
+    let held: Vec<bool> = (1..3).map(|i| cluster.nodes[i].0.has_table("u")).collect();
+    assert!(
+        !(serving == [true, true] && held[0] != held[1]),
+        "nodes 2 and 3 serve; table u held: {held:?}"
+    );
+}
+
+/// Three nodes of one node group. The master's CNTR_START_REP reaches node 2 (which serves)
+/// and not node 3; then the master fails. Node 3 tells node 2, its master now, that it
+/// restored (CNTR_WAITREP): node 2 serves already, and starts it (before, it ignored the
+/// WAITREP, and node 3 neither served nor stopped, while it took part in the checkpoints).
+#[test]
+fn a_node_that_missed_the_start_starts_when_its_new_master_serves_already() {
+    let config = three_nodes();
+    let disks = (1..=3)
+        .map(|n| disk_with_rows(&config, n, &[(1, 10, 1)]))
+        .collect();
+    let mut cluster = Cluster::with_config(&config, disks, false);
+    cluster.lose = Some((NodeId(1), NodeId(3), gsn::CNTR_START_REP));
+    cluster.run(cluster.start);
+    assert!(cluster.nodes[1].0.qmgr.started(), "node 2 serves");
+    assert!(
+        !cluster.nodes[2].0.qmgr.started(),
+        "node 3 never heard the start"
+    );
+    cluster.fatal[0] = Some("lost power".into());
+    let now = cluster.start + std::time::Duration::from_millis(500);
+    for index in 1..3 {
+        cluster.nodes[index].0.on_timer(now);
+    }
+    cluster.run(now);
+    assert_eq!(cluster.fatal[1..], [None, None]);
+    assert!(cluster.nodes[2].0.qmgr.started(), "node 3 serves");
 }

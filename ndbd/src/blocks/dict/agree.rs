@@ -2,18 +2,26 @@
 //! own schema log up to the restart GCI, and every schema change is logged in the DICT
 //! master's GCI on every node, so the logs agree at any GCI but for changes some node logged
 //! and another did not: a new master's correction (`dict/takeover.rs`: a drop finished on the
-//! nodes behind, a create undone on the nodes that had it) and the undo of a failed create,
-//! both logged in a later GCI than the change; or a change an old master logged and died
-//! before passing on. A restart at a GCI between the two would bring back dictionaries that
-//! differ, and a table some nodes lack can be neither used, created again nor dropped.
+//! nodes behind, a create undone on the nodes that had it) and the undo of a create some node
+//! refused, both logged in a later GCI than the change; a create an old master logged and
+//! died before passing on; and a drop the master applies to itself last, in its GCI of then.
+//! A restart at a GCI between the two would bring back dictionaries that differ, and a table
+//! some nodes lack can be neither used, created again nor dropped.
 //!
 //! So once a node has restored, it tells the master (DICT_RESTORED_REP, just before its
 //! CNTR_WAITREP) the tables and indexes it holds; once every live node has, the master sends
 //! (DICT_RESTART_DROP, just before CNTR_START_REP) those some node lacks, and every node that
 //! holds one drops it before it serves, logging the drop in the restarted cluster's first GCI.
-//! An object some node lacks was never acknowledged: a create is answered only once every
-//! node applied it and its GCI is restorable, and then every node restores it. (Dropping it
-//! takes the side each correction took: a drop finished, a create undone.)
+//! Dropping an object some node lacks takes the side each correction took (a drop finished,
+//! a create undone), and loses nothing acknowledged: a create is answered only once every
+//! node applied it and its GCI is restorable, so an object some node lacks is one whose
+//! create was never acknowledged, or one a drop reached on some nodes; and a drop reaches no
+//! node before every node has marked the table (no new work on it) and every transaction
+//! holding its rows ended (PREP_DROP_TAB_REQ), and the master applies it to itself only once
+//! every other node answered, so no drop is on the master alone while the others go on
+//! writing the table. (Not covered: a unique index whose build failed after every node applied
+//! its create: every node holds it, so a restart before its undo is logged brings it back,
+//! built in part; nothing drops it.)
 //!
 //! ```text
 //! DICT_RESTORED_REP:  count u32 | per object: id u32 | table str16 | index str16 (empty: the table)
@@ -124,10 +132,43 @@ impl Kernel {
         &mut self,
         from: NodeId,
         payload: &[u8],
+        out: &mut dyn Outbox,
+        now: Instant,
     ) -> Result<(), ProtocolViolation> {
         let objects = decode_objects(payload, "DICT_RESTORED_REP")?;
-        self.restart_dict_restored(from, objects);
+        if self.restart.is_none() {
+            self.dict_restored_after_start(from, objects, out, now);
+        } else {
+            self.restart_dict_restored(from, objects);
+        }
         Ok(())
+    }
+
+    /// DICT_RESTORED_REP at a master that serves already (its predecessor failed after its
+    /// CNTR_START_REP reached some nodes only; the CNTR_WAITREP follows: see
+    /// `waitrep_after_start`): `from` drops what it holds and this node lacks; when it lacks
+    /// something this node holds, it cannot serve with this dictionary, and is declared
+    /// failed (started again, it joins by node restart, copying the dictionary).
+    fn dict_restored_after_start(
+        &mut self,
+        from: NodeId,
+        objects: Vec<Object>,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
+        if !self.qmgr.started() || self.qmgr.master() != self.me {
+            return;
+        }
+        let mine = self.dict_objects();
+        if mine.iter().any(|o| !objects.contains(o)) {
+            let why = "it restored a dictionary that lacks objects of the started cluster's (its \
+                       system restart started without it)";
+            return self.declare_failed(from, why, out, now);
+        }
+        let lacked: Vec<Object> = objects.into_iter().filter(|o| !mine.contains(o)).collect();
+        if !lacked.is_empty() {
+            self.dict_restart_drop(lacked, &[from], out, now);
+        }
     }
 
     /// As master, once every live node restored: DICT_RESTART_DROP, naming the objects some

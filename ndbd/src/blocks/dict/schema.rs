@@ -11,7 +11,9 @@
 //! makes agree: `dict/agree.rs`), and compares their answers with its own
 //! (the same table and index ids). When one refuses, a create is undone (dropped again) on
 //! every node, and the API gets the refusal once they all answered the undo. A drop cannot be
-//! undone; a drop refused somewhere is reported.
+//! undone; a drop refused somewhere is reported. The master applies a drop to itself last,
+//! once every other node answered (in its GCI of then), so that no drop is on the master
+//! alone (`dict/agree.rs`).
 //!
 //! A DROP TABLE first waits for the transactions that hold the table's rows, as NDB's
 //! PREP_DROP_TAB_REQ and WAIT_DROP_TAB_REQ do: the master marks the table as being dropped and
@@ -262,6 +264,9 @@ struct SchemaOp {
     /// A DROP TABLE's first round, until every node's rows of the table are free: `awaiting`
     /// then names the nodes whose PREP_DROP_TAB_CONF has not come.
     prep: Option<DropWait>,
+    /// A drop this master applies to itself only once every other node answered it (see
+    /// `run_schema_op`).
+    apply_last: bool,
 }
 
 /// The CONF and REF signals answering a schema request.
@@ -609,6 +614,7 @@ impl Kernel {
             failure: None,
             building: None,
             prep: Some(DropWait::new(tables, now)),
+            apply_last: false,
         });
         self.drop_wait_check(out, now);
     }
@@ -761,7 +767,21 @@ impl Kernel {
         let ref_signal = answers_of(header.signal).1;
         let first_id = self.dict.next_id();
         let gci = self.gcp.current;
-        let (conf, build) = match self.apply_schema(header.signal, &payload, gci, out, now) {
+        let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
+        // A drop goes to the other nodes first, and is applied here once they all answered:
+        // a drop this master alone logged (its copies lost with its links) could otherwise
+        // reach a system restart of a GCI the others saved, which would drop the table they
+        // kept, written since, everywhere (`dict/agree.rs`). A create is applied here first:
+        // its ids go with it.
+        let drop = matches!(header.signal, gsn::DROP_TABLE_REQ | gsn::DROP_INDEX_REQ);
+        let apply_last = drop && !peers.is_empty();
+        let applied = if apply_last {
+            self.check_drop(header.signal, &payload)
+                .map(|()| (Vec::new(), None))
+        } else {
+            self.apply_schema(header.signal, &payload, gci, out, now)
+        };
+        let (conf, build) = match applied {
             Ok(applied) => applied,
             Err(e) => {
                 refuse(&mut self.unsent, out, api, &header, ref_signal, &e);
@@ -769,7 +789,7 @@ impl Kernel {
             }
         };
         let change = self.master_change(header.signal, first_id, gci, &payload);
-        let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
+        self.schema.last_applied = !apply_last;
         if peers.is_empty() && build.is_none() {
             // Alone: done everywhere it must be, answered once durable as any change.
             self.answer_applied(api, header, conf, out, now);
@@ -788,6 +808,7 @@ impl Kernel {
             failure: None,
             building: build.as_ref().map(|b| b.hidden),
             prep: None,
+            apply_last,
         });
         if let Some(build) = build {
             let hidden = build.hidden;
@@ -948,6 +969,19 @@ impl Kernel {
         let Some(mut op) = self.schema.current.take() else {
             return;
         };
+        if std::mem::take(&mut op.apply_last) {
+            // Drops are not undone: applied on the nodes that took it, it is applied here too.
+            let gci = self.gcp.current;
+            match self.apply_schema(op.header.signal, &op.payload, gci, out, now) {
+                Ok(_) => self.schema.last_applied = true,
+                Err(e) => {
+                    tracing::error!(
+                        "a drop every other node answered failed on the DICT master: {e}"
+                    );
+                    op.failure.get_or_insert(e);
+                }
+            }
+        }
         if op.failure.is_some() && !op.undoing {
             if let Some((undo, payload)) = undo_of(op.header.signal, &op.payload) {
                 let gci = self.gcp.current;
@@ -1081,6 +1115,21 @@ impl Kernel {
             "a schema change from the DICT master in a GCI this node already saved: logged in this node's own"
         );
         self.gcp.current
+    }
+
+    /// Whether a DROP TABLE or DROP INDEX would apply here (its object exists), without
+    /// applying it.
+    fn check_drop(&self, signal: u16, payload: &[u8]) -> Result<(), NdbError> {
+        let malformed = |e: rndb_protocol::DecodeError| NdbError::with_detail(4000, e.to_string());
+        if signal == gsn::DROP_TABLE_REQ {
+            let name = signals::decode_name(payload).map_err(malformed)?;
+            self.dict.by_name(&name).map(|_| ())
+        } else {
+            let name = IndexName::decode(payload).map_err(malformed)?;
+            self.dict
+                .index_by_name(&name.table, &name.index)
+                .map(|_| ())
+        }
     }
 
     /// Applies a schema change to this node and records it in the schema log, in epoch `gci`;

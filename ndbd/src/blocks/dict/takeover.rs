@@ -22,9 +22,9 @@
 //!
 //! A correction is logged in a later GCI than the change it corrects was on the nodes that
 //! had it (they saved that GCI since), so a system restart to a GCI between the two restores
-//! dictionaries that differ (so does the undo of a failed create, and a change only the
-//! failed master logged); the restart then drops on every node what some node lacks, the side
-//! each correction takes (`dict/agree.rs`).
+//! dictionaries that differ (so does the undo of a create some node refused, and a create
+//! only the failed master logged); the restart then drops on every node what some node lacks,
+//! the side each correction takes (`dict/agree.rs`).
 //!
 //! ```text
 //! DICT_TAKEOVER_REQ:   (no payload)
