@@ -6,6 +6,9 @@ use rndb_transporter::registry::{REFUSE_HOST_NOT_ALLOWED, REFUSE_LINK_CLOSING};
 use rndb_transporter::tls::{SearchPath, TlsSetup};
 use rndb_transporter::{TransportError, Transporter};
 
+use std::time::{Duration, Instant};
+
+use crate::reconnect::SLOT_TAKEN_GRACE;
 use crate::{ConnectOptions, Error};
 
 /// NDB's "Node already connected": the slot is taken, try the next one.
@@ -63,7 +66,7 @@ pub(crate) fn connect_first_free(
             )));
         }
         let tls = tls_setup(config, me, options)?;
-        match connect_as(config, me, options, &tls, token) {
+        match connect_as_fixed(config, me, options, &tls, token, stop) {
             Ok(links) => return Ok((me, links)),
             // Held by another process, or (when this process takes another slot) by its own
             // earlier link, not yet closed: try the next.
@@ -99,6 +102,37 @@ pub(crate) fn connect_first_free(
 fn slot_admits_this_host(host_name: Option<&str>) -> bool {
     host_name.is_none_or(is_this_host)
 }
+
+/// [`connect_as`]; with a node id given (`--ndb-nodeid`), a slot refused as taken (1702) or
+/// as closing (1703) is asked for again for [`SLOT_TAKEN_GRACE`]: a process that held it and
+/// just ended leaves its link for the data node to see close, moments later (NDB's API retries
+/// its connect likewise).
+fn connect_as_fixed(
+    config: &ClusterConfig,
+    me: NodeId,
+    options: &ConnectOptions,
+    tls: &TlsSetup,
+    token: u64,
+    stop: &dyn Fn() -> bool,
+) -> Result<Vec<Box<dyn Transporter>>, Error> {
+    let since = Instant::now();
+    loop {
+        match connect_as(config, me, options, tls, token) {
+            Err(Error::Ndb(e))
+                if (e.code == NODE_ALREADY_CONNECTED || e.code == REFUSE_LINK_CLOSING)
+                    && options.node_id.is_some()
+                    && since.elapsed() < SLOT_TAKEN_GRACE
+                    && !stop() =>
+            {
+                std::thread::sleep(SLOT_TAKEN_RETRY);
+            }
+            result => return result,
+        }
+    }
+}
+
+/// How often a fixed slot refused as taken is asked for again.
+const SLOT_TAKEN_RETRY: Duration = Duration::from_millis(50);
 
 /// Connects as node `me` to every data node that can be reached, as NDB's API does (its
 /// `wait_until_ready` then tells whether all are up). A data node that refuses (its slot is

@@ -60,7 +60,9 @@
 //! nothing (an external manager is to stop one side meanwhile). With arbitration off
 //! (`Arbitration=Disabled`, or no node that may arbitrate) a failure still runs a round, as
 //! NDB settles every failure at the president: at once (no settle time), the side's nodes
-//! confirm it, failing the nodes it lacks, and it goes on whatever its count (rule 1 aside).
+//! confirm it, failing the nodes it lacks, and it goes on whatever its count (rule 1 aside);
+//! a member waits for its president's verdict for as long as the president lives (it does
+//! not stop after twice ArbitrationTimeout: a hung president is failed by heartbeats).
 //! So no node serves again after a failure while another still takes the failed node's
 //! signals (seed 0x13006e8: a TC that had handled a primary's failure sent a locked read to
 //! the backup, which still ran the old primary's frames, and an update was lost). The arbitrator is
@@ -246,11 +248,6 @@ impl Arbit {
     fn confirms(&self) -> bool {
         self.method != Arbitration::WaitExternal
     }
-
-    /// True when failures run a round here (commits held until the side goes on).
-    fn rounds(&self) -> bool {
-        self.enabled() || self.confirms()
-    }
 }
 
 impl Kernel {
@@ -285,9 +282,6 @@ impl Kernel {
                  or API node with ArbitrationRank 1 or 2): a network split would leave each side serving",
                 self.arbit.method.as_str()
             );
-        }
-        if !self.arbit.rounds() {
-            return;
         }
         if self.arbit.round.is_none() {
             if self.arbit.enabled() {
@@ -371,7 +365,6 @@ impl Kernel {
     /// holds commits until its side is confirmed (PREP_FAILREQ) and goes on (ARBIT_VERDICT).
     pub(crate) fn arbit_failure_reported(&mut self, node: NodeId, now: Instant) {
         if !self.qmgr.started()
-            || !self.arbit.rounds()
             || self.arbit.round.is_some()
             || self.arbit_president() != self.me
             || self.fatal.is_some()
@@ -418,7 +411,7 @@ impl Kernel {
             self.arbit.renew = true;
         }
         self.arbit.president_seen = Some(president);
-        if !self.qmgr.started() || !self.arbit.rounds() {
+        if !self.qmgr.started() {
             return;
         }
         self.arbit_decide(out, now);
@@ -434,9 +427,17 @@ impl Kernel {
     }
 
     /// With arbitration off, a round is settled as soon as its failure is handled here (no
-    /// timer tick waited for): nothing waits for the rest of a split to show.
+    /// timer tick waited for): nothing waits for the rest of a split to show. A member only
+    /// reports the failure to its president at once: its round ends with the president's
+    /// verdict (settled here, it could end inside a PREP_FAILREQ it has not yet confirmed,
+    /// which failed a node its president did not count: a review found it).
     pub(crate) fn arbit_off_decide(&mut self, out: &mut dyn Outbox, now: Instant) {
-        if self.qmgr.started() && !self.arbit.enabled() && self.arbit.rounds() {
+        if !self.qmgr.started() || self.arbit.enabled() || self.arbit.round.is_none() {
+            return;
+        }
+        if self.arbit_member() {
+            self.arbit_report(out, now);
+        } else {
             self.arbit_decide(out, now);
         }
     }
@@ -479,8 +480,8 @@ impl Kernel {
         }
     }
 
-    /// True when this node waits for its side's president to settle a round (Default
-    /// arbitration, and another node presides).
+    /// True when this node waits for its side's president to settle a round (any method but
+    /// WaitExternal, and another node presides).
     fn arbit_member(&self) -> bool {
         self.arbit.confirms() && self.arbit_president() != self.me
     }
@@ -601,7 +602,10 @@ impl Kernel {
             .confirmed
             .as_ref()
             .map_or(settled, |c| c.at.max(settled));
-        if now >= waited_from + 2 * self.arbit.timeout {
+        // With arbitration off the member waits on: its president, hung, is declared failed
+        // by heartbeats, and the next one settles the round (a review found members stopping
+        // first, 2305, when ArbitrationTimeout is short next to HeartbeatIntervalDbDb).
+        if self.arbit.enabled() && now >= waited_from + 2 * self.arbit.timeout {
             return Decision::Stop(format!(
                 "data node {president}, this side's president, said nothing of whether the side \
                  goes on within twice ArbitrationTimeout={} ms",
@@ -771,7 +775,7 @@ impl Kernel {
             return;
         }
         prep.confirmed.insert(from);
-        if self.qmgr.started() && self.arbit.rounds() {
+        if self.qmgr.started() {
             self.arbit_decide(out, now);
         }
     }
@@ -1036,7 +1040,7 @@ impl Kernel {
                 self.arbit.verdict_win = Some((from, arbit.ticket, side));
                 // At once: the president lets a restarting node in once its round ended, and
                 // a member that took it in first would count another president.
-                if self.arbit.round.is_some() && self.qmgr.started() && self.arbit.rounds() {
+                if self.arbit.round.is_some() && self.qmgr.started() {
                     self.arbit_decide(out, now);
                 }
             }

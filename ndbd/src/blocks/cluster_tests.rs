@@ -3048,3 +3048,91 @@ fn the_dict_master_drops_a_table_itself_only_once_every_node_answered() {
         Some(gsn::DROP_TABLE_CONF)
     );
 }
+
+/// Arbitration off, three nodes (one group of three). Node 2 still holds node 3 as being
+/// copied to (its NODE_STARTED_REP missed node 2: the president that sent it failed, and node 3
+/// crashed before retelling it), while node 1 holds it started. Node 3 crashes and node 1 sees
+/// it first: its PREP_FAILREQ names {1, 2}. Node 2 begins a round counting {1, 2}, fails node 3
+/// (outside the side) and confirms; both go on. (A review found it: settled inside that
+/// failure's handling, node 2's round ended before it confirmed, and node 1 held commits until
+/// ArbitrationTimeout, then declared node 2 failed.)
+#[test]
+fn a_member_failing_a_copied_to_node_for_its_president_still_confirms() {
+    let mut sim = Sim::with_nodes(3, None);
+    sim.kernels
+        .get_mut(&NodeId(2))
+        .unwrap()
+        .qmgr
+        .copying
+        .insert(NodeId(3));
+    sim.kernels.remove(&NodeId(3));
+    sim.sees_close(NodeId(1), NodeId(3));
+    assert!(
+        sim.kernels[&NodeId(2)].has_failed(NodeId(3)),
+        "node 2 failed node 3 on node 1's PREP_FAILREQ"
+    );
+    let held = sim.kernels[&NodeId(1)].tc.commits_held();
+    let node2_held = sim.kernels[&NodeId(2)].tc.commits_held();
+    eprintln!("node 1 holds commits: {held}; node 2 holds commits: {node2_held}");
+    // Past ArbitrationTimeout: node 1 declares node 2 failed, and node 2 stops.
+    let later = Instant::now() + std::time::Duration::from_secs(30);
+    tick_node(&mut sim, NodeId(1), later);
+    assert_eq!(sim.kernels.get_mut(&NodeId(2)).unwrap().take_fatal(), None);
+    assert!(
+        !held,
+        "node 1's round ends once node 2 confirmed (PREP_FAILCONF)"
+    );
+}
+
+/// Arbitration off, three nodes, ArbitrationTimeout=2000 (HeartbeatIntervalDbDb at its 5000
+/// default). Node 3 crashes; node 2 sees it, and node 1, its president, has hung (it handles
+/// nothing; its silence is declared only after 4 heartbeat intervals). Node 2's member round
+/// waits for a verdict until it declares node 1 failed, then settles the round as president
+/// and serves. (A review found it stopping with 2305 after twice ArbitrationTimeout, as a
+/// member does with arbitration on.)
+#[test]
+fn with_arbitration_off_a_hung_president_does_not_stop_its_members() {
+    let mut sim = Sim::with_nodes(3, None);
+    let ini = INI
+        .replace("NoOfReplicas=2", "NoOfReplicas=3\nArbitrationTimeout=2000")
+        .replace("[api]", "[ndbd]\nNodeId=3\nHostName=127.0.0.1\n[api]");
+    let config = rndb_config::parse_str(&ini, Path::new("t.ini")).expect("config");
+    let mut kernels = BTreeMap::new();
+    for node in &config.data_nodes {
+        let mut kernel = Kernel::new(&config, node);
+        for other in &config.data_nodes {
+            if other.node_id != node.node_id {
+                kernel.on_connect(other.node_id);
+            }
+        }
+        kernels.insert(node.node_id, kernel);
+    }
+    sim.kernels = kernels;
+    sim.settle();
+    let start = Instant::now();
+    // Every node runs timers for a moment (heartbeats heard).
+    for node in [NodeId(1), NodeId(2), NodeId(3)] {
+        tick_node(&mut sim, node, start);
+    }
+    // Node 1 hangs: frames to it are never read. Node 3 crashes; node 2 sees its link close.
+    sim.kernels.remove(&NodeId(3));
+    let hung = sim.kernels.remove(&NodeId(1)).unwrap();
+    sim.sees_close(NodeId(2), NodeId(3));
+    assert!(sim.kernels[&NodeId(2)].tc.commits_held());
+    let mut fatal = None;
+    for s in 1..=60u64 {
+        let at = start + std::time::Duration::from_millis(500 * s);
+        tick_node(&mut sim, NodeId(2), at);
+        if let Some(f) = sim.kernels.get_mut(&NodeId(2)).unwrap().take_fatal() {
+            fatal = Some((500 * s, f));
+            break;
+        }
+    }
+    drop(hung);
+    assert_eq!(fatal, None, "node 2 stopped");
+    assert!(sim.kernels[&NodeId(2)].has_failed(NodeId(1)));
+    assert!(
+        !sim.kernels[&NodeId(2)].tc.commits_held(),
+        "node 2, president now, settled the round and serves"
+    );
+}
