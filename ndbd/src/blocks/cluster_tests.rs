@@ -2367,7 +2367,51 @@ fn a_unique_index_refused_for_a_duplicate_is_gone_everywhere() {
             "the index stays on node {node}"
         );
         assert!(sim.kernels[&node].builds.running.is_empty());
+        // Neither the create nor its undo is in the schema log: a system restart before the
+        // undo's epoch is saved must not bring back an index built in part.
+        assert_eq!(
+            logged_changes(&sim.kernels[&node]),
+            vec![gsn::CREATE_TABLE_REQ],
+            "node {node}'s schema log"
+        );
+        assert!(sim.kernels[&node].builds.unlogged.is_empty());
     }
+    // Built, it is logged on every node.
+    let mut sim = Sim::new();
+    let table = sim.create_table("t", false);
+    insert_rows(&mut sim, &table, 4);
+    sim.send(
+        NodeId(1),
+        &[(gsn::CREATE_INDEX_REQ, 903, unique_index_on_v())],
+    );
+    let answer = sim.api.iter().rev().find(|x| x.2 == 903).expect("answer");
+    assert_eq!(answer.1, gsn::CREATE_INDEX_CONF);
+    for node in [NodeId(1), NodeId(2)] {
+        assert_eq!(
+            logged_changes(&sim.kernels[&node]),
+            vec![gsn::CREATE_TABLE_REQ, gsn::CREATE_INDEX_REQ],
+            "node {node}'s schema log"
+        );
+    }
+}
+
+/// The signals of the schema changes in `kernel`'s schema log, in order.
+fn logged_changes(kernel: &Kernel) -> Vec<u16> {
+    use crate::ndbfs::format::{self, kind, SchemaChange};
+    let records = kernel.dict_log.records();
+    let mut signals = Vec::new();
+    let mut offset = 0;
+    while let format::Next::Record(record) = format::read_record(records, offset) {
+        if record.kind == kind::SCHEMA {
+            signals.push(
+                SchemaChange::decode(record.payload)
+                    .expect("a change")
+                    .signal,
+            );
+        }
+        offset = record.next;
+    }
+    signals
 }
 
 /// Node 3 starts a takeover when node 2 (the DICT master) fails while it still holds node 1

@@ -19,9 +19,8 @@
 //! node before every node has marked the table (no new work on it) and every transaction
 //! holding its rows ended (PREP_DROP_TAB_REQ), and the master applies it to itself only once
 //! every other node answered, so no drop is on the master alone while the others go on
-//! writing the table. (Not covered: a unique index whose build failed after every node applied
-//! its create: every node holds it, so a restart before its undo is logged brings it back,
-//! built in part; nothing drops it.)
+//! writing the table. A unique index's create is logged on a node only once its build
+//! succeeded there (`Builds::unlogged`), so one whose build failed is on no node's log.
 //!
 //! ```text
 //! DICT_RESTORED_REP:  count u32 | per object: id u32 | table str16 | index str16 (empty: the table)

@@ -15,7 +15,8 @@
 //! master then undoes on every data node (a follower whose build failed has the index too);
 //! so does a data node failing during the build. A build whose index is dropped (by that
 //! undo, or by a new master's takeover) ends where it runs. When the master fails during a
-//! build, the others' builds fail, and the new master's takeover takes the index back.
+//! build, the others' builds fail, and the new master's takeover takes the index back. The
+//! index's create goes to the schema log only once its build succeeded here (`unlogged`).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -72,6 +73,13 @@ pub(crate) enum Early {
 #[derive(Debug, Default)]
 pub(crate) struct Builds {
     pub running: HashMap<u32, Build>,
+    /// The CREATE INDEX of each unique index (by hidden table) whose build has not succeeded
+    /// here, with the epoch it was to be logged in: logged once the build succeeds, never if
+    /// it fails (then its undo is not logged either). A system restart before that finds no
+    /// index here, and the others drop theirs (`dict/agree.rs`); logged at once, a restart
+    /// between a failed build and its undo's save brought back on every node an index built
+    /// in part, which nothing dropped (a review found it).
+    pub unlogged: HashMap<u32, (u64, crate::ndbfs::format::SchemaChange)>,
     pub early: HashMap<u32, Vec<(NodeId, Early)>>,
     /// Entries (and DONE markers) held in `early`.
     early_entries: usize,
@@ -317,6 +325,14 @@ impl Kernel {
         let Some(build) = self.builds.running.remove(&hidden) else {
             return false;
         };
+        if build.error.is_none() {
+            if let Some((gci, change)) = self.builds.unlogged.remove(&hidden) {
+                // In the change's epoch if this node has not saved it yet, else in its own.
+                let saved = crate::ndbfs::format::gci_hi(gci) <= self.dict_log.saved();
+                let gci = if saved { self.gcp.current } else { gci };
+                self.dict_log.append(gci, &change);
+            }
+        }
         match build.reply {
             BuildReply::Master => self.schema_build_done(build.error, out, now),
             BuildReply::Follower {

@@ -1143,13 +1143,26 @@ impl Kernel {
         now: Instant,
     ) -> Result<(Vec<u8>, Option<PendingBuild>), NdbError> {
         let first_id = self.dict.next_id();
+        // A unique index dropped before its build succeeded here was never logged here.
+        let unlogged_hidden = (signal == gsn::DROP_INDEX_REQ)
+            .then(|| IndexName::decode(payload).ok())
+            .flatten()
+            .and_then(|name| self.dict.index_by_name(&name.table, &name.index).ok())
+            .and_then(|index| index.hidden_table_id)
+            .filter(|hidden| self.builds.unlogged.contains_key(hidden));
         let applied = self.apply_schema_change(signal, payload, out, now)?;
         let change = crate::ndbfs::format::SchemaChange {
             signal,
             first_id,
             request: payload.to_vec(),
         };
-        self.dict_log.append(gci, &change);
+        if let Some(hidden) = unlogged_hidden {
+            self.builds.unlogged.remove(&hidden);
+        } else if let Some(build) = &applied.1 {
+            self.builds.unlogged.insert(build.hidden, (gci, change));
+        } else {
+            self.dict_log.append(gci, &change);
+        }
         Ok(applied)
     }
 
