@@ -729,14 +729,13 @@ impl Kernel {
         match restart.gci {
             // A new master's answer to the restart this node named (`restart_request`): the
             // same GCI, numbered anew; the sysfiles this node writes from now on name the new
-            // number, as every other node's do (kept at the old one, it would count as having
-            // missed the new one, and restore no GCI past it at the next system restart).
-            // A sysfile this node wrote already names the old number, and its redo log will
-            // hold the new restart's GCIs: at the next system restart it would count as having
-            // missed the new restart, and restore no GCI past it (seed 0x1400846: the cluster
-            // crashed again after the new master saved GCI 15, and no node of its group could
-            // restore it). So its sysfile names the new number before it tells the new master
-            // it restored (CNTR_WAITREP carries the number, which the master checks).
+            // number, as every other node's do. One it wrote already names the old number,
+            // while its redo log will hold the new restart's GCIs: at the next system restart
+            // it would count as having missed the new restart, and restore no GCI past it
+            // (seed 0x1400846: the cluster crashed again after the new master saved GCI 15,
+            // and no node of its group could restore it). So it is written again before this
+            // node tells the new master it restored (CNTR_WAITREP carries the number, which
+            // the master checks).
             Some(chosen) if chosen == gci => {
                 restart.history = conf.restarts;
                 let copies = SYSFILES.len();
