@@ -337,6 +337,9 @@ pub struct Subscriber {
     retry_at: BTreeMap<(usize, NodeId), u64>,
     /// Request id → (table index, data node).
     by_request: BTreeMap<u32, (usize, NodeId)>,
+    /// When each subscription was asked for (by request id): its confirmation is of that
+    /// time's era, whenever it arrives.
+    asked_ns: BTreeMap<u32, u64>,
     next_request_id: u32,
     /// Frames to send at the next poll (SUB_STOP_REQ of a merge that ended).
     pending: Vec<(NodeId, FrameHeader, Vec<u8>)>,
@@ -389,6 +392,7 @@ impl Subscriber {
             links_up,
             retry_at: BTreeMap::new(),
             by_request: BTreeMap::new(),
+            asked_ns: BTreeMap::new(),
             next_request_id: REQUEST_ID_FIRST,
             pending: Vec::new(),
             restarts_ns: Vec::new(),
@@ -481,6 +485,7 @@ impl Subscriber {
                 let request_id = self.next_request_id;
                 self.next_request_id += 1;
                 self.by_request.insert(request_id, (t, node));
+                self.asked_ns.insert(request_id, now_ns);
                 self.retry_at.insert((t, node), now_ns + RESUBSCRIBE_NS);
                 let table = &mut self.tables[t];
                 table.requests.insert(node, request_id);
@@ -544,7 +549,16 @@ impl Subscriber {
             ));
         }
         let which = self.tables[t].which;
-        let era_now = self.era_at(now_ns);
+        // A confirmation is of the era its subscription was asked in; every other frame is of
+        // the era of the confirmation before it on its link. (Taken as of the era it arrived
+        // in, a frame a crashed node sent before a cluster crash, delivered late by a slow
+        // link after the system restart began, moved a merge into the new era, which then
+        // counted the old era's epochs handed out as covering the new era's: seed 0x33000ad2.)
+        let asked = self.asked_ns.get(&header.request_id).copied();
+        let era_now = match (header.signal, asked) {
+            (gsn::SUB_START_CONF, Some(asked)) => self.era_at(asked),
+            _ => 0,
+        };
         let Some(merge) = self.tables[t].merge.as_mut() else {
             return;
         };
@@ -647,6 +661,7 @@ impl Subscriber {
             return;
         };
         self.by_request.remove(&request_id);
+        self.asked_ns.remove(&request_id);
         self.retry_at.insert((t, node), now_ns + RESUBSCRIBE_NS);
         let Some(merge) = table.merge.as_mut() else {
             return;
@@ -677,6 +692,7 @@ impl Subscriber {
         };
         for (node, request_id) in std::mem::take(&mut table.requests) {
             self.by_request.remove(&request_id);
+            self.asked_ns.remove(&request_id);
             if self.links_up.contains(&node) {
                 let header = FrameHeader {
                     signal: gsn::SUB_STOP_REQ,

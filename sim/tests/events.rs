@@ -163,3 +163,26 @@ fn an_epoch_a_system_restart_restored_is_of_the_era_before() {
     options.faults.push(Fault::SingleUser);
     run_seed(0x1020_1ac7, &options).unwrap_or_else(|f| panic!("{f}"));
 }
+
+/// Seed 0x33000ad2: data node 2 crashed with the cluster, and its frames of the era before,
+/// on a slow link, reached the subscriber after the system restart began; the check took them
+/// for the new era's, moved the merge into it, and counted the old era's epochs it had handed
+/// out as covering a change the new era committed in the same epoch. A frame is now of the era
+/// of the subscription it answers (when that was asked for).
+#[test]
+fn frames_of_the_era_before_a_restart_delivered_late_stay_of_that_era() {
+    let faults = [
+        Fault::Partition,
+        Fault::Backup,
+        Fault::SingleUser,
+        Fault::Events,
+        Fault::Limits,
+        Fault::Drop,
+    ];
+    let options = Options {
+        workload: Workload::All,
+        faults: [&Fault::HANDLED[..], &faults].concat(),
+        ..Options::default()
+    };
+    run_seed(0x3300_0ad2, &options).unwrap_or_else(|f| panic!("{f}"));
+}
