@@ -1315,28 +1315,7 @@ fn a_system_restart_drops_a_table_some_restored_node_lacks() {
     let mut disks: Vec<MemDisk> = (1..=2)
         .map(|n| disk_with_rows(&config, n, &[(1, 10, 1)]))
         .collect();
-    let def = TableDef::new(
-        "u",
-        vec![
-            ColumnDef::key("k", ColumnType::Int32),
-            ColumnDef::new("v", ColumnType::Int32),
-        ],
-    );
-    let mut request = Vec::new();
-    signals::encode_table_def(&mut request, &def);
-    let change = SchemaChange {
-        signal: gsn::CREATE_TABLE_REQ,
-        first_id: 2,
-        request,
-    };
-    let schema = disks[0].0.get_mut("D1/DBDICT/P0.SchemaLog").expect("a log");
-    // Before GCI 1's GCI_COMPLETED (the last record, as long as a record with no body is).
-    let mut completed = Vec::new();
-    format::append_record(&mut completed, 1 << 32, kind::GCI_COMPLETED, |_| {});
-    let cut = schema.len() - completed.len();
-    let mut record = Vec::new();
-    format::append_record(&mut record, 1 << 32, kind::SCHEMA, |b| change.encode(b));
-    schema.splice(cut..cut, record);
+    splice_schema(&mut disks[0], &[create_u(2)]);
     let mut cluster = Cluster::restart(disks);
     assert_eq!(cluster.fatal, vec![None, None]);
     let held = |c: &Cluster, name: &str| -> Vec<bool> {
@@ -1507,8 +1486,26 @@ fn a_start_rep_that_reached_some_nodes_only_leaves_none_waiting() {
     );
 }
 
+/// The CREATE TABLE of `u` (`k` Int32 key, `v` Int32) that gives it id `first_id`.
+fn create_u(first_id: u32) -> SchemaChange {
+    let def = TableDef::new(
+        "u",
+        vec![
+            ColumnDef::key("k", ColumnType::Int32),
+            ColumnDef::new("v", ColumnType::Int32),
+        ],
+    );
+    let mut request = Vec::new();
+    signals::encode_table_def(&mut request, &def);
+    SchemaChange {
+        signal: gsn::CREATE_TABLE_REQ,
+        first_id,
+        request,
+    }
+}
+
 /// Splices SCHEMA records of GCI 1 (`changes`) into `disk`'s schema log before its last
-/// record (GCI 1's GCI_COMPLETED).
+/// record (GCI 1's GCI_COMPLETED, as long as a record with no body is).
 fn splice_schema(disk: &mut MemDisk, changes: &[SchemaChange]) {
     let schema = disk.0.get_mut("D1/DBDICT/P0.SchemaLog").expect("a log");
     let mut completed = Vec::new();
@@ -1549,20 +1546,7 @@ fn a_system_restart_drops_indexes_and_a_table_with_its_index() {
             request,
         }
     };
-    let def = TableDef::new(
-        "u",
-        vec![
-            ColumnDef::key("k", ColumnType::Int32),
-            ColumnDef::new("v", ColumnType::Int32),
-        ],
-    );
-    let mut request = Vec::new();
-    signals::encode_table_def(&mut request, &def);
-    let create_u = SchemaChange {
-        signal: gsn::CREATE_TABLE_REQ,
-        first_id: 4,
-        request,
-    };
+    let create_u = create_u(4);
     splice_schema(
         &mut disks[0],
         &[
@@ -1594,20 +1578,7 @@ fn a_restart_drop_and_start_rep_from_a_failed_master_are_both_ignored() {
     let mut disks: Vec<MemDisk> = (1..=3)
         .map(|n| disk_with_rows(&config, n, &[(1, 10, 1)]))
         .collect();
-    let def = TableDef::new(
-        "u",
-        vec![
-            ColumnDef::key("k", ColumnType::Int32),
-            ColumnDef::new("v", ColumnType::Int32),
-        ],
-    );
-    let mut request = Vec::new();
-    signals::encode_table_def(&mut request, &def);
-    let create_u = SchemaChange {
-        signal: gsn::CREATE_TABLE_REQ,
-        first_id: 2,
-        request,
-    };
+    let create_u = create_u(2);
     splice_schema(&mut disks[0], std::slice::from_ref(&create_u));
     splice_schema(&mut disks[2], &[create_u]);
     let mut cluster = Cluster::with_config(&config, disks, false);
