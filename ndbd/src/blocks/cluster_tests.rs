@@ -3180,3 +3180,59 @@ fn with_arbitration_off_a_hung_president_does_not_stop_its_members() {
         "node 2, president now, settled the round and serves"
     );
 }
+
+/// Node 2 already moved to the next epoch (its GCP_COMMIT came before the master's change, as
+/// `follower_schema_gci` allows), and its build stores entries in it. The CREATE INDEX it logs
+/// once its build succeeded is in that epoch or later, never before an entry: a system restart
+/// restores the index with all its entries or not at all. (A review found it logged in the
+/// master's epoch, before the entries.)
+#[test]
+fn a_unique_index_create_is_logged_no_earlier_than_its_entries() {
+    use crate::ndbfs::format::{self, gci_hi, kind};
+    let mut sim = Sim::new();
+    let table = sim.create_table("t", false);
+    insert_rows(&mut sim, &table, 8);
+    let master_gci = sim.kernels[&NodeId(1)].gcp.current;
+    sim.kernels.get_mut(&NodeId(2)).unwrap().gcp.current = master_gci + (1 << 32);
+    sim.send(
+        NodeId(1),
+        &[(gsn::CREATE_INDEX_REQ, 903, unique_index_on_v())],
+    );
+    let answer = sim.api.iter().rev().find(|x| x.2 == 903).expect("answer");
+    assert_eq!(answer.1, gsn::CREATE_INDEX_CONF);
+    let node2 = &sim.kernels[&NodeId(2)];
+    let hidden = node2
+        .dict
+        .index_by_name("t", "u")
+        .expect("index")
+        .hidden_table_id
+        .expect("hidden table");
+    // The GCI of the CREATE INDEX record in node 2's log.
+    let records = node2.dict_log.records();
+    let mut offset = 0;
+    let mut logged = None;
+    while let format::Next::Record(record) = format::read_record(records, offset) {
+        if record.kind == kind::SCHEMA {
+            let change = format::SchemaChange::decode(record.payload).expect("a change");
+            if change.signal == gsn::CREATE_INDEX_REQ {
+                logged = Some(gci_hi(record.gci));
+            }
+        }
+        offset = record.next;
+    }
+    let logged = logged.expect("logged");
+    // The newest entry node 2 holds of the hidden table.
+    let mut newest = 0;
+    for f in 0..8 {
+        if let Some(fragment) = node2.lqh.fragment(hidden, f) {
+            for (_, slot) in fragment.rows.iter() {
+                newest = newest.max(slot.gci);
+            }
+        }
+    }
+    assert!(newest > 0, "node 2 holds entries");
+    assert!(
+        logged >= newest,
+        "node 2 logged the CREATE INDEX in GCI {logged}, but holds entries of GCI {newest}: a restart at {logged} restores the index without them"
+    );
+}

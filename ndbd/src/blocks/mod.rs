@@ -473,7 +473,7 @@ impl Kernel {
                 self.exec_dict_takeover_conf(from, header, payload, out, now)?
             }
             gsn::DICT_RESTORED_REP if self.qmgr.is_data_node(from) => {
-                self.exec_dict_restored_rep(from, payload, out, now)?
+                self.exec_dict_restored_rep(from, payload)?
             }
             gsn::DICT_RESTART_DROP if self.qmgr.is_data_node(from) => {
                 self.exec_dict_restart_drop(from, payload, out, now)?

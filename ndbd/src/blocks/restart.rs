@@ -1411,24 +1411,18 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) {
+        // At a master that serves already (the restart's master failed after its
+        // CNTR_START_REP reached some nodes only, this one), the late node is not started: it
+        // confirms no failure round before it serves, and the round this master runs for the
+        // failed master fails it after ArbitrationTimeout; started again, it rejoins by node
+        // restart. (Starting it here raced this master's own handling of that failure, and
+        // the round then failed it anyway: a review found both.)
         let (gci, no) = (word as u32, (word >> 32) as u32);
         let Some(restart) = self.restart.as_mut() else {
-            return self.waitrep_after_start(from, gci, no, out);
+            return;
         };
         restart.waited.insert(from, no);
         self.start_if_all_restored(u64::from(gci), out, now);
-    }
-
-    /// A CNTR_WAITREP at a master that serves already: the restart's master failed after its
-    /// CNTR_START_REP reached some nodes only (this one), and `from` restored for the same
-    /// restart (its GCI and number) and took part since. It starts too. (Its dictionary was
-    /// made one with this node's first: `dict_restored_after_start`.)
-    fn waitrep_after_start(&mut self, from: NodeId, gci: u32, no: u32, out: &mut dyn Outbox) {
-        let same = (self.gcp.restarts.last()).is_some_and(|r| r.gci == gci && r.no == no);
-        if self.qmgr.started() && self.qmgr.master() == self.me && same {
-            tracing::warn!(node = %from, gci, "data node {from} restored for this system restart and never heard it start (its master failed first): it starts now");
-            self.send_gcp(from, gsn::CNTR_START_REP, u64::from(gci), out);
-        }
     }
 
     /// As master: a node's tables and indexes once it restored (DICT_RESTORED_REP).

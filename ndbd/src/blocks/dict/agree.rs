@@ -20,7 +20,9 @@
 //! holding its rows ended (PREP_DROP_TAB_REQ), and the master applies it to itself only once
 //! every other node answered, so no drop is on the master alone while the others go on
 //! writing the table. A unique index's create is logged on a node only once its build
-//! succeeded there (`Builds::unlogged`), so one whose build failed is on no node's log.
+//! succeeded there (`Builds::unlogged`), in an epoch no earlier than its entries: where the
+//! build failed, neither it nor its undo is logged; where it succeeded, both are, and a
+//! restart between the two drops it as some node lacks it.
 //!
 //! ```text
 //! DICT_RESTORED_REP:  count u32 | per object: id u32 | table str16 | index str16 (empty: the table)
@@ -131,43 +133,10 @@ impl Kernel {
         &mut self,
         from: NodeId,
         payload: &[u8],
-        out: &mut dyn Outbox,
-        now: Instant,
     ) -> Result<(), ProtocolViolation> {
         let objects = decode_objects(payload, "DICT_RESTORED_REP")?;
-        if self.restart.is_none() {
-            self.dict_restored_after_start(from, objects, out, now);
-        } else {
-            self.restart_dict_restored(from, objects);
-        }
+        self.restart_dict_restored(from, objects);
         Ok(())
-    }
-
-    /// DICT_RESTORED_REP at a master that serves already (its predecessor failed after its
-    /// CNTR_START_REP reached some nodes only; the CNTR_WAITREP follows: see
-    /// `waitrep_after_start`): `from` drops what it holds and this node lacks; when it lacks
-    /// something this node holds, it cannot serve with this dictionary, and is declared
-    /// failed (started again, it joins by node restart, copying the dictionary).
-    fn dict_restored_after_start(
-        &mut self,
-        from: NodeId,
-        objects: Vec<Object>,
-        out: &mut dyn Outbox,
-        now: Instant,
-    ) {
-        if !self.qmgr.started() || self.qmgr.master() != self.me {
-            return;
-        }
-        let mine = self.dict_objects();
-        if mine.iter().any(|o| !objects.contains(o)) {
-            let why = "it restored a dictionary that lacks objects of the started cluster's (its \
-                       system restart started without it)";
-            return self.declare_failed(from, why, out, now);
-        }
-        let lacked: Vec<Object> = objects.into_iter().filter(|o| !mine.contains(o)).collect();
-        if !lacked.is_empty() {
-            self.dict_restart_drop(lacked, &[from], out, now);
-        }
     }
 
     /// As master, once every live node restored: DICT_RESTART_DROP, naming the objects some

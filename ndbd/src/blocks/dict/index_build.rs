@@ -327,9 +327,14 @@ impl Kernel {
         };
         if build.error.is_none() {
             if let Some((gci, change)) = self.builds.unlogged.remove(&hidden) {
-                // In the change's epoch if this node has not saved it yet, else in its own.
+                // In the change's epoch, or this node's own if later or if it saved the
+                // change's already: never before the build's entries, stored in this node's.
                 let saved = crate::ndbfs::format::gci_hi(gci) <= self.dict_log.saved();
-                let gci = if saved { self.gcp.current } else { gci };
+                let gci = if saved {
+                    self.gcp.current
+                } else {
+                    gci.max(self.gcp.current)
+                };
                 self.dict_log.append(gci, &change);
             }
         }

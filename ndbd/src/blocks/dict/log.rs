@@ -1,7 +1,8 @@
 //! DICT's schema log, `D1/DBDICT/P0.SchemaLog`: every schema change this node applied, in
 //! order, tagged with the GCI the DICT master applied it in (the same on every node, but for
 //! a new master's correction: `dict/takeover.rs`; a unique index's create is logged once its
-//! build succeeded here, and neither it nor its undo when the build failed). Written and synced with the redo log at each
+//! build succeeded here, in this node's epoch if that is later, and neither it nor its undo
+//! when the build failed). Written and synced with the redo log at each
 //! global checkpoint's save, which ends with a GCI_COMPLETED record as each redo part does, so
 //! a system restart at a GCI finds every table and index that existed then (it replays the
 //! changes up to that GCI, giving each object the same id), and knows when this node did not
