@@ -1,12 +1,12 @@
 //! Choosing an API slot and opening a link to every data node.
 
+use std::time::{Duration, Instant};
+
 use rndb_config::{ClusterConfig, DataNodeConfig, NodeId, NodeKind};
 use rndb_transporter::connect::is_this_host;
 use rndb_transporter::registry::{REFUSE_HOST_NOT_ALLOWED, REFUSE_LINK_CLOSING};
 use rndb_transporter::tls::{SearchPath, TlsSetup};
 use rndb_transporter::{TransportError, Transporter};
-
-use std::time::{Duration, Instant};
 
 use crate::reconnect::SLOT_TAKEN_GRACE;
 use crate::{ConnectOptions, Error};

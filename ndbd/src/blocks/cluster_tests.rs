@@ -2397,21 +2397,8 @@ fn a_unique_index_refused_for_a_duplicate_is_gone_everywhere() {
 
 /// The signals of the schema changes in `kernel`'s schema log, in order.
 fn logged_changes(kernel: &Kernel) -> Vec<u16> {
-    use crate::ndbfs::format::{self, kind, SchemaChange};
-    let records = kernel.dict_log.records();
-    let mut signals = Vec::new();
-    let mut offset = 0;
-    while let format::Next::Record(record) = format::read_record(records, offset) {
-        if record.kind == kind::SCHEMA {
-            signals.push(
-                SchemaChange::decode(record.payload)
-                    .expect("a change")
-                    .signal,
-            );
-        }
-        offset = record.next;
-    }
-    signals
+    let changes = super::dict::log::logged_changes(kernel.dict_log.records());
+    changes.into_iter().map(|(signal, _)| signal).collect()
 }
 
 /// Node 3 starts a takeover when node 2 (the DICT master) fails while it still holds node 1
@@ -3188,7 +3175,6 @@ fn with_arbitration_off_a_hung_president_does_not_stop_its_members() {
 /// master's epoch, before the entries.)
 #[test]
 fn a_unique_index_create_is_logged_no_earlier_than_its_entries() {
-    use crate::ndbfs::format::{self, gci_hi, kind};
     let mut sim = Sim::new();
     let table = sim.create_table("t", false);
     insert_rows(&mut sim, &table, 8);
@@ -3208,19 +3194,10 @@ fn a_unique_index_create_is_logged_no_earlier_than_its_entries() {
         .hidden_table_id
         .expect("hidden table");
     // The GCI of the CREATE INDEX record in node 2's log.
-    let records = node2.dict_log.records();
-    let mut offset = 0;
-    let mut logged = None;
-    while let format::Next::Record(record) = format::read_record(records, offset) {
-        if record.kind == kind::SCHEMA {
-            let change = format::SchemaChange::decode(record.payload).expect("a change");
-            if change.signal == gsn::CREATE_INDEX_REQ {
-                logged = Some(gci_hi(record.gci));
-            }
-        }
-        offset = record.next;
-    }
-    let logged = logged.expect("logged");
+    let logged = (super::dict::log::logged_changes(node2.dict_log.records()).into_iter())
+        .find(|&(signal, _)| signal == gsn::CREATE_INDEX_REQ)
+        .map(|(_, gci)| gci)
+        .expect("logged");
     // The newest entry node 2 holds of the hidden table.
     let mut newest = 0;
     for f in 0..8 {

@@ -1192,12 +1192,20 @@ fn a_node_restart_that_loses_power_before_removing_its_old_files_never_restores_
     }
 }
 
+/// `count` data nodes (2 or more) of one node group.
+fn one_group(count: u16) -> ClusterConfig {
+    let more: String = (3..=count)
+        .map(|id| format!("[ndbd]\nNodeId={id}\nHostName=127.0.0.1\n"))
+        .collect();
+    let ini = INI
+        .replace("NoOfReplicas=2", &format!("NoOfReplicas={count}"))
+        .replace("[api]", &format!("{more}[api]"));
+    rndb_config::parse_str(&ini, Path::new("t.ini")).expect("config")
+}
+
 /// Three data nodes of one node group.
 fn three_nodes() -> ClusterConfig {
-    let ini = INI
-        .replace("NoOfReplicas=2", "NoOfReplicas=3")
-        .replace("[api]", "[ndbd]\nNodeId=3\nHostName=127.0.0.1\n[api]");
-    rndb_config::parse_str(&ini, Path::new("t.ini")).expect("config")
+    one_group(3)
 }
 
 /// Three nodes of one node group. The master, node 1, fails after its CNTR_START_CONF
@@ -1329,15 +1337,7 @@ fn a_system_restart_drops_a_table_some_restored_node_lacks() {
     cluster.save_checkpoint();
     let disks = cluster.crash();
     let log = &disks[0].0[super::dict::log::SCHEMA_LOG];
-    let mut changes = Vec::new();
-    let mut offset = format::HEADER_BYTES;
-    while let format::Next::Record(record) = format::read_record(log, offset) {
-        if record.kind == kind::SCHEMA {
-            let change = SchemaChange::decode(record.payload).expect("a schema change");
-            changes.push((change.signal, record.gci >> 32));
-        }
-        offset = record.next;
-    }
+    let changes = super::dict::log::logged_changes(&log[format::HEADER_BYTES..]);
     assert_eq!(
         changes,
         vec![
@@ -1402,11 +1402,7 @@ fn a_conf_from_a_failed_master_is_ignored_and_the_new_master_starts() {
 
 /// Four nodes of one node group (four replicas).
 fn four_nodes() -> ClusterConfig {
-    let ini = INI.replace("NoOfReplicas=2", "NoOfReplicas=4").replace(
-        "[api]",
-        "[ndbd]\nNodeId=3\nHostName=127.0.0.1\n[ndbd]\nNodeId=4\nHostName=127.0.0.1\n[api]",
-    );
-    rndb_config::parse_str(&ini, Path::new("t.ini")).expect("config")
+    one_group(4)
 }
 
 /// As above with four nodes: node 2's CONF (restart 2) to node 3 is lost, the one to node 4

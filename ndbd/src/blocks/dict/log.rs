@@ -179,3 +179,19 @@ impl DictLog {
         1
     }
 }
+
+/// The schema changes in `records` (SCHEMA records as this log holds them, no file header),
+/// each as (its signal, the GCI it was logged in), in order. For tests.
+#[cfg(test)]
+pub(crate) fn logged_changes(records: &[u8]) -> Vec<(u16, u32)> {
+    let mut changes = Vec::new();
+    let mut offset = 0;
+    while let format::Next::Record(record) = format::read_record(records, offset) {
+        if record.kind == kind::SCHEMA {
+            let change = SchemaChange::decode(record.payload).expect("a schema change");
+            changes.push((change.signal, format::gci_hi(record.gci)));
+        }
+        offset = record.next;
+    }
+    changes
+}
