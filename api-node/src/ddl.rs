@@ -397,6 +397,12 @@ fn fraction_digits(column: &str, fsp: Option<u64>) -> Result<u8, DdlError> {
     }
 }
 
+/// A BINARY's length (the data node checks the range, 738).
+fn fixed_length(column: &str, length: u64) -> Result<u16, DdlError> {
+    u16::try_from(length)
+        .map_err(|_| DdlError::Invalid(format!("column {column}: length {length} is over 65535")))
+}
+
 /// The rndb type of a MySQL type.
 fn column_type(column: &str, data_type: &DataType) -> Result<ColumnType, DdlError> {
     let length = |length: &Option<CharacterLength>| match length {
@@ -419,10 +425,25 @@ fn column_type(column: &str, data_type: &DataType) -> Result<ColumnType, DdlErro
         DataType::IntUnsigned(_) | DataType::IntegerUnsigned(_) => Ok(ColumnType::UInt32),
         DataType::BigInt(_) => Ok(ColumnType::Int64),
         DataType::BigIntUnsigned(_) => Ok(ColumnType::UInt64),
-        DataType::Double(ast::ExactNumberInfo::None) | DataType::DoublePrecision => {
-            Ok(ColumnType::Float64)
-        }
+        DataType::Double(ast::ExactNumberInfo::None)
+        | DataType::DoublePrecision
+        | DataType::Real => Ok(ColumnType::Float64),
+        // MySQL: FLOAT(p) is a single up to 24 bits of precision, a double past it.
+        DataType::Float(ast::ExactNumberInfo::None) | DataType::Float4 => Ok(ColumnType::Float32),
+        DataType::Float(ast::ExactNumberInfo::Precision(p)) if *p <= 24 => Ok(ColumnType::Float32),
+        DataType::Float(ast::ExactNumberInfo::Precision(p)) if *p <= 53 => Ok(ColumnType::Float64),
         DataType::Varchar(n) => Ok(ColumnType::Varchar(length(n)?)),
+        DataType::Char(None) | DataType::Character(None) => Ok(ColumnType::Char(1)),
+        DataType::Char(n) | DataType::Character(n) => Ok(ColumnType::Char(length(n)?)),
+        DataType::Binary(n) => Ok(ColumnType::Binary(fixed_length(column, n.unwrap_or(1))?)),
+        DataType::Bit(n) => Ok(ColumnType::Bit(u8::try_from(n.unwrap_or(1)).map_err(
+            |_| DdlError::Invalid(format!("column {column}: BIT of at most 64 bits")),
+        )?)),
+        DataType::Custom(name, modifiers)
+            if modifiers.is_empty() && name.to_string().eq_ignore_ascii_case("YEAR") =>
+        {
+            Ok(ColumnType::Year)
+        }
         DataType::Date => Ok(ColumnType::Date),
         DataType::Datetime(fsp) => Ok(ColumnType::Datetime(fraction_digits(column, *fsp)?)),
         DataType::Timestamp(fsp, ast::TimezoneInfo::None) => {
@@ -437,8 +458,8 @@ fn column_type(column: &str, data_type: &DataType) -> Result<ColumnType, DdlErro
         }
         other => Err(DdlError::Unsupported(format!(
             "type {other} (column {column}; rndb has TINYINT, SMALLINT, MEDIUMINT, INT and \
-             BIGINT [UNSIGNED], DOUBLE, VARCHAR(n), VARBINARY(n), DATE, DATETIME(fsp), \
-             TIMESTAMP(fsp))"
+             BIGINT [UNSIGNED], FLOAT, DOUBLE, CHAR(n), VARCHAR(n), BINARY(n), VARBINARY(n), \
+             BIT(n), YEAR, DATE, DATETIME(fsp), TIMESTAMP(fsp))"
         ))),
     }
 }
@@ -539,6 +560,28 @@ mod tests {
     }
 
     #[test]
+    fn float_char_binary_bit_and_year() {
+        check(
+            "CREATE TABLE f (c CHAR(4) PRIMARY KEY, c1 CHAR, b BINARY(3), b1 BINARY, f FLOAT, \
+             f24 FLOAT(24), f25 FLOAT(25), r DOUBLE, d REAL, bits BIT(5), bit1 BIT, y YEAR)",
+            &[
+                "c Char(4) PK",
+                "c1 Char(1) NULL",
+                "b Binary(3) NULL",
+                "b1 Binary(1) NULL",
+                "f Float32 NULL",
+                "f24 Float32 NULL",
+                "f25 Float64 NULL",
+                "r Float64 NULL",
+                "d Float64 NULL",
+                "bits Bit(5) NULL",
+                "bit1 Bit(1) NULL",
+                "y Year NULL",
+            ],
+        );
+    }
+
+    #[test]
     fn composite_key_engine_and_read_backup() {
         let sql = "create table t2 (a int, b varchar(4), c double precision unique, \
                    primary key (a, b)) ENGINE=NDBCLUSTER COMMENT='NDB_TABLE=READ_BACKUP=1'";
@@ -621,8 +664,8 @@ mod tests {
                 "type DECIMAL(10,2) (column d",
             ),
             (
-                "CREATE TABLE t (id INT PRIMARY KEY, c CHAR(3))",
-                "type CHAR(3)",
+                "CREATE TABLE t (id INT PRIMARY KEY, c FLOAT(54))",
+                "type FLOAT(54)",
             ),
             (
                 "CREATE TABLE t (id INT PRIMARY KEY, a INT DEFAULT 3)",

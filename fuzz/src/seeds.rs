@@ -127,7 +127,7 @@ fn signal_payloads() -> Vec<Seed> {
         }
         .encode(o)
     });
-    // A definition with the narrow integer and the date and time types.
+    // A definition with the narrow integer, date and time, and fixed-length types.
     let typed = TableDef::new(
         "typed",
         vec![
@@ -137,6 +137,11 @@ fn signal_payloads() -> Vec<Seed> {
             ColumnDef::new("d", ColumnType::Date),
             ColumnDef::new("t", ColumnType::Datetime(3)),
             ColumnDef::new("s", ColumnType::Timestamp(0)),
+            ColumnDef::new("f", ColumnType::Float32),
+            ColumnDef::new("c", ColumnType::Char(3)),
+            ColumnDef::new("n", ColumnType::Binary(2)),
+            ColumnDef::new("y", ColumnType::Year),
+            ColumnDef::new("x", ColumnType::Bit(7)),
         ],
     );
     put(2, &|o| rndb_protocol::signals::encode_table_def(o, &typed));

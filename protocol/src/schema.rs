@@ -47,6 +47,21 @@ pub enum ColumnType {
     Timestamp(u8),
     /// Bytes, at most `n` of them.
     Varbinary(u16),
+    /// NDB's Float (MySQL FLOAT): an IEEE single, carried by [`Value::Float64`] holding a
+    /// value a single represents exactly (`f64::from(x as f32)`).
+    Float32,
+    /// NDB's Char (MySQL CHAR(n), binary collation): UTF-8 text of exactly `n` bytes (1..=255),
+    /// padded with spaces, carried by [`Value::Varchar`]. Padded text compares as MySQL's PAD
+    /// SPACE collations do.
+    Char(u16),
+    /// NDB's Binary (MySQL BINARY(n)): exactly `n` bytes (1..=255), padded with zero bytes,
+    /// carried by [`Value::Varbinary`].
+    Binary(u16),
+    /// NDB's Year (MySQL YEAR): 1901..=2155, or 0 (MySQL's `0000`), carried by
+    /// [`Value::UInt32`].
+    Year,
+    /// NDB's Bit(n) (MySQL BIT(n), `n` 1..=64): carried by [`Value::UInt64`], below 2^n.
+    Bit(u8),
 }
 
 impl fmt::Display for ColumnType {
@@ -68,6 +83,11 @@ impl fmt::Display for ColumnType {
             ColumnType::Date => write!(f, "Date"),
             ColumnType::Datetime(fsp) => write!(f, "Datetime({fsp})"),
             ColumnType::Timestamp(fsp) => write!(f, "Timestamp({fsp})"),
+            ColumnType::Float32 => write!(f, "Float32"),
+            ColumnType::Char(n) => write!(f, "Char({n})"),
+            ColumnType::Binary(n) => write!(f, "Binary({n})"),
+            ColumnType::Year => write!(f, "Year"),
+            ColumnType::Bit(n) => write!(f, "Bit({n})"),
         }
     }
 }
@@ -79,19 +99,25 @@ impl ColumnType {
     pub fn value_tag(self) -> u8 {
         match self {
             ColumnType::Int8 | ColumnType::Int16 | ColumnType::Int24 | ColumnType::Int32 => 1,
-            ColumnType::UInt8 | ColumnType::UInt16 | ColumnType::UInt24 | ColumnType::UInt32 => 2,
+            ColumnType::UInt8
+            | ColumnType::UInt16
+            | ColumnType::UInt24
+            | ColumnType::UInt32
+            | ColumnType::Year => 2,
             ColumnType::Int64 => 3,
-            ColumnType::UInt64 => 4,
-            ColumnType::Float64 => 5,
+            ColumnType::UInt64 | ColumnType::Bit(_) => 4,
+            ColumnType::Float64 | ColumnType::Float32 => 5,
             ColumnType::Varchar(_)
             | ColumnType::Date
             | ColumnType::Datetime(_)
-            | ColumnType::Timestamp(_) => 6,
-            ColumnType::Varbinary(_) => 7,
+            | ColumnType::Timestamp(_)
+            | ColumnType::Char(_) => 6,
+            ColumnType::Varbinary(_) | ColumnType::Binary(_) => 7,
         }
     }
 
-    /// The least and greatest value of an integer type; `None` for the others.
+    /// The least and greatest value of an integer type; `None` for the others (YEAR and BIT
+    /// too: no auto-increment or interpreted arithmetic, as in MySQL).
     pub fn integer_bounds(self) -> Option<(i128, i128)> {
         Some(match self {
             ColumnType::Int8 => (i8::MIN.into(), i8::MAX.into()),
@@ -109,7 +135,12 @@ impl ColumnType {
             | ColumnType::Varbinary(_)
             | ColumnType::Date
             | ColumnType::Datetime(_)
-            | ColumnType::Timestamp(_) => return None,
+            | ColumnType::Timestamp(_)
+            | ColumnType::Float32
+            | ColumnType::Char(_)
+            | ColumnType::Binary(_)
+            | ColumnType::Year
+            | ColumnType::Bit(_) => return None,
         })
     }
 
@@ -118,11 +149,17 @@ impl ColumnType {
         self.integer_bounds().is_some()
     }
 
-    /// True when integer `v` lies in this integer type's range (false for the other types).
+    /// True when integer `v` is a value of this integer, YEAR or BIT type (false for the
+    /// other types).
     #[inline]
     pub fn admits(self, v: i128) -> bool {
-        self.integer_bounds()
-            .is_some_and(|(least, greatest)| (least..=greatest).contains(&v))
+        match self {
+            ColumnType::Year => v == 0 || (YEAR_FIRST..=YEAR_LAST).contains(&v),
+            ColumnType::Bit(n) => n <= BIT_MAX && (0..1i128 << n).contains(&v),
+            t => t
+                .integer_bounds()
+                .is_some_and(|(least, greatest)| (least..=greatest).contains(&v)),
+        }
     }
 
     /// The longest text of a date or time type (`None` for the others).
@@ -136,8 +173,11 @@ impl ColumnType {
         }
     }
 
-    /// True when `text` is a value of this date or time type, in its one form.
+    /// True when `text` is a value of this date, time or CHAR type, in its one form.
     pub fn admits_text(self, text: &str) -> bool {
+        if let ColumnType::Char(n) = self {
+            return text.len() == usize::from(n);
+        }
         let b = text.as_bytes();
         if self.temporal_bytes().map(usize::from) != Some(b.len()) || !is_date(&b[..10]) {
             return false;
@@ -157,7 +197,7 @@ impl ColumnType {
         }
     }
 
-    /// True for the integer types narrower than their carrier (8, 16 and 24 bits), whose
+    /// True for the integer types narrower than their carrier (8, 16 and 24 bits, YEAR), whose
     /// values need a range check.
     #[inline]
     fn is_narrow(self) -> bool {
@@ -169,9 +209,42 @@ impl ColumnType {
                 | ColumnType::UInt16
                 | ColumnType::Int24
                 | ColumnType::UInt24
+                | ColumnType::Year
         )
     }
+
+    /// `value` in this type's one form where a user might write another: text for a CHAR
+    /// padded with spaces to its length, bytes for a BINARY padded with zero bytes, a number
+    /// for a FLOAT rounded to the nearest single (as MySQL stores them). Any other value is
+    /// returned as it is (a value too long stays too long, and is refused with 4209).
+    pub fn padded(self, value: Value) -> Value {
+        match (self, value) {
+            (ColumnType::Char(n), Value::Varchar(mut text)) => {
+                let n = usize::from(n);
+                if text.len() < n {
+                    text.extend(std::iter::repeat_n(' ', n - text.len()));
+                }
+                Value::Varchar(text)
+            }
+            (ColumnType::Binary(n), Value::Varbinary(mut bytes)) => {
+                let n = usize::from(n);
+                if bytes.len() < n {
+                    bytes.resize(n, 0);
+                }
+                Value::Varbinary(bytes)
+            }
+            (ColumnType::Float32, Value::Float64(v)) => Value::Float64(f64::from(v as f32)),
+            (_, value) => value,
+        }
+    }
 }
+
+/// MySQL's YEAR range (and 0).
+const YEAR_FIRST: i128 = 1901;
+const YEAR_LAST: i128 = 2155;
+/// The longest BIT, CHAR and BINARY columns (MySQL's).
+pub const BIT_MAX: u8 = 64;
+pub const FIXED_BYTES_MAX: u16 = 255;
 
 /// The first and last TIMESTAMP (to the second), as MySQL's.
 const TIMESTAMP_FIRST: &str = "1970-01-01 00:00:01";
@@ -358,6 +431,19 @@ impl TableDef {
                     ));
                 }
             }
+            if let ColumnType::Char(n) | ColumnType::Binary(n) = c.column_type {
+                if n == 0 || n > FIXED_BYTES_MAX {
+                    return Err((
+                        738,
+                        format!("column {}: length must be 1..={FIXED_BYTES_MAX}", c.name),
+                    ));
+                }
+            }
+            if let ColumnType::Bit(n) = c.column_type {
+                if n == 0 || n > BIT_MAX {
+                    return Err((738, format!("column {}: BIT of 1..={BIT_MAX} bits", c.name)));
+                }
+            }
             if let ColumnType::Datetime(fsp) | ColumnType::Timestamp(fsp) = c.column_type {
                 if fsp > FSP_MAX {
                     return Err((
@@ -432,6 +518,11 @@ impl TableDef {
                 ColumnType::Date => (14, 0),
                 ColumnType::Datetime(fsp) => (15, u16::from(fsp)),
                 ColumnType::Timestamp(fsp) => (16, u16::from(fsp)),
+                ColumnType::Float32 => (17, 0),
+                ColumnType::Char(n) => (18, n),
+                ColumnType::Binary(n) => (19, n),
+                ColumnType::Year => (20, 0),
+                ColumnType::Bit(n) => (21, u16::from(n)),
             };
             let flags = u8::from(c.nullable)
                 | (u8::from(c.primary_key) << 1)
@@ -483,6 +574,16 @@ impl TableDef {
                         ColumnType::Timestamp(fsp)
                     }
                 }
+                17 => ColumnType::Float32,
+                18 => ColumnType::Char(len),
+                19 => ColumnType::Binary(len),
+                20 => ColumnType::Year,
+                21 => ColumnType::Bit(
+                    u8::try_from(len)
+                        .ok()
+                        .filter(|n| (1..=BIT_MAX).contains(n))
+                        .ok_or_else(|| r.error(format!("BIT of {len} bits")))?,
+                ),
                 t => return Err(r.error(format!("unknown column type tag {t}"))),
             };
             if flags & !7 != 0 {
@@ -525,7 +626,10 @@ impl Value {
     /// The largest encoding of a value of type `t` (tag included).
     pub fn encoded_bytes_max(t: ColumnType) -> usize {
         match t {
-            ColumnType::Varchar(n) | ColumnType::Varbinary(n) => 3 + usize::from(n),
+            ColumnType::Varchar(n)
+            | ColumnType::Varbinary(n)
+            | ColumnType::Char(n)
+            | ColumnType::Binary(n) => 3 + usize::from(n),
             // By the carrier: 4 or 8 bytes, or a date or time type's text.
             t => match t.value_tag() {
                 1 | 2 => 5,
@@ -544,9 +648,15 @@ impl Value {
             (Value::Int64(_), ColumnType::Int64)
             | (Value::UInt64(_), ColumnType::UInt64)
             | (Value::Float64(_), ColumnType::Float64) => true,
+            (Value::UInt64(v), t @ ColumnType::Bit(_)) => t.admits(i128::from(*v)),
+            // Bits, so that a NaN a single holds fits too.
+            (Value::Float64(v), ColumnType::Float32) => {
+                f64::from(*v as f32).to_bits() == v.to_bits()
+            }
             (Value::Varchar(s), ColumnType::Varchar(n)) => s.len() <= usize::from(n),
             (Value::Varchar(s), t) if t.value_tag() == 6 => t.admits_text(s),
             (Value::Varbinary(b), ColumnType::Varbinary(n)) => b.len() <= usize::from(n),
+            (Value::Varbinary(b), ColumnType::Binary(n)) => b.len() == usize::from(n),
             _ => false,
         }
     }
@@ -610,6 +720,14 @@ impl Value {
                     return Err(r.error(misfit(column, &Value::Varbinary(bytes.to_vec()))));
                 }
                 Value::Varbinary(bytes.to_vec())
+            }
+            (tag, t) if t.value_tag() == tag => {
+                // FLOAT, BINARY and BIT: their carrier holds values they do not.
+                let value = Value::decode_tagged(tag, r)?;
+                if !value.fits(t) {
+                    return Err(r.error(misfit(column, &value)));
+                }
+                value
             }
             (tag, _) => {
                 let value = Value::decode_tagged(tag, r)?;
@@ -752,6 +870,9 @@ pub fn canonical_key<'k>(
             (6, ColumnType::Varchar(n)) => r.str16().is_ok_and(|s| s.len() <= usize::from(n)),
             (6, t) if t.value_tag() == 6 => r.str16().is_ok_and(|s| t.admits_text(s)),
             (7, ColumnType::Varbinary(n)) => r.bytes16().is_ok_and(|b| b.len() <= usize::from(n)),
+            (tag, t) if t.value_tag() == tag => {
+                Value::decode_tagged(tag, &mut r).is_ok_and(|v| v.fits(t))
+            }
             _ => false,
         };
         if !fits {
@@ -1046,5 +1167,96 @@ mod tests {
             ],
         );
         assert_eq!(seven.validate().map_err(|(code, _)| code), Err(738));
+    }
+
+    #[test]
+    fn float_char_binary_year_and_bit_in_their_one_form() {
+        let def = TableDef::new(
+            "fixed",
+            vec![
+                ColumnDef::key("c", ColumnType::Char(4)),
+                ColumnDef::key("y", ColumnType::Year),
+                ColumnDef::new("f", ColumnType::Float32),
+                ColumnDef::new("b", ColumnType::Binary(2)),
+                ColumnDef::nullable("bits", ColumnType::Bit(5)),
+            ],
+        );
+        assert_eq!(def.validate(), Ok(()));
+        let mut bytes = Vec::new();
+        def.encode(&mut Writer::new(&mut bytes));
+        assert_eq!(
+            TableDef::decode(&mut Reader::new(&bytes, "TableDef")),
+            Ok(def.clone())
+        );
+        let good = [
+            Value::Varchar("ab  ".into()),
+            Value::UInt32(1901),
+            Value::Float64(f64::from(0.1f32)),
+            Value::Varbinary(vec![1, 0]),
+            Value::UInt64(31),
+        ];
+        assert_eq!(decode_row(&def, &good), Ok(good.to_vec()));
+        // Each value one step out of its type's form, refused in a row and (the first two, key
+        // columns) in a key.
+        let bad: [(usize, Value, &str); 7] = [
+            (0, Value::Varchar("ab".into()), "column c is Char(4)"),
+            (1, Value::UInt32(1900), "column y is Year"),
+            (1, Value::UInt32(2156), "column y is Year"),
+            (2, Value::Float64(0.1), "column f is Float32"),
+            (3, Value::Varbinary(vec![1]), "column b is Binary(2)"),
+            (4, Value::UInt64(32), "column bits is Bit(5)"),
+            (4, Value::UInt32(1), "column bits is Bit(5)"),
+        ];
+        for (column, value, message) in bad {
+            let mut row = good.to_vec();
+            row[column] = value.clone();
+            let got = decode_row(&def, &row);
+            assert!(
+                got.as_ref().is_err_and(|e| e.contains(message)),
+                "{value:?}: {got:?}"
+            );
+            if column < 2 {
+                let mut key = vec![good[0].clone(), good[1].clone()];
+                key[column] = value;
+                let mut encoded = Vec::new();
+                encode_values(&mut Writer::new(&mut encoded), &key);
+                let refused = canonical_key(&def, &[0, 1], &encoded).map_err(|e| e.code);
+                assert_eq!(refused, Err(4209));
+                assert_eq!(
+                    encode_key(&def, &[0, 1], &key, &mut Vec::new()).map_err(|e| e.code),
+                    Err(4209)
+                );
+            }
+        }
+        assert!(Value::UInt32(0).fits(ColumnType::Year));
+        assert!(Value::Float64(f64::NAN).fits(ColumnType::Float32));
+        assert!(!Value::Float64(1e39).fits(ColumnType::Float32));
+        assert!(Value::UInt64(u64::MAX).fits(ColumnType::Bit(64)));
+        // `padded` writes the one form.
+        let t = ColumnType::Char(4);
+        assert_eq!(t.padded(Value::Varchar("ab".into())), good[0]);
+        assert_eq!(
+            ColumnType::Binary(2).padded(Value::Varbinary(vec![1])),
+            good[3]
+        );
+        assert_eq!(ColumnType::Float32.padded(Value::Float64(0.1)), good[2]);
+        // Padded text orders as PAD SPACE compares: "a" after "a\t".
+        assert!(b"a   ".as_slice() > b"a\t  ".as_slice());
+        // Lengths past MySQL's, and a BIT of 0 or 65 bits, are refused.
+        for t in [
+            ColumnType::Char(256),
+            ColumnType::Binary(0),
+            ColumnType::Bit(0),
+            ColumnType::Bit(65),
+        ] {
+            let d = TableDef::new(
+                "t",
+                vec![
+                    ColumnDef::key("k", ColumnType::Int32),
+                    ColumnDef::new("x", t),
+                ],
+            );
+            assert_eq!(d.validate().map_err(|(code, _)| code), Err(738), "{t}");
+        }
     }
 }

@@ -1179,6 +1179,11 @@ mod tests {
             (0u16..5).prop_map(ColumnType::Varbinary),
             Just(ColumnType::Date),
             Just(ColumnType::Datetime(0)),
+            Just(ColumnType::Float32),
+            (0u16..5).prop_map(ColumnType::Char),
+            (0u16..5).prop_map(ColumnType::Binary),
+            Just(ColumnType::Year),
+            (0u8..4).prop_map(ColumnType::Bit),
         ]
     }
 

@@ -3,7 +3,8 @@
 //! Printed: integers and doubles in decimal (a double in the shortest form that reads back
 //! the same), Varchar as its text, Varbinary as `0x` and hex digits, NULL as NDB's `[NULL]`;
 //! with `--useHexFormat`, integers as NDB's `H'` and hex digits. Read: the same forms, each
-//! checked against its column's type and length.
+//! checked against its column's type and length; a CHAR's text is padded with spaces and a
+//! BINARY's bytes with zero bytes to the column's length, a FLOAT rounded to a single.
 
 use std::fmt::Write;
 
@@ -44,6 +45,8 @@ pub fn format_value(
         Value::UInt32(v) => write!(out, "{v}"),
         Value::Int64(v) => write!(out, "{v}"),
         Value::UInt64(v) => write!(out, "{v}"),
+        // A single's shortest form (0.1, not its double's 0.10000000149011612).
+        Value::Float64(v) if column_type == ColumnType::Float32 => write!(out, "{}", *v as f32),
         Value::Float64(v) => write!(out, "{v}"),
         Value::Varchar(s) => write!(out, "{s}"),
         Value::Varbinary(bytes) => {
@@ -65,8 +68,8 @@ pub fn parse_value(column: &ColumnDef, field: Option<&[u8]>) -> Result<Value, St
         }
         return Err(format!("column {}: NULL in a NOT NULL column", column.name));
     };
-    if let ColumnType::Varbinary(max) = column.column_type {
-        return parse_varbinary(column, bytes, max);
+    if let ColumnType::Varbinary(max) | ColumnType::Binary(max) = column.column_type {
+        return parse_varbinary(column, bytes, max).map(|v| column.column_type.padded(v));
     }
     let text = std::str::from_utf8(bytes).map_err(|e| {
         format!(
@@ -79,7 +82,7 @@ pub fn parse_value(column: &ColumnDef, field: Option<&[u8]>) -> Result<Value, St
         format!("column {}: {text:?} is not {kind} ({e})", column.name)
     };
     match column.column_type {
-        t if t.is_integer() => {
+        t if t.is_integer() || matches!(t, ColumnType::Year | ColumnType::Bit(_)) => {
             let kind = integer_kind(t);
             let v: i128 = text.parse().map_err(|e| number(kind, &e))?;
             if !t.admits(v) {
@@ -98,13 +101,26 @@ pub fn parse_value(column: &ColumnDef, field: Option<&[u8]>) -> Result<Value, St
             Ok(_) => Err(format!("column {}: {text:?} is not finite", column.name)),
             Err(e) => Err(number("a DOUBLE", &e)),
         },
+        ColumnType::Float32 => match text.parse::<f32>() {
+            Ok(v) if v.is_finite() => Ok(Value::Float64(f64::from(v))),
+            Ok(_) => Err(format!(
+                "column {}: {text:?} is not a finite FLOAT",
+                column.name
+            )),
+            Err(e) => Err(number("a FLOAT", &e)),
+        },
+        ColumnType::Char(n) if text.len() > usize::from(n) => Err(format!(
+            "column {}: {} bytes, CHAR({n}) holds at most {n}",
+            column.name,
+            text.len()
+        )),
+        ColumnType::Char(_) => Ok(column.column_type.padded(Value::Varchar(text.to_string()))),
         ColumnType::Varchar(max) if text.len() > usize::from(max) => Err(format!(
             "column {}: {} bytes, VARCHAR({max}) holds at most {max}",
             column.name,
             text.len()
         )),
         ColumnType::Varchar(_) => Ok(Value::Varchar(text.to_string())),
-        ColumnType::Varbinary(max) => parse_varbinary(column, bytes, max),
         t @ (ColumnType::Date | ColumnType::Datetime(_) | ColumnType::Timestamp(_)) => {
             if t.admits_text(text) {
                 Ok(Value::Varchar(text.to_string()))
@@ -117,7 +133,7 @@ pub fn parse_value(column: &ColumnDef, field: Option<&[u8]>) -> Result<Value, St
                 ))
             }
         }
-        t => unreachable!("{t} is an integer type"),
+        t => unreachable!("{t} is read above"),
     }
 }
 
@@ -155,11 +171,13 @@ fn integer_kind(t: ColumnType) -> &'static str {
         ColumnType::Int32 => "an INT",
         ColumnType::UInt32 => "an INT UNSIGNED",
         ColumnType::Int64 => "a BIGINT",
+        ColumnType::Year => "a YEAR (1901 to 2155, or 0)",
+        ColumnType::Bit(_) => "a BIT value",
         _ => "a BIGINT UNSIGNED",
     }
 }
 
-/// A Varbinary field: `0x` and hex digits, or else the bytes as they are.
+/// A Varbinary or Binary field: `0x` and hex digits, or else the bytes as they are.
 fn parse_varbinary(column: &ColumnDef, bytes: &[u8], max: u16) -> Result<Value, String> {
     let value = match bytes.strip_prefix(b"0x") {
         Some(hex) => decode_hex(hex)
@@ -167,8 +185,12 @@ fn parse_varbinary(column: &ColumnDef, bytes: &[u8], max: u16) -> Result<Value, 
         None => bytes.to_vec(),
     };
     if value.len() > usize::from(max) {
+        let sql = match column.column_type {
+            ColumnType::Binary(_) => "BINARY",
+            _ => "VARBINARY",
+        };
         return Err(format!(
-            "column {}: {} bytes, VARBINARY({max}) holds at most {max}",
+            "column {}: {} bytes, {sql}({max}) holds at most {max}",
             column.name,
             value.len()
         ));
@@ -282,6 +304,53 @@ mod tests {
         check(ColumnType::Int32, None, Ok(Value::Null));
         let not_null = ColumnDef::new("n", ColumnType::Int32);
         assert!(parse_value(&not_null, None).is_err());
+    }
+
+    #[test]
+    fn fixed_types_padded_and_ranged() {
+        let char4 = ColumnType::Char(4);
+        check(char4, Some(b"ab"), Ok(Value::Varchar("ab  ".into())));
+        check(char4, Some(b"abcd"), Ok(Value::Varchar("abcd".into())));
+        check(
+            char4,
+            Some(b"abcde"),
+            Err("5 bytes, CHAR(4) holds at most 4"),
+        );
+        let binary3 = ColumnType::Binary(3);
+        check(binary3, Some(b"0x0a"), Ok(Value::Varbinary(vec![10, 0, 0])));
+        check(binary3, Some(b"0x01020304"), Err("4 bytes, BINARY(3)"));
+        check(
+            ColumnType::Float32,
+            Some(b"0.1"),
+            Ok(Value::Float64(f64::from(0.1f32))),
+        );
+        check(
+            ColumnType::Float32,
+            Some(b"1e39"),
+            Err("not a finite FLOAT"),
+        );
+        check(ColumnType::Year, Some(b"2155"), Ok(Value::UInt32(2155)));
+        check(ColumnType::Year, Some(b"0"), Ok(Value::UInt32(0)));
+        check(
+            ColumnType::Year,
+            Some(b"1900"),
+            Err("not a YEAR (1901 to 2155, or 0) (out of range)"),
+        );
+        check(ColumnType::Bit(3), Some(b"7"), Ok(Value::UInt64(7)));
+        check(ColumnType::Bit(3), Some(b"8"), Err("out of range"));
+        check(
+            ColumnType::Bit(64),
+            Some(b"18446744073709551615"),
+            Ok(Value::UInt64(u64::MAX)),
+        );
+        let mut out = String::new();
+        format_value(
+            &mut out,
+            &Value::Float64(f64::from(0.1f32)),
+            ColumnType::Float32,
+            IntegerFormat::Decimal,
+        );
+        assert_eq!(out, "0.1");
     }
 
     #[test]
