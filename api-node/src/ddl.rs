@@ -439,6 +439,24 @@ fn column_type(column: &str, data_type: &DataType) -> Result<ColumnType, DdlErro
         DataType::Bit(n) => Ok(ColumnType::Bit(u8::try_from(n.unwrap_or(1)).map_err(
             |_| DdlError::Invalid(format!("column {column}: BIT of at most 64 bits")),
         )?)),
+        DataType::Decimal(info) | DataType::Numeric(info) | DataType::Dec(info) => {
+            // MySQL's default is DECIMAL(10, 0); the data node checks the ranges (738).
+            let (p, s) = match info {
+                ast::ExactNumberInfo::None => (10, 0),
+                ast::ExactNumberInfo::Precision(p) => (*p, 0),
+                ast::ExactNumberInfo::PrecisionAndScale(p, s) => (*p, *s),
+            };
+            let digits = |n: i128| {
+                u8::try_from(n).map_err(|_| {
+                    DdlError::Invalid(format!("column {column}: DECIMAL({p},{s}) is out of range"))
+                })
+            };
+            let (p, s) = (digits(p.into())?, digits(s.into())?);
+            Ok(ColumnType::Decimal(p, s))
+        }
+        DataType::Time(fsp, ast::TimezoneInfo::None) => {
+            Ok(ColumnType::Time(fraction_digits(column, *fsp)?))
+        }
         DataType::Custom(name, modifiers)
             if modifiers.is_empty() && name.to_string().eq_ignore_ascii_case("YEAR") =>
         {
@@ -458,8 +476,8 @@ fn column_type(column: &str, data_type: &DataType) -> Result<ColumnType, DdlErro
         }
         other => Err(DdlError::Unsupported(format!(
             "type {other} (column {column}; rndb has TINYINT, SMALLINT, MEDIUMINT, INT and \
-             BIGINT [UNSIGNED], FLOAT, DOUBLE, CHAR(n), VARCHAR(n), BINARY(n), VARBINARY(n), \
-             BIT(n), YEAR, DATE, DATETIME(fsp), TIMESTAMP(fsp))"
+             BIGINT [UNSIGNED], FLOAT, DOUBLE, DECIMAL(p,s), CHAR(n), VARCHAR(n), BINARY(n), \
+             VARBINARY(n), BIT(n), YEAR, DATE, TIME(fsp), DATETIME(fsp), TIMESTAMP(fsp))"
         ))),
     }
 }
@@ -579,6 +597,16 @@ mod tests {
                 "y Year NULL",
             ],
         );
+        check(
+            "CREATE TABLE m (d DECIMAL(12, 2) PRIMARY KEY, n NUMERIC, e DEC(5), t TIME, t6 TIME(6))",
+            &[
+                "d Decimal(12,2) PK",
+                "n Decimal(10,0) NULL",
+                "e Decimal(5,0) NULL",
+                "t Time(0) NULL",
+                "t6 Time(6) NULL",
+            ],
+        );
     }
 
     #[test]
@@ -660,8 +688,8 @@ mod tests {
                 "type TEXT (column s",
             ),
             (
-                "CREATE TABLE t (id INT PRIMARY KEY, d DECIMAL(10, 2))",
-                "type DECIMAL(10,2) (column d",
+                "CREATE TABLE t (id INT PRIMARY KEY, d DECIMAL(10, 2) UNSIGNED)",
+                "type DECIMAL(10,2) UNSIGNED (column d",
             ),
             (
                 "CREATE TABLE t (id INT PRIMARY KEY, c FLOAT(54))",

@@ -142,6 +142,8 @@ fn signal_payloads() -> Vec<Seed> {
             ColumnDef::new("n", ColumnType::Binary(2)),
             ColumnDef::new("y", ColumnType::Year),
             ColumnDef::new("x", ColumnType::Bit(7)),
+            ColumnDef::new("m", ColumnType::Decimal(12, 2)),
+            ColumnDef::new("h", ColumnType::Time(3)),
         ],
     );
     put(2, &|o| rndb_protocol::signals::encode_table_def(o, &typed));

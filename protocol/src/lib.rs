@@ -6,7 +6,8 @@
 //! transaction (or dictionary request) the signal belongs to.
 //!
 //! - [`codec`]: a bounds-checked little-endian reader and a writer.
-//! - [`schema`]: column types, values, table definitions, lock modes, execute types.
+//! - [`schema`]: column types, values, table definitions, lock modes, execute types;
+//!   [`decimal`] and [`time`]: the DECIMAL and TIME types' values and their text.
 //! - [`error`]: NDB's error codes with their classification (temporary or permanent).
 //! - [`gsn`]: every signal number, in one list.
 //! - [`signals`]: the payload of each signal between API and data nodes.
@@ -29,6 +30,7 @@
 #![forbid(unsafe_code)]
 
 pub mod codec;
+pub mod decimal;
 pub mod dih;
 pub mod error;
 pub mod filter;
@@ -43,6 +45,7 @@ pub mod scan;
 pub mod schema;
 pub mod signals;
 pub mod suma;
+pub mod time;
 
 pub use codec::{DecodeError, Reader, Writer};
 pub use error::{ErrorClass, NdbError};

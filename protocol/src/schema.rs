@@ -62,6 +62,13 @@ pub enum ColumnType {
     Year,
     /// NDB's Bit(n) (MySQL BIT(n), `n` 1..=64): carried by [`Value::UInt64`], below 2^n.
     Bit(u8),
+    /// NDB's Decimal (MySQL DECIMAL(p, s), `p` 1..=65 digits, `s` 0..=30 of them after the
+    /// point): carried by [`Value::Varbinary`] in MySQL's binary form, which orders as the
+    /// numbers do (see [`crate::decimal`]; [`ColumnType::value_of_text`] makes one).
+    Decimal(u8, u8),
+    /// NDB's Time2 (MySQL TIME(fsp)): microseconds, ±838:59:59, a multiple of 10^(6 − fsp),
+    /// carried by [`Value::Int64`] (see [`crate::time`]).
+    Time(u8),
 }
 
 impl fmt::Display for ColumnType {
@@ -88,6 +95,8 @@ impl fmt::Display for ColumnType {
             ColumnType::Binary(n) => write!(f, "Binary({n})"),
             ColumnType::Year => write!(f, "Year"),
             ColumnType::Bit(n) => write!(f, "Bit({n})"),
+            ColumnType::Decimal(p, s) => write!(f, "Decimal({p},{s})"),
+            ColumnType::Time(fsp) => write!(f, "Time({fsp})"),
         }
     }
 }
@@ -104,7 +113,7 @@ impl ColumnType {
             | ColumnType::UInt24
             | ColumnType::UInt32
             | ColumnType::Year => 2,
-            ColumnType::Int64 => 3,
+            ColumnType::Int64 | ColumnType::Time(_) => 3,
             ColumnType::UInt64 | ColumnType::Bit(_) => 4,
             ColumnType::Float64 | ColumnType::Float32 => 5,
             ColumnType::Varchar(_)
@@ -112,7 +121,7 @@ impl ColumnType {
             | ColumnType::Datetime(_)
             | ColumnType::Timestamp(_)
             | ColumnType::Char(_) => 6,
-            ColumnType::Varbinary(_) | ColumnType::Binary(_) => 7,
+            ColumnType::Varbinary(_) | ColumnType::Binary(_) | ColumnType::Decimal(..) => 7,
         }
     }
 
@@ -140,7 +149,9 @@ impl ColumnType {
             | ColumnType::Char(_)
             | ColumnType::Binary(_)
             | ColumnType::Year
-            | ColumnType::Bit(_) => return None,
+            | ColumnType::Bit(_)
+            | ColumnType::Decimal(..)
+            | ColumnType::Time(_) => return None,
         })
     }
 
@@ -235,6 +246,30 @@ impl ColumnType {
             }
             (ColumnType::Float32, Value::Float64(v)) => Value::Float64(f64::from(v as f32)),
             (_, value) => value,
+        }
+    }
+
+    /// The value of a DECIMAL or TIME written as MySQL writes it (`-12.50`, `-838:59:59.5`;
+    /// a DECIMAL's extra fraction digits rounded, as MySQL does); for another type, an error.
+    pub fn value_of_text(self, text: &str) -> Result<Value, String> {
+        match self {
+            ColumnType::Decimal(p, s) => {
+                crate::decimal::from_text(text, p, s).map(Value::Varbinary)
+            }
+            ColumnType::Time(fsp) => crate::time::from_text(text, fsp).map(Value::Int64),
+            t => Err(format!("{t} values are not read from text")),
+        }
+    }
+
+    /// The text of a DECIMAL's or TIME's value, as MySQL writes it; `None` for other types and
+    /// for a value not of this type.
+    pub fn text_of(self, value: &Value) -> Option<String> {
+        match (self, value) {
+            (ColumnType::Decimal(p, s), Value::Varbinary(b)) => crate::decimal::to_text(b, p, s),
+            (ColumnType::Time(fsp), &Value::Int64(v)) if crate::time::is_value(v, fsp) => {
+                Some(crate::time::to_text(v, fsp))
+            }
+            _ => None,
         }
     }
 }
@@ -444,7 +479,22 @@ impl TableDef {
                     return Err((738, format!("column {}: BIT of 1..={BIT_MAX} bits", c.name)));
                 }
             }
-            if let ColumnType::Datetime(fsp) | ColumnType::Timestamp(fsp) = c.column_type {
+            if let ColumnType::Decimal(p, s) = c.column_type {
+                if !crate::decimal::valid_type(p, s) {
+                    return Err((
+                        738,
+                        format!(
+                            "column {}: DECIMAL({p},{s}): precision 1..={}, scale 0..={} and at most the precision",
+                            c.name,
+                            crate::decimal::PRECISION_MAX,
+                            crate::decimal::SCALE_MAX
+                        ),
+                    ));
+                }
+            }
+            if let ColumnType::Datetime(fsp) | ColumnType::Timestamp(fsp) | ColumnType::Time(fsp) =
+                c.column_type
+            {
                 if fsp > FSP_MAX {
                     return Err((
                         738,
@@ -523,6 +573,8 @@ impl TableDef {
                 ColumnType::Binary(n) => (19, n),
                 ColumnType::Year => (20, 0),
                 ColumnType::Bit(n) => (21, u16::from(n)),
+                ColumnType::Decimal(p, s) => (22, u16::from(p) << 8 | u16::from(s)),
+                ColumnType::Time(fsp) => (23, u16::from(fsp)),
             };
             let flags = u8::from(c.nullable)
                 | (u8::from(c.primary_key) << 1)
@@ -584,6 +636,19 @@ impl TableDef {
                         .filter(|n| (1..=BIT_MAX).contains(n))
                         .ok_or_else(|| r.error(format!("BIT of {len} bits")))?,
                 ),
+                22 => {
+                    let [p, s] = len.to_be_bytes();
+                    if !crate::decimal::valid_type(p, s) {
+                        return Err(r.error(format!("DECIMAL({p},{s})")));
+                    }
+                    ColumnType::Decimal(p, s)
+                }
+                23 => ColumnType::Time(
+                    u8::try_from(len)
+                        .ok()
+                        .filter(|&f| f <= FSP_MAX)
+                        .ok_or_else(|| r.error(format!("{len} fraction digits")))?,
+                ),
                 t => return Err(r.error(format!("unknown column type tag {t}"))),
             };
             if flags & !7 != 0 {
@@ -630,6 +695,7 @@ impl Value {
             | ColumnType::Varbinary(n)
             | ColumnType::Char(n)
             | ColumnType::Binary(n) => 3 + usize::from(n),
+            ColumnType::Decimal(p, s) => 3 + crate::decimal::bin_size(p, s),
             // By the carrier: 4 or 8 bytes, or a date or time type's text.
             t => match t.value_tag() {
                 1 | 2 => 5,
@@ -649,6 +715,8 @@ impl Value {
             | (Value::UInt64(_), ColumnType::UInt64)
             | (Value::Float64(_), ColumnType::Float64) => true,
             (Value::UInt64(v), t @ ColumnType::Bit(_)) => t.admits(i128::from(*v)),
+            (&Value::Int64(v), ColumnType::Time(fsp)) => crate::time::is_value(v, fsp),
+            (Value::Varbinary(b), ColumnType::Decimal(p, s)) => crate::decimal::is_value(b, p, s),
             // Bits, so that a NaN a single holds fits too.
             (Value::Float64(v), ColumnType::Float32) => {
                 f64::from(*v as f32).to_bits() == v.to_bits()
@@ -722,7 +790,7 @@ impl Value {
                 Value::Varbinary(bytes.to_vec())
             }
             (tag, t) if t.value_tag() == tag => {
-                // FLOAT, BINARY and BIT: their carrier holds values they do not.
+                // FLOAT, BINARY, BIT, DECIMAL, TIME: their carrier holds values they do not.
                 let value = Value::decode_tagged(tag, r)?;
                 if !value.fits(t) {
                     return Err(r.error(misfit(column, &value)));
@@ -1170,7 +1238,7 @@ mod tests {
     }
 
     #[test]
-    fn float_char_binary_year_and_bit_in_their_one_form() {
+    fn mysql_types_in_their_one_form() {
         let def = TableDef::new(
             "fixed",
             vec![
@@ -1242,8 +1310,38 @@ mod tests {
         assert_eq!(ColumnType::Float32.padded(Value::Float64(0.1)), good[2]);
         // Padded text orders as PAD SPACE compares: "a" after "a\t".
         assert!(b"a   ".as_slice() > b"a\t  ".as_slice());
+        // DECIMAL and TIME: their text makes their one form; others are refused.
+        let dec = ColumnType::Decimal(5, 2);
+        let price = dec.value_of_text("-123.456").expect("in range");
+        assert_eq!(dec.text_of(&price).as_deref(), Some("-123.46"));
+        assert!(price.fits(dec) && !Value::Varbinary(vec![0; 3]).fits(dec));
+        assert!(dec.value_of_text("1000").is_err());
+        let time = ColumnType::Time(1);
+        let at = time.value_of_text("-10:00:00.5").expect("a time");
+        assert_eq!(at, Value::Int64(-36_000_500_000));
+        assert_eq!(time.text_of(&at).as_deref(), Some("-10:00:00.5"));
+        assert!(!Value::Int64(1).fits(time) && time.text_of(&Value::Int64(1)).is_none());
+        let def = TableDef::new(
+            "money",
+            vec![
+                ColumnDef::key("d", dec),
+                ColumnDef::new("t", time),
+                ColumnDef::new("big", ColumnType::Decimal(65, 30)),
+            ],
+        );
+        assert_eq!(def.validate(), Ok(()));
+        let mut bytes = Vec::new();
+        def.encode(&mut Writer::new(&mut bytes));
+        assert_eq!(
+            TableDef::decode(&mut Reader::new(&bytes, "TableDef")),
+            Ok(def)
+        );
         // Lengths past MySQL's, and a BIT of 0 or 65 bits, are refused.
         for t in [
+            ColumnType::Decimal(66, 0),
+            ColumnType::Decimal(5, 6),
+            ColumnType::Decimal(40, 31),
+            ColumnType::Time(7),
             ColumnType::Char(256),
             ColumnType::Binary(0),
             ColumnType::Bit(0),

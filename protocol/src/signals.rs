@@ -1184,6 +1184,8 @@ mod tests {
             (0u16..5).prop_map(ColumnType::Binary),
             Just(ColumnType::Year),
             (0u8..4).prop_map(ColumnType::Bit),
+            Just(ColumnType::Decimal(3, 1)),
+            Just(ColumnType::Time(0)),
         ]
     }
 

@@ -2,8 +2,9 @@
 //! node round-trip every column type bit for bit, with single and composite keys, alone and a
 //! hundred to one execute, and that a dropped table is gone (error 709); and that a NULL for a
 //! NOT NULL column, a TINYINT, SMALLINT, MEDIUMINT, YEAR or BIT value past its range, a DATE,
-//! DATETIME or TIMESTAMP in another form, or a CHAR, BINARY or FLOAT value not in its one form,
-//! is refused by the API and, sent as raw frames past it, by the data node.
+//! DATETIME or TIMESTAMP in another form, or a CHAR, BINARY, FLOAT, DECIMAL or TIME value not
+//! in its one form, is refused by the API and, sent as raw frames past it, by the data node;
+//! DECIMAL and TIME rows order and filter as their numbers and times do.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -793,6 +794,138 @@ fn float_char_binary_year_and_bit_in_their_one_form() {
     }
     assert_ndb_code(
         read_committed(&api, &table, &[char4("new"), Value::UInt32(2024)]),
+        626,
+        "no refused row was stored",
+    );
+}
+
+/// DECIMAL(p, s) and TIME(fsp) columns: rows keyed by a DECIMAL read back; ordered indexes
+/// over the DECIMAL and the TIME return negative and positive values in numeric and time
+/// order, a scan filter `price < 0` finds the negative rows; a DECIMAL of the wrong length,
+/// with a group past its digits or a negative zero, a TIME past 838:59:59 or finer than its
+/// fsp, is refused by the API (4209) and, sent raw past it, by the data node.
+#[test]
+fn decimals_and_times_order_as_numbers_and_times() {
+    let (cluster, api) = start();
+    let price_type = ColumnType::Decimal(12, 2);
+    let at_type = ColumnType::Time(3);
+    let def = TableDef::new(
+        "ledger",
+        vec![
+            ColumnDef::key("price", price_type),
+            ColumnDef::new("at", at_type),
+        ],
+    );
+    let table = recreate_table(&api, &def).expect("create the table");
+    let price = |text: &str| price_type.value_of_text(text).expect("a DECIMAL(12,2)");
+    let at = |text: &str| at_type.value_of_text(text).expect("a TIME(3)");
+    let pairs = [
+        ("1.5", "-00:00:00.001"),
+        ("-1234567890.99", "838:59:59"),
+        ("0", "00:00:00"),
+        ("-2.25", "-838:59:59"),
+        ("9999999999.99", "12:00:00.5"),
+        ("-0.01", "-12:00:00"),
+    ];
+    let rows: Vec<Vec<Value>> = pairs.iter().map(|(p, t)| vec![price(p), at(t)]).collect();
+    insert_committed(&api, &table, &rows).expect("insert");
+    for row in &rows {
+        assert_row(&api, &table, &row[..1], row);
+    }
+    let texts = |values: Vec<Value>, t: ColumnType| -> Vec<String> {
+        values
+            .iter()
+            .map(|v| t.text_of(v).expect("a value of the type"))
+            .collect()
+    };
+    let sorted = |index: &rndb_api::Index, column: usize| -> Vec<Value> {
+        let mut tx = api.start_transaction().expect("start");
+        let options = rndb_api::ScanOptions {
+            sorted: true,
+            ..rndb_api::ScanOptions::default()
+        };
+        let values = (tx.scan_index(index, &options).expect("scan"))
+            .map(|row| row.expect("a row")[column].clone())
+            .collect();
+        tx.execute(ExecType::Commit).expect("commit");
+        values
+    };
+    let by_price = (api.create_index(&table, &rndb_api::IndexDef::ordered("by_price", &["price"])))
+        .expect("create the ordered index over price");
+    assert_eq!(
+        texts(sorted(&by_price, 0), price_type),
+        [
+            "-1234567890.99",
+            "-2.25",
+            "-0.01",
+            "0.00",
+            "1.50",
+            "9999999999.99"
+        ],
+    );
+    let by_at = (api.create_index(&table, &rndb_api::IndexDef::ordered("by_at", &["at"])))
+        .expect("create the ordered index over at");
+    assert_eq!(
+        texts(sorted(&by_at, 1), at_type),
+        [
+            "-838:59:59.000",
+            "-12:00:00.000",
+            "-00:00:00.001",
+            "00:00:00.000",
+            "12:00:00.500",
+            "838:59:59.000"
+        ],
+    );
+    let mut tx = api.start_transaction().expect("start");
+    let options = rndb_api::ScanOptions {
+        filter: Some(Filter::cmp(0, rndb_protocol::filter::CmpOp::Lt, price("0"))),
+        ..rndb_api::ScanOptions::default()
+    };
+    let mut negative: Vec<String> = (tx.scan_table(&table, &options).expect("scan"))
+        .map(|row| {
+            price_type
+                .text_of(&row.expect("a row")[0])
+                .expect("a DECIMAL")
+        })
+        .collect();
+    tx.execute(ExecType::Commit).expect("commit");
+    negative.sort();
+    assert_eq!(negative, ["-0.01", "-1234567890.99", "-2.25"]);
+
+    let slot = spare_slot(&cluster, &api);
+    let mut raw = RawApi::connect(&cluster, slot);
+    let mut group_past = price("1");
+    if let Value::Varbinary(bytes) = &mut group_past {
+        // The last group (two fraction digits, one byte) holding 100.
+        *bytes.last_mut().expect("bytes") = 100;
+    }
+    let bad = [
+        (0, Value::Varbinary(vec![0x80; 5])),
+        (0, group_past),
+        (
+            0,
+            Value::Varbinary(vec![0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]),
+        ),
+        (1, Value::Int64(rndb_protocol::time::MAX_MICROS + 1000)),
+        (1, Value::Int64(1)),
+        (1, Value::Int32(1)),
+    ];
+    for (request_id, (column, value)) in (1u32..).zip(bad) {
+        let mut row = vec![price("7"), at("01:00:00")];
+        row[column] = value.clone();
+        assert_ndb_code(
+            insert_committed(&api, &table, &row_list(row.clone())),
+            4209,
+            &format!("the API inserts {value:?} in column {column}"),
+        );
+        let attrs = [(1u16, row[1].clone())];
+        let refused = raw
+            .insert(request_id, &table, &row[..1], &attrs)
+            .unwrap_or_else(|| panic!("the data node stored {value:?} in column {column}"));
+        assert_eq!(refused.code, 4209, "{value:?} in column {column}, raw");
+    }
+    assert_ndb_code(
+        read_committed(&api, &table, &[price("7")]),
         626,
         "no refused row was stored",
     );

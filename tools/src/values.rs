@@ -4,7 +4,8 @@
 //! the same), Varchar as its text, Varbinary as `0x` and hex digits, NULL as NDB's `[NULL]`;
 //! with `--useHexFormat`, integers as NDB's `H'` and hex digits. Read: the same forms, each
 //! checked against its column's type and length; a CHAR's text is padded with spaces and a
-//! BINARY's bytes with zero bytes to the column's length, a FLOAT rounded to a single.
+//! BINARY's bytes with zero bytes to the column's length, a FLOAT rounded to a single. DECIMAL
+//! and TIME as MySQL writes them (`-12.50`, `-01:30:00.5`).
 
 use std::fmt::Write;
 
@@ -25,6 +26,11 @@ pub fn format_value(
     column_type: ColumnType,
     integers: IntegerFormat,
 ) {
+    if let Some(text) = column_type.text_of(value) {
+        // DECIMAL and TIME, as MySQL writes them.
+        out.push_str(&text);
+        return;
+    }
     let hex = integers == IntegerFormat::Hex;
     // The hex digits of a 32-bit carrier's type: 2 for TINYINT, 4 SMALLINT, 6 MEDIUMINT.
     let digits = match column_type {
@@ -115,6 +121,9 @@ pub fn parse_value(column: &ColumnDef, field: Option<&[u8]>) -> Result<Value, St
             text.len()
         )),
         ColumnType::Char(_) => Ok(column.column_type.padded(Value::Varchar(text.to_string()))),
+        t @ (ColumnType::Decimal(..) | ColumnType::Time(_)) => t
+            .value_of_text(text)
+            .map_err(|e| format!("column {}: {e}", column.name)),
         ColumnType::Varchar(max) if text.len() > usize::from(max) => Err(format!(
             "column {}: {} bytes, VARCHAR({max}) holds at most {max}",
             column.name,
@@ -342,6 +351,25 @@ mod tests {
             ColumnType::Bit(64),
             Some(b"18446744073709551615"),
             Ok(Value::UInt64(u64::MAX)),
+        );
+        for (column_type, input, text) in [
+            (ColumnType::Decimal(6, 2), "-1234.567", "-1234.57"),
+            (ColumnType::Time(1), "-1:30:00.5", "-01:30:00.5"),
+        ] {
+            let value = parse_value(&column(column_type), Some(input.as_bytes())).expect("a value");
+            let mut out = String::new();
+            format_value(&mut out, &value, column_type, IntegerFormat::Hex);
+            assert_eq!(out, text);
+        }
+        check(
+            ColumnType::Decimal(6, 2),
+            Some(b"12345"),
+            Err("column c: \"12345\" is out of range for DECIMAL(6,2)"),
+        );
+        check(
+            ColumnType::Time(0),
+            Some(b"12:00"),
+            Err("column c: \"12:00\" is not a TIME(0)"),
         );
         let mut out = String::new();
         format_value(
