@@ -440,9 +440,12 @@ fn column_type(column: &str, data_type: &DataType) -> Result<ColumnType, DdlErro
             |_| DdlError::Invalid(format!("column {column}: BIT of at most 64 bits")),
         )?)),
         DataType::Decimal(info) | DataType::Numeric(info) | DataType::Dec(info) => {
-            // MySQL's default is DECIMAL(10, 0); the data node checks the ranges (738).
+            // MySQL's default is DECIMAL(10, 0), and DECIMAL(0) and DECIMAL(0,0) are that too
+            // (my_decimal_trim); the data node checks the ranges (738).
             let (p, s) = match info {
-                ast::ExactNumberInfo::None => (10, 0),
+                ast::ExactNumberInfo::None
+                | ast::ExactNumberInfo::Precision(0)
+                | ast::ExactNumberInfo::PrecisionAndScale(0, 0) => (10, 0),
                 ast::ExactNumberInfo::Precision(p) => (*p, 0),
                 ast::ExactNumberInfo::PrecisionAndScale(p, s) => (*p, *s),
             };
@@ -605,6 +608,19 @@ mod tests {
                 "e Decimal(5,0) NULL",
                 "t Time(0) NULL",
                 "t6 Time(6) NULL",
+            ],
+        );
+    }
+
+    #[test]
+    fn decimal_of_zero_digits_is_mysqls_default() {
+        // MySQL (my_decimal_trim): DECIMAL(0) and DECIMAL(0,0) are DECIMAL(10,0).
+        check(
+            "CREATE TABLE z (a DECIMAL(0) PRIMARY KEY, b DECIMAL(0,0), c NUMERIC(0))",
+            &[
+                "a Decimal(10,0) PK",
+                "b Decimal(10,0) NULL",
+                "c Decimal(10,0) NULL",
             ],
         );
     }

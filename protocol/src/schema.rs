@@ -244,7 +244,12 @@ impl ColumnType {
                 }
                 Value::Varbinary(bytes)
             }
-            (ColumnType::Float32, Value::Float64(v)) => Value::Float64(f64::from(v as f32)),
+            // A finite double past a single's range stays as it is (refused), not +-inf.
+            (ColumnType::Float32, Value::Float64(v))
+                if !v.is_finite() || (v as f32).is_finite() =>
+            {
+                Value::Float64(f64::from(v as f32))
+            }
             (_, value) => value,
         }
     }
@@ -1355,6 +1360,26 @@ mod tests {
                 ],
             );
             assert_eq!(d.validate().map_err(|(code, _)| code), Err(738), "{t}");
+        }
+    }
+
+    #[test]
+    fn padding_a_float_out_of_a_singles_range_does_not_make_an_infinity() {
+        // 1e39 is no single (refused as it is); rounding it must not turn it into +inf, which
+        // a FLOAT column would then take (MySQL refuses it, or clamps it to ±FLT_MAX).
+        for v in [1e39, -1e39, f64::MAX] {
+            let padded = ColumnType::Float32.padded(Value::Float64(v));
+            assert!(
+                !padded.fits(ColumnType::Float32),
+                "{v} padded to {padded:?}"
+            );
+        }
+        // An infinity and the largest single stay as they are.
+        for v in [f64::INFINITY, f64::from(f32::MAX)] {
+            assert_eq!(
+                ColumnType::Float32.padded(Value::Float64(v)),
+                Value::Float64(v)
+            );
         }
     }
 }

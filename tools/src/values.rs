@@ -107,7 +107,8 @@ pub fn parse_value(column: &ColumnDef, field: Option<&[u8]>) -> Result<Value, St
             Ok(_) => Err(format!("column {}: {text:?} is not finite", column.name)),
             Err(e) => Err(number("a DOUBLE", &e)),
         },
-        ColumnType::Float32 => match text.parse::<f32>() {
+        // As MySQL: the text read as a double, then rounded to a single.
+        ColumnType::Float32 => match text.parse::<f64>().map(|v| v as f32) {
             Ok(v) if v.is_finite() => Ok(Value::Float64(f64::from(v))),
             Ok(_) => Err(format!(
                 "column {}: {text:?} is not a finite FLOAT",
@@ -417,5 +418,17 @@ mod tests {
             format_value(&mut out, &value, column_type, IntegerFormat::Hex);
             assert_eq!(out, text);
         }
+    }
+
+    #[test]
+    fn a_float_is_rounded_as_mysql_stores_it() {
+        // MySQL reads a FLOAT's text as a double, then rounds that to a single (as
+        // `ColumnType::padded` does): 1.00000005960464478 reads as the double 1 + 2^-24, a tie
+        // between two singles, which rounds to even, 1.0. Rounding the text straight to a
+        // single gives 1 + 2^-23 instead.
+        let text = "1.00000005960464478";
+        let mysql = ColumnType::Float32.padded(Value::Float64(text.parse().expect("a double")));
+        assert_eq!(mysql, Value::Float64(1.0));
+        check(ColumnType::Float32, Some(text.as_bytes()), Ok(mysql));
     }
 }
