@@ -24,9 +24,9 @@ use rndb_protocol::scan::{
     SCAN_FLAG_START_TRANSACTION,
 };
 use rndb_protocol::signals::{
-    self, block, gsn, CreateIndexReq, IndexInfo, Refusal, TableInfo, TcExecuteConf, TcExecuteRef,
-    TcExecuteReq, TcKeyRef, TcKeyReqRef, TcKeyRow, FLAG_DURABLE_COMMIT, FLAG_START_TRANSACTION,
-    REPLICA_PRIMARY,
+    self, block, gsn, CreateIndexReq, IndexInfo, IndexName, Refusal, TableInfo, TcExecuteConf,
+    TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReqRef, TcKeyRow, FLAG_DURABLE_COMMIT,
+    FLAG_START_TRANSACTION, REPLICA_PRIMARY,
 };
 use rndb_protocol::{
     AbortOption, ColumnDef, ColumnType, ExecType, IndexKind, LockMode, NdbError, OperationType,
@@ -75,6 +75,11 @@ pub const SCRATCH: usize = 5;
 pub const SCRATCH_NAME: &str = "scratch";
 /// The scratch table's write in a transfer's first execute: its third operation.
 const SCRATCH_OP: u32 = 2;
+/// Reads through the bank's unique index per transaction of the final check: within the
+/// smallest MaxNoOfConcurrentIndexOperations `Fault::Limits` draws.
+const INDEX_READS_PER_TRANSACTION: u16 = 1;
+/// The unique index client 0 creates over the bank's (balance, id) (`Fault::Index`).
+pub const BANK_INDEX: &str = "accounts_balance";
 /// Key reads of the ledger per transaction of the final read (below the smallest
 /// MaxNoOfConcurrentOperations a seed draws, 64).
 const LEDGER_READS_PER_TRANSACTION: usize = 24;
@@ -310,6 +315,13 @@ pub struct Shared {
     /// A DROP TABLE was answered CONF or, sent again, 709.
     pub scratch_gone: bool,
     pub drops_sent: u32,
+    /// When into the workload client 0 creates the bank's unique index
+    /// (`Knobs::index_at_ns`); its CREATE INDEX was acknowledged (durable: the index must be
+    /// there at the end), or ended for good; the index as the final check found it.
+    pub index_at_ns: Option<u64>,
+    pub bank_index_acknowledged: bool,
+    pub bank_index_settled: bool,
+    pub bank_index: Option<IndexInfo>,
     /// Some node group's nodes are all gone or stopped on request: no global checkpoint can
     /// be saved. Set before each wake.
     pub group_cannot_save: bool,
@@ -357,6 +369,10 @@ impl Shared {
             scratch_dropped: false,
             scratch_gone: false,
             drops_sent: 0,
+            index_at_ns: knobs.index_at_ns,
+            bank_index_acknowledged: false,
+            bank_index_settled: false,
+            bank_index: None,
             group_cannot_save: false,
         }
     }
@@ -432,6 +448,9 @@ enum Phase {
     /// final read of each register key, then the final read of every element of the set's key
     /// space.
     FinalAudit,
+    /// Client 0 (`Fault::Index`): the bank's unique index looked up (`None`), then every
+    /// account read through it by its final balance, from account `Some(from)` on.
+    FinalBankIndex(Option<u16>),
     FinalLedger(usize),
     FinalRead(u16),
     FinalSetRead,
@@ -500,6 +519,13 @@ enum Kind {
     },
     /// Client 0's DROP TABLE of the scratch table.
     DropTable,
+    /// Client 0's CREATE INDEX of the bank's unique index, and the final check's look-up.
+    CreateBankIndex,
+    GetBankIndex,
+    /// Reads of accounts through the bank's unique index, from account `from` on.
+    FinalIndexRead {
+        from: u16,
+    },
 }
 
 /// The one request a client has outstanding.
@@ -565,6 +591,9 @@ pub struct Client {
     /// An earlier DROP TABLE of the scratch table may have been applied though its answer did
     /// not say so (lost, timed out, or 4009: a node failed during it).
     drop_unclear: bool,
+    /// An earlier CREATE INDEX of the bank's index got no answer, or 4009/4012: it may have
+    /// made the index (a 721 is then no failure).
+    index_unclear: bool,
     rng: Rng,
     phase: Phase,
     /// Data nodes of the config, in id order.
@@ -625,6 +654,7 @@ impl Client {
             scan_batch_rows: knobs.scan_batch_rows,
             arbiter: (index == ARBITRATOR).then(ArbiterState::default),
             drop_unclear: false,
+            index_unclear: false,
         }
     }
 
@@ -662,8 +692,8 @@ impl Client {
                 // A schema change's answer waits for a durable global checkpoint too
                 // (`answer_applied`), with no bound of its own: while a node group cannot
                 // save (its disks failed), its wait is no hang either.
-                let drop_unsaved =
-                    matches!(request.kind, Kind::DropTable) && ctx.shared.group_cannot_save;
+                let drop_unsaved = matches!(request.kind, Kind::DropTable | Kind::CreateBankIndex)
+                    && ctx.shared.group_cannot_save;
                 let unsaved = drop_unsaved
                     || (request.commit_sent
                         && ctx.shared.durable_commits
@@ -753,11 +783,15 @@ impl Client {
             Phase::Running => {
                 if self.drop_due(ctx) && !ctx.shared.stopping {
                     self.drop_scratch(ctx);
+                } else if self.index_due(ctx) && !ctx.shared.stopping {
+                    self.create_bank_index(ctx);
                 } else if !ctx.shared.stopping {
                     self.start_operation(ctx);
                 }
             }
             Phase::FinalAudit => self.audit(ctx),
+            Phase::FinalBankIndex(None) => self.get_bank_index(ctx),
+            Phase::FinalBankIndex(Some(from)) => self.final_index_read(ctx, from),
             Phase::FinalLedger(from) => self.final_ledger_read(ctx, from),
             Phase::FinalRead(key) => self.register_read(ctx, key, LockMode::Read),
             Phase::FinalSetRead => self.final_set_read(ctx),
@@ -1650,13 +1684,15 @@ impl Client {
             lgsn::API_REGCONF
             | gsn::CREATE_TABLE_CONF
             | gsn::CREATE_INDEX_CONF
+            | gsn::GET_INDEX_CONF
             | gsn::DROP_TABLE_CONF
             | gsn::TC_EXECUTE_CONF => Ok(Some(Ended::Conf(payload.to_vec()))),
-            gsn::CREATE_TABLE_REF | gsn::CREATE_INDEX_REF | gsn::DROP_TABLE_REF => {
-                Refusal::decode(payload)
-                    .map(|r| Some(Ended::Refused(r.code)))
-                    .map_err(|e| e.to_string())
-            }
+            gsn::CREATE_TABLE_REF
+            | gsn::CREATE_INDEX_REF
+            | gsn::GET_INDEX_REF
+            | gsn::DROP_TABLE_REF => Refusal::decode(payload)
+                .map(|r| Some(Ended::Refused(r.code)))
+                .map_err(|e| e.to_string()),
             gsn::TCKEY_ROW => match TcKeyRow::decode(payload) {
                 Ok(row) => {
                     request.rows.insert(row.op_index, row.values);
@@ -1846,10 +1882,14 @@ impl Client {
             // The scratch table being dropped (283), or gone (709, 241 for a table made
             // again by a system restart that undid the drop; 709 for a drop sent again).
             // (A DROP TABLE's refusals are judged by `drop_ended`: 761 while a backup runs.)
-            let scratch = matches!(request.kind, Kind::DropTable)
-                || (matches!(code, 283 | 709 | 241)
-                    && matches!(request.kind, Kind::TransferRead { scratch: true, .. })
-                    && request.refused.get(&SCRATCH_OP) == Some(&code));
+            // (So are the bank index's create and look-up: `bank_index_created`, and 4243 when
+            // no create was acknowledged.)
+            let scratch = matches!(
+                request.kind,
+                Kind::DropTable | Kind::CreateBankIndex | Kind::GetBankIndex
+            ) || (matches!(code, 283 | 709 | 241)
+                && matches!(request.kind, Kind::TransferRead { scratch: true, .. })
+                && request.refused.get(&SCRATCH_OP) == Some(&code));
             if !error.is_temporary() && !matches!(code, 626 | 630 | 893) && !single_user && !scratch
             {
                 // The clients send only well-formed requests, in order: a permanent error
@@ -1991,6 +2031,11 @@ impl Client {
                 self.final_ledger_read_ended(ctx, &request, from, ended)
             }
             Kind::DropTable => self.drop_ended(ctx, &request, ended),
+            Kind::CreateBankIndex => self.bank_index_created(ctx, &request, ended),
+            Kind::GetBankIndex => self.bank_index_found(ctx, ended),
+            Kind::FinalIndexRead { from } => {
+                self.final_index_read_ended(ctx, &request, from, ended)
+            }
         }
     }
 
@@ -2002,6 +2047,192 @@ impl Client {
             .drop_at_ns
             .map(|at| ctx.shared.running_since_ns + at);
         self.index == 0 && scratch && at.is_some_and(|at| ctx.now_ns >= at)
+    }
+
+    /// Client 0, while the workload runs: the bank index's create is due (`Fault::Index`).
+    fn index_due(&self, ctx: &Ctx<'_>) -> bool {
+        let bank = (ctx.shared.tables.as_ref()).is_some_and(|t| t.bank.is_some());
+        let at = (ctx.shared.index_at_ns).map(|at| ctx.shared.running_since_ns + at);
+        self.index == 0
+            && bank
+            && !ctx.shared.bank_index_settled
+            && at.is_some_and(|at| ctx.now_ns >= at)
+    }
+
+    /// The first data node this client has a link to (the master, or one that refuses a
+    /// schema change with 702 until the master's link is up).
+    fn reachable(&self) -> NodeId {
+        (self.data_nodes.iter().copied())
+            .find(|n| self.links_up.contains(n))
+            .unwrap_or(self.data_nodes[0])
+    }
+
+    /// CREATE INDEX: a unique hash index over the bank's (balance, id).
+    fn create_bank_index(&mut self, ctx: &mut Ctx<'_>) {
+        let mut payload = Vec::new();
+        CreateIndexReq {
+            table: table_def(BANK).name,
+            index: BANK_INDEX.into(),
+            kind: IndexKind::Unique,
+            columns: vec!["balance".into(), "id".into()],
+        }
+        .encode(&mut payload);
+        let to = self.reachable();
+        self.send_request(
+            ctx,
+            to,
+            Kind::CreateBankIndex,
+            gsn::CREATE_INDEX_REQ,
+            block::DBDICT,
+            payload,
+        );
+    }
+
+    /// The bank index's create ended: done (CONF; 721 once an earlier attempt whose answer
+    /// was lost may have made it), or to be sent again.
+    fn bank_index_created(&mut self, ctx: &mut Ctx<'_>, request: &Request, ended: Ended) {
+        ctx.shared.log.push(format!(
+            "client {}: CREATE INDEX {BANK_INDEX} at data node {} ended with {ended:?}",
+            self.node, request.to
+        ));
+        match ended {
+            Ended::Conf(payload) => match IndexInfo::decode(&payload) {
+                Ok(_) => {
+                    ctx.shared.bank_index_acknowledged = true;
+                    ctx.shared.bank_index_settled = true;
+                }
+                Err(e) => return ctx.shared.fail(format!("CREATE_INDEX_CONF: {e}")),
+            },
+            Ended::Refused(721) if self.index_unclear => ctx.shared.bank_index_settled = true,
+            // Not the master (yet), the cluster restarting, a node failed during the change,
+            // another change or a node restart running, a backup, full send buffers, applied
+            // but not saved in time (4012), arbitration deciding after a failure (286), or no
+            // answer (its node failed, or a partition).
+            Ended::Refused(702 | 4009 | 701 | 711 | 761 | 1218 | 4012 | 286)
+            | Ended::Lost
+            | Ended::TimedOut => {
+                self.index_unclear |= matches!(
+                    ended,
+                    Ended::Lost | Ended::TimedOut | Ended::Refused(4009 | 4012)
+                );
+            }
+            other => {
+                return ctx
+                    .shared
+                    .fail(format!("CREATE INDEX {BANK_INDEX} ended with {other:?}"))
+            }
+        }
+        self.resume_after(ctx, RETRY_NS);
+    }
+
+    /// The final check's look-up of the bank's unique index (GET_INDEX_REQ).
+    fn get_bank_index(&mut self, ctx: &mut Ctx<'_>) {
+        let mut payload = Vec::new();
+        IndexName {
+            table: table_def(BANK).name,
+            index: BANK_INDEX.into(),
+        }
+        .encode(&mut payload);
+        let to = self.reachable();
+        self.send_request(
+            ctx,
+            to,
+            Kind::GetBankIndex,
+            gsn::GET_INDEX_REQ,
+            block::DBDICT,
+            payload,
+        );
+    }
+
+    /// The index found: every account is read through it next. Not found: a failure if its
+    /// create was acknowledged, else nothing to check.
+    fn bank_index_found(&mut self, ctx: &mut Ctx<'_>, ended: Ended) {
+        match ended {
+            Ended::Conf(payload) => match IndexInfo::decode(&payload) {
+                Ok(info) => {
+                    ctx.shared.bank_index = Some(info);
+                    self.attempts = 0;
+                    self.phase = Phase::FinalBankIndex(Some(0));
+                    self.final_step_done(ctx);
+                }
+                Err(e) => ctx.shared.fail(format!("GET_INDEX_CONF: {e}")),
+            },
+            Ended::Refused(4243) if ctx.shared.bank_index_acknowledged => ctx.shared.fail(format!(
+                "bank: the acknowledged CREATE INDEX {BANK_INDEX} is lost (4243)"
+            )),
+            Ended::Refused(4243) => self.final_stage_done(ctx, Phase::FinalBankIndex(None)),
+            other => self.final_retry(ctx, "the bank index's look-up", &other),
+        }
+    }
+
+    /// Reads accounts `from`.. through the bank's unique index, each by the balance the
+    /// final audit read (at most [`INDEX_READS_PER_TRANSACTION`] a transaction).
+    fn final_index_read(&mut self, ctx: &mut Ctx<'_>, from: u16) {
+        let tables = ctx.shared.tables.as_ref();
+        let (Some(table), Some(index)) = (
+            tables.and_then(|t| t.bank.clone()),
+            ctx.shared.bank_index.clone(),
+        ) else {
+            return self.final_stage_done(ctx, Phase::FinalBankIndex(None));
+        };
+        let end = ctx.shared.accounts.min(from + INDEX_READS_PER_TRANSACTION);
+        if from >= end {
+            return self.final_stage_done(ctx, Phase::FinalBankIndex(None));
+        }
+        let mut ops = Vec::new();
+        for id in from..end {
+            let Some(&balance) = ctx.shared.final_rows.get(&(BANK, i32::from(id))) else {
+                return ctx
+                    .shared
+                    .fail(format!("bank: the final audit read no account {id}"));
+            };
+            ops.push(KeyOp {
+                signal: gsn::TCINDXREQ,
+                table_id: index.index_id,
+                table_version: index.index_version,
+                key: vec![Value::Int64(balance), Value::Int32(i32::from(id))],
+                ..KeyOp::read(&table, id, LockMode::Read)
+            });
+        }
+        self.send_transaction_with(
+            ctx,
+            Kind::FinalIndexRead { from },
+            &ops,
+            ExecType::Commit,
+            AbortOption::IgnoreError,
+        );
+    }
+
+    /// Each account read through the index must be the row of that id and balance.
+    fn final_index_read_ended(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        request: &Request,
+        from: u16,
+        ended: Ended,
+    ) {
+        if !matches!(ended, Ended::Conf(_)) || request.refused.values().any(|&code| code != 626) {
+            return self.final_retry(ctx, "the final read through the bank index", &ended);
+        }
+        let end = ctx.shared.accounts.min(from + INDEX_READS_PER_TRANSACTION);
+        for id in from..end {
+            let op = u32::from(id - from);
+            let balance = ctx.shared.final_rows.get(&(BANK, i32::from(id))).copied();
+            let expected = (Some(Value::Int32(i32::from(id))), balance.map(Value::Int64));
+            let got = request
+                .rows
+                .get(&op)
+                .map(|row| (row.first().cloned(), row.get(1).cloned()));
+            if got.as_ref() != Some(&expected) {
+                return ctx.shared.fail(format!(
+                    "bank: account {id} of balance {balance:?} read through unique index {BANK_INDEX}: {got:?} (refused {:?})",
+                    request.refused.get(&op)
+                ));
+            }
+        }
+        self.attempts = 0;
+        self.phase = Phase::FinalBankIndex(Some(end));
+        self.final_step_done(ctx);
     }
 
     /// DROP TABLE of the scratch table, at the first data node this client reaches (the
@@ -2053,8 +2284,9 @@ impl Client {
             }
             // Not the master (yet), the cluster restarting, a node failed during the change,
             // another change or a node restart running, a backup, full send buffers, applied
-            // but not saved in time (4012), or no answer (its node failed, or a partition).
-            Ended::Refused(702 | 4009 | 701 | 711 | 761 | 1218 | 4012)
+            // but not saved in time (4012), arbitration deciding after a failure (286), or no
+            // answer (its node failed, or a partition).
+            Ended::Refused(702 | 4009 | 701 | 711 | 761 | 1218 | 4012 | 286)
             | Ended::Lost
             | Ended::TimedOut => self.resume_after(ctx, RETRY_NS),
             other => ctx
@@ -2649,6 +2881,10 @@ fn first_table(shared: &Shared) -> usize {
 fn final_phases(shared: &Shared) -> Vec<Phase> {
     [
         (shared.bank, Phase::FinalAudit),
+        (
+            shared.bank && shared.index_at_ns.is_some(),
+            Phase::FinalBankIndex(None),
+        ),
         (shared.ledger, Phase::FinalLedger(0)),
         (shared.registers, Phase::FinalRead(0)),
         (shared.sets, Phase::FinalSetRead),
@@ -2665,7 +2901,7 @@ fn final_phases(shared: &Shared) -> Vec<Phase> {
 
 /// Table `which`: the bank's accounts, the registers, the set's elements. Each: an Int32 key
 /// and an Int64.
-fn table_def(which: usize) -> TableDef {
+pub fn table_def(which: usize) -> TableDef {
     let (name, column) = match which {
         BANK => ("accounts", "balance"),
         REGISTERS => ("registers", "value"),

@@ -132,6 +132,13 @@ pub enum Fault {
     /// and once the run ends no data node may still hold the table or a mark of its drop.
     /// Off unless asked for.
     Drop,
+    /// CREATE INDEX under writers: client 0 creates a unique hash index over the bank's
+    /// (balance, id) at a random time of the workload, while transfers update the balances
+    /// (each update moves the account's index entry), again until it is answered (a failed
+    /// master, 702, 4009, 711, 761; 721 once an unanswered attempt made it). The final check
+    /// finds the index (an acknowledged create must survive every crash) and reads every
+    /// account through it by its final balance. Off unless asked for.
+    Index,
 }
 
 impl Fault {
@@ -183,6 +190,7 @@ impl Fault {
             Fault::Backup => "backup",
             Fault::Events => "events",
             Fault::Drop => "drop",
+            Fault::Index => "index",
         }
     }
 }
@@ -350,6 +358,8 @@ pub struct Knobs {
     pub backups: u16,
     /// When, into the workload, client 0 drops the scratch table (`Fault::Drop`).
     pub drop_at_ns: Option<u64>,
+    /// When, into the workload, client 0 creates the bank's unique index (`Fault::Index`).
+    pub index_at_ns: Option<u64>,
     /// MaxNoOfLocalOperations, MaxNoOfConcurrentIndexOperations and MaxNoOfFiredTriggers
     /// (`Fault::Limits`); `None`: the defaults.
     pub record_limits: Option<(u32, u32, u32)>,
@@ -407,6 +417,8 @@ const SINGLE_USER_KNOBS_SALT: u64 = 0x5191_e05e_a0de_2026;
 const BACKUP_KNOBS_SALT: u64 = 0xbac4_0b5e_ed00_2026;
 /// Seeds the draw of the scratch table's drop (`Fault::Drop`).
 const DROP_KNOBS_SALT: u64 = 0xd409_7ab1_e000_2026;
+/// Seeds the draw of the bank index's create (`Fault::Index`).
+const INDEX_KNOBS_SALT: u64 = 0x1ade_c4ea_7e00_2026;
 
 impl Knobs {
     /// Draws a seed's knobs. Each fault kind allowed by `options` is left out by about one
@@ -574,6 +586,7 @@ impl Knobs {
             single_user_windows,
             backups,
             drop_at_ns: None,
+            index_at_ns: None,
             record_limits,
             durable,
             gcp_interval_ms,
@@ -591,6 +604,10 @@ impl Knobs {
         if options.has(Fault::Drop) {
             let mut draw = Rng::new(rng.clone().next_u64() ^ DROP_KNOBS_SALT);
             knobs.drop_at_ns = Some(draw.below(knobs.workload_ns * 3 / 4));
+        }
+        if options.has(Fault::Index) && options.workload.bank() {
+            let mut draw = Rng::new(rng.clone().next_u64() ^ INDEX_KNOBS_SALT);
+            knobs.index_at_ns = Some(draw.below(knobs.workload_ns * 3 / 4));
         }
         knobs
     }
@@ -622,11 +639,13 @@ impl Knobs {
         let mut ini = format!(
             "[ndbd default]\nNoOfReplicas={}\nDataMemory=1M\nMaxNoOfConcurrentOperations={}\n\
              MaxNoOfConcurrentTransactions=32\nMaxNoOfConcurrentScans=2\nMaxNoOfTables=8\n\
-             MaxNoOfOrderedIndexes=0\nMaxNoOfUniqueHashIndexes=1\n\
+             MaxNoOfOrderedIndexes=0\nMaxNoOfUniqueHashIndexes={}\n\
              TransactionDeadlockDetectionTimeout={}\nHeartbeatIntervalDbDb={}\n\
              HeartbeatIntervalDbApi={}\n",
             self.replicas,
             self.operations_max,
+            // The set's index, and the bank's (`Fault::Index`).
+            1 + u8::from(self.index_at_ns.is_some()),
             self.deadlock_timeout_ms,
             self.heartbeat_ms,
             API_HEARTBEAT_MS
@@ -697,7 +716,7 @@ impl fmt::Display for Knobs {
              crashes {}, client deaths {}, slow links {}, api link drops {}, overload {} ppm, \
              late ticks up to {} ms, partitions {}, {} set keys, scan reads {} ({} rows a batch), \
              pauses {}, heartbeats every {} ms, hangs {}, single user windows {}, backups {}, \
-             drop at {:?} ms, record limits {:?}, {}",
+             drop at {:?} ms, index at {:?} ms, record limits {:?}, {}",
             self.data_nodes,
             self.clients,
             self.delay_ns_min / 1000,
@@ -725,6 +744,7 @@ impl fmt::Display for Knobs {
             self.single_user_windows,
             self.backups,
             self.drop_at_ns.map(|ns| ns / 1_000_000),
+            self.index_at_ns.map(|ns| ns / 1_000_000),
             self.record_limits,
             self.durability()
         )

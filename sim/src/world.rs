@@ -2505,6 +2505,7 @@ impl World {
         }
         self.check_chain_order()?;
         self.check_drop()?;
+        self.check_index()?;
         self.forget_what_crashes_lost();
         self.check_ledger()?;
         let mut by_key: BTreeMap<(usize, u16), Vec<HistoryOp>> = BTreeMap::new();
@@ -2594,6 +2595,51 @@ impl World {
         Ok(())
     }
 
+    /// The data nodes that serve and are neither hung, paused nor behind (see
+    /// `check_chain_order`): those whose dictionaries the run's end compares.
+    fn nodes_to_ask(&self) -> Vec<NodeId> {
+        (self.kernels.iter())
+            .filter(|(node, kernel)| {
+                let stopped = self.paused.get(node).is_some_and(|&t| t > self.now_ns);
+                let behind = (self.hears_closed.iter())
+                    .any(|(&(at, _), &when)| at == **node && when > self.now_ns);
+                !self.hung.contains(node) && !stopped && !behind && kernel.serves()
+            })
+            .map(|(&node, _)| node)
+            .collect()
+    }
+
+    /// `Fault::Index`: once the run is over, every data node asked (as `check_drop`'s) agrees
+    /// whether the bank's unique index is there, and has it after its create was acknowledged
+    /// (the final check read every account through it).
+    fn check_index(&mut self) -> Result<(), String> {
+        if self.shared.index_at_ns.is_none() || self.shared.hangs_expected {
+            return Ok(());
+        }
+        let bank = crate::client::table_def(crate::client::BANK).name;
+        let holders: Vec<(NodeId, bool)> = (self.nodes_to_ask().into_iter())
+            .map(|node| {
+                (
+                    node,
+                    self.kernels[&node].has_index(&bank, crate::client::BANK_INDEX),
+                )
+            })
+            .collect();
+        let acknowledged = self.shared.bank_index_acknowledged;
+        if holders.iter().any(|h| !h.1) && (acknowledged || holders.iter().any(|h| h.1)) {
+            return Err(format!(
+                "index: after the run (node, has index {}) {holders:?}, its create acknowledged: {acknowledged}",
+                crate::client::BANK_INDEX
+            ));
+        }
+        self.count(match (acknowledged, holders.first().is_some_and(|h| h.1)) {
+            (true, _) => "bank index created",
+            (false, true) => "bank index created, answer lost",
+            (false, false) => "bank index not created",
+        });
+        Ok(())
+    }
+
     /// `Fault::Drop`: once the run is over, no data node that serves marks a table as being
     /// dropped (a drop's wait left behind refuses the table for good), after client 0's drop
     /// was acknowledged none holds the scratch table, and all agree whether it is there. Nodes hung, paused or behind are
@@ -2609,13 +2655,8 @@ impl World {
             return Ok(());
         }
         let mut holders: Vec<(NodeId, bool)> = Vec::new();
-        for (&node, kernel) in &self.kernels {
-            let stopped = self.paused.get(&node).is_some_and(|&t| t > self.now_ns);
-            let behind = (self.hears_closed.iter())
-                .any(|(&(at, _), &when)| at == node && when > self.now_ns);
-            if self.hung.contains(&node) || stopped || behind || !kernel.serves() {
-                continue;
-            }
+        for node in self.nodes_to_ask() {
+            let kernel = &self.kernels[&node];
             let marked = kernel.tables_being_dropped();
             if !marked.is_empty() {
                 return Err(format!(

@@ -2058,3 +2058,56 @@ fn a_restart_gci_chosen_again_lower_by_a_new_master_is_the_one_restored() {
     };
     replay(&[0xf000372], &options);
 }
+
+/// Seeds 0x50000e4a and 0x500001a4, every handled fault kind with `index`, and 0x510006a6 with
+/// `crash-starting` and `drop` too (found at 7b12bc9, the first runs of `Fault::Index`, a
+/// CREATE INDEX under transfers). 0x50000e4a: the create ran while the nodes handled a node
+/// restart's move of primaries back, and two nodes each took itself for a partition's primary
+/// and sent its entries: the build failed with 893 for no duplicate (every live replica now
+/// sends its entries, and a replica takes an entry it holds already as the same).
+/// 0x500001a4 and 0x510006a6: a system restart dropped an index that only node 4 had logged
+/// (`dict/agree.rs`), so node 4's id counter was past the others'; the next CREATE INDEX got
+/// the master's ids, node 4 took the entries and the end of the build other nodes sent it for
+/// a stale build's and dropped them (its build waited for good, 20 s without an answer), or
+/// refused them as a protocol violation. The restart's nodes now agree on the highest counter.
+#[test]
+fn a_unique_index_built_while_views_or_id_counters_differ_is_built_once_everywhere() {
+    let index = Options {
+        faults: [&Fault::HANDLED[..], &[Fault::Index]].concat(),
+        ..Options::default()
+    };
+    replay(&[0x50000e4a, 0x500001a4], &index);
+    let with_drop = Options {
+        faults: [
+            &Fault::HANDLED[..],
+            &[Fault::CrashStarting, Fault::Drop, Fault::Index],
+        ]
+        .concat(),
+        ..Options::default()
+    };
+    replay(&[0x510006a6], &with_drop);
+}
+
+/// Seed 0x52000458, every handled fault kind with `partition`, `backup`, `single-user`,
+/// `events`, `limits` and `index` (found at 7b12bc9): a diskless cluster of two data nodes is
+/// cut in two; node 1, alone on its side, had declared node 2 failed and waited for the
+/// arbitrator's choice when client 0's CREATE INDEX came: it made the index and answered at
+/// once (no checkpoint to wait for without files), then the arbitrator chose node 2's side and
+/// node 1 stopped: the acknowledged index was gone. While arbitration holds commits a schema
+/// change is now refused (286), and one running is answered once the side goes on.
+#[test]
+fn no_schema_change_is_acknowledged_while_arbitration_decides() {
+    let faults = [
+        Fault::Partition,
+        Fault::Backup,
+        Fault::SingleUser,
+        Fault::Events,
+        Fault::Limits,
+        Fault::Index,
+    ];
+    let options = Options {
+        faults: [&Fault::HANDLED[..], &faults].concat(),
+        ..Options::default()
+    };
+    replay(&[0x52000458], &options);
+}

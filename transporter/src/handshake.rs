@@ -68,7 +68,9 @@ use crate::{NodeId, TransportError, TransporterKind};
 /// 11: CNTR_WAITREP names the restart's number in its high word, which a master checks (a
 /// node of version 10 sends 0 there); a system restart's master hears each node's tables and
 /// indexes and names those to drop (DICT_RESTORED_REP, DICT_RESTART_DROP: 138-139).
-pub const PROTOCOL_VERSION: u32 = 11;
+/// 12: DICT_RESTORED_REP and DICT_RESTART_DROP end with an id counter (a node of version 11
+/// refuses the longer payload), and DICT_RESTART_DROP comes in every system restart.
+pub const PROTOCOL_VERSION: u32 = 12;
 /// The first four bytes of a HELLO payload.
 pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";
 /// Signal number of HELLO.

@@ -3031,6 +3031,14 @@ fn with_arbitration_off_a_side_serves_again_only_once_every_node_failed_the_fail
         gsn::TC_EXECUTE_REF,
         "node 2 serves nothing meanwhile (286)"
     );
+    // Nor a schema change, which this side would lose if it stopped (sim seed 0x52000458).
+    let def = TableDef::new("u", vec![ColumnDef::key("k", ColumnType::Int32)]);
+    let mut b = Vec::new();
+    signals::encode_table_def(&mut b, &def);
+    sim.send(NodeId(2), &[(gsn::CREATE_TABLE_REQ, 901, b)]);
+    let (_, signal, _, payload) = sim.api.last().expect("an answer");
+    let code = signals::Refusal::decode(payload).map(|r| r.code);
+    assert_eq!((*signal, code), (gsn::CREATE_TABLE_REF, Ok(286)));
     sim.route(prep);
     assert!(
         sim.kernels[&NodeId(3)].has_failed(NodeId(1)),

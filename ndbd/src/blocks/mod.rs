@@ -884,6 +884,11 @@ impl Kernel {
         self.dict.by_name(name).is_ok()
     }
 
+    /// True when this node's dictionary has index `name` of table `table`.
+    pub fn has_index(&self, table: &str, name: &str) -> bool {
+        self.dict.index_by_name(table, name).is_ok()
+    }
+
     pub fn scan_count(&self) -> usize {
         self.scans.count()
     }

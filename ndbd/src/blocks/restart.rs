@@ -166,8 +166,9 @@ pub(crate) struct Restart {
     /// whether CNTR_START_REP went out.
     conf_no: Option<u32>,
     waited: BTreeMap<NodeId, u32>,
-    /// As master: the tables and indexes each node holds once restored (`dict/agree.rs`).
-    schemas: BTreeMap<NodeId, Vec<Object>>,
+    /// As master: the tables and indexes each node holds once restored, and its id counter
+    /// (`dict/agree.rs`).
+    schemas: BTreeMap<NodeId, (Vec<Object>, u32)>,
     start_sent: bool,
 }
 
@@ -1425,10 +1426,16 @@ impl Kernel {
         self.start_if_all_restored(u64::from(gci), out, now);
     }
 
-    /// As master: a node's tables and indexes once it restored (DICT_RESTORED_REP).
-    pub(crate) fn restart_dict_restored(&mut self, from: NodeId, objects: Vec<Object>) {
+    /// As master: a node's tables and indexes, and its id counter, once it restored
+    /// (DICT_RESTORED_REP).
+    pub(crate) fn restart_dict_restored(
+        &mut self,
+        from: NodeId,
+        objects: Vec<Object>,
+        next_id: u32,
+    ) {
         if let Some(restart) = self.restart.as_mut() {
-            restart.schemas.insert(from, objects);
+            restart.schemas.insert(from, (objects, next_id));
         }
     }
 
@@ -1449,9 +1456,12 @@ impl Kernel {
             return;
         }
         restart.start_sent = true;
-        let lacked = lacked_by_some(live.iter().filter_map(|n| restart.schemas.get(n)));
+        let schemas: Vec<&(Vec<Object>, u32)> =
+            live.iter().filter_map(|n| restart.schemas.get(n)).collect();
+        let lacked = lacked_by_some(schemas.iter().map(|s| &s.0));
+        let next_id = schemas.iter().map(|s| s.1).max().unwrap_or(0);
         tracing::info!(gci, nodes = ?live, "system restart: every data node restored");
-        self.dict_restart_drop(lacked, &live, out, now);
+        self.dict_restart_drop(lacked, next_id, &live, out, now);
         for node in live {
             self.send_gcp(node, gsn::CNTR_START_REP, gci, out);
         }

@@ -9,9 +9,14 @@
 //! some nodes lack can be neither used, created again nor dropped.
 //!
 //! So once a node has restored, it tells the master (DICT_RESTORED_REP, just before its
-//! CNTR_WAITREP) the tables and indexes it holds; once every live node has, the master sends
-//! (DICT_RESTART_DROP, just before CNTR_START_REP) those some node lacks, and every node that
-//! holds one drops it before it serves, logging the drop in the restarted cluster's first GCI.
+//! CNTR_WAITREP) the tables and indexes it holds, and its id counter; once every live node
+//! has, the master sends (DICT_RESTART_DROP, just before CNTR_START_REP) those some node lacks,
+//! and the highest counter; every node that holds one drops it before it serves, logging the
+//! drop in the restarted cluster's first GCI, and every node takes the counter. (A node that
+//! logged a create and its undo, or an object others lack, has a counter past theirs: the
+//! master's next create would give ids the node had given, so it made the index under other
+//! ids than the master, and its build waited for good for entries it took for a stale
+//! build's: sim seed 0x500001a4.)
 //! Dropping an object some node lacks takes the side each correction took (a drop finished,
 //! a create undone), and loses nothing acknowledged: a create is answered only once every
 //! node applied it and its GCI is restorable, so an object some node lacks is one whose
@@ -26,7 +31,8 @@
 //!
 //! ```text
 //! DICT_RESTORED_REP:  count u32 | per object: id u32 | table str16 | index str16 (empty: the table)
-//! DICT_RESTART_DROP:  the same
+//!                     | next_id u32 (the node's id counter)
+//! DICT_RESTART_DROP:  the same (the objects to drop; the counter every node takes)
 //! ```
 
 use std::collections::BTreeSet;
@@ -47,19 +53,20 @@ pub(crate) type Object = (u32, String, String);
 /// cannot pass the configured maxima, which are far below this.
 const OBJECTS_MAX: u32 = 1 << 16;
 
-/// `count u32 | per object: id u32 | table str16 | index str16`.
-pub(crate) fn encode_objects(objects: &[Object], out: &mut Vec<u8>) {
+/// `count u32 | per object: id u32 | table str16 | index str16 | next_id u32`.
+pub(crate) fn encode_objects(objects: &[Object], next_id: u32, out: &mut Vec<u8>) {
     let mut w = Writer::new(out);
     w.u32(objects.len() as u32);
     for (id, table, index) in objects {
         w.u32(*id).str16(table).str16(index);
     }
+    w.u32(next_id);
 }
 
 pub(crate) fn decode_objects(
     payload: &[u8],
     what: &'static str,
-) -> Result<Vec<Object>, ProtocolViolation> {
+) -> Result<(Vec<Object>, u32), ProtocolViolation> {
     let mut r = Reader::new(payload, what);
     let malformed = |e: rndb_protocol::DecodeError| ProtocolViolation(e.to_string());
     let count = r.u32().map_err(malformed)?;
@@ -74,8 +81,10 @@ pub(crate) fn decode_objects(
         let table = r.str16().map_err(malformed)?.to_string();
         objects.push((id, table, r.str16().map_err(malformed)?.to_string()));
     }
+    let next_id = r.u32().map_err(malformed)?;
+    super::schema::check_id_counter(next_id)?;
     r.finish().map_err(malformed)?;
-    Ok(objects)
+    Ok((objects, next_id))
 }
 
 /// The objects some of `held` (each node's) lack, in id order.
@@ -115,8 +124,9 @@ impl Kernel {
     /// it is the master).
     pub(crate) fn dict_restored_rep(&mut self, master: NodeId, out: &mut dyn Outbox) {
         let objects = self.dict_objects();
+        let next_id = self.dict.next_id();
         if master == self.me {
-            return self.restart_dict_restored(master, objects);
+            return self.restart_dict_restored(master, objects, next_id);
         }
         let header = FrameHeader {
             signal: gsn::DICT_RESTORED_REP,
@@ -124,8 +134,9 @@ impl Kernel {
             sender_block: block::DBDICT,
             request_id: 0,
         };
-        self.unsent
-            .send(out, master, header, &mut |b| encode_objects(&objects, b));
+        self.unsent.send(out, master, header, &mut |b| {
+            encode_objects(&objects, next_id, b)
+        });
     }
 
     /// DICT_RESTORED_REP at the master.
@@ -134,27 +145,28 @@ impl Kernel {
         from: NodeId,
         payload: &[u8],
     ) -> Result<(), ProtocolViolation> {
-        let objects = decode_objects(payload, "DICT_RESTORED_REP")?;
-        self.restart_dict_restored(from, objects);
+        let (objects, next_id) = decode_objects(payload, "DICT_RESTORED_REP")?;
+        self.restart_dict_restored(from, objects, next_id);
         Ok(())
     }
 
     /// As master, once every live node restored: DICT_RESTART_DROP, naming the objects some
-    /// of them lack, to each of `live` (this node drops its own at once).
+    /// of them lack and the highest id counter, to each of `live` (this node drops its own
+    /// at once).
     pub(crate) fn dict_restart_drop(
         &mut self,
         lacked: Vec<Object>,
+        next_id: u32,
         live: &[NodeId],
         out: &mut dyn Outbox,
         now: Instant,
     ) {
-        if lacked.is_empty() {
-            return;
+        if !lacked.is_empty() {
+            tracing::warn!(objects = ?lacked, nodes = ?live, "system restart: the restored dictionaries differ (a schema change some nodes had not logged when its master failed, or its correction not logged yet): every node drops the objects some lack, which were never acknowledged");
         }
-        tracing::warn!(objects = ?lacked, nodes = ?live, "system restart: the restored dictionaries differ (a schema change some nodes had not logged when its master failed, or its correction not logged yet): every node drops the objects some lack, which were never acknowledged");
         for &node in live {
             if node == self.me {
-                self.drop_lacked(&lacked, out, now);
+                self.drop_lacked(&lacked, next_id, out, now);
                 continue;
             }
             let header = FrameHeader {
@@ -163,8 +175,9 @@ impl Kernel {
                 sender_block: block::DBDICT,
                 request_id: 0,
             };
-            self.unsent
-                .send(out, node, header, &mut |b| encode_objects(&lacked, b));
+            self.unsent.send(out, node, header, &mut |b| {
+                encode_objects(&lacked, next_id, b)
+            });
         }
     }
 
@@ -176,22 +189,24 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) -> Result<(), ProtocolViolation> {
-        let lacked = decode_objects(payload, "DICT_RESTART_DROP")?;
+        let (lacked, next_id) = decode_objects(payload, "DICT_RESTART_DROP")?;
         let restarting = self.restart.as_ref().is_some_and(|r| !r.node_restart);
         if from != self.qmgr.master() || !restarting {
             tracing::warn!(node = %from, master = %self.qmgr.master(), restarting, "DICT_RESTART_DROP from a data node that is not the master of this node's system restart: ignored");
             return Ok(());
         }
-        self.drop_lacked(&lacked, out, now);
+        self.drop_lacked(&lacked, next_id, out, now);
         Ok(())
     }
 
     /// Drops each of `lacked` this node holds (an index whose table goes too goes with it),
-    /// logging each drop in the first GCI of the restarted cluster.
-    fn drop_lacked(&mut self, lacked: &[Object], out: &mut dyn Outbox, now: Instant) {
+    /// logging each drop in the first GCI of the restarted cluster, and takes id counter
+    /// `next_id` (the highest of the restoring nodes').
+    fn drop_lacked(&mut self, lacked: &[Object], next_id: u32, out: &mut dyn Outbox, now: Instant) {
         let Some(restart_gci) = self.restart.as_ref().and_then(|r| r.gci) else {
             return;
         };
+        self.dict.advance_next_id(next_id);
         let gci = u64::from(restart_gci + 1) << 32;
         let held = self.dict_objects();
         let dropped_tables: Vec<&str> = (lacked.iter())
@@ -248,8 +263,11 @@ mod tests {
             (3, "t".to_string(), "ix".to_string()),
         ];
         let mut bytes = Vec::new();
-        encode_objects(&objects, &mut bytes);
-        assert_eq!(decode_objects(&bytes, "test").expect("decodes"), objects);
+        encode_objects(&objects, 9, &mut bytes);
+        assert_eq!(
+            decode_objects(&bytes, "test").expect("decodes"),
+            (objects, 9)
+        );
         assert!(decode_objects(&bytes[..bytes.len() - 1], "test").is_err());
         let mut long = bytes.clone();
         long.push(0);

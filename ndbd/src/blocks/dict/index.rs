@@ -95,14 +95,18 @@ impl Kernel {
     }
 
     /// The entries (unique values, canonical primary key) of the committed rows of a table's
-    /// partitions this node is the live primary of (a value with a NULL has none). Rows that
-    /// transactions are changing right now count by their committed image; the table is
-    /// locked against writes while the index is built.
+    /// partitions this node is a live replica of (a value with a NULL has none). Every replica
+    /// sends its entries, and a replica of the entry's partition takes one it holds already
+    /// as the same (`Lqh::insert_committed`): the nodes' views of who is primary may differ
+    /// while a failure or a node restart's move of primaries is being handled, and entries
+    /// from the primary alone were sent twice (a 893 for no duplicate) or by no node (sim
+    /// seed 0x50000e4a). The replicas agree: the create is refused (701) where a change is
+    /// uncommitted, and the table is locked against writes while the index is built.
     fn unique_entries(&self, table_id: u32, columns: &[usize]) -> Vec<(Vec<Value>, Box<[u8]>)> {
         let mut entries = Vec::new();
         let fragments = self.lqh.fragments.get(&table_id).into_iter().flatten();
         for (partition, fragment) in fragments.enumerate() {
-            if self.live_replicas(partition as u32).first() != Some(&self.me) {
+            if !self.live_replicas(partition as u32).contains(&self.me) {
                 continue;
             }
             for (_, slot) in fragment.rows.iter() {

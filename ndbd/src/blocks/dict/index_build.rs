@@ -2,7 +2,7 @@
 //!
 //! An index row belongs to the partition of its unique key, which is usually in another node
 //! group than the base row's. So every data node, when it creates the index, computes the
-//! entries of the base rows it is the live primary of, inserts those whose index partition it
+//! entries of the base rows it is a live replica of, inserts those whose index partition it
 //! replicates, sends the others to the replicas of their partitions (INDEX_BUILD_ROWS), and
 //! ends with INDEX_BUILD_DONE to every other live data node. A node's build is complete when it
 //! has heard DONE from every other live data node; only then does it answer the schema change
@@ -407,7 +407,8 @@ impl Kernel {
         Ok(self.dih.partition_of(dih::key_hash(&key_bytes)) % table.fragment_count.max(1))
     }
 
-    /// Stores one committed entry of hidden table `hidden` (893 on a duplicate value).
+    /// Stores one committed entry of hidden table `hidden` (893 on a duplicate value; the same
+    /// entry from another replica of its base row is taken as the same).
     fn insert_index_entry(
         &mut self,
         hidden: u32,

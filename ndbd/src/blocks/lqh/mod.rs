@@ -405,8 +405,16 @@ impl Lqh {
         else {
             return Err(NdbError::with_detail(709, format!("table id {table_id}")));
         };
-        if fragment.rows.id_of(&key).is_some() {
-            return Err(NdbError::new(630));
+        if let Some(id) = fragment.rows.id_of(&key) {
+            // The same row again is no duplicate (a unique index's build gets each entry from
+            // every replica of its base row).
+            let same = (fragment.rows.slot(id).and_then(|s| s.committed.as_ref()))
+                .is_some_and(|committed| committed.encoded() == row.encoded());
+            return if same {
+                Ok(())
+            } else {
+                Err(NdbError::new(630))
+            };
         }
         self.memory
             .reserve(tup::slot_bytes(&key) + tup::row_bytes(&row))?;
