@@ -391,6 +391,7 @@ fn signal_payloads() -> Vec<Seed> {
             files_restore: [0b100, 0, 0, 0],
             rejoined: vec![2],
             schema_seq: 3,
+            dict_next_id: 7,
             dictionary: vec![0; 12],
         }
         .encode(o)

@@ -274,8 +274,10 @@ impl StartPermRef {
 /// last), the data nodes alive in its view (a bitmap
 /// by node id), the nodes that rejoined before (in the order they did: chains put them last in
 /// that order), the sequence number of the last schema change (a new DICT master's takeover
-/// compares them), and the dictionary as schema-log records (each table and index as the
-/// schema change that made it, in the order they were made).
+/// compares them), the president's dictionary id counter (which may be past the ids of the
+/// changes copied: a system restart dropped objects some node had made), and the dictionary
+/// as schema-log records (each table and index as the schema change that made it, in the
+/// order they were made).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StartPermConf {
     pub gci: u64,
@@ -287,6 +289,7 @@ pub struct StartPermConf {
     pub files_restore: [u64; 4],
     pub rejoined: Vec<u16>,
     pub schema_seq: u64,
+    pub dict_next_id: u32,
     pub dictionary: Vec<u8>,
 }
 
@@ -296,7 +299,7 @@ const REJOINED_MAX: usize = 255;
 impl StartPermConf {
     /// `gci u64 | restarts (count u8 | count × (no u32 | gci u32)) | alive
     /// 4 × u64 | files_restore 4 × u64 | rejoined count u16 | count × node u16 | schema_seq
-    /// u64 | dictionary (the rest)`.
+    /// u64 | dict_next_id u32 | dictionary (the rest)`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = Writer::new(out);
         w.u64(self.gci);
@@ -308,7 +311,7 @@ impl StartPermConf {
         for &node in &self.rejoined {
             w.u16(node);
         }
-        w.u64(self.schema_seq);
+        w.u64(self.schema_seq).u32(self.dict_next_id);
         out.extend_from_slice(&self.dictionary);
     }
 
@@ -327,6 +330,7 @@ impl StartPermConf {
         }
         let rejoined = (0..count).map(|_| r.u16()).collect::<Result<_, _>>()?;
         let schema_seq = r.u64()?;
+        let dict_next_id = r.u32()?;
         Ok(StartPermConf {
             gci,
             restarts,
@@ -334,6 +338,7 @@ impl StartPermConf {
             files_restore,
             rejoined,
             schema_seq,
+            dict_next_id,
             dictionary: r.rest().to_vec(),
         })
     }
@@ -509,6 +514,7 @@ mod tests {
             files_restore: [0b10, 0, 0, 0],
             rejoined: vec![3, 2],
             schema_seq: 9,
+            dict_next_id: 11,
             dictionary: vec![1, 2, 3],
         };
         let mut b = Vec::new();

@@ -719,6 +719,7 @@ impl Client {
             phase => matches!(
                 phase,
                 Phase::FinalAudit
+                    | Phase::FinalBankIndex(_)
                     | Phase::FinalLedger(_)
                     | Phase::FinalRead(_)
                     | Phase::FinalSetRead
@@ -1488,7 +1489,18 @@ impl Client {
         abort: AbortOption,
     ) {
         let tc = if starts {
-            self.tc_of(ctx.shared, &ops[0].key)
+            // A read through a unique index goes to any data node when no replica of its
+            // index key's partition is linked: the base row's may be.
+            self.tc_of(ctx.shared, &ops[0].key).or_else(|| {
+                (ops[0].signal == gsn::TCINDXREQ)
+                    .then(|| {
+                        self.data_nodes
+                            .iter()
+                            .copied()
+                            .find(|n| self.links_up.contains(n))
+                    })
+                    .flatten()
+            })
         } else {
             self.request.as_ref().map(|r| r.to)
         };
@@ -2106,9 +2118,8 @@ impl Client {
             Ended::Refused(721) if self.index_unclear => ctx.shared.bank_index_settled = true,
             // Not the master (yet), the cluster restarting, a node failed during the change,
             // another change or a node restart running, a backup, full send buffers, applied
-            // but not saved in time (4012), arbitration deciding after a failure (286), or no
-            // answer (its node failed, or a partition).
-            Ended::Refused(702 | 4009 | 701 | 711 | 761 | 1218 | 4012 | 286)
+            // but not saved in time (4012), or no answer (its node failed, or a partition).
+            Ended::Refused(702 | 4009 | 701 | 711 | 761 | 1218 | 4012)
             | Ended::Lost
             | Ended::TimedOut => {
                 self.index_unclear |= matches!(
@@ -2284,9 +2295,8 @@ impl Client {
             }
             // Not the master (yet), the cluster restarting, a node failed during the change,
             // another change or a node restart running, a backup, full send buffers, applied
-            // but not saved in time (4012), arbitration deciding after a failure (286), or no
-            // answer (its node failed, or a partition).
-            Ended::Refused(702 | 4009 | 701 | 711 | 761 | 1218 | 4012 | 286)
+            // but not saved in time (4012), or no answer (its node failed, or a partition).
+            Ended::Refused(702 | 4009 | 701 | 711 | 761 | 1218 | 4012)
             | Ended::Lost
             | Ended::TimedOut => self.resume_after(ctx, RETRY_NS),
             other => ctx

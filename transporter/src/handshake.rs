@@ -69,7 +69,8 @@ use crate::{NodeId, TransportError, TransporterKind};
 /// node of version 10 sends 0 there); a system restart's master hears each node's tables and
 /// indexes and names those to drop (DICT_RESTORED_REP, DICT_RESTART_DROP: 138-139).
 /// 12: DICT_RESTORED_REP and DICT_RESTART_DROP end with an id counter (a node of version 11
-/// refuses the longer payload), and DICT_RESTART_DROP comes in every system restart.
+/// refuses the longer payload), and DICT_RESTART_DROP comes in every system restart;
+/// START_PERMCONF carries the president's id counter after the schema change's number.
 pub const PROTOCOL_VERSION: u32 = 12;
 /// The first four bytes of a HELLO payload.
 pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";

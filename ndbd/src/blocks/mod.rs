@@ -790,6 +790,7 @@ impl Kernel {
                     self.gcp_stop_check(out, now);
                     self.tc_saves_overdue(out, now);
                     self.dict_saves_overdue(out, now);
+                    self.schema_queue_tick(out, now);
                     self.lcp_timer(out);
                     self.backup_timer(now);
                     self.node_restart_timer(out, now);

@@ -734,6 +734,7 @@ impl Kernel {
             files_restore: self.gcp.files_restore.words(),
             rejoined: self.qmgr.rejoined.iter().map(|n| n.0).collect(),
             schema_seq: self.schema.seq(),
+            dict_next_id: self.dict.next_id(),
             dictionary: self.dict_log.records().to_vec(),
         };
         let header = data_node_header(gsn::START_PERMCONF, block::QMGR, block::QMGR);
@@ -910,6 +911,10 @@ impl Kernel {
         // restarts after it, and what its schema log will hold.
         self.dict_log.set_records(conf.dictionary);
         self.schema.set_seq(conf.schema_seq);
+        // The president's counter, past the copied changes' ids where a system restart dropped
+        // an object some node had made: this node, master next, gave the next index the ids
+        // the others had given it before, and their builds never met (sim seed 0x600012a0).
+        self.dict.advance_next_id(conf.dict_next_id);
         self.lqh.copying = true;
         self.qmgr.beating = true;
         if let Some(me) = self.node_restart.me.as_mut() {

@@ -129,7 +129,12 @@ impl Kernel {
     ) -> Result<Vec<u8>, NdbError> {
         let index = self.dict.drop_index(&name.table, &name.index)?;
         match (index.info.kind, index.hidden_table_id) {
-            (IndexKind::Unique, Some(hidden)) => self.drop_fragments(hidden, out, now),
+            (IndexKind::Unique, Some(hidden)) => {
+                self.drop_fragments(hidden, out, now);
+                // Transactions that maintained the index may still hold its rows (the undo
+                // of a create whose build failed: sim seed 0x610007d2).
+                self.lqh.forget_rows_of(hidden);
+            }
             _ => self
                 .lqh
                 .drop_ordered(index.info.table_id, index.info.index_id),

@@ -352,6 +352,21 @@ impl Lqh {
         (answers, scans)
     }
 
+    /// Forgets the rows transactions hold of table `table_id`, whose fragments were dropped
+    /// under them: a unique index's hidden table, dropped with its index while transactions
+    /// that maintained it run (the entries go with the index; the base rows commit as
+    /// usual). A table of the application's is never dropped under a transaction (a drop
+    /// waits for them), and a commit that finds one gone is a broken invariant.
+    pub fn forget_rows_of(&mut self, table_id: u32) {
+        let mut forgotten = 0;
+        for rows in self.trans_rows.values_mut() {
+            let before = rows.len();
+            rows.retain(|r| r.table_id != table_id);
+            forgotten += before - rows.len();
+        }
+        self.records_held = self.records_held.saturating_sub(forgotten as u64);
+    }
+
     /// Builds an ordered index over every row of a table's fragments (committed and
     /// uncommitted images alike). On failure (902) nothing of it remains.
     pub fn build_ordered(
