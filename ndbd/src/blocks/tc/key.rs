@@ -190,6 +190,11 @@ impl Kernel {
                     Ok(req) => return self.dispatch(Box::new(req), REPLICA_PRIMARY, out),
                     Err(error) => Err(error),
                 },
+                // The index's hidden table is gone there: the index is being dropped.
+                Err(error) if error.code == 709 => Err(NdbError::with_detail(
+                    4243,
+                    "the unique index is being dropped",
+                )),
                 Err(error) => Err(error),
             },
             OpRole::Trigger => match result {
