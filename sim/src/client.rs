@@ -322,6 +322,13 @@ pub struct Shared {
     pub bank_index_acknowledged: bool,
     pub bank_index_settled: bool,
     pub bank_index: Option<IndexInfo>,
+    /// When client 0 drops the index again (`Knobs::index_drop_at_ns`); its DROP INDEX was
+    /// acknowledged (the index must be gone at the end), ended for good, or sent (its outcome
+    /// may then be either).
+    pub index_drop_at_ns: Option<u64>,
+    pub bank_index_dropped: bool,
+    pub bank_index_drop_settled: bool,
+    pub bank_index_drop_sent: bool,
     /// Some node group's nodes are all gone or stopped on request: no global checkpoint can
     /// be saved. Set before each wake.
     pub group_cannot_save: bool,
@@ -373,6 +380,10 @@ impl Shared {
             bank_index_acknowledged: false,
             bank_index_settled: false,
             bank_index: None,
+            index_drop_at_ns: knobs.index_drop_at_ns,
+            bank_index_dropped: false,
+            bank_index_drop_settled: false,
+            bank_index_drop_sent: false,
             group_cannot_save: false,
         }
     }
@@ -521,6 +532,7 @@ enum Kind {
     DropTable,
     /// Client 0's CREATE INDEX of the bank's unique index, and the final check's look-up.
     CreateBankIndex,
+    DropBankIndex,
     GetBankIndex,
     /// Reads of accounts through the bank's unique index, from account `from` on.
     FinalIndexRead {
@@ -591,6 +603,9 @@ pub struct Client {
     /// An earlier DROP TABLE of the scratch table may have been applied though its answer did
     /// not say so (lost, timed out, or 4009: a node failed during it).
     drop_unclear: bool,
+    /// An earlier DROP INDEX of the bank's index got no answer, or 4009/4012 (a 4243 is then
+    /// no failure).
+    index_drop_unclear: bool,
     /// An earlier CREATE INDEX of the bank's index got no answer, or 4009/4012: it may have
     /// made the index (a 721 is then no failure).
     index_unclear: bool,
@@ -655,6 +670,7 @@ impl Client {
             arbiter: (index == ARBITRATOR).then(ArbiterState::default),
             drop_unclear: false,
             index_unclear: false,
+            index_drop_unclear: false,
         }
     }
 
@@ -692,8 +708,10 @@ impl Client {
                 // A schema change's answer waits for a durable global checkpoint too
                 // (`answer_applied`), with no bound of its own: while a node group cannot
                 // save (its disks failed), its wait is no hang either.
-                let drop_unsaved = matches!(request.kind, Kind::DropTable | Kind::CreateBankIndex)
-                    && ctx.shared.group_cannot_save;
+                let drop_unsaved = matches!(
+                    request.kind,
+                    Kind::DropTable | Kind::CreateBankIndex | Kind::DropBankIndex
+                ) && ctx.shared.group_cannot_save;
                 let unsaved = drop_unsaved
                     || (request.commit_sent
                         && ctx.shared.durable_commits
@@ -786,6 +804,8 @@ impl Client {
                     self.drop_scratch(ctx);
                 } else if self.index_due(ctx) && !ctx.shared.stopping {
                     self.create_bank_index(ctx);
+                } else if self.index_drop_due(ctx) && !ctx.shared.stopping {
+                    self.drop_bank_index(ctx);
                 } else if !ctx.shared.stopping {
                     self.start_operation(ctx);
                 }
@@ -1697,11 +1717,13 @@ impl Client {
             | gsn::CREATE_TABLE_CONF
             | gsn::CREATE_INDEX_CONF
             | gsn::GET_INDEX_CONF
+            | gsn::DROP_INDEX_CONF
             | gsn::DROP_TABLE_CONF
             | gsn::TC_EXECUTE_CONF => Ok(Some(Ended::Conf(payload.to_vec()))),
             gsn::CREATE_TABLE_REF
             | gsn::CREATE_INDEX_REF
             | gsn::GET_INDEX_REF
+            | gsn::DROP_INDEX_REF
             | gsn::DROP_TABLE_REF => Refusal::decode(payload)
                 .map(|r| Some(Ended::Refused(r.code)))
                 .map_err(|e| e.to_string()),
@@ -1898,7 +1920,7 @@ impl Client {
             // no create was acknowledged.)
             let scratch = matches!(
                 request.kind,
-                Kind::DropTable | Kind::CreateBankIndex | Kind::GetBankIndex
+                Kind::DropTable | Kind::CreateBankIndex | Kind::DropBankIndex | Kind::GetBankIndex
             ) || (matches!(code, 283 | 709 | 241)
                 && matches!(request.kind, Kind::TransferRead { scratch: true, .. })
                 && request.refused.get(&SCRATCH_OP) == Some(&code));
@@ -2044,6 +2066,7 @@ impl Client {
             }
             Kind::DropTable => self.drop_ended(ctx, &request, ended),
             Kind::CreateBankIndex => self.bank_index_created(ctx, &request, ended),
+            Kind::DropBankIndex => self.bank_index_dropped(ctx, &request, ended),
             Kind::GetBankIndex => self.bank_index_found(ctx, ended),
             Kind::FinalIndexRead { from } => {
                 self.final_index_read_ended(ctx, &request, from, ended)
@@ -2136,6 +2159,68 @@ impl Client {
         self.resume_after(ctx, RETRY_NS);
     }
 
+    /// Client 0, while the workload runs: the bank index's drop is due (once its create
+    /// ended).
+    fn index_drop_due(&self, ctx: &Ctx<'_>) -> bool {
+        let at = (ctx.shared.index_drop_at_ns).map(|at| ctx.shared.running_since_ns + at);
+        self.index == 0
+            && ctx.shared.bank_index_settled
+            && !ctx.shared.bank_index_drop_settled
+            && at.is_some_and(|at| ctx.now_ns >= at)
+    }
+
+    /// DROP INDEX of the bank's unique index.
+    fn drop_bank_index(&mut self, ctx: &mut Ctx<'_>) {
+        let mut payload = Vec::new();
+        IndexName {
+            table: table_def(BANK).name,
+            index: BANK_INDEX.into(),
+        }
+        .encode(&mut payload);
+        let to = self.reachable();
+        ctx.shared.bank_index_drop_sent = true;
+        self.send_request(
+            ctx,
+            to,
+            Kind::DropBankIndex,
+            gsn::DROP_INDEX_REQ,
+            block::DBDICT,
+            payload,
+        );
+    }
+
+    /// The bank index's drop ended: done (CONF; 4243 once an earlier attempt whose answer was
+    /// lost may have dropped it, or when no create was acknowledged), or to be sent again.
+    fn bank_index_dropped(&mut self, ctx: &mut Ctx<'_>, request: &Request, ended: Ended) {
+        ctx.shared.log.push(format!(
+            "client {}: DROP INDEX {BANK_INDEX} at data node {} ended with {ended:?}",
+            self.node, request.to
+        ));
+        let gone_before = self.index_drop_unclear || !ctx.shared.bank_index_acknowledged;
+        match ended {
+            Ended::Conf(_) => {
+                ctx.shared.bank_index_dropped = true;
+                ctx.shared.bank_index_drop_settled = true;
+            }
+            Ended::Refused(4243) if gone_before => ctx.shared.bank_index_drop_settled = true,
+            // As for the create (`bank_index_created`).
+            Ended::Refused(702 | 4009 | 701 | 711 | 761 | 1218 | 4012)
+            | Ended::Lost
+            | Ended::TimedOut => {
+                self.index_drop_unclear |= matches!(
+                    ended,
+                    Ended::Lost | Ended::TimedOut | Ended::Refused(4009 | 4012)
+                );
+            }
+            other => {
+                return ctx
+                    .shared
+                    .fail(format!("DROP INDEX {BANK_INDEX} ended with {other:?}"))
+            }
+        }
+        self.resume_after(ctx, RETRY_NS);
+    }
+
     /// The final check's look-up of the bank's unique index (GET_INDEX_REQ).
     fn get_bank_index(&mut self, ctx: &mut Ctx<'_>) {
         let mut payload = Vec::new();
@@ -2155,10 +2240,14 @@ impl Client {
         );
     }
 
-    /// The index found: every account is read through it next. Not found: a failure if its
-    /// create was acknowledged, else nothing to check.
+    /// The index found: every account is read through it next (a failure once its drop was
+    /// acknowledged). Not found: a failure if its create was acknowledged and no drop was
+    /// sent, else nothing to check.
     fn bank_index_found(&mut self, ctx: &mut Ctx<'_>, ended: Ended) {
         match ended {
+            Ended::Conf(_) if ctx.shared.bank_index_dropped => ctx.shared.fail(format!(
+                "bank: the index {BANK_INDEX} whose DROP INDEX was acknowledged is back"
+            )),
             Ended::Conf(payload) => match IndexInfo::decode(&payload) {
                 Ok(info) => {
                     ctx.shared.bank_index = Some(info);
@@ -2168,9 +2257,13 @@ impl Client {
                 }
                 Err(e) => ctx.shared.fail(format!("GET_INDEX_CONF: {e}")),
             },
-            Ended::Refused(4243) if ctx.shared.bank_index_acknowledged => ctx.shared.fail(format!(
-                "bank: the acknowledged CREATE INDEX {BANK_INDEX} is lost (4243)"
-            )),
+            Ended::Refused(4243)
+                if ctx.shared.bank_index_acknowledged && !ctx.shared.bank_index_drop_sent =>
+            {
+                ctx.shared.fail(format!(
+                    "bank: the acknowledged CREATE INDEX {BANK_INDEX} is lost (4243)"
+                ))
+            }
             Ended::Refused(4243) => self.final_stage_done(ctx, Phase::FinalBankIndex(None)),
             other => self.final_retry(ctx, "the bank index's look-up", &other),
         }

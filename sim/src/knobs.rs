@@ -137,7 +137,9 @@ pub enum Fault {
     /// (each update moves the account's index entry), again until it is answered (a failed
     /// master, 702, 4009, 711, 761; 721 once an unanswered attempt made it). The final check
     /// finds the index (an acknowledged create must survive every crash) and reads every
-    /// account through it by its final balance. Off unless asked for.
+    /// account through it by its final balance. In half the seeds client 0 drops the index
+    /// again later (DROP INDEX under the same writers; then an acknowledged drop must last).
+    /// Off unless asked for.
     Index,
 }
 
@@ -358,8 +360,10 @@ pub struct Knobs {
     pub backups: u16,
     /// When, into the workload, client 0 drops the scratch table (`Fault::Drop`).
     pub drop_at_ns: Option<u64>,
-    /// When, into the workload, client 0 creates the bank's unique index (`Fault::Index`).
+    /// When, into the workload, client 0 creates the bank's unique index (`Fault::Index`),
+    /// and drops it again (once its create ended).
     pub index_at_ns: Option<u64>,
+    pub index_drop_at_ns: Option<u64>,
     /// MaxNoOfLocalOperations, MaxNoOfConcurrentIndexOperations and MaxNoOfFiredTriggers
     /// (`Fault::Limits`); `None`: the defaults.
     pub record_limits: Option<(u32, u32, u32)>,
@@ -587,6 +591,7 @@ impl Knobs {
             backups,
             drop_at_ns: None,
             index_at_ns: None,
+            index_drop_at_ns: None,
             record_limits,
             durable,
             gcp_interval_ms,
@@ -607,7 +612,11 @@ impl Knobs {
         }
         if options.has(Fault::Index) && options.workload.bank() {
             let mut draw = Rng::new(rng.clone().next_u64() ^ INDEX_KNOBS_SALT);
-            knobs.index_at_ns = Some(draw.below(knobs.workload_ns * 3 / 4));
+            let at = draw.below(knobs.workload_ns * 3 / 4);
+            knobs.index_at_ns = Some(at);
+            if draw.coin() {
+                knobs.index_drop_at_ns = Some(at + draw.below(knobs.workload_ns - at));
+            }
         }
         knobs
     }
@@ -716,7 +725,7 @@ impl fmt::Display for Knobs {
              crashes {}, client deaths {}, slow links {}, api link drops {}, overload {} ppm, \
              late ticks up to {} ms, partitions {}, {} set keys, scan reads {} ({} rows a batch), \
              pauses {}, heartbeats every {} ms, hangs {}, single user windows {}, backups {}, \
-             drop at {:?} ms, index at {:?} ms, record limits {:?}, {}",
+             drop at {:?} ms, index at {:?} ms dropped at {:?} ms, record limits {:?}, {}",
             self.data_nodes,
             self.clients,
             self.delay_ns_min / 1000,
@@ -745,6 +754,7 @@ impl fmt::Display for Knobs {
             self.backups,
             self.drop_at_ns.map(|ns| ns / 1_000_000),
             self.index_at_ns.map(|ns| ns / 1_000_000),
+            self.index_drop_at_ns.map(|ns| ns / 1_000_000),
             self.record_limits,
             self.durability()
         )

@@ -2610,8 +2610,9 @@ impl World {
     }
 
     /// `Fault::Index`: once the run is over, every data node asked (as `check_drop`'s) agrees
-    /// whether the bank's unique index is there, and has it after its create was acknowledged
-    /// (the final check read every account through it).
+    /// whether the bank's unique index is there, has it after its create was acknowledged and
+    /// no drop was sent (the final check read every account through it), and lacks it after
+    /// its drop was acknowledged.
     fn check_index(&mut self) -> Result<(), String> {
         if self.shared.index_at_ns.is_none() || self.shared.hangs_expected {
             return Ok(());
@@ -2625,18 +2626,27 @@ impl World {
                 )
             })
             .collect();
-        let acknowledged = self.shared.bank_index_acknowledged;
-        if holders.iter().any(|h| !h.1) && (acknowledged || holders.iter().any(|h| h.1)) {
+        let (acknowledged, dropped) = (
+            self.shared.bank_index_acknowledged,
+            self.shared.bank_index_dropped,
+        );
+        let (has, lacks) = (holders.iter().any(|h| h.1), holders.iter().any(|h| !h.1));
+        let lost = acknowledged && !self.shared.bank_index_drop_sent;
+        if (has && (lacks || dropped)) || (lost && lacks) {
             return Err(format!(
-                "index: after the run (node, has index {}) {holders:?}, its create acknowledged: {acknowledged}",
+                "index: after the run (node, has index {}) {holders:?}, its create acknowledged: {acknowledged}, its drop: {dropped}",
                 crate::client::BANK_INDEX
             ));
         }
-        self.count(match (acknowledged, holders.first().is_some_and(|h| h.1)) {
-            (true, _) => "bank index created",
-            (false, true) => "bank index created, answer lost",
-            (false, false) => "bank index not created",
-        });
+        self.count(
+            match (acknowledged, has, self.shared.bank_index_drop_sent) {
+                (_, _, true) if dropped => "bank index created and dropped",
+                (_, _, true) => "bank index created, drop sent",
+                (true, _, false) => "bank index created",
+                (false, true, false) => "bank index created, answer lost",
+                (false, false, false) => "bank index not created",
+            },
+        );
         Ok(())
     }
 
