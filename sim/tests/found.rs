@@ -2151,3 +2151,21 @@ fn a_unique_index_dropped_or_undone_under_writers_fails_no_write() {
     };
     replay(&[0x630005dd], &three);
 }
+
+/// Seed 0x90001dc0, every handled fault kind with `index` (found at 80dc982; arbitration off,
+/// no node may arbitrate): node 2 finished its node restart and data node 1, the president
+/// that had let it in, crashed before node 3 heard that node 2 started. Node 2 (president by
+/// its own view and node 4's) and node 3 (which still held node 2 as being copied to) each
+/// asked the side to confirm it; node 4 confirmed node 2's side, then node 3's. Node 3 then
+/// heard of node 2's start and confirmed node 2's side, so it never gave a verdict, and node
+/// 4 took node 2's verdict for another side than the one it had confirmed last: it held
+/// commits (286) for good. A node now confirms no side that counts its president as still
+/// being copied to.
+#[test]
+fn a_side_whose_sender_still_copies_to_the_president_is_not_confirmed() {
+    let options = Options {
+        faults: [&Fault::HANDLED[..], &[Fault::Index]].concat(),
+        ..Options::default()
+    };
+    replay(&[0x90001dc0], &options);
+}

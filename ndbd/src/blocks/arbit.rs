@@ -28,7 +28,8 @@
 //! asks again without it, as it does whenever its side changes. A node that has not confirmed
 //! within ArbitrationTimeout is failed too. Only then are the rules applied, and the
 //! arbitrator asked, for the confirmed side. A node confirms a side only within the one it
-//! confirmed before, so two sides that go on share no node. The other nodes go on only on
+//! confirmed before, so two sides that go on share no node, and none that counts its own
+//! president as still being copied to (the sender has yet to hear that it started). The other nodes go on only on
 //! their president's ARBIT_VERDICT (NDB's COMMIT_FAILREQ) for the side they confirmed, none
 //! of whose nodes failed here since; without it they stop after twice ArbitrationTimeout. One
 //! in a round it confirmed nothing of reports its failures to its president (FAIL_REP) every
@@ -713,6 +714,15 @@ impl Kernel {
         let side: NodeSet = request.nodes[..count].iter().map(|&n| NodeId(n)).collect();
         let named: NodeSet = request.nodes.iter().map(|&n| NodeId(n)).collect();
         if !side.contains(self.me) || side.iter().next() != Some(from) {
+            return;
+        }
+        // Not a side that counts this node's president as still being copied to: it has
+        // started (this node heard so), and the sender, once it hears it too, presides no more.
+        // A node that confirmed both that side and its president's took the president's
+        // verdict, for the side it had confirmed before, for another side's, and the other
+        // sent none: commits held for good (sim seed 0x90001dc0).
+        let president = self.arbit_president();
+        if president != from && named.contains(president) && !side.contains(president) {
             return;
         }
         let gone: Vec<NodeId> = side.iter().filter(|&n| !self.qmgr.is_alive(n)).collect();
