@@ -3232,3 +3232,90 @@ fn a_unique_index_create_is_logged_no_earlier_than_its_entries() {
         "node 2 logged the CREATE INDEX in GCI {logged}, but holds entries of GCI {newest}: a restart at {logged} restores the index without them"
     );
 }
+
+/// Every live replica of a base row sends its index entry, and a replica of the entry's
+/// partition takes the second copy as the same only while it still holds the first. Node Z's
+/// entries to the other node group are slow: the nodes of the base row's group finish their
+/// builds (they heard every DONE), a write moves the row from value v0 to v2 (deleting the
+/// entry of v0 that node F's copy brought), and Z's late copy of the old entry then comes
+/// back as a new row: a stale entry, which refuses a later row with value v0 (893) and names
+/// a row that no longer has it.
+#[test]
+fn a_late_copy_of_an_index_entry_does_not_come_back_after_a_write_moved_the_row() {
+    let mut sim = Sim::with_nodes(4, None);
+    let table = sim.create_table("t", false);
+    insert_rows(&mut sim, &table, 8);
+    let k0 = 0;
+    let group_a = sim.replicas(k0);
+    let (f, z) = (group_a[0], group_a[1]);
+    // A value whose index partition is in the other node group.
+    let other = |v: i32| !sim.replicas(v).iter().any(|n| group_a.contains(n));
+    let v0 = (1000..).find(|&v| other(v)).expect("a value");
+    let v2 = (2000..).find(|&v| other(v)).expect("a value");
+    let answer = sim.op(
+        f,
+        300,
+        &table,
+        OperationType::Update,
+        LockMode::Exclusive,
+        k0,
+        v0,
+        ExecType::Commit,
+    );
+    assert_eq!(answer, gsn::TC_EXECUTE_CONF);
+    let b = unique_index_on_v();
+    let held = sim.send_holding(NodeId(1), &[(gsn::CREATE_INDEX_REQ, 902, b)], &|fr| {
+        fr.0 == z
+            && !group_a.contains(&fr.1)
+            && matches!(fr.2.signal, dgsn::INDEX_BUILD_DONE | dgsn::INDEX_BUILD_ROWS)
+    });
+    assert!(!held.is_empty());
+    for n in [f, z] {
+        assert!(
+            sim.kernels[&n].builds.running.is_empty(),
+            "node {n}'s build ended"
+        );
+    }
+    // The write through F: its base replicas ended their builds (it may be refused, 701,
+    // while the entries' replicas still build: then it runs again after).
+    let write = |sim: &mut Sim, rid: u32| {
+        sim.op(
+            f,
+            rid,
+            &table,
+            OperationType::Update,
+            LockMode::Exclusive,
+            k0,
+            v2,
+            ExecType::Commit,
+        )
+    };
+    let first = write(&mut sim, 301);
+    // Z's slow entries arrive.
+    sim.route(held);
+    let created = sim.api.iter().find(|a| a.2 == 902).map(|a| a.1);
+    assert_eq!(created, Some(gsn::CREATE_INDEX_CONF));
+    if first != gsn::TC_EXECUTE_CONF {
+        assert_eq!(
+            write(&mut sim, 303),
+            gsn::TC_EXECUTE_CONF,
+            "the write again"
+        );
+    }
+    // No row has v0 any more: a new one may take it.
+    let answer = sim.op(
+        f,
+        302,
+        &table,
+        OperationType::Insert,
+        LockMode::Exclusive,
+        500,
+        v0,
+        ExecType::Commit,
+    );
+    assert_eq!(
+        answer,
+        gsn::TC_EXECUTE_CONF,
+        "a row with value {v0}, which no row has: refused as a duplicate by a stale index entry"
+    );
+}

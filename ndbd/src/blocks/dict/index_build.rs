@@ -11,6 +11,9 @@
 //!
 //! While its build runs, a node refuses writes to the indexed table (701, temporary), as NDB
 //! builds under a table lock: a write's index maintenance must not race the build's entries.
+//! It refuses the index maintenance of writes to the hidden table too (701): every replica of
+//! a base row sends its entry, and a copy still on its way after the base replicas ended
+//! their builds must not find the entry moved by a write, and come back as a stale one.
 //! A duplicate unique value anywhere fails the build (893) and so the schema change, which the
 //! master then undoes on every data node (a follower whose build failed has the index too);
 //! so does a data node failing during the build. A build whose index is dropped (by that
@@ -91,9 +94,14 @@ const EARLY_IDS_AHEAD: u32 = 1024;
 const EARLY_ENTRIES_MAX: usize = 16 * 1024 * 1024;
 
 impl Builds {
-    /// True while a build of an index on `table_id` runs here.
+    /// True while a build of an index on `table_id`, or of hidden table `table_id` itself,
+    /// runs here. The hidden table too: another replica's copy of an entry may still be on
+    /// its way here after the base row's replicas ended their builds, and a write's index
+    /// maintenance that ran before it (moving the row to another value) would see the old
+    /// entry come back for good (a review found it).
     pub fn locks(&self, table_id: u32) -> bool {
-        self.running.values().any(|b| b.base_table_id == table_id)
+        self.running.contains_key(&table_id)
+            || self.running.values().any(|b| b.base_table_id == table_id)
     }
 }
 

@@ -60,7 +60,10 @@ impl Kernel {
                 op_index: req.op_index,
                 error: NdbError::with_detail(
                     701,
-                    format!("a unique index of table {} is being built", req.table_id),
+                    format!(
+                        "a unique index of table {} (or that table, a unique index's) is being built",
+                        req.table_id
+                    ),
                 ),
                 role: req.role,
                 backup: req.backup,
