@@ -2169,3 +2169,26 @@ fn a_side_whose_sender_still_copies_to_the_president_is_not_confirmed() {
     };
     replay(&[0x90001dc0], &options);
 }
+
+/// Seed 0xa20000b3, three replicas, every handled fault kind with `partition`, `crash-again`,
+/// `crash-starting`, `backup` and `index` (found at d61240f): a cut left node 1 alone; its
+/// round decided that its side stops (2305, one of three nodes), which released the commits
+/// the round held, and before the node was down it made and answered client 0's CREATE INDEX,
+/// which the side that went on never had. A side that stops now keeps holding commits, and so
+/// schema changes, to the end.
+#[test]
+fn a_side_that_stops_acknowledges_nothing_on_its_way_down() {
+    let faults = [
+        Fault::Partition,
+        Fault::CrashAgain,
+        Fault::CrashStarting,
+        Fault::Backup,
+        Fault::Index,
+    ];
+    let options = Options {
+        faults: [&Fault::HANDLED[..], &faults].concat(),
+        replicas: 3,
+        ..Options::default()
+    };
+    replay(&[0xa20000b3], &options);
+}

@@ -820,7 +820,10 @@ impl Kernel {
             .map_or((0, self.arbit_side()), |p| (p.id, p.side));
         // A verdict is for one round: a later one must hear its own.
         self.arbit.verdict_win = None;
-        self.tc.set_commits_held(false);
+        // A side that stops keeps holding them: nothing more is acknowledged on its way down
+        // (sim seed 0xa20000b3: a node that had just decided to stop made and answered a
+        // CREATE INDEX the other side never had).
+        self.tc.set_commits_held(!go_on);
         let failed = std::mem::take(&mut self.arbit.api_failreps);
         let rounds = std::mem::take(&mut self.tc.held_rounds);
         if go_on {
@@ -1064,7 +1067,6 @@ impl Kernel {
                 );
                 tracing::error!("{why}");
                 self.arbit.round = None;
-                self.tc.set_commits_held(false);
                 self.fatal.get_or_insert(why);
             }
             _ => {}
