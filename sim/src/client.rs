@@ -329,6 +329,8 @@ pub struct Shared {
     pub bank_index_dropped: bool,
     pub bank_index_drop_settled: bool,
     pub bank_index_drop_sent: bool,
+    /// The bank's index is an ordered one over the balance (`Knobs::index_ordered`).
+    pub index_ordered: bool,
     /// Some node group's nodes are all gone or stopped on request: no global checkpoint can
     /// be saved. Set before each wake.
     pub group_cannot_save: bool,
@@ -384,6 +386,7 @@ impl Shared {
             bank_index_dropped: false,
             bank_index_drop_settled: false,
             bank_index_drop_sent: false,
+            index_ordered: knobs.index_ordered,
             group_cannot_save: false,
         }
     }
@@ -593,6 +596,8 @@ struct ScanRead {
     confirmed: usize,
     /// (account, balance) of every row returned so far.
     rows: Vec<(i32, i64)>,
+    /// The ordered index scanned (id, version); `None`: the table.
+    index: Option<(u32, u32)>,
 }
 
 /// One simulated API node.
@@ -1177,7 +1182,7 @@ impl Client {
             } else {
                 self.pick(&[LockMode::Read, LockMode::Exclusive, LockMode::CommittedRead])
             };
-            return self.scan_audit(ctx, lock);
+            return self.scan_bank(ctx, lock, None);
         }
         let Some(table) = Self::bank_table(ctx) else {
             return;
@@ -1188,9 +1193,9 @@ impl Client {
         self.send_transaction(ctx, Kind::Audit, &ops, ExecType::Commit, true);
     }
 
-    /// Starts a scan of the bank at the first data node this client has a link to, which
-    /// becomes the transaction's TC.
-    fn scan_audit(&mut self, ctx: &mut Ctx<'_>, lock: LockMode) {
+    /// Starts a scan of the bank (through ordered index `index`, else the table) at the first
+    /// data node this client has a link to, which becomes the transaction's TC.
+    fn scan_bank(&mut self, ctx: &mut Ctx<'_>, lock: LockMode, index: Option<(u32, u32)>) {
         let nodes: Vec<NodeId> = self
             .data_nodes
             .iter()
@@ -1206,6 +1211,7 @@ impl Client {
             scan_id: 0,
             confirmed: 0,
             rows: Vec::new(),
+            index,
         });
         self.scan_part(ctx);
     }
@@ -1228,8 +1234,8 @@ impl Client {
             trans_request_id: scan.trans_request_id,
             table_id: table.table_id,
             table_version: table.table_version,
-            index_id: 0,
-            index_version: 0,
+            index_id: scan.index.map_or(0, |i| i.0),
+            index_version: scan.index.map_or(0, |i| i.1),
             lock_mode: scan.lock,
             parallelism: 0,
             batch_rows: self.scan_batch_rows,
@@ -1374,6 +1380,19 @@ impl Client {
             });
             return self.resume_after(ctx, think);
         }
+        if scan.index.is_some() {
+            // The final check through the ordered index: every account at its final balance.
+            let expected: Vec<(i32, i64)> =
+                (ctx.shared.final_rows.range((BANK, 0)..=(BANK, i32::MAX)))
+                    .map(|(&(_, id), &balance)| (id, balance))
+                    .collect();
+            if rows != expected {
+                return ctx.shared.fail(format!(
+                    "bank: {described} through ordered index {BANK_INDEX} returned {rows:?}, the final audit {expected:?}"
+                ));
+            }
+            return self.final_stage_done(ctx, Phase::FinalBankIndex(None));
+        }
         if let Err(e) = check::check_bank(&rows, accounts, ctx.shared.total) {
             return ctx
                 .shared
@@ -1410,6 +1429,9 @@ impl Client {
         ctx.shared.stats.scan_audits_failed += 1;
         if self.phase == Phase::FinalAudit {
             return self.final_retry(ctx, "the final full read of the bank (a scan)", ended);
+        }
+        if let Phase::FinalBankIndex(_) = self.phase {
+            return self.final_retry(ctx, "the final scan through the bank index", ended);
         }
         let mut think = self.rng.between(0, self.think_ns_max);
         if unsent || matches!(ended, Ended::Refused(4009)) {
@@ -2102,14 +2124,20 @@ impl Client {
             .unwrap_or(self.data_nodes[0])
     }
 
-    /// CREATE INDEX: a unique hash index over the bank's (balance, id).
+    /// CREATE INDEX: a unique hash index over the bank's (balance, id), or an ordered index
+    /// over its balance.
     fn create_bank_index(&mut self, ctx: &mut Ctx<'_>) {
         let mut payload = Vec::new();
+        let (kind, columns) = if ctx.shared.index_ordered {
+            (IndexKind::Ordered, vec!["balance".into()])
+        } else {
+            (IndexKind::Unique, vec!["balance".into(), "id".into()])
+        };
         CreateIndexReq {
             table: table_def(BANK).name,
             index: BANK_INDEX.into(),
-            kind: IndexKind::Unique,
-            columns: vec!["balance".into(), "id".into()],
+            kind,
+            columns,
         }
         .encode(&mut payload);
         let to = self.reachable();
@@ -2272,6 +2300,11 @@ impl Client {
     /// Reads accounts `from`.. through the bank's unique index, each by the balance the
     /// final audit read (at most [`INDEX_READS_PER_TRANSACTION`] a transaction).
     fn final_index_read(&mut self, ctx: &mut Ctx<'_>, from: u16) {
+        if let (true, Some(index)) = (ctx.shared.index_ordered, ctx.shared.bank_index.as_ref()) {
+            // The whole bank, scanned through the ordered index under shared locks.
+            let index = Some((index.index_id, index.index_version));
+            return self.scan_bank(ctx, LockMode::Read, index);
+        }
         let tables = ctx.shared.tables.as_ref();
         let (Some(table), Some(index)) = (
             tables.and_then(|t| t.bank.clone()),

@@ -137,9 +137,11 @@ pub enum Fault {
     /// (each update moves the account's index entry), again until it is answered (a failed
     /// master, 702, 4009, 711, 761; 721 once an unanswered attempt made it). The final check
     /// finds the index (an acknowledged create must survive every crash) and reads every
-    /// account through it by its final balance. In half the seeds client 0 drops the index
-    /// again later (DROP INDEX under the same writers; then an acknowledged drop must last).
-    /// Off unless asked for.
+    /// account through it by its final balance. In half the seeds the index is an ordered
+    /// one over the balance instead, and the final check scans the bank through it (every
+    /// account once, at its final balance). In half the seeds client 0 drops the index again
+    /// later (DROP INDEX under the same writers; then an acknowledged drop must last). Off
+    /// unless asked for.
     Index,
 }
 
@@ -364,6 +366,9 @@ pub struct Knobs {
     /// and drops it again (once its create ended).
     pub index_at_ns: Option<u64>,
     pub index_drop_at_ns: Option<u64>,
+    /// The index is an ordered one over the balance (else a unique hash index over the
+    /// balance and the id).
+    pub index_ordered: bool,
     /// MaxNoOfLocalOperations, MaxNoOfConcurrentIndexOperations and MaxNoOfFiredTriggers
     /// (`Fault::Limits`); `None`: the defaults.
     pub record_limits: Option<(u32, u32, u32)>,
@@ -592,6 +597,7 @@ impl Knobs {
             drop_at_ns: None,
             index_at_ns: None,
             index_drop_at_ns: None,
+            index_ordered: false,
             record_limits,
             durable,
             gcp_interval_ms,
@@ -617,6 +623,7 @@ impl Knobs {
             if draw.coin() {
                 knobs.index_drop_at_ns = Some(at + draw.below(knobs.workload_ns - at));
             }
+            knobs.index_ordered = draw.coin();
         }
         knobs
     }
@@ -648,13 +655,14 @@ impl Knobs {
         let mut ini = format!(
             "[ndbd default]\nNoOfReplicas={}\nDataMemory=1M\nMaxNoOfConcurrentOperations={}\n\
              MaxNoOfConcurrentTransactions=32\nMaxNoOfConcurrentScans=2\nMaxNoOfTables=8\n\
-             MaxNoOfOrderedIndexes=0\nMaxNoOfUniqueHashIndexes={}\n\
+             MaxNoOfOrderedIndexes={}\nMaxNoOfUniqueHashIndexes={}\n\
              TransactionDeadlockDetectionTimeout={}\nHeartbeatIntervalDbDb={}\n\
              HeartbeatIntervalDbApi={}\n",
             self.replicas,
             self.operations_max,
-            // The set's index, and the bank's (`Fault::Index`).
-            1 + u8::from(self.index_at_ns.is_some()),
+            // The bank's (`Fault::Index`), ordered or not, and the set's.
+            u8::from(self.index_at_ns.is_some() && self.index_ordered),
+            1 + u8::from(self.index_at_ns.is_some() && !self.index_ordered),
             self.deadlock_timeout_ms,
             self.heartbeat_ms,
             API_HEARTBEAT_MS
@@ -725,7 +733,7 @@ impl fmt::Display for Knobs {
              crashes {}, client deaths {}, slow links {}, api link drops {}, overload {} ppm, \
              late ticks up to {} ms, partitions {}, {} set keys, scan reads {} ({} rows a batch), \
              pauses {}, heartbeats every {} ms, hangs {}, single user windows {}, backups {}, \
-             drop at {:?} ms, index at {:?} ms dropped at {:?} ms, record limits {:?}, {}",
+             drop at {:?} ms, index (ordered {}) at {:?} ms dropped at {:?} ms, record limits {:?}, {}",
             self.data_nodes,
             self.clients,
             self.delay_ns_min / 1000,
@@ -753,6 +761,7 @@ impl fmt::Display for Knobs {
             self.single_user_windows,
             self.backups,
             self.drop_at_ns.map(|ns| ns / 1_000_000),
+            self.index_ordered,
             self.index_at_ns.map(|ns| ns / 1_000_000),
             self.index_drop_at_ns.map(|ns| ns / 1_000_000),
             self.record_limits,
