@@ -2192,3 +2192,32 @@ fn a_side_that_stops_acknowledges_nothing_on_its_way_down() {
     };
     replay(&[0xa20000b3], &options);
 }
+
+/// Seeds 0xc0001b01 (handled faults and `index`) and 0xb6000fbb (with `partition`, `backup`,
+/// `single-user`, `events`, `limits`), found at a9efbc1 and 70a2096: data node 1 ended its
+/// node restart as the lowest id, DICT master by no failure, and ran client 0's DROP INDEX at
+/// once; nodes 2 and 4 applied it, node 3, which had not yet heard that node 1 started,
+/// refused it (702, the master here is 2): the API got 702 for a drop that was done, and node
+/// 3 kept the index for good. A node that its node restart makes master now takes over as a
+/// new master after a failure does, and runs no change before every node holds it master.
+#[test]
+fn a_master_by_node_restart_runs_no_change_before_every_node_holds_it_master() {
+    let index = Options {
+        faults: [&Fault::HANDLED[..], &[Fault::Index]].concat(),
+        ..Options::default()
+    };
+    replay(&[0xc0001b01], &index);
+    let faults = [
+        Fault::Partition,
+        Fault::Backup,
+        Fault::SingleUser,
+        Fault::Events,
+        Fault::Limits,
+        Fault::Index,
+    ];
+    let options = Options {
+        faults: [&Fault::HANDLED[..], &faults].concat(),
+        ..Options::default()
+    };
+    replay(&[0xb6000fbb], &options);
+}

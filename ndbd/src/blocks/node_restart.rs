@@ -1482,6 +1482,7 @@ impl Kernel {
                 "node restart complete: data node {node} started"
             );
             self.gcp_started_as_master(out, now);
+            self.dict_takeover_after_restart(out, now);
         } else if node != self.me {
             tracing::info!(node = %node, "data node {node} started (node restart)");
         }
