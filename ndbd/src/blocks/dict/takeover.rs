@@ -1,6 +1,7 @@
 //! A new DICT master's takeover, as NDB's DICT_TAKEOVER_REQ: the master passes each schema
 //! change on to the other data nodes one message at a time, so when it fails, some may have
-//! the change and others not. The data node that becomes master by that failure first asks
+//! the change and others not. The data node that becomes master by that failure (or by its
+//! node restart, as the lowest id: then only so that every node holds it master first) asks
 //! every other for the last change it handled (its `seq`, the change, and its id counter),
 //! and makes them agree before it runs a change of its own:
 //!
