@@ -78,7 +78,8 @@ const SCRATCH_OP: u32 = 2;
 /// Reads through the bank's unique index per transaction of the final check: within the
 /// smallest MaxNoOfConcurrentIndexOperations `Fault::Limits` draws.
 const INDEX_READS_PER_TRANSACTION: u16 = 1;
-/// The unique index client 0 creates over the bank's (balance, id) (`Fault::Index`).
+/// The index client 0 creates on the bank (`Fault::Index`): a unique one over (balance, id),
+/// or an ordered one over the balance.
 pub const BANK_INDEX: &str = "accounts_balance";
 /// Key reads of the ledger per transaction of the final read (below the smallest
 /// MaxNoOfConcurrentOperations a seed draws, 64).
@@ -315,9 +316,9 @@ pub struct Shared {
     /// A DROP TABLE was answered CONF or, sent again, 709.
     pub scratch_gone: bool,
     pub drops_sent: u32,
-    /// When into the workload client 0 creates the bank's unique index
-    /// (`Knobs::index_at_ns`); its CREATE INDEX was acknowledged (durable: the index must be
-    /// there at the end), or ended for good; the index as the final check found it.
+    /// When into the workload client 0 creates the bank's index (`Knobs::index_at_ns`); its
+    /// CREATE INDEX was acknowledged (durable: the index must be there at the end), or ended
+    /// for good; the index as the final check found it.
     pub index_at_ns: Option<u64>,
     pub bank_index_acknowledged: bool,
     pub bank_index_settled: bool,
@@ -462,8 +463,9 @@ enum Phase {
     /// final read of each register key, then the final read of every element of the set's key
     /// space.
     FinalAudit,
-    /// Client 0 (`Fault::Index`): the bank's unique index looked up (`None`), then every
-    /// account read through it by its final balance, from account `Some(from)` on.
+    /// Client 0 (`Fault::Index`): the bank's index looked up (`None`), then every account
+    /// read through it by its final balance, from account `Some(from)` on (an ordered index:
+    /// the bank scanned through it).
     FinalBankIndex(Option<u16>),
     FinalLedger(usize),
     FinalRead(u16),
@@ -533,7 +535,8 @@ enum Kind {
     },
     /// Client 0's DROP TABLE of the scratch table.
     DropTable,
-    /// Client 0's CREATE INDEX of the bank's unique index, and the final check's look-up.
+    /// Client 0's CREATE INDEX and DROP INDEX of the bank's index, and the final check's
+    /// look-up.
     CreateBankIndex,
     DropBankIndex,
     GetBankIndex,
@@ -2197,7 +2200,7 @@ impl Client {
             && at.is_some_and(|at| ctx.now_ns >= at)
     }
 
-    /// DROP INDEX of the bank's unique index.
+    /// DROP INDEX of the bank's index.
     fn drop_bank_index(&mut self, ctx: &mut Ctx<'_>) {
         let mut payload = Vec::new();
         IndexName {
@@ -2249,7 +2252,7 @@ impl Client {
         self.resume_after(ctx, RETRY_NS);
     }
 
-    /// The final check's look-up of the bank's unique index (GET_INDEX_REQ).
+    /// The final check's look-up of the bank's index (GET_INDEX_REQ).
     fn get_bank_index(&mut self, ctx: &mut Ctx<'_>) {
         let mut payload = Vec::new();
         IndexName {

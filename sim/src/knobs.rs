@@ -362,7 +362,7 @@ pub struct Knobs {
     pub backups: u16,
     /// When, into the workload, client 0 drops the scratch table (`Fault::Drop`).
     pub drop_at_ns: Option<u64>,
-    /// When, into the workload, client 0 creates the bank's unique index (`Fault::Index`),
+    /// When, into the workload, client 0 creates the bank's index (`Fault::Index`),
     /// and drops it again (once its create ended).
     pub index_at_ns: Option<u64>,
     pub index_drop_at_ns: Option<u64>,

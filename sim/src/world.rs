@@ -2610,7 +2610,7 @@ impl World {
     }
 
     /// `Fault::Index`: once the run is over, every data node asked (as `check_drop`'s) agrees
-    /// whether the bank's unique index is there, has it after its create was acknowledged and
+    /// whether the bank's index is there, has it after its create was acknowledged and
     /// no drop was sent (the final check read every account through it), and lacks it after
     /// its drop was acknowledged.
     fn check_index(&mut self) -> Result<(), String> {
