@@ -2170,16 +2170,8 @@ impl Client {
                 Err(e) => return ctx.shared.fail(format!("CREATE_INDEX_CONF: {e}")),
             },
             Ended::Refused(721) if self.index_unclear => ctx.shared.bank_index_settled = true,
-            // Not the master (yet), the cluster restarting, a node failed during the change,
-            // another change or a node restart running, a backup, full send buffers, applied
-            // but not saved in time (4012), or no answer (its node failed, or a partition).
-            Ended::Refused(702 | 4009 | 701 | 711 | 761 | 1218 | 4012)
-            | Ended::Lost
-            | Ended::TimedOut => {
-                self.index_unclear |= matches!(
-                    ended,
-                    Ended::Lost | Ended::TimedOut | Ended::Refused(4009 | 4012)
-                );
+            ref again if retried(again).is_some() => {
+                self.index_unclear |= retried(again) == Some(true);
             }
             other => {
                 return ctx
@@ -2234,14 +2226,8 @@ impl Client {
                 ctx.shared.bank_index_drop_settled = true;
             }
             Ended::Refused(4243) if gone_before => ctx.shared.bank_index_drop_settled = true,
-            // As for the create (`bank_index_created`).
-            Ended::Refused(702 | 4009 | 701 | 711 | 761 | 1218 | 4012)
-            | Ended::Lost
-            | Ended::TimedOut => {
-                self.index_drop_unclear |= matches!(
-                    ended,
-                    Ended::Lost | Ended::TimedOut | Ended::Refused(4009 | 4012)
-                );
+            ref again if retried(again).is_some() => {
+                self.index_drop_unclear |= retried(again) == Some(true);
             }
             other => {
                 return ctx
@@ -2402,10 +2388,7 @@ impl Client {
                 "DROP TABLE {SCRATCH_NAME}, with no earlier attempt that may have dropped it, refused with 709: the table its acknowledged CREATE made is gone"
             ));
         }
-        self.drop_unclear |= matches!(
-            ended,
-            Ended::Lost | Ended::TimedOut | Ended::Refused(4009 | 4012)
-        );
+        self.drop_unclear |= retried(&ended) == Some(true);
         let done = matches!(ended, Ended::Conf(_) | Ended::Refused(709));
         ctx.shared.log.push(format!(
             "client {}: DROP TABLE {SCRATCH_NAME} at data node {} ended with {ended:?}{}",
@@ -2422,12 +2405,7 @@ impl Client {
                 }
                 self.resume_after(ctx, 0);
             }
-            // Not the master (yet), the cluster restarting, a node failed during the change,
-            // another change or a node restart running, a backup, full send buffers, applied
-            // but not saved in time (4012), or no answer (its node failed, or a partition).
-            Ended::Refused(702 | 4009 | 701 | 711 | 761 | 1218 | 4012)
-            | Ended::Lost
-            | Ended::TimedOut => self.resume_after(ctx, RETRY_NS),
+            ref again if retried(again).is_some() => self.resume_after(ctx, RETRY_NS),
             other => ctx
                 .shared
                 .fail(format!("DROP TABLE {SCRATCH_NAME} ended with {other:?}")),
@@ -3000,6 +2978,23 @@ impl Client {
             ));
         }
         self.resume_after(ctx, RETRY_NS);
+    }
+}
+
+/// A schema change (client 0's DROP TABLE, CREATE or DROP INDEX) that ended so is sent again
+/// later: not the master (yet), the cluster restarting, a node failed during the change,
+/// another change or a node restart running, a backup, full send buffers, applied but not
+/// saved in time (4012), or no answer (its node failed, or a partition). `Some(true)` when
+/// it may have been applied meanwhile (no answer, 4009, 4012); `None`: not sent again.
+fn retried(ended: &Ended) -> Option<bool> {
+    match ended {
+        Ended::Refused(702 | 4009 | 701 | 711 | 761 | 1218 | 4012)
+        | Ended::Lost
+        | Ended::TimedOut => Some(matches!(
+            ended,
+            Ended::Lost | Ended::TimedOut | Ended::Refused(4009 | 4012)
+        )),
+        _ => None,
     }
 }
 

@@ -2072,19 +2072,9 @@ fn a_restart_gci_chosen_again_lower_by_a_new_master_is_the_one_restored() {
 /// refused them as a protocol violation. The restart's nodes now agree on the highest counter.
 #[test]
 fn a_unique_index_built_while_views_or_id_counters_differ_is_built_once_everywhere() {
-    let index = Options {
-        faults: [&Fault::HANDLED[..], &[Fault::Index]].concat(),
-        ..Options::default()
-    };
+    let index = handled_with(&[Fault::Index]);
     replay(&[0x50000e4a, 0x500001a4], &index);
-    let with_drop = Options {
-        faults: [
-            &Fault::HANDLED[..],
-            &[Fault::CrashStarting, Fault::Drop, Fault::Index],
-        ]
-        .concat(),
-        ..Options::default()
-    };
+    let with_drop = handled_with(&[Fault::CrashStarting, Fault::Drop, Fault::Index]);
     replay(&[0x510006a6], &with_drop);
 }
 
@@ -2105,10 +2095,7 @@ fn no_schema_change_is_acknowledged_while_arbitration_decides() {
         Fault::Limits,
         Fault::Index,
     ];
-    let options = Options {
-        faults: [&Fault::HANDLED[..], &faults].concat(),
-        ..Options::default()
-    };
+    let options = handled_with(&faults);
     replay(&[0x52000458], &options);
 }
 
@@ -2126,28 +2113,13 @@ fn no_schema_change_is_acknowledged_while_arbitration_decides() {
 /// failed, delivered after its build ended, were taken for a protocol violation.
 #[test]
 fn a_unique_index_dropped_or_undone_under_writers_fails_no_write() {
-    let index = Options {
-        faults: [&Fault::HANDLED[..], &[Fault::Index]].concat(),
-        ..Options::default()
-    };
+    let index = handled_with(&[Fault::Index]);
     replay(&[0x600012a0, 0x6000018f], &index);
-    let with_drop = Options {
-        faults: [
-            &Fault::HANDLED[..],
-            &[Fault::CrashStarting, Fault::Drop, Fault::Index],
-        ]
-        .concat(),
-        ..Options::default()
-    };
+    let with_drop = handled_with(&[Fault::CrashStarting, Fault::Drop, Fault::Index]);
     replay(&[0x610007d2], &with_drop);
     let three = Options {
-        faults: [
-            &Fault::HANDLED[..],
-            &[Fault::CrashAgain, Fault::CrashStarting, Fault::Index],
-        ]
-        .concat(),
         replicas: 3,
-        ..Options::default()
+        ..handled_with(&[Fault::CrashAgain, Fault::CrashStarting, Fault::Index])
     };
     replay(&[0x630005dd], &three);
 }
@@ -2163,10 +2135,7 @@ fn a_unique_index_dropped_or_undone_under_writers_fails_no_write() {
 /// being copied to.
 #[test]
 fn a_side_whose_sender_still_copies_to_the_president_is_not_confirmed() {
-    let options = Options {
-        faults: [&Fault::HANDLED[..], &[Fault::Index]].concat(),
-        ..Options::default()
-    };
+    let options = handled_with(&[Fault::Index]);
     replay(&[0x90001dc0], &options);
 }
 
@@ -2186,9 +2155,8 @@ fn a_side_that_stops_acknowledges_nothing_on_its_way_down() {
         Fault::Index,
     ];
     let options = Options {
-        faults: [&Fault::HANDLED[..], &faults].concat(),
         replicas: 3,
-        ..Options::default()
+        ..handled_with(&faults)
     };
     replay(&[0xa20000b3], &options);
 }
@@ -2202,10 +2170,7 @@ fn a_side_that_stops_acknowledges_nothing_on_its_way_down() {
 /// new master after a failure does, and runs no change before every node holds it master.
 #[test]
 fn a_master_by_node_restart_runs_no_change_before_every_node_holds_it_master() {
-    let index = Options {
-        faults: [&Fault::HANDLED[..], &[Fault::Index]].concat(),
-        ..Options::default()
-    };
+    let index = handled_with(&[Fault::Index]);
     replay(&[0xc0001b01], &index);
     let faults = [
         Fault::Partition,
@@ -2215,9 +2180,14 @@ fn a_master_by_node_restart_runs_no_change_before_every_node_holds_it_master() {
         Fault::Limits,
         Fault::Index,
     ];
-    let options = Options {
-        faults: [&Fault::HANDLED[..], &faults].concat(),
-        ..Options::default()
-    };
+    let options = handled_with(&faults);
     replay(&[0xb6000fbb], &options);
+}
+
+/// Every fault kind the cluster handles (`Fault::HANDLED`) and `extra`.
+fn handled_with(extra: &[Fault]) -> Options {
+    Options {
+        faults: [&Fault::HANDLED[..], extra].concat(),
+        ..Options::default()
+    }
 }

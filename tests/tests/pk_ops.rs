@@ -731,18 +731,7 @@ fn float_char_binary_year_and_bit_in_their_one_form() {
         "CHAR padded with spaces"
     );
 
-    let sorted = |index: &rndb_api::Index, column: usize| -> Vec<Value> {
-        let mut tx = api.start_transaction().expect("start");
-        let options = rndb_api::ScanOptions {
-            sorted: true,
-            ..rndb_api::ScanOptions::default()
-        };
-        let values = (tx.scan_index(index, &options).expect("scan"))
-            .map(|row| row.expect("a row")[column].clone())
-            .collect();
-        tx.execute(ExecType::Commit).expect("commit");
-        values
-    };
+    let sorted = |index: &rndb_api::Index, column: usize| sorted_column(&api, index, column);
     let by_c = (api.create_index(&table, &rndb_api::IndexDef::ordered("by_c", &["c"])))
         .expect("create the ordered index over c");
     let text_order: Vec<Value> = ["a\t", "a", "ab", "b"].into_iter().map(char4).collect();
@@ -838,18 +827,7 @@ fn decimals_and_times_order_as_numbers_and_times() {
             .map(|v| t.text_of(v).expect("a value of the type"))
             .collect()
     };
-    let sorted = |index: &rndb_api::Index, column: usize| -> Vec<Value> {
-        let mut tx = api.start_transaction().expect("start");
-        let options = rndb_api::ScanOptions {
-            sorted: true,
-            ..rndb_api::ScanOptions::default()
-        };
-        let values = (tx.scan_index(index, &options).expect("scan"))
-            .map(|row| row.expect("a row")[column].clone())
-            .collect();
-        tx.execute(ExecType::Commit).expect("commit");
-        values
-    };
+    let sorted = |index: &rndb_api::Index, column: usize| sorted_column(&api, index, column);
     let by_price = (api.create_index(&table, &rndb_api::IndexDef::ordered("by_price", &["price"])))
         .expect("create the ordered index over price");
     assert_eq!(
@@ -929,6 +907,20 @@ fn decimals_and_times_order_as_numbers_and_times() {
         626,
         "no refused row was stored",
     );
+}
+
+/// Column `column` of every row, scanned in `index`'s order.
+fn sorted_column(api: &Cluster, index: &rndb_api::Index, column: usize) -> Vec<Value> {
+    let mut tx = api.start_transaction().expect("start");
+    let options = rndb_api::ScanOptions {
+        sorted: true,
+        ..rndb_api::ScanOptions::default()
+    };
+    let values = (tx.scan_index(index, &options).expect("scan"))
+        .map(|row| row.expect("a row")[column].clone())
+        .collect();
+    tx.execute(ExecType::Commit).expect("commit");
+    values
 }
 
 fn row_list(row: Vec<Value>) -> Vec<Vec<Value>> {
