@@ -29,9 +29,11 @@
 //! within ArbitrationTimeout is failed too. Only then are the rules applied, and the
 //! arbitrator asked, for the confirmed side. A node confirms a side only within the one it
 //! confirmed before, so two sides that go on share no node, and none that counts its own
-//! president as still being copied to (the sender has yet to hear that it started). The other nodes go on only on
-//! their president's ARBIT_VERDICT (NDB's COMMIT_FAILREQ) for the side they confirmed, none
-//! of whose nodes failed here since; without it they stop after twice ArbitrationTimeout. One
+//! president as still being copied to (the sender has yet to hear that it started; the
+//! request is taken again each tick for ArbitrationTimeout, as its sender may preside here
+//! next). The other nodes go on only on their president's ARBIT_VERDICT (NDB's
+//! COMMIT_FAILREQ) for the side they confirmed, none of whose nodes failed here since;
+//! without it they stop after twice ArbitrationTimeout. One
 //! in a round it confirmed nothing of reports its failures to its president (FAIL_REP) every
 //! HeartbeatIntervalDbDb; a president outside a round that hears of a node it holds failed
 //! already (one it was copying to) begins one.
@@ -116,6 +118,12 @@ pub(crate) struct Arbit {
     renew: bool,
     /// Said once: arbitration is off, and why.
     logged_off: bool,
+    /// The last PREP_FAILREQ ignored because it counts this node's president as still being
+    /// copied to: from whom, the request, and when it came. Taken again at each tick while
+    /// its sender may still wait for it (ArbitrationTimeout): once this node's president
+    /// fails (it may stop as its restart fails, its start never told to the sender), the
+    /// sender presides here too, and asks no more for a side that did not change.
+    ignored_prep: Option<(NodeId, ArbitSignal, Instant)>,
     /// Failures the API nodes hear of once the round ends with this side going on.
     api_failreps: Vec<NodeId>,
     /// Failures that started no round here, and when: a node being copied to
@@ -225,6 +233,7 @@ impl Arbit {
             president_seen: None,
             renew: false,
             logged_off: false,
+            ignored_prep: None,
             api_failreps: Vec::new(),
             failed_uncounted: Vec::new(),
         }
@@ -414,6 +423,11 @@ impl Kernel {
         self.arbit.president_seen = Some(president);
         if !self.qmgr.started() {
             return;
+        }
+        if let Some((from, request, received)) = self.arbit.ignored_prep.take() {
+            if now < received + self.arbit.timeout {
+                self.arbit_prep_failreq(from, request, received, out, now);
+            }
         }
         self.arbit_decide(out, now);
         // A node that is stopping (it lost) must not start the arbitrator with a new ticket:
@@ -707,6 +721,19 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) {
+        self.arbit_prep_failreq(from, request, now, out, now);
+    }
+
+    /// `exec_prep_failreq` for a request that came at `received` (one ignored then is taken
+    /// again at each tick: `arbit_timer`).
+    fn arbit_prep_failreq(
+        &mut self,
+        from: NodeId,
+        request: ArbitSignal,
+        received: Instant,
+        out: &mut dyn Outbox,
+        now: Instant,
+    ) {
         if !self.qmgr.started() || !self.arbit.confirms() || self.fatal.is_some() {
             return;
         }
@@ -721,9 +748,19 @@ impl Kernel {
         // A node that confirmed both that side and its president's took the president's
         // verdict, for the side it had confirmed before, for another side's, and the other
         // sent none: commits held for good (sim seed 0x90001dc0).
+        // Kept, though: should the president fail first, the sender presides here too.
         let president = self.arbit_president();
         if president != from && named.contains(president) && !side.contains(president) {
+            self.arbit.ignored_prep = Some((from, request, received));
             return;
+        }
+        if self
+            .arbit
+            .ignored_prep
+            .as_ref()
+            .is_some_and(|(f, _, _)| *f == from)
+        {
+            self.arbit.ignored_prep = None;
         }
         let gone: Vec<NodeId> = side.iter().filter(|&n| !self.qmgr.is_alive(n)).collect();
         if !gone.is_empty() {
@@ -820,6 +857,7 @@ impl Kernel {
             .map_or((0, self.arbit_side()), |p| (p.id, p.side));
         // A verdict is for one round: a later one must hear its own.
         self.arbit.verdict_win = None;
+        self.arbit.ignored_prep = None;
         // A side that stops keeps holding them: nothing more is acknowledged on its way down
         // (sim seed 0xa20000b3: a node that had just decided to stop made and answered a
         // CREATE INDEX the other side never had).

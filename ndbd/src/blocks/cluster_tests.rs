@@ -3319,3 +3319,52 @@ fn a_late_copy_of_an_index_entry_does_not_come_back_after_a_write_moved_the_row(
         "a row with value {v0}, which no row has: refused as a duplicate by a stale index entry"
     );
 }
+
+/// Arbitration off, four data nodes in one node group. Node 2 has restarted: node 1, the
+/// president that let it in, told node 4 that it started and crashed before telling node 3,
+/// which still holds node 2 as being copied to; node 2 crashes too before its retelling reaches
+/// node 3. Node 3, president of {3, 4} in its view, asks node 4 to confirm that side (naming
+/// node 2 as being copied to) while node 4 still holds node 2 for its president: node 4
+/// ignores the request (c09e3d6). Once node 4 sees node 2 fail, node 3 is its president too,
+/// and the side {3, 4} is the one to confirm: it goes on, and no live node is failed. (A
+/// review found node 3 never asking again for an unchanged side, and failing node 4 after
+/// ArbitrationTimeout.)
+#[test]
+fn a_prep_failreq_ignored_for_a_started_president_is_confirmed_once_its_sender_presides() {
+    let mut sim = Sim::with_nodes_replicas(4, None, Some(4));
+    sim.kernels
+        .get_mut(&NodeId(3))
+        .unwrap()
+        .qmgr
+        .copying
+        .insert(NodeId(2));
+    // Nodes 1 and 2 crash; node 4 sees node 1 go first (its report to node 2 is lost).
+    sim.kernels.remove(&NodeId(1));
+    sim.kernels.remove(&NodeId(2));
+    sim.sees_close(NodeId(4), NodeId(1));
+    // Node 3 sees node 1 go: its PREP_FAILREQ for {3, 4} reaches node 4, which ignores it.
+    sim.sees_close(NodeId(3), NodeId(1));
+    // Then both see node 2 go.
+    sim.sees_close(NodeId(3), NodeId(2));
+    sim.sees_close(NodeId(4), NodeId(2));
+    let start = Instant::now();
+    for ms in [
+        10u64, 20, 30, 40, 50, 100, 200, 500, 1000, 2000, 4000, 8000, 16000, 32000,
+    ] {
+        let at = start + Duration::from_millis(ms);
+        for node in [NodeId(4), NodeId(3)] {
+            if sim.kernels.contains_key(&node) {
+                tick_node(&mut sim, node, at);
+            }
+        }
+    }
+    assert!(
+        !sim.kernels[&NodeId(3)].has_failed(NodeId(4)),
+        "node 3 failed node 4, which was alive and on its side"
+    );
+    for node in [NodeId(3), NodeId(4)] {
+        let kernel = sim.kernels.get_mut(&node).unwrap();
+        assert_eq!(kernel.take_fatal(), None, "node {node} stopped");
+        assert!(!kernel.tc.commits_held(), "node {node} serves again");
+    }
+}
