@@ -751,6 +751,9 @@ impl Kernel {
         // Kept, though: should the president fail first, the sender presides here too.
         let president = self.arbit_president();
         if president != from && named.contains(president) && !side.contains(president) {
+            if self.arbit.ignored_prep.is_none() {
+                tracing::debug!(%from, %president, "PREP_FAILREQ counts this node's president as still being copied to: taken again each tick until its sender presides here or has heard of the start");
+            }
             self.arbit.ignored_prep = Some((from, request, received));
             return;
         }
