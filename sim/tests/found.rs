@@ -2184,6 +2184,23 @@ fn a_master_by_node_restart_runs_no_change_before_every_node_holds_it_master() {
     replay(&[0xb6000fbb], &options);
 }
 
+/// Seed 0xf10001ed, every handled fault kind with `crash-starting` and `drop` (no `index`;
+/// found at fb6746e with `index` too): the final full read of the bank sums to 10874, not
+/// 11000 (off by -126, the amount of transfer 18, account 6 to 9, acknowledged in GCI 14;
+/// two system restarts follow, at GCI 14 and then at GCI 15 of the second history, with a
+/// crash during the first and the scratch table dropped by the restart's agreement). It
+/// passes before 41d2c4b (the restart's agreement on the id counter, which also sends
+/// DICT_RESTART_DROP in every system restart), which changes the schedule; whether that
+/// change causes the loss or only shows it is not known yet. Not fixed.
+#[test]
+#[ignore = "unfixed: a bank transfer half there after two system restarts (seed 0xf10001ed)"]
+fn unfixed_a_transfer_is_whole_after_two_system_restarts() {
+    replay(
+        &[0xf10001ed],
+        &handled_with(&[Fault::CrashStarting, Fault::Drop]),
+    );
+}
+
 /// Every fault kind the cluster handles (`Fault::HANDLED`) and `extra`.
 fn handled_with(extra: &[Fault]) -> Options {
     Options {
