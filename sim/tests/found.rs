@@ -2186,12 +2186,15 @@ fn a_master_by_node_restart_runs_no_change_before_every_node_holds_it_master() {
 
 /// Seed 0xf10001ed, every handled fault kind with `crash-starting` and `drop` (no `index`;
 /// found at fb6746e with `index` too): the final full read of the bank sums to 10874, not
-/// 11000 (off by -126, the amount of transfer 18, account 6 to 9, acknowledged in GCI 14;
-/// two system restarts follow, at GCI 14 and then at GCI 15 of the second history, with a
-/// crash during the first and the scratch table dropped by the restart's agreement). It
-/// passes before 41d2c4b (the restart's agreement on the id counter, which also sends
-/// DICT_RESTART_DROP in every system restart), which changes the schedule; whether that
-/// change causes the loss or only shows it is not known yet. Not fixed.
+/// 11000. A first system restart chose GCI 14 (the GCIs after it were given again); data
+/// node 2, stopped by a full disk, began a node restart that wrote it an empty sysfile and
+/// failed; at the second system restart (GCI 15 of the second history) node 2 reported
+/// restorable GCI 0, yet the restart had it restore its old local checkpoint and replay its
+/// redo log up to GCI 15 (30 changes): records of the first history's GCI 15, lost at the
+/// first restart, came back on its replicas. A node whose sysfile names nothing restorable
+/// must restore nothing of its own (or its files be cut at the history it belongs to). It
+/// passes before 41d2c4b only because that commit's extra DICT_RESTART_DROP moves the
+/// schedule. Not fixed.
 #[test]
 #[ignore = "unfixed: a bank transfer half there after two system restarts (seed 0xf10001ed)"]
 fn unfixed_a_transfer_is_whole_after_two_system_restarts() {
