@@ -548,15 +548,10 @@ impl Kernel {
     /// gave again, so that a system restart counts them in (seed 0x1a13bbc21: a node whose
     /// checkpoint after its copy covered the restart GCI was taken for stale, its sysfile
     /// naming no restart, and its group could not restart).
-    /// They also say (`cut_pending`) that no system restart past the last of `restarts` may
-    /// restore from this node's redo log: from here until the local checkpoint after the copy
-    /// is restorable, it holds the writes this node takes while its rows are copied, but not
-    /// the copied rows, beside an older local checkpoint (sim seed 0xf10001ed: a system
-    /// restart restored them, the sysfile naming no GCI, and a transfer came back in half).
     fn write_empty_sysfile(&mut self, restarts: Vec<RestartId>) {
         let nothing = Sysfile {
             restorable_gci: 0,
-            cut_pending: true,
+            cut_pending: false,
             restarts,
         }
         .file_bytes(u32::from(self.me.0));
