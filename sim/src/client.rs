@@ -888,12 +888,7 @@ impl Client {
         // data node it has a link to, which refuses with 702 until the link comes up.
         let master = self.data_nodes[0];
         let non_master = *self.data_nodes.last().unwrap_or(&master);
-        let reachable = self
-            .data_nodes
-            .iter()
-            .copied()
-            .find(|n| self.links_up.contains(n))
-            .unwrap_or(master);
+        let reachable = self.reachable();
         let to = if which == first_table(ctx.shared)
             && !retry_on_master
             && ctx.shared.schema_to_non_master
@@ -927,20 +922,7 @@ impl Client {
             columns: vec!["value".into()],
         }
         .encode(&mut payload);
-        let to = self
-            .data_nodes
-            .iter()
-            .copied()
-            .find(|n| self.links_up.contains(n))
-            .unwrap_or(self.data_nodes[0]);
-        self.send_request(
-            ctx,
-            to,
-            Kind::CreateIndex,
-            gsn::CREATE_INDEX_REQ,
-            block::DBDICT,
-            payload,
-        );
+        self.send_to_dict(ctx, Kind::CreateIndex, gsn::CREATE_INDEX_REQ, payload);
     }
 
     fn populate(&mut self, ctx: &mut Ctx<'_>, which: usize) {
@@ -2127,6 +2109,13 @@ impl Client {
             .unwrap_or(self.data_nodes[0])
     }
 
+    /// A schema request to the first data node this client reaches (the master, or one that
+    /// refuses with 702 until the master's link is up).
+    fn send_to_dict(&mut self, ctx: &mut Ctx<'_>, kind: Kind, signal: u16, payload: Vec<u8>) {
+        let to = self.reachable();
+        self.send_request(ctx, to, kind, signal, block::DBDICT, payload);
+    }
+
     /// CREATE INDEX: a unique hash index over the bank's (balance, id), or an ordered index
     /// over its balance.
     fn create_bank_index(&mut self, ctx: &mut Ctx<'_>) {
@@ -2143,15 +2132,7 @@ impl Client {
             columns,
         }
         .encode(&mut payload);
-        let to = self.reachable();
-        self.send_request(
-            ctx,
-            to,
-            Kind::CreateBankIndex,
-            gsn::CREATE_INDEX_REQ,
-            block::DBDICT,
-            payload,
-        );
+        self.send_to_dict(ctx, Kind::CreateBankIndex, gsn::CREATE_INDEX_REQ, payload);
     }
 
     /// The bank index's create ended: done (CONF; 721 once an earlier attempt whose answer
@@ -2194,22 +2175,9 @@ impl Client {
 
     /// DROP INDEX of the bank's index.
     fn drop_bank_index(&mut self, ctx: &mut Ctx<'_>) {
-        let mut payload = Vec::new();
-        IndexName {
-            table: table_def(BANK).name,
-            index: BANK_INDEX.into(),
-        }
-        .encode(&mut payload);
-        let to = self.reachable();
+        let payload = bank_index_name();
         ctx.shared.bank_index_drop_sent = true;
-        self.send_request(
-            ctx,
-            to,
-            Kind::DropBankIndex,
-            gsn::DROP_INDEX_REQ,
-            block::DBDICT,
-            payload,
-        );
+        self.send_to_dict(ctx, Kind::DropBankIndex, gsn::DROP_INDEX_REQ, payload);
     }
 
     /// The bank index's drop ended: done (CONF; 4243 once an earlier attempt whose answer was
@@ -2240,21 +2208,8 @@ impl Client {
 
     /// The final check's look-up of the bank's index (GET_INDEX_REQ).
     fn get_bank_index(&mut self, ctx: &mut Ctx<'_>) {
-        let mut payload = Vec::new();
-        IndexName {
-            table: table_def(BANK).name,
-            index: BANK_INDEX.into(),
-        }
-        .encode(&mut payload);
-        let to = self.reachable();
-        self.send_request(
-            ctx,
-            to,
-            Kind::GetBankIndex,
-            gsn::GET_INDEX_REQ,
-            block::DBDICT,
-            payload,
-        );
+        let payload = bank_index_name();
+        self.send_to_dict(ctx, Kind::GetBankIndex, gsn::GET_INDEX_REQ, payload);
     }
 
     /// The index found: every account is read through it next (a failure once its drop was
@@ -2366,18 +2321,8 @@ impl Client {
     fn drop_scratch(&mut self, ctx: &mut Ctx<'_>) {
         let mut payload = Vec::new();
         signals::encode_name(&mut payload, SCRATCH_NAME);
-        let to = (self.data_nodes.iter().copied())
-            .find(|n| self.links_up.contains(n))
-            .unwrap_or(self.data_nodes[0]);
         ctx.shared.drops_sent += 1;
-        self.send_request(
-            ctx,
-            to,
-            Kind::DropTable,
-            gsn::DROP_TABLE_REQ,
-            block::DBDICT,
-            payload,
-        );
+        self.send_to_dict(ctx, Kind::DropTable, gsn::DROP_TABLE_REQ, payload);
     }
 
     /// The scratch table's drop ended: done (709: an earlier one whose answer was lost
@@ -2996,6 +2941,17 @@ fn retried(ended: &Ended) -> Option<bool> {
         )),
         _ => None,
     }
+}
+
+/// The bank index's name (DROP_INDEX_REQ, GET_INDEX_REQ).
+fn bank_index_name() -> Vec<u8> {
+    let mut payload = Vec::new();
+    IndexName {
+        table: table_def(BANK).name,
+        index: BANK_INDEX.into(),
+    }
+    .encode(&mut payload);
+    payload
 }
 
 /// The GCI a commit's TC_EXECUTE_CONF named.
