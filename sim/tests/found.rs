@@ -2185,25 +2185,18 @@ fn a_master_by_node_restart_runs_no_change_before_every_node_holds_it_master() {
 }
 
 /// Seed 0xf10001ed, every handled fault kind with `crash-starting` and `drop` (no `index`;
-/// found at fb6746e with `index` too): the final full read of the bank sums to 10874, not
-/// 11000. A first system restart chose GCI 14 (the GCIs after it were given again); data
-/// node 2, stopped by a full disk, began a node restart that wrote it an empty sysfile and
-/// failed; at the second system restart (GCI 15 of the second history) node 2 reported
-/// restorable GCI 0 (its sysfile: no GCI, the restart history up to GCI 14), yet restored its
-/// own local checkpoint and replayed its redo log up to GCI 15 (30 changes; `restart.rs`
-/// lets a node whose sysfile names no GCI restore what its redo log holds, for the first
-/// global checkpoint's sake). The likely cause: files a node restart set aside, or a redo
-/// log with part of GCI 15, taken for current: node 2 had restored its own files up to GCI
-/// 14 in a node restart, taken writes into its redo log while its rows were copied (the
-/// copied rows are not in it), and stopped (a full disk) before its local checkpoint after
-/// the copy was restorable. Tried and reverted: marking every sysfile a node restart writes
-/// as cut pending fixes this seed, but refuses nodes whose files were the only ones that
-/// could restore their group (11 liveness failures, 2308, in 41 000 seeds). The fix must
-/// tell those files apart. It passes before 41d2c4b only, it seems, because that commit's
-/// extra DICT_RESTART_DROP moves the schedule. Not fixed.
+/// found at fb6746e with `index` too): the final full read of the bank summed to 10874, not
+/// 11000. Data node 2 crashed in a system restart at GCI 14 before it cut its logs (its
+/// sysfile: GCI 14, the cut pending; its redo log still held GCI 15 of the era before), then
+/// restored its own files up to 14 in a node restart; at START_PERMCONF the sysfile written
+/// over them before they go named no GCI and no pending cut, and its disk filled before they
+/// went. The next system restart, at GCI 15 of the second era, let it replay its redo log to
+/// GCI 15 of the first. The sysfile that names no GCI over files kept now carries their cut
+/// still pending, and the node restores no GCI past that restart (it joins by node restart).
+/// (Marking every sysfile a node restart writes as cut pending, tried first, refused nodes
+/// whose files after the copy were their group's only restorable ones: 2308.)
 #[test]
-#[ignore = "unfixed: a bank transfer half there after two system restarts (seed 0xf10001ed)"]
-fn unfixed_a_transfer_is_whole_after_two_system_restarts() {
+fn a_transfer_is_whole_after_two_system_restarts() {
     replay(
         &[0xf10001ed],
         &handled_with(&[Fault::CrashStarting, Fault::Drop]),

@@ -91,8 +91,9 @@ pub(crate) struct NodeRestarts {
     files: bool,
     /// This node restored its own files, or set them aside unrestored (not `--initial`), and
     /// is not let in yet: they stay on disk as they were (a crash meanwhile finds them again)
-    /// and go at START_PERMCONF. The restart history their sysfile names.
-    files_kept: Option<Vec<RestartId>>,
+    /// and go at START_PERMCONF. What their sysfile names besides its GCI: the restart history,
+    /// and whether that restart's cut of the logs was pending (`Sysfile::cut_pending`).
+    files_kept: Option<Sysfile>,
     /// After the copy: the sysfile and schema log wait until a local checkpoint with at least
     /// this id is restorable.
     hold: Option<u32>,
@@ -485,21 +486,26 @@ impl Kernel {
         let had_files = self.node_restart_forget_files();
         match had_files {
             // Nothing was read: the files go, named by no restart.
-            Some(_) if initial => self.node_restart_remove_files(Vec::new()),
+            Some(_) if initial => self.node_restart_remove_files(Sysfile::default()),
             _ => self.node_restart.files_kept = had_files,
         }
     }
 
     /// The restore is over: the files' state in memory goes (a new redo log and local
-    /// checkpoint start after the copy). The restart history their sysfile names; `None` when
+    /// checkpoint start after the copy). What their sysfile names, with no GCI: the restart
+    /// history, and whether the cut of the logs at that restart was pending; `None` when
     /// there were none.
-    fn node_restart_forget_files(&mut self) -> Option<Vec<RestartId>> {
+    fn node_restart_forget_files(&mut self) -> Option<Sysfile> {
         let restart = self.restart.take()?;
         self.node_restart.files = true;
         self.lqh.redo = None;
         self.dict_log = DictLog::default();
         self.lcps = Lcps::default();
-        Some(restart.restarts)
+        Some(Sysfile {
+            restorable_gci: 0,
+            cut_pending: restart.cut_pending,
+            restarts: restart.restarts,
+        })
     }
 
     /// The files on disk go: once the president let this node in after it restored them
@@ -509,12 +515,16 @@ impl Kernel {
     /// copies are overwritten with one that names no restorable GCI, and synced: a removal is
     /// durable only once its directory is synced, and a crash must never leave the old
     /// sysfile beside a redo log that this run began anew (the next start would restore from
-    /// it). That sysfile names `own`, the restart history the files' own sysfile named: until
+    /// it). That sysfile names what `own`, the files' own sysfile, named but its GCI: until
     /// they are gone, their local checkpoints and redo log may hold GCIs of an era a later
     /// system restart gave again, which only a sysfile naming that restart lets a start trust
     /// (it once named the cluster's history beside the files' own restart GCI, and a start
     /// would have counted such files as current: `restart.rs`'s `standing` reads the
-    /// history).
+    /// history), and, when the files' restart had not cut their logs yet, so says it (seed
+    /// 0xf10001ed: node 2 crashed in a system restart at GCI 14 before its cut, restored its
+    /// own files up to 14 in a node restart, and its disk filled before they went; a sysfile
+    /// naming no GCI and no pending cut let the next system restart, at GCI 15, replay its
+    /// uncut redo log's GCI 15 of the era before the first: half a bank transfer).
     /// NDBFS runs the requests one after the other, and none after one failed (`FailStop`):
     /// the second copy is touched only once the first is synced, as a save's are
     /// (`gcp_copy`). Then the schema log, the local checkpoints and the redo log go, and both
@@ -525,10 +535,10 @@ impl Kernel {
     /// take part in; its empty sysfile, naming that restart, was written and a crash came
     /// before its old files went, and the next system restart took its checkpoint of GCI 4
     /// from before that restart, a GCI given again since).
-    fn node_restart_remove_files(&mut self, own: Vec<RestartId>) {
+    fn node_restart_remove_files(&mut self, own: Sysfile) {
         self.node_restart.files_kept = None;
         self.node_restart.unsaved = true;
-        self.write_empty_sysfile(own);
+        self.write_empty_sysfile(own.restarts, own.cut_pending);
         let parts = self.durability.no_of_fragment_log_parts;
         let schema_dir = SCHEMA_LOG
             .rsplit_once('/')
@@ -540,18 +550,18 @@ impl Kernel {
         })) {
             self.fs.push(FsOp::Remove { path }, FsWait::Nothing);
         }
-        self.write_empty_sysfile(self.gcp.restarts.clone());
+        self.write_empty_sysfile(self.gcp.restarts.clone(), false);
     }
 
-    /// Both sysfile copies name no GCI, each synced in turn, and the restart history
-    /// `restarts`: the cluster's, once this node's files hold nothing of GCIs its last restart
-    /// gave again, so that a system restart counts them in (seed 0x1a13bbc21: a node whose
-    /// checkpoint after its copy covered the restart GCI was taken for stale, its sysfile
-    /// naming no restart, and its group could not restart).
-    fn write_empty_sysfile(&mut self, restarts: Vec<RestartId>) {
+    /// Both sysfile copies name no GCI, each synced in turn, the restart history `restarts`,
+    /// and `cut_pending`: the cluster's history and no cut, once this node's files hold
+    /// nothing of GCIs its last restart gave again, so that a system restart counts them in
+    /// (seed 0x1a13bbc21: a node whose checkpoint after its copy covered the restart GCI was
+    /// taken for stale, its sysfile naming no restart, and its group could not restart).
+    fn write_empty_sysfile(&mut self, restarts: Vec<RestartId>, cut_pending: bool) {
         let nothing = Sysfile {
             restorable_gci: 0,
-            cut_pending: false,
+            cut_pending,
             restarts,
         }
         .file_bytes(u32::from(self.me.0));
@@ -597,7 +607,7 @@ impl Kernel {
     /// confirms it, and the node asks to be let in.
     pub(crate) fn node_restart_restored(&mut self, gci: u32, out: &mut dyn Outbox, now: Instant) {
         self.node_restart.files_kept = self.node_restart_forget_files();
-        let own = (self.node_restart.files_kept.as_ref()).and_then(|h| h.last().copied());
+        let own = (self.node_restart.files_kept.as_ref()).and_then(|s| s.restarts.last().copied());
         let rows = self.lqh.mark_restored();
         tracing::info!(
             gci,
@@ -816,7 +826,7 @@ impl Kernel {
             self.node_restart_remove_files(own);
         } else if self.node_restart.files {
             // Dropped before this node asked: the sysfile names the cluster's restart now.
-            self.write_empty_sysfile(conf.restarts.clone());
+            self.write_empty_sysfile(conf.restarts.clone(), false);
         }
         // The same restart, by number and GCI: two restarts can share a GCI, and the second
         // gives the GCIs after it again as the first did.

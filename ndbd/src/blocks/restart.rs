@@ -111,7 +111,7 @@ pub(crate) struct Restart {
     /// The sysfile read was written by a system restart's restore at its last restart's GCI
     /// before it cut the logs, and the cut may not have reached the disk: no GCI past it is
     /// restored.
-    cut_pending: bool,
+    pub(crate) cut_pending: bool,
     /// The restart history the sysfile read names (`Sysfile::restarts`).
     pub(crate) restarts: Vec<RestartId>,
     /// The cluster's restart history, this restart last, once the master said.
