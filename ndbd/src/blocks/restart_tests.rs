@@ -1315,8 +1315,8 @@ fn a_restart_numbered_anew_by_a_new_master_is_in_the_sysfile_before_the_node_ser
 /// Node 1's schema log holds a second table, `u`, created in GCI 1, that node 2's lacks (a
 /// DICT master that failed before passing the create on, or a takeover's undo not logged by
 /// the crash). The system restart must bring back one dictionary: `u` was never acknowledged,
-/// so it is dropped on node 1, and the drop is logged, so the next restart agrees too; table
-/// `t`, which both hold, keeps its rows.
+/// so it is dropped on node 1, and the drop is logged, so the next restart agrees too (and
+/// node 2's raised id counter is logged); table `t`, which both hold, keeps its rows.
 #[test]
 fn a_system_restart_drops_a_table_some_restored_node_lacks() {
     let config = config();
@@ -1347,7 +1347,22 @@ fn a_system_restart_drops_a_table_some_restored_node_lacks() {
         ],
         "node 1 logged the drop in the restarted cluster's first GCI"
     );
+    // Node 2 held nothing to drop, but its id counter rose to node 1's: logged, so that its
+    // log alone never gives id 2 again.
+    let log = &disks[1].0[super::dict::log::SCHEMA_LOG];
+    let changes = super::dict::log::logged_changes(&log[format::HEADER_BYTES..]);
+    assert_eq!(
+        changes,
+        vec![
+            (gsn::CREATE_TABLE_REQ, 1),
+            (super::dict::agree::COUNTER_RECORD, 2)
+        ],
+        "node 2 logged the agreed id counter in the restarted cluster's first GCI"
+    );
     let cluster = Cluster::restart(disks);
+    for (kernel, _) in &cluster.nodes {
+        assert_eq!(kernel.dict.next_id(), 3, "the counter replayed");
+    }
     assert_eq!(cluster.fatal, vec![None, None]);
     assert_eq!(held(&cluster, "u"), vec![false, false]);
     assert_eq!(held(&cluster, "t"), vec![true, true]);

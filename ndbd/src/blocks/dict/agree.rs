@@ -53,6 +53,10 @@ pub(crate) type Object = (u32, String, String);
 /// cannot pass the configured maxima, which are far below this.
 const OBJECTS_MAX: u32 = 1 << 16;
 
+/// A schema log record that changes nothing but the id counter: its `first_id` is the
+/// counter a system restart agreed (DICT_RESTART_DROP's), and it has no request.
+pub(crate) const COUNTER_RECORD: u16 = gsn::DICT_RESTART_DROP;
+
 /// `count u32 | per object: id u32 | table str16 | index str16 | next_id u32`.
 pub(crate) fn encode_objects(objects: &[Object], next_id: u32, out: &mut Vec<u8>) {
     let mut w = Writer::new(out);
@@ -201,13 +205,23 @@ impl Kernel {
 
     /// Drops each of `lacked` this node holds (an index whose table goes too goes with it),
     /// logging each drop in the first GCI of the restarted cluster, and takes id counter
-    /// `next_id` (the highest of the restoring nodes').
+    /// `next_id` (the highest of the restoring nodes'). A counter this raises is logged too
+    /// (`COUNTER_RECORD`), so that a restart that replays this node's log alone never gives
+    /// again an id another node's log holds.
     fn drop_lacked(&mut self, lacked: &[Object], next_id: u32, out: &mut dyn Outbox, now: Instant) {
         let Some(restart_gci) = self.restart.as_ref().and_then(|r| r.gci) else {
             return;
         };
-        self.dict.advance_next_id(next_id);
         let gci = u64::from(restart_gci + 1) << 32;
+        if next_id > self.dict.next_id() {
+            self.dict.advance_next_id(next_id);
+            let counter = SchemaChange {
+                signal: COUNTER_RECORD,
+                first_id: next_id,
+                request: Vec::new(),
+            };
+            self.dict_log.append(gci, &counter);
+        }
         let held = self.dict_objects();
         let dropped_tables: Vec<&str> = (lacked.iter())
             .filter(|o| held.contains(o) && o.2.is_empty())

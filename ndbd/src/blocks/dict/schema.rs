@@ -1193,9 +1193,12 @@ impl Kernel {
         out: &mut dyn Outbox,
         now: Instant,
     ) -> Result<(), NdbError> {
+        self.dict.advance_next_id(change.first_id);
+        if change.signal == super::agree::COUNTER_RECORD && change.request.is_empty() {
+            return Ok(());
+        }
         check_payload(change.signal, &change.request)
             .map_err(|e| NdbError::with_detail(4000, e.0))?;
-        self.dict.advance_next_id(change.first_id);
         self.apply_schema_change(change.signal, &change.request, out, now)
             .map(|_| ())
     }
