@@ -222,7 +222,8 @@ fn decode_node(r: &mut Reader<'_>, depth: usize, nodes: &mut usize) -> Result<Fi
 }
 
 /// Checks a filter against a table: every column exists and every constant fits its column's
-/// type (4004 and 4209 otherwise), so evaluation never meets a type mismatch.
+/// type (4004 and 4209 otherwise), so evaluation never meets a type mismatch; no comparison
+/// names a BLOB or TEXT column, whose rows hold only heads (4264).
 pub fn check_filter(def: &TableDef, filter: &Filter) -> Result<(), NdbError> {
     match filter {
         Filter::Cmp { column, value, .. } => {
@@ -232,6 +233,16 @@ pub fn check_filter(def: &TableDef, filter: &Filter) -> Result<(), NdbError> {
                     format!("filter names column {column} of table {}", def.name),
                 ));
             };
+            if crate::blob::size_of(cdef.column_type).is_some() {
+                return Err(NdbError::with_detail(
+                    4264,
+                    format!(
+                        "Invalid usage of blob attribute: a filter compares column {} ({}); \
+                         only IS NULL and IS NOT NULL may name it",
+                        cdef.name, cdef.column_type
+                    ),
+                ));
+            }
             if *value == Value::Null || !value.fits(cdef.column_type) {
                 return Err(NdbError::with_detail(
                     4209,

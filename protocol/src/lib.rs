@@ -7,7 +7,8 @@
 //!
 //! - [`codec`]: a bounds-checked little-endian reader and a writer.
 //! - [`schema`]: column types, values, table definitions, lock modes, execute types;
-//!   [`decimal`] and [`time`]: the DECIMAL and TIME types' values and their text.
+//!   [`decimal`] and [`time`]: the DECIMAL and TIME types' values and their text; [`blob`]:
+//!   BLOB and TEXT columns' heads and parts tables.
 //! - [`error`]: NDB's error codes with their classification (temporary or permanent).
 //! - [`gsn`]: every signal number, in one list.
 //! - [`signals`]: the payload of each signal between API and data nodes.
@@ -29,6 +30,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod blob;
 pub mod codec;
 pub mod decimal;
 pub mod dih;
@@ -51,6 +53,6 @@ pub use codec::{DecodeError, Reader, Writer};
 pub use error::{ErrorClass, NdbError};
 pub use ids::TransId;
 pub use schema::{
-    AbortOption, ColumnDef, ColumnType, ExecType, IndexKind, LockMode, OperationType, TableDef,
-    Value,
+    AbortOption, BlobSize, ColumnDef, ColumnType, ExecType, IndexKind, LockMode, OperationType,
+    TableDef, Value,
 };

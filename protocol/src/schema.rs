@@ -1,5 +1,6 @@
 //! Tables, columns, values and the small enums every operation carries.
 
+pub use crate::blob::BlobSize;
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::error::NdbError;
 use std::fmt;
@@ -69,6 +70,14 @@ pub enum ColumnType {
     /// NDB's Time2 (MySQL TIME(fsp)): microseconds, ±838:59:59, a multiple of 10^(6 − fsp),
     /// carried by [`Value::Int64`] (see [`crate::time`]).
     Time(u8),
+    /// NDB's Blob (MySQL TINYBLOB, BLOB, MEDIUMBLOB, LONGBLOB): bytes, up to the size's
+    /// longest. The row holds a head (its length and first 256 bytes) carried by
+    /// [`Value::Varbinary`], a parts table the rest ([`crate::blob`]); the API node reads and
+    /// writes whole values as `Varbinary`.
+    Blob(BlobSize),
+    /// NDB's Text (MySQL TINYTEXT … LONGTEXT): as [`ColumnType::Blob`], of UTF-8 text; the API
+    /// node reads and writes whole values as `Varchar`.
+    Text(BlobSize),
 }
 
 impl fmt::Display for ColumnType {
@@ -87,6 +96,8 @@ impl fmt::Display for ColumnType {
             ColumnType::Float64 => write!(f, "Float64"),
             ColumnType::Varchar(n) => write!(f, "Varchar({n})"),
             ColumnType::Varbinary(n) => write!(f, "Varbinary({n})"),
+            ColumnType::Blob(size) => write!(f, "Blob({size:?})"),
+            ColumnType::Text(size) => write!(f, "Text({size:?})"),
             ColumnType::Date => write!(f, "Date"),
             ColumnType::Datetime(fsp) => write!(f, "Datetime({fsp})"),
             ColumnType::Timestamp(fsp) => write!(f, "Timestamp({fsp})"),
@@ -121,7 +132,11 @@ impl ColumnType {
             | ColumnType::Datetime(_)
             | ColumnType::Timestamp(_)
             | ColumnType::Char(_) => 6,
-            ColumnType::Varbinary(_) | ColumnType::Binary(_) | ColumnType::Decimal(..) => 7,
+            ColumnType::Varbinary(_)
+            | ColumnType::Binary(_)
+            | ColumnType::Decimal(..)
+            | ColumnType::Blob(_)
+            | ColumnType::Text(_) => 7,
         }
     }
 
@@ -151,7 +166,9 @@ impl ColumnType {
             | ColumnType::Year
             | ColumnType::Bit(_)
             | ColumnType::Decimal(..)
-            | ColumnType::Time(_) => return None,
+            | ColumnType::Time(_)
+            | ColumnType::Blob(_)
+            | ColumnType::Text(_) => return None,
         })
     }
 
@@ -522,6 +539,15 @@ impl TableDef {
                     ),
                 ));
             }
+            if c.primary_key && crate::blob::size_of(c.column_type).is_some() {
+                return Err((
+                    4264,
+                    format!(
+                        "Invalid usage of blob attribute: column {} is {} and cannot be in the primary key",
+                        c.name, c.column_type
+                    ),
+                ));
+            }
             if c.primary_key && c.nullable {
                 return Err((
                     740,
@@ -580,6 +606,8 @@ impl TableDef {
                 ColumnType::Bit(n) => (21, u16::from(n)),
                 ColumnType::Decimal(p, s) => (22, u16::from(p) << 8 | u16::from(s)),
                 ColumnType::Time(fsp) => (23, u16::from(fsp)),
+                ColumnType::Blob(size) => (24, size.code()),
+                ColumnType::Text(size) => (25, size.code()),
             };
             let flags = u8::from(c.nullable)
                 | (u8::from(c.primary_key) << 1)
@@ -654,6 +682,15 @@ impl TableDef {
                         .filter(|&f| f <= FSP_MAX)
                         .ok_or_else(|| r.error(format!("{len} fraction digits")))?,
                 ),
+                24 | 25 => {
+                    let size = BlobSize::from_code(len)
+                        .ok_or_else(|| r.error(format!("blob size code {len}")))?;
+                    if tag == 24 {
+                        ColumnType::Blob(size)
+                    } else {
+                        ColumnType::Text(size)
+                    }
+                }
                 t => return Err(r.error(format!("unknown column type tag {t}"))),
             };
             if flags & !7 != 0 {
@@ -701,6 +738,9 @@ impl Value {
             | ColumnType::Char(n)
             | ColumnType::Binary(n) => 3 + usize::from(n),
             ColumnType::Decimal(p, s) => 3 + crate::decimal::bin_size(p, s),
+            ColumnType::Blob(_) | ColumnType::Text(_) => {
+                3 + crate::blob::LENGTH_BYTES + crate::blob::INLINE_BYTES
+            }
             // By the carrier: 4 or 8 bytes, or a date or time type's text.
             t => match t.value_tag() {
                 1 | 2 => 5,
@@ -730,6 +770,9 @@ impl Value {
             (Value::Varchar(s), t) if t.value_tag() == 6 => t.admits_text(s),
             (Value::Varbinary(b), ColumnType::Varbinary(n)) => b.len() <= usize::from(n),
             (Value::Varbinary(b), ColumnType::Binary(n)) => b.len() == usize::from(n),
+            (Value::Varbinary(b), ColumnType::Blob(size) | ColumnType::Text(size)) => {
+                crate::blob::head_length(b, size).is_some()
+            }
             _ => false,
         }
     }

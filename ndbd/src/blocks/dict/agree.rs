@@ -107,7 +107,9 @@ impl Kernel {
     pub(crate) fn dict_objects(&self) -> Vec<Object> {
         let mut objects = Vec::new();
         for id in self.dict.table_ids() {
-            let Some(table) = self.dict.get(id).filter(|t| t.hidden_for.is_none()) else {
+            // Blob parts tables come and go with their table.
+            let own = |t: &&super::Table| t.hidden_for.is_none() && t.parts_of.is_none();
+            let Some(table) = self.dict.get(id).filter(own) else {
                 continue;
             };
             let name = &table.info.def.name;

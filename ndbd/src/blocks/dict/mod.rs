@@ -5,6 +5,12 @@
 //! key encoding. The hidden table has fragments like any table (partitioned by the unique key)
 //! but no name in the table namespace. An ordered index has no table: TUX keeps one ordered
 //! structure per fragment of its base table.
+//!
+//! A BLOB or TEXT column (but a TINY one) has a *parts table* (`rndb_protocol::blob`),
+//! created with its table in the same schema change (the next ids, in column order) and
+//! dropped with it. It has a name (`NDB$BLOB_<table id>_<column>`, a prefix no user table may
+//! take) so that API nodes can find it, but no place in table listings or in a system
+//! restart's agreement of the dictionaries: it comes and goes with its table.
 
 pub mod agree;
 pub mod index;
@@ -20,7 +26,7 @@ use rndb_protocol::signals::{
     CreateIndexReq, IndexInfo, ListTablesConf, ListedObject, ObjectKind, TableInfo,
     INDEX_COLUMNS_MAX, LIST_TABLES_OBJECTS_MAX,
 };
-use rndb_protocol::{ColumnDef, ColumnType, IndexKind, NdbError, TableDef, Value};
+use rndb_protocol::{blob, ColumnDef, ColumnType, IndexKind, NdbError, TableDef, Value};
 
 /// The name of the hidden table column that holds the base row's encoded primary key.
 pub const UNIQUE_PK_COLUMN: &str = "NDB$PK";
@@ -56,6 +62,10 @@ pub struct Table {
     pub ordered: Vec<OrderedRef>,
     /// The unique index this table stores, when it is a hidden index table.
     pub hidden_for: Option<u32>,
+    /// The parts tables of its BLOB and TEXT columns.
+    pub parts: Vec<u32>,
+    /// The table whose parts this table holds, when it is a parts table.
+    pub parts_of: Option<u32>,
 }
 
 impl Table {
@@ -119,26 +129,59 @@ impl Dict {
         }
     }
 
-    /// Creates a table: 721 if the name exists, 826 past MaxNoOfTables, 708 past
-    /// MaxNoOfAttributes, definition errors as
-    /// `TableDef::validate` reports them.
+    /// Creates a table and the parts tables of its BLOB and TEXT columns: 721 if the name
+    /// exists, 4241 for a name of the parts tables' prefix, 826 past MaxNoOfTables (which
+    /// parts tables count towards, as in NDB), 708 past MaxNoOfAttributes, definition errors
+    /// as `TableDef::validate` reports them. Nothing is created when any is refused.
     pub fn create(&mut self, def: TableDef, fragment_count: u32) -> Result<&Table, NdbError> {
         def.validate()
             .map_err(|(code, detail)| NdbError::with_detail(code, detail))?;
+        if def.name.starts_with(blob::PARTS_PREFIX) {
+            return Err(NdbError::with_detail(
+                4241,
+                format!(
+                    "table {}: names beginning {} are blob parts tables'",
+                    def.name,
+                    blob::PARTS_PREFIX
+                ),
+            ));
+        }
         if self.by_name.contains_key(&def.name) {
             return Err(NdbError::with_detail(721, format!("table {}", def.name)));
         }
+        let parted: Vec<usize> = blob::parted_columns(&def).collect();
         let visible = self.tables.values().filter(|t| t.hidden_for.is_none());
-        if visible.count() >= self.tables_max as usize {
+        if visible.count() + 1 + parted.len() > self.tables_max as usize {
             return Err(NdbError::with_detail(
                 826,
-                format!("MaxNoOfTables={} reached", self.tables_max),
+                format!(
+                    "MaxNoOfTables={} reached (table {} and its {} blob parts tables)",
+                    self.tables_max,
+                    def.name,
+                    parted.len()
+                ),
             ));
         }
-        self.check_attributes(def.columns.len(), &format!("table {}", def.name))?;
+        let key_columns = def.key_columns().len();
+        let attributes = def.columns.len() + parted.len() * (key_columns + 2);
+        self.check_attributes(attributes, &format!("table {}", def.name))?;
         let table_id = self.insert_table(def, fragment_count, None);
-        let name = self.tables[&table_id].info.def.name.clone();
-        self.by_name.insert(name, table_id);
+        let def = self.tables[&table_id].info.def.clone();
+        self.by_name.insert(def.name.clone(), table_id);
+        for column in parted {
+            let Some(parts_def) = blob::parts_def(&def, table_id, column) else {
+                continue;
+            };
+            let name = parts_def.name.clone();
+            let parts_id = self.insert_table(parts_def, fragment_count, None);
+            if let Some(parts) = self.tables.get_mut(&parts_id) {
+                parts.parts_of = Some(table_id);
+            }
+            self.by_name.insert(name, parts_id);
+            if let Some(table) = self.tables.get_mut(&table_id) {
+                table.parts.push(parts_id);
+            }
+        }
         Ok(&self.tables[&table_id])
     }
 
@@ -156,6 +199,8 @@ impl Dict {
             unique: Vec::new(),
             ordered: Vec::new(),
             hidden_for,
+            parts: Vec::new(),
+            parts_of: None,
         };
         self.tables.insert(table_id, table);
         table_id
@@ -179,19 +224,38 @@ impl Dict {
         id
     }
 
-    /// Drops a table by name with its indexes; returns its id and the ids of its hidden index
-    /// tables, whose fragments go too (709 if there is none).
+    /// The table DROP TABLE `name` would drop: 709 if there is none, 4264 for a blob parts
+    /// table (it goes with its table).
+    pub fn droppable(&self, name: &str) -> Result<&Table, NdbError> {
+        let table = self.by_name(name)?;
+        if let Some(of) = table.parts_of {
+            let of = self.tables.get(&of).map_or("", |t| &t.info.def.name);
+            return Err(NdbError::with_detail(
+                4264,
+                format!("Invalid usage of blob attribute: {name} is the blob parts table of table {of}, and goes with it"),
+            ));
+        }
+        Ok(table)
+    }
+
+    /// Drops a table by name with its indexes and blob parts tables; returns its id and the
+    /// ids of its hidden index tables and parts tables, whose fragments go too (709 if there
+    /// is none, 4264 for a parts table).
     pub fn drop_table(&mut self, name: &str) -> Result<(u32, Vec<u32>), NdbError> {
-        let id = self
-            .by_name
-            .remove(name)
-            .ok_or_else(|| NdbError::with_detail(709, format!("table {name}")))?;
+        let id = self.droppable(name)?.info.table_id;
+        self.by_name.remove(name);
         let mut hidden = Vec::new();
         if let Some(table) = self.tables.remove(&id) {
             for u in &table.unique {
                 self.indexes.remove(&u.index_id);
                 self.tables.remove(&u.hidden_table_id);
                 hidden.push(u.hidden_table_id);
+            }
+            for &parts in &table.parts {
+                if let Some(parts) = self.tables.remove(&parts) {
+                    self.by_name.remove(&parts.info.def.name);
+                }
+                hidden.push(parts);
             }
             for o in &table.ordered {
                 self.indexes.remove(&o.index_id);
@@ -204,14 +268,16 @@ impl Dict {
         Ok((id, hidden))
     }
 
-    /// Marks table `table_id` and its hidden index tables as being dropped (see
-    /// [`Dict::is_dropping`]); returns their ids (none when there is no such table).
+    /// Marks table `table_id`, its hidden index tables and its blob parts tables as being
+    /// dropped (see [`Dict::is_dropping`]); returns their ids (none when there is no such
+    /// table).
     pub fn start_dropping(&mut self, table_id: u32) -> Vec<u32> {
         let Some(table) = self.tables.get(&table_id) else {
             return Vec::new();
         };
         let ids: Vec<u32> = std::iter::once(table_id)
             .chain(table.unique.iter().map(|u| u.hidden_table_id))
+            .chain(table.parts.iter().copied())
             .collect();
         self.dropping.extend(ids.iter().copied());
         ids
@@ -248,13 +314,13 @@ impl Dict {
             .ok_or_else(|| NdbError::with_detail(709, format!("table {name}")))
     }
 
-    /// LIST_TABLES_REQ: the tables (hidden index tables left out) and indexes whose id is
-    /// `from_id` or more, in id order, at most a page of them.
+    /// LIST_TABLES_REQ: the tables (hidden index tables and blob parts tables left out) and
+    /// indexes whose id is `from_id` or more, in id order, at most a page of them.
     pub fn list(&self, from_id: u32) -> ListTablesConf {
         let tables = self
             .tables
             .iter()
-            .filter(|(_, t)| t.hidden_for.is_none())
+            .filter(|(_, t)| t.hidden_for.is_none() && t.parts_of.is_none())
             .map(|(&id, t)| ListedObject {
                 id,
                 kind: ObjectKind::UserTable,
@@ -433,6 +499,13 @@ impl Dict {
             let column = table.info.def.column_index(name).ok_or_else(|| {
                 NdbError::with_detail(4004, format!("table {} has no column {name}", req.table))
             })?;
+            let column_type = table.info.def.columns[column].column_type;
+            if blob::size_of(column_type).is_some() {
+                return Err(NdbError::with_detail(
+                    4264,
+                    format!("Invalid usage of blob attribute: column {name} is {column_type}, which no index may hold"),
+                ));
+            }
             if columns.contains(&column) {
                 return Err(NdbError::with_detail(
                     4317,
@@ -555,5 +628,95 @@ impl Dict {
             table.unique.retain(|u| u.index_id != index_id);
             table.ordered.retain(|o| o.index_id != index_id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rndb_protocol::BlobSize;
+
+    fn with_blobs() -> TableDef {
+        TableDef::new(
+            "t",
+            vec![
+                ColumnDef::key("k", ColumnType::Int32),
+                ColumnDef::nullable("b", ColumnType::Blob(BlobSize::Blob)),
+                ColumnDef::new("tiny", ColumnType::Text(BlobSize::Tiny)),
+                ColumnDef::nullable("t", ColumnType::Text(BlobSize::Long)),
+            ],
+        )
+    }
+
+    /// A table's BLOB and TEXT columns get parts tables (not the TINY one), named for API
+    /// nodes, unlisted, dropped with it and not alone; they count towards MaxNoOfTables.
+    #[test]
+    fn blob_parts_tables_come_and_go_with_their_table() {
+        let mut dict = Dict::new(10, 10, 10, 1000);
+        let table = dict.create(with_blobs(), 2).expect("created");
+        let (id, parts) = (table.info.table_id, table.parts.clone());
+        assert_eq!(parts, vec![id + 1, id + 2], "the next ids, in column order");
+        let b = dict
+            .by_name(&blob::parts_table_name(id, 1))
+            .expect("b's parts");
+        assert_eq!((b.info.table_id, b.parts_of), (id + 1, Some(id)));
+        assert_eq!(
+            b.info.def.columns[2].column_type,
+            ColumnType::Varbinary(2000)
+        );
+        let t = dict
+            .by_name(&blob::parts_table_name(id, 3))
+            .expect("t's parts");
+        assert_eq!(
+            t.info.def.columns[2].column_type,
+            ColumnType::Varbinary(8000)
+        );
+        let listed: Vec<u32> = dict.list(0).objects.iter().map(|o| o.id).collect();
+        assert_eq!(listed, vec![id], "parts tables are not listed");
+        let refused = dict.drop_table(&blob::parts_table_name(id, 1));
+        assert_eq!(refused.map_err(|e| e.code), Err(4264));
+        let name = blob::parts_table_name(id, 1);
+        let user = TableDef::new(&name, vec![ColumnDef::key("k", ColumnType::Int32)]);
+        assert_eq!(
+            dict.create(user, 2).map(|_| ()).map_err(|e| e.code),
+            Err(4241)
+        );
+        assert_eq!(dict.drop_table("t"), Ok((id, vec![id + 1, id + 2])));
+        assert!(dict.by_name(&name).is_err() && dict.get(id + 1).is_none());
+        // Three tables in all: one more than MaxNoOfTables=2 allows.
+        let mut small = Dict::new(2, 10, 10, 1000);
+        assert_eq!(
+            small
+                .create(with_blobs(), 2)
+                .map(|_| ())
+                .map_err(|e| e.code),
+            Err(826)
+        );
+        assert!(small.by_name("t").is_err(), "nothing was created");
+    }
+
+    /// No index may hold a BLOB or TEXT column, and neither may a primary key.
+    #[test]
+    fn blob_columns_are_in_no_key_or_index() {
+        let mut dict = Dict::new(10, 10, 10, 1000);
+        dict.create(with_blobs(), 2).expect("created");
+        for kind in [IndexKind::Ordered, IndexKind::Unique] {
+            let req = CreateIndexReq {
+                table: "t".into(),
+                index: "ix".into(),
+                kind,
+                columns: vec!["tiny".into()],
+            };
+            let refused = dict.create_index(&req, 2).map(|_| ()).map_err(|e| e.code);
+            assert_eq!(refused, Err(4264));
+        }
+        let keyed = TableDef::new(
+            "u",
+            vec![ColumnDef::key("b", ColumnType::Blob(BlobSize::Blob))],
+        );
+        assert_eq!(
+            dict.create(keyed, 2).map(|_| ()).map_err(|e| e.code),
+            Err(4264)
+        );
     }
 }

@@ -601,7 +601,7 @@ impl Kernel {
     ) {
         let table = signals::decode_name(&payload)
             .map_err(|e| NdbError::with_detail(4000, e.to_string()))
-            .and_then(|name| Ok(self.dict.by_name(&name)?.info.table_id));
+            .and_then(|name| Ok(self.dict.droppable(&name)?.info.table_id));
         let table_id = match table {
             Ok(id) => id,
             Err(e) => {
@@ -1142,7 +1142,7 @@ impl Kernel {
         let malformed = |e: rndb_protocol::DecodeError| NdbError::with_detail(4000, e.to_string());
         if signal == gsn::DROP_TABLE_REQ {
             let name = signals::decode_name(payload).map_err(malformed)?;
-            self.dict.by_name(&name).map(|_| ())
+            self.dict.droppable(&name).map(|_| ())
         } else {
             let name = IndexName::decode(payload).map_err(malformed)?;
             self.dict
@@ -1288,7 +1288,8 @@ impl Kernel {
         }
     }
 
-    /// Creates a table here; answers the CONF payload (its id, version and definition).
+    /// Creates a table here, with its blob parts tables; answers the CONF payload (its id,
+    /// version and definition).
     pub(crate) fn apply_create_table(
         &mut self,
         def: rndb_protocol::TableDef,
@@ -1296,7 +1297,10 @@ impl Kernel {
         let fragment_count = self.dih.partition_count();
         let table = self.dict.create(def, fragment_count)?;
         let info: TableInfo = table.info.clone();
-        self.lqh.create_fragments(info.table_id, fragment_count);
+        let parts = table.parts.clone();
+        for id in std::iter::once(info.table_id).chain(parts) {
+            self.lqh.create_fragments(id, fragment_count);
+        }
         tracing::info!(table = %info.def.name, id = info.table_id, "created table");
         let mut conf = Vec::new();
         info.encode(&mut conf);
