@@ -37,6 +37,7 @@
 mod arbiter;
 mod asynch;
 mod auto_increment;
+mod blob;
 mod connect;
 mod connection;
 pub mod ddl;
@@ -66,8 +67,8 @@ pub use rndb_protocol::scan::{BoundType, KeyRange as IndexRange, RangeEnd};
 pub use rndb_protocol::schema::COLUMN_BYTES_MAX;
 pub use rndb_protocol::signals::{ListedObject, ObjectKind};
 pub use rndb_protocol::{
-    AbortOption, ColumnDef, ColumnType, ErrorClass, ExecType, IndexKind, LockMode, NdbError,
-    TableDef, Value,
+    AbortOption, BlobSize, ColumnDef, ColumnType, ErrorClass, ExecType, IndexKind, LockMode,
+    NdbError, TableDef, Value,
 };
 pub use rndb_transporter::connect::is_this_host;
 pub use rndb_transporter::socket_link::KernelTcpBytes;
@@ -186,12 +187,74 @@ pub struct Table(Arc<TableInner>);
 struct TableInner {
     info: TableInfo,
     key_columns: Vec<usize>,
+    /// Its BLOB and TEXT columns, with their parts tables (`blob.rs`).
+    blobs: Vec<blob::BlobColumn>,
 }
 
 impl Table {
     fn new(info: TableInfo) -> Table {
         let key_columns = info.def.key_columns();
-        Table(Arc::new(TableInner { info, key_columns }))
+        let blobs = blob::BlobColumn::of(&info.def);
+        Table(Arc::new(TableInner {
+            info,
+            key_columns,
+            blobs,
+        }))
+    }
+
+    /// This table's handle with the parts tables of its BLOB and TEXT columns, looked up by
+    /// name (4263 when one is missing).
+    fn with_parts(self, cluster: &Cluster) -> Result<Table, Error> {
+        if !self.0.blobs.iter().any(|b| b.size.part_bytes() > 0) {
+            return Ok(self);
+        }
+        let mut blobs = self.0.blobs.clone();
+        for b in blobs.iter_mut().filter(|b| b.size.part_bytes() > 0) {
+            let name = rndb_protocol::blob::parts_table_name(self.id(), b.column);
+            let parts = cluster.get_table(&name).map_err(|e| {
+                Error::ndb_detail(
+                    4263,
+                    format!("Invalid blob attributes or invalid blob parts table: {name}: {e}"),
+                )
+            })?;
+            b.parts = Some(parts);
+        }
+        Ok(Table(Arc::new(TableInner {
+            info: self.0.info.clone(),
+            key_columns: self.0.key_columns.clone(),
+            blobs,
+        })))
+    }
+
+    /// A handle to this table that reads and writes BLOB and TEXT columns as the data node
+    /// holds them: heads in the row, parts as rows of the parts tables (`ndb_restore` copies
+    /// both so).
+    pub fn raw(&self) -> Table {
+        Table(Arc::new(TableInner {
+            info: self.0.info.clone(),
+            key_columns: self.0.key_columns.clone(),
+            blobs: Vec::new(),
+        }))
+    }
+
+    /// The parts tables of its BLOB and TEXT columns (none for a TINY one), by column.
+    pub fn blob_parts_tables(&self) -> Vec<(usize, Table)> {
+        (self.0.blobs.iter())
+            .filter_map(|b| b.parts.clone().map(|p| (b.column, p)))
+            .collect()
+    }
+
+    pub(crate) fn blobs(&self) -> &[blob::BlobColumn] {
+        &self.0.blobs
+    }
+
+    pub(crate) fn blob_column(&self, column: usize) -> Option<&blob::BlobColumn> {
+        self.0.blobs.iter().find(|b| b.column == column)
+    }
+
+    /// True when a BLOB or TEXT column has a parts table.
+    pub(crate) fn has_parts(&self) -> bool {
+        self.0.blobs.iter().any(|b| b.size.part_bytes() > 0)
     }
     pub fn name(&self) -> &str {
         &self.0.info.def.name
@@ -643,7 +706,7 @@ impl Cluster {
         signals::encode_table_def(&mut payload, def);
         let (connection, answers) =
             self.dict_request(gsn::CREATE_TABLE_REQ, &payload, gsn::CREATE_TABLE_CONF)?;
-        table_answer(&connection, &answers, gsn::CREATE_TABLE_CONF)
+        table_answer(&connection, &answers, gsn::CREATE_TABLE_CONF)?.with_parts(self)
     }
 
     /// Looks a table up by name (error 709 when there is none).
@@ -652,7 +715,7 @@ impl Cluster {
         signals::encode_name(&mut payload, name);
         let (connection, answers) =
             self.dict_request(gsn::GET_TABINFO_REQ, &payload, gsn::GET_TABINFO_CONF)?;
-        table_answer(&connection, &answers, gsn::GET_TABINFO_CONF)
+        table_answer(&connection, &answers, gsn::GET_TABINFO_CONF)?.with_parts(self)
     }
 
     /// Every table and index the dictionary holds, in id order (NDB's listObjects), read a

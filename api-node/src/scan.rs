@@ -536,12 +536,25 @@ impl Iterator for Scan<'_> {
     type Item = Result<Vec<Value>, Error>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        match self.next_row() {
-            Ok(row) => row.map(Ok),
-            Err(e) => {
-                // The scan cannot go on after an error; its records are closed.
-                self.abandon();
-                Some(Err(e))
+        loop {
+            let row = match self.next_row() {
+                Ok(Some(row)) if !self.table.blobs().is_empty() => row,
+                Ok(row) => return row.map(Ok),
+                Err(e) => {
+                    // The scan cannot go on after an error; its records are closed.
+                    self.abandon();
+                    return Some(Err(e));
+                }
+            };
+            // A row with BLOB or TEXT values made whole (`crate::blob`); one deleted since
+            // the scan met it is passed over.
+            match crate::blob::fill_scanned(self.cluster, &self.table, row, self.locked) {
+                Ok(Some(row)) => return Some(Ok(row)),
+                Ok(None) => continue,
+                Err(e) => {
+                    self.abandon();
+                    return Some(Err(e));
+                }
             }
         }
     }

@@ -418,6 +418,9 @@ impl<'c> TokioTransaction<'c> {
         index: Option<&Index>,
         options: &ScanOptions,
     ) -> Result<TokioScan<'c>, Error> {
+        if !table.blobs().is_empty() {
+            return Err(crate::blob::unsupported(table, "an awaited scan"));
+        }
         let transaction = &mut self.transaction;
         let scan =
             transaction.send_scan(table, index, options, Connection::register_task_request)?;

@@ -17,6 +17,7 @@ use rndb_protocol::signals::{
 use rndb_protocol::{AbortOption, ExecType, IndexKind, LockMode, NdbError, OperationType, Value};
 use rndb_transporter::{FrameHeader, TransportError};
 
+use crate::blob;
 use crate::connection::Answers;
 use crate::connection::Connection;
 use crate::interpreted::InterpretedCode;
@@ -62,6 +63,9 @@ struct Rare {
     tables: Vec<Table>,
     /// The data nodes other than the TC where its scans attached it.
     scan_nodes: Option<ScanNodes>,
+    /// Reads of rows with BLOB or TEXT columns defined since the last execute, whose rows
+    /// the execute makes whole (`crate::blob`).
+    blob_reads: Vec<(OpId, Table)>,
 }
 
 /// The table index of a frame that reads no row (the execute's own).
@@ -340,6 +344,23 @@ impl<'c> Transaction<'c> {
     /// Reads the row with primary key `key` (values in key-column order).
     pub fn read(&mut self, table: &Table, key: &[Value], lock: LockMode) -> Result<OpId, Error> {
         check_key(table, key)?;
+        if table.blobs().is_empty() {
+            return self.define(Target::table(table), OperationType::Read, lock, key, &[]);
+        }
+        blob::check_parts(table)?;
+        let lock = blob::read_lock(table, lock);
+        let op = self.define(Target::table(table), OperationType::Read, lock, key, &[])?;
+        self.rare_mut().blob_reads.push((op, table.clone()));
+        Ok(op)
+    }
+
+    /// A read of `table`'s row as the data node holds it (a BLOB's or TEXT's head only).
+    pub(crate) fn read_heads(
+        &mut self,
+        table: &Table,
+        key: &[Value],
+        lock: LockMode,
+    ) -> Result<OpId, Error> {
         self.define(Target::table(table), OperationType::Read, lock, key, &[])
     }
 
@@ -353,6 +374,9 @@ impl<'c> Transaction<'c> {
         replica: usize,
     ) -> Result<OpId, Error> {
         check_key(table, key)?;
+        if table.has_parts() {
+            return Err(blob::unsupported(table, "a read from a chosen replica"));
+        }
         let replicas = self.cluster.config().no_of_replicas.max(1) as usize;
         if replica >= replicas {
             return Err(Error::ndb_detail(
@@ -375,6 +399,9 @@ impl<'c> Transaction<'c> {
 
     /// Inserts a whole row (every column, in column order); 630 if the key exists.
     pub fn insert(&mut self, table: &Table, row: &[Value]) -> Result<OpId, Error> {
+        if !table.blobs().is_empty() {
+            return self.write_blobs(table, row, OperationType::Insert);
+        }
         let (key, attrs) = split_row(table, row)?;
         self.define(
             Target::table(table),
@@ -387,6 +414,9 @@ impl<'c> Transaction<'c> {
 
     /// Inserts a row, or overwrites it when the key exists (NDB's writeTuple).
     pub fn write(&mut self, table: &Table, row: &[Value]) -> Result<OpId, Error> {
+        if !table.blobs().is_empty() {
+            return self.write_blobs(table, row, OperationType::Write);
+        }
         let (key, attrs) = split_row(table, row)?;
         self.define(
             Target::table(table),
@@ -405,6 +435,9 @@ impl<'c> Transaction<'c> {
         set: &[(usize, Value)],
     ) -> Result<OpId, Error> {
         check_key(table, key)?;
+        if set.iter().any(|(c, _)| table.blob_column(*c).is_some()) {
+            return self.update_blobs(table, key, set);
+        }
         let attrs = check_set(table, set)?;
         self.define(
             Target::table(table),
@@ -447,6 +480,9 @@ impl<'c> Transaction<'c> {
         code: &InterpretedCode,
     ) -> Result<OpId, Error> {
         check_key(table, key)?;
+        if !table.blobs().is_empty() {
+            return Err(blob::unsupported(table, "an interpreted read"));
+        }
         code.check_condition_only(table, "read")?;
         self.define_interpreted(table, (OperationType::Read, lock), key, &[], code)
     }
@@ -461,6 +497,9 @@ impl<'c> Transaction<'c> {
         code: &InterpretedCode,
     ) -> Result<OpId, Error> {
         check_key(table, key)?;
+        if table.has_parts() {
+            return Err(blob::unsupported(table, "an interpreted delete"));
+        }
         code.check_condition_only(table, "delete")?;
         let op = (OperationType::Delete, LockMode::Exclusive);
         self.define_interpreted(table, op, key, &[], code)
@@ -492,6 +531,9 @@ impl<'c> Transaction<'c> {
     /// Deletes the row with this key (626 if there is none).
     pub fn delete(&mut self, table: &Table, key: &[Value]) -> Result<OpId, Error> {
         check_key(table, key)?;
+        if table.has_parts() {
+            return self.delete_blobs(table, key);
+        }
         self.define(
             Target::table(table),
             OperationType::Delete,
@@ -510,7 +552,15 @@ impl<'c> Transaction<'c> {
         lock: LockMode,
     ) -> Result<OpId, Error> {
         let target = unique_target(index, key)?;
-        self.define(target, OperationType::Read, lock, key, &[])
+        let table = index.table();
+        if table.blobs().is_empty() {
+            return self.define(target, OperationType::Read, lock, key, &[]);
+        }
+        blob::check_parts(table)?;
+        let lock = blob::read_lock(table, lock);
+        let op = self.define(target, OperationType::Read, lock, key, &[])?;
+        self.rare_mut().blob_reads.push((op, table.clone()));
+        Ok(op)
     }
 
     /// Sets non-key columns of the row found through a unique index (626 if there is none).
@@ -522,6 +572,15 @@ impl<'c> Transaction<'c> {
         set: &[(usize, Value)],
     ) -> Result<OpId, Error> {
         let target = unique_target(index, key)?;
+        if set
+            .iter()
+            .any(|(c, _)| index.table().blob_column(*c).is_some())
+        {
+            return Err(blob::unsupported(
+                index.table(),
+                "an update of a BLOB or TEXT column through a unique index",
+            ));
+        }
         let attrs = check_set(index.table(), set)?;
         self.define(
             target,
@@ -534,6 +593,12 @@ impl<'c> Transaction<'c> {
 
     /// Deletes the row found through a unique index (626 if there is none).
     pub fn delete_unique(&mut self, index: &Index, key: &[Value]) -> Result<OpId, Error> {
+        if index.table().has_parts() {
+            return Err(blob::unsupported(
+                index.table(),
+                "a delete through a unique index",
+            ));
+        }
         let target = unique_target(index, key)?;
         self.define(target, OperationType::Delete, LockMode::Exclusive, key, &[])
     }
@@ -715,6 +780,9 @@ impl<'c> Transaction<'c> {
     /// As `execute`, choosing what a failed operation does. With IgnoreError, failed operations
     /// report through [`Transaction::op_error`] and the rest go on.
     pub fn execute_with(&mut self, exec: ExecType, abort: AbortOption) -> Result<(), Error> {
+        if self.rare.as_ref().is_some_and(|r| !r.blob_reads.is_empty()) {
+            return self.execute_blob_reads(exec, abort);
+        }
         self.confirm_scan_locks(exec)?;
         match self.begin_execute(exec, abort) {
             Begun::Done(result) => result,
@@ -762,6 +830,14 @@ impl<'c> Transaction<'c> {
     /// at once.
     pub(crate) fn begin_execute(&mut self, exec: ExecType, abort: AbortOption) -> Begun {
         if let Err(e) = self.check_usable() {
+            return Begun::Done(Err(e));
+        }
+        if let Some((_, table)) = self.rare.as_ref().and_then(|r| r.blob_reads.first()) {
+            // The asynchronous executes: the blocking execute took its reads before.
+            let e = blob::unsupported(
+                table,
+                "a read of BLOB or TEXT columns outside `Transaction::execute`",
+            );
             return Begun::Done(Err(e));
         }
         if self.state == State::Fresh && self.batch.len() == 0 {
@@ -1281,6 +1357,266 @@ impl<'c> Transaction<'c> {
             }
             other => Err(format!("unexpected signal {other} in an execute's answer")),
         }
+    }
+}
+
+/// BLOB and TEXT columns (see `crate::blob`).
+impl Transaction<'_> {
+    fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_default()
+    }
+
+    /// An insert or write of a whole row of a table with BLOB or TEXT columns: the row with
+    /// heads, then each value's parts (a write first reads the old heads, and deletes the
+    /// parts the new values no longer have).
+    fn write_blobs(
+        &mut self,
+        table: &Table,
+        row: &[Value],
+        op_type: OperationType,
+    ) -> Result<OpId, Error> {
+        let columns = table.def().columns.len();
+        if row.len() != columns {
+            return Err(Error::ndb_detail(
+                4116,
+                format!(
+                    "table {} has {columns} columns, got {} values",
+                    table.name(),
+                    row.len()
+                ),
+            ));
+        }
+        let key: Vec<Value> = table
+            .key_columns()
+            .iter()
+            .map(|&c| row[c].clone())
+            .collect();
+        check_key(table, &key)?;
+        blob::check_parts(table)?;
+        let pairs: Vec<(usize, Value)> = row.iter().cloned().enumerate().collect();
+        let (heads, writes) = blob::to_heads(table, &key, &pairs)?;
+        let heads: Vec<Value> = heads.into_iter().map(|(_, v)| v).collect();
+        let (key, attrs) = split_row(table, &heads)?;
+        let old = match op_type {
+            OperationType::Insert => Some(Vec::new()),
+            _ => self.old_parts(table, &key)?,
+        };
+        let op = self.define(
+            Target::table(table),
+            op_type,
+            LockMode::Exclusive,
+            &key,
+            &attrs,
+        )?;
+        self.define_parts(&key, writes, old.as_deref().unwrap_or_default(), op_type)?;
+        Ok(op)
+    }
+
+    /// An update that sets BLOB or TEXT columns: the old heads are read first (nothing more
+    /// is sent when the row is missing: the update itself then fails, 626).
+    fn update_blobs(
+        &mut self,
+        table: &Table,
+        key: &[Value],
+        set: &[(usize, Value)],
+    ) -> Result<OpId, Error> {
+        blob::check_parts(table)?;
+        let (heads, writes) = blob::to_heads(table, key, set)?;
+        let attrs = check_set(table, &heads)?;
+        let old = self.old_parts(table, key)?;
+        let op = self.define(
+            Target::table(table),
+            OperationType::Update,
+            LockMode::Exclusive,
+            key,
+            &attrs,
+        )?;
+        if let Some(old) = old {
+            self.define_parts(key, writes, &old, OperationType::Write)?;
+        }
+        Ok(op)
+    }
+
+    /// A delete of a row with parts: its heads are read first, then the row and every part go.
+    fn delete_blobs(&mut self, table: &Table, key: &[Value]) -> Result<OpId, Error> {
+        blob::check_parts(table)?;
+        let old = self.old_parts(table, key)?;
+        let op = self.define(
+            Target::table(table),
+            OperationType::Delete,
+            LockMode::Exclusive,
+            key,
+            &[],
+        )?;
+        for (column, count) in old.unwrap_or_default() {
+            let Some(parts) = table.blob_column(column).and_then(|bc| bc.parts.clone()) else {
+                continue;
+            };
+            for part in 0..count {
+                let part_key = blob::part_key(key, part);
+                self.define(
+                    Target::table(&parts),
+                    OperationType::Delete,
+                    LockMode::Exclusive,
+                    &part_key,
+                    &[],
+                )?;
+            }
+        }
+        Ok(op)
+    }
+
+    /// The parts each parted column of `table`'s row `key` has now, read under an exclusive
+    /// lock (with the operations defined before, NoCommit); `None` when there is no such row.
+    fn old_parts(
+        &mut self,
+        table: &Table,
+        key: &[Value],
+    ) -> Result<Option<Vec<(usize, u64)>>, Error> {
+        if self.batch.len() > 0 || self.rare.as_ref().is_some_and(|r| !r.blob_reads.is_empty()) {
+            self.execute(ExecType::NoCommit)?;
+        }
+        let op = self.read_heads(table, key, LockMode::Exclusive)?;
+        self.execute_with(ExecType::NoCommit, AbortOption::IgnoreError)?;
+        let row = match (self.row(op), self.op_error(op)) {
+            (Some(row), _) => row.to_vec(),
+            (None, Some(e)) if e.code == 626 => return Ok(None),
+            (None, Some(e)) => return Err(blob::part_error(e)),
+            (None, None) => return Err(Error::ndb_detail(4000, "a read answered no row")),
+        };
+        let mut counts = Vec::new();
+        for bc in table.blobs().iter().filter(|bc| bc.parts.is_some()) {
+            let length = blob::head_length(table, bc, &row[bc.column])?;
+            counts.push((bc.column, blob::parts_of(bc, length)));
+        }
+        Ok(Some(counts))
+    }
+
+    /// Each value's parts written (`op_type`: Insert for a new row), and the old parts past
+    /// the new value's deleted (`old`: each column's old count).
+    fn define_parts(
+        &mut self,
+        key: &[Value],
+        writes: Vec<blob::PartWrites>,
+        old: &[(usize, u64)],
+        op_type: OperationType,
+    ) -> Result<(), Error> {
+        let data = key.len() + 1;
+        for write in writes {
+            let new = write.rows.len() as u64;
+            for row in &write.rows {
+                let attrs = [(data as u16, row[data].clone())];
+                self.define(
+                    Target::table(&write.parts),
+                    op_type,
+                    LockMode::Exclusive,
+                    &row[..data],
+                    &attrs,
+                )?;
+            }
+            let had = old
+                .iter()
+                .find(|(c, _)| *c == write.column)
+                .map_or(0, |(_, n)| *n);
+            for part in new..had {
+                let part_key = blob::part_key(key, part);
+                self.define(
+                    Target::table(&write.parts),
+                    OperationType::Delete,
+                    LockMode::Exclusive,
+                    &part_key,
+                    &[],
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// An execute of a batch with reads of rows with BLOB or TEXT columns: the batch
+    /// (NoCommit), then their parts (NoCommit), then `exec` with nothing more.
+    fn execute_blob_reads(&mut self, exec: ExecType, abort: AbortOption) -> Result<(), Error> {
+        let reads = std::mem::take(&mut self.rare_mut().blob_reads);
+        self.execute_with(ExecType::NoCommit, abort)?;
+        let mut rows = Vec::new();
+        for (op, table) in reads {
+            if let Some(row) = self.results.get_mut(op.0).and_then(|r| r.row.take()) {
+                rows.push((op, table, row));
+            }
+        }
+        let filled = self.fill_rows(&mut rows);
+        for (op, _, row) in rows {
+            self.results[op.0].row = Some(row);
+        }
+        filled?;
+        match exec {
+            ExecType::NoCommit => Ok(()),
+            exec => self.execute_with(exec, abort),
+        }
+    }
+
+    /// `row` of `table` (locked, or else known current) made whole: its
+    /// parts read committed in one execute (NoCommit).
+    pub(crate) fn fill_row(&mut self, table: &Table, row: &mut Vec<Value>) -> Result<(), Error> {
+        let mut rows = vec![(OpId(usize::MAX), table.clone(), std::mem::take(row))];
+        let filled = self.fill_rows(&mut rows);
+        if let Some((_, _, whole)) = rows.pop() {
+            *row = whole;
+        }
+        filled
+    }
+
+    /// The rows made whole: every part of every long value read in one execute.
+    fn fill_rows(&mut self, rows: &mut [(OpId, Table, Vec<Value>)]) -> Result<(), Error> {
+        // (row, column, the part reads' ids)
+        let mut wanted: Vec<(usize, usize, Vec<OpId>)> = Vec::new();
+        for (i, (_, table, row)) in rows.iter().enumerate() {
+            let key: Vec<Value> = table
+                .key_columns()
+                .iter()
+                .map(|&c| row[c].clone())
+                .collect();
+            for bc in table.blobs() {
+                let count = blob::parts_of(bc, blob::head_length(table, bc, &row[bc.column])?);
+                let Some(parts) = bc.parts.clone().filter(|_| count > 0) else {
+                    continue;
+                };
+                let mut ops = Vec::with_capacity(count as usize);
+                for part in 0..count {
+                    let part_key = blob::part_key(&key, part);
+                    ops.push(self.read_heads(&parts, &part_key, LockMode::CommittedRead)?);
+                }
+                wanted.push((i, bc.column, ops));
+            }
+        }
+        if !wanted.is_empty() {
+            self.execute_with(ExecType::NoCommit, AbortOption::IgnoreError)?;
+        }
+        for (i, (_, table, row)) in rows.iter_mut().enumerate() {
+            for bc in table.blobs() {
+                let mut data = Vec::new();
+                if let Some((_, _, ops)) =
+                    wanted.iter().find(|(r, c, _)| *r == i && *c == bc.column)
+                {
+                    for (part, &op) in ops.iter().enumerate() {
+                        match (self.row(op), self.op_error(op)) {
+                            (Some(part_row), _) => match part_row.last() {
+                                Some(Value::Varbinary(b)) => data.push(b.clone()),
+                                other => {
+                                    return Err(Error::ndb_detail(4267, format!("Corrupted blob value: part {part} of table {} column {} holds {other:?}", table.name(), table.def().columns[bc.column].name)))
+                                }
+                            },
+                            (None, Some(e)) if e.code == 626 => {
+                                return Err(Error::ndb_detail(4267, format!("Corrupted blob value: part {part} of table {} column {} is missing", table.name(), table.def().columns[bc.column].name)))
+                            }
+                            (None, Some(e)) => return Err(blob::part_error(e)),
+                            (None, None) => return Err(Error::ndb_detail(4000, "a part read answered no row")),
+                        }
+                    }
+                }
+                row[bc.column] = blob::whole_value(table, bc, &row[bc.column], &data)?;
+            }
+        }
+        Ok(())
     }
 }
 

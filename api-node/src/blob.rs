@@ -1,0 +1,340 @@
+//! BLOB and TEXT columns at the API node: whole values in, whole values out, heads and parts
+//! on the wire (the layout is `rndb_protocol::blob`'s), as NDB's blob handles do it.
+//!
+//! - A row written (insert, write, update) has each BLOB value (`Varbinary`) or TEXT value
+//!   (`Varchar`) cut into its head, sent in the row, and its parts, each a row of the column's
+//!   parts table written in the same transaction.
+//! - Before a write, update (of a blob column) or delete, the row's old heads are read under
+//!   an exclusive lock (the operations defined before are sent with that read, NoCommit), so
+//!   that the parts the new value no longer has are deleted.
+//! - A read takes a shared lock where a CommittedRead was asked for (NDB's upgrade of blob
+//!   reads: the parts, read next, then belong to the same version as the head), and its
+//!   execute reads the parts (NoCommit) before it commits; the row then holds whole values.
+//! - A scan's row with a value longer than its head is completed by a transaction of its own:
+//!   a locked scan's row is locked already, so its parts are read committed; a CommittedRead
+//!   scan's row is read again under a shared lock with its parts (the row a scan returns is
+//!   then a version at least as new as the one it met; a row deleted meanwhile is skipped).
+
+use rndb_protocol::blob::{self, BlobSize};
+use rndb_protocol::{ColumnType, LockMode, NdbError, Value};
+
+use crate::{Cluster, Error, ExecType, Table};
+
+/// A BLOB or TEXT column of a table.
+#[derive(Clone, Debug)]
+pub(crate) struct BlobColumn {
+    pub column: usize,
+    pub size: BlobSize,
+    pub text: bool,
+    /// Its parts table, once looked up (`None` for a TINY one, or a handle made without).
+    pub parts: Option<Table>,
+}
+
+impl BlobColumn {
+    /// The BLOB and TEXT columns of a definition, without their parts tables.
+    pub(crate) fn of(def: &rndb_protocol::TableDef) -> Vec<BlobColumn> {
+        (def.columns.iter().enumerate())
+            .filter_map(|(column, c)| match c.column_type {
+                ColumnType::Blob(size) => Some((column, size, false)),
+                ColumnType::Text(size) => Some((column, size, true)),
+                _ => None,
+            })
+            .map(|(column, size, text)| BlobColumn {
+                column,
+                size,
+                text,
+                parts: None,
+            })
+            .collect()
+    }
+
+    /// Its parts table: 4263 when it has one and this handle lacks it.
+    fn parts_table(&self, table: &Table) -> Result<Option<&Table>, Error> {
+        if self.size.part_bytes() == 0 {
+            return Ok(None);
+        }
+        match &self.parts {
+            Some(parts) => Ok(Some(parts)),
+            None => Err(Error::ndb_detail(
+                4263,
+                format!(
+                    "Invalid blob attributes or invalid blob parts table: table {} column {} \
+                     has no parts table in this handle",
+                    table.name(),
+                    table.def().columns[self.column].name
+                ),
+            )),
+        }
+    }
+}
+
+/// The parts of one value to write, and how many parts the column had before (to delete
+/// those past the new value's).
+pub(crate) struct PartWrites {
+    pub parts: Table,
+    /// Rows of the parts table: key values, part number, data.
+    pub rows: Vec<Vec<Value>>,
+    pub column: usize,
+}
+
+/// The whole bytes of `value` for BLOB or TEXT column `bc`: 4209 for another type or a value
+/// past the size's longest.
+fn whole_bytes<'v>(
+    table: &Table,
+    bc: &BlobColumn,
+    value: &'v Value,
+) -> Result<Option<&'v [u8]>, Error> {
+    let def = &table.def().columns[bc.column];
+    let bytes = match (value, bc.text) {
+        (Value::Null, _) => return Ok(None),
+        (Value::Varbinary(b), false) => b.as_slice(),
+        (Value::Varchar(s), true) => s.as_bytes(),
+        _ => {
+            return Err(Error::ndb_detail(
+                4209,
+                format!(
+                    "column {} is {}: a whole value is {}, got {value:?}",
+                    def.name,
+                    def.column_type,
+                    if bc.text { "Varchar" } else { "Varbinary" }
+                ),
+            ))
+        }
+    };
+    if bytes.len() as u64 > bc.size.max_bytes() {
+        return Err(Error::ndb_detail(
+            4209,
+            format!(
+                "column {} is {}: a value of {} bytes is longer than its {}",
+                def.name,
+                def.column_type,
+                bytes.len(),
+                bc.size.max_bytes()
+            ),
+        ));
+    }
+    Ok(Some(bytes))
+}
+
+/// The rows of a parts table holding `bytes` (past the head) of the row keyed `key`.
+fn part_rows(key: &[Value], bytes: &[u8], size: BlobSize) -> Vec<Vec<Value>> {
+    let part = usize::from(size.part_bytes());
+    if part == 0 || bytes.len() <= blob::INLINE_BYTES {
+        return Vec::new();
+    }
+    (bytes[blob::INLINE_BYTES..].chunks(part).enumerate())
+        .map(|(i, chunk)| {
+            let mut row = key.to_vec();
+            row.push(Value::UInt32(i as u32));
+            row.push(Value::Varbinary(chunk.to_vec()));
+            row
+        })
+        .collect()
+}
+
+/// The key of part `part` of the row keyed `key`.
+pub(crate) fn part_key(key: &[Value], part: u64) -> Vec<Value> {
+    let mut k = key.to_vec();
+    k.push(Value::UInt32(part as u32));
+    k
+}
+
+/// Values to set, by column position.
+pub(crate) type Set = Vec<(usize, Value)>;
+
+/// `row` (column, whole value) with each BLOB or TEXT value replaced by its head, and the
+/// parts to write for each parted column it names.
+pub(crate) fn to_heads(
+    table: &Table,
+    key: &[Value],
+    row: &[(usize, Value)],
+) -> Result<(Set, Vec<PartWrites>), Error> {
+    let mut heads = Vec::with_capacity(row.len());
+    let mut writes = Vec::new();
+    for (column, value) in row {
+        let Some(bc) = table.blob_column(*column) else {
+            heads.push((*column, value.clone()));
+            continue;
+        };
+        let Some(bytes) = whole_bytes(table, bc, value)? else {
+            heads.push((*column, Value::Null));
+            if let Some(parts) = bc.parts_table(table)? {
+                writes.push(PartWrites {
+                    parts: parts.clone(),
+                    rows: Vec::new(),
+                    column: *column,
+                });
+            }
+            continue;
+        };
+        heads.push((*column, Value::Varbinary(blob::head_of(bytes))));
+        if let Some(parts) = bc.parts_table(table)? {
+            writes.push(PartWrites {
+                parts: parts.clone(),
+                rows: part_rows(key, bytes, bc.size),
+                column: *column,
+            });
+        }
+    }
+    Ok((heads, writes))
+}
+
+/// The length a row's head names for column `bc` (`None` for NULL); 4267 for a head that is
+/// not one.
+pub(crate) fn head_length(
+    table: &Table,
+    bc: &BlobColumn,
+    value: &Value,
+) -> Result<Option<u64>, Error> {
+    match value {
+        Value::Null => Ok(None),
+        Value::Varbinary(head) => blob::head_length(head, bc.size)
+            .map(Some)
+            .ok_or_else(|| corrupt(table, bc, "its head is not one".into())),
+        other => Err(corrupt(table, bc, format!("its head is {other:?}"))),
+    }
+}
+
+fn corrupt(table: &Table, bc: &BlobColumn, why: String) -> Error {
+    Error::ndb_detail(
+        4267,
+        format!(
+            "Corrupted blob value: table {} column {}: {why}",
+            table.name(),
+            table.def().columns[bc.column].name
+        ),
+    )
+}
+
+/// The whole value of `bc` from its head and its parts' data, in order.
+pub(crate) fn whole_value(
+    table: &Table,
+    bc: &BlobColumn,
+    head: &Value,
+    parts: &[Vec<u8>],
+) -> Result<Value, Error> {
+    let Some(length) = head_length(table, bc, head)? else {
+        return Ok(Value::Null);
+    };
+    let Value::Varbinary(head) = head else {
+        return Err(corrupt(table, bc, "its head is not bytes".into()));
+    };
+    let mut bytes = head[blob::LENGTH_BYTES..].to_vec();
+    let part = usize::from(bc.size.part_bytes());
+    for (i, data) in parts.iter().enumerate() {
+        let want = (length as usize - bytes.len()).min(part);
+        if data.len() != want {
+            return Err(corrupt(
+                table,
+                bc,
+                format!("part {i} holds {} bytes, not {want}", data.len()),
+            ));
+        }
+        bytes.extend_from_slice(data);
+    }
+    if bytes.len() as u64 != length {
+        return Err(corrupt(
+            table,
+            bc,
+            format!("{} bytes of {length} found", bytes.len()),
+        ));
+    }
+    if bc.text {
+        String::from_utf8(bytes)
+            .map(Value::Varchar)
+            .map_err(|e| corrupt(table, bc, format!("its text is not UTF-8: {e}")))
+    } else {
+        Ok(Value::Varbinary(bytes))
+    }
+}
+
+/// The parts `length` needs past the head, for `bc`.
+pub(crate) fn parts_of(bc: &BlobColumn, length: Option<u64>) -> u64 {
+    length.map_or(0, |l| bc.size.parts(l))
+}
+
+/// The lock a read of a table with parts tables takes for `lock` (NDB's upgrade).
+pub(crate) fn read_lock(table: &Table, lock: LockMode) -> LockMode {
+    if lock == LockMode::CommittedRead && table.has_parts() {
+        LockMode::Read
+    } else {
+        lock
+    }
+}
+
+/// A scanned row of a table with BLOB or TEXT columns made whole (see the module's docs);
+/// `None` when a CommittedRead scan's row was deleted before it was read again.
+pub(crate) fn fill_scanned(
+    cluster: &Cluster,
+    table: &Table,
+    mut row: Vec<Value>,
+    locked: bool,
+) -> Result<Option<Vec<Value>>, Error> {
+    let long = |row: &[Value]| -> Result<bool, Error> {
+        for bc in table.blobs() {
+            if parts_of(bc, head_length(table, bc, &row[bc.column])?) > 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    };
+    if !long(&row)? {
+        inline_whole(table, &mut row)?;
+        return Ok(Some(row));
+    }
+    let key: Vec<Value> = table
+        .key_columns()
+        .iter()
+        .map(|&c| row[c].clone())
+        .collect();
+    let mut tx = cluster.start_transaction()?;
+    if !locked {
+        // Read again under a shared lock: the head, then the parts of that version.
+        let op = tx.read_heads(table, &key, LockMode::Read)?;
+        tx.execute_with(ExecType::NoCommit, rndb_protocol::AbortOption::IgnoreError)?;
+        match (tx.row(op), tx.op_error(op)) {
+            (Some(fresh), _) => row = fresh.to_vec(),
+            (None, Some(e)) if e.code == 626 => return Ok(None),
+            (None, Some(e)) => return Err(Error::Ndb(e.clone())),
+            (None, None) => return Err(Error::ndb_detail(4000, "a read answered no row")),
+        }
+    }
+    tx.fill_row(table, &mut row)?;
+    tx.execute(ExecType::Commit)?;
+    Ok(Some(row))
+}
+
+/// Turns each head of `row` whose value it holds whole into that value (4267 when a value
+/// has parts).
+pub(crate) fn inline_whole(table: &Table, row: &mut [Value]) -> Result<(), Error> {
+    for bc in table.blobs() {
+        row[bc.column] = whole_value(table, bc, &row[bc.column], &[])?;
+    }
+    Ok(())
+}
+
+/// 4263 when a BLOB or TEXT column of `table` has a parts table this handle lacks (one not
+/// made by `Cluster::get_table` or `create_table`).
+pub(crate) fn check_parts(table: &Table) -> Result<(), Error> {
+    for bc in table.blobs() {
+        bc.parts_table(table)?;
+    }
+    Ok(())
+}
+
+/// 4264 for an operation no BLOB or TEXT column may take part in.
+pub(crate) fn unsupported(table: &Table, what: &str) -> Error {
+    Error::ndb_detail(
+        4264,
+        format!(
+            "Invalid usage of blob attribute: {what} on table {}, which has BLOB or TEXT \
+             columns",
+            table.name()
+        ),
+    )
+}
+
+/// An error of a part operation as the whole operation's.
+pub(crate) fn part_error(e: &NdbError) -> Error {
+    Error::Ndb(e.clone())
+}

@@ -1,0 +1,294 @@
+//! Proves that BLOB and TEXT values of every length (none, in the head only, one part, many
+//! parts, a MEDIUMTEXT past 64 KiB) round-trip through insert, read (by key and through a
+//! unique index), both kinds of scans, update, write and delete on two data nodes with two
+//! replicas, that the parts tables hold exactly the parts the values need after each change
+//! (none left behind by a shorter value or a delete), that a value too long, a BLOB key, an
+//! index or filter comparison on a blob column are refused, and that a table's parts tables
+//! go with it.
+
+use rndb_api::CmpOp;
+use rndb_api::{
+    BlobSize, Cluster, ColumnDef, ColumnType, ExecType, Filter, IndexDef, LockMode, ScanOptions,
+    Table, TableDef, Value,
+};
+use rndb_tests::{assert_ndb_code, ClusterSpec, TestCluster};
+
+fn start() -> (TestCluster, Cluster) {
+    let spec = ClusterSpec::new().data_nodes(2).replicas(2);
+    let cluster = TestCluster::start(spec).expect("start the cluster");
+    let api = cluster.connect().expect("connect");
+    (cluster, api)
+}
+
+fn docs_def() -> TableDef {
+    TableDef::new(
+        "docs",
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("code", ColumnType::Varchar(16)),
+            ColumnDef::nullable("body", ColumnType::Blob(BlobSize::Blob)),
+            ColumnDef::nullable("note", ColumnType::Text(BlobSize::Tiny)),
+            ColumnDef::nullable("story", ColumnType::Text(BlobSize::Medium)),
+        ],
+    )
+}
+
+/// `len` bytes that differ from one position to the next and from one seed to another.
+fn bytes(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// Text of `len` bytes, with a two-byte character in it when long enough.
+fn text(len: usize, seed: u8) -> String {
+    let letters: String = (0..len)
+        .map(|i| char::from(b'a' + ((i + usize::from(seed)) % 26) as u8))
+        .collect();
+    if len >= 4 {
+        format!("é{}", &letters[2..])
+    } else {
+        letters
+    }
+}
+
+fn row(id: u32, body: Option<usize>, note: &str, story: Option<usize>) -> Vec<Value> {
+    vec![
+        Value::UInt32(id),
+        Value::Varchar(format!("c{id}")),
+        body.map_or(Value::Null, |n| Value::Varbinary(bytes(n, id as u8))),
+        Value::Varchar(note.to_string()),
+        story.map_or(Value::Null, |n| Value::Varchar(text(n, id as u8))),
+    ]
+}
+
+fn read(api: &Cluster, table: &Table, id: u32, lock: LockMode) -> Option<Vec<Value>> {
+    let mut tx = api.start_transaction().expect("start");
+    let op = tx.read(table, &[Value::UInt32(id)], lock).expect("define");
+    match tx.execute(ExecType::Commit) {
+        Ok(()) => Some(tx.row(op).expect("a row").to_vec()),
+        Err(e) if e.code() == Some(626) => None,
+        Err(e) => panic!("read {id}: {e}"),
+    }
+}
+
+fn scan(api: &Cluster, table: &Table, lock: LockMode) -> Vec<Vec<Value>> {
+    let mut tx = api.start_transaction().expect("start");
+    let options = ScanOptions {
+        lock,
+        batch_rows: Some(2),
+        ..ScanOptions::default()
+    };
+    let mut rows: Vec<Vec<Value>> = tx
+        .scan_table(table, &options)
+        .expect("scan")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    tx.execute(ExecType::Commit).expect("commit");
+    rows.sort_by_key(|r| match r[0] {
+        Value::UInt32(id) => id,
+        _ => 0,
+    });
+    rows
+}
+
+/// The rows of a parts table, as (key, part number, data length).
+fn parts(api: &Cluster, table: &Table, column: usize) -> Vec<(u32, u32, usize)> {
+    let (_, parts) = (table.blob_parts_tables().into_iter())
+        .find(|(c, _)| *c == column)
+        .expect("a parts table");
+    let mut tx = api.start_transaction().expect("start");
+    let scan = tx
+        .scan_table(&parts, &ScanOptions::default())
+        .expect("scan");
+    let mut found: Vec<(u32, u32, usize)> = scan
+        .map(|r| {
+            let r = r.expect("a row");
+            match (&r[0], &r[1], &r[2]) {
+                (Value::UInt32(id), Value::UInt32(part), Value::Varbinary(data)) => {
+                    (*id, *part, data.len())
+                }
+                other => panic!("a parts row {other:?}"),
+            }
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+fn commit(api: &Cluster, define: impl FnOnce(&mut rndb_api::Transaction<'_>)) {
+    let mut tx = api.start_transaction().expect("start");
+    define(&mut tx);
+    tx.execute(ExecType::Commit).expect("commit");
+}
+
+#[test]
+fn values_of_every_length_round_trip_and_parts_follow_them() {
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+    assert_eq!(
+        table.blob_parts_tables().len(),
+        2,
+        "BLOB and MEDIUMTEXT have parts tables, TINYTEXT none"
+    );
+    // Lengths: nothing, in the head, exactly the head, one byte of a part, many parts.
+    let rows = vec![
+        row(1, None, "", None),
+        row(2, Some(0), "n", Some(3)),
+        row(3, Some(256), "short note", Some(256)),
+        row(4, Some(257), &"x".repeat(255), Some(4_257)),
+        row(5, Some(65_535), "max", Some(70_000)),
+    ];
+    commit(&api, |tx| {
+        for r in &rows {
+            tx.insert(&table, r).expect("insert");
+        }
+    });
+    for lock in [LockMode::CommittedRead, LockMode::Read, LockMode::Exclusive] {
+        for r in &rows {
+            let id = match r[0] {
+                Value::UInt32(id) => id,
+                _ => unreachable!(),
+            };
+            assert_eq!(
+                read(&api, &table, id, lock).as_ref(),
+                Some(r),
+                "row {id}, {lock:?}"
+            );
+        }
+        assert_eq!(scan(&api, &table, lock), rows, "a {lock:?} scan");
+    }
+    // Parts: BLOB of 257 → 1 part of 1 byte; 65 535 → 33 parts (the last 1 279 bytes).
+    let body = parts(&api, &table, 2);
+    assert_eq!(body.iter().filter(|p| p.0 == 4).count(), 1);
+    assert_eq!(body.iter().filter(|p| p.0 == 5).count(), 33);
+    assert_eq!(
+        body.iter().find(|p| p.0 == 5 && p.1 == 32).map(|p| p.2),
+        Some(1_279)
+    );
+    assert_eq!(
+        body.len(),
+        34,
+        "no parts for values of the head's length or less"
+    );
+    let story = parts(&api, &table, 4);
+    assert_eq!(
+        story.iter().filter(|p| p.0 == 5).count(),
+        18,
+        "70 000 bytes in 4 000s"
+    );
+
+    // A unique index on another column reads the whole row too.
+    let index = api
+        .create_index(&table, &IndexDef::unique("by_code", &["code"]))
+        .expect("index");
+    let mut tx = api.start_transaction().expect("start");
+    let op = tx
+        .read_unique(
+            &index,
+            &[Value::Varchar("c5".into())],
+            LockMode::CommittedRead,
+        )
+        .expect("define");
+    tx.execute(ExecType::Commit)
+        .expect("read through the index");
+    assert_eq!(tx.row(op), Some(&rows[4][..]));
+
+    // Shorter, longer, NULL: the parts tables hold exactly what the new values need.
+    commit(&api, |tx| {
+        let set = [(2, Value::Varbinary(bytes(300, 9)))];
+        tx.update(&table, &[Value::UInt32(5)], &set)
+            .expect("update 5 shorter");
+        let set = [(4, Value::Null), (2, Value::Varbinary(bytes(5_000, 8)))];
+        tx.update(&table, &[Value::UInt32(3)], &set)
+            .expect("update 3 longer");
+        tx.write(&table, &row(4, Some(10), "w", Some(9_000)))
+            .expect("write 4");
+        tx.write(&table, &row(6, Some(2_001), "new", None))
+            .expect("write 6, new");
+    });
+    let mut expected = rows.clone();
+    expected[4][2] = Value::Varbinary(bytes(300, 9));
+    expected[2][4] = Value::Null;
+    expected[2][2] = Value::Varbinary(bytes(5_000, 8));
+    expected[3] = row(4, Some(10), "w", Some(9_000));
+    expected.push(row(6, Some(2_001), "new", None));
+    assert_eq!(scan(&api, &table, LockMode::CommittedRead), expected);
+    let body = parts(&api, &table, 2);
+    let count = |id: u32| body.iter().filter(|p| p.0 == id).count();
+    assert_eq!(
+        (count(3), count(4), count(5), count(6)),
+        (3, 0, 1, 1),
+        "{body:?}"
+    );
+    let story = parts(&api, &table, 4);
+    assert_eq!(
+        story.iter().filter(|p| p.0 == 3).count(),
+        0,
+        "NULL has none"
+    );
+    assert_eq!(story.iter().filter(|p| p.0 == 4).count(), 3);
+    assert_eq!(story.iter().filter(|p| p.0 == 5).count(), 18);
+
+    // A delete takes every part with the row.
+    commit(&api, |tx| {
+        tx.delete(&table, &[Value::UInt32(5)]).expect("delete 5");
+    });
+    assert_eq!(read(&api, &table, 5, LockMode::Read), None);
+    assert!(parts(&api, &table, 2).iter().all(|p| p.0 != 5));
+    assert!(parts(&api, &table, 4).iter().all(|p| p.0 != 5));
+
+    // The parts tables go with the table, and not alone.
+    let (_, body_parts) = table.blob_parts_tables().remove(0);
+    assert_ndb_code(
+        api.drop_table(body_parts.name()),
+        4264,
+        "drop a parts table",
+    );
+    api.drop_index(&table, "by_code").expect("drop index");
+    api.drop_table("docs").expect("drop");
+    assert_ndb_code(
+        api.get_table(body_parts.name()),
+        709,
+        "the parts table is gone",
+    );
+}
+
+#[test]
+fn blob_misuse_is_refused() {
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+    let mut tx = api.start_transaction().expect("start");
+    let mut long = row(1, None, "", None);
+    long[2] = Value::Varbinary(vec![0; 65_536]);
+    assert_ndb_code(tx.insert(&table, &long), 4209, "a BLOB past 65 535 bytes");
+    let mut tiny = row(1, None, "", None);
+    tiny[3] = Value::Varchar("y".repeat(256));
+    assert_ndb_code(tx.insert(&table, &tiny), 4209, "a TINYTEXT past 255 bytes");
+    let mut wrong = row(1, None, "", None);
+    wrong[4] = Value::Varbinary(vec![1]);
+    assert_ndb_code(tx.insert(&table, &wrong), 4209, "bytes for a TEXT");
+    drop(tx);
+    let keyed = TableDef::new(
+        "keyed",
+        vec![ColumnDef::key("b", ColumnType::Blob(BlobSize::Blob))],
+    );
+    assert_ndb_code(api.create_table(&keyed), 4264, "a BLOB key");
+    let index = IndexDef::ordered("by_body", &["body"]);
+    assert_ndb_code(api.create_index(&table, &index), 4264, "an index on a BLOB");
+    let mut tx = api.start_transaction().expect("start");
+    let options = ScanOptions {
+        filter: Some(Filter::cmp(2, CmpOp::Eq, Value::Varbinary(vec![]))),
+        ..ScanOptions::default()
+    };
+    assert_ndb_code(
+        tx.scan_table(&table, &options).map(|_| ()),
+        4264,
+        "a filter comparing a BLOB",
+    );
+    let reserved = TableDef::new(
+        &format!("NDB$BLOB_{}_2", table.id()),
+        vec![ColumnDef::key("k", ColumnType::Int32)],
+    );
+    assert_ndb_code(api.create_table(&reserved), 4241, "a parts table's name");
+}
