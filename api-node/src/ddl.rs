@@ -29,7 +29,7 @@ use sqlparser::ast::{
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
-use crate::{Cluster, ColumnDef, ColumnType, Error, IndexDef, Table, TableDef};
+use crate::{BlobSize, Cluster, ColumnDef, ColumnType, Error, IndexDef, Table, TableDef};
 
 /// Why a statement is not a table rndb can create.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -465,6 +465,28 @@ fn column_type(column: &str, data_type: &DataType) -> Result<ColumnType, DdlErro
         {
             Ok(ColumnType::Year)
         }
+        // MySQL's BLOB(M) is the smallest BLOB type that holds M bytes.
+        DataType::Blob(m) => Ok(ColumnType::Blob(match m {
+            None => BlobSize::Blob,
+            Some(m) => [
+                BlobSize::Tiny,
+                BlobSize::Blob,
+                BlobSize::Medium,
+                BlobSize::Long,
+            ]
+            .into_iter()
+            .find(|size| *m <= size.max_bytes())
+            .ok_or_else(|| {
+                DdlError::Invalid(format!("column {column}: BLOB({m}) is past LONGBLOB"))
+            })?,
+        })),
+        DataType::TinyBlob => Ok(ColumnType::Blob(BlobSize::Tiny)),
+        DataType::MediumBlob => Ok(ColumnType::Blob(BlobSize::Medium)),
+        DataType::LongBlob => Ok(ColumnType::Blob(BlobSize::Long)),
+        DataType::Text => Ok(ColumnType::Text(BlobSize::Blob)),
+        DataType::TinyText => Ok(ColumnType::Text(BlobSize::Tiny)),
+        DataType::MediumText => Ok(ColumnType::Text(BlobSize::Medium)),
+        DataType::LongText => Ok(ColumnType::Text(BlobSize::Long)),
         DataType::Date => Ok(ColumnType::Date),
         DataType::Datetime(fsp) => Ok(ColumnType::Datetime(fraction_digits(column, *fsp)?)),
         DataType::Timestamp(fsp, ast::TimezoneInfo::None) => {
@@ -559,6 +581,28 @@ mod tests {
                 "d UInt16 NULL",
                 "e Int24 NULL",
                 "f UInt24 NOT NULL",
+            ],
+        );
+    }
+
+    #[test]
+    fn blobs_and_texts() {
+        check(
+            "CREATE TABLE b (id INT PRIMARY KEY, a TINYBLOB, b BLOB, c BLOB(70000), \
+             d MEDIUMBLOB, e LONGBLOB, f TINYTEXT, g TEXT NOT NULL, h MEDIUMTEXT, i LONGTEXT, \
+             j BLOB(255))",
+            &[
+                "id Int32 PK",
+                "a Blob(Tiny) NULL",
+                "b Blob(Blob) NULL",
+                "c Blob(Medium) NULL",
+                "d Blob(Medium) NULL",
+                "e Blob(Long) NULL",
+                "f Text(Tiny) NULL",
+                "g Text(Blob) NOT NULL",
+                "h Text(Medium) NULL",
+                "i Text(Long) NULL",
+                "j Blob(Tiny) NULL",
             ],
         );
     }

@@ -572,3 +572,74 @@ fn a_cluster_killed_during_a_backup_restarts_and_the_next_backup_takes_the_next_
     assert_eq!(field(&out, "Backup "), 2, "{out}");
     assert_eq!(field(&out, "#Records: "), 50, "{out}");
 }
+
+/// A table with BLOB and TEXT columns is backed up with its parts tables and restored whole,
+/// into a cluster where it gets other table ids (a table created there first): each parts
+/// table's rows go to the parts table of the same column of the restored table.
+#[test]
+fn a_table_with_blobs_restores_whole_under_other_ids() {
+    let mut source = Processes::new();
+    let cs = start_cluster(&mut source);
+    let cluster = Cluster::connect_mgm(&cs, ConnectOptions::default()).expect("connect");
+    let def = TableDef::new(
+        "docs",
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::nullable("body", ColumnType::Blob(rndb_api::BlobSize::Blob)),
+            ColumnDef::nullable("story", ColumnType::Text(rndb_api::BlobSize::Medium)),
+        ],
+    );
+    let table = cluster.create_table(&def).expect("create");
+    let doc = |id: u32| {
+        let len = id as usize * 997;
+        vec![
+            Value::UInt32(id),
+            Value::Varbinary((0..len).map(|i| (i + id as usize) as u8).collect()),
+            match id % 3 {
+                0 => Value::Null,
+                _ => Value::Varchar("ü".repeat(len / 2 + 1)),
+            },
+        ]
+    };
+    let mut tx = cluster.start_transaction().expect("start");
+    for id in 0..20 {
+        tx.insert(&table, &doc(id)).expect("define");
+    }
+    tx.execute(ExecType::Commit).expect("load");
+    drop(tx);
+    let (ok, out, err) = mgm(&cs, "START BACKUP");
+    assert!(ok, "START BACKUP failed: {out}{err}");
+    let id = field(&out, "Backup ");
+
+    let mut target = Processes::new();
+    let target_cs = start_cluster(&mut target);
+    let restored = Cluster::connect_mgm(&target_cs, ConnectOptions::default()).expect("connect");
+    let pad = TableDef::new("pad", vec![ColumnDef::key("k", ColumnType::Int32)]);
+    restored.create_table(&pad).expect("a table first");
+    for (node, what) in [(1, &["-m", "-r"][..]), (2, &["-r"][..])] {
+        let dir = backup_dir(&source, node, id);
+        let (ok, out, err) = restore(&target_cs, node, id, &dir, what);
+        assert!(ok, "ndb_restore -n {node} {what:?}: {out}{err}");
+        assert!(
+            !out.contains("Successfully restored table `NDB$BLOB"),
+            "{out}"
+        );
+    }
+    let table = restored.get_table("docs").expect("restored");
+    assert_ne!(
+        table.id(),
+        cluster.get_table("docs").expect("source").id(),
+        "other ids"
+    );
+    let mut tx = restored.start_transaction().expect("start");
+    let mut rows = tx
+        .scan_table(&table, &ScanOptions::default())
+        .expect("scan")
+        .collect::<Result<Vec<_>, _>>()
+        .expect("rows");
+    rows.sort_by_key(|r| match r[0] {
+        Value::UInt32(id) => id,
+        _ => u32::MAX,
+    });
+    assert_eq!(rows, (0..20).map(doc).collect::<Vec<_>>());
+}

@@ -77,6 +77,9 @@ pub fn parse_value(column: &ColumnDef, field: Option<&[u8]>) -> Result<Value, St
     if let ColumnType::Varbinary(max) | ColumnType::Binary(max) = column.column_type {
         return parse_varbinary(column, bytes, max).map(|v| column.column_type.padded(v));
     }
+    if let ColumnType::Blob(size) | ColumnType::Text(size) = column.column_type {
+        return parse_blob(column, bytes, size);
+    }
     let text = std::str::from_utf8(bytes).map_err(|e| {
         format!(
             "column {}: not UTF-8 (byte {} of the field)",
@@ -208,6 +211,38 @@ fn parse_varbinary(column: &ColumnDef, bytes: &[u8], max: u16) -> Result<Value, 
     Ok(Value::Varbinary(value))
 }
 
+/// A BLOB field (`0x` and hex digits, or the bytes as they are) or a TEXT field (UTF-8), at
+/// most its size's longest.
+fn parse_blob(column: &ColumnDef, bytes: &[u8], size: rndb_api::BlobSize) -> Result<Value, String> {
+    let value = match column.column_type {
+        ColumnType::Text(_) => Value::Varchar(
+            String::from_utf8(bytes.to_vec())
+                .map_err(|e| format!("column {}: not UTF-8 ({e})", column.name))?,
+        ),
+        _ => match bytes.strip_prefix(b"0x") {
+            Some(hex) => Value::Varbinary(
+                decode_hex(hex)
+                    .ok_or_else(|| format!("column {}: bad hex digits after 0x", column.name))?,
+            ),
+            None => Value::Varbinary(bytes.to_vec()),
+        },
+    };
+    let len = match &value {
+        Value::Varchar(s) => s.len(),
+        Value::Varbinary(b) => b.len(),
+        _ => 0,
+    };
+    if len as u64 > size.max_bytes() {
+        return Err(format!(
+            "column {}: {len} bytes, {} holds at most {}",
+            column.name,
+            column.column_type,
+            size.max_bytes()
+        ));
+    }
+    Ok(value)
+}
+
 fn decode_hex(hex: &[u8]) -> Option<Vec<u8>> {
     if !hex.len().is_multiple_of(2) {
         return None;
@@ -284,6 +319,16 @@ mod tests {
             Ok(Value::UInt64(u64::MAX)),
         );
         check(ColumnType::Float64, Some(b"2.5"), Ok(Value::Float64(2.5)));
+        let blob = ColumnType::Blob(rndb_api::BlobSize::Tiny);
+        check(blob, Some(b"0x0aff"), Ok(Value::Varbinary(vec![10, 255])));
+        check(
+            blob,
+            Some(&[7u8; 256]),
+            Err("256 bytes, Blob(Tiny) holds at most 255"),
+        );
+        let text = ColumnType::Text(rndb_api::BlobSize::Blob);
+        check(text, Some("é".as_bytes()), Ok(Value::Varchar("é".into())));
+        check(text, Some(b"\xff"), Err("not UTF-8"));
         check(ColumnType::Float64, Some(b"inf"), Err("not finite"));
         check(
             ColumnType::Varchar(3),

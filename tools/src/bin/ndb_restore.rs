@@ -241,10 +241,23 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
     );
     // SYSTAB_0's counters are keyed by the backed-up cluster's table ids: each restored
     // table's counter is set from its rows instead, as NDB's ndb_restore does.
-    ctl.tables.retain(|t| {
-        (include.is_empty() || include.contains(&t.def.name))
-            && !exclude.contains(&t.def.name)
-            && t.def.name != SYSTAB_0
+    let asked = |name: &String| {
+        (include.is_empty() || include.contains(name))
+            && !exclude.contains(name)
+            && name != SYSTAB_0
+    };
+    // A blob parts table goes with its table.
+    let parts_of = |name: &str| {
+        let rest = name.strip_prefix(rndb_protocol::blob::PARTS_PREFIX)?;
+        rest.split_once('_')?.0.parse::<u32>().ok()
+    };
+    let main_kept: HashSet<u32> = (ctl.tables.iter())
+        .filter(|t| parts_of(&t.def.name).is_none() && asked(&t.def.name))
+        .map(|t| t.table_id)
+        .collect();
+    ctl.tables.retain(|t| match parts_of(&t.def.name) {
+        Some(main) => main_kept.contains(&main),
+        None => main_kept.contains(&t.table_id),
     });
     let kept: HashSet<u32> = ctl.tables.iter().map(|t| t.table_id).collect();
     ctl.indexes.retain(|i| kept.contains(&i.table_id));
@@ -418,7 +431,9 @@ fn print_data(ctl: &BackupCtl, files: [(&RowFile, Wanted<'_>); 2]) -> anyhow::Re
 /// Creates the backup's tables, then (with `indexes`) their ordered indexes; a unique index
 /// waits for `--rebuild-indexes`.
 fn restore_meta(cluster: &Cluster, ctl: &BackupCtl, indexes: bool) -> anyhow::Result<()> {
-    for info in &ctl.tables {
+    // A blob parts table comes with its table.
+    let parts = |name: &str| name.starts_with(rndb_protocol::blob::PARTS_PREFIX);
+    for info in ctl.tables.iter().filter(|t| !parts(&t.def.name)) {
         cluster
             .create_table(&info.def)
             .with_context(|| format!("create table `{}`", info.def.name))?;
@@ -494,23 +509,58 @@ fn create_index(
     Ok(())
 }
 
-/// The cluster's table for each of the backup's, by backup table id: same name and columns.
+/// The cluster's table for each of the backup's, by backup table id: same name and columns
+/// (a blob parts table: the one of the same column of the same table), each a handle that
+/// writes BLOB and TEXT columns as the backup holds them, heads in the row and parts in the
+/// parts tables (`Table::raw`).
 fn target_tables<'b>(
     cluster: &Cluster,
     ctl: &'b BackupCtl,
 ) -> anyhow::Result<BTreeMap<u32, (&'b TableInfo, Table)>> {
     let mut tables = BTreeMap::new();
+    let by_id: BTreeMap<u32, &TableInfo> = ctl.tables.iter().map(|t| (t.table_id, t)).collect();
     for info in &ctl.tables {
-        let name = &info.def.name;
+        let name = parts_target(cluster, &by_id, &info.def.name)?;
+        let name = &name;
         let table = cluster
             .get_table(name)
-            .with_context(|| format!("table `{name}` (create it first, or restore with -m)"))?;
+            .with_context(|| format!("table `{name}` (create it first, or restore with -m)"))?
+            .raw();
         if table.def().columns != info.def.columns {
             bail!("table `{name}` in the cluster has other columns than in the backup");
         }
         tables.insert(info.table_id, (info, table));
     }
     Ok(tables)
+}
+
+/// The name in the cluster of the backup's table `name`: itself, or for a blob parts table
+/// (`NDB$BLOB_<table id>_<column>`) the parts table of the same column of the cluster's table
+/// of the same name as the backup's table of that id.
+fn parts_target(
+    cluster: &Cluster,
+    by_id: &BTreeMap<u32, &TableInfo>,
+    name: &str,
+) -> anyhow::Result<String> {
+    let Some(rest) = name.strip_prefix(rndb_protocol::blob::PARTS_PREFIX) else {
+        return Ok(name.to_string());
+    };
+    let parsed = rest
+        .split_once('_')
+        .and_then(|(t, c)| Some((t.parse::<u32>().ok()?, c.parse::<usize>().ok()?)));
+    let Some((main_id, column)) = parsed else {
+        bail!("table `{name}`: not a blob parts table's name");
+    };
+    let Some(main) = by_id.get(&main_id) else {
+        bail!("blob parts table `{name}` names table id {main_id}, which the backup does not hold");
+    };
+    let target = cluster.get_table(&main.def.name).with_context(|| {
+        format!(
+            "table `{}` (create it first, or restore with -m)",
+            main.def.name
+        )
+    })?;
+    Ok(rndb_protocol::blob::parts_table_name(target.id(), column))
 }
 
 /// An auto-increment column's value as its counter counts (negative values do not count).
