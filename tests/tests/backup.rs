@@ -7,7 +7,8 @@
 //! running backup refuses DROP TABLE (761), ends on ABORT BACKUP (1321) and when a data node
 //! is killed (1326), without stopping the cluster; a backup directory that cannot be written
 //! fails the backup (1325), not the data nodes; and after every data node and ndb_mgmd are
-//! killed during a backup, the cluster restarts and the next backup takes the next id.
+//! killed during a backup, the cluster restarts and the next backup takes the next id; and a
+//! table with BLOB and TEXT columns restores whole, its parts tables under other table ids.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
