@@ -3,13 +3,14 @@
 //! unique index), both kinds of scans, update, write and delete on two data nodes with two
 //! replicas, that the parts tables hold exactly the parts the values need after each change
 //! (none left behind by a shorter value or a delete), that a value too long, a BLOB key, an
-//! index or filter comparison on a blob column are refused, and that a table's parts tables
-//! go with it.
+//! index or filter comparison on a blob column, and reads that cannot assemble values (from a
+//! chosen replica, through the asynchronous executor) are refused, and that a table's parts
+//! tables go with it.
 
 use rndb_api::CmpOp;
 use rndb_api::{
-    BlobSize, Cluster, ColumnDef, ColumnType, ExecType, Filter, IndexDef, LockMode, ScanOptions,
-    Table, TableDef, Value,
+    AbortOption, BlobSize, Cluster, ColumnDef, ColumnType, ExecType, Filter, IndexDef, LockMode,
+    ScanOptions, Table, TableDef, Value,
 };
 use rndb_tests::{assert_ndb_code, ClusterSpec, TestCluster};
 
@@ -286,6 +287,25 @@ fn blob_misuse_is_refused() {
         4264,
         "a filter comparing a BLOB",
     );
+    // Where values are not assembled: a read from a chosen replica, the asynchronous
+    // executor's execute of a read.
+    let mut tx = api.start_transaction().expect("start");
+    let key = [Value::UInt32(1)];
+    assert_ndb_code(
+        tx.read_from_replica(&table, &key, 0),
+        4264,
+        "a replica read",
+    );
+    tx.read(&table, &key, LockMode::CommittedRead)
+        .expect("define");
+    let mut executor = api.async_executor();
+    executor
+        .prepare(tx, ExecType::Commit, AbortOption::AbortOnError, 7)
+        .expect("prepare");
+    let done = executor.send_poll(1, std::time::Duration::from_secs(10));
+    assert_eq!(done.len(), 1);
+    let code = done[0].result.as_ref().err().and_then(|e| e.code());
+    assert_eq!(code, Some(4264), "an async read: {:?}", done[0].result);
     let reserved = TableDef::new(
         &format!("NDB$BLOB_{}_2", table.id()),
         vec![ColumnDef::key("k", ColumnType::Int32)],
