@@ -96,8 +96,9 @@ impl fmt::Display for ColumnType {
             ColumnType::Float64 => write!(f, "Float64"),
             ColumnType::Varchar(n) => write!(f, "Varchar({n})"),
             ColumnType::Varbinary(n) => write!(f, "Varbinary({n})"),
-            ColumnType::Blob(size) => write!(f, "Blob({size:?})"),
-            ColumnType::Text(size) => write!(f, "Text({size:?})"),
+            // As NDB's ndb_desc: inline bytes, part bytes, (no) striping.
+            ColumnType::Blob(size) => write!(f, "Blob(256,{},0)", size.part_bytes()),
+            ColumnType::Text(size) => write!(f, "Text(256,{},0)", size.part_bytes()),
             ColumnType::Date => write!(f, "Date"),
             ColumnType::Datetime(fsp) => write!(f, "Datetime({fsp})"),
             ColumnType::Timestamp(fsp) => write!(f, "Timestamp({fsp})"),

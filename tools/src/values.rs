@@ -324,7 +324,7 @@ mod tests {
         check(
             blob,
             Some(&[7u8; 256]),
-            Err("256 bytes, Blob(Tiny) holds at most 255"),
+            Err("256 bytes, Blob(256,0,0) holds at most 255"),
         );
         let text = ColumnType::Text(rndb_api::BlobSize::Blob);
         check(text, Some("é".as_bytes()), Ok(Value::Varchar("é".into())));
