@@ -1543,7 +1543,8 @@ impl Transaction<'_> {
                 rows.push((op, table, row));
             }
         }
-        let filled = self.fill_rows(&mut rows);
+        // Under a lock, so that a row this transaction wrote reads its own parts too.
+        let filled = self.fill_rows(&mut rows, LockMode::Read);
         for (op, _, row) in rows {
             self.results[op.0].row = Some(row);
         }
@@ -1558,15 +1559,19 @@ impl Transaction<'_> {
     /// parts read committed in one execute (NoCommit).
     pub(crate) fn fill_row(&mut self, table: &Table, row: &mut Vec<Value>) -> Result<(), Error> {
         let mut rows = vec![(OpId(usize::MAX), table.clone(), std::mem::take(row))];
-        let filled = self.fill_rows(&mut rows);
+        let filled = self.fill_rows(&mut rows, LockMode::CommittedRead);
         if let Some((_, _, whole)) = rows.pop() {
             *row = whole;
         }
         filled
     }
 
-    /// The rows made whole: every part of every long value read in one execute.
-    fn fill_rows(&mut self, rows: &mut [(OpId, Table, Vec<Value>)]) -> Result<(), Error> {
+    /// The rows made whole: every part of every long value read (`lock`) in one execute.
+    fn fill_rows(
+        &mut self,
+        rows: &mut [(OpId, Table, Vec<Value>)],
+        lock: LockMode,
+    ) -> Result<(), Error> {
         // (row, column, the part reads' ids)
         let mut wanted: Vec<(usize, usize, Vec<OpId>)> = Vec::new();
         for (i, (_, table, row)) in rows.iter().enumerate() {
@@ -1583,7 +1588,7 @@ impl Transaction<'_> {
                 let mut ops = Vec::with_capacity(count as usize);
                 for part in 0..count {
                     let part_key = blob::part_key(&key, part);
-                    ops.push(self.read_heads(&parts, &part_key, LockMode::CommittedRead)?);
+                    ops.push(self.read_heads(&parts, &part_key, lock)?);
                 }
                 wanted.push((i, bc.column, ops));
             }

@@ -231,6 +231,22 @@ fn values_of_every_length_round_trip_and_parts_follow_them() {
     assert_eq!(story.iter().filter(|p| p.0 == 4).count(), 3);
     assert_eq!(story.iter().filter(|p| p.0 == 5).count(), 18);
 
+    // A transaction reads the values it wrote itself, parts and all, before it commits.
+    let mut tx = api.start_transaction().expect("start");
+    let fresh = row(7, Some(9_999), "mine", Some(12_345));
+    tx.insert(&table, &fresh).expect("insert 7");
+    let op = tx
+        .read(&table, &[Value::UInt32(7)], LockMode::CommittedRead)
+        .expect("define");
+    tx.execute(ExecType::NoCommit).expect("read its own write");
+    assert_eq!(tx.row(op), Some(&fresh[..]));
+    tx.execute(ExecType::Rollback).expect("roll back");
+    assert_eq!(read(&api, &table, 7, LockMode::Read), None);
+    assert!(
+        parts(&api, &table, 2).iter().all(|p| p.0 != 7),
+        "rolled back"
+    );
+
     // A delete takes every part with the row.
     commit(&api, |tx| {
         tx.delete(&table, &[Value::UInt32(5)]).expect("delete 5");
