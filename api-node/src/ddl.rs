@@ -744,8 +744,8 @@ mod tests {
     fn refusals_name_the_construct() {
         let cases = [
             (
-                "CREATE TABLE t (id INT PRIMARY KEY, s TEXT)",
-                "type TEXT (column s",
+                "CREATE TABLE t (id INT PRIMARY KEY, s JSON)",
+                "type JSON (column s",
             ),
             (
                 "CREATE TABLE t (id INT PRIMARY KEY, d DECIMAL(10, 2) UNSIGNED)",

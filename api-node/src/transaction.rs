@@ -66,6 +66,15 @@ struct Rare {
     /// Reads of rows with BLOB or TEXT columns defined since the last execute, whose rows
     /// the execute makes whole (`crate::blob`).
     blob_reads: Vec<(OpId, Table)>,
+    /// Writes and deletes of rows with parts defined since the last execute: each row's
+    /// operation and its parts' operations. They succeed or fail together whatever the
+    /// execute's AbortOption: a row's failure with parts written, or a part's failure, rolls
+    /// the transaction back (NDB defines part operations AbortOnError).
+    blob_writes: Vec<(OpId, Vec<OpId>)>,
+    /// Operations sent ahead of the execute that defines them, with IgnoreError, by a read of
+    /// old heads (`Transaction::old_parts`): the next execute AbortOnError fails with the
+    /// error of the first that failed, as it would have had they waited for it.
+    deferred: Vec<OpId>,
 }
 
 /// The table index of a frame that reads no row (the execute's own).
@@ -780,11 +789,34 @@ impl<'c> Transaction<'c> {
     /// As `execute`, choosing what a failed operation does. With IgnoreError, failed operations
     /// report through [`Transaction::op_error`] and the rest go on.
     pub fn execute_with(&mut self, exec: ExecType, abort: AbortOption) -> Result<(), Error> {
+        let deferred =
+            (self.rare.as_mut()).map_or_else(Vec::new, |r| std::mem::take(&mut r.deferred));
+        if abort == AbortOption::AbortOnError && exec != ExecType::Rollback {
+            if let Some(e) = deferred.iter().find_map(|&op| self.op_error(op)).cloned() {
+                self.roll_back_now();
+                return Err(Error::Ndb(e));
+            }
+        }
+        self.execute_inner(exec, abort)
+    }
+
+    /// `execute_with` but for the operations sent ahead of it (`Rare::deferred`): the
+    /// executes of the BLOB and TEXT columns' own operations.
+    fn execute_inner(&mut self, exec: ExecType, abort: AbortOption) -> Result<(), Error> {
         if self.rare.as_ref().is_some_and(|r| !r.blob_reads.is_empty()) {
             return self.execute_blob_reads(exec, abort);
         }
+        let writes =
+            (self.rare.as_mut()).map_or_else(Vec::new, |r| std::mem::take(&mut r.blob_writes));
+        if abort == AbortOption::IgnoreError && !writes.is_empty() {
+            return self.execute_blob_writes(exec, writes);
+        }
+        self.execute_now(exec, abort)
+    }
+
+    fn execute_now(&mut self, exec: ExecType, abort: AbortOption) -> Result<(), Error> {
         self.confirm_scan_locks(exec)?;
-        match self.begin_execute(exec, abort) {
+        match self.begin_execute_now(exec, abort) {
             Begun::Done(result) => result,
             Begun::Send {
                 connection,
@@ -838,6 +870,28 @@ impl<'c> Transaction<'c> {
                 table,
                 "a read of BLOB or TEXT columns outside `Transaction::execute`",
             );
+            return Begun::Done(Err(e));
+        }
+        if let Some(rare) = self.rare.as_mut() {
+            // Writes of parts and operations sent ahead: only the blocking execute checks
+            // them (see `Rare::blob_writes`, `Rare::deferred`).
+            if !rare.deferred.is_empty()
+                || (abort == AbortOption::IgnoreError && !rare.blob_writes.is_empty())
+            {
+                let e = NdbError::with_detail(
+                    4264,
+                    "Invalid usage of blob attribute: writes of BLOB or TEXT columns outside \
+                     `Transaction::execute`",
+                );
+                return Begun::Done(Err(Error::Ndb(e)));
+            }
+            rare.blob_writes.clear();
+        }
+        self.begin_execute_now(exec, abort)
+    }
+
+    fn begin_execute_now(&mut self, exec: ExecType, abort: AbortOption) -> Begun {
+        if let Err(e) = self.check_usable() {
             return Begun::Done(Err(e));
         }
         if self.state == State::Fresh && self.batch.len() == 0 {
@@ -1408,7 +1462,8 @@ impl Transaction<'_> {
             &key,
             &attrs,
         )?;
-        self.define_parts(&key, writes, old.as_deref().unwrap_or_default(), op_type)?;
+        let parts = self.define_parts(&key, writes, old.as_deref().unwrap_or_default(), op_type)?;
+        self.rare_mut().blob_writes.push((op, parts));
         Ok(op)
     }
 
@@ -1431,9 +1486,11 @@ impl Transaction<'_> {
             key,
             &attrs,
         )?;
-        if let Some(old) = old {
-            self.define_parts(key, writes, &old, OperationType::Write)?;
-        }
+        let parts = match old {
+            Some(old) => self.define_parts(key, writes, &old, OperationType::Write)?,
+            None => Vec::new(),
+        };
+        self.rare_mut().blob_writes.push((op, parts));
         Ok(op)
     }
 
@@ -1448,21 +1505,23 @@ impl Transaction<'_> {
             key,
             &[],
         )?;
+        let mut part_ops = Vec::new();
         for (column, count) in old.unwrap_or_default() {
             let Some(parts) = table.blob_column(column).and_then(|bc| bc.parts.clone()) else {
                 continue;
             };
             for part in 0..count {
                 let part_key = blob::part_key(key, part);
-                self.define(
+                part_ops.push(self.define(
                     Target::table(&parts),
                     OperationType::Delete,
                     LockMode::Exclusive,
                     &part_key,
                     &[],
-                )?;
+                )?);
             }
         }
+        self.rare_mut().blob_writes.push((op, part_ops));
         Ok(op)
     }
 
@@ -1473,11 +1532,12 @@ impl Transaction<'_> {
         table: &Table,
         key: &[Value],
     ) -> Result<Option<Vec<(usize, u64)>>, Error> {
-        if self.batch.len() > 0 || self.rare.as_ref().is_some_and(|r| !r.blob_reads.is_empty()) {
-            self.execute(ExecType::NoCommit)?;
-        }
+        // The operations defined before go with the read, IgnoreError: whether their failure
+        // fails the transaction is for the execute that defines them to say (`Rare::deferred`).
+        let earlier = self.results.len()..self.results.len() + self.batch.len();
         let op = self.read_heads(table, key, LockMode::Exclusive)?;
-        self.execute_with(ExecType::NoCommit, AbortOption::IgnoreError)?;
+        self.execute_inner(ExecType::NoCommit, AbortOption::IgnoreError)?;
+        self.rare_mut().deferred.extend(earlier.map(OpId));
         let row = match (self.row(op), self.op_error(op)) {
             (Some(row), _) => row.to_vec(),
             (None, Some(e)) if e.code == 626 => return Ok(None),
@@ -1500,19 +1560,20 @@ impl Transaction<'_> {
         writes: Vec<blob::PartWrites>,
         old: &[(usize, u64)],
         op_type: OperationType,
-    ) -> Result<(), Error> {
+    ) -> Result<Vec<OpId>, Error> {
+        let mut ops = Vec::new();
         let data = key.len() + 1;
         for write in writes {
             let new = write.rows.len() as u64;
             for row in &write.rows {
                 let attrs = [(data as u16, row[data].clone())];
-                self.define(
+                ops.push(self.define(
                     Target::table(&write.parts),
                     op_type,
                     LockMode::Exclusive,
                     &row[..data],
                     &attrs,
-                )?;
+                )?);
             }
             let had = old
                 .iter()
@@ -1520,23 +1581,46 @@ impl Transaction<'_> {
                 .map_or(0, |(_, n)| *n);
             for part in new..had {
                 let part_key = blob::part_key(key, part);
-                self.define(
+                ops.push(self.define(
                     Target::table(&write.parts),
                     OperationType::Delete,
                     LockMode::Exclusive,
                     &part_key,
                     &[],
-                )?;
+                )?);
             }
         }
-        Ok(())
+        Ok(ops)
+    }
+
+    /// An execute IgnoreError of a batch with writes of parts: the batch (NoCommit), then,
+    /// unless a row with parts or one of its parts failed (which rolls the transaction back
+    /// and is the execute's error), `exec` with nothing more.
+    fn execute_blob_writes(
+        &mut self,
+        exec: ExecType,
+        writes: Vec<(OpId, Vec<OpId>)>,
+    ) -> Result<(), Error> {
+        self.execute_now(ExecType::NoCommit, AbortOption::IgnoreError)?;
+        for (op, parts) in &writes {
+            let row_failed = self.op_error(*op).filter(|_| !parts.is_empty());
+            let failed = row_failed.or_else(|| parts.iter().find_map(|&p| self.op_error(p)));
+            if let Some(e) = failed.cloned() {
+                self.roll_back_now();
+                return Err(Error::Ndb(e));
+            }
+        }
+        match exec {
+            ExecType::NoCommit => Ok(()),
+            exec => self.execute_now(exec, AbortOption::IgnoreError),
+        }
     }
 
     /// An execute of a batch with reads of rows with BLOB or TEXT columns: the batch
     /// (NoCommit), then their parts (NoCommit), then `exec` with nothing more.
     fn execute_blob_reads(&mut self, exec: ExecType, abort: AbortOption) -> Result<(), Error> {
         let reads = std::mem::take(&mut self.rare_mut().blob_reads);
-        self.execute_with(ExecType::NoCommit, abort)?;
+        self.execute_inner(ExecType::NoCommit, abort)?;
         let mut rows = Vec::new();
         for (op, table) in reads {
             if let Some(row) = self.results.get_mut(op.0).and_then(|r| r.row.take()) {
@@ -1551,7 +1635,7 @@ impl Transaction<'_> {
         filled?;
         match exec {
             ExecType::NoCommit => Ok(()),
-            exec => self.execute_with(exec, abort),
+            exec => self.execute_inner(exec, abort),
         }
     }
 
@@ -1594,7 +1678,7 @@ impl Transaction<'_> {
             }
         }
         if !wanted.is_empty() {
-            self.execute_with(ExecType::NoCommit, AbortOption::IgnoreError)?;
+            self.execute_inner(ExecType::NoCommit, AbortOption::IgnoreError)?;
         }
         for (i, (_, table, row)) in rows.iter_mut().enumerate() {
             for bc in table.blobs() {

@@ -165,6 +165,21 @@ impl Dict {
         let key_columns = def.key_columns().len();
         let attributes = def.columns.len() + parted.len() * (key_columns + 2);
         self.check_attributes(attributes, &format!("table {}", def.name))?;
+        // Each parts table must be a table of its own right (its columns' names, their
+        // count, its row's size): the limits hold for it as for any.
+        for &column in &parted {
+            if let Some(parts_def) = blob::parts_def(&def, self.next_id, column) {
+                parts_def.validate().map_err(|(code, detail)| {
+                    NdbError::with_detail(
+                        code,
+                        format!(
+                            "table {}: the parts table of column {}: {detail}",
+                            def.name, def.columns[column].name
+                        ),
+                    )
+                })?;
+            }
+        }
         let table_id = self.insert_table(def, fragment_count, None);
         let def = self.tables[&table_id].info.def.clone();
         self.by_name.insert(def.name.clone(), table_id);
@@ -693,6 +708,37 @@ mod tests {
             Err(826)
         );
         assert!(small.by_name("t").is_err(), "nothing was created");
+    }
+
+    /// A table whose parts tables would break a table's limits is refused, and nothing of
+    /// it is created: a key column named as a parts table's own column, a key that leaves no
+    /// room for the part number and the data (columns, row size).
+    #[test]
+    fn a_table_whose_parts_tables_would_be_invalid_is_refused() {
+        let blob = || ColumnDef::nullable("b", ColumnType::Blob(BlobSize::Long));
+        let clash = TableDef::new(
+            "clash",
+            vec![ColumnDef::key(blob::PART_COLUMN, ColumnType::Int32), blob()],
+        );
+        let mut many: Vec<ColumnDef> = (0..127)
+            .map(|i| ColumnDef::key(&format!("k{i}"), ColumnType::Int32))
+            .collect();
+        many.push(blob());
+        let many = TableDef::new("many", many);
+        let long_key = TableDef::new(
+            "long_key",
+            vec![ColumnDef::key("k", ColumnType::Varbinary(7000)), blob()],
+        );
+        for def in [clash, many, long_key] {
+            assert!(def.validate().is_ok(), "{} itself is valid", def.name);
+            let mut dict = Dict::new(10, 10, 10, 10_000);
+            let name = def.name.clone();
+            let refused = dict.create(def, 2).map(|_| ()).map_err(|e| e.code);
+            assert!(refused.is_err(), "{name}: created");
+            assert!(dict.by_name(&name).is_err() && dict.table_ids().is_empty());
+            let parts = dict.by_name(&blob::parts_table_name(1, 1));
+            assert!(parts.is_err(), "{name}: a parts table");
+        }
     }
 
     /// No index may hold a BLOB or TEXT column, and neither may a primary key.
