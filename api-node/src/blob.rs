@@ -262,13 +262,25 @@ pub(crate) fn read_lock(table: &Table, lock: LockMode) -> LockMode {
     }
 }
 
+/// What a CommittedRead scan's row, read again to complete its values, must still meet: the
+/// scan's filter, and (an index scan) the index columns it had when the scan met it (the
+/// row changed them since: it is passed over, as a row the scan met at its new place or not
+/// at all; a sorted scan's order holds).
+#[derive(Debug)]
+pub(crate) struct FreshCheck {
+    pub filter: Option<rndb_protocol::filter::Filter>,
+    pub index_columns: Vec<usize>,
+}
+
 /// A scanned row of a table with BLOB or TEXT columns made whole (see the module's docs);
-/// `None` when a CommittedRead scan's row was deleted before it was read again.
+/// `None` when a CommittedRead scan's row was deleted before it was read again, or changed so
+/// that it fails `check`.
 pub(crate) fn fill_scanned(
     cluster: &Cluster,
     table: &Table,
     mut row: Vec<Value>,
     locked: bool,
+    check: Option<&FreshCheck>,
 ) -> Result<Option<Vec<Value>>, Error> {
     let long = |row: &[Value]| -> Result<bool, Error> {
         for bc in table.blobs() {
@@ -293,7 +305,17 @@ pub(crate) fn fill_scanned(
         let op = tx.read_heads(table, &key, LockMode::Read)?;
         tx.execute_with(ExecType::NoCommit, rndb_protocol::AbortOption::IgnoreError)?;
         match (tx.row(op), tx.op_error(op)) {
-            (Some(fresh), _) => row = fresh.to_vec(),
+            (Some(fresh), _) => {
+                if let Some(check) = check {
+                    let moved = (check.index_columns.iter()).any(|&c| fresh[c] != row[c]);
+                    // The filter names no blob column (4264), so heads do not matter to it.
+                    let unmet = check.filter.as_ref().is_some_and(|f| !f.matches(fresh));
+                    if moved || unmet {
+                        return Ok(None);
+                    }
+                }
+                row = fresh.to_vec();
+            }
             (None, Some(e)) if e.code == 626 => return Ok(None),
             (None, Some(e)) => return Err(Error::Ndb(e.clone())),
             (None, None) => return Err(Error::ndb_detail(4000, "a read answered no row")),

@@ -91,6 +91,9 @@ pub struct Scan<'c> {
     /// The scan locks its rows: a part whose link failed fails it (4010). Cleared once it
     /// is abandoned, which reports the failure once.
     locked: bool,
+    /// A CommittedRead scan of a table with blob parts tables: what a row read again to
+    /// complete its values must still meet (`crate::blob::fill_scanned`).
+    fresh_check: Option<Box<crate::blob::FreshCheck>>,
 }
 
 /// The scan of one data node's fragments.
@@ -157,7 +160,14 @@ impl<'c> Scan<'c> {
                 })
                 .collect(),
             locked,
+            fresh_check: None,
         }
+    }
+
+    /// What a row read again must still meet (a CommittedRead scan of a table with blob
+    /// parts tables).
+    pub(crate) fn set_fresh_check(&mut self, check: crate::blob::FreshCheck) {
+        self.fresh_check = Some(Box::new(check));
     }
 
     #[cfg(feature = "tokio")]
@@ -548,7 +558,8 @@ impl Iterator for Scan<'_> {
             };
             // A row with BLOB or TEXT values made whole (`crate::blob`); one deleted since
             // the scan met it is passed over.
-            match crate::blob::fill_scanned(self.cluster, &self.table, row, self.locked) {
+            let check = self.fresh_check.as_deref();
+            match crate::blob::fill_scanned(self.cluster, &self.table, row, self.locked, check) {
                 Ok(Some(row)) => return Some(Ok(row)),
                 Ok(None) => continue,
                 Err(e) => {

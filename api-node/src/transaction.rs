@@ -752,7 +752,15 @@ impl<'c> Transaction<'c> {
             .filter(|_| options.sorted)
             .map(|i| (i.columns().to_vec(), options.descending));
         let locked = options.lock != LockMode::CommittedRead;
-        Ok(Scan::new(cluster, table.clone(), parts, sort, locked))
+        let mut scan = Scan::new(cluster, table.clone(), parts, sort, locked);
+        if !locked && table.has_parts() {
+            // A row read again to complete its values must still be one this scan returns.
+            scan.set_fresh_check(crate::blob::FreshCheck {
+                filter: options.filter.clone(),
+                index_columns: index.map(|i| i.columns().to_vec()).unwrap_or_default(),
+            });
+        }
+        Ok(scan)
     }
 
     /// The second half of a scan: its first batches came (or it failed).

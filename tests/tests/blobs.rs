@@ -4,8 +4,9 @@
 //! replicas, that the parts tables hold exactly the parts the values need after each change
 //! (none left behind by a shorter value or a delete), that a value too long, a BLOB key, an
 //! index or filter comparison on a blob column, and reads that cannot assemble values (from a
-//! chosen replica, through the asynchronous executor) are refused, and that a table's parts
-//! tables go with it.
+//! chosen replica, through the asynchronous executor) are refused, that a row a scan reads
+//! again for its parts still meets the scan's filter, and that a table's parts tables go with
+//! it.
 
 use rndb_api::CmpOp;
 use rndb_api::{
@@ -327,6 +328,46 @@ fn blob_misuse_is_refused() {
         vec![ColumnDef::key("k", ColumnType::Int32)],
     );
     assert_ndb_code(api.create_table(&reserved), 4241, "a parts table's name");
+}
+
+/// A CommittedRead scan reads a row with a long value again to complete it: a row changed
+/// since the scan met it comes back only if it still meets the scan's filter.
+#[test]
+fn a_row_read_again_for_its_parts_still_meets_the_scan_filter() {
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+    commit(&api, |tx| {
+        tx.insert(&table, &row(1, Some(3_000), "", None))
+            .expect("insert");
+        tx.insert(&table, &row(2, Some(3_000), "", None))
+            .expect("insert");
+    });
+    let mut tx = api.start_transaction().expect("start");
+    let options = ScanOptions {
+        filter: Some(Filter::cmp(1, CmpOp::Eq, Value::Varchar("c1".into()))),
+        ..ScanOptions::default()
+    };
+    // Its first batches are in: the scan met row 1 as "c1".
+    let scan = tx.scan_table(&table, &options).expect("scan");
+    commit(&api, |tx| {
+        let set = [(1, Value::Varchar("moved".into()))];
+        tx.update(&table, &[Value::UInt32(1)], &set)
+            .expect("update");
+    });
+    let rows: Vec<Vec<Value>> = scan.collect::<Result<_, _>>().expect("rows");
+    assert_eq!(
+        rows,
+        Vec::<Vec<Value>>::new(),
+        "row 1 no longer meets the filter"
+    );
+    drop(tx);
+    let mut tx = api.start_transaction().expect("start");
+    let rows: Vec<Vec<Value>> = tx
+        .scan_table(&table, &options)
+        .expect("scan")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    assert!(rows.is_empty());
 }
 
 /// An insert of a row whose key exists, with a value that has parts, under IgnoreError: the
