@@ -21,6 +21,7 @@ use anyhow::anyhow;
 use clap::Parser;
 use rndb_api::{Cluster, ColumnDef, ConnectOptions, Error, NodeId, TableDef};
 use rndb_config::{parse_file, ClusterConfig, PartitionMap};
+use rndb_protocol::blob;
 
 /// NDB's "No such table existed".
 const NO_SUCH_TABLE: u32 = 709;
@@ -221,8 +222,12 @@ fn describe_table(
     }
     out.push_str(&format!("FragmentCount: {}\n", map.partition_count()));
     out.push_str("-- Attributes --\n");
-    for column in &def.columns {
+    for (i, column) in def.columns.iter().enumerate() {
         out.push_str(&column_line(column));
+        // As NDB's: a BLOB's or TEXT's parts table (none for the TINY ones).
+        if blob::size_of(column.column_type).is_some_and(|s| s.part_bytes() > 0) {
+            out.push_str(&format!(" BT={}", blob::parts_table_name(table.id, i)));
+        }
         out.push('\n');
     }
     if detail == PartitionDetail::PerPartition {
@@ -386,6 +391,41 @@ note Varbinary(8) NULL
             "{PEOPLE_HEAD}Table options: readbackup\nFragmentCount: 2\n{PEOPLE_ATTRIBUTES}"
         );
         assert_eq!(text, expected, "got:\n{text}");
+    }
+
+    /// A BLOB or TEXT column names its parts table (BT=), as NDB's ndb_desc does; a TINY one
+    /// has none.
+    #[test]
+    fn blob_columns_name_their_parts_tables() {
+        let config = config(SINGLE);
+        let def = TableDef::new(
+            "docs",
+            vec![
+                ColumnDef::key("id", ColumnType::UInt32),
+                ColumnDef::nullable("body", ColumnType::Blob(rndb_api::BlobSize::Medium)),
+                ColumnDef::new("tag", ColumnType::Text(rndb_api::BlobSize::Tiny)),
+            ],
+        );
+        let head = TableHead {
+            def: &def,
+            id: 9,
+            version: 1,
+        };
+        let text = describe_table(
+            &head,
+            &config,
+            &PartitionMap::new(&config),
+            PartitionDetail::Count,
+        );
+        assert!(
+            text.ends_with(
+                "-- Attributes --\n\
+                 id UInt32 PRIMARY KEY DISTRIBUTION KEY\n\
+                 body Blob(256,4000,0) NULL BT=NDB$BLOB_9_1\n\
+                 tag Text(256,0,0) NOT NULL\n"
+            ),
+            "got:\n{text}"
+        );
     }
 
     #[test]
