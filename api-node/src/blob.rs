@@ -20,6 +20,12 @@ use rndb_protocol::{ColumnType, LockMode, NdbError, Value};
 
 use crate::{Cluster, Error, ExecType, Table};
 
+/// The bytes one execute of part operations carries at most (its part data, or the part
+/// data its reads answer; NDB's mysqld writes 64 KiB a batch, `ndb_blob_write_batch_bytes`):
+/// a value of megabytes goes in several executes (NoCommit), each well within a link's send
+/// buffer (4021 past it).
+pub(crate) const PARTS_BATCH_BYTES: usize = 256 * 1024;
+
 /// A BLOB or TEXT column of a table.
 #[derive(Clone, Debug)]
 pub(crate) struct BlobColumn {

@@ -1470,7 +1470,8 @@ impl Transaction<'_> {
             &key,
             &attrs,
         )?;
-        let parts = self.define_parts(&key, writes, old.as_deref().unwrap_or_default(), op_type)?;
+        let old = old.as_deref().unwrap_or_default();
+        let parts = self.define_parts(op, &key, writes, old, op_type)?;
         self.rare_mut().blob_writes.push((op, parts));
         Ok(op)
     }
@@ -1495,7 +1496,7 @@ impl Transaction<'_> {
             &attrs,
         )?;
         let parts = match old {
-            Some(old) => self.define_parts(key, writes, &old, OperationType::Write)?,
+            Some(old) => self.define_parts(op, key, writes, &old, OperationType::Write)?,
             None => Vec::new(),
         };
         self.rare_mut().blob_writes.push((op, parts));
@@ -1519,6 +1520,7 @@ impl Transaction<'_> {
                 continue;
             };
             for part in 0..count {
+                self.flush_parts(op, &part_ops)?;
                 let part_key = blob::part_key(key, part);
                 part_ops.push(self.define(
                     Target::table(&parts),
@@ -1564,6 +1566,7 @@ impl Transaction<'_> {
     /// the new value's deleted (`old`: each column's old count).
     fn define_parts(
         &mut self,
+        row_op: OpId,
         key: &[Value],
         writes: Vec<blob::PartWrites>,
         old: &[(usize, u64)],
@@ -1574,6 +1577,7 @@ impl Transaction<'_> {
         for write in writes {
             let new = write.rows.len() as u64;
             for row in &write.rows {
+                self.flush_parts(row_op, &ops)?;
                 let attrs = [(data as u16, row[data].clone())];
                 ops.push(self.define(
                     Target::table(&write.parts),
@@ -1588,6 +1592,7 @@ impl Transaction<'_> {
                 .find(|(c, _)| *c == write.column)
                 .map_or(0, |(_, n)| *n);
             for part in new..had {
+                self.flush_parts(row_op, &ops)?;
                 let part_key = blob::part_key(key, part);
                 ops.push(self.define(
                     Target::table(&write.parts),
@@ -1599,6 +1604,26 @@ impl Transaction<'_> {
             }
         }
         Ok(ops)
+    }
+
+    /// Before a part operation of row operation `row_op` (whose parts so far are `parts`):
+    /// a batch past `blob::PARTS_BATCH_BYTES` goes out now (NoCommit), so that no execute
+    /// outgrows the link's send buffer (4021). The operations defined before the row's are
+    /// sent with it as by the read of old heads (`Rare::deferred`); should the row or a part
+    /// sent fail, the transaction is rolled back and that is the error.
+    fn flush_parts(&mut self, row_op: OpId, parts: &[OpId]) -> Result<(), Error> {
+        if self.batch.size_bytes() < blob::PARTS_BATCH_BYTES {
+            return Ok(());
+        }
+        let earlier = self.results.len()..row_op.0.max(self.results.len());
+        self.execute_inner(ExecType::NoCommit, AbortOption::IgnoreError)?;
+        self.rare_mut().deferred.extend(earlier.map(OpId));
+        let ops = std::iter::once(row_op).chain(parts.iter().copied());
+        if let Some(e) = ops.filter_map(|op| self.op_error(op)).next().cloned() {
+            self.roll_back_now();
+            return Err(Error::Ndb(e));
+        }
+        Ok(())
     }
 
     /// An execute IgnoreError of a batch with writes of parts: the batch (NoCommit), then,
@@ -1666,6 +1691,7 @@ impl Transaction<'_> {
     ) -> Result<(), Error> {
         // (row, column, the part reads' ids)
         let mut wanted: Vec<(usize, usize, Vec<OpId>)> = Vec::new();
+        let mut answer_bytes = 0;
         for (i, (_, table, row)) in rows.iter().enumerate() {
             let key: Vec<Value> = table
                 .key_columns()
@@ -1679,13 +1705,19 @@ impl Transaction<'_> {
                 };
                 let mut ops = Vec::with_capacity(count as usize);
                 for part in 0..count {
+                    // The answers of one execute stay within a batch's bytes too.
+                    if answer_bytes >= blob::PARTS_BATCH_BYTES {
+                        self.execute_inner(ExecType::NoCommit, AbortOption::IgnoreError)?;
+                        answer_bytes = 0;
+                    }
                     let part_key = blob::part_key(&key, part);
                     ops.push(self.read_heads(&parts, &part_key, lock)?);
+                    answer_bytes += usize::from(bc.size.part_bytes());
                 }
                 wanted.push((i, bc.column, ops));
             }
         }
-        if !wanted.is_empty() {
+        if self.batch.len() > 0 {
             self.execute_inner(ExecType::NoCommit, AbortOption::IgnoreError)?;
         }
         for (i, (_, table, row)) in rows.iter_mut().enumerate() {

@@ -1,5 +1,5 @@
 //! Proves that BLOB and TEXT values of every length (none, in the head only, one part, many
-//! parts, a MEDIUMTEXT past 64 KiB) round-trip through insert, read (by key and through a
+//! parts, a MEDIUMTEXT past 64 KiB, a LONGBLOB of 6 MiB in several executes) round-trip through insert, read (by key and through a
 //! unique index), both kinds of scans, update, write and delete on two data nodes with two
 //! replicas, that the parts tables hold exactly the parts the values need after each change
 //! (none left behind by a shorter value or a delete), that a value too long, a BLOB key, an
@@ -482,4 +482,39 @@ fn unfixed_a_scan_sees_its_own_transactions_long_values() {
         assert_eq!(rows, vec![new.clone()], "a {lock:?} scan");
         tx.execute(ExecType::Rollback).expect("rollback");
     }
+}
+
+/// A LONGBLOB of several MiB (hundreds of parts) is written, read, scanned, shortened and
+/// deleted: its parts go in executes that fit the links' send buffers.
+#[test]
+fn a_value_of_megabytes_round_trips() {
+    let (_cluster, api) = start();
+    let def = TableDef::new(
+        "big",
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::nullable("b", ColumnType::Blob(BlobSize::Long)),
+        ],
+    );
+    let table = api.create_table(&def).expect("create");
+    let value = bytes(6 << 20, 3);
+    let row = vec![Value::UInt32(1), Value::Varbinary(value)];
+    commit(&api, |tx| {
+        tx.insert(&table, &row).expect("insert");
+    });
+    assert_eq!(
+        read(&api, &table, 1, LockMode::CommittedRead),
+        Some(row.clone())
+    );
+    assert_eq!(scan(&api, &table, LockMode::CommittedRead), vec![row]);
+    let short = vec![Value::UInt32(1), Value::Varbinary(bytes(9_000, 4))];
+    commit(&api, |tx| {
+        tx.write(&table, &short).expect("write");
+    });
+    assert_eq!(read(&api, &table, 1, LockMode::Read), Some(short));
+    assert_eq!(parts(&api, &table, 1).len(), 2);
+    commit(&api, |tx| {
+        tx.delete(&table, &[Value::UInt32(1)]).expect("delete");
+    });
+    assert!(parts(&api, &table, 1).is_empty());
 }
