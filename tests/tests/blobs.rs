@@ -1,12 +1,12 @@
 //! Proves that BLOB and TEXT values of every length (none, in the head only, one part, many
-//! parts, a MEDIUMTEXT past 64 KiB, a LONGBLOB of 6 MiB in several executes) round-trip through insert, read (by key and through a
-//! unique index), both kinds of scans, update, write and delete on two data nodes with two
-//! replicas, that the parts tables hold exactly the parts the values need after each change
-//! (none left behind by a shorter value or a delete), that a value too long, a BLOB key, an
-//! index or filter comparison on a blob column, and reads that cannot assemble values (from a
-//! chosen replica, through the asynchronous executor) are refused, that a row a scan reads
-//! again for its parts still meets the scan's filter, and that a table's parts tables go with
-//! it.
+//! parts, a MEDIUMTEXT past 64 KiB, a LONGBLOB of 6 MiB in several executes) round-trip through
+//! insert, read (by key and through a unique index), both kinds of scans, update, write and
+//! delete on two data nodes with two replicas, that the parts tables hold exactly the parts the
+//! values need after each change (none left behind by a shorter value or a delete), that a
+//! value too long, a BLOB key, an index or filter comparison on a blob column, and reads that
+//! cannot assemble values (from a chosen replica, through the asynchronous executor) are
+//! refused, that a row a scan reads again for its parts still meets the scan's filter, and that
+//! a table's parts tables go with it.
 
 use rndb_api::CmpOp;
 use rndb_api::{
