@@ -470,6 +470,13 @@ impl<'c> Transaction<'c> {
         code: &InterpretedCode,
     ) -> Result<OpId, Error> {
         check_key(table, key)?;
+        if set.iter().any(|(c, _)| table.blob_column(*c).is_some()) {
+            // The value would go as the row's head, leaving the old value's parts behind.
+            return Err(blob::unsupported(
+                table,
+                "an interpreted update of a BLOB or TEXT column",
+            ));
+        }
         let attrs = check_set(table, set)?;
         code.check_for(table)?;
         code.program.check_attrs(table.def(), &attrs)?;
@@ -816,7 +823,8 @@ impl<'c> Transaction<'c> {
         }
         let writes =
             (self.rare.as_mut()).map_or_else(Vec::new, |r| std::mem::take(&mut r.blob_writes));
-        if abort == AbortOption::IgnoreError && !writes.is_empty() {
+        // A rollback undoes the writes whatever failed: it is not an error.
+        if abort == AbortOption::IgnoreError && !writes.is_empty() && exec != ExecType::Rollback {
             return self.execute_blob_writes(exec, writes);
         }
         self.execute_now(exec, abort)
@@ -1422,6 +1430,9 @@ impl<'c> Transaction<'c> {
     }
 }
 
+/// Each parted BLOB or TEXT column of a row, and how many parts its value has.
+type PartCounts = Vec<(usize, u64)>;
+
 /// BLOB and TEXT columns (see `crate::blob`).
 impl Transaction<'_> {
     fn rare_mut(&mut self) -> &mut Rare {
@@ -1461,7 +1472,16 @@ impl Transaction<'_> {
         let (key, attrs) = split_row(table, &heads)?;
         let old = match op_type {
             OperationType::Insert => Some(Vec::new()),
-            _ => self.old_parts(table, &key)?,
+            // TINY values only: there are no parts to delete.
+            _ if !table.has_parts() => Some(Vec::new()),
+            _ => self.old_parts(table, &key)?.1,
+        };
+        // A write that found no row is an insert: a row inserted since by another
+        // transaction fails it (630) rather than keeping that row's parts past the new
+        // value's, which nothing would delete (orphans, on which a later insert fails).
+        let op_type = match old {
+            None => OperationType::Insert,
+            Some(_) => op_type,
         };
         let op = self.define(
             Target::table(table),
@@ -1477,7 +1497,7 @@ impl Transaction<'_> {
     }
 
     /// An update that sets BLOB or TEXT columns: the old heads are read first (nothing more
-    /// is sent when the row is missing: the update itself then fails, 626).
+    /// is sent when the row is missing: the read's 626 is the update's).
     fn update_blobs(
         &mut self,
         table: &Table,
@@ -1487,7 +1507,12 @@ impl Transaction<'_> {
         blob::check_parts(table)?;
         let (heads, writes) = blob::to_heads(table, key, set)?;
         let attrs = check_set(table, &heads)?;
-        let old = self.old_parts(table, key)?;
+        let (read, old) = self.old_parts(table, key)?;
+        let Some(old) = old else {
+            // No such row: the read's 626 is the update's (see `Transaction::old_parts`).
+            self.rare_mut().deferred.push(read);
+            return Ok(read);
+        };
         let op = self.define(
             Target::table(table),
             OperationType::Update,
@@ -1495,10 +1520,7 @@ impl Transaction<'_> {
             key,
             &attrs,
         )?;
-        let parts = match old {
-            Some(old) => self.define_parts(op, key, writes, &old, OperationType::Write)?,
-            None => Vec::new(),
-        };
+        let parts = self.define_parts(op, key, writes, &old, OperationType::Write)?;
         self.rare_mut().blob_writes.push((op, parts));
         Ok(op)
     }
@@ -1506,7 +1528,12 @@ impl Transaction<'_> {
     /// A delete of a row with parts: its heads are read first, then the row and every part go.
     fn delete_blobs(&mut self, table: &Table, key: &[Value]) -> Result<OpId, Error> {
         blob::check_parts(table)?;
-        let old = self.old_parts(table, key)?;
+        let (read, old) = self.old_parts(table, key)?;
+        let Some(old) = old else {
+            // No such row: the read's 626 is the delete's (see `Transaction::old_parts`).
+            self.rare_mut().deferred.push(read);
+            return Ok(read);
+        };
         let op = self.define(
             Target::table(table),
             OperationType::Delete,
@@ -1515,7 +1542,7 @@ impl Transaction<'_> {
             &[],
         )?;
         let mut part_ops = Vec::new();
-        for (column, count) in old.unwrap_or_default() {
+        for (column, count) in old {
             let Some(parts) = table.blob_column(column).and_then(|bc| bc.parts.clone()) else {
                 continue;
             };
@@ -1536,12 +1563,17 @@ impl Transaction<'_> {
     }
 
     /// The parts each parted column of `table`'s row `key` has now, read under an exclusive
-    /// lock (with the operations defined before, NoCommit); `None` when there is no such row.
+    /// lock (with the operations defined before, NoCommit), and the read's id; `None` when
+    /// there is no such row. A missing row is not locked: another transaction may insert it
+    /// before this one's write of it executes, so an update or delete of it is not sent
+    /// (the read's 626 is theirs, as `Rare::deferred`: as if the other transaction came
+    /// later), and a write is sent as an insert. Else the update would leave a head naming
+    /// parts it never wrote, and the delete or write the other row's parts, orphans.
     fn old_parts(
         &mut self,
         table: &Table,
         key: &[Value],
-    ) -> Result<Option<Vec<(usize, u64)>>, Error> {
+    ) -> Result<(OpId, Option<PartCounts>), Error> {
         // The operations defined before go with the read, IgnoreError: whether their failure
         // fails the transaction is for the execute that defines them to say (`Rare::deferred`).
         let earlier = self.results.len()..self.results.len() + self.batch.len();
@@ -1550,7 +1582,7 @@ impl Transaction<'_> {
         self.rare_mut().deferred.extend(earlier.map(OpId));
         let row = match (self.row(op), self.op_error(op)) {
             (Some(row), _) => row.to_vec(),
-            (None, Some(e)) if e.code == 626 => return Ok(None),
+            (None, Some(e)) if e.code == 626 => return Ok((op, None)),
             (None, Some(e)) => return Err(blob::part_error(e)),
             (None, None) => return Err(Error::ndb_detail(4000, "a read answered no row")),
         };
@@ -1559,7 +1591,7 @@ impl Transaction<'_> {
             let length = blob::head_length(table, bc, &row[bc.column])?;
             counts.push((bc.column, blob::parts_of(bc, length)));
         }
-        Ok(Some(counts))
+        Ok((op, Some(counts)))
     }
 
     /// Each value's parts written (`op_type`: Insert for a new row), and the old parts past

@@ -518,3 +518,165 @@ fn a_value_of_megabytes_round_trips() {
     });
     assert!(parts(&api, &table, 1).is_empty());
 }
+
+/// An update or delete whose read of the old heads finds no row, then a row of that key
+/// inserted and committed by another transaction before the update or delete executes: the
+/// update must not leave a head naming parts it never wrote (the value read back corrupt,
+/// 4267), and the delete must not leave the other transaction's parts behind (orphans, on
+/// which a later insert of the key fails with 630). Both report the row they found missing
+/// (626), as they would have had the other transaction committed later.
+#[test]
+fn an_update_or_delete_of_a_row_found_missing_leaves_no_corrupt_value_or_orphans() {
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+
+    // The update.
+    let mut tx = api.start_transaction().expect("start");
+    let set = [(2, Value::Varbinary(bytes(7_000, 5)))];
+    let update = tx
+        .update(&table, &[Value::UInt32(1)], &set)
+        .expect("define the update");
+    commit(&api, |other| {
+        other
+            .insert(&table, &row(1, Some(3_000), "", None))
+            .expect("insert");
+    });
+    let result = tx.execute_with(ExecType::Commit, AbortOption::IgnoreError);
+    match result {
+        Ok(()) => assert_eq!(tx.op_error(update).map(|e| e.code), Some(626)),
+        Err(e) => assert_eq!(e.code(), Some(626), "{e}"),
+    }
+    drop(tx);
+    assert_eq!(
+        read(&api, &table, 1, LockMode::Read),
+        Some(row(1, Some(3_000), "", None)),
+        "the other transaction's row, whole"
+    );
+
+    // The delete, under AbortOnError.
+    let mut tx = api.start_transaction().expect("start");
+    tx.delete(&table, &[Value::UInt32(2)])
+        .expect("define the delete");
+    commit(&api, |other| {
+        other
+            .insert(&table, &row(2, Some(5_000), "", None))
+            .expect("insert");
+    });
+    assert_ndb_code(
+        tx.execute(ExecType::Commit),
+        626,
+        "the delete of a row found missing",
+    );
+    drop(tx);
+    assert_eq!(
+        read(&api, &table, 2, LockMode::Read),
+        Some(row(2, Some(5_000), "", None))
+    );
+    commit(&api, |tx| {
+        tx.delete(&table, &[Value::UInt32(1)]).expect("delete");
+        tx.delete(&table, &[Value::UInt32(2)]).expect("delete");
+    });
+    assert!(parts(&api, &table, 2).is_empty(), "no orphan parts");
+    commit(&api, |tx| {
+        tx.insert(&table, &row(2, Some(5_000), "", None))
+            .expect("insert again");
+    });
+}
+
+/// A write whose read of the old heads finds no row, then a row of that key with a longer
+/// value inserted and committed by another transaction before the write executes: the
+/// other value's parts past the write's must not stay behind as orphans (a later insert of
+/// the key would fail on them with 630).
+#[test]
+fn a_write_of_a_row_found_missing_leaves_no_orphans() {
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+    let mut tx = api.start_transaction().expect("start");
+    tx.write(&table, &row(1, Some(300), "", None))
+        .expect("define the write");
+    commit(&api, |other| {
+        other
+            .insert(&table, &row(1, Some(9_000), "", None))
+            .expect("insert");
+    });
+    let result = tx.execute(ExecType::Commit);
+    drop(tx);
+    let expected: Vec<(u32, u32, usize)> = match result {
+        // The write went in after the insert: its one part, and no other.
+        Ok(()) => vec![(1, 0, 44)],
+        // Or it failed as a conflict: the insert's row, whole.
+        Err(_) => {
+            assert_eq!(
+                read(&api, &table, 1, LockMode::Read),
+                Some(row(1, Some(9_000), "", None))
+            );
+            (0..5)
+                .map(|p| (1, p, if p < 4 { 2_000 } else { 744 }))
+                .collect()
+        }
+    };
+    assert_eq!(parts(&api, &table, 2), expected, "{result:?}");
+    commit(&api, |tx| {
+        tx.delete(&table, &[Value::UInt32(1)]).expect("delete");
+    });
+    assert!(parts(&api, &table, 2).is_empty(), "no orphan parts");
+}
+
+/// An interpreted update that sets a BLOB or TEXT column would write the value as the
+/// row's head, leaving the old value's parts behind (setting NULL) or a head that is not the
+/// value: it is refused (4264), as NDB refuses setValue on a blob column.
+#[test]
+fn an_interpreted_update_of_a_blob_column_is_refused() {
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+    commit(&api, |tx| {
+        tx.insert(&table, &row(1, Some(3_000), "n", None))
+            .expect("insert");
+    });
+    let code = rndb_api::InterpretedCode::new(&table);
+    let mut tx = api.start_transaction().expect("start");
+    for (column, value) in [
+        (2, Value::Null),
+        (3, Value::Varchar("x".into())),
+        (4, Value::Varchar(text(600, 1))),
+    ] {
+        let set = [(column, value)];
+        assert_ndb_code(
+            tx.interpreted_update(&table, &[Value::UInt32(1)], &set, &code),
+            4264,
+            "an interpreted update of a blob column",
+        );
+    }
+    // One of the other columns is fine.
+    let set = [(1, Value::Varchar("k".into()))];
+    tx.interpreted_update(&table, &[Value::UInt32(1)], &set, &code)
+        .expect("an interpreted update of another column");
+    tx.execute(ExecType::Commit).expect("commit");
+    drop(tx);
+    let mut expected = row(1, Some(3_000), "n", None);
+    expected[1] = Value::Varchar("k".into());
+    assert_eq!(read(&api, &table, 1, LockMode::Read), Some(expected));
+    assert_eq!(parts(&api, &table, 2).len(), 2);
+}
+
+/// A rollback of a batch holding a failed write of a row with parts, under IgnoreError, is a
+/// rollback as any other: it succeeds (a batch without BLOB values does), and nothing stays.
+#[test]
+fn a_rollback_of_a_failed_blob_write_succeeds() {
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+    commit(&api, |tx| {
+        tx.insert(&table, &row(1, Some(300), "", None))
+            .expect("insert");
+    });
+    let mut tx = api.start_transaction().expect("start");
+    tx.insert(&table, &row(1, Some(5_000), "", None))
+        .expect("define");
+    tx.insert(&table, &row(2, Some(5_000), "", None))
+        .expect("define");
+    tx.execute_with(ExecType::Rollback, AbortOption::IgnoreError)
+        .expect("a rollback");
+    drop(tx);
+    assert_eq!(parts(&api, &table, 2), vec![(1, 0, 44)]);
+    assert_eq!(read(&api, &table, 2, LockMode::Read), None);
+}
