@@ -1541,23 +1541,17 @@ impl Transaction<'_> {
             key,
             &[],
         )?;
-        let mut part_ops = Vec::new();
-        for (column, count) in old {
-            let Some(parts) = table.blob_column(column).and_then(|bc| bc.parts.clone()) else {
-                continue;
-            };
-            for part in 0..count {
-                self.flush_parts(op, &part_ops)?;
-                let part_key = blob::part_key(key, part);
-                part_ops.push(self.define(
-                    Target::table(&parts),
-                    OperationType::Delete,
-                    LockMode::Exclusive,
-                    &part_key,
-                    &[],
-                )?);
-            }
-        }
+        // Every value written as none: each of its old parts deleted.
+        let writes = (table.blobs().iter())
+            .filter_map(|bc| {
+                bc.parts.clone().map(|parts| blob::PartWrites {
+                    parts,
+                    rows: Vec::new(),
+                    column: bc.column,
+                })
+            })
+            .collect();
+        let part_ops = self.define_parts(op, key, writes, &old, OperationType::Delete)?;
         self.rare_mut().blob_writes.push((op, part_ops));
         Ok(op)
     }
