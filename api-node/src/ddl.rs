@@ -223,7 +223,36 @@ struct Builder {
 impl Builder {
     fn column(&mut self, column: &ast::ColumnDef) -> Result<(), DdlError> {
         let name = column.name.value.clone();
-        let column_type = column_type(&name, &column.data_type)?;
+        let (column_type, elements) = match &column.data_type {
+            DataType::Enum(members, None) => {
+                let names = members
+                    .iter()
+                    .map(|m| match m {
+                        ast::EnumMember::Name(e) => Ok(element_name(e)),
+                        other => Err(DdlError::Unsupported(format!(
+                            "ENUM element {other:?} (column {name}): names only"
+                        ))),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let n = u16::try_from(names.len()).map_err(|_| {
+                    DdlError::Invalid(format!("column {name}: ENUM of at most 65535 elements"))
+                })?;
+                (ColumnType::Enum(n), names)
+            }
+            DataType::Set(members) => {
+                let n = u8::try_from(members.len())
+                    .ok()
+                    .filter(|n| *n <= rndb_protocol::schema::BIT_MAX)
+                    .ok_or_else(|| {
+                        DdlError::Invalid(format!(
+                            "Too many strings for column {name} and SET (at most 64)"
+                        ))
+                    })?;
+                let names = members.iter().map(|m| element_name(m)).collect();
+                (ColumnType::Set(n), names)
+            }
+            other => (column_type(&name, other)?, Vec::new()),
+        };
         let mut null = None;
         let mut default_null = false;
         let mut auto_increment = false;
@@ -260,6 +289,7 @@ impl Builder {
             nullable: false,
             primary_key: false,
             auto_increment,
+            elements,
         });
         self.explicit_null.push(null);
         Ok(())
@@ -397,6 +427,11 @@ fn fraction_digits(column: &str, fsp: Option<u64>) -> Result<u8, DdlError> {
     }
 }
 
+/// An ENUM element's or SET member's name as MySQL keeps it: without trailing spaces.
+fn element_name(name: &str) -> String {
+    name.trim_end_matches(' ').to_string()
+}
+
 /// A BINARY's length (the data node checks the range, 738).
 fn fixed_length(column: &str, length: u64) -> Result<u16, DdlError> {
     u16::try_from(length)
@@ -502,7 +537,8 @@ fn column_type(column: &str, data_type: &DataType) -> Result<ColumnType, DdlErro
         other => Err(DdlError::Unsupported(format!(
             "type {other} (column {column}; rndb has TINYINT, SMALLINT, MEDIUMINT, INT and \
              BIGINT [UNSIGNED], FLOAT, DOUBLE, DECIMAL(p,s), CHAR(n), VARCHAR(n), BINARY(n), \
-             VARBINARY(n), BIT(n), YEAR, DATE, TIME(fsp), DATETIME(fsp), TIMESTAMP(fsp))"
+             VARBINARY(n), BIT(n), YEAR, DATE, TIME(fsp), DATETIME(fsp), TIMESTAMP(fsp), \
+             TINY/MEDIUM/LONG BLOB and TEXT, ENUM, SET)"
         ))),
     }
 }
@@ -582,6 +618,27 @@ mod tests {
                 "e Int24 NULL",
                 "f UInt24 NOT NULL",
             ],
+        );
+    }
+
+    /// ENUM and SET keep their names (trailing spaces dropped, as MySQL does); a SET of more
+    /// than 64 members is refused.
+    #[test]
+    fn enums_and_sets() {
+        let sql = "CREATE TABLE s (size ENUM('small', 'big ') NOT NULL PRIMARY KEY, \
+                   tags SET('a','it''s'))";
+        check(sql, &["size Enum(2) PK", "tags Set(2) NULL"]);
+        let statement = parse_create_table(sql).expect("parses");
+        let names = |c: usize| statement.table.columns[c].elements.clone();
+        assert_eq!(names(0), ["small", "big"]);
+        assert_eq!(names(1), ["a", "it's"]);
+        let members: Vec<String> = (0..65).map(|i| format!("'m{i}'")).collect();
+        check_error(
+            &format!(
+                "CREATE TABLE s (id INT PRIMARY KEY, t SET({}))",
+                members.join(",")
+            ),
+            "Too many strings for column t and SET",
         );
     }
 

@@ -127,7 +127,7 @@ fn signal_payloads() -> Vec<Seed> {
         }
         .encode(o)
     });
-    // A definition with the narrow integer, date and time, and fixed-length types.
+    // A definition with the narrow integer, date and time, fixed-length, ENUM and SET types.
     let typed = TableDef::new(
         "typed",
         vec![
@@ -144,6 +144,8 @@ fn signal_payloads() -> Vec<Seed> {
             ColumnDef::new("x", ColumnType::Bit(7)),
             ColumnDef::new("m", ColumnType::Decimal(12, 2)),
             ColumnDef::new("h", ColumnType::Time(3)),
+            ColumnDef::enumeration("e", &["s", "m"]),
+            ColumnDef::set("z", &["a", "b", "c"]),
         ],
     );
     put(2, &|o| rndb_protocol::signals::encode_table_def(o, &typed));

@@ -148,7 +148,7 @@ pub fn parts_def(def: &TableDef, table_id: u32, column: usize) -> Option<TableDe
     }
     let mut columns: Vec<ColumnDef> = (def.columns.iter())
         .filter(|c| c.primary_key)
-        .map(|c| ColumnDef::key(&c.name, c.column_type))
+        .map(ColumnDef::as_key)
         .collect();
     columns.push(ColumnDef::key(PART_COLUMN, ColumnType::UInt32));
     columns.push(ColumnDef::new(

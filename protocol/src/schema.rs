@@ -78,6 +78,13 @@ pub enum ColumnType {
     /// NDB's Text (MySQL TINYTEXT … LONGTEXT): as [`ColumnType::Blob`], of UTF-8 text; the API
     /// node reads and writes whole values as `Varchar`.
     Text(BlobSize),
+    /// MySQL ENUM of `n` elements (1..=65535), their names in [`ColumnDef::elements`]: the
+    /// element's number, 1..=n, carried by [`Value::UInt32`], ordered by it (as MySQL orders
+    /// an ENUM). NDB stores it likewise, as the number in 1 or 2 bytes.
+    Enum(u16),
+    /// MySQL SET of `n` members (1..=64), their names in [`ColumnDef::elements`]: a bit per
+    /// member (bit 0 the first), carried by [`Value::UInt64`] below 2^n.
+    Set(u8),
 }
 
 impl fmt::Display for ColumnType {
@@ -109,6 +116,8 @@ impl fmt::Display for ColumnType {
             ColumnType::Bit(n) => write!(f, "Bit({n})"),
             ColumnType::Decimal(p, s) => write!(f, "Decimal({p},{s})"),
             ColumnType::Time(fsp) => write!(f, "Time({fsp})"),
+            ColumnType::Enum(n) => write!(f, "Enum({n})"),
+            ColumnType::Set(n) => write!(f, "Set({n})"),
         }
     }
 }
@@ -124,9 +133,10 @@ impl ColumnType {
             | ColumnType::UInt16
             | ColumnType::UInt24
             | ColumnType::UInt32
-            | ColumnType::Year => 2,
+            | ColumnType::Year
+            | ColumnType::Enum(_) => 2,
             ColumnType::Int64 | ColumnType::Time(_) => 3,
-            ColumnType::UInt64 | ColumnType::Bit(_) => 4,
+            ColumnType::UInt64 | ColumnType::Bit(_) | ColumnType::Set(_) => 4,
             ColumnType::Float64 | ColumnType::Float32 => 5,
             ColumnType::Varchar(_)
             | ColumnType::Date
@@ -141,8 +151,8 @@ impl ColumnType {
         }
     }
 
-    /// The least and greatest value of an integer type; `None` for the others (YEAR and BIT
-    /// too: no auto-increment or interpreted arithmetic, as in MySQL).
+    /// The least and greatest value of an integer type; `None` for the others (YEAR, BIT,
+    /// ENUM and SET too: no auto-increment or interpreted arithmetic, as in MySQL).
     pub fn integer_bounds(self) -> Option<(i128, i128)> {
         Some(match self {
             ColumnType::Int8 => (i8::MIN.into(), i8::MAX.into()),
@@ -169,7 +179,9 @@ impl ColumnType {
             | ColumnType::Decimal(..)
             | ColumnType::Time(_)
             | ColumnType::Blob(_)
-            | ColumnType::Text(_) => return None,
+            | ColumnType::Text(_)
+            | ColumnType::Enum(_)
+            | ColumnType::Set(_) => return None,
         })
     }
 
@@ -178,13 +190,14 @@ impl ColumnType {
         self.integer_bounds().is_some()
     }
 
-    /// True when integer `v` is a value of this integer, YEAR or BIT type (false for the
-    /// other types).
+    /// True when integer `v` is a value of this integer, YEAR, BIT, ENUM or SET type (false
+    /// for the other types).
     #[inline]
     pub fn admits(self, v: i128) -> bool {
         match self {
             ColumnType::Year => v == 0 || (YEAR_FIRST..=YEAR_LAST).contains(&v),
-            ColumnType::Bit(n) => n <= BIT_MAX && (0..1i128 << n).contains(&v),
+            ColumnType::Bit(n) | ColumnType::Set(n) => n <= BIT_MAX && (0..1i128 << n).contains(&v),
+            ColumnType::Enum(n) => (1..=i128::from(n)).contains(&v),
             t => t
                 .integer_bounds()
                 .is_some_and(|(least, greatest)| (least..=greatest).contains(&v)),
@@ -226,8 +239,8 @@ impl ColumnType {
         }
     }
 
-    /// True for the integer types narrower than their carrier (8, 16 and 24 bits, YEAR), whose
-    /// values need a range check.
+    /// True for the integer types narrower than their carrier (8, 16 and 24 bits, YEAR, ENUM),
+    /// whose values need a range check.
     #[inline]
     fn is_narrow(self) -> bool {
         matches!(
@@ -239,6 +252,7 @@ impl ColumnType {
                 | ColumnType::Int24
                 | ColumnType::UInt24
                 | ColumnType::Year
+                | ColumnType::Enum(_)
         )
     }
 
@@ -300,8 +314,13 @@ impl ColumnType {
 /// MySQL's YEAR range (and 0).
 const YEAR_FIRST: i128 = 1901;
 const YEAR_LAST: i128 = 2155;
-/// The longest BIT, CHAR and BINARY columns (MySQL's).
+/// The longest BIT, CHAR and BINARY columns, and the most members of a SET (MySQL's).
 pub const BIT_MAX: u8 = 64;
+/// The longest name of an ENUM's element or a SET's member, in bytes (MySQL: 255 characters).
+pub const ELEMENT_BYTES_MAX: usize = 255;
+/// The most bytes the names of a table's ENUM elements and SET members take, each with its
+/// two-byte length, all columns together: a table's definition stays within one frame.
+pub const ELEMENTS_BYTES_MAX: usize = 8192;
 pub const FIXED_BYTES_MAX: u16 = 255;
 
 /// The first and last TIMESTAMP (to the second), as MySQL's.
@@ -357,6 +376,9 @@ pub struct ColumnDef {
     /// Its values come from the table's auto-increment counter (NDB's `setAutoIncrement`;
     /// the API's `Cluster::auto_increment_value`): an integer column, one per table at most.
     pub auto_increment: bool,
+    /// An ENUM's elements or a SET's members, in order (empty for the other types): ENUM
+    /// value `i` is `elements[i - 1]`, SET bit `i` is `elements[i]`.
+    pub elements: Vec<String>,
 }
 
 impl ColumnDef {
@@ -368,6 +390,7 @@ impl ColumnDef {
             nullable: false,
             primary_key: false,
             auto_increment: false,
+            elements: Vec::new(),
         }
     }
     /// A primary-key column.
@@ -388,6 +411,133 @@ impl ColumnDef {
             nullable: true,
             ..ColumnDef::new(name, column_type)
         }
+    }
+    /// The same column as a primary-key column of a table made from this one (a unique
+    /// index's hidden table, a blob parts table): its name, type and names only.
+    pub fn as_key(&self) -> Self {
+        ColumnDef {
+            elements: self.elements.clone(),
+            ..ColumnDef::key(&self.name, self.column_type)
+        }
+    }
+    /// A NOT NULL ENUM column of these elements (MySQL's `ENUM('a', 'b')`); more than 65535
+    /// make an ENUM of 65535, which the table's validation refuses.
+    pub fn enumeration(name: &str, elements: &[&str]) -> Self {
+        let n = u16::try_from(elements.len()).unwrap_or(u16::MAX);
+        ColumnDef {
+            elements: elements.iter().map(|e| e.to_string()).collect(),
+            ..ColumnDef::new(name, ColumnType::Enum(n))
+        }
+    }
+    /// A NOT NULL SET column of these members (MySQL's `SET('a', 'b')`); more than 64 are
+    /// refused by the table's validation.
+    pub fn set(name: &str, members: &[&str]) -> Self {
+        let n = u8::try_from(members.len()).unwrap_or(u8::MAX);
+        ColumnDef {
+            elements: members.iter().map(|e| e.to_string()).collect(),
+            ..ColumnDef::new(name, ColumnType::Set(n))
+        }
+    }
+    /// The same column, nullable.
+    pub fn or_null(mut self) -> Self {
+        self.nullable = true;
+        self
+    }
+
+    /// The value of an ENUM element or a SET's members, as MySQL writes them: an element's
+    /// name, or member names separated by commas (any order, each at most once; the empty
+    /// text is the empty set). Names match exactly (a binary collation). For a column of
+    /// another type, its type's [`ColumnType::value_of_text`].
+    pub fn value_of_text(&self, text: &str) -> Result<Value, String> {
+        let position = |name: &str| self.elements.iter().position(|e| e == name);
+        match self.column_type {
+            ColumnType::Enum(_) => match position(text) {
+                Some(i) => Ok(Value::UInt32(i as u32 + 1)),
+                None => Err(format!(
+                    "{text:?} is not an element of ENUM column {}",
+                    self.name
+                )),
+            },
+            ColumnType::Set(_) => {
+                let mut bits = 0u64;
+                for name in text.split(',').filter(|_| !text.is_empty()) {
+                    let Some(i) = position(name) else {
+                        return Err(format!(
+                            "{name:?} is not a member of SET column {}",
+                            self.name
+                        ));
+                    };
+                    bits |= 1 << i;
+                }
+                Ok(Value::UInt64(bits))
+            }
+            t => t.value_of_text(text),
+        }
+    }
+
+    /// The text of an ENUM's or a SET's value, as MySQL writes it (an element's name; member
+    /// names in definition order, separated by commas), or of a DECIMAL's or TIME's
+    /// ([`ColumnType::text_of`]); `None` for other types and for a value not of this column.
+    pub fn text_of(&self, value: &Value) -> Option<String> {
+        match (self.column_type, value) {
+            (t @ ColumnType::Enum(_), &Value::UInt32(v)) if t.admits(v.into()) => {
+                self.elements.get(v as usize - 1).cloned()
+            }
+            (t @ ColumnType::Set(_), &Value::UInt64(v)) if t.admits(v.into()) => {
+                let members: Vec<&str> = (self.elements.iter().enumerate())
+                    .filter(|(i, _)| v >> i & 1 == 1)
+                    .map(|(_, e)| e.as_str())
+                    .collect();
+                Some(members.join(","))
+            }
+            (t, value) => t.text_of(value),
+        }
+    }
+
+    /// Checks an ENUM's elements or a SET's members against its type: as many as it says,
+    /// each 1..=[`ELEMENT_BYTES_MAX`] bytes (a SET's without a comma), no two alike; none for
+    /// another type.
+    fn validate_elements(&self) -> Result<(), (u32, String)> {
+        let (n, what, most) = match self.column_type {
+            ColumnType::Enum(n) => (usize::from(n), "ENUM element", usize::from(u16::MAX)),
+            ColumnType::Set(n) => (usize::from(n), "SET member", usize::from(BIT_MAX)),
+            _ if self.elements.is_empty() => return Ok(()),
+            t => {
+                return Err((
+                    4000,
+                    format!("column {}: a {t} column has no elements", self.name),
+                ))
+            }
+        };
+        let name = &self.name;
+        if !(1..=most).contains(&n) {
+            return Err((
+                738,
+                format!("column {name}: 1..={most} of {what}s, not {n}"),
+            ));
+        }
+        if self.elements.len() != n {
+            let got = self.elements.len();
+            return Err((
+                4000,
+                format!("column {name}: {n} {what}s declared, {got} named"),
+            ));
+        }
+        for (i, e) in self.elements.iter().enumerate() {
+            if e.is_empty() || e.len() > ELEMENT_BYTES_MAX {
+                return Err((
+                    738,
+                    format!("column {name}: {what} {i}: 1..={ELEMENT_BYTES_MAX} bytes"),
+                ));
+            }
+            if matches!(self.column_type, ColumnType::Set(_)) && e.contains(',') {
+                return Err((4000, format!("column {name}: {what} {e:?} holds a comma")));
+            }
+            if self.elements[..i].contains(e) {
+                return Err((721, format!("column {name}: {what} {e:?} is named twice")));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -528,6 +678,7 @@ impl TableDef {
                     ));
                 }
             }
+            c.validate_elements()?;
             if c.auto_increment
                 && (!c.column_type.is_integer()
                     || self.columns[..i].iter().any(|o| o.auto_increment))
@@ -558,6 +709,19 @@ impl TableDef {
         }
         if !self.columns.iter().any(|c| c.primary_key) {
             return Err((4327, "a table needs a primary key".to_string()));
+        }
+        let elements_bytes: usize = (self.columns.iter())
+            .flat_map(|c| &c.elements)
+            .map(|e| 2 + e.len())
+            .sum();
+        if elements_bytes > ELEMENTS_BYTES_MAX {
+            return Err((
+                738,
+                format!(
+                    "the ENUM elements' and SET members' names take {elements_bytes} bytes, \
+                     at most {ELEMENTS_BYTES_MAX} (2 each and their lengths)"
+                ),
+            ));
         }
         if self.row_bytes_max() > ROW_BYTES_MAX {
             return Err((
@@ -609,11 +773,19 @@ impl TableDef {
                 ColumnType::Time(fsp) => (23, u16::from(fsp)),
                 ColumnType::Blob(size) => (24, size.code()),
                 ColumnType::Text(size) => (25, size.code()),
+                ColumnType::Enum(n) => (26, n),
+                ColumnType::Set(n) => (27, u16::from(n)),
             };
             let flags = u8::from(c.nullable)
                 | (u8::from(c.primary_key) << 1)
                 | (u8::from(c.auto_increment) << 2);
             w.str16(&c.name).u8(tag).u16(len).u8(flags);
+            // An ENUM's or SET's names (as many as its length says; validated before).
+            if tag >= 26 {
+                for e in &c.elements {
+                    w.str16(e);
+                }
+            }
         }
         w.u8(if self.read_backup {
             TABLE_FLAG_READ_BACKUP
@@ -692,10 +864,29 @@ impl TableDef {
                         ColumnType::Text(size)
                     }
                 }
+                26 => ColumnType::Enum(len),
+                27 => ColumnType::Set(
+                    u8::try_from(len)
+                        .ok()
+                        .filter(|n| *n <= BIT_MAX)
+                        .ok_or_else(|| r.error(format!("SET of {len} members")))?,
+                ),
                 t => return Err(r.error(format!("unknown column type tag {t}"))),
             };
             if flags & !7 != 0 {
                 return Err(r.error(format!("unknown column flags {flags:#x}")));
+            }
+            let mut elements = Vec::new();
+            if tag >= 26 {
+                // Each name takes two bytes at least: a count past the bytes left is refused
+                // before anything is reserved for it.
+                if usize::from(len) * 2 > r.remaining() {
+                    return Err(r.error(format!("{len} names in {} bytes", r.remaining())));
+                }
+                elements.reserve_exact(usize::from(len));
+                for _ in 0..len {
+                    elements.push(r.str16()?.to_string());
+                }
             }
             columns.push(ColumnDef {
                 name,
@@ -703,6 +894,7 @@ impl TableDef {
                 nullable: flags & 1 != 0,
                 primary_key: flags & 2 != 0,
                 auto_increment: flags & 4 != 0,
+                elements,
             });
         }
         let flags = r.u8()?;
@@ -760,7 +952,9 @@ impl Value {
             (Value::Int64(_), ColumnType::Int64)
             | (Value::UInt64(_), ColumnType::UInt64)
             | (Value::Float64(_), ColumnType::Float64) => true,
-            (Value::UInt64(v), t @ ColumnType::Bit(_)) => t.admits(i128::from(*v)),
+            (Value::UInt64(v), t @ (ColumnType::Bit(_) | ColumnType::Set(_))) => {
+                t.admits(i128::from(*v))
+            }
             (&Value::Int64(v), ColumnType::Time(fsp)) => crate::time::is_value(v, fsp),
             (Value::Varbinary(b), ColumnType::Decimal(p, s)) => crate::decimal::is_value(b, p, s),
             // Bits, so that a NaN a single holds fits too.
@@ -1284,6 +1478,63 @@ mod tests {
             ],
         );
         assert_eq!(seven.validate().map_err(|(code, _)| code), Err(738));
+    }
+
+    /// ENUM and SET: numbers and bits in range fit, the names round-trip with the definition
+    /// and name the values, and a definition whose names do not match its type is refused.
+    #[test]
+    fn enum_and_set_columns() {
+        let size = ColumnDef::enumeration("size", &["s", "m", "l"]);
+        let tags = ColumnDef::set("tags", &["a", "b", "c"]).or_null();
+        assert!(Value::UInt32(3).fits(size.column_type));
+        assert!(!Value::UInt32(0).fits(size.column_type));
+        assert!(!Value::UInt32(4).fits(size.column_type));
+        assert!(!Value::Varchar("s".into()).fits(size.column_type));
+        assert!(Value::UInt64(0b111).fits(tags.column_type));
+        assert!(!Value::UInt64(0b1000).fits(tags.column_type));
+        assert!(Value::UInt64(u64::MAX).fits(ColumnType::Set(64)));
+        assert_eq!(size.value_of_text("m"), Ok(Value::UInt32(2)));
+        assert_eq!(size.text_of(&Value::UInt32(3)).as_deref(), Some("l"));
+        assert_eq!(size.text_of(&Value::UInt32(4)), None);
+        assert_eq!(tags.value_of_text("c,a"), Ok(Value::UInt64(0b101)));
+        assert_eq!(tags.value_of_text(""), Ok(Value::UInt64(0)));
+        assert!(tags.value_of_text("a,,b").is_err());
+        assert_eq!(tags.text_of(&Value::UInt64(0b110)).as_deref(), Some("b,c"));
+        let def = TableDef::new(
+            "shirts",
+            vec![ColumnDef::key("id", ColumnType::UInt32), size.clone(), tags],
+        );
+        assert_eq!(def.validate(), Ok(()));
+        let mut bytes = Vec::new();
+        def.encode(&mut Writer::new(&mut bytes));
+        assert_eq!(
+            TableDef::decode(&mut Reader::new(&bytes, "TableDef")),
+            Ok(def.clone())
+        );
+        // Cut anywhere, the definition is refused, not misread.
+        for cut in 0..bytes.len() {
+            assert!(TableDef::decode(&mut Reader::new(&bytes[..cut], "TableDef")).is_err());
+        }
+        let refused = |column: ColumnDef| {
+            let t = TableDef::new("t", vec![ColumnDef::key("id", ColumnType::UInt32), column]);
+            t.validate().map_err(|(code, _)| code)
+        };
+        assert_eq!(refused(ColumnDef::enumeration("e", &[])), Err(738));
+        assert_eq!(refused(ColumnDef::enumeration("e", &["x", "x"])), Err(721));
+        assert_eq!(refused(ColumnDef::enumeration("e", &["x", ""])), Err(738));
+        assert_eq!(refused(ColumnDef::set("e", &["x,y"])), Err(4000));
+        let many: Vec<String> = (0..65).map(|i| format!("m{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert_eq!(refused(ColumnDef::set("e", &many)), Err(738));
+        let mut unnamed = size;
+        unnamed.elements.pop();
+        assert_eq!(refused(unnamed), Err(4000));
+        let mut named = ColumnDef::new("n", ColumnType::UInt8);
+        named.elements.push("x".into());
+        assert_eq!(refused(named), Err(4000));
+        let long: Vec<String> = (0..40).map(|i| format!("{i:0>250}")).collect();
+        let long: Vec<&str> = long.iter().map(String::as_str).collect();
+        assert_eq!(refused(ColumnDef::enumeration("e", &long)), Err(738));
     }
 
     #[test]

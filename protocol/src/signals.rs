@@ -1186,6 +1186,8 @@ mod tests {
             (0u8..4).prop_map(ColumnType::Bit),
             Just(ColumnType::Decimal(3, 1)),
             Just(ColumnType::Time(0)),
+            (1u16..4).prop_map(ColumnType::Enum),
+            (1u8..4).prop_map(ColumnType::Set),
         ]
     }
 

@@ -5,7 +5,8 @@
 //! config that names no running cluster, a CSV with wrong field counts, wrong types and bytes
 //! that are not UTF-8, a statement outside the DDL subset) gets a clear message that names the
 //! line, with every row either committed or reported, an interrupted import included; and that
-//! `ndb_perror` prints what an error code means, as NDB's.
+//! `ndb_perror` prints what an error code means, as NDB's; and that ENUM and SET values go in
+//! and come out by name.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -183,6 +184,50 @@ fn round_trip_of_100_000_rows() {
     let output = tool("ndb_select_count", config, &["tools_rt"]);
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert!(stderr(&output).contains("709"), "{}", stderr(&output));
+}
+
+/// ENUM and SET columns from a CREATE TABLE: ndb_import reads their names (a SET's members
+/// in any order, quoted for the commas), refuses a name the column lacks naming the line, and
+/// ndb_select_all prints the names as MySQL writes them (a SET's members in definition order).
+#[test]
+fn enum_and_set_values_go_in_and_come_out_by_name() {
+    let cluster = TestCluster::start(ClusterSpec::new()).expect("start");
+    let config = cluster.config_path();
+    let dir = tempfile::tempdir().expect("a directory");
+    let csv = dir.path().join("shirts.csv");
+    std::fs::write(&csv, "1,m,\"sale,red\"\n2,l,\n3,xl,red\n4,s,\\N\n").expect("write");
+    let csv_arg = csv.to_str().expect("a UTF-8 path");
+    let state_dir = dir.path().to_str().expect("a UTF-8 path");
+    let create = "CREATE TABLE shirts (id INT PRIMARY KEY, size ENUM('s','m','l') NOT NULL, \
+                  tags SET('red','sale'))";
+    let output = tool(
+        "ndb_import",
+        config,
+        &[
+            "--create",
+            create,
+            "--csvopt=cq",
+            "--rejects=1",
+            "--state-dir",
+            state_dir,
+            "db",
+            csv_arg,
+        ],
+    );
+    assert_ok(&output, "ndb_import");
+    let message = stderr(&output);
+    let needle = format!("{csv_arg}:3: column size: \"xl\" is not an element of ENUM column size");
+    assert!(message.contains(&needle), "no {needle:?} in:\n{message}");
+    let output = tool(
+        "ndb_select_all",
+        config,
+        &["--header=0", "-D", "|", "shirts"],
+    );
+    assert_ok(&output, "ndb_select_all");
+    let text = stdout(&output);
+    let mut lines = data_lines(&text);
+    lines.sort();
+    assert_eq!(lines, ["1|m|red,sale", "2|l|", "4|s|[NULL]"], "{text}");
 }
 
 /// A CSV whose lines 3, 5, 7 and 9 are bad: too few fields, a word for a number, bytes that

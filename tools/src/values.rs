@@ -19,15 +19,11 @@ pub enum IntegerFormat {
     Hex,
 }
 
-/// Appends `value`, of a column of type `column_type`, as `ndb_select_all` prints it.
-pub fn format_value(
-    out: &mut String,
-    value: &Value,
-    column_type: ColumnType,
-    integers: IntegerFormat,
-) {
-    if let Some(text) = column_type.text_of(value) {
-        // DECIMAL and TIME, as MySQL writes them.
+/// Appends `value`, of `column`, as `ndb_select_all` prints it.
+pub fn format_value(out: &mut String, value: &Value, column: &ColumnDef, integers: IntegerFormat) {
+    let column_type = column.column_type;
+    if let Some(text) = column.text_of(value) {
+        // DECIMAL, TIME, ENUM and SET, as MySQL writes them.
         out.push_str(&text);
         return;
     }
@@ -125,7 +121,10 @@ pub fn parse_value(column: &ColumnDef, field: Option<&[u8]>) -> Result<Value, St
             text.len()
         )),
         ColumnType::Char(_) => Ok(column.column_type.padded(Value::Varchar(text.to_string()))),
-        t @ (ColumnType::Decimal(..) | ColumnType::Time(_)) => t
+        ColumnType::Decimal(..)
+        | ColumnType::Time(_)
+        | ColumnType::Enum(_)
+        | ColumnType::Set(_) => column
             .value_of_text(text)
             .map_err(|e| format!("column {}: {e}", column.name)),
         ColumnType::Varchar(max) if text.len() > usize::from(max) => Err(format!(
@@ -404,7 +403,7 @@ mod tests {
         ] {
             let value = parse_value(&column(column_type), Some(input.as_bytes())).expect("a value");
             let mut out = String::new();
-            format_value(&mut out, &value, column_type, IntegerFormat::Hex);
+            format_value(&mut out, &value, &column(column_type), IntegerFormat::Hex);
             assert_eq!(out, text);
         }
         check(
@@ -421,10 +420,34 @@ mod tests {
         format_value(
             &mut out,
             &Value::Float64(f64::from(0.1f32)),
-            ColumnType::Float32,
+            &column(ColumnType::Float32),
             IntegerFormat::Decimal,
         );
         assert_eq!(out, "0.1");
+    }
+
+    /// ENUM and SET values read and print by name, as MySQL writes them.
+    #[test]
+    fn enum_and_set_read_and_print_names() {
+        let colour = ColumnDef::enumeration("colour", &["red", "green", "blue"]);
+        let tags = ColumnDef::set("tags", &["a", "b", "c"]);
+        for (column, input, value, text) in [
+            (&colour, "green", Value::UInt32(2), "green"),
+            (&tags, "c,a", Value::UInt64(0b101), "a,c"),
+            (&tags, "", Value::UInt64(0), ""),
+        ] {
+            assert_eq!(
+                parse_value(column, Some(input.as_bytes())),
+                Ok(value.clone())
+            );
+            let mut out = String::new();
+            format_value(&mut out, &value, column, IntegerFormat::Decimal);
+            assert_eq!(out, text);
+        }
+        let e = parse_value(&colour, Some(b"Red")).expect_err("not an element");
+        assert!(e.contains("column colour") && e.contains("\"Red\""), "{e}");
+        let e = parse_value(&tags, Some(b"a,d")).expect_err("not a member");
+        assert!(e.contains("\"d\" is not a member"), "{e}");
     }
 
     #[test]
@@ -446,7 +469,12 @@ mod tests {
         ];
         for (value, column_type, text) in cases {
             let mut out = String::new();
-            format_value(&mut out, &value, column_type, IntegerFormat::Decimal);
+            format_value(
+                &mut out,
+                &value,
+                &column(column_type),
+                IntegerFormat::Decimal,
+            );
             assert_eq!(out, text);
             assert_eq!(
                 parse_value(&column(column_type), Some(out.as_bytes())),
@@ -460,7 +488,7 @@ mod tests {
             (Value::Int32(-2), ColumnType::Int24, "H'fffffe"),
         ] {
             let mut out = String::new();
-            format_value(&mut out, &value, column_type, IntegerFormat::Hex);
+            format_value(&mut out, &value, &column(column_type), IntegerFormat::Hex);
             assert_eq!(out, text);
         }
     }

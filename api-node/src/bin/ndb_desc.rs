@@ -19,7 +19,7 @@ use std::process::ExitCode;
 
 use anyhow::anyhow;
 use clap::Parser;
-use rndb_api::{Cluster, ColumnDef, ConnectOptions, Error, NodeId, TableDef};
+use rndb_api::{Cluster, ColumnDef, ColumnType, ConnectOptions, Error, NodeId, TableDef};
 use rndb_config::{parse_file, ClusterConfig, PartitionMap};
 use rndb_protocol::blob;
 
@@ -262,7 +262,20 @@ fn column_line(column: &ColumnDef) -> String {
     } else {
         ""
     };
-    format!("{} {} {mark}{auto}", column.name, column.column_type)
+    format!("{} {} {mark}{auto}", column.name, type_text(column))
+}
+
+/// A column's type; an ENUM's or SET's with its names, quoted as SQL quotes them.
+fn type_text(column: &ColumnDef) -> String {
+    let kind = match column.column_type {
+        ColumnType::Enum(_) => "Enum",
+        ColumnType::Set(_) => "Set",
+        t => return t.to_string(),
+    };
+    let names: Vec<String> = (column.elements.iter())
+        .map(|e| format!("'{}'", e.replace('\'', "''")))
+        .collect();
+    format!("{kind}({})", names.join(","))
 }
 
 /// The `-- Per partition info --` block: one aligned row per partition. The node group is the
@@ -319,7 +332,6 @@ fn aligned<const N: usize>(rows: &[[String; N]]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rndb_api::ColumnType;
     use rndb_config::parse_str;
 
     /// One data node, one replica.
@@ -425,6 +437,23 @@ note Varbinary(8) NULL
                  tag Text(256,0,0) NOT NULL\n"
             ),
             "got:\n{text}"
+        );
+    }
+
+    /// An ENUM's and a SET's names are printed with their type, quoted as SQL quotes them.
+    #[test]
+    fn enum_and_set_columns_show_their_names() {
+        let columns = [
+            ColumnDef::enumeration("size", &["small", "it's big"]),
+            ColumnDef::set("tags", &["a", "b"]).or_null(),
+        ];
+        let lines: Vec<String> = columns.iter().map(column_line).collect();
+        assert_eq!(
+            lines,
+            [
+                "size Enum('small','it''s big') NOT NULL",
+                "tags Set('a','b') NULL"
+            ]
         );
     }
 

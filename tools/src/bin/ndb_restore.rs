@@ -419,7 +419,7 @@ fn print_data(ctl: &BackupCtl, files: [(&RowFile, Wanted<'_>); 2]) -> anyhow::Re
                 if i > 0 {
                     out.push('\t');
                 }
-                format_value(&mut out, value, column.column_type, IntegerFormat::Decimal);
+                format_value(&mut out, value, column, IntegerFormat::Decimal);
             }
             out.push('\n');
         }

@@ -114,7 +114,7 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
             if i > 0 {
                 line.push_str(&delimiter);
             }
-            format_value(&mut line, value, column.column_type, integers);
+            format_value(&mut line, value, column, integers);
         }
         line.push('\n');
         out.write_all(line.as_bytes())?;

@@ -609,10 +609,7 @@ impl Dict {
         }
         let mut defs: Vec<ColumnDef> = columns
             .iter()
-            .map(|&c| {
-                let column = &base.info.def.columns[c];
-                ColumnDef::key(&column.name, column.column_type)
-            })
+            .map(|&c| base.info.def.columns[c].as_key())
             .collect();
         defs.push(ColumnDef::new(
             UNIQUE_PK_COLUMN,
