@@ -19,6 +19,8 @@
 
 use std::sync::Arc;
 
+use serde::Deserialize;
+
 use rndb_protocol::blob::{self, BlobSize};
 use rndb_protocol::{ColumnType, LockMode, NdbError, Value};
 
@@ -31,30 +33,34 @@ use crate::{Cluster, Error, ExecType, Table, Transaction};
 /// buffer (4021 past it).
 pub(crate) const PARTS_BATCH_BYTES: usize = 256 * 1024;
 
-/// A BLOB or TEXT column of a table.
+/// A BLOB, TEXT or JSON column of a table.
 #[derive(Clone, Debug)]
 pub(crate) struct BlobColumn {
     pub column: usize,
     pub size: BlobSize,
+    /// Whole values are text (`Varchar`): TEXT and JSON.
     pub text: bool,
+    /// A JSON column: a value written must be a JSON document.
+    pub json: bool,
     /// Its parts table, once looked up (`None` for a TINY one, or a handle made without).
     pub parts: Option<Table>,
 }
 
 impl BlobColumn {
-    /// The BLOB and TEXT columns of a definition, without their parts tables.
+    /// The BLOB, TEXT and JSON columns of a definition, without their parts tables.
     pub(crate) fn of(def: &rndb_protocol::TableDef) -> Vec<BlobColumn> {
         (def.columns.iter().enumerate())
-            .filter_map(|(column, c)| match c.column_type {
-                ColumnType::Blob(size) => Some((column, size, false)),
-                ColumnType::Text(size) => Some((column, size, true)),
-                _ => None,
-            })
-            .map(|(column, size, text)| BlobColumn {
-                column,
-                size,
-                text,
-                parts: None,
+            .filter_map(|(column, c)| {
+                let size = blob::size_of(c.column_type)?;
+                let json = c.column_type == ColumnType::Json;
+                let text = json || matches!(c.column_type, ColumnType::Text(_));
+                Some(BlobColumn {
+                    column,
+                    size,
+                    text,
+                    json,
+                    parts: None,
+                })
             })
             .collect()
     }
@@ -124,7 +130,53 @@ fn whole_bytes<'v>(
             ),
         ));
     }
+    if bc.json {
+        if let Value::Varchar(text) = value {
+            check_json(text).map_err(|e| {
+                Error::ndb_detail(4209, format!("column {} is Json: {e}", def.name))
+            })?;
+        }
+    }
     Ok(Some(bytes))
+}
+
+/// Whether `text` is one JSON document (MySQL's error 3140 otherwise): the error names the
+/// line and column where it stops being one. At most 100 levels deep, MySQL's limit.
+pub fn check_json(text: &str) -> Result<(), String> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let checked = serde::de::IgnoredAny::deserialize(&mut de).and_then(|_| de.end());
+    checked.map_err(|e| format!("Invalid JSON text: {e}"))?;
+    if json_depth(text) > JSON_DEPTH_MAX {
+        return Err(format!(
+            "Invalid JSON text: deeper than {JSON_DEPTH_MAX} levels (MySQL's limit)"
+        ));
+    }
+    Ok(())
+}
+
+/// MySQL's deepest JSON document.
+const JSON_DEPTH_MAX: usize = 100;
+
+/// How deep the arrays and objects of a valid JSON document nest (brackets in strings do not
+/// count).
+fn json_depth(text: &str) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0, false, false);
+    for b in text.bytes() {
+        match (in_string, escaped, b) {
+            (true, true, _) => escaped = false,
+            (true, false, b'\\') => escaped = true,
+            (true, false, b'"') => in_string = false,
+            (true, false, _) => {}
+            (false, _, b'"') => in_string = true,
+            (false, _, b'[' | b'{') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (false, _, b']' | b'}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// The rows of a parts table holding `bytes` (past the head) of the row keyed `key`.
@@ -389,4 +441,43 @@ pub(crate) fn unsupported(table: &Table, what: &str) -> Error {
 /// An error of a part operation as the whole operation's.
 pub(crate) fn part_error(e: &NdbError) -> Error {
     Error::Ndb(e.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_documents_are_checked_whole() {
+        for ok in [
+            "{}",
+            " [1, 2.5e3, \"a]\\\"{\", null, true] ",
+            "\"text\"",
+            "-0",
+            &"[".repeat(100).to_string(),
+        ] {
+            let doc = if ok.starts_with("[[") {
+                format!("{ok}{}", "]".repeat(100))
+            } else {
+                ok.to_string()
+            };
+            assert_eq!(check_json(&doc), Ok(()), "{doc}");
+        }
+        for (bad, needle) in [
+            ("", "EOF"),
+            ("{\"a\": 1,}", "line 1 column"),
+            ("[1] [2]", "trailing characters"),
+            ("{'a': 1}", "key must be a string"),
+        ] {
+            let e = check_json(bad).expect_err(bad);
+            assert!(
+                e.starts_with("Invalid JSON text: ") && e.contains(needle),
+                "{bad}: {e}"
+            );
+        }
+        let deep = format!("{}{}", "[".repeat(101), "]".repeat(101));
+        assert!(check_json(&deep)
+            .expect_err("too deep")
+            .contains("100 levels"));
+    }
 }

@@ -522,6 +522,7 @@ fn column_type(column: &str, data_type: &DataType) -> Result<ColumnType, DdlErro
         DataType::TinyText => Ok(ColumnType::Text(BlobSize::Tiny)),
         DataType::MediumText => Ok(ColumnType::Text(BlobSize::Medium)),
         DataType::LongText => Ok(ColumnType::Text(BlobSize::Long)),
+        DataType::JSON => Ok(ColumnType::Json),
         DataType::Date => Ok(ColumnType::Date),
         DataType::Datetime(fsp) => Ok(ColumnType::Datetime(fraction_digits(column, *fsp)?)),
         DataType::Timestamp(fsp, ast::TimezoneInfo::None) => {
@@ -538,7 +539,7 @@ fn column_type(column: &str, data_type: &DataType) -> Result<ColumnType, DdlErro
             "type {other} (column {column}; rndb has TINYINT, SMALLINT, MEDIUMINT, INT and \
              BIGINT [UNSIGNED], FLOAT, DOUBLE, DECIMAL(p,s), CHAR(n), VARCHAR(n), BINARY(n), \
              VARBINARY(n), BIT(n), YEAR, DATE, TIME(fsp), DATETIME(fsp), TIMESTAMP(fsp), \
-             TINY/MEDIUM/LONG BLOB and TEXT, ENUM, SET)"
+             TINY/MEDIUM/LONG BLOB and TEXT, JSON, ENUM, SET)"
         ))),
     }
 }
@@ -622,12 +623,16 @@ mod tests {
     }
 
     /// ENUM and SET keep their names (trailing spaces dropped, as MySQL does); a SET of more
-    /// than 64 members is refused.
+    /// than 64 members is refused; JSON is a type of its own.
     #[test]
-    fn enums_and_sets() {
+    fn enums_sets_and_json() {
         let sql = "CREATE TABLE s (size ENUM('small', 'big ') NOT NULL PRIMARY KEY, \
                    tags SET('a','it''s'))";
         check(sql, &["size Enum(2) PK", "tags Set(2) NULL"]);
+        check(
+            "CREATE TABLE j (id INT PRIMARY KEY, doc JSON NOT NULL)",
+            &["id Int32 PK", "doc Json NOT NULL"],
+        );
         let statement = parse_create_table(sql).expect("parses");
         let names = |c: usize| statement.table.columns[c].elements.clone();
         assert_eq!(names(0), ["small", "big"]);
@@ -801,8 +806,8 @@ mod tests {
     fn refusals_name_the_construct() {
         let cases = [
             (
-                "CREATE TABLE t (id INT PRIMARY KEY, s JSON)",
-                "type JSON (column s",
+                "CREATE TABLE t (id INT PRIMARY KEY, s GEOMETRY)",
+                "type GEOMETRY (column s",
             ),
             (
                 "CREATE TABLE t (id INT PRIMARY KEY, d DECIMAL(10, 2) UNSIGNED)",

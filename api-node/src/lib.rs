@@ -56,6 +56,7 @@ mod transaction;
 
 pub use asynch::{AsyncExecutor, Completion};
 pub use auto_increment::SYSTAB_0;
+pub use blob::check_json;
 pub use connection::LinkTraffic;
 pub use error::Error;
 pub use event::{EventData, EventOperation, EventType};

@@ -127,7 +127,7 @@ fn signal_payloads() -> Vec<Seed> {
         }
         .encode(o)
     });
-    // A definition with the narrow integer, date and time, fixed-length, ENUM and SET types.
+    // A definition with the narrow integer, date and time, fixed-length, ENUM, SET and JSON types.
     let typed = TableDef::new(
         "typed",
         vec![
@@ -146,6 +146,7 @@ fn signal_payloads() -> Vec<Seed> {
             ColumnDef::new("h", ColumnType::Time(3)),
             ColumnDef::enumeration("e", &["s", "m"]),
             ColumnDef::set("z", &["a", "b", "c"]),
+            ColumnDef::nullable("j", ColumnType::Json),
         ],
     );
     put(2, &|o| rndb_protocol::signals::encode_table_def(o, &typed));

@@ -124,10 +124,12 @@ pub fn parts_table_name(table_id: u32, column: usize) -> String {
     format!("{PARTS_PREFIX}{table_id}_{column}")
 }
 
-/// The size of a BLOB or TEXT column type (`None` for the other types).
+/// The size of a BLOB, TEXT or JSON column type (`None` for the other types): JSON's is
+/// LONGTEXT's.
 pub fn size_of(t: ColumnType) -> Option<BlobSize> {
     match t {
         ColumnType::Blob(size) | ColumnType::Text(size) => Some(size),
+        ColumnType::Json => Some(BlobSize::Long),
         _ => None,
     }
 }

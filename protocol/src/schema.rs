@@ -78,6 +78,10 @@ pub enum ColumnType {
     /// NDB's Text (MySQL TINYTEXT … LONGTEXT): as [`ColumnType::Blob`], of UTF-8 text; the API
     /// node reads and writes whole values as `Varchar`.
     Text(BlobSize),
+    /// MySQL JSON: a document's text, stored as a LONGTEXT is ([`crate::blob`], 4 GiB at
+    /// most), that the API node checks is JSON before it writes it. NDB stores MySQL's binary
+    /// form in a blob likewise; rndb keeps the text as written.
+    Json,
     /// MySQL ENUM of `n` elements (1..=65535), their names in [`ColumnDef::elements`]: the
     /// element's number, 1..=n, carried by [`Value::UInt32`], ordered by it (as MySQL orders
     /// an ENUM). NDB stores it likewise, as the number in 1 or 2 bytes.
@@ -116,6 +120,7 @@ impl fmt::Display for ColumnType {
             ColumnType::Bit(n) => write!(f, "Bit({n})"),
             ColumnType::Decimal(p, s) => write!(f, "Decimal({p},{s})"),
             ColumnType::Time(fsp) => write!(f, "Time({fsp})"),
+            ColumnType::Json => write!(f, "Json"),
             ColumnType::Enum(n) => write!(f, "Enum({n})"),
             ColumnType::Set(n) => write!(f, "Set({n})"),
         }
@@ -147,7 +152,8 @@ impl ColumnType {
             | ColumnType::Binary(_)
             | ColumnType::Decimal(..)
             | ColumnType::Blob(_)
-            | ColumnType::Text(_) => 7,
+            | ColumnType::Text(_)
+            | ColumnType::Json => 7,
         }
     }
 
@@ -180,6 +186,7 @@ impl ColumnType {
             | ColumnType::Time(_)
             | ColumnType::Blob(_)
             | ColumnType::Text(_)
+            | ColumnType::Json
             | ColumnType::Enum(_)
             | ColumnType::Set(_) => return None,
         })
@@ -461,13 +468,13 @@ impl ColumnDef {
             ColumnType::Set(_) => {
                 let mut bits = 0u64;
                 for name in text.split(',').filter(|_| !text.is_empty()) {
-                    let Some(i) = position(name) else {
+                    let Some(bit) = position(name).and_then(|i| 1u64.checked_shl(i as u32)) else {
                         return Err(format!(
                             "{name:?} is not a member of SET column {}",
                             self.name
                         ));
                     };
-                    bits |= 1 << i;
+                    bits |= bit;
                 }
                 Ok(Value::UInt64(bits))
             }
@@ -774,16 +781,19 @@ impl TableDef {
                 ColumnType::Blob(size) => (24, size.code()),
                 ColumnType::Text(size) => (25, size.code()),
                 ColumnType::Enum(n) => (26, n),
+                ColumnType::Json => (28, 0),
                 ColumnType::Set(n) => (27, u16::from(n)),
             };
             let flags = u8::from(c.nullable)
                 | (u8::from(c.primary_key) << 1)
                 | (u8::from(c.auto_increment) << 2);
             w.str16(&c.name).u8(tag).u16(len).u8(flags);
-            // An ENUM's or SET's names (as many as its length says; validated before).
-            if tag >= 26 {
-                for e in &c.elements {
-                    w.str16(e);
+            // An ENUM's or SET's names: as many as its length says, which decode reads (a
+            // definition that has more or fewer is refused by `validate`, which every path
+            // runs before it sends or stores one; here it stays decodable).
+            if matches!(tag, 26 | 27) {
+                for i in 0..usize::from(len) {
+                    w.str16(c.elements.get(i).map_or("", String::as_str));
                 }
             }
         }
@@ -871,13 +881,14 @@ impl TableDef {
                         .filter(|n| *n <= BIT_MAX)
                         .ok_or_else(|| r.error(format!("SET of {len} members")))?,
                 ),
+                28 => ColumnType::Json,
                 t => return Err(r.error(format!("unknown column type tag {t}"))),
             };
             if flags & !7 != 0 {
                 return Err(r.error(format!("unknown column flags {flags:#x}")));
             }
             let mut elements = Vec::new();
-            if tag >= 26 {
+            if matches!(tag, 26 | 27) {
                 // Each name takes two bytes at least: a count past the bytes left is refused
                 // before anything is reserved for it.
                 if usize::from(len) * 2 > r.remaining() {
@@ -931,7 +942,7 @@ impl Value {
             | ColumnType::Char(n)
             | ColumnType::Binary(n) => 3 + usize::from(n),
             ColumnType::Decimal(p, s) => 3 + crate::decimal::bin_size(p, s),
-            ColumnType::Blob(_) | ColumnType::Text(_) => {
+            ColumnType::Blob(_) | ColumnType::Text(_) | ColumnType::Json => {
                 3 + crate::blob::LENGTH_BYTES + crate::blob::INLINE_BYTES
             }
             // By the carrier: 4 or 8 bytes, or a date or time type's text.
@@ -965,9 +976,11 @@ impl Value {
             (Value::Varchar(s), t) if t.value_tag() == 6 => t.admits_text(s),
             (Value::Varbinary(b), ColumnType::Varbinary(n)) => b.len() <= usize::from(n),
             (Value::Varbinary(b), ColumnType::Binary(n)) => b.len() == usize::from(n),
-            (Value::Varbinary(b), ColumnType::Blob(size) | ColumnType::Text(size)) => {
-                crate::blob::head_length(b, size).is_some()
-            }
+            (
+                Value::Varbinary(b),
+                t @ (ColumnType::Blob(_) | ColumnType::Text(_) | ColumnType::Json),
+            ) => crate::blob::size_of(t)
+                .is_some_and(|size| crate::blob::head_length(b, size).is_some()),
             _ => false,
         }
     }
@@ -1526,6 +1539,17 @@ mod tests {
         let many: Vec<String> = (0..65).map(|i| format!("m{i}")).collect();
         let many: Vec<&str> = many.iter().map(String::as_str).collect();
         assert_eq!(refused(ColumnDef::set("e", &many)), Err(738));
+        // Before validation: no member past bit 63 is read, and the names encoded are as many
+        // as the type says.
+        assert!(ColumnDef::set("e", &many).value_of_text("m64").is_err());
+        let mut short = ColumnDef::set("e", &["a", "b"]);
+        short.elements.pop();
+        let t = TableDef::new("t", vec![ColumnDef::key("id", ColumnType::UInt32), short]);
+        let mut bytes = Vec::new();
+        t.encode(&mut Writer::new(&mut bytes));
+        let back = TableDef::decode(&mut Reader::new(&bytes, "TableDef")).expect("decodes");
+        assert_eq!(back.columns[1].elements, ["a", ""]);
+        assert!(!back.read_backup);
         let mut unnamed = size;
         unnamed.elements.pop();
         assert_eq!(refused(unnamed), Err(4000));
@@ -1535,6 +1559,31 @@ mod tests {
         let long: Vec<String> = (0..40).map(|i| format!("{i:0>250}")).collect();
         let long: Vec<&str> = long.iter().map(String::as_str).collect();
         assert_eq!(refused(ColumnDef::enumeration("e", &long)), Err(738));
+    }
+
+    /// JSON is a LONGTEXT to the data node: a head in the row, its tag round-trips.
+    #[test]
+    fn json_columns_are_longtext_to_the_data_node() {
+        assert_eq!(crate::blob::size_of(ColumnType::Json), Some(BlobSize::Long));
+        let head = crate::blob::head_of(&[b'1'; 300]);
+        assert!(Value::Varbinary(head).fits(ColumnType::Json));
+        assert!(!Value::Varchar("{}".into()).fits(ColumnType::Json));
+        let def = TableDef::new(
+            "docs",
+            vec![
+                ColumnDef::key("id", ColumnType::UInt32),
+                ColumnDef::nullable("doc", ColumnType::Json),
+            ],
+        );
+        assert_eq!(def.validate(), Ok(()));
+        let mut bytes = Vec::new();
+        def.encode(&mut Writer::new(&mut bytes));
+        assert_eq!(
+            TableDef::decode(&mut Reader::new(&bytes, "TableDef")),
+            Ok(def)
+        );
+        let keyed = TableDef::new("k", vec![ColumnDef::key("doc", ColumnType::Json)]);
+        assert_eq!(keyed.validate().map_err(|(code, _)| code), Err(4264));
     }
 
     #[test]

@@ -73,7 +73,7 @@ pub fn parse_value(column: &ColumnDef, field: Option<&[u8]>) -> Result<Value, St
     if let ColumnType::Varbinary(max) | ColumnType::Binary(max) = column.column_type {
         return parse_varbinary(column, bytes, max).map(|v| column.column_type.padded(v));
     }
-    if let ColumnType::Blob(size) | ColumnType::Text(size) = column.column_type {
+    if let Some(size) = rndb_protocol::blob::size_of(column.column_type) {
         return parse_blob(column, bytes, size);
     }
     let text = std::str::from_utf8(bytes).map_err(|e| {
@@ -211,13 +211,17 @@ fn parse_varbinary(column: &ColumnDef, bytes: &[u8], max: u16) -> Result<Value, 
 }
 
 /// A BLOB field (`0x` and hex digits, or the bytes as they are) or a TEXT field (UTF-8), at
-/// most its size's longest.
+/// most its size's longest; a JSON field a JSON document.
 fn parse_blob(column: &ColumnDef, bytes: &[u8], size: rndb_api::BlobSize) -> Result<Value, String> {
     let value = match column.column_type {
-        ColumnType::Text(_) => Value::Varchar(
-            String::from_utf8(bytes.to_vec())
-                .map_err(|e| format!("column {}: not UTF-8 ({e})", column.name))?,
-        ),
+        ColumnType::Text(_) | ColumnType::Json => {
+            let text = String::from_utf8(bytes.to_vec())
+                .map_err(|e| format!("column {}: not UTF-8 ({e})", column.name))?;
+            if column.column_type == ColumnType::Json {
+                rndb_api::check_json(&text).map_err(|e| format!("column {}: {e}", column.name))?;
+            }
+            Value::Varchar(text)
+        }
         _ => match bytes.strip_prefix(b"0x") {
             Some(hex) => Value::Varbinary(
                 decode_hex(hex)
@@ -424,6 +428,18 @@ mod tests {
             IntegerFormat::Decimal,
         );
         assert_eq!(out, "0.1");
+    }
+
+    /// A JSON field is read as its text once it is one JSON document.
+    #[test]
+    fn json_fields_are_checked() {
+        let doc = ColumnDef::nullable("doc", ColumnType::Json);
+        assert_eq!(
+            parse_value(&doc, Some(br#"{"a": [1, 2]}"#)),
+            Ok(Value::Varchar(r#"{"a": [1, 2]}"#.into()))
+        );
+        let e = parse_value(&doc, Some(b"{a: 1}")).expect_err("not JSON");
+        assert!(e.starts_with("column doc: Invalid JSON text: "), "{e}");
     }
 
     /// ENUM and SET values read and print by name, as MySQL writes them.
