@@ -10,22 +10,17 @@
 //! - A read takes a shared lock where a CommittedRead was asked for (NDB's upgrade of blob
 //!   reads: the parts, read next, then belong to the same version as the head), and its
 //!   execute reads the parts (NoCommit) before it commits; the row then holds whole values.
-//! - A scan's row with a value longer than its head is completed by reads of its parts: a
-//!   locked scan's row is locked already, so its parts are read committed, in the scan's
-//!   transaction (which may have changed them); a CommittedRead scan's row is read again under
-//!   a shared lock with its parts (the row a scan returns is then a version at least as new as
-//!   the one it met; a row deleted meanwhile is skipped), in the scan's transaction when it
-//!   had executed before the scan, else in a short transaction of its own ([`ScanBlobs`]).
-
-use std::sync::Arc;
+//! - A scan's row with a value longer than its head is completed by a transaction of its own:
+//!   a locked scan's row is locked already, so its parts are read committed; a CommittedRead
+//!   scan's row is read again under a shared lock with its parts (the row a scan returns is
+//!   then a version at least as new as the one it met; a row deleted meanwhile is skipped).
 
 use serde::Deserialize;
 
 use rndb_protocol::blob::{self, BlobSize};
 use rndb_protocol::{ColumnType, LockMode, NdbError, Value};
 
-use crate::connection::Connection;
-use crate::{Cluster, Error, ExecType, Table, Transaction};
+use crate::{Cluster, Error, ExecType, Table};
 
 /// The bytes one execute of part operations carries at most (its part data, or the part
 /// data its reads answer; NDB's mysqld writes 64 KiB a batch, `ndb_blob_write_batch_bytes`):
@@ -335,29 +330,15 @@ pub(crate) struct FreshCheck {
     pub index_columns: Vec<usize>,
 }
 
-/// How a scan of a table with parts tables completes its rows' long values.
-#[derive(Debug, Default)]
-pub(crate) struct ScanBlobs {
-    /// A CommittedRead scan: what a row read again must still meet.
-    pub check: Option<FreshCheck>,
-    /// The scan's transaction (its TC's link and request id) when the parts are read in it:
-    /// a locked scan's (its rows are locked by it, maybe changed by it), or that of a scan
-    /// started in a transaction that had executed before (it may hold changes of its own,
-    /// which the scan sees and a transaction of their own would wait for). Otherwise `None`:
-    /// a CommittedRead scan in a transaction that has done nothing else reads each long value
-    /// in a short transaction of its own, so that its shared locks last no longer than that.
-    pub transaction: Option<(Arc<Connection>, u32)>,
-}
-
 /// A scanned row of a table with BLOB or TEXT columns made whole (see the module's docs);
 /// `None` when a CommittedRead scan's row was deleted before it was read again, or changed so
-/// that it fails the scan's check.
+/// that it fails `check`.
 pub(crate) fn fill_scanned(
     cluster: &Cluster,
     table: &Table,
     mut row: Vec<Value>,
     locked: bool,
-    blobs: &ScanBlobs,
+    check: Option<&FreshCheck>,
 ) -> Result<Option<Vec<Value>>, Error> {
     let long = |row: &[Value]| -> Result<bool, Error> {
         for bc in table.blobs() {
@@ -376,17 +357,14 @@ pub(crate) fn fill_scanned(
         .iter()
         .map(|&c| row[c].clone())
         .collect();
-    let mut tx = match &blobs.transaction {
-        Some((tc, request_id)) => Transaction::sibling(cluster, Arc::clone(tc), *request_id),
-        None => cluster.start_transaction()?,
-    };
+    let mut tx = cluster.start_transaction()?;
     if !locked {
         // Read again under a shared lock: the head, then the parts of that version.
         let op = tx.read_heads(table, &key, LockMode::Read)?;
         tx.execute_with(ExecType::NoCommit, rndb_protocol::AbortOption::IgnoreError)?;
         match (tx.row(op), tx.op_error(op)) {
             (Some(fresh), _) => {
-                if let Some(check) = &blobs.check {
+                if let Some(check) = check {
                     let moved = (check.index_columns.iter()).any(|&c| fresh[c] != row[c]);
                     // The filter names no blob column (4264), so heads do not matter to it.
                     let unmet = check.filter.as_ref().is_some_and(|f| !f.matches(fresh));
@@ -402,9 +380,7 @@ pub(crate) fn fill_scanned(
         }
     }
     tx.fill_row(table, &mut row)?;
-    if blobs.transaction.is_none() {
-        tx.execute(ExecType::Commit)?;
-    }
+    tx.execute(ExecType::Commit)?;
     Ok(Some(row))
 }
 

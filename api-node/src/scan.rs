@@ -91,17 +91,10 @@ pub struct Scan<'c> {
     /// The scan locks its rows: a part whose link failed fails it (4010). Cleared once it
     /// is abandoned, which reports the failure once.
     locked: bool,
-    /// A scan of a table with blob parts tables: how its rows' long values are completed
-    /// (`crate::blob::fill_scanned`).
-    blobs: Option<Box<crate::blob::ScanBlobs>>,
+    /// A CommittedRead scan of a table with blob parts tables: what a row read again to
+    /// complete its values must still meet (`crate::blob::fill_scanned`).
+    fresh_check: Option<Box<crate::blob::FreshCheck>>,
 }
-
-/// A scan of a table whose long values need nothing of the scan (one made without
-/// [`Scan::set_blobs`]).
-static NO_BLOBS: crate::blob::ScanBlobs = crate::blob::ScanBlobs {
-    check: None,
-    transaction: None,
-};
 
 /// The scan of one data node's fragments.
 #[derive(Debug)]
@@ -167,13 +160,14 @@ impl<'c> Scan<'c> {
                 })
                 .collect(),
             locked,
-            blobs: None,
+            fresh_check: None,
         }
     }
 
-    /// How the rows' long values are completed (a scan of a table with blob parts tables).
-    pub(crate) fn set_blobs(&mut self, blobs: crate::blob::ScanBlobs) {
-        self.blobs = Some(Box::new(blobs));
+    /// What a row read again must still meet (a CommittedRead scan of a table with blob
+    /// parts tables).
+    pub(crate) fn set_fresh_check(&mut self, check: crate::blob::FreshCheck) {
+        self.fresh_check = Some(Box::new(check));
     }
 
     #[cfg(feature = "tokio")]
@@ -564,8 +558,8 @@ impl Iterator for Scan<'_> {
             };
             // A row with BLOB or TEXT values made whole (`crate::blob`); one deleted since
             // the scan met it is passed over.
-            let blobs = self.blobs.as_deref().unwrap_or(&NO_BLOBS);
-            match crate::blob::fill_scanned(self.cluster, &self.table, row, self.locked, blobs) {
+            let check = self.fresh_check.as_deref();
+            match crate::blob::fill_scanned(self.cluster, &self.table, row, self.locked, check) {
                 Ok(Some(row)) => return Some(Ok(row)),
                 Ok(None) => continue,
                 Err(e) => {

@@ -75,9 +75,6 @@ struct Rare {
     /// old heads (`Transaction::old_parts`): the next execute AbortOnError fails with the
     /// error of the first that failed, as it would have had they waited for it.
     deferred: Vec<OpId>,
-    /// A second handle on another's transaction (`Transaction::sibling`): it neither commits
-    /// nor rolls back, and dropping it sends nothing.
-    sibling: bool,
 }
 
 /// The table index of a frame that reads no row (the execute's own).
@@ -351,19 +348,6 @@ impl<'c> Transaction<'c> {
             gci: None,
             durable_commit: false,
         }
-    }
-
-    /// A handle on the transaction open on `tc` under `request_id`, for reading a scan's long
-    /// values in the scan's transaction (`crate::blob::fill_scanned`): it executes NoCommit
-    /// only, and dropping it leaves the transaction as it is. The scan's owner and this
-    /// handle must not execute at once: a scan is read by the thread that uses its
-    /// transaction, as an NDB scan is.
-    pub(crate) fn sibling(cluster: &'c Cluster, tc: Arc<Connection>, request_id: u32) -> Self {
-        let mut tx = Transaction::new(cluster, request_id);
-        tx.tc = Some(tc);
-        tx.state = State::Open;
-        tx.rare_mut().sibling = true;
-        tx
     }
 
     /// Reads the row with primary key `key` (values in key-column order).
@@ -682,7 +666,6 @@ impl<'c> Transaction<'c> {
     ) -> Result<Scan<'c>, Error> {
         self.check_usable()?;
         let (batch_rows, batch_bytes, batch_bytes_total) = batch_sizes(self.cluster, options)?;
-        let was_open = self.state == State::Open;
         let mut flags = 0;
         if self.state == State::Fresh {
             flags |= SCAN_FLAG_START_TRANSACTION;
@@ -777,14 +760,12 @@ impl<'c> Transaction<'c> {
             .map(|i| (i.columns().to_vec(), options.descending));
         let locked = options.lock != LockMode::CommittedRead;
         let mut scan = Scan::new(cluster, table.clone(), parts, sort, locked);
-        if table.has_parts() {
+        if !locked && table.has_parts() {
             // A row read again to complete its values must still be one this scan returns.
-            let check = (!locked).then(|| crate::blob::FreshCheck {
+            scan.set_fresh_check(crate::blob::FreshCheck {
                 filter: options.filter.clone(),
                 index_columns: index.map(|i| i.columns().to_vec()).unwrap_or_default(),
             });
-            let transaction = (locked || was_open).then_some((tc, self.request_id));
-            scan.set_blobs(crate::blob::ScanBlobs { check, transaction });
         }
         Ok(scan)
     }
@@ -929,10 +910,6 @@ impl<'c> Transaction<'c> {
         if let Err(e) = self.check_usable() {
             return Begun::Done(Err(e));
         }
-        debug_assert!(
-            exec == ExecType::NoCommit || self.rare.as_ref().is_none_or(|r| !r.sibling),
-            "a sibling transaction handle only executes NoCommit"
-        );
         if self.state == State::Fresh && self.batch.len() == 0 {
             // Nothing was ever sent: there is nothing to commit or roll back on a data node.
             if exec != ExecType::NoCommit {
@@ -1851,9 +1828,6 @@ enum Ended {
 impl Drop for Transaction<'_> {
     fn drop(&mut self) {
         recycle_rows(&mut self.results);
-        if self.rare.as_ref().is_some_and(|r| r.sibling) {
-            return;
-        }
         if !matches!(self.state, State::Open | State::Abandoned) {
             self.finish_elsewhere(ExecType::Rollback);
             return;
