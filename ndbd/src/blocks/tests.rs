@@ -760,6 +760,44 @@ fn locking_scans_are_bounded_by_operation_records() {
     assert_rows_free(&mut k, &mut out, &t, base_mem, Instant::now());
 }
 
+/// A CommittedRead holds its operation record only until its execute ends (NDB frees a dirty
+/// read's at its answer): one transaction reads a row 40 times, one execute each, past
+/// MaxNoOfConcurrentOperations=32; locking reads hold theirs until the end (the 33rd, 234).
+#[test]
+fn committed_reads_free_their_operation_records_with_their_execute() {
+    let (mut k, mut out, t) = setup_with("MaxNoOfConcurrentOperations=32\n");
+    insert_committed(&mut k, &mut out, &t, 1000, 7, 70);
+    for (rid, lock_mode, refused_at) in [
+        (800, LockMode::CommittedRead, None),
+        (801, LockMode::Read, Some(32)),
+    ] {
+        for i in 0..40 {
+            let mut req = key_op(&t, i == 0, OperationType::Read, 7, 0);
+            req.lock_mode = lock_mode;
+            let mut b = Vec::new();
+            req.encode(&mut b);
+            frame(&mut k, &mut out, 50, gsn::TCKEYREQ, rid, &b);
+            let b = exec_req(i == 0, ExecType::NoCommit, AbortOption::AbortOnError, 1);
+            frame(&mut k, &mut out, 50, gsn::TC_EXECUTE_REQ, rid, &b);
+            if Some(i) == refused_at {
+                assert_eq!(execute_ref(&out, rid).code, 234, "{lock_mode:?} read {i}");
+                break;
+            }
+            assert_eq!(
+                answered(&out, rid),
+                Some(gsn::TC_EXECUTE_CONF),
+                "{lock_mode:?} read {i}: {:?}",
+                out.frames.last()
+            );
+            out.frames.clear();
+        }
+        let b = exec_req(false, ExecType::Rollback, AbortOption::AbortOnError, 0);
+        frame(&mut k, &mut out, 50, gsn::TC_EXECUTE_REQ, rid, &b);
+        out.frames.clear();
+    }
+    assert_eq!(k.transaction_count(), 0);
+}
+
 /// Defect 6: a unique index is not built while the table has uncommitted changes (701).
 #[test]
 fn a_unique_index_waits_for_uncommitted_changes() {

@@ -16,7 +16,7 @@ use rndb_protocol::signals::{
     block, gsn, TcExecuteConf, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReqView, TcKeyRow,
     REPLICA_PRIMARY,
 };
-use rndb_protocol::{ExecType, NdbError, OperationType};
+use rndb_protocol::{ExecType, LockMode, NdbError, OperationType};
 
 use super::{ApiAnswer, Holds, TcAction};
 use crate::blocks::acc::{Row, TransId};
@@ -55,9 +55,9 @@ impl Kernel {
         let trans = tc::trans_id(from, request_id);
         let mut req_replica = req.replica();
         let dml = req.op_type() != OperationType::Read;
-        let accepted = self
-            .tc
-            .on_key_req(trans, req.flags(), req.op_index(), dml, now);
+        let committed_read = !dml && req.lock_mode() == LockMode::CommittedRead;
+        let accepted =
+            (self.tc).on_key_req(trans, req.flags(), req.op_index(), dml, committed_read, now);
         if let Some(Ok(_)) = accepted {
             self.tc
                 .counters

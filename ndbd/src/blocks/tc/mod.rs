@@ -151,6 +151,10 @@ struct TcTransaction {
     ops_outstanding: u32,
     /// Operation records this transaction holds (released when it ends).
     operations: u32,
+    /// Those of `operations` that are CommittedReads of the current execute: they go when
+    /// the execute ends, answered (NDB's DBTC frees a dirty read's record at its answer), so
+    /// that reading many rows, or a long BLOB's parts, over many executes holds none.
+    committed_reads: u32,
     /// Inserts, updates, writes and deletes it defined, over all its executes (NDB's
     /// `m_write_count`, held against MaxDMLOperationsPerTransaction).
     dml_operations: u32,
@@ -486,6 +490,7 @@ impl Tc {
         flags: u8,
         op_index: u32,
         dml: bool,
+        committed_read: bool,
         now: Instant,
     ) -> Option<Result<TcAction, NdbError>> {
         if !self.transactions.contains_key(trans) {
@@ -557,6 +562,7 @@ impl Tc {
         }
         self.operations_in_use += 1;
         t.operations += 1;
+        t.committed_reads += u32::from(committed_read);
         t.ops_outstanding += 1;
         Some(Ok(TcAction::Dispatch))
     }
@@ -988,6 +994,10 @@ impl Tc {
         let execute = t.execute.take()?;
         t.ops_received = 0;
         t.last_activity = now;
+        // Every operation of the execute is answered: its CommittedReads hold nothing more.
+        let answered_reads = std::mem::take(&mut t.committed_reads);
+        t.operations -= answered_reads;
+        self.operations_in_use = self.operations_in_use.saturating_sub(answered_reads);
         if t.rollback_requested {
             t.phase = Phase::Aborting(AbortReply::Conf);
             return Some(Err(TcAction::Abort(trans)));
@@ -1443,6 +1453,7 @@ impl TcTransaction {
             ops_received: 0,
             ops_outstanding: 0,
             operations: 0,
+            committed_reads: 0,
             dml_operations: 0,
             index_ops: Vec::new(),
             fired_triggers: 0,
