@@ -52,10 +52,11 @@
 //!
 //! # Limits
 //!
-//! A value larger than its row has room for (12 800 bytes for strings, 11 900 for hash values) or a key
-//! longer than 1024 bytes is refused with an `ERR` reply naming the limit (rndb has no blobs
-//! yet). A request's bulk strings are at most 1 MiB and its arguments at most 65 536; a request
-//! breaking those limits, or the protocol, is answered with `ERR Protocol error` and its
+//! A value larger than its row has room for (12 800 bytes for strings, 11 900 for hash
+//! values) or a key longer than 1024 bytes is refused with an `ERR` reply naming the limit
+//! (the tables have no BLOB column: rndb-api's tokio interface does not assemble BLOB values
+//! yet). A request's bulk strings are at most 1 MiB and its arguments at most 65 536; a
+//! request breaking those limits, or the protocol, is answered with `ERR Protocol error` and its
 //! connection closed, as Redis does. An NDB error becomes `ERR NDB error <code>: <message>`;
 //! inside EXEC it aborts the whole transaction (`EXECABORT … NDB error <code>`), unlike Redis,
 //! so that MULTI/EXEC is one rndb transaction: all of it or nothing.
