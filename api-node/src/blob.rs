@@ -15,7 +15,7 @@
 //!   scan's row is read again under a shared lock with its parts (the row a scan returns is
 //!   then a version at least as new as the one it met; a row deleted meanwhile is skipped).
 
-use serde::Deserialize;
+use serde::Deserialize as _;
 
 use rndb_protocol::blob::{self, BlobSize};
 use rndb_protocol::{ColumnType, LockMode, NdbError, Value};
@@ -135,25 +135,74 @@ fn whole_bytes<'v>(
     Ok(Some(bytes))
 }
 
-/// Whether `text` is one JSON document (MySQL's error 3140 otherwise): the error names the
-/// line and column where it stops being one. At most 100 levels deep, MySQL's limit.
+/// Whether `text` is one JSON document at most 100 levels deep, as MySQL's parser takes it:
+/// else MySQL's message (3140 "Invalid JSON text", naming the line and column where it stops
+/// being one, a number past a double, a lone surrogate; 3157 past the depth).
 pub fn check_json(text: &str) -> Result<(), String> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    let checked = serde::de::IgnoredAny::deserialize(&mut de).and_then(|_| de.end());
-    checked.map_err(|e| format!("Invalid JSON text: {e}"))?;
+    // First, so that the parser's own limit (128 levels) is never what refuses a document.
     if json_depth(text) > JSON_DEPTH_MAX {
         return Err(format!(
-            "Invalid JSON text: deeper than {JSON_DEPTH_MAX} levels (MySQL's limit)"
+            "The JSON document exceeds the maximum depth ({JSON_DEPTH_MAX} levels)"
         ));
     }
-    Ok(())
+    let mut de = serde_json::Deserializer::from_str(text);
+    let checked = Checked::deserialize(&mut de).and_then(|_| de.end());
+    checked.map_err(|e| format!("Invalid JSON text: {e}"))
+}
+
+/// A JSON value checked whole without being kept: numbers are read (one past a double's range
+/// is refused, as MySQL refuses it) and strings decoded (a lone surrogate is refused), which
+/// skipping them (`IgnoredAny`) does not do.
+struct Checked;
+
+impl<'de> serde::Deserialize<'de> for Checked {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(CheckedVisitor)
+    }
+}
+
+struct CheckedVisitor;
+
+impl<'de> serde::de::Visitor<'de> for CheckedVisitor {
+    type Value = Checked;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_unit<E>(self) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut items: A) -> Result<Checked, A::Error> {
+        while items.next_element::<Checked>()?.is_some() {}
+        Ok(Checked)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
+        while map.next_key::<Checked>()?.is_some() {
+            map.next_value::<Checked>()?;
+        }
+        Ok(Checked)
+    }
 }
 
 /// MySQL's deepest JSON document.
 const JSON_DEPTH_MAX: usize = 100;
 
-/// How deep the arrays and objects of a valid JSON document nest (brackets in strings do not
-/// count).
+/// How deep the arrays and objects of a JSON document nest (brackets in strings do not
+/// count); any text has a depth, JSON or not.
 fn json_depth(text: &str) -> usize {
     let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0, false, false);
     for b in text.bytes() {
@@ -444,6 +493,10 @@ mod tests {
             ("{\"a\": 1,}", "line 1 column"),
             ("[1] [2]", "trailing characters"),
             ("{'a': 1}", "key must be a string"),
+            ("1e999", "number out of range"),
+            ("[-1e400]", "number out of range"),
+            ("\"\\ud800\"", "escape"),
+            ("{\"\\udc00\": 1}", "escape"),
         ] {
             let e = check_json(bad).expect_err(bad);
             assert!(
@@ -451,9 +504,13 @@ mod tests {
                 "{bad}: {e}"
             );
         }
-        let deep = format!("{}{}", "[".repeat(101), "]".repeat(101));
-        assert!(check_json(&deep)
-            .expect_err("too deep")
-            .contains("100 levels"));
+        // A big integer is a double, as in MySQL; a surrogate pair is one character.
+        assert_eq!(check_json("123456789012345678901234567890"), Ok(()));
+        assert_eq!(check_json("\"\\ud83d\\ude00\""), Ok(()));
+        for levels in [101, 129, 1000] {
+            let deep = format!("{}{}", "[".repeat(levels), "]".repeat(levels));
+            let e = check_json(&deep).expect_err("too deep");
+            assert!(e.contains("maximum depth (100 levels)"), "{levels}: {e}");
+        }
     }
 }

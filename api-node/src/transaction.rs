@@ -75,6 +75,10 @@ struct Rare {
     /// old heads (`Transaction::old_parts`): the next execute AbortOnError fails with the
     /// error of the first that failed, as it would have had they waited for it.
     deferred: Vec<OpId>,
+    /// It wrote (or deleted) a value's parts: its reads of parts then take a shared lock, to
+    /// see its own uncommitted parts; else they read committed, as the locked head keeps
+    /// every other writer off them.
+    wrote_parts: bool,
 }
 
 /// The table index of a frame that reads no row (the execute's own).
@@ -1493,6 +1497,7 @@ impl Transaction<'_> {
         let old = old.as_deref().unwrap_or_default();
         let parts = self.define_parts(op, &key, writes, old, op_type)?;
         self.rare_mut().blob_writes.push((op, parts));
+        self.rare_mut().wrote_parts = true;
         Ok(op)
     }
 
@@ -1522,6 +1527,7 @@ impl Transaction<'_> {
         )?;
         let parts = self.define_parts(op, key, writes, &old, OperationType::Write)?;
         self.rare_mut().blob_writes.push((op, parts));
+        self.rare_mut().wrote_parts = true;
         Ok(op)
     }
 
@@ -1553,6 +1559,7 @@ impl Transaction<'_> {
             .collect();
         let part_ops = self.define_parts(op, key, writes, &old, OperationType::Delete)?;
         self.rare_mut().blob_writes.push((op, part_ops));
+        self.rare_mut().wrote_parts = true;
         Ok(op)
     }
 
@@ -1686,8 +1693,16 @@ impl Transaction<'_> {
                 rows.push((op, table, row));
             }
         }
-        // Under a lock, so that a row this transaction wrote reads its own parts too.
-        let filled = self.fill_rows(&mut rows, LockMode::Read);
+        // The heads are locked: no other transaction can change these parts, so they are read
+        // committed (no lock record each), unless this transaction wrote parts itself (a
+        // committed read does not see its own transaction's changes).
+        let wrote = self.rare.as_ref().is_some_and(|r| r.wrote_parts);
+        let lock = if wrote {
+            LockMode::Read
+        } else {
+            LockMode::CommittedRead
+        };
+        let filled = self.fill_rows(&mut rows, lock);
         for (op, _, row) in rows {
             self.results[op.0].row = Some(row);
         }

@@ -456,8 +456,7 @@ fn operations_defined_before_a_blob_write_keep_the_execute_abort_option() {
             which sees the committed parts (4267: a part missing) or waits for the scan's \
             transaction's lock (a CommittedRead scan). Reading them in the scan's transaction \
             under its request id (tried: a second handle on it) needs the scan and the \
-            transaction to share state (who executes, who ended it, a timed-out answer) and \
-            TC to free a CommittedRead's operation record once answered"]
+            transaction to share state (who executes, who ended it, a timed-out answer)"]
 fn unfixed_a_scan_sees_its_own_transactions_long_values() {
     let (_cluster, api) = start();
     let table = api.create_table(&docs_def()).expect("create");

@@ -656,16 +656,8 @@ fn dates_and_times_in_their_one_form() {
         let mut row = rows[3].clone();
         row[0] = text("2001-01-01");
         row[column] = text(value);
-        assert_ndb_code(
-            insert_committed(&api, &table, &row_list(row.clone())),
-            4209,
-            &format!("the API inserts {value:?} in column {column}"),
-        );
-        let attrs: Vec<(u16, Value)> = (1u16..).zip(row[1..].iter().cloned()).collect();
-        let refused = raw
-            .insert(request_id, &table, &row[..1], &attrs)
-            .unwrap_or_else(|| panic!("the data node stored {value:?} in column {column}"));
-        assert_eq!(refused.code, 4209, "{value:?} in column {column}, raw");
+        let what = format!("{value:?} in column {column}");
+        refused_both_ways(&api, &mut raw, &table, request_id, &row, 1, &what);
     }
 }
 
@@ -770,16 +762,8 @@ fn float_char_binary_year_and_bit_in_their_one_form() {
         let mut row = rows[3].clone();
         row[0] = char4("new");
         row[column] = value.clone();
-        assert_ndb_code(
-            insert_committed(&api, &table, &row_list(row.clone())),
-            4209,
-            &format!("the API inserts {value:?} in column {column}"),
-        );
-        let attrs: Vec<(u16, Value)> = (2u16..).zip(row[2..].iter().cloned()).collect();
-        let refused = raw
-            .insert(request_id, &table, &row[..2], &attrs)
-            .unwrap_or_else(|| panic!("the data node stored {value:?} in column {column}"));
-        assert_eq!(refused.code, 4209, "{value:?} in column {column}, raw");
+        let what = format!("{value:?} in column {column}");
+        refused_both_ways(&api, &mut raw, &table, request_id, &row, 2, &what);
     }
     assert_ndb_code(
         read_committed(&api, &table, &[char4("new"), Value::UInt32(2024)]),
@@ -891,16 +875,8 @@ fn decimals_and_times_order_as_numbers_and_times() {
     for (request_id, (column, value)) in (1u32..).zip(bad) {
         let mut row = vec![price("7"), at("01:00:00")];
         row[column] = value.clone();
-        assert_ndb_code(
-            insert_committed(&api, &table, &row_list(row.clone())),
-            4209,
-            &format!("the API inserts {value:?} in column {column}"),
-        );
-        let attrs = [(1u16, row[1].clone())];
-        let refused = raw
-            .insert(request_id, &table, &row[..1], &attrs)
-            .unwrap_or_else(|| panic!("the data node stored {value:?} in column {column}"));
-        assert_eq!(refused.code, 4209, "{value:?} in column {column}, raw");
+        let what = format!("{value:?} in column {column}");
+        refused_both_ways(&api, &mut raw, &table, request_id, &row, 1, &what);
     }
     assert_ndb_code(
         read_committed(&api, &table, &[price("7")]),
@@ -979,16 +955,8 @@ fn enums_order_by_element_and_sets_hold_bits() {
         // "xl": a key not among the rows', so that only the value's type can refuse it.
         let mut row = row("xl", Some("red"));
         row[column] = value.clone();
-        assert_ndb_code(
-            insert_committed(&api, &table, &row_list(row.clone())),
-            4209,
-            &format!("the API inserts {value:?} in column {column}"),
-        );
-        let attrs = [(1u16, row[1].clone())];
-        let refused = raw
-            .insert(request_id, &table, &row[..1], &attrs)
-            .unwrap_or_else(|| panic!("the data node stored {value:?} in column {column}"));
-        assert_eq!(refused.code, 4209, "{value:?} in column {column}, raw");
+        let what = format!("{value:?} in column {column}");
+        refused_both_ways(&api, &mut raw, &table, request_id, &row, 1, &what);
     }
     for r in &rows {
         assert_row(&api, &table, &r[..1], r);
@@ -1029,6 +997,29 @@ fn enums_order_by_element_and_sets_hold_bits() {
     tx.execute(ExecType::Commit).expect("commit");
     assert_eq!(tx.row(by_key), Some(&label[..]));
     assert_eq!(tx.row(by_index), Some(&label[..]));
+}
+
+/// A row with a value its column's type does not hold is refused with 4209 by the API, and
+/// sent as raw frames past it (its first `keys` columns the key), by the data node.
+fn refused_both_ways(
+    api: &Cluster,
+    raw: &mut RawApi,
+    table: &Table,
+    request_id: u32,
+    row: &[Value],
+    keys: usize,
+    what: &str,
+) {
+    assert_ndb_code(
+        insert_committed(api, table, &row_list(row.to_vec())),
+        4209,
+        &format!("the API inserts {what}"),
+    );
+    let attrs: Vec<(u16, Value)> = (keys as u16..).zip(row[keys..].iter().cloned()).collect();
+    let refused = raw
+        .insert(request_id, table, &row[..keys], &attrs)
+        .unwrap_or_else(|| panic!("the data node stored {what}"));
+    assert_eq!(refused.code, 4209, "{what}, raw");
 }
 
 /// Column `column` of every row, scanned in `index`'s order.
