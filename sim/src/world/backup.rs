@@ -22,7 +22,7 @@ use rndb_protocol::Value;
 
 use super::{Planned, World};
 use crate::check::{self, Expect};
-use crate::client::{TransferOutcome, INITIAL_BALANCE};
+use crate::client::{Transfer, TransferOutcome, INITIAL_BALANCE};
 use crate::knobs::Sabotage;
 
 /// How often the coordinator hears from the data nodes: ndb_mgmd's report interval is
@@ -224,16 +224,17 @@ impl World {
             .map(|c| c.at_ns)
             .filter(|&at| at <= backup.started_ns)
             .max();
-        // A transfer acknowledged since the last cluster crash is in the backup exactly when
-        // its GCI is at most the stop GCP (before that crash, the restart may have lost it and
-        // given its GCI again).
+        // A transfer committed and acknowledged since the last cluster crash is in the backup
+        // exactly when its GCI is at most the stop GCP. One committed before that crash may
+        // have been lost by the restart, which gave its GCI again, even when its answer came
+        // after the crash (a data node that answered, then stopped, its answer on a slow link).
+        let since_last_crash =
+            |t: &Transfer, at: u64| last_crash.is_none_or(|c| at > c && t.invoke_ns > c);
         let expected: Vec<(i32, i64, Expect)> = (self.shared.transfers.iter())
             .map(|t| {
                 let expect = match (t.outcome, t.gci) {
                     (TransferOutcome::Failed, _) => Expect::Absent,
-                    (TransferOutcome::Acknowledged(at), Some(gci))
-                        if last_crash.is_none_or(|c| at > c) =>
-                    {
+                    (TransferOutcome::Acknowledged(at), Some(gci)) if since_last_crash(t, at) => {
                         if (gci >> 32) as u32 <= stop {
                             Expect::Present
                         } else {
@@ -241,7 +242,7 @@ impl World {
                         }
                     }
                     (TransferOutcome::Acknowledged(at), None)
-                        if at < backup.started_ns && last_crash.is_none_or(|c| at > c) =>
+                        if at < backup.started_ns && since_last_crash(t, at) =>
                     {
                         Expect::Present
                     }
