@@ -452,8 +452,8 @@ impl ColumnDef {
     }
 
     /// The value of an ENUM element or a SET's members, as MySQL writes them: an element's
-    /// name, or member names separated by commas (any order, each at most once; the empty
-    /// text is the empty set). Names match exactly (a binary collation). For a column of
+    /// name, or member names separated by commas (any order; a name given twice counts once;
+    /// the empty text is the empty set). Names match exactly (a binary collation). For a column of
     /// another type, its type's [`ColumnType::value_of_text`].
     pub fn value_of_text(&self, text: &str) -> Result<Value, String> {
         let position = |name: &str| self.elements.iter().position(|e| e == name);
