@@ -410,12 +410,12 @@ fn bad_command_lines_and_statements_get_clear_messages() {
     let output = tool(
         "ndb_create_table",
         config,
-        &["CREATE TABLE tools_ddl (id INT PRIMARY KEY, body JSON)"],
+        &["CREATE TABLE tools_ddl (id INT PRIMARY KEY, body GEOMETRY)"],
     );
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let message = stderr(&output);
     assert!(
-        message.contains("not supported: type JSON (column body"),
+        message.contains("not supported: type GEOMETRY (column body"),
         "{message}"
     );
     let output = tool(
