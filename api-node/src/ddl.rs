@@ -223,36 +223,7 @@ struct Builder {
 impl Builder {
     fn column(&mut self, column: &ast::ColumnDef) -> Result<(), DdlError> {
         let name = column.name.value.clone();
-        let (column_type, elements) = match &column.data_type {
-            DataType::Enum(members, None) => {
-                let names = members
-                    .iter()
-                    .map(|m| match m {
-                        ast::EnumMember::Name(e) => Ok(element_name(e)),
-                        other => Err(DdlError::Unsupported(format!(
-                            "ENUM element {other:?} (column {name}): names only"
-                        ))),
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                let n = u16::try_from(names.len()).map_err(|_| {
-                    DdlError::Invalid(format!("column {name}: ENUM of at most 65535 elements"))
-                })?;
-                (ColumnType::Enum(n), names)
-            }
-            DataType::Set(members) => {
-                let n = u8::try_from(members.len())
-                    .ok()
-                    .filter(|n| *n <= rndb_protocol::schema::BIT_MAX)
-                    .ok_or_else(|| {
-                        DdlError::Invalid(format!(
-                            "Too many strings for column {name} and SET (at most 64)"
-                        ))
-                    })?;
-                let names = members.iter().map(|m| element_name(m)).collect();
-                (ColumnType::Set(n), names)
-            }
-            other => (column_type(&name, other)?, Vec::new()),
-        };
+        let (column_type, elements) = typed_column(&name, &column.data_type)?;
         let mut null = None;
         let mut default_null = false;
         let mut auto_increment = false;
@@ -424,6 +395,42 @@ fn fraction_digits(column: &str, fsp: Option<u64>) -> Result<u8, DdlError> {
         n => Err(DdlError::Invalid(format!(
             "column {column}: {n} fraction digits, at most 6"
         ))),
+    }
+}
+
+/// The rndb type of a MySQL type, and an ENUM's or SET's names (none for the other types).
+fn typed_column(name: &str, data_type: &DataType) -> Result<(ColumnType, Vec<String>), DdlError> {
+    match data_type {
+        DataType::Enum(members, None) => {
+            let names = members
+                .iter()
+                .map(|m| match m {
+                    ast::EnumMember::Name(e) => Ok(element_name(e)),
+                    other => Err(DdlError::Unsupported(format!(
+                        "ENUM element {other:?} (column {name}): names only"
+                    ))),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let n = u16::try_from(names.len()).map_err(|_| {
+                DdlError::Invalid(format!("column {name}: ENUM of at most 65535 elements"))
+            })?;
+            Ok((ColumnType::Enum(n), names))
+        }
+        DataType::Set(members) => {
+            let n = u8::try_from(members.len())
+                .ok()
+                .filter(|n| *n <= rndb_protocol::schema::BIT_MAX)
+                .ok_or_else(|| {
+                    DdlError::Invalid(format!(
+                        "Too many strings for column {name} and SET (at most 64)"
+                    ))
+                })?;
+            Ok((
+                ColumnType::Set(n),
+                members.iter().map(|m| element_name(m)).collect(),
+            ))
+        }
+        other => Ok((column_type(name, other)?, Vec::new())),
     }
 }
 

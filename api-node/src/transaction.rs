@@ -1495,9 +1495,7 @@ impl Transaction<'_> {
             &attrs,
         )?;
         let old = old.as_deref().unwrap_or_default();
-        let parts = self.define_parts(op, &key, writes, old, op_type)?;
-        self.rare_mut().blob_writes.push((op, parts));
-        self.rare_mut().wrote_parts = true;
+        self.define_parts(op, &key, writes, old, op_type)?;
         Ok(op)
     }
 
@@ -1525,9 +1523,7 @@ impl Transaction<'_> {
             key,
             &attrs,
         )?;
-        let parts = self.define_parts(op, key, writes, &old, OperationType::Write)?;
-        self.rare_mut().blob_writes.push((op, parts));
-        self.rare_mut().wrote_parts = true;
+        self.define_parts(op, key, writes, &old, OperationType::Write)?;
         Ok(op)
     }
 
@@ -1557,9 +1553,7 @@ impl Transaction<'_> {
                 })
             })
             .collect();
-        let part_ops = self.define_parts(op, key, writes, &old, OperationType::Delete)?;
-        self.rare_mut().blob_writes.push((op, part_ops));
-        self.rare_mut().wrote_parts = true;
+        self.define_parts(op, key, writes, &old, OperationType::Delete)?;
         Ok(op)
     }
 
@@ -1596,7 +1590,8 @@ impl Transaction<'_> {
     }
 
     /// Each value's parts written (`op_type`: Insert for a new row), and the old parts past
-    /// the new value's deleted (`old`: each column's old count).
+    /// the new value's deleted (`old`: each column's old count); recorded with `row_op` as
+    /// one blob write (`Rare::blob_writes`, `Rare::wrote_parts`).
     fn define_parts(
         &mut self,
         row_op: OpId,
@@ -1604,7 +1599,7 @@ impl Transaction<'_> {
         writes: Vec<blob::PartWrites>,
         old: &[(usize, u64)],
         op_type: OperationType,
-    ) -> Result<Vec<OpId>, Error> {
+    ) -> Result<(), Error> {
         let mut ops = Vec::new();
         let data = key.len() + 1;
         for write in writes {
@@ -1636,7 +1631,10 @@ impl Transaction<'_> {
                 )?);
             }
         }
-        Ok(ops)
+        let rare = self.rare_mut();
+        rare.blob_writes.push((row_op, ops));
+        rare.wrote_parts = true;
+        Ok(())
     }
 
     /// Before a part operation of row operation `row_op` (whose parts so far are `parts`):
