@@ -20,7 +20,8 @@ use serde::Deserialize as _;
 use rndb_protocol::blob::{self, BlobSize};
 use rndb_protocol::{ColumnType, LockMode, NdbError, Value};
 
-use crate::{Cluster, Error, ExecType, Table};
+use crate::transaction::{now, Blocking, RoundTrip};
+use crate::{AbortOption, Cluster, Error, ExecType, Table};
 
 /// The bytes one execute of part operations carries at most (its part data, or the part
 /// data its reads answer; NDB's mysqld writes 64 KiB a batch, `ndb_blob_write_batch_bytes`):
@@ -385,22 +386,41 @@ pub(crate) struct FreshCheck {
 pub(crate) fn fill_scanned(
     cluster: &Cluster,
     table: &Table,
+    row: Vec<Value>,
+    locked: bool,
+    check: Option<&FreshCheck>,
+) -> Result<Option<Vec<Value>>, Error> {
+    match whole_or_long(table, row)? {
+        Ok(whole) => Ok(Some(whole)),
+        Err(long) => now(fill_long(&Blocking, cluster, table, long, locked, check)),
+    }
+}
+
+/// A scanned row whose values its heads hold whole, made whole (`Ok`), or the row as it
+/// came when a value has parts (`Err`: see [`fill_long`]).
+pub(crate) fn whole_or_long(
+    table: &Table,
+    mut row: Vec<Value>,
+) -> Result<Result<Vec<Value>, Vec<Value>>, Error> {
+    for bc in table.blobs() {
+        if parts_of(bc, head_length(table, bc, &row[bc.column])?) > 0 {
+            return Ok(Err(row));
+        }
+    }
+    inline_whole(table, &mut row)?;
+    Ok(Ok(row))
+}
+
+/// A scanned row with a value past its head made whole by a transaction of its own, over
+/// `trip`'s round trips (see the module's docs); `None` as for [`fill_scanned`].
+pub(crate) async fn fill_long<R: RoundTrip>(
+    trip: &R,
+    cluster: &Cluster,
+    table: &Table,
     mut row: Vec<Value>,
     locked: bool,
     check: Option<&FreshCheck>,
 ) -> Result<Option<Vec<Value>>, Error> {
-    let long = |row: &[Value]| -> Result<bool, Error> {
-        for bc in table.blobs() {
-            if parts_of(bc, head_length(table, bc, &row[bc.column])?) > 0 {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    };
-    if !long(&row)? {
-        inline_whole(table, &mut row)?;
-        return Ok(Some(row));
-    }
     let key: Vec<Value> = table
         .key_columns()
         .iter()
@@ -410,7 +430,7 @@ pub(crate) fn fill_scanned(
     if !locked {
         // Read again under a shared lock: the head, then the parts of that version.
         let op = tx.read_heads(table, &key, LockMode::Read)?;
-        tx.execute_with(ExecType::NoCommit, rndb_protocol::AbortOption::IgnoreError)?;
+        (tx.execute_via(trip, ExecType::NoCommit, AbortOption::IgnoreError)).await?;
         match (tx.row(op), tx.op_error(op)) {
             (Some(fresh), _) => {
                 if let Some(check) = check {
@@ -428,8 +448,8 @@ pub(crate) fn fill_scanned(
             (None, None) => return Err(Error::ndb_detail(4000, "a read answered no row")),
         }
     }
-    tx.fill_row(table, &mut row)?;
-    tx.execute(ExecType::Commit)?;
+    tx.fill_row(trip, table, &mut row).await?;
+    (tx.execute_via(trip, ExecType::Commit, AbortOption::AbortOnError)).await?;
     Ok(Some(row))
 }
 

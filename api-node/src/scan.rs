@@ -93,7 +93,7 @@ pub struct Scan<'c> {
     locked: bool,
     /// A CommittedRead scan of a table with blob parts tables: what a row read again to
     /// complete its values must still meet (`crate::blob::fill_scanned`).
-    fresh_check: Option<Box<crate::blob::FreshCheck>>,
+    fresh_check: Option<Arc<crate::blob::FreshCheck>>,
 }
 
 /// The scan of one data node's fragments.
@@ -167,7 +167,14 @@ impl<'c> Scan<'c> {
     /// What a row read again must still meet (a CommittedRead scan of a table with blob
     /// parts tables).
     pub(crate) fn set_fresh_check(&mut self, check: crate::blob::FreshCheck) {
-        self.fresh_check = Some(Box::new(check));
+        self.fresh_check = Some(Arc::new(check));
+    }
+
+    /// Whether it locks its rows, and what a row read again must still meet: how a row with
+    /// values past their heads is completed (`crate::blob::fill_long`).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn completion(&self) -> (bool, Option<Arc<crate::blob::FreshCheck>>) {
+        (self.locked, self.fresh_check.clone())
     }
 
     #[cfg(feature = "tokio")]

@@ -35,6 +35,13 @@
 //! system call per wake-up (at 1024 reads in flight over TCP that cost four fifths of the
 //! throughput).
 //!
+//! BLOB and TEXT values are read, written and scanned whole, as in the blocking API: an
+//! execute's extra round trips (the parts of the rows it read, an IgnoreError batch of part
+//! writes before its commit) are awaited, and so is a scanned row's completion by a
+//! transaction of its own (`crate::blob`). A write, update or delete of a row with parts reads
+//! its old heads when it is defined, through the blocking `Transaction` this derefs to: one
+//! blocking round trip on the runtime's thread.
+//!
 //! The futures need a runtime with its time driver (`enable_time` or `enable_all`): each wait
 //! ends with 4012 after the API's request timeout, as in the blocking API.
 
@@ -297,90 +304,15 @@ impl<'c> TokioTransaction<'c> {
     /// As [`Transaction::execute_with`]. Dropping the future before it completes rolls the
     /// transaction back (see the module docs).
     pub async fn execute_with(&mut self, exec: ExecType, abort: AbortOption) -> Result<(), Error> {
-        self.confirm_scan_locks(exec).await?;
-        let transaction = &mut self.transaction;
-        let (connection, frames, sent) = match transaction.begin_execute(exec, abort) {
-            Begun::Done(result) => return result,
-            Begun::Send {
-                connection,
-                frames,
-                sent,
-            } => (connection, frames, sent),
-        };
-        let request_id = transaction.request_id();
-        let cluster = transaction.cluster();
-        // Given up by the link's reader after the request timeout (4012): no timer per execute.
-        connection.register_task_request_until(request_id, cluster.deadline());
-        let appended = connection.append_frames_deferred(frames.iter());
-        frames.recycle();
-        let owes_flush = match appended {
-            Ok(made_owed) => made_owed,
-            Err(e) => {
-                connection.forget(request_id);
-                return Err(transaction.send_failed(e));
-            }
-        };
-        let mut guard = RollBackOnDrop {
-            transaction: Some(transaction),
-            connection: Arc::clone(&connection),
-            owes_flush,
-        };
-        // The frames wait in the send buffer while every other task the runtime has ready
-        // appends its own. The task whose append made the flush owed flushes them all when it
-        // is back, after one turn of the run queue (one write for many executes, NDB's adaptive
-        // send); the others leave it to that task. Were it the first task back that flushed,
-        // then once every task waited behind a yield each would flush the single execute
-        // appended just before it (issue 27: 3.5 executes a write at 4096 in flight over TCP).
-        // A task dropped meanwhile flushes as it goes (see `RollBackOnDrop`).
-        if owes_flush {
-            yield_once().await;
-            guard.owes_flush = false;
-            if let Err(e) = connection.flush_owed() {
-                connection.forget(request_id);
-                let transaction = guard.transaction.take().expect("taken only here");
-                return Err(transaction.send_failed(e));
-            }
+        if self.transaction.one_round_trip() {
+            return awaited_round_trip(&mut self.transaction, exec, abort).await;
         }
-        let answers = Reply::new(connection, request_id).await;
-        let transaction = guard.transaction.take().expect("taken only here");
-        transaction.complete_execute(sent, answers)
+        // Reads or writes of BLOB and TEXT values, or errors of operations sent ahead: more
+        // than one round trip. Boxed, so that the usual execute's future stays small.
+        Box::pin(self.transaction.execute_via(&Awaited, exec, abort)).await
     }
 
-    /// Before a commit, the data nodes other than the TC where a scan locked rows confirm
-    /// that they still hold them, as in the blocking API (`Transaction::scan_locks_to_confirm`).
-    /// Dropped while it waits, the transaction rolls back.
-    async fn confirm_scan_locks(&mut self, exec: ExecType) -> Result<(), Error> {
-        let transaction = &mut self.transaction;
-        let connections = transaction.scan_locks_to_confirm(exec);
-        if connections.is_empty() {
-            return Ok(());
-        }
-        let request_id = transaction.request_id();
-        let timeout = transaction.cluster().request_timeout;
-        let (sent, mut first_error) =
-            transaction.send_lock_checks(&connections, Connection::register_task_request);
-        let mut guard = LockChecks {
-            transaction: Some(transaction),
-            waiting: sent,
-            request_id,
-        };
-        // Every check sent is awaited, so that no answer stays registered.
-        while let Some(connection) = guard.waiting.first().cloned() {
-            let answers = Reply::new(Arc::clone(&connection), request_id)
-                .within(timeout)
-                .await;
-            guard.waiting.remove(0);
-            if let Err(e) = Transaction::lock_check_answer(&connection, answers) {
-                first_error.get_or_insert(e);
-            }
-        }
-        let transaction = guard.transaction.take().expect("taken only here");
-        match first_error {
-            Some(e) => Err(transaction.lock_check_failed(e)),
-            None => Ok(()),
-        }
-    }
-
+    /// As [`Transaction::scan_table`]: the stream of rows, once every data node's first
     /// As [`Transaction::scan_table`]: the stream of rows, once every data node's first
     /// batch came.
     pub async fn scan_table(
@@ -418,9 +350,6 @@ impl<'c> TokioTransaction<'c> {
         index: Option<&Index>,
         options: &ScanOptions,
     ) -> Result<TokioScan<'c>, Error> {
-        if !table.blobs().is_empty() {
-            return Err(crate::blob::unsupported(table, "an awaited scan"));
-        }
         let transaction = &mut self.transaction;
         let scan =
             transaction.send_scan(table, index, options, Connection::register_task_request)?;
@@ -433,6 +362,112 @@ impl<'c> TokioTransaction<'c> {
 
     /// Ends the transaction; an open one is rolled back.
     pub fn close(self) {}
+}
+
+/// The tokio interface's round trip (see `crate::transaction::RoundTrip`).
+pub(crate) struct Awaited;
+
+impl crate::transaction::RoundTrip for Awaited {
+    fn round_trip<'a>(
+        &'a self,
+        transaction: &'a mut Transaction<'_>,
+        exec: ExecType,
+        abort: AbortOption,
+    ) -> impl Future<Output = Result<(), Error>> {
+        awaited_round_trip(transaction, exec, abort)
+    }
+}
+
+/// One awaited round trip of `transaction`'s execute: the lock checks of a commit after
+/// locked scans, then the operations defined since the last execute.
+async fn awaited_round_trip(
+    transaction: &mut Transaction<'_>,
+    exec: ExecType,
+    abort: AbortOption,
+) -> Result<(), Error> {
+    confirm_scan_locks(transaction, exec).await?;
+    let (connection, frames, sent) = match transaction.begin_execute_now(exec, abort) {
+        Begun::Done(result) => return result,
+        Begun::Send {
+            connection,
+            frames,
+            sent,
+        } => (connection, frames, sent),
+    };
+    let request_id = transaction.request_id();
+    let cluster = transaction.cluster();
+    // Given up by the link's reader after the request timeout (4012): no timer per execute.
+    connection.register_task_request_until(request_id, cluster.deadline());
+    let appended = connection.append_frames_deferred(frames.iter());
+    frames.recycle();
+    let owes_flush = match appended {
+        Ok(made_owed) => made_owed,
+        Err(e) => {
+            connection.forget(request_id);
+            return Err(transaction.send_failed(e));
+        }
+    };
+    let mut guard = RollBackOnDrop {
+        transaction: Some(transaction),
+        connection: Arc::clone(&connection),
+        owes_flush,
+    };
+    // The frames wait in the send buffer while every other task the runtime has ready
+    // appends its own. The task whose append made the flush owed flushes them all when it
+    // is back, after one turn of the run queue (one write for many executes, NDB's adaptive
+    // send); the others leave it to that task. Were it the first task back that flushed,
+    // then once every task waited behind a yield each would flush the single execute
+    // appended just before it (issue 27: 3.5 executes a write at 4096 in flight over TCP).
+    // A task dropped meanwhile flushes as it goes (see `RollBackOnDrop`).
+    if owes_flush {
+        yield_once().await;
+        guard.owes_flush = false;
+        if let Err(e) = connection.flush_owed() {
+            connection.forget(request_id);
+            let transaction = guard.transaction.take().expect("taken only here");
+            return Err(transaction.send_failed(e));
+        }
+    }
+    let answers = Reply::new(connection, request_id).await;
+    let transaction = guard.transaction.take().expect("taken only here");
+    transaction.complete_execute(sent, answers)
+}
+
+/// Before a commit, the data nodes other than the TC where a scan locked rows confirm
+/// that they still hold them, as in the blocking API (`Transaction::scan_locks_to_confirm`).
+/// Dropped while it waits, the transaction rolls back.
+async fn confirm_scan_locks(
+    transaction: &mut Transaction<'_>,
+    exec: ExecType,
+) -> Result<(), Error> {
+    let connections = transaction.scan_locks_to_confirm(exec);
+    if connections.is_empty() {
+        return Ok(());
+    }
+    let request_id = transaction.request_id();
+    let timeout = transaction.cluster().request_timeout;
+    let (sent, mut first_error) =
+        transaction.send_lock_checks(&connections, Connection::register_task_request);
+    let mut guard = LockChecks {
+        transaction: Some(transaction),
+        waiting: sent,
+        request_id,
+    };
+    // Every check sent is awaited, so that no answer stays registered.
+    while let Some(connection) = guard.waiting.first().cloned() {
+        let answers = Reply::new(Arc::clone(&connection), request_id)
+            .within(timeout)
+            .await;
+        guard.waiting.remove(0);
+        if let Err(e) = Transaction::lock_check_answer(&connection, answers) {
+            first_error.get_or_insert(e);
+        }
+    }
+    let transaction = guard.transaction.take().expect("taken only here");
+    match first_error {
+        Some(e) => Err(transaction.lock_check_failed(e)),
+        None => Ok(()),
+    }
 }
 
 /// Returns `Pending` once (waking its task at once), so that every task the runtime has ready
@@ -559,6 +594,21 @@ pub struct TokioScan<'c> {
     error: Option<Error>,
     /// Ended (the last row or an error was handed out).
     ended: bool,
+    /// A row with BLOB or TEXT values past their heads, being completed (`blob::fill_long`).
+    filling: Option<Filling<'c>>,
+}
+
+/// The completion of a scanned row with values past their heads, by a transaction of its
+/// own: the row, or `None` when it is passed over (see `blob::fill_long`).
+struct Filling<'c>(Pin<Box<dyn Future<Output = Filled> + Send + 'c>>);
+
+/// What [`Filling`] ends with.
+type Filled = Result<Option<Vec<Value>>, Error>;
+
+impl std::fmt::Debug for Filling<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Filling")
+    }
 }
 
 impl<'c> TokioScan<'c> {
@@ -569,6 +619,7 @@ impl<'c> TokioScan<'c> {
             deadline: None,
             error: None,
             ended: false,
+            filling: None,
         }
     }
 
@@ -628,6 +679,16 @@ impl<'c> TokioScan<'c> {
             return Poll::Ready(None);
         }
         loop {
+            if let Some(filling) = &mut self.filling {
+                let filled = std::task::ready!(filling.0.as_mut().poll(cx));
+                self.filling = None;
+                match filled {
+                    Ok(Some(row)) => return Poll::Ready(Some(Ok(row))),
+                    // Deleted or changed since the scan met it: passed over.
+                    Ok(None) => {}
+                    Err(e) => return Poll::Ready(Some(Err(self.end(e)))),
+                }
+            }
             if !self.waits.is_empty() {
                 match self.poll_waits(cx) {
                     Poll::Pending => return Poll::Pending,
@@ -637,13 +698,20 @@ impl<'c> TokioScan<'c> {
             }
             let requests = self.scan.wanted();
             if requests.is_empty() {
-                return match self.scan.row_or_end() {
+                let row = match self.scan.row_or_end() {
+                    Ok(Some(row)) if !self.scan.table().blobs().is_empty() => row,
                     Ok(row) => {
                         self.ended = row.is_none();
-                        Poll::Ready(row.map(Ok))
+                        return Poll::Ready(row.map(Ok));
                     }
-                    Err(e) => Poll::Ready(Some(Err(self.end(e)))),
+                    Err(e) => return Poll::Ready(Some(Err(self.end(e)))),
                 };
+                match crate::blob::whole_or_long(self.scan.table(), row) {
+                    Ok(Ok(whole)) => return Poll::Ready(Some(Ok(whole))),
+                    Ok(Err(long)) => self.filling = Some(self.fill(long)),
+                    Err(e) => return Poll::Ready(Some(Err(self.end(e)))),
+                }
+                continue;
             }
             if let Err(e) = self.scan.check_parts() {
                 return Poll::Ready(Some(Err(self.end(e))));
@@ -657,6 +725,18 @@ impl<'c> TokioScan<'c> {
                 self.error = Some(e);
             }
         }
+    }
+
+    /// The completion of `row`, whose values have parts, as the blocking scan's
+    /// (`blob::fill_scanned`) but awaited.
+    fn fill(&self, row: Vec<Value>) -> Filling<'c> {
+        let cluster = self.scan.cluster();
+        let table = self.scan.table().clone();
+        let (locked, check) = self.scan.completion();
+        Filling(Box::pin(async move {
+            let check = check.as_deref();
+            crate::blob::fill_long(&Awaited, cluster, &table, row, locked, check).await
+        }))
     }
 
     /// The scan cannot go on after an error: its records are closed.

@@ -2,8 +2,11 @@
 //! trip.
 
 use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::num::NonZeroU64;
+use std::pin::pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
 use rndb_protocol::interpreter::Program;
 use rndb_protocol::scan::{
@@ -116,6 +119,47 @@ impl Tables {
             NO_TABLE => None,
             index => rare.as_ref()?.tables.get(index as usize - 1),
         }
+    }
+}
+
+/// One round trip of an execute: the operations defined since the last one sent with `exec`,
+/// and their answers filed. What an execute does above its round trips (the reads and writes
+/// of BLOB and TEXT values, the errors of operations sent ahead) is written once, as async code
+/// (`Transaction::execute_via`), and run over the blocking API's round trips ([`Blocking`],
+/// whose futures are ready when made) or the tokio interface's.
+pub(crate) trait RoundTrip {
+    fn round_trip<'a>(
+        &'a self,
+        transaction: &'a mut Transaction<'_>,
+        exec: ExecType,
+        abort: AbortOption,
+    ) -> impl Future<Output = Result<(), Error>>;
+}
+
+/// The blocking API's round trip: done (waiting on the calling thread) before its future is
+/// returned, ready at once.
+pub(crate) struct Blocking;
+
+impl RoundTrip for Blocking {
+    fn round_trip<'a>(
+        &'a self,
+        transaction: &'a mut Transaction<'_>,
+        exec: ExecType,
+        abort: AbortOption,
+    ) -> impl Future<Output = Result<(), Error>> {
+        std::future::ready(transaction.execute_now(exec, abort))
+    }
+}
+
+/// The outcome of `future`, which awaits nothing but [`Blocking`] round trips: it completes
+/// in one poll.
+pub(crate) fn now<T>(future: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {
+    match pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(outcome) => outcome,
+        Poll::Pending => Err(Error::ndb_detail(
+            4000,
+            "a blocking execute waited for an awaited round trip",
+        )),
     }
 }
 
@@ -808,6 +852,29 @@ impl<'c> Transaction<'c> {
     /// As `execute`, choosing what a failed operation does. With IgnoreError, failed operations
     /// report through [`Transaction::op_error`] and the rest go on.
     pub fn execute_with(&mut self, exec: ExecType, abort: AbortOption) -> Result<(), Error> {
+        if self.one_round_trip() {
+            return self.execute_now(exec, abort);
+        }
+        now(self.execute_via(&Blocking, exec, abort))
+    }
+
+    /// Its next execute is one round trip: no reads or writes of BLOB or TEXT values, no
+    /// operations sent ahead (the usual execute).
+    pub(crate) fn one_round_trip(&self) -> bool {
+        self.rare.as_ref().is_none_or(|r| {
+            r.blob_reads.is_empty() && r.blob_writes.is_empty() && r.deferred.is_empty()
+        })
+    }
+
+    /// `execute_with` made of `trip`'s round trips: the blocking API's ([`Blocking`]) or the
+    /// tokio interface's. An execute with reads or writes of BLOB or TEXT values takes more
+    /// than one (`crate::blob`).
+    pub(crate) async fn execute_via<R: RoundTrip>(
+        &mut self,
+        trip: &R,
+        exec: ExecType,
+        abort: AbortOption,
+    ) -> Result<(), Error> {
         let deferred =
             (self.rare.as_mut()).map_or_else(Vec::new, |r| std::mem::take(&mut r.deferred));
         if abort == AbortOption::AbortOnError && exec != ExecType::Rollback {
@@ -816,24 +883,47 @@ impl<'c> Transaction<'c> {
                 return Err(Error::Ndb(e));
             }
         }
-        self.execute_inner(exec, abort)
+        self.execute_inner_via(trip, exec, abort).await
     }
 
     /// `execute_with` but for the operations sent ahead of it (`Rare::deferred`): the
-    /// executes of the BLOB and TEXT columns' own operations.
+    /// executes of the BLOB and TEXT columns' own operations, made when they are defined
+    /// (always blocking).
     fn execute_inner(&mut self, exec: ExecType, abort: AbortOption) -> Result<(), Error> {
+        now(self.execute_inner_via(&Blocking, exec, abort))
+    }
+
+    async fn execute_inner_via<R: RoundTrip>(
+        &mut self,
+        trip: &R,
+        exec: ExecType,
+        abort: AbortOption,
+    ) -> Result<(), Error> {
         if self.rare.as_ref().is_some_and(|r| !r.blob_reads.is_empty()) {
-            return self.execute_blob_reads(exec, abort);
+            return self.execute_blob_reads(trip, exec, abort).await;
         }
+        self.execute_writes(trip, exec, abort).await
+    }
+
+    /// An execute whose reads of BLOB or TEXT values were taken care of: its writes of parts
+    /// (`Rare::blob_writes`), if any, succeed or fail together.
+    async fn execute_writes<R: RoundTrip>(
+        &mut self,
+        trip: &R,
+        exec: ExecType,
+        abort: AbortOption,
+    ) -> Result<(), Error> {
         let writes =
             (self.rare.as_mut()).map_or_else(Vec::new, |r| std::mem::take(&mut r.blob_writes));
         // A rollback undoes the writes whatever failed: it is not an error.
         if abort == AbortOption::IgnoreError && !writes.is_empty() && exec != ExecType::Rollback {
-            return self.execute_blob_writes(exec, writes);
+            return self.execute_blob_writes(trip, exec, writes).await;
         }
-        self.execute_now(exec, abort)
+        trip.round_trip(self, exec, abort).await
     }
 
+    /// One round trip of the blocking API: the operations defined since the last execute
+    /// sent with `exec`, and their answers filed.
     fn execute_now(&mut self, exec: ExecType, abort: AbortOption) -> Result<(), Error> {
         self.confirm_scan_locks(exec)?;
         match self.begin_execute_now(exec, abort) {
@@ -910,7 +1000,7 @@ impl<'c> Transaction<'c> {
         self.begin_execute_now(exec, abort)
     }
 
-    fn begin_execute_now(&mut self, exec: ExecType, abort: AbortOption) -> Begun {
+    pub(crate) fn begin_execute_now(&mut self, exec: ExecType, abort: AbortOption) -> Begun {
         if let Err(e) = self.check_usable() {
             return Begun::Done(Err(e));
         }
@@ -1660,12 +1750,14 @@ impl Transaction<'_> {
     /// An execute IgnoreError of a batch with writes of parts: the batch (NoCommit), then,
     /// unless a row with parts or one of its parts failed (which rolls the transaction back
     /// and is the execute's error), `exec` with nothing more.
-    fn execute_blob_writes(
+    async fn execute_blob_writes<R: RoundTrip>(
         &mut self,
+        trip: &R,
         exec: ExecType,
         writes: Vec<(OpId, Vec<OpId>)>,
     ) -> Result<(), Error> {
-        self.execute_now(ExecType::NoCommit, AbortOption::IgnoreError)?;
+        trip.round_trip(self, ExecType::NoCommit, AbortOption::IgnoreError)
+            .await?;
         for (op, parts) in &writes {
             let row_failed = self.op_error(*op).filter(|_| !parts.is_empty());
             let failed = row_failed.or_else(|| parts.iter().find_map(|&p| self.op_error(p)));
@@ -1676,15 +1768,20 @@ impl Transaction<'_> {
         }
         match exec {
             ExecType::NoCommit => Ok(()),
-            exec => self.execute_now(exec, AbortOption::IgnoreError),
+            exec => trip.round_trip(self, exec, AbortOption::IgnoreError).await,
         }
     }
 
     /// An execute of a batch with reads of rows with BLOB or TEXT columns: the batch
     /// (NoCommit), then their parts (NoCommit), then `exec` with nothing more.
-    fn execute_blob_reads(&mut self, exec: ExecType, abort: AbortOption) -> Result<(), Error> {
+    async fn execute_blob_reads<R: RoundTrip>(
+        &mut self,
+        trip: &R,
+        exec: ExecType,
+        abort: AbortOption,
+    ) -> Result<(), Error> {
         let reads = std::mem::take(&mut self.rare_mut().blob_reads);
-        self.execute_inner(ExecType::NoCommit, abort)?;
+        self.execute_writes(trip, ExecType::NoCommit, abort).await?;
         let mut rows = Vec::new();
         for (op, table) in reads {
             if let Some(row) = self.results.get_mut(op.0).and_then(|r| r.row.take()) {
@@ -1700,22 +1797,29 @@ impl Transaction<'_> {
         } else {
             LockMode::CommittedRead
         };
-        let filled = self.fill_rows(&mut rows, lock);
+        let filled = self.fill_rows(trip, &mut rows, lock).await;
         for (op, _, row) in rows {
             self.results[op.0].row = Some(row);
         }
         filled?;
         match exec {
             ExecType::NoCommit => Ok(()),
-            exec => self.execute_inner(exec, abort),
+            exec => self.execute_writes(trip, exec, abort).await,
         }
     }
 
     /// `row` of `table` (locked, or else known current) made whole: its
     /// parts read committed in one execute (NoCommit).
-    pub(crate) fn fill_row(&mut self, table: &Table, row: &mut Vec<Value>) -> Result<(), Error> {
+    pub(crate) async fn fill_row<R: RoundTrip>(
+        &mut self,
+        trip: &R,
+        table: &Table,
+        row: &mut Vec<Value>,
+    ) -> Result<(), Error> {
         let mut rows = vec![(OpId(usize::MAX), table.clone(), std::mem::take(row))];
-        let filled = self.fill_rows(&mut rows, LockMode::CommittedRead);
+        let filled = self
+            .fill_rows(trip, &mut rows, LockMode::CommittedRead)
+            .await;
         if let Some((_, _, whole)) = rows.pop() {
             *row = whole;
         }
@@ -1723,8 +1827,9 @@ impl Transaction<'_> {
     }
 
     /// The rows made whole: every part of every long value read (`lock`) in one execute.
-    fn fill_rows(
+    async fn fill_rows<R: RoundTrip>(
         &mut self,
+        trip: &R,
         rows: &mut [(OpId, Table, Vec<Value>)],
         lock: LockMode,
     ) -> Result<(), Error> {
@@ -1746,7 +1851,8 @@ impl Transaction<'_> {
                 for part in 0..count {
                     // The answers of one execute stay within a batch's bytes too.
                     if answer_bytes >= blob::PARTS_BATCH_BYTES {
-                        self.execute_inner(ExecType::NoCommit, AbortOption::IgnoreError)?;
+                        (self.execute_writes(trip, ExecType::NoCommit, AbortOption::IgnoreError))
+                            .await?;
                         answer_bytes = 0;
                     }
                     let part_key = blob::part_key(&key, part);
@@ -1757,7 +1863,7 @@ impl Transaction<'_> {
             }
         }
         if self.batch.len() > 0 {
-            self.execute_inner(ExecType::NoCommit, AbortOption::IgnoreError)?;
+            (self.execute_writes(trip, ExecType::NoCommit, AbortOption::IgnoreError)).await?;
         }
         for (i, (_, table, row)) in rows.iter_mut().enumerate() {
             for bc in table.blobs() {
