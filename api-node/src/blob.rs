@@ -14,6 +14,8 @@
 //!   a locked scan's row is locked already, so its parts are read committed; a CommittedRead
 //!   scan's row is read again under a shared lock with its parts (the row a scan returns is
 //!   then a version at least as new as the one it met; a row deleted meanwhile is skipped).
+//!   In a transaction that wrote parts of the table, the scan is read whole when it opens
+//!   and its rows completed in that transaction (`Transaction::complete_scanned`).
 
 use serde::Deserialize as _;
 
@@ -380,6 +382,16 @@ pub(crate) struct FreshCheck {
     pub index_columns: Vec<usize>,
 }
 
+impl FreshCheck {
+    /// The row read again (`fresh`) is still one the scan returns where it met `met`.
+    pub(crate) fn still_met(&self, met: &[Value], fresh: &[Value]) -> bool {
+        let moved = (self.index_columns.iter()).any(|&c| fresh[c] != met[c]);
+        // The filter names no blob column (4264), so heads do not matter to it.
+        let unmet = self.filter.as_ref().is_some_and(|f| !f.matches(fresh));
+        !moved && !unmet
+    }
+}
+
 /// A scanned row of a table with BLOB or TEXT columns made whole (see the module's docs);
 /// `None` when a CommittedRead scan's row was deleted before it was read again, or changed so
 /// that it fails `check`.
@@ -433,13 +445,8 @@ pub(crate) async fn fill_long<R: RoundTrip>(
         (tx.execute_via(trip, ExecType::NoCommit, AbortOption::IgnoreError)).await?;
         match (tx.row(op), tx.op_error(op)) {
             (Some(fresh), _) => {
-                if let Some(check) = check {
-                    let moved = (check.index_columns.iter()).any(|&c| fresh[c] != row[c]);
-                    // The filter names no blob column (4264), so heads do not matter to it.
-                    let unmet = check.filter.as_ref().is_some_and(|f| !f.matches(fresh));
-                    if moved || unmet {
-                        return Ok(None);
-                    }
+                if check.is_some_and(|c| !c.still_met(&row, fresh)) {
+                    return Ok(None);
                 }
                 row = fresh.to_vec();
             }
@@ -451,6 +458,24 @@ pub(crate) async fn fill_long<R: RoundTrip>(
     tx.fill_row(trip, table, &mut row).await?;
     (tx.execute_via(trip, ExecType::Commit, AbortOption::AbortOnError)).await?;
     Ok(Some(row))
+}
+
+/// The bytes `row` of `table` takes with its values whole (a BLOB's or TEXT's by its head's
+/// length; 8 a number).
+pub(crate) fn row_bytes(table: &Table, row: &[Value]) -> Result<usize, Error> {
+    let mut bytes = 0;
+    for value in row {
+        bytes += match value {
+            Value::Varchar(s) => s.len(),
+            Value::Varbinary(b) => b.len(),
+            _ => 8,
+        };
+    }
+    for bc in table.blobs() {
+        let length = head_length(table, bc, &row[bc.column])?.unwrap_or(0);
+        bytes = bytes.saturating_add(usize::try_from(length).unwrap_or(usize::MAX));
+    }
+    Ok(bytes)
 }
 
 /// Turns each head of `row` whose value it holds whole into that value (4267 when a value

@@ -94,7 +94,14 @@ pub struct Scan<'c> {
     /// A CommittedRead scan of a table with blob parts tables: what a row read again to
     /// complete its values must still meet (`crate::blob::fill_scanned`).
     fresh_check: Option<Arc<crate::blob::FreshCheck>>,
+    /// Every row, made whole, of a scan of a table whose parts its transaction wrote
+    /// (`Transaction::complete_scanned`): handed out from here; the data nodes' scans ended.
+    completed: Option<VecDeque<Vec<Value>>>,
 }
+
+/// The most bytes of rows a scan reads whole before it is returned, in a transaction that
+/// wrote parts of its table (`Scan::drain_own`); past it the scan fails with 4000.
+pub const OWN_PARTS_SCAN_BYTES_MAX: usize = 256 * 1024 * 1024;
 
 /// The scan of one data node's fragments.
 #[derive(Debug)]
@@ -161,6 +168,7 @@ impl<'c> Scan<'c> {
                 .collect(),
             locked,
             fresh_check: None,
+            completed: None,
         }
     }
 
@@ -172,9 +180,48 @@ impl<'c> Scan<'c> {
 
     /// Whether it locks its rows, and what a row read again must still meet: how a row with
     /// values past their heads is completed (`crate::blob::fill_long`).
-    #[cfg(feature = "tokio")]
     pub(crate) fn completion(&self) -> (bool, Option<Arc<crate::blob::FreshCheck>>) {
         (self.locked, self.fresh_check.clone())
+    }
+
+    /// Every row still to come, as the data nodes sent them (BLOB and TEXT values as heads),
+    /// for `Transaction::complete_scanned`; 4000 past [`OWN_PARTS_SCAN_BYTES_MAX`].
+    pub(crate) fn drain_own(&mut self) -> Result<Vec<Vec<Value>>, Error> {
+        let mut rows = Vec::new();
+        let mut bytes = 0;
+        while let Some(row) = self.next_row()? {
+            self.hold_own(&mut bytes, &row)?;
+            rows.push(row);
+        }
+        Ok(rows)
+    }
+
+    /// Counts `row` into the `bytes` a scan read whole holds (its values' whole lengths):
+    /// 4000 past [`OWN_PARTS_SCAN_BYTES_MAX`], the scan abandoned.
+    pub(crate) fn hold_own(&mut self, bytes: &mut usize, row: &[Value]) -> Result<(), Error> {
+        *bytes = (*bytes).saturating_add(crate::blob::row_bytes(&self.table, row)?);
+        if *bytes > OWN_PARTS_SCAN_BYTES_MAX {
+            self.abandon();
+            return Err(Error::ndb_detail(
+                4000,
+                format!(
+                    "a scan of {} in a transaction that wrote its BLOB or TEXT values is read \
+                     whole before it is returned: past {OWN_PARTS_SCAN_BYTES_MAX} bytes",
+                    self.table.name()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Hands out `rows` (made whole) from now on.
+    pub(crate) fn set_completed(&mut self, rows: VecDeque<Vec<Value>>) {
+        self.completed = Some(rows);
+    }
+
+    /// The next of the rows read whole (`None` at their end), when it was.
+    pub(crate) fn next_completed(&mut self) -> Option<Option<Vec<Value>>> {
+        self.completed.as_mut().map(VecDeque::pop_front)
     }
 
     #[cfg(feature = "tokio")]
@@ -553,6 +600,9 @@ impl Iterator for Scan<'_> {
     type Item = Result<Vec<Value>, Error>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if let Some(row) = self.next_completed() {
+            return row.map(Ok);
+        }
         loop {
             let row = match self.next_row() {
                 Ok(Some(row)) if !self.table.blobs().is_empty() => row,

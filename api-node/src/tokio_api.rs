@@ -357,7 +357,16 @@ impl<'c> TokioTransaction<'c> {
         let mut stream = TokioScan::new(scan, waits);
         let opened = std::future::poll_fn(|cx| stream.poll_waits(cx)).await;
         transaction.note_scan_opened(opened.as_ref().err());
-        opened.map(|()| stream)
+        opened?;
+        if transaction.wrote_parts_of(table) {
+            let rows = stream.drain_own().await?;
+            let (locked, check) = stream.scan.completion();
+            let check = check.as_deref();
+            let complete = transaction.complete_scanned(&Awaited, table, locked, check, rows);
+            let rows = Box::pin(complete).await?;
+            stream.scan.set_completed(rows);
+        }
+        Ok(stream)
     }
 
     /// Ends the transaction; an open one is rolled back.
@@ -675,8 +684,8 @@ impl<'c> TokioScan<'c> {
     }
 
     fn poll_row(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Vec<Value>, Error>>> {
-        if self.ended {
-            return Poll::Ready(None);
+        if let Some(row) = self.scan.next_completed() {
+            return Poll::Ready(row.map(Ok));
         }
         loop {
             if let Some(filling) = &mut self.filling {
@@ -689,6 +698,25 @@ impl<'c> TokioScan<'c> {
                     Err(e) => return Poll::Ready(Some(Err(self.end(e)))),
                 }
             }
+            let row = match std::task::ready!(self.poll_raw(cx)) {
+                Some(Ok(row)) if !self.scan.table().blobs().is_empty() => row,
+                other => return Poll::Ready(other),
+            };
+            match crate::blob::whole_or_long(self.scan.table(), row) {
+                Ok(Ok(whole)) => return Poll::Ready(Some(Ok(whole))),
+                Ok(Err(long)) => self.filling = Some(self.fill(long)),
+                Err(e) => return Poll::Ready(Some(Err(self.end(e)))),
+            }
+        }
+    }
+
+    /// The next row as the data nodes sent it (BLOB and TEXT values as heads), fetching
+    /// batches as needed.
+    fn poll_raw(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Vec<Value>, Error>>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        loop {
             if !self.waits.is_empty() {
                 match self.poll_waits(cx) {
                     Poll::Pending => return Poll::Pending,
@@ -698,20 +726,13 @@ impl<'c> TokioScan<'c> {
             }
             let requests = self.scan.wanted();
             if requests.is_empty() {
-                let row = match self.scan.row_or_end() {
-                    Ok(Some(row)) if !self.scan.table().blobs().is_empty() => row,
+                return match self.scan.row_or_end() {
                     Ok(row) => {
                         self.ended = row.is_none();
-                        return Poll::Ready(row.map(Ok));
+                        Poll::Ready(row.map(Ok))
                     }
-                    Err(e) => return Poll::Ready(Some(Err(self.end(e)))),
+                    Err(e) => Poll::Ready(Some(Err(self.end(e)))),
                 };
-                match crate::blob::whole_or_long(self.scan.table(), row) {
-                    Ok(Ok(whole)) => return Poll::Ready(Some(Ok(whole))),
-                    Ok(Err(long)) => self.filling = Some(self.fill(long)),
-                    Err(e) => return Poll::Ready(Some(Err(self.end(e)))),
-                }
-                continue;
             }
             if let Err(e) = self.scan.check_parts() {
                 return Poll::Ready(Some(Err(self.end(e))));
@@ -725,6 +746,20 @@ impl<'c> TokioScan<'c> {
                 self.error = Some(e);
             }
         }
+    }
+
+    /// Every row still to come as the data nodes sent them, as `Scan::drain_own`.
+    async fn drain_own(&mut self) -> Result<Vec<Vec<Value>>, Error> {
+        let mut rows = Vec::new();
+        let mut bytes = 0;
+        while let Some(row) = std::future::poll_fn(|cx| self.poll_raw(cx)).await {
+            let row = row?;
+            if let Err(e) = self.scan.hold_own(&mut bytes, &row) {
+                return Err(self.end(e));
+            }
+            rows.push(row);
+        }
+        Ok(rows)
     }
 
     /// The completion of `row`, whose values have parts, as the blocking scan's

@@ -78,10 +78,11 @@ struct Rare {
     /// old heads (`Transaction::old_parts`): the next execute AbortOnError fails with the
     /// error of the first that failed, as it would have had they waited for it.
     deferred: Vec<OpId>,
-    /// It wrote (or deleted) a value's parts: its reads of parts then take a shared lock, to
-    /// see its own uncommitted parts; else they read committed, as the locked head keeps
-    /// every other writer off them.
-    wrote_parts: bool,
+    /// The parts tables it wrote (or deleted) parts of: its reads of parts then take a shared
+    /// lock, to see its own uncommitted parts; else they read committed, as the locked head
+    /// keeps every other writer off them. A scan of a table whose parts it wrote completes its
+    /// rows in this transaction (`Transaction::complete_scanned`).
+    wrote_parts: Vec<u32>,
 }
 
 /// The table index of a frame that reads no row (the execute's own).
@@ -699,7 +700,91 @@ impl<'c> Transaction<'c> {
         options: &ScanOptions,
     ) -> Result<Scan<'c>, Error> {
         let scan = self.send_scan(table, index, options, Connection::register_request)?;
-        self.scan_opened(Scan::open(scan))
+        let mut scan = self.scan_opened(Scan::open(scan))?;
+        if self.wrote_parts_of(table) {
+            let rows = scan.drain_own()?;
+            let (locked, check) = scan.completion();
+            let check = check.as_deref();
+            let rows = now(self.complete_scanned(&Blocking, table, locked, check, rows))?;
+            scan.set_completed(rows);
+        }
+        Ok(scan)
+    }
+
+    /// It wrote parts of a BLOB or TEXT column of `table`: a scan of `table` reads its rows
+    /// whole before it is returned, completing their values in this transaction
+    /// ([`Transaction::complete_scanned`]).
+    pub(crate) fn wrote_parts_of(&self, table: &Table) -> bool {
+        let Some(rare) = self.rare.as_ref().filter(|r| !r.wrote_parts.is_empty()) else {
+            return false;
+        };
+        (table.blobs().iter())
+            .filter_map(|bc| bc.parts.as_ref())
+            .any(|parts| rare.wrote_parts.contains(&parts.id()))
+    }
+
+    /// The rows of a scan of `table` (all of them, as they came: `Scan::drain_own`) made
+    /// whole in this transaction, which wrote parts of `table`: a committed read by another
+    /// transaction would not see them, and a locked one would wait for this one's lock. Every
+    /// row with a value past its head is read again under a shared lock (its version in this
+    /// transaction), with the operations defined before sent along as by a read of old heads
+    /// (`Rare::deferred`), and then its parts (shared lock). A row gone meanwhile, or changed
+    /// so that it fails the scan's `check`, is left out, as by a CommittedRead scan's own
+    /// completion (`blob::fill_long`). The locks stay until the transaction ends.
+    pub(crate) async fn complete_scanned<R: RoundTrip>(
+        &mut self,
+        trip: &R,
+        table: &Table,
+        locked: bool,
+        check: Option<&blob::FreshCheck>,
+        rows: Vec<Vec<Value>>,
+    ) -> Result<std::collections::VecDeque<Vec<Value>>, Error> {
+        let mut out: Vec<Option<Vec<Value>>> = Vec::with_capacity(rows.len());
+        let mut long = Vec::new();
+        for row in rows {
+            match blob::whole_or_long(table, row)? {
+                Ok(whole) => out.push(Some(whole)),
+                Err(row) => {
+                    long.push((out.len(), row));
+                    out.push(None);
+                }
+            }
+        }
+        if long.is_empty() {
+            return Ok(out.into_iter().flatten().collect());
+        }
+        let earlier = self.results.len()..self.results.len() + self.batch.len();
+        let mut reads = Vec::with_capacity(long.len());
+        for (_, row) in &long {
+            let key: Vec<Value> = (table.key_columns().iter())
+                .map(|&c| row[c].clone())
+                .collect();
+            reads.push(self.read_heads(table, &key, LockMode::Read)?);
+        }
+        (self.execute_inner_via(trip, ExecType::NoCommit, AbortOption::IgnoreError)).await?;
+        self.rare_mut().deferred.extend(earlier.map(OpId));
+        let mut fill = Vec::with_capacity(long.len());
+        let mut places = Vec::with_capacity(long.len());
+        for ((place, met), op) in long.into_iter().zip(reads) {
+            match (self.row(op), self.op_error(op)) {
+                (Some(fresh), _) => {
+                    // A locked scan's row is this transaction's already: nothing moved it.
+                    let gone = !locked && check.is_some_and(|c| !c.still_met(&met, fresh));
+                    if !gone {
+                        fill.push((OpId(usize::MAX), table.clone(), fresh.to_vec()));
+                        places.push(place);
+                    }
+                }
+                (None, Some(e)) if e.code == 626 => {}
+                (None, Some(e)) => return Err(Error::Ndb(e.clone())),
+                (None, None) => return Err(Error::ndb_detail(4000, "a read answered no row")),
+            }
+        }
+        self.fill_rows(trip, &mut fill, LockMode::Read).await?;
+        for (place, (_, _, row)) in places.into_iter().zip(fill) {
+            out[place] = Some(row);
+        }
+        Ok(out.into_iter().flatten().collect())
     }
 
     /// The first half of a scan: sends SCAN_TABREQ to every live data node, each registered
@@ -1692,6 +1777,7 @@ impl Transaction<'_> {
     ) -> Result<(), Error> {
         let mut ops = Vec::new();
         let data = key.len() + 1;
+        let written: Vec<u32> = writes.iter().map(|w| w.parts.id()).collect();
         for write in writes {
             let new = write.rows.len() as u64;
             for row in &write.rows {
@@ -1722,8 +1808,12 @@ impl Transaction<'_> {
             }
         }
         let rare = self.rare_mut();
+        for write in &written {
+            if !rare.wrote_parts.contains(write) {
+                rare.wrote_parts.push(*write);
+            }
+        }
         rare.blob_writes.push((row_op, ops));
-        rare.wrote_parts = true;
         Ok(())
     }
 
@@ -1791,7 +1881,10 @@ impl Transaction<'_> {
         // The heads are locked: no other transaction can change these parts, so they are read
         // committed (no lock record each), unless this transaction wrote parts itself (a
         // committed read does not see its own transaction's changes).
-        let wrote = self.rare.as_ref().is_some_and(|r| r.wrote_parts);
+        let wrote = self
+            .rare
+            .as_ref()
+            .is_some_and(|r| !r.wrote_parts.is_empty());
         let lock = if wrote {
             LockMode::Read
         } else {

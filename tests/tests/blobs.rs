@@ -6,8 +6,9 @@
 //! value too long, a BLOB key, an index or filter comparison on a blob column, and reads that
 //! cannot assemble values (from a chosen replica, through the asynchronous executor) are
 //! refused, that a row a scan reads again for its parts still meets the scan's filter, that
-//! a table's parts tables go with it, that a JSON column holds JSON documents only, and that
-//! the tokio interface reads, writes and scans long values as the blocking API does.
+//! a table's parts tables go with it, that a JSON column holds JSON documents only, that the
+//! tokio interface reads, writes and scans long values as the blocking API does, and that a
+//! scan sees the long values its own transaction wrote (within a bound).
 
 use rndb_api::CmpOp;
 use rndb_api::{
@@ -449,16 +450,13 @@ fn operations_defined_before_a_blob_write_keep_the_execute_abort_option() {
     assert!(parts(&api, &table, 2).iter().all(|p| p.0 != 3));
 }
 
-/// A scan in a transaction that changed a long value sees the transaction's own value, whole
-/// (its parts read as the head was: in the transaction), the scan still open while they are
-/// read.
+/// A scan in a transaction that changed long values of its table sees the transaction's own
+/// values, whole, under every lock mode, through the blocking API and the tokio interface: a
+/// changed row, a deleted one left out, the others as committed. An operation defined before
+/// the scan and not yet executed goes out with the rows' completion, and its error fails the
+/// next execute that aborts on errors, as if it had waited for that execute.
 #[test]
-#[ignore = "unfixed: `blob::fill_scanned` completes a scanned row in a transaction of its own, \
-            which sees the committed parts (4267: a part missing) or waits for the scan's \
-            transaction's lock (a CommittedRead scan). Reading them in the scan's transaction \
-            under its request id (tried: a second handle on it) needs the scan and the \
-            transaction to share state (who executes, who ended it, a timed-out answer)"]
-fn unfixed_a_scan_sees_its_own_transactions_long_values() {
+fn a_scan_sees_its_own_transactions_long_values() {
     let (_cluster, api) = start();
     let table = api.create_table(&docs_def()).expect("create");
     let committed = long_rows(&api, &table);
@@ -466,8 +464,11 @@ fn unfixed_a_scan_sees_its_own_transactions_long_values() {
         let mut tx = api.start_transaction().expect("start");
         let new = row(2, Some(4_500 + lock as usize), "", Some(300));
         tx.write(&table, &new).expect("write");
+        tx.delete(&table, &[Value::UInt32(3)]).expect("delete");
         tx.execute(ExecType::NoCommit).expect("no commit");
-        // A batch of one row: the scan is still open while its rows' parts are read.
+        // Row 1 exists: this insert fails (630) when it is sent.
+        tx.insert(&table, &row(1, None, "", None)).expect("insert");
+        // A batch of one row: the scan is open while its rows' parts are read.
         let options = ScanOptions {
             lock,
             batch_rows: Some(1),
@@ -478,11 +479,39 @@ fn unfixed_a_scan_sees_its_own_transactions_long_values() {
             .expect("scan")
             .collect::<Result<_, _>>()
             .unwrap_or_else(|e| panic!("a {lock:?} scan: {e}"));
-        let mut expected = committed.clone();
-        expected[1] = new;
+        let expected = vec![committed[0].clone(), new];
         assert_eq!(sorted_by_key(rows), expected, "a {lock:?} scan");
-        tx.execute(ExecType::Rollback).expect("rollback");
+        assert_ndb_code(
+            tx.execute(ExecType::Commit),
+            630,
+            "the insert sent with the scan",
+        );
     }
+    assert_eq!(scan(&api, &table, LockMode::Read), committed);
+    // The tokio interface, the same.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let mut tx = api.tokio().start_transaction();
+        let new = row(1, None, "", Some(20_000));
+        tx.write(&table, &new).expect("write");
+        tx.execute(ExecType::NoCommit).await.expect("no commit");
+        let mut scan = (tx.scan_table(&table, &ScanOptions::default()))
+            .await
+            .expect("scan (tokio)");
+        let mut rows = Vec::new();
+        while let Some(r) = scan.next_row().await {
+            rows.push(r.expect("a row (tokio)"));
+        }
+        drop(scan);
+        let mut expected = committed.clone();
+        expected[0] = new;
+        assert_eq!(sorted_by_key(rows), expected, "a scan (tokio)");
+        tx.execute(ExecType::Rollback).await.expect("rollback");
+    });
+    assert_eq!(scan(&api, &table, LockMode::Read), committed);
 }
 
 /// Three committed rows with long values, keys 1 to 3, in key order.
@@ -870,4 +899,41 @@ fn the_tokio_interface_reads_writes_and_scans_long_values() {
     };
     assert_eq!((count(2, 2), count(4, 2)), (2, 3));
     assert_eq!((count(2, 99), count(4, 99)), (0, 0));
+}
+
+/// A scan read whole in its own transaction (one that wrote parts of its table) holds at most
+/// `OWN_PARTS_SCAN_BYTES_MAX` bytes of values: past it the scan fails with 4000 naming the
+/// limit, and the transaction goes on. The rows here are heads written raw that name values of
+/// 16 MiB each (no parts behind them: the scan fails before it would read any).
+#[test]
+fn a_scan_read_whole_in_its_own_transaction_is_bounded() {
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+    let mut head = 16_777_215u64.to_le_bytes().to_vec();
+    head.extend([b'a'; 256]);
+    let claimed = rndb_api::OWN_PARTS_SCAN_BYTES_MAX / 16_777_215 + 1;
+    commit(&api, |tx| {
+        for id in 0..claimed as u32 {
+            let raw = vec![
+                Value::UInt32(100 + id),
+                Value::Varchar(String::new()),
+                Value::Null,
+                Value::Varbinary(0u64.to_le_bytes().to_vec()),
+                Value::Varbinary(head.clone()),
+            ];
+            tx.insert(&table.raw(), &raw).expect("insert a raw row");
+        }
+    });
+    let mut tx = api.start_transaction().expect("start");
+    let new = row(1, Some(5_000), "", None);
+    tx.insert(&table, &new).expect("insert");
+    tx.execute(ExecType::NoCommit).expect("no commit");
+    let scanned = tx.scan_table(&table, &ScanOptions::default()).map(|_| ());
+    let detail = format!("{scanned:?}");
+    assert_ndb_code(scanned, 4000, "a scan read whole past its bound");
+    let limit = rndb_api::OWN_PARTS_SCAN_BYTES_MAX.to_string();
+    assert!(detail.contains(&limit), "{detail}");
+    tx.execute(ExecType::Commit)
+        .expect("the transaction goes on");
+    assert_eq!(read(&api, &table, 1, LockMode::Read), Some(new));
 }
