@@ -22,7 +22,7 @@ use serde::Deserialize as _;
 use rndb_protocol::blob::{self, BlobSize};
 use rndb_protocol::{ColumnType, LockMode, NdbError, Value};
 
-use crate::transaction::{now, Blocking, RoundTrip};
+use crate::transaction::{now, Blocking, OpId, RoundTrip};
 use crate::{AbortOption, Cluster, Error, ExecType, Table};
 
 /// The bytes one execute of part operations carries at most (its part data, or the part
@@ -455,9 +455,44 @@ pub(crate) async fn fill_long<R: RoundTrip>(
             (None, None) => return Err(Error::ndb_detail(4000, "a read answered no row")),
         }
     }
-    tx.fill_row(trip, table, &mut row).await?;
-    (tx.execute_via(trip, ExecType::Commit, AbortOption::AbortOnError)).await?;
+    tx.fill_row(trip, table, &mut row, ExecType::Commit).await?;
     Ok(Some(row))
+}
+
+/// Rows with values past their heads that a committed transaction read by key under
+/// CommittedRead (`Transaction::execute_blob_reads`), made whole by a transaction of their
+/// own: read again under a shared lock (the parts of that version then cannot change), then
+/// every part read committed, with the commit. Returns the operations whose rows were gone
+/// by then (taken out of `rows`).
+pub(crate) async fn complete_committed<R: RoundTrip>(
+    trip: &R,
+    cluster: &Cluster,
+    rows: &mut Vec<(OpId, Table, Vec<Value>)>,
+) -> Result<Vec<OpId>, Error> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut tx = cluster.start_transaction()?;
+    let fresh = (tx.reread_heads(trip, rows.iter().map(|(_, t, r)| (t, r)))).await?;
+    let mut gone = Vec::new();
+    let mut kept = Vec::with_capacity(rows.len());
+    for ((op, table, _), fresh) in rows.drain(..).zip(fresh) {
+        match fresh {
+            Some(row) => kept.push((op, table, row)),
+            None => gone.push(op),
+        }
+    }
+    let filled = (tx.fill_rows(trip, &mut kept, LockMode::CommittedRead, ExecType::Commit)).await;
+    *rows = kept;
+    filled.map(|()| gone)
+}
+
+/// The error of a read whose row was deleted before its values' parts could be read.
+pub(crate) fn gone() -> NdbError {
+    NdbError::with_detail(
+        626,
+        "the row was deleted before its BLOB or TEXT values were read",
+    )
 }
 
 /// The bytes `row` of `table` takes with its values whole (a BLOB's or TEXT's by its head's

@@ -67,8 +67,9 @@ struct Rare {
     /// The data nodes other than the TC where its scans attached it.
     scan_nodes: Option<ScanNodes>,
     /// Reads of rows with BLOB or TEXT columns defined since the last execute, whose rows
-    /// the execute makes whole (`crate::blob`).
-    blob_reads: Vec<(OpId, Table)>,
+    /// the execute makes whole (`crate::blob`); `true`: a CommittedRead kept so
+    /// (`Transaction::blob_read`).
+    blob_reads: Vec<(OpId, Table, bool)>,
     /// Writes and deletes of rows with parts defined since the last execute: each row's
     /// operation and its parts' operations. They succeed or fail together whatever the
     /// execute's AbortOption: a row's failure with parts written, or a part's failure, rolls
@@ -406,9 +407,34 @@ impl<'c> Transaction<'c> {
             return self.define(Target::table(table), OperationType::Read, lock, key, &[]);
         }
         blob::check_parts(table)?;
-        let lock = blob::read_lock(table, lock);
-        let op = self.define(Target::table(table), OperationType::Read, lock, key, &[])?;
-        self.rare_mut().blob_reads.push((op, table.clone()));
+        self.blob_read(Target::table(table), table, lock, key)
+    }
+
+    /// A read by key of a row of `table` (which has BLOB or TEXT columns), whose values its
+    /// execute makes whole. A CommittedRead stays one unless this transaction wrote parts
+    /// (`Transaction::execute_blob_reads` then reads the values again where they have parts);
+    /// any other takes its lock, which covers the parts read next.
+    fn blob_read(
+        &mut self,
+        target: Target<'_>,
+        table: &Table,
+        lock: LockMode,
+        key: &[Value],
+    ) -> Result<OpId, Error> {
+        let wrote = self
+            .rare
+            .as_ref()
+            .is_some_and(|r| !r.wrote_parts.is_empty());
+        let committed = lock == LockMode::CommittedRead && table.has_parts() && !wrote;
+        let lock = if committed {
+            lock
+        } else {
+            blob::read_lock(table, lock)
+        };
+        let op = self.define(target, OperationType::Read, lock, key, &[])?;
+        self.rare_mut()
+            .blob_reads
+            .push((op, table.clone(), committed));
         Ok(op)
     }
 
@@ -622,10 +648,7 @@ impl<'c> Transaction<'c> {
             return self.define(target, OperationType::Read, lock, key, &[]);
         }
         blob::check_parts(table)?;
-        let lock = blob::read_lock(table, lock);
-        let op = self.define(target, OperationType::Read, lock, key, &[])?;
-        self.rare_mut().blob_reads.push((op, table.clone()));
-        Ok(op)
+        self.blob_read(target, table, lock, key)
     }
 
     /// Sets non-key columns of the row found through a unique index (626 if there is none).
@@ -753,38 +776,60 @@ impl<'c> Transaction<'c> {
         if long.is_empty() {
             return Ok(out.into_iter().flatten().collect());
         }
+        let met: Vec<Vec<Value>> = long.iter().map(|(_, row)| row.clone()).collect();
+        let fresh = self
+            .reread_heads(trip, long.iter().map(|(_, r)| (table, r)))
+            .await?;
+        let mut fill = Vec::with_capacity(long.len());
+        let mut places = Vec::with_capacity(long.len());
+        for (((place, _), met), fresh) in long.into_iter().zip(met).zip(fresh) {
+            // Gone, or (a CommittedRead scan) moved off the scan; a locked scan's row is this
+            // transaction's already: nothing moved it.
+            let Some(fresh) = fresh else { continue };
+            if !locked && check.is_some_and(|c| !c.still_met(&met, &fresh)) {
+                continue;
+            }
+            fill.push((OpId(usize::MAX), table.clone(), fresh));
+            places.push(place);
+        }
+        (self.fill_rows(trip, &mut fill, LockMode::Read, ExecType::NoCommit)).await?;
+        for (place, (_, _, row)) in places.into_iter().zip(fill) {
+            out[place] = Some(row);
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+
+    /// `rows` (each with its table) read again under a shared lock in this transaction, in
+    /// one execute (NoCommit) that also sends the operations defined before, as a read of old
+    /// heads does (`Rare::deferred`): each row's version in this transaction, `None` where it
+    /// is gone.
+    pub(crate) async fn reread_heads<'r, R: RoundTrip>(
+        &mut self,
+        trip: &R,
+        rows: impl Iterator<Item = (&'r Table, &'r Vec<Value>)>,
+    ) -> Result<Vec<Option<Vec<Value>>>, Error> {
         let earlier = self.results.len()..self.results.len() + self.batch.len();
-        let mut reads = Vec::with_capacity(long.len());
-        for (_, row) in &long {
+        let mut reads = Vec::new();
+        for (table, row) in rows {
             let key: Vec<Value> = (table.key_columns().iter())
                 .map(|&c| row[c].clone())
                 .collect();
             reads.push(self.read_heads(table, &key, LockMode::Read)?);
         }
-        (self.execute_inner_via(trip, ExecType::NoCommit, AbortOption::IgnoreError)).await?;
+        // Boxed: the execute may be one of blob reads, which read heads again.
+        Box::pin(self.execute_inner_via(trip, ExecType::NoCommit, AbortOption::IgnoreError))
+            .await?;
         self.rare_mut().deferred.extend(earlier.map(OpId));
-        let mut fill = Vec::with_capacity(long.len());
-        let mut places = Vec::with_capacity(long.len());
-        for ((place, met), op) in long.into_iter().zip(reads) {
-            match (self.row(op), self.op_error(op)) {
-                (Some(fresh), _) => {
-                    // A locked scan's row is this transaction's already: nothing moved it.
-                    let gone = !locked && check.is_some_and(|c| !c.still_met(&met, fresh));
-                    if !gone {
-                        fill.push((OpId(usize::MAX), table.clone(), fresh.to_vec()));
-                        places.push(place);
-                    }
-                }
-                (None, Some(e)) if e.code == 626 => {}
+        let mut fresh = Vec::with_capacity(reads.len());
+        for op in reads {
+            fresh.push(match (self.row(op), self.op_error(op)) {
+                (Some(row), _) => Some(row.to_vec()),
+                (None, Some(e)) if e.code == 626 => None,
                 (None, Some(e)) => return Err(Error::Ndb(e.clone())),
                 (None, None) => return Err(Error::ndb_detail(4000, "a read answered no row")),
-            }
+            });
         }
-        self.fill_rows(trip, &mut fill, LockMode::Read).await?;
-        for (place, (_, _, row)) in places.into_iter().zip(fill) {
-            out[place] = Some(row);
-        }
-        Ok(out.into_iter().flatten().collect())
+        Ok(fresh)
     }
 
     /// The first half of a scan: sends SCAN_TABREQ to every live data node, each registered
@@ -1059,7 +1104,7 @@ impl<'c> Transaction<'c> {
         if let Err(e) = self.check_usable() {
             return Begun::Done(Err(e));
         }
-        if let Some((_, table)) = self.rare.as_ref().and_then(|r| r.blob_reads.first()) {
+        if let Some((_, table, _)) = self.rare.as_ref().and_then(|r| r.blob_reads.first()) {
             // The asynchronous executes: the blocking execute took its reads before.
             let e = blob::unsupported(
                 table,
@@ -1862,8 +1907,12 @@ impl Transaction<'_> {
         }
     }
 
-    /// An execute of a batch with reads of rows with BLOB or TEXT columns: the batch
-    /// (NoCommit), then their parts (NoCommit), then `exec` with nothing more.
+    /// An execute of a batch with reads of rows with BLOB or TEXT columns. When each of them
+    /// is a CommittedRead and `exec` commits: the batch with `exec` (one round trip, values
+    /// whole in their heads need no more), then the rows whose values have parts read whole
+    /// again by a transaction of their own (`blob::complete_committed`). Else the batch
+    /// (NoCommit); the CommittedRead rows with parts read again under a shared lock; every
+    /// value's parts (NoCommit); then `exec` with nothing more.
     async fn execute_blob_reads<R: RoundTrip>(
         &mut self,
         trip: &R,
@@ -1871,11 +1920,59 @@ impl Transaction<'_> {
         abort: AbortOption,
     ) -> Result<(), Error> {
         let reads = std::mem::take(&mut self.rare_mut().blob_reads);
-        self.execute_writes(trip, ExecType::NoCommit, abort).await?;
+        // A read-only transaction of CommittedReads only: nothing sent before, nothing else in
+        // the batch (a commit with writes must not be followed by a read that may fail).
+        let commit_first = exec == ExecType::Commit
+            && self.state == State::Fresh
+            && reads.len() == self.batch.len()
+            && reads.iter().all(|r| r.2);
+        let first = if commit_first {
+            exec
+        } else {
+            ExecType::NoCommit
+        };
+        self.execute_writes(trip, first, abort).await?;
         let mut rows = Vec::new();
-        for (op, table) in reads {
-            if let Some(row) = self.results.get_mut(op.0).and_then(|r| r.row.take()) {
-                rows.push((op, table, row));
+        let mut again = Vec::new();
+        for (op, table, committed) in reads {
+            let Some(row) = self.results.get_mut(op.0).and_then(|r| r.row.take()) else {
+                continue;
+            };
+            match blob::whole_or_long(&table, row) {
+                Ok(Ok(whole)) => self.results[op.0].row = Some(whole),
+                Ok(Err(long)) if committed => again.push((op, table, long)),
+                Ok(Err(long)) => rows.push((op, table, long)),
+                Err(e) => return Err(e),
+            }
+        }
+        if commit_first {
+            let cluster = self.cluster;
+            let completed = blob::complete_committed(trip, cluster, &mut again).await;
+            self.file_completed(again);
+            let mut first_gone = None;
+            for op in completed? {
+                self.results[op.0].error = Some(blob::gone());
+                first_gone.get_or_insert(op);
+            }
+            return match first_gone {
+                Some(_) if abort == AbortOption::AbortOnError => Err(Error::Ndb(blob::gone())),
+                _ => Ok(()),
+            };
+        }
+        // Read again under a shared lock, so that their parts are of the version read.
+        let mut any_gone = false;
+        if !again.is_empty() {
+            let fresh = self
+                .reread_heads(trip, again.iter().map(|(_, t, r)| (t, r)))
+                .await?;
+            for ((op, table, _), fresh) in again.into_iter().zip(fresh) {
+                match fresh {
+                    Some(row) => rows.push((op, table, row)),
+                    None => {
+                        self.results[op.0].error = Some(blob::gone());
+                        any_gone = true;
+                    }
+                }
             }
         }
         // The heads are locked: no other transaction can change these parts, so they are read
@@ -1890,29 +1987,40 @@ impl Transaction<'_> {
         } else {
             LockMode::CommittedRead
         };
-        let filled = self.fill_rows(trip, &mut rows, lock).await;
-        for (op, _, row) in rows {
-            self.results[op.0].row = Some(row);
-        }
+        let filled = (self.fill_rows(trip, &mut rows, lock, ExecType::NoCommit)).await;
+        self.file_completed(rows);
         filled?;
+        if any_gone && abort == AbortOption::AbortOnError && exec != ExecType::Rollback {
+            // As a read of a missing row fails an execute that aborts on errors.
+            self.roll_back_now();
+            return Err(Error::Ndb(blob::gone()));
+        }
         match exec {
             ExecType::NoCommit => Ok(()),
             exec => self.execute_writes(trip, exec, abort).await,
         }
     }
 
-    /// `row` of `table` (locked, or else known current) made whole: its
-    /// parts read committed in one execute (NoCommit).
+    /// Puts rows made whole back in their operations' results.
+    pub(crate) fn file_completed(&mut self, rows: Vec<(OpId, Table, Vec<Value>)>) {
+        for (op, _, row) in rows {
+            if let Some(result) = self.results.get_mut(op.0) {
+                result.row = Some(row);
+            }
+        }
+    }
+
+    /// `row` of `table` (locked, or else known current) made whole: its parts read
+    /// committed, the last execute `last`.
     pub(crate) async fn fill_row<R: RoundTrip>(
         &mut self,
         trip: &R,
         table: &Table,
         row: &mut Vec<Value>,
+        last: ExecType,
     ) -> Result<(), Error> {
         let mut rows = vec![(OpId(usize::MAX), table.clone(), std::mem::take(row))];
-        let filled = self
-            .fill_rows(trip, &mut rows, LockMode::CommittedRead)
-            .await;
+        let filled = (self.fill_rows(trip, &mut rows, LockMode::CommittedRead, last)).await;
         if let Some((_, _, whole)) = rows.pop() {
             *row = whole;
         }
@@ -1920,11 +2028,12 @@ impl Transaction<'_> {
     }
 
     /// The rows made whole: every part of every long value read (`lock`) in one execute.
-    async fn fill_rows<R: RoundTrip>(
+    pub(crate) async fn fill_rows<R: RoundTrip>(
         &mut self,
         trip: &R,
         rows: &mut [(OpId, Table, Vec<Value>)],
         lock: LockMode,
+        last: ExecType,
     ) -> Result<(), Error> {
         // (row, column, the part reads' ids)
         let mut wanted: Vec<(usize, usize, Vec<OpId>)> = Vec::new();
@@ -1955,8 +2064,8 @@ impl Transaction<'_> {
                 wanted.push((i, bc.column, ops));
             }
         }
-        if self.batch.len() > 0 {
-            (self.execute_writes(trip, ExecType::NoCommit, AbortOption::IgnoreError)).await?;
+        if self.batch.len() > 0 || last != ExecType::NoCommit {
+            (self.execute_writes(trip, last, AbortOption::IgnoreError)).await?;
         }
         for (i, (_, table, row)) in rows.iter_mut().enumerate() {
             for bc in table.blobs() {

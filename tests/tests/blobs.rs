@@ -937,3 +937,65 @@ fn a_scan_read_whole_in_its_own_transaction_is_bounded() {
         .expect("the transaction goes on");
     assert_eq!(read(&api, &table, 1, LockMode::Read), Some(new));
 }
+
+/// A CommittedRead by key of a row with BLOB or TEXT values, alone in a transaction its
+/// execute commits, is one round trip when the values are whole in their heads (one frame
+/// sent, where a locked read takes a second to commit), and a row whose values have parts is
+/// read whole all the same (read again, then its parts, by a transaction of its own), through
+/// the blocking API and the tokio interface; with other operations in the batch the read
+/// takes the lock and the round trips it did before.
+#[test]
+fn a_committed_read_of_values_in_their_heads_is_one_round_trip() {
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+    let short = row(1, Some(100), "n", Some(200));
+    let long = row(2, Some(9_000), "", Some(20_000));
+    commit(&api, |tx| {
+        tx.insert(&table, &short).expect("insert");
+        tx.insert(&table, &long).expect("insert");
+    });
+    let frames = |lock: LockMode, ids: &[u32]| {
+        let before = api.link_traffic();
+        let mut tx = api.start_transaction().expect("start");
+        let ops: Vec<_> = (ids.iter())
+            .map(|&id| tx.read(&table, &[Value::UInt32(id)], lock).expect("read"))
+            .collect();
+        tx.execute(ExecType::Commit).expect("commit");
+        let rows: Vec<Vec<Value>> = (ops.iter())
+            .map(|&op| tx.row(op).expect("a row").to_vec())
+            .collect();
+        (api.link_traffic().since(&before).frames_sent, rows)
+    };
+    assert_eq!(
+        frames(LockMode::CommittedRead, &[1]),
+        (1, vec![short.clone()])
+    );
+    assert_eq!(frames(LockMode::Read, &[1]), (2, vec![short.clone()]));
+    let (sent, rows) = frames(LockMode::CommittedRead, &[2, 1]);
+    assert_eq!(rows, vec![long.clone(), short.clone()]);
+    assert!(
+        sent > 2,
+        "{sent} frames: the long row read again and its parts"
+    );
+    // With a write in the batch the reads are locked reads, read before the commit.
+    let mut tx = api.start_transaction().expect("start");
+    let newer = row(3, None, "", Some(5_000));
+    tx.insert(&table, &newer).expect("insert");
+    let op = (tx.read(&table, &[Value::UInt32(2)], LockMode::CommittedRead)).expect("read");
+    tx.execute(ExecType::Commit).expect("commit");
+    assert_eq!(tx.row(op), Some(&long[..]));
+    assert_eq!(read(&api, &table, 3, LockMode::CommittedRead), Some(newer));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let mut tx = api.tokio().start_transaction();
+        let ops = [1, 2].map(|id| {
+            (tx.read(&table, &[Value::UInt32(id)], LockMode::CommittedRead)).expect("read")
+        });
+        tx.execute(ExecType::Commit).await.expect("commit (tokio)");
+        assert_eq!(tx.row(ops[0]), Some(&short[..]));
+        assert_eq!(tx.row(ops[1]), Some(&long[..]));
+    });
+}
