@@ -17,15 +17,19 @@
 //!                                                   sendPollNdb)
 //! ```
 //!
-//! - [`connection`]: one link to one data node, shared by threads (NDB's poll-owner design).
-//! - [`reconnect`]: the background connector, which links the data nodes not reached at connect.
-//! - [`transaction`]: operations, execute, results.
-//! - [`scan`]: scans read as iterators, with filters, ranges, order and lock modes.
-//! - [`asynch`]: the asynchronous executor.
+//! Modules (private ones named in code font):
+//!
+//! - `connection`: one link to one data node, shared by threads (NDB's poll-owner design).
+//! - `reconnect`: the background connector, which links the data nodes not reached at connect.
+//! - `transaction`: operations, execute, results ([`Transaction`]).
+//! - `scan`: scans read as iterators, with filters, ranges, order and lock modes ([`Scan`]).
+//! - `asynch`: the asynchronous executor ([`AsyncExecutor`]).
 //! - `tokio_api` (feature `tokio`): the same calls as futures for tokio
 //!   (`Cluster::tokio`), woken by each link's reader (a task on the runtime for TCP).
+//! - `blob`: BLOB, TEXT and JSON values whole over heads and parts tables.
 //! - [`ddl`]: a `CREATE TABLE` subset read with `sqlparser`, for tools and applications.
-//! - [`error`]: [`Error`], which keeps NDB's code and temporary/permanent class.
+//! - [`event`]: subscriptions to a table's committed changes (NDB's event API).
+//! - `error`: [`Error`], which keeps NDB's code and temporary/permanent class.
 //! - `futex_hash`: grows the kernel's futex hash for thousands of parked client threads; the
 //!   crate's only `unsafe` (two `prctl` calls).
 //!

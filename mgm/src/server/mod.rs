@@ -2,7 +2,7 @@
 //! cluster log, and carries out `ndb_mgm`'s commands.
 //!
 //! One thread accepts; each connection gets a thread (at most [`CONNECTIONS_MAX`]) that reads
-//! requests and answers them in order. All state is in one [`State`] behind a mutex, with a
+//! requests and answers them in order. All state is in one `State` behind a mutex, with a
 //! condition variable that wakes requests waiting for nodes to stop.
 
 pub mod arbitrator;
