@@ -355,7 +355,7 @@ pub fn signals(data: &[u8]) {
     DECODERS[usize::from(pick) % DECODERS.len()](payload);
 }
 
-/// How many decoders [`signals`] chooses from (the seed corpus names them by index).
+/// How many decoders [`signals`](fn@signals) chooses from (the seed corpus names them by index).
 pub fn signal_decoder_count() -> usize {
     DECODERS.len()
 }
@@ -485,7 +485,7 @@ NodeId2=4
 Checksum=1
 ";
 
-/// The config [`handshake`] admits against.
+/// The config [`handshake`](fn@handshake) admits against.
 pub fn handshake_config() -> ClusterConfig {
     rndb_config::parse_str(HANDSHAKE_CONFIG, Path::new("handshake-fuzz.ini"))
         .expect("the handshake fuzz config is valid")

@@ -3,7 +3,7 @@
 //! Handshakes run on short-lived threads, never on the execution thread, so a peer that
 //! connects and then says nothing costs the node nothing but a thread for at most
 //! [`HANDSHAKE_TIMEOUT`], and at most [`HANDSHAKES_IN_FLIGHT_MAX`] of them at once: beyond that
-//! a new connection closes the oldest handshake not yet admitted (see [`InFlight`] and
+//! a new connection closes the oldest handshake not yet admitted (see `InFlight` and
 //! [`crate::limits`]). An admitted link is handed to the execution thread through a channel and
 //! a poller wake-up.
 
@@ -39,7 +39,7 @@ const PREVIOUS_PROCESS_EXIT_WAIT: std::time::Duration = std::time::Duration::fro
 
 /// Binds the data node's port: ServerPort, or the derived port, on the address its HostName
 /// resolves to (every address with TcpBind_INADDR_ANY). A port still in use after
-/// [`PREVIOUS_PROCESS_EXIT_WAIT`] is a fatal error that says which.
+/// `PREVIOUS_PROCESS_EXIT_WAIT` is a fatal error that says which.
 pub fn bind(config: &ClusterConfig, me: NodeId) -> anyhow::Result<TcpListener> {
     let node = config.data_node(me).with_context(|| {
         format!(

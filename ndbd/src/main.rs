@@ -38,7 +38,7 @@ struct Args {
     #[arg(short = 'c', long = "ndb-connectstring",
           visible_aliases = ["connect-string", "ndb_connectstring"])]
     connectstring: Option<String>,
-    /// This node's NodeId (a [ndbd] section of the config). With a connectstring and no id,
+    /// This node's NodeId (a `[ndbd]` section of the config). With a connectstring and no id,
     /// ndb_mgmd gives the lowest free data node id.
     #[arg(
         long = "ndb-nodeid",

@@ -9,7 +9,7 @@
 //! is used once that node answers an API_REGREQ saying it serves, as the API hands over a new
 //! link. Every request has a deadline; a request without an answer by then is a liveness
 //! failure (a hang), except under partitions. A scan, which the API sends to every data node
-//! at once, is sent here to one node after the other (see [`ScanRead`]), so that a client
+//! at once, is sent here to one node after the other (see `ScanRead`), so that a client
 //! still has one request outstanding.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -70,7 +70,7 @@ const REFUSALS_EXPECTED: [u32; 3] = [4009, 1405, 1422];
 pub struct Change {
     pub table: usize,
     pub key: i32,
-    /// The merge's era (see [`Subscriber::era_at`]).
+    /// The merge's era (see `Subscriber::era_at`).
     pub era: u32,
     pub epoch: u64,
     pub before: Option<i64>,

@@ -482,7 +482,7 @@ impl std::fmt::Debug for Run {
 }
 
 /// How a level keeps its transactions in flight (testread-perf's `--in-flight`). Either way
-/// each tpcc client runs the same transactions ([`Run::client`]); only who waits for an execute
+/// each tpcc client runs the same transactions (`Run::client`); only who waits for an execute
 /// differs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum InFlight {

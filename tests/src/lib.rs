@@ -68,7 +68,7 @@ pub fn free_port_listener() -> TcpListener {
 /// that passes slowly says where its time went.
 const SLOW_WAIT: Duration = Duration::from_secs(10);
 
-/// Reports a wait of [`SLOW_WAIT`] or more straight to stderr, past the test harness's
+/// Reports a wait of `SLOW_WAIT` or more straight to stderr, past the test harness's
 /// capture, so that CI's log shows it.
 pub fn report_slow_wait(what: &str, took: Duration) {
     if took >= SLOW_WAIT {

@@ -214,7 +214,7 @@ fn connect_from(
 }
 
 /// True when `host_name` names this host: one of its addresses is a loopback address or
-/// another of this host's own ([`is_own_address`]). A name that does not resolve is not this
+/// another of this host's own (`is_own_address`). A name that does not resolve is not this
 /// host.
 pub fn is_this_host(host_name: &str) -> bool {
     match (host_name, 0).to_socket_addrs() {

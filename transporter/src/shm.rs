@@ -48,7 +48,7 @@
 //! an 8-byte boundary; a frame never wraps the end: a length word of 0 (a wrap marker) means
 //! "the rest is padding, continue at offset 0". The attaching side validates every header field against the file before use, and
 //! the reader checks every index and length the peer wrote; an impossible one closes the link
-//! with [`TransportError::BadFrame`].
+//! with [`TransportError::BadFrame`](crate::TransportError::BadFrame).
 //!
 //! # Checking the ring with loom
 //!

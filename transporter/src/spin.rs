@@ -26,7 +26,7 @@
 
 use std::time::Duration;
 
-/// Once the budget has decayed below [`FLOOR`], one wait in this many spins for the configured
+/// Once the budget has decayed below `FLOOR`, one wait in this many spins for the configured
 /// time again, to notice when spinning would pay off again.
 pub const PROBE_EVERY_WAITS: u32 = 256;
 /// A budget below this is treated as "not spinning".

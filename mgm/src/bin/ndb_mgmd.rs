@@ -38,13 +38,13 @@ struct Args {
     /// Where the config cache is kept: by default the management node's DataDir.
     #[arg(long = "configdir", visible_alias = "config-dir")]
     configdir: Option<PathBuf>,
-    /// This management node's NodeId (an [ndb_mgmd] section); needed when there are several.
+    /// This management node's NodeId (an `[ndb_mgmd]` section); needed when there are several.
     #[arg(long = "ndb-nodeid", visible_alias = "ndb_nodeid")]
     ndb_nodeid: Option<u16>,
     /// Directories (colon-separated) holding the cluster CA (NDB-Cluster-cert) and this
     /// management node's key and certificate (ndb-mgm-server-private-key, ndb-mgm-server-cert,
     /// made by `ndb_sign_keys --node-type=mgmd`): with them clients may upgrade to TLS with
-    /// `start tls`; RequireTls=1 in the [ndb_mgmd] section refuses those that do not.
+    /// `start tls`; RequireTls=1 in the `[ndb_mgmd]` section refuses those that do not.
     #[arg(long = "ndb-tls-search-path", visible_alias = "ndb_tls_search_path")]
     ndb_tls_search_path: Option<String>,
     /// Stay in the foreground (rndb never daemonizes; accepted for compatibility).
@@ -306,7 +306,7 @@ fn parse(text: &str, source: &Path) -> anyhow::Result<ClusterConfig> {
         .map_err(|errors| anyhow::anyhow!("{} has errors:\n{errors}", source.display()))
 }
 
-/// This server's node id: `--ndb-nodeid`, or the config's only [ndb_mgmd] section.
+/// This server's node id: `--ndb-nodeid`, or the config's only `[ndb_mgmd]` section.
 fn my_node_id(config: &ClusterConfig, wanted: Option<u16>) -> anyhow::Result<NodeId> {
     let source = config.source.display();
     match (wanted, config.mgm_nodes.as_slice()) {

@@ -31,20 +31,20 @@ pub const LCP_CTL_MAGIC: [u8; 8] = *b"RNDBLCPC";
 
 /// Record kinds.
 pub mod kind {
-    /// A row's committed after-image: [`RowChange`] with a row.
+    /// A row's committed after-image: [`RowChange`](super::RowChange) with a row.
     pub const PUT: u8 = 1;
-    /// A row deleted: [`RowChange`] without a row.
+    /// A row deleted: [`RowChange`](super::RowChange) without a row.
     pub const DELETE: u8 = 2;
     /// Every change of this record's GCI and all before it precedes this record in its part
     /// (written by a global checkpoint's save, NDB's completed-GCI record). No payload.
     pub const GCI_COMPLETED: u8 = 3;
     /// The writer went on in the part's next file. No payload.
     pub const FILE_END: u8 = 4;
-    /// A schema change as this node applied it: [`SchemaChange`].
+    /// A schema change as this node applied it: [`SchemaChange`](super::SchemaChange).
     pub const SCHEMA: u8 = 5;
-    /// The sysfile's content: [`Sysfile`].
+    /// The sysfile's content: [`Sysfile`](super::Sysfile).
     pub const SYSFILE: u8 = 6;
-    /// A local checkpoint's control record: [`LcpCtl`].
+    /// A local checkpoint's control record: [`LcpCtl`](super::LcpCtl).
     pub const LCP_CTL: u8 = 7;
     /// The last record of a local checkpoint's data file: how many rows it holds (u64).
     pub const LCP_END: u8 = 8;
@@ -53,7 +53,7 @@ pub mod kind {
     /// later restart may apply such a change. No payload.
     pub const RESTART: u8 = 9;
     /// Only in a node restart's COPY_ROWS, never in a file: the row is as the restarting node
-    /// restored it (unchanged since the GCI it restored up to): [`RowChange`] without a row,
+    /// restored it (unchanged since the GCI it restored up to): [`RowChange`](super::RowChange) without a row,
     /// the record's GCI the row's last change.
     pub const COPY_KEEP: u8 = 10;
 }

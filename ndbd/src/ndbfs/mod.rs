@@ -9,7 +9,7 @@
 //! FileSystemPath (DataDir when unset), as NDB names its files: `D1/DBDIH/P0.sysfile` (and its
 //! copy under `D2`), `D1/DBDICT/P0.SchemaLog`, and each redo log part's files
 //! `D<8+part>/DBLQH/S<file>.FragLog`; only a backup's files (`BACKUP/BACKUP-<id>/` under
-//! BackupDataDir) have absolute paths. Their byte layouts are in [`format`], [`backup`] and
+//! BackupDataDir) have absolute paths. Their byte layouts are in [`format`](mod@format), [`backup`] and
 //! ARCHITECTURE.md.
 
 pub mod backup;

@@ -13,7 +13,7 @@
 //!
 //! Growth is incremental, as NDB's ACC grows its linear hash a bucket at a time: the array
 //! twice the size is allocated zeroed (an unused entry is 0, so memory fresh from the OS needs
-//! no writing), and every insert and removal after it moves the next [`MOVES_PER_CHANGE`]
+//! no writing), and every insert and removal after it moves the next `MOVES_PER_CHANGE`
 //! places of the old array into it. Re-placing every entry at once held up every request for
 //! as long as it took (with the slots' vector doubling, the longest batch of 1000 inserts
 //! loading 300 000 rows took up to 112 ms; `cargo bench -p rndb-ndbd --bench key_path`). The new

@@ -21,11 +21,11 @@
 //! which keys were deleted since the scan last passed ([`Changes`]), and a partial checkpoint
 //! writes only those (deletes first, as DELETE records, then the changed rows). A restore loads
 //! the last full checkpoint and every partial one after it, in order. A checkpoint is full when
-//! the chain since the last full one has grown to [`CHAIN_MAX`] or its partial files together
+//! the chain since the last full one has grown to `CHAIN_MAX` or its partial files together
 //! outweigh the full one (so a restore reads at most about twice the data), and the first one
 //! after a restart is full (what changed before it is not known).
 //!
-//! Writes go out at most [`WRITES_IN_FLIGHT_MAX`] at a time, so the scan runs at the speed the
+//! Writes go out at most `WRITES_IN_FLIGHT_MAX` at a time, so the scan runs at the speed the
 //! disk takes them.
 
 use crate::blocks::fs::FsWait;

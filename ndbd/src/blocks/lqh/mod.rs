@@ -179,7 +179,7 @@ const _: () = assert!(std::mem::size_of::<RowRef>() <= 16);
 pub enum CommitRows {
     /// Every row (TC's last round to this node, an early commit, a take-over's decision).
     All,
-    /// Only the rows held as a backup replica ([`RowRef::backup`]): TC's first round to a node
+    /// Only the rows held as a backup replica (`RowRef::backup`): TC's first round to a node
     /// that is also the primary of another write of the transaction.
     BackupOnly,
 }
