@@ -17,12 +17,14 @@
 //!   In a transaction that wrote parts of the table, the scan is read whole when it opens
 //!   and its rows completed in that transaction (`Transaction::complete_scanned`).
 
+use std::collections::HashMap;
+
 use serde::Deserialize as _;
 
 use rndb_protocol::blob::{self, BlobSize};
 use rndb_protocol::{ColumnType, LockMode, NdbError, Value};
 
-use crate::transaction::{now, Blocking, OpId, RoundTrip};
+use crate::transaction::{key_of, now, Blocking, OpId, RoundTrip};
 use crate::{AbortOption, Cluster, Error, ExecType, Table};
 
 /// The bytes one execute of part operations carries at most (its part data, or the part
@@ -399,13 +401,75 @@ pub(crate) fn fill_scanned(
     cluster: &Cluster,
     table: &Table,
     row: Vec<Value>,
-    locked: bool,
-    check: Option<&FreshCheck>,
+    (locked, check, own): (bool, Option<&FreshCheck>, Option<&OwnRows>),
 ) -> Result<Option<Vec<Value>>, Error> {
-    match whole_or_long(table, row)? {
-        Ok(whole) => Ok(Some(whole)),
-        Err(long) => now(fill_long(&Blocking, cluster, table, long, locked, check)),
+    let long = match whole_or_long(table, row)? {
+        Ok(whole) => return Ok(Some(whole)),
+        Err(long) => long,
+    };
+    if let Some(whole) = own.and_then(|own| own.take(table, &long)) {
+        return whole.map(Some);
     }
+    now(fill_long(&Blocking, cluster, table, long, locked, check))
+}
+
+/// The rows with values past their heads that a scan's transaction locked exclusively, read
+/// whole in that transaction when the scan opened (`Transaction::own_rows`): another
+/// transaction could not complete them (it would wait for the locks, or not see the changes).
+/// By encoded key: the row as stored (heads) and whole, or `None` where the row was whole in
+/// its heads or missing then.
+#[derive(Debug, Default)]
+pub(crate) struct OwnRows {
+    rows: HashMap<Vec<u8>, Option<OwnRow>>,
+}
+
+/// A row of [`OwnRows`]: as stored, and whole.
+#[derive(Debug)]
+struct OwnRow {
+    head: Vec<Value>,
+    whole: Vec<Value>,
+}
+
+impl OwnRows {
+    /// Notes a row that was whole in its heads, or missing.
+    pub(crate) fn insert_short(&mut self, key: Vec<u8>) {
+        self.rows.insert(key, None);
+    }
+
+    /// Adds a row read whole: as stored (`head`) and `whole`.
+    pub(crate) fn insert_whole(&mut self, table: &Table, head: Vec<Value>, whole: Vec<Value>) {
+        let key = key_bytes(table, &key_of(table, &head));
+        self.rows.insert(key, Some(OwnRow { head, whole }));
+    }
+
+    /// The whole row for a scan's row as stored (`long`, with values past their heads), when
+    /// it is one of these: 4264 when the transaction changed it after the scan opened (its
+    /// values were read as they were then).
+    pub(crate) fn take(&self, table: &Table, long: &[Value]) -> Option<Result<Vec<Value>, Error>> {
+        match self.rows.get(&key_bytes(table, &key_of(table, long)))? {
+            Some(row) if row.head[..] == *long => Some(Ok(row.whole.clone())),
+            _ => Some(Err(Error::ndb_detail(
+                4264,
+                format!(
+                    "Invalid usage of blob attribute: a row of {} with BLOB or TEXT values that \
+                     its transaction changed after a scan of the table opened (read it by key)",
+                    table.name()
+                ),
+            ))),
+        }
+    }
+}
+
+/// A primary key of `table` as bytes, to look rows up by: its canonical encoding (the one
+/// the data node hashes), else (values that do not fit the key) the values' own.
+pub(crate) fn key_bytes(table: &Table, key: &[Value]) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let def = table.def();
+    if rndb_protocol::schema::encode_key(def, table.key_columns(), key, &mut bytes).is_err() {
+        bytes.clear();
+        rndb_protocol::schema::encode_values(&mut rndb_protocol::Writer::new(&mut bytes), key);
+    }
+    bytes
 }
 
 /// A scanned row whose values its heads hold whole, made whole (`Ok`), or the row as it
@@ -459,27 +523,31 @@ pub(crate) async fn fill_long<R: RoundTrip>(
     Ok(Some(row))
 }
 
-/// Rows with values past their heads that a committed transaction read by key under
-/// CommittedRead (`Transaction::execute_blob_reads`), made whole by a transaction of their
-/// own: read again under a shared lock (the parts of that version then cannot change), then
-/// every part read committed, with the commit. Returns the operations whose rows were gone
-/// by then (taken out of `rows`).
-pub(crate) async fn complete_committed<R: RoundTrip>(
+/// Rows with values past their heads made whole by a transaction of their own: read again
+/// under a shared lock (the parts of that version then cannot change), then every part read
+/// committed, with the commit. A row gone by then, or changed so that it fails `check` (a
+/// scan's), is taken out of `rows`; its tag is returned.
+pub(crate) async fn complete_apart<R: RoundTrip>(
     trip: &R,
     cluster: &Cluster,
     rows: &mut Vec<(OpId, Table, Vec<Value>)>,
+    check: Option<&FreshCheck>,
 ) -> Result<Vec<OpId>, Error> {
     if rows.is_empty() {
         return Ok(Vec::new());
     }
     let mut tx = cluster.start_transaction()?;
-    let fresh = (tx.reread_heads(trip, rows.iter().map(|(_, t, r)| (t, r)))).await?;
+    let keys: Vec<Vec<Value>> = rows.iter().map(|(_, t, r)| key_of(t, r)).collect();
+    let tables = rows.iter().map(|(_, t, _)| t);
+    let fresh = (tx.read_locked(trip, tables.zip(&keys))).await?;
     let mut gone = Vec::new();
     let mut kept = Vec::with_capacity(rows.len());
-    for ((op, table, _), fresh) in rows.drain(..).zip(fresh) {
+    for ((tag, table, met), fresh) in rows.drain(..).zip(fresh) {
         match fresh {
-            Some(row) => kept.push((op, table, row)),
-            None => gone.push(op),
+            Some(row) if check.is_none_or(|c| c.still_met(&met, &row)) => {
+                kept.push((tag, table, row))
+            }
+            _ => gone.push(tag),
         }
     }
     let filled = (tx.fill_rows(trip, &mut kept, LockMode::CommittedRead, ExecType::Commit)).await;

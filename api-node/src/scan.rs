@@ -97,10 +97,14 @@ pub struct Scan<'c> {
     /// Every row, made whole, of a scan of a table whose parts its transaction wrote
     /// (`Transaction::complete_scanned`): handed out from here; the data nodes' scans ended.
     completed: Option<VecDeque<Vec<Value>>>,
+    /// The rows its transaction locked exclusively, read whole when it opened.
+    own_rows: Option<Arc<crate::blob::OwnRows>>,
 }
 
 /// The most bytes of rows a scan reads whole before it is returned, in a transaction that
-/// wrote parts of its table (`Scan::drain_own`); past it the scan fails with 4000.
+/// locked rows of its table (one with BLOB or TEXT columns) it cannot name: an Exclusive scan
+/// or an Exclusive read through a unique index (`Scan::drain_own`); past it the scan fails
+/// with 4000.
 pub const OWN_PARTS_SCAN_BYTES_MAX: usize = 256 * 1024 * 1024;
 
 /// The scan of one data node's fragments.
@@ -169,6 +173,7 @@ impl<'c> Scan<'c> {
             locked,
             fresh_check: None,
             completed: None,
+            own_rows: None,
         }
     }
 
@@ -182,6 +187,17 @@ impl<'c> Scan<'c> {
     /// values past their heads is completed (`crate::blob::fill_long`).
     pub(crate) fn completion(&self) -> (bool, Option<Arc<crate::blob::FreshCheck>>) {
         (self.locked, self.fresh_check.clone())
+    }
+
+    /// The rows its transaction locked exclusively, read whole (`Transaction::own_rows`).
+    pub(crate) fn set_own_rows(&mut self, rows: Arc<crate::blob::OwnRows>) {
+        self.own_rows = Some(rows);
+    }
+
+    /// The rows its transaction locked exclusively, read whole when it opened.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn own_rows(&self) -> Option<&crate::blob::OwnRows> {
+        self.own_rows.as_deref()
     }
 
     /// Every row still to come, as the data nodes sent them (BLOB and TEXT values as heads),
@@ -202,14 +218,18 @@ impl<'c> Scan<'c> {
         *bytes = (*bytes).saturating_add(crate::blob::row_bytes(&self.table, row)?);
         if *bytes > OWN_PARTS_SCAN_BYTES_MAX {
             self.abandon();
-            return Err(Error::ndb_detail(
-                4000,
-                format!(
-                    "a scan of {} in a transaction that wrote its BLOB or TEXT values is read \
-                     whole before it is returned: past {OWN_PARTS_SCAN_BYTES_MAX} bytes",
+            // NDB's 4000 is its API's out of memory (rndb's table names it for malformed
+            // signals, its other use): the message says which.
+            return Err(Error::Ndb(NdbError {
+                code: 4000,
+                class: rndb_protocol::ErrorClass::InternalError,
+                message: format!(
+                    "Memory allocation error: a scan of {} in a transaction that locked rows of \
+                     it it cannot name is read whole before it is returned, and passed \
+                     {OWN_PARTS_SCAN_BYTES_MAX} bytes (OWN_PARTS_SCAN_BYTES_MAX)",
                     self.table.name()
                 ),
-            ));
+            }));
         }
         Ok(())
     }
@@ -615,8 +635,12 @@ impl Iterator for Scan<'_> {
             };
             // A row with BLOB or TEXT values made whole (`crate::blob`); one deleted since
             // the scan met it is passed over.
-            let check = self.fresh_check.as_deref();
-            match crate::blob::fill_scanned(self.cluster, &self.table, row, self.locked, check) {
+            let how = (
+                self.locked,
+                self.fresh_check.as_deref(),
+                self.own_rows.as_deref(),
+            );
+            match crate::blob::fill_scanned(self.cluster, &self.table, row, how) {
                 Ok(Some(row)) => return Some(Ok(row)),
                 Ok(None) => continue,
                 Err(e) => {

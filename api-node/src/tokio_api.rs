@@ -39,8 +39,10 @@
 //! execute's extra round trips (the parts of the rows it read, an IgnoreError batch of part
 //! writes before its commit) are awaited, and so is a scanned row's completion by a
 //! transaction of its own (`crate::blob`). A write, update or delete of a row with parts reads
-//! its old heads when it is defined, through the blocking `Transaction` this derefs to: one
-//! blocking round trip on the runtime's thread.
+//! its old heads when it is defined, through the blocking `Transaction` this derefs to: a
+//! blocking round trip on the runtime's thread (and one more per 256 KiB of parts written past
+//! the first). A scan that completes rows its transaction locked (`blob::OwnRows`) makes its
+//! round trips while its future is awaited: dropped then, it rolls the transaction back.
 //!
 //! The futures need a runtime with its time driver (`enable_time` or `enable_all`): each wait
 //! ends with 4012 after the API's request timeout, as in the blocking API.
@@ -58,7 +60,7 @@ use rndb_transporter::FrameHeader;
 
 use crate::connection::{Answers, Connection};
 use crate::scan::{Scan, ScanOptions};
-use crate::transaction::Begun;
+use crate::transaction::{Begun, OwnScan};
 use crate::{
     index_answer, index_name, list_tables_page, list_tables_payload, refusal, refused_not_master,
     single_answer, table_answer, Cluster, Error, Index, IndexDef, ListedObject, Table, Transaction,
@@ -313,7 +315,6 @@ impl<'c> TokioTransaction<'c> {
     }
 
     /// As [`Transaction::scan_table`]: the stream of rows, once every data node's first
-    /// As [`Transaction::scan_table`]: the stream of rows, once every data node's first
     /// batch came.
     pub async fn scan_table(
         &mut self,
@@ -351,6 +352,20 @@ impl<'c> TokioTransaction<'c> {
         options: &ScanOptions,
     ) -> Result<TokioScan<'c>, Error> {
         let transaction = &mut self.transaction;
+        let own = transaction.own_scan(table);
+        let whole = own == OwnScan::Whole;
+        let own_rows = match own {
+            OwnScan::No => None,
+            OwnScan::Rows(keys) => {
+                Box::pin(transaction.send_pending(&Awaited)).await?;
+                let read = transaction.own_rows(&Awaited, table, keys);
+                Some(Arc::new(Box::pin(read).await?))
+            }
+            OwnScan::Whole => {
+                Box::pin(transaction.send_pending(&Awaited)).await?;
+                None
+            }
+        };
         let scan =
             transaction.send_scan(table, index, options, Connection::register_task_request)?;
         let waits = scan.first_waits();
@@ -358,7 +373,10 @@ impl<'c> TokioTransaction<'c> {
         let opened = std::future::poll_fn(|cx| stream.poll_waits(cx)).await;
         transaction.note_scan_opened(opened.as_ref().err());
         opened?;
-        if transaction.wrote_parts_of(table) {
+        if let Some(own_rows) = own_rows {
+            stream.scan.set_own_rows(own_rows);
+        }
+        if whole {
             let rows = stream.drain_own().await?;
             let (locked, check) = stream.scan.completion();
             let check = check.as_deref();
@@ -704,7 +722,14 @@ impl<'c> TokioScan<'c> {
             };
             match crate::blob::whole_or_long(self.scan.table(), row) {
                 Ok(Ok(whole)) => return Poll::Ready(Some(Ok(whole))),
-                Ok(Err(long)) => self.filling = Some(self.fill(long)),
+                Ok(Err(long)) => {
+                    let own = self.scan.own_rows();
+                    match own.and_then(|own| own.take(self.scan.table(), &long)) {
+                        Some(Ok(whole)) => return Poll::Ready(Some(Ok(whole))),
+                        Some(Err(e)) => return Poll::Ready(Some(Err(self.end(e)))),
+                        None => self.filling = Some(self.fill(long)),
+                    }
+                }
                 Err(e) => return Poll::Ready(Some(Err(self.end(e)))),
             }
         }

@@ -2,6 +2,7 @@
 //! trip.
 
 use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::num::NonZeroU64;
 use std::pin::pin;
@@ -80,10 +81,17 @@ struct Rare {
     /// error of the first that failed, as it would have had they waited for it.
     deferred: Vec<OpId>,
     /// The parts tables it wrote (or deleted) parts of: its reads of parts then take a shared
-    /// lock, to see its own uncommitted parts; else they read committed, as the locked head
-    /// keeps every other writer off them. A scan of a table whose parts it wrote completes its
-    /// rows in this transaction (`Transaction::complete_scanned`).
+    /// lock; else they read committed, as the locked head keeps every other writer off them.
     wrote_parts: Vec<u32>,
+    /// The rows of tables with parts tables it locked exclusively (wrote, deleted, read
+    /// Exclusive), sent or not, by table id and encoded key, with the key: a scan of such a
+    /// table reads them whole in this transaction when it opens (`Transaction::own_rows`), as
+    /// another transaction would wait for those locks and would not see their changes.
+    exclusive_rows: HashMap<(u32, Vec<u8>), Vec<Value>>,
+    /// Tables with parts tables whose rows it locked exclusively without their primary keys
+    /// being known here (an Exclusive scan, an Exclusive read through a unique index): a scan
+    /// of one is read whole when it opens (`Transaction::complete_scanned`).
+    exclusive_tables: Vec<u32>,
 }
 
 /// The table index of a frame that reads no row (the execute's own).
@@ -163,6 +171,30 @@ pub(crate) fn now<T>(future: impl Future<Output = Result<T, Error>>) -> Result<T
             "a blocking execute waited for an awaited round trip",
         )),
     }
+}
+
+/// Rows read again under a lock in one execute, to be made whole.
+const COMPLETE_ROWS_MAX: usize = 256;
+
+/// How a scan completes the rows with BLOB or TEXT values past their heads that its
+/// transaction locked exclusively (`Transaction::own_scan`).
+#[derive(Debug, PartialEq)]
+pub(crate) enum OwnScan {
+    /// It locked none of the table's rows: as any scan (`blob::fill_scanned`).
+    No,
+    /// It locked these rows (their keys): they are read whole when the scan opens and handed
+    /// out in their place (`blob::OwnRows`); the others as any scan.
+    Rows(Vec<Vec<Value>>),
+    /// It locked rows it cannot name: the scan is read whole when it opens and completed in
+    /// the transaction (`Transaction::complete_scanned`).
+    Whole,
+}
+
+/// The primary key of `row` of `table`.
+pub(crate) fn key_of(table: &Table, row: &[Value]) -> Vec<Value> {
+    (table.key_columns().iter())
+        .map(|&c| row[c].clone())
+        .collect()
 }
 
 /// What `begin_execute` leaves to do.
@@ -722,9 +754,25 @@ impl<'c> Transaction<'c> {
         index: Option<&Index>,
         options: &ScanOptions,
     ) -> Result<Scan<'c>, Error> {
+        let own = self.own_scan(table);
+        let whole = own == OwnScan::Whole;
+        let own_rows = match own {
+            OwnScan::No => None,
+            OwnScan::Rows(keys) => {
+                now(self.send_pending(&Blocking))?;
+                Some(Arc::new(now(self.own_rows(&Blocking, table, keys))?))
+            }
+            OwnScan::Whole => {
+                now(self.send_pending(&Blocking))?;
+                None
+            }
+        };
         let scan = self.send_scan(table, index, options, Connection::register_request)?;
         let mut scan = self.scan_opened(Scan::open(scan))?;
-        if self.wrote_parts_of(table) {
+        if let Some(own_rows) = own_rows {
+            scan.set_own_rows(own_rows);
+        }
+        if whole {
             let rows = scan.drain_own()?;
             let (locked, check) = scan.completion();
             let check = check.as_deref();
@@ -734,26 +782,81 @@ impl<'c> Transaction<'c> {
         Ok(scan)
     }
 
-    /// It wrote parts of a BLOB or TEXT column of `table`: a scan of `table` reads its rows
-    /// whole before it is returned, completing their values in this transaction
-    /// ([`Transaction::complete_scanned`]).
-    pub(crate) fn wrote_parts_of(&self, table: &Table) -> bool {
-        let Some(rare) = self.rare.as_ref().filter(|r| !r.wrote_parts.is_empty()) else {
-            return false;
+    /// How a scan of `table` completes the rows this transaction locked exclusively (a
+    /// committed read or a lock of another transaction would not see their changes, or would
+    /// wait for them): see [`OwnScan`].
+    pub(crate) fn own_scan(&self, table: &Table) -> OwnScan {
+        let Some(rare) = self.rare.as_ref().filter(|_| table.has_parts()) else {
+            return OwnScan::No;
         };
-        (table.blobs().iter())
-            .filter_map(|bc| bc.parts.as_ref())
-            .any(|parts| rare.wrote_parts.contains(&parts.id()))
+        let id = table.id();
+        if rare.exclusive_tables.contains(&id) {
+            return OwnScan::Whole;
+        }
+        let keys: Vec<Vec<Value>> = (rare.exclusive_rows.iter())
+            .filter(|((t, _), _)| *t == id)
+            .map(|(_, key)| key.clone())
+            .collect();
+        if keys.is_empty() {
+            OwnScan::No
+        } else {
+            OwnScan::Rows(keys)
+        }
+    }
+
+    /// The rows of `table` with these `keys`, which this transaction locked exclusively,
+    /// read whole here before a scan of `table` opens (`blob::OwnRows`): each head under a
+    /// shared lock (this transaction's version; a lock of its own where its exclusive
+    /// operation failed), then the parts committed (a committed read sees the transaction's
+    /// own changes).
+    pub(crate) async fn own_rows<R: RoundTrip>(
+        &mut self,
+        trip: &R,
+        table: &Table,
+        keys: Vec<Vec<Value>>,
+    ) -> Result<blob::OwnRows, Error> {
+        let mut own = blob::OwnRows::default();
+        for chunk in keys.chunks(COMPLETE_ROWS_MAX) {
+            let heads = (self.read_locked(trip, chunk.iter().map(|k| (table, k)))).await?;
+            let mut long = Vec::new();
+            for (key, head) in chunk.iter().zip(heads) {
+                match head.map(|h| blob::whole_or_long(table, h)).transpose()? {
+                    Some(Err(head)) => long.push((OpId(0), table.clone(), head)),
+                    // Whole in its head, or gone: a scan finds it so, or finds it changed.
+                    _ => own.insert_short(blob::key_bytes(table, key)),
+                }
+            }
+            let heads: Vec<Vec<Value>> = long.iter().map(|(_, _, h)| h.clone()).collect();
+            let (lock, last) = (LockMode::CommittedRead, ExecType::NoCommit);
+            self.fill_rows(trip, &mut long, lock, last).await?;
+            for (head, (_, _, whole)) in heads.into_iter().zip(long) {
+                own.insert_whole(table, head, whole);
+            }
+        }
+        Ok(own)
+    }
+
+    /// Sends the operations defined since the last execute (NoCommit, IgnoreError), so that a
+    /// scan opened next sees them: their errors are the next AbortOnError execute's, as for a
+    /// read of old heads (`Rare::deferred`).
+    pub(crate) async fn send_pending<R: RoundTrip>(&mut self, trip: &R) -> Result<(), Error> {
+        if self.batch.len() == 0 {
+            return Ok(());
+        }
+        let earlier = self.results.len()..self.results.len() + self.batch.len();
+        // Noted first: should the execute fail on the way, they still fail the next one.
+        self.rare_mut().deferred.extend(earlier.map(OpId));
+        (self.execute_inner_via(trip, ExecType::NoCommit, AbortOption::IgnoreError)).await
     }
 
     /// The rows of a scan of `table` (all of them, as they came: `Scan::drain_own`) made
-    /// whole in this transaction, which wrote parts of `table`: a committed read by another
-    /// transaction would not see them, and a locked one would wait for this one's lock. Every
-    /// row with a value past its head is read again under a shared lock (its version in this
-    /// transaction), with the operations defined before sent along as by a read of old heads
-    /// (`Rare::deferred`), and then its parts (shared lock). A row gone meanwhile, or changed
-    /// so that it fails the scan's `check`, is left out, as by a CommittedRead scan's own
-    /// completion (`blob::fill_long`). The locks stay until the transaction ends.
+    /// whole in this transaction, which locked rows of `table` exclusively without naming them
+    /// (`OwnScan::Whole`): another transaction would wait for those locks and would not see
+    /// their changes. The parts are read committed here (a committed read sees the
+    /// transaction's own changes, and takes no lock record), once the head is locked: a locked
+    /// scan's rows are locked already; a CommittedRead scan's are read again under a shared
+    /// lock here, which stays until the transaction ends (a row gone meanwhile, or changed so
+    /// that it fails the scan's `check`, is left out).
     pub(crate) async fn complete_scanned<R: RoundTrip>(
         &mut self,
         trip: &R,
@@ -761,65 +864,68 @@ impl<'c> Transaction<'c> {
         locked: bool,
         check: Option<&blob::FreshCheck>,
         rows: Vec<Vec<Value>>,
-    ) -> Result<std::collections::VecDeque<Vec<Value>>, Error> {
+    ) -> Result<VecDeque<Vec<Value>>, Error> {
         let mut out: Vec<Option<Vec<Value>>> = Vec::with_capacity(rows.len());
-        let mut long = Vec::new();
+        // (place in `out`, row): completed under the lock the row has; read again first.
+        let (mut here, mut again) = (Vec::new(), Vec::new());
         for row in rows {
-            match blob::whole_or_long(table, row)? {
-                Ok(whole) => out.push(Some(whole)),
-                Err(row) => {
-                    long.push((out.len(), row));
-                    out.push(None);
+            let row = match blob::whole_or_long(table, row)? {
+                Ok(whole) => {
+                    out.push(Some(whole));
+                    continue;
+                }
+                Err(long) => long,
+            };
+            let place = OpId(out.len());
+            out.push(None);
+            if locked {
+                here.push((place, table.clone(), row));
+            } else {
+                again.push((place, row));
+            }
+        }
+        for chunk in again.chunks(COMPLETE_ROWS_MAX) {
+            let keys: Vec<Vec<Value>> = chunk.iter().map(|(_, r)| key_of(table, r)).collect();
+            let fresh = (self.read_locked(trip, keys.iter().map(|k| (table, k)))).await?;
+            for ((place, met), fresh) in chunk.iter().zip(fresh) {
+                match fresh {
+                    Some(fresh) if check.is_none_or(|c| c.still_met(met, &fresh)) => {
+                        here.push((*place, table.clone(), fresh));
+                    }
+                    // Gone, or moved off the scan.
+                    _ => {}
                 }
             }
         }
-        if long.is_empty() {
-            return Ok(out.into_iter().flatten().collect());
+        for chunk in here.chunks_mut(COMPLETE_ROWS_MAX) {
+            let (lock, last) = (LockMode::CommittedRead, ExecType::NoCommit);
+            self.fill_rows(trip, chunk, lock, last).await?;
         }
-        let met: Vec<Vec<Value>> = long.iter().map(|(_, row)| row.clone()).collect();
-        let fresh = self
-            .reread_heads(trip, long.iter().map(|(_, r)| (table, r)))
-            .await?;
-        let mut fill = Vec::with_capacity(long.len());
-        let mut places = Vec::with_capacity(long.len());
-        for (((place, _), met), fresh) in long.into_iter().zip(met).zip(fresh) {
-            // Gone, or (a CommittedRead scan) moved off the scan; a locked scan's row is this
-            // transaction's already: nothing moved it.
-            let Some(fresh) = fresh else { continue };
-            if !locked && check.is_some_and(|c| !c.still_met(&met, &fresh)) {
-                continue;
-            }
-            fill.push((OpId(usize::MAX), table.clone(), fresh));
-            places.push(place);
-        }
-        (self.fill_rows(trip, &mut fill, LockMode::Read, ExecType::NoCommit)).await?;
-        for (place, (_, _, row)) in places.into_iter().zip(fill) {
-            out[place] = Some(row);
+        for (place, _, row) in here {
+            out[place.0] = Some(row);
         }
         Ok(out.into_iter().flatten().collect())
     }
 
-    /// `rows` (each with its table) read again under a shared lock in this transaction, in
-    /// one execute (NoCommit) that also sends the operations defined before, as a read of old
-    /// heads does (`Rare::deferred`): each row's version in this transaction, `None` where it
-    /// is gone.
-    pub(crate) async fn reread_heads<'r, R: RoundTrip>(
+    /// The rows with these keys (each with its table) read under a shared lock in this
+    /// transaction, as stored (heads), in one execute (NoCommit) that also sends the
+    /// operations defined before, as a read of old heads does (`Rare::deferred`): each row's
+    /// version in this transaction, `None` where there is none.
+    pub(crate) async fn read_locked<'r, R: RoundTrip>(
         &mut self,
         trip: &R,
-        rows: impl Iterator<Item = (&'r Table, &'r Vec<Value>)>,
+        keys: impl Iterator<Item = (&'r Table, &'r Vec<Value>)>,
     ) -> Result<Vec<Option<Vec<Value>>>, Error> {
         let earlier = self.results.len()..self.results.len() + self.batch.len();
         let mut reads = Vec::new();
-        for (table, row) in rows {
-            let key: Vec<Value> = (table.key_columns().iter())
-                .map(|&c| row[c].clone())
-                .collect();
-            reads.push(self.read_heads(table, &key, LockMode::Read)?);
+        for (table, key) in keys {
+            reads.push(self.read_heads(table, key, LockMode::Read)?);
         }
+        // Noted first: should the execute fail on the way, they still fail the next one.
+        self.rare_mut().deferred.extend(earlier.map(OpId));
         // Boxed: the execute may be one of blob reads, which read heads again.
         Box::pin(self.execute_inner_via(trip, ExecType::NoCommit, AbortOption::IgnoreError))
             .await?;
-        self.rare_mut().deferred.extend(earlier.map(OpId));
         let mut fresh = Vec::with_capacity(reads.len());
         for op in reads {
             fresh.push(match (self.row(op), self.op_error(op)) {
@@ -937,6 +1043,12 @@ impl<'c> Transaction<'c> {
             .filter(|_| options.sorted)
             .map(|i| (i.columns().to_vec(), options.descending));
         let locked = options.lock != LockMode::CommittedRead;
+        if options.lock == LockMode::Exclusive && table.has_parts() {
+            let rare = self.rare.get_or_insert_default();
+            if !rare.exclusive_tables.contains(&table.id()) {
+                rare.exclusive_tables.push(table.id());
+            }
+        }
         let mut scan = Scan::new(cluster, table.clone(), parts, sort, locked);
         if !locked && table.has_parts() {
             // A row read again to complete its values must still be one this scan returns.
@@ -1573,8 +1685,28 @@ impl<'c> Transaction<'c> {
         let header = self.header(target.signal);
         let table = self.tables.index_of(target.table, &mut self.rare);
         self.batch.push(header, table, |b| req.encode(b));
+        if (op_type != OperationType::Read || lock_mode == LockMode::Exclusive)
+            && target.table.has_parts()
+        {
+            self.note_exclusive(target, key);
+        }
         // Its result slot is made when the execute is sent, with the batch's others.
         Ok(OpId(self.results.len() + op_index as usize))
+    }
+
+    /// Notes an operation that locks a row of a table with parts tables exclusively
+    /// (`Rare::exclusive_rows`, `Rare::exclusive_tables`).
+    fn note_exclusive(&mut self, target: Target<'_>, key: &[Value]) {
+        let table = target.table.id();
+        let rare = self.rare_mut();
+        if target.signal == gsn::TCKEYREQ {
+            (rare
+                .exclusive_rows
+                .entry((table, blob::key_bytes(target.table, key))))
+            .or_insert_with(|| key.to_vec());
+        } else if !rare.exclusive_tables.contains(&table) {
+            rare.exclusive_tables.push(table);
+        }
     }
 
     /// Files rows and errors under their operations, for answers that may be only part of an
@@ -1793,8 +1925,9 @@ impl Transaction<'_> {
         // fails the transaction is for the execute that defines them to say (`Rare::deferred`).
         let earlier = self.results.len()..self.results.len() + self.batch.len();
         let op = self.read_heads(table, key, LockMode::Exclusive)?;
-        self.execute_inner(ExecType::NoCommit, AbortOption::IgnoreError)?;
+        // Noted first: should the execute fail on the way, they still fail the next one.
         self.rare_mut().deferred.extend(earlier.map(OpId));
+        self.execute_inner(ExecType::NoCommit, AbortOption::IgnoreError)?;
         let row = match (self.row(op), self.op_error(op)) {
             (Some(row), _) => row.to_vec(),
             (None, Some(e)) if e.code == 626 => return Ok((op, None)),
@@ -1822,7 +1955,7 @@ impl Transaction<'_> {
     ) -> Result<(), Error> {
         let mut ops = Vec::new();
         let data = key.len() + 1;
-        let written: Vec<u32> = writes.iter().map(|w| w.parts.id()).collect();
+        let mut written = Vec::new();
         for write in writes {
             let new = write.rows.len() as u64;
             for row in &write.rows {
@@ -1840,6 +1973,9 @@ impl Transaction<'_> {
                 .iter()
                 .find(|(c, _)| *c == write.column)
                 .map_or(0, |(_, n)| *n);
+            if new > 0 || had > new {
+                written.push(write.parts.id());
+            }
             for part in new..had {
                 self.flush_parts(row_op, &ops)?;
                 let part_key = blob::part_key(key, part);
@@ -1872,8 +2008,9 @@ impl Transaction<'_> {
             return Ok(());
         }
         let earlier = self.results.len()..row_op.0.max(self.results.len());
-        self.execute_inner(ExecType::NoCommit, AbortOption::IgnoreError)?;
+        // Noted first: should the execute fail on the way, they still fail the next one.
         self.rare_mut().deferred.extend(earlier.map(OpId));
+        self.execute_inner(ExecType::NoCommit, AbortOption::IgnoreError)?;
         let ops = std::iter::once(row_op).chain(parts.iter().copied());
         if let Some(e) = ops.filter_map(|op| self.op_error(op)).next().cloned() {
             self.roll_back_now();
@@ -1910,7 +2047,7 @@ impl Transaction<'_> {
     /// An execute of a batch with reads of rows with BLOB or TEXT columns. When each of them
     /// is a CommittedRead and `exec` commits: the batch with `exec` (one round trip, values
     /// whole in their heads need no more), then the rows whose values have parts read whole
-    /// again by a transaction of their own (`blob::complete_committed`). Else the batch
+    /// again by a transaction of their own (`blob::complete_apart`). Else the batch
     /// (NoCommit); the CommittedRead rows with parts read again under a shared lock; every
     /// value's parts (NoCommit); then `exec` with nothing more.
     async fn execute_blob_reads<R: RoundTrip>(
@@ -1947,7 +2084,7 @@ impl Transaction<'_> {
         }
         if commit_first {
             let cluster = self.cluster;
-            let completed = blob::complete_committed(trip, cluster, &mut again).await;
+            let completed = blob::complete_apart(trip, cluster, &mut again, None).await;
             self.file_completed(again);
             let mut first_gone = None;
             for op in completed? {
@@ -1962,9 +2099,9 @@ impl Transaction<'_> {
         // Read again under a shared lock, so that their parts are of the version read.
         let mut any_gone = false;
         if !again.is_empty() {
-            let fresh = self
-                .reread_heads(trip, again.iter().map(|(_, t, r)| (t, r)))
-                .await?;
+            let keys: Vec<Vec<Value>> = again.iter().map(|(_, t, r)| key_of(t, r)).collect();
+            let tables = again.iter().map(|(_, t, _)| t);
+            let fresh = (self.read_locked(trip, tables.zip(&keys))).await?;
             for ((op, table, _), fresh) in again.into_iter().zip(fresh) {
                 match fresh {
                     Some(row) => rows.push((op, table, row)),

@@ -452,9 +452,9 @@ fn operations_defined_before_a_blob_write_keep_the_execute_abort_option() {
 
 /// A scan in a transaction that changed long values of its table sees the transaction's own
 /// values, whole, under every lock mode, through the blocking API and the tokio interface: a
-/// changed row, a deleted one left out, the others as committed. An operation defined before
-/// the scan and not yet executed goes out with the rows' completion, and its error fails the
-/// next execute that aborts on errors, as if it had waited for that execute.
+/// changed row, a deleted one left out, the others as committed. Operations defined before
+/// the scan and not yet executed go out before it opens (it sees them), and the error of one
+/// fails the next execute that aborts on errors, as if it had waited for that execute.
 #[test]
 fn a_scan_sees_its_own_transactions_long_values() {
     let (_cluster, api) = start();
@@ -466,7 +466,10 @@ fn a_scan_sees_its_own_transactions_long_values() {
         tx.write(&table, &new).expect("write");
         tx.delete(&table, &[Value::UInt32(3)]).expect("delete");
         tx.execute(ExecType::NoCommit).expect("no commit");
-        // Row 1 exists: this insert fails (630) when it is sent.
+        // Row 1 exists: this insert fails (630) when it is sent. The update of it before goes
+        // out before the scan opens, which sees it.
+        let pending = Value::Varchar("pending".into());
+        (tx.update(&table, &[Value::UInt32(1)], &[(1, pending.clone())])).expect("update");
         tx.insert(&table, &row(1, None, "", None)).expect("insert");
         // A batch of one row: the scan is open while its rows' parts are read.
         let options = ScanOptions {
@@ -479,7 +482,8 @@ fn a_scan_sees_its_own_transactions_long_values() {
             .expect("scan")
             .collect::<Result<_, _>>()
             .unwrap_or_else(|e| panic!("a {lock:?} scan: {e}"));
-        let expected = vec![committed[0].clone(), new];
+        let mut expected = vec![committed[0].clone(), new];
+        expected[0][1] = pending;
         assert_eq!(sorted_by_key(rows), expected, "a {lock:?} scan");
         assert_ndb_code(
             tx.execute(ExecType::Commit),
@@ -901,10 +905,11 @@ fn the_tokio_interface_reads_writes_and_scans_long_values() {
     assert_eq!((count(2, 99), count(4, 99)), (0, 0));
 }
 
-/// A scan read whole in its own transaction (one that wrote parts of its table) holds at most
-/// `OWN_PARTS_SCAN_BYTES_MAX` bytes of values: past it the scan fails with 4000 naming the
-/// limit, and the transaction goes on. The rows here are heads written raw that name values of
-/// 16 MiB each (no parts behind them: the scan fails before it would read any).
+/// A scan read whole in its own transaction (one that locked rows of its table it cannot name:
+/// an Exclusive scan) holds at most `OWN_PARTS_SCAN_BYTES_MAX` bytes of values: past it the
+/// scan fails with 4000 naming the limit, and the transaction goes on. The rows here are heads
+/// written raw that name values of 16 MiB each (no parts behind them: the scan fails before it
+/// would read any).
 #[test]
 fn a_scan_read_whole_in_its_own_transaction_is_bounded() {
     let (_cluster, api) = start();
@@ -928,6 +933,13 @@ fn a_scan_read_whole_in_its_own_transaction_is_bounded() {
     let new = row(1, Some(5_000), "", None);
     tx.insert(&table, &new).expect("insert");
     tx.execute(ExecType::NoCommit).expect("no commit");
+    // An Exclusive scan (of no row here): the transaction may hold locks it cannot name.
+    let none = ScanOptions {
+        lock: LockMode::Exclusive,
+        filter: Some(Filter::cmp(0, CmpOp::Eq, Value::UInt32(0))),
+        ..ScanOptions::default()
+    };
+    assert_eq!(tx.scan_table(&table, &none).expect("scan").count(), 0);
     let scanned = tx.scan_table(&table, &ScanOptions::default()).map(|_| ());
     let detail = format!("{scanned:?}");
     assert_ndb_code(scanned, 4000, "a scan read whole past its bound");
@@ -998,4 +1010,97 @@ fn a_committed_read_of_values_in_their_heads_is_one_round_trip() {
         assert_eq!(tx.row(ops[0]), Some(&short[..]));
         assert_eq!(tx.row(ops[1]), Some(&long[..]));
     });
+}
+
+/// A committed read in a transaction sees the parts the transaction wrote itself (what a scan
+/// of rows it locked relies on), and another transaction's committed read the committed ones.
+#[test]
+fn a_committed_read_sees_its_own_transactions_parts() {
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+    let (_, parts) = (table.blob_parts_tables().into_iter())
+        .find(|(c, _)| *c == 2)
+        .expect("body's parts table");
+    commit(&api, |tx| {
+        tx.insert(&table, &row(1, Some(5_000), "", None))
+            .expect("insert");
+    });
+    let part = |tx: &mut rndb_api::Transaction<'_>, n: u32| {
+        let key = [Value::UInt32(1), Value::UInt32(n)];
+        let op = (tx.read(&parts, &key, LockMode::CommittedRead)).expect("read a part");
+        tx.execute_with(ExecType::NoCommit, AbortOption::IgnoreError)
+            .expect("execute");
+        tx.row(op).map(|r| r[2].clone())
+    };
+    let new = bytes(7_000, 99);
+    let mut tx = api.start_transaction().expect("start");
+    let mut changed = row(1, None, "", None);
+    changed[2] = Value::Varbinary(new.clone());
+    tx.write(&table, &changed).expect("write");
+    tx.execute(ExecType::NoCommit).expect("no commit");
+    let mut other = api.start_transaction().expect("start");
+    for n in 0..4u32 {
+        let at = 256 + n as usize * 2_000;
+        let own = Value::Varbinary(new[at..(at + 2_000).min(new.len())].to_vec());
+        assert_eq!(part(&mut tx, n), Some(own), "part {n}, its own transaction");
+        let committed = bytes(5_000, 1)
+            .get(at..)
+            .map(|b| Value::Varbinary(b[..b.len().min(2_000)].to_vec()));
+        assert_eq!(
+            part(&mut other, n),
+            committed,
+            "part {n}, another transaction"
+        );
+    }
+}
+
+/// A scan in a transaction that locked rows of its table exclusively without writing their
+/// parts (an update of another column) completes them in the transaction: no wait for its own
+/// locks. One of those rows changed by the transaction after the scan opened is refused (4264),
+/// as its values were read when the scan opened.
+#[test]
+fn a_scan_completes_the_rows_its_transaction_locked() {
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+    let committed = long_rows(&api, &table);
+    let mut tx = api.start_transaction().expect("start");
+    for id in 1..=3 {
+        let code = Value::Varchar(format!("x{id}"));
+        (tx.update(&table, &[Value::UInt32(id)], &[(1, code)])).expect("update");
+    }
+    tx.execute(ExecType::NoCommit).expect("no commit");
+    let expected: Vec<Vec<Value>> = (committed.iter().cloned())
+        .map(|mut r| {
+            let Value::UInt32(id) = r[0] else {
+                unreachable!()
+            };
+            r[1] = Value::Varchar(format!("x{id}"));
+            r
+        })
+        .collect();
+    let rows: Vec<Vec<Value>> = tx
+        .scan_table(&table, &ScanOptions::default())
+        .expect("scan")
+        .collect::<Result<_, _>>()
+        .expect("a CommittedRead scan");
+    assert_eq!(sorted_by_key(rows), expected);
+    // One row a batch, one fragment at a time: at most one row is read before the change.
+    let one = ScanOptions {
+        batch_rows: Some(1),
+        parallelism: 1,
+        ..ScanOptions::default()
+    };
+    let mut open = tx.scan_table(&table, &one).expect("scan");
+    for id in 1..=3 {
+        tx.write(&table, &row(id, Some(9_000), "", None))
+            .expect("write");
+    }
+    tx.execute(ExecType::NoCommit).expect("no commit");
+    let refused = open
+        .find_map(Result::err)
+        .expect("a row changed after the scan opened");
+    assert_eq!(refused.code(), Some(4264), "{refused}");
+    drop(open);
+    tx.execute(ExecType::Rollback).expect("rollback");
+    assert_eq!(scan(&api, &table, LockMode::Read), committed);
 }
