@@ -5,8 +5,8 @@
 //! config that names no running cluster, a CSV with wrong field counts, wrong types and bytes
 //! that are not UTF-8, a statement outside the DDL subset) gets a clear message that names the
 //! line, with every row either committed or reported, an interrupted import included; and that
-//! `ndb_perror` prints what an error code means, as NDB's; and that ENUM and SET values go in
-//! and come out by name.
+//! `ndb_perror` prints what an error code means, as NDB's; that ENUM and SET values go in
+//! and come out by name; and that `ndb_blob_tool` finds and repairs orphan and missing parts.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -654,5 +654,157 @@ fn ndb_perror_prints_what_codes_mean_and_refuses_an_unknown_one() {
         stderr(&not_a_code).contains("invalid value 'x'"),
         "{}",
         stderr(&not_a_code)
+    );
+}
+
+/// ndb_blob_tool finds the parts no value needs (a row gone, a value shorter than the part's
+/// place), lists them in its dump file and deletes them, leaving every value whole; and finds
+/// a part a value needs that its parts table lacks, and writes it again of spaces, so that the
+/// value reads back at its length. A column that is not a BLOB or TEXT one, and no action,
+/// are refused.
+#[test]
+fn ndb_blob_tool_finds_and_repairs_orphan_and_missing_parts() {
+    use rndb_api::{BlobSize, ColumnDef, ColumnType, ExecType, LockMode, TableDef, Value};
+    let cluster = TestCluster::start(ClusterSpec::new()).expect("start");
+    let config = cluster.config_path();
+    let api = cluster.connect().expect("connect");
+    let def = TableDef::new(
+        "notes",
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::nullable("body", ColumnType::Blob(BlobSize::Blob)),
+            ColumnDef::nullable("tag", ColumnType::Text(BlobSize::Tiny)),
+        ],
+    );
+    let table = api.create_table(&def).expect("create");
+    let body = |len: usize| -> Vec<u8> { (0..len).map(|i| b'a' + (i % 26) as u8).collect() };
+    let row = |id: u32, len: usize| {
+        vec![
+            Value::UInt32(id),
+            Value::Varbinary(body(len)),
+            Value::Varchar("t".into()),
+        ]
+    };
+    let (_, parts) = table.blob_parts_tables().pop().expect("body's parts table");
+    let part_row = |id: u32, part: u32| {
+        vec![
+            Value::UInt32(id),
+            Value::UInt32(part),
+            Value::Varbinary(vec![b'x'; 10]),
+        ]
+    };
+    let mut tx = api.start_transaction().expect("start");
+    // Row 1: 5 000 bytes, three parts; row 2: 300 bytes, one part.
+    tx.insert(&table, &row(1, 5_000)).expect("insert");
+    tx.insert(&table, &row(2, 300)).expect("insert");
+    // Orphans: parts of a row that does not exist, and a part past row 2's value.
+    tx.insert(&parts, &part_row(9, 0)).expect("insert");
+    tx.insert(&parts, &part_row(9, 1)).expect("insert");
+    tx.insert(&parts, &part_row(2, 5)).expect("insert");
+    // Row 1's middle part goes missing.
+    tx.delete(&parts, &[Value::UInt32(1), Value::UInt32(1)])
+        .expect("delete");
+    tx.execute(ExecType::Commit).expect("commit");
+
+    let dir = tempfile::tempdir().expect("a directory");
+    let dump = dir.path().join("orphans.txt");
+    let dump_arg = dump.to_str().expect("a UTF-8 path");
+    let output = tool(
+        "ndb_blob_tool",
+        config,
+        &[
+            "--check-orphans",
+            "--dump-file",
+            dump_arg,
+            "--verbose",
+            "notes",
+        ],
+    );
+    assert_ok(&output, "ndb_blob_tool --check-orphans");
+    let text = stdout(&output);
+    for line in [
+        "connected",
+        "processing 1 blobs",
+        "body: total parts: 6",
+        "body: orphan parts: 3",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(line)),
+            "no {line:?} in:\n{text}"
+        );
+    }
+    let mut dumped: Vec<String> = std::fs::read_to_string(&dump)
+        .expect("the dump file")
+        .lines()
+        .map(str::to_string)
+        .collect();
+    dumped.sort();
+    assert_eq!(dumped, ["body\t2\t5", "body\t9\t0", "body\t9\t1"]);
+
+    let output = tool(
+        "ndb_blob_tool",
+        config,
+        &["--delete-orphans", "notes", "body"],
+    );
+    assert_ok(&output, "ndb_blob_tool --delete-orphans");
+    assert!(
+        stdout(&output).contains("body: deleted orphan parts: 3"),
+        "{}",
+        stdout(&output)
+    );
+    let output = tool("ndb_blob_tool", config, &["--check-orphans", "notes"]);
+    assert!(
+        stdout(&output).contains("body: orphan parts: 0"),
+        "{}",
+        stdout(&output)
+    );
+    let read = |id: u32| {
+        let mut tx = api.start_transaction().expect("start");
+        let op = tx
+            .read(&table, &[Value::UInt32(id)], LockMode::Read)
+            .expect("read");
+        tx.execute(ExecType::Commit)
+            .map(|()| tx.row(op).map(<[Value]>::to_vec))
+    };
+    assert_eq!(read(2).expect("row 2"), Some(row(2, 300)));
+    assert!(read(1).is_err(), "row 1 lacks a part");
+
+    let output = tool("ndb_blob_tool", config, &["--check-missing", "notes"]);
+    assert_ok(&output, "ndb_blob_tool --check-missing");
+    assert!(
+        stdout(&output).contains("body: missing parts: 1"),
+        "{}",
+        stdout(&output)
+    );
+    let output = tool("ndb_blob_tool", config, &["--add-missing", "notes"]);
+    assert_ok(&output, "ndb_blob_tool --add-missing");
+    assert!(
+        stdout(&output).contains("body: added missing parts: 1"),
+        "{}",
+        stdout(&output)
+    );
+    let mut repaired = body(5_000);
+    repaired[2_256..4_256].fill(b' ');
+    let mut expected = row(1, 5_000);
+    expected[1] = Value::Varbinary(repaired);
+    assert_eq!(read(1).expect("row 1 whole again"), Some(expected));
+
+    let output = tool(
+        "ndb_blob_tool",
+        config,
+        &["--check-orphans", "notes", "tag2"],
+    );
+    assert!(!output.status.success(), "an unknown column");
+    assert!(
+        stderr(&output).contains("tag2 is not a BLOB or TEXT column of table notes"),
+        "{}",
+        stderr(&output)
+    );
+    let output = tool("ndb_blob_tool", config, &["notes"]);
+    assert!(!output.status.success(), "no action");
+    assert!(
+        stderr(&output).contains("nothing to do"),
+        "{}",
+        stderr(&output)
     );
 }

@@ -6,6 +6,8 @@
 //! - `ndb_create_table`: a table from one `CREATE TABLE` statement (`rndb_api::ddl`).
 //! - `ndb_import`: a CSV file into a table, with many transactions in flight ([`csv`],
 //!   [`import`]).
+//! - `ndb_blob_tool`: finds and repairs the parts of BLOB and TEXT values that no value needs
+//!   (orphans) or that a value needs and lacks.
 //!
 //! This library holds what they share: the connect options ([`ConnectArgs`], as `ndb_desc`
 //! takes them), the text form of values ([`values`]) and NDB's lock-mode numbers. Every tool
