@@ -18,6 +18,7 @@
 //!   and its rows completed in that transaction (`Transaction::complete_scanned`).
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use serde::Deserialize as _;
 
@@ -413,14 +414,56 @@ pub(crate) fn fill_scanned(
     now(fill_long(&Blocking, cluster, table, long, locked, check))
 }
 
-/// The rows with values past their heads that a scan's transaction locked exclusively, read
-/// whole in that transaction when the scan opened (`Transaction::own_rows`): another
-/// transaction could not complete them (it would wait for the locks, or not see the changes).
-/// By encoded key: the row as stored (heads) and whole, or `None` where the row was whole in
-/// its heads or missing then.
+/// The rows of tables with parts tables that a transaction locked exclusively (wrote,
+/// deleted, read Exclusive), sent or not, each with its key and how many times: shared with
+/// its scans of those tables ([`OwnRows`]), which must complete such rows in the transaction.
 #[derive(Debug, Default)]
+pub(crate) struct Noted {
+    rows: HashMap<(u32, Vec<u8>), (Vec<Value>, u64)>,
+}
+
+impl Noted {
+    /// Notes one more exclusive operation on row `key` of table `table_id`.
+    pub(crate) fn note(&mut self, table: &Table, key: &[Value]) {
+        let entry = (self.rows.entry((table.id(), key_bytes(table, key))))
+            .or_insert_with(|| (key.to_vec(), 0));
+        entry.1 += 1;
+    }
+
+    /// The rows of table `table_id` noted, with their counts.
+    pub(crate) fn of_table(&self, table_id: u32) -> Vec<(Vec<Value>, u64)> {
+        (self.rows.iter())
+            .filter(|((t, _), _)| *t == table_id)
+            .map(|(_, (key, count))| (key.clone(), *count))
+            .collect()
+    }
+
+    fn count(&self, table_id: u32, key: Vec<u8>) -> u64 {
+        self.rows
+            .get(&(table_id, key))
+            .map_or(0, |(_, count)| *count)
+    }
+}
+
+/// A transaction's [`Noted`], shared with its scans.
+pub(crate) type SharedNoted = Arc<Mutex<Noted>>;
+
+/// Locks `noted` (a panic elsewhere while it was held leaves what it held).
+pub(crate) fn lock_noted(noted: &SharedNoted) -> std::sync::MutexGuard<'_, Noted> {
+    noted.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What a scan of a table with parts tables knows of the rows its transaction locked
+/// exclusively ([`Noted`]): those noted when it opened, read whole in the transaction then
+/// (`Transaction::own_rows`), and handed out in place of the rows the scan meets; no other
+/// transaction could complete them (it would wait for the locks, or not see the changes).
+#[derive(Debug)]
 pub(crate) struct OwnRows {
-    rows: HashMap<Vec<u8>, Option<OwnRow>>,
+    table_id: u32,
+    noted: SharedNoted,
+    /// By encoded key: the row as stored (heads) and whole, and how many times it was noted
+    /// when read; `None` where it was whole in its heads, or missing.
+    rows: HashMap<Vec<u8>, (Option<OwnRow>, u64)>,
 }
 
 /// A row of [`OwnRows`]: as stored, and whole.
@@ -431,33 +474,71 @@ struct OwnRow {
 }
 
 impl OwnRows {
-    /// Notes a row that was whole in its heads, or missing.
-    pub(crate) fn insert_short(&mut self, key: Vec<u8>) {
-        self.rows.insert(key, None);
+    pub(crate) fn new(table: &Table, noted: SharedNoted) -> OwnRows {
+        OwnRows {
+            table_id: table.id(),
+            noted,
+            rows: HashMap::new(),
+        }
     }
 
-    /// Adds a row read whole: as stored (`head`) and `whole`.
-    pub(crate) fn insert_whole(&mut self, table: &Table, head: Vec<Value>, whole: Vec<Value>) {
+    /// Notes row `key`, noted `count` times, as whole in its heads, or missing.
+    pub(crate) fn insert_short(&mut self, table: &Table, key: &[Value], count: u64) {
+        self.rows.insert(key_bytes(table, key), (None, count));
+    }
+
+    /// Adds a row read whole: as stored (`head`) and `whole`, noted `count` times.
+    pub(crate) fn insert_whole(
+        &mut self,
+        table: &Table,
+        head: Vec<Value>,
+        whole: Vec<Value>,
+        count: u64,
+    ) {
         let key = key_bytes(table, &key_of(table, &head));
-        self.rows.insert(key, Some(OwnRow { head, whole }));
+        self.rows.insert(key, (Some(OwnRow { head, whole }), count));
     }
 
-    /// The whole row for a scan's row as stored (`long`, with values past their heads), when
-    /// it is one of these: 4264 when the transaction changed it after the scan opened (its
-    /// values were read as they were then).
+    /// For a scan's row as stored (`long`, with values past their heads): `None` when the
+    /// transaction never locked it exclusively (any transaction may complete it), its whole
+    /// row when read so at the scan's opening and not locked again since, else 4264 (the
+    /// transaction changed it after the scan opened, or locked it only then: read it by key).
     pub(crate) fn take(&self, table: &Table, long: &[Value]) -> Option<Result<Vec<Value>, Error>> {
-        match self.rows.get(&key_bytes(table, &key_of(table, long)))? {
-            Some(row) if row.head[..] == *long => Some(Ok(row.whole.clone())),
+        let key = key_bytes(table, &key_of(table, long));
+        let count = lock_noted(&self.noted).count(self.table_id, key.clone());
+        match self.rows.get(&key) {
+            None if count == 0 => None,
+            Some((Some(row), read)) if *read == count && row.head[..] == *long => {
+                Some(Ok(row.whole.clone()))
+            }
             _ => Some(Err(Error::ndb_detail(
                 4264,
                 format!(
                     "Invalid usage of blob attribute: a row of {} with BLOB or TEXT values that \
-                     its transaction changed after a scan of the table opened (read it by key)",
+                     its transaction locked or changed after a scan of the table opened (read \
+                     it by key)",
                     table.name()
                 ),
             ))),
         }
     }
+}
+
+/// 4000 for a scan or its transaction's own rows read whole past
+/// [`crate::scan::OWN_PARTS_SCAN_BYTES_MAX`].
+pub(crate) fn held_too_much(table: &Table, what: &str) -> Error {
+    // NDB's 4000 is its API's out of memory (rndb's table names it for malformed signals, its
+    // other use): the message says which.
+    Error::Ndb(NdbError {
+        code: 4000,
+        class: rndb_protocol::ErrorClass::InternalError,
+        message: format!(
+            "Memory allocation error: {what} of table {} read whole passed {} bytes \
+             (OWN_PARTS_SCAN_BYTES_MAX)",
+            table.name(),
+            crate::scan::OWN_PARTS_SCAN_BYTES_MAX
+        ),
+    })
 }
 
 /// A primary key of `table` as bytes, to look rows up by: its canonical encoding (the one
@@ -523,15 +604,16 @@ pub(crate) async fn fill_long<R: RoundTrip>(
     Ok(Some(row))
 }
 
-/// Rows with values past their heads made whole by a transaction of their own: read again
-/// under a shared lock (the parts of that version then cannot change), then every part read
-/// committed, with the commit. A row gone by then, or changed so that it fails `check` (a
-/// scan's), is taken out of `rows`; its tag is returned.
+/// Rows with values past their heads, read committed by a transaction that has committed,
+/// made whole by a transaction of their own: read again under a shared lock (their parts then
+/// cannot change), then every part read, with the commit. A row gone by then, or that no
+/// longer has the values of the unique index it was read through (`index_columns`, by row;
+/// none for a read by primary key), is taken out of `rows`; its operation is returned.
 pub(crate) async fn complete_apart<R: RoundTrip>(
     trip: &R,
     cluster: &Cluster,
     rows: &mut Vec<(OpId, Table, Vec<Value>)>,
-    check: Option<&FreshCheck>,
+    index_columns: &[Vec<usize>],
 ) -> Result<Vec<OpId>, Error> {
     if rows.is_empty() {
         return Ok(Vec::new());
@@ -542,24 +624,24 @@ pub(crate) async fn complete_apart<R: RoundTrip>(
     let fresh = (tx.read_locked(trip, tables.zip(&keys))).await?;
     let mut gone = Vec::new();
     let mut kept = Vec::with_capacity(rows.len());
-    for ((tag, table, met), fresh) in rows.drain(..).zip(fresh) {
-        match fresh {
-            Some(row) if check.is_none_or(|c| c.still_met(&met, &row)) => {
-                kept.push((tag, table, row))
-            }
-            _ => gone.push(tag),
+    for (i, ((op, table, met), fresh)) in rows.drain(..).zip(fresh).enumerate() {
+        let index = index_columns.get(i).map_or(&[][..], Vec::as_slice);
+        match fresh.filter(|fresh| index.iter().all(|&c| fresh[c] == met[c])) {
+            Some(row) => kept.push((op, table, row)),
+            None => gone.push(op),
         }
     }
-    let filled = (tx.fill_rows(trip, &mut kept, LockMode::CommittedRead, ExecType::Commit)).await;
+    (tx.fill_rows(trip, &mut kept, ExecType::Commit)).await?;
     *rows = kept;
-    filled.map(|()| gone)
+    Ok(gone)
 }
 
 /// The error of a read whose row was deleted before its values' parts could be read.
 pub(crate) fn gone() -> NdbError {
     NdbError::with_detail(
         626,
-        "the row was deleted before its BLOB or TEXT values were read",
+        "the row was deleted, or moved off the unique key read, before its BLOB or TEXT values \
+         were read",
     )
 }
 

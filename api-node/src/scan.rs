@@ -218,18 +218,8 @@ impl<'c> Scan<'c> {
         *bytes = (*bytes).saturating_add(crate::blob::row_bytes(&self.table, row)?);
         if *bytes > OWN_PARTS_SCAN_BYTES_MAX {
             self.abandon();
-            // NDB's 4000 is its API's out of memory (rndb's table names it for malformed
-            // signals, its other use): the message says which.
-            return Err(Error::Ndb(NdbError {
-                code: 4000,
-                class: rndb_protocol::ErrorClass::InternalError,
-                message: format!(
-                    "Memory allocation error: a scan of {} in a transaction that locked rows of \
-                     it it cannot name is read whole before it is returned, and passed \
-                     {OWN_PARTS_SCAN_BYTES_MAX} bytes (OWN_PARTS_SCAN_BYTES_MAX)",
-                    self.table.name()
-                ),
-            }));
+            let what = "a scan in a transaction that locked rows it cannot name";
+            return Err(crate::blob::held_too_much(&self.table, what));
         }
         Ok(())
     }

@@ -355,6 +355,10 @@ impl<'c> TokioTransaction<'c> {
         let own = transaction.own_scan(table);
         let whole = own == OwnScan::Whole;
         let own_rows = match own {
+            OwnScan::No if table.has_parts() => Some(Arc::new(crate::blob::OwnRows::new(
+                table,
+                transaction.noted(),
+            ))),
             OwnScan::No => None,
             OwnScan::Rows(keys) => {
                 Box::pin(transaction.send_pending(&Awaited)).await?;

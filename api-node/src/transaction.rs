@@ -2,7 +2,7 @@
 //! trip.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::num::NonZeroU64;
 use std::pin::pin;
@@ -68,9 +68,9 @@ struct Rare {
     /// The data nodes other than the TC where its scans attached it.
     scan_nodes: Option<ScanNodes>,
     /// Reads of rows with BLOB or TEXT columns defined since the last execute, whose rows
-    /// the execute makes whole (`crate::blob`); `true`: a CommittedRead kept so
-    /// (`Transaction::blob_read`).
-    blob_reads: Vec<(OpId, Table, bool)>,
+    /// the execute makes whole (`crate::blob`): a CommittedRead kept so
+    /// (`Transaction::blob_read`), and a unique index's columns when read through one.
+    blob_reads: Vec<BlobRead>,
     /// Writes and deletes of rows with parts defined since the last execute: each row's
     /// operation and its parts' operations. They succeed or fail together whatever the
     /// execute's AbortOption: a row's failure with parts written, or a part's failure, rolls
@@ -87,7 +87,7 @@ struct Rare {
     /// Exclusive), sent or not, by table id and encoded key, with the key: a scan of such a
     /// table reads them whole in this transaction when it opens (`Transaction::own_rows`), as
     /// another transaction would wait for those locks and would not see their changes.
-    exclusive_rows: HashMap<(u32, Vec<u8>), Vec<Value>>,
+    exclusive_rows: blob::SharedNoted,
     /// Tables with parts tables whose rows it locked exclusively without their primary keys
     /// being known here (an Exclusive scan, an Exclusive read through a unique index): a scan
     /// of one is read whole when it opens (`Transaction::complete_scanned`).
@@ -173,6 +173,36 @@ pub(crate) fn now<T>(future: impl Future<Output = Result<T, Error>>) -> Result<T
     }
 }
 
+/// A read of a row with BLOB or TEXT columns, made whole by its execute.
+#[derive(Debug)]
+struct BlobRead {
+    op: OpId,
+    table: Table,
+    /// A CommittedRead kept so (`Transaction::blob_read`).
+    committed: bool,
+    /// The columns of the unique index it went through (none by primary key).
+    index_columns: Vec<usize>,
+    /// The unique key it looked up (none by primary key).
+    index_key: Vec<Value>,
+}
+
+impl BlobRead {
+    /// `row` (through a unique index) has the key looked up: a CommittedRead reads the index
+    /// and then the row, which may have moved to another key in between.
+    fn matches(&self, row: &[Value]) -> bool {
+        if self.index_columns.is_empty() {
+            return true;
+        }
+        let values: Vec<Value> = self.index_columns.iter().map(|&c| row[c].clone()).collect();
+        let (def, columns) = (self.table.def(), &self.index_columns[..]);
+        let (mut found, mut wanted) = (Vec::new(), Vec::new());
+        let encoded = rndb_protocol::schema::encode_key(def, columns, &values, &mut found).and(
+            rndb_protocol::schema::encode_key(def, columns, &self.index_key, &mut wanted),
+        );
+        encoded.is_err() || found == wanted
+    }
+}
+
 /// Rows read again under a lock in one execute, to be made whole.
 const COMPLETE_ROWS_MAX: usize = 256;
 
@@ -182,9 +212,9 @@ const COMPLETE_ROWS_MAX: usize = 256;
 pub(crate) enum OwnScan {
     /// It locked none of the table's rows: as any scan (`blob::fill_scanned`).
     No,
-    /// It locked these rows (their keys): they are read whole when the scan opens and handed
-    /// out in their place (`blob::OwnRows`); the others as any scan.
-    Rows(Vec<Vec<Value>>),
+    /// It locked these rows (their keys, and how many times): they are read whole when the
+    /// scan opens and handed out in their place (`blob::OwnRows`); the others as any scan.
+    Rows(Vec<(Vec<Value>, u64)>),
     /// It locked rows it cannot name: the scan is read whole when it opens and completed in
     /// the transaction (`Transaction::complete_scanned`).
     Whole,
@@ -439,11 +469,12 @@ impl<'c> Transaction<'c> {
             return self.define(Target::table(table), OperationType::Read, lock, key, &[]);
         }
         blob::check_parts(table)?;
-        self.blob_read(Target::table(table), table, lock, key)
+        self.blob_read(Target::table(table), table, lock, key, None)
     }
 
-    /// A read by key of a row of `table` (which has BLOB or TEXT columns), whose values its
-    /// execute makes whole. A CommittedRead stays one unless this transaction wrote parts
+    /// A read by key (or through a unique index over `index_columns`) of a row of `table`
+    /// (which has BLOB or TEXT columns), whose values its execute makes whole. A
+    /// CommittedRead stays one unless this transaction wrote parts
     /// (`Transaction::execute_blob_reads` then reads the values again where they have parts);
     /// any other takes its lock, which covers the parts read next.
     fn blob_read(
@@ -452,6 +483,7 @@ impl<'c> Transaction<'c> {
         table: &Table,
         lock: LockMode,
         key: &[Value],
+        index_columns: Option<&[usize]>,
     ) -> Result<OpId, Error> {
         let wrote = self
             .rare
@@ -464,9 +496,13 @@ impl<'c> Transaction<'c> {
             blob::read_lock(table, lock)
         };
         let op = self.define(target, OperationType::Read, lock, key, &[])?;
-        self.rare_mut()
-            .blob_reads
-            .push((op, table.clone(), committed));
+        self.rare_mut().blob_reads.push(BlobRead {
+            op,
+            table: table.clone(),
+            committed,
+            index_columns: index_columns.unwrap_or_default().to_vec(),
+            index_key: index_columns.map(|_| key.to_vec()).unwrap_or_default(),
+        });
         Ok(op)
     }
 
@@ -680,7 +716,7 @@ impl<'c> Transaction<'c> {
             return self.define(target, OperationType::Read, lock, key, &[]);
         }
         blob::check_parts(table)?;
-        self.blob_read(target, table, lock, key)
+        self.blob_read(target, table, lock, key, Some(index.columns()))
     }
 
     /// Sets non-key columns of the row found through a unique index (626 if there is none).
@@ -757,6 +793,9 @@ impl<'c> Transaction<'c> {
         let own = self.own_scan(table);
         let whole = own == OwnScan::Whole;
         let own_rows = match own {
+            OwnScan::No if table.has_parts() => {
+                Some(Arc::new(blob::OwnRows::new(table, self.noted())))
+            }
             OwnScan::No => None,
             OwnScan::Rows(keys) => {
                 now(self.send_pending(&Blocking))?;
@@ -793,10 +832,7 @@ impl<'c> Transaction<'c> {
         if rare.exclusive_tables.contains(&id) {
             return OwnScan::Whole;
         }
-        let keys: Vec<Vec<Value>> = (rare.exclusive_rows.iter())
-            .filter(|((t, _), _)| *t == id)
-            .map(|(_, key)| key.clone())
-            .collect();
+        let keys = blob::lock_noted(&rare.exclusive_rows).of_table(id);
         if keys.is_empty() {
             OwnScan::No
         } else {
@@ -813,27 +849,41 @@ impl<'c> Transaction<'c> {
         &mut self,
         trip: &R,
         table: &Table,
-        keys: Vec<Vec<Value>>,
+        keys: Vec<(Vec<Value>, u64)>,
     ) -> Result<blob::OwnRows, Error> {
-        let mut own = blob::OwnRows::default();
+        let mut own = blob::OwnRows::new(table, self.noted());
+        let mut bytes = 0usize;
         for chunk in keys.chunks(COMPLETE_ROWS_MAX) {
-            let heads = (self.read_locked(trip, chunk.iter().map(|k| (table, k)))).await?;
-            let mut long = Vec::new();
-            for (key, head) in chunk.iter().zip(heads) {
+            let heads = (self.read_locked(trip, chunk.iter().map(|(k, _)| (table, k)))).await?;
+            let (mut long, mut counts) = (Vec::new(), Vec::new());
+            for ((key, count), head) in chunk.iter().zip(heads) {
                 match head.map(|h| blob::whole_or_long(table, h)).transpose()? {
-                    Some(Err(head)) => long.push((OpId(0), table.clone(), head)),
+                    Some(Err(head)) => {
+                        bytes = bytes.saturating_add(blob::row_bytes(table, &head)?);
+                        if bytes > crate::scan::OWN_PARTS_SCAN_BYTES_MAX {
+                            let what = "the rows its transaction locked, read for a scan,";
+                            return Err(blob::held_too_much(table, what));
+                        }
+                        long.push((OpId(usize::MAX), table.clone(), head));
+                        counts.push(*count);
+                    }
                     // Whole in its head, or gone: a scan finds it so, or finds it changed.
-                    _ => own.insert_short(blob::key_bytes(table, key)),
+                    _ => own.insert_short(table, key, *count),
                 }
             }
             let heads: Vec<Vec<Value>> = long.iter().map(|(_, _, h)| h.clone()).collect();
-            let (lock, last) = (LockMode::CommittedRead, ExecType::NoCommit);
-            self.fill_rows(trip, &mut long, lock, last).await?;
-            for (head, (_, _, whole)) in heads.into_iter().zip(long) {
-                own.insert_whole(table, head, whole);
+            self.fill_rows(trip, &mut long, ExecType::NoCommit).await?;
+            for ((head, (_, _, whole)), count) in heads.into_iter().zip(long).zip(counts) {
+                own.insert_whole(table, head, whole, count);
             }
         }
         Ok(own)
+    }
+
+    /// The rows it locked exclusively on tables with parts tables (`Rare::exclusive_rows`),
+    /// shared with its scans of those tables.
+    pub(crate) fn noted(&mut self) -> blob::SharedNoted {
+        Arc::clone(&self.rare_mut().exclusive_rows)
     }
 
     /// Sends the operations defined since the last execute (NoCommit, IgnoreError), so that a
@@ -898,8 +948,7 @@ impl<'c> Transaction<'c> {
             }
         }
         for chunk in here.chunks_mut(COMPLETE_ROWS_MAX) {
-            let (lock, last) = (LockMode::CommittedRead, ExecType::NoCommit);
-            self.fill_rows(trip, chunk, lock, last).await?;
+            self.fill_rows(trip, chunk, ExecType::NoCommit).await?;
         }
         for (place, _, row) in here {
             out[place.0] = Some(row);
@@ -1216,7 +1265,8 @@ impl<'c> Transaction<'c> {
         if let Err(e) = self.check_usable() {
             return Begun::Done(Err(e));
         }
-        if let Some((_, table, _)) = self.rare.as_ref().and_then(|r| r.blob_reads.first()) {
+        if let Some(BlobRead { table, .. }) = self.rare.as_ref().and_then(|r| r.blob_reads.first())
+        {
             // The asynchronous executes: the blocking execute took its reads before.
             let e = blob::unsupported(
                 table,
@@ -1700,10 +1750,7 @@ impl<'c> Transaction<'c> {
         let table = target.table.id();
         let rare = self.rare_mut();
         if target.signal == gsn::TCKEYREQ {
-            (rare
-                .exclusive_rows
-                .entry((table, blob::key_bytes(target.table, key))))
-            .or_insert_with(|| key.to_vec());
+            blob::lock_noted(&rare.exclusive_rows).note(target.table, key);
         } else if !rare.exclusive_tables.contains(&table) {
             rare.exclusive_tables.push(table);
         }
@@ -2062,7 +2109,7 @@ impl Transaction<'_> {
         let commit_first = exec == ExecType::Commit
             && self.state == State::Fresh
             && reads.len() == self.batch.len()
-            && reads.iter().all(|r| r.2);
+            && reads.iter().all(|r| r.committed);
         let first = if commit_first {
             exec
         } else {
@@ -2070,41 +2117,55 @@ impl Transaction<'_> {
         };
         self.execute_writes(trip, first, abort).await?;
         let mut rows = Vec::new();
-        let mut again = Vec::new();
-        for (op, table, committed) in reads {
+        // CommittedRead rows with parts: read again under a lock first, each with the columns
+        // of the unique index it was read through (the row read again must still have them).
+        let (mut again, mut still) = (Vec::new(), Vec::new());
+        let mut moved = Vec::new();
+        for read in reads {
+            let op = read.op;
             let Some(row) = self.results.get_mut(op.0).and_then(|r| r.row.take()) else {
                 continue;
             };
-            match blob::whole_or_long(&table, row) {
+            if read.committed && !read.matches(&row) {
+                moved.push(op);
+                continue;
+            }
+            match blob::whole_or_long(&read.table, row) {
                 Ok(Ok(whole)) => self.results[op.0].row = Some(whole),
-                Ok(Err(long)) if committed => again.push((op, table, long)),
-                Ok(Err(long)) => rows.push((op, table, long)),
+                Ok(Err(long)) if read.committed => {
+                    again.push((op, read.table, long));
+                    still.push(read.index_columns);
+                }
+                Ok(Err(long)) => rows.push((op, read.table, long)),
                 Err(e) => return Err(e),
             }
         }
         if commit_first {
             let cluster = self.cluster;
-            let completed = blob::complete_apart(trip, cluster, &mut again, None).await;
+            let mut gone = blob::complete_apart(trip, cluster, &mut again, &still).await?;
             self.file_completed(again);
-            let mut first_gone = None;
-            for op in completed? {
+            gone.extend(moved);
+            for &op in &gone {
                 self.results[op.0].error = Some(blob::gone());
-                first_gone.get_or_insert(op);
             }
-            return match first_gone {
+            return match gone.first() {
                 Some(_) if abort == AbortOption::AbortOnError => Err(Error::Ndb(blob::gone())),
                 _ => Ok(()),
             };
         }
         // Read again under a shared lock, so that their parts are of the version read.
-        let mut any_gone = false;
+        let mut any_gone = !moved.is_empty();
+        for op in moved {
+            self.results[op.0].error = Some(blob::gone());
+        }
         if !again.is_empty() {
             let keys: Vec<Vec<Value>> = again.iter().map(|(_, t, r)| key_of(t, r)).collect();
             let tables = again.iter().map(|(_, t, _)| t);
             let fresh = (self.read_locked(trip, tables.zip(&keys))).await?;
-            for ((op, table, _), fresh) in again.into_iter().zip(fresh) {
-                match fresh {
+            for (((op, table, met), fresh), index) in again.into_iter().zip(fresh).zip(still) {
+                match fresh.filter(|fresh| index.iter().all(|&c| fresh[c] == met[c])) {
                     Some(row) => rows.push((op, table, row)),
+                    // Gone, or (through a unique index) no longer at the key read.
                     None => {
                         self.results[op.0].error = Some(blob::gone());
                         any_gone = true;
@@ -2112,21 +2173,8 @@ impl Transaction<'_> {
                 }
             }
         }
-        // The heads are locked: no other transaction can change these parts, so they are read
-        // committed (no lock record each), unless this transaction wrote parts itself (a
-        // committed read does not see its own transaction's changes).
-        let wrote = self
-            .rare
-            .as_ref()
-            .is_some_and(|r| !r.wrote_parts.is_empty());
-        let lock = if wrote {
-            LockMode::Read
-        } else {
-            LockMode::CommittedRead
-        };
-        let filled = (self.fill_rows(trip, &mut rows, lock, ExecType::NoCommit)).await;
+        (self.fill_rows(trip, &mut rows, ExecType::NoCommit)).await?;
         self.file_completed(rows);
-        filled?;
         if any_gone && abort == AbortOption::AbortOnError && exec != ExecType::Rollback {
             // As a read of a missing row fails an execute that aborts on errors.
             self.roll_back_now();
@@ -2147,8 +2195,8 @@ impl Transaction<'_> {
         }
     }
 
-    /// `row` of `table` (locked, or else known current) made whole: its parts read
-    /// committed, the last execute `last`.
+    /// `row` of `table` (locked, or else known current) made whole: its parts read, the last
+    /// execute `last`.
     pub(crate) async fn fill_row<R: RoundTrip>(
         &mut self,
         trip: &R,
@@ -2157,21 +2205,26 @@ impl Transaction<'_> {
         last: ExecType,
     ) -> Result<(), Error> {
         let mut rows = vec![(OpId(usize::MAX), table.clone(), std::mem::take(row))];
-        let filled = (self.fill_rows(trip, &mut rows, LockMode::CommittedRead, last)).await;
+        let filled = (self.fill_rows(trip, &mut rows, last)).await;
         if let Some((_, _, whole)) = rows.pop() {
             *row = whole;
         }
         filled
     }
 
-    /// The rows made whole: every part of every long value read (`lock`) in one execute.
+    /// The rows made whole: every part of every long value read, in executes of at most
+    /// `blob::PARTS_BATCH_BYTES` of answers, the last one `last`.
     pub(crate) async fn fill_rows<R: RoundTrip>(
         &mut self,
         trip: &R,
         rows: &mut [(OpId, Table, Vec<Value>)],
-        lock: LockMode,
         last: ExecType,
     ) -> Result<(), Error> {
+        // Under a shared lock, though the rows' heads are locked: a writer's commit reaches
+        // each row's primary on its own, so one that released the head may not have
+        // committed a part yet (NDB reads parts so, LM_SimpleRead, for the same reason).
+        // The locks go with the transaction; the transaction's own parts are its own.
+        let lock = LockMode::Read;
         // (row, column, the part reads' ids)
         let mut wanted: Vec<(usize, usize, Vec<OpId>)> = Vec::new();
         let mut answer_bytes = 0;

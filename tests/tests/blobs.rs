@@ -1090,10 +1090,17 @@ fn a_scan_completes_the_rows_its_transaction_locked() {
         parallelism: 1,
         ..ScanOptions::default()
     };
+    // Each story changed behind the same head (its length and first 256 bytes kept).
+    let behind_the_head = |r: &[Value]| {
+        let mut r = r.to_vec();
+        if let Value::Varchar(story) = &mut r[4] {
+            story.replace_range(4_000.., &"z".repeat(story.len() - 4_000));
+        }
+        r
+    };
     let mut open = tx.scan_table(&table, &one).expect("scan");
-    for id in 1..=3 {
-        tx.write(&table, &row(id, Some(9_000), "", None))
-            .expect("write");
+    for r in &expected {
+        tx.write(&table, &behind_the_head(r)).expect("write");
     }
     tx.execute(ExecType::NoCommit).expect("no commit");
     let refused = open
@@ -1103,4 +1110,82 @@ fn a_scan_completes_the_rows_its_transaction_locked() {
     drop(open);
     tx.execute(ExecType::Rollback).expect("rollback");
     assert_eq!(scan(&api, &table, LockMode::Read), committed);
+    // A locked scan of rows the transaction locks only after it opened: refused too, where
+    // another transaction would read the committed parts under the new heads.
+    let mut tx = api.start_transaction().expect("start");
+    let locked = ScanOptions {
+        lock: LockMode::Read,
+        ..one
+    };
+    let mut open = tx.scan_table(&table, &locked).expect("scan");
+    for r in &committed {
+        tx.write(&table, &behind_the_head(r)).expect("write");
+    }
+    tx.execute(ExecType::NoCommit).expect("no commit");
+    let refused = open
+        .find_map(Result::err)
+        .expect("a row locked after the scan opened");
+    assert_eq!(refused.code(), Some(4264), "{refused}");
+    drop(open);
+    tx.execute(ExecType::Rollback).expect("rollback");
+}
+
+/// A CommittedRead through a unique index of rows with long values, while another thread
+/// moves the row between two keys of that index: every row returned has the key read (a
+/// row that moved between the index read and the rest answers 626).
+#[test]
+fn a_committed_read_through_a_unique_index_returns_rows_at_its_key() {
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+    let index = (api.create_index(&table, &IndexDef::unique("docs_code", &["code"])))
+        .expect("create the index");
+    let long = |code: &str| {
+        let mut r = row(1, Some(5_000), "", Some(9_000));
+        r[1] = Value::Varchar(code.into());
+        r
+    };
+    commit(&api, |tx| {
+        tx.insert(&table, &long("a")).expect("insert");
+    });
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (mut found, mut missing) = (0, 0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut flips = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && flips < 2_000 {
+                let code = if flips % 2 == 0 { "b" } else { "a" };
+                let mut tx = api.start_transaction().expect("start");
+                let set = [(1, Value::Varchar(code.into()))];
+                tx.update(&table, &[Value::UInt32(1)], &set)
+                    .expect("update");
+                if tx.execute(ExecType::Commit).is_ok() {
+                    flips += 1;
+                }
+            }
+        });
+        for round in 0..600 {
+            let mut tx = api.start_transaction().expect("start");
+            if round % 2 == 1 {
+                // Not alone in its transaction: the NoCommit path.
+                (tx.read(&table, &[Value::UInt32(7)], LockMode::CommittedRead)).expect("read");
+            }
+            let key = [Value::Varchar("a".into())];
+            let op = (tx.read_unique(&index, &key, LockMode::CommittedRead)).expect("read");
+            match tx.execute_with(ExecType::Commit, AbortOption::IgnoreError) {
+                Ok(()) => match (tx.row(op), tx.op_error(op)) {
+                    (Some(r), _) => {
+                        assert_eq!(r[1], Value::Varchar("a".into()), "round {round}");
+                        assert_eq!(r[2..], long("a")[2..], "round {round}");
+                        found += 1;
+                    }
+                    (None, Some(e)) if e.code == 626 => missing += 1,
+                    other => panic!("round {round}: {other:?}"),
+                },
+                Err(e) if e.is_temporary() => {}
+                Err(e) => panic!("round {round}: {e}"),
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    assert!(found > 0, "{found} rows found, {missing} missing");
 }
