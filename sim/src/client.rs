@@ -29,8 +29,8 @@ use rndb_protocol::signals::{
     FLAG_START_TRANSACTION, REPLICA_PRIMARY,
 };
 use rndb_protocol::{
-    AbortOption, ColumnDef, ColumnType, ExecType, IndexKind, LockMode, NdbError, OperationType,
-    TableDef, Value, Writer,
+    AbortOption, BlobSize, ColumnDef, ColumnType, ExecType, IndexKind, LockMode, NdbError,
+    OperationType, TableDef, Value, Writer,
 };
 use rndb_transporter::FrameHeader;
 
@@ -73,6 +73,9 @@ const SET_INDEX: usize = 4;
 pub const SCRATCH: usize = 5;
 /// The scratch table's name.
 pub const SCRATCH_NAME: &str = "scratch";
+/// The scratch table's BLOB column, and its place.
+const SCRATCH_BLOB_COLUMN_NAME: &str = "notes";
+pub const SCRATCH_BLOB_COLUMN: usize = 2;
 /// The scratch table's write in a transfer's first execute: its third operation.
 const SCRATCH_OP: u32 = 2;
 /// Reads through the bank's unique index per transaction of the final check: within the
@@ -96,6 +99,9 @@ pub struct Tables {
     pub ledger: Option<TableInfo>,
     /// The scratch table (`Fault::Drop`) until client 0 has dropped it.
     pub scratch: Option<TableInfo>,
+    /// The scratch table's id, once created (kept after the drop): its BLOB column's parts
+    /// table is `NDB$BLOB_<id>_2`.
+    pub scratch_id: Option<u32>,
 }
 
 impl Tables {
@@ -960,7 +966,10 @@ impl Client {
             BANK => tables.bank = Some(info),
             REGISTERS => tables.registers = Some(info),
             LEDGER => tables.ledger = Some(info),
-            SCRATCH => tables.scratch = Some(info),
+            SCRATCH => {
+                tables.scratch_id = Some(info.table_id);
+                tables.scratch = Some(info);
+            }
             _ => tables.sets = Some(info),
         }
     }
@@ -2999,13 +3008,19 @@ pub fn table_def(which: usize) -> TableDef {
         SCRATCH => (SCRATCH_NAME, "value"),
         _ => ("elements", "value"),
     };
-    TableDef::new(
-        name,
-        vec![
-            ColumnDef::key("id", ColumnType::Int32),
-            ColumnDef::new(column, ColumnType::Int64),
-        ],
-    )
+    let mut columns = vec![
+        ColumnDef::key("id", ColumnType::Int32),
+        ColumnDef::new(column, ColumnType::Int64),
+    ];
+    if which == SCRATCH {
+        // A BLOB column (NULL in every row written): the table has a parts table, which the
+        // data nodes create, restore and drop with it.
+        columns.push(ColumnDef::nullable(
+            SCRATCH_BLOB_COLUMN_NAME,
+            ColumnType::Blob(BlobSize::Blob),
+        ));
+    }
+    TableDef::new(name, columns)
 }
 
 /// One key operation to encode.

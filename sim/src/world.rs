@@ -2665,8 +2665,22 @@ impl World {
             return Ok(());
         }
         let mut holders: Vec<(NodeId, bool)> = Vec::new();
+        let scratch_id = self.shared.tables.as_ref().and_then(|t| t.scratch_id);
+        let parts_name = scratch_id.map(|id| {
+            rndb_protocol::blob::parts_table_name(id, crate::client::SCRATCH_BLOB_COLUMN)
+        });
         for node in self.nodes_to_ask() {
             let kernel = &self.kernels[&node];
+            // The BLOB column's parts table comes and goes with its table.
+            if let Some(parts) = &parts_name {
+                if kernel.has_table(parts) != kernel.has_table(SCRATCH_NAME) {
+                    return Err(format!(
+                        "drop: data node {node} has table {SCRATCH_NAME}: {}, its parts table {parts}: {}",
+                        kernel.has_table(SCRATCH_NAME),
+                        kernel.has_table(parts)
+                    ));
+                }
+            }
             let marked = kernel.tables_being_dropped();
             if !marked.is_empty() {
                 return Err(format!(

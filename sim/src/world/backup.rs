@@ -256,14 +256,18 @@ impl World {
     }
 }
 
-/// A backed-up row of the simulator's tables: its table's name, its Int32 key and Int64 value.
+/// A backed-up row of the simulator's tables: its table's name, its Int32 key and Int64 value
+/// (the scratch table's BLOB column is NULL in every row).
 fn decode(ctl: &BackupCtl, row: &BackupRow<'_>) -> Result<(String, i32, i64), String> {
     let table = (ctl.tables.iter())
         .find(|t| t.table_id == row.table_id)
         .ok_or_else(|| format!("table id {} is not in the control file", row.table_id))?;
     let values = row.values(&table.def).map_err(|e| e.to_string())?;
     match values.as_slice() {
-        [Value::Int32(key), Value::Int64(value)] => Ok((table.def.name.clone(), *key, *value)),
+        [Value::Int32(key), Value::Int64(value)]
+        | [Value::Int32(key), Value::Int64(value), Value::Null] => {
+            Ok((table.def.name.clone(), *key, *value))
+        }
         other => Err(format!("row {other:?} of table {}", table.def.name)),
     }
 }
