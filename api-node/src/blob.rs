@@ -7,15 +7,15 @@
 //! - Before a write, update (of a blob column) or delete, the row's old heads are read under
 //!   an exclusive lock (the operations defined before are sent with that read, NoCommit), so
 //!   that the parts the new value no longer has are deleted.
-//! - A read takes a shared lock where a CommittedRead was asked for (NDB's upgrade of blob
-//!   reads: the parts, read next, then belong to the same version as the head), and its
-//!   execute reads the parts (NoCommit) before it commits; the row then holds whole values.
+//! - A locked read's execute reads the parts (NoCommit) before it commits; a CommittedRead
+//!   stays one, and a row whose head names parts is read again under a shared lock, in the
+//!   transaction or (when the execute committed a transaction of such reads alone) in one of
+//!   its own; the row then holds whole values. Parts are always read under a shared lock.
 //! - A scan's row with a value longer than its head is completed by a transaction of its own:
-//!   a locked scan's row is locked already, so its parts are read committed; a CommittedRead
-//!   scan's row is read again under a shared lock with its parts (the row a scan returns is
-//!   then a version at least as new as the one it met; a row deleted meanwhile is skipped).
-//!   In a transaction that wrote parts of the table, the scan is read whole when it opens
-//!   and its rows completed in that transaction (`Transaction::complete_scanned`).
+//!   a locked scan's row is locked already; a CommittedRead scan's row is read again under a
+//!   shared lock with its parts (the row a scan returns is then a version at least as new as
+//!   the one it met; a row deleted meanwhile is skipped). The rows the scan's own transaction
+//!   locked exclusively ([`Noted`]) are read whole in it when the scan opens ([`OwnRows`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
