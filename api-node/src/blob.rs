@@ -604,16 +604,14 @@ pub(crate) async fn fill_long<R: RoundTrip>(
     Ok(Some(row))
 }
 
-/// Rows with values past their heads, read committed by a transaction that has committed,
-/// made whole by a transaction of their own: read again under a shared lock (their parts then
-/// cannot change), then every part read, with the commit. A row gone by then, or that no
-/// longer has the values of the unique index it was read through (`index_columns`, by row;
-/// none for a read by primary key), is taken out of `rows`; its operation is returned.
+/// Rows with values past their heads, read by primary key under CommittedRead by a
+/// transaction that has committed, made whole by a transaction of their own: read again under
+/// a shared lock (their parts then cannot change), then every part read, with the commit. A
+/// row gone by then is taken out of `rows`; its operation is returned.
 pub(crate) async fn complete_apart<R: RoundTrip>(
     trip: &R,
     cluster: &Cluster,
     rows: &mut Vec<(OpId, Table, Vec<Value>)>,
-    index_columns: &[Vec<usize>],
 ) -> Result<Vec<OpId>, Error> {
     if rows.is_empty() {
         return Ok(Vec::new());
@@ -624,9 +622,8 @@ pub(crate) async fn complete_apart<R: RoundTrip>(
     let fresh = (tx.read_locked(trip, tables.zip(&keys))).await?;
     let mut gone = Vec::new();
     let mut kept = Vec::with_capacity(rows.len());
-    for (i, ((op, table, met), fresh)) in rows.drain(..).zip(fresh).enumerate() {
-        let index = index_columns.get(i).map_or(&[][..], Vec::as_slice);
-        match fresh.filter(|fresh| index.iter().all(|&c| fresh[c] == met[c])) {
+    for ((op, table, _), fresh) in rows.drain(..).zip(fresh) {
+        match fresh {
             Some(row) => kept.push((op, table, row)),
             None => gone.push(op),
         }
@@ -640,8 +637,7 @@ pub(crate) async fn complete_apart<R: RoundTrip>(
 pub(crate) fn gone() -> NdbError {
     NdbError::with_detail(
         626,
-        "the row was deleted, or moved off the unique key read, before its BLOB or TEXT values \
-         were read",
+        "the row was deleted before its BLOB or TEXT values were read",
     )
 }
 

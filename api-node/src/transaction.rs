@@ -180,27 +180,6 @@ struct BlobRead {
     table: Table,
     /// A CommittedRead kept so (`Transaction::blob_read`).
     committed: bool,
-    /// The columns of the unique index it went through (none by primary key).
-    index_columns: Vec<usize>,
-    /// The unique key it looked up (none by primary key).
-    index_key: Vec<Value>,
-}
-
-impl BlobRead {
-    /// `row` (through a unique index) has the key looked up: a CommittedRead reads the index
-    /// and then the row, which may have moved to another key in between.
-    fn matches(&self, row: &[Value]) -> bool {
-        if self.index_columns.is_empty() {
-            return true;
-        }
-        let values: Vec<Value> = self.index_columns.iter().map(|&c| row[c].clone()).collect();
-        let (def, columns) = (self.table.def(), &self.index_columns[..]);
-        let (mut found, mut wanted) = (Vec::new(), Vec::new());
-        let encoded = rndb_protocol::schema::encode_key(def, columns, &values, &mut found).and(
-            rndb_protocol::schema::encode_key(def, columns, &self.index_key, &mut wanted),
-        );
-        encoded.is_err() || found == wanted
-    }
 }
 
 /// Rows read again under a lock in one execute, to be made whole.
@@ -469,10 +448,10 @@ impl<'c> Transaction<'c> {
             return self.define(Target::table(table), OperationType::Read, lock, key, &[]);
         }
         blob::check_parts(table)?;
-        self.blob_read(Target::table(table), table, lock, key, None)
+        self.blob_read(Target::table(table), table, lock, key)
     }
 
-    /// A read by key (or through a unique index over `index_columns`) of a row of `table`
+    /// A read by key (or through a unique index, not a CommittedRead) of a row of `table`
     /// (which has BLOB or TEXT columns), whose values its execute makes whole. A
     /// CommittedRead stays one unless this transaction wrote parts
     /// (`Transaction::execute_blob_reads` then reads the values again where they have parts);
@@ -483,7 +462,6 @@ impl<'c> Transaction<'c> {
         table: &Table,
         lock: LockMode,
         key: &[Value],
-        index_columns: Option<&[usize]>,
     ) -> Result<OpId, Error> {
         let wrote = self
             .rare
@@ -500,8 +478,6 @@ impl<'c> Transaction<'c> {
             op,
             table: table.clone(),
             committed,
-            index_columns: index_columns.unwrap_or_default().to_vec(),
-            index_key: index_columns.map(|_| key.to_vec()).unwrap_or_default(),
         });
         Ok(op)
     }
@@ -703,7 +679,9 @@ impl<'c> Transaction<'c> {
     }
 
     /// Reads the row whose unique-index columns equal `key` (values in index-column order):
-    /// two hops in the data node, the index's hidden table and then the base table.
+    /// two hops in the data node, the index's hidden table and then the base table. A
+    /// CommittedRead takes a shared lock, as NDB's `NdbIndexOperation::readTuple` makes it:
+    /// unlocked, the row found may have moved to another key between the two hops.
     pub fn read_unique(
         &mut self,
         index: &Index,
@@ -712,11 +690,15 @@ impl<'c> Transaction<'c> {
     ) -> Result<OpId, Error> {
         let target = unique_target(index, key)?;
         let table = index.table();
+        let lock = match lock {
+            LockMode::CommittedRead => LockMode::Read,
+            lock => lock,
+        };
         if table.blobs().is_empty() {
             return self.define(target, OperationType::Read, lock, key, &[]);
         }
         blob::check_parts(table)?;
-        self.blob_read(target, table, lock, key, Some(index.columns()))
+        self.blob_read(target, table, lock, key)
     }
 
     /// Sets non-key columns of the row found through a unique index (626 if there is none).
@@ -2117,34 +2099,24 @@ impl Transaction<'_> {
         };
         self.execute_writes(trip, first, abort).await?;
         let mut rows = Vec::new();
-        // CommittedRead rows with parts: read again under a lock first, each with the columns
-        // of the unique index it was read through (the row read again must still have them).
-        let (mut again, mut still) = (Vec::new(), Vec::new());
-        let mut moved = Vec::new();
+        // CommittedRead rows with parts: read again under a lock first.
+        let mut again = Vec::new();
         for read in reads {
             let op = read.op;
             let Some(row) = self.results.get_mut(op.0).and_then(|r| r.row.take()) else {
                 continue;
             };
-            if read.committed && !read.matches(&row) {
-                moved.push(op);
-                continue;
-            }
             match blob::whole_or_long(&read.table, row) {
                 Ok(Ok(whole)) => self.results[op.0].row = Some(whole),
-                Ok(Err(long)) if read.committed => {
-                    again.push((op, read.table, long));
-                    still.push(read.index_columns);
-                }
+                Ok(Err(long)) if read.committed => again.push((op, read.table, long)),
                 Ok(Err(long)) => rows.push((op, read.table, long)),
                 Err(e) => return Err(e),
             }
         }
         if commit_first {
             let cluster = self.cluster;
-            let mut gone = blob::complete_apart(trip, cluster, &mut again, &still).await?;
+            let gone = blob::complete_apart(trip, cluster, &mut again).await?;
             self.file_completed(again);
-            gone.extend(moved);
             for &op in &gone {
                 self.results[op.0].error = Some(blob::gone());
             }
@@ -2154,18 +2126,14 @@ impl Transaction<'_> {
             };
         }
         // Read again under a shared lock, so that their parts are of the version read.
-        let mut any_gone = !moved.is_empty();
-        for op in moved {
-            self.results[op.0].error = Some(blob::gone());
-        }
+        let mut any_gone = false;
         if !again.is_empty() {
             let keys: Vec<Vec<Value>> = again.iter().map(|(_, t, r)| key_of(t, r)).collect();
             let tables = again.iter().map(|(_, t, _)| t);
             let fresh = (self.read_locked(trip, tables.zip(&keys))).await?;
-            for (((op, table, met), fresh), index) in again.into_iter().zip(fresh).zip(still) {
-                match fresh.filter(|fresh| index.iter().all(|&c| fresh[c] == met[c])) {
+            for ((op, table, _), fresh) in again.into_iter().zip(fresh) {
+                match fresh {
                     Some(row) => rows.push((op, table, row)),
-                    // Gone, or (through a unique index) no longer at the key read.
                     None => {
                         self.results[op.0].error = Some(blob::gone());
                         any_gone = true;
