@@ -385,10 +385,23 @@ pub(crate) struct FreshCheck {
     pub index_columns: Vec<usize>,
 }
 
+/// The same values, a float by its bits (a NaN is itself).
+pub(crate) fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Float64(x), Value::Float64(y)) => x.to_bits() == y.to_bits(),
+        (a, b) => a == b,
+    }
+}
+
+/// The same rows, by [`same_value`].
+pub(crate) fn same_row(a: &[Value], b: &[Value]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same_value(a, b))
+}
+
 impl FreshCheck {
     /// The row read again (`fresh`) is still one the scan returns where it met `met`.
     pub(crate) fn still_met(&self, met: &[Value], fresh: &[Value]) -> bool {
-        let moved = (self.index_columns.iter()).any(|&c| fresh[c] != met[c]);
+        let moved = (self.index_columns.iter()).any(|&c| !same_value(&fresh[c], &met[c]));
         // The filter names no blob column (4264), so heads do not matter to it.
         let unmet = self.filter.as_ref().is_some_and(|f| !f.matches(fresh));
         !moved && !unmet
@@ -420,6 +433,9 @@ pub(crate) fn fill_scanned(
 #[derive(Debug, Default)]
 pub(crate) struct Noted {
     rows: HashMap<(u32, Vec<u8>), (Vec<Value>, u64)>,
+    /// Tables with rows it locked exclusively without naming them (an Exclusive scan or read
+    /// through a unique index), with how many times.
+    tables: HashMap<u32, u64>,
 }
 
 impl Noted {
@@ -438,10 +454,24 @@ impl Noted {
             .collect()
     }
 
-    fn count(&self, table_id: u32, key: Vec<u8>) -> u64 {
+    /// How many times row `key` of `table` was noted.
+    pub(crate) fn count(&self, table: &Table, key: &[Value]) -> u64 {
+        self.count_of(table.id(), key_bytes(table, key))
+    }
+
+    fn count_of(&self, table_id: u32, key: Vec<u8>) -> u64 {
         self.rows
             .get(&(table_id, key))
             .map_or(0, |(_, count)| *count)
+    }
+
+    /// Notes an exclusive lock of rows of `table` this transaction cannot name.
+    pub(crate) fn note_table(&mut self, table_id: u32) {
+        *self.tables.entry(table_id).or_insert(0) += 1;
+    }
+
+    fn table_count(&self, table_id: u32) -> u64 {
+        self.tables.get(&table_id).copied().unwrap_or(0)
     }
 }
 
@@ -461,9 +491,11 @@ pub(crate) fn lock_noted(noted: &SharedNoted) -> std::sync::MutexGuard<'_, Noted
 pub(crate) struct OwnRows {
     table_id: u32,
     noted: SharedNoted,
+    /// The table's count of locks of rows it cannot name when the scan opened.
+    table_count: u64,
     /// By encoded key: the row as stored (heads) and whole, and how many times it was noted
     /// when read; `None` where it was whole in its heads, or missing.
-    rows: HashMap<Vec<u8>, (Option<OwnRow>, u64)>,
+    rows: HashMap<Vec<u8>, (Option<Arc<OwnRow>>, u64)>,
 }
 
 /// A row of [`OwnRows`]: as stored, and whole.
@@ -475,9 +507,11 @@ struct OwnRow {
 
 impl OwnRows {
     pub(crate) fn new(table: &Table, noted: SharedNoted) -> OwnRows {
+        let table_count = lock_noted(&noted).table_count(table.id());
         OwnRows {
             table_id: table.id(),
             noted,
+            table_count,
             rows: HashMap::new(),
         }
     }
@@ -496,7 +530,36 @@ impl OwnRows {
         count: u64,
     ) {
         let key = key_bytes(table, &key_of(table, &head));
-        self.rows.insert(key, (Some(OwnRow { head, whole }), count));
+        self.rows
+            .insert(key, (Some(Arc::new(OwnRow { head, whole })), count));
+    }
+
+    /// The bytes of the rows it holds, values whole (`row_bytes`).
+    pub(crate) fn whole_bytes(&self, table: &Table) -> Result<usize, Error> {
+        let mut bytes = 0usize;
+        for row in self.rows.values().filter_map(|(row, _)| row.as_ref()) {
+            bytes = bytes.saturating_add(row_bytes(table, &row.head)?);
+        }
+        Ok(bytes)
+    }
+
+    /// Takes over from `earlier` (the same table's, of an earlier scan) the row `key`, read
+    /// when it was noted `count` times, as it is noted now: `false` when it has changed since.
+    pub(crate) fn reuse(
+        &mut self,
+        earlier: &OwnRows,
+        table: &Table,
+        key: &[Value],
+        count: u64,
+    ) -> bool {
+        let key = key_bytes(table, key);
+        match earlier.rows.get(&key) {
+            Some((row, read)) if *read == count => {
+                self.rows.insert(key, (row.clone(), count));
+                true
+            }
+            _ => false,
+        }
     }
 
     /// For a scan's row as stored (`long`, with values past their heads): `None` when the
@@ -505,10 +568,21 @@ impl OwnRows {
     /// transaction changed it after the scan opened, or locked it only then: read it by key).
     pub(crate) fn take(&self, table: &Table, long: &[Value]) -> Option<Result<Vec<Value>, Error>> {
         let key = key_bytes(table, &key_of(table, long));
-        let count = lock_noted(&self.noted).count(self.table_id, key.clone());
+        let (count, table_count) = {
+            let noted = lock_noted(&self.noted);
+            (
+                noted.count_of(self.table_id, key.clone()),
+                noted.table_count(self.table_id),
+            )
+        };
+        // Rows of the table locked since without names: this one may be among them.
+        let unnamed = table_count != self.table_count;
         match self.rows.get(&key) {
-            None if count == 0 => None,
-            Some((Some(row), read)) if *read == count && row.head[..] == *long => {
+            None if count == 0 && !unnamed => None,
+            // Noted, but missing (its operation failed) or whole when the scan opened, and not
+            // noted since: not this transaction's to complete.
+            Some((None, read)) if *read == count && !unnamed => None,
+            Some((Some(row), read)) if *read == count && same_row(&row.head, long) => {
                 Some(Ok(row.whole.clone()))
             }
             _ => Some(Err(Error::ndb_detail(
@@ -631,6 +705,21 @@ pub(crate) async fn complete_apart<R: RoundTrip>(
     (tx.fill_rows(trip, &mut kept, ExecType::Commit)).await?;
     *rows = kept;
     Ok(gone)
+}
+
+/// Rows with values past their heads (locked by a transaction that did not lock them
+/// exclusively) made whole by a transaction of their own: their parts read, with the commit,
+/// which ends the parts' shared locks.
+pub(crate) async fn fill_apart<R: RoundTrip>(
+    trip: &R,
+    cluster: &Cluster,
+    rows: &mut [(OpId, Table, Vec<Value>)],
+) -> Result<(), Error> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut tx = cluster.start_transaction()?;
+    tx.fill_rows(trip, rows, ExecType::Commit).await
 }
 
 /// The error of a read whose row was deleted before its values' parts could be read.

@@ -353,6 +353,8 @@ impl<'c> TokioTransaction<'c> {
     ) -> Result<TokioScan<'c>, Error> {
         let transaction = &mut self.transaction;
         let own = transaction.own_scan(table);
+        // Its own rows are its to complete: noted before it takes its snapshot.
+        transaction.note_exclusive_scan(table, options);
         let whole = own == OwnScan::Whole;
         let own_rows = match own {
             OwnScan::No if table.has_parts() => Some(Arc::new(crate::blob::OwnRows::new(
@@ -363,7 +365,7 @@ impl<'c> TokioTransaction<'c> {
             OwnScan::Rows(keys) => {
                 Box::pin(transaction.send_pending(&Awaited)).await?;
                 let read = transaction.own_rows(&Awaited, table, keys);
-                Some(Arc::new(Box::pin(read).await?))
+                Some(Box::pin(read).await?)
             }
             OwnScan::Whole => {
                 Box::pin(transaction.send_pending(&Awaited)).await?;

@@ -2,7 +2,7 @@
 //! trip.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::num::NonZeroU64;
 use std::pin::pin;
@@ -80,14 +80,17 @@ struct Rare {
     /// old heads (`Transaction::old_parts`): the next execute AbortOnError fails with the
     /// error of the first that failed, as it would have had they waited for it.
     deferred: Vec<OpId>,
-    /// The parts tables it wrote (or deleted) parts of: its reads of parts then take a shared
-    /// lock; else they read committed, as the locked head keeps every other writer off them.
+    /// The parts tables it wrote (or deleted) parts of: its CommittedReads of rows with BLOB or
+    /// TEXT columns then take a shared lock (`Transaction::blob_read`).
     wrote_parts: Vec<u32>,
     /// The rows of tables with parts tables it locked exclusively (wrote, deleted, read
     /// Exclusive), sent or not, by table id and encoded key, with the key: a scan of such a
     /// table reads them whole in this transaction when it opens (`Transaction::own_rows`), as
     /// another transaction would wait for those locks and would not see their changes.
     exclusive_rows: blob::SharedNoted,
+    /// The rows of each table its last scan of it read whole (`Transaction::own_rows`): the
+    /// next scan reads again only those noted since.
+    own_rows: HashMap<u32, Arc<blob::OwnRows>>,
     /// Tables with parts tables whose rows it locked exclusively without their primary keys
     /// being known here (an Exclusive scan, an Exclusive read through a unique index): a scan
     /// of one is read whole when it opens (`Transaction::complete_scanned`).
@@ -773,6 +776,8 @@ impl<'c> Transaction<'c> {
         options: &ScanOptions,
     ) -> Result<Scan<'c>, Error> {
         let own = self.own_scan(table);
+        // Its own rows are its to complete: noted before it takes its snapshot.
+        self.note_exclusive_scan(table, options);
         let whole = own == OwnScan::Whole;
         let own_rows = match own {
             OwnScan::No if table.has_parts() => {
@@ -781,7 +786,7 @@ impl<'c> Transaction<'c> {
             OwnScan::No => None,
             OwnScan::Rows(keys) => {
                 now(self.send_pending(&Blocking))?;
-                Some(Arc::new(now(self.own_rows(&Blocking, table, keys))?))
+                Some(now(self.own_rows(&Blocking, table, keys))?)
             }
             OwnScan::Whole => {
                 now(self.send_pending(&Blocking))?;
@@ -806,6 +811,28 @@ impl<'c> Transaction<'c> {
     /// How a scan of `table` completes the rows this transaction locked exclusively (a
     /// committed read or a lock of another transaction would not see their changes, or would
     /// wait for them): see [`OwnScan`].
+    /// An Exclusive scan of `table` (with parts tables) locks rows this transaction cannot
+    /// name: noted for the scans opened after it.
+    pub(crate) fn note_exclusive_scan(&mut self, table: &Table, options: &ScanOptions) {
+        if options.lock == LockMode::Exclusive && table.has_parts() {
+            let rare = self.rare_mut();
+            blob::lock_noted(&rare.exclusive_rows).note_table(table.id());
+            if !rare.exclusive_tables.contains(&table.id()) {
+                rare.exclusive_tables.push(table.id());
+            }
+        }
+    }
+
+    /// This transaction locked `row` of `table` exclusively, or may have (`Rare::exclusive_rows`,
+    /// `Rare::exclusive_tables`).
+    fn owns(&self, table: &Table, row: &[Value]) -> bool {
+        let Some(rare) = self.rare.as_ref() else {
+            return false;
+        };
+        rare.exclusive_tables.contains(&table.id())
+            || blob::lock_noted(&rare.exclusive_rows).count(table, &key_of(table, row)) > 0
+    }
+
     pub(crate) fn own_scan(&self, table: &Table) -> OwnScan {
         let Some(rare) = self.rare.as_ref().filter(|_| table.has_parts()) else {
             return OwnScan::No;
@@ -825,16 +852,29 @@ impl<'c> Transaction<'c> {
     /// The rows of `table` with these `keys`, which this transaction locked exclusively,
     /// read whole here before a scan of `table` opens (`blob::OwnRows`): each head under a
     /// shared lock (this transaction's version; a lock of its own where its exclusive
-    /// operation failed), then the parts committed (a committed read sees the transaction's
-    /// own changes).
+    /// operation failed), then the parts, shared too. Rows an earlier scan of the table read
+    /// and not noted since are taken from it (`Rare::own_rows`); at most
+    /// `OWN_PARTS_SCAN_BYTES_MAX` bytes of them (4000).
     pub(crate) async fn own_rows<R: RoundTrip>(
         &mut self,
         trip: &R,
         table: &Table,
         keys: Vec<(Vec<Value>, u64)>,
-    ) -> Result<blob::OwnRows, Error> {
+    ) -> Result<Arc<blob::OwnRows>, Error> {
         let mut own = blob::OwnRows::new(table, self.noted());
-        let mut bytes = 0usize;
+        // The rows an earlier scan of the table read, not noted again since, are taken as
+        // they are (reading them again would take their locks, and records, again).
+        let earlier = self
+            .rare
+            .as_mut()
+            .and_then(|r| r.own_rows.remove(&table.id()));
+        let keys: Vec<(Vec<Value>, u64)> = match &earlier {
+            Some(earlier) => (keys.into_iter())
+                .filter(|(key, count)| !own.reuse(earlier, table, key, *count))
+                .collect(),
+            None => keys,
+        };
+        let mut bytes = own.whole_bytes(table)?;
         for chunk in keys.chunks(COMPLETE_ROWS_MAX) {
             let heads = (self.read_locked(trip, chunk.iter().map(|(k, _)| (table, k)))).await?;
             let (mut long, mut counts) = (Vec::new(), Vec::new());
@@ -859,6 +899,9 @@ impl<'c> Transaction<'c> {
                 own.insert_whole(table, head, whole, count);
             }
         }
+        let own = Arc::new(own);
+        let cache = &mut self.rare_mut().own_rows;
+        cache.insert(table.id(), Arc::clone(&own));
         Ok(own)
     }
 
@@ -884,11 +927,10 @@ impl<'c> Transaction<'c> {
     /// The rows of a scan of `table` (all of them, as they came: `Scan::drain_own`) made
     /// whole in this transaction, which locked rows of `table` exclusively without naming them
     /// (`OwnScan::Whole`): another transaction would wait for those locks and would not see
-    /// their changes. The parts are read committed here (a committed read sees the
-    /// transaction's own changes, and takes no lock record), once the head is locked: a locked
-    /// scan's rows are locked already; a CommittedRead scan's are read again under a shared
-    /// lock here, which stays until the transaction ends (a row gone meanwhile, or changed so
-    /// that it fails the scan's `check`, is left out).
+    /// their changes. The parts are read here under shared locks (an operation record each
+    /// until the transaction ends), once the head is locked: a locked scan's rows are locked
+    /// already; a CommittedRead scan's are read again under a shared lock here (a row gone
+    /// meanwhile, or changed so that it fails the scan's `check`, is left out).
     pub(crate) async fn complete_scanned<R: RoundTrip>(
         &mut self,
         trip: &R,
@@ -1074,12 +1116,6 @@ impl<'c> Transaction<'c> {
             .filter(|_| options.sorted)
             .map(|i| (i.columns().to_vec(), options.descending));
         let locked = options.lock != LockMode::CommittedRead;
-        if options.lock == LockMode::Exclusive && table.has_parts() {
-            let rare = self.rare.get_or_insert_default();
-            if !rare.exclusive_tables.contains(&table.id()) {
-                rare.exclusive_tables.push(table.id());
-            }
-        }
         let mut scan = Scan::new(cluster, table.clone(), parts, sort, locked);
         if !locked && table.has_parts() {
             // A row read again to complete its values must still be one this scan returns.
@@ -1733,8 +1769,11 @@ impl<'c> Transaction<'c> {
         let rare = self.rare_mut();
         if target.signal == gsn::TCKEYREQ {
             blob::lock_noted(&rare.exclusive_rows).note(target.table, key);
-        } else if !rare.exclusive_tables.contains(&table) {
-            rare.exclusive_tables.push(table);
+        } else {
+            blob::lock_noted(&rare.exclusive_rows).note_table(table);
+            if !rare.exclusive_tables.contains(&table) {
+                rare.exclusive_tables.push(table);
+            }
         }
     }
 
@@ -2125,8 +2164,17 @@ impl Transaction<'_> {
                 _ => Ok(()),
             };
         }
+        // Rows this transaction locked exclusively are completed in it (another transaction
+        // would wait for its locks); the others by transactions of their own, whose shared
+        // locks on the parts end with their commits, not this transaction's.
+        let (again, mut again_apart): (Vec<_>, Vec<_>) =
+            again.into_iter().partition(|(_, t, r)| self.owns(t, r));
+        let (mut rows, mut rows_apart): (Vec<_>, Vec<_>) =
+            rows.into_iter().partition(|(_, t, r)| self.owns(t, r));
+        let cluster = self.cluster;
+        let mut gone = blob::complete_apart(trip, cluster, &mut again_apart).await?;
+        blob::fill_apart(trip, cluster, &mut rows_apart).await?;
         // Read again under a shared lock, so that their parts are of the version read.
-        let mut any_gone = false;
         if !again.is_empty() {
             let keys: Vec<Vec<Value>> = again.iter().map(|(_, t, r)| key_of(t, r)).collect();
             let tables = again.iter().map(|(_, t, _)| t);
@@ -2134,15 +2182,18 @@ impl Transaction<'_> {
             for ((op, table, _), fresh) in again.into_iter().zip(fresh) {
                 match fresh {
                     Some(row) => rows.push((op, table, row)),
-                    None => {
-                        self.results[op.0].error = Some(blob::gone());
-                        any_gone = true;
-                    }
+                    None => gone.push(op),
                 }
             }
         }
         (self.fill_rows(trip, &mut rows, ExecType::NoCommit)).await?;
         self.file_completed(rows);
+        self.file_completed(rows_apart);
+        self.file_completed(again_apart);
+        for &op in &gone {
+            self.results[op.0].error = Some(blob::gone());
+        }
+        let any_gone = !gone.is_empty();
         if any_gone && abort == AbortOption::AbortOnError && exec != ExecType::Rollback {
             // As a read of a missing row fails an execute that aborts on errors.
             self.roll_back_now();

@@ -1213,3 +1213,151 @@ fn a_committed_read_through_a_unique_index_returns_rows_at_its_key() {
     });
     assert!(found > 0, "{found} rows found, {missing} missing");
 }
+
+/// The shared locks parts are read under do not pile up in the reading transaction: with
+/// MaxNoOfConcurrentOperations=200, a transaction reads ten values of 30 parts each under a
+/// Read lock, and one that wrote a row scans the table ten times (the rows it wrote read once,
+/// then taken as they were); each answers whole, where keeping a lock record per part read
+/// ran out (234) at the seventh.
+#[test]
+fn part_reads_do_not_use_up_the_transactions_operation_records() {
+    let spec = ClusterSpec::new()
+        .data_nodes(2)
+        .replicas(2)
+        .data_node_param("MaxNoOfConcurrentOperations", "200");
+    let cluster = TestCluster::start(spec).expect("start the cluster");
+    let api = cluster.connect().expect("connect");
+    let table = api.create_table(&docs_def()).expect("create");
+    // 60 000 bytes in BLOB parts of 2 000: 30 parts a value.
+    let rows: Vec<Vec<Value>> = (1..=10).map(|id| row(id, Some(60_000), "", None)).collect();
+    for r in &rows {
+        commit(&api, |tx| {
+            tx.insert(&table, r).expect("insert");
+        });
+    }
+    let mut tx = api.start_transaction().expect("start");
+    for r in &rows {
+        let op = (tx.read(&table, &r[..1], LockMode::Read)).expect("read");
+        tx.execute(ExecType::NoCommit)
+            .unwrap_or_else(|e| panic!("read {:?}: {e}", r[0]));
+        assert_eq!(tx.row(op), Some(&r[..]));
+    }
+    tx.execute(ExecType::Commit).expect("commit");
+    let mut tx = api.start_transaction().expect("start");
+    let new = row(11, Some(60_000), "", None);
+    tx.insert(&table, &new).expect("insert");
+    tx.execute(ExecType::NoCommit).expect("no commit");
+    let mut expected = rows.clone();
+    expected.push(new);
+    for round in 0..10 {
+        let options = ScanOptions {
+            filter: Some(Filter::cmp(0, CmpOp::Ge, Value::UInt32(9))),
+            ..ScanOptions::default()
+        };
+        let scanned: Vec<Vec<Value>> = tx
+            .scan_table(&table, &options)
+            .expect("scan")
+            .collect::<Result<_, _>>()
+            .unwrap_or_else(|e| panic!("scan {round}: {e}"));
+        assert_eq!(sorted_by_key(scanned), expected[8..], "scan {round}");
+    }
+    tx.execute(ExecType::Rollback).expect("rollback");
+}
+
+/// A scan refuses (4264) a row with long values that its transaction may have locked after it
+/// opened without naming it (an Exclusive scan of the table), where completing it elsewhere
+/// would wait for that lock (266); and completes as any other a row whose exclusive operation
+/// failed (an update of a missing row, 626), inserted since by another transaction.
+#[test]
+fn a_scan_tells_apart_rows_its_transaction_may_hold() {
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+    let committed = long_rows(&api, &table);
+    let mut tx = api.start_transaction().expect("start");
+    let one = ScanOptions {
+        batch_rows: Some(1),
+        parallelism: 1,
+        ..ScanOptions::default()
+    };
+    let mut open = tx.scan_table(&table, &one).expect("scan");
+    let exclusive = ScanOptions {
+        lock: LockMode::Exclusive,
+        ..ScanOptions::default()
+    };
+    let locked: Vec<Vec<Value>> = tx
+        .scan_table(&table, &exclusive)
+        .expect("scan")
+        .collect::<Result<_, _>>()
+        .expect("an Exclusive scan");
+    assert_eq!(sorted_by_key(locked), committed);
+    let refused = open
+        .find_map(Result::err)
+        .expect("a row the Exclusive scan locked");
+    assert_eq!(refused.code(), Some(4264), "{refused}");
+    drop(open);
+    tx.execute(ExecType::Rollback).expect("rollback");
+
+    let mut tx = api.start_transaction().expect("start");
+    let body = Value::Varbinary(bytes(5_000, 3));
+    (tx.update(&table, &[Value::UInt32(9)], &[(2, body)])).expect("update");
+    let failed = tx.execute_with(ExecType::NoCommit, AbortOption::IgnoreError);
+    failed.expect("an execute that ignores the error");
+    let later = row(9, Some(7_000), "", None);
+    commit(&api, |other| {
+        other.insert(&table, &later).expect("insert");
+    });
+    let rows: Vec<Vec<Value>> = tx
+        .scan_table(&table, &ScanOptions::default())
+        .expect("scan")
+        .collect::<Result<_, _>>()
+        .expect("a scan meeting a row its failed update named");
+    let mut expected = committed.clone();
+    expected.push(later);
+    assert_eq!(sorted_by_key(rows), expected);
+}
+
+/// A NaN is itself when a scan compares rows: a CommittedRead ordered-index scan over a
+/// DOUBLE returns a NaN row with long values (read again to complete them), and a scan in the
+/// transaction that wrote such a row hands it out whole.
+#[test]
+fn rows_holding_a_nan_are_completed_like_any_other() {
+    let (_cluster, api) = start();
+    let def = TableDef::new(
+        "nans",
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("x", ColumnType::Float64),
+            ColumnDef::nullable("body", ColumnType::Blob(BlobSize::Blob)),
+        ],
+    );
+    let table = api.create_table(&def).expect("create");
+    let index =
+        (api.create_index(&table, &IndexDef::ordered("nans_x", &["x"]))).expect("create the index");
+    let nan = |id: u32, len: usize| {
+        vec![
+            Value::UInt32(id),
+            Value::Float64(f64::NAN),
+            Value::Varbinary(bytes(len, id as u8)),
+        ]
+    };
+    commit(&api, |tx| {
+        tx.insert(&table, &nan(1, 5_000)).expect("insert");
+    });
+    let same = |a: &[Vec<Value>], b: &[Vec<Value>]| format!("{a:?}") == format!("{b:?}");
+    let mut tx = api.start_transaction().expect("start");
+    let rows: Vec<Vec<Value>> = tx
+        .scan_index(&index, &ScanOptions::default())
+        .expect("scan")
+        .collect::<Result<_, _>>()
+        .expect("an index scan");
+    assert!(same(&rows, &[nan(1, 5_000)]), "{rows:?}");
+    tx.insert(&table, &nan(2, 6_000)).expect("insert");
+    tx.execute(ExecType::NoCommit).expect("no commit");
+    let rows: Vec<Vec<Value>> = tx
+        .scan_table(&table, &ScanOptions::default())
+        .expect("scan")
+        .collect::<Result<_, _>>()
+        .expect("a scan of its own NaN row");
+    assert!(same(&sorted_by_key(rows), &[nan(1, 5_000), nan(2, 6_000)]));
+    tx.execute(ExecType::Rollback).expect("rollback");
+}
