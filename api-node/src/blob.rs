@@ -415,13 +415,13 @@ pub(crate) fn fill_scanned(
     cluster: &Cluster,
     table: &Table,
     row: Vec<Value>,
-    (locked, check, own): (bool, Option<&FreshCheck>, Option<&OwnRows>),
+    (locked, check, own): (bool, Option<&FreshCheck>, Option<(&OwnRows, u64)>),
 ) -> Result<Option<Vec<Value>>, Error> {
     let long = match whole_or_long(table, row)? {
         Ok(whole) => return Ok(Some(whole)),
         Err(long) => long,
     };
-    if let Some(whole) = own.and_then(|own| own.take(table, &long)) {
+    if let Some(whole) = own.and_then(|(own, unnamed)| own.take(table, &long, unnamed, locked)) {
         return whole.map(Some);
     }
     now(fill_long(&Blocking, cluster, table, long, locked, check))
@@ -470,7 +470,7 @@ impl Noted {
         *self.tables.entry(table_id).or_insert(0) += 1;
     }
 
-    fn table_count(&self, table_id: u32) -> u64 {
+    pub(crate) fn table_count(&self, table_id: u32) -> u64 {
         self.tables.get(&table_id).copied().unwrap_or(0)
     }
 }
@@ -491,8 +491,6 @@ pub(crate) fn lock_noted(noted: &SharedNoted) -> std::sync::MutexGuard<'_, Noted
 pub(crate) struct OwnRows {
     table_id: u32,
     noted: SharedNoted,
-    /// The table's count of locks of rows it cannot name when the scan opened.
-    table_count: u64,
     /// By encoded key: the row as stored (heads) and whole, and how many times it was noted
     /// when read; `None` where it was whole in its heads, or missing.
     rows: HashMap<Vec<u8>, (Option<Arc<OwnRow>>, u64)>,
@@ -507,11 +505,9 @@ struct OwnRow {
 
 impl OwnRows {
     pub(crate) fn new(table: &Table, noted: SharedNoted) -> OwnRows {
-        let table_count = lock_noted(&noted).table_count(table.id());
         OwnRows {
             table_id: table.id(),
             noted,
-            table_count,
             rows: HashMap::new(),
         }
     }
@@ -566,7 +562,13 @@ impl OwnRows {
     /// transaction never locked it exclusively (any transaction may complete it), its whole
     /// row when read so at the scan's opening and not locked again since, else 4264 (the
     /// transaction changed it after the scan opened, or locked it only then: read it by key).
-    pub(crate) fn take(&self, table: &Table, long: &[Value]) -> Option<Result<Vec<Value>, Error>> {
+    pub(crate) fn take(
+        &self,
+        table: &Table,
+        long: &[Value],
+        unnamed_then: u64,
+        locked: bool,
+    ) -> Option<Result<Vec<Value>, Error>> {
         let key = key_bytes(table, &key_of(table, long));
         let (count, table_count) = {
             let noted = lock_noted(&self.noted);
@@ -575,8 +577,11 @@ impl OwnRows {
                 noted.table_count(self.table_id),
             )
         };
-        // Rows of the table locked since without names: this one may be among them.
-        let unnamed = table_count != self.table_count;
+        // Rows of the table locked since without names: this one may be among them, and a
+        // CommittedRead scan's completion (its head read again under a lock, apart) would
+        // wait for that lock. A locked scan's reads only the parts, which such locks leave
+        // alone (an Exclusive scan or a unique-index operation does not write parts).
+        let unnamed = !locked && table_count != unnamed_then;
         match self.rows.get(&key) {
             None if count == 0 && !unnamed => None,
             // Noted, but missing (its operation failed) or whole when the scan opened, and not

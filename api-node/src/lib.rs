@@ -194,17 +194,42 @@ struct TableInner {
     key_columns: Vec<usize>,
     /// Its BLOB and TEXT columns, with their parts tables (`blob.rs`).
     blobs: Vec<blob::BlobColumn>,
+    /// The table with parts tables whose rows an exclusive operation through this handle
+    /// locks (`Table::locks_rows_of`).
+    locks_rows_of: Option<u32>,
 }
 
 impl Table {
     fn new(info: TableInfo) -> Table {
         let key_columns = info.def.key_columns();
         let blobs = blob::BlobColumn::of(&info.def);
+        let locks_rows_of = if rndb_protocol::blob::parted_columns(&info.def)
+            .next()
+            .is_some()
+        {
+            Some(info.table_id)
+        } else {
+            // A parts table, `NDB$BLOB_<table id>_<column>`: its rows are its table's.
+            (info
+                .def
+                .name
+                .strip_prefix(rndb_protocol::blob::PARTS_PREFIX))
+            .and_then(|rest| rest.split('_').next()?.parse().ok())
+        };
         Table(Arc::new(TableInner {
             info,
             key_columns,
             blobs,
+            locks_rows_of,
         }))
+    }
+
+    /// The table with parts tables whose rows an exclusive operation through this handle
+    /// locks: its own when it has BLOB or TEXT columns with parts (any handle of it, `raw`
+    /// too), its table's when it is a parts table. A transaction notes such locks for its
+    /// scans and reads of values with parts (`blob::Noted`).
+    pub(crate) fn locks_rows_of(&self) -> Option<u32> {
+        self.0.locks_rows_of
     }
 
     /// This table's handle with the parts tables of its BLOB and TEXT columns, looked up by
@@ -228,6 +253,7 @@ impl Table {
             info: self.0.info.clone(),
             key_columns: self.0.key_columns.clone(),
             blobs,
+            locks_rows_of: self.0.locks_rows_of,
         })))
     }
 
@@ -239,6 +265,7 @@ impl Table {
             info: self.0.info.clone(),
             key_columns: self.0.key_columns.clone(),
             blobs: Vec::new(),
+            locks_rows_of: self.0.locks_rows_of,
         }))
     }
 

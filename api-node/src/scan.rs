@@ -97,8 +97,9 @@ pub struct Scan<'c> {
     /// Every row, made whole, of a scan of a table whose parts its transaction wrote
     /// (`Transaction::complete_scanned`): handed out from here; the data nodes' scans ended.
     completed: Option<VecDeque<Vec<Value>>>,
-    /// The rows its transaction locked exclusively, read whole when it opened.
-    own_rows: Option<Arc<crate::blob::OwnRows>>,
+    /// The rows its transaction locked exclusively, read whole when it opened, and how many
+    /// times it had locked rows of the table it cannot name then.
+    own_rows: Option<(Arc<crate::blob::OwnRows>, u64)>,
 }
 
 /// The most bytes of rows a scan reads whole before it is returned, in a transaction that
@@ -190,14 +191,16 @@ impl<'c> Scan<'c> {
     }
 
     /// The rows its transaction locked exclusively, read whole (`Transaction::own_rows`).
-    pub(crate) fn set_own_rows(&mut self, rows: Arc<crate::blob::OwnRows>) {
-        self.own_rows = Some(rows);
+    pub(crate) fn set_own_rows(&mut self, rows: Arc<crate::blob::OwnRows>, unnamed: u64) {
+        self.own_rows = Some((rows, unnamed));
     }
 
     /// The rows its transaction locked exclusively, read whole when it opened.
     #[cfg(feature = "tokio")]
-    pub(crate) fn own_rows(&self) -> Option<&crate::blob::OwnRows> {
-        self.own_rows.as_deref()
+    pub(crate) fn own_rows(&self) -> Option<(&crate::blob::OwnRows, u64)> {
+        self.own_rows
+            .as_ref()
+            .map(|(rows, unnamed)| (&**rows, *unnamed))
     }
 
     /// Every row still to come, as the data nodes sent them (BLOB and TEXT values as heads),
@@ -628,7 +631,9 @@ impl Iterator for Scan<'_> {
             let how = (
                 self.locked,
                 self.fresh_check.as_deref(),
-                self.own_rows.as_deref(),
+                self.own_rows
+                    .as_ref()
+                    .map(|(rows, unnamed)| (&**rows, *unnamed)),
             );
             match crate::blob::fill_scanned(self.cluster, &self.table, row, how) {
                 Ok(Some(row)) => return Some(Ok(row)),

@@ -353,8 +353,6 @@ impl<'c> TokioTransaction<'c> {
     ) -> Result<TokioScan<'c>, Error> {
         let transaction = &mut self.transaction;
         let own = transaction.own_scan(table);
-        // Its own rows are its to complete: noted before it takes its snapshot.
-        transaction.note_exclusive_scan(table, options);
         let whole = own == OwnScan::Whole;
         let own_rows = match own {
             OwnScan::No if table.has_parts() => Some(Arc::new(crate::blob::OwnRows::new(
@@ -379,8 +377,12 @@ impl<'c> TokioTransaction<'c> {
         let opened = std::future::poll_fn(|cx| stream.poll_waits(cx)).await;
         transaction.note_scan_opened(opened.as_ref().err());
         opened?;
+        // An Exclusive scan's own rows are its to complete: noted before its snapshot.
+        transaction.note_exclusive_scan(table, options);
         if let Some(own_rows) = own_rows {
-            stream.scan.set_own_rows(own_rows);
+            stream
+                .scan
+                .set_own_rows(own_rows, transaction.unnamed_locks(table));
         }
         if whole {
             let rows = stream.drain_own().await?;
@@ -730,7 +732,10 @@ impl<'c> TokioScan<'c> {
                 Ok(Ok(whole)) => return Poll::Ready(Some(Ok(whole))),
                 Ok(Err(long)) => {
                     let own = self.scan.own_rows();
-                    match own.and_then(|own| own.take(self.scan.table(), &long)) {
+                    let taken = own.and_then(|(own, unnamed)| {
+                        own.take(self.scan.table(), &long, unnamed, self.scan.completion().0)
+                    });
+                    match taken {
                         Some(Ok(whole)) => return Poll::Ready(Some(Ok(whole))),
                         Some(Err(e)) => return Poll::Ready(Some(Err(self.end(e)))),
                         None => self.filling = Some(self.fill(long)),

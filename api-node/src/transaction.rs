@@ -37,6 +37,8 @@ struct Target<'t> {
     version: u32,
     /// The table whose rows a read of it returns (the base table, through an index).
     table: &'t Table,
+    /// A part written with its row's operation, whose lock is noted (`Rare::exclusive_rows`).
+    part: bool,
 }
 
 impl Target<'_> {
@@ -46,6 +48,15 @@ impl Target<'_> {
             id: table.id(),
             version: table.version(),
             table,
+            part: false,
+        }
+    }
+
+    /// A row of a parts table written or deleted with its row (`Transaction::define_parts`).
+    fn part(parts: &Table) -> Target<'_> {
+        Target {
+            part: true,
+            ..Target::table(parts)
         }
     }
 }
@@ -776,8 +787,6 @@ impl<'c> Transaction<'c> {
         options: &ScanOptions,
     ) -> Result<Scan<'c>, Error> {
         let own = self.own_scan(table);
-        // Its own rows are its to complete: noted before it takes its snapshot.
-        self.note_exclusive_scan(table, options);
         let whole = own == OwnScan::Whole;
         let own_rows = match own {
             OwnScan::No if table.has_parts() => {
@@ -795,8 +804,10 @@ impl<'c> Transaction<'c> {
         };
         let scan = self.send_scan(table, index, options, Connection::register_request)?;
         let mut scan = self.scan_opened(Scan::open(scan))?;
+        // An Exclusive scan's own rows are its to complete: noted before its snapshot.
+        self.note_exclusive_scan(table, options);
         if let Some(own_rows) = own_rows {
-            scan.set_own_rows(own_rows);
+            scan.set_own_rows(own_rows, self.unnamed_locks(table));
         }
         if whole {
             let rows = scan.drain_own()?;
@@ -814,13 +825,25 @@ impl<'c> Transaction<'c> {
     /// An Exclusive scan of `table` (with parts tables) locks rows this transaction cannot
     /// name: noted for the scans opened after it.
     pub(crate) fn note_exclusive_scan(&mut self, table: &Table, options: &ScanOptions) {
-        if options.lock == LockMode::Exclusive && table.has_parts() {
-            let rare = self.rare_mut();
-            blob::lock_noted(&rare.exclusive_rows).note_table(table.id());
-            if !rare.exclusive_tables.contains(&table.id()) {
-                rare.exclusive_tables.push(table.id());
-            }
+        let Some(id) = table
+            .locks_rows_of()
+            .filter(|_| options.lock == LockMode::Exclusive)
+        else {
+            return;
+        };
+        let rare = self.rare_mut();
+        blob::lock_noted(&rare.exclusive_rows).note_table(id);
+        if !rare.exclusive_tables.contains(&id) {
+            rare.exclusive_tables.push(id);
         }
+    }
+
+    /// How many times this transaction locked rows of `table` it cannot name
+    /// (`blob::Noted`): a scan takes it when it opens.
+    pub(crate) fn unnamed_locks(&self, table: &Table) -> u64 {
+        (self.rare.as_ref()).map_or(0, |r| {
+            blob::lock_noted(&r.exclusive_rows).table_count(table.id())
+        })
     }
 
     /// This transaction locked `row` of `table` exclusively, or may have (`Rare::exclusive_rows`,
@@ -1754,7 +1777,8 @@ impl<'c> Transaction<'c> {
         let table = self.tables.index_of(target.table, &mut self.rare);
         self.batch.push(header, table, |b| req.encode(b));
         if (op_type != OperationType::Read || lock_mode == LockMode::Exclusive)
-            && target.table.has_parts()
+            && target.table.locks_rows_of().is_some()
+            && !target.part
         {
             self.note_exclusive(target, key);
         }
@@ -1763,11 +1787,15 @@ impl<'c> Transaction<'c> {
     }
 
     /// Notes an operation that locks a row of a table with parts tables exclusively
-    /// (`Rare::exclusive_rows`, `Rare::exclusive_tables`).
+    /// (`Rare::exclusive_rows`, `Rare::exclusive_tables`): by its key through a handle of the
+    /// table; as rows it cannot name through a unique index or a parts table.
     fn note_exclusive(&mut self, target: Target<'_>, key: &[Value]) {
-        let table = target.table.id();
+        let Some(table) = target.table.locks_rows_of() else {
+            return;
+        };
+        let by_key = target.signal == gsn::TCKEYREQ && table == target.table.id();
         let rare = self.rare_mut();
-        if target.signal == gsn::TCKEYREQ {
+        if by_key {
             blob::lock_noted(&rare.exclusive_rows).note(target.table, key);
         } else {
             blob::lock_noted(&rare.exclusive_rows).note_table(table);
@@ -2030,7 +2058,7 @@ impl Transaction<'_> {
                 self.flush_parts(row_op, &ops)?;
                 let attrs = [(data as u16, row[data].clone())];
                 ops.push(self.define(
-                    Target::table(&write.parts),
+                    Target::part(&write.parts),
                     op_type,
                     LockMode::Exclusive,
                     &row[..data],
@@ -2048,7 +2076,7 @@ impl Transaction<'_> {
                 self.flush_parts(row_op, &ops)?;
                 let part_key = blob::part_key(key, part);
                 ops.push(self.define(
-                    Target::table(&write.parts),
+                    Target::part(&write.parts),
                     OperationType::Delete,
                     LockMode::Exclusive,
                     &part_key,
@@ -2446,6 +2474,7 @@ fn unique_target<'i>(index: &'i Index, key: &[Value]) -> Result<Target<'i>, Erro
         id: index.id(),
         version: index.version(),
         table: index.table(),
+        part: false,
     })
 }
 

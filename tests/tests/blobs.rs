@@ -1264,10 +1264,13 @@ fn part_reads_do_not_use_up_the_transactions_operation_records() {
     tx.execute(ExecType::Rollback).expect("rollback");
 }
 
-/// A scan refuses (4264) a row with long values that its transaction may have locked after it
-/// opened without naming it (an Exclusive scan of the table), where completing it elsewhere
-/// would wait for that lock (266); and completes as any other a row whose exclusive operation
-/// failed (an update of a missing row, 626), inserted since by another transaction.
+/// A CommittedRead scan refuses (4264) a row with long values that its transaction may have
+/// locked after it opened without naming it (an Exclusive scan of the table), where completing
+/// it elsewhere would wait for that lock (266); a locked scan, which reads only parts apart,
+/// goes on; an Exclusive scan refused before it was sent marks nothing. A noted row whose
+/// exclusive operation failed (an update of a missing row, 626) completes as any other once
+/// another transaction inserts it. A row updated through the raw handle is the transaction's:
+/// reading it by key then does not wait for its own lock.
 #[test]
 fn a_scan_tells_apart_rows_its_transaction_may_hold() {
     let (_cluster, api) = start();
@@ -1280,6 +1283,22 @@ fn a_scan_tells_apart_rows_its_transaction_may_hold() {
         ..ScanOptions::default()
     };
     let mut open = tx.scan_table(&table, &one).expect("scan");
+    let read_locked = ScanOptions {
+        lock: LockMode::Read,
+        ..one.clone()
+    };
+    let mut open_locked = tx.scan_table(&table, &read_locked).expect("scan");
+    let refused_before_sent = ScanOptions {
+        lock: LockMode::Exclusive,
+        batch_rows: Some(0),
+        ..ScanOptions::default()
+    };
+    assert!(tx.scan_table(&table, &refused_before_sent).is_err());
+    let first = open
+        .next()
+        .expect("a row")
+        .expect("not refused: nothing was locked");
+    assert!(committed.contains(&first));
     let exclusive = ScanOptions {
         lock: LockMode::Exclusive,
         ..ScanOptions::default()
@@ -1295,6 +1314,11 @@ fn a_scan_tells_apart_rows_its_transaction_may_hold() {
         .expect("a row the Exclusive scan locked");
     assert_eq!(refused.code(), Some(4264), "{refused}");
     drop(open);
+    let rows: Vec<Vec<Value>> = (open_locked.by_ref())
+        .collect::<Result<_, _>>()
+        .expect("a locked scan goes on");
+    assert_eq!(sorted_by_key(rows), committed);
+    drop(open_locked);
     tx.execute(ExecType::Rollback).expect("rollback");
 
     let mut tx = api.start_transaction().expect("start");
@@ -1302,18 +1326,35 @@ fn a_scan_tells_apart_rows_its_transaction_may_hold() {
     (tx.update(&table, &[Value::UInt32(9)], &[(2, body)])).expect("update");
     let failed = tx.execute_with(ExecType::NoCommit, AbortOption::IgnoreError);
     failed.expect("an execute that ignores the error");
+    let scan_all = |tx: &mut rndb_api::Transaction<'_>| -> Vec<Vec<Value>> {
+        let rows = (tx.scan_table(&table, &ScanOptions::default()))
+            .expect("scan")
+            .collect::<Result<_, _>>()
+            .expect("a scan meeting a row its failed update named");
+        sorted_by_key(rows)
+    };
+    // The first scan reads row 9 missing; the second meets it, inserted since.
+    assert_eq!(scan_all(&mut tx), committed);
     let later = row(9, Some(7_000), "", None);
     commit(&api, |other| {
         other.insert(&table, &later).expect("insert");
     });
-    let rows: Vec<Vec<Value>> = tx
-        .scan_table(&table, &ScanOptions::default())
-        .expect("scan")
-        .collect::<Result<_, _>>()
-        .expect("a scan meeting a row its failed update named");
     let mut expected = committed.clone();
     expected.push(later);
-    assert_eq!(sorted_by_key(rows), expected);
+    assert_eq!(scan_all(&mut tx), expected);
+    tx.execute(ExecType::Rollback).expect("rollback");
+
+    let mut tx = api.start_transaction().expect("start");
+    let code = [(1, Value::Varchar("raw".into()))];
+    (tx.update(&table.raw(), &[Value::UInt32(1)], &code)).expect("update");
+    tx.execute(ExecType::NoCommit).expect("no commit");
+    let op = (tx.read(&table, &[Value::UInt32(1)], LockMode::Read)).expect("read");
+    tx.execute(ExecType::NoCommit)
+        .expect("a read of its own row");
+    let mut own = committed[0].clone();
+    own[1] = Value::Varchar("raw".into());
+    assert_eq!(tx.row(op), Some(&own[..]));
+    tx.execute(ExecType::Rollback).expect("rollback");
 }
 
 /// A NaN is itself when a scan compares rows: a CommittedRead ordered-index scan over a
