@@ -819,9 +819,6 @@ impl<'c> Transaction<'c> {
         Ok(scan)
     }
 
-    /// How a scan of `table` completes the rows this transaction locked exclusively (a
-    /// committed read or a lock of another transaction would not see their changes, or would
-    /// wait for them): see [`OwnScan`].
     /// An Exclusive scan of `table` (with parts tables) locks rows this transaction cannot
     /// name: noted for the scans opened after it.
     pub(crate) fn note_exclusive_scan(&mut self, table: &Table, options: &ScanOptions) {
@@ -856,6 +853,9 @@ impl<'c> Transaction<'c> {
             || blob::lock_noted(&rare.exclusive_rows).count(table, &key_of(table, row)) > 0
     }
 
+    /// How a scan of `table` completes the rows this transaction locked exclusively (a
+    /// committed read or a lock of another transaction would not see their changes, or would
+    /// wait for them): see [`OwnScan`].
     pub(crate) fn own_scan(&self, table: &Table) -> OwnScan {
         let Some(rare) = self.rare.as_ref().filter(|_| table.has_parts()) else {
             return OwnScan::No;
@@ -2144,8 +2144,10 @@ impl Transaction<'_> {
     /// is a CommittedRead and `exec` commits: the batch with `exec` (one round trip, values
     /// whole in their heads need no more), then the rows whose values have parts read whole
     /// again by a transaction of their own (`blob::complete_apart`). Else the batch
-    /// (NoCommit); the CommittedRead rows with parts read again under a shared lock; every
-    /// value's parts (NoCommit); then `exec` with nothing more.
+    /// (NoCommit); the CommittedRead rows with parts read again under a shared lock, and every
+    /// value's parts read: in this transaction for the rows it locked exclusively, by
+    /// transactions of their own for the others (`Transaction::owns`); then `exec` with
+    /// nothing more.
     async fn execute_blob_reads<R: RoundTrip>(
         &mut self,
         trip: &R,

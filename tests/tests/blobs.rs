@@ -1098,36 +1098,32 @@ fn a_scan_completes_the_rows_its_transaction_locked() {
         }
         r
     };
-    let mut open = tx.scan_table(&table, &one).expect("scan");
-    for r in &expected {
-        tx.write(&table, &behind_the_head(r)).expect("write");
-    }
-    tx.execute(ExecType::NoCommit).expect("no commit");
-    let refused = open
-        .find_map(Result::err)
-        .expect("a row changed after the scan opened");
-    assert_eq!(refused.code(), Some(4264), "{refused}");
-    drop(open);
-    tx.execute(ExecType::Rollback).expect("rollback");
+    // A scan opened, then every row written again (behind its head), then the scan read on:
+    // it refuses (4264) the rows it meets after the writes.
+    let refused_after_writes =
+        |tx: &mut rndb_api::Transaction<'_>, options, rows: &[Vec<Value>]| {
+            let mut open = tx.scan_table(&table, options).expect("scan");
+            for r in rows {
+                tx.write(&table, &behind_the_head(r)).expect("write");
+            }
+            tx.execute(ExecType::NoCommit).expect("no commit");
+            let refused = open
+                .find_map(Result::err)
+                .expect("a row changed after the scan opened");
+            assert_eq!(refused.code(), Some(4264), "{refused}");
+            drop(open);
+            tx.execute(ExecType::Rollback).expect("rollback");
+        };
+    refused_after_writes(&mut tx, &one, &expected);
     assert_eq!(scan(&api, &table, LockMode::Read), committed);
     // A locked scan of rows the transaction locks only after it opened: refused too, where
     // another transaction would read the committed parts under the new heads.
     let mut tx = api.start_transaction().expect("start");
     let locked = ScanOptions {
         lock: LockMode::Read,
-        ..one
+        ..one.clone()
     };
-    let mut open = tx.scan_table(&table, &locked).expect("scan");
-    for r in &committed {
-        tx.write(&table, &behind_the_head(r)).expect("write");
-    }
-    tx.execute(ExecType::NoCommit).expect("no commit");
-    let refused = open
-        .find_map(Result::err)
-        .expect("a row locked after the scan opened");
-    assert_eq!(refused.code(), Some(4264), "{refused}");
-    drop(open);
-    tx.execute(ExecType::Rollback).expect("rollback");
+    refused_after_writes(&mut tx, &locked, &committed);
 }
 
 /// A CommittedRead through a unique index (a shared lock, as NDB's), of a row with long values
