@@ -94,8 +94,9 @@ pub struct Scan<'c> {
     /// A CommittedRead scan of a table with blob parts tables: what a row read again to
     /// complete its values must still meet (`crate::blob::fill_scanned`).
     fresh_check: Option<Arc<crate::blob::FreshCheck>>,
-    /// Every row, made whole, of a scan of a table whose parts its transaction wrote
-    /// (`Transaction::complete_scanned`): handed out from here; the data nodes' scans ended.
+    /// Every row, made whole, of a scan in a transaction that locked rows of the table it
+    /// cannot name (`Transaction::complete_scanned`): handed out from here; the data nodes'
+    /// scans ended.
     completed: Option<VecDeque<Vec<Value>>>,
     /// The rows its transaction locked exclusively, read whole when it opened, and how many
     /// times it had locked rows of the table it cannot name then.
@@ -196,7 +197,6 @@ impl<'c> Scan<'c> {
     }
 
     /// The rows its transaction locked exclusively, read whole when it opened.
-    #[cfg(feature = "tokio")]
     pub(crate) fn own_rows(&self) -> Option<(&crate::blob::OwnRows, u64)> {
         self.own_rows
             .as_ref()
@@ -628,13 +628,7 @@ impl Iterator for Scan<'_> {
             };
             // A row with BLOB or TEXT values made whole (`crate::blob`); one deleted since
             // the scan met it is passed over.
-            let how = (
-                self.locked,
-                self.fresh_check.as_deref(),
-                self.own_rows
-                    .as_ref()
-                    .map(|(rows, unnamed)| (&**rows, *unnamed)),
-            );
+            let how = (self.locked, self.fresh_check.as_deref(), self.own_rows());
             match crate::blob::fill_scanned(self.cluster, &self.table, row, how) {
                 Ok(Some(row)) => return Some(Ok(row)),
                 Ok(None) => continue,
