@@ -457,14 +457,34 @@ impl ColumnDef {
     /// another type, its type's [`ColumnType::value_of_text`].
     pub fn value_of_text(&self, text: &str) -> Result<Value, String> {
         let position = |name: &str| self.elements.iter().position(|e| e == name);
+        // Digits that name no element are a number, as MySQL reads them: an ENUM's element's
+        // (1 the first), a SET's bits.
+        let number = || {
+            (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| text.parse::<u64>().ok())
+                .flatten()
+        };
         match self.column_type {
-            ColumnType::Enum(_) => match position(text) {
-                Some(i) => Ok(Value::UInt32(i as u32 + 1)),
-                None => Err(format!(
-                    "{text:?} is not an element of ENUM column {}",
-                    self.name
+            t @ ColumnType::Enum(_) => match (position(text), number()) {
+                (Some(i), _) => Ok(Value::UInt32(i as u32 + 1)),
+                (None, Some(n)) if t.admits(i128::from(n)) => Ok(Value::UInt32(n as u32)),
+                _ => Err(format!(
+                    "{text:?} is not an element of ENUM column {} (nor the number of one, \
+                     1..={})",
+                    self.name,
+                    self.elements.len()
                 )),
             },
+            t @ ColumnType::Set(_) if position(text).is_none() && number().is_some() => {
+                match number() {
+                    Some(bits) if t.admits(i128::from(bits)) => Ok(Value::UInt64(bits)),
+                    _ => Err(format!(
+                        "{text:?} is not a member of SET column {} (nor bits of its {} members)",
+                        self.name,
+                        self.elements.len()
+                    )),
+                }
+            }
             ColumnType::Set(_) => {
                 let mut bits = 0u64;
                 for name in text.split(',').filter(|_| !text.is_empty()) {
@@ -1517,6 +1537,20 @@ mod tests {
         assert_eq!(size.text_of(&Value::UInt32(4)), None);
         assert_eq!(tags.value_of_text("c,a"), Ok(Value::UInt64(0b101)));
         assert_eq!(tags.value_of_text(""), Ok(Value::UInt64(0)));
+        // Digits that name no element are a number, as MySQL reads them.
+        assert_eq!(size.value_of_text("3"), Ok(Value::UInt32(3)));
+        assert!(size.value_of_text("0").is_err());
+        assert!(size.value_of_text("4").is_err());
+        assert!(size.value_of_text("99999999999999999999999").is_err());
+        assert_eq!(tags.value_of_text("5"), Ok(Value::UInt64(0b101)));
+        assert!(tags.value_of_text("8").is_err());
+        let numbered = ColumnDef::enumeration("n", &["10", "20"]);
+        assert_eq!(
+            numbered.value_of_text("20"),
+            Ok(Value::UInt32(2)),
+            "a name first"
+        );
+        assert_eq!(numbered.value_of_text("1"), Ok(Value::UInt32(1)));
         assert!(tags.value_of_text("a,,b").is_err());
         assert_eq!(tags.text_of(&Value::UInt64(0b110)).as_deref(), Some("b,c"));
         let def = TableDef::new(

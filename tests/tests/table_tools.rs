@@ -187,15 +187,17 @@ fn round_trip_of_100_000_rows() {
 }
 
 /// ENUM and SET columns from a CREATE TABLE: ndb_import reads their names (a SET's members
-/// in any order, quoted for the commas), refuses a name the column lacks naming the line, and
-/// ndb_select_all prints the names as MySQL writes them (a SET's members in definition order).
+/// in any order, quoted for the commas) or numbers (an element's, a SET's bits), refuses a name
+/// the column lacks naming the line, and ndb_select_all prints the names as MySQL writes them
+/// (a SET's members in definition order).
 #[test]
 fn enum_and_set_values_go_in_and_come_out_by_name() {
     let cluster = TestCluster::start(ClusterSpec::new()).expect("start");
     let config = cluster.config_path();
     let dir = tempfile::tempdir().expect("a directory");
     let csv = dir.path().join("shirts.csv");
-    std::fs::write(&csv, "1,m,\"sale,red\"\n2,l,\n3,xl,red\n4,s,\\N\n").expect("write");
+    // Line 5 gives numbers: the third element, the first member's bit.
+    std::fs::write(&csv, "1,m,\"sale,red\"\n2,l,\n3,xl,red\n4,s,\\N\n5,3,1\n").expect("write");
     let csv_arg = csv.to_str().expect("a UTF-8 path");
     let state_dir = dir.path().to_str().expect("a UTF-8 path");
     let create = "CREATE TABLE shirts (id INT PRIMARY KEY, size ENUM('s','m','l') NOT NULL, \
@@ -227,7 +229,11 @@ fn enum_and_set_values_go_in_and_come_out_by_name() {
     let text = stdout(&output);
     let mut lines = data_lines(&text);
     lines.sort();
-    assert_eq!(lines, ["1|m|red,sale", "2|l|", "4|s|[NULL]"], "{text}");
+    assert_eq!(
+        lines,
+        ["1|m|red,sale", "2|l|", "4|s|[NULL]", "5|l|red"],
+        "{text}"
+    );
 }
 
 /// A CSV whose lines 3, 5, 7 and 9 are bad: too few fields, a word for a number, bytes that
