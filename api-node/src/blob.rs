@@ -26,7 +26,7 @@ use rndb_protocol::blob::{self, BlobSize};
 use rndb_protocol::{ColumnType, LockMode, NdbError, Value};
 
 use crate::transaction::{key_of, now, Blocking, OpId, RoundTrip};
-use crate::{AbortOption, Cluster, Error, ExecType, Table};
+use crate::{Cluster, Error, ExecType, Table};
 
 /// The bytes one execute of part operations carries at most (its part data, or the part
 /// data its reads answer; NDB's mysqld writes 64 KiB a batch, `ndb_blob_write_batch_bytes`):
@@ -653,44 +653,30 @@ pub(crate) async fn fill_long<R: RoundTrip>(
     trip: &R,
     cluster: &Cluster,
     table: &Table,
-    mut row: Vec<Value>,
+    row: Vec<Value>,
     locked: bool,
     check: Option<&FreshCheck>,
 ) -> Result<Option<Vec<Value>>, Error> {
-    let key: Vec<Value> = table
-        .key_columns()
-        .iter()
-        .map(|&c| row[c].clone())
-        .collect();
-    let mut tx = cluster.start_transaction()?;
-    if !locked {
+    let mut rows = vec![(OpId::NONE, table.clone(), row)];
+    if locked {
+        fill_apart(trip, cluster, &mut rows).await?;
+    } else {
         // Read again under a shared lock: the head, then the parts of that version.
-        let op = tx.read_heads(table, &key, LockMode::Read)?;
-        (tx.execute_via(trip, ExecType::NoCommit, AbortOption::IgnoreError)).await?;
-        match (tx.row(op), tx.op_error(op)) {
-            (Some(fresh), _) => {
-                if check.is_some_and(|c| !c.still_met(&row, fresh)) {
-                    return Ok(None);
-                }
-                row = fresh.to_vec();
-            }
-            (None, Some(e)) if e.code == 626 => return Ok(None),
-            (None, Some(e)) => return Err(Error::Ndb(e.clone())),
-            (None, None) => return Err(Error::ndb_detail(4000, "a read answered no row")),
-        }
+        complete_apart(trip, cluster, &mut rows, check).await?;
     }
-    tx.fill_row(trip, table, &mut row, ExecType::Commit).await?;
-    Ok(Some(row))
+    Ok(rows.pop().map(|(_, _, row)| row))
 }
 
-/// Rows with values past their heads, read by primary key under CommittedRead by a
-/// transaction that has committed, made whole by a transaction of their own: read again under
-/// a shared lock (their parts then cannot change), then every part read, with the commit. A
-/// row gone by then is taken out of `rows`; its operation is returned.
+/// Rows with values past their heads, read under CommittedRead (by key, by a transaction that
+/// has committed; or by a scan), made whole by a transaction of their own: read again under a
+/// shared lock (their parts then cannot change), then every part read, with the commit. A row
+/// gone by then, or changed so that it fails a scan's `check`, is taken out of `rows`; its
+/// operation is returned.
 pub(crate) async fn complete_apart<R: RoundTrip>(
     trip: &R,
     cluster: &Cluster,
     rows: &mut Vec<(OpId, Table, Vec<Value>)>,
+    check: Option<&FreshCheck>,
 ) -> Result<Vec<OpId>, Error> {
     if rows.is_empty() {
         return Ok(Vec::new());
@@ -701,8 +687,8 @@ pub(crate) async fn complete_apart<R: RoundTrip>(
     let fresh = (tx.read_locked(trip, tables.zip(&keys))).await?;
     let mut gone = Vec::new();
     let mut kept = Vec::with_capacity(rows.len());
-    for ((op, table, _), fresh) in rows.drain(..).zip(fresh) {
-        match fresh {
+    for ((op, table, met), fresh) in rows.drain(..).zip(fresh) {
+        match fresh.filter(|fresh| check.is_none_or(|c| c.still_met(&met, fresh))) {
             Some(row) => kept.push((op, table, row)),
             None => gone.push(op),
         }

@@ -102,10 +102,6 @@ struct Rare {
     /// The rows of each table its last scan of it read whole (`Transaction::own_rows`): the
     /// next scan reads again only those noted since.
     own_rows: HashMap<u32, Arc<blob::OwnRows>>,
-    /// Tables with parts tables whose rows it locked exclusively without their primary keys
-    /// being known here (an Exclusive scan, an Exclusive read through a unique index): a scan
-    /// of one is read whole when it opens (`Transaction::complete_scanned`).
-    exclusive_tables: Vec<u32>,
 }
 
 /// The table index of a frame that reads no row (the execute's own).
@@ -364,6 +360,11 @@ struct Extras<'p> {
 /// Names one operation of a transaction, to fetch its row or error after `execute`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct OpId(usize);
+
+impl OpId {
+    /// A tag for a row made whole that belongs to no operation (a scan's).
+    pub(crate) const NONE: OpId = OpId(usize::MAX);
+}
 
 /// The data nodes other than its TC where a transaction's scans attached it: its commit or
 /// rollback is passed to them too, after the TC's.
@@ -828,11 +829,7 @@ impl<'c> Transaction<'c> {
         else {
             return;
         };
-        let rare = self.rare_mut();
-        blob::lock_noted(&rare.exclusive_rows).note_table(id);
-        if !rare.exclusive_tables.contains(&id) {
-            rare.exclusive_tables.push(id);
-        }
+        blob::lock_noted(&self.rare_mut().exclusive_rows).note_table(id);
     }
 
     /// How many times this transaction locked rows of `table` it cannot name
@@ -843,14 +840,14 @@ impl<'c> Transaction<'c> {
         })
     }
 
-    /// This transaction locked `row` of `table` exclusively, or may have (`Rare::exclusive_rows`,
-    /// `Rare::exclusive_tables`).
+    /// This transaction locked `row` of `table` exclusively, or may have: by its key, or as
+    /// rows of the table it cannot name (`Rare::exclusive_rows`).
     fn owns(&self, table: &Table, row: &[Value]) -> bool {
         let Some(rare) = self.rare.as_ref() else {
             return false;
         };
-        rare.exclusive_tables.contains(&table.id())
-            || blob::lock_noted(&rare.exclusive_rows).count(table, &key_of(table, row)) > 0
+        let noted = blob::lock_noted(&rare.exclusive_rows);
+        noted.table_count(table.id()) > 0 || noted.count(table, &key_of(table, row)) > 0
     }
 
     /// How a scan of `table` completes the rows this transaction locked exclusively (a
@@ -861,10 +858,11 @@ impl<'c> Transaction<'c> {
             return OwnScan::No;
         };
         let id = table.id();
-        if rare.exclusive_tables.contains(&id) {
+        let noted = blob::lock_noted(&rare.exclusive_rows);
+        if noted.table_count(id) > 0 {
             return OwnScan::Whole;
         }
-        let keys = blob::lock_noted(&rare.exclusive_rows).of_table(id);
+        let keys = noted.of_table(id);
         if keys.is_empty() {
             OwnScan::No
         } else {
@@ -909,7 +907,7 @@ impl<'c> Transaction<'c> {
                             let what = "the rows its transaction locked, read for a scan,";
                             return Err(blob::held_too_much(table, what));
                         }
-                        long.push((OpId(usize::MAX), table.clone(), head));
+                        long.push((OpId::NONE, table.clone(), head));
                         counts.push(*count);
                     }
                     // Whole in its head, or gone: a scan finds it so, or finds it changed.
@@ -1787,7 +1785,7 @@ impl<'c> Transaction<'c> {
     }
 
     /// Notes an operation that locks a row of a table with parts tables exclusively
-    /// (`Rare::exclusive_rows`, `Rare::exclusive_tables`): by its key through a handle of the
+    /// (`Rare::exclusive_rows`): by its key through a handle of the
     /// table; as rows it cannot name through a unique index or a parts table.
     fn note_exclusive(&mut self, target: Target<'_>, key: &[Value]) {
         let Some(table) = target.table.locks_rows_of() else {
@@ -1799,9 +1797,6 @@ impl<'c> Transaction<'c> {
             blob::lock_noted(&rare.exclusive_rows).note(target.table, key);
         } else {
             blob::lock_noted(&rare.exclusive_rows).note_table(table);
-            if !rare.exclusive_tables.contains(&table) {
-                rare.exclusive_tables.push(table);
-            }
         }
     }
 
@@ -1911,11 +1906,7 @@ impl Transaction<'_> {
                 ),
             ));
         }
-        let key: Vec<Value> = table
-            .key_columns()
-            .iter()
-            .map(|&c| row[c].clone())
-            .collect();
+        let key = key_of(table, row);
         check_key(table, &key)?;
         blob::check_parts(table)?;
         let pairs: Vec<(usize, Value)> = row.iter().cloned().enumerate().collect();
@@ -2184,7 +2175,7 @@ impl Transaction<'_> {
         }
         if commit_first {
             let cluster = self.cluster;
-            let gone = blob::complete_apart(trip, cluster, &mut again).await?;
+            let gone = blob::complete_apart(trip, cluster, &mut again, None).await?;
             self.file_completed(again);
             for &op in &gone {
                 self.results[op.0].error = Some(blob::gone());
@@ -2202,7 +2193,7 @@ impl Transaction<'_> {
         let (mut rows, mut rows_apart): (Vec<_>, Vec<_>) =
             rows.into_iter().partition(|(_, t, r)| self.owns(t, r));
         let cluster = self.cluster;
-        let mut gone = blob::complete_apart(trip, cluster, &mut again_apart).await?;
+        let mut gone = blob::complete_apart(trip, cluster, &mut again_apart, None).await?;
         blob::fill_apart(trip, cluster, &mut rows_apart).await?;
         // Read again under a shared lock, so that their parts are of the version read.
         if !again.is_empty() {
@@ -2244,23 +2235,6 @@ impl Transaction<'_> {
         }
     }
 
-    /// `row` of `table` (locked, or else known current) made whole: its parts read, the last
-    /// execute `last`.
-    pub(crate) async fn fill_row<R: RoundTrip>(
-        &mut self,
-        trip: &R,
-        table: &Table,
-        row: &mut Vec<Value>,
-        last: ExecType,
-    ) -> Result<(), Error> {
-        let mut rows = vec![(OpId(usize::MAX), table.clone(), std::mem::take(row))];
-        let filled = (self.fill_rows(trip, &mut rows, last)).await;
-        if let Some((_, _, whole)) = rows.pop() {
-            *row = whole;
-        }
-        filled
-    }
-
     /// The rows made whole: every part of every long value read, in executes of at most
     /// `blob::PARTS_BATCH_BYTES` of answers, the last one `last`.
     pub(crate) async fn fill_rows<R: RoundTrip>(
@@ -2278,11 +2252,7 @@ impl Transaction<'_> {
         let mut wanted: Vec<(usize, usize, Vec<OpId>)> = Vec::new();
         let mut answer_bytes = 0;
         for (i, (_, table, row)) in rows.iter().enumerate() {
-            let key: Vec<Value> = table
-                .key_columns()
-                .iter()
-                .map(|&c| row[c].clone())
-                .collect();
+            let key = key_of(table, row);
             for bc in table.blobs() {
                 let count = blob::parts_of(bc, blob::head_length(table, bc, &row[bc.column])?);
                 let Some(parts) = bc.parts.clone().filter(|_| count > 0) else {
