@@ -17,7 +17,7 @@
 //! linked, or after a system restart, the operation fails (4009, as NDB's TE_CLUSTER_FAILURE
 //! ends one).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -31,6 +31,7 @@ use rndb_protocol::suma::{ChangeKind, EventMerge, HeldChange, Merged, SubStartRe
 use rndb_transporter::FrameHeader;
 
 use crate::connection::Connection;
+use crate::event_merge::{self, EpochParts};
 use crate::{Cluster, Error, Table};
 
 /// Bytes of events an operation holds, not yet handed out, by default (its
@@ -82,6 +83,11 @@ pub struct EventData {
     pub values: Option<Vec<Value>>,
     /// Every column's value before (update, delete).
     pub pre_values: Option<Vec<Value>>,
+    /// Of a merged operation ([`Cluster::create_event_operation_merged`]): the BLOB and TEXT
+    /// columns whose values this event does not carry (NDB's `NdbBlob::getDefined` of -1), a
+    /// value with parts that an update left as it was. Their entries in `values` and
+    /// `pre_values` are NULL, which they need not be. Empty otherwise.
+    pub blobs_undefined: Vec<usize>,
 }
 
 /// The subscription's stream on one data node.
@@ -113,6 +119,16 @@ pub struct EventOperation<'c> {
     dropped: Option<Error>,
     /// Reads the subscribed links while nothing else does.
     pumped: Pumper,
+    /// A merged operation's subscriptions to the parts tables, and its events.
+    merging: Option<Box<Merging<'c>>>,
+}
+
+/// What a merged operation adds (see `crate::event_merge`).
+struct Merging<'c> {
+    /// Each parted BLOB or TEXT column, and the subscription to its parts table.
+    parts: Vec<(usize, EventOperation<'c>)>,
+    /// Merged events, handed out.
+    ready: VecDeque<EventData>,
 }
 
 /// A thread that reads, every [`PUMP_EVERY`], the links of an operation's streams that no
@@ -201,6 +217,7 @@ impl Cluster {
             dropped_by: Vec::new(),
             dropped: None,
             pumped: Pumper::start(),
+            merging: None,
         };
         let linked: Vec<Arc<Connection>> = self.linked().filter(|c| !c.is_failed()).collect();
         for connection in linked {
@@ -229,6 +246,37 @@ impl Cluster {
         }
         Ok(op)
     }
+
+    /// As [`Cluster::create_event_operation`], with NDB's `mergeEvents(true)`: the changes of
+    /// an epoch to the same primary key come as one event (an insert then an update is an
+    /// insert; an insert then a delete nothing; a delete then an insert an update), and BLOB
+    /// and TEXT values come whole, assembled from the events of their parts tables, which it
+    /// subscribes to as well. A value with parts that an update left as it was is not in the
+    /// epoch: [`EventData::blobs_undefined`] names its column. A span of epochs a parts
+    /// table's subscription did not cover is an [`EventType::Inconsistent`] event of the
+    /// operation's (naming the parts table's fragment).
+    pub fn create_event_operation_merged(
+        &self,
+        table: &Table,
+    ) -> Result<EventOperation<'_>, Error> {
+        crate::blob::check_parts(table)?;
+        let mut op = self.create_event_operation(table)?;
+        let mut parts = Vec::new();
+        for (column, parts_table) in table.blob_parts_tables() {
+            parts.push((column, self.create_event_operation(&parts_table)?));
+        }
+        // Handed out from the first epoch every subscription covers.
+        let start =
+            (parts.iter().map(|(_, p)| p.merge.delivered())).fold(op.merge.delivered(), u64::max);
+        for sub in std::iter::once(&mut op).chain(parts.iter_mut().map(|(_, p)| p)) {
+            sub.merge.skip_through(start);
+        }
+        op.merging = Some(Box::new(Merging {
+            parts,
+            ready: VecDeque::new(),
+        }));
+        Ok(op)
+    }
 }
 
 impl<'c> EventOperation<'c> {
@@ -251,6 +299,9 @@ impl<'c> EventOperation<'c> {
         for stream in self.nodes.values() {
             stream.connection.set_stream_max(stream.request_id, bytes);
         }
+        for (_, parts) in self.merging.iter_mut().flat_map(|m| m.parts.iter_mut()) {
+            parts.set_buffer_max(bytes);
+        }
     }
 
     /// Waits up to `timeout` for a complete epoch (NDB's `Ndb::pollEvents`): returns the newest
@@ -262,10 +313,18 @@ impl<'c> EventOperation<'c> {
             self.take_streams()?;
             self.resubscribe();
             self.deliver()?;
-            if let Some(last) = self.ready.back() {
+            if self.merging.is_some() {
+                self.merge_complete()?;
+            }
+            let ready = match &self.merging {
+                Some(merging) => &merging.ready,
+                None => &self.ready,
+            };
+            if let Some(last) = ready.back() {
                 return Ok(Some(last.epoch));
             }
-            if let Some(e) = self.ended.take() {
+            // A merged operation's events of its last epochs may wait for its parts tables'.
+            if let Some(e) = self.ended.take_if(|_| self.ready.is_empty()) {
                 self.ended = Some(clone_error(&e));
                 return Err(e);
             }
@@ -282,7 +341,93 @@ impl<'c> EventOperation<'c> {
     /// The next event of the epochs [`EventOperation::poll_events`] completed (NDB's
     /// `Ndb::nextEvent`), in epoch order.
     pub fn next_event(&mut self) -> Option<EventData> {
-        self.ready.pop_front()
+        match &mut self.merging {
+            Some(merging) => merging.ready.pop_front(),
+            None => self.ready.pop_front(),
+        }
+    }
+
+    /// A merged operation: takes what its parts tables' subscriptions handed out, and merges
+    /// the epochs every subscription has handed out into events (`crate::event_merge`). A
+    /// parts table's subscription that failed fails the operation; one that ended with the
+    /// table's drop holds no epoch back.
+    fn merge_complete(&mut self) -> Result<(), Error> {
+        let Some(mut merging) = self.merging.take() else {
+            return Ok(());
+        };
+        let merged = self.merge_parts(&mut merging);
+        if let Err(e) = &merged {
+            // Nothing more is merged: what is held goes, with every subscription.
+            self.ended.get_or_insert_with(|| clone_error(e));
+            self.unsubscribe();
+            self.ready.clear();
+            merging.parts.clear();
+        }
+        self.merging = Some(merging);
+        merged
+    }
+
+    fn merge_parts(&mut self, merging: &mut Merging<'c>) -> Result<(), Error> {
+        let mut through = self.handed_through();
+        for (_, parts) in &mut merging.parts {
+            parts.take_streams()?;
+            parts.resubscribe();
+            parts.deliver()?;
+            if let Some(e) = parts.ended.as_ref().filter(|_| !parts.was_dropped()) {
+                return Err(clone_error(e));
+            }
+            through = through.min(parts.handed_through());
+        }
+        // The epochs every subscription handed out, in order: each epoch's gaps first (a gap
+        // of a parts table is one of the operation's), then its changes.
+        let mut epochs: BTreeMap<u64, Epoch> = BTreeMap::new();
+        for event in take_through(&mut self.ready, through) {
+            epochs.entry(event.epoch).or_default().changes.push(event);
+        }
+        for (column, sub) in &mut merging.parts {
+            for event in take_through(&mut sub.ready, through) {
+                let epoch = epochs.entry(event.epoch).or_default();
+                match event.event_type {
+                    EventType::Inconsistent => epoch.gaps.push(event),
+                    EventType::Drop => {}
+                    _ => epoch.parts.entry(*column).or_default().push(event),
+                }
+            }
+        }
+        for epoch in epochs.into_values() {
+            merging.ready.extend(epoch.gaps);
+            if epoch.changes.is_empty() {
+                // Parts changed with no row of theirs (written through a raw handle).
+                continue;
+            }
+            let mut parts = HashMap::new();
+            for (column, events) in epoch.parts {
+                let Some((_, sub)) = merging.parts.iter().find(|(c, _)| *c == column) else {
+                    continue;
+                };
+                parts.insert(column, EpochParts::of(&self.table, &sub.table, events)?);
+            }
+            for mut event in event_merge::merge_same_keys(&self.table, epoch.changes) {
+                event_merge::assemble(&self.table, &mut event, &parts)?;
+                merging.ready.push_back(event);
+            }
+        }
+        Ok(())
+    }
+
+    /// Epochs through this one are handed out (into `ready`), or, after the table's drop,
+    /// every epoch that will be.
+    fn handed_through(&self) -> u64 {
+        if self.was_dropped() {
+            u64::MAX
+        } else {
+            self.merge.delivered()
+        }
+    }
+
+    /// The table was dropped: the operation handed out its last changes and a Drop event.
+    fn was_dropped(&self) -> bool {
+        self.ended.as_ref().and_then(Error::code) == Some(1417)
     }
 
     /// Subscribes on the data node at the end of `connection`.
@@ -391,6 +536,7 @@ impl<'c> EventOperation<'c> {
                     fragment: 0,
                     values: None,
                     pre_values: None,
+                    blobs_undefined: Vec::new(),
                 });
                 self.ended = Some(error);
                 self.unsubscribe();
@@ -514,6 +660,7 @@ impl<'c> EventOperation<'c> {
                     fragment,
                     values: None,
                     pre_values: None,
+                    blobs_undefined: Vec::new(),
                 },
             };
             self.ready.push_back(event);
@@ -548,6 +695,7 @@ impl<'c> EventOperation<'c> {
             fragment: b.fragment,
             values,
             pre_values,
+            blobs_undefined: Vec::new(),
         })
     }
 
@@ -601,6 +749,22 @@ fn header(signal: u16, request_id: u32) -> FrameHeader {
         sender_block: block::API,
         request_id,
     }
+}
+
+/// One epoch of a merged operation, as it is merged.
+#[derive(Default)]
+struct Epoch {
+    gaps: Vec<EventData>,
+    /// The table's changes (and its Drop event).
+    changes: Vec<EventData>,
+    /// Each parted column's parts table's changes.
+    parts: BTreeMap<usize, Vec<EventData>>,
+}
+
+/// The events of `ready` up to epoch `through`, in order.
+fn take_through(ready: &mut VecDeque<EventData>, through: u64) -> Vec<EventData> {
+    let count = ready.iter().take_while(|e| e.epoch <= through).count();
+    ready.drain(..count).collect()
 }
 
 /// The same error again (an ended operation fails every later poll alike).

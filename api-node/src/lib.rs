@@ -47,6 +47,7 @@ mod connection;
 pub mod ddl;
 mod error;
 pub mod event;
+mod event_merge;
 mod futex_hash;
 mod heartbeat;
 mod interpreted;

@@ -324,6 +324,13 @@ impl EventMerge {
         self.delivered
     }
 
+    /// Hands out nothing of the epochs through `epoch`: a later start, where a subscriber
+    /// that merges several subscriptions' epochs begins them all.
+    pub fn skip_through(&mut self, epoch: u64) {
+        self.delivered = self.delivered.max(epoch);
+        self.drop_delivered();
+    }
+
     /// True once every node subscribed at the start has confirmed and reported the epoch its
     /// subscription was made in (by then every data node commits in a later one: a change
     /// committed after this is handed out). Sets where handing out begins: changes of earlier

@@ -4,7 +4,9 @@
 //! writer (the master among them) lose and duplicate no acknowledged change (a replica partner
 //! covers their fragments, and each is subscribed again once it is back); and that dropping the
 //! table under a writer hands out every acknowledged change, then ends the subscription with a
-//! Drop event.
+//! Drop event; and that a merged operation (NDB's mergeEvents) hands out BLOB and TEXT values
+//! whole, names a long value an update left as it was, and makes one event of a row's changes
+//! in one epoch.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,8 +14,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use rndb_api::{
-    Cluster, ColumnDef, ColumnType, EventData, EventOperation, EventType, ExecType, Table,
-    TableDef, Value,
+    BlobSize, Cluster, ColumnDef, ColumnType, EventData, EventOperation, EventType, ExecType,
+    Table, TableDef, Value,
 };
 use rndb_config::NodeId;
 use rndb_tests::ops::recreate_table;
@@ -539,5 +541,143 @@ fn a_table_dropped_under_a_writer_on_two_node_groups_hands_out_every_acknowledge
             Some(gci),
             "acknowledged value {v} handed out before the drop, in its commit's epoch"
         );
+    }
+}
+
+fn docs_def(name: &str) -> TableDef {
+    TableDef::new(
+        name,
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("v", ColumnType::Int64),
+            ColumnDef::nullable("body", ColumnType::Blob(BlobSize::Blob)),
+            ColumnDef::nullable("note", ColumnType::Text(BlobSize::Tiny)),
+        ],
+    )
+}
+
+/// A row of `docs_def` with a body of `len` bytes (seeded) and a short note.
+fn doc(id: u32, v: i64, len: usize, seed: u8) -> Vec<Value> {
+    vec![
+        Value::UInt32(id),
+        Value::Int64(v),
+        Value::Varbinary((0..len).map(|i| (i as u8).wrapping_mul(7) ^ seed).collect()),
+        Value::Varchar(format!("note {id} {seed}")),
+    ]
+}
+
+/// The next events of a merged operation, up to and with the first of epoch `gci`.
+fn through_epoch(op: &mut EventOperation<'_>, gci: u64, what: &str) -> Vec<EventData> {
+    let mut events = Vec::new();
+    gather(op, &mut events, what, |e| e.iter().any(|e| e.epoch >= gci));
+    events
+}
+
+#[test]
+fn merged_events_carry_whole_long_values_and_one_event_a_row_an_epoch() {
+    let cluster = TestCluster::start(ClusterSpec::new().data_nodes(2).replicas(2))
+        .expect("start the data nodes");
+    let api = cluster.connect().expect("connect");
+    let table = recreate_table(&api, &docs_def("ev_docs")).expect("create table");
+    let mut op = api
+        .create_event_operation_merged(&table)
+        .expect("subscribe, merged");
+    let key = |id: u32| [Value::UInt32(id)];
+
+    // Each change in an epoch of its own (the next commits once the last epoch is handed
+    // out): a value of several parts, a shorter one, one left as it was, a delete.
+    let long = doc(1, 0, 7000, 1);
+    let gci = commit(&api, |t| {
+        t.insert(&table, &long).unwrap();
+    });
+    let events = through_epoch(&mut op, gci, "the insert");
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0].event_type, EventType::Insert);
+    assert_eq!(events[0].values.as_deref(), Some(&long[..]), "whole values");
+    assert!(events[0].blobs_undefined.is_empty());
+
+    let short = doc(1, 1, 600, 2);
+    let gci = commit(&api, |t| {
+        t.update(
+            &table,
+            &key(1),
+            &[(1, short[1].clone()), (2, short[2].clone())],
+        )
+        .unwrap();
+    });
+    let events = through_epoch(&mut op, gci, "the update of the value");
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0].event_type, EventType::Update);
+    assert_eq!(
+        events[0].pre_values.as_deref(),
+        Some(&long[..]),
+        "old value whole"
+    );
+    let mut after = short.clone();
+    after[3] = long[3].clone();
+    assert_eq!(
+        events[0].values.as_deref(),
+        Some(&after[..]),
+        "new value whole"
+    );
+
+    let gci = commit(&api, |t| {
+        t.update(&table, &key(1), &[(1, Value::Int64(2))]).unwrap();
+    });
+    let events = through_epoch(&mut op, gci, "the update that leaves the value");
+    assert_eq!(events.len(), 1, "{events:#?}");
+    let e = &events[0];
+    assert_eq!(
+        e.blobs_undefined,
+        vec![2],
+        "the body with parts is not in the epoch"
+    );
+    let (values, pre) = (e.values.as_ref().unwrap(), e.pre_values.as_ref().unwrap());
+    assert_eq!((&values[2], &pre[2]), (&Value::Null, &Value::Null));
+    assert_eq!((&values[1], &pre[1]), (&Value::Int64(2), &Value::Int64(1)));
+    assert_eq!(values[3], long[3], "a TINY value is whole in its head");
+
+    let gci = commit(&api, |t| {
+        t.delete(&table, &key(1)).unwrap();
+    });
+    let events = through_epoch(&mut op, gci, "the delete");
+    let mut deleted = after.clone();
+    deleted[1] = Value::Int64(2);
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0].event_type, EventType::Delete);
+    assert_eq!(events[0].pre_values.as_deref(), Some(&deleted[..]));
+
+    // Changes of one row in one epoch come as one event: an insert then an update is an
+    // insert of the last values; an insert then a delete is nothing. Commits back to back
+    // share an epoch most of the time; what is expected follows the GCIs they returned.
+    let first = doc(2, 0, 9000, 3);
+    let last = doc(2, 5, 3000, 4);
+    let gci_insert = commit(&api, |t| {
+        t.insert(&table, &first).unwrap();
+        t.insert(&table, &doc(3, 0, 5000, 5)).unwrap();
+    });
+    let gci_update = commit(&api, |t| {
+        t.update(
+            &table,
+            &key(2),
+            &[(1, last[1].clone()), (2, last[2].clone())],
+        )
+        .unwrap();
+        t.delete(&table, &key(3)).unwrap();
+    });
+    let events = through_epoch(&mut op, gci_update, "the changes back to back");
+    let mut last_row = last.clone();
+    last_row[3] = first[3].clone();
+    if gci_insert == gci_update {
+        assert_eq!(events.len(), 1, "one epoch: {events:#?}");
+        assert_eq!(events[0].event_type, EventType::Insert);
+        assert_eq!(events[0].values.as_deref(), Some(&last_row[..]));
+    } else {
+        let kinds: Vec<(EventType, u64)> = events.iter().map(|e| (e.event_type, e.epoch)).collect();
+        assert_eq!(kinds.len(), 4, "two epochs: {events:#?}");
+        let update = events.iter().find(|e| e.event_type == EventType::Update);
+        let update = update.expect("the update");
+        assert_eq!(update.pre_values.as_deref(), Some(&first[..]));
+        assert_eq!(update.values.as_deref(), Some(&last_row[..]));
     }
 }
