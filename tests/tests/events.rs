@@ -6,7 +6,7 @@
 //! table under a writer hands out every acknowledged change, then ends the subscription with a
 //! Drop event; and that a merged operation (NDB's mergeEvents) hands out BLOB and TEXT values
 //! whole, names a long value an update left as it was, and makes one event of a row's changes
-//! in one epoch.
+//! in one epoch, also while data nodes are SIGKILLed and restarted under a writer.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -680,4 +680,173 @@ fn merged_events_carry_whole_long_values_and_one_event_a_row_an_epoch() {
         assert_eq!(update.pre_values.as_deref(), Some(&first[..]));
         assert_eq!(update.values.as_deref(), Some(&last_row[..]));
     }
+}
+
+/// The body `doc_v` writes for value `v`: from head-only to several parts, by `v`.
+fn body_of(v: i64) -> Value {
+    let len = (v as usize * 997) % 7000;
+    Value::Varbinary((0..len).map(|i| (i as u8) ^ (v as u8)).collect())
+}
+
+#[test]
+fn merged_events_of_long_values_survive_data_nodes_killed_in_turn() {
+    let spec = ClusterSpec::new().data_nodes(2).replicas(2).api_slots(8);
+    let mut cluster = TestCluster::start(spec).expect("start the data nodes");
+    let api = cluster.connect().expect("connect");
+    let table = recreate_table(&api, &docs_def("ev_docs_kill")).expect("create table");
+    const KEYS: u32 = 8;
+    let mut t = api.start_transaction().unwrap();
+    for id in 0..KEYS {
+        t.insert(&table, &doc(id, 0, 0, 0)).unwrap();
+    }
+    t.execute(ExecType::Commit).unwrap();
+    let mut op = api
+        .create_event_operation_merged(&table)
+        .expect("subscribe, merged");
+
+    // The writer sets each key's number and body together, to ever larger numbers.
+    let acked: Mutex<BTreeMap<u32, Vec<(i64, u64)>>> = Mutex::new(BTreeMap::new());
+    let stop = AtomicBool::new(false);
+    let mut events = Vec::new();
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            let (mut v, mut k) = (0, 0);
+            while !stop.load(Ordering::Relaxed) {
+                v += 1;
+                let result = (|| {
+                    let mut t = api.start_transaction()?;
+                    let set = [(1, Value::Int64(v)), (2, body_of(v))];
+                    t.update(&table, &[Value::UInt32(k)], &set)?;
+                    t.execute(ExecType::Commit)?;
+                    Ok::<u64, rndb_api::Error>(t.gci().expect("a writing commit has a GCI"))
+                })();
+                match result {
+                    Ok(gci) => {
+                        acked.lock().unwrap().entry(k).or_default().push((v, gci));
+                        k = (k + 1) % KEYS;
+                    }
+                    Err(e) => {
+                        assert!(e.is_temporary(), "write: {e}");
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                }
+            }
+        });
+        let take = |op: &mut EventOperation<'_>, events: &mut Vec<EventData>| {
+            if op
+                .poll_events(Duration::from_millis(50))
+                .expect("poll events")
+                .is_some()
+            {
+                while let Some(event) = op.next_event() {
+                    events.push(event);
+                }
+            }
+        };
+        let acked_count = || acked.lock().unwrap().values().map(Vec::len).sum::<usize>();
+        let result = (|| {
+            for node in [NodeId(2), NodeId(1)] {
+                let before = acked_count();
+                wait_until("writes before the kill", RESTART_TIMEOUT, || {
+                    take(&mut op, &mut events);
+                    Ok((acked_count() >= before + 100 && op.data_nodes().len() == 2).then_some(()))
+                })?;
+                cluster.kill_node(node)?;
+                let before = acked_count();
+                wait_until("writes after the kill", RESTART_TIMEOUT, || {
+                    take(&mut op, &mut events);
+                    Ok((acked_count() >= before + 100).then_some(()))
+                })?;
+                cluster.restart_node(node)?;
+                wait_until("the node restart", RESTART_TIMEOUT, || {
+                    take(&mut op, &mut events);
+                    Ok(cluster
+                        .log(node)
+                        .contains("node restart complete")
+                        .then_some(()))
+                })?;
+            }
+            Ok::<(), anyhow::Error>(())
+        })();
+        stop.store(true, Ordering::Relaxed);
+        writer.join().expect("writer");
+        result.expect("kill and restart under the writer");
+    });
+
+    // Each epoch's last acknowledged value of each key arrives whole, in that epoch, with
+    // the value before it whole too: the last one of the epoch before.
+    let acked = acked.into_inner().unwrap();
+    let mut last_of_epoch: BTreeMap<(u32, u64), i64> = BTreeMap::new();
+    for (k, values) in &acked {
+        for (v, gci) in values {
+            let last = last_of_epoch.entry((*k, *gci)).or_default();
+            *last = (*last).max(*v);
+        }
+    }
+    let newest: BTreeMap<u32, i64> = acked
+        .iter()
+        .map(|(k, v)| (*k, v.last().unwrap().0))
+        .collect();
+    gather(
+        &mut op,
+        &mut events,
+        "every acknowledged change",
+        |events| {
+            newest.iter().all(|(k, v)| {
+                events.iter().any(|e| {
+                    e.values.as_ref().is_some_and(|values| {
+                        values[0] == Value::UInt32(*k) && values[1] == Value::Int64(*v)
+                    })
+                })
+            })
+        },
+    );
+    assert!(
+        events.windows(2).all(|w| w[0].epoch <= w[1].epoch),
+        "epochs in order"
+    );
+    let mut seen: BTreeMap<(u32, u64), i64> = BTreeMap::new();
+    let mut before: BTreeMap<u32, i64> = BTreeMap::new();
+    for e in &events {
+        assert_eq!(e.event_type, EventType::Update, "a replica survived: {e:?}");
+        assert!(
+            e.blobs_undefined.is_empty(),
+            "each update wrote the body: {e:?}"
+        );
+        let (Some(values), Some(pre)) = (&e.values, &e.pre_values) else {
+            panic!("an update has both images: {e:?}");
+        };
+        let (Value::UInt32(k), Value::Int64(v), Value::Int64(p)) =
+            (&values[0], &values[1], &pre[1])
+        else {
+            panic!("{values:?} {pre:?}");
+        };
+        assert_eq!(values[2], body_of(*v), "key {k}: the body of {v}, whole");
+        let old_body = if *p == 0 {
+            Value::Varbinary(Vec::new())
+        } else {
+            body_of(*p)
+        };
+        assert_eq!(pre[2], old_body, "key {k}: the body of {p} before, whole");
+        assert_eq!(
+            *p,
+            before.get(k).copied().unwrap_or(0),
+            "key {k}: one event an epoch"
+        );
+        before.insert(*k, *v);
+        assert!(
+            seen.insert((*k, e.epoch), *v).is_none(),
+            "key {k}: one event in {:#x}",
+            e.epoch
+        );
+    }
+    eprintln!(
+        "{} acknowledged writes, {} merged events",
+        acked.values().map(Vec::len).sum::<usize>(),
+        events.len()
+    );
+    assert_eq!(
+        seen, last_of_epoch,
+        "each epoch's last acknowledged value of each key"
+    );
 }
