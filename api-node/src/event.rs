@@ -84,9 +84,10 @@ pub struct EventData {
     /// Every column's value before (update, delete).
     pub pre_values: Option<Vec<Value>>,
     /// Of a merged operation ([`Cluster::create_event_operation_merged`]): the BLOB and TEXT
-    /// columns whose values this event does not carry (NDB's `NdbBlob::getDefined` of -1), a
-    /// value with parts that an update left as it was. Their entries in `values` and
-    /// `pre_values` are NULL, which they need not be. Empty otherwise.
+    /// columns whose values this event does not carry (NDB's `NdbBlob::getDefined` of -1): a
+    /// value with parts that an update left as it was, or one whose parts a gap in its parts
+    /// table's epochs lost (an [`EventType::Inconsistent`] event says so). Their entries in
+    /// `values` and `pre_values` are NULL, which they need not be. Empty otherwise.
     pub blobs_undefined: Vec<usize>,
 }
 
@@ -288,12 +289,19 @@ impl<'c> EventOperation<'c> {
     /// The data nodes whose subscription covers every epoch not handed out yet: each sends
     /// every change of its replicas from there on. One that failed is subscribed again once it
     /// is back, and counts here once the epochs before its new subscription are handed out.
+    /// Of a merged operation: those whose subscriptions to the table and to every parts table
+    /// cover them.
     pub fn data_nodes(&self) -> Vec<NodeId> {
-        self.merge.covering().map(NodeId).collect()
+        let parts = self.merging.iter().flat_map(|m| m.parts.iter());
+        let parts: Vec<Vec<NodeId>> = parts.map(|(_, p)| p.data_nodes()).collect();
+        (self.merge.covering().map(NodeId))
+            .filter(|n| parts.iter().all(|p| p.contains(n)))
+            .collect()
     }
 
     /// Bytes of events held before they are handed out, at most (NDB's
     /// `ndb_eventbuffer_max_alloc`); past it [`EventOperation::poll_events`] fails with 4734.
+    /// A merged operation holds this much for the table and as much for each parts table.
     pub fn set_buffer_max(&mut self, bytes: usize) {
         self.buffer_max = bytes;
         for stream in self.nodes.values() {
@@ -355,6 +363,15 @@ impl<'c> EventOperation<'c> {
         let Some(mut merging) = self.merging.take() else {
             return Ok(());
         };
+        if self.ended.is_some() && !self.was_dropped() {
+            // The table's subscription failed (4009, 4734, a bad change): what it handed out
+            // and was not merged yet goes, with the parts tables' subscriptions; the error
+            // follows the events merged before.
+            self.ready.clear();
+            merging.parts.clear();
+            self.merging = Some(merging);
+            return Ok(());
+        }
         let merged = self.merge_parts(&mut merging);
         if let Err(e) = &merged {
             // Nothing more is merged: what is held goes, with every subscription.
