@@ -689,6 +689,11 @@ fn files() -> Vec<Seed> {
     for (name, magic, kind) in [
         ("data-2", backup::DATA_MAGIC, kind::PUT),
         ("log-2", backup::LOG_MAGIC, kind::DELETE),
+        (
+            "log-before-2",
+            backup::LOG_MAGIC,
+            backup::backup_kind::BEFORE,
+        ),
     ] {
         let mut file = backup::header(magic, 2, 1);
         backup::append_row(&mut file, gci, kind::PUT, 5, 0, &row);
@@ -700,6 +705,7 @@ fn files() -> Vec<Seed> {
         backup_id: 2,
         start_gci: gci,
         stop_gci: 9,
+        snapshot_gci: None,
         records: 2,
         log_records: 2,
         data_bytes: 200,
@@ -712,5 +718,10 @@ fn files() -> Vec<Seed> {
         indexes: Vec::new(),
     };
     seeds.push(("backup", "ctl-2".into(), ctl.file_bytes(1)));
+    let snapshot = BackupCtl {
+        snapshot_gci: Some(8),
+        ..ctl
+    };
+    seeds.push(("backup", "ctl-snapshot".into(), snapshot.file_bytes(1)));
     seeds
 }

@@ -3,8 +3,10 @@
 //! the simulator from its kernels.
 //!
 //! ```text
-//!   start <id> <participants> ─▶ every participant logs changes, scans, reports scanned
-//!   stop <id> <stop_gci>      ─▶ (the newest GCI any participant's rows or changes can have)
+//!   start <id> <participants> ─▶ every participant logs changes (SNAPSHOTSTART: with the
+//!                                images they replace), scans, reports scanned
+//!   stop <id> <stop_gci>      ─▶ (the newest GCI any participant's rows or changes can have;
+//!     [snapshot <gci>]           SNAPSHOTSTART: the newest start point of the participants)
 //!                                every participant ends its log, writes its control file,
 //!                                reports completed
 //! ```
@@ -51,8 +53,14 @@ pub struct BackupRound {
     /// Names this round to the data nodes (a later round may reuse the id).
     pub token: u64,
     pub participants: BTreeSet<u16>,
+    /// START BACKUP ... SNAPSHOTSTART: restorable as of the start.
+    pub snapshot_start: bool,
     /// Set once every participant scanned.
     pub stop_gci: Option<u32>,
+    /// A SNAPSHOTSTART backup's point, set with `stop_gci`: the end of the newest global
+    /// checkpoint any participant had seen when its part began (each logged every change
+    /// after it).
+    pub snapshot_gci: Option<u32>,
     pub outcome: Option<Result<BackupSummary, BackupFailure>>,
 }
 
@@ -69,7 +77,9 @@ impl BackupRound {
             id,
             token,
             participants,
+            snapshot_start: false,
             stop_gci: None,
+            snapshot_gci: None,
             outcome: None,
         }
     }
@@ -126,15 +136,15 @@ impl BackupRound {
                 }
                 let newest = progress.iter().map(|p| p.scanned_gci).max().unwrap_or(0);
                 self.stop_gci = Some((newest >> 32) as u32);
+                let started = progress.iter().map(|p| p.start_gci).max().unwrap_or(0);
+                self.snapshot_gci = self.snapshot_start.then_some((started >> 32) as u32);
                 false
             }
             Some(stop_gci) if all(BackupPhase::Completed) => {
+                // A SNAPSHOTSTART backup's start is the point it restores to.
+                let first_start = progress.iter().map(|p| (p.start_gci >> 32) as u32).min();
                 self.outcome = Some(Ok(BackupSummary {
-                    start_gci: progress
-                        .iter()
-                        .map(|p| (p.start_gci >> 32) as u32)
-                        .min()
-                        .unwrap_or(0),
+                    start_gci: self.snapshot_gci.or(first_start).unwrap_or(0),
                     stop_gci,
                     records: progress.iter().map(|p| p.records).sum(),
                     log_records: progress.iter().map(|p| p.log_records).sum(),
@@ -165,8 +175,13 @@ impl BackupRound {
                 id,
                 participants: self.participants.iter().copied().collect(),
                 token: self.token,
+                snapshot_start: self.snapshot_start,
             }),
-            (None, Some(stop_gci)) => Some(BackupCommand::Stop { id, stop_gci }),
+            (None, Some(stop_gci)) => Some(BackupCommand::Stop {
+                id,
+                stop_gci,
+                snapshot_gci: self.snapshot_gci,
+            }),
             (Some(Err(failure)), _) => {
                 progress
                     .filter(|p| self.is_mine(p) && running(p))
@@ -209,6 +224,7 @@ mod tests {
                 id: 4,
                 participants: vec![1, 2],
                 token: 8,
+                snapshot_start: false,
             })
         );
         // A node's report of an earlier round of the same id is not this round's.
@@ -229,7 +245,11 @@ mod tests {
         assert_eq!(round.stop_gci, Some(9));
         assert_eq!(
             round.command(2, Some(&b)),
-            Some(BackupCommand::Stop { id: 4, stop_gci: 9 })
+            Some(BackupCommand::Stop {
+                id: 4,
+                stop_gci: 9,
+                snapshot_gci: None
+            })
         );
         let done = progress(4, BackupPhase::Completed, 9 << 32);
         assert!(round.advance(|_| Participant::Serving(Some(&done))));
@@ -237,6 +257,45 @@ mod tests {
         assert_eq!((summary.start_gci, summary.stop_gci), (3, 9));
         assert_eq!((summary.records, summary.log_bytes), (10, 100));
         assert_eq!(round.command(1, Some(&done)), None);
+    }
+
+    #[test]
+    fn a_snapshotstart_round_restores_to_the_newest_start_of_its_participants() {
+        let mut round = BackupRound::new(4, [1, 2].into(), 8);
+        round.snapshot_start = true;
+        let start = round.command(1, None);
+        let Some(BackupCommand::Start { snapshot_start, .. }) = start else {
+            panic!("{start:?}");
+        };
+        assert!(snapshot_start);
+        let a = BackupProgress {
+            start_gci: 5 << 32 | 1,
+            ..progress(4, BackupPhase::Scanned, 9 << 32)
+        };
+        let b = progress(4, BackupPhase::Scanned, 8 << 32);
+        assert!(!round.advance(|n| Participant::Serving(Some(if n == 1 { &a } else { &b }))));
+        assert_eq!((round.stop_gci, round.snapshot_gci), (Some(9), Some(5)));
+        assert_eq!(
+            round.command(2, Some(&b)),
+            Some(BackupCommand::Stop {
+                id: 4,
+                stop_gci: 9,
+                snapshot_gci: Some(5)
+            })
+        );
+        let (a, b) = (
+            BackupProgress {
+                phase: Some(BackupPhase::Completed),
+                ..a
+            },
+            BackupProgress {
+                phase: Some(BackupPhase::Completed),
+                ..b
+            },
+        );
+        assert!(round.advance(|n| Participant::Serving(Some(if n == 1 { &a } else { &b }))));
+        let summary = round.outcome.clone().unwrap().unwrap();
+        assert_eq!((summary.start_gci, summary.stop_gci), (5, 9), "its point");
     }
 
     #[test]

@@ -53,10 +53,13 @@ pub enum Command {
     EnterSingleUser(u16),
     /// `EXIT SINGLE USER MODE`.
     ExitSingleUser,
-    /// `START BACKUP [<backup id>] [NOWAIT | WAIT STARTED | WAIT COMPLETED] [SNAPSHOTEND]`.
+    /// `START BACKUP [<backup id>] [NOWAIT | WAIT STARTED | WAIT COMPLETED]
+    /// [SNAPSHOTSTART | SNAPSHOTEND]`.
     StartBackup {
         id: Option<u32>,
         wait: BackupWait,
+        /// SNAPSHOTSTART: restorable as of the backup's start (else its end).
+        snapshot_start: bool,
     },
     /// `ABORT BACKUP <backup id>`.
     AbortBackup(u32),
@@ -121,8 +124,9 @@ ENTER SINGLE USER MODE <api id>        Enter single user mode: only that API
                                        node may use the database
 EXIT SINGLE USER MODE                  Exit single user mode
 START BACKUP [<backup id>] [NOWAIT | WAIT STARTED | WAIT COMPLETED]
-                                       Start an online backup (consistent as
-                                       of its end: SNAPSHOTEND)
+             [SNAPSHOTSTART | SNAPSHOTEND]
+                                       Start an online backup, consistent as
+                                       of its start or its end (the default)
 ABORT BACKUP <backup id>               Abort backup
 QUIT, EXIT                             Quit management client
 
@@ -249,6 +253,7 @@ fn parse_start_backup(words: &[String]) -> Result<Command, String> {
         _ => None,
     };
     let mut wait = BackupWait::Completed;
+    let mut snapshot_start = false;
     while let Some(word) = words.next() {
         match (word, words.peek().copied()) {
             ("NOWAIT", _) => wait = BackupWait::No,
@@ -260,18 +265,16 @@ fn parse_start_backup(words: &[String]) -> Result<Command, String> {
                 words.next();
                 wait = BackupWait::Completed;
             }
-            ("SNAPSHOTEND", _) => {}
-            ("SNAPSHOTSTART", _) => {
-                return Err(
-                    "SNAPSHOTSTART is not supported: a backup is consistent as of its \
-                            end (SNAPSHOTEND)"
-                        .into(),
-                )
-            }
+            ("SNAPSHOTEND", _) => snapshot_start = false,
+            ("SNAPSHOTSTART", _) => snapshot_start = true,
             _ => return Err(format!("Invalid argument to START BACKUP: {word}")),
         }
     }
-    Ok(Command::StartBackup { id, wait })
+    Ok(Command::StartBackup {
+        id,
+        wait,
+        snapshot_start,
+    })
 }
 
 fn parse_clusterlog(words: &[String]) -> Option<Command> {
@@ -329,7 +332,11 @@ pub fn execute(
             no_start,
             force,
         } => restart(connect, *target, *initial, *no_start, *force),
-        Command::StartBackup { id, wait } => start_backup(connect, *id, *wait),
+        Command::StartBackup {
+            id,
+            wait,
+            snapshot_start,
+        } => start_backup(connect, *id, *wait, *snapshot_start),
         Command::AbortBackup(id) => {
             let mut client = connect().map_err(fail)?;
             let request = Message::new("abort backup").field("backupid", id);
@@ -435,11 +442,15 @@ fn start_backup(
     connect: &dyn Fn() -> Result<MgmClient, MgmError>,
     id: Option<u32>,
     wait: BackupWait,
+    snapshot_start: bool,
 ) -> Result<String, String> {
     let mut client = connect().map_err(|e| e.to_string())?;
     let mut request = Message::new("start backup").field("wait", wait.as_str());
     if let Some(id) = id {
         request.push("backupid", id);
+    }
+    if snapshot_start {
+        request.push("snapshot", "start");
     }
     let mut out = String::new();
     match wait {
@@ -795,6 +806,7 @@ mod tests {
             Ok(Command::StartBackup {
                 id: None,
                 wait: BackupWait::Completed,
+                snapshot_start: false,
             }),
         );
         check(
@@ -802,6 +814,7 @@ mod tests {
             Ok(Command::StartBackup {
                 id: Some(12),
                 wait: BackupWait::No,
+                snapshot_start: false,
             }),
         );
         check(
@@ -809,11 +822,17 @@ mod tests {
             Ok(Command::StartBackup {
                 id: None,
                 wait: BackupWait::Started,
+                snapshot_start: false,
             }),
         );
-        assert!(parse("start backup snapshotstart")
-            .unwrap_err()
-            .starts_with("SNAPSHOTSTART is not supported"));
+        check(
+            "start backup 7 snapshotstart nowait",
+            Ok(Command::StartBackup {
+                id: Some(7),
+                wait: BackupWait::No,
+                snapshot_start: true,
+            }),
+        );
         assert!(parse("start backup 3 wait").is_err());
         check("abort backup 4", Ok(Command::AbortBackup(4)));
         check(

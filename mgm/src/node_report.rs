@@ -72,9 +72,17 @@ pub enum BackupCommand {
         id: u32,
         participants: Vec<u16>,
         token: u64,
+        /// SNAPSHOTSTART: the log holds each replaced row's image before the change too, so
+        /// that a restore can go back to the backup's start.
+        snapshot_start: bool,
     },
-    /// End backup `id` at the end of global checkpoint `stop_gci`.
-    Stop { id: u32, stop_gci: u32 },
+    /// End backup `id` at the end of global checkpoint `stop_gci`; a SNAPSHOTSTART backup
+    /// restores to the end of `snapshot_gci` (every participant logged each change after it).
+    Stop {
+        id: u32,
+        stop_gci: u32,
+        snapshot_gci: Option<u32>,
+    },
     /// Give backup `id` up, with NDB's error `error` (1321 asked, 1326 a node failed).
     Abort { id: u32, error: u32 },
 }
@@ -89,18 +97,32 @@ impl BackupCommand {
         }
     }
 
-    /// The reply field's value: `start 5 1,2 <token>`, `stop 5 120` or `abort 5 1326`.
+    /// The reply field's value: `start 5 1,2 <token> [snapshotstart]`, `stop 5 120
+    /// [snapshot 117]` or `abort 5 1326`.
     pub fn encode(&self) -> String {
         match self {
             BackupCommand::Start {
                 id,
                 participants,
                 token,
+                snapshot_start,
             } => {
                 let nodes: Vec<String> = participants.iter().map(u16::to_string).collect();
-                format!("start {id} {} {token}", nodes.join(","))
+                let snapshot = if *snapshot_start {
+                    " snapshotstart"
+                } else {
+                    ""
+                };
+                format!("start {id} {} {token}{snapshot}", nodes.join(","))
             }
-            BackupCommand::Stop { id, stop_gci } => format!("stop {id} {stop_gci}"),
+            BackupCommand::Stop {
+                id,
+                stop_gci,
+                snapshot_gci,
+            } => match snapshot_gci {
+                Some(gci) => format!("stop {id} {stop_gci} snapshot {gci}"),
+                None => format!("stop {id} {stop_gci}"),
+            },
             BackupCommand::Abort { id, error } => format!("abort {id} {error}"),
         }
     }
@@ -114,6 +136,13 @@ impl BackupCommand {
             "start" => Some(words.next()?.parse().ok()?),
             _ => None,
         };
+        let (mut snapshot_start, mut snapshot_gci) = (false, None);
+        match (verb, words.next()) {
+            (_, None) => {}
+            ("start", Some("snapshotstart")) => snapshot_start = true,
+            ("stop", Some("snapshot")) => snapshot_gci = Some(words.next()?.parse().ok()?),
+            _ => return None,
+        }
         if words.next().is_some() {
             return None;
         }
@@ -125,10 +154,12 @@ impl BackupCommand {
                     .map(|n| n.parse().ok())
                     .collect::<Option<_>>()?,
                 token: token?,
+                snapshot_start,
             }),
             "stop" => Some(BackupCommand::Stop {
                 id,
                 stop_gci: arg.parse().ok()?,
+                snapshot_gci,
             }),
             "abort" => Some(BackupCommand::Abort {
                 id,
@@ -767,10 +798,23 @@ mod tests {
                 id: 3,
                 participants: vec![1, 2, 4],
                 token: 77,
+                snapshot_start: false,
+            },
+            BackupCommand::Start {
+                id: 3,
+                participants: vec![1],
+                token: 78,
+                snapshot_start: true,
             },
             BackupCommand::Stop {
                 id: 3,
                 stop_gci: 77,
+                snapshot_gci: None,
+            },
+            BackupCommand::Stop {
+                id: 3,
+                stop_gci: 77,
+                snapshot_gci: Some(75),
             },
             BackupCommand::Abort { id: 3, error: 1326 },
         ] {
@@ -783,6 +827,10 @@ mod tests {
             "start 3 1,x 7",
             "start 3 1 x",
             "stop 3 1 2",
+            "stop 3 1 snapshot",
+            "stop 3 1 snapshot x",
+            "start 3 1 7 snapshotend",
+            "abort 3 1 snapshot 2",
             "halt 3 1",
         ] {
             assert_eq!(BackupCommand::parse(bad), None, "{bad:?}");

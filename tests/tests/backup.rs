@@ -2,7 +2,8 @@
 //! client writes, restores with `ndb_restore` into a second cluster as exactly the table
 //! state at the end of the backup's stop GCP (every acknowledged write of that GCP or before,
 //! none after), with its unique and ordered indexes and its auto-increment counter past every
-//! id restored; backup ids go up, an existing backup's
+//! id restored; a SNAPSHOTSTART backup restores as exactly the table state at the end of its
+//! StartGCP; backup ids go up, an existing backup's
 //! id is refused (1350); a damaged backup file is reported with its name and offset; and a
 //! running backup refuses DROP TABLE (761), ends on ABORT BACKUP (1321) and when a data node
 //! is killed (1326), without stopping the cluster; a backup directory that cannot be written
@@ -29,6 +30,9 @@ const VERSION: &str = concat!("rndb-", env!("CARGO_PKG_VERSION"));
 const QUICK_CHECKPOINTS: &str = "TimeBetweenGlobalCheckpoints=300\n";
 /// Keys the writer uses.
 const KEYS: u32 = 400;
+/// Rows from this key on the writer leaves alone, and how many.
+const BULK_FROM: u32 = 1_000_000;
+const BULK: u32 = 30_000;
 
 fn mgm(cs: &str, command: &str) -> (bool, String, String) {
     let out = run("ndb_mgm", &["-c", cs, "-e", command]);
@@ -125,36 +129,27 @@ fn restore(cs: &str, node: u32, id: u32, dir: &Path, what: &[&str]) -> (bool, St
     (out.status.success(), text(&out.stdout), text(&out.stderr))
 }
 
-#[test]
-fn a_backup_taken_under_writes_restores_as_of_its_stop_gcp() {
-    let mut source = Processes::new();
-    let (cs, cluster, table) = cluster_with_table(&mut source, QUICK_CHECKPOINTS);
-    cluster
-        .create_index(&table, &IndexDef::unique("email_idx", &["email"]))
-        .expect("unique index");
-    cluster
-        .create_index(&table, &IndexDef::ordered("balance_idx", &["balance"]))
-        .expect("ordered index");
-    let mut tx = cluster.start_transaction().expect("start");
-    for id in 0..KEYS / 2 {
-        tx.insert(&table, &row(id, 1000)).expect("define");
-    }
-    tx.execute(ExecType::Commit).expect("load");
-    let loaded_gci = tx.gci().expect("a write's GCI");
-    drop(tx);
-    // SYSTAB_0 is in the backup (with this cluster's counter of `accounts`); the restore
-    // leaves it out.
-    cluster
-        .auto_increment_value(&table)
-        .expect("an auto-increment value");
+/// Every acknowledged change of [`backup_under_writes`]'s writer: its GCI, the key, and the
+/// row after it (`None`: deleted).
+type History = Vec<(u64, u32, Option<Vec<Value>>)>;
 
-    // One client writes while the backup runs: every acknowledged change with its GCI, in
-    // commit order (one thread, so later commits have GCIs no older).
+/// Runs ndb_mgm `command` (a START BACKUP) while one client inserts, updates and deletes rows
+/// of `accounts` (keys below `KEYS / 2` there at first, with balance 1000, then changed by
+/// `history`), adds the client's changes to `history` in commit order (one thread, so later
+/// commits have GCIs no older), and returns ndb_mgm's outcome.
+fn backup_under_writes(
+    cs: &str,
+    cluster: &Cluster,
+    table: &Table,
+    command: &str,
+    history: &mut History,
+) -> (bool, String, String) {
     let stop = AtomicBool::new(false);
-    let (history, out) = std::thread::scope(|s| {
+    let now = rows_at(history, u32::MAX);
+    std::thread::scope(|s| {
         let writer = s.spawn(|| {
-            let mut history: Vec<(u64, u32, Option<Vec<Value>>)> = Vec::new();
-            let mut present: Vec<bool> = (0..KEYS).map(|id| id < KEYS / 2).collect();
+            let mut history = History::new();
+            let mut present: Vec<bool> = (0..KEYS).map(|id| now.contains_key(&id)).collect();
             let mut i = 0u32;
             while !stop.load(Ordering::Relaxed) || history.len() < 50 {
                 i += 1;
@@ -162,17 +157,17 @@ fn a_backup_taken_under_writes_restores_as_of_its_stop_gcp() {
                 let mut tx = cluster.start_transaction().expect("start");
                 let change = match (present[id as usize], i % 5) {
                     (true, 0) => {
-                        tx.delete(&table, &[Value::UInt32(id)]).expect("define");
+                        tx.delete(table, &[Value::UInt32(id)]).expect("define");
                         None
                     }
                     (true, _) => {
                         let set = [(1, Value::Int64(i64::from(i)))];
-                        tx.update(&table, &[Value::UInt32(id)], &set)
+                        tx.update(table, &[Value::UInt32(id)], &set)
                             .expect("define");
                         Some(row(id, i64::from(i)))
                     }
                     (false, _) => {
-                        tx.insert(&table, &row(id, i64::from(i))).expect("define");
+                        tx.insert(table, &row(id, i64::from(i))).expect("define");
                         Some(row(id, i64::from(i)))
                     }
                 };
@@ -183,11 +178,132 @@ fn a_backup_taken_under_writes_restores_as_of_its_stop_gcp() {
             }
             history
         });
-        let out = mgm(&cs, "START BACKUP");
+        let out = mgm(cs, command);
         stop.store(true, Ordering::Relaxed);
-        (writer.join().expect("the writer"), out)
-    });
-    let (ok, out, err) = out;
+        history.extend(writer.join().expect("the writer"));
+        out
+    })
+}
+
+/// What `accounts` held at the end of global checkpoint `gcp`, after `history`'s changes.
+fn rows_at(history: &History, gcp: u32) -> BTreeMap<u32, Vec<Value>> {
+    let mut rows: BTreeMap<u32, Vec<Value>> = (0..KEYS / 2).map(|id| (id, row(id, 1000))).collect();
+    for (gci, id, change) in history {
+        if (gci >> 32) as u32 <= gcp {
+            match change {
+                Some(r) => rows.insert(*id, r.clone()),
+                None => rows.remove(id),
+            };
+        }
+    }
+    rows
+}
+
+/// Loads keys below `KEYS / 2` with balance 1000; returns the load's GCI.
+fn load(cluster: &Cluster, table: &Table) -> u64 {
+    let mut tx = cluster.start_transaction().expect("start");
+    for id in 0..KEYS / 2 {
+        tx.insert(table, &row(id, 1000)).expect("define");
+    }
+    tx.execute(ExecType::Commit).expect("load");
+    tx.gci().expect("a write's GCI")
+}
+
+#[test]
+fn a_snapshotstart_backup_restores_as_of_its_start_gcp() {
+    let mut source = Processes::new();
+    // Global checkpoints every 20 ms, and rows the writer leaves alone for the scan to take
+    // a while: the backup spans several.
+    let (cs, cluster, table) = cluster_with_table(
+        &mut source,
+        "TimeBetweenGlobalCheckpoints=20\nTimeBetweenEpochs=10\n",
+    );
+    let loaded_gci = load(&cluster, &table);
+    for first in (BULK_FROM..BULK_FROM + BULK).step_by(1000) {
+        let mut tx = cluster.start_transaction().expect("start");
+        for id in first..first + 1000 {
+            tx.insert(&table, &row(id, 7)).expect("define");
+        }
+        tx.execute(ExecType::Commit).expect("load");
+    }
+    // A backup may begin and end in one global checkpoint (then a restore to its start and
+    // one to its end are the same): taken again until the table changed between the two.
+    let mut history = History::new();
+    let mut outs = Vec::new();
+    let (id, start_gcp, stop_gcp) = (1..=10)
+        .find_map(|_| {
+            let (ok, out, err) = backup_under_writes(
+                &cs,
+                &cluster,
+                &table,
+                "START BACKUP SNAPSHOTSTART",
+                &mut history,
+            );
+            assert!(ok, "START BACKUP SNAPSHOTSTART failed: {out}{err}");
+            let id = field(&out, "Backup ");
+            let (start, stop) = (field(&out, "StartGCP: "), field(&out, "StopGCP: "));
+            assert!(start <= stop, "{out}");
+            outs.push(out);
+            let changed = rows_at(&history, start) != rows_at(&history, stop);
+            changed.then_some((id, start, stop))
+        })
+        .unwrap_or_else(|| panic!("no backup spanned two global checkpoints: {outs:#?}"));
+    assert!(
+        (loaded_gci >> 32) as u32 <= start_gcp,
+        "the load precedes the backup: {outs:?}"
+    );
+    let after = (history.iter())
+        .filter(|(gci, ..)| (gci >> 32) as u32 > start_gcp)
+        .count();
+    let expected = rows_at(&history, start_gcp);
+
+    let mut target = Processes::new();
+    let target_cs = start_cluster(&mut target);
+    for (node, what) in [(1, &["-m", "-r"][..]), (2, &["-r"][..])] {
+        let dir = backup_dir(&source, node, id);
+        let (ok, out, err) = restore(&target_cs, node, id, &dir, what);
+        assert!(ok, "ndb_restore -n {node} {what:?}: {out}{err}");
+        let point =
+            format!("Backup taken SNAPSHOTSTART: restored as of the end of GCP {start_gcp}\n");
+        assert!(out.contains(&point), "{out}");
+    }
+    let target_cluster =
+        Cluster::connect_mgm(&target_cs, ConnectOptions::default()).expect("connect");
+    let mut restored = all_rows(&target_cluster);
+    let bulk = restored.split_off(&BULK_FROM);
+    assert_eq!(bulk.len(), BULK as usize, "the rows the writer left alone");
+    assert!(bulk.iter().all(|(id, r)| *r == row(*id, 7)));
+    assert_eq!(
+        restored.len(),
+        expected.len(),
+        "rows as of the end of GCP {start_gcp} ({after} of {} writes after it)",
+        history.len()
+    );
+    assert_eq!(
+        restored, expected,
+        "as of the end of GCP {start_gcp}, not of the stop GCP {stop_gcp}"
+    );
+}
+
+#[test]
+fn a_backup_taken_under_writes_restores_as_of_its_stop_gcp() {
+    let mut source = Processes::new();
+    let (cs, cluster, table) = cluster_with_table(&mut source, QUICK_CHECKPOINTS);
+    cluster
+        .create_index(&table, &IndexDef::unique("email_idx", &["email"]))
+        .expect("unique index");
+    cluster
+        .create_index(&table, &IndexDef::ordered("balance_idx", &["balance"]))
+        .expect("ordered index");
+    let loaded_gci = load(&cluster, &table);
+    // SYSTAB_0 is in the backup (with this cluster's counter of `accounts`); the restore
+    // leaves it out.
+    cluster
+        .auto_increment_value(&table)
+        .expect("an auto-increment value");
+
+    let mut history = History::new();
+    let (ok, out, err) = backup_under_writes(&cs, &cluster, &table, "START BACKUP", &mut history);
     assert!(ok, "START BACKUP failed: {out}{err}");
     assert!(
         out.starts_with("Waiting for completed, this may take several minutes\n"),
@@ -216,17 +332,7 @@ fn a_backup_taken_under_writes_restores_as_of_its_stop_gcp() {
         "no write after the stop GCP ({before} before): the test shows nothing left out"
     );
 
-    // What the table held at the end of the stop GCP.
-    let mut expected: BTreeMap<u32, Vec<Value>> =
-        (0..KEYS / 2).map(|id| (id, row(id, 1000))).collect();
-    for (gci, id, change) in &history {
-        if (gci >> 32) as u32 <= stop_gcp {
-            match change {
-                Some(r) => expected.insert(*id, r.clone()),
-                None => expected.remove(id),
-            };
-        }
-    }
+    let expected = rows_at(&history, stop_gcp);
     let records = field(&out, "#Records: ");
     assert!(records as usize >= KEYS as usize / 4, "{out}");
 

@@ -111,13 +111,19 @@ impl State {
 
 impl Server {
     /// START BACKUP: `backupid` (optional: one more than the highest any node has), `wait`
-    /// (`no`, `started` or `completed`, the default).
+    /// (`no`, `started` or `completed`, the default), `snapshot` (`start` or `end`, the
+    /// default: the point the backup restores to).
     pub(super) fn start_backup(&self, request: &Message) -> Result<Message, String> {
         let wait = match request.get("wait").unwrap_or("completed") {
             "no" => Wait::No,
             "started" => Wait::Started,
             "completed" => Wait::Completed,
             other => return Err(format!("wait {other:?}: expected no, started or completed")),
+        };
+        let snapshot_start = match request.get("snapshot").unwrap_or("end") {
+            "start" => true,
+            "end" => false,
+            other => return Err(format!("snapshot {other:?}: expected start or end")),
         };
         let asked: Option<u32> = request.parse("backupid")?;
         let me = self.me.0;
@@ -186,7 +192,8 @@ impl Server {
                 state.backup_done.drain(..excess);
             }
         }
-        let round = BackupRound::new(id, participants.clone(), token);
+        let mut round = BackupRound::new(id, participants.clone(), token);
+        round.snapshot_start = snapshot_start;
         state.backup = Some((round, Instant::now()));
         let text = format!("Backup {id} started from node {me}");
         state

@@ -63,12 +63,24 @@ const LOG_WRITES_IN_FLIGHT_MAX: usize = 2;
 pub struct BackupLog {
     bytes: Vec<u8>,
     records: u64,
+    /// A SNAPSHOTSTART backup's: a change that replaces a row logs the image it replaced
+    /// first (`backup_kind::BEFORE`).
+    pub before_images: bool,
 }
 
 impl BackupLog {
-    /// A change committed in `gci`: `row` is the new image, or for a delete the image removed.
-    pub fn push(&mut self, gci: u64, delete: bool, table_id: u32, fragment: u32, row: &Row) {
-        let kind = if delete { kind::DELETE } else { kind::PUT };
+    /// An empty log, with the images changes replace (`before_images`) or not.
+    pub fn new(before_images: bool) -> Box<BackupLog> {
+        Box::new(BackupLog {
+            before_images,
+            ..BackupLog::default()
+        })
+    }
+
+    /// A change committed in `gci`: `row` is the new image, or for a delete the image removed
+    /// (`kind::PUT`, `kind::DELETE`), or the image a PUT that follows replaced
+    /// (`backup_kind::BEFORE`).
+    pub fn push(&mut self, gci: u64, kind: u8, table_id: u32, fragment: u32, row: &Row) {
         layout::append_row(
             &mut self.bytes,
             gci,
@@ -79,6 +91,14 @@ impl BackupLog {
         );
         self.records += 1;
     }
+}
+
+/// A backup to begin here (`BackupCommand::Start`).
+struct Begin {
+    id: u32,
+    token: u64,
+    participants: Vec<NodeId>,
+    snapshot_start: bool,
 }
 
 /// What a completed file request of a backup was.
@@ -142,6 +162,8 @@ struct Run {
     /// The newest GCI of a change logged.
     log_max_gci: u64,
     stop: Option<u32>,
+    /// A SNAPSHOTSTART backup's point (`BackupCommand::Stop`).
+    snapshot_gci: Option<u32>,
     /// The log's END is written; its sync and then the control file follow.
     finishing: bool,
     tables: Vec<TableInfo>,
@@ -223,8 +245,13 @@ impl Kernel {
             run.heard = now;
             match command {
                 BackupCommand::Start { .. } => {}
-                BackupCommand::Stop { stop_gci, .. } => {
+                BackupCommand::Stop {
+                    stop_gci,
+                    snapshot_gci,
+                    ..
+                } => {
                     if run.stop.is_none() {
+                        run.snapshot_gci = snapshot_gci;
                         tracing::info!(
                             backup = id,
                             stop_gci,
@@ -244,6 +271,7 @@ impl Kernel {
         let BackupCommand::Start {
             participants,
             token,
+            snapshot_start,
             ..
         } = command
         else {
@@ -266,16 +294,36 @@ impl Kernel {
         if !self.qmgr.started() || !participants.contains(&self.me) {
             return;
         }
-        self.backup_begin(id, token, participants, now);
+        let begin = Begin {
+            id,
+            token,
+            participants,
+            snapshot_start,
+        };
+        self.backup_begin(begin, now);
     }
 
-    fn backup_begin(&mut self, id: u32, token: u64, participants: Vec<NodeId>, now: Instant) {
+    fn backup_begin(&mut self, begin: Begin, now: Instant) {
+        let Begin {
+            id,
+            token,
+            participants,
+            snapshot_start,
+        } = begin;
         self.backups.last_id = self.backups.last_id.max(id);
+        // Every change committed here from now on is logged; the newest GCI one committed
+        // before can have is the start (a SNAPSHOTSTART backup goes back to the newest of
+        // the participants').
+        let newest_logged = self.lqh.redo.as_ref().map_or(0, |r| r.newest_logged);
+        let start_gci = [self.gcp.current, self.lqh.newest_committed, newest_logged]
+            .into_iter()
+            .max()
+            .unwrap_or(0);
         self.backups.progress = Some(BackupProgress {
             id,
             token,
             phase: Some(BackupPhase::Running),
-            start_gci: self.gcp.current,
+            start_gci,
             ..BackupProgress::default()
         });
         let root = match (&self.backups.root, self.has_files) {
@@ -327,7 +375,7 @@ impl Kernel {
             );
             return self.backup_failed(id, NdbError::with_detail(1326, why));
         }
-        self.lqh.set_backup_logs(&claimed, true);
+        self.lqh.set_backup_logs(&claimed, Some(snapshot_start));
         let mut schema = Vec::new();
         tables.iter().for_each(|t| t.encode(&mut schema));
         indexes.iter().for_each(|i| i.encode(&mut schema));
@@ -366,6 +414,7 @@ impl Kernel {
             log_records: 0,
             log_max_gci: 0,
             stop: None,
+            snapshot_gci: None,
             finishing: false,
             tables,
             indexes,
@@ -629,6 +678,7 @@ impl Kernel {
                     backup_id: id,
                     start_gci: self.backups.progress.as_ref().map_or(0, |p| p.start_gci),
                     stop_gci: run.stop.unwrap_or(0),
+                    snapshot_gci: run.snapshot_gci,
                     records: self.backups.progress.as_ref().map_or(0, |p| p.records),
                     log_records: run.log_records,
                     data_bytes: run.data_written,
@@ -700,7 +750,7 @@ impl Kernel {
             return;
         };
         run.finishing = true;
-        self.lqh.set_backup_logs(&run.claimed, false);
+        self.lqh.set_backup_logs(&run.claimed, None);
         let mut end = Vec::new();
         layout::append_end(&mut end, self.gcp.current, run.log_records);
         let len = end.len() as u64;
@@ -728,7 +778,7 @@ impl Kernel {
         let Some(run) = self.backups.run.take() else {
             return;
         };
-        self.lqh.set_backup_logs(&run.claimed, false);
+        self.lqh.set_backup_logs(&run.claimed, None);
         if run.listed {
             // A synced backup file is closed (`ndbfs/real.rs`); nothing waits for these.
             let me = u32::from(self.me.0);

@@ -1548,6 +1548,7 @@ fn a_backup_whose_changes_outgrow_the_log_buffer_fails_with_1324() {
         id: 1,
         participants: vec![1],
         token: 7,
+        snapshot_start: false,
     };
     k.backup_command(start, now);
     let held = k.take_fs_requests();
@@ -1602,6 +1603,7 @@ fn a_backup_scan_writes_backup_write_size_at_a_time_within_its_data_buffer() {
         id: 1,
         participants: vec![1],
         token: 7,
+        snapshot_start: false,
     };
     k.backup_command(start, now);
     let data = "/backup/BACKUP/BACKUP-1/BACKUP-1-0.1.Data";

@@ -6,14 +6,16 @@
 //!                             change), then END (rows u64)
 //! BACKUP-<id>.<node>.log      magic RNDBBKPL, seq = id; PUT (after-image) and DELETE
 //!                             (before-image) records in commit order, gci = the commit's,
-//!                             then END (records u64)
+//!                             in a SNAPSHOTSTART backup each PUT that replaced a row
+//!                             right after a BEFORE record (the image it replaced), then
+//!                             END (records u64, BEFORE records counted)
 //! BACKUP-<id>.<node>.ctl      magic RNDBBKPC, seq = id; CTL, then a TABLE record per table
 //!                             and an INDEX record per index; written last, once the other
 //!                             two are synced: a backup without it is incomplete
 //! row payload                 table_id u32 | fragment u32 | row (packed values, all columns)
 //! CTL payload                 backup_id u32 | start_gci u64 | stop_gci u32 | records u64 |
 //!                             log_records u64 | data_bytes u64 | log_bytes u64 | tables u32 |
-//!                             indexes u32
+//!                             indexes u32 [| snapshot_gci u32: SNAPSHOTSTART backups only]
 //! TABLE payload               TableInfo (table_id u32 | version u32 | TableDef)
 //! INDEX payload               IndexInfo
 //! ```
@@ -23,7 +25,9 @@
 //! found it; the log holds every change committed to those fragments from before the scan
 //! began until the backup stopped. A restore loads the data and applies, in order, the log
 //! records whose GCI's high word is at most `stop_gci`: the result is each fragment as of the
-//! end of that global checkpoint.
+//! end of that global checkpoint. A SNAPSHOTSTART backup restores to the end of
+//! `snapshot_gci` instead: the log records up to it are applied, and of each row's later ones
+//! only the first, backwards (its BEFORE or DELETE image put back, a row it inserted deleted).
 
 use rndb_protocol::codec::{DecodeError, Reader, Writer};
 use rndb_protocol::signals::{IndexInfo, TableInfo};
@@ -46,6 +50,9 @@ pub mod backup_kind {
     pub const TABLE: u8 = 13;
     /// An index of the backup: `IndexInfo`.
     pub const INDEX: u8 = 14;
+    /// In a SNAPSHOTSTART backup's log, right before the PUT of a change that replaced a row:
+    /// the row's image before it (a row record).
+    pub const BEFORE: u8 = 15;
 }
 
 /// The directory of backup `id`, under `<BackupDataDir>/BACKUP`.
@@ -146,7 +153,7 @@ fn step(bytes: &[u8], at: usize, base: usize, rows: u64) -> Result<Step<'_>, Str
         Next::Bad(why) => return Err(format!("at offset {offset}: {why}")),
     };
     match record.kind {
-        kind::PUT | kind::DELETE => {
+        kind::PUT | kind::DELETE | backup_kind::BEFORE => {
             let mut r = Reader::new(record.payload, "backup row");
             let (table_id, fragment) = r
                 .u32()
@@ -321,6 +328,10 @@ pub struct BackupCtl {
     /// The backup is each table as of the end of this global checkpoint: a restore applies
     /// log records up to it.
     pub stop_gci: u32,
+    /// A SNAPSHOTSTART backup: it restores to the end of this global checkpoint (the newest
+    /// any participant had seen when its part began), going back from the log's later
+    /// records.
+    pub snapshot_gci: Option<u32>,
     /// Rows in the data file, records in the log file, and the two files' sizes in bytes.
     pub records: u64,
     pub log_records: u64,
@@ -351,6 +362,9 @@ impl BackupCtl {
                     .u64(self.log_bytes)
                     .u32(self.tables.len() as u32)
                     .u32(self.indexes.len() as u32);
+                if let Some(gci) = self.snapshot_gci {
+                    Writer::new(b).u32(gci);
+                }
             },
         );
         for table in &self.tables {
@@ -396,7 +410,7 @@ impl BackupCtl {
         let payload = next(backup_kind::CTL, gci, &mut offset)?;
         let mut r = Reader::new(payload, "backup control record");
         let decode = |r: &mut Reader<'_>| -> Result<(BackupCtl, u32, u32), DecodeError> {
-            let ctl = BackupCtl {
+            let mut ctl = BackupCtl {
                 backup_id: r.u32()?,
                 start_gci: r.u64()?,
                 stop_gci: r.u32()?,
@@ -404,10 +418,14 @@ impl BackupCtl {
                 log_records: r.u64()?,
                 data_bytes: r.u64()?,
                 log_bytes: r.u64()?,
+                snapshot_gci: None,
                 tables: Vec::new(),
                 indexes: Vec::new(),
             };
             let (tables, indexes) = (r.u32()?, r.u32()?);
+            if r.remaining() > 0 {
+                ctl.snapshot_gci = Some(r.u32()?);
+            }
             r.finish()?;
             Ok((ctl, tables, indexes))
         };
@@ -458,6 +476,7 @@ mod tests {
             backup_id: 7,
             start_gci: 5 << 32 | 2,
             stop_gci: 9,
+            snapshot_gci: None,
             records: 2,
             log_records: 1,
             data_bytes: 120,
@@ -489,6 +508,12 @@ mod tests {
     fn a_control_file_reads_back_and_damage_is_reported_at_its_offset() {
         let bytes = ctl().file_bytes(2);
         assert_eq!(BackupCtl::from_file(&bytes, 7, 2), Ok(ctl()));
+        let snapshot = BackupCtl {
+            snapshot_gci: Some(6),
+            ..ctl()
+        };
+        let read = BackupCtl::from_file(&snapshot.file_bytes(2), 7, 2);
+        assert_eq!(read, Ok(snapshot), "a SNAPSHOTSTART backup's point");
         let err = BackupCtl::from_file(&bytes, 7, 3).unwrap_err();
         assert!(err.contains("node 2 backup 7 part 0, not node 3"), "{err}");
         let mut damaged = bytes.clone();

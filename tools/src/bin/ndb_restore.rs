@@ -36,7 +36,7 @@ use rndb_api::{
     AbortOption, AsyncExecutor, Cluster, ExecType, IndexDef, OpId, Table, Transaction, Value,
     SYSTAB_0,
 };
-use rndb_ndbd::ndbfs::backup::{self as layout, BackupCtl, BackupRow};
+use rndb_ndbd::ndbfs::backup::{self as layout, backup_kind, BackupCtl, BackupRow};
 use rndb_ndbd::ndbfs::format::kind;
 use rndb_protocol::codec::Writer;
 use rndb_protocol::schema::encode_values;
@@ -203,6 +203,9 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let mut ctl = BackupCtl::from_file(&ctl_bytes, id, node)
         .map_err(|why| anyhow!("{}: {why}", ctl_path.display()))?;
     println!("Stop GCP of Backup: {}", ctl.stop_gci);
+    if let Some(gci) = ctl.snapshot_gci {
+        println!("Backup taken SNAPSHOTSTART: restored as of the end of GCP {gci}");
+    }
     // Both row files are read and checked whole before anything is written, then read again
     // to print or restore them.
     let data_file = RowFile::open(
@@ -261,16 +264,14 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
     });
     let kept: HashSet<u32> = ctl.tables.iter().map(|t| t.table_id).collect();
     ctl.indexes.retain(|i| kept.contains(&i.table_id));
-    let stop_gci = ctl.stop_gci;
-    // A data row of a table asked for; a log record of one, up to the stop GCP.
-    let data_wanted = |r: &BackupRow<'_>| kept.contains(&r.table_id);
-    let log_wanted =
-        |r: &BackupRow<'_>| kept.contains(&r.table_id) && (r.gci >> 32) as u32 <= stop_gci;
+    // A data row of a table asked for; a log record of one as `LogPlan` takes it.
+    let mut data_plan = DataPlan(&kept);
     if args.print_meta {
         print_meta(&ctl);
     }
     if args.print_data {
-        print_data(&ctl, [(&data_file, &data_wanted), (&log_file, &log_wanted)])?;
+        let mut plan = LogPlan::new(&ctl, &kept, &log_file.path);
+        print_data(&ctl, [(&data_file, &mut data_plan), (&log_file, &mut plan)])?;
     }
     if !args.restore_meta && !args.restore_data && !args.rebuild_indexes {
         if !args.print_meta && !args.print_data {
@@ -296,15 +297,16 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.restore_data {
         let tables = target_tables(&cluster, &ctl)?;
         let mut restore = Restore::new(&cluster, args.parallelism);
-        data_file.scan(&mut |row| match data_wanted(&row) {
-            true => restore.apply(&tables, &row, &data_file.path),
-            false => Ok(()),
+        data_file.scan(&mut |row| match data_plan.take(row)? {
+            Some(row) => restore.apply(&tables, &row, &data_file.path),
+            None => Ok(()),
         })?;
         restore.finish()?;
         let tuples = restore.applied;
-        log_file.scan(&mut |row| match log_wanted(&row) {
-            true => restore.apply(&tables, &row, &log_file.path),
-            false => Ok(()),
+        let mut plan = LogPlan::new(&ctl, &kept, &log_file.path);
+        log_file.scan(&mut |row| match plan.take(row)? {
+            Some(row) => restore.apply(&tables, &row, &log_file.path),
+            None => Ok(()),
         })?;
         restore.finish()?;
         let log_entries = restore.applied - tuples;
@@ -376,18 +378,90 @@ fn print_meta(ctl: &BackupCtl) {
     }
 }
 
-/// Which records of a file a restore takes.
-type Wanted<'a> = &'a dyn Fn(&BackupRow<'_>) -> bool;
+/// Which records of a file a restore takes, and as what.
+trait Plan {
+    /// The record to apply for record `row` of the file, if any.
+    fn take<'r>(&mut self, row: BackupRow<'r>) -> anyhow::Result<Option<BackupRow<'r>>>;
+}
+
+/// The data file's rows of the tables asked for.
+struct DataPlan<'a>(&'a HashSet<u32>);
+
+impl Plan for DataPlan<'_> {
+    fn take<'r>(&mut self, row: BackupRow<'r>) -> anyhow::Result<Option<BackupRow<'r>>> {
+        Ok(self.0.contains(&row.table_id).then_some(row))
+    }
+}
+
+/// Which log records a restore applies, in file order: of the tables asked for, those up to
+/// the stop GCP; of a SNAPSHOTSTART backup, those up to its snapshot GCP, and of each row's
+/// later ones the first, backwards (a BEFORE or DELETE record's image put back, the row a PUT
+/// inserted deleted), which takes the row back to where it was at the snapshot GCP.
+struct LogPlan<'a> {
+    ctl: &'a BackupCtl,
+    kept: &'a HashSet<u32>,
+    path: &'a Path,
+    /// SNAPSHOTSTART: the rows already taken back.
+    taken_back: HashSet<RowKey>,
+}
+
+impl<'a> LogPlan<'a> {
+    fn new(ctl: &'a BackupCtl, kept: &'a HashSet<u32>, path: &'a Path) -> LogPlan<'a> {
+        LogPlan {
+            ctl,
+            kept,
+            path,
+            taken_back: HashSet::new(),
+        }
+    }
+}
+
+impl Plan for LogPlan<'_> {
+    fn take<'r>(&mut self, row: BackupRow<'r>) -> anyhow::Result<Option<BackupRow<'r>>> {
+        if !self.kept.contains(&row.table_id) {
+            return Ok(None);
+        }
+        let gci = (row.gci >> 32) as u32;
+        let Some(snapshot) = self.ctl.snapshot_gci else {
+            return Ok(
+                (gci <= self.ctl.stop_gci && row.kind != backup_kind::BEFORE).then_some(row),
+            );
+        };
+        if gci <= snapshot {
+            return Ok((row.kind != backup_kind::BEFORE).then_some(row));
+        }
+        let at = || format!("{} at offset {}", self.path.display(), row.offset);
+        let Some(info) = self.ctl.tables.iter().find(|t| t.table_id == row.table_id) else {
+            bail!(
+                "{}: a row of table id {}, which the backup does not hold",
+                at(),
+                row.table_id
+            );
+        };
+        let values = (row.values(&info.def)).map_err(|e| anyhow!("{}: {e}", at()))?;
+        let (_, key) = key_of(&info.def.key_columns(), &values);
+        if !self.taken_back.insert((row.table_id, key)) {
+            return Ok(None);
+        }
+        let kind = match row.kind {
+            // A change that replaced the row: its image before (its PUT follows).
+            backup_kind::BEFORE | kind::DELETE => kind::PUT,
+            // A PUT with no BEFORE: the row was inserted.
+            _ => kind::DELETE,
+        };
+        Ok(Some(BackupRow { kind, ..row }))
+    }
+}
 
 /// `--print-data`: the node's rows as a restore leaves them, table by table: a header of the
 /// column names, then one tab-separated line per row, in key order.
-fn print_data(ctl: &BackupCtl, files: [(&RowFile, Wanted<'_>); 2]) -> anyhow::Result<()> {
+fn print_data(ctl: &BackupCtl, files: [(&RowFile, &mut dyn Plan); 2]) -> anyhow::Result<()> {
     let mut tables: BTreeMap<u32, BTreeMap<Vec<u8>, Vec<Value>>> = BTreeMap::new();
     for (file, wanted) in files {
         file.scan(&mut |row| {
-            if !wanted(&row) {
+            let Some(row) = wanted.take(row)? else {
                 return Ok(());
-            }
+            };
             let Some(info) = ctl.tables.iter().find(|t| t.table_id == row.table_id) else {
                 bail!(
                     "{}: a row of table id {}, which the backup does not hold",

@@ -23,7 +23,8 @@ use crate::blocks::acc::{
 use crate::blocks::dict::{Dict, Table};
 use crate::blocks::tup::{self, DataMemory};
 use crate::blocks::tux::OrderedIndex;
-use crate::ndbfs::format::{gci_hi, RowChange};
+use crate::ndbfs::backup::backup_kind;
+use crate::ndbfs::format::{gci_hi, kind, RowChange};
 
 /// Names a scan: the API node that opened it and its scan id for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -311,12 +312,13 @@ impl Lqh {
             .get_mut(fragment as usize)
     }
 
-    /// Starts (`on`) or stops logging the changes committed to each of `fragments` (table,
-    /// fragment) for an online backup (`Fragment::backup_log`).
-    pub(crate) fn set_backup_logs(&mut self, fragments: &[(u32, u32)], on: bool) {
+    /// Starts (`Some`: with the images changes replace, or not) or stops (`None`) logging
+    /// the changes committed to each of `fragments` (table, fragment) for an online backup
+    /// (`Fragment::backup_log`).
+    pub(crate) fn set_backup_logs(&mut self, fragments: &[(u32, u32)], log: Option<bool>) {
         for &(table_id, fragment) in fragments {
             if let Some(f) = self.fragment_mut(table_id, fragment) {
-                f.backup_log = on.then(Box::default);
+                f.backup_log = log.map(crate::blocks::backup::BackupLog::new);
             }
         }
     }
@@ -995,10 +997,16 @@ fn finish_row(
             gci,
         );
         if let Some(log) = fragment.backup_log.as_mut() {
-            // A put logs its new image, a delete the image it removes (the key's values).
+            // A put logs its new image (a SNAPSHOTSTART backup's the one it replaces first),
+            // a delete the image it removes.
             match (&pending.image, &slot.committed) {
-                (Some(image), _) => log.push(gci, false, table_id, fragment_no, image),
-                (None, Some(gone)) => log.push(gci, true, table_id, fragment_no, gone),
+                (Some(image), replaced) => {
+                    if let Some(old) = replaced.as_ref().filter(|_| log.before_images) {
+                        log.push(gci, backup_kind::BEFORE, table_id, fragment_no, old);
+                    }
+                    log.push(gci, kind::PUT, table_id, fragment_no, image);
+                }
+                (None, Some(gone)) => log.push(gci, kind::DELETE, table_id, fragment_no, gone),
                 (None, None) => {}
             }
         }
