@@ -319,6 +319,57 @@ fn check_header(bytes: &[u8], magic: [u8; 8], id: u32, node: u32) -> Result<(), 
     Ok(())
 }
 
+/// Which log records a restore applies, and as what, in file order (`ndb_restore`'s and the
+/// simulator's): the records up to the stop GCP; of a SNAPSHOTSTART backup, those up to its
+/// snapshot GCP, and of each row's later records the first, backwards (a BEFORE or DELETE
+/// record's image put back, the row a PUT with no BEFORE inserted deleted), which takes the
+/// row back to where it was at the end of the snapshot GCP. BEFORE records are not applied
+/// otherwise.
+#[derive(Debug)]
+pub struct LogReplay {
+    stop_gci: u32,
+    snapshot_gci: Option<u32>,
+    /// SNAPSHOTSTART: the rows (table, key) already taken back.
+    taken_back: std::collections::HashSet<(u32, Vec<u8>)>,
+}
+
+impl LogReplay {
+    pub fn new(ctl: &BackupCtl) -> LogReplay {
+        LogReplay {
+            stop_gci: ctl.stop_gci,
+            snapshot_gci: ctl.snapshot_gci,
+            taken_back: Default::default(),
+        }
+    }
+
+    /// The record to apply for log record `row`, if any: `row`, or (going back) `row` with
+    /// another kind. `key` gives the row's key bytes, asked for records past a snapshot GCP.
+    pub fn take<'r, E>(
+        &mut self,
+        row: BackupRow<'r>,
+        key: impl FnOnce(&BackupRow<'r>) -> Result<Vec<u8>, E>,
+    ) -> Result<Option<BackupRow<'r>>, E> {
+        let gci = (row.gci >> 32) as u32;
+        let forward = row.kind != backup_kind::BEFORE;
+        let Some(snapshot) = self.snapshot_gci else {
+            return Ok((gci <= self.stop_gci && forward).then_some(row));
+        };
+        if gci <= snapshot {
+            return Ok(forward.then_some(row));
+        }
+        if !self.taken_back.insert((row.table_id, key(&row)?)) {
+            return Ok(None);
+        }
+        let kind = match row.kind {
+            // A change that replaced the row (its PUT follows), or a delete: the image before.
+            backup_kind::BEFORE | kind::DELETE => kind::PUT,
+            // A PUT with no BEFORE: the row was inserted.
+            _ => kind::DELETE,
+        };
+        Ok(Some(BackupRow { kind, ..row }))
+    }
+}
+
 /// A node's control file of a backup: what it holds and the schema to restore it into.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackupCtl {
@@ -525,6 +576,60 @@ mod tests {
         );
         let cut = &bytes[..bytes.len() - 3];
         assert!(BackupCtl::from_file(cut, 7, 2).is_err());
+    }
+
+    /// A SNAPSHOTSTART backup's log goes forward to its snapshot GCP and then back one change
+    /// a row; without a snapshot GCP, forward to the stop GCP, BEFORE records left out.
+    #[test]
+    fn a_log_replays_to_the_stop_gcp_or_back_to_the_snapshot_gcp() {
+        let record = |gci: u32, kind: u8, key: &'static [u8]| BackupRow {
+            gci: u64::from(gci) << 32,
+            kind,
+            table_id: 3,
+            fragment: 0,
+            row: key,
+            offset: 0,
+        };
+        let log = [
+            record(4, kind::PUT, b"k1"),
+            record(4, backup_kind::BEFORE, b"k2"),
+            record(4, kind::PUT, b"k2"),
+            record(6, backup_kind::BEFORE, b"k1"),
+            record(6, kind::PUT, b"k1"),
+            record(7, kind::PUT, b"k3"),
+            record(8, kind::DELETE, b"k4"),
+            record(9, kind::PUT, b"k4"),
+            record(9, backup_kind::BEFORE, b"k1"),
+            record(9, kind::PUT, b"k1"),
+        ];
+        let replayed = |snapshot_gci| {
+            let mut replay = LogReplay::new(&BackupCtl {
+                snapshot_gci,
+                ..ctl()
+            });
+            let key = |r: &BackupRow<'_>| Ok::<_, ()>(r.row.to_vec());
+            (log.iter())
+                .filter_map(|&r| replay.take(r, key).unwrap())
+                .map(|r| ((r.gci >> 32) as u32, r.kind, r.row))
+                .collect::<Vec<_>>()
+        };
+        let (put, delete) = (kind::PUT, kind::DELETE);
+        // Forward to the stop GCP (9).
+        let forward = replayed(None);
+        assert_eq!(forward.len(), 7, "{forward:?}");
+        assert!(forward.iter().all(|&(_, k, _)| k != backup_kind::BEFORE));
+        // To GCP 5: k1 put back to its image before GCP 6, k3 (inserted at 7) deleted, k4
+        // (deleted at 8) put back; the later changes of each are left out.
+        assert_eq!(
+            replayed(Some(5)),
+            vec![
+                (4, put, &b"k1"[..]),
+                (4, put, &b"k2"[..]),
+                (6, put, &b"k1"[..]),
+                (7, delete, &b"k3"[..]),
+                (8, put, &b"k4"[..]),
+            ]
+        );
     }
 
     #[test]

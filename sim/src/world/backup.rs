@@ -4,7 +4,8 @@
 //! check it.
 //!
 //! The check: the backup, restored as `ndb_restore` restores it (each node's rows, then its
-//! log up to the stop GCP), is the bank as of the end of the stop GCP. Every transfer
+//! log as `LogReplay` takes it), is the bank as of the end of the stop GCP, or of a
+//! SNAPSHOTSTART backup's (every second one's) snapshot GCP. Every transfer
 //! acknowledged since the last cluster crash is in it exactly when the GCI its acknowledgement
 //! named is at most the stop GCP, no transfer that surely failed is, and the balances are
 //! exactly the initial ones moved by the transfers whose ledger rows are there
@@ -15,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rndb_config::NodeId;
 use rndb_mgm::backup_round::{BackupRound, Participant};
-use rndb_ndbd::ndbfs::backup::{self as layout, BackupCtl, BackupRow};
+use rndb_ndbd::ndbfs::backup::{self as layout, BackupCtl, BackupRow, LogReplay};
 use rndb_ndbd::ndbfs::format::kind;
 use rndb_ndbd::ndbfs::Disk;
 use rndb_protocol::Value;
@@ -77,8 +78,11 @@ impl World {
             .collect();
         self.log(format!("backup {id} starts on {participants:?}"));
         self.count("backup started");
+        let mut round = BackupRound::new(id, participants, self.now_ns);
+        // Every second backup restores as of its start (no draw: the seeds' streams stay).
+        round.snapshot_start = id.is_multiple_of(2);
         self.backup = Some(SimBackup {
-            round: BackupRound::new(id, participants, self.now_ns),
+            round,
             started_ns: self.now_ns,
             incarnations,
         });
@@ -164,6 +168,8 @@ impl World {
     fn check_backup(&mut self, backup: &SimBackup) -> Result<(), String> {
         let (id, round) = (backup.round.id, &backup.round);
         let stop = round.stop_gci.unwrap_or(0);
+        // The GCP the backup restores as of: its stop GCP, or a SNAPSHOTSTART one's start.
+        let point = round.snapshot_gci.unwrap_or(stop);
         // (table name, key) → value, as restored.
         let mut rows: BTreeMap<(String, i32), i64> = BTreeMap::new();
         for &n in &round.participants {
@@ -186,10 +192,11 @@ impl World {
             let bad = |file: String, why: String| format!("backup {id}: {file}: {why}");
             let ctl = BackupCtl::from_file(&ctl_bytes, id, u32::from(n))
                 .map_err(|e| bad(layout::ctl_file(id, u32::from(n)), e))?;
-            if ctl.stop_gci != stop {
+            if (ctl.stop_gci, ctl.snapshot_gci) != (stop, round.snapshot_gci) {
                 return Err(format!(
-                    "backup {id}: node {n}'s control file stops at GCI {}, the round at {stop}",
-                    ctl.stop_gci
+                    "backup {id}: node {n}'s control file stops at GCI {} (snapshot {:?}), the \
+                     round at {stop} ({:?})",
+                    ctl.stop_gci, ctl.snapshot_gci, round.snapshot_gci
                 ));
             }
             let data = layout::read_rows(&data_bytes, layout::DATA_MAGIC, id, u32::from(n))
@@ -197,13 +204,20 @@ impl World {
             let log = layout::read_rows(&log_bytes, layout::LOG_MAGIC, id, u32::from(n))
                 .map_err(|e| bad(layout::log_file(id, u32::from(n)), e))?;
             let sabotaged = self.shared.sabotage == Some(Sabotage::Backup);
-            let in_cut = log
-                .iter()
-                .filter(|r| (r.gci >> 32) as u32 <= stop && !sabotaged);
-            for row in data.iter().chain(in_cut) {
-                let (table, key, value) = decode(&ctl, row).map_err(|e| {
-                    format!("backup {id}: node {n}'s row at offset {}: {e}", row.offset)
-                })?;
+            let bad_row = |row: &BackupRow<'_>, e: String| {
+                format!("backup {id}: node {n}'s row at offset {}: {e}", row.offset)
+            };
+            let mut replay = LogReplay::new(&ctl);
+            let mut replayed = Vec::new();
+            for row in log.into_iter().filter(|_| !sabotaged) {
+                let key = |r: &BackupRow<'_>| {
+                    decode(&ctl, r).map(|(_, key, _)| key.to_le_bytes().to_vec())
+                };
+                let taken = replay.take(row, key).map_err(|e| bad_row(&row, e))?;
+                replayed.extend(taken);
+            }
+            for row in data.iter().chain(&replayed) {
+                let (table, key, value) = decode(&ctl, row).map_err(|e| bad_row(row, e))?;
                 match row.kind {
                     kind::DELETE => rows.remove(&(table, key)),
                     _ => rows.insert((table, key), value),
@@ -225,7 +239,7 @@ impl World {
             .filter(|&at| at <= backup.started_ns)
             .max();
         // A transfer committed and acknowledged since the last cluster crash is in the backup
-        // exactly when its GCI is at most the stop GCP. One committed before that crash may
+        // exactly when its GCI is at most the GCP it restores as of. One committed before that crash may
         // have been lost by the restart, which gave its GCI again, even when its answer came
         // after the crash (a data node that answered, then stopped, its answer on a slow link).
         let since_last_crash =
@@ -235,7 +249,7 @@ impl World {
                 let expect = match (t.outcome, t.gci) {
                     (TransferOutcome::Failed, _) => Expect::Absent,
                     (TransferOutcome::Acknowledged(at), Some(gci)) if since_last_crash(t, at) => {
-                        if (gci >> 32) as u32 <= stop {
+                        if (gci >> 32) as u32 <= point {
                             Expect::Present
                         } else {
                             Expect::Absent
@@ -252,7 +266,7 @@ impl World {
             })
             .collect();
         check::check_ledger(INITIAL_BALANCE, &balances, &expected, &ledger)
-            .map_err(|e| format!("backup {id} (stop GCI {stop}): {e}"))
+            .map_err(|e| format!("backup {id} (as of GCI {point}, stop {stop}): {e}"))
     }
 }
 

@@ -36,7 +36,7 @@ use rndb_api::{
     AbortOption, AsyncExecutor, Cluster, ExecType, IndexDef, OpId, Table, Transaction, Value,
     SYSTAB_0,
 };
-use rndb_ndbd::ndbfs::backup::{self as layout, backup_kind, BackupCtl, BackupRow};
+use rndb_ndbd::ndbfs::backup::{self as layout, BackupCtl, BackupRow, LogReplay};
 use rndb_ndbd::ndbfs::format::kind;
 use rndb_protocol::codec::Writer;
 use rndb_protocol::schema::encode_values;
@@ -393,16 +393,12 @@ impl Plan for DataPlan<'_> {
     }
 }
 
-/// Which log records a restore applies, in file order: of the tables asked for, those up to
-/// the stop GCP; of a SNAPSHOTSTART backup, those up to its snapshot GCP, and of each row's
-/// later ones the first, backwards (a BEFORE or DELETE record's image put back, the row a PUT
-/// inserted deleted), which takes the row back to where it was at the snapshot GCP.
+/// The log records of the tables asked for, as `layout::LogReplay` takes them.
 struct LogPlan<'a> {
     ctl: &'a BackupCtl,
     kept: &'a HashSet<u32>,
     path: &'a Path,
-    /// SNAPSHOTSTART: the rows already taken back.
-    taken_back: HashSet<RowKey>,
+    replay: LogReplay,
 }
 
 impl<'a> LogPlan<'a> {
@@ -411,7 +407,7 @@ impl<'a> LogPlan<'a> {
             ctl,
             kept,
             path,
-            taken_back: HashSet::new(),
+            replay: LogReplay::new(ctl),
         }
     }
 }
@@ -421,35 +417,19 @@ impl Plan for LogPlan<'_> {
         if !self.kept.contains(&row.table_id) {
             return Ok(None);
         }
-        let gci = (row.gci >> 32) as u32;
-        let Some(snapshot) = self.ctl.snapshot_gci else {
-            return Ok(
-                (gci <= self.ctl.stop_gci && row.kind != backup_kind::BEFORE).then_some(row),
-            );
-        };
-        if gci <= snapshot {
-            return Ok((row.kind != backup_kind::BEFORE).then_some(row));
-        }
-        let at = || format!("{} at offset {}", self.path.display(), row.offset);
-        let Some(info) = self.ctl.tables.iter().find(|t| t.table_id == row.table_id) else {
-            bail!(
-                "{}: a row of table id {}, which the backup does not hold",
-                at(),
-                row.table_id
-            );
-        };
-        let values = (row.values(&info.def)).map_err(|e| anyhow!("{}: {e}", at()))?;
-        let (_, key) = key_of(&info.def.key_columns(), &values);
-        if !self.taken_back.insert((row.table_id, key)) {
-            return Ok(None);
-        }
-        let kind = match row.kind {
-            // A change that replaced the row: its image before (its PUT follows).
-            backup_kind::BEFORE | kind::DELETE => kind::PUT,
-            // A PUT with no BEFORE: the row was inserted.
-            _ => kind::DELETE,
-        };
-        Ok(Some(BackupRow { kind, ..row }))
+        let (ctl, path) = (self.ctl, self.path);
+        self.replay.take(row, |row| {
+            let at = || format!("{} at offset {}", path.display(), row.offset);
+            let Some(info) = ctl.tables.iter().find(|t| t.table_id == row.table_id) else {
+                bail!(
+                    "{}: a row of table id {}, which the backup does not hold",
+                    at(),
+                    row.table_id
+                );
+            };
+            let values = (row.values(&info.def)).map_err(|e| anyhow!("{}: {e}", at()))?;
+            Ok(key_of(&info.def.key_columns(), &values).1)
+        })
     }
 }
 
