@@ -33,6 +33,8 @@ const KEYS: u32 = 400;
 /// Rows from this key on the writer leaves alone, and how many.
 const BULK_FROM: u32 = 1_000_000;
 const BULK: u32 = 30_000;
+/// The SNAPSHOTSTART test's clusters: global checkpoints as often as they go.
+const SNAPSHOT_CLUSTER: &str = "TimeBetweenGlobalCheckpoints=20\nTimeBetweenEpochs=10\n";
 
 fn mgm(cs: &str, command: &str) -> (bool, String, String) {
     let out = run("ndb_mgm", &["-c", cs, "-e", command]);
@@ -212,13 +214,12 @@ fn load(cluster: &Cluster, table: &Table) -> u64 {
 #[test]
 fn a_snapshotstart_backup_restores_as_of_its_start_gcp() {
     let mut source = Processes::new();
-    // Global checkpoints every 20 ms, and rows the writer leaves alone for the scan to take
-    // a while: the backup spans several.
-    let (cs, cluster, table) = cluster_with_table(
-        &mut source,
-        "TimeBetweenGlobalCheckpoints=20\nTimeBetweenEpochs=10\n",
-    );
-    let loaded_gci = load(&cluster, &table);
+    // Global checkpoints as often as they go: a backup may span two.
+    let (cs, cluster, table) = cluster_with_table(&mut source, SNAPSHOT_CLUSTER);
+    // The rows the writer leaves alone first, so that each fragment's scan meets the writer's
+    // rows last. (The scan here is too quick to meet changes of a later global checkpoint;
+    // `a_snapshotstart_backup_takes_back_the_changes_its_scan_met` in the kernel's tests holds
+    // it back until it does.)
     for first in (BULK_FROM..BULK_FROM + BULK).step_by(1000) {
         let mut tx = cluster.start_transaction().expect("start");
         for id in first..first + 1000 {
@@ -226,6 +227,7 @@ fn a_snapshotstart_backup_restores_as_of_its_start_gcp() {
         }
         tx.execute(ExecType::Commit).expect("load");
     }
+    let loaded_gci = load(&cluster, &table);
     // A backup may begin and end in one global checkpoint (then a restore to its start and
     // one to its end are the same): taken again until the table changed between the two.
     let mut history = History::new();
@@ -258,7 +260,7 @@ fn a_snapshotstart_backup_restores_as_of_its_start_gcp() {
     let expected = rows_at(&history, start_gcp);
 
     let mut target = Processes::new();
-    let target_cs = start_cluster(&mut target);
+    let target_cs = start_cluster_with(&mut target, SNAPSHOT_CLUSTER);
     for (node, what) in [(1, &["-m", "-r"][..]), (2, &["-r"][..])] {
         let dir = backup_dir(&source, node, id);
         let (ok, out, err) = restore(&target_cs, node, id, &dir, what);

@@ -1585,6 +1585,158 @@ fn a_backup_whose_changes_outgrow_the_log_buffer_fails_with_1324() {
         .all(|f| f.backup_log.is_none()));
 }
 
+/// A SNAPSHOTSTART backup whose scan meets rows changed after its start (the changes come in
+/// a later global checkpoint, before the scan begins) restores, as `ndb_restore` replays it,
+/// to the rows as they were at its snapshot GCP: the row updated, the row deleted and the row
+/// inserted meanwhile are taken back. Replayed to its stop GCP instead, it holds the changes.
+#[test]
+fn a_snapshotstart_backup_takes_back_the_changes_its_scan_met() {
+    use crate::ndbfs::backup::{self as layout, BackupCtl, LogReplay};
+    use rndb_mgm::node_report::{BackupCommand, BackupPhase};
+    let (mut k, mut out, mut disk, t) = with_files("");
+    let mut now = Instant::now();
+    for key in 1..=3 {
+        insert_committed(&mut k, &mut out, &t, 100 + key as u32, key, 10 * key);
+    }
+    // Every file request runs but the backup's, held until `release`.
+    let mut held: Vec<FsRequest> = Vec::new();
+    let mut pump = |k: &mut Kernel, out: &mut Out, disk: &mut MemDisk, now, release: bool| loop {
+        let mut requests = k.take_fs_requests();
+        if release {
+            requests.append(&mut held);
+        }
+        let (backup, others): (Vec<_>, Vec<_>) =
+            (requests.into_iter()).partition(|r| !release && r.op.path().starts_with("/backup"));
+        held.extend(backup);
+        if others.is_empty() {
+            return;
+        }
+        for request in others {
+            let conf = ndbfs::execute(disk, request);
+            k.on_fs_conf(conf, out, now).expect("file request");
+            k.run_jobs(out, now);
+        }
+    };
+    pump(&mut k, &mut out, &mut disk, now, false);
+    k.set_backup_dir("/backup/BACKUP".into(), 16 << 20, 0);
+    let start = BackupCommand::Start {
+        id: 1,
+        participants: vec![1],
+        token: 7,
+        snapshot_start: true,
+    };
+    k.backup_command(start, now);
+    let start_gcp = (k.backup_progress().expect("a backup").start_gci >> 32) as u32;
+    // Global checkpoints go on (the backup's files wait): the changes get a later GCP.
+    for _ in 0..100 {
+        if (k.current_gci() >> 32) as u32 > start_gcp {
+            break;
+        }
+        now += Duration::from_millis(150);
+        tick(&mut k, &mut out, now);
+        pump(&mut k, &mut out, &mut disk, now, false);
+    }
+    assert!((k.current_gci() >> 32) as u32 > start_gcp, "a later GCP");
+    let change = |k: &mut Kernel, out: &mut Out, rid, op_type, key, val| {
+        op(
+            k,
+            out,
+            50,
+            rid,
+            &t,
+            true,
+            op_type,
+            key,
+            val,
+            ExecType::Commit,
+        );
+        assert_eq!(answered(out, rid), Some(gsn::TC_EXECUTE_CONF));
+    };
+    change(&mut k, &mut out, 201, OperationType::Update, 1, 99);
+    change(&mut k, &mut out, 202, OperationType::Delete, 2, 0);
+    change(&mut k, &mut out, 203, OperationType::Insert, 4, 40);
+    // Now the files, and the scan, which meets the changed rows.
+    let mut stopped = false;
+    for _ in 0..200 {
+        pump(&mut k, &mut out, &mut disk, now, true);
+        let progress = k.backup_progress().expect("a backup").clone();
+        match progress.phase {
+            Some(BackupPhase::Completed) => break,
+            Some(BackupPhase::Scanned) if !stopped => {
+                stopped = true;
+                let stop = BackupCommand::Stop {
+                    id: 1,
+                    stop_gci: (progress.scanned_gci >> 32) as u32,
+                    snapshot_gci: Some(start_gcp),
+                };
+                k.backup_command(stop, now);
+            }
+            Some(BackupPhase::Failed) => panic!("{progress:?}"),
+            _ => {}
+        }
+        now += Duration::from_millis(150);
+        tick(&mut k, &mut out, now);
+    }
+    let progress = k.backup_progress().expect("a backup");
+    assert_eq!(progress.phase, Some(BackupPhase::Completed), "{progress:?}");
+
+    let dir = "/backup/BACKUP/BACKUP-1";
+    let mut read = |name: String| {
+        let path = format!("{dir}/{name}");
+        disk.read(&path)
+            .expect("read")
+            .unwrap_or_else(|| panic!("{path}"))
+    };
+    let ctl = BackupCtl::from_file(&read(layout::ctl_file(1, 1)), 1, 1).expect("ctl");
+    assert_eq!(ctl.snapshot_gci, Some(start_gcp));
+    let data_bytes = read(layout::data_file(1, 1));
+    let log_bytes = read(layout::log_file(1, 1));
+    let data = layout::read_rows(&data_bytes, layout::DATA_MAGIC, 1, 1).expect("data");
+    let log = layout::read_rows(&log_bytes, layout::LOG_MAGIC, 1, 1).expect("log");
+    let def = &t.def;
+    let restored = |ctl: &BackupCtl| {
+        let mut rows = std::collections::BTreeMap::new();
+        let mut replay = LogReplay::new(ctl);
+        let key =
+            |r: &layout::BackupRow<'_>| Ok::<_, ()>(r.values(def).expect("row")[..1].to_vec());
+        let key = |r: &layout::BackupRow<'_>| key(r).map(|k| format!("{k:?}").into_bytes());
+        let logged = log
+            .iter()
+            .filter_map(|&r| replay.take(r, key).expect("replay"));
+        for row in data.iter().copied().chain(logged.collect::<Vec<_>>()) {
+            let values = row.values(def).expect("row");
+            let (Value::Int32(k), Value::Int32(v)) = (&values[0], &values[1]) else {
+                panic!("{values:?}");
+            };
+            match row.kind {
+                ndbfs::format::kind::DELETE => rows.remove(k),
+                _ => rows.insert(*k, *v),
+            };
+        }
+        rows
+    };
+    let scanned: Vec<Vec<Value>> = data.iter().map(|r| r.values(def).expect("row")).collect();
+    assert!(
+        scanned.contains(&vec![Value::Int32(1), Value::Int32(99)]),
+        "the scan met the update: {scanned:?}"
+    );
+    assert_eq!(
+        restored(&ctl).into_iter().collect::<Vec<_>>(),
+        vec![(1, 10), (2, 20), (3, 30)],
+        "as of the snapshot GCP {start_gcp}"
+    );
+    let at_stop = BackupCtl {
+        snapshot_gci: None,
+        ..ctl.clone()
+    };
+    assert_eq!(
+        restored(&at_stop).into_iter().collect::<Vec<_>>(),
+        vec![(1, 99), (3, 30), (4, 40)],
+        "as of the stop GCP {}",
+        ctl.stop_gci
+    );
+}
+
 /// A backup's scan writes BackupWriteSize at a time (a step ends past it by at most one row),
 /// with at most BackupDataBufferSize of them out at once, and its data file holds every row.
 #[test]

@@ -4,7 +4,8 @@
 //! `ndb_restore -c HOST:PORT -n NODE -b ID [-m] [-r] [--rebuild-indexes] --backup-path DIR`
 //! reads data node NODE's files of backup ID in DIR (the backup's `BACKUP-<ID>` directory):
 //! with `-m` it creates the backup's tables and ordered indexes (once, from any node's files),
-//! with `-r` it writes the node's rows and then applies its log up to the backup's stop GCI,
+//! with `-r` it writes the node's rows and then applies its log up to the backup's stop GCI
+//! (a SNAPSHOTSTART backup's: back to its snapshot GCI, `layout::LogReplay`),
 //! with `--rebuild-indexes` it creates the indexes not yet there, the unique ones among them.
 //! Run `-r` once per data node of the backup, as with NDB (the nodes' files hold disjoint
 //! fragments), and `--rebuild-indexes` after the last: a unique index must wait for every
@@ -17,7 +18,8 @@
 //! Every file is checked before anything is written: its header, every record's CRC, its END
 //! record's count, and the counts and sizes the control file gives; a damaged or incomplete
 //! file is an error naming the file (and the offset). Files are read a record at a time, so a
-//! restore takes a megabyte or so of memory for files of any size; rows go in transactions of
+//! restore takes a megabyte or so of memory for files of any size (and, for a SNAPSHOTSTART
+//! backup, the key of each row changed past its snapshot GCI); rows go in transactions of
 //! 128, `--parallelism` (NDB's `-p`, 128) of them in flight at once, a row's changes in file
 //! order.
 //! Rows go in with NDB's write (insert or overwrite), so that a restore run twice ends the
@@ -97,7 +99,8 @@ struct Args {
     #[arg(long = "disable-indexes", visible_alias = "disable_indexes")]
     disable_indexes: bool,
     /// Print the node's rows as a restore leaves them (its data, then its log up to the stop
-    /// GCP), tab-separated, table by table; needs no cluster.
+    /// GCP, or back to a SNAPSHOTSTART backup's snapshot GCP), tab-separated, table by table;
+    /// needs no cluster.
     #[arg(long = "print-data", visible_alias = "print_data")]
     print_data: bool,
     /// Print the backup's tables and indexes; needs no cluster.
@@ -265,7 +268,10 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let kept: HashSet<u32> = ctl.tables.iter().map(|t| t.table_id).collect();
     ctl.indexes.retain(|i| kept.contains(&i.table_id));
     // A data row of a table asked for; a log record of one as `LogPlan` takes it.
-    let mut data_plan = DataPlan(&kept);
+    let mut data_plan = DataPlan {
+        kept: &kept,
+        path: &data_file.path,
+    };
     if args.print_meta {
         print_meta(&ctl);
     }
@@ -384,12 +390,23 @@ trait Plan {
     fn take<'r>(&mut self, row: BackupRow<'r>) -> anyhow::Result<Option<BackupRow<'r>>>;
 }
 
-/// The data file's rows of the tables asked for.
-struct DataPlan<'a>(&'a HashSet<u32>);
+/// The data file's rows of the tables asked for (it holds PUT records only).
+struct DataPlan<'a> {
+    kept: &'a HashSet<u32>,
+    path: &'a Path,
+}
 
 impl Plan for DataPlan<'_> {
     fn take<'r>(&mut self, row: BackupRow<'r>) -> anyhow::Result<Option<BackupRow<'r>>> {
-        Ok(self.0.contains(&row.table_id).then_some(row))
+        if row.kind != kind::PUT {
+            bail!(
+                "{} at offset {}: a record of kind {} in a data file (PUT only)",
+                self.path.display(),
+                row.offset,
+                row.kind
+            );
+        }
+        Ok(self.kept.contains(&row.table_id).then_some(row))
     }
 }
 
