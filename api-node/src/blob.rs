@@ -76,7 +76,7 @@ impl BlobColumn {
             None => Err(Error::ndb_detail(
                 4263,
                 format!(
-                    "Invalid blob attributes or invalid blob parts table: table {} column {} \
+                    "table {} column {} \
                      has no parts table in this handle",
                     table.name(),
                     table.def().columns[self.column].name
@@ -312,7 +312,7 @@ fn corrupt(table: &Table, bc: &BlobColumn, why: String) -> Error {
     Error::ndb_detail(
         4267,
         format!(
-            "Corrupted blob value: table {} column {}: {why}",
+            "table {} column {}: {why}",
             table.name(),
             table.def().columns[bc.column].name
         ),
@@ -593,7 +593,7 @@ impl OwnRows {
             _ => Some(Err(Error::ndb_detail(
                 4264,
                 format!(
-                    "Invalid usage of blob attribute: a row of {} with BLOB or TEXT values that \
+                    "a row of {} with BLOB or TEXT values that \
                      its transaction locked or changed after a scan of the table opened (read \
                      it by key)",
                     table.name()
@@ -762,7 +762,7 @@ pub(crate) fn unsupported(table: &Table, what: &str) -> Error {
     Error::ndb_detail(
         4264,
         format!(
-            "Invalid usage of blob attribute: {what} on table {}, which has BLOB or TEXT \
+            "{what} on table {}, which has BLOB or TEXT \
              columns",
             table.name()
         ),

@@ -719,7 +719,7 @@ impl<'c> EventOperation<'c> {
     /// The operation outgrew its buffer: it ends (4734).
     fn overflow(&mut self, detail: String) -> Error {
         self.unsubscribe();
-        let error = Error::ndb_detail(4734, format!("event buffer overflow: {detail}"));
+        let error = Error::ndb_detail(4734, detail);
         self.ended = Some(clone_error(&error));
         error
     }

@@ -118,7 +118,7 @@ fn bad_part(parts: &Table, row: &[Value]) -> Error {
     Error::ndb_detail(
         4267,
         format!(
-            "Corrupted blob value: an event of parts table {} holds {row:?}, not a part",
+            "an event of parts table {} holds {row:?}, not a part",
             parts.name()
         ),
     )

@@ -242,12 +242,9 @@ impl Table {
         let mut blobs = self.0.blobs.clone();
         for b in blobs.iter_mut().filter(|b| b.size.part_bytes() > 0) {
             let name = rndb_protocol::blob::parts_table_name(self.id(), b.column);
-            let parts = cluster.get_table(&name).map_err(|e| {
-                Error::ndb_detail(
-                    4263,
-                    format!("Invalid blob attributes or invalid blob parts table: {name}: {e}"),
-                )
-            })?;
+            let parts = cluster
+                .get_table(&name)
+                .map_err(|e| Error::ndb_detail(4263, format!("{name}: {e}")))?;
             b.parts = Some(parts);
         }
         Ok(Table(Arc::new(TableInner {

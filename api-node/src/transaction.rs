@@ -1321,7 +1321,7 @@ impl<'c> Transaction<'c> {
             {
                 let e = NdbError::with_detail(
                     4264,
-                    "Invalid usage of blob attribute: writes of BLOB or TEXT columns outside \
+                    "writes of BLOB or TEXT columns outside \
                      `Transaction::execute`",
                 );
                 return Begun::Done(Err(Error::Ndb(e)));
@@ -2287,14 +2287,30 @@ impl Transaction<'_> {
                             (Some(part_row), _) => match part_row.last() {
                                 Some(Value::Varbinary(b)) => data.push(b.clone()),
                                 other => {
-                                    return Err(Error::ndb_detail(4267, format!("Corrupted blob value: part {part} of table {} column {} holds {other:?}", table.name(), table.def().columns[bc.column].name)))
+                                    return Err(Error::ndb_detail(
+                                        4267,
+                                        format!(
+                                            "part {part} of table {} column {} holds {other:?}",
+                                            table.name(),
+                                            table.def().columns[bc.column].name
+                                        ),
+                                    ))
                                 }
                             },
                             (None, Some(e)) if e.code == 626 => {
-                                return Err(Error::ndb_detail(4267, format!("Corrupted blob value: part {part} of table {} column {} is missing", table.name(), table.def().columns[bc.column].name)))
+                                return Err(Error::ndb_detail(
+                                    4267,
+                                    format!(
+                                        "part {part} of table {} column {} is missing",
+                                        table.name(),
+                                        table.def().columns[bc.column].name
+                                    ),
+                                ))
                             }
                             (None, Some(e)) => return Err(blob::part_error(e)),
-                            (None, None) => return Err(Error::ndb_detail(4000, "a part read answered no row")),
+                            (None, None) => {
+                                return Err(Error::ndb_detail(4000, "a part read answered no row"))
+                            }
                         }
                     }
                 }

@@ -237,7 +237,7 @@ pub fn check_filter(def: &TableDef, filter: &Filter) -> Result<(), NdbError> {
                 return Err(NdbError::with_detail(
                     4264,
                     format!(
-                        "Invalid usage of blob attribute: a filter compares column {} ({}); \
+                        "a filter compares column {} ({}); \
                          only IS NULL and IS NOT NULL may name it",
                         cdef.name, cdef.column_type
                     ),

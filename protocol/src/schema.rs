@@ -722,7 +722,7 @@ impl TableDef {
                 return Err((
                     4264,
                     format!(
-                        "Invalid usage of blob attribute: column {} is {} and cannot be in the primary key",
+                        "column {} is {} and cannot be in the primary key",
                         c.name, c.column_type
                     ),
                 ));

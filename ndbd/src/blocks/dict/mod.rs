@@ -247,7 +247,7 @@ impl Dict {
             let of = self.tables.get(&of).map_or("", |t| &t.info.def.name);
             return Err(NdbError::with_detail(
                 4264,
-                format!("Invalid usage of blob attribute: {name} is the blob parts table of table {of}, and goes with it"),
+                format!("{name} is the blob parts table of table {of}, and goes with it"),
             ));
         }
         Ok(table)
@@ -518,7 +518,7 @@ impl Dict {
             if blob::size_of(column_type).is_some() {
                 return Err(NdbError::with_detail(
                     4264,
-                    format!("Invalid usage of blob attribute: column {name} is {column_type}, which no index may hold"),
+                    format!("column {name} is {column_type}, which no index may hold"),
                 ));
             }
             if columns.contains(&column) {
