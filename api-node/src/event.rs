@@ -31,6 +31,7 @@ use rndb_protocol::suma::{ChangeKind, EventMerge, HeldChange, Merged, SubStartRe
 use rndb_transporter::FrameHeader;
 
 use crate::connection::Connection;
+use crate::event_def::TableEvents;
 use crate::event_merge::{self, EpochParts};
 use crate::{Cluster, Error, Table};
 
@@ -122,6 +123,8 @@ pub struct EventOperation<'c> {
     pumped: Pumper,
     /// A merged operation's subscriptions to the parts tables, and its events.
     merging: Option<Box<Merging<'c>>>,
+    /// The kinds of change handed out (a named event's, `crate::event_def`).
+    reported: TableEvents,
 }
 
 /// What a merged operation adds (see `crate::event_merge`).
@@ -219,6 +222,7 @@ impl Cluster {
             dropped: None,
             pumped: Pumper::start(),
             merging: None,
+            reported: TableEvents::ALL,
         };
         let linked: Vec<Arc<Connection>> = self.linked().filter(|c| !c.is_failed()).collect();
         for connection in linked {
@@ -286,6 +290,11 @@ impl<'c> EventOperation<'c> {
         &self.table
     }
 
+    /// Hands out only the changes of `kinds` (a named event's).
+    pub(crate) fn report_only(&mut self, kinds: TableEvents) {
+        self.reported = kinds;
+    }
+
     /// The data nodes whose subscription covers every epoch not handed out yet: each sends
     /// every change of its replicas from there on. One that failed is subscribed again once it
     /// is back, and counts here once the epochs before its new subscription are handed out.
@@ -324,10 +333,12 @@ impl<'c> EventOperation<'c> {
             if self.merging.is_some() {
                 self.merge_complete()?;
             }
-            let ready = match &self.merging {
-                Some(merging) => &merging.ready,
-                None => &self.ready,
+            let reported = self.reported;
+            let ready = match &mut self.merging {
+                Some(merging) => &mut merging.ready,
+                None => &mut self.ready,
             };
+            ready.retain(|e| reported.reports(e.event_type));
             if let Some(last) = ready.back() {
                 return Ok(Some(last.epoch));
             }

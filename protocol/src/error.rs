@@ -163,6 +163,10 @@ const ERRORS: &[(u32, ErrorClass, &str)] = &[
     (4263, ApplicationError, "Invalid blob attributes or invalid blob parts table"),
     (4264, ApplicationError, "Invalid usage of blob attribute"),
     (4267, InternalError, "Corrupted blob value"),
+    (746, SchemaError, "Event name already exists"),
+    (4708, ApplicationError, "Event name is too long"),
+    (4710, ApplicationError, "Event not found"),
+    (4711, ApplicationError, "Creation of event failed"),
     (4734, InsufficientSpace, "Event buffer overflow"),
     (702, InternalTemporary, "Request to non-master"),
 ];

@@ -6,7 +6,9 @@
 //! table under a writer hands out every acknowledged change, then ends the subscription with a
 //! Drop event; and that a merged operation (NDB's mergeEvents) hands out BLOB and TEXT values
 //! whole, names a long value an update left as it was, and makes one event of a row's changes
-//! in one epoch, also while data nodes are SIGKILLed and restarted under a writer.
+//! in one epoch, also while data nodes are SIGKILLed and restarted under a writer; and that
+//! named events (NDB's Dictionary::createEvent) are kept for every API node, refuse what NDB
+//! refuses, and hand out the kinds of change they name.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,8 +16,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use rndb_api::{
-    BlobSize, Cluster, ColumnDef, ColumnType, EventData, EventOperation, EventType, ExecType,
-    Table, TableDef, Value,
+    BlobSize, Cluster, ColumnDef, ColumnType, EventData, EventDef, EventOperation, EventType,
+    ExecType, Table, TableDef, TableEvents, Value,
 };
 use rndb_config::NodeId;
 use rndb_tests::ops::recreate_table;
@@ -865,4 +867,106 @@ fn merged_events_of_long_values_survive_data_nodes_killed_in_turn() {
              was lost"
         );
     }
+}
+
+#[test]
+fn named_events_are_kept_for_every_api_node_and_report_their_kinds_of_change() {
+    let cluster = TestCluster::start(ClusterSpec::new().data_nodes(2).replicas(2))
+        .expect("start the data nodes");
+    let api = cluster.connect().expect("connect");
+    let table = recreate_table(&api, &counters_def("ev_named")).expect("create table");
+    let code = |r: Result<(), rndb_api::Error>| r.err().and_then(|e| e.code());
+    assert_eq!(api.list_events().expect("list"), Vec::new(), "none yet");
+    assert_eq!(
+        api.get_event("nope").err().and_then(|e| e.code()),
+        Some(4710)
+    );
+    assert_eq!(code(api.drop_event("nope")), Some(4710));
+
+    let def = EventDef {
+        events: TableEvents::INSERT | TableEvents::DELETE,
+        ..EventDef::new("ins_del", "ev_named")
+    };
+    api.create_event(&def).expect("create the event");
+    assert_eq!(code(api.create_event(&def)), Some(746), "the name is taken");
+    assert_eq!(
+        code(api.create_event(&EventDef::new("other", "no_such_table"))),
+        Some(709)
+    );
+    assert_eq!(
+        code(api.create_event(&EventDef::new("", "ev_named"))),
+        Some(4708)
+    );
+    let merged = EventDef {
+        merge_events: true,
+        ..EventDef::new("all_merged", "ev_named")
+    };
+    api.create_event(&merged).expect("create the merged event");
+
+    // Another API node sees them.
+    let other = cluster.connect().expect("connect another API node");
+    assert_eq!(other.get_event("ins_del").expect("get"), def);
+    assert_eq!(
+        other.list_events().expect("list"),
+        vec![merged.clone(), def.clone()]
+    );
+
+    // Its operation hands out inserts and deletes, not updates.
+    let mut op = other
+        .create_event_operation_for("ins_del")
+        .expect("subscribe to the event");
+    let mut all = api
+        .create_event_operation_for("all_merged")
+        .expect("subscribe to the merged event");
+    commit(&api, |t| t.insert(&table, &row(1, 10)).map(|_| ()).unwrap());
+    commit(&api, |t| {
+        t.update(&table, &[Value::UInt32(1)], &[(1, Value::Int64(11))])
+            .map(|_| ())
+            .unwrap()
+    });
+    let gci = commit(&api, |t| {
+        t.delete(&table, &[Value::UInt32(1)]).map(|_| ()).unwrap()
+    });
+    let mut events = Vec::new();
+    gather(&mut op, &mut events, "the named event's changes", |e| {
+        e.iter().any(|e| e.epoch >= gci)
+    });
+    let kinds: Vec<EventType> = events.iter().map(|e| e.event_type).collect();
+    assert_eq!(kinds, [EventType::Insert, EventType::Delete], "{events:#?}");
+    // The merged one makes one event of row 1's changes in an epoch (none when all three
+    // shared one), then row 2's insert.
+    let gci = commit(&api, |t| t.insert(&table, &row(2, 20)).map(|_| ()).unwrap());
+    let mut merged_events = Vec::new();
+    gather(
+        &mut all,
+        &mut merged_events,
+        "the merged event's changes",
+        |e| e.iter().any(|e| e.epoch >= gci),
+    );
+    let last = merged_events.last().expect("row 2's insert");
+    assert_eq!(
+        (last.event_type, last.values.clone()),
+        (EventType::Insert, Some(row(2, 20)))
+    );
+    let mut epochs: Vec<u64> = merged_events.iter().map(|e| e.epoch).collect();
+    epochs.dedup();
+    assert_eq!(
+        epochs.len(),
+        merged_events.len(),
+        "one event a row an epoch: {merged_events:#?}"
+    );
+
+    api.drop_event("ins_del").expect("drop the event");
+    assert_eq!(
+        other.get_event("ins_del").err().and_then(|e| e.code()),
+        Some(4710)
+    );
+    assert_eq!(
+        other
+            .create_event_operation_for("ins_del")
+            .err()
+            .and_then(|e| e.code()),
+        Some(4710)
+    );
+    assert_eq!(other.list_events().expect("list"), vec![merged]);
 }
