@@ -257,7 +257,7 @@ mod tests {
         let row = [
             Value::Varbinary(b"ev".to_vec()),
             Value::Varbinary(b"t".to_vec()),
-            Value::UInt32(5),
+            Value::UInt32(some.bits()),
             Value::UInt32(1),
         ];
         let def = event_of(Some(&row)).expect("an event");
