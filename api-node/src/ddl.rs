@@ -338,7 +338,8 @@ impl Builder {
         }
         let table = TableDef::new(&name, self.columns).with_read_backup(read_backup);
         table.validate().map_err(|(code, message)| {
-            DdlError::Invalid(format!("{message} (NDB error {code})"))
+            let error = rndb_protocol::NdbError::with_detail(code, message);
+            DdlError::Invalid(format!("{} (NDB error {code})", error.message))
         })?;
         Ok(CreateTableStatement { table, indexes })
     }

@@ -333,12 +333,16 @@ impl<'c> EventOperation<'c> {
             if self.merging.is_some() {
                 self.merge_complete()?;
             }
+            // A merged operation filters its table's changes before it merges them (as NDB
+            // checks each change against its event's kinds first).
             let reported = self.reported;
-            let ready = match &mut self.merging {
-                Some(merging) => &mut merging.ready,
-                None => &mut self.ready,
+            if self.merging.is_none() {
+                self.ready.retain(|e| reported.reports(e.event_type));
+            }
+            let ready = match &self.merging {
+                Some(merging) => &merging.ready,
+                None => &self.ready,
             };
-            ready.retain(|e| reported.reports(e.event_type));
             if let Some(last) = ready.back() {
                 return Ok(Some(last.epoch));
             }
@@ -409,8 +413,11 @@ impl<'c> EventOperation<'c> {
         // The epochs every subscription handed out, in order: each epoch's gaps first (a gap
         // of a parts table is one of the operation's), then its changes.
         let mut epochs: BTreeMap<u64, Epoch> = BTreeMap::new();
+        let reported = self.reported;
         for event in take_through(&mut self.ready, through) {
-            epochs.entry(event.epoch).or_default().changes.push(event);
+            if reported.reports(event.event_type) {
+                epochs.entry(event.epoch).or_default().changes.push(event);
+            }
         }
         for (column, sub) in &mut merging.parts {
             for event in take_through(&mut sub.ready, through) {

@@ -97,6 +97,14 @@ fn not_found(name: &str) -> Error {
     Error::ndb_detail(4710, format!("no event named {name:?}"))
 }
 
+/// The key of event `name` in `NDB$EVENTS_0`: 4710 for a name no event can have.
+fn key_of(name: &str) -> Result<[Value; 1], Error> {
+    if name.is_empty() || name.len() > EVENT_NAME_BYTES_MAX {
+        return Err(not_found(name));
+    }
+    Ok([Value::Varbinary(name.as_bytes().to_vec())])
+}
+
 impl Cluster {
     /// Creates named event `def` (NDB's `Dictionary::createEvent`): 709 when its table does
     /// not exist, 746 when an event of that name does, 4708 for an empty name or one past
@@ -135,13 +143,10 @@ impl Cluster {
 
     /// Named event `name` (NDB's `Dictionary::getEvent`): 4710 when there is none.
     pub fn get_event(&self, name: &str) -> Result<EventDef, Error> {
+        let key = key_of(name)?;
         let events = self.events_table(false)?.ok_or_else(|| not_found(name))?;
         let mut tx = self.start_transaction()?;
-        let op = tx.read(
-            &events,
-            &[Value::Varbinary(name.as_bytes().to_vec())],
-            LockMode::CommittedRead,
-        )?;
+        let op = tx.read(&events, &key, LockMode::CommittedRead)?;
         match tx.execute(ExecType::Commit) {
             Ok(()) => event_of(tx.row(op)),
             Err(e) if e.code() == Some(626) => Err(not_found(name)),
@@ -152,9 +157,10 @@ impl Cluster {
     /// Drops named event `name` (NDB's `Dictionary::dropEvent`): 4710 when there is none.
     /// Operations of it go on until they are dropped.
     pub fn drop_event(&self, name: &str) -> Result<(), Error> {
+        let key = key_of(name)?;
         let events = self.events_table(false)?.ok_or_else(|| not_found(name))?;
         let mut tx = self.start_transaction()?;
-        tx.delete(&events, &[Value::Varbinary(name.as_bytes().to_vec())])?;
+        tx.delete(&events, &key)?;
         match tx.execute(ExecType::Commit) {
             Err(e) if e.code() == Some(626) => Err(not_found(name)),
             done => done,
@@ -238,7 +244,7 @@ fn event_of(row: Option<&[Value]>) -> Result<EventDef, Error> {
 
 fn bad_row(row: Option<&[Value]>) -> Error {
     Error::ndb_detail(
-        4711,
+        4000,
         format!("a row of {NDB_EVENTS_0} that is no event: {row:?}"),
     )
 }
@@ -264,7 +270,7 @@ mod tests {
         assert_eq!((def.events, def.merge_events), (some, true));
         assert_eq!(
             event_of(Some(&row[..3])).map_err(|e| e.code()),
-            Err(Some(4711))
+            Err(Some(4000))
         );
     }
 }

@@ -956,6 +956,41 @@ fn named_events_are_kept_for_every_api_node_and_report_their_kinds_of_change() {
         "one event a row an epoch: {merged_events:#?}"
     );
 
+    // A merged event of updates only filters before it merges: an insert and an update of
+    // row 3, in one epoch or two, come as the update alone.
+    let updates = EventDef {
+        events: TableEvents::UPDATE,
+        merge_events: true,
+        ..EventDef::new("upd_merged", "ev_named")
+    };
+    api.create_event(&updates)
+        .expect("create the updates' event");
+    let mut upd = api
+        .create_event_operation_for("upd_merged")
+        .expect("subscribe to the updates' event");
+    commit(&api, |t| t.insert(&table, &row(3, 30)).map(|_| ()).unwrap());
+    let gci = commit(&api, |t| {
+        t.update(&table, &[Value::UInt32(3)], &[(1, Value::Int64(31))])
+            .map(|_| ())
+            .unwrap()
+    });
+    let mut events = Vec::new();
+    gather(&mut upd, &mut events, "the update", |e| {
+        e.iter().any(|e| e.epoch >= gci)
+    });
+    let got: Vec<_> = (events.iter())
+        .map(|e| (e.event_type, e.values.clone(), e.pre_values.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [(EventType::Update, Some(row(3, 31)), Some(row(3, 30)))]
+    );
+    let long = "x".repeat(200);
+    assert_eq!(
+        api.get_event(&long).err().and_then(|e| e.code()),
+        Some(4710)
+    );
+
     api.drop_event("ins_del").expect("drop the event");
     assert_eq!(
         other.get_event("ins_del").err().and_then(|e| e.code()),
@@ -968,5 +1003,5 @@ fn named_events_are_kept_for_every_api_node_and_report_their_kinds_of_change() {
             .and_then(|e| e.code()),
         Some(4710)
     );
-    assert_eq!(other.list_events().expect("list"), vec![merged]);
+    assert_eq!(other.list_events().expect("list"), vec![merged, updates]);
 }

@@ -36,7 +36,7 @@ use anyhow::{anyhow, bail, Context};
 use clap::Parser;
 use rndb_api::{
     AbortOption, AsyncExecutor, Cluster, ExecType, IndexDef, OpId, Table, Transaction, Value,
-    SYSTAB_0,
+    NDB_EVENTS_0, SYSTAB_0,
 };
 use rndb_ndbd::ndbfs::backup::{self as layout, BackupCtl, BackupRow, LogReplay};
 use rndb_ndbd::ndbfs::format::kind;
@@ -246,11 +246,13 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
         args.exclude_tables.iter().map(name_of).collect(),
     );
     // SYSTAB_0's counters are keyed by the backed-up cluster's table ids: each restored
-    // table's counter is set from its rows instead, as NDB's ndb_restore does.
+    // table's counter is set from its rows instead, as NDB's ndb_restore does. Named events
+    // (NDB$EVENTS_0) are not restored either, as NDB's are not.
     let asked = |name: &String| {
         (include.is_empty() || include.contains(name))
             && !exclude.contains(name)
             && name != SYSTAB_0
+            && name != NDB_EVENTS_0
     };
     // A blob parts table goes with its table.
     let parts_of = |name: &str| {
