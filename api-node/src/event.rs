@@ -336,7 +336,7 @@ impl<'c> EventOperation<'c> {
             // A merged operation filters its table's changes before it merges them (as NDB
             // checks each change against its event's kinds first).
             let reported = self.reported;
-            if self.merging.is_none() {
+            if self.merging.is_none() && reported != TableEvents::ALL {
                 self.ready.retain(|e| reported.reports(e.event_type));
             }
             let ready = match &self.merging {
