@@ -213,17 +213,6 @@ fn kills_under_a_writer(spec: ClusterSpec, kills: &[NodeId]) {
     let mut timeline: Vec<String> = Vec::new();
     std::thread::scope(|scope| {
         let writer = scope.spawn(|| write_until(&api, &table, &acked, &stop, Until::Stopped));
-        let take = |op: &mut EventOperation<'_>, events: &mut Vec<EventData>| {
-            if op
-                .poll_events(Duration::from_millis(50))
-                .expect("poll events")
-                .is_some()
-            {
-                while let Some(event) = op.next_event() {
-                    events.push(event);
-                }
-            }
-        };
         let acked_count = || acked.lock().unwrap().values().map(Vec::len).sum::<usize>();
         let all = cluster.data_node_ids().len();
         let result = (|| {
@@ -245,20 +234,8 @@ fn kills_under_a_writer(spec: ClusterSpec, kills: &[NodeId]) {
                     events.last().map_or(0, |e| e.epoch),
                     events.len()
                 ));
-                cluster.kill_node(node)?;
-                let before = acked_count();
-                wait_until("writes after the kill", RESTART_TIMEOUT, || {
-                    take(&mut op, &mut events);
-                    Ok((acked_count() >= before + 200).then_some(()))
-                })?;
-                cluster.restart_node(node)?;
-                wait_until("the node restart", RESTART_TIMEOUT, || {
-                    take(&mut op, &mut events);
-                    Ok(cluster
-                        .log(node)
-                        .contains("node restart complete")
-                        .then_some(()))
-                })?;
+                let mut poll = || take(&mut op, &mut events);
+                kill_and_restart(&mut cluster, node, 200, &acked_count, &mut poll)?;
                 timeline.push(format!("{:?}: {node} restarted", started.elapsed()));
                 // Subscribed again there before its partner may fail: else the epochs between
                 // would be Inconsistent (see docs/events.md).
@@ -365,6 +342,45 @@ fn kills_under_a_writer(spec: ClusterSpec, kills: &[NodeId]) {
             );
         }
     }
+}
+
+/// Hands what `op` completes within 50 ms to `events`.
+fn take(op: &mut EventOperation<'_>, events: &mut Vec<EventData>) {
+    if op
+        .poll_events(Duration::from_millis(50))
+        .expect("poll events")
+        .is_some()
+    {
+        while let Some(event) = op.next_event() {
+            events.push(event);
+        }
+    }
+}
+
+/// SIGKILLs data node `node`, waits for `writes` more acknowledged writes (`acked` counts
+/// them), starts the node again and waits for its node restart, calling `poll` (the
+/// subscriber) all along.
+fn kill_and_restart(
+    cluster: &mut TestCluster,
+    node: NodeId,
+    writes: usize,
+    acked: &dyn Fn() -> usize,
+    poll: &mut dyn FnMut(),
+) -> anyhow::Result<()> {
+    cluster.kill_node(node)?;
+    let before = acked();
+    wait_until("writes after the kill", RESTART_TIMEOUT, || {
+        poll();
+        Ok((acked() >= before + writes).then_some(()))
+    })?;
+    cluster.restart_node(node)?;
+    wait_until("the node restart", RESTART_TIMEOUT, || {
+        poll();
+        Ok(cluster
+            .log(node)
+            .contains("node restart complete")
+            .then_some(()))
+    })
 }
 
 /// When [`write_until`] stops.
@@ -737,17 +753,6 @@ fn merged_events_of_long_values_survive_data_nodes_killed_in_turn() {
                 }
             }
         });
-        let take = |op: &mut EventOperation<'_>, events: &mut Vec<EventData>| {
-            if op
-                .poll_events(Duration::from_millis(50))
-                .expect("poll events")
-                .is_some()
-            {
-                while let Some(event) = op.next_event() {
-                    events.push(event);
-                }
-            }
-        };
         let acked_count = || acked.lock().unwrap().values().map(Vec::len).sum::<usize>();
         let result = (|| {
             for node in [NodeId(2), NodeId(1)] {
@@ -756,20 +761,8 @@ fn merged_events_of_long_values_survive_data_nodes_killed_in_turn() {
                     take(&mut op, &mut events);
                     Ok((acked_count() >= before + 100 && op.data_nodes().len() == 2).then_some(()))
                 })?;
-                cluster.kill_node(node)?;
-                let before = acked_count();
-                wait_until("writes after the kill", RESTART_TIMEOUT, || {
-                    take(&mut op, &mut events);
-                    Ok((acked_count() >= before + 100).then_some(()))
-                })?;
-                cluster.restart_node(node)?;
-                wait_until("the node restart", RESTART_TIMEOUT, || {
-                    take(&mut op, &mut events);
-                    Ok(cluster
-                        .log(node)
-                        .contains("node restart complete")
-                        .then_some(()))
-                })?;
+                let mut poll = || take(&mut op, &mut events);
+                kill_and_restart(&mut cluster, node, 100, &acked_count, &mut poll)?;
             }
             Ok::<(), anyhow::Error>(())
         })();
