@@ -31,7 +31,7 @@ use crate::connection::Connection;
 use crate::{Cluster, Error, InterpretedCode, Table};
 
 /// NDB's system table of auto-increment counters.
-pub const SYSTAB_0: &str = "SYSTAB_0";
+pub const SYSTAB_0: &str = rndb_protocol::signals::SYSTEM_TABLES[0];
 /// `NEXTID`'s column.
 const NEXTID: usize = 1;
 /// How often taking a range may meet another API node creating the same counter (630) or the

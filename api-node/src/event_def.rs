@@ -14,7 +14,7 @@ use crate::event::{EventOperation, EventType};
 use crate::{Cluster, Error, ScanOptions, Table};
 
 /// NDB's system table of named events.
-pub const NDB_EVENTS_0: &str = "NDB$EVENTS_0";
+pub const NDB_EVENTS_0: &str = rndb_protocol::signals::SYSTEM_TABLES[1];
 /// The longest event name, in bytes.
 pub const EVENT_NAME_BYTES_MAX: usize = 128;
 /// How often creating an event may meet another API node creating or dropping the system

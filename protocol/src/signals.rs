@@ -108,9 +108,14 @@ impl ListTablesReq {
     }
 }
 
+/// NDB's system tables, which the API nodes create when they first need them: the
+/// auto-increment counters and the named events. They list as [`ObjectKind::SystemTable`].
+pub const SYSTEM_TABLES: [&str; 2] = ["SYSTAB_0", "NDB$EVENTS_0"];
+
 /// The kind of a dictionary object, numbered as NDB's `NdbDictionary::Object::Type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ObjectKind {
+    SystemTable = 1,
     UserTable = 2,
     UniqueHashIndex = 3,
     OrderedIndex = 6,
@@ -119,6 +124,7 @@ pub enum ObjectKind {
 impl ObjectKind {
     pub fn from_u8(v: u8) -> Option<ObjectKind> {
         match v {
+            1 => Some(ObjectKind::SystemTable),
             2 => Some(ObjectKind::UserTable),
             3 => Some(ObjectKind::UniqueHashIndex),
             6 => Some(ObjectKind::OrderedIndex),
@@ -128,6 +134,7 @@ impl ObjectKind {
     /// NDB's name of the type, as `ndb_show_tables` prints it.
     pub fn name(self) -> &'static str {
         match self {
+            ObjectKind::SystemTable => "SystemTable",
             ObjectKind::UserTable => "UserTable",
             ObjectKind::UniqueHashIndex => "UniqueHashIndex",
             ObjectKind::OrderedIndex => "OrderedIndex",

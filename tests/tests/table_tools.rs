@@ -437,7 +437,11 @@ fn bad_command_lines_and_statements_get_clear_messages() {
             .replace("id 1", &format!("id {}", table_id(&stdout(&output)))),
     );
 
-    // ndb_show_tables lists the table and both indexes, in NDB's layout; -t keeps one type.
+    // ndb_show_tables lists the table and both indexes, in NDB's layout, and the system table
+    // of named events an API node made; -t keeps one type.
+    let api = cluster.connect().expect("connect");
+    api.create_event(&rndb_api::EventDef::new("tools_ev", "tools_ddl"))
+        .expect("create an event");
     let output = tool("ndb_show_tables", config, &[]);
     assert_ok(&output, "ndb_show_tables");
     let text = stdout(&output);
@@ -445,6 +449,7 @@ fn bad_command_lines_and_statements_get_clear_messages() {
     assert_eq!(text.lines().next(), Some(header), "{text}");
     for (kind, database, name) in [
         ("UserTable", "TEST_DB", "tools_ddl"),
+        ("SystemTable", "sys", "NDB$EVENTS_0"),
         ("UniqueHashIndex", "sys", "v"),
         ("OrderedIndex", "sys", "v_2"),
     ] {
@@ -465,6 +470,13 @@ fn bad_command_lines_and_statements_get_clear_messages() {
     assert!(
         text.ends_with("\t'OrderedIndex'\t'Online'\t'No'\t'sys'\t'def'\t'v_2'\n"),
         "{text}"
+    );
+    let output = tool("ndb_show_tables", config, &["-t", "1", "--parsable"]);
+    assert_ok(&output, "ndb_show_tables -t 1 -p");
+    assert!(
+        stdout(&output)
+            .ends_with("\t'SystemTable'\t'Online'\t'Yes'\t'sys'\t'def'\t'NDB$EVENTS_0'\n"),
+        "{output:?}"
     );
     let output = tool("ndb_show_tables", config, &["-t", "4"]);
     assert_eq!(output.status.code(), Some(1), "{output:?}");

@@ -1,10 +1,11 @@
 //! `ndb_show_tables`: lists the dictionary's objects, like MySQL Cluster's `ndb_show_tables`.
 //!
 //! One line per table and index, in NDB's layout: `id type state logging database schema
-//! name`. rndb's objects are user tables, unique hash indexes and ordered indexes, every one
-//! Online; tables are in NDB's default database `TEST_DB`, indexes in `sys`, all in schema
-//! `def` (rndb has one namespace). NDB's options where they map: `-t/--type=N` keeps one object
-//! type (2 UserTable, 3 UniqueHashIndex, 6 OrderedIndex), `-p/--parsable` prints tab-separated
+//! name`. rndb's objects are system tables (`SYSTAB_0`, `NDB$EVENTS_0`), user tables, unique
+//! hash indexes and ordered indexes, every one Online; user tables are in NDB's default
+//! database `TEST_DB`, system tables and indexes in `sys`, all in schema `def` (rndb has one
+//! namespace). NDB's options where they map: `-t/--type=N` keeps one object type (1
+//! SystemTable, 2 UserTable, 3 UniqueHashIndex, 6 OrderedIndex), `-p/--parsable` prints tab-separated
 //! quoted fields without a header, `-l/--loops=N` lists N times, `-u/--unqualified` is
 //! accepted (names are never qualified here).
 
@@ -24,7 +25,8 @@ use rndb_tools::{run_main, ConnectArgs};
 struct Args {
     #[command(flatten)]
     connect: ConnectArgs,
-    /// Only objects of this type: 2 UserTable, 3 UniqueHashIndex, 6 OrderedIndex.
+    /// Only objects of this type: 1 SystemTable, 2 UserTable, 3 UniqueHashIndex, 6
+    /// OrderedIndex.
     #[arg(short = 't', long = "type", value_name = "N")]
     object_type: Option<u8>,
     /// Tab-separated fields in single quotes, without a header (for LOAD DATA).
@@ -49,7 +51,10 @@ fn run(args: &Args) -> anyhow::Result<ExitCode> {
         Some(n) => match ObjectKind::from_u8(n) {
             Some(kind) => Some(kind),
             None => {
-                bail!("--type={n}: rndb has 2 (UserTable), 3 (UniqueHashIndex), 6 (OrderedIndex)")
+                bail!(
+                    "--type={n}: rndb has 1 (SystemTable), 2 (UserTable), 3 (UniqueHashIndex), \
+                     6 (OrderedIndex)"
+                )
             }
         },
     };
@@ -75,6 +80,7 @@ fn listing<'a>(objects: impl Iterator<Item = &'a ListedObject>, parsable: bool) 
     }
     for object in objects {
         let (logging, database) = match object.kind {
+            ObjectKind::SystemTable => ("Yes", "sys"),
             ObjectKind::UserTable => ("Yes", "TEST_DB"),
             ObjectKind::UniqueHashIndex => ("Yes", "sys"),
             ObjectKind::OrderedIndex => ("No", "sys"),

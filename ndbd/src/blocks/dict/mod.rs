@@ -24,7 +24,7 @@ use hashbrown::HashMap;
 use rndb_protocol::schema::{COLUMN_BYTES_MAX, NAME_BYTES_MAX};
 use rndb_protocol::signals::{
     CreateIndexReq, IndexInfo, ListTablesConf, ListedObject, ObjectKind, TableInfo,
-    INDEX_COLUMNS_MAX, LIST_TABLES_OBJECTS_MAX,
+    INDEX_COLUMNS_MAX, LIST_TABLES_OBJECTS_MAX, SYSTEM_TABLES,
 };
 use rndb_protocol::{blob, ColumnDef, ColumnType, IndexKind, NdbError, TableDef, Value};
 
@@ -338,7 +338,10 @@ impl Dict {
             .filter(|(_, t)| t.hidden_for.is_none() && t.parts_of.is_none())
             .map(|(&id, t)| ListedObject {
                 id,
-                kind: ObjectKind::UserTable,
+                kind: match SYSTEM_TABLES.contains(&t.info.def.name.as_str()) {
+                    true => ObjectKind::SystemTable,
+                    false => ObjectKind::UserTable,
+                },
                 parent_id: 0,
                 name: t.info.def.name.clone(),
             });
