@@ -52,6 +52,9 @@ const PUMP_EVERY: Duration = Duration::from_millis(5);
 /// stream's epoch report wakes it earlier.
 const POLL_SLEEP_MAX: Duration = Duration::from_millis(50);
 
+/// How often an operation being made looks whether its subscriptions have begun.
+pub(crate) const BEGIN_POLL: Duration = Duration::from_millis(10);
+
 /// How long a SUB_STOP_REQ may wait for a full send buffer.
 const STOP_SEND_WAIT: Duration = Duration::from_secs(1);
 
@@ -133,6 +136,8 @@ struct Merging<'c> {
     parts: Vec<(usize, EventOperation<'c>)>,
     /// Merged events, handed out.
     ready: VecDeque<EventData>,
+    /// Every subscription begins at the same epoch (see `EventOperation::begun`).
+    aligned: bool,
 }
 
 /// A thread that reads, every [`PUMP_EVERY`], the links of an operation's streams that no
@@ -204,6 +209,17 @@ impl Cluster {
     /// transaction that begins its commit after this returns is handed out, and none of an
     /// epoch some node's subscription did not cover from its start.
     pub fn create_event_operation(&self, table: &Table) -> Result<EventOperation<'_>, Error> {
+        let mut op = self.start_event_operation(table)?;
+        let deadline = self.deadline();
+        while !op.begun(deadline)? {
+            std::thread::park_timeout(BEGIN_POLL);
+        }
+        Ok(op)
+    }
+
+    /// An operation of `table`, subscribed on every data node linked, not yet begun
+    /// ([`EventOperation::begun`]).
+    pub(crate) fn start_event_operation(&self, table: &Table) -> Result<EventOperation<'_>, Error> {
         let map = self.partition_map();
         let replicas = (0..map.partition_count())
             .map(|p| map.replicas(p).iter().map(|n| n.0).collect())
@@ -228,24 +244,6 @@ impl Cluster {
         for connection in linked {
             op.subscribe(connection)?;
         }
-        // Each confirmation comes first on its stream, then the report of the epoch it was
-        // made in (by then every data node commits in a later one): wait for them all.
-        let deadline = self.deadline();
-        while !op.nodes.is_empty() && !op.merge.begin() {
-            op.take_streams()?;
-            // A data node's refusal fails the whole operation (as NDB's execute), which,
-            // dropped, unsubscribes on the others.
-            if let Some(e) = op.refused.take().or_else(|| op.ended.take()) {
-                return Err(e);
-            }
-            if Instant::now() >= deadline {
-                return Err(Error::ndb_detail(
-                    4012,
-                    "no data node confirmed the subscription and completed its epoch in time",
-                ));
-            }
-            std::thread::park_timeout(Duration::from_millis(10));
-        }
         if op.nodes.is_empty() {
             return Err(Error::ndb_detail(4009, "no data node is linked"));
         }
@@ -264,21 +262,29 @@ impl Cluster {
         &self,
         table: &Table,
     ) -> Result<EventOperation<'_>, Error> {
+        let mut op = self.start_event_operation_merged(table)?;
+        let deadline = self.deadline();
+        while !op.begun(deadline)? {
+            std::thread::park_timeout(BEGIN_POLL);
+        }
+        Ok(op)
+    }
+
+    /// A merged operation of `table`: its subscriptions made, not yet begun.
+    pub(crate) fn start_event_operation_merged(
+        &self,
+        table: &Table,
+    ) -> Result<EventOperation<'_>, Error> {
         crate::blob::check_parts(table)?;
-        let mut op = self.create_event_operation(table)?;
+        let mut op = self.start_event_operation(table)?;
         let mut parts = Vec::new();
         for (column, parts_table) in table.blob_parts_tables() {
-            parts.push((column, self.create_event_operation(&parts_table)?));
-        }
-        // Handed out from the first epoch every subscription covers.
-        let start =
-            (parts.iter().map(|(_, p)| p.merge.delivered())).fold(op.merge.delivered(), u64::max);
-        for sub in std::iter::once(&mut op).chain(parts.iter_mut().map(|(_, p)| p)) {
-            sub.merge.skip_through(start);
+            parts.push((column, self.start_event_operation(&parts_table)?));
         }
         op.merging = Some(Box::new(Merging {
             parts,
             ready: VecDeque::new(),
+            aligned: false,
         }));
         Ok(op)
     }
@@ -288,6 +294,52 @@ impl<'c> EventOperation<'c> {
     /// The table subscribed to.
     pub fn table(&self) -> &Table {
         &self.table
+    }
+
+    /// One look at whether the operation has begun: every data node subscribed has confirmed
+    /// and reported the epoch it subscribed in (by then every data node commits in a later
+    /// one), and for a merged operation so have the parts tables' subscriptions, which then
+    /// all hand out from the first epoch every one covers. A data node's refusal fails the
+    /// whole operation (as NDB's execute), which, dropped, unsubscribes on the others; past
+    /// `deadline` it fails with 4012.
+    pub(crate) fn begun(&mut self, deadline: Instant) -> Result<bool, Error> {
+        let mut begun = self.begun_alone()?;
+        if let Some(merging) = self.merging.as_mut() {
+            for (_, parts) in &mut merging.parts {
+                begun &= parts.begun_alone()?;
+            }
+            if begun && !merging.aligned {
+                let start = (merging.parts.iter().map(|(_, p)| p.merge.delivered()))
+                    .fold(self.merge.delivered(), u64::max);
+                self.merge.skip_through(start);
+                for (_, parts) in &mut merging.parts {
+                    parts.merge.skip_through(start);
+                }
+                merging.aligned = true;
+            }
+        }
+        if !begun && Instant::now() >= deadline {
+            return Err(Error::ndb_detail(
+                4012,
+                "no data node confirmed the subscription and completed its epoch in time",
+            ));
+        }
+        Ok(begun)
+    }
+
+    /// `begun` for this subscription alone.
+    fn begun_alone(&mut self) -> Result<bool, Error> {
+        if self.merge.has_begun() {
+            return Ok(true);
+        }
+        self.take_streams()?;
+        if let Some(e) = self.refused.take().or_else(|| self.ended.take()) {
+            return Err(e);
+        }
+        if self.nodes.is_empty() {
+            return Err(Error::ndb_detail(4009, "no data node is linked"));
+        }
+        Ok(self.merge.begin())
     }
 
     /// Hands out only the changes of `kinds` (a named event's).

@@ -82,7 +82,7 @@ pub use rndb_transporter::connect::is_this_host;
 pub use rndb_transporter::socket_link::KernelTcpBytes;
 pub use scan::{Scan, ScanOptions, OWN_PARTS_SCAN_BYTES_MAX};
 #[cfg(feature = "tokio")]
-pub use tokio_api::{TokioCluster, TokioScan, TokioTransaction};
+pub use tokio_api::{TokioCluster, TokioEventOperation, TokioScan, TokioTransaction};
 pub use transaction::{OpId, Transaction};
 
 use std::path::Path;

@@ -44,6 +44,11 @@
 //! the first). A scan that completes rows its transaction locked (`blob::OwnRows`) makes its
 //! round trips while its future is awaited: dropped then, it rolls the transaction back.
 //!
+//! Event operations (`create_event_operation`, `create_event_operation_merged`) are made and
+//! polled as futures: [`TokioEventOperation::poll_events`] looks at the streams every 5 ms
+//! between timer sleeps (an epoch is 100 ms by default), the operation's pump thread keeping
+//! them flowing meanwhile.
+//!
 //! The futures need a runtime with its time driver (`enable_time` or `enable_all`): each wait
 //! ends with 4012 after the API's request timeout, as in the blocking API.
 
@@ -59,6 +64,7 @@ use rndb_protocol::{AbortOption, ExecType, TableDef, Value};
 use rndb_transporter::FrameHeader;
 
 use crate::connection::{Answers, Connection};
+use crate::event::EventOperation;
 use crate::scan::{Scan, ScanOptions};
 use crate::transaction::{Begun, OwnScan};
 use crate::{
@@ -831,6 +837,83 @@ impl Drop for TokioScan<'_> {
     fn drop(&mut self) {
         for &(part, request_id) in &self.waits {
             self.scan.part_connection(part).forget(request_id);
+        }
+    }
+}
+
+/// How often an awaited event operation looks at its streams: a few times an epoch (100 ms by
+/// default), without a thread of its own (the operation's pump thread keeps its streams
+/// flowing meanwhile).
+const EVENT_POLL_EVERY: Duration = Duration::from_millis(5);
+
+impl<'c> TokioCluster<'c> {
+    /// As [`Cluster::create_event_operation`], awaited: subscribed on every data node linked,
+    /// once each has confirmed and reported the epoch it subscribed in.
+    pub async fn create_event_operation(
+        &self,
+        table: &Table,
+    ) -> Result<TokioEventOperation<'c>, Error> {
+        let op = self.cluster.start_event_operation(table)?;
+        self.begin_event_operation(op).await
+    }
+
+    /// As [`Cluster::create_event_operation_merged`], awaited.
+    pub async fn create_event_operation_merged(
+        &self,
+        table: &Table,
+    ) -> Result<TokioEventOperation<'c>, Error> {
+        let op = self.cluster.start_event_operation_merged(table)?;
+        self.begin_event_operation(op).await
+    }
+
+    async fn begin_event_operation(
+        &self,
+        mut op: EventOperation<'c>,
+    ) -> Result<TokioEventOperation<'c>, Error> {
+        let deadline = self.cluster.deadline();
+        while !op.begun(deadline)? {
+            tokio::time::sleep(crate::event::BEGIN_POLL).await;
+        }
+        Ok(TokioEventOperation { op })
+    }
+}
+
+/// An [`EventOperation`] whose wait for the next epoch is a future; it derefs to the
+/// operation for the rest (`next_event`, `data_nodes`, `set_buffer_max`). Dropped, it
+/// unsubscribes.
+#[derive(Debug)]
+pub struct TokioEventOperation<'c> {
+    op: EventOperation<'c>,
+}
+
+impl<'c> Deref for TokioEventOperation<'c> {
+    type Target = EventOperation<'c>;
+    fn deref(&self) -> &EventOperation<'c> {
+        &self.op
+    }
+}
+
+impl<'c> DerefMut for TokioEventOperation<'c> {
+    fn deref_mut(&mut self) -> &mut EventOperation<'c> {
+        &mut self.op
+    }
+}
+
+impl TokioEventOperation<'_> {
+    /// As [`EventOperation::poll_events`], awaited: the newest epoch whose events
+    /// `next_event` now hands out, or `None` after `timeout`. Looks every [`EVENT_POLL_EVERY`]
+    /// (5 ms), sleeping on the runtime's timer in between.
+    pub async fn poll_events(&mut self, timeout: Duration) -> Result<Option<u64>, Error> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(epoch) = self.op.poll_events(Duration::ZERO)? {
+                return Ok(Some(epoch));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep((deadline - now).min(EVENT_POLL_EVERY)).await;
         }
     }
 }

@@ -3,8 +3,8 @@
 //! one thread: the runtime's) and each completes with its own rows; a future dropped while its
 //! execute waits rolls the transaction back at once, so another transaction locks its rows long
 //! before the deadlock timeout; scans read as streams batch by batch; the dictionary calls
-//! (tables, indexes, the list of tables) are awaited; and errors carry the same NDB codes as
-//! the blocking API's.
+//! (tables, indexes, the list of tables) are awaited; errors carry the same NDB codes as
+//! the blocking API's; and event operations, plain and merged, are awaited in spawned tasks.
 
 use std::cell::Cell;
 use std::pin::Pin;
@@ -360,4 +360,71 @@ fn errors_carry_the_blocking_api_codes() {
     });
     let found = read_with(&gatekeeper, &table, &[Value::UInt32(2)], LockMode::Read).expect("read");
     assert_eq!(found, row(2, 2));
+}
+
+#[test]
+fn event_operations_are_awaited_in_spawned_tasks() {
+    let (_cluster, api, _gatekeeper, table) = start(ClusterSpec::new());
+    let rt = runtime();
+    rt.block_on(async {
+        let tokio = api.tokio();
+        let mut op = tokio
+            .create_event_operation(&table)
+            .await
+            .expect("subscribe, awaited");
+        let mut merged = tokio
+            .create_event_operation_merged(&table)
+            .await
+            .expect("subscribe, merged and awaited");
+        // Waiting for an epoch is a future: another task commits meanwhile.
+        let writer = tokio::spawn(async move {
+            let mut tx = api.tokio().start_transaction();
+            tx.insert(&table, &row(7, 70)).expect("define");
+            tx.execute(ExecType::Commit).await.expect("commit");
+            tx.gci().expect("a writing commit's GCI")
+        });
+        let subscriber = tokio::spawn(async move {
+            let mut got = Vec::new();
+            for _ in 0..600 {
+                if op
+                    .poll_events(Duration::from_millis(100))
+                    .await
+                    .expect("poll")
+                    .is_some()
+                {
+                    while let Some(event) = op.next_event() {
+                        got.push(event);
+                    }
+                    break;
+                }
+            }
+            got
+        });
+        let gci = writer.await.expect("the writer");
+        let got = subscriber.await.expect("the subscriber");
+        assert_eq!(got.len(), 1, "{got:#?}");
+        assert_eq!(
+            (got[0].epoch, got[0].values.clone()),
+            (gci, Some(row(7, 70)))
+        );
+        let epoch = merged
+            .poll_events(Duration::from_secs(60))
+            .await
+            .expect("poll the merged operation");
+        assert_eq!(epoch, Some(gci));
+        assert_eq!(
+            merged.next_event().map(|e| e.values),
+            Some(Some(row(7, 70)))
+        );
+        // Nothing more comes: the timeout ends the wait.
+        let before = Instant::now();
+        assert_eq!(
+            merged
+                .poll_events(Duration::from_millis(300))
+                .await
+                .expect("poll"),
+            None
+        );
+        assert!(before.elapsed() >= Duration::from_millis(300));
+    });
 }
