@@ -901,7 +901,7 @@ impl<'c> DerefMut for TokioEventOperation<'c> {
 
 impl TokioEventOperation<'_> {
     /// As [`EventOperation::poll_events`], awaited: the newest epoch whose events
-    /// `next_event` now hands out, or `None` after `timeout`. Looks every [`EVENT_POLL_EVERY`]
+    /// `next_event` now hands out, or `None` after `timeout`. Looks every `EVENT_POLL_EVERY`
     /// (5 ms), sleeping on the runtime's timer in between.
     pub async fn poll_events(&mut self, timeout: Duration) -> Result<Option<u64>, Error> {
         let deadline = Instant::now() + timeout;
