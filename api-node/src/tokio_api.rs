@@ -47,7 +47,9 @@
 //! Event operations (`create_event_operation`, `create_event_operation_merged`) are made and
 //! polled as futures: [`TokioEventOperation::poll_events`] looks at the streams every 5 ms
 //! between timer sleeps (an epoch is 100 ms by default), the operation's pump thread keeping
-//! them flowing meanwhile.
+//! them flowing meanwhile; a look decodes all that came, at once. Dropping an operation (or
+//! its creation's future) unsubscribes on the runtime's thread: a send each data node, which
+//! waits up to a second for a full send buffer, and the pump thread's join.
 //!
 //! The futures need a runtime with its time driver (`enable_time` or `enable_all`): each wait
 //! ends with 4012 after the API's request timeout, as in the blocking API.
@@ -842,8 +844,8 @@ impl Drop for TokioScan<'_> {
 }
 
 /// How often an awaited event operation looks at its streams: a few times an epoch (100 ms by
-/// default), without a thread of its own (the operation's pump thread keeps its streams
-/// flowing meanwhile).
+/// default). The operation's pump thread (one for the table, one for each parts table of a
+/// merged one) keeps its streams flowing meanwhile.
 const EVENT_POLL_EVERY: Duration = Duration::from_millis(5);
 
 impl<'c> TokioCluster<'c> {

@@ -478,6 +478,14 @@ fn bad_command_lines_and_statements_get_clear_messages() {
             .ends_with("\t'SystemTable'\t'Online'\t'Yes'\t'sys'\t'def'\t'NDB$EVENTS_0'\n"),
         "{output:?}"
     );
+    let output = tool("ndb_show_tables", config, &["-t", "2", "--parsable"]);
+    assert_ok(&output, "ndb_show_tables -t 2 -p");
+    let text = stdout(&output);
+    assert_eq!(text.lines().count(), 1, "user tables only: {text}");
+    assert!(
+        text.ends_with("\t'UserTable'\t'Online'\t'Yes'\t'TEST_DB'\t'def'\t'tools_ddl'\n"),
+        "{text}"
+    );
     let output = tool("ndb_show_tables", config, &["-t", "4"]);
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert!(stderr(&output).contains("--type=4"), "{}", stderr(&output));
