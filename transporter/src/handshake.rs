@@ -72,9 +72,9 @@ use crate::{NodeId, TransportError, TransporterKind};
 /// refuses the longer payload), and DICT_RESTART_DROP comes in every system restart;
 /// START_PERMCONF carries the president's id counter after the schema change's number.
 /// 13: LIST_TABLES_CONF names SYSTAB_0 and NDB$EVENTS_0 with object type 1 (SystemTable),
-/// which an API node of version 12 would refuse as malformed; the management server's backup
-/// steps may carry `snapshotstart` and `snapshot <gci>`, which a data node of version 12
-/// would ignore.
+/// which an API node of version 12 would refuse as malformed. (The backup steps' new
+/// `snapshotstart` and `snapshot <gci>` words ride the management server's report replies,
+/// which this number does not cover: an older data node ignores such a step.)
 pub const PROTOCOL_VERSION: u32 = 13;
 /// The first four bytes of a HELLO payload.
 pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";
