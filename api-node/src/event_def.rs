@@ -93,12 +93,12 @@ fn events_def() -> TableDef {
     )
 }
 
-fn not_found(name: &str) -> Error {
+pub(crate) fn not_found(name: &str) -> Error {
     Error::ndb_detail(4710, format!("no event named {name:?}"))
 }
 
 /// The key of event `name` in `NDB$EVENTS_0`: 4710 for a name no event can have.
-fn key_of(name: &str) -> Result<[Value; 1], Error> {
+pub(crate) fn key_of(name: &str) -> Result<[Value; 1], Error> {
     if name.is_empty() || name.len() > EVENT_NAME_BYTES_MAX {
         return Err(not_found(name));
     }
@@ -221,7 +221,7 @@ impl Cluster {
 }
 
 /// A row of `NDB$EVENTS_0` as an event.
-fn event_of(row: Option<&[Value]>) -> Result<EventDef, Error> {
+pub(crate) fn event_of(row: Option<&[Value]>) -> Result<EventDef, Error> {
     let text = |v: &Value| match v {
         Value::Varbinary(b) => String::from_utf8(b.clone()).ok(),
         _ => None,

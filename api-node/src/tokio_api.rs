@@ -44,7 +44,8 @@
 //! the first). A scan that completes rows its transaction locked (`blob::OwnRows`) makes its
 //! round trips while its future is awaited: dropped then, it rolls the transaction back.
 //!
-//! Event operations (`create_event_operation`, `create_event_operation_merged`) are made and
+//! Event operations (`create_event_operation`, `create_event_operation_merged`,
+//! `create_event_operation_for` a named event) are made and
 //! polled as futures: [`TokioEventOperation::poll_events`] looks at the streams every 5 ms
 //! between timer sleeps (an epoch is 100 ms by default), the operation's pump thread keeping
 //! them flowing meanwhile; a look decodes all that came, at once. Dropping an operation (or
@@ -866,6 +867,39 @@ impl<'c> TokioCluster<'c> {
     ) -> Result<TokioEventOperation<'c>, Error> {
         let op = self.cluster.start_event_operation_merged(table)?;
         self.begin_event_operation(op).await
+    }
+
+    /// As [`Cluster::create_event_operation_for`], awaited: the named event read, then its
+    /// operation made.
+    pub async fn create_event_operation_for(
+        &self,
+        name: &str,
+    ) -> Result<TokioEventOperation<'c>, Error> {
+        let def = self.get_event(name).await?;
+        let table = self.get_table(&def.table).await?;
+        let mut op = match def.merge_events {
+            true => self.create_event_operation_merged(&table).await?,
+            false => self.create_event_operation(&table).await?,
+        };
+        op.report_only(def.events);
+        Ok(op)
+    }
+
+    /// As [`Cluster::get_event`], awaited.
+    pub async fn get_event(&self, name: &str) -> Result<crate::EventDef, Error> {
+        use crate::event_def::{event_of, key_of, not_found};
+        let key = key_of(name)?;
+        let events = match self.get_table(crate::NDB_EVENTS_0).await {
+            Err(e) if e.code() == Some(709) => return Err(not_found(name)),
+            found => found?,
+        };
+        let mut tx = self.start_transaction();
+        let op = tx.read(&events, &key, rndb_protocol::LockMode::CommittedRead)?;
+        match tx.execute(ExecType::Commit).await {
+            Ok(()) => event_of(tx.row(op)),
+            Err(e) if e.code() == Some(626) => Err(not_found(name)),
+            Err(e) => Err(e),
+        }
     }
 
     async fn begin_event_operation(

@@ -4,7 +4,8 @@
 //! execute waits rolls the transaction back at once, so another transaction locks its rows long
 //! before the deadlock timeout; scans read as streams batch by batch; the dictionary calls
 //! (tables, indexes, the list of tables) are awaited; errors carry the same NDB codes as
-//! the blocking API's; and event operations, plain and merged, are awaited in spawned tasks.
+//! the blocking API's; and event operations, plain, merged and of a named event, are awaited
+//! in spawned tasks.
 
 use std::cell::Cell;
 use std::pin::Pin;
@@ -12,8 +13,8 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use rndb_api::{
-    AbortOption, Cluster, ColumnDef, ColumnType, ExecType, IndexDef, LockMode, ScanOptions, Table,
-    TableDef, TokioScan, Value,
+    AbortOption, Cluster, ColumnDef, ColumnType, EventDef, EventType, ExecType, IndexDef, LockMode,
+    ScanOptions, Table, TableDef, TableEvents, TokioScan, Value,
 };
 use rndb_tests::ops::{insert_committed, read_with, recreate_table};
 use rndb_tests::{assert_ndb_code, ClusterSpec, TestCluster};
@@ -365,9 +366,24 @@ fn errors_carry_the_blocking_api_codes() {
 #[test]
 fn event_operations_are_awaited_in_spawned_tasks() {
     let (_cluster, api, _gatekeeper, table) = start(ClusterSpec::new());
+    let inserts = EventDef {
+        events: TableEvents::INSERT,
+        ..EventDef::new("items_inserts", "items")
+    };
+    api.create_event(&inserts).expect("create a named event");
     let rt = runtime();
     rt.block_on(async {
         let tokio = api.tokio();
+        assert_eq!(
+            tokio.get_event("items_inserts").await.expect("get"),
+            inserts
+        );
+        let missing = tokio.get_event("nope").await.map(|_| ());
+        assert_ndb_code(missing, 4710, "no such event");
+        let mut named = tokio
+            .create_event_operation_for("items_inserts")
+            .await
+            .expect("subscribe to the named event, awaited");
         let mut op = tokio
             .create_event_operation(&table)
             .await
@@ -415,6 +431,15 @@ fn event_operations_are_awaited_in_spawned_tasks() {
         assert_eq!(
             merged.next_event().map(|e| e.values),
             Some(Some(row(7, 70)))
+        );
+        let epoch = named
+            .poll_events(Duration::from_secs(60))
+            .await
+            .expect("poll");
+        assert_eq!(epoch, Some(gci));
+        assert_eq!(
+            named.next_event().map(|e| e.event_type),
+            Some(EventType::Insert)
         );
         // Nothing more comes: the timeout ends the wait.
         let before = Instant::now();
