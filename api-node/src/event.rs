@@ -209,12 +209,7 @@ impl Cluster {
     /// transaction that begins its commit after this returns is handed out, and none of an
     /// epoch some node's subscription did not cover from its start.
     pub fn create_event_operation(&self, table: &Table) -> Result<EventOperation<'_>, Error> {
-        let mut op = self.start_event_operation(table)?;
-        let deadline = self.deadline();
-        while !op.begun(deadline)? {
-            std::thread::park_timeout(BEGIN_POLL);
-        }
-        Ok(op)
+        self.start_event_operation(table)?.wait_begun()
     }
 
     /// An operation of `table`, subscribed on every data node linked, not yet begun
@@ -262,12 +257,7 @@ impl Cluster {
         &self,
         table: &Table,
     ) -> Result<EventOperation<'_>, Error> {
-        let mut op = self.start_event_operation_merged(table)?;
-        let deadline = self.deadline();
-        while !op.begun(deadline)? {
-            std::thread::park_timeout(BEGIN_POLL);
-        }
-        Ok(op)
+        self.start_event_operation_merged(table)?.wait_begun()
     }
 
     /// A merged operation of `table`: its subscriptions made, not yet begun.
@@ -325,6 +315,15 @@ impl<'c> EventOperation<'c> {
             ));
         }
         Ok(begun)
+    }
+
+    /// Waits (blocking) until the operation has begun (`begun`).
+    pub(crate) fn wait_begun(mut self) -> Result<Self, Error> {
+        let deadline = self.cluster.deadline();
+        while !self.begun(deadline)? {
+            std::thread::park_timeout(BEGIN_POLL);
+        }
+        Ok(self)
     }
 
     /// `begun` for this subscription alone.

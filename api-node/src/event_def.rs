@@ -188,10 +188,19 @@ impl Cluster {
     pub fn create_event_operation_for(&self, name: &str) -> Result<EventOperation<'_>, Error> {
         let def = self.get_event(name)?;
         let table = self.get_table(&def.table)?;
-        let mut op = if def.merge_events {
-            self.create_event_operation_merged(&table)?
-        } else {
-            self.create_event_operation(&table)?
+        self.start_event_operation_of(&def, &table)?.wait_begun()
+    }
+
+    /// An operation of event `def` on `table` (merged when `def` says so, handing out the
+    /// kinds it names), subscribed, not yet begun.
+    pub(crate) fn start_event_operation_of(
+        &self,
+        def: &EventDef,
+        table: &Table,
+    ) -> Result<EventOperation<'_>, Error> {
+        let mut op = match def.merge_events {
+            true => self.start_event_operation_merged(table)?,
+            false => self.start_event_operation(table)?,
         };
         op.report_only(def.events);
         Ok(op)

@@ -877,12 +877,8 @@ impl<'c> TokioCluster<'c> {
     ) -> Result<TokioEventOperation<'c>, Error> {
         let def = self.get_event(name).await?;
         let table = self.get_table(&def.table).await?;
-        let mut op = match def.merge_events {
-            true => self.create_event_operation_merged(&table).await?,
-            false => self.create_event_operation(&table).await?,
-        };
-        op.report_only(def.events);
-        Ok(op)
+        let op = self.cluster.start_event_operation_of(&def, &table)?;
+        self.begin_event_operation(op).await
     }
 
     /// As [`Cluster::get_event`], awaited.

@@ -267,10 +267,7 @@ fn kills_under_a_writer(spec: ClusterSpec, kills: &[NodeId]) {
 
     // Every acknowledged value arrives, once, in order per key.
     let acked = acked.into_inner().unwrap();
-    let last: BTreeMap<u32, i64> = acked
-        .iter()
-        .map(|(k, v)| (*k, v.last().unwrap().0))
-        .collect();
+    let last = last_acked(&acked);
     gather(
         &mut op,
         &mut events,
@@ -342,6 +339,13 @@ fn kills_under_a_writer(spec: ClusterSpec, kills: &[NodeId]) {
             );
         }
     }
+}
+
+/// Each key's last acknowledged value.
+fn last_acked(acked: &BTreeMap<u32, Vec<(i64, u64)>>) -> BTreeMap<u32, i64> {
+    (acked.iter())
+        .map(|(k, v)| (*k, v.last().expect("a value").0))
+        .collect()
 }
 
 /// Hands what `op` completes within 50 ms to `events`.
@@ -781,10 +785,7 @@ fn merged_events_of_long_values_survive_data_nodes_killed_in_turn() {
             *last = (*last).max(*v);
         }
     }
-    let newest: BTreeMap<u32, i64> = acked
-        .iter()
-        .map(|(k, v)| (*k, v.last().unwrap().0))
-        .collect();
+    let newest = last_acked(&acked);
     gather(
         &mut op,
         &mut events,
