@@ -4,9 +4,12 @@
 //! - A row written (insert, write, update) has each BLOB value (`Varbinary`) or TEXT value
 //!   (`Varchar`) cut into its head, sent in the row, and its parts, each a row of the column's
 //!   parts table written in the same transaction.
-//! - Before a write, update (of a blob column) or delete, the row's old heads are read under
-//!   an exclusive lock (the operations defined before are sent with that read, NoCommit), so
-//!   that the parts the new value no longer has are deleted.
+//! - A write, update (of a blob column) or delete reads the row's old heads under an
+//!   exclusive lock first, so that the parts the new value no longer has are deleted: at the
+//!   execute, as NDB's `NdbBlob::preExecute`, not when it is defined (the operations defined
+//!   before it go with that read, NoCommit; those after it wait for its row and parts
+//!   operations, and keep their `OpId`s: `Transaction::resolve_blob_writes`). Defining one
+//!   sends nothing, in the blocking API as in the tokio interface.
 //! - A locked read's execute reads the parts (NoCommit) before it commits; a CommittedRead
 //!   stays one, and a row whose head names parts is read again under a shared lock, in the
 //!   transaction or (when the execute committed a transaction of such reads alone) in one of
@@ -88,6 +91,7 @@ impl BlobColumn {
 
 /// The parts of one value to write, and how many parts the column had before (to delete
 /// those past the new value's).
+#[derive(Debug)]
 pub(crate) struct PartWrites {
     pub parts: Table,
     /// Rows of the parts table: key values, part number, data.

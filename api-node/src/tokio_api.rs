@@ -38,11 +38,12 @@
 //! BLOB and TEXT values are read, written and scanned whole, as in the blocking API: an
 //! execute's extra round trips (the parts of the rows it read, an IgnoreError batch of part
 //! writes before its commit) are awaited, and so is a scanned row's completion by a
-//! transaction of its own (`crate::blob`). A write, update or delete of a row with parts reads
-//! its old heads when it is defined, through the blocking `Transaction` this derefs to: a
-//! blocking round trip on the runtime's thread (and one more per 256 KiB of parts written past
-//! the first). A scan that completes rows its transaction locked (`blob::OwnRows`) makes its
-//! round trips while its future is awaited: dropped then, it rolls the transaction back.
+//! transaction of its own (`crate::blob`). A write, update or delete of a row with parts is
+//! defined without a round trip (through the `Transaction` this derefs to): its execute reads
+//! the old heads and sends the row's parts, awaited (one more round trip per 256 KiB of
+//! parts past the first). A scan that completes rows its transaction locked
+//! (`blob::OwnRows`) makes its round trips while its future is awaited: dropped then, it rolls
+//! the transaction back.
 //!
 //! Event operations (`create_event_operation`, `create_event_operation_merged`,
 //! `create_event_operation_for` a named event) are made and

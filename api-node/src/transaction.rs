@@ -87,9 +87,21 @@ struct Rare {
     /// execute's AbortOption: a row's failure with parts written, or a part's failure, rolls
     /// the transaction back (NDB defines part operations AbortOnError).
     blob_writes: Vec<(OpId, Vec<OpId>)>,
-    /// Operations sent ahead of the execute that defines them, with IgnoreError, by a read of
-    /// old heads (`Transaction::old_parts`): the next execute AbortOnError fails with the
-    /// error of the first that failed, as it would have had they waited for it.
+    /// Writes, updates and deletes of rows with parts defined since the last execute, whose
+    /// row and part operations that execute defines once it has read the old heads
+    /// (`Transaction::resolve_blob_writes`), in the order defined.
+    pending_writes: Vec<PendingWrite>,
+    /// The caller's `OpId` of a pending write whose row operation was defined in another slot
+    /// (the read of its old heads names it until then), with that slot.
+    aliases: HashMap<usize, usize>,
+    /// The result slot of the batch's first operation, while the results already hold slots
+    /// past it: an execute that resolves pending writes sends the operations defined after
+    /// one later, in the slots their `OpId`s named.
+    batch_first: Option<usize>,
+    /// Operations sent ahead of the execute that names their AbortOption, with IgnoreError
+    /// (by `Transaction::resolve_blob_writes` before a read of old heads, or by a scan that
+    /// must see them): the next execute AbortOnError fails with the error of the first that
+    /// failed, as it would have had they waited for it.
     deferred: Vec<OpId>,
     /// The parts tables it wrote (or deleted) parts of: its CommittedReads of rows with BLOB or
     /// TEXT columns then take a shared lock (`Transaction::blob_read`).
@@ -192,6 +204,36 @@ struct BlobRead {
     committed: bool,
 }
 
+/// A write, update or delete of a row with parts, defined as NDB's blob handles define one:
+/// what it must read first (the old heads, to delete the parts the new value no longer has)
+/// is read by the execute, not when it is defined, so that the tokio interface defines it
+/// without waiting (`Transaction::resolve_blob_writes`).
+#[derive(Debug)]
+struct PendingWrite {
+    /// The operation sent first, whose slot is the caller's `OpId`: the read of the old heads
+    /// (Exclusive), or an insert's row.
+    anchor: OpId,
+    table: Table,
+    key: Vec<Value>,
+    kind: PendingKind,
+    /// Each parted column's new parts (none for a delete).
+    writes: Vec<blob::PartWrites>,
+}
+
+#[derive(Debug)]
+enum PendingKind {
+    /// An insert whose parts are too many bytes to go with its row in one batch: the row is
+    /// the anchor, its parts follow in batches of their own.
+    Insert,
+    /// A write of the whole row (`attrs`: its non-key columns, heads for long values): an
+    /// insert when the row is missing.
+    Write(Vec<(u16, Value)>),
+    /// An update of these columns: nothing when the row is missing (the read's 626).
+    Update(Vec<(u16, Value)>),
+    /// A delete: nothing when the row is missing (the read's 626).
+    Delete,
+}
+
 /// Rows read again under a lock in one execute, to be made whole.
 const COMPLETE_ROWS_MAX: usize = 256;
 
@@ -276,6 +318,25 @@ impl Encoded {
 
     fn len(&self) -> usize {
         self.frames.len()
+    }
+
+    /// The frames from `at` on, taken out and numbered again from 0 (each operation's index
+    /// in its execute), to be sent by a later execute than the ones before them.
+    fn split_off(&mut self, at: usize) -> Encoded {
+        let Some(&(_, base, _, _)) = self.frames.get(at) else {
+            return Encoded::default();
+        };
+        let mut rest = Encoded {
+            bytes: self.bytes.split_off(base as usize),
+            frames: self.frames.split_off(at),
+        };
+        for (index, (_, start, end, _)) in rest.frames.iter_mut().enumerate() {
+            *start -= base;
+            *end -= base;
+            let payload = &mut rest.bytes[*start as usize..*end as usize];
+            TcKeyReqRef::set_op_index(payload, index as u32);
+        }
+        rest
     }
 
     /// Keeps the buffers (emptied) for this thread's next execute, unless they grew large.
@@ -427,8 +488,8 @@ pub struct Transaction<'c> {
     rare: Option<Box<Rare>>,
     state: State,
     /// Operations defined since the last execute, encoded. Their result slots are made when
-    /// the execute is sent (`begin_execute`): an operation's `OpId` is `results.len()` plus its
-    /// index in the batch.
+    /// the execute is sent (`begin_execute`): an operation's `OpId` is `batch_first()` (most
+    /// often `results.len()`) plus its index in the batch.
     batch: Encoded,
     /// Every operation's outcome, by `OpId`.
     results: Vec<OpResult>,
@@ -936,10 +997,11 @@ impl<'c> Transaction<'c> {
     /// scan opened next sees them: their errors are the next AbortOnError execute's, as for a
     /// read of old heads (`Rare::deferred`).
     pub(crate) async fn send_pending<R: RoundTrip>(&mut self, trip: &R) -> Result<(), Error> {
+        Box::pin(self.resolve_blob_writes(trip)).await?;
         if self.batch.len() == 0 {
             return Ok(());
         }
-        let earlier = self.results.len()..self.results.len() + self.batch.len();
+        let earlier = self.batch_first()..self.batch_first() + self.batch.len();
         // Noted first: should the execute fail on the way, they still fail the next one.
         self.rare_mut().deferred.extend(earlier.map(OpId));
         (self.execute_inner_via(trip, ExecType::NoCommit, AbortOption::IgnoreError)).await
@@ -1010,7 +1072,12 @@ impl<'c> Transaction<'c> {
         trip: &R,
         keys: impl Iterator<Item = (&'r Table, &'r Vec<Value>)>,
     ) -> Result<Vec<Option<Vec<Value>>>, Error> {
-        let earlier = self.results.len()..self.results.len() + self.batch.len();
+        // Its callers resolved them (`send_pending`, `execute_via`).
+        debug_assert!(self
+            .rare
+            .as_ref()
+            .is_none_or(|r| r.pending_writes.is_empty()));
+        let earlier = self.batch_first()..self.batch_first() + self.batch.len();
         let mut reads = Vec::new();
         for (table, key) in keys {
             reads.push(self.read_heads(table, key, LockMode::Read)?);
@@ -1192,7 +1259,10 @@ impl<'c> Transaction<'c> {
     /// operations sent ahead (the usual execute).
     pub(crate) fn one_round_trip(&self) -> bool {
         self.rare.as_ref().is_none_or(|r| {
-            r.blob_reads.is_empty() && r.blob_writes.is_empty() && r.deferred.is_empty()
+            r.blob_reads.is_empty()
+                && r.blob_writes.is_empty()
+                && r.deferred.is_empty()
+                && r.pending_writes.is_empty()
         })
     }
 
@@ -1205,6 +1275,14 @@ impl<'c> Transaction<'c> {
         exec: ExecType,
         abort: AbortOption,
     ) -> Result<(), Error> {
+        if exec == ExecType::Rollback {
+            // Whatever the pending writes would have done is undone: only their reads go.
+            if let Some(rare) = self.rare.as_mut() {
+                rare.pending_writes.clear();
+            }
+        } else {
+            self.resolve_blob_writes(trip).await?;
+        }
         let deferred =
             (self.rare.as_mut()).map_or_else(Vec::new, |r| std::mem::take(&mut r.deferred));
         if abort == AbortOption::AbortOnError && exec != ExecType::Rollback {
@@ -1214,13 +1292,6 @@ impl<'c> Transaction<'c> {
             }
         }
         self.execute_inner_via(trip, exec, abort).await
-    }
-
-    /// `execute_with` but for the operations sent ahead of it (`Rare::deferred`): the
-    /// executes of the BLOB and TEXT columns' own operations, made when they are defined
-    /// (always blocking).
-    fn execute_inner(&mut self, exec: ExecType, abort: AbortOption) -> Result<(), Error> {
-        now(self.execute_inner_via(&Blocking, exec, abort))
     }
 
     async fn execute_inner_via<R: RoundTrip>(
@@ -1317,6 +1388,7 @@ impl<'c> Transaction<'c> {
             // Writes of parts and operations sent ahead: only the blocking execute checks
             // them (see `Rare::blob_writes`, `Rare::deferred`).
             if !rare.deferred.is_empty()
+                || !rare.pending_writes.is_empty()
                 || (abort == AbortOption::IgnoreError && !rare.blob_writes.is_empty())
             {
                 let e = NdbError::with_detail(
@@ -1351,13 +1423,16 @@ impl<'c> Transaction<'c> {
         // slots crowd the cache. Later executes grow the slots as a vector does (doubling):
         // grown exactly, a transaction executing one read at a time (serial_pk) moved all its
         // results to a new allocation on every execute, before the send.
-        let first = self.results.len();
+        let first =
+            (self.rare.as_mut().and_then(|r| r.batch_first.take())).unwrap_or(self.results.len());
         if first == 0 {
             self.results.reserve_exact(count);
         } else {
             self.results.reserve(count);
         }
-        self.results.resize_with(first + count, OpResult::default);
+        if self.results.len() < first + count {
+            self.results.resize_with(first + count, OpResult::default);
+        }
         for (result, frame) in self.results[first..].iter_mut().zip(&frames.frames) {
             result.table = frame.3;
         }
@@ -1642,12 +1717,23 @@ impl<'c> Transaction<'c> {
 
     /// The row a read found, once executed.
     pub fn row(&self, op: OpId) -> Option<&[Value]> {
-        self.results.get(op.0)?.row.as_deref()
+        self.results.get(self.slot_of(op))?.row.as_deref()
     }
 
     /// The error an operation got, once executed.
     pub fn op_error(&self, op: OpId) -> Option<&NdbError> {
-        self.results.get(op.0)?.error.as_ref()
+        self.results.get(self.slot_of(op))?.error.as_ref()
+    }
+
+    /// The result slot of `op`: its own, or its row operation's for a write of a row with
+    /// parts resolved at execute (`Rare::aliases`).
+    fn slot_of(&self, op: OpId) -> usize {
+        match &self.rare {
+            Some(rare) if !rare.aliases.is_empty() => {
+                rare.aliases.get(&op.0).copied().unwrap_or(op.0)
+            }
+            _ => op.0,
+        }
     }
 
     /// The data node coordinating this transaction (NDB's `getConnectedNodeId`): chosen by the
@@ -1781,7 +1867,15 @@ impl<'c> Transaction<'c> {
             self.note_exclusive(target, key);
         }
         // Its result slot is made when the execute is sent, with the batch's others.
-        Ok(OpId(self.results.len() + op_index as usize))
+        Ok(OpId(self.batch_first() + op_index as usize))
+    }
+
+    /// The result slot of the batch's first operation (see `Rare::batch_first`).
+    fn batch_first(&self) -> usize {
+        match &self.rare {
+            Some(rare) => rare.batch_first.unwrap_or(self.results.len()),
+            None => self.results.len(),
+        }
     }
 
     /// Notes an operation that locks a row of a table with parts tables exclusively
@@ -1880,6 +1974,17 @@ impl<'c> Transaction<'c> {
 /// Each parted BLOB or TEXT column of a row, and how many parts its value has.
 type PartCounts = Vec<(usize, u64)>;
 
+/// Bytes a part's operation takes in a batch besides its row's values: its frame's header and
+/// the request's fields (a bound for sizing, `Transaction::write_blobs`).
+const PART_FRAME_BYTES: usize = 64;
+
+/// The items of `items` that `later` picks, taken out, in order.
+fn take_after<T>(items: &mut Vec<T>, later: impl Fn(&T) -> bool) -> Vec<T> {
+    let (later, earlier): (Vec<T>, Vec<T>) = std::mem::take(items).into_iter().partition(later);
+    *items = earlier;
+    later
+}
+
 /// BLOB and TEXT columns (see `crate::blob`).
 impl Transaction<'_> {
     fn rare_mut(&mut self) -> &mut Rare {
@@ -1887,8 +1992,9 @@ impl Transaction<'_> {
     }
 
     /// An insert or write of a whole row of a table with BLOB or TEXT columns: the row with
-    /// heads, then each value's parts (a write first reads the old heads, and deletes the
-    /// parts the new values no longer have).
+    /// heads, then each value's parts. A write reads the old heads first, at its execute
+    /// (`PendingKind::Write`), to delete the parts the new values no longer have; an insert
+    /// whose parts would outgrow one batch sends them at its execute (`PendingKind::Insert`).
     fn write_blobs(
         &mut self,
         table: &Table,
@@ -1913,19 +2019,13 @@ impl Transaction<'_> {
         let (heads, writes) = blob::to_heads(table, &key, &pairs)?;
         let heads: Vec<Value> = heads.into_iter().map(|(_, v)| v).collect();
         let (key, attrs) = split_row(table, &heads)?;
-        let old = match op_type {
-            OperationType::Insert => Some(Vec::new()),
-            // TINY values only: there are no parts to delete.
-            _ if !table.has_parts() => Some(Vec::new()),
-            _ => self.old_parts(table, &key)?.1,
-        };
-        // A write that found no row is an insert: a row inserted since by another
-        // transaction fails it (630) rather than keeping that row's parts past the new
-        // value's, which nothing would delete (orphans, on which a later insert fails).
-        let op_type = match old {
-            None => OperationType::Insert,
-            Some(_) => op_type,
-        };
+        if op_type == OperationType::Write && table.has_parts() {
+            let read = self.read_heads(table, &key, LockMode::Exclusive)?;
+            let kind = PendingKind::Write(attrs);
+            self.pend(read, table, key, kind, writes);
+            return Ok(read);
+        }
+        // An insert, or a write of TINY values only: there are no old parts to delete.
         let op = self.define(
             Target::table(table),
             op_type,
@@ -1933,13 +2033,21 @@ impl Transaction<'_> {
             &key,
             &attrs,
         )?;
-        let old = old.as_deref().unwrap_or_default();
-        self.define_parts(op, &key, writes, old, op_type)?;
+        let part_bytes: usize = (writes.iter().flat_map(|w| &w.rows))
+            .map(|row| PART_FRAME_BYTES + row.iter().map(Value::encoded_len).sum::<usize>())
+            .sum();
+        if self.batch.size_bytes() + part_bytes < blob::PARTS_BATCH_BYTES {
+            let define = self.define_parts_via::<Blocking>(None, op, &key, writes, &[], op_type);
+            let parts = now(define)?;
+            self.rare_mut().blob_writes.push((op, parts));
+        } else {
+            self.pend(op, table, key, PendingKind::Insert, writes);
+        }
         Ok(op)
     }
 
-    /// An update that sets BLOB or TEXT columns: the old heads are read first (nothing more
-    /// is sent when the row is missing: the read's 626 is the update's).
+    /// An update that sets BLOB or TEXT columns: the old heads are read first, at its execute
+    /// (nothing more is sent when the row is missing: the read's 626 is the update's).
     fn update_blobs(
         &mut self,
         table: &Table,
@@ -1949,39 +2057,17 @@ impl Transaction<'_> {
         blob::check_parts(table)?;
         let (heads, writes) = blob::to_heads(table, key, set)?;
         let attrs = check_set(table, &heads)?;
-        let (read, old) = self.old_parts(table, key)?;
-        let Some(old) = old else {
-            // No such row: the read's 626 is the update's (see `Transaction::old_parts`).
-            self.rare_mut().deferred.push(read);
-            return Ok(read);
-        };
-        let op = self.define(
-            Target::table(table),
-            OperationType::Update,
-            LockMode::Exclusive,
-            key,
-            &attrs,
-        )?;
-        self.define_parts(op, key, writes, &old, OperationType::Write)?;
-        Ok(op)
+        let read = self.read_heads(table, key, LockMode::Exclusive)?;
+        let kind = PendingKind::Update(attrs);
+        self.pend(read, table, key.to_vec(), kind, writes);
+        Ok(read)
     }
 
-    /// A delete of a row with parts: its heads are read first, then the row and every part go.
+    /// A delete of a row with parts: its heads are read first, at its execute, then the row
+    /// and every part go.
     fn delete_blobs(&mut self, table: &Table, key: &[Value]) -> Result<OpId, Error> {
         blob::check_parts(table)?;
-        let (read, old) = self.old_parts(table, key)?;
-        let Some(old) = old else {
-            // No such row: the read's 626 is the delete's (see `Transaction::old_parts`).
-            self.rare_mut().deferred.push(read);
-            return Ok(read);
-        };
-        let op = self.define(
-            Target::table(table),
-            OperationType::Delete,
-            LockMode::Exclusive,
-            key,
-            &[],
-        )?;
+        let read = self.read_heads(table, key, LockMode::Exclusive)?;
         // Every value written as none: each of its old parts deleted.
         let writes = (table.blobs().iter())
             .filter_map(|bc| {
@@ -1992,33 +2078,186 @@ impl Transaction<'_> {
                 })
             })
             .collect();
-        self.define_parts(op, key, writes, &old, OperationType::Delete)?;
-        Ok(op)
+        self.pend(read, table, key.to_vec(), PendingKind::Delete, writes);
+        Ok(read)
     }
 
-    /// The parts each parted column of `table`'s row `key` has now, read under an exclusive
-    /// lock (with the operations defined before, NoCommit), and the read's id; `None` when
-    /// there is no such row. A missing row is not locked: another transaction may insert it
-    /// before this one's write of it executes, so an update or delete of it is not sent
-    /// (the read's 626 is theirs, as `Rare::deferred`: as if the other transaction came
-    /// later), and a write is sent as an insert. Else the update would leave a head naming
-    /// parts it never wrote, and the delete or write the other row's parts, orphans.
-    fn old_parts(
+    /// Notes a write of a row with parts for its execute to resolve (`Rare::pending_writes`).
+    fn pend(
         &mut self,
+        anchor: OpId,
         table: &Table,
-        key: &[Value],
-    ) -> Result<(OpId, Option<PartCounts>), Error> {
-        // The operations defined before go with the read, IgnoreError: whether their failure
-        // fails the transaction is for the execute that defines them to say (`Rare::deferred`).
-        let earlier = self.results.len()..self.results.len() + self.batch.len();
-        let op = self.read_heads(table, key, LockMode::Exclusive)?;
-        // Noted first: should the execute fail on the way, they still fail the next one.
-        self.rare_mut().deferred.extend(earlier.map(OpId));
-        self.execute_inner(ExecType::NoCommit, AbortOption::IgnoreError)?;
-        let row = match (self.row(op), self.op_error(op)) {
-            (Some(row), _) => row.to_vec(),
-            (None, Some(e)) if e.code == 626 => return Ok((op, None)),
-            (None, Some(e)) => return Err(blob::part_error(e)),
+        key: Vec<Value>,
+        kind: PendingKind,
+        writes: Vec<blob::PartWrites>,
+    ) {
+        let rare = self.rare_mut();
+        // Its parts tables count as written from now on, whatever the execute finds: a
+        // CommittedRead of the table defined later takes a shared lock (`Transaction::blob_read`).
+        for write in &writes {
+            if !rare.wrote_parts.contains(&write.parts.id()) {
+                rare.wrote_parts.push(write.parts.id());
+            }
+        }
+        rare.pending_writes.push(PendingWrite {
+            anchor,
+            table: table.clone(),
+            key,
+            kind,
+            writes,
+        });
+    }
+
+    /// Resolves the pending writes of rows with parts (`Rare::pending_writes`), in the order
+    /// defined, as NDB's blob handles do at execute (`NdbBlob::preExecute`): for each, the
+    /// operations defined up to its anchor go (NoCommit, IgnoreError: their errors are the
+    /// execute's as `Rare::deferred`), then the row's operation, as the old heads found make
+    /// it, and its parts are defined and sent; the operations defined after it wait, in the
+    /// result slots their `OpId`s named (`Rare::batch_first`). The last write's row and parts
+    /// stay in the batch, for the execute's own round trip.
+    async fn resolve_blob_writes<R: RoundTrip>(&mut self, trip: &R) -> Result<(), Error> {
+        loop {
+            let Some(write) = (self.rare.as_mut())
+                .filter(|r| !r.pending_writes.is_empty())
+                .map(|r| r.pending_writes.remove(0))
+            else {
+                return Ok(());
+            };
+            let first = self.batch_first();
+            let anchor = write.anchor.0;
+            let rest_first = anchor + 1;
+            let rest = self.batch.split_off(rest_first - first);
+            if self.results.len() < rest_first + rest.len() {
+                (self.results).resize_with(rest_first + rest.len(), OpResult::default);
+            }
+            let rare = self.rare_mut();
+            rare.batch_first = Some(first);
+            // Noted first: should the execute fail on the way, they still fail the next one.
+            rare.deferred.extend((first..anchor).map(OpId));
+            // The reads and writes of long values defined after the anchor wait with it.
+            let later_reads = take_after(&mut rare.blob_reads, |r| r.op.0 > anchor);
+            let later_writes = take_after(&mut rare.blob_writes, |(op, _)| op.0 > anchor);
+            let sent = Box::pin(self.execute_inner_via(
+                trip,
+                ExecType::NoCommit,
+                AbortOption::IgnoreError,
+            ))
+            .await;
+            let last = rest.len() == 0;
+            let resolved = match sent {
+                Ok(()) => self.resolve_blob_write(trip, write, last).await,
+                Err(e) => Err(e),
+            };
+            let rare = self.rare_mut();
+            rare.blob_reads.extend(later_reads);
+            rare.blob_writes.extend(later_writes);
+            resolved?;
+            if !last {
+                self.batch = rest;
+                self.rare_mut().batch_first = Some(rest_first);
+            }
+        }
+    }
+
+    /// Defines (and, unless it is the `last`, sends) the row and part operations of `write`,
+    /// whose anchor was answered.
+    async fn resolve_blob_write<R: RoundTrip>(
+        &mut self,
+        trip: &R,
+        write: PendingWrite,
+        last: bool,
+    ) -> Result<(), Error> {
+        let PendingWrite {
+            anchor,
+            table,
+            key,
+            kind,
+            writes,
+        } = write;
+        let (row_op, parts_type, old) = match kind {
+            PendingKind::Insert => {
+                // Parts of a row that failed would be orphans: the transaction is rolled back.
+                if let Some(e) = self.op_error(anchor).cloned() {
+                    self.roll_back_now();
+                    return Err(Error::Ndb(e));
+                }
+                (anchor, OperationType::Insert, Vec::new())
+            }
+            PendingKind::Write(attrs) => {
+                let (op_type, old) = match self.old_heads(anchor, &table)? {
+                    Ok(old) => (OperationType::Write, old),
+                    // A write that found no row is an insert: a row inserted since by another
+                    // transaction fails it (630) rather than keeping that row's parts past the
+                    // new value's, which nothing would delete (orphans, on which a later
+                    // insert fails).
+                    Err(e) if e.code == 626 => (OperationType::Insert, Vec::new()),
+                    Err(_) => {
+                        self.rare_mut().deferred.push(anchor);
+                        return Ok(());
+                    }
+                };
+                let op = self.define_resolved(anchor, &table, op_type, &key, &attrs)?;
+                (op, op_type, old)
+            }
+            PendingKind::Update(attrs) => {
+                // A missing row is not locked: another transaction may insert it before this
+                // one's update executes, which would then leave a head naming parts it never
+                // wrote. Nothing is sent: the read's 626 is the update's, as if the other
+                // transaction came later.
+                let Ok(old) = self.old_heads(anchor, &table)? else {
+                    self.rare_mut().deferred.push(anchor);
+                    return Ok(());
+                };
+                let update = OperationType::Update;
+                let op = self.define_resolved(anchor, &table, update, &key, &attrs)?;
+                (op, OperationType::Write, old)
+            }
+            PendingKind::Delete => {
+                // As for an update: a delete sent for a missing row would delete the parts of
+                // a row inserted meanwhile.
+                let Ok(old) = self.old_heads(anchor, &table)? else {
+                    self.rare_mut().deferred.push(anchor);
+                    return Ok(());
+                };
+                let delete = OperationType::Delete;
+                let op = self.define_resolved(anchor, &table, delete, &key, &[])?;
+                (op, delete, old)
+            }
+        };
+        let define = self.define_parts_via(Some(trip), row_op, &key, writes, &old, parts_type);
+        let parts = Box::pin(define).await?;
+        if last {
+            // Sent with the execute's own round trip, and checked as any write of parts there
+            // (`Transaction::execute_writes`).
+            self.rare_mut().blob_writes.push((row_op, parts));
+            return Ok(());
+        }
+        Box::pin(self.execute_inner_via(trip, ExecType::NoCommit, AbortOption::IgnoreError))
+            .await?;
+        let row_failed = self.op_error(row_op).filter(|_| !parts.is_empty());
+        let failed = row_failed.or_else(|| parts.iter().find_map(|&p| self.op_error(p)));
+        if let Some(e) = failed.cloned() {
+            self.roll_back_now();
+            return Err(Error::Ndb(e));
+        }
+        if self.op_error(row_op).is_some() {
+            self.rare_mut().deferred.push(row_op);
+        }
+        Ok(())
+    }
+
+    /// The parts each parted column of `table`'s row has now, from the read of its heads
+    /// (`read`, answered), or the read's error (626: no such row). The read's slot then holds
+    /// no row: its `OpId` names the write.
+    fn old_heads(
+        &mut self,
+        read: OpId,
+        table: &Table,
+    ) -> Result<Result<PartCounts, NdbError>, Error> {
+        let result = &mut self.results[read.0];
+        let row = match (result.row.take(), &result.error) {
+            (Some(row), _) => row,
+            (None, Some(e)) => return Ok(Err(e.clone())),
             (None, None) => return Err(Error::ndb_detail(4000, "a read answered no row")),
         };
         let mut counts = Vec::new();
@@ -2026,27 +2265,47 @@ impl Transaction<'_> {
             let length = blob::head_length(table, bc, &row[bc.column])?;
             counts.push((bc.column, blob::parts_of(bc, length)));
         }
-        Ok((op, Some(counts)))
+        Ok(Ok(counts))
+    }
+
+    /// The row operation of a pending write, defined once its old heads were read; the
+    /// write's `OpId` (`anchor`, its read's) names it from now on (`Rare::aliases`).
+    fn define_resolved(
+        &mut self,
+        anchor: OpId,
+        table: &Table,
+        op_type: OperationType,
+        key: &[Value],
+        attrs: &[(u16, Value)],
+    ) -> Result<OpId, Error> {
+        let target = Target::table(table);
+        let op = self.define(target, op_type, LockMode::Exclusive, key, attrs)?;
+        self.rare_mut().aliases.insert(anchor.0, op.0);
+        Ok(op)
     }
 
     /// Each value's parts written (`op_type`: Insert for a new row), and the old parts past
-    /// the new value's deleted (`old`: each column's old count); recorded with `row_op` as
-    /// one blob write (`Rare::blob_writes`, `Rare::wrote_parts`).
-    fn define_parts(
+    /// the new value's deleted (`old`: each column's old count), after row operation
+    /// `row_op`: their operations. With a `trip`, a batch past `blob::PARTS_BATCH_BYTES` goes
+    /// out on the way (`flush_parts_via`); without, the caller made sure it stays below.
+    async fn define_parts_via<R: RoundTrip>(
         &mut self,
+        trip: Option<&R>,
         row_op: OpId,
         key: &[Value],
         writes: Vec<blob::PartWrites>,
         old: &[(usize, u64)],
         op_type: OperationType,
-    ) -> Result<(), Error> {
+    ) -> Result<Vec<OpId>, Error> {
         let mut ops = Vec::new();
         let data = key.len() + 1;
         let mut written = Vec::new();
         for write in writes {
             let new = write.rows.len() as u64;
             for row in &write.rows {
-                self.flush_parts(row_op, &ops)?;
+                if let Some(trip) = trip {
+                    self.flush_parts_via(trip, row_op, &ops).await?;
+                }
                 let attrs = [(data as u16, row[data].clone())];
                 ops.push(self.define(
                     Target::part(&write.parts),
@@ -2064,7 +2323,9 @@ impl Transaction<'_> {
                 written.push(write.parts.id());
             }
             for part in new..had {
-                self.flush_parts(row_op, &ops)?;
+                if let Some(trip) = trip {
+                    self.flush_parts_via(trip, row_op, &ops).await?;
+                }
                 let part_key = blob::part_key(key, part);
                 ops.push(self.define(
                     Target::part(&write.parts),
@@ -2081,23 +2342,28 @@ impl Transaction<'_> {
                 rare.wrote_parts.push(*write);
             }
         }
-        rare.blob_writes.push((row_op, ops));
-        Ok(())
+        Ok(ops)
     }
 
     /// Before a part operation of row operation `row_op` (whose parts so far are `parts`):
     /// a batch past `blob::PARTS_BATCH_BYTES` goes out now (NoCommit), so that no execute
-    /// outgrows the link's send buffer (4021). The operations defined before the row's are
-    /// sent with it as by the read of old heads (`Rare::deferred`); should the row or a part
-    /// sent fail, the transaction is rolled back and that is the error.
-    fn flush_parts(&mut self, row_op: OpId, parts: &[OpId]) -> Result<(), Error> {
+    /// outgrows the link's send buffer (4021). Should the row or a part sent fail, the
+    /// transaction is rolled back and that is the error.
+    async fn flush_parts_via<R: RoundTrip>(
+        &mut self,
+        trip: &R,
+        row_op: OpId,
+        parts: &[OpId],
+    ) -> Result<(), Error> {
         if self.batch.size_bytes() < blob::PARTS_BATCH_BYTES {
             return Ok(());
         }
-        let earlier = self.results.len()..row_op.0.max(self.results.len());
+        let first = self.batch_first();
         // Noted first: should the execute fail on the way, they still fail the next one.
+        let earlier = first..row_op.0.max(first);
         self.rare_mut().deferred.extend(earlier.map(OpId));
-        self.execute_inner(ExecType::NoCommit, AbortOption::IgnoreError)?;
+        Box::pin(self.execute_inner_via(trip, ExecType::NoCommit, AbortOption::IgnoreError))
+            .await?;
         let ops = std::iter::once(row_op).chain(parts.iter().copied());
         if let Some(e) = ops.filter_map(|op| self.op_error(op)).next().cloned() {
             self.roll_back_now();

@@ -410,6 +410,15 @@ pub struct TcKeyReqRef<'a> {
 }
 
 impl TcKeyReqRef<'_> {
+    /// Numbers an encoded TCKEYREQ or TCINDXREQ (`payload`) again as operation `op_index` of
+    /// its execute: the field after the flags byte, in place. An execute whose batch the API
+    /// splits (a write of a row with parts resolved at execute) numbers the rest from 0.
+    pub fn set_op_index(payload: &mut [u8], op_index: u32) {
+        if let Some(field) = payload.get_mut(1..5) {
+            field.copy_from_slice(&op_index.to_le_bytes());
+        }
+    }
+
     pub fn encode(&self, out: &mut Vec<u8>) {
         let mut w = Writer::new(out);
         let flags = match self.program {
@@ -953,8 +962,15 @@ mod tests {
         };
         let mut buf = Vec::new();
         req.encode(&mut buf);
-        assert_eq!(TcKeyReq::decode(&buf), Ok(req));
+        assert_eq!(TcKeyReq::decode(&buf), Ok(req.clone()));
         assert!(TcKeyReq::decode(&buf[..buf.len() - 1]).is_err());
+        // Numbered again in place, it decodes as the same request with its new index.
+        TcKeyReqRef::set_op_index(&mut buf, 70_000);
+        let renumbered = TcKeyReq {
+            op_index: 70_000,
+            ..req
+        };
+        assert_eq!(TcKeyReq::decode(&buf), Ok(renumbered));
     }
 
     /// An interpreted update's program travels between its attributes and its execute

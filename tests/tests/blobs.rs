@@ -4,11 +4,13 @@
 //! delete on two data nodes with two replicas, that the parts tables hold exactly the parts the
 //! values need after each change (none left behind by a shorter value or a delete), that a
 //! value too long, a BLOB key, an index or filter comparison on a blob column, and reads that
-//! cannot assemble values (from a chosen replica, through the asynchronous executor) are
-//! refused, that a row a scan reads again for its parts still meets the scan's filter, that
-//! a table's parts tables go with it, that a JSON column holds JSON documents only, that the
-//! tokio interface reads, writes and scans long values as the blocking API does, and that a
-//! scan sees the long values its own transaction wrote (within a bound).
+//! cannot assemble values or writes that cannot read old heads (from a chosen replica,
+//! through the asynchronous executor) are refused, that a row a scan reads again for its
+//! parts still meets the scan's filter, that a table's parts tables go with it, that a JSON
+//! column holds JSON documents only, that writes read old heads at their execute and keep a
+//! batch's order and operation ids, that the tokio interface reads, writes and scans long
+//! values as the blocking API does, and that a scan sees the long values its own transaction
+//! wrote (within a bound).
 
 use rndb_api::CmpOp;
 use rndb_api::{
@@ -321,6 +323,18 @@ fn blob_misuse_is_refused() {
     assert_eq!(done.len(), 1);
     let code = done[0].result.as_ref().err().and_then(|e| e.code());
     assert_eq!(code, Some(4264), "an async read: {:?}", done[0].result);
+    // A write of a row with parts reads its old heads at its execute: not one the asynchronous
+    // executor makes (as NDB's blob handles, which the asynchronous API does not run).
+    let mut tx = api.start_transaction().expect("start");
+    tx.write(&table, &row(1, Some(5_000), "", None))
+        .expect("define");
+    executor
+        .prepare(tx, ExecType::Commit, AbortOption::AbortOnError, 8)
+        .expect("prepare");
+    let done = executor.send_poll(1, std::time::Duration::from_secs(10));
+    assert_eq!(done.len(), 1);
+    let code = done[0].result.as_ref().err().and_then(|e| e.code());
+    assert_eq!(code, Some(4264), "an async write: {:?}", done[0].result);
     let reserved = TableDef::new(
         &format!("NDB$BLOB_{}_2", table.id()),
         vec![ColumnDef::key("k", ColumnType::Int32)],
@@ -370,7 +384,8 @@ fn a_row_read_again_for_its_parts_still_meets_the_scan_filter() {
 
 /// An insert of a row whose key exists, with a value that has parts, under IgnoreError: the
 /// insert fails (630) and must leave no parts behind (they would be orphans, past the
-/// existing value's length, and a later insert of the key would fail on them).
+/// existing value's length, and a later insert of the key would fail on them); also with a
+/// value of 600 KB, whose parts follow the row in batches of their own.
 #[test]
 fn a_failed_insert_under_ignore_error_leaves_no_parts() {
     let (_cluster, api) = start();
@@ -399,6 +414,17 @@ fn a_failed_insert_under_ignore_error_leaves_no_parts() {
         read(&api, &table, 1, LockMode::Read),
         Some(row(1, Some(300), "", None))
     );
+    let mut tx = api.start_transaction().expect("start");
+    let op = tx
+        .insert(&table, &row(1, None, "", Some(600_000)))
+        .expect("define");
+    let result = tx.execute_with(ExecType::Commit, rndb_api::AbortOption::IgnoreError);
+    match result {
+        Ok(()) => assert_eq!(tx.op_error(op).map(|e| e.code), Some(630)),
+        Err(e) => assert_eq!(e.code(), Some(630), "{e}"),
+    }
+    drop(tx);
+    assert_eq!(parts(&api, &table, 4), Vec::new(), "no parts of the 600 KB");
     // The key deleted and inserted again, with a longer value.
     commit(&api, |tx| {
         tx.delete(&table, &[Value::UInt32(1)]).expect("delete");
@@ -656,18 +682,18 @@ fn a_value_of_megabytes_round_trips() {
     assert!(parts(&api, &table, 1).is_empty());
 }
 
-/// An update or delete whose read of the old heads finds no row, then a row of that key
-/// inserted and committed by another transaction before the update or delete executes: the
-/// update must not leave a head naming parts it never wrote (the value read back corrupt,
-/// 4267), and the delete must not leave the other transaction's parts behind (orphans, on
-/// which a later insert of the key fails with 630). Both report the row they found missing
-/// (626), as they would have had the other transaction committed later.
+/// An update or delete of a row with parts reads the old heads at its execute, as NDB's blob
+/// handles do, not when it is defined: a row inserted and committed by another transaction
+/// in between is the one updated (whole, with exactly the new value's parts) or deleted
+/// (with every part). A row missing at the execute gets 626 under either AbortOption and
+/// nothing is sent for it: no head naming parts never written, no parts left behind (on
+/// which a later insert of the key would fail with 630).
 #[test]
-fn an_update_or_delete_of_a_row_found_missing_leaves_no_corrupt_value_or_orphans() {
+fn an_update_or_delete_reads_the_row_at_its_execute_and_leaves_nothing_for_a_missing_one() {
     let (_cluster, api) = start();
     let table = api.create_table(&docs_def()).expect("create");
 
-    // The update.
+    // The update, defined before the row existed.
     let mut tx = api.start_transaction().expect("start");
     let set = [(2, Value::Varbinary(bytes(7_000, 5)))];
     let update = tx
@@ -675,22 +701,27 @@ fn an_update_or_delete_of_a_row_found_missing_leaves_no_corrupt_value_or_orphans
         .expect("define the update");
     commit(&api, |other| {
         other
-            .insert(&table, &row(1, Some(3_000), "", None))
+            .insert(&table, &row(1, Some(9_000), "", None))
             .expect("insert");
     });
-    let result = tx.execute_with(ExecType::Commit, AbortOption::IgnoreError);
-    match result {
-        Ok(()) => assert_eq!(tx.op_error(update).map(|e| e.code), Some(626)),
-        Err(e) => assert_eq!(e.code(), Some(626), "{e}"),
-    }
+    tx.execute_with(ExecType::Commit, AbortOption::IgnoreError)
+        .expect("commit the update");
+    assert_eq!(tx.op_error(update), None);
+    assert_eq!(tx.row(update), None, "an update's OpId names no row");
     drop(tx);
+    let mut updated = row(1, Some(9_000), "", None);
+    updated[2] = Value::Varbinary(bytes(7_000, 5));
+    assert_eq!(read(&api, &table, 1, LockMode::Read), Some(updated));
+    let expected: Vec<(u32, u32, usize)> = (0..4)
+        .map(|p| (1, p, if p < 3 { 2_000 } else { 744 }))
+        .collect();
     assert_eq!(
-        read(&api, &table, 1, LockMode::Read),
-        Some(row(1, Some(3_000), "", None)),
-        "the other transaction's row, whole"
+        parts(&api, &table, 2),
+        expected,
+        "the new value's parts only"
     );
 
-    // The delete, under AbortOnError.
+    // The delete, defined before the row existed.
     let mut tx = api.start_transaction().expect("start");
     tx.delete(&table, &[Value::UInt32(2)])
         .expect("define the delete");
@@ -699,31 +730,54 @@ fn an_update_or_delete_of_a_row_found_missing_leaves_no_corrupt_value_or_orphans
             .insert(&table, &row(2, Some(5_000), "", None))
             .expect("insert");
     });
-    assert_ndb_code(
-        tx.execute(ExecType::Commit),
-        626,
-        "the delete of a row found missing",
-    );
+    tx.execute(ExecType::Commit).expect("commit the delete");
     drop(tx);
-    assert_eq!(
-        read(&api, &table, 2, LockMode::Read),
-        Some(row(2, Some(5_000), "", None))
+    assert_eq!(read(&api, &table, 2, LockMode::Read), None);
+    assert!(
+        parts(&api, &table, 2).iter().all(|p| p.0 != 2),
+        "its parts gone"
+    );
+
+    // Missing at the execute: 626, under IgnoreError as the operation's error.
+    for abort in [AbortOption::IgnoreError, AbortOption::AbortOnError] {
+        let mut tx = api.start_transaction().expect("start");
+        let update = tx
+            .update(&table, &[Value::UInt32(3)], &set)
+            .expect("define the update");
+        let delete = tx
+            .delete(&table, &[Value::UInt32(4)])
+            .expect("define the delete");
+        let result = tx.execute_with(ExecType::Commit, abort);
+        match abort {
+            AbortOption::IgnoreError => {
+                result.expect("commit");
+                assert_eq!(tx.op_error(update).map(|e| e.code), Some(626));
+                assert_eq!(tx.op_error(delete).map(|e| e.code), Some(626));
+            }
+            AbortOption::AbortOnError => assert_ndb_code(result, 626, "a missing row"),
+        }
+    }
+    assert!(
+        parts(&api, &table, 2).iter().all(|p| p.0 == 1),
+        "no parts of the missing rows"
     );
     commit(&api, |tx| {
         tx.delete(&table, &[Value::UInt32(1)]).expect("delete");
-        tx.delete(&table, &[Value::UInt32(2)]).expect("delete");
     });
     assert!(parts(&api, &table, 2).is_empty(), "no orphan parts");
     commit(&api, |tx| {
-        tx.insert(&table, &row(2, Some(5_000), "", None))
-            .expect("insert again");
+        for id in 2..=4 {
+            tx.insert(&table, &row(id, Some(5_000), "", None))
+                .expect("insert again");
+        }
     });
 }
 
-/// A write whose read of the old heads finds no row, then a row of that key with a longer
-/// value inserted and committed by another transaction before the write executes: the
-/// other value's parts past the write's must not stay behind as orphans (a later insert of
-/// the key would fail on them with 630).
+/// A write defined while its row is missing, then a row of that key with a longer value
+/// inserted and committed by another transaction before the write executes: the other
+/// value's parts past the write's must not stay behind as orphans (a later insert of the key
+/// would fail on them with 630), whether the write's read of the old heads (at its execute)
+/// finds the row or, in a race, finds none and inserts (630).
 #[test]
 fn a_write_of_a_row_found_missing_leaves_no_orphans() {
     let (_cluster, api) = start();
@@ -816,6 +870,186 @@ fn a_rollback_of_a_failed_blob_write_succeeds() {
     drop(tx);
     assert_eq!(parts(&api, &table, 2), vec![(1, 0, 44)]);
     assert_eq!(read(&api, &table, 2, LockMode::Read), None);
+}
+
+/// The operations of one batch mixing writes of rows with parts (a write of a row found and
+/// of one missing, an update, a delete, a missing row's update, an insert of 600 KB) with
+/// plain operations and reads of the rows written: the execute reads each write's old heads
+/// when it reaches it, and every operation takes effect in the order defined and reports
+/// under the `OpId` it was given, also across a second execute of the transaction. Nothing is
+/// sent or locked before the execute: another transaction changes a row the batch updates,
+/// meanwhile, without waiting. Through the blocking API and the tokio interface alike.
+#[test]
+fn a_batch_of_long_value_writes_keeps_its_order_and_operation_ids() {
+    let (_cluster, api) = start();
+    let api: &'static Cluster = Box::leak(Box::new(api));
+    let table = api.create_table(&docs_def()).expect("create");
+    for base in [0, 100] {
+        commit(api, |tx| {
+            for r in [
+                row(base + 1, Some(9_000), "a", Some(5_000)),
+                row(base + 2, Some(3_000), "", None),
+                row(base + 4, Some(7_000), "", Some(12_000)),
+            ] {
+                tx.insert(&table, &r).expect("insert");
+            }
+        });
+    }
+    // The blocking API, then the tokio interface in a spawned task.
+    let mut tx = api.start_transaction().expect("start");
+    let ops = define_mixed_batch(api, &mut tx, &table, 0);
+    tx.execute_with(ExecType::NoCommit, AbortOption::IgnoreError)
+        .expect("execute");
+    let more = define_after(&mut tx, &table, 0);
+    tx.execute(ExecType::Commit).expect("commit");
+    check_mixed_batch(&tx, &ops, &more, 0);
+    drop(tx);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let task = {
+        let table = table.clone();
+        async move {
+            let tokio = api.tokio();
+            let mut tx = tokio.start_transaction();
+            let ops = define_mixed_batch(api, &mut tx, &table, 100);
+            (tx.execute_with(ExecType::NoCommit, AbortOption::IgnoreError))
+                .await
+                .expect("execute (tokio)");
+            let more = define_after(&mut tx, &table, 100);
+            tx.execute(ExecType::Commit).await.expect("commit (tokio)");
+            check_mixed_batch(&tx, &ops, &more, 100);
+        }
+    };
+    (runtime.block_on(async { tokio::spawn(task).await })).expect("the task ran");
+    for base in [0, 100] {
+        let mut expected = [
+            row(base + 1, Some(2_500), "w", Some(9_000)),
+            row(base + 2, Some(12_000), "", None),
+            row(base + 5, Some(4_000), "i", None),
+            row(base + 8, None, "", Some(600_000)),
+        ];
+        expected[1][1] = Value::Varchar("other".into());
+        for id in [base + 1, base + 2, base + 4, base + 5, base + 7, base + 8] {
+            let found = read(api, &table, id, LockMode::Read);
+            let want = expected.iter().find(|r| r[0] == Value::UInt32(id));
+            assert_eq!(found.as_ref(), want, "row {id}");
+        }
+    }
+    // Every value's parts and no others: a BLOB's of 2 000 bytes, a MEDIUMTEXT's of 4 000,
+    // past a 256-byte head.
+    let count = |len: usize, part: usize| (len.saturating_sub(256)).div_ceil(part) as u32;
+    for (column, part, lengths) in [
+        (2, 2_000, [(1, 2_500), (2, 12_000), (5, 4_000), (8, 0)]),
+        (4, 4_000, [(1, 9_000), (2, 0), (5, 0), (8, 600_000)]),
+    ] {
+        let mut expected = Vec::new();
+        for base in [0, 100] {
+            for (id, len) in lengths {
+                expected.extend((0..count(len, part)).map(|p| (base + id, p)));
+            }
+        }
+        let found: Vec<(u32, u32)> = (parts(api, &table, column).into_iter())
+            .map(|(id, p, _)| (id, p))
+            .collect();
+        assert_eq!(found, expected, "the parts of column {column}");
+    }
+}
+
+/// The batch of `a_batch_of_long_value_writes_keeps_its_order_and_operation_ids`, on keys
+/// past `base`; another transaction changes row `base + 2` once it is defined.
+fn define_mixed_batch(
+    api: &Cluster,
+    tx: &mut rndb_api::Transaction<'_>,
+    table: &Table,
+    base: u32,
+) -> Vec<rndb_api::OpId> {
+    let key = |id: u32| [Value::UInt32(base + id)];
+    let code = |c: &str| (1, Value::Varchar(c.into()));
+    let body = |len: usize| (2, Value::Varbinary(bytes(len, (base + 2) as u8)));
+    let ops = vec![
+        tx.update(table, &key(1), &[code("x")])
+            .expect("a plain update"),
+        tx.write(table, &row(base + 1, Some(2_500), "w", Some(9_000)))
+            .expect("a write of a row found"),
+        tx.read(table, &key(1), LockMode::Exclusive)
+            .expect("a read of the row written"),
+        tx.update(table, &key(2), &[body(12_000)])
+            .expect("an update"),
+        tx.delete(table, &key(4)).expect("a delete"),
+        tx.write(table, &row(base + 5, Some(4_000), "i", None))
+            .expect("a write of a missing row"),
+        tx.update(table, &key(7), &[body(5_000)])
+            .expect("an update of a missing row"),
+        tx.insert(table, &row(base + 8, None, "", Some(600_000)))
+            .expect("an insert of 600 KB"),
+        tx.read(table, &key(2), LockMode::Read)
+            .expect("a read of the row updated"),
+        tx.read(table, &key(4), LockMode::Read)
+            .expect("a read of the row deleted"),
+    ];
+    // Nothing of the batch was sent: its rows are not locked.
+    commit(api, |other| {
+        other
+            .update(table, &key(2), &[code("other")])
+            .expect("another transaction's update");
+    });
+    ops
+}
+
+/// Defined after the first execute: a read of the row the batch wrote, and a delete of it.
+fn define_after(
+    tx: &mut rndb_api::Transaction<'_>,
+    table: &Table,
+    base: u32,
+) -> Vec<rndb_api::OpId> {
+    let key = [Value::UInt32(base + 5)];
+    vec![
+        tx.read(table, &key, LockMode::Read).expect("read"),
+        tx.delete(table, &key).expect("delete"),
+        tx.insert(table, &row(base + 5, Some(4_000), "i", None))
+            .expect("insert"),
+    ]
+}
+
+fn check_mixed_batch(
+    tx: &rndb_api::Transaction<'_>,
+    ops: &[rndb_api::OpId],
+    more: &[rndb_api::OpId],
+    base: u32,
+) {
+    let code = |op: rndb_api::OpId| tx.op_error(op).map(|e| e.code);
+    let codes: Vec<Option<u32>> = ops.iter().map(|&op| code(op)).collect();
+    let expected = [
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        Some(626),
+        None,
+        None,
+        Some(626),
+    ];
+    assert_eq!(codes, expected, "base {base}");
+    for &op in &ops[..2] {
+        assert_eq!(tx.row(op), None, "a write's OpId names no row");
+    }
+    let written = row(base + 1, Some(2_500), "w", Some(9_000));
+    assert_eq!(tx.row(ops[2]), Some(&written[..]), "the row as written");
+    let mut updated = row(base + 2, Some(3_000), "", None);
+    updated[1] = Value::Varchar("other".into());
+    updated[2] = Value::Varbinary(bytes(12_000, (base + 2) as u8));
+    assert_eq!(tx.row(ops[8]), Some(&updated[..]), "the row as updated");
+    let inserted = row(base + 5, Some(4_000), "i", None);
+    assert_eq!(
+        tx.row(more[0]),
+        Some(&inserted[..]),
+        "the row the batch inserted"
+    );
+    assert_eq!((code(more[1]), code(more[2])), (None, None));
 }
 
 /// Through the tokio interface, in a spawned task (so its futures are `Send`), long values
