@@ -238,23 +238,41 @@ impl Table {
     /// This table's handle with the parts tables of its BLOB and TEXT columns, looked up by
     /// name (4263 when one is missing).
     fn with_parts(self, cluster: &Cluster) -> Result<Table, Error> {
-        if !self.0.blobs.iter().any(|b| b.size.part_bytes() > 0) {
-            return Ok(self);
+        let mut parts = Vec::new();
+        for name in self.parts_table_names() {
+            parts.push(
+                cluster
+                    .get_table(&name)
+                    .map_err(|e| missing_parts(&name, e))?,
+            );
+        }
+        Ok(self.with_parts_tables(parts))
+    }
+
+    /// The names of its parts tables, in the order of its parted columns.
+    pub(crate) fn parts_table_names(&self) -> Vec<String> {
+        (self.0.blobs.iter())
+            .filter(|b| b.size.part_bytes() > 0)
+            .map(|b| rndb_protocol::blob::parts_table_name(self.id(), b.column))
+            .collect()
+    }
+
+    /// This handle with `parts`, the tables `parts_table_names` names.
+    pub(crate) fn with_parts_tables(self, parts: Vec<Table>) -> Table {
+        if parts.is_empty() {
+            return self;
         }
         let mut blobs = self.0.blobs.clone();
-        for b in blobs.iter_mut().filter(|b| b.size.part_bytes() > 0) {
-            let name = rndb_protocol::blob::parts_table_name(self.id(), b.column);
-            let parts = cluster
-                .get_table(&name)
-                .map_err(|e| Error::ndb_detail(4263, format!("{name}: {e}")))?;
+        let parted = blobs.iter_mut().filter(|b| b.size.part_bytes() > 0);
+        for (b, parts) in parted.zip(parts) {
             b.parts = Some(parts);
         }
-        Ok(Table(Arc::new(TableInner {
+        Table(Arc::new(TableInner {
             info: self.0.info.clone(),
             key_columns: self.0.key_columns.clone(),
             blobs,
             locks_rows_of: self.0.locks_rows_of,
-        })))
+        }))
     }
 
     /// A handle to this table that reads and writes BLOB and TEXT columns as the data node
@@ -1148,6 +1166,11 @@ fn list_tables_page(
 }
 
 /// The table a CREATE_TABLE_CONF or GET_TABINFO_CONF (`conf`) describes, or the refusal.
+/// 4263 for a parts table `name` that could not be looked up.
+fn missing_parts(name: &str, e: Error) -> Error {
+    Error::ndb_detail(4263, format!("{name}: {e}"))
+}
+
 fn table_answer(connection: &Connection, answers: &Answers, conf: u16) -> Result<Table, Error> {
     match single_answer(answers, connection)? {
         (signal, payload) if signal == conf => TableInfo::decode(payload)

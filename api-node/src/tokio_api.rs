@@ -133,11 +133,18 @@ impl<'c> TokioCluster<'c> {
         let (connection, answers) = self
             .dict_request(gsn::CREATE_TABLE_REQ, &payload, conf)
             .await?;
-        table_answer(&connection, &answers, conf)
+        self.with_parts(table_answer(&connection, &answers, conf)?)
+            .await
     }
 
     /// As [`Cluster::get_table`].
     pub async fn get_table(&self, name: &str) -> Result<Table, Error> {
+        let table = self.get_table_alone(name).await?;
+        self.with_parts(table).await
+    }
+
+    /// The table `name`, without the parts tables of its BLOB and TEXT columns.
+    async fn get_table_alone(&self, name: &str) -> Result<Table, Error> {
         let mut payload = Vec::new();
         signals::encode_name(&mut payload, name);
         let conf = gsn::GET_TABINFO_CONF;
@@ -145,6 +152,17 @@ impl<'c> TokioCluster<'c> {
             .dict_request(gsn::GET_TABINFO_REQ, &payload, conf)
             .await?;
         table_answer(&connection, &answers, conf)
+    }
+
+    /// `table` with the parts tables of its BLOB and TEXT columns, looked up (4263 when one is
+    /// missing), as the blocking API's handles have them.
+    async fn with_parts(&self, table: Table) -> Result<Table, Error> {
+        let mut parts = Vec::new();
+        for name in table.parts_table_names() {
+            let found = self.get_table_alone(&name).await;
+            parts.push(found.map_err(|e| crate::missing_parts(&name, e))?);
+        }
+        Ok(table.with_parts_tables(parts))
     }
 
     /// As [`Cluster::list_tables`].
