@@ -10,14 +10,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use rndb_api::{
-    AbortOption, Error, ExecType, IndexRange, LockMode, ScanOptions, TokioCluster,
-    TokioTransaction, Value,
+    AbortOption, Error, ExecType, Filter, IndexRange, InterpretedCode, LockMode, ScanOptions,
+    TokioCluster, TokioTransaction, Value,
 };
 
 use crate::resp::Reply;
 use crate::store::{
-    bytes_value, value_columns, value_of, Tables, FIELD_BYTES_MAX, HASH_FIELD, HASH_VALUE,
-    HASH_VALUE_BYTES_MAX, KEY_BYTES_MAX, STRING_EXPIRES_AT, STRING_VALUE, VALUE_BYTES_MAX,
+    bytes_value, string_value, value_columns, value_of, Tables, FIELD_BYTES_MAX, HASH_FIELD,
+    HASH_VALUE, HASH_VALUE_BYTES_MAX, KEY_BYTES_MAX, STRING_EXPIRES_AT, STRING_REST,
 };
 
 /// What a command runs against.
@@ -107,7 +107,7 @@ pub fn is_data_command(name: &str) -> bool {
 
 /// Checks a command's arguments before it is queued in MULTI or run: `Some(reply)` when they
 /// are wrong.
-pub fn check_args(name: &str, args: &[Bytes]) -> Option<Reply> {
+pub fn check_args(tables: &Tables, name: &str, args: &[Bytes]) -> Option<Reply> {
     let n = args.len();
     let ok = match name {
         "GET" | "INCR" | "DECR" | "STRLEN" | "HGETALL" | "TTL" | "PTTL" | "PERSIST" => n == 1,
@@ -136,20 +136,14 @@ pub fn check_args(name: &str, args: &[Bytes]) -> Option<Reply> {
             "ERR key longer than {KEY_BYTES_MAX} bytes, the key column's size"
         )));
     }
-    let value_limit = |bytes: usize, max: usize| {
-        (bytes > max).then(|| {
-            Reply::error(format!(
-                "ERR value of {bytes} bytes exceeds the row limit: at most {max} bytes \
-                 (a value is stored in one row; rndb has no blobs yet)"
-            ))
-        })
-    };
+    let value_limit = |bytes: usize, max: usize| (bytes > max).then(|| too_large(bytes, max));
+    let value_max = tables.value_bytes_max();
     match name {
-        "SET" | "APPEND" => value_limit(args[1].len(), VALUE_BYTES_MAX),
-        "SETEX" | "PSETEX" => value_limit(args[2].len(), VALUE_BYTES_MAX),
+        "SET" | "APPEND" => value_limit(args[1].len(), value_max),
+        "SETEX" | "PSETEX" => value_limit(args[2].len(), value_max),
         "MSET" => args
             .chunks(2)
-            .find_map(|p| value_limit(p[1].len(), VALUE_BYTES_MAX)),
+            .find_map(|p| value_limit(p[1].len(), value_max)),
         "HSET" | "HMSET" => args[1..].chunks(2).find_map(|p| {
             if p[0].len() > FIELD_BYTES_MAX {
                 return Some(Reply::error(format!(
@@ -162,6 +156,13 @@ pub fn check_args(name: &str, args: &[Bytes]) -> Option<Reply> {
     }
 }
 
+/// The reply to a value of `bytes` past `max`, the longest the table it goes to holds.
+fn too_large(bytes: usize, max: usize) -> Reply {
+    Reply::error(format!(
+        "ERR value of {bytes} bytes exceeds the limit: at most {max} bytes"
+    ))
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -169,31 +170,172 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// A string row: its value and expiry (0: none), unless it is missing or expired.
-fn live_string(row: Option<&[Value]>, now: i64) -> Option<(Vec<u8>, i64)> {
-    let row = row?;
-    let expires_at = match row[STRING_EXPIRES_AT] {
-        Value::Int64(at) => at,
-        _ => 0,
-    };
-    if expires_at != 0 && expires_at <= now {
-        return None;
+/// A string row a command read: its value and expiry (0: none) unless it is expired, and
+/// whether the row is there at all.
+#[derive(Debug, Default)]
+struct Found {
+    live: Option<(Vec<u8>, i64)>,
+    /// The row is there (live or expired): whether its value has a rest (`value_rest`, with
+    /// parts to delete when it is written or deleted).
+    row: Option<bool>,
+}
+
+impl Found {
+    fn of(row: Option<&[Value]>, now: i64) -> Found {
+        let Some(row) = row else {
+            return Found::default();
+        };
+        let has_rest = matches!(row.get(STRING_REST), Some(Value::Varbinary(_)));
+        let expires_at = match row[STRING_EXPIRES_AT] {
+            Value::Int64(at) => at,
+            _ => 0,
+        };
+        let live = (expires_at == 0 || expires_at > now)
+            .then(|| string_value(row).map(|v| (v, expires_at)))
+            .flatten();
+        Found {
+            live,
+            row: Some(has_rest),
+        }
     }
-    value_of(row, STRING_VALUE).map(|v| (v, expires_at))
 }
 
 fn key_of(key: &[u8]) -> [Value; 1] {
     [bytes_value(key)]
 }
 
-fn string_row(key: &[u8], value: Vec<u8>, expires_at: i64) -> [Value; 4] {
-    let [head, rest] = value_columns(&value);
-    [bytes_value(key), head, rest, Value::Int64(expires_at)]
-}
-
 fn hash_row(key: &[u8], field: &[u8], value: &[u8]) -> [Value; 4] {
     let [head, rest] = value_columns(value);
     [bytes_value(key), bytes_value(field), head, rest]
+}
+
+/// The exit code of a blind write's update (`put_strings`) that met a value with a rest.
+const HAS_REST: u16 = 6100;
+
+/// Defines the write of string `key` in `tx`, whose read under an exclusive lock found its row
+/// as `row` (`Found::row`). A row with no rest, written with a value that needs none, is one
+/// plain operation; a missing row is inserted (630 should another transaction insert it
+/// meanwhile: the command then runs again, `run_autocommit`); the others are written as a
+/// BLOB is, reading the old rest's head first.
+fn define_put(
+    tables: &Tables,
+    tx: &mut TokioTransaction<'_>,
+    key: &[u8],
+    value: &[u8],
+    expires_at: i64,
+    row: Option<bool>,
+) -> Result<(), Error> {
+    let new = tables.string_row(key, value, expires_at);
+    let short = value.len() <= tables.inline_bytes;
+    let table = if short && row != Some(true) {
+        &tables.strings_raw
+    } else {
+        &tables.strings
+    };
+    match row {
+        None => tx.insert(table, &new)?,
+        Some(_) => tx.write(table, &new)?,
+    };
+    Ok(())
+}
+
+/// Defines the delete of string `key` in `tx`, whose read under an exclusive lock found its
+/// row as `row`: nothing when there is none (a row inserted since by another transaction is
+/// as if inserted after this one), its parts too when it has a rest.
+fn define_delete(
+    tables: &Tables,
+    tx: &mut TokioTransaction<'_>,
+    key: &[u8],
+    row: Option<bool>,
+) -> Result<(), Error> {
+    match row {
+        None => {}
+        Some(false) => _ = tx.delete(&tables.strings_raw, &key_of(key))?,
+        Some(true) => _ = tx.delete(&tables.strings, &key_of(key))?,
+    }
+    Ok(())
+}
+
+/// Defines the change of string `key`'s expiry (0: none) in `tx`, which found its row.
+fn set_expiry(
+    tables: &Tables,
+    tx: &mut TokioTransaction<'_>,
+    key: &[u8],
+    expires_at: i64,
+) -> Result<(), Error> {
+    let set = [(STRING_EXPIRES_AT, Value::Int64(expires_at))];
+    tx.update(&tables.strings_raw, &key_of(key), &set)?;
+    Ok(())
+}
+
+/// Writes strings without reading them first (SET, MSET), their last execute `mode.last`. A
+/// value the row holds whole is written by two plain operations in one execute, its failures
+/// ignored: an update that requires the row to have no rest (else `HAS_REST`), and an insert
+/// (630 when the row is there); one of them takes effect. Where neither did (the row has a
+/// rest), and for a value that needs a rest, the write is a BLOB's (the old rest's head read
+/// first): in the same transaction, or in one of its own after a single key's commit. Several
+/// keys execute NoCommit first, so that any other failure leaves none written.
+async fn put_strings<'c>(
+    ctx: Context<'c>,
+    tx: &mut TokioTransaction<'c>,
+    mode: Mode,
+    pairs: &[(&[u8], &[u8], i64)],
+) -> Result<(), Error> {
+    let tables = ctx.tables;
+    let mut blind = Vec::new();
+    let mut later = Vec::new();
+    for &(key, value, expires_at) in pairs {
+        let row = tables.string_row(key, value, expires_at);
+        if value.len() > tables.inline_bytes {
+            later.push(row);
+        } else if !tables.has_rest {
+            tx.write(&tables.strings_raw, &row)?;
+        } else {
+            let mut code = InterpretedCode::new(&tables.strings_raw);
+            (code.condition(Filter::IsNull(STRING_REST as u16))?).exit_nok(HAS_REST)?;
+            let set: Vec<(usize, Value)> = (1..STRING_REST).map(|c| (c, row[c].clone())).collect();
+            let update = tx.interpreted_update(&tables.strings_raw, &row[..1], &set, &code)?;
+            let insert = tx.insert(&tables.strings_raw, &row)?;
+            blind.push((update, insert, row));
+        }
+    }
+    if blind.is_empty() {
+        for row in &later {
+            tx.write(&tables.strings, row)?;
+        }
+        return tx.execute(mode.last).await;
+    }
+    let first = if pairs.len() == 1 {
+        mode.last
+    } else {
+        ExecType::NoCommit
+    };
+    tx.execute_with(first, AbortOption::IgnoreError).await?;
+    for (update, insert, row) in blind {
+        match (tx.op_error(update), tx.op_error(insert)) {
+            (None, _) | (_, None) => {}
+            (Some(u), Some(i))
+                if (u.code == 626 || u.code == u32::from(HAS_REST)) && i.code == 630 =>
+            {
+                later.push(row);
+            }
+            (Some(e), Some(_)) => return Err(Error::Ndb(e.clone())),
+        }
+    }
+    if later.is_empty() && first == mode.last {
+        return Ok(());
+    }
+    let mut own;
+    let tx = if first == ExecType::Commit {
+        own = ctx.db.start_transaction();
+        &mut own
+    } else {
+        tx
+    };
+    for row in &later {
+        tx.write(&tables.strings, row)?;
+    }
+    tx.execute(mode.last).await
 }
 
 fn parse_i64(bytes: &[u8]) -> Option<i64> {
@@ -248,15 +390,32 @@ pub async fn run<'c>(
     }
 }
 
-/// Reads the string rows of `keys` in one execute (`exec`), with `lock`: each key's live
-/// value and expiry.
+/// How many times a command runs again after its insert met a row another transaction
+/// inserted since its read found none (630: `define_put`).
+const RACE_RETRIES: u32 = 3;
+
+/// Runs one data command (its arguments already checked) in a transaction of its own; run
+/// again, in a new one, when it lost a race to insert its key (`RACE_RETRIES`). Inside MULTI
+/// such a loss aborts the EXEC.
+pub async fn run_autocommit(ctx: Context<'_>, name: &str, args: &[Bytes]) -> Result<Reply, Error> {
+    let mut retries = 0;
+    loop {
+        let mut tx = ctx.db.start_transaction();
+        match run(ctx, &mut tx, Mode::AUTOCOMMIT, name, args).await {
+            Err(e) if e.code() == Some(630) && retries < RACE_RETRIES => retries += 1,
+            done => return done,
+        }
+    }
+}
+
+/// Reads the string rows of `keys` in one execute (`exec`), with `lock`.
 async fn read_strings<'c>(
     ctx: Context<'c>,
     tx: &mut TokioTransaction<'c>,
     keys: &[Bytes],
     lock: LockMode,
     exec: ExecType,
-) -> Result<Vec<Option<(Vec<u8>, i64)>>, Error> {
+) -> Result<Vec<Found>, Error> {
     read_strings_noting(ctx, tx, keys, lock, exec, &mut Vec::new()).await
 }
 
@@ -268,7 +427,7 @@ async fn read_strings_noting<'c>(
     lock: LockMode,
     exec: ExecType,
     expired: &mut Vec<Bytes>,
-) -> Result<Vec<Option<(Vec<u8>, i64)>>, Error> {
+) -> Result<Vec<Found>, Error> {
     let table = &ctx.tables.strings;
     let mut ops = Vec::with_capacity(keys.len());
     for key in keys {
@@ -279,17 +438,22 @@ async fn read_strings_noting<'c>(
     ops.into_iter()
         .zip(keys)
         .map(|(op, key)| match tx.op_error(op) {
-            Some(e) if e.code == 626 => Ok(None),
+            Some(e) if e.code == 626 => Ok(Found::default()),
             Some(e) => Err(Error::Ndb(e.clone())),
             None => {
-                let live = live_string(tx.row(op), now);
-                if live.is_none() && tx.row(op).is_some() {
+                let found = Found::of(tx.row(op), now);
+                if found.live.is_none() && found.row.is_some() {
                     expired.push(key.clone());
                 }
-                Ok(live)
+                Ok(found)
             }
         })
         .collect()
+}
+
+/// The one string row `read_strings` read.
+fn only(mut found: Vec<Found>) -> Found {
+    found.pop().unwrap_or_default()
 }
 
 /// Deletes the expired keys a read came across, each in a transaction of its own that checks,
@@ -301,10 +465,9 @@ async fn purge_expired(ctx: Context<'_>, expired: &[Bytes]) {
         let mut tx = ctx.db.start_transaction();
         let keys = std::slice::from_ref(key);
         let read = read_strings(ctx, &mut tx, keys, LockMode::Exclusive, ExecType::NoCommit).await;
-        let still_expired = matches!(read.as_deref(), Ok([None]));
         let deleted = async {
-            if still_expired {
-                tx.delete(&ctx.tables.strings, &key_of(key))?;
+            if let Ok([Found { live: None, row }]) = read.as_deref() {
+                define_delete(ctx.tables, &mut tx, key, *row)?;
             }
             tx.execute_with(ExecType::Commit, AbortOption::IgnoreError)
                 .await
@@ -314,6 +477,11 @@ async fn purge_expired(ctx: Context<'_>, expired: &[Bytes]) {
             tracing::debug!("purge an expired key: {e}");
         }
     }
+}
+
+/// The reply to a read value.
+fn bulk_or_nil(found: Found) -> Reply {
+    found.live.map_or(Reply::Nil, |(v, _)| Reply::bulk(v))
 }
 
 /// Batched GETs from a pipeline: one execute for all of them.
@@ -333,10 +501,7 @@ pub async fn get_many<'c>(
     )
     .await?;
     purge_expired(ctx, &expired).await;
-    Ok(values
-        .into_iter()
-        .map(|v| v.map_or(Reply::Nil, |(v, _)| Reply::bulk(v)))
-        .collect())
+    Ok(values.into_iter().map(bulk_or_nil).collect())
 }
 
 async fn get<'c>(
@@ -347,14 +512,11 @@ async fn get<'c>(
 ) -> Result<Reply, Error> {
     let mut expired = Vec::new();
     let keys = &args[..1];
-    let mut values = read_strings_noting(ctx, tx, keys, mode.read, mode.last, &mut expired).await?;
+    let values = read_strings_noting(ctx, tx, keys, mode.read, mode.last, &mut expired).await?;
     if mode.last == ExecType::Commit {
         purge_expired(ctx, &expired).await;
     }
-    Ok(values
-        .pop()
-        .flatten()
-        .map_or(Reply::Nil, |(v, _)| Reply::bulk(v)))
+    Ok(bulk_or_nil(only(values)))
 }
 
 async fn mget<'c>(
@@ -368,12 +530,7 @@ async fn mget<'c>(
     if mode.last == ExecType::Commit {
         purge_expired(ctx, &expired).await;
     }
-    Ok(Reply::Array(
-        values
-            .into_iter()
-            .map(|v| v.map_or(Reply::Nil, |(v, _)| Reply::bulk(v)))
-            .collect(),
-    ))
+    Ok(Reply::Array(values.into_iter().map(bulk_or_nil).collect()))
 }
 
 /// SET's options.
@@ -433,18 +590,18 @@ async fn set<'c>(
     if options.nx || options.xx {
         // Whether the key is there (an expired key is not) decides; the row stays locked
         // until the write.
-        let current = read_strings(ctx, tx, &args[..1], LockMode::Exclusive, ExecType::NoCommit)
-            .await?
-            .pop()
-            .flatten();
-        if current.is_some() == options.nx {
+        let keys = &args[..1];
+        let found = read_strings(ctx, tx, keys, LockMode::Exclusive, ExecType::NoCommit).await?;
+        let found = only(found);
+        if found.live.is_some() == options.nx {
             tx.execute(mode.last).await?;
             return Ok(Reply::Nil);
         }
+        define_put(ctx.tables, tx, key, value, options.expires_at, found.row)?;
+        tx.execute(mode.last).await?;
+        return Ok(Reply::Simple("OK"));
     }
-    let row = string_row(key, value.to_vec(), options.expires_at);
-    tx.write(&ctx.tables.strings, &row)?;
-    tx.execute(mode.last).await?;
+    put_strings(ctx, tx, mode, &[(key, value, options.expires_at)]).await?;
     Ok(Reply::Simple("OK"))
 }
 
@@ -454,13 +611,16 @@ async fn mset<'c>(
     mode: Mode,
     args: &[Bytes],
 ) -> Result<Reply, Error> {
-    for pair in args.chunks(2) {
-        tx.write(
-            &ctx.tables.strings,
-            &string_row(&pair[0], pair[1].to_vec(), 0),
-        )?;
+    // A key given twice takes its last value, as in Redis: only that one is written.
+    let mut seen = std::collections::HashSet::new();
+    let mut pairs: Vec<(&[u8], &[u8], i64)> = Vec::with_capacity(args.len() / 2);
+    for pair in args.chunks(2).rev() {
+        if seen.insert(&pair[0]) {
+            pairs.push((&pair[0], &pair[1], 0));
+        }
     }
-    tx.execute(mode.last).await?;
+    pairs.reverse();
+    put_strings(ctx, tx, mode, &pairs).await?;
     Ok(Reply::Simple("OK"))
 }
 
@@ -490,19 +650,22 @@ async fn del<'c>(
     mode: Mode,
     args: &[Bytes],
 ) -> Result<Reply, Error> {
-    let live = read_strings(ctx, tx, args, LockMode::Exclusive, ExecType::NoCommit).await?;
+    let found = read_strings(ctx, tx, args, LockMode::Exclusive, ExecType::NoCommit).await?;
     let mut deleted = 0;
-    for (key, value) in args.iter().zip(&live) {
+    // A key given twice is deleted, and counted, once (as in Redis).
+    let mut seen = std::collections::HashSet::new();
+    for (key, found) in args.iter().zip(found) {
+        if !seen.insert(key) {
+            continue;
+        }
         let fields = hash_rows(ctx, tx, key, LockMode::Exclusive).await?;
-        if value.is_some() || !fields.is_empty() {
+        if found.live.is_some() || !fields.is_empty() {
             deleted += 1;
         }
         for row in fields {
             tx.delete(&ctx.tables.hashes, &row[..2])?;
         }
-    }
-    for key in args {
-        tx.delete(&ctx.tables.strings, &key_of(key))?;
+        define_delete(ctx.tables, tx, key, found.row)?;
     }
     tx.execute_with(mode.last, AbortOption::IgnoreError).await?;
     Ok(Reply::Int(deleted))
@@ -514,10 +677,10 @@ async fn exists<'c>(
     mode: Mode,
     args: &[Bytes],
 ) -> Result<Reply, Error> {
-    let live = read_strings(ctx, tx, args, mode.read, ExecType::NoCommit).await?;
+    let found = read_strings(ctx, tx, args, mode.read, ExecType::NoCommit).await?;
     let mut count = 0;
-    for (key, value) in args.iter().zip(&live) {
-        if value.is_some() || !hash_rows(ctx, tx, key, mode.read).await?.is_empty() {
+    for (key, found) in args.iter().zip(&found) {
+        if found.live.is_some() || !hash_rows(ctx, tx, key, mode.read).await?.is_empty() {
             count += 1;
         }
     }
@@ -536,11 +699,9 @@ async fn incr_by<'c>(
         return Ok(not_integer());
     };
     let keys = std::slice::from_ref(key);
-    let current = read_strings(ctx, tx, keys, LockMode::Exclusive, ExecType::NoCommit)
-        .await?
-        .pop()
-        .flatten();
-    let (old, expires_at) = match &current {
+    let found = read_strings(ctx, tx, keys, LockMode::Exclusive, ExecType::NoCommit).await?;
+    let found = only(found);
+    let (old, expires_at) = match &found.live {
         None => (0, 0),
         Some((v, at)) => match parse_i64(v) {
             Some(n) => (n, *at),
@@ -550,8 +711,8 @@ async fn incr_by<'c>(
     let Some(new) = old.checked_add(by) else {
         return Ok(Reply::error("ERR increment or decrement would overflow"));
     };
-    let row = string_row(key, new.to_string().into_bytes(), expires_at);
-    tx.write(&ctx.tables.strings, &row)?;
+    let value = new.to_string().into_bytes();
+    define_put(ctx.tables, tx, key, &value, expires_at, found.row)?;
     tx.execute(mode.last).await?;
     Ok(Reply::Int(new))
 }
@@ -562,24 +723,18 @@ async fn append<'c>(
     mode: Mode,
     args: &[Bytes],
 ) -> Result<Reply, Error> {
-    let current = read_strings(ctx, tx, &args[..1], LockMode::Exclusive, ExecType::NoCommit)
-        .await?
-        .pop()
-        .flatten();
-    let (mut value, expires_at) = current.unwrap_or_default();
+    let keys = &args[..1];
+    let found = read_strings(ctx, tx, keys, LockMode::Exclusive, ExecType::NoCommit).await?;
+    let found = only(found);
+    let (mut value, expires_at) = found.live.unwrap_or_default();
     value.extend_from_slice(&args[1]);
-    if value.len() > VALUE_BYTES_MAX {
-        return Ok(Reply::error(format!(
-            "ERR value of {} bytes exceeds the row limit: at most {VALUE_BYTES_MAX} bytes \
-             (a value is stored in one row; rndb has no blobs yet)",
-            value.len()
-        )));
+    let max = ctx.tables.value_bytes_max();
+    if value.len() > max {
+        tx.execute(mode.last).await?;
+        return Ok(too_large(value.len(), max));
     }
     let len = value.len() as i64;
-    tx.write(
-        &ctx.tables.strings,
-        &string_row(&args[0], value, expires_at),
-    )?;
+    define_put(ctx.tables, tx, &args[0], &value, expires_at, found.row)?;
     tx.execute(mode.last).await?;
     Ok(Reply::Int(len))
 }
@@ -590,11 +745,8 @@ async fn strlen<'c>(
     mode: Mode,
     args: &[Bytes],
 ) -> Result<Reply, Error> {
-    let current = read_strings(ctx, tx, &args[..1], mode.read, mode.last)
-        .await?
-        .pop()
-        .flatten();
-    Ok(Reply::Int(current.map_or(0, |(v, _)| v.len() as i64)))
+    let found = only(read_strings(ctx, tx, &args[..1], mode.read, mode.last).await?);
+    Ok(Reply::Int(found.live.map_or(0, |(v, _)| v.len() as i64)))
 }
 
 async fn expire<'c>(
@@ -612,20 +764,18 @@ async fn expire<'c>(
     } else {
         amount.saturating_mul(1000)
     };
-    let current = read_strings(ctx, tx, &args[..1], LockMode::Exclusive, ExecType::NoCommit)
-        .await?
-        .pop()
-        .flatten();
-    let Some((value, _)) = current else {
+    let keys = &args[..1];
+    let found = read_strings(ctx, tx, keys, LockMode::Exclusive, ExecType::NoCommit).await?;
+    let found = only(found);
+    if found.live.is_none() {
         tx.execute(mode.last).await?;
         return Ok(Reply::Int(0));
-    };
+    }
     if ms <= 0 {
         // An expiry in the past deletes the key, as in Redis.
-        tx.delete(&ctx.tables.strings, &key_of(&args[0]))?;
+        define_delete(ctx.tables, tx, &args[0], found.row)?;
     } else {
-        let row = string_row(&args[0], value, now_ms().saturating_add(ms));
-        tx.write(&ctx.tables.strings, &row)?;
+        set_expiry(ctx.tables, tx, &args[0], now_ms().saturating_add(ms))?;
     }
     tx.execute(mode.last).await?;
     Ok(Reply::Int(1))
@@ -638,11 +788,8 @@ async fn ttl<'c>(
     millis: bool,
     args: &[Bytes],
 ) -> Result<Reply, Error> {
-    let current = read_strings(ctx, tx, &args[..1], mode.read, mode.last)
-        .await?
-        .pop()
-        .flatten();
-    Ok(Reply::Int(match current {
+    let found = only(read_strings(ctx, tx, &args[..1], mode.read, mode.last).await?);
+    Ok(Reply::Int(match found.live {
         None => -2,
         Some((_, 0)) => -1,
         Some((_, at)) => {
@@ -662,13 +809,11 @@ async fn persist<'c>(
     mode: Mode,
     args: &[Bytes],
 ) -> Result<Reply, Error> {
-    let current = read_strings(ctx, tx, &args[..1], LockMode::Exclusive, ExecType::NoCommit)
-        .await?
-        .pop()
-        .flatten();
-    match current {
-        Some((value, at)) if at != 0 => {
-            tx.write(&ctx.tables.strings, &string_row(&args[0], value, 0))?;
+    let keys = &args[..1];
+    let found = read_strings(ctx, tx, keys, LockMode::Exclusive, ExecType::NoCommit).await?;
+    match only(found).live {
+        Some((_, at)) if at != 0 => {
+            set_expiry(ctx.tables, tx, &args[0], 0)?;
             tx.execute(mode.last).await?;
             Ok(Reply::Int(1))
         }

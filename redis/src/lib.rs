@@ -32,8 +32,9 @@
 //! redis_strings                             one row per string key
 //!   key            Varbinary(1024)  PK      the key's bytes
 //!   value          Varbinary(8000)          the value's first 8000 bytes (a column's most)
-//!   value_more     Varbinary(4800)          the rest of the value (empty when it fits above)
+//!   value_more     Varbinary(4689)          the next ones, to 12 689 bytes (what a row holds)
 //!   expires_at_ms  Int64                    Unix time in ms when the key expires; 0: never
+//!   value_rest     LONGBLOB NULL            the rest of a longer value; NULL when it has none
 //!
 //! redis_hashes                              one row per field of a hash
 //!   key            Varbinary(1024)  PK      the hash's key
@@ -44,22 +45,33 @@
 //!                   as one range of it
 //! ```
 //!
+//! A value of up to 12 689 bytes is read and written with its row alone: a GET is one round
+//! trip, and so is a SET, whose update of a row with no rest and insert go in one execute (one
+//! of them takes effect). A longer value's rest is a BLOB (its parts in the parts table of
+//! `value_rest`, `NDB$BLOB_<id>_4`): written after its old head is read, as NDB writes one,
+//! and read whole; every command that replaces or deletes it deletes the parts the new value
+//! does not have. A `redis_strings` of four columns (made by a gateway before `value_rest`) is
+//! served as it is, its values limited to 12 800 bytes; another layout stops the gateway
+//! with an error naming the table.
+//!
 //! Integers (INCR, HINCRBY) are stored as their decimal text, as Redis stores them. A key whose
 //! `expires_at_ms` has passed is treated as missing by every command (GET, EXISTS, TTL, …); a
 //! GET or MGET outside MULTI that finds one deletes its row (checking under an exclusive lock
-//! that it is still expired), and any write overwrites it. A string and a hash may share a key name (there is no
-//! WRONGTYPE check across the two tables), and TTLs apply to string keys only.
+//! that it is still expired), and any write overwrites it. A string and a hash may share a key
+//! name (there is no WRONGTYPE check across the two tables), and TTLs apply to string keys
+//! only. A command that read a key missing and then inserts it (INCR, APPEND, SET NX) runs
+//! again, in a new transaction, should another client have inserted it meanwhile (630), up to
+//! three times; inside EXEC that aborts the transaction.
 //!
 //! # Limits
 //!
-//! A value larger than its row has room for (12 800 bytes for strings, 11 900 for hash
-//! values) or a key longer than 1024 bytes is refused with an `ERR` reply naming the limit
-//! (the tables have no BLOB column: rndb-api's tokio interface does not assemble BLOB values
-//! yet). A request's bulk strings are at most 1 MiB and its arguments at most 65 536; a
-//! request breaking those limits, or the protocol, is answered with `ERR Protocol error` and its
-//! connection closed, as Redis does. An NDB error becomes `ERR NDB error <code>: <message>`;
-//! inside EXEC it aborts the whole transaction (`EXECABORT … NDB error <code>`), unlike Redis,
-//! so that MULTI/EXEC is one rndb transaction: all of it or nothing.
+//! A string value is at most 1 MiB (a request's longest bulk string), a hash value at most
+//! 11 900 bytes (its row), a key at most 1024 bytes; past them a command is refused with an
+//! `ERR` reply naming the limit. A request's arguments are at most 65 536; a request breaking
+//! those limits, or the protocol, is answered with `ERR Protocol error` and its connection
+//! closed, as Redis does. An NDB error becomes `ERR NDB error <code>: <message>`; inside EXEC
+//! it aborts the whole transaction (`EXECABORT … NDB error <code>`), unlike Redis, so that
+//! MULTI/EXEC is one rndb transaction: all of it or nothing.
 
 #![forbid(unsafe_code)]
 

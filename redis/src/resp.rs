@@ -6,8 +6,8 @@
 
 use bytes::{Bytes, BytesMut};
 
-/// The longest bulk string a request may carry: far above the row limit (a value that large is
-/// refused with its own error), far below what would let one client exhaust memory.
+/// The longest bulk string a request may carry, and so the longest string value: far below
+/// what would let one client exhaust memory.
 pub const BULK_BYTES_MAX: usize = 1024 * 1024;
 /// The most arguments one request may have.
 pub const ARGS_MAX: usize = 64 * 1024;

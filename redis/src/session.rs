@@ -13,6 +13,7 @@ use tokio::net::TcpStream;
 
 use crate::commands::{self, check_args, is_data_command, ndb_error, wrong_args, Context, Mode};
 use crate::resp::{parse_request, Reply, REQUEST_BYTES_MAX};
+use crate::store::Tables;
 
 /// Requests taken from the input in one round: their replies are written together.
 const PIPELINE_REQUESTS_MAX: usize = 1024;
@@ -95,7 +96,7 @@ impl Session {
     ) -> bool {
         let mut index = 0;
         while index < requests.len() {
-            let batch = self.batchable_run(&requests[index..]);
+            let batch = self.batchable_run(ctx.tables, &requests[index..]);
             if batch > 1 {
                 for reply in run_batch(ctx, &requests[index..index + batch]).await {
                     reply.write(output, self.resp3);
@@ -119,7 +120,7 @@ impl Session {
     /// How many requests from the front of `requests` run at once as a pipeline batch (see
     /// [`run_batch`]), outside MULTI: a run of data commands on one key each, none writing a key
     /// another of them touches. 0 or 1: none.
-    fn batchable_run(&self, requests: &[Vec<Bytes>]) -> usize {
+    fn batchable_run(&self, tables: &Tables, requests: &[Vec<Bytes>]) -> usize {
         if self.multi.is_some() {
             return 0;
         }
@@ -133,7 +134,7 @@ impl Session {
                 let Some(writes) = single_key_command(&name) else {
                     return false;
                 };
-                if check_args(&name, &args[1..]).is_some() {
+                if check_args(tables, &name, &args[1..]).is_some() {
                     return false;
                 }
                 let key = &args[1];
@@ -168,7 +169,7 @@ impl Session {
                 Some(_) => Reply::Simple("OK"),
             },
             _ if self.multi.is_some() && is_data_command(name) => {
-                let refused = check_args(name, args);
+                let refused = check_args(ctx.tables, name, args);
                 let Some((queued, failed)) = self.multi.as_mut() else {
                     return Reply::error("ERR not in MULTI");
                 };
@@ -186,13 +187,10 @@ impl Session {
                 Reply::Simple("QUEUED")
             }
             _ if is_data_command(name) => {
-                if let Some(reply) = check_args(name, args) {
+                if let Some(reply) = check_args(ctx.tables, name, args) {
                     return reply;
                 }
-                let mut tx = ctx.db.start_transaction();
-                commands::run(ctx, &mut tx, Mode::AUTOCOMMIT, name, args)
-                    .await
-                    .unwrap_or_else(|e| ndb_error(&e))
+                (commands::run_autocommit(ctx, name, args).await).unwrap_or_else(|e| ndb_error(&e))
             }
             _ => self.run_connection_command(ctx, name, args),
         }
@@ -321,9 +319,9 @@ async fn run_batch(ctx: Context<'_>, requests: &[Vec<Bytes>]) -> Vec<Reply> {
 
 /// Runs one member of a batch in a transaction of its own: the replies by batch index.
 async fn run_member(ctx: Context<'_>, member: Member<'_>) -> Vec<(usize, Reply)> {
-    let mut tx = ctx.db.start_transaction();
     match member {
         Member::Gets(gets) => {
+            let mut tx = ctx.db.start_transaction();
             let keys: Vec<Bytes> = gets.iter().map(|(_, key)| key.clone()).collect();
             match commands::get_many(ctx, &mut tx, &keys).await {
                 Ok(replies) => gets.iter().map(|(index, _)| *index).zip(replies).collect(),
@@ -334,8 +332,7 @@ async fn run_member(ctx: Context<'_>, member: Member<'_>) -> Vec<(usize, Reply)>
             }
         }
         Member::One(index, name, args) => {
-            let reply = commands::run(ctx, &mut tx, Mode::AUTOCOMMIT, &name, args)
-                .await
+            let reply = (commands::run_autocommit(ctx, &name, args).await)
                 .unwrap_or_else(|e| ndb_error(&e));
             vec![(index, reply)]
         }

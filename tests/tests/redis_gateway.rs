@@ -3,8 +3,11 @@
 //! stores read back through the rndb API, MULTI/EXEC is one transaction across node groups (a
 //! reader never sees half of a writer's EXEC), the port comes from the API slot's
 //! RondisServerPort or `--port`, pipelines of many clients writing the same keys
-//! on two replicas never deadlock, TTLs expire keys, oversized values are refused,
-//! and garbage, huge lengths and unknown commands get errors while other clients are served.
+//! on two replicas never deadlock, TTLs expire keys, values of any length up to a request's
+//! longest bulk string (1 MiB) are stored whole, in the row or past it in a LONGBLOB, with no
+//! parts left behind by any command, a table made before that column keeps its limit, INCRs
+//! racing to create a key all count, and garbage, huge lengths and unknown commands get
+//! errors while other clients are served.
 //! Over spinning shared memory the gateway keeps off the CPU its data node is bound to.
 
 use std::io::{Read, Write};
@@ -92,8 +95,11 @@ fn redis_cli_and_redis_benchmark_work_against_the_gateway() {
     let unknown = redis_cli(&gateway, &["NOSUCHCOMMAND"]);
     assert!(unknown.contains("unknown command"), "{unknown}");
     let large = "x".repeat(20_000);
-    let refused = redis_cli(&gateway, &["SET", "large", &large]);
-    assert!(refused.contains("row limit"), "{refused}");
+    assert_eq!(redis_cli(&gateway, &["SET", "large", &large]), "OK");
+    assert_eq!(redis_cli(&gateway, &["GET", "large"]), large);
+    let long_key = "k".repeat(1025);
+    let refused = redis_cli(&gateway, &["SET", &long_key, "v"]);
+    assert!(refused.contains("key longer than 1024"), "{refused}");
 
     let port = gateway.port.to_string();
     let benchmark = tool("redis-benchmark")
@@ -484,11 +490,11 @@ fn multi_exec_is_one_transaction_across_node_groups() {
     assert_eq!((a, b), (200, 200));
 
     // A command refused while queued discards the whole EXEC, as in Redis: nothing applies.
-    let large = "x".repeat(20_000);
+    let long_key = "k".repeat(1025);
     let discarded: redis::RedisResult<()> = redis::pipe()
         .atomic()
         .set(&k1, "changed")
-        .set(&k2, &large)
+        .set(&long_key, "v")
         .query(&mut client);
     assert!(discarded.is_err(), "{discarded:?}");
     assert_eq!(client.get::<_, i64>(&k1).unwrap(), 200);
@@ -565,4 +571,228 @@ fn bad_protocol_input_gets_errors_and_others_are_served() {
     assert_eq!(bystander.get::<_, String>("still").unwrap(), "served");
     let (reply, _) = raw_exchange(&mut connect(), b"GET still\r\n");
     assert_eq!(reply, "$6\r\nserved\r\n");
+}
+
+/// The rows of `redis_strings.value_rest`'s parts table, as (key, part number).
+fn rest_parts(api: &rndb_api::Cluster) -> Vec<(Vec<u8>, u32)> {
+    let strings = api.get_table("redis_strings").expect("the strings table");
+    let (_, parts) = strings
+        .blob_parts_tables()
+        .into_iter()
+        .next()
+        .expect("value_rest's parts table");
+    let mut tx = api.start_transaction().expect("start");
+    let scan = tx
+        .scan_table(&parts, &rndb_api::ScanOptions::default())
+        .expect("scan");
+    let mut found: Vec<(Vec<u8>, u32)> = scan
+        .map(|row| match &row.expect("a parts row")[..] {
+            [Value::Varbinary(key), Value::UInt32(part), ..] => (key.clone(), *part),
+            other => panic!("a parts row {other:?}"),
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// `len` bytes that differ from one position to the next.
+fn long_value(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed))
+        .collect()
+}
+
+/// Values from empty to 1 MiB go whole through every string command; the parts of a value's
+/// rest follow it (a shorter value, DEL, EXPIRE in the past and an expired key's purge leave
+/// none behind); a value in the row is an ordinary row to the API.
+#[test]
+fn values_past_the_row_are_stored_whole_and_leave_no_parts_behind() {
+    let cluster = TestCluster::start(ClusterSpec::new().data_nodes(2).replicas(2))
+        .expect("start the cluster");
+    let gateway = Gateway::start(&cluster);
+    let mut client = client(&gateway);
+    let api = cluster.connect().expect("connect");
+    let inline = 12_689;
+    for (i, len) in [0, 100, inline, inline + 1, 100_000, 1024 * 1024]
+        .into_iter()
+        .enumerate()
+    {
+        let key = format!("v{len}");
+        let value = long_value(len, i as u8);
+        let _: () = client.set(&key, &value).expect("set");
+        let got: Vec<u8> = client.get(&key).expect("get");
+        assert!(got == value, "{len} bytes read back as {}", got.len());
+        assert_eq!(client.strlen::<_, usize>(&key).unwrap(), len);
+    }
+    // Each value past the row has parts of 8 000 bytes past its rest's 256-byte head.
+    let parts_of = |len: usize| (len - inline).saturating_sub(256).div_ceil(8_000);
+    let expected = parts_of(inline + 1) + parts_of(100_000) + parts_of(1024 * 1024);
+    assert_eq!(rest_parts(&api).len(), expected);
+
+    // Shorter values over longer ones, through SET, MSET and SETEX: no parts left.
+    let _: () = client.set("v100000", "short").unwrap();
+    let _: () = client
+        .mset(&[("v1048576", "a"), (&format!("v{}", inline + 1), "b")])
+        .unwrap();
+    assert_eq!(rest_parts(&api), Vec::new());
+    assert_eq!(client.get::<_, String>("v100000").unwrap(), "short");
+
+    // APPEND grows a value into and past its rest; GETs see it whole.
+    let mut grown = b"short".to_vec();
+    for n in [10_000, 50_000] {
+        let more = long_value(n, 3);
+        grown.extend_from_slice(&more);
+        let len: usize = client.append("v100000", &more).unwrap();
+        assert_eq!(len, grown.len());
+    }
+    assert!(client.get::<_, Vec<u8>>("v100000").unwrap() == grown);
+    assert!(!rest_parts(&api).is_empty());
+    // Past 1 MiB, APPEND is refused and the value stays.
+    let refused: redis::RedisResult<usize> = client.append("v100000", long_value(1_000_000, 4));
+    let e = refused.expect_err("too long");
+    assert!(format!("{e}").contains("exceeds the limit"), "{e}");
+    assert_eq!(client.strlen::<_, usize>("v100000").unwrap(), grown.len());
+
+    // EXPIRE, TTL, PERSIST keep the value whole; INCR on it is refused.
+    assert!(client.expire::<_, bool>("v100000", 100).unwrap());
+    assert!((99..=100).contains(&client.ttl::<_, i64>("v100000").unwrap()));
+    assert!(client.persist::<_, bool>("v100000").unwrap());
+    assert!(client.get::<_, Vec<u8>>("v100000").unwrap() == grown);
+    assert!(client.incr::<_, _, i64>("v100000", 1).is_err());
+
+    // MULTI: a long SET and its GET in one transaction.
+    let long = long_value(300_000, 9);
+    let (_, got): ((), Vec<u8>) = redis::pipe()
+        .atomic()
+        .set("m", &long)
+        .get("m")
+        .query(&mut client)
+        .unwrap();
+    assert!(got == long);
+
+    // DEL, and an expiry in the past, take the parts with the rows.
+    assert_eq!(client.del::<_, i64>(&["v100000", "v100000"]).unwrap(), 1);
+    let _: () = client.set("gone", long_value(40_000, 1)).unwrap();
+    assert!(client.expire::<_, bool>("gone", -1).unwrap());
+    let _: () = redis::cmd("SET")
+        .arg("ephemeral")
+        .arg(long_value(40_000, 2))
+        .arg("PX")
+        .arg(50)
+        .query(&mut client)
+        .unwrap();
+    wait_until("the key to expire", Duration::from_secs(10), || {
+        Ok(client
+            .get::<_, Option<Vec<u8>>>("ephemeral")?
+            .is_none()
+            .then_some(()))
+    })
+    .expect("expired");
+    let _: () = client.set("m", "x").unwrap();
+    assert_eq!(rest_parts(&api), Vec::new(), "no parts of values gone");
+
+    // The row of a value that fits: its columns as the API reads them, no rest.
+    let strings = api.get_table("redis_strings").expect("the strings table");
+    let row = read_with(
+        &api,
+        &strings,
+        &[Value::Varbinary(b"m".to_vec())],
+        LockMode::CommittedRead,
+    )
+    .expect("read m");
+    assert_eq!(row[1], Value::Varbinary(b"x".to_vec()));
+    assert_eq!(row[4], Value::Null, "value_rest");
+}
+
+/// Clients racing to INCR a key none of them found each count: an insert that lost the race
+/// (630) runs the command again.
+#[test]
+fn increments_racing_to_create_a_key_all_count() {
+    let cluster = TestCluster::start(ClusterSpec::new().data_nodes(2).replicas(2))
+        .expect("start the cluster");
+    let gateway = Gateway::start(&cluster);
+    const CLIENTS: usize = 4;
+    const KEYS: usize = 20;
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let url = gateway.url();
+            std::thread::spawn(move || {
+                let mut connection = redis::Client::open(url)?.get_connection()?;
+                for key in 0..KEYS {
+                    let _: i64 = connection.incr(format!("race{key}"), 1)?;
+                }
+                Ok::<(), redis::RedisError>(())
+            })
+        })
+        .collect();
+    for handle in clients {
+        let result = handle.join().expect("client thread");
+        assert!(result.is_ok(), "{result:?}");
+    }
+    let mut client = client(&gateway);
+    for key in 0..KEYS {
+        let count: usize = client.get(format!("race{key}")).expect("get");
+        assert_eq!(count, CLIENTS, "race{key}");
+    }
+}
+
+/// A `redis_strings` made before `value_rest` (four columns) is served as it is, its values
+/// limited to what its row holds; a table of another layout is refused by name.
+#[test]
+fn a_strings_table_without_a_rest_keeps_its_limit() {
+    let cluster = TestCluster::start(ClusterSpec::new()).expect("start the cluster");
+    let api = cluster.connect().expect("connect");
+    let varbinary = |n| rndb_api::ColumnType::Varbinary(n);
+    let old = rndb_api::TableDef::new(
+        "redis_strings",
+        vec![
+            rndb_api::ColumnDef::key("key", varbinary(1024)),
+            rndb_api::ColumnDef::new("value", varbinary(8000)),
+            rndb_api::ColumnDef::new("value_more", varbinary(4800)),
+            rndb_api::ColumnDef::new("expires_at_ms", rndb_api::ColumnType::Int64),
+        ],
+    );
+    api.create_table(&old).expect("create the old layout");
+    let gateway = Gateway::start(&cluster);
+    let mut client = client(&gateway);
+    let fits = long_value(12_800, 1);
+    let _: () = client.set("k", &fits).unwrap();
+    assert!(client.get::<_, Vec<u8>>("k").unwrap() == fits);
+    let _: () = client.set("k", "short").unwrap();
+    assert_eq!(client.incr::<_, _, i64>("n", 2).unwrap(), 2);
+    let refused: redis::RedisResult<()> = client.set("k", long_value(12_801, 1));
+    let e = refused.expect_err("past the row");
+    assert!(format!("{e}").contains("at most 12800 bytes"), "{e}");
+    assert_eq!(client.get::<_, String>("k").unwrap(), "short");
+    drop(gateway);
+
+    // Another layout: the gateway does not start, and says why.
+    api.drop_table("redis_strings").expect("drop");
+    let other = rndb_api::TableDef::new(
+        "redis_strings",
+        vec![
+            rndb_api::ColumnDef::key("key", varbinary(64)),
+            rndb_api::ColumnDef::new("v", varbinary(64)),
+        ],
+    );
+    api.create_table(&other).expect("create another layout");
+    let log = Gateway::log_path(&cluster);
+    let mut child = std::process::Command::new(binary_path("rndb-redis").expect("rndb-redis"))
+        .arg("--config-file")
+        .arg(cluster.config_path())
+        .args(["--port", "0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("run rndb-redis");
+    let exited = wait_until(
+        "rndb-redis to exit",
+        START_TIMEOUT,
+        || Ok(child.try_wait()?),
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(!exited.expect("exited").success());
+    let said = std::fs::read_to_string(&log).expect("read the log");
+    assert!(said.contains("redis_strings has a layout"), "{said}");
 }
