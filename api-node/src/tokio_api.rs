@@ -380,6 +380,10 @@ impl<'c> TokioTransaction<'c> {
         options: &ScanOptions,
     ) -> Result<TokioScan<'c>, Error> {
         let transaction = &mut self.transaction;
+        if transaction.has_pending_writes() {
+            // Their rows' locks are noted as they are resolved: before the scan takes note.
+            Box::pin(transaction.send_pending(&Awaited)).await?;
+        }
         let own = transaction.own_scan(table);
         let whole = own == OwnScan::Whole;
         let own_rows = match own {

@@ -848,6 +848,10 @@ impl<'c> Transaction<'c> {
         index: Option<&Index>,
         options: &ScanOptions,
     ) -> Result<Scan<'c>, Error> {
+        if self.has_pending_writes() {
+            // Their rows' locks are noted as they are resolved: before the scan takes note.
+            now(self.send_pending(&Blocking))?;
+        }
         let own = self.own_scan(table);
         let whole = own == OwnScan::Whole;
         let own_rows = match own {
@@ -1072,11 +1076,9 @@ impl<'c> Transaction<'c> {
         trip: &R,
         keys: impl Iterator<Item = (&'r Table, &'r Vec<Value>)>,
     ) -> Result<Vec<Option<Vec<Value>>>, Error> {
-        // Its callers resolved them (`send_pending`, `execute_via`).
-        debug_assert!(self
-            .rare
-            .as_ref()
-            .is_none_or(|r| r.pending_writes.is_empty()));
+        // Pending writes may wait past these reads (a prefix's CommittedReads completed while
+        // `resolve_blob_writes` sends it), never in the batch sent here: `batch_first` names
+        // where it starts.
         let earlier = self.batch_first()..self.batch_first() + self.batch.len();
         let mut reads = Vec::new();
         for (table, key) in keys {
@@ -2114,8 +2116,37 @@ impl Transaction<'_> {
     /// execute's as `Rare::deferred`), then the row's operation, as the old heads found make
     /// it, and its parts are defined and sent; the operations defined after it wait, in the
     /// result slots their `OpId`s named (`Rare::batch_first`). The last write's row and parts
-    /// stay in the batch, for the execute's own round trip.
+    /// stay in the batch, for the execute's own round trip. Should a round trip fail on the
+    /// way, the transaction is rolled back (4114 from then on): what was defined after the
+    /// write was not sent, and no later execute may commit without it.
     async fn resolve_blob_writes<R: RoundTrip>(&mut self, trip: &R) -> Result<(), Error> {
+        if !self.has_pending_writes() {
+            return Ok(());
+        }
+        let resolved = match self.check_usable() {
+            Ok(()) => self.resolve_each(trip).await,
+            Err(e) => Err(e),
+        };
+        if resolved.is_err() {
+            if let Some(rare) = self.rare.as_mut() {
+                rare.pending_writes.clear();
+                rare.batch_first = None;
+            }
+            self.batch = Encoded::default();
+            self.roll_back_now();
+        }
+        resolved
+    }
+
+    /// True when writes of rows with parts wait for the next execute (`Rare::pending_writes`).
+    pub(crate) fn has_pending_writes(&self) -> bool {
+        self.rare
+            .as_ref()
+            .is_some_and(|r| !r.pending_writes.is_empty())
+    }
+
+    /// `resolve_blob_writes`' work, one pending write after another.
+    async fn resolve_each<R: RoundTrip>(&mut self, trip: &R) -> Result<(), Error> {
         loop {
             let Some(write) = (self.rare.as_mut())
                 .filter(|r| !r.pending_writes.is_empty())

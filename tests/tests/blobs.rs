@@ -8,7 +8,8 @@
 //! through the asynchronous executor) are refused, that a row a scan reads again for its
 //! parts still meets the scan's filter, that a table's parts tables go with it, that a JSON
 //! column holds JSON documents only, that writes read old heads at their execute and keep a
-//! batch's order and operation ids, that the tokio interface reads, writes and scans long
+//! batch's order and operation ids (a round trip failing on the way rolls the transaction
+//! back), that the tokio interface reads, writes and scans long
 //! values as the blocking API does, and that a scan sees the long values its own transaction
 //! wrote (within a bound).
 
@@ -1631,4 +1632,215 @@ fn rows_holding_a_nan_are_completed_like_any_other() {
         .expect("a scan of its own NaN row");
     assert!(same(&sorted_by_key(rows), &[nan(1, 5_000), nan(2, 6_000)]));
     tx.execute(ExecType::Rollback).expect("rollback");
+}
+
+/// A scan opened after a write or update of a row with parts that was defined but not executed
+/// sees the row as written: the write is resolved and sent before the scan takes note of the
+/// rows its transaction locked.
+#[test]
+fn a_scan_after_an_unexecuted_long_write_sees_it() {
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+    let committed = long_rows(&api, &table);
+    let mut failures = Vec::new();
+    for (what, lock) in [
+        ("write", LockMode::CommittedRead),
+        ("write", LockMode::Read),
+        ("update", LockMode::CommittedRead),
+    ] {
+        let mut tx = api.start_transaction().expect("start");
+        let new = row(2, Some(4_500), "", Some(300));
+        if what == "write" {
+            tx.write(&table, &new).expect("write");
+        } else {
+            let set: Vec<(usize, Value)> = (1..5).map(|c| (c, new[c].clone())).collect();
+            tx.update(&table, &[Value::UInt32(2)], &set)
+                .expect("update");
+        }
+        let options = ScanOptions {
+            lock,
+            ..ScanOptions::default()
+        };
+        let rows: Result<Vec<Vec<Value>>, _> =
+            tx.scan_table(&table, &options).expect("scan").collect();
+        let mut expected = committed.clone();
+        expected[1] = new;
+        match rows {
+            Ok(rows) if sorted_by_key(rows.clone()) == expected => {}
+            other => failures.push(format!("{what} {lock:?}: {:?}", other.map(|r| r.len()))),
+        }
+        tx.execute(ExecType::Rollback).expect("rollback");
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// A CommittedRead of a row with parts, then two writes of rows with parts, one execute: the
+/// read is completed while the second write still waits, and returns the committed row.
+#[test]
+fn a_committed_read_before_two_long_writes_reads_the_committed_row() {
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+    let committed = long_rows(&api, &table);
+    let mut tx = api.start_transaction().expect("start");
+    let r = tx
+        .read(&table, &[Value::UInt32(1)], LockMode::CommittedRead)
+        .expect("read");
+    tx.write(&table, &row(1, Some(3_000), "", None))
+        .expect("write 1");
+    tx.write(&table, &row(2, Some(3_000), "", None))
+        .expect("write 2");
+    tx.execute(ExecType::Commit).expect("commit");
+    assert_eq!(tx.row(r), Some(&committed[0][..]));
+}
+
+/// A tokio execute dropped while its first round trip (up to a write's read of old heads) is
+/// on its way, then the transaction executed again: 4114, as after any dropped execute.
+#[test]
+fn an_execute_dropped_while_its_writes_resolve_finishes_the_transaction() {
+    use std::future::Future;
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+    long_rows(&api, &table);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let tokio = api.tokio();
+        let mut tx = tokio.start_transaction();
+        let code = |c: &str| [(1, Value::Varchar(c.into()))];
+        tx.write(&table, &row(1, Some(3_000), "", None))
+            .expect("w1");
+        tx.update(&table, &[Value::UInt32(3)], &code("a"))
+            .expect("plain");
+        tx.write(&table, &row(2, Some(3_000), "", None))
+            .expect("w2");
+        tx.update(&table, &[Value::UInt32(3)], &code("b"))
+            .expect("plain");
+        {
+            let mut fut = Box::pin(tx.execute(ExecType::Commit));
+            let polled =
+                std::future::poll_fn(|cx| std::task::Poll::Ready(fut.as_mut().poll(cx))).await;
+            assert!(polled.is_pending(), "dropped mid-way");
+        }
+        let again = tx.execute(ExecType::Commit).await;
+        assert_eq!(again.err().and_then(|e| e.code()), Some(4114));
+    });
+}
+
+/// The first round trip of a split execute fails while the transaction stays open (a
+/// CommittedRead whose parts cannot be read: another transaction holds the row): the
+/// transaction is rolled back, so that no later execute commits without the operations
+/// defined after the write, which were never sent (4114).
+#[test]
+fn a_failed_round_trip_of_a_split_execute_rolls_the_transaction_back() {
+    let spec = ClusterSpec::new()
+        .data_nodes(2)
+        .replicas(2)
+        .deadlock_timeout_ms(100);
+    let cluster = TestCluster::start(spec).expect("start the cluster");
+    let api = cluster.connect().expect("connect");
+    let table = api.create_table(&docs_def()).expect("create");
+    let committed = long_rows(&api, &table);
+    let mut holder = api.start_transaction().expect("start");
+    holder
+        .update(
+            &table,
+            &[Value::UInt32(1)],
+            &[(1, Value::Varchar("held".into()))],
+        )
+        .expect("update");
+    holder.execute(ExecType::NoCommit).expect("hold row 1");
+    let mut tx = api.start_transaction().expect("start");
+    tx.read(&table, &[Value::UInt32(1)], LockMode::CommittedRead)
+        .expect("read");
+    tx.write(&table, &row(2, Some(3_000), "", None))
+        .expect("write");
+    let insert = tx
+        .insert(&table, &row(5, Some(100), "", None))
+        .expect("insert");
+    let first = tx.execute(ExecType::Commit);
+    assert!(first.is_err(), "{first:?}");
+    drop(holder);
+    let second = tx.execute(ExecType::Commit);
+    assert_eq!(second.err().and_then(|e| e.code()), Some(4114));
+    assert_eq!(tx.op_error(insert), None, "never sent");
+    drop(tx);
+    assert_eq!(read(&api, &table, 5, LockMode::Read), None);
+    assert_eq!(
+        read(&api, &table, 2, LockMode::Read),
+        Some(committed[1].clone())
+    );
+}
+
+/// Unique-index operations (TCINDXREQ) before, between and after writes of rows with parts
+/// take effect in order and report under their own `OpId`s.
+#[test]
+fn unique_index_operations_around_long_value_writes_keep_their_order() {
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+    let index = (api.create_index(&table, &IndexDef::unique("docs_code", &["code"])))
+        .expect("create the index");
+    let committed = long_rows(&api, &table);
+    let code = |c: &str| Value::Varchar(c.into());
+    let mut tx = api.start_transaction().expect("start");
+    let u1 = tx
+        .update_unique(&index, &[code("c1")], &[(1, code("x1"))])
+        .expect("u1");
+    let w2 = tx
+        .write(&table, &row(2, Some(3_000), "w", None))
+        .expect("w2");
+    let r1 = tx
+        .read_unique(&index, &[code("x1")], LockMode::Read)
+        .expect("r1");
+    let w3 = tx
+        .update(&table, &[Value::UInt32(3)], &[(4, Value::Null)])
+        .expect("w3");
+    let r3 = tx
+        .read_unique(&index, &[code("c3")], LockMode::Read)
+        .expect("r3");
+    let u3 = tx
+        .update_unique(&index, &[code("c3")], &[(1, code("x3"))])
+        .expect("u3");
+    let r2 = tx
+        .read_unique(&index, &[code("c2")], LockMode::Read)
+        .expect("r2");
+    tx.execute(ExecType::Commit).expect("commit");
+    for op in [u1, w2, r1, w3, r3, u3, r2] {
+        assert_eq!(tx.op_error(op), None);
+    }
+    let mut one = committed[0].clone();
+    one[1] = code("x1");
+    assert_eq!(tx.row(r1), Some(&one[..]));
+    let mut three = committed[2].clone();
+    three[4] = Value::Null;
+    assert_eq!(tx.row(r3), Some(&three[..]));
+    assert_eq!(tx.row(r2), Some(&row(2, Some(3_000), "w", None)[..]));
+    drop(tx);
+    three[1] = code("x3");
+    assert_eq!(read(&api, &table, 3, LockMode::Read), Some(three));
+    assert_eq!(read(&api, &table, 1, LockMode::Read), Some(one));
+}
+
+/// A write's resolution rolls the transaction back (an insert of 600 KB whose key exists,
+/// under IgnoreError) with another write still pending: a later execute gets 4114.
+#[test]
+fn an_execute_after_a_resolution_rolled_back_gets_4114() {
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+    long_rows(&api, &table);
+    let mut tx = api.start_transaction().expect("start");
+    let plain = [(1, Value::Varchar("p".into()))];
+    tx.insert(&table, &row(1, None, "", Some(600_000)))
+        .expect("insert");
+    tx.update(&table, &[Value::UInt32(3)], &plain)
+        .expect("plain");
+    tx.write(&table, &row(2, Some(3_000), "", None))
+        .expect("write");
+    tx.update(&table, &[Value::UInt32(3)], &plain)
+        .expect("plain");
+    let first = tx.execute_with(ExecType::Commit, AbortOption::IgnoreError);
+    assert_eq!(first.err().and_then(|e| e.code()), Some(630));
+    let again = tx.execute(ExecType::Commit);
+    assert_eq!(again.err().and_then(|e| e.code()), Some(4114));
 }
