@@ -23,7 +23,8 @@ use rndb_protocol::interpreter::Program;
 use crate::{Error, Table};
 
 /// A program for [`crate::Transaction::interpreted_update`] (or, without changes,
-/// [`crate::Transaction::interpreted_read`] and [`crate::Transaction::interpreted_delete`]):
+/// [`crate::Transaction::interpreted_read`], [`crate::Transaction::interpreted_delete`] and
+/// [`crate::Transaction::interpreted_write`]):
 /// a condition the row must meet
 /// (else the operation fails with the exit code, 626 unless [`InterpretedCode::exit_nok`] names
 /// another), then integer columns changed by constants. Checked against its table as it is

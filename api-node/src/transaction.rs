@@ -679,6 +679,28 @@ impl<'c> Transaction<'c> {
         self.define_interpreted(table, op, key, &attrs, code)
     }
 
+    /// Writes a whole row (as [`Transaction::write`]) unless its key's row is there and does
+    /// not meet `code`'s condition: then the program's exit code, and nothing changes. A
+    /// missing row is inserted (it has no values for a condition to test). An rndb extension
+    /// (NDB's writeTuple takes no program): a single round trip for "insert, or overwrite a
+    /// row that is still so". A program that changes columns is refused (4116), and so is a
+    /// table handle with BLOB or TEXT columns (its heads would go without parts; use
+    /// [`Table::raw`] to write heads as the data node holds them).
+    pub fn interpreted_write(
+        &mut self,
+        table: &Table,
+        row: &[Value],
+        code: &InterpretedCode,
+    ) -> Result<OpId, Error> {
+        if !table.blobs().is_empty() {
+            return Err(blob::unsupported(table, "an interpreted write"));
+        }
+        code.check_condition_only(table, "write")?;
+        let (key, attrs) = split_row(table, row)?;
+        let op = (OperationType::Write, LockMode::Exclusive);
+        self.define_interpreted(table, op, &key, &attrs, code)
+    }
+
     /// Reads the row with primary key `key` if it meets `code`'s condition (NDB's `readTuple`
     /// with an interpreted program): 626 if there is no such row, the program's exit code if
     /// the condition does not hold (a locked read keeps its lock either way, until the

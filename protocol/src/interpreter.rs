@@ -138,16 +138,24 @@ impl Program {
         Ok(())
     }
 
-    /// 4116 unless the program may go with an operation of type `op`: an update's, or a read's
-    /// or delete's that changes no column (NDB's readTuple and interpretedDeleteTuple).
+    /// 4116 unless the program may go with an operation of type `op`: an update's, or a read's,
+    /// delete's or write's that changes no column (NDB's readTuple and interpretedDeleteTuple;
+    /// a write's condition is rndb's: it holds for a row that is there, and a missing row is
+    /// inserted, with nothing to change).
     pub fn check_operation(&self, op: OperationType) -> Result<(), NdbError> {
         let refusal = match op {
             OperationType::Update => None,
-            OperationType::Read | OperationType::Delete if self.changes.is_empty() => None,
-            OperationType::Read | OperationType::Delete => {
-                Some("an interpreted read or delete changes no column")
+            OperationType::Read | OperationType::Delete | OperationType::Write
+                if self.changes.is_empty() =>
+            {
+                None
             }
-            _ => Some("only a read, an update or a delete may carry an interpreted program"),
+            OperationType::Read | OperationType::Delete | OperationType::Write => {
+                Some("an interpreted read, delete or write changes no column")
+            }
+            OperationType::Insert => {
+                Some("an insert carries no interpreted program: a write's condition does")
+            }
         };
         refusal.map_or(Ok(()), |refusal| Err(NdbError::with_detail(4116, refusal)))
     }
@@ -281,6 +289,33 @@ mod tests {
             Value::Null,
             Value::Varchar("x".into()),
         ]
+    }
+
+    #[test]
+    fn goes_with_the_operations_that_take_it() {
+        let condition = Program {
+            condition: Some(Filter::IsNull(1)),
+            exit_code: 6000,
+            changes: Vec::new(),
+        };
+        let changing = Program {
+            changes: vec![(2, 1)],
+            ..condition.clone()
+        };
+        use OperationType::*;
+        for op in [Read, Update, Delete, Write] {
+            assert_eq!(condition.check_operation(op), Ok(()), "{op:?}");
+        }
+        assert_eq!(changing.check_operation(Update), Ok(()));
+        for (program, op) in [
+            (&condition, Insert),
+            (&changing, Read),
+            (&changing, Delete),
+            (&changing, Write),
+        ] {
+            let refused = program.check_operation(op).map_err(|e| e.code);
+            assert_eq!(refused, Err(4116), "{op:?}");
+        }
     }
 
     #[test]

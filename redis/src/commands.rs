@@ -25,6 +25,8 @@ use crate::store::{
 pub struct Context<'c> {
     pub db: TokioCluster<'c>,
     pub tables: &'c Tables,
+    /// [`no_rest_condition`] of `tables` (unused for a table without `value_rest`).
+    pub no_rest: &'c InterpretedCode,
 }
 
 /// How a command's transaction reads and ends.
@@ -209,8 +211,18 @@ fn hash_row(key: &[u8], field: &[u8], value: &[u8]) -> [Value; 4] {
     [bytes_value(key), bytes_value(field), head, rest]
 }
 
-/// The exit code of a blind write's update (`put_strings`) that met a value with a rest.
+/// The exit code of a blind write (`put_strings`) that met a value with a rest.
 const HAS_REST: u16 = 6100;
+
+/// The condition of a blind write of `strings` (`put_strings`): the row has no rest
+/// (`HAS_REST` otherwise).
+pub fn no_rest_condition(tables: &Tables) -> Result<InterpretedCode, Error> {
+    let mut code = InterpretedCode::new(&tables.strings_raw);
+    if tables.has_rest {
+        (code.condition(Filter::IsNull(STRING_REST as u16))?).exit_nok(HAS_REST)?;
+    }
+    Ok(code)
+}
 
 /// Defines the write of string `key` in `tx`, whose read under an exclusive lock found its row
 /// as `row` (`Found::row`). A row with no rest, written with a value that needs none, is one
@@ -269,12 +281,12 @@ fn set_expiry(
 }
 
 /// Writes strings without reading them first (SET, MSET), their last execute `mode.last`. A
-/// value the row holds whole is written by two plain operations in one execute, its failures
-/// ignored: an update that requires the row to have no rest (else `HAS_REST`), and an insert
-/// (630 when the row is there); one of them takes effect. Where neither did (the row has a
-/// rest), and for a value that needs a rest, the write is a BLOB's (the old rest's head read
-/// first): in the same transaction, or in one of its own after a single key's commit. Several
-/// keys execute NoCommit first, so that any other failure leaves none written.
+/// value the row holds whole is one plain operation: a write on condition that the row, if
+/// it is there, has no rest (`Transaction::interpreted_write`; else `HAS_REST`, ignored).
+/// Where the row had a rest, and for a value that needs one, the write is a BLOB's (the old
+/// rest's head read first): in the same transaction, or in one of its own after a single
+/// key's commit. Several keys execute NoCommit first, so that any other failure leaves none
+/// written.
 async fn put_strings<'c>(
     ctx: Context<'c>,
     tx: &mut TokioTransaction<'c>,
@@ -291,12 +303,8 @@ async fn put_strings<'c>(
         } else if !tables.has_rest {
             tx.write(&tables.strings_raw, &row)?;
         } else {
-            let mut code = InterpretedCode::new(&tables.strings_raw);
-            (code.condition(Filter::IsNull(STRING_REST as u16))?).exit_nok(HAS_REST)?;
-            let set: Vec<(usize, Value)> = (1..STRING_REST).map(|c| (c, row[c].clone())).collect();
-            let update = tx.interpreted_update(&tables.strings_raw, &row[..1], &set, &code)?;
-            let insert = tx.insert(&tables.strings_raw, &row)?;
-            blind.push((update, insert, row));
+            let write = tx.interpreted_write(&tables.strings_raw, &row, ctx.no_rest)?;
+            blind.push((write, row));
         }
     }
     if blind.is_empty() {
@@ -311,15 +319,11 @@ async fn put_strings<'c>(
         ExecType::NoCommit
     };
     tx.execute_with(first, AbortOption::IgnoreError).await?;
-    for (update, insert, row) in blind {
-        match (tx.op_error(update), tx.op_error(insert)) {
-            (None, _) | (_, None) => {}
-            (Some(u), Some(i))
-                if (u.code == 626 || u.code == u32::from(HAS_REST)) && i.code == 630 =>
-            {
-                later.push(row);
-            }
-            (Some(e), Some(_)) => return Err(Error::Ndb(e.clone())),
+    for (write, row) in blind {
+        match tx.op_error(write) {
+            None => {}
+            Some(e) if e.code == u32::from(HAS_REST) => later.push(row),
+            Some(e) => return Err(Error::Ndb(e.clone())),
         }
     }
     if later.is_empty() && first == mode.last {

@@ -46,8 +46,8 @@
 //! ```
 //!
 //! A value of up to 12 689 bytes is read and written with its row alone: a GET is one round
-//! trip, and so is a SET, whose update of a row with no rest and insert go in one execute (one
-//! of them takes effect). A longer value's rest is a BLOB (its parts in the parts table of
+//! trip, and so is a SET, one write on condition that the row, if there, has no rest
+//! (`Transaction::interpreted_write`). A longer value's rest is a BLOB (its parts in the parts table of
 //! `value_rest`, `NDB$BLOB_<id>_4`): written after its old head is read, as NDB writes one,
 //! and read whole; every command that replaces or deletes it deletes the parts the new value
 //! does not have. A `redis_strings` of four columns (made by a gateway before `value_rest`) is

@@ -72,9 +72,12 @@ fn main() -> anyhow::Result<()> {
         let tables = Tables::open(db)
             .await
             .context("open the gateway's tables")?;
+        let no_rest = rndb_redis::commands::no_rest_condition(&tables)
+            .context("the condition of a blind SET")?;
         let ctx = Context {
             db,
             tables: Box::leak(Box::new(tables)),
+            no_rest: Box::leak(Box::new(no_rest)),
         };
         let port = rndb_redis::serving_port(args.port, cluster);
         let addr = rndb_redis::listen_addr(&args.bind, port).context("resolve --bind")?;

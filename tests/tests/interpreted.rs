@@ -1,7 +1,8 @@
 //! Proves that interpreted updates (NDB's interpretedUpdateTuple) change integer columns in the
 //! data node under the row's lock: conditions hold or fail with the program's exit code, NULLs
 //! and overflows fail with 878 leaving the row as it was, interpreted reads and deletes read or
-//! delete only a row meeting their condition, the API refuses ill-formed programs,
+//! delete only a row meeting their condition, an interpreted write (rndb's) writes a missing
+//! row or one meeting its condition, the API refuses ill-formed programs,
 //! and concurrent increments from many threads on two replicas lose no acknowledged one and
 //! break no cap through a data node's SIGKILL and restart, with both replicas equal after.
 
@@ -265,6 +266,51 @@ fn a_program_beside_many_set_values_reaches_both_replicas() {
             "the last set wins"
         );
     }
+}
+
+/// An interpreted write (rndb's) writes a row that is missing or meets its condition, leaves
+/// one that does not (the exit code), reaches both replicas alike, and refuses a program that
+/// changes columns.
+#[test]
+fn an_interpreted_write_writes_a_missing_row_or_one_meeting_its_condition() {
+    let spec = ClusterSpec::new().data_nodes(2).replicas(2);
+    let cluster = TestCluster::start(spec).expect("start two data nodes");
+    let api = cluster.connect().expect("connect");
+    let table = recreate_table(&api, &counters_def()).expect("create counters");
+    let mut held = counter_row(1, 7);
+    held[MAYBE] = Value::Int32(3);
+    insert_committed(&api, &table, &[counter_row(0, 5), held.clone()]).expect("insert");
+    let mut code = InterpretedCode::new(&table);
+    (code
+        .condition(Filter::IsNull(MAYBE as u16))
+        .expect("condition"))
+    .exit_nok(6001)
+    .expect("exit code");
+    let write = |id: u32, n: i64| {
+        let mut tx = api.start_transaction()?;
+        tx.interpreted_write(&table, &counter_row(id, n), &code)?;
+        tx.execute(ExecType::Commit)
+    };
+    write(0, 50).expect("a row meeting the condition");
+    write(2, 20).expect("a missing row");
+    assert_ndb_code(write(1, 70), 6001, "a row failing the condition");
+    for (id, expected) in [(0, counter_row(0, 50)), (1, held), (2, counter_row(2, 20))] {
+        let replicas: Vec<Vec<Value>> = (0..2)
+            .map(|replica| {
+                let mut tx = api.start_transaction().expect("start");
+                let op = (tx.read_from_replica(&table, &key(id), replica)).expect("define");
+                tx.execute(ExecType::Commit).expect("read a replica");
+                tx.row(op).expect("the row").to_vec()
+            })
+            .collect();
+        assert_eq!(replicas, vec![expected.clone(), expected], "row {id}");
+    }
+    let mut tx = api.start_transaction().expect("start");
+    assert_ndb_code(
+        tx.interpreted_write(&table, &counter_row(3, 1), &add(&table, N, 1)),
+        4116,
+        "a write's program that changes a column",
+    );
 }
 
 /// Data nodes in the increment test: one node group of two.
