@@ -282,11 +282,12 @@ fn set_expiry(
 
 /// Writes strings without reading them first (SET, MSET), their last execute `mode.last`. A
 /// value the row holds whole is one plain operation: a write on condition that the row, if
-/// it is there, has no rest (`Transaction::interpreted_write`; else `HAS_REST`, ignored).
-/// Where the row had a rest, and for a value that needs one, the write is a BLOB's (the old
-/// rest's head read first): in the same transaction, or in one of its own after a single
-/// key's commit. Several keys execute NoCommit first, so that any other failure leaves none
-/// written.
+/// it is there, has no rest (`Transaction::interpreted_write`, else `HAS_REST`); a value that
+/// needs a rest is written as a BLOB is (the old rest's head read first). On its own (a
+/// commit), the whole command is one execute, AbortOnError: should a row have had a rest,
+/// it runs again in a transaction of its own, every value written as a BLOB. Inside MULTI
+/// the conditional writes' failures are ignored and those rows written as BLOBs next, in the
+/// same transaction.
 async fn put_strings<'c>(
     ctx: Context<'c>,
     tx: &mut TokioTransaction<'c>,
@@ -295,11 +296,10 @@ async fn put_strings<'c>(
 ) -> Result<(), Error> {
     let tables = ctx.tables;
     let mut blind = Vec::new();
-    let mut later = Vec::new();
     for &(key, value, expires_at) in pairs {
         let row = tables.string_row(key, value, expires_at);
         if value.len() > tables.inline_bytes {
-            later.push(row);
+            tx.write(&tables.strings, &row)?;
         } else if !tables.has_rest {
             tx.write(&tables.strings_raw, &row)?;
         } else {
@@ -307,35 +307,31 @@ async fn put_strings<'c>(
             blind.push((write, row));
         }
     }
-    if blind.is_empty() {
-        for row in &later {
-            tx.write(&tables.strings, row)?;
-        }
-        return tx.execute(mode.last).await;
+    let has_rest = |e: &rndb_api::NdbError| e.code == u32::from(HAS_REST);
+    if mode.last == ExecType::Commit {
+        return match tx.execute(ExecType::Commit).await {
+            Err(Error::Ndb(e)) if has_rest(&e) => {
+                let mut again = ctx.db.start_transaction();
+                for &(key, value, expires_at) in pairs {
+                    again.write(&tables.strings, &tables.string_row(key, value, expires_at))?;
+                }
+                again.execute(ExecType::Commit).await
+            }
+            done => done,
+        };
     }
-    let first = if pairs.len() == 1 {
-        mode.last
-    } else {
-        ExecType::NoCommit
-    };
-    tx.execute_with(first, AbortOption::IgnoreError).await?;
+    tx.execute_with(mode.last, AbortOption::IgnoreError).await?;
+    let mut later = Vec::new();
     for (write, row) in blind {
         match tx.op_error(write) {
             None => {}
-            Some(e) if e.code == u32::from(HAS_REST) => later.push(row),
+            Some(e) if has_rest(e) => later.push(row),
             Some(e) => return Err(Error::Ndb(e.clone())),
         }
     }
-    if later.is_empty() && first == mode.last {
+    if later.is_empty() {
         return Ok(());
     }
-    let mut own;
-    let tx = if first == ExecType::Commit {
-        own = ctx.db.start_transaction();
-        &mut own
-    } else {
-        tx
-    };
     for row in &later {
         tx.write(&tables.strings, row)?;
     }

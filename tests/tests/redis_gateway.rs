@@ -669,6 +669,15 @@ fn values_past_the_row_are_stored_whole_and_leave_no_parts_behind() {
         .query(&mut client)
         .unwrap();
     assert!(got == long);
+    // And a short value over it, inside MULTI.
+    let (_, got): ((), String) = redis::pipe()
+        .atomic()
+        .set("m", "short")
+        .get("m")
+        .query(&mut client)
+        .unwrap();
+    assert_eq!(got, "short");
+    let _: () = client.set("m", &long).unwrap();
 
     // DEL, and an expiry in the past, take the parts with the rows.
     assert_eq!(client.del::<_, i64>(&["v100000", "v100000"]).unwrap(), 1);
