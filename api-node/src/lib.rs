@@ -1165,12 +1165,16 @@ fn list_tables_page(
     }
 }
 
-/// The table a CREATE_TABLE_CONF or GET_TABINFO_CONF (`conf`) describes, or the refusal.
-/// 4263 for a parts table `name` that could not be looked up.
+/// 4263 for a parts table `name` that is not there (709, 723); another error of its lookup
+/// (a lost link, a timeout) as it is, so that a temporary one stays temporary.
 fn missing_parts(name: &str, e: Error) -> Error {
-    Error::ndb_detail(4263, format!("{name}: {e}"))
+    match e.code() {
+        Some(709 | 723) => Error::ndb_detail(4263, format!("{name}: {e}")),
+        _ => e,
+    }
 }
 
+/// The table a CREATE_TABLE_CONF or GET_TABINFO_CONF (`conf`) describes, or the refusal.
 fn table_answer(connection: &Connection, answers: &Answers, conf: u16) -> Result<Table, Error> {
     match single_answer(answers, connection)? {
         (signal, payload) if signal == conf => TableInfo::decode(payload)

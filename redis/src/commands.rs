@@ -10,14 +10,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use rndb_api::{
-    AbortOption, Error, ExecType, Filter, IndexRange, InterpretedCode, LockMode, ScanOptions,
-    TokioCluster, TokioTransaction, Value,
+    AbortOption, BlobSize, Error, ExecType, Filter, IndexRange, InterpretedCode, LockMode,
+    ScanOptions, TokioCluster, TokioTransaction, Value,
 };
 
 use crate::resp::Reply;
 use crate::store::{
-    bytes_value, string_value, value_columns, value_of, Tables, FIELD_BYTES_MAX, HASH_FIELD,
-    HASH_VALUE, HASH_VALUE_BYTES_MAX, KEY_BYTES_MAX, STRING_EXPIRES_AT, STRING_REST,
+    bytes_value, value_columns, value_of, Tables, FIELD_BYTES_MAX, HASH_FIELD, HASH_VALUE,
+    HASH_VALUE_BYTES_MAX, KEY_BYTES_MAX, STRING_EXPIRES_AT, STRING_REST, STRING_VALUE,
 };
 
 /// What a command runs against.
@@ -172,33 +172,64 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// A string row a command read: its value and expiry (0: none) unless it is expired, and
-/// whether the row is there at all.
+/// How a command reads string rows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Read {
+    /// Values whole (a rest with its parts): GET, INCR, APPEND.
+    Whole,
+    /// The row alone (a rest's head): whether the key is there, its expiry, its length.
+    Row,
+}
+
+/// A string row a command read: its value and expiry (0: none) unless it is expired, the
+/// value's length, and whether the row is there at all.
 #[derive(Debug, Default)]
 struct Found {
+    /// The value (read `Read::Row`, only its bytes in the row) and expiry.
     live: Option<(Vec<u8>, i64)>,
+    /// The live value's length.
+    len: usize,
     /// The row is there (live or expired): whether its value has a rest (`value_rest`, with
     /// parts to delete when it is written or deleted).
     row: Option<bool>,
 }
 
 impl Found {
-    fn of(row: Option<&[Value]>, now: i64) -> Found {
+    fn of(row: Option<&[Value]>, read: Read, now: i64) -> Found {
         let Some(row) = row else {
             return Found::default();
         };
-        let has_rest = matches!(row.get(STRING_REST), Some(Value::Varbinary(_)));
+        let rest = match row.get(STRING_REST) {
+            Some(Value::Varbinary(rest)) => Some(rest),
+            _ => None,
+        };
         let expires_at = match row[STRING_EXPIRES_AT] {
             Value::Int64(at) => at,
             _ => 0,
         };
         let live = (expires_at == 0 || expires_at > now)
-            .then(|| string_value(row).map(|v| (v, expires_at)))
+            .then(|| {
+                let value = value_of(row, STRING_VALUE)?;
+                Some((value, expires_at))
+            })
             .flatten();
-        Found {
+        let mut found = Found {
+            len: live.as_ref().map_or(0, |(value, _)| value.len()),
             live,
-            row: Some(has_rest),
+            row: Some(rest.is_some()),
+        };
+        match (rest, &mut found.live) {
+            (Some(rest), Some((value, _))) if read == Read::Whole => {
+                value.extend_from_slice(rest);
+                found.len = value.len();
+            }
+            (Some(head), Some(_)) => {
+                let rest = rndb_protocol::blob::head_length(head, BlobSize::Long).unwrap_or(0);
+                found.len += rest as usize;
+            }
+            _ => {}
         }
+        found
     }
 }
 
@@ -392,11 +423,11 @@ pub async fn run<'c>(
 
 /// How many times a command runs again after its insert met a row another transaction
 /// inserted since its read found none (630: `define_put`).
-const RACE_RETRIES: u32 = 3;
+pub const RACE_RETRIES: u32 = 3;
 
 /// Runs one data command (its arguments already checked) in a transaction of its own; run
-/// again, in a new one, when it lost a race to insert its key (`RACE_RETRIES`). Inside MULTI
-/// such a loss aborts the EXEC.
+/// again, in a new one, when it lost a race to insert its key (`RACE_RETRIES`; an EXEC runs
+/// again likewise).
 pub async fn run_autocommit(ctx: Context<'_>, name: &str, args: &[Bytes]) -> Result<Reply, Error> {
     let mut retries = 0;
     loop {
@@ -413,10 +444,10 @@ async fn read_strings<'c>(
     ctx: Context<'c>,
     tx: &mut TokioTransaction<'c>,
     keys: &[Bytes],
-    lock: LockMode,
+    (read, lock): (Read, LockMode),
     exec: ExecType,
 ) -> Result<Vec<Found>, Error> {
-    read_strings_noting(ctx, tx, keys, lock, exec, &mut Vec::new()).await
+    read_strings_noting(ctx, tx, keys, (read, lock), exec, &mut Vec::new()).await
 }
 
 /// As [`read_strings`], adding to `expired` the keys whose row is there but expired.
@@ -424,11 +455,14 @@ async fn read_strings_noting<'c>(
     ctx: Context<'c>,
     tx: &mut TokioTransaction<'c>,
     keys: &[Bytes],
-    lock: LockMode,
+    (read, lock): (Read, LockMode),
     exec: ExecType,
     expired: &mut Vec<Bytes>,
 ) -> Result<Vec<Found>, Error> {
-    let table = &ctx.tables.strings;
+    let table = match read {
+        Read::Whole => &ctx.tables.strings,
+        Read::Row => &ctx.tables.strings_raw,
+    };
     let mut ops = Vec::with_capacity(keys.len());
     for key in keys {
         ops.push(tx.read(table, &key_of(key), lock)?);
@@ -441,7 +475,7 @@ async fn read_strings_noting<'c>(
             Some(e) if e.code == 626 => Ok(Found::default()),
             Some(e) => Err(Error::Ndb(e.clone())),
             None => {
-                let found = Found::of(tx.row(op), now);
+                let found = Found::of(tx.row(op), read, now);
                 if found.live.is_none() && found.row.is_some() {
                     expired.push(key.clone());
                 }
@@ -464,9 +498,15 @@ async fn purge_expired(ctx: Context<'_>, expired: &[Bytes]) {
     for key in expired {
         let mut tx = ctx.db.start_transaction();
         let keys = std::slice::from_ref(key);
-        let read = read_strings(ctx, &mut tx, keys, LockMode::Exclusive, ExecType::NoCommit).await;
+        let locked = (Read::Row, LockMode::Exclusive);
+        let read = read_strings(ctx, &mut tx, keys, locked, ExecType::NoCommit).await;
         let deleted = async {
-            if let Ok([Found { live: None, row }]) = read.as_deref() {
+            if let Ok(
+                [Found {
+                    live: None, row, ..
+                }],
+            ) = read.as_deref()
+            {
                 define_delete(ctx.tables, &mut tx, key, *row)?;
             }
             tx.execute_with(ExecType::Commit, AbortOption::IgnoreError)
@@ -491,15 +531,9 @@ pub async fn get_many<'c>(
     keys: &[Bytes],
 ) -> Result<Vec<Reply>, Error> {
     let mut expired = Vec::new();
-    let values = read_strings_noting(
-        ctx,
-        tx,
-        keys,
-        LockMode::CommittedRead,
-        ExecType::Commit,
-        &mut expired,
-    )
-    .await?;
+    let committed = (Read::Whole, LockMode::CommittedRead);
+    let values =
+        read_strings_noting(ctx, tx, keys, committed, ExecType::Commit, &mut expired).await?;
     purge_expired(ctx, &expired).await;
     Ok(values.into_iter().map(bulk_or_nil).collect())
 }
@@ -512,7 +546,8 @@ async fn get<'c>(
 ) -> Result<Reply, Error> {
     let mut expired = Vec::new();
     let keys = &args[..1];
-    let values = read_strings_noting(ctx, tx, keys, mode.read, mode.last, &mut expired).await?;
+    let read = (Read::Whole, mode.read);
+    let values = read_strings_noting(ctx, tx, keys, read, mode.last, &mut expired).await?;
     if mode.last == ExecType::Commit {
         purge_expired(ctx, &expired).await;
     }
@@ -526,7 +561,8 @@ async fn mget<'c>(
     args: &[Bytes],
 ) -> Result<Reply, Error> {
     let mut expired = Vec::new();
-    let values = read_strings_noting(ctx, tx, args, mode.read, mode.last, &mut expired).await?;
+    let read = (Read::Whole, mode.read);
+    let values = read_strings_noting(ctx, tx, args, read, mode.last, &mut expired).await?;
     if mode.last == ExecType::Commit {
         purge_expired(ctx, &expired).await;
     }
@@ -591,8 +627,8 @@ async fn set<'c>(
         // Whether the key is there (an expired key is not) decides; the row stays locked
         // until the write.
         let keys = &args[..1];
-        let found = read_strings(ctx, tx, keys, LockMode::Exclusive, ExecType::NoCommit).await?;
-        let found = only(found);
+        let locked = (Read::Row, LockMode::Exclusive);
+        let found = only(read_strings(ctx, tx, keys, locked, ExecType::NoCommit).await?);
         if found.live.is_some() == options.nx {
             tx.execute(mode.last).await?;
             return Ok(Reply::Nil);
@@ -650,7 +686,8 @@ async fn del<'c>(
     mode: Mode,
     args: &[Bytes],
 ) -> Result<Reply, Error> {
-    let found = read_strings(ctx, tx, args, LockMode::Exclusive, ExecType::NoCommit).await?;
+    let locked = (Read::Row, LockMode::Exclusive);
+    let found = read_strings(ctx, tx, args, locked, ExecType::NoCommit).await?;
     let mut deleted = 0;
     // A key given twice is deleted, and counted, once (as in Redis).
     let mut seen = std::collections::HashSet::new();
@@ -677,7 +714,7 @@ async fn exists<'c>(
     mode: Mode,
     args: &[Bytes],
 ) -> Result<Reply, Error> {
-    let found = read_strings(ctx, tx, args, mode.read, ExecType::NoCommit).await?;
+    let found = read_strings(ctx, tx, args, (Read::Row, mode.read), ExecType::NoCommit).await?;
     let mut count = 0;
     for (key, found) in args.iter().zip(&found) {
         if found.live.is_some() || !hash_rows(ctx, tx, key, mode.read).await?.is_empty() {
@@ -699,8 +736,8 @@ async fn incr_by<'c>(
         return Ok(not_integer());
     };
     let keys = std::slice::from_ref(key);
-    let found = read_strings(ctx, tx, keys, LockMode::Exclusive, ExecType::NoCommit).await?;
-    let found = only(found);
+    let locked = (Read::Whole, LockMode::Exclusive);
+    let found = only(read_strings(ctx, tx, keys, locked, ExecType::NoCommit).await?);
     let (old, expires_at) = match &found.live {
         None => (0, 0),
         Some((v, at)) => match parse_i64(v) {
@@ -724,8 +761,8 @@ async fn append<'c>(
     args: &[Bytes],
 ) -> Result<Reply, Error> {
     let keys = &args[..1];
-    let found = read_strings(ctx, tx, keys, LockMode::Exclusive, ExecType::NoCommit).await?;
-    let found = only(found);
+    let locked = (Read::Whole, LockMode::Exclusive);
+    let found = only(read_strings(ctx, tx, keys, locked, ExecType::NoCommit).await?);
     let (mut value, expires_at) = found.live.unwrap_or_default();
     value.extend_from_slice(&args[1]);
     let max = ctx.tables.value_bytes_max();
@@ -745,8 +782,9 @@ async fn strlen<'c>(
     mode: Mode,
     args: &[Bytes],
 ) -> Result<Reply, Error> {
-    let found = only(read_strings(ctx, tx, &args[..1], mode.read, mode.last).await?);
-    Ok(Reply::Int(found.live.map_or(0, |(v, _)| v.len() as i64)))
+    let read = (Read::Row, mode.read);
+    let found = only(read_strings(ctx, tx, &args[..1], read, mode.last).await?);
+    Ok(Reply::Int(found.len as i64))
 }
 
 async fn expire<'c>(
@@ -765,8 +803,8 @@ async fn expire<'c>(
         amount.saturating_mul(1000)
     };
     let keys = &args[..1];
-    let found = read_strings(ctx, tx, keys, LockMode::Exclusive, ExecType::NoCommit).await?;
-    let found = only(found);
+    let locked = (Read::Row, LockMode::Exclusive);
+    let found = only(read_strings(ctx, tx, keys, locked, ExecType::NoCommit).await?);
     if found.live.is_none() {
         tx.execute(mode.last).await?;
         return Ok(Reply::Int(0));
@@ -788,7 +826,8 @@ async fn ttl<'c>(
     millis: bool,
     args: &[Bytes],
 ) -> Result<Reply, Error> {
-    let found = only(read_strings(ctx, tx, &args[..1], mode.read, mode.last).await?);
+    let read = (Read::Row, mode.read);
+    let found = only(read_strings(ctx, tx, &args[..1], read, mode.last).await?);
     Ok(Reply::Int(match found.live {
         None => -2,
         Some((_, 0)) => -1,
@@ -810,8 +849,8 @@ async fn persist<'c>(
     args: &[Bytes],
 ) -> Result<Reply, Error> {
     let keys = &args[..1];
-    let found = read_strings(ctx, tx, keys, LockMode::Exclusive, ExecType::NoCommit).await?;
-    match only(found).live {
+    let locked = (Read::Row, LockMode::Exclusive);
+    match only(read_strings(ctx, tx, keys, locked, ExecType::NoCommit).await?).live {
         Some((_, at)) if at != 0 => {
             set_expiry(ctx.tables, tx, &args[0], 0)?;
             tx.execute(mode.last).await?;

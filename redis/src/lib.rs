@@ -61,7 +61,9 @@
 //! name (there is no WRONGTYPE check across the two tables), and TTLs apply to string keys
 //! only. A command that read a key missing and then inserts it (INCR, APPEND, SET NX) runs
 //! again, in a new transaction, should another client have inserted it meanwhile (630), up to
-//! three times; inside EXEC that aborts the transaction.
+//! three times; an EXEC likewise runs all its commands again (nothing of it was applied).
+//! Commands that need no value (DEL, EXISTS, EXPIRE, TTL, PERSIST, STRLEN, SET NX/XX) read
+//! the row alone, a rest's head and not its parts.
 //!
 //! # Limits
 //!

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
-use rndb_api::ExecType;
+use rndb_api::{Error, ExecType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -368,18 +368,27 @@ async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
 /// EXEC: every queued command in one rndb transaction, committed at the end. An NDB error
 /// aborts the transaction and discards every command's effect.
 async fn exec(ctx: Context<'_>, queued: Queued) -> Reply {
-    let mut tx = ctx.db.start_transaction();
-    let mut replies = Vec::with_capacity(queued.len());
-    for (name, args) in &queued {
-        match commands::run(ctx, &mut tx, Mode::IN_MULTI, name, args).await {
-            Ok(reply) => replies.push(reply),
+    let mut retries = 0;
+    loop {
+        match exec_once(ctx, &queued).await {
+            // A command lost a race to insert its key (as `commands::run_autocommit`): nothing
+            // of the transaction was applied, and it runs again, its replies computed afresh.
+            Err(e) if e.code() == Some(630) && retries < commands::RACE_RETRIES => retries += 1,
+            Ok(replies) => return Reply::Array(replies),
             Err(e) => return exec_abort(&e),
         }
     }
-    match tx.execute(ExecType::Commit).await {
-        Ok(()) => Reply::Array(replies),
-        Err(e) => exec_abort(&e),
+}
+
+/// The queued commands in one transaction, committed: their replies.
+async fn exec_once(ctx: Context<'_>, queued: &Queued) -> Result<Vec<Reply>, Error> {
+    let mut tx = ctx.db.start_transaction();
+    let mut replies = Vec::with_capacity(queued.len());
+    for (name, args) in queued {
+        replies.push(commands::run(ctx, &mut tx, Mode::IN_MULTI, name, args).await?);
     }
+    tx.execute(ExecType::Commit).await?;
+    Ok(replies)
 }
 
 fn exec_abort(e: &rndb_api::Error) -> Reply {

@@ -313,6 +313,109 @@ fn an_interpreted_write_writes_a_missing_row_or_one_meeting_its_condition() {
     );
 }
 
+/// An interpreted write on a table with a unique index keeps the index right: it moves the
+/// entry of a row it writes, leaves it when its condition fails, adds one for a row it
+/// inserts, and a collision fails it (893) on a missing row and an existing one alike.
+#[test]
+fn an_interpreted_write_keeps_a_unique_index() {
+    use rndb_api::{AbortOption, IndexDef};
+    let spec = ClusterSpec::new().data_nodes(2).replicas(2);
+    let cluster = TestCluster::start(spec).expect("start two data nodes");
+    let api = cluster.connect().expect("connect");
+    let def = TableDef::new(
+        "uniq",
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("u", ColumnType::Int64),
+            ColumnDef::nullable("maybe", ColumnType::Int32),
+        ],
+    );
+    let table = recreate_table(&api, &def).expect("create");
+    let index = api
+        .create_index(&table, &IndexDef::unique("uniq_u", &["u"]))
+        .expect("unique index");
+    let row = |id: u32, u: i64, maybe: Option<i32>| {
+        vec![
+            Value::UInt32(id),
+            Value::Int64(u),
+            maybe.map_or(Value::Null, Value::Int32),
+        ]
+    };
+    insert_committed(&api, &table, &[row(1, 10, None), row(2, 30, Some(3))]).expect("insert");
+    let mut code = InterpretedCode::new(&table);
+    (code.condition(Filter::IsNull(2)).expect("condition"))
+        .exit_nok(6001)
+        .expect("exit");
+    let write = |r: Vec<Value>| {
+        let mut tx = api.start_transaction()?;
+        tx.interpreted_write(&table, &r, &code)?;
+        tx.execute(ExecType::Commit)
+    };
+    let by_u = |u: i64| -> Option<Vec<Value>> {
+        let mut tx = api.start_transaction().expect("start");
+        let op = tx
+            .read_unique(&index, &[Value::Int64(u)], LockMode::Read)
+            .expect("define");
+        tx.execute_with(ExecType::Commit, AbortOption::IgnoreError)
+            .expect("execute");
+        tx.row(op).map(<[Value]>::to_vec)
+    };
+    write(row(1, 20, None)).expect("existing row meeting the condition");
+    assert_eq!(by_u(20), Some(row(1, 20, None)));
+    assert_eq!(by_u(10), None, "old entry gone");
+    assert_ndb_code(write(row(2, 40, None)), 6001, "condition fails");
+    assert_eq!(by_u(30), Some(row(2, 30, Some(3))));
+    assert_eq!(by_u(40), None);
+    assert_ndb_code(write(row(3, 20, None)), 893, "missing row colliding");
+    assert_eq!(by_u(20), Some(row(1, 20, None)));
+    write(row(4, 50, None)).expect("missing row");
+    assert_eq!(by_u(50), Some(row(4, 50, None)));
+    // Existing row whose new unique value collides.
+    assert_ndb_code(write(row(4, 20, None)), 893, "existing row colliding");
+    assert_eq!(by_u(50), Some(row(4, 50, None)));
+    // IgnoreError: a failed conditional write in a transaction that commits others.
+    let mut tx = api.start_transaction().expect("start");
+    let failed = tx
+        .interpreted_write(&table, &row(2, 60, None), &code)
+        .expect("define");
+    let ok = tx
+        .interpreted_write(&table, &row(5, 60, None), &code)
+        .expect("define");
+    tx.execute_with(ExecType::Commit, AbortOption::IgnoreError)
+        .expect("commit");
+    assert_eq!(tx.op_error(failed).map(|e| e.code), Some(6001));
+    assert!(tx.op_error(ok).is_none());
+    assert_eq!(by_u(60), Some(row(5, 60, None)));
+    assert_eq!(by_u(30), Some(row(2, 30, Some(3))));
+    // The same key twice in one transaction: the first write's row is what the second sees.
+    let mut tx = api.start_transaction().expect("start");
+    tx.interpreted_write(&table, &row(6, 70, Some(1)), &code)
+        .expect("define");
+    let second = tx
+        .interpreted_write(&table, &row(6, 71, None), &code)
+        .expect("define");
+    tx.execute_with(ExecType::Commit, AbortOption::IgnoreError)
+        .expect("commit");
+    assert_eq!(tx.op_error(second).map(|e| e.code), Some(6001));
+    assert_eq!(by_u(70), Some(row(6, 70, Some(1))));
+    assert_eq!(by_u(71), None);
+    // Both replicas alike.
+    for id in 1..=6 {
+        let replicas: Vec<Option<Vec<Value>>> = (0..2)
+            .map(|replica| {
+                let mut tx = api.start_transaction().expect("start");
+                let op = tx
+                    .read_from_replica(&table, &key(id), replica)
+                    .expect("define");
+                tx.execute_with(ExecType::Commit, AbortOption::IgnoreError)
+                    .expect("read");
+                tx.row(op).map(<[Value]>::to_vec)
+            })
+            .collect();
+        assert_eq!(replicas[0], replicas[1], "row {id}");
+    }
+}
+
 /// Data nodes in the increment test: one node group of two.
 const DATA_NODE_COUNT: u16 = 2;
 /// Counters, and the threads incrementing them.

@@ -713,8 +713,9 @@ fn values_past_the_row_are_stored_whole_and_leave_no_parts_behind() {
     assert_eq!(row[4], Value::Null, "value_rest");
 }
 
-/// Clients racing to INCR a key none of them found each count: an insert that lost the race
-/// (630) runs the command again.
+/// Clients racing to INCR a key none of them found each count, on their own and inside
+/// MULTI, and racing long SETs inside MULTI all succeed: an insert that lost the race (630)
+/// runs the command, or the EXEC, again.
 #[test]
 fn increments_racing_to_create_a_key_all_count() {
     let cluster = TestCluster::start(ClusterSpec::new().data_nodes(2).replicas(2))
@@ -729,6 +730,14 @@ fn increments_racing_to_create_a_key_all_count() {
                 let mut connection = redis::Client::open(url)?.get_connection()?;
                 for key in 0..KEYS {
                     let _: i64 = connection.incr(format!("race{key}"), 1)?;
+                    let (_,): (i64,) = redis::pipe()
+                        .atomic()
+                        .incr(format!("multi{key}"), 1)
+                        .query(&mut connection)?;
+                    let _: () = redis::pipe()
+                        .atomic()
+                        .set(format!("long{key}"), long_value(30_000, key as u8))
+                        .query(&mut connection)?;
                 }
                 Ok::<(), redis::RedisError>(())
             })
@@ -742,6 +751,10 @@ fn increments_racing_to_create_a_key_all_count() {
     for key in 0..KEYS {
         let count: usize = client.get(format!("race{key}")).expect("get");
         assert_eq!(count, CLIENTS, "race{key}");
+        let count: usize = client.get(format!("multi{key}")).expect("get");
+        assert_eq!(count, CLIENTS, "multi{key}");
+        let long: Vec<u8> = client.get(format!("long{key}")).expect("get");
+        assert!(long == long_value(30_000, key as u8), "long{key}");
     }
 }
 

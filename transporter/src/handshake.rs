@@ -75,7 +75,9 @@ use crate::{NodeId, TransportError, TransporterKind};
 /// which an API node of version 12 would refuse as malformed. (The backup steps' new
 /// `snapshotstart` and `snapshot <gci>` words ride the management server's report replies,
 /// which this number does not cover: an older data node ignores such a step.)
-pub const PROTOCOL_VERSION: u32 = 13;
+/// 14: a TCKEYREQ or LQHKEYREQ may carry a Write with a condition-only program (an
+/// interpreted write), which a node of version 13 would refuse (4116).
+pub const PROTOCOL_VERSION: u32 = 14;
 /// The first four bytes of a HELLO payload.
 pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";
 /// Signal number of HELLO.
