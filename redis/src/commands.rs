@@ -16,8 +16,8 @@ use rndb_api::{
 
 use crate::resp::Reply;
 use crate::store::{
-    bytes_value, value_columns, value_of, Tables, FIELD_BYTES_MAX, HASH_FIELD, HASH_VALUE,
-    HASH_VALUE_BYTES_MAX, KEY_BYTES_MAX, STRING_EXPIRES_AT, STRING_REST, STRING_VALUE,
+    bytes_value, value_of, Store, Tables, FIELD_BYTES_MAX, HASH_FIELD, KEY_BYTES_MAX, REST,
+    STRING_EXPIRES_AT, STRING_VALUE,
 };
 
 /// What a command runs against.
@@ -139,7 +139,7 @@ pub fn check_args(tables: &Tables, name: &str, args: &[Bytes]) -> Option<Reply> 
         )));
     }
     let value_limit = |bytes: usize, max: usize| (bytes > max).then(|| too_large(bytes, max));
-    let value_max = tables.value_bytes_max();
+    let value_max = tables.strings.value_bytes_max();
     match name {
         "SET" | "APPEND" => value_limit(args[1].len(), value_max),
         "SETEX" | "PSETEX" => value_limit(args[2].len(), value_max),
@@ -152,7 +152,7 @@ pub fn check_args(tables: &Tables, name: &str, args: &[Bytes]) -> Option<Reply> 
                     "ERR field longer than {FIELD_BYTES_MAX} bytes"
                 )));
             }
-            value_limit(p[1].len(), HASH_VALUE_BYTES_MAX)
+            value_limit(p[1].len(), tables.hashes.value_bytes_max())
         }),
         _ => None,
     }
@@ -199,7 +199,7 @@ impl Found {
         let Some(row) = row else {
             return Found::default();
         };
-        let rest = match row.get(STRING_REST) {
+        let rest = match row.get(REST) {
             Some(Value::Varbinary(rest)) => Some(rest),
             _ => None,
         };
@@ -237,9 +237,16 @@ fn key_of(key: &[u8]) -> [Value; 1] {
     [bytes_value(key)]
 }
 
-fn hash_row(key: &[u8], field: &[u8], value: &[u8]) -> [Value; 4] {
-    let [head, rest] = value_columns(value);
-    [bytes_value(key), bytes_value(field), head, rest]
+/// The row of string `key`.
+fn string_row(tables: &Tables, key: &[u8], value: &[u8], expires_at: i64) -> Vec<Value> {
+    let expiry = Some(Value::Int64(expires_at));
+    tables.strings.row(vec![bytes_value(key)], value, expiry)
+}
+
+/// The row of field `field` of hash `key`.
+fn hash_row(tables: &Tables, key: &[u8], field: &[u8], value: &[u8]) -> Vec<Value> {
+    let pk = vec![bytes_value(key), bytes_value(field)];
+    tables.hashes.row(pk, value, None)
 }
 
 /// The exit code of a blind write (`put_strings`) that met a value with a rest.
@@ -248,53 +255,52 @@ const HAS_REST: u16 = 6100;
 /// The condition of a blind write of `strings` (`put_strings`): the row has no rest
 /// (`HAS_REST` otherwise).
 pub fn no_rest_condition(tables: &Tables) -> Result<InterpretedCode, Error> {
-    let mut code = InterpretedCode::new(&tables.strings_raw);
-    if tables.has_rest {
-        (code.condition(Filter::IsNull(STRING_REST as u16))?).exit_nok(HAS_REST)?;
+    let strings = &tables.strings;
+    let mut code = InterpretedCode::new(&strings.raw);
+    if strings.has_rest {
+        (code.condition(Filter::IsNull(REST as u16))?).exit_nok(HAS_REST)?;
     }
     Ok(code)
 }
 
-/// Defines the write of string `key` in `tx`, whose read under an exclusive lock found its row
-/// as `row` (`Found::row`). A row with no rest, written with a value that needs none, is one
-/// plain operation; a missing row is inserted (630 should another transaction insert it
-/// meanwhile: the command then runs again, `run_autocommit`); the others are written as a
-/// BLOB is, reading the old rest's head first.
+/// Defines the write of `row` (with a value of `len` bytes) of `store` in `tx`, whose read
+/// under an exclusive lock found it as `found` (`None`: missing, else whether it has a rest).
+/// A row with no rest, written with a value that needs none, is one plain operation; a
+/// missing row is inserted (630 should another transaction insert it meanwhile: the command
+/// then runs again, `run_autocommit`); the others are written as a BLOB is, reading the old
+/// rest's head first.
 fn define_put(
-    tables: &Tables,
+    store: &Store,
     tx: &mut TokioTransaction<'_>,
-    key: &[u8],
-    value: &[u8],
-    expires_at: i64,
-    row: Option<bool>,
+    row: &[Value],
+    len: usize,
+    found: Option<bool>,
 ) -> Result<(), Error> {
-    let new = tables.string_row(key, value, expires_at);
-    let short = value.len() <= tables.inline_bytes;
-    let table = if short && row != Some(true) {
-        &tables.strings_raw
+    let table = if len <= store.inline_bytes && found != Some(true) {
+        &store.raw
     } else {
-        &tables.strings
+        &store.cooked
     };
-    match row {
-        None => tx.insert(table, &new)?,
-        Some(_) => tx.write(table, &new)?,
+    match found {
+        None => tx.insert(table, row)?,
+        Some(_) => tx.write(table, row)?,
     };
     Ok(())
 }
 
-/// Defines the delete of string `key` in `tx`, whose read under an exclusive lock found its
-/// row as `row`: nothing when there is none (a row inserted since by another transaction is
-/// as if inserted after this one), its parts too when it has a rest.
+/// Defines the delete of the row of `store` with primary key `pk` in `tx`, whose read under
+/// an exclusive lock found it as `found`: nothing when there is none (a row inserted since by
+/// another transaction is as if inserted after this one), its parts too when it has a rest.
 fn define_delete(
-    tables: &Tables,
+    store: &Store,
     tx: &mut TokioTransaction<'_>,
-    key: &[u8],
-    row: Option<bool>,
+    pk: &[Value],
+    found: Option<bool>,
 ) -> Result<(), Error> {
-    match row {
+    match found {
         None => {}
-        Some(false) => _ = tx.delete(&tables.strings_raw, &key_of(key))?,
-        Some(true) => _ = tx.delete(&tables.strings, &key_of(key))?,
+        Some(false) => _ = tx.delete(&store.raw, pk)?,
+        Some(true) => _ = tx.delete(&store.cooked, pk)?,
     }
     Ok(())
 }
@@ -307,7 +313,7 @@ fn set_expiry(
     expires_at: i64,
 ) -> Result<(), Error> {
     let set = [(STRING_EXPIRES_AT, Value::Int64(expires_at))];
-    tx.update(&tables.strings_raw, &key_of(key), &set)?;
+    tx.update(&tables.strings.raw, &key_of(key), &set)?;
     Ok(())
 }
 
@@ -325,16 +331,16 @@ async fn put_strings<'c>(
     mode: Mode,
     pairs: &[(&[u8], &[u8], i64)],
 ) -> Result<(), Error> {
-    let tables = ctx.tables;
+    let (tables, strings) = (ctx.tables, &ctx.tables.strings);
     let mut blind = Vec::new();
     for &(key, value, expires_at) in pairs {
-        let row = tables.string_row(key, value, expires_at);
-        if value.len() > tables.inline_bytes {
-            tx.write(&tables.strings, &row)?;
-        } else if !tables.has_rest {
-            tx.write(&tables.strings_raw, &row)?;
+        let row = string_row(tables, key, value, expires_at);
+        if value.len() > strings.inline_bytes {
+            tx.write(&strings.cooked, &row)?;
+        } else if !strings.has_rest {
+            tx.write(&strings.raw, &row)?;
         } else {
-            let write = tx.interpreted_write(&tables.strings_raw, &row, ctx.no_rest)?;
+            let write = tx.interpreted_write(&strings.raw, &row, ctx.no_rest)?;
             blind.push((write, row));
         }
     }
@@ -344,7 +350,8 @@ async fn put_strings<'c>(
             Err(Error::Ndb(e)) if has_rest(&e) => {
                 let mut again = ctx.db.start_transaction();
                 for &(key, value, expires_at) in pairs {
-                    again.write(&tables.strings, &tables.string_row(key, value, expires_at))?;
+                    let row = string_row(tables, key, value, expires_at);
+                    again.write(&strings.cooked, &row)?;
                 }
                 again.execute(ExecType::Commit).await
             }
@@ -364,7 +371,7 @@ async fn put_strings<'c>(
         return Ok(());
     }
     for row in &later {
-        tx.write(&tables.strings, row)?;
+        tx.write(&strings.cooked, row)?;
     }
     tx.execute(mode.last).await
 }
@@ -460,8 +467,8 @@ async fn read_strings_noting<'c>(
     expired: &mut Vec<Bytes>,
 ) -> Result<Vec<Found>, Error> {
     let table = match read {
-        Read::Whole => &ctx.tables.strings,
-        Read::Row => &ctx.tables.strings_raw,
+        Read::Whole => &ctx.tables.strings.cooked,
+        Read::Row => &ctx.tables.strings.raw,
     };
     let mut ops = Vec::with_capacity(keys.len());
     for key in keys {
@@ -507,7 +514,7 @@ async fn purge_expired(ctx: Context<'_>, expired: &[Bytes]) {
                 }],
             ) = read.as_deref()
             {
-                define_delete(ctx.tables, &mut tx, key, *row)?;
+                define_delete(&ctx.tables.strings, &mut tx, &key_of(key), *row)?;
             }
             tx.execute_with(ExecType::Commit, AbortOption::IgnoreError)
                 .await
@@ -633,7 +640,8 @@ async fn set<'c>(
             tx.execute(mode.last).await?;
             return Ok(Reply::Nil);
         }
-        define_put(ctx.tables, tx, key, value, options.expires_at, found.row)?;
+        let row = string_row(ctx.tables, key, value, options.expires_at);
+        define_put(&ctx.tables.strings, tx, &row, value.len(), found.row)?;
         tx.execute(mode.last).await?;
         return Ok(Reply::Simple("OK"));
     }
@@ -700,9 +708,10 @@ async fn del<'c>(
             deleted += 1;
         }
         for row in fields {
-            tx.delete(&ctx.tables.hashes, &row[..2])?;
+            let found = Some(Store::has_rest(&row));
+            define_delete(&ctx.tables.hashes, tx, &row[..2], found)?;
         }
-        define_delete(ctx.tables, tx, key, found.row)?;
+        define_delete(&ctx.tables.strings, tx, &key_of(key), found.row)?;
     }
     tx.execute_with(mode.last, AbortOption::IgnoreError).await?;
     Ok(Reply::Int(deleted))
@@ -749,7 +758,8 @@ async fn incr_by<'c>(
         return Ok(Reply::error("ERR increment or decrement would overflow"));
     };
     let value = new.to_string().into_bytes();
-    define_put(ctx.tables, tx, key, &value, expires_at, found.row)?;
+    let row = string_row(ctx.tables, key, &value, expires_at);
+    define_put(&ctx.tables.strings, tx, &row, value.len(), found.row)?;
     tx.execute(mode.last).await?;
     Ok(Reply::Int(new))
 }
@@ -765,13 +775,14 @@ async fn append<'c>(
     let found = only(read_strings(ctx, tx, keys, locked, ExecType::NoCommit).await?);
     let (mut value, expires_at) = found.live.unwrap_or_default();
     value.extend_from_slice(&args[1]);
-    let max = ctx.tables.value_bytes_max();
+    let max = ctx.tables.strings.value_bytes_max();
     if value.len() > max {
         tx.execute(mode.last).await?;
         return Ok(too_large(value.len(), max));
     }
     let len = value.len() as i64;
-    define_put(ctx.tables, tx, &args[0], &value, expires_at, found.row)?;
+    let row = string_row(ctx.tables, &args[0], &value, expires_at);
+    define_put(&ctx.tables.strings, tx, &row, value.len(), found.row)?;
     tx.execute(mode.last).await?;
     Ok(Reply::Int(len))
 }
@@ -811,7 +822,7 @@ async fn expire<'c>(
     }
     if ms <= 0 {
         // An expiry in the past deletes the key, as in Redis.
-        define_delete(ctx.tables, tx, &args[0], found.row)?;
+        define_delete(&ctx.tables.strings, tx, &key_of(&args[0]), found.row)?;
     } else {
         set_expiry(ctx.tables, tx, &args[0], now_ms().saturating_add(ms))?;
     }
@@ -863,26 +874,46 @@ async fn persist<'c>(
     }
 }
 
+/// A field of a hash a command read: its value (read `Read::Row`, only its bytes in the row),
+/// and, when it is there, whether its value has a rest.
+#[derive(Debug, Default)]
+struct FieldFound {
+    value: Option<Vec<u8>>,
+    row: Option<bool>,
+}
+
 /// Reads `fields` of hash `key` in one execute (`exec`) with `lock`.
 async fn read_fields<'c>(
     ctx: Context<'c>,
     tx: &mut TokioTransaction<'c>,
     key: &[u8],
     fields: &[Bytes],
-    lock: LockMode,
+    (read, lock): (Read, LockMode),
     exec: ExecType,
-) -> Result<Vec<Option<Vec<u8>>>, Error> {
+) -> Result<Vec<FieldFound>, Error> {
+    let hashes = &ctx.tables.hashes;
+    let table = match read {
+        Read::Whole => &hashes.cooked,
+        Read::Row => &hashes.raw,
+    };
     let mut ops = Vec::with_capacity(fields.len());
     for field in fields {
         let pk = [bytes_value(key), bytes_value(field)];
-        ops.push(tx.read(&ctx.tables.hashes, &pk, lock)?);
+        ops.push(tx.read(table, &pk, lock)?);
     }
     tx.execute_with(exec, AbortOption::IgnoreError).await?;
     ops.into_iter()
-        .map(|op| match tx.op_error(op) {
-            Some(e) if e.code == 626 => Ok(None),
-            Some(e) => Err(Error::Ndb(e.clone())),
-            None => Ok(tx.row(op).and_then(|row| value_of(row, HASH_VALUE))),
+        .map(|op| match (tx.op_error(op), tx.row(op)) {
+            (Some(e), _) if e.code == 626 => Ok(FieldFound::default()),
+            (Some(e), _) => Err(Error::Ndb(e.clone())),
+            (None, None) => Ok(FieldFound::default()),
+            (None, Some(row)) => Ok(FieldFound {
+                value: match read {
+                    Read::Whole => hashes.value_of(row),
+                    Read::Row => value_of(row, hashes.value),
+                },
+                row: Some(Store::has_rest(row)),
+            }),
         })
         .collect()
 }
@@ -894,10 +925,11 @@ async fn hmget<'c>(
     args: &[Bytes],
     single: bool,
 ) -> Result<Reply, Error> {
-    let values = read_fields(ctx, tx, &args[0], &args[1..], mode.read, mode.last).await?;
+    let read = (Read::Whole, mode.read);
+    let values = read_fields(ctx, tx, &args[0], &args[1..], read, mode.last).await?;
     let mut replies: Vec<Reply> = values
         .into_iter()
-        .map(|v| v.map_or(Reply::Nil, Reply::bulk))
+        .map(|f| f.value.map_or(Reply::Nil, Reply::bulk))
         .collect();
     if single {
         return Ok(replies.pop().unwrap_or(Reply::Nil));
@@ -913,21 +945,18 @@ async fn hset<'c>(
 ) -> Result<Reply, Error> {
     let (key, pairs) = (&args[0], &args[1..]);
     let fields: Vec<Bytes> = pairs.chunks(2).map(|p| p[0].clone()).collect();
-    let existing = read_fields(
-        ctx,
-        tx,
-        key,
-        &fields,
-        LockMode::Exclusive,
-        ExecType::NoCommit,
-    )
-    .await?;
+    let locked = (Read::Row, LockMode::Exclusive);
+    let existing = read_fields(ctx, tx, key, &fields, locked, ExecType::NoCommit).await?;
     let mut added = 0;
-    for (pair, old) in pairs.chunks(2).zip(&existing) {
-        if old.is_none() {
+    // A field given twice takes its last value, as in Redis: only that one is written.
+    let mut seen = std::collections::HashSet::new();
+    let last_first = pairs.chunks(2).zip(&existing).rev();
+    for (pair, old) in last_first.filter(|(pair, _)| seen.insert(&pair[0])) {
+        if old.row.is_none() {
             added += 1;
         }
-        tx.write(&ctx.tables.hashes, &hash_row(key, &pair[0], &pair[1]))?;
+        let row = hash_row(ctx.tables, key, &pair[0], &pair[1]);
+        define_put(&ctx.tables.hashes, tx, &row, pair[1].len(), old.row)?;
     }
     tx.execute(mode.last).await?;
     Ok(Reply::Int(added))
@@ -941,10 +970,11 @@ async fn hgetall<'c>(
 ) -> Result<Reply, Error> {
     let rows = hash_rows(ctx, tx, &args[0], mode.read).await?;
     tx.execute(mode.last).await?;
+    let hashes = &ctx.tables.hashes;
     let pairs = rows
         .into_iter()
         .filter_map(|mut row| {
-            let value = value_of(&row, HASH_VALUE)?;
+            let value = hashes.value_of(&row)?;
             match std::mem::replace(&mut row[HASH_FIELD], Value::Null) {
                 Value::Varbinary(field) => Some((Reply::bulk(field), Reply::bulk(value))),
                 _ => None,
@@ -960,20 +990,20 @@ async fn hdel<'c>(
     mode: Mode,
     args: &[Bytes],
 ) -> Result<Reply, Error> {
-    let mut ops = Vec::new();
-    for field in &args[1..] {
-        let pk = [bytes_value(&args[0]), bytes_value(field)];
-        ops.push(tx.delete(&ctx.tables.hashes, &pk)?);
-    }
-    tx.execute_with(mode.last, AbortOption::IgnoreError).await?;
+    let (key, fields) = (&args[0], &args[1..]);
+    let locked = (Read::Row, LockMode::Exclusive);
+    let found = read_fields(ctx, tx, key, fields, locked, ExecType::NoCommit).await?;
     let mut deleted = 0;
-    for op in ops {
-        match tx.op_error(op) {
-            None => deleted += 1,
-            Some(e) if e.code == 626 => {}
-            Some(e) => return Err(Error::Ndb(e.clone())),
+    // A field given twice is deleted, and counted, once.
+    let mut seen = std::collections::HashSet::new();
+    for (field, found) in fields.iter().zip(found) {
+        if found.row.is_some() && seen.insert(field) {
+            deleted += 1;
+            let pk = [bytes_value(key), bytes_value(field)];
+            define_delete(&ctx.tables.hashes, tx, &pk, found.row)?;
         }
     }
+    tx.execute(mode.last).await?;
     Ok(Reply::Int(deleted))
 }
 
@@ -987,18 +1017,10 @@ async fn hincrby<'c>(
         return Ok(not_integer());
     };
     let fields = std::slice::from_ref(&args[1]);
-    let current = read_fields(
-        ctx,
-        tx,
-        &args[0],
-        fields,
-        LockMode::Exclusive,
-        ExecType::NoCommit,
-    )
-    .await?
-    .pop()
-    .flatten();
-    let old = match current {
+    let locked = (Read::Whole, LockMode::Exclusive);
+    let found = read_fields(ctx, tx, &args[0], fields, locked, ExecType::NoCommit).await?;
+    let found = found.into_iter().next().unwrap_or_default();
+    let old = match found.value {
         None => 0,
         Some(v) => match parse_i64(&v) {
             Some(n) => n,
@@ -1008,8 +1030,9 @@ async fn hincrby<'c>(
     let Some(new) = old.checked_add(by) else {
         return Ok(Reply::error("ERR increment or decrement would overflow"));
     };
-    let row = hash_row(&args[0], &args[1], new.to_string().as_bytes());
-    tx.write(&ctx.tables.hashes, &row)?;
+    let value = new.to_string().into_bytes();
+    let row = hash_row(ctx.tables, &args[0], &args[1], &value);
+    define_put(&ctx.tables.hashes, tx, &row, value.len(), found.row)?;
     tx.execute(mode.last).await?;
     Ok(Reply::Int(new))
 }

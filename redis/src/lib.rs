@@ -40,7 +40,8 @@
 //!   key            Varbinary(1024)  PK      the hash's key
 //!   field          Varbinary(1024)  PK      the field
 //!   value          Varbinary(8000)          the field value's first 8000 bytes
-//!   value_more     Varbinary(3900)          the rest of it
+//!   value_more     Varbinary(3671)          the next ones, to 11 671 bytes (what a row holds)
+//!   value_rest     LONGBLOB NULL            the rest of a longer value; NULL when it has none
 //! redis_hashes_key  ordered index on redis_hashes(key): HGETALL, DEL and EXISTS read a hash
 //!                   as one range of it
 //! ```
@@ -50,9 +51,10 @@
 //! (`Transaction::interpreted_write`). A longer value's rest is a BLOB (its parts in the parts table of
 //! `value_rest`, `NDB$BLOB_<id>_4`): written after its old head is read, as NDB writes one,
 //! and read whole; every command that replaces or deletes it deletes the parts the new value
-//! does not have. A `redis_strings` of four columns (made by a gateway before `value_rest`) is
-//! served as it is, its values limited to 12 800 bytes; another layout stops the gateway
-//! with an error naming the table.
+//! does not have. Hash values likewise, past 11 671 bytes. A `redis_strings` or `redis_hashes`
+//! of four columns (made by a gateway before `value_rest`) is served as it is, its values
+//! limited to 12 800 (11 900) bytes; another layout stops the gateway with an error naming
+//! the table.
 //!
 //! Integers (INCR, HINCRBY) are stored as their decimal text, as Redis stores them. A key whose
 //! `expires_at_ms` has passed is treated as missing by every command (GET, EXISTS, TTL, …); a
@@ -62,13 +64,14 @@
 //! only. A command that read a key missing and then inserts it (INCR, APPEND, SET NX) runs
 //! again, in a new transaction, should another client have inserted it meanwhile (630), up to
 //! three times; an EXEC likewise runs all its commands again (nothing of it was applied).
-//! Commands that need no value (DEL, EXISTS, EXPIRE, TTL, PERSIST, STRLEN, SET NX/XX) read
-//! the row alone, a rest's head and not its parts.
+//! Commands that need no value read the row alone, a rest's head and not its parts: DEL,
+//! EXISTS, EXPIRE, TTL, PERSIST, STRLEN and SET NX/XX a string's, HSET and HDEL a field's
+//! (HDEL reads its fields first: two round trips). DEL and EXISTS scan a hash's fields whole.
 //!
 //! # Limits
 //!
-//! A string value is at most 1 MiB (a request's longest bulk string), a hash value at most
-//! 11 900 bytes (its row), a key at most 1024 bytes; past them a command is refused with an
+//! A string or hash value is at most 1 MiB (a request's longest bulk string), a key or field
+//! at most 1024 bytes; past them a command is refused with an
 //! `ERR` reply naming the limit. A request's arguments are at most 65 536; a request breaking
 //! those limits, or the protocol, is answered with `ERR Protocol error` and its connection
 //! closed, as Redis does. An NDB error becomes `ERR NDB error <code>: <message>`; inside EXEC

@@ -12,32 +12,36 @@ use rndb_protocol::NdbError;
 pub const KEY_BYTES_MAX: usize = 1024;
 /// The most bytes one Varbinary column holds: longer values continue in a second column.
 pub const COLUMN_BYTES_MAX: usize = 8000;
-/// The size of `redis_strings.value_more`: what a row has room for past its key, `value`, its
-/// expiry and `value_rest`'s head (a row takes 2 bytes, a Varbinary its bytes and 3, an Int64
-/// 9, a BLOB's head 3, its length and 256 bytes: rndb's row encoding).
-const VALUE_MORE_BYTES: usize = ROW_BYTES_MAX
-    - 2
-    - (3 + KEY_BYTES_MAX)
-    - (3 + COLUMN_BYTES_MAX)
-    - 3
-    - 9
-    - (3 + LENGTH_BYTES + INLINE_BYTES);
-/// The longest string value kept in a row's own columns (`value`, `value_more`): a GET of it
-/// is one round trip; a longer one continues in `value_rest`, a LONGBLOB.
-pub const VALUE_INLINE_BYTES_MAX: usize = COLUMN_BYTES_MAX + VALUE_MORE_BYTES;
-/// The longest string value: a request's longest bulk string.
-pub const VALUE_BYTES_MAX: usize = crate::resp::BULK_BYTES_MAX;
 /// The longest hash field.
 pub const FIELD_BYTES_MAX: usize = 1024;
-/// The longest hash value: what a row of `redis_hashes` has room for.
-pub const HASH_VALUE_BYTES_MAX: usize = 11_900;
+/// Bytes a row takes for a LONGBLOB's head: the value's tag and length, its length, 256 bytes.
+const REST_HEAD_BYTES: usize = 3 + LENGTH_BYTES + INLINE_BYTES;
+/// The size of `redis_strings.value_more`: what a row has room for past its key, `value`, its
+/// expiry and `value_rest`'s head (a row takes 2 bytes, a Varbinary its bytes and 3, an Int64
+/// 9: rndb's row encoding).
+const STRING_MORE_BYTES: usize =
+    ROW_BYTES_MAX - 2 - (3 + KEY_BYTES_MAX) - (3 + COLUMN_BYTES_MAX) - 3 - 9 - REST_HEAD_BYTES;
+/// The size of `redis_hashes.value_more`: what a row has room for past its key, field,
+/// `value` and `value_rest`'s head.
+const HASH_MORE_BYTES: usize = ROW_BYTES_MAX
+    - 2
+    - (3 + KEY_BYTES_MAX)
+    - (3 + FIELD_BYTES_MAX)
+    - (3 + COLUMN_BYTES_MAX)
+    - 3
+    - REST_HEAD_BYTES;
+/// The longest string value kept in a row's own columns (`value`, `value_more`): a GET of it
+/// is one round trip; a longer one continues in `value_rest`, a LONGBLOB.
+pub const VALUE_INLINE_BYTES_MAX: usize = COLUMN_BYTES_MAX + STRING_MORE_BYTES;
+/// The longest hash value kept in a row's own columns.
+pub const HASH_VALUE_INLINE_BYTES_MAX: usize = COLUMN_BYTES_MAX + HASH_MORE_BYTES;
+/// The longest string or hash value: a request's longest bulk string.
+pub const VALUE_BYTES_MAX: usize = crate::resp::BULK_BYTES_MAX;
 
 const _: () = assert!(
-    2 + (3 + KEY_BYTES_MAX) + (3 + FIELD_BYTES_MAX) + (6 + HASH_VALUE_BYTES_MAX) <= ROW_BYTES_MAX
-);
-const _: () = assert!(
     KEY_BYTES_MAX <= COLUMN_BYTES_MAX
-        && VALUE_MORE_BYTES <= COLUMN_BYTES_MAX
+        && STRING_MORE_BYTES <= COLUMN_BYTES_MAX
+        && HASH_MORE_BYTES <= COLUMN_BYTES_MAX
         && VALUE_INLINE_BYTES_MAX < VALUE_BYTES_MAX
 );
 
@@ -48,25 +52,135 @@ pub const HASHES_BY_KEY: &str = "redis_hashes_key";
 /// Columns of `redis_strings`.
 pub const STRING_VALUE: usize = 1;
 pub const STRING_EXPIRES_AT: usize = 3;
-pub const STRING_REST: usize = 4;
 /// Columns of `redis_hashes`.
 pub const HASH_FIELD: usize = 1;
 pub const HASH_VALUE: usize = 2;
+/// `value_rest`, in both tables.
+pub const REST: usize = 4;
+
+/// One of the gateway's tables, whose values go in `value` and `value_more`, and past them in
+/// `value_rest` (a LONGBLOB) when the table has it.
+#[derive(Debug)]
+pub struct Store {
+    /// The table, whose `value_rest` reads and writes whole values (a BLOB).
+    pub cooked: Table,
+    /// The table as the data node holds it (`Table::raw`): plain operations on the row alone,
+    /// for values without a rest.
+    pub raw: Table,
+    /// The table has `value_rest`. One made by a gateway before it did has not: its values are
+    /// at most `inline_bytes`.
+    pub has_rest: bool,
+    /// The bytes a row holds in `value` and `value_more`.
+    pub inline_bytes: usize,
+    /// The column of `value` (`value_more` follows it).
+    pub value: usize,
+}
+
+impl Store {
+    /// The longest value the table takes.
+    pub fn value_bytes_max(&self) -> usize {
+        if self.has_rest {
+            VALUE_BYTES_MAX
+        } else {
+            self.inline_bytes
+        }
+    }
+
+    /// A row: `before` (the key columns), `value` over `value`, `value_more` and (in a table
+    /// with it) `value_rest` (NULL when it has no rest), with `between` (the expiry of a
+    /// string) before the rest.
+    pub fn row(&self, before: Vec<Value>, value: &[u8], between: Option<Value>) -> Vec<Value> {
+        let first = value.len().min(COLUMN_BYTES_MAX);
+        let inline = value.len().min(self.inline_bytes);
+        let mut row = before;
+        row.push(Value::Varbinary(value[..first].to_vec()));
+        row.push(Value::Varbinary(value[first..inline].to_vec()));
+        row.extend(between);
+        if self.has_rest {
+            row.push(match &value[inline..] {
+                [] => Value::Null,
+                rest => Value::Varbinary(rest.to_vec()),
+            });
+        }
+        row
+    }
+
+    /// The value a row read through `cooked` holds, whole.
+    pub fn value_of(&self, row: &[Value]) -> Option<Vec<u8>> {
+        let mut value = value_of(row, self.value)?;
+        if let Some(Value::Varbinary(rest)) = row.get(REST) {
+            value.extend_from_slice(rest);
+        }
+        Some(value)
+    }
+
+    /// Whether a row, read through either handle, has a rest (parts to delete when it is
+    /// written or deleted).
+    pub fn has_rest(row: &[Value]) -> bool {
+        matches!(row.get(REST), Some(Value::Varbinary(_)))
+    }
+
+    /// Its definition's table, checked: whether it has `value_rest`, and the bytes its row
+    /// holds; an error naming the table when its layout is neither `wanted` nor `wanted`
+    /// without `value_rest` (a gateway's before it), `value_more` of any size.
+    fn open(cooked: Table, wanted: &TableDef, value: usize) -> Result<Store, Error> {
+        let columns = &cooked.def().columns;
+        let more = value + 1;
+        let same = |i: usize| {
+            let (found, wanted) = (&columns[i], &wanted.columns[i]);
+            let types = match (found.column_type, wanted.column_type) {
+                (ColumnType::Varbinary(_), ColumnType::Varbinary(_)) if i == more => true,
+                (found, wanted) => found == wanted,
+            };
+            types
+                && found.name == wanted.name
+                && found.nullable == wanted.nullable
+                && found.primary_key == wanted.primary_key
+        };
+        let inline = match columns.get(more).map(|c| c.column_type) {
+            Some(ColumnType::Varbinary(more)) => COLUMN_BYTES_MAX + usize::from(more),
+            _ => 0,
+        };
+        let count = wanted.columns.len();
+        let has_rest = columns.len() == count;
+        if inline == 0 || !(count - 1..=count).contains(&columns.len()) {
+            return Err(unknown_layout(&wanted.name));
+        }
+        if !(0..columns.len()).all(same) {
+            return Err(unknown_layout(&wanted.name));
+        }
+        if !has_rest {
+            tracing::warn!(
+                "table {} has no value_rest column (made by an older rndb-redis): its values \
+                 are limited to {inline} bytes",
+                wanted.name
+            );
+        }
+        Ok(Store {
+            raw: cooked.raw(),
+            cooked,
+            has_rest,
+            inline_bytes: inline,
+            value,
+        })
+    }
+}
+
+fn unknown_layout(table: &str) -> Error {
+    Error::Ndb(NdbError::with_detail(
+        721,
+        format!(
+            "table {table} has a layout this gateway does not know: drop it, or serve its keys \
+             with the gateway that made it"
+        ),
+    ))
+}
 
 /// The gateway's tables.
 #[derive(Debug)]
 pub struct Tables {
-    /// `redis_strings`, whose `value_rest` reads and writes whole values (a BLOB).
-    pub strings: Table,
-    /// `redis_strings` as the data node holds it (`Table::raw`): plain operations on the row
-    /// alone, for values without a rest (`commands::put_strings`).
-    pub strings_raw: Table,
-    /// The table has `value_rest`. One made by a gateway before it did has not: its values
-    /// are at most `inline_bytes`.
-    pub has_rest: bool,
-    /// The bytes a row holds in `value` and `value_more`.
-    pub inline_bytes: usize,
-    pub hashes: Table,
+    pub strings: Store,
+    pub hashes: Store,
     /// Ordered index on `redis_hashes.key`: a hash's fields are one range of it.
     pub hashes_by_key: Index,
 }
@@ -77,7 +191,10 @@ fn strings_def() -> TableDef {
         vec![
             ColumnDef::key("key", ColumnType::Varbinary(KEY_BYTES_MAX as u16)),
             ColumnDef::new("value", ColumnType::Varbinary(COLUMN_BYTES_MAX as u16)),
-            ColumnDef::new("value_more", ColumnType::Varbinary(VALUE_MORE_BYTES as u16)),
+            ColumnDef::new(
+                "value_more",
+                ColumnType::Varbinary(STRING_MORE_BYTES as u16),
+            ),
             ColumnDef::new("expires_at_ms", ColumnType::Int64),
             ColumnDef::nullable("value_rest", ColumnType::Blob(BlobSize::Long)),
         ],
@@ -91,48 +208,10 @@ fn hashes_def() -> TableDef {
             ColumnDef::key("key", ColumnType::Varbinary(KEY_BYTES_MAX as u16)),
             ColumnDef::key("field", ColumnType::Varbinary(FIELD_BYTES_MAX as u16)),
             ColumnDef::new("value", ColumnType::Varbinary(COLUMN_BYTES_MAX as u16)),
-            ColumnDef::new(
-                "value_more",
-                ColumnType::Varbinary((HASH_VALUE_BYTES_MAX - COLUMN_BYTES_MAX) as u16),
-            ),
+            ColumnDef::new("value_more", ColumnType::Varbinary(HASH_MORE_BYTES as u16)),
+            ColumnDef::nullable("value_rest", ColumnType::Blob(BlobSize::Long)),
         ],
     )
-}
-
-/// Whether `strings` has `value_rest`, and the bytes its `value` and `value_more` hold; an
-/// error naming the table when its layout is neither this gateway's nor the one before
-/// (which had no `value_rest`).
-fn strings_layout(strings: &Table) -> Result<(bool, usize), Error> {
-    let wanted = strings_def();
-    let columns = &strings.def().columns;
-    // Every column as this gateway makes it, but `value_more`, whose size only may differ
-    // (4 800 before `value_rest`).
-    let same = |i: usize| {
-        let (found, wanted) = (&columns[i], &wanted.columns[i]);
-        let types = match (found.column_type, wanted.column_type) {
-            (ColumnType::Varbinary(_), ColumnType::Varbinary(_)) if i == 2 => true,
-            (found, wanted) => found == wanted,
-        };
-        types
-            && found.name == wanted.name
-            && found.nullable == wanted.nullable
-            && found.primary_key == wanted.primary_key
-    };
-    let inline = match columns.get(2).map(|c| c.column_type) {
-        Some(ColumnType::Varbinary(more)) => COLUMN_BYTES_MAX + usize::from(more),
-        _ => 0,
-    };
-    let has_rest = columns.len() == 5;
-    if inline == 0 || !(4..=5).contains(&columns.len()) || !(0..columns.len()).all(same) {
-        return Err(Error::Ndb(NdbError::with_detail(
-            721,
-            format!(
-                "table {STRINGS} has a layout this gateway does not know: drop it, or serve \
-                 its keys with the gateway that made it"
-            ),
-        )));
-    }
-    Ok((has_rest, inline))
 }
 
 impl Tables {
@@ -152,19 +231,9 @@ impl Tables {
             }
             Err(e) => return Err(e),
         };
-        let (has_rest, inline_bytes) = strings_layout(&strings)?;
-        if !has_rest {
-            tracing::warn!(
-                "table {STRINGS} has no value_rest column (made by an older rndb-redis): \
-                 string values are limited to {inline_bytes} bytes"
-            );
-        }
         Ok(Tables {
-            strings_raw: strings.raw(),
-            strings,
-            has_rest,
-            inline_bytes,
-            hashes,
+            strings: Store::open(strings, &strings_def(), STRING_VALUE)?,
+            hashes: Store::open(hashes, &hashes_def(), HASH_VALUE)?,
             hashes_by_key,
         })
     }
@@ -185,48 +254,7 @@ pub fn bytes_value(bytes: &[u8]) -> Value {
     Value::Varbinary(bytes.to_vec())
 }
 
-impl Tables {
-    /// The longest string value this gateway stores.
-    pub fn value_bytes_max(&self) -> usize {
-        if self.has_rest {
-            VALUE_BYTES_MAX
-        } else {
-            self.inline_bytes
-        }
-    }
-
-    /// The row of string `key`: `value`'s first bytes, the next ones, the expiry (0: none), and
-    /// in a table with `value_rest` the rest (NULL when there is none).
-    pub fn string_row(&self, key: &[u8], value: &[u8], expires_at: i64) -> Vec<Value> {
-        let first = value.len().min(COLUMN_BYTES_MAX);
-        let inline = value.len().min(self.inline_bytes);
-        let mut row = vec![
-            bytes_value(key),
-            Value::Varbinary(value[..first].to_vec()),
-            Value::Varbinary(value[first..inline].to_vec()),
-            Value::Int64(expires_at),
-        ];
-        if self.has_rest {
-            row.push(match &value[inline..] {
-                [] => Value::Null,
-                rest => Value::Varbinary(rest.to_vec()),
-            });
-        }
-        row
-    }
-}
-
-/// A value as the two columns it is stored in: its first [`COLUMN_BYTES_MAX`] bytes, and the
-/// rest (often empty).
-pub fn value_columns(value: &[u8]) -> [Value; 2] {
-    let split = value.len().min(COLUMN_BYTES_MAX);
-    [
-        Value::Varbinary(value[..split].to_vec()),
-        Value::Varbinary(value[split..].to_vec()),
-    ]
-}
-
-/// The value stored in `row[first]` and `row[first + 1]`.
+/// The bytes stored in `row[first]` and `row[first + 1]`.
 pub fn value_of(row: &[Value], first: usize) -> Option<Vec<u8>> {
     match (row.get(first)?, row.get(first + 1)?) {
         (Value::Varbinary(head), Value::Varbinary(rest)) => {
@@ -243,11 +271,14 @@ pub fn value_of(row: &[Value], first: usize) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
-    /// `redis_strings` fills a row exactly, and a long value goes whole through its columns.
+    /// Each table fills a row exactly.
     #[test]
-    fn a_strings_row_is_as_long_as_a_row_may_be() {
-        assert_eq!(strings_def().row_bytes_max(), ROW_BYTES_MAX);
-        assert!(strings_def().validate().is_ok());
-        assert!(hashes_def().validate().is_ok());
+    fn a_row_of_each_table_is_as_long_as_a_row_may_be() {
+        for def in [strings_def(), hashes_def()] {
+            assert_eq!(def.row_bytes_max(), ROW_BYTES_MAX, "{}", def.name);
+            assert!(def.validate().is_ok(), "{}", def.name);
+        }
+        assert_eq!(VALUE_INLINE_BYTES_MAX, 12_689);
+        assert_eq!(HASH_VALUE_INLINE_BYTES_MAX, 11_671);
     }
 }

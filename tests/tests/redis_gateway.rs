@@ -575,8 +575,13 @@ fn bad_protocol_input_gets_errors_and_others_are_served() {
 
 /// The rows of `redis_strings.value_rest`'s parts table, as (key, part number).
 fn rest_parts(api: &rndb_api::Cluster) -> Vec<(Vec<u8>, u32)> {
-    let strings = api.get_table("redis_strings").expect("the strings table");
-    let (_, parts) = strings
+    parts_of(api, "redis_strings")
+}
+
+/// The rows of `table.value_rest`'s parts table, as (primary key's bytes, part number).
+fn parts_of(api: &rndb_api::Cluster, table: &str) -> Vec<(Vec<u8>, u32)> {
+    let keyed = api.get_table(table).expect("the table");
+    let (_, parts) = keyed
         .blob_parts_tables()
         .into_iter()
         .next()
@@ -586,9 +591,19 @@ fn rest_parts(api: &rndb_api::Cluster) -> Vec<(Vec<u8>, u32)> {
         .scan_table(&parts, &rndb_api::ScanOptions::default())
         .expect("scan");
     let mut found: Vec<(Vec<u8>, u32)> = scan
-        .map(|row| match &row.expect("a parts row")[..] {
-            [Value::Varbinary(key), Value::UInt32(part), ..] => (key.clone(), *part),
-            other => panic!("a parts row {other:?}"),
+        .map(|row| {
+            // The row's key columns (a string's key; a hash's key and field), the part
+            // number, the part.
+            let row = row.expect("a parts row");
+            let mut key = Vec::new();
+            for value in &row {
+                match value {
+                    Value::Varbinary(bytes) => key.extend_from_slice(bytes),
+                    Value::UInt32(part) => return (key, *part),
+                    _ => break,
+                }
+            }
+            panic!("a parts row of {} values with no part number", row.len())
         })
         .collect();
     found.sort();
@@ -713,6 +728,68 @@ fn values_past_the_row_are_stored_whole_and_leave_no_parts_behind() {
     assert_eq!(row[4], Value::Null, "value_rest");
 }
 
+/// Hash values from empty to 1 MiB go whole through every hash command, and their rests'
+/// parts follow them (a shorter value, HDEL and DEL leave none behind).
+#[test]
+fn hash_values_past_the_row_are_stored_whole_and_leave_no_parts_behind() {
+    let cluster = TestCluster::start(ClusterSpec::new().data_nodes(2).replicas(2))
+        .expect("start the cluster");
+    let gateway = Gateway::start(&cluster);
+    let mut client = client(&gateway);
+    let api = cluster.connect().expect("connect");
+    let inline = 11_671;
+    let lengths = [0, 100, inline, inline + 1, 100_000, 1024 * 1024];
+    let values: Vec<(String, Vec<u8>)> = (lengths.iter().enumerate())
+        .map(|(i, &len)| (format!("f{len}"), long_value(len, i as u8)))
+        .collect();
+    let _: () = client.hset_multiple("h", &values).unwrap();
+    for (field, value) in &values {
+        let got: Vec<u8> = client.hget("h", field).expect("hget");
+        assert!(&got == value, "{field} read back as {} bytes", got.len());
+    }
+    let all: std::collections::HashMap<String, Vec<u8>> = client.hgetall("h").unwrap();
+    assert_eq!(all.len(), values.len());
+    assert!(values.iter().all(|(f, v)| all.get(f) == Some(v)), "HGETALL");
+    let got: Vec<Option<Vec<u8>>> = redis::cmd("HMGET")
+        .arg("h")
+        .arg("f100000")
+        .arg("nope")
+        .query(&mut client)
+        .unwrap();
+    assert!(got == vec![Some(values[4].1.clone()), None], "HMGET");
+    assert!(client.hincr::<_, _, _, i64>("h", "f100000", 1).is_err());
+    // Each value past the row has parts of 8 000 bytes past its rest's 256-byte head.
+    let parts = |len: usize| (len - inline).saturating_sub(256).div_ceil(8_000);
+    let expected = parts(inline + 1) + parts(100_000) + parts(1024 * 1024);
+    assert_eq!(parts_of(&api, "redis_hashes").len(), expected);
+    // A short value over a long one, HDEL of a long one (and a missing one, and the same
+    // twice), DEL of the hash: no parts left.
+    assert_eq!(
+        client
+            .hset::<_, _, _, i64>("h", "f100000", "short")
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        client.hget::<_, _, String>("h", "f100000").unwrap(),
+        "short"
+    );
+    let deleted: i64 = redis::cmd("HDEL")
+        .arg("h")
+        .arg("f1048576")
+        .arg("nope")
+        .arg("f1048576")
+        .query(&mut client)
+        .unwrap();
+    assert_eq!(deleted, 1);
+    assert_eq!(parts_of(&api, "redis_hashes"), Vec::new());
+    let _: () = client.hset_multiple("h", &values[3..5]).unwrap();
+    assert_eq!(parts_of(&api, "redis_hashes").len(), parts(100_000));
+    assert_eq!(client.del::<_, i64>("h").unwrap(), 1);
+    assert_eq!(parts_of(&api, "redis_hashes"), Vec::new());
+    assert_eq!(client.hgetall::<_, Vec<String>>("h").unwrap().len(), 0);
+}
+
 /// Clients racing to INCR a key none of them found each count, on their own and inside
 /// MULTI, and racing long SETs inside MULTI all succeed: an insert that lost the race (630)
 /// runs the command, or the EXEC, again.
@@ -758,8 +835,9 @@ fn increments_racing_to_create_a_key_all_count() {
     }
 }
 
-/// A `redis_strings` made before `value_rest` (four columns) is served as it is, its values
-/// limited to what its row holds; a table of another layout is refused by name.
+/// A `redis_strings` and a `redis_hashes` made before `value_rest` (four columns) are served as
+/// they are, their values limited to what their rows hold; a table of another layout is
+/// refused by name.
 #[test]
 fn a_strings_table_without_a_rest_keeps_its_limit() {
     let cluster = TestCluster::start(ClusterSpec::new()).expect("start the cluster");
@@ -775,6 +853,17 @@ fn a_strings_table_without_a_rest_keeps_its_limit() {
         ],
     );
     api.create_table(&old).expect("create the old layout");
+    let old_hashes = rndb_api::TableDef::new(
+        "redis_hashes",
+        vec![
+            rndb_api::ColumnDef::key("key", varbinary(1024)),
+            rndb_api::ColumnDef::key("field", varbinary(1024)),
+            rndb_api::ColumnDef::new("value", varbinary(8000)),
+            rndb_api::ColumnDef::new("value_more", varbinary(3900)),
+        ],
+    );
+    api.create_table(&old_hashes)
+        .expect("create the old hashes layout");
     let gateway = Gateway::start(&cluster);
     let mut client = client(&gateway);
     let fits = long_value(12_800, 1);
@@ -786,6 +875,14 @@ fn a_strings_table_without_a_rest_keeps_its_limit() {
     let e = refused.expect_err("past the row");
     assert!(format!("{e}").contains("at most 12800 bytes"), "{e}");
     assert_eq!(client.get::<_, String>("k").unwrap(), "short");
+    let fits = long_value(11_900, 2);
+    assert_eq!(client.hset::<_, _, _, i64>("h", "f", &fits).unwrap(), 1);
+    assert!(client.hget::<_, _, Vec<u8>>("h", "f").unwrap() == fits);
+    let refused: redis::RedisResult<i64> = client.hset("h", "f", long_value(11_901, 2));
+    let e = refused.expect_err("past the row");
+    assert!(format!("{e}").contains("at most 11900 bytes"), "{e}");
+    assert_eq!(client.hincr::<_, _, _, i64>("h", "n", 5).unwrap(), 5);
+    assert_eq!(client.hdel::<_, _, i64>("h", "f").unwrap(), 1);
     drop(gateway);
 
     // Another layout: the gateway does not start, and says why.
