@@ -371,6 +371,16 @@ struct IndexInner {
 }
 
 impl Index {
+    /// This index with its table's raw handle ([`Table::raw`]): a scan through it returns
+    /// BLOB and TEXT columns as the data node holds them (heads), reading no parts.
+    pub fn raw(&self) -> Index {
+        Index(Arc::new(IndexInner {
+            info: self.0.info.clone(),
+            columns: self.0.columns.clone(),
+            table: self.0.table.raw(),
+        }))
+    }
+
     pub fn name(&self) -> &str {
         &self.0.info.name
     }

@@ -332,13 +332,13 @@ async fn put_strings<'c>(
     pairs: &[(&[u8], &[u8], i64)],
 ) -> Result<(), Error> {
     let (tables, strings) = (ctx.tables, &ctx.tables.strings);
-    let mut blind = Vec::new();
+    let (mut blind, mut plain) = (Vec::new(), Vec::new());
     for &(key, value, expires_at) in pairs {
         let row = string_row(tables, key, value, expires_at);
         if value.len() > strings.inline_bytes {
-            tx.write(&strings.cooked, &row)?;
+            plain.push(tx.write(&strings.cooked, &row)?);
         } else if !strings.has_rest {
-            tx.write(&strings.raw, &row)?;
+            plain.push(tx.write(&strings.raw, &row)?);
         } else {
             let write = tx.interpreted_write(&strings.raw, &row, ctx.no_rest)?;
             blind.push((write, row));
@@ -359,6 +359,10 @@ async fn put_strings<'c>(
         };
     }
     tx.execute_with(mode.last, AbortOption::IgnoreError).await?;
+    // Only the conditional writes may fail: any other failure fails the command (and EXEC).
+    if let Some(e) = plain.into_iter().find_map(|op| tx.op_error(op)) {
+        return Err(Error::Ndb(e.clone()));
+    }
     let mut later = Vec::new();
     for (write, row) in blind {
         match tx.op_error(write) {
@@ -668,19 +672,24 @@ async fn mset<'c>(
     Ok(Reply::Simple("OK"))
 }
 
-/// The fields of hash `key`, read through the index on `redis_hashes.key` with `lock`.
+/// The fields of hash `key`, read through the index on `redis_hashes.key` with `lock`: whole,
+/// or (`Read::Row`) with their rests' heads only.
 async fn hash_rows<'c>(
     ctx: Context<'c>,
     tx: &mut TokioTransaction<'c>,
     key: &[u8],
-    lock: LockMode,
+    (read, lock): (Read, LockMode),
 ) -> Result<Vec<Vec<Value>>, Error> {
     let options = ScanOptions {
         lock,
         ranges: vec![IndexRange::eq(vec![bytes_value(key)])],
         ..ScanOptions::default()
     };
-    let mut scan = tx.scan_index(&ctx.tables.hashes_by_key, &options).await?;
+    let index = match read {
+        Read::Whole => &ctx.tables.hashes_by_key,
+        Read::Row => &ctx.tables.hashes_by_key_raw,
+    };
+    let mut scan = tx.scan_index(index, &options).await?;
     let mut rows = Vec::new();
     while let Some(row) = scan.next_row().await {
         rows.push(row?);
@@ -703,7 +712,7 @@ async fn del<'c>(
         if !seen.insert(key) {
             continue;
         }
-        let fields = hash_rows(ctx, tx, key, LockMode::Exclusive).await?;
+        let fields = hash_rows(ctx, tx, key, (Read::Row, LockMode::Exclusive)).await?;
         if found.live.is_some() || !fields.is_empty() {
             deleted += 1;
         }
@@ -713,7 +722,8 @@ async fn del<'c>(
         }
         define_delete(&ctx.tables.strings, tx, &key_of(key), found.row)?;
     }
-    tx.execute_with(mode.last, AbortOption::IgnoreError).await?;
+    // Only rows found under an exclusive lock are deleted: any failure fails the command.
+    tx.execute(mode.last).await?;
     Ok(Reply::Int(deleted))
 }
 
@@ -726,7 +736,8 @@ async fn exists<'c>(
     let found = read_strings(ctx, tx, args, (Read::Row, mode.read), ExecType::NoCommit).await?;
     let mut count = 0;
     for (key, found) in args.iter().zip(&found) {
-        if found.live.is_some() || !hash_rows(ctx, tx, key, mode.read).await?.is_empty() {
+        let read = (Read::Row, mode.read);
+        if found.live.is_some() || !hash_rows(ctx, tx, key, read).await?.is_empty() {
             count += 1;
         }
     }
@@ -968,7 +979,7 @@ async fn hgetall<'c>(
     mode: Mode,
     args: &[Bytes],
 ) -> Result<Reply, Error> {
-    let rows = hash_rows(ctx, tx, &args[0], mode.read).await?;
+    let rows = hash_rows(ctx, tx, &args[0], (Read::Whole, mode.read)).await?;
     tx.execute(mode.last).await?;
     let hashes = &ctx.tables.hashes;
     let pairs = rows

@@ -66,7 +66,8 @@
 //! three times; an EXEC likewise runs all its commands again (nothing of it was applied).
 //! Commands that need no value read the row alone, a rest's head and not its parts: DEL,
 //! EXISTS, EXPIRE, TTL, PERSIST, STRLEN and SET NX/XX a string's, HSET and HDEL a field's
-//! (HDEL reads its fields first: two round trips). DEL and EXISTS scan a hash's fields whole.
+//! (HDEL reads its fields first: two round trips), DEL and EXISTS a hash's fields' (through
+//! the index's raw handle, `Index::raw`).
 //!
 //! # Limits
 //!

@@ -183,6 +183,8 @@ pub struct Tables {
     pub hashes: Store,
     /// Ordered index on `redis_hashes.key`: a hash's fields are one range of it.
     pub hashes_by_key: Index,
+    /// The same through `hashes.raw`: a hash's fields with rests' heads, no parts read.
+    pub hashes_by_key_raw: Index,
 }
 
 fn strings_def() -> TableDef {
@@ -234,6 +236,7 @@ impl Tables {
         Ok(Tables {
             strings: Store::open(strings, &strings_def(), STRING_VALUE)?,
             hashes: Store::open(hashes, &hashes_def(), HASH_VALUE)?,
+            hashes_by_key_raw: hashes_by_key.raw(),
             hashes_by_key,
         })
     }

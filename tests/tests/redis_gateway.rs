@@ -790,6 +790,34 @@ fn hash_values_past_the_row_are_stored_whole_and_leave_no_parts_behind() {
     assert_eq!(client.hgetall::<_, Vec<String>>("h").unwrap().len(), 0);
 }
 
+/// With DataMemory full, an EXEC whose MSET cannot write a new key aborts whole: the MSET's
+/// other key keeps its value (a failed write among the ignored failures of conditional writes
+/// was once let through, and the EXEC answered OK with the MSET half applied).
+#[test]
+fn an_exec_whose_write_fails_applies_nothing() {
+    let cluster = TestCluster::start(ClusterSpec::new()).expect("start the cluster");
+    let gateway = Gateway::start(&cluster);
+    let mut client = client(&gateway);
+    let filler = long_value(12_000, 1);
+    let mut filled = 0;
+    while client
+        .set::<_, _, ()>(format!("fill{filled}"), &filler)
+        .is_ok()
+    {
+        filled += 1;
+    }
+    assert!(filled > 0);
+    // Past the row by a few bytes: a rest within its head, no parts.
+    let new = long_value(12_800, 2);
+    let exec: redis::RedisResult<((),)> = redis::pipe()
+        .atomic()
+        .mset(&[("new".as_bytes(), &new[..]), (b"fill0", b"changed")])
+        .query(&mut client);
+    assert!(exec.is_err(), "{exec:?}");
+    assert_eq!(client.strlen::<_, usize>("new").unwrap(), 0);
+    assert!(client.get::<_, Vec<u8>>("fill0").unwrap() == filler);
+}
+
 /// Clients racing to INCR a key none of them found each count, on their own and inside
 /// MULTI, and racing long SETs inside MULTI all succeed: an insert that lost the race (630)
 /// runs the command, or the EXEC, again.
