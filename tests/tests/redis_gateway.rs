@@ -788,6 +788,18 @@ fn hash_values_past_the_row_are_stored_whole_and_leave_no_parts_behind() {
     assert_eq!(client.del::<_, i64>("h").unwrap(), 1);
     assert_eq!(parts_of(&api, "redis_hashes"), Vec::new());
     assert_eq!(client.hgetall::<_, Vec<String>>("h").unwrap().len(), 0);
+    // Inside MULTI: fields written, one long, then the hash deleted and counted.
+    let (_, _, exists, deleted): (i64, i64, i64, i64) = redis::pipe()
+        .atomic()
+        .hset("h", "long", &values[4].1)
+        .hset("h", "short", "s")
+        .exists("h")
+        .del("h")
+        .query(&mut client)
+        .unwrap();
+    assert_eq!((exists, deleted), (1, 1));
+    assert_eq!(parts_of(&api, "redis_hashes"), Vec::new());
+    assert_eq!(client.exists::<_, i64>("h").unwrap(), 0);
 }
 
 /// With DataMemory full, an EXEC whose MSET cannot write a new key aborts whole: the MSET's
