@@ -636,9 +636,13 @@ impl Connection {
         }
     }
 
-    /// Takes what the stream `request_id` collected, and has the calling thread unparked by
-    /// its next SUB_GCP_COMPLETE_REP, its end, or the link's failure.
-    pub fn take_stream(&self, request_id: u32) -> Result<StreamTake, Error> {
+    /// Takes what the stream `request_id` collected, and has the calling thread (or `task`,
+    /// when given) woken by its next SUB_GCP_COMPLETE_REP, its end, or the link's failure.
+    pub(crate) fn take_stream(
+        &self,
+        request_id: u32,
+        task: Option<&Waker>,
+    ) -> Result<StreamTake, Error> {
         let mut shared = self.shared();
         if let Some(error) = shared.lost(self.peer) {
             shared.replies.remove(&request_id);
@@ -657,6 +661,11 @@ impl Connection {
         };
         if take.ended {
             shared.replies.remove(&request_id);
+        } else if let Some(task) = task {
+            match &mut reply.task {
+                Some(waker) if waker.will_wake(task) => {}
+                slot => *slot = Some(task.clone()),
+            }
         } else {
             reply.waiter = Some(std::thread::current());
         }

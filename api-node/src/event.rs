@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use rndb_config::NodeId;
@@ -128,6 +129,9 @@ pub struct EventOperation<'c> {
     merging: Option<Box<Merging<'c>>>,
     /// The kinds of change handed out (a named event's, `crate::event_def`).
     reported: TableEvents,
+    /// The task an awaited look is for (the tokio interface's `poll_events`): each stream's
+    /// next completed epoch, its end or its link's failure wakes it, not the calling thread.
+    task: Option<Waker>,
 }
 
 /// What a merged operation adds (see `crate::event_merge`).
@@ -234,6 +238,7 @@ impl Cluster {
             pumped: Pumper::start(),
             merging: None,
             reported: TableEvents::ALL,
+            task: None,
         };
         let linked: Vec<Arc<Connection>> = self.linked().filter(|c| !c.is_failed()).collect();
         for connection in linked {
@@ -412,6 +417,16 @@ impl<'c> EventOperation<'c> {
         }
     }
 
+    /// One look at the streams for the task `task` (an awaited `poll_events`): as
+    /// `poll_events(Duration::ZERO)`, with the streams' next completed epochs waking `task`.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn look_for(&mut self, task: &Waker) -> Result<Option<u64>, Error> {
+        self.task = Some(task.clone());
+        let looked = self.poll_events(Duration::ZERO);
+        self.task = None;
+        looked
+    }
+
     /// The next event of the epochs [`EventOperation::poll_events`] completed (NDB's
     /// `Ndb::nextEvent`), in epoch order.
     pub fn next_event(&mut self) -> Option<EventData> {
@@ -453,7 +468,10 @@ impl<'c> EventOperation<'c> {
     fn merge_parts(&mut self, merging: &mut Merging<'c>) -> Result<(), Error> {
         let mut through = self.handed_through();
         for (_, parts) in &mut merging.parts {
-            parts.take_streams()?;
+            parts.task.clone_from(&self.task);
+            let took = parts.take_streams();
+            parts.task = None;
+            took?;
             parts.resubscribe();
             parts.deliver()?;
             if let Some(e) = parts.ended.as_ref().filter(|_| !parts.was_dropped()) {
@@ -584,7 +602,7 @@ impl<'c> EventOperation<'c> {
             // Reads what the link holds unless another thread is reading it (then that thread
             // files the stream's frames, and wakes this one on an epoch's report).
             let _ = stream.connection.pump();
-            match stream.connection.take_stream(stream.request_id) {
+            match (stream.connection).take_stream(stream.request_id, self.task.as_ref()) {
                 Ok(take) => {
                     let overflowed = take.overflowed;
                     let ended = take.ended;

@@ -47,9 +47,10 @@
 //!
 //! Event operations (`create_event_operation`, `create_event_operation_merged`,
 //! `create_event_operation_for` a named event) are made and
-//! polled as futures: [`TokioEventOperation::poll_events`] looks at the streams every 5 ms
-//! between timer sleeps (an epoch is 100 ms by default), the operation's pump thread keeping
-//! them flowing meanwhile; a look decodes all that came, at once. Dropping an operation (or
+//! polled as futures: [`TokioEventOperation::poll_events`] looks at the streams when one of
+//! them completes an epoch (its report wakes the task; an epoch is 100 ms by default), and at
+//! least every 50 ms, the operation's pump thread keeping them flowing meanwhile; a look
+//! decodes all that came, at once. Dropping an operation (or
 //! its creation's future) unsubscribes on the runtime's thread: a send each data node, which
 //! waits up to a second for a full send buffer, and the pump thread's join.
 //!
@@ -867,10 +868,11 @@ impl Drop for TokioScan<'_> {
     }
 }
 
-/// How often an awaited event operation looks at its streams: a few times an epoch (100 ms by
-/// default). The operation's pump thread (one for the table, one for each parts table of a
-/// merged one) keeps its streams flowing meanwhile.
-const EVENT_POLL_EVERY: Duration = Duration::from_millis(5);
+/// The longest an awaited event operation waits between looks at its streams when no epoch
+/// completes (a resubscription's delay, as the blocking poll's). The operation's pump thread
+/// (one for the table, one for each parts table of a merged one) reads the links no one else
+/// reads, and files each completed epoch, which wakes the task.
+const EVENT_LOOK_MAX: Duration = Duration::from_millis(50);
 
 impl<'c> TokioCluster<'c> {
     /// As [`Cluster::create_event_operation`], awaited: subscribed on every data node linked,
@@ -956,19 +958,25 @@ impl<'c> DerefMut for TokioEventOperation<'c> {
 
 impl TokioEventOperation<'_> {
     /// As [`EventOperation::poll_events`], awaited: the newest epoch whose events
-    /// `next_event` now hands out, or `None` after `timeout`. Looks every `EVENT_POLL_EVERY`
-    /// (5 ms), sleeping on the runtime's timer in between.
+    /// `next_event` now hands out, or `None` after `timeout`. Looks when a stream's epoch
+    /// completes (its report wakes the task), ends or its link fails, and at least every
+    /// `EVENT_LOOK_MAX` (a resubscription's time), sleeping on the runtime's timer.
     pub async fn poll_events(&mut self, timeout: Duration) -> Result<Option<u64>, Error> {
-        let deadline = Instant::now() + timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            if let Some(epoch) = self.op.poll_events(Duration::ZERO)? {
-                return Ok(Some(epoch));
+            let op = &mut self.op;
+            let looked = std::future::poll_fn(|cx| match op.look_for(cx.waker()) {
+                Ok(None) => Poll::Pending,
+                done => Poll::Ready(done),
+            });
+            let backstop = deadline.min(tokio::time::Instant::now() + EVENT_LOOK_MAX);
+            tokio::select! {
+                done = looked => return done,
+                () = tokio::time::sleep_until(backstop) => {}
             }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(None);
+            if tokio::time::Instant::now() >= deadline {
+                return self.op.poll_events(Duration::ZERO);
             }
-            tokio::time::sleep((deadline - now).min(EVENT_POLL_EVERY)).await;
         }
     }
 }

@@ -172,12 +172,13 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// How a command reads string rows.
+/// How a command reads rows of strings or hashes.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Read {
-    /// Values whole (a rest with its parts): GET, INCR, APPEND.
+    /// Values whole (a rest with its parts): GET, INCR, APPEND, HGET, HGETALL, HINCRBY.
     Whole,
-    /// The row alone (a rest's head): whether the key is there, its expiry, its length.
+    /// The row alone (a rest's head): whether the key or field is there, its expiry, its
+    /// length, whether it has a rest.
     Row,
 }
 
