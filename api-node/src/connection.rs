@@ -662,11 +662,13 @@ impl Connection {
         if take.ended {
             shared.replies.remove(&request_id);
         } else if let Some(task) = task {
+            reply.waiter = None;
             match &mut reply.task {
                 Some(waker) if waker.will_wake(task) => {}
                 slot => *slot = Some(task.clone()),
             }
         } else {
+            reply.task = None;
             reply.waiter = Some(std::thread::current());
         }
         Ok(take)
@@ -1703,9 +1705,11 @@ fn file_frame<'r>(
     let completes = completes_request(header.signal);
     if let Some(max) = reply.stream_max {
         // An event stream: its consumer may lag, which costs its own data, never the link.
-        reply.overflowed |= reply.frames.len() + payload.len() + 6 > max;
+        let overflows = !reply.overflowed && reply.frames.len() + payload.len() + 6 > max;
+        reply.overflowed |= overflows;
         if reply.overflowed && !completes {
-            return Ok(None);
+            // The subscriber is woken once, to find the overflow at its next look.
+            return Ok(overflows.then_some(reply));
         }
     } else if reply.frames.len() + payload.len() + 6 > REPLY_BYTES_MAX {
         return Err(format!(

@@ -381,6 +381,13 @@ impl<'c> EventOperation<'c> {
     /// epoch whose events [`EventOperation::next_event`] now hands out, or `None` when none
     /// completed in time.
     pub fn poll_events(&mut self, timeout: Duration) -> Result<Option<u64>, Error> {
+        // The calling thread is woken, whatever a look for a task left (`look_for`).
+        self.task = None;
+        self.poll_streams(timeout)
+    }
+
+    /// `poll_events`, waking `self.task` (when set) rather than the calling thread.
+    fn poll_streams(&mut self, timeout: Duration) -> Result<Option<u64>, Error> {
         let deadline = Instant::now() + timeout;
         loop {
             self.take_streams()?;
@@ -422,7 +429,7 @@ impl<'c> EventOperation<'c> {
     #[cfg(feature = "tokio")]
     pub(crate) fn look_for(&mut self, task: &Waker) -> Result<Option<u64>, Error> {
         self.task = Some(task.clone());
-        let looked = self.poll_events(Duration::ZERO);
+        let looked = self.poll_streams(Duration::ZERO);
         self.task = None;
         looked
     }

@@ -964,6 +964,11 @@ impl TokioEventOperation<'_> {
     pub async fn poll_events(&mut self, timeout: Duration) -> Result<Option<u64>, Error> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
+            if tokio::time::Instant::now() >= deadline {
+                // At the deadline (at once for a zero timeout), one last look, without the
+                // timer.
+                return self.op.poll_events(Duration::ZERO);
+            }
             let op = &mut self.op;
             let looked = std::future::poll_fn(|cx| match op.look_for(cx.waker()) {
                 Ok(None) => Poll::Pending,
@@ -973,9 +978,6 @@ impl TokioEventOperation<'_> {
             tokio::select! {
                 done = looked => return done,
                 () = tokio::time::sleep_until(backstop) => {}
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return self.op.poll_events(Duration::ZERO);
             }
         }
     }
