@@ -324,8 +324,8 @@ fn blob_misuse_is_refused() {
     assert_eq!(done.len(), 1);
     let code = done[0].result.as_ref().err().and_then(|e| e.code());
     assert_eq!(code, Some(4264), "an async read: {:?}", done[0].result);
-    // A write of a row with parts reads its old heads at its execute: not one the asynchronous
-    // executor makes (as NDB's blob handles, which the asynchronous API does not run).
+    // A write of a row with parts reads its old heads at its execute: round trips the
+    // asynchronous executor does not make.
     let mut tx = api.start_transaction().expect("start");
     tx.write(&table, &row(1, Some(5_000), "", None))
         .expect("define");
