@@ -681,9 +681,8 @@ impl<'c> Transaction<'c> {
 
     /// Writes a whole row (as [`Transaction::write`]) unless its key's row is there and does
     /// not meet `code`'s condition: then the program's exit code, and nothing changes. A
-    /// missing row is inserted (it has no values for a condition to test). An rndb extension
-    /// (NDB's writeTuple takes no program): a single round trip for "insert, or overwrite a
-    /// row that is still so". A program that changes columns is refused (4116), and so is a
+    /// missing row is inserted (it has no values for a condition to test). An rndb extension:
+    /// a single round trip for "insert, or overwrite a row that is still so". A program that changes columns is refused (4116), and so is a
     /// table handle with BLOB or TEXT columns (its heads would go without parts; use
     /// [`Table::raw`] to write heads as the data node holds them).
     pub fn interpreted_write(
