@@ -2057,7 +2057,7 @@ impl Transaction<'_> {
             &attrs,
         )?;
         let part_bytes: usize = (writes.iter().flat_map(|w| &w.rows))
-            .map(|row| PART_FRAME_BYTES + row.iter().map(Value::encoded_len).sum::<usize>())
+            .map(|row| PART_FRAME_BYTES + row.iter().map(Value::stored_bytes).sum::<usize>())
             .sum();
         if self.batch.size_bytes() + part_bytes < blob::PARTS_BATCH_BYTES {
             let define = self.define_parts_via::<Blocking>(None, op, &key, writes, &[], op_type);
@@ -2286,12 +2286,7 @@ impl Transaction<'_> {
         }
         Box::pin(self.execute_inner_via(trip, ExecType::NoCommit, AbortOption::IgnoreError))
             .await?;
-        let row_failed = self.op_error(row_op).filter(|_| !parts.is_empty());
-        let failed = row_failed.or_else(|| parts.iter().find_map(|&p| self.op_error(p)));
-        if let Some(e) = failed.cloned() {
-            self.roll_back_now();
-            return Err(Error::Ndb(e));
-        }
+        self.check_blob_write(row_op, &parts)?;
         if self.op_error(row_op).is_some() {
             self.rare_mut().deferred.push(row_op);
         }
@@ -2424,6 +2419,19 @@ impl Transaction<'_> {
         Ok(())
     }
 
+    /// A write of a row with parts that failed with parts (`parts`, answered), or one of whose
+    /// parts failed, rolls the transaction back, and that is the error (parts of a failed row
+    /// would be orphans; NDB defines part operations AbortOnError).
+    fn check_blob_write(&mut self, row_op: OpId, parts: &[OpId]) -> Result<(), Error> {
+        let row_failed = self.op_error(row_op).filter(|_| !parts.is_empty());
+        let failed = row_failed.or_else(|| parts.iter().find_map(|&p| self.op_error(p)));
+        if let Some(e) = failed.cloned() {
+            self.roll_back_now();
+            return Err(Error::Ndb(e));
+        }
+        Ok(())
+    }
+
     /// An execute IgnoreError of a batch with writes of parts: the batch (NoCommit), then,
     /// unless a row with parts or one of its parts failed (which rolls the transaction back
     /// and is the execute's error), `exec` with nothing more.
@@ -2436,12 +2444,7 @@ impl Transaction<'_> {
         trip.round_trip(self, ExecType::NoCommit, AbortOption::IgnoreError)
             .await?;
         for (op, parts) in &writes {
-            let row_failed = self.op_error(*op).filter(|_| !parts.is_empty());
-            let failed = row_failed.or_else(|| parts.iter().find_map(|&p| self.op_error(p)));
-            if let Some(e) = failed.cloned() {
-                self.roll_back_now();
-                return Err(Error::Ndb(e));
-            }
+            self.check_blob_write(*op, parts)?;
         }
         match exec {
             ExecType::NoCommit => Ok(()),

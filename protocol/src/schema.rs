@@ -1020,17 +1020,6 @@ impl Value {
         };
     }
 
-    /// The bytes [`Value::encode`] writes.
-    pub fn encoded_len(&self) -> usize {
-        match self {
-            Value::Null => 1,
-            Value::Int32(_) | Value::UInt32(_) => 5,
-            Value::Int64(_) | Value::UInt64(_) | Value::Float64(_) => 9,
-            Value::Varchar(s) => 3 + s.len(),
-            Value::Varbinary(b) => 3 + b.len(),
-        }
-    }
-
     /// Decodes one value of `column`: a value of another type, a longer one than the column
     /// allows, or NULL in a NOT NULL column is an error that says so.
     #[inline]
