@@ -15,8 +15,8 @@ use rndb_protocol::scan::{
 };
 use rndb_protocol::schema::ROW_BYTES_MAX;
 use rndb_protocol::signals::{
-    block, gsn, TcExecuteConf, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReqRef, TcKeyRow,
-    FLAG_DURABLE_COMMIT, FLAG_START_TRANSACTION, OP_INDEX_NONE, REPLICA_PRIMARY,
+    block, gsn, TcExecuteConf, TcExecuteRef, TcExecuteReq, TcKeyRef, TcKeyReqRef, TcKeyReqView,
+    TcKeyRow, FLAG_DURABLE_COMMIT, FLAG_START_TRANSACTION, OP_INDEX_NONE, REPLICA_PRIMARY,
 };
 use rndb_protocol::{AbortOption, ExecType, IndexKind, LockMode, NdbError, OperationType, Value};
 use rndb_transporter::{FrameHeader, TransportError};
@@ -109,7 +109,8 @@ struct Rare {
     /// The rows of tables with parts tables it locked exclusively (wrote, deleted, read
     /// Exclusive), sent or not, by table id and encoded key, with the key: a scan of such a
     /// table reads them whole in this transaction when it opens (`Transaction::own_rows`), as
-    /// another transaction would wait for those locks and would not see their changes.
+    /// another transaction would wait for those locks and would not see their changes. An
+    /// operation is noted here only when something may look (`Transaction::note_exclusive`).
     exclusive_rows: blob::SharedNoted,
     /// The rows of each table its last scan of it read whole (`Transaction::own_rows`): the
     /// next scan reads again only those noted since.
@@ -280,9 +281,10 @@ const ENCODED_FRAMES_INITIAL: usize = 4;
 #[derive(Debug, Default)]
 pub(crate) struct Encoded {
     bytes: Vec<u8>,
-    /// Each frame's header, payload range, and the index in the transaction's `Tables` of the
-    /// table whose row an operation's answer carries ([`NO_TABLE`] for the execute's frame).
-    frames: Vec<(FrameHeader, u32, u32, u32)>,
+    /// Each frame's header, payload range, the index in the transaction's `Tables` of the
+    /// table whose row an operation's answer carries ([`NO_TABLE`] for the execute's frame),
+    /// and whether its lock is yet to be noted (`Transaction::note_exclusive`).
+    frames: Vec<(FrameHeader, u32, u32, u32, bool)>,
 }
 
 impl Encoded {
@@ -301,14 +303,21 @@ impl Encoded {
         let start = self.bytes.len() as u32;
         encode(&mut self.bytes);
         self.frames
-            .push((header, start, self.bytes.len() as u32, table));
+            .push((header, start, self.bytes.len() as u32, table, false));
+    }
+
+    /// Marks the last frame's lock as yet to be noted (`Transaction::note_exclusive`).
+    fn mark_unnoted(&mut self) {
+        if let Some(frame) = self.frames.last_mut() {
+            frame.4 = true;
+        }
     }
 
     /// Every frame, in order.
     pub fn iter(&self) -> impl Iterator<Item = (FrameHeader, &[u8])> + Clone {
         self.frames
             .iter()
-            .map(|&(header, start, end, _)| (header, &self.bytes[start as usize..end as usize]))
+            .map(|&(header, start, end, ..)| (header, &self.bytes[start as usize..end as usize]))
     }
 
     /// Bytes the frames take, headers included (an estimate for sizing sends).
@@ -323,14 +332,14 @@ impl Encoded {
     /// The frames from `at` on, taken out and numbered again from 0 (each operation's index
     /// in its execute), to be sent by a later execute than the ones before them.
     fn split_off(&mut self, at: usize) -> Encoded {
-        let Some(&(_, base, _, _)) = self.frames.get(at) else {
+        let Some(&(_, base, ..)) = self.frames.get(at) else {
             return Encoded::default();
         };
         let mut rest = Encoded {
             bytes: self.bytes.split_off(base as usize),
             frames: self.frames.split_off(at),
         };
-        for (index, (_, start, end, _)) in rest.frames.iter_mut().enumerate() {
+        for (index, (_, start, end, ..)) in rest.frames.iter_mut().enumerate() {
             *start -= base;
             *end -= base;
             let payload = &mut rest.bytes[*start as usize..*end as usize];
@@ -915,20 +924,26 @@ impl<'c> Transaction<'c> {
         else {
             return;
         };
+        self.note_batch();
         blob::lock_noted(&self.rare_mut().exclusive_rows).note_table(id);
     }
 
     /// How many times this transaction locked rows of `table` it cannot name
     /// (`blob::Noted`): a scan takes it when it opens.
-    pub(crate) fn unnamed_locks(&self, table: &Table) -> u64 {
+    pub(crate) fn unnamed_locks(&mut self, table: &Table) -> u64 {
+        self.note_batch();
         (self.rare.as_ref()).map_or(0, |r| {
             blob::lock_noted(&r.exclusive_rows).table_count(table.id())
         })
     }
 
     /// This transaction locked `row` of `table` exclusively, or may have: by its key, or as
-    /// rows of the table it cannot name (`Rare::exclusive_rows`).
+    /// rows of the table it cannot name (`Rare::exclusive_rows`, once `note_batch` ran).
     fn owns(&self, table: &Table, row: &[Value]) -> bool {
+        debug_assert!(
+            self.batch.frames.iter().all(|f| !f.4),
+            "owns asked before note_batch"
+        );
         let Some(rare) = self.rare.as_ref() else {
             return false;
         };
@@ -939,7 +954,8 @@ impl<'c> Transaction<'c> {
     /// How a scan of `table` completes the rows this transaction locked exclusively (a
     /// committed read or a lock of another transaction would not see their changes, or would
     /// wait for them): see [`OwnScan`].
-    pub(crate) fn own_scan(&self, table: &Table) -> OwnScan {
+    pub(crate) fn own_scan(&mut self, table: &Table) -> OwnScan {
+        self.note_batch();
         let Some(rare) = self.rare.as_ref().filter(|_| table.has_parts()) else {
             return OwnScan::No;
         };
@@ -1015,6 +1031,7 @@ impl<'c> Transaction<'c> {
     /// The rows it locked exclusively on tables with parts tables (`Rare::exclusive_rows`),
     /// shared with its scans of those tables.
     pub(crate) fn noted(&mut self) -> blob::SharedNoted {
+        self.note_batch();
         Arc::clone(&self.rare_mut().exclusive_rows)
     }
 
@@ -1430,6 +1447,10 @@ impl<'c> Transaction<'c> {
         if let Err(e) = self.check_usable() {
             return Begun::Done(Err(e));
         }
+        if exec == ExecType::NoCommit {
+            // The transaction goes on: what its operations lock is noted for its scans.
+            self.note_batch();
+        }
         if self.state == State::Fresh && self.batch.len() == 0 {
             // Nothing was ever sent: there is nothing to commit or roll back on a data node.
             if exec != ExecType::NoCommit {
@@ -1476,7 +1497,7 @@ impl<'c> Transaction<'c> {
         // The last operation carries the execute (NDB's execute flag on TCKEYREQ), one frame
         // fewer; an execute without operations of its own is a TC_EXECUTE_REQ.
         match frames.frames.last_mut() {
-            Some((header, start, end, _))
+            Some((header, start, end, ..))
                 if matches!(header.signal, gsn::TCKEYREQ | gsn::TCINDXREQ)
                     && *end as usize == frames.bytes.len() =>
             {
@@ -1887,7 +1908,7 @@ impl<'c> Transaction<'c> {
             && target.table.locks_rows_of().is_some()
             && !target.part
         {
-            self.note_exclusive(target, key);
+            self.note_exclusive();
         }
         // Its result slot is made when the execute is sent, with the batch's others.
         Ok(OpId(self.batch_first() + op_index as usize))
@@ -1901,19 +1922,51 @@ impl<'c> Transaction<'c> {
         }
     }
 
-    /// Notes an operation that locks a row of a table with parts tables exclusively
-    /// (`Rare::exclusive_rows`): by its key through a handle of the
-    /// table; as rows it cannot name through a unique index or a parts table.
-    fn note_exclusive(&mut self, target: Target<'_>, key: &[Value]) {
-        let Some(table) = target.table.locks_rows_of() else {
-            return;
-        };
-        let by_key = target.signal == gsn::TCKEYREQ && table == target.table.id();
-        let rare = self.rare_mut();
-        if by_key {
-            blob::lock_noted(&rare.exclusive_rows).note(target.table, key);
-        } else {
-            blob::lock_noted(&rare.exclusive_rows).note_table(table);
+    /// Marks the operation just defined, which locks a row of a table with parts tables
+    /// exclusively, to be noted in `Rare::exclusive_rows` (`note_batch`). It is noted when its
+    /// execute leaves without committing, before anything looks at the note, or at once while
+    /// a scan shares the note: a transaction that commits in the execute that sends it (an
+    /// autocommitted write) makes neither the note nor `Rare`.
+    fn note_exclusive(&mut self) {
+        self.batch.mark_unnoted();
+        if (self.rare.as_ref()).is_some_and(|r| Arc::strong_count(&r.exclusive_rows) > 1) {
+            self.note_batch();
+        }
+    }
+
+    /// Notes in `Rare::exclusive_rows` the locks of the batch's operations marked by
+    /// `note_exclusive`: by its key an operation on a row through a handle of its table (the
+    /// key decoded from its frame); as rows it cannot name one through a unique index or a
+    /// parts table.
+    fn note_batch(&mut self) {
+        let Transaction {
+            batch,
+            tables,
+            rare,
+            ..
+        } = self;
+        for (header, start, end, table, unnoted) in batch.frames.iter_mut() {
+            if !std::mem::take(unnoted) {
+                continue;
+            }
+            let Some(table) = tables.get(*table, rare).cloned() else {
+                continue;
+            };
+            let Some(locked) = table.locks_rows_of() else {
+                continue;
+            };
+            let payload = &batch.bytes[*start as usize..*end as usize];
+            let key = (header.signal == gsn::TCKEYREQ && locked == table.id())
+                .then(|| frame_key(payload))
+                .flatten();
+            let mut noted = blob::lock_noted(&rare.get_or_insert_default().exclusive_rows);
+            match key {
+                Some(key) => noted.note(&table, &key),
+                // Its own frame cannot fail to decode; were it to, the scans that would
+                // take the row from the note read every row of the table in the
+                // transaction instead, which is slower, never wrong.
+                None => noted.note_table(locked),
+            }
         }
     }
 
@@ -2002,6 +2055,13 @@ type PartCounts = Vec<(usize, u64)>;
 const PART_FRAME_BYTES: usize = 64;
 
 /// The items of `items` that `later` picks, taken out, in order.
+/// The key of a TCKEYREQ frame's payload (`None` if it does not decode).
+fn frame_key(payload: &[u8]) -> Option<Vec<Value>> {
+    let view = TcKeyReqView::decode(payload).ok()?;
+    let mut reader = rndb_protocol::Reader::new(view.key, "key");
+    rndb_protocol::schema::decode_values(&mut reader, rndb_protocol::schema::COLUMNS_MAX).ok()
+}
+
 fn take_after<T>(items: &mut Vec<T>, later: impl Fn(&T) -> bool) -> Vec<T> {
     let (later, earlier): (Vec<T>, Vec<T>) = std::mem::take(items).into_iter().partition(later);
     *items = earlier;
@@ -2509,6 +2569,7 @@ impl Transaction<'_> {
         // Rows this transaction locked exclusively are completed in it (another transaction
         // would wait for its locks); the others by transactions of their own, whose shared
         // locks on the parts end with their commits, not this transaction's.
+        self.note_batch();
         let (again, mut again_apart): (Vec<_>, Vec<_>) =
             again.into_iter().partition(|(_, t, r)| self.owns(t, r));
         let (mut rows, mut rows_apart): (Vec<_>, Vec<_>) =
@@ -2864,6 +2925,29 @@ fn scan_locks_lost(connection: &Connection, why: &dyn std::fmt::Display) -> Erro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A lock noted after its operation was encoded (`Transaction::note_batch`) is noted by
+    /// the key the caller gave: the frame's key decodes to it.
+    #[test]
+    fn a_frame_gives_back_its_key() {
+        let key = [Value::UInt32(7), Value::Varbinary(b"ab".to_vec())];
+        let mut payload = Vec::new();
+        TcKeyReqRef {
+            flags: 0,
+            op_index: 3,
+            op_type: OperationType::Write,
+            lock_mode: LockMode::Exclusive,
+            table_id: 9,
+            table_version: 1,
+            replica: REPLICA_PRIMARY,
+            key: &key,
+            attrs: &[(2, Value::Varbinary(vec![5; 100]))],
+            program: None,
+        }
+        .encode(&mut payload);
+        assert_eq!(frame_key(&payload), Some(key.to_vec()));
+        assert_eq!(frame_key(&payload[..5]), None);
+    }
 
     /// The encoding buffers an execute gives back come back empty (and as large) for the
     /// thread's next execute.
