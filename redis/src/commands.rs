@@ -253,6 +253,12 @@ fn hash_row(tables: &Tables, key: &[u8], field: &[u8], value: &[u8]) -> Vec<Valu
 /// The exit code of a blind write (`put_strings`) that met a value with a rest.
 const HAS_REST: u16 = 6100;
 
+/// Bytes of keys and values a command that writes many rows (MSET, HSET) defines before it
+/// sends them (NoCommit) and goes on: one execute's batch must fit the link's send buffer
+/// (4021 past it; NDB's default SendBufferMemory is 2 MB), as the library sends a long
+/// value's parts 256 KiB at a time.
+const EXECUTE_BYTES: usize = 256 * 1024;
+
 /// The condition of a blind write of `strings` (`put_strings`): the row has no rest
 /// (`HAS_REST` otherwise).
 pub fn no_rest_condition(tables: &Tables) -> Result<InterpretedCode, Error> {
@@ -322,10 +328,10 @@ fn set_expiry(
 /// value the row holds whole is one plain operation: a write on condition that the row, if
 /// it is there, has no rest (`Transaction::interpreted_write`, else `HAS_REST`); a value that
 /// needs a rest is written as a BLOB is (the old rest's head read first). On its own (a
-/// commit), the whole command is one execute, AbortOnError: should a row have had a rest,
-/// it runs again in a transaction of its own, every value written as a BLOB. Inside MULTI
-/// the conditional writes' failures are ignored and those rows written as BLOBs next, in the
-/// same transaction.
+/// commit), the command's executes are AbortOnError (one, unless its rows pass
+/// `EXECUTE_BYTES`): should a row have had a rest, it runs again in a transaction of its own,
+/// every value written as a BLOB. Inside MULTI the conditional writes' failures are ignored
+/// and those rows written as BLOBs next, in the same transaction.
 async fn put_strings<'c>(
     ctx: Context<'c>,
     tx: &mut TokioTransaction<'c>,
@@ -334,7 +340,14 @@ async fn put_strings<'c>(
 ) -> Result<(), Error> {
     let (tables, strings) = (ctx.tables, &ctx.tables.strings);
     let (mut blind, mut plain) = (Vec::new(), Vec::new());
-    for &(key, value, expires_at) in pairs {
+    let commit = mode.last == ExecType::Commit;
+    let abort = if commit {
+        AbortOption::AbortOnError
+    } else {
+        AbortOption::IgnoreError
+    };
+    let (mut unsent, mut sent) = (0, Ok(()));
+    for (index, &(key, value, expires_at)) in pairs.iter().enumerate() {
         let row = string_row(tables, key, value, expires_at);
         if value.len() > strings.inline_bytes {
             plain.push(tx.write(&strings.cooked, &row)?);
@@ -344,10 +357,22 @@ async fn put_strings<'c>(
             let write = tx.interpreted_write(&strings.raw, &row, ctx.no_rest)?;
             blind.push((write, row));
         }
+        unsent += key.len() + value.len();
+        if unsent >= EXECUTE_BYTES && index + 1 < pairs.len() {
+            sent = tx.execute_with(ExecType::NoCommit, abort).await;
+            if sent.is_err() {
+                break;
+            }
+            unsent = 0;
+        }
     }
     let has_rest = |e: &rndb_api::NdbError| e.code == u32::from(HAS_REST);
-    if mode.last == ExecType::Commit {
-        return match tx.execute(ExecType::Commit).await {
+    if commit {
+        let done = match sent {
+            Ok(()) => tx.execute(ExecType::Commit).await,
+            Err(e) => Err(e),
+        };
+        return match done {
             Err(Error::Ndb(e)) if has_rest(&e) => {
                 let mut again = ctx.db.start_transaction();
                 for &(key, value, expires_at) in pairs {
@@ -359,6 +384,7 @@ async fn put_strings<'c>(
             done => done,
         };
     }
+    sent?;
     tx.execute_with(mode.last, AbortOption::IgnoreError).await?;
     // Only the conditional writes may fail: any other failure fails the command (and EXEC).
     if let Some(e) = plain.into_iter().find_map(|op| tx.op_error(op)) {
@@ -959,16 +985,21 @@ async fn hset<'c>(
     let fields: Vec<Bytes> = pairs.chunks(2).map(|p| p[0].clone()).collect();
     let locked = (Read::Row, LockMode::Exclusive);
     let existing = read_fields(ctx, tx, key, &fields, locked, ExecType::NoCommit).await?;
-    let mut added = 0;
+    let (mut added, mut unsent) = (0, 0);
     // A field given twice takes its last value, as in Redis: only that one is written.
     let mut seen = std::collections::HashSet::new();
     let last_first = pairs.chunks(2).zip(&existing).rev();
     for (pair, old) in last_first.filter(|(pair, _)| seen.insert(&pair[0])) {
+        if unsent >= EXECUTE_BYTES {
+            tx.execute(ExecType::NoCommit).await?;
+            unsent = 0;
+        }
         if old.row.is_none() {
             added += 1;
         }
         let row = hash_row(ctx.tables, key, &pair[0], &pair[1]);
         define_put(&ctx.tables.hashes, tx, &row, pair[1].len(), old.row)?;
+        unsent += pair[0].len() + pair[1].len();
     }
     tx.execute(mode.last).await?;
     Ok(Reply::Int(added))

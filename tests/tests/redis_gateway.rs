@@ -6,7 +6,8 @@
 //! on two replicas never deadlock, TTLs expire keys, values of any length up to a request's
 //! longest bulk string (1 MiB) are stored whole, in the row or past it in a LONGBLOB, with no
 //! parts left behind by any command, a table made before that column keeps its limit, INCRs
-//! racing to create a key all count, and garbage, huge lengths and unknown commands get
+//! racing to create a key all count, writes of more rows than one batch holds succeed, and
+//! garbage, huge lengths and unknown commands get
 //! errors while other clients are served.
 //! Over spinning shared memory the gateway keeps off the CPU its data node is bound to.
 
@@ -800,6 +801,62 @@ fn hash_values_past_the_row_are_stored_whole_and_leave_no_parts_behind() {
     assert_eq!((exists, deleted), (1, 1));
     assert_eq!(parts_of(&api, "redis_hashes"), Vec::new());
     assert_eq!(client.exists::<_, i64>("h").unwrap(), 0);
+}
+
+/// An MSET or HSET whose rows pass what one batch of the link's send buffer holds (200 values
+/// of 11 600 bytes: 2.3 MB) succeeds, alone and inside MULTI, and so does one that meets a
+/// value with a rest after its first batches were sent (it runs again as BLOB writes). Each
+/// once failed whole with 4021.
+#[test]
+fn writes_of_more_rows_than_one_batch_holds_succeed() {
+    let cluster = TestCluster::start(ClusterSpec::new()).expect("start the cluster");
+    let gateway = Gateway::start(&cluster);
+    let mut client = client(&gateway);
+    let api = cluster.connect().expect("connect");
+    let values: Vec<(String, Vec<u8>)> = (0..200)
+        .map(|i| (format!("k{i}"), long_value(11_600, i as u8)))
+        .collect();
+    let _: () = client.mset(&values).expect("MSET of 2.3 MB");
+    let keys: Vec<&String> = values.iter().map(|(k, _)| k).collect();
+    let got: Vec<Vec<u8>> = client.mget(&keys).unwrap();
+    assert!(got.iter().zip(&values).all(|(g, (_, v))| g == v));
+
+    // Key 150 has a rest: the MSET's first batches go before its conditional write fails.
+    let _: () = client.set("k150", long_value(100_000, 7)).unwrap();
+    assert!(!rest_parts(&api).is_empty());
+    let again: Vec<(String, Vec<u8>)> = (0..200)
+        .map(|i| (format!("k{i}"), long_value(11_600, i as u8 + 1)))
+        .collect();
+    let _: () = client.mset(&again).expect("MSET over a long value");
+    let got: Vec<Vec<u8>> = client.mget(&keys).unwrap();
+    assert!(got.iter().zip(&again).all(|(g, (_, v))| g == v));
+    assert_eq!(rest_parts(&api), Vec::new());
+
+    let fields: Vec<(String, Vec<u8>)> = (0..200)
+        .map(|i| (format!("f{i}"), long_value(11_600, i as u8)))
+        .collect();
+    let added: i64 = (redis::cmd("HSET").arg("h").arg(&fields))
+        .query(&mut client)
+        .expect("HSET of 2.3 MB");
+    assert_eq!(added, 200);
+    let all: std::collections::HashMap<String, Vec<u8>> = client.hgetall("h").unwrap();
+    assert_eq!(all.len(), 200);
+    assert!(fields.iter().all(|(f, v)| all.get(f) == Some(v)));
+
+    // Inside MULTI, both at once.
+    let (_, added): ((), i64) = redis::pipe()
+        .atomic()
+        .mset(&values)
+        .cmd("HSET")
+        .arg("h2")
+        .arg(&fields)
+        .query(&mut client)
+        .expect("EXEC of 4.6 MB");
+    assert_eq!(added, 200);
+    let got: Vec<Vec<u8>> = client.mget(&keys).unwrap();
+    assert!(got.iter().zip(&values).all(|(g, (_, v))| g == v));
+    let all: std::collections::HashMap<String, Vec<u8>> = client.hgetall("h2").unwrap();
+    assert_eq!(all.len(), 200);
 }
 
 /// With DataMemory full, an EXEC whose MSET cannot write a new key aborts whole: the MSET's
