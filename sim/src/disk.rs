@@ -21,7 +21,10 @@
 //!
 //! Requests run one at a time in request order ([`SimDisk::submit`], [`SimDisk::complete`]),
 //! each taking a drawn time: a request's effect happens when it completes, so a request still
-//! queued at a crash never happened.
+//! queued at a crash never happened. As in `ndbd`, whose NDBFS runs a backup's files (absolute
+//! paths) on a thread of their own, those wait in a queue of their own ([`DiskQueue::Backup`]),
+//! with service times of their own: a backup disk that is slower than the node's stretches a
+//! backup over several global checkpoints.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
@@ -41,6 +44,9 @@ pub struct DiskKnobs {
     pub op_ns: (u64, u64),
     /// Time a sync or a replace takes.
     pub sync_ns: (u64, u64),
+    /// The same two of a backup's files ([`DiskQueue::Backup`]).
+    pub backup_op_ns: (u64, u64),
+    pub backup_sync_ns: (u64, u64),
     /// Per-million chance that a write, replace or sync fails with ENOSPC, once armed.
     pub enospc_ppm: u64,
     /// Per-million chance that it fails with EIO, once armed.
@@ -110,6 +116,33 @@ fn parent(path: &str) -> &str {
     path.rsplit_once('/').map_or("", |(dir, _)| dir)
 }
 
+/// Which queue of a [`SimDisk`] a request waits in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DiskQueue {
+    /// The node's own files (relative paths).
+    Files,
+    /// A backup's files (absolute paths, under BackupDataDir).
+    Backup,
+}
+
+impl DiskQueue {
+    /// The queue of a request on `path`.
+    fn of(path: &str) -> DiskQueue {
+        if path.starts_with('/') {
+            DiskQueue::Backup
+        } else {
+            DiskQueue::Files
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            DiskQueue::Files => 0,
+            DiskQueue::Backup => 1,
+        }
+    }
+}
+
 /// One data node's disk (it outlives the node's kernels: a restart finds it as the last crash
 /// left it).
 #[derive(Debug)]
@@ -122,8 +155,8 @@ pub struct SimDisk {
     armed: bool,
     /// Faults do not fire while set (the world holds them: see `World::fs_done`).
     pub faults_held: bool,
-    /// Requests taken from the kernel and not yet carried out, oldest first.
-    queue: VecDeque<FsRequest>,
+    /// Requests taken from the kernel and not yet carried out, oldest first, by [`DiskQueue`].
+    queues: [VecDeque<FsRequest>; 2],
     /// NDBFS of the node's running process: it changes nothing after a failure.
     stop: FailStop,
     /// Faults injected so far.
@@ -142,7 +175,7 @@ impl SimDisk {
             knobs,
             armed: false,
             faults_held: false,
-            queue: VecDeque::new(),
+            queues: Default::default(),
             stop: FailStop::default(),
             faults: 0,
             lost_changes: 0,
@@ -163,38 +196,49 @@ impl SimDisk {
         self.armed = false;
     }
 
-    /// Queues the kernel's requests. True when the disk was idle: the caller schedules the
-    /// first completion ([`SimDisk::service_ns`]).
-    pub fn submit(&mut self, requests: Vec<FsRequest>) -> bool {
-        let idle = self.queue.is_empty();
-        self.queue.extend(requests);
-        idle && !self.queue.is_empty()
+    /// Queues the kernel's requests. Returns the queues that were idle and now have
+    /// requests: the caller schedules each one's first completion ([`SimDisk::service_ns`]).
+    pub fn submit(&mut self, requests: Vec<FsRequest>) -> Vec<DiskQueue> {
+        let idle = [DiskQueue::Files, DiskQueue::Backup].map(|q| self.queues[q.index()].is_empty());
+        for request in requests {
+            self.queues[DiskQueue::of(request.op.path()).index()].push_back(request);
+        }
+        [DiskQueue::Files, DiskQueue::Backup]
+            .into_iter()
+            .filter(|q| idle[q.index()] && self.busy(*q))
+            .collect()
     }
 
     /// The node's process stopped: the requests it queued never happen (what the disk
     /// already took stays, in the page cache).
     pub fn drop_queue(&mut self) {
-        self.queue.clear();
+        self.queues.iter_mut().for_each(VecDeque::clear);
         self.stop = FailStop::default();
     }
 
-    /// True while requests wait.
-    pub fn busy(&self) -> bool {
-        !self.queue.is_empty()
+    /// True while requests wait in `queue`.
+    pub fn busy(&self, queue: DiskQueue) -> bool {
+        !self.queues[queue.index()].is_empty()
     }
 
-    /// How long the request at the head of the queue takes.
-    pub fn service_ns(&mut self) -> u64 {
-        let (lo, hi) = match self.queue.front().map(|r| &r.op) {
-            Some(FsOp::Sync { .. } | FsOp::Replace { .. }) => self.knobs.sync_ns,
-            _ => self.knobs.op_ns,
+    /// How long the request at the head of `queue` takes.
+    pub fn service_ns(&mut self, queue: DiskQueue) -> u64 {
+        let sync = matches!(
+            self.queues[queue.index()].front().map(|r| &r.op),
+            Some(FsOp::Sync { .. } | FsOp::Replace { .. })
+        );
+        let (lo, hi) = match (queue, sync) {
+            (DiskQueue::Files, true) => self.knobs.sync_ns,
+            (DiskQueue::Files, false) => self.knobs.op_ns,
+            (DiskQueue::Backup, true) => self.knobs.backup_sync_ns,
+            (DiskQueue::Backup, false) => self.knobs.backup_op_ns,
         };
         self.rng.between(lo, hi.max(lo))
     }
 
-    /// Carries out the request at the head of the queue.
-    pub fn complete(&mut self) -> Option<FsConf> {
-        let request = self.queue.pop_front()?;
+    /// Carries out the request at the head of `queue`.
+    pub fn complete(&mut self, queue: DiskQueue) -> Option<FsConf> {
+        let request = self.queues[queue.index()].pop_front()?;
         let mut stop = std::mem::take(&mut self.stop);
         let conf = stop.execute(self, request);
         self.stop = stop;
@@ -205,7 +249,7 @@ impl SimDisk {
     /// prefix of its unsynced changes (half the time none), the last of which, when a write,
     /// may be torn.
     pub fn crash(&mut self) {
-        self.queue.clear();
+        self.queues.iter_mut().for_each(VecDeque::clear);
         self.stop = FailStop::default();
         for file in self.files.values_mut() {
             let count = file.unsynced.len();

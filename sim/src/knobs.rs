@@ -212,6 +212,10 @@ pub enum Sabotage {
     /// The check of a completed backup (`Fault::Backup`) restores its data files without
     /// their logs: the fuzzy scan alone, which is no consistent cut.
     Backup,
+    /// The check of a completed SNAPSHOTSTART backup (`Fault::Backup`) replays its log
+    /// forward to the stop GCP, as a backup without SNAPSHOTSTART restores, instead of going
+    /// back to its snapshot GCP: the changes committed while it ran stay in.
+    SnapshotStart,
     /// The event subscriber (`Fault::Events`) skips the first update it is handed of a row
     /// whose image it knows: a change lost, which the chain of the row's images must show.
     Events,
@@ -281,6 +285,7 @@ impl Options {
             Some(Sabotage::Registers) => command.push_str(" --sabotage registers"),
             Some(Sabotage::Sets) => command.push_str(" --sabotage sets"),
             Some(Sabotage::Backup) => command.push_str(" --sabotage backup"),
+            Some(Sabotage::SnapshotStart) => command.push_str(" --sabotage snapshot-start"),
             Some(Sabotage::Events) => command.push_str(" --sabotage events"),
             None => {}
         }
@@ -428,6 +433,9 @@ const BACKUP_KNOBS_SALT: u64 = 0xbac4_0b5e_ed00_2026;
 const DROP_KNOBS_SALT: u64 = 0xd409_7ab1_e000_2026;
 /// Seeds the draw of the bank index's create (`Fault::Index`).
 const INDEX_KNOBS_SALT: u64 = 0x1ade_c4ea_7e00_2026;
+/// Salts the generator of the backup files' service times (drawn apart, so that the other
+/// knobs of a seed stay what they were before backups had a disk queue of their own).
+const BACKUP_DISK_KNOBS_SALT: u64 = 0xbac4_d15c_0000_2026;
 
 impl Knobs {
     /// Draws a seed's knobs. Each fault kind allowed by `options` is left out by about one
@@ -521,7 +529,7 @@ impl Knobs {
             (2000, 100)
         };
         let disk = if durable {
-            Knobs::draw_disk(&mut durability, options)
+            Knobs::draw_disk(&mut durability, options, gcp_interval_ms)
         } else {
             DiskKnobs::default()
         };
@@ -629,13 +637,28 @@ impl Knobs {
     }
 
     /// A durable seed's disks: writes take 5 us to 0.5 ms, syncs 0.1 to 10 ms; with `--faults
-    /// disk`, three seeds in four fail some writes and syncs with ENOSPC, EIO or both.
-    fn draw_disk(rng: &mut Rng, options: &Options) -> DiskKnobs {
+    /// disk`, three seeds in four fail some writes and syncs with ENOSPC, EIO or both. A
+    /// backup's files (a queue of their own) are as fast in half the seeds; in the other half
+    /// their writes take up to a quarter of a global checkpoint's interval and their syncs a
+    /// quarter to twice it, so that a backup spans several global checkpoints and a
+    /// SNAPSHOTSTART one has changes to take back.
+    fn draw_disk(rng: &mut Rng, options: &Options, gcp_interval_ms: u32) -> DiskKnobs {
         let op_lo = rng.between(5_000, 100_000);
         let sync_lo = rng.between(100_000, 2_000_000);
+        let op_ns = (op_lo, op_lo + rng.between(0, 400_000));
+        let sync_ns = (sync_lo, sync_lo + rng.between(0, 8_000_000));
+        let mut slow = Rng::new(rng.clone().next_u64() ^ BACKUP_DISK_KNOBS_SALT);
+        let (backup_op_ns, backup_sync_ns) = if slow.coin() {
+            (op_ns, sync_ns)
+        } else {
+            let gcp_ns = u64::from(gcp_interval_ms) * 1_000_000;
+            ((op_lo, gcp_ns / 4), (gcp_ns / 4, 2 * gcp_ns))
+        };
         let mut disk = DiskKnobs {
-            op_ns: (op_lo, op_lo + rng.between(0, 400_000)),
-            sync_ns: (sync_lo, sync_lo + rng.between(0, 8_000_000)),
+            op_ns,
+            sync_ns,
+            backup_op_ns,
+            backup_sync_ns,
             enospc_ppm: 0,
             eio_ppm: 0,
         };
@@ -707,7 +730,7 @@ impl Knobs {
             return "no files (Kernel::new)".into();
         }
         format!(
-            "files: global checkpoints every {} ms (GCP stop after {} ms), epochs every {} ms, local checkpoints every 2^{} words, disk ops {}-{} us, syncs {}-{} us, ENOSPC {} ppm, EIO {} ppm, cluster crashes {}, ledger {}",
+            "files: global checkpoints every {} ms (GCP stop after {} ms), epochs every {} ms, local checkpoints every 2^{} words, disk ops {}-{} us, syncs {}-{} us, backup files' ops {}-{} us, syncs {}-{} us, ENOSPC {} ppm, EIO {} ppm, cluster crashes {}, ledger {}",
             self.gcp_interval_ms,
             self.gcp_stop_ms,
             self.epoch_interval_ms,
@@ -716,6 +739,10 @@ impl Knobs {
             self.disk.op_ns.1 / 1000,
             self.disk.sync_ns.0 / 1000,
             self.disk.sync_ns.1 / 1000,
+            self.disk.backup_op_ns.0 / 1000,
+            self.disk.backup_op_ns.1 / 1000,
+            self.disk.backup_sync_ns.0 / 1000,
+            self.disk.backup_sync_ns.1 / 1000,
             self.disk.enospc_ppm,
             self.disk.eio_ppm,
             self.cluster_crashes,

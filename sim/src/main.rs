@@ -158,6 +158,7 @@ fn check_across_processes(seed: u64, options: &Options, report: &Report) -> Exit
             Some(Sabotage::Registers) => &["--sabotage", "registers"][..],
             Some(Sabotage::Sets) => &["--sabotage", "sets"][..],
             Some(Sabotage::Backup) => &["--sabotage", "backup"][..],
+            Some(Sabotage::SnapshotStart) => &["--sabotage", "snapshot-start"][..],
             Some(Sabotage::Events) => &["--sabotage", "events"][..],
             None => &[],
         })

@@ -41,9 +41,13 @@ pub enum EventKind {
     /// A data node's 10 ms timer, for the incarnation of the node that set it (a restarted
     /// node starts a timer of its own).
     Timer(NodeId, u32),
-    /// A data node's disk completes the request at the head of its queue (ignored when the
-    /// node crashed since: its incarnation moved on).
-    FsDone { node: NodeId, incarnation: u32 },
+    /// A data node's disk completes the request at the head of one of its queues (ignored
+    /// when the node crashed since: its incarnation moved on).
+    FsDone {
+        node: NodeId,
+        incarnation: u32,
+        queue: crate::disk::DiskQueue,
+    },
     /// A data node retries final answers that found a full send buffer.
     Kick(NodeId),
     /// A client's own timer (think time over, request deadline, retry).

@@ -25,7 +25,7 @@ use crate::client::{
     Access, Client, Ctx, Outcome, Shared, Stats, TransferOutcome, ARBITRATOR, BANK,
     INITIAL_BALANCE, LEDGER, REGISTERS, SCRATCH_NAME, SETS,
 };
-use crate::disk::SimDisk;
+use crate::disk::{DiskQueue, SimDisk};
 use crate::durability::{self, ClusterCrash, Fate, GciClock};
 use crate::events::{EventStats, Subscriber};
 use crate::knobs::{Fault, Knobs, Options, FIRST_API_NODE};
@@ -715,7 +715,11 @@ impl World {
                     Ok(())
                 })
             }
-            EventKind::FsDone { node, incarnation } => self.fs_done(node, incarnation),
+            EventKind::FsDone {
+                node,
+                incarnation,
+                queue,
+            } => self.fs_done(node, incarnation, queue),
             EventKind::ClientWake { client } => {
                 let node = self.clients[client].node;
                 // Read only by a wake that times a request out (`Client::on_wake`).
@@ -948,24 +952,28 @@ impl World {
         self.incarnations.get(&node).copied().unwrap_or(0)
     }
 
-    /// Hands the kernel's file requests to its disk, and schedules the first completion when
-    /// the disk was idle.
+    /// Hands the kernel's file requests to its disk, and schedules the first completion of
+    /// each of its queues that was idle.
     fn take_fs_requests(&mut self, node: NodeId) {
+        let incarnation = self.incarnation(node);
         let (Some(kernel), Some(disk)) = (self.kernels.get_mut(&node), self.disks.get_mut(&node))
         else {
             return;
         };
         let requests = kernel.take_fs_requests();
-        if disk.submit(requests) {
-            let at = self.now_ns + disk.service_ns();
-            let incarnation = self.incarnation(node);
-            self.queue
-                .push(at, node.0, 0, EventKind::FsDone { node, incarnation });
+        for queue in disk.submit(requests) {
+            let at = self.now_ns + disk.service_ns(queue);
+            let done = EventKind::FsDone {
+                node,
+                incarnation,
+                queue,
+            };
+            self.queue.push(at, node.0, 0, done);
         }
     }
 
-    /// The disk of `node` completes its oldest request; the kernel hears of it.
-    fn fs_done(&mut self, node: NodeId, incarnation: u32) -> Result<(), String> {
+    /// The disk of `node` completes the oldest request of `queue`; the kernel hears of it.
+    fn fs_done(&mut self, node: NodeId, incarnation: u32, queue: DiskQueue) -> Result<(), String> {
         if !self.kernels.contains_key(&node) || self.incarnation(node) != incarnation {
             return Ok(());
         }
@@ -977,13 +985,17 @@ impl World {
         // the cluster knows yet) while that member hangs or has just crashed: a double fault
         // in one group, which the fault plans leave out.
         disk.faults_held = peer_failing;
-        let Some(conf) = disk.complete() else {
+        let Some(conf) = disk.complete(queue) else {
             return Ok(());
         };
-        if disk.busy() {
-            let at = self.now_ns + disk.service_ns();
-            self.queue
-                .push(at, node.0, 0, EventKind::FsDone { node, incarnation });
+        if disk.busy(queue) {
+            let at = self.now_ns + disk.service_ns(queue);
+            let done = EventKind::FsDone {
+                node,
+                incarnation,
+                queue,
+            };
+            self.queue.push(at, node.0, 0, done);
         }
         if let Err(error) = &conf.result {
             self.count("disk fault");
