@@ -2055,6 +2055,25 @@ type PartCounts = Vec<(usize, u64)>;
 const PART_FRAME_BYTES: usize = 64;
 
 /// The items of `items` that `later` picks, taken out, in order.
+/// Takes from the front of `pending` a write and those defined right after it, each the next
+/// operation (`PendingWrite::anchor`), up to one on a row already in the run: that one's read
+/// of old heads must see the writes before it.
+fn take_run(pending: &mut Vec<PendingWrite>) -> Option<Vec<PendingWrite>> {
+    let first = pending.first()?;
+    let mut rows = vec![(&first.table, blob::key_bytes(&first.table, &first.key))];
+    let mut len = 1;
+    for (next, before) in pending[1..].iter().zip(pending.iter()) {
+        let row = (&next.table, blob::key_bytes(&next.table, &next.key));
+        let repeated = (rows.iter()).any(|(table, key)| table.same(row.0) && *key == row.1);
+        if next.anchor.0 != before.anchor.0 + 1 || repeated {
+            break;
+        }
+        rows.push(row);
+        len += 1;
+    }
+    Some(pending.drain(..len).collect())
+}
+
 /// The key of a TCKEYREQ frame's payload (`None` if it does not decode).
 fn frame_key(payload: &[u8]) -> Option<Vec<Value>> {
     let view = TcKeyReqView::decode(payload).ok()?;
@@ -2226,17 +2245,22 @@ impl Transaction<'_> {
             .is_some_and(|r| !r.pending_writes.is_empty())
     }
 
-    /// `resolve_blob_writes`' work, one pending write after another.
+    /// `resolve_blob_writes`' work, one run of pending writes after another: a write and those
+    /// defined right after it (each the next operation), on rows of their own, whose reads of
+    /// old heads go in one round trip and their rows and parts in the next (a batch of N
+    /// writes of long values took 2N round trips).
     async fn resolve_each<R: RoundTrip>(&mut self, trip: &R) -> Result<(), Error> {
         loop {
-            let Some(write) = (self.rare.as_mut())
-                .filter(|r| !r.pending_writes.is_empty())
-                .map(|r| r.pending_writes.remove(0))
+            let Some(run) = self
+                .rare
+                .as_mut()
+                .and_then(|r| take_run(&mut r.pending_writes))
             else {
                 return Ok(());
             };
             let first = self.batch_first();
-            let anchor = write.anchor.0;
+            let first_anchor = run[0].anchor.0;
+            let anchor = run[run.len() - 1].anchor.0;
             let rest_first = anchor + 1;
             let rest = self.batch.split_off(rest_first - first);
             if self.results.len() < rest_first + rest.len() {
@@ -2245,7 +2269,7 @@ impl Transaction<'_> {
             let rare = self.rare_mut();
             rare.batch_first = Some(first);
             // Noted first: should the execute fail on the way, they still fail the next one.
-            rare.deferred.extend((first..anchor).map(OpId));
+            rare.deferred.extend((first..first_anchor).map(OpId));
             // The reads and writes of long values defined after the anchor wait with it.
             let later_reads = take_after(&mut rare.blob_reads, |r| r.op.0 > anchor);
             let later_writes = take_after(&mut rare.blob_writes, |(op, _)| op.0 > anchor);
@@ -2257,7 +2281,7 @@ impl Transaction<'_> {
             .await;
             let last = rest.len() == 0;
             let resolved = match sent {
-                Ok(()) => self.resolve_blob_write(trip, write, last).await,
+                Ok(()) => self.resolve_run(trip, run, last).await,
                 Err(e) => Err(e),
             };
             let rare = self.rare_mut();
@@ -2271,14 +2295,61 @@ impl Transaction<'_> {
         }
     }
 
-    /// Defines (and, unless it is the `last`, sends) the row and part operations of `write`,
-    /// whose anchor was answered.
+    /// Defines (and, unless they are the batch's `last`, sends) the row and part operations of
+    /// the writes of `run`, whose anchors were answered.
+    async fn resolve_run<R: RoundTrip>(
+        &mut self,
+        trip: &R,
+        run: Vec<PendingWrite>,
+        last: bool,
+    ) -> Result<(), Error> {
+        let mut defined = Vec::with_capacity(run.len());
+        for write in run {
+            defined.extend(self.resolve_blob_write(trip, write).await?);
+            // Many rows' operations go in batches that fit a link's send buffer, as parts do.
+            if self.batch.size_bytes() >= blob::PARTS_BATCH_BYTES {
+                self.send_resolved(trip, std::mem::take(&mut defined))
+                    .await?;
+            }
+        }
+        if last {
+            // Sent with the execute's own round trip, and checked as any write of parts there
+            // (`Transaction::execute_writes`).
+            self.rare_mut().blob_writes.extend(defined);
+            return Ok(());
+        }
+        self.send_resolved(trip, defined).await
+    }
+
+    /// Sends what the batch holds (NoCommit, IgnoreError) and checks the row and part
+    /// operations of the writes `defined` (`check_blob_write`); a row's failure is the next
+    /// AbortOnError execute's (`Rare::deferred`).
+    async fn send_resolved<R: RoundTrip>(
+        &mut self,
+        trip: &R,
+        defined: Vec<(OpId, Vec<OpId>)>,
+    ) -> Result<(), Error> {
+        if self.batch.len() > 0 {
+            let send = self.execute_inner_via(trip, ExecType::NoCommit, AbortOption::IgnoreError);
+            Box::pin(send).await?;
+        }
+        for (row_op, parts) in defined {
+            self.check_blob_write(row_op, &parts)?;
+            if self.op_error(row_op).is_some() {
+                self.rare_mut().deferred.push(row_op);
+            }
+        }
+        Ok(())
+    }
+
+    /// Defines the row and part operations of `write`, whose anchor was answered: the row's
+    /// operation and its parts', or nothing to send (a missing row's update or delete, or a
+    /// failed read).
     async fn resolve_blob_write<R: RoundTrip>(
         &mut self,
         trip: &R,
         write: PendingWrite,
-        last: bool,
-    ) -> Result<(), Error> {
+    ) -> Result<Option<(OpId, Vec<OpId>)>, Error> {
         let PendingWrite {
             anchor,
             table,
@@ -2305,7 +2376,7 @@ impl Transaction<'_> {
                     Err(e) if e.code == 626 => (OperationType::Insert, Vec::new()),
                     Err(_) => {
                         self.rare_mut().deferred.push(anchor);
-                        return Ok(());
+                        return Ok(None);
                     }
                 };
                 let op = self.define_resolved(anchor, &table, op_type, &key, &attrs)?;
@@ -2318,7 +2389,7 @@ impl Transaction<'_> {
                 // transaction came later.
                 let Ok(old) = self.old_heads(anchor, &table)? else {
                     self.rare_mut().deferred.push(anchor);
-                    return Ok(());
+                    return Ok(None);
                 };
                 let update = OperationType::Update;
                 let op = self.define_resolved(anchor, &table, update, &key, &attrs)?;
@@ -2329,7 +2400,7 @@ impl Transaction<'_> {
                 // a row inserted meanwhile.
                 let Ok(old) = self.old_heads(anchor, &table)? else {
                     self.rare_mut().deferred.push(anchor);
-                    return Ok(());
+                    return Ok(None);
                 };
                 let delete = OperationType::Delete;
                 let op = self.define_resolved(anchor, &table, delete, &key, &[])?;
@@ -2338,19 +2409,7 @@ impl Transaction<'_> {
         };
         let define = self.define_parts_via(Some(trip), row_op, &key, writes, &old, parts_type);
         let parts = Box::pin(define).await?;
-        if last {
-            // Sent with the execute's own round trip, and checked as any write of parts there
-            // (`Transaction::execute_writes`).
-            self.rare_mut().blob_writes.push((row_op, parts));
-            return Ok(());
-        }
-        Box::pin(self.execute_inner_via(trip, ExecType::NoCommit, AbortOption::IgnoreError))
-            .await?;
-        self.check_blob_write(row_op, &parts)?;
-        if self.op_error(row_op).is_some() {
-            self.rare_mut().deferred.push(row_op);
-        }
-        Ok(())
+        Ok(Some((row_op, parts)))
     }
 
     /// The parts each parted column of `table`'s row has now, from the read of its heads

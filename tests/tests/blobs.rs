@@ -958,6 +958,59 @@ fn a_batch_of_long_value_writes_keeps_its_order_and_operation_ids() {
     }
 }
 
+/// Writes of long values defined one after another are resolved together (their reads of
+/// old heads in one round trip), except where one writes a row an earlier one of the run
+/// wrote: its read must see that write, or the parts only the earlier value had are left
+/// behind. Rows 1-20 written twice in one batch, the second value shorter, then once more
+/// in a batch of distinct rows: each row has its last value's parts and no others.
+#[test]
+fn writes_of_one_row_in_a_batch_each_see_the_last() {
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+    commit(&api, |tx| {
+        for id in 1..=20 {
+            tx.insert(&table, &row(id, Some(3_000), "", None))
+                .expect("insert");
+        }
+    });
+    commit(&api, |tx| {
+        for id in 1..=20 {
+            tx.write(&table, &row(id, Some(12_000), "a", Some(9_000)))
+                .expect("long");
+            tx.write(&table, &row(id, Some(2_500), "b", None))
+                .expect("shorter");
+        }
+    });
+    // A BLOB's parts of 2 000 bytes and a MEDIUMTEXT's of 4 000, past a 256-byte head.
+    let check_parts = |counts: [(usize, u32); 2]| {
+        for (column, count) in counts {
+            let found: Vec<(u32, u32)> = (parts(&api, &table, column).into_iter())
+                .map(|(id, p, _)| (id, p))
+                .collect();
+            let expected: Vec<(u32, u32)> = (1..=20)
+                .flat_map(|id| (0..count).map(move |p| (id, p)))
+                .collect();
+            assert_eq!(found, expected, "the parts of column {column}");
+        }
+    };
+    check_parts([(2, 2), (4, 0)]);
+    commit(&api, |tx| {
+        for id in 1..=20 {
+            tx.write(&table, &row(id, Some(4_500), "c", Some(4_500)))
+                .expect("write");
+        }
+    });
+    for id in 1..=20 {
+        let found = read(&api, &table, id, LockMode::Read);
+        assert_eq!(
+            found,
+            Some(row(id, Some(4_500), "c", Some(4_500))),
+            "row {id}"
+        );
+    }
+    check_parts([(2, 3), (4, 2)]);
+}
+
 /// The batch of `a_batch_of_long_value_writes_keeps_its_order_and_operation_ids`, on keys
 /// past `base`; another transaction changes row `base + 2` once it is defined.
 fn define_mixed_batch(
