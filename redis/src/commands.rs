@@ -253,11 +253,16 @@ fn hash_row(tables: &Tables, key: &[u8], field: &[u8], value: &[u8]) -> Vec<Valu
 /// The exit code of a blind write (`put_strings`) that met a value with a rest.
 const HAS_REST: u16 = 6100;
 
-/// Bytes of keys and values a command that writes many rows (MSET, HSET) defines before it
-/// sends them (NoCommit) and goes on: one execute's batch must fit the link's send buffer
-/// (4021 past it; NDB's default SendBufferMemory is 2 MB), as the library sends a long
-/// value's parts 256 KiB at a time.
+/// Bytes of operations a command on many rows (MSET, HSET, HMGET) defines before it sends
+/// them (NoCommit) and goes on: one execute's batch must fit the link's send buffer (4021
+/// past it; NDB's default SendBufferMemory is 2 MB), as the library sends a long value's
+/// parts 256 KiB at a time. Counted as keys and values plus `OPERATION_BYTES` each.
 const EXECUTE_BYTES: usize = 256 * 1024;
+
+/// What an operation's frame adds to its key and value, at most: the frame's header, the
+/// operation's fields, the values' encodings, an expiry, a blind write's condition (~80
+/// bytes in all for a SET).
+const OPERATION_BYTES: usize = 128;
 
 /// The condition of a blind write of `strings` (`put_strings`): the row has no rest
 /// (`HAS_REST` otherwise).
@@ -357,7 +362,7 @@ async fn put_strings<'c>(
             let write = tx.interpreted_write(&strings.raw, &row, ctx.no_rest)?;
             blind.push((write, row));
         }
-        unsent += key.len() + value.len();
+        unsent += key.len() + value.len() + OPERATION_BYTES;
         if unsent >= EXECUTE_BYTES && index + 1 < pairs.len() {
             sent = tx.execute_with(ExecType::NoCommit, abort).await;
             if sent.is_err() {
@@ -934,10 +939,16 @@ async fn read_fields<'c>(
         Read::Whole => &hashes.cooked,
         Read::Row => &hashes.raw,
     };
-    let mut ops = Vec::with_capacity(fields.len());
+    let (mut ops, mut unsent) = (Vec::with_capacity(fields.len()), 0);
     for field in fields {
+        if unsent >= EXECUTE_BYTES {
+            tx.execute_with(ExecType::NoCommit, AbortOption::IgnoreError)
+                .await?;
+            unsent = 0;
+        }
         let pk = [bytes_value(key), bytes_value(field)];
         ops.push(tx.read(table, &pk, lock)?);
+        unsent += key.len() + field.len() + OPERATION_BYTES;
     }
     tx.execute_with(exec, AbortOption::IgnoreError).await?;
     ops.into_iter()
@@ -999,7 +1010,7 @@ async fn hset<'c>(
         }
         let row = hash_row(ctx.tables, key, &pair[0], &pair[1]);
         define_put(&ctx.tables.hashes, tx, &row, pair[1].len(), old.row)?;
-        unsent += pair[0].len() + pair[1].len();
+        unsent += key.len() + pair[0].len() + pair[1].len() + OPERATION_BYTES;
     }
     tx.execute(mode.last).await?;
     Ok(Reply::Int(added))

@@ -805,11 +805,13 @@ fn hash_values_past_the_row_are_stored_whole_and_leave_no_parts_behind() {
 
 /// An MSET or HSET whose rows pass what one batch of the link's send buffer holds (200 values
 /// of 11 600 bytes: 2.3 MB) succeeds, alone and inside MULTI, and so does one that meets a
-/// value with a rest after its first batches were sent (it runs again as BLOB writes). Each
-/// once failed whole with 4021.
+/// value with a rest after its first batches were sent (it runs again as BLOB writes), and
+/// ones of many short pairs (30 000, and HSET and HMGET of 15 000 fields). Each once failed
+/// whole with 4021.
 #[test]
 fn writes_of_more_rows_than_one_batch_holds_succeed() {
-    let cluster = TestCluster::start(ClusterSpec::new()).expect("start the cluster");
+    let cluster =
+        TestCluster::start(ClusterSpec::new().data_memory("64M")).expect("start the cluster");
     let gateway = Gateway::start(&cluster);
     let mut client = client(&gateway);
     let api = cluster.connect().expect("connect");
@@ -857,6 +859,26 @@ fn writes_of_more_rows_than_one_batch_holds_succeed() {
     assert!(got.iter().zip(&values).all(|(g, (_, v))| g == v));
     let all: std::collections::HashMap<String, Vec<u8>> = client.hgetall("h2").unwrap();
     assert_eq!(all.len(), 200);
+
+    // Many short pairs: what each operation's frame adds to them fills the batch first.
+    let pairs: Vec<(String, String)> = (0..30_000)
+        .map(|i| (format!("short{i}"), "v".to_string()))
+        .collect();
+    let _: () = client.mset(&pairs).expect("MSET of 30 000 short pairs");
+    assert_eq!(client.get::<_, String>("short29999").unwrap(), "v");
+    // 15 000 fields of 80-byte names: their reads alone are 2 MB of frames.
+    let fields: Vec<(String, String)> = (0..15_000)
+        .map(|i| (format!("{i:080}"), "v".to_string()))
+        .collect();
+    let added: i64 = (redis::cmd("HSET").arg("h3").arg(&fields))
+        .query(&mut client)
+        .expect("HSET of 15 000 fields");
+    assert_eq!(added, 15_000);
+    let names: Vec<&String> = fields.iter().map(|(f, _)| f).collect();
+    let got: Vec<String> = (redis::cmd("HMGET").arg("h3").arg(&names))
+        .query(&mut client)
+        .expect("HMGET of 15 000 fields");
+    assert!(got.iter().all(|v| v == "v"));
 }
 
 /// With DataMemory full, an EXEC whose MSET cannot write a new key aborts whole: the MSET's
