@@ -8,8 +8,10 @@
 //!   exclusive lock first, so that the parts the new value no longer has are deleted: at the
 //!   execute, as NDB's `NdbBlob::preExecute`, not when it is defined (the operations defined
 //!   before it go with that read, NoCommit; those after it wait for its row and parts
-//!   operations, and keep their `OpId`s: `Transaction::resolve_blob_writes`). Defining one
-//!   sends nothing, in the blocking API as in the tokio interface.
+//!   operations, and keep their `OpId`s: `Transaction::resolve_blob_writes`). Such writes
+//!   defined one after another, on rows of their own, read in one round trip and send their
+//!   rows and parts in the next. Defining one sends nothing, in the blocking API as in the
+//!   tokio interface.
 //! - A locked read's execute reads the parts (NoCommit) before it commits; a CommittedRead
 //!   stays one, and a row whose head names parts is read again under a shared lock, in the
 //!   transaction or (when the execute committed a transaction of such reads alone) in one of
