@@ -26,7 +26,7 @@ pub struct Context<'c> {
     pub db: TokioCluster<'c>,
     pub tables: &'c Tables,
     /// [`no_rest_condition`] of `tables` (unused for a table without `value_rest`).
-    pub no_rest: &'c InterpretedCode,
+    pub no_rest: &'c NoRest,
 }
 
 /// How a command's transaction reads and ends.
@@ -264,15 +264,27 @@ const EXECUTE_BYTES: usize = 256 * 1024;
 /// bytes in all for a SET).
 const OPERATION_BYTES: usize = 128;
 
-/// The condition of a blind write of `strings` (`put_strings`): the row has no rest
-/// (`HAS_REST` otherwise).
-pub fn no_rest_condition(tables: &Tables) -> Result<InterpretedCode, Error> {
-    let strings = &tables.strings;
-    let mut code = InterpretedCode::new(&strings.raw);
-    if strings.has_rest {
-        (code.condition(Filter::IsNull(REST as u16))?).exit_nok(HAS_REST)?;
-    }
-    Ok(code)
+/// The condition of a blind write of a string (`put_strings`) or delete of a hash field
+/// (`hdel`): the row has no rest (`HAS_REST` otherwise).
+#[derive(Debug)]
+pub struct NoRest {
+    pub strings: InterpretedCode,
+    pub hashes: InterpretedCode,
+}
+
+/// [`NoRest`] of `tables` (no condition on a table without `value_rest`).
+pub fn no_rest_condition(tables: &Tables) -> Result<NoRest, Error> {
+    let code = |store: &Store| -> Result<InterpretedCode, Error> {
+        let mut code = InterpretedCode::new(&store.raw);
+        if store.has_rest {
+            (code.condition(Filter::IsNull(REST as u16))?).exit_nok(HAS_REST)?;
+        }
+        Ok(code)
+    };
+    Ok(NoRest {
+        strings: code(&tables.strings)?,
+        hashes: code(&tables.hashes)?,
+    })
 }
 
 /// Defines the write of `row` (with a value of `len` bytes) of `store` in `tx`, whose read
@@ -359,7 +371,7 @@ async fn put_strings<'c>(
         } else if !strings.has_rest {
             plain.push(tx.write(&strings.raw, &row)?);
         } else {
-            let write = tx.interpreted_write(&strings.raw, &row, ctx.no_rest)?;
+            let write = tx.interpreted_write(&strings.raw, &row, &ctx.no_rest.strings)?;
             blind.push((write, row));
         }
         unsent += key.len() + value.len() + OPERATION_BYTES;
@@ -1045,6 +1057,15 @@ async fn hdel<'c>(
     args: &[Bytes],
 ) -> Result<Reply, Error> {
     let (key, fields) = (&args[0], &args[1..]);
+    if mode.last == ExecType::Commit {
+        // On its own, first as if every field were there with no rest: one round trip.
+        let mut first = ctx.db.start_transaction();
+        match hdel_all_short(ctx, &mut first, key, fields).await {
+            Ok(deleted) => return Ok(Reply::Int(deleted)),
+            Err(Error::Ndb(e)) if e.code == 626 || e.code == u32::from(HAS_REST) => {}
+            Err(e) => return Err(e),
+        }
+    }
     let locked = (Read::Row, LockMode::Exclusive);
     let found = read_fields(ctx, tx, key, fields, locked, ExecType::NoCommit).await?;
     let mut deleted = 0;
@@ -1059,6 +1080,35 @@ async fn hdel<'c>(
     }
     tx.execute(mode.last).await?;
     Ok(Reply::Int(deleted))
+}
+
+/// HDEL in one execute of `tx` that commits, AbortOnError: each field's row deleted on
+/// condition that it has no rest. A field that is not there (626) or has a rest (`HAS_REST`)
+/// fails it whole, and nothing is deleted. The count of fields deleted otherwise.
+async fn hdel_all_short<'c>(
+    ctx: Context<'c>,
+    tx: &mut TokioTransaction<'c>,
+    key: &Bytes,
+    fields: &[Bytes],
+) -> Result<i64, Error> {
+    let mut seen = std::collections::HashSet::new();
+    let (mut unsent, mut deleted) = (0, 0);
+    for field in fields.iter().filter(|f| seen.insert(*f)) {
+        if unsent >= EXECUTE_BYTES {
+            tx.execute(ExecType::NoCommit).await?;
+            unsent = 0;
+        }
+        let (hashes, pk) = (&ctx.tables.hashes, [bytes_value(key), bytes_value(field)]);
+        if hashes.has_rest {
+            tx.interpreted_delete(&hashes.raw, &pk, &ctx.no_rest.hashes)?;
+        } else {
+            tx.delete(&hashes.raw, &pk)?;
+        }
+        unsent += key.len() + field.len() + OPERATION_BYTES;
+        deleted += 1;
+    }
+    tx.execute(ExecType::Commit).await?;
+    Ok(deleted)
 }
 
 async fn hincrby<'c>(

@@ -79,7 +79,7 @@ fn main() -> anyhow::Result<()> {
             .await
             .context("open the gateway's tables")?;
         let no_rest = rndb_redis::commands::no_rest_condition(&tables)
-            .context("the condition of a blind SET")?;
+            .context("the conditions of a blind SET and HDEL")?;
         let ctx = Context {
             db,
             tables: Box::leak(Box::new(tables)),

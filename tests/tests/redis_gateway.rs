@@ -881,6 +881,53 @@ fn writes_of_more_rows_than_one_batch_holds_succeed() {
     assert!(got.iter().all(|v| v == "v"));
 }
 
+/// HDEL counts each field it deleted once, whether the fields were all there with values in
+/// their rows (one conditional delete each, in one round trip), one was missing, or one had
+/// a rest (read first, then deleted with its parts), alone or inside MULTI.
+#[test]
+fn hdel_counts_the_fields_it_deleted() {
+    let cluster = TestCluster::start(ClusterSpec::new()).expect("start the cluster");
+    let gateway = Gateway::start(&cluster);
+    let mut client = client(&gateway);
+    let api = cluster.connect().expect("connect");
+    let long = long_value(20_000, 3);
+    let fields: [(&str, &[u8]); 5] = [
+        ("a", b"1"),
+        ("b", b"2"),
+        ("c", &long),
+        ("d", b"4"),
+        ("e", b"5"),
+    ];
+    let added: i64 = (redis::cmd("HSET").arg("h").arg(&fields[..]))
+        .query(&mut client)
+        .unwrap();
+    assert_eq!(added, 5);
+    let hdel = |client: &mut redis::Connection, fields: &[&str]| -> i64 {
+        (redis::cmd("HDEL").arg("h").arg(fields))
+            .query(client)
+            .unwrap()
+    };
+    assert_eq!(hdel(&mut client, &["a", "a"]), 1, "a field given twice");
+    assert_eq!(hdel(&mut client, &["b", "zz"]), 1, "with a missing field");
+    assert!(!parts_of(&api, "redis_hashes").is_empty());
+    assert_eq!(hdel(&mut client, &["c"]), 1, "a field with a rest");
+    assert_eq!(parts_of(&api, "redis_hashes"), Vec::new());
+    assert_eq!(hdel(&mut client, &["a", "b"]), 0, "none there");
+    let (n,): (i64,) = redis::pipe()
+        .atomic()
+        .cmd("HDEL")
+        .arg("h")
+        .arg(&["d", "d", "zz"][..])
+        .query(&mut client)
+        .unwrap();
+    assert_eq!(n, 1, "inside MULTI");
+    let left: std::collections::HashMap<String, String> = client.hgetall("h").unwrap();
+    assert_eq!(
+        left.into_iter().collect::<Vec<_>>(),
+        vec![("e".into(), "5".into())]
+    );
+}
+
 /// With DataMemory full, an EXEC whose MSET cannot write a new key aborts whole: the MSET's
 /// other key keeps its value (a failed write among the ignored failures of conditional writes
 /// was once let through, and the EXEC answered OK with the MSET half applied).
