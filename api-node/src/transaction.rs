@@ -2060,11 +2060,12 @@ const PART_FRAME_BYTES: usize = 64;
 /// of old heads must see the writes before it.
 fn take_run(pending: &mut Vec<PendingWrite>) -> Option<Vec<PendingWrite>> {
     let first = pending.first()?;
-    let mut rows = vec![(&first.table, blob::key_bytes(&first.table, &first.key))];
+    // By table id: two handles of one table are two `Table`s.
+    let mut rows = vec![(first.table.id(), blob::key_bytes(&first.table, &first.key))];
     let mut len = 1;
     for (next, before) in pending[1..].iter().zip(pending.iter()) {
-        let row = (&next.table, blob::key_bytes(&next.table, &next.key));
-        let repeated = (rows.iter()).any(|(table, key)| table.same(row.0) && *key == row.1);
+        let row = (next.table.id(), blob::key_bytes(&next.table, &next.key));
+        let repeated = rows.contains(&row);
         if next.anchor.0 != before.anchor.0 + 1 || repeated {
             break;
         }
@@ -2303,9 +2304,15 @@ impl Transaction<'_> {
         run: Vec<PendingWrite>,
         last: bool,
     ) -> Result<(), Error> {
-        let mut defined = Vec::with_capacity(run.len());
+        let mut defined: Vec<(OpId, Vec<OpId>)> = Vec::with_capacity(run.len());
         for write in run {
             defined.extend(self.resolve_blob_write(trip, write).await?);
+            // The rows and parts a write's own batches of parts took along are checked now.
+            let unsent = self.batch_first();
+            let (sent, rest): (Vec<_>, Vec<_>) = (defined.into_iter())
+                .partition(|(row_op, parts)| parts.last().unwrap_or(row_op).0 < unsent);
+            self.check_resolved(sent)?;
+            defined = rest;
             // Many rows' operations go in batches that fit a link's send buffer, as parts do.
             if self.batch.size_bytes() >= blob::PARTS_BATCH_BYTES {
                 self.send_resolved(trip, std::mem::take(&mut defined))
@@ -2321,9 +2328,8 @@ impl Transaction<'_> {
         self.send_resolved(trip, defined).await
     }
 
-    /// Sends what the batch holds (NoCommit, IgnoreError) and checks the row and part
-    /// operations of the writes `defined` (`check_blob_write`); a row's failure is the next
-    /// AbortOnError execute's (`Rare::deferred`).
+    /// Sends what the batch holds (NoCommit, IgnoreError) and checks the writes `defined`
+    /// (`check_resolved`).
     async fn send_resolved<R: RoundTrip>(
         &mut self,
         trip: &R,
@@ -2333,6 +2339,13 @@ impl Transaction<'_> {
             let send = self.execute_inner_via(trip, ExecType::NoCommit, AbortOption::IgnoreError);
             Box::pin(send).await?;
         }
+        self.check_resolved(defined)
+    }
+
+    /// Checks the row and part operations of the writes `defined`, answered
+    /// (`check_blob_write`); a row's failure is the next AbortOnError execute's
+    /// (`Rare::deferred`).
+    fn check_resolved(&mut self, defined: Vec<(OpId, Vec<OpId>)>) -> Result<(), Error> {
         for (row_op, parts) in defined {
             self.check_blob_write(row_op, &parts)?;
             if self.op_error(row_op).is_some() {

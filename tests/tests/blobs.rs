@@ -1011,6 +1011,37 @@ fn writes_of_one_row_in_a_batch_each_see_the_last() {
     check_parts([(2, 3), (4, 2)]);
 }
 
+/// As above through two handles of one table (`create_table` and `get_table` give two):
+/// the second write is still a write of a row already in the run (review).
+#[test]
+fn writes_of_one_row_through_two_table_handles_each_see_the_last() {
+    let (_cluster, api) = start();
+    let table = api.create_table(&docs_def()).expect("create");
+    let again = api
+        .get_table("docs")
+        .expect("the same table, another handle");
+    commit(&api, |tx| {
+        tx.insert(&table, &row(1, Some(3_000), "", None))
+            .expect("insert");
+    });
+    commit(&api, |tx| {
+        tx.write(&table, &row(1, Some(12_000), "a", None))
+            .expect("long");
+        tx.write(&again, &row(1, Some(2_500), "b", None))
+            .expect("shorter, through the other handle");
+    });
+    let last = row(1, Some(2_500), "b", None);
+    assert_eq!(read(&api, &table, 1, LockMode::Read), Some(last));
+    let found: Vec<(u32, u32)> = (parts(&api, &table, 2).into_iter())
+        .map(|(id, p, _)| (id, p))
+        .collect();
+    assert_eq!(
+        found,
+        vec![(1, 0), (1, 1)],
+        "the parts of the last value only"
+    );
+}
+
 /// The batch of `a_batch_of_long_value_writes_keeps_its_order_and_operation_ids`, on keys
 /// past `base`; another transaction changes row `base + 2` once it is defined.
 fn define_mixed_batch(
