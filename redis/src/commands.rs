@@ -253,16 +253,31 @@ fn hash_row(tables: &Tables, key: &[u8], field: &[u8], value: &[u8]) -> Vec<Valu
 /// The exit code of a blind write (`put_strings`) that met a value with a rest.
 const HAS_REST: u16 = 6100;
 
-/// Bytes of operations a command on many rows (MSET, HSET, HMGET) defines before it sends
-/// them (NoCommit) and goes on: one execute's batch must fit the link's send buffer (4021
-/// past it; NDB's default SendBufferMemory is 2 MB), as the library sends a long value's
-/// parts 256 KiB at a time. Counted as keys and values plus `OPERATION_BYTES` each.
+/// Bytes of operations a command on many rows (MSET, MGET, DEL, EXISTS, HSET, HMGET, HDEL)
+/// defines before it sends them (NoCommit) and goes on: one execute's batch must fit the
+/// link's send buffer (4021 past it; NDB's default SendBufferMemory is 2 MB), as the library
+/// sends a long value's parts 256 KiB at a time. Counted as keys and values plus
+/// `OPERATION_BYTES` each.
 const EXECUTE_BYTES: usize = 256 * 1024;
 
 /// What an operation's frame adds to its key and value, at most: the frame's header, the
 /// operation's fields, the values' encodings, an expiry, a blind write's condition (~80
 /// bytes in all for a SET).
 const OPERATION_BYTES: usize = 128;
+
+/// Sends the operations `tx` holds (NoCommit, `abort`) once `unsent`, the bytes they count
+/// (`EXECUTE_BYTES`), passes a batch's; called before each operation is defined.
+async fn send_full_batch(
+    tx: &mut TokioTransaction<'_>,
+    unsent: &mut usize,
+    abort: AbortOption,
+) -> Result<(), Error> {
+    if *unsent >= EXECUTE_BYTES {
+        tx.execute_with(ExecType::NoCommit, abort).await?;
+        *unsent = 0;
+    }
+    Ok(())
+}
 
 /// The condition of a blind write of a string (`put_strings`) or delete of a hash field
 /// (`hdel`): the row has no rest (`HAS_REST` otherwise).
@@ -518,9 +533,11 @@ async fn read_strings_noting<'c>(
         Read::Whole => &ctx.tables.strings.cooked,
         Read::Row => &ctx.tables.strings.raw,
     };
-    let mut ops = Vec::with_capacity(keys.len());
+    let (mut ops, mut unsent) = (Vec::with_capacity(keys.len()), 0);
     for key in keys {
+        send_full_batch(tx, &mut unsent, AbortOption::IgnoreError).await?;
         ops.push(tx.read(table, &key_of(key), lock)?);
+        unsent += key.len() + OPERATION_BYTES;
     }
     tx.execute_with(exec, AbortOption::IgnoreError).await?;
     let now = now_ms();
@@ -749,14 +766,20 @@ async fn del<'c>(
 ) -> Result<Reply, Error> {
     let locked = (Read::Row, LockMode::Exclusive);
     let found = read_strings(ctx, tx, args, locked, ExecType::NoCommit).await?;
-    let mut deleted = 0;
+    let (mut deleted, mut unsent) = (0, 0);
     // A key given twice is deleted, and counted, once (as in Redis).
     let mut seen = std::collections::HashSet::new();
     for (key, found) in args.iter().zip(found) {
         if !seen.insert(key) {
             continue;
         }
+        send_full_batch(tx, &mut unsent, AbortOption::AbortOnError).await?;
         let fields = hash_rows(ctx, tx, key, (Read::Row, LockMode::Exclusive)).await?;
+        unsent += (1 + fields.len()) * (key.len() + OPERATION_BYTES)
+            + fields
+                .iter()
+                .map(|f| f.get(1).map_or(0, Value::stored_bytes))
+                .sum::<usize>();
         if found.live.is_some() || !fields.is_empty() {
             deleted += 1;
         }
@@ -953,11 +976,7 @@ async fn read_fields<'c>(
     };
     let (mut ops, mut unsent) = (Vec::with_capacity(fields.len()), 0);
     for field in fields {
-        if unsent >= EXECUTE_BYTES {
-            tx.execute_with(ExecType::NoCommit, AbortOption::IgnoreError)
-                .await?;
-            unsent = 0;
-        }
+        send_full_batch(tx, &mut unsent, AbortOption::IgnoreError).await?;
         let pk = [bytes_value(key), bytes_value(field)];
         ops.push(tx.read(table, &pk, lock)?);
         unsent += key.len() + field.len() + OPERATION_BYTES;
@@ -1013,10 +1032,7 @@ async fn hset<'c>(
     let mut seen = std::collections::HashSet::new();
     let last_first = pairs.chunks(2).zip(&existing).rev();
     for (pair, old) in last_first.filter(|(pair, _)| seen.insert(&pair[0])) {
-        if unsent >= EXECUTE_BYTES {
-            tx.execute(ExecType::NoCommit).await?;
-            unsent = 0;
-        }
+        send_full_batch(tx, &mut unsent, AbortOption::AbortOnError).await?;
         if old.row.is_none() {
             added += 1;
         }
@@ -1068,11 +1084,13 @@ async fn hdel<'c>(
     }
     let locked = (Read::Row, LockMode::Exclusive);
     let found = read_fields(ctx, tx, key, fields, locked, ExecType::NoCommit).await?;
-    let mut deleted = 0;
+    let (mut deleted, mut unsent) = (0, 0);
     // A field given twice is deleted, and counted, once.
     let mut seen = std::collections::HashSet::new();
     for (field, found) in fields.iter().zip(found) {
         if found.row.is_some() && seen.insert(field) {
+            send_full_batch(tx, &mut unsent, AbortOption::AbortOnError).await?;
+            unsent += key.len() + field.len() + OPERATION_BYTES;
             deleted += 1;
             let pk = [bytes_value(key), bytes_value(field)];
             define_delete(&ctx.tables.hashes, tx, &pk, found.row)?;
@@ -1094,10 +1112,7 @@ async fn hdel_all_short<'c>(
     let mut seen = std::collections::HashSet::new();
     let (mut unsent, mut deleted) = (0, 0);
     for field in fields.iter().filter(|f| seen.insert(*f)) {
-        if unsent >= EXECUTE_BYTES {
-            tx.execute(ExecType::NoCommit).await?;
-            unsent = 0;
-        }
+        send_full_batch(tx, &mut unsent, AbortOption::AbortOnError).await?;
         let (hashes, pk) = (&ctx.tables.hashes, [bytes_value(key), bytes_value(field)]);
         if hashes.has_rest {
             tx.interpreted_delete(&hashes.raw, &pk, &ctx.no_rest.hashes)?;

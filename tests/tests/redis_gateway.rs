@@ -806,8 +806,8 @@ fn hash_values_past_the_row_are_stored_whole_and_leave_no_parts_behind() {
 /// An MSET or HSET whose rows pass what one batch of the link's send buffer holds (200 values
 /// of 11 600 bytes: 2.3 MB) succeeds, alone and inside MULTI, and so does one that meets a
 /// value with a rest after its first batches were sent (it runs again as BLOB writes), and
-/// ones of many short pairs (30 000, and HSET and HMGET of 15 000 fields). Each once failed
-/// whole with 4021.
+/// ones of many short pairs (30 000, and HSET, HMGET, HDEL, MGET, EXISTS, DEL of 15 000
+/// fields or keys). Each once failed whole with 4021.
 #[test]
 fn writes_of_more_rows_than_one_batch_holds_succeed() {
     let cluster =
@@ -879,6 +879,25 @@ fn writes_of_more_rows_than_one_batch_holds_succeed() {
         .query(&mut client)
         .expect("HMGET of 15 000 fields");
     assert!(got.iter().all(|v| v == "v"));
+
+    // Reads and deletes of as many keys (review): MGET, EXISTS, HDEL, DEL.
+    let _: () = client.mset(&fields).expect("MSET of 15 000 pairs");
+    let got: Vec<String> = (redis::cmd("MGET").arg(&names))
+        .query(&mut client)
+        .expect("MGET of 15 000 keys");
+    assert!(got.iter().all(|v| v == "v"));
+    let exists: i64 = (redis::cmd("EXISTS").arg(&names))
+        .query(&mut client)
+        .expect("EXISTS of 15 000 keys");
+    assert_eq!(exists, 15_000);
+    let hdel: i64 = (redis::cmd("HDEL").arg("h3").arg(&names))
+        .query(&mut client)
+        .expect("HDEL of 15 000 fields");
+    assert_eq!(hdel, 15_000);
+    let del: i64 = (redis::cmd("DEL").arg(&names))
+        .query(&mut client)
+        .expect("DEL of 15 000 keys");
+    assert_eq!(del, 15_000);
 }
 
 /// HDEL counts each field it deleted once, whether the fields were all there with values in
