@@ -2054,7 +2054,6 @@ type PartCounts = Vec<(usize, u64)>;
 /// the request's fields (a bound for sizing, `Transaction::write_blobs`).
 const PART_FRAME_BYTES: usize = 64;
 
-/// The items of `items` that `later` picks, taken out, in order.
 /// Takes from the front of `pending` a write and those defined right after it, each the next
 /// operation (`PendingWrite::anchor`), up to one on a row already in the run: that one's read
 /// of old heads must see the writes before it.
@@ -2082,6 +2081,7 @@ fn frame_key(payload: &[u8]) -> Option<Vec<Value>> {
     rndb_protocol::schema::decode_values(&mut reader, rndb_protocol::schema::COLUMNS_MAX).ok()
 }
 
+/// The items of `items` that `later` picks, taken out, in order.
 fn take_after<T>(items: &mut Vec<T>, later: impl Fn(&T) -> bool) -> Vec<T> {
     let (later, earlier): (Vec<T>, Vec<T>) = std::mem::take(items).into_iter().partition(later);
     *items = earlier;
