@@ -962,14 +962,22 @@ impl World {
         };
         let requests = kernel.take_fs_requests();
         for queue in disk.submit(requests) {
-            let at = self.now_ns + disk.service_ns(queue);
-            let done = EventKind::FsDone {
-                node,
-                incarnation,
-                queue,
-            };
-            self.queue.push(at, node.0, 0, done);
+            self.schedule_fs_done(node, incarnation, queue);
         }
+    }
+
+    /// Schedules the completion of the request at the head of `queue` of `node`'s disk.
+    fn schedule_fs_done(&mut self, node: NodeId, incarnation: u32, queue: DiskQueue) {
+        let Some(disk) = self.disks.get_mut(&node) else {
+            return;
+        };
+        let at = self.now_ns + disk.service_ns(queue);
+        let done = EventKind::FsDone {
+            node,
+            incarnation,
+            queue,
+        };
+        self.queue.push(at, node.0, 0, done);
     }
 
     /// The disk of `node` completes the oldest request of `queue`; the kernel hears of it.
@@ -989,13 +997,7 @@ impl World {
             return Ok(());
         };
         if disk.busy(queue) {
-            let at = self.now_ns + disk.service_ns(queue);
-            let done = EventKind::FsDone {
-                node,
-                incarnation,
-                queue,
-            };
-            self.queue.push(at, node.0, 0, done);
+            self.schedule_fs_done(node, incarnation, queue);
         }
         if let Err(error) = &conf.result {
             self.count("disk fault");
