@@ -28,6 +28,7 @@ use rndb_transporter::{
 };
 
 use crate::arbiter::Arbiter;
+use crate::stats::{ClientStat, Counters};
 use crate::Error;
 
 /// The most bytes of answers one request may hold filed and not yet handed over: a bound on
@@ -80,11 +81,13 @@ impl Declared {
 }
 
 /// What every link of one [`Cluster`](crate::Cluster) shares: the data nodes the cluster
-/// declared failed, and this API node as the arbitrator.
+/// declared failed, this API node as the arbitrator, and its client statistics.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LinksShared {
     pub declared: Arc<Declared>,
     pub arbiter: Arc<Arbiter>,
+    /// The cluster's client statistics.
+    pub stats: Arc<Counters>,
 }
 
 /// What [`Connection::heartbeat`] saw: the frame count at its last look, and how many looks
@@ -336,6 +339,8 @@ pub(crate) struct Connection {
     declared: Arc<Declared>,
     /// This API node as the arbitrator, shared by every link of the cluster.
     arbiter: Arc<Arbiter>,
+    /// The cluster's client statistics.
+    stats: Arc<Counters>,
     /// Frames read from the link so far, and what the heartbeat saw of it (see
     /// [`Connection::heartbeat`]).
     frames_received: AtomicU64,
@@ -506,6 +511,7 @@ impl Connection {
             failed: AtomicBool::new(false),
             declared: Arc::clone(&shared.declared),
             arbiter: Arc::clone(&shared.arbiter),
+            stats: Arc::clone(&shared.stats),
             frames_received: AtomicU64::new(0),
             frames_sent: AtomicU64::new(0),
             bytes_sent: AtomicU64::new(0),
@@ -539,6 +545,21 @@ impl Connection {
             bytes_received: self.bytes_received.load(Ordering::Relaxed),
             kernel_tcp: rndb_transporter::socket_link::kernel_tcp_bytes(fd).ok(),
         }
+    }
+
+    /// The client statistics of the cluster this link belongs to.
+    pub(crate) fn stats(&self) -> &Counters {
+        &self.stats
+    }
+
+    /// Its link was replaced (or left the cluster): the bytes it carried go to the cluster's
+    /// retired counts, as the cluster's byte counts sum the links it has.
+    pub(crate) fn retire(&self) {
+        let traffic = self.traffic();
+        self.stats
+            .retire(ClientStat::BytesSentCount, traffic.bytes_sent);
+        self.stats
+            .retire(ClientStat::BytesRecvdCount, traffic.bytes_received);
     }
 
     /// Stops the receive thread, if one runs (the link closes when the last reference goes).

@@ -34,6 +34,7 @@ use rndb_transporter::FrameHeader;
 use crate::connection::Connection;
 use crate::event_def::TableEvents;
 use crate::event_merge::{self, EpochParts};
+use crate::stats::ClientStat;
 use crate::{Cluster, Error, Table};
 
 /// Bytes of events an operation holds, not yet handed out, by default (its
@@ -678,6 +679,15 @@ impl<'c> EventOperation<'c> {
             return Ok(());
         };
         let connection = Arc::clone(&stream.connection);
+        let kind = if signal == gsn::SUB_TABLE_DATA {
+            ClientStat::DataEventsRecvdCount
+        } else {
+            ClientStat::NonDataEventsRecvdCount
+        };
+        self.cluster.counters().with_block(|counts| {
+            counts.bump(kind, 1);
+            counts.bump(ClientStat::EventBytesRecvdCount, payload.len() as u64);
+        });
         let malformed = |e: &dyn std::fmt::Display| {
             connection.protocol_violation(format!("signal {signal}: {e}"))
         };

@@ -30,6 +30,7 @@
 //! - [`ddl`]: a `CREATE TABLE` subset read with `sqlparser`, for tools and applications.
 //! - [`event`]: subscriptions to a table's committed changes (NDB's event API).
 //! - `error`: [`Error`], which keeps NDB's code and temporary/permanent class.
+//! - `stats`: NDB's client statistics ([`Cluster::client_stats`]), counted per thread.
 //! - `futex_hash`: grows the kernel's futex hash for thousands of parked client threads; the
 //!   crate's only `unsafe` (two `prctl` calls).
 //!
@@ -56,6 +57,7 @@ pub mod ndbinfo;
 pub mod placement;
 mod reconnect;
 mod scan;
+mod stats;
 #[cfg(feature = "tokio")]
 mod tokio_api;
 mod transaction;
@@ -81,6 +83,7 @@ pub use rndb_protocol::{
 pub use rndb_transporter::connect::is_this_host;
 pub use rndb_transporter::socket_link::KernelTcpBytes;
 pub use scan::{Scan, ScanOptions, OWN_PARTS_SCAN_BYTES_MAX};
+pub use stats::{ClientStat, ClientStats};
 #[cfg(feature = "tokio")]
 pub use tokio_api::{TokioCluster, TokioEventOperation, TokioScan, TokioTransaction};
 pub use transaction::{OpId, Transaction};
@@ -185,6 +188,8 @@ pub struct Cluster {
     /// Auto-increment ranges this API node took and has not used up.
     auto_increment: std::sync::Mutex<auto_increment::Ranges>,
     auto_increment_prefetch: u32,
+    /// NDB's client statistics (`Cluster::client_stats`), shared with the links.
+    stats: Arc<stats::Counters>,
 }
 
 /// A table as the dictionary knows it: its id, version and definition.
@@ -487,6 +492,7 @@ impl Cluster {
         let shared = LinksShared {
             declared: Arc::new(Declared::default()),
             arbiter: Arc::new(Arbiter::new(rank)),
+            stats: Arc::default(),
         };
         let slots: Vec<Slot> = config.data_nodes.iter().map(|_| Slot::default()).collect();
         for link in links {
@@ -520,6 +526,7 @@ impl Cluster {
             near,
             auto_increment: Default::default(),
             auto_increment_prefetch: options.auto_increment_prefetch,
+            stats: Arc::clone(&shared.stats),
         };
         cluster.wait_until_started(options.connect_timeout)?;
         // The shortest HeartbeatIntervalDbApi of the data nodes (each normally has the same).
@@ -724,6 +731,24 @@ impl Cluster {
             total.add(&connection.traffic());
         }
         total
+    }
+
+    /// NDB's client statistics of this API node since it connected (`Ndb::getClientStat`,
+    /// summed over threads as `Ndb_cluster_connection::collect_client_stats` sums `Ndb`
+    /// objects): round trips waited for, operations, transactions, scans, rows and bytes (see
+    /// [`ClientStat`] for what each counts). A thread's counts show at once; the bytes of a
+    /// link that was replaced stay counted.
+    pub fn client_stats(&self) -> ClientStats {
+        let mut stats = self.stats.snapshot();
+        let traffic = self.link_traffic();
+        stats.add(ClientStat::BytesSentCount, traffic.bytes_sent);
+        stats.add(ClientStat::BytesRecvdCount, traffic.bytes_received);
+        stats
+    }
+
+    /// The client statistics' counters, for the modules that count.
+    pub(crate) fn counters(&self) -> &stats::Counters {
+        &self.stats
     }
 
     /// This API node's id: the `[api]` slot it holds. It changes only when another API node
@@ -1069,6 +1094,7 @@ fn request(
         connection.forget(request_id);
         return Err(e);
     }
+    connection.stats().add(ClientStat::WaitMetaRequestCount, 1);
     connection.wait(request_id, Instant::now() + timeout)
 }
 

@@ -102,14 +102,16 @@ impl Slot {
         self.0.load().as_ref().is_some_and(|c| !c.is_failed())
     }
 
-    /// Puts `link` in the slot, returning the one it replaces.
+    /// Puts `link` in the slot, returning the one it replaces (whose bytes go to the
+    /// retired counts).
     pub fn set(&self, link: Arc<Connection>) -> Option<Arc<Connection>> {
-        self.0.swap(Some(link))
+        let old = self.0.swap(Some(link));
+        old.inspect(|old| old.retire())
     }
 
-    /// Empties the slot, returning its link.
+    /// Empties the slot, returning its link (whose bytes go to the retired counts).
     pub fn take(&self) -> Option<Arc<Connection>> {
-        self.0.swap(None)
+        self.0.swap(None).inspect(|old| old.retire())
     }
 }
 

@@ -30,6 +30,7 @@ use rndb_protocol::{LockMode, NdbError, Value};
 use rndb_transporter::FrameHeader;
 
 use crate::connection::{Answers, Connection};
+use crate::stats::ClientStat;
 use crate::{Cluster, Error, Table};
 
 /// How a scan reads. The defaults: CommittedRead, every fragment at once, the batch sizes of
@@ -287,7 +288,10 @@ impl<'c> Scan<'c> {
         for part in self.parts.iter_mut().filter(|p| !p.finished) {
             part.finished = true;
             match part.send_next(self.cluster, true, &[], Connection::register_request) {
-                Ok(id) => waits.push((Arc::clone(&part.connection), id)),
+                Ok(id) => {
+                    (self.cluster.counters()).add(ClientStat::WaitScanResultCount, 1);
+                    waits.push((Arc::clone(&part.connection), id));
+                }
                 Err(e) => {
                     first_error.get_or_insert(e);
                 }
@@ -328,7 +332,10 @@ impl<'c> Scan<'c> {
         let mut waits = Vec::with_capacity(requests.len());
         for (i, fragments) in requests {
             match self.parts[*i].send_next(self.cluster, false, fragments, register) {
-                Ok(id) => waits.push((*i, id)),
+                Ok(id) => {
+                    (self.cluster.counters()).add(ClientStat::WaitScanResultCount, 1);
+                    waits.push((*i, id));
+                }
                 Err(e) => return (waits, Some(e)),
             }
         }
@@ -550,6 +557,7 @@ impl Part {
             )));
         }
         let def = table.def();
+        let mut rows = 0;
         for (signal, payload) in answers.iter() {
             if signal != gsn::SCAN_ROWS {
                 continue;
@@ -560,6 +568,7 @@ impl Part {
                 match buffers.get_mut(usize::from(fragment)) {
                     Some(buffer) => {
                         buffer.push_back(values);
+                        rows += 1;
                         Ok(())
                     }
                     None => Err(reader.error(format!("fragment {fragment} of {count}"))),
@@ -578,6 +587,10 @@ impl Part {
                 }
             }
         }
+        self.connection.stats().with_block(|counts| {
+            counts.bump(ClientStat::ScanBatchCount, conf.fragments.len() as u64);
+            counts.bump(ClientStat::ReadRowCount, rows);
+        });
         self.finished = conf.finished;
         if self.finished {
             self.done.iter_mut().for_each(|d| *d = true);

@@ -26,6 +26,7 @@ use crate::connection::Answers;
 use crate::connection::Connection;
 use crate::interpreted::InterpretedCode;
 use crate::scan::{batch_sizes, Scan, ScanOptions};
+use crate::stats::ClientStat;
 use crate::{Cluster, Error, Index, NodeId, Table};
 
 /// What an operation works on: a table by primary key, or a unique index by its key.
@@ -512,6 +513,7 @@ pub struct Transaction<'c> {
 
 impl<'c> Transaction<'c> {
     pub(crate) fn new(cluster: &'c Cluster, request_id: u32) -> Self {
+        cluster.counters().add(ClientStat::TransStartCount, 1);
         Transaction {
             cluster,
             request_id,
@@ -1201,6 +1203,16 @@ impl<'c> Transaction<'c> {
         // Every data node whose link works: a failed node's fragments are scanned by the backup
         // that took them over.
         let live: Vec<Arc<Connection>> = cluster.linked().filter(|c| !c.is_failed()).collect();
+        let started = if index.is_some() {
+            ClientStat::RangeScanCount
+        } else {
+            ClientStat::TableScanCount
+        };
+        cluster.counters().with_block(|counts| {
+            counts.bump(started, 1);
+            // Each part's first batch is waited for.
+            counts.bump(ClientStat::WaitScanResultCount, live.len() as u64);
+        });
         let mut parts = Vec::with_capacity(live.len());
         let mut req = req;
         req.alive = live.iter().map(|c| c.peer.0).collect();
@@ -1477,9 +1489,16 @@ impl<'c> Transaction<'c> {
         if self.results.len() < first + count {
             self.results.resize_with(first + count, OpResult::default);
         }
+        let mut unique_ops = 0;
         for (result, frame) in self.results[first..].iter_mut().zip(&frames.frames) {
             result.table = frame.3;
+            unique_ops += u64::from(frame.0.signal == gsn::TCINDXREQ);
         }
+        self.cluster.counters().with_block(|counts| {
+            counts.bump(ClientStat::WaitExecCompleteCount, 1);
+            counts.bump(ClientStat::PkOpCount, count as u64 - unique_ops);
+            counts.bump(ClientStat::UkOpCount, unique_ops);
+        });
         let mut flags = if self.state == State::Fresh {
             FLAG_START_TRANSACTION
         } else {
@@ -1587,6 +1606,12 @@ impl<'c> Transaction<'c> {
             } else {
                 ExecType::Rollback
             };
+            let counted = if end == ExecType::Commit {
+                ClientStat::TransCommitCount
+            } else {
+                ClientStat::TransAbortCount
+            };
+            self.cluster.counters().add(counted, 1);
             self.finish_elsewhere(end);
         }
         result
@@ -1606,6 +1631,7 @@ impl<'c> Transaction<'c> {
     pub(crate) fn roll_back_now(&mut self) {
         self.abandon();
         if self.state == State::Abandoned {
+            self.cluster.counters().add(ClientStat::TransAbortCount, 1);
             self.finish_elsewhere(ExecType::Rollback);
             let (header, payload) = self.end_frame(ExecType::Rollback);
             // A failure means the link is gone, and the data node aborts the transaction itself.
@@ -1690,6 +1716,12 @@ impl<'c> Transaction<'c> {
             if let Err(e) = connection.send_batch(&[(header, &payload)]) {
                 connection.forget(self.request_id);
                 return (sent, Some(scan_locks_lost(connection, &e)));
+            }
+            if sent.is_empty() {
+                // The checks go out together: one round trip.
+                self.cluster
+                    .counters()
+                    .add(ClientStat::WaitExecCompleteCount, 1);
             }
             sent.push(Arc::clone(connection));
         }
@@ -1974,17 +2006,27 @@ impl<'c> Transaction<'c> {
     /// execute's. Returns how the execute ended once its last answer is among them. An answer
     /// that breaks the protocol gives the link up (see `Connection::protocol_violation`).
     fn file_answers(&mut self, sent: &Sent, answers: &Answers) -> Option<Ended> {
+        let mut rows = 0;
+        let mut ended = None;
         for (signal, payload) in answers.iter() {
+            rows += u64::from(matches!(signal, gsn::TCKEY_ROW | gsn::TCKEY_ROW_CONF));
             match self.file_answer(sent, signal, payload) {
                 Ok(None) => {}
-                Ok(Some(ended)) => return Some(ended),
+                Ok(Some(end)) => {
+                    ended = Some(end);
+                    break;
+                }
                 Err(reason) => {
                     let violation = self.connection().protocol_violation(reason);
-                    return Some(Ended::Malformed(violation));
+                    ended = Some(Ended::Malformed(violation));
+                    break;
                 }
             }
         }
-        None
+        if rows > 0 {
+            self.cluster.counters().add(ClientStat::ReadRowCount, rows);
+        }
+        ended
     }
 
     /// Files one answer. `Ok(Some)` for the execute's last answer; `Err` names a protocol
@@ -2828,7 +2870,12 @@ enum Ended {
 impl Drop for Transaction<'_> {
     fn drop(&mut self) {
         recycle_rows(&mut self.results);
-        if !matches!(self.state, State::Open | State::Abandoned) {
+        let open = matches!(self.state, State::Open | State::Abandoned);
+        self.cluster.counters().with_block(|counts| {
+            counts.bump(ClientStat::TransCloseCount, 1);
+            counts.bump(ClientStat::TransAbortCount, u64::from(open));
+        });
+        if !open {
             self.finish_elsewhere(ExecType::Rollback);
             return;
         }

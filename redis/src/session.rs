@@ -413,13 +413,21 @@ fn commands_known() -> &'static [&'static str] {
 
 fn info(ctx: Context<'_>) -> String {
     let cluster = ctx.db.cluster();
-    format!(
+    let mut info = format!(
         "# Server\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\nrndb_gateway:rndb-redis \
          {}\r\nrndb_api_node_id:{}\r\nrndb_data_nodes:{}\r\nrndb_no_of_replicas:{}\r\n\
-         \r\n# Keyspace\r\n",
+         \r\n# Ndbapi\r\n",
         env!("CARGO_PKG_VERSION"),
         cluster.node_id().0,
         cluster.config().data_nodes.len(),
         cluster.config().no_of_replicas,
-    )
+    );
+    // NDB's client statistics, named as mysqld's status variables (lower case, as Redis's
+    // fields are).
+    for (stat, count) in cluster.client_stats().iter() {
+        let name = stat.status_variable().to_ascii_lowercase();
+        info.push_str(&format!("{name}:{count}\r\n"));
+    }
+    info.push_str("\r\n# Keyspace\r\n");
+    info
 }

@@ -8,7 +8,8 @@
 //! whole, names a long value an update left as it was, and makes one event of a row's changes
 //! in one epoch, also while data nodes are SIGKILLed and restarted under a writer; and that
 //! named events (NDB's Dictionary::createEvent) are kept for every API node, refuse what NDB
-//! refuses, and hand out the kinds of change they name.
+//! refuses, and hand out the kinds of change they name; and that the client statistics count
+//! the events received.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,8 +17,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use rndb_api::{
-    BlobSize, Cluster, ColumnDef, ColumnType, EventData, EventDef, EventOperation, EventType,
-    ExecType, Table, TableDef, TableEvents, Value,
+    BlobSize, ClientStat, Cluster, ColumnDef, ColumnType, EventData, EventDef, EventOperation,
+    EventType, ExecType, Table, TableDef, TableEvents, Value,
 };
 use rndb_config::NodeId;
 use rndb_tests::ops::recreate_table;
@@ -149,6 +150,16 @@ fn committed_changes_come_once_in_their_epochs_with_both_images() {
     assert_eq!(
         got, expected,
         "every committed change once, in its commit's epoch"
+    );
+    // The client statistics counted the changes as they came (from each node that sent
+    // them), the epochs' ends, and their bytes.
+    let stats = api.client_stats();
+    let data = stats[ClientStat::DataEventsRecvdCount];
+    assert!(data >= expected.len() as u64, "{stats:?}");
+    assert!(stats[ClientStat::NonDataEventsRecvdCount] > 0, "{stats:?}");
+    assert!(
+        stats[ClientStat::EventBytesRecvdCount] > data * 8,
+        "{stats:?}"
     );
 
     // Dropping the table ends the subscription, after the changes committed before it (in

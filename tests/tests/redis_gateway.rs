@@ -8,7 +8,8 @@
 //! parts left behind by any command, a table made before that column keeps its limit, INCRs
 //! racing to create a key all count, writes of more rows than one batch holds succeed, and
 //! garbage, huge lengths and unknown commands get
-//! errors while other clients are served.
+//! errors while other clients are served, and an HDEL of short fields on its own is one round
+//! trip (INFO's NDB client statistics).
 //! Over spinning shared memory the gateway keeps off the CPU its data node is bound to.
 
 use std::io::{Read, Write};
@@ -945,6 +946,26 @@ fn hdel_counts_the_fields_it_deleted() {
         left.into_iter().collect::<Vec<_>>(),
         vec![("e".into(), "5".into())]
     );
+    // On its own, an HDEL of short fields that are there is one round trip.
+    let _: i64 = (redis::cmd("HSET")
+        .arg("h")
+        .arg(&[("x", "1"), ("y", "2")][..]))
+    .query(&mut client)
+    .unwrap();
+    let before = round_trips(&mut client);
+    assert_eq!(hdel(&mut client, &["x", "y"]), 2);
+    assert_eq!(round_trips(&mut client) - before, 1, "HDEL x y");
+}
+
+/// The gateway's executes so far: its INFO's ndb_api_wait_exec_complete_count (NDB's
+/// WaitExecCompleteCount).
+fn round_trips(client: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").query(client).unwrap();
+    let line = info
+        .lines()
+        .find_map(|l| l.strip_prefix("ndb_api_wait_exec_complete_count:"))
+        .unwrap_or_else(|| panic!("no round trip count in INFO: {info}"));
+    line.trim().parse().expect("a count")
 }
 
 /// With DataMemory full, an EXEC whose MSET cannot write a new key aborts whole: the MSET's
