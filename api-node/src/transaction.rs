@@ -416,7 +416,9 @@ pub(crate) struct Sent {
     /// The result slot of its operation 0; its operations' slots follow in order.
     first: usize,
     /// How many operations it sent.
-    count: usize,
+    count: u32,
+    /// How many of them went through a unique index (the client statistics' UkOpCount).
+    unique_ops: u32,
     exec: ExecType,
 }
 
@@ -1395,16 +1397,18 @@ impl<'c> Transaction<'c> {
                 }
                 // Rows are filed as they arrive, while the data node works on the rest.
                 let mut ended = None;
+                let mut rows = 0;
                 let waited = connection.wait_streaming(
                     self.request_id,
                     self.cluster.deadline(),
                     &mut |answers| {
                         if ended.is_none() {
-                            ended = self.file_answers(&sent, answers);
+                            ended = self.file_answers(&sent, answers, &mut rows);
                         }
                     },
                 );
                 if let Err(e) = waited {
+                    self.count_execute(&sent, rows, None);
                     self.state = State::Abandoned;
                     // A malformed answer gave the link up while more answers were due, which
                     // ended the wait: report the violation, not the lost link it caused.
@@ -1413,7 +1417,7 @@ impl<'c> Transaction<'c> {
                     }
                     return Err(e);
                 }
-                self.conclude(sent.exec, ended)
+                self.conclude(&sent, ended, rows)
             }
         }
     }
@@ -1492,13 +1496,8 @@ impl<'c> Transaction<'c> {
         let mut unique_ops = 0;
         for (result, frame) in self.results[first..].iter_mut().zip(&frames.frames) {
             result.table = frame.3;
-            unique_ops += u64::from(frame.0.signal == gsn::TCINDXREQ);
+            unique_ops += u32::from(frame.0.signal == gsn::TCINDXREQ);
         }
-        self.cluster.counters().with_block(|counts| {
-            counts.bump(ClientStat::WaitExecCompleteCount, 1);
-            counts.bump(ClientStat::PkOpCount, count as u64 - unique_ops);
-            counts.bump(ClientStat::UkOpCount, unique_ops);
-        });
         let mut flags = if self.state == State::Fresh {
             FLAG_START_TRANSACTION
         } else {
@@ -1530,7 +1529,12 @@ impl<'c> Transaction<'c> {
         Begun::Send {
             connection: self.connection(),
             frames,
-            sent: Sent { first, count, exec },
+            sent: Sent {
+                first,
+                count: count as u32,
+                unique_ops,
+                exec,
+            },
         }
     }
 
@@ -1564,10 +1568,12 @@ impl<'c> Transaction<'c> {
     ) -> Result<(), Error> {
         match answers {
             Ok(answers) => {
-                let ended = self.file_answers(&sent, &answers);
-                self.conclude(sent.exec, ended)
+                let mut rows = 0;
+                let ended = self.file_answers(&sent, &answers, &mut rows);
+                self.conclude(&sent, ended, rows)
             }
             Err(e) => {
+                self.count_execute(&sent, 0, None);
                 self.state = State::Abandoned;
                 Err(e)
             }
@@ -1575,8 +1581,9 @@ impl<'c> Transaction<'c> {
     }
 
     /// Ends an execute whose answers were all filed: `ended` is what its last answer said
-    /// (`None`: the answers ended without one).
-    fn conclude(&mut self, exec: ExecType, ended: Option<Ended>) -> Result<(), Error> {
+    /// (`None`: the answers ended without one); `rows` were read.
+    fn conclude(&mut self, sent: &Sent, ended: Option<Ended>, rows: u64) -> Result<(), Error> {
+        let exec = sent.exec;
         self.state = if exec == ExecType::NoCommit {
             State::Open
         } else {
@@ -1611,8 +1618,10 @@ impl<'c> Transaction<'c> {
             } else {
                 ClientStat::TransAbortCount
             };
-            self.cluster.counters().add(counted, 1);
+            self.count_execute(sent, rows, Some(counted));
             self.finish_elsewhere(end);
+        } else {
+            self.count_execute(sent, rows, None);
         }
         result
     }
@@ -2005,28 +2014,38 @@ impl<'c> Transaction<'c> {
     /// Files rows and errors under their operations, for answers that may be only part of an
     /// execute's. Returns how the execute ended once its last answer is among them. An answer
     /// that breaks the protocol gives the link up (see `Connection::protocol_violation`).
-    fn file_answers(&mut self, sent: &Sent, answers: &Answers) -> Option<Ended> {
-        let mut rows = 0;
-        let mut ended = None;
+    /// Files answers until the execute's last one, adding the rows they carry to `rows`.
+    fn file_answers(&mut self, sent: &Sent, answers: &Answers, rows: &mut u64) -> Option<Ended> {
         for (signal, payload) in answers.iter() {
-            rows += u64::from(matches!(signal, gsn::TCKEY_ROW | gsn::TCKEY_ROW_CONF));
+            *rows += u64::from(matches!(signal, gsn::TCKEY_ROW | gsn::TCKEY_ROW_CONF));
             match self.file_answer(sent, signal, payload) {
                 Ok(None) => {}
-                Ok(Some(end)) => {
-                    ended = Some(end);
-                    break;
-                }
+                Ok(Some(ended)) => return Some(ended),
                 Err(reason) => {
                     let violation = self.connection().protocol_violation(reason);
-                    ended = Some(Ended::Malformed(violation));
-                    break;
+                    return Some(Ended::Malformed(violation));
                 }
             }
         }
-        if rows > 0 {
-            self.cluster.counters().add(ClientStat::ReadRowCount, rows);
-        }
-        ended
+        None
+    }
+
+    /// Counts an execute that was sent and waited for in the client statistics, with the rows
+    /// its answers carried and how it ended the transaction (`ended`: TransCommitCount,
+    /// TransAbortCount, or `None` while it goes on): one look-up of the thread's counts.
+    fn count_execute(&self, sent: &Sent, rows: u64, ended: Option<ClientStat>) {
+        self.cluster.counters().with_block(|counts| {
+            counts.bump(ClientStat::WaitExecCompleteCount, 1);
+            counts.bump(
+                ClientStat::PkOpCount,
+                u64::from(sent.count - sent.unique_ops),
+            );
+            counts.bump(ClientStat::UkOpCount, u64::from(sent.unique_ops));
+            counts.bump(ClientStat::ReadRowCount, rows);
+            if let Some(ended) = ended {
+                counts.bump(ended, 1);
+            }
+        });
     }
 
     /// Files one answer. `Ok(Some)` for the execute's last answer; `Err` names a protocol
@@ -2038,9 +2057,8 @@ impl<'c> Transaction<'c> {
         payload: &[u8],
     ) -> Result<Option<Ended>, String> {
         let op_slot = |op_index: u32| {
-            let index = op_index as usize;
-            if index < sent.count {
-                Ok(sent.first + index)
+            if op_index < sent.count {
+                Ok(sent.first + op_index as usize)
             } else {
                 Err(format!(
                     "answer names operation {op_index} of a batch of {}",
