@@ -309,13 +309,26 @@ impl ExecLoop {
         self.rejoin
     }
 
-    /// Runs until the shutdown flag is set. Fails when this node had to stop itself.
+    /// Runs until the shutdown flag is set and the kernel's graceful stop has saved what this
+    /// node answered (`Kernel::ready_to_stop`). Fails when this node had to stop itself.
     pub fn run(&mut self) -> Result<(), String> {
         let began = Instant::now();
         let mut served = false;
         let mut idle = Idle::new(began, self.spin.budget());
         let mut next_tick = idle.since + TIMER_TICK;
-        while !self.shutdown.load(Ordering::Relaxed) {
+        let mut stop_begun = false;
+        loop {
+            if self.shutdown.load(Ordering::Relaxed) {
+                let now = Instant::now();
+                if !stop_begun {
+                    stop_begun = true;
+                    self.kernel.begin_stop(now);
+                }
+                let mut out = link_outbox!(self);
+                if self.kernel.ready_to_stop(&mut out, now) {
+                    break;
+                }
+            }
             self.watched.at(watchdog::POLLING);
             let (slept, waited_from) = self.wait(&mut idle, next_tick);
             // A turn that did not sleep takes its time from the start of its wait, at most a

@@ -271,6 +271,15 @@ impl DataNodes {
         stop_child(child, id)
     }
 
+    /// Sends data node `id` SIGTERM (a graceful stop) without waiting for it to exit:
+    /// [`DataNodes::stop`] waits.
+    pub fn terminate(&mut self, id: NodeId) -> Result<()> {
+        let child = (self.node_mut(id)?.child.as_ref())
+            .ok_or_else(|| anyhow!("data node {id} was already stopped"))?;
+        send_sigterm(child);
+        Ok(())
+    }
+
     /// Stops every running data node: SIGTERM to all first, so they stop in parallel, then
     /// each is awaited (SIGKILL after [`STOP_GRACE`]). Failures are printed, not returned,
     /// since this runs on drop.

@@ -179,6 +179,12 @@ impl TestCluster {
         self.nodes.stop(id)
     }
 
+    /// Sends data node `id` SIGTERM (a graceful stop) and returns at once; `stop_node`
+    /// waits for its exit.
+    pub fn terminate_node(&mut self, id: NodeId) -> Result<()> {
+        self.nodes.terminate(id)
+    }
+
     /// Everything data node `id` has written to stdout and stderr so far.
     pub fn log(&self, id: NodeId) -> String {
         self.nodes.log(id)

@@ -27,6 +27,7 @@ pub mod dbinfo;
 pub mod dict;
 pub mod dih;
 mod fs;
+mod graceful_stop;
 pub mod lqh;
 mod node_restart;
 pub mod node_set;
@@ -227,6 +228,8 @@ pub struct Kernel {
     dropped_rows_reported: u64,
     /// Single user mode: the one API node let in (`single_user.rs`).
     single_user: Option<NodeId>,
+    /// A graceful stop in its last steps (`graceful_stop.rs`).
+    stopping: Option<graceful_stop::Stopping>,
     /// Online backups (`backup.rs`).
     backups: backup::Backups,
     /// The ndbinfo tables' state (`dbinfo.rs`).
@@ -309,6 +312,7 @@ impl Kernel {
             rejoin_cures: false,
             dropped_rows_reported: 0,
             single_user: None,
+            stopping: None,
             backups: backup::Backups::default(),
             dbinfo: dbinfo::Dbinfo::new(config, node.node_id),
             suma: suma::Suma::new(node),
@@ -419,6 +423,9 @@ impl Kernel {
             }
         }
         if self.single_user.is_some() && self.refuse_single_user(from, header, payload, out) {
+            return Ok(());
+        }
+        if self.stopping.is_some() && self.refuse_while_stopping(from, header, payload, out) {
             return Ok(());
         }
         match header.signal {
@@ -834,6 +841,7 @@ impl Kernel {
             self.jobs.push_back(Signal::TcContinueB(trans));
         }
         self.single_user_sweep();
+        self.stopping_sweep();
         self.jobs.push_back(Signal::Timer);
     }
 

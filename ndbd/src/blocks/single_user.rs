@@ -38,14 +38,17 @@ impl Kernel {
         let Some(api) = self.single_user else {
             return;
         };
+        self.abort_idle_except(api, &single_user_error(api));
+    }
+
+    /// Aborts the idle transactions of API nodes other than `api` with `error` (their next
+    /// execute is told it).
+    pub(super) fn abort_idle_except(&mut self, api: NodeId, error: &NdbError) {
         // A transaction with a scan open is between two batches, not idle: its scan runs to
         // its end (aborted, the scan's next batch would find its record gone).
         let scanning = self.scans.transactions();
         let spared = |trans| scanning.contains(&trans);
-        for trans in self
-            .tc
-            .abort_idle_except(api, &single_user_error(api), &spared)
-        {
+        for trans in self.tc.abort_idle_except(api, error, &spared) {
             self.jobs.push_back(Signal::TcContinueB(trans));
         }
     }
@@ -64,15 +67,33 @@ impl Kernel {
         let Some(api) = self.single_user else {
             return false;
         };
-        if from == api || self.qmgr.is_data_node(from) {
+        if from == api {
             return false;
         }
-        let error = single_user_error(api);
+        self.refuse_new_work(from, header, payload, out, single_user_error(api))
+    }
+
+    /// Refuses with `error` a request of API node `from` that would start work: a new
+    /// transaction, scan or schema change. A request of a transaction TC holds open goes on
+    /// after the transaction, if idle, is aborted with `error`: TC then answers it with that
+    /// error. True when the frame was handled. Single user mode and a graceful stop
+    /// (`graceful_stop.rs`) refuse so.
+    pub(super) fn refuse_new_work(
+        &mut self,
+        from: NodeId,
+        header: &FrameHeader,
+        payload: &[u8],
+        out: &mut dyn Outbox,
+        error: NdbError,
+    ) -> bool {
+        if self.qmgr.is_data_node(from) {
+            return false;
+        }
         match header.signal {
             gsn::TCKEYREQ | gsn::TCINDXREQ | gsn::TC_EXECUTE_REQ => {
                 let trans = tc::trans_id(from, header.request_id);
                 if self.tc.knows(trans) {
-                    self.single_user_abort(trans, &error);
+                    self.abort_if_idle(trans, &error);
                     return false;
                 }
                 self.refuse_api_request_with(from, header, payload, out, error)
@@ -82,7 +103,7 @@ impl Kernel {
                 let Ok(req) = ScanTabReq::decode(payload) else {
                     return false;
                 };
-                self.single_user_abort(tc::trans_id(from, req.trans_request_id), &error);
+                self.abort_if_idle(tc::trans_id(from, req.trans_request_id), &error);
                 self.refuse_api_request_with(from, header, payload, out, error)
             }
             gsn::CREATE_TABLE_REQ
@@ -99,7 +120,7 @@ impl Kernel {
 
     /// Aborts `trans` if TC holds it open and idle, without a scan open, and it is no scan
     /// part another node coordinates.
-    fn single_user_abort(&mut self, trans: TransId, error: &NdbError) {
+    fn abort_if_idle(&mut self, trans: TransId, error: &NdbError) {
         if !self.scans.open_in(trans)
             && !self.tc.is_scan_part(trans)
             && self.tc.abort_idle(trans, error.clone())

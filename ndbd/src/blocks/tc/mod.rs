@@ -463,6 +463,15 @@ impl Tc {
             .collect()
     }
 
+    /// True while this TC coordinates a transaction whose commit or abort is not over (a
+    /// durable commit waiting only to answer is; a scan part another node coordinates is
+    /// not this TC's).
+    pub fn coordinates_running(&self) -> bool {
+        self.transactions
+            .iter()
+            .any(|(_, t)| !t.scan_part && t.phase != Phase::Saving)
+    }
+
     /// True while `trans` is one this TC coordinates and its commit or abort is not over.
     pub fn is_running(&self, trans: TransId) -> bool {
         self.transactions

@@ -1,0 +1,153 @@
+//! Proves that a graceful stop of every data node (SIGTERM to each at once, as ndb_mgm's
+//! SHUTDOWN and ALL RESTART stop them) loses no commit acknowledged before it, though commits
+//! are acknowledged in memory and global checkpoints are 20 s apart: each node saves one of
+//! every commit it answered before it leaves, and a system restart brings every acknowledged
+//! row back. And that a stopping node refuses new transactions with 280 and waits for a scan
+//! already running, then stops once it ends.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rndb_api::{Cluster, ColumnDef, ColumnType, ExecType, LockMode, ScanOptions, TableDef, Value};
+use rndb_config::NodeId;
+use rndb_tests::ops::recreate_table;
+use rndb_tests::{assert_ndb_code, wait_until, ClusterSpec, TestCluster};
+
+fn items_def() -> TableDef {
+    TableDef::new(
+        "items",
+        vec![
+            ColumnDef::key("id", ColumnType::UInt32),
+            ColumnDef::new("v", ColumnType::Int64),
+        ],
+    )
+}
+
+fn insert(api: &Cluster, table: &rndb_api::Table, id: u32) -> Result<(), rndb_api::Error> {
+    let mut tx = api.start_transaction()?;
+    tx.insert(table, &[Value::UInt32(id), Value::Int64(i64::from(id) * 3)])?;
+    tx.execute(ExecType::Commit)
+}
+
+#[test]
+fn stopping_every_node_gracefully_keeps_every_acknowledged_commit() {
+    let spec = ClusterSpec::new()
+        .data_nodes(2)
+        .replicas(2)
+        // No checkpoint of its own comes while the test runs: only the stop's saves them.
+        .data_node_param("TimeBetweenGlobalCheckpoints", "20000");
+    let mut cluster = TestCluster::start(spec).expect("start the cluster");
+    let acknowledged = Mutex::new(BTreeSet::new());
+    {
+        let api = cluster.connect().expect("connect");
+        let table = recreate_table(&api, &items_def()).expect("create table");
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let writer = scope.spawn(|| {
+                let mut id = 0;
+                // Writes on through the stop, until the nodes are gone.
+                let mut failures = 0;
+                while failures < 50 {
+                    match insert(&api, &table, id) {
+                        Ok(()) => {
+                            acknowledged.lock().unwrap().insert(id);
+                        }
+                        Err(_) if stop.load(Ordering::Relaxed) => failures += 1,
+                        Err(e) => panic!("insert {id} before the stop: {e}"),
+                    }
+                    id += 1;
+                }
+            });
+            wait_until("300 inserts acknowledged", Duration::from_secs(30), || {
+                Ok((acknowledged.lock().unwrap().len() >= 300).then_some(()))
+            })
+            .unwrap();
+            stop.store(true, Ordering::Relaxed);
+            for id in cluster.data_node_ids() {
+                cluster.terminate_node(id).expect("SIGTERM");
+            }
+            for id in cluster.data_node_ids() {
+                let status = cluster.stop_node(id).expect("stop");
+                assert!(
+                    status.success(),
+                    "data node {id} stops by itself, gracefully: {status:?}\n{}",
+                    cluster.log(id)
+                );
+                assert!(
+                    cluster
+                        .log(id)
+                        .contains("every commit this node answered is durable"),
+                    "data node {id} saved its last commits:\n{}",
+                    cluster.log(id)
+                );
+            }
+            writer.join().expect("the writer");
+        });
+    }
+    cluster
+        .restart_stopped_nodes()
+        .expect("a system restart, without --initial");
+    let api = cluster.connect().expect("connect after the restart");
+    let table = api.get_table("items").expect("the table is back");
+    let acknowledged = acknowledged.into_inner().unwrap();
+    let mut missing = Vec::new();
+    for &id in &acknowledged {
+        let mut tx = api.start_transaction().unwrap();
+        let op = tx
+            .read(&table, &[Value::UInt32(id)], LockMode::CommittedRead)
+            .unwrap();
+        if tx.execute(ExecType::Commit).is_err() || tx.row(op).is_none() {
+            missing.push(id);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} of {} acknowledged inserts lost, e.g. {:?}",
+        missing.len(),
+        acknowledged.len(),
+        &missing[..missing.len().min(10)]
+    );
+}
+
+#[test]
+fn a_stopping_node_refuses_new_work_and_waits_for_a_running_scan() {
+    let mut cluster = TestCluster::start(ClusterSpec::new()).expect("start the cluster");
+    let node = NodeId(1);
+    let api = cluster.connect().expect("connect");
+    let table = recreate_table(&api, &items_def()).expect("create table");
+    for id in 0..20 {
+        insert(&api, &table, id).expect("insert");
+    }
+    let mut scanning = api.start_transaction().unwrap();
+    let options = ScanOptions {
+        batch_rows: Some(1),
+        ..ScanOptions::default()
+    };
+    let mut scan = scanning.scan_table(&table, &options).unwrap();
+    assert!(scan.next().is_some(), "the scan's first row");
+
+    let began = Instant::now();
+    cluster.terminate_node(node).expect("SIGTERM");
+    // New transactions are refused while the scan runs.
+    wait_until("a new transaction refused", Duration::from_secs(10), || {
+        Ok(insert(&api, &table, 100).is_err().then_some(()))
+    })
+    .unwrap();
+    assert_ndb_code(
+        insert(&api, &table, 101),
+        280,
+        "an insert at a stopping node",
+    );
+    assert!(cluster.is_running(node), "the node waits for the scan");
+    // The scan reads on to its end; then the node stops by itself.
+    let rest = scan
+        .collect::<Result<Vec<_>, _>>()
+        .expect("the rest of the scan");
+    assert_eq!(rest.len(), 19);
+    drop(scanning);
+    let status = cluster.stop_node(node).expect("stop");
+    assert!(status.success(), "{status:?}\n{}", cluster.log(node));
+    assert!(began.elapsed() < Duration::from_secs(25));
+}
