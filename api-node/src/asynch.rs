@@ -493,6 +493,7 @@ impl Drop for AsyncExecutor<'_> {
     fn drop(&mut self) {
         for ((_, id), mut pending) in self.in_flight.drain() {
             pending.connection.forget(id);
+            pending.transaction.count_unanswered(&pending.sent);
             pending.transaction.abandon();
         }
     }

@@ -552,6 +552,11 @@ impl Connection {
         &self.stats
     }
 
+    /// As `stats`, shared.
+    pub(crate) fn stats_shared(&self) -> &Arc<Counters> {
+        &self.stats
+    }
+
     /// Its link was replaced (or left the cluster): the bytes it carried go to the cluster's
     /// retired counts, as the cluster's byte counts sum the links it has.
     pub(crate) fn retire(&self) {

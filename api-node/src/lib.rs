@@ -739,6 +739,7 @@ impl Cluster {
     /// [`ClientStat`] for what each counts). A thread's counts show at once; the bytes of a
     /// link that was replaced stay counted.
     pub fn client_stats(&self) -> ClientStats {
+        let _held = self.stats.links_held();
         let mut stats = self.stats.snapshot();
         let traffic = self.link_traffic();
         stats.add(ClientStat::BytesSentCount, traffic.bytes_sent);

@@ -33,9 +33,12 @@ pub enum ClientStat {
     WaitExecCompleteCount,
     /// Scan requests waited for: each part's first batch, each next batch, each close.
     WaitScanResultCount,
-    /// Requests to the dictionary and other single requests (ping, API_REGREQ) waited for.
+    /// Requests to the dictionary and other single requests waited for: pings, ndbinfo
+    /// pages, and the background connector's API_REGREQ (so it grows with no application
+    /// request too).
     WaitMetaRequestCount,
-    /// Bytes sent to data nodes, as the links encode them (headers, payloads, trailers).
+    /// Bytes sent to data nodes, as the links encode them (headers, payloads, trailers), over
+    /// the links a slot held (a link refused before it took its slot is not counted).
     BytesSentCount,
     /// Bytes received from data nodes, as the links decode them.
     BytesRecvdCount,
@@ -196,8 +199,9 @@ impl Block {
     }
 }
 
-/// A thread keeps the blocks of this many clusters it counted for lately; an older one is
-/// dropped, and its counts go to its cluster's retired counts.
+/// A thread keeps the blocks of this many clusters it counted for; a block for one more
+/// drops the one registered first (its counts go to its cluster's retired counts when that
+/// cluster next registers a block).
 const THREAD_BLOCKS_MAX: usize = 8;
 
 thread_local! {
@@ -216,6 +220,10 @@ pub(crate) struct Counters {
     id: u64,
     blocks: Mutex<Vec<Arc<Block>>>,
     retired: Block,
+    /// Held while a link's bytes move to the retired counts and the slot swaps it out, and
+    /// while `Cluster::client_stats` sums the retired counts and the links', so that a
+    /// replaced link's bytes are counted once, never zero times.
+    links: Mutex<()>,
 }
 
 impl Default for Counters {
@@ -224,6 +232,7 @@ impl Default for Counters {
             id: NEXT_COUNTERS_ID.fetch_add(1, Ordering::Relaxed),
             blocks: Mutex::new(Vec::new()),
             retired: Block::default(),
+            links: Mutex::new(()),
         }
     }
 }
@@ -263,6 +272,11 @@ impl Counters {
             count(&block);
             self.retired.fold(&block);
         }
+    }
+
+    /// Holds the links' bytes still: see `Counters::links`.
+    pub fn links_held(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.links.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Adds `n` to `stat`'s retired count (counts of something gone: a replaced link's bytes).

@@ -71,7 +71,7 @@ use rndb_transporter::FrameHeader;
 use crate::connection::{Answers, Connection};
 use crate::event::EventOperation;
 use crate::scan::{Scan, ScanOptions};
-use crate::transaction::{Begun, OwnScan};
+use crate::transaction::{Begun, OwnScan, Sent};
 use crate::{
     index_answer, index_name, list_tables_page, list_tables_payload, refusal, refused_not_master,
     single_answer, table_answer, Cluster, Error, Index, IndexDef, ListedObject, Table, Transaction,
@@ -295,6 +295,7 @@ impl<'c> TokioCluster<'c> {
             connection.forget(request_id);
             return Err(e);
         }
+        (connection.stats()).add(crate::ClientStat::WaitMetaRequestCount, 1);
         Reply::new(Arc::clone(connection), request_id)
             .within(self.cluster.request_timeout)
             .await
@@ -477,6 +478,7 @@ async fn awaited_round_trip(
     };
     let mut guard = RollBackOnDrop {
         transaction: Some(transaction),
+        sent: Some(sent),
         connection: Arc::clone(&connection),
         owes_flush,
     };
@@ -498,6 +500,7 @@ async fn awaited_round_trip(
     }
     let answers = Reply::new(connection, request_id).await;
     let transaction = guard.transaction.take().expect("taken only here");
+    let sent = guard.sent.take().expect("taken only here");
     transaction.complete_execute(sent, answers)
 }
 
@@ -558,6 +561,8 @@ async fn yield_once() {
 struct RollBackOnDrop<'t, 'c> {
     /// Taken once the answers came.
     transaction: Option<&'t mut Transaction<'c>>,
+    /// The execute's operations, counted as sent when it is dropped (taken with the answers).
+    sent: Option<Sent>,
     /// The link the execute went on.
     connection: Arc<Connection>,
     /// The link's owed flush is this execute's to do: other tasks' executes wait for it.
@@ -572,6 +577,9 @@ impl Drop for RollBackOnDrop<'_, '_> {
         }
         if let Some(transaction) = self.transaction.take() {
             self.connection.forget(transaction.request_id());
+            if let Some(sent) = &self.sent {
+                transaction.count_unanswered(sent);
+            }
             transaction.roll_back_now();
         }
     }

@@ -1205,16 +1205,6 @@ impl<'c> Transaction<'c> {
         // Every data node whose link works: a failed node's fragments are scanned by the backup
         // that took them over.
         let live: Vec<Arc<Connection>> = cluster.linked().filter(|c| !c.is_failed()).collect();
-        let started = if index.is_some() {
-            ClientStat::RangeScanCount
-        } else {
-            ClientStat::TableScanCount
-        };
-        cluster.counters().with_block(|counts| {
-            counts.bump(started, 1);
-            // Each part's first batch is waited for.
-            counts.bump(ClientStat::WaitScanResultCount, live.len() as u64);
-        });
         let mut parts = Vec::with_capacity(live.len());
         let mut req = req;
         req.alive = live.iter().map(|c| c.peer.0).collect();
@@ -1254,6 +1244,16 @@ impl<'c> Transaction<'c> {
             }
             parts.push((connection, scan_id));
         }
+        let started = if index.is_some() {
+            ClientStat::RangeScanCount
+        } else {
+            ClientStat::TableScanCount
+        };
+        cluster.counters().with_block(|counts| {
+            counts.bump(started, 1);
+            // Each part's first batch is waited for.
+            counts.bump(ClientStat::WaitScanResultCount, parts.len() as u64);
+        });
         let sort = index
             .filter(|_| options.sorted)
             .map(|i| (i.columns().to_vec(), options.descending));
@@ -2028,6 +2028,18 @@ impl<'c> Transaction<'c> {
             }
         }
         None
+    }
+
+    /// Counts the operations of an execute that was sent and will never be waited for (its
+    /// future or executor was dropped): they went out all the same.
+    pub(crate) fn count_unanswered(&self, sent: &Sent) {
+        self.cluster.counters().with_block(|counts| {
+            counts.bump(
+                ClientStat::PkOpCount,
+                u64::from(sent.count - sent.unique_ops),
+            );
+            counts.bump(ClientStat::UkOpCount, u64::from(sent.unique_ops));
+        });
     }
 
     /// Counts an execute that was sent and waited for in the client statistics, with the rows

@@ -2,12 +2,17 @@
 //! one WaitExecCompleteCount per execute whatever its batch holds, primary-key and unique-index
 //! operations, rows read by key and by scans, transactions started, committed, aborted and
 //! closed, scans and their batches, dictionary requests, and bytes equal to what the links
-//! counted; counts from several threads add up; and that writes of many long values in one
-//! execute take a few round trips, not two per row.
+//! counted; counts from several threads add up; the tokio interface counts its requests and
+//! executes as the blocking API does, and an execute dropped in flight (a tokio future, an
+//! asynchronous executor) still counts the operations it sent; and that writes of many long
+//! values in one execute take a few round trips, not two per row.
+
+use std::future::Future;
+use std::task::Poll;
 
 use rndb_api::{
-    BlobSize, ClientStat, ClientStats, Cluster, ColumnDef, ColumnType, ExecType, IndexDef,
-    LockMode, ScanOptions, TableDef, Value,
+    AbortOption, BlobSize, ClientStat, ClientStats, Cluster, ColumnDef, ColumnType, ExecType,
+    IndexDef, LockMode, ScanOptions, TableDef, Value,
 };
 use rndb_tests::ops::recreate_table;
 use rndb_tests::{ClusterSpec, TestCluster};
@@ -215,4 +220,96 @@ fn writes_of_many_long_values_take_a_few_round_trips() {
     let trips = written[ClientStat::WaitExecCompleteCount];
     assert!((2..=4).contains(&trips), "{trips} round trips: {written:?}");
     assert_eq!(written[ClientStat::TransCommitCount], 1);
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+#[test]
+fn the_tokio_interface_counts_as_the_blocking_api() {
+    use ClientStat::*;
+    let (_cluster, api) = start();
+    let start = api.client_stats();
+    let table = runtime().block_on(async {
+        let tokio = api.tokio();
+        tokio.ping().await.expect("ping");
+        tokio.list_tables().await.expect("list tables");
+        let table = tokio.create_table(&kv_def()).await.expect("create table");
+        let mut tx = tokio.start_transaction();
+        for id in 0..10 {
+            tx.insert(&table, &row(id)).unwrap();
+        }
+        tx.execute(ExecType::Commit).await.unwrap();
+        drop(tx);
+        let mut tx = tokio.start_transaction();
+        let options = ScanOptions {
+            batch_rows: Some(4),
+            ..ScanOptions::default()
+        };
+        let mut scan = tx.scan_table(&table, &options).await.unwrap();
+        let mut rows = 0;
+        while let Some(row) = scan.next_row().await {
+            row.unwrap();
+            rows += 1;
+        }
+        assert_eq!(rows, 10);
+        table
+    });
+    let done = api.client_stats().since(&start);
+    assert!(
+        done[WaitMetaRequestCount] >= 3,
+        "ping, list, create: {done:?}"
+    );
+    assert_eq!(done[WaitExecCompleteCount], 1, "{done:?}");
+    assert_eq!(done[PkOpCount], 10, "{done:?}");
+    assert_eq!(done[TransCommitCount], 1, "{done:?}");
+    assert_eq!(done[TableScanCount], 1, "{done:?}");
+    assert_eq!(done[ReadRowCount], 10, "{done:?}");
+    assert_eq!(table.name(), "kv");
+}
+
+#[test]
+fn executes_dropped_in_flight_count_the_operations_they_sent() {
+    use ClientStat::*;
+    let (_cluster, api) = start();
+    let table = recreate_table(&api, &kv_def()).expect("create table");
+    // A tokio execute whose future is dropped after its first poll.
+    let start = api.client_stats();
+    runtime().block_on(async {
+        let mut tx = api.tokio().start_transaction();
+        for id in 0..3 {
+            tx.insert(&table, &row(id)).unwrap();
+        }
+        {
+            let mut execute = Box::pin(tx.execute(ExecType::NoCommit));
+            let first = std::future::poll_fn(|cx| Poll::Ready(execute.as_mut().poll(cx))).await;
+            assert!(
+                first.is_pending(),
+                "the execute waits for its answer: {first:?}"
+            );
+        }
+        drop(tx);
+    });
+    let dropped = api.client_stats().since(&start);
+    assert_eq!(dropped[PkOpCount], 3, "{dropped:?}");
+    assert_eq!(dropped[TransAbortCount], 1, "{dropped:?}");
+    // An asynchronous executor dropped with an execute in flight.
+    let start = api.client_stats();
+    {
+        let mut executor = api.async_executor();
+        let mut tx = api.start_transaction().unwrap();
+        for id in 10..13 {
+            tx.insert(&table, &row(id)).unwrap();
+        }
+        (executor.prepare(tx, ExecType::NoCommit, AbortOption::AbortOnError, 1)).unwrap();
+        executor.send();
+    }
+    let dropped = api.client_stats().since(&start);
+    assert_eq!(dropped[PkOpCount], 3, "{dropped:?}");
+    assert_eq!(dropped[TransAbortCount], 1, "{dropped:?}");
+    assert_eq!(dropped[TransCloseCount], 1, "{dropped:?}");
 }
