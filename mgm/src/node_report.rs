@@ -423,6 +423,9 @@ pub struct ReportSetup {
     pub single_user: Arc<AtomicU32>,
     /// The backup step a server's reply asked for, until the node takes it.
     pub backup: Arc<Mutex<Option<BackupCommand>>>,
+    /// The stop or restart a server asked for is of every data node (SHUTDOWN, ALL RESTART:
+    /// `system: 1` in its reply), set before the shutdown flag.
+    pub system_stop: Arc<AtomicBool>,
     /// The reporting threads, once started (by [`wait_for_start`] or [`spawn`]): the same
     /// links from NOT_STARTED to the stop.
     reporters: Option<Arc<Reporters>>,
@@ -440,6 +443,7 @@ impl ReportSetup {
             tls: ClientTls::plain(),
             single_user: Arc::new(AtomicU32::new(SINGLE_USER_UNASKED)),
             backup: Arc::new(Mutex::new(None)),
+            system_stop: Arc::new(AtomicBool::new(false)),
             reporters: None,
         }
     }
@@ -471,6 +475,7 @@ impl ReportSetup {
             restart: self.restart.clone(),
             single_user: self.single_user.clone(),
             backup: self.backup.clone(),
+            system_stop: self.system_stop.clone(),
             shutdown,
             probe: Mutex::new(probe),
             start: AtomicBool::new(false),
@@ -497,6 +502,8 @@ struct Reporters {
     single_user: Arc<AtomicU32>,
     /// See [`ReportSetup::backup`].
     backup: Arc<Mutex<Option<BackupCommand>>>,
+    /// See [`ReportSetup::system_stop`].
+    system_stop: Arc<AtomicBool>,
     /// The node's graceful-stop flag (SIGTERM sets it too).
     shutdown: Arc<AtomicBool>,
     /// The kernel's state; `None` while the node waits in NOT_STARTED.
@@ -581,7 +588,8 @@ impl Reporters {
             if let Some(command) = reply.get("backup").and_then(BackupCommand::parse) {
                 *self.backup.lock().unwrap_or_else(|e| e.into_inner()) = Some(command);
             }
-            if !self.obey(action_of(&reply), server) {
+            let system = reply.get("system") == Some("1");
+            if !self.obey(action_of(&reply), system, server) {
                 std::thread::sleep(REPORT_INTERVAL);
             }
         }
@@ -626,7 +634,7 @@ impl Reporters {
     /// restart records the restart and sets the same shutdown flag SIGTERM sets (the graceful
     /// stop), unless the node is already stopping (asked by another server, or signalled). True
     /// when this call started the stop.
-    fn obey(&self, action: Action, server: &MgmServer) -> bool {
+    fn obey(&self, action: Action, system: bool, server: &MgmServer) -> bool {
         let restart = match action {
             Action::None => return false,
             Action::Start => {
@@ -661,6 +669,7 @@ impl Reporters {
                 *recorded = Some(request);
             }
         }
+        self.system_stop.store(system, Ordering::Relaxed);
         self.shutdown.store(true, Ordering::Relaxed);
         true
     }
@@ -749,6 +758,7 @@ mod tests {
             restart: Arc::new(Mutex::new(None)),
             single_user: Arc::new(AtomicU32::new(SINGLE_USER_UNASKED)),
             backup: Arc::new(Mutex::new(None)),
+            system_stop: Arc::new(AtomicBool::new(false)),
             shutdown: Arc::new(AtomicBool::new(false)),
             probe: Mutex::new(None),
             start: AtomicBool::new(false),
@@ -772,14 +782,14 @@ mod tests {
             initial: true,
             no_start: false,
         };
-        assert!(r.obey(Action::Restart(initial), &server(49)));
+        assert!(r.obey(Action::Restart(initial), false, &server(49)));
         // Asked again, through the other server or the same: the stop under way stands.
-        assert!(!r.obey(Action::Stop, &server(48)));
+        assert!(!r.obey(Action::Stop, false, &server(48)));
         let no_start = RestartRequest {
             initial: false,
             no_start: true,
         };
-        assert!(!r.obey(Action::Restart(no_start), &server(48)));
+        assert!(!r.obey(Action::Restart(no_start), false, &server(48)));
         assert_eq!(*r.restart.lock().unwrap(), Some(initial));
         assert!(r.shutdown.load(Ordering::Relaxed));
         // Every server is told the node stops for that restart.
@@ -859,7 +869,11 @@ mod tests {
     fn a_signalled_node_obeys_no_later_restart() {
         let r = reporters();
         r.shutdown.store(true, Ordering::Relaxed);
-        assert!(!r.obey(Action::Restart(RestartRequest::default()), &server(49)));
+        assert!(!r.obey(
+            Action::Restart(RestartRequest::default()),
+            false,
+            &server(49)
+        ));
         assert_eq!(*r.restart.lock().unwrap(), None);
         assert_eq!(r.report_message().get("restart"), None);
     }
@@ -868,7 +882,7 @@ mod tests {
     fn start_from_any_server_ends_not_started() {
         let r = reporters();
         assert_eq!(r.report_message().get("status"), Some("NOT_STARTED"));
-        assert!(!r.obey(Action::Start, &server(48)));
+        assert!(!r.obey(Action::Start, false, &server(48)));
         assert!(r.start.load(Ordering::Relaxed));
         assert_eq!(r.report_message().get("status"), Some("STARTING"));
         let started: ProbeFn = Arc::new(|| DataNodeReport {

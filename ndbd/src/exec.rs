@@ -322,7 +322,8 @@ impl ExecLoop {
                 let now = Instant::now();
                 if !stop_begun {
                     stop_begun = true;
-                    self.kernel.begin_stop(now);
+                    let system = self.probe.as_ref().is_some_and(|p| p.system_stop());
+                    self.kernel.begin_stop(now, system);
                 }
                 let mut out = link_outbox!(self);
                 if self.kernel.ready_to_stop(&mut out, now) {

@@ -222,6 +222,7 @@ pub fn run(
         let probe = Arc::new(mgm_report::Probe::new(
             setup.single_user.clone(),
             setup.backup.clone(),
+            setup.system_stop.clone(),
         ));
         mgm_report::start(
             setup,

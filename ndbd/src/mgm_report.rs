@@ -35,14 +35,19 @@ pub struct Probe {
     /// The backup step a management server asked for and the kernel has not taken yet
     /// (`ReportSetup::backup`, set by the reporting threads).
     backup_asked: Arc<Mutex<Option<BackupCommand>>>,
+    /// The stop a management server asked for is of every data node
+    /// (`ReportSetup::system_stop`).
+    system_stop: Arc<AtomicBool>,
 }
 
 impl Probe {
-    /// A probe whose single user mode requests come through `single_user_asked`, and backup
-    /// steps through `backup_asked`.
+    /// A probe whose single user mode requests come through `single_user_asked`, backup
+    /// steps through `backup_asked`, and whether a stop is of every data node through
+    /// `system_stop`.
     pub fn new(
         single_user_asked: Arc<AtomicU32>,
         backup_asked: Arc<Mutex<Option<BackupCommand>>>,
+        system_stop: Arc<AtomicBool>,
     ) -> Probe {
         Probe {
             started: AtomicBool::new(false),
@@ -52,7 +57,14 @@ impl Probe {
             single_user_asked,
             backup: Mutex::new((None, 0)),
             backup_asked,
+            system_stop,
         }
+    }
+
+    /// True when the stop a management server asked for is of every data node (SHUTDOWN,
+    /// ALL RESTART).
+    pub fn system_stop(&self) -> bool {
+        self.system_stop.load(Ordering::Relaxed)
     }
 
     /// The backup step a management server asked for since the last call, if any.

@@ -287,6 +287,11 @@ signals! {
     /// The master of a system restart, before CNTR_START_REP: the tables and indexes some
     /// restored node lacks, which every node drops. Not in NDB.
     DICT_RESTART_DROP = 139;
+    /// A data node in a stop of every data node (SHUTDOWN, ALL RESTART) saved a global
+    /// checkpoint of every commit it answered, to every live data node: each leaves once
+    /// every other live one said so. No payload. Not in NDB, whose master runs the system
+    /// stop (NDBCNTR's STOP_REQ).
+    STOP_SAVED_REP = 140;
 }
 
 /// The name of signal `number`, or `None` for a number no signal has.

@@ -143,6 +143,12 @@ pub enum Fault {
     /// later (DROP INDEX under the same writers; then an acknowledged drop must last). Off
     /// unless asked for.
     Index,
+    /// ndb_mgm's SHUTDOWN: with `crash-all`, a seed's first cluster crash is a graceful stop
+    /// of every data node instead (each refuses new work with 280, lets its running
+    /// transactions end, has a global checkpoint of what it answered saved, then leaves),
+    /// followed by the same system restart. Every commit acknowledged before the stop began
+    /// must be in the GCI the cluster restarts at, durable or not. Off unless asked for.
+    Shutdown,
 }
 
 impl Fault {
@@ -195,6 +201,7 @@ impl Fault {
             Fault::Events => "events",
             Fault::Drop => "drop",
             Fault::Index => "index",
+            Fault::Shutdown => "shutdown",
         }
     }
 }

@@ -285,6 +285,8 @@ enum Planned {
     },
     /// Every data node loses power (see `Fault::CrashAll`).
     ClusterCrash,
+    /// Every data node stops gracefully (see `Fault::Shutdown`).
+    Shutdown,
     /// Every data node restarts from its disk after a cluster crash.
     ClusterRestart,
     /// A crashed data node starts again and rejoins by node restart.
@@ -416,6 +418,17 @@ struct World {
     lagging: BTreeSet<NodeId>,
     /// A cluster restart is scheduled and has not happened yet.
     restart_pending: bool,
+    /// The data nodes of a SHUTDOWN (`Fault::Shutdown`) still stopping.
+    shutting_down: BTreeSet<NodeId>,
+    /// The GCI bound when the SHUTDOWN began: every commit acknowledged before has a GCI at
+    /// most this, and the GCI the cluster restarts at must hold it, unless a node stopped
+    /// otherwise or crashed meanwhile (`shutdown_disturbed`).
+    shutdown_gci: u32,
+    shutdown_disturbed: bool,
+    /// A SHUTDOWN runs: the cluster goes down once its last member has left.
+    shutdown_active: bool,
+    /// The disks' faults when the SHUTDOWN began: one more during it disturbs it.
+    shutdown_disk_faults: u64,
     /// A data node crashed during the system restart that runs (`Fault::CrashStarting`).
     crashed_in_restart: bool,
     /// Node groups whose last restorable files a president let go, with the highest durable
@@ -549,6 +562,11 @@ impl World {
             cluster_crashes: Vec::new(),
             lagging: BTreeSet::new(),
             restart_pending: false,
+            shutting_down: BTreeSet::new(),
+            shutdown_gci: 0,
+            shutdown_disturbed: false,
+            shutdown_active: false,
+            shutdown_disk_faults: 0,
             crashed_in_restart: false,
             given_up: BTreeMap::new(),
             restorable_max: 0,
@@ -840,6 +858,7 @@ impl World {
             buggify: true,
         };
         f(kernel, &mut out, now)?;
+        let leaves = self.shutting_down.contains(&node) && kernel.ready_to_stop(&mut out, now);
         let closes = std::mem::take(&mut out.closes);
         self.overloads += out.overloads;
         if let Some(why) = kernel.take_broken_invariant() {
@@ -878,6 +897,7 @@ impl World {
         self.take_fs_requests(node);
         match fatal {
             Some(why) => self.node_stops(node, &why),
+            None if leaves => self.leaves_gracefully(node),
             None => Ok(()),
         }
     }
@@ -1029,6 +1049,15 @@ impl World {
     /// GCP stop, a hang, or in a seed whose disks failed writes (ENOSPC, EIO); anything else
     /// fails the run.
     fn node_stops(&mut self, node: NodeId, why: &str) -> Result<(), String> {
+        if self.shutting_down.contains(&node) {
+            self.shutdown_disturbed = true;
+        }
+        self.node_stopped(node, why)?;
+        self.shutdown_member_gone(node)
+    }
+
+    /// `node_stops` but for a SHUTDOWN that runs.
+    fn node_stopped(&mut self, node: NodeId, why: &str) -> Result<(), String> {
         let stale = self.cluster_crashes.last().is_some_and(|c| {
             c.lagging.contains(&node) && c.own.get(&node).copied().unwrap_or(0) < c.restart_gci
         });
@@ -1266,10 +1295,15 @@ impl World {
         plan.extend(self.plan_pauses());
         plan.extend(self.plan_single_user());
         plan.extend(self.plan_backups());
-        for _ in 0..self.knobs.cluster_crashes {
+        for i in 0..self.knobs.cluster_crashes {
             // In the first three quarters of the workload, so that it goes on after the restart.
             let at = self.rng.below(self.knobs.workload_ns * 3 / 4);
-            plan.push((at, Planned::ClusterCrash));
+            let fault = if i == 0 && self.options.has(Fault::Shutdown) {
+                Planned::Shutdown
+            } else {
+                Planned::ClusterCrash
+            };
+            plan.push((at, fault));
         }
         let again = self.plan_second_crashes(&plan);
         plan.extend(again);
@@ -1632,6 +1666,7 @@ impl World {
         self.log(format!("fault: {fault:?}"));
         match fault {
             Planned::ClusterCrash => self.cluster_crash(),
+            Planned::Shutdown => self.shutdown(),
             Planned::ClusterRestart => self.cluster_restart(),
             Planned::Backup => self.start_backup(),
             Planned::BackupReport => self.backup_report(),
@@ -1749,6 +1784,7 @@ impl World {
                 }
             }
             Planned::ClusterCrash
+            | Planned::Shutdown
             | Planned::ClusterRestart
             | Planned::Backup
             | Planned::BackupReport => {}
@@ -1789,6 +1825,10 @@ impl World {
                     self.count("pause");
                     self.paused.insert(node, self.now_ns + for_ns);
                 }
+            }
+            Planned::Hang { node, for_ns } if !self.shutting_down.is_empty() => {
+                let at = self.now_ns + CLUSTER_CRASH_RETRY_NS;
+                self.schedule_fault(at, Planned::Hang { node, for_ns });
             }
             // As a crash: a hang past the heartbeat bound fails the node.
             Planned::Hang { node, .. } if self.group_had_its_failure(node) => {
@@ -1932,6 +1972,9 @@ impl World {
         } else {
             "crash (sent frames lost)"
         });
+        if self.shutting_down.contains(&node) {
+            self.shutdown_disturbed = true;
+        }
         // The node lost power: its disk keeps what was synced (and drawn unsynced parts), and
         // its log stops here while the cluster's goes on.
         self.crashed_at.insert(node, self.now_ns);
@@ -1943,6 +1986,9 @@ impl World {
         self.stop_kernel(node, drain);
         self.restart_later(node);
         if let Err(why) = self.last_member_stopped(served) {
+            self.shared.fail(why);
+        }
+        if let Err(why) = self.shutdown_member_gone(node) {
             self.shared.fail(why);
         }
     }
@@ -1964,7 +2010,10 @@ impl World {
         // fault: it goes on after the workload, as an operator starts stopped nodes again
         // (seed 0x1a7319b6d: a node of the other group, stopped on a disk fault, was its
         // group's way to save again, and a restarting node waited for that).
-        if self.kernels.contains_key(&node) || self.restart_pending {
+        if self.kernels.contains_key(&node)
+            || self.restart_pending
+            || !self.shutting_down.is_empty()
+        {
             return;
         }
         // As a data node's listener admits a node id once its old link has closed: a peer
@@ -2095,7 +2144,11 @@ impl World {
             self.count("cluster crash skipped (the tables were not saved in time)");
             return Ok(());
         }
-        if self.restart_pending || self.saved_gci() < self.ready_gci || self.files_given_up() {
+        if self.restart_pending
+            || !self.shutting_down.is_empty()
+            || self.saved_gci() < self.ready_gci
+            || self.files_given_up()
+        {
             let at = self.now_ns + CLUSTER_CRASH_RETRY_NS;
             self.schedule_fault(at, Planned::ClusterCrash);
             return Ok(());
@@ -2110,6 +2163,96 @@ impl World {
             self.paused.remove(&node);
         }
         self.cluster_down("every data node loses power")
+    }
+
+    /// ndb_mgm's SHUTDOWN (`Fault::Shutdown`), when a cluster crash could come: every data
+    /// node begins a graceful stop at once, and leaves once `Kernel::ready_to_stop` says so
+    /// (`World::leaves_gracefully`).
+    fn shutdown(&mut self) -> Result<(), String> {
+        if self.shared.stopping {
+            self.count("shutdown skipped (the tables were not saved in time)");
+            return Ok(());
+        }
+        // Every data node serves, none paused or hung: the SHUTDOWN is the run's one fault
+        // until the cluster is down (crashes and hangs wait for it).
+        let calm = (self.config.data_nodes.iter())
+            .all(|d| self.kernels.get(&d.node_id).is_some_and(|k| k.serves()))
+            && !self.paused.values().any(|&until| until > self.now_ns);
+        if self.restart_pending
+            || !calm
+            || self.saved_gci() < self.ready_gci
+            || self.files_given_up()
+        {
+            let at = self.now_ns + CLUSTER_CRASH_RETRY_NS;
+            self.schedule_fault(at, Planned::Shutdown);
+            return Ok(());
+        }
+        self.count("shutdown (every data node stops gracefully)");
+        self.shutdown_gci = self.gci_clock.now();
+        self.shutdown_disturbed = false;
+        self.shutdown_active = true;
+        self.shutdown_disk_faults = self.disks.values().map(|d| d.faults).sum();
+        let nodes: Vec<NodeId> = self.kernels.keys().copied().collect();
+        self.shutting_down = nodes.iter().copied().collect();
+        for node in nodes {
+            self.kernel_step(node, |kernel, _, now| {
+                kernel.begin_stop(now, true);
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// A node of a SHUTDOWN saved what it answered: it tells the others it stops
+    /// (NODE_STOPPING_REP) and exits, its disk keeping what it took. Once the last one left,
+    /// the cluster is down, and the GCI it restarts at must hold every commit acknowledged
+    /// before the SHUTDOWN.
+    fn leaves_gracefully(&mut self, node: NodeId) -> Result<(), String> {
+        // Out of the set first: the steps below are no longer its stop's.
+        self.shutting_down.remove(&node);
+        self.count("data node stopped gracefully");
+        self.log(format!("data node {node} stops gracefully (SHUTDOWN)"));
+        if let Some(disk) = self.disks.get_mut(&node) {
+            disk.drop_queue();
+        }
+        self.flush_before_exit(node);
+        self.kernel_step(node, |kernel, out, _| {
+            kernel.on_shutdown(out);
+            Ok(())
+        })?;
+        self.lagging.insert(node);
+        self.note_stop(node);
+        self.stop_kernel(node, true);
+        self.paused.remove(&node);
+        self.shutdown_member_gone(node)
+    }
+
+    /// A member of a running SHUTDOWN left (gracefully, or otherwise: a crash, its own
+    /// error): once none runs, the cluster is down, and unless a member left otherwise or a
+    /// disk failed meanwhile, the GCI it restarts at must hold every commit acknowledged
+    /// before the SHUTDOWN.
+    fn shutdown_member_gone(&mut self, node: NodeId) -> Result<(), String> {
+        self.shutting_down.remove(&node);
+        if !self.shutdown_active || !self.kernels.is_empty() {
+            return Ok(());
+        }
+        self.shutdown_active = false;
+        self.shutting_down.clear();
+        if self.restart_pending {
+            // The last member's own stop took the cluster down (`last_member_stopped`).
+            return Ok(());
+        }
+        let disk_faults: u64 = self.disks.values().map(|d| d.faults).sum();
+        let disturbed = self.shutdown_disturbed || disk_faults > self.shutdown_disk_faults;
+        self.cluster_down("SHUTDOWN: every data node stopped")?;
+        let restart_gci = self.cluster_crashes.last().map_or(0, |c| c.restart_gci);
+        if !disturbed && restart_gci < self.shutdown_gci {
+            return Err(format!(
+                "graceful stop: commits were acknowledged up to GCI {} before the SHUTDOWN, but the disks' sysfiles name only {restart_gci}",
+                self.shutdown_gci
+            ));
+        }
+        Ok(())
     }
 
     /// No data node runs any more (a cluster crash, or the last ones stopped): what the
@@ -2176,6 +2319,7 @@ impl World {
     /// True from a cluster crash until every data node that restarted serves (or stopped).
     fn restarting(&self) -> bool {
         self.restart_pending
+            || !self.shutting_down.is_empty()
             || (!self.cluster_crashes.is_empty() && self.kernels.values().any(|k| !k.is_started()))
     }
 

@@ -6,6 +6,8 @@
 //! replicas agree, and no data node stops unless it could not restore (it lagged the cluster,
 //! or its disk failed). With every commit durable, each answered durable commit survives every
 //! crash after it, whatever its GCI. The seeds that found the kernel's restart bugs pass too.
+//! A SHUTDOWN (every data node stops gracefully) keeps every acknowledged commit, durable or
+//! not: the cluster restarts at a GCI that holds all of them.
 
 use rndb_sim::{run_seed, run_seeds, Fault, Options, Report, Workload};
 
@@ -56,6 +58,35 @@ fn cluster_crashes_lose_no_acknowledged_durable_transaction() {
     assert!(sum(&reports, |r| faults(r, "data node stopped (expected)")) > 0);
     let undecided: usize = reports.iter().map(|r| r.undecided_keys).sum();
     assert_eq!(undecided, 0, "the checker gave up on some keys");
+}
+
+#[test]
+fn a_shutdown_keeps_every_acknowledged_commit() {
+    let options = Options {
+        workload: Workload::All,
+        faults: vec![
+            Fault::Crash,
+            Fault::Slow,
+            Fault::Buggify,
+            Fault::Pause,
+            Fault::CrashAll,
+            Fault::Restart,
+            Fault::Shutdown,
+        ],
+        ..Options::default()
+    };
+    // The world checks each SHUTDOWN: the GCI the cluster restarts at holds every commit
+    // acknowledged before it (without the stop's save, 135 of seeds 0-299 failed so).
+    let reports = run_many(&options, 8_000_000, SEEDS);
+    let shutdowns = sum(&reports, |r| {
+        faults(r, "shutdown (every data node stops gracefully)")
+    });
+    let graceful = sum(&reports, |r| faults(r, "data node stopped gracefully"));
+    assert!(shutdowns > SEEDS / 4, "{shutdowns} shutdowns");
+    assert!(
+        graceful >= 2 * shutdowns,
+        "{graceful} graceful stops in {shutdowns} shutdowns"
+    );
 }
 
 #[test]

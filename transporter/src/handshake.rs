@@ -77,7 +77,9 @@ use crate::{NodeId, TransportError, TransporterKind};
 /// which this number does not cover: an older data node ignores such a step.)
 /// 14: a TCKEYREQ or LQHKEYREQ may carry a Write with a condition-only program (an
 /// interpreted write), which a node of version 13 would refuse (4116).
-pub const PROTOCOL_VERSION: u32 = 14;
+/// 15: STOP_SAVED_REP (140) between data nodes in a stop of every data node, which a node of
+/// version 14 would take for a protocol violation.
+pub const PROTOCOL_VERSION: u32 = 15;
 /// The first four bytes of a HELLO payload.
 pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";
 /// Signal number of HELLO.

@@ -118,6 +118,9 @@ struct DataNode {
     stop_requested: bool,
     /// RESTART asked for this node (how it is to start again); the next report's reply says so.
     restart_requested: Option<RestartRequest>,
+    /// The STOP or RESTART is of every data node (SHUTDOWN, ALL STOP, ALL RESTART): the reply
+    /// says `system: 1`, and the nodes leave together once all saved what they answered.
+    system_stop: bool,
     /// START asked for this node, waiting in NOT_STARTED; the next report's reply says so.
     start_requested: bool,
 }
@@ -818,11 +821,14 @@ impl Server {
         });
         let reply = Message::ok_reply(&request.command);
         let reply = match (record.stop_requested, record.restart_requested) {
-            (true, _) => reply.field("action", "stop"),
+            (true, _) => reply
+                .field("action", "stop")
+                .field("system", u8::from(record.system_stop)),
             (false, Some(restart)) => reply
                 .field("action", "restart")
                 .field("initial", u8::from(restart.initial))
-                .field("nostart", u8::from(restart.no_start)),
+                .field("nostart", u8::from(restart.no_start))
+                .field("system", u8::from(record.system_stop)),
             (false, None) if record.start_requested && reported == NodeState::NotStarted => {
                 reply.field("action", "start")
             }
@@ -896,6 +902,7 @@ impl Server {
         }
         let link = record.link.take();
         record.stop_requested = false;
+        record.system_stop = false;
         record.start_requested = false;
         // The restart asked here, or the one the node reported (asked through another server).
         let restart = record
@@ -1097,6 +1104,7 @@ impl Server {
         for &id in &targets {
             if let Some(n) = state.data.get_mut(&id) {
                 n.stop_requested = true;
+                n.system_stop = all;
             }
         }
         // Stopped: an ALL RESTART waiting to start them does not any more.
@@ -1328,6 +1336,7 @@ impl Server {
         for &id in &targets {
             if let Some(n) = state.data.get_mut(&id) {
                 n.restart_requested = Some(restart);
+                n.system_stop = all;
             }
         }
         if all {

@@ -9,53 +9,73 @@
 //!            ─► once TC coordinates nothing running: note the epoch commits take now (g),
 //!               ask the master for a save at once (GCP_SAVE_WANTED)
 //!            ─► once g is durable (GCP_DURABLE_REP): stop (NODE_STOPPING_REP, exit)
+//!               a stop of every data node (SHUTDOWN, ALL RESTART: the management server's
+//!               reply says `system`) first tells every live data node (STOP_SAVED_REP) and
+//!               waits until each other live one has said the same
 //! ```
 //!
 //! Commits that started before the stop run to their end; no commit starts at this TC after,
-//! so each one it answered has an epoch at most g. A node not started, or without files
-//! (Diskless), stops at once; one whose save does not come within [`STOP_FLUSH_MAX`] stops
-//! anyway and says so.
+//! so each one it answered has an epoch at most g. A save needs a live node of every node
+//! group, so in a stop of every data node none leaves before all have saved: one that left
+//! first could take its group's last node with it while another node's commits still wait
+//! for their save. A node stopping alone needs no such wait (its group has other nodes, or
+//! the cluster cannot save anyway).
+//!
+//! A node not started, or without files (Diskless), stops at once, and so does one that can
+//! save nothing more: its file system failed, a node group has no live node, or an
+//! arbitration round holds commits (its verdict may stop this side). One whose wait passes
+//! [`STOP_FLUSH_MAX`] stops anyway and says so.
 
 use std::time::{Duration, Instant};
 
 use rndb_config::NodeId;
+use rndb_protocol::gsn;
 use rndb_protocol::NdbError;
 
-use super::{Kernel, Outbox};
+use super::{data_node_header, Kernel, Outbox};
 use crate::ndbfs::format::gci_hi;
 
-/// The longest a graceful stop waits for its transactions and its save.
+/// The longest a graceful stop waits for its transactions, its save and, in a stop of every
+/// data node, the others' saves.
 pub const STOP_FLUSH_MAX: Duration = Duration::from_secs(30);
 
 /// A graceful stop in its last steps.
 #[derive(Debug)]
 pub(crate) struct Stopping {
     began: Instant,
+    /// Every data node stops (SHUTDOWN, ALL RESTART).
+    system: bool,
     /// The epoch whose save the stop waits for, once TC coordinates nothing running.
     saving: Option<u64>,
+    /// In a stop of every data node: this node told the others it saved (STOP_SAVED_REP).
+    told: bool,
 }
 
 impl Kernel {
-    /// A graceful stop begins: API nodes' new work is refused (280) and their idle
-    /// transactions aborted from now on. `Kernel::ready_to_stop` says when the node may go.
-    pub fn begin_stop(&mut self, now: Instant) {
+    /// A graceful stop begins (`system`: of every data node): API nodes' new work is refused
+    /// (280) and their idle transactions aborted from now on. `Kernel::ready_to_stop` says
+    /// when the node may go.
+    pub fn begin_stop(&mut self, now: Instant, system: bool) {
         if self.stopping.is_some() || !self.qmgr.started() || !self.has_files {
             return;
         }
         tracing::info!(
+            system,
             "stopping: refusing new transactions, then saving a global checkpoint of every \
              commit this node answered"
         );
         self.stopping = Some(Stopping {
             began: now,
+            system,
             saving: None,
+            told: false,
         });
         self.abort_idle_except(NodeId(0), &stop_error());
     }
 
     /// True once a graceful stop may end: every commit this node's TC answered is in a
-    /// durable global checkpoint, or there was nothing to wait for, or [`STOP_FLUSH_MAX`]
-    /// passed.
+    /// durable global checkpoint (and, in a stop of every data node, every other live data
+    /// node said so of its own), or it can save nothing more, or `STOP_FLUSH_MAX` passed.
     pub fn ready_to_stop(&mut self, out: &mut dyn Outbox, now: Instant) -> bool {
         let Some(stopping) = &self.stopping else {
             return true;
@@ -63,7 +83,20 @@ impl Kernel {
         if self.qmgr.dead || !self.qmgr.started() {
             return true;
         }
-        if now.saturating_duration_since(stopping.began) >= STOP_FLUSH_MAX {
+        let (began, system, saving, told) = (
+            stopping.began,
+            stopping.system,
+            stopping.saving,
+            stopping.told,
+        );
+        if let Some(why) = self.cannot_save() {
+            tracing::warn!(
+                "stopping without waiting for a saved global checkpoint of this node's last \
+                 commits: {why}"
+            );
+            return true;
+        }
+        if now.saturating_duration_since(began) >= STOP_FLUSH_MAX {
             tracing::warn!(
                 "stopping without a saved global checkpoint of this node's last commits: none \
                  came within {} s",
@@ -71,7 +104,7 @@ impl Kernel {
             );
             return true;
         }
-        let gci = match stopping.saving {
+        let gci = match saving {
             Some(gci) => gci,
             None if self.tc.coordinates_running() => return false,
             None => {
@@ -82,18 +115,57 @@ impl Kernel {
                 gci
             }
         };
-        if gci_hi(gci) <= self.gcp.durable {
+        if gci_hi(gci) > self.gcp.durable {
+            // Asked once until the next save starts: a save of an older checkpoint running
+            // now is followed by one that covers this epoch.
+            self.gcp_want_save(out);
+            return false;
+        }
+        if !told {
             tracing::info!(
                 gci = gci_hi(gci),
                 "global checkpoint {} saved: every commit this node answered is durable",
                 gci_hi(gci)
             );
+            if let Some(stopping) = &mut self.stopping {
+                stopping.told = true;
+            }
+            if system {
+                let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
+                for peer in peers {
+                    let header = data_node_header(gsn::STOP_SAVED_REP, block_qmgr(), block_qmgr());
+                    // A full buffer: the peer waits out STOP_FLUSH_MAX, or sees this node go.
+                    let _ = out.send(peer, header, &mut |_| {});
+                }
+            }
+        }
+        if !system {
             return true;
         }
-        // Asked once until the next save starts: a save of an older checkpoint running now
-        // is followed by one that covers this epoch.
-        self.gcp_want_save(out);
-        false
+        // Every other live data node saved too (one that left is no longer up).
+        self.qmgr.peers_up().all(|n| self.stop_saved.contains(&n))
+    }
+
+    /// STOP_SAVED_REP: data node `from`, in a stop of every data node, saved what it answered.
+    pub(super) fn exec_stop_saved_rep(&mut self, from: NodeId) {
+        self.stop_saved.insert(from);
+    }
+
+    /// Why no save can come any more, if none can: this node's file system failed, a node
+    /// group has no live node, or an arbitration round holds commits.
+    fn cannot_save(&self) -> Option<&'static str> {
+        if self.fs.failed.is_some() {
+            return Some("its file system failed, and it saves nothing more");
+        }
+        let group_gone = (self.qmgr.node_groups().iter())
+            .any(|(_, nodes)| !nodes.iter().any(|&n| self.qmgr.is_alive(n)));
+        if group_gone {
+            return Some("a node group has no live node, so no global checkpoint can be saved");
+        }
+        if self.tc.commits_held() {
+            return Some("an arbitration round holds commits, and its verdict may stop this side");
+        }
+        None
     }
 
     /// While a graceful stop runs: refuses with 280 a request of API node `from` that would
@@ -115,6 +187,10 @@ impl Kernel {
             self.abort_idle_except(NodeId(0), &stop_error());
         }
     }
+}
+
+fn block_qmgr() -> u16 {
+    rndb_protocol::signals::block::QMGR
 }
 
 /// NDB's 280, for work refused or aborted by a node that stops.

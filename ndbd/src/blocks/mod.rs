@@ -230,6 +230,9 @@ pub struct Kernel {
     single_user: Option<NodeId>,
     /// A graceful stop in its last steps (`graceful_stop.rs`).
     stopping: Option<graceful_stop::Stopping>,
+    /// Data nodes that said, in a stop of every data node, that they saved what they
+    /// answered (STOP_SAVED_REP).
+    stop_saved: std::collections::BTreeSet<NodeId>,
     /// Online backups (`backup.rs`).
     backups: backup::Backups,
     /// The ndbinfo tables' state (`dbinfo.rs`).
@@ -313,6 +316,7 @@ impl Kernel {
             dropped_rows_reported: 0,
             single_user: None,
             stopping: None,
+            stop_saved: Default::default(),
             backups: backup::Backups::default(),
             dbinfo: dbinfo::Dbinfo::new(config, node.node_id),
             suma: suma::Suma::new(node),
@@ -567,6 +571,7 @@ impl Kernel {
             gsn::NODE_STOPPING_REP if self.qmgr.is_data_node(from) => {
                 self.exec_node_stopping_rep(from)
             }
+            gsn::STOP_SAVED_REP if self.qmgr.is_data_node(from) => self.exec_stop_saved_rep(from),
             gsn::FAIL_REP if self.qmgr.is_up(from) => {
                 self.exec_fail_rep(from, FailRep::decode(payload)?, out, now)
             }

@@ -512,6 +512,8 @@ impl Kernel {
     /// cluster has started; a failed node's new link waits for its CM_REGREQ (it rejoins by
     /// node restart, see `node_restart.rs`).
     pub fn on_connect(&mut self, node: NodeId) {
+        // A new link: what an earlier run of that node said of its stop is old news.
+        self.stop_saved.remove(&node);
         if !self.qmgr.is_data_node(node) {
             self.qmgr.add_api(node);
             return;
