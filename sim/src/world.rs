@@ -2189,7 +2189,9 @@ impl World {
         }
         self.count("shutdown (every data node stops gracefully)");
         self.shutdown_gci = self.gci_clock.now();
-        self.shutdown_disturbed = false;
+        // A node whose disk failed before saves nothing more: what it holds since its last
+        // save may be lost, as at a crash.
+        self.shutdown_disturbed = self.kernels.values().any(|k| k.file_system_failed());
         self.shutdown_active = true;
         self.shutdown_disk_faults = self.disks.values().map(|d| d.faults).sum();
         let nodes: Vec<NodeId> = self.kernels.keys().copied().collect();

@@ -3,7 +3,8 @@
 //! node inserts brings node 2 back STARTED; `2 RESTART -n` leaves it waiting in NOT_STARTED
 //! (`ndb_waiter --not-started` sees it) until `2 START`; a rolling restart (1 RESTART, then 2
 //! RESTART) loses no acknowledged insert, and both replicas then hold the same rows; `ALL
-//! RESTART` (a system restart) brings both back STARTED with every row saved before it, and
+//! RESTART` (a system restart) brings both back STARTED with every row committed before it
+//! (durable or acknowledged in memory only: the nodes save it as they stop), and
 //! `ALL RESTART -n` leaves both waiting until `ALL START`; the
 //! cluster log records each restart; SIGKILL of an angel leaves no data node process behind
 //! and SIGTERM of an angel stops its node gracefully; with StopOnError=0 an angel starts a
@@ -313,6 +314,19 @@ fn data_nodes_restart_through_ndb_mgm_and_lose_no_acknowledged_write() {
     .unwrap();
     tx.execute(ExecType::Commit).expect("a durable commit");
     drop(tx);
+    // And one acknowledged in memory only, right before: ALL RESTART saves it too (each node
+    // saves what it answered before it stops).
+    let mut tx = api.start_transaction().unwrap();
+    tx.insert(
+        &table,
+        &[
+            Value::UInt32(marker + 1),
+            Value::Int64(value_of(marker + 1)),
+        ],
+    )
+    .unwrap();
+    tx.execute(ExecType::Commit).expect("a commit");
+    drop(tx);
     drop(api);
     assert_eq!(
         mgm(&cs, "ALL RESTART"),
@@ -331,8 +345,9 @@ fn data_nodes_restart_through_ndb_mgm_and_lose_no_acknowledged_write() {
     let table = api.get_table(&table_def().name).expect("the table");
     let mut expected = rows.clone();
     expected.insert((marker, value_of(marker)));
+    expected.insert((marker + 1, value_of(marker + 1)));
     for replica in [PRIMARY, BACKUP] {
-        assert_eq!(replica_rows(&api, &table, marker + 1, replica), expected);
+        assert_eq!(replica_rows(&api, &table, marker + 2, replica), expected);
     }
     drop(api);
     // ALL RESTART -n: every node waits in NOT_STARTED until ALL START.

@@ -47,8 +47,11 @@ pub(crate) struct Stopping {
     system: bool,
     /// The epoch whose save the stop waits for, once TC coordinates nothing running.
     saving: Option<u64>,
-    /// In a stop of every data node: this node told the others it saved (STOP_SAVED_REP).
-    told: bool,
+    /// This node saved what it answered (and said so in its log).
+    saved: bool,
+    /// In a stop of every data node: the data nodes told that it saved (STOP_SAVED_REP); one
+    /// that comes up later (a node restart ending) is told then.
+    told: std::collections::BTreeSet<NodeId>,
 }
 
 impl Kernel {
@@ -68,7 +71,8 @@ impl Kernel {
             began: now,
             system,
             saving: None,
-            told: false,
+            saved: false,
+            told: Default::default(),
         });
         self.abort_idle_except(NodeId(0), &stop_error());
     }
@@ -83,11 +87,11 @@ impl Kernel {
         if self.qmgr.dead || !self.qmgr.started() {
             return true;
         }
-        let (began, system, saving, told) = (
+        let (began, system, saving, saved) = (
             stopping.began,
             stopping.system,
             stopping.saving,
-            stopping.told,
+            stopping.saved,
         );
         if let Some(why) = self.cannot_save() {
             tracing::warn!(
@@ -121,29 +125,38 @@ impl Kernel {
             self.gcp_want_save(out);
             return false;
         }
-        if !told {
+        if !saved {
             tracing::info!(
                 gci = gci_hi(gci),
                 "global checkpoint {} saved: every commit this node answered is durable",
                 gci_hi(gci)
             );
             if let Some(stopping) = &mut self.stopping {
-                stopping.told = true;
-            }
-            if system {
-                let peers: Vec<NodeId> = self.qmgr.peers_up().collect();
-                for peer in peers {
-                    let header = data_node_header(gsn::STOP_SAVED_REP, block_qmgr(), block_qmgr());
-                    // A full buffer: the peer waits out STOP_FLUSH_MAX, or sees this node go.
-                    let _ = out.send(peer, header, &mut |_| {});
-                }
+                stopping.saved = true;
             }
         }
         if !system {
             return true;
         }
+        let untold: Vec<NodeId> = (self.qmgr.peers_up())
+            .filter(|n| self.stopping.as_ref().is_some_and(|s| !s.told.contains(n)))
+            .collect();
+        for peer in untold {
+            let header = data_node_header(gsn::STOP_SAVED_REP, block_qmgr(), block_qmgr());
+            // A full send buffer refuses it: sent again on the next look.
+            if out.send(peer, header, &mut |_| {}).is_ok() {
+                if let Some(stopping) = &mut self.stopping {
+                    stopping.told.insert(peer);
+                }
+            }
+        }
         // Every other live data node saved too (one that left is no longer up).
         self.qmgr.peers_up().all(|n| self.stop_saved.contains(&n))
+    }
+
+    /// True once this node's file system failed: it saves nothing more.
+    pub fn file_system_failed(&self) -> bool {
+        self.fs.failed.is_some()
     }
 
     /// STOP_SAVED_REP: data node `from`, in a stop of every data node, saved what it answered.
