@@ -669,8 +669,9 @@ impl Reporters {
                 *recorded = Some(request);
             }
         }
+        // Seen by whoever sees the shutdown flag (Acquire in ndbd's loop).
         self.system_stop.store(system, Ordering::Relaxed);
-        self.shutdown.store(true, Ordering::Relaxed);
+        self.shutdown.store(true, Ordering::Release);
         true
     }
 }

@@ -318,7 +318,8 @@ impl ExecLoop {
         let mut next_tick = idle.since + TIMER_TICK;
         let mut stop_begun = false;
         loop {
-            if self.shutdown.load(Ordering::Relaxed) {
+            // Acquire: a management server's stop sets whether it is of every data node first.
+            if self.shutdown.load(Ordering::Acquire) {
                 let now = Instant::now();
                 if !stop_begun {
                     stop_begun = true;

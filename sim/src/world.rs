@@ -429,6 +429,11 @@ struct World {
     shutdown_active: bool,
     /// The disks' faults when the SHUTDOWN began: one more during it disturbs it.
     shutdown_disk_faults: u64,
+    /// When the SHUTDOWN began.
+    shutdown_began_ns: u64,
+    /// (began, down) of each SHUTDOWN no fault disturbed: a write acknowledged in it was
+    /// saved by its TC before its node left, and survives as a durable commit does.
+    shutdown_kept: Vec<(u64, u64)>,
     /// A data node crashed during the system restart that runs (`Fault::CrashStarting`).
     crashed_in_restart: bool,
     /// Node groups whose last restorable files a president let go, with the highest durable
@@ -567,6 +572,8 @@ impl World {
             shutdown_disturbed: false,
             shutdown_active: false,
             shutdown_disk_faults: 0,
+            shutdown_began_ns: 0,
+            shutdown_kept: Vec::new(),
             crashed_in_restart: false,
             given_up: BTreeMap::new(),
             restorable_max: 0,
@@ -2194,6 +2201,7 @@ impl World {
         self.shutdown_disturbed = self.kernels.values().any(|k| k.file_system_failed());
         self.shutdown_active = true;
         self.shutdown_disk_faults = self.disks.values().map(|d| d.faults).sum();
+        self.shutdown_began_ns = self.now_ns;
         let nodes: Vec<NodeId> = self.kernels.keys().copied().collect();
         self.shutting_down = nodes.iter().copied().collect();
         for node in nodes {
@@ -2248,6 +2256,10 @@ impl World {
         let disturbed = self.shutdown_disturbed || disk_faults > self.shutdown_disk_faults;
         self.cluster_down("SHUTDOWN: every data node stopped")?;
         let restart_gci = self.cluster_crashes.last().map_or(0, |c| c.restart_gci);
+        if !disturbed {
+            self.shutdown_kept
+                .push((self.shutdown_began_ns, self.now_ns));
+        }
         if !disturbed && restart_gci < self.shutdown_gci {
             return Err(format!(
                 "graceful stop: commits were acknowledged up to GCI {} before the SHUTDOWN, but the disks' sysfiles name only {restart_gci}",
@@ -2875,10 +2887,18 @@ impl World {
         Ok(())
     }
 
+    /// True when an operation acknowledged at `at_ns` came during a SHUTDOWN no fault
+    /// disturbed: its TC saved it before its node left (`Kernel::ready_to_stop`).
+    fn saved_by_a_shutdown(&self, at_ns: u64) -> bool {
+        (self.shutdown_kept.iter()).any(|&(began, down)| at_ns >= began && at_ns < down)
+    }
+
     /// Register and set operations acknowledged before a cluster crash that may have lost
     /// them (see `durability`): writes become unknown, reads constrain nothing.
     fn forget_what_crashes_lost(&mut self) {
         let durable_commits = self.shared.durable_commits;
+        // See `saved_by_a_shutdown`.
+        let windows = self.shutdown_kept.clone();
         for record in &mut self.shared.history {
             if !matches!(record.outcome, Outcome::Ok(_) | Outcome::Refused(_)) {
                 continue;
@@ -2888,7 +2908,9 @@ impl World {
                 (record.access, record.outcome),
                 (Access::Write(_), _) | (Access::Insert | Access::Delete, Outcome::Ok(_))
             );
-            let durable = durable_commits && write && matches!(record.outcome, Outcome::Ok(_));
+            let kept = (windows.iter()).any(|&(began, down)| complete >= began && complete < down);
+            let durable =
+                (durable_commits || kept) && write && matches!(record.outcome, Outcome::Ok(_));
             let crashes = &self.cluster_crashes;
             match durability::fate(crashes, &self.gci_clock, invoke, complete, durable) {
                 Fate::NoCrashAfter => {}
@@ -2923,8 +2945,8 @@ impl World {
             let expect = match t.outcome {
                 TransferOutcome::Failed => Expect::Absent,
                 TransferOutcome::Acknowledged(at) => {
+                    let durable = self.shared.durable_commits || self.saved_by_a_shutdown(at);
                     let (crashes, clock) = (&self.cluster_crashes, &self.gci_clock);
-                    let durable = self.shared.durable_commits;
                     match durability::fate(crashes, clock, t.invoke_ns, at, durable) {
                         Fate::NoCrashAfter => Expect::Present,
                         Fate::Durable => {

@@ -1101,10 +1101,16 @@ impl Server {
         if !all && !force {
             self.check_groups_survive(&state, &targets)?;
         }
+        // A stop of every data node, however named, is a system stop (the nodes leave
+        // together, see `DataNode::system_stop`).
+        let system = all
+            || (state.data.iter())
+                .filter(|(_, n)| n.link.is_some())
+                .all(|(id, _)| targets.contains(id));
         for &id in &targets {
             if let Some(n) = state.data.get_mut(&id) {
                 n.stop_requested = true;
-                n.system_stop = all;
+                n.system_stop = system;
             }
         }
         // Stopped: an ALL RESTART waiting to start them does not any more.

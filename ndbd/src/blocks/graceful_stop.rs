@@ -23,8 +23,13 @@
 //!
 //! A node not started, or without files (Diskless), stops at once, and so does one that can
 //! save nothing more: its file system failed, a node group has no live node, or an
-//! arbitration round holds commits (its verdict may stop this side). One whose wait passes
+//! arbitration round holds commits (its verdict may stop this side). Transactions still open
+//! [`STOP_DRAIN_MAX`] after the stop began are aborted, scans with them. One whose wait passes
 //! [`STOP_FLUSH_MAX`] stops anyway and says so.
+//!
+//! A SIGTERM says nothing of the other nodes: a SIGTERM to every data node at once is stops
+//! of single nodes, and with several node groups a group's last node may leave before
+//! another node saved, which then stops without saving. ndb_mgm's SHUTDOWN has no such gap.
 
 use std::time::{Duration, Instant};
 
@@ -38,6 +43,11 @@ use crate::ndbfs::format::gci_hi;
 /// The longest a graceful stop waits for its transactions, its save and, in a stop of every
 /// data node, the others' saves.
 pub const STOP_FLUSH_MAX: Duration = Duration::from_secs(30);
+
+/// How long a graceful stop lets the transactions running at its start end by themselves
+/// (a scan an application left open and idle keeps its transaction running): past it, every
+/// transaction not in the middle of an execute is aborted (280), its scans with it.
+pub const STOP_DRAIN_MAX: Duration = Duration::from_secs(5);
 
 /// A graceful stop in its last steps.
 #[derive(Debug)]
@@ -110,7 +120,12 @@ impl Kernel {
         }
         let gci = match saving {
             Some(gci) => gci,
-            None if self.tc.coordinates_running() => return false,
+            None if self.tc.coordinates_running() => {
+                if now.saturating_duration_since(began) >= STOP_DRAIN_MAX {
+                    self.abort_for_stop();
+                }
+                return false;
+            }
             None => {
                 let gci = self.gcp.current;
                 if let Some(stopping) = &mut self.stopping {
@@ -160,8 +175,27 @@ impl Kernel {
     }
 
     /// STOP_SAVED_REP: data node `from`, in a stop of every data node, saved what it answered.
+    /// It leaves gracefully next, even if its NODE_STOPPING_REP is lost to a full send buffer:
+    /// its group's leaving is no failure (no 2305 for a node still waiting for the others).
     pub(super) fn exec_stop_saved_rep(&mut self, from: NodeId) {
-        self.stop_saved.insert(from);
+        if self.stop_saved.insert(from) {
+            self.exec_node_stopping_rep(from);
+        }
+    }
+
+    /// Past `STOP_DRAIN_MAX`: aborts every API node's transaction that runs no execute, those
+    /// with a scan open too (the scan's next batch fails).
+    fn abort_for_stop(&mut self) {
+        let error = NdbError::with_detail(
+            280,
+            format!(
+                "this data node is stopping; the transaction was still open {} s after the stop                  began",
+                STOP_DRAIN_MAX.as_secs()
+            ),
+        );
+        for trans in (self.tc).abort_idle_except(NodeId(0), &error, &|_| false) {
+            self.jobs.push_back(super::Signal::TcContinueB(trans));
+        }
     }
 
     /// Why no save can come any more, if none can: this node's file system failed, a node
