@@ -112,24 +112,33 @@ fn stopping_every_node_gracefully_keeps_every_acknowledged_commit() {
     );
 }
 
-#[test]
-fn a_stopping_node_refuses_new_work_and_waits_for_a_running_scan() {
-    let mut cluster = TestCluster::start(ClusterSpec::new()).expect("start the cluster");
-    let node = NodeId(1);
+/// One data node with rows 0..20 in `items`.
+fn one_node_with_rows() -> (TestCluster, Cluster, rndb_api::Table) {
+    let cluster = TestCluster::start(ClusterSpec::new()).expect("start the cluster");
     let api = cluster.connect().expect("connect");
     let table = recreate_table(&api, &items_def()).expect("create table");
     for id in 0..20 {
         insert(&api, &table, id).expect("insert");
     }
-    let mut scanning = api.start_transaction().unwrap();
-    let options = ScanOptions {
+    (cluster, api, table)
+}
+
+/// A scan that fetches one row per fragment at a time: it stays open while unread.
+fn one_row_a_batch() -> ScanOptions {
+    ScanOptions {
         batch_rows: Some(1),
         ..ScanOptions::default()
-    };
-    let mut scan = scanning.scan_table(&table, &options).unwrap();
+    }
+}
+
+#[test]
+fn a_stopping_node_refuses_new_work_and_waits_for_a_running_scan() {
+    let (mut cluster, api, table) = one_node_with_rows();
+    let node = NodeId(1);
+    let mut scanning = api.start_transaction().unwrap();
+    let mut scan = scanning.scan_table(&table, &one_row_a_batch()).unwrap();
     assert!(scan.next().is_some(), "the scan's first row");
 
-    let began = Instant::now();
     cluster.terminate_node(node).expect("SIGTERM");
     // New transactions are refused while the scan runs.
     wait_until("a new transaction refused", Duration::from_secs(10), || {
@@ -151,24 +160,14 @@ fn a_stopping_node_refuses_new_work_and_waits_for_a_running_scan() {
     drop(scanning);
     let status = cluster.stop_node(node).expect("stop");
     assert!(status.success(), "{status:?}\n{}", cluster.log(node));
-    assert!(began.elapsed() < Duration::from_secs(25));
 }
 
 #[test]
 fn a_scan_left_open_holds_the_stop_only_a_few_seconds() {
-    let mut cluster = TestCluster::start(ClusterSpec::new()).expect("start the cluster");
+    let (mut cluster, api, table) = one_node_with_rows();
     let node = NodeId(1);
-    let api = cluster.connect().expect("connect");
-    let table = recreate_table(&api, &items_def()).expect("create table");
-    for id in 0..20 {
-        insert(&api, &table, id).expect("insert");
-    }
     let mut scanning = api.start_transaction().unwrap();
-    let options = ScanOptions {
-        batch_rows: Some(1),
-        ..ScanOptions::default()
-    };
-    let mut scan = scanning.scan_table(&table, &options).unwrap();
+    let mut scan = scanning.scan_table(&table, &one_row_a_batch()).unwrap();
     assert!(scan.next().is_some(), "the scan's first row");
     let began = Instant::now();
     cluster.terminate_node(node).expect("SIGTERM");
