@@ -335,6 +335,10 @@ pub(crate) struct Connection {
     closing: AtomicBool,
     /// Set with `Shared::failure`, so that choosing a link need not take the lock.
     failed: AtomicBool,
+    /// The data node refused a transaction with 280: it is stopping gracefully, and new
+    /// transactions go to another replica's TC while one is linked (a new link, after the
+    /// node's restart, starts clear).
+    stopping: AtomicBool,
     /// The data nodes the cluster declared failed.
     declared: Arc<Declared>,
     /// This API node as the arbitrator, shared by every link of the cluster.
@@ -509,6 +513,7 @@ impl Connection {
             receiver_started: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             failed: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
             declared: Arc::clone(&shared.declared),
             arbiter: Arc::clone(&shared.arbiter),
             stats: Arc::clone(&shared.stats),
@@ -545,6 +550,16 @@ impl Connection {
             bytes_received: self.bytes_received.load(Ordering::Relaxed),
             kernel_tcp: rndb_transporter::socket_link::kernel_tcp_bytes(fd).ok(),
         }
+    }
+
+    /// Its data node refused a transaction with 280 (it stops gracefully).
+    pub(crate) fn note_stopping(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    /// True once its data node said it stops (see `note_stopping`).
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
     }
 
     /// The client statistics of the cluster this link belongs to.

@@ -669,8 +669,10 @@ impl Cluster {
     /// (values in key order): NDB's transaction hint. That is the partition's first replica
     /// with a live link (the primary, or the backup that took over from a failed one); with
     /// `near` (a committed read of a READ_BACKUP table, which any replica may serve), the
-    /// first such replica on this host if there is one. Key values are encoded as the data
-    /// node encodes them; a key the node will refuse still gets a node.
+    /// first such replica on this host if there is one. A replica whose node said it stops
+    /// (280) is passed over while another is linked, as NDB's API avoids a stopping node. Key
+    /// values are encoded as the data node encodes them; a key the node will refuse still gets
+    /// a node.
     pub(crate) fn tc_of_key(&self, key: &[Value], near: bool) -> NodeId {
         // Encoded in this thread's scratch buffer: an allocation per transaction cost a cache
         // miss or two in each of thousands of client threads' heaps (issue 26).
@@ -683,19 +685,19 @@ impl Cluster {
         let hash = key_hash(&bytes);
         KEY_SCRATCH.set(bytes);
         let partition = self.partitions.partition_of(hash);
-        let mut live = self
-            .partitions
-            .replicas(partition)
-            .iter()
-            .copied()
-            .filter(|&n| self.live_connection(n).is_some());
-        let nearest = if near {
-            live.clone().find(|n| self.near.contains(n))
-        } else {
-            None
+        let replicas = self.partitions.replicas(partition);
+        let pick = |serves: &dyn Fn(&Connection) -> bool| {
+            let mut live = (replicas.iter().copied())
+                .filter(|&n| self.live_connection(n).is_some_and(|c| serves(&c)));
+            let nearest = if near {
+                live.clone().find(|n| self.near.contains(n))
+            } else {
+                None
+            };
+            nearest.or_else(|| live.next())
         };
-        nearest
-            .or_else(|| live.next())
+        pick(&|c| !c.is_stopping())
+            .or_else(|| pick(&|_| true))
             .unwrap_or_else(|| self.coordinator().peer)
     }
 

@@ -1597,6 +1597,10 @@ impl<'c> Transaction<'c> {
                 Ok(())
             }
             Some(Ended::Refused(e)) => {
+                if e.code() == Some(280) {
+                    // Its TC's node stops gracefully: the next transactions go elsewhere.
+                    self.connection().note_stopping();
+                }
                 self.state = State::Finished;
                 Err(e)
             }

@@ -4,7 +4,9 @@
 //! it leaves, and a system restart brings every acknowledged row back (ndb_mgm's SHUTDOWN,
 //! whose nodes also wait for each other: `mgm_restart.rs` and the simulator). And that a
 //! stopping node refuses new transactions with 280 and waits for a scan already running, then
-//! stops once it ends, and that a scan left open and unread holds it only `STOP_DRAIN_MAX`.
+//! stops once it ends, and that a scan left open and unread holds it only `STOP_DRAIN_MAX`;
+//! and that an API node, told 280 once, sends its next transactions to another replica's TC
+//! while the node stops.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -189,4 +191,45 @@ fn a_scan_left_open_holds_the_stop_only_a_few_seconds() {
     );
     // Rows already fetched come first; then the scan fails.
     assert!(scan.any(|r| r.is_err()), "the scan was aborted");
+}
+
+#[test]
+fn an_api_node_sends_new_transactions_past_a_stopping_node() {
+    let mut cluster = TestCluster::start(ClusterSpec::new().data_nodes(2).replicas(2))
+        .expect("start the cluster");
+    let node = NodeId(1);
+    let api = cluster.connect().expect("connect");
+    let table = recreate_table(&api, &items_def()).expect("create table");
+    for id in 0..20 {
+        insert(&api, &table, id).expect("insert");
+    }
+    // A scan left open on node 1 (the lowest node coordinates scans) holds its stop.
+    let mut scanning = api.start_transaction().unwrap();
+    let mut scan = scanning.scan_table(&table, &one_row_a_batch()).unwrap();
+    assert!(scan.next().is_some(), "the scan's first row");
+    cluster.terminate_node(node).expect("SIGTERM");
+    // Inserts of keys whose primary is either node: one is refused by node 1 (280) ...
+    let mut id = 100;
+    wait_until(
+        "node 1 refuses a transaction",
+        Duration::from_secs(10),
+        || {
+            id += 1;
+            Ok(match insert(&api, &table, id) {
+                Err(e) if e.code() == Some(280) => Some(()),
+                _ => None,
+            })
+        },
+    )
+    .unwrap();
+    // ... and the next ones, whatever their keys, go to node 2's TC while node 1 stops.
+    for _ in 0..20 {
+        id += 1;
+        insert(&api, &table, id).expect("an insert past the stopping node");
+    }
+    assert!(cluster.is_running(node), "node 1 still waits for the scan");
+    drop(scan);
+    drop(scanning);
+    let status = cluster.stop_node(node).expect("stop");
+    assert!(status.success(), "{status:?}\n{}", cluster.log(node));
 }
