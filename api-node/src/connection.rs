@@ -563,12 +563,7 @@ impl Connection {
     }
 
     /// The client statistics of the cluster this link belongs to.
-    pub(crate) fn stats(&self) -> &Counters {
-        &self.stats
-    }
-
-    /// As `stats`, shared.
-    pub(crate) fn stats_shared(&self) -> &Arc<Counters> {
+    pub(crate) fn stats(&self) -> &Arc<Counters> {
         &self.stats
     }
 

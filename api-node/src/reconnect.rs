@@ -105,7 +105,7 @@ impl Slot {
     /// Puts `link` in the slot, returning the one it replaces (whose bytes go to the
     /// retired counts).
     pub fn set(&self, link: Arc<Connection>) -> Option<Arc<Connection>> {
-        let stats = Arc::clone(link.stats_shared());
+        let stats = Arc::clone(link.stats());
         let _held = stats.links_held();
         let old = self.0.swap(Some(link));
         old.inspect(|old| old.retire())
@@ -113,7 +113,7 @@ impl Slot {
 
     /// Empties the slot, returning its link (whose bytes go to the retired counts).
     pub fn take(&self) -> Option<Arc<Connection>> {
-        let stats = Arc::clone(self.0.load().as_ref()?.stats_shared());
+        let stats = Arc::clone(self.0.load().as_ref()?.stats());
         let _held = stats.links_held();
         self.0.swap(None).inspect(|old| old.retire())
     }

@@ -2890,15 +2890,13 @@ impl World {
     /// True when an operation acknowledged at `at_ns` came during a SHUTDOWN no fault
     /// disturbed: its TC saved it before its node left (`Kernel::ready_to_stop`).
     fn saved_by_a_shutdown(&self, at_ns: u64) -> bool {
-        (self.shutdown_kept.iter()).any(|&(began, down)| at_ns >= began && at_ns < down)
+        within_any(&self.shutdown_kept, at_ns)
     }
 
     /// Register and set operations acknowledged before a cluster crash that may have lost
     /// them (see `durability`): writes become unknown, reads constrain nothing.
     fn forget_what_crashes_lost(&mut self) {
         let durable_commits = self.shared.durable_commits;
-        // See `saved_by_a_shutdown`.
-        let windows = self.shutdown_kept.clone();
         for record in &mut self.shared.history {
             if !matches!(record.outcome, Outcome::Ok(_) | Outcome::Refused(_)) {
                 continue;
@@ -2908,7 +2906,8 @@ impl World {
                 (record.access, record.outcome),
                 (Access::Write(_), _) | (Access::Insert | Access::Delete, Outcome::Ok(_))
             );
-            let kept = (windows.iter()).any(|&(began, down)| complete >= began && complete < down);
+            // `saved_by_a_shutdown`, on the field: the history is borrowed mutably.
+            let kept = within_any(&self.shutdown_kept, complete);
             let durable =
                 (durable_commits || kept) && write && matches!(record.outcome, Outcome::Ok(_));
             let crashes = &self.cluster_crashes;
@@ -3060,4 +3059,9 @@ fn history_op(access: Access, outcome: Outcome) -> Option<(RegOp, bool)> {
         (Access::Delete, _) => RegOp::Delete,
     };
     Some((op, done))
+}
+
+/// True when `at_ns` falls in one of the (began, ended) `windows`.
+fn within_any(windows: &[(u64, u64)], at_ns: u64) -> bool {
+    (windows.iter()).any(|&(began, ended)| at_ns >= began && at_ns < ended)
 }

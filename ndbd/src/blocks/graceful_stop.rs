@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use rndb_config::NodeId;
 use rndb_protocol::gsn;
+use rndb_protocol::signals::block;
 use rndb_protocol::NdbError;
 
 use super::{data_node_header, Kernel, Outbox};
@@ -157,7 +158,7 @@ impl Kernel {
             .filter(|n| self.stopping.as_ref().is_some_and(|s| !s.told.contains(n)))
             .collect();
         for peer in untold {
-            let header = data_node_header(gsn::STOP_SAVED_REP, block_qmgr(), block_qmgr());
+            let header = data_node_header(gsn::STOP_SAVED_REP, block::QMGR, block::QMGR);
             // A full send buffer refuses it: sent again on the next look.
             if out.send(peer, header, &mut |_| {}).is_ok() {
                 if let Some(stopping) = &mut self.stopping {
@@ -234,10 +235,6 @@ impl Kernel {
             self.abort_idle_except(NodeId(0), &stop_error());
         }
     }
-}
-
-fn block_qmgr() -> u16 {
-    rndb_protocol::signals::block::QMGR
 }
 
 /// NDB's 280, for work refused or aborted by a node that stops.
