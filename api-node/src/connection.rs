@@ -552,7 +552,8 @@ impl Connection {
         }
     }
 
-    /// Its data node refused a transaction with 280 (it stops gracefully).
+    /// Its data node said it stops gracefully (NODE_STOPPING_REP), or refused a transaction
+    /// with 280.
     pub(crate) fn note_stopping(&self) {
         self.stopping.store(true, Ordering::Relaxed);
     }
@@ -1493,6 +1494,7 @@ impl Connection {
         let arbiter = &self.arbiter;
         let peer = self.peer;
         let mut arbitration: Vec<(u16, Arbit)> = Vec::new();
+        let mut stopping_told = false;
         let mut payload_bytes = 0usize;
         let delivered = link
             .receive(&mut |header, payload| {
@@ -1508,6 +1510,11 @@ impl Connection {
                             overflow.get_or_insert(format!("arbitration request: {e}"));
                         }
                     }
+                    return;
+                }
+                if header.signal == gsn::NODE_STOPPING_REP {
+                    // Not an answer: this data node stops; answered once the read is done.
+                    stopping_told = true;
                     return;
                 }
                 if header.signal == gsn::NODE_FAILREP {
@@ -1538,15 +1545,26 @@ impl Connection {
         if let Some(reason) = overflow {
             return Err(reason);
         }
-        for (signal, answer) in arbitration {
+        let mut replies: Vec<(u16, Vec<u8>)> = (arbitration.into_iter())
+            .map(|(signal, answer)| {
+                let mut payload = Vec::new();
+                answer.encode(&mut payload);
+                (signal, payload)
+            })
+            .collect();
+        if stopping_told {
+            // New transactions go to other data nodes from now on (`Cluster::tc_of_key`);
+            // the data node refuses new ones once every API node said so.
+            self.note_stopping();
+            replies.push((gsn::NODE_STOPPING_CONF, Vec::new()));
+        }
+        for (signal, payload) in replies {
             let header = FrameHeader {
                 signal,
                 receiver_block: block::QMGR,
                 sender_block: block::API,
                 request_id: 0,
             };
-            let mut payload = Vec::new();
-            answer.encode(&mut payload);
             link.send(&header, &payload).map_err(|e| e.to_string())?;
             self.count_sent(1, link.encoded_frame_bytes(payload.len()));
             link.flush().map_err(|e| e.to_string())?;

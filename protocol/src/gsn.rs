@@ -180,7 +180,9 @@ signals! {
     /// one included (which then stops): `qmgr::FailRep`.
     NODE_FAILREP = 102;
     /// The sender stops gracefully (SIGTERM), to every data node, just before its links
-    /// close; no payload.
+    /// close; no payload. Also, from a data node that begins to stop alone, to every API node
+    /// linked to it: send new transactions to other data nodes (NDB's STOPPING_1, which API
+    /// nodes learn from API_REGCONF's node state); answered with NODE_STOPPING_CONF.
     NODE_STOPPING_REP = 103;
     // Node restart (data node ↔ data node).
     /// The first signal on every data-node link, each way: whether the sender serves
@@ -292,6 +294,10 @@ signals! {
     /// every other live one said so. No payload. Not in NDB, whose master runs the system
     /// stop (NDBCNTR's STOP_REQ).
     STOP_SAVED_REP = 140;
+    /// An API node read a data node's NODE_STOPPING_REP: it starts no new transaction there
+    /// while another data node serves. No payload. The stopping node refuses API nodes' new
+    /// work (280) once every linked API node said so, or after `STOP_API_MAX`. Not in NDB.
+    NODE_STOPPING_CONF = 141;
 }
 
 /// The name of signal `number`, or `None` for a number no signal has.

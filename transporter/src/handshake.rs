@@ -79,7 +79,10 @@ use crate::{NodeId, TransportError, TransporterKind};
 /// interpreted write), which a node of version 13 would refuse (4116).
 /// 15: STOP_SAVED_REP (140) between data nodes in a stop of every data node, which a node of
 /// version 14 would take for a protocol violation.
-pub const PROTOCOL_VERSION: u32 = 15;
+/// 16: a data node stopping alone sends NODE_STOPPING_REP (103) to its API nodes, which
+/// answer NODE_STOPPING_CONF (141); a node of version 15 on either side would take either for
+/// a protocol violation.
+pub const PROTOCOL_VERSION: u32 = 16;
 /// The first four bytes of a HELLO payload.
 pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";
 /// Signal number of HELLO.

@@ -179,16 +179,25 @@ fn serve(shared: &Shared, mut link: Box<dyn Transporter>, interval: Duration) ->
             next_beat = now + interval;
         }
         let mut requests: Vec<(u16, Result<Arbit, String>)> = Vec::new();
+        let mut stopping_told = false;
         let received = link.receive(&mut |header, payload| {
             if matches!(header.signal, gsn::ARBIT_STARTREQ | gsn::ARBIT_CHOOSEREQ) {
                 let request = Arbit::decode(payload).map_err(|e| e.to_string());
                 requests.push((header.signal, request));
             }
+            stopping_told |= header.signal == gsn::NODE_STOPPING_REP;
         });
         match received {
             Err(e) => return e.to_string(),
             Ok(n) if n > 0 => heard = true,
             Ok(_) => {}
+        }
+        // The data node stops and waits until its API nodes know: this one starts no
+        // transactions there.
+        if stopping_told {
+            if let Err(e) = send(link.as_mut(), gsn::NODE_STOPPING_CONF, &[]) {
+                return e;
+            }
         }
         for (signal, request) in requests {
             let request = match request {

@@ -5,7 +5,11 @@
 //! CompleteForceStart).
 //!
 //! ```text
-//! begin_stop ─► refuse new work from API nodes (280); abort their idle transactions
+//! begin_stop ─► a node stopping alone first tells every linked API node (NODE_STOPPING_REP)
+//!               and serves on until each has answered (NODE_STOPPING_CONF: its new
+//!               transactions go to other data nodes) or STOP_API_MAX passed (NDB's
+//!               STOPPING_1); a stop of every data node skips this
+//!            ─► refuse new work from API nodes (280); abort their idle transactions
 //!            ─► once TC coordinates nothing running: note the epoch commits take now (g),
 //!               ask the master for a save at once (GCP_SAVE_WANTED)
 //!            ─► once g is durable (GCP_DURABLE_REP): stop (NODE_STOPPING_REP, exit)
@@ -24,8 +28,12 @@
 //! A node not started, or without files (Diskless), stops at once, and so does one that can
 //! save nothing more: its file system failed, a node group has no live node, or an
 //! arbitration round holds commits (its verdict may stop this side). Transactions still open
-//! [`STOP_DRAIN_MAX`] after the stop began are aborted, scans with them. One whose wait passes
-//! [`STOP_FLUSH_MAX`] stops anyway and says so.
+//! [`STOP_DRAIN_MAX`] after the node began refusing are aborted, scans with them. One whose
+//! wait passes [`STOP_FLUSH_MAX`] stops anyway and says so.
+//!
+//! An API node reads NODE_STOPPING_REP when it next reads the link (an idle one at its next
+//! heartbeat); a transaction it chose this node for just before, but sent after its
+//! NODE_STOPPING_CONF, is still refused (280, temporary).
 //!
 //! A SIGTERM says nothing of the other nodes: a SIGTERM to every data node at once is stops
 //! of single nodes, and with several node groups a group's last node may leave before
@@ -45,6 +53,12 @@ use crate::ndbfs::format::gci_hi;
 /// data node, the others' saves.
 pub const STOP_FLUSH_MAX: Duration = Duration::from_secs(30);
 
+/// The longest a node stopping alone serves on while its API nodes learn that it stops (NDB's
+/// STOPPING_1, to which NDB's management server gives 5 s: `StopReq::apiTimeout`). It ends
+/// sooner once every linked API node has answered NODE_STOPPING_CONF (an idle one reads its
+/// links at its next heartbeat, HeartbeatIntervalDbApi).
+pub const STOP_API_MAX: Duration = Duration::from_secs(5);
+
 /// How long a graceful stop lets the transactions running at its start end by themselves
 /// (a scan an application left open and idle keeps its transaction running): past it, every
 /// transaction not in the middle of an execute is aborted (280), its scans with it.
@@ -54,6 +68,12 @@ pub const STOP_DRAIN_MAX: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub(crate) struct Stopping {
     began: Instant,
+    /// Since when API nodes' new work is refused (280); `None` while they are still being
+    /// told that this node stops (NDB's STOPPING_1).
+    refusing_since: Option<Instant>,
+    /// API nodes told that this node stops (NODE_STOPPING_REP), and those that answered.
+    apis_told: std::collections::BTreeSet<NodeId>,
+    apis_moved: std::collections::BTreeSet<NodeId>,
     /// Every data node stops (SHUTDOWN, ALL RESTART).
     system: bool,
     /// The epoch whose save the stop waits for, once TC coordinates nothing running.
@@ -66,26 +86,89 @@ pub(crate) struct Stopping {
 }
 
 impl Kernel {
-    /// A graceful stop begins (`system`: of every data node): API nodes' new work is refused
-    /// (280) and their idle transactions aborted from now on. `Kernel::ready_to_stop` says
-    /// when the node may go.
+    /// A graceful stop begins (`system`: of every data node). A node stopping alone first
+    /// tells its API nodes and serves on until they have moved (see [`STOP_API_MAX`]); then
+    /// API nodes' new work is refused (280) and their idle transactions aborted.
+    /// `Kernel::ready_to_stop` drives it and says when the node may go.
     pub fn begin_stop(&mut self, now: Instant, system: bool) {
         if self.stopping.is_some() || !self.qmgr.started() || !self.has_files {
             return;
         }
         tracing::info!(
             system,
-            "stopping: refusing new transactions, then saving a global checkpoint of every \
-             commit this node answered"
+            "stopping: {}refusing new transactions, then saving a global checkpoint of every \
+             commit this node answered",
+            if system { "" } else { "telling API nodes, " }
         );
         self.stopping = Some(Stopping {
             began: now,
+            refusing_since: None,
+            apis_told: Default::default(),
+            apis_moved: Default::default(),
             system,
             saving: None,
             saved: false,
             told: Default::default(),
         });
+        if system {
+            // Every data node stops: API nodes have nowhere else to go.
+            self.begin_refusing(now);
+        }
+    }
+
+    /// API nodes' new work is refused (280) from now on, and their idle transactions aborted.
+    fn begin_refusing(&mut self, now: Instant) {
+        if let Some(stopping) = &mut self.stopping {
+            stopping.refusing_since = Some(now);
+        }
         self.abort_idle_except(NodeId(0), &stop_error());
+    }
+
+    /// While API nodes are told that this node stops (NDB's STOPPING_1): tells each linked
+    /// one not yet told (again on the next look, if its send buffer was full), and once each
+    /// has answered, or `STOP_API_MAX` passed, begins refusing their new work. True while
+    /// it lasts.
+    fn telling_api_nodes(&mut self, out: &mut dyn Outbox, now: Instant) -> bool {
+        let Some(stopping) = &mut self.stopping else {
+            return false;
+        };
+        if stopping.refusing_since.is_some() {
+            return false;
+        }
+        for api in self.qmgr.apis() {
+            if !stopping.apis_told.contains(&api) {
+                let header = data_node_header(gsn::NODE_STOPPING_REP, block::API, block::QMGR);
+                if out.send(api, header, &mut |_| {}).is_ok() {
+                    stopping.apis_told.insert(api);
+                }
+            }
+        }
+        let waiting = (self.qmgr.apis())
+            .filter(|a| !stopping.apis_moved.contains(a))
+            .count();
+        let past = now.saturating_duration_since(stopping.began) >= STOP_API_MAX;
+        if waiting > 0 && !past {
+            return true;
+        }
+        if waiting > 0 {
+            tracing::warn!(
+                "{waiting} API nodes did not answer NODE_STOPPING_REP within {} s; refusing \
+                 their new transactions (280) now",
+                STOP_API_MAX.as_secs()
+            );
+        } else {
+            tracing::info!("every API node was told; refusing new transactions (280) from now on");
+        }
+        self.begin_refusing(now);
+        false
+    }
+
+    /// NODE_STOPPING_CONF: API node `from` read this node's NODE_STOPPING_REP and sends its
+    /// new transactions elsewhere.
+    pub(super) fn exec_node_stopping_conf(&mut self, from: NodeId) {
+        if let Some(stopping) = &mut self.stopping {
+            stopping.apis_moved.insert(from);
+        }
     }
 
     /// True once a graceful stop may end: every commit this node's TC answered is in a
@@ -119,10 +202,16 @@ impl Kernel {
             );
             return true;
         }
+        if self.telling_api_nodes(out, now) {
+            return false;
+        }
+        let refusing_since = (self.stopping.as_ref())
+            .and_then(|s| s.refusing_since)
+            .unwrap_or(began);
         let gci = match saving {
             Some(gci) => gci,
             None if self.tc.coordinates_running() => {
-                if now.saturating_duration_since(began) >= STOP_DRAIN_MAX {
+                if now.saturating_duration_since(refusing_since) >= STOP_DRAIN_MAX {
                     self.abort_for_stop();
                 }
                 return false;
@@ -216,8 +305,21 @@ impl Kernel {
         None
     }
 
-    /// While a graceful stop runs: refuses with 280 a request of API node `from` that would
-    /// start work (see `refuse_new_work`). True when the frame was handled.
+    /// API node `node`'s link closed: one it opens again is told anew.
+    pub(super) fn stop_api_gone(&mut self, node: NodeId) {
+        if let Some(stopping) = &mut self.stopping {
+            stopping.apis_told.remove(&node);
+            stopping.apis_moved.remove(&node);
+        }
+    }
+
+    /// True once a graceful stop refuses API nodes' new work.
+    pub(super) fn refusing(&self) -> bool {
+        (self.stopping.as_ref()).is_some_and(|s| s.refusing_since.is_some())
+    }
+
+    /// While a graceful stop refuses new work: refuses with 280 a request of API node `from`
+    /// that would start work (see `refuse_new_work`). True when the frame was handled.
     pub(super) fn refuse_while_stopping(
         &mut self,
         from: NodeId,
@@ -225,13 +327,13 @@ impl Kernel {
         payload: &[u8],
         out: &mut dyn Outbox,
     ) -> bool {
-        self.refuse_new_work(from, header, payload, out, stop_error())
+        self.refusing() && self.refuse_new_work(from, header, payload, out, stop_error())
     }
 
-    /// While a graceful stop runs, aborts every API node's idle transactions (their next
-    /// execute is told 280).
+    /// While a graceful stop refuses new work, aborts every API node's idle transactions
+    /// (their next execute is told 280).
     pub(super) fn stopping_sweep(&mut self) {
-        if self.stopping.is_some() {
+        if self.refusing() {
             self.abort_idle_except(NodeId(0), &stop_error());
         }
     }

@@ -572,6 +572,9 @@ impl Kernel {
                 self.exec_node_stopping_rep(from)
             }
             gsn::STOP_SAVED_REP if self.qmgr.is_data_node(from) => self.exec_stop_saved_rep(from),
+            gsn::NODE_STOPPING_CONF if !self.qmgr.is_data_node(from) => {
+                self.exec_node_stopping_conf(from)
+            }
             gsn::FAIL_REP if self.qmgr.is_up(from) => {
                 self.exec_fail_rep(from, FailRep::decode(payload)?, out, now)
             }
@@ -863,6 +866,7 @@ impl Kernel {
         self.unsent.forget(node);
         self.suma_api_gone(node);
         self.qmgr.forget_api(node);
+        self.stop_api_gone(node);
         self.arbit_api_gone(node);
         self.abandon_scans(node);
         for trans in self.tc.abandon_node(node) {

@@ -356,6 +356,11 @@ impl Qmgr {
         self.apis.contains(&node)
     }
 
+    /// The API nodes (and management servers) with a live link here.
+    pub fn apis(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.apis.iter().copied()
+    }
+
     pub fn is_data_node(&self, node: NodeId) -> bool {
         self.data_nodes.binary_search(&node).is_ok()
     }

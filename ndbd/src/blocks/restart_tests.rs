@@ -17,7 +17,9 @@
 //! anew, after which every node names the new number in its sysfile before any serves, and a
 //! CONF, START_REP or DICT_RESTART_DROP from a master that failed is ignored; and a node that
 //! missed the start is failed by its side's round, to rejoin by node restart; and a system
-//! restart drops a table or index some restored node lacks, everywhere and for good.
+//! restart drops a table or index some restored node lacks, everywhere and for good. And that
+//! a data node stopping alone refuses API nodes' new work only once each has answered its
+//! NODE_STOPPING_REP (or after `STOP_API_MAX`), and a stop of every data node at once.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -1644,4 +1646,78 @@ fn a_node_that_missed_the_start_is_failed_and_rejoins_by_node_restart() {
     assert!(!cluster.nodes[2].0.qmgr.started());
     assert_eq!(cluster.fatal[1], None);
     assert!(cluster.nodes[1].0.qmgr.started(), "node 2 serves on");
+}
+
+#[test]
+fn a_node_stopping_alone_refuses_api_work_only_once_its_api_nodes_know() {
+    let ini = INI.replace(
+        "[api]\nNodeId=50\n",
+        "[api]\nNodeId=50\nHostName=127.0.0.1\n[api]\nNodeId=51\n",
+    );
+    let config = rndb_config::parse_str(&ini, Path::new("t.ini")).expect("config");
+    let mut cluster =
+        Cluster::with_config(&config, vec![MemDisk::default(), MemDisk::default()], true);
+    cluster.run(cluster.start);
+    let kernel = &mut cluster.nodes[0].0;
+    assert!(kernel.qmgr.started());
+    let (a, b) = (NodeId(50), NodeId(51));
+    kernel.on_connect(a);
+    kernel.on_connect(b);
+    let began = cluster.start + std::time::Duration::from_secs(1);
+    kernel.begin_stop(began, false);
+    let told = |sent: &Sent| -> Vec<NodeId> {
+        (sent.0.iter())
+            .filter(|(_, h, _)| h.signal == gsn::NODE_STOPPING_REP)
+            .map(|(to, _, _)| *to)
+            .collect()
+    };
+    let mut sent = Sent::default();
+    assert!(!kernel.ready_to_stop(&mut sent, began));
+    assert_eq!(told(&sent), vec![a, b], "each API node told once");
+    assert!(!kernel.refusing(), "it serves while they learn");
+    let conf = FrameHeader {
+        signal: gsn::NODE_STOPPING_CONF,
+        receiver_block: signals::block::QMGR,
+        sender_block: signals::block::API,
+        request_id: 0,
+    };
+    kernel
+        .on_frame(a, &conf, &[], &mut sent, began)
+        .expect("NODE_STOPPING_CONF");
+    let mut sent = Sent::default();
+    assert!(!kernel.ready_to_stop(&mut sent, began));
+    assert!(told(&sent).is_empty(), "told only once");
+    assert!(!kernel.refusing(), "API node 51 has not answered");
+    // Node 51 links again: its new link is told anew.
+    kernel.on_disconnect(b, &mut sent, began);
+    kernel.on_connect(b);
+    let mut sent = Sent::default();
+    assert!(!kernel.ready_to_stop(&mut sent, began));
+    assert_eq!(told(&sent), vec![b]);
+    // It never answers: past STOP_API_MAX the node refuses new work all the same.
+    let late = began + super::graceful_stop::STOP_API_MAX;
+    assert!(!kernel.ready_to_stop(&mut sent, late - std::time::Duration::from_millis(1)));
+    assert!(!kernel.refusing());
+    kernel.ready_to_stop(&mut sent, late);
+    assert!(kernel.refusing());
+}
+
+#[test]
+fn a_stop_of_every_data_node_refuses_api_work_at_once() {
+    let mut cluster = Cluster::new(vec![MemDisk::default(), MemDisk::default()], true);
+    cluster.run(cluster.start);
+    let kernel = &mut cluster.nodes[0].0;
+    kernel.on_connect(NodeId(50));
+    kernel.begin_stop(cluster.start, true);
+    assert!(kernel.refusing(), "its API nodes have nowhere else to go");
+    let mut sent = Sent::default();
+    kernel.ready_to_stop(&mut sent, cluster.start);
+    assert!(
+        !sent
+            .0
+            .iter()
+            .any(|(_, h, _)| h.signal == gsn::NODE_STOPPING_REP),
+        "{:?}",
+        sent.0.iter().map(|f| f.1.signal).collect::<Vec<_>>()
+    );
 }
