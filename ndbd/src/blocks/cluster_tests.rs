@@ -1483,6 +1483,63 @@ fn a_node_stopping_gracefully_during_a_failure_round_is_not_counted_lost() {
     }
 }
 
+/// Four data nodes in node groups {1, 2} and {3, 4}; nodes 3 and 4 stop gracefully one after
+/// the other (NODE_STOPPING_REP, then their links close), as SIGTERMs to them in turn do.
+/// Nodes 1 and 2, which do not stop, must not serve on without group {3, 4}'s rows (a scan
+/// would miss them): they stop with 2305. (Before, a group gone gracefully was no loss to
+/// them, and they answered scans with half the rows: a simulator seed with `--faults stop`.)
+#[test]
+fn nodes_that_serve_stop_once_a_node_group_left_gracefully() {
+    use std::time::Duration;
+
+    let ini = "[ndbd default]\nNoOfReplicas=2\nDataMemory=16M\nHeartbeatIntervalDbDb=100\n\
+               [ndbd]\nNodeId=1\nHostName=127.0.0.1\n[ndbd]\nNodeId=2\nHostName=127.0.0.1\n\
+               [ndbd]\nNodeId=3\nHostName=127.0.0.1\n[ndbd]\nNodeId=4\nHostName=127.0.0.1\n\
+               [api]\nNodeId=50\nHostName=127.0.0.1\n";
+    let config = rndb_config::parse_str(ini, Path::new("t.ini")).expect("config");
+    let mut kernels = wired_kernels(&config);
+    let start = Instant::now();
+    let deliver = |kernels: &mut BTreeMap<NodeId, Kernel>, mut pending: Vec<Frame>, now| {
+        while let Some(frame) = pending.pop() {
+            let sent = take_frame(kernels, frame, now);
+            pending.extend(sent);
+        }
+    };
+    for i in 1..=5 {
+        let now = start + Duration::from_millis(10 * i);
+        let pending = from_each(&mut kernels, now, &mut |k, _| k.on_timer(now));
+        deliver(&mut kernels, pending, now);
+    }
+    for (gone, at) in [(NodeId(3), 60), (NodeId(4), 70)] {
+        let now = start + Duration::from_millis(at);
+        let mut stopping = Sent::default();
+        kernels.get_mut(&gone).unwrap().on_shutdown(&mut stopping);
+        let pending = stopping.0.into_iter().map(|(to, h, p)| (gone, to, h, p));
+        deliver(&mut kernels, pending.collect(), now);
+        kernels.remove(&gone);
+        let pending = from_each(&mut kernels, now, &mut |k, sent| {
+            k.on_disconnect(gone, sent, now)
+        });
+        deliver(&mut kernels, pending, now);
+        if gone == NodeId(3) {
+            for (&node, kernel) in kernels.iter_mut() {
+                assert_eq!(
+                    kernel.take_fatal(),
+                    None,
+                    "node {node}: group {{3, 4}} has node 4"
+                );
+            }
+        }
+    }
+    for (&node, kernel) in kernels.iter_mut() {
+        let why = kernel.take_fatal();
+        assert!(
+            why.as_deref().is_some_and(|w| w.contains("2305")),
+            "node {node}: {why:?}"
+        );
+    }
+}
+
 /// Four data nodes in node groups {1, 2} and {3, 4}, API node 50 the arbitrator. The links
 /// 1–2 and 1–4 close (as two one-way cuts end, seed 0x2e3190a52): node 1 presides over the
 /// side {1, 3}, node 2 over {2, 3, 4}, and node 3, which saw no failure, is on both. Each

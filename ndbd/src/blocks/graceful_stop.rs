@@ -9,7 +9,8 @@
 //!               and serves on until each has answered (NODE_STOPPING_CONF: its new
 //!               transactions go to other data nodes) or STOP_API_MAX passed (NDB's
 //!               STOPPING_1); a stop of every data node skips this
-//!            ─► refuse new work from API nodes (280); abort their idle transactions
+//!            ─► refuse new work from API nodes (280); let their open transactions end
+//!               (those still open STOP_DRAIN_MAX later are aborted)
 //!            ─► once TC coordinates nothing running: note the epoch commits take now (g),
 //!               ask the master for a save at once (GCP_SAVE_WANTED)
 //!            ─► once g is durable (GCP_DURABLE_REP): stop (NODE_STOPPING_REP, exit)
@@ -35,6 +36,11 @@
 //! heartbeat); a transaction it chose this node for just before, but sent after its
 //! NODE_STOPPING_CONF, is still refused (280, temporary).
 //!
+//! A node stopping alone gives its stop up, and serves on, when the other member of its node
+//! group must stop (its file system failed: STOP_PERM_REQ): leaving too would leave the
+//! group without a live node (NDB refuses such a stop: NodeShutdownWouldCauseSystemCrash).
+//! A node that does not stop itself never serves on without a node group (`group_lost_here`).
+//!
 //! A SIGTERM says nothing of the other nodes: a SIGTERM to every data node at once is stops
 //! of single nodes, and with several node groups a group's last node may leave before
 //! another node saved, which then stops without saving. ndb_mgm's SHUTDOWN has no such gap.
@@ -59,9 +65,10 @@ pub const STOP_FLUSH_MAX: Duration = Duration::from_secs(30);
 /// links at its next heartbeat, HeartbeatIntervalDbApi).
 pub const STOP_API_MAX: Duration = Duration::from_secs(5);
 
-/// How long a graceful stop lets the transactions running at its start end by themselves
-/// (a scan an application left open and idle keeps its transaction running): past it, every
-/// transaction not in the middle of an execute is aborted (280), its scans with it.
+/// How long a graceful stop lets the transactions open when it began to refuse new ones end
+/// by themselves (an application may hold one open between executes, or leave a scan open
+/// and unread): past it, every transaction not in the middle of an execute is aborted (280),
+/// its scans with it.
 pub const STOP_DRAIN_MAX: Duration = Duration::from_secs(5);
 
 /// A graceful stop in its last steps.
@@ -87,7 +94,7 @@ pub(crate) struct Stopping {
 
 impl Kernel {
     /// A graceful stop begins (`system`: of every data node). A node stopping alone first
-    /// tells its API nodes and serves on until they have moved (see [`STOP_API_MAX`]); then
+    /// tells its API nodes and serves on until they have moved (at most `STOP_API_MAX`); then
     /// API nodes' new work is refused (280) and their idle transactions aborted.
     /// `Kernel::ready_to_stop` drives it and says when the node may go.
     pub fn begin_stop(&mut self, now: Instant, system: bool) {
@@ -116,12 +123,12 @@ impl Kernel {
         }
     }
 
-    /// API nodes' new work is refused (280) from now on, and their idle transactions aborted.
+    /// API nodes' new work is refused (280) from now on; their open transactions go on (for
+    /// at most `STOP_DRAIN_MAX`).
     fn begin_refusing(&mut self, now: Instant) {
         if let Some(stopping) = &mut self.stopping {
             stopping.refusing_since = Some(now);
         }
-        self.abort_idle_except(NodeId(0), &stop_error());
     }
 
     /// While API nodes are told that this node stops (NDB's STOPPING_1): tells each linked
@@ -279,7 +286,8 @@ impl Kernel {
         let error = NdbError::with_detail(
             280,
             format!(
-                "this data node is stopping; the transaction was still open {} s after the stop                  began",
+                "this data node is stopping; the transaction was still open {} s after it began \
+                 to refuse new ones",
                 STOP_DRAIN_MAX.as_secs()
             ),
         );
@@ -313,13 +321,76 @@ impl Kernel {
         }
     }
 
+    /// Gives up this node's graceful stop: it serves on, and the process loop hears why
+    /// (`Kernel::take_stop_given_up`). API nodes told that it stops keep sending their new
+    /// transactions elsewhere while another replica serves, until their link to it changes.
+    fn give_up_stop(&mut self, why: String) {
+        tracing::error!("graceful stop given up: {why}; this node serves on");
+        self.stopping = None;
+        self.stop_given_up = Some(why);
+    }
+
+    /// Why this node's graceful stop was given up, once: NDB's STOP_REF with
+    /// NodeShutdownWouldCauseSystemCrash, for a stop that would leave a node group without a
+    /// live node.
+    pub fn take_stop_given_up(&mut self) -> Option<String> {
+        self.stop_given_up.take()
+    }
+
+    /// True while a graceful stop runs.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.is_some()
+    }
+
+    /// STOP_PERM_REQ from data node `peer` of this node's group (its file system failed, or
+    /// its save lags) while this node stops alone: leaving too would leave the group without
+    /// a live node, so this node's stop is given up.
+    pub(super) fn stop_yields_to(&mut self, peer: NodeId) {
+        if self.stops_alone() {
+            self.give_up_stop(format!(
+                "data node {peer} of this node group must stop (its file system failed, or \
+                 its part in a global checkpoint lags), and the group would be left without \
+                 a live node (NDB: node shutdown would cause system crash)"
+            ));
+        }
+    }
+
+    /// True while this node stops gracefully alone (not in a stop of every data node).
+    pub(super) fn stops_alone(&self) -> bool {
+        (self.stopping.as_ref()).is_some_and(|s| !s.system)
+    }
+
+    /// A data node failed or left: the node group left without a live node, for which this
+    /// node must stop (2305), if any. A node that stops gracefully itself goes on with its
+    /// stop when the group's members all left gracefully too (an operator taking the cluster
+    /// down node by node), refusing new work from then on: a scan would miss that group's
+    /// rows. A node that serves on never goes on without a group.
+    pub(super) fn group_lost_here(&mut self, now: Instant) -> Option<u32> {
+        if self.stopping.is_none() {
+            return self.qmgr.group_lost(false).map(|(group, _)| group);
+        }
+        if let Some((group, _)) = self.qmgr.group_lost(true) {
+            return Some(group);
+        }
+        if self.qmgr.group_lost(false).is_some() && !self.refusing() {
+            tracing::warn!(
+                "a node group's last node left gracefully: refusing new transactions (280) \
+                 from now on"
+            );
+            self.begin_refusing(now);
+        }
+        None
+    }
+
     /// True once a graceful stop refuses API nodes' new work.
     pub(super) fn refusing(&self) -> bool {
         (self.stopping.as_ref()).is_some_and(|s| s.refusing_since.is_some())
     }
 
     /// While a graceful stop refuses new work: refuses with 280 a request of API node `from`
-    /// that would start work (see `refuse_new_work`). True when the frame was handled.
+    /// that would start work (see `refuse_new_work`): a new transaction, scan or schema
+    /// change. The next execute of a transaction TC holds open goes on, as NDB's STOPPING_2
+    /// lets transactions end (for its `transactionTimeout`). True when the frame was handled.
     pub(super) fn refuse_while_stopping(
         &mut self,
         from: NodeId,
@@ -327,15 +398,14 @@ impl Kernel {
         payload: &[u8],
         out: &mut dyn Outbox,
     ) -> bool {
-        self.refusing() && self.refuse_new_work(from, header, payload, out, stop_error())
-    }
-
-    /// While a graceful stop refuses new work, aborts every API node's idle transactions
-    /// (their next execute is told 280).
-    pub(super) fn stopping_sweep(&mut self) {
-        if self.refusing() {
-            self.abort_idle_except(NodeId(0), &stop_error());
+        if !self.refusing() {
+            return false;
         }
+        let open = matches!(
+            header.signal,
+            gsn::TCKEYREQ | gsn::TCINDXREQ | gsn::TC_EXECUTE_REQ
+        ) && self.tc.knows(super::tc::trans_id(from, header.request_id));
+        !open && self.refuse_new_work(from, header, payload, out, stop_error())
     }
 }
 

@@ -230,6 +230,8 @@ pub struct Kernel {
     single_user: Option<NodeId>,
     /// A graceful stop in its last steps (`graceful_stop.rs`).
     stopping: Option<graceful_stop::Stopping>,
+    /// Why this node's graceful stop was given up, until the process loop has read it.
+    stop_given_up: Option<String>,
     /// Data nodes that said, in a stop of every data node, that they saved what they
     /// answered (STOP_SAVED_REP).
     stop_saved: std::collections::BTreeSet<NodeId>,
@@ -316,6 +318,7 @@ impl Kernel {
             dropped_rows_reported: 0,
             single_user: None,
             stopping: None,
+            stop_given_up: None,
             stop_saved: Default::default(),
             backups: backup::Backups::default(),
             dbinfo: dbinfo::Dbinfo::new(config, node.node_id),
@@ -849,7 +852,6 @@ impl Kernel {
             self.jobs.push_back(Signal::TcContinueB(trans));
         }
         self.single_user_sweep();
-        self.stopping_sweep();
         self.jobs.push_back(Signal::Timer);
     }
 

@@ -294,15 +294,18 @@ impl Qmgr {
             .then_some(nodes)
     }
 
-    /// A node group none of whose members is alive here, and its nodes, if any, unless every
-    /// member stopped gracefully (an operator taking the cluster down node by node: nothing of
-    /// it can be on the other side of a split).
-    fn group_lost(&self) -> Option<(u32, &[NodeId])> {
+    /// A node group none of whose members is alive here, and its nodes, if any; with
+    /// `graceful_ok`, unless every member stopped gracefully (an operator taking the cluster
+    /// down node by node: nothing of it can be on the other side of a split). Only a node that
+    /// stops itself may go on so: one that served on would answer scans without that group's
+    /// rows.
+    pub(super) fn group_lost(&self, graceful_ok: bool) -> Option<(u32, &[NodeId])> {
         self.node_groups
             .iter()
             .find(|(_, nodes)| {
-                !nodes.iter().any(|&n| self.is_alive(n))
-                    && !nodes.iter().all(|n| self.stopping.contains(n))
+                let exempt = graceful_ok && nodes.iter().all(|n| self.stopping.contains(n));
+                let alive = nodes.iter().any(|&n| self.is_alive(n));
+                !alive && !exempt
             })
             .map(|(id, nodes)| (*id, nodes.as_slice()))
     }
@@ -825,7 +828,7 @@ impl Kernel {
                 return;
             }
         }
-        if let Some((group, nodes)) = self.qmgr.group_lost() {
+        if let Some((group, nodes)) = self.qmgr.group_lost(true) {
             if self.restart.is_some() && nodes.iter().all(|&n| self.qmgr.failed.contains(n)) {
                 // Every node of the group failed during this start: their next runs join only
                 // by node restart, which needs a started cluster (as NDB's, the start fails).
@@ -1108,7 +1111,7 @@ impl Kernel {
             ));
         }
         if self.qmgr.started {
-            if let Some((group, _)) = self.qmgr.group_lost() {
+            if let Some(group) = self.group_lost_here(now) {
                 let why = format!(
                     "error 2305: Node lost connection to other nodes and can not form a \
                      unpartitioned cluster, please investigate if there are error(s) on other \

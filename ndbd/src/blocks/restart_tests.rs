@@ -19,7 +19,8 @@
 //! missed the start is failed by its side's round, to rejoin by node restart; and a system
 //! restart drops a table or index some restored node lacks, everywhere and for good. And that
 //! a data node stopping alone refuses API nodes' new work only once each has answered its
-//! NODE_STOPPING_REP (or after `STOP_API_MAX`), and a stop of every data node at once.
+//! NODE_STOPPING_REP (or after `STOP_API_MAX`), and a stop of every data node at once; and
+//! that a node stopping alone gives its stop up when its group's other member must stop.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -1717,6 +1718,43 @@ fn a_stop_of_every_data_node_refuses_api_work_at_once() {
             .0
             .iter()
             .any(|(_, h, _)| h.signal == gsn::NODE_STOPPING_REP),
+        "{:?}",
+        sent.0.iter().map(|f| f.1.signal).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_node_stopping_alone_gives_its_stop_up_when_its_group_peer_must_stop() {
+    let mut cluster = Cluster::new(vec![MemDisk::default(), MemDisk::default()], true);
+    cluster.run(cluster.start);
+    let kernel = &mut cluster.nodes[0].0;
+    kernel.begin_stop(cluster.start, false);
+    assert!(kernel.is_stopping());
+    // Node 2's disk failed and its president let it stop: it asks its group's peers.
+    let mut payload = Vec::new();
+    rndb_protocol::qmgr::Arbit {
+        ticket: 1,
+        node: 2,
+        nodes: Vec::new(),
+    }
+    .encode(&mut payload);
+    let req = FrameHeader {
+        signal: gsn::STOP_PERM_REQ,
+        receiver_block: signals::block::QMGR,
+        sender_block: signals::block::QMGR,
+        request_id: 0,
+    };
+    let mut sent = Sent::default();
+    kernel
+        .on_frame(NodeId(2), &req, &payload, &mut sent, cluster.start)
+        .expect("STOP_PERM_REQ");
+    // Leaving too would leave node group 0 without a live node: node 1 serves on, and lets
+    // node 2 go.
+    assert!(!kernel.is_stopping());
+    let why = kernel.take_stop_given_up().expect("the stop was given up");
+    assert!(why.contains("data node 2"), "{why}");
+    assert!(
+        (sent.0.iter()).any(|(to, h, _)| *to == NodeId(2) && h.signal == gsn::STOP_PERM_CONF),
         "{:?}",
         sent.0.iter().map(|f| f.1.signal).collect::<Vec<_>>()
     );
