@@ -629,6 +629,9 @@ pub struct Client {
     data_nodes: Vec<NodeId>,
     /// Data nodes whose link is up, as this client knows it.
     links_up: BTreeSet<NodeId>,
+    /// Data nodes that said they stop (NODE_STOPPING_REP) over their present link: new
+    /// transactions go to another replica while one is up.
+    stopping: BTreeSet<NodeId>,
     /// Data nodes whose link came back while the client ran, and when the client next asks
     /// each whether it serves (API_REGREQ): as the API hands over a data node's new link only
     /// once it says so, the client uses it only then (a node that restarts and is not let in
@@ -669,6 +672,7 @@ impl Client {
             rng,
             phase: Phase::Registering(0),
             links_up: data_nodes.iter().copied().collect(),
+            stopping: BTreeSet::new(),
             registering: BTreeMap::new(),
             data_nodes,
             next_request_id: 1,
@@ -1685,7 +1689,8 @@ impl Client {
     }
 
     /// The TC of a transaction whose first key is `key`: the first replica of its partition
-    /// whose link is up (the primary, or the backup that took over).
+    /// whose link is up (the primary, or the backup that took over), passing over one that
+    /// said it stops while another is up.
     fn tc_of(&self, shared: &Shared, key: &[Value]) -> Option<NodeId> {
         let mut bytes = Vec::new();
         let mut w = Writer::new(&mut bytes);
@@ -1693,12 +1698,12 @@ impl Client {
             value.encode(&mut w);
         }
         let partition = shared.partitions.partition_of(key_hash(&bytes));
-        shared
-            .partitions
-            .replicas(partition)
-            .iter()
+        let replicas = shared.partitions.replicas(partition);
+        let up = |n: &&NodeId| self.links_up.contains(n);
+        (replicas.iter().filter(up))
+            .find(|n| !self.stopping.contains(n))
+            .or_else(|| replicas.iter().find(up))
             .copied()
-            .find(|n| self.links_up.contains(n))
     }
 
     fn resume_after(&mut self, ctx: &mut Ctx<'_>, delay_ns: u64) {
@@ -1719,6 +1724,18 @@ impl Client {
         }
         if matches!(header.signal, gsn::ARBIT_STARTREQ | gsn::ARBIT_CHOOSEREQ) {
             self.arbitrate(ctx, from, header, payload);
+            return;
+        }
+        if header.signal == gsn::NODE_STOPPING_REP {
+            // As the API library: no new transaction there from now on, and the node told so.
+            self.stopping.insert(from);
+            let conf = FrameHeader {
+                signal: gsn::NODE_STOPPING_CONF,
+                receiver_block: block::QMGR,
+                sender_block: block::API,
+                request_id: 0,
+            };
+            ctx.sends.push((from, conf, Vec::new()));
             return;
         }
         let Some(request) = self.request.as_mut() else {
@@ -1852,6 +1869,7 @@ impl Client {
     /// either way it fails too.
     pub fn on_link_down(&mut self, ctx: &mut Ctx<'_>, node: NodeId) {
         self.links_up.remove(&node);
+        self.stopping.remove(&node);
         self.registering.remove(&node);
         let scanned = self.scan.as_ref().is_some_and(|s| s.nodes.contains(&node));
         if self.request.as_ref().is_some_and(|r| r.to == node) || scanned {
@@ -1912,6 +1930,7 @@ impl Client {
         }
         self.phase = Phase::Dead;
         self.links_up.clear();
+        self.stopping.clear();
         self.registering.clear();
     }
 

@@ -149,6 +149,13 @@ pub enum Fault {
     /// followed by the same system restart. Every commit acknowledged before the stop began
     /// must be in the GCI the cluster restarts at, durable or not. Off unless asked for.
     Shutdown,
+    /// ndb_mgm's STOP of one data node (a SIGTERM; with `restart`, a rolling restart): half
+    /// the planned crashes are graceful stops instead. The node tells the clients
+    /// (NODE_STOPPING_REP), which answer and send their new transactions to another replica's
+    /// TC; it refuses new work (280) once each answered or 5 s passed, lets running
+    /// transactions end, has what it answered saved, and leaves; with `restart` it starts
+    /// again by node restart. Off unless asked for.
+    Stop,
 }
 
 impl Fault {
@@ -202,6 +209,7 @@ impl Fault {
             Fault::Drop => "drop",
             Fault::Index => "index",
             Fault::Shutdown => "shutdown",
+            Fault::Stop => "stop",
         }
     }
 }

@@ -420,6 +420,8 @@ struct World {
     restart_pending: bool,
     /// The data nodes of a SHUTDOWN (`Fault::Shutdown`) still stopping.
     shutting_down: BTreeSet<NodeId>,
+    /// Data nodes stopping gracefully alone (`Fault::Stop`), until they leave.
+    stopping_alone: BTreeSet<NodeId>,
     /// The GCI bound when the SHUTDOWN began: every commit acknowledged before has a GCI at
     /// most this, and the GCI the cluster restarts at must hold it, unless a node stopped
     /// otherwise or crashed meanwhile (`shutdown_disturbed`).
@@ -568,6 +570,7 @@ impl World {
             lagging: BTreeSet::new(),
             restart_pending: false,
             shutting_down: BTreeSet::new(),
+            stopping_alone: BTreeSet::new(),
             shutdown_gci: 0,
             shutdown_disturbed: false,
             shutdown_active: false,
@@ -865,7 +868,10 @@ impl World {
             buggify: true,
         };
         f(kernel, &mut out, now)?;
-        let leaves = self.shutting_down.contains(&node) && kernel.ready_to_stop(&mut out, now);
+        // A node stopping alone gives its stop up when its group's other member must stop.
+        let gave_up = kernel.take_stop_given_up().is_some() && self.stopping_alone.remove(&node);
+        let stopping = self.shutting_down.contains(&node) || self.stopping_alone.contains(&node);
+        let leaves = stopping && kernel.ready_to_stop(&mut out, now);
         let closes = std::mem::take(&mut out.closes);
         self.overloads += out.overloads;
         if let Some(why) = kernel.take_broken_invariant() {
@@ -902,8 +908,12 @@ impl World {
             }
         }
         self.take_fs_requests(node);
+        if gave_up {
+            self.count("graceful stop given up (its node group's other member must stop)");
+        }
         match fatal {
             Some(why) => self.node_stops(node, &why),
+            None if leaves && self.stopping_alone.contains(&node) => self.leaves_alone(node),
             None if leaves => self.leaves_gracefully(node),
             None => Ok(()),
         }
@@ -1705,6 +1715,9 @@ impl World {
                 let at = self.now_ns + DETECT_NS_MAX;
                 self.schedule_fault(at, Planned::Crash { node, drain });
             }
+            Planned::Crash { node, drain } if self.stops_instead(node) => {
+                self.stop_alone(node, drain)
+            }
             Planned::Crash { node, drain } => self.crash(node, drain),
             Planned::CrashAgain { node, drain } => self.crash_again(node, drain),
             Planned::CrashStarting {
@@ -1936,6 +1949,7 @@ impl World {
         };
         let down = |n: &NodeId| {
             self.stopped_on_request.contains(n)
+                || self.stopping_alone.contains(n)
                 || stops(n)
                 || self.partition_may_fail(*n)
                 || !self.kernels.get(n).is_some_and(|k| k.serves())
@@ -2119,6 +2133,7 @@ impl World {
         if self.kernels.remove(&node).is_none() {
             return;
         }
+        self.stopping_alone.remove(&node);
         *self.incarnations.entry(node).or_default() += 1;
         let peers: Vec<NodeId> = self
             .config
@@ -2184,7 +2199,8 @@ impl World {
         // until the cluster is down (crashes and hangs wait for it).
         let calm = (self.config.data_nodes.iter())
             .all(|d| self.kernels.get(&d.node_id).is_some_and(|k| k.serves()))
-            && !self.paused.values().any(|&until| until > self.now_ns);
+            && !self.paused.values().any(|&until| until > self.now_ns)
+            && self.stopping_alone.is_empty();
         if self.restart_pending
             || !calm
             || self.saved_gci() < self.ready_gci
@@ -2235,6 +2251,59 @@ impl World {
         self.stop_kernel(node, true);
         self.paused.remove(&node);
         self.shutdown_member_gone(node)
+    }
+
+    /// With `Fault::Stop`, half the planned crashes (drawn from the time and the node, so
+    /// that seeds without the fault draw as before) are graceful stops instead.
+    fn stops_instead(&self, node: NodeId) -> bool {
+        self.options.has(Fault::Stop) && (self.now_ns / 1_000 + u64::from(node.0)).is_multiple_of(2)
+    }
+
+    /// ndb_mgm's STOP of one data node (`Fault::Stop`) in place of a crash: it begins a
+    /// graceful stop (the clients are told first) and leaves once `Kernel::ready_to_stop`
+    /// says so (`leaves_alone`). A node that does not serve (it joins by node restart) crashes
+    /// instead.
+    fn stop_alone(&mut self, node: NodeId, drain: bool) {
+        if self.shared.stopping {
+            return;
+        }
+        if !self.kernels.get(&node).is_some_and(|k| k.serves()) {
+            return self.crash(node, drain);
+        }
+        self.count("graceful stop of one data node (STOP)");
+        self.log(format!("data node {node} begins a graceful stop (STOP)"));
+        self.stopping_alone.insert(node);
+        let begun = self.kernel_step(node, |kernel, _, now| {
+            kernel.begin_stop(now, false);
+            Ok(())
+        });
+        if let Err(why) = begun {
+            self.shared.fail(why);
+        }
+    }
+
+    /// A node stopping alone saved what it answered: it tells the others it stops
+    /// (NODE_STOPPING_REP) and exits, its disk keeping what it took; with `restart` it
+    /// starts again by node restart later.
+    fn leaves_alone(&mut self, node: NodeId) -> Result<(), String> {
+        // Out of the set first: the steps below are no longer its stop's.
+        self.stopping_alone.remove(&node);
+        self.count("data node stopped gracefully (STOP)");
+        self.log(format!("data node {node} stops gracefully (STOP)"));
+        if let Some(disk) = self.disks.get_mut(&node) {
+            disk.drop_queue();
+        }
+        self.flush_before_exit(node);
+        self.kernel_step(node, |kernel, out, _| {
+            kernel.on_shutdown(out);
+            Ok(())
+        })?;
+        self.lagging.insert(node);
+        let served = self.note_stop(node);
+        self.stop_kernel(node, true);
+        self.paused.remove(&node);
+        self.restart_later(node);
+        self.last_member_stopped(served)
     }
 
     /// A member of a running SHUTDOWN left (gracefully, or otherwise: a crash, its own
