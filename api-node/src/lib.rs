@@ -990,6 +990,16 @@ impl Cluster {
         Instant::now() + self.request_timeout
     }
 
+    /// The data node that coordinates a transaction that starts with a scan: the live one
+    /// with the lowest node id, passing over one that said it stops while another is linked
+    /// (a stopping node refuses to coordinate new scans).
+    pub(crate) fn scan_coordinator(&self) -> Arc<Connection> {
+        self.linked()
+            .filter(|c| !c.is_failed() && !c.is_stopping())
+            .min_by_key(|c| c.peer)
+            .unwrap_or_else(|| self.coordinator())
+    }
+
     /// The data node that takes dictionary requests: the live one with the lowest node id (NDB's
     /// DICT master), which passes schema changes to every other data node.
     pub(crate) fn coordinator(&self) -> Arc<Connection> {

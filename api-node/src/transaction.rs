@@ -1188,7 +1188,7 @@ impl<'c> Transaction<'c> {
         let tc = match &self.tc {
             Some(tc) => Arc::clone(tc),
             None => {
-                let tc = self.cluster.coordinator();
+                let tc = self.cluster.scan_coordinator();
                 self.tc = Some(Arc::clone(&tc));
                 tc
             }

@@ -326,16 +326,9 @@ impl ExecLoop {
                     let system = self.probe.as_ref().is_some_and(|p| p.system_stop());
                     self.kernel.begin_stop(now, system);
                 }
-                if let Some(why) = self.kernel.take_stop_given_up() {
-                    // The node serves on; a later SIGTERM or STOP tries again.
-                    tracing::error!("the stop asked for was given up: {why}");
-                    self.shutdown.store(false, Ordering::Release);
-                    stop_begun = false;
-                } else {
-                    let mut out = link_outbox!(self);
-                    if self.kernel.ready_to_stop(&mut out, now) {
-                        break;
-                    }
+                let mut out = link_outbox!(self);
+                if self.kernel.ready_to_stop(&mut out, now) {
+                    break;
                 }
             }
             self.watched.at(watchdog::POLLING);

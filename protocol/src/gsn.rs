@@ -180,9 +180,10 @@ signals! {
     /// one included (which then stops): `qmgr::FailRep`.
     NODE_FAILREP = 102;
     /// The sender stops gracefully (SIGTERM), to every data node, just before its links
-    /// close; no payload. Also, from a data node that begins to stop alone, to every API node
-    /// linked to it: send new transactions to other data nodes (NDB's STOPPING_1, which API
-    /// nodes learn from API_REGCONF's node state); answered with NODE_STOPPING_CONF.
+    /// close; one byte: 1 in a stop of every data node (SHUTDOWN), else 0 (older nodes sent
+    /// none). Also, with no payload, from a data node that begins to stop alone, to every API
+    /// node linked to it: send new transactions to other data nodes (NDB's STOPPING_1, which
+    /// API nodes learn from API_REGCONF's node state); answered with NODE_STOPPING_CONF.
     NODE_STOPPING_REP = 103;
     // Node restart (data node ↔ data node).
     /// The first signal on every data-node link, each way: whether the sender serves

@@ -1192,14 +1192,19 @@ impl Client {
     }
 
     /// Starts a scan of the bank (through ordered index `index`, else the table) at the first
-    /// data node this client has a link to, which becomes the transaction's TC.
+    /// data node this client has a link to that did not say it stops (else the first), which
+    /// becomes the transaction's TC.
     fn scan_bank(&mut self, ctx: &mut Ctx<'_>, lock: LockMode, index: Option<(u32, u32)>) {
-        let nodes: Vec<NodeId> = self
+        let mut nodes: Vec<NodeId> = self
             .data_nodes
             .iter()
             .copied()
             .filter(|n| self.links_up.contains(n))
             .collect();
+        if let Some(i) = nodes.iter().position(|n| !self.stopping.contains(n)) {
+            let tc = nodes.remove(i);
+            nodes.insert(0, tc);
+        }
         let trans_request_id = self.new_request_id();
         self.scan = Some(ScanRead {
             trans_request_id,

@@ -868,8 +868,6 @@ impl World {
             buggify: true,
         };
         f(kernel, &mut out, now)?;
-        // A node stopping alone gives its stop up when its group's other member must stop.
-        let gave_up = kernel.take_stop_given_up().is_some() && self.stopping_alone.remove(&node);
         let stopping = self.shutting_down.contains(&node) || self.stopping_alone.contains(&node);
         let leaves = stopping && kernel.ready_to_stop(&mut out, now);
         let closes = std::mem::take(&mut out.closes);
@@ -908,9 +906,6 @@ impl World {
             }
         }
         self.take_fs_requests(node);
-        if gave_up {
-            self.count("graceful stop given up (its node group's other member must stop)");
-        }
         match fatal {
             Some(why) => self.node_stops(node, &why),
             None if leaves && self.stopping_alone.contains(&node) => self.leaves_alone(node),

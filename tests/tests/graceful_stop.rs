@@ -6,7 +6,7 @@
 //! stopping node refuses new transactions with 280 and waits for a scan already running, then
 //! stops once it ends, and that a scan left open and unread holds it only `STOP_DRAIN_MAX`;
 //! and that a node stopping alone first tells its API nodes, which send their new
-//! transactions to another replica's TC, so that none is refused.
+//! transactions and scans to another replica's TC, so that none is refused.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -234,6 +234,13 @@ fn api_nodes_move_off_a_stopping_node_before_it_refuses_them() {
         id += 1;
         insert(&api, &table, id).expect("an insert past the stopping node");
     }
+    // A new scan is coordinated by node 2, and node 1 still reads its own fragments for it.
+    let mut reading = api.start_transaction().unwrap();
+    let rows = (reading.scan_table(&table, &ScanOptions::default()).unwrap())
+        .collect::<Result<Vec<_>, _>>()
+        .expect("a scan while node 1 stops");
+    assert_eq!(rows.len(), 20 + (id - 100) as usize);
+    drop(reading);
     assert!(cluster.is_running(node), "node 1 still waits for the scan");
     drop(scan);
     drop(scanning);

@@ -81,7 +81,8 @@ use crate::{NodeId, TransportError, TransporterKind};
 /// version 14 would take for a protocol violation.
 /// 16: a data node stopping alone sends NODE_STOPPING_REP (103) to its API nodes, which
 /// answer NODE_STOPPING_CONF (141); a node of version 15 on either side would take either for
-/// a protocol violation.
+/// a protocol violation. Between data nodes NODE_STOPPING_REP carries a byte saying whether
+/// every data node stops.
 pub const PROTOCOL_VERSION: u32 = 16;
 /// The first four bytes of a HELLO payload.
 pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";

@@ -36,9 +36,12 @@
 //! heartbeat); a transaction it chose this node for just before, but sent after its
 //! NODE_STOPPING_CONF, is still refused (280, temporary).
 //!
-//! A node stopping alone gives its stop up, and serves on, when the other member of its node
-//! group must stop (its file system failed: STOP_PERM_REQ): leaving too would leave the
-//! group without a live node (NDB refuses such a stop: NodeShutdownWouldCauseSystemCrash).
+//! A node stopping alone puts its stop off, and serves on, when the other member of its node
+//! group must stop (its file system failed: STOP_PERM_REQ) or failed during the stop:
+//! leaving too would leave the group without a live node (NDB refuses such a stop:
+//! NodeShutdownWouldCauseSystemCrash). The stop goes on once another member serves again
+//! (its node restart ended). A stop that begins with no other member alive (one replica, or
+//! its peer down already) goes on: the others then stop with 2305.
 //! A node that does not stop itself never serves on without a node group (`group_lost_here`).
 //!
 //! A SIGTERM says nothing of the other nodes: a SIGTERM to every data node at once is stops
@@ -49,6 +52,7 @@ use std::time::{Duration, Instant};
 
 use rndb_config::NodeId;
 use rndb_protocol::gsn;
+use rndb_protocol::scan::{ScanTabReq, SCAN_FLAG_PART};
 use rndb_protocol::signals::block;
 use rndb_protocol::NdbError;
 
@@ -90,15 +94,28 @@ pub(crate) struct Stopping {
     /// In a stop of every data node: the data nodes told that it saved (STOP_SAVED_REP); one
     /// that comes up later (a node restart ending) is told then.
     told: std::collections::BTreeSet<NodeId>,
+    /// Another member of this node's group was alive when the stop began.
+    group_had_peer: bool,
+    /// Why the stop is put off (leaving would leave this node's group without a live
+    /// node): the node serves on, and the stop goes on once another member serves.
+    deferred: Option<String>,
+    /// The member of this node's group whose stop (its disk failed) put this one off, until
+    /// its link closes: it serves no more, though it may look so until then.
+    deferred_for: Option<NodeId>,
 }
 
 impl Kernel {
     /// A graceful stop begins (`system`: of every data node). A node stopping alone first
     /// tells its API nodes and serves on until they have moved (at most `STOP_API_MAX`); then
-    /// API nodes' new work is refused (280) and their idle transactions aborted.
+    /// API nodes' new work is refused (280) while their open transactions end.
     /// `Kernel::ready_to_stop` drives it and says when the node may go.
     pub fn begin_stop(&mut self, now: Instant, system: bool) {
-        if self.stopping.is_some() || !self.qmgr.started() || !self.has_files {
+        if self.stopping.is_some() {
+            return;
+        }
+        // Said to the other data nodes as this node leaves (NODE_STOPPING_REP).
+        self.stop_system = system;
+        if !self.qmgr.started() || !self.has_files {
             return;
         }
         tracing::info!(
@@ -116,6 +133,9 @@ impl Kernel {
             saving: None,
             saved: false,
             told: Default::default(),
+            group_had_peer: self.group_peer_alive(),
+            deferred: None,
+            deferred_for: None,
         });
         if system {
             // Every data node stops: API nodes have nowhere else to go.
@@ -188,12 +208,35 @@ impl Kernel {
         if self.qmgr.dead || !self.qmgr.started() {
             return true;
         }
-        let (began, system, saving, saved) = (
+        let (began, system, saving, saved, group_had_peer, deferred) = (
             stopping.began,
             stopping.system,
             stopping.saving,
             stopping.saved,
+            stopping.group_had_peer,
+            stopping.deferred.is_some(),
         );
+        if deferred {
+            let waiting_for_peer = stopping.deferred_for.is_some();
+            if waiting_for_peer || !self.qmgr.group_serves_without(self.me, self.me) {
+                return false;
+            }
+            tracing::info!("another member of this node's group serves again: the stop goes on");
+            if let Some(stopping) = &mut self.stopping {
+                stopping.deferred = None;
+                stopping.began = now;
+                stopping.group_had_peer = true;
+            }
+            return false;
+        }
+        let peers_failed = (self.qmgr.group_peers(self.me)).any(|n| !self.qmgr.is_stopping(n));
+        if !system && group_had_peer && !self.group_peer_alive() && peers_failed {
+            self.defer_stop(
+                "the other members of this node's group failed while it stopped".into(),
+                None,
+            );
+            return false;
+        }
         if let Some(why) = self.cannot_save() {
             tracing::warn!(
                 "stopping without waiting for a saved global checkpoint of this node's last \
@@ -231,7 +274,18 @@ impl Kernel {
                 gci
             }
         };
-        if gci_hi(gci) > self.gcp.durable {
+        // A node stopping alone needs its commits in a GCI some sysfile names (restorable):
+        // the rest of the cluster serves on, and a later system restart goes on from the
+        // highest. A node restarted by node restart whose files cannot restore anything yet
+        // never hears one durable (seed 0xec15 with `--faults stop`: its stop waited the
+        // whole STOP_FLUSH_MAX). A stop of every data node waits for durable: whichever
+        // nodes a system restart then finds, they restore it.
+        let saved_up_to = if system {
+            self.gcp.durable
+        } else {
+            self.gcp.durable.max(self.gcp.restorable)
+        };
+        if gci_hi(gci) > saved_up_to {
             // Asked once until the next save starts: a save of an older checkpoint running
             // now is followed by one that covers this epoch.
             self.gcp_want_save(out);
@@ -276,7 +330,7 @@ impl Kernel {
     /// its group's leaving is no failure (no 2305 for a node still waiting for the others).
     pub(super) fn exec_stop_saved_rep(&mut self, from: NodeId) {
         if self.stop_saved.insert(from) {
-            self.exec_node_stopping_rep(from);
+            self.exec_node_stopping_rep(from, true);
         }
     }
 
@@ -321,38 +375,68 @@ impl Kernel {
         }
     }
 
-    /// Gives up this node's graceful stop: it serves on, and the process loop hears why
-    /// (`Kernel::take_stop_given_up`). API nodes told that it stops keep sending their new
-    /// transactions elsewhere while another replica serves, until their link to it changes.
-    fn give_up_stop(&mut self, why: String) {
-        tracing::error!("graceful stop given up: {why}; this node serves on");
-        self.stopping = None;
-        self.stop_given_up = Some(why);
+    /// Puts this node's graceful stop off (its leaving would leave its node group without a
+    /// live node: NDB refuses such a stop, NodeShutdownWouldCauseSystemCrash): it serves on,
+    /// new work included, and the stop goes on, from telling the API nodes again, once
+    /// another member of its group serves (`ready_to_stop`).
+    fn defer_stop(&mut self, why: String, peer_stopping: Option<NodeId>) {
+        let Some(stopping) = &mut self.stopping else {
+            return;
+        };
+        stopping.deferred_for = stopping.deferred_for.or(peer_stopping);
+        if stopping.system || stopping.deferred.is_some() {
+            return;
+        }
+        tracing::error!(
+            "graceful stop put off: {why}, and leaving too would leave the group without a \
+             live node (NDB: node shutdown would cause system crash); this node serves on and \
+             stops once another member of its group serves"
+        );
+        stopping.deferred = Some(why);
+        stopping.refusing_since = None;
+        stopping.saving = None;
+        stopping.saved = false;
     }
 
-    /// Why this node's graceful stop was given up, once: NDB's STOP_REF with
-    /// NodeShutdownWouldCauseSystemCrash, for a stop that would leave a node group without a
-    /// live node.
-    pub fn take_stop_given_up(&mut self) -> Option<String> {
-        self.stop_given_up.take()
-    }
-
-    /// True while a graceful stop runs.
+    /// True while a graceful stop runs (put off or not).
     pub fn is_stopping(&self) -> bool {
         self.stopping.is_some()
     }
 
-    /// STOP_PERM_REQ from data node `peer` of this node's group (its file system failed, or
-    /// its save lags) while this node stops alone: leaving too would leave the group without
-    /// a live node, so this node's stop is given up.
+    /// True while a graceful stop is put off (see `defer_stop`).
+    pub fn stop_deferred(&self) -> bool {
+        (self.stopping.as_ref()).is_some_and(|s| s.deferred.is_some())
+    }
+
+    /// STOP_PERM_REQ from data node `peer` (its file system failed, or its save lags), which
+    /// this node is about to let go: when this node stops alone, is in `peer`'s group and no
+    /// third member serves, its stop is put off.
     pub(super) fn stop_yields_to(&mut self, peer: NodeId) {
-        if self.stops_alone() {
-            self.give_up_stop(format!(
-                "data node {peer} of this node group must stop (its file system failed, or \
-                 its part in a global checkpoint lags), and the group would be left without \
-                 a live node (NDB: node shutdown would cause system crash)"
-            ));
+        let in_group = self.qmgr.group_peers(self.me).any(|n| n == peer);
+        if self.stops_alone() && in_group && !self.qmgr.group_serves_without(peer, self.me) {
+            self.defer_stop(
+                format!(
+                    "data node {peer} of this node's group must stop (its file system failed, \
+                     or its part in a global checkpoint lags)"
+                ),
+                Some(peer),
+            );
         }
+    }
+
+    /// Data node `node`'s link closed: a stop put off for its own stop waits from now on for
+    /// another member to serve (`node` again, once its node restart ends).
+    pub(super) fn stop_peer_gone(&mut self, node: NodeId) {
+        if let Some(stopping) = &mut self.stopping {
+            if stopping.deferred_for == Some(node) {
+                stopping.deferred_for = None;
+            }
+        }
+    }
+
+    /// True while another member of this node's group is alive.
+    fn group_peer_alive(&self) -> bool {
+        (self.qmgr.group_peers(self.me)).any(|n| self.qmgr.is_alive(n))
     }
 
     /// True while this node stops gracefully alone (not in a stop of every data node).
@@ -388,8 +472,8 @@ impl Kernel {
     }
 
     /// While a graceful stop refuses new work: refuses with 280 a request of API node `from`
-    /// that would start work (see `refuse_new_work`): a new transaction, scan or schema
-    /// change. The next execute of a transaction TC holds open goes on, as NDB's STOPPING_2
+    /// that would start work (see `refuse_new_work`): a new transaction, a scan this node
+    /// would coordinate, or a schema change. The next execute of a transaction TC holds open goes on, as NDB's STOPPING_2
     /// lets transactions end (for its `transactionTimeout`). True when the frame was handled.
     pub(super) fn refuse_while_stopping(
         &mut self,
@@ -405,7 +489,12 @@ impl Kernel {
             header.signal,
             gsn::TCKEYREQ | gsn::TCINDXREQ | gsn::TC_EXECUTE_REQ
         ) && self.tc.knows(super::tc::trans_id(from, header.request_id));
-        !open && self.refuse_new_work(from, header, payload, out, stop_error())
+        // A scan another node coordinates reads this node's fragments as one of its parts:
+        // refused, every scan of the cluster would fail until this node left. It holds the
+        // stop no longer than its batch (a part is no transaction of this TC's).
+        let part = header.signal == gsn::SCAN_TABREQ
+            && ScanTabReq::decode(payload).is_ok_and(|r| r.flags & SCAN_FLAG_PART != 0);
+        !open && !part && self.refuse_new_work(from, header, payload, out, stop_error())
     }
 }
 

@@ -230,8 +230,8 @@ pub struct Kernel {
     single_user: Option<NodeId>,
     /// A graceful stop in its last steps (`graceful_stop.rs`).
     stopping: Option<graceful_stop::Stopping>,
-    /// Why this node's graceful stop was given up, until the process loop has read it.
-    stop_given_up: Option<String>,
+    /// The stop asked for is one of every data node (said in NODE_STOPPING_REP).
+    stop_system: bool,
     /// Data nodes that said, in a stop of every data node, that they saved what they
     /// answered (STOP_SAVED_REP).
     stop_saved: std::collections::BTreeSet<NodeId>,
@@ -318,7 +318,7 @@ impl Kernel {
             dropped_rows_reported: 0,
             single_user: None,
             stopping: None,
-            stop_given_up: None,
+            stop_system: false,
             stop_saved: Default::default(),
             backups: backup::Backups::default(),
             dbinfo: dbinfo::Dbinfo::new(config, node.node_id),
@@ -572,7 +572,7 @@ impl Kernel {
                 rndb_protocol::qmgr::Arbit::decode(payload)?;
             }
             gsn::NODE_STOPPING_REP if self.qmgr.is_data_node(from) => {
-                self.exec_node_stopping_rep(from)
+                self.exec_node_stopping_rep(from, payload.first() == Some(&1))
             }
             gsn::STOP_SAVED_REP if self.qmgr.is_data_node(from) => self.exec_stop_saved_rep(from),
             gsn::NODE_STOPPING_CONF if !self.qmgr.is_data_node(from) => {

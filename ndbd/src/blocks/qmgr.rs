@@ -95,6 +95,8 @@ pub(crate) struct Qmgr {
     apis: BTreeSet<NodeId>,
     /// Data nodes that said they stop gracefully (NODE_STOPPING_REP).
     stopping: BTreeSet<NodeId>,
+    /// Those of them that stopped in a stop of every data node.
+    stopping_system: BTreeSet<NodeId>,
     /// StartPartialTimeout, and when this node began waiting for the others.
     partial_timeout: Duration,
     start_since: Option<Instant>,
@@ -159,6 +161,7 @@ impl Qmgr {
                 .collect(),
             apis: BTreeSet::new(),
             stopping: BTreeSet::new(),
+            stopping_system: BTreeSet::new(),
             partial_timeout: Duration::from_millis(u64::from(partial)),
             start_since: None,
             partial_due: false,
@@ -230,6 +233,7 @@ impl Qmgr {
     pub fn include(&mut self, node: NodeId) {
         self.up.insert(node);
         self.stopping.remove(&node);
+        self.stopping_system.remove(&node);
         self.heard(node);
     }
 
@@ -294,8 +298,9 @@ impl Qmgr {
             .then_some(nodes)
     }
 
-    /// A node group none of whose members is alive here, and its nodes, if any; with
-    /// `graceful_ok`, unless every member stopped gracefully (an operator taking the cluster
+    /// A node group none of whose members is alive here, and its nodes, if any, unless every
+    /// member stopped in a stop of every data node; with `graceful_ok`, unless every member
+    /// stopped gracefully (an operator taking the cluster
     /// down node by node: nothing of it can be on the other side of a split). Only a node that
     /// stops itself may go on so: one that served on would answer scans without that group's
     /// rows.
@@ -303,7 +308,10 @@ impl Qmgr {
         self.node_groups
             .iter()
             .find(|(_, nodes)| {
-                let exempt = graceful_ok && nodes.iter().all(|n| self.stopping.contains(n));
+                // In a stop of every data node, this node is about to stop too.
+                let exempt = nodes.iter().all(|n| {
+                    self.stopping_system.contains(n) || graceful_ok && self.stopping.contains(n)
+                });
                 let alive = nodes.iter().any(|&n| self.is_alive(n));
                 !alive && !exempt
             })
@@ -938,21 +946,26 @@ impl Kernel {
     }
 
     /// NODE_STOPPING_REP to the peers not told yet; one that met a full buffer goes in the
-    /// last flush (lost, the stop counted as a failure: seed 0x4190d51d).
+    /// last flush (lost, the stop counted as a failure: seed 0x4190d51d). Its one byte is 1 in
+    /// a stop of every data node (the others stop too, if not yet), else 0.
     pub(crate) fn send_stopping_reps(&mut self, out: &mut dyn Outbox) {
+        let system = u8::from(self.stop_system);
         self.qmgr.stopping_rep_unsent.retain(|&peer| {
             let frame = data_node_header(gsn::NODE_STOPPING_REP, block::QMGR, block::QMGR);
             matches!(
-                out.send(peer, frame, &mut |_| {}),
+                out.send(peer, frame, &mut |b| b.push(system)),
                 Err(super::SendFailure::Overloaded)
             )
         });
     }
 
-    /// NODE_STOPPING_REP: `from` stops gracefully.
-    pub(crate) fn exec_node_stopping_rep(&mut self, from: NodeId) {
-        tracing::info!(node = %from, "data node stops gracefully");
+    /// NODE_STOPPING_REP: `from` stops gracefully (`system`: in a stop of every data node).
+    pub(crate) fn exec_node_stopping_rep(&mut self, from: NodeId, system: bool) {
+        tracing::info!(node = %from, system, "data node stops gracefully");
         self.qmgr.stopping.insert(from);
+        if system {
+            self.qmgr.stopping_system.insert(from);
+        }
     }
 
     /// NODE_FAILREP from the president: `rep.node` is failed. This node closes its link to it
@@ -1080,6 +1093,7 @@ impl Kernel {
     /// waited for it. A node that is now the last of no node group stops.
     pub(crate) fn node_failrep(&mut self, node: NodeId, out: &mut dyn Outbox, now: Instant) {
         self.qmgr.stop_granted.remove(node);
+        self.stop_peer_gone(node);
         self.stop_perm_node_failed(node, out);
         if !self.qmgr.up.remove(&node) {
             // Not a member: a failed node's new link, or a restarting node not included here

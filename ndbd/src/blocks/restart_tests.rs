@@ -20,7 +20,8 @@
 //! restart drops a table or index some restored node lacks, everywhere and for good. And that
 //! a data node stopping alone refuses API nodes' new work only once each has answered its
 //! NODE_STOPPING_REP (or after `STOP_API_MAX`), and a stop of every data node at once; and
-//! that a node stopping alone gives its stop up when its group's other member must stop.
+//! that a node stopping alone puts its stop off (serving on) when its group's other member
+//! must stop or fails, not when it stops gracefully too.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -1724,7 +1725,7 @@ fn a_stop_of_every_data_node_refuses_api_work_at_once() {
 }
 
 #[test]
-fn a_node_stopping_alone_gives_its_stop_up_when_its_group_peer_must_stop() {
+fn a_node_stopping_alone_puts_its_stop_off_when_its_group_peer_must_stop() {
     let mut cluster = Cluster::new(vec![MemDisk::default(), MemDisk::default()], true);
     cluster.run(cluster.start);
     let kernel = &mut cluster.nodes[0].0;
@@ -1748,14 +1749,57 @@ fn a_node_stopping_alone_gives_its_stop_up_when_its_group_peer_must_stop() {
     kernel
         .on_frame(NodeId(2), &req, &payload, &mut sent, cluster.start)
         .expect("STOP_PERM_REQ");
-    // Leaving too would leave node group 0 without a live node: node 1 serves on, and lets
-    // node 2 go.
-    assert!(!kernel.is_stopping());
-    let why = kernel.take_stop_given_up().expect("the stop was given up");
-    assert!(why.contains("data node 2"), "{why}");
+    // Leaving too would leave node group 0 without a live node: node 1 serves on (its stop
+    // waits for another member to serve), and lets node 2 go.
+    assert!(kernel.stop_deferred());
+    assert!(!kernel.refusing());
+    // Node 2 still looks up until its link closes: the stop waits all the same.
+    for _ in 0..2 {
+        assert!(!kernel.ready_to_stop(&mut sent, cluster.start));
+        assert!(kernel.stop_deferred());
+    }
     assert!(
         (sent.0.iter()).any(|(to, h, _)| *to == NodeId(2) && h.signal == gsn::STOP_PERM_CONF),
         "{:?}",
         sent.0.iter().map(|f| f.1.signal).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn a_node_stopping_alone_puts_its_stop_off_when_its_group_peer_fails_but_not_when_it_stops() {
+    let stopping_rep = FrameHeader {
+        signal: gsn::NODE_STOPPING_REP,
+        receiver_block: signals::block::QMGR,
+        sender_block: signals::block::QMGR,
+        request_id: 0,
+    };
+    for peer_stops_gracefully in [false, true] {
+        let mut cluster = Cluster::new(vec![MemDisk::default(), MemDisk::default()], true);
+        cluster.run(cluster.start);
+        let now = cluster.start;
+        let kernel = &mut cluster.nodes[0].0;
+        kernel.begin_stop(now, false);
+        let mut sent = Sent::default();
+        if peer_stops_gracefully {
+            kernel
+                .on_frame(NodeId(2), &stopping_rep, &[], &mut sent, now)
+                .expect("NODE_STOPPING_REP");
+        }
+        kernel.on_disconnect(NodeId(2), &mut sent, now);
+        let ready = kernel.ready_to_stop(&mut sent, now);
+        if peer_stops_gracefully {
+            // Both members of the group were asked to stop (SIGTERM to each): it goes on.
+            assert!(!kernel.stop_deferred());
+            assert!(kernel.is_stopping() || ready);
+        } else {
+            assert!(!ready);
+            assert!(kernel.stop_deferred(), "it serves on");
+            assert!(!kernel.refusing());
+            let later = now + std::time::Duration::from_secs(60);
+            assert!(
+                !kernel.ready_to_stop(&mut sent, later),
+                "not while it is alone"
+            );
+        }
+    }
 }

@@ -10,7 +10,7 @@
 //!  node let stop ─STOP_PERM_REQ(attempt)─► each live peer of its node group
 //!  peer, not asking itself ─STOP_PERM_CONF(attempt)─► node     (all confirmed: it stops)
 //!  peer asking too, lower id ─STOP_PERM_REF(attempt)─► node     (it stays, asks again later)
-//!  (a peer stopping gracefully alone gives its stop up first: it serves on)
+//!  (a peer stopping gracefully alone puts its stop off first: it serves on)
 //!  peer asking too, higher id: gives up its own attempt and confirms
 //!  node that stays ─STOP_ABORT_REP─► the president that let it  (which judges it afresh)
 //! ```
@@ -104,8 +104,6 @@ impl Kernel {
         let attempt = arbit.ticket;
         match signal {
             gsn::STOP_PERM_REQ => {
-                // A rolling restart meeting a failed disk: this node serves on.
-                self.stop_yields_to(from);
                 if self.qmgr.stop_perm.asking() {
                     if self.me < from {
                         return self.send_stop_perm(from, gsn::STOP_PERM_REF, attempt, out);
@@ -113,6 +111,8 @@ impl Kernel {
                     tracing::info!(node = %from, "data node {from} of this node group asks to stop too, and has the lower id: this node stays for now");
                     self.stop_perm_abort(out);
                 }
+                // A rolling restart meeting a failed disk: this node serves on.
+                self.stop_yields_to(from);
                 self.send_stop_perm(from, gsn::STOP_PERM_CONF, attempt, out);
             }
             gsn::STOP_PERM_CONF => {
