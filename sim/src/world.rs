@@ -2224,15 +2224,21 @@ impl World {
         Ok(())
     }
 
-    /// A node of a SHUTDOWN saved what it answered: it tells the others it stops
-    /// (NODE_STOPPING_REP) and exits, its disk keeping what it took. Once the last one left,
-    /// the cluster is down, and the GCI it restarts at must hold every commit acknowledged
-    /// before the SHUTDOWN.
+    /// A node of a SHUTDOWN saved what it answered and exits (`exits_gracefully`). Once the
+    /// last one left, the cluster is down, and the GCI it restarts at must hold every commit
+    /// acknowledged before the SHUTDOWN.
     fn leaves_gracefully(&mut self, node: NodeId) -> Result<(), String> {
         // Out of the set first: the steps below are no longer its stop's.
         self.shutting_down.remove(&node);
         self.count("data node stopped gracefully");
         self.log(format!("data node {node} stops gracefully (SHUTDOWN)"));
+        self.exits_gracefully(node)?;
+        self.shutdown_member_gone(node)
+    }
+
+    /// A node whose graceful stop ended tells the others it stops (NODE_STOPPING_REP) and
+    /// exits, its disk keeping what it took. Whether it served.
+    fn exits_gracefully(&mut self, node: NodeId) -> Result<bool, String> {
         if let Some(disk) = self.disks.get_mut(&node) {
             disk.drop_queue();
         }
@@ -2242,10 +2248,10 @@ impl World {
             Ok(())
         })?;
         self.lagging.insert(node);
-        self.note_stop(node);
+        let served = self.note_stop(node);
         self.stop_kernel(node, true);
         self.paused.remove(&node);
-        self.shutdown_member_gone(node)
+        Ok(served)
     }
 
     /// With `Fault::Stop`, half the planned crashes (drawn from the time and the node, so
@@ -2277,26 +2283,14 @@ impl World {
         }
     }
 
-    /// A node stopping alone saved what it answered: it tells the others it stops
-    /// (NODE_STOPPING_REP) and exits, its disk keeping what it took; with `restart` it
-    /// starts again by node restart later.
+    /// A node stopping alone saved what it answered and exits (`exits_gracefully`); with
+    /// `restart` it starts again by node restart later.
     fn leaves_alone(&mut self, node: NodeId) -> Result<(), String> {
         // Out of the set first: the steps below are no longer its stop's.
         self.stopping_alone.remove(&node);
         self.count("data node stopped gracefully (STOP)");
         self.log(format!("data node {node} stops gracefully (STOP)"));
-        if let Some(disk) = self.disks.get_mut(&node) {
-            disk.drop_queue();
-        }
-        self.flush_before_exit(node);
-        self.kernel_step(node, |kernel, out, _| {
-            kernel.on_shutdown(out);
-            Ok(())
-        })?;
-        self.lagging.insert(node);
-        let served = self.note_stop(node);
-        self.stop_kernel(node, true);
-        self.paused.remove(&node);
+        let served = self.exits_gracefully(node)?;
         self.restart_later(node);
         self.last_member_stopped(served)
     }

@@ -448,9 +448,9 @@ impl Kernel {
     /// node must stop (2305), if any. A node that stops gracefully itself goes on with its
     /// stop when the group's members all left gracefully too (an operator taking the cluster
     /// down node by node), refusing new work from then on: a scan would miss that group's
-    /// rows. A node that serves on never goes on without a group.
+    /// rows. A node that serves on (a stop put off included) never goes on without a group.
     pub(super) fn group_lost_here(&mut self, now: Instant) -> Option<u32> {
-        if self.stopping.is_none() {
+        if self.stopping.is_none() || self.stop_deferred() {
             return self.qmgr.group_lost(false).map(|(group, _)| group);
         }
         if let Some((group, _)) = self.qmgr.group_lost(true) {
