@@ -1493,11 +1493,7 @@ fn a_node_stopping_gracefully_during_a_failure_round_is_not_counted_lost() {
 fn nodes_that_serve_stop_once_a_node_group_left_gracefully() {
     use std::time::Duration;
 
-    let ini = "[ndbd default]\nNoOfReplicas=2\nDataMemory=16M\nHeartbeatIntervalDbDb=100\n\
-               [ndbd]\nNodeId=1\nHostName=127.0.0.1\n[ndbd]\nNodeId=2\nHostName=127.0.0.1\n\
-               [ndbd]\nNodeId=3\nHostName=127.0.0.1\n[ndbd]\nNodeId=4\nHostName=127.0.0.1\n\
-               [api]\nNodeId=50\nHostName=127.0.0.1\n";
-    let config = rndb_config::parse_str(ini, Path::new("t.ini")).expect("config");
+    let config = rndb_config::parse_str(TWO_GROUPS_INI, Path::new("t.ini")).expect("config");
     for system in [false, true] {
         let mut kernels = wired_kernels(&config);
         let start = Instant::now();
@@ -1726,6 +1722,12 @@ fn a_node_two_presidents_count_is_on_the_side_it_confirmed_only() {
     }
 }
 
+/// Four data nodes in node groups {1, 2} and {3, 4}, heartbeats every 100 ms, and API node 50.
+const TWO_GROUPS_INI: &str = "[ndbd default]\nNoOfReplicas=2\nDataMemory=16M\n\
+    HeartbeatIntervalDbDb=100\n[ndbd]\nNodeId=1\nHostName=127.0.0.1\n[ndbd]\nNodeId=2\n\
+    HostName=127.0.0.1\n[ndbd]\nNodeId=3\nHostName=127.0.0.1\n[ndbd]\nNodeId=4\n\
+    HostName=127.0.0.1\n[api]\nNodeId=50\nHostName=127.0.0.1\n";
+
 /// A kernel per data node of `config`, each linked to the others and to API node 50.
 fn wired_kernels(config: &rndb_config::ClusterConfig) -> BTreeMap<NodeId, Kernel> {
     let mut kernels = BTreeMap::new();
@@ -1827,11 +1829,7 @@ fn of_two_group_members_let_stop_at_once_only_one_stops() {
 
     use super::data_node_header;
 
-    let ini = "[ndbd default]\nNoOfReplicas=2\nDataMemory=16M\nHeartbeatIntervalDbDb=100\n\
-               [ndbd]\nNodeId=1\nHostName=127.0.0.1\n[ndbd]\nNodeId=2\nHostName=127.0.0.1\n\
-               [ndbd]\nNodeId=3\nHostName=127.0.0.1\n[ndbd]\nNodeId=4\nHostName=127.0.0.1\n\
-               [api]\nNodeId=50\nHostName=127.0.0.1\n";
-    let config = rndb_config::parse_str(ini, Path::new("t.ini")).expect("config");
+    let config = rndb_config::parse_str(TWO_GROUPS_INI, Path::new("t.ini")).expect("config");
     for lifo in [false, true] {
         let mut kernels = wired_kernels(&config);
         let start = Instant::now();
