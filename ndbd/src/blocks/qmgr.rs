@@ -300,10 +300,9 @@ impl Qmgr {
 
     /// A node group none of whose members is alive here, and its nodes, if any, unless every
     /// member stopped in a stop of every data node; with `graceful_ok`, unless every member
-    /// stopped gracefully (an operator taking the cluster
-    /// down node by node: nothing of it can be on the other side of a split). Only a node that
-    /// stops itself may go on so: one that served on would answer scans without that group's
-    /// rows.
+    /// stopped gracefully (an operator taking the cluster down node by node: nothing of it can
+    /// be on the other side of a split). Only a node that stops itself may go on so: one that
+    /// served on would answer scans without that group's rows.
     pub(super) fn group_lost(&self, graceful_ok: bool) -> Option<(u32, &[NodeId])> {
         self.node_groups
             .iter()

@@ -10,10 +10,12 @@
 //!  node let stop ─STOP_PERM_REQ(attempt)─► each live peer of its node group
 //!  peer, not asking itself ─STOP_PERM_CONF(attempt)─► node     (all confirmed: it stops)
 //!  peer asking too, lower id ─STOP_PERM_REF(attempt)─► node     (it stays, asks again later)
-//!  (a peer stopping gracefully alone puts its stop off first: it serves on)
 //!  peer asking too, higher id: gives up its own attempt and confirms
 //!  node that stays ─STOP_ABORT_REP─► the president that let it  (which judges it afresh)
 //! ```
+//!
+//! A peer that stops gracefully alone confirms too, and puts its own stop off: it serves on
+//! (`graceful_stop.rs`, `stop_yields_to`).
 //!
 //! Why no two members of a group both stop: say X and Y both stopped, X after Y's
 //! confirmation of X's attempt and Y after X's of Y's. Y confirmed while not asking, so after
