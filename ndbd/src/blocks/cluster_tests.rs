@@ -1439,13 +1439,6 @@ fn a_node_stopping_gracefully_during_a_failure_round_is_not_counted_lost() {
     let config = rndb_config::parse_str(ini, Path::new("t.ini")).expect("config");
     let mut kernels = wired_kernels(&config);
     let start = Instant::now();
-    // Frames between the data nodes in `kernels` until none is left (the API's are dropped).
-    let deliver = |kernels: &mut BTreeMap<NodeId, Kernel>, mut pending: Vec<Frame>, now| {
-        while let Some(frame) = pending.pop() {
-            let sent = take_frame(kernels, frame, now);
-            pending.extend(sent);
-        }
-    };
     let tick = |kernels: &mut BTreeMap<NodeId, Kernel>, now: Instant| {
         let pending = from_each(kernels, now, &mut |k, _| k.on_timer(now));
         deliver(kernels, pending, now);
@@ -1497,12 +1490,6 @@ fn nodes_that_serve_stop_once_a_node_group_left_gracefully() {
     for system in [false, true] {
         let mut kernels = wired_kernels(&config);
         let start = Instant::now();
-        let deliver = |kernels: &mut BTreeMap<NodeId, Kernel>, mut pending: Vec<Frame>, now| {
-            while let Some(frame) = pending.pop() {
-                let sent = take_frame(kernels, frame, now);
-                pending.extend(sent);
-            }
-        };
         for i in 1..=5 {
             let now = start + Duration::from_millis(10 * i);
             let pending = from_each(&mut kernels, now, &mut |k, _| k.on_timer(now));
@@ -1758,6 +1745,14 @@ fn from_each(
         pending.extend(sent.0.into_iter().map(|(to, h, p)| (node, to, h, p)));
     }
     pending
+}
+
+/// Frames between the data nodes in `kernels` until none is left (the API's are dropped).
+fn deliver(kernels: &mut BTreeMap<NodeId, Kernel>, mut pending: Vec<Frame>, now: Instant) {
+    while let Some(frame) = pending.pop() {
+        let sent = take_frame(kernels, frame, now);
+        pending.extend(sent);
+    }
 }
 
 /// The receiving kernel (if it runs) takes `frame` and runs its jobs: the frames it sent.
