@@ -292,7 +292,10 @@ impl TestCluster {
     fn port_was_taken(&self) -> bool {
         self.data_node_ids().into_iter().any(|id| {
             let log = self.log(id).to_ascii_lowercase();
-            log.contains("address already in use") || log.contains("addrinuse")
+            // ndbd's own check says "port N (ServerPort of node ...) is already in use".
+            ["address already in use", "addrinuse", "is already in use"]
+                .iter()
+                .any(|text| log.contains(text))
         })
     }
 
