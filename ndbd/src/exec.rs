@@ -319,10 +319,14 @@ impl ExecLoop {
         let mut stop_begun = false;
         loop {
             // Acquire: a management server's stop sets whether it is of every data node first.
-            if self.shutdown.load(Ordering::Acquire) {
+            // The kernel stops by itself when another data node stops with every data node
+            // (`Kernel::exec_stop_saved_rep`).
+            if self.shutdown.load(Ordering::Acquire) || self.kernel.is_stopping() {
                 let now = Instant::now();
                 if !stop_begun {
                     stop_begun = true;
+                    // For the threads that watch it (the report link to ndb_mgmd).
+                    self.shutdown.store(true, Ordering::Release);
                     let system = self.probe.as_ref().is_some_and(|p| p.system_stop());
                     self.kernel.begin_stop(now, system);
                 }

@@ -181,7 +181,10 @@ signals! {
     NODE_FAILREP = 102;
     /// The sender stops gracefully (SIGTERM), to every data node, just before its links
     /// close; one byte: 1 in a stop of every data node (SHUTDOWN), else 0 (older nodes sent
-    /// none). Also, with no payload, from a data node that begins to stop alone, to every API
+    /// none). Byte 2: the sender begins to stop alone, to the live members of its node group,
+    /// which answer NODE_STOPPING_CONF. Byte 3: every data node stops (the sender's stop began
+    /// so, or became so as its group's last member), to every live data node, which stops too.
+    /// Also, with no payload, from a data node that begins to stop alone, to every API
     /// node linked to it: send new transactions to other data nodes (NDB's STOPPING_1, which
     /// API nodes learn from API_REGCONF's node state); answered with NODE_STOPPING_CONF.
     NODE_STOPPING_REP = 103;
@@ -297,7 +300,9 @@ signals! {
     STOP_SAVED_REP = 140;
     /// An API node read a data node's NODE_STOPPING_REP: it starts no new transaction there
     /// while another data node serves. No payload. The stopping node refuses API nodes' new
-    /// work (280) once every linked API node said so, or after `STOP_API_MAX`. Not in NDB.
+    /// work (280) once every linked API node said so, or after `STOP_API_MAX`. Also from a
+    /// data node to a member of its group that begins to stop alone: it knows, and leaves
+    /// alone only while a member that does not stop serves on. Not in NDB.
     NODE_STOPPING_CONF = 141;
 }
 

@@ -147,7 +147,10 @@ pub enum Fault {
     /// of every data node instead (each refuses new work with 280, lets its running
     /// transactions end, has a global checkpoint of what it answered saved, then leaves),
     /// followed by the same system restart. Every commit acknowledged before the stop began
-    /// must be in the GCI the cluster restarts at, durable or not. Off unless asked for.
+    /// must be in the GCI the cluster restarts at, durable or not. With `stop` too, half of
+    /// them are a SIGTERM to every data node instead: stops alone, one per node within
+    /// 200 ms, which the nodes must turn into a stop of every data node (none stops with
+    /// 2305, and the same check holds). Off unless asked for.
     Shutdown,
     /// ndb_mgm's STOP of one data node (a SIGTERM; with `restart`, a rolling restart): half
     /// the planned crashes are graceful stops instead. The node tells the clients

@@ -83,6 +83,9 @@ const EVENTS_CATCH_UP_NS: u64 = 20_000_000_000;
 /// When a cluster crash finds the tables not yet saved (no sysfile names a GCI after their
 /// creation), it waits this long and looks again.
 const CLUSTER_CRASH_RETRY_NS: u64 = 20_000_000;
+/// Within how long of each other the SIGTERMs of a SIGTERM to every data node arrive (see
+/// `World::shutdown`): long enough for a node's whole stop to end before another's begins.
+const SIGTERM_SPREAD_NS: u64 = 200_000_000;
 
 /// A finished run.
 #[derive(Clone, Debug)]
@@ -287,6 +290,9 @@ enum Planned {
     ClusterCrash,
     /// Every data node stops gracefully (see `Fault::Shutdown`).
     Shutdown,
+    /// A SIGTERM reaches a data node of a SIGTERM to every data node (`Fault::Shutdown` with
+    /// `Fault::Stop`): it begins a stop alone.
+    Sigterm(NodeId),
     /// Every data node restarts from its disk after a cluster crash.
     ClusterRestart,
     /// A crashed data node starts again and rejoins by node restart.
@@ -422,6 +428,15 @@ struct World {
     shutting_down: BTreeSet<NodeId>,
     /// Data nodes stopping gracefully alone (`Fault::Stop`), until they leave.
     stopping_alone: BTreeSet<NodeId>,
+    /// The SHUTDOWN that runs is a SIGTERM to every data node: each begins a stop alone, at
+    /// its own moment (`Planned::Sigterm`); those not yet reached are in `sigterm_pending`.
+    shutdown_sigterms: bool,
+    sigterm_pending: BTreeSet<NodeId>,
+    /// The data node whose graceful stop ended and which exits now (`exits_gracefully`).
+    exiting: Option<NodeId>,
+    /// Data nodes whose stop became, or began as, a stop of every data node by their own
+    /// choice (not the world's SHUTDOWN), in the SHUTDOWN running.
+    own_choice: BTreeSet<NodeId>,
     /// The GCI bound when the SHUTDOWN began: every commit acknowledged before has a GCI at
     /// most this, and the GCI the cluster restarts at must hold it, unless a node stopped
     /// otherwise or crashed meanwhile (`shutdown_disturbed`).
@@ -571,6 +586,10 @@ impl World {
             restart_pending: false,
             shutting_down: BTreeSet::new(),
             stopping_alone: BTreeSet::new(),
+            shutdown_sigterms: false,
+            sigterm_pending: BTreeSet::new(),
+            exiting: None,
+            own_choice: BTreeSet::new(),
             shutdown_gci: 0,
             shutdown_disturbed: false,
             shutdown_active: false,
@@ -868,8 +887,14 @@ impl World {
             buggify: true,
         };
         f(kernel, &mut out, now)?;
-        let stopping = self.shutting_down.contains(&node) || self.stopping_alone.contains(&node);
+        // A node stops by itself when another stops with every data node (STOP_SAVED_REP).
+        let stopping = (self.shutting_down.contains(&node)
+            && !self.sigterm_pending.contains(&node))
+            || self.stopping_alone.contains(&node)
+            || (kernel.is_stopping() && self.exiting != Some(node));
         let leaves = stopping && kernel.ready_to_stop(&mut out, now);
+        let stops_every_node =
+            kernel.is_stopping() && !kernel.stops_alone() && self.exiting != Some(node);
         let closes = std::mem::take(&mut out.closes);
         self.overloads += out.overloads;
         if let Some(why) = kernel.take_broken_invariant() {
@@ -906,6 +931,10 @@ impl World {
             }
         }
         self.take_fs_requests(node);
+        let own_choice = !self.shutting_down.contains(&node) || self.shutdown_sigterms;
+        if stops_every_node && own_choice && self.own_choice.insert(node) {
+            self.stops_with_every_node(node);
+        }
         match fatal {
             Some(why) => self.node_stops(node, &why),
             None if leaves && self.stopping_alone.contains(&node) => self.leaves_alone(node),
@@ -1062,6 +1091,14 @@ impl World {
     /// fails the run.
     fn node_stops(&mut self, node: NodeId, why: &str) -> Result<(), String> {
         if self.shutting_down.contains(&node) {
+            let disk_faults: u64 = self.disks.values().map(|d| d.faults).sum();
+            let calm = !self.shutdown_disturbed && disk_faults == self.shutdown_disk_faults;
+            if self.shutdown_sigterms && calm && why.contains("2305") {
+                return Err(format!(
+                    "data node {node} stopped with 2305 in a SIGTERM to every data node (no \
+                     fault disturbed it): {why}"
+                ));
+            }
             self.shutdown_disturbed = true;
         }
         self.node_stopped(node, why)?;
@@ -1679,6 +1716,7 @@ impl World {
         match fault {
             Planned::ClusterCrash => self.cluster_crash(),
             Planned::Shutdown => self.shutdown(),
+            Planned::Sigterm(node) => self.sigterm(node),
             Planned::ClusterRestart => self.cluster_restart(),
             Planned::Backup => self.start_backup(),
             Planned::BackupReport => self.backup_report(),
@@ -1800,6 +1838,7 @@ impl World {
             }
             Planned::ClusterCrash
             | Planned::Shutdown
+            | Planned::Sigterm(_)
             | Planned::ClusterRestart
             | Planned::Backup
             | Planned::BackupReport => {}
@@ -2205,7 +2244,16 @@ impl World {
             self.schedule_fault(at, Planned::Shutdown);
             return Ok(());
         }
-        self.count("shutdown (every data node stops gracefully)");
+        // With `Fault::Stop` too, half of them (drawn from the time, so that other seeds draw
+        // as before) are a SIGTERM to every data node: stops alone, each at its own moment
+        // within a second, which the nodes turn into a stop of every data node.
+        let sigterms = self.options.has(Fault::Stop) && (self.now_ns / 1_000).is_multiple_of(2);
+        self.count(if sigterms {
+            "SIGTERM to every data node (stops alone)"
+        } else {
+            "shutdown (every data node stops gracefully)"
+        });
+        self.shutdown_sigterms = sigterms;
         self.shutdown_gci = self.gci_clock.now();
         // A node whose disk failed before saves nothing more: what it holds since its last
         // save may be lost, as at a crash.
@@ -2215,6 +2263,14 @@ impl World {
         self.shutdown_began_ns = self.now_ns;
         let nodes: Vec<NodeId> = self.kernels.keys().copied().collect();
         self.shutting_down = nodes.iter().copied().collect();
+        if sigterms {
+            self.sigterm_pending = self.shutting_down.clone();
+            for node in nodes {
+                let at = self.now_ns + self.rng.below(SIGTERM_SPREAD_NS);
+                self.schedule_fault(at, Planned::Sigterm(node));
+            }
+            return Ok(());
+        }
         for node in nodes {
             self.kernel_step(node, |kernel, _, now| {
                 kernel.begin_stop(now, true);
@@ -2222,6 +2278,45 @@ impl World {
             })?;
         }
         Ok(())
+    }
+
+    /// A data node of a SIGTERM to every data node (`shutdown`) begins a stop alone, unless it
+    /// stopped by now (it left, or stops with every data node already).
+    fn sigterm(&mut self, node: NodeId) -> Result<(), String> {
+        if !self.sigterm_pending.remove(&node) || !self.kernels.contains_key(&node) {
+            return Ok(());
+        }
+        self.log(format!(
+            "data node {node} gets SIGTERM (begins a stop alone)"
+        ));
+        self.kernel_step(node, |kernel, _, now| {
+            kernel.begin_stop(now, false);
+            Ok(())
+        })
+    }
+
+    /// Data node `node` turned its stop into a stop of every data node, or began one on
+    /// another's word (STOP_SAVED_REP): from here it is a SHUTDOWN's member, and if none runs
+    /// (a node stopping alone as the last of its node group), one begins now, whose check
+    /// holds every commit acknowledged before.
+    fn stops_with_every_node(&mut self, node: NodeId) {
+        self.stopping_alone.remove(&node);
+        self.sigterm_pending.remove(&node);
+        self.shutting_down.insert(node);
+        self.count("data node stops with every data node (its own choice)");
+        if self.shutdown_active {
+            return;
+        }
+        self.count("a stop alone became a stop of every data node");
+        self.log(format!(
+            "data node {node} stops with every data node: the cluster goes down gracefully"
+        ));
+        self.shutdown_gci = self.gci_clock.now();
+        self.shutdown_disturbed = self.kernels.values().any(|k| k.file_system_failed());
+        self.shutdown_active = true;
+        self.shutdown_sigterms = false;
+        self.shutdown_disk_faults = self.disks.values().map(|d| d.faults).sum();
+        self.shutdown_began_ns = self.now_ns;
     }
 
     /// A node of a SHUTDOWN saved what it answered and exits (`exits_gracefully`). Once the
@@ -2243,10 +2338,13 @@ impl World {
             disk.drop_queue();
         }
         self.flush_before_exit(node);
-        self.kernel_step(node, |kernel, out, _| {
+        self.exiting = Some(node);
+        let exited = self.kernel_step(node, |kernel, out, _| {
             kernel.on_shutdown(out);
             Ok(())
-        })?;
+        });
+        self.exiting = None;
+        exited?;
         self.lagging.insert(node);
         let served = self.note_stop(node);
         self.stop_kernel(node, true);
@@ -2306,6 +2404,8 @@ impl World {
         }
         self.shutdown_active = false;
         self.shutting_down.clear();
+        self.sigterm_pending.clear();
+        self.own_choice.clear();
         if self.restart_pending {
             // The last member's own stop took the cluster down (`last_member_stopped`).
             return Ok(());

@@ -83,7 +83,10 @@ use crate::{NodeId, TransportError, TransporterKind};
 /// answer NODE_STOPPING_CONF (141); a node of version 15 on either side would take either for
 /// a protocol violation. Between data nodes NODE_STOPPING_REP carries a byte saying whether
 /// every data node stops.
-pub const PROTOCOL_VERSION: u32 = 16;
+/// 17: NODE_STOPPING_REP between data nodes also says that the sender begins to stop alone
+/// (byte 2, answered NODE_STOPPING_CONF) or that every data node stops (byte 3), which a node
+/// of version 16 would take for a leave, and NODE_STOPPING_CONF goes between data nodes.
+pub const PROTOCOL_VERSION: u32 = 17;
 /// The first four bytes of a HELLO payload.
 pub const HELLO_MAGIC: [u8; 4] = *b"RNDB";
 /// Signal number of HELLO.

@@ -5,10 +5,14 @@
 //! CompleteForceStart).
 //!
 //! ```text
-//! begin_stop ─► a node stopping alone first tells every linked API node (NODE_STOPPING_REP)
+//! begin_stop ─► a node stopping alone tells the live members of its group (NODE_STOPPING_REP
+//!               STOP_BEGINS; they answer NODE_STOPPING_CONF); if none of them serves on,
+//!               its stop becomes a stop of every data node (below)
+//!            ─► a node stopping alone first tells every linked API node (NODE_STOPPING_REP)
 //!               and serves on until each has answered (NODE_STOPPING_CONF: its new
 //!               transactions go to other data nodes) or STOP_API_MAX passed (NDB's
-//!               STOPPING_1); a stop of every data node skips this
+//!               STOPPING_1); a stop of every data node skips this, and tells every live
+//!               data node instead (NODE_STOPPING_REP STOP_EVERY_NODE), which stops too
 //!            ─► refuse new work from API nodes (280); let their open transactions end
 //!               (those still open STOP_DRAIN_MAX later are aborted)
 //!            ─► once TC coordinates nothing running: note the epoch commits take now (g),
@@ -27,8 +31,8 @@
 //! the cluster cannot save anyway).
 //!
 //! A node not started, or without files (Diskless), stops at once, and so does one that can
-//! save nothing more: its file system failed, a node group has no live node, or an
-//! arbitration round holds commits (its verdict may stop this side). Transactions still open
+//! save nothing more: its file system failed, or a node group has no live node. (While an
+//! arbitration round holds commits, the save waits for its verdict.) Transactions still open
 //! [`STOP_DRAIN_MAX`] after the node began refusing are aborted, scans with them. One whose
 //! wait passes [`STOP_FLUSH_MAX`] stops anyway and says so.
 //!
@@ -40,13 +44,19 @@
 //! group must stop (its file system failed: STOP_PERM_REQ) or failed during the stop:
 //! leaving too would leave the group without a live node (NDB refuses such a stop:
 //! NodeShutdownWouldCauseSystemCrash). The stop goes on once another member serves again
-//! (its node restart ended). A stop that begins with no other member alive (one replica, or
-//! its peer down already) goes on: the others then stop with 2305.
-//! A node that does not stop itself never serves on without a node group (`group_lost_here`).
+//! (its node restart ended). A node that does not stop itself never serves on without a node
+//! group (`group_lost_here`).
 //!
-//! A SIGTERM says nothing of the other nodes: a SIGTERM to every data node at once is stops
-//! of single nodes, and with several node groups a group's last node may leave before
-//! another node saved, which then stops without saving. ndb_mgm's SHUTDOWN has no such gap.
+//! A node stopping alone leaves alone only while a member of its group that does not stop
+//! serves on. When none does (a SIGTERM to every data node at once, each a stop alone; one
+//! replica; the peer down already), leaving would take the group's last node, and with it
+//! every save not yet made: the others would stop with 2305, their last commits lost (NDB
+//! counts that a system crash). So its stop becomes a stop of every data node, as if ndb_mgm
+//! had said SHUTDOWN: every node saves what it answered before any leaves, and the cluster
+//! goes down with nothing acknowledged lost. Of two members that begin to stop at once, one
+//! at least knows of the other before it decides: each decides only once every live member
+//! answered its STOP_BEGINS, and a member that began first sent its own STOP_BEGINS before
+//! that answer.
 
 use std::time::{Duration, Instant};
 
@@ -75,6 +85,14 @@ pub const STOP_API_MAX: Duration = Duration::from_secs(5);
 /// its scans with it.
 pub const STOP_DRAIN_MAX: Duration = Duration::from_secs(5);
 
+/// NODE_STOPPING_REP's byte from a data node that begins to stop alone, to the live members of
+/// its node group (0 and 1 say that the sender leaves now).
+pub(super) const STOP_BEGINS: u8 = 2;
+
+/// NODE_STOPPING_REP's byte from a data node in a stop of every data node, to every live data
+/// node as the stop begins: stop too.
+pub(super) const STOP_EVERY_NODE: u8 = 3;
+
 /// A graceful stop in its last steps.
 #[derive(Debug)]
 pub(crate) struct Stopping {
@@ -102,6 +120,12 @@ pub(crate) struct Stopping {
     /// The member of this node's group whose stop (its disk failed) put this one off, until
     /// its link closes: it serves no more, though it may look so until then.
     deferred_for: Option<NodeId>,
+    /// Members of this node's group told that it begins to stop alone (NODE_STOPPING_REP,
+    /// `STOP_BEGINS`), and those that answered (NODE_STOPPING_CONF).
+    group_told: std::collections::BTreeSet<NodeId>,
+    group_answered: std::collections::BTreeSet<NodeId>,
+    /// In a stop of every data node: the data nodes told so (`STOP_EVERY_NODE`).
+    every_told: std::collections::BTreeSet<NodeId>,
 }
 
 impl Kernel {
@@ -136,6 +160,9 @@ impl Kernel {
             group_had_peer: self.group_peer_alive(),
             deferred: None,
             deferred_for: None,
+            group_told: Default::default(),
+            group_answered: Default::default(),
+            every_told: Default::default(),
         });
         if system {
             // Every data node stops: API nodes have nowhere else to go.
@@ -191,11 +218,91 @@ impl Kernel {
     }
 
     /// NODE_STOPPING_CONF: API node `from` read this node's NODE_STOPPING_REP and sends its
-    /// new transactions elsewhere.
+    /// new transactions elsewhere; or data node `from`, a member of this node's group, knows
+    /// that this node begins to stop.
     pub(super) fn exec_node_stopping_conf(&mut self, from: NodeId) {
+        let data_node = self.qmgr.is_data_node(from);
         if let Some(stopping) = &mut self.stopping {
-            stopping.apis_moved.insert(from);
+            if data_node {
+                stopping.group_answered.insert(from);
+            } else {
+                stopping.apis_moved.insert(from);
+            }
         }
+    }
+
+    /// NODE_STOPPING_REP with `STOP_BEGINS`: data node `from`, a member of this node's group,
+    /// begins to stop alone. Answered at once (NODE_STOPPING_CONF): `from` leaves alone only
+    /// once it knows whether this node stops too.
+    pub(super) fn exec_stop_begins_rep(&mut self, from: NodeId, out: &mut dyn Outbox) {
+        tracing::info!(node = %from, "data node {from} of this node's group begins to stop");
+        self.qmgr.note_stop_begun(from);
+        let header = data_node_header(gsn::NODE_STOPPING_CONF, block::QMGR, block::QMGR);
+        // A full send buffer closes the link; `from` then counts this node failed.
+        let _ = out.send(from, header, &mut |_| {});
+    }
+
+    /// A node stopping alone tells each live member of its group not told yet that it
+    /// begins to stop (`STOP_BEGINS`). True once every live member has answered.
+    fn group_knows(&mut self, out: &mut dyn Outbox) -> bool {
+        let Some(stopping) = &mut self.stopping else {
+            return true;
+        };
+        let peers: Vec<NodeId> = (self.qmgr.group_peers(self.me))
+            .filter(|&n| self.qmgr.is_alive(n))
+            .collect();
+        for &peer in &peers {
+            if !stopping.group_told.contains(&peer) {
+                let header = data_node_header(gsn::NODE_STOPPING_REP, block::QMGR, block::QMGR);
+                if out.send(peer, header, &mut |b| b.push(STOP_BEGINS)).is_ok() {
+                    stopping.group_told.insert(peer);
+                }
+            }
+        }
+        peers.iter().all(|n| stopping.group_answered.contains(n))
+    }
+
+    /// In a stop of every data node: tells each live data node not told yet
+    /// (NODE_STOPPING_REP, `STOP_EVERY_NODE`), which stops too (`exec_stop_every_node`): one
+    /// whose stop began alone, or that ndb_mgmd's SHUTDOWN did not reach.
+    fn tell_every_node(&mut self, out: &mut dyn Outbox) {
+        let Some(stopping) = &mut self.stopping else {
+            return;
+        };
+        for peer in self.qmgr.peers_up() {
+            if !stopping.every_told.contains(&peer) {
+                let header = data_node_header(gsn::NODE_STOPPING_REP, block::QMGR, block::QMGR);
+                if out
+                    .send(peer, header, &mut |b| b.push(STOP_EVERY_NODE))
+                    .is_ok()
+                {
+                    stopping.every_told.insert(peer);
+                }
+            }
+        }
+    }
+
+    /// Turns a stop alone into a stop of every data node (as ndb_mgm's SHUTDOWN): this node
+    /// tells every live data node, which stops too (`tell_every_node`), and leaves only once
+    /// each other live data node saved what it answered (STOP_SAVED_REP).
+    fn stop_every_node(&mut self, now: Instant, why: &str) {
+        let Some(stopping) = &mut self.stopping else {
+            return;
+        };
+        if stopping.system {
+            return;
+        }
+        tracing::warn!(
+            "{why}: this node's stop becomes a stop of every data node (as ndb_mgm's \
+             SHUTDOWN), in which no node leaves before every node saved the commits it answered"
+        );
+        stopping.system = true;
+        stopping.began = now;
+        stopping.refusing_since.get_or_insert(now);
+        stopping.saved = false;
+        stopping.deferred = None;
+        stopping.deferred_for = None;
+        self.stop_system = true;
     }
 
     /// True once a graceful stop may end: every commit this node's TC answered is in a
@@ -237,6 +344,29 @@ impl Kernel {
             );
             return false;
         }
+        // Leaving alone needs a member of the group to serve on after this node: when every
+        // live member stops too (a SIGTERM to every data node), or none is left, the group
+        // would go with it, and every node not yet saved with it (those not stopping stop with
+        // 2305). Then every node stops, as in ndb_mgm's SHUTDOWN: each saves what it answered
+        // before any leaves. Decided once every live member answered STOP_BEGINS: of two
+        // members stopping at once, one at least then knows of the other.
+        let system = system || {
+            let group_knows = self.group_knows(out);
+            let group_stays = (self.qmgr.group_peers(self.me))
+                .any(|n| self.qmgr.is_alive(n) && !self.qmgr.stop_begun(n));
+            if group_knows && !group_stays {
+                self.stop_every_node(
+                    now,
+                    "no other member of this node's node group serves on after it",
+                );
+            }
+            !self.stops_alone()
+        };
+        if system {
+            self.tell_every_node(out);
+        }
+        let (began, saved) =
+            (self.stopping.as_ref()).map_or((began, saved), |s| (s.began, s.saved));
         if let Some(why) = self.cannot_save() {
             tracing::warn!(
                 "stopping without waiting for a saved global checkpoint of this node's last \
@@ -302,7 +432,8 @@ impl Kernel {
             }
         }
         if !system {
-            return true;
+            // Alone, once every live member of the group knows (and one serves on).
+            return self.group_knows(out);
         }
         let untold: Vec<NodeId> = (self.qmgr.peers_up())
             .filter(|n| self.stopping.as_ref().is_some_and(|s| !s.told.contains(n)))
@@ -328,9 +459,26 @@ impl Kernel {
     /// STOP_SAVED_REP: data node `from`, in a stop of every data node, saved what it answered.
     /// It leaves gracefully next, even if its NODE_STOPPING_REP is lost to a full send buffer:
     /// its group's leaving is no failure (no 2305 for a node still waiting for the others).
-    pub(super) fn exec_stop_saved_rep(&mut self, from: NodeId) {
+    /// This node stops with it, if not yet (`exec_stop_every_node`).
+    pub(super) fn exec_stop_saved_rep(&mut self, from: NodeId, now: Instant) {
         if self.stop_saved.insert(from) {
             self.exec_node_stopping_rep(from, true);
+        }
+        self.exec_stop_every_node(from, now);
+    }
+
+    /// NODE_STOPPING_REP with `STOP_EVERY_NODE` (or STOP_SAVED_REP): data node `from` stops
+    /// with every data node, and this node stops too, if not yet: one stopping alone turns its
+    /// stop into one of every node, one put off included; one not stopping begins (as at
+    /// ndb_mgm's SHUTDOWN, which a node without a report link to ndb_mgmd does not hear). A
+    /// node not started, or without files, goes on: it holds nothing to save.
+    pub(super) fn exec_stop_every_node(&mut self, from: NodeId, now: Instant) {
+        let why = format!("data node {from} stops with every data node");
+        if self.stopping.is_none() && self.qmgr.started() && self.has_files {
+            tracing::warn!("{why}: so does this one");
+            self.begin_stop(now, true);
+        } else {
+            self.stop_every_node(now, &why);
         }
     }
 
@@ -350,8 +498,10 @@ impl Kernel {
         }
     }
 
-    /// Why no save can come any more, if none can: this node's file system failed, a node
-    /// group has no live node, or an arbitration round holds commits.
+    /// Why no save can come any more, if none can: this node's file system failed, or a node
+    /// group has no live node. (While an arbitration round holds commits, the save waits for
+    /// its verdict: leaving at once took a node group's last member, and the others' saves,
+    /// with it.)
     fn cannot_save(&self) -> Option<&'static str> {
         if self.fs.failed.is_some() {
             return Some("its file system failed, and it saves nothing more");
@@ -360,9 +510,6 @@ impl Kernel {
             .any(|(_, nodes)| !nodes.iter().any(|&n| self.qmgr.is_alive(n)));
         if group_gone {
             return Some("a node group has no live node, so no global checkpoint can be saved");
-        }
-        if self.tc.commits_held() {
-            return Some("an arbitration round holds commits, and its verdict may stop this side");
         }
         None
     }
@@ -403,6 +550,12 @@ impl Kernel {
         self.stopping.is_some()
     }
 
+    /// True once a graceful stop saved every commit this node answered.
+    #[cfg(test)]
+    pub(super) fn saved_for_stop(&self) -> bool {
+        (self.stopping.as_ref()).is_some_and(|s| s.saved)
+    }
+
     /// True while a graceful stop is put off (see `defer_stop`).
     pub fn stop_deferred(&self) -> bool {
         (self.stopping.as_ref()).is_some_and(|s| s.deferred.is_some())
@@ -431,6 +584,9 @@ impl Kernel {
             if stopping.deferred_for == Some(node) {
                 stopping.deferred_for = None;
             }
+            // Told again if it rejoins.
+            stopping.group_told.remove(&node);
+            stopping.group_answered.remove(&node);
         }
     }
 
@@ -440,7 +596,7 @@ impl Kernel {
     }
 
     /// True while this node stops gracefully alone (not in a stop of every data node).
-    pub(super) fn stops_alone(&self) -> bool {
+    pub fn stops_alone(&self) -> bool {
         (self.stopping.as_ref()).is_some_and(|s| !s.system)
     }
 

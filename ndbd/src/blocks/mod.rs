@@ -571,13 +571,15 @@ impl Kernel {
             gsn::STOP_PERM_REQ..=gsn::STOP_ABORT_REP if self.qmgr.is_data_node(from) => {
                 rndb_protocol::qmgr::Arbit::decode(payload)?;
             }
-            gsn::NODE_STOPPING_REP if self.qmgr.is_data_node(from) => {
-                self.exec_node_stopping_rep(from, payload.first() == Some(&1))
+            gsn::NODE_STOPPING_REP if self.qmgr.is_data_node(from) => match payload.first() {
+                Some(&graceful_stop::STOP_BEGINS) => self.exec_stop_begins_rep(from, out),
+                Some(&graceful_stop::STOP_EVERY_NODE) => self.exec_stop_every_node(from, now),
+                first => self.exec_node_stopping_rep(from, first == Some(&1)),
+            },
+            gsn::STOP_SAVED_REP if self.qmgr.is_data_node(from) => {
+                self.exec_stop_saved_rep(from, now)
             }
-            gsn::STOP_SAVED_REP if self.qmgr.is_data_node(from) => self.exec_stop_saved_rep(from),
-            gsn::NODE_STOPPING_CONF if !self.qmgr.is_data_node(from) => {
-                self.exec_node_stopping_conf(from)
-            }
+            gsn::NODE_STOPPING_CONF => self.exec_node_stopping_conf(from),
             gsn::FAIL_REP if self.qmgr.is_up(from) => {
                 self.exec_fail_rep(from, FailRep::decode(payload)?, out, now)
             }

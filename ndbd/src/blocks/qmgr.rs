@@ -97,6 +97,9 @@ pub(crate) struct Qmgr {
     stopping: BTreeSet<NodeId>,
     /// Those of them that stopped in a stop of every data node.
     stopping_system: BTreeSet<NodeId>,
+    /// Members of this node's group that said they begin to stop alone (NODE_STOPPING_REP,
+    /// byte 2): until they rejoin, they count as leaving (`graceful_stop.rs`).
+    stop_begun: BTreeSet<NodeId>,
     /// StartPartialTimeout, and when this node began waiting for the others.
     partial_timeout: Duration,
     start_since: Option<Instant>,
@@ -162,6 +165,7 @@ impl Qmgr {
             apis: BTreeSet::new(),
             stopping: BTreeSet::new(),
             stopping_system: BTreeSet::new(),
+            stop_begun: BTreeSet::new(),
             partial_timeout: Duration::from_millis(u64::from(partial)),
             start_since: None,
             partial_due: false,
@@ -234,6 +238,7 @@ impl Qmgr {
         self.up.insert(node);
         self.stopping.remove(&node);
         self.stopping_system.remove(&node);
+        self.stop_begun.remove(&node);
         self.heard(node);
     }
 
@@ -359,6 +364,16 @@ impl Qmgr {
     /// True when data node `node` said it stops gracefully (NODE_STOPPING_REP).
     pub fn is_stopping(&self, node: NodeId) -> bool {
         self.stopping.contains(&node)
+    }
+
+    /// Data node `node` said it begins to stop alone (NODE_STOPPING_REP, byte 2).
+    pub fn note_stop_begun(&mut self, node: NodeId) {
+        self.stop_begun.insert(node);
+    }
+
+    /// True when data node `node` said it begins to stop, or stops (NODE_STOPPING_REP).
+    pub fn stop_begun(&self, node: NodeId) -> bool {
+        self.stop_begun.contains(&node) || self.stopping.contains(&node)
     }
 
     /// True when API node `node` has a live link here.
