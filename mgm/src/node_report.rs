@@ -348,6 +348,11 @@ pub const FIGURES: &[Figure] = &[
         "The newest local checkpoint a restart would use",
     ),
     gauge("lcp_running", "1 while a local checkpoint runs"),
+    gauge(
+        "stop_put_off",
+        "1 while a graceful stop of this node is put off: leaving would leave its node group \
+         without a live node",
+    ),
     // NDB's ndbinfo.counters (DBTC's and DBLQH's), as the data node counts them.
     counter(
         "tc_transactions",

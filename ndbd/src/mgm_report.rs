@@ -136,6 +136,7 @@ impl Probe {
             ("lcp_id", u64::from(figures.lcp_id)),
             ("lcp_restorable_id", u64::from(figures.lcp_restorable_id)),
             ("lcp_running", u64::from(figures.lcp_running)),
+            ("stop_put_off", u64::from(kernel.stop_deferred())),
             ("tc_transactions", figures.tc.transactions),
             ("tc_commits", figures.tc.commits),
             ("tc_aborts", figures.tc.aborts),

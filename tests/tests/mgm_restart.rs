@@ -11,7 +11,9 @@
 //! data node process killed with SIGKILL again, and it rejoins without losing a write; and a
 //! data node stopped before the other saved more global checkpoints, started again with it,
 //! is started a second time by its angel and rejoins by node restart with every row (and
-//! `ndb_desc -c` describes the table through ndb_mgmd).
+//! `ndb_desc -c` describes the table through ndb_mgmd); and that `1 STOP` answers at once,
+//! with NDB's "Node shutdown would cause system crash", when node 2 fails during the stop
+//! (node 1 serves on), and node 1 stops once node 2 is back.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -520,5 +522,82 @@ fn a_data_node_stopped_before_the_others_saved_more_rejoins_after_the_system_res
     assert!(
         described.contains("-- Per partition info --"),
         "{described}"
+    );
+}
+
+/// Node 1's STOP is put off when node 2, its node group's other member, fails during it:
+/// leaving too would leave the group without a live node. `1 STOP` says so at once (before,
+/// it waited its 120 s and said the node did not stop); node 1 serves on, and once node 2's
+/// angel has started it again and it rejoined, node 1's stop goes on and it exits.
+#[test]
+fn a_stop_put_off_by_a_failed_peer_is_reported_and_ends_once_the_peer_is_back() {
+    let mut procs = Processes::new();
+    let cs = start_mgmd(&mut procs, "StopOnError=0\n");
+    procs.spawn("ndbd-1", "ndbd", &["-c", &cs, "--ndb-nodeid", "1"]);
+    procs.spawn("ndbd-2", "ndbd", &["-c", &cs, "--ndb-nodeid", "2"]);
+    wait_for(&cs, &[]);
+    wait_until("node 1 to start the arbitrator", START_TIMEOUT, || {
+        Ok(procs
+            .log("ndbd-1")
+            .contains("Started arbitrator node 49")
+            .then_some(()))
+    })
+    .expect("an arbitrator runs");
+    let api = connect(&cs).expect("an API node connects");
+    let table = api.create_table(&table_def()).expect("create the table");
+    // Transactions left open hold node 1's stop (at most STOP_DRAIN_MAX, 5 s) after it began
+    // to refuse new work: sixteen keys, so that some have node 1 as their TC.
+    let mut open = Vec::new();
+    for id in 0..16 {
+        let mut transaction = api.start_transaction().expect("a transaction");
+        transaction
+            .insert(&table, &[Value::UInt32(id), Value::Int64(value_of(id))])
+            .expect("an insert");
+        transaction.execute(ExecType::NoCommit).expect("NoCommit");
+        open.push(transaction);
+    }
+    let stop = {
+        let cs = cs.clone();
+        std::thread::spawn(move || run("ndb_mgm", &["-c", &cs, "-e", "1 STOP"]))
+    };
+    wait_until("node 1 to refuse new work", START_TIMEOUT, || {
+        Ok(procs
+            .log("ndbd-1")
+            .contains("refusing new transactions (280) from now on")
+            .then_some(()))
+    })
+    .expect("node 1 stops");
+    let killed = child_pid(&procs.log("ndbd-2")).expect("node 2's angel names its child");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(killed),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill -9 node 2's data node process");
+    let began = Instant::now();
+    let out = stop.join().expect("ndb_mgm");
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(!out.status.success(), "1 STOP succeeded: {said}");
+    assert!(
+        said.contains("Node shutdown would cause system crash") && said.contains("put off"),
+        "{said}"
+    );
+    assert!(
+        began.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        began.elapsed()
+    );
+    assert!(
+        procs.log("ndbd-1").contains("graceful stop put off"),
+        "{}",
+        procs.log("ndbd-1")
+    );
+    drop(open);
+    // Node 2's angel starts it again; once it rejoined, node 1's stop goes on.
+    let status = procs.wait_exit("ndbd-1", START_TIMEOUT);
+    assert!(status.success(), "{status:?}: {}", procs.log("ndbd-1"));
+    assert!(
+        procs.log("ndbd-2").contains("node restart complete"),
+        "{}",
+        procs.log("ndbd-2")
     );
 }

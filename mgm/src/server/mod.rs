@@ -1137,17 +1137,27 @@ impl Server {
         Ok(reply)
     }
 
-    /// Waits (at most [`STOP_WAIT`]) until none of `targets` has a report link.
+    /// Waits (at most [`STOP_WAIT`]) until none of `targets` has a report link. A target that
+    /// reports its stop put off (the other member of its node group failed or must stop during
+    /// it) ends the wait with an error: it serves on, and stops once another member serves.
     fn wait_gone<'a>(
         &'a self,
         state: MutexGuard<'a, State>,
         targets: &BTreeSet<u16>,
     ) -> Result<MutexGuard<'a, State>, String> {
         let left = |state: &State| {
-            let ids = targets
-                .iter()
-                .filter(|id| state.data.get(id).is_some_and(|n| n.link.is_some()));
-            Ok(ids.copied().collect())
+            let link = |id: &u16| state.data.get(id).and_then(|n| n.link.as_ref());
+            let linked = |id: &&u16| link(id).is_some();
+            let put_off =
+                |id: &&u16| link(id).is_some_and(|l| l.figures.get("stop_put_off") == Some(&1));
+            if let Some(id) = targets.iter().filter(linked).find(put_off) {
+                return Err(format!(
+                    "Node {id}: Node shutdown would cause system crash: the other member of its \
+                     node group failed or must stop, so its stop is put off; it serves on, and \
+                     stops once another member of its group serves again"
+                ));
+            }
+            Ok(targets.iter().filter(linked).copied().collect())
         };
         let timed_out = |left: &str| format!("node(s) {left} did not stop within {STOP_WAIT:?}");
         self.wait_for_nodes(state, STOP_WAIT, left, timed_out)
@@ -1460,7 +1470,8 @@ impl Server {
             if !stopping.is_empty() && !started_left {
                 return Err(format!(
                     "Node shutdown would cause system crash: node group {} would have no started node left \
-                     (stop it anyway with `{} STOP -f`, or stop the whole cluster with SHUTDOWN)",
+                     (stop it anyway with `{} STOP -f`, which stops every data node, or stop the whole \
+                     cluster with SHUTDOWN)",
                     group.id, stopping[0]
                 ));
             }
