@@ -19,9 +19,9 @@
 
 use std::convert::Infallible;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::client::{FetchedConfig, MgmClient, MgmError, Requester, REPLY_TIMEOUT};
 use crate::connectstring::{ConnectString, MgmServer};
@@ -431,6 +431,12 @@ pub struct ReportSetup {
     /// The stop or restart a server asked for is of every data node (SHUTDOWN, ALL RESTART:
     /// `system: 1` in its reply), set before the shutdown flag.
     pub system_stop: Arc<AtomicBool>,
+    /// Replies the reporting threads have had, from any server (see [`Self::hear_out`]).
+    pub replies: Arc<AtomicU64>,
+    /// Set by the node, before the shutdown flag, when it began a graceful stop by itself
+    /// (another data node stopped every data node): unlike a signalled node, it still takes
+    /// the first restart a server asks for (ALL RESTART, which a peer told it of first).
+    pub stopped_by_itself: Arc<AtomicBool>,
     /// The reporting threads, once started (by [`wait_for_start`] or [`spawn`]): the same
     /// links from NOT_STARTED to the stop.
     reporters: Option<Arc<Reporters>>,
@@ -449,6 +455,8 @@ impl ReportSetup {
             single_user: Arc::new(AtomicU32::new(SINGLE_USER_UNASKED)),
             backup: Arc::new(Mutex::new(None)),
             system_stop: Arc::new(AtomicBool::new(false)),
+            replies: Arc::new(AtomicU64::new(0)),
+            stopped_by_itself: Arc::new(AtomicBool::new(false)),
             reporters: None,
         }
     }
@@ -456,6 +464,18 @@ impl ReportSetup {
     /// The restart a server asked for, if one asked.
     pub fn restart_requested(&self) -> Option<RestartRequest> {
         *self.restart.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// For a node that stopped by itself (another data node stopped every data node): waits,
+    /// at most `limit`, until each server has answered two more reports, so that a stop or
+    /// restart a server asked for meanwhile (ALL RESTART) is recorded before the node exits:
+    /// its peer may have told it first.
+    pub fn hear_out(replies: &AtomicU64, servers: usize, limit: Duration) {
+        let until = replies.load(Ordering::Relaxed) + 2 * servers as u64;
+        let deadline = Instant::now() + limit;
+        while replies.load(Ordering::Relaxed) < until && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Starts one reporting thread per server (once); `probe` is the kernel's state, `None`
@@ -481,9 +501,12 @@ impl ReportSetup {
             single_user: self.single_user.clone(),
             backup: self.backup.clone(),
             system_stop: self.system_stop.clone(),
+            replies: self.replies.clone(),
+            stopped_by_itself: self.stopped_by_itself.clone(),
             shutdown,
             probe: Mutex::new(probe),
             start: AtomicBool::new(false),
+            asked: AtomicBool::new(false),
         });
         for server in &self.servers {
             let (reporters, server) = (reporters.clone(), server.clone());
@@ -509,6 +532,12 @@ struct Reporters {
     backup: Arc<Mutex<Option<BackupCommand>>>,
     /// See [`ReportSetup::system_stop`].
     system_stop: Arc<AtomicBool>,
+    /// See [`ReportSetup::replies`].
+    replies: Arc<AtomicU64>,
+    /// See [`ReportSetup::stopped_by_itself`].
+    stopped_by_itself: Arc<AtomicBool>,
+    /// A server's stop or restart was carried out (`obey`).
+    asked: AtomicBool,
     /// The node's graceful-stop flag (SIGTERM sets it too).
     shutdown: Arc<AtomicBool>,
     /// The kernel's state; `None` while the node waits in NOT_STARTED.
@@ -584,6 +613,7 @@ impl Reporters {
     ) -> Result<Infallible, MgmError> {
         loop {
             let reply = client.call(&self.report_message(), REPLY_TIMEOUT)?;
+            self.replies.fetch_add(1, Ordering::Relaxed);
             if last_refusal.take().is_some() {
                 tracing::info!("{server} accepts this node's reports again");
             }
@@ -637,7 +667,8 @@ impl Reporters {
 
     /// Carries out what `server` asked: START for a node waiting in NOT_STARTED; a stop or
     /// restart records the restart and sets the same shutdown flag SIGTERM sets (the graceful
-    /// stop), unless the node is already stopping (asked by another server, or signalled). True
+    /// stop), unless the node is already stopping (asked by another server, or signalled; one
+    /// that stopped by itself still records the first server's restart, for the angel). True
     /// when this call started the stop.
     fn obey(&self, action: Action, system: bool, server: &MgmServer) -> bool {
         let restart = match action {
@@ -660,9 +691,16 @@ impl Reporters {
         // finds the flag set.
         let mut recorded = self.restart.lock().unwrap_or_else(|e| e.into_inner());
         if self.shutdown.load(Ordering::Relaxed) {
-            tracing::trace!("{server} asked {action:?}; the node is already stopping");
+            let by_itself = self.stopped_by_itself.load(Ordering::Relaxed);
+            if by_itself && restart.is_some() && !self.asked.swap(true, Ordering::Relaxed) {
+                tracing::info!("{server} asked this node, already stopping, to restart");
+                *recorded = restart;
+            } else {
+                tracing::trace!("{server} asked {action:?}; the node is already stopping");
+            }
             return false;
         }
+        self.asked.store(true, Ordering::Relaxed);
         match restart {
             None => tracing::info!("{server} asked this node to stop: stopping gracefully"),
             Some(request) => {
@@ -765,6 +803,9 @@ mod tests {
             single_user: Arc::new(AtomicU32::new(SINGLE_USER_UNASKED)),
             backup: Arc::new(Mutex::new(None)),
             system_stop: Arc::new(AtomicBool::new(false)),
+            replies: Arc::new(AtomicU64::new(0)),
+            stopped_by_itself: Arc::new(AtomicBool::new(false)),
+            asked: AtomicBool::new(false),
             shutdown: Arc::new(AtomicBool::new(false)),
             probe: Mutex::new(None),
             start: AtomicBool::new(false),
@@ -869,6 +910,25 @@ mod tests {
         progress.add_to(&mut message);
         assert_eq!(BackupProgress::from_message(&message), Some(progress));
         assert_eq!(BackupProgress::from_message(&Message::new("report")), None);
+    }
+
+    #[test]
+    fn a_node_that_stopped_by_itself_takes_the_first_restart_asked() {
+        let r = reporters();
+        r.stopped_by_itself.store(true, Ordering::Relaxed);
+        r.shutdown.store(true, Ordering::Relaxed);
+        let initial = RestartRequest {
+            initial: true,
+            no_start: false,
+        };
+        assert!(!r.obey(Action::Restart(initial), true, &server(49)));
+        assert!(!r.obey(
+            Action::Restart(RestartRequest::default()),
+            true,
+            &server(50)
+        ));
+        assert_eq!(*r.restart.lock().unwrap(), Some(initial));
+        assert_eq!(r.report_message().get("restart"), Some("1"));
     }
 
     #[test]

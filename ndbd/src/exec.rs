@@ -131,6 +131,9 @@ pub struct ExecLoop {
     fatal: Option<String>,
     /// `fatal` came from the kernel, and a restart cures it (`Kernel::fatal_cured_by_rejoin`).
     rejoin: bool,
+    /// The graceful stop began in the kernel (another data node stopped every data node), not
+    /// from the shutdown flag.
+    stopped_by_itself: bool,
     /// Reused payload buffer for outgoing frames.
     scratch: Vec<u8>,
     /// Links not to flush early again this turn (see `LinkOutbox::stalled`).
@@ -217,6 +220,7 @@ impl ExecLoop {
             broken: Vec::new(),
             fatal: None,
             rejoin: false,
+            stopped_by_itself: false,
             scratch: Vec::with_capacity(1 << 16),
             stalled: Vec::new(),
             counters: LinkCounters::default(),
@@ -309,6 +313,11 @@ impl ExecLoop {
         self.rejoin
     }
 
+    /// After `run`: true when the kernel began the stop by itself (see `stopped_by_itself`).
+    pub fn stopped_by_itself(&self) -> bool {
+        self.stopped_by_itself
+    }
+
     /// Runs until the shutdown flag is set and the kernel's graceful stop has saved what this
     /// node answered (`Kernel::ready_to_stop`). Fails when this node had to stop itself.
     pub fn run(&mut self) -> Result<(), String> {
@@ -325,7 +334,12 @@ impl ExecLoop {
                 let now = Instant::now();
                 if !stop_begun {
                     stop_begun = true;
-                    // For the threads that watch it (the report link to ndb_mgmd).
+                    // For the threads that watch it (the report link to ndb_mgmd), after saying
+                    // whether the kernel began the stop itself.
+                    self.stopped_by_itself = !self.shutdown.load(Ordering::Acquire);
+                    if let (true, Some(probe)) = (self.stopped_by_itself, &self.probe) {
+                        probe.note_stopped_by_itself();
+                    }
                     self.shutdown.store(true, Ordering::Release);
                     let system = self.probe.as_ref().is_some_and(|p| p.system_stop());
                     self.kernel.begin_stop(now, system);

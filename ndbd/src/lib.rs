@@ -218,11 +218,14 @@ pub fn run(
         Some((requests, confs)) => exec.with_ndbfs(requests, confs),
         None => exec,
     };
+    // Replies from ndb_mgmd, and from how many servers (see `stopped_by_itself` below).
+    let heard = mgm.as_ref().map(|s| (s.replies.clone(), s.servers.len()));
     if let Some(setup) = mgm {
         let probe = Arc::new(mgm_report::Probe::new(
             setup.single_user.clone(),
             setup.backup.clone(),
             setup.system_stop.clone(),
+            setup.stopped_by_itself.clone(),
         ));
         mgm_report::start(
             setup,
@@ -265,6 +268,11 @@ pub fn run(
                 .with_context(|| format!("data node {me} stopped"));
         }
         anyhow::bail!("data node {me} stopped: {reason}");
+    }
+    if let (true, Some((replies, servers))) = (exec.stopped_by_itself(), heard) {
+        // Another data node stopped every data node, and told this one before ndb_mgmd's
+        // reply (ALL RESTART) may have: heard out, the restart is recorded for the angel.
+        rndb_mgm::node_report::ReportSetup::hear_out(&replies, servers, Duration::from_secs(2));
     }
     tracing::info!(node = %me, "data node stopped");
     Ok(())

@@ -38,16 +38,19 @@ pub struct Probe {
     /// The stop a management server asked for is of every data node
     /// (`ReportSetup::system_stop`).
     system_stop: Arc<AtomicBool>,
+    /// The node stopped by itself (`ReportSetup::stopped_by_itself`).
+    stopped_by_itself: Arc<AtomicBool>,
 }
 
 impl Probe {
     /// A probe whose single user mode requests come through `single_user_asked`, backup
-    /// steps through `backup_asked`, and whether a stop is of every data node through
-    /// `system_stop`.
+    /// steps through `backup_asked`, whether a stop is of every data node through
+    /// `system_stop`, and that the node stopped by itself through `stopped_by_itself`.
     pub fn new(
         single_user_asked: Arc<AtomicU32>,
         backup_asked: Arc<Mutex<Option<BackupCommand>>>,
         system_stop: Arc<AtomicBool>,
+        stopped_by_itself: Arc<AtomicBool>,
     ) -> Probe {
         Probe {
             started: AtomicBool::new(false),
@@ -58,7 +61,14 @@ impl Probe {
             backup: Mutex::new((None, 0)),
             backup_asked,
             system_stop,
+            stopped_by_itself,
         }
+    }
+
+    /// The kernel began a graceful stop by itself (another data node stopped every data
+    /// node): a management server's restart asked after is still carried out.
+    pub fn note_stopped_by_itself(&self) {
+        self.stopped_by_itself.store(true, Ordering::Relaxed);
     }
 
     /// True when the stop a management server asked for is of every data node (SHUTDOWN,

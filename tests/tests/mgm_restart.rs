@@ -357,6 +357,17 @@ fn data_nodes_restart_through_ndb_mgm_and_lose_no_acknowledged_write() {
     wait_for(&cs, &["--not-started"]);
     assert_eq!(mgm(&cs, "ALL START"), "NDB Cluster is being started.\n");
     wait_for(&cs, &[]);
+    // Node 1 survives node 2's SIGKILL below only with an arbitrator (half of the data nodes):
+    // its president (either node) started one since the restart.
+    wait_until("an arbitrator after the restart", START_TIMEOUT, || {
+        let started = ["ndbd-1", "ndbd-2"].iter().any(|name| {
+            let log = procs.log(name);
+            let since = log.rsplit("data node started at GCI").next().unwrap_or("");
+            since.contains("Started arbitrator node 49")
+        });
+        Ok(started.then_some(()))
+    })
+    .expect("an arbitrator runs");
 
     let log = fs::read_to_string(procs.path("mgm/ndb_49_cluster.log")).expect("the cluster log");
     for line in [
@@ -386,7 +397,8 @@ fn data_nodes_restart_through_ndb_mgm_and_lose_no_acknowledged_write() {
     )
     .expect("no orphan data node");
 
-    // SIGTERM of an angel stops its node gracefully, and the angel exits 0.
+    // SIGTERM of an angel stops its node gracefully, and the angel exits 0 (node 1, its
+    // group's last node, stops every data node: itself).
     let child_1 = child_pid(&procs.log("ndbd-1")).expect("node 1's angel names its child");
     let angel_1 = nix::unistd::Pid::from_raw(procs.child("ndbd-1").id() as i32);
     nix::sys::signal::kill(angel_1, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
