@@ -1152,9 +1152,9 @@ impl Server {
                 |id: &&u16| link(id).is_some_and(|l| l.figures.get("stop_put_off") == Some(&1));
             if let Some(id) = targets.iter().filter(linked).find(put_off) {
                 return Err(format!(
-                    "Node {id}: Node shutdown would cause system crash: the other member of its \
-                     node group failed or must stop, so its stop is put off; it serves on, and \
-                     stops once another member of its group serves again"
+                    "Node {id}: Node shutdown would cause system crash: no other member of its \
+                     node group serves (one failed, must stop, or still restarts), so its stop is \
+                     put off; it serves on, and stops once another member of its group serves"
                 ));
             }
             Ok(targets.iter().filter(linked).copied().collect())

@@ -31,8 +31,9 @@
 //! the cluster cannot save anyway).
 //!
 //! A node not started, or without files (Diskless), stops at once, and so does one that can
-//! save nothing more: its file system failed, or a node group has no live node. (While an
-//! arbitration round holds commits, the save waits for its verdict.) Transactions still open
+//! save nothing more: its file system failed, a node group has no live node, or, stopping
+//! alone, an arbitration round holds commits (in a stop of every data node the save waits for
+//! the round's verdict instead). Transactions still open
 //! [`STOP_DRAIN_MAX`] after the node began refusing are aborted, scans with them. One whose
 //! wait passes [`STOP_FLUSH_MAX`] stops anyway and says so.
 //!
@@ -93,6 +94,10 @@ pub(super) const STOP_BEGINS: u8 = 2;
 /// node as the stop begins: stop too.
 pub(super) const STOP_EVERY_NODE: u8 = 3;
 
+/// How long a node stopping alone waits for a member's answer to STOP_BEGINS before it sends
+/// it again (a full send buffer may have refused either frame).
+const STOP_BEGINS_AGAIN: Duration = Duration::from_millis(100);
+
 /// A graceful stop in its last steps.
 #[derive(Debug)]
 pub(crate) struct Stopping {
@@ -112,8 +117,9 @@ pub(crate) struct Stopping {
     /// In a stop of every data node: the data nodes told that it saved (STOP_SAVED_REP); one
     /// that comes up later (a node restart ending) is told then.
     told: std::collections::BTreeSet<NodeId>,
-    /// Another member of this node's group was alive when the stop began.
-    group_had_peer: bool,
+    /// The other members of this node's group alive when the stop began (or went on after
+    /// being put off): only their failure puts it off.
+    group_at_begin: std::collections::BTreeSet<NodeId>,
     /// Why the stop is put off (leaving would leave this node's group without a live
     /// node): the node serves on, and the stop goes on once another member serves.
     deferred: Option<String>,
@@ -121,8 +127,8 @@ pub(crate) struct Stopping {
     /// its link closes: it serves no more, though it may look so until then.
     deferred_for: Option<NodeId>,
     /// Members of this node's group told that it begins to stop alone (NODE_STOPPING_REP,
-    /// `STOP_BEGINS`), and those that answered (NODE_STOPPING_CONF).
-    group_told: std::collections::BTreeSet<NodeId>,
+    /// `STOP_BEGINS`), when, and those that answered (NODE_STOPPING_CONF).
+    group_told: std::collections::BTreeMap<NodeId, Instant>,
     group_answered: std::collections::BTreeSet<NodeId>,
     /// In a stop of every data node: the data nodes told so (`STOP_EVERY_NODE`).
     every_told: std::collections::BTreeSet<NodeId>,
@@ -157,7 +163,7 @@ impl Kernel {
             saving: None,
             saved: false,
             told: Default::default(),
-            group_had_peer: self.group_peer_alive(),
+            group_at_begin: self.group_peers_alive(),
             deferred: None,
             deferred_for: None,
             group_told: Default::default(),
@@ -235,16 +241,19 @@ impl Kernel {
     /// begins to stop alone. Answered at once (NODE_STOPPING_CONF): `from` leaves alone only
     /// once it knows whether this node stops too.
     pub(super) fn exec_stop_begins_rep(&mut self, from: NodeId, out: &mut dyn Outbox) {
-        tracing::info!(node = %from, "data node {from} of this node's group begins to stop");
+        if !self.qmgr.stop_begun(from) {
+            tracing::info!(node = %from, "data node {from} of this node's group begins to stop");
+        }
         self.qmgr.note_stop_begun(from);
         let header = data_node_header(gsn::NODE_STOPPING_CONF, block::QMGR, block::QMGR);
-        // A full send buffer closes the link; `from` then counts this node failed.
+        // One a full send buffer refuses is sent again when `from` asks again.
         let _ = out.send(from, header, &mut |_| {});
     }
 
-    /// A node stopping alone tells each live member of its group not told yet that it
-    /// begins to stop (`STOP_BEGINS`). True once every live member has answered.
-    fn group_knows(&mut self, out: &mut dyn Outbox) -> bool {
+    /// A node stopping alone tells each live member of its group that it begins to stop
+    /// (`STOP_BEGINS`), again every `STOP_BEGINS_AGAIN` until it answers. True once every
+    /// live member has answered.
+    fn group_knows(&mut self, out: &mut dyn Outbox, now: Instant) -> bool {
         let Some(stopping) = &mut self.stopping else {
             return true;
         };
@@ -252,10 +261,17 @@ impl Kernel {
             .filter(|&n| self.qmgr.is_alive(n))
             .collect();
         for &peer in &peers {
-            if !stopping.group_told.contains(&peer) {
+            let due = match stopping.group_told.get(&peer) {
+                None => true,
+                Some(&at) => {
+                    !stopping.group_answered.contains(&peer)
+                        && now.saturating_duration_since(at) >= STOP_BEGINS_AGAIN
+                }
+            };
+            if due {
                 let header = data_node_header(gsn::NODE_STOPPING_REP, block::QMGR, block::QMGR);
                 if out.send(peer, header, &mut |b| b.push(STOP_BEGINS)).is_ok() {
-                    stopping.group_told.insert(peer);
+                    stopping.group_told.insert(peer, now);
                 }
             }
         }
@@ -315,29 +331,31 @@ impl Kernel {
         if self.qmgr.dead || !self.qmgr.started() {
             return true;
         }
-        let (began, system, saving, saved, group_had_peer, deferred) = (
+        let (began, system, saving, saved, deferred) = (
             stopping.began,
             stopping.system,
             stopping.saving,
             stopping.saved,
-            stopping.group_had_peer,
             stopping.deferred.is_some(),
         );
+        // A member alive when the stop began that failed since (not one that stopped).
+        let peers_failed = (stopping.group_at_begin.iter())
+            .any(|&n| !self.qmgr.is_alive(n) && !self.qmgr.is_stopping(n));
         if deferred {
             let waiting_for_peer = stopping.deferred_for.is_some();
             if waiting_for_peer || !self.qmgr.group_serves_without(self.me, self.me) {
                 return false;
             }
             tracing::info!("another member of this node's group serves again: the stop goes on");
+            let alive = self.group_peers_alive();
             if let Some(stopping) = &mut self.stopping {
                 stopping.deferred = None;
                 stopping.began = now;
-                stopping.group_had_peer = true;
+                stopping.group_at_begin = alive;
             }
             return false;
         }
-        let peers_failed = (self.qmgr.group_peers(self.me)).any(|n| !self.qmgr.is_stopping(n));
-        if !system && group_had_peer && !self.group_peer_alive() && peers_failed {
+        if !system && !self.group_peer_alive() && peers_failed {
             self.defer_stop(
                 "the other members of this node's group failed while it stopped".into(),
                 None,
@@ -351,9 +369,23 @@ impl Kernel {
         // before any leaves. Decided once every live member answered STOP_BEGINS: of two
         // members stopping at once, one at least then knows of the other.
         let system = system || {
-            let group_knows = self.group_knows(out);
-            let group_stays = (self.qmgr.group_peers(self.me))
-                .any(|n| self.qmgr.is_alive(n) && !self.qmgr.stop_begun(n));
+            let group_knows = self.group_knows(out, now);
+            let stays = |n: NodeId| !self.qmgr.stop_begun(n);
+            let group_stays =
+                (self.qmgr.group_peers(self.me)).any(|n| self.qmgr.serves(n) && stays(n));
+            // A member still joining by node restart serves once its copy ends (from this
+            // node, perhaps): the stop waits for it.
+            let restarting = (self.qmgr.group_peers(self.me))
+                .find(|&n| self.qmgr.is_alive(n) && !self.qmgr.serves(n) && stays(n));
+            if let (true, false, Some(member)) = (group_knows, group_stays, restarting) {
+                self.defer_stop(
+                    format!(
+                        "data node {member} of this node's group is still joining by node restart"
+                    ),
+                    None,
+                );
+                return false;
+            }
             if group_knows && !group_stays {
                 self.stop_every_node(
                     now,
@@ -367,7 +399,7 @@ impl Kernel {
         }
         let (began, saved) =
             (self.stopping.as_ref()).map_or((began, saved), |s| (s.began, s.saved));
-        if let Some(why) = self.cannot_save() {
+        if let Some(why) = self.cannot_save(!system) {
             tracing::warn!(
                 "stopping without waiting for a saved global checkpoint of this node's last \
                  commits: {why}"
@@ -433,7 +465,7 @@ impl Kernel {
         }
         if !system {
             // Alone, once every live member of the group knows (and one serves on).
-            return self.group_knows(out);
+            return self.group_knows(out, now);
         }
         let untold: Vec<NodeId> = (self.qmgr.peers_up())
             .filter(|n| self.stopping.as_ref().is_some_and(|s| !s.told.contains(n)))
@@ -474,6 +506,10 @@ impl Kernel {
     /// node not started, or without files, goes on: it holds nothing to save.
     pub(super) fn exec_stop_every_node(&mut self, from: NodeId, now: Instant) {
         let why = format!("data node {from} stops with every data node");
+        if !self.qmgr.started() && self.node_restart_joining() {
+            // The others wait for this node's word; it could only serve without them.
+            return self.node_restart_fails(format!("{why}, and this node's restart cannot end"));
+        }
         if self.stopping.is_none() && self.qmgr.started() && self.has_files {
             tracing::warn!("{why}: so does this one");
             self.begin_stop(now, true);
@@ -499,10 +535,12 @@ impl Kernel {
     }
 
     /// Why no save can come any more, if none can: this node's file system failed, or a node
-    /// group has no live node. (While an arbitration round holds commits, the save waits for
-    /// its verdict: leaving at once took a node group's last member, and the others' saves,
-    /// with it.)
-    fn cannot_save(&self) -> Option<&'static str> {
+    /// group has no live node; or, for a node stopping `alone` (another member of its group
+    /// serves on, and holds its commits), an arbitration round holds commits (its verdict may
+    /// stop this side; a round a lost NODE_STOPPING_REP started may not end soon: seed
+    /// 0x1aa34). In a stop of every data node the save waits for the verdict: leaving at once
+    /// took a node group's last member, and the others' saves, with it (seed 0x492).
+    fn cannot_save(&self, alone: bool) -> Option<&'static str> {
         if self.fs.failed.is_some() {
             return Some("its file system failed, and it saves nothing more");
         }
@@ -510,6 +548,9 @@ impl Kernel {
             .any(|(_, nodes)| !nodes.iter().any(|&n| self.qmgr.is_alive(n)));
         if group_gone {
             return Some("a node group has no live node, so no global checkpoint can be saved");
+        }
+        if alone && self.tc.commits_held() {
+            return Some("an arbitration round holds commits, and its verdict may stop this side");
         }
         None
     }
@@ -593,6 +634,13 @@ impl Kernel {
     /// True while another member of this node's group is alive.
     fn group_peer_alive(&self) -> bool {
         (self.qmgr.group_peers(self.me)).any(|n| self.qmgr.is_alive(n))
+    }
+
+    /// The other members of this node's group alive now.
+    fn group_peers_alive(&self) -> std::collections::BTreeSet<NodeId> {
+        (self.qmgr.group_peers(self.me))
+            .filter(|&n| self.qmgr.is_alive(n))
+            .collect()
     }
 
     /// True while this node stops gracefully alone (not in a stop of every data node).

@@ -1562,7 +1562,7 @@ impl Kernel {
     }
 
     /// The restart cannot go on: this node stops, and may be started again.
-    fn node_restart_fails(&mut self, why: String) {
+    pub(super) fn node_restart_fails(&mut self, why: String) {
         let why = format!("error 2303: System error, node killed during node restart: {why}");
         tracing::error!("{why}");
         self.fatal.get_or_insert(why);

@@ -326,15 +326,20 @@ impl Qmgr {
     /// this node sees it: this node once started, another one alive here; neither being
     /// copied to by node restart, nor let stop. The group keeps its rows without them.
     pub fn group_serves_without(&self, node: NodeId, other: NodeId) -> bool {
-        let serves = |n: NodeId| {
-            let running = if n == self.me {
-                self.started
-            } else {
-                self.up.contains(&n)
-            };
-            running && !self.copying.contains(n) && !self.stop_granted.contains(n)
+        self.group_peers(node)
+            .filter(|&n| n != other)
+            .any(|n| self.serves(n))
+    }
+
+    /// True when data node `node` serves: started (alive here), not being copied to by a node
+    /// restart, not let stop.
+    pub fn serves(&self, node: NodeId) -> bool {
+        let running = if node == self.me {
+            self.started
+        } else {
+            self.up.contains(&node)
         };
-        self.group_peers(node).filter(|&n| n != other).any(serves)
+        running && !self.copying.contains(node) && !self.stop_granted.contains(node)
     }
 
     /// The other members of `node`'s node group.

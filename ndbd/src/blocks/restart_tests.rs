@@ -1939,3 +1939,47 @@ fn a_stop_alone_stays_alone_while_its_group_keeps_a_member() {
         cluster.fatal
     );
 }
+
+/// A node stopping alone asks the other member of its group again when no answer came
+/// (NODE_STOPPING_CONF refused by a full send buffer, seed 0x1879c: both nodes refused work
+/// for STOP_FLUSH_MAX), and leaves alone once it answered.
+#[test]
+fn a_stop_alone_asks_its_group_again_until_it_answers() {
+    let mut cluster = Cluster::new(vec![MemDisk::default(), MemDisk::default()], true);
+    cluster.run(cluster.start);
+    let now = cluster.start;
+    let kernel = &mut cluster.nodes[0].0;
+    kernel.begin_stop(now, false);
+    let begins = |sent: &Sent| {
+        (sent.0.iter())
+            .filter(|(to, h, p)| {
+                *to == NodeId(2) && h.signal == gsn::NODE_STOPPING_REP && p[..] == [2]
+            })
+            .count()
+    };
+    let mut sent = Sent::default();
+    assert!(!kernel.ready_to_stop(&mut sent, now));
+    assert_eq!(begins(&sent), 1);
+    let soon = now + std::time::Duration::from_millis(50);
+    let mut sent = Sent::default();
+    assert!(!kernel.ready_to_stop(&mut sent, soon));
+    assert_eq!(begins(&sent), 0, "not again at once");
+    let later = now + std::time::Duration::from_millis(100);
+    let mut sent = Sent::default();
+    assert!(!kernel.ready_to_stop(&mut sent, later));
+    assert_eq!(begins(&sent), 1, "again, no answer came");
+    let conf = FrameHeader {
+        signal: gsn::NODE_STOPPING_CONF,
+        receiver_block: signals::block::QMGR,
+        sender_block: signals::block::QMGR,
+        request_id: 0,
+    };
+    kernel
+        .on_frame(NodeId(2), &conf, &[], &mut sent, later)
+        .expect("NODE_STOPPING_CONF");
+    let mut sent = Sent::default();
+    let much_later = now + std::time::Duration::from_millis(500);
+    kernel.ready_to_stop(&mut sent, much_later);
+    assert_eq!(begins(&sent), 0, "answered");
+    assert!(kernel.stops_alone(), "node 2 serves on");
+}
