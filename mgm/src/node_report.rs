@@ -351,7 +351,7 @@ pub const FIGURES: &[Figure] = &[
     gauge(
         "stop_put_off",
         "1 while a graceful stop of this node is put off: leaving would leave its node group \
-         without a live node",
+         without a serving node",
     ),
     // NDB's ndbinfo.counters (DBTC's and DBLQH's), as the data node counts them.
     counter(

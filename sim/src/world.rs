@@ -84,7 +84,8 @@ const EVENTS_CATCH_UP_NS: u64 = 20_000_000_000;
 /// creation), it waits this long and looks again.
 const CLUSTER_CRASH_RETRY_NS: u64 = 20_000_000;
 /// Within how long of each other the SIGTERMs of a SIGTERM to every data node arrive (see
-/// `World::shutdown`): long enough for a node's whole stop to end before another's begins.
+/// `World::shutdown`): often long enough for a node's whole stop to end before another's
+/// begins.
 const SIGTERM_SPREAD_NS: u64 = 200_000_000;
 
 /// A finished run.
@@ -887,7 +888,8 @@ impl World {
             buggify: true,
         };
         f(kernel, &mut out, now)?;
-        // A node stops by itself when another stops with every data node (STOP_SAVED_REP).
+        // A node stops by itself when another stops with every data node (NODE_STOPPING_REP
+        // STOP_EVERY_NODE, STOP_SAVED_REP).
         let stopping = (self.shutting_down.contains(&node)
             && !self.sigterm_pending.contains(&node))
             || self.stopping_alone.contains(&node)
@@ -2246,7 +2248,7 @@ impl World {
         }
         // With `Fault::Stop` too, half of them (drawn from the time, so that other seeds draw
         // as before) are a SIGTERM to every data node: stops alone, each at its own moment
-        // within a second, which the nodes turn into a stop of every data node.
+        // within SIGTERM_SPREAD_NS, which the nodes turn into a stop of every data node.
         let sigterms = self.options.has(Fault::Stop) && (self.now_ns / 1_000).is_multiple_of(2);
         self.count(if sigterms {
             "SIGTERM to every data node (stops alone)"
@@ -2296,7 +2298,7 @@ impl World {
     }
 
     /// Data node `node` turned its stop into a stop of every data node, or began one on
-    /// another's word (STOP_SAVED_REP): from here it is a SHUTDOWN's member, and if none runs
+    /// another's word (STOP_EVERY_NODE): from here it is a SHUTDOWN's member, and if none runs
     /// (a node stopping alone as the last of its node group), one begins now, whose check
     /// holds every commit acknowledged before.
     fn stops_with_every_node(&mut self, node: NodeId) {
