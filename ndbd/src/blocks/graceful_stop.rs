@@ -32,8 +32,8 @@
 //!
 //! A node not started, or without files (Diskless), stops at once, and so does one that can
 //! save nothing more: its file system failed, a node group has no live node, or, stopping
-//! alone, an arbitration round holds commits (in a stop of every data node the save waits for
-//! the round's verdict instead). Transactions still open
+//! alone or as the last live data node, an arbitration round holds commits (otherwise, in a
+//! stop of every data node, the save waits for the round's verdict). Transactions still open
 //! [`STOP_DRAIN_MAX`] after the node began refusing are aborted, scans with them. One whose
 //! wait passes [`STOP_FLUSH_MAX`] stops anyway and says so.
 //!
@@ -535,11 +535,12 @@ impl Kernel {
     }
 
     /// Why no save can come any more, if none can: this node's file system failed, or a node
-    /// group has no live node; or, for a node stopping `alone` (another member of its group
-    /// serves on, and holds its commits), an arbitration round holds commits (its verdict may
-    /// stop this side; a round a lost NODE_STOPPING_REP started may not end soon: seed
-    /// 0x1aa34). In a stop of every data node the save waits for the verdict: leaving at once
-    /// took a node group's last member, and the others' saves, with it (seed 0x492).
+    /// group has no live node; or an arbitration round holds commits (its verdict may stop
+    /// this side; a round a lost NODE_STOPPING_REP started may not end soon: seed 0x1aa34)
+    /// and this node stops `alone` (another member of its group serves on, and holds its
+    /// commits) or is the last live data node. Otherwise, in a stop of every data node, the
+    /// save waits for the verdict: leaving at once took a node group's last member, and the
+    /// others' saves, with it (seed 0x492).
     fn cannot_save(&self, alone: bool) -> Option<&'static str> {
         if self.fs.failed.is_some() {
             return Some("its file system failed, and it saves nothing more");
@@ -549,7 +550,8 @@ impl Kernel {
         if group_gone {
             return Some("a node group has no live node, so no global checkpoint can be saved");
         }
-        if alone && self.tc.commits_held() {
+        let last = self.qmgr.peers_up().next().is_none();
+        if (alone || last) && self.tc.commits_held() {
             return Some("an arbitration round holds commits, and its verdict may stop this side");
         }
         None
