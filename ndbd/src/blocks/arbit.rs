@@ -255,6 +255,12 @@ impl Arbit {
     /// the failed nodes (closing their links, handling the failure) before any serves again,
     /// so no node acts on a failure while another still takes the failed node's signals
     /// (seed 0x13006e8: a lost update).
+    /// How long a failure round may take when it goes well: its settle time, the side's
+    /// confirmation, and a question to the arbitrator (ArbitrationTimeout), twice over.
+    pub(super) fn round_max(&self) -> Duration {
+        (self.settle * 2 + self.timeout) * 2
+    }
+
     fn confirms(&self) -> bool {
         self.method != Arbitration::WaitExternal
     }
