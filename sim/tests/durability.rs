@@ -100,21 +100,29 @@ fn stops_of_single_data_nodes_lose_nothing() {
     assert!(left > stops / 2, "{left} of {stops} stops ended");
 }
 
+/// Crashes, slow links, BUGGIFY, pauses, cluster crashes (the first a SHUTDOWN) and restarts,
+/// and `more`.
+fn shutdown_options(more: &[Fault]) -> Options {
+    let mut faults = vec![
+        Fault::Crash,
+        Fault::Slow,
+        Fault::Buggify,
+        Fault::Pause,
+        Fault::CrashAll,
+        Fault::Restart,
+        Fault::Shutdown,
+    ];
+    faults.extend_from_slice(more);
+    Options {
+        workload: Workload::All,
+        faults,
+        ..Options::default()
+    }
+}
+
 #[test]
 fn a_shutdown_keeps_every_acknowledged_commit() {
-    let options = Options {
-        workload: Workload::All,
-        faults: vec![
-            Fault::Crash,
-            Fault::Slow,
-            Fault::Buggify,
-            Fault::Pause,
-            Fault::CrashAll,
-            Fault::Restart,
-            Fault::Shutdown,
-        ],
-        ..Options::default()
-    };
+    let options = shutdown_options(&[]);
     // The world checks each SHUTDOWN: the GCI the cluster restarts at holds every commit
     // acknowledged before it (without the stop's save, 135 of seeds 0-299 failed so), and a
     // write acknowledged while it ran survives as a durable commit would (without the wait
@@ -133,20 +141,7 @@ fn a_shutdown_keeps_every_acknowledged_commit() {
 
 #[test]
 fn a_sigterm_to_every_data_node_keeps_every_acknowledged_commit() {
-    let options = Options {
-        workload: Workload::All,
-        faults: vec![
-            Fault::Crash,
-            Fault::Slow,
-            Fault::Buggify,
-            Fault::Pause,
-            Fault::CrashAll,
-            Fault::Restart,
-            Fault::Shutdown,
-            Fault::Stop,
-        ],
-        ..Options::default()
-    };
+    let options = shutdown_options(&[Fault::Stop]);
     // Half the SHUTDOWNs are SIGTERMs, one per data node within 200 ms, each a stop alone; the
     // world fails a node that stops with 2305 and checks the restart GCI as for a SHUTDOWN.
     // When each node left once its own save was done, 12 of seeds 1-300 (with disk faults

@@ -201,6 +201,29 @@ fn is_gone(pid: i32) -> bool {
     }
 }
 
+/// Waits until node 1 has started the arbitrator (ndb_mgmd 49): without one, the survivor of
+/// two data nodes stops when the other fails (2305, as NDB's).
+fn wait_for_arbitrator(procs: &Processes) {
+    wait_until("node 1 to start the arbitrator", START_TIMEOUT, || {
+        Ok(procs
+            .log("ndbd-1")
+            .contains("Started arbitrator node 49")
+            .then_some(()))
+    })
+    .expect("an arbitrator runs");
+}
+
+/// SIGKILL of the data node process the angel `name` runs (its angel lives on); its pid.
+fn kill_data_node_process(procs: &Processes, name: &str) -> i32 {
+    let pid = child_pid(&procs.log(name)).expect("the angel names its child");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill -9 the data node process");
+    pid
+}
+
 /// Starts ndb_mgmd on a config of two data nodes with `defaults` in `[ndbd default]`, and
 /// waits until it listens; returns its connectstring.
 fn start_mgmd(procs: &mut Processes, defaults: &str) -> String {
@@ -424,20 +447,9 @@ fn with_stop_on_error_0_the_angel_starts_a_killed_data_node_again_and_it_rejoins
     // SIGKILL of node 2's data node process, twice: each time its angel starts it again and
     // it rejoins by node restart while the writer inserts. Each kill waits for the arbitrator
     // (without one, the survivor of two data nodes stops too: 2305, as NDB's).
-    wait_until("node 1 to start the arbitrator", START_TIMEOUT, || {
-        Ok(procs
-            .log("ndbd-1")
-            .contains("Started arbitrator node 49")
-            .then_some(()))
-    })
-    .expect("an arbitrator runs");
+    wait_for_arbitrator(&procs);
     for round in 1..=2 {
-        let killed = child_pid(&procs.log("ndbd-2")).expect("node 2's angel names its child");
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(killed),
-            nix::sys::signal::Signal::SIGKILL,
-        )
-        .expect("kill -9 node 2's data node process");
+        let killed = kill_data_node_process(&procs, "ndbd-2");
         wait_until(
             "node 2's angel to start a new data node process, and it to rejoin",
             START_TIMEOUT,
@@ -548,13 +560,7 @@ fn a_stop_put_off_by_a_failed_peer_is_reported_and_ends_once_the_peer_is_back() 
     procs.spawn("ndbd-1", "ndbd", &["-c", &cs, "--ndb-nodeid", "1"]);
     procs.spawn("ndbd-2", "ndbd", &["-c", &cs, "--ndb-nodeid", "2"]);
     wait_for(&cs, &[]);
-    wait_until("node 1 to start the arbitrator", START_TIMEOUT, || {
-        Ok(procs
-            .log("ndbd-1")
-            .contains("Started arbitrator node 49")
-            .then_some(()))
-    })
-    .expect("an arbitrator runs");
+    wait_for_arbitrator(&procs);
     let api = connect(&cs).expect("an API node connects");
     let table = api.create_table(&table_def()).expect("create the table");
     // Transactions left open hold node 1's stop (at most STOP_DRAIN_MAX, 5 s) after it began
@@ -579,12 +585,7 @@ fn a_stop_put_off_by_a_failed_peer_is_reported_and_ends_once_the_peer_is_back() 
             .then_some(()))
     })
     .expect("node 1 stops");
-    let killed = child_pid(&procs.log("ndbd-2")).expect("node 2's angel names its child");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(killed),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .expect("kill -9 node 2's data node process");
+    kill_data_node_process(&procs, "ndbd-2");
     let began = Instant::now();
     let out = stop.join().expect("ndb_mgm");
     let said = format!("{}{}", text(&out.stdout), text(&out.stderr));

@@ -1852,6 +1852,27 @@ fn drive_stops(
     left
 }
 
+/// Every node left gracefully, none before every other node still running had saved and
+/// stopped with every data node (`left` from `drive_stops`).
+fn assert_every_node_left_after_all_saved(
+    cluster: &Cluster,
+    left: &[(NodeId, Vec<(NodeId, bool)>)],
+) {
+    for (node, others) in left {
+        for (other, saved) in others {
+            assert!(
+                saved,
+                "node {node} left before node {other} saved: {left:?}"
+            );
+        }
+    }
+    assert!(
+        (cluster.fatal.iter()).all(|why| why.as_deref() == Some("left gracefully")),
+        "{:?}",
+        cluster.fatal
+    );
+}
+
 /// Four data nodes in node groups {1, 2} and {3, 4}, with files.
 const TWO_GROUPS: &str = "[ndbd default]\nNoOfReplicas=2\nDataMemory=1M\n\
 [ndbd]\nNodeId=1\nHostName=127.0.0.1\n[ndbd]\nNodeId=2\nHostName=127.0.0.1\n\
@@ -1876,22 +1897,7 @@ fn a_sigterm_to_every_data_node_saves_every_node_before_any_leaves() {
     }
     let left = drive_stops(&mut cluster, 100, 20_000);
     assert_eq!(left.len(), 4, "{left:?} {:?}", cluster.fatal);
-    for (node, others) in &left {
-        for (other, saved) in others {
-            assert!(
-                saved,
-                "node {node} left before node {other} saved: {left:?}"
-            );
-        }
-    }
-    assert!(
-        cluster
-            .fatal
-            .iter()
-            .all(|why| why.as_deref() == Some("left gracefully")),
-        "{:?}",
-        cluster.fatal
-    );
+    assert_every_node_left_after_all_saved(&cluster, &left);
 }
 
 /// A stop alone of a node whose group has another member serving on is a stop alone: the
@@ -1922,22 +1928,7 @@ fn a_stop_alone_stays_alone_while_its_group_keeps_a_member() {
     let left = drive_stops(&mut cluster, 10_100, 40_000);
     let order: Vec<NodeId> = left.iter().map(|l| l.0).collect();
     assert_eq!(order.len(), 3, "{left:?} {:?}", cluster.fatal);
-    for (node, others) in &left {
-        for (other, saved) in others {
-            assert!(
-                saved,
-                "node {node} left before node {other} saved: {left:?}"
-            );
-        }
-    }
-    assert!(
-        cluster
-            .fatal
-            .iter()
-            .all(|why| why.as_deref() == Some("left gracefully")),
-        "{:?}",
-        cluster.fatal
-    );
+    assert_every_node_left_after_all_saved(&cluster, &left);
 }
 
 /// A node stopping alone asks the other member of its group again when no answer came
