@@ -411,9 +411,9 @@ impl Kernel {
             return true;
         }
         let held = self.tc.commits_held();
-        let held_since = (self.stopping.as_mut()).and_then(|s| match held {
-            true => Some(*s.held_since.get_or_insert(now)),
-            false => s.held_since.take().and(None),
+        let held_since = (self.stopping.as_mut()).and_then(|s| {
+            s.held_since = held.then(|| s.held_since.unwrap_or(now));
+            s.held_since
         });
         // A stop of every data node waits for a round that holds commits (its save cannot go
         // on meanwhile) at most as long as a round takes when it goes well: one may not end

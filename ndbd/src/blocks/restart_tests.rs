@@ -1879,6 +1879,15 @@ const TWO_GROUPS: &str = "[ndbd default]\nNoOfReplicas=2\nDataMemory=1M\n\
 [ndbd]\nNodeId=3\nHostName=127.0.0.1\n[ndbd]\nNodeId=4\nHostName=127.0.0.1\n\
 [api]\nNodeId=50\nHostName=127.0.0.1\n";
 
+/// The four data nodes of `TWO_GROUPS`, started over fresh disks.
+fn two_groups_started() -> Cluster {
+    let config = rndb_config::parse_str(TWO_GROUPS, Path::new("t.ini")).expect("config");
+    let disks = (0..4).map(|_| MemDisk::default()).collect();
+    let mut cluster = Cluster::with_config(&config, disks, true);
+    cluster.run(cluster.start);
+    cluster
+}
+
 /// A SIGTERM to every data node at once is four stops alone. Before, each left once its own
 /// commits were saved: node group {1, 2} could go while node 3 still waited for its save,
 /// which then never came (no group of node 1's left to save it) and its last commits were
@@ -1887,10 +1896,7 @@ const TWO_GROUPS: &str = "[ndbd default]\nNoOfReplicas=2\nDataMemory=1M\n\
 /// 2305.
 #[test]
 fn a_sigterm_to_every_data_node_saves_every_node_before_any_leaves() {
-    let config = rndb_config::parse_str(TWO_GROUPS, Path::new("t.ini")).expect("config");
-    let disks = (0..4).map(|_| MemDisk::default()).collect();
-    let mut cluster = Cluster::with_config(&config, disks, true);
-    cluster.run(cluster.start);
+    let mut cluster = two_groups_started();
     assert!(cluster.nodes.iter().all(|(k, _)| k.qmgr.started()));
     for (kernel, _) in &mut cluster.nodes {
         kernel.begin_stop(cluster.start, false);
@@ -1906,10 +1912,7 @@ fn a_sigterm_to_every_data_node_saves_every_node_before_any_leaves() {
 /// others to stop with 2305.
 #[test]
 fn a_stop_alone_stays_alone_while_its_group_keeps_a_member() {
-    let config = rndb_config::parse_str(TWO_GROUPS, Path::new("t.ini")).expect("config");
-    let disks = (0..4).map(|_| MemDisk::default()).collect();
-    let mut cluster = Cluster::with_config(&config, disks, true);
-    cluster.run(cluster.start);
+    let mut cluster = two_groups_started();
     cluster.nodes[0].0.begin_stop(cluster.start, false);
     let left = drive_stops(&mut cluster, 100, 10_000);
     assert_eq!(
